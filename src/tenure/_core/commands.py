@@ -1,0 +1,240 @@
+"""Commands the engine accepts, and the replies it gives them.
+
+A command is a frozen value; ``Engine.apply(command, now)`` returns its reply (the
+type parameter of the command) or raises a :mod:`tenure.errors` exception. Being
+plain values, commands can be logged and replayed: the same commands at the same
+times always produce the same state.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from tenure._core.values import NodeConfig, NodeDescription, SemaphoreDescription
+
+R = TypeVar("R", covariant=True)
+
+
+class Command(Generic[R]):
+    """Base of all commands; ``R`` is the reply type."""
+
+    __slots__ = ()
+
+
+# -- nodes ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CreateNode(Command[None]):
+    """Create a node; AlreadyExistsError if it exists."""
+
+    name: str
+    config: NodeConfig = field(default_factory=NodeConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeNode(Command[NodeDescription]):
+    """Describe a node; NotFoundError if missing."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class AlterNode(Command[NodeDescription]):
+    """Change some settings of a node; returns the new description."""
+
+    name: str
+    changes: Mapping[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class DropNode(Command[None]):
+    """Drop a node; PreconditionFailedError if it has sessions, unless ``force``."""
+
+    name: str
+    force: bool = False
+
+
+# -- sessions -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """Reply to CreateSession / AttachSession."""
+
+    session_id: int
+    timeout: float
+    seq_no: int
+
+
+@dataclass(frozen=True, slots=True)
+class CreateSession(Command[SessionInfo]):
+    """Open an attached session on ``node``.
+
+    ``timeout`` is the recovery window (``None``: the node's default).
+    ``protection_key`` is a secret chosen by the client; only a holder of it may
+    re-attach the session later.
+    """
+
+    node: str
+    protection_key: bytes
+    timeout: float | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AttachSession(Command[SessionInfo]):
+    """Re-attach a detached (or attached) session from a new connection.
+
+    ``seq_no`` must be greater than every earlier attach of this session, so a
+    stale connection can never take a session back from a newer one.
+    """
+
+    session_id: int
+    protection_key: bytes
+    seq_no: int
+
+
+@dataclass(frozen=True, slots=True)
+class DetachSession(Command[None]):
+    """The session's connection is gone: its recovery window starts now."""
+
+    session_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class CloseSession(Command[None]):
+    """Close a session cleanly: release all it holds, cancel all it waits for."""
+
+    session_id: int
+
+
+# -- semaphores -----------------------------------------------------------------------
+
+
+class AcquireStatus(enum.Enum):
+    """Outcome of an Acquire at the moment it is applied."""
+
+    GRANTED = "granted"  # held now; token is set
+    QUEUED = "queued"  # waiting; a Granted or AcquireFailed effect follows
+    BUSY = "busy"  # timeout was 0 and it could not be granted at once
+
+
+@dataclass(frozen=True, slots=True)
+class AcquireResult:
+    """Reply to Acquire."""
+
+    status: AcquireStatus
+    token: int | None = None
+    count: int = 0
+    lease_ttl: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CreateSemaphore(Command[None]):
+    """Create a persistent semaphore in the session's node."""
+
+    session_id: int
+    name: str
+    limit: int
+    data: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class Acquire(Command[AcquireResult]):
+    """Ask for ``count`` tokens of a semaphore, with owner ``data``.
+
+    ``timeout``: ``None`` waits forever, ``0`` only tries, else seconds of waiting.
+    ``ephemeral``: create the semaphore (limit MAX_COUNT) if it does not exist.
+    ``request_id`` names this request in later Granted / AcquireFailed effects.
+    ``lease_ttl``: the grant lasts this long unless renewed (``None``: the node's
+    ``default_lease``).
+    """
+
+    session_id: int
+    name: str
+    count: int
+    request_id: int
+    data: bytes = b""
+    timeout: float | None = None
+    ephemeral: bool = False
+    lease_ttl: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Release(Command[bool]):
+    """Release the session's hold on a semaphore and cancel its queued acquire.
+
+    Replies whether there was anything to release or cancel.
+    """
+
+    session_id: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Renew(Command[float]):
+    """Extend a grant that has a lease TTL; replies with the TTL now in force."""
+
+    session_id: int
+    name: str
+    lease_ttl: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateSemaphore(Command[None]):
+    """Replace a semaphore's data."""
+
+    session_id: int
+    name: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteSemaphore(Command[None]):
+    """Delete a semaphore; PreconditionFailedError if held or awaited, unless ``force``."""
+
+    session_id: int
+    name: str
+    force: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeResult:
+    """Reply to DescribeSemaphore: the description and the armed watch, if one was asked for."""
+
+    description: SemaphoreDescription
+    watch_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeSemaphore(Command[DescribeResult]):
+    """Describe a semaphore, optionally arming a one-shot watch.
+
+    Without a watch, a missing semaphore raises NotFoundError. With one, it is
+    described as missing and the watch fires when it appears.
+    """
+
+    session_id: int
+    name: str
+    owners: bool = False
+    waiters: bool = False
+    watch_data: bool = False
+    watch_owners: bool = False
+    watch_waiters: bool = False
+
+    @property
+    def watches(self) -> bool:
+        """Whether this describe arms a watch."""
+        return self.watch_data or self.watch_owners or self.watch_waiters
+
+
+@dataclass(frozen=True, slots=True)
+class CancelWatch(Command[bool]):
+    """Disarm a watch that has not fired yet; replies whether it was armed."""
+
+    session_id: int
+    watch_id: int

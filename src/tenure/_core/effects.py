@@ -1,0 +1,68 @@
+"""Effects: what the engine tells parties other than the caller of a command.
+
+A command's own answer is its reply. Everything else it causes (a waiter granted
+later, a watch fired, a session expired by ``tick``) comes out of
+``Engine.take_effects()`` in the order it happened, addressed to a session. The host
+delivers each to the connection that owns that session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tenure.errors import ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class Granted:
+    """A queued acquire was granted."""
+
+    session_id: int
+    request_id: int
+    name: str
+    token: int
+    count: int
+    lease_ttl: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AcquireFailed:
+    """A queued acquire ended without a grant (timeout, cancelled, superseded, deleted)."""
+
+    session_id: int
+    request_id: int
+    name: str
+    code: ErrorCode
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseLost:
+    """A grant ended without its session releasing it (force delete, node drop, lease TTL)."""
+
+    session_id: int
+    name: str
+    token: int
+    code: ErrorCode
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class WatchFired:
+    """An armed one-shot watch saw its semaphore change; describe again for the new state."""
+
+    session_id: int
+    watch_id: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEnded:
+    """A session ended other than by CloseSession: expired, or its node was dropped."""
+
+    session_id: int
+    code: ErrorCode
+    message: str
+
+
+Effect = Granted | AcquireFailed | LeaseLost | WatchFired | SessionEnded

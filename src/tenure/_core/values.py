@@ -1,0 +1,191 @@
+"""Public value types of the engine, and the validation of user input.
+
+These frozen dataclasses cross every boundary unchanged: the engine returns them,
+the wire carries them, and the client hands them to users.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Final
+
+from tenure.errors import InvalidArgumentError, LimitExceededError
+
+#: The largest token count. An ephemeral semaphore has this limit, and a mutex
+#: acquires this many tokens, so "exclusive" needs no special case anywhere.
+MAX_COUNT: Final = 2**64 - 1
+
+#: Longest node or semaphore name, in UTF-8 bytes.
+MAX_NAME_BYTES: Final = 1024
+
+#: Longest session description, in UTF-8 bytes.
+MAX_DESCRIPTION_BYTES: Final = 1024
+
+#: Longest session timeout (recovery window) a node accepts, in seconds.
+MAX_SESSION_TIMEOUT: Final = 24 * 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConfig:
+    """Settings of a coordination node; every limit is named here and enforced by the engine.
+
+    Attributes:
+        session_timeout: recovery window (seconds) of sessions that do not choose one.
+        lock_delay: seconds during which tokens freed by a *failed* holder (expired
+            session or lease) are not granted to anyone else (Chubby's lock-delay).
+        default_lease: if set, every grant on this node lasts this many seconds
+            unless renewed; ``None`` means a grant lasts as long as its session.
+        max_sessions: live sessions attached to the node.
+        max_semaphores: semaphores in the node (persistent and ephemeral).
+        max_waiters: queued acquires per semaphore.
+        max_data_size: bytes of semaphore data and of each owner's data.
+        max_watches_per_session: armed watches one session may hold.
+    """
+
+    session_timeout: float = 30.0
+    lock_delay: float = 0.0
+    default_lease: float | None = None
+    max_sessions: int = 10_000
+    max_semaphores: int = 100_000
+    max_waiters: int = 10_000
+    max_data_size: int = 65_536
+    max_watches_per_session: int = 1_000
+
+    def validated(self) -> NodeConfig:
+        """Return ``self`` if every field is in range, else raise InvalidArgumentError."""
+        check_duration("session_timeout", self.session_timeout, maximum=MAX_SESSION_TIMEOUT)
+        check_duration("lock_delay", self.lock_delay, allow_zero=True)
+        if self.default_lease is not None:
+            check_duration("default_lease", self.default_lease)
+        for name in (
+            "max_sessions",
+            "max_semaphores",
+            "max_waiters",
+            "max_data_size",
+            "max_watches_per_session",
+        ):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise InvalidArgumentError(f"{name} must be a positive integer, got {value!r}")
+        return self
+
+    def replace(self, **changes: object) -> NodeConfig:
+        """A copy with ``changes`` applied and validated; unknown names are rejected."""
+        known = {f.name for f in dataclasses.fields(self)}
+        unknown = sorted(set(changes) - known)
+        if unknown:
+            raise InvalidArgumentError(f"unknown node setting(s): {', '.join(unknown)}")
+        return dataclasses.replace(self, **changes).validated()  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDescription:
+    """A node's configuration and how much it holds right now."""
+
+    name: str
+    config: NodeConfig
+    sessions: int
+    semaphores: int
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerInfo:
+    """One holder of a semaphore: which session, how many tokens, its data and fencing token."""
+
+    session_id: int
+    count: int
+    data: bytes
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class WaiterInfo:
+    """One queued acquire, in the order it will be served."""
+
+    session_id: int
+    count: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SemaphoreDescription:
+    """A snapshot of a semaphore.
+
+    ``owners`` are in grant order and ``waiters`` in service (FIFO) order; each is
+    empty unless asked for. A watch on a semaphore that does not exist (yet, or any
+    more) sees ``exists=False`` with zero limit, no data and no owners.
+    """
+
+    name: str
+    limit: int
+    count: int
+    data: bytes
+    ephemeral: bool
+    owners: tuple[OwnerInfo, ...] = ()
+    waiters: tuple[WaiterInfo, ...] = ()
+    exists: bool = True
+
+    @classmethod
+    def missing(cls, name: str) -> SemaphoreDescription:
+        """The description of a semaphore that does not exist."""
+        return cls(name=name, limit=0, count=0, data=b"", ephemeral=False, exists=False)
+
+
+# -- validation -----------------------------------------------------------------------
+
+
+def check_name(kind: str, name: object) -> str:
+    """A node or semaphore name: a non-empty str of printable characters, bounded length."""
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError(f"{kind} name must be a non-empty string, got {name!r}")
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        raise InvalidArgumentError(f"{kind} name is longer than {MAX_NAME_BYTES} bytes")
+    if not name.isprintable():
+        raise InvalidArgumentError(f"{kind} name must not contain control characters: {name!r}")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(f"{kind} name is not valid unicode: {name!r}") from None
+    return name
+
+
+def check_data(what: str, data: object, limit: int) -> bytes:
+    """Opaque user data: bytes of at most ``limit`` bytes."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise InvalidArgumentError(f"{what} must be bytes, got {type(data).__name__}")
+    data = bytes(data)
+    if len(data) > limit:
+        raise LimitExceededError(f"{what} is {len(data)} bytes; max_data_size is {limit}")
+    return data
+
+
+def check_count(count: object, *, allow_zero: bool = False) -> int:
+    """A token count: an int in [1, MAX_COUNT] (or 0 when allowed)."""
+    low = 0 if allow_zero else 1
+    if type(count) is not int or not low <= count <= MAX_COUNT:
+        raise InvalidArgumentError(f"count must be an integer in [{low}, 2**64-1], got {count!r}")
+    return count
+
+
+def check_duration(
+    what: str, value: object, *, allow_zero: bool = False, maximum: float = math.inf
+) -> float:
+    """A finite, positive (or zero when allowed) number of seconds, at most ``maximum``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgumentError(f"{what} must be a number of seconds, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        raise InvalidArgumentError(f"{what} must be a finite positive number, got {value!r}")
+    if value > maximum:
+        raise InvalidArgumentError(f"{what} must be at most {maximum} seconds, got {value!r}")
+    return value
+
+
+def check_timeout(timeout: object) -> float | None:
+    """An acquire timeout: ``None`` waits forever, ``0`` only tries, else seconds."""
+    if timeout is None:
+        return None
+    return check_duration("timeout", timeout, allow_zero=True)
+

@@ -1,0 +1,83 @@
+"""One-shot watches on a semaphore's data, owners and waiters.
+
+A watch is armed by a describe and fires once, on the first change of an aspect it
+watches (or of the semaphore's existence, which changes every aspect). Firing only
+says "changed": the watcher describes again, arming the next watch in the same
+step. The watcher therefore always reads the latest state, and changes that happen
+between two describes coalesce instead of queueing up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Watch:
+    """An armed watch."""
+
+    watch_id: int
+    session_id: int
+    node: str
+    name: str
+    data: bool
+    owners: bool
+    waiters: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """Which aspects of a semaphore changed in one step."""
+
+    data: bool = False
+    owners: bool = False
+    waiters: bool = False
+    existence: bool = False
+
+    def matches(self, watch: Watch) -> bool:
+        """Whether ``watch`` cares about this change."""
+        return (
+            self.existence
+            or (self.data and watch.data)
+            or (self.owners and watch.owners)
+            or (self.waiters and watch.waiters)
+        )
+
+
+class Watches:
+    """All armed watches, indexed by target and by id."""
+
+    __slots__ = ("_by_id", "_by_target")
+
+    def __init__(self) -> None:
+        self._by_target: dict[tuple[str, str], dict[int, Watch]] = {}
+        self._by_id: dict[int, Watch] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def arm(self, watch: Watch) -> None:
+        """Register ``watch``."""
+        self._by_id[watch.watch_id] = watch
+        self._by_target.setdefault((watch.node, watch.name), {})[watch.watch_id] = watch
+
+    def disarm(self, watch_id: int) -> Watch | None:
+        """Remove a watch without firing it."""
+        watch = self._by_id.pop(watch_id, None)
+        if watch is not None:
+            target = (watch.node, watch.name)
+            group = self._by_target[target]
+            del group[watch_id]
+            if not group:
+                del self._by_target[target]
+        return watch
+
+    def fire(self, node: str, name: str, change: Change) -> list[Watch]:
+        """Remove and return, in arming order, the watches on the target that ``change`` hits."""
+        group = self._by_target.get((node, name))
+        if not group:
+            return []
+        fired = [w for w in group.values() if change.matches(w)]
+        for watch in fired:
+            self.disarm(watch.watch_id)
+        return fired
