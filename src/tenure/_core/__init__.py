@@ -12,6 +12,7 @@ from tenure._core.commands import (
     AcquireStatus,
     AlterNode,
     AttachSession,
+    CancelAcquire,
     CancelWatch,
     CloseSession,
     Command,
@@ -48,13 +49,13 @@ from tenure._core.values import (
 )
 
 __all__ = [
-    "MAX_COUNT",
     "Acquire",
     "AcquireFailed",
     "AcquireResult",
     "AcquireStatus",
     "AlterNode",
     "AttachSession",
+    "CancelAcquire",
     "CancelWatch",
     "CloseSession",
     "Command",
@@ -71,6 +72,7 @@ __all__ = [
     "Engine",
     "Granted",
     "LeaseLost",
+    "MAX_COUNT",
     "NodeConfig",
     "NodeDescription",
     "OwnerInfo",

@@ -176,6 +176,18 @@ class Release(Command[bool]):
 
 
 @dataclass(frozen=True, slots=True)
+class CancelAcquire(Command[bool]):
+    """Withdraw one queued acquire (by request id), leaving any existing hold alone.
+
+    Replies whether that request was still queued.
+    """
+
+    session_id: int
+    name: str
+    request_id: int
+
+
+@dataclass(frozen=True, slots=True)
 class Renew(Command[float]):
     """Extend a grant that has a lease TTL; replies with the TTL now in force."""
 

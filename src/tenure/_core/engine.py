@@ -117,6 +117,7 @@ class Engine:
             c.CreateSemaphore: self._create_semaphore,
             c.Acquire: self._acquire,
             c.Release: self._release,
+            c.CancelAcquire: self._cancel_acquire,
             c.Renew: self._renew,
             c.UpdateSemaphore: self._update_semaphore,
             c.DeleteSemaphore: self._delete_semaphore,
@@ -357,6 +358,22 @@ class Engine:
             session.holds.discard(sem.name)
         self._settle(node, sem, now, Change(owners=owner is not None, waiters=waiter is not None))
         return owner is not None or waiter is not None
+
+    def _cancel_acquire(self, cmd: c.CancelAcquire, now: float) -> bool:
+        session, node = self._session_node(cmd.session_id)
+        sem = node.semaphores.get(cmd.name)
+        waiter = None if sem is None else sem.waiters.get(session.session_id)
+        if sem is None or waiter is None or waiter.request_id != cmd.request_id:
+            return False
+        sem.remove_waiter(session.session_id)
+        session.waits.discard(sem.name)
+        self._effects.append(
+            AcquireFailed(
+                session.session_id, cmd.request_id, sem.name, ErrorCode.CANCELLED, "acquire cancelled"
+            )
+        )
+        self._settle(node, sem, now, Change(waiters=True))
+        return True
 
     def _renew(self, cmd: c.Renew, now: float) -> float:
         session, node = self._session_node(cmd.session_id)

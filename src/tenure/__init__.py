@@ -1,0 +1,68 @@
+"""tenure: distributed coordination for Python.
+
+Mutexes, counting semaphores, leader election and watches, each grant with a
+fencing token, over one API whatever the backend::
+
+    import tenure
+
+    async with tenure.connect("memory://") as client:
+        await client.create_node("my-app")
+        async with client.session("my-app", recovery_window=15.0) as session:
+            async with session.mutex("job") as lock:
+                print("holding job with fencing token", lock.token)
+
+The synchronous face of the same API is :mod:`tenure.sync`.
+"""
+
+from __future__ import annotations
+
+from tenure import errors
+from tenure._core.values import (
+    MAX_COUNT,
+    NodeConfig,
+    NodeDescription,
+    OwnerInfo,
+    SemaphoreDescription,
+    WaiterInfo,
+)
+from tenure.backends import Capability
+from tenure.client import (
+    Client,
+    Election,
+    EndSignal,
+    LeaderState,
+    Leadership,
+    Lease,
+    Lock,
+    Mutex,
+    Semaphore,
+    Session,
+    SessionLoop,
+    connect,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Capability",
+    "Client",
+    "Election",
+    "EndSignal",
+    "LeaderState",
+    "Leadership",
+    "Lease",
+    "Lock",
+    "MAX_COUNT",
+    "Mutex",
+    "NodeConfig",
+    "NodeDescription",
+    "OwnerInfo",
+    "Semaphore",
+    "SemaphoreDescription",
+    "Session",
+    "SessionLoop",
+    "WaiterInfo",
+    "__version__",
+    "connect",
+    "errors",
+]

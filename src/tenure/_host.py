@@ -1,0 +1,80 @@
+"""The asyncio driver of the engine, shared by ``memory://`` and ``tenure serve``.
+
+The host owns one :class:`~tenure._core.Engine`, a :class:`~tenure._clock.Clock`
+and one timer. ``execute`` applies a command at the clock's current time and
+returns the reply; afterwards (and whenever the timer fires) the engine's effects
+are handed to the sink registered for the session each one is addressed to. The
+host adds no semantics of its own: it only moves commands in, time forward and
+effects out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from tenure._clock import Clock, TimerHandle
+from tenure._core import Command, Effect, Engine
+
+R = TypeVar("R")
+
+#: Receives the effects addressed to one session.
+EffectSink = Callable[[Effect], None]
+
+
+class EngineHost:
+    """Runs an engine on a clock and routes its effects to per-session sinks."""
+
+    def __init__(self, clock: Clock, engine: Engine | None = None) -> None:
+        self.clock = clock
+        self.engine = engine if engine is not None else Engine()
+        self._sinks: dict[int, EffectSink] = {}
+        self._timer: TimerHandle | None = None
+        self._timer_at: float | None = None
+
+    def execute(self, command: Command[R]) -> R:
+        """Apply ``command`` now; deliver the effects it caused; re-arm the timer.
+
+        Effects are delivered even when the command fails, so that nothing the
+        engine queued is ever held back.
+        """
+        try:
+            return self.engine.apply(command, self.clock.now())
+        finally:
+            self._after_step()
+
+    def subscribe(self, session_id: int, sink: EffectSink) -> None:
+        """Send the effects addressed to ``session_id`` to ``sink`` (replacing any other)."""
+        self._sinks[session_id] = sink
+
+    def unsubscribe(self, session_id: int, sink: EffectSink | None = None) -> None:
+        """Stop delivering to the session's sink (only if it is ``sink``, when given)."""
+        if sink is None or self._sinks.get(session_id) is sink:
+            self._sinks.pop(session_id, None)
+
+    def close(self) -> None:
+        """Cancel the timer; the engine's state is left as it is."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = self._timer_at = None
+
+    def _after_step(self) -> None:
+        for effect in self.engine.take_effects():
+            sink = self._sinks.get(effect.session_id)
+            if sink is not None:
+                sink(effect)
+        self._arm_timer()
+
+    def _arm_timer(self) -> None:
+        when = self.engine.next_deadline()
+        if when == self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = when
+        self._timer = None if when is None else self.clock.call_at(when, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = self._timer_at = None
+        self.engine.tick(self.clock.now())
+        self._after_step()

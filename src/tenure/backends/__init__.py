@@ -1,0 +1,81 @@
+"""Backends, chosen by URL scheme and imported only when used.
+
+==============================  ==============================================
+URL                             where the state lives
+==============================  ==============================================
+``memory://`` / ``memory://N``  this process (private, or shared by name ``N``)
+==============================  ==============================================
+
+Third-party backends register a module under the ``tenure.backends`` entry-point
+group; the module must define ``async def open_backend(url, options) -> Backend``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from importlib.metadata import entry_points
+from types import ModuleType
+from typing import Final
+from urllib.parse import urlsplit
+
+from tenure.backends._base import (
+    Backend,
+    BackendSession,
+    Capability,
+    Grant,
+    SessionListener,
+)
+from tenure.errors import InvalidArgumentError, UnsupportedError
+
+#: Built-in schemes and the modules that implement them.
+BUILTIN: Final = {
+    "memory": "tenure.backends.memory",
+}
+
+#: Schemes planned but not in this version: refused clearly, never guessed at.
+PLANNED: Final = frozenset({"tenure", "tenures", "etcd", "postgres", "postgresql", "redis"})
+
+
+def _module_for(scheme: str) -> ModuleType:
+    if scheme in BUILTIN:
+        return importlib.import_module(BUILTIN[scheme])
+    for entry in entry_points(group="tenure.backends"):
+        if entry.name == scheme:
+            module = entry.load()
+            if not isinstance(module, ModuleType):
+                raise InvalidArgumentError(f"entry point {entry.value!r} is not a module")
+            return module
+    if scheme in PLANNED:
+        raise UnsupportedError(f"the {scheme}:// backend is not available in this version")
+    known = ", ".join(sorted(BUILTIN))
+    raise InvalidArgumentError(f"unknown backend scheme {scheme!r}; known: {known}")
+
+
+async def open_backend(
+    url: str,
+    options: Mapping[str, object] | None = None,
+    *,
+    require: frozenset[Capability] = frozenset(),
+) -> Backend:
+    """Open the backend ``url`` names, refusing it if it lacks a ``require``-d capability."""
+    if not isinstance(url, str) or "://" not in url:
+        raise InvalidArgumentError(f"expected a URL like 'memory://', got {url!r}")
+    scheme = urlsplit(url).scheme.lower()
+    backend: Backend = await _module_for(scheme).open_backend(url, dict(options or {}))
+    missing = require - backend.capabilities
+    if missing:
+        await backend.aclose()
+        names = ", ".join(sorted(c.value for c in missing))
+        raise UnsupportedError(f"{scheme}:// cannot provide: {names}")
+    return backend
+
+
+__all__ = [
+    "Backend",
+    "BackendSession",
+    "Capability",
+    "Grant",
+    "SessionListener",
+    "open_backend",
+]

@@ -1,0 +1,177 @@
+"""``memory://``: the engine in this process, for tests and single-process apps.
+
+``memory://`` gives each client a private engine. ``memory://NAME`` shares one
+engine among every client in the process (on the same event loop) that uses the
+same NAME, so several clients can compete as separate processes would.
+
+Options: ``clock=`` a :class:`~tenure.testing.FakeClock` (or any
+:class:`~tenure._clock.Clock`) to drive expiry without sleeping. All clients of a
+shared engine must pass the same clock.
+
+Sessions here are attached for as long as their client is open: there is no
+connection to lose. :func:`tenure.testing.disconnect` detaches one, as a dropped
+connection would, so tests can watch its recovery window run out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import weakref
+from collections.abc import Mapping
+from typing import Final, TypeVar
+from urllib.parse import urlsplit
+
+from tenure._clock import Clock, LoopClock
+from tenure._core import (
+    AlterNode,
+    AttachSession,
+    Command,
+    CreateNode,
+    CreateSession,
+    DescribeNode,
+    DetachSession,
+    DropNode,
+    NodeConfig,
+    NodeDescription,
+)
+from tenure._host import EngineHost
+from tenure.backends._base import Capability, SessionListener
+from tenure.backends._engine import EngineSession
+from tenure.errors import InvalidArgumentError, SessionClosedError
+
+R = TypeVar("R")
+
+CAPABILITIES: Final = frozenset(
+    {
+        Capability.FENCING_TOKENS,
+        Capability.FIFO,
+        Capability.WATCH,
+        Capability.SESSION_RECOVERY,
+        Capability.LEASE_TTL,
+    }
+)
+
+# Shared engines by (event loop, name); an engine lives while a client uses it.
+_SHARED: weakref.WeakValueDictionary[tuple[int, str], EngineHost] = weakref.WeakValueDictionary()
+
+
+class _DirectChannel:
+    """Calls straight into the host: the in-process stand-in for a connection."""
+
+    def __init__(self, host: EngineHost) -> None:
+        self._host = host
+
+    async def call(self, command: Command[R]) -> R:
+        return self._host.execute(command)
+
+
+class MemorySession(EngineSession):
+    """An engine session of a :class:`MemoryBackend` (which it knows, for tenure.testing)."""
+
+    def __init__(
+        self,
+        backend: MemoryBackend,
+        session_id: int,
+        listener: SessionListener,
+        *,
+        protection_key: bytes,
+        seq_no: int,
+    ) -> None:
+        super().__init__(
+            backend._channel, session_id, listener, protection_key=protection_key, seq_no=seq_no
+        )
+        self.backend = backend
+
+
+class MemoryBackend:
+    """A backend whose state lives in an in-process engine."""
+
+    def __init__(self, host: EngineHost, *, owns_host: bool = False) -> None:
+        self.host = host
+        self._owns_host = owns_host
+        self._channel = _DirectChannel(host)
+        self._sessions: dict[int, MemorySession] = {}
+        self._closed = False
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """Everything but durability: state ends with the process."""
+        return CAPABILITIES
+
+    async def create_node(self, name: str, config: NodeConfig) -> None:
+        """Create a node."""
+        self.host.execute(CreateNode(name, config))
+
+    async def describe_node(self, name: str) -> NodeDescription:
+        """Describe a node."""
+        return self.host.execute(DescribeNode(name))
+
+    async def alter_node(self, name: str, changes: Mapping[str, object]) -> NodeDescription:
+        """Change node settings."""
+        return self.host.execute(AlterNode(name, dict(changes)))
+
+    async def drop_node(self, name: str, force: bool) -> None:
+        """Drop a node."""
+        self.host.execute(DropNode(name, force))
+
+    async def open_session(
+        self, node: str, *, timeout: float | None, description: str, listener: SessionListener
+    ) -> MemorySession:
+        """Open an attached session."""
+        if self._closed:
+            raise SessionClosedError("the client is closed")
+        key = secrets.token_bytes(16)
+        info = self.host.execute(CreateSession(node, key, timeout, description))
+        session = MemorySession(
+            self, info.session_id, listener, protection_key=key, seq_no=info.seq_no
+        )
+        self._sessions[info.session_id] = session
+        self.host.subscribe(info.session_id, session.deliver)
+        return session
+
+    async def aclose(self) -> None:
+        """Close every session this backend opened."""
+        self._closed = True
+        for session_id, session in list(self._sessions.items()):
+            if session.ended is None:
+                await session.close()
+            self.host.unsubscribe(session_id, session.deliver)
+        self._sessions.clear()
+        if self._owns_host:
+            self.host.close()
+
+    # -- connection simulation, for tenure.testing ----------------------------------
+
+    def detach(self, session_id: int) -> None:
+        """Behave as if the session's connection dropped: its recovery window starts."""
+        self.host.execute(DetachSession(session_id))
+
+    def reattach(self, session_id: int) -> None:
+        """Behave as if the session's client reconnected and re-attached."""
+        session = self._sessions[session_id]
+        session.seq_no += 1
+        self.host.execute(AttachSession(session_id, session.protection_key, session.seq_no))
+
+
+async def open_backend(url: str, options: Mapping[str, object]) -> MemoryBackend:
+    """Open ``memory://`` (private engine) or ``memory://NAME`` (shared in this process)."""
+    parts = urlsplit(url)
+    unknown = sorted(set(options) - {"clock"})
+    if unknown or parts.query or parts.path not in ("", "/"):
+        raise InvalidArgumentError(
+            f"memory:// takes only an optional name and the clock= option; got {url!r} {unknown}"
+        )
+    clock = options.get("clock") or LoopClock()
+    if not isinstance(clock, Clock):
+        raise InvalidArgumentError("clock= must have now() and call_at(when, callback)")
+    name = parts.netloc
+    if not name:
+        return MemoryBackend(EngineHost(clock), owns_host=True)
+    key = (id(asyncio.get_running_loop()), name)
+    host = _SHARED.get(key)
+    if host is None:
+        host = _SHARED[key] = EngineHost(clock)
+    elif "clock" in options and host.clock is not clock:
+        raise InvalidArgumentError(f"memory://{name} already runs on another clock")
+    return MemoryBackend(host)

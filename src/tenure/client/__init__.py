@@ -1,0 +1,28 @@
+"""The asyncio client: sessions and the recipes built on them (one file per recipe)."""
+
+from __future__ import annotations
+
+from tenure.client._client import Client, SessionLoop, connect
+from tenure.client._election import Election, LeaderState
+from tenure.client._lease import Leadership, Lease, Lock
+from tenure.client._loss import EndSignal
+from tenure.client._mutex import Mutex
+from tenure.client._opening import Opening
+from tenure.client._semaphore import Semaphore
+from tenure.client._session import Session
+
+__all__ = [
+    "Client",
+    "Election",
+    "EndSignal",
+    "LeaderState",
+    "Leadership",
+    "Lease",
+    "Lock",
+    "Mutex",
+    "Opening",
+    "Semaphore",
+    "Session",
+    "SessionLoop",
+    "connect",
+]

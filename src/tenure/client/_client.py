@@ -1,0 +1,184 @@
+"""The client: one connection to a backend, node management, and sessions."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from types import TracebackType
+from typing import Self
+
+from tenure._core.values import NodeConfig, NodeDescription
+from tenure.backends import Backend, Capability, open_backend
+from tenure.client._opening import Opening
+from tenure.client._session import Session
+from tenure.errors import LostError, SessionClosedError
+
+
+class Client:
+    """A connection to one backend. Make one with :func:`tenure.connect`."""
+
+    def __init__(self, backend: Backend, url: str) -> None:
+        self.backend = backend
+        self.url = url
+        self._sessions: set[Session] = set()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<Client {self.url!r}{' closed' if self._closed else ''}>"
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """What the backend can do."""
+        return self.backend.capabilities
+
+    # -- nodes ----------------------------------------------------------------------
+
+    async def create_node(
+        self, name: str, config: NodeConfig | None = None, **settings: object
+    ) -> None:
+        """Create a node, from ``config`` and/or individual settings (see NodeConfig).
+
+        Raises:
+            AlreadyExistsError: the node exists.
+        """
+        config = (config or NodeConfig()).replace(**settings)
+        await self.backend.create_node(name, config)
+
+    async def describe_node(self, name: str) -> NodeDescription:
+        """A node's settings and how many sessions and semaphores it has."""
+        return await self.backend.describe_node(name)
+
+    async def alter_node(self, name: str, **changes: object) -> NodeDescription:
+        """Change some of a node's settings; returns the new description."""
+        return await self.backend.alter_node(name, changes)
+
+    async def drop_node(self, name: str, *, force: bool = False) -> None:
+        """Drop a node. With live sessions it fails unless ``force`` (they are then lost)."""
+        await self.backend.drop_node(name, force)
+
+    # -- sessions -------------------------------------------------------------------
+
+    def session(
+        self, node: str, *, recovery_window: float | None = None, description: str = ""
+    ) -> Opening[Session]:
+        """Open a session on ``node``; ``await`` it, or use ``async with`` (closes at the end).
+
+        Args:
+            recovery_window: seconds the server keeps the session (and all it holds)
+                after its connection is lost; ``None`` takes the node's default.
+            description: a label shown to other sessions and operators.
+        """
+        return Opening(lambda: self._open_session(node, recovery_window, description))
+
+    def sessions(
+        self, node: str, *, recovery_window: float | None = None, description: str = ""
+    ) -> SessionLoop:
+        """Sessions on ``node`` for as long as you iterate: a new one after each loss.
+
+        Each step waits until the previous session has ended, then opens the next::
+
+            async for session in client.sessions("my-app", recovery_window=15.0):
+                try:
+                    async with session.mutex("job") as lock:
+                        await work(lock.token)
+                except tenure.errors.SessionExpiredError:
+                    continue   # start again in a new session
+                break
+        """
+        return SessionLoop(self, node, recovery_window, description)
+
+    async def _open_session(
+        self, node: str, recovery_window: float | None, description: str
+    ) -> Session:
+        if self._closed:
+            raise SessionClosedError("the client is closed")
+        session = Session(node, recovery_window, description)
+        backend_session = await self.backend.open_session(
+            node, timeout=recovery_window, description=description, listener=session
+        )
+        session._bind(backend_session)
+        self._sessions.add(session)
+        session.lost.add_callback(lambda _reason: self._sessions.discard(session))
+        return session
+
+    # -- life -----------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close every session (their holders see SessionClosedError) and the backend."""
+        if self._closed:
+            return
+        self._closed = True
+        for session in list(self._sessions):
+            await session.close()
+        await self.backend.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.shield(self.aclose())
+
+
+class SessionLoop:
+    """The async iterator behind :meth:`Client.sessions`."""
+
+    def __init__(
+        self, client: Client, node: str, recovery_window: float | None, description: str
+    ) -> None:
+        self._client = client
+        self._open = (node, recovery_window, description)
+        self._current: Session | None = None
+        self._stopped = False
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> Session:
+        if self._stopped:
+            raise StopAsyncIteration
+        if self._current is not None:
+            reason = await self._current.lost
+            if reason is None:  # closed on purpose: the loop is over
+                self._stopped = True
+                raise StopAsyncIteration
+        self._current = await self._client._open_session(*self._open)
+        return self._current
+
+    @property
+    def current(self) -> Session | None:
+        """The session of the current step."""
+        return self._current
+
+    @property
+    def last_loss(self) -> LostError | None:
+        """Why the current session ended, if it did."""
+        return None if self._current is None else self._current.lost_reason
+
+    async def aclose(self) -> None:
+        """Stop the loop and close the current session."""
+        self._stopped = True
+        if self._current is not None:
+            await self._current.close()
+
+
+def connect(
+    url: str, *, require: Iterable[Capability] = (), **options: object
+) -> Opening[Client]:
+    """Connect to the backend ``url`` names; ``await`` it or use ``async with``.
+
+    ``memory://`` keeps the state in this process (``memory://NAME`` shares it by
+    name). ``require`` refuses a backend that lacks a capability, instead of
+    silently weakening a guarantee. Other keyword options go to the backend
+    (``memory://`` takes ``clock=``).
+    """
+
+    async def open_client() -> Client:
+        backend = await open_backend(url, options, require=frozenset(require))
+        return Client(backend, url)
+
+    return Opening(open_client)

@@ -1,0 +1,96 @@
+"""Leader election: campaign, proclaim, resign, observe, and ask who leads.
+
+An election is a mutex whose owner data is the leader's data (an address, say).
+Campaigners queue in arrival order; the first becomes leader, and the next one
+takes over when the leader resigns or its session is lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tenure._core.values import MAX_COUNT, SemaphoreDescription
+from tenure.client._lease import Leadership
+from tenure.client._opening import Opening
+from tenure.client._semaphore import watch_semaphore
+from tenure.errors import NotFoundError
+
+if TYPE_CHECKING:
+    from tenure.client._session import Session
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderState:
+    """Who leads an election, as seen by one session.
+
+    With no leader, ``session_id`` and ``token`` are None and ``data`` is empty.
+    """
+
+    data: bytes
+    is_me: bool
+    session_id: int | None
+    token: int | None
+
+    @property
+    def has_leader(self) -> bool:
+        """Whether somebody leads."""
+        return self.session_id is not None
+
+
+class Election:
+    """The election ``name`` in the session's node."""
+
+    def __init__(self, session: Session, name: str) -> None:
+        self.session = session
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<Election {self.name!r} of session {self.session.id}>"
+
+    def campaign(self, data: bytes = b"", *, timeout: float | None = None) -> Opening[Leadership]:
+        """Wait to become leader with ``data``; ``await`` it or use ``async with``.
+
+        In ``async with``, the block is cancelled if leadership is lost, and raises
+        LeaderChangedError (or the session's loss error). Leaving the block resigns.
+        """
+
+        async def open_leadership() -> Leadership:
+            leadership = await self.session._acquire(
+                Leadership, self.name, MAX_COUNT, bytes(data), timeout, True
+            )
+            assert leadership is not None
+            return leadership
+
+        return Opening(open_leadership)
+
+    async def leader(self) -> LeaderState | None:
+        """The current leader, or None when nobody leads."""
+        try:
+            description = await self.session._backend_session().describe_semaphore(
+                self.name, owners=True, waiters=False
+            )
+        except NotFoundError:
+            return None
+        state = self._state(description)
+        return state if state.has_leader else None
+
+    async def observe(self) -> AsyncIterator[LeaderState]:
+        """Yield the current leader state at once, then on every change of leader or data."""
+        last: LeaderState | None = None
+        async for description in watch_semaphore(
+            self.session, self.name, data=False, owners=True, waiters=False
+        ):
+            state = self._state(description)
+            if state != last:
+                last = state
+                yield state
+
+    def _state(self, description: SemaphoreDescription) -> LeaderState:
+        if not description.owners:
+            return LeaderState(b"", False, None, None)
+        owner = description.owners[0]
+        return LeaderState(
+            owner.data, owner.session_id == self.session.id, owner.session_id, owner.token
+        )

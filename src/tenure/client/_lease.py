@@ -1,0 +1,158 @@
+"""A lease: tokens of a semaphore held by a session, with its fencing token.
+
+:class:`Lock` (from a mutex) and :class:`Leadership` (from an election) are
+leases too; all three end the same way, through one :class:`EndSignal`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from types import TracebackType
+from typing import TYPE_CHECKING, Self
+
+from tenure.backends._base import Grant
+from tenure.client._loss import CancelOnLoss, EndSignal
+from tenure.errors import LeaderChangedError, LeaseLostError, LostError, TenureError
+
+if TYPE_CHECKING:
+    from tenure.client._session import Session
+
+
+class Lease:
+    """``count`` tokens of semaphore ``name``, held by ``session`` since the grant of ``token``.
+
+    ``token`` is the fencing token: strictly greater than that of every earlier
+    grant. Pass it to the resource you protect and have it refuse smaller ones; a
+    lease alone cannot stop a paused process from acting late.
+
+    Use ``async with lease:`` (or ``async with sem.acquire(...) as lease:``) to run a
+    block that is cancelled if the lease is lost, raising the loss error.
+    """
+
+    def __init__(self, session: Session, name: str, grant: Grant, data: bytes) -> None:
+        self.session = session
+        self.name = name
+        self.token = grant.token
+        self.count = grant.count
+        self.data = data
+        self._signal = EndSignal()
+        self._scopes: list[CancelOnLoss] = []
+        self._renewer: asyncio.Task[None] | None = None
+        if grant.lease_ttl is not None:
+            self._renewer = asyncio.create_task(self._keep_renewed(grant.lease_ttl))
+
+    def __repr__(self) -> str:
+        state = "held" if not self._signal.ended else f"ended({self._signal.reason!r})"
+        return f"<{type(self).__name__} {self.name!r} token={self.token} count={self.count} {state}>"
+
+    @property
+    def lost(self) -> EndSignal:
+        """Awaitable that completes when the lease ends; it returns the loss error or None."""
+        return self._signal
+
+    @property
+    def lost_reason(self) -> LostError | None:
+        """Why the lease was lost, or None while it is held or after a clean release."""
+        return self._signal.reason
+
+    @property
+    def held(self) -> bool:
+        """Whether the lease is still held."""
+        return not self._signal.ended
+
+    def check(self) -> None:
+        """Raise the loss error if the lease was lost."""
+        if self._signal.reason is not None:
+            raise self._signal.reason
+
+    async def release(self) -> None:
+        """Give the tokens back. Idempotent; a no-op once the lease was lost."""
+        if self._signal.ended:
+            return
+        self._finish(None)
+        try:
+            with contextlib.suppress(LostError):
+                await self.session._release(self)
+        finally:
+            # Only now may another task of this session ask for the semaphore: had it
+            # asked before the release landed, it would have restated our grant.
+            self.session._forget(self)
+
+    # -- async with -------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        scope = CancelOnLoss(self._signal)
+        scope.__enter__()
+        self._scopes.append(scope)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        scope = self._scopes.pop()
+        try:
+            scope.__exit__(exc_type, exc, tb)
+        finally:
+            await asyncio.shield(self.release())
+
+    # -- called by the session --------------------------------------------------------
+
+    def _lose(self, error: LostError) -> None:
+        self._finish(self._translate(error))
+        self.session._forget(self)
+
+    def _translate(self, error: LostError) -> LostError:
+        return error
+
+    def _finish(self, reason: LostError | None) -> None:
+        if self._renewer is not None:
+            self._renewer.cancel()
+            self._renewer = None
+        self._signal.end(reason)
+
+    async def _keep_renewed(self, ttl: float) -> None:
+        """Renew a lease that has a TTL, three times per TTL, until it ends."""
+        while True:
+            await asyncio.sleep(ttl / 3)
+            try:
+                ttl = await self.session._backend_session().renew(self.name)
+            except TenureError as error:
+                self._renewer = None
+                self._lose(
+                    error
+                    if isinstance(error, LostError)
+                    else LeaseLostError(f"could not renew the lease on {self.name!r}: {error}")
+                )
+                return
+
+
+class Lock(Lease):
+    """An exclusive hold of a mutex; ``token`` is its fencing token."""
+
+
+class Leadership(Lease):
+    """Leadership of an election: the single token of its semaphore, with the leader's data.
+
+    Lost leadership (other than by the session's loss) raises LeaderChangedError.
+    """
+
+    def _translate(self, error: LostError) -> LostError:
+        if type(error) is LeaseLostError:
+            return LeaderChangedError(str(error))
+        return error
+
+    async def proclaim(self, data: bytes) -> None:
+        """Replace the leader's data in place, without a new election (same token)."""
+        self.check()
+        if not self.held:
+            raise LeaderChangedError(f"leadership of {self.name!r} was resigned")
+        await self.session._restate(self, data)
+        self.data = bytes(data)
+
+    async def resign(self) -> None:
+        """Step down (the same as :meth:`release`)."""
+        await self.release()

@@ -1,0 +1,70 @@
+"""Mutexes: exclusive holds of an ephemeral semaphore (no create needed)."""
+
+from __future__ import annotations
+
+import asyncio
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from tenure._core.values import MAX_COUNT
+from tenure.client._lease import Lock
+from tenure.client._opening import Opening
+
+if TYPE_CHECKING:
+    from tenure.client._session import Session
+
+
+class Mutex:
+    """A named mutex in the session's node.
+
+    ``async with session.mutex("job") as lock:`` blocks until the lock is held and
+    releases it at the end; the block is cancelled (raising the loss error) if the
+    lock is lost meanwhile. Waiters are served in arrival order.
+    """
+
+    def __init__(self, session: Session, name: str) -> None:
+        self.session = session
+        self.name = name
+        self._entered: dict[asyncio.Task[object] | None, list[Lock]] = {}
+
+    def __repr__(self) -> str:
+        return f"<Mutex {self.name!r} of session {self.session.id}>"
+
+    def lock(self, *, timeout: float | None = None, data: bytes = b"") -> Opening[Lock]:
+        """Wait for the lock (``timeout`` seconds at most); ``await`` it or use ``async with``.
+
+        Raises:
+            TimeoutError: not held within ``timeout``.
+        """
+
+        async def open_lock() -> Lock:
+            lock = await self.session._acquire(
+                Lock, self.name, MAX_COUNT, bytes(data), timeout, True
+            )
+            assert lock is not None
+            return lock
+
+        return Opening(open_lock)
+
+    async def try_lock(self, *, data: bytes = b"") -> Lock | None:
+        """Take the lock if it is free right now, else return None."""
+        return await self.session._acquire(Lock, self.name, MAX_COUNT, bytes(data), 0, True)
+
+    async def __aenter__(self) -> Lock:
+        lock = await self.lock()
+        await lock.__aenter__()
+        self._entered.setdefault(asyncio.current_task(), []).append(lock)
+        return lock
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        task = asyncio.current_task()
+        stack = self._entered[task]
+        lock = stack.pop()
+        if not stack:
+            del self._entered[task]
+        await lock.__aexit__(exc_type, exc, tb)

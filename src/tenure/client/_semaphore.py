@@ -1,0 +1,112 @@
+"""Counting semaphores: create, acquire, describe, update, delete and watch."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from tenure._core.values import SemaphoreDescription
+from tenure.client._lease import Lease
+from tenure.client._opening import Opening
+
+if TYPE_CHECKING:
+    from tenure.client._session import Session
+
+
+class Semaphore:
+    """A named counting semaphore in the session's node.
+
+    Acquires are served strictly first-in first-out across all sessions; a request
+    for more tokens than the limit is an error, not a wait forever.
+    """
+
+    def __init__(self, session: Session, name: str) -> None:
+        self.session = session
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<Semaphore {self.name!r} of session {self.session.id}>"
+
+    async def create(self, limit: int, data: bytes = b"") -> None:
+        """Create the semaphore with ``limit`` tokens; AlreadyExistsError if it exists."""
+        await self.session._backend_session().create_semaphore(self.name, limit, bytes(data))
+
+    def acquire(
+        self,
+        count: int = 1,
+        *,
+        data: bytes = b"",
+        timeout: float | None = None,
+        ephemeral: bool = False,
+    ) -> Opening[Lease]:
+        """Wait for ``count`` tokens; ``await`` it for a Lease or use ``async with``.
+
+        Args:
+            count: tokens to hold (1 to the semaphore's limit).
+            data: this owner's data, visible to ``describe(owners=True)`` and watchers.
+            timeout: seconds to wait (the server's clock decides); ``None`` waits
+                forever and ``0`` only tries (see :meth:`try_acquire`).
+            ephemeral: create the semaphore if missing; it vanishes with its last
+                owner and waiter.
+
+        Raises:
+            TimeoutError: not granted within ``timeout``.
+            NotFoundError: the semaphore does not exist and ``ephemeral`` is false.
+            LimitExceededError: ``count`` exceeds the limit, or the queue is full.
+        """
+
+        async def open_lease() -> Lease:
+            lease = await self.session._acquire(
+                Lease, self.name, count, bytes(data), timeout, ephemeral
+            )
+            assert lease is not None
+            return lease
+
+        return Opening(open_lease)
+
+    async def try_acquire(
+        self, count: int = 1, *, data: bytes = b"", ephemeral: bool = False
+    ) -> Lease | None:
+        """Take ``count`` tokens if they are free right now, else return None."""
+        return await self.session._acquire(Lease, self.name, count, bytes(data), 0, ephemeral)
+
+    async def describe(self, *, owners: bool = False, waiters: bool = False) -> SemaphoreDescription:
+        """The semaphore's limit, count and data, and its owners and waiters if asked."""
+        return await self.session._backend_session().describe_semaphore(
+            self.name, owners=owners, waiters=waiters
+        )
+
+    async def update(self, data: bytes) -> None:
+        """Replace the semaphore's data (watchers of data see it)."""
+        await self.session._backend_session().update_semaphore(self.name, bytes(data))
+
+    async def delete(self, *, force: bool = False) -> None:
+        """Delete the semaphore; with ``force``, even while held (its owners lose their leases)."""
+        await self.session._backend_session().delete_semaphore(self.name, force)
+
+    def watch(
+        self, *, data: bool = False, owners: bool = False, waiters: bool = False
+    ) -> AsyncIterator[SemaphoreDescription]:
+        """Yield the current description at once, then again after every watched change.
+
+        Changes that happen while you process one item coalesce: you always get the
+        latest state, never a stale queue of old ones. A semaphore that does not
+        exist is described with ``exists=False``. The iterator ends with the
+        session's loss error if the session is lost.
+        """
+        return watch_semaphore(self.session, self.name, data=data, owners=owners, waiters=waiters)
+
+
+async def watch_semaphore(
+    session: Session, name: str, *, data: bool, owners: bool, waiters: bool
+) -> AsyncIterator[SemaphoreDescription]:
+    """The loop behind :meth:`Semaphore.watch` (also used by elections)."""
+    while True:
+        description, changed = await session._backend_session().watch_semaphore(
+            name, data=data, owners=owners, waiters=waiters
+        )
+        try:
+            yield description
+            await changed
+        finally:
+            changed.cancel()

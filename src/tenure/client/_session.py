@@ -1,0 +1,235 @@
+"""Sessions: the unit of liveness. Everything a session holds ends with it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from types import TracebackType
+from typing import TYPE_CHECKING, Self, TypeVar
+
+from tenure._core.values import check_timeout
+from tenure.backends._base import BackendSession
+from tenure.client._lease import Lease
+from tenure.client._loss import CancelOnLoss, EndSignal
+from tenure.errors import LostError, SessionClosedError
+
+if TYPE_CHECKING:
+    from tenure.client._election import Election
+    from tenure.client._mutex import Mutex
+    from tenure.client._semaphore import Semaphore
+
+L = TypeVar("L", bound=Lease)
+
+
+class Session:
+    """A session on a node: a recovery window, a description, and what it holds.
+
+    If the session is lost (the server expired it, or its node was dropped), every
+    lease, lock and leadership it holds is lost with the same error, and the bodies
+    of their ``async with`` blocks, and of the session's own, are cancelled.
+    """
+
+    def __init__(self, node: str, recovery_window: float | None, description: str) -> None:
+        self.node = node
+        self.recovery_window = recovery_window
+        self.description = description
+        self._backend: BackendSession | None = None
+        self._signal = EndSignal()
+        self._scopes: list[CancelOnLoss] = []
+        self._leases: dict[str, Lease] = {}
+        # One acquire per semaphore at a time within a session: a second task asking
+        # for a semaphore this session holds waits here, in order, for the first.
+        self._gates: dict[str, _Gate] = {}
+
+    def _bind(self, backend_session: BackendSession) -> None:
+        self._backend = backend_session
+
+    def __repr__(self) -> str:
+        return f"<Session {self.id} on {self.node!r}>"
+
+    @property
+    def id(self) -> int:
+        """The backend's id of this session."""
+        return self._backend_session().session_id
+
+    @property
+    def lost(self) -> EndSignal:
+        """Awaitable that completes when the session ends; returns the loss error or None."""
+        return self._signal
+
+    @property
+    def lost_reason(self) -> LostError | None:
+        """Why the session was lost, or None while open or after a clean close."""
+        return self._signal.reason
+
+    @property
+    def closed(self) -> bool:
+        """Whether the session has ended (closed or lost)."""
+        return self._signal.ended
+
+    def check(self) -> None:
+        """Raise the loss error if the session was lost."""
+        if self._signal.reason is not None:
+            raise self._signal.reason
+
+    def mutex(self, name: str) -> Mutex:
+        """The mutex ``name`` (an ephemeral semaphore taken exclusively)."""
+        from tenure.client._mutex import Mutex
+
+        return Mutex(self, name)
+
+    def semaphore(self, name: str) -> Semaphore:
+        """The counting semaphore ``name``."""
+        from tenure.client._semaphore import Semaphore
+
+        return Semaphore(self, name)
+
+    def election(self, name: str) -> Election:
+        """The election ``name`` (a single-token semaphore whose owner data is the leader's)."""
+        from tenure.client._election import Election
+
+        return Election(self, name)
+
+    async def close(self) -> None:
+        """Close the session: everything it holds is released. Idempotent."""
+        if self._signal.ended:
+            return
+        self._end(None)
+        if self._backend is not None:
+            with contextlib.suppress(LostError):
+                await self._backend.close()
+
+    async def __aenter__(self) -> Self:
+        scope = CancelOnLoss(self._signal)
+        scope.__enter__()
+        self._scopes.append(scope)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        scope = self._scopes.pop()
+        try:
+            scope.__exit__(exc_type, exc, tb)
+        finally:
+            await asyncio.shield(self.close())
+
+    # -- SessionListener ------------------------------------------------------------
+
+    def session_lost(self, error: LostError) -> None:
+        """The backend says the session is gone."""
+        self._end(error)
+
+    def lease_lost(self, name: str, token: int, error: LostError) -> None:
+        """The backend says one grant is gone."""
+        lease = self._leases.get(name)
+        if lease is not None and lease.token == token:
+            lease._lose(error)
+
+    # -- used by recipes ------------------------------------------------------------
+
+    def _backend_session(self) -> BackendSession:
+        if self._signal.ended:
+            raise self._signal.reason or SessionClosedError(f"session on {self.node!r} is closed")
+        assert self._backend is not None
+        return self._backend
+
+    async def _acquire(
+        self,
+        lease_type: type[L],
+        name: str,
+        count: int,
+        data: bytes,
+        timeout: float | None,
+        ephemeral: bool,
+    ) -> L | None:
+        """Acquire through the session's per-semaphore gate; None if a try found it busy."""
+        backend = self._backend_session()
+        timeout = asked = check_timeout(timeout)
+        if not await self._enter_gate(name, timeout):
+            return None
+        try:
+            if timeout:
+                timeout = max(0.0, timeout - self._gates[name].waited)
+            grant = await backend.acquire(
+                name, count=count, data=data, timeout=timeout, ephemeral=ephemeral
+            )
+        except BaseException:
+            self._leave_gate(name)
+            raise
+        if grant is None:
+            self._leave_gate(name)
+            if asked:  # the local wait used up the whole timeout
+                raise TimeoutError(f"timed out waiting for {name!r}")
+            return None
+        lease = lease_type(self, name, grant, data)
+        self._leases[name] = lease
+        return lease
+
+    async def _release(self, lease: Lease) -> None:
+        """Give a lease back to the backend (the lease has already ended itself)."""
+        if self._backend is not None and not self._signal.ended:
+            await self._backend.release(lease.name)
+
+    async def _restate(self, lease: Lease, data: bytes) -> None:
+        """Change a held lease's data in place (same count, same token)."""
+        grant = await self._backend_session().acquire(
+            lease.name, count=lease.count, data=bytes(data), timeout=0, ephemeral=True
+        )
+        assert grant is not None and grant.token == lease.token, "restating moved the grant"
+
+    def _forget(self, lease: Lease) -> None:
+        """A lease ended: stop tracking it and let the next local acquirer in."""
+        if self._leases.get(lease.name) is lease:
+            del self._leases[lease.name]
+            self._leave_gate(lease.name)
+
+    async def _enter_gate(self, name: str, timeout: float | None) -> bool:
+        """Wait (in order) until no other task of this session holds or asks for ``name``."""
+        gate = self._gates.get(name)
+        if gate is None:
+            gate = self._gates[name] = _Gate()
+        if timeout == 0 and gate.lock.locked():
+            return False
+        gate.users += 1
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(timeout or None):
+                await gate.lock.acquire()
+        except BaseException:
+            gate.users -= 1
+            if not gate.users:
+                del self._gates[name]
+            raise
+        gate.waited = time.monotonic() - started
+        return True
+
+    def _leave_gate(self, name: str) -> None:
+        gate = self._gates[name]
+        gate.lock.release()
+        gate.users -= 1
+        if not gate.users:
+            del self._gates[name]
+
+    def _end(self, reason: LostError | None) -> None:
+        if self._signal.ended:
+            return
+        self._signal.end(reason)
+        lease_reason = reason or SessionClosedError(f"session on {self.node!r} was closed")
+        for lease in list(self._leases.values()):
+            lease._lose(lease_reason)
+
+
+class _Gate:
+    """A FIFO lock per semaphore name, and how many tasks use it (to drop it when idle)."""
+
+    __slots__ = ("lock", "users", "waited")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.users = 0
+        self.waited = 0.0
