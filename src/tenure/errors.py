@@ -191,7 +191,7 @@ def error_from_code(code: int, message: str) -> BaseException:
     if code == ErrorCode.TIMEOUT:
         return TimeoutError(message)
     try:
-        cls = _BY_CODE[ErrorCode(code)]
+        cls = _BY_CODE.get(ErrorCode(code), TenureError)
     except ValueError:
         cls = TenureError
     return cls(message)

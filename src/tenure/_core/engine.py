@@ -28,36 +28,28 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from tenure._core import commands as c
-from tenure._core.deadlines import Deadlines, Key, Kind
-from tenure._core.effects import AcquireFailed, Effect, Granted, LeaseLost, SessionEnded, WatchFired
-from tenure._core.semaphore import Owner, Semaphore, Waiter
+from tenure._core.deadlines import Key, Kind
+from tenure._core.effects import AcquireFailed, Effect, LeaseLost, SessionEnded
+from tenure._core.semaphore_commands import SemaphoreCommands
+from tenure._core.state import Node, Session
 from tenure._core.values import (
-    MAX_COUNT,
     MAX_DESCRIPTION_BYTES,
     MAX_SESSION_TIMEOUT,
-    NodeConfig,
     NodeDescription,
-    SemaphoreDescription,
-    check_count,
-    check_data,
     check_duration,
     check_name,
-    check_timeout,
 )
-from tenure._core.watches import Change, Watch, Watches
+from tenure._core.watches import Change
 from tenure.errors import (
     AlreadyExistsError,
     ErrorCode,
     InvalidArgumentError,
     LimitExceededError,
-    NotFoundError,
     PermissionDeniedError,
     PreconditionFailedError,
-    SessionExpiredError,
 )
 
 R = TypeVar("R")
@@ -66,45 +58,12 @@ R = TypeVar("R")
 MAX_PROTECTION_KEY_BYTES = 256
 
 
-@dataclass(slots=True)
-class Session:
-    """A session's state. ``expires_at`` is None while attached."""
-
-    session_id: int
-    node: str
-    timeout: float
-    description: str
-    protection_key: bytes
-    seq_no: int
-    expires_at: float | None = None
-    holds: set[str] = field(default_factory=set)  # semaphores it owns tokens of
-    waits: set[str] = field(default_factory=set)  # semaphores it has a waiter in
-    watches: set[int] = field(default_factory=set)  # armed watch ids
-
-
-@dataclass(slots=True)
-class Node:
-    """A named namespace of semaphores and sessions."""
-
-    name: str
-    config: NodeConfig
-    semaphores: dict[str, Semaphore] = field(default_factory=dict)
-    sessions: set[int] = field(default_factory=set)
-
-
-class Engine:
+class Engine(SemaphoreCommands):
     """The sans-I/O coordination engine. See the module docstring for its rules."""
 
     def __init__(self, *, max_nodes: int = 10_000) -> None:
+        super().__init__()
         self.max_nodes = max_nodes
-        self.nodes: dict[str, Node] = {}
-        self.sessions: dict[int, Session] = {}
-        self.last_token = 0  # rule 3: the fencing counter
-        self.last_session_id = 0
-        self.last_watch_id = 0
-        self._deadlines = Deadlines()
-        self._watches = Watches()
-        self._effects: list[Effect] = []
         self._handlers: dict[type[Any], Callable[[Any, float], Any]] = {
             c.CreateNode: self._create_node,
             c.DescribeNode: self._describe_node,
@@ -180,7 +139,9 @@ class Engine:
             for watch_id in session.watches:
                 self._watches.disarm(watch_id)
             self._effects.append(
-                SessionEnded(session_id, ErrorCode.SESSION_CLOSED, f"node {node.name!r} was dropped")
+                SessionEnded(
+                    session_id, ErrorCode.SESSION_CLOSED, f"node {node.name!r} was dropped"
+                )
             )
         del self.nodes[node.name]
 
@@ -259,268 +220,6 @@ class Engine:
 
     # -- semaphores -----------------------------------------------------------------
 
-    def _create_semaphore(self, cmd: c.CreateSemaphore, now: float) -> None:
-        session, node = self._session_node(cmd.session_id)
-        name = check_name("semaphore", cmd.name)
-        limit = check_count(cmd.limit)
-        data = check_data("semaphore data", cmd.data, node.config.max_data_size)
-        if name in node.semaphores:
-            raise AlreadyExistsError(f"semaphore {name!r} already exists")
-        self._check_room(node)
-        sem = node.semaphores[name] = Semaphore(name, limit, data, ephemeral=False)
-        self._fire(node, sem.name, Change(existence=True))
-
-    def _acquire(self, cmd: c.Acquire, now: float) -> c.AcquireResult:
-        session, node = self._session_node(cmd.session_id)
-        name = check_name("semaphore", cmd.name)
-        count = check_count(cmd.count)
-        data = check_data("owner data", cmd.data, node.config.max_data_size)
-        timeout = check_timeout(cmd.timeout)
-        if cmd.lease_ttl is not None:
-            check_duration("lease_ttl", cmd.lease_ttl)
-        sem = node.semaphores.get(name)
-        if sem is None and not cmd.ephemeral:
-            raise NotFoundError(f"semaphore {name!r} does not exist (create it or use ephemeral)")
-        if sem is None:
-            self._check_room(node)
-        elif count > sem.limit:
-            raise LimitExceededError(f"count {count} exceeds the limit {sem.limit} of {name!r}")
-        elif (
-            timeout != 0
-            and session.session_id not in sem.waiters
-            and not sem.can_grant_now(session.session_id, count, now)
-            and len(sem.waiters) >= node.config.max_waiters
-        ):
-            raise LimitExceededError(
-                f"max_waiters ({node.config.max_waiters}) reached on semaphore {name!r}"
-            )
-        # Validated: from here on the command succeeds (rule 1).
-        change = Change()
-        if sem is None:
-            sem = node.semaphores[name] = Semaphore(name, MAX_COUNT, b"", ephemeral=True)
-            change = Change(existence=True)
-        sid = session.session_id
-        superseded = sem.remove_waiter(sid)
-        if superseded is not None:
-            session.waits.discard(name)
-            self._effects.append(
-                AcquireFailed(
-                    sid, superseded.request_id, name, ErrorCode.CANCELLED, "superseded by a newer acquire"
-                )
-            )
-            change = Change(waiters=True, existence=change.existence)
-        owner = sem.owners.get(sid)
-        if sem.can_grant_now(sid, count, now):
-            if owner is not None and count <= owner.count:
-                # Shrink or restate a hold in place: same grant, same token.
-                updated = Owner(sid, count, data, owner.token, owner.lease_ttl, owner.lease_deadline)
-                sem.set_owner(updated)
-                result = c.AcquireResult(c.AcquireStatus.GRANTED, owner.token, count, owner.lease_ttl)
-                moved = (owner.count, owner.data) != (count, data)
-            else:
-                granted = self._grant(node, sem, sid, count, data, cmd.lease_ttl, now)
-                result = c.AcquireResult(
-                    c.AcquireStatus.GRANTED, granted.token, count, granted.lease_ttl
-                )
-                moved = True
-            change = Change(owners=moved, waiters=change.waiters, existence=change.existence)
-        elif timeout == 0:
-            result = c.AcquireResult(c.AcquireStatus.BUSY)
-        else:
-            deadline = None if timeout is None else now + timeout
-            sem.enqueue(Waiter(sid, cmd.request_id, count, data, deadline, cmd.lease_ttl))
-            session.waits.add(name)
-            if deadline is not None:
-                self._deadlines.schedule(
-                    deadline, Kind.WAITER, (node.name, name, sid, cmd.request_id)
-                )
-            result = c.AcquireResult(c.AcquireStatus.QUEUED)
-            change = Change(waiters=True, existence=change.existence)
-        self._settle(node, sem, now, change)
-        return result
-
-    def _release(self, cmd: c.Release, now: float) -> bool:
-        session, node = self._session_node(cmd.session_id)
-        sem = node.semaphores.get(cmd.name)
-        if sem is None:
-            return False
-        sid = session.session_id
-        waiter = sem.remove_waiter(sid)
-        if waiter is not None:
-            session.waits.discard(sem.name)
-            self._effects.append(
-                AcquireFailed(
-                    sid, waiter.request_id, sem.name, ErrorCode.CANCELLED, "released while waiting"
-                )
-            )
-        owner = sem.remove_owner(sid)
-        if owner is not None:
-            session.holds.discard(sem.name)
-        self._settle(node, sem, now, Change(owners=owner is not None, waiters=waiter is not None))
-        return owner is not None or waiter is not None
-
-    def _cancel_acquire(self, cmd: c.CancelAcquire, now: float) -> bool:
-        session, node = self._session_node(cmd.session_id)
-        sem = node.semaphores.get(cmd.name)
-        waiter = None if sem is None else sem.waiters.get(session.session_id)
-        if sem is None or waiter is None or waiter.request_id != cmd.request_id:
-            return False
-        sem.remove_waiter(session.session_id)
-        session.waits.discard(sem.name)
-        self._effects.append(
-            AcquireFailed(
-                session.session_id, cmd.request_id, sem.name, ErrorCode.CANCELLED, "acquire cancelled"
-            )
-        )
-        self._settle(node, sem, now, Change(waiters=True))
-        return True
-
-    def _renew(self, cmd: c.Renew, now: float) -> float:
-        session, node = self._session_node(cmd.session_id)
-        sem = node.semaphores.get(cmd.name)
-        owner = None if sem is None else sem.owners.get(session.session_id)
-        if owner is None:
-            raise NotFoundError(f"session {session.session_id} holds no tokens of {cmd.name!r}")
-        ttl = owner.lease_ttl if cmd.lease_ttl is None else check_duration("lease_ttl", cmd.lease_ttl)
-        if ttl is None:
-            raise PreconditionFailedError(f"the grant of {cmd.name!r} has no lease TTL to renew")
-        owner.lease_ttl, owner.lease_deadline = ttl, now + ttl
-        key = (node.name, cmd.name, session.session_id, owner.token)
-        self._deadlines.schedule(owner.lease_deadline, Kind.LEASE, key)
-        return ttl
-
-    def _update_semaphore(self, cmd: c.UpdateSemaphore, now: float) -> None:
-        _, node = self._session_node(cmd.session_id)
-        sem = self._semaphore(node, cmd.name)
-        data = check_data("semaphore data", cmd.data, node.config.max_data_size)
-        if data != sem.data:
-            sem.data = data
-            self._fire(node, sem.name, Change(data=True))
-
-    def _delete_semaphore(self, cmd: c.DeleteSemaphore, now: float) -> None:
-        _, node = self._session_node(cmd.session_id)
-        sem = self._semaphore(node, cmd.name)
-        if not sem.is_idle() and not cmd.force:
-            raise PreconditionFailedError(
-                f"semaphore {sem.name!r} has {len(sem.owners)} owner(s) and "
-                f"{len(sem.waiters)} waiter(s); use force=True"
-            )
-        message = f"semaphore {sem.name!r} was deleted"
-        for waiter in list(sem.waiters.values()):
-            self.sessions[waiter.session_id].waits.discard(sem.name)
-            self._effects.append(
-                AcquireFailed(waiter.session_id, waiter.request_id, sem.name, ErrorCode.NOT_FOUND, message)
-            )
-        for owner in list(sem.owners.values()):
-            self.sessions[owner.session_id].holds.discard(sem.name)
-            self._effects.append(
-                LeaseLost(owner.session_id, sem.name, owner.token, ErrorCode.LEASE_LOST, message)
-            )
-        del node.semaphores[sem.name]
-        self._fire(node, sem.name, Change(existence=True))
-
-    def _describe_semaphore(self, cmd: c.DescribeSemaphore, now: float) -> c.DescribeResult:
-        session, node = self._session_node(cmd.session_id)
-        name = check_name("semaphore", cmd.name)
-        sem = node.semaphores.get(name)
-        if sem is None and not cmd.watches:
-            raise NotFoundError(f"semaphore {name!r} does not exist")
-        limit = node.config.max_watches_per_session
-        if cmd.watches and len(session.watches) >= limit:
-            raise LimitExceededError(f"max_watches_per_session ({limit}) reached")
-        if sem is None:
-            description = SemaphoreDescription.missing(name)
-        else:
-            description = sem.describe(owners=cmd.owners, waiters=cmd.waiters)
-        if not cmd.watches:
-            return c.DescribeResult(description)
-        self.last_watch_id += 1
-        watch = Watch(
-            self.last_watch_id,
-            session.session_id,
-            node.name,
-            name,
-            cmd.watch_data,
-            cmd.watch_owners,
-            cmd.watch_waiters,
-        )
-        self._watches.arm(watch)
-        session.watches.add(watch.watch_id)
-        return c.DescribeResult(description, watch.watch_id)
-
-    def _cancel_watch(self, cmd: c.CancelWatch, now: float) -> bool:
-        session = self._session(cmd.session_id)
-        if cmd.watch_id not in session.watches:
-            return False
-        session.watches.discard(cmd.watch_id)
-        self._watches.disarm(cmd.watch_id)
-        return True
-
-    # -- shared steps ---------------------------------------------------------------
-
-    def _grant(
-        self,
-        node: Node,
-        sem: Semaphore,
-        session_id: int,
-        count: int,
-        data: bytes,
-        lease_ttl: float | None,
-        now: float,
-    ) -> Owner:
-        """Give tokens to a session with a fresh fencing token (rule 3)."""
-        self.last_token += 1
-        ttl = node.config.default_lease if lease_ttl is None else lease_ttl
-        deadline = None if ttl is None else now + ttl
-        owner = Owner(session_id, count, data, self.last_token, ttl, deadline)
-        sem.set_owner(owner)
-        self.sessions[session_id].holds.add(sem.name)
-        if deadline is not None:
-            key = (node.name, sem.name, session_id, owner.token)
-            self._deadlines.schedule(deadline, Kind.LEASE, key)
-        return owner
-
-    def _settle(self, node: Node, sem: Semaphore, now: float, change: Change) -> None:
-        """Rule 5: serve the queue, drop an idle ephemeral semaphore, fire watches."""
-        for waiter in sem.pop_grantable(now):
-            self.sessions[waiter.session_id].waits.discard(sem.name)
-            owner = self._grant(
-                node, sem, waiter.session_id, waiter.count, waiter.data, waiter.lease_ttl, now
-            )
-            self._effects.append(
-                Granted(
-                    waiter.session_id,
-                    waiter.request_id,
-                    sem.name,
-                    owner.token,
-                    owner.count,
-                    owner.lease_ttl,
-                )
-            )
-            change = Change(owners=True, waiters=True, data=change.data, existence=change.existence)
-        if sem.ephemeral and sem.is_idle() and now >= sem.blocked_until:
-            del node.semaphores[sem.name]
-            change = Change(existence=True)
-        if change != Change():
-            self._fire(node, sem.name, change)
-
-    def _fire(self, node: Node, name: str, change: Change) -> None:
-        for watch in self._watches.fire(node.name, name, change):
-            self.sessions[watch.session_id].watches.discard(watch.watch_id)
-            self._effects.append(WatchFired(watch.session_id, watch.watch_id, name))
-
-    def _start_lock_delay(self, node: Node, sem: Semaphore, now: float) -> None:
-        delay = node.config.lock_delay
-        if delay > 0 and now + delay > sem.blocked_until:
-            sem.blocked_until = now + delay
-            self._deadlines.schedule(sem.blocked_until, Kind.LOCK_DELAY, (node.name, sem.name))
-
-    def _check_room(self, node: Node) -> None:
-        if len(node.semaphores) >= node.config.max_semaphores:
-            raise LimitExceededError(
-                f"max_semaphores ({node.config.max_semaphores}) reached on node {node.name!r}"
-            )
-
     # -- deadlines ------------------------------------------------------------------
 
     def _is_live(self, when: float, kind: Kind, key: Key) -> bool:
@@ -582,27 +281,3 @@ class Engine:
             )
             self._start_lock_delay(node, sem, now)
             self._settle(node, sem, now, Change(owners=True))
-
-    # -- lookups --------------------------------------------------------------------
-
-    def _node(self, name: object) -> Node:
-        node = self.nodes.get(check_name("node", name))
-        if node is None:
-            raise NotFoundError(f"node {name!r} does not exist")
-        return node
-
-    def _session(self, session_id: int) -> Session:
-        session = self.sessions.get(session_id)
-        if session is None:
-            raise SessionExpiredError(f"session {session_id} does not exist (expired or closed)")
-        return session
-
-    def _session_node(self, session_id: int) -> tuple[Session, Node]:
-        session = self._session(session_id)
-        return session, self.nodes[session.node]
-
-    def _semaphore(self, node: Node, name: object) -> Semaphore:
-        sem = node.semaphores.get(check_name("semaphore", name))
-        if sem is None:
-            raise NotFoundError(f"semaphore {name!r} does not exist")
-        return sem

@@ -33,9 +33,9 @@ def check_invariants(engine: Engine) -> None:
                 head = next(iter(sem.waiters.values()))
                 # Right after settling, a head that fits would have been granted.
                 blocked = sem.blocked_until > 0
-                assert blocked or sem.count - _held(sem, head.session_id) + head.count > sem.limit, (
-                    f"{name}: head waiter fits but was not granted"
-                )
+                assert (
+                    blocked or sem.count - _held(sem, head.session_id) + head.count > sem.limit
+                ), f"{name}: head waiter fits but was not granted"
             if sem.ephemeral:
                 assert sem.owners or sem.waiters or sem.blocked_until > 0, (
                     f"{name}: idle ephemeral semaphore was kept"

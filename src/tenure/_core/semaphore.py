@@ -55,7 +55,16 @@ class Waiter:
 class Semaphore:
     """State of one semaphore. See the module docstring for the rules."""
 
-    __slots__ = ("blocked_until", "count", "data", "ephemeral", "limit", "name", "owners", "waiters")
+    __slots__ = (
+        "blocked_until",
+        "count",
+        "data",
+        "ephemeral",
+        "limit",
+        "name",
+        "owners",
+        "waiters",
+    )
 
     def __init__(self, name: str, limit: int, data: bytes, *, ephemeral: bool) -> None:
         self.name = name

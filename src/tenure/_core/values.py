@@ -188,4 +188,3 @@ def check_timeout(timeout: object) -> float | None:
     if timeout is None:
         return None
     return check_duration("timeout", timeout, allow_zero=True)
-

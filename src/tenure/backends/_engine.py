@@ -9,6 +9,7 @@ request ids, pending acquires, armed watches, and turning effects into futures.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Protocol, TypeVar
 
 from tenure._core import (
@@ -114,7 +115,11 @@ class EngineSession:
         """Fail everything still waiting with ``error``; the session is gone."""
         if self.ended is None:
             self.ended = error
-        for future in [*self._pending.values(), *self._watches.values()]:
+        futures: list[asyncio.Future[Grant] | asyncio.Future[None]] = [
+            *self._pending.values(),
+            *self._watches.values(),
+        ]
+        for future in futures:
             if not future.done():
                 future.set_exception(error)
                 future.exception()  # retrieved here so an unawaited one does not warn
@@ -133,9 +138,7 @@ class EngineSession:
         future: asyncio.Future[Grant] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         try:
-            command = Acquire(
-                self._session_id, name, count, request_id, data, timeout, ephemeral
-            )
+            command = Acquire(self._session_id, name, count, request_id, data, timeout, ephemeral)
             result = await self._channel.call(command)
             if result.status is AcquireStatus.GRANTED:
                 assert result.token is not None
@@ -237,10 +240,9 @@ class EngineSession:
 
     def _spawn(self, coro: object) -> None:
         async def run() -> None:
-            try:
+            # If the session or connection is gone, the watch went with it.
+            with contextlib.suppress(TenureError, OSError):
                 await coro  # type: ignore[misc]
-            except (TenureError, OSError):
-                pass  # the session or connection is gone; the watch went with it
 
         task: asyncio.Task[object] = asyncio.ensure_future(run())
         self._tasks.add(task)

@@ -166,9 +166,7 @@ class SessionLoop:
             await self._current.close()
 
 
-def connect(
-    url: str, *, require: Iterable[Capability] = (), **options: object
-) -> Opening[Client]:
+def connect(url: str, *, require: Iterable[Capability] = (), **options: object) -> Opening[Client]:
     """Connect to the backend ``url`` names; ``await`` it or use ``async with``.
 
     ``memory://`` keeps the state in this process (``memory://NAME`` shares it by

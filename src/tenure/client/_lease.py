@@ -44,7 +44,8 @@ class Lease:
 
     def __repr__(self) -> str:
         state = "held" if not self._signal.ended else f"ended({self._signal.reason!r})"
-        return f"<{type(self).__name__} {self.name!r} token={self.token} count={self.count} {state}>"
+        kind = type(self).__name__
+        return f"<{kind} {self.name!r} token={self.token} count={self.count} {state}>"
 
     @property
     def lost(self) -> EndSignal:

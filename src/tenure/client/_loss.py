@@ -86,7 +86,7 @@ class CancelOnLoss:
     loss error, which it then raises (chained to the CancelledError).
     """
 
-    __slots__ = ("_cancelling", "_cancelled_by_us", "_signal", "_task")
+    __slots__ = ("_cancelled_by_us", "_cancelling", "_signal", "_task")
 
     def __init__(self, signal: EndSignal) -> None:
         self._signal = signal
@@ -123,10 +123,8 @@ class CancelOnLoss:
         self._task = None
         assert reason is not None
         # Like asyncio.timeout: only a cancellation we requested becomes the loss error.
-        if asyncio.current_task() is not None:
-            remaining = asyncio.current_task().uncancel()  # type: ignore[union-attr]
-        else:  # pragma: no cover - exit always runs in the entering task
-            remaining = 0
+        task = asyncio.current_task()
+        remaining = task.uncancel() if task is not None else 0
         if remaining <= self._cancelling and exc_type is asyncio.CancelledError:
             raise reason from exc
         if exc_type is None:

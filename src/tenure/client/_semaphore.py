@@ -70,7 +70,9 @@ class Semaphore:
         """Take ``count`` tokens if they are free right now, else return None."""
         return await self.session._acquire(Lease, self.name, count, bytes(data), 0, ephemeral)
 
-    async def describe(self, *, owners: bool = False, waiters: bool = False) -> SemaphoreDescription:
+    async def describe(
+        self, *, owners: bool = False, waiters: bool = False
+    ) -> SemaphoreDescription:
         """The semaphore's limit, count and data, and its owners and waiters if asked."""
         return await self.session._backend_session().describe_semaphore(
             self.name, owners=owners, waiters=waiters

@@ -180,7 +180,8 @@ class Session:
         grant = await self._backend_session().acquire(
             lease.name, count=lease.count, data=bytes(data), timeout=0, ephemeral=True
         )
-        assert grant is not None and grant.token == lease.token, "restating moved the grant"
+        assert grant is not None, "restating a held grant cannot be refused"
+        assert grant.token == lease.token, "restating moved the grant"
 
     def _forget(self, lease: Lease) -> None:
         """A lease ended: stop tracking it and let the next local acquirer in."""

@@ -1,0 +1,62 @@
+"""The ``tenure`` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+import tenure
+
+
+async def demo(url: str) -> None:
+    """Three workers share a mutex, a semaphore and an election, and say what they see."""
+    async with tenure.connect(url) as client:
+        await client.create_node("demo")
+        order: list[str] = []
+
+        async def worker(name: str) -> None:
+            async with client.session("demo", description=name) as session:
+                async with session.mutex("job") as lock:
+                    order.append(name)
+                    print(f"{name}: holds 'job' with fencing token {lock.token}")
+                    await asyncio.sleep(0.05)
+
+        await asyncio.gather(*(worker(f"worker-{i}") for i in range(3)))
+        print(f"served in arrival order: {order}")
+
+        async with client.session("demo", description="admin") as admin:
+            pool = admin.semaphore("pool")
+            await pool.create(limit=2, data=b"two slots")
+            async with pool.acquire(count=2, data=b"admin") as lease:
+                described = await pool.describe(owners=True)
+                print(f"'pool': {described.count}/{described.limit} held, token {lease.token}")
+            election = admin.election("primary")
+            async with election.campaign(b"host-a:8080") as leadership:
+                await leadership.proclaim(b"host-a:9090")
+                leader = await election.leader()
+                assert leader is not None
+                print(f"leader of 'primary': {leader.data.decode()} (is me: {leader.is_me})")
+    print("demo done")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tenure`` console script."""
+    parser = argparse.ArgumentParser(
+        prog="tenure", description="tenure: distributed coordination for Python."
+    )
+    parser.add_argument("--version", action="version", version=f"tenure {tenure.__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    run_demo = commands.add_parser("demo", help="run a short demo of the API on memory://")
+    run_demo.add_argument("--url", default="memory://", help="backend URL (default: memory://)")
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        asyncio.run(demo(args.url))
+        return 0
+    parser.print_help(sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""The engine's state and the steps every command shares.
+
+:class:`EngineState` holds nodes, sessions, the fencing counter, deadlines,
+watches and queued effects; the command handlers live in
+:mod:`tenure._core.semaphore_commands` and :mod:`tenure._core.engine`. The shared
+steps here are where rules 2, 3 and 5 of the engine (see its docstring) are kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tenure._core.deadlines import Deadlines, Kind
+from tenure._core.effects import Effect, Granted, WatchFired
+from tenure._core.semaphore import Owner, Semaphore
+from tenure._core.values import NodeConfig, check_name
+from tenure._core.watches import Change, Watches
+from tenure.errors import LimitExceededError, NotFoundError, SessionExpiredError
+
+
+@dataclass(slots=True)
+class Session:
+    """A session's state. ``expires_at`` is None while attached."""
+
+    session_id: int
+    node: str
+    timeout: float
+    description: str
+    protection_key: bytes
+    seq_no: int
+    expires_at: float | None = None
+    holds: set[str] = field(default_factory=set)  # semaphores it owns tokens of
+    waits: set[str] = field(default_factory=set)  # semaphores it has a waiter in
+    watches: set[int] = field(default_factory=set)  # armed watch ids
+
+
+@dataclass(slots=True)
+class Node:
+    """A named namespace of semaphores and sessions."""
+
+    name: str
+    config: NodeConfig
+    semaphores: dict[str, Semaphore] = field(default_factory=dict)
+    sessions: set[int] = field(default_factory=set)
+
+
+class EngineState:
+    """State of the engine, its lookups, and the steps shared by command handlers."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, Node] = {}
+        self.sessions: dict[int, Session] = {}
+        self.last_token = 0  # rule 3: the fencing counter
+        self.last_session_id = 0
+        self.last_watch_id = 0
+        self._deadlines = Deadlines()
+        self._watches = Watches()
+        self._effects: list[Effect] = []
+
+    def _grant(
+        self,
+        node: Node,
+        sem: Semaphore,
+        session_id: int,
+        count: int,
+        data: bytes,
+        lease_ttl: float | None,
+        now: float,
+    ) -> Owner:
+        """Give tokens to a session with a fresh fencing token (rule 3)."""
+        self.last_token += 1
+        ttl = node.config.default_lease if lease_ttl is None else lease_ttl
+        deadline = None if ttl is None else now + ttl
+        owner = Owner(session_id, count, data, self.last_token, ttl, deadline)
+        sem.set_owner(owner)
+        self.sessions[session_id].holds.add(sem.name)
+        if deadline is not None:
+            key = (node.name, sem.name, session_id, owner.token)
+            self._deadlines.schedule(deadline, Kind.LEASE, key)
+        return owner
+
+    def _settle(self, node: Node, sem: Semaphore, now: float, change: Change) -> None:
+        """Rule 5: serve the queue, drop an idle ephemeral semaphore, fire watches."""
+        for waiter in sem.pop_grantable(now):
+            self.sessions[waiter.session_id].waits.discard(sem.name)
+            owner = self._grant(
+                node, sem, waiter.session_id, waiter.count, waiter.data, waiter.lease_ttl, now
+            )
+            self._effects.append(
+                Granted(
+                    waiter.session_id,
+                    waiter.request_id,
+                    sem.name,
+                    owner.token,
+                    owner.count,
+                    owner.lease_ttl,
+                )
+            )
+            change = Change(owners=True, waiters=True, data=change.data, existence=change.existence)
+        if sem.ephemeral and sem.is_idle() and now >= sem.blocked_until:
+            del node.semaphores[sem.name]
+            change = Change(existence=True)
+        if change != Change():
+            self._fire(node, sem.name, change)
+
+    def _fire(self, node: Node, name: str, change: Change) -> None:
+        for watch in self._watches.fire(node.name, name, change):
+            self.sessions[watch.session_id].watches.discard(watch.watch_id)
+            self._effects.append(WatchFired(watch.session_id, watch.watch_id, name))
+
+    def _start_lock_delay(self, node: Node, sem: Semaphore, now: float) -> None:
+        delay = node.config.lock_delay
+        if delay > 0 and now + delay > sem.blocked_until:
+            sem.blocked_until = now + delay
+            self._deadlines.schedule(sem.blocked_until, Kind.LOCK_DELAY, (node.name, sem.name))
+
+    def _check_room(self, node: Node) -> None:
+        if len(node.semaphores) >= node.config.max_semaphores:
+            raise LimitExceededError(
+                f"max_semaphores ({node.config.max_semaphores}) reached on node {node.name!r}"
+            )
+
+    def _node(self, name: object) -> Node:
+        node = self.nodes.get(check_name("node", name))
+        if node is None:
+            raise NotFoundError(f"node {name!r} does not exist")
+        return node
+
+    def _session(self, session_id: int) -> Session:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise SessionExpiredError(f"session {session_id} does not exist (expired or closed)")
+        return session
+
+    def _session_node(self, session_id: int) -> tuple[Session, Node]:
+        session = self._session(session_id)
+        return session, self.nodes[session.node]
+
+    def _semaphore(self, node: Node, name: object) -> Semaphore:
+        sem = node.semaphores.get(check_name("semaphore", name))
+        if sem is None:
+            raise NotFoundError(f"semaphore {name!r} does not exist")
+        return sem
