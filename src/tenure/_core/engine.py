@@ -97,7 +97,9 @@ class Engine(SemaphoreCommands):
         """Let time pass up to ``now``: expire sessions, waiters and leases; end lock-delays."""
         for when, kind, key in self._deadlines.pop_due(now):
             if self._is_live(when, kind, key):
-                self._on_deadline(kind, key, now)
+                # Each deadline is handled at its own time, so one coarse tick ends in
+                # the same state as ticking at every deadline on the way.
+                self._on_deadline(kind, key, when)
 
     def take_effects(self) -> list[Effect]:
         """Effects queued since the last call, in the order they happened."""
@@ -134,6 +136,20 @@ class Engine(SemaphoreCommands):
             raise PreconditionFailedError(
                 f"node {node.name!r} has {len(node.sessions)} live session(s); use force=True"
             )
+        message = f"node {node.name!r} was dropped"
+        for sem in node.semaphores.values():
+            for waiter in sem.waiters.values():
+                self._effects.append(
+                    AcquireFailed(
+                        waiter.session_id, waiter.request_id, sem.name, ErrorCode.NOT_FOUND, message
+                    )
+                )
+            for owner in sem.owners.values():
+                self._effects.append(
+                    LeaseLost(
+                        owner.session_id, sem.name, owner.token, ErrorCode.LEASE_LOST, message
+                    )
+                )
         for session_id in sorted(node.sessions):
             session = self.sessions.pop(session_id)
             for watch_id in session.watches:
@@ -173,6 +189,8 @@ class Engine(SemaphoreCommands):
 
     def _attach_session(self, cmd: c.AttachSession, now: float) -> c.SessionInfo:
         session = self._session(cmd.session_id)
+        if not isinstance(cmd.protection_key, bytes):
+            raise InvalidArgumentError("protection_key must be bytes")
         if not hmac.compare_digest(session.protection_key, cmd.protection_key):
             raise PermissionDeniedError(f"wrong protection key for session {cmd.session_id}")
         if type(cmd.seq_no) is not int or cmd.seq_no <= session.seq_no:

@@ -163,11 +163,13 @@ class SemaphoreCommands(EngineState):
         owner = None if sem is None else sem.owners.get(session.session_id)
         if owner is None:
             raise NotFoundError(f"session {session.session_id} holds no tokens of {cmd.name!r}")
-        ttl = (
-            owner.lease_ttl if cmd.lease_ttl is None else check_duration("lease_ttl", cmd.lease_ttl)
-        )
-        if ttl is None:
+        if owner.lease_ttl is None:
+            # A grant without a TTL lasts as long as its session; renewing must not
+            # silently turn it into a timed one.
             raise PreconditionFailedError(f"the grant of {cmd.name!r} has no lease TTL to renew")
+        ttl = owner.lease_ttl
+        if cmd.lease_ttl is not None:
+            ttl = check_duration("lease_ttl", cmd.lease_ttl)
         owner.lease_ttl, owner.lease_deadline = ttl, now + ttl
         key = (node.name, cmd.name, session.session_id, owner.token)
         self._deadlines.schedule(owner.lease_deadline, Kind.LEASE, key)

@@ -7,11 +7,12 @@ takes over when the leader resigns or its session is lost.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tenure._core.values import MAX_COUNT, SemaphoreDescription
+from tenure.client._args import as_data
 from tenure.client._lease import Leadership
 from tenure.client._opening import Opening
 from tenure.client._semaphore import watch_semaphore
@@ -57,11 +58,9 @@ class Election:
         """
 
         async def open_leadership() -> Leadership:
-            leadership = await self.session._acquire(
-                Leadership, self.name, MAX_COUNT, bytes(data), timeout, True
+            return await self.session._acquire_waiting(
+                Leadership, self.name, MAX_COUNT, as_data(data), timeout, True
             )
-            assert leadership is not None
-            return leadership
 
         return Opening(open_leadership)
 
@@ -76,7 +75,7 @@ class Election:
         state = self._state(description)
         return state if state.has_leader else None
 
-    async def observe(self) -> AsyncIterator[LeaderState]:
+    async def observe(self) -> AsyncGenerator[LeaderState, None]:
         """Yield the current leader state at once, then on every change of leader or data."""
         last: LeaderState | None = None
         async for description in watch_semaphore(

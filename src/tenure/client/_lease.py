@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
 from tenure.backends._base import Grant
+from tenure.client._args import as_data
 from tenure.client._loss import CancelOnLoss, EndSignal
 from tenure.errors import LeaderChangedError, LeaseLostError, LostError, TenureError
 
@@ -96,7 +97,7 @@ class Lease:
     ) -> None:
         scope = self._scopes.pop()
         try:
-            scope.__exit__(exc_type, exc, tb)
+            await scope.aexit(exc_type, exc, tb)
         finally:
             await asyncio.shield(self.release())
 
@@ -151,8 +152,9 @@ class Leadership(Lease):
         self.check()
         if not self.held:
             raise LeaderChangedError(f"leadership of {self.name!r} was resigned")
+        data = as_data(data)
         await self.session._restate(self, data)
-        self.data = bytes(data)
+        self.data = data
 
     async def resign(self) -> None:
         """Step down (the same as :meth:`release`)."""

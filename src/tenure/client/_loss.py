@@ -14,6 +14,7 @@ somewhere else is left alone.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Callable, Generator
 from types import TracebackType
 from typing import Any
@@ -21,6 +22,9 @@ from typing import Any
 from tenure.errors import LostError
 
 LossCallback = Callable[[LostError | None], None]
+
+# Tasks with a loss cancellation requested and not yet turned into an error.
+_CANCELLED_FOR_LOSS: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
 
 
 class EndSignal:
@@ -56,9 +60,14 @@ class EndSignal:
         if reason is not None:
             for scope in list(self._scopes):
                 scope.cancel_body()
-        for callback in self._callbacks:
-            callback(reason)
-        self._callbacks.clear()
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            # One failing callback must neither skip the others nor break the
+            # delivery path that reported the end.
+            try:
+                callback(reason)
+            except Exception as error:
+                _report_callback_error(error, callback)
 
     def add_callback(self, callback: LossCallback) -> None:
         """Call ``callback(reason)`` at the end (at once if it already ended)."""
@@ -105,10 +114,20 @@ class CancelOnLoss:
         return self
 
     def cancel_body(self) -> None:
-        """Called by the signal on loss."""
-        if self._task is not None and not self._cancelled_by_us:
-            self._cancelled_by_us = True
-            self._task.cancel(msg=f"tenure: {self._signal.reason}")
+        """Called by the signal on loss.
+
+        One loss often ends several nested scopes of one task at once (a session
+        and the leases it holds). The task is cancelled only once, and the
+        innermost lost scope turns that cancellation into its own loss error; the
+        outer ones then see that error pass, not a second cancellation.
+        """
+        task = self._task
+        if task is None or self._cancelled_by_us:
+            return
+        self._cancelled_by_us = True
+        if task not in _CANCELLED_FOR_LOSS:
+            _CANCELLED_FOR_LOSS.add(task)
+            task.cancel(msg=f"tenure: {self._signal.reason}")
 
     def __exit__(
         self,
@@ -117,16 +136,58 @@ class CancelOnLoss:
         tb: TracebackType | None,
     ) -> None:
         self._signal._scopes.discard(self)
+        task, self._task = self._task, None
+        if not self._cancelled_by_us or task is None or task not in _CANCELLED_FOR_LOSS:
+            return  # not lost, or an inner scope already reported the loss
         reason = self._signal.reason
-        if not self._cancelled_by_us or self._task is None:
-            return
-        self._task = None
         assert reason is not None
+        # The loss cancellation ends here, whatever the body did with it: forget it
+        # (or a later loss in this task would never cancel) and withdraw its count.
+        _CANCELLED_FOR_LOSS.discard(task)
+        remaining = task.uncancel()
+        if exc_type is not None and exc_type is not asyncio.CancelledError:
+            return  # the body's own error wins; the reason stays in lost_reason
         # Like asyncio.timeout: only a cancellation we requested becomes the loss error.
-        task = asyncio.current_task()
-        remaining = task.uncancel() if task is not None else 0
-        if remaining <= self._cancelling and exc_type is asyncio.CancelledError:
+        if remaining <= self._cancelling:
+            if exc_type is None:
+                raise reason  # the body swallowed the cancellation; it was not protected
             raise reason from exc
-        if exc_type is None:
-            # The body finished anyway, but its protection ended before it did.
-            raise reason
+
+    async def aexit(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """:meth:`__exit__` for ``__aexit__``: also gives an unlanded cancellation a place to land.
+
+        A loss noticed while the body's own task is running (the body deleted its own
+        semaphore, closed its session, dropped the node...) requests a cancellation
+        that only lands at the task's next ``await``. If the body ends before that,
+        the cancellation would hit whatever the task awaits next, outside the scope,
+        and turn the loss error into a stray CancelledError (before Python 3.13,
+        ``uncancel()`` does not withdraw a requested cancellation). It lands here
+        instead, and is dropped unless somebody else asked for a cancellation too.
+        """
+        task = self._task
+        unlanded = self._cancelled_by_us and exc_type is not asyncio.CancelledError
+        try:
+            self.__exit__(exc_type, exc, tb)
+        finally:
+            if unlanded and task is not None:
+                try:
+                    await asyncio.sleep(0)
+                except asyncio.CancelledError:
+                    if task.cancelling() > self._cancelling:
+                        raise  # a cancellation from elsewhere: it wins
+
+
+def _report_callback_error(error: Exception, callback: LossCallback) -> None:
+    """Hand a failing end callback's error to the loop's exception handler."""
+    context = {"message": f"tenure end callback {callback!r} failed", "exception": error}
+    try:
+        asyncio.get_running_loop().call_exception_handler(context)
+    except RuntimeError:  # no running loop: nowhere better to report it
+        import traceback
+
+        traceback.print_exception(error)

@@ -7,6 +7,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from tenure._core.values import MAX_COUNT
+from tenure.client._args import as_data
 from tenure.client._lease import Lock
 from tenure.client._opening import Opening
 
@@ -38,17 +39,15 @@ class Mutex:
         """
 
         async def open_lock() -> Lock:
-            lock = await self.session._acquire(
-                Lock, self.name, MAX_COUNT, bytes(data), timeout, True
+            return await self.session._acquire_waiting(
+                Lock, self.name, MAX_COUNT, as_data(data), timeout, True
             )
-            assert lock is not None
-            return lock
 
         return Opening(open_lock)
 
     async def try_lock(self, *, data: bytes = b"") -> Lock | None:
         """Take the lock if it is free right now, else return None."""
-        return await self.session._acquire(Lock, self.name, MAX_COUNT, bytes(data), 0, True)
+        return await self.session._acquire(Lock, self.name, MAX_COUNT, as_data(data), 0, True)
 
     async def __aenter__(self) -> Lock:
         lock = await self.lock()

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
 from tenure._core.values import SemaphoreDescription
+from tenure.client._args import as_data
 from tenure.client._lease import Lease
 from tenure.client._opening import Opening
 
@@ -29,7 +30,7 @@ class Semaphore:
 
     async def create(self, limit: int, data: bytes = b"") -> None:
         """Create the semaphore with ``limit`` tokens; AlreadyExistsError if it exists."""
-        await self.session._backend_session().create_semaphore(self.name, limit, bytes(data))
+        await self.session._backend_session().create_semaphore(self.name, limit, as_data(data))
 
     def acquire(
         self,
@@ -56,11 +57,9 @@ class Semaphore:
         """
 
         async def open_lease() -> Lease:
-            lease = await self.session._acquire(
-                Lease, self.name, count, bytes(data), timeout, ephemeral
+            return await self.session._acquire_waiting(
+                Lease, self.name, count, as_data(data), timeout, ephemeral
             )
-            assert lease is not None
-            return lease
 
         return Opening(open_lease)
 
@@ -68,7 +67,7 @@ class Semaphore:
         self, count: int = 1, *, data: bytes = b"", ephemeral: bool = False
     ) -> Lease | None:
         """Take ``count`` tokens if they are free right now, else return None."""
-        return await self.session._acquire(Lease, self.name, count, bytes(data), 0, ephemeral)
+        return await self.session._acquire(Lease, self.name, count, as_data(data), 0, ephemeral)
 
     async def describe(
         self, *, owners: bool = False, waiters: bool = False
@@ -80,7 +79,7 @@ class Semaphore:
 
     async def update(self, data: bytes) -> None:
         """Replace the semaphore's data (watchers of data see it)."""
-        await self.session._backend_session().update_semaphore(self.name, bytes(data))
+        await self.session._backend_session().update_semaphore(self.name, as_data(data))
 
     async def delete(self, *, force: bool = False) -> None:
         """Delete the semaphore; with ``force``, even while held (its owners lose their leases)."""
@@ -88,7 +87,7 @@ class Semaphore:
 
     def watch(
         self, *, data: bool = False, owners: bool = False, waiters: bool = False
-    ) -> AsyncIterator[SemaphoreDescription]:
+    ) -> AsyncGenerator[SemaphoreDescription, None]:
         """Yield the current description at once, then again after every watched change.
 
         Changes that happen while you process one item coalesce: you always get the
@@ -101,7 +100,7 @@ class Semaphore:
 
 async def watch_semaphore(
     session: Session, name: str, *, data: bool, owners: bool, waiters: bool
-) -> AsyncIterator[SemaphoreDescription]:
+) -> AsyncGenerator[SemaphoreDescription, None]:
     """The loop behind :meth:`Semaphore.watch` (also used by elections)."""
     while True:
         description, changed = await session._backend_session().watch_semaphore(

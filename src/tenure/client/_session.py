@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Self, TypeVar
 
 from tenure._core.values import check_timeout
 from tenure.backends._base import BackendSession
+from tenure.client._args import as_data
 from tenure.client._lease import Lease
 from tenure.client._loss import CancelOnLoss, EndSignal
 from tenure.errors import LostError, SessionClosedError
@@ -50,8 +51,10 @@ class Session:
 
     @property
     def id(self) -> int:
-        """The backend's id of this session."""
-        return self._backend_session().session_id
+        """The backend's id of this session (still readable after the session ended)."""
+        if self._backend is None:
+            raise SessionClosedError(f"session on {self.node!r} was never opened")
+        return self._backend.session_id
 
     @property
     def lost(self) -> EndSignal:
@@ -114,7 +117,7 @@ class Session:
     ) -> None:
         scope = self._scopes.pop()
         try:
-            scope.__exit__(exc_type, exc, tb)
+            await scope.aexit(exc_type, exc, tb)
         finally:
             await asyncio.shield(self.close())
 
@@ -170,6 +173,21 @@ class Session:
         self._leases[name] = lease
         return lease
 
+    async def _acquire_waiting(
+        self,
+        lease_type: type[L],
+        name: str,
+        count: int,
+        data: bytes,
+        timeout: float | None,
+        ephemeral: bool,
+    ) -> L:
+        """:meth:`_acquire` for the waiting forms: a busy ``timeout=0`` is a TimeoutError."""
+        lease = await self._acquire(lease_type, name, count, data, timeout, ephemeral)
+        if lease is None:
+            raise TimeoutError(f"{name!r} is busy (timeout=0 only tries)")
+        return lease
+
     async def _release(self, lease: Lease) -> None:
         """Give a lease back to the backend (the lease has already ended itself)."""
         if self._backend is not None and not self._signal.ended:
@@ -178,7 +196,7 @@ class Session:
     async def _restate(self, lease: Lease, data: bytes) -> None:
         """Change a held lease's data in place (same count, same token)."""
         grant = await self._backend_session().acquire(
-            lease.name, count=lease.count, data=bytes(data), timeout=0, ephemeral=True
+            lease.name, count=lease.count, data=as_data(data), timeout=0, ephemeral=True
         )
         assert grant is not None, "restating a held grant cannot be refused"
         assert grant.token == lease.token, "restating moved the grant"
@@ -194,7 +212,10 @@ class Session:
         gate = self._gates.get(name)
         if gate is None:
             gate = self._gates[name] = _Gate()
-        if timeout == 0 and gate.lock.locked():
+        if timeout == 0 and gate.users:
+            # Another task of this session holds or waits for the semaphore. (Not
+            # ``lock.locked()``: right after a release the lock is free but promised to
+            # the next waiter, and acquiring it would wait behind that waiter's hold.)
             return False
         gate.users += 1
         started = time.monotonic()

@@ -1,0 +1,62 @@
+"""The synchronous face of tenure: the same API, with ``with`` instead of ``async with``::
+
+    import tenure.sync
+
+    with tenure.sync.connect("memory://") as client:
+        client.create_node("my-app")
+        with client.session("my-app", recovery_window=15.0) as session:
+            with session.mutex("job") as lock:
+                while not lock.lost.is_set():
+                    do_some_work(fencing_token=lock.token)
+
+There is one implementation, the asyncio one: each client runs it on an event
+loop in a background thread (its :class:`Portal`), and every method here is a
+blocking call through the portal. The loop keeps sessions and leases alive,
+and delivers loss notices, while your thread blocks or computes.
+
+Losses. Blocking code cannot be cancelled, so a loss is published instead:
+
+* ``obj.lost`` is a :class:`threading.Event`, set when a Session, Lease, Lock or
+  Leadership is *lost* (never by your own release or close; ``obj.ended`` covers
+  both); ``obj.lost_reason`` is the :class:`~tenure.errors.LostError`;
+* ``obj.check()`` raises that error; call it between steps of long work;
+* ``obj.on_lost(callback)`` calls ``callback(error)`` on the portal thread: keep
+  it quick and make no blocking tenure.sync calls from it;
+* leaving a ``with`` block whose object was lost meanwhile raises the loss error,
+  unless the body raised an exception of its own.
+
+Errors are the :mod:`tenure.errors` classes; timeouts raise :class:`TimeoutError`.
+For tests, pass ``clock=FakeClock()`` to ``memory://`` and move it with
+``client.portal.call(clock.advance, seconds)``; :mod:`tenure.sync.testing` has
+``disconnect``/``reconnect`` for sync sessions.
+"""
+
+from __future__ import annotations
+
+from tenure.sync._client import Client, SessionLoop, connect
+from tenure.sync._objects import (
+    Election,
+    Leadership,
+    Lease,
+    Lock,
+    Mutex,
+    Semaphore,
+    Session,
+    Stream,
+)
+from tenure.sync._portal import Portal
+
+__all__ = [
+    "Client",
+    "Election",
+    "Leadership",
+    "Lease",
+    "Lock",
+    "Mutex",
+    "Portal",
+    "Semaphore",
+    "Session",
+    "SessionLoop",
+    "Stream",
+    "connect",
+]

@@ -1,0 +1,181 @@
+"""The sync client: an async :class:`tenure.Client` driven through its own portal."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from types import TracebackType
+from typing import Self
+
+import tenure
+from tenure import client as aio
+from tenure._core.values import NodeConfig, NodeDescription
+from tenure.backends import Capability
+from tenure.errors import LostError
+from tenure.sync._objects import Session, Stream, _opened
+from tenure.sync._portal import Portal, shared_portals
+
+
+class Client:
+    """A connection to one backend, for blocking code. Make one with :func:`tenure.sync.connect`.
+
+    Its event loop runs in a background thread, the :attr:`portal`; ``close()``
+    (or leaving ``with``) closes every session, stops the loop and joins the thread.
+    """
+
+    def __init__(self, portal: Portal, client: aio.Client, release: Callable[[], None]) -> None:
+        self._portal = portal
+        self._client = client
+        self._release = release
+        self._guard = threading.Lock()
+        self._closed = False
+        self.url = client.url
+
+    def __repr__(self) -> str:
+        return f"<sync Client {self.url!r}{' closed' if self._closed else ''}>"
+
+    @property
+    def portal(self) -> Portal:
+        """The loop thread this client runs on; ``portal.call(async_fn, *args)`` runs there."""
+        return self._portal
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """What the backend can do."""
+        return self._client.capabilities
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def create_node(self, name: str, config: NodeConfig | None = None, **settings: object) -> None:
+        """Create a node (see :meth:`tenure.Client.create_node`); AlreadyExistsError if taken."""
+        self._portal.call(self._client.create_node, name, config, **settings)
+
+    def describe_node(self, name: str) -> NodeDescription:
+        """A node's settings and how many sessions and semaphores it has."""
+        return self._portal.call(self._client.describe_node, name)
+
+    def alter_node(self, name: str, **changes: object) -> NodeDescription:
+        """Change some of a node's settings; returns the new description."""
+        return self._portal.call(self._client.alter_node, name, **changes)
+
+    def drop_node(self, name: str, *, force: bool = False) -> None:
+        """Drop a node. With live sessions it fails unless ``force`` (they are then lost)."""
+        self._portal.call(self._client.drop_node, name, force=force)
+
+    def session(
+        self, node: str, *, recovery_window: float | None = None, description: str = ""
+    ) -> Session:
+        """Open a session on ``node``; use it plain (``close()`` it) or in ``with``.
+
+        Args:
+            recovery_window: seconds the server keeps the session after its
+                connection is lost; ``None`` takes the node's default.
+            description: a label shown to other sessions and operators.
+        """
+        return self._portal.call(
+            _opened,
+            lambda: self._client.session(
+                node, recovery_window=recovery_window, description=description
+            ),
+            self._wrap,
+        )
+
+    def sessions(
+        self, node: str, *, recovery_window: float | None = None, description: str = ""
+    ) -> SessionLoop:
+        """Sessions on ``node`` while you iterate: a new one after each loss.
+
+        ``next()`` blocks until the previous session has ended; the loop stops when
+        one is closed on purpose::
+
+            for session in client.sessions("my-app", recovery_window=15.0):
+                try:
+                    with session.mutex("job") as lock:
+                        work(lock)
+                except tenure.errors.SessionExpiredError:
+                    continue
+                break
+        """
+        loop = self._client.sessions(node, recovery_window=recovery_window, description=description)
+        return SessionLoop(self._portal, loop, self._wrap)
+
+    def _wrap(self, session: aio.Session) -> Session:
+        return Session(self._portal, session)
+
+    def close(self) -> None:
+        """Close every session, stop the loop and join its thread. Idempotent.
+
+        What the sessions hold is lost with SessionClosedError; the sessions
+        themselves end cleanly (their ``lost`` stays unset).
+        """
+        if self._portal.in_portal_thread():
+            raise RuntimeError("tenure.sync: cannot close a client from its portal thread")
+        with self._guard:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self._portal.call(self._client.aclose)
+        finally:
+            self._release()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class SessionLoop(Stream[Session]):
+    """The iterator behind :meth:`Client.sessions`."""
+
+    def __init__(
+        self, portal: Portal, loop: aio.SessionLoop, wrap: Callable[[aio.Session], Session]
+    ) -> None:
+        super().__init__(portal, loop, self._remember)
+        self._open = wrap
+        self._current: Session | None = None
+
+    def _remember(self, session: aio.Session) -> Session:
+        self._current = self._open(session)
+        return self._current
+
+    @property
+    def current(self) -> Session | None:
+        """The session of the current step."""
+        return self._current
+
+    @property
+    def last_loss(self) -> LostError | None:
+        """Why the current session ended, if it was lost."""
+        return None if self._current is None else self._current.lost_reason
+
+
+def connect(url: str, *, require: Iterable[Capability] = (), **options: object) -> Client:
+    """Connect to the backend ``url`` names (see :func:`tenure.connect`); plain or ``with``.
+
+    Starts the client's loop thread. Clients of the same ``memory://NAME`` share
+    one loop thread (the in-process engine is shared per event loop); the thread
+    stops when the last of them closes. ``memory://`` takes ``clock=``.
+    """
+    portal, release = shared_portals.acquire(url)
+    try:
+        client = portal.call(_connect, url, tuple(require), options)
+    except BaseException:
+        release()
+        raise
+    return Client(portal, client, release)
+
+
+async def _connect(
+    url: str, require: tuple[Capability, ...], options: dict[str, object]
+) -> aio.Client:
+    return await tenure.connect(url, require=require, **options)

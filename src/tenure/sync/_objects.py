@@ -1,0 +1,374 @@
+"""The sync wrappers: each method is one call through the portal into the async object.
+
+Wrappers of held things are built on the portal thread (inside the call that
+opens them), so that they subscribe to the async object's end before anything
+else can happen to it.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from types import TracebackType
+from typing import Any, Generic, Self, TypeVar
+
+from tenure import client as aio
+from tenure._core.values import SemaphoreDescription
+from tenure.client import LeaderState
+from tenure.errors import LostError
+from tenure.sync._held import Held
+from tenure.sync._portal import Portal
+
+A = TypeVar("A")
+T = TypeVar("T")
+
+
+async def _opened(open_: Callable[[], Awaitable[A]], wrap: Callable[[A], T]) -> T:
+    """Open on the portal loop, and wrap there (see the module docstring)."""
+    return wrap(await open_())
+
+
+async def _opened_or_none(
+    open_: Callable[[], Awaitable[A | None]], wrap: Callable[[A], T]
+) -> T | None:
+    """Like :func:`_opened`, for the ``try_`` forms that may get nothing."""
+    value = await open_()
+    return None if value is None else wrap(value)
+
+
+class Session(Held):
+    """A session on a node (see :class:`tenure.Session`); ``with`` closes it at the end.
+
+    ``lost`` is set if the session is lost (expired, node dropped); closing it
+    yourself does not set it. Everything it holds ends with it.
+    """
+
+    def __init__(self, portal: Portal, session: aio.Session) -> None:
+        super().__init__(portal, session.lost)
+        self._session = session
+        self.node = session.node
+        self.recovery_window = session.recovery_window
+        self.description = session.description
+        self.id = session.id
+        """The backend's id of this session (kept after it ends)."""
+
+    def __repr__(self) -> str:
+        return f"<sync Session {self.id} on {self.node!r}{' ended' if self.ended else ''}>"
+
+    @property
+    def closed(self) -> bool:
+        """Whether the session has ended (closed or lost)."""
+        return self.ended
+
+    def mutex(self, name: str) -> Mutex:
+        """The mutex ``name``."""
+        return Mutex(self, self._session.mutex(name))
+
+    def semaphore(self, name: str) -> Semaphore:
+        """The counting semaphore ``name``."""
+        return Semaphore(self, self._session.semaphore(name))
+
+    def election(self, name: str) -> Election:
+        """The election ``name``."""
+        return Election(self, self._session.election(name))
+
+    def close(self) -> None:
+        """Close the session: everything it holds is released. Idempotent."""
+        if not self.ended:
+            self._portal.call(self._session.close)
+
+    def _finish(self) -> None:
+        self.close()
+
+
+class Lease(Held):
+    """``count`` tokens of semaphore ``name`` with fencing ``token`` (see :class:`tenure.Lease`).
+
+    ``with lease:`` releases it at the end, raising the loss error if it was lost
+    meanwhile.
+    """
+
+    def __init__(self, session: Session, lease: aio.Lease) -> None:
+        super().__init__(session._portal, lease.lost)
+        self._lease = lease
+        self.session = session
+        self.name = lease.name
+        self.token = lease.token
+        self.count = lease.count
+
+    def __repr__(self) -> str:
+        return f"<sync {self._lease!r}>"
+
+    @property
+    def data(self) -> bytes:
+        """This holder's data."""
+        return self._lease.data
+
+    @property
+    def held(self) -> bool:
+        """Whether it is still held."""
+        return not self.ended
+
+    def release(self) -> None:
+        """Give the tokens back. Idempotent; a no-op once lost."""
+        if not self.ended:
+            self._portal.call(self._lease.release)
+
+    def _finish(self) -> None:
+        self.release()
+
+
+class Lock(Lease):
+    """An exclusive hold of a mutex; ``token`` is its fencing token."""
+
+
+class Leadership(Lease):
+    """Leadership of an election (see :class:`tenure.Leadership`); ``with`` resigns at the end.
+
+    Lost leadership (other than by the session's loss) is a LeaderChangedError.
+    """
+
+    def __init__(self, session: Session, leadership: aio.Leadership) -> None:
+        super().__init__(session, leadership)
+        self._leadership = leadership
+
+    def proclaim(self, data: bytes) -> None:
+        """Replace the leader's data in place (same token)."""
+        self._portal.call(self._leadership.proclaim, data)
+
+    def resign(self) -> None:
+        """Step down (the same as :meth:`release`)."""
+        self.release()
+
+
+class Mutex:
+    """A named mutex (see :class:`tenure.Mutex`); ``with session.mutex("job") as lock:``.
+
+    Waiters are served in arrival order, across threads, sessions and processes.
+    """
+
+    def __init__(self, session: Session, mutex: aio.Mutex) -> None:
+        self.session = session
+        self.name = mutex.name
+        self._mutex = mutex
+        self._guard = threading.Lock()
+        self._entered: dict[int, list[Lock]] = {}
+
+    def __repr__(self) -> str:
+        return f"<sync Mutex {self.name!r} of session {self.session.id}>"
+
+    def lock(self, *, timeout: float | None = None, data: bytes = b"") -> Lock:
+        """Wait for the lock (``timeout`` seconds at most); use the Lock plain or in ``with``.
+
+        Raises:
+            TimeoutError: not held within ``timeout``.
+        """
+        return self.session._portal.call(
+            _opened, lambda: self._mutex.lock(timeout=timeout, data=data), self._wrap
+        )
+
+    def try_lock(self, *, data: bytes = b"") -> Lock | None:
+        """Take the lock if it is free right now, else return None."""
+        return self.session._portal.call(
+            _opened_or_none, lambda: self._mutex.try_lock(data=data), self._wrap
+        )
+
+    def _wrap(self, lock: aio.Lock) -> Lock:
+        return Lock(self.session, lock)
+
+    def __enter__(self) -> Lock:
+        lock = self.lock().__enter__()
+        with self._guard:
+            self._entered.setdefault(threading.get_ident(), []).append(lock)
+        return lock
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        with self._guard:
+            stack = self._entered[threading.get_ident()]
+            lock = stack.pop()
+            if not stack:
+                del self._entered[threading.get_ident()]
+        lock.__exit__(exc_type, exc, tb)
+
+
+class Semaphore:
+    """A named counting semaphore (see :class:`tenure.Semaphore`); acquires are FIFO."""
+
+    def __init__(self, session: Session, semaphore: aio.Semaphore) -> None:
+        self.session = session
+        self.name = semaphore.name
+        self._semaphore = semaphore
+
+    def __repr__(self) -> str:
+        return f"<sync Semaphore {self.name!r} of session {self.session.id}>"
+
+    def create(self, limit: int, data: bytes = b"") -> None:
+        """Create the semaphore with ``limit`` tokens; AlreadyExistsError if it exists."""
+        self.session._portal.call(self._semaphore.create, limit, data)
+
+    def acquire(
+        self,
+        count: int = 1,
+        *,
+        data: bytes = b"",
+        timeout: float | None = None,
+        ephemeral: bool = False,
+    ) -> Lease:
+        """Wait for ``count`` tokens (see :meth:`tenure.Semaphore.acquire`); plain or ``with``.
+
+        Raises:
+            TimeoutError: not granted within ``timeout``.
+            NotFoundError: the semaphore does not exist and ``ephemeral`` is false.
+            LimitExceededError: ``count`` exceeds the limit, or the queue is full.
+        """
+        return self.session._portal.call(
+            _opened,
+            lambda: self._semaphore.acquire(count, data=data, timeout=timeout, ephemeral=ephemeral),
+            self._wrap,
+        )
+
+    def try_acquire(
+        self, count: int = 1, *, data: bytes = b"", ephemeral: bool = False
+    ) -> Lease | None:
+        """Take ``count`` tokens if they are free right now, else return None."""
+        return self.session._portal.call(
+            _opened_or_none,
+            lambda: self._semaphore.try_acquire(count, data=data, ephemeral=ephemeral),
+            self._wrap,
+        )
+
+    def _wrap(self, lease: aio.Lease) -> Lease:
+        return Lease(self.session, lease)
+
+    def describe(self, *, owners: bool = False, waiters: bool = False) -> SemaphoreDescription:
+        """The semaphore's limit, count and data, and its owners and waiters if asked."""
+        return self.session._portal.call(self._semaphore.describe, owners=owners, waiters=waiters)
+
+    def update(self, data: bytes) -> None:
+        """Replace the semaphore's data."""
+        self.session._portal.call(self._semaphore.update, data)
+
+    def delete(self, *, force: bool = False) -> None:
+        """Delete the semaphore; with ``force``, even while held (its owners lose their leases)."""
+        self.session._portal.call(self._semaphore.delete, force=force)
+
+    def watch(
+        self, *, data: bool = False, owners: bool = False, waiters: bool = False
+    ) -> Stream[SemaphoreDescription]:
+        """The current description, then one after every watched change (coalesced).
+
+        See :meth:`tenure.Semaphore.watch`. Each ``next()`` blocks until there is
+        a change; close the stream (or use ``with``) when done.
+        """
+        return Stream(
+            self.session._portal,
+            self._semaphore.watch(data=data, owners=owners, waiters=waiters),
+            _same,
+        )
+
+
+class Election:
+    """The election ``name`` (see :class:`tenure.Election`)."""
+
+    def __init__(self, session: Session, election: aio.Election) -> None:
+        self.session = session
+        self.name = election.name
+        self._election = election
+
+    def __repr__(self) -> str:
+        return f"<sync Election {self.name!r} of session {self.session.id}>"
+
+    def campaign(self, data: bytes = b"", *, timeout: float | None = None) -> Leadership:
+        """Wait to become leader with ``data``; plain, or ``with`` (resigns at the end).
+
+        Raises:
+            TimeoutError: not leader within ``timeout``.
+        """
+        return self.session._portal.call(
+            _opened, lambda: self._election.campaign(data, timeout=timeout), self._wrap
+        )
+
+    def _wrap(self, leadership: aio.Leadership) -> Leadership:
+        return Leadership(self.session, leadership)
+
+    def leader(self) -> LeaderState | None:
+        """The current leader, or None when nobody leads."""
+        return self.session._portal.call(self._election.leader)
+
+    def observe(self) -> Stream[LeaderState]:
+        """The leader state now, then on every change of leader or data."""
+        return Stream(self.session._portal, self._election.observe(), _same)
+
+
+def _same(value: T) -> T:
+    return value
+
+
+class _End(enum.Enum):
+    END = enum.auto()
+
+
+async def _next(iterator: AsyncIterator[A], wrap: Callable[[A], T]) -> T | _End:
+    try:
+        return wrap(await anext(iterator))
+    except StopAsyncIteration:
+        return _End.END
+
+
+async def _aclose(iterator: AsyncIterator[Any]) -> None:
+    aclose: Callable[[], Awaitable[None]] | None = getattr(iterator, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+class Stream(Generic[T]):
+    """A blocking iterator over an async one, each ``next()`` pulled through the portal.
+
+    ``close()`` it (or use ``with``) to stop early; it is closed for you when
+    exhausted, and when its client closes.
+    """
+
+    def __init__(self, portal: Portal, iterator: AsyncIterator[Any], wrap: Callable[[Any], T]):
+        self._portal = portal
+        self._iterator = iterator
+        self._wrap = wrap
+        self._done = False
+
+    def __iter__(self) -> Self:
+        return self
+
+    def __next__(self) -> T:
+        if self._done:
+            raise StopIteration
+        try:
+            item = self._portal.call(_next, self._iterator, self._wrap)
+        except LostError:
+            self._done = True
+            raise
+        if item is _End.END:
+            self._done = True
+            raise StopIteration
+        return item
+
+    def close(self) -> None:
+        """Stop iterating and free what the iterator holds. Idempotent."""
+        self._done = True
+        if not self._portal.closed:
+            self._portal.call(_aclose, self._iterator)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,29 @@
+"""Test helpers for sync sessions: tenure.testing's disconnect/reconnect through the portal.
+
+Move a :class:`~tenure.testing.FakeClock` with ``client.portal.call(clock.advance, seconds)``.
+"""
+
+from __future__ import annotations
+
+from tenure import testing
+from tenure.sync._objects import Session
+
+__all__ = ["disconnect", "reconnect"]
+
+
+async def _disconnect(session: Session) -> None:
+    testing.disconnect(session._session)
+
+
+async def _reconnect(session: Session) -> None:
+    testing.reconnect(session._session)
+
+
+def disconnect(session: Session) -> None:
+    """Act as if ``session``'s connection dropped: its recovery window starts now."""
+    session._portal.call(_disconnect, session)
+
+
+def reconnect(session: Session) -> None:
+    """Act as if ``session``'s client reconnected within the window and re-attached it."""
+    session._portal.call(_reconnect, session)

@@ -1,0 +1,130 @@
+"""Backend harnesses: how the API suite reaches each backend.
+
+A harness knows how to reach one backend: a URL factory (two URLs made from the
+same state name reach the same state), the connect options, a clock (a
+:class:`~tenure.testing.FakeClock` where the backend can run on one, else None),
+and capability flags:
+
+* ``can_fake_time``: its expiry and timeouts follow a FakeClock the test moves;
+* ``can_disconnect``: a session's connection can be dropped and restored.
+
+Adding a backend to the suite = adding a harness to ``ALL_HARNESSES`` (the fixtures
+in ``tests/conftest.py`` do the rest).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar
+
+import tenure
+from tenure.testing import FakeClock
+from tenure.testing import disconnect as memory_disconnect
+from tenure.testing import reconnect as memory_reconnect
+
+#: ``await make_client()``: one more client on the test's state.
+MakeClient = Callable[[], Awaitable[tenure.Client]]
+
+#: ``await expire(session)``: drop its connection and let its recovery window pass.
+Expire = Callable[[tenure.Session], Awaitable[None]]
+
+
+def unique(prefix: str) -> str:
+    """A name no other test (nor an earlier run against a persistent server) uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def in_ci() -> bool:
+    """Whether this run is CI's (where a missing backend must fail, not skip)."""
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+class Harness:
+    """How the API suite reaches one backend. Subclass per backend."""
+
+    name: ClassVar[str]
+    can_fake_time: ClassVar[bool] = False
+    can_disconnect: ClassVar[bool] = False
+
+    def unavailable(self) -> str | None:
+        """Why the backend cannot be used here (server not installed...), or None."""
+        return None
+
+    def start(self) -> None:
+        """Once per test run, before its first test (start a server subprocess...)."""
+
+    def stop(self) -> None:
+        """Once per test run, after its last test."""
+
+    def new_clock(self) -> FakeClock | None:
+        """The clock of one test's state, or None when the backend keeps real time."""
+        return None
+
+    def url(self, state: str) -> str:
+        """The URL of the state named ``state``: equal names give shared state."""
+        raise NotImplementedError
+
+    def options(self, clock: FakeClock | None) -> dict[str, Any]:
+        """Keyword options for :func:`tenure.connect`."""
+        return {}
+
+    async def disconnect(self, session: tenure.Session) -> None:
+        """Drop ``session``'s connection (its recovery window starts)."""
+        raise NotImplementedError(f"{self.name} cannot drop connections")
+
+    async def reconnect(self, session: tenure.Session) -> None:
+        """Restore ``session``'s connection within its window (it re-attaches)."""
+        raise NotImplementedError(f"{self.name} cannot drop connections")
+
+    async def cleanup(self, node: str) -> None:
+        """Remove what a test left behind, on a backend whose state outlives the test."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+
+class MemoryHarness(Harness):
+    """``memory://NAME``: an in-process engine shared by name, on a FakeClock."""
+
+    name = "memory"
+    can_fake_time = True
+    can_disconnect = True
+
+    def new_clock(self) -> FakeClock:
+        return FakeClock()
+
+    def url(self, state: str) -> str:
+        return f"memory://{state}"
+
+    def options(self, clock: FakeClock | None) -> dict[str, Any]:
+        return {} if clock is None else {"clock": clock}
+
+    async def disconnect(self, session: tenure.Session) -> None:
+        memory_disconnect(session)
+
+    async def reconnect(self, session: tenure.Session) -> None:
+        memory_reconnect(session)
+
+    # cleanup(): nothing to do, the engine goes away with the test's last client.
+
+
+#: Every backend the API suite runs on. Real servers (tenure://, etcd, postgres,
+#: redis) join here; their ``unavailable()`` says when their server is missing.
+ALL_HARNESSES: list[Harness] = [MemoryHarness()]
+
+
+class Network:
+    """Drops and restores sessions' connections (the ``network`` fixture)."""
+
+    def __init__(self, harness: Harness) -> None:
+        self._harness = harness
+
+    async def disconnect(self, session: tenure.Session) -> None:
+        """The session's connection drops: its recovery window starts running."""
+        await self._harness.disconnect(session)
+
+    async def reconnect(self, session: tenure.Session) -> None:
+        """The connection comes back within the window: the session re-attaches."""
+        await self._harness.reconnect(session)

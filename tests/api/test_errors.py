@@ -1,0 +1,348 @@
+"""Typed errors: every refusal has its class, bad input is refused, failures change nothing."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any
+
+import pytest
+
+import tenure
+from tenure.errors import (
+    AlreadyExistsError,
+    InvalidArgumentError,
+    LeaderChangedError,
+    LeaseLostError,
+    LimitExceededError,
+    LostError,
+    NotFoundError,
+    PreconditionFailedError,
+    SessionClosedError,
+    SessionExpiredError,
+    TenureError,
+    UnsupportedError,
+)
+from tenure.testing import FakeClock
+
+from .harness import Harness
+from .support import spawn, wait_for_waiters, waiters, within
+
+BAD_NAMES: list[Any] = ["", "tab\there", "nul\x00", "x" * 1025, 42, None, b"bytes"]
+BAD_COUNTS: list[Any] = [0, -1, 2**64, 1.5, True, "1"]
+BAD_TIMEOUTS: list[Any] = [-1, -0.5, math.nan, math.inf, "5", True]
+BAD_WINDOWS: list[Any] = [0, -1, math.nan, math.inf, 10**6, "15"]
+
+# -- not found / already exists -------------------------------------------------------
+
+
+async def test_missing_nodes_are_not_found(client: tenure.Client) -> None:
+    for attempt in (
+        client.describe_node("no-such-node"),
+        client.alter_node("no-such-node", lock_delay=1.0),
+        client.drop_node("no-such-node"),
+        client.session("no-such-node"),
+    ):
+        with pytest.raises(NotFoundError):
+            await attempt
+
+
+async def test_missing_semaphores_are_not_found(client: tenure.Client, node: str) -> None:
+    session = await client.session(node)
+    sem = session.semaphore("missing")
+    for attempt in (
+        sem.describe(),
+        sem.update(b"x"),
+        sem.delete(),
+        sem.acquire(),
+        sem.try_acquire(),
+    ):
+        with pytest.raises(NotFoundError):
+            await attempt
+    assert await sem.try_acquire(ephemeral=True) is not None  # unless ephemeral
+
+
+async def test_creating_twice_is_already_exists(client: tenure.Client, node: str) -> None:
+    with pytest.raises(AlreadyExistsError):
+        await client.create_node(node)
+    session = await client.session(node)
+    await session.semaphore("pool").create(limit=1)
+    with pytest.raises(AlreadyExistsError):
+        await session.semaphore("pool").create(limit=2)
+    await session.mutex("job").lock()
+    with pytest.raises(AlreadyExistsError):  # an ephemeral semaphore exists too
+        await session.semaphore("job").create(limit=1)
+    assert (await session.semaphore("pool").describe()).limit == 1  # unchanged
+
+
+# -- limits ---------------------------------------------------------------------------
+
+
+async def test_a_count_above_the_limit_is_refused_not_waited_for(
+    client: tenure.Client, node: str
+) -> None:
+    session = await client.session(node)
+    await session.semaphore("pool").create(limit=3)
+
+    with pytest.raises(LimitExceededError):
+        await session.semaphore("pool").acquire(count=4)
+    with pytest.raises(LimitExceededError):
+        await session.semaphore("pool").try_acquire(count=4)
+    assert await waiters(session, "pool") == []
+    assert (await session.semaphore("pool").acquire(count=3)).count == 3  # nothing stuck
+
+
+async def test_max_waiters(client: tenure.Client, client2: tenure.Client, node: str) -> None:
+    await client.alter_node(node, max_waiters=2)
+    holder = await client.session(node)
+    queued = [await client2.session(node) for _ in range(2)]
+    third = await client2.session(node)
+    await holder.mutex("job").lock()
+    tasks = [spawn(s.mutex("job").lock()) for s in queued]
+    await wait_for_waiters(holder, "job", 2)
+
+    with pytest.raises(LimitExceededError, match="max_waiters"):
+        await third.mutex("job").lock()
+    assert await third.mutex("job").try_lock() is None  # a try does not queue: no limit
+    assert len(await waiters(holder, "job")) == 2
+    for task in tasks:
+        task.cancel()
+
+
+async def test_max_sessions(client: tenure.Client, client2: tenure.Client, node: str) -> None:
+    await client.alter_node(node, max_sessions=2)
+    first = await client.session(node)
+    await client2.session(node)
+
+    with pytest.raises(LimitExceededError, match="max_sessions"):
+        await client.session(node)
+    await first.close()
+    await client.session(node)  # room again
+
+
+async def test_max_semaphores(client: tenure.Client, node: str) -> None:
+    await client.alter_node(node, max_semaphores=1)
+    session = await client.session(node)
+    await session.semaphore("one").create(limit=1)
+
+    with pytest.raises(LimitExceededError, match="max_semaphores"):
+        await session.semaphore("two").create(limit=1)
+    with pytest.raises(LimitExceededError, match="max_semaphores"):
+        await session.mutex("job").lock()  # an ephemeral one counts too
+
+
+async def test_max_data_size(client: tenure.Client, node: str) -> None:
+    await client.alter_node(node, max_data_size=8)
+    session = await client.session(node)
+    big = b"x" * 9
+
+    with pytest.raises(LimitExceededError, match="max_data_size"):
+        await session.semaphore("pool").create(limit=1, data=big)
+    await session.semaphore("pool").create(limit=1, data=b"x" * 8)
+    with pytest.raises(LimitExceededError, match="max_data_size"):
+        await session.semaphore("pool").update(big)
+    with pytest.raises(LimitExceededError, match="max_data_size"):
+        await session.semaphore("pool").acquire(data=big)
+    leadership = await session.election("primary").campaign(b"small")
+    with pytest.raises(LimitExceededError, match="max_data_size"):
+        await leadership.proclaim(big)
+    assert leadership.data == b"small"
+    leader = await session.election("primary").leader()
+    assert leader is not None
+    assert leader.data == b"small"
+
+
+async def test_max_watches_per_session(client: tenure.Client, node: str) -> None:
+    await client.alter_node(node, max_watches_per_session=1)
+    session = await client.session(node)
+
+    async with contextlib.aclosing(session.semaphore("a").watch(data=True)) as first:
+        await within(anext(first))
+        with pytest.raises(LimitExceededError, match="max_watches_per_session"):
+            async with contextlib.aclosing(session.semaphore("b").watch(data=True)) as second:
+                await anext(second)
+
+
+# -- preconditions --------------------------------------------------------------------
+
+
+async def test_dropping_a_node_with_sessions_needs_force(client: tenure.Client, node: str) -> None:
+    session = await client.session(node)
+
+    with pytest.raises(PreconditionFailedError):
+        await client.drop_node(node)
+    assert (await client.describe_node(node)).sessions == 1  # nothing changed
+    assert not session.closed
+    await session.close()
+    await client.drop_node(node)
+
+
+async def test_deleting_a_busy_semaphore_needs_force(client: tenure.Client, node: str) -> None:
+    session = await client.session(node)
+    await session.semaphore("pool").create(limit=1)
+    lease = await session.semaphore("pool").acquire()
+
+    with pytest.raises(PreconditionFailedError):
+        await session.semaphore("pool").delete()
+    assert lease.held
+    await lease.release()
+    await session.semaphore("pool").delete()
+
+
+# -- invalid arguments ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", BAD_NAMES, ids=repr)
+async def test_bad_node_names(client: tenure.Client, name: Any) -> None:
+    with pytest.raises(InvalidArgumentError):
+        await client.create_node(name)
+    with pytest.raises(InvalidArgumentError):
+        await client.session(name)
+
+
+@pytest.mark.parametrize("name", BAD_NAMES, ids=repr)
+async def test_bad_semaphore_names(client: tenure.Client, node: str, name: Any) -> None:
+    session = await client.session(node)
+    with pytest.raises(InvalidArgumentError):
+        await session.semaphore(name).create(limit=1)
+    with pytest.raises(InvalidArgumentError):
+        await session.semaphore(name).acquire(ephemeral=True)
+    with pytest.raises(InvalidArgumentError):
+        await session.mutex(name).lock()
+    with pytest.raises(InvalidArgumentError):
+        await session.election(name).campaign(b"")
+    assert (await client.describe_node(node)).semaphores == 0
+
+
+@pytest.mark.parametrize("count", BAD_COUNTS, ids=repr)
+async def test_bad_counts_and_limits(client: tenure.Client, node: str, count: Any) -> None:
+    session = await client.session(node)
+    with pytest.raises(InvalidArgumentError):
+        await session.semaphore("pool").create(limit=count)
+    await session.semaphore("pool").create(limit=5)
+    with pytest.raises(InvalidArgumentError):
+        await session.semaphore("pool").acquire(count=count)
+    with pytest.raises(InvalidArgumentError):
+        await session.semaphore("pool").try_acquire(count=count)
+    assert (await session.semaphore("pool").describe()).count == 0
+
+
+@pytest.mark.parametrize("timeout", BAD_TIMEOUTS, ids=repr)
+async def test_bad_timeouts(client: tenure.Client, node: str, timeout: Any) -> None:
+    session = await client.session(node)
+    await session.semaphore("pool").create(limit=1)
+    with pytest.raises(InvalidArgumentError):
+        await session.semaphore("pool").acquire(timeout=timeout)
+    with pytest.raises(InvalidArgumentError):
+        await session.mutex("job").lock(timeout=timeout)
+    with pytest.raises(InvalidArgumentError):
+        await session.election("primary").campaign(b"", timeout=timeout)
+    # Nothing was left behind: the next acquire is served at once.
+    assert await session.mutex("job").try_lock() is not None
+
+
+@pytest.mark.parametrize("window", BAD_WINDOWS, ids=repr)
+async def test_bad_recovery_windows(client: tenure.Client, node: str, window: Any) -> None:
+    with pytest.raises(InvalidArgumentError):
+        await client.session(node, recovery_window=window)
+    assert (await client.describe_node(node)).sessions == 0
+
+
+async def test_bad_descriptions_and_data(client: tenure.Client, node: str) -> None:
+    with pytest.raises(InvalidArgumentError):
+        await client.session(node, description="x" * 1025)
+    session = await client.session(node)
+    not_bytes: Any = "text"
+    with pytest.raises(InvalidArgumentError):
+        await session.semaphore("pool").create(limit=1, data=not_bytes)
+    with pytest.raises(InvalidArgumentError):
+        await session.semaphore("pool").acquire(ephemeral=True, data=not_bytes)
+    with pytest.raises(InvalidArgumentError):
+        await session.mutex("job").lock(data=3)  # type: ignore[arg-type]
+    assert await session.mutex("job").try_lock(data=b"ok") is not None
+
+
+async def test_bad_node_settings(client: tenure.Client, node: str) -> None:
+    for settings in (
+        {"no_such_setting": 1},
+        {"session_timeout": 0},
+        {"lock_delay": -1.0},
+        {"max_waiters": 0},
+        {"max_sessions": 1.5},
+    ):
+        with pytest.raises(InvalidArgumentError):
+            await client.create_node(node + "-2", **settings)
+        with pytest.raises(InvalidArgumentError):
+            await client.alter_node(node, **settings)
+    assert (await client.describe_node(node)).config == tenure.NodeConfig()
+    with pytest.raises(NotFoundError):
+        await client.describe_node(node + "-2")
+
+
+def test_invalid_argument_is_also_a_value_error() -> None:
+    assert issubclass(InvalidArgumentError, ValueError)
+    assert issubclass(InvalidArgumentError, TenureError)
+
+
+# -- timeouts -------------------------------------------------------------------------
+
+
+async def test_a_timed_out_acquire_raises_the_builtin_timeout_error(
+    client: tenure.Client, client2: tenure.Client, node: str, clock: FakeClock
+) -> None:
+    holder = await client.session(node)
+    other = await client2.session(node)
+    await holder.mutex("job").lock()
+    waiting = spawn(other.mutex("job").lock(timeout=1.0))
+    await wait_for_waiters(holder, "job", 1)
+
+    await clock.advance(1.5)
+
+    with pytest.raises(TimeoutError) as raised:
+        await within(waiting)
+    assert not isinstance(raised.value, TenureError)
+
+
+# -- connecting -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url", ["nosuch://host", "http://localhost:80"])
+async def test_an_unknown_url_scheme_is_an_invalid_argument(url: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="scheme"):
+        await tenure.connect(url)
+
+
+@pytest.mark.parametrize("url", ["not a url", "", "memory:"])
+async def test_a_malformed_url_is_an_invalid_argument(url: str) -> None:
+    with pytest.raises(InvalidArgumentError):
+        await tenure.connect(url)
+
+
+@pytest.mark.parametrize(
+    "url", ["tenure://localhost:7000", "etcd://localhost:2379", "postgres://db/x", "redis://r"]
+)
+async def test_a_planned_backend_is_unsupported_not_guessed(url: str) -> None:
+    with pytest.raises(UnsupportedError):
+        await tenure.connect(url)
+
+
+async def test_require_refuses_a_backend_that_lacks_a_capability(
+    backend: Harness, state_clock: FakeClock | None, state_name: str, client: tenure.Client
+) -> None:
+    has = client.capabilities
+    lacks = sorted(set(tenure.Capability) - has, key=lambda c: c.value)
+    if not lacks:
+        pytest.skip(f"{backend.name} backend has every capability: nothing to refuse")
+    url, options = backend.url(state_name), backend.options(state_clock)
+
+    with pytest.raises(UnsupportedError, match=lacks[0].value):
+        await tenure.connect(url, require=[lacks[0]], **options)
+    async with tenure.connect(url, require=has, **options) as satisfied:
+        assert satisfied.capabilities == has
+
+
+def test_every_loss_error_is_a_lost_error() -> None:
+    for error in (SessionClosedError, SessionExpiredError, LeaseLostError, LeaderChangedError):
+        assert issubclass(error, LostError)
+    assert issubclass(LeaderChangedError, LeaseLostError)
+    assert issubclass(LostError, TenureError)

@@ -1,0 +1,108 @@
+"""Nodes: create, describe, alter and drop the namespaces sessions live in."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import tenure
+from tenure.errors import LeaseLostError, NotFoundError, SessionClosedError
+
+from .harness import unique
+from .support import spawn, wait_for_waiters, within
+
+
+async def test_create_node_with_settings_and_describe_it(client: tenure.Client) -> None:
+    name = unique("configured")
+    await client.create_node(name, session_timeout=12.0, max_waiters=7, lock_delay=0.5)
+
+    description = await client.describe_node(name)
+
+    assert description.name == name
+    assert description.config.session_timeout == 12.0
+    assert description.config.max_waiters == 7
+    assert description.config.lock_delay == 0.5
+    assert description.config.max_sessions == tenure.NodeConfig().max_sessions  # default kept
+    assert (description.sessions, description.semaphores) == (0, 0)
+
+
+async def test_create_node_from_a_config_with_overrides(client: tenure.Client) -> None:
+    name = unique("from-config")
+    config = tenure.NodeConfig(lock_delay=2.0, max_semaphores=5)
+    await client.create_node(name, config, lock_delay=3)
+
+    described = (await client.describe_node(name)).config
+
+    assert (described.lock_delay, described.max_semaphores) == (3.0, 5)
+
+
+async def test_describe_node_counts_live_sessions_and_semaphores(
+    client: tenure.Client, node: str
+) -> None:
+    async with client.session(node) as first, client.session(node):
+        await first.semaphore("pool").create(limit=2)
+        lock = await first.mutex("job").lock()
+        assert (await client.describe_node(node)).sessions == 2
+        assert (await client.describe_node(node)).semaphores == 2  # "pool" and the mutex
+        await lock.release()
+        assert (await client.describe_node(node)).semaphores == 1  # the mutex was ephemeral
+    assert (await client.describe_node(node)).sessions == 0
+
+
+async def test_alter_node_returns_and_keeps_the_new_settings(
+    client: tenure.Client, node: str
+) -> None:
+    altered = await client.alter_node(node, session_timeout=5.0, max_waiters=3)
+
+    assert (altered.config.session_timeout, altered.config.max_waiters) == (5.0, 3)
+    assert (await client.describe_node(node)).config == altered.config
+
+
+async def test_a_node_is_seen_by_every_client_of_the_same_state(
+    client: tenure.Client, client2: tenure.Client, node: str
+) -> None:
+    assert (await client2.describe_node(node)).name == node
+    await client2.alter_node(node, lock_delay=1.5)
+    assert (await client.describe_node(node)).config.lock_delay == 1.5
+
+
+async def test_drop_node_then_create_it_again(client: tenure.Client, node: str) -> None:
+    await client.drop_node(node)
+
+    with pytest.raises(NotFoundError):
+        await client.describe_node(node)
+    await client.create_node(node)
+    assert (await client.describe_node(node)).sessions == 0
+
+
+async def test_drop_node_with_force_ends_its_sessions_and_their_holds(
+    client: tenure.Client, client2: tenure.Client, node: str
+) -> None:
+    session = await client2.session(node)
+    waiter = await client2.session(node)
+    lock = await session.mutex("job").lock()
+    entered = asyncio.Event()
+
+    async def hold() -> None:
+        async with lock:
+            entered.set()
+            await asyncio.Event().wait()
+
+    holder = spawn(hold())
+    await within(entered.wait())
+    waiting = spawn(waiter.mutex("job").lock())
+    await wait_for_waiters(session, "job", 1)
+
+    await client.drop_node(node, force=True)
+
+    with pytest.raises(LeaseLostError):  # the holder's lease went with the node
+        await within(holder, "the holder's cancellation")
+    assert isinstance(lock.lost_reason, LeaseLostError)
+    assert not lock.held
+    with pytest.raises(NotFoundError):  # what the waiter waited for is gone
+        await within(waiting)
+    for ended in (session, waiter):
+        assert isinstance(ended.lost_reason, SessionClosedError)  # closed, not expired
+    with pytest.raises(NotFoundError):
+        await client.describe_node(node)

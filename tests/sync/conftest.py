@@ -1,0 +1,60 @@
+"""Fixtures for the sync facade: a FakeClock-driven memory:// client and sessions."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+import tenure.sync
+from tenure.testing import FakeClock
+
+NODE = "app"
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def client(clock: FakeClock) -> Iterator[tenure.sync.Client]:
+    threads = threading.active_count()
+    with tenure.sync.connect("memory://", clock=clock) as client:
+        client.create_node(NODE, session_timeout=15.0)
+        yield client
+    assert threading.active_count() == threads, "the portal thread outlived its client"
+
+
+@pytest.fixture
+def session(client: tenure.sync.Client) -> Iterator[tenure.sync.Session]:
+    session = client.session(NODE, recovery_window=15.0, description="first")
+    yield session
+    session.close()
+
+
+@pytest.fixture
+def other(client: tenure.sync.Client) -> Iterator[tenure.sync.Session]:
+    session = client.session(NODE, recovery_window=15.0, description="second")
+    yield session
+    session.close()
+
+
+@pytest.fixture
+def shared_url() -> str:
+    return f"memory://sync-{uuid.uuid4().hex}"
+
+
+def advance(client: tenure.sync.Client, clock: FakeClock, seconds: float) -> None:
+    """Move the fake clock on the client's loop."""
+    client.portal.call(clock.advance, seconds)
+
+
+def wait_for_waiters(session: tenure.sync.Session, name: str, count: int) -> None:
+    """Block (on watch notifications, not sleeps) until ``name`` has ``count`` waiters."""
+    with session.semaphore(name).watch(waiters=True) as stream:
+        for description in stream:
+            if len(description.waiters) >= count:
+                return

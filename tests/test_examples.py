@@ -1,0 +1,175 @@
+"""Run every program in examples/ the way a user would, and check what it printed.
+
+Each example runs as ``python examples/NAME.py`` in a subprocess (warnings turned
+into errors, no stdin), must exit 0 with nothing on stderr, and must print the
+lines that show its point: the order of grants, the failover leader, and so on.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+TESTED = {
+    "mutex.py",
+    "semaphore.py",
+    "election.py",
+    "service_discovery.py",
+    "shared_config.py",
+    "sessions_loop.py",
+}
+
+
+def run_example(name: str) -> list[str]:
+    """Run ``examples/name`` and return its output lines (after checking it succeeded)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
+    result = subprocess.run(
+        [sys.executable, "-W", "error", str(EXAMPLES / name)],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    report = f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    assert result.returncode == 0, f"{name} exited with {result.returncode}\n{report}"
+    assert result.stderr == "", f"{name} wrote to stderr\n{report}"
+    return result.stdout.splitlines()
+
+
+def matches(pattern: str, lines: list[str]) -> list[re.Match[str]]:
+    """The matches of ``pattern`` (anchored at the start) over ``lines``, in order."""
+    return [m for line in lines if (m := re.match(pattern, line))]
+
+
+def position(lines: list[str], prefix: str) -> int:
+    """Index of the first line starting with ``prefix`` (fails if there is none)."""
+    found = [i for i, line in enumerate(lines) if line.startswith(prefix)]
+    assert found, f"no line starts with {prefix!r} in:\n" + "\n".join(lines)
+    return found[0]
+
+
+def test_every_example_is_tested_and_listed() -> None:
+    present = {path.name for path in EXAMPLES.glob("*.py")}
+    assert present == TESTED
+    readme = (EXAMPLES / "README.md").read_text()
+    for name in sorted(present):
+        source = (EXAMPLES / name).read_text()
+        assert f"python examples/{name}" in source, f"{name}: docstring must say how to run it"
+        assert "async def main() -> None:" in source
+        assert 'if __name__ == "__main__":\n    asyncio.run(main())' in source
+        assert f"{name}" in readme, f"examples/README.md does not list {name}"
+
+
+def test_mutex_serves_in_order_and_storage_fences_stale_tokens() -> None:
+    lines = run_example("mutex.py")
+    holds = matches(r"(worker-\d): holds 'ledger' with fencing token (\d+)$", lines)
+    assert [m[1] for m in holds] == ["worker-0", "worker-1", "worker-2"]
+    tokens = [int(m[2]) for m in holds]
+    assert tokens == sorted(set(tokens)), "fencing tokens must strictly increase"
+    # try_lock() and lock(timeout=) fail while worker-0 holds the mutex.
+    busy = position(lines, "impatient: 'ledger' is busy, try_lock() returned None")
+    gave_up = position(lines, "impatient: gave up after waiting 0.02 s")
+    assert position(lines, "worker-0: holds") < busy < gave_up < position(lines, "storage: ")
+    assert not matches(r"impatient: got the lock", lines)
+    assert f"token {tokens[0]} is older than {tokens[-1]}" in lines[-2]
+    assert lines[-2].startswith("storage: refused a late write from worker-0")
+    assert lines[-1] == (
+        "storage entries: ['written by worker-0', 'written by worker-1', 'written by worker-2']"
+    )
+
+
+def test_semaphore_is_fifo_and_describes_owners_and_waiters() -> None:
+    lines = run_example("semaphore.py")
+    grants = matches(r"(\S+): got (\d) connection\(s\), token (\d+)$", lines)
+    assert [(m[1], int(m[2])) for m in grants] == [("batch-job", 2), ("report", 2), ("api", 1)]
+    tokens = [int(m[3]) for m in grants]
+    assert tokens == sorted(set(tokens))
+    described = position(lines, "pool: 2/3 in use, data 'postgres://db.internal:5432'")
+    assert lines[described + 1 : described + 5] == [
+        f"  owner  batch-job  count=2 token={tokens[0]}",
+        "  waiter report     count=2",
+        "  waiter api        count=1",
+        "admin: try_acquire(1) -> None",
+    ]
+    # "api" asked for 1 while 1 was free, yet it was served only after "report".
+    assert position(lines, "batch-job: got") < described < position(lines, "report: got")
+    assert lines[-1] == "pool: 0/3 in use"
+
+
+def test_election_fails_over_to_the_next_candidate() -> None:
+    lines = run_example("election.py")
+    observed = [line for line in lines if line.startswith("observer: ")]
+    assert observed[0] == "observer: no leader"
+    leaders = matches(r"observer: leader is (node-\w)\b.*\(token (\d+)\)$", observed)
+    assert list(dict.fromkeys(m[1] for m in leaders)) == ["node-a", "node-b"]
+    assert observed[-1].startswith("observer: leader is node-b at 10.0.0.2:8080 (token ")
+    assert "observer: leader is node-a at 10.0.0.1:8080 (token 1)" in observed
+    assert int(leaders[-1][2]) > int(leaders[0][2])
+
+    dropped = position(lines, "main: node-a's connection drops")
+    assert position(lines, "node-a: elected") < dropped < position(lines, "node-b: elected")
+    assert dropped < position(lines, "node-a: stopped serving, SessionExpiredError: ")
+    assert dropped < position(lines, "observer: leader is node-b")
+    assert not matches(r"node-c: elected", lines)
+
+
+def test_service_discovery_watch_follows_instances() -> None:
+    lines = run_example("service_discovery.py")
+    a, b, c = "'10.0.0.1:8080'", "'10.0.0.2:8080'", "'10.0.0.3:8080'"
+    assert [line for line in lines if line.startswith("client: ")] == [
+        "client: exists=False endpoints=[]",
+        f"client: exists=True endpoints=[{a}]",
+        f"client: exists=True endpoints=[{a}, {b}]",
+        f"client: exists=True endpoints=[{a}, {b}, {c}]",
+        f"client: exists=True endpoints=[{b}, {c}]",
+        f"client: exists=True endpoints=[{c}]",
+        "client: exists=False endpoints=[]",
+    ]
+    assert lines[-1] == "client: exists=False endpoints=[]"
+
+
+def test_shared_config_watchers_get_the_latest_version() -> None:
+    lines = run_example("shared_config.py")
+
+    def versions(name: str) -> list[int]:
+        return [int(m[1]) for m in matches(rf"{name}: config version (\d+): ", lines)]
+
+    assert versions("web-1") == [1, 2, 3, 4]
+    assert versions("web-2") == [1, 4], "a slow watcher must skip to the latest version"
+    assert (
+        "'log_level': 'warning', 'pool_size': 8"
+        in lines[position(lines, "web-2: config version 4")]
+    )
+    assert lines[-1] == "admin: stored config is version 4"
+
+
+def test_sessions_loop_survives_session_expiry() -> None:
+    lines = run_example("sessions_loop.py")
+    holds = matches(r"worker: session (\d+) holds the mutex, token (\d+)$", lines)
+    assert len(holds) == 2
+    (first_session, first_token), (second_session, second_token) = [
+        (int(m[1]), int(m[2])) for m in holds
+    ]
+    assert first_session != second_session
+    assert second_token > first_token
+    jobs = matches(r"worker: did (job-\d) \(fencing token (\d+)\)$", lines)
+    assert [(m[1], int(m[2])) for m in jobs] == [
+        ("job-1", first_token),
+        ("job-2", first_token),
+        ("job-3", second_token),
+        ("job-4", second_token),
+    ]
+    lost = position(lines, f"worker: lost session {first_session}: ")
+    assert "starting over" in lines[lost]
+    assert position(lines, f"main: session {first_session} loses its connection") < lost
+    assert lost < position(lines, f"worker: session {second_session} holds")
