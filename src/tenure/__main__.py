@@ -17,11 +17,13 @@ async def demo(url: str) -> None:
         order: list[str] = []
 
         async def worker(name: str) -> None:
-            async with client.session("demo", description=name) as session:
-                async with session.mutex("job") as lock:
-                    order.append(name)
-                    print(f"{name}: holds 'job' with fencing token {lock.token}")
-                    await asyncio.sleep(0.05)
+            async with (
+                client.session("demo", description=name) as session,
+                session.mutex("job") as lock,
+            ):
+                order.append(name)
+                print(f"{name}: holds 'job' with fencing token {lock.token}")
+                await asyncio.sleep(0.05)
 
         await asyncio.gather(*(worker(f"worker-{i}") for i in range(3)))
         print(f"served in arrival order: {order}")

@@ -374,7 +374,8 @@ async def test_closing_the_client_tells_holders_session_closed(
     assert not body.finished
     assert isinstance(locks[0].lost_reason, SessionClosedError)
     assert session.closed
-    assert session.lost_reason is None  # closed by its client, on purpose
+    # Closed from outside (by its client), not by its own close(): a loss for it too.
+    assert isinstance(session.lost_reason, SessionClosedError)
     assert (await within(waiting)).token > locks[0].token
     with pytest.raises(SessionClosedError):
         await client2.session(node)
@@ -476,3 +477,25 @@ async def test_a_lease_not_renewed_within_its_ttl_is_lost(
     assert isinstance(locks[0].lost_reason, LeaseLostError)
     assert session.lost_reason is None  # only the lease ran out, not the session
     assert (await within(waiting)).token > locks[0].token
+
+
+async def test_closing_the_client_cancels_a_session_block(
+    client: tenure.Client, client2: tenure.Client, node: str
+) -> None:
+    entered = asyncio.Event()
+    finished = False
+
+    async def block() -> None:
+        nonlocal finished
+        async with client2.session(node) as session:
+            entered.set()
+            await asyncio.Event().wait()
+            finished = True
+        assert session.closed
+
+    task = spawn(block())
+    await within(entered.wait())
+    await client2.aclose()
+    with pytest.raises(SessionClosedError):
+        await within(task)
+    assert not finished

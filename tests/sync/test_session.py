@@ -175,7 +175,7 @@ def test_client_close_ends_a_sessions_loop(client: tenure.sync.Client) -> None:
     session = next(loop)
     client.close()
     assert session.closed
-    assert not session.lost.is_set()
+    assert isinstance(session.lost_reason, SessionClosedError)
     with pytest.raises(SessionClosedError):
         next(loop)
     loop.close()

@@ -109,7 +109,8 @@ class Client:
             return
         self._closed = True
         for session in list(self._sessions):
-            await session.close()
+            # Not the session's own choice: code relying on it must hear of it.
+            await session._close(SessionClosedError("the client was closed"))
         await self.backend.aclose()
 
     async def __aenter__(self) -> Self:
@@ -143,7 +144,7 @@ class SessionLoop:
             raise StopAsyncIteration
         if self._current is not None:
             reason = await self._current.lost
-            if reason is None:  # closed on purpose: the loop is over
+            if reason is None or self._client._closed:  # closed on purpose: loop over
                 self._stopped = True
                 raise StopAsyncIteration
         self._current = await self._client._open_session(*self._open)

@@ -137,10 +137,16 @@ class CancelOnLoss:
     ) -> None:
         self._signal._scopes.discard(self)
         task, self._task = self._task, None
-        if not self._cancelled_by_us or task is None or task not in _CANCELLED_FOR_LOSS:
-            return  # not lost, or an inner scope already reported the loss
+        if not self._cancelled_by_us or task is None:
+            return  # not lost while open
         reason = self._signal.reason
         assert reason is not None
+        if task not in _CANCELLED_FOR_LOSS:
+            # An inner scope already reported the loss. If the body caught that error
+            # and finished anyway, it ran on without protection: say so once more.
+            if exc_type is None:
+                raise reason
+            return
         # The loss cancellation ends here, whatever the body did with it: forget it
         # (or a later loss in this task would never cancel) and withdraw its count.
         _CANCELLED_FOR_LOSS.discard(task)

@@ -96,9 +96,13 @@ class Session:
 
     async def close(self) -> None:
         """Close the session: everything it holds is released. Idempotent."""
+        await self._close(None)
+
+    async def _close(self, reason: LostError | None) -> None:
+        """Close; a ``reason`` means the session was closed from outside (its client)."""
         if self._signal.ended:
             return
-        self._end(None)
+        self._end(reason)
         if self._backend is not None:
             with contextlib.suppress(LostError):
                 await self._backend.close()

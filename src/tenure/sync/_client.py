@@ -108,8 +108,8 @@ class Client:
     def close(self) -> None:
         """Close every session, stop the loop and join its thread. Idempotent.
 
-        What the sessions hold is lost with SessionClosedError; the sessions
-        themselves end cleanly (their ``lost`` stays unset).
+        The sessions, and what they hold, are lost with SessionClosedError: they did
+        not choose to end, so ``lost`` is set for each of them.
         """
         if self._portal.in_portal_thread():
             raise RuntimeError("tenure.sync: cannot close a client from its portal thread")
