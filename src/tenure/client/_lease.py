@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Self
 from tenure.backends._base import Grant
 from tenure.client._args import as_data
 from tenure.client._loss import CancelOnLoss, EndSignal
-from tenure.errors import LeaderChangedError, LeaseLostError, LostError, TenureError
+from tenure.errors import (
+    LeaderChangedError,
+    LeaseLostError,
+    LostError,
+    PreconditionFailedError,
+    TenureError,
+)
 
 if TYPE_CHECKING:
     from tenure.client._session import Session
@@ -84,6 +90,8 @@ class Lease:
     # -- async with -------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
+        if self._signal.ended and self._signal.reason is None:
+            raise PreconditionFailedError(f"{self!r} was released; acquire it again")
         scope = CancelOnLoss(self._signal)
         scope.__enter__()
         self._scopes.append(scope)

@@ -10,9 +10,9 @@ in ``async with`` to get the object guarded for the block and closed at its end:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Callable, Coroutine, Generator
 from types import TracebackType
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 
 class _AsyncContext(Protocol):
@@ -29,21 +29,46 @@ class _AsyncContext(Protocol):
 T = TypeVar("T", bound=_AsyncContext)
 
 
-class Opening(Generic[T]):
-    """An awaitable that is also an async context manager over what it opens."""
+class Opening(Coroutine[Any, Any, T]):
+    """A coroutine that is also an async context manager over what it opens.
 
-    __slots__ = ("_opener", "_value")
+    Being a real coroutine, it also goes to ``asyncio.create_task`` and
+    ``TaskGroup.create_task`` like any other.
+    """
 
-    def __init__(self, opener: Callable[[], Awaitable[T]]) -> None:
+    __slots__ = ("_coro", "_opener", "_value")
+
+    def __init__(self, opener: Callable[[], Coroutine[Any, Any, T]]) -> None:
         self._opener = opener
+        self._coro: Coroutine[Any, Any, T] | None = None
         self._value: T | None = None
 
+    def _started(self) -> Coroutine[Any, Any, T]:
+        # The opener runs only when awaited, so an Opening used solely in
+        # ``async with`` never leaves an un-awaited coroutine behind.
+        if self._coro is None:
+            self._coro = self._opener()
+        return self._coro
+
     def __await__(self) -> Generator[Any, None, T]:
-        return self._opener().__await__()
+        return self._started().__await__()
+
+    def send(self, value: Any) -> Any:
+        """Coroutine protocol: step the opening."""
+        return self._started().send(value)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        """Coroutine protocol: raise into the opening."""
+        return self._started().throw(typ, val, tb)
+
+    def close(self) -> None:
+        """Coroutine protocol: close the opening if it started."""
+        if self._coro is not None:
+            self._coro.close()
 
     async def __aenter__(self) -> T:
-        if self._value is not None:
-            raise RuntimeError("this call was already entered; call again to open another")
+        if self._value is not None or self._coro is not None:
+            raise RuntimeError("this call was already used; call again to open another")
         self._value = await self._opener()
         entered: T = await self._value.__aenter__()
         return entered

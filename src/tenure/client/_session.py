@@ -6,14 +6,14 @@ import asyncio
 import contextlib
 import time
 from types import TracebackType
-from typing import TYPE_CHECKING, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from tenure._core.values import check_timeout
 from tenure.backends._base import BackendSession
 from tenure.client._args import as_data
 from tenure.client._lease import Lease
 from tenure.client._loss import CancelOnLoss, EndSignal
-from tenure.errors import LostError, SessionClosedError
+from tenure.errors import LostError, PreconditionFailedError, SessionClosedError
 
 if TYPE_CHECKING:
     from tenure.client._election import Election
@@ -216,6 +216,13 @@ class Session:
         gate = self._gates.get(name)
         if gate is None:
             gate = self._gates[name] = _Gate()
+        task = asyncio.current_task()
+        if gate.holder is not None and gate.holder is task:
+            # Waiting here would wait for ourselves, forever.
+            raise PreconditionFailedError(
+                f"this task already holds or is acquiring {name!r} in this session; "
+                "tenure locks and leases are not reentrant"
+            )
         if timeout == 0 and gate.users:
             # Another task of this session holds or waits for the semaphore. (Not
             # ``lock.locked()``: right after a release the lock is free but promised to
@@ -232,10 +239,12 @@ class Session:
                 del self._gates[name]
             raise
         gate.waited = time.monotonic() - started
+        gate.holder = task
         return True
 
     def _leave_gate(self, name: str) -> None:
         gate = self._gates[name]
+        gate.holder = None
         gate.lock.release()
         gate.users -= 1
         if not gate.users:
@@ -253,9 +262,10 @@ class Session:
 class _Gate:
     """A FIFO lock per semaphore name, and how many tasks use it (to drop it when idle)."""
 
-    __slots__ = ("lock", "users", "waited")
+    __slots__ = ("holder", "lock", "users", "waited")
 
     def __init__(self) -> None:
         self.lock = asyncio.Lock()
+        self.holder: asyncio.Task[Any] | None = None  # the task that got through
         self.users = 0
         self.waited = 0.0
