@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING
 
 from tenure.backends._base import Grant
 from tenure.client._args import as_data
-from tenure.client._loss import CancelOnLoss, EndSignal
+from tenure.client._loss import CancelOnLoss, EndSignal, Guarded
 from tenure.errors import (
     LeaderChangedError,
     LeaseLostError,
@@ -26,7 +25,7 @@ if TYPE_CHECKING:
     from tenure.client._session import Session
 
 
-class Lease:
+class Lease(Guarded):
     """``count`` tokens of semaphore ``name``, held by ``session`` since the grant of ``token``.
 
     ``token`` is the fencing token: strictly greater than that of every earlier
@@ -89,25 +88,12 @@ class Lease:
 
     # -- async with -------------------------------------------------------------------
 
-    async def __aenter__(self) -> Self:
+    def _check_enter(self) -> None:
         if self._signal.ended and self._signal.reason is None:
             raise PreconditionFailedError(f"{self!r} was released; acquire it again")
-        scope = CancelOnLoss(self._signal)
-        scope.__enter__()
-        self._scopes.append(scope)
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        scope = self._scopes.pop()
-        try:
-            await scope.aexit(exc_type, exc, tb)
-        finally:
-            await asyncio.shield(self.release())
+    async def _end_block(self) -> None:
+        await self.release()
 
     # -- called by the session --------------------------------------------------------
 

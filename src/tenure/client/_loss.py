@@ -17,7 +17,7 @@ import asyncio
 import weakref
 from collections.abc import Callable, Generator
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from tenure.errors import LostError
 
@@ -186,6 +186,43 @@ class CancelOnLoss:
                 except asyncio.CancelledError:
                     if task.cancelling() > self._cancelling:
                         raise  # a cancellation from elsewhere: it wins
+
+
+class Guarded:
+    """Mixin for held things: ``async with obj:`` guards the block, then ends ``obj``.
+
+    While the block runs, a loss of ``obj`` cancels it (see :class:`CancelOnLoss`);
+    leaving the block ends ``obj`` cleanly (``_end_block``: release or close).
+    Subclasses set ``_signal`` and ``_scopes`` in their ``__init__``.
+    """
+
+    _signal: EndSignal
+    _scopes: list[CancelOnLoss]
+
+    def _check_enter(self) -> None:
+        """Refuse to guard a block (the default allows it)."""
+
+    async def _end_block(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        self._check_enter()
+        scope = CancelOnLoss(self._signal)
+        scope.__enter__()
+        self._scopes.append(scope)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        scope = self._scopes.pop()
+        try:
+            await scope.aexit(exc_type, exc, tb)
+        finally:
+            await asyncio.shield(self._end_block())
 
 
 def _report_callback_error(error: Exception, callback: LossCallback) -> None:

@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tenure._core.values import check_timeout
 from tenure.backends._base import BackendSession
 from tenure.client._args import as_data
 from tenure.client._lease import Lease
-from tenure.client._loss import CancelOnLoss, EndSignal
+from tenure.client._loss import CancelOnLoss, EndSignal, Guarded
 from tenure.errors import LostError, PreconditionFailedError, SessionClosedError
 
 if TYPE_CHECKING:
@@ -23,7 +22,7 @@ if TYPE_CHECKING:
 L = TypeVar("L", bound=Lease)
 
 
-class Session:
+class Session(Guarded):
     """A session on a node: a recovery window, a description, and what it holds.
 
     If the session is lost (the server expired it, or its node was dropped), every
@@ -107,23 +106,8 @@ class Session:
             with contextlib.suppress(LostError):
                 await self._backend.close()
 
-    async def __aenter__(self) -> Self:
-        scope = CancelOnLoss(self._signal)
-        scope.__enter__()
-        self._scopes.append(scope)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        scope = self._scopes.pop()
-        try:
-            await scope.aexit(exc_type, exc, tb)
-        finally:
-            await asyncio.shield(self.close())
+    async def _end_block(self) -> None:
+        await self.close()
 
     # -- SessionListener ------------------------------------------------------------
 
