@@ -30,7 +30,8 @@ def test_demo_serves_workers_in_order() -> None:
     assert result.returncode == 0, result.stderr
     assert "served in arrival order: ['worker-0', 'worker-1', 'worker-2']" in result.stdout
     tokens = [int(line.rsplit(" ", 1)[1]) for line in result.stdout.splitlines() if "holds" in line]
-    assert tokens == sorted(tokens) and len(set(tokens)) == 3
+    assert tokens == sorted(tokens)
+    assert len(set(tokens)) == 3
     assert "leader of 'primary': host-a:9090 (is me: True)" in result.stdout
 
 
