@@ -38,6 +38,7 @@ from tenure._core.state import Node, Session
 from tenure._core.values import (
     MAX_DESCRIPTION_BYTES,
     MAX_SESSION_TIMEOUT,
+    NodeConfig,
     NodeDescription,
     check_duration,
     check_name,
@@ -114,6 +115,8 @@ class Engine(SemaphoreCommands):
 
     def _create_node(self, cmd: c.CreateNode, now: float) -> None:
         name = check_name("node", cmd.name)
+        if not isinstance(cmd.config, NodeConfig):
+            raise InvalidArgumentError(f"config must be a NodeConfig, got {cmd.config!r}")
         config = cmd.config.validated()
         if name in self.nodes:
             raise AlreadyExistsError(f"node {name!r} already exists")
@@ -127,6 +130,9 @@ class Engine(SemaphoreCommands):
 
     def _alter_node(self, cmd: c.AlterNode, now: float) -> NodeDescription:
         node = self._node(cmd.name)
+        bad = [name for name in cmd.changes if not isinstance(name, str)]
+        if bad:
+            raise InvalidArgumentError(f"node setting names must be strings, got {bad!r}")
         node.config = node.config.replace(**cmd.changes)
         return self._describe_node(c.DescribeNode(cmd.name), now)
 

@@ -128,7 +128,10 @@ class Semaphore:
         old = self.owners.get(owner.session_id)
         if old is not None:
             self.count -= old.count
-        # Assigning to an existing key keeps its place: an update stays in grant order.
+            if old.token != owner.token:
+                # A new grant (an upgrade) goes to the back, keeping owners in grant
+                # order; a restated grant (same token) keeps its place.
+                del self.owners[owner.session_id]
         self.owners[owner.session_id] = owner
         self.count += owner.count
         assert self.count <= self.limit, "grant beyond the limit"
