@@ -262,7 +262,7 @@ def _expired_holder(config: NodeConfig, *, ephemeral: bool = False) -> tuple[Eng
 
 
 def test_tokens_of_an_expired_session_are_not_granted_during_lock_delay():
-    engine, a, w = _expired_holder(NodeConfig(lock_delay=5.0))
+    engine, _, w = _expired_holder(NodeConfig(lock_delay=5.0))
     acquire(engine, w, "p", request_id=3, now=1.0)
     engine.take_effects()
     engine.tick(10.0)
@@ -277,7 +277,7 @@ def test_tokens_of_an_expired_session_are_not_granted_during_lock_delay():
 
 
 def test_new_acquire_during_lock_delay_is_busy_or_queued():
-    engine, a, w = _expired_holder(NodeConfig(lock_delay=5.0))
+    engine, _, w = _expired_holder(NodeConfig(lock_delay=5.0))
     engine.tick(10.0)
     assert acquire(engine, w, "p", timeout=0, now=12.0).status is BUSY
     assert acquire(engine, w, "p", request_id=8, now=12.0).status is QUEUED
@@ -286,13 +286,13 @@ def test_new_acquire_during_lock_delay_is_busy_or_queued():
 
 
 def test_acquire_right_at_the_end_of_lock_delay_is_granted():
-    engine, a, w = _expired_holder(NodeConfig(lock_delay=5.0))
+    engine, _, w = _expired_holder(NodeConfig(lock_delay=5.0))
     engine.tick(10.0)
     assert acquire(engine, w, "p", timeout=0, now=15.0).status is GRANTED
 
 
 def test_idle_ephemeral_semaphore_survives_until_lock_delay_ends():
-    engine, a, w = _expired_holder(NodeConfig(lock_delay=5.0), ephemeral=True)
+    engine, _, w = _expired_holder(NodeConfig(lock_delay=5.0), ephemeral=True)
     engine.tick(10.0)
     desc = describe(engine, w, "p", now=10.0)
     assert (desc.ephemeral, desc.owners, desc.waiters) == (True, (), ())
@@ -328,7 +328,8 @@ def test_expired_lease_starts_lock_delay():
     engine.take_effects()
     engine.tick(1.0)
     effects = settled(engine)
-    assert len(lost(effects)) == 1 and granted(effects) == []
+    assert len(lost(effects)) == 1
+    assert granted(effects) == []
     assert engine.next_deadline() == 3.0
     engine.tick(3.0)
     assert [g.request_id for g in granted(engine.take_effects())] == [4]
@@ -349,7 +350,7 @@ def test_lock_delay_blocks_an_otherwise_fitting_waiter_on_a_counting_semaphore()
 
 
 def test_waiter_timeout_during_lock_delay_is_reported():
-    engine, a, w = _expired_holder(NodeConfig(lock_delay=5.0))
+    engine, _, w = _expired_holder(NodeConfig(lock_delay=5.0))
     acquire(engine, w, "p", request_id=3, timeout=12.0, now=1.0)  # until 13
     engine.take_effects()
     engine.tick(10.0)
@@ -443,3 +444,21 @@ def test_coarse_tick_matches_ticking_at_each_deadline():
     fine = run([10.0, 15.0, 100.0])
     assert ("Granted", 2) in fine
     assert run([100.0]) == fine
+
+
+def test_coarse_tick_runs_a_lease_from_its_logical_grant_time():
+    engine = make_engine()
+    a, b = open_session(engine), open_session(engine)
+    create_semaphore(engine, a, "p", 1)
+    acquire(engine, a, "p", lease_ttl=2.0)  # ends at 2
+    acquire(engine, b, "p", request_id=5, lease_ttl=3.0)  # granted at 2, so ends at 5
+    engine.take_effects()
+    engine.tick(100.0)
+    effects = settled(engine)
+    assert [(type(e).__name__, e.session_id) for e in effects] == [
+        ("LeaseLost", a),
+        ("Granted", b),
+        ("LeaseLost", b),
+    ]
+    assert owners_of(engine, a, "p") == []
+    assert engine.next_deadline() is None

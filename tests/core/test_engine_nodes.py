@@ -21,6 +21,7 @@ from tenure._core import (
     NodeConfig,
     NodeDescription,
     Release,
+    SessionEnded,
 )
 from tenure._core.invariants import check_invariants
 from tenure._core.values import MAX_NAME_BYTES, MAX_SESSION_TIMEOUT
@@ -39,6 +40,7 @@ from .support import (
     acquire,
     create_semaphore,
     ended,
+    failed,
     fired,
     lost,
     make_engine,
@@ -274,6 +276,7 @@ def test_drop_with_only_detached_sessions_still_needs_force():
     engine.apply(DetachSession(s), 0.0)
     with pytest.raises(PreconditionFailedError):
         engine.apply(DropNode("n"), 1.0)
+    assert engine.apply(DescribeNode("n"), 1.0).sessions == 1
 
 
 def test_forced_drop_ends_every_session_with_session_ended():
@@ -282,19 +285,26 @@ def test_forced_drop_ends_every_session_with_session_ended():
     b = open_session(engine)
     create_semaphore(engine, a, "p", 1)
     acquire(engine, a, "p")
-    acquire(engine, b, "p")  # queued
+    acquire(engine, b, "p", request_id=12)  # queued
     engine.apply(DescribeSemaphore(b, "p", watch_owners=True), 0.0)
     engine.take_effects()
 
     engine.apply(DropNode("n", force=True), 5.0)
     effects = settled(engine)
+    # Like a forced delete of every semaphore: waiters fail with NOT_FOUND ...
+    assert [(e.session_id, e.request_id, e.code) for e in failed(effects)] == [
+        (b, 12, ErrorCode.NOT_FOUND)
+    ]
+    # ... and the sessions end, after those effects.
+    assert isinstance(effects[-1], SessionEnded)
     assert sorted((e.session_id, e.code) for e in ended(effects)) == [
         (a, ErrorCode.SESSION_CLOSED),
         (b, ErrorCode.SESSION_CLOSED),
     ]
     assert all("dropped" in e.message for e in ended(effects))
     assert fired(effects) == []
-    assert engine.nodes == {} and engine.sessions == {}
+    assert engine.nodes == {}
+    assert engine.sessions == {}
     for sid in (a, b):
         with pytest.raises(SessionExpiredError):
             engine.apply(Release(sid, "p"), 5.0)
@@ -359,3 +369,22 @@ def test_semaphore_commands_in_one_node_do_not_see_another():
     engine.apply(CreateSemaphore(b, "p", 5), 0.0)
     assert engine.apply(DescribeSemaphore(a, "p"), 0.0).description.limit == 1
     assert engine.apply(DescribeSemaphore(b, "p"), 0.0).description.limit == 5
+
+
+def test_alter_with_a_non_string_setting_name_is_invalid_argument():
+    # Engine.apply promises a reply or a tenure.errors exception; today
+    # NodeConfig.replace(**changes) lets Python's "keywords must be strings"
+    # TypeError escape.
+    engine = make_engine()
+    before = engine.apply(DescribeNode("n"), 0.0)
+    with pytest.raises(InvalidArgumentError):
+        engine.apply(AlterNode("n", {1: 2}), 0.0)  # type: ignore[dict-item]
+    assert engine.apply(DescribeNode("n"), 0.0) == before
+
+
+def test_create_node_with_a_config_that_is_not_a_node_config_is_invalid_argument():
+    # Same contract; today cmd.config.validated() raises AttributeError for None.
+    engine = Engine()
+    with pytest.raises(InvalidArgumentError):
+        engine.apply(CreateNode("n", None), 0.0)  # type: ignore[arg-type]
+    assert engine.nodes == {}

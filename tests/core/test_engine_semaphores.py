@@ -19,6 +19,7 @@ from tenure._core import (
     DeleteSemaphore,
     DescribeSemaphore,
     DropNode,
+    Engine,
     NodeConfig,
     Release,
     Renew,
@@ -208,8 +209,10 @@ def test_bytes_like_data_is_stored_as_bytes():
     create_semaphore(engine, s, "p", 1, data=bytearray(b"ba"))  # type: ignore[arg-type]
     acquire(engine, s, "p", data=memoryview(b"mv"))  # type: ignore[arg-type]
     desc = describe(engine, s, "p")
-    assert type(desc.data) is bytes and desc.data == b"ba"
-    assert type(desc.owners[0].data) is bytes and desc.owners[0].data == b"mv"
+    assert type(desc.data) is bytes
+    assert desc.data == b"ba"
+    assert type(desc.owners[0].data) is bytes
+    assert desc.owners[0].data == b"mv"
 
 
 def test_update_replaces_data():
@@ -292,7 +295,9 @@ def test_recreated_semaphore_starts_fresh():
     create_semaphore(engine, a, "p", 1)
     result = acquire(engine, a, "p")
     assert result.status is GRANTED
-    assert result.token is not None and old is not None and result.token > old
+    assert result.token is not None
+    assert old is not None
+    assert result.token > old
 
 
 # -- ephemeral semaphores -----------------------------------------------------------
@@ -396,9 +401,7 @@ def test_count_above_the_limit_is_a_limit_error():
     assert snapshot(engine) == before
 
 
-@pytest.mark.parametrize(
-    "timeout", [math.nan, math.inf, -math.inf, -1.0, -1e-9, True, "1"]
-)
+@pytest.mark.parametrize("timeout", [math.nan, math.inf, -math.inf, -1.0, -1e-9, True, "1"])
 def test_invalid_timeout_is_rejected(timeout):
     engine = make_engine()
     s = open_session(engine)
@@ -500,9 +503,7 @@ def test_large_head_blocks_smaller_waiters_until_it_is_served():
     assert settled(engine) == []
     assert waiters_of(engine, a, "p") == [(b, 3), (c, 1)]
     engine.apply(Release(a, "p"), 2.0)  # 3 free: b is served, c still waits
-    assert [(e.session_id, e.request_id, e.count) for e in granted(settled(engine))] == [
-        (b, 2, 3)
-    ]
+    assert [(e.session_id, e.request_id, e.count) for e in granted(settled(engine))] == [(b, 2, 3)]
     assert waiters_of(engine, a, "p") == [(c, 1)]
     engine.apply(Release(b, "p"), 3.0)
     assert [(e.session_id, e.request_id) for e in granted(settled(engine))] == [(c, 3)]
@@ -584,7 +585,9 @@ def test_upgrade_that_fits_at_once_gets_a_new_token():
     first = acquire(engine, a, "p", 1)
     bigger = acquire(engine, a, "p", 3)
     assert bigger.status is GRANTED
-    assert bigger.token is not None and first.token is not None and bigger.token > first.token
+    assert bigger.token is not None
+    assert first.token is not None
+    assert bigger.token > first.token
     assert owners_of(engine, a, "p") == [(a, 3)]
     assert owner(engine, a, "p", a).token == bigger.token
 
@@ -604,10 +607,27 @@ def test_upgrade_queues_keeping_the_old_hold_and_is_granted_with_a_new_token():
     engine.apply(Release(b, "p"), 1.0)
     (grant,) = granted(settled(engine))
     assert (grant.session_id, grant.request_id, grant.count) == (a, 9, 3)
-    assert old is not None and grant.token > old
+    assert old is not None
+    assert grant.token > old
     info = owner(engine, a, "p", a)
     assert (info.count, info.data, info.token) == (3, b"new", grant.token)
     assert describe(engine, a, "p").count == 3
+
+
+def test_owners_stay_in_grant_order_after_an_upgrade():
+    # SemaphoreDescription: "owners are in grant order". An upgrade is a new grant
+    # (new, larger token), so it belongs after every earlier grant; today the
+    # upgraded owner keeps the place of its old hold (Semaphore.set_owner).
+    engine = make_engine()
+    a, b = open_session(engine), open_session(engine)
+    create_semaphore(engine, a, "p", 3)
+    acquire(engine, a, "p", 1)
+    acquire(engine, b, "p", 1)
+    upgraded = acquire(engine, a, "p", 2)
+    assert upgraded.status is GRANTED
+    owners = describe(engine, a, "p").owners
+    assert [o.token for o in owners] == sorted(o.token for o in owners)
+    assert [o.session_id for o in owners] == [b, a]
 
 
 def test_upgrade_waits_its_turn_behind_earlier_waiters():
@@ -670,9 +690,7 @@ def test_superseding_try_acquire_cancels_and_reports_busy():
     acquire(engine, b, "p", request_id=1)
     engine.take_effects()
     assert acquire(engine, b, "p", request_id=2, timeout=0).status is BUSY
-    assert [(e.request_id, e.code) for e in failed(settled(engine))] == [
-        (1, ErrorCode.CANCELLED)
-    ]
+    assert [(e.request_id, e.code) for e in failed(settled(engine))] == [(1, ErrorCode.CANCELLED)]
     assert waiters_of(engine, a, "p") == []
 
 
@@ -684,9 +702,7 @@ def test_superseding_acquire_that_fits_is_granted_at_once():
     acquire(engine, b, "p", 3, request_id=1)  # the only waiter
     engine.take_effects()
     assert acquire(engine, b, "p", 1, request_id=2).status is GRANTED
-    assert [(e.request_id, e.code) for e in failed(settled(engine))] == [
-        (1, ErrorCode.CANCELLED)
-    ]
+    assert [(e.request_id, e.code) for e in failed(settled(engine))] == [(1, ErrorCode.CANCELLED)]
     assert sorted(owners_of(engine, a, "p")) == [(a, 2), (b, 1)]
 
 
@@ -715,9 +731,7 @@ def test_release_of_an_upgrading_owner_drops_hold_and_waiter():
     acquire(engine, a, "p", 2, request_id=7)
     engine.take_effects()
     assert engine.apply(Release(a, "p"), 1.0) is True
-    assert [(e.request_id, e.code) for e in failed(settled(engine))] == [
-        (7, ErrorCode.CANCELLED)
-    ]
+    assert [(e.request_id, e.code) for e in failed(settled(engine))] == [(7, ErrorCode.CANCELLED)]
     assert owners_of(engine, b, "p") == [(b, 1)]
     assert waiters_of(engine, b, "p") == []
 
@@ -835,7 +849,9 @@ def test_tokens_keep_increasing_after_a_node_is_dropped_and_recreated():
     b = open_session(engine, now=2.0)
     create_semaphore(engine, b, "p", 1, now=2.0)
     second = acquire(engine, b, "p", now=2.0).token
-    assert first is not None and second is not None and second > first
+    assert first is not None
+    assert second is not None
+    assert second > first
 
 
 def test_queued_grant_tokens_exceed_every_earlier_token():
@@ -848,14 +864,15 @@ def test_queued_grant_tokens_exceed_every_earlier_token():
     engine.take_effects()
     engine.apply(Release(a, "p"), 1.0)
     (grant,) = granted(engine.take_effects())
-    assert t1 is not None and t2 is not None
+    assert t1 is not None
+    assert t2 is not None
     assert grant.token > t2 > t1
 
 
 # -- rule 1: failed commands change nothing -----------------------------------------
 
 
-def _populated():
+def _populated() -> tuple[Engine, int, int, int]:
     engine = make_engine(NodeConfig(max_waiters=2, max_watches_per_session=1, max_data_size=8))
     a, b, c = (open_session(engine) for _ in range(3))
     create_semaphore(engine, a, "p", 2, data=b"d")
@@ -896,4 +913,3 @@ def test_failed_command_leaves_state_unchanged(make, error):
     assert snapshot(engine) == before
     assert engine.take_effects() == []
     check_invariants(engine)
-

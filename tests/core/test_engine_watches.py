@@ -162,7 +162,8 @@ def test_a_describe_rearms_and_sees_the_latest_state():
     assert fired_ids(engine) == [wid]
     result = engine.apply(DescribeSemaphore(w, "p", watch_data=True), 3.0)
     assert result.description.data == b"d2"
-    assert result.watch_id is not None and result.watch_id != wid
+    assert result.watch_id is not None
+    assert result.watch_id != wid
     engine.apply(UpdateSemaphore(a, "p", b"d3"), 4.0)
     assert fired_ids(engine) == [result.watch_id]
 

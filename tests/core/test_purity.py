@@ -133,26 +133,20 @@ def clock_or_random_uses(source: str) -> list[str]:
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found += [
-                f"import {a.name}"
-                for a in node.names
-                if a.name.split(".")[0] in FORBIDDEN_MODULES
+                f"import {a.name}" for a in node.names if a.name.split(".")[0] in FORBIDDEN_MODULES
             ]
         elif isinstance(node, ast.ImportFrom):
             module = node.module or ""
             if node.level == 0 and module.split(".")[0] in FORBIDDEN_MODULES:
                 found.append(f"from {module} import ...")
-            if module == "datetime" and any(
-                a.name in {"datetime", "date"} for a in node.names
-            ):
+            if module == "datetime" and any(a.name in {"datetime", "date"} for a in node.names):
                 found.append("from datetime import datetime/date")
         elif isinstance(node, ast.Attribute):
             dotted = _dotted(node)
             if dotted is None:
                 continue
-            head = dotted.split(".")[0]
-            if head in {"time", "random"}:
-                found.append(dotted)
-            elif dotted.endswith((".now", ".utcnow", ".today")) and "date" in dotted:
+            clock_read = dotted.endswith((".now", ".utcnow", ".today")) and "date" in dotted
+            if dotted.split(".")[0] in {"time", "random"} or clock_read:
                 found.append(dotted)
     return found
 

@@ -88,10 +88,16 @@ class Engine(SemaphoreCommands):
     # -- the three verbs ------------------------------------------------------------
 
     def apply(self, command: c.Command[R], now: float) -> R:
-        """Apply ``command`` at time ``now``; return its reply or raise its error."""
+        """Apply ``command`` at time ``now``; return its reply or raise its error.
+
+        Deadlines due by ``now`` are handled first: a command never sees a session,
+        lease or waiter that its time has already ended, however late the host's
+        timer is.
+        """
         handler = self._handlers.get(type(command))
         if handler is None:
             raise InvalidArgumentError(f"unknown command {type(command).__name__}")
+        self.tick(now)
         return cast(R, handler(command, now))
 
     def tick(self, now: float) -> None:
@@ -275,6 +281,7 @@ class Engine(SemaphoreCommands):
         node = self.nodes[cast(str, key[0])]
         sem = node.semaphores[cast(str, key[1])]
         if kind is Kind.LOCK_DELAY:
+            sem.blocked_until = 0.0
             self._settle(node, sem, now, Change())
         elif kind is Kind.WAITER:
             waiter = sem.remove_waiter(cast(int, key[2]))

@@ -119,7 +119,7 @@ class SemaphoreCommands(EngineState):
 
     def _release(self, cmd: c.Release, now: float) -> bool:
         session, node = self._session_node(cmd.session_id)
-        sem = node.semaphores.get(cmd.name)
+        sem = node.semaphores.get(check_name("semaphore", cmd.name))
         if sem is None:
             return False
         sid = session.session_id
@@ -139,7 +139,7 @@ class SemaphoreCommands(EngineState):
 
     def _cancel_acquire(self, cmd: c.CancelAcquire, now: float) -> bool:
         session, node = self._session_node(cmd.session_id)
-        sem = node.semaphores.get(cmd.name)
+        sem = node.semaphores.get(check_name("semaphore", cmd.name))
         waiter = None if sem is None else sem.waiters.get(session.session_id)
         if sem is None or waiter is None or waiter.request_id != cmd.request_id:
             return False
@@ -159,7 +159,7 @@ class SemaphoreCommands(EngineState):
 
     def _renew(self, cmd: c.Renew, now: float) -> float:
         session, node = self._session_node(cmd.session_id)
-        sem = node.semaphores.get(cmd.name)
+        sem = node.semaphores.get(check_name("semaphore", cmd.name))
         owner = None if sem is None else sem.owners.get(session.session_id)
         if owner is None:
             raise NotFoundError(f"session {session.session_id} holds no tokens of {cmd.name!r}")

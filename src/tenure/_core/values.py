@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import unicodedata
 from dataclasses import dataclass
 from typing import Final
 
@@ -33,8 +34,8 @@ class NodeConfig:
 
     Attributes:
         session_timeout: recovery window (seconds) of sessions that do not choose one.
-        lock_delay: seconds during which tokens freed by a *failed* holder (expired
-            session or lease) are not granted to anyone else (Chubby's lock-delay).
+        lock_delay: after a holder *failed* (its session or lease expired), no grant
+            on that semaphore happens for this many seconds (Chubby's lock-delay).
         default_lease: if set, every grant on this node lasts this many seconds
             unless renewed; ``None`` means a grant lasts as long as its session.
         max_sessions: live sessions attached to the node.
@@ -137,17 +138,17 @@ class SemaphoreDescription:
 
 
 def check_name(kind: str, name: object) -> str:
-    """A node or semaphore name: a non-empty str of printable characters, bounded length."""
+    """A node or semaphore name: a non-empty str, no control characters, bounded length."""
     if not isinstance(name, str) or not name:
         raise InvalidArgumentError(f"{kind} name must be a non-empty string, got {name!r}")
     if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
         raise InvalidArgumentError(f"{kind} name is longer than {MAX_NAME_BYTES} bytes")
-    if not name.isprintable():
-        raise InvalidArgumentError(f"{kind} name must not contain control characters: {name!r}")
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidArgumentError(f"{kind} name is not valid unicode: {name!r}") from None
+    # Control characters (Cc) confuse logs and terminals; lone surrogates (Cs) are
+    # not text. Every other character, non-ASCII spaces included, is allowed.
+    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in name):
+        raise InvalidArgumentError(
+            f"{kind} name must not contain control characters or surrogates: {name!r}"
+        )
     return name
 
 
