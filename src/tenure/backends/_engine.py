@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Protocol, TypeVar
+from collections.abc import Coroutine
+from typing import Any, Protocol, TypeVar
 
 from tenure._core import (
-    MAX_COUNT,
     Acquire,
     AcquireFailed,
     AcquireStatus,
@@ -39,7 +39,7 @@ from tenure.errors import LostError, SessionClosedError, TenureError, error_from
 
 R = TypeVar("R")
 
-__all__ = ["MAX_COUNT", "CommandChannel", "EngineSession"]
+__all__ = ["CommandChannel", "EngineSession"]
 
 
 class CommandChannel(Protocol):
@@ -238,11 +238,11 @@ class EngineSession:
         if self.ended is not None:
             raise type(self.ended)(*self.ended.args)
 
-    def _spawn(self, coro: object) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, object]) -> None:
         async def run() -> None:
             # If the session or connection is gone, the watch went with it.
             with contextlib.suppress(TenureError, OSError):
-                await coro  # type: ignore[misc]
+                await coro
 
         task: asyncio.Task[object] = asyncio.ensure_future(run())
         self._tasks.add(task)
