@@ -61,6 +61,10 @@ class Deadlines:
             heapq.heappop(heap)
         return None
 
+    def any_due(self, now: float) -> bool:
+        """Whether some entry (live or not) is due at ``now``: O(1), for the hot path."""
+        return bool(self._heap) and self._heap[0].when <= now
+
     def pop_due(self, now: float) -> Iterator[tuple[float, Kind, Key]]:
         """Pop entries due at ``now`` or earlier, in order, including ones scheduled meanwhile."""
         heap = self._heap

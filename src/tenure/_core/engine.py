@@ -97,7 +97,8 @@ class Engine(SemaphoreCommands):
         handler = self._handlers.get(type(command))
         if handler is None:
             raise InvalidArgumentError(f"unknown command {type(command).__name__}")
-        self.tick(now)
+        if self._deadlines.any_due(now):
+            self.tick(now)
         return cast(R, handler(command, now))
 
     def tick(self, now: float) -> None:
