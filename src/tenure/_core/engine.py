@@ -99,10 +99,12 @@ class Engine(SemaphoreCommands):
             raise InvalidArgumentError(f"unknown command {type(command).__name__}")
         if self._deadlines.any_due(now):
             self.tick(now)
+        self.now = max(self.now, now)
         return cast(R, handler(command, now))
 
     def tick(self, now: float) -> None:
         """Let time pass up to ``now``: expire sessions, waiters and leases; end lock-delays."""
+        self.now = max(self.now, now)
         for when, kind, key in self._deadlines.pop_due(now):
             if self._is_live(when, kind, key):
                 # Each deadline is handled at its own time, so one coarse tick ends in

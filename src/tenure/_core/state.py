@@ -53,9 +53,31 @@ class EngineState:
         self.last_token = 0  # rule 3: the fencing counter
         self.last_session_id = 0
         self.last_watch_id = 0
+        self.now = 0.0  # the latest time the engine was given
         self._deadlines = Deadlines()
         self._watches = Watches()
         self._effects: list[Effect] = []
+
+    def _schedule_all(self) -> None:
+        """Rebuild the deadline heap from the state (after loading or resuming it)."""
+        self._deadlines = Deadlines()
+        for session in self.sessions.values():
+            if session.expires_at is not None:
+                self._deadlines.schedule(session.expires_at, Kind.SESSION, (session.session_id,))
+        for node in self.nodes.values():
+            for sem in node.semaphores.values():
+                if sem.blocked_until:
+                    self._deadlines.schedule(
+                        sem.blocked_until, Kind.LOCK_DELAY, (node.name, sem.name)
+                    )
+                for waiter in sem.waiters.values():
+                    if waiter.deadline is not None:
+                        key = (node.name, sem.name, waiter.session_id, waiter.request_id)
+                        self._deadlines.schedule(waiter.deadline, Kind.WAITER, key)
+                for owner in sem.owners.values():
+                    if owner.lease_deadline is not None:
+                        key = (node.name, sem.name, owner.session_id, owner.token)
+                        self._deadlines.schedule(owner.lease_deadline, Kind.LEASE, key)
 
     def _grant(
         self,

@@ -1,0 +1,170 @@
+"""Snapshots: dump → load gives an engine that behaves the same; resume after restart."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tenure._core import (
+    MAX_COUNT,
+    Acquire,
+    AttachSession,
+    CloseSession,
+    Command,
+    CreateSemaphore,
+    DeleteSemaphore,
+    DetachSession,
+    Engine,
+    NodeConfig,
+    Release,
+    UpdateSemaphore,
+)
+from tenure._core.invariants import check_invariants
+from tenure._core.snapshot import dump, load, resume
+from tenure.errors import InvalidArgumentError, TenureError
+
+from .support import KEY, acquire, create_semaphore, describe, make_engine, open_session
+
+PLAIN = (dict, list, str, bytes, int, float, bool, type(None))
+
+
+def assert_plain(value: object) -> None:
+    assert isinstance(value, PLAIN), type(value)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            assert isinstance(key, str)
+            assert_plain(item)
+    elif isinstance(value, list):
+        for item in value:
+            assert_plain(item)
+
+
+def random_command(rng: random.Random, engine: Engine, request_id: int) -> Command[object]:
+    sessions = sorted(engine.sessions) or [1]
+    sid = rng.choice(sessions)
+    name = rng.choice(["a", "b", "m"])
+    roll = rng.random()
+    if roll < 0.45:
+        count = MAX_COUNT if name == "m" else rng.randint(1, 3)
+        timeout = rng.choice([0, None, 0.5, 2.0])
+        return Acquire(sid, name, count, request_id, b"d%d" % sid, timeout, ephemeral=True)
+    if roll < 0.7:
+        return Release(sid, name)
+    if roll < 0.78:
+        return DetachSession(sid)
+    if roll < 0.84:
+        return AttachSession(sid, KEY, request_id)
+    if roll < 0.88:
+        return UpdateSemaphore(sid, name, b"v%d" % request_id)
+    if roll < 0.92:
+        return CreateSemaphore(sid, name, rng.randint(1, 4))
+    if roll < 0.95:
+        return DeleteSemaphore(sid, name, force=rng.random() < 0.5)
+    return CloseSession(sid)
+
+
+def step(engine: Engine, command: Command[object], now: float) -> tuple[object, list[object]]:
+    try:
+        reply: object = engine.apply(command, now)
+    except TenureError as error:
+        reply = (type(error).__name__, str(error))
+    return reply, list(engine.take_effects())
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_loaded_engine_behaves_exactly_like_the_original(seed: int) -> None:
+    rng = random.Random(seed)
+    config = NodeConfig(lock_delay=rng.choice([0.0, 2.0, 6.0]), session_timeout=1.0)
+    engine = make_engine(config)
+    for _ in range(4):
+        open_session(engine)
+    engine.take_effects()
+    twin: Engine | None = None
+    now = 0.0
+    snapshot_at = rng.randint(1, 100)
+    for request_id in range(1, 120):
+        now += rng.choice([0.0, 0.1, 0.4, 1.5])
+        if request_id == snapshot_at:
+            snapshot = dump(engine)
+            assert_plain(snapshot)
+            twin = load(snapshot)
+            assert dump(twin) == snapshot
+        command = random_command(rng, engine, request_id)
+        expected = step(engine, command, now)
+        if twin is not None:
+            assert step(twin, command, now) == expected, f"diverged at {command}"
+            check_invariants(twin)
+    assert twin is not None
+    twin.tick(now + 100)
+    engine.tick(now + 100)
+    assert twin.take_effects() == engine.take_effects()
+
+
+def test_resume_gives_sessions_a_fresh_window_and_keeps_tokens_rising() -> None:
+    engine = make_engine(NodeConfig(lock_delay=2.0))
+    a, b = open_session(engine, timeout=10.0), open_session(engine, timeout=10.0)
+    create_semaphore(engine, a, "p", 1)
+    first = acquire(engine, a, "p")
+    acquire(engine, b, "p", timeout=30.0, now=5.0)  # waits, 30 s left until t=35
+    engine.apply(DetachSession(b), 8.0)  # b's window would end at t=18
+    restored = load(dump(engine))
+    resume(restored, now=1000.0)  # a new process: its clock says 1000
+    # Every session is detached, with a whole window from the restart.
+    assert restored.next_deadline() == 1010.0
+    restored.apply(AttachSession(a, KEY, 2), 1009.0)
+    restored.apply(AttachSession(b, KEY, 2), 1009.0)
+    # The waiter kept its remaining 27 s (from t=8, now 1000): it times out at 1027.
+    assert [w.session_id for w in describe(restored, a, "p", now=1026.9).waiters] == [b]
+    restored.tick(1027.0)
+    assert describe(restored, a, "p", now=1027.0).waiters == ()
+    # The next grant's token is above every token the old process gave.
+    restored.apply(Release(a, "p"), 1028.0)
+    again = acquire(restored, b, "p", now=1028.0)
+    assert first.token is not None
+    assert again.token is not None
+    assert again.token > first.token
+    check_invariants(restored)
+
+
+def test_a_snapshot_taken_during_lock_delay_keeps_the_delay() -> None:
+    engine = make_engine(NodeConfig(lock_delay=5.0))
+    a, b = open_session(engine, timeout=1.0), open_session(engine)
+    create_semaphore(engine, a, "p", 1)
+    acquire(engine, a, "p")
+    engine.apply(DetachSession(a), 0.0)
+    acquire(engine, b, "p", timeout=None, now=0.5)
+    engine.tick(1.0)  # a expired: no grant before t=6
+    restored = load(dump(engine))
+    assert describe(restored, b, "p", now=5.9).owners == ()
+    restored.tick(6.0)
+    assert [o.session_id for o in describe(restored, b, "p", now=6.0).owners] == [b]
+    resumed = load(dump(engine))
+    resume(resumed, now=100.0)  # 5 s of delay were left at t=1
+    resumed.apply(AttachSession(b, KEY, 2), 100.0)
+    resumed.tick(104.9)
+    assert describe(resumed, b, "p", now=104.9).owners == ()
+    resumed.tick(105.0)
+    assert [o.session_id for o in describe(resumed, b, "p", now=105.0).owners] == [b]
+
+
+def test_resume_restarts_lease_ttls() -> None:
+    engine = make_engine(NodeConfig(default_lease=5.0))
+    a = open_session(engine)
+    create_semaphore(engine, a, "p", 1)
+    acquire(engine, a, "p", now=1.0)  # would expire at 6
+    restored = load(dump(engine))
+    resume(restored, now=50.0)
+    restored.apply(AttachSession(a, KEY, 2), 50.0)
+    assert [o.session_id for o in describe(restored, a, "p", now=54.9).owners] == [a]
+    restored.tick(55.0)
+    assert describe(restored, a, "p", now=55.0).owners == ()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [None, {}, {"version": 2}, {"version": 1}, {"version": 1, "now": 0, "max_nodes": 1}],
+)
+def test_load_refuses_what_is_not_a_snapshot(data: object) -> None:
+    with pytest.raises(InvalidArgumentError):
+        load(data)  # type: ignore[arg-type]
