@@ -1,0 +1,260 @@
+"""The data directory: a write-ahead log of records, and snapshots that compact it.
+
+Layout of ``--data-dir``::
+
+    wal-0000000000000003.log       log segment 3 (the one being appended to)
+    snapshot-0000000000000003.bin  the state before segment 3's first record
+
+A log segment is a header (``MAGIC``) followed by records, each
+``length: u32 BE | crc32(payload): u32 BE | payload``. A snapshot is the same
+header and exactly one record. Recovery reads the newest snapshot that is whole,
+then every record of the segments from its number on.
+
+What recovery accepts and refuses (never a silent loss):
+
+* A **torn tail** (the last record cut short, or zero bytes where it should be,
+  as a crash during an append leaves it) is dropped with a warning and the
+  segment is truncated to its last whole record.
+* **Anything else that does not check out** (a bad checksum followed by more
+  data, a length beyond the size limit, a bad header, a missing segment in the
+  sequence) stops start-up with :class:`CorruptLogError`, naming the file and the
+  byte offset.
+
+Records are opaque bytes here; what they mean is the server's business.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import re
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Final
+
+log = logging.getLogger("tenure.storage")
+
+MAGIC: Final = b"TENURE-LOG\x00\x01"
+_HEAD: Final = struct.Struct(">II")
+#: The largest record the log accepts (a snapshot may be larger: see SNAPSHOT_LIMIT).
+RECORD_LIMIT: Final = 16 * 1024 * 1024
+SNAPSHOT_LIMIT: Final = 4 * 1024 * 1024 * 1024 - 1
+_SEGMENT = re.compile(r"^wal-([0-9a-f]{16})\.log$")
+_SNAPSHOT = re.compile(r"^snapshot-([0-9a-f]{16})\.bin$")
+
+
+class FsyncMode(enum.Enum):
+    """When appended records reach the disk (see docs/operations.md for the trade-off)."""
+
+    ALWAYS = "always"  # fsync before every acknowledgement (group commit batches them)
+    BATCH = "batch"  # fsync at most every batch interval: a crash loses that interval
+    OFF = "off"  # leave it to the OS: a machine crash may lose recent writes
+
+
+class CorruptLogError(Exception):
+    """The data directory cannot be trusted; start-up stops rather than lose data."""
+
+    def __init__(self, path: Path, offset: int, problem: str) -> None:
+        super().__init__(f"{path}: {problem} at byte offset {offset}")
+        self.path = path
+        self.offset = offset
+        self.problem = problem
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """What recovery found: the snapshot (if any) and the records logged after it."""
+
+    snapshot: bytes | None
+    records: list[bytes]
+    segment: int  # the number of the newest segment (appends continue there)
+
+
+def _read_records(path: Path, limit: int) -> tuple[list[bytes], int]:
+    """All whole records of a file and the offset just after the last one.
+
+    Raises CorruptLogError for damage that is not a torn tail.
+    """
+    data = path.read_bytes()
+    if not data.startswith(MAGIC):
+        if len(data) < len(MAGIC) and MAGIC.startswith(data):
+            return [], 0  # torn while writing the header itself
+        raise CorruptLogError(path, 0, "not a tenure log (bad header)")
+    records: list[bytes] = []
+    offset = len(MAGIC)
+    while offset < len(data):
+        if len(data) - offset < _HEAD.size:
+            break  # the last record's header was cut short
+        length, crc = _HEAD.unpack_from(data, offset)
+        if length == 0:
+            # No record is empty, so this is the zero-filled tail some filesystems
+            # leave after a crash, or damage if anything but zeros follows.
+            if any(data[offset:]):
+                raise CorruptLogError(path, offset, "empty record header before more data")
+            break
+        end = offset + _HEAD.size + length
+        if length > limit:
+            raise CorruptLogError(path, offset, f"record length {length} over the limit {limit}")
+        if end > len(data):
+            break  # the last record was cut short
+        payload = data[offset + _HEAD.size : end]
+        if zlib.crc32(payload) != crc:
+            if any(data[end:]):
+                raise CorruptLogError(path, offset, "checksum mismatch in the middle of the log")
+            break  # a last record written only in part
+        records.append(payload)
+        offset = end
+    return records, offset
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class DataDir:
+    """The server's data directory: recover at start, append records, compact."""
+
+    def __init__(self, path: Path, fsync: FsyncMode = FsyncMode.ALWAYS) -> None:
+        self.path = path
+        self.fsync = fsync
+        self._segment = 0
+        self._file: BinaryIO | None = None
+        self._pending = bytearray()
+
+    # -- start-up ---------------------------------------------------------------------
+
+    def recover(self) -> Recovered:
+        """Read the newest whole snapshot and every record after it; open for appending."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        if not os.access(self.path, os.W_OK):
+            raise PermissionError(f"data directory {self.path} is not writable")
+        segments = self._numbered(_SEGMENT)
+        snapshot, since = self._newest_snapshot()
+        wanted = [n for n in segments if n >= since]
+        if wanted and wanted != list(range(wanted[0], wanted[-1] + 1)):
+            raise CorruptLogError(self.path, 0, f"log segments {wanted} are not consecutive")
+        # Compaction creates segment N before snapshot N appears, and deletes older
+        # files only after: so the log always starts at the snapshot's number (or at
+        # segment 0 when there is no snapshot). Anything else lost data.
+        if (segments or snapshot is not None) and (not wanted or wanted[0] != since):
+            what = f"segment {since}" + (" after the snapshot" if snapshot is not None else "")
+            raise CorruptLogError(self.path, 0, f"{what} is missing (found {segments})")
+        records: list[bytes] = []
+        for number in wanted:
+            path = self._segment_path(number)
+            found, end = _read_records(path, RECORD_LIMIT)
+            if end < path.stat().st_size:
+                dropped = path.stat().st_size - end
+                log.warning("%s: dropping a torn tail of %d bytes at offset %d", path, dropped, end)
+                with path.open("r+b") as file:
+                    file.truncate(max(end, len(MAGIC)) if end else 0)
+                    file.flush()
+                    os.fsync(file.fileno())
+            records.extend(found)
+        self._segment = wanted[-1] if wanted else since
+        self._open_segment(self._segment)
+        return Recovered(snapshot, records, self._segment)
+
+    def _newest_snapshot(self) -> tuple[bytes | None, int]:
+        for number in reversed(self._numbered(_SNAPSHOT)):
+            path = self._snapshot_path(number)
+            records, end = _read_records(path, SNAPSHOT_LIMIT)
+            if len(records) == 1 and end == path.stat().st_size:
+                return records[0], number
+            log.warning("%s: incomplete snapshot ignored (an interrupted compaction)", path)
+        return None, 0
+
+    # -- appending --------------------------------------------------------------------
+
+    def append(self, payload: bytes) -> None:
+        """Queue one record; it is durable once :meth:`commit` returns."""
+        if not 0 < len(payload) <= RECORD_LIMIT:
+            raise ValueError(f"a record must be 1 to {RECORD_LIMIT} bytes, got {len(payload)}")
+        self._pending += _HEAD.pack(len(payload), zlib.crc32(payload))
+        self._pending += payload
+
+    def commit(self, *, sync: bool | None = None) -> None:
+        """Write queued records in one go, and fsync as the mode (or ``sync``) says.
+
+        Group commit: the server appends every record of a batch, then commits once
+        before acknowledging any of them.
+        """
+        assert self._file is not None, "recover() first"
+        if self._pending:
+            self._file.write(self._pending)
+            self._pending.clear()
+            self._file.flush()
+        if sync if sync is not None else self.fsync is FsyncMode.ALWAYS:
+            os.fsync(self._file.fileno())
+
+    # -- compaction -------------------------------------------------------------------
+
+    def compact(self, snapshot: bytes) -> None:
+        """Make ``snapshot`` (the state after every record so far) the new starting point.
+
+        The snapshot is written whole (temp file, fsync, rename) before the old
+        segments and snapshots are removed, so a crash at any moment leaves a
+        directory that recovers to the same state.
+        """
+        self.commit(sync=True)
+        number = self._segment + 1
+        final = self._snapshot_path(number)
+        temp = final.with_suffix(".tmp")
+        with temp.open("wb") as file:
+            file.write(MAGIC + _HEAD.pack(len(snapshot), zlib.crc32(snapshot)) + snapshot)
+            file.flush()
+            os.fsync(file.fileno())
+        self._open_segment(number)  # before the rename: the snapshot's segment exists
+        os.replace(temp, final)
+        _fsync_dir(self.path)
+        for old in self._numbered(_SEGMENT):
+            if old < number:
+                self._segment_path(old).unlink()
+        for old in self._numbered(_SNAPSHOT):
+            if old < number:
+                self._snapshot_path(old).unlink()
+
+    def close(self) -> None:
+        """Commit what is queued (with fsync unless the mode is off) and close."""
+        if self._file is not None:
+            self.commit(sync=self.fsync is not FsyncMode.OFF)
+            self._file.close()
+            self._file = None
+
+    # -- files ------------------------------------------------------------------------
+
+    def _open_segment(self, number: int) -> None:
+        if self._file is not None:
+            self._file.close()
+        path = self._segment_path(number)
+        fresh = not path.exists() or path.stat().st_size == 0
+        self._file = path.open("ab")
+        if fresh:
+            self._file.write(MAGIC)
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            _fsync_dir(self.path)
+        self._segment = number
+
+    def _numbered(self, pattern: re.Pattern[str]) -> list[int]:
+        return sorted(int(m.group(1), 16) for m in self._matches(pattern))
+
+    def _matches(self, pattern: re.Pattern[str]) -> Iterator[re.Match[str]]:
+        for entry in os.scandir(self.path):
+            match = pattern.match(entry.name)
+            if match:
+                yield match
+
+    def _segment_path(self, number: int) -> Path:
+        return self.path / f"wal-{number:016x}.log"
+
+    def _snapshot_path(self, number: int) -> Path:
+        return self.path / f"snapshot-{number:016x}.bin"
