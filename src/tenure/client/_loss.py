@@ -67,7 +67,7 @@ class EndSignal:
             try:
                 callback(reason)
             except Exception as error:
-                _report_callback_error(error, callback)
+                report_callback_error(error, callback)
 
     def add_callback(self, callback: LossCallback) -> None:
         """Call ``callback(reason)`` at the end (at once if it already ended)."""
@@ -225,8 +225,8 @@ class Guarded:
             await asyncio.shield(self._end_block())
 
 
-def _report_callback_error(error: Exception, callback: LossCallback) -> None:
-    """Hand a failing end callback's error to the loop's exception handler."""
+def report_callback_error(error: Exception, callback: Callable[..., object]) -> None:
+    """Hand a failing end callback's error to the running loop's exception handler."""
     context = {"message": f"tenure end callback {callback!r} failed", "exception": error}
     try:
         asyncio.get_running_loop().call_exception_handler(context)

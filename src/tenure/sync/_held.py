@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import Self
 
 from tenure.client import EndSignal
+from tenure.client._loss import report_callback_error
 from tenure.errors import LostError
 from tenure.sync._portal import Portal
 
@@ -92,12 +93,7 @@ class Held:
             try:
                 callback(reason)
             except Exception as error:
-                self._portal.loop.call_exception_handler(
-                    {
-                        "message": f"tenure.sync: on_lost callback {callback!r} failed",
-                        "exception": error,
-                    }
-                )
+                report_callback_error(error, callback)
 
     def _finish(self) -> None:
         """Release or close it (what leaving a ``with`` block does)."""
