@@ -227,7 +227,7 @@ class Guarded:
 
 def report_callback_error(error: Exception, callback: Callable[..., object]) -> None:
     """Hand a failing end callback's error to the running loop's exception handler."""
-    context = {"message": f"tenure end callback {callback!r} failed", "exception": error}
+    context = {"message": f"tenure: on_lost callback {callback!r} failed", "exception": error}
     try:
         asyncio.get_running_loop().call_exception_handler(context)
     except RuntimeError:  # no running loop: nowhere better to report it
