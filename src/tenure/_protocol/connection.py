@@ -1,0 +1,302 @@
+"""The two ends of a connection, sans-I/O: bytes in, messages out, messages in, bytes out.
+
+A :class:`Connection` owns no socket, timer or task. Its driver does three things::
+
+    conn.receive_data(data)          # bytes from the socket (b"" at end of stream)
+    event = conn.next_event()        # a message, ConnectionClosed, or NEED_DATA
+    transport.write(conn.send(msg))  # the bytes of one frame
+
+and calls ``next_event`` until it returns NEED_DATA after each ``receive_data``.
+The state machine (:mod:`tenure._protocol.state`) decides what may be sent and
+received; this module enforces it, plus the rules the tables cannot express.
+
+Errors say whose fault they are: ``next_event`` raises
+:class:`~tenure.errors.ProtocolError` when the peer broke the protocol, and the
+connection then stays broken; ``send`` raises
+:class:`~tenure._protocol.errors.LocalProtocolError` or
+:class:`~tenure._protocol.errors.FrameTooLargeError` when this side asked for
+something wrong, and then nothing happened: no bytes, no change of state.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final, cast, final
+
+from tenure._protocol.errors import LocalProtocolError
+from tenure._protocol.frames import (
+    DEFAULT_MAX_FRAME_SIZE,
+    MAX_MAX_FRAME_SIZE,
+    MIN_MAX_FRAME_SIZE,
+    FrameReader,
+    decode_body,
+    encode_frame,
+)
+from tenure._protocol.messages import (
+    SUPPORTED_VERSIONS,
+    ClientMessage,
+    ConnectionClosed,
+    Failure,
+    Hello,
+    Message,
+    Reply,
+    Request,
+    ServerMessage,
+    Welcome,
+    decode_message,
+    encode_message,
+)
+from tenure._protocol.payloads import reply_fits
+from tenure._protocol.state import LAST_WORDS, TRANSITIONS, Direction, Role, State
+from tenure.errors import ProtocolError
+
+__all__ = ["NEED_DATA", "ClientConnection", "Connection", "NeedData", "ServerConnection"]
+
+#: What a connection can hand its driver: a message, or the end of the stream.
+Event = Message | ConnectionClosed
+
+
+class NeedData(enum.Enum):
+    """The type of :data:`NEED_DATA`."""
+
+    NEED_DATA = "NEED_DATA"
+
+
+#: ``next_event`` returns this when no whole frame is buffered: feed more bytes.
+NEED_DATA: Final = NeedData.NEED_DATA
+
+
+class _RefusalError(Exception):
+    """A rule forbids an event. Raised inside; the entry point picks Local or Remote."""
+
+
+class Connection:
+    """One end of a tenure protocol connection (see the module docstring)."""
+
+    def __init__(self, role: Role, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        """Start in HANDSHAKE.
+
+        Args:
+            role: which end this is.
+            max_frame_size: the largest frame body this end accepts, in bytes
+                (MIN_MAX_FRAME_SIZE to MAX_MAX_FRAME_SIZE); a client announces it in
+                Hello, a server in Welcome.
+        """
+        self._role = role
+        self._table = TRANSITIONS[role]
+        self._state = State.HANDSHAKE
+        self._reader = FrameReader(max_frame_size)
+        self._their_error: ProtocolError | None = None
+        # Requests sent (client) or received (server) and not yet answered, with the
+        # type of their command: Rule 2 and Rule 3.
+        self._in_flight: dict[int, type] = {}
+        self._version: int | None = None
+        # Until the peer says otherwise, it accepts what every peer must accept.
+        self._peer_max_frame_size = MIN_MAX_FRAME_SIZE
+
+    # -- what the driver may look at ----------------------------------------------------
+
+    @property
+    def role(self) -> Role:
+        """Which end this is."""
+        return self._role
+
+    @property
+    def state(self) -> State:
+        """The current state (see :mod:`tenure._protocol.state`)."""
+        return self._state
+
+    @property
+    def version(self) -> int | None:
+        """The protocol version of the Hello (sent or received), or None before it."""
+        return self._version
+
+    @property
+    def max_frame_size(self) -> int:
+        """The largest frame body this end accepts."""
+        return self._reader.max_frame_size
+
+    @property
+    def peer_max_frame_size(self) -> int:
+        """The largest frame body the peer accepts (``send`` refuses larger ones)."""
+        return self._peer_max_frame_size
+
+    @property
+    def in_flight(self) -> Mapping[int, type]:
+        """Request id -> command type of every request not answered yet (read-only).
+
+        After the connection is lost these are the requests that got no answer.
+        """
+        return MappingProxyType(self._in_flight)
+
+    @property
+    def their_error(self) -> ProtocolError | None:
+        """The peer's protocol error, once ``next_event`` has raised one."""
+        return self._their_error
+
+    # -- the three verbs ----------------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> None:
+        """Hand over bytes received from the peer; ``b""`` means it closed its end.
+
+        Never raises for bad bytes (``next_event`` does). Once the peer broke the
+        protocol, what it sends is dropped unread, so it cannot make us buffer.
+
+        Raises:
+            LocalProtocolError: bytes after the end of the stream was reported.
+        """
+        if data and self._reader.eof:
+            raise LocalProtocolError("received data after the end of the stream")
+        if self._their_error is None or not data:
+            self._reader.feed(bytes(data))
+
+    def next_event(self) -> Event | NeedData:
+        """The next event from the received bytes, or NEED_DATA.
+
+        Returns:
+            A message from the peer; :class:`ConnectionClosed` once the peer closed
+            its end (again on every later call); or NEED_DATA.
+
+        Raises:
+            ProtocolError: the peer broke the protocol. The connection stays broken:
+                every later call raises again. See Rule 5 for what may still be sent.
+        """
+        if self._their_error is not None:
+            raise ProtocolError(*self._their_error.args)
+        try:
+            body = self._reader.next_body()
+            if body is None and not self._reader.eof:
+                return NEED_DATA
+            event: Event = ConnectionClosed() if body is None else decode_message(decode_body(body))
+            try:
+                after = self._check(Direction.RECEIVE, event)
+            except _RefusalError as refusal:
+                raise ProtocolError(str(refusal)) from None
+        except ProtocolError as error:
+            self._their_error = error
+            raise
+        self._commit(Direction.RECEIVE, event, after)
+        return event
+
+    def send(self, message: Message) -> bytes:
+        """The bytes of the frame carrying ``message``, for the driver to write.
+
+        Raises:
+            LocalProtocolError: the message is not allowed now, or a field cannot be
+                encoded (the error names it). Nothing changed.
+            FrameTooLargeError: the frame exceeds the peer's max_frame_size. Nothing
+                changed.
+        """
+        body = encode_message(message)  # first: the rules below may trust the field types
+        try:
+            after = self._check(Direction.SEND, message)
+        except _RefusalError as refusal:
+            raise LocalProtocolError(str(refusal)) from None
+        data = encode_frame(body, limit=self._peer_max_frame_size)
+        self._commit(Direction.SEND, message, after)
+        return data
+
+    # -- the rules ----------------------------------------------------------------------
+
+    def _check(self, direction: Direction, event: Event) -> State:
+        """The state ``event`` leads to, or _RefusalError saying which rule forbids it."""
+        kind = type(event)
+        sender = self._role if direction is Direction.SEND else _other(self._role)
+        after = self._table.get((self._state, direction, kind))
+        if after is None:
+            raise _RefusalError(
+                f"the {sender.value} may not send {kind.__name__} in state {self._state.value}"
+            )
+        if direction is Direction.SEND and self._their_error is not None:
+            if kind not in LAST_WORDS:  # Rule 5
+                raise _RefusalError(
+                    f"after the peer's protocol error only {_LAST_WORDS} may be sent"
+                )
+            after = State.CLOSED
+        if isinstance(event, Request) and event.request_id in self._in_flight:  # Rule 2
+            raise _RefusalError(f"request id {event.request_id} is already in flight")
+        if isinstance(event, Reply | Failure):
+            command = self._in_flight.get(event.request_id)
+            if command is None:  # Rule 2
+                raise _RefusalError(
+                    f"{kind.__name__} for request id {event.request_id}, not in flight"
+                )
+            if isinstance(event, Reply) and not reply_fits(command, event.value):  # Rule 3
+                raise _RefusalError(
+                    f"Reply to request {event.request_id} ({command.__name__}) cannot be "
+                    f"{type(event.value).__name__}"
+                )
+        if isinstance(event, Hello | Welcome):
+            self._check_handshake(direction, event)
+        return after
+
+    def _check_handshake(self, direction: Direction, event: Hello | Welcome) -> None:
+        """Rule 4, and the frame sizes the handshake announces."""
+        if isinstance(event, Hello):
+            if direction is Direction.SEND and event.version not in SUPPORTED_VERSIONS:
+                raise _RefusalError(f"this client does not speak protocol version {event.version}")
+            if event.version not in SUPPORTED_VERSIONS:
+                return  # the server answers Refused; nothing else of it is read
+        elif event.version != self._version:
+            raise _RefusalError(
+                f"Welcome is for version {event.version}; Hello was {self._version}"
+            )
+        elif self._version not in SUPPORTED_VERSIONS:
+            raise _RefusalError(f"version {self._version} is not supported: answer Refused")
+        if not MIN_MAX_FRAME_SIZE <= event.max_frame_size <= MAX_MAX_FRAME_SIZE:
+            raise _RefusalError(
+                f"{type(event).__name__}.max_frame_size must be in "
+                f"[{MIN_MAX_FRAME_SIZE}, {MAX_MAX_FRAME_SIZE}], got {event.max_frame_size}"
+            )
+
+    def _commit(self, direction: Direction, event: Event, after: State) -> None:
+        """Apply an event that passed ``_check``."""
+        if isinstance(event, Request):
+            self._in_flight[event.request_id] = type(event.command)
+        elif isinstance(event, Reply | Failure):
+            del self._in_flight[event.request_id]
+        elif isinstance(event, Hello):
+            self._version = event.version
+            if direction is Direction.RECEIVE:
+                self._peer_max_frame_size = event.max_frame_size
+        elif isinstance(event, Welcome) and direction is Direction.RECEIVE:
+            self._peer_max_frame_size = event.max_frame_size
+        self._state = after
+
+
+_LAST_WORDS: Final = " or ".join(sorted(kind.__name__ for kind in LAST_WORDS))
+
+
+def _other(role: Role) -> Role:
+    return Role.SERVER if role is Role.CLIENT else Role.CLIENT
+
+
+@final
+class ClientConnection(Connection):
+    """The client's end: sends Hello, Request, Ping; receives the server's messages."""
+
+    def __init__(self, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        """See :class:`Connection`."""
+        super().__init__(Role.CLIENT, max_frame_size=max_frame_size)
+
+    def next_event(self) -> ServerMessage | ConnectionClosed | NeedData:
+        """See :meth:`Connection.next_event`; the table admits only server messages."""
+        return cast("ServerMessage | ConnectionClosed | NeedData", super().next_event())
+
+
+@final
+class ServerConnection(Connection):
+    """The server's end: receives Hello, Request, Ping; sends the server's messages.
+
+    Every Request before a successful handshake (Welcome sent) is a ProtocolError.
+    """
+
+    def __init__(self, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        """See :class:`Connection`."""
+        super().__init__(Role.SERVER, max_frame_size=max_frame_size)
+
+    def next_event(self) -> ClientMessage | ConnectionClosed | NeedData:
+        """See :meth:`Connection.next_event`; the table admits only client messages."""
+        return cast("ClientMessage | ConnectionClosed | NeedData", super().next_event())

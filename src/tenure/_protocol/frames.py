@@ -1,0 +1,192 @@
+"""Framing: a 4-byte big-endian length, then that many bytes of one msgpack value.
+
+::
+
+    +--------+--------+--------+--------+====================================+
+    |       length (uint32, big-endian)  |  body: exactly one msgpack value   |
+    +--------+--------+--------+--------+====================================+
+
+The body of every tenure frame is an array (see :mod:`tenure._protocol.messages`).
+A receiver rejects a frame as soon as its length prefix exceeds its
+``max_frame_size``: the body is never buffered. Decoding is strict: every length
+inside the body is bounded by the body's size, map keys must be strings, a map must
+not repeat a key, extension types (msgpack ``ext``, timestamps included) are
+refused, and there must be no bytes after the one value.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Final
+
+import msgpack
+
+from tenure._protocol.errors import FrameTooLargeError, LocalProtocolError
+from tenure.errors import ProtocolError
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_SIZE",
+    "HEADER_SIZE",
+    "MAX_MAX_FRAME_SIZE",
+    "MIN_MAX_FRAME_SIZE",
+    "FrameReader",
+    "decode_body",
+    "encode_frame",
+]
+
+_HEADER: Final = struct.Struct(">I")
+#: Bytes of the length prefix.
+HEADER_SIZE: Final = _HEADER.size
+#: The body size a connection accepts unless configured otherwise (1 MiB).
+DEFAULT_MAX_FRAME_SIZE: Final = 1 << 20
+#: Every peer accepts bodies of at least this size (64 KiB), so the first message
+#: (Hello, or a Refused) can be sent before the peer has said what it accepts.
+MIN_MAX_FRAME_SIZE: Final = 1 << 16
+#: The largest body the length prefix can describe.
+MAX_MAX_FRAME_SIZE: Final = 2**32 - 1
+
+
+def check_max_frame_size(value: int) -> int:
+    """``value`` if it is a valid ``max_frame_size``, else LocalProtocolError."""
+    if type(value) is not int or not MIN_MAX_FRAME_SIZE <= value <= MAX_MAX_FRAME_SIZE:
+        raise LocalProtocolError(
+            f"max_frame_size must be an int in [{MIN_MAX_FRAME_SIZE}, {MAX_MAX_FRAME_SIZE}],"
+            f" got {value!r}"
+        )
+    return value
+
+
+def encode_frame(body: object, *, limit: int = MAX_MAX_FRAME_SIZE) -> bytes:
+    """Pack ``body`` and prefix its length.
+
+    Raises:
+        LocalProtocolError: msgpack cannot pack ``body``.
+        FrameTooLargeError: the packed body is longer than ``limit`` bytes.
+    """
+    try:
+        packed: bytes = msgpack.packb(body, use_bin_type=True, datetime=False)
+    except (TypeError, ValueError, OverflowError) as error:
+        raise LocalProtocolError(f"cannot pack the frame body: {error}") from None
+    if len(packed) > limit:
+        raise FrameTooLargeError(
+            f"the frame body is {len(packed)} bytes; the peer accepts at most {limit}"
+        )
+    return _HEADER.pack(len(packed)) + packed
+
+
+def _refuse_ext(code: int, data: bytes) -> object:
+    raise ValueError(f"msgpack ext type {code} is not allowed")
+
+
+def _unique_keys(pairs: list[tuple[object, object]]) -> dict[object, object]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise ValueError("a map repeats a key")
+    return result
+
+
+def decode_body(body: bytes) -> object:
+    """The one msgpack value in ``body``, decoded with strict limits.
+
+    Raises:
+        ProtocolError: ``body`` is not exactly one valid msgpack value within the limits.
+    """
+    size = len(body)
+    try:
+        return msgpack.unpackb(
+            body,
+            raw=False,
+            use_list=True,
+            strict_map_key=True,
+            object_pairs_hook=_unique_keys,
+            ext_hook=_refuse_ext,
+            timestamp=0,
+            max_str_len=size,
+            max_bin_len=size,
+            max_array_len=size,
+            max_map_len=size,
+            max_ext_len=0,
+        )
+    except Exception as error:
+        # msgpack documents that "other exceptions can be raised during unpacking";
+        # whatever it is, the cause is the bytes the peer sent.
+        detail = str(error) or type(error).__name__
+        raise ProtocolError(f"the frame body is not valid msgpack: {detail}") from None
+
+
+class FrameReader:
+    """Collects received bytes and cuts them into frame bodies.
+
+    ``feed`` never fails; the errors come out of ``next_body``, in order, after the
+    bodies that came before them.
+    """
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        self.max_frame_size = check_max_frame_size(max_frame_size)
+        self._buffer = bytearray()
+        self._start = 0  # bytes before this are consumed; compacted lazily
+        self._eof = False
+        self._error: ProtocolError | None = None
+
+    @property
+    def eof(self) -> bool:
+        """Whether the peer closed its end (``feed(b"")`` was called)."""
+        return self._eof
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet returned as part of a frame."""
+        return len(self._buffer) - self._start
+
+    def feed(self, data: bytes) -> None:
+        """Add received bytes; ``b""`` means the peer closed its end."""
+        if not data:
+            self._eof = True
+            return
+        if self._error is not None:
+            return  # the stream is broken already: keep nothing more
+        self._buffer += data
+        self._check_head()
+
+    def _check_head(self) -> None:
+        # Refuse an oversized frame as soon as its prefix is in, and drop what we
+        # hold of it, so that no caller can make us buffer the body.
+        if self.buffered >= HEADER_SIZE and self._error is None:
+            (length,) = _HEADER.unpack_from(self._buffer, self._start)
+            if length > self.max_frame_size:
+                self._error = ProtocolError(
+                    f"frame of {length} bytes announced; max_frame_size is {self.max_frame_size}"
+                )
+                self._buffer.clear()
+                self._start = 0
+
+    def next_body(self) -> bytes | None:
+        """The next whole frame body, or None if more bytes are needed.
+
+        Raises:
+            ProtocolError: the next frame is oversized, or the peer closed its end
+                in the middle of a frame.
+        """
+        if self._error is not None:
+            raise ProtocolError(*self._error.args)  # a fresh one: tracebacks do not pile up
+        available = self.buffered
+        if available >= HEADER_SIZE:
+            (length,) = _HEADER.unpack_from(self._buffer, self._start)
+            end = self._start + HEADER_SIZE + length
+            if len(self._buffer) >= end:
+                body = bytes(self._buffer[self._start + HEADER_SIZE : end])
+                self._consume(end)
+                return body
+        if self._eof and available:
+            self._error = ProtocolError(
+                f"the connection closed in the middle of a frame ({available} bytes left)"
+            )
+            raise ProtocolError(*self._error.args)
+        return None
+
+    def _consume(self, end: int) -> None:
+        self._start = end
+        if self._start * 2 >= len(self._buffer):
+            del self._buffer[: self._start]
+            self._start = 0
+        self._check_head()

@@ -1,0 +1,269 @@
+"""The messages of tenure's native protocol, and their wire layout.
+
+A frame body is one msgpack array ``[type, field, ...]``: the message type number,
+then the message's fields in the order listed here. Client to server: Hello,
+Request, Ping. Server to client: Welcome or Refused, Reply, Failure, Push, Pong,
+GoingAway. Each message is a frozen dataclass; do not subclass them (the codec
+looks messages up by exact type).
+
+Two layouts are fixed for every protocol version, so that peers of different
+versions can always tell each other so: Hello starts ``[1, version, ...]`` and
+Refused is ``[12, code, message]``. A server that does not speak the Hello's version
+reads nothing after it and answers Refused(UNSUPPORTED).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, cast, final
+
+from tenure._core.commands import Command
+from tenure._core.effects import Effect
+from tenure._protocol.errors import LocalProtocolError
+from tenure._protocol.frames import DEFAULT_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
+from tenure._protocol.payloads import COMMAND, EFFECT, ERROR_CODE, VALUE, ReplyValue
+from tenure._protocol.schema import BIN, STR, UINT, Optional, Record, SchemaError, Union
+from tenure.errors import ErrorCode, ProtocolError
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "SUPPORTED_VERSIONS",
+    "ClientMessage",
+    "ConnectionClosed",
+    "Failure",
+    "GoingAway",
+    "Hello",
+    "Message",
+    "Ping",
+    "Pong",
+    "Push",
+    "Refused",
+    "Reply",
+    "Request",
+    "ServerMessage",
+    "Welcome",
+    "decode_message",
+    "encode_message",
+    "version_refusal",
+]
+
+#: The protocol version this code speaks. Any change to a layout or a meaning is a
+#: new version; a server may speak several (SUPPORTED_VERSIONS).
+PROTOCOL_VERSION: Final = 1
+#: The versions a server built from this code accepts in a Hello.
+SUPPORTED_VERSIONS: Final = frozenset({PROTOCOL_VERSION})
+
+
+# -- client to server -------------------------------------------------------------------
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """The client's first message: the protocol version it speaks and who it is.
+
+    ``token`` is an opaque credential (``None``: anonymous); ``max_frame_size`` is
+    the largest frame the client accepts, so the server can refuse a reply that
+    would not fit instead of breaking the connection.
+    """
+
+    version: int = PROTOCOL_VERSION
+    client_name: str = ""
+    token: str | None = None
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Request:
+    """Apply ``command``; the answer is a Reply or Failure with the same ``request_id``.
+
+    ``request_id`` is chosen by the client and must not equal the id of another
+    request still awaiting its answer. (It is unrelated to ``Acquire.request_id``,
+    which names an acquire within its session.)
+    """
+
+    request_id: int
+    command: Command[object]
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Ping:
+    """Ask for a Pong carrying the same ``nonce`` (liveness and round-trip time)."""
+
+    nonce: int
+
+
+# -- server to client -------------------------------------------------------------------
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Welcome:
+    """The handshake succeeded; requests may follow.
+
+    ``instance_id`` names the engine state this server runs. Sessions live in that
+    state: a session created under another instance_id cannot be re-attached here
+    (treat it as expired). It stays the same across restarts that recover the
+    state, and changes when the state starts afresh. ``max_frame_size`` is the
+    largest frame the server accepts.
+    """
+
+    version: int = PROTOCOL_VERSION
+    server_name: str = ""
+    instance_id: bytes = b""
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """The handshake failed (version, credentials, overload); the server closes next."""
+
+    code: ErrorCode
+    message: str
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """The reply of the request ``request_id``: what its command returned."""
+
+    request_id: int
+    value: ReplyValue
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """The request ``request_id`` raised: ``error_from_code(code, message)`` rebuilds it."""
+
+    request_id: int
+    code: ErrorCode
+    message: str
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Push:
+    """An effect addressed to a session of this connection (a grant, a watch, a loss)."""
+
+    effect: Effect
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Pong:
+    """The answer to Ping ``nonce``."""
+
+    nonce: int
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class GoingAway:
+    """The server is closing this connection: no new requests; answers may still follow.
+
+    ``code`` says why: UNAVAILABLE for a shutdown, PROTOCOL when the client broke the
+    protocol, INTERNAL for anything else.
+    """
+
+    code: ErrorCode
+    reason: str
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ConnectionClosed:
+    """Not a message: the peer closed its end of the byte stream, at a frame boundary."""
+
+
+ClientMessage = Hello | Request | Ping
+ServerMessage = Welcome | Refused | Reply | Failure | Push | Pong | GoingAway
+Message = ClientMessage | ServerMessage
+
+_OPT_STR: Final = Optional(STR)
+
+#: Every message: ``[type, field, ...]``. Client types are 1..9, server types 11..19.
+MESSAGE: Final = Union(
+    "message",
+    [
+        Record(
+            Hello,
+            [
+                ("version", UINT),
+                ("client_name", STR),
+                ("token", _OPT_STR),
+                ("max_frame_size", UINT),
+            ],
+            tag=1,
+        ),
+        Record(Request, [("request_id", UINT), ("command", COMMAND)], tag=2),
+        Record(Ping, [("nonce", UINT)], tag=3),
+        Record(
+            Welcome,
+            [
+                ("version", UINT),
+                ("server_name", STR),
+                ("instance_id", BIN),
+                ("max_frame_size", UINT),
+            ],
+            tag=11,
+        ),
+        Record(Refused, [("code", ERROR_CODE), ("message", STR)], tag=12),
+        Record(Reply, [("request_id", UINT), ("value", VALUE)], tag=13),
+        Record(Failure, [("request_id", UINT), ("code", ERROR_CODE), ("message", STR)], tag=14),
+        Record(Push, [("effect", EFFECT)], tag=15),
+        Record(Pong, [("nonce", UINT)], tag=16),
+        Record(GoingAway, [("code", ERROR_CODE), ("reason", STR)], tag=17),
+    ],
+    root=True,
+)
+_HELLO: Final = 1
+
+
+def encode_message(message: Message) -> list[object]:
+    """The msgpack-ready array of ``message``.
+
+    Raises:
+        LocalProtocolError: a field does not fit its wire type (the message names it).
+    """
+    try:
+        return cast(list[object], MESSAGE.dump(message))
+    except SchemaError as error:
+        raise LocalProtocolError(f"cannot encode {error}") from None
+
+
+def decode_message(body: object) -> Message:
+    """The message that a decoded frame body stands for.
+
+    Raises:
+        ProtocolError: the body is not a valid message (the message names the field).
+    """
+    if (
+        isinstance(body, list)
+        and len(body) >= 2
+        and type(body[0]) is int
+        and body[0] == _HELLO
+        and type(body[1]) is int
+        and body[1] >= 0
+        and body[1] not in SUPPORTED_VERSIONS
+    ):
+        # A Hello of a version we do not speak: its version is all we may read.
+        return Hello(body[1], max_frame_size=MIN_MAX_FRAME_SIZE)
+    try:
+        return cast(Message, MESSAGE.load(body))
+    except SchemaError as error:
+        raise ProtocolError(f"malformed message: {error}") from None
+
+
+def version_refusal(hello: Hello) -> Refused | None:
+    """The Refused a server must answer ``hello`` with if it does not speak its version."""
+    if hello.version in SUPPORTED_VERSIONS:
+        return None
+    supported = ", ".join(map(str, sorted(SUPPORTED_VERSIONS)))
+    return Refused(
+        ErrorCode.UNSUPPORTED,
+        f"protocol version {hello.version} is not supported; this server speaks {supported}",
+    )

@@ -1,0 +1,305 @@
+"""What requests, replies and pushes carry: engine commands, reply values, effects.
+
+Every :mod:`tenure._core` command, reply value and effect has one schema here, a
+:class:`~tenure._protocol.schema.Record` listing its fields in dataclass order with
+their wire types. Commands and effects are tagged arrays ``[tag, field, ...]``;
+the tags are stable: a tag is never reused or renumbered, and any change to a
+layout is a new protocol version. The tests check that every dataclass field is
+listed, in order (tests/protocol/test_payloads.py), and that docs/protocol.md shows
+each layout exactly as :func:`layout` renders it (tests/protocol/test_docs.py).
+
+The codecs also work on their own: ``COMMAND.dump(command)`` gives msgpack-ready
+data and ``COMMAND.load(data)`` the command back (raising SchemaError), e.g. to log
+commands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from tenure._core import commands as c
+from tenure._core import effects as fx
+from tenure._core import values as v
+from tenure._protocol.schema import (
+    BIN,
+    BOOL,
+    FLOAT,
+    SCALAR_MAP,
+    STR,
+    UINT,
+    ArrayOf,
+    EnumField,
+    Field,
+    Optional,
+    Record,
+    SchemaError,
+    Union,
+)
+from tenure.errors import ErrorCode
+
+__all__ = [
+    "ACQUIRE_STATUS",
+    "COMMAND",
+    "EFFECT",
+    "ERROR_CODE",
+    "NODE_CONFIG",
+    "OWNER_INFO",
+    "REPLY_TYPES",
+    "SEMAPHORE_DESCRIPTION",
+    "VALUE",
+    "WAITER_INFO",
+    "ReplyValue",
+    "layout",
+    "reply_fits",
+]
+
+#: A command's reply, as the wire carries it.
+ReplyValue = (
+    c.SessionInfo | c.AcquireResult | v.NodeDescription | c.DescribeResult | bool | float | None
+)
+
+OPT_FLOAT: Final = Optional(FLOAT)
+OPT_UINT: Final = Optional(UINT)
+
+#: Error codes travel as their number. A number this side does not know loads as
+#: INTERNAL (the message is kept), so a newer peer never breaks an older one.
+ERROR_CODE: Final = EnumField(
+    "code", {code: int(code) for code in ErrorCode}, unknown=ErrorCode.INTERNAL
+)
+
+#: The outcome of an Acquire, as a small number.
+ACQUIRE_STATUS: Final = EnumField(
+    "status",
+    {c.AcquireStatus.GRANTED: 0, c.AcquireStatus.QUEUED: 1, c.AcquireStatus.BUSY: 2},
+)
+
+# -- values inside replies (untagged: their position says what they are) ---------------
+
+NODE_CONFIG: Final = Record(
+    v.NodeConfig,
+    [
+        ("session_timeout", FLOAT),
+        ("lock_delay", FLOAT),
+        ("default_lease", OPT_FLOAT),
+        ("max_sessions", UINT),
+        ("max_semaphores", UINT),
+        ("max_waiters", UINT),
+        ("max_data_size", UINT),
+        ("max_watches_per_session", UINT),
+    ],
+)
+
+OWNER_INFO: Final = Record(
+    v.OwnerInfo, [("session_id", UINT), ("count", UINT), ("data", BIN), ("token", UINT)]
+)
+WAITER_INFO: Final = Record(v.WaiterInfo, [("session_id", UINT), ("count", UINT), ("data", BIN)])
+
+SEMAPHORE_DESCRIPTION: Final = Record(
+    v.SemaphoreDescription,
+    [
+        ("name", STR),
+        ("limit", UINT),
+        ("count", UINT),
+        ("data", BIN),
+        ("ephemeral", BOOL),
+        ("owners", ArrayOf(OWNER_INFO)),
+        ("waiters", ArrayOf(WAITER_INFO)),
+        ("exists", BOOL),
+    ],
+)
+
+# -- commands ---------------------------------------------------------------------------
+
+_COMMANDS: Final = (
+    # nodes: 1..9
+    Record(c.CreateNode, [("name", STR), ("config", NODE_CONFIG)], tag=1),
+    Record(c.DescribeNode, [("name", STR)], tag=2),
+    Record(c.AlterNode, [("name", STR), ("changes", SCALAR_MAP)], tag=3),
+    Record(c.DropNode, [("name", STR), ("force", BOOL)], tag=4),
+    # sessions: 10..19
+    Record(
+        c.CreateSession,
+        [("node", STR), ("protection_key", BIN), ("timeout", OPT_FLOAT), ("description", STR)],
+        tag=10,
+    ),
+    Record(
+        c.AttachSession, [("session_id", UINT), ("protection_key", BIN), ("seq_no", UINT)], tag=11
+    ),
+    Record(c.DetachSession, [("session_id", UINT)], tag=12),
+    Record(c.CloseSession, [("session_id", UINT)], tag=13),
+    # semaphores: 20..39
+    Record(
+        c.CreateSemaphore,
+        [("session_id", UINT), ("name", STR), ("limit", UINT), ("data", BIN)],
+        tag=20,
+    ),
+    Record(
+        c.Acquire,
+        [
+            ("session_id", UINT),
+            ("name", STR),
+            ("count", UINT),
+            ("request_id", UINT),
+            ("data", BIN),
+            ("timeout", OPT_FLOAT),
+            ("ephemeral", BOOL),
+            ("lease_ttl", OPT_FLOAT),
+        ],
+        tag=21,
+    ),
+    Record(c.Release, [("session_id", UINT), ("name", STR)], tag=22),
+    Record(c.CancelAcquire, [("session_id", UINT), ("name", STR), ("request_id", UINT)], tag=23),
+    Record(c.Renew, [("session_id", UINT), ("name", STR), ("lease_ttl", OPT_FLOAT)], tag=24),
+    Record(c.UpdateSemaphore, [("session_id", UINT), ("name", STR), ("data", BIN)], tag=25),
+    Record(c.DeleteSemaphore, [("session_id", UINT), ("name", STR), ("force", BOOL)], tag=26),
+    Record(
+        c.DescribeSemaphore,
+        [
+            ("session_id", UINT),
+            ("name", STR),
+            ("owners", BOOL),
+            ("waiters", BOOL),
+            ("watch_data", BOOL),
+            ("watch_owners", BOOL),
+            ("watch_waiters", BOOL),
+        ],
+        tag=27,
+    ),
+    Record(c.CancelWatch, [("session_id", UINT), ("watch_id", UINT)], tag=28),
+)
+
+#: Any engine command, as ``[tag, field, ...]``.
+COMMAND: Final = Union("command", _COMMANDS)
+
+# -- reply values -----------------------------------------------------------------------
+
+_VALUES: Final = (
+    Record(c.SessionInfo, [("session_id", UINT), ("timeout", FLOAT), ("seq_no", UINT)], tag=1),
+    Record(
+        c.AcquireResult,
+        [
+            ("status", ACQUIRE_STATUS),
+            ("token", OPT_UINT),
+            ("count", UINT),
+            ("lease_ttl", OPT_FLOAT),
+        ],
+        tag=2,
+    ),
+    Record(
+        v.NodeDescription,
+        [("name", STR), ("config", NODE_CONFIG), ("sessions", UINT), ("semaphores", UINT)],
+        tag=3,
+    ),
+    Record(
+        c.DescribeResult, [("description", SEMAPHORE_DESCRIPTION), ("watch_id", OPT_UINT)], tag=4
+    ),
+)
+
+_NONE = type(None)
+
+#: What each command replies: the types its reply value may have.
+REPLY_TYPES: Final[Mapping[type, tuple[type, ...]]] = {
+    c.CreateNode: (_NONE,),
+    c.DescribeNode: (v.NodeDescription,),
+    c.AlterNode: (v.NodeDescription,),
+    c.DropNode: (_NONE,),
+    c.CreateSession: (c.SessionInfo,),
+    c.AttachSession: (c.SessionInfo,),
+    c.DetachSession: (_NONE,),
+    c.CloseSession: (_NONE,),
+    c.CreateSemaphore: (_NONE,),
+    c.Acquire: (c.AcquireResult,),
+    c.Release: (bool,),
+    c.CancelAcquire: (bool,),
+    c.Renew: (float, int),
+    c.UpdateSemaphore: (_NONE,),
+    c.DeleteSemaphore: (_NONE,),
+    c.DescribeSemaphore: (c.DescribeResult,),
+    c.CancelWatch: (bool,),
+}
+
+
+def reply_fits(command_type: type, value: object) -> bool:
+    """Whether ``value`` has a type that replies to a command of ``command_type`` may have."""
+    return type(value) in REPLY_TYPES.get(command_type, ())
+
+
+class _Value(Field):
+    """A reply value: nil, a bool, a float, or one of the tagged records above."""
+
+    wire = "value"
+
+    def __init__(self) -> None:
+        self.records = Union("value", _VALUES)
+
+    def dump(self, value: object) -> object:
+        if value is None or isinstance(value, bool):
+            return value
+        if isinstance(value, int | float):
+            return FLOAT.dump(value)
+        return self.records.dump(value)
+
+    def load(self, raw: object) -> object:
+        if raw is None or isinstance(raw, bool):
+            return raw
+        if isinstance(raw, int | float):
+            return FLOAT.load(raw)
+        if isinstance(raw, list):
+            return self.records.load(raw)
+        raise SchemaError(f"expected nil, bool, float or a tagged array, got {type(raw).__name__}")
+
+
+#: A reply value.
+VALUE: Final = _Value()
+
+# -- effects ----------------------------------------------------------------------------
+
+_EFFECTS: Final = (
+    Record(
+        fx.Granted,
+        [
+            ("session_id", UINT),
+            ("request_id", UINT),
+            ("name", STR),
+            ("token", UINT),
+            ("count", UINT),
+            ("lease_ttl", OPT_FLOAT),
+        ],
+        tag=1,
+    ),
+    Record(
+        fx.AcquireFailed,
+        [
+            ("session_id", UINT),
+            ("request_id", UINT),
+            ("name", STR),
+            ("code", ERROR_CODE),
+            ("message", STR),
+        ],
+        tag=2,
+    ),
+    Record(
+        fx.LeaseLost,
+        [
+            ("session_id", UINT),
+            ("name", STR),
+            ("token", UINT),
+            ("code", ERROR_CODE),
+            ("message", STR),
+        ],
+        tag=3,
+    ),
+    Record(fx.WatchFired, [("session_id", UINT), ("watch_id", UINT), ("name", STR)], tag=4),
+    Record(fx.SessionEnded, [("session_id", UINT), ("code", ERROR_CODE), ("message", STR)], tag=5),
+)
+
+#: Any engine effect, as ``[tag, field, ...]``.
+EFFECT: Final = Union("effect", _EFFECTS)
+
+
+def layout(record: Record) -> str:
+    """The layout of a record as docs/protocol.md writes it: ``[21, session_id: uint, ...]``."""
+    items = [] if record.tag is None else [str(record.tag)]
+    items += [f"{name}: {field.wire}" for name, field in record.fields]
+    return "[" + ", ".join(items) + "]"

@@ -1,0 +1,93 @@
+"""docs/protocol.md says exactly what the codec does: layouts, tags, tables, codes, bytes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tenure._core import Acquire, AcquireResult, AcquireStatus
+from tenure._protocol import (
+    DEFAULT_MAX_FRAME_SIZE,
+    MIN_MAX_FRAME_SIZE,
+    PROTOCOL_VERSION,
+    Hello,
+    Message,
+    Reply,
+    Request,
+    Role,
+)
+from tenure._protocol.messages import MESSAGE
+from tenure._protocol.payloads import (
+    ACQUIRE_STATUS,
+    COMMAND,
+    EFFECT,
+    NODE_CONFIG,
+    OWNER_INFO,
+    SEMAPHORE_DESCRIPTION,
+    VALUE,
+    WAITER_INFO,
+    layout,
+)
+from tenure._protocol.schema import Record
+from tenure._protocol.state import render
+from tenure.errors import ErrorCode
+from tests.protocol.helpers import raw_frame
+
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "protocol.md").read_text(encoding="utf-8")
+
+RECORDS: list[Record] = [
+    *MESSAGE.records,
+    *COMMAND.records,
+    *VALUE.records.records,
+    *EFFECT.records,
+    NODE_CONFIG,
+    SEMAPHORE_DESCRIPTION,
+    OWNER_INFO,
+    WAITER_INFO,
+]
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=lambda r: r.name)
+def test_every_layout_is_documented_exactly(record):
+    assert f"\n{record.name} = {layout(record)}\n" in DOC
+
+
+@pytest.mark.parametrize("role", list(Role))
+def test_the_state_tables_are_the_codec_tables(role):
+    assert render(role) in DOC
+
+
+@pytest.mark.parametrize("code", list(ErrorCode), ids=lambda c: c.name)
+def test_every_error_code_is_documented(code):
+    assert f"\n| {int(code)} | {code.name} |" in DOC
+
+
+def test_acquire_status_numbers_are_documented():
+    numbers = [f"`{ACQUIRE_STATUS.dump(status)}` {status.name}" for status in AcquireStatus]
+    assert ", ".join(numbers) in DOC
+
+
+def test_the_sizes_and_version_are_documented():
+    assert f"version {PROTOCOL_VERSION}" in DOC.splitlines()[0]
+    assert f"{DEFAULT_MAX_FRAME_SIZE:,}" in DOC
+    assert f"{MIN_MAX_FRAME_SIZE:,}" in DOC
+
+
+EXAMPLES: list[Message] = [
+    Request(1, Acquire(3, "db", 1, 7, ephemeral=True)),
+    Reply(1, AcquireResult(AcquireStatus.GRANTED, token=42, count=1)),
+    Hello(1, "cli", None, 1048576),
+]
+
+
+@pytest.mark.parametrize("message", EXAMPLES, ids=lambda m: type(m).__name__)
+def test_the_worked_examples_are_the_real_bytes(message):
+    assert f"\n{raw_frame(message).hex(' ')}\n" in DOC
+
+
+def test_the_annotated_example_adds_up():
+    table = DOC[DOC.index("| bytes | meaning |") :].split("\n\n")[0]
+    annotated = "".join(re.findall(r"^\| `([0-9a-f ]+)` \|", table, re.MULTILINE))
+    assert bytes.fromhex(annotated) == raw_frame(EXAMPLES[0])

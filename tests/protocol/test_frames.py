@@ -1,0 +1,149 @@
+"""Framing: length prefix, strict msgpack decoding, and refusing big frames early."""
+
+from __future__ import annotations
+
+import contextlib
+
+import msgpack
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tenure._protocol import FrameTooLargeError, LocalProtocolError
+from tenure._protocol.frames import (
+    DEFAULT_MAX_FRAME_SIZE,
+    MAX_MAX_FRAME_SIZE,
+    MIN_MAX_FRAME_SIZE,
+    FrameReader,
+    decode_body,
+    encode_frame,
+)
+from tenure.errors import LimitExceededError, ProtocolError
+
+
+def test_a_frame_is_a_big_endian_length_and_a_msgpack_body():
+    assert encode_frame([3, 7]) == bytes.fromhex("00000003920307")
+    assert DEFAULT_MAX_FRAME_SIZE == 1 << 20
+
+
+def test_encode_refuses_a_body_over_the_limit():
+    with pytest.raises(FrameTooLargeError, match="the peer accepts at most 10") as caught:
+        encode_frame([b"x" * 10], limit=10)
+    assert isinstance(caught.value, LimitExceededError)
+    assert len(encode_frame([b"x" * 7], limit=10)) == 4 + 10  # 0x91 0xc4 0x07 + 7
+
+
+def test_encode_refuses_what_msgpack_cannot_pack():
+    with pytest.raises(LocalProtocolError, match="cannot pack"):
+        encode_frame([2**64])
+    with pytest.raises(LocalProtocolError, match="cannot pack"):
+        encode_frame([object()])
+
+
+@pytest.mark.parametrize("size", [0, MIN_MAX_FRAME_SIZE - 1, MAX_MAX_FRAME_SIZE + 1, 2.0, True])
+def test_max_frame_size_is_checked(size):
+    with pytest.raises(LocalProtocolError, match="max_frame_size"):
+        FrameReader(size)
+
+
+# -- the reader -------------------------------------------------------------------------
+
+
+def test_the_reader_cuts_bodies_out_of_any_split():
+    data = encode_frame([1]) + encode_frame(["two", b"2"]) + encode_frame([])
+    reader = FrameReader()
+    bodies = []
+    for i in range(len(data)):
+        reader.feed(data[i : i + 1])
+        while (body := reader.next_body()) is not None:
+            bodies.append(decode_body(body))
+    assert bodies == [[1], ["two", b"2"], []]
+    assert reader.buffered == 0
+
+
+def test_an_oversized_length_is_refused_before_the_body_is_buffered():
+    reader = FrameReader(MIN_MAX_FRAME_SIZE)
+    reader.feed((MIN_MAX_FRAME_SIZE + 1).to_bytes(4, "big"))
+    # Nothing of the body has arrived, and the frame is refused already.
+    with pytest.raises(ProtocolError, match=f"frame of {MIN_MAX_FRAME_SIZE + 1} bytes announced"):
+        reader.next_body()
+    # Whatever comes after is not kept.
+    reader.feed(b"x" * 100_000)
+    assert reader.buffered == 0
+    with pytest.raises(ProtocolError, match="announced"):
+        reader.next_body()
+
+
+def test_an_oversized_frame_behind_good_ones_is_refused_after_them():
+    reader = FrameReader(MIN_MAX_FRAME_SIZE)
+    reader.feed(encode_frame([1]) + (2**32 - 1).to_bytes(4, "big") + b"\x00" * 10)
+    assert reader.next_body() == msgpack.packb([1])
+    assert reader.buffered == 0
+    with pytest.raises(ProtocolError, match="announced"):
+        reader.next_body()
+
+
+def test_a_frame_of_exactly_the_limit_is_accepted():
+    reader = FrameReader(MIN_MAX_FRAME_SIZE)
+    body = msgpack.packb([b"x" * (MIN_MAX_FRAME_SIZE - 4)])  # fixarray, bin16 header
+    assert len(body) == MIN_MAX_FRAME_SIZE
+    reader.feed(len(body).to_bytes(4, "big") + body)
+    assert reader.next_body() == body
+
+
+def test_end_of_stream_in_the_middle_of_a_frame_is_an_error():
+    reader = FrameReader()
+    reader.feed(encode_frame([1])[:-1])
+    assert reader.next_body() is None
+    reader.feed(b"")
+    assert reader.eof
+    with pytest.raises(ProtocolError, match="closed in the middle of a frame"):
+        reader.next_body()
+    with pytest.raises(ProtocolError, match="closed in the middle of a frame"):
+        reader.next_body()
+
+
+def test_end_of_stream_after_a_header_fragment_is_an_error():
+    reader = FrameReader()
+    reader.feed(b"\x00\x00")
+    reader.feed(b"")
+    with pytest.raises(ProtocolError, match="2 bytes left"):
+        reader.next_body()
+
+
+# -- strict decoding --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (b"", "incomplete"),
+        (b"\x92\x01", "incomplete"),
+        (b"\x91\x01\x02", "extra data"),
+        (b"\xc1", ""),  # never used
+        (b"\xa2\xff\xfe", "utf-8"),
+        (msgpack.packb([msgpack.ExtType(1, b"x")]), "ext"),
+        (msgpack.packb(msgpack.Timestamp(1, 0)), "ext"),
+        (msgpack.packb({1: 2}), "map key"),
+        (b"\x82\xa1a\x01\xa1a\x02", "repeats a key"),
+        (b"\x91" * 5000 + b"\x01", ""),  # nested too deep
+        (b"\xdd\x7f\xff\xff\xff", "array"),  # 2**31-1 elements announced in 5 bytes
+        (b"\xc6\x7f\xff\xff\xff", ""),  # a 2 GiB bin announced
+        (b"\xdb\x7f\xff\xff\xff", ""),  # a 2 GiB str announced
+        (b"\xdf\x7f\xff\xff\xff", "map"),
+    ],
+)
+def test_decode_is_strict(body, why):
+    with pytest.raises(ProtocolError, match="not valid msgpack") as caught:
+        decode_body(body)
+    assert why.lower() in str(caught.value).lower()
+
+
+def test_decode_keeps_bin_and_str_apart():
+    assert decode_body(msgpack.packb([b"bin", "str"])) == [b"bin", "str"]
+
+
+@given(st.binary(max_size=64))
+def test_decode_of_any_bytes_is_a_value_or_a_protocol_error(data):
+    with contextlib.suppress(ProtocolError):
+        decode_body(data)

@@ -1,0 +1,324 @@
+"""Commands, reply values and effects: every one round-trips, and every field is checked."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tenure._core import (
+    MAX_COUNT,
+    Acquire,
+    AcquireFailed,
+    AcquireResult,
+    AcquireStatus,
+    AlterNode,
+    CreateNode,
+    NodeConfig,
+    Renew,
+    SessionEnded,
+)
+from tenure._protocol import LocalProtocolError, Push, Reply, Request, decode_message
+from tenure._protocol.messages import MESSAGE, encode_message
+from tenure._protocol.payloads import COMMAND, EFFECT, NODE_CONFIG, VALUE, layout, reply_fits
+from tenure._protocol.schema import (
+    ArrayOf,
+    Field,
+    Optional,
+    Record,
+    SchemaError,
+    Union,
+)
+from tenure.errors import ErrorCode, InvalidArgumentError, ProtocolError
+from tests.protocol.helpers import field_sites, replace_at
+from tests.protocol.strategies import (
+    COMMAND_TYPES,
+    EFFECT_TYPES,
+    REPLY_RECORD_TYPES,
+    command_and_reply,
+    commands_,
+    effects_,
+    messages,
+    reply_values,
+    sample_messages,
+)
+
+
+def round_trip(message: Any) -> Any:
+    return decode_message(encode_message(message))
+
+
+# -- completeness and stability ---------------------------------------------------------
+
+
+def test_every_command_effect_and_reply_type_has_a_schema():
+    assert set(COMMAND.by_type) == set(COMMAND_TYPES)
+    assert set(EFFECT.by_type) == set(EFFECT_TYPES)
+    assert set(VALUE.records.by_type) == set(REPLY_RECORD_TYPES)
+
+
+def _records() -> Iterator[Record]:
+    seen: set[int] = set()
+    stack: list[Field] = [MESSAGE]
+    while stack:
+        field = stack.pop()
+        if id(field) in seen:
+            continue
+        seen.add(id(field))
+        if isinstance(field, Union):
+            stack += field.records
+        elif isinstance(field, Record):
+            yield field
+            stack += [inner for _, inner in field.fields]
+        elif isinstance(field, Optional | ArrayOf):
+            stack.append(field.inner)
+        elif field is VALUE:
+            stack.append(VALUE.records)
+
+
+ALL_RECORDS = sorted(_records(), key=lambda record: record.name)
+
+
+def test_the_walk_finds_every_record():
+    names = {record.name for record in ALL_RECORDS}
+    assert {"NodeConfig", "OwnerInfo", "WaiterInfo", "SemaphoreDescription", "Hello"} <= names
+    assert len(ALL_RECORDS) == len(COMMAND_TYPES) + len(EFFECT_TYPES) + 4 + 4 + 10
+
+
+@pytest.mark.parametrize("record", ALL_RECORDS, ids=lambda r: r.name)
+def test_schema_lists_every_dataclass_field_in_order(record):
+    names = [name for name, _ in record.fields]
+    assert names == [field.name for field in dataclasses.fields(record.cls)]
+
+
+# The tags are the protocol: changing one breaks every deployed peer. Any change here
+# is a new protocol version (and docs/protocol.md changes with it).
+STABLE_TAGS = {
+    "CreateNode": 1, "DescribeNode": 2, "AlterNode": 3, "DropNode": 4,
+    "CreateSession": 10, "AttachSession": 11, "DetachSession": 12, "CloseSession": 13,
+    "CreateSemaphore": 20, "Acquire": 21, "Release": 22, "CancelAcquire": 23, "Renew": 24,
+    "UpdateSemaphore": 25, "DeleteSemaphore": 26, "DescribeSemaphore": 27, "CancelWatch": 28,
+    "Granted": 1, "AcquireFailed": 2, "LeaseLost": 3, "WatchFired": 4, "SessionEnded": 5,
+    "SessionInfo": 1, "AcquireResult": 2, "NodeDescription": 3, "DescribeResult": 4,
+    "Hello": 1, "Request": 2, "Ping": 3, "Welcome": 11, "Refused": 12, "Reply": 13,
+    "Failure": 14, "Push": 15, "Pong": 16, "GoingAway": 17,
+}  # fmt: skip
+
+
+def test_tags_are_stable():
+    unions = [COMMAND, EFFECT, VALUE.records, MESSAGE]
+    tags = {record.name: record.tag for union in unions for record in union.records}
+    assert tags == STABLE_TAGS
+
+
+def test_a_layout_renders_tag_and_typed_fields():
+    acquire = COMMAND.by_type[Acquire]
+    assert layout(acquire) == (
+        "[21, session_id: uint, name: str, count: uint, request_id: uint, data: bin, "
+        "timeout: float|nil, ephemeral: bool, lease_ttl: float|nil]"
+    )
+    assert layout(NODE_CONFIG).startswith("[session_timeout: float, lock_delay: float,")
+
+
+# -- round trips ------------------------------------------------------------------------
+
+
+@given(commands_, st.integers(0, 2**64 - 1))
+def test_every_command_round_trips(command, request_id):
+    message = Request(request_id, command)
+    decoded = round_trip(message)
+    assert decoded == message
+    assert type(decoded.command) is type(command)
+
+
+@given(command_and_reply(), st.integers(0, 2**64 - 1))
+def test_every_reply_round_trips(pair, request_id):
+    command, value = pair
+    decoded = round_trip(Reply(request_id, value))
+    assert decoded == Reply(request_id, value)
+    assert type(decoded.value) is (float if type(value) is int else type(value))
+    assert reply_fits(type(command), decoded.value)
+
+
+@given(reply_values)
+def test_every_reply_value_round_trips(value):
+    assert round_trip(Reply(1, value)).value == value
+
+
+@given(effects_)
+def test_every_effect_round_trips(effect):
+    decoded = round_trip(Push(effect))
+    assert decoded == Push(effect)
+    assert type(decoded.effect) is type(effect)
+
+
+@given(messages)
+def test_every_message_round_trips(message):
+    assert round_trip(message) == message
+
+
+@pytest.mark.parametrize("message", sample_messages(), ids=lambda m: type(m).__name__)
+def test_every_sample_round_trips(message):
+    assert round_trip(message) == message
+
+
+def test_max_count_and_the_uint64_range_survive():
+    command = Acquire(MAX_COUNT, "n", MAX_COUNT, MAX_COUNT, timeout=0)
+    assert round_trip(Request(MAX_COUNT, command)) == Request(MAX_COUNT, command)
+    result = AcquireResult(AcquireStatus.GRANTED, token=MAX_COUNT, count=MAX_COUNT)
+    assert round_trip(Reply(0, result)).value == result
+
+
+def test_acquire_status_is_a_small_number():
+    statuses = {
+        status: encode_message(Reply(1, AcquireResult(status)))[2][1]  # type: ignore[index]
+        for status in AcquireStatus
+    }
+    assert statuses == {AcquireStatus.GRANTED: 0, AcquireStatus.QUEUED: 1, AcquireStatus.BUSY: 2}
+
+
+def test_alter_node_changes_is_a_map_of_scalars():
+    changes = {"max_sessions": 3, "default_lease": None, "lock_delay": 0.5, "x": "y", "b": True}
+    wire = encode_message(Request(1, AlterNode("n", changes)))
+    assert wire == [2, 1, [3, "n", changes]]
+    assert round_trip(Request(1, AlterNode("n", changes))).command.changes == changes
+
+
+# -- what decoding accepts and refuses --------------------------------------------------
+
+
+def test_an_int_loads_into_a_float_field():
+    body = [2, 1, [24, 1, "lease", 5]]  # Renew(lease_ttl=5): other languages may pack 5
+    command = decode_message(body).command  # type: ignore[union-attr]
+    assert command == Renew(1, "lease", 5.0)
+    assert type(command.lease_ttl) is float
+    assert decode_message([13, 1, 30]) == Reply(1, 30.0)
+
+
+def test_an_unknown_error_code_loads_as_internal():
+    effect = decode_message([15, [5, 1, 999, "from a newer server"]])
+    assert effect == Push(SessionEnded(1, ErrorCode.INTERNAL, "from a newer server"))
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_non_finite_floats_are_refused_both_ways(bad):
+    with pytest.raises(LocalProtocolError, match=r"Request\.command\(Acquire\)\.timeout"):
+        encode_message(Request(1, Acquire(1, "n", 1, 1, timeout=bad)))
+    with pytest.raises(
+        ProtocolError,
+        match=r"Request\.command\(CreateNode\)\.config\.lock_delay: expected a finite",
+    ):
+        decode_message([2, 1, [1, "n", [30.0, bad, None, 1, 1, 1, 1, 1]]])
+
+
+def test_bytes_and_text_are_not_interchangeable():
+    with pytest.raises(ProtocolError, match=r"data: expected bin"):
+        decode_message([2, 1, [25, 1, "n", "text, not bytes"]])
+    with pytest.raises(ProtocolError, match=r"name: expected a str"):
+        decode_message([2, 1, [25, 1, b"bytes", b"data"]])
+
+
+def test_bool_is_not_an_int():
+    with pytest.raises(ProtocolError, match=r"session_id: expected an unsigned integer"):
+        decode_message([2, 1, [13, True]])
+
+
+def test_unknown_tags_are_refused():
+    with pytest.raises(ProtocolError, match="unknown message tag: int 99"):
+        decode_message([99])
+    with pytest.raises(ProtocolError, match=r"Request\.command: unknown command tag: int 5"):
+        decode_message([2, 1, [5, "n"]])
+    with pytest.raises(ProtocolError, match=r"Push\.effect: unknown effect tag: str"):
+        decode_message([15, ["1"]])
+
+
+def test_wrong_arity_is_refused():
+    with pytest.raises(ProtocolError, match="DropNode has 2 fields, got 3"):
+        decode_message([2, 1, [4, "n", False, "extra"]])
+    with pytest.raises(ProtocolError, match="Ping has 1 fields, got 0"):
+        decode_message([3])
+
+
+def test_the_path_names_nested_fields():
+    body = encode_message(Request(1, CreateNode("n", NodeConfig())))
+    body[2][2][3] = -1  # type: ignore[index]
+    with pytest.raises(ProtocolError) as caught:
+        decode_message(body)
+    assert "Request.command(CreateNode).config.max_sessions" in str(caught.value)
+
+
+def test_encoding_checks_fields_and_names_them():
+    with pytest.raises(LocalProtocolError, match=r"Request\.command\(Acquire\)\.count"):
+        encode_message(Request(1, Acquire(1, "n", -1, 1)))
+    with pytest.raises(LocalProtocolError, match=r"\.name: str is not valid UTF-8"):
+        encode_message(Request(1, Acquire(1, "\ud800", 1, 1)))
+    with pytest.raises(LocalProtocolError, match=r"Push\.effect\(AcquireFailed\)\.code"):
+        encode_message(Push(AcquireFailed(1, 1, "n", 20, "plain int")))  # type: ignore[arg-type]
+    with pytest.raises(LocalProtocolError, match=r"Request\.command: expected a command"):
+        encode_message(Request(1, "not a command"))  # type: ignore[arg-type]
+
+
+def test_local_errors_are_invalid_arguments_not_protocol_errors():
+    with pytest.raises(LocalProtocolError) as caught:
+        encode_message(Request(1, Acquire(1, "n", 2**64, 1)))
+    assert isinstance(caught.value, InvalidArgumentError)
+    assert isinstance(caught.value, ValueError)
+    assert not isinstance(caught.value, ProtocolError)
+
+
+# -- wrong types in every field ---------------------------------------------------------
+
+WRONG: list[Any] = [None, True, -1, 1.5, "s", b"b", [], {}, [1, 2, 3], {"k": []}, 2**64 - 1]
+
+
+def _label(message: Any) -> str:
+    inner = getattr(message, "command", None) or getattr(message, "effect", None)
+    inner = inner if inner is not None else getattr(message, "value", None)
+    variant = f"({type(inner).__name__})" if dataclasses.is_dataclass(inner) else ""
+    return type(message).__name__ + variant
+
+
+SITES = [
+    (message, name, path)
+    for message in sample_messages()
+    for name, path in field_sites(MESSAGE, encode_message(message))
+]
+
+
+@pytest.mark.parametrize(
+    ("message", "name", "path"),
+    SITES,
+    ids=[f"{_label(m)}-{'.'.join(map(str, p))}-{n}" for m, n, p in SITES],
+)
+def test_a_wrong_type_in_any_field_is_a_protocol_error_naming_it(message, name, path):
+    wire = encode_message(message)
+    errors: list[str] = []
+    for bad in WRONG:
+        try:
+            decode_message(replace_at(wire, path, bad))
+        except ProtocolError as error:
+            errors.append(str(error))
+    assert len(errors) >= 5
+    assert all(str(name) in error for error in errors), errors
+
+
+def test_every_field_of_every_record_is_exercised():
+    named = {(type(m).__name__, n) for m, n, _ in SITES}
+    covered = {name for _, name in named}
+    for record in ALL_RECORDS:
+        for name, _ in record.fields:
+            assert name in covered, (record.name, name)
+
+
+def test_schema_error_paths_join_readably():
+    error = SchemaError("bad")
+    for segment in reversed(
+        ["Reply", "value", "(DescribeResult)", "description", "owners", "[0]", "token"]
+    ):
+        error.within(segment)
+    assert str(error) == "Reply.value(DescribeResult).description.owners[0].token: bad"
