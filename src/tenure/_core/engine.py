@@ -102,14 +102,21 @@ class Engine(SemaphoreCommands):
         self.now = max(self.now, now)
         return cast(R, handler(command, now))
 
-    def tick(self, now: float) -> None:
-        """Let time pass up to ``now``: expire sessions, waiters and leases; end lock-delays."""
+    def tick(self, now: float) -> int:
+        """Let time pass up to ``now``: expire sessions, waiters and leases; end lock-delays.
+
+        Returns how many deadlines it handled (0: the state did not change), so a
+        durable host knows when a tick must be logged.
+        """
         self.now = max(self.now, now)
+        handled = 0
         for when, kind, key in self._deadlines.pop_due(now):
             if self._is_live(when, kind, key):
                 # Each deadline is handled at its own time, so one coarse tick ends in
                 # the same state as ticking at every deadline on the way.
                 self._on_deadline(kind, key, when)
+                handled += 1
+        return handled
 
     def take_effects(self) -> list[Effect]:
         """Effects queued since the last call, in the order they happened."""

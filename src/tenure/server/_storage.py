@@ -58,8 +58,9 @@ class FsyncMode(enum.Enum):
 class CorruptLogError(Exception):
     """The data directory cannot be trusted; start-up stops rather than lose data."""
 
-    def __init__(self, path: Path, offset: int, problem: str) -> None:
-        super().__init__(f"{path}: {problem} at byte offset {offset}")
+    def __init__(self, path: Path, offset: int | None, problem: str) -> None:
+        where = "" if offset is None else f" at byte offset {offset}"
+        super().__init__(f"{path}: {problem}{where}")
         self.path = path
         self.offset = offset
         self.problem = problem
@@ -226,6 +227,17 @@ class DataDir:
         """Commit what is queued (with fsync unless the mode is off) and close."""
         if self._file is not None:
             self.commit(sync=self.fsync is not FsyncMode.OFF)
+            self._file.close()
+            self._file = None
+
+    def abort(self) -> None:
+        """Close without writing what is queued: what a crash would leave on disk.
+
+        The server uses it when an fsync fails (the write's fate is unknown, and
+        retrying the fsync could report a success that did not happen).
+        """
+        self._pending.clear()
+        if self._file is not None:
             self._file.close()
             self._file = None
 
