@@ -27,7 +27,7 @@ NODE = "loop-demo"
 
 async def worker(sessions: tenure.SessionLoop, jobs: asyncio.Queue[str | None]) -> None:
     # Each step of the loop waits until the previous session has ended, then opens
-    # a new one. The loop ends when a session is closed on purpose (aclose()).
+    # a new one. The loop ends when a session is closed on purpose.
     async for session in sessions:
         try:
             async with session.mutex("job-runner") as lock:
@@ -47,8 +47,8 @@ async def main() -> None:
     jobs: asyncio.Queue[str | None] = asyncio.Queue()
     async with tenure.connect("memory://", clock=clock) as client:
         await client.create_node(NODE)
-        sessions = client.sessions(NODE, recovery_window=5.0, description="worker")
-        try:
+        # ``async with`` closes the last session when the loop is left.
+        async with client.sessions(NODE, recovery_window=5.0, description="worker") as sessions:
             task = asyncio.create_task(worker(sessions, jobs))
             for first in ["job-1", "job-2"]:
                 await jobs.put(first)
@@ -64,8 +64,6 @@ async def main() -> None:
             for later in ["job-3", "job-4", None]:  # None: no more jobs
                 await jobs.put(later)
             await task
-        finally:
-            await sessions.aclose()  # close the last session (breaking out does not)
 
 
 if __name__ == "__main__":

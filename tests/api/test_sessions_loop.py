@@ -104,3 +104,16 @@ async def test_closing_the_client_ends_the_loop(
         await within(following)
     assert session.closed
     assert (await client.describe_node(node)).sessions == 0
+
+
+async def test_leaving_the_loop_in_async_with_closes_the_last_session(
+    client: tenure.Client, node: str
+) -> None:
+    async with client.sessions(node) as sessions:
+        async for session in sessions:
+            lock = await session.mutex("job").lock()
+            break
+    assert session.closed
+    assert session.lost_reason is None  # closed on purpose, not lost
+    assert not lock.held
+    assert (await client.describe_node(node)).sessions == 0

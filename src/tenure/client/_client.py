@@ -75,15 +75,18 @@ class Client:
     ) -> SessionLoop:
         """Sessions on ``node`` for as long as you iterate: a new one after each loss.
 
-        Each step waits until the previous session has ended, then opens the next::
+        Each step waits until the previous session has ended, then opens the next.
+        Use it in ``async with`` so that leaving the loop (``break``) closes the
+        last session at once::
 
-            async for session in client.sessions("my-app", recovery_window=15.0):
-                try:
-                    async with session.mutex("job") as lock:
-                        await work(lock.token)
-                except tenure.errors.SessionExpiredError:
-                    continue   # start again in a new session
-                break
+            async with client.sessions("my-app", recovery_window=15.0) as sessions:
+                async for session in sessions:
+                    try:
+                        async with session.mutex("job") as lock:
+                            await work(lock.token)
+                    except tenure.errors.SessionExpiredError:
+                        continue  # start again in a new session
+                    break
         """
         return SessionLoop(self, node, recovery_window, description)
 
@@ -165,6 +168,17 @@ class SessionLoop:
         self._stopped = True
         if self._current is not None:
             await self._current.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.shield(self.aclose())
 
 
 def connect(url: str, *, require: Iterable[Capability] = (), **options: object) -> Opening[Client]:
