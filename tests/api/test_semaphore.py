@@ -254,3 +254,16 @@ async def test_acquire_timeout_is_decided_by_the_backend_clock(
         await within(waiting)
     assert await waiters(a, "pool") == []
     assert (await a.semaphore("pool").describe()).count == 2
+
+
+async def test_any_bytes_like_data_is_stored_as_bytes(client: tenure.Client, node: str) -> None:
+    session = await client.session(node)
+    sem = session.semaphore("pool")
+    await sem.create(limit=2, data=bytearray(b"cfg"))
+    lease = await sem.acquire(data=memoryview(b"me"))
+    await sem.update(bytearray(b"v2"))
+    description = await sem.describe(owners=True)
+    assert description.data == b"v2"
+    assert type(description.data) is bytes
+    assert description.owners[0].data == b"me"
+    assert type(lease.data) is bytes

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 from tenure.errors import InvalidArgumentError
+
+#: What data parameters accept: any bytes-like object (stored as immutable bytes).
+Data: TypeAlias = bytes | bytearray | memoryview
 
 
 def as_data(data: object, what: str = "data") -> bytes:

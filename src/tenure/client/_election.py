@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tenure._core.values import MAX_COUNT, SemaphoreDescription
-from tenure.client._args import as_data
+from tenure.client._args import Data, as_data
 from tenure.client._lease import Leadership
 from tenure.client._opening import Opening
 from tenure.client._semaphore import watch_semaphore
@@ -50,7 +50,7 @@ class Election:
     def __repr__(self) -> str:
         return f"<Election {self.name!r} of session {self.session.id}>"
 
-    def campaign(self, data: bytes = b"", *, timeout: float | None = None) -> Opening[Leadership]:
+    def campaign(self, data: Data = b"", *, timeout: float | None = None) -> Opening[Leadership]:
         """Wait to become leader with ``data``; ``await`` it or use ``async with``.
 
         In ``async with``, the block is cancelled if leadership is lost, and raises

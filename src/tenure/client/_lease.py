@@ -11,7 +11,7 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from tenure.backends._base import Grant
-from tenure.client._args import as_data
+from tenure.client._args import Data, as_data
 from tenure.client._loss import CancelOnLoss, EndSignal, Guarded
 from tenure.errors import (
     LeaderChangedError,
@@ -141,7 +141,7 @@ class Leadership(Lease):
             return LeaderChangedError(str(error))
         return error
 
-    async def proclaim(self, data: bytes) -> None:
+    async def proclaim(self, data: Data) -> None:
         """Replace the leader's data in place, without a new election (same token)."""
         self.check()
         if not self.held:

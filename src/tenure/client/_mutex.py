@@ -7,7 +7,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from tenure._core.values import MAX_COUNT
-from tenure.client._args import as_data
+from tenure.client._args import Data, as_data
 from tenure.client._lease import Lock
 from tenure.client._opening import Opening
 
@@ -31,7 +31,7 @@ class Mutex:
     def __repr__(self) -> str:
         return f"<Mutex {self.name!r} of session {self.session.id}>"
 
-    def lock(self, *, timeout: float | None = None, data: bytes = b"") -> Opening[Lock]:
+    def lock(self, *, timeout: float | None = None, data: Data = b"") -> Opening[Lock]:
         """Wait for the lock (``timeout`` seconds at most); ``await`` it or use ``async with``.
 
         Raises:
@@ -45,7 +45,7 @@ class Mutex:
 
         return Opening(open_lock)
 
-    async def try_lock(self, *, data: bytes = b"") -> Lock | None:
+    async def try_lock(self, *, data: Data = b"") -> Lock | None:
         """Take the lock if it is free right now, else return None."""
         return await self.session._acquire(Lock, self.name, MAX_COUNT, as_data(data), 0, True)
 

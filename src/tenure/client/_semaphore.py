@@ -6,7 +6,7 @@ from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
 from tenure._core.values import SemaphoreDescription
-from tenure.client._args import as_data
+from tenure.client._args import Data, as_data
 from tenure.client._lease import Lease
 from tenure.client._opening import Opening
 
@@ -28,7 +28,7 @@ class Semaphore:
     def __repr__(self) -> str:
         return f"<Semaphore {self.name!r} of session {self.session.id}>"
 
-    async def create(self, limit: int, data: bytes = b"") -> None:
+    async def create(self, limit: int, data: Data = b"") -> None:
         """Create the semaphore with ``limit`` tokens; AlreadyExistsError if it exists."""
         await self.session._backend_session().create_semaphore(self.name, limit, as_data(data))
 
@@ -36,7 +36,7 @@ class Semaphore:
         self,
         count: int = 1,
         *,
-        data: bytes = b"",
+        data: Data = b"",
         timeout: float | None = None,
         ephemeral: bool = False,
     ) -> Opening[Lease]:
@@ -64,7 +64,7 @@ class Semaphore:
         return Opening(open_lease)
 
     async def try_acquire(
-        self, count: int = 1, *, data: bytes = b"", ephemeral: bool = False
+        self, count: int = 1, *, data: Data = b"", ephemeral: bool = False
     ) -> Lease | None:
         """Take ``count`` tokens if they are free right now, else return None."""
         return await self.session._acquire(Lease, self.name, count, as_data(data), 0, ephemeral)
@@ -77,7 +77,7 @@ class Semaphore:
             self.name, owners=owners, waiters=waiters
         )
 
-    async def update(self, data: bytes) -> None:
+    async def update(self, data: Data) -> None:
         """Replace the semaphore's data (watchers of data see it)."""
         await self.session._backend_session().update_semaphore(self.name, as_data(data))
 

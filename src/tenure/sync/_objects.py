@@ -16,6 +16,7 @@ from typing import Any, Generic, Self, TypeVar
 from tenure import client as aio
 from tenure._core.values import SemaphoreDescription
 from tenure.client import LeaderState
+from tenure.client._args import Data
 from tenure.errors import LostError
 from tenure.sync._held import Held
 from tenure.sync._portal import Portal
@@ -133,7 +134,7 @@ class Leadership(Lease):
         super().__init__(session, leadership)
         self._leadership = leadership
 
-    def proclaim(self, data: bytes) -> None:
+    def proclaim(self, data: Data) -> None:
         """Replace the leader's data in place (same token)."""
         self._portal.call(self._leadership.proclaim, data)
 
@@ -158,7 +159,7 @@ class Mutex:
     def __repr__(self) -> str:
         return f"<sync Mutex {self.name!r} of session {self.session.id}>"
 
-    def lock(self, *, timeout: float | None = None, data: bytes = b"") -> Lock:
+    def lock(self, *, timeout: float | None = None, data: Data = b"") -> Lock:
         """Wait for the lock (``timeout`` seconds at most); use the Lock plain or in ``with``.
 
         Raises:
@@ -168,7 +169,7 @@ class Mutex:
             _opened, lambda: self._mutex.lock(timeout=timeout, data=data), self._wrap
         )
 
-    def try_lock(self, *, data: bytes = b"") -> Lock | None:
+    def try_lock(self, *, data: Data = b"") -> Lock | None:
         """Take the lock if it is free right now, else return None."""
         return self.session._portal.call(
             _opened_or_none, lambda: self._mutex.try_lock(data=data), self._wrap
@@ -208,7 +209,7 @@ class Semaphore:
     def __repr__(self) -> str:
         return f"<sync Semaphore {self.name!r} of session {self.session.id}>"
 
-    def create(self, limit: int, data: bytes = b"") -> None:
+    def create(self, limit: int, data: Data = b"") -> None:
         """Create the semaphore with ``limit`` tokens; AlreadyExistsError if it exists."""
         self.session._portal.call(self._semaphore.create, limit, data)
 
@@ -216,7 +217,7 @@ class Semaphore:
         self,
         count: int = 1,
         *,
-        data: bytes = b"",
+        data: Data = b"",
         timeout: float | None = None,
         ephemeral: bool = False,
     ) -> Lease:
@@ -234,7 +235,7 @@ class Semaphore:
         )
 
     def try_acquire(
-        self, count: int = 1, *, data: bytes = b"", ephemeral: bool = False
+        self, count: int = 1, *, data: Data = b"", ephemeral: bool = False
     ) -> Lease | None:
         """Take ``count`` tokens if they are free right now, else return None."""
         return self.session._portal.call(
@@ -250,7 +251,7 @@ class Semaphore:
         """The semaphore's limit, count and data, and its owners and waiters if asked."""
         return self.session._portal.call(self._semaphore.describe, owners=owners, waiters=waiters)
 
-    def update(self, data: bytes) -> None:
+    def update(self, data: Data) -> None:
         """Replace the semaphore's data."""
         self.session._portal.call(self._semaphore.update, data)
 
@@ -284,7 +285,7 @@ class Election:
     def __repr__(self) -> str:
         return f"<sync Election {self.name!r} of session {self.session.id}>"
 
-    def campaign(self, data: bytes = b"", *, timeout: float | None = None) -> Leadership:
+    def campaign(self, data: Data = b"", *, timeout: float | None = None) -> Leadership:
         """Wait to become leader with ``data``; plain, or ``with`` (resigns at the end).
 
         Raises:
