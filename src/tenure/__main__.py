@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Sequence
 
 import tenure
+from tenure.server._config import ConfigError
+from tenure.server._config import add_arguments as add_serve_arguments
+from tenure.server._config import resolve as resolve_serve_config
+from tenure.server._startup import run as run_server
 
 
 async def demo(url: str) -> None:
@@ -52,10 +57,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     run_demo = commands.add_parser("demo", help="run a short demo of the API on memory://")
     run_demo.add_argument("--url", default="memory://", help="backend URL (default: memory://)")
+    serve = commands.add_parser(
+        "serve",
+        help="run a tenure server (tenure:// clients connect to it)",
+        description="Run a tenure server. Each setting is a flag or an environment "
+        "variable TENURE_<NAME> (the flag wins). Stops gracefully on SIGTERM or SIGINT.",
+    )
+    add_serve_arguments(serve)
     args = parser.parse_args(argv)
     if args.command == "demo":
         asyncio.run(demo(args.url))
         return 0
+    if args.command == "serve":
+        try:
+            config = resolve_serve_config(args, os.environ)
+        except ConfigError as error:
+            serve.error(str(error))
+        return run_server(config)
     parser.print_help(sys.stderr)
     return 2
 

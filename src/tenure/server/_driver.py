@@ -1,0 +1,188 @@
+"""The engine on the event loop, made durable: EngineHost's job plus the journal's contract.
+
+Like :class:`tenure._host.EngineHost`, :class:`JournaledEngine` feeds the engine
+commands and time (one timer, at ``engine.next_deadline()``) and hands out its
+effects. Unlike it, every change is logged: a tick that handled deadlines, then the
+command that succeeded. Nothing the engine did may reach a client before it is
+committed, so effects and answers are only *queued* by the server; :meth:`flush`,
+scheduled once per loop iteration, commits everything logged in that iteration at
+once (group commit) and only then calls ``on_durable`` to write them out.
+
+A journal that cannot be written or committed is fatal: the journal is aborted
+(what is not committed is forgotten, as a crash would), ``on_fatal`` is called, and
+every later command fails with UnavailableError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Final
+
+from tenure._core import Command, Effect, Engine
+from tenure.errors import UnavailableError
+from tenure.server._journal import Journal
+from tenure.server._storage import FsyncMode
+
+log = logging.getLogger("tenure.server")
+
+#: How often ``--fsync batch`` makes what was committed durable, in seconds.
+BATCH_INTERVAL: Final = 0.05
+
+
+class JournaledEngine:
+    """Runs a journaled engine on the running loop (see the module docstring)."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        engine: Engine,
+        *,
+        deliver: Callable[[list[Effect]], None],
+        on_durable: Callable[[], None],
+        on_fatal: Callable[[], None],
+    ) -> None:
+        self.journal = journal
+        self.engine = engine
+        self.dead = False  # the journal failed: nothing more is applied or acknowledged
+        self.stopped = False  # shutting down: no more commands or ticks
+        self._deliver = deliver
+        self._on_durable = on_durable
+        self._on_fatal = on_fatal
+        self._loop = asyncio.get_running_loop()
+        self._dirty = self._unsynced = False
+        self._flush_handle: asyncio.Handle | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: float | None = None
+        self._sync_task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Arm the timer (deadlines carried over by recovery) and, for batch fsync, the syncer."""
+        if self.journal.data_dir.fsync is FsyncMode.BATCH:
+            self._sync_task = asyncio.ensure_future(self._sync_batches())
+        self._arm_timer()
+
+    def execute(self, command: Command[object]) -> object:
+        """Apply ``command`` now, logged; its effects are delivered even if it fails.
+
+        Raises:
+            The command's error; UnavailableError once stopped or dead.
+        """
+        if self.dead or self.stopped:
+            raise UnavailableError("the server is shutting down")
+        now = self._loop.time()
+        try:
+            if self.engine.tick(now):
+                self._log(lambda: self.journal.log_tick(now))
+            value = self.engine.apply(command, now)
+            self._log(lambda: self.journal.log_command(command, now))
+            return value
+        finally:
+            self._after_step()
+
+    def request_flush(self) -> None:
+        """Have :meth:`flush` run soon (once, however often this is called)."""
+        if self._flush_handle is None and not self.dead:
+            self._flush_handle = self._loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Commit what was logged (snapshot if due), then let the server write its output."""
+        self._flush_handle = None
+        if self.dead:
+            return
+        if self._dirty:
+            try:
+                self.journal.commit()
+                if self.journal.needs_snapshot():
+                    self.journal.snapshot(self.engine)
+            except Exception:
+                self._fatal("committing the journal")
+                return
+            self._dirty = False
+            self._unsynced = True
+        self._on_durable()
+
+    def stop(self) -> None:
+        """No more commands or ticks (the state stays as it is for :meth:`close`)."""
+        self.stopped = True
+        self._cancel_timer()
+
+    def close(self) -> bool:
+        """Commit and close the journal; False if that failed (logged)."""
+        self.stop()
+        if self._sync_task is not None:
+            self._sync_task.cancel()
+        if self.dead:
+            return False
+        try:
+            self.journal.close()
+        except OSError:
+            log.exception("closing the journal failed")
+            return False
+        return True
+
+    # -- inside -------------------------------------------------------------------------
+
+    def _log(self, write: Callable[[], None]) -> None:
+        try:
+            write()
+        except Exception:
+            self._fatal("writing to the journal")
+            raise UnavailableError("the server failed to log a change") from None
+        self._dirty = True
+
+    def _after_step(self) -> None:
+        self._deliver(self.engine.take_effects())
+        self._arm_timer()
+        self.request_flush()
+
+    def _fatal(self, what: str) -> None:
+        if self.dead:
+            return
+        self.dead = True
+        log.critical("%s failed; stopping without acknowledging anything more", what, exc_info=True)
+        try:
+            self.journal.abort()
+        except OSError:
+            log.exception("aborting the journal failed too")
+        self._cancel_timer()
+        self._on_fatal()
+
+    def _arm_timer(self) -> None:
+        if self.dead or self.stopped:
+            return
+        when = self.engine.next_deadline()
+        if when == self._timer_at:
+            return
+        self._cancel_timer()
+        self._timer_at = when
+        self._timer = None if when is None else self._loop.call_at(when, self._on_timer)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self._timer_at = None
+
+    def _on_timer(self) -> None:
+        self._timer = self._timer_at = None
+        if self.dead or self.stopped:
+            return
+        now = self._loop.time()
+        try:
+            if self.engine.tick(now):
+                self._log(lambda: self.journal.log_tick(now))
+        except UnavailableError:
+            return
+        self._after_step()
+
+    async def _sync_batches(self) -> None:
+        """``--fsync batch``: make what was committed durable every BATCH_INTERVAL."""
+        while not (self.dead or self.stopped):
+            await asyncio.sleep(BATCH_INTERVAL)
+            if self._unsynced and not (self.dead or self.stopped):
+                self._unsynced = False
+                try:
+                    self.journal.data_dir.commit(sync=True)
+                except Exception:
+                    self._fatal("syncing the journal")

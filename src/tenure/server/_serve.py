@@ -1,0 +1,344 @@
+"""The network server: connections in, engine steps journaled, replies and pushes out.
+
+Everything runs on one event loop, so the engine sees one command at a time. Each
+step (a client's command, a DetachSession for a lost connection, a timer tick) is
+applied, logged, and its answers and pushes are put in their connection's outbox.
+The outboxes leave only after the commit that follows (group commit, see
+:mod:`tenure.server._driver`), so no reply or push ever tells a client about a
+change the disk does not have. A failed commit is fatal: the journal is aborted,
+every connection dropped, and the server exits non-zero.
+
+Session ownership and the queues of detached sessions are in
+:class:`~tenure.server._session_table.SessionTable` (docs/protocol.md section 11).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from typing import Final
+
+from tenure._core import (
+    AttachSession,
+    CloseSession,
+    CreateSession,
+    DetachSession,
+    Effect,
+    Engine,
+    SessionInfo,
+)
+from tenure._protocol import (
+    NEED_DATA,
+    ConnectionClosed,
+    Failure,
+    FrameTooLargeError,
+    GoingAway,
+    Hello,
+    LocalProtocolError,
+    Ping,
+    Pong,
+    Push,
+    Refused,
+    Reply,
+    Request,
+    ServerConnection,
+    ServerMessage,
+    State,
+    Welcome,
+    version_refusal,
+)
+from tenure.errors import ErrorCode, ProtocolError, TenureError, code_of
+from tenure.server._config import ServeConfig
+from tenure.server._driver import JournaledEngine
+from tenure.server._journal import Journal
+from tenure.server._session_table import SessionTable
+
+log = logging.getLogger("tenure.server")
+
+SERVER_NAME: Final = "tenure"
+#: How long a shutdown waits for clients to hang up after GoingAway, in seconds.
+SHUTDOWN_GRACE: Final = 1.0
+#: A client that lets this many bytes pile up unread is disconnected.
+MAX_UNREAD: Final = 64 * 1024 * 1024
+_READ_SIZE: Final = 65536
+
+
+@dataclass(eq=False)
+class _Conn:
+    """One client connection: its streams, its codec and its outbox."""
+
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    codec: ServerConnection
+    outbox: list[bytes] = field(default_factory=list)
+    closing: bool = False  # stop reading; close once the outbox is written
+
+
+class Server:
+    """Serves one journaled engine to many connections (see the module docstring)."""
+
+    def __init__(
+        self, config: ServeConfig, journal: Journal, engine: Engine, instance_id: bytes
+    ) -> None:
+        self.config = config
+        self.instance_id = instance_id
+        self.exit_code = 0
+        self.host = JournaledEngine(
+            journal,
+            engine,
+            deliver=self._deliver,
+            on_durable=self._write_out,
+            on_fatal=self._on_fatal,
+        )
+        self._table: SessionTable[_Conn] = SessionTable()
+        self._conns: set[_Conn] = set()
+        self._outgoing: set[_Conn] = set()
+        self._shutdown_task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._listener: asyncio.Server | None = None
+        self._done = asyncio.Event()
+        self._idle = asyncio.Event()  # set when no connection is open
+        self._idle.set()
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> tuple[str, int]:
+        """Listen; returns the address actually bound (``--port 0`` picks one)."""
+        self._listener = await asyncio.start_server(
+            self._serve_connection, self.config.host, self.config.port
+        )
+        self.host.start()
+        host, port = self._listener.sockets[0].getsockname()[:2]
+        return str(host), int(port)
+
+    async def wait(self) -> int:
+        """Until the server stopped (signal or fatal error); returns the exit code."""
+        await self._done.wait()
+        return self.exit_code
+
+    def stop(self) -> None:
+        """Graceful shutdown: stop accepting, GoingAway to everyone, close the journal."""
+        if self._stopping or self.host.dead:
+            return
+        self._stopping = True
+        log.info("shutting down", extra={"fields": {"connections": len(self._conns)}})
+        if self._listener is not None:
+            self._listener.close()
+        for conn in list(self._conns):
+            if conn.codec.state is State.OPEN:
+                self._emit(conn, GoingAway(ErrorCode.UNAVAILABLE, "the server is shutting down"))
+            elif conn.codec.state in (State.HANDSHAKE, State.GREETING):
+                self._emit(conn, Refused(ErrorCode.UNAVAILABLE, "the server is shutting down"))
+                conn.closing = True
+        self._shutdown_task = asyncio.ensure_future(self._shutdown())
+
+    async def _shutdown(self) -> None:
+        self.host.flush()
+        self.host.stop()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(SHUTDOWN_GRACE):
+                await self._idle.wait()
+        self.host.flush()
+        for conn in list(self._conns):
+            conn.writer.close()
+        if not self.host.close():
+            self.exit_code = 1
+        log.info("stopped", extra={"fields": {"exit_code": self.exit_code}})
+        self._done.set()
+
+    def _on_fatal(self) -> None:
+        """The journal failed: drop every connection unanswered and exit non-zero."""
+        self.exit_code = 1
+        if self._listener is not None:
+            self._listener.close()
+        for conn in list(self._conns):
+            conn.outbox.clear()
+            conn.writer.transport.abort()
+        self._done.set()
+
+    # -- connections --------------------------------------------------------------------
+
+    async def _serve_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        conn = _Conn(reader, writer, ServerConnection(max_frame_size=self.config.max_frame_size))
+        if self._stopping or self.host.dead or len(self._conns) >= self.config.max_connections:
+            code, why = (
+                (ErrorCode.UNAVAILABLE, "the server is shutting down")
+                if self._stopping or self.host.dead
+                else (
+                    ErrorCode.LIMIT_EXCEEDED,
+                    f"max_connections ({self.config.max_connections}) reached",
+                )
+            )
+            writer.write(conn.codec.send(Refused(code, why)))
+            writer.close()
+            return
+        self._conns.add(conn)
+        self._idle.clear()
+        try:
+            await self._read(conn)
+        except OSError:
+            pass  # the connection broke: handled as lost
+        finally:
+            self._lost(conn)
+
+    async def _read(self, conn: _Conn) -> None:
+        while not conn.closing:
+            data = await conn.reader.read(_READ_SIZE)
+            if self.host.dead:
+                return
+            conn.codec.receive_data(data)
+            try:
+                while not conn.closing:
+                    event = conn.codec.next_event()
+                    if event is NEED_DATA or isinstance(event, ConnectionClosed):
+                        break
+                    self._on_message(conn, event)
+            except ProtocolError as error:
+                self._last_word(conn, error)
+                return
+            if not data:
+                return
+            await conn.writer.drain()
+
+    def _on_message(self, conn: _Conn, message: Hello | Request | Ping) -> None:
+        if isinstance(message, Request):
+            self._on_request(conn, message)
+        elif isinstance(message, Ping):
+            self._emit(conn, Pong(message.nonce))
+        else:
+            self._on_hello(conn, message)
+
+    def _on_hello(self, conn: _Conn, hello: Hello) -> None:
+        # Authentication (hello.token) and TLS identity will be checked here.
+        refusal = version_refusal(hello)
+        if refusal is not None or self._stopping:
+            self._emit(conn, refusal or Refused(ErrorCode.UNAVAILABLE, "shutting down"))
+            conn.closing = True
+            return
+        welcome = Welcome(
+            version=hello.version,
+            server_name=SERVER_NAME,
+            instance_id=self.instance_id,
+            max_frame_size=self.config.max_frame_size,
+        )
+        self._emit(conn, welcome)
+
+    def _last_word(self, conn: _Conn, error: ProtocolError) -> None:
+        log.info(
+            "protocol error; closing", extra={"fields": {"peer": _peer(conn), "error": str(error)}}
+        )
+        before_welcome = conn.codec.state in (State.HANDSHAKE, State.GREETING)
+        word = Refused if before_welcome else GoingAway
+        with contextlib.suppress(LocalProtocolError):
+            self._emit(conn, word(ErrorCode.PROTOCOL, str(error)))
+        conn.closing = True
+
+    def _lost(self, conn: _Conn) -> None:
+        """The connection is over: detach the sessions it still owns, then close it."""
+        self._conns.discard(conn)
+        if not self._conns:
+            self._idle.set()
+        conn.closing = True
+        sessions = self._table.drop_connection(conn)
+        if sessions and not (self._stopping or self.host.dead):
+            for session_id in sessions:
+                with contextlib.suppress(TenureError):
+                    self.host.execute(DetachSession(session_id))
+            fields = {"peer": _peer(conn), "sessions": sessions}
+            log.info("connection lost; sessions detached", extra={"fields": fields})
+        self._outgoing.add(conn)
+        self.host.request_flush()
+
+    # -- requests -----------------------------------------------------------------------
+
+    def _on_request(self, conn: _Conn, request: Request) -> None:
+        command, rid = request.command, request.request_id
+        if self._stopping or conn.closing:
+            self._emit(conn, Failure(rid, ErrorCode.UNAVAILABLE, "the server is shutting down"))
+            return
+        session_id = getattr(command, "session_id", None)
+        if (
+            session_id is not None
+            and not isinstance(command, AttachSession)
+            and self._table.owner(session_id) is not conn
+        ):
+            why = f"session {session_id} is not attached to this connection"
+            self._emit(conn, Failure(rid, ErrorCode.PERMISSION_DENIED, why))
+            return
+        try:
+            value = self.host.execute(command)
+        except Exception as error:
+            if not isinstance(error, TenureError | TimeoutError):
+                log.exception("command %s failed unexpectedly", type(command).__name__)
+            self._emit(conn, Failure(rid, code_of(error), str(error)))
+            return
+        if isinstance(command, AttachSession):
+            for effect in self._table.attach(command.session_id, conn):
+                self._push(conn, effect)
+        elif isinstance(command, CreateSession):
+            assert isinstance(value, SessionInfo)
+            self._table.attach(value.session_id, conn)
+        elif isinstance(command, DetachSession):
+            self._table.detach(command.session_id)
+        elif isinstance(command, CloseSession):
+            self._table.forget(command.session_id)
+        self._emit(conn, Reply(rid, value))  # type: ignore[arg-type]
+
+    def _deliver(self, effects: list[Effect]) -> None:
+        routed, overflowed = self._table.route(effects)
+        for conn, effect in routed:
+            self._push(conn, effect)
+        for session_id in overflowed:
+            log.warning("session %d overflowed its push queue; closing it", session_id)
+            asyncio.get_running_loop().call_soon(self._close_overflowed, session_id)
+
+    def _close_overflowed(self, session_id: int) -> None:
+        with contextlib.suppress(TenureError):
+            self.host.execute(CloseSession(session_id))
+            self._table.forget(session_id)
+
+    # -- output -------------------------------------------------------------------------
+
+    def _emit(self, conn: _Conn, message: ServerMessage) -> None:
+        """Queue ``message`` in the connection's outbox (written after the next commit)."""
+        try:
+            data = conn.codec.send(message)
+        except (FrameTooLargeError, LocalProtocolError) as error:
+            if not isinstance(message, Reply):
+                raise
+            code, why = ErrorCode.LIMIT_EXCEEDED, "the reply is larger than your max_frame_size"
+            if not isinstance(error, FrameTooLargeError):  # a bug: the reply cannot be encoded
+                log.error("cannot send %r: %s", message, error)
+                code, why = ErrorCode.INTERNAL, "the server could not encode the reply"
+            data = conn.codec.send(Failure(message.request_id, code, why))
+        conn.outbox.append(data)
+        self._outgoing.add(conn)
+        self.host.request_flush()
+
+    def _push(self, conn: _Conn, effect: Effect) -> None:
+        try:
+            self._emit(conn, Push(effect))
+        except (LocalProtocolError, FrameTooLargeError):
+            log.warning("dropped a push to %s", _peer(conn), exc_info=True)
+
+    def _write_out(self) -> None:
+        """Everything logged is committed: write every outbox (the only place bytes leave)."""
+        for conn in self._outgoing:
+            if conn.outbox:
+                conn.writer.write(b"".join(conn.outbox))
+                conn.outbox.clear()
+            if conn.closing:  # after a last word, a refusal, or the end of its stream
+                conn.writer.close()
+            elif conn.writer.transport.get_write_buffer_size() > MAX_UNREAD:
+                log.warning("%s does not read its replies; disconnecting", _peer(conn))
+                conn.writer.transport.abort()
+        self._outgoing.clear()
+
+
+def _peer(conn: _Conn) -> str:
+    peer = conn.writer.get_extra_info("peername")
+    return str(peer) if peer else "?"

@@ -1,0 +1,105 @@
+"""Which connection owns which session, and the pushes waiting for detached sessions.
+
+docs/protocol.md section 11: a session is attached to at most one connection; its
+effects go there. While it is detached they wait here, in order, and the
+connection that re-attaches it receives them before the Reply to its AttachSession.
+
+The wait is bounded by what the session holds and waits for (a detached session
+cannot ask for anything new), but a server must never trust that blindly: past
+``max_queued`` effects the session is reported as *overflowed* and the server ends
+it (see docs/operations.md); its queue is dropped.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Hashable, Iterable
+from typing import Generic, TypeVar
+
+from tenure._core import Effect, SessionEnded
+
+C = TypeVar("C", bound=Hashable)
+
+#: Effects kept for one detached session before it is ended instead.
+DEFAULT_MAX_QUEUED = 10_000
+
+
+class SessionTable(Generic[C]):
+    """Session id -> owning connection (``C``), plus queues of undelivered effects."""
+
+    def __init__(self, *, max_queued: int = DEFAULT_MAX_QUEUED) -> None:
+        self.max_queued = max_queued
+        self._owner: dict[int, C] = {}
+        self._owned: dict[C, set[int]] = {}
+        self._queued: dict[int, deque[Effect]] = {}
+
+    def owner(self, session_id: int) -> C | None:
+        """The connection the session is attached to, or None."""
+        return self._owner.get(session_id)
+
+    def owned_by(self, conn: C) -> list[int]:
+        """The sessions attached to ``conn``, in id order."""
+        return sorted(self._owned.get(conn, ()))
+
+    def attach(self, session_id: int, conn: C) -> list[Effect]:
+        """Attach the session to ``conn`` (moving it if needed); returns its queued effects."""
+        self._release(session_id)
+        self._owner[session_id] = conn
+        self._owned.setdefault(conn, set()).add(session_id)
+        return list(self._queued.pop(session_id, ()))
+
+    def detach(self, session_id: int) -> None:
+        """The session has no connection now: its effects will be queued."""
+        self._release(session_id)
+
+    def forget(self, session_id: int) -> None:
+        """The session ended: drop its owner and whatever was queued for it."""
+        self._release(session_id)
+        self._queued.pop(session_id, None)
+
+    def drop_connection(self, conn: C) -> list[int]:
+        """Forget ``conn``; returns the sessions it owned (they are now detached)."""
+        sessions = sorted(self._owned.pop(conn, ()))
+        for session_id in sessions:
+            del self._owner[session_id]
+        return sessions
+
+    def route(self, effects: Iterable[Effect]) -> tuple[list[tuple[C, Effect]], list[int]]:
+        """Where each effect goes: ``(connection, effect)`` pairs in order, and overflowed sessions.
+
+        Effects of detached sessions are queued. A SessionEnded ends its session here:
+        it is delivered if the session is attached, and the session is forgotten.
+        """
+        out: list[tuple[C, Effect]] = []
+        overflowed: list[int] = []
+        for effect in effects:
+            sid = effect.session_id
+            conn = self._owner.get(sid)
+            if isinstance(effect, SessionEnded):
+                if conn is not None:
+                    out.append((conn, effect))
+                self.forget(sid)
+            elif conn is not None:
+                out.append((conn, effect))
+            else:
+                queue = self._queued.setdefault(sid, deque())
+                if len(queue) >= self.max_queued:
+                    if sid not in overflowed:
+                        overflowed.append(sid)
+                    queue.clear()
+                else:
+                    queue.append(effect)
+        return out, overflowed
+
+    def queued(self, session_id: int) -> int:
+        """How many effects wait for the session."""
+        return len(self._queued.get(session_id, ()))
+
+    def _release(self, session_id: int) -> None:
+        conn = self._owner.pop(session_id, None)
+        if conn is not None:
+            owned = self._owned.get(conn)
+            if owned is not None:
+                owned.discard(session_id)
+                if not owned:
+                    del self._owned[conn]

@@ -1,0 +1,249 @@
+"""The pieces of ``tenure serve`` that need no process: settings and the session table."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from tenure._core import (
+    MAX_COUNT,
+    Acquire,
+    AcquireFailed,
+    AttachSession,
+    CreateNode,
+    CreateSession,
+    DeleteSemaphore,
+    DescribeNode,
+    Granted,
+    Release,
+    SessionEnded,
+)
+from tenure._protocol import Failure, GoingAway, Reply
+from tenure.errors import ErrorCode
+from tenure.server import DataDir, Journal
+from tenure.server._config import ConfigError, ServeConfig, add_arguments, resolve
+from tenure.server._serve import Server
+from tenure.server._session_table import SessionTable
+from tenure.server._startup import instance_id
+from tenure.server._storage import FsyncMode
+
+from .wire import WAIT, Clients
+
+
+def parse(*argv: str, env: dict[str, str] | None = None) -> ServeConfig:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return resolve(parser.parse_args(argv), env or {})
+
+
+def test_defaults() -> None:
+    config = parse()
+    assert (config.host, config.port, config.data_dir) == ("127.0.0.1", 6388, Path("tenure-data"))
+    assert config.fsync is FsyncMode.ALWAYS
+    assert set(config.sources.values()) == {"default"}
+
+
+def test_flag_beats_env_beats_default() -> None:
+    env = {"TENURE_PORT": "7000", "TENURE_HOST": "0.0.0.0", "TENURE_FSYNC": "OFF"}
+    config = parse("--port", "7001", env=env)
+    assert (config.port, config.host, config.fsync) == (7001, "0.0.0.0", FsyncMode.OFF)
+    assert config.sources["port"] == "flag"
+    assert config.sources["host"] == "env"
+    assert config.fields()["fsync"] == "off"
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "named"),
+    [
+        (["--port", "70000"], {}, "--port"),
+        ([], {"TENURE_MAX_FRAME_SIZE": "10"}, "TENURE_MAX_FRAME_SIZE"),
+        (["--max-connections", "0"], {}, "--max-connections"),
+        ([], {"TENURE_FSYNC": "never"}, "TENURE_FSYNC"),
+        (["--port", "eighty"], {}, "--port"),
+    ],
+)
+def test_bad_values_name_their_setting(argv: list[str], env: dict[str, str], named: str) -> None:
+    with pytest.raises(ConfigError, match=named):
+        parse(*argv, env=env)
+
+
+def grant(session_id: int, request_id: int = 1) -> Granted:
+    return Granted(session_id, request_id, "m", 10 + request_id, 1)
+
+
+def test_table_routes_to_owner_and_queues_for_detached() -> None:
+    table: SessionTable[str] = SessionTable()
+    table.attach(1, "a")
+    table.attach(2, "b")
+    table.detach(2)
+    routed, overflowed = table.route([grant(1), grant(2, 1), grant(2, 2)])
+    assert routed == [("a", grant(1))]
+    assert overflowed == []
+    assert table.queued(2) == 2
+    assert table.attach(2, "c") == [grant(2, 1), grant(2, 2)]
+    assert table.owner(2) == "c"
+    assert table.queued(2) == 0
+
+
+def test_table_moves_sessions_and_drops_only_what_a_connection_owns() -> None:
+    table: SessionTable[str] = SessionTable()
+    table.attach(1, "a")
+    table.attach(2, "a")
+    table.attach(2, "b")  # moved by a newer attach
+    assert table.drop_connection("a") == [1]
+    assert table.owner(1) is None
+    assert table.owner(2) == "b"
+    assert table.owned_by("b") == [2]
+
+
+def test_session_ended_is_delivered_then_forgotten() -> None:
+    table: SessionTable[str] = SessionTable()
+    table.attach(1, "a")
+    ended = SessionEnded(1, ErrorCode.SESSION_EXPIRED, "gone")
+    assert table.route([ended]) == ([("a", ended)], [])
+    assert table.owner(1) is None
+    failed = AcquireFailed(2, 1, "m", ErrorCode.SESSION_EXPIRED, "gone")
+    table.route([failed])  # session 2 is detached: queued...
+    table.route([SessionEnded(2, ErrorCode.SESSION_EXPIRED, "gone")])
+    assert table.queued(2) == 0  # ...and dropped when it ends
+
+
+def test_table_overflow_is_reported_once() -> None:
+    table: SessionTable[str] = SessionTable(max_queued=2)
+    routed, overflowed = table.route([grant(5, n) for n in range(5)])
+    assert routed == []
+    assert overflowed == [5]
+
+
+def test_instance_id_is_kept_unless_the_state_is_fresh(tmp_path: Path) -> None:
+    first = instance_id(tmp_path, fresh=True)
+    assert len(first) == 16
+    assert instance_id(tmp_path, fresh=False) == first
+    assert instance_id(tmp_path, fresh=True) != first
+
+
+class FailingDataDir(DataDir):
+    """A disk whose commits start failing on demand (the server under test is real)."""
+
+    broken = False
+
+    def commit(self, *, sync: bool | None = None) -> None:
+        if self.broken:
+            raise OSError(5, "Input/output error")
+        super().commit(sync=sync)
+
+
+async def test_failed_commit_is_fatal_and_nothing_is_acknowledged(tmp_path: Path) -> None:
+    loop = asyncio.get_running_loop()
+    data_dir = FailingDataDir(tmp_path / "data")
+    journal = Journal(data_dir)
+    engine = journal.open(loop.time())
+    config = ServeConfig(port=0, data_dir=tmp_path / "data")
+    server = Server(config, journal, engine, b"0" * 16)
+    _, port = await server.start()
+    clients = Clients()
+    try:
+        client = await clients.connect(port)
+        assert await client.call(CreateNode("ok")) is None
+        data_dir.broken = True
+        client.send(CreateNode("lost"))
+        events = await client.until_closed()
+        assert not any(isinstance(event, Reply | Failure) for event in events)
+        assert await asyncio.wait_for(server.wait(), WAIT) == 1
+    finally:
+        await clients.close_all()
+    reopened = Journal(DataDir(tmp_path / "data"))
+    try:
+        assert sorted(reopened.open(0.0).nodes) == ["ok"]
+    finally:
+        reopened.close()
+
+
+@asynccontextmanager
+async def running(path: Path, *, compact_every: int = 100_000) -> AsyncIterator[tuple[Server, int]]:
+    """A real Server in this process (so a test can reach its knobs); stopped at the end."""
+    journal = Journal(DataDir(path), compact_every=compact_every)
+    engine = journal.open(asyncio.get_running_loop().time())
+    server = Server(ServeConfig(port=0, data_dir=path), journal, engine, b"1" * 16)
+    _, port = await server.start()
+    try:
+        yield server, port
+    finally:
+        server.stop()
+        assert await asyncio.wait_for(server.wait(), WAIT) == 0
+
+
+async def test_snapshots_are_taken_while_serving(tmp_path: Path) -> None:
+    clients = Clients()
+    try:
+        async with running(tmp_path / "data", compact_every=3) as (_, port):
+            client = await clients.connect(port)
+            for n in range(7):
+                await client.call(CreateNode(f"n{n}"))
+            snapshots = sorted((tmp_path / "data").glob("snapshot-*.bin"))
+            assert len(snapshots) == 1
+            assert snapshots[0].name > "snapshot-0000000000000002.bin"
+    finally:
+        await clients.close_all()
+    reopened = Journal(DataDir(tmp_path / "data"))
+    try:
+        assert len(reopened.open(0.0).nodes) == 7
+    finally:
+        reopened.close()
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Poll ``condition`` (bounded by WAIT)."""
+    for _ in range(int(WAIT / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition never held")
+
+
+async def test_overflowing_push_queue_closes_the_session(tmp_path: Path) -> None:
+    clients = Clients()
+    try:
+        async with running(tmp_path / "data") as (server, port):
+            server._table.max_queued = 1
+            first = await clients.connect(port)
+            await first.call(CreateNode("n"))
+            s1 = (await first.call(CreateSession("n", b"k1"))).session_id
+            second = await clients.connect(port)
+            s2 = (await second.call(CreateSession("n", b"k2"))).session_id
+            await first.call(Acquire(s1, "m", MAX_COUNT, request_id=1, ephemeral=True))
+            await second.call(Acquire(s2, "x", 1, request_id=1, ephemeral=True))
+            await second.call(Acquire(s2, "m", MAX_COUNT, request_id=2, ephemeral=True))
+            await second.close()
+            await until(lambda: server._table.owner(s2) is None)
+            assert await first.call(Release(s1, "m")) is True  # Granted: queued for s2
+            await first.call(DeleteSemaphore(s1, "x", force=True))  # LeaseLost: one too many
+            await until(lambda: s2 not in server.host.engine.sessions)
+            again = await clients.connect(port)
+            failure = await again.fail(AttachSession(s2, b"k2", 2))
+            assert failure.code is ErrorCode.SESSION_EXPIRED
+            assert (await again.call(DescribeNode("n"))).sessions == 1
+    finally:
+        await clients.close_all()
+
+
+async def test_requests_crossing_going_away_fail_unavailable(tmp_path: Path) -> None:
+    clients = Clients()
+    try:
+        async with running(tmp_path / "data") as (server, port):
+            client = await clients.connect(port)
+            server.stop()
+            request_id = client.send(CreateNode("late"))  # sent before reading GoingAway
+            events = await client.until_closed()
+            assert isinstance(events[0], GoingAway)
+            assert events[0].code is ErrorCode.UNAVAILABLE
+            failure = events[1]
+            assert isinstance(failure, Failure)
+            assert (failure.request_id, failure.code) == (request_id, ErrorCode.UNAVAILABLE)
+    finally:
+        await clients.close_all()
