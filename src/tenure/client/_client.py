@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
-from types import TracebackType
 from typing import Self
 
 from tenure._core.values import NodeConfig, NodeDescription
 from tenure.backends import Backend, Capability, open_backend
-from tenure.client._opening import Opening
+from tenure.client._opening import ClosesOnExit, Opening
 from tenure.client._session import Session
 from tenure.errors import LostError, SessionClosedError
 
 
-class Client:
+class Client(ClosesOnExit):
     """A connection to one backend. Make one with :func:`tenure.connect`."""
 
     def __init__(self, backend: Backend, url: str) -> None:
@@ -116,19 +114,8 @@ class Client:
             await session._close(SessionClosedError("the client was closed"))
         await self.backend.aclose()
 
-    async def __aenter__(self) -> Self:
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.shield(self.aclose())
-
-
-class SessionLoop:
+class SessionLoop(ClosesOnExit):
     """The async iterator behind :meth:`Client.sessions`."""
 
     def __init__(
@@ -168,17 +155,6 @@ class SessionLoop:
         self._stopped = True
         if self._current is not None:
             await self._current.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.shield(self.aclose())
 
 
 def connect(url: str, *, require: Iterable[Capability] = (), **options: object) -> Opening[Client]:

@@ -10,9 +10,10 @@ in ``async with`` to get the object guarded for the block and closed at its end:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Coroutine, Generator
 from types import TracebackType
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, Self, TypeVar
 
 
 class _AsyncContext(Protocol):
@@ -81,3 +82,22 @@ class Opening(Coroutine[Any, Any, T]):
     ) -> bool | None:
         assert self._value is not None
         return await self._value.__aexit__(exc_type, exc, tb)
+
+
+class ClosesOnExit:
+    """Mixin: ``async with obj:`` returns ``obj`` and awaits ``obj.aclose()`` at the end."""
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # Shielded: a cancelled block still closes what it opened.
+        await asyncio.shield(self.aclose())
