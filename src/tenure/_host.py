@@ -38,8 +38,15 @@ class EngineHost:
         Effects are delivered even when the command fails, so that nothing the
         engine queued is ever held back.
         """
+        now = self.clock.now()
         try:
-            return self.engine.apply(command, self.clock.now())
+            # Tick first, apart from the command, so a durable host can log the tick
+            # even when the command then fails (apply would tick inside otherwise).
+            if self.engine.tick(now):
+                self._ticked(now)
+            value = self.engine.apply(command, now)
+            self._applied(command, now)
+            return value
         finally:
             self._after_step()
 
@@ -54,27 +61,53 @@ class EngineHost:
 
     def close(self) -> None:
         """Cancel the timer; the engine's state is left as it is."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = self._timer_at = None
+        self._cancel_timer()
 
-    def _after_step(self) -> None:
-        for effect in self.engine.take_effects():
+    # -- hooks for a durable host (tenure.server's JournaledEngine) -------------------
+
+    def _ticked(self, now: float) -> None:
+        """A tick at ``now`` changed the state."""
+
+    def _applied(self, command: Command[R], now: float) -> None:
+        """``command`` succeeded at ``now``."""
+
+    def _deliver(self, effects: list[Effect]) -> None:
+        """Hand effects to the sinks of their sessions."""
+        for effect in effects:
             sink = self._sinks.get(effect.session_id)
             if sink is not None:
                 sink(effect)
+
+    def _timer_allowed(self) -> bool:
+        """Whether the timer may run (a durable host stops it when it shuts down)."""
+        return True
+
+    # -- inside -----------------------------------------------------------------------
+
+    def _after_step(self) -> None:
+        self._deliver(self.engine.take_effects())
         self._arm_timer()
 
     def _arm_timer(self) -> None:
+        if not self._timer_allowed():
+            return
         when = self.engine.next_deadline()
         if when == self._timer_at:
             return
-        if self._timer is not None:
-            self._timer.cancel()
+        self._cancel_timer()
         self._timer_at = when
         self._timer = None if when is None else self.clock.call_at(when, self._on_timer)
 
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self._timer_at = None
+
     def _on_timer(self) -> None:
         self._timer = self._timer_at = None
-        self.engine.tick(self.clock.now())
+        if not self._timer_allowed():
+            return
+        now = self.clock.now()
+        if self.engine.tick(now):
+            self._ticked(now)
         self._after_step()

@@ -1,8 +1,7 @@
 """The engine on the event loop, made durable: EngineHost's job plus the journal's contract.
 
-Like :class:`tenure._host.EngineHost`, :class:`JournaledEngine` feeds the engine
-commands and time (one timer, at ``engine.next_deadline()``) and hands out its
-effects. Unlike it, every change is logged: a tick that handled deadlines, then the
+:class:`JournaledEngine` is a :class:`tenure._host.EngineHost` (the same commands,
+timer and effects) whose hooks log every change: a tick that handled deadlines, then the
 command that succeeded. Nothing the engine did may reach a client before it is
 committed, so effects and answers are only *queued* by the server; :meth:`flush`,
 scheduled once per loop iteration, commits everything logged in that iteration at
@@ -16,23 +15,28 @@ every later command fails with UnavailableError.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
-from typing import Final
+from typing import Final, TypeVar
 
+from tenure._clock import LoopClock
 from tenure._core import Command, Effect, Engine
+from tenure._host import EngineHost
 from tenure.errors import UnavailableError
 from tenure.server._journal import Journal
 from tenure.server._storage import FsyncMode
 
 log = logging.getLogger("tenure.server")
 
+R = TypeVar("R")
+
 #: How often ``--fsync batch`` makes what was committed durable, in seconds.
 BATCH_INTERVAL: Final = 0.05
 
 
-class JournaledEngine:
-    """Runs a journaled engine on the running loop (see the module docstring)."""
+class JournaledEngine(EngineHost):
+    """An :class:`EngineHost` whose every change is logged (see the module docstring)."""
 
     def __init__(
         self,
@@ -43,18 +47,16 @@ class JournaledEngine:
         on_durable: Callable[[], None],
         on_fatal: Callable[[], None],
     ) -> None:
+        super().__init__(LoopClock(), engine)
         self.journal = journal
-        self.engine = engine
         self.dead = False  # the journal failed: nothing more is applied or acknowledged
         self.stopped = False  # shutting down: no more commands or ticks
-        self._deliver = deliver
+        self._deliver_to_server = deliver
         self._on_durable = on_durable
         self._on_fatal = on_fatal
         self._loop = asyncio.get_running_loop()
         self._dirty = self._unsynced = False
         self._flush_handle: asyncio.Handle | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at: float | None = None
         self._sync_task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -63,7 +65,7 @@ class JournaledEngine:
             self._sync_task = asyncio.ensure_future(self._sync_batches())
         self._arm_timer()
 
-    def execute(self, command: Command[object]) -> object:
+    def execute(self, command: Command[R]) -> R:
         """Apply ``command`` now, logged; its effects are delivered even if it fails.
 
         Raises:
@@ -71,15 +73,7 @@ class JournaledEngine:
         """
         if self.dead or self.stopped:
             raise UnavailableError("the server is shutting down")
-        now = self._loop.time()
-        try:
-            if self.engine.tick(now):
-                self._log(lambda: self.journal.log_tick(now))
-            value = self.engine.apply(command, now)
-            self._log(lambda: self.journal.log_command(command, now))
-            return value
-        finally:
-            self._after_step()
+        return super().execute(command)
 
     def request_flush(self) -> None:
         """Have :meth:`flush` run soon (once, however often this is called)."""
@@ -108,8 +102,8 @@ class JournaledEngine:
         self.stopped = True
         self._cancel_timer()
 
-    def close(self) -> bool:
-        """Commit and close the journal; False if that failed (logged)."""
+    def shutdown(self) -> bool:
+        """Stop, then commit and close the journal; False if that failed (logged)."""
         self.stop()
         if self._sync_task is not None:
             self._sync_task.cancel()
@@ -122,7 +116,30 @@ class JournaledEngine:
             return False
         return True
 
-    # -- inside -------------------------------------------------------------------------
+    # -- EngineHost hooks -----------------------------------------------------------------
+
+    def _ticked(self, now: float) -> None:
+        self._log(lambda: self.journal.log_tick(now))
+
+    def _applied(self, command: Command[R], now: float) -> None:
+        self._log(lambda: self.journal.log_command(command, now))
+
+    def _deliver(self, effects: list[Effect]) -> None:
+        # Queued by the server, written only after the flush has committed them.
+        self._deliver_to_server(effects)
+
+    def _timer_allowed(self) -> bool:
+        return not (self.dead or self.stopped)
+
+    def _after_step(self) -> None:
+        super()._after_step()
+        self.request_flush()
+
+    def _on_timer(self) -> None:
+        with contextlib.suppress(UnavailableError):  # the journal failed: already fatal
+            super()._on_timer()
+
+    # -- inside ---------------------------------------------------------------------------
 
     def _log(self, write: Callable[[], None]) -> None:
         try:
@@ -131,11 +148,6 @@ class JournaledEngine:
             self._fatal("writing to the journal")
             raise UnavailableError("the server failed to log a change") from None
         self._dirty = True
-
-    def _after_step(self) -> None:
-        self._deliver(self.engine.take_effects())
-        self._arm_timer()
-        self.request_flush()
 
     def _fatal(self, what: str) -> None:
         if self.dead:
@@ -148,33 +160,6 @@ class JournaledEngine:
             log.exception("aborting the journal failed too")
         self._cancel_timer()
         self._on_fatal()
-
-    def _arm_timer(self) -> None:
-        if self.dead or self.stopped:
-            return
-        when = self.engine.next_deadline()
-        if when == self._timer_at:
-            return
-        self._cancel_timer()
-        self._timer_at = when
-        self._timer = None if when is None else self._loop.call_at(when, self._on_timer)
-
-    def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = self._timer_at = None
-
-    def _on_timer(self) -> None:
-        self._timer = self._timer_at = None
-        if self.dead or self.stopped:
-            return
-        now = self._loop.time()
-        try:
-            if self.engine.tick(now):
-                self._log(lambda: self.journal.log_tick(now))
-        except UnavailableError:
-            return
-        self._after_step()
 
     async def _sync_batches(self) -> None:
         """``--fsync batch``: make what was committed durable every BATCH_INTERVAL."""

@@ -143,7 +143,7 @@ class Server:
         self.host.flush()
         for conn in list(self._conns):
             conn.writer.close()
-        if not self.host.close():
+        if not self.host.shutdown():
             self.exit_code = 1
         log.info("stopped", extra={"fields": {"exit_code": self.exit_code}})
         self._done.set()
