@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
-from types import TracebackType
-from typing import Self
 
 import tenure
 from tenure import client as aio
 from tenure._core.values import NodeConfig, NodeDescription
 from tenure.backends import Capability
 from tenure.errors import LostError
+from tenure.sync._held import ClosesOnExit
 from tenure.sync._objects import Session, Stream, _opened
 from tenure.sync._portal import Portal, shared_portals
 
 
-class Client:
+class Client(ClosesOnExit):
     """A connection to one backend, for blocking code. Make one with :func:`tenure.sync.connect`.
 
     Its event loop runs in a background thread, the :attr:`portal`; ``close()``
@@ -121,17 +120,6 @@ class Client:
             self._portal.call(self._client.aclose)
         finally:
             self._release()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 class SessionLoop(Stream[Session]):

@@ -112,3 +112,21 @@ class Held:
         self._finish()
         if exc_type is None:
             self.check()
+
+
+class ClosesOnExit:
+    """Mixin: ``with obj:`` returns ``obj`` and calls ``obj.close()`` at the end."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -18,7 +18,7 @@ from tenure._core.values import SemaphoreDescription
 from tenure.client import LeaderState
 from tenure.client._args import Data
 from tenure.errors import LostError
-from tenure.sync._held import Held
+from tenure.sync._held import ClosesOnExit, Held
 from tenure.sync._portal import Portal
 
 A = TypeVar("A")
@@ -328,7 +328,7 @@ async def _aclose(iterator: AsyncIterator[Any]) -> None:
         await aclose()
 
 
-class Stream(Generic[T]):
+class Stream(ClosesOnExit, Generic[T]):
     """A blocking iterator over an async one, each ``next()`` pulled through the portal.
 
     ``close()`` it (or use ``with``) to stop early; it is closed for you when
@@ -362,14 +362,3 @@ class Stream(Generic[T]):
         self._done = True
         if not self._portal.closed:
             self._portal.call(_aclose, self._iterator)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
