@@ -54,24 +54,9 @@ class Lease(Guarded):
         return f"<{kind} {self.name!r} token={self.token} count={self.count} {state}>"
 
     @property
-    def lost(self) -> EndSignal:
-        """Awaitable that completes when the lease ends; it returns the loss error or None."""
-        return self._signal
-
-    @property
-    def lost_reason(self) -> LostError | None:
-        """Why the lease was lost, or None while it is held or after a clean release."""
-        return self._signal.reason
-
-    @property
     def held(self) -> bool:
         """Whether the lease is still held."""
         return not self._signal.ended
-
-    def check(self) -> None:
-        """Raise the loss error if the lease was lost."""
-        if self._signal.reason is not None:
-            raise self._signal.reason
 
     async def release(self) -> None:
         """Give the tokens back. Idempotent; a no-op once the lease was lost."""

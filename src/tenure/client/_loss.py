@@ -199,6 +199,21 @@ class Guarded:
     _signal: EndSignal
     _scopes: list[CancelOnLoss]
 
+    @property
+    def lost(self) -> EndSignal:
+        """Awaitable of the end: returns the loss error, or None after your own release."""
+        return self._signal
+
+    @property
+    def lost_reason(self) -> LostError | None:
+        """Why it was lost, or None while held or after your own release or close."""
+        return self._signal.reason
+
+    def check(self) -> None:
+        """Raise the loss error if it was lost; otherwise do nothing."""
+        if self._signal.reason is not None:
+            raise self._signal.reason
+
     def _check_enter(self) -> None:
         """Refuse to guard a block (the default allows it)."""
 

@@ -56,24 +56,9 @@ class Session(Guarded):
         return self._backend.session_id
 
     @property
-    def lost(self) -> EndSignal:
-        """Awaitable that completes when the session ends; returns the loss error or None."""
-        return self._signal
-
-    @property
-    def lost_reason(self) -> LostError | None:
-        """Why the session was lost, or None while open or after a clean close."""
-        return self._signal.reason
-
-    @property
     def closed(self) -> bool:
         """Whether the session has ended (closed or lost)."""
         return self._signal.ended
-
-    def check(self) -> None:
-        """Raise the loss error if the session was lost."""
-        if self._signal.reason is not None:
-            raise self._signal.reason
 
     def mutex(self, name: str) -> Mutex:
         """The mutex ``name`` (an ephemeral semaphore taken exclusively)."""
