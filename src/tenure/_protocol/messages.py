@@ -22,7 +22,7 @@ from tenure._core.effects import Effect
 from tenure._protocol.errors import LocalProtocolError
 from tenure._protocol.frames import DEFAULT_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
 from tenure._protocol.payloads import COMMAND, EFFECT, ERROR_CODE, VALUE, ReplyValue
-from tenure._protocol.schema import BIN, STR, UINT, Optional, Record, SchemaError, Union
+from tenure._protocol.schema import BIN, FLOAT, STR, UINT, Optional, Record, SchemaError, Union
 from tenure.errors import ErrorCode, ProtocolError
 
 __all__ = [
@@ -107,13 +107,16 @@ class Welcome:
     state: a session created under another instance_id cannot be re-attached here
     (treat it as expired). It stays the same across restarts that recover the
     state, and changes when the state starts afresh. ``max_frame_size`` is the
-    largest frame the server accepts.
+    largest frame the server accepts. ``idle_timeout`` is how long, in seconds, the
+    server lets a connection stay silent before closing it (``0``: never); a
+    client sends a Ping well within it.
     """
 
     version: int = PROTOCOL_VERSION
     server_name: str = ""
     instance_id: bytes = b""
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+    idle_timeout: float = 0.0
 
 
 @final
@@ -208,6 +211,7 @@ MESSAGE: Final = Union(
                 ("server_name", STR),
                 ("instance_id", BIN),
                 ("max_frame_size", UINT),
+                ("idle_timeout", FLOAT),
             ],
             tag=11,
         ),
