@@ -14,9 +14,13 @@ in ``tests/conftest.py`` do the rest).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, ClassVar
 
 import tenure
@@ -110,9 +114,49 @@ class MemoryHarness(Harness):
     # cleanup(): nothing to do, the engine goes away with the test's last client.
 
 
-#: Every backend the API suite runs on. Real servers (tenure://, etcd, postgres,
-#: redis) join here; their ``unavailable()`` says when their server is missing.
-ALL_HARNESSES: list[Harness] = [MemoryHarness()]
+class TenureHarness(Harness):
+    """``tenure://``: one real ``tenure serve`` subprocess for the whole run.
+
+    Tests share the server; each works in its own fresh node, so they do not meet.
+    Time is the server's real clock (no FakeClock), so tests that need ``clock``
+    skip here; tests/backends/test_remote_*.py cover expiry and disconnects in real
+    time, through a TCP proxy.
+    """
+
+    name = "tenure"
+
+    def __init__(self) -> None:
+        self._tmp: Path | None = None
+        self._server: Any = None
+
+    def start(self) -> None:
+        from tests.server.wire import ServerProcess  # a test helper: imported when used
+
+        self._tmp = Path(tempfile.mkdtemp(prefix="tenure-api-"))
+        # fsync off: the suite tests the API, not the disk (tests/server covers it).
+        server = ServerProcess(self._tmp / "data", "--fsync", "off")
+        self._server = server.__enter__()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.kill()
+            self._server = None
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def url(self, state: str) -> str:
+        assert self._server is not None, "the harness was not started"
+        return f"tenure://127.0.0.1:{self._server.port}"
+
+    async def cleanup(self, node: str) -> None:
+        async with tenure.connect(self.url(node)) as client:
+            with contextlib.suppress(tenure.errors.NotFoundError):  # the test dropped it
+                await client.drop_node(node, force=True)
+
+
+#: Every backend the API suite runs on. Real servers (etcd, postgres, redis) join
+#: here; their ``unavailable()`` says when their server is missing.
+ALL_HARNESSES: list[Harness] = [MemoryHarness(), TenureHarness()]
 
 
 class Network:

@@ -4,6 +4,7 @@
 URL                             where the state lives
 ==============================  ==============================================
 ``memory://`` / ``memory://N``  this process (private, or shared by name ``N``)
+``tenure://host:port[,...]``    ``tenure serve`` processes (``tenures://``: TLS)
 ==============================  ==============================================
 
 Third-party backends register a module under the ``tenure.backends`` entry-point
@@ -31,10 +32,12 @@ from tenure.errors import InvalidArgumentError, UnsupportedError
 #: Built-in schemes and the modules that implement them.
 BUILTIN: Final = {
     "memory": "tenure.backends.memory",
+    "tenure": "tenure.backends.remote",
+    "tenures": "tenure.backends.remote",
 }
 
 #: Schemes planned but not in this version: refused clearly, never guessed at.
-PLANNED: Final = frozenset({"tenure", "tenures", "etcd", "postgres", "postgresql", "redis"})
+PLANNED: Final = frozenset({"etcd", "postgres", "postgresql", "redis"})
 
 
 def _module_for(scheme: str) -> ModuleType:

@@ -1,0 +1,384 @@
+"""One connection to one tenure server at a time, made again whenever it is lost.
+
+A :class:`Link` is the I/O shell around :class:`~tenure._protocol.ClientConnection`:
+it connects (TCP or TLS), says Hello, pipelines requests on the one connection,
+hands pushes to its owner, pings within the server's idle timeout, and, when the
+connection is lost, reconnects with jittered exponential backoff for as long as it
+is open.
+
+It also keeps the one number the client's safety rests on: :attr:`confirmed_at`,
+the monotonic time at which the client *sent* the latest request or ping that the
+server has answered on the current connection. The server received that frame
+after that instant, so it cannot have detached (and then expired) a session of
+this connection before it. Sessions count their recovery window from there
+(docs/guarantees.md, "the client never believes in a lease longer than the server
+could").
+
+The owner (:mod:`tenure.backends.remote`) gets three calls: ``push(effect)`` for
+each Push, ``connected(welcome)``, awaited after each handshake before any waiting
+request may go out (it re-attaches sessions with :meth:`Link.call_now`), and
+``disconnected()`` when a connection is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import ssl
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol, TypeVar
+
+from tenure._core import Command, Effect
+from tenure._protocol import (
+    DEFAULT_MAX_FRAME_SIZE,
+    NEED_DATA,
+    ClientConnection,
+    ConnectionClosed,
+    Failure,
+    GoingAway,
+    Hello,
+    Ping,
+    Pong,
+    Push,
+    Refused,
+    Reply,
+    Request,
+    ServerMessage,
+    Welcome,
+)
+from tenure.errors import ProtocolError, TenureError, UnavailableError, error_from_code
+
+R = TypeVar("R")
+
+log = logging.getLogger("tenure.client")
+
+_READ_SIZE: Final = 65536
+#: The shortest and longest pause between keep-alive checks, in seconds.
+MIN_PING_INTERVAL: Final = 0.02
+DEFAULT_PING_INTERVAL: Final = 5.0
+#: A Ping unanswered for this long (at least) means the connection is dead.
+MIN_PING_PATIENCE: Final = 2.0
+
+
+class DisconnectedError(UnavailableError):
+    """The connection was lost before the answer came: the request may or may not have run."""
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where one server listens, and how to reach it."""
+
+    host: str
+    port: int
+    ssl: ssl.SSLContext | None = None
+    server_hostname: str | None = None
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class LinkOptions:
+    """How a link behaves; the same for every server of a client."""
+
+    token: str | None = None
+    client_name: str = "tenure-python"
+    connect_timeout: float = 5.0
+    backoff_initial: float = 0.05
+    backoff_max: float = 2.0
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+
+
+class LinkOwner(Protocol):
+    """What a link tells its owner (see the module docstring)."""
+
+    def push(self, effect: Effect) -> None:
+        """An effect for one of the sessions of this link."""
+
+    async def connected(self, welcome: Welcome) -> None:
+        """A connection is up; re-attach sessions (with call_now) before returning."""
+
+    def disconnected(self) -> None:
+        """The connection was lost; :attr:`Link.confirmed_at` is now frozen."""
+
+
+@dataclass(eq=False)
+class _Connection:
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    codec: ClientConnection
+    pending: dict[int, tuple[asyncio.Future[Any], float]] = field(default_factory=dict)
+    pings: dict[int, float] = field(default_factory=dict)  # nonce -> sent at
+    going_away: bool = False
+    task: asyncio.Task[None] | None = None
+
+
+class Link:
+    """See the module docstring."""
+
+    def __init__(self, endpoint: Endpoint, options: LinkOptions, owner: LinkOwner) -> None:
+        self.endpoint = endpoint
+        self.options = options
+        self._owner = owner
+        self._loop = asyncio.get_running_loop()
+        self._conn: _Connection | None = None
+        self._ready = asyncio.Event()  # a connection is up and its sessions re-attached
+        self._wake_keepalive = asyncio.Event()
+        self._closing = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._last_id = 0
+        #: Which connection this is (1 for the first); grows with each handshake.
+        self.epoch = 0
+        #: See the module docstring; frozen while disconnected.
+        self.confirmed_at = self._loop.time()
+        #: The Welcome of the current (or last) connection.
+        self.welcome: Welcome | None = None
+        self.last_error: BaseException | None = None
+        self.ping_interval = DEFAULT_PING_INTERVAL
+        self._wanted_interval = DEFAULT_PING_INTERVAL
+        self._reconnector: asyncio.Task[None] | None = None
+
+    @property
+    def connected(self) -> bool:
+        """Whether requests can go out now."""
+        return self._ready.is_set()
+
+    # -- life -----------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect the first time; raises what stopped it (nothing is retried)."""
+        try:
+            await self._connect()
+        except BaseException:
+            await self.aclose()
+            raise
+        self._spawn(self._keepalive())
+
+    async def aclose(self) -> None:
+        """Stop reconnecting, close the connection, fail what still waits."""
+        self._closing = True
+        self._ready.clear()
+        for task in list(self._tasks):
+            task.cancel()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            self._fail(conn, UnavailableError("the client is closed"))
+            conn.writer.close()
+            with contextlib.suppress(OSError, ssl.SSLError):
+                await conn.writer.wait_closed()
+            if conn.task is not None:
+                conn.task.cancel()
+                self._tasks.add(conn.task)
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def need_pings_every(self, seconds: float) -> None:
+        """Confirm the connection at least this often (the shortest wish wins)."""
+        self._wanted_interval = min(self._wanted_interval, seconds)
+        self._apply_ping_interval()
+
+    def _apply_ping_interval(self) -> None:
+        seconds = self._wanted_interval
+        idle = self.welcome.idle_timeout if self.welcome else 0.0
+        if idle > 0:
+            seconds = min(seconds, idle / 3)
+        self.ping_interval = max(MIN_PING_INTERVAL, seconds)
+        self._wake_keepalive.set()
+
+    def drop(self) -> None:
+        """Abort the current connection (it is then made again): for tests and errors."""
+        if self._conn is not None:
+            self._lost(self._conn, DisconnectedError("the connection was dropped"))
+
+    # -- requests -------------------------------------------------------------------
+
+    async def call(self, command: Command[R], *, wait_until: float | None = None) -> R:
+        """Send ``command`` once a connection is ready; its reply, or its error.
+
+        Waits for a connection until ``wait_until`` (loop time; None: forever), then
+        raises UnavailableError. Raises :class:`DisconnectedError` if the connection is
+        lost before the answer: the command may or may not have been applied.
+        """
+        while not self._ready.is_set() or self._conn is None or self._conn.going_away:
+            if self._closing:
+                raise UnavailableError("the client is closed")
+            try:
+                async with asyncio.timeout_at(wait_until):
+                    await self._ready.wait()
+            except TimeoutError:
+                why = f": {self.last_error}" if self.last_error else ""
+                raise UnavailableError(f"no connection to {self.endpoint}{why}") from None
+        return await self._request(self._conn, command)
+
+    async def call_now(self, command: Command[R]) -> R:
+        """Send on the connection being set up (for ``LinkOwner.connected``)."""
+        if self._conn is None:
+            raise DisconnectedError("the connection was lost")
+        return await self._request(self._conn, command)
+
+    async def _request(self, conn: _Connection, command: Command[R]) -> R:
+        self._last_id += 1
+        request_id = self._last_id
+        data = conn.codec.send(Request(request_id, command))  # raises before anything is sent
+        future: asyncio.Future[R] = self._loop.create_future()
+        conn.pending[request_id] = (future, self._loop.time())
+        conn.writer.write(data)
+        # If the caller is cancelled, the entry stays until the answer comes.
+        return await future
+
+    # -- connecting -----------------------------------------------------------------
+
+    async def _connect(self) -> None:
+        endpoint, options = self.endpoint, self.options
+        async with asyncio.timeout(options.connect_timeout):
+            reader, writer = await asyncio.open_connection(
+                endpoint.host,
+                endpoint.port,
+                ssl=endpoint.ssl,
+                server_hostname=endpoint.server_hostname if endpoint.ssl else None,
+                limit=_READ_SIZE,
+            )
+            conn = _Connection(
+                reader, writer, ClientConnection(max_frame_size=options.max_frame_size)
+            )
+            try:
+                hello = Hello(
+                    client_name=options.client_name,
+                    token=options.token,
+                    max_frame_size=options.max_frame_size,
+                )
+                sent_at = self._loop.time()
+                writer.write(conn.codec.send(hello))
+                welcome = await self._handshake(conn)
+            except BaseException:
+                writer.transport.abort()
+                raise
+        self._conn = conn
+        self.epoch += 1
+        self.confirmed_at = sent_at
+        self.welcome = welcome
+        self.last_error = None
+        conn.task = asyncio.ensure_future(self._read(conn))
+        try:
+            await self._owner.connected(welcome)
+        except BaseException as error:
+            self._lost(conn, error)
+            raise
+        if self._conn is conn:
+            self._ready.set()
+            self._apply_ping_interval()
+
+    async def _handshake(self, conn: _Connection) -> Welcome:
+        while True:
+            event = conn.codec.next_event()
+            if event is NEED_DATA:
+                conn.codec.receive_data(await conn.reader.read(_READ_SIZE))
+                continue
+            if isinstance(event, Welcome):
+                return event
+            if isinstance(event, Refused):
+                raise error_from_code(event.code, f"{self.endpoint} refused: {event.message}")
+            raise UnavailableError(f"{self.endpoint} closed the connection during the handshake")
+
+    async def _reconnect(self) -> None:
+        delay = self.options.backoff_initial
+        while not self._closing:
+            try:
+                await self._connect()
+                return
+            except (OSError, TimeoutError, TenureError) as error:
+                self.last_error = error
+                log.debug("reconnecting to %s failed: %s", self.endpoint, error)
+            await asyncio.sleep(random.uniform(delay / 2, delay))
+            delay = min(delay * 2, self.options.backoff_max)
+
+    # -- the connection's life ------------------------------------------------------
+
+    async def _read(self, conn: _Connection) -> None:
+        try:
+            while True:
+                data = await conn.reader.read(_READ_SIZE)
+                conn.codec.receive_data(data)
+                while (event := conn.codec.next_event()) is not NEED_DATA:
+                    if isinstance(event, ConnectionClosed):
+                        raise DisconnectedError(f"{self.endpoint} closed the connection")
+                    self._dispatch(conn, event)
+        except asyncio.CancelledError:
+            raise
+        except (OSError, ssl.SSLError, ProtocolError) as error:
+            self._lost(conn, error)
+
+    def _dispatch(self, conn: _Connection, event: ServerMessage) -> None:
+        if isinstance(event, Push):
+            self._owner.push(event.effect)
+        elif isinstance(event, Reply | Failure):
+            future, sent_at = conn.pending.pop(event.request_id)
+            self.confirmed_at = max(self.confirmed_at, sent_at)
+            if future.done():
+                return
+            if isinstance(event, Reply):
+                future.set_result(event.value)
+            else:
+                future.set_exception(error_from_code(event.code, event.message))
+        elif isinstance(event, Pong):
+            pinged_at = conn.pings.pop(event.nonce, None)
+            if pinged_at is not None:
+                self.confirmed_at = max(self.confirmed_at, pinged_at)
+        elif isinstance(event, GoingAway):
+            # No new requests here; those in flight are still answered, then it closes.
+            log.info("%s is going away: %s", self.endpoint, event.reason)
+            conn.going_away = True
+            self._ready.clear()
+
+    def _lost(self, conn: _Connection, error: BaseException) -> None:
+        if self._conn is not conn:
+            return
+        self._conn = None
+        self._ready.clear()
+        self.last_error = error
+        conn.writer.transport.abort()
+        if conn.task is not None and conn.task is not asyncio.current_task():
+            conn.task.cancel()
+        self._fail(conn, DisconnectedError(f"lost the connection to {self.endpoint}: {error}"))
+        log.info("lost the connection to %s: %s", self.endpoint, error)
+        self._owner.disconnected()
+        if not self._closing and (self._reconnector is None or self._reconnector.done()):
+            self._reconnector = asyncio.ensure_future(self._reconnect())
+            self._tasks.add(self._reconnector)
+            self._reconnector.add_done_callback(self._tasks.discard)
+
+    def _fail(self, conn: _Connection, error: UnavailableError) -> None:
+        for future, _sent_at in conn.pending.values():
+            if not future.done():
+                future.set_exception(type(error)(*error.args))
+                future.exception()  # retrieved, so an abandoned one does not warn
+        conn.pending.clear()
+
+    async def _keepalive(self) -> None:
+        nonce = 0
+        while not self._closing:
+            self._wake_keepalive.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.ping_interval):
+                    await self._wake_keepalive.wait()
+            conn, now = self._conn, self._loop.time()
+            if conn is None or not self._ready.is_set():
+                continue
+            patience = max(2 * self.ping_interval, MIN_PING_PATIENCE)
+            if conn.pings and now - min(conn.pings.values()) > patience:
+                self._lost(
+                    conn, DisconnectedError(f"no Pong from {self.endpoint} in {patience:g}s")
+                )
+            elif not conn.pings and now - self.confirmed_at >= self.ping_interval:
+                nonce += 1
+                conn.pings[nonce] = now
+                conn.writer.write(conn.codec.send(Ping(nonce)))
+
+    def _spawn(self, coro: Any) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)

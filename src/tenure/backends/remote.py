@@ -1,0 +1,313 @@
+"""``tenure://``: the state lives in ``tenure serve`` processes.
+
+``tenure://host:port`` reaches one server; ``tenures://`` the same over TLS.
+Several servers, ``tenure://h1:6388,h2:6388``, are independent shards: each node
+lives on exactly one of them, chosen by rendezvous hashing of the node's name over
+the server addresses as written. Every client must list the same servers (in any
+order); adding a server moves only the nodes that hash to it. Sharding spreads
+load; it does not replicate (high availability is the etcd backend's job).
+
+Options, in the URL query or as keyword arguments of :func:`tenure.connect`
+(keywords win): ``token`` (the server's auth token), ``ca`` (a CA file to trust;
+implies TLS), ``cert`` and ``key`` (a client certificate, for mTLS),
+``server_hostname`` (the name the server's certificate must carry),
+``ssl`` (a ready :class:`ssl.SSLContext`, keyword only), ``connect_timeout``
+(seconds, default 5) and ``client_name`` (shown in the server's logs).
+
+Each server gets one multiplexed, pipelined connection (see
+:mod:`tenure.backends._link`); sessions survive its loss for their recovery window
+(:mod:`tenure.backends._remote_session`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import secrets
+import ssl
+from collections.abc import Mapping
+from typing import Final, TypeVar
+from urllib.parse import parse_qsl, urlsplit
+
+from tenure._core import (
+    AlterNode,
+    AttachSession,
+    CloseSession,
+    Command,
+    CreateNode,
+    CreateSession,
+    DescribeNode,
+    DropNode,
+    Effect,
+    NodeConfig,
+    NodeDescription,
+)
+from tenure._protocol import Welcome
+from tenure.backends._base import Capability, SessionListener
+from tenure.backends._link import DisconnectedError, Endpoint, Link, LinkOptions
+from tenure.backends._remote_session import RemoteSession
+from tenure.errors import (
+    InvalidArgumentError,
+    SessionClosedError,
+    SessionExpiredError,
+    TenureError,
+    UnavailableError,
+)
+
+R = TypeVar("R")
+
+DEFAULT_PORT: Final = 6388
+
+CAPABILITIES: Final = frozenset(
+    {
+        Capability.FENCING_TOKENS,
+        Capability.FIFO,
+        Capability.WATCH,
+        Capability.DURABLE,
+        Capability.SESSION_RECOVERY,
+        Capability.LEASE_TTL,
+    }
+)
+
+_OPTIONS: Final = frozenset(
+    {"token", "ca", "cert", "key", "server_hostname", "ssl", "connect_timeout", "client_name"}
+)
+
+
+class Shard:
+    """One server: its link, the sessions opened on it, and sessions to close there."""
+
+    def __init__(self, endpoint: Endpoint, options: LinkOptions) -> None:
+        self.link = Link(endpoint, options, self)
+        self.sessions: dict[int, RemoteSession] = {}
+        self._to_close: dict[int, RemoteSession] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.instance_id: bytes | None = None  # of the state the sessions live in
+
+    def deadline(self) -> float:
+        """How long a node-level call may wait for a connection (loop time)."""
+        return asyncio.get_running_loop().time() + self.link.options.connect_timeout
+
+    async def call(self, command: Command[R], *, resend: bool) -> R:
+        """A node-level call; sent again after a lost connection only if ``resend``."""
+        while True:
+            try:
+                return await self.link.call(command, wait_until=self.deadline())
+            except DisconnectedError:
+                if not resend:
+                    raise UnavailableError(
+                        f"the connection to {self.link.endpoint} was lost before "
+                        f"{type(command).__name__} was answered: it may or may not have "
+                        "been applied"
+                    ) from None
+
+    # -- LinkOwner ------------------------------------------------------------------
+
+    def push(self, effect: Effect) -> None:
+        """Route an effect to its session (effects of forgotten sessions are dropped)."""
+        session = self.sessions.get(effect.session_id)
+        if session is not None:
+            session.deliver(effect)
+
+    async def connected(self, welcome: Welcome) -> None:
+        """Re-attach every live session, and close the ones given up, before requests flow."""
+        reset = self.instance_id not in (None, welcome.instance_id)
+        self.instance_id = welcome.instance_id
+        live = list(self.sessions.values())
+        if reset:
+            for session in live:
+                session.lose(
+                    SessionExpiredError(
+                        f"{self.link.endpoint} runs a new state (instance changed): "
+                        f"session {session.session_id} is gone"
+                    )
+                )
+            self._to_close.clear()
+            return
+        await asyncio.gather(*(session.reattach() for session in live))
+        doomed, self._to_close = list(self._to_close.values()), {}
+        await asyncio.gather(*(self._close_after_attach(session) for session in doomed))
+
+    def disconnected(self) -> None:
+        """The sessions attached to the lost connection start their countdown from here."""
+        for session in self.sessions.values():
+            session.connection_lost()
+
+    # -- sessions given up ----------------------------------------------------------
+
+    def close_later(self, session: RemoteSession) -> None:
+        """End ``session`` on the server as soon as possible (best effort)."""
+        self.sessions.pop(session.session_id, None)
+        if self.link.connected and session.attached:
+            task = asyncio.ensure_future(self._close_quietly(session))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        else:
+            self._to_close[session.session_id] = session
+
+    async def _close_quietly(self, session: RemoteSession) -> None:
+        with contextlib.suppress(TenureError, OSError):
+            await self.link.call(CloseSession(session.session_id), wait_until=self.deadline())
+
+    async def _close_after_attach(self, session: RemoteSession) -> None:
+        session.seq_no += 1
+        attach = AttachSession(session.session_id, session.protection_key, session.seq_no)
+        try:
+            await self.link.call_now(attach)
+            await self.link.call_now(CloseSession(session.session_id))
+        except DisconnectedError:
+            self._to_close[session.session_id] = session
+            raise
+        except TenureError:
+            pass  # already expired or closed: nothing left to end
+
+    async def aclose(self) -> None:
+        """Close the link; sessions still open are left to expire on the server."""
+        for task in list(self._tasks):
+            with contextlib.suppress(TenureError, OSError):
+                await task
+        await self.link.aclose()
+
+
+class TenureBackend:
+    """A backend whose state lives in one or more ``tenure serve`` processes."""
+
+    def __init__(self, shards: list[Shard]) -> None:
+        self.shards = shards
+        self._closed = False
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """Everything: the server journals state, so it survives restarts."""
+        return CAPABILITIES
+
+    def shard_for(self, node: str) -> Shard:
+        """The shard that holds ``node`` (rendezvous hashing; stable across clients)."""
+        if len(self.shards) == 1:
+            return self.shards[0]
+
+        def weight(shard: Shard) -> bytes:
+            key = f"{shard.link.endpoint}\0{node}".encode("utf-8", "surrogatepass")
+            return hashlib.blake2b(key, digest_size=8).digest()
+
+        return max(self.shards, key=weight)
+
+    async def create_node(self, name: str, config: NodeConfig) -> None:
+        """Create a node on its shard."""
+        await self.shard_for(name).call(CreateNode(name, config), resend=False)
+
+    async def describe_node(self, name: str) -> NodeDescription:
+        """Describe a node."""
+        return await self.shard_for(name).call(DescribeNode(name), resend=True)
+
+    async def alter_node(self, name: str, changes: Mapping[str, object]) -> NodeDescription:
+        """Change node settings."""
+        return await self.shard_for(name).call(AlterNode(name, dict(changes)), resend=True)
+
+    async def drop_node(self, name: str, force: bool) -> None:
+        """Drop a node."""
+        await self.shard_for(name).call(DropNode(name, force), resend=False)
+
+    async def open_session(
+        self, node: str, *, timeout: float | None, description: str, listener: SessionListener
+    ) -> RemoteSession:
+        """Open a session on the node's shard (a session lost in transit expires there)."""
+        if self._closed:
+            raise SessionClosedError("the client is closed")
+        shard = self.shard_for(node)
+        key = secrets.token_bytes(16)
+        info = await shard.call(CreateSession(node, key, timeout, description), resend=True)
+        session = RemoteSession(shard, info, key, listener)
+        shard.sessions[info.session_id] = session
+        return session
+
+    async def aclose(self) -> None:
+        """Close every session, then every connection."""
+        if self._closed:
+            return
+        self._closed = True
+        sessions = [s for shard in self.shards for s in shard.sessions.values()]
+        await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
+        for shard in self.shards:
+            await shard.aclose()
+
+
+def _endpoints(url: str, context: ssl.SSLContext | None, hostname: str | None) -> list[Endpoint]:
+    parts = urlsplit(url)
+    if parts.path not in ("", "/") or parts.fragment or "@" in parts.netloc:
+        raise InvalidArgumentError(
+            f"expected tenure://host:port[,host:port...][?options], got {url!r}"
+        )
+    endpoints = []
+    for item in parts.netloc.split(","):
+        try:
+            one = urlsplit(f"//{item.strip()}")
+            host, port = one.hostname, one.port or DEFAULT_PORT
+        except ValueError as error:
+            raise InvalidArgumentError(f"bad server address {item!r} in {url!r}: {error}") from None
+        if not host:
+            raise InvalidArgumentError(f"a server address in {url!r} has no host")
+        endpoints.append(Endpoint(host, port, context, hostname or host if context else None))
+    if len({str(e) for e in endpoints}) != len(endpoints):
+        raise InvalidArgumentError(f"a server is listed twice in {url!r}")
+    return endpoints
+
+
+def _tls_context(scheme: str, options: Mapping[str, object]) -> ssl.SSLContext | None:
+    given = options.get("ssl")
+    if given is not None:
+        if not isinstance(given, ssl.SSLContext):
+            raise InvalidArgumentError("ssl= must be an ssl.SSLContext")
+        return given
+    ca, cert, key = (options.get(name) for name in ("ca", "cert", "key"))
+    if scheme == "tenure" and ca is None and cert is None:
+        return None
+    try:
+        context = ssl.create_default_context(cafile=str(ca) if ca else None)
+        if cert is not None:
+            context.load_cert_chain(str(cert), str(key) if key else None)
+    except (OSError, ssl.SSLError) as error:
+        raise InvalidArgumentError(f"cannot load the TLS files: {error}") from None
+    return context
+
+
+async def open_backend(url: str, options: Mapping[str, object]) -> TenureBackend:
+    """Open ``tenure://`` or ``tenures://`` (TLS) servers; connect to every one."""
+    scheme = urlsplit(url).scheme.lower()
+    merged: dict[str, object] = dict(parse_qsl(urlsplit(url).query, keep_blank_values=True))
+    merged.update(options)
+    unknown = sorted(set(merged) - _OPTIONS)
+    if unknown:
+        raise InvalidArgumentError(
+            f"{scheme}:// does not know the options {unknown}; known: {sorted(_OPTIONS)}"
+        )
+    try:
+        timeout = float(str(merged.get("connect_timeout", 5.0)))
+    except ValueError:
+        raise InvalidArgumentError("connect_timeout must be a number of seconds") from None
+    if not 0 < timeout < float("inf"):
+        raise InvalidArgumentError("connect_timeout must be a positive number of seconds")
+    token = merged.get("token")
+    link_options = LinkOptions(
+        token=None if token is None else str(token),
+        client_name=str(merged.get("client_name", "tenure-python")),
+        connect_timeout=timeout,
+    )
+    hostname = merged.get("server_hostname")
+    context = _tls_context(scheme, merged)
+    endpoints = _endpoints(url, context, None if hostname is None else str(hostname))
+    shards = [Shard(endpoint, link_options) for endpoint in endpoints]
+    opened: list[Shard] = []
+    try:
+        for shard in shards:
+            await shard.link.open()
+            opened.append(shard)
+    except BaseException:
+        for shard in opened:
+            await shard.aclose()
+        raise
+    return TenureBackend(shards)
+
+
+__all__ = ["CAPABILITIES", "Shard", "TenureBackend", "open_backend"]
