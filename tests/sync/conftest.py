@@ -1,15 +1,20 @@
-"""Fixtures for the sync facade: a FakeClock-driven memory:// client and sessions."""
+"""Fixtures for the sync facade: a FakeClock-driven memory:// client and sessions.
+
+Tests that take ``shared_url`` run twice: on memory:// and on a real ``tenure serve``.
+"""
 
 from __future__ import annotations
 
 import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 import tenure.sync
 from tenure.testing import FakeClock
+from tests.server.wire import ServerProcess
 
 NODE = "app"
 
@@ -43,8 +48,19 @@ def other(client: tenure.sync.Client) -> Iterator[tenure.sync.Session]:
 
 
 @pytest.fixture
-def shared_url() -> str:
+def memory_url() -> str:
+    """A fresh memory:// name: clients made from it share one engine and one portal."""
     return f"memory://sync-{uuid.uuid4().hex}"
+
+
+@pytest.fixture(params=["memory", "tenure"])
+def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A URL whose clients share state: a memory:// name, or a fresh ``tenure serve``."""
+    if request.param == "memory":
+        yield f"memory://sync-{uuid.uuid4().hex}"
+        return
+    with ServerProcess(tmp_path / "data", "--fsync", "off") as server:
+        yield f"tenure://127.0.0.1:{server.port}"
 
 
 def advance(client: tenure.sync.Client, clock: FakeClock, seconds: float) -> None:

@@ -92,10 +92,10 @@ def test_close_ends_sessions_and_loses_what_they_hold() -> None:
     lock.release()
 
 
-def test_clients_of_one_memory_name_share_state_and_one_thread(shared_url: str) -> None:
+def test_clients_of_one_memory_name_share_state_and_one_thread(memory_url: str) -> None:
     before = threading.active_count()
-    first = tenure.sync.connect(shared_url)
-    second = tenure.sync.connect(shared_url)
+    first = tenure.sync.connect(memory_url)
+    second = tenure.sync.connect(memory_url)
     assert first.portal is second.portal
     assert threading.active_count() == before + 1
     first.create_node(NODE)
@@ -106,7 +106,7 @@ def test_clients_of_one_memory_name_share_state_and_one_thread(shared_url: str) 
     assert threading.active_count() == before
 
 
-def test_private_memory_clients_do_not_share(shared_url: str) -> None:
+def test_private_memory_clients_do_not_share() -> None:
     with tenure.sync.connect("memory://") as first, tenure.sync.connect("memory://") as second:
         assert first.portal is not second.portal
         first.create_node(NODE)

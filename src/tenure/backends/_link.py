@@ -152,8 +152,10 @@ class Link:
         """Connect the first time; raises what stopped it (nothing is retried)."""
         try:
             await self._connect()
-        except BaseException:
+        except BaseException as error:
             await self.aclose()
+            if isinstance(error, OSError | TimeoutError) and not isinstance(error, TenureError):
+                raise UnavailableError(f"cannot connect to {self.endpoint}: {error}") from error
             raise
         self._spawn(self._keepalive())
 
@@ -307,6 +309,12 @@ class Link:
                     if isinstance(event, ConnectionClosed):
                         raise DisconnectedError(f"{self.endpoint} closed the connection")
                     self._dispatch(conn, event)
+                    if self._conn is not conn:
+                        return  # given up while dispatching (GoingAway answered in full)
+                    if isinstance(event, Reply | Failure):
+                        # Let the caller act on its answer (arm a watch, record a grant)
+                        # before the pushes that came after it are delivered.
+                        await asyncio.sleep(0)
         except asyncio.CancelledError:
             raise
         except (OSError, ssl.SSLError, ProtocolError) as error:
@@ -318,12 +326,13 @@ class Link:
         elif isinstance(event, Reply | Failure):
             future, sent_at = conn.pending.pop(event.request_id)
             self.confirmed_at = max(self.confirmed_at, sent_at)
-            if future.done():
-                return
-            if isinstance(event, Reply):
-                future.set_result(event.value)
-            else:
-                future.set_exception(error_from_code(event.code, event.message))
+            if not future.done():
+                if isinstance(event, Reply):
+                    future.set_result(event.value)
+                else:
+                    future.set_exception(error_from_code(event.code, event.message))
+            if conn.going_away and not conn.pending:
+                self._lost(conn, DisconnectedError(f"{self.endpoint} went away"))
         elif isinstance(event, Pong):
             pinged_at = conn.pings.pop(event.nonce, None)
             if pinged_at is not None:
@@ -333,6 +342,8 @@ class Link:
             log.info("%s is going away: %s", self.endpoint, event.reason)
             conn.going_away = True
             self._ready.clear()
+            if not conn.pending:  # else once the last answer is in
+                self._lost(conn, DisconnectedError(f"{self.endpoint} went away: {event.reason}"))
 
     def _lost(self, conn: _Connection, error: BaseException) -> None:
         if self._conn is not conn:

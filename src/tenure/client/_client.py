@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Self
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tenure._core.values import NodeConfig, NodeDescription
 from tenure.backends import Backend, Capability, open_backend
@@ -22,7 +23,7 @@ class Client(ClosesOnExit):
         self._closed = False
 
     def __repr__(self) -> str:
-        return f"<Client {self.url!r}{' closed' if self._closed else ''}>"
+        return f"<Client {_redacted(self.url)!r}{' closed' if self._closed else ''}>"
 
     @property
     def capabilities(self) -> frozenset[Capability]:
@@ -113,6 +114,15 @@ class Client(ClosesOnExit):
             # Not the session's own choice: code relying on it must hear of it.
             await session._close(SessionClosedError("the client was closed"))
         await self.backend.aclose()
+
+
+def _redacted(url: str) -> str:
+    """``url`` with the value of a ``token=`` option hidden (reprs end up in logs)."""
+    parts = urlsplit(url)
+    if not parts.query:
+        return url
+    query = [(k, "***" if k == "token" else v) for k, v in parse_qsl(parts.query, True)]
+    return urlunsplit(parts._replace(query=urlencode(query, safe="*/:")))
 
 
 class SessionLoop(ClosesOnExit):
