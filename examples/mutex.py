@@ -9,12 +9,14 @@ delayed in the network cannot overwrite newer data. An impatient client shows
 
 Run it with::
 
-    python examples/mutex.py
+    python examples/mutex.py                                      # in-process
+    TENURE_URL=tenure://127.0.0.1:6388 python examples/mutex.py   # against tenure serve
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 
 import tenure
 
@@ -44,7 +46,7 @@ async def main() -> None:
     first_holder_ready = asyncio.Event()
     tokens: dict[str, int] = {}
 
-    async with tenure.connect("memory://") as client:
+    async with tenure.connect(os.environ.get("TENURE_URL", "memory://")) as client:
         await client.create_node("mutex-demo")
 
         async def worker(name: str) -> None:

@@ -7,13 +7,15 @@ never starved by small ones slipping past. ``describe()`` shows owners and waite
 
 Run it with::
 
-    python examples/semaphore.py
+    python examples/semaphore.py                                      # in-process
+    TENURE_URL=tenure://127.0.0.1:6388 python examples/semaphore.py   # against tenure serve
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Callable
 
 import tenure
@@ -42,7 +44,7 @@ async def wait_until(
 
 
 async def main() -> None:
-    async with tenure.connect("memory://") as client:
+    async with tenure.connect(os.environ.get("TENURE_URL", "memory://")) as client:
         await client.create_node(NODE)
         async with client.session(NODE, description="admin") as admin:
             pool = admin.semaphore("db-pool")

@@ -10,13 +10,15 @@ session's recovery window has passed.
 
 Run it with::
 
-    python examples/service_discovery.py
+    python examples/service_discovery.py                                      # in-process
+    TENURE_URL=tenure://127.0.0.1:6388 python examples/service_discovery.py   # against tenure serve
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import os
 from collections.abc import Callable
 
 import tenure
@@ -38,7 +40,7 @@ async def main() -> None:
     addresses = ["10.0.0.1:8080", "10.0.0.2:8080", "10.0.0.3:8080"]
     leave = {address: asyncio.Event() for address in addresses}
 
-    async with tenure.connect("memory://") as client:
+    async with tenure.connect(os.environ.get("TENURE_URL", "memory://")) as client:
         await client.create_node(NODE)
         tasks: list[asyncio.Task[None]] = []
 

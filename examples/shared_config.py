@@ -11,13 +11,15 @@ from version 1 straight to version 4.
 
 Run it with::
 
-    python examples/shared_config.py
+    python examples/shared_config.py                                      # in-process
+    TENURE_URL=tenure://127.0.0.1:6388 python examples/shared_config.py   # against tenure serve
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 
 import tenure
 
@@ -40,7 +42,7 @@ async def watcher(
 
 async def main() -> None:
     config: dict[str, object] = {"version": 1, "log_level": "info", "pool_size": 4}
-    async with tenure.connect("memory://") as client:
+    async with tenure.connect(os.environ.get("TENURE_URL", "memory://")) as client:
         await client.create_node(NODE)
         async with client.session(NODE, description="admin") as admin:
             semaphore = admin.semaphore("config")

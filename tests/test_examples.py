@@ -1,7 +1,8 @@
 """Run every program in examples/ the way a user would, and check what it printed.
 
 Each example runs as ``python examples/NAME.py`` in a subprocess (warnings turned
-into errors, no stdin), must exit 0 with nothing on stderr, and must print the
+into errors, no stdin; those that take ``TENURE_URL`` once more against a real
+``tenure serve``), must exit 0 with nothing on stderr, and must print the
 lines that show its point: the order of grants, the failover leader, and so on.
 """
 
@@ -11,7 +12,12 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
+
+from tests.server.wire import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -26,9 +32,19 @@ TESTED = {
 }
 
 
-def run_example(name: str) -> list[str]:
+@pytest.fixture(params=["memory", "tenure"])
+def url_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The environment that points an example at memory:// (its default) or a real server."""
+    if request.param == "memory":
+        yield {}
+        return
+    with ServerProcess(tmp_path / "data", "--fsync", "off") as server:
+        yield {"TENURE_URL": f"tenure://127.0.0.1:{server.port}"}
+
+
+def run_example(name: str, extra_env: dict[str, str] | None = None) -> list[str]:
     """Run ``examples/name`` and return its output lines (after checking it succeeded)."""
-    env = dict(os.environ)
+    env = {**os.environ, **(extra_env or {})}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
     result = subprocess.run(
         [sys.executable, "-W", "error", str(EXAMPLES / name)],
@@ -70,8 +86,8 @@ def test_every_example_is_tested_and_listed() -> None:
         assert f"{name}" in readme, f"examples/README.md does not list {name}"
 
 
-def test_mutex_serves_in_order_and_storage_fences_stale_tokens() -> None:
-    lines = run_example("mutex.py")
+def test_mutex_serves_in_order_and_storage_fences_stale_tokens(url_env: dict[str, str]) -> None:
+    lines = run_example("mutex.py", url_env)
     holds = matches(r"(worker-\d): holds 'ledger' with fencing token (\d+)$", lines)
     assert [m[1] for m in holds] == ["worker-0", "worker-1", "worker-2"]
     tokens = [int(m[2]) for m in holds]
@@ -88,8 +104,8 @@ def test_mutex_serves_in_order_and_storage_fences_stale_tokens() -> None:
     )
 
 
-def test_semaphore_is_fifo_and_describes_owners_and_waiters() -> None:
-    lines = run_example("semaphore.py")
+def test_semaphore_is_fifo_and_describes_owners_and_waiters(url_env: dict[str, str]) -> None:
+    lines = run_example("semaphore.py", url_env)
     grants = matches(r"(\S+): got (\d) connection\(s\), token (\d+)$", lines)
     assert [(m[1], int(m[2])) for m in grants] == [("batch-job", 2), ("report", 2), ("api", 1)]
     tokens = [int(m[3]) for m in grants]
@@ -123,8 +139,8 @@ def test_election_fails_over_to_the_next_candidate() -> None:
     assert not matches(r"node-c: elected", lines)
 
 
-def test_service_discovery_watch_follows_instances() -> None:
-    lines = run_example("service_discovery.py")
+def test_service_discovery_watch_follows_instances(url_env: dict[str, str]) -> None:
+    lines = run_example("service_discovery.py", url_env)
     a, b, c = "'10.0.0.1:8080'", "'10.0.0.2:8080'", "'10.0.0.3:8080'"
     assert [line for line in lines if line.startswith("client: ")] == [
         "client: exists=False endpoints=[]",
@@ -138,8 +154,8 @@ def test_service_discovery_watch_follows_instances() -> None:
     assert lines[-1] == "client: exists=False endpoints=[]"
 
 
-def test_shared_config_watchers_get_the_latest_version() -> None:
-    lines = run_example("shared_config.py")
+def test_shared_config_watchers_get_the_latest_version(url_env: dict[str, str]) -> None:
+    lines = run_example("shared_config.py", url_env)
 
     def versions(name: str) -> list[int]:
         return [int(m[1]) for m in matches(rf"{name}: config version (\d+): ", lines)]

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 import tenure
-from tenure.errors import LeaseLostError, NotFoundError, SessionClosedError
+from tenure.errors import AlreadyExistsError, LeaseLostError, NotFoundError, SessionClosedError
 
 from .harness import unique
 from .support import spawn, wait_for_waiters, within
@@ -35,6 +35,22 @@ async def test_create_node_from_a_config_with_overrides(client: tenure.Client) -
     described = (await client.describe_node(name)).config
 
     assert (described.lock_delay, described.max_semaphores) == (3.0, 5)
+
+
+async def test_create_node_exist_ok_leaves_an_existing_node_alone(
+    client: tenure.Client, node: str
+) -> None:
+    await client.alter_node(node, max_waiters=3)
+    with pytest.raises(AlreadyExistsError):
+        await client.create_node(node)
+
+    await client.create_node(node, exist_ok=True, max_waiters=9)  # no error, no change
+
+    assert (await client.describe_node(node)).config.max_waiters == 3
+    fresh = unique("fresh")
+    await client.create_node(fresh, exist_ok=True, max_waiters=9)
+    assert (await client.describe_node(fresh)).config.max_waiters == 9
+    await client.drop_node(fresh)
 
 
 async def test_describe_node_counts_live_sessions_and_semaphores(

@@ -7,7 +7,12 @@ import asyncio
 import pytest
 
 import tenure
-from tenure.errors import LeaseLostError, NotFoundError
+from tenure.errors import (
+    AlreadyExistsError,
+    LeaseLostError,
+    NotFoundError,
+    PreconditionFailedError,
+)
 from tenure.testing import FakeClock
 
 from .support import exists, owners, spawn, wait_for_waiters, waiters, within
@@ -27,6 +32,22 @@ async def test_create_and_describe(
     assert description.exists
     assert not description.ephemeral
     assert (description.owners, description.waiters) == ((), ())
+
+
+async def test_create_exist_ok_accepts_the_same_limit_only(
+    client: tenure.Client, node: str
+) -> None:
+    session = await client.session(node)
+    pool = session.semaphore("pool")
+    await pool.create(limit=3, data=b"first")
+    with pytest.raises(AlreadyExistsError):
+        await pool.create(limit=3)
+
+    await pool.create(limit=3, data=b"second", exist_ok=True)
+    with pytest.raises(PreconditionFailedError, match="limit 3, not 4"):
+        await pool.create(limit=4, exist_ok=True)
+
+    assert (await pool.describe()).data == b"first"  # untouched
 
 
 async def test_async_with_acquire_holds_tokens_for_the_block(

@@ -10,7 +10,7 @@ from tenure._core.values import NodeConfig, NodeDescription
 from tenure.backends import Backend, Capability, open_backend
 from tenure.client._opening import ClosesOnExit, Opening
 from tenure.client._session import Session
-from tenure.errors import LostError, SessionClosedError
+from tenure.errors import AlreadyExistsError, LostError, SessionClosedError
 
 
 class Client(ClosesOnExit):
@@ -33,15 +33,25 @@ class Client(ClosesOnExit):
     # -- nodes ----------------------------------------------------------------------
 
     async def create_node(
-        self, name: str, config: NodeConfig | None = None, **settings: object
+        self,
+        name: str,
+        config: NodeConfig | None = None,
+        *,
+        exist_ok: bool = False,
+        **settings: object,
     ) -> None:
         """Create a node, from ``config`` and/or individual settings (see NodeConfig).
 
         Raises:
-            AlreadyExistsError: the node exists.
+            AlreadyExistsError: the node exists, unless ``exist_ok`` (then nothing
+                changes: an existing node keeps its settings; see alter_node).
         """
         config = (config or NodeConfig()).replace(**settings)
-        await self.backend.create_node(name, config)
+        try:
+            await self.backend.create_node(name, config)
+        except AlreadyExistsError:
+            if not exist_ok:
+                raise
 
     async def describe_node(self, name: str) -> NodeDescription:
         """A node's settings and how many sessions and semaphores it has."""

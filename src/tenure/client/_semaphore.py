@@ -9,6 +9,7 @@ from tenure._core.values import SemaphoreDescription
 from tenure.client._args import Data, as_data
 from tenure.client._lease import Lease
 from tenure.client._opening import Opening
+from tenure.errors import AlreadyExistsError, PreconditionFailedError
 
 if TYPE_CHECKING:
     from tenure.client._session import Session
@@ -28,9 +29,25 @@ class Semaphore:
     def __repr__(self) -> str:
         return f"<Semaphore {self.name!r} of session {self.session.id}>"
 
-    async def create(self, limit: int, data: Data = b"") -> None:
-        """Create the semaphore with ``limit`` tokens; AlreadyExistsError if it exists."""
-        await self.session._backend_session().create_semaphore(self.name, limit, as_data(data))
+    async def create(self, limit: int, data: Data = b"", *, exist_ok: bool = False) -> None:
+        """Create the semaphore with ``limit`` tokens.
+
+        Raises:
+            AlreadyExistsError: it exists, unless ``exist_ok``: then an existing
+                semaphore with the same limit is fine (its data is left alone), and
+                one with another limit raises PreconditionFailedError.
+        """
+        backend = self.session._backend_session()
+        try:
+            await backend.create_semaphore(self.name, limit, as_data(data))
+        except AlreadyExistsError:
+            if not exist_ok:
+                raise
+            found = await backend.describe_semaphore(self.name, owners=False, waiters=False)
+            if found.limit != limit:
+                raise PreconditionFailedError(
+                    f"semaphore {self.name!r} exists with limit {found.limit}, not {limit}"
+                ) from None
 
     def acquire(
         self,

@@ -48,9 +48,16 @@ class Client(ClosesOnExit):
         """Whether :meth:`close` was called."""
         return self._closed
 
-    def create_node(self, name: str, config: NodeConfig | None = None, **settings: object) -> None:
+    def create_node(
+        self,
+        name: str,
+        config: NodeConfig | None = None,
+        *,
+        exist_ok: bool = False,
+        **settings: object,
+    ) -> None:
         """Create a node (see :meth:`tenure.Client.create_node`); AlreadyExistsError if taken."""
-        self._portal.call(self._client.create_node, name, config, **settings)
+        self._portal.call(self._client.create_node, name, config, exist_ok=exist_ok, **settings)
 
     def describe_node(self, name: str) -> NodeDescription:
         """A node's settings and how many sessions and semaphores it has."""

@@ -209,9 +209,9 @@ class Semaphore:
     def __repr__(self) -> str:
         return f"<sync Semaphore {self.name!r} of session {self.session.id}>"
 
-    def create(self, limit: int, data: Data = b"") -> None:
-        """Create the semaphore with ``limit`` tokens; AlreadyExistsError if it exists."""
-        self.session._portal.call(self._semaphore.create, limit, data)
+    def create(self, limit: int, data: Data = b"", *, exist_ok: bool = False) -> None:
+        """Create the semaphore (see :meth:`tenure.Semaphore.create`)."""
+        self.session._portal.call(self._semaphore.create, limit, data, exist_ok=exist_ok)
 
     def acquire(
         self,
