@@ -11,6 +11,7 @@ import contextlib
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -95,7 +96,9 @@ class ServerProcess:
             time.sleep(0.02)
 
     def output(self) -> str:
-        self._log.flush()
+        """Everything the server logged so far (also after it was stopped)."""
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(errors="replace")
 
     def signal(self, signum: int) -> int:
@@ -208,12 +211,22 @@ class Clients:
     def __init__(self) -> None:
         self.opened: list[WireClient] = []
 
-    async def connect(self, port: int, *, hello: bool = True) -> WireClient:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), WAIT)
+    async def connect(
+        self,
+        port: int,
+        *,
+        hello: bool = True,
+        tls: ssl.SSLContext | None = None,
+        token: str | None = None,
+    ) -> WireClient:
+        """A connection (over TLS with ``tls``); with ``hello``, its handshake must succeed."""
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection("127.0.0.1", port, ssl=tls), WAIT
+        )
         client = WireClient(reader, writer)
         self.opened.append(client)
         if hello:
-            welcome = await client.hello()
+            welcome = await client.hello(token=token)
             assert isinstance(welcome, Welcome), welcome
             client.welcome = welcome
         return client

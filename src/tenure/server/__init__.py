@@ -4,8 +4,13 @@
 * :mod:`tenure.server._journal`: the engine made durable over it;
 * :mod:`tenure.server._driver`: the journaled engine on the event loop (group commit);
 * :mod:`tenure.server._session_table`: which connection owns which session;
-* :mod:`tenure.server._serve`: the network server; :mod:`tenure.server._startup` and
-  :mod:`tenure.server._config`: ``tenure serve`` (see docs/operations.md).
+* :mod:`tenure.server._serve`: the network server;
+* :mod:`tenure.server._gate`: the handshake, tokens, authorization, idle and handshake
+  timeouts of each connection; :mod:`tenure.server._auth`: the auth file and the
+  policy; :mod:`tenure.server._tls`: TLS and mutual TLS;
+* :mod:`tenure.server._startup`, :mod:`tenure.server._config` and
+  :mod:`tenure.server._settings`: ``tenure serve``, its settings from flags,
+  environment and config file (see docs/operations.md).
 """
 
 from __future__ import annotations

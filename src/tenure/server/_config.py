@@ -1,139 +1,105 @@
-"""The settings of ``tenure serve``: command-line flags, each also from the environment.
+"""The settings of ``tenure serve``: flags, environment variables and a TOML config file.
 
-Every setting has a flag ``--name`` and an environment variable ``TENURE_NAME``
-(upper case, dashes as underscores); the flag wins over the variable, the variable
-over the default. :func:`add_arguments` declares the flags on a parser and
-:func:`resolve` turns the parsed flags plus the environment into a
-:class:`ServeConfig`, or raises :class:`ConfigError` naming the bad setting.
+Every setting (the table is :data:`tenure.server._settings.SETTINGS`; the operator's
+list is docs/operations.md) has
 
-A config file (TOML), TLS and authentication will be further sources and fields
-of :class:`ServeConfig`; :func:`resolve` is the one place that merges sources.
+* a flag ``--name`` (dashes for underscores),
+* an environment variable ``TENURE_NAME`` (upper case),
+* a key ``name`` in the config file named by ``--config`` or ``TENURE_CONFIG``.
+
+The first of these that is given wins, in that order; otherwise the default
+applies. :attr:`ServeConfig.sources` records which one each value came from
+(``flag``, ``env``, ``file`` or ``default``). Relative paths in the config file are
+relative to the file's directory; an empty path (``tls_cert = ""``) means none.
+
+:func:`resolve` is the one place that merges the sources. It raises
+:class:`ConfigError` naming the flag, variable, or file and key of a value that
+cannot be used: an unknown key, a wrong type, a value out of range, and also a
+TLS or auth file that cannot be loaded (it loads them once to find out, so that a
+bad file stops ``tenure serve`` at once, with exit code 2). Secrets live only in
+the auth file; :meth:`ServeConfig.fields` (what the server logs) holds paths only.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+import difflib
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Final
 
-from tenure._protocol import DEFAULT_MAX_FRAME_SIZE, MAX_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
+from tenure._protocol import DEFAULT_MAX_FRAME_SIZE
+from tenure.server._auth import load_tokens
+from tenure.server._settings import (
+    BY_NAME,
+    DEFAULT_BATCH_INTERVAL,
+    DEFAULT_DATA_DIR,
+    DEFAULT_HANDSHAKE_TIMEOUT,
+    DEFAULT_HOST,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_QUEUED_PUSHES,
+    DEFAULT_MAX_UNREAD,
+    DEFAULT_PORT,
+    DEFAULT_SHUTDOWN_GRACE,
+    SETTINGS,
+    ConfigError,
+)
 from tenure.server._storage import FsyncMode
+from tenure.server._tls import server_context
+
+__all__ = ["ConfigError", "ServeConfig", "add_arguments", "check_files", "env_name", "resolve"]
 
 ENV_PREFIX: Final = "TENURE_"
-DEFAULT_HOST: Final = "127.0.0.1"
-DEFAULT_PORT: Final = 6388
-DEFAULT_DATA_DIR: Final = "./tenure-data"
-DEFAULT_MAX_CONNECTIONS: Final = 1024
-
-
-class ConfigError(ValueError):
-    """A setting has a value that cannot be used (the message names the setting)."""
+CONFIG_ENV: Final = "TENURE_CONFIG"
 
 
 @dataclass(frozen=True, slots=True)
 class ServeConfig:
-    """Everything ``tenure serve`` needs to start. ``sources`` says where each came from."""
+    """Everything ``tenure serve`` needs to start. ``sources`` says where each came from.
+
+    Durations are in seconds. ``tls_cert`` and ``tls_key`` are both set or both None;
+    ``tls_client_ca`` needs them. ``config_file`` is the file the settings were read
+    from, if any.
+    """
 
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     data_dir: Path = Path(DEFAULT_DATA_DIR)
     fsync: FsyncMode = FsyncMode.ALWAYS
+    batch_interval: float = DEFAULT_BATCH_INTERVAL
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_unread: int = DEFAULT_MAX_UNREAD
+    max_queued_pushes: int = DEFAULT_MAX_QUEUED_PUSHES
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT  # 0: never
+    handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
+    shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_client_ca: Path | None = None
+    auth_file: Path | None = None
+    config_file: Path | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def fields(self) -> dict[str, object]:
-        """Every setting as JSON-ready data, and where each came from (for the log)."""
-        values = asdict(self)
-        values["data_dir"] = str(self.data_dir.resolve())
-        values["fsync"] = self.fsync.value
-        values["sources"] = dict(self.sources)
+        """Every setting as JSON-ready data, and where each came from (for the log).
+
+        Paths only: the secrets in the auth file are never part of the config.
+        """
+        values: dict[str, object] = {}
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if isinstance(value, Path):
+                value = str(value.resolve())
+            elif isinstance(value, FsyncMode):
+                value = value.value
+            elif item.name == "sources":
+                value = dict(value)
+            values[item.name] = value
         return values
-
-
-def _port(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise ValueError("must be 0 to 65535 (0: any free port)")
-    return value
-
-
-def _frame_size(text: str) -> int:
-    value = int(text)
-    if not MIN_MAX_FRAME_SIZE <= value <= MAX_MAX_FRAME_SIZE:
-        raise ValueError(f"must be {MIN_MAX_FRAME_SIZE} to {MAX_MAX_FRAME_SIZE}")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError("must be at least 1")
-    return value
-
-
-def _fsync(text: str) -> FsyncMode:
-    try:
-        return FsyncMode(text.lower())
-    except ValueError:
-        raise ValueError("must be always, batch or off") from None
-
-
-@dataclass(frozen=True, slots=True)
-class _Setting:
-    name: str
-    parse: Callable[[str], object]
-    default: object
-    metavar: str
-    help: str
-
-
-_SETTINGS: Final = (
-    _Setting("host", str, DEFAULT_HOST, "ADDR", "address to listen on (default: %(default)s)"),
-    _Setting(
-        "port",
-        _port,
-        DEFAULT_PORT,
-        "N",
-        "TCP port to listen on; 0 picks a free one (default: %(default)s)",
-    ),
-    _Setting(
-        "data_dir",
-        Path,
-        Path(DEFAULT_DATA_DIR),
-        "DIR",
-        "directory of the write-ahead log, snapshots and instance-id; created if missing "
-        "(default: %(default)s)",
-    ),
-    _Setting(
-        "fsync",
-        _fsync,
-        FsyncMode.ALWAYS,
-        "MODE",
-        "when the log reaches the disk: 'always' fsyncs before every reply (no acknowledged "
-        "change is ever lost), 'batch' fsyncs every 50 ms (a machine crash may lose that "
-        "much), 'off' leaves it to the OS (a machine crash may lose more; a server crash "
-        "alone loses nothing) (default: always)",
-    ),
-    _Setting(
-        "max_frame_size",
-        _frame_size,
-        DEFAULT_MAX_FRAME_SIZE,
-        "BYTES",
-        f"largest frame accepted from a client, {MIN_MAX_FRAME_SIZE} to {MAX_MAX_FRAME_SIZE} "
-        "(default: %(default)s)",
-    ),
-    _Setting(
-        "max_connections",
-        _positive,
-        DEFAULT_MAX_CONNECTIONS,
-        "N",
-        "client connections served at once; more are refused with LIMIT_EXCEEDED "
-        "(default: %(default)s)",
-    ),
-)
 
 
 def env_name(name: str) -> str:
@@ -143,45 +109,108 @@ def env_name(name: str) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the flags of ``tenure serve`` on ``parser`` (all default to None: unset)."""
-    for setting in _SETTINGS:
+    parser.add_argument(
+        "--config",
+        dest="config",
+        metavar="PATH",
+        default=None,
+        help="read settings from this TOML file: one key per setting, named as the flag "
+        'with underscores (max_connections = 10, fsync = "batch"); flags and environment '
+        f"variables win over it; env {CONFIG_ENV}",
+    )
+    for setting in SETTINGS:
         default = setting.default
         if isinstance(default, FsyncMode):
             default = default.value
         elif isinstance(default, Path):
             default = DEFAULT_DATA_DIR
         parser.add_argument(
-            "--" + setting.name.replace("_", "-"),
+            setting.flag,
             dest=setting.name,
             metavar=setting.metavar,
             default=None,
             help=setting.help.replace("%(default)s", str(default))
             + f"; env {env_name(setting.name)}",
         )
+    parser.epilog = (
+        "Every setting is a flag, an environment variable TENURE_<NAME>, or a key of the "
+        "--config file; the first given wins, in that order, then the default. "
+        "docs/operations.md describes each one."
+    )
 
 
 def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> ServeConfig:
-    """Merge flags (first), environment (second) and defaults into a ServeConfig.
+    """Merge flags (first), environment (second), config file (third) and defaults.
 
     Raises:
-        ConfigError: a flag or variable does not parse; the message names it.
+        ConfigError: a flag, variable or file key does not parse or is out of range,
+            or a TLS or auth file cannot be loaded; the message names it.
     """
+    config_file, config_source = _config_path(args, environ)
+    in_file = _load_file(config_file) if config_file is not None else {}
     values: dict[str, object] = {}
-    sources: dict[str, str] = {}
-    for setting in _SETTINGS:
+    sources: dict[str, str] = {"config_file": config_source}
+    for setting in SETTINGS:
         flag = getattr(args, setting.name, None)
         env = environ.get(env_name(setting.name))
-        if flag is not None:
-            text, where = flag, "--" + setting.name.replace("_", "-")
-            sources[setting.name] = "flag"
-        elif env is not None:
-            text, where = env, env_name(setting.name)
-            sources[setting.name] = "env"
-        else:
-            values[setting.name] = setting.default
-            sources[setting.name] = "default"
-            continue
         try:
-            values[setting.name] = setting.parse(text)
+            if flag is not None:
+                where = f"{setting.flag}={flag!r}"
+                sources[setting.name] = "flag"
+                values[setting.name] = setting.from_text(flag)
+            elif env is not None:
+                where = f"{env_name(setting.name)}={env!r}"
+                sources[setting.name] = "env"
+                values[setting.name] = setting.from_text(env)
+            elif setting.name in in_file:
+                value = in_file[setting.name]
+                where = f"config file {config_file}: {setting.name} = {value!r}"
+                sources[setting.name] = "file"
+                assert config_file is not None
+                values[setting.name] = setting.from_toml(value, config_file.parent)
+            else:
+                values[setting.name] = setting.default
+                sources[setting.name] = "default"
         except ValueError as error:
-            raise ConfigError(f"{where}={text!r}: {error}") from None
-    return ServeConfig(**values, sources=sources)  # type: ignore[arg-type]
+            raise ConfigError(f"{where}: {error}") from None
+    config = ServeConfig(**values, config_file=config_file, sources=sources)  # type: ignore[arg-type]
+    check_files(config)
+    return config
+
+
+def check_files(config: ServeConfig) -> None:
+    """Load the TLS files and the auth file once, so that a bad one is reported now.
+
+    Raises:
+        ConfigError: naming the file (and what is wrong with it).
+    """
+    server_context(config.tls_cert, config.tls_key, config.tls_client_ca)
+    if config.auth_file is not None:
+        load_tokens(config.auth_file)
+
+
+def _config_path(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Path | None, str]:
+    flag = getattr(args, "config", None)
+    if flag:
+        return Path(flag), "flag"
+    env = environ.get(CONFIG_ENV)
+    if env:
+        return Path(env), "env"
+    return None, "default"
+
+
+def _load_file(path: Path) -> dict[str, object]:
+    """The settings in config file ``path``; unknown keys are an error."""
+    try:
+        with path.open("rb") as file:
+            data = tomllib.load(file)
+    except OSError as error:
+        raise ConfigError(f"config file {path}: cannot read it: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"config file {path}: not valid TOML: {error}") from None
+    for key in data:
+        if key not in BY_NAME:
+            close = difflib.get_close_matches(key, BY_NAME, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"config file {path}: unknown setting {key!r}{hint}")
+    return data

@@ -31,7 +31,8 @@ log = logging.getLogger("tenure.server")
 
 R = TypeVar("R")
 
-#: How often ``--fsync batch`` makes what was committed durable, in seconds.
+#: How often ``--fsync batch`` makes what was committed durable, in seconds (the
+#: default of ``--batch-interval``).
 BATCH_INTERVAL: Final = 0.05
 
 
@@ -46,6 +47,7 @@ class JournaledEngine(EngineHost):
         deliver: Callable[[list[Effect]], None],
         on_durable: Callable[[], None],
         on_fatal: Callable[[], None],
+        batch_interval: float = BATCH_INTERVAL,
     ) -> None:
         super().__init__(LoopClock(), engine)
         self.journal = journal
@@ -54,6 +56,7 @@ class JournaledEngine(EngineHost):
         self._deliver_to_server = deliver
         self._on_durable = on_durable
         self._on_fatal = on_fatal
+        self.batch_interval = batch_interval
         self._loop = asyncio.get_running_loop()
         self._dirty = self._unsynced = False
         self._flush_handle: asyncio.Handle | None = None
@@ -162,9 +165,9 @@ class JournaledEngine(EngineHost):
         self._on_fatal()
 
     async def _sync_batches(self) -> None:
-        """``--fsync batch``: make what was committed durable every BATCH_INTERVAL."""
+        """``--fsync batch``: make what was committed durable every ``batch_interval``."""
         while not (self.dead or self.stopped):
-            await asyncio.sleep(BATCH_INTERVAL)
+            await asyncio.sleep(self.batch_interval)
             if self._unsynced and not (self.dead or self.stopped):
                 self._unsynced = False
                 try:

@@ -9,7 +9,9 @@ change the disk does not have. A failed commit is fatal: the journal is aborted,
 every connection dropped, and the server exits non-zero.
 
 Session ownership and the queues of detached sessions are in
-:class:`~tenure.server._session_table.SessionTable` (docs/protocol.md section 11).
+:class:`~tenure.server._session_table.SessionTable` (docs/protocol.md section 11);
+the handshake, tokens, authorization and the handshake and idle timeouts in
+:class:`~tenure.server._gate.Gate`; TLS in :mod:`tenure.server._tls`.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass, field
 from typing import Final
 
 from tenure._core import (
@@ -46,38 +47,25 @@ from tenure._protocol import (
     ServerConnection,
     ServerMessage,
     State,
-    Welcome,
-    version_refusal,
 )
 from tenure.errors import ErrorCode, ProtocolError, TenureError, code_of
 from tenure.server._config import ServeConfig
 from tenure.server._driver import JournaledEngine
+from tenure.server._gate import Conn, Gate
 from tenure.server._journal import Journal
 from tenure.server._session_table import SessionTable
 
 log = logging.getLogger("tenure.server")
 
-SERVER_NAME: Final = "tenure"
-#: How long a shutdown waits for clients to hang up after GoingAway, in seconds.
-SHUTDOWN_GRACE: Final = 1.0
-#: A client that lets this many bytes pile up unread is disconnected.
-MAX_UNREAD: Final = 64 * 1024 * 1024
 _READ_SIZE: Final = 65536
 
 
-@dataclass(eq=False)
-class _Conn:
-    """One client connection: its streams, its codec and its outbox."""
-
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
-    codec: ServerConnection
-    outbox: list[bytes] = field(default_factory=list)
-    closing: bool = False  # stop reading; close once the outbox is written
-
-
 class Server:
-    """Serves one journaled engine to many connections (see the module docstring)."""
+    """Serves one journaled engine to many connections (see the module docstring).
+
+    Raises (at construction):
+        ConfigError: the TLS or auth files named in ``config`` cannot be loaded.
+    """
 
     def __init__(
         self, config: ServeConfig, journal: Journal, engine: Engine, instance_id: bytes
@@ -85,16 +73,18 @@ class Server:
         self.config = config
         self.instance_id = instance_id
         self.exit_code = 0
+        self.gate = Gate(config, instance_id, self._emit)
         self.host = JournaledEngine(
             journal,
             engine,
             deliver=self._deliver,
             on_durable=self._write_out,
             on_fatal=self._on_fatal,
+            batch_interval=config.batch_interval,
         )
-        self._table: SessionTable[_Conn] = SessionTable()
-        self._conns: set[_Conn] = set()
-        self._outgoing: set[_Conn] = set()
+        self._table: SessionTable[Conn] = SessionTable(max_queued=config.max_queued_pushes)
+        self._conns: set[Conn] = set()
+        self._outgoing: set[Conn] = set()
         self._shutdown_task: asyncio.Task[None] | None = None
         self._stopping = False
         self._listener: asyncio.Server | None = None
@@ -106,8 +96,13 @@ class Server:
 
     async def start(self) -> tuple[str, int]:
         """Listen; returns the address actually bound (``--port 0`` picks one)."""
+        tls = self.gate.tls
         self._listener = await asyncio.start_server(
-            self._serve_connection, self.config.host, self.config.port
+            self._serve_connection,
+            self.config.host,
+            self.config.port,
+            ssl=tls,
+            ssl_handshake_timeout=self.config.handshake_timeout if tls is not None else None,
         )
         self.host.start()
         host, port = self._listener.sockets[0].getsockname()[:2]
@@ -138,7 +133,7 @@ class Server:
         self.host.flush()
         self.host.stop()
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(SHUTDOWN_GRACE):
+            async with asyncio.timeout(self.config.shutdown_grace):
                 await self._idle.wait()
         self.host.flush()
         for conn in list(self._conns):
@@ -163,7 +158,7 @@ class Server:
     async def _serve_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        conn = _Conn(reader, writer, ServerConnection(max_frame_size=self.config.max_frame_size))
+        conn = Conn(reader, writer, ServerConnection(max_frame_size=self.config.max_frame_size))
         if self._stopping or self.host.dead or len(self._conns) >= self.config.max_connections:
             code, why = (
                 (ErrorCode.UNAVAILABLE, "the server is shutting down")
@@ -178,6 +173,7 @@ class Server:
             return
         self._conns.add(conn)
         self._idle.clear()
+        self.gate.accepted(conn)
         try:
             await self._read(conn)
         except OSError:
@@ -185,7 +181,7 @@ class Server:
         finally:
             self._lost(conn)
 
-    async def _read(self, conn: _Conn) -> None:
+    async def _read(self, conn: Conn) -> None:
         while not conn.closing:
             data = await conn.reader.read(_READ_SIZE)
             if self.host.dead:
@@ -204,32 +200,18 @@ class Server:
                 return
             await conn.writer.drain()
 
-    def _on_message(self, conn: _Conn, message: Hello | Request | Ping) -> None:
+    def _on_message(self, conn: Conn, message: Hello | Request | Ping) -> None:
+        self.gate.frame(conn)
         if isinstance(message, Request):
             self._on_request(conn, message)
         elif isinstance(message, Ping):
             self._emit(conn, Pong(message.nonce))
         else:
-            self._on_hello(conn, message)
+            self.gate.hello(conn, message, stopping=self._stopping)
 
-    def _on_hello(self, conn: _Conn, hello: Hello) -> None:
-        # Authentication (hello.token) and TLS identity will be checked here.
-        refusal = version_refusal(hello)
-        if refusal is not None or self._stopping:
-            self._emit(conn, refusal or Refused(ErrorCode.UNAVAILABLE, "shutting down"))
-            conn.closing = True
-            return
-        welcome = Welcome(
-            version=hello.version,
-            server_name=SERVER_NAME,
-            instance_id=self.instance_id,
-            max_frame_size=self.config.max_frame_size,
-        )
-        self._emit(conn, welcome)
-
-    def _last_word(self, conn: _Conn, error: ProtocolError) -> None:
+    def _last_word(self, conn: Conn, error: ProtocolError) -> None:
         log.info(
-            "protocol error; closing", extra={"fields": {"peer": _peer(conn), "error": str(error)}}
+            "protocol error; closing", extra={"fields": {"peer": conn.peer, "error": str(error)}}
         )
         before_welcome = conn.codec.state in (State.HANDSHAKE, State.GREETING)
         word = Refused if before_welcome else GoingAway
@@ -237,9 +219,10 @@ class Server:
             self._emit(conn, word(ErrorCode.PROTOCOL, str(error)))
         conn.closing = True
 
-    def _lost(self, conn: _Conn) -> None:
+    def _lost(self, conn: Conn) -> None:
         """The connection is over: detach the sessions it still owns, then close it."""
         self._conns.discard(conn)
+        self.gate.closed(conn)
         if not self._conns:
             self._idle.set()
         conn.closing = True
@@ -248,17 +231,21 @@ class Server:
             for session_id in sessions:
                 with contextlib.suppress(TenureError):
                     self.host.execute(DetachSession(session_id))
-            fields = {"peer": _peer(conn), "sessions": sessions}
+            fields = {"peer": conn.peer, "sessions": sessions}
             log.info("connection lost; sessions detached", extra={"fields": fields})
         self._outgoing.add(conn)
         self.host.request_flush()
 
     # -- requests -----------------------------------------------------------------------
 
-    def _on_request(self, conn: _Conn, request: Request) -> None:
+    def _on_request(self, conn: Conn, request: Request) -> None:
         command, rid = request.command, request.request_id
         if self._stopping or conn.closing:
             self._emit(conn, Failure(rid, ErrorCode.UNAVAILABLE, "the server is shutting down"))
+            return
+        denied = self.gate.denial(conn, command, self.host.engine.sessions)
+        if denied is not None:
+            self._emit(conn, Failure(rid, ErrorCode.PERMISSION_DENIED, denied))
             return
         session_id = getattr(command, "session_id", None)
         if (
@@ -303,7 +290,7 @@ class Server:
 
     # -- output -------------------------------------------------------------------------
 
-    def _emit(self, conn: _Conn, message: ServerMessage) -> None:
+    def _emit(self, conn: Conn, message: ServerMessage) -> None:
         """Queue ``message`` in the connection's outbox (written after the next commit)."""
         try:
             data = conn.codec.send(message)
@@ -319,11 +306,11 @@ class Server:
         self._outgoing.add(conn)
         self.host.request_flush()
 
-    def _push(self, conn: _Conn, effect: Effect) -> None:
+    def _push(self, conn: Conn, effect: Effect) -> None:
         try:
             self._emit(conn, Push(effect))
         except (LocalProtocolError, FrameTooLargeError):
-            log.warning("dropped a push to %s", _peer(conn), exc_info=True)
+            log.warning("dropped a push to %s", conn.peer, exc_info=True)
 
     def _write_out(self) -> None:
         """Everything logged is committed: write every outbox (the only place bytes leave)."""
@@ -331,14 +318,15 @@ class Server:
             if conn.outbox:
                 conn.writer.write(b"".join(conn.outbox))
                 conn.outbox.clear()
+            transport = conn.writer.transport
             if conn.closing:  # after a last word, a refusal, or the end of its stream
-                conn.writer.close()
-            elif conn.writer.transport.get_write_buffer_size() > MAX_UNREAD:
-                log.warning("%s does not read its replies; disconnecting", _peer(conn))
-                conn.writer.transport.abort()
+                if not transport.is_closing():
+                    conn.writer.close()
+                    # A peer that never reads (or never answers TLS's close_notify)
+                    # would keep the connection, and its sessions, forever: drop it.
+                    loop = asyncio.get_running_loop()
+                    loop.call_later(self.config.shutdown_grace, transport.abort)
+            elif transport.get_write_buffer_size() > self.config.max_unread:
+                log.warning("%s does not read its replies; disconnecting", conn.peer)
+                transport.abort()
         self._outgoing.clear()
-
-
-def _peer(conn: _Conn) -> str:
-    peer = conn.writer.get_extra_info("peername")
-    return str(peer) if peer else "?"

@@ -3,7 +3,9 @@
 :func:`run` is what the command line calls. It logs the settings (one JSON line on
 stderr), rebuilds the engine from the data directory, listens, and serves until
 SIGTERM or SIGINT (exit 0) or a fatal disk error (exit 1). Start-up failures (a
-corrupt log, an unusable directory, a port in use) are logged and exit 1.
+corrupt log, an unusable directory, a port in use) are logged and exit 1; a TLS or
+auth file that stopped loading since the settings were checked exits 2. The log
+names the auth file and its tokens' names, never a secret.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ import sys
 from pathlib import Path
 from typing import BinaryIO, Final, TextIO
 
-from tenure.server._config import ServeConfig
+from tenure.server._config import ConfigError, ServeConfig
 from tenure.server._journal import Journal
 from tenure.server._serve import Server
 from tenure.server._storage import CorruptLogError, DataDir
+from tenure.server._tls import describe
 
 log = logging.getLogger("tenure.server")
 
@@ -140,7 +143,12 @@ async def _serve_locked(
         log.critical("cannot open the data directory %s", config.data_dir, exc_info=True)
         journal.abort()
         return 1
-    server = Server(config, journal, engine, ident)
+    try:
+        server = Server(config, journal, engine, ident)
+    except ConfigError as error:
+        log.critical("%s", error)
+        journal.close()
+        return 2
     try:
         host, port = await server.start()
     except OSError:
@@ -155,6 +163,9 @@ async def _serve_locked(
         "instance_id": ident.hex(),
         "sessions": len(engine.sessions),
         "nodes": len(engine.nodes),
+        "tls": describe(server.gate.tls),
+        "auth_file": str(config.auth_file) if config.auth_file is not None else None,
+        "auth_tokens": server.gate.tokens.names if server.gate.tokens is not None else None,
     }
     log.info("listening", extra={"fields": fields})
     try:

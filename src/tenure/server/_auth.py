@@ -1,0 +1,241 @@
+"""Authentication (tokens in Hello) and authorization (which token may do what, where).
+
+The auth file (``--auth-file``, TOML) lists the tokens the server accepts::
+
+    [[token]]
+    name = "deployer"              # shown in logs and error messages; the secret never is
+    secret = "s3cr3t..."           # or: secret_sha256 = "<hex digest of the secret>"
+    access = "read-write"          # or "read-only"
+    nodes = ["jobs", "config-*"]   # optional (omitted: every node); fnmatch patterns
+
+Only SHA-256 digests of the secrets are kept in memory; a Hello's token is hashed
+and compared with each with :func:`hmac.compare_digest`.
+
+Authorization is pure policy (no sockets, no engine): :func:`denial` says why a
+token may not send a command about a node, or None if it may. Read-only tokens may
+open, attach, detach and close sessions, describe nodes and semaphores (with
+watches) and cancel watches; read-write tokens may also acquire, release, renew,
+and create, change and delete semaphores and nodes. The node a command touches is
+:func:`command_node`: named by node commands and CreateSession, the session's own
+node for every session command.
+"""
+
+from __future__ import annotations
+
+import enum
+import fnmatch
+import hashlib
+import hmac
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Protocol
+
+from tenure._core import (
+    Acquire,
+    AlterNode,
+    AttachSession,
+    CancelAcquire,
+    CancelWatch,
+    CloseSession,
+    Command,
+    CreateNode,
+    CreateSemaphore,
+    CreateSession,
+    DeleteSemaphore,
+    DescribeNode,
+    DescribeSemaphore,
+    DetachSession,
+    DropNode,
+    Release,
+    Renew,
+    UpdateSemaphore,
+)
+from tenure.server._settings import ConfigError
+
+
+class Access(enum.Enum):
+    """What a token may do (see the module docstring)."""
+
+    READ_ONLY = "read-only"
+    READ_WRITE = "read-write"
+
+
+#: The commands a read-only token may send.
+READ_ONLY_COMMANDS: Final[frozenset[type[Command[object]]]] = frozenset(
+    {
+        CreateSession,
+        AttachSession,
+        DetachSession,
+        CloseSession,
+        DescribeNode,
+        DescribeSemaphore,
+        CancelWatch,
+    }
+)
+#: The commands a read-write token may send: every command.
+READ_WRITE_COMMANDS: Final[frozenset[type[Command[object]]]] = READ_ONLY_COMMANDS | {
+    Acquire,
+    Release,
+    CancelAcquire,
+    Renew,
+    CreateSemaphore,
+    UpdateSemaphore,
+    DeleteSemaphore,
+    CreateNode,
+    AlterNode,
+    DropNode,
+}
+_ALLOWED: Final = {Access.READ_ONLY: READ_ONLY_COMMANDS, Access.READ_WRITE: READ_WRITE_COMMANDS}
+_KEYS: Final = frozenset({"name", "secret", "secret_sha256", "access", "nodes"})
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """One token of the auth file. ``nodes`` None: every node."""
+
+    name: str
+    digest: bytes = b""  # sha256 of the secret; the secret itself is not kept
+    access: Access = Access.READ_WRITE
+    nodes: tuple[str, ...] | None = None
+
+    def may_touch(self, node: str) -> bool:
+        """Whether ``node`` matches one of the token's node patterns."""
+        return self.nodes is None or any(fnmatch.fnmatchcase(node, p) for p in self.nodes)
+
+
+class SessionLike(Protocol):
+    """What :func:`command_node` needs of a session: its node."""
+
+    @property
+    def node(self) -> str:
+        """The node the session belongs to."""
+        ...
+
+
+def command_node(command: Command[object], sessions: Mapping[int, SessionLike]) -> str | None:
+    """The node ``command`` touches; None for a session the engine does not know."""
+    if isinstance(command, CreateNode | DescribeNode | AlterNode | DropNode):
+        return command.name
+    if isinstance(command, CreateSession):
+        return command.node
+    session_id = getattr(command, "session_id", None)
+    session = sessions.get(session_id) if isinstance(session_id, int) else None
+    return session.node if session is not None else None
+
+
+def denial(token: Token, command: Command[object], node: str | None) -> str | None:
+    """Why ``token`` may not send ``command`` about ``node``, or None if it may.
+
+    ``node`` None (a session that does not exist) is checked for access only; the
+    engine then answers the command with NOT_FOUND or SESSION_EXPIRED.
+    """
+    name = type(command).__name__
+    where = f" on node {node!r}" if node is not None else ""
+    if type(command) not in _ALLOWED[token.access]:
+        return f"token {token.name!r} is {token.access.value}: it may not send {name}{where}"
+    if node is not None and not token.may_touch(node):
+        patterns = ", ".join(token.nodes or ())
+        return f"token {token.name!r} may not send {name}{where}: it is limited to {patterns}"
+    return None
+
+
+class Tokens:
+    """The tokens of an auth file: who a Hello's token is, if anybody."""
+
+    def __init__(self, tokens: list[Token], path: Path | None = None) -> None:
+        self.tokens = tuple(tokens)
+        self.path = path
+
+    @property
+    def names(self) -> list[str]:
+        """The token names, in file order (safe to log)."""
+        return [token.name for token in self.tokens]
+
+    def authenticate(self, secret: str | None) -> Token | None:
+        """The token whose secret is ``secret``, or None (also for no secret at all)."""
+        if not secret:
+            return None
+        digest = hashlib.sha256(secret.encode()).digest()
+        found = None
+        for token in self.tokens:  # no early exit: every digest is compared
+            if hmac.compare_digest(digest, token.digest):
+                found = token
+        return found
+
+
+def load_tokens(path: Path) -> Tokens:
+    """Read an auth file (see the module docstring).
+
+    Raises:
+        ConfigError: the file cannot be read or parsed, or a token is malformed;
+            the message names the file and the token, never a secret.
+    """
+    try:
+        with path.open("rb") as file:
+            data = tomllib.load(file)
+    except OSError as error:
+        raise ConfigError(f"auth file {path}: cannot read it: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"auth file {path}: not valid TOML: {error}") from None
+    extra = sorted(set(data) - {"token"})
+    if extra:
+        raise ConfigError(f"auth file {path}: unknown key {extra[0]!r} (only [[token]] tables)")
+    entries = data.get("token", [])
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"auth file {path}: no [[token]] tables (nobody could connect)")
+    tokens: list[Token] = []
+    for index, entry in enumerate(entries, 1):
+        where = f"auth file {path}, token #{index}"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: must be a [[token]] table")
+        try:
+            token = _token(entry)
+        except ValueError as error:
+            raise ConfigError(f"{where}: {error}") from None
+        for other in tokens:
+            if other.name == token.name:
+                raise ConfigError(f"{where}: the name {token.name!r} is used twice")
+            if hmac.compare_digest(other.digest, token.digest):
+                raise ConfigError(f"{where}: {token.name!r} has the secret of {other.name!r}")
+        tokens.append(token)
+    return Tokens(tokens, path)
+
+
+def _token(entry: Mapping[str, object]) -> Token:
+    unknown = sorted(set(entry) - _KEYS)
+    if unknown:
+        raise ValueError(f"unknown key {unknown[0]!r}")
+    name = entry.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError("needs a name (a non-empty string)")
+    secret, hashed = entry.get("secret"), entry.get("secret_sha256")
+    if (secret is None) == (hashed is None):
+        raise ValueError(f"{name!r} needs exactly one of secret and secret_sha256")
+    if secret is not None:
+        if not isinstance(secret, str) or not secret:
+            raise ValueError(f"{name!r}: secret must be a non-empty string")
+        digest = hashlib.sha256(secret.encode()).digest()
+    else:
+        try:
+            digest = bytes.fromhex(hashed) if isinstance(hashed, str) else b""
+        except ValueError:
+            digest = b""
+        if len(digest) != hashlib.sha256().digest_size:
+            raise ValueError(f"{name!r}: secret_sha256 must be 64 hex digits")
+        if digest == hashlib.sha256().digest():
+            raise ValueError(f"{name!r}: secret_sha256 is the digest of an empty secret")
+    try:
+        access = Access(entry.get("access"))
+    except ValueError:
+        raise ValueError(f"{name!r}: access must be 'read-only' or 'read-write'") from None
+    nodes = entry.get("nodes")
+    if nodes is not None and (
+        not isinstance(nodes, list) or not nodes or not all(isinstance(p, str) and p for p in nodes)
+    ):
+        raise ValueError(
+            f"{name!r}: nodes must be a non-empty array of node names or patterns "
+            "(omit it for every node)"
+        )
+    return Token(name, digest, access, tuple(nodes) if nodes is not None else None)
