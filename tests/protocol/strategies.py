@@ -125,6 +125,10 @@ def command_and_reply(draw: st.DrawFn) -> tuple[Any, Any]:
     """A command and a reply value of a type that command replies."""
     command = draw(commands_)
     reply_type = draw(st.sampled_from(REPLY_TYPES[type(command)]))
+    if reply_type is int and float in REPLY_TYPES[type(command)]:
+        # A whole number of seconds may travel as an int and is read back as a float:
+        # only ints a float holds exactly come back equal.
+        return command, draw(st.integers(0, 2**53))
     return command, draw(for_hint(reply_type))
 
 
