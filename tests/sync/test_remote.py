@@ -1,0 +1,96 @@
+"""The sync face on ``tenure://``: the same names, against a real ``tenure serve``.
+
+The sync calls block, so each scenario runs in a worker thread (``to_thread``)
+while the test's event loop keeps the fault-injecting proxy running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+import tenure.sync
+from tenure.errors import LostError, SessionExpiredError
+from tests.netproxy import NetProxy
+from tests.server.wire import ServerProcess
+
+WAIT = 10.0
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    with ServerProcess(tmp_path / "data", "--fsync", "off") as process:
+        yield process
+
+
+@pytest.fixture
+async def proxy(server: ServerProcess) -> AsyncIterator[NetProxy]:
+    async with NetProxy("127.0.0.1", server.port) as proxy:
+        yield proxy
+
+
+async def test_every_recipe_works_over_the_network(server: ServerProcess) -> None:
+    url = f"tenure://127.0.0.1:{server.port}"
+
+    def scenario() -> None:
+        with tenure.sync.connect(url) as client:
+            client.create_node("n")
+            with client.session("n") as me, client.session("n") as other:
+                with me.mutex("job") as lock:
+                    assert other.mutex("job").try_lock() is None
+                    first = lock.token
+                later = other.mutex("job").try_lock()
+                assert later is not None
+                assert later.token > first
+                later.release()
+
+                pool = me.semaphore("pool")
+                pool.create(limit=2, data=b"v1")
+                with pool.acquire(count=2) as lease:
+                    assert other.semaphore("pool").try_acquire() is None
+                    assert lease.count == 2
+                with other.semaphore("pool").watch(data=True) as stream:
+                    assert next(stream).data == b"v1"
+                    pool.update(b"v2")
+                    assert next(stream).data == b"v2"
+
+                with me.election("lead").campaign(b"me") as leadership:
+                    state = other.election("lead").leader()
+                    assert state is not None
+                    assert (state.session_id, state.data) == (me.id, b"me")
+                    assert leadership.token > 0
+
+    await asyncio.to_thread(scenario)
+
+
+async def test_a_lost_connection_beyond_the_window_reaches_blocking_code(
+    server: ServerProcess, proxy: NetProxy
+) -> None:
+    url = f"tenure://127.0.0.1:{proxy.port}"
+    holding = threading.Event()
+    callbacks: list[LostError] = []
+
+    def hold() -> BaseException | None:
+        with tenure.sync.connect(url) as client:
+            client.create_node("n")
+            session = client.session("n", recovery_window=1.0)
+            lock = session.mutex("job").lock()
+            lock.on_lost(callbacks.append)
+            holding.set()
+            assert lock.lost.wait(WAIT), "the loss never reached the blocked thread"
+            assert session.lost.is_set()
+            return lock.lost_reason
+
+    worker = asyncio.ensure_future(asyncio.to_thread(hold))
+    assert await asyncio.to_thread(holding.wait, WAIT)
+    proxy.refuse()
+    proxy.drop()
+    async with asyncio.timeout(WAIT):
+        reason = await worker
+    assert isinstance(reason, SessionExpiredError)
+    assert len(callbacks) == 1
+    assert isinstance(callbacks[0], SessionExpiredError)
