@@ -60,8 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve = commands.add_parser(
         "serve",
         help="run a tenure server (tenure:// clients connect to it)",
-        description="Run a tenure server. Each setting is a flag or an environment "
-        "variable TENURE_<NAME> (the flag wins). Stops gracefully on SIGTERM or SIGINT.",
+        description="Run a tenure server. Each setting is a flag, an environment "
+        "variable TENURE_<NAME> or a key of the --config file (a flag wins over the "
+        "variable, the variable over the file). Stops gracefully on SIGTERM or SIGINT.",
     )
     add_serve_arguments(serve)
     args = parser.parse_args(argv)

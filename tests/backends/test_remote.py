@@ -370,3 +370,21 @@ async def test_the_servers_clock_times_out_acquires_and_ttls_are_renewed(
         assert lock.held
         assert lock.lost_reason is None
         assert await owners(other, "job") == [holder.id]
+
+
+async def test_a_slow_network_is_not_a_loss(server: ServerProcess, proxy: NetProxy) -> None:
+    proxy.delay = 0.1  # each way: every round trip takes at least 0.2 s
+    async with (
+        tenure.connect(url_of(proxy.port)) as client,
+        tenure.connect(url_of(server.port)) as direct,
+    ):
+        await client.create_node("n")
+        session = await client.session("n", recovery_window=1.0)
+        other = await direct.session("n")
+        lock = await session.mutex("job").lock()
+        await asyncio.sleep(1.5)  # longer than the window, with slow keep-alives
+        assert lock.held
+        assert session.lost_reason is None
+        assert await owners(other, "job") == [session.id]
+        await lock.release()
+        assert await within(other.mutex("job").lock()) is not None

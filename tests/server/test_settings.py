@@ -146,3 +146,24 @@ async def test_batch_interval_syncs_batches(tmp_path: Path) -> None:
         await clients.close_all()
         server.stop()
         assert await asyncio.wait_for(server.wait(), WAIT) == 0
+
+
+@pytest.mark.parametrize("choice", ["asyncio", "uvloop", "auto"])
+async def test_event_loop_is_chosen_and_reported(
+    tmp_path: Path, wire: Clients, choice: str
+) -> None:
+    with ServerProcess(tmp_path / "data", "--event-loop", choice) as server:
+        client = await wire.connect(server.port)
+        await client.call(CreateNode("n"))
+        assert (await client.call(DescribeNode("n"))).name == "n"
+        used = "asyncio" if choice == "asyncio" else "uvloop"  # uvloop is a dependency
+        assert f'"event_loop": "{used}"' in server.output()
+
+
+def test_an_unknown_event_loop_is_refused(tmp_path: Path) -> None:
+    process = ServerProcess(tmp_path / "data", "--event-loop", "trio")
+    try:
+        assert process.proc.wait(timeout=WAIT) == 2
+        assert "asyncio, uvloop" in process.output()
+    finally:
+        process.kill()

@@ -81,6 +81,7 @@ class ServeConfig:
     tls_key: Path | None = None
     tls_client_ca: Path | None = None
     auth_file: Path | None = None
+    event_loop: str = "auto"
     config_file: Path | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
 

@@ -143,6 +143,18 @@ def _toml_type(value: object) -> str:
     return "a date or time"
 
 
+#: ``--event-loop`` choices; ``auto`` takes uvloop when it is installed.
+EVENT_LOOPS: Final = ("auto", "asyncio", "uvloop")
+
+
+def _one_of(*choices: str) -> Callable[[str], None]:
+    def check(value: str) -> None:
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+
+    return check
+
+
 SETTINGS: Final = (
     Setting("host", str, DEFAULT_HOST, "ADDR", "address to listen on (default: %(default)s)"),
     Setting(
@@ -266,6 +278,15 @@ SETTINGS: Final = (
         "TOML",
         "require a token in every Hello, from this file of [[token]] tables (name, secret or "
         "secret_sha256, access, nodes); without it tokens are ignored",
+    ),
+    Setting(
+        "event_loop",
+        str,
+        "auto",
+        "LOOP",
+        "the event loop: 'uvloop' (faster), 'asyncio', or 'auto' for uvloop when it is "
+        "installed (default: %(default)s)",
+        _one_of(*EVENT_LOOPS),
     ),
 )
 

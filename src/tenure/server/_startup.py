@@ -17,6 +17,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO, Final, TextIO
 
@@ -166,6 +167,7 @@ async def _serve_locked(
         "tls": describe(server.gate.tls),
         "auth_file": str(config.auth_file) if config.auth_file is not None else None,
         "auth_tokens": server.gate.tokens.names if server.gate.tokens is not None else None,
+        "event_loop": "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio",
     }
     log.info("listening", extra={"fields": fields})
     try:
@@ -175,8 +177,32 @@ async def _serve_locked(
             loop.remove_signal_handler(signum)
 
 
+def loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop ``--event-loop`` asks for (None: asyncio's own).
+
+    Raises:
+        ConfigError: ``uvloop`` was asked for and is not installed.
+    """
+    if choice == "asyncio":
+        return None
+    try:
+        import uvloop  # optional: imported only when it may be used
+    except ImportError:
+        if choice == "uvloop":
+            raise ConfigError("--event-loop uvloop: uvloop is not installed") from None
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
+
+
 def run(config: ServeConfig) -> int:
     """The ``tenure serve`` command: log the settings, serve, return the exit code."""
     setup_logging()
     log.info("config", extra={"fields": config.fields()})
-    return asyncio.run(serve(config))
+    try:
+        factory = loop_factory(config.event_loop)
+    except ConfigError as error:
+        log.critical("%s", error)
+        return 2
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(serve(config))
