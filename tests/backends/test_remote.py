@@ -324,6 +324,7 @@ async def test_node_calls_fail_after_connect_timeout_while_the_server_is_down(
         with pytest.raises(UnavailableError, match="no connection"):
             await within(client.describe_node("n"))
         proxy.refuse(False)
+        await reconnected(client, 2)  # the backoff's next try, within 2 s
         assert (await within(client.describe_node("n"))).name == "n"
 
 

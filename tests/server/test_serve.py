@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -19,12 +21,22 @@ from tenure._core import (
     AttachSession,
     CreateNode,
     CreateSession,
+    DescribeNode,
     DescribeSemaphore,
     Granted,
     NodeConfig,
     Release,
 )
-from tenure._protocol import ConnectionClosed, Failure, GoingAway, Refused, Reply
+from tenure._protocol import (
+    ConnectionClosed,
+    Failure,
+    GoingAway,
+    Hello,
+    Refused,
+    Reply,
+    Request,
+    encode_message,
+)
 from tenure._protocol.frames import encode_frame
 from tenure.errors import ErrorCode
 
@@ -288,3 +300,29 @@ def test_a_data_dir_serves_one_server_at_a_time(tmp_path: Path) -> None:
         )
     assert result.returncode == 1
     assert "in use by another tenure server" in result.stderr
+
+
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+async def test_peers_that_reset_with_replies_pending_spare_the_others(
+    tmp_path: Path, wire: Clients, loop: str
+) -> None:
+    """Replies to a connection that is already gone are dropped, not written: uvloop
+    raises on a write to a closed transport, and that once stopped every outbox."""
+    rude = b"".join(
+        encode_frame(encode_message(message))
+        for message in (
+            Hello(client_name="rude"),
+            Request(1, CreateSession("n", b"key")),
+            Request(2, DescribeNode("n")),
+        )
+    )
+    with ServerProcess(tmp_path / "data", "--fsync", "off", "--event-loop", loop) as server:
+        healthy = await wire.connect(server.port)
+        await healthy.call(CreateNode("n"))
+        for _ in range(40):
+            with socket.create_connection(("127.0.0.1", server.port)) as raw:
+                raw.sendall(rude)
+                # Close with RST at once, before the server has answered.
+                raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            assert (await healthy.call(DescribeNode("n"))).name == "n"
+        assert "Traceback" not in server.output()

@@ -60,12 +60,15 @@ class Conn:
     token: Token | None = None  # who the Hello authenticated (None: no auth file)
     last_frame: float = 0.0  # loop time the last frame was received
     timer: asyncio.TimerHandle | None = None  # the handshake or idle deadline
+    peer: str = field(init=False)  # the client's address, for the log
 
-    @property
-    def peer(self) -> str:
-        """The client's address, for the log."""
-        peer = self.writer.get_extra_info("peername")
-        return str(peer) if peer else "?"
+    def __post_init__(self) -> None:
+        # Read once, now: a closed uvloop transport raises instead of answering.
+        try:
+            peer = self.writer.get_extra_info("peername")
+        except (AttributeError, OSError):
+            peer = None
+        self.peer = str(peer) if peer else "?"
 
 
 class Gate:

@@ -315,10 +315,15 @@ class Server:
     def _write_out(self) -> None:
         """Everything logged is committed: write every outbox (the only place bytes leave)."""
         for conn in self._outgoing:
+            transport = conn.writer.transport
+            if transport.is_closing():
+                # The peer is gone (or going): nothing more can reach it. (uvloop even
+                # raises on such a write, which must never stop the other outboxes.)
+                conn.outbox.clear()
+                continue
             if conn.outbox:
                 conn.writer.write(b"".join(conn.outbox))
                 conn.outbox.clear()
-            transport = conn.writer.transport
             if conn.closing:  # after a last word, a refusal, or the end of its stream
                 if not transport.is_closing():
                     conn.writer.close()
