@@ -322,8 +322,14 @@ class Server:
                 conn.outbox.clear()
                 continue
             if conn.outbox:
-                conn.writer.write(b"".join(conn.outbox))
+                data = b"".join(conn.outbox)
                 conn.outbox.clear()
+                try:
+                    conn.writer.write(data)
+                except Exception:  # one broken transport must never stop the others
+                    log.exception("cannot write to %s; disconnecting", conn.peer)
+                    transport.abort()
+                    continue
             if conn.closing:  # after a last word, a refusal, or the end of its stream
                 if not transport.is_closing():
                     conn.writer.close()
