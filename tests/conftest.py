@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -36,6 +37,8 @@ from tests.api.harness import (
     unique,
 )
 from tests.api.support import reap_spawned
+from tests.netproxy import NetProxy
+from tests.server.wire import ServerProcess
 
 
 def _selected() -> list[Harness]:
@@ -171,6 +174,20 @@ def node(client: tenure.Client, node_name: str) -> str:
 async def client2(make_client: MakeClient, node: str) -> tenure.Client:
     """A second client on the same state as ``client`` (another process, as it were)."""
     return await make_client()
+
+
+@pytest.fixture
+def tenure_server(tmp_path: Path) -> Iterator[ServerProcess]:
+    """A real ``tenure serve`` of this test alone (``--fsync off``: the disk is not tested)."""
+    with ServerProcess(tmp_path / "data", "--fsync", "off") as server:
+        yield server
+
+
+@pytest.fixture
+async def proxy(tenure_server: ServerProcess) -> AsyncIterator[NetProxy]:
+    """A fault-injecting TCP proxy in front of ``tenure_server``."""
+    async with NetProxy("127.0.0.1", tenure_server.port) as proxy:
+        yield proxy
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,18 +27,6 @@ from tenure.errors import (
 from tests.api.support import eventually, owners, spawn, wait_for_waiters, waiters, within
 from tests.netproxy import NetProxy
 from tests.server.wire import ServerProcess, free_port
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with ServerProcess(tmp_path / "data", "--fsync", "off") as process:
-        yield process
-
-
-@pytest.fixture
-async def proxy(server: ServerProcess) -> AsyncIterator[NetProxy]:
-    async with NetProxy("127.0.0.1", server.port) as proxy:
-        yield proxy
 
 
 def url_of(port: int) -> str:
@@ -62,133 +49,111 @@ async def reconnected(client: tenure.Client, epoch: int) -> None:
 
 
 async def test_a_short_drop_keeps_leases_and_queued_waiters(
-    server: ServerProcess, proxy: NetProxy
+    client: tenure.Client, direct: tenure.Client, proxy: NetProxy
 ) -> None:
-    async with (
-        tenure.connect(url_of(proxy.port)) as client,
-        tenure.connect(url_of(server.port)) as direct,
-    ):
-        await client.create_node("n")
-        session = await client.session("n", recovery_window=10.0)
-        queued = await client.session("n", recovery_window=10.0)
-        watcher = await direct.session("n")
-        lock = await session.mutex("job").lock()
-        waiting = spawn(queued.mutex("job").lock())
-        await wait_for_waiters(watcher, "job", 1)
+    session = await client.session("n", recovery_window=10.0)
+    queued = await client.session("n", recovery_window=10.0)
+    watcher = await direct.session("n")
+    lock = await session.mutex("job").lock()
+    waiting = spawn(queued.mutex("job").lock())
+    await wait_for_waiters(watcher, "job", 1)
 
-        proxy.drop()
-        await reconnected(client, 2)
+    proxy.drop()
+    await reconnected(client, 2)
 
-        assert lock.held
-        assert lock.lost_reason is None
-        assert await owners(watcher, "job") == [session.id]
-        assert await waiters(watcher, "job") == [queued.id]
-        assert not waiting.done()
-        await lock.release()
-        second = await within(waiting)
-        assert second.token > lock.token
+    assert lock.held
+    assert lock.lost_reason is None
+    assert await owners(watcher, "job") == [session.id]
+    assert await waiters(watcher, "job") == [queued.id]
+    assert not waiting.done()
+    await lock.release()
+    second = await within(waiting)
+    assert second.token > lock.token
 
 
 async def test_a_drop_longer_than_the_window_expires_the_session(
-    server: ServerProcess, proxy: NetProxy
+    client: tenure.Client, direct: tenure.Client, proxy: NetProxy
 ) -> None:
-    async with (
-        tenure.connect(url_of(proxy.port)) as client,
-        tenure.connect(url_of(server.port)) as direct,
-    ):
-        await client.create_node("n")
-        session = await client.session("n", recovery_window=1.0)
-        other = await direct.session("n")
-        lock = await session.mutex("job").lock()
+    session = await client.session("n", recovery_window=1.0)
+    other = await direct.session("n")
+    lock = await session.mutex("job").lock()
 
-        proxy.refuse()
-        proxy.drop()
-        with pytest.raises(SessionExpiredError):
-            async with lock:
-                await asyncio.sleep(30)  # cancelled by the loss
+    proxy.refuse()
+    proxy.drop()
+    with pytest.raises(SessionExpiredError):
+        async with lock:
+            await asyncio.sleep(30)  # cancelled by the loss
 
-        assert isinstance(session.lost_reason, SessionExpiredError)
-        # The server expires it too (it never heard back): the lock is free again.
-        taken = await within(other.mutex("job").lock(), "taking the expired lock")
-        assert taken.token > lock.token
-        proxy.refuse(False)
+    assert isinstance(session.lost_reason, SessionExpiredError)
+    # The server expires it too (it never heard back): the lock is free again.
+    taken = await within(other.mutex("job").lock(), "taking the expired lock")
+    assert taken.token > lock.token
+    proxy.refuse(False)
 
 
 async def test_a_partition_is_declared_on_the_clients_clock_before_the_server_acts(
-    server: ServerProcess, proxy: NetProxy
+    client: tenure.Client, direct: tenure.Client, proxy: NetProxy
 ) -> None:
-    async with (
-        tenure.connect(url_of(proxy.port)) as client,
-        tenure.connect(url_of(server.port)) as direct,
-    ):
-        await client.create_node("n")
-        session = await client.session("n", recovery_window=1.0)
-        other = await direct.session("n")
-        lock = await session.mutex("job").lock()
+    session = await client.session("n", recovery_window=1.0)
+    other = await direct.session("n")
+    lock = await session.mutex("job").lock()
 
-        proxy.stall()  # nothing moves, nothing closes: only the client's clock can tell
-        with pytest.raises(SessionExpiredError):
-            async with lock:
-                await asyncio.sleep(30)
+    proxy.stall()  # nothing moves, nothing closes: only the client's clock can tell
+    with pytest.raises(SessionExpiredError):
+        async with lock:
+            await asyncio.sleep(30)
 
-        # The server has not noticed anything yet (its idle timeout is far longer than
-        # the window): the client gave up first, as it must.
-        assert await owners(other, "job") == [session.id]
-        proxy.resume()
-        # Once the network heals, the client closes the session it gave up.
-        taken = await within(other.mutex("job").lock(), "taking the abandoned lock")
-        assert taken.token > lock.token
+    # The server has not noticed anything yet (its idle timeout is far longer than
+    # the window): the client gave up first, as it must.
+    assert await owners(other, "job") == [session.id]
+    proxy.resume()
+    # Once the network heals, the client closes the session it gave up.
+    taken = await within(other.mutex("job").lock(), "taking the abandoned lock")
+    assert taken.token > lock.token
 
 
-async def test_keepalives_hold_an_idle_session_beyond_its_window(proxy: NetProxy) -> None:
-    async with tenure.connect(url_of(proxy.port)) as client:
-        await client.create_node("n")
-        session = await client.session("n", recovery_window=0.4)
-        lock = await session.mutex("job").lock()
-        await asyncio.sleep(1.5)  # several windows with nothing but pings
-        assert lock.held
-        assert session.lost_reason is None
+async def test_keepalives_hold_an_idle_session_beyond_its_window(client: tenure.Client) -> None:
+    session = await client.session("n", recovery_window=0.4)
+    lock = await session.mutex("job").lock()
+    await asyncio.sleep(1.5)  # several windows with nothing but pings
+    assert lock.held
+    assert session.lost_reason is None
 
 
-async def test_a_request_cut_off_by_a_drop_is_sent_again(proxy: NetProxy) -> None:
-    async with tenure.connect(url_of(proxy.port)) as client:
-        await client.create_node("n")
-        session = await client.session("n", recovery_window=10.0)
-        proxy.stall()
-        locking = spawn(session.mutex("job").lock())
-        await asyncio.sleep(0.05)  # the Acquire is written, and held by the stalled proxy
-        proxy.drop()
-        proxy.resume()
-        lock = await within(locking)
-        assert lock.held
-        assert await owners(session, "job") == [session.id]
+async def test_a_request_cut_off_by_a_drop_is_sent_again(
+    client: tenure.Client, proxy: NetProxy
+) -> None:
+    session = await client.session("n", recovery_window=10.0)
+    proxy.stall()
+    locking = spawn(session.mutex("job").lock())
+    await asyncio.sleep(0.05)  # the Acquire is written, and held by the stalled proxy
+    proxy.drop()
+    proxy.resume()
+    lock = await within(locking)
+    assert lock.held
+    assert await owners(session, "job") == [session.id]
 
 
 async def test_watchers_see_the_latest_state_after_a_reconnect(
-    server: ServerProcess, proxy: NetProxy
+    client: tenure.Client, direct: tenure.Client, proxy: NetProxy
 ) -> None:
-    async with (
-        tenure.connect(url_of(proxy.port)) as client,
-        tenure.connect(url_of(server.port)) as direct,
-    ):
-        await client.create_node("n")
-        session = await client.session("n", recovery_window=10.0)
-        writer = await direct.session("n")
-        await writer.semaphore("cfg").create(limit=1, data=b"v1")
-        seen: list[bytes] = []
-        stream = session.semaphore("cfg").watch(data=True)
-        seen.append((await within(anext(stream))).data)
+    session = await client.session("n", recovery_window=10.0)
+    writer = await direct.session("n")
+    await writer.semaphore("cfg").create(limit=1, data=b"v1")
+    seen: list[bytes] = []
+    stream = session.semaphore("cfg").watch(data=True)
+    seen.append((await within(anext(stream))).data)
 
-        proxy.refuse()
-        proxy.drop()
-        await writer.semaphore("cfg").update(b"v2")  # while the watcher is away
-        proxy.refuse(False)
+    proxy.refuse()
+    proxy.drop()
+    await writer.semaphore("cfg").update(b"v2")  # while the watcher is away
+    proxy.refuse(False)
 
-        seen.append((await within(anext(stream))).data)
-        assert seen == [b"v1", b"v2"]
-        await writer.semaphore("cfg").update(b"v3")
-        assert (await within(anext(stream))).data == b"v3"
-        await stream.aclose()
+    seen.append((await within(anext(stream))).data)
+    assert seen == [b"v1", b"v2"]
+    await writer.semaphore("cfg").update(b"v3")
+    assert (await within(anext(stream))).data == b"v3"
+    await stream.aclose()
 
 
 async def test_kill_9_and_restart_keeps_leases_waiters_and_token_order(tmp_path: Path) -> None:
@@ -315,7 +280,7 @@ async def test_an_unreachable_server_is_unavailable_at_once() -> None:
 
 
 async def test_node_calls_fail_after_connect_timeout_while_the_server_is_down(
-    server: ServerProcess, proxy: NetProxy
+    proxy: NetProxy,
 ) -> None:
     async with tenure.connect(url_of(proxy.port), connect_timeout=0.3) as client:
         await client.create_node("n")
@@ -350,16 +315,16 @@ async def test_bad_urls_and_options_are_invalid_arguments(
         await tenure.connect(url, **options)
 
 
-async def test_the_token_is_not_shown_in_the_clients_repr(server: ServerProcess) -> None:
-    async with tenure.connect(f"{url_of(server.port)}?token=s3cret") as client:
+async def test_the_token_is_not_shown_in_the_clients_repr(tenure_server: ServerProcess) -> None:
+    async with tenure.connect(f"{url_of(tenure_server.port)}?token=s3cret") as client:
         assert "s3cret" not in repr(client)
         assert "token=" in repr(client)
 
 
 async def test_the_servers_clock_times_out_acquires_and_ttls_are_renewed(
-    server: ServerProcess,
+    tenure_server: ServerProcess,
 ) -> None:
-    async with tenure.connect(url_of(server.port)) as client:
+    async with tenure.connect(url_of(tenure_server.port)) as client:
         await client.create_node("n", default_lease=0.3)  # every grant lasts 0.3 s unless renewed
         holder = await client.session("n")
         other = await client.session("n")
@@ -373,19 +338,16 @@ async def test_the_servers_clock_times_out_acquires_and_ttls_are_renewed(
         assert await owners(other, "job") == [holder.id]
 
 
-async def test_a_slow_network_is_not_a_loss(server: ServerProcess, proxy: NetProxy) -> None:
+async def test_a_slow_network_is_not_a_loss(
+    client: tenure.Client, direct: tenure.Client, proxy: NetProxy
+) -> None:
     proxy.delay = 0.1  # each way: every round trip takes at least 0.2 s
-    async with (
-        tenure.connect(url_of(proxy.port)) as client,
-        tenure.connect(url_of(server.port)) as direct,
-    ):
-        await client.create_node("n")
-        session = await client.session("n", recovery_window=1.0)
-        other = await direct.session("n")
-        lock = await session.mutex("job").lock()
-        await asyncio.sleep(1.5)  # longer than the window, with slow keep-alives
-        assert lock.held
-        assert session.lost_reason is None
-        assert await owners(other, "job") == [session.id]
-        await lock.release()
-        assert await within(other.mutex("job").lock()) is not None
+    session = await client.session("n", recovery_window=1.0)
+    other = await direct.session("n")
+    lock = await session.mutex("job").lock()
+    await asyncio.sleep(1.5)  # longer than the window, with slow keep-alives
+    assert lock.held
+    assert session.lost_reason is None
+    assert await owners(other, "job") == [session.id]
+    await lock.release()
+    assert await within(other.mutex("job").lock()) is not None

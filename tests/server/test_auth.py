@@ -6,7 +6,6 @@ import hashlib
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -78,15 +77,6 @@ def auth_file(tmp_path: Path) -> Path:
     path = tmp_path / "auth.toml"
     path.write_text(AUTH_FILE)
     return path
-
-
-@pytest.fixture
-async def wire() -> AsyncIterator[Clients]:
-    clients = Clients()
-    try:
-        yield clients
-    finally:
-        await clients.close_all()
 
 
 # -- the policy, without sockets ------------------------------------------------------------

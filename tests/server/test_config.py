@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -45,15 +44,6 @@ def serve(*argv: str, env: dict[str, str] | None = None) -> subprocess.Completed
         stdin=subprocess.DEVNULL,
         env={**os.environ, **(env or {})},
     )
-
-
-@pytest.fixture
-async def wire() -> AsyncIterator[Clients]:
-    clients = Clients()
-    try:
-        yield clients
-    finally:
-        await clients.close_all()
 
 
 def test_new_settings_have_their_defaults() -> None:

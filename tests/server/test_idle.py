@@ -7,7 +7,7 @@ check what it must not do while the client keeps its side of the contract.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,15 +21,6 @@ from .wire import WAIT, Clients, ServerProcess, WireClient
 pytestmark = pytest.mark.timeout(60)
 
 IDLE = 0.5  # seconds; short so the tests are quick, long enough to ping within
-
-
-@pytest.fixture
-async def wire() -> AsyncIterator[Clients]:
-    clients = Clients()
-    try:
-        yield clients
-    finally:
-        await clients.close_all()
 
 
 async def keep_pinging(client: WireClient, until: Callable[[], bool]) -> None:

@@ -9,7 +9,6 @@ import socket
 import struct
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -45,15 +44,6 @@ from .wire import Clients, ServerProcess, WireClient
 pytestmark = pytest.mark.timeout(60)
 
 KEY1, KEY2, KEY3 = b"key-one", b"key-two", b"key-three"
-
-
-@pytest.fixture
-async def wire() -> AsyncIterator[Clients]:
-    clients = Clients()
-    try:
-        yield clients
-    finally:
-        await clients.close_all()
 
 
 async def open_session(

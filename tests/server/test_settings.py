@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -33,15 +32,6 @@ from tenure.server._storage import FsyncMode
 from .wire import WAIT, Clients, ServerProcess
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-async def wire() -> AsyncIterator[Clients]:
-    clients = Clients()
-    try:
-        yield clients
-    finally:
-        await clients.close_all()
 
 
 async def test_max_queued_pushes_closes_an_overflowing_session(

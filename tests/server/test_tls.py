@@ -8,7 +8,6 @@ import socket
 import ssl
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,15 +62,6 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     server.private_key_pem.write_to_path(str(key))
     ca.cert_pem.write_to_path(str(ca_file))
     return Pki(ca, cert, key, ca_file, ca.issue_cert("client@example.com"))
-
-
-@pytest.fixture
-async def wire() -> AsyncIterator[Clients]:
-    clients = Clients()
-    try:
-        yield clients
-    finally:
-        await clients.close_all()
 
 
 async def rejected(port: int, context: ssl.SSLContext | None) -> None:

@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
-
-import pytest
 
 import tenure.sync
 from tenure.errors import LostError, SessionExpiredError
@@ -21,20 +17,8 @@ from tests.server.wire import ServerProcess
 WAIT = 10.0
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with ServerProcess(tmp_path / "data", "--fsync", "off") as process:
-        yield process
-
-
-@pytest.fixture
-async def proxy(server: ServerProcess) -> AsyncIterator[NetProxy]:
-    async with NetProxy("127.0.0.1", server.port) as proxy:
-        yield proxy
-
-
-async def test_every_recipe_works_over_the_network(server: ServerProcess) -> None:
-    url = f"tenure://127.0.0.1:{server.port}"
+async def test_every_recipe_works_over_the_network(tenure_server: ServerProcess) -> None:
+    url = f"tenure://127.0.0.1:{tenure_server.port}"
 
     def scenario() -> None:
         with tenure.sync.connect(url) as client:
@@ -68,7 +52,7 @@ async def test_every_recipe_works_over_the_network(server: ServerProcess) -> Non
 
 
 async def test_a_lost_connection_beyond_the_window_reaches_blocking_code(
-    server: ServerProcess, proxy: NetProxy
+    proxy: NetProxy,
 ) -> None:
     url = f"tenure://127.0.0.1:{proxy.port}"
     holding = threading.Event()
