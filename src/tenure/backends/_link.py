@@ -142,6 +142,11 @@ class Link:
         self._reconnector: asyncio.Task[None] | None = None
 
     @property
+    def closing(self) -> bool:
+        """Whether :meth:`aclose` was called."""
+        return self._closing
+
+    @property
     def connected(self) -> bool:
         """Whether requests can go out now."""
         return self._ready.is_set()

@@ -147,8 +147,13 @@ class Shard:
             self._to_close[session.session_id] = session
 
     async def _close_quietly(self, session: RemoteSession) -> None:
-        with contextlib.suppress(TenureError, OSError):
+        try:
             await self.link.call(CloseSession(session.session_id), wait_until=self.deadline())
+        except UnavailableError:  # the connection went first: close after the next attach
+            if not self.link.closing:
+                self._to_close[session.session_id] = session
+        except TenureError:
+            pass  # already expired or closed on the server
 
     async def _close_after_attach(self, session: RemoteSession) -> None:
         session.seq_no += 1
