@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import re
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -72,6 +73,7 @@ from tenure._protocol import (
     Request,
     ServerConnection,
     Welcome,
+    dflockd,
     version_refusal,
 )
 from tenure._protocol.frames import FrameReader, decode_body, encode_frame
@@ -292,9 +294,46 @@ async def exchange(port: int, data: bytes) -> None:
     raw = await Raw.open(port)
     try:
         raw.send(data)
-        await raw.conclude()
+        if data[:1] not in (b"", b"\x00"):
+            await dflockd_conclude(raw, data)
+        else:
+            await raw.conclude()
     finally:
         raw.close()
+
+
+#: Every line a dflockd answer may be (spec §5): a first byte other than a native
+#: frame's (0) makes the connection a dflockd one.
+DFLOCKD_ANSWER = re.compile(
+    rb"ok|ok \S+|ok [0-9a-f]{32} \d+|ok \{.*\}|acquired [0-9a-f]{32} \d+|queued|timeout"
+    rb"|error(_[a-z_]+)?"
+)
+
+
+async def dflockd_conclude(raw: Raw, data: bytes) -> None:
+    """Hang up; the server answers each whole request once, in dflockd words, and closes."""
+    raw.transport.write_eof()
+    async with asyncio.timeout(WAIT):
+        lost = await raw.peer.lost
+    clean = raw.peer.eof and lost is None
+    reader = dflockd.LineReader()
+    reader.feed(data)
+    reader.feed(b"")
+    requests = 0
+    while (item := reader.next_frame()) is not None:
+        requests += 1
+        if isinstance(item, dflockd.FrameError) and item.fatal:
+            break
+    lines = bytes(raw.peer.data).split(b"\n")
+    tail = lines.pop()
+    summary = f"{data!r} -> {bytes(raw.peer.data)!r}"
+    assert all(DFLOCKD_ANSWER.fullmatch(line) for line in lines), summary
+    if clean:
+        assert tail == b"", summary
+        assert len(lines) == requests, summary
+    else:
+        assert len(lines) <= requests, summary
+    note("dflockd: " + ("closed cleanly" if clean else "reset"))
 
 
 def check_answers(verdict: Verdict, data: bytes, *, clean: bool) -> None:
@@ -497,9 +536,13 @@ async def test_valid_mutated_and_broken_frames(
     server: ServerProcess, sent: list[bytes], hello_first: bool, cuts: list[int]
 ) -> None:
     raw = await Raw.open(server.port)
+    data = (HELLO if hello_first else b"") + b"".join(sent)
     try:
-        await raw.send_in_pieces((HELLO if hello_first else b"") + b"".join(sent), cuts)
-        await raw.conclude()
+        await raw.send_in_pieces(data, cuts)
+        if data[:1] not in (b"", b"\x00"):
+            await dflockd_conclude(raw, data)
+        else:
+            await raw.conclude()
     finally:
         raw.close()
     await assert_healthy(server)

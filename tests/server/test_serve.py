@@ -145,7 +145,8 @@ async def test_garbage_on_one_connection_spares_the_others(tmp_path: Path, wire:
         assert isinstance(events[0], GoingAway)
         assert events[0].code is ErrorCode.PROTOCOL
         early = await wire.connect(server.port, hello=False)
-        early.writer.write(b"\xff\xff\xff\xff")  # a frame far beyond max_frame_size
+        # A frame far beyond max_frame_size (the first byte 0: a native client's).
+        early.writer.write(b"\x00\xff\xff\xff")
         events = await early.until_closed()
         assert isinstance(events[0], Refused)
         assert events[0].code is ErrorCode.PROTOCOL

@@ -82,6 +82,13 @@ class ServeConfig:
     tls_client_ca: Path | None = None
     auth_file: Path | None = None
     event_loop: str = "auto"
+    dflockd_port: int = 0
+    dflockd_default_lease: int = 33
+    dflockd_max_locks: int = 1024
+    dflockd_max_waiters: int = 0
+    dflockd_auto_release: bool = True
+    dflockd_gc_interval: float = 5.0
+    dflockd_gc_max_idle: float = 60.0
     config_file: Path | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
 

@@ -50,6 +50,8 @@ from tenure._protocol import (
 )
 from tenure.errors import ErrorCode, ProtocolError, TenureError, code_of
 from tenure.server._config import ServeConfig
+from tenure.server._dflockd import DflockdConn, DflockdService, DflockdSettings
+from tenure.server._dflockd_holds import load_secret
 from tenure.server._driver import JournaledEngine
 from tenure.server._gate import Conn, Gate
 from tenure.server._journal import Journal
@@ -58,6 +60,19 @@ from tenure.server._session_table import SessionTable
 log = logging.getLogger("tenure.server")
 
 _READ_SIZE: Final = 65536
+
+
+def dflockd_settings(config: ServeConfig) -> DflockdSettings:
+    """The dflockd service's share of the settings."""
+    return DflockdSettings(
+        default_lease=config.dflockd_default_lease,
+        max_locks=config.dflockd_max_locks,
+        max_waiters=config.dflockd_max_waiters,
+        auto_release=config.dflockd_auto_release,
+        gc_interval=config.dflockd_gc_interval,
+        gc_max_idle=config.dflockd_gc_max_idle,
+        frame_timeout=config.idle_timeout,
+    )
 
 
 class Server:
@@ -82,9 +97,21 @@ class Server:
             on_fatal=self._on_fatal,
             batch_interval=config.batch_interval,
         )
-        self._table: SessionTable[Conn] = SessionTable(max_queued=config.max_queued_pushes)
-        self._conns: set[Conn] = set()
-        self._outgoing: set[Conn] = set()
+        self._table: SessionTable[Conn | DflockdService] = SessionTable(
+            max_queued=config.max_queued_pushes
+        )
+        self._conns: set[Conn | DflockdConn] = set()
+        self._outgoing: set[Conn | DflockdConn] = set()
+        self.dflockd = DflockdService(
+            self.host,
+            dflockd_settings(config),
+            load_secret(config.data_dir),
+            self.gate.tokens,
+            self._send_line,
+            attach=self._attach_to_dflockd,
+            forget=self._table.forget,
+        )
+        self._dflockd_listener: asyncio.Server | None = None
         self._shutdown_task: asyncio.Task[None] | None = None
         self._stopping = False
         self._listener: asyncio.Server | None = None
@@ -105,6 +132,15 @@ class Server:
             ssl_handshake_timeout=self.config.handshake_timeout if tls is not None else None,
         )
         self.host.start()
+        self.dflockd.keeper.start()
+        if self.config.dflockd_port:
+            self._dflockd_listener = await asyncio.start_server(
+                self._serve_dflockd_only,
+                self.config.host,
+                self.config.dflockd_port,
+                ssl=tls,
+                ssl_handshake_timeout=self.config.handshake_timeout if tls is not None else None,
+            )
         host, port = self._listener.sockets[0].getsockname()[:2]
         return str(host), int(port)
 
@@ -119,9 +155,14 @@ class Server:
             return
         self._stopping = True
         log.info("shutting down", extra={"fields": {"connections": len(self._conns)}})
-        if self._listener is not None:
-            self._listener.close()
+        for listener in (self._listener, self._dflockd_listener):
+            if listener is not None:
+                listener.close()
+        self.dflockd.draining = True
+        self.dflockd.keeper.stop()
         for conn in list(self._conns):
+            if isinstance(conn, DflockdConn):
+                continue  # answers error_draining from now on, closed with the rest
             if conn.codec.state is State.OPEN:
                 self._emit(conn, GoingAway(ErrorCode.UNAVAILABLE, "the server is shutting down"))
             elif conn.codec.state in (State.HANDSHAKE, State.GREETING):
@@ -175,15 +216,63 @@ class Server:
         self._idle.clear()
         self.gate.accepted(conn)
         try:
-            await self._read(conn)
+            first = await reader.read(_READ_SIZE)
+            # A native client's first frame is a Hello, whose 4-byte length starts with
+            # a zero byte; a dflockd request starts with a command letter.
+            if first and first[0] != 0 and not conn.closing:
+                self._conns.discard(conn)
+                self.gate.closed(conn)
+                await self._serve_dflockd(reader, writer, conn.peer, first)
+                return
+            await self._read(conn, first)
         except OSError:
             pass  # the connection broke: handled as lost
         finally:
             self._lost(conn)
 
-    async def _read(self, conn: Conn) -> None:
+    async def _serve_dflockd_only(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """The ``--dflockd-port`` listener: every connection speaks dflockd."""
+        if self._stopping or self.host.dead or len(self._conns) >= self.config.max_connections:
+            writer.close()  # as dflockd does at its limit: nothing written
+            return
+        peer = writer.get_extra_info("peername")
+        await self._serve_dflockd(reader, writer, str(peer) if peer else "?", b"")
+
+    async def _serve_dflockd(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str, first: bytes
+    ) -> None:
+        dconn = self.dflockd.new_conn(reader, writer, peer)
+        self._conns.add(dconn)
+        self._idle.clear()
+        try:
+            await self.dflockd.serve(dconn, first)
+        except OSError:
+            pass  # the connection broke: its waiters and (auto-release) grants go
+        finally:
+            self._conns.discard(dconn)
+            if not self._conns:
+                self._idle.set()
+            dconn.closing = True
+            self._outgoing.add(dconn)
+            self.host.request_flush()
+
+    def _attach_to_dflockd(self, session_id: int) -> None:
+        """Route the session's effects to the dflockd service (its sessions are its own)."""
+        self._table.attach(session_id, self.dflockd)
+
+    def _send_line(self, conn: DflockdConn, line: bytes) -> None:
+        """Queue a dflockd answer (written after the next commit, like every reply)."""
+        conn.outbox.append(line)
+        self._outgoing.add(conn)
+        self.host.request_flush()
+
+    async def _read(self, conn: Conn, first: bytes) -> None:
+        data: bytes | None = first
         while not conn.closing:
-            data = await conn.reader.read(_READ_SIZE)
+            if data is None:
+                data = await conn.reader.read(_READ_SIZE)
             if self.host.dead:
                 return
             conn.codec.receive_data(data)
@@ -198,6 +287,7 @@ class Server:
                 return
             if not data:
                 return
+            data = None
             await conn.writer.drain()
 
     def _on_message(self, conn: Conn, message: Hello | Request | Ping) -> None:
@@ -278,7 +368,10 @@ class Server:
     def _deliver(self, effects: list[Effect]) -> None:
         routed, overflowed = self._table.route(effects)
         for conn, effect in routed:
-            self._push(conn, effect)
+            if isinstance(conn, DflockdService):
+                conn.deliver(effect)
+            else:
+                self._push(conn, effect)
         for session_id in overflowed:
             log.warning("session %d overflowed its push queue; closing it", session_id)
             asyncio.get_running_loop().call_soon(self._close_overflowed, session_id)

@@ -81,6 +81,12 @@ class Setting:
     def from_text(self, text: str) -> object:
         """The value of a flag or environment variable (an empty path means none)."""
         value: object
+        if self.kind is bool:
+            words = {"true": True, "1": True, "yes": True, "on": True}
+            words |= {"false": False, "0": False, "no": False, "off": False}
+            if text.lower() not in words:
+                raise ValueError("must be true or false (also 1/0, yes/no, on/off)")
+            return words[text.lower()]
         if self.kind is int:
             try:
                 value = int(text)
@@ -113,6 +119,10 @@ class Setting:
         Raises:
             ValueError: wrong type or out of range.
         """
+        if self.kind is bool:
+            if type(value) is not bool:
+                raise ValueError(f"must be true or false, not {_toml_type(value)}")
+            return value
         if self.kind is int:
             if type(value) is not int:
                 raise ValueError(f"must be an integer, not {_toml_type(value)}")
@@ -278,6 +288,67 @@ SETTINGS: Final = (
         "TOML",
         "require a token in every Hello, from this file of [[token]] tables (name, secret or "
         "secret_sha256, access, nodes); without it tokens are ignored",
+    ),
+    Setting(
+        "dflockd_port",
+        int,
+        0,
+        "N",
+        "also listen here for dflockd clients only (the main port serves both protocols, "
+        "told apart by the first byte); 0: no extra listener (default: %(default)s)",
+        _range(0, 65535),
+    ),
+    Setting(
+        "dflockd_default_lease",
+        int,
+        33,
+        "S",
+        "dflockd: lease of a grant that names none, and of a renew without one, in whole "
+        "seconds (default: %(default)s)",
+        _range(1, 9_223_372_036),
+    ),
+    Setting(
+        "dflockd_max_locks",
+        int,
+        1024,
+        "N",
+        "dflockd: distinct keys (locks and semaphores; idle ones count until collected) "
+        "before new keys get error_max_locks (default: %(default)s)",
+        _range(1, 10_000_000),
+    ),
+    Setting(
+        "dflockd_max_waiters",
+        int,
+        0,
+        "N",
+        "dflockd: queued requests per key before error_max_waiters; 0: no limit "
+        "(default: %(default)s)",
+        _range(0, 1_000_000),
+    ),
+    Setting(
+        "dflockd_auto_release",
+        bool,
+        True,
+        "BOOL",
+        "dflockd: release what a connection holds when it closes; false keeps each grant "
+        "until its lease ends (also across a restart) (default: %(default)s)",
+    ),
+    Setting(
+        "dflockd_gc_interval",
+        float,
+        5.0,
+        "S",
+        "dflockd: how often idle keys are collected, in seconds (default: %(default)s)",
+        _range(0, 3600, above=True),
+    ),
+    Setting(
+        "dflockd_gc_max_idle",
+        float,
+        60.0,
+        "S",
+        "dflockd: a key idle this long is forgotten (and a semaphore's limit may change) "
+        "(default: %(default)s)",
+        _range(0, 86400),
     ),
     Setting(
         "event_loop",

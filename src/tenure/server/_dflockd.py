@@ -1,0 +1,429 @@
+"""The dflockd line protocol, served from the same engine (docs/dflockd.md).
+
+A connection whose first byte is not a native frame's (the length prefix of a
+Hello starts with a zero byte) speaks dflockd: three-line requests, one-line
+answers, strictly one at a time (:mod:`tenure._protocol.dflockd`). Each request
+becomes engine commands, journaled and group-committed like native ones, so the
+answer leaves only once the change is on disk.
+
+Semantics follow the newest dflockd server (the reference spec is
+shared/reference/dflockd-protocol.md): per-key FIFO, leases with a server default,
+renew, two-phase enqueue/wait bound to the connection, release on disconnect
+(``--dflockd-auto-release``), semaphores whose first caller fixes the limit,
+fencing tokens, an idle-key collector and ``--dflockd-max-locks``. There is no
+idle timeout between requests: a client that holds a lease or waits is never
+dropped for being quiet (the spec's §9.6 trap); a request that stalls halfway is
+(``--idle-timeout``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from tenure._core import (
+    MAX_COUNT,
+    Acquire,
+    AcquireFailed,
+    AcquireStatus,
+    CloseSession,
+    CreateSemaphore,
+    CreateSession,
+    Effect,
+    Granted,
+    LeaseLost,
+    Renew,
+    SessionEnded,
+)
+from tenure._protocol import dflockd as wire
+from tenure.errors import AlreadyExistsError, ErrorCode, LimitExceededError, TenureError
+from tenure.server._auth import Access, Tokens
+from tenure.server._dflockd_holds import (
+    SESSION_DESCRIPTION,
+    Hold,
+    Registry,
+    TokenMint,
+    node_of,
+)
+from tenure.server._dflockd_keeper import Keeper, session_key
+from tenure.server._driver import JournaledEngine
+
+log = logging.getLogger("tenure.server")
+
+_READ_SIZE: Final = 65536
+#: How long a failed ``auth`` waits before the close (brute-force damping, as dflockd).
+AUTH_PAUSE: Final = 0.1
+
+
+@dataclass(eq=False)
+class DflockdConn:
+    """One dflockd connection (the server writes its ``outbox`` after each commit)."""
+
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    peer: str
+    conn_id: int
+    codec: wire.LineReader = field(default_factory=wire.LineReader)
+    outbox: list[bytes] = field(default_factory=list)
+    closing: bool = False
+    authenticated: bool = False
+    stable_ref: bool = False
+    pending: dict[tuple[bool, str], Hold] = field(default_factory=dict)  # `e` awaiting `w`
+
+
+@dataclass(frozen=True, slots=True)
+class DflockdSettings:
+    """The ``--dflockd-*`` settings."""
+
+    default_lease: int = 33
+    max_locks: int = 1024
+    max_waiters: int = 0  # 0: no limit of dflockd's own (the node's max_waiters still holds)
+    auto_release: bool = True
+    gc_interval: float = 5.0
+    gc_max_idle: float = 60.0
+    frame_timeout: float = 15.0  # a request must arrive whole within this (0: no limit)
+
+
+class DflockdService:
+    """Serves dflockd connections from the journaled engine (see the module docstring)."""
+
+    def __init__(
+        self,
+        host: JournaledEngine,
+        settings: DflockdSettings,
+        secret: bytes,
+        tokens: Tokens | None,
+        send: Callable[[DflockdConn, bytes], None],
+        attach: Callable[[int], None],
+        forget: Callable[[int], None],
+    ) -> None:
+        self.host = host
+        self.settings = settings
+        self.tokens = tokens
+        self.holds = Registry()
+        self.mint = TokenMint(secret)
+        self.keeper = Keeper(
+            host, settings, self.holds, key=session_key(secret), attach=attach, forget=forget
+        )
+        self.draining = False
+        self._send = send
+        self._loop = asyncio.get_running_loop()
+        self.conns: dict[int, DflockdConn] = {}
+        self._last_conn_id = 0
+
+    def new_conn(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str
+    ) -> DflockdConn:
+        """A connection that was found to speak dflockd."""
+        self.keeper.ready()
+        self._last_conn_id += 1
+        conn = DflockdConn(reader, writer, peer, self._last_conn_id)
+        conn.authenticated = self.tokens is None
+        self.conns[conn.conn_id] = conn
+        return conn
+
+    # -- one connection -----------------------------------------------------------------
+
+    async def serve(self, conn: DflockdConn, first: bytes) -> None:
+        """Answer requests until the peer leaves or the stream cannot be trusted."""
+        conn.codec.feed(first)
+        try:
+            while not conn.closing:
+                item = conn.codec.next_frame()
+                if item is None:
+                    if conn.codec.eof:
+                        return
+                    conn.codec.feed(await self._read_more(conn))
+                    continue
+                if isinstance(item, wire.FrameError):
+                    self._answer(conn, wire.ERROR)
+                    conn.closing = item.fatal
+                    continue
+                await self._request(conn, item)
+        finally:
+            self.disconnected(conn)
+
+    async def _read_more(self, conn: DflockdConn) -> bytes:
+        """The next bytes; between requests no limit, within one ``frame_timeout``."""
+        limit = self.settings.frame_timeout
+        if not conn.codec.in_frame or limit <= 0:
+            return await conn.reader.read(_READ_SIZE)
+        try:
+            async with asyncio.timeout(limit):
+                return await conn.reader.read(_READ_SIZE)
+        except TimeoutError:
+            log.info("dflockd: request stalled; closing", extra={"fields": {"peer": conn.peer}})
+            self._answer(conn, wire.ERROR)
+            conn.closing = True
+            return b""
+
+    async def _request(self, conn: DflockdConn, frame: wire.Frame) -> None:
+        try:
+            request = wire.parse(frame)
+        except wire.RequestError as error:
+            if not conn.authenticated:
+                await self._refuse_auth(conn)
+                return
+            log.debug("dflockd: bad request from %s: %s", conn.peer, error)
+            self._answer(conn, wire.ERROR)
+            return
+        if not conn.authenticated:
+            if isinstance(request, wire.Auth) and self._auth_ok(request.secret):
+                conn.authenticated = True
+                self._answer(conn, wire.OK)
+            else:
+                await self._refuse_auth(conn)
+            return
+        if self.draining:
+            self._answer(conn, wire.ERROR_DRAINING)
+            return
+        self._answer(conn, await self._handle(conn, request))
+
+    async def _handle(self, conn: DflockdConn, request: wire.Request) -> bytes:
+        match request:
+            case wire.Acquire():
+                return await self._acquire(conn, request)
+            case wire.Enqueue():
+                return self._enqueue(conn, request)
+            case wire.Wait():
+                return await self._wait(conn, request)
+            case wire.Release():
+                return self._release(request.key, request.token, request.semaphore)
+            case wire.Renew():
+                return self._renew(request.key, request.token, request.semaphore, request.lease)
+            case wire.Stats():
+                return wire.stats(self.keeper.stats(len(self.conns)))
+            case wire.Ping() | wire.Barrier():
+                return wire.OK
+            case wire.StableRef():
+                if conn.stable_ref:
+                    return wire.ERROR
+                conn.stable_ref = True
+                return wire.OK
+            case wire.Auth():  # after the handshake, or without one: not a command
+                return wire.ERROR
+        return wire.ERROR  # pragma: no cover - the match is exhaustive
+
+    # -- acquiring ----------------------------------------------------------------------
+
+    def _start(
+        self,
+        conn: DflockdConn,
+        key: str,
+        semaphore: bool,
+        limit: int,
+        lease: int | None,
+        timeout: float | None,
+    ) -> tuple[Hold | None, bytes | None]:
+        """Open a hold's session and ask the engine; (hold, None) or (None, error line)."""
+        now = self._loop.time()
+        error = self.keeper.admit(semaphore, key, limit, now)
+        if error is not None:
+            return None, error
+        lease = lease or self.settings.default_lease
+        info = self.host.execute(
+            CreateSession(node_of(semaphore), self.keeper.key, None, SESSION_DESCRIPTION)
+        )
+        hold = Hold(info.session_id, key, semaphore, lease, conn.conn_id)
+        self.keeper.own(hold)
+        try:
+            if semaphore:
+                with contextlib.suppress(AlreadyExistsError):
+                    self.host.execute(CreateSemaphore(hold.session_id, key, limit, b""))
+            result = self.host.execute(
+                Acquire(
+                    hold.session_id,
+                    key,
+                    1 if semaphore else MAX_COUNT,
+                    1,
+                    b"dflockd",
+                    timeout,
+                    not semaphore,
+                    float(lease),
+                )
+            )
+        except LimitExceededError as error:
+            self._end(hold)
+            if "max_waiters" in str(error):
+                return None, wire.ERROR_MAX_WAITERS
+            return None, wire.ERROR_LIMIT_MISMATCH  # the key is a semaphore of another limit
+        except TenureError:
+            self._end(hold)
+            log.exception("dflockd: acquire of %r failed", key)
+            return None, wire.ERROR
+        if result.status is AcquireStatus.GRANTED:
+            assert result.token is not None
+            self.holds.granted(hold, result.token)
+        elif result.status is AcquireStatus.BUSY:
+            self._end(hold)
+            return None, wire.TIMEOUT
+        else:
+            hold.outcome = self._loop.create_future()
+        return hold, None
+
+    async def _acquire(self, conn: DflockdConn, request: wire.Acquire) -> bytes:
+        hold, error = self._start(
+            conn, request.key, request.semaphore, request.limit, request.lease, request.timeout
+        )
+        if hold is None:
+            assert error is not None
+            return error
+        if not hold.granted and not await self._until_decided(conn, hold, None):
+            self._end(hold)
+            return wire.TIMEOUT
+        return self._grant_line(hold, wire.granted)
+
+    def _enqueue(self, conn: DflockdConn, request: wire.Enqueue) -> bytes:
+        slot = (request.semaphore, request.key)
+        if slot in conn.pending:
+            return wire.ERROR_ALREADY_ENQUEUED
+        hold, error = self._start(
+            conn, request.key, request.semaphore, request.limit, request.lease, None
+        )
+        if hold is None:
+            assert error is not None
+            return error
+        conn.pending[slot] = hold
+        return self._grant_line(hold, wire.acquired) if hold.granted else wire.QUEUED
+
+    async def _wait(self, conn: DflockdConn, request: wire.Wait) -> bytes:
+        hold = conn.pending.pop((request.semaphore, request.key), None)
+        if hold is None:
+            return wire.ERROR_NOT_ENQUEUED
+        if (
+            not hold.granted
+            and not hold.expired
+            and not await self._until_decided(conn, hold, float(request.timeout))
+            and not hold.granted  # a grant that raced the timeout wins
+        ):
+            self._end(hold)
+            return wire.TIMEOUT
+        if hold.expired or not hold.granted:
+            self._end(hold)
+            return wire.ERROR_LEASE_EXPIRED
+        # The lease runs from now, as when a blocked `l` returns its grant.
+        self.host.execute(Renew(hold.session_id, hold.key, float(hold.lease)))
+        return self._grant_line(hold, wire.granted)
+
+    async def _until_decided(self, conn: DflockdConn, hold: Hold, timeout: float | None) -> bool:
+        """Wait for the engine's verdict (or ``timeout``, or the peer leaving); granted?"""
+        assert hold.outcome is not None
+        reading = asyncio.ensure_future(conn.reader.read(_READ_SIZE))
+        try:
+            waits: set[asyncio.Future[object]] = {hold.outcome, reading}  # type: ignore[arg-type]
+            done, _ = await asyncio.wait(
+                waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+            if reading in done:
+                data = reading.result()
+                conn.codec.feed(data)
+                if not data:  # the peer left while waiting: its waiter goes
+                    conn.closing = True
+                    return False
+                await asyncio.wait({hold.outcome}, timeout=timeout)
+        finally:
+            if not reading.done():
+                reading.cancel()
+                with contextlib.suppress(asyncio.CancelledError, OSError):
+                    await reading
+        return hold.granted and not hold.expired
+
+    def _grant_line(self, hold: Hold, render: Callable[[str, int], bytes]) -> bytes:
+        assert hold.fence is not None
+        return render(self.mint.token(hold.fence), hold.lease)
+
+    # -- tokens -------------------------------------------------------------------------
+
+    def _holder(self, key: str, token: str, semaphore: bool) -> Hold | None:
+        fence = self.mint.fence(token)
+        hold = None if fence is None else self.holds.by_fence.get(fence)
+        if hold is None or hold.key != key or hold.semaphore != semaphore or hold.expired:
+            return None
+        return hold
+
+    def _release(self, key: str, token: str, semaphore: bool) -> bytes:
+        hold = self._holder(key, token, semaphore)
+        if hold is None:
+            return wire.ERROR
+        self.keeper.touch(hold)
+        self._end(hold)
+        return wire.OK
+
+    def _renew(self, key: str, token: str, semaphore: bool, lease: int | None) -> bytes:
+        hold = self._holder(key, token, semaphore)
+        if hold is None:
+            return wire.ERROR
+        seconds = lease or self.settings.default_lease
+        try:
+            self.host.execute(Renew(hold.session_id, key, float(seconds)))
+        except TenureError:  # the lease ran out this very instant
+            return wire.ERROR
+        hold.lease = seconds
+        self.keeper.touch(hold)
+        return wire.renewed(seconds)
+
+    # -- endings ------------------------------------------------------------------------
+
+    def _end(self, hold: Hold) -> None:
+        """Close the hold's engine session: released, withdrawn from the queue."""
+        self.holds.forget(hold)
+        self.keeper.disown(hold)
+        with contextlib.suppress(TenureError):
+            self.host.execute(CloseSession(hold.session_id))
+
+    def disconnected(self, conn: DflockdConn) -> None:
+        """The connection is over: its waiters go; its grants too if auto-release is on."""
+        self.conns.pop(conn.conn_id, None)
+        conn.closing = True
+        for hold in self.holds.of_connection(conn.conn_id):
+            if not hold.granted or self.settings.auto_release or hold.expired:
+                self._end(hold)
+            else:
+                hold.conn_id = 0  # kept until its lease ends or its token releases it
+        conn.pending.clear()
+
+    def deliver(self, effect: Effect) -> None:
+        """An engine effect for one of the service's sessions."""
+        hold = self.holds.by_session.get(effect.session_id)
+        if hold is None:
+            return
+        if isinstance(effect, Granted):
+            self.holds.granted(hold, effect.token)
+        elif isinstance(effect, LeaseLost | SessionEnded):
+            hold.expired = True
+            self.holds.forget(hold)
+            self.keeper.disown(hold)
+            if isinstance(effect, LeaseLost):  # the session itself is of no use now
+                self._loop.call_soon(self._close_quietly, hold.session_id)
+        elif isinstance(effect, AcquireFailed) and effect.code is not ErrorCode.TIMEOUT:
+            hold.expired = True
+        decided = isinstance(effect, Granted | AcquireFailed | LeaseLost | SessionEnded)
+        if decided and hold.outcome is not None and not hold.outcome.done():
+            hold.outcome.set_result(isinstance(effect, Granted))
+
+    def _close_quietly(self, session_id: int) -> None:
+        with contextlib.suppress(TenureError):
+            self.host.execute(CloseSession(session_id))
+
+    # -- output and authentication ------------------------------------------------------
+
+    def _answer(self, conn: DflockdConn, line: bytes) -> None:
+        self._send(conn, line)
+
+    def _auth_ok(self, secret: str) -> bool:
+        token = None if self.tokens is None else self.tokens.authenticate(secret)
+        return (
+            token is not None
+            and token.access is Access.READ_WRITE
+            and all(token.may_touch(node_of(kind)) for kind in (False, True))
+        )
+
+    async def _refuse_auth(self, conn: DflockdConn) -> None:
+        log.warning("dflockd authentication failed", extra={"fields": {"peer": conn.peer}})
+        await asyncio.sleep(AUTH_PAUSE)
+        self._answer(conn, wire.ERROR_AUTH)
+        conn.closing = True

@@ -1,0 +1,151 @@
+"""What the dflockd service keeps besides the engine: holds, keys, tokens.
+
+Each dflockd grant or waiting request is one engine session of its own (a dflockd
+connection may hold one key several times, and each hold has its own token, while
+an engine session holds a semaphore once). Locks live in the node ``dflockd`` as
+the same ephemeral semaphores native mutexes use, so the two exclude each other;
+dflockd semaphores live in ``dflockd-semaphores`` as semaphores of the limit their
+first caller chose (dflockd keeps the two namespaces apart).
+
+Tokens are the dflockd fencing format: 16 hex digits of the engine's fencing token
+(one counter for every grant, journaled, so it increases across restarts) and 16
+hex digits of salt. The salt is an HMAC of the fence under a secret kept in the
+data directory, so a token cannot be guessed from its fence, and the server can
+check one after a restart without having stored it.
+
+The key registry is dflockd's: ``--dflockd-max-locks`` counts every key, idle ones
+too, until the idle-key collector forgets it (``--dflockd-gc-max-idle``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import os
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from tenure._protocol import dflockd as wire
+
+LOCK_NODE: Final = "dflockd"
+SEMAPHORE_NODE: Final = "dflockd-semaphores"
+#: The description of the engine sessions the service makes (found again at start-up).
+SESSION_DESCRIPTION: Final = "dflockd"
+SECRET_FILE: Final = "dflockd.key"
+
+
+def node_of(semaphore: bool) -> str:
+    """The node that holds dflockd semaphores (True) or locks (False)."""
+    return SEMAPHORE_NODE if semaphore else LOCK_NODE
+
+
+def load_secret(data_dir: Path) -> bytes:
+    """The token secret of this data directory, made on first use (mode 0600)."""
+    path = data_dir / SECRET_FILE
+    try:
+        secret = path.read_bytes()
+        if len(secret) == 32:
+            return secret
+    except FileNotFoundError:
+        pass
+    secret = secrets.token_bytes(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as file:
+        file.write(secret)
+        file.flush()
+        os.fsync(file.fileno())
+    return secret
+
+
+class TokenMint:
+    """Makes and checks dflockd tokens for engine fencing tokens."""
+
+    def __init__(self, secret: bytes) -> None:
+        self._secret = secret
+
+    def token(self, fence: int) -> str:
+        """The dflockd token of the grant with engine fencing token ``fence``."""
+        return wire.make_token(fence, self._salt(fence))
+
+    def fence(self, token: str) -> int | None:
+        """The fence of a token this server made, or None for any other string."""
+        parsed = wire.parse_token(token)
+        if parsed is None:
+            return None
+        fence, salt = parsed
+        return fence if hmac.compare_digest(salt, self._salt(fence)) else None
+
+    def _salt(self, fence: int) -> bytes:
+        mac = hmac.new(self._secret, fence.to_bytes(8, "big"), hashlib.sha256)
+        return mac.digest()[:8]
+
+
+@dataclass(eq=False)
+class Hold:
+    """One dflockd acquire: its engine session, and its grant once it has one."""
+
+    session_id: int
+    key: str
+    semaphore: bool
+    lease: int
+    conn_id: int  # the connection that asked (0 once it is gone, auto-release off)
+    fence: int | None = None  # set once granted
+    expired: bool = False  # the lease ran out (or the grant ended) before `w` saw it
+    # Resolved when the engine grants (True) or gives up (False) a queued request.
+    outcome: asyncio.Future[bool] | None = None
+
+    @property
+    def granted(self) -> bool:
+        """Whether the engine granted it."""
+        return self.fence is not None
+
+
+@dataclass
+class KeyUse:
+    """A key dflockd knows, for --dflockd-max-locks and the idle-key collector."""
+
+    last_active: float
+    limit: int = 1
+
+
+@dataclass
+class Registry:
+    """Holds by session and by fence, and the keys in use."""
+
+    by_session: dict[int, Hold] = field(default_factory=dict)
+    by_fence: dict[int, Hold] = field(default_factory=dict)
+    keys: dict[tuple[bool, str], KeyUse] = field(default_factory=dict)
+
+    def add(self, hold: Hold) -> None:
+        """Track ``hold`` by its session."""
+        self.by_session[hold.session_id] = hold
+
+    def granted(self, hold: Hold, fence: int) -> None:
+        """The engine granted ``hold`` with ``fence``."""
+        hold.fence = fence
+        self.by_fence[fence] = hold
+
+    def forget(self, hold: Hold) -> None:
+        """``hold`` is over (released, expired, withdrawn)."""
+        self.by_session.pop(hold.session_id, None)
+        if hold.fence is not None:
+            self.by_fence.pop(hold.fence, None)
+
+    def of_connection(self, conn_id: int) -> list[Hold]:
+        """The holds a connection asked for, in session order."""
+        return [hold for hold in self.by_session.values() if hold.conn_id == conn_id]
+
+    def touch(self, semaphore: bool, key: str, now: float, limit: int = 1) -> None:
+        """Note activity on a key (registering it if new)."""
+        use = self.keys.get((semaphore, key))
+        if use is None:
+            self.keys[(semaphore, key)] = KeyUse(now, limit)
+        else:
+            use.last_active = now
+
+    def busy_keys(self) -> set[tuple[bool, str]]:
+        """Keys with a hold or a waiting request."""
+        return {(hold.semaphore, hold.key) for hold in self.by_session.values()}
