@@ -211,3 +211,11 @@ async def test_idle_timeout_zero_announces_never(tmp_path: Path, wire: Clients) 
         client = await wire.connect(server.port)
         assert isinstance(client.welcome, Welcome)
         assert client.welcome.idle_timeout == 0.0
+
+
+def test_every_setting_is_documented_in_operations_md() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    for setting in SETTINGS:
+        env = "TENURE_" + setting.name.upper()
+        assert f"`{setting.flag} " in page or f"`{setting.flag}`" in page, setting.flag
+        assert f"`{env}`" in page, env
