@@ -100,6 +100,7 @@ class DflockdService:
         send: Callable[[DflockdConn, bytes], None],
         attach: Callable[[int], None],
         forget: Callable[[int], None],
+        connections: Callable[[], int],
     ) -> None:
         self.host = host
         self.settings = settings
@@ -110,6 +111,8 @@ class DflockdService:
             host, settings, self.holds, key=session_key(secret), attach=attach, forget=forget
         )
         self.draining = False
+        #: How many client connections the server has open (``stats`` reports it).
+        self.connections = connections
         self._send = send
         self._loop = asyncio.get_running_loop()
         self.conns: dict[int, DflockdConn] = {}
@@ -178,10 +181,15 @@ class DflockdService:
             else:
                 await self._refuse_auth(conn)
             return
-        if self.draining:
+        if self.draining or self.host.dead:
             self._answer(conn, wire.ERROR_DRAINING)
             return
-        self._answer(conn, await self._handle(conn, request))
+        try:
+            answer = await self._handle(conn, request)
+        except Exception:  # a bug must cost this request, never the server
+            log.exception("dflockd: %s failed unexpectedly", type(request).__name__)
+            answer = wire.ERROR
+        self._answer(conn, answer)
 
     async def _handle(self, conn: DflockdConn, request: wire.Request) -> bytes:
         match request:
@@ -196,7 +204,7 @@ class DflockdService:
             case wire.Renew():
                 return self._renew(request.key, request.token, request.semaphore, request.lease)
             case wire.Stats():
-                return wire.stats(self.keeper.stats(len(self.conns)))
+                return wire.stats(self.keeper.stats(self.connections()))
             case wire.Ping() | wire.Barrier():
                 return wire.OK
             case wire.StableRef():
@@ -306,7 +314,11 @@ class DflockdService:
             self._end(hold)
             return wire.ERROR_LEASE_EXPIRED
         # The lease runs from now, as when a blocked `l` returns its grant.
-        self.host.execute(Renew(hold.session_id, hold.key, float(hold.lease)))
+        try:
+            self.host.execute(Renew(hold.session_id, hold.key, float(hold.lease)))
+        except TenureError:  # it ran out this very instant
+            self._end(hold)
+            return wire.ERROR_LEASE_EXPIRED
         return self._grant_line(hold, wire.granted)
 
     async def _until_decided(self, conn: DflockdConn, hold: Hold, timeout: float | None) -> bool:
@@ -379,6 +391,8 @@ class DflockdService:
         """The connection is over: its waiters go; its grants too if auto-release is on."""
         self.conns.pop(conn.conn_id, None)
         conn.closing = True
+        if self.draining or self.host.dead:
+            return  # the server is stopping: the next start closes what is left
         for hold in self.holds.of_connection(conn.conn_id):
             if not hold.granted or self.settings.auto_release or hold.expired:
                 self._end(hold)

@@ -110,6 +110,7 @@ class Server:
             self._send_line,
             attach=self._attach_to_dflockd,
             forget=self._table.forget,
+            connections=lambda: len(self._conns),
         )
         self._dflockd_listener: asyncio.Server | None = None
         self._shutdown_task: asyncio.Task[None] | None = None
@@ -217,13 +218,18 @@ class Server:
         self.gate.accepted(conn)
         try:
             first = await reader.read(_READ_SIZE)
-            # A native client's first frame is a Hello, whose 4-byte length starts with
-            # a zero byte; a dflockd request starts with a command letter.
-            if first and first[0] != 0 and not conn.closing:
-                self._conns.discard(conn)
-                self.gate.closed(conn)
-                await self._serve_dflockd(reader, writer, conn.peer, first)
-                return
+        except OSError:
+            first = b""
+        # A native client's first frame is a Hello, whose 4-byte length starts with a
+        # zero byte; a dflockd request starts with a command letter.
+        if first and first[0] != 0 and not conn.closing:
+            # From here the dflockd connection owns the streams: the native one must
+            # not close them (it raced the last dflockd answer out of the door).
+            self._conns.discard(conn)
+            self.gate.closed(conn)
+            await self._serve_dflockd(reader, writer, conn.peer, first)
+            return
+        try:
             await self._read(conn, first)
         except OSError:
             pass  # the connection broke: handled as lost
