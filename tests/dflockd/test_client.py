@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from dflockd_client import (
@@ -66,8 +66,11 @@ def sync_stats(server: ServerProcess) -> StatsResult:
         return sync_proto.stats(conn)
 
 
-def find(result: StatsResult, kind: str, key: str) -> dict[str, Any] | None:
-    items: list[dict[str, Any]] = result[kind]  # type: ignore[literal-required]
+Kind = Literal["locks", "semaphores", "idle_locks", "idle_semaphores"]
+
+
+def find(result: StatsResult, kind: Kind, key: str) -> dict[str, Any] | None:
+    items = result[kind]
     found = [item for item in items if item["key"] == key]
     assert len(found) <= 1, found
     return found[0] if found else None
@@ -81,7 +84,7 @@ def wait_for(check: Callable[[], bool], what: str) -> None:
         time.sleep(0.05)
 
 
-def waiting(server: ServerProcess, key: str, count: int, kind: str = "locks") -> None:
+def waiting(server: ServerProcess, key: str, count: int, kind: Kind = "locks") -> None:
     """Until ``count`` requests wait on ``key`` (seen in stats)."""
 
     def check() -> bool:

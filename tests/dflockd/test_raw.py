@@ -13,6 +13,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,7 +47,7 @@ async def until(check: Callable[[], Awaitable[bool]], what: str) -> None:
         await asyncio.sleep(0.05)
 
 
-async def stats(raw: Raws, port: int) -> dict[str, object]:
+async def stats(raw: Raws, port: int) -> dict[str, Any]:
     """The stats document, through a connection of its own (closed after)."""
     conn = await raw.connect(port)
     try:
@@ -60,7 +61,7 @@ async def stats(raw: Raws, port: int) -> dict[str, object]:
     return document
 
 
-def entry(document: dict[str, object], kind: str, key: str) -> dict[str, object] | None:
+def entry(document: dict[str, Any], kind: str, key: str) -> dict[str, Any] | None:
     """The ``kind`` list's entry for ``key`` in a stats document."""
     items = document[kind]
     assert isinstance(items, list)
@@ -72,7 +73,7 @@ def entry(document: dict[str, object], kind: str, key: str) -> dict[str, object]
 async def waiters(raw: Raws, port: int, key: str, kind: str = "locks") -> int:
     """How many wait on ``key`` (0 if it has none or is not active)."""
     found = entry(await stats(raw, port), kind, key)
-    return 0 if found is None else int(str(found["waiters"]))
+    return 0 if found is None else int(found["waiters"])
 
 
 async def queued(raw: Raws, port: int, key: str, count: int, kind: str = "locks") -> None:
@@ -192,7 +193,7 @@ async def test_stats_lists_hundreds_of_locks(server: ServerProcess, raw: Raws) -
     for _ in keys:
         grant(await conn.line())
     document = await stats(raw, server.port)
-    held = {str(item["key"]) for item in document["locks"]}  # type: ignore[attr-defined]
+    held = {item["key"] for item in document["locks"]}
     assert held >= set(keys)
 
 
@@ -250,7 +251,7 @@ async def test_malformed_requests_keep_the_connection(server: ServerProcess, raw
         assert await conn.ask("ping") == "ok", request
     # None of them made a key.
     document = await stats(raw, server.port)
-    keys = {item["key"] for kind in ("locks", "idle_locks") for item in document[kind]}  # type: ignore[attr-defined]
+    keys = {item["key"] for kind in ("locks", "idle_locks") for item in document[kind]}
     assert not keys & {"k", "k9", "a b", ""}
 
 
@@ -265,7 +266,12 @@ async def test_integers_read_as_go_does(server: ServerProcess, raw: Raws) -> Non
     assert await conn.ask("sr", sem, token) == "ok"
     token = grant(await conn.ask("l", big, "9223372036 9223372036"), lease=9223372036)
     assert await conn.ask("n", big, f"{token} 9223372036") == "ok 9223372036"
+    other = await raw.connect(server.port)
+    blocked = asyncio.ensure_future(other.ask("l", big, "9223372036"))  # the longest wait
+    await queued(raw, server.port, big, 1)
     assert await conn.ask("r", big, token) == "ok"
+    token = grant(await blocked)
+    assert await other.ask("r", big, token) == "ok"
 
 
 async def test_keys_are_utf8_up_to_256_bytes(server: ServerProcess, raw: Raws) -> None:
@@ -280,6 +286,7 @@ OVERLONG = [
     b"l\n" + b"x" * 300 + b"\n5\n",
     b"l\n" + b"y" * 257 + b"\n5\nping\n_\n_\n",  # one byte over; the ping is never read
     b"l\nk\n" + b"1" * 300 + b"\n",
+    b"auth\n_\n" + b"s" * 65_537 + b"\n",  # over even the cap of an auth line
 ]
 
 
@@ -558,20 +565,24 @@ async def test_max_waiters(serve: Serve, raw: Raws) -> None:
 
 
 async def test_disconnect_drops_waiters(server: ServerProcess, raw: Raws) -> None:
-    holder, blocked, enqueued, last = [await raw.connect(server.port) for _ in range(4)]
+    holder, in_l, in_w, in_e, last = [await raw.connect(server.port) for _ in range(5)]
     key = unique("drop")
     token = grant(await holder.ask("l", key, "0"))
-    pending = asyncio.ensure_future(blocked.ask("l", key, "30"))
-    await queued(raw, server.port, key, 1)
-    assert await enqueued.ask("e", key, "") == "queued"
-    await queued(raw, server.port, key, 2)
-    assert await last.ask("e", key, "") == "queued"
+    assert await in_w.ask("e", key, "") == "queued"
+    assert await in_e.ask("e", key, "") == "queued"
+    blocked = [
+        asyncio.ensure_future(in_l.ask("l", key, "30")),  # blocked in `l`
+        asyncio.ensure_future(in_w.ask("w", key, "30")),  # blocked in `w`
+    ]
     await queued(raw, server.port, key, 3)
-    pending.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await pending
-    await blocked.close()
-    await enqueued.close()
+    assert await last.ask("e", key, "") == "queued"
+    await queued(raw, server.port, key, 4)
+    for task in blocked:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    for gone in (in_l, in_w, in_e):  # the third only enqueued
+        await gone.close()
     await queued(raw, server.port, key, 1)
     assert await holder.ask("r", key, token) == "ok"
     grant(await last.ask("w", key, "5"))  # the departed never got it
@@ -604,7 +615,7 @@ async def test_without_auto_release_a_grant_outlives_its_connection(
     await a.close()
 
     async def one_connection() -> bool:
-        return (await stats(raw, server.port))["connections"] == 2  # b and the asker
+        return bool((await stats(raw, server.port))["connections"] == 2)  # b and the asker
 
     await until(one_connection, "the server saw the close")
     document = await stats(raw, server.port)
@@ -681,9 +692,10 @@ async def test_a_renewing_connection_does_not_own_the_grant(
     assert await renewer.ask("n", key, f"{token} 30") == "ok 30"
     await renewer.close()  # auto-release frees what *it* acquired: nothing (§15.9)
     late = await raw.connect(server.port)
+    assert await late.ask("ping") == "ok"
 
     async def closed() -> bool:  # owner, late and the asker are left
-        return (await stats(raw, server.port))["connections"] == 3
+        return bool((await stats(raw, server.port))["connections"] == 3)
 
     await until(closed, "the renewer's close was seen")
     assert await late.ask("l", key, "0") == "timeout"
@@ -739,6 +751,20 @@ async def test_with_auto_release_a_restart_frees_everything(
     later = grant(await conn.ask("l", "k", "0"))
     assert fence(later) > fence(token)
     assert await conn.ask("r", "k", token) == "error"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="server deviation from spec 9.7: over --max-connections the main port writes "
+    "the native binary Refused frame before it closes (dflockd writes nothing); the "
+    "dflockd-client then fails with 'server response not valid UTF-8'",
+)
+async def test_over_max_connections_nothing_is_written(serve: Serve, raw: Raws) -> None:
+    server = serve("--max-connections", "1")
+    first = await raw.connect(server.port)
+    assert await first.ask("ping") == "ok"
+    second = await raw.connect(server.port)  # sends nothing: no reset to race the read
+    assert await second.rest() == b""
 
 
 # -- auth and TLS -------------------------------------------------------------------------
