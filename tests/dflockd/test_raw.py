@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import tenure
+from tenure._protocol.dflockd import frame as wire_frame
 from tests.server.wire import WAIT, ServerProcess, free_port
 
 from .conftest import (
@@ -753,18 +754,16 @@ async def test_with_auto_release_a_restart_frees_everything(
     assert await conn.ask("r", "k", token) == "error"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="server deviation from spec 9.7: over --max-connections the main port writes "
-    "the native binary Refused frame before it closes (dflockd writes nothing); the "
-    "dflockd-client then fails with 'server response not valid UTF-8'",
-)
 async def test_over_max_connections_nothing_is_written(serve: Serve, raw: Raws) -> None:
+    # Spec 9.7: the connection is closed with nothing written (the main port tells
+    # from the first byte that this is no native client, which would get a Refused).
     server = serve("--max-connections", "1")
     first = await raw.connect(server.port)
     assert await first.ask("ping") == "ok"
-    second = await raw.connect(server.port)  # sends nothing: no reset to race the read
+    second = await raw.connect(server.port)
+    await second.send(wire_frame("ping", "_", "_"))
     assert await second.rest() == b""
+    assert await first.ask("ping") == "ok"
 
 
 # -- auth and TLS -------------------------------------------------------------------------
@@ -830,11 +829,6 @@ async def test_tls(serve: Serve, raw: Raws, pki: Pki) -> None:
     assert not answer.startswith(b"ok"), answer
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="server bug: a connection to --dflockd-port is closed at once, nothing read "
-    "or answered (serve() is given b'' as its first bytes, which the codec takes for EOF)",
-)
 async def test_dflockd_port(serve: Serve, raw: Raws) -> None:
     extra = free_port()
     server = serve("--dflockd-port", str(extra))

@@ -194,10 +194,10 @@ async def test_server_runs_on_its_config_file(tmp_path: Path, wire: Clients) -> 
         assert first.welcome is not None
         assert first.welcome.idle_timeout == 42.5
         second = await wire.connect(server.port, hello=False)
-        events = await second.until_closed()
-        assert isinstance(events[0], Refused)
-        assert events[0].code is ErrorCode.LIMIT_EXCEEDED
-        assert isinstance(events[-1], ConnectionClosed)
+        refusal = await second.hello()  # the first byte says which protocol to refuse in
+        assert isinstance(refusal, Refused)
+        assert refusal.code is ErrorCode.LIMIT_EXCEEDED
+        assert isinstance((await second.until_closed())[-1], ConnectionClosed)
         lines = [json.loads(line) for line in server.output().splitlines()]
     config = next(line for line in lines if line["msg"] == "config")
     assert (config["max_connections"], config["sources"]["max_connections"]) == (1, "file")

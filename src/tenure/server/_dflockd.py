@@ -133,7 +133,8 @@ class DflockdService:
 
     async def serve(self, conn: DflockdConn, first: bytes) -> None:
         """Answer requests until the peer leaves or the stream cannot be trusted."""
-        conn.codec.feed(first)
+        if first:  # (feeding b"" would mean the end of the stream)
+            conn.codec.feed(first)
         try:
             while not conn.closing:
                 item = conn.codec.next_frame()

@@ -210,8 +210,7 @@ class Server:
                     f"max_connections ({self.config.max_connections}) reached",
                 )
             )
-            writer.write(conn.codec.send(Refused(code, why)))
-            writer.close()
+            await self._turn_away(conn, Refused(code, why))
             return
         self._conns.add(conn)
         self._idle.clear()
@@ -235,6 +234,20 @@ class Server:
             pass  # the connection broke: handled as lost
         finally:
             self._lost(conn)
+
+    async def _turn_away(self, conn: Conn, refusal: Refused) -> None:
+        """Refuse a connection we cannot serve, in its own protocol.
+
+        Which one is known only from its first bytes (bounded by the handshake
+        timeout): a native client gets the Refused; a dflockd client gets nothing but
+        the close, as dflockd does at its limits.
+        """
+        with contextlib.suppress(OSError, TimeoutError):
+            async with asyncio.timeout(self.config.handshake_timeout):
+                first = await conn.reader.read(_READ_SIZE)  # all of it: no reset
+            if first[:1] == b"\x00":
+                conn.writer.write(conn.codec.send(refusal))
+        conn.writer.close()
 
     async def _serve_dflockd_only(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
