@@ -8,8 +8,6 @@ round-trip generated requests through the encoder, the reader and the parser.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 from hypothesis import given
@@ -39,8 +37,6 @@ from tenure._protocol.dflockd import (
     parse,
 )
 from tenure._protocol.errors import LocalProtocolError
-from tests.core.test_purity import FORBIDDEN_MODULES
-from tests.protocol.test_purity import MSGPACK_HOME, PACKAGE_DIR
 
 TOKEN = "18b047130f6bb0395302deb41f626ff8"  # the illustrative token of spec §12
 COMMANDS = ["l", "sl", "r", "sr", "n", "sn", "e", "se", "w", "sw"]
@@ -708,43 +704,3 @@ def test_encoded_requests_round_trip_through_reader_and_parser(item, gap, padded
     if padded:
         argument = gap + argument + gap  # white space around the fields is ignored
     assert request(command, key, argument) == item
-
-
-def test_importing_the_codec_loads_no_io_thread_or_clock_module():
-    probe = """
-import json, sys, types
-package_dir, msgpack_home, forbidden = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
-sys.path.append(msgpack_home)
-for name in forbidden:
-    sys.modules.pop(name, None)
-import msgpack  # the package's __init__ imports it, and it imports time (see test_purity)
-baseline = set(sys.modules)
-stand_in = types.ModuleType("tenure")
-stand_in.__path__ = [package_dir]
-sys.modules["tenure"] = stand_in
-import tenure._protocol.dflockd as wire
-reader = wire.LineReader()
-reader.feed(wire.frame("l", "k", "5"))
-assert wire.parse(reader.next_frame()) == wire.Acquire("k", 5, 1, None, False)
-print(json.dumps(sorted(set(sys.modules) - baseline)))
-"""
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-I",
-            "-S",
-            "-c",
-            probe,
-            str(PACKAGE_DIR),
-            str(MSGPACK_HOME),
-            ",".join(FORBIDDEN_MODULES),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-    assert completed.returncode == 0, completed.stderr
-    loaded: list[str] = json.loads(completed.stdout)
-    assert "tenure._protocol.dflockd" in loaded
-    assert [name for name in loaded if name.split(".")[0] in FORBIDDEN_MODULES] == []
