@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Final
 
 from tenure._core import (
@@ -44,6 +43,8 @@ from tenure.errors import AlreadyExistsError, ErrorCode, LimitExceededError, Ten
 from tenure.server._auth import Access, Tokens
 from tenure.server._dflockd_holds import (
     SESSION_DESCRIPTION,
+    DflockdConn,
+    DflockdSettings,
     Hold,
     Registry,
     TokenMint,
@@ -57,35 +58,6 @@ log = logging.getLogger("tenure.server")
 _READ_SIZE: Final = 65536
 #: How long a failed ``auth`` waits before the close (brute-force damping, as dflockd).
 AUTH_PAUSE: Final = 0.1
-
-
-@dataclass(eq=False)
-class DflockdConn:
-    """One dflockd connection (the server writes its ``outbox`` after each commit)."""
-
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
-    peer: str
-    conn_id: int
-    codec: wire.LineReader = field(default_factory=wire.LineReader)
-    outbox: list[bytes] = field(default_factory=list)
-    closing: bool = False
-    authenticated: bool = False
-    stable_ref: bool = False
-    pending: dict[tuple[bool, str], Hold] = field(default_factory=dict)  # `e` awaiting `w`
-
-
-@dataclass(frozen=True, slots=True)
-class DflockdSettings:
-    """The ``--dflockd-*`` settings."""
-
-    default_lease: int = 33
-    max_locks: int = 1024
-    max_waiters: int = 0  # 0: no limit of dflockd's own (the node's max_waiters still holds)
-    auto_release: bool = True
-    gc_interval: float = 5.0
-    gc_max_idle: float = 60.0
-    frame_timeout: float = 15.0  # a request must arrive whole within this (0: no limit)
 
 
 class DflockdService:
@@ -115,7 +87,6 @@ class DflockdService:
         self.connections = connections
         self._send = send
         self._loop = asyncio.get_running_loop()
-        self.conns: dict[int, DflockdConn] = {}
         self._last_conn_id = 0
 
     def new_conn(
@@ -126,7 +97,6 @@ class DflockdService:
         self._last_conn_id += 1
         conn = DflockdConn(reader, writer, peer, self._last_conn_id)
         conn.authenticated = self.tokens is None
-        self.conns[conn.conn_id] = conn
         return conn
 
     # -- one connection -----------------------------------------------------------------
@@ -390,7 +360,6 @@ class DflockdService:
 
     def disconnected(self, conn: DflockdConn) -> None:
         """The connection is over: its waiters go; its grants too if auto-release is on."""
-        self.conns.pop(conn.conn_id, None)
         conn.closing = True
         if self.draining or self.host.dead:
             return  # the server is stopping: the next start closes what is left

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Final
 
 from tenure._protocol import dflockd as wire
+from tenure.server._config import ServeConfig
 
 LOCK_NODE: Final = "dflockd"
 SEMAPHORE_NODE: Final = "dflockd-semaphores"
@@ -149,3 +150,45 @@ class Registry:
     def busy_keys(self) -> set[tuple[bool, str]]:
         """Keys with a hold or a waiting request."""
         return {(hold.semaphore, hold.key) for hold in self.by_session.values()}
+
+
+@dataclass(eq=False)
+class DflockdConn:
+    """One dflockd connection (the server writes its ``outbox`` after each commit)."""
+
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    peer: str
+    conn_id: int
+    codec: wire.LineReader = field(default_factory=wire.LineReader)
+    outbox: list[bytes] = field(default_factory=list)
+    closing: bool = False
+    authenticated: bool = False
+    stable_ref: bool = False
+    pending: dict[tuple[bool, str], Hold] = field(default_factory=dict)  # `e` awaiting `w`
+
+
+@dataclass(frozen=True, slots=True)
+class DflockdSettings:
+    """The ``--dflockd-*`` settings."""
+
+    default_lease: int = 33
+    max_locks: int = 1024
+    max_waiters: int = 0  # 0: no limit of dflockd's own (the node's max_waiters still holds)
+    auto_release: bool = True
+    gc_interval: float = 5.0
+    gc_max_idle: float = 60.0
+    frame_timeout: float = 15.0  # a request must arrive whole within this (0: no limit)
+
+    @classmethod
+    def from_config(cls, config: ServeConfig) -> DflockdSettings:
+        """The dflockd share of the server's settings."""
+        return cls(
+            default_lease=config.dflockd_default_lease,
+            max_locks=config.dflockd_max_locks,
+            max_waiters=config.dflockd_max_waiters,
+            auto_release=config.dflockd_auto_release,
+            gc_interval=config.dflockd_gc_interval,
+            gc_max_idle=config.dflockd_gc_max_idle,
+            frame_timeout=config.idle_timeout,
+        )

@@ -44,7 +44,7 @@ from tenure.server._dflockd_holds import (
 from tenure.server._driver import JournaledEngine
 
 if TYPE_CHECKING:
-    from tenure.server._dflockd import DflockdSettings
+    from tenure.server._dflockd_holds import DflockdSettings
 
 log = logging.getLogger("tenure.server")
 

@@ -50,8 +50,8 @@ from tenure._protocol import (
 )
 from tenure.errors import ErrorCode, ProtocolError, TenureError, code_of
 from tenure.server._config import ServeConfig
-from tenure.server._dflockd import DflockdConn, DflockdService, DflockdSettings
-from tenure.server._dflockd_holds import load_secret
+from tenure.server._dflockd import DflockdService
+from tenure.server._dflockd_holds import DflockdConn, DflockdSettings, load_secret
 from tenure.server._driver import JournaledEngine
 from tenure.server._gate import Conn, Gate
 from tenure.server._journal import Journal
@@ -60,19 +60,6 @@ from tenure.server._session_table import SessionTable
 log = logging.getLogger("tenure.server")
 
 _READ_SIZE: Final = 65536
-
-
-def dflockd_settings(config: ServeConfig) -> DflockdSettings:
-    """The dflockd service's share of the settings."""
-    return DflockdSettings(
-        default_lease=config.dflockd_default_lease,
-        max_locks=config.dflockd_max_locks,
-        max_waiters=config.dflockd_max_waiters,
-        auto_release=config.dflockd_auto_release,
-        gc_interval=config.dflockd_gc_interval,
-        gc_max_idle=config.dflockd_gc_max_idle,
-        frame_timeout=config.idle_timeout,
-    )
 
 
 class Server:
@@ -104,7 +91,7 @@ class Server:
         self._outgoing: set[Conn | DflockdConn] = set()
         self.dflockd = DflockdService(
             self.host,
-            dflockd_settings(config),
+            DflockdSettings.from_config(config),
             load_secret(config.data_dir),
             self.gate.tokens,
             self._send_line,
