@@ -27,6 +27,7 @@ from .conftest import (
     READ_ONLY_SECRET,
     SECRET,
     Pki,
+    Raw,
     Raws,
     Serve,
     fence,
@@ -46,6 +47,19 @@ async def until(check: Callable[[], Awaitable[bool]], what: str) -> None:
     while not await check():
         assert time.monotonic() < deadline, f"never: {what}"
         await asyncio.sleep(0.05)
+
+
+async def until_free(conn: Raw, key: str, what: str) -> None:
+    """Wait until ``conn`` can take the lock ``key`` (then let it go again)."""
+
+    async def free() -> bool:
+        line = await conn.ask("l", key, "0")
+        if line == "timeout":
+            return False
+        assert await conn.ask("r", key, grant(line)) == "ok"
+        return True
+
+    await until(free, what)
 
 
 async def stats(raw: Raws, port: int) -> dict[str, Any]:
@@ -501,14 +515,7 @@ async def test_lease_expired_after_promotion(server: ServerProcess, raw: Raws) -
     assert await b.ask("e", key, "1") == "queued"
     assert await a.ask("r", key, token) == "ok"  # b is promoted; its 1 s lease runs
 
-    async def free() -> bool:
-        line = await c.ask("l", key, "0")
-        if line == "timeout":
-            return False
-        assert await c.ask("r", key, grant(line)) == "ok"
-        return True
-
-    await until(free, "the promoted lease ran out")
+    await until_free(c, key, "the promoted lease ran out")
     assert await b.ask("w", key, "5") == "error_lease_expired"
     assert await b.ask("w", key, "0") == "error_not_enqueued"
 
@@ -518,14 +525,7 @@ async def test_lease_expired_after_an_acquired_enqueue(server: ServerProcess, ra
     key = unique("promo2")
     grant(await a.ask("e", key, "1"), "acquired", lease=1)
 
-    async def free() -> bool:
-        line = await c.ask("l", key, "0")
-        if line == "timeout":
-            return False
-        assert await c.ask("r", key, grant(line)) == "ok"
-        return True
-
-    await until(free, "the enqueued lease ran out")
+    await until_free(c, key, "the enqueued lease ran out")
     assert await a.ask("w", key, "5") == "error_lease_expired"
 
 
