@@ -3,9 +3,9 @@
 Everything runs on one event loop, so the engine sees one command at a time. Each
 step (a client's command, a DetachSession for a lost connection, a timer tick) is
 applied, logged, and its answers and pushes are put in their connection's outbox.
-The outboxes leave only after the commit that follows (group commit, see
-:mod:`tenure.server._driver`), so no reply or push ever tells a client about a
-change the disk does not have. A failed commit is fatal: the journal is aborted,
+The outboxes (:mod:`tenure.server._outbox`) leave only after the commit that
+follows (group commit, see :mod:`tenure.server._driver`), so no reply or push ever
+tells a client about a change the disk does not have. A failed commit is fatal: the journal is aborted,
 every connection dropped, and the server exits non-zero.
 
 Session ownership and the queues of detached sessions are in
@@ -34,18 +34,15 @@ from tenure._protocol import (
     NEED_DATA,
     ConnectionClosed,
     Failure,
-    FrameTooLargeError,
     GoingAway,
     Hello,
     LocalProtocolError,
     Ping,
     Pong,
-    Push,
     Refused,
     Reply,
     Request,
     ServerConnection,
-    ServerMessage,
     State,
 )
 from tenure.errors import ErrorCode, ProtocolError, TenureError, code_of
@@ -55,6 +52,7 @@ from tenure.server._dflockd_holds import DflockdConn, DflockdSettings, load_secr
 from tenure.server._driver import JournaledEngine
 from tenure.server._gate import Conn, Gate
 from tenure.server._journal import Journal
+from tenure.server._outbox import Outboxes
 from tenure.server._session_table import SessionTable
 
 log = logging.getLogger("tenure.server")
@@ -75,12 +73,13 @@ class Server:
         self.config = config
         self.instance_id = instance_id
         self.exit_code = 0
-        self.gate = Gate(config, instance_id, self._emit)
+        self.out = Outboxes(config, lambda: self.host.request_flush())
+        self.gate = Gate(config, instance_id, self.out.emit)
         self.host = JournaledEngine(
             journal,
             engine,
             deliver=self._deliver,
-            on_durable=self._write_out,
+            on_durable=self.out.write_out,
             on_fatal=self._on_fatal,
             batch_interval=config.batch_interval,
         )
@@ -88,13 +87,12 @@ class Server:
             max_queued=config.max_queued_pushes
         )
         self._conns: set[Conn | DflockdConn] = set()
-        self._outgoing: set[Conn | DflockdConn] = set()
         self.dflockd = DflockdService(
             self.host,
             DflockdSettings.from_config(config),
             load_secret(config.data_dir),
             self.gate.tokens,
-            self._send_line,
+            self.out.line,
             attach=self._attach_to_dflockd,
             forget=self._table.forget,
             connections=lambda: len(self._conns),
@@ -152,9 +150,9 @@ class Server:
             if isinstance(conn, DflockdConn):
                 continue  # answers error_draining from now on, closed with the rest
             if conn.codec.state is State.OPEN:
-                self._emit(conn, GoingAway(ErrorCode.UNAVAILABLE, "the server is shutting down"))
+                self.out.emit(conn, GoingAway(ErrorCode.UNAVAILABLE, "the server is shutting down"))
             elif conn.codec.state in (State.HANDSHAKE, State.GREETING):
-                self._emit(conn, Refused(ErrorCode.UNAVAILABLE, "the server is shutting down"))
+                self.out.emit(conn, Refused(ErrorCode.UNAVAILABLE, "the server is shutting down"))
                 conn.closing = True
         self._shutdown_task = asyncio.ensure_future(self._shutdown())
 
@@ -260,19 +258,11 @@ class Server:
             self._conns.discard(dconn)
             if not self._conns:
                 self._idle.set()
-            dconn.closing = True
-            self._outgoing.add(dconn)
-            self.host.request_flush()
+            self.out.finish(dconn)
 
     def _attach_to_dflockd(self, session_id: int) -> None:
         """Route the session's effects to the dflockd service (its sessions are its own)."""
         self._table.attach(session_id, self.dflockd)
-
-    def _send_line(self, conn: DflockdConn, line: bytes) -> None:
-        """Queue a dflockd answer (written after the next commit, like every reply)."""
-        conn.outbox.append(line)
-        self._outgoing.add(conn)
-        self.host.request_flush()
 
     async def _read(self, conn: Conn, first: bytes) -> None:
         data: bytes | None = first
@@ -301,7 +291,7 @@ class Server:
         if isinstance(message, Request):
             self._on_request(conn, message)
         elif isinstance(message, Ping):
-            self._emit(conn, Pong(message.nonce))
+            self.out.emit(conn, Pong(message.nonce))
         else:
             self.gate.hello(conn, message, stopping=self._stopping)
 
@@ -312,7 +302,7 @@ class Server:
         before_welcome = conn.codec.state in (State.HANDSHAKE, State.GREETING)
         word = Refused if before_welcome else GoingAway
         with contextlib.suppress(LocalProtocolError):
-            self._emit(conn, word(ErrorCode.PROTOCOL, str(error)))
+            self.out.emit(conn, word(ErrorCode.PROTOCOL, str(error)))
         conn.closing = True
 
     def _lost(self, conn: Conn) -> None:
@@ -329,19 +319,18 @@ class Server:
                     self.host.execute(DetachSession(session_id))
             fields = {"peer": conn.peer, "sessions": sessions}
             log.info("connection lost; sessions detached", extra={"fields": fields})
-        self._outgoing.add(conn)
-        self.host.request_flush()
+        self.out.finish(conn)
 
     # -- requests -----------------------------------------------------------------------
 
     def _on_request(self, conn: Conn, request: Request) -> None:
         command, rid = request.command, request.request_id
         if self._stopping or conn.closing:
-            self._emit(conn, Failure(rid, ErrorCode.UNAVAILABLE, "the server is shutting down"))
+            self.out.emit(conn, Failure(rid, ErrorCode.UNAVAILABLE, "the server is shutting down"))
             return
         denied = self.gate.denial(conn, command, self.host.engine.sessions)
         if denied is not None:
-            self._emit(conn, Failure(rid, ErrorCode.PERMISSION_DENIED, denied))
+            self.out.emit(conn, Failure(rid, ErrorCode.PERMISSION_DENIED, denied))
             return
         session_id = getattr(command, "session_id", None)
         if (
@@ -350,18 +339,18 @@ class Server:
             and self._table.owner(session_id) is not conn
         ):
             why = f"session {session_id} is not attached to this connection"
-            self._emit(conn, Failure(rid, ErrorCode.PERMISSION_DENIED, why))
+            self.out.emit(conn, Failure(rid, ErrorCode.PERMISSION_DENIED, why))
             return
         try:
             value = self.host.execute(command)
         except Exception as error:
             if not isinstance(error, TenureError | TimeoutError):
                 log.exception("command %s failed unexpectedly", type(command).__name__)
-            self._emit(conn, Failure(rid, code_of(error), str(error)))
+            self.out.emit(conn, Failure(rid, code_of(error), str(error)))
             return
         if isinstance(command, AttachSession):
             for effect in self._table.attach(command.session_id, conn):
-                self._push(conn, effect)
+                self.out.push(conn, effect)
         elif isinstance(command, CreateSession):
             assert isinstance(value, SessionInfo)
             self._table.attach(value.session_id, conn)
@@ -369,7 +358,7 @@ class Server:
             self._table.detach(command.session_id)
         elif isinstance(command, CloseSession):
             self._table.forget(command.session_id)
-        self._emit(conn, Reply(rid, value))  # type: ignore[arg-type]
+        self.out.emit(conn, Reply(rid, value))  # type: ignore[arg-type]
 
     def _deliver(self, effects: list[Effect]) -> None:
         routed, overflowed = self._table.route(effects)
@@ -377,7 +366,7 @@ class Server:
             if isinstance(conn, DflockdService):
                 conn.deliver(effect)
             else:
-                self._push(conn, effect)
+                self.out.push(conn, effect)
         for session_id in overflowed:
             log.warning("session %d overflowed its push queue; closing it", session_id)
             asyncio.get_running_loop().call_soon(self._close_overflowed, session_id)
@@ -386,57 +375,3 @@ class Server:
         with contextlib.suppress(TenureError):
             self.host.execute(CloseSession(session_id))
             self._table.forget(session_id)
-
-    # -- output -------------------------------------------------------------------------
-
-    def _emit(self, conn: Conn, message: ServerMessage) -> None:
-        """Queue ``message`` in the connection's outbox (written after the next commit)."""
-        try:
-            data = conn.codec.send(message)
-        except (FrameTooLargeError, LocalProtocolError) as error:
-            if not isinstance(message, Reply):
-                raise
-            code, why = ErrorCode.LIMIT_EXCEEDED, "the reply is larger than your max_frame_size"
-            if not isinstance(error, FrameTooLargeError):  # a bug: the reply cannot be encoded
-                log.error("cannot send %r: %s", message, error)
-                code, why = ErrorCode.INTERNAL, "the server could not encode the reply"
-            data = conn.codec.send(Failure(message.request_id, code, why))
-        conn.outbox.append(data)
-        self._outgoing.add(conn)
-        self.host.request_flush()
-
-    def _push(self, conn: Conn, effect: Effect) -> None:
-        try:
-            self._emit(conn, Push(effect))
-        except (LocalProtocolError, FrameTooLargeError):
-            log.warning("dropped a push to %s", conn.peer, exc_info=True)
-
-    def _write_out(self) -> None:
-        """Everything logged is committed: write every outbox (the only place bytes leave)."""
-        for conn in self._outgoing:
-            transport = conn.writer.transport
-            if transport.is_closing():
-                # The peer is gone (or going): nothing more can reach it. (uvloop even
-                # raises on such a write, which must never stop the other outboxes.)
-                conn.outbox.clear()
-                continue
-            if conn.outbox:
-                data = b"".join(conn.outbox)
-                conn.outbox.clear()
-                try:
-                    conn.writer.write(data)
-                except Exception:  # one broken transport must never stop the others
-                    log.exception("cannot write to %s; disconnecting", conn.peer)
-                    transport.abort()
-                    continue
-            if conn.closing:  # after a last word, a refusal, or the end of its stream
-                if not transport.is_closing():
-                    conn.writer.close()
-                    # A peer that never reads (or never answers TLS's close_notify)
-                    # would keep the connection, and its sessions, forever: drop it.
-                    loop = asyncio.get_running_loop()
-                    loop.call_later(self.config.shutdown_grace, transport.abort)
-            elif transport.get_write_buffer_size() > self.config.max_unread:
-                log.warning("%s does not read its replies; disconnecting", conn.peer)
-                transport.abort()
-        self._outgoing.clear()

@@ -1,0 +1,105 @@
+"""The outboxes: what each connection is owed, written only after the commit covering it.
+
+Replies, pushes and dflockd answers are queued per connection as they are made;
+:meth:`Outboxes.write_out` runs once the journal has committed (group commit, see
+:mod:`tenure.server._driver`), so no client ever hears of a change the disk does not
+have. It is the only place where bytes leave, and the place where connections that
+said their last word are closed and clients that do not read are dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from tenure._core import Effect
+from tenure._protocol import (
+    Failure,
+    FrameTooLargeError,
+    LocalProtocolError,
+    Push,
+    Reply,
+    ServerMessage,
+)
+from tenure.errors import ErrorCode
+from tenure.server._config import ServeConfig
+from tenure.server._dflockd_holds import DflockdConn
+from tenure.server._gate import Conn
+
+log = logging.getLogger("tenure.server")
+
+
+class Outboxes:
+    """The connections with something to write (see the module docstring)."""
+
+    def __init__(self, config: ServeConfig, request_flush: Callable[[], None]) -> None:
+        self.config = config
+        self._request_flush = request_flush
+        self._outgoing: set[Conn | DflockdConn] = set()
+
+    def emit(self, conn: Conn, message: ServerMessage) -> None:
+        """Queue ``message`` for a native connection."""
+        try:
+            data = conn.codec.send(message)
+        except (FrameTooLargeError, LocalProtocolError) as error:
+            if not isinstance(message, Reply):
+                raise
+            code, why = ErrorCode.LIMIT_EXCEEDED, "the reply is larger than your max_frame_size"
+            if not isinstance(error, FrameTooLargeError):  # a bug: the reply cannot be encoded
+                log.error("cannot send %r: %s", message, error)
+                code, why = ErrorCode.INTERNAL, "the server could not encode the reply"
+            data = conn.codec.send(Failure(message.request_id, code, why))
+        self._queue(conn, data)
+
+    def push(self, conn: Conn, effect: Effect) -> None:
+        """Queue an effect for the native connection its session is attached to."""
+        try:
+            self.emit(conn, Push(effect))
+        except (LocalProtocolError, FrameTooLargeError):
+            log.warning("dropped a push to %s", conn.peer, exc_info=True)
+
+    def line(self, conn: DflockdConn, data: bytes) -> None:
+        """Queue a dflockd answer."""
+        self._queue(conn, data)
+
+    def finish(self, conn: Conn | DflockdConn) -> None:
+        """Close ``conn`` once what it is owed is written."""
+        conn.closing = True
+        self._outgoing.add(conn)
+        self._request_flush()
+
+    def _queue(self, conn: Conn | DflockdConn, data: bytes) -> None:
+        conn.outbox.append(data)
+        self._outgoing.add(conn)
+        self._request_flush()
+
+    def write_out(self) -> None:
+        """Everything logged is committed: write every outbox (the only place bytes leave)."""
+        for conn in self._outgoing:
+            transport = conn.writer.transport
+            if transport.is_closing():
+                # The peer is gone (or going): nothing more can reach it. (uvloop even
+                # raises on such a write, which must never stop the other outboxes.)
+                conn.outbox.clear()
+                continue
+            if conn.outbox:
+                data = b"".join(conn.outbox)
+                conn.outbox.clear()
+                try:
+                    conn.writer.write(data)
+                except Exception:  # one broken transport must never stop the others
+                    log.exception("cannot write to %s; disconnecting", conn.peer)
+                    transport.abort()
+                    continue
+            if conn.closing:  # after a last word, a refusal, or the end of its stream
+                if not transport.is_closing():
+                    conn.writer.close()
+                    # A peer that never reads (or never answers TLS's close_notify)
+                    # would keep the connection, and its sessions, forever: drop it.
+                    loop = asyncio.get_running_loop()
+                    loop.call_later(self.config.shutdown_grace, transport.abort)
+            elif transport.get_write_buffer_size() > self.config.max_unread:
+                log.warning("%s does not read its replies; disconnecting", conn.peer)
+                transport.abort()
+        self._outgoing.clear()
