@@ -5,8 +5,8 @@ step (a client's command, a DetachSession for a lost connection, a timer tick) i
 applied, logged, and its answers and pushes are put in their connection's outbox.
 The outboxes (:mod:`tenure.server._outbox`) leave only after the commit that
 follows (group commit, see :mod:`tenure.server._driver`), so no reply or push ever
-tells a client about a change the disk does not have. A failed commit is fatal: the journal is aborted,
-every connection dropped, and the server exits non-zero.
+tells a client about a change the disk does not have. A failed commit is fatal: the
+journal is aborted, every connection dropped, and the server exits non-zero.
 
 Session ownership and the queues of detached sessions are in
 :class:`~tenure.server._session_table.SessionTable` (docs/protocol.md section 11);
