@@ -1,0 +1,264 @@
+"""The systems compared, as server processes on loopback: start, read, stop.
+
+Every server is a child of this process, logs to a file in ``workdir``, and is
+stopped by whoever started it (use :func:`running`, or ``try/finally: stop()``).
+``tenure-memory`` has no server: the client process is the server, so its
+:class:`Server` only carries the ``memory://`` URL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+import psutil
+
+#: Every system, in the order of the report's tables.
+SYSTEMS: tuple[str, ...] = (
+    "tenure-always",
+    "tenure-off",
+    "tenure-memory",
+    "redis",
+    "etcd",
+    "dflockd",
+)
+
+#: The longest a server may take to accept connections, or to stop, in seconds.
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 10.0
+
+HOST = "127.0.0.1"
+_REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Server:
+    """One running server process (or none, for ``tenure-memory``)."""
+
+    system: str
+    host: str
+    port: int
+    data_dir: Path
+    url: str
+    pid: int | None
+    log_path: Path | None = None
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the server process now (0 when there is none)."""
+        if self.pid is None:
+            return 0
+        return int(psutil.Process(self.pid).memory_info().rss)
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU seconds the server used so far (0 when there is none)."""
+        if self.pid is None:
+            return 0.0
+        times = psutil.Process(self.pid).cpu_times()
+        return float(times.user + times.system)
+
+    def log(self) -> str:
+        """What the server wrote to stdout/stderr so far."""
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        """SIGTERM, then wait (SIGKILL after STOP_TIMEOUT); does nothing if stopped."""
+        self._end(signal.SIGTERM)
+
+    def kill(self) -> None:
+        """SIGKILL and wait: a crash, for recovery measurements."""
+        self._end(signal.SIGKILL)
+
+    def _end(self, signum: int) -> None:
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signum)
+        try:
+            proc.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=STOP_TIMEOUT)
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 the OS says is free right now."""
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def _tenure_exe() -> list[str]:
+    exe = Path(sys.executable).parent / "tenure"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "tenure"]
+
+
+def _command(system: str, port: int, data_dir: Path) -> tuple[list[str], str]:
+    """The server's command line and its client URL."""
+    if system in ("tenure-always", "tenure-off"):
+        fsync = system.removeprefix("tenure-")
+        args = ["serve", "--host", HOST, "--port", str(port), "--data-dir", str(data_dir)]
+        return [*_tenure_exe(), *args, "--fsync", fsync], f"tenure://{HOST}:{port}"
+    if system == "redis":
+        # No persistence at all: the like-for-like peer of non-durable tenure.
+        args = ["--bind", HOST, "--port", str(port), "--dir", str(data_dir)]
+        args += ["--save", "", "--appendonly", "no", "--daemonize", "no"]
+        return ["redis-server", *args], f"redis://{HOST}:{port}"
+    if system == "etcd":
+        peer = f"http://{HOST}:{free_port()}"
+        client = f"http://{HOST}:{port}"
+        args = ["--name", "b", "--data-dir", str(data_dir)]
+        args += ["--listen-client-urls", client, "--advertise-client-urls", client]
+        args += ["--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer]
+        args += ["--initial-cluster", f"b={peer}"]
+        return ["etcd", *args], client
+    if system == "dflockd":
+        exe = Path(sys.executable).parent / "dflockd"
+        # Its default of 1024 distinct keys would refuse the par workload's 10,000
+        # keys (idle keys are only forgotten after a minute): raised, not a limit here.
+        args = ["--host", HOST, "--port", str(port), "--max-locks", "10000000"]
+        return [str(exe), *args], f"{HOST}:{port}"
+    raise ValueError(f"unknown system {system!r}; one of {SYSTEMS}")
+
+
+def _accepts(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=1.0):
+        return True
+    return False
+
+
+def _ready(server: Server) -> bool:
+    if server.system.startswith("tenure-"):
+        # No probe connection for tenure: its log says when it listens.
+        return '"msg": "listening"' in server.log()
+    if not _accepts(server.port):
+        return False
+    if server.system == "etcd":
+        # The port opens before a leader is elected; /health says when it serves.
+        health = f"{server.url}/health"
+        with contextlib.suppress(OSError), urllib.request.urlopen(health, timeout=2.0) as reply:
+            return b'"true"' in reply.read()
+        return False
+    return True
+
+
+def start(
+    system: str,
+    workdir: Path,
+    *,
+    extra_args: Sequence[str] = (),
+    data_dir: Path | None = None,
+) -> Server:
+    """Start ``system`` on a free port and wait until it serves.
+
+    Reusing a ``data_dir`` (and the same system) restarts on its existing state.
+    """
+    if system == "tenure-memory":
+        return Server(system, HOST, 0, workdir, "memory://", None)
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    if data_dir is None:
+        data_dir = workdir / f"{system}-{port}"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    argv, url = _command(system, port, data_dir)
+    log_path = workdir / f"{system}-{port}.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [*argv, *extra_args],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=data_dir,
+        )
+    server = Server(system, HOST, port, data_dir, url, proc.pid, log_path, proc)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while not _ready(server):
+            if proc.poll() is not None:
+                raise RuntimeError(f"{system} exited {proc.returncode}: {server.log()[-2000:]}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{system} not ready in time: {server.log()[-2000:]}")
+            time.sleep(0.05)
+    except BaseException:
+        server.kill()
+        raise
+    return server
+
+
+@contextlib.contextmanager
+def running(system: str, workdir: Path, *, extra_args: Sequence[str] = ()) -> Iterator[Server]:
+    """A started server, stopped (SIGTERM, then SIGKILL) when the block ends."""
+    server = start(system, workdir, extra_args=extra_args)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _run(argv: Sequence[str], cwd: Path | None = None) -> str:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=10, cwd=cwd)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"unavailable ({exc.__class__.__name__})"
+    return (done.stdout or done.stderr).strip()
+
+
+def _dist(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return f"{line.split(':', 1)[1].strip()} ({os.cpu_count()} CPUs)"
+    return f"{platform.processor() or 'unknown'} ({os.cpu_count()} CPUs)"
+
+
+def _os_name() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("PRETTY_NAME="):
+                return line.split("=", 1)[1].strip('"')
+    return platform.platform()
+
+
+def versions() -> dict[str, str]:
+    """Exact versions of everything measured, and of the machine it ran on."""
+    redis = _run(["redis-server", "--version"])
+    match = re.search(r"v=(\S+)", redis)
+    etcd = _run(["etcd", "--version"]).splitlines()
+    commit = _run(["git", "describe", "--always", "--dirty", "--tags"], cwd=_REPO)
+    return {
+        "tenure": f"{_dist('tenure')} (git {commit})",
+        "redis-server": match.group(1) if match else redis,
+        "etcd": etcd[0].removeprefix("etcd Version: ") if etcd else "unavailable",
+        "dflockd": _dist("dflockd"),
+        "redis-py": _dist("redis"),
+        "aetcd": _dist("aetcd"),
+        "grpcio": _dist("grpcio"),
+        "protobuf": _dist("protobuf"),
+        "dflockd-client": _dist("dflockd-client"),
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "uvloop": _dist("uvloop"),
+        "kernel": f"{platform.system()} {platform.release()}",
+        "os": _os_name(),
+        "cpu": _cpu_model(),
+    }
