@@ -1,0 +1,237 @@
+"""The lock workloads (seq, par, cont), run in a client process of their own.
+
+``python -m bench.lockload --system S --url U --workload seq|par|cont --n N`` runs
+one repeat against a server the orchestrator started and prints its Measures as a
+JSON list on stdout (one sample each). A run longer than ``--timeout`` seconds
+fails (exit status 2, the reason on stderr) instead of hanging.
+
+* seq: one session, acquire + release of distinct keys, one pair at a time.
+* par: ``--clients`` sessions at once, distinct keys, ``n`` pairs in all.
+* cont: ``--clients`` sessions loop acquire -> release on one key until ``n``
+  grants: wait percentiles, Jain's fairness index over grants per client, and the
+  most clients that started waiting later yet were granted first (0 when FIFO).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from bench.clients import LockClient, LockSession, lock_client
+from bench.results import Measure, dumps
+
+Outcome = list[tuple[str, float, str]]  # (metric, value, unit)
+
+
+def _ms(values: list[float], *cuts: int) -> list[float]:
+    """The given percentiles (1..99) of ``values`` seconds, in milliseconds."""
+    if len(values) < 2:
+        return [values[0] * 1e3 if values else float("nan")] * len(cuts)
+    q = statistics.quantiles(values, n=100, method="inclusive")
+    return [q[c - 1] * 1e3 for c in cuts]
+
+
+async def seq(client: LockClient, n: int, clients: int, prefix: str) -> Outcome:
+    """One session: acquire + release of ``n`` distinct keys, one pair at a time."""
+    session = await client.session()
+    acquires: list[float] = []
+    releases: list[float] = []
+    clock = time.perf_counter
+    started = clock()
+    for i in range(n):
+        t0 = clock()
+        handle = await session.acquire(f"{prefix}-{i}")
+        t1 = clock()
+        await session.release(handle)
+        acquires.append(t1 - t0)
+        releases.append(clock() - t1)
+    elapsed = clock() - started
+    await session.close()
+    a50, a99 = _ms(acquires, 50, 99)
+    r50, r99 = _ms(releases, 50, 99)
+    return [
+        ("pairs_per_s", n / elapsed, "pairs/s"),
+        ("acquire_p50_ms", a50, "ms"),
+        ("acquire_p99_ms", a99, "ms"),
+        ("release_p50_ms", r50, "ms"),
+        ("release_p99_ms", r99, "ms"),
+    ]
+
+
+async def _sessions(client: LockClient, count: int) -> list[LockSession]:
+    return list(await asyncio.gather(*(client.session() for _ in range(count))))
+
+
+async def _close(sessions: list[LockSession]) -> None:
+    await asyncio.gather(*(s.close() for s in sessions))
+
+
+async def par(client: LockClient, n: int, clients: int, prefix: str) -> Outcome:
+    """``clients`` sessions at once on distinct keys, ``n`` pairs in all."""
+    sessions = await _sessions(client, clients)
+    pairs: list[float] = []
+    clock = time.perf_counter
+
+    async def work(index: int, session: LockSession) -> None:
+        for i in range(index, n, clients):
+            t0 = clock()
+            await session.release(await session.acquire(f"{prefix}-{i}"))
+            pairs.append(clock() - t0)
+
+    started = clock()
+    await asyncio.gather(*(work(i, s) for i, s in enumerate(sessions)))
+    elapsed = clock() - started
+    await _close(sessions)
+    p50, p99 = _ms(pairs, 50, 99)
+    return [
+        ("pairs_per_s", len(pairs) / elapsed, "pairs/s"),
+        ("p50_ms", p50, "ms"),
+        ("p99_ms", p99, "ms"),
+    ]
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One grant of the contended key: who, since when it waited, when it got it."""
+
+    client: int
+    waited_from: float
+    granted_at: float
+
+
+def jain(counts: list[int]) -> float:
+    """Jain's fairness index: 1 when every client got as many grants, 1/n at worst."""
+    total = sum(counts)
+    squares = sum(c * c for c in counts)
+    return total * total / (len(counts) * squares) if squares else float("nan")
+
+
+def overtakes(grants: list[Grant]) -> list[int]:
+    """Per grant: how many grants of waits that began later came before it.
+
+    Counted in grants, not clients: a client that releases and takes the key again
+    while another waits (Redis's polling Lock) overtakes it each time.
+    """
+    by_start = sorted(grants, key=lambda g: g.waited_from)
+    result = []
+    for i, g in enumerate(by_start):
+        ahead = 0
+        # Only waits that began inside g's wait can overtake it: scan just those.
+        for h in by_start[i + 1 :]:
+            if h.waited_from >= g.granted_at:
+                break
+            if h.granted_at < g.granted_at:
+                ahead += 1
+        result.append(ahead)
+    return result
+
+
+async def cont(client: LockClient, n: int, clients: int, prefix: str) -> Outcome:
+    """``clients`` sessions loop acquire -> release on one key until ``n`` grants."""
+    sessions = await _sessions(client, clients)
+    grants: list[Grant] = []
+    key = f"{prefix}-cont"
+    clock = time.perf_counter
+
+    async def work(index: int, session: LockSession) -> None:
+        while len(grants) < n:
+            t0 = clock()
+            handle = await session.acquire(key)
+            grants.append(Grant(index, t0, clock()))
+            await session.release(handle)
+            # Let the other clients of this process run: on memory:// neither call
+            # may suspend, and one task would loop alone (starving them of the CPU,
+            # not of the lock). The same tiny cost for every system.
+            await asyncio.sleep(0)
+
+    started = clock()
+    await asyncio.gather(*(work(i, s) for i, s in enumerate(sessions)))
+    await _close(sessions)
+    # The rate counts up to the n-th grant. Clients already waiting then are still
+    # served, and their grants are kept for the rest: a starved waiter (granted
+    # last) must count in the waits, the fairness and the overtakes.
+    elapsed = sorted(g.granted_at for g in grants)[n - 1] - started
+    counts = [0] * clients
+    for g in grants:
+        counts[g.client] += 1
+    w50, w99 = _ms([g.granted_at - g.waited_from for g in grants], 50, 99)
+    overtaken = overtakes(grants)
+    return [
+        ("grants_per_s", n / elapsed, "grants/s"),
+        ("wait_p50_ms", w50, "ms"),
+        ("wait_p99_ms", w99, "ms"),
+        ("jain", jain(counts), "index"),
+        ("max_overtaken", float(max(overtaken)), "grants"),
+        ("overtaken_share", sum(1 for o in overtaken if o) / len(overtaken), "fraction"),
+    ]
+
+
+WORKLOADS: dict[str, Callable[[LockClient, int, int, str], Awaitable[Outcome]]] = {
+    "seq": seq,
+    "par": par,
+    "cont": cont,
+}
+
+
+async def run(args: argparse.Namespace) -> Outcome:
+    """Open the client, run the workload within the timeout, close the client."""
+    client = lock_client(args.system, args.url, args.timeout, shared=args.tenure_clients == "one")
+    prefix = f"b{uuid.uuid4().hex[:8]}"  # fresh keys per repeat: servers are reused
+    async with asyncio.timeout(args.timeout):
+        await client.open()
+        try:
+            return await WORKLOADS[args.workload](client, args.n, args.clients, prefix)
+        finally:
+            await client.close()
+
+
+def new_loop(kind: str) -> Callable[[], asyncio.AbstractEventLoop]:
+    """The event loop factory: uvloop's or the standard one."""
+    if kind == "uvloop":
+        import uvloop
+
+        return uvloop.new_event_loop
+    return asyncio.new_event_loop
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one repeat; print its Measures (JSON) on stdout."""
+    parser = argparse.ArgumentParser(prog="python -m bench.lockload", description=__doc__)
+    parser.add_argument("--system", required=True)
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), required=True)
+    parser.add_argument("--n", type=int, required=True, help="pairs (seq, par) or grants (cont)")
+    parser.add_argument("--clients", type=int, default=32, help="sessions of par and cont")
+    parser.add_argument("--timeout", type=float, default=120.0, help="the whole run, seconds")
+    parser.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop")
+    parser.add_argument(
+        "--tenure-clients",
+        choices=["one", "each"],
+        default="one",
+        help="tenure: one client for all sessions, or a client (connection) for each",
+    )
+    args = parser.parse_args(argv)
+    try:
+        with asyncio.Runner(loop_factory=new_loop(args.loop)) as runner:
+            outcome = runner.run(run(args))
+    except TimeoutError:
+        print(f"timeout: the run took more than {args.timeout:g}s", file=sys.stderr)
+        return 2
+    note = f"client: {args.loop}, pid {os.getpid()}"
+    measures = [
+        Measure(args.workload, args.system, metric, value, unit, [value], note)
+        for metric, value, unit in outcome
+    ]
+    print(dumps(measures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
