@@ -351,3 +351,29 @@ async def test_a_slow_network_is_not_a_loss(
     assert await owners(other, "job") == [session.id]
     await lock.release()
     assert await within(other.mutex("job").lock()) is not None
+
+
+def test_the_client_runs_on_uvloop(tenure_server: ServerProcess) -> None:
+    """The link's protocol object is driven by uvloop's transports just as by asyncio's."""
+    uvloop = pytest.importorskip("uvloop")
+    url = url_of(tenure_server.port)
+
+    async def scenario() -> list[Any]:
+        async with tenure.connect(url) as client, tenure.connect(url) as other:
+            await client.create_node("uv", exist_ok=True)
+            session, writer = await client.session("uv"), await other.session("uv")
+            await writer.semaphore("cfg").create(limit=1, data=b"v1")
+            stream = session.semaphore("cfg").watch(data=True)
+            seen = [(await within(anext(stream))).data]
+            tokens = []
+            for name in ("a", "b", "a"):
+                lock = await session.mutex(name).lock()
+                tokens.append(lock.token)
+                await lock.release()
+            await writer.semaphore("cfg").update(b"v2")
+            seen.append((await within(anext(stream))).data)
+            await stream.aclose()
+            return [seen, tokens == sorted(set(tokens))]
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        assert runner.run(scenario()) == [[b"v1", b"v2"], True]

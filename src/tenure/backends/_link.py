@@ -28,7 +28,7 @@ import logging
 import random
 import ssl
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar, cast
 
 from tenure._core import Command, Effect
 from tenure._protocol import (
@@ -54,7 +54,6 @@ R = TypeVar("R")
 
 log = logging.getLogger("tenure.client")
 
-_READ_SIZE: Final = 65536
 #: The shortest and longest pause between keep-alive checks, in seconds.
 MIN_PING_INTERVAL: Final = 0.02
 DEFAULT_PING_INTERVAL: Final = 5.0
@@ -107,13 +106,103 @@ class LinkOwner(Protocol):
 
 @dataclass(eq=False)
 class _Connection:
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
+    transport: asyncio.Transport
+    protocol: _LinkProtocol
     codec: ClientConnection
     pending: dict[int, tuple[asyncio.Future[Any], float]] = field(default_factory=dict)
     pings: dict[int, float] = field(default_factory=dict)  # nonce -> sent at
     going_away: bool = False
-    task: asyncio.Task[None] | None = None
+
+
+class _LinkProtocol(asyncio.Protocol):
+    """Bytes in, events out, straight from the event loop's callback (no reader task).
+
+    Until :meth:`start`, it only waits for the handshake's answer (``handshake``).
+    Afterwards it hands each event to the link as it is decoded, with one rule: a
+    Push that follows a Reply or Failure of the same read waits one turn of the
+    loop, so that the caller of that request acts on its answer (arms a watch,
+    records a grant) before later pushes are delivered.
+    """
+
+    def __init__(self, link: Link, codec: ClientConnection) -> None:
+        self._link = link
+        self.codec = codec
+        loop = asyncio.get_running_loop()
+        self.handshake: asyncio.Future[Welcome] = loop.create_future()
+        self.closed: asyncio.Future[None] = loop.create_future()
+        self.transport: asyncio.Transport | None = None
+        self._conn: _Connection | None = None
+        self._held: ServerMessage | None = None  # a Push waiting for its turn
+        self._waiting = False  # a drain is scheduled (or the handshake is not done)
+
+    def start(self, conn: _Connection) -> None:
+        """The handshake is done: deliver events to the link from now on."""
+        self._conn = conn
+        self._drain()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # (uvloop's transports do not subclass asyncio.Transport, hence the cast.)
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.codec.receive_data(data)
+        if not self._waiting:
+            self._drain()
+
+    def eof_received(self) -> bool:
+        self.codec.receive_data(b"")
+        if not self._waiting:
+            self._drain()
+        return False  # close the transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+        if not self.handshake.done():
+            why = f"{self._link.endpoint} closed the connection during the handshake"
+            self.handshake.set_exception(exc if exc is not None else UnavailableError(why))
+        elif self._conn is not None:
+            why = f"{self._link.endpoint} closed the connection"
+            self._link._lost(self._conn, exc if exc is not None else DisconnectedError(why))
+
+    def _drain(self) -> None:
+        self._waiting = False
+        try:
+            if self._conn is None:
+                self._greet()
+                return
+            conn, answered = self._conn, False
+            while True:
+                event, self._held = self._held or self.codec.next_event(), None
+                if event is NEED_DATA:
+                    return
+                if isinstance(event, ConnectionClosed):
+                    raise DisconnectedError(f"{self._link.endpoint} closed the connection")
+                if answered and isinstance(event, Push):
+                    self._held, self._waiting = event, True
+                    asyncio.get_running_loop().call_soon(self._drain)
+                    return
+                self._link._dispatch(conn, event)
+                if self._link._conn is not conn:
+                    return  # given up while dispatching (GoingAway answered in full)
+                answered = answered or isinstance(event, Reply | Failure)
+        except (ProtocolError, DisconnectedError) as error:
+            if self._conn is not None:
+                self._link._lost(self._conn, error)
+
+    def _greet(self) -> None:
+        event = self.codec.next_event()
+        if event is NEED_DATA or self.handshake.done():
+            return
+        if isinstance(event, Welcome):
+            self._waiting = True  # what follows waits for start()
+            self.handshake.set_result(event)
+        elif isinstance(event, Refused):
+            error = error_from_code(event.code, f"{self._link.endpoint} refused: {event.message}")
+            self.handshake.set_exception(error)
+        else:
+            why = f"{self._link.endpoint} closed the connection during the handshake"
+            self.handshake.set_exception(UnavailableError(why))
 
 
 class Link:
@@ -173,12 +262,9 @@ class Link:
         conn, self._conn = self._conn, None
         if conn is not None:
             self._fail(conn, UnavailableError("the client is closed"))
-            conn.writer.close()
+            conn.transport.close()
             with contextlib.suppress(OSError, ssl.SSLError):
-                await conn.writer.wait_closed()
-            if conn.task is not None:
-                conn.task.cancel()
-                self._tasks.add(conn.task)
+                await conn.protocol.closed
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
@@ -233,7 +319,7 @@ class Link:
         data = conn.codec.send(Request(request_id, command))  # raises before anything is sent
         future: asyncio.Future[R] = self._loop.create_future()
         conn.pending[request_id] = (future, self._loop.time())
-        conn.writer.write(data)
+        conn.transport.write(data)
         # If the caller is cancelled, the entry stays until the answer comes.
         return await future
 
@@ -241,16 +327,15 @@ class Link:
 
     async def _connect(self) -> None:
         endpoint, options = self.endpoint, self.options
+        codec = ClientConnection(max_frame_size=options.max_frame_size)
+        protocol = _LinkProtocol(self, codec)
         async with asyncio.timeout(options.connect_timeout):
-            reader, writer = await asyncio.open_connection(
+            transport, _ = await self._loop.create_connection(
+                lambda: protocol,
                 endpoint.host,
                 endpoint.port,
                 ssl=endpoint.ssl,
                 server_hostname=endpoint.server_hostname if endpoint.ssl else None,
-                limit=_READ_SIZE,
-            )
-            conn = _Connection(
-                reader, writer, ClientConnection(max_frame_size=options.max_frame_size)
             )
             try:
                 hello = Hello(
@@ -259,17 +344,20 @@ class Link:
                     max_frame_size=options.max_frame_size,
                 )
                 sent_at = self._loop.time()
-                writer.write(conn.codec.send(hello))
-                welcome = await self._handshake(conn)
+                transport.write(codec.send(hello))
+                welcome = await protocol.handshake
             except BaseException:
-                writer.transport.abort()
+                transport.abort()
                 raise
+        conn = _Connection(transport, protocol, codec)
         self._conn = conn
         self.epoch += 1
         self.confirmed_at = sent_at
         self.welcome = welcome
         self.last_error = None
-        conn.task = asyncio.ensure_future(self._read(conn))
+        protocol.start(conn)
+        if self._conn is not conn:  # lost at once (what followed the Welcome said so)
+            raise DisconnectedError(f"lost the connection to {endpoint}: {self.last_error}")
         try:
             await self._owner.connected(welcome)
         except BaseException as error:
@@ -278,18 +366,6 @@ class Link:
         if self._conn is conn:
             self._ready.set()
             self._apply_ping_interval()
-
-    async def _handshake(self, conn: _Connection) -> Welcome:
-        while True:
-            event = conn.codec.next_event()
-            if event is NEED_DATA:
-                conn.codec.receive_data(await conn.reader.read(_READ_SIZE))
-                continue
-            if isinstance(event, Welcome):
-                return event
-            if isinstance(event, Refused):
-                raise error_from_code(event.code, f"{self.endpoint} refused: {event.message}")
-            raise UnavailableError(f"{self.endpoint} closed the connection during the handshake")
 
     async def _reconnect(self) -> None:
         delay = self.options.backoff_initial
@@ -304,26 +380,6 @@ class Link:
             delay = min(delay * 2, self.options.backoff_max)
 
     # -- the connection's life ------------------------------------------------------
-
-    async def _read(self, conn: _Connection) -> None:
-        try:
-            while True:
-                data = await conn.reader.read(_READ_SIZE)
-                conn.codec.receive_data(data)
-                while (event := conn.codec.next_event()) is not NEED_DATA:
-                    if isinstance(event, ConnectionClosed):
-                        raise DisconnectedError(f"{self.endpoint} closed the connection")
-                    self._dispatch(conn, event)
-                    if self._conn is not conn:
-                        return  # given up while dispatching (GoingAway answered in full)
-                    if isinstance(event, Reply | Failure):
-                        # Let the caller act on its answer (arm a watch, record a grant)
-                        # before the pushes that came after it are delivered.
-                        await asyncio.sleep(0)
-        except asyncio.CancelledError:
-            raise
-        except (OSError, ssl.SSLError, ProtocolError) as error:
-            self._lost(conn, error)
 
     def _dispatch(self, conn: _Connection, event: ServerMessage) -> None:
         if isinstance(event, Push):
@@ -356,9 +412,7 @@ class Link:
         self._conn = None
         self._ready.clear()
         self.last_error = error
-        conn.writer.transport.abort()
-        if conn.task is not None and conn.task is not asyncio.current_task():
-            conn.task.cancel()
+        conn.transport.abort()
         self._fail(conn, DisconnectedError(f"lost the connection to {self.endpoint}: {error}"))
         log.info("lost the connection to %s: %s", self.endpoint, error)
         self._owner.disconnected()
@@ -392,7 +446,7 @@ class Link:
             elif not conn.pings and now - self.confirmed_at >= self.ping_interval:
                 nonce += 1
                 conn.pings[nonce] = now
-                conn.writer.write(conn.codec.send(Ping(nonce)))
+                conn.transport.write(conn.codec.send(Ping(nonce)))
 
     def _spawn(self, coro: Any) -> None:
         task: asyncio.Task[None] = asyncio.ensure_future(coro)
