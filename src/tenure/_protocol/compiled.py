@@ -155,8 +155,9 @@ def _record_load_items(record: Record) -> Callable[[list[object], int], object]:
         "            pass\n"
         f"    return {reference}(items, start)\n"
     )
-    found = _record_loads[id(record)] = source.define("load_items", code)
-    return found
+    made: Callable[[list[object], int], object] = source.define("load_items", code)
+    _record_loads[id(record)] = made
+    return made
 
 
 # -- each kind of field -----------------------------------------------------------------
@@ -246,7 +247,7 @@ def _enum_dump(field: EnumField[Any]) -> Convert:
 
     def dump(value: object) -> object:
         if type(value) in kinds and value in numbers:
-            return numbers[value]  # type: ignore[index]
+            return numbers[value]
         return reference(value)
 
     return dump
@@ -270,7 +271,7 @@ def _array_dump(field: ArrayOf) -> Convert:
     def dump(value: object) -> object:
         if type(value) is tuple or type(value) is list:
             try:
-                return [inner(item) for item in value]  # type: ignore[attr-defined]
+                return [inner(item) for item in value]
             except SchemaError:
                 pass
         return reference(value)
