@@ -85,8 +85,9 @@ class Connection:
                 Hello, a server in Welcome.
         """
         self._role = role
-        self._table = TRANSITIONS[role]
+        self._moves = _moves_of(role)
         self._state = State.HANDSHAKE
+        self._may_send, self._may_receive = self._moves[self._state]
         self._reader = FrameReader(max_frame_size)
         self._their_error: ProtocolError | None = None
         # Requests sent (client) or received (server) and not yet answered, with the
@@ -204,7 +205,7 @@ class Connection:
         """The state ``event`` leads to, or _RefusalError saying which rule forbids it."""
         kind = type(event)
         sender = self._role if direction is Direction.SEND else _other(self._role)
-        after = self._table.get((self._state, direction, kind))
+        after = (self._may_send if direction is Direction.SEND else self._may_receive).get(kind)
         if after is None:
             raise _RefusalError(
                 f"the {sender.value} may not send {kind.__name__} in state {self._state.value}"
@@ -263,7 +264,27 @@ class Connection:
                 self._peer_max_frame_size = event.max_frame_size
         elif isinstance(event, Welcome) and direction is Direction.RECEIVE:
             self._peer_max_frame_size = event.max_frame_size
-        self._state = after
+        if after is not self._state:
+            self._state = after
+            self._may_send, self._may_receive = self._moves[after]
+
+
+_Moves = dict[type, State]
+_MOVES: dict[Role, dict[State, tuple[_Moves, _Moves]]] = {}
+
+
+def _moves_of(role: Role) -> dict[State, tuple[_Moves, _Moves]]:
+    """TRANSITIONS[role] regrouped by state: (what may be sent, what may be received).
+
+    The rules look up every event in the moves of the current state; a lookup by
+    message type alone is much cheaper than one by a (state, direction, type) key.
+    """
+    if role not in _MOVES:
+        moves: dict[State, tuple[_Moves, _Moves]] = {state: ({}, {}) for state in State}
+        for (state, direction, kind), after in TRANSITIONS[role].items():
+            moves[state][0 if direction is Direction.SEND else 1][kind] = after
+        _MOVES[role] = moves
+    return _MOVES[role]
 
 
 _LAST_WORDS: Final = " or ".join(sorted(kind.__name__ for kind in LAST_WORDS))

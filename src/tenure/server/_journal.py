@@ -30,10 +30,16 @@ import msgpack
 
 from tenure._core import CancelWatch, Command, DescribeNode, DescribeSemaphore, Engine
 from tenure._core.snapshot import dump, load, resume
+from tenure._protocol.compiled import compile_dump, compile_load
 from tenure._protocol.payloads import COMMAND
 from tenure._protocol.schema import SchemaError
 from tenure.errors import TenureError
 from tenure.server._storage import CorruptLogError, DataDir
+
+# The schema's compiled fast path (same checks): one of these runs per command logged,
+# and per record replayed at start-up.
+_dump_command: Final = compile_dump(COMMAND)
+_load_command: Final = compile_load(COMMAND)
 
 COMMAND_RECORD: Final = 1
 TICK_RECORD: Final = 2
@@ -81,7 +87,7 @@ class Journal:
             if kind == TICK_RECORD and not rest:
                 engine.tick(when)
             elif kind == COMMAND_RECORD and len(rest) == 1:
-                command = COMMAND.load(rest[0])
+                command = _load_command(rest[0])
                 assert isinstance(command, Command)
                 engine.apply(command, when)
             else:
@@ -97,7 +103,7 @@ class Journal:
         """Queue a record of a command that succeeded (read-only ones are skipped)."""
         if type(command) in READ_ONLY:
             return
-        self._append([COMMAND_RECORD, now, COMMAND.dump(command)])
+        self._append([COMMAND_RECORD, now, _dump_command(command)])
 
     def log_tick(self, now: float) -> None:
         """Queue a record of a tick that handled deadlines."""

@@ -284,7 +284,8 @@ class Server:
             if not data:
                 return
             data = None
-            await conn.writer.drain()
+            if conn.writer.transport.get_write_buffer_size():
+                await conn.writer.drain()  # (only a non-empty buffer can be paused)
 
     def _on_message(self, conn: Conn, message: Hello | Request | Ping) -> None:
         self.gate.frame(conn)
