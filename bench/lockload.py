@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import statistics
 import sys
 import time
@@ -38,9 +39,20 @@ def _ms(values: list[float], *cuts: int) -> list[float]:
     return [q[c - 1] * 1e3 for c in cuts]
 
 
+async def warm_up(sessions: list[LockSession], pairs: int, prefix: str) -> None:
+    """A few untimed pairs per session first: connections, caches, the server's files."""
+
+    async def work(index: int, session: LockSession) -> None:
+        for i in range(pairs):
+            await session.release(await session.acquire(f"{prefix}-w{index}-{i}"))
+
+    await asyncio.gather(*(work(i, s) for i, s in enumerate(sessions)))
+
+
 async def seq(client: LockClient, n: int, clients: int, prefix: str) -> Outcome:
     """One session: acquire + release of ``n`` distinct keys, one pair at a time."""
     session = await client.session()
+    await warm_up([session], 50, prefix)
     acquires: list[float] = []
     releases: list[float] = []
     clock = time.perf_counter
@@ -76,6 +88,7 @@ async def _close(sessions: list[LockSession]) -> None:
 async def par(client: LockClient, n: int, clients: int, prefix: str) -> Outcome:
     """``clients`` sessions at once on distinct keys, ``n`` pairs in all."""
     sessions = await _sessions(client, clients)
+    await warm_up(sessions, 2, prefix)
     pairs: list[float] = []
     clock = time.perf_counter
 
@@ -136,6 +149,7 @@ def overtakes(grants: list[Grant]) -> list[int]:
 async def cont(client: LockClient, n: int, clients: int, prefix: str) -> Outcome:
     """``clients`` sessions loop acquire -> release on one key until ``n`` grants."""
     sessions = await _sessions(client, clients)
+    await warm_up(sessions, 1, prefix)
     grants: list[Grant] = []
     key = f"{prefix}-cont"
     clock = time.perf_counter
@@ -201,6 +215,10 @@ def new_loop(kind: str) -> Callable[[], asyncio.AbstractEventLoop]:
     return asyncio.new_event_loop
 
 
+def _alarm(signum: int, frame: object) -> None:
+    raise TimeoutError
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one repeat; print its Measures (JSON) on stdout."""
     parser = argparse.ArgumentParser(prog="python -m bench.lockload", description=__doc__)
@@ -218,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
         help="tenure: one client for all sessions, or a client (connection) for each",
     )
     args = parser.parse_args(argv)
+    # asyncio.timeout only acts when the loop runs; memory:// may never suspend. The
+    # alarm interrupts any Python code, a little later.
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, args.timeout + 1)
     try:
         with asyncio.Runner(loop_factory=new_loop(args.loop)) as runner:
             outcome = runner.run(run(args))

@@ -1,0 +1,261 @@
+"""``python -m bench``: run the peer benchmarks and write docs/benchmarks.md.
+
+Every server is started here (fresh per system, reused across its repeats) and
+stopped before the next; every repeat runs in a client process of its own. See
+bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import report, systems
+from bench.results import Measure, loads, median_measure, to_json
+
+REPO = Path(__file__).resolve().parent.parent
+LOCK_WORKLOADS = ("seq", "par", "cont")
+RESOURCE_WORKLOADS = ("hold", "sessions", "recovery")
+WORKLOADS = (*LOCK_WORKLOADS, *RESOURCE_WORKLOADS, "watch", "ceiling")
+#: Sizes of the issue: pairs (seq, par) and grants (cont); round trips (ceiling).
+SIZES = {"seq": 2_000, "par": 10_000, "cont": 3_000, "ceiling": 20_000}
+CLIENTS = 32
+RUN_TIMEOUT = 120.0  # one repeat, in seconds; longer is reported as a failure
+#: tenure with a client (connection) per session rather than one for all: the
+#: other way to write 32 concurrent users, measured beside the natural one.
+VARIANT = "tenure-off (client each)"
+
+_started = time.monotonic()
+
+
+def log(message: str) -> None:
+    """Progress on stderr, with the seconds since the start."""
+    print(f"[{time.monotonic() - _started:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+def failure(workload: str, system: str, reason: str) -> Measure:
+    """A run that produced no numbers (the report shows the reason)."""
+    log(f"{workload} {system}: FAILED: {reason}")
+    return Measure(workload, system, "error", float("nan"), "", [], reason[-300:])
+
+
+def client_run(argv: list[str], workload: str, system: str) -> list[Measure]:
+    """One repeat in a fresh client process; its Measures, or one failure."""
+    try:
+        done = subprocess.run(
+            [sys.executable, *argv],
+            cwd=REPO,  # -m bench... needs the repo on sys.path
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT + 30,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return [failure(workload, system, f"client hung past {RUN_TIMEOUT + 30:g}s")]
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
+        return [failure(workload, system, lines[-1])]
+    return loads(done.stdout)
+
+
+def aggregate(runs: list[list[Measure]]) -> list[Measure]:
+    """Medians over repeats of each metric; failures are kept as they are."""
+    samples: dict[tuple[str, str, str, str], list[float]] = {}
+    notes: dict[tuple[str, str, str, str], str] = {}
+    failures: list[Measure] = []
+    for run in runs:
+        for m in run:
+            if m.metric == "error":
+                failures.append(m)
+                continue
+            key = (m.workload, m.system, m.metric, m.unit)
+            samples.setdefault(key, []).extend(m.samples)
+            notes[key] = m.note.split(", pid")[0]  # the pid differs per repeat
+    out = [median_measure(*key, values, notes[key]) for key, values in samples.items()]
+    return out + failures
+
+
+def lock_workloads(
+    system: str, workloads: Sequence[str], repeats: int, workdir: Path, quick: bool
+) -> list[Measure]:
+    """seq/par/cont on ``system``: one server, ``repeats`` client processes each."""
+    measures: list[Measure] = []
+    try:
+        server = systems.start(system, workdir)
+    except Exception as exc:
+        return [failure(w, system, f"server did not start: {exc}") for w in workloads]
+    try:
+        variants = [(system, "one")]
+        if system == "tenure-off":
+            variants.append((VARIANT, "each"))
+        for workload in workloads:
+            for name, clients in variants:
+                if name == VARIANT and workload == "seq":
+                    continue  # one session: the same thing
+                runs = []
+                # The variant is context, not a target: once in quick mode, for time.
+                times = 1 if quick and name == VARIANT else repeats
+                for r in range(times):
+                    argv = ["-m", "bench.lockload", "--system", system, "--url", server.url]
+                    argv += ["--workload", workload, "--n", str(SIZES[workload])]
+                    argv += ["--clients", str(CLIENTS), "--timeout", str(RUN_TIMEOUT)]
+                    argv += ["--tenure-clients", clients]
+                    run = client_run(argv, workload, name)
+                    for m in run:
+                        m.system = name
+                    runs.append(run)
+                    log(f"{workload} {name} {r + 1}/{times}: {_headline(run)}")
+                measures += aggregate(runs)
+    finally:
+        server.stop()
+    return measures
+
+
+def _headline(run: list[Measure]) -> str:
+    return ", ".join(f"{m.metric} {m.value:,.3g}" for m in run[:3] if m.metric != "error") or (
+        run[0].note if run else "no output"
+    )
+
+
+def ceiling(repeats: int) -> list[Measure]:
+    """The echo ceiling, with the server on uvloop and on asyncio."""
+    measures: list[Measure] = []
+    for loop in ("uvloop", "asyncio"):
+        name = f"echo-{loop}"
+        argv = [sys.executable, "-m", "bench.ceiling", "serve", "--loop", loop]
+        server = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, text=True)
+        try:
+            assert server.stdout is not None
+            line = server.stdout.readline()  # "listening PORT", or "" if it died
+            if not line.startswith("listening"):
+                measures.append(failure("ceiling", name, "echo server did not start"))
+                continue
+            port = line.split()[1]
+            runs = []
+            for r in range(repeats):
+                args = ["-m", "bench.ceiling", "client", "--port", port, "--system", name]
+                args += ["--n", str(SIZES["ceiling"]), "--clients", str(CLIENTS)]
+                runs.append(client_run(args, "ceiling", name))
+                log(f"ceiling {name} {r + 1}/{repeats}: {_headline(runs[-1])}")
+            measures += aggregate(runs)
+        finally:
+            server.kill()
+            server.wait(timeout=10)
+            if server.stdout is not None:
+                server.stdout.close()
+    return measures
+
+
+def helper(
+    module: str, workload: str, call: Callable[[Any], list[Measure]], systems_: Sequence[str]
+) -> list[Measure]:
+    """A workload of another module (bench.resources, bench.watch), if it exists."""
+    try:
+        loaded = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        log(f"{workload}: not run ({module} does not exist)")
+        return [Measure(workload, "all", "error", float("nan"), "", [], f"not run: no {module}")]
+    try:
+        return call(loaded)
+    except Exception as exc:
+        return [failure(workload, "all", f"{exc.__class__.__name__}: {exc}")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line, run the selected workloads, write the report."""
+    parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__)
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="3 repeats, small 100k workloads")
+    mode.add_argument("--full", action="store_true", help="5 repeats, full sizes (default)")
+    parser.add_argument("--only", help=f"comma-separated workloads of {','.join(WORKLOADS)}")
+    parser.add_argument("--systems", help=f"comma-separated systems of {','.join(systems.SYSTEMS)}")
+    parser.add_argument("--repeats", type=int, help="override the mode's repeats")
+    parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
+    parser.add_argument(
+        "--scale", type=float, default=1.0, help="multiply seq/par/cont/ceiling sizes (smoke tests)"
+    )
+    args = parser.parse_args(argv)
+    for name, size in SIZES.items():
+        SIZES[name] = max(CLIENTS, round(size * args.scale))
+    quick = bool(args.quick)
+    repeats = args.repeats or (3 if quick else 5)
+    workloads = _pick(args.only, WORKLOADS, "workload")
+    chosen = _pick(args.systems, systems.SYSTEMS, "system")
+    log(f"{'quick' if quick else 'full'} mode, {repeats} repeats: {workloads} on {chosen}")
+
+    measures: list[Measure] = []
+    with tempfile.TemporaryDirectory(prefix="tenure-bench-") as tmp:
+        workdir = Path(tmp)
+        lock = [w for w in LOCK_WORKLOADS if w in workloads]
+        if lock:
+            for system in chosen:
+                measures += lock_workloads(system, lock, repeats, workdir / system, quick)
+        for w in RESOURCE_WORKLOADS:
+            if w in workloads:
+                log(f"{w}: bench.resources")
+                measures += helper(
+                    "bench.resources", w, _resources(w, chosen, quick, workdir), chosen
+                )
+        if "watch" in workloads:
+            log("watch: bench.watch")
+            measures += helper(
+                "bench.watch",
+                "watch",
+                lambda module: list(module.run(chosen, quick, workdir / "watch")),
+                chosen,
+            )
+        if "ceiling" in workloads:
+            measures += ceiling(repeats)
+
+    elapsed = time.monotonic() - _started
+    meta = {
+        "mode": "quick" if quick else "full",
+        "repeats": repeats,
+        "command": "scripts/bench " + " ".join(sys.argv[1:] if argv is None else argv),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "duration_s": round(elapsed, 1),
+        "sizes": {**SIZES, "clients": CLIENTS},
+        "versions": systems.versions(),
+    }
+    out_dir = args.out.parent / args.out.stem
+    to_json(measures, out_dir / "results.json")
+    (out_dir / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    report.write(measures, meta, args.out)
+    log(f"wrote {args.out} and {out_dir}/ in {elapsed:.0f}s")
+    return 0
+
+
+def _resources(
+    workload: str, chosen: list[str], quick: bool, workdir: Path
+) -> Callable[[Any], list[Measure]]:
+    """The call of bench.resources.run for one of its workloads."""
+
+    def call(module: Any) -> list[Measure]:
+        return list(module.run(workload, chosen, quick, workdir / workload))
+
+    return call
+
+
+def _pick(given: str | None, known: Sequence[str], what: str) -> list[str]:
+    if not given:
+        return list(known)
+    picked = [x.strip() for x in given.split(",") if x.strip()]
+    unknown = [x for x in picked if x not in known]
+    if unknown:
+        raise SystemExit(f"unknown {what}(s) {unknown}; known: {', '.join(known)}")
+    return [x for x in known if x in picked]  # the report's order
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,282 @@
+"""docs/benchmarks.md from the Measures of one run: tables, targets, plots, versions.
+
+``python -m bench.report [--out docs/benchmarks.md]`` renders it again from the
+saved docs/benchmarks/results.json and meta.json. A hand-written block between
+``<!-- notes -->`` and ``<!-- /notes -->`` in the existing file is kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench import plots
+from bench.results import Measure, from_json
+
+ORDER = (
+    "tenure-always", "tenure-off", "tenure-off (client each)", "tenure-memory",
+    "redis", "etcd", "dflockd", "echo-uvloop", "echo-asyncio",
+)  # fmt: skip
+WORKLOADS = {
+    "seq": "one client, acquire + release of a mutex on distinct keys, one pair at a time",
+    "par": "32 concurrent clients (a session each), distinct keys, all at once",
+    "cont": "32 clients on one key, acquire -> release in a loop. *overtaken*: for each grant,"
+    " how many grants of waits that began later came first (0 when FIFO); *overtaken share*:"
+    " the fraction of grants overtaken at all. A wait begins in the client, before its"
+    " request is sent: requests sent at nearly the same instant may reach the server in"
+    " either order (etcd's gRPC client sends from threads of its own, and etcd serves each"
+    " call in a goroutine), so a few overtakes can be arrival order rather than unfairness;"
+    " Redis's hundreds are its polling Lock",
+    "hold": "server memory per held lock (bench/resources.py)",
+    "sessions": "many idle sessions: server memory and keepalive CPU (bench/resources.py)",
+    "recovery": "restart of a server holding many leases, until it serves (bench/resources.py)",
+    "watch": "notification latency to many watchers (bench/watch.py)",
+    "ceiling": "raw echo server and client (asyncio Protocols), one round trip per request: "
+    "one at a time (seq), and 32 connections at once (par)",
+}
+#: (system, its server, its client): one session = one client of the lock service.
+SETUP = (
+    ("tenure-always", "`tenure serve --fsync always` (fsync before every reply)",
+     '`tenure.connect("tenure://...")`, `session.mutex(key).lock()`, `lock.release()`;'
+     " par and cont: one client (one connection) for the 32 sessions"),
+    ("tenure-off", "`tenure serve --fsync off`", "the same"),
+    ("tenure-off (client each)", "the same",
+     "a `tenure.connect` (a connection) per session: the other way to write 32 users"),
+    ("tenure-memory", "none: `memory://` in the client process", "the same API"),
+    ("redis", '`redis-server --save "" --appendonly no` (no persistence)',
+     "redis-py `redis.asyncio.Redis(...).lock(key, timeout=30)` with the library's"
+     " defaults (it polls every 0.1 s while the key is taken); one pool for all users"),
+    ("etcd", "`etcd`, one member, defaults (fsync on every commit)",
+     "the v3 lock API (`/v3lockpb.Lock/Lock`, `/Unlock`) over one `grpc.aio` channel;"
+     " a 60 s lease with keepalive per session, like Go's `concurrency.NewSession`"),
+    ("dflockd", "`dflockd --max-locks 10000000` (its default, 1024 keys, refuses par)",
+     "dflockd-client's async `acquire`/`release`, one connection per session"),
+)  # fmt: skip
+SETUP_TEXT = """\
+Like is compared with like: durable tenure (`--fsync always`) with etcd (both fsync
+every change); non-durable tenure (`--fsync off`) with Redis without persistence and
+dflockd (neither writes to disk). Every client process runs uvloop; each repeat is a
+fresh client process, separate from the orchestrator and from the servers (one
+server per system, reused across its repeats). Sessions are opened before the clock
+starts. Every value is the median of the repeats; the first column of each table
+also gives their range (min-max)."""
+NOTES_DEFAULT = "_(the analysis of this run, written by hand: kept when the report is regenerated)_"
+NOTES = re.compile(r"<!-- notes -->.*?<!-- /notes -->", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A goal of the issue: tenure's value against a peer's (a ratio), or a bound."""
+
+    label: str
+    workload: str
+    metric: str
+    goal: float
+    systems: tuple[str, ...] = ("tenure-off",)  # the first measured is used
+    peer: str | None = None  # the peer system, for a ratio
+    peer_workload: str | None = None  # when it differs from ``workload``
+    peer_metric: str | None = None  # when it differs from ``metric``
+    scale: float = 1.0  # tenure's value is multiplied by this (a pair = 2 round trips)
+    at_most: bool = False  # the value must be <= goal (else >=)
+
+
+DURABLE = ("tenure-always",)
+SERVERS = ("tenure-off", "tenure-always", "tenure-memory")
+TARGETS = (
+    Target("seq non-durable >= 2x redis-py Lock", "seq", "pairs_per_s", 2, peer="redis"),
+    Target("seq non-durable >= 0.7x echo ceiling (round trips; a pair is 2)", "seq",
+           "pairs_per_s", 0.7, peer="echo-uvloop", peer_workload="ceiling",
+           peer_metric="seq_rt_per_s", scale=2),
+    Target("par non-durable >= 3x redis", "par", "pairs_per_s", 3, peer="redis"),
+    Target("cont grants/s >= redis", "cont", "grants_per_s", 1, peer="redis"),
+    Target("cont: zero overtakes", "cont", "max_overtaken", 0, at_most=True),
+    Target("cont: Jain index >= 0.99", "cont", "jain", 0.99),
+    Target("seq durable >= 3x etcd", "seq", "pairs_per_s", 3, DURABLE, peer="etcd"),
+    Target("par durable >= 3x etcd", "par", "pairs_per_s", 3, DURABLE, peer="etcd"),
+    Target("cont durable >= 3x etcd", "cont", "grants_per_s", 3, DURABLE, peer="etcd"),
+    Target("hold <= 600 B/lock at 100k", "hold", "bytes_per_lock", 600, SERVERS, at_most=True),
+    Target("sessions: 100k in <= 1 GB", "sessions", "rss_mb", 1024, SERVERS, at_most=True),
+    Target("sessions: keepalive <= 10% of a core", "sessions", "keepalive_cpu_pct", 10, SERVERS,
+           at_most=True),
+    Target("recovery <= 2 s for 100k leases", "recovery", "restart_s", 2, SERVERS, at_most=True),
+    Target("watch p99 <= 50 ms for 1000 watchers", "watch", "p99_ms", 50, SERVERS, at_most=True),
+)  # fmt: skip
+
+
+def fmt(value: float) -> str:
+    """A number for a table: thousands separators for big ones, 3 digits for small."""
+    if math.isnan(value):
+        return "-"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    if value == int(value):
+        return f"{value:.0f}"
+    return f"{value:.3g}"
+
+
+def _get(measures: list[Measure], workload: str, system: str, metric: str) -> Measure | None:
+    for m in measures:
+        if (m.workload, m.system, m.metric) == (workload, system, metric) and m.value == m.value:
+            return m  # (nan != nan: a failed run is no value)
+    return None
+
+
+def targets_table(measures: list[Measure]) -> list[str]:
+    """The issue's goals: tenure's value, the peer's, the ratio, met or missed."""
+    rows = [
+        "| target | tenure | peer | ratio / value | goal | |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for t in TARGETS:
+        mine = next((m for s in t.systems if (m := _get(measures, t.workload, s, t.metric))), None)
+        peer = (
+            _get(measures, t.peer_workload or t.workload, t.peer, t.peer_metric or t.metric)
+            if t.peer
+            else None
+        )
+        goal = f"{'<=' if t.at_most else '>='} {fmt(t.goal)}{'x' if t.peer else ''}"
+        shown, verdict = "-", "not run"
+        if mine is not None and (peer is not None or not t.peer):
+            value = mine.value * t.scale / peer.value if peer else mine.value
+            met = value <= t.goal if t.at_most else value >= t.goal
+            shown = f"{value:.2f}x" if peer else fmt(value)
+            verdict = "**met**" if met else "**missed**"
+        theirs = _cell(peer) if t.peer else ""
+        rows.append(f"| {t.label} | {_cell(mine)} | {theirs} | {shown} | {goal} | {verdict} |")
+    return rows
+
+
+def _cell(m: Measure | None) -> str:
+    return "-" if m is None else f"{fmt(m.value)} ({m.system})"
+
+
+def _label(metric: str, unit: str) -> str:
+    """A column title: the metric without the unit it ends with, then the unit."""
+    words = metric.split("_")
+    if metric.endswith("_per_s") and len(words) > 2:
+        words = words[:-2]
+    elif len(words) > 1 and words[-1] in ("ms", "s", "mb", "pct"):
+        words = words[:-1]
+    return f"{' '.join(words)} ({unit})" if unit else " ".join(words)
+
+
+def workload_table(measures: list[Measure], workload: str) -> list[str]:
+    """Systems as rows, the workload's metrics as columns (medians)."""
+    mine = [m for m in measures if m.workload == workload]
+    metrics = list(dict.fromkeys((m.metric, m.unit) for m in mine if m.metric != "error"))
+    names = sorted(
+        {m.system for m in mine}, key=lambda s: (ORDER.index(s) if s in ORDER else 99, s)
+    )
+    if not metrics:  # only failures (or a module that does not exist yet)
+        return [f"- {m.system}: {m.note}" for m in mine]
+    header = [_label(metric, unit) for metric, unit in metrics]
+    rows = ["| system | " + " | ".join(header) + " |", "| --- |" + " ---: |" * len(metrics)]
+    for name in names:
+        cells = []
+        for i, (metric, _unit) in enumerate(metrics):
+            m = _get(mine, workload, name, metric)
+            text = "-" if m is None else fmt(m.value)
+            if m is not None and i == 0 and len(m.samples) > 1:
+                text += f" ({fmt(min(m.samples))}-{fmt(max(m.samples))})"
+            cells.append(text)
+        errors = [m.note for m in mine if m.system == name and m.metric == "error"]
+        if errors:
+            cells = cells or [""]
+            cells[-1] += f" {'; '.join(dict.fromkeys(errors))}"
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    notes = sorted({m.note for m in mine if m.note and m.metric != "error"})
+    if notes:
+        rows.append("")
+        rows += [f"_{note}_" for note in notes if not note.startswith("client:")]
+    return rows
+
+
+def render(
+    measures: list[Measure], meta: dict[str, Any], images: dict[str, Path], out: Path, notes: str
+) -> str:
+    """The whole markdown text."""
+    link = {name: os.path.relpath(path, out.parent) for name, path in images.items()}
+    sizes = meta.get("sizes", {})
+    lines = [
+        "# Benchmarks: tenure and its peers",
+        "",
+        f"Generated by `{meta.get('command', 'scripts/bench')}` on {meta.get('date', '?')}"
+        f" ({meta.get('mode', '?')} mode, {meta.get('repeats', '?')} repeats,"
+        f" {fmt(float(meta.get('duration_s', math.nan)))} s). Everything but the notes"
+        " block is regenerated by each run; compare ratios from one run, never across runs.",
+        "",
+        "## How to run",
+        "",
+        "```sh",
+        "scripts/bench --quick   # under 5 minutes: 3 repeats, smaller 100k workloads",
+        "scripts/bench           # full: 5 repeats, the issue's sizes",
+        "scripts/bench --only seq,par --systems tenure-off,redis   # a subset",
+        "```",
+        "",
+        "It installs what is missing (the `test,bench` extras, dflockd, `redis-server`,"
+        " `etcd-server`), starts every server on 127.0.0.1, and writes this file, the plots"
+        " and `benchmarks/results.json` (every sample). `python -m bench.report` renders"
+        " this file again from the saved results. See `bench/README.md`.",
+        "",
+        "## Machine and versions",
+        "",
+        "| | |",
+        "| --- | --- |",
+        *[f"| {k} | {v} |" for k, v in meta.get("versions", {}).items()],
+        "",
+        "## Setup",
+        "",
+        "| system | server | client |",
+        "| --- | --- | --- |",
+        *[f"| {system} | {server} | {client} |" for system, server, client in SETUP],
+        "",
+        SETUP_TEXT,
+        "",
+        f"Sizes: seq {sizes.get('seq', '?'):,} pairs, par {sizes.get('par', '?'):,} pairs,"
+        f" cont {sizes.get('cont', '?'):,} grants, {sizes.get('clients', 32)} clients for par"
+        f" and cont, ceiling {sizes.get('ceiling', '?'):,} round trips.",
+        "",
+        "## Targets",
+        "",
+        *targets_table(measures),
+        "",
+    ]
+    for workload, about in WORKLOADS.items():
+        if not any(m.workload == workload for m in measures):
+            continue
+        lines += [f"## {workload}", "", about[0].upper() + about[1:] + ".", ""]
+        lines += workload_table(measures, workload)
+        shown = [n for n in link if n == workload or n.startswith(f"{workload}-")]
+        lines += [""] + [f"![{n}]({link[n]})" for n in shown] + ([""] if shown else [])
+    lines += ["## Notes on the numbers", "", notes, ""]
+    return "\n".join(lines)
+
+
+def write(measures: list[Measure], meta: dict[str, Any], out: Path) -> None:
+    """Draw the plots next to ``out`` (in ``out``'s stem directory) and write ``out``."""
+    old = out.read_text() if out.exists() else ""
+    found = NOTES.search(old)
+    notes = found.group(0) if found else f"<!-- notes -->\n{NOTES_DEFAULT}\n<!-- /notes -->"
+    images = plots.draw(measures, out.parent / out.stem)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(measures, meta, images, out, notes))
+
+
+def main() -> None:
+    """Render the report again from the saved results."""
+    parser = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__)
+    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
+    args = parser.parse_args()
+    saved = args.out.parent / args.out.stem
+    meta = json.loads((saved / "meta.json").read_text())
+    write(from_json(saved / "results.json"), meta, args.out)
+
+
+if __name__ == "__main__":
+    main()
