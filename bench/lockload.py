@@ -154,16 +154,24 @@ async def cont(client: LockClient, n: int, clients: int, prefix: str) -> Outcome
     key = f"{prefix}-cont"
     clock = time.perf_counter
 
+    holder: list[int] = []  # who holds the key now, by this process's account
+
     async def work(index: int, session: LockSession) -> None:
         while len(grants) < n:
             t0 = clock()
             handle = await session.acquire(key)
             grants.append(Grant(index, t0, clock()))
-            await session.release(handle)
-            # Let the other clients of this process run: on memory:// neither call
-            # may suspend, and one task would loop alone (starving them of the CPU,
-            # not of the lock). The same tiny cost for every system.
+            # A lock that is not exclusive would make every number here meaningless:
+            # while holding, let the other clients run; none may be granted meanwhile.
+            # (The yield also matters on its own: on memory:// no call may suspend,
+            # and one task would loop alone, starving the others of the CPU rather
+            # than of the lock. The same tiny cost for every system.)
+            if holder:
+                raise AssertionError(f"clients {holder[0]} and {index} hold {key} at once")
+            holder.append(index)
             await asyncio.sleep(0)
+            holder.pop()  # before the release is sent: the next grant may come after it
+            await session.release(handle)
 
     started = clock()
     await asyncio.gather(*(work(i, s) for i, s in enumerate(sessions)))
