@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tenure._core import AttachSession, DetachSession, NodeConfig, Release, Renew
 from tenure._core.invariants import check_invariants
-from tenure._core.values import check_name
+from tenure._core.values import MAX_NAME_BYTES, check_name
 from tenure.errors import InvalidArgumentError, NotFoundError, SessionExpiredError
 
 from .support import KEY, acquire, create_semaphore, describe, make_engine, open_session
@@ -71,3 +75,19 @@ def test_release_validates_the_name(name):
     a = open_session(engine)
     with pytest.raises(InvalidArgumentError):
         engine.apply(Release(a, name), 0.0)
+
+
+@given(st.text(max_size=300) | st.text(alphabet=st.characters(max_codepoint=127), max_size=300))
+def test_name_checks_follow_one_rule(name: str) -> None:
+    """Non-empty, at most MAX_NAME_BYTES of UTF-8, no Cc or Cs: the fast path agrees."""
+    allowed = (
+        bool(name)
+        and len(name.encode("utf-8", "surrogatepass")) <= MAX_NAME_BYTES
+        and not any(unicodedata.category(ch) in ("Cc", "Cs") for ch in name)
+    )
+    try:
+        check_name("semaphore", name)
+    except InvalidArgumentError:
+        assert not allowed
+    else:
+        assert allowed

@@ -141,6 +141,8 @@ def check_name(kind: str, name: object) -> str:
     """A node or semaphore name: a non-empty str, no control characters, bounded length."""
     if not isinstance(name, str) or not name:
         raise InvalidArgumentError(f"{kind} name must be a non-empty string, got {name!r}")
+    if name.isascii() and name.isprintable() and len(name) <= MAX_NAME_BYTES:
+        return name  # the common case, checked in C: printable ASCII has no Cc and no Cs
     if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
         raise InvalidArgumentError(f"{kind} name is longer than {MAX_NAME_BYTES} bytes")
     # Control characters (Cc) confuse logs and terminals; lone surrogates (Cs) are
