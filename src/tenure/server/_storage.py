@@ -112,6 +112,12 @@ def _read_records(path: Path, limit: int) -> tuple[list[bytes], int]:
     return records, offset
 
 
+#: Commits of appended records: fdatasync, as etcd's WAL does. It writes the data and
+#: what reading it back needs (the file's size) but not timestamps, so one commit costs
+#: fewer disk writes than fsync. (fsync where the platform has no fdatasync.)
+_sync_data: Final = getattr(os, "fdatasync", os.fsync)
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -194,7 +200,7 @@ class DataDir:
             self._pending.clear()
             self._file.flush()
         if sync if sync is not None else self.fsync is FsyncMode.ALWAYS:
-            os.fsync(self._file.fileno())
+            _sync_data(self._file.fileno())
 
     # -- compaction -------------------------------------------------------------------
 
