@@ -147,6 +147,8 @@ def targets_table(measures: list[Measure]) -> list[str]:
             met = value <= t.goal if t.at_most else value >= t.goal
             shown = f"{value:.2f}x" if peer else fmt(value)
             verdict = "**met**" if met else "**missed**"
+            if "quick mode" in mine.note:
+                verdict += " (quick size)"
         theirs = _cell(peer) if t.peer else ""
         rows.append(f"| {t.label} | {_cell(mine)} | {theirs} | {shown} | {goal} | {verdict} |")
     return rows
@@ -190,10 +192,13 @@ def workload_table(measures: list[Measure], workload: str) -> list[str]:
             cells = cells or [""]
             cells[-1] += f" {'; '.join(dict.fromkeys(errors))}"
         rows.append(f"| {name} | " + " | ".join(cells) + " |")
-    notes = sorted({m.note for m in mine if m.note and m.metric != "error"})
+    notes = {(m.system, m.note) for m in mine if m.note and m.metric != "error"}
+    notes = {(s, n) for s, n in notes if not n.startswith("client:")}  # the same for all
     if notes:
         rows.append("")
-        rows += [f"_{note}_" for note in notes if not note.startswith("client:")]
+        rows += [
+            f"- {system}: {note}" for system, note in sorted(notes, key=lambda x: names.index(x[0]))
+        ]
     return rows
 
 
