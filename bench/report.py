@@ -192,13 +192,15 @@ def workload_table(measures: list[Measure], workload: str) -> list[str]:
             cells = cells or [""]
             cells[-1] += f" {'; '.join(dict.fromkeys(errors))}"
         rows.append(f"| {name} | " + " | ".join(cells) + " |")
-    notes = {(m.system, m.note) for m in mine if m.note and m.metric != "error"}
-    notes = {(s, n) for s, n in notes if not n.startswith("client:")}  # the same for all
+    # Each note once, with the systems it is about (client: ... is the same for all).
+    notes: dict[str, list[str]] = {}
+    for name in names:
+        for note in dict.fromkeys(m.note for m in mine if m.system == name and m.metric != "error"):
+            if note and not note.startswith("client:"):
+                notes.setdefault(note, []).append(name)
     if notes:
         rows.append("")
-        rows += [
-            f"- {system}: {note}" for system, note in sorted(notes, key=lambda x: names.index(x[0]))
-        ]
+        rows += [f"- {', '.join(systems)}: {note}" for note, systems in notes.items()]
     return rows
 
 
@@ -219,7 +221,7 @@ def render(
         "## How to run",
         "",
         "```sh",
-        "scripts/bench --quick   # under 5 minutes: 3 repeats, smaller 100k workloads",
+        "scripts/bench --quick   # under 5 minutes: 3 repeats, half par/cont, 10k for 100k",
         "scripts/bench           # full: 5 repeats, the issue's sizes",
         "scripts/bench --only seq,par --systems tenure-off,redis   # a subset",
         "```",
@@ -249,6 +251,15 @@ def render(
         "",
         "## Targets",
         "",
+        *(
+            [
+                "A quick run: par and cont at half the issue's sizes, and the 100k workloads"
+                " smaller (*quick size*). `scripts/bench --full` measures the issue's sizes.",
+                "",
+            ]
+            if meta.get("mode") == "quick"
+            else []
+        ),
         *targets_table(measures),
         "",
     ]
