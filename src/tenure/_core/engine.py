@@ -274,9 +274,9 @@ class Engine(SemaphoreCommands):
         if kind is Kind.LOCK_DELAY:
             return sem.blocked_until == when
         if kind is Kind.WAITER:
-            waiter = sem.waiters.get(cast(int, key[2]))
+            waiter = sem.waiter(cast(int, key[2]))
             return waiter is not None and (waiter.request_id, waiter.deadline) == (key[3], when)
-        owner = sem.owners.get(cast(int, key[2]))
+        owner = sem.owner(cast(int, key[2]))
         return owner is not None and (owner.token, owner.lease_deadline) == (key[3], when)
 
     def _on_deadline(self, kind: Kind, key: Key, now: float) -> None:
@@ -296,7 +296,7 @@ class Engine(SemaphoreCommands):
         elif kind is Kind.WAITER:
             waiter = sem.remove_waiter(cast(int, key[2]))
             assert waiter is not None
-            self.sessions[waiter.session_id].waits.discard(sem.name)
+            self.sessions[waiter.session_id].discard_wait(sem.name)
             self._effects.append(
                 AcquireFailed(
                     waiter.session_id,

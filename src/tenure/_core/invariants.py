@@ -53,5 +53,5 @@ def _held(sem: object, session_id: int) -> int:
     from tenure._core.semaphore import Semaphore
 
     assert isinstance(sem, Semaphore)
-    owner = sem.owners.get(session_id)
+    owner = sem.owner(session_id)
     return 0 if owner is None else owner.count

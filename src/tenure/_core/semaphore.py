@@ -22,8 +22,10 @@ emits effects and fires watches.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
 
 from tenure._core.values import OwnerInfo, SemaphoreDescription, WaiterInfo
 
@@ -53,17 +55,25 @@ class Waiter:
 
 
 class Semaphore:
-    """State of one semaphore. See the module docstring for the rules."""
+    """State of one semaphore. See the module docstring for the rules.
+
+    Memory: a server may hold a hundred thousand of these (mostly held mutexes), so
+    the common shapes cost no container of their own. ``_owners`` is None (nobody
+    holds), the one Owner (the usual case: a held mutex), or a dict by session id
+    (two or more, in grant order); ``_waiters`` is None while nobody waits, else a
+    dict by session id in service order. Read them through :meth:`owner`,
+    :meth:`waiter` and the read-only :attr:`owners` / :attr:`waiters` views.
+    """
 
     __slots__ = (
+        "_owners",
+        "_waiters",
         "blocked_until",
         "count",
         "data",
         "ephemeral",
         "limit",
         "name",
-        "owners",
-        "waiters",
     )
 
     def __init__(self, name: str, limit: int, data: bytes, *, ephemeral: bool) -> None:
@@ -71,25 +81,57 @@ class Semaphore:
         self.limit = limit
         self.data = data
         self.ephemeral = ephemeral
-        # Insertion order is grant order; invariant: count == sum of owner counts <= limit.
-        self.owners: dict[int, Owner] = {}
+        # Invariant: count == sum of owner counts <= limit.
+        self._owners: Owner | dict[int, Owner] | None = None
         self.count = 0
-        # Insertion order is service order (FIFO); one entry per session.
-        self.waiters: dict[int, Waiter] = {}
+        self._waiters: dict[int, Waiter] | None = None
         # Lock-delay: no grant while now < blocked_until.
         self.blocked_until = 0.0
 
     # -- queries --------------------------------------------------------------------
 
+    def owner(self, session_id: int) -> Owner | None:
+        """The session's hold, if it has one."""
+        owners = self._owners
+        if owners is None:
+            return None
+        if type(owners) is Owner:
+            return owners if owners.session_id == session_id else None
+        return owners.get(session_id)  # type: ignore[union-attr]
+
+    def waiter(self, session_id: int) -> Waiter | None:
+        """The session's queued request, if it has one."""
+        return None if self._waiters is None else self._waiters.get(session_id)
+
+    @property
+    def owners(self) -> Mapping[int, Owner]:
+        """Holds by session id, in grant order (a read-only view: do not keep it)."""
+        owners = self._owners
+        if owners is None:
+            return _NOBODY
+        if type(owners) is Owner:
+            return {owners.session_id: owners}
+        return owners  # type: ignore[return-value]
+
+    @property
+    def waiters(self) -> Mapping[int, Waiter]:
+        """Queued requests by session id, in service order (a read-only view)."""
+        return _NOBODY if self._waiters is None else self._waiters
+
+    def queue_length(self) -> int:
+        """How many requests wait."""
+        return 0 if self._waiters is None else len(self._waiters)
+
     def is_idle(self) -> bool:
         """No owners and no waiters (an ephemeral semaphore may then vanish)."""
-        return not self.owners and not self.waiters
+        return self._owners is None and self._waiters is None
 
     def fits(self, session_id: int, count: int, now: float) -> bool:
         """Could ``count`` tokens for ``session_id`` be granted now, ignoring the queue?"""
         if now < self.blocked_until:
             return False
-        held = self.owners[session_id].count if session_id in self.owners else 0
+        owner = self.owner(session_id)
+        held = 0 if owner is None else owner.count
         return self.count - held + count <= self.limit
 
     def can_grant_now(self, session_id: int, count: int, now: float) -> bool:
@@ -98,10 +140,10 @@ class Semaphore:
         A request that only shrinks or keeps an existing hold never waits: it takes
         no token from anyone.
         """
-        owner = self.owners.get(session_id)
+        owner = self.owner(session_id)
         if owner is not None and count <= owner.count:
             return True
-        return not self.waiters and self.fits(session_id, count, now)
+        return self._waiters is None and self.fits(session_id, count, now)
 
     def describe(self, *, owners: bool, waiters: bool) -> SemaphoreDescription:
         """A snapshot, with owners and waiters listed only when asked for."""
@@ -125,34 +167,62 @@ class Semaphore:
 
     def set_owner(self, owner: Owner) -> Owner | None:
         """Install ``owner`` (replacing the session's earlier hold); returns the old hold."""
-        old = self.owners.get(owner.session_id)
-        if old is not None:
-            self.count -= old.count
-            if old.token != owner.token:
+        sid = owner.session_id
+        old = self.owner(sid)
+        rest = self.count if old is None else self.count - old.count
+        # ``rest + count`` would be a new int object per hold; mostly rest is 0.
+        self.count = owner.count if rest == 0 else rest + owner.count
+        owners = self._owners
+        if owners is None or (old is not None and type(owners) is Owner):
+            self._owners = owner
+        elif type(owners) is Owner:
+            self._owners = {owners.session_id: owners, sid: owner}
+        else:
+            assert isinstance(owners, dict)
+            if old is not None and old.token != owner.token:
                 # A new grant (an upgrade) goes to the back, keeping owners in grant
                 # order; a restated grant (same token) keeps its place.
-                del self.owners[owner.session_id]
-        self.owners[owner.session_id] = owner
-        self.count += owner.count
+                del owners[sid]
+            owners[sid] = owner
         assert self.count <= self.limit, "grant beyond the limit"
         return old
 
     def remove_owner(self, session_id: int) -> Owner | None:
         """Drop a session's hold, if any."""
-        owner = self.owners.pop(session_id, None)
+        owners = self._owners
+        if owners is None:
+            return None
+        if type(owners) is Owner:
+            if owners.session_id != session_id:
+                return None
+            self._owners = None
+            self.count = 0
+            return owners
+        assert isinstance(owners, dict)
+        owner = owners.pop(session_id, None)
         if owner is not None:
             self.count -= owner.count
+            if len(owners) == 1:
+                self._owners = next(iter(owners.values()))
         return owner
 
     def enqueue(self, waiter: Waiter) -> Waiter | None:
         """Queue ``waiter`` at the back; returns the session's earlier waiter it replaces."""
-        old = self.waiters.pop(waiter.session_id, None)
-        self.waiters[waiter.session_id] = waiter
+        if self._waiters is None:
+            self._waiters = {}
+        old = self._waiters.pop(waiter.session_id, None)
+        self._waiters[waiter.session_id] = waiter
         return old
 
     def remove_waiter(self, session_id: int) -> Waiter | None:
         """Take a session's waiter out of the queue, if any."""
-        return self.waiters.pop(session_id, None)
+        waiters = self._waiters
+        if waiters is None:
+            return None
+        waiter = waiters.pop(session_id, None)
+        if not waiters:
+            self._waiters = None
+        return waiter
 
     def pop_grantable(self, now: float) -> Iterator[Waiter]:
         """Yield waiters from the head of the queue for as long as the head fits.
@@ -160,9 +230,13 @@ class Semaphore:
         Each yielded waiter is already out of the queue; the caller must install its
         owner before asking for the next one (the next fit depends on it).
         """
-        while self.waiters:
-            head = next(iter(self.waiters.values()))
+        while self._waiters:
+            head = next(iter(self._waiters.values()))
             if not self.fits(head.session_id, head.count, now):
                 return
-            del self.waiters[head.session_id]
+            self.remove_waiter(head.session_id)
             yield head
+
+
+#: The empty view of owners or waiters (shared, read-only).
+_NOBODY: Mapping[int, Any] = MappingProxyType({})

@@ -57,9 +57,9 @@ class SemaphoreCommands(EngineState):
             raise LimitExceededError(f"count {count} exceeds the limit {sem.limit} of {name!r}")
         elif (
             timeout != 0
-            and session.session_id not in sem.waiters
+            and sem.waiter(session.session_id) is None
             and not sem.can_grant_now(session.session_id, count, now)
-            and len(sem.waiters) >= node.config.max_waiters
+            and sem.queue_length() >= node.config.max_waiters
         ):
             raise LimitExceededError(
                 f"max_waiters ({node.config.max_waiters}) reached on semaphore {name!r}"
@@ -72,7 +72,7 @@ class SemaphoreCommands(EngineState):
         sid = session.session_id
         superseded = sem.remove_waiter(sid)
         if superseded is not None:
-            session.waits.discard(name)
+            session.discard_wait(name)
             self._effects.append(
                 AcquireFailed(
                     sid,
@@ -83,7 +83,7 @@ class SemaphoreCommands(EngineState):
                 )
             )
             change = Change(waiters=True, existence=change.existence)
-        owner = sem.owners.get(sid)
+        owner = sem.owner(sid)
         if sem.can_grant_now(sid, count, now):
             if owner is not None and count <= owner.count:
                 # Shrink or restate a hold in place: same grant, same token.
@@ -107,7 +107,7 @@ class SemaphoreCommands(EngineState):
         else:
             deadline = None if timeout is None else now + timeout
             sem.enqueue(Waiter(sid, cmd.request_id, count, data, deadline, cmd.lease_ttl))
-            session.waits.add(name)
+            session.add_wait(name)
             if deadline is not None:
                 self._deadlines.schedule(
                     deadline, Kind.WAITER, (node.name, name, sid, cmd.request_id)
@@ -125,7 +125,7 @@ class SemaphoreCommands(EngineState):
         sid = session.session_id
         waiter = sem.remove_waiter(sid)
         if waiter is not None:
-            session.waits.discard(sem.name)
+            session.discard_wait(sem.name)
             self._effects.append(
                 AcquireFailed(
                     sid, waiter.request_id, sem.name, ErrorCode.CANCELLED, "released while waiting"
@@ -140,11 +140,11 @@ class SemaphoreCommands(EngineState):
     def _cancel_acquire(self, cmd: c.CancelAcquire, now: float) -> bool:
         session, node = self._session_node(cmd.session_id)
         sem = node.semaphores.get(check_name("semaphore", cmd.name))
-        waiter = None if sem is None else sem.waiters.get(session.session_id)
+        waiter = None if sem is None else sem.waiter(session.session_id)
         if sem is None or waiter is None or waiter.request_id != cmd.request_id:
             return False
         sem.remove_waiter(session.session_id)
-        session.waits.discard(sem.name)
+        session.discard_wait(sem.name)
         self._effects.append(
             AcquireFailed(
                 session.session_id,
@@ -160,7 +160,7 @@ class SemaphoreCommands(EngineState):
     def _renew(self, cmd: c.Renew, now: float) -> float:
         session, node = self._session_node(cmd.session_id)
         sem = node.semaphores.get(check_name("semaphore", cmd.name))
-        owner = None if sem is None else sem.owners.get(session.session_id)
+        owner = None if sem is None else sem.owner(session.session_id)
         if owner is None:
             raise NotFoundError(f"session {session.session_id} holds no tokens of {cmd.name!r}")
         if owner.lease_ttl is None:
@@ -193,7 +193,7 @@ class SemaphoreCommands(EngineState):
             )
         message = f"semaphore {sem.name!r} was deleted"
         for waiter in list(sem.waiters.values()):
-            self.sessions[waiter.session_id].waits.discard(sem.name)
+            self.sessions[waiter.session_id].discard_wait(sem.name)
             self._effects.append(
                 AcquireFailed(
                     waiter.session_id, waiter.request_id, sem.name, ErrorCode.NOT_FOUND, message
@@ -233,13 +233,13 @@ class SemaphoreCommands(EngineState):
             cmd.watch_waiters,
         )
         self._watches.arm(watch)
-        session.watches.add(watch.watch_id)
+        session.add_watch(watch.watch_id)
         return c.DescribeResult(description, watch.watch_id)
 
     def _cancel_watch(self, cmd: c.CancelWatch, now: float) -> bool:
         session = self._session(cmd.session_id)
         if cmd.watch_id not in session.watches:
             return False
-        session.watches.discard(cmd.watch_id)
+        session.discard_watch(cmd.watch_id)
         self._watches.disarm(cmd.watch_id)
         return True

@@ -119,7 +119,7 @@ def _load(data: Plain) -> Engine:
                 engine.sessions[sid].holds.add(sem.name)
             for sid, request_id, count, wdata, deadline, ttl in p["waiters"]:
                 sem.enqueue(Waiter(sid, request_id, count, wdata, deadline, ttl))
-                engine.sessions[sid].waits.add(sem.name)
+                engine.sessions[sid].add_wait(sem.name)
     for session in engine.sessions.values():
         engine.nodes[session.node].sessions.add(session.session_id)
     engine._schedule_all()

@@ -8,7 +8,9 @@ steps here are where rules 2, 3 and 5 of the engine (see its docstring) are kept
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from typing import Any
 
 from tenure._core.deadlines import Deadlines, Kind
 from tenure._core.effects import Effect, Granted, WatchFired
@@ -20,7 +22,12 @@ from tenure.errors import LimitExceededError, NotFoundError, SessionExpiredError
 
 @dataclass(slots=True)
 class Session:
-    """A session's state. ``expires_at`` is None while attached."""
+    """A session's state. ``expires_at`` is None while attached.
+
+    ``waits`` and ``watches`` are read-only views; change them with the methods.
+    Most sessions never wait or watch, and an empty set costs 216 bytes: they are
+    made on first use (a server may keep a hundred thousand idle sessions).
+    """
 
     session_id: int
     node: str
@@ -30,8 +37,47 @@ class Session:
     seq_no: int
     expires_at: float | None = None
     holds: set[str] = field(default_factory=set)  # semaphores it owns tokens of
-    waits: set[str] = field(default_factory=set)  # semaphores it has a waiter in
-    watches: set[int] = field(default_factory=set)  # armed watch ids
+    _waits: set[str] | None = None  # semaphores it has a waiter in
+    _watches: set[int] | None = None  # armed watch ids
+
+    @property
+    def waits(self) -> AbstractSet[str]:
+        """Names of the semaphores it has a waiter in."""
+        return self._waits or _NONE
+
+    @property
+    def watches(self) -> AbstractSet[int]:
+        """Ids of its armed watches."""
+        return self._watches or _NONE
+
+    def add_wait(self, name: str) -> None:
+        """It now waits on ``name``."""
+        if self._waits is None:
+            self._waits = set()
+        self._waits.add(name)
+
+    def discard_wait(self, name: str) -> None:
+        """It no longer waits on ``name``."""
+        if self._waits is not None:
+            self._waits.discard(name)
+            if not self._waits:
+                self._waits = None
+
+    def add_watch(self, watch_id: int) -> None:
+        """It armed watch ``watch_id``."""
+        if self._watches is None:
+            self._watches = set()
+        self._watches.add(watch_id)
+
+    def discard_watch(self, watch_id: int) -> None:
+        """Watch ``watch_id`` fired or was cancelled."""
+        if self._watches is not None:
+            self._watches.discard(watch_id)
+            if not self._watches:
+                self._watches = None
+
+
+_NONE: AbstractSet[Any] = frozenset()
 
 
 @dataclass(slots=True)
@@ -104,7 +150,7 @@ class EngineState:
     def _settle(self, node: Node, sem: Semaphore, now: float, change: Change) -> None:
         """Rule 5: serve the queue, drop an idle ephemeral semaphore, fire watches."""
         for waiter in sem.pop_grantable(now):
-            self.sessions[waiter.session_id].waits.discard(sem.name)
+            self.sessions[waiter.session_id].discard_wait(sem.name)
             owner = self._grant(
                 node, sem, waiter.session_id, waiter.count, waiter.data, waiter.lease_ttl, now
             )
@@ -127,7 +173,7 @@ class EngineState:
 
     def _fire(self, node: Node, name: str, change: Change) -> None:
         for watch in self._watches.fire(node.name, name, change):
-            self.sessions[watch.session_id].watches.discard(watch.watch_id)
+            self.sessions[watch.session_id].discard_watch(watch.watch_id)
             self._effects.append(WatchFired(watch.session_id, watch.watch_id, name))
 
     def _start_lock_delay(self, node: Node, sem: Semaphore, now: float) -> None:

@@ -169,7 +169,8 @@ def check_count(count: object, *, allow_zero: bool = False) -> int:
     low = 0 if allow_zero else 1
     if type(count) is not int or not low <= count <= MAX_COUNT:
         raise InvalidArgumentError(f"count must be an integer in [{low}, 2**64-1], got {count!r}")
-    return count
+    # Every mutex holds MAX_COUNT: one shared int object instead of one per hold.
+    return MAX_COUNT if count == MAX_COUNT else count
 
 
 def check_duration(

@@ -1,0 +1,100 @@
+"""The compact shapes of a semaphore's owners and waiters, and of a session's sets.
+
+A semaphore keeps no container while at most one session holds it and nobody
+waits; a session makes its waits and watches sets on first use. These tests pin
+that the shapes change back and forth without changing what the engine does.
+"""
+
+from __future__ import annotations
+
+from tenure._core import MAX_COUNT, Release
+from tenure._core.semaphore import Owner, Semaphore, Waiter
+from tenure._core.values import check_count
+
+from .support import acquire, create_semaphore, make_engine, open_session
+
+
+def owner(sid: int, count: int, token: int) -> Owner:
+    return Owner(sid, count, b"", token)
+
+
+def test_one_owner_needs_no_dict_and_two_keep_grant_order() -> None:
+    sem = Semaphore("s", 10, b"", ephemeral=False)
+    assert sem.is_idle()
+    assert sem.owners == {}
+    assert sem.owner(1) is None
+    sem.set_owner(owner(1, 2, 1))
+    assert type(sem._owners) is Owner
+    assert sem.count == 2
+    sem.set_owner(owner(2, 3, 2))
+    sem.set_owner(owner(3, 1, 3))
+    assert list(sem.owners) == [1, 2, 3]
+    assert sem.count == 6
+    sem.set_owner(owner(1, 4, 4))  # an upgrade: a new grant goes to the back
+    assert list(sem.owners) == [2, 3, 1]
+    assert sem.count == 8
+    sem.set_owner(owner(2, 1, 2))  # restated (same token): keeps its place
+    assert list(sem.owners) == [2, 3, 1]
+    assert sem.count == 6
+    assert sem.remove_owner(3) is not None
+    assert sem.remove_owner(2) is not None
+    assert type(sem._owners) is Owner
+    assert sem.owner(1) is not None
+    assert sem.count == 4
+    assert sem.remove_owner(2) is None
+    assert sem.remove_owner(1) is not None
+    assert sem._owners is None
+    assert sem.count == 0
+    assert sem.is_idle()
+
+
+def test_waiters_dict_exists_only_while_someone_waits() -> None:
+    sem = Semaphore("s", 1, b"", ephemeral=False)
+    sem.set_owner(owner(1, 1, 1))
+    assert sem._waiters is None
+    assert sem.queue_length() == 0
+    sem.enqueue(Waiter(2, 7, 1, b"", None, None))
+    sem.enqueue(Waiter(3, 8, 1, b"", None, None))
+    assert list(sem.waiters) == [2, 3]
+    assert sem.waiter(3) is not None
+    assert not sem.can_grant_now(4, 1, 0.0)
+    sem.remove_owner(1)
+    head = next(sem.pop_grantable(0.0))
+    assert head.session_id == 2
+    assert sem.remove_waiter(3) is not None
+    assert sem._waiters is None
+    assert sem.waiters == {}
+
+
+def test_the_views_are_read_only_and_empty_views_are_shared() -> None:
+    sem = Semaphore("s", 1, b"", ephemeral=False)
+    assert sem.owners is sem.waiters  # type: ignore[comparison-overlap]  # one shared empty
+    assert not hasattr(sem.owners, "__setitem__")
+
+
+def test_mutex_counts_share_one_int() -> None:
+    big = int(str(MAX_COUNT))  # an equal but distinct object, as decoding makes
+    assert big is not MAX_COUNT
+    assert check_count(big) is MAX_COUNT
+    engine = make_engine()
+    sid = open_session(engine)
+    acquire(engine, sid, "m", big, ephemeral=True)
+    sem = engine.nodes["n"].semaphores["m"]
+    assert sem.count is MAX_COUNT
+    assert sem.owners[sid].count is MAX_COUNT
+
+
+def test_session_sets_are_made_on_first_use_and_dropped_when_empty() -> None:
+    engine = make_engine()
+    a, b = open_session(engine), open_session(engine)
+    create_semaphore(engine, a, "s", limit=1)
+    session = engine.sessions[b]
+    assert session._waits is None
+    assert session._watches is None
+    assert session.waits == set()
+    acquire(engine, a, "s", 1)
+    acquire(engine, b, "s", 1)  # queues
+    assert session.waits == {"s"}
+    engine.apply(Release(a, "s"), 0.0)  # b is granted: no longer waits
+    assert session._waits is None
+    assert session.holds == {"s"}
