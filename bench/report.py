@@ -110,13 +110,18 @@ TARGETS = (
 
 
 def fmt(value: float) -> str:
-    """A number for a table: thousands separators for big ones, 3 digits for small."""
+    """A number for a table: thousands separators for big ones, 3 digits for small.
+
+    Near 1 (a fairness index of 0.9995) three digits would round to a bare "1".
+    """
     if math.isnan(value):
         return "-"
     if abs(value) >= 100:
         return f"{value:,.0f}"
     if value == int(value):
         return f"{value:.0f}"
+    if 0.99 <= abs(value) < 1:
+        return f"{value:.4f}"
     return f"{value:.3g}"
 
 
@@ -140,7 +145,7 @@ def targets_table(measures: list[Measure]) -> list[str]:
             if t.peer
             else None
         )
-        goal = f"{'<=' if t.at_most else '>='} {fmt(t.goal)}{'x' if t.peer else ''}"
+        goal = f"{'<=' if t.at_most else '>='} {t.goal:,g}{'x' if t.peer else ''}"
         shown, verdict = "-", "not run"
         if mine is not None and (peer is not None or not t.peer):
             value = mine.value * t.scale / peer.value if peer else mine.value
