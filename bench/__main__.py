@@ -198,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     workloads = _pick(args.only, WORKLOADS, "workload")
     chosen = _pick(args.systems, systems.SYSTEMS, "system")
     log(f"{'quick' if quick else 'full'} mode, {repeats} repeats: {workloads} on {chosen}")
+    # Before the run: the code measured is what is checked out when the servers start.
+    versions = systems.versions()
 
     measures: list[Measure] = []
     with tempfile.TemporaryDirectory(prefix="tenure-bench-") as tmp:
@@ -231,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "duration_s": round(elapsed, 1),
         "sizes": {**SIZES, "clients": CLIENTS},
-        "versions": systems.versions(),
+        "versions": versions,
     }
     out_dir = args.out.parent / args.out.stem
     to_json(measures, out_dir / "results.json")
