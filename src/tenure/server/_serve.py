@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Final
 
 from tenure._core import (
     AttachSession,
@@ -46,6 +45,7 @@ from tenure._protocol import (
     State,
 )
 from tenure.errors import ErrorCode, ProtocolError, TenureError, code_of
+from tenure.server._accept import READ_LIMIT, AcceptedProtocol, Kind
 from tenure.server._config import ServeConfig
 from tenure.server._dflockd import DflockdService
 from tenure.server._dflockd_holds import DflockdConn, DflockdSettings, load_secret
@@ -56,8 +56,6 @@ from tenure.server._outbox import Outboxes
 from tenure.server._session_table import SessionTable
 
 log = logging.getLogger("tenure.server")
-
-_READ_SIZE: Final = 65536
 
 
 class Server:
@@ -110,8 +108,9 @@ class Server:
     async def start(self) -> tuple[str, int]:
         """Listen; returns the address actually bound (``--port 0`` picks one)."""
         tls = self.gate.tls
-        self._listener = await asyncio.start_server(
-            self._serve_connection,
+        loop = asyncio.get_running_loop()
+        self._listener = await loop.create_server(
+            lambda: AcceptedProtocol(self._serve_connection),
             self.config.host,
             self.config.port,
             ssl=tls,
@@ -183,7 +182,10 @@ class Server:
     # -- connections --------------------------------------------------------------------
 
     async def _serve_connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        accepted: AcceptedProtocol,
     ) -> None:
         conn = Conn(reader, writer, ServerConnection(max_frame_size=self.config.max_frame_size))
         if self._stopping or self.host.dead or len(self._conns) >= self.config.max_connections:
@@ -195,32 +197,30 @@ class Server:
                     f"max_connections ({self.config.max_connections}) reached",
                 )
             )
-            await self._turn_away(conn, Refused(code, why))
+            await self._turn_away(conn, accepted, Refused(code, why))
             return
         self._conns.add(conn)
         self._idle.clear()
         self.gate.accepted(conn)
-        try:
-            first = await reader.read(_READ_SIZE)
-        except OSError:
-            first = b""
+        kind = await accepted.kind
         # A native client's first frame is a Hello, whose 4-byte length starts with a
         # zero byte; a dflockd request starts with a command letter.
-        if first and first[0] != 0 and not conn.closing:
+        if kind is Kind.DFLOCKD and not conn.closing:
             # From here the dflockd connection owns the streams: the native one must
             # not close them (it raced the last dflockd answer out of the door).
             self._conns.discard(conn)
             self.gate.closed(conn)
-            await self._serve_dflockd(reader, writer, conn.peer, first)
+            await self._serve_dflockd(reader, writer, conn.peer, b"")
             return
         try:
-            await self._read(conn, first)
-        except OSError:
-            pass  # the connection broke: handled as lost
+            if kind is Kind.NATIVE:
+                accepted.feed_to(lambda data: self._on_data(conn, accepted, data))
+                await accepted.done
         finally:
+            accepted.finish()
             self._lost(conn)
 
-    async def _turn_away(self, conn: Conn, refusal: Refused) -> None:
+    async def _turn_away(self, conn: Conn, accepted: AcceptedProtocol, refusal: Refused) -> None:
         """Refuse a connection we cannot serve, in its own protocol.
 
         Which one is known only from its first bytes (bounded by the handshake
@@ -229,9 +229,12 @@ class Server:
         """
         with contextlib.suppress(OSError, TimeoutError):
             async with asyncio.timeout(self.config.handshake_timeout):
-                first = await conn.reader.read(_READ_SIZE)  # all of it: no reset
-            if first[:1] == b"\x00":
+                kind = await accepted.kind
+            if kind is Kind.NATIVE:
                 conn.writer.write(conn.codec.send(refusal))
+            else:
+                await conn.reader.read(READ_LIMIT)  # all of it: no reset
+        accepted.finish()
         conn.writer.close()
 
     async def _serve_dflockd_only(
@@ -264,28 +267,22 @@ class Server:
         """Route the session's effects to the dflockd service (its sessions are its own)."""
         self._table.attach(session_id, self.dflockd)
 
-    async def _read(self, conn: Conn, first: bytes) -> None:
-        data: bytes | None = first
-        while not conn.closing:
-            if data is None:
-                data = await conn.reader.read(_READ_SIZE)
-            if self.host.dead:
-                return
-            conn.codec.receive_data(data)
-            try:
-                while not conn.closing:
-                    event = conn.codec.next_event()
-                    if event is NEED_DATA or isinstance(event, ConnectionClosed):
-                        break
-                    self._on_message(conn, event)
-            except ProtocolError as error:
-                self._last_word(conn, error)
-                return
-            if not data:
-                return
-            data = None
-            if conn.writer.transport.get_write_buffer_size():
-                await conn.writer.drain()  # (only a non-empty buffer can be paused)
+    def _on_data(self, conn: Conn, accepted: AcceptedProtocol, data: bytes) -> None:
+        """Bytes of a native connection (``b""``: its end), straight from the loop."""
+        if self.host.dead:
+            accepted.finish()
+            return
+        conn.codec.receive_data(data)
+        try:
+            while not conn.closing:
+                event = conn.codec.next_event()
+                if event is NEED_DATA or isinstance(event, ConnectionClosed):
+                    break
+                self._on_message(conn, event)
+        except ProtocolError as error:
+            self._last_word(conn, error)
+        if conn.closing or not data or conn.codec.their_error is not None:
+            accepted.finish()
 
     def _on_message(self, conn: Conn, message: Hello | Request | Ping) -> None:
         self.gate.frame(conn)
