@@ -43,7 +43,7 @@ from tenure._core.values import (
     check_duration,
     check_name,
 )
-from tenure._core.watches import Change
+from tenure._core.watches import NOTHING, OWNERS, WAITERS, Change
 from tenure.errors import (
     AlreadyExistsError,
     ErrorCode,
@@ -248,13 +248,13 @@ class Engine(SemaphoreCommands):
             assert waiter is not None
             message = "session expired" if failed else "session closed"
             self._effects.append(AcquireFailed(sid, waiter.request_id, name, code, message))
-            touched[name] = Change(waiters=True)
+            touched[name] = WAITERS
         for name in sorted(session.holds):
             sem = node.semaphores[name]
             sem.remove_owner(sid)
             if failed:
                 self._start_lock_delay(node, sem, now)
-            touched[name] = Change(owners=True, waiters=name in touched)
+            touched[name] = OWNERS | touched.get(name, NOTHING)
         for name, change in touched.items():
             self._settle(node, node.semaphores[name], now, change)
 
@@ -292,7 +292,7 @@ class Engine(SemaphoreCommands):
         sem = node.semaphores[cast(str, key[1])]
         if kind is Kind.LOCK_DELAY:
             sem.blocked_until = 0.0
-            self._settle(node, sem, now, Change())
+            self._settle(node, sem, now, NOTHING)
         elif kind is Kind.WAITER:
             waiter = sem.remove_waiter(cast(int, key[2]))
             assert waiter is not None
@@ -306,7 +306,7 @@ class Engine(SemaphoreCommands):
                     f"timed out waiting for {sem.name!r}",
                 )
             )
-            self._settle(node, sem, now, Change(waiters=True))
+            self._settle(node, sem, now, WAITERS)
         else:
             owner = sem.remove_owner(cast(int, key[2]))
             assert owner is not None
@@ -321,4 +321,4 @@ class Engine(SemaphoreCommands):
                 )
             )
             self._start_lock_delay(node, sem, now)
-            self._settle(node, sem, now, Change(owners=True))
+            self._settle(node, sem, now, OWNERS)

@@ -16,7 +16,7 @@ from tenure._core.values import (
     check_name,
     check_timeout,
 )
-from tenure._core.watches import Change, Watch
+from tenure._core.watches import DATA, EXISTENCE, NOTHING, OWNERS, WAITERS, Watch
 from tenure.errors import (
     AlreadyExistsError,
     ErrorCode,
@@ -38,7 +38,7 @@ class SemaphoreCommands(EngineState):
             raise AlreadyExistsError(f"semaphore {name!r} already exists")
         self._check_room(node)
         sem = node.semaphores[name] = Semaphore(name, limit, data, ephemeral=False)
-        self._fire(node, sem.name, Change(existence=True))
+        self._fire(node, sem.name, EXISTENCE)
 
     def _acquire(self, cmd: c.Acquire, now: float) -> c.AcquireResult:
         session, node = self._session_node(cmd.session_id)
@@ -65,10 +65,10 @@ class SemaphoreCommands(EngineState):
                 f"max_waiters ({node.config.max_waiters}) reached on semaphore {name!r}"
             )
         # Validated: from here on the command succeeds (rule 1).
-        change = Change()
+        change = NOTHING
         if sem is None:
             sem = node.semaphores[name] = Semaphore(name, MAX_COUNT, b"", ephemeral=True)
-            change = Change(existence=True)
+            change = EXISTENCE
         sid = session.session_id
         superseded = sem.remove_waiter(sid)
         if superseded is not None:
@@ -82,7 +82,7 @@ class SemaphoreCommands(EngineState):
                     "superseded by a newer acquire",
                 )
             )
-            change = Change(waiters=True, existence=change.existence)
+            change |= WAITERS
         owner = sem.owner(sid)
         if sem.can_grant_now(sid, count, now):
             if owner is not None and count <= owner.count:
@@ -101,7 +101,8 @@ class SemaphoreCommands(EngineState):
                     c.AcquireStatus.GRANTED, granted.token, count, granted.lease_ttl
                 )
                 moved = True
-            change = Change(owners=moved, waiters=change.waiters, existence=change.existence)
+            if moved:
+                change |= OWNERS
         elif timeout == 0:
             result = c.AcquireResult(c.AcquireStatus.BUSY)
         else:
@@ -113,7 +114,7 @@ class SemaphoreCommands(EngineState):
                     deadline, Kind.WAITER, (node.name, name, sid, cmd.request_id)
                 )
             result = c.AcquireResult(c.AcquireStatus.QUEUED)
-            change = Change(waiters=True, existence=change.existence)
+            change |= WAITERS
         self._settle(node, sem, now, change)
         return result
 
@@ -134,7 +135,8 @@ class SemaphoreCommands(EngineState):
         owner = sem.remove_owner(sid)
         if owner is not None:
             session.holds.discard(sem.name)
-        self._settle(node, sem, now, Change(owners=owner is not None, waiters=waiter is not None))
+        change = (NOTHING if owner is None else OWNERS) | (NOTHING if waiter is None else WAITERS)
+        self._settle(node, sem, now, change)
         return owner is not None or waiter is not None
 
     def _cancel_acquire(self, cmd: c.CancelAcquire, now: float) -> bool:
@@ -154,7 +156,7 @@ class SemaphoreCommands(EngineState):
                 "acquire cancelled",
             )
         )
-        self._settle(node, sem, now, Change(waiters=True))
+        self._settle(node, sem, now, WAITERS)
         return True
 
     def _renew(self, cmd: c.Renew, now: float) -> float:
@@ -181,7 +183,7 @@ class SemaphoreCommands(EngineState):
         data = check_data("semaphore data", cmd.data, node.config.max_data_size)
         if data != sem.data:
             sem.data = data
-            self._fire(node, sem.name, Change(data=True))
+            self._fire(node, sem.name, DATA)
 
     def _delete_semaphore(self, cmd: c.DeleteSemaphore, now: float) -> None:
         _, node = self._session_node(cmd.session_id)
@@ -205,7 +207,7 @@ class SemaphoreCommands(EngineState):
                 LeaseLost(owner.session_id, sem.name, owner.token, ErrorCode.LEASE_LOST, message)
             )
         del node.semaphores[sem.name]
-        self._fire(node, sem.name, Change(existence=True))
+        self._fire(node, sem.name, EXISTENCE)
 
     def _describe_semaphore(self, cmd: c.DescribeSemaphore, now: float) -> c.DescribeResult:
         session, node = self._session_node(cmd.session_id)

@@ -16,7 +16,7 @@ from tenure._core.deadlines import Deadlines, Kind
 from tenure._core.effects import Effect, Granted, WatchFired
 from tenure._core.semaphore import Owner, Semaphore
 from tenure._core.values import NodeConfig, check_name
-from tenure._core.watches import Change, Watches
+from tenure._core.watches import EXISTENCE, OWNERS, WAITERS, Change, Watches
 from tenure.errors import LimitExceededError, NotFoundError, SessionExpiredError
 
 
@@ -116,11 +116,12 @@ class EngineState:
                     self._deadlines.schedule(
                         sem.blocked_until, Kind.LOCK_DELAY, (node.name, sem.name)
                     )
-                for waiter in sem.waiters.values():
-                    if waiter.deadline is not None:
-                        key = (node.name, sem.name, waiter.session_id, waiter.request_id)
-                        self._deadlines.schedule(waiter.deadline, Kind.WAITER, key)
-                for owner in sem.owners.values():
+                if sem.queue_length():
+                    for waiter in sem.waiters.values():
+                        if waiter.deadline is not None:
+                            key = (node.name, sem.name, waiter.session_id, waiter.request_id)
+                            self._deadlines.schedule(waiter.deadline, Kind.WAITER, key)
+                for owner in sem.each_owner():
                     if owner.lease_deadline is not None:
                         key = (node.name, sem.name, owner.session_id, owner.token)
                         self._deadlines.schedule(owner.lease_deadline, Kind.LEASE, key)
@@ -164,11 +165,11 @@ class EngineState:
                     owner.lease_ttl,
                 )
             )
-            change = Change(owners=True, waiters=True, data=change.data, existence=change.existence)
+            change |= OWNERS | WAITERS
         if sem.ephemeral and sem.is_idle() and now >= sem.blocked_until:
             del node.semaphores[sem.name]
-            change = Change(existence=True)
-        if change != Change():
+            change = EXISTENCE
+        if change:
             self._fire(node, sem.name, change)
 
     def _fire(self, node: Node, name: str, change: Change) -> None:

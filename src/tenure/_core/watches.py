@@ -10,6 +10,7 @@ between two describes coalesce instead of queueing up.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final, TypeAlias
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,23 +26,24 @@ class Watch:
     waiters: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Change:
-    """Which aspects of a semaphore changed in one step."""
+#: Which aspects of a semaphore changed in one step: an int of the bits below. Every
+#: acquire and release makes and combines some, so they are ints, not objects.
+Change: TypeAlias = int
+NOTHING: Final = 0
+DATA: Final = 1
+OWNERS: Final = 2
+WAITERS: Final = 4
+EXISTENCE: Final = 8  # appearing or vanishing changes every aspect
 
-    data: bool = False
-    owners: bool = False
-    waiters: bool = False
-    existence: bool = False
 
-    def matches(self, watch: Watch) -> bool:
-        """Whether ``watch`` cares about this change."""
-        return (
-            self.existence
-            or (self.data and watch.data)
-            or (self.owners and watch.owners)
-            or (self.waiters and watch.waiters)
-        )
+def matches(change: Change, watch: Watch) -> bool:
+    """Whether ``watch`` cares about ``change``."""
+    return bool(
+        change & EXISTENCE
+        or (change & DATA and watch.data)
+        or (change & OWNERS and watch.owners)
+        or (change & WAITERS and watch.waiters)
+    )
 
 
 class Watches:
@@ -77,7 +79,7 @@ class Watches:
         group = self._by_target.get((node, name))
         if not group:
             return []
-        fired = [w for w in group.values() if change.matches(w)]
+        fired = [w for w in group.values() if matches(change, w)]
         for watch in fired:
             self.disarm(watch.watch_id)
         return fired
