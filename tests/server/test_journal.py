@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import gc
+import os
 import random
+import select
+import time
 from pathlib import Path
 
 import msgpack
 import pytest
 
-from tenure._core import Command, CreateNode, CreateSession, Engine, NodeConfig
+from tenure._core import AttachSession, Command, CreateNode, CreateSession, Engine, NodeConfig
 from tenure._core.snapshot import Plain, dump, load, resume
 from tenure.errors import TenureError
 from tenure.server import CorruptLogError, DataDir, FsyncMode
-from tenure.server._journal import Journal
+from tenure.server._journal import RESUME_RECORD, Journal
+from tenure.server._startup import lock_data_dir
+from tenure.server._storage import RECORD_LIMIT, Compaction, _read_records
 
 from ..core.test_snapshot import random_command
 
@@ -81,7 +87,7 @@ def test_a_restarted_engine_equals_the_one_that_crashed(
     assert restarted.last_token == engine.last_token
 
 
-def test_a_second_restart_replays_from_the_snapshot_of_the_first(tmp_path: Path) -> None:
+def test_a_second_restart_replays_the_first_from_the_log(tmp_path: Path) -> None:
     journal = Journal(DataDir(tmp_path))
     engine = journal.open(0.0)
     step(engine, journal, CreateNode("n"), 0.0)
@@ -90,7 +96,8 @@ def test_a_second_restart_replays_from_the_snapshot_of_the_first(tmp_path: Path)
     first = reopen(tmp_path, 100.0)
     second = reopen(tmp_path, 200.0)
     assert comparable(second) == reference_after_restart(first, 200.0)
-    assert len(list(tmp_path.glob("snapshot-*.bin"))) == 1
+    # A start-up logs its resume instead of writing a snapshot before it serves.
+    assert list(tmp_path.glob("snapshot-*.bin")) == []
 
 
 def test_read_only_commands_are_not_logged(tmp_path: Path) -> None:
@@ -130,5 +137,170 @@ def test_a_record_with_a_malformed_command_stops_start_up(tmp_path: Path) -> Non
     journal.open(0.0)
     journal.data_dir.append(msgpack.packb([1, 0.0, [999, "no such command"]]))
     journal.close()
-    with pytest.raises(CorruptLogError, match="logged record 0 is unreadable"):
+    # (Record 0 is the resume that open() logged.)
+    with pytest.raises(CorruptLogError, match="logged record 1 is unreadable"):
         reopen(tmp_path, 10.0)
+
+
+# -- restarts, and snapshots written by a forked child --------------------------------
+
+
+def fill(engine: Engine, journal: Journal, rng: random.Random, now: float, steps: int) -> float:
+    """Random commands (and time) through ``journal``; the time after the last."""
+    for request_id in range(1, steps):
+        now += rng.choice([0.0, 0.1, 0.4, 1.5])
+        step(engine, journal, random_command(rng, engine, 10_000 + request_id), now)
+    return now
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_restarts_in_a_row_replay_to_the_same_state(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    journal = Journal(DataDir(tmp_path, FsyncMode.OFF), compact_every=rng.choice([5, 10_000]))
+    engine = journal.open(0.0)
+    step(engine, journal, CreateNode("n", NodeConfig(session_timeout=30.0)), 0.0)
+    for _ in range(3):
+        step(engine, journal, CreateSession("n", KEY), 0.0)
+    fill(engine, journal, rng, 0.0, 40)
+    for restart in range(1, 4):
+        if rng.random() < 0.5 and journal.needs_snapshot(engine):
+            journal.snapshot(engine)
+        journal.abort()  # kill -9
+        expected = reference_after_restart(engine, 1_000.0 * restart)
+        journal = Journal(DataDir(tmp_path, FsyncMode.OFF), compact_every=journal.compact_every)
+        engine = journal.open(1_000.0 * restart)
+        assert comparable(engine) == expected
+        # Sessions re-attach on the new clock; the records after it are on that clock.
+        for sid in list(engine.sessions):
+            seq = engine.sessions[sid].seq_no + 1
+            step(engine, journal, AttachSession(sid, KEY, seq), 1_000.0 * restart)
+        fill(engine, journal, rng, 1_000.0 * restart, 30)
+    journal.abort()
+    assert comparable(reopen(tmp_path, 9_000.0)) == reference_after_restart(engine, 9_000.0)
+
+
+def wait_readable(fd: int) -> None:
+    ready, _, _ = select.select([fd], [], [], 30)
+    assert ready, "the snapshot's child never finished"
+
+
+def test_a_snapshot_written_by_a_child_replaces_the_log_behind_it(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    journal = Journal(DataDir(tmp_path, FsyncMode.OFF), compact_every=5)
+    engine = journal.open(0.0)
+    step(engine, journal, CreateNode("n"), 0.0)
+    for _ in range(3):
+        step(engine, journal, CreateSession("n", KEY), 0.0)
+    now = fill(engine, journal, rng, 0.0, 30)
+    assert journal.needs_snapshot(engine)
+    fd = journal.start_snapshot(engine)
+    assert fd is not None
+    assert journal.snapshot_fd == fd
+    assert not journal.needs_snapshot(engine)  # one at a time
+    # The server goes on while the child writes: these land in the new segment.
+    now = fill(engine, journal, rng, now, 30)
+    wait_readable(fd)
+    assert journal.finish_snapshot()
+    assert journal.snapshot_fd is None
+    assert len(list(tmp_path.glob("snapshot-*.bin"))) == 1
+    assert len(list(tmp_path.glob("wal-*.log"))) == 1
+    journal.abort()
+    assert comparable(reopen(tmp_path, 500.0)) == reference_after_restart(engine, 500.0)
+
+
+def test_a_failed_child_keeps_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    journal = Journal(DataDir(tmp_path, FsyncMode.OFF), compact_every=1)
+    engine = journal.open(0.0)
+    step(engine, journal, CreateNode("n"), 0.0)
+
+    def broken(self: Compaction, snapshot: bytes) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(Compaction, "write", broken)  # the child inherits it
+    fd = journal.start_snapshot(engine)
+    assert fd is not None
+    wait_readable(fd)
+    assert not journal.finish_snapshot()
+    assert list(tmp_path.glob("snapshot-*")) == []
+    assert journal.needs_snapshot(engine)  # its records still count
+    step(engine, journal, CreateSession("n", KEY), 1.0)
+    journal.abort()
+    assert comparable(reopen(tmp_path, 50.0)) == reference_after_restart(engine, 50.0)
+
+
+def test_a_crash_while_the_child_writes_recovers_and_cleans_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = Journal(DataDir(tmp_path, FsyncMode.OFF), compact_every=1)
+    engine = journal.open(0.0)
+    step(engine, journal, CreateNode("n"), 0.0)
+    original = Compaction.write
+
+    def slow(self: Compaction, snapshot: bytes) -> None:
+        self.temp.write_bytes(b"half")
+        time.sleep(30)  # killed long before
+        original(self, snapshot)
+
+    monkeypatch.setattr(Compaction, "write", slow)
+    assert journal.start_snapshot(engine) is not None
+    step(engine, journal, CreateSession("n", KEY), 1.0)
+    time.sleep(0.2)
+    journal.abort()  # the server dies: its child is stopped with it
+    assert comparable(reopen(tmp_path, 50.0)) == reference_after_restart(engine, 50.0)
+    assert list(tmp_path.glob("*.tmp")) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="needs /proc")
+def test_the_child_holds_no_descriptor_of_the_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Else a server killed while its child writes could not be restarted at once:
+    the child would still hold the data directory's lock and the listening socket."""
+    lock = lock_data_dir(tmp_path)
+    journal = Journal(DataDir(tmp_path, FsyncMode.OFF), compact_every=1)
+    engine = journal.open(0.0)
+    step(engine, journal, CreateNode("n"), 0.0)
+    original = Compaction.write
+
+    def slow(self: Compaction, snapshot: bytes) -> None:
+        time.sleep(1.0)
+        original(self, snapshot)
+
+    monkeypatch.setattr(Compaction, "write", slow)
+    fd = journal.start_snapshot(engine)
+    assert fd is not None
+    assert journal._child is not None
+    time.sleep(0.3)  # the child has closed what it inherited by now
+    kept = os.listdir(f"/proc/{journal._child.pid}/fd")
+    lock.close()  # as if the server died: a new one can lock the directory at once
+    lock_data_dir(tmp_path).close()
+    wait_readable(fd)
+    assert journal.finish_snapshot()
+    journal.close()
+    # stdio, and the end of the pipe its exit closes: nothing else
+    assert len(kept) == 4
+    assert sorted(int(n) for n in kept)[:3] == [0, 1, 2]
+
+
+def test_a_graceful_close_snapshots_a_long_tail_only(tmp_path: Path) -> None:
+    journal = Journal(DataDir(tmp_path / "short"), compact_every=100)
+    engine = journal.open(0.0)
+    step(engine, journal, CreateNode("n"), 0.0)
+    journal.close(engine)
+    assert list((tmp_path / "short").glob("snapshot-*.bin")) == []
+    journal = Journal(DataDir(tmp_path / "long"), compact_every=3)
+    engine = journal.open(0.0)
+    for n in range(5):
+        step(engine, journal, CreateNode(f"n{n}"), 0.0)
+    journal.close(engine)
+    assert len(list((tmp_path / "long").glob("snapshot-*.bin"))) == 1
+    assert len(reopen(tmp_path / "long", 9.0).nodes) == 5
+
+
+def test_start_up_pauses_the_collector_and_logs_its_resume(tmp_path: Path) -> None:
+    journal = Journal(DataDir(tmp_path))
+    journal.open(0.0)
+    journal.close()
+    records, _ = _read_records(next(tmp_path.glob("wal-*.log")), RECORD_LIMIT)
+    assert [msgpack.unpackb(r) for r in records] == [[RESUME_RECORD, 0.0]]
+    assert gc.isenabled()

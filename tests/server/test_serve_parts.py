@@ -181,13 +181,17 @@ async def running(path: Path, *, compact_every: int = 100_000) -> AsyncIterator[
 async def test_snapshots_are_taken_while_serving(tmp_path: Path) -> None:
     clients = Clients()
     try:
-        async with running(tmp_path / "data", compact_every=3) as (_, port):
+        async with running(tmp_path / "data", compact_every=3) as (server, port):
             client = await clients.connect(port)
+            data = tmp_path / "data"
             for n in range(7):
                 await client.call(CreateNode(f"n{n}"))
-            snapshots = sorted((tmp_path / "data").glob("snapshot-*.bin"))
-            assert len(snapshots) == 1
-            assert snapshots[0].name > "snapshot-0000000000000002.bin"
+                # A forked child writes each snapshot while the server goes on serving.
+                await until(lambda: server.host.journal.snapshot_fd is None)
+            snapshots = sorted(data.glob("snapshot-*.bin"))
+            assert len(snapshots) == 1  # the older ones (and their segments) are gone
+            assert snapshots[0].name > "snapshot-0000000000000001.bin"
+            assert not list(data.glob("*.tmp"))
     finally:
         await clients.close_all()
     reopened = Journal(DataDir(tmp_path / "data"))

@@ -5,7 +5,9 @@ timer and effects) whose hooks log every change: a tick that handled deadlines, 
 command that succeeded. Nothing the engine did may reach a client before it is
 committed, so effects and answers are only *queued* by the server; :meth:`flush`,
 scheduled once per loop iteration, commits everything logged in that iteration at
-once (group commit) and only then calls ``on_durable`` to write them out.
+once (group commit) and only then calls ``on_durable`` to write them out. When a
+snapshot is due it starts one there, written by a forked child while the loop goes
+on (:meth:`Journal.start_snapshot`), and puts it in place when the child is done.
 
 A journal that cannot be written or committed is fatal: the journal is aborted
 (what is not committed is forgotten, as a crash would), ``on_fatal`` is called, and
@@ -91,14 +93,29 @@ class JournaledEngine(EngineHost):
         if self._dirty:
             try:
                 self.journal.commit()
-                if self.journal.needs_snapshot():
-                    self.journal.snapshot(self.engine)
+                if self.journal.needs_snapshot(self.engine):
+                    fd = self.journal.start_snapshot(self.engine)
+                    if fd is not None:  # a child writes it: hear when it is done
+                        self._loop.add_reader(fd, self._snapshot_written)
             except Exception:
                 self._fatal("committing the journal")
                 return
             self._dirty = False
             self._unsynced = True
         self._on_durable()
+
+    def _snapshot_written(self) -> None:
+        """The snapshot's child is done: put the snapshot in place (or keep the log)."""
+        self._stop_hearing_snapshot()
+        try:
+            self.journal.finish_snapshot()
+        except Exception:
+            self._fatal("finishing a snapshot")
+
+    def _stop_hearing_snapshot(self) -> None:
+        fd = self.journal.snapshot_fd
+        if fd is not None:
+            self._loop.remove_reader(fd)
 
     def stop(self) -> None:
         """No more commands or ticks (the state stays as it is for :meth:`close`)."""
@@ -110,10 +127,11 @@ class JournaledEngine(EngineHost):
         self.stop()
         if self._sync_task is not None:
             self._sync_task.cancel()
+        self._stop_hearing_snapshot()
         if self.dead:
             return False
         try:
-            self.journal.close()
+            self.journal.close(self.engine)
         except OSError:
             log.exception("closing the journal failed")
             return False
@@ -157,6 +175,7 @@ class JournaledEngine(EngineHost):
             return
         self.dead = True
         log.critical("%s failed; stopping without acknowledging anything more", what, exc_info=True)
+        self._stop_hearing_snapshot()
         try:
             self.journal.abort()
         except OSError:

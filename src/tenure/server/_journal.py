@@ -6,17 +6,27 @@ records in the :class:`~tenure.server._storage.DataDir`:
 
 * ``[1, now, command]``: a command that succeeded and can change state (read-only
   commands and watches are not logged: watches belong to connections);
-* ``[2, now]``: a tick that handled at least one deadline.
+* ``[2, now]``: a tick that handled at least one deadline;
+* ``[3, now]``: a restart: the engine was resumed on a new process's clock, whose
+  time was ``now`` (fresh recovery windows and lease TTLs, see
+  :func:`tenure._core.snapshot.resume`). The records after it are on that clock.
 
 A failed command changes nothing (engine rule 1). The host ticks *before* every
 command and logs that tick if it did anything, so no change is ever hidden inside
 a command that was not logged.
 
 At start-up the journal loads the newest snapshot, replays every record after it,
-resumes the engine on the new process's clock (fresh recovery windows, fresh lease
-TTLs, see :func:`tenure._core.snapshot.resume`), and writes a snapshot of the
-result, so the next start-up replays only what happened since. Every
-``compact_every`` records it snapshots again.
+resumes the engine and logs that (a resume is deterministic, so a record of it
+is all the next start-up needs: no snapshot is written before serving).
+
+Snapshots bound what a start-up replays. One is due once the records since the
+last number ``compact_every`` and a quarter of the state's size (sessions plus
+semaphores), so writing them costs a bounded share of the work that made the
+records. :meth:`Journal.start_snapshot` writes it in a forked child process, from
+the child's copy of the engine as it was at the fork, while the server goes on
+serving (the log moves to a new segment at that instant, see
+:meth:`DataDir.begin_compaction`); :meth:`Journal.finish_snapshot` puts it in
+place when the child is done. A graceful stop writes one too if the tail is long.
 
 The host's contract: apply, then ``log_*``, then ``commit()``, and only then send
 replies and effects. Many commands may share one ``commit()`` (group commit).
@@ -24,7 +34,14 @@ replies and effects. Many commands may share one ``commit()`` (group commit).
 
 from __future__ import annotations
 
-from typing import Final
+import contextlib
+import gc
+import logging
+import os
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final, NoReturn
 
 import msgpack
 
@@ -34,7 +51,9 @@ from tenure._protocol.compiled import compile_dump, compile_load
 from tenure._protocol.payloads import COMMAND
 from tenure._protocol.schema import SchemaError
 from tenure.errors import TenureError
-from tenure.server._storage import CorruptLogError, DataDir
+from tenure.server._storage import Compaction, CorruptLogError, DataDir
+
+log = logging.getLogger("tenure.server")
 
 # The schema's compiled fast path (same checks): one of these runs per command logged,
 # and per record replayed at start-up.
@@ -43,20 +62,40 @@ _load_command: Final = compile_load(COMMAND)
 
 COMMAND_RECORD: Final = 1
 TICK_RECORD: Final = 2
+RESUME_RECORD: Final = 3
+
+#: A snapshot is due after at least this many records (and a quarter of the state).
+COMPACT_EVERY: Final = 10_000
+#: Forking is how snapshots are written off the event loop; without it, inline.
+CAN_FORK: Final = hasattr(os, "fork")
 
 #: Commands that change nothing the journal keeps.
 READ_ONLY: Final = frozenset({DescribeNode, DescribeSemaphore, CancelWatch})
 
 
+@dataclass(frozen=True, slots=True)
+class _Child:
+    """A process writing a snapshot, and the read end of a pipe it holds open until done."""
+
+    pid: int
+    done_fd: int
+    compaction: Compaction
+    records: int  # records since the previous snapshot, should this one fail
+
+
 class Journal:
     """Logs an engine's changes to a data directory, and rebuilds the engine from it."""
 
-    def __init__(self, data_dir: DataDir, *, compact_every: int = 100_000) -> None:
+    def __init__(
+        self, data_dir: DataDir, *, compact_every: int = COMPACT_EVERY, background: bool = True
+    ) -> None:
         if compact_every < 1:
             raise ValueError("compact_every must be at least 1")
         self.data_dir = data_dir
         self.compact_every = compact_every
+        self.background = background and CAN_FORK
         self._since_snapshot = 0
+        self._child: _Child | None = None
 
     def open(self, now: float, *, max_nodes: int = 10_000) -> Engine:
         """Rebuild the engine from disk and put it on this process's clock (``now``).
@@ -66,18 +105,18 @@ class Journal:
                 command no longer applies (the log and the engine disagree).
         """
         recovered = self.data_dir.recover()
-        if recovered.snapshot is None:
-            engine = Engine(max_nodes=max_nodes)
-        else:
-            engine = load(msgpack.unpackb(recovered.snapshot, raw=False))
-        for index, record in enumerate(recovered.records):
-            self._replay(engine, record, index)
-        engine.take_effects()  # everyone heard of these before the restart
-        if recovered.snapshot is not None or recovered.records:
+        with _collector_paused():
+            if recovered.snapshot is None:
+                engine = Engine(max_nodes=max_nodes)
+            else:
+                engine = load(msgpack.unpackb(recovered.snapshot, raw=False))
+            for index, record in enumerate(recovered.records):
+                self._replay(engine, record, index)
+            engine.take_effects()  # everyone heard of these before the restart
             resume(engine, now)
-        else:
-            engine.now = now
-        self.snapshot(engine)
+        self._append([RESUME_RECORD, now])
+        self.commit()
+        self._since_snapshot = len(recovered.records) + 1
         return engine
 
     def _replay(self, engine: Engine, record: bytes, index: int) -> None:
@@ -90,6 +129,9 @@ class Journal:
                 command = _load_command(rest[0])
                 assert isinstance(command, Command)
                 engine.apply(command, when)
+            elif kind == RESUME_RECORD and not rest:
+                engine.take_effects()
+                resume(engine, when)
             else:
                 raise ValueError(f"unknown record kind {kind!r}")
         except TenureError as error:
@@ -113,23 +155,138 @@ class Journal:
         """Make every queued record durable (as the fsync mode says)."""
         self.data_dir.commit()
 
-    def needs_snapshot(self) -> bool:
-        """Whether enough records piled up since the last snapshot."""
-        return self._since_snapshot >= self.compact_every
+    # -- snapshots --------------------------------------------------------------------
+
+    def needs_snapshot(self, engine: Engine | None = None) -> bool:
+        """Whether a snapshot is due (see the module docstring) and none is being written."""
+        if self._child is not None or self._since_snapshot < self.compact_every:
+            return False
+        if engine is None:
+            return True
+        size = len(engine.sessions) + sum(len(node.semaphores) for node in engine.nodes.values())
+        return self._since_snapshot >= size // 4
 
     def snapshot(self, engine: Engine) -> None:
         """Write the engine's state as the new starting point and drop older records."""
-        self.data_dir.compact(msgpack.packb(dump(engine), use_bin_type=True))
+        with _collector_paused():
+            data = msgpack.packb(dump(engine), use_bin_type=True)
+        self.data_dir.compact(data)
         self._since_snapshot = 0
 
-    def close(self) -> None:
-        """Commit and close the data directory."""
+    @property
+    def snapshot_fd(self) -> int | None:
+        """While a child writes a snapshot: a file descriptor readable once it is done."""
+        return None if self._child is None else self._child.done_fd
+
+    def start_snapshot(self, engine: Engine) -> int | None:
+        """Write a snapshot in a forked child; returns :attr:`snapshot_fd`.
+
+        Without fork (or with ``background=False``) it is written here, and None
+        is returned. Call :meth:`finish_snapshot` once the descriptor is readable.
+        """
+        if not self.background:
+            self.snapshot(engine)
+            return None
+        assert self._child is None, "one snapshot at a time"
+        compaction = self.data_dir.begin_compaction()
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            _write_in_child(engine, compaction, write_fd)
+        os.close(write_fd)
+        self._child = _Child(pid, read_fd, compaction, self._since_snapshot)
+        self._since_snapshot = 0
+        return read_fd
+
+    def finish_snapshot(self) -> bool:
+        """Wait for the child; put its snapshot in place if it wrote it whole (True).
+
+        A child that failed leaves the older snapshot and the log as they were
+        (logged as a warning): nothing is lost, start-up only replays more.
+        """
+        child, self._child = self._child, None
+        if child is None:
+            return False
+        os.close(child.done_fd)
+        _, status = os.waitpid(child.pid, 0)
+        if os.waitstatus_to_exitcode(status) == 0:
+            self.data_dir.finish_compaction(child.compaction)
+            return True
+        log.warning("writing a snapshot failed (status %d); the log is kept", status)
+        self.data_dir.abandon_compaction(child.compaction)
+        self._since_snapshot += child.records
+        return False
+
+    # -- the end ----------------------------------------------------------------------
+
+    def close(self, engine: Engine | None = None) -> None:
+        """Commit and close the data directory.
+
+        A snapshot being written is waited for; with ``engine``, one more is
+        written if the records since the last one are many (``compact_every``), so
+        the next start-up does not replay them.
+        """
+        self.finish_snapshot()
+        if engine is not None and self._since_snapshot >= self.compact_every:
+            self.snapshot(engine)
         self.data_dir.close()
 
     def abort(self) -> None:
-        """Close without committing what is queued (see DataDir.abort)."""
+        """Close without committing what is queued (see DataDir.abort); stop any child."""
+        child, self._child = self._child, None
+        if child is not None:
+            with contextlib.suppress(OSError):
+                os.kill(child.pid, signal.SIGKILL)
+                os.waitpid(child.pid, 0)
+            os.close(child.done_fd)
+            self.data_dir.abandon_compaction(child.compaction)
         self.data_dir.abort()
 
     def _append(self, record: list[object]) -> None:
         self.data_dir.append(msgpack.packb(record, use_bin_type=True))
         self._since_snapshot += 1
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside: building or walking a large state makes
+    hundreds of thousands of objects, each collection would walk them all, and none
+    of them is garbage."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _write_in_child(engine: Engine, compaction: Compaction, done_fd: int) -> NoReturn:
+    """The forked child: write the snapshot of its copy of the engine, then exit.
+
+    It lets go of every descriptor it inherited but ``done_fd`` first: the data
+    directory's lock, the listening socket and the connections must not outlive
+    the server because a child still writes (a restart could not lock or listen).
+    Its exit closes ``done_fd``, which tells the server it is done.
+    """
+    status = 1
+    try:
+        gc.disable()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_DFL)
+        os.closerange(3, done_fd)
+        os.closerange(done_fd + 1, _max_fd())
+        compaction.write(msgpack.packb(dump(engine), use_bin_type=True))
+        status = 0
+    except BaseException as error:
+        with contextlib.suppress(OSError):  # stderr is the server's log
+            os.write(2, f"snapshot child: {error!r}\n".encode())
+    finally:
+        os._exit(status)
+
+
+def _max_fd() -> int:
+    try:
+        return max(int(os.sysconf("SC_OPEN_MAX")), 1024)
+    except (OSError, ValueError):
+        return 65536

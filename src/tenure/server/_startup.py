@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import gc
 import json
 import logging
 import os
@@ -139,6 +140,9 @@ async def _serve_locked(
     try:
         fresh = not _has_state(config.data_dir)
         engine = journal.open(loop.time())
+        # The recovered state lives as long as the server: the cyclic collector need
+        # not walk its (possibly millions of) objects in every full collection.
+        gc.freeze()
         ident = instance_id(config.data_dir, fresh=fresh)
     except (CorruptLogError, OSError):
         log.critical("cannot open the data directory %s", config.data_dir, exc_info=True)

@@ -45,6 +45,7 @@ RECORD_LIMIT: Final = 16 * 1024 * 1024
 SNAPSHOT_LIMIT: Final = 4 * 1024 * 1024 * 1024 - 1
 _SEGMENT = re.compile(r"^wal-([0-9a-f]{16})\.log$")
 _SNAPSHOT = re.compile(r"^snapshot-([0-9a-f]{16})\.bin$")
+_TEMP = re.compile(r"^snapshot-([0-9a-f]{16})\.tmp$")
 
 
 class FsyncMode(enum.Enum):
@@ -73,6 +74,22 @@ class Recovered:
     snapshot: bytes | None
     records: list[bytes]
     segment: int  # the number of the newest segment (appends continue there)
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """A snapshot on its way: number N, written to ``temp``, renamed to ``final``."""
+
+    number: int
+    temp: Path
+    final: Path
+
+    def write(self, snapshot: bytes) -> None:
+        """Write the snapshot whole to the temp file and fsync it (nothing else)."""
+        with self.temp.open("wb") as file:
+            file.write(MAGIC + _HEAD.pack(len(snapshot), zlib.crc32(snapshot)) + snapshot)
+            file.flush()
+            os.fsync(file.fileno())
 
 
 def _read_records(path: Path, limit: int) -> tuple[list[bytes], int]:
@@ -168,6 +185,9 @@ class DataDir:
             records.extend(found)
         self._segment = wanted[-1] if wanted else since
         self._open_segment(self._segment)
+        for match in self._matches(_TEMP):
+            # A compaction that never finished (its process was stopped): junk.
+            (self.path / match.group(0)).unlink(missing_ok=True)
         return Recovered(snapshot, records, self._segment)
 
     def _newest_snapshot(self) -> tuple[bytes | None, int]:
@@ -211,23 +231,40 @@ class DataDir:
         segments and snapshots are removed, so a crash at any moment leaves a
         directory that recovers to the same state.
         """
+        compaction = self.begin_compaction()
+        compaction.write(snapshot)
+        self.finish_compaction(compaction)
+
+    def begin_compaction(self) -> Compaction:
+        """Start a new segment; the snapshot of the state *now* may then be written apart.
+
+        Records appended from here on go to the new segment N, so the state now is
+        exactly "the state before segment N's first record": the content of
+        snapshot N. :meth:`Compaction.write` (which touches nothing else of this
+        object, so a forked child can run it) writes it to a temp file; then
+        :meth:`finish_compaction` renames it and removes what it replaces. Until
+        then the older snapshot and every segment since stay, and recover as before.
+        """
         self.commit(sync=True)
         number = self._segment + 1
+        self._open_segment(number)
         final = self._snapshot_path(number)
-        temp = final.with_suffix(".tmp")
-        with temp.open("wb") as file:
-            file.write(MAGIC + _HEAD.pack(len(snapshot), zlib.crc32(snapshot)) + snapshot)
-            file.flush()
-            os.fsync(file.fileno())
-        self._open_segment(number)  # before the rename: the snapshot's segment exists
-        os.replace(temp, final)
+        return Compaction(number, final.with_suffix(".tmp"), final)
+
+    def finish_compaction(self, compaction: Compaction) -> None:
+        """Put a written snapshot in place and remove the files it replaces."""
+        os.replace(compaction.temp, compaction.final)
         _fsync_dir(self.path)
         for old in self._numbered(_SEGMENT):
-            if old < number:
+            if old < compaction.number:
                 self._segment_path(old).unlink()
         for old in self._numbered(_SNAPSHOT):
-            if old < number:
+            if old < compaction.number:
                 self._snapshot_path(old).unlink()
+
+    def abandon_compaction(self, compaction: Compaction) -> None:
+        """Forget a snapshot that was not written whole (the older one still holds)."""
+        compaction.temp.unlink(missing_ok=True)
 
     def close(self) -> None:
         """Commit what is queued (with fsync unless the mode is off) and close."""
