@@ -63,7 +63,7 @@ LONG_LEASE = 900
 #: tenure sessions' recovery window in hold and recovery: a restart keeps them.
 WINDOW = 600.0
 #: The quiet window over which the sessions workload reads the server's CPU.
-CPU_WINDOW = {True: 5.0, False: 20.0}
+CPU_WINDOW = {True: 3.0, False: 20.0}
 SETTLE = 1.0  # seconds between the end of a fill and the RSS reading
 
 

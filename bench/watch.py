@@ -46,7 +46,7 @@ WATCH_SYSTEMS = ("tenure-always", "tenure-off", "etcd", "redis")
 WATCHERS = 1_000
 WORKERS = 4
 #: Updates per repeat, and the pause between them (longer than a fan-out takes).
-UPDATES = {True: 20, False: 50}
+UPDATES = {True: 12, False: 50}
 INTERVAL = 0.25
 TIMEOUT = 120.0
 
