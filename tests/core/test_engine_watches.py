@@ -25,6 +25,7 @@ from tenure.errors import LimitExceededError, NotFoundError
 from .support import (
     acquire,
     create_semaphore,
+    describe,
     fired,
     make_engine,
     open_session,
@@ -74,7 +75,8 @@ def test_owners_watch_fires_on_grant_and_on_release():
     wid = watch(engine, w, "p", owners=True)
     acquire(engine, a, "p")
     effects = fired(settled(engine))
-    assert effects == [WatchFired(w, wid, "p")]
+    now = engine.apply(DescribeSemaphore(w, "p"), 0.0).description
+    assert effects == [WatchFired(w, wid, "p", now)]
     wid2 = watch(engine, w, "p", owners=True)
     engine.apply(Release(a, "p"), 1.0)
     assert fired_ids(engine) == [wid2]
@@ -292,3 +294,35 @@ def test_max_watches_per_session_is_enforced_and_named():
     assert engine.apply(CancelWatch(w, w3), 0.0) is True
     watch(engine, w, "p", owners=True)
     check_invariants(engine)
+
+
+def test_firing_carries_the_state_the_change_left_in_the_shape_asked_for() -> None:
+    engine, a, b, w = _setup()
+    plain = watch(engine, w, "p", data=True)
+    full = engine.apply(
+        DescribeSemaphore(w, "p", owners=True, waiters=True, watch_waiters=True), 0.0
+    ).watch_id
+    acquire(engine, a, "p")
+    assert fired(settled(engine)) == []  # no waiter came or went, no data changed
+    acquire(engine, b, "p", timeout=None)  # queued behind a
+    (event,) = fired(settled(engine))
+    assert event.watch_id == full
+    assert event.description == describe(engine, w, "p")  # owners and waiters listed
+    assert event.description is not None
+    assert len(event.description.waiters) == 1
+    engine.apply(UpdateSemaphore(a, "p", b"d1"), 0.0)
+    (event,) = fired(settled(engine))
+    assert event.watch_id == plain
+    assert event.description == engine.apply(DescribeSemaphore(w, "p"), 0.0).description
+    assert event.description is not None
+    assert event.description.data == b"d1"
+    assert event.description.owners == ()  # not asked for
+
+
+def test_firing_on_deletion_describes_a_missing_semaphore() -> None:
+    engine, a, _, w = _setup()
+    wid = watch(engine, w, "p", data=True)
+    engine.apply(DeleteSemaphore(a, "p", force=False), 0.0)
+    (event,) = fired(settled(engine))
+    assert event.watch_id == wid
+    assert event.description == SemaphoreDescription.missing("p")

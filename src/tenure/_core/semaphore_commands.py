@@ -233,6 +233,8 @@ class SemaphoreCommands(EngineState):
             cmd.watch_data,
             cmd.watch_owners,
             cmd.watch_waiters,
+            with_owners=cmd.owners,
+            with_waiters=cmd.waiters,
         )
         self._watches.arm(watch)
         session.add_watch(watch.watch_id)

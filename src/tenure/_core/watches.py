@@ -1,10 +1,12 @@
 """One-shot watches on a semaphore's data, owners and waiters.
 
 A watch is armed by a describe and fires once, on the first change of an aspect it
-watches (or of the semaphore's existence, which changes every aspect). Firing only
-says "changed": the watcher describes again, arming the next watch in the same
-step. The watcher therefore always reads the latest state, and changes that happen
-between two describes coalesce instead of queueing up.
+watches (or of the semaphore's existence, which changes every aspect). Firing
+carries the state the change left (described as the arming describe asked: with
+owners and waiters or without), so a watcher sees it without another round trip.
+It then describes again to arm the next watch: that describe reads the latest
+state, so changes that happen between a firing and the next describe coalesce
+instead of queueing up.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ class Watch:
     data: bool
     owners: bool
     waiters: bool
+    #: What the arming describe listed (its ``owners``/``waiters`` flags): the
+    #: description that firing carries lists the same.
+    with_owners: bool = False
+    with_waiters: bool = False
 
 
 #: Which aspects of a semaphore changed in one step: an int of the bits below. Every

@@ -290,7 +290,16 @@ _EFFECTS: Final = (
         ],
         tag=3,
     ),
-    Record(fx.WatchFired, [("session_id", UINT), ("watch_id", UINT), ("name", STR)], tag=4),
+    Record(
+        fx.WatchFired,
+        [
+            ("session_id", UINT),
+            ("watch_id", UINT),
+            ("name", STR),
+            ("description", Optional(SEMAPHORE_DESCRIPTION)),
+        ],
+        tag=4,
+    ),
     Record(fx.SessionEnded, [("session_id", UINT), ("code", ERROR_CODE), ("message", STR)], tag=5),
 )
 

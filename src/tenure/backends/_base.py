@@ -90,11 +90,12 @@ class BackendSession(Protocol):
 
     async def watch_semaphore(
         self, name: str, *, data: bool, owners: bool, waiters: bool
-    ) -> tuple[SemaphoreDescription, asyncio.Future[None]]:
+    ) -> tuple[SemaphoreDescription, asyncio.Future[SemaphoreDescription | None]]:
         """Describe (a missing semaphore has ``exists=False``) and arm a one-shot watch.
 
-        The future completes when a watched aspect changes; cancelling it disarms
-        the watch. If the session is lost, the future fails with the loss error.
+        The future completes when a watched aspect changes, with the state the change
+        left (None when it is not known: describe again); cancelling it disarms the
+        watch. If the session is lost, the future fails with the loss error.
         """
 
     async def close(self) -> None:

@@ -73,7 +73,7 @@ class EngineSession:
         self._last_request_id = 0
         self._pending: dict[int, asyncio.Future[Grant]] = {}
         self._orphan_grants: set[int] = set()  # granted after the asker gave up
-        self._watches: dict[int, asyncio.Future[None]] = {}
+        self._watches: dict[int, asyncio.Future[SemaphoreDescription | None]] = {}
         self._tasks: set[asyncio.Task[object]] = set()
         self.ended: LostError | None = None
 
@@ -100,7 +100,7 @@ class EngineSession:
         elif isinstance(effect, WatchFired):
             watch = self._watches.pop(effect.watch_id, None)
             if watch is not None and not watch.done():
-                watch.set_result(None)
+                watch.set_result(effect.description)
         elif isinstance(effect, LeaseLost):
             error = error_from_code(effect.code, effect.message)
             assert isinstance(error, LostError)
@@ -115,7 +115,7 @@ class EngineSession:
         """Fail everything still waiting with ``error``; the session is gone."""
         if self.ended is None:
             self.ended = error
-        futures: list[asyncio.Future[Grant] | asyncio.Future[None]] = [
+        futures: list[asyncio.Future[Grant] | asyncio.Future[SemaphoreDescription | None]] = [
             *self._pending.values(),
             *self._watches.values(),
         ]
@@ -200,7 +200,7 @@ class EngineSession:
 
     async def watch_semaphore(
         self, name: str, *, data: bool, owners: bool, waiters: bool
-    ) -> tuple[SemaphoreDescription, asyncio.Future[None]]:
+    ) -> tuple[SemaphoreDescription, asyncio.Future[SemaphoreDescription | None]]:
         """See :meth:`tenure.backends._base.BackendSession.watch_semaphore`."""
         self._check_alive()
         command = DescribeSemaphore(
@@ -215,10 +215,12 @@ class EngineSession:
         result = await self._channel.call(command)
         assert result.watch_id is not None
         watch_id = result.watch_id
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[SemaphoreDescription | None] = (
+            asyncio.get_running_loop().create_future()
+        )
         self._watches[watch_id] = future
 
-        def disarm_if_cancelled(done: asyncio.Future[None]) -> None:
+        def disarm_if_cancelled(done: asyncio.Future[SemaphoreDescription | None]) -> None:
             if done.cancelled() and self._watches.pop(watch_id, None) is not None:
                 self._spawn(self._channel.call(CancelWatch(self._session_id, watch_id)))
 

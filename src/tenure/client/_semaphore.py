@@ -118,13 +118,29 @@ class Semaphore:
 async def watch_semaphore(
     session: Session, name: str, *, data: bool, owners: bool, waiters: bool
 ) -> AsyncGenerator[SemaphoreDescription, None]:
-    """The loop behind :meth:`Semaphore.watch` (also used by elections)."""
+    """The loop behind :meth:`Semaphore.watch` (also used by elections).
+
+    A firing watch carries the state its change left. If the consumer was waiting
+    for it, that state is yielded at once: no round trip stands between a change and
+    its watchers. If it fired while the consumer was busy, it may be stale by now:
+    the latest state is described instead. Either way the next watch is armed by a
+    describe, whose state is yielded too unless it is the one just yielded.
+    """
+    last: SemaphoreDescription | None = None
     while True:
         description, changed = await session._backend_session().watch_semaphore(
             name, data=data, owners=owners, waiters=waiters
         )
         try:
-            yield description
-            await changed
+            if description != last:
+                last = description
+                yield description
+            if changed.done():
+                changed.result()  # (raises the session's loss, if that ended it)
+                continue  # it changed while the consumer was busy: describe the latest
+            pushed = await changed
+            if pushed is not None:
+                last = pushed
+                yield pushed
         finally:
             changed.cancel()
