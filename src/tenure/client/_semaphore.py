@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
@@ -142,5 +143,8 @@ async def watch_semaphore(
             if pushed is not None:
                 last = pushed
                 yield pushed
+                # Let the other watchers woken by the same read see their change before
+                # this one's next describe goes out (and loads the server).
+                await asyncio.sleep(0)
         finally:
             changed.cancel()
