@@ -326,3 +326,62 @@ def test_firing_on_deletion_describes_a_missing_semaphore() -> None:
     (event,) = fired(settled(engine))
     assert event.watch_id == wid
     assert event.description == SemaphoreDescription.missing("p")
+
+
+# -- repeating watches ------------------------------------------------------------------
+
+
+def repeating(engine: Engine, session_id: int, name: str) -> int:
+    command = DescribeSemaphore(session_id, name, watch_data=True, watch_repeat=True)
+    watch_id = engine.apply(command, 0.0).watch_id
+    assert watch_id is not None
+    return watch_id
+
+
+def test_a_repeating_watch_fires_on_every_change_with_each_state() -> None:
+    engine, a, _, w = _setup()
+    wid = repeating(engine, w, "p")
+    states = []
+    for data in (b"d1", b"d2", b"d3"):
+        engine.apply(UpdateSemaphore(a, "p", data), 0.0)
+        (event,) = fired(settled(engine))
+        assert event.watch_id == wid
+        assert event.description is not None
+        states.append(event.description.data)
+    assert states == [b"d1", b"d2", b"d3"]
+    assert wid in engine.sessions[w].watches  # still armed
+
+
+def test_a_repeating_watch_sees_deletion_and_recreation() -> None:
+    engine, a, _, w = _setup()
+    wid = repeating(engine, w, "p")
+    engine.apply(DeleteSemaphore(a, "p", force=False), 0.0)
+    (gone,) = fired(settled(engine))
+    create_semaphore(engine, a, "p", 1, data=b"again")
+    (back,) = fired(settled(engine))
+    assert (gone.watch_id, back.watch_id) == (wid, wid)
+    assert gone.description == SemaphoreDescription.missing("p")
+    assert back.description is not None
+    assert back.description.data == b"again"
+
+
+def test_a_repeating_watch_ends_with_cancel_or_its_session() -> None:
+    engine, a, b, w = _setup()
+    wid = repeating(engine, w, "p")
+    other = repeating(engine, b, "p")
+    assert engine.apply(CancelWatch(w, wid), 0.0) is True
+    engine.apply(CloseSession(b), 0.0)
+    engine.take_effects()
+    engine.apply(UpdateSemaphore(a, "p", b"x"), 0.0)
+    assert fired(settled(engine)) == []
+    assert engine.apply(CancelWatch(w, wid), 0.0) is False
+    assert other not in engine.sessions[w].watches
+
+
+def test_repeating_watches_count_against_the_session_limit() -> None:
+    engine, a, _, w = _setup(NodeConfig(max_watches_per_session=2))
+    repeating(engine, w, "p")
+    repeating(engine, w, "p")
+    engine.apply(UpdateSemaphore(a, "p", b"x"), 0.0)  # they fire and stay
+    with pytest.raises(LimitExceededError):
+        repeating(engine, w, "p")

@@ -177,7 +177,8 @@ class EngineState:
         shapes: dict[tuple[bool, bool], SemaphoreDescription] = {}
         sem = node.semaphores.get(name)
         for watch in self._watches.fire(node.name, name, change):
-            self.sessions[watch.session_id].discard_watch(watch.watch_id)
+            if not watch.repeat:
+                self.sessions[watch.session_id].discard_watch(watch.watch_id)
             shape = (watch.with_owners, watch.with_waiters)
             description = shapes.get(shape)
             if description is None:

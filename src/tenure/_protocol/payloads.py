@@ -163,6 +163,7 @@ _COMMANDS: Final = (
             ("watch_data", BOOL),
             ("watch_owners", BOOL),
             ("watch_waiters", BOOL),
+            ("watch_repeat", BOOL),
         ],
         tag=27,
     ),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
@@ -121,30 +120,24 @@ async def watch_semaphore(
 ) -> AsyncGenerator[SemaphoreDescription, None]:
     """The loop behind :meth:`Semaphore.watch` (also used by elections).
 
-    A firing watch carries the state its change left. If the consumer was waiting
-    for it, that state is yielded at once: no round trip stands between a change and
-    its watchers. If it fired while the consumer was busy, it may be stale by now:
-    the latest state is described instead. Either way the next watch is armed by a
-    describe, whose state is yielded too unless it is the one just yielded.
+    One repeating watch reports each change with the state it left, so a change
+    reaches its watchers with no round trip. The feed keeps only the latest state
+    until the consumer takes it: a busy consumer gets the newest, never a queue. A
+    state equal to the one yielded last is not yielded again. When the watch is gone
+    (a reconnect), a new one is armed, which describes the latest state.
     """
     last: SemaphoreDescription | None = None
     while True:
-        description, changed = await session._backend_session().watch_semaphore(
+        description, feed = await session._backend_session().watch_semaphore(
             name, data=data, owners=owners, waiters=waiters
         )
         try:
             if description != last:
                 last = description
                 yield description
-            if changed.done():
-                changed.result()  # (raises the session's loss, if that ended it)
-                continue  # it changed while the consumer was busy: describe the latest
-            pushed = await changed
-            if pushed is not None:
-                last = pushed
-                yield pushed
-                # Let the other watchers woken by the same read see their change before
-                # this one's next describe goes out (and loads the server).
-                await asyncio.sleep(0)
+            while (pushed := await feed.take()) is not None:
+                if pushed != last:
+                    last = pushed
+                    yield pushed
         finally:
-            changed.cancel()
+            feed.close()
