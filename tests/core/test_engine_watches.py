@@ -25,6 +25,7 @@ from tenure.errors import LimitExceededError, NotFoundError
 from .support import (
     acquire,
     create_semaphore,
+    describe,
     fired,
     make_engine,
     open_session,
@@ -74,7 +75,8 @@ def test_owners_watch_fires_on_grant_and_on_release():
     wid = watch(engine, w, "p", owners=True)
     acquire(engine, a, "p")
     effects = fired(settled(engine))
-    assert effects == [WatchFired(w, wid, "p")]
+    now = engine.apply(DescribeSemaphore(w, "p"), 0.0).description
+    assert effects == [WatchFired(w, wid, "p", now)]
     wid2 = watch(engine, w, "p", owners=True)
     engine.apply(Release(a, "p"), 1.0)
     assert fired_ids(engine) == [wid2]
@@ -292,3 +294,94 @@ def test_max_watches_per_session_is_enforced_and_named():
     assert engine.apply(CancelWatch(w, w3), 0.0) is True
     watch(engine, w, "p", owners=True)
     check_invariants(engine)
+
+
+def test_firing_carries_the_state_the_change_left_in_the_shape_asked_for() -> None:
+    engine, a, b, w = _setup()
+    plain = watch(engine, w, "p", data=True)
+    full = engine.apply(
+        DescribeSemaphore(w, "p", owners=True, waiters=True, watch_waiters=True), 0.0
+    ).watch_id
+    acquire(engine, a, "p")
+    assert fired(settled(engine)) == []  # no waiter came or went, no data changed
+    acquire(engine, b, "p", timeout=None)  # queued behind a
+    (event,) = fired(settled(engine))
+    assert event.watch_id == full
+    assert event.description == describe(engine, w, "p")  # owners and waiters listed
+    assert event.description is not None
+    assert len(event.description.waiters) == 1
+    engine.apply(UpdateSemaphore(a, "p", b"d1"), 0.0)
+    (event,) = fired(settled(engine))
+    assert event.watch_id == plain
+    assert event.description == engine.apply(DescribeSemaphore(w, "p"), 0.0).description
+    assert event.description is not None
+    assert event.description.data == b"d1"
+    assert event.description.owners == ()  # not asked for
+
+
+def test_firing_on_deletion_describes_a_missing_semaphore() -> None:
+    engine, a, _, w = _setup()
+    wid = watch(engine, w, "p", data=True)
+    engine.apply(DeleteSemaphore(a, "p", force=False), 0.0)
+    (event,) = fired(settled(engine))
+    assert event.watch_id == wid
+    assert event.description == SemaphoreDescription.missing("p")
+
+
+# -- repeating watches ------------------------------------------------------------------
+
+
+def repeating(engine: Engine, session_id: int, name: str) -> int:
+    command = DescribeSemaphore(session_id, name, watch_data=True, watch_repeat=True)
+    watch_id = engine.apply(command, 0.0).watch_id
+    assert watch_id is not None
+    return watch_id
+
+
+def test_a_repeating_watch_fires_on_every_change_with_each_state() -> None:
+    engine, a, _, w = _setup()
+    wid = repeating(engine, w, "p")
+    states = []
+    for data in (b"d1", b"d2", b"d3"):
+        engine.apply(UpdateSemaphore(a, "p", data), 0.0)
+        (event,) = fired(settled(engine))
+        assert event.watch_id == wid
+        assert event.description is not None
+        states.append(event.description.data)
+    assert states == [b"d1", b"d2", b"d3"]
+    assert wid in engine.sessions[w].watches  # still armed
+
+
+def test_a_repeating_watch_sees_deletion_and_recreation() -> None:
+    engine, a, _, w = _setup()
+    wid = repeating(engine, w, "p")
+    engine.apply(DeleteSemaphore(a, "p", force=False), 0.0)
+    (gone,) = fired(settled(engine))
+    create_semaphore(engine, a, "p", 1, data=b"again")
+    (back,) = fired(settled(engine))
+    assert (gone.watch_id, back.watch_id) == (wid, wid)
+    assert gone.description == SemaphoreDescription.missing("p")
+    assert back.description is not None
+    assert back.description.data == b"again"
+
+
+def test_a_repeating_watch_ends_with_cancel_or_its_session() -> None:
+    engine, a, b, w = _setup()
+    wid = repeating(engine, w, "p")
+    other = repeating(engine, b, "p")
+    assert engine.apply(CancelWatch(w, wid), 0.0) is True
+    engine.apply(CloseSession(b), 0.0)
+    engine.take_effects()
+    engine.apply(UpdateSemaphore(a, "p", b"x"), 0.0)
+    assert fired(settled(engine)) == []
+    assert engine.apply(CancelWatch(w, wid), 0.0) is False
+    assert other not in engine.sessions[w].watches
+
+
+def test_repeating_watches_count_against_the_session_limit() -> None:
+    engine, a, _, w = _setup(NodeConfig(max_watches_per_session=2))
+    repeating(engine, w, "p")
+    repeating(engine, w, "p")
+    engine.apply(UpdateSemaphore(a, "p", b"x"), 0.0)  # they fire and stay
+    with pytest.raises(LimitExceededError):
+        repeating(engine, w, "p")

@@ -224,10 +224,12 @@ class DescribeResult:
 
 @dataclass(frozen=True, slots=True)
 class DescribeSemaphore(Command[DescribeResult]):
-    """Describe a semaphore, optionally arming a one-shot watch.
+    """Describe a semaphore, optionally arming a watch.
 
     Without a watch, a missing semaphore raises NotFoundError. With one, it is
-    described as missing and the watch fires when it appears.
+    described as missing and the watch fires when it appears. A watch fires once,
+    unless ``watch_repeat``: then on every change it watches, until CancelWatch (or
+    the end of the session).
     """
 
     session_id: int
@@ -237,6 +239,7 @@ class DescribeSemaphore(Command[DescribeResult]):
     watch_data: bool = False
     watch_owners: bool = False
     watch_waiters: bool = False
+    watch_repeat: bool = False
 
     @property
     def watches(self) -> bool:
@@ -246,7 +249,7 @@ class DescribeSemaphore(Command[DescribeResult]):
 
 @dataclass(frozen=True, slots=True)
 class CancelWatch(Command[bool]):
-    """Disarm a watch that has not fired yet; replies whether it was armed."""
+    """Disarm a watch (one-shot: that has not fired yet); replies whether it was armed."""
 
     session_id: int
     watch_id: int

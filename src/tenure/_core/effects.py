@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tenure._core.values import SemaphoreDescription
 from tenure.errors import ErrorCode
 
 
@@ -49,11 +50,17 @@ class LeaseLost:
 
 @dataclass(frozen=True, slots=True)
 class WatchFired:
-    """An armed one-shot watch saw its semaphore change; describe again for the new state."""
+    """An armed one-shot watch saw its semaphore change; the watch is gone.
+
+    ``description`` is the state the change left, listing owners and waiters as the
+    arming describe asked (``exists`` false if the semaphore is gone). Describe again
+    (with a watch) to go on watching: that reads the latest state.
+    """
 
     session_id: int
     watch_id: int
     name: str
+    description: SemaphoreDescription | None = None
 
 
 @dataclass(frozen=True, slots=True)

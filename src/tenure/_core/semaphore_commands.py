@@ -233,6 +233,9 @@ class SemaphoreCommands(EngineState):
             cmd.watch_data,
             cmd.watch_owners,
             cmd.watch_waiters,
+            with_owners=cmd.owners,
+            with_waiters=cmd.waiters,
+            repeat=cmd.watch_repeat,
         )
         self._watches.arm(watch)
         session.add_watch(watch.watch_id)

@@ -15,7 +15,7 @@ from typing import Any
 from tenure._core.deadlines import Deadlines, Kind
 from tenure._core.effects import Effect, Granted, WatchFired
 from tenure._core.semaphore import Owner, Semaphore
-from tenure._core.values import NodeConfig, check_name
+from tenure._core.values import NodeConfig, SemaphoreDescription, check_name
 from tenure._core.watches import EXISTENCE, OWNERS, WAITERS, Change, Watches
 from tenure.errors import LimitExceededError, NotFoundError, SessionExpiredError
 
@@ -173,9 +173,21 @@ class EngineState:
             self._fire(node, sem.name, change)
 
     def _fire(self, node: Node, name: str, change: Change) -> None:
+        # One description per shape asked for, shared by every watch that asked for it.
+        shapes: dict[tuple[bool, bool], SemaphoreDescription] = {}
+        sem = node.semaphores.get(name)
         for watch in self._watches.fire(node.name, name, change):
-            self.sessions[watch.session_id].discard_watch(watch.watch_id)
-            self._effects.append(WatchFired(watch.session_id, watch.watch_id, name))
+            if not watch.repeat:
+                self.sessions[watch.session_id].discard_watch(watch.watch_id)
+            shape = (watch.with_owners, watch.with_waiters)
+            description = shapes.get(shape)
+            if description is None:
+                description = shapes[shape] = (
+                    SemaphoreDescription.missing(name)
+                    if sem is None
+                    else sem.describe(owners=shape[0], waiters=shape[1])
+                )
+            self._effects.append(WatchFired(watch.session_id, watch.watch_id, name, description))
 
     def _start_lock_delay(self, node: Node, sem: Semaphore, now: float) -> None:
         delay = node.config.lock_delay

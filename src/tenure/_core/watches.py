@@ -1,10 +1,15 @@
-"""One-shot watches on a semaphore's data, owners and waiters.
+"""Watches on a semaphore's data, owners and waiters.
 
-A watch is armed by a describe and fires once, on the first change of an aspect it
-watches (or of the semaphore's existence, which changes every aspect). Firing only
-says "changed": the watcher describes again, arming the next watch in the same
-step. The watcher therefore always reads the latest state, and changes that happen
-between two describes coalesce instead of queueing up.
+A watch is armed by a describe and fires on a change of an aspect it watches (or
+of the semaphore's existence, which changes every aspect). Firing carries the state
+the change left (described as the arming describe asked: with owners and waiters
+or without), so a watcher sees it without another round trip.
+
+A one-shot watch fires once: the watcher describes again to arm the next, and that
+describe reads the latest state, so changes in between coalesce. A repeating watch
+(``watch_repeat``) fires on every change until it is disarmed: no describe per
+change, for the server or the watcher; the client keeps only the latest state it
+was sent, so changes it has no time for coalesce there.
 """
 
 from __future__ import annotations
@@ -24,6 +29,12 @@ class Watch:
     data: bool
     owners: bool
     waiters: bool
+    #: What the arming describe listed (its ``owners``/``waiters`` flags): the
+    #: description that firing carries lists the same.
+    with_owners: bool = False
+    with_waiters: bool = False
+    #: Fire on every change it watches (until disarmed), not only on the first.
+    repeat: bool = False
 
 
 #: Which aspects of a semaphore changed in one step: an int of the bits below. Every
@@ -75,11 +86,15 @@ class Watches:
         return watch
 
     def fire(self, node: str, name: str, change: Change) -> list[Watch]:
-        """Remove and return, in arming order, the watches on the target that ``change`` hits."""
+        """Return, in arming order, the watches on the target that ``change`` hits.
+
+        One-shot watches are removed; repeating ones stay armed.
+        """
         group = self._by_target.get((node, name))
         if not group:
             return []
         fired = [w for w in group.values() if matches(change, w)]
         for watch in fired:
-            self.disarm(watch.watch_id)
+            if not watch.repeat:
+                self.disarm(watch.watch_id)
         return fired

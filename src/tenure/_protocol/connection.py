@@ -41,6 +41,8 @@ from tenure._protocol.messages import (
     Failure,
     Hello,
     Message,
+    Pong,
+    Push,
     Reply,
     Request,
     ServerMessage,
@@ -203,10 +205,11 @@ class Connection:
 
     def _check(self, direction: Direction, event: Event) -> State:
         """The state ``event`` leads to, or _RefusalError saying which rule forbids it."""
+        # Exact types (messages are never subclassed): the table is keyed by them too.
         kind = type(event)
-        sender = self._role if direction is Direction.SEND else _other(self._role)
         after = (self._may_send if direction is Direction.SEND else self._may_receive).get(kind)
         if after is None:
+            sender = self._role if direction is Direction.SEND else _other(self._role)
             raise _RefusalError(
                 f"the {sender.value} may not send {kind.__name__} in state {self._state.value}"
             )
@@ -216,9 +219,11 @@ class Connection:
                     f"after the peer's protocol error only {_LAST_WORDS} may be sent"
                 )
             after = State.CLOSED
-        if isinstance(event, Request) and event.request_id in self._in_flight:  # Rule 2
+        if kind is Push or kind is Pong:
+            return after  # the most common event that is not an answer: nothing more to check
+        if type(event) is Request and event.request_id in self._in_flight:  # Rule 2
             raise _RefusalError(f"request id {event.request_id} is already in flight")
-        if isinstance(event, Reply | Failure):
+        if type(event) is Reply or type(event) is Failure:
             command = self._in_flight.get(event.request_id)
             if command is None:  # Rule 2
                 raise _RefusalError(
@@ -229,7 +234,7 @@ class Connection:
                     f"Reply to request {event.request_id} ({command.__name__}) cannot be "
                     f"{type(event.value).__name__}"
                 )
-        if isinstance(event, Hello | Welcome):
+        if type(event) is Hello or type(event) is Welcome:
             self._check_handshake(direction, event)
         return after
 
@@ -254,9 +259,11 @@ class Connection:
 
     def _commit(self, direction: Direction, event: Event, after: State) -> None:
         """Apply an event that passed ``_check``."""
-        if isinstance(event, Request):
+        if type(event) is Push:
+            pass  # the most common event that is not an answer
+        elif type(event) is Request:
             self._in_flight[event.request_id] = type(event.command)
-        elif isinstance(event, Reply | Failure):
+        elif type(event) is Reply or type(event) is Failure:
             del self._in_flight[event.request_id]
         elif isinstance(event, Hello):
             self._version = event.version

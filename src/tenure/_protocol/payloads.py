@@ -163,6 +163,7 @@ _COMMANDS: Final = (
             ("watch_data", BOOL),
             ("watch_owners", BOOL),
             ("watch_waiters", BOOL),
+            ("watch_repeat", BOOL),
         ],
         tag=27,
     ),
@@ -290,7 +291,16 @@ _EFFECTS: Final = (
         ],
         tag=3,
     ),
-    Record(fx.WatchFired, [("session_id", UINT), ("watch_id", UINT), ("name", STR)], tag=4),
+    Record(
+        fx.WatchFired,
+        [
+            ("session_id", UINT),
+            ("watch_id", UINT),
+            ("name", STR),
+            ("description", Optional(SEMAPHORE_DESCRIPTION)),
+        ],
+        tag=4,
+    ),
     Record(fx.SessionEnded, [("session_id", UINT), ("code", ERROR_CODE), ("message", STR)], tag=5),
 )
 

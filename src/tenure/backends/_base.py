@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -30,6 +30,62 @@ class Capability(enum.Enum):
     DURABLE = "durable"  # acknowledged state survives a restart of the backend
     SESSION_RECOVERY = "session_recovery"  # sessions survive a lost connection
     LEASE_TTL = "lease_ttl"  # grants may carry a time-to-live that must be renewed
+
+
+class WatchFeed:
+    r"""What a repeating watch reports: the latest state it was sent, for one watcher.
+
+    The backend :meth:`put`\s each state a firing carries, keeping only the latest
+    (a watcher that is busy gets the newest state, never a queue of old ones), or
+    ``None`` when the watch is gone and a new one must be armed (after a reconnect,
+    or from a server that does not send states). :meth:`close` disarms it.
+    """
+
+    __slots__ = ("_error", "_has_news", "_latest", "_on_close", "_waiter", "closed")
+
+    def __init__(self, on_close: Callable[[], None]) -> None:
+        self._on_close = on_close
+        self._latest: SemaphoreDescription | None = None
+        self._has_news = False
+        self._error: BaseException | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self.closed = False
+
+    def put(self, description: SemaphoreDescription | None) -> None:
+        """A firing's state (None: arm a new watch); replaces one not taken yet."""
+        if self.closed or (self._has_news and self._latest is None):
+            return  # closed, or already gone: nothing after that counts
+        self._latest, self._has_news = description, True
+        self._wake()
+
+    def fail(self, error: BaseException) -> None:
+        """The session is gone: :meth:`take` raises ``error`` once the news is taken."""
+        if self._error is None:
+            self._error = error
+            self._wake()
+
+    async def take(self) -> SemaphoreDescription | None:
+        """Wait for news: the latest state, or None (arm a new watch)."""
+        while not self._has_news:
+            if self._error is not None:
+                raise self._error
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        self._has_news = False
+        return self._latest
+
+    def close(self) -> None:
+        """Disarm the watch (once)."""
+        if not self.closed:
+            self.closed = True
+            self._on_close()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,11 +146,11 @@ class BackendSession(Protocol):
 
     async def watch_semaphore(
         self, name: str, *, data: bool, owners: bool, waiters: bool
-    ) -> tuple[SemaphoreDescription, asyncio.Future[None]]:
-        """Describe (a missing semaphore has ``exists=False``) and arm a one-shot watch.
+    ) -> tuple[SemaphoreDescription, WatchFeed]:
+        """Describe (a missing semaphore has ``exists=False``) and arm a repeating watch.
 
-        The future completes when a watched aspect changes; cancelling it disarms
-        the watch. If the session is lost, the future fails with the loss error.
+        The feed reports the state each watched change leaves; closing it disarms
+        the watch. If the session is lost, its ``take`` raises the loss error.
         """
 
     async def close(self) -> None:

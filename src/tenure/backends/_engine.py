@@ -34,7 +34,7 @@ from tenure._core import (
     UpdateSemaphore,
     WatchFired,
 )
-from tenure.backends._base import Grant, SessionListener
+from tenure.backends._base import Grant, SessionListener, WatchFeed
 from tenure.errors import LostError, SessionClosedError, TenureError, error_from_code
 
 R = TypeVar("R")
@@ -73,7 +73,7 @@ class EngineSession:
         self._last_request_id = 0
         self._pending: dict[int, asyncio.Future[Grant]] = {}
         self._orphan_grants: set[int] = set()  # granted after the asker gave up
-        self._watches: dict[int, asyncio.Future[None]] = {}
+        self._watches: dict[int, WatchFeed] = {}
         self._tasks: set[asyncio.Task[object]] = set()
         self.ended: LostError | None = None
 
@@ -98,9 +98,9 @@ class EngineSession:
             if future is not None and not future.done():
                 future.set_exception(error_from_code(effect.code, effect.message))
         elif isinstance(effect, WatchFired):
-            watch = self._watches.pop(effect.watch_id, None)
-            if watch is not None and not watch.done():
-                watch.set_result(None)
+            feed = self._watches.get(effect.watch_id)
+            if feed is not None:
+                feed.put(effect.description)
         elif isinstance(effect, LeaseLost):
             error = error_from_code(effect.code, effect.message)
             assert isinstance(error, LostError)
@@ -115,14 +115,12 @@ class EngineSession:
         """Fail everything still waiting with ``error``; the session is gone."""
         if self.ended is None:
             self.ended = error
-        futures: list[asyncio.Future[Grant] | asyncio.Future[None]] = [
-            *self._pending.values(),
-            *self._watches.values(),
-        ]
-        for future in futures:
+        for future in self._pending.values():
             if not future.done():
                 future.set_exception(error)
                 future.exception()  # retrieved here so an unawaited one does not warn
+        for feed in self._watches.values():
+            feed.fail(error)
         self._pending.clear()
         self._watches.clear()
 
@@ -200,7 +198,7 @@ class EngineSession:
 
     async def watch_semaphore(
         self, name: str, *, data: bool, owners: bool, waiters: bool
-    ) -> tuple[SemaphoreDescription, asyncio.Future[None]]:
+    ) -> tuple[SemaphoreDescription, WatchFeed]:
         """See :meth:`tenure.backends._base.BackendSession.watch_semaphore`."""
         self._check_alive()
         command = DescribeSemaphore(
@@ -211,19 +209,18 @@ class EngineSession:
             watch_data=data,
             watch_owners=owners,
             watch_waiters=waiters,
+            watch_repeat=True,
         )
         result = await self._channel.call(command)
         assert result.watch_id is not None
         watch_id = result.watch_id
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._watches[watch_id] = future
 
-        def disarm_if_cancelled(done: asyncio.Future[None]) -> None:
-            if done.cancelled() and self._watches.pop(watch_id, None) is not None:
+        def disarm() -> None:
+            if self._watches.pop(watch_id, None) is not None and self.ended is None:
                 self._spawn(self._channel.call(CancelWatch(self._session_id, watch_id)))
 
-        future.add_done_callback(disarm_if_cancelled)
-        return result.description, future
+        feed = self._watches[watch_id] = WatchFeed(disarm)
+        return result.description, feed
 
     async def close(self) -> None:
         """See :meth:`tenure.backends._base.BackendSession.close`."""

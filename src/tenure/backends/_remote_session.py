@@ -169,9 +169,8 @@ class RemoteSession(EngineSession):
         for watch_id in stale:
             with contextlib.suppress(TenureError):
                 await self._link.call_now(CancelWatch(self.session_id, watch_id))
-        for future in stale.values():
-            if not future.done():
-                future.set_result(None)  # the watcher describes again: latest state first
+        for feed in stale.values():
+            feed.put(None)  # the watcher arms a new watch: latest state first
 
     # -- ending ---------------------------------------------------------------------
 

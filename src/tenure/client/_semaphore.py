@@ -118,13 +118,26 @@ class Semaphore:
 async def watch_semaphore(
     session: Session, name: str, *, data: bool, owners: bool, waiters: bool
 ) -> AsyncGenerator[SemaphoreDescription, None]:
-    """The loop behind :meth:`Semaphore.watch` (also used by elections)."""
+    """The loop behind :meth:`Semaphore.watch` (also used by elections).
+
+    One repeating watch reports each change with the state it left, so a change
+    reaches its watchers with no round trip. The feed keeps only the latest state
+    until the consumer takes it: a busy consumer gets the newest, never a queue. A
+    state equal to the one yielded last is not yielded again. When the watch is gone
+    (a reconnect), a new one is armed, which describes the latest state.
+    """
+    last: SemaphoreDescription | None = None
     while True:
-        description, changed = await session._backend_session().watch_semaphore(
+        description, feed = await session._backend_session().watch_semaphore(
             name, data=data, owners=owners, waiters=waiters
         )
         try:
-            yield description
-            await changed
+            if description != last:
+                last = description
+                yield description
+            while (pushed := await feed.take()) is not None:
+                if pushed != last:
+                    last = pushed
+                    yield pushed
         finally:
-            changed.cancel()
+            feed.close()
