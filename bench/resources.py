@@ -6,7 +6,8 @@
   sessions holding many locks each): bytes per held lock = (held - idle) / N.
   tenure holds ``session.mutex(k).lock()``; redis the keys redis-py's ``Lock``
   writes (``SET k token NX PX``, a 32-byte token); etcd a Put with a lease of
-  ``k/<lease id>``, the key and server state of a held v3 lock; dflockd
+  ``k/<lease id>``, the key and server state of a held v3 lock (a lease per 100
+  locks: etcd slows down quadratically with the keys on one lease); dflockd
   dflockd-client's ``acquire`` with a long lease. tenure-memory has no server: the
   RSS growth of the client process, which then holds the engine too.
 * **sessions**: N concurrent idle sessions over a few connections: server RSS, and
@@ -58,6 +59,8 @@ HOLDERS = 4
 SESSION_WORKERS = 4
 #: Requests in flight per holder while filling.
 BATCH = 500
+#: etcd locks held per lease (per session) in hold (see EtcdHolder.fill).
+LOCKS_PER_LEASE = 100
 #: Leases far longer than any run: nothing expires while it is measured.
 LONG_LEASE = 900
 #: tenure sessions' recovery window in hold and recovery: a restart keeps them.
@@ -183,19 +186,27 @@ class EtcdHolder(Holder):
         return int(reply.ID)
 
     async def fill(self, indexes: range) -> int:
-        """Hold locks: ``k/<lease>`` put with one of HOLDERS leases (v3 lock keys)."""
+        """Hold locks: ``k/<lease>`` put with a lease (a held v3 lock's key and state).
+
+        A lease per LOCKS_PER_LEASE locks: etcd slows down with the keys attached to
+        one lease (25,000 keys on one took minutes), so its sessions hold fewer each.
+        """
         from aetcd.rpc import rpc_pb2
 
-        if not self.leases:
-            self.leases = [await self.grant() for _ in range(HOLDERS)]
+        blocks = -(-len(indexes) // LOCKS_PER_LEASE)
+        for start in range(0, blocks, BATCH):
+            wanted = range(start, min(blocks, start + BATCH))
+            self.leases += await asyncio.gather(*(self.grant() for _ in wanted))
 
-        async def put(i: int) -> None:
-            lease = self.leases[i % HOLDERS]
-            request = rpc_pb2.PutRequest(key=f"{key(i)}/{lease:x}".encode(), lease=lease)
-            await self.kv.Put(request, timeout=30)
+        async def put(at: int) -> None:
+            lease = self.leases[at // LOCKS_PER_LEASE]
+            lock = f"{key(indexes[at])}/{lease:x}".encode()
+            await self.kv.Put(rpc_pb2.PutRequest(key=lock, lease=lease), timeout=30)
 
         for start in range(0, len(indexes), BATCH):
-            await asyncio.gather(*(put(i) for i in indexes[start : start + BATCH]))
+            await asyncio.gather(
+                *(put(at) for at in range(start, min(len(indexes), start + BATCH)))
+            )
         return len(indexes)
 
     async def fill_sessions(self, indexes: range) -> int:
@@ -594,7 +605,8 @@ def _note(workload: str, system: str, n: int, quick: bool) -> str:
         how = {
             "tenure-memory": "RSS of the client process, which holds the engine itself",
             "redis": "SET NX PX of redis-py's Lock (32-byte token)",
-            "etcd": f"Put of k/<lease> with one of {HOLDERS} leases (a held v3 lock's state)",
+            "etcd": f"Put of k/<lease>, a lease per {LOCKS_PER_LEASE} locks (a held v3 lock's"
+            " state; etcd slows down with many keys on one lease)",
             "dflockd": f"dflockd-client acquire over {DflockdHolder.CONNECTIONS} connections",
         }.get(system, f"session.mutex(k).lock() from {HOLDERS} sessions on one connection")
         return f"{size}; {how}"
