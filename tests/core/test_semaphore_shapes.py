@@ -89,12 +89,14 @@ def test_session_sets_are_made_on_first_use_and_dropped_when_empty() -> None:
     a, b = open_session(engine), open_session(engine)
     create_semaphore(engine, a, "s", limit=1)
     session = engine.sessions[b]
-    assert session._waits is None
-    assert session._watches is None
-    assert session.waits == set()
+    assert (session._holds, session._waits, session._watches) == (None, None, None)
+    assert session.waits == session.held == set()
     acquire(engine, a, "s", 1)
     acquire(engine, b, "s", 1)  # queues
     assert session.waits == {"s"}
     engine.apply(Release(a, "s"), 0.0)  # b is granted: no longer waits
     assert session._waits is None
-    assert session.holds == {"s"}
+    assert session.held == {"s"}
+    assert session.holds == {"s"}  # the set itself, for code that wants one
+    engine.apply(Release(b, "s"), 0.0)
+    assert session._holds is None

@@ -249,7 +249,7 @@ class Engine(SemaphoreCommands):
             message = "session expired" if failed else "session closed"
             self._effects.append(AcquireFailed(sid, waiter.request_id, name, code, message))
             touched[name] = WAITERS
-        for name in sorted(session.holds):
+        for name in sorted(session.held):
             sem = node.semaphores[name]
             sem.remove_owner(sid)
             if failed:
@@ -310,7 +310,7 @@ class Engine(SemaphoreCommands):
         else:
             owner = sem.remove_owner(cast(int, key[2]))
             assert owner is not None
-            self.sessions[owner.session_id].holds.discard(sem.name)
+            self.sessions[owner.session_id].discard_hold(sem.name)
             self._effects.append(
                 LeaseLost(
                     owner.session_id,

@@ -21,7 +21,7 @@ def check_invariants(engine: Engine) -> None:
             assert sem.count <= sem.limit, f"{name}: {sem.count} over the limit {sem.limit}"
             for sid, owner in sem.owners.items():
                 assert owner.session_id == sid
-                assert name in engine.sessions[sid].holds, f"{name}: owner {sid} not tracked"
+                assert name in engine.sessions[sid].held, f"{name}: owner {sid} not tracked"
                 assert owner.token <= engine.last_token, f"{name}: token from the future"
                 assert owner.token not in tokens, f"token {owner.token} held twice"
                 tokens.add(owner.token)
@@ -43,7 +43,7 @@ def check_invariants(engine: Engine) -> None:
     for sid, session in engine.sessions.items():
         node = engine.nodes[session.node]
         assert sid in node.sessions
-        for name in session.holds:
+        for name in session.held:
             assert sid in node.semaphores[name].owners, f"session {sid} thinks it holds {name}"
         for name in session.waits:
             assert sid in node.semaphores[name].waiters, f"session {sid} thinks it waits on {name}"

@@ -134,7 +134,7 @@ class SemaphoreCommands(EngineState):
             )
         owner = sem.remove_owner(sid)
         if owner is not None:
-            session.holds.discard(sem.name)
+            session.discard_hold(sem.name)
         change = (NOTHING if owner is None else OWNERS) | (NOTHING if waiter is None else WAITERS)
         self._settle(node, sem, now, change)
         return owner is not None or waiter is not None
@@ -202,7 +202,7 @@ class SemaphoreCommands(EngineState):
                 )
             )
         for owner in list(sem.owners.values()):
-            self.sessions[owner.session_id].holds.discard(sem.name)
+            self.sessions[owner.session_id].discard_hold(sem.name)
             self._effects.append(
                 LeaseLost(owner.session_id, sem.name, owner.token, ErrorCode.LEASE_LOST, message)
             )

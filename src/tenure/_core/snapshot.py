@@ -170,7 +170,7 @@ def _load_semaphores(engine: Engine, node: Node, plain: Plain) -> None:
             sid, count, odata, token, ttl, deadline = next(owners)
             count = MAX_COUNT if count == MAX_COUNT else count
             sem.set_owner(Owner(sid, count, odata, token, ttl, deadline))
-            sessions[sid].holds.add(name)
+            sessions[sid].add_hold(name)
         for _ in range(n_waiters):
             sid, request_id, count, wdata, deadline, ttl = next(waiters)
             sem.enqueue(Waiter(sid, request_id, _shared(count), wdata, deadline, ttl))
@@ -184,7 +184,7 @@ def _load_semaphores_v1(engine: Engine, node: Node, semaphores: list[Plain]) -> 
         sem = _semaphore(node, p["name"], p["limit"], p["data"], p["ephemeral"], p["blocked_until"])
         for sid, count, odata, token, ttl, deadline in p["owners"]:
             sem.set_owner(Owner(sid, _shared(count), odata, token, ttl, deadline))
-            engine.sessions[sid].holds.add(sem.name)
+            engine.sessions[sid].add_hold(sem.name)
         for sid, request_id, count, wdata, deadline, ttl in p["waiters"]:
             sem.enqueue(Waiter(sid, request_id, _shared(count), wdata, deadline, ttl))
             engine.sessions[sid].add_wait(sem.name)

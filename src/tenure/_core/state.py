@@ -24,9 +24,11 @@ from tenure.errors import LimitExceededError, NotFoundError, SessionExpiredError
 class Session:
     """A session's state. ``expires_at`` is None while attached.
 
-    ``waits`` and ``watches`` are read-only views; change them with the methods.
-    Most sessions never wait or watch, and an empty set costs 216 bytes: they are
-    made on first use (a server may keep a hundred thousand idle sessions).
+    ``held``, ``waits`` and ``watches`` are read-only views; change them with the
+    methods. Many sessions never hold, wait or watch, and an empty set costs 216
+    bytes: the sets are made on first use (a server may keep a hundred thousand idle
+    sessions). ``holds`` is the held set itself, made if need be, for code that
+    wants a ``set``.
     """
 
     session_id: int
@@ -36,9 +38,34 @@ class Session:
     protection_key: bytes
     seq_no: int
     expires_at: float | None = None
-    holds: set[str] = field(default_factory=set)  # semaphores it owns tokens of
+    _holds: set[str] | None = None  # semaphores it owns tokens of
     _waits: set[str] | None = None  # semaphores it has a waiter in
     _watches: set[int] | None = None  # armed watch ids
+
+    @property
+    def held(self) -> AbstractSet[str]:
+        """Names of the semaphores it owns tokens of."""
+        return self._holds or _NONE
+
+    @property
+    def holds(self) -> set[str]:
+        """The set behind :attr:`held` (made now if it has none yet)."""
+        if self._holds is None:
+            self._holds = set()
+        return self._holds
+
+    def add_hold(self, name: str) -> None:
+        """It now owns tokens of ``name``."""
+        if self._holds is None:
+            self._holds = set()
+        self._holds.add(name)
+
+    def discard_hold(self, name: str) -> None:
+        """It no longer owns tokens of ``name``."""
+        if self._holds is not None:
+            self._holds.discard(name)
+            if not self._holds:
+                self._holds = None
 
     @property
     def waits(self) -> AbstractSet[str]:
@@ -142,7 +169,7 @@ class EngineState:
         deadline = None if ttl is None else now + ttl
         owner = Owner(session_id, count, data, self.last_token, ttl, deadline)
         sem.set_owner(owner)
-        self.sessions[session_id].holds.add(sem.name)
+        self.sessions[session_id].add_hold(sem.name)
         if deadline is not None:
             key = (node.name, sem.name, session_id, owner.token)
             self._deadlines.schedule(deadline, Kind.LEASE, key)
