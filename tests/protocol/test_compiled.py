@@ -98,3 +98,16 @@ def test_scalars_at_the_edges_match(number: int, real: float, raw: bytes, text: 
     for value in (number, real, raw, text):
         for wire in ([13, value, None], [13, 7, value], [3, value], [16, value]):
             assert outcome(load, wire) == outcome(MESSAGE.load, wire)
+
+
+def test_a_value_dumped_again_dumps_the_same_and_others_are_not_confused() -> None:
+    """The one-entry memo of each record: same object, same dump; never another's."""
+    dump = compile_dump(MESSAGE)
+    messages = sample_messages()
+    first = [dump(message) for message in messages]
+    again = [dump(message) for message in messages for _ in range(2)][::2]
+    assert first == again == [MESSAGE.dump(message) for message in messages]
+    # Equal but distinct objects, and alternating ones, dump like the reference too.
+    for message in messages + messages[::-1]:
+        twin = type(message)(*(getattr(message, f) for f in message.__dataclass_fields__))
+        assert dump(twin) == dump(message) == MESSAGE.dump(message)

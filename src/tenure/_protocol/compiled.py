@@ -64,6 +64,7 @@ _GLOBALS: Final[dict[str, object]] = {
     "_float": schema._float,
 }
 
+_NOTHING: Final = object()  # the key of an empty memo: no value is it
 _dumps: dict[int, Convert] = {}
 _loads: dict[int, Convert] = {}
 _record_loads: dict[int, Callable[[list[object], int], object]] = {}
@@ -119,17 +120,27 @@ class _Source:
 def _record_dump(record: Record) -> Convert:
     source = _Source()
     cls, reference = source.bind(record.cls), source.bind(record.dump)
+    # The last value dumped and its dump, swapped as one tuple (threads may share
+    # this). The records are frozen, so the same object dumps the same: a watch
+    # firing's one description, pushed to a thousand watchers, is dumped once.
+    memo = source.bind([(_NOTHING, None)])
     head = [] if record.tag is None else [repr(record.tag)]
     items = head + [
         source.expression(field, f"value.{name}", compile_dump) for name, field in record.fields
     ]
     code = (
         "def dump(value):\n"
+        f"    last = {memo}[0]\n"
+        "    if last[0] is value:\n"
+        "        return last[1]\n"
         f"    if type(value) is {cls}:\n"
         "        try:\n"
-        f"            return [{', '.join(items)}]\n"
+        f"            out = [{', '.join(items)}]\n"
         "        except SchemaError:\n"
         "            pass\n"
+        "        else:\n"
+        f"            {memo}[0] = (value, out)\n"
+        "            return out\n"
         f"    return {reference}(value)\n"
     )
     dump: Convert = source.define("dump", code)
