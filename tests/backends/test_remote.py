@@ -21,6 +21,7 @@ from tenure.backends.remote import TenureBackend
 from tenure.errors import (
     InvalidArgumentError,
     NotFoundError,
+    ProtocolError,
     SessionExpiredError,
     UnavailableError,
 )
@@ -377,3 +378,21 @@ def test_the_client_runs_on_uvloop(tenure_server: ServerProcess) -> None:
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         assert runner.run(scenario()) == [[b"v1", b"v2"], True]
+
+
+async def test_a_broken_answer_to_hello_fails_the_connect_at_once() -> None:
+    """Not after connect_timeout: the protocol error is the answer."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(65536)  # the Hello
+        writer.write(b"\x00\x00\x00\x03abc")  # a frame whose body is not one msgpack value
+        await writer.drain()
+        await reader.read(65536)  # until the client hangs up
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        with pytest.raises(ProtocolError, match="not valid msgpack"):
+            async with asyncio.timeout(2.0):  # the connect timeout is 5 s
+                await tenure.connect(url_of(port))

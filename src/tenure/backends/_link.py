@@ -161,6 +161,7 @@ class _LinkProtocol(asyncio.Protocol):
         if not self.handshake.done():
             why = f"{self._link.endpoint} closed the connection during the handshake"
             self.handshake.set_exception(exc if exc is not None else UnavailableError(why))
+            self.handshake.exception()  # (no warning if the connect gave up waiting)
         elif self._conn is not None:
             why = f"{self._link.endpoint} closed the connection"
             self._link._lost(self._conn, exc if exc is not None else DisconnectedError(why))
@@ -189,6 +190,9 @@ class _LinkProtocol(asyncio.Protocol):
         except (ProtocolError, DisconnectedError) as error:
             if self._conn is not None:
                 self._link._lost(self._conn, error)
+            elif not self.handshake.done():  # a broken answer to Hello: the connect fails
+                self.handshake.set_exception(error)
+                self.handshake.exception()
 
     def _greet(self) -> None:
         event = self.codec.next_event()
@@ -200,9 +204,11 @@ class _LinkProtocol(asyncio.Protocol):
         elif isinstance(event, Refused):
             error = error_from_code(event.code, f"{self._link.endpoint} refused: {event.message}")
             self.handshake.set_exception(error)
+            self.handshake.exception()  # (no warning if the connect gave up waiting)
         else:
             why = f"{self._link.endpoint} closed the connection during the handshake"
             self.handshake.set_exception(UnavailableError(why))
+            self.handshake.exception()
 
 
 class Link:

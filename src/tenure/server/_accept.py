@@ -63,6 +63,8 @@ class AcceptedProtocol(asyncio.StreamReaderProtocol):
         self._handler = handler
         held, self._held = self._held, []
         for data in held:
+            if self.done.done():
+                break  # the handler said its last word (finish)
             handler(data)
 
     def finish(self) -> None:
