@@ -21,7 +21,9 @@ from tenure._core import (
     DescribeNode,
     Granted,
     Release,
+    SemaphoreDescription,
     SessionEnded,
+    WatchFired,
 )
 from tenure._protocol import Failure, GoingAway, Reply
 from tenure.errors import ErrorCode
@@ -118,6 +120,20 @@ def test_table_overflow_is_reported_once() -> None:
     routed, overflowed = table.route([grant(5, n) for n in range(5)])
     assert routed == []
     assert overflowed == [5]
+
+
+def test_a_detached_watcher_keeps_only_the_latest_firing_of_each_watch() -> None:
+    """A repeating watch on a busy semaphore must not overflow a detached session."""
+    table: SessionTable[str] = SessionTable(max_queued=10)
+
+    def fired(watch_id: int, n: int) -> WatchFired:
+        return WatchFired(7, watch_id, "cfg", SemaphoreDescription("cfg", 1, 0, b"%d" % n, False))
+
+    routed, overflowed = table.route(
+        [grant(7, 1)] + [fired(watch_id, n) for n in range(1_000) for watch_id in (1, 2)]
+    )
+    assert (routed, overflowed) == ([], [])
+    assert table.attach(7, "a") == [grant(7, 1), fired(1, 999), fired(2, 999)]
 
 
 def test_instance_id_is_kept_unless_the_state_is_fresh(tmp_path: Path) -> None:

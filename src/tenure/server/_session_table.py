@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Hashable, Iterable
 from typing import Generic, TypeVar
 
-from tenure._core import Effect, SessionEnded
+from tenure._core import Effect, SessionEnded, WatchFired
 
 C = TypeVar("C", bound=Hashable)
 
@@ -85,6 +85,11 @@ class SessionTable(Generic[C]):
                 out.append((conn, effect))
             else:
                 queue = self._queued.setdefault(sid, deque())
+                if isinstance(effect, WatchFired):
+                    # A repeating watch fires on every change; only its latest state
+                    # matters, so a busy semaphore cannot overflow a detached watcher.
+                    for old in [e for e in queue if _same_watch(e, effect)]:
+                        queue.remove(old)
                 if len(queue) >= self.max_queued:
                     if sid not in overflowed:
                         overflowed.append(sid)
@@ -105,3 +110,7 @@ class SessionTable(Generic[C]):
                 owned.pop(session_id, None)
                 if not owned:
                     del self._owned[conn]
+
+
+def _same_watch(effect: Effect, fired: WatchFired) -> bool:
+    return isinstance(effect, WatchFired) and effect.watch_id == fired.watch_id
