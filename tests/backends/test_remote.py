@@ -10,6 +10,7 @@ bounded.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 from pathlib import Path
 from typing import Any
@@ -382,13 +383,19 @@ def test_the_client_runs_on_uvloop(tenure_server: ServerProcess) -> None:
 
 async def test_a_broken_answer_to_hello_fails_the_connect_at_once() -> None:
     """Not after connect_timeout: the protocol error is the answer."""
+    handlers: list[asyncio.Task[Any]] = []
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.read(65536)  # the Hello
-        writer.write(b"\x00\x00\x00\x03abc")  # a frame whose body is not one msgpack value
-        await writer.drain()
-        await reader.read(65536)  # until the client hangs up
-        writer.close()
+        handlers.append(asyncio.current_task())  # type: ignore[arg-type]
+        try:
+            await reader.read(65536)  # the Hello
+            writer.write(b"\x00\x00\x00\x03abc")  # a body that is not one msgpack value
+            await writer.drain()
+            await reader.read(65536)  # until the client hangs up
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
 
     server = await asyncio.start_server(answer, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
@@ -396,3 +403,5 @@ async def test_a_broken_answer_to_hello_fails_the_connect_at_once() -> None:
         with pytest.raises(ProtocolError, match="not valid msgpack"):
             async with asyncio.timeout(2.0):  # the connect timeout is 5 s
                 await tenure.connect(url_of(port))
+        async with asyncio.timeout(5.0):
+            await asyncio.gather(*handlers)  # the server side is closed too
