@@ -28,7 +28,7 @@ import logging
 import random
 import ssl
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol, TypeVar, cast
+from typing import Any, Final, Protocol, TypeVar
 
 from tenure._core import Command, Effect
 from tenure._protocol import (
@@ -130,7 +130,6 @@ class _LinkProtocol(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         self.handshake: asyncio.Future[Welcome] = loop.create_future()
         self.closed: asyncio.Future[None] = loop.create_future()
-        self.transport: asyncio.Transport | None = None
         self._conn: _Connection | None = None
         self._held: ServerMessage | None = None  # a Push waiting for its turn
         self._waiting = False  # a drain is scheduled (or the handshake is not done)
@@ -139,10 +138,6 @@ class _LinkProtocol(asyncio.Protocol):
         """The handshake is done: deliver events to the link from now on."""
         self._conn = conn
         self._drain()
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # (uvloop's transports do not subclass asyncio.Transport, hence the cast.)
-        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         self.codec.receive_data(data)
