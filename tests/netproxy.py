@@ -12,6 +12,10 @@ address, one task per connection and one pump per direction. The faults:
 * :meth:`NetProxy.refuse` resets new connections as soon as they are accepted;
 * ``delay`` holds each chunk that many seconds before forwarding it (per
   direction, in order);
+* ``discard_downstream`` throws away what upstream sends while it is set (the
+  client never gets it; nothing is reset): with a :meth:`drop` after it, a reply
+  or push the server wrote is lost in flight, as when a connection dies with
+  bytes in its buffers;
 * ``upstream_port`` may be changed: connections that reach upstream after the
   change go to the new port.
 
@@ -78,6 +82,10 @@ class NetProxy:
         self.upstream_port = upstream_port
         #: Seconds each chunk waits before it is forwarded (settable any time).
         self.delay = 0.0
+        #: While true, bytes from upstream are read and thrown away (settable any time).
+        self.discard_downstream = False
+        #: Bytes thrown away by ``discard_downstream`` since start.
+        self.discarded = 0
         #: Where clients connect (known after :meth:`start`).
         self.host = "127.0.0.1"
         self.port = 0
@@ -195,7 +203,7 @@ class NetProxy:
                 return
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._pump(link, link.reader, link.upstream))
-                group.create_task(self._pump(link, up_reader, link.writer))
+                group.create_task(self._pump(link, up_reader, link.writer, downstream=True))
         finally:
             self._links.discard(link)
             for writer in link.writers():
@@ -207,7 +215,12 @@ class NetProxy:
                 await self._settle(writer)
 
     async def _pump(
-        self, link: _Link, source: asyncio.StreamReader, sink: asyncio.StreamWriter
+        self,
+        link: _Link,
+        source: asyncio.StreamReader,
+        sink: asyncio.StreamWriter,
+        *,
+        downstream: bool = False,
     ) -> None:
         """Forward one direction until its end of stream (forwarded too) or a reset."""
         try:
@@ -218,6 +231,9 @@ class NetProxy:
                 await self._flowing.wait()
                 if link.reset or sink.is_closing():
                     return
+                if downstream and data and self.discard_downstream:
+                    self.discarded += len(data)
+                    continue
                 if not data:
                     if sink.can_write_eof():
                         sink.write_eof()

@@ -1,0 +1,108 @@
+"""The checker: every rule over one run's whole history, and what it counted.
+
+The rules live in :mod:`~tests.faults.check_locks` (mutual exclusion, fencing
+tokens, fenced writes), :mod:`~tests.faults.check_queue` (FIFO),
+:mod:`~tests.faults.check_data` (durability, disk faults) and
+:mod:`~tests.faults.check_live` (liveness); each module's docstring states its
+rules precisely. One rule is specific to the clock nemesis:
+
+* ``wall-clock``: a worker whose wall clock jumped (its monotonic clock left
+  alone) lost no session and no lease: expiry follows the server's clock, and
+  the client measures its own deadlines on the monotonic clock only.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.faults.check_data import check_registers, check_server_exits
+from tests.faults.check_live import check_liveness
+from tests.faults.check_locks import (
+    Violation,
+    check_fenced_writes,
+    check_loss_cancels,
+    check_overlap,
+    check_tokens,
+    sections,
+)
+from tests.faults.check_queue import check_fifo
+from tests.faults.history import History
+
+
+@dataclass
+class Verdict:
+    """The violations found (empty: the run is clean) and the numbers behind them."""
+
+    violations: list[Violation]
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """Whether no rule was broken."""
+        return not self.violations
+
+    def rules(self) -> set[str]:
+        """The names of the broken rules."""
+        return {violation.rule for violation in self.violations}
+
+    def summary(self, limit: int = 12) -> str:
+        """The violations, one a line (the first ``limit``), for assertion messages."""
+        lines = [f"{len(self.violations)} violation(s): {sorted(self.rules())}"]
+        lines += [f"  [{v.rule}] t={v.t:.3f} {v.message}" for v in self.violations[:limit]]
+        return "\n".join(lines)
+
+
+def check_wall_clock(history: History) -> list[Violation]:
+    """The ``wall-clock`` rule (module docstring)."""
+    wall = {
+        note.fields["worker"]
+        for note in history.notes_of("role")
+        if note.fields.get("clock") == "wall"
+    }
+    prefixes = tuple(f"w{index}c" for index in wall)
+    if not prefixes:
+        return []
+    violations = [
+        Violation("wall-clock", f"{note.process} lost its session: {note.fields}", note.t)
+        for note in history.notes_of("session-lost")
+        if note.process.startswith(prefixes)
+    ]
+    violations += [
+        Violation("wall-clock", f"{op.process} lost its lease on {op.key}: {op.error}", op.t0)
+        for op in history.of_kind("section")
+        if op.process.startswith(prefixes) and op.outcome == "lost"
+    ]
+    return violations
+
+
+def check(history: History) -> Verdict:
+    """Run every rule over ``history``."""
+    stop = max([note.t for note in history.notes_of("stop")] or [0.0])
+    found = sections(history, stop)
+    violations = check_overlap(found) + check_loss_cancels(found) + check_tokens(history)
+    refused, stale = check_fenced_writes(history)
+    fifo, queue = check_fifo(history)
+    lost, reads = check_registers(history)
+    live, stalls = check_liveness(history)
+    violations += refused + fifo + lost + check_server_exits(history) + live
+    violations += check_wall_clock(history)
+    outcomes: Counter[str] = Counter(
+        f"{op.kind}:{op.outcome or 'pending'}" for op in history.ops if op.kind != "snapshot"
+    )
+    faults: Counter[str] = Counter(str(note.fields["fault"]) for note in history.notes_of("fault"))
+    stats: dict[str, Any] = {
+        "operations": dict(sorted(outcomes.items())),
+        "faults": dict(sorted(faults.items())),
+        "sections": len(found),
+        "stale_writes_refused": stale,
+        "fifo_snapshots": queue.snapshots,
+        "fifo_pairs": queue.pairs,
+        "fifo_skipped": queue.skipped,
+        "register_reads": reads,
+        "restarts": stalls.restarts,
+        "longest_stall_after_restart": round(stalls.longest_stall_after_restart, 3),
+        "longest_gap": round(stalls.longest_gap, 3),
+    }
+    return Verdict(sorted(violations, key=lambda v: v.t), stats)

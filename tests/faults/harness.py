@@ -1,0 +1,230 @@
+"""One fault run from start to verdict: processes up, faults, heal, stop, check.
+
+:func:`run_scenario` starts the fenced resource, the target's server, a fault
+proxy per worker (proxied scenarios), the worker processes and the observer;
+waits until every client has taken a lock; lets the scenario's nemeses run for
+the given time; heals everything (server up, network whole, processes resumed,
+clocks true) and notes the heal; waits until every client has taken two more
+locks or the liveness bound has passed; reads every register once more; stops
+everything it started (by PID, also when something failed) and checks the
+history. Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import tenure
+from tenure.errors import AlreadyExistsError
+from tests.faults.checker import Verdict, check
+from tests.faults.disk import TRIGGER_VARIABLE, compile_shim, mount_tmpfs, unmount
+from tests.faults.fence import FenceServer
+from tests.faults.history import Recorder, load, now
+from tests.faults.nemesis import Stage, restart, set_clock
+from tests.faults.observer import Observer
+from tests.faults.progress import Progress
+from tests.faults.scenarios import NEMESES, Scenario, liveness_bound
+from tests.faults.target import Target
+from tests.faults.worker import WorkerConfig, register_of
+from tests.netproxy import NetProxy
+
+NODE: Final = "faults"
+HARNESS: Final = "harness"
+REPO: Final = Path(__file__).resolve().parents[2]
+FAKETIME_LIBRARY: Final = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+#: Bound of a worker's exit after SIGTERM (its own stop grace and close included).
+WORKER_EXIT: Final = 25.0
+
+
+@dataclass
+class Outcome:
+    """What a run found."""
+
+    scenario: str
+    seconds: float
+    verdict: Verdict
+    work_dir: Path
+
+
+def faketime_library() -> Path | None:
+    """libfaketime's path, if it is installed."""
+    for candidate in (FAKETIME_LIBRARY, Path("/usr/lib/faketime/libfaketime.so.1")):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+async def _create_node(url: str) -> None:
+    async with asyncio.timeout(30.0):
+        async with tenure.connect(url) as client:
+            with contextlib.suppress(AlreadyExistsError):
+                await client.create_node(NODE)
+
+
+def _worker_env(scenario: Scenario, index: int, clock_file: Path | None) -> dict[str, str]:
+    env = dict(os.environ)
+    if clock_file is None:
+        return env
+    library = faketime_library()
+    if library is None:
+        raise RuntimeError("libfaketime is missing (scripts/bootstrap installs faketime)")
+    env.update(
+        LD_PRELOAD=str(library), FAKETIME_TIMESTAMP_FILE=str(clock_file), FAKETIME_NO_CACHE="1"
+    )
+    if index == scenario.workers - 2:  # the wall-clock-only worker
+        env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
+    return env
+
+
+def _spawn(args: list[str], log_path: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            [sys.executable, *args],
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+
+
+async def heal(stage: Stage) -> None:
+    """Undo whatever a nemesis left (they heal themselves; this is the safety net)."""
+    set_clock(stage, "+0")
+    for proxy in stage.proxies.values():
+        proxy.delay = 0.0
+        proxy.discard_downstream = False
+        proxy.refuse(False)
+        proxy.resume()
+    for proc in stage.workers.values():
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)
+    if stage.target.exit_code() is not None or stage.target.pid is None:
+        await restart(stage)
+
+
+async def _stop_workers(workers: dict[int, subprocess.Popen[bytes]]) -> None:
+    for proc in workers.values():
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)
+            proc.send_signal(signal.SIGTERM)
+
+    def reap(proc: subprocess.Popen[bytes]) -> None:
+        try:
+            proc.wait(timeout=WORKER_EXIT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=WORKER_EXIT)
+
+    await asyncio.gather(*(asyncio.to_thread(reap, proc) for proc in workers.values()))
+
+
+async def run_scenario(
+    scenario: Scenario,
+    target: Target,
+    work_dir: Path,
+    *,
+    seconds: float,
+    seed: int = 1,
+    bound: float | None = None,
+    worker_launcher: tuple[str, ...] = ("-m", "tests.faults.worker"),
+) -> Outcome:
+    """Run ``scenario`` against ``target`` for ``seconds`` of faults (module docstring)."""
+    bound = liveness_bound(scenario) if bound is None else bound
+    history_dir = work_dir / "history"
+    history_dir.mkdir(parents=True, exist_ok=True)
+    rec = Recorder(history_dir / "harness.jsonl")
+    rng = random.Random(seed)
+    fence = FenceServer(rec)
+    workers: dict[int, subprocess.Popen[bytes]] = {}
+    proxies: dict[int, NetProxy] = {}
+    stop_observer = asyncio.Event()
+    observer_task: asyncio.Task[None] | None = None
+    mounted = False
+    try:
+        await fence.start()
+        if scenario.tmpfs:
+            mount_tmpfs(target.data_dir)
+            mounted = True
+        if scenario.fsync_shim:
+            target.env["LD_PRELOAD"] = str(await asyncio.to_thread(compile_shim, work_dir))
+            target.env[TRIGGER_VARIABLE] = str(work_dir / "fsync-trigger")
+        await asyncio.to_thread(target.start)
+        await _create_node(target.url())
+        keys = [f"m{k}" for k in range(scenario.keys)]
+        labels: list[str] = []
+        clock_files: dict[int, Path] = {}
+        for index in range(scenario.workers):
+            address = target.address
+            if scenario.proxied:
+                proxies[index] = proxy = NetProxy(*target.address)
+                await proxy.start()
+                address = (proxy.host, proxy.port)
+            clock_file = None
+            if scenario.faketime and index >= scenario.workers - 2:
+                clock_file = clock_files[index] = work_dir / f"clock-{index}.txt"
+                clock_file.write_text("+0\n")
+                kind = "wall" if index == scenario.workers - 2 else "monotonic"
+                rec.note(HARNESS, "role", worker=index, clock=kind)
+            config = WorkerConfig(
+                index=index,
+                url=target.url(address),
+                node=NODE,
+                keys=keys,
+                clients=scenario.clients,
+                window=scenario.window,
+                hold=scenario.hold,
+                history=str(history_dir / f"w{index}.jsonl"),
+                fence_port=fence.port,
+                seed=seed * 1000 + index,
+            )
+            labels += config.labels()
+            path = work_dir / f"w{index}.json"
+            config.dump(path)
+            env = _worker_env(scenario, index, clock_file)
+            workers[index] = _spawn([*worker_launcher, str(path)], work_dir / f"w{index}.log", env)
+        registers = [register_of(label) for label in labels]
+        observer = Observer(target.url(), NODE, keys, registers, rec)
+        observer_task = asyncio.create_task(observer.run(stop_observer))
+        progress = Progress(history_dir)
+        stage = Stage(
+            target, rec, rng, scenario.window, scenario.idle_timeout, observer,
+            proxies=proxies, workers=workers, clock_files=clock_files,
+            pausable=[i for i in range(scenario.workers) if i not in clock_files],
+            owner_of=progress.worker_of,
+        )  # fmt: skip
+        rec.note(HARNESS, "params", scenario=scenario.name, liveness_bound=bound, seconds=seconds)
+        await progress.wait(labels, since=now(), grants=1, until=now() + bound)
+        rec.note(HARNESS, "faults-start")
+        until = now() + seconds
+        await asyncio.gather(*(NEMESES[name](stage, until) for name in scenario.nemeses))
+        await heal(stage)
+        healed = now()
+        rec.note(HARNESS, "heal", t=healed)
+        await progress.wait(labels, since=healed, grants=2, until=healed + bound + 5.0)
+        await observer.read_registers()
+    finally:
+        rec.note(HARNESS, "stop")
+        await _stop_workers(workers)
+        stop_observer.set()
+        if observer_task is not None:
+            with contextlib.suppress(Exception):
+                await observer_task
+        for proxy in proxies.values():
+            await proxy.aclose()
+        await fence.aclose()
+        await asyncio.to_thread(target.stop)
+        if mounted:
+            unmount(target.data_dir)
+        rec.close()
+    verdict = check(load(sorted(history_dir.glob("*.jsonl"))))
+    return Outcome(scenario.name, seconds, verdict, work_dir)

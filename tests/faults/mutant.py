@@ -1,0 +1,110 @@
+"""Mutants: tenure with one planted bug, to prove the checkers catch what they claim.
+
+``python -m tests.faults.mutant NAME serve ARGS...`` runs ``tenure serve`` and
+``python -m tests.faults.mutant NAME worker CONFIG`` runs a fault worker, after
+monkeypatching one function of tenure. Nothing in tenure itself knows about
+mutants. Each mutant names the checker rule that must catch it:
+
+* ``limit`` (server): a grant skips the limit check, so a busy mutex is granted
+  again (run with ``python -O``: the engine's own assertion would stop it
+  first). Caught by ``overlap``.
+* ``token-reset`` (server): the fencing counter is not persisted across a
+  restart (it starts again from 0). Caught by ``token-order`` and
+  ``fenced-write-refused``.
+* ``drop-push`` (server): one Granted push in ten is never written (as when a
+  connection dies with it in flight). The waiter hangs, and everyone queued
+  behind it. Caught by ``hang`` and ``no-progress``.
+* ``no-cancel`` (client): a lost lease no longer cancels the body of
+  ``async with``. Caught by ``loss-not-cancelled`` (and ``overlap``).
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+
+def _limit() -> None:
+    from tenure._core.semaphore import Semaphore
+
+    def fits(self: Semaphore, session_id: int, count: int, now: float) -> bool:
+        return now >= self.blocked_until  # the count is not compared with the limit
+
+    Semaphore.fits = fits  # type: ignore[method-assign]
+
+
+def _token_reset() -> None:
+    from tenure._core.engine import Engine
+    from tenure.server import _journal
+
+    original = _journal.resume  # type: ignore[attr-defined]
+
+    def resume(engine: Engine, now: float) -> None:
+        original(engine, now)
+        engine.last_token = 0  # forgotten: not part of what survives a restart
+
+    _journal.resume = resume  # type: ignore[attr-defined]
+
+
+def _drop_push() -> None:
+    from tenure._core import Effect, Granted
+    from tenure.server._gate import Conn
+    from tenure.server._outbox import Outboxes
+
+    original = Outboxes.push
+    chance = random.Random(7)
+
+    def push(self: Outboxes, conn: Conn, effect: Effect) -> None:
+        if isinstance(effect, Granted) and chance.random() < 0.1:
+            return  # never written
+        original(self, conn, effect)
+
+    Outboxes.push = push  # type: ignore[method-assign]
+
+
+def _no_cancel() -> None:
+    from tenure.client._loss import CancelOnLoss
+
+    def cancel_body(self: CancelOnLoss) -> None:
+        return  # the loss is recorded, the body runs on
+
+    CancelOnLoss.cancel_body = cancel_body  # type: ignore[method-assign]
+
+
+#: Mutant name -> (the process it patches, the patch).
+MUTANTS: Final[dict[str, tuple[str, Callable[[], None]]]] = {
+    "limit": ("serve", _limit),
+    "token-reset": ("serve", _token_reset),
+    "drop-push": ("serve", _drop_push),
+    "no-cancel": ("worker", _no_cancel),
+}
+
+
+def launcher(name: str) -> list[str]:
+    """The interpreter arguments that run mutant ``name`` (before ``serve`` or the config)."""
+    optimize = ["-O"] if name == "limit" else []
+    return [*optimize, "-m", "tests.faults.mutant", name]
+
+
+def main(argv: Sequence[str] | None = None) -> Any:
+    """Entry point (see the module docstring)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) < 2 or args[0] not in MUTANTS or args[1] != MUTANTS[args[0]][0]:
+        names = ", ".join(f"{name} {kind}" for name, (kind, _) in MUTANTS.items())
+        print(f"usage: python -m tests.faults.mutant NAME serve|worker ...; one of: {names}")
+        return 2
+    name, kind, rest = args[0], args[1], args[2:]
+    MUTANTS[name][1]()
+    if kind == "serve":
+        from tenure.__main__ import main as tenure_main
+
+        return tenure_main(["serve", *rest])
+    from tests.faults.worker import main as worker_main
+
+    return worker_main(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

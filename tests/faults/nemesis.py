@@ -1,0 +1,255 @@
+"""Nemeses: the faults a scenario injects, each bounded in time and ending by itself.
+
+Every nemesis is ``async def nemesis(stage, until)``: it injects faults one after
+another until the monotonic time ``until`` and returns with everything healed
+that it broke (server running, network flowing, processes resumed, clocks true).
+Each fault is recorded as notes (``fault`` when it starts, ``healed`` when it
+ends) and counted in ``stage.counts``.
+
+The server-level nemeses go through the :class:`~tests.faults.target.Target`
+interface only; the network nemesis works on the per-worker fault proxies; the
+process and clock nemeses on worker processes; the disk nemeses
+(:mod:`tests.faults.disk`) need a target whose state lives in ``data_dir``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import subprocess
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from tests.faults.history import Recorder, now
+from tests.faults.observer import Observer
+from tests.faults.target import Target
+from tests.netproxy import NetProxy
+
+NEMESIS: Final = "nemesis"
+
+
+@dataclass
+class Stage:
+    """What the nemeses act on; made by the harness for one run."""
+
+    target: Target
+    recorder: Recorder
+    rng: random.Random
+    window: float
+    idle_timeout: float
+    observer: Observer
+    proxies: dict[int, NetProxy] = field(default_factory=dict)
+    workers: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
+    #: Worker index -> its libfaketime timestamp file (the workers whose clock moves).
+    clock_files: dict[int, Path] = field(default_factory=dict)
+    #: Worker indexes the pause nemesis may stop (not the clock workers).
+    pausable: list[int] = field(default_factory=list)
+    #: Session id -> worker index, as far as the histories tell (set by the harness).
+    owner_of: Callable[[int], int | None] = lambda session: None
+    counts: Counter[str] = field(default_factory=Counter)
+    paused: set[int] = field(default_factory=set)
+
+    def note(self, kind: str, **fields: Any) -> None:
+        """Record a nemesis note."""
+        self.recorder.note(NEMESIS, kind, **fields)
+
+    def fault(self, name: str, **fields: Any) -> float:
+        """Count and record the start of a fault; returns its time."""
+        self.counts[name] += 1
+        started = now()
+        self.note("fault", t=started, fault=name, **fields)
+        return started
+
+
+async def sleep_until(deadline: float) -> None:
+    """Sleep until the monotonic time ``deadline`` (at once if it passed)."""
+    await asyncio.sleep(max(0.0, deadline - now()))
+
+
+async def restart(stage: Stage) -> bool:
+    """Start the server again on its state; notes ``restart`` (or ``restart-failed``)."""
+    try:
+        await asyncio.to_thread(stage.target.restart)
+    except (RuntimeError, OSError) as error:
+        stage.note("restart-failed", error=str(error))
+        return False
+    stage.note("restart", pid=stage.target.pid)
+    return True
+
+
+# -- the server process ------------------------------------------------------------------
+
+
+async def crash(stage: Stage, until: float) -> None:
+    """``kill -9`` the server every 3-8 s and restart it on the same data at once.
+
+    One outage in four lasts longer than the recovery window (plus the idle
+    timeout): clients then give their sessions up, are told SessionExpiredError,
+    and open new sessions once the server is back.
+    """
+    while now() < until:
+        await asyncio.sleep(stage.rng.uniform(3.0, 8.0))
+        if now() >= until:
+            break
+        long = stage.rng.random() < 0.25
+        await asyncio.to_thread(stage.target.kill)
+        if long:
+            down = stage.window + stage.rng.uniform(1.0, 3.0)
+            stage.fault("outage", down=down)
+            await asyncio.sleep(down)
+        else:
+            stage.fault("kill-9")
+        await restart(stage)
+
+
+# -- the network between clients and server -----------------------------------------------
+
+NetFault = Callable[[Stage, list[NetProxy]], Awaitable[None]]
+
+
+async def _delay(stage: Stage, proxies: list[NetProxy]) -> None:
+    for proxy in proxies:
+        proxy.delay = stage.rng.uniform(0.02, 0.15)
+    await asyncio.sleep(stage.rng.uniform(1.0, 3.0))
+    for proxy in proxies:
+        proxy.delay = 0.0
+
+
+async def _reset(stage: Stage, proxies: list[NetProxy]) -> None:
+    for proxy in proxies:
+        proxy.drop()
+
+
+async def _partition(stage: Stage, proxies: list[NetProxy], seconds: float) -> None:
+    for proxy in proxies:
+        proxy.stall()
+    await asyncio.sleep(seconds)
+    for proxy in proxies:
+        proxy.resume()
+
+
+async def _partition_short(stage: Stage, proxies: list[NetProxy]) -> None:
+    await _partition(stage, proxies, stage.rng.uniform(0.2, 0.6) * stage.window)
+
+
+async def _partition_long(stage: Stage, proxies: list[NetProxy]) -> None:
+    # Longer than the window: the clients give their sessions up (promise 6a); the
+    # held frames are delivered late when it heals.
+    await _partition(stage, proxies, stage.window + stage.rng.uniform(0.5, 2.0))
+
+
+async def _refuse(stage: Stage, proxies: list[NetProxy]) -> None:
+    for proxy in proxies:
+        proxy.refuse()
+        proxy.drop()
+    await asyncio.sleep(stage.rng.uniform(0.3, 1.5))
+    for proxy in proxies:
+        proxy.refuse(False)
+
+
+async def _push_in_flight(stage: Stage, proxies: list[NetProxy]) -> None:
+    # What the server writes (replies, Granted pushes) is lost, then the connection
+    # dies: the server believes it delivered, the client never read it.
+    for proxy in proxies:
+        proxy.discard_downstream = True
+    await asyncio.sleep(stage.rng.uniform(0.05, 0.5))
+    for proxy in proxies:
+        proxy.drop()
+        proxy.discard_downstream = False
+
+
+#: The network faults, with their weights.
+NET_FAULTS: Final[dict[str, tuple[NetFault, int]]] = {
+    "delay": (_delay, 2),
+    "reset": (_reset, 2),
+    "partition-short": (_partition_short, 2),
+    "partition-long": (_partition_long, 1),
+    "refuse": (_refuse, 1),
+    "reset-push-in-flight": (_push_in_flight, 3),
+}
+
+
+async def network(stage: Stage, until: float) -> None:
+    """Every 1-3 s, one network fault on the proxies of a random subset of workers."""
+    names = list(NET_FAULTS)
+    weights = [NET_FAULTS[name][1] for name in names]
+    indexes = sorted(stage.proxies)
+    while now() < until:
+        await asyncio.sleep(stage.rng.uniform(1.0, 3.0))
+        if now() >= until:
+            break
+        name = stage.rng.choices(names, weights)[0]
+        chosen = stage.rng.sample(indexes, stage.rng.randint(1, len(indexes)))
+        stage.fault(name, workers=chosen)
+        await NET_FAULTS[name][0](stage, [stage.proxies[i] for i in chosen])
+        stage.note("healed", fault=name)
+
+
+# -- client processes ---------------------------------------------------------------------
+
+
+def _signal(stage: Stage, index: int, signum: int) -> None:
+    proc = stage.workers.get(index)
+    if proc is not None and proc.poll() is None:
+        os.kill(proc.pid, signum)
+
+
+async def pause(stage: Stage, until: float) -> None:
+    """SIGSTOP a lock holder past its recovery window, then SIGCONT it.
+
+    The holder is found in the observer's latest snapshot (any pausable worker if
+    none holds). The pause lasts the server's idle timeout (until it drops the
+    silent connection) plus the window (until the session expires) plus 1-3 s, so
+    another client gets the lock meanwhile: the paused one's next fenced write,
+    with its old token, must be refused, and its body cancelled once it runs again.
+    """
+    while now() < until:
+        await asyncio.sleep(stage.rng.uniform(2.0, 5.0))
+        if now() >= until:
+            break
+        holders = [
+            index
+            for owners in stage.observer.owners.values()
+            for session, _token in owners
+            if (index := stage.owner_of(session)) is not None and index in stage.pausable
+        ]
+        index = stage.rng.choice(holders or stage.pausable)
+        seconds = stage.idle_timeout + stage.window + stage.rng.uniform(1.0, 3.0)
+        stage.fault("sigstop-holder" if holders else "sigstop", worker=index, seconds=seconds)
+        stage.paused.add(index)
+        try:
+            _signal(stage, index, signal.SIGSTOP)
+            await asyncio.sleep(seconds)
+        finally:
+            _signal(stage, index, signal.SIGCONT)
+            stage.paused.discard(index)
+        stage.note("healed", fault="sigstop", worker=index)
+
+
+def set_clock(stage: Stage, offset: str) -> None:
+    """Set every faked clock to ``offset`` (libfaketime syntax: ``+0``, ``-1h``...)."""
+    for path in stage.clock_files.values():
+        temp = path.with_suffix(".tmp")
+        temp.write_text(offset + "\n")
+        os.replace(temp, path)  # whole: the worker reads the file on every clock call
+
+
+async def clock(stage: Stage, until: float) -> None:
+    """Jump the clocks of the faketime workers an hour forward or back, then back to true."""
+    while now() < until:
+        await asyncio.sleep(stage.rng.uniform(2.0, 4.0))
+        if now() >= until:
+            break
+        offset = stage.rng.choice(["+1h", "-1h", "+10m", "-10m"])
+        stage.fault(f"clock{offset[0]}jump", offset=offset, workers=sorted(stage.clock_files))
+        set_clock(stage, offset)
+        try:
+            await asyncio.sleep(stage.rng.uniform(2.0, 5.0))
+        finally:
+            set_clock(stage, "+0")
+        stage.note("healed", fault="clock")

@@ -1,0 +1,126 @@
+"""The scenarios: a workload, the nemeses that run during it, and its sizes.
+
+Every scenario runs the same workload (worker processes taking mutexes, writing
+to the fenced resource, updating their registers; see :mod:`tests.faults.worker`)
+and is judged by every rule of :mod:`tests.faults.checker`. Short mode (CI, what
+plain ``pytest`` runs) uses ``short_seconds`` of faults and a few workers; long
+mode (``scripts/faults``) runs each scenario for at least ten minutes with more
+workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import Final
+
+from tests.faults import disk, nemesis
+from tests.faults.nemesis import Stage
+
+Nemesis = Callable[[Stage, float], Awaitable[None]]
+
+#: Every nemesis by name.
+NEMESES: Final[dict[str, Nemesis]] = {
+    "crash": nemesis.crash,
+    "network": nemesis.network,
+    "pause": nemesis.pause,
+    "clock": nemesis.clock,
+    "disk": disk.disk,
+}
+
+#: Tools a scenario may need on the machine (scripts/bootstrap installs them).
+FAKETIME = "faketime"
+MOUNT = "mount"
+GCC = "gcc"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One scenario (see the module docstring). Times are in seconds."""
+
+    name: str
+    summary: str
+    nemeses: tuple[str, ...]
+    workers: int = 5
+    clients: int = 2
+    keys: int = 3
+    window: float = 3.0
+    idle_timeout: float = 5.0
+    hold: tuple[float, float] = (0.01, 0.1)
+    #: The last two workers run under libfaketime: wall clock only, then monotonic too.
+    faketime: bool = False
+    #: The data directory is a small tmpfs (needs root).
+    tmpfs: bool = False
+    #: The server preloads the failing-fsync shim (compiled with gcc at run time).
+    fsync_shim: bool = False
+    #: Through a fault proxy per worker (the network nemesis needs it).
+    proxied: bool = False
+    short_seconds: float = 20.0
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """The tools the scenario needs."""
+        return (
+            *((FAKETIME,) if self.faketime else ()),
+            *((MOUNT,) if self.tmpfs else ()),
+            *((GCC,) if self.fsync_shim else ()),
+        )
+
+    def long(self, workers: int = 8) -> Scenario:
+        """The long-mode version: more workers (one client each, as separate processes)."""
+        return replace(self, workers=max(workers, self.workers), clients=2)
+
+
+def liveness_bound(scenario: Scenario) -> float:
+    """How long any client may wait for one answer (``B`` of the liveness rules).
+
+    A generous sum, not a promise about speed: a restart (10 s allowed on a loaded
+    machine), the server noticing a silent connection (idle timeout), the session
+    of a client that vanished expiring (the window) and the client itself giving
+    up (another window), then a margin of 10 s for a queue of holders and a
+    scheduler that is slow to hand out the two cores.
+    """
+    return 10.0 + scenario.idle_timeout + 2 * scenario.window + 10.0
+
+
+SCENARIOS: Final[dict[str, Scenario]] = {
+    s.name: s
+    for s in (
+        Scenario(
+            "crash",
+            "kill -9 of the server every 3-8 s, restarted at once on the same data; one "
+            "outage in four lasts longer than the recovery window",
+            ("crash",),
+        ),
+        Scenario(
+            "network",
+            "per-client TCP proxy: delay, reset, partitions shorter and longer than the "
+            "window, refused connections, and resets with replies and pushes in flight",
+            ("network",),
+            proxied=True,
+        ),
+        Scenario(
+            "pause-clock",
+            "SIGSTOP of a lock holder past its window (idle timeout + window + 1-3 s); "
+            "libfaketime jumps (+-1 h, +-10 min) of two clients' clocks: one wall clock "
+            "only, one monotonic too",
+            ("pause", "clock"),
+            workers=6,
+            window=3.0,
+            idle_timeout=3.0,
+            hold=(0.1, 0.5),
+            faketime=True,
+            short_seconds=25.0,
+        ),
+        Scenario(
+            "disk",
+            "the data directory on a 64 MB tmpfs filled to the last byte, and fsync "
+            "failing with EIO (an LD_PRELOAD shim), in turn every 4-8 s; the server "
+            "restarted once the disk is healthy",
+            ("disk",),
+            tmpfs=True,
+            fsync_shim=True,
+            short_seconds=22.0,
+        ),
+    )
+}

@@ -1,0 +1,190 @@
+"""What the fault suite runs against: a backend URL and a way to start, kill and restart it.
+
+:class:`Target` is the whole interface between the suite and a backend. The
+scenarios, nemeses and checkers know nothing else about the backend, so the etcd,
+Redis and PostgreSQL backends run the same suite by implementing it (their
+servers started on loopback by the harness, as ``scripts/bench`` does). A target
+that cannot do something a nemesis needs says so with a capability, and scenarios
+needing it are not run against it.
+
+:class:`TenureTarget` is ``tenure serve`` (or a mutant of it, started through a
+wrapper module) on a fixed port and data directory: restarting it after
+``kill -9`` finds its state and its clients at the same address.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Final, Protocol
+
+from tests.server.wire import free_port
+
+#: The repository root: wrappers under tests/ are importable from there.
+REPO: Final = Path(__file__).resolve().parents[2]
+#: Bound of a start (the server replays its log) and of a graceful stop, in seconds.
+START_WAIT: Final = 30.0
+
+#: Capabilities a target may have (see :attr:`Target.capabilities`).
+DATA_DIR = "data-dir"  # its state lives in ``data_dir``, which may be a mount point
+PRELOAD = "preload"  # its server is a dynamically linked process that honours LD_PRELOAD
+IDLE_TIMEOUT = "idle-timeout"  # it closes idle connections after ``idle_timeout``
+
+
+class Target(Protocol):
+    """A backend under test and the server(s) behind it."""
+
+    name: str
+    #: Where the state lives (for a disk nemesis); must exist before :meth:`start`.
+    data_dir: Path
+    #: Extra environment of the next (re)start of the server (e.g. ``LD_PRELOAD``).
+    env: dict[str, str]
+    #: What the target supports beyond start/kill/restart/stop (module constants).
+    capabilities: frozenset[str]
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """Host and port clients connect to (a fault proxy forwards there)."""
+
+    def url(self, address: tuple[str, int] | None = None) -> str:
+        """The backend URL, reaching the server at ``address`` (default: :attr:`address`)."""
+
+    def start(self) -> None:
+        """Start the server and return once it serves (bounded; raises if it cannot)."""
+
+    def kill(self) -> None:
+        """``kill -9`` the server (no goodbye, nothing flushed); waits until it is gone."""
+
+    def restart(self) -> None:
+        """Start the server again on the same state and address (after kill or exit)."""
+
+    def stop(self) -> int | None:
+        """Stop gracefully; the exit code (None if it had to be killed)."""
+
+    def exit_code(self) -> int | None:
+        """The server's exit code, or None while it runs."""
+
+    @property
+    def pid(self) -> int | None:
+        """The running server's process id."""
+
+
+class TenureTarget:
+    """``tenure serve`` as a :class:`Target` (see the module docstring).
+
+    ``launcher`` is what runs after the Python interpreter: ``["-m", "tenure"]``, or
+    a mutant wrapper such as ``["-m", "tests.faults.mutant", "token-reset"]``.
+    """
+
+    capabilities: frozenset[str] = frozenset({DATA_DIR, PRELOAD, IDLE_TIMEOUT})
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        fsync: str = "always",
+        idle_timeout: float = 15.0,
+        launcher: Sequence[str] = ("-m", "tenure"),
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.name = "tenure"
+        self.data_dir = data_dir
+        self.fsync = fsync
+        self.idle_timeout = idle_timeout
+        self.launcher = list(launcher)
+        self.env = dict(env or {})
+        self.port = free_port()
+        self.log_path = data_dir.parent / f"{data_dir.name}-server.log"
+        self.starts = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """See :class:`Target`."""
+        return ("127.0.0.1", self.port)
+
+    def url(self, address: tuple[str, int] | None = None) -> str:
+        """See :class:`Target`."""
+        host, port = address or self.address
+        return f"tenure://{host}:{port}"
+
+    @property
+    def pid(self) -> int | None:
+        """See :class:`Target`."""
+        return None if self._proc is None or self._proc.poll() is not None else self._proc.pid
+
+    def start(self) -> None:
+        """See :class:`Target`."""
+        if self.pid is not None:
+            raise RuntimeError("the server is already running")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        args = [
+            *("--port", str(self.port), "--data-dir", str(self.data_dir)),
+            *("--fsync", self.fsync, "--idle-timeout", str(self.idle_timeout)),
+        ]
+        with self.log_path.open("ab") as log:
+            self._proc = subprocess.Popen(
+                [sys.executable, *self.launcher, "serve", *args],
+                cwd=REPO,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **self.env},
+            )
+        self.starts += 1
+        deadline = time.monotonic() + START_WAIT
+        while '"msg": "listening"' not in self.output(offset):
+            code = self._proc.poll()
+            if code is not None:
+                raise RuntimeError(f"the server exited {code}: {self.output(offset)[-2000:]}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError(f"the server did not listen within {START_WAIT}s")
+            time.sleep(0.02)
+
+    def kill(self) -> None:
+        """See :class:`Target`."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGCONT)  # a stopped process dies only once resumed
+            proc.kill()
+            proc.wait(timeout=START_WAIT)
+
+    def restart(self) -> None:
+        """See :class:`Target`."""
+        self.kill()
+        self.start()
+
+    def stop(self) -> int | None:
+        """See :class:`Target`."""
+        proc = self._proc
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=START_WAIT)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                return None
+        return proc.returncode
+
+    def exit_code(self) -> int | None:
+        """See :class:`Target`."""
+        return None if self._proc is None else self._proc.poll()
+
+    def output(self, offset: int = 0) -> str:
+        """The server's log from byte ``offset`` on (every start appends to one file)."""
+        if not self.log_path.exists():
+            return ""
+        with self.log_path.open("rb") as file:
+            file.seek(offset)
+            return file.read().decode(errors="replace")

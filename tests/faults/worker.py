@@ -1,0 +1,289 @@
+"""A worker process of a fault run: a few tenure clients doing the workload, recorded.
+
+``python -m tests.faults.worker CONFIG.json``. Each client (its own connection and
+session, process label ``w<index>c<n>``) loops until the worker is told to stop
+(SIGTERM):
+
+1. take one of the mutexes (``acquire``: ok with its token, or fail);
+2. run the critical section (``section``) as ``async with lock:``: a fenced write
+   with the token, a hold of a random length, a second fenced write. It ends
+   ``released``, ``lost`` (the body was cancelled with the loss error, as tenure
+   promises), or ``lost-not-cancelled`` (the body ran to its end although the lease
+   was lost: a broken promise 5);
+3. write the next number into its own persistent semaphore's data (``update``),
+   the register the durability check reads back.
+
+A lost session (``SessionExpiredError`` and friends) is recorded and replaced by a
+new one. Every wait is bounded by the stop: after SIGTERM the clients get a grace
+period to finish their step, then they are cancelled (what was pending ends
+``info``), closed, and the process exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Final
+
+import tenure
+from tenure.errors import LostError, TenureError
+from tests.faults.fence import FenceClient
+from tests.faults.history import Recorder, now
+
+#: After SIGTERM, how long clients may finish their step before they are cancelled.
+STOP_GRACE: Final = 3.0
+#: Bound of closing the clients at the end (a dead server makes closing wait).
+CLOSE_WAIT: Final = 10.0
+
+
+@dataclass
+class WorkerConfig:
+    """Everything one worker process needs (written as JSON by the harness)."""
+
+    index: int
+    url: str
+    node: str
+    keys: list[str]
+    clients: int
+    window: float
+    hold: tuple[float, float]
+    history: str
+    fence_port: int
+    seed: int
+    registers: bool = True
+    pause_between: tuple[float, float] = (0.0, 0.02)
+    connect_timeout: float = 2.0
+    mutant: str | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def labels(self) -> list[str]:
+        """The process labels of this worker's clients."""
+        return [label(self.index, n) for n in range(self.clients)]
+
+    def dump(self, path: Path) -> None:
+        """Write the config as JSON."""
+        path.write_text(json.dumps(asdict(self)))
+
+    @classmethod
+    def read(cls, path: Path) -> WorkerConfig:
+        """Read a config written by :meth:`dump`."""
+        data = json.loads(path.read_text())
+        data["hold"] = tuple(data["hold"])
+        data["pause_between"] = tuple(data["pause_between"])
+        return cls(**data)
+
+
+def label(index: int, client: int) -> str:
+    """The process label of client ``client`` of worker ``index``."""
+    return f"w{index}c{client}"
+
+
+def register_of(process: str) -> str:
+    """The name of the semaphore whose data is ``process``'s register."""
+    return f"reg-{process}"
+
+
+class SessionGoneError(Exception):
+    """The client's session ended: open a new one."""
+
+
+class Client:
+    """One client's loop (see the module docstring)."""
+
+    def __init__(self, config: WorkerConfig, process: str, recorder: Recorder) -> None:
+        self.config = config
+        self.process = process
+        self.rec = recorder
+        self.rng = random.Random(f"{config.seed}-{process}")
+        self.fence = FenceClient(config.fence_port)
+        self.seq = 0
+        self.created = False
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Connect (retrying while the server is down), then loop on sessions until ``stop``."""
+        client: tenure.Client | None = None
+        try:
+            while client is None and not stop.is_set():
+                try:
+                    client = await tenure.connect(
+                        self.config.url, connect_timeout=self.config.connect_timeout
+                    )
+                except (TenureError, OSError) as error:
+                    self.rec.note(self.process, "connect-failed", error=repr(error))
+                    await _sleep_unless(stop, self.rng.uniform(0.2, 0.5))
+            while client is not None and not stop.is_set():
+                await self._one_session(client, stop)
+        finally:
+            self.fence.close()
+            if client is not None:
+                with contextlib.suppress(TenureError, OSError, TimeoutError):
+                    async with asyncio.timeout(CLOSE_WAIT):
+                        await client.aclose()
+
+    async def _one_session(self, client: tenure.Client, stop: asyncio.Event) -> None:
+        op = self.rec.invoke(self.process, "session-open")
+        try:
+            session = await client.session(self.config.node, recovery_window=self.config.window)
+        except asyncio.CancelledError:
+            self.rec.complete(self.process, op, "info", error="stopped")
+            raise
+        except (TenureError, OSError) as error:
+            self.rec.complete(self.process, op, "info", error=repr(error))
+            await _sleep_unless(stop, self.rng.uniform(0.1, 0.3))
+            return
+        self.rec.complete(self.process, op, "ok", session=session.id)
+        try:
+            while not stop.is_set() and not session.closed:
+                await self._step(session)
+                await asyncio.sleep(self.rng.uniform(*self.config.pause_between))
+        except SessionGoneError:
+            pass
+        finally:
+            reason = session.lost_reason
+            if reason is not None:
+                self.rec.note(self.process, "session-lost", session=session.id, error=repr(reason))
+            with contextlib.suppress(TenureError, OSError, TimeoutError):
+                async with asyncio.timeout(CLOSE_WAIT):
+                    await session.close()
+
+    async def _step(self, session: tenure.Session) -> None:
+        if self.config.registers and not self.created:
+            await self._create_register(session)
+        key = self.rng.choice(self.config.keys)
+        lock = await self._acquire(session, key)
+        await self._section(session, key, lock)
+        if self.config.registers and self.created:
+            await self._update(session)
+
+    async def _acquire(self, session: tenure.Session, key: str) -> tenure.Lock:
+        op = self.rec.invoke(self.process, "acquire", key=key, session=session.id)
+        try:
+            lock = await session.mutex(key).lock()
+        except asyncio.CancelledError:
+            self.rec.complete(self.process, op, "info", error="stopped")
+            raise
+        except LostError as error:
+            self.rec.complete(self.process, op, "fail", error=repr(error))
+            raise SessionGoneError from error
+        except (TenureError, OSError) as error:
+            self.rec.complete(self.process, op, "info", error=repr(error))
+            raise SessionGoneError from error
+        self.rec.complete(self.process, op, "ok", token=lock.token)
+        return lock
+
+    async def _section(self, session: tenure.Session, key: str, lock: tenure.Lock) -> None:
+        token = lock.token
+        op = self.rec.invoke(self.process, "section", key=key, session=session.id, token=token)
+        try:
+            async with lock:
+                await self._write(session, key, token, op)
+                await asyncio.sleep(self.rng.uniform(*self.config.hold))
+                await self._write(session, key, token, op)
+                body_end = now()
+        except asyncio.CancelledError:
+            self.rec.complete(self.process, op, "info", error="stopped")
+            raise
+        except LostError as error:
+            self.rec.complete(self.process, op, "lost", error=repr(error))
+            if session.closed:
+                raise SessionGoneError from error
+            return
+        reason = lock.lost_reason
+        if reason is None:
+            self.rec.complete(self.process, op, "released", t=body_end)
+        else:
+            self.rec.complete(
+                self.process, op, "lost-not-cancelled", t=body_end, error=repr(reason)
+            )
+
+    async def _write(self, session: tenure.Session, key: str, token: int, section: int) -> None:
+        op = self.rec.invoke(
+            self.process, "write", key=key, session=session.id, token=token, section=section
+        )
+        try:
+            ok = await self.fence.write(key, token, self.process, op)
+        except asyncio.CancelledError:
+            self.rec.complete(self.process, op, "info", error="cancelled")
+            raise
+        except (OSError, TimeoutError) as error:
+            self.rec.complete(self.process, op, "info", error=repr(error))
+            return
+        self.rec.complete(self.process, op, "ok" if ok else "rejected")
+
+    async def _create_register(self, session: tenure.Session) -> None:
+        name = register_of(self.process)
+        op = self.rec.invoke(self.process, "create", key=name, session=session.id, value=0)
+        try:
+            await session.semaphore(name).create(limit=1, data=b"0", exist_ok=True)
+        except asyncio.CancelledError:
+            self.rec.complete(self.process, op, "info", error="stopped")
+            raise
+        except (TenureError, OSError) as error:
+            self.rec.complete(self.process, op, "info", error=repr(error))
+            raise SessionGoneError from error
+        self.rec.complete(self.process, op, "ok")
+        self.created = True
+
+    async def _update(self, session: tenure.Session) -> None:
+        self.seq += 1
+        name = register_of(self.process)
+        op = self.rec.invoke(self.process, "update", key=name, session=session.id, value=self.seq)
+        try:
+            await session.semaphore(name).update(str(self.seq).encode())
+        except asyncio.CancelledError:
+            self.rec.complete(self.process, op, "info", error="stopped")
+            raise
+        except (TenureError, OSError) as error:
+            # Lost with its connection, or its session ended meanwhile: it may have
+            # been applied (never "fail": that would claim it certainly was not).
+            self.rec.complete(self.process, op, "info", error=repr(error))
+            raise SessionGoneError from error
+        self.rec.complete(self.process, op, "ok")
+
+
+async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await stop.wait()
+
+
+async def run(config: WorkerConfig) -> None:
+    """Run every client of the worker until SIGTERM (see the module docstring)."""
+    recorder = Recorder(Path(config.history))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    clients = [Client(config, process, recorder) for process in config.labels()]
+    tasks = [asyncio.create_task(client.run(stop)) for client in clients]
+    recorder.note(f"w{config.index}", "worker-start", mutant=config.mutant)
+    try:
+        await stop.wait()
+        recorder.note(f"w{config.index}", "stop")
+        _, pending = await asyncio.wait(tasks, timeout=STOP_GRACE)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        recorder.note(f"w{config.index}", "worker-end")
+        recorder.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: ``python -m tests.faults.worker CONFIG.json``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        print("usage: python -m tests.faults.worker CONFIG.json", file=sys.stderr)
+        return 2
+    asyncio.run(run(WorkerConfig.read(Path(args[0]))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
