@@ -29,7 +29,7 @@ from tests.faults.checker import Verdict, check
 from tests.faults.disk import TRIGGER_VARIABLE, compile_shim, mount_tmpfs, unmount
 from tests.faults.fence import FenceServer
 from tests.faults.history import Recorder, load, now
-from tests.faults.nemesis import Stage, restart, set_clock
+from tests.faults.nemesis import Stage, restart, set_clock, sleep_until
 from tests.faults.observer import Observer
 from tests.faults.progress import Progress
 from tests.faults.scenarios import NEMESES, Scenario, liveness_bound
@@ -207,6 +207,7 @@ async def run_scenario(
         rec.note(HARNESS, "faults-start")
         until = now() + seconds
         await asyncio.gather(*(NEMESES[name](stage, until) for name in scenario.nemeses))
+        await sleep_until(until)  # a scenario without nemeses is a quiet run of that length
         await heal(stage)
         healed = now()
         rec.note(HARNESS, "heal", t=healed)

@@ -1,0 +1,39 @@
+"""Helpers of the fault suite's tests: the tools a scenario needs.
+
+A scenario whose tool is missing (libfaketime, gcc, mounting as root) skips on a
+developer machine but *fails* in CI (``CI=true``): scripts/bootstrap installs
+them, and CI must never go green by not testing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from tests.api.harness import in_ci
+from tests.faults.harness import faketime_library
+from tests.faults.scenarios import FAKETIME, GCC, MOUNT, Scenario
+
+
+def missing_tools(scenario: Scenario) -> list[str]:
+    """The tools ``scenario`` needs that this machine lacks."""
+    missing = []
+    if FAKETIME in scenario.needs and faketime_library() is None:
+        missing.append("libfaketime (apt-get install faketime)")
+    if GCC in scenario.needs and shutil.which("gcc") is None:
+        missing.append("gcc (apt-get install gcc libc6-dev)")
+    if MOUNT in scenario.needs and (os.geteuid() != 0 or shutil.which("mount") is None):
+        missing.append("mount as root (a tmpfs data directory)")
+    return missing
+
+
+def require_tools(scenario: Scenario) -> None:
+    """Skip (fail in CI) if ``scenario`` needs a tool this machine lacks."""
+    missing = missing_tools(scenario)
+    if missing:
+        message = f"scenario {scenario.name} needs {', '.join(missing)}"
+        if in_ci():
+            pytest.fail(f"{message} (CI=true: a missing tool is a failure, never a skip)")
+        pytest.skip(message)

@@ -1,0 +1,216 @@
+"""Each checker rule on small synthetic histories: it fires on the bug, not on the fine case."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+from tests.faults.checker import Verdict, check
+from tests.faults.history import parse
+
+
+class Build:
+    """A synthetic history, line by line (times are plain seconds)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self._ids = itertools.count(1)
+        self.note("harness", "params", 0.0, liveness_bound=10.0)
+
+    def op(
+        self,
+        process: str,
+        kind: str,
+        t0: float,
+        t1: float | None = None,
+        outcome: str | None = None,
+        *,
+        done: dict[str, Any] | None = None,
+        **fields: Any,
+    ) -> int:
+        op_id = next(self._ids)
+        self.lines.append(
+            json.dumps({"ev": "inv", "id": op_id, "p": process, "kind": kind, "t": t0, **fields})
+        )
+        if outcome is not None:
+            end = {"ev": "done", "id": op_id, "p": process, "t": t1, "outcome": outcome}
+            self.lines.append(json.dumps({**end, **(done or {})}))
+        return op_id
+
+    def note(self, process: str, kind: str, t: float, **fields: Any) -> None:
+        self.lines.append(json.dumps({"ev": "note", "p": process, "kind": kind, "t": t, **fields}))
+
+    def hold(
+        self,
+        process: str,
+        session: int,
+        token: int,
+        start: float,
+        end: float,
+        outcome: str = "released",
+        key: str = "m0",
+    ) -> int:
+        """An acquire granted at ``start`` and its section, ending at ``end``."""
+        self.op(process, "acquire", start - 0.01, start, "ok", key=key, session=session,
+                done={"token": token})  # fmt: skip
+        return self.op(process, "section", start, end, outcome, key=key, session=session,
+                       token=token)  # fmt: skip
+
+    def verdict(self, stop: float = 100.0, heal: float | None = None) -> Verdict:
+        if heal is not None:
+            self.note("harness", "heal", heal)
+        self.note("harness", "stop", stop)
+        return check(parse(self.lines))
+
+
+def test_a_clean_history_passes() -> None:
+    b = Build()
+    b.hold("w0c0", 1, 1, 1.0, 2.0)
+    b.hold("w1c0", 2, 2, 2.5, 3.0)
+    b.hold("w0c0", 1, 3, 3.5, 4.0)
+    verdict = b.verdict()
+    assert verdict.ok, verdict.summary()
+    assert verdict.stats["sections"] == 3
+
+
+def test_overlapping_sections_are_caught_unless_the_earlier_was_cancelled_by_its_loss() -> None:
+    b = Build()
+    b.hold("w0c0", 1, 1, 1.0, 3.0)
+    b.hold("w1c0", 2, 2, 2.0, 4.0)
+    assert b.verdict().rules() == {"overlap"}
+
+    b = Build()
+    b.hold("w0c0", 1, 1, 1.0, 3.0, outcome="lost")
+    b.hold("w1c0", 2, 2, 2.0, 4.0)
+    assert b.verdict().ok
+
+    b = Build()  # other keys never overlap each other
+    b.hold("w0c0", 1, 1, 1.0, 3.0, key="m0")
+    b.hold("w1c0", 2, 2, 2.0, 4.0, key="m1")
+    assert b.verdict().ok
+
+
+def test_a_loss_that_lets_the_body_run_on_is_caught() -> None:
+    b = Build()
+    b.hold("w0c0", 1, 1, 1.0, 3.0, outcome="lost-not-cancelled")
+    assert b.verdict().rules() == {"loss-not-cancelled"}
+
+
+def test_tokens_that_go_backwards_or_repeat_are_caught() -> None:
+    b = Build()
+    b.hold("w0c0", 1, 5, 1.0, 2.0)
+    b.hold("w1c0", 2, 3, 3.0, 4.0)  # invoked after token 5 was granted
+    assert b.verdict().rules() == {"token-order"}
+
+    b = Build()
+    b.hold("w0c0", 1, 5, 1.0, 2.0)
+    b.hold("w1c0", 2, 5, 3.0, 4.0, key="m1")
+    assert "token-reuse" in b.verdict().rules()
+
+    b = Build()  # concurrent acquires may complete in either order
+    b.op("w0c0", "acquire", 1.0, 3.0, "ok", key="m0", session=1, done={"token": 7})
+    b.op("w1c0", "acquire", 2.0, 2.5, "ok", key="m0", session=2, done={"token": 6})
+    assert b.verdict().ok
+
+
+def test_a_refused_fenced_write_needs_a_told_loss() -> None:
+    for outcome, expected in (("released", {"fenced-write-refused"}), ("lost", set())):
+        b = Build()
+        section = b.hold("w0c0", 1, 1, 1.0, 3.0, outcome=outcome)
+        b.op("w0c0", "write", 2.0, 2.1, "rejected", key="m0", token=1, section=section)
+        verdict = b.verdict()
+        assert verdict.rules() == expected
+        assert verdict.stats["stale_writes_refused"] == (1 if outcome == "lost" else 0)
+
+
+def _snapshot(b: Build, t: float, waiters: list[int], owners: list[list[int]]) -> None:
+    b.op("observer", "snapshot", t, t + 0.01, "ok", key="m0",
+         done={"value": {"owners": owners, "waiters": waiters}})  # fmt: skip
+
+
+def test_grants_out_of_queue_order_are_caught() -> None:
+    b = Build()
+    b.op("w0c0", "acquire", 1.0, 5.0, "ok", key="m0", session=1, done={"token": 9})
+    b.op("w1c0", "acquire", 1.1, 4.0, "ok", key="m0", session=2, done={"token": 8})
+    _snapshot(b, 2.0, [1, 2], [[3, 7]])
+    verdict = b.verdict()
+    assert verdict.rules() == {"fifo"}
+    assert "was served before" in verdict.violations[0].message
+
+
+def test_fifo_skips_waiters_whose_session_ended_and_checks_the_owner() -> None:
+    b = Build()
+    b.op("w0c0", "acquire", 1.0, 5.0, "fail", key="m0", session=1)  # its session expired
+    b.op("w1c0", "acquire", 1.1, 4.0, "ok", key="m0", session=2, done={"token": 8})
+    _snapshot(b, 2.0, [1, 2], [[3, 7]])
+    assert b.verdict().ok
+
+    b = Build()
+    b.op("w1c0", "acquire", 1.1, 4.0, "ok", key="m0", session=2, done={"token": 6})
+    _snapshot(b, 2.0, [2], [[3, 7]])  # queued behind token 7, granted 6: tokens went back
+    assert "fifo" in b.verdict().rules()
+
+
+def test_lost_and_phantom_register_writes_are_caught() -> None:
+    b = Build()
+    b.op("w0c0", "create", 0.5, 0.6, "ok", key="reg-w0c0")
+    b.op("w0c0", "update", 1.0, 1.1, "ok", key="reg-w0c0", value=1)
+    b.op("w0c0", "update", 2.0, 2.1, "info", key="reg-w0c0", value=2)  # may or may not be
+    b.op("observer", "read", 1.5, 1.6, "ok", key="reg-w0c0", done={"value": 1})
+    b.op("observer", "read", 3.0, 3.1, "ok", key="reg-w0c0", done={"value": 2})
+    b.op("observer", "read", 3.5, 3.6, "ok", key="reg-w0c0", done={"value": 1})
+    assert b.verdict().ok  # 1 is still allowed: the update to 2 was never acknowledged
+
+    b.op("observer", "read", 4.0, 4.1, "ok", key="reg-w0c0", done={"value": 0})
+    b.op("observer", "read", 4.5, 4.6, "ok", key="reg-w0c0", done={"value": 7})
+    b.op("observer", "read", 5.0, 5.1, "ok", key="reg-w0c0", done={"value": None})
+    verdict = b.verdict()
+    assert [v.rule for v in verdict.violations] == ["lost-write", "phantom-write", "lost-write"]
+
+
+def test_a_server_that_goes_on_after_a_disk_fault_is_caught() -> None:
+    b = Build()
+    b.note("nemesis", "server-exit", 1.0, fault="disk-full", exit_code=1, stopped=True)
+    assert b.verdict().ok
+    b.note("nemesis", "server-exit", 2.0, fault="fsync-eio", exit_code=None, stopped=False)
+    b.note("nemesis", "server-exit", 3.0, fault="disk-full", exit_code=0, stopped=True)
+    b.note("nemesis", "restart-failed", 4.0, error="corrupt log")
+    rules = [v.rule for v in b.verdict().violations]
+    assert rules == ["disk-fault-acknowledged", "disk-fault-acknowledged", "restart-failed"]
+
+
+def test_a_client_waiting_past_the_bound_or_idle_after_the_heal_is_caught() -> None:
+    b = Build()  # bound 10 s
+    b.hold("w0c0", 1, 1, 1.0, 1.5)
+    b.hold("w1c0", 2, 2, 2.0, 2.5)
+    b.op("w0c0", "acquire", 3.0, key="m0", session=1)  # never answered
+    b.hold("w1c0", 2, 3, 30.0, 30.5)
+    verdict = b.verdict(stop=40.0, heal=25.0)
+    assert [v.rule for v in verdict.violations] == ["hang", "no-progress"]
+    assert "w0c0" in verdict.violations[1].message
+
+    b = Build()  # cut off by the stop shortly after it began: no hang
+    b.hold("w0c0", 1, 1, 26.0, 26.5)
+    b.op("w0c0", "acquire", 35.0, 43.0, "info", key="m0", session=1, done={"error": "stopped"})
+    assert b.verdict(stop=40.0, heal=25.0).ok
+
+
+def test_the_longest_stall_after_a_restart_is_measured() -> None:
+    b = Build()
+    b.hold("w0c0", 1, 1, 1.0, 1.5)
+    b.note("nemesis", "restart", 2.0)
+    b.hold("w0c0", 1, 2, 6.5, 7.0)
+    verdict = b.verdict(stop=8.0)
+    assert verdict.stats["longest_stall_after_restart"] == 4.5
+    assert verdict.stats["restarts"] == 1
+
+
+def test_a_wall_clock_jump_must_cost_nothing() -> None:
+    b = Build()
+    b.note("harness", "role", 0.0, worker=3, clock="wall")
+    b.hold("w3c0", 1, 1, 1.0, 2.0)
+    b.hold("w2c0", 2, 2, 3.0, 4.0, outcome="lost")  # another worker may lose
+    assert b.verdict().ok
+    b.note("w3c1", "session-lost", 5.0, session=4, error="SessionExpiredError()")
+    assert b.verdict().rules() == {"wall-clock"}

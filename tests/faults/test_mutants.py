@@ -1,0 +1,81 @@
+"""The checkers against real mutants: tenure with one planted bug must fail the run.
+
+Each mutant (:mod:`tests.faults.mutant`) is started through its wrapper module, in
+a short run of the scenario that makes its bug bite, and the rule that claims to
+catch it must be among the violations. (Synthetic histories test each rule on
+its own in test_checkers.py.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.faults.harness import run_scenario
+from tests.faults.mutant import launcher
+from tests.faults.scenarios import Scenario
+from tests.faults.target import TenureTarget
+
+pytestmark = pytest.mark.timeout(180)
+
+#: A quiet run: the workload alone, no nemesis.
+QUIET = Scenario("quiet", "no faults", (), workers=3, short_seconds=6.0)
+
+
+async def _run(
+    scenario: Scenario,
+    tmp_path: Path,
+    *,
+    server: str | None = None,
+    client: str | None = None,
+    bound: float | None = None,
+) -> set[str]:
+    target = TenureTarget(
+        tmp_path / "data",
+        idle_timeout=scenario.idle_timeout,
+        launcher=launcher(server) if server else ("-m", "tenure"),
+    )
+    worker = (*launcher(client), "worker") if client else ("-m", "tests.faults.worker")
+    try:
+        outcome = await run_scenario(
+            scenario,
+            target,
+            tmp_path,
+            seconds=scenario.short_seconds,
+            seed=5,
+            bound=bound,
+            worker_launcher=worker,
+        )
+    finally:
+        target.kill()
+    return outcome.verdict.rules()
+
+
+async def test_a_grant_beyond_the_limit_is_caught_as_an_overlap(tmp_path: Path) -> None:
+    assert "overlap" in await _run(replace(QUIET, keys=1), tmp_path, server="limit")
+
+
+async def test_a_fencing_counter_lost_in_a_restart_is_caught(tmp_path: Path) -> None:
+    # The crash nemesis kills the server 3-8 s into the run: 12 s sees one restart.
+    crash = Scenario("crash", "kill -9", ("crash",), workers=3, keys=1, short_seconds=12.0)
+    rules = await _run(crash, tmp_path, server="token-reset")
+    assert {"token-order", "fenced-write-refused"} <= rules
+
+
+async def test_a_dropped_push_is_caught_as_a_hang(tmp_path: Path) -> None:
+    # No faults at all: the mutant alone loses grants. A short bound (8 s, far
+    # beyond any wait of a quiet run) keeps the test short.
+    rules = await _run(QUIET, tmp_path, server="drop-push", bound=8.0)
+    assert rules & {"hang", "no-progress"}, rules
+
+
+async def test_a_loss_that_does_not_cancel_the_body_is_caught(tmp_path: Path) -> None:
+    # Long holds, and holders paused past their window: each resumes mid-body
+    # after its session expired on the server.
+    pause = Scenario(
+        "pause", "SIGSTOP of holders", ("pause",), workers=3, keys=1, window=2.0,
+        idle_timeout=2.0, hold=(1.0, 2.0), short_seconds=14.0,
+    )  # fmt: skip
+    assert "loss-not-cancelled" in await _run(pause, tmp_path, client="no-cancel")
