@@ -20,6 +20,7 @@ queue was never seen with them in it).
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from dataclasses import dataclass
 
@@ -36,8 +37,11 @@ class QueueStats:
     skipped: int = 0
 
 
-def _pending_during(ops: list[Op], start: float, end: float) -> list[Op]:
-    return [op for op in ops if op.t0 <= end and (op.t1 is None or op.t1 >= start)]
+def _pending_during(ops: list[Op], starts: list[float], start: float, end: float) -> list[Op]:
+    # A session's acquires of one key run one after another (its gate), so only the
+    # last two invoked before ``end`` can still have been pending at ``start``.
+    last = bisect.bisect_right(starts, end)
+    return [op for op in ops[max(0, last - 2) : last] if op.t1 is None or op.t1 >= start]
 
 
 def check_fifo(history: History) -> tuple[list[Violation], QueueStats]:
@@ -45,6 +49,7 @@ def check_fifo(history: History) -> tuple[list[Violation], QueueStats]:
     acquires: dict[tuple[int | None, str | None], list[Op]] = {}
     for op in history.of_kind("acquire"):
         acquires.setdefault((op.session, op.key), []).append(op)
+    starts = {key: [op.t0 for op in ops] for key, ops in acquires.items()}
     stats = QueueStats()
     seen: set[tuple[tuple[str, int], tuple[str, int]]] = set()
     violations = []
@@ -54,8 +59,9 @@ def check_fifo(history: History) -> tuple[list[Violation], QueueStats]:
         stats.snapshots += 1
         queue: list[Op] = []
         for session in snapshot.value["waiters"]:
+            key = (session, snapshot.key)
             found = _pending_during(
-                acquires.get((session, snapshot.key), []), snapshot.t0, snapshot.t1
+                acquires.get(key, []), starts.get(key, []), snapshot.t0, snapshot.t1
             )
             if len(found) != 1:
                 stats.skipped += 1

@@ -40,7 +40,6 @@ from tests.netproxy import NetProxy
 NODE: Final = "faults"
 HARNESS: Final = "harness"
 REPO: Final = Path(__file__).resolve().parents[2]
-FAKETIME_LIBRARY: Final = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 #: Bound of a worker's exit after SIGTERM (its own stop grace and close included).
 WORKER_EXIT: Final = 25.0
 
@@ -57,10 +56,9 @@ class Outcome:
 
 def faketime_library() -> Path | None:
     """libfaketime's path, if it is installed."""
-    for candidate in (FAKETIME_LIBRARY, Path("/usr/lib/faketime/libfaketime.so.1")):
-        if candidate.exists():
-            return candidate
-    return None
+    found = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
+    found += sorted(Path("/usr/lib/faketime").glob("libfaketime.so.1"))
+    return found[0] if found else None
 
 
 async def _create_node(url: str) -> None:

@@ -67,7 +67,7 @@ class Scenario:
         )
 
     def long(self, workers: int = 8) -> Scenario:
-        """The long-mode version: more workers (one client each, as separate processes)."""
+        """The long-mode version: ``workers`` worker processes of two clients each."""
         return replace(self, workers=max(workers, self.workers), clients=2)
 
 
