@@ -142,6 +142,12 @@ class Session(Guarded):
             if asked:  # the local wait used up the whole timeout
                 raise TimeoutError(f"timed out waiting for {name!r}")
             return None
+        if self._signal.ended:
+            # The session ended while the grant was on its way (a Granted push and the
+            # session's deadline handled in one turn of the loop): the grant ended with
+            # the session, so no lease may outlive it unnoticed.
+            self._leave_gate(name)
+            raise self._signal.reason or SessionClosedError(f"session on {self.node!r} is closed")
         lease = lease_type(self, name, grant, data)
         self._leases[name] = lease
         return lease
