@@ -65,9 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep each run's history")
     args = parser.parse_args(argv)
     names = args.only or list(SCENARIOS)
-    results = [
-        asyncio.run(_one(name, args.minutes, args.workers, args.keep)) for name in names
-    ]
+    results = [asyncio.run(_one(name, args.minutes, args.workers, args.keep)) for name in names]
     write(results, args.out, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     print(f"wrote {args.out}")
     return 1 if any(result.violation_count for result in results) else 0

@@ -154,36 +154,50 @@ async def _refuse(stage: Stage, proxies: list[NetProxy]) -> None:
 
 async def _push_in_flight(stage: Stage, proxies: list[NetProxy]) -> None:
     # What the server writes (replies, Granted pushes) is lost, then the connection
-    # dies: the server believes it delivered, the client never read it.
+    # dies: the server believes it delivered, the client never read it. Aimed at the
+    # workers that wait in a queue now (their grant is the push most likely in flight).
+    waiting = {
+        index
+        for sessions in stage.observer.waiters.values()
+        for session in sessions[:2]
+        if (index := stage.owner_of(session)) is not None and index in stage.proxies
+    }
+    proxies = [stage.proxies[index] for index in sorted(waiting)] or proxies
     for proxy in proxies:
         proxy.discard_downstream = True
-    await asyncio.sleep(stage.rng.uniform(0.05, 0.5))
+    await asyncio.sleep(stage.rng.uniform(0.1, 0.8))
     for proxy in proxies:
         proxy.drop()
         proxy.discard_downstream = False
 
 
-#: The network faults, with their weights.
+#: The network faults, with how often each comes in one round.
 NET_FAULTS: Final[dict[str, tuple[NetFault, int]]] = {
-    "delay": (_delay, 2),
-    "reset": (_reset, 2),
-    "partition-short": (_partition_short, 2),
+    "delay": (_delay, 1),
+    "reset": (_reset, 1),
+    "partition-short": (_partition_short, 1),
     "partition-long": (_partition_long, 1),
     "refuse": (_refuse, 1),
-    "reset-push-in-flight": (_push_in_flight, 3),
+    "reset-push-in-flight": (_push_in_flight, 2),
 }
 
 
 async def network(stage: Stage, until: float) -> None:
-    """Every 1-3 s, one network fault on the proxies of a random subset of workers."""
-    names = list(NET_FAULTS)
-    weights = [NET_FAULTS[name][1] for name in names]
+    """Every 0.5-2 s, one network fault on the proxies of a random subset of workers.
+
+    The faults come in rounds: each round is every fault of :data:`NET_FAULTS` (as
+    often as it says) in a random order, so even a short run sees each of them.
+    """
     indexes = sorted(stage.proxies)
+    round_: list[str] = []
     while now() < until:
-        await asyncio.sleep(stage.rng.uniform(1.0, 3.0))
+        await asyncio.sleep(stage.rng.uniform(0.5, 2.0))
         if now() >= until:
             break
-        name = stage.rng.choices(names, weights)[0]
+        if not round_:
+            round_ = [name for name, (_, times) in NET_FAULTS.items() for _ in range(times)]
+            stage.rng.shuffle(round_)
+        name = round_.pop()
         chosen = stage.rng.sample(indexes, stage.rng.randint(1, len(indexes)))
         stage.fault(name, workers=chosen)
         await NET_FAULTS[name][0](stage, [stage.proxies[i] for i in chosen])

@@ -53,6 +53,8 @@ class Observer:
         self.reads_every = reads_every
         #: The latest snapshot of each key: owners as (session, token) pairs.
         self.owners: dict[str, list[tuple[int, int]]] = {}
+        #: The latest snapshot of each key: the waiting sessions, in queue order.
+        self.waiters: dict[str, list[int]] = {}
         self.snapshots = 0
         self._client: tenure.Client | None = None
         self._session: tenure.Session | None = None
@@ -97,6 +99,7 @@ class Observer:
                 "waiters": [waiter.session_id for waiter in found.waiters],
             }
         self.owners[key] = [(sid, token) for sid, token in value["owners"]]
+        self.waiters[key] = list(value["waiters"])
         self.snapshots += 1
         self.rec.complete(OBSERVER, op, "ok", value=value)
 
