@@ -31,10 +31,12 @@ def page(
 
 async def test_an_acquire_the_engine_lists_as_waiting_is_queued() -> None:
     ledger = Ledger(SID)
+    assert ledger.empty
     pending = ledger.open(1, "a")  # its QUEUED answer was lost
     settled = ledger.settle(page(waits=(QueuedAcquire("a", 1, 1),)), "")
     assert not pending.future.done()
     assert pending.queued
+    assert not ledger.empty
     assert settled.lost == []
     assert settled.drop == []
 

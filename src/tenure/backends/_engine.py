@@ -159,7 +159,7 @@ class EngineSession:
     async def reconcile(self, call: Callable[[Command[Any]], Awaitable[Any]]) -> None:
         """Read the session's state back through ``call`` and settle it, page by page."""
         after = ""
-        while self.ended is None:
+        while self.ended is None and not self.ledger.empty:
             page = await call(DescribeSession(self._session_id, after, self._page_size()))
             for command in self.settle(page, after):
                 with contextlib.suppress(TenureError):  # it may have ended meanwhile

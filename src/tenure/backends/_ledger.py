@@ -73,6 +73,15 @@ class Ledger:
         # Granted, before the waiting task ran): request id -> the loss to raise.
         self._doomed: dict[int, LostError] = {}
 
+    @property
+    def empty(self) -> bool:
+        """Nothing asked for, held or being released: a re-attach has nothing to settle.
+
+        (What the engine might keep unasked comes only from an acquire whose answer
+        was lost, and such an acquire is pending until it is settled or withdrawn.)
+        """
+        return not (self.pending or self.held or self.releasing)
+
     # -- one acquire ------------------------------------------------------------------
 
     def open(self, request_id: int, name: str) -> Pending:

@@ -98,7 +98,7 @@ class MemorySession(EngineSession):
     def settle_now(self, host: EngineHost) -> None:
         """Read the state back and settle it, page by page (:meth:`reconcile`, in-process)."""
         after = ""
-        while self.ended is None:
+        while self.ended is None and not self.ledger.empty:
             page = host.execute(DescribeSession(self.session_id, after, RECONCILE_PAGE))
             for command in self.settle(page, after):
                 with contextlib.suppress(TenureError):
