@@ -10,6 +10,8 @@ address, one task per connection and one pump per direction. The faults:
   bytes through first, in order. A connection accepted while stalled is stalled
   too: it reaches upstream only after the resume;
 * :meth:`NetProxy.refuse` resets new connections as soon as they are accepted;
+* :meth:`NetProxy.lose_downstream` reads what upstream sends and throws it away:
+  bytes in flight on a connection about to die (then :meth:`NetProxy.drop` it);
 * ``delay`` holds each chunk that many seconds before forwarding it (per
   direction, in order);
 * ``discard_downstream`` throws away what upstream sends while it is set (the
@@ -97,6 +99,7 @@ class NetProxy:
         self._flowing = asyncio.Event()  # clear while stalled
         self._flowing.set()
         self._refusing = False
+        self._losing_downstream = False
         self._closed = False
         self._listener: asyncio.Server | None = None
 
@@ -141,6 +144,14 @@ class NetProxy:
     def resume(self) -> None:
         """Forward again: what was held goes first, in order."""
         self._flowing.set()
+
+    def lose_downstream(self, on: bool = True) -> None:
+        """Throw away what upstream sends to clients from now on (``on=False``: forward it).
+
+        Nothing tells either side: upstream believes it was sent, the client never
+        reads it, as with bytes in flight when a connection dies.
+        """
+        self._losing_downstream = on
 
     def refuse(self, on: bool = True) -> None:
         """Reset new connections at once (``on=False``: accept them again)."""
@@ -238,6 +249,8 @@ class NetProxy:
                     if sink.can_write_eof():
                         sink.write_eof()
                     return
+                if self._losing_downstream and sink is link.writer:
+                    continue  # lost in flight
                 sink.write(data)
                 await sink.drain()
         except OSError:  # one side was reset: so is the other, as if the RST passed through

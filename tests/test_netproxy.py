@@ -218,6 +218,18 @@ async def test_drop_while_stalled_loses_what_was_held(sockets: Sockets) -> None:
         assert echo.received == b"ab"
 
 
+async def test_lose_downstream_throws_away_what_upstream_sends(sockets: Sockets) -> None:
+    async with Echo() as echo, NetProxy("127.0.0.1", echo.port) as proxy:
+        reader, writer = client = await sockets.open(proxy.port)
+        await round_trip(client, b"a")
+        proxy.lose_downstream()
+        writer.write(b"lost on the way back")
+        await eventually(lambda: echo.received == b"alost on the way back")
+        await nothing_arrives(reader)  # upstream sent it; nobody will ever read it
+        proxy.lose_downstream(False)
+        await round_trip(client, b"b")  # only what is sent from now on arrives
+
+
 async def test_refuse_closes_new_connections_only(sockets: Sockets) -> None:
     async with Echo() as echo, NetProxy("127.0.0.1", echo.port) as proxy:
         before = await sockets.open(proxy.port)

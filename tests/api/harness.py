@@ -74,8 +74,12 @@ class Harness:
         """Keyword options for :func:`tenure.connect`."""
         return {}
 
-    async def disconnect(self, session: tenure.Session) -> None:
-        """Drop ``session``'s connection (its recovery window starts)."""
+    async def disconnect(self, session: tenure.Session, *, lose_pushes: bool = False) -> None:
+        """Drop ``session``'s connection (its recovery window starts).
+
+        ``lose_pushes``: what the server sends the session until it re-attaches is
+        lost, as in flight on a dead connection.
+        """
         raise NotImplementedError(f"{self.name} cannot drop connections")
 
     async def reconnect(self, session: tenure.Session) -> None:
@@ -105,8 +109,8 @@ class MemoryHarness(Harness):
     def options(self, clock: FakeClock | None) -> dict[str, Any]:
         return {} if clock is None else {"clock": clock}
 
-    async def disconnect(self, session: tenure.Session) -> None:
-        memory_disconnect(session)
+    async def disconnect(self, session: tenure.Session, *, lose_pushes: bool = False) -> None:
+        memory_disconnect(session, lose_pushes=lose_pushes)
 
     async def reconnect(self, session: tenure.Session) -> None:
         memory_reconnect(session)
@@ -165,9 +169,13 @@ class Network:
     def __init__(self, harness: Harness) -> None:
         self._harness = harness
 
-    async def disconnect(self, session: tenure.Session) -> None:
-        """The session's connection drops: its recovery window starts running."""
-        await self._harness.disconnect(session)
+    async def disconnect(self, session: tenure.Session, *, lose_pushes: bool = False) -> None:
+        """The session's connection drops: its recovery window starts running.
+
+        ``lose_pushes``: what the server sends it meanwhile is lost in flight, so
+        :meth:`reconnect` must learn it from the session's state.
+        """
+        await self._harness.disconnect(session, lose_pushes=lose_pushes)
 
     async def reconnect(self, session: tenure.Session) -> None:
         """The connection comes back within the window: the session re-attaches."""

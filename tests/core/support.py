@@ -172,6 +172,7 @@ def snapshot(engine: Engine) -> Any:
             sorted(s.holds),
             sorted(s.waits),
             sorted(s.watches),
+            list(s.missed.items()),
         )
         for sid, s in sorted(engine.sessions.items())
     }

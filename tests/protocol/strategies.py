@@ -50,6 +50,7 @@ REPLY_RECORD_TYPES: tuple[type, ...] = (
     commands.AcquireResult,
     values.NodeDescription,
     commands.DescribeResult,
+    commands.SessionState,
 )
 MESSAGE_TYPES: tuple[type, ...] = (
     Hello,

@@ -87,7 +87,9 @@ ALL_RECORDS = sorted(_records(), key=lambda record: record.name)
 def test_the_walk_finds_every_record():
     names = {record.name for record in ALL_RECORDS}
     assert {"NodeConfig", "OwnerInfo", "WaiterInfo", "SemaphoreDescription", "Hello"} <= names
-    assert len(ALL_RECORDS) == len(COMMAND_TYPES) + len(EFFECT_TYPES) + 4 + 4 + 10
+    assert {"HeldGrant", "QueuedAcquire", "SessionState"} <= names
+    # Commands, effects, 5 reply records, 6 records inside them, 10 messages.
+    assert len(ALL_RECORDS) == len(COMMAND_TYPES) + len(EFFECT_TYPES) + 5 + 6 + 10
 
 
 @pytest.mark.parametrize("record", ALL_RECORDS, ids=lambda r: r.name)
@@ -101,10 +103,12 @@ def test_schema_lists_every_dataclass_field_in_order(record):
 STABLE_TAGS = {
     "CreateNode": 1, "DescribeNode": 2, "AlterNode": 3, "DropNode": 4,
     "CreateSession": 10, "AttachSession": 11, "DetachSession": 12, "CloseSession": 13,
+    "DescribeSession": 14,
     "CreateSemaphore": 20, "Acquire": 21, "Release": 22, "CancelAcquire": 23, "Renew": 24,
     "UpdateSemaphore": 25, "DeleteSemaphore": 26, "DescribeSemaphore": 27, "CancelWatch": 28,
     "Granted": 1, "AcquireFailed": 2, "LeaseLost": 3, "WatchFired": 4, "SessionEnded": 5,
     "SessionInfo": 1, "AcquireResult": 2, "NodeDescription": 3, "DescribeResult": 4,
+    "SessionState": 5,
     "Hello": 1, "Request": 2, "Ping": 3, "Welcome": 11, "Refused": 12, "Reply": 13,
     "Failure": 14, "Push": 15, "Pong": 16, "GoingAway": 17,
 }  # fmt: skip

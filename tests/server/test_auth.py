@@ -21,6 +21,7 @@ from tenure._core import (
     CreateSession,
     DescribeNode,
     DescribeSemaphore,
+    DescribeSession,
     DetachSession,
     DropNode,
     Release,
@@ -96,6 +97,7 @@ def test_read_only_and_read_write_commands() -> None:
         DetachSession(1),
         DescribeNode("n"),
         DescribeSemaphore(1, "m", watch_data=True),
+        DescribeSession(1),
         CancelWatch(1, 5),
     ):
         assert denial(reader, allowed, "n") is None
@@ -112,8 +114,8 @@ def test_read_only_and_read_write_commands() -> None:
         why = denial(reader, write, "n")
         assert why == f"token 'r' is read-only: it may not send {type(write).__name__} on node 'n'"
         assert denial(writer, write, "n") is None
-    assert len(READ_ONLY_COMMANDS) == 7
-    assert len(READ_WRITE_COMMANDS) == 17
+    assert len(READ_ONLY_COMMANDS) == 8
+    assert len(READ_WRITE_COMMANDS) == 18
 
 
 def test_node_patterns() -> None:

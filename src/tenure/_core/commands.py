@@ -11,8 +11,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
+from tenure._core.effects import AcquireFailed, LeaseLost
 from tenure._core.values import NodeConfig, NodeDescription, SemaphoreDescription
 
 R = TypeVar("R", covariant=True)
@@ -110,6 +111,62 @@ class CloseSession(Command[None]):
     """Close a session cleanly: release all it holds, cancel all it waits for."""
 
     session_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class HeldGrant:
+    """One grant a session holds (in a :class:`SessionState`)."""
+
+    name: str
+    token: int
+    count: int
+    lease_ttl: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedAcquire:
+    """One acquire a session has waiting (in a :class:`SessionState`)."""
+
+    name: str
+    request_id: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    """Reply to DescribeSession: one page of what a session holds and waits for.
+
+    Items are those of the semaphores named after the command's ``after``, in name
+    order: ``holds`` and ``waits`` as they are now, and ``missed``, the latest ending
+    of an acquire or a grant on each semaphore that the session did not cause
+    (timeout, deletion, lease expiry) and has not acted on since. ``next_after`` is
+    the ``after`` of the next page, or None on the last one.
+    """
+
+    session_id: int
+    holds: tuple[HeldGrant, ...] = ()
+    waits: tuple[QueuedAcquire, ...] = ()
+    missed: tuple[AcquireFailed | LeaseLost, ...] = ()
+    next_after: str | None = None
+
+
+#: The most semaphores one DescribeSession page may cover.
+MAX_DESCRIBE_SESSION_LIMIT: Final = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeSession(Command[SessionState]):
+    """Describe what a session holds, waits for and may have missed (one page).
+
+    A client that re-attaches reads this to agree with the server on its session's
+    state: pushes sent on a connection that died, or queued by a server that then
+    restarted, are lost, but what they told is here. Pages cover up to ``limit``
+    semaphores named after ``after`` (``""``: from the first).
+    """
+
+    session_id: int
+    after: str = ""
+    limit: int = 128
 
 
 # -- semaphores -----------------------------------------------------------------------

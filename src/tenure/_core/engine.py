@@ -74,6 +74,7 @@ class Engine(SemaphoreCommands):
             c.AttachSession: self._attach_session,
             c.DetachSession: self._detach_session,
             c.CloseSession: self._close_session,
+            c.DescribeSession: self._describe_session,
             c.CreateSemaphore: self._create_semaphore,
             c.Acquire: self._acquire,
             c.Release: self._release,
@@ -230,6 +231,36 @@ class Engine(SemaphoreCommands):
             session.expires_at = now + session.timeout
             self._deadlines.schedule(session.expires_at, Kind.SESSION, (session.session_id,))
 
+    def _describe_session(self, cmd: c.DescribeSession, now: float) -> c.SessionState:
+        session, node = self._session_node(cmd.session_id)
+        after, limit = cmd.after, cmd.limit
+        if not isinstance(after, str):
+            raise InvalidArgumentError("after must be a semaphore name or an empty string")
+        if type(limit) is not int or not 1 <= limit <= c.MAX_DESCRIBE_SESSION_LIMIT:
+            raise InvalidArgumentError(
+                f"limit must be an integer from 1 to {c.MAX_DESCRIBE_SESSION_LIMIT}"
+            )
+        missed = session.missed
+        names = sorted(name for name in {*session.held, *session.waits, *missed} if name > after)
+        page = names[:limit]
+        sid = session.session_id
+        holds, waits = [], []
+        for name in page:
+            sem = node.semaphores.get(name)
+            owner = None if sem is None else sem.owner(sid)
+            if owner is not None:
+                holds.append(c.HeldGrant(name, owner.token, owner.count, owner.lease_ttl))
+            waiter = None if sem is None else sem.waiter(sid)
+            if waiter is not None:
+                waits.append(c.QueuedAcquire(name, waiter.request_id, waiter.count))
+        return c.SessionState(
+            sid,
+            tuple(holds),
+            tuple(waits),
+            tuple(missed[name] for name in page if name in missed),
+            page[-1] if len(names) > limit else None,
+        )
+
     def _close_session(self, cmd: c.CloseSession, now: float) -> None:
         self._end_session(self._session(cmd.session_id), now, ErrorCode.SESSION_CLOSED)
 
@@ -297,7 +328,7 @@ class Engine(SemaphoreCommands):
             waiter = sem.remove_waiter(cast(int, key[2]))
             assert waiter is not None
             self.sessions[waiter.session_id].discard_wait(sem.name)
-            self._effects.append(
+            self._tell(
                 AcquireFailed(
                     waiter.session_id,
                     waiter.request_id,
@@ -311,7 +342,7 @@ class Engine(SemaphoreCommands):
             owner = sem.remove_owner(cast(int, key[2]))
             assert owner is not None
             self.sessions[owner.session_id].discard_hold(sem.name)
-            self._effects.append(
+            self._tell(
                 LeaseLost(
                     owner.session_id,
                     sem.name,

@@ -65,6 +65,7 @@ class SemaphoreCommands(EngineState):
                 f"max_waiters ({node.config.max_waiters}) reached on semaphore {name!r}"
             )
         # Validated: from here on the command succeeds (rule 1).
+        session.forget_missed(name)  # asking again: the client settled the last one
         change = NOTHING
         if sem is None:
             sem = node.semaphores[name] = Semaphore(name, MAX_COUNT, b"", ephemeral=True)
@@ -120,7 +121,9 @@ class SemaphoreCommands(EngineState):
 
     def _release(self, cmd: c.Release, now: float) -> bool:
         session, node = self._session_node(cmd.session_id)
-        sem = node.semaphores.get(check_name("semaphore", cmd.name))
+        name = check_name("semaphore", cmd.name)
+        session.forget_missed(name)  # its client is done with it, however it ended
+        sem = node.semaphores.get(name)
         if sem is None:
             return False
         sid = session.session_id
@@ -196,14 +199,14 @@ class SemaphoreCommands(EngineState):
         message = f"semaphore {sem.name!r} was deleted"
         for waiter in list(sem.waiters.values()):
             self.sessions[waiter.session_id].discard_wait(sem.name)
-            self._effects.append(
+            self._tell(
                 AcquireFailed(
                     waiter.session_id, waiter.request_id, sem.name, ErrorCode.NOT_FOUND, message
                 )
             )
         for owner in list(sem.owners.values()):
             self.sessions[owner.session_id].discard_hold(sem.name)
-            self._effects.append(
+            self._tell(
                 LeaseLost(owner.session_id, sem.name, owner.token, ErrorCode.LEASE_LOST, message)
             )
         del node.semaphores[sem.name]

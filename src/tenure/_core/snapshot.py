@@ -16,12 +16,15 @@ promises a restart must keep:
 * every lease TTL starts afresh (a holder could not renew while the server was down);
 * acquire timeouts and lock-delays keep the time they had left.
 
-Layout (version 2): a server restarts by loading one of these, so it is made to
+Layout (version 3): a server restarts by loading one of these, so it is made to
 load fast. Sessions, and each node's semaphores, owners and waiters, are *flat*
 lists of fields (``SESSION_FIELDS`` values per session, and so on), rather than a
 list or dict per object: msgpack then makes no container per lock, and loading
 walks each list once. A semaphore's fields end with how many of the owners and
-waiters lists that follow are its own. Version 1 (a dict per semaphore) still loads.
+waiters lists that follow are its own. ``missed`` holds what each session keeps of
+the endings it did not cause (:attr:`tenure._core.state.Session.missed`),
+``MISSED_FIELDS`` values each (new in version 3). Versions 1 (a dict per
+semaphore) and 2 still load.
 """
 
 from __future__ import annotations
@@ -30,20 +33,23 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
+from tenure._core.effects import AcquireFailed, LeaseLost
 from tenure._core.engine import Engine
 from tenure._core.semaphore import Owner, Semaphore, Waiter
 from tenure._core.state import Node, Session
 from tenure._core.values import MAX_COUNT, NodeConfig
-from tenure.errors import InvalidArgumentError
+from tenure.errors import ErrorCode, InvalidArgumentError
 
 #: Bumped when the layout changes; :func:`load` refuses layouts it does not know.
-SNAPSHOT_VERSION = 2
+SNAPSHOT_VERSION = 3
 
 #: Values per object in the flat lists (see the module docstring).
 SESSION_FIELDS = 7  # id, node, timeout, description, protection key, seq_no, expires_at
 SEMAPHORE_FIELDS = 7  # name, limit, data, ephemeral, blocked_until, #owners, #waiters
 OWNER_FIELDS = 6  # session id, count, data, token, lease ttl, lease deadline
 WAITER_FIELDS = 6  # session id, request id, count, data, deadline, lease ttl
+MISSED_FIELDS = 6  # session id, kind (1 failed acquire, 2 lost grant), name, id, code, message
+_FAILED, _LOST = 1, 2
 
 Plain = dict[str, Any]
 
@@ -51,6 +57,7 @@ Plain = dict[str, Any]
 def dump(engine: Engine) -> Plain:
     """The engine's state as plain data (see the module docstring)."""
     sessions: list[object] = []
+    missed: list[object] = []
     for s in engine.sessions.values():
         sessions += (
             s.session_id,
@@ -61,6 +68,11 @@ def dump(engine: Engine) -> Plain:
             s.seq_no,
             s.expires_at,
         )
+        for e in s.missed.values():
+            if isinstance(e, AcquireFailed):
+                missed += (e.session_id, _FAILED, e.name, e.request_id, int(e.code), e.message)
+            else:
+                missed += (e.session_id, _LOST, e.name, e.token, int(e.code), e.message)
     return {
         "version": SNAPSHOT_VERSION,
         "now": engine.now,
@@ -70,6 +82,7 @@ def dump(engine: Engine) -> Plain:
         "last_watch_id": engine.last_watch_id,
         "nodes": [_dump_node(node) for node in engine.nodes.values()],
         "sessions": sessions,
+        "missed": missed,
     }
 
 
@@ -108,9 +121,9 @@ def load(data: Plain) -> Engine:
         InvalidArgumentError: the data is not a snapshot this version can read.
     """
     version = data.get("version") if isinstance(data, dict) else None
-    if version not in (1, SNAPSHOT_VERSION):
+    if version not in (1, 2, SNAPSHOT_VERSION):
         raise InvalidArgumentError(
-            f"not a tenure engine snapshot of version 1 or 2 (got {version!r})"
+            f"not a tenure engine snapshot of version 1 to {SNAPSHOT_VERSION} (got {version!r})"
         )
     try:
         return _load(data, version)
@@ -149,6 +162,16 @@ def _load(data: Plain, version: int) -> Engine:
             _load_semaphores(engine, node, plain)
         else:
             _load_semaphores_v1(engine, node, plain["semaphores"])
+    if version > 2:
+        for sid, kind, name, number, code, message in _rows(data["missed"], MISSED_FIELDS):
+            effect: AcquireFailed | LeaseLost
+            if kind == _FAILED:
+                effect = AcquireFailed(sid, number, name, ErrorCode(code), message)
+            elif kind == _LOST:
+                effect = LeaseLost(sid, name, number, ErrorCode(code), message)
+            else:
+                raise ValueError(f"unknown kind of missed ending {kind!r}")
+            engine.sessions[sid].note_missed(effect)
     engine._schedule_all()
     return engine
 

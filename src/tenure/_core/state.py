@@ -8,16 +8,25 @@ steps here are where rules 2, 3 and 5 of the engine (see its docstring) are kept
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Final
 
 from tenure._core.deadlines import Deadlines, Kind
-from tenure._core.effects import Effect, Granted, WatchFired
+from tenure._core.effects import AcquireFailed, Effect, Granted, LeaseLost, WatchFired
 from tenure._core.semaphore import Owner, Semaphore
 from tenure._core.values import NodeConfig, SemaphoreDescription, check_name
 from tenure._core.watches import EXISTENCE, OWNERS, WAITERS, Change, Watches
 from tenure.errors import LimitExceededError, NotFoundError, SessionExpiredError
+
+#: Endings a session did not cause that it keeps for its client to read back
+#: (:attr:`Session.missed`): at most this many, one per semaphore, the oldest dropped.
+MAX_MISSED: Final = 256
+
+#: What :attr:`Session.missed` keeps: a queued acquire that failed, or a lost grant.
+Missed = AcquireFailed | LeaseLost
 
 
 @dataclass(slots=True)
@@ -41,6 +50,7 @@ class Session:
     _holds: set[str] | None = None  # semaphores it owns tokens of
     _waits: set[str] | None = None  # semaphores it has a waiter in
     _watches: set[int] | None = None  # armed watch ids
+    _missed: dict[str, Missed] | None = None  # see :attr:`missed`
 
     @property
     def held(self) -> AbstractSet[str]:
@@ -90,6 +100,37 @@ class Session:
             if not self._waits:
                 self._waits = None
 
+    @property
+    def missed(self) -> Mapping[str, Missed]:
+        """Endings of its acquires and grants that the session did not cause, by semaphore.
+
+        A queued acquire that timed out or whose semaphore was deleted, and a grant
+        whose lease expired or whose semaphore was deleted, are told by a push; a
+        push can be lost with a connection, or with a server's restart. The engine
+        keeps the latest such ending per semaphore until the session acquires or
+        releases that semaphore again (so the client has seen it), so a client that
+        re-attaches can read back what it may have missed (DescribeSession). At most
+        :data:`MAX_MISSED` are kept, the oldest dropped first.
+        """
+        return self._missed or _NO_MISSED
+
+    def note_missed(self, effect: Missed) -> None:
+        """Keep ``effect`` as the latest ending on its semaphore (see :attr:`missed`)."""
+        if self._missed is None:
+            self._missed = {}
+        missed = self._missed
+        missed.pop(effect.name, None)  # re-inserted last: the newest
+        missed[effect.name] = effect
+        if len(missed) > MAX_MISSED:
+            del missed[next(iter(missed))]
+
+    def forget_missed(self, name: str) -> None:
+        """The session acted on ``name`` again: its client knows how the last one ended."""
+        if self._missed is not None:
+            self._missed.pop(name, None)
+            if not self._missed:
+                self._missed = None
+
     def add_watch(self, watch_id: int) -> None:
         """It armed watch ``watch_id``."""
         if self._watches is None:
@@ -105,6 +146,7 @@ class Session:
 
 
 _NONE: AbstractSet[Any] = frozenset()
+_NO_MISSED: Mapping[str, Missed] = MappingProxyType({})
 
 
 @dataclass(slots=True)
@@ -215,6 +257,11 @@ class EngineState:
                     else sem.describe(owners=shape[0], waiters=shape[1])
                 )
             self._effects.append(WatchFired(watch.session_id, watch.watch_id, name, description))
+
+    def _tell(self, effect: Missed) -> None:
+        """Queue an ending the session did not cause, and keep it for a re-attach to read."""
+        self._effects.append(effect)
+        self.sessions[effect.session_id].note_missed(effect)
 
     def _start_lock_delay(self, node: Node, sem: Semaphore, now: float) -> None:
         delay = node.config.lock_delay

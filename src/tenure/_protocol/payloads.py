@@ -43,8 +43,11 @@ __all__ = [
     "COMMAND",
     "EFFECT",
     "ERROR_CODE",
+    "HELD_GRANT",
+    "MISSED",
     "NODE_CONFIG",
     "OWNER_INFO",
+    "QUEUED_ACQUIRE",
     "REPLY_TYPES",
     "SEMAPHORE_DESCRIPTION",
     "VALUE",
@@ -56,7 +59,14 @@ __all__ = [
 
 #: A command's reply, as the wire carries it.
 ReplyValue = (
-    c.SessionInfo | c.AcquireResult | v.NodeDescription | c.DescribeResult | bool | float | None
+    c.SessionInfo
+    | c.AcquireResult
+    | v.NodeDescription
+    | c.DescribeResult
+    | c.SessionState
+    | bool
+    | float
+    | None
 )
 
 OPT_FLOAT: Final = Optional(FLOAT)
@@ -128,6 +138,7 @@ _COMMANDS: Final = (
     ),
     Record(c.DetachSession, [("session_id", UINT)], tag=12),
     Record(c.CloseSession, [("session_id", UINT)], tag=13),
+    Record(c.DescribeSession, [("session_id", UINT), ("after", STR), ("limit", UINT)], tag=14),
     # semaphores: 20..39
     Record(
         c.CreateSemaphore,
@@ -173,6 +184,73 @@ _COMMANDS: Final = (
 #: Any engine command, as ``[tag, field, ...]``.
 COMMAND: Final = Union("command", _COMMANDS)
 
+# -- effects ----------------------------------------------------------------------------
+
+_ACQUIRE_FAILED: Final = Record(
+    fx.AcquireFailed,
+    [
+        ("session_id", UINT),
+        ("request_id", UINT),
+        ("name", STR),
+        ("code", ERROR_CODE),
+        ("message", STR),
+    ],
+    tag=2,
+)
+_LEASE_LOST: Final = Record(
+    fx.LeaseLost,
+    [
+        ("session_id", UINT),
+        ("name", STR),
+        ("token", UINT),
+        ("code", ERROR_CODE),
+        ("message", STR),
+    ],
+    tag=3,
+)
+
+_EFFECTS: Final = (
+    Record(
+        fx.Granted,
+        [
+            ("session_id", UINT),
+            ("request_id", UINT),
+            ("name", STR),
+            ("token", UINT),
+            ("count", UINT),
+            ("lease_ttl", OPT_FLOAT),
+        ],
+        tag=1,
+    ),
+    _ACQUIRE_FAILED,
+    _LEASE_LOST,
+    Record(
+        fx.WatchFired,
+        [
+            ("session_id", UINT),
+            ("watch_id", UINT),
+            ("name", STR),
+            ("description", Optional(SEMAPHORE_DESCRIPTION)),
+        ],
+        tag=4,
+    ),
+    Record(fx.SessionEnded, [("session_id", UINT), ("code", ERROR_CODE), ("message", STR)], tag=5),
+)
+
+#: Any engine effect, as ``[tag, field, ...]``.
+EFFECT: Final = Union("effect", _EFFECTS)
+
+#: An ending a session kept for its client (SessionState.missed): tagged as an effect.
+MISSED: Final = Union("missed", (_ACQUIRE_FAILED, _LEASE_LOST))
+
+HELD_GRANT: Final = Record(
+    c.HeldGrant, [("name", STR), ("token", UINT), ("count", UINT), ("lease_ttl", OPT_FLOAT)]
+)
+QUEUED_ACQUIRE: Final = Record(
+    c.QueuedAcquire, [("name", STR), ("request_id", UINT), ("count", UINT)]
+)
+
+
 # -- reply values -----------------------------------------------------------------------
 
 _VALUES: Final = (
@@ -195,6 +273,17 @@ _VALUES: Final = (
     Record(
         c.DescribeResult, [("description", SEMAPHORE_DESCRIPTION), ("watch_id", OPT_UINT)], tag=4
     ),
+    Record(
+        c.SessionState,
+        [
+            ("session_id", UINT),
+            ("holds", ArrayOf(HELD_GRANT)),
+            ("waits", ArrayOf(QUEUED_ACQUIRE)),
+            ("missed", ArrayOf(MISSED)),
+            ("next_after", Optional(STR)),
+        ],
+        tag=5,
+    ),
 )
 
 _NONE = type(None)
@@ -209,6 +298,7 @@ REPLY_TYPES: Final[Mapping[type, tuple[type, ...]]] = {
     c.AttachSession: (c.SessionInfo,),
     c.DetachSession: (_NONE,),
     c.CloseSession: (_NONE,),
+    c.DescribeSession: (c.SessionState,),
     c.CreateSemaphore: (_NONE,),
     c.Acquire: (c.AcquireResult,),
     c.Release: (bool,),
@@ -253,59 +343,6 @@ class _Value(Field):
 
 #: A reply value.
 VALUE: Final = _Value()
-
-# -- effects ----------------------------------------------------------------------------
-
-_EFFECTS: Final = (
-    Record(
-        fx.Granted,
-        [
-            ("session_id", UINT),
-            ("request_id", UINT),
-            ("name", STR),
-            ("token", UINT),
-            ("count", UINT),
-            ("lease_ttl", OPT_FLOAT),
-        ],
-        tag=1,
-    ),
-    Record(
-        fx.AcquireFailed,
-        [
-            ("session_id", UINT),
-            ("request_id", UINT),
-            ("name", STR),
-            ("code", ERROR_CODE),
-            ("message", STR),
-        ],
-        tag=2,
-    ),
-    Record(
-        fx.LeaseLost,
-        [
-            ("session_id", UINT),
-            ("name", STR),
-            ("token", UINT),
-            ("code", ERROR_CODE),
-            ("message", STR),
-        ],
-        tag=3,
-    ),
-    Record(
-        fx.WatchFired,
-        [
-            ("session_id", UINT),
-            ("watch_id", UINT),
-            ("name", STR),
-            ("description", Optional(SEMAPHORE_DESCRIPTION)),
-        ],
-        tag=4,
-    ),
-    Record(fx.SessionEnded, [("session_id", UINT), ("code", ERROR_CODE), ("message", STR)], tag=5),
-)
-
-#: Any engine effect, as ``[tag, field, ...]``.
-EFFECT: Final = Union("effect", _EFFECTS)
 
 
 def layout(record: Record) -> str:

@@ -4,14 +4,18 @@ Both ``memory://`` (the channel is a direct call into an in-process host) and
 ``tenure://`` (the channel is a network connection) drive the same engine, so they
 share this one implementation of :class:`~tenure.backends._base.BackendSession`:
 request ids, pending acquires, armed watches, and turning effects into futures.
+The bookkeeping of acquires and grants, and how it agrees with the engine again
+after a re-attach (pushes lost with a connection or a server's restart), is the
+:class:`~tenure.backends._ledger.Ledger`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine
-from typing import Any, Protocol, TypeVar
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Final, Protocol, TypeVar
 
 from tenure._core import (
     Acquire,
@@ -24,6 +28,7 @@ from tenure._core import (
     CreateSemaphore,
     DeleteSemaphore,
     DescribeSemaphore,
+    DescribeSession,
     Effect,
     Granted,
     LeaseLost,
@@ -31,15 +36,27 @@ from tenure._core import (
     Renew,
     SemaphoreDescription,
     SessionEnded,
+    SessionState,
     UpdateSemaphore,
     WatchFired,
 )
 from tenure.backends._base import Grant, SessionListener, WatchFeed
-from tenure.errors import LostError, SessionClosedError, TenureError, error_from_code
+from tenure.backends._ledger import Ledger
+from tenure.errors import (
+    LostError,
+    SessionClosedError,
+    TenureError,
+    error_from_code,
+)
 
 R = TypeVar("R")
 
 __all__ = ["CommandChannel", "EngineSession"]
+
+log = logging.getLogger("tenure.client")
+
+#: Semaphores per DescribeSession page when re-attaching (each costs at most a few KiB).
+RECONCILE_PAGE: Final = 128
 
 
 class CommandChannel(Protocol):
@@ -71,8 +88,8 @@ class EngineSession:
         self.protection_key = protection_key
         self.seq_no = seq_no
         self._last_request_id = 0
-        self._pending: dict[int, asyncio.Future[Grant]] = {}
-        self._orphan_grants: set[int] = set()  # granted after the asker gave up
+        #: Acquires in progress and grants held (see :mod:`tenure.backends._ledger`).
+        self.ledger = Ledger(session_id)
         self._watches: dict[int, WatchFeed] = {}
         self._tasks: set[asyncio.Task[object]] = set()
         self.ended: LostError | None = None
@@ -85,18 +102,16 @@ class EngineSession:
     # -- effects --------------------------------------------------------------------
 
     def deliver(self, effect: Effect) -> None:
-        """Turn one effect addressed to this session into a future's outcome or a callback."""
+        """Turn one effect addressed to this session into a future's outcome or a callback.
+
+        Delivering an effect twice does nothing more (a re-attach may settle what a
+        late push tells again).
+        """
         if isinstance(effect, Granted):
             grant = Grant(effect.token, effect.count, effect.lease_ttl)
-            future = self._pending.get(effect.request_id)
-            if future is not None and not future.done():
-                future.set_result(grant)
-            else:
-                self._orphan_grants.add(effect.request_id)
+            self.ledger.granted(effect.request_id, grant)
         elif isinstance(effect, AcquireFailed):
-            future = self._pending.get(effect.request_id)
-            if future is not None and not future.done():
-                future.set_exception(error_from_code(effect.code, effect.message))
+            self.ledger.failed(effect.request_id, error_from_code(effect.code, effect.message))
         elif isinstance(effect, WatchFired):
             feed = self._watches.get(effect.watch_id)
             if feed is not None:
@@ -104,7 +119,8 @@ class EngineSession:
         elif isinstance(effect, LeaseLost):
             error = error_from_code(effect.code, effect.message)
             assert isinstance(error, LostError)
-            self._listener.lease_lost(effect.name, effect.token, error)
+            if self.ledger.lose(effect.name, effect.token, error):
+                self._listener.lease_lost(effect.name, effect.token, error)
         elif isinstance(effect, SessionEnded):
             error = error_from_code(effect.code, effect.message)
             assert isinstance(error, LostError)
@@ -115,14 +131,60 @@ class EngineSession:
         """Fail everything still waiting with ``error``; the session is gone."""
         if self.ended is None:
             self.ended = error
-        for future in self._pending.values():
-            if not future.done():
-                future.set_exception(error)
-                future.exception()  # retrieved here so an unawaited one does not warn
+        self.ledger.end(error)
         for feed in self._watches.values():
             feed.fail(error)
-        self._pending.clear()
         self._watches.clear()
+
+    def lose(self, error: LostError) -> None:
+        """The session is lost: end it and tell the client (once)."""
+        if self.ended is not None:
+            return
+        self.end(error)
+        self._listener.session_lost(error)
+
+    # -- agreeing after a re-attach (see tenure.backends._ledger) ------------------
+
+    def forget_watches(self) -> list[int]:
+        """Wake every watcher to arm a new watch; returns the old watches' ids to cancel.
+
+        After a re-attach a firing may have been lost (and a restarted server keeps
+        no watches, and may re-use their ids): describing again reads the latest state.
+        """
+        stale, self._watches = self._watches, {}
+        for feed in stale.values():
+            feed.put(None)
+        return list(stale)
+
+    async def reconcile(self, call: Callable[[Command[Any]], Awaitable[Any]]) -> None:
+        """Read the session's state back through ``call`` and settle it, page by page."""
+        after = ""
+        while self.ended is None and not self.ledger.empty:
+            page = await call(DescribeSession(self._session_id, after, self._page_size()))
+            for command in self.settle(page, after):
+                with contextlib.suppress(TenureError):  # it may have ended meanwhile
+                    await call(command)
+            if page.next_after is None:
+                return
+            after = page.next_after
+
+    def _page_size(self) -> int:
+        return RECONCILE_PAGE
+
+    def settle(self, page: SessionState, after: str) -> list[Command[Any]]:
+        """Agree with one page of the session's state, read just now (:meth:`Ledger.settle`).
+
+        Returns the commands that drop what the engine keeps for this session that
+        nobody asked for: send them now, before anything else.
+        """
+        for missed in page.missed:
+            self.deliver(missed)  # failed acquires and lost grants, as their push told
+        settled = self.ledger.settle(page, after)
+        for name, token, error in settled.lost:
+            self._listener.lease_lost(name, token, error)
+        for command in settled.drop:
+            log.warning("session %d drops %r: nobody asked for it", self._session_id, command)
+        return settled.drop
 
     # -- operations -----------------------------------------------------------------
 
@@ -133,40 +195,57 @@ class EngineSession:
         self._check_alive()
         self._last_request_id += 1
         request_id = self._last_request_id
-        future: asyncio.Future[Grant] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = future
+        pending = self.ledger.open(request_id, name)
         try:
             command = Acquire(self._session_id, name, count, request_id, data, timeout, ephemeral)
-            result = await self._channel.call(command)
+            try:
+                result = await self._channel.call(command)
+            except asyncio.CancelledError:
+                # Applied or not, granted or queued: undo whatever it did.
+                await self._withdraw(name, request_id)
+                raise
             if result.status is AcquireStatus.GRANTED:
                 assert result.token is not None
-                return Grant(result.token, result.count, result.lease_ttl)
+                grant = Grant(result.token, result.count, result.lease_ttl)
+                return self.ledger.take(request_id, name, grant)
             if result.status is AcquireStatus.BUSY:
                 return None
+            pending.queued = True
             try:
-                return await future
+                grant = await pending.future
             except asyncio.CancelledError:
-                await self._withdraw(name, request_id, future)
+                await self._withdraw(name, request_id)
                 raise
+            return self.ledger.take(request_id, name, grant)
         finally:
-            self._pending.pop(request_id, None)
+            self.ledger.close(request_id)
 
-    async def _withdraw(self, name: str, request_id: int, future: asyncio.Future[Grant]) -> None:
-        """The asker gave up: cancel the queued request, or release a grant that raced it."""
+    async def _withdraw(self, name: str, request_id: int) -> None:
+        """The asker gave up: cancel the queued request, or release a grant that raced it.
+
+        Whether a grant raced the cancellation may be unknown (its answer was cut off,
+        or pushed on a connection that died), so a request that is no longer queued
+        is followed by a Release unless the session held the semaphore before
+        (restating a hold): releasing nothing is harmless.
+        """
         if self.ended is not None:
             return
         still_queued = await self._channel.call(CancelAcquire(self._session_id, name, request_id))
-        granted = request_id in self._orphan_grants or (
-            future.done() and not future.cancelled() and future.exception() is None
-        )
-        self._orphan_grants.discard(request_id)
-        if not still_queued and granted:
+        if not still_queued and name not in self.ledger.held:
             await self._channel.call(Release(self._session_id, name))
 
     async def release(self, name: str) -> bool:
         """See :meth:`tenure.backends._base.BackendSession.release`."""
         self._check_alive()
-        return await self._channel.call(Release(self._session_id, name))
+        ledger = self.ledger
+        token = ledger.held.pop(name, None)
+        if token is not None:
+            ledger.releasing[name] = token
+        try:
+            return await self._channel.call(Release(self._session_id, name))
+        finally:
+            if token is not None and ledger.releasing.get(name) == token:
+                del ledger.releasing[name]
 
     async def renew(self, name: str) -> float:
         """See :meth:`tenure.backends._base.BackendSession.renew`."""

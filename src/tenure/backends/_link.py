@@ -297,6 +297,14 @@ class Link:
         raises UnavailableError. Raises :class:`DisconnectedError` if the connection is
         lost before the answer: the command may or may not have been applied.
         """
+        conn = await self._ready_connection(wait_until)
+        return await self._request(conn, command)
+
+    async def wait_ready(self, wait_until: float | None = None) -> None:
+        """Until a connection is up and set up (its sessions re-attached): see :meth:`call`."""
+        await self._ready_connection(wait_until)
+
+    async def _ready_connection(self, wait_until: float | None) -> _Connection:
         while not self._ready.is_set() or self._conn is None or self._conn.going_away:
             if self._closing:
                 raise UnavailableError("the client is closed")
@@ -306,7 +314,7 @@ class Link:
             except TimeoutError:
                 why = f": {self.last_error}" if self.last_error else ""
                 raise UnavailableError(f"no connection to {self.endpoint}{why}") from None
-        return await self._request(self._conn, command)
+        return self._conn
 
     async def call_now(self, command: Command[R]) -> R:
         """Send on the connection being set up (for ``LinkOwner.connected``)."""

@@ -6,10 +6,13 @@ What the network adds lives here:
 
 * **Re-attach.** After each new connection the shard re-attaches the session with
   its protection key and the next sequence number, before any other request goes
-  out. Pushes the server queued meanwhile arrive first. Watches are re-armed: the
-  old ones are cancelled (a restarted server does not keep watches and may re-use
-  their ids) and each watcher is woken, so it describes the semaphore again and
-  sees the latest state first.
+  out. Pushes the server queued meanwhile arrive first. Then the session reads its
+  state back and agrees with the server on what it holds and waits for
+  (:meth:`EngineSession.reconcile`): pushes written to the dead connection, or
+  queued by a server that restarted, are lost, but what they told is there.
+  Watches are re-armed: the old ones are cancelled (a restarted server does not
+  keep watches and may re-use their ids) and each watcher is woken, so it
+  describes the semaphore again and sees the latest state first.
 * **Requests cut off by a lost connection.** Idempotent commands are sent again.
   An Acquire first asks the server whether it is already queued (then its grant
   will be pushed) and is sent again only if not: re-sending a granted one restates
@@ -45,11 +48,10 @@ from tenure._core import (
     UpdateSemaphore,
 )
 from tenure.backends._base import SessionListener
-from tenure.backends._engine import EngineSession
+from tenure.backends._engine import RECONCILE_PAGE, EngineSession
 from tenure.backends._link import DisconnectedError
 from tenure.errors import (
     LostError,
-    NotFoundError,
     SessionClosedError,
     SessionExpiredError,
     TenureError,
@@ -129,16 +131,28 @@ class RemoteSession(EngineSession):
                 raise
 
     async def _still_queued(self, command: Acquire) -> bool:
-        """Whether an Acquire cut off by a lost connection is waiting (or done) anyway."""
-        future = self._pending.get(command.request_id)
-        if future is None or future.done():
+        """Whether an Acquire cut off by a lost connection is waiting (or done) anyway.
+
+        Once the next connection is set up, the re-attach has settled the session
+        against the server's state: an acquire that was applied is known by then
+        (queued, granted, or failed), so one that is not was never applied, or only
+        answered BUSY, and is sent again.
+        """
+        pending = self.ledger.pending.get(command.request_id)
+        if pending is None or pending.future.done():
             return True  # its outcome is known: acquire() reads it from the future
-        describe = DescribeSemaphore(self.session_id, command.name, owners=False, waiters=True)
         try:
-            description = (await self.call(describe)).description
-        except NotFoundError:
-            return False
-        return future.done() or any(w.session_id == self.session_id for w in description.waiters)
+            await self._link.wait_ready(self.deadline())
+        except UnavailableError:
+            if not self._check_deadline():
+                raise
+        # Ended: the loss failed its future, which acquire() reads.
+        return self.ended is not None or pending.future.done() or pending.queued
+
+    def _page_size(self) -> int:
+        # A page costs at most about 8 KiB per semaphore (names of up to 1 KiB in a
+        # hold, a wait and a missed ending): keep it well within our frames.
+        return max(1, min(RECONCILE_PAGE, self._link.options.max_frame_size // 8192))
 
     # -- connection events (from the shard) -----------------------------------------
 
@@ -165,12 +179,10 @@ class RemoteSession(EngineSession):
             self.lose(reason)
             return
         self._epoch = self._link.epoch
-        stale, self._watches = self._watches, {}
-        for watch_id in stale:
+        await self.reconcile(self._link.call_now)
+        for watch_id in self.forget_watches():
             with contextlib.suppress(TenureError):
                 await self._link.call_now(CancelWatch(self.session_id, watch_id))
-        for feed in stale.values():
-            feed.put(None)  # the watcher arms a new watch: latest state first
 
     # -- ending ---------------------------------------------------------------------
 
@@ -182,13 +194,6 @@ class RemoteSession(EngineSession):
             self._timer = None
         if self._shard.sessions.get(self.session_id) is self:
             del self._shard.sessions[self.session_id]
-
-    def lose(self, error: LostError) -> None:
-        """The session is lost: end it and tell the client (once)."""
-        if self.ended is not None:
-            return
-        self.end(error)
-        self._listener.session_lost(error)
 
     async def close(self) -> None:
         """Close the session on the server; if it cannot be reached now, as soon as it can."""

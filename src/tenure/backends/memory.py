@@ -10,12 +10,15 @@ shared engine must pass the same clock.
 
 Sessions here are attached for as long as their client is open: there is no
 connection to lose. :func:`tenure.testing.disconnect` detaches one, as a dropped
-connection would, so tests can watch its recovery window run out.
+connection would, so tests can watch its recovery window run out, and
+:func:`tenure.testing.reconnect` re-attaches it and reads its state back, as a
+client re-attaching to a server does (pushes lost on the way included).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import weakref
 from collections.abc import Mapping
@@ -26,19 +29,22 @@ from tenure._clock import Clock, LoopClock
 from tenure._core import (
     AlterNode,
     AttachSession,
+    CancelWatch,
     Command,
     CreateNode,
     CreateSession,
     DescribeNode,
+    DescribeSession,
     DetachSession,
     DropNode,
+    Effect,
     NodeConfig,
     NodeDescription,
 )
 from tenure._host import EngineHost
 from tenure.backends._base import Capability, SessionListener
-from tenure.backends._engine import EngineSession
-from tenure.errors import InvalidArgumentError, SessionClosedError
+from tenure.backends._engine import RECONCILE_PAGE, EngineSession
+from tenure.errors import InvalidArgumentError, LostError, SessionClosedError, TenureError
 
 R = TypeVar("R")
 
@@ -82,6 +88,24 @@ class MemorySession(EngineSession):
             backend._channel, session_id, listener, protection_key=protection_key, seq_no=seq_no
         )
         self.backend = backend
+        self.deaf = False  # its pushes are lost, as on a dead connection
+
+    def hear(self, effect: Effect) -> None:
+        """The sink of this session's effects (see :attr:`deaf`)."""
+        if not self.deaf:
+            self.deliver(effect)
+
+    def settle_now(self, host: EngineHost) -> None:
+        """Read the state back and settle it, page by page (:meth:`reconcile`, in-process)."""
+        after = ""
+        while self.ended is None and not self.ledger.empty:
+            page = host.execute(DescribeSession(self.session_id, after, RECONCILE_PAGE))
+            for command in self.settle(page, after):
+                with contextlib.suppress(TenureError):
+                    host.execute(command)
+            if page.next_after is None:
+                return
+            after = page.next_after
 
 
 class MemoryBackend:
@@ -127,7 +151,7 @@ class MemoryBackend:
             self, info.session_id, listener, protection_key=key, seq_no=info.seq_no
         )
         self._sessions[info.session_id] = session
-        self.host.subscribe(info.session_id, session.deliver)
+        self.host.subscribe(info.session_id, session.hear)
         return session
 
     async def aclose(self) -> None:
@@ -136,22 +160,41 @@ class MemoryBackend:
         for session_id, session in list(self._sessions.items()):
             if session.ended is None:
                 await session.close()
-            self.host.unsubscribe(session_id, session.deliver)
+            self.host.unsubscribe(session_id, session.hear)
         self._sessions.clear()
         if self._owns_host:
             self.host.close()
 
     # -- connection simulation, for tenure.testing ----------------------------------
 
-    def detach(self, session_id: int) -> None:
-        """Behave as if the session's connection dropped: its recovery window starts."""
+    def detach(self, session_id: int, *, lose_pushes: bool = False) -> None:
+        """Behave as if the session's connection dropped: its recovery window starts.
+
+        ``lose_pushes``: the effects for the session are lost until it re-attaches,
+        as pushes written to a dead connection are (else they still arrive).
+        """
         self.host.execute(DetachSession(session_id))
+        self._sessions[session_id].deaf = lose_pushes
 
     def reattach(self, session_id: int) -> None:
-        """Behave as if the session's client reconnected and re-attached."""
+        """Behave as if the session's client reconnected and re-attached.
+
+        As a client of a server does, the session then reads its state back and
+        settles what it missed. If the session ended meanwhile, it is lost.
+        """
         session = self._sessions[session_id]
+        was_deaf, session.deaf = session.deaf, False
         session.seq_no += 1
-        self.host.execute(AttachSession(session_id, session.protection_key, session.seq_no))
+        try:
+            self.host.execute(AttachSession(session_id, session.protection_key, session.seq_no))
+        except LostError as error:
+            session.lose(error)
+            return
+        session.settle_now(self.host)
+        if was_deaf:  # a firing may have been lost: every watcher reads the latest state
+            for watch_id in session.forget_watches():
+                with contextlib.suppress(TenureError):
+                    self.host.execute(CancelWatch(session_id, watch_id))
 
 
 async def open_backend(url: str, options: Mapping[str, object]) -> MemoryBackend:

@@ -13,8 +13,8 @@ and compared with each with :func:`hmac.compare_digest`.
 
 Authorization is pure policy (no sockets, no engine): :func:`denial` says why a
 token may not send a command about a node, or None if it may. Read-only tokens may
-open, attach, detach and close sessions, describe nodes and semaphores (with
-watches) and cancel watches; read-write tokens may also acquire, release, renew,
+open, attach, detach, describe and close sessions, describe nodes and semaphores
+(with watches) and cancel watches; read-write tokens may also acquire, release, renew,
 and create, change and delete semaphores and nodes. The node a command touches is
 :func:`command_node`: named by node commands and CreateSession, the session's own
 node for every session command.
@@ -46,6 +46,7 @@ from tenure._core import (
     DeleteSemaphore,
     DescribeNode,
     DescribeSemaphore,
+    DescribeSession,
     DetachSession,
     DropNode,
     Release,
@@ -71,6 +72,7 @@ READ_ONLY_COMMANDS: Final[frozenset[type[Command[object]]]] = frozenset(
         CloseSession,
         DescribeNode,
         DescribeSemaphore,
+        DescribeSession,
         CancelWatch,
     }
 )

@@ -45,7 +45,14 @@ from typing import Final, NoReturn
 
 import msgpack
 
-from tenure._core import CancelWatch, Command, DescribeNode, DescribeSemaphore, Engine
+from tenure._core import (
+    CancelWatch,
+    Command,
+    DescribeNode,
+    DescribeSemaphore,
+    DescribeSession,
+    Engine,
+)
 from tenure._core.snapshot import dump, load, resume
 from tenure._protocol.compiled import compile_dump, compile_load
 from tenure._protocol.payloads import COMMAND
@@ -70,7 +77,7 @@ COMPACT_EVERY: Final = 10_000
 CAN_FORK: Final = hasattr(os, "fork")
 
 #: Commands that change nothing the journal keeps.
-READ_ONLY: Final = frozenset({DescribeNode, DescribeSemaphore, CancelWatch})
+READ_ONLY: Final = frozenset({DescribeNode, DescribeSemaphore, DescribeSession, CancelWatch})
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,154 @@
+"""The ledger's rules for agreeing with the engine after a re-attach (no I/O)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tenure._core import (
+    AcquireFailed,
+    CancelAcquire,
+    HeldGrant,
+    LeaseLost,
+    QueuedAcquire,
+    Release,
+    SessionState,
+)
+from tenure.backends._base import Grant
+from tenure.backends._ledger import Ledger
+from tenure.errors import ErrorCode, LeaseLostError, UnavailableError
+
+SID = 7
+
+
+def page(
+    holds: tuple[HeldGrant, ...] = (),
+    waits: tuple[QueuedAcquire, ...] = (),
+    missed: tuple[AcquireFailed | LeaseLost, ...] = (),
+    next_after: str | None = None,
+) -> SessionState:
+    return SessionState(SID, holds, waits, missed, next_after)
+
+
+async def test_an_acquire_the_engine_lists_as_waiting_is_queued() -> None:
+    ledger = Ledger(SID)
+    assert ledger.empty
+    pending = ledger.open(1, "a")  # its QUEUED answer was lost
+    settled = ledger.settle(page(waits=(QueuedAcquire("a", 1, 1),)), "")
+    assert not pending.future.done()
+    assert pending.queued
+    assert not ledger.empty
+    assert settled.lost == []
+    assert settled.drop == []
+
+
+async def test_a_hold_with_a_token_the_client_has_not_seen_is_the_grant() -> None:
+    ledger = Ledger(SID)
+    pending = ledger.open(1, "a")
+    ledger.settle(page(holds=(HeldGrant("a", 42, 3, 9.0),)), "")
+    assert pending.future.result() == Grant(42, 3, 9.0)
+    assert ledger.take(1, "a", pending.future.result()) == Grant(42, 3, 9.0)
+    assert ledger.held == {"a": 42}
+
+
+async def test_a_hold_being_released_is_not_a_new_grant() -> None:
+    ledger = Ledger(SID)
+    ledger.releasing["a"] = 42
+    pending = ledger.open(1, "a")
+    settled = ledger.settle(page(holds=(HeldGrant("a", 42, 1),)), "")
+    assert not pending.future.done()  # not answered: its caller sends it again
+    assert settled.drop == []  # and the Release in flight takes care of the hold
+
+
+async def test_an_acquire_that_may_never_have_arrived_is_left_to_send_again() -> None:
+    ledger = Ledger(SID)
+    pending = ledger.open(1, "a")
+    assert ledger.settle(page(), "").drop == []
+    assert not pending.future.done()
+    assert not pending.queued
+
+
+async def test_a_queued_acquire_granted_and_lost_again_raises_the_loss() -> None:
+    ledger = Ledger(SID)
+    pending = ledger.open(1, "a")
+    pending.queued = True
+    gone = LeaseLost(SID, "a", 42, ErrorCode.LEASE_LOST, "semaphore 'a' was deleted")
+    ledger.settle(page(missed=(gone,)), "")
+    with pytest.raises(LeaseLostError, match="deleted"):
+        pending.future.result()
+
+
+async def test_a_queued_acquire_with_no_trace_fails_rather_than_waits_for_ever() -> None:
+    ledger = Ledger(SID)
+    pending = ledger.open(1, "a")
+    pending.queued = True
+    ledger.settle(page(), "")
+    with pytest.raises(UnavailableError, match="how it ended was lost"):
+        pending.future.result()
+
+
+async def test_a_held_grant_the_engine_does_not_list_is_lost() -> None:
+    ledger = Ledger(SID)
+    ledger.held.update({"a": 5, "b": 6, "c": 7})
+    settled = ledger.settle(page(holds=(HeldGrant("a", 5, 1), HeldGrant("b", 60, 1))), "")
+    assert [(name, token) for name, token, _ in settled.lost] == [("b", 6), ("c", 7)]
+    assert all(isinstance(error, LeaseLostError) for _, _, error in settled.lost)
+    assert ledger.held == {"a": 5}
+    assert settled.drop == [Release(SID, "b")]  # token 60: nobody asked for it
+
+
+async def test_what_nobody_asked_for_is_dropped() -> None:
+    ledger = Ledger(SID)
+    pending = ledger.open(2, "a")  # a newer acquire of "a", not applied yet
+    settled = ledger.settle(
+        page(
+            holds=(HeldGrant("z", 9, 1),),
+            waits=(QueuedAcquire("a", 1, 1), QueuedAcquire("b", 3, 1)),
+        ),
+        "",
+    )
+    assert settled.drop == [
+        Release(SID, "z"),
+        CancelAcquire(SID, "a", 1),
+        CancelAcquire(SID, "b", 3),
+    ]
+    assert not pending.future.done()
+
+
+async def test_a_page_settles_only_the_semaphores_it_covers() -> None:
+    ledger = Ledger(SID)
+    ledger.held.update({"a": 1, "m": 2, "z": 3})
+    early, late = ledger.open(10, "b"), ledger.open(11, "y")
+    early.queued = late.queued = True
+    settled = ledger.settle(page(next_after="n"), "c")  # covers ("c", "n"]
+    assert [name for name, _, _ in settled.lost] == ["m"]
+    assert not early.future.done()
+    assert not late.future.done()
+    settled = ledger.settle(page(holds=(HeldGrant("z", 3, 1),)), "n")  # the last page
+    assert settled.lost == []
+    with pytest.raises(UnavailableError):
+        late.future.result()
+    assert not early.future.done()
+
+
+async def test_a_grant_lost_before_its_caller_took_it_is_raised_by_take() -> None:
+    ledger = Ledger(SID)
+    pending = ledger.open(1, "a")
+    ledger.granted(1, Grant(42, 1))
+    error = LeaseLostError("semaphore 'a' was deleted")
+    assert ledger.lose("a", 42, error) is False  # nobody holds it yet: its acquire raises
+    with pytest.raises(LeaseLostError):
+        ledger.take(1, "a", pending.future.result())
+    assert ledger.held == {}
+
+
+async def test_pushes_are_idempotent() -> None:
+    ledger = Ledger(SID)
+    pending = ledger.open(1, "a")
+    ledger.granted(1, Grant(42, 1))
+    ledger.granted(1, Grant(43, 1))
+    ledger.failed(1, TimeoutError())
+    assert pending.future.result() == Grant(42, 1)
+    ledger.take(1, "a", Grant(42, 1))
+    error = LeaseLostError("lost")
+    assert ledger.lose("a", 42, error) is True
+    assert ledger.lose("a", 42, error) is False
