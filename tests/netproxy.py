@@ -14,10 +14,6 @@ address, one task per connection and one pump per direction. The faults:
   bytes in flight on a connection about to die (then :meth:`NetProxy.drop` it);
 * ``delay`` holds each chunk that many seconds before forwarding it (per
   direction, in order);
-* ``discard_downstream`` throws away what upstream sends while it is set (the
-  client never gets it; nothing is reset): with a :meth:`drop` after it, a reply
-  or push the server wrote is lost in flight, as when a connection dies with
-  bytes in its buffers;
 * ``upstream_port`` may be changed: connections that reach upstream after the
   change go to the new port.
 
@@ -84,10 +80,6 @@ class NetProxy:
         self.upstream_port = upstream_port
         #: Seconds each chunk waits before it is forwarded (settable any time).
         self.delay = 0.0
-        #: While true, bytes from upstream are read and thrown away (settable any time).
-        self.discard_downstream = False
-        #: Bytes thrown away by ``discard_downstream`` since start.
-        self.discarded = 0
         #: Where clients connect (known after :meth:`start`).
         self.host = "127.0.0.1"
         self.port = 0
@@ -214,7 +206,7 @@ class NetProxy:
                 return
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._pump(link, link.reader, link.upstream))
-                group.create_task(self._pump(link, up_reader, link.writer, downstream=True))
+                group.create_task(self._pump(link, up_reader, link.writer))
         finally:
             self._links.discard(link)
             for writer in link.writers():
@@ -226,12 +218,7 @@ class NetProxy:
                 await self._settle(writer)
 
     async def _pump(
-        self,
-        link: _Link,
-        source: asyncio.StreamReader,
-        sink: asyncio.StreamWriter,
-        *,
-        downstream: bool = False,
+        self, link: _Link, source: asyncio.StreamReader, sink: asyncio.StreamWriter
     ) -> None:
         """Forward one direction until its end of stream (forwarded too) or a reset."""
         try:
@@ -242,9 +229,6 @@ class NetProxy:
                 await self._flowing.wait()
                 if link.reset or sink.is_closing():
                     return
-                if downstream and data and self.discard_downstream:
-                    self.discarded += len(data)
-                    continue
                 if not data:
                     if sink.can_write_eof():
                         sink.write_eof()

@@ -100,7 +100,7 @@ async def heal(stage: Stage) -> None:
     set_clock(stage, "+0")
     for proxy in stage.proxies.values():
         proxy.delay = 0.0
-        proxy.discard_downstream = False
+        proxy.lose_downstream(False)
         proxy.refuse(False)
         proxy.resume()
     for proc in stage.workers.values():

@@ -164,11 +164,11 @@ async def _push_in_flight(stage: Stage, proxies: list[NetProxy]) -> None:
     }
     proxies = [stage.proxies[index] for index in sorted(waiting)] or proxies
     for proxy in proxies:
-        proxy.discard_downstream = True
+        proxy.lose_downstream()
     await asyncio.sleep(stage.rng.uniform(0.1, 0.8))
     for proxy in proxies:
         proxy.drop()
-        proxy.discard_downstream = False
+        proxy.lose_downstream(False)
 
 
 #: The network faults, with how often each comes in one round.
