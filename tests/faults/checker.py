@@ -9,6 +9,10 @@ rules precisely. One rule is specific to the clock nemesis:
 * ``wall-clock``: a worker whose wall clock jumped (its monotonic clock left
   alone) lost no session and no lease: expiry follows the server's clock, and
   the client measures its own deadlines on the monotonic clock only.
+
+And one about the run itself: ``client-error``, a client's loop died of an
+exception the workload does not expect (tenure raised something it must not, or
+the harness is broken); the rest of that client's history is then missing.
 """
 
 from __future__ import annotations
@@ -77,6 +81,14 @@ def check_wall_clock(history: History) -> list[Violation]:
     return violations
 
 
+def check_client_errors(history: History) -> list[Violation]:
+    """``client-error``: a client's loop died of an exception the workload did not expect."""
+    return [
+        Violation("client-error", f"{note.process}: {note.fields.get('error')}", note.t)
+        for note in history.notes_of("client-error")
+    ]
+
+
 def check(history: History) -> Verdict:
     """Run every rule over ``history``."""
     stop = max([note.t for note in history.notes_of("stop")] or [0.0])
@@ -87,7 +99,7 @@ def check(history: History) -> Verdict:
     lost, reads = check_registers(history)
     live, stalls = check_liveness(history)
     violations += refused + fifo + lost + check_server_exits(history) + live
-    violations += check_wall_clock(history)
+    violations += check_wall_clock(history) + check_client_errors(history)
     outcomes: Counter[str] = Counter(
         f"{op.kind}:{op.outcome or 'pending'}" for op in history.ops if op.kind != "snapshot"
     )

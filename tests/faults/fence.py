@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 
 from tests.faults.history import Recorder, now
 
@@ -113,6 +114,16 @@ class FenceClient:
             self._streams = None
             writer.transport.abort()
             raise
+
+    def write_blocking(self, key: str, token: int, process: str, op_id: int) -> bool:
+        """:meth:`write` from a thread: its own short connection, blocking, bounded."""
+        request = {"key": key, "token": token, "p": process, "op": op_id}
+        with socket.create_connection(("127.0.0.1", self.port), timeout=WAIT) as sock:
+            sock.sendall(json.dumps(request).encode() + b"\n")
+            line = sock.makefile("rb").readline()
+        if not line:
+            raise ConnectionResetError("the fenced resource closed the connection")
+        return bool(json.loads(line)["ok"])
 
     def close(self) -> None:
         """Drop the connection."""

@@ -4,8 +4,8 @@
 proxy per worker (proxied scenarios), the worker processes and the observer;
 waits until every client has taken a lock; lets the scenario's nemeses run for
 the given time; heals everything (server up, network whole, processes resumed,
-clocks true) and notes the heal; waits until every client has taken two more
-locks or the liveness bound has passed; reads every register once more; stops
+clocks true) and notes the heal; waits until every client has taken one more
+lock or the liveness bound has passed; reads every register once more; stops
 everything it started (by PID, also when something failed) and checks the
 history. Every wait is bounded.
 """
@@ -209,7 +209,7 @@ async def run_scenario(
         await heal(stage)
         healed = now()
         rec.note(HARNESS, "heal", t=healed)
-        await progress.wait(labels, since=healed, grants=2, until=healed + bound + 5.0)
+        await progress.wait(labels, since=healed, grants=1, until=healed + bound + 5.0)
         await observer.read_registers()
     finally:
         rec.note(HARNESS, "stop")

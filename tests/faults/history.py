@@ -28,6 +28,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,12 +70,15 @@ class Recorder:
         self.path = path
         self._file: IO[str] = path.open("a", buffering=1, encoding="utf-8")
         self._next = 0
+        self._lock = threading.Lock()  # workers also record from a thread
 
     def invoke(self, process: str, kind: str, **fields: Any) -> int:
         """Record that ``process`` began an operation; returns its id."""
-        self._next += 1
-        self._write({"ev": "inv", "id": self._next, "p": process, "kind": kind, **fields})
-        return self._next
+        with self._lock:
+            self._next += 1
+            op_id = self._next
+        self._write({"ev": "inv", "id": op_id, "p": process, "kind": kind, **fields})
+        return op_id
 
     def complete(self, process: str, op_id: int, outcome: str, **fields: Any) -> None:
         """Record how operation ``op_id`` of ``process`` ended."""
@@ -85,14 +89,16 @@ class Recorder:
         self._write({"ev": "note", "p": process, "kind": kind, **fields})
 
     def close(self) -> None:
-        """Close the file (idempotent)."""
-        self._file.close()
+        """Close the file (idempotent); later records are dropped."""
+        with self._lock:
+            self._file.close()
 
     def _write(self, line: dict[str, Any]) -> None:
-        if self._file.closed:
-            return
         line.setdefault("t", now())
-        self._file.write(json.dumps(line, separators=(",", ":")) + "\n")
+        text = json.dumps(line, separators=(",", ":")) + "\n"
+        with self._lock:
+            if not self._file.closed:
+                self._file.write(text)
 
 
 @dataclass

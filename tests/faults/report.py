@@ -55,6 +55,7 @@ RULES: Final = (
     ("no-progress", "after the faults stop, every client takes a lock within the bound"),
     ("wall-clock", "a client whose wall clock jumps loses nothing (expiry follows the "
      "server's clock)"),
+    ("client-error", "no client's loop dies of an exception the workload does not expect"),
 )  # fmt: skip
 
 

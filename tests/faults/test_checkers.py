@@ -214,3 +214,9 @@ def test_a_wall_clock_jump_must_cost_nothing() -> None:
     assert b.verdict().ok
     b.note("w3c1", "session-lost", 5.0, session=4, error="SessionExpiredError()")
     assert b.verdict().rules() == {"wall-clock"}
+
+
+def test_a_client_loop_that_died_is_reported() -> None:
+    b = Build()
+    b.note("w0c0", "client-error", 1.0, error="OSError(22, 'Invalid argument')")
+    assert b.verdict().rules() == {"client-error"}

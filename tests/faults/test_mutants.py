@@ -75,7 +75,7 @@ async def test_a_loss_that_does_not_cancel_the_body_is_caught(tmp_path: Path) ->
     # Long holds, and holders paused past their window: each resumes mid-body
     # after its session expired on the server.
     pause = Scenario(
-        "pause", "SIGSTOP of holders", ("pause",), workers=3, keys=1, window=2.0,
-        idle_timeout=2.0, hold=(1.0, 2.0), short_seconds=14.0,
+        "pause", "SIGSTOP of holders", ("pause",), workers=2, keys=1, window=2.0,
+        idle_timeout=2.0, hold=(1.0, 1.5), short_seconds=14.0,
     )  # fmt: skip
     assert "loss-not-cancelled" in await _run(pause, tmp_path, client="no-cancel")
