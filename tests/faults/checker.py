@@ -109,6 +109,7 @@ def check(history: History) -> Verdict:
         "faults": dict(sorted(faults.items())),
         "sections": len(found),
         "stale_writes_refused": stale,
+        "sessions_lost": len(history.notes_of("session-lost")),
         "fifo_snapshots": queue.snapshots,
         "fifo_pairs": queue.pairs,
         "fifo_skipped": queue.skipped,

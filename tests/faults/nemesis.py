@@ -88,15 +88,17 @@ async def restart(stage: Stage) -> bool:
 async def crash(stage: Stage, until: float) -> None:
     """``kill -9`` the server every 3-8 s and restart it on the same data at once.
 
-    One outage in four lasts longer than the recovery window (plus the idle
-    timeout): clients then give their sessions up, are told SessionExpiredError,
-    and open new sessions once the server is back.
+    Every third outage, from the second on, lasts longer than the recovery window:
+    clients then give their sessions up, are told SessionExpiredError, and open
+    new sessions once the server is back.
     """
+    count = 0
     while now() < until:
         await asyncio.sleep(stage.rng.uniform(3.0, 8.0))
         if now() >= until:
             break
-        long = stage.rng.random() < 0.25
+        long = count % 3 == 1
+        count += 1
         await asyncio.to_thread(stage.target.kill)
         if long:
             down = stage.window + stage.rng.uniform(1.0, 3.0)

@@ -143,7 +143,8 @@ def render(results: list[Result], generated: str) -> str:
             f"* injected: {_faults(s)}",
             f"* operations (kind:outcome): {ops}",
             f"* critical sections {s['sections']}; stale writes refused by the fenced "
-            f"resource {s['stale_writes_refused']}",
+            f"resource {s['stale_writes_refused']}; sessions lost and replaced "
+            f"{s['sessions_lost']}",
             f"* FIFO: {s['fifo_snapshots']} queue snapshots, {s['fifo_pairs']} waiter pairs "
             f"compared, {s['fifo_skipped']} waiters not matched to one acquire",
             f"* register reads checked {s['register_reads']}; server restarts {s['restarts']}",

@@ -88,8 +88,8 @@ SCENARIOS: Final[dict[str, Scenario]] = {
     for s in (
         Scenario(
             "crash",
-            "kill -9 of the server every 3-8 s, restarted at once on the same data; one "
-            "outage in four lasts longer than the recovery window",
+            "kill -9 of the server every 3-8 s, restarted at once on the same data; every "
+            "third outage lasts longer than the recovery window",
             ("crash",),
         ),
         Scenario(

@@ -37,6 +37,10 @@ async def test_scenario_keeps_every_promise(name: str, tmp_path: Path) -> None:
     assert sum(verdict.stats["faults"].values()) > 0, verdict.stats
     assert verdict.stats["sections"] > 0, verdict.stats
     assert verdict.stats["register_reads"] > 0, verdict.stats
+    if name == "crash":
+        # The outage longer than the window: clients gave their sessions up.
+        assert verdict.stats["faults"].get("outage", 0) > 0, verdict.stats
+        assert verdict.stats["sessions_lost"] > 0, verdict.stats
     if name == "pause-clock":
         # A paused holder's write with its old token was refused by the resource.
         assert verdict.stats["stale_writes_refused"] > 0, verdict.stats
