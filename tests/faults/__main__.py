@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tests.faults.harness import run_scenario
-from tests.faults.report import Result, write
+from tests.faults.report import Result, commit_of_checkout, write
 from tests.faults.scenarios import SCENARIOS
 from tests.faults.target import REPO, TenureTarget
 
@@ -65,8 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep each run's history")
     args = parser.parse_args(argv)
     names = args.only or list(SCENARIOS)
+    commit = commit_of_checkout()  # the code that runs (HEAD may move while it does)
     results = [asyncio.run(_one(name, args.minutes, args.workers, args.keep)) for name in names]
-    write(results, args.out, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    write(results, args.out, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit)
     print(f"wrote {args.out}")
     return 1 if any(result.violation_count for result in results) else 0
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import random
 import signal
@@ -40,6 +41,7 @@ from tests.netproxy import NetProxy
 NODE: Final = "faults"
 HARNESS: Final = "harness"
 REPO: Final = Path(__file__).resolve().parents[2]
+_PR_SET_PDEATHSIG: Final = 1
 #: Bound of a worker's exit after SIGTERM (its own stop grace and close included).
 WORKER_EXIT: Final = 25.0
 
@@ -83,7 +85,14 @@ def _worker_env(scenario: Scenario, index: int, clock_file: Path | None) -> dict
     return env
 
 
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when the thread that started it dies (a killed harness)."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def _spawn(args: list[str], log_path: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    # Started from the event loop's thread, which lives as long as the run: if the
+    # harness is killed, the workers stop by themselves instead of running on.
     with log_path.open("ab") as log:
         return subprocess.Popen(
             [sys.executable, *args],
@@ -92,6 +101,7 @@ def _spawn(args: list[str], log_path: Path, env: dict[str, str]) -> subprocess.P
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
+            preexec_fn=_die_with_parent,
         )
 
 

@@ -102,8 +102,9 @@ SCENARIOS: Final[dict[str, Scenario]] = {
         Scenario(
             "pause-clock",
             "SIGSTOP of a lock holder past its window (idle timeout + window + 1-3 s); "
-            "libfaketime jumps (+-1 h, +-10 min) of two clients' clocks: one wall clock "
-            "only, one monotonic too",
+            "libfaketime jumps of two clients' clocks (clock+jump: +1 h or +10 min, "
+            "clock-jump: -1 h or -10 min, each for 2-5 s): one wall clock only, one "
+            "monotonic too",
             ("pause", "clock"),
             workers=6,
             window=3.0,
