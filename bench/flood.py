@@ -138,7 +138,8 @@ async def healthy(
                         return
                     latencies.append(time.perf_counter() - t0)
 
-        await asyncio.gather(*(loop(c, s, n) for n, (c, s) in enumerate(zip(conns, sessions))))
+        pairs = enumerate(zip(conns, sessions, strict=True))
+        await asyncio.gather(*(loop(conn, session, n) for n, (conn, session) in pairs))
     finally:
         for conn in opened.opened:
             conn.writer.transport.abort()

@@ -107,11 +107,13 @@ def test_a_bad_silent_for_is_refused_and_changes_nothing(silent_for):
 
 def test_replaying_the_logged_detach_gives_the_same_state():
     # The journal logs commands with the wire codec: the duration travels with it.
-    def run(wire: bool) -> object:
+    def run(wire: bool) -> tuple[object, float | None]:
         engine = make_engine()
         sid = open_session(engine, timeout=10.0)
         detach = DetachSession(sid, silent_for=2.5)
-        engine.apply(COMMAND.load(COMMAND.dump(detach)) if wire else detach, 3.0)
+        loaded = COMMAND.load(COMMAND.dump(detach))
+        assert loaded == detach
+        engine.apply(loaded if wire else detach, 3.0)
         return snapshot(engine), engine.next_deadline()
 
     assert run(wire=True) == run(wire=False)

@@ -102,9 +102,15 @@ class DflockdService:
     # -- one connection -----------------------------------------------------------------
 
     async def serve(self, conn: DflockdConn, first: bytes) -> None:
-        """Answer requests until the peer leaves or the stream cannot be trusted."""
+        """Answer requests until the peer leaves or the stream cannot be trusted.
+
+        Fairly (as native connections, see :mod:`tenure.server._accept`): after
+        ``turn`` requests in a row the others go first, and while answers wait
+        unsent (the client does not read) nothing more is read or served.
+        """
         if first:  # (feeding b"" would mean the end of the stream)
             conn.codec.feed(first)
+        served = 0
         try:
             while not conn.closing:
                 item = conn.codec.next_frame()
@@ -113,6 +119,12 @@ class DflockdService:
                         return
                     conn.codec.feed(await self._read_more(conn))
                     continue
+                served += 1
+                if served >= self.settings.turn:
+                    served = 0
+                    await asyncio.sleep(0)  # every other connection's turn first
+                if not await self._answers_taken(conn):
+                    return
                 if isinstance(item, wire.FrameError):
                     self._answer(conn, wire.ERROR)
                     conn.closing = item.fatal
@@ -120,6 +132,24 @@ class DflockdService:
                 await self._request(conn, item)
         finally:
             self.disconnected(conn)
+
+    async def _answers_taken(self, conn: DflockdConn) -> bool:
+        """Wait while the answers to ``conn`` pile up unsent; False if it never reads them.
+
+        Within ``frame_timeout`` (dflockd's write timeout: a client that does not read
+        is closed), or for ever without one.
+        """
+        if conn.writer.transport.get_write_buffer_size() <= self.settings.pause_unread:
+            return True
+        limit = self.settings.frame_timeout
+        try:
+            async with asyncio.timeout(limit if limit > 0 else None):
+                await conn.writer.drain()
+        except TimeoutError:
+            log.info("dflockd: answers unread; closing", extra={"fields": {"peer": conn.peer}})
+            conn.writer.transport.abort()
+            return False
+        return True
 
     async def _read_more(self, conn: DflockdConn) -> bytes:
         """The next bytes; between requests no limit, within one ``frame_timeout``."""

@@ -72,7 +72,9 @@ class Server:
         self.instance_id = instance_id
         self.exit_code = 0
         self.out = Outboxes(config, lambda: self.host.request_flush())
-        self.gate = Gate(config, instance_id, self.out.emit)
+        self.gate = Gate(
+            config, instance_id, self.out.emit, window_of=self._window_of, detach=self._detach_all
+        )
         self.host = JournaledEngine(
             journal,
             engine,
@@ -107,10 +109,14 @@ class Server:
 
     async def start(self) -> tuple[str, int]:
         """Listen; returns the address actually bound (``--port 0`` picks one)."""
-        tls = self.gate.tls
+        tls, config = self.gate.tls, self.config
         loop = asyncio.get_running_loop()
         self._listener = await loop.create_server(
-            lambda: AcceptedProtocol(self._serve_connection),
+            lambda: AcceptedProtocol(
+                self._serve_connection,
+                turn=config.max_requests_per_turn,
+                pause_unread=config.pause_unread,
+            ),
             self.config.host,
             self.config.port,
             ssl=tls,
@@ -214,7 +220,10 @@ class Server:
             return
         try:
             if kind is Kind.NATIVE:
-                accepted.feed_to(lambda data: self._on_data(conn, accepted, data))
+                accepted.feed_to(
+                    lambda data: self._on_data(conn, accepted, data),
+                    lambda: self._serve_one(conn, accepted),
+                )
                 await accepted.done
         finally:
             accepted.finish()
@@ -250,6 +259,7 @@ class Server:
     async def _serve_dflockd(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str, first: bytes
     ) -> None:
+        writer.transport.set_write_buffer_limits(high=self.config.pause_unread)
         dconn = self.dflockd.new_conn(reader, writer, peer)
         self._conns.add(dconn)
         self._idle.clear()
@@ -269,20 +279,29 @@ class Server:
 
     def _on_data(self, conn: Conn, accepted: AcceptedProtocol, data: bytes) -> None:
         """Bytes of a native connection (``b""``: its end), straight from the loop."""
-        if self.host.dead:
-            accepted.finish()
-            return
-        conn.codec.receive_data(data)
+        if not conn.closing:
+            conn.codec.receive_data(data)
+
+    def _serve_one(self, conn: Conn, accepted: AcceptedProtocol) -> bool:
+        """Handle the next message of a native connection; whether another may follow.
+
+        :class:`AcceptedProtocol` calls it up to a fair turn's worth of times in a row.
+        """
+        ended = self.host.dead or conn.closing
         try:
-            while not conn.closing:
-                event = conn.codec.next_event()
-                if event is NEED_DATA or isinstance(event, ConnectionClosed):
-                    break
+            event = None if ended else conn.codec.next_event()
+            if event is NEED_DATA:
+                return False
+            if isinstance(event, ConnectionClosed):
+                ended = True
+            elif event is not None:
                 self._on_message(conn, event)
         except ProtocolError as error:
             self._last_word(conn, error)
-        if conn.closing or not data or conn.codec.their_error is not None:
+        if ended or conn.closing or conn.codec.their_error is not None:
             accepted.finish()
+            return False
+        return True
 
     def _on_message(self, conn: Conn, message: Hello | Request | Ping) -> None:
         self.gate.frame(conn)
@@ -310,21 +329,33 @@ class Server:
         if not self._conns:
             self._idle.set()
         conn.closing = True
+        self._detach_all(conn)
+        self.out.finish(conn)
+
+    def _detach_all(self, conn: Conn) -> None:
+        """Detach the sessions ``conn`` owns, their windows counted from its last frame."""
         sessions = self._table.drop_connection(conn)
         if sessions and not (self._stopping or self.host.dead):
+            silent_for = self.gate.silent_for(conn)
             for session_id in sessions:
                 with contextlib.suppress(TenureError):
-                    self.host.execute(DetachSession(session_id))
-            fields = {"peer": conn.peer, "sessions": sessions}
+                    self.host.execute(DetachSession(session_id, silent_for))
+            fields = {"peer": conn.peer, "sessions": sessions, "silent_for": round(silent_for, 3)}
             log.info("connection lost; sessions detached", extra={"fields": fields})
-        self.out.finish(conn)
+
+    def _window_of(self, conn: Conn) -> float | None:
+        """The shortest recovery window of the sessions attached to ``conn`` (None: none)."""
+        sessions = self.host.engine.sessions
+        windows = [sessions[sid].timeout for sid in self._table.owned_by(conn) if sid in sessions]
+        return min(windows, default=None)
 
     # -- requests -----------------------------------------------------------------------
 
     def _on_request(self, conn: Conn, request: Request) -> None:
         command, rid = request.command, request.request_id
         if self._stopping or conn.closing:
-            self.out.emit(conn, Failure(rid, ErrorCode.UNAVAILABLE, "the server is shutting down"))
+            why = "the server is shutting down" if self._stopping else "the connection is closing"
+            self.out.emit(conn, Failure(rid, ErrorCode.UNAVAILABLE, why))
             return
         denied = self.gate.denial(conn, command, self.host.engine.sessions)
         if denied is not None:
@@ -346,12 +377,11 @@ class Server:
                 log.exception("command %s failed unexpectedly", type(command).__name__)
             self.out.emit(conn, Failure(rid, code_of(error), str(error)))
             return
-        if isinstance(command, AttachSession):
-            for effect in self._table.attach(command.session_id, conn):
-                self.out.push(conn, effect)
-        elif isinstance(command, CreateSession):
+        if isinstance(command, AttachSession | CreateSession):
             assert isinstance(value, SessionInfo)
-            self._table.attach(value.session_id, conn)
+            for effect in self._table.attach(value.session_id, conn):
+                self.out.push(conn, effect)
+            self.gate.attached(conn, value.timeout)
         elif isinstance(command, DetachSession):
             self._table.detach(command.session_id)
         elif isinstance(command, CloseSession):
