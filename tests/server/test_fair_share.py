@@ -22,6 +22,7 @@ import tenure
 from tenure._core import (
     MAX_COUNT,
     Acquire,
+    AcquireResult,
     AttachSession,
     Command,
     CreateNode,
@@ -108,10 +109,39 @@ async def test_a_flood_of_pipelined_requests_does_not_starve_the_others(tmp_path
             flooder.finish()
 
 
+async def test_pipelining_clients_take_turns(tmp_path: Path, wire: Clients) -> None:
+    with ServerProcess(tmp_path / "data", "--fsync", "off", "--max-requests-per-turn", "1") as s:
+        a, b = await wire.connect(s.port), await wire.connect(s.port)
+        await a.call(CreateNode("n"))
+        pairs = 200
+        for client, name in ((a, "a"), (b, "b")):
+            sid = (await client.call(CreateSession("n", name.encode()))).session_id
+            commands: list[Command[Any]] = []
+            for i in range(pairs):
+                commands += [
+                    Acquire(sid, name, MAX_COUNT, i + 1, ephemeral=True),
+                    Release(sid, name),
+                ]
+            client.writer.write(pipelined(client.codec, commands, 1))
+        tokens: list[list[int]] = []
+        for client in (a, b):
+            answers = [await client.answer(1000 + n) for n in range(2 * pairs)]  # in order
+            values = [answer.value for answer in answers if isinstance(answer, Reply)]
+            assert len(values) == 2 * pairs
+            assert values[1::2] == [True] * pairs
+            granted = [v.token for v in values[::2] if isinstance(v, AcquireResult) and v.token]
+            assert len(granted) == pairs
+            tokens.append(granted)
+        # One request each per turn: the grants of the two interleave (served one
+        # connection after the other, each one's tokens would be a run of their own).
+        assert min(tokens[0]) < max(tokens[1])
+        assert min(tokens[1]) < max(tokens[0])
+
+
 async def test_a_client_that_does_not_read_is_not_read_then_closed(
     tmp_path: Path, wire: Clients
 ) -> None:
-    with ServerProcess(tmp_path / "data", "--fsync", "off") as server:
+    with ServerProcess(tmp_path / "data", "--fsync", "off", "--pause-unread", "8192") as server:
         other = await wire.connect(server.port)
         await other.call(CreateNode("n"))
         prober = (await other.call(CreateSession("n", b"p", timeout=60.0))).session_id
@@ -137,7 +167,8 @@ async def test_a_client_that_does_not_read_is_not_read_then_closed(
         flooder = Flooder(sock, pipelined(codec, commands, rounds))
         flooder.start()
         try:
-            server.wait_log("answers unread; not reading the client")
+            server.wait_log('"msg": "answers unread; not reading the client"')
+            assert '"pause_unread": 8192' in server.output()
             # Not read, it is silent: once its session's window passed, it is closed.
             server.wait_log("silent for a recovery window; closing")
             assert flooder.wait_dropped()
