@@ -18,9 +18,9 @@ The healthy clients start once the flood is under way, and stop after
 still unanswered then counts with the time it has waited so far).
 
 Run: ``python bench/flood.py`` (the server of this tree), or
-``python bench/flood.py --server-src /path/to/other/src`` to measure another
-version of the server (e.g. ``git archive <commit> src | tar -x -C /tmp/old``) in
-the same run conditions. Compare ratios from one run: the machine is noisy.
+``python bench/flood.py --server-src /tmp/old/src`` to measure another version of
+the server in the same conditions (``git archive <commit> src | tar -x -C
+/tmp/old`` makes one). Compare ratios from one run: the machine is noisy.
 """
 
 from __future__ import annotations
