@@ -91,6 +91,8 @@ class AcceptedProtocol(asyncio.StreamReaderProtocol):
         self._feed, self._step = feed, step
         held, self._held = self._held, []
         for data in held:
+            if self._feed is None:
+                break  # the handler said its last word (finish)
             self._received(data)
 
     def finish(self) -> None:

@@ -203,15 +203,16 @@ class Gate:
 
     def _check_silence(self, conn: Conn) -> None:
         """Close an OPEN connection silent for too long (module docstring), or look again."""
-        silent, counted = self._loop.time() - conn.last_frame, self.silent_for(conn)
-        if conn.window is not None and counted >= conn.window:
+        now = self._loop.time()
+        silent = now - conn.last_frame
+        if conn.window is not None and now >= self._silence_due(conn, conn.window):
             conn.window = self._window_of(conn)  # the cached one may be stale
         idle = self.config.idle_timeout
-        if conn.window is not None and counted >= conn.window:
+        if conn.window is not None and now >= self._silence_due(conn, conn.window):
             fields = {"peer": conn.peer, "silent_for": round(silent, 3), "window": conn.window}
             log.info("silent for a recovery window; closing", extra={"fields": fields})
             why = f"silent for {silent:.3g} s, past the recovery window of a session here"
-        elif idle > 0 and silent >= idle:
+        elif idle > 0 and now >= conn.last_frame + idle:
             log.info("idle; closing", extra={"fields": {"peer": conn.peer, "idle_timeout": idle}})
             why = f"idle for {idle:g} s"
         else:  # a frame came meanwhile (or a session left): look again when due
@@ -223,13 +224,19 @@ class Gate:
 
     def _arm_open(self, conn: Conn) -> None:
         """Arm the timer of an OPEN connection for its idle or silence deadline."""
-        limits = [self.config.idle_timeout] if self.config.idle_timeout > 0 else []
+        idle = self.config.idle_timeout
+        due = [conn.last_frame + idle] if idle > 0 else []
         if conn.window is not None:
-            limits.append(conn.window * (1 + SILENCE_MARGIN))
-        if limits:
-            self._arm(conn, conn.last_frame + min(limits))
+            due.append(self._silence_due(conn, conn.window))
+        if due:
+            self._arm(conn, min(due))
         else:
             self._cancel(conn)
+
+    @staticmethod
+    def _silence_due(conn: Conn, window: float) -> float:
+        """When ``conn`` will have been silent for ``window``, as the server counts it."""
+        return conn.last_frame + window * (1 + SILENCE_MARGIN)
 
     def _arm(self, conn: Conn, when: float) -> None:
         if conn.timer is not None:
