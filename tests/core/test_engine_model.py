@@ -561,18 +561,23 @@ class EngineMachine(RuleBasedStateMachine):
         self.check_effects()
 
     @precondition(lambda self: self.has_alive())
-    @rule(index=indexes)
-    def detach(self, index: int) -> None:
+    @rule(index=indexes, silence=st.sampled_from([0.0, 0.0, 0.0, 0.5, 1.0, 3.0]))
+    def detach(self, index: int, silence: float) -> None:
         self.advance(EPS)
         session = self.session(index)
-        command = DetachSession(session.sid)
+        silent_for = silence * session.timeout  # of its window, last heard that long ago
+        command = DetachSession(session.sid, silent_for)
         if not session.alive:
             self.expect_error(SessionExpiredError, command)
             return
         assert self.engine.apply(command, self.now) is None
-        if session.expires_at is None:
-            session.expires_at = self.now + session.timeout
-            session.expiry_seq = self.model.next_seq()
+        expires_at = self.now + (session.timeout - min(silent_for, session.timeout))
+        if session.expires_at is None or expires_at < session.expires_at:
+            if expires_at <= self.now:
+                self.model.end_session(session, self.now, expired=True)
+            else:
+                session.expires_at = expires_at
+                session.expiry_seq = self.model.next_seq()
         self.check_effects()
 
     @precondition(lambda self: self.has_alive())

@@ -432,16 +432,19 @@ def test_after_a_fatal_error_the_reader_yields_nothing_more():
     assert reader.buffered == 0
 
 
-def test_an_over_long_line_is_dropped_while_it_arrives():
+@pytest.mark.parametrize(("head", "cap"), [(b"l\n", MAX_LINE), (b"auth\n_\n", MAX_AUTH_LINE)])
+def test_an_over_long_line_fails_as_soon_as_it_passes_its_cap(head, cap):
     reader = LineReader()
-    reader.feed(b"l\n")
-    for _ in range(1000):
-        reader.feed(b"k" * 1000)
-        assert reader.buffered <= 1 + MAX_LINE
-        assert reader.in_frame
-        assert reader.next_frame() is None  # reported at its LF, not before
-    reader.feed(b"k\n5\n")
+    reader.feed(head + b"k" * cap)  # exactly the cap: its LF may still come
+    assert reader.next_frame() is None
+    assert reader.in_frame
+    reader.feed(b"k")  # one byte more, and no LF: it cannot be a request any more
     assert drain(reader) == [FrameError("line too long", fatal=True)]
+    assert not reader.in_frame
+    for _ in range(100):  # a line that never ends is not read for ever
+        reader.feed(b"k" * 1000)
+        assert reader.buffered == 0
+        assert reader.next_frame() is None
 
 
 def test_end_of_stream():
@@ -456,8 +459,8 @@ def test_end_of_stream():
     assert isinstance(caught.value, ValueError)
 
 
-def test_end_of_stream_inside_an_over_long_line_is_still_answered():
-    # Go drains to LF *or* EOF, then answers `error`: a half-closed client reads it.
+def test_end_of_stream_after_an_over_long_line_changes_nothing():
+    # The error came with the byte past the cap; a half-closed client still reads it.
     reader = LineReader(max_line=4)
     reader.feed(b"l\nkkkkk")
     reader.feed(b"")

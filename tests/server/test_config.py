@@ -52,6 +52,8 @@ def test_new_settings_have_their_defaults() -> None:
     assert config.shutdown_grace == 1.0
     assert config.max_unread == 64 * 1024 * 1024
     assert config.max_queued_pushes == 10_000
+    assert config.pause_unread == 65536
+    assert config.max_requests_per_turn == 64
     assert config.idle_timeout == 15.0
     assert config.handshake_timeout == 10.0
     assert (config.tls_cert, config.tls_key, config.tls_client_ca, config.auth_file) == (
@@ -127,6 +129,11 @@ def test_empty_path_means_none(tmp_path: Path) -> None:
         ("batch_interval = 0\n", "must be more than 0"),
         ("max_unread = 10\n", "max_unread = 10: must be at least 65536"),
         ("max_queued_pushes = 0\n", "must be at least 1"),
+        ("pause_unread = 4095\n", "pause_unread = 4095: must be at least 4096"),
+        ('pause_unread = "64k"\n', "pause_unread = '64k': must be an integer, not a string"),
+        ("max_requests_per_turn = 0\n", "max_requests_per_turn = 0: must be at least 1"),
+        ("max_requests_per_turn = 1000001\n", "must be at most 1e+06"),
+        ("max_requests_per_turn = 1.5\n", "max_requests_per_turn = 1.5: must be an integer"),
         ("shutdown_grace = nan\n", "must be a finite number"),
         ("data_dir = [1]\n", "data_dir = [1]: must be a string, not an array"),
         ("[tls]\ncert = 'x'\n", "unknown setting 'tls'"),
@@ -156,6 +163,9 @@ def test_missing_config_file_is_named(tmp_path: Path) -> None:
         ([], {"TENURE_SHUTDOWN_GRACE": "inf"}, "TENURE_SHUTDOWN_GRACE='inf'"),
         (["--max-unread", "1"], {}, "--max-unread='1'"),
         ([], {"TENURE_MAX_QUEUED_PUSHES": "0"}, "TENURE_MAX_QUEUED_PUSHES='0'"),
+        (["--pause-unread", "1024"], {}, "--pause-unread='1024': must be at least 4096"),
+        ([], {"TENURE_MAX_REQUESTS_PER_TURN": "x"}, "TENURE_MAX_REQUESTS_PER_TURN='x'"),
+        (["--max-requests-per-turn", "0"], {}, "--max-requests-per-turn='0': must be at least"),
         (["--data-dir", ""], {}, "--data-dir='': must not be empty"),
     ],
 )

@@ -12,7 +12,14 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from tenure._core import AttachSession, Command, CreateNode, CreateSession, Engine, NodeConfig
+from tenure._core import (
+    AttachSession,
+    Command,
+    CreateNode,
+    CreateSession,
+    Engine,
+    NodeConfig,
+)
 from tenure._core.snapshot import Plain, dump, load, resume
 from tenure.errors import TenureError
 from tenure.server import CorruptLogError, DataDir, FsyncMode
@@ -140,6 +147,21 @@ def test_a_record_with_a_malformed_command_stops_start_up(tmp_path: Path) -> Non
     # (Record 0 is the resume that open() logged.)
     with pytest.raises(CorruptLogError, match="logged record 1 is unreadable"):
         reopen(tmp_path, 10.0)
+
+
+def test_a_detach_logged_in_its_first_layout_still_replays(tmp_path: Path) -> None:
+    """``[12, session_id]`` was DetachSession before ``silent_for``: a window from then."""
+    journal = Journal(DataDir(tmp_path))
+    engine = journal.open(0.0)
+    step(engine, journal, CreateNode("n"), 0.0)
+    step(engine, journal, CreateSession("n", KEY, timeout=30.0), 0.0)
+    step(engine, journal, CreateSession("n", KEY, timeout=30.0), 0.0)
+    journal.data_dir.append(msgpack.packb([1, 2.0, [12, 1]]))  # detached at 2.0...
+    journal.data_dir.append(msgpack.packb([2, 33.0]))  # ...expired by a tick at 33.0
+    journal.commit()
+    journal.abort()
+    restarted = reopen(tmp_path, 100.0)
+    assert sorted(restarted.sessions) == [2]
 
 
 # -- restarts, and snapshots written by a forked child --------------------------------

@@ -101,9 +101,18 @@ class AttachSession(Command[SessionInfo]):
 
 @dataclass(frozen=True, slots=True)
 class DetachSession(Command[None]):
-    """The session's connection is gone: its recovery window starts now."""
+    """The session's connection is gone: its recovery window starts.
+
+    The window is counted from when its client was last heard from, ``silent_for``
+    seconds before now (ZooKeeper's rule): a partition that kept the connection
+    open adds nothing to it. ``silent_for`` is clamped to the window; a session
+    silent for its whole window expires at once. A duration, not a time, so that
+    replaying the command gives the same state on any clock. A second detach can
+    only bring the expiry closer.
+    """
 
     session_id: int
+    silent_for: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,8 +18,9 @@ Rules (each enforced in exactly one place below):
    engine (one counter for all nodes, so a dropped and re-created node cannot
    reuse old tokens either). The counter is state: persist it with the rest.
 4. An attached session never expires. A detached one expires ``timeout`` seconds
-   after it was detached unless it is re-attached first; expiry releases all it
-   holds (starting lock-delay) and cancels all it waits for.
+   after its client was last heard from (the detach, less its ``silent_for``)
+   unless it is re-attached first; expiry releases all it holds (starting
+   lock-delay) and cancels all it waits for.
 5. After any change to a semaphore, ``_settle`` serves its queue, removes it if it
    is ephemeral and idle, and fires the watches the change hit, in that order.
 """
@@ -227,9 +228,21 @@ class Engine(SemaphoreCommands):
 
     def _detach_session(self, cmd: c.DetachSession, now: float) -> None:
         session = self._session(cmd.session_id)
-        if session.expires_at is None:
-            session.expires_at = now + session.timeout
-            self._deadlines.schedule(session.expires_at, Kind.SESSION, (session.session_id,))
+        silent_for = check_duration("silent_for", cmd.silent_for, allow_zero=True)
+        expires_at = now + (session.timeout - min(silent_for, session.timeout))
+        if session.expires_at is not None and session.expires_at <= expires_at:
+            return  # detached already, and due no later: a detach never extends a window
+        if expires_at <= now:  # silent for its whole window already
+            self._expire_session(session, now)
+            return
+        session.expires_at = expires_at
+        self._deadlines.schedule(expires_at, Kind.SESSION, (session.session_id,))
+
+    def _expire_session(self, session: Session, now: float) -> None:
+        """The recovery window passed: end the session and tell it so."""
+        self._end_session(session, now, ErrorCode.SESSION_EXPIRED)
+        message = f"session {session.session_id} was not re-attached within {session.timeout}s"
+        self._effects.append(SessionEnded(session.session_id, ErrorCode.SESSION_EXPIRED, message))
 
     def _describe_session(self, cmd: c.DescribeSession, now: float) -> c.SessionState:
         session, node = self._session_node(cmd.session_id)
@@ -312,12 +325,7 @@ class Engine(SemaphoreCommands):
 
     def _on_deadline(self, kind: Kind, key: Key, now: float) -> None:
         if kind is Kind.SESSION:
-            session = self.sessions[cast(int, key[0])]
-            self._end_session(session, now, ErrorCode.SESSION_EXPIRED)
-            message = f"session {session.session_id} was not re-attached within {session.timeout}s"
-            self._effects.append(
-                SessionEnded(session.session_id, ErrorCode.SESSION_EXPIRED, message)
-            )
+            self._expire_session(self.sessions[cast(int, key[0])], now)
             return
         node = self.nodes[cast(str, key[0])]
         sem = node.semaphores[cast(str, key[1])]

@@ -13,7 +13,8 @@ Lexical rules:
 * A request is exactly three LF-terminated lines: command, key, argument. Each line
   is at most :data:`MAX_LINE` bytes before its LF, a CR before the LF included; the
   argument line of ``auth`` may be :data:`MAX_AUTH_LINE`. Trailing CRs are then
-  stripped, so CRLF works. A longer line is fatal: ``error``, then close.
+  stripped, so CRLF works. A longer line is fatal: ``error``, then close, as soon
+  as its cap is passed (a line that never ends must not be read for ever).
 * Lines are UTF-8. Commands are case-sensitive. A key is non-empty and holds no
   space, tab, CR or LF; ``stats``, ``ping``, ``barrier`` and ``auth`` ignore it.
 * The argument splits into fields like Go's ``strings.Fields`` (runs of Unicode
@@ -93,10 +94,11 @@ class LineReader:
     """Cuts a byte stream into requests: :class:`Frame` or :class:`FrameError`.
 
     Bytes are split into lines as they arrive, so no line is ever buffered beyond
-    its cap: the rest of an over-long line is dropped up to its LF, which yields a
-    fatal FrameError; after that nothing more is read. At most the request being
-    read is held (two short lines and one up to ``max_auth_line``), plus whole
-    requests fed but not yet taken with :meth:`next_frame`.
+    its cap: the byte that passes it yields a fatal FrameError at once (without
+    waiting for the line's LF, which may never come); after that nothing more is
+    read. At most the request being read is held (two short lines and one up to
+    ``max_auth_line``), plus whole requests fed but not yet taken with
+    :meth:`next_frame`.
     """
 
     def __init__(self, *, max_line: int = MAX_LINE, max_auth_line: int = MAX_AUTH_LINE) -> None:
@@ -108,7 +110,6 @@ class LineReader:
         self._ready: deque[Frame | FrameError] = deque()
         self._lines: list[bytes] = []  # the finished lines of the request being read
         self._line = bytearray()  # the line being read, never longer than its cap
-        self._dropping = False  # the line being read went over its cap: skip to its LF
         self._broken = False  # a fatal FrameError is out: ignore everything after it
         self._eof = False
 
@@ -123,7 +124,7 @@ class LineReader:
 
         A server applies its per-line read timeout only then, never between requests.
         """
-        return not self._broken and bool(self._lines or self._line or self._dropping)
+        return not self._broken and bool(self._lines or self._line)
 
     @property
     def buffered(self) -> int:
@@ -142,19 +143,15 @@ class LineReader:
             return
         if not data:
             self._eof = True
-            if self._dropping:
-                self._fail()  # Go answers an over-long line even when EOF ends it
             return
         start, size = 0, len(data)
         while start < size and not self._broken:
             newline = data.find(b"\n", start)
             stop = size if newline < 0 else newline
-            if not self._dropping:
-                if stop - start > self._cap() - len(self._line):
-                    self._dropping = True
-                    self._line.clear()
-                else:
-                    self._line += data[start:stop]
+            if stop - start > self._cap() - len(self._line):
+                self._fail()  # now: its LF may never come
+                return
+            self._line += data[start:stop]
             if newline < 0:
                 return
             start = newline + 1
@@ -171,9 +168,6 @@ class LineReader:
         return self._max_line
 
     def _end_line(self) -> None:
-        if self._dropping:
-            self._fail()
-            return
         # Go strips every trailing CR (strings.TrimRight), not just one.
         self._lines.append(bytes(self._line).rstrip(b"\r"))
         self._line.clear()
@@ -183,7 +177,7 @@ class LineReader:
 
     def _fail(self) -> None:
         self._ready.append(FrameError("line too long", fatal=True))
-        self._broken, self._dropping = True, False
+        self._broken = True
         self._lines, self._line = [], bytearray()
 
 

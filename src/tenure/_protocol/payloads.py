@@ -136,7 +136,7 @@ _COMMANDS: Final = (
     Record(
         c.AttachSession, [("session_id", UINT), ("protection_key", BIN), ("seq_no", UINT)], tag=11
     ),
-    Record(c.DetachSession, [("session_id", UINT)], tag=12),
+    Record(c.DetachSession, [("session_id", UINT), ("silent_for", FLOAT)], tag=12),
     Record(c.CloseSession, [("session_id", UINT)], tag=13),
     Record(c.DescribeSession, [("session_id", UINT), ("after", STR), ("limit", UINT)], tag=14),
     # semaphores: 20..39

@@ -230,9 +230,13 @@ class EngineSession:
         """
         if self.ended is not None:
             return
-        still_queued = await self._channel.call(CancelAcquire(self._session_id, name, request_id))
-        if not still_queued and name not in self.ledger.held:
-            await self._channel.call(Release(self._session_id, name))
+        # The caller is cancelled, and that is what it must see: if the session ended
+        # or cannot be reached meanwhile, there is nothing left to withdraw here.
+        with contextlib.suppress(TenureError):
+            call = self._channel.call
+            still_queued = await call(CancelAcquire(self._session_id, name, request_id))
+            if not still_queued and name not in self.ledger.held:
+                await call(Release(self._session_id, name))
 
     async def release(self, name: str) -> bool:
         """See :meth:`tenure.backends._base.BackendSession.release`."""

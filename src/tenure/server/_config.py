@@ -41,7 +41,9 @@ from tenure.server._settings import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_QUEUED_PUSHES,
+    DEFAULT_MAX_REQUESTS_PER_TURN,
     DEFAULT_MAX_UNREAD,
+    DEFAULT_PAUSE_UNREAD,
     DEFAULT_PORT,
     DEFAULT_SHUTDOWN_GRACE,
     SETTINGS,
@@ -73,6 +75,8 @@ class ServeConfig:
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     max_unread: int = DEFAULT_MAX_UNREAD
+    pause_unread: int = DEFAULT_PAUSE_UNREAD
+    max_requests_per_turn: int = DEFAULT_MAX_REQUESTS_PER_TURN
     max_queued_pushes: int = DEFAULT_MAX_QUEUED_PUSHES
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT  # 0: never
     handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT

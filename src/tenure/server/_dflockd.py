@@ -13,7 +13,8 @@ renew, two-phase enqueue/wait bound to the connection, release on disconnect
 fencing tokens, an idle-key collector and ``--dflockd-max-locks``. There is no
 idle timeout between requests: a client that holds a lease or waits is never
 dropped for being quiet (the spec's §9.6 trap); a request that stalls halfway is
-(``--idle-timeout``).
+(``--idle-timeout``). Reading, the ``auth`` handshake and each connection's fair
+share are :mod:`tenure.server._dflockd_loop`'s.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Final
 
 from tenure._core import (
     MAX_COUNT,
@@ -40,7 +40,7 @@ from tenure._core import (
 )
 from tenure._protocol import dflockd as wire
 from tenure.errors import AlreadyExistsError, ErrorCode, LimitExceededError, TenureError
-from tenure.server._auth import Access, Tokens
+from tenure.server._auth import Tokens
 from tenure.server._dflockd_holds import (
     SESSION_DESCRIPTION,
     DflockdConn,
@@ -51,13 +51,10 @@ from tenure.server._dflockd_holds import (
     node_of,
 )
 from tenure.server._dflockd_keeper import Keeper, session_key
+from tenure.server._dflockd_loop import READ_SIZE, LineLoop
 from tenure.server._driver import JournaledEngine
 
 log = logging.getLogger("tenure.server")
-
-_READ_SIZE: Final = 65536
-#: How long a failed ``auth`` waits before the close (brute-force damping, as dflockd).
-AUTH_PAUSE: Final = 0.1
 
 
 class DflockdService:
@@ -85,7 +82,13 @@ class DflockdService:
         self.draining = False
         #: How many client connections the server has open (``stats`` reports it).
         self.connections = connections
-        self._send = send
+        self.lines = LineLoop(
+            settings,
+            tokens,
+            answer=self._answer_request,
+            send=send,
+            disconnected=self.disconnected,
+        )
         self._loop = asyncio.get_running_loop()
         self._last_conn_id = 0
 
@@ -102,65 +105,19 @@ class DflockdService:
     # -- one connection -----------------------------------------------------------------
 
     async def serve(self, conn: DflockdConn, first: bytes) -> None:
-        """Answer requests until the peer leaves or the stream cannot be trusted."""
-        if first:  # (feeding b"" would mean the end of the stream)
-            conn.codec.feed(first)
-        try:
-            while not conn.closing:
-                item = conn.codec.next_frame()
-                if item is None:
-                    if conn.codec.eof:
-                        return
-                    conn.codec.feed(await self._read_more(conn))
-                    continue
-                if isinstance(item, wire.FrameError):
-                    self._answer(conn, wire.ERROR)
-                    conn.closing = item.fatal
-                    continue
-                await self._request(conn, item)
-        finally:
-            self.disconnected(conn)
+        """Answer requests until the peer leaves or the stream cannot be trusted
+        (:class:`~tenure.server._dflockd_loop.LineLoop`)."""
+        await self.lines.serve(conn, first)
 
-    async def _read_more(self, conn: DflockdConn) -> bytes:
-        """The next bytes; between requests no limit, within one ``frame_timeout``."""
-        limit = self.settings.frame_timeout
-        if not conn.codec.in_frame or limit <= 0:
-            return await conn.reader.read(_READ_SIZE)
-        try:
-            async with asyncio.timeout(limit):
-                return await conn.reader.read(_READ_SIZE)
-        except TimeoutError:
-            log.info("dflockd: request stalled; closing", extra={"fields": {"peer": conn.peer}})
-            self._answer(conn, wire.ERROR)
-            conn.closing = True
-            return b""
-
-    async def _request(self, conn: DflockdConn, frame: wire.Frame) -> None:
-        try:
-            request = wire.parse(frame)
-        except wire.RequestError as error:
-            if not conn.authenticated:
-                await self._refuse_auth(conn)
-                return
-            log.debug("dflockd: bad request from %s: %s", conn.peer, error)
-            self._answer(conn, wire.ERROR)
-            return
-        if not conn.authenticated:
-            if isinstance(request, wire.Auth) and self._auth_ok(request.secret):
-                conn.authenticated = True
-                self._answer(conn, wire.OK)
-            else:
-                await self._refuse_auth(conn)
-            return
+    async def _answer_request(self, conn: DflockdConn, request: wire.Request) -> bytes:
+        """The answer to an authenticated request."""
         if self.draining or self.host.dead:
-            self._answer(conn, wire.ERROR_DRAINING)
-            return
+            return wire.ERROR_DRAINING
         try:
-            answer = await self._handle(conn, request)
+            return await self._handle(conn, request)
         except Exception:  # a bug must cost this request, never the server
             log.exception("dflockd: %s failed unexpectedly", type(request).__name__)
-            answer = wire.ERROR
-        self._answer(conn, answer)
+            return wire.ERROR
 
     async def _handle(self, conn: DflockdConn, request: wire.Request) -> bytes:
         match request:
@@ -295,7 +252,7 @@ class DflockdService:
     async def _until_decided(self, conn: DflockdConn, hold: Hold, timeout: float | None) -> bool:
         """Wait for the engine's verdict (or ``timeout``, or the peer leaving); granted?"""
         assert hold.outcome is not None
-        reading = asyncio.ensure_future(conn.reader.read(_READ_SIZE))
+        reading = asyncio.ensure_future(conn.reader.read(READ_SIZE))
         try:
             waits: set[asyncio.Future[object]] = {hold.outcome, reading}  # type: ignore[arg-type]
             done, _ = await asyncio.wait(
@@ -392,22 +349,3 @@ class DflockdService:
     def _close_quietly(self, session_id: int) -> None:
         with contextlib.suppress(TenureError):
             self.host.execute(CloseSession(session_id))
-
-    # -- output and authentication ------------------------------------------------------
-
-    def _answer(self, conn: DflockdConn, line: bytes) -> None:
-        self._send(conn, line)
-
-    def _auth_ok(self, secret: str) -> bool:
-        token = None if self.tokens is None else self.tokens.authenticate(secret)
-        return (
-            token is not None
-            and token.access is Access.READ_WRITE
-            and all(token.may_touch(node_of(kind)) for kind in (False, True))
-        )
-
-    async def _refuse_auth(self, conn: DflockdConn) -> None:
-        log.warning("dflockd authentication failed", extra={"fields": {"peer": conn.peer}})
-        await asyncio.sleep(AUTH_PAUSE)
-        self._answer(conn, wire.ERROR_AUTH)
-        conn.closing = True

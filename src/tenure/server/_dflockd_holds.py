@@ -179,6 +179,8 @@ class DflockdSettings:
     gc_interval: float = 5.0
     gc_max_idle: float = 60.0
     frame_timeout: float = 15.0  # a request must arrive whole within this (0: no limit)
+    turn: int = 64  # requests served in a row before the other connections' turn
+    pause_unread: int = 65536  # bytes of answers unsent before reading stops
 
     @classmethod
     def from_config(cls, config: ServeConfig) -> DflockdSettings:
@@ -191,4 +193,6 @@ class DflockdSettings:
             gc_interval=config.dflockd_gc_interval,
             gc_max_idle=config.dflockd_gc_max_idle,
             frame_timeout=config.idle_timeout,
+            turn=config.max_requests_per_turn,
+            pause_unread=config.pause_unread,
         )

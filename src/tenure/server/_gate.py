@@ -10,10 +10,14 @@
   connection's token (:mod:`tenure.server._auth`); a denied one is answered
   ``Failure(PERMISSION_DENIED)`` and the connection stays usable.
 * **timeouts** (section 12): a connection that has not sent Hello within
-  ``handshake_timeout`` is Refused(PROTOCOL); an OPEN one that has received no
-  frame for ``idle_timeout`` gets GoingAway(UNAVAILABLE) and is closed (its
-  sessions are detached like any lost connection's). One timer per connection,
-  re-armed lazily: a frame only records the time, the timer checks it when it fires.
+  ``handshake_timeout`` is Refused(PROTOCOL). An OPEN one that has received no
+  frame for ``idle_timeout``, or for the shortest recovery window of the sessions
+  attached to it, gets GoingAway(UNAVAILABLE) and is closed; its sessions are
+  detached at once, their windows counted from its last frame (ZooKeeper's rule:
+  a partition that keeps the connection open must not keep a lock from the next
+  waiter; the client gave up on its own clock by then, docs/guarantees.md 6a).
+  One timer per connection, re-armed lazily: a frame only records the time, the
+  timer checks it when it fires.
 """
 
 from __future__ import annotations
@@ -46,6 +50,11 @@ from tenure.server._tls import server_context
 log = logging.getLogger("tenure.server")
 
 SERVER_NAME: Final = "tenure"
+#: The server counts a client's silence this much slower than its own clock runs
+#: (2%): the client, which gives up one window after it *sent* its last answered
+#: frame (docs/guarantees.md 6a), must do so before the server acts, even if the
+#: server's clock runs a little fast or the client's timer fires a little late.
+SILENCE_MARGIN: Final = 0.02
 
 
 @dataclass(eq=False)
@@ -59,7 +68,11 @@ class Conn:
     closing: bool = False  # stop reading; close once the outbox is written
     token: Token | None = None  # who the Hello authenticated (None: no auth file)
     last_frame: float = 0.0  # loop time the last frame was received
-    timer: asyncio.TimerHandle | None = None  # the handshake or idle deadline
+    timer: asyncio.TimerHandle | None = None  # the handshake, idle or silence deadline
+    timer_at: float = 0.0  # when ``timer`` fires
+    # The shortest recovery window of the sessions attached here (None: none); it
+    # may be stale and too short (a session left), never too long: checked when due.
+    window: float | None = None
     peer: str = field(init=False)  # the client's address, for the log
 
     def __post_init__(self) -> None:
@@ -79,8 +92,17 @@ class Gate:
     """
 
     def __init__(
-        self, config: ServeConfig, instance_id: bytes, emit: Callable[[Conn, ServerMessage], None]
+        self,
+        config: ServeConfig,
+        instance_id: bytes,
+        emit: Callable[[Conn, ServerMessage], None],
+        *,
+        window_of: Callable[[Conn], float | None],
+        detach: Callable[[Conn], None],
     ) -> None:
+        """``window_of(conn)``: the shortest recovery window of the sessions attached to
+        ``conn`` now (None: none); ``detach(conn)``: detach them, counting their windows
+        from its last frame."""
         self.config = config
         self.instance_id = instance_id
         self.tls: ssl.SSLContext | None = server_context(
@@ -90,6 +112,8 @@ class Gate:
             load_tokens(config.auth_file) if config.auth_file is not None else None
         )
         self._emit = emit
+        self._window_of = window_of
+        self._detach = detach
         self._loop = asyncio.get_running_loop()
 
     # -- the handshake --------------------------------------------------------------------
@@ -97,7 +121,7 @@ class Gate:
     def accepted(self, conn: Conn) -> None:
         """A new connection: its handshake clock starts."""
         conn.last_frame = self._loop.time()
-        conn.timer = self._loop.call_later(self.config.handshake_timeout, self._on_timer, conn)
+        self._arm(conn, conn.last_frame + self.config.handshake_timeout)
 
     def hello(self, conn: Conn, hello: Hello, *, stopping: bool) -> None:
         """Answer ``hello`` with Welcome, or with Refused (and mark the connection closing)."""
@@ -123,9 +147,7 @@ class Gate:
         )
         self._emit(conn, welcome)
         self._cancel(conn)
-        if self.config.idle_timeout > 0:
-            due = conn.last_frame + self.config.idle_timeout
-            conn.timer = self._loop.call_at(due, self._on_timer, conn)
+        self._arm_open(conn)
 
     def refuse(self, conn: Conn, refusal: Refused) -> None:
         """Send ``refusal`` as the connection's last word."""
@@ -137,9 +159,23 @@ class Gate:
         """A frame arrived: the connection is not idle (the timer reads this when due)."""
         conn.last_frame = self._loop.time()
 
+    def attached(self, conn: Conn, window: float) -> None:
+        """A session with recovery window ``window`` was attached to ``conn``."""
+        if conn.window is None or window < conn.window:
+            conn.window = window
+            if conn.codec.state is State.OPEN:
+                self._arm_open(conn)
+
     def closed(self, conn: Conn) -> None:
         """The connection is over: its clock stops."""
         self._cancel(conn)
+
+    def silent_for(self, conn: Conn) -> float:
+        """How long the client of ``conn`` has been silent, as its sessions' windows count it.
+
+        From the receipt of its last frame, less the margin (:data:`SILENCE_MARGIN`).
+        """
+        return max(0.0, self._loop.time() - conn.last_frame) / (1 + SILENCE_MARGIN)
 
     # -- authorization --------------------------------------------------------------------
 
@@ -159,18 +195,56 @@ class Gate:
             return
         state = conn.codec.state
         if state is State.OPEN:
-            idle = self.config.idle_timeout
-            due = conn.last_frame + idle
-            if self._loop.time() < due:  # a frame came meanwhile: look again when due
-                conn.timer = self._loop.call_at(due, self._on_timer, conn)
-                return
-            log.info("idle; closing", extra={"fields": {"peer": conn.peer, "idle_timeout": idle}})
-            self._emit(conn, GoingAway(ErrorCode.UNAVAILABLE, f"idle for {idle:g} s"))
-            conn.closing = True
+            self._check_silence(conn)
         elif state in (State.HANDSHAKE, State.GREETING):
             limit = self.config.handshake_timeout
             log.info("no handshake; closing", extra={"fields": {"peer": conn.peer}})
             self.refuse(conn, Refused(ErrorCode.PROTOCOL, f"no Hello within {limit:g} s"))
+
+    def _check_silence(self, conn: Conn) -> None:
+        """Close an OPEN connection silent for too long (module docstring), or look again."""
+        now = self._loop.time()
+        silent = now - conn.last_frame
+        if conn.window is not None and now >= self._silence_due(conn, conn.window):
+            conn.window = self._window_of(conn)  # the cached one may be stale
+        idle = self.config.idle_timeout
+        if conn.window is not None and now >= self._silence_due(conn, conn.window):
+            fields = {"peer": conn.peer, "silent_for": round(silent, 3), "window": conn.window}
+            log.info("silent for a recovery window; closing", extra={"fields": fields})
+            why = f"silent for {silent:.3g} s, past the recovery window of a session here"
+        elif idle > 0 and now >= conn.last_frame + idle:
+            log.info("idle; closing", extra={"fields": {"peer": conn.peer, "idle_timeout": idle}})
+            why = f"idle for {idle:g} s"
+        else:  # a frame came meanwhile (or a session left): look again when due
+            self._arm_open(conn)
+            return
+        self._detach(conn)  # now: the windows count from the last frame anyway
+        self._emit(conn, GoingAway(ErrorCode.UNAVAILABLE, why))
+        conn.closing = True
+
+    def _arm_open(self, conn: Conn) -> None:
+        """Arm the timer of an OPEN connection for its idle or silence deadline."""
+        idle = self.config.idle_timeout
+        due = [conn.last_frame + idle] if idle > 0 else []
+        if conn.window is not None:
+            due.append(self._silence_due(conn, conn.window))
+        if due:
+            self._arm(conn, min(due))
+        else:
+            self._cancel(conn)
+
+    @staticmethod
+    def _silence_due(conn: Conn, window: float) -> float:
+        """When ``conn`` will have been silent for ``window``, as the server counts it."""
+        return conn.last_frame + window * (1 + SILENCE_MARGIN)
+
+    def _arm(self, conn: Conn, when: float) -> None:
+        if conn.timer is not None:
+            if conn.timer_at == when:
+                return
+            conn.timer.cancel()
+        conn.timer_at = when
+        conn.timer = self._loop.call_at(when, self._on_timer, conn)
 
     def _cancel(self, conn: Conn) -> None:
         if conn.timer is not None:

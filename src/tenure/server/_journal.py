@@ -51,6 +51,7 @@ from tenure._core import (
     DescribeNode,
     DescribeSemaphore,
     DescribeSession,
+    DetachSession,
     Engine,
 )
 from tenure._core.snapshot import dump, load, resume
@@ -133,7 +134,7 @@ class Journal:
             if kind == TICK_RECORD and not rest:
                 engine.tick(when)
             elif kind == COMMAND_RECORD and len(rest) == 1:
-                command = _load_command(rest[0])
+                command = _load_command(_upgraded(rest[0]))
                 assert isinstance(command, Command)
                 engine.apply(command, when)
             elif kind == RESUME_RECORD and not rest:
@@ -252,6 +253,20 @@ class Journal:
     def _append(self, record: list[object]) -> None:
         self.data_dir.append(msgpack.packb(record, use_bin_type=True))
         self._since_snapshot += 1
+
+
+def _upgraded(raw: object) -> object:
+    """A logged command in today's layout (layouts changed before the first release).
+
+    DetachSession was ``[12, session_id]`` before it counted the client's silence:
+    such a record replays as a detach at the time it was logged (``silent_for`` 0).
+    """
+    if isinstance(raw, list) and len(raw) == 2 and raw[0] == _DETACH_TAG:
+        return [*raw, 0.0]
+    return raw
+
+
+_DETACH_TAG: Final = COMMAND.by_type[DetachSession].tag
 
 
 @contextlib.contextmanager

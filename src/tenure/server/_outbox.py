@@ -10,8 +10,12 @@ said their last word are closed and clients that do not read are dropped.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import socket
+import struct
 from collections.abc import Callable
+from typing import Final
 
 from tenure._core import Effect
 from tenure._protocol import (
@@ -28,6 +32,22 @@ from tenure.server._dflockd_holds import DflockdConn
 from tenure.server._gate import Conn
 
 log = logging.getLogger("tenure.server")
+
+_LINGER_RESET: Final = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close with a reset
+
+
+def reset(transport: asyncio.WriteTransport) -> None:
+    """Drop a connection at once, with a TCP reset: what it was owed is discarded.
+
+    For a client that does not read: a plain abort would leave its unread answers
+    in the kernel, which goes on offering them to the client (for minutes) behind
+    its back; a reset frees them now, and tells the client.
+    """
+    with contextlib.suppress(OSError, RuntimeError):  # closed meanwhile: nothing to reset
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+    transport.abort()
 
 
 class Outboxes:
@@ -98,8 +118,8 @@ class Outboxes:
                     # A peer that never reads (or never answers TLS's close_notify)
                     # would keep the connection, and its sessions, forever: drop it.
                     loop = asyncio.get_running_loop()
-                    loop.call_later(self.config.shutdown_grace, transport.abort)
+                    loop.call_later(self.config.shutdown_grace, reset, transport)
             elif transport.get_write_buffer_size() > self.config.max_unread:
                 log.warning("%s does not read its replies; disconnecting", conn.peer)
-                transport.abort()
+                reset(transport)
         self._outgoing.clear()

@@ -8,10 +8,13 @@ follows (group commit, see :mod:`tenure.server._driver`), so no reply or push ev
 tells a client about a change the disk does not have. A failed commit is fatal: the
 journal is aborted, every connection dropped, and the server exits non-zero.
 
-Session ownership and the queues of detached sessions are in
-:class:`~tenure.server._session_table.SessionTable` (docs/protocol.md section 11);
-the handshake, tokens, authorization and the handshake and idle timeouts in
-:class:`~tenure.server._gate.Gate`; TLS in :mod:`tenure.server._tls`.
+Native messages are handled by :class:`~tenure.server._native.NativeService` (in
+fair turns, :mod:`tenure.server._accept`), dflockd requests by
+:class:`~tenure.server._dflockd.DflockdService`. Session ownership and the queues
+of detached sessions are in :class:`~tenure.server._session_table.SessionTable`
+(docs/protocol.md section 11); the handshake, tokens, authorization and the
+handshake, idle and silence timeouts in :class:`~tenure.server._gate.Gate`; TLS in
+:mod:`tenure.server._tls`.
 """
 
 from __future__ import annotations
@@ -20,31 +23,9 @@ import asyncio
 import contextlib
 import logging
 
-from tenure._core import (
-    AttachSession,
-    CloseSession,
-    CreateSession,
-    DetachSession,
-    Effect,
-    Engine,
-    SessionInfo,
-)
-from tenure._protocol import (
-    NEED_DATA,
-    ConnectionClosed,
-    Failure,
-    GoingAway,
-    Hello,
-    LocalProtocolError,
-    Ping,
-    Pong,
-    Refused,
-    Reply,
-    Request,
-    ServerConnection,
-    State,
-)
-from tenure.errors import ErrorCode, ProtocolError, TenureError, code_of
+from tenure._core import CloseSession, DetachSession, Effect, Engine
+from tenure._protocol import GoingAway, Refused, ServerConnection, State
+from tenure.errors import ErrorCode, TenureError
 from tenure.server._accept import READ_LIMIT, AcceptedProtocol, Kind
 from tenure.server._config import ServeConfig
 from tenure.server._dflockd import DflockdService
@@ -52,6 +33,7 @@ from tenure.server._dflockd_holds import DflockdConn, DflockdSettings, load_secr
 from tenure.server._driver import JournaledEngine
 from tenure.server._gate import Conn, Gate
 from tenure.server._journal import Journal
+from tenure.server._native import NativeService
 from tenure.server._outbox import Outboxes
 from tenure.server._session_table import SessionTable
 
@@ -72,7 +54,9 @@ class Server:
         self.instance_id = instance_id
         self.exit_code = 0
         self.out = Outboxes(config, lambda: self.host.request_flush())
-        self.gate = Gate(config, instance_id, self.out.emit)
+        self.gate = Gate(
+            config, instance_id, self.out.emit, window_of=self._window_of, detach=self._detach_all
+        )
         self.host = JournaledEngine(
             journal,
             engine,
@@ -85,6 +69,9 @@ class Server:
             max_queued=config.max_queued_pushes
         )
         self._conns: set[Conn | DflockdConn] = set()
+        self.native = NativeService(
+            self.host, self.gate, self.out, self._table, stopping=lambda: self._stopping
+        )
         self.dflockd = DflockdService(
             self.host,
             DflockdSettings.from_config(config),
@@ -107,10 +94,14 @@ class Server:
 
     async def start(self) -> tuple[str, int]:
         """Listen; returns the address actually bound (``--port 0`` picks one)."""
-        tls = self.gate.tls
+        tls, config = self.gate.tls, self.config
         loop = asyncio.get_running_loop()
         self._listener = await loop.create_server(
-            lambda: AcceptedProtocol(self._serve_connection),
+            lambda: AcceptedProtocol(
+                self._serve_connection,
+                turn=config.max_requests_per_turn,
+                pause_unread=config.pause_unread,
+            ),
             self.config.host,
             self.config.port,
             ssl=tls,
@@ -214,7 +205,10 @@ class Server:
             return
         try:
             if kind is Kind.NATIVE:
-                accepted.feed_to(lambda data: self._on_data(conn, accepted, data))
+                accepted.feed_to(
+                    lambda data: self.native.on_data(conn, data),
+                    lambda: self.native.serve_one(conn, accepted),
+                )
                 await accepted.done
         finally:
             accepted.finish()
@@ -250,6 +244,7 @@ class Server:
     async def _serve_dflockd(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str, first: bytes
     ) -> None:
+        writer.transport.set_write_buffer_limits(high=self.config.pause_unread)
         dconn = self.dflockd.new_conn(reader, writer, peer)
         self._conns.add(dconn)
         self._idle.clear()
@@ -267,42 +262,6 @@ class Server:
         """Route the session's effects to the dflockd service (its sessions are its own)."""
         self._table.attach(session_id, self.dflockd)
 
-    def _on_data(self, conn: Conn, accepted: AcceptedProtocol, data: bytes) -> None:
-        """Bytes of a native connection (``b""``: its end), straight from the loop."""
-        if self.host.dead:
-            accepted.finish()
-            return
-        conn.codec.receive_data(data)
-        try:
-            while not conn.closing:
-                event = conn.codec.next_event()
-                if event is NEED_DATA or isinstance(event, ConnectionClosed):
-                    break
-                self._on_message(conn, event)
-        except ProtocolError as error:
-            self._last_word(conn, error)
-        if conn.closing or not data or conn.codec.their_error is not None:
-            accepted.finish()
-
-    def _on_message(self, conn: Conn, message: Hello | Request | Ping) -> None:
-        self.gate.frame(conn)
-        if isinstance(message, Request):
-            self._on_request(conn, message)
-        elif isinstance(message, Ping):
-            self.out.emit(conn, Pong(message.nonce))
-        else:
-            self.gate.hello(conn, message, stopping=self._stopping)
-
-    def _last_word(self, conn: Conn, error: ProtocolError) -> None:
-        log.info(
-            "protocol error; closing", extra={"fields": {"peer": conn.peer, "error": str(error)}}
-        )
-        before_welcome = conn.codec.state in (State.HANDSHAKE, State.GREETING)
-        word = Refused if before_welcome else GoingAway
-        with contextlib.suppress(LocalProtocolError):
-            self.out.emit(conn, word(ErrorCode.PROTOCOL, str(error)))
-        conn.closing = True
-
     def _lost(self, conn: Conn) -> None:
         """The connection is over: detach the sessions it still owns, then close it."""
         self._conns.discard(conn)
@@ -310,53 +269,27 @@ class Server:
         if not self._conns:
             self._idle.set()
         conn.closing = True
-        sessions = self._table.drop_connection(conn)
-        if sessions and not (self._stopping or self.host.dead):
-            for session_id in sessions:
-                with contextlib.suppress(TenureError):
-                    self.host.execute(DetachSession(session_id))
-            fields = {"peer": conn.peer, "sessions": sessions}
-            log.info("connection lost; sessions detached", extra={"fields": fields})
+        self._detach_all(conn)
         self.out.finish(conn)
 
-    # -- requests -----------------------------------------------------------------------
+    def _detach_all(self, conn: Conn) -> None:
+        """Detach the sessions ``conn`` owns, their windows counted from its last frame."""
+        sessions = self._table.drop_connection(conn)
+        if sessions and not (self._stopping or self.host.dead):
+            silent_for = self.gate.silent_for(conn)
+            for session_id in sessions:
+                with contextlib.suppress(TenureError):
+                    self.host.execute(DetachSession(session_id, silent_for))
+            fields = {"peer": conn.peer, "sessions": sessions, "silent_for": round(silent_for, 3)}
+            log.info("connection lost; sessions detached", extra={"fields": fields})
 
-    def _on_request(self, conn: Conn, request: Request) -> None:
-        command, rid = request.command, request.request_id
-        if self._stopping or conn.closing:
-            self.out.emit(conn, Failure(rid, ErrorCode.UNAVAILABLE, "the server is shutting down"))
-            return
-        denied = self.gate.denial(conn, command, self.host.engine.sessions)
-        if denied is not None:
-            self.out.emit(conn, Failure(rid, ErrorCode.PERMISSION_DENIED, denied))
-            return
-        session_id = getattr(command, "session_id", None)
-        if (
-            session_id is not None
-            and not isinstance(command, AttachSession)
-            and self._table.owner(session_id) is not conn
-        ):
-            why = f"session {session_id} is not attached to this connection"
-            self.out.emit(conn, Failure(rid, ErrorCode.PERMISSION_DENIED, why))
-            return
-        try:
-            value = self.host.execute(command)
-        except Exception as error:
-            if not isinstance(error, TenureError | TimeoutError):
-                log.exception("command %s failed unexpectedly", type(command).__name__)
-            self.out.emit(conn, Failure(rid, code_of(error), str(error)))
-            return
-        if isinstance(command, AttachSession):
-            for effect in self._table.attach(command.session_id, conn):
-                self.out.push(conn, effect)
-        elif isinstance(command, CreateSession):
-            assert isinstance(value, SessionInfo)
-            self._table.attach(value.session_id, conn)
-        elif isinstance(command, DetachSession):
-            self._table.detach(command.session_id)
-        elif isinstance(command, CloseSession):
-            self._table.forget(command.session_id)
-        self.out.emit(conn, Reply(rid, value))  # type: ignore[arg-type]
+    def _window_of(self, conn: Conn) -> float | None:
+        """The shortest recovery window of the sessions attached to ``conn`` (None: none)."""
+        sessions = self.host.engine.sessions
+        windows = [sessions[sid].timeout for sid in self._table.owned_by(conn) if sid in sessions]
+        return min(windows, default=None)
+
+    # -- effects ------------------------------------------------------------------------
 
     def _deliver(self, effects: list[Effect]) -> None:
         routed, overflowed = self._table.route(effects)

@@ -31,6 +31,10 @@ DEFAULT_SHUTDOWN_GRACE: Final = 1.0
 DEFAULT_MAX_UNREAD: Final = 64 * 1024 * 1024
 #: Effects kept for one detached session before it is ended instead.
 DEFAULT_MAX_QUEUED_PUSHES: Final = DEFAULT_MAX_QUEUED
+#: Messages one connection has served in a row before every other gets its turn.
+DEFAULT_MAX_REQUESTS_PER_TURN: Final = 64
+#: A client with this many bytes of answers unsent is not read until it reads them.
+DEFAULT_PAUSE_UNREAD: Final = 64 * 1024
 #: An OPEN connection silent for longer than this is closed (0: never), in seconds.
 DEFAULT_IDLE_TIMEOUT: Final = 15.0
 #: A connection must complete its handshake (TLS, then Hello) within this, in seconds.
@@ -228,6 +232,27 @@ SETTINGS: Final = (
         f"a client that leaves this many bytes of replies and pushes unread is disconnected "
         f"(its sessions are detached), at least {MIN_MAX_FRAME_SIZE} (default: %(default)s)",
         _range(MIN_MAX_FRAME_SIZE),
+    ),
+    Setting(
+        "pause_unread",
+        int,
+        DEFAULT_PAUSE_UNREAD,
+        "BYTES",
+        "stop reading a client's requests while this many bytes of answers to it wait to be "
+        "sent, until they are down to a quarter: a client that does not read is throttled, "
+        "not buffered (one that reaches --max-unread first is dropped); at least 4096 "
+        "(default: %(default)s)",
+        _range(4096),
+    ),
+    Setting(
+        "max_requests_per_turn",
+        int,
+        DEFAULT_MAX_REQUESTS_PER_TURN,
+        "N",
+        "requests (native messages, dflockd requests) one connection has served in a row "
+        "before every other connection gets its turn; the rest wait unread, so a client "
+        "that floods the server slows only itself, 1 to 1000000 (default: %(default)s)",
+        _range(1, 1_000_000),
     ),
     Setting(
         "max_queued_pushes",

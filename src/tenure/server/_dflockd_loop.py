@@ -1,0 +1,165 @@
+"""One dflockd connection's reading: its requests framed, checked, paced and answered.
+
+:class:`LineLoop` runs a connection of :class:`~tenure.server._dflockd.DflockdService`
+from its first byte to its end; what each request means is the service's. Here:
+
+* **Framing** (:class:`tenure._protocol.dflockd.LineReader`): a line longer than its
+  cap is answered ``error`` and the connection closed as soon as the cap is passed,
+  without waiting for its newline (a client streaming a line without one would be
+  read for ever). A request that stalls halfway is answered ``error`` and closed
+  after ``frame_timeout``; between requests there is no timeout (docs/dflockd.md).
+* **The handshake**: with an auth file, the first request must be ``auth`` with a
+  read-write secret allowed on both dflockd nodes. Anything else (another command,
+  a wrong secret, a malformed or over-long request, a stall) is answered
+  ``error_auth`` after a short pause (brute-force damping) and closed, as dflockd
+  does.
+* **Fair share** (as native connections, :mod:`tenure.server._accept`): after
+  ``turn`` requests in a row the other connections go first, and while
+  ``pause_unread`` bytes of answers wait unsent (the client does not read) nothing
+  more is read or served; a client that leaves them unread for ``frame_timeout``
+  is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+from tenure._protocol import dflockd as wire
+from tenure.server._auth import Access, Tokens
+from tenure.server._dflockd_holds import DflockdConn, DflockdSettings, node_of
+from tenure.server._outbox import reset
+
+log = logging.getLogger("tenure.server")
+
+READ_SIZE: Final = 65536
+#: How long a failed ``auth`` waits before the close (brute-force damping, as dflockd).
+AUTH_PAUSE: Final = 0.1
+
+
+class LineLoop:
+    """Reads the requests of dflockd connections and has them answered (module docstring).
+
+    ``answer(conn, request)`` is the service's answer to an authenticated request;
+    ``send(conn, line)`` queues a line for the connection; ``disconnected(conn)``
+    is called once its loop is over.
+    """
+
+    def __init__(
+        self,
+        settings: DflockdSettings,
+        tokens: Tokens | None,
+        *,
+        answer: Callable[[DflockdConn, wire.Request], Awaitable[bytes]],
+        send: Callable[[DflockdConn, bytes], None],
+        disconnected: Callable[[DflockdConn], None],
+    ) -> None:
+        self.settings = settings
+        self.tokens = tokens
+        self._answer = answer
+        self._send = send
+        self._disconnected = disconnected
+
+    async def serve(self, conn: DflockdConn, first: bytes) -> None:
+        """Answer requests until the peer leaves or the stream cannot be trusted."""
+        if first:  # (feeding b"" would mean the end of the stream)
+            conn.codec.feed(first)
+        served = 0
+        try:
+            while not conn.closing:
+                item = conn.codec.next_frame()
+                if item is None:
+                    if conn.codec.eof:
+                        return
+                    conn.codec.feed(await self._read_more(conn))
+                    continue
+                served += 1
+                if served >= self.settings.turn:
+                    served = 0
+                    await asyncio.sleep(0)  # every other connection's turn first
+                if not await self._answers_taken(conn):
+                    return
+                if isinstance(item, wire.FrameError):
+                    await self._frame_error(conn, item)
+                else:
+                    await self._request(conn, item)
+        finally:
+            self._disconnected(conn)
+
+    async def _answers_taken(self, conn: DflockdConn) -> bool:
+        """Wait while the answers to ``conn`` pile up unsent; False if it never reads them.
+
+        Within ``frame_timeout`` (dflockd's write timeout: a client that does not read
+        is dropped), or for ever without one.
+        """
+        if conn.writer.transport.get_write_buffer_size() <= self.settings.pause_unread:
+            return True
+        limit = self.settings.frame_timeout
+        try:
+            async with asyncio.timeout(limit if limit > 0 else None):
+                await conn.writer.drain()
+        except TimeoutError:
+            log.info("dflockd: answers unread; closing", extra={"fields": {"peer": conn.peer}})
+            reset(conn.writer.transport)
+            return False
+        return True
+
+    async def _read_more(self, conn: DflockdConn) -> bytes:
+        """The next bytes; between requests no limit, within one ``frame_timeout``."""
+        limit = self.settings.frame_timeout
+        if not conn.codec.in_frame or limit <= 0:
+            return await conn.reader.read(READ_SIZE)
+        try:
+            async with asyncio.timeout(limit):
+                return await conn.reader.read(READ_SIZE)
+        except TimeoutError:
+            log.info("dflockd: request stalled; closing", extra={"fields": {"peer": conn.peer}})
+            if conn.authenticated:
+                self._send(conn, wire.ERROR)
+            else:
+                await self._refuse_auth(conn)
+            conn.closing = True
+            return b""
+
+    async def _frame_error(self, conn: DflockdConn, error: wire.FrameError) -> None:
+        log.debug("dflockd: bad request from %s: %s", conn.peer, error.reason)
+        if not conn.authenticated:
+            await self._refuse_auth(conn)
+            return
+        self._send(conn, wire.ERROR)
+        conn.closing = error.fatal
+
+    async def _request(self, conn: DflockdConn, frame: wire.Frame) -> None:
+        try:
+            request = wire.parse(frame)
+        except wire.RequestError as error:
+            if not conn.authenticated:
+                await self._refuse_auth(conn)
+                return
+            log.debug("dflockd: bad request from %s: %s", conn.peer, error)
+            self._send(conn, wire.ERROR)
+            return
+        if not conn.authenticated:
+            if isinstance(request, wire.Auth) and self._auth_ok(request.secret):
+                conn.authenticated = True
+                self._send(conn, wire.OK)
+            else:
+                await self._refuse_auth(conn)
+            return
+        self._send(conn, await self._answer(conn, request))
+
+    def _auth_ok(self, secret: str) -> bool:
+        token = None if self.tokens is None else self.tokens.authenticate(secret)
+        return (
+            token is not None
+            and token.access is Access.READ_WRITE
+            and all(token.may_touch(node_of(kind)) for kind in (False, True))
+        )
+
+    async def _refuse_auth(self, conn: DflockdConn) -> None:
+        log.warning("dflockd authentication failed", extra={"fields": {"peer": conn.peer}})
+        conn.closing = True
+        await asyncio.sleep(AUTH_PAUSE)
+        self._send(conn, wire.ERROR_AUTH)

@@ -1,0 +1,137 @@
+"""The native protocol's messages: each one handled, in order, for one connection.
+
+:class:`NativeService` is what :class:`~tenure.server._serve.Server` does with the
+frames of a native connection (docs/protocol.md): the handshake and Pings go to the
+:class:`~tenure.server._gate.Gate`, Requests are checked (authorization, session
+ownership) and applied to the journaled engine, and every answer is queued in the
+connection's outbox. :class:`~tenure.server._accept.AcceptedProtocol` calls
+:meth:`NativeService.serve_one` once per message, in fair turns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+
+from tenure._core import AttachSession, CloseSession, CreateSession, DetachSession, SessionInfo
+from tenure._protocol import (
+    NEED_DATA,
+    ConnectionClosed,
+    Failure,
+    GoingAway,
+    Hello,
+    LocalProtocolError,
+    Ping,
+    Pong,
+    Refused,
+    Reply,
+    Request,
+    State,
+)
+from tenure.errors import ErrorCode, ProtocolError, TenureError, code_of
+from tenure.server._accept import AcceptedProtocol
+from tenure.server._dflockd import DflockdService
+from tenure.server._driver import JournaledEngine
+from tenure.server._gate import Conn, Gate
+from tenure.server._outbox import Outboxes
+from tenure.server._session_table import SessionTable
+
+log = logging.getLogger("tenure.server")
+
+
+class NativeService:
+    """Handles native messages (module docstring); ``stopping()`` says if the server is."""
+
+    def __init__(
+        self,
+        host: JournaledEngine,
+        gate: Gate,
+        out: Outboxes,
+        table: SessionTable[Conn | DflockdService],
+        stopping: Callable[[], bool],
+    ) -> None:
+        self.host = host
+        self.gate = gate
+        self.out = out
+        self.table = table
+        self._stopping = stopping
+
+    def on_data(self, conn: Conn, data: bytes) -> None:
+        """Bytes of a native connection (``b""``: its end), straight from the loop."""
+        if not conn.closing:
+            conn.codec.receive_data(data)
+
+    def serve_one(self, conn: Conn, accepted: AcceptedProtocol) -> bool:
+        """Handle the next message of a native connection; whether another may follow."""
+        ended = self.host.dead or conn.closing
+        try:
+            event = None if ended else conn.codec.next_event()
+            if event is NEED_DATA:
+                return False
+            if isinstance(event, ConnectionClosed):
+                ended = True
+            elif event is not None:
+                self._on_message(conn, event)
+        except ProtocolError as error:
+            self._last_word(conn, error)
+        if ended or conn.closing or conn.codec.their_error is not None:
+            accepted.finish()
+            return False
+        return True
+
+    def _on_message(self, conn: Conn, message: Hello | Request | Ping) -> None:
+        self.gate.frame(conn)
+        if isinstance(message, Request):
+            self._on_request(conn, message)
+        elif isinstance(message, Ping):
+            self.out.emit(conn, Pong(message.nonce))
+        else:
+            self.gate.hello(conn, message, stopping=self._stopping())
+
+    def _last_word(self, conn: Conn, error: ProtocolError) -> None:
+        log.info(
+            "protocol error; closing", extra={"fields": {"peer": conn.peer, "error": str(error)}}
+        )
+        before_welcome = conn.codec.state in (State.HANDSHAKE, State.GREETING)
+        word = Refused if before_welcome else GoingAway
+        with contextlib.suppress(LocalProtocolError):
+            self.out.emit(conn, word(ErrorCode.PROTOCOL, str(error)))
+        conn.closing = True
+
+    def _on_request(self, conn: Conn, request: Request) -> None:
+        command, rid = request.command, request.request_id
+        if self._stopping() or conn.closing:
+            why = "the server is shutting down" if self._stopping() else "the connection is closing"
+            self.out.emit(conn, Failure(rid, ErrorCode.UNAVAILABLE, why))
+            return
+        denied = self.gate.denial(conn, command, self.host.engine.sessions)
+        if denied is not None:
+            self.out.emit(conn, Failure(rid, ErrorCode.PERMISSION_DENIED, denied))
+            return
+        session_id = getattr(command, "session_id", None)
+        if (
+            session_id is not None
+            and not isinstance(command, AttachSession)
+            and self.table.owner(session_id) is not conn
+        ):
+            why = f"session {session_id} is not attached to this connection"
+            self.out.emit(conn, Failure(rid, ErrorCode.PERMISSION_DENIED, why))
+            return
+        try:
+            value = self.host.execute(command)
+        except Exception as error:
+            if not isinstance(error, TenureError | TimeoutError):
+                log.exception("command %s failed unexpectedly", type(command).__name__)
+            self.out.emit(conn, Failure(rid, code_of(error), str(error)))
+            return
+        if isinstance(command, AttachSession | CreateSession):
+            assert isinstance(value, SessionInfo)
+            for effect in self.table.attach(value.session_id, conn):
+                self.out.push(conn, effect)
+            self.gate.attached(conn, value.timeout)
+        elif isinstance(command, DetachSession):
+            self.table.detach(command.session_id)
+        elif isinstance(command, CloseSession):
+            self.table.forget(command.session_id)
+        self.out.emit(conn, Reply(rid, value))  # type: ignore[arg-type]
