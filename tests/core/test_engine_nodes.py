@@ -174,6 +174,8 @@ BAD_SETTINGS = [
     ("max_data_size", 0),
     ("max_watches_per_session", 0),
     ("max_watches_per_session", "10"),
+    ("max_missed_per_session", 0),
+    ("max_missed_per_session", 2.5),
 ]
 
 

@@ -17,6 +17,7 @@ from tenure._core import (
     Acquire,
     AcquireFailed,
     AcquireStatus,
+    AlterNode,
     CancelAcquire,
     DeleteSemaphore,
     DescribeSession,
@@ -29,7 +30,6 @@ from tenure._core import (
     SessionState,
 )
 from tenure._core.snapshot import dump, load
-from tenure._core.state import MAX_MISSED
 from tenure.errors import ErrorCode, InvalidArgumentError, SessionExpiredError
 
 from .support import acquire, create_semaphore, make_engine, open_session
@@ -122,9 +122,10 @@ def test_what_the_session_did_itself_is_not_kept() -> None:
 
 
 def test_only_the_latest_endings_are_kept_one_per_semaphore() -> None:
-    engine = make_engine(NodeConfig(max_semaphores=MAX_MISSED + 10))
+    kept = NodeConfig().max_missed_per_session
+    engine = make_engine(NodeConfig(max_semaphores=kept + 10))
     a, b = open_session(engine), open_session(engine)
-    names = [f"s{i:04}" for i in range(MAX_MISSED + 5)]
+    names = [f"s{i:04}" for i in range(kept + 5)]
     for i, name in enumerate(names):
         acquire(engine, a, name, MAX_COUNT, ephemeral=True, now=float(i))
         acquire(engine, b, name, MAX_COUNT, request_id=i, timeout=0.5, ephemeral=True, now=i)
@@ -132,10 +133,28 @@ def test_only_the_latest_endings_are_kept_one_per_semaphore() -> None:
     engine.tick(501.0)
 
     missed = engine.sessions[b].missed
-    assert len(missed) == MAX_MISSED
+    assert len(missed) == kept
     # The oldest went first; a semaphore that ended again counts as new.
     assert list(missed) == [*names[6:], names[0]]
     assert missed[names[0]].request_id == 999  # type: ignore[union-attr]
+
+
+def test_the_node_sets_how_many_are_kept_and_a_lower_limit_applies_at_the_next() -> None:
+    engine = make_engine(NodeConfig(max_missed_per_session=3))
+    a, b = open_session(engine), open_session(engine)
+
+    def time_out(name: str, now: float) -> None:
+        acquire(engine, a, name, MAX_COUNT, ephemeral=True, now=now)
+        acquire(engine, b, name, MAX_COUNT, timeout=0.5, ephemeral=True, now=now)
+        engine.tick(now + 0.5)
+
+    for i, name in enumerate("abcd"):
+        time_out(name, float(i))
+    assert list(engine.sessions[b].missed) == ["b", "c", "d"]
+    engine.apply(AlterNode("n", {"max_missed_per_session": 1}), 10.0)
+    assert list(engine.sessions[b].missed) == ["b", "c", "d"]  # kept until the next
+    time_out("e", 10.0)
+    assert list(engine.sessions[b].missed) == ["e"]
 
 
 def test_pages_cover_every_semaphore_once_in_name_order() -> None:

@@ -217,7 +217,7 @@ def test_non_finite_floats_are_refused_both_ways(bad):
         ProtocolError,
         match=r"Request\.command\(CreateNode\)\.config\.lock_delay: expected a finite",
     ):
-        decode_message([2, 1, [1, "n", [30.0, bad, None, 1, 1, 1, 1, 1]]])
+        decode_message([2, 1, [1, "n", [30.0, bad, None, 1, 1, 1, 1, 1, 1]]])
 
 
 def test_bytes_and_text_are_not_interchangeable():

@@ -149,6 +149,23 @@ def test_a_record_with_a_malformed_command_stops_start_up(tmp_path: Path) -> Non
         reopen(tmp_path, 10.0)
 
 
+def test_a_node_logged_before_max_missed_per_session_still_replays(tmp_path: Path) -> None:
+    journal = Journal(DataDir(tmp_path))
+    journal.open(0.0)
+    config = [30.0, 0.0, None, 5, 100, 10, 64, 3]  # max_sessions 5, ... (8 fields)
+    journal.data_dir.append(msgpack.packb([1, 1.0, [1, "old", config]]))
+    journal.commit()
+    journal.abort()
+    node = reopen(tmp_path, 100.0).nodes["old"]
+    assert node.config == NodeConfig(
+        max_sessions=5,
+        max_semaphores=100,
+        max_waiters=10,
+        max_data_size=64,
+        max_watches_per_session=3,
+    )
+
+
 def test_a_detach_logged_in_its_first_layout_still_replays(tmp_path: Path) -> None:
     """``[12, session_id]`` was DetachSession before ``silent_for``: a window from then."""
     journal = Journal(DataDir(tmp_path))

@@ -171,7 +171,9 @@ def _load(data: Plain, version: int) -> Engine:
                 effect = LeaseLost(sid, name, number, ErrorCode(code), message)
             else:
                 raise ValueError(f"unknown kind of missed ending {kind!r}")
-            engine.sessions[sid].note_missed(effect)
+            session = engine.sessions[sid]
+            limit = engine.nodes[session.node].config.max_missed_per_session
+            session.note_missed(effect, limit)
     engine._schedule_all()
     return engine
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any
 
 from tenure._core.deadlines import Deadlines, Kind
 from tenure._core.effects import AcquireFailed, Effect, Granted, LeaseLost, WatchFired
@@ -20,10 +20,6 @@ from tenure._core.semaphore import Owner, Semaphore
 from tenure._core.values import NodeConfig, SemaphoreDescription, check_name
 from tenure._core.watches import EXISTENCE, OWNERS, WAITERS, Change, Watches
 from tenure.errors import LimitExceededError, NotFoundError, SessionExpiredError
-
-#: Endings a session did not cause that it keeps for its client to read back
-#: (:attr:`Session.missed`): at most this many, one per semaphore, the oldest dropped.
-MAX_MISSED: Final = 256
 
 #: What :attr:`Session.missed` keeps: a queued acquire that failed, or a lost grant.
 Missed = AcquireFailed | LeaseLost
@@ -110,18 +106,18 @@ class Session:
         keeps the latest such ending per semaphore until the session acquires or
         releases that semaphore again (so the client has seen it), so a client that
         re-attaches can read back what it may have missed (DescribeSession). At most
-        :data:`MAX_MISSED` are kept, the oldest dropped first.
+        the node's ``max_missed_per_session`` are kept, the oldest dropped first.
         """
         return self._missed or _NO_MISSED
 
-    def note_missed(self, effect: Missed) -> None:
-        """Keep ``effect`` as the latest ending on its semaphore (see :attr:`missed`)."""
+    def note_missed(self, effect: Missed, limit: int) -> None:
+        """Keep ``effect`` as the latest ending on its semaphore, and at most ``limit``."""
         if self._missed is None:
             self._missed = {}
         missed = self._missed
         missed.pop(effect.name, None)  # re-inserted last: the newest
         missed[effect.name] = effect
-        if len(missed) > MAX_MISSED:
+        while len(missed) > limit:  # (a node's limit may have been lowered)
             del missed[next(iter(missed))]
 
     def forget_missed(self, name: str) -> None:
@@ -261,7 +257,8 @@ class EngineState:
     def _tell(self, effect: Missed) -> None:
         """Queue an ending the session did not cause, and keep it for a re-attach to read."""
         self._effects.append(effect)
-        self.sessions[effect.session_id].note_missed(effect)
+        session = self.sessions[effect.session_id]
+        session.note_missed(effect, self.nodes[session.node].config.max_missed_per_session)
 
     def _start_lock_delay(self, node: Node, sem: Semaphore, now: float) -> None:
         delay = node.config.lock_delay

@@ -43,6 +43,10 @@ class NodeConfig:
         max_waiters: queued acquires per semaphore.
         max_data_size: bytes of semaphore data and of each owner's data.
         max_watches_per_session: armed watches one session may hold.
+        max_missed_per_session: endings of acquires and grants a session did not
+            cause (timeouts, deletions, lease expiries) that the node keeps for its
+            client to read back after a re-attach, one per semaphore, the oldest
+            dropped first (see DescribeSession).
     """
 
     session_timeout: float = 30.0
@@ -53,6 +57,7 @@ class NodeConfig:
     max_waiters: int = 10_000
     max_data_size: int = 65_536
     max_watches_per_session: int = 1_000
+    max_missed_per_session: int = 256
 
     def validated(self) -> NodeConfig:
         """Return ``self`` if every field is in range, else raise InvalidArgumentError."""
@@ -66,6 +71,7 @@ class NodeConfig:
             "max_waiters",
             "max_data_size",
             "max_watches_per_session",
+            "max_missed_per_session",
         ):
             value = getattr(self, name)
             if type(value) is not int or value < 1:

@@ -97,6 +97,7 @@ NODE_CONFIG: Final = Record(
         ("max_waiters", UINT),
         ("max_data_size", UINT),
         ("max_watches_per_session", UINT),
+        ("max_missed_per_session", UINT),
     ],
 )
 

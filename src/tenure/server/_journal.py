@@ -48,11 +48,13 @@ import msgpack
 from tenure._core import (
     CancelWatch,
     Command,
+    CreateNode,
     DescribeNode,
     DescribeSemaphore,
     DescribeSession,
     DetachSession,
     Engine,
+    NodeConfig,
 )
 from tenure._core.snapshot import dump, load, resume
 from tenure._protocol.compiled import compile_dump, compile_load
@@ -258,15 +260,23 @@ class Journal:
 def _upgraded(raw: object) -> object:
     """A logged command in today's layout (layouts changed before the first release).
 
-    DetachSession was ``[12, session_id]`` before it counted the client's silence:
-    such a record replays as a detach at the time it was logged (``silent_for`` 0).
+    * DetachSession was ``[12, session_id]`` before it counted the client's silence:
+      it replays as a detach at the time it was logged (``silent_for`` 0);
+    * CreateNode's NodeConfig had 8 fields before ``max_missed_per_session``: the
+      node gets that setting's default.
     """
-    if isinstance(raw, list) and len(raw) == 2 and raw[0] == _DETACH_TAG:
+    if not isinstance(raw, list) or not raw:
+        return raw
+    if raw[0] == _DETACH_TAG and len(raw) == 2:
         return [*raw, 0.0]
+    config = raw[2] if raw[0] == _CREATE_NODE_TAG and len(raw) == 3 else None
+    if isinstance(config, list) and len(config) == 8:
+        return [*raw[:2], [*config, NodeConfig().max_missed_per_session]]
     return raw
 
 
 _DETACH_TAG: Final = COMMAND.by_type[DetachSession].tag
+_CREATE_NODE_TAG: Final = COMMAND.by_type[CreateNode].tag
 
 
 @contextlib.contextmanager
