@@ -14,9 +14,9 @@ What the network adds lives here:
   keep watches and may re-use their ids) and each watcher is woken, so it
   describes the semaphore again and sees the latest state first.
 * **Requests cut off by a lost connection.** Idempotent commands are sent again.
-  An Acquire first asks the server whether it is already queued (then its grant
-  will be pushed) and is sent again only if not: re-sending a granted one restates
-  the same grant and token. Create and delete commands are not repeated; they
+  An Acquire is sent again only if the re-attach found no trace of it (neither
+  queued, nor granted, nor ended): re-sending one that was granted restates the
+  same grant and token. Create and delete commands are not repeated; they
   raise UnavailableError saying the outcome is unknown.
 * **The local deadline.** The client declares the session expired as soon as the
   server *might* have expired it: one recovery window after the send time of the
