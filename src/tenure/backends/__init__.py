@@ -7,8 +7,12 @@ URL                             where the state lives
 ``tenure://host:port[,...]``    ``tenure serve`` processes (``tenures://``: TLS)
 ==============================  ==============================================
 
-Third-party backends register a module under the ``tenure.backends`` entry-point
-group; the module must define ``async def open_backend(url, options) -> Backend``.
+The contract every backend keeps is :mod:`tenure.backends._base` (re-exported here:
+:class:`Backend`, :class:`BackendSession`, :class:`SessionListener`,
+:class:`WatchStream`, :class:`Grant`, :class:`Capability`), in prose in
+``docs/backends.md``. Third-party backends register a module under the
+``tenure.backends`` entry-point group; the module must define
+``async def open_backend(url, options) -> Backend``.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from tenure.backends._base import (
     Capability,
     Grant,
     SessionListener,
+    WatchStream,
 )
 from tenure.errors import InvalidArgumentError, UnsupportedError
 
@@ -80,5 +85,6 @@ __all__ = [
     "Capability",
     "Grant",
     "SessionListener",
+    "WatchStream",
     "open_backend",
 ]

@@ -1,91 +1,55 @@
-"""The one small interface every backend implements.
+"""The backend contract: what a place that keeps coordination state must do.
 
-A backend keeps the state (nodes, sessions, semaphores) somewhere: in this process
-(``memory://``), in a tenure server, or in etcd, PostgreSQL or Redis. The client
-layer (:mod:`tenure.client`) builds mutexes, elections and watches over these few
-operations, so each recipe is written once for all backends.
+A backend keeps nodes, sessions and semaphores somewhere: in this process
+(``memory://``), in a tenure server (``tenure://``), or in an engine users already
+run. The client (:mod:`tenure.client`) builds every recipe (mutex, election,
+semaphore, watch) over these few operations, so a recipe is written once for all
+backends. ``docs/backends.md`` states the contract in prose;
+``python -m pytest --pyargs tenure.testing.conformance --tenure-url=URL`` checks it.
 
-Backends push two kinds of news to the client through a :class:`SessionListener`:
-the loss of a session, and the loss of one grant. Everything else is a reply.
+The contract is semantic. How a backend meets it (request ids, a command engine,
+keys with leases in etcd, rows in PostgreSQL) is its own business; ``memory://``
+and ``tenure://`` happen to share one engine-driven implementation
+(:mod:`tenure.backends._engine`).
+
+News the backend did not answer a call with (the loss of a session, the loss of one
+grant) goes to the client through a :class:`SessionListener`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, Self
 
 from tenure._core.values import NodeConfig, NodeDescription, SemaphoreDescription
 from tenure.errors import LostError
 
 
 class Capability(enum.Enum):
-    """Abilities a backend may or may not have; callers can require them at connect time."""
+    """What a backend promises beyond the contract's core; callers may require them.
 
-    FENCING_TOKENS = "fencing_tokens"  # every grant carries a strictly increasing token
-    FIFO = "fifo"  # waiters are served in arrival order
-    WATCH = "watch"  # watches are pushed, not polled
-    DURABLE = "durable"  # acknowledged state survives a restart of the backend
-    SESSION_RECOVERY = "session_recovery"  # sessions survive a lost connection
-    LEASE_TTL = "lease_ttl"  # grants may carry a time-to-live that must be renewed
-
-
-class WatchFeed:
-    r"""What a repeating watch reports: the latest state it was sent, for one watcher.
-
-    The backend :meth:`put`\s each state a firing carries, keeping only the latest
-    (a watcher that is busy gets the newest state, never a queue of old ones), or
-    ``None`` when the watch is gone and a new one must be armed (after a reconnect,
-    or from a server that does not send states). :meth:`close` disarms it.
+    A backend declares a capability only if it keeps the promise in every case the
+    conformance kit can produce; one it lacks is refused by ``connect(require=...)``,
+    never silently weakened.
     """
 
-    __slots__ = ("_error", "_has_news", "_latest", "_on_close", "_waiter", "closed")
-
-    def __init__(self, on_close: Callable[[], None]) -> None:
-        self._on_close = on_close
-        self._latest: SemaphoreDescription | None = None
-        self._has_news = False
-        self._error: BaseException | None = None
-        self._waiter: asyncio.Future[None] | None = None
-        self.closed = False
-
-    def put(self, description: SemaphoreDescription | None) -> None:
-        """A firing's state (None: arm a new watch); replaces one not taken yet."""
-        if self.closed or (self._has_news and self._latest is None):
-            return  # closed, or already gone: nothing after that counts
-        self._latest, self._has_news = description, True
-        self._wake()
-
-    def fail(self, error: BaseException) -> None:
-        """The session is gone: :meth:`take` raises ``error`` once the news is taken."""
-        if self._error is None:
-            self._error = error
-            self._wake()
-
-    async def take(self) -> SemaphoreDescription | None:
-        """Wait for news: the latest state, or None (arm a new watch)."""
-        while not self._has_news:
-            if self._error is not None:
-                raise self._error
-            self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
-        self._has_news = False
-        return self._latest
-
-    def close(self) -> None:
-        """Disarm the watch (once)."""
-        if not self.closed:
-            self.closed = True
-            self._on_close()
-
-    def _wake(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
+    #: Every grant of a node carries a token strictly greater than every earlier
+    #: grant's in that node, across restarts of the backend.
+    FENCING_TOKENS = "fencing_tokens"
+    #: Waiters of a semaphore are served in arrival order; none overtakes the head.
+    FIFO = "fifo"
+    #: Watched changes are pushed as they happen, not found by polling.
+    WATCH = "watch"
+    #: An acknowledged change survives a restart of the backend.
+    DURABLE = "durable"
+    #: An acknowledged grant survives the loss of any one server of the backend.
+    REPLICATED = "replicated"
+    #: A session outlives a lost connection for its recovery window, and re-attaches.
+    SESSION_RECOVERY = "session_recovery"
+    #: A grant may carry a time-to-live of its own that its holder renews.
+    LEASE_TTL = "lease_ttl"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,83 +62,140 @@ class Grant:
 
 
 class SessionListener(Protocol):
-    """Receives a backend session's bad news; called on the event loop."""
+    """Receives a backend session's bad news; called on the event loop, never twice."""
 
     def session_lost(self, error: LostError) -> None:
-        """The session ended (expired, or closed by the server)."""
+        """The session ended without being closed by its client (expired, dropped...).
+
+        Every grant of the session ended with it; the backend does not also call
+        :meth:`lease_lost` for each.
+        """
 
     def lease_lost(self, name: str, token: int, error: LostError) -> None:
-        """The grant with ``token`` on semaphore ``name`` ended without a release."""
+        """The grant with ``token`` on semaphore ``name`` ended without a release.
+
+        (Its lease TTL ran out, the semaphore was deleted by force...)
+        """
+
+
+class WatchStream(Protocol):
+    """The states of one watched semaphore, as an async iterator.
+
+    The first item is the state when the watch was armed (``exists=False`` if the
+    semaphore does not exist); each next one is the *latest* state after a watched
+    change: a consumer that is slow skips states, it never gets a queue of stale
+    ones. An item may equal the one before (after a reconnect, say). The iteration
+    ends by raising the session's loss error if the session is lost.
+    """
+
+    def __aiter__(self) -> Self:
+        """The stream itself."""
+
+    async def __anext__(self) -> SemaphoreDescription:
+        """Wait for the next state."""
+
+    async def aclose(self) -> None:
+        """Stop watching (idempotent)."""
 
 
 class BackendSession(Protocol):
-    """One session, as the backend sees it."""
+    """One session: an owner of grants, alive while its client is or for its window.
+
+    While the connection to the backend is lost, the backend keeps the session for
+    its recovery window and re-attaches it by itself when it can (with
+    :attr:`Capability.SESSION_RECOVERY`); calls made meanwhile wait for that, within
+    the window. If the window passes, the listener hears :meth:`session_lost`, and
+    every call raises the loss error.
+    """
 
     @property
     def session_id(self) -> int:
-        """The backend's id of this session."""
+        """The backend's id of this session, as owners and waiters show it."""
 
     async def acquire(
         self, name: str, *, count: int, data: bytes, timeout: float | None, ephemeral: bool
     ) -> Grant | None:
-        """Acquire tokens; None if ``timeout == 0`` and they are not free.
+        """Hold ``count`` tokens of semaphore ``name``, with owner data ``data``.
 
-        Raises TimeoutError when a positive timeout passes. If the awaiting task is
-        cancelled, the queued request is withdrawn (and a grant that raced with the
-        cancellation is released), so a cancelled acquire never leaves a hold behind.
+        A session holds a semaphore at most once. Acquiring one it holds *restates*
+        the hold: no more tokens than it holds, or new data, apply at once, keeping
+        the token; more tokens queue as an upgrade that, once granted, replaces the
+        hold with a new token (the old hold stays until then).
+
+        ``timeout`` is how long to wait, by the backend's clock (None: forever; 0:
+        only try, returning None if the tokens are not free now). A waiting request
+        is served in arrival order (with :attr:`Capability.FIFO`).
+        ``ephemeral`` creates a missing semaphore with the largest limit; it is
+        deleted when its last owner and waiter are gone.
+
+        Raises TimeoutError when a positive timeout passes, NotFoundError for a
+        missing semaphore that is not ephemeral, LimitExceededError if ``count``
+        exceeds the limit. If the awaiting task is cancelled, the request is
+        withdrawn (a grant that raced the cancellation is released), so a cancelled
+        acquire never leaves a hold behind.
         """
 
     async def release(self, name: str) -> bool:
-        """Release this session's hold on ``name``; whether there was one."""
+        """Drop this session's hold on ``name``, and its queued request; whether either was."""
 
     async def renew(self, name: str) -> float:
-        """Extend a grant that has a lease TTL; the TTL now in force."""
+        """Extend a grant that has a lease TTL; the TTL now in force (LEASE_TTL only)."""
 
     async def create_semaphore(self, name: str, limit: int, data: bytes) -> None:
-        """Create a persistent semaphore."""
+        """Create a persistent semaphore; AlreadyExistsError if it exists."""
 
     async def update_semaphore(self, name: str, data: bytes) -> None:
-        """Replace a semaphore's data."""
+        """Replace a semaphore's data; NotFoundError if missing."""
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
-        """Delete a semaphore."""
+        """Delete a semaphore; one with owners or waiters only with ``force``.
+
+        Forced: its waiters fail with NotFoundError and its owners lose their grants
+        (each owner's listener hears :meth:`SessionListener.lease_lost`).
+        """
 
     async def describe_semaphore(
         self, name: str, *, owners: bool, waiters: bool
     ) -> SemaphoreDescription:
-        """Describe a semaphore; NotFoundError if missing."""
+        """Describe a semaphore (owners in grant order, waiters in service order).
+
+        NotFoundError if missing.
+        """
 
     async def watch_semaphore(
         self, name: str, *, data: bool, owners: bool, waiters: bool
-    ) -> tuple[SemaphoreDescription, WatchFeed]:
-        """Describe (a missing semaphore has ``exists=False``) and arm a repeating watch.
+    ) -> WatchStream:
+        """Arm a watch on the semaphore's data, owners and/or waiters (:class:`WatchStream`).
 
-        The feed reports the state each watched change leaves; closing it disarms
-        the watch. If the session is lost, its ``take`` raises the loss error.
+        Every state has owners and waiters listed if watched. The stream survives
+        reconnects; LimitExceededError if the session watches too much already.
         """
 
     async def close(self) -> None:
-        """Close the session cleanly, releasing all it holds."""
+        """End the session: every hold is released and every request withdrawn. Idempotent.
+
+        The listener hears nothing: the client asked for it.
+        """
 
 
 class Backend(Protocol):
-    """A place where coordination state lives; chosen by URL scheme."""
+    """A place where coordination state lives, opened by URL (see :func:`open_backend`)."""
 
     @property
     def capabilities(self) -> frozenset[Capability]:
-        """What this backend can do."""
+        """What this backend promises (:class:`Capability`)."""
 
     async def create_node(self, name: str, config: NodeConfig) -> None:
-        """Create a node."""
+        """Create a node with ``config``; AlreadyExistsError if it exists."""
 
     async def describe_node(self, name: str) -> NodeDescription:
-        """Describe a node."""
+        """A node's settings and counts; NotFoundError if missing."""
 
     async def alter_node(self, name: str, changes: Mapping[str, object]) -> NodeDescription:
-        """Change node settings."""
+        """Change some of a node's settings (NodeConfig field names); the new description."""
 
     async def drop_node(self, name: str, force: bool) -> None:
-        """Drop a node."""
+        """Drop a node; with live sessions only if ``force`` (they are then lost)."""
 
     async def open_session(
         self,
@@ -184,7 +205,7 @@ class Backend(Protocol):
         description: str,
         listener: SessionListener,
     ) -> BackendSession:
-        """Open a session on ``node``; ``timeout`` is the recovery window."""
+        """Open a session on ``node``; ``timeout`` is its recovery window (None: the node's)."""
 
     async def aclose(self) -> None:
-        """Release the backend's resources; its sessions are closed."""
+        """Close every session this backend opened, then release its resources."""

@@ -40,8 +40,9 @@ from tenure._core import (
     UpdateSemaphore,
     WatchFired,
 )
-from tenure.backends._base import Grant, SessionListener, WatchFeed
+from tenure.backends._base import Grant, SessionListener
 from tenure.backends._ledger import Ledger
+from tenure.backends._watch import EngineWatch, WatchFeed
 from tenure.errors import (
     LostError,
     SessionClosedError,
@@ -281,8 +282,19 @@ class EngineSession:
 
     async def watch_semaphore(
         self, name: str, *, data: bool, owners: bool, waiters: bool
-    ) -> tuple[SemaphoreDescription, WatchFeed]:
+    ) -> EngineWatch:
         """See :meth:`tenure.backends._base.BackendSession.watch_semaphore`."""
+
+        async def arm() -> tuple[SemaphoreDescription, WatchFeed]:
+            return await self._arm_watch(name, data=data, owners=owners, waiters=waiters)
+
+        description, feed = await arm()
+        return EngineWatch(arm, description, feed)
+
+    async def _arm_watch(
+        self, name: str, *, data: bool, owners: bool, waiters: bool
+    ) -> tuple[SemaphoreDescription, WatchFeed]:
+        """Describe the semaphore and arm one repeating engine watch on it."""
         self._check_alive()
         command = DescribeSemaphore(
             self._session_id,

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tenure._core.values import MAX_COUNT, SemaphoreDescription
-from tenure.client._args import Data, as_data
+from tenure.client._args import Data
 from tenure.client._lease import Leadership
 from tenure.client._opening import Opening
-from tenure.client._semaphore import watch_semaphore
 from tenure.errors import NotFoundError
 
 if TYPE_CHECKING:
@@ -57,19 +56,14 @@ class Election:
         LeaderChangedError (or the session's loss error). Leaving the block resigns.
         """
 
-        async def open_leadership() -> Leadership:
-            return await self.session._acquire_waiting(
-                Leadership, self.name, MAX_COUNT, as_data(data), timeout, True
-            )
-
-        return Opening(open_leadership)
+        return self.session.acquire(
+            self.name, MAX_COUNT, data=data, timeout=timeout, ephemeral=True, kind=Leadership
+        )
 
     async def leader(self) -> LeaderState | None:
         """The current leader, or None when nobody leads."""
         try:
-            description = await self.session._backend_session().describe_semaphore(
-                self.name, owners=True, waiters=False
-            )
+            description = await self.session.semaphore(self.name).describe(owners=True)
         except NotFoundError:
             return None
         state = self._state(description)
@@ -78,9 +72,7 @@ class Election:
     async def observe(self) -> AsyncGenerator[LeaderState, None]:
         """Yield the current leader state at once, then on every change of leader or data."""
         last: LeaderState | None = None
-        async for description in watch_semaphore(
-            self.session, self.name, data=False, owners=True, waiters=False
-        ):
+        async for description in self.session.semaphore(self.name).watch(owners=True):
             state = self._state(description)
             if state != last:
                 last = state

@@ -71,6 +71,33 @@ class Lease(Guarded):
             # asked before the release landed, it would have restated our grant.
             self.session._forget(self)
 
+    async def restate(
+        self, count: int | None = None, *, data: Data | None = None, timeout: float | None = None
+    ) -> None:
+        """Change this hold in place: its count, its owner data, or both.
+
+        No more tokens than held, or new data, apply at once and keep the token.
+        More tokens wait, first in first out behind earlier waiters, for ``timeout``
+        seconds (the backend's clock decides; ``None`` waits forever, ``0`` only
+        tries): meanwhile the lease keeps its hold; once granted, the lease holds
+        the new count with a new, greater :attr:`token` (as any new grant). If the
+        wait fails (TimeoutError) or is cancelled, the lease keeps its old hold.
+
+        Raises:
+            TimeoutError: the extra tokens were not granted within ``timeout``.
+            LimitExceededError: ``count`` exceeds the semaphore's limit.
+            PreconditionFailedError: the lease was released.
+            LostError: the lease was lost (its error).
+        """
+        self.check()
+        if not self.held:
+            raise PreconditionFailedError(f"{self!r} was released; acquire it again")
+        count = self.count if count is None else count
+        new_data = self.data if data is None else as_data(data)
+        grant = await self.session._restate(self, count, new_data, timeout)
+        self.check()  # lost while the upgrade waited: the grant went with it
+        self.token, self.count, self.data = grant.token, grant.count, new_data
+
     # -- async with -------------------------------------------------------------------
 
     def _check_enter(self) -> None:
@@ -128,12 +155,9 @@ class Leadership(Lease):
 
     async def proclaim(self, data: Data) -> None:
         """Replace the leader's data in place, without a new election (same token)."""
-        self.check()
-        if not self.held:
+        if not self.held and self._signal.reason is None:
             raise LeaderChangedError(f"leadership of {self.name!r} was resigned")
-        data = as_data(data)
-        await self.session._restate(self, data)
-        self.data = data
+        await self.restate(data=data)
 
     async def resign(self) -> None:
         """Step down (the same as :meth:`release`)."""

@@ -7,7 +7,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from tenure._core.values import MAX_COUNT
-from tenure.client._args import Data, as_data
+from tenure.client._args import Data
 from tenure.client._lease import Lock
 from tenure.client._opening import Opening
 
@@ -38,16 +38,16 @@ class Mutex:
             TimeoutError: not held within ``timeout``.
         """
 
-        async def open_lock() -> Lock:
-            return await self.session._acquire_waiting(
-                Lock, self.name, MAX_COUNT, as_data(data), timeout, True
-            )
-
-        return Opening(open_lock)
+        return self.session.acquire(
+            self.name, MAX_COUNT, data=data, timeout=timeout, ephemeral=True, kind=Lock
+        )
 
     async def try_lock(self, *, data: Data = b"") -> Lock | None:
         """Take the lock if it is free right now, else return None."""
-        return await self.session._acquire(Lock, self.name, MAX_COUNT, as_data(data), 0, True)
+        try:
+            return await self.lock(timeout=0, data=data)
+        except TimeoutError:
+            return None
 
     async def __aenter__(self) -> Lock:
         lock = await self.lock()

@@ -73,18 +73,18 @@ class Semaphore:
             LimitExceededError: ``count`` exceeds the limit, or the queue is full.
         """
 
-        async def open_lease() -> Lease:
-            return await self.session._acquire_waiting(
-                Lease, self.name, count, as_data(data), timeout, ephemeral
-            )
-
-        return Opening(open_lease)
+        return self.session.acquire(
+            self.name, count, data=data, timeout=timeout, ephemeral=ephemeral
+        )
 
     async def try_acquire(
         self, count: int = 1, *, data: Data = b"", ephemeral: bool = False
     ) -> Lease | None:
         """Take ``count`` tokens if they are free right now, else return None."""
-        return await self.session._acquire(Lease, self.name, count, as_data(data), 0, ephemeral)
+        try:
+            return await self.acquire(count, data=data, timeout=0, ephemeral=ephemeral)
+        except TimeoutError:
+            return None
 
     async def describe(
         self, *, owners: bool = False, waiters: bool = False
@@ -118,26 +118,20 @@ class Semaphore:
 async def watch_semaphore(
     session: Session, name: str, *, data: bool, owners: bool, waiters: bool
 ) -> AsyncGenerator[SemaphoreDescription, None]:
-    """The loop behind :meth:`Semaphore.watch` (also used by elections).
+    """The loop behind :meth:`Semaphore.watch`: the backend's stream, without repeats.
 
-    One repeating watch reports each change with the state it left, so a change
-    reaches its watchers with no round trip. The feed keeps only the latest state
-    until the consumer takes it: a busy consumer gets the newest, never a queue. A
-    state equal to the one yielded last is not yielded again. When the watch is gone
-    (a reconnect), a new one is armed, which describes the latest state.
+    The backend's :class:`~tenure.backends.WatchStream` brings the latest state after
+    each change (a busy consumer gets the newest, never a queue); a state equal to
+    the one yielded last (after a reconnect, say) is not yielded again.
     """
-    last: SemaphoreDescription | None = None
-    while True:
-        description, feed = await session._backend_session().watch_semaphore(
-            name, data=data, owners=owners, waiters=waiters
-        )
-        try:
+    stream = await session._backend_session().watch_semaphore(
+        name, data=data, owners=owners, waiters=waiters
+    )
+    try:
+        last: SemaphoreDescription | None = None
+        async for description in stream:
             if description != last:
                 last = description
                 yield description
-            while (pushed := await feed.take()) is not None:
-                if pushed != last:
-                    last = pushed
-                    yield pushed
-        finally:
-            feed.close()
+    finally:
+        await stream.aclose()

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from tenure._core.values import check_timeout
-from tenure.backends._base import BackendSession
-from tenure.client._args import as_data
+from tenure.backends._base import BackendSession, Grant
+from tenure.client._args import Data, as_data
 from tenure.client._lease import Lease
 from tenure.client._loss import CancelOnLoss, EndSignal, Guarded
+from tenure.client._opening import Opening
 from tenure.errors import LostError, PreconditionFailedError, SessionClosedError
 
 if TYPE_CHECKING:
@@ -106,7 +107,79 @@ class Session(Guarded):
         if lease is not None and lease.token == token:
             lease._lose(error)
 
-    # -- used by recipes ------------------------------------------------------------
+    # -- the primitive every recipe is written over -----------------------------------
+
+    @overload
+    def acquire(
+        self,
+        name: str,
+        count: int = 1,
+        *,
+        data: Data = b"",
+        timeout: float | None = None,
+        ephemeral: bool = False,
+    ) -> Opening[Lease]: ...
+
+    @overload
+    def acquire(
+        self,
+        name: str,
+        count: int = 1,
+        *,
+        data: Data = b"",
+        timeout: float | None = None,
+        ephemeral: bool = False,
+        kind: type[L],
+    ) -> Opening[L]: ...
+
+    def acquire(
+        self,
+        name: str,
+        count: int = 1,
+        *,
+        data: Data = b"",
+        timeout: float | None = None,
+        ephemeral: bool = False,
+        kind: type[Lease] = Lease,
+    ) -> Opening[Any]:
+        """Hold ``count`` tokens of semaphore ``name``; ``await`` it or use ``async with``.
+
+        This is the one primitive the recipes (mutex, semaphore, election) use, and
+        the one to write new recipes with: a read-write lock is a semaphore of N
+        tokens whose readers take 1 and whose writer takes N.
+
+        Args:
+            name: the semaphore.
+            count: tokens to hold, 1 to the semaphore's limit.
+            data: this owner's data, shown to ``describe(owners=True)`` and watchers.
+            timeout: seconds to wait, by the backend's clock; ``None`` waits forever,
+                ``0`` only tries.
+            ephemeral: create the semaphore if missing (with the largest limit); it
+                vanishes with its last owner and waiter.
+            kind: the :class:`Lease` subclass to return (:class:`Lock`, :class:`Leadership`,
+                or a recipe's own).
+
+        The session holds a semaphore once: a second acquire of ``name`` by another
+        task of this session waits (in order) until the session's lease on it ends;
+        by the task holding it, it raises PreconditionFailedError (leases are not
+        reentrant). To change a held lease's count or data, use :meth:`Lease.restate`.
+
+        Raises:
+            TimeoutError: not granted within ``timeout`` (with ``timeout=0``: busy).
+            NotFoundError: the semaphore does not exist and ``ephemeral`` is false.
+            LimitExceededError: ``count`` exceeds the limit, or the queue is full.
+        """
+        data = as_data(data)
+
+        async def open_lease() -> Lease:
+            lease = await self._acquire(kind, name, count, data, timeout, ephemeral)
+            if lease is None:
+                raise TimeoutError(f"{name!r} is busy (timeout=0 only tries)")
+            return lease
+
+        return Opening(open_lease)
+
+    # -- used by leases and the semaphore object --------------------------------------
 
     def _backend_session(self) -> BackendSession:
         if self._signal.ended:
@@ -116,7 +189,7 @@ class Session(Guarded):
 
     async def _acquire(
         self,
-        lease_type: type[L],
+        kind: type[L],
         name: str,
         count: int,
         data: bytes,
@@ -148,23 +221,8 @@ class Session(Guarded):
             # the session, so no lease may outlive it unnoticed.
             self._leave_gate(name)
             raise self._signal.reason or SessionClosedError(f"session on {self.node!r} is closed")
-        lease = lease_type(self, name, grant, data)
+        lease = kind(self, name, grant, data)
         self._leases[name] = lease
-        return lease
-
-    async def _acquire_waiting(
-        self,
-        lease_type: type[L],
-        name: str,
-        count: int,
-        data: bytes,
-        timeout: float | None,
-        ephemeral: bool,
-    ) -> L:
-        """:meth:`_acquire` for the waiting forms: a busy ``timeout=0`` is a TimeoutError."""
-        lease = await self._acquire(lease_type, name, count, data, timeout, ephemeral)
-        if lease is None:
-            raise TimeoutError(f"{name!r} is busy (timeout=0 only tries)")
         return lease
 
     async def _release(self, lease: Lease) -> None:
@@ -172,13 +230,25 @@ class Session(Guarded):
         if self._backend is not None and not self._signal.ended:
             await self._backend.release(lease.name)
 
-    async def _restate(self, lease: Lease, data: bytes) -> None:
-        """Change a held lease's data in place (same count, same token)."""
+    async def _restate(self, lease: Lease, count: int, data: bytes, timeout: float | None) -> Grant:
+        """Acquire a held semaphore again: the backend restates the hold (see Lease.restate)."""
+        timeout = check_timeout(timeout)
         grant = await self._backend_session().acquire(
-            lease.name, count=lease.count, data=as_data(data), timeout=0, ephemeral=True
+            # Not ephemeral: a semaphore deleted meanwhile must not be made anew.
+            lease.name,
+            count=count,
+            data=data,
+            timeout=timeout,
+            ephemeral=False,
         )
-        assert grant is not None, "restating a held grant cannot be refused"
-        assert grant.token == lease.token, "restating moved the grant"
+        if grant is None:
+            raise TimeoutError(f"{lease.name!r} has not {count} tokens free (timeout=0 only tries)")
+        if not lease.held and lease.name not in self._leases:
+            # The lease was lost while its upgrade waited: the grant that came anyway
+            # is nobody's, so give it back before reporting the loss.
+            with contextlib.suppress(LostError):
+                await self._backend_session().release(lease.name)
+        return grant
 
     def _forget(self, lease: Lease) -> None:
         """A lease ended: stop tracking it and let the next local acquirer in."""
