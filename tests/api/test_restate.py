@@ -65,7 +65,8 @@ async def test_an_upgrade_waits_its_turn_and_gets_a_new_token(
 
     upgrade = spawn(mine.restate(3))
     await wait_for_waiters(session, "pool", 1)
-    assert mine.held and mine.count == 1  # the old hold stays while the upgrade waits
+    assert mine.held  # the old hold stays while the upgrade waits
+    assert mine.count == 1
 
     await theirs.release()
     await within(upgrade)
@@ -73,9 +74,7 @@ async def test_an_upgrade_waits_its_turn_and_gets_a_new_token(
     assert mine.token > theirs.token > first_token
     found = await describe(session, "pool")
     assert found is not None
-    assert [(o.session_id, o.count, o.token) for o in found.owners] == [
-        (session.id, 3, mine.token)
-    ]
+    assert [(o.session_id, o.count, o.token) for o in found.owners] == [(session.id, 3, mine.token)]
 
 
 async def test_an_upgrade_that_fails_or_is_cancelled_keeps_the_old_hold(
@@ -99,9 +98,8 @@ async def test_an_upgrade_that_fails_or_is_cancelled_keeps_the_old_hold(
     assert (mine.held, mine.count, mine.data) == (True, 1, b"x")
     found = await describe(session, "pool")
     assert found is not None
-    assert [(o.session_id, o.count, o.data) for o in found.owners if o.session_id == session.id] == [
-        (session.id, 1, b"x")
-    ]
+    mine_now = [(o.count, o.data) for o in found.owners if o.session_id == session.id]
+    assert mine_now == [(1, b"x")]
 
 
 async def test_restating_beyond_the_limit_or_after_release_is_refused(
@@ -112,7 +110,8 @@ async def test_restating_beyond_the_limit_or_after_release_is_refused(
     lease = await session.semaphore("pool").acquire(1)
     with pytest.raises(LimitExceededError):
         await lease.restate(3)
-    assert lease.held and lease.count == 1
+    assert lease.held
+    assert lease.count == 1
     await lease.release()
     with pytest.raises(PreconditionFailedError, match="released"):
         await lease.restate(1)
