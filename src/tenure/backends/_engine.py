@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, Final, Protocol, TypeVar
 
 from tenure._core import (
@@ -159,12 +159,42 @@ class EngineSession:
 
     async def reconcile(self, call: Callable[[Command[Any]], Awaitable[Any]]) -> None:
         """Read the session's state back through ``call`` and settle it, page by page."""
+        steps = self.reconciling()
+        with contextlib.suppress(StopIteration):
+            command = next(steps)
+            while True:
+                try:
+                    reply = await call(command)
+                except TenureError as error:
+                    command = steps.throw(error)
+                else:
+                    command = steps.send(reply)
+
+    def reconcile_now(self, execute: Callable[[Command[Any]], Any]) -> None:
+        """:meth:`reconcile` through a call that answers at once (an in-process engine)."""
+        steps = self.reconciling()
+        with contextlib.suppress(StopIteration):
+            command = next(steps)
+            while True:
+                try:
+                    reply = execute(command)
+                except TenureError as error:
+                    command = steps.throw(error)
+                else:
+                    command = steps.send(reply)
+
+    def reconciling(self) -> Generator[Command[Any], Any, None]:
+        """The steps of a reconcile, sans I/O: yields each command, is sent its reply.
+
+        A DescribeSession that fails ends the reconcile with its error; a dropping
+        command that fails is fine (what it drops may have ended meanwhile).
+        """
         after = ""
         while self.ended is None and not self.ledger.empty:
-            page = await call(DescribeSession(self._session_id, after, self._page_size()))
+            page = yield DescribeSession(self._session_id, after, self._page_size())
             for command in self.settle(page, after):
-                with contextlib.suppress(TenureError):  # it may have ended meanwhile
-                    await call(command)
+                with contextlib.suppress(TenureError):
+                    yield command
             if page.next_after is None:
                 return
             after = page.next_after

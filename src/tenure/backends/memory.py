@@ -34,7 +34,6 @@ from tenure._core import (
     CreateNode,
     CreateSession,
     DescribeNode,
-    DescribeSession,
     DetachSession,
     DropNode,
     Effect,
@@ -43,7 +42,7 @@ from tenure._core import (
 )
 from tenure._host import EngineHost
 from tenure.backends._base import Capability, SessionListener
-from tenure.backends._engine import RECONCILE_PAGE, EngineSession
+from tenure.backends._engine import EngineSession
 from tenure.errors import InvalidArgumentError, LostError, SessionClosedError, TenureError
 
 R = TypeVar("R")
@@ -94,18 +93,6 @@ class MemorySession(EngineSession):
         """The sink of this session's effects (see :attr:`deaf`)."""
         if not self.deaf:
             self.deliver(effect)
-
-    def settle_now(self, host: EngineHost) -> None:
-        """Read the state back and settle it, page by page (:meth:`reconcile`, in-process)."""
-        after = ""
-        while self.ended is None and not self.ledger.empty:
-            page = host.execute(DescribeSession(self.session_id, after, RECONCILE_PAGE))
-            for command in self.settle(page, after):
-                with contextlib.suppress(TenureError):
-                    host.execute(command)
-            if page.next_after is None:
-                return
-            after = page.next_after
 
 
 class MemoryBackend:
@@ -190,7 +177,7 @@ class MemoryBackend:
         except LostError as error:
             session.lose(error)
             return
-        session.settle_now(self.host)
+        session.reconcile_now(self.host.execute)
         if was_deaf:  # a firing may have been lost: every watcher reads the latest state
             for watch_id in session.forget_watches():
                 with contextlib.suppress(TenureError):
