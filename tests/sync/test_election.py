@@ -48,7 +48,8 @@ def test_plain_campaign_resign_hands_over_in_order(
     [successor] = won
     assert successor.held
     assert successor.token > leadership.token
-    assert not leadership.lost.is_set()  # resigning is not losing
+    assert leadership.lost.is_set()  # ended, as the async lost resolves on resigning
+    assert leadership.lost_reason is None  # resigning is not losing
     successor.resign()
 
 

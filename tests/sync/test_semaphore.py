@@ -57,7 +57,8 @@ def test_acquire_in_with_and_plain_and_try(
         }
         small.release()
     assert not lease.held
-    assert not lease.lost.is_set()
+    assert lease.lost.is_set()  # ended cleanly: no reason
+    assert lease.lost_reason is None
     lease = theirs.acquire(3)
     assert mine.describe().count == 3
     lease.release()

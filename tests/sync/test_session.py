@@ -29,7 +29,7 @@ def test_with_block_opens_and_closes(client: tenure.sync.Client) -> None:
         assert client.describe_node(NODE).sessions == 1
         assert not session.closed
     assert session.closed
-    assert not session.lost.is_set()
+    assert session.lost.is_set()  # ended, cleanly
     assert session.lost_reason is None
     assert client.describe_node(NODE).sessions == 0
 
@@ -77,16 +77,20 @@ def test_reconnect_within_the_window_keeps_the_session(
     assert not session.closed
 
 
-def test_clean_close_never_sets_lost_nor_calls_back(
+def test_clean_close_ends_without_a_reason_nor_a_loss_callback(
     client: tenure.sync.Client, session: tenure.sync.Session
 ) -> None:
     calls: list[LostError] = []
+    ends: list[LostError | None] = []
     session.on_lost(calls.append)
+    session.lost.add_callback(ends.append)
     session.close()
     assert session.ended
-    assert not session.lost.is_set()
+    assert session.lost.is_set()  # like the async lost: it resolves after a close
+    assert session.lost_reason is None
     session.on_lost(calls.append)
     assert calls == []
+    assert ends == [None]
 
 
 def test_loss_during_with_body_raises_at_exit(client: tenure.sync.Client, clock: FakeClock) -> None:

@@ -16,9 +16,11 @@ and delivers loss notices, while your thread blocks or computes.
 
 Losses. Blocking code cannot be cancelled, so a loss is published instead:
 
-* ``obj.lost`` is a :class:`threading.Event`, set when a Session, Lease, Lock or
-  Leadership is *lost* (never by your own release or close; ``obj.ended`` covers
-  both); ``obj.lost_reason`` is the :class:`~tenure.errors.LostError`;
+* ``obj.lost`` is an :class:`EndSignal`, a :class:`threading.Event` set when a
+  Session, Lease, Lock or Leadership ends, as the async ``obj.lost`` resolves:
+  when it is lost, and when you release or close it yourself;
+  ``obj.lost_reason`` tells which: the :class:`~tenure.errors.LostError`, or None
+  after your own release or close;
 * ``obj.check()`` raises that error; call it between steps of long work;
 * ``obj.on_lost(callback)`` calls ``callback(error)`` on the portal thread: keep
   it quick and make no blocking tenure.sync calls from it;
@@ -34,6 +36,7 @@ For tests, pass ``clock=FakeClock()`` to ``memory://`` and move it with
 from __future__ import annotations
 
 from tenure.sync._client import Client, SessionLoop, connect
+from tenure.sync._held import EndSignal
 from tenure.sync._objects import (
     Election,
     Leadership,
@@ -49,6 +52,7 @@ from tenure.sync._portal import Portal
 __all__ = [
     "Client",
     "Election",
+    "EndSignal",
     "Leadership",
     "Lease",
     "Lock",

@@ -115,7 +115,7 @@ class Client(ClosesOnExit):
         """Close every session, stop the loop and join its thread. Idempotent.
 
         The sessions, and what they hold, are lost with SessionClosedError: they did
-        not choose to end, so ``lost`` is set for each of them.
+        not choose to end, so ``lost_reason`` is that error for each of them.
         """
         if self._portal.in_portal_thread():
             raise RuntimeError("tenure.sync: cannot close a client from its portal thread")

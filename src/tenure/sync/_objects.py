@@ -17,7 +17,7 @@ from tenure import client as aio
 from tenure._core.values import SemaphoreDescription
 from tenure.client import LeaderState
 from tenure.client._args import Data
-from tenure.errors import LostError
+from tenure.errors import LostError, PreconditionFailedError
 from tenure.sync._held import ClosesOnExit, Held
 from tenure.sync._portal import Portal
 
@@ -41,8 +41,9 @@ async def _opened_or_none(
 class Session(Held):
     """A session on a node (see :class:`tenure.Session`); ``with`` closes it at the end.
 
-    ``lost`` is set if the session is lost (expired, node dropped); closing it
-    yourself does not set it. Everything it holds ends with it.
+    ``lost`` is set when the session ends: lost (expired, node dropped), or closed
+    by you; ``lost_reason`` is the loss error, or None after your own close.
+    Everything it holds ends with it (lost with SessionClosedError on a close).
     """
 
     def __init__(self, portal: Portal, session: aio.Session) -> None:
@@ -115,6 +116,10 @@ class Lease(Held):
         """Give the tokens back. Idempotent; a no-op once lost."""
         if not self.ended:
             self._portal.call(self._lease.release)
+
+    def _check_enter(self) -> None:
+        if self.ended and self.lost_reason is None:
+            raise PreconditionFailedError(f"{self!r} was released; acquire it again")
 
     def _finish(self) -> None:
         self.release()
