@@ -204,6 +204,8 @@ def to_sync(hint: object, owner: type) -> object:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is Opening:
         return to_sync(args[0], owner)
+    if origin is type:  # a class passed in (``kind=Lock``): its sync twin
+        return type[to_sync(args[0], owner)]
     if origin in ASYNC_ITERATORS:
         return IteratorOf(to_sync(args[0], owner))
     if origin in (types.UnionType, typing.Union):
@@ -260,7 +262,8 @@ def compare_functions(
     a_hints, s_hints = hints(a_fn), hints(s_fn)
     s_cls = CLASSES[a_cls] if a_cls is not None else type(None)
     owner = a_cls if a_cls is not None else type(None)
-    a_shape = [(p.name, p.kind, p.default) for p in a_params]
+    # A class as a default (``kind=Lease``) is expected as its sync twin.
+    a_shape = [(p.name, p.kind, CLASSES.get(p.default, p.default)) for p in a_params]
     s_shape = [(p.name, p.kind, p.default) for p in s_params]
     if a_shape != s_shape:
         problems.append(

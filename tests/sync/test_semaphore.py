@@ -176,3 +176,25 @@ def test_leases_stay_renewed_while_the_calling_thread_blocks() -> None:
         client.portal.call(block_the_loop)  # control: the TTL is real
         assert lease.lost.wait(5)
         assert isinstance(lease.lost_reason, LeaseLostError)
+
+
+def test_the_primitive_and_restating(session: tenure.sync.Session) -> None:
+    class Ticket(tenure.sync.Lease):
+        """A recipe's own lease kind."""
+
+    session.semaphore("pool").create(limit=3)
+    with session.acquire("pool", 1, data=b"a", kind=Ticket) as ticket:
+        assert isinstance(ticket, Ticket)
+        first = ticket.token
+        ticket.restate(data=b"b")
+        assert (ticket.token, ticket.count, ticket.data) == (first, 1, b"b")
+        ticket.restate(3)  # free now: granted at once, as a new grant
+        assert ticket.count == 3
+        assert ticket.token > first
+        owners = session.semaphore("pool").describe(owners=True).owners
+        assert [(o.count, o.data, o.token) for o in owners] == [(3, b"b", ticket.token)]
+    lock = session.acquire("job", tenure.MAX_COUNT, ephemeral=True, kind=tenure.sync.Lock)
+    assert isinstance(lock, tenure.sync.Lock)
+    with pytest.raises(TimeoutError, match="busy"):
+        session.acquire("job", ephemeral=True, timeout=0)  # this session holds it
+    lock.release()

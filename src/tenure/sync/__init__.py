@@ -37,16 +37,8 @@ from __future__ import annotations
 
 from tenure.sync._client import Client, SessionLoop, connect
 from tenure.sync._held import EndSignal
-from tenure.sync._objects import (
-    Election,
-    Leadership,
-    Lease,
-    Lock,
-    Mutex,
-    Semaphore,
-    Session,
-    Stream,
-)
+from tenure.sync._leases import Leadership, Lease, Lock
+from tenure.sync._objects import Election, Mutex, Semaphore, Session, Stream
 from tenure.sync._portal import Portal
 
 __all__ = [

@@ -11,18 +11,20 @@ import enum
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar, overload
 
 from tenure import client as aio
 from tenure._core.values import SemaphoreDescription
 from tenure.client import LeaderState
 from tenure.client._args import Data
-from tenure.errors import LostError, PreconditionFailedError
+from tenure.errors import LostError
 from tenure.sync._held import ClosesOnExit, Held
+from tenure.sync._leases import Leadership, Lease, Lock
 from tenure.sync._portal import Portal
 
 A = TypeVar("A")
 T = TypeVar("T")
+L = TypeVar("L", bound="Lease")
 
 
 async def _opened(open_: Callable[[], Awaitable[A]], wrap: Callable[[A], T]) -> T:
@@ -75,6 +77,63 @@ class Session(Held):
         """The election ``name``."""
         return Election(self, self._session.election(name))
 
+    @overload
+    def acquire(
+        self,
+        name: str,
+        count: int = 1,
+        *,
+        data: Data = b"",
+        timeout: float | None = None,
+        ephemeral: bool = False,
+    ) -> Lease: ...
+
+    @overload
+    def acquire(
+        self,
+        name: str,
+        count: int = 1,
+        *,
+        data: Data = b"",
+        timeout: float | None = None,
+        ephemeral: bool = False,
+        kind: type[L],
+    ) -> L: ...
+
+    def acquire(
+        self,
+        name: str,
+        count: int = 1,
+        *,
+        data: Data = b"",
+        timeout: float | None = None,
+        ephemeral: bool = False,
+        kind: type[Lease] = Lease,
+    ) -> Any:
+        """Hold ``count`` tokens of semaphore ``name`` (see :meth:`tenure.Session.acquire`).
+
+        ``kind`` is the sync :class:`Lease` subclass to return (:class:`Lock`,
+        :class:`Leadership`, or a recipe's own); plain or ``with``.
+
+        Raises:
+            TimeoutError: not granted within ``timeout`` (with ``timeout=0``: busy).
+            NotFoundError: the semaphore does not exist and ``ephemeral`` is false.
+            LimitExceededError: ``count`` exceeds the limit, or the queue is full.
+        """
+        if issubclass(kind, Leadership):
+            inner: type[aio.Lease] = aio.Leadership
+        elif issubclass(kind, Lock):
+            inner = aio.Lock
+        else:
+            inner = aio.Lease
+        return self._portal.call(
+            _opened,
+            lambda: self._session.acquire(
+                name, count, data=data, timeout=timeout, ephemeral=ephemeral, kind=inner
+            ),
+            lambda lease: kind(self, lease),
+        )
+
     def close(self) -> None:
         """Close the session: everything it holds is released. Idempotent."""
         if not self.ended:
@@ -82,70 +141,6 @@ class Session(Held):
 
     def _finish(self) -> None:
         self.close()
-
-
-class Lease(Held):
-    """``count`` tokens of semaphore ``name`` with fencing ``token`` (see :class:`tenure.Lease`).
-
-    ``with lease:`` releases it at the end, raising the loss error if it was lost
-    meanwhile.
-    """
-
-    def __init__(self, session: Session, lease: aio.Lease) -> None:
-        super().__init__(session._portal, lease.lost)
-        self._lease = lease
-        self.session = session
-        self.name = lease.name
-        self.token = lease.token
-        self.count = lease.count
-
-    def __repr__(self) -> str:
-        return f"<sync {self._lease!r}>"
-
-    @property
-    def data(self) -> bytes:
-        """This holder's data."""
-        return self._lease.data
-
-    @property
-    def held(self) -> bool:
-        """Whether it is still held."""
-        return not self.ended
-
-    def release(self) -> None:
-        """Give the tokens back. Idempotent; a no-op once lost."""
-        if not self.ended:
-            self._portal.call(self._lease.release)
-
-    def _check_enter(self) -> None:
-        if self.ended and self.lost_reason is None:
-            raise PreconditionFailedError(f"{self!r} was released; acquire it again")
-
-    def _finish(self) -> None:
-        self.release()
-
-
-class Lock(Lease):
-    """An exclusive hold of a mutex; ``token`` is its fencing token."""
-
-
-class Leadership(Lease):
-    """Leadership of an election (see :class:`tenure.Leadership`); ``with`` resigns at the end.
-
-    Lost leadership (other than by the session's loss) is a LeaderChangedError.
-    """
-
-    def __init__(self, session: Session, leadership: aio.Leadership) -> None:
-        super().__init__(session, leadership)
-        self._leadership = leadership
-
-    def proclaim(self, data: Data) -> None:
-        """Replace the leader's data in place (same token)."""
-        self._portal.call(self._leadership.proclaim, data)
-
-    def resign(self) -> None:
-        """Step down (the same as :meth:`release`)."""
-        self.release()
 
 
 class Mutex:

@@ -1,0 +1,88 @@
+"""The sync leases: a :class:`Lease` and its :class:`Lock` and :class:`Leadership` kinds."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tenure import client as aio
+from tenure.client._args import Data
+from tenure.errors import PreconditionFailedError
+from tenure.sync._held import Held
+
+if TYPE_CHECKING:
+    from tenure.sync._objects import Session
+
+
+class Lease(Held):
+    """``count`` tokens of semaphore ``name`` with fencing ``token`` (see :class:`tenure.Lease`).
+
+    ``with lease:`` releases it at the end, raising the loss error if it was lost
+    meanwhile.
+    """
+
+    def __init__(self, session: Session, lease: aio.Lease) -> None:
+        super().__init__(session._portal, lease.lost)
+        self._lease = lease
+        self.session = session
+        self.name = lease.name
+        self.token = lease.token
+        self.count = lease.count
+
+    def __repr__(self) -> str:
+        return f"<sync {self._lease!r}>"
+
+    @property
+    def data(self) -> bytes:
+        """This holder's data."""
+        return self._lease.data
+
+    @property
+    def held(self) -> bool:
+        """Whether it is still held."""
+        return not self.ended
+
+    def restate(
+        self, count: int | None = None, *, data: Data | None = None, timeout: float | None = None
+    ) -> None:
+        """Change this hold in place: count, data or both (see :meth:`tenure.Lease.restate`).
+
+        Fewer tokens or new data apply at once with the same token; more tokens wait
+        for ``timeout`` and then give the lease a new, greater :attr:`token`.
+        """
+        self._portal.call(self._lease.restate, count, data=data, timeout=timeout)
+        self.token, self.count = self._lease.token, self._lease.count
+
+    def release(self) -> None:
+        """Give the tokens back. Idempotent; a no-op once lost."""
+        if not self.ended:
+            self._portal.call(self._lease.release)
+
+    def _check_enter(self) -> None:
+        if self.ended and self.lost_reason is None:
+            raise PreconditionFailedError(f"{self!r} was released; acquire it again")
+
+    def _finish(self) -> None:
+        self.release()
+
+
+class Lock(Lease):
+    """An exclusive hold of a mutex; ``token`` is its fencing token."""
+
+
+class Leadership(Lease):
+    """Leadership of an election (see :class:`tenure.Leadership`); ``with`` resigns at the end.
+
+    Lost leadership (other than by the session's loss) is a LeaderChangedError.
+    """
+
+    def __init__(self, session: Session, leadership: aio.Leadership) -> None:
+        super().__init__(session, leadership)
+        self._leadership = leadership
+
+    def proclaim(self, data: Data) -> None:
+        """Replace the leader's data in place (same token)."""
+        self._portal.call(self._leadership.proclaim, data)
+
+    def resign(self) -> None:
+        """Step down (the same as :meth:`release`)."""
+        self.release()
