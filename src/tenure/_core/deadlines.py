@@ -1,37 +1,72 @@
-"""A min-heap of timed events with lazy cancellation.
+"""A min-heap of timed events with lazy cancellation, and the typed keys of its events.
 
 The engine schedules every deadline here (session expiry, acquire timeout, lease
 expiry, end of lock-delay) and never removes an entry when plans change: it asks,
 when an entry comes due, whether the entry still matches the live state. That keeps
 every reschedule O(log n) and cancellation free.
+
+What a deadline is for is its key's *type*: one small immutable value per kind,
+carrying what is needed to find the thing it times and to tell whether that thing
+is still the one that was timed (a waiter's request id, a grant's token). The
+engine dispatches on that type (:mod:`tenure._core.handlers.expiry`).
 """
 
 from __future__ import annotations
 
-import enum
 import heapq
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from typing import NamedTuple, TypeAlias
+
+# The keys are NamedTuples rather than frozen dataclasses: they are made on the hot
+# path (every timed acquire, every lease) and a tuple is the cheapest immutable
+# value to build, hash and keep.
 
 
-class Kind(enum.IntEnum):
-    """What a deadline is for; the key's shape depends on it."""
+class SessionDeadline(NamedTuple):
+    """A detached session's recovery window ends (``Session.expires_at``)."""
 
-    SESSION = 1  # key: (session_id,)
-    WAITER = 2  # key: (node, semaphore, session_id, request_id)
-    LEASE = 3  # key: (node, semaphore, session_id, token)
-    LOCK_DELAY = 4  # key: (node, semaphore)
+    session_id: int
 
 
-Key = tuple[object, ...]
+class WaiterDeadline(NamedTuple):
+    """A queued acquire times out (``Waiter.deadline``).
+
+    ``request_id`` tells the waiter that was timed from a later one of the same
+    session on the same semaphore.
+    """
+
+    node: str
+    semaphore: str
+    session_id: int
+    request_id: int
 
 
-@dataclass(order=True, slots=True)
-class _Entry:
-    when: float
-    seq: int
-    kind: Kind = field(compare=False)
-    key: Key = field(compare=False)
+class LeaseDeadline(NamedTuple):
+    """A grant's lease expires unless renewed (``Owner.lease_deadline``).
+
+    ``token`` tells the grant that was timed from a later one of the same session
+    on the same semaphore.
+    """
+
+    node: str
+    semaphore: str
+    session_id: int
+    token: int
+
+
+class LockDelayDeadline(NamedTuple):
+    """A semaphore's lock-delay ends (``Semaphore.blocked_until``)."""
+
+    node: str
+    semaphore: str
+
+
+#: The key of a scheduled deadline: what it is for is its type.
+DeadlineKey: TypeAlias = SessionDeadline | WaiterDeadline | LeaseDeadline | LockDelayDeadline
+
+# A heap entry: (when, seq, key). ``seq`` is unique, so entries order by time, then
+# by scheduling order, and the key itself is never compared.
+_Entry: TypeAlias = tuple[float, int, DeadlineKey]
 
 
 class Deadlines:
@@ -46,28 +81,28 @@ class Deadlines:
     def __len__(self) -> int:
         return len(self._heap)
 
-    def schedule(self, when: float, kind: Kind, key: Key) -> None:
-        """Add an event at ``when``."""
+    def schedule(self, when: float, key: DeadlineKey) -> None:
+        """Add an event for ``key`` at ``when``."""
         self._seq += 1
-        heapq.heappush(self._heap, _Entry(when, self._seq, kind, key))
+        heapq.heappush(self._heap, (when, self._seq, key))
 
-    def next_live(self, is_live: Callable[[float, Kind, Key], bool]) -> float | None:
+    def next_live(self, is_live: Callable[[float, DeadlineKey], bool]) -> float | None:
         """Earliest time of an entry that ``is_live`` accepts; dead entries are discarded."""
         heap = self._heap
         while heap:
-            top = heap[0]
-            if is_live(top.when, top.kind, top.key):
-                return top.when
+            when, _, key = heap[0]
+            if is_live(when, key):
+                return when
             heapq.heappop(heap)
         return None
 
     def any_due(self, now: float) -> bool:
         """Whether some entry (live or not) is due at ``now``: O(1), for the hot path."""
-        return bool(self._heap) and self._heap[0].when <= now
+        return bool(self._heap) and self._heap[0][0] <= now
 
-    def pop_due(self, now: float) -> Iterator[tuple[float, Kind, Key]]:
+    def pop_due(self, now: float) -> Iterator[tuple[float, DeadlineKey]]:
         """Pop entries due at ``now`` or earlier, in order, including ones scheduled meanwhile."""
         heap = self._heap
-        while heap and heap[0].when <= now:
-            entry = heapq.heappop(heap)
-            yield entry.when, entry.kind, entry.key
+        while heap and heap[0][0] <= now:
+            when, _, key = heapq.heappop(heap)
+            yield when, key

@@ -174,7 +174,7 @@ def _load(data: Plain, version: int) -> Engine:
             session = engine.sessions[sid]
             limit = engine.nodes[session.node].config.max_missed_per_session
             session.note_missed(effect, limit)
-    engine._schedule_all()
+    engine.reschedule_all()
     return engine
 
 
@@ -248,4 +248,4 @@ def resume(engine: Engine, now: float) -> None:
                 if owner.lease_ttl is not None:
                     owner.lease_deadline = now + owner.lease_ttl
     engine.now = now
-    engine._schedule_all()
+    engine.reschedule_all()

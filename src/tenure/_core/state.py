@@ -1,9 +1,10 @@
 """The engine's state and the steps every command shares.
 
 :class:`EngineState` holds nodes, sessions, the fencing counter, deadlines,
-watches and queued effects; the command handlers live in
-:mod:`tenure._core.semaphore_commands` and :mod:`tenure._core.engine`. The shared
-steps here are where rules 2, 3 and 5 of the engine (see its docstring) are kept.
+watches and queued effects. The command handlers (:mod:`tenure._core.handlers`)
+are functions of an ``EngineState``; the shared steps they call are its methods
+here, and are where rules 2, 3 and 5 of the engine (see :mod:`tenure._core.engine`)
+are kept.
 """
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from tenure._core.deadlines import Deadlines, Kind
+from tenure._core.deadlines import (
+    Deadlines,
+    LeaseDeadline,
+    LockDelayDeadline,
+    SessionDeadline,
+    WaiterDeadline,
+)
 from tenure._core.effects import AcquireFailed, Effect, Granted, LeaseLost, WatchFired
 from tenure._core.semaphore import Owner, Semaphore
 from tenure._core.values import NodeConfig, SemaphoreDescription, check_name
@@ -156,42 +163,68 @@ class Node:
 
 
 class EngineState:
-    """State of the engine, its lookups, and the steps shared by command handlers."""
+    """The engine's state, its lookups, and the steps shared by command handlers.
 
-    def __init__(self) -> None:
+    Everything here is state a snapshot keeps (nodes, sessions, the counters, the
+    time), apart from what is rebuilt or belongs to the host: the deadline heap is
+    rebuilt from the state (:meth:`reschedule_all`), watches belong to connections,
+    and ``effects`` are queued until the host takes them.
+    """
+
+    def __init__(self, *, max_nodes: int = 10_000) -> None:
+        self.max_nodes = max_nodes
         self.nodes: dict[str, Node] = {}
         self.sessions: dict[int, Session] = {}
         self.last_token = 0  # rule 3: the fencing counter
         self.last_session_id = 0
         self.last_watch_id = 0
         self.now = 0.0  # the latest time the engine was given
-        self._deadlines = Deadlines()
-        self._watches = Watches()
-        self._effects: list[Effect] = []
+        self.deadlines = Deadlines()
+        self.watches = Watches()
+        #: Effects queued since the host last took them, in the order they happened.
+        self.effects: list[Effect] = []
 
-    def _schedule_all(self) -> None:
-        """Rebuild the deadline heap from the state (after loading or resuming it)."""
-        self._deadlines = Deadlines()
-        for session in self.sessions.values():
-            if session.expires_at is not None:
-                self._deadlines.schedule(session.expires_at, Kind.SESSION, (session.session_id,))
-        for node in self.nodes.values():
-            for sem in node.semaphores.values():
-                if sem.blocked_until:
-                    self._deadlines.schedule(
-                        sem.blocked_until, Kind.LOCK_DELAY, (node.name, sem.name)
-                    )
-                if sem.queue_length():
-                    for waiter in sem.waiters.values():
-                        if waiter.deadline is not None:
-                            key = (node.name, sem.name, waiter.session_id, waiter.request_id)
-                            self._deadlines.schedule(waiter.deadline, Kind.WAITER, key)
-                for owner in sem.each_owner():
-                    if owner.lease_deadline is not None:
-                        key = (node.name, sem.name, owner.session_id, owner.token)
-                        self._deadlines.schedule(owner.lease_deadline, Kind.LEASE, key)
+    # -- lookups: each raises the error a command reports when its target is missing --
 
-    def _grant(
+    def lookup_node(self, name: object) -> Node:
+        """The node called ``name`` (checked as a name), or NotFoundError."""
+        node = self.nodes.get(check_name("node", name))
+        if node is None:
+            raise NotFoundError(f"node {name!r} does not exist")
+        return node
+
+    def lookup_session(self, session_id: int) -> Session:
+        """The live session ``session_id``, or SessionExpiredError."""
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise SessionExpiredError(f"session {session_id} does not exist (expired or closed)")
+        return session
+
+    def lookup_session_node(self, session_id: int) -> tuple[Session, Node]:
+        """The live session ``session_id`` and its node, or SessionExpiredError."""
+        # (lookup_session inlined: this is on every semaphore command's path.)
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise SessionExpiredError(f"session {session_id} does not exist (expired or closed)")
+        return session, self.nodes[session.node]
+
+    def lookup_semaphore(self, node: Node, name: object) -> Semaphore:
+        """The semaphore ``name`` of ``node`` (checked as a name), or NotFoundError."""
+        sem = node.semaphores.get(check_name("semaphore", name))
+        if sem is None:
+            raise NotFoundError(f"semaphore {name!r} does not exist")
+        return sem
+
+    def check_room(self, node: Node) -> None:
+        """Raise LimitExceededError if ``node`` cannot take one more semaphore."""
+        if len(node.semaphores) >= node.config.max_semaphores:
+            raise LimitExceededError(
+                f"max_semaphores ({node.config.max_semaphores}) reached on node {node.name!r}"
+            )
+
+    # -- the shared steps -------------------------------------------------------------
+
+    def grant(
         self,
         node: Node,
         sem: Semaphore,
@@ -209,18 +242,18 @@ class EngineState:
         sem.set_owner(owner)
         self.sessions[session_id].add_hold(sem.name)
         if deadline is not None:
-            key = (node.name, sem.name, session_id, owner.token)
-            self._deadlines.schedule(deadline, Kind.LEASE, key)
+            key = LeaseDeadline(node.name, sem.name, session_id, owner.token)
+            self.deadlines.schedule(deadline, key)
         return owner
 
-    def _settle(self, node: Node, sem: Semaphore, now: float, change: Change) -> None:
+    def settle(self, node: Node, sem: Semaphore, now: float, change: Change) -> None:
         """Rule 5: serve the queue, drop an idle ephemeral semaphore, fire watches."""
         for waiter in sem.pop_grantable(now):
             self.sessions[waiter.session_id].discard_wait(sem.name)
-            owner = self._grant(
+            owner = self.grant(
                 node, sem, waiter.session_id, waiter.count, waiter.data, waiter.lease_ttl, now
             )
-            self._effects.append(
+            self.effects.append(
                 Granted(
                     waiter.session_id,
                     waiter.request_id,
@@ -235,13 +268,14 @@ class EngineState:
             del node.semaphores[sem.name]
             change = EXISTENCE
         if change:
-            self._fire(node, sem.name, change)
+            self.fire_watches(node, sem.name, change)
 
-    def _fire(self, node: Node, name: str, change: Change) -> None:
+    def fire_watches(self, node: Node, name: str, change: Change) -> None:
+        """Queue a WatchFired for every watch on ``name`` that ``change`` hits."""
         # One description per shape asked for, shared by every watch that asked for it.
         shapes: dict[tuple[bool, bool], SemaphoreDescription] = {}
         sem = node.semaphores.get(name)
-        for watch in self._watches.fire(node.name, name, change):
+        for watch in self.watches.fire(node.name, name, change):
             if not watch.repeat:
                 self.sessions[watch.session_id].discard_watch(watch.watch_id)
             shape = (watch.with_owners, watch.with_waiters)
@@ -252,44 +286,43 @@ class EngineState:
                     if sem is None
                     else sem.describe(owners=shape[0], waiters=shape[1])
                 )
-            self._effects.append(WatchFired(watch.session_id, watch.watch_id, name, description))
+            self.effects.append(WatchFired(watch.session_id, watch.watch_id, name, description))
 
-    def _tell(self, effect: Missed) -> None:
+    def tell_missed(self, effect: Missed) -> None:
         """Queue an ending the session did not cause, and keep it for a re-attach to read."""
-        self._effects.append(effect)
+        self.effects.append(effect)
         session = self.sessions[effect.session_id]
         session.note_missed(effect, self.nodes[session.node].config.max_missed_per_session)
 
-    def _start_lock_delay(self, node: Node, sem: Semaphore, now: float) -> None:
+    def start_lock_delay(self, node: Node, sem: Semaphore, now: float) -> None:
+        """A holder was lost (not released): nobody may take ``sem`` for the node's lock-delay."""
         delay = node.config.lock_delay
         if delay > 0 and now + delay > sem.blocked_until:
             sem.blocked_until = now + delay
-            self._deadlines.schedule(sem.blocked_until, Kind.LOCK_DELAY, (node.name, sem.name))
+            self.deadlines.schedule(sem.blocked_until, LockDelayDeadline(node.name, sem.name))
 
-    def _check_room(self, node: Node) -> None:
-        if len(node.semaphores) >= node.config.max_semaphores:
-            raise LimitExceededError(
-                f"max_semaphores ({node.config.max_semaphores}) reached on node {node.name!r}"
-            )
-
-    def _node(self, name: object) -> Node:
-        node = self.nodes.get(check_name("node", name))
-        if node is None:
-            raise NotFoundError(f"node {name!r} does not exist")
-        return node
-
-    def _session(self, session_id: int) -> Session:
-        session = self.sessions.get(session_id)
-        if session is None:
-            raise SessionExpiredError(f"session {session_id} does not exist (expired or closed)")
-        return session
-
-    def _session_node(self, session_id: int) -> tuple[Session, Node]:
-        session = self._session(session_id)
-        return session, self.nodes[session.node]
-
-    def _semaphore(self, node: Node, name: object) -> Semaphore:
-        sem = node.semaphores.get(check_name("semaphore", name))
-        if sem is None:
-            raise NotFoundError(f"semaphore {name!r} does not exist")
-        return sem
+    def reschedule_all(self) -> None:
+        """Rebuild the deadline heap from the state (after loading or resuming it)."""
+        self.deadlines = deadlines = Deadlines()
+        for session in self.sessions.values():
+            if session.expires_at is not None:
+                deadlines.schedule(session.expires_at, SessionDeadline(session.session_id))
+        for node in self.nodes.values():
+            for sem in node.semaphores.values():
+                if sem.blocked_until:
+                    deadlines.schedule(sem.blocked_until, LockDelayDeadline(node.name, sem.name))
+                if sem.queue_length():
+                    for waiter in sem.waiters.values():
+                        if waiter.deadline is not None:
+                            deadlines.schedule(
+                                waiter.deadline,
+                                WaiterDeadline(
+                                    node.name, sem.name, waiter.session_id, waiter.request_id
+                                ),
+                            )
+                for owner in sem.each_owner():
+                    if owner.lease_deadline is not None:
+                        deadlines.schedule(
+                            owner.lease_deadline,
+                            LeaseDeadline(node.name, sem.name, owner.session_id, owner.token),
+                        )

@@ -5,7 +5,7 @@ engine among every client in the process (on the same event loop) that uses the
 same NAME, so several clients can compete as separate processes would.
 
 Options: ``clock=`` a :class:`~tenure.testing.FakeClock` (or any
-:class:`~tenure._clock.Clock`) to drive expiry without sleeping. All clients of a
+:class:`~tenure._runtime.clock.Clock`) to drive expiry without sleeping. All clients of a
 shared engine must pass the same clock.
 
 Sessions here are attached for as long as their client is open: there is no
@@ -25,7 +25,6 @@ from collections.abc import Mapping
 from typing import Final, TypeVar
 from urllib.parse import urlsplit
 
-from tenure._clock import Clock, LoopClock
 from tenure._core import (
     AlterNode,
     AttachSession,
@@ -40,7 +39,8 @@ from tenure._core import (
     NodeConfig,
     NodeDescription,
 )
-from tenure._host import EngineHost
+from tenure._runtime.clock import Clock, LoopClock
+from tenure._runtime.host import EngineHost
 from tenure.backends._base import Capability, SessionListener
 from tenure.backends._engine import EngineSession
 from tenure.errors import InvalidArgumentError, LostError, SessionClosedError, TenureError

@@ -1,6 +1,6 @@
 """The engine on the event loop, made durable: EngineHost's job plus the journal's contract.
 
-:class:`JournaledEngine` is a :class:`tenure._host.EngineHost` (the same commands,
+:class:`JournaledEngine` is a :class:`tenure._runtime.host.EngineHost` (the same commands,
 timer and effects) whose hooks log every change: a tick that handled deadlines, then the
 command that succeeded. Nothing the engine did may reach a client before it is
 committed, so effects and answers are only *queued* by the server; :meth:`flush`,
@@ -22,9 +22,9 @@ import logging
 from collections.abc import Callable
 from typing import Final, TypeVar
 
-from tenure._clock import LoopClock
 from tenure._core import Command, Effect, Engine
-from tenure._host import EngineHost
+from tenure._runtime.clock import LoopClock
+from tenure._runtime.host import EngineHost
 from tenure.errors import UnavailableError
 from tenure.server._journal import Journal
 from tenure.server._storage import FsyncMode

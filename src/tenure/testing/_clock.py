@@ -21,7 +21,7 @@ class _Timer:
 
 
 class FakeClock:
-    """A :class:`~tenure._clock.Clock` whose time only moves in :meth:`advance`.
+    """A :class:`~tenure._runtime.clock.Clock` whose time only moves in :meth:`advance`.
 
     Pass it to ``tenure.connect("memory://", clock=clock)``; then session expiry,
     acquire timeouts, lease TTLs and lock-delays follow this clock, and a test can

@@ -1,11 +1,16 @@
 """The asyncio driver of the engine, shared by ``memory://`` and ``tenure serve``.
 
-The host owns one :class:`~tenure._core.Engine`, a :class:`~tenure._clock.Clock`
-and one timer. ``execute`` applies a command at the clock's current time and
-returns the reply; afterwards (and whenever the timer fires) the engine's effects
-are handed to the sink registered for the session each one is addressed to. The
-host adds no semantics of its own: it only moves commands in, time forward and
-effects out.
+The host owns one :class:`~tenure._core.Engine`, a
+:class:`~tenure._runtime.clock.Clock` and one timer. ``execute`` applies a command
+at the clock's current time and returns the reply; afterwards (and whenever the
+timer fires) the engine's effects are handed to the sink registered for the
+session each one is addressed to. The host adds no semantics of its own: it only
+moves commands in, time forward and effects out.
+
+Who advances time: before a command, the engine does (``Engine.apply`` ticks to
+the command's time itself, so the rule that a command never sees what its time has
+ended holds for every caller, not only for hosts that remember to tick). The host
+ticks only from its timer, for time that passes while no command comes.
 """
 
 from __future__ import annotations
@@ -13,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from tenure._clock import Clock, TimerHandle
 from tenure._core import Command, Effect, Engine
+from tenure._runtime.clock import Clock, TimerHandle
 
 R = TypeVar("R")
 
@@ -39,12 +44,18 @@ class EngineHost:
         engine queued is ever held back.
         """
         now = self.clock.now()
+        engine = self.engine
+        handled = engine.deadlines_handled
         try:
-            # Tick first, apart from the command, so a durable host can log the tick
-            # even when the command then fails (apply would tick inside otherwise).
-            if self.engine.tick(now):
-                self._ticked(now)
-            value = self.engine.apply(command, now)
+            try:
+                value = engine.apply(command, now)
+            finally:
+                # apply ticked to ``now`` first (the engine's job, not ours: see the
+                # module docstring). If that changed the state, report it before the
+                # command, and even when the command then failed: a failed command is
+                # not logged, so a durable host must log the tick on its own.
+                if engine.deadlines_handled != handled:
+                    self._ticked(now)
             self._applied(command, now)
             return value
         finally:
@@ -66,7 +77,8 @@ class EngineHost:
     # -- hooks for a durable host (tenure.server's JournaledEngine) -------------------
 
     def _ticked(self, now: float) -> None:
-        """A tick at ``now`` changed the state."""
+        """A tick at ``now`` changed the state (called before ``_applied`` of a command
+        that ticked on its way in)."""
 
     def _applied(self, command: Command[R], now: float) -> None:
         """``command`` succeeded at ``now``."""
@@ -108,6 +120,7 @@ class EngineHost:
         if not self._timer_allowed():
             return
         now = self.clock.now()
+        # The host's only tick: time passed with no command to carry it in.
         if self.engine.tick(now):
             self._ticked(now)
         self._after_step()

@@ -1,0 +1,14 @@
+"""The engine's rules, one function per command, grouped by what they act on.
+
+Every command handler has the shape ``handler(state, command, now) -> reply``: it
+validates ``command`` against ``state``, raising a :mod:`tenure.errors` exception
+before it changes anything (rule 1), then changes ``state`` and returns the reply.
+Effects for other parties are queued on ``state.effects``. The table that maps each
+command type to its handler is :data:`tenure._core.engine.HANDLERS`.
+
+* :mod:`.nodes`: create, describe, alter, drop a node.
+* :mod:`.sessions`: create, attach, detach, close, describe a session; its end.
+* :mod:`.semaphores`: create, acquire, release, cancel, renew, update, delete.
+* :mod:`.watches`: describe a semaphore (arming a watch), cancel a watch.
+* :mod:`.expiry`: what each kind of deadline does when it comes due.
+"""

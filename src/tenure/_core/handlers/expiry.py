@@ -1,0 +1,114 @@
+"""What each kind of deadline does when it comes due, and whether it still should.
+
+Deadlines are cancelled lazily (:mod:`tenure._core.deadlines`): an entry stays in
+the heap when its plans change, so :func:`is_live` first asks whether the state
+still matches it (the same session still detached with the same expiry, the same
+waiter request, the same grant token, the same lock-delay end). Only a live
+deadline reaches :func:`on_deadline`, which dispatches on the key's type.
+"""
+
+from __future__ import annotations
+
+from typing import assert_never
+
+from tenure._core.deadlines import (
+    DeadlineKey,
+    LeaseDeadline,
+    LockDelayDeadline,
+    SessionDeadline,
+    WaiterDeadline,
+)
+from tenure._core.effects import AcquireFailed, LeaseLost
+from tenure._core.handlers.sessions import expire_session
+from tenure._core.semaphore import Semaphore
+from tenure._core.state import EngineState
+from tenure._core.watches import NOTHING, OWNERS, WAITERS
+from tenure.errors import ErrorCode
+
+
+def is_live(state: EngineState, when: float, key: DeadlineKey) -> bool:
+    """Does a deadline scheduled for ``when`` still match the state (or did plans change)?"""
+    match key:
+        case SessionDeadline():
+            session = state.sessions.get(key.session_id)
+            return session is not None and session.expires_at == when
+        case LockDelayDeadline():
+            sem = _semaphore(state, key.node, key.semaphore)
+            return sem is not None and sem.blocked_until == when
+        case WaiterDeadline():
+            sem = _semaphore(state, key.node, key.semaphore)
+            waiter = None if sem is None else sem.waiter(key.session_id)
+            return waiter is not None and (waiter.request_id, waiter.deadline) == (
+                key.request_id,
+                when,
+            )
+        case LeaseDeadline():
+            sem = _semaphore(state, key.node, key.semaphore)
+            owner = None if sem is None else sem.owner(key.session_id)
+            return owner is not None and (owner.token, owner.lease_deadline) == (key.token, when)
+        case _:
+            assert_never(key)
+
+
+def on_deadline(state: EngineState, key: DeadlineKey, now: float) -> None:
+    """Handle a live deadline at its own time ``now``."""
+    match key:
+        case SessionDeadline():
+            expire_session(state, state.sessions[key.session_id], now)
+        case LockDelayDeadline():
+            _end_lock_delay(state, key, now)
+        case WaiterDeadline():
+            _time_out_waiter(state, key, now)
+        case LeaseDeadline():
+            _expire_lease(state, key, now)
+        case _:
+            assert_never(key)
+
+
+def _end_lock_delay(state: EngineState, key: LockDelayDeadline, now: float) -> None:
+    node = state.nodes[key.node]
+    sem = node.semaphores[key.semaphore]
+    sem.blocked_until = 0.0
+    state.settle(node, sem, now, NOTHING)
+
+
+def _time_out_waiter(state: EngineState, key: WaiterDeadline, now: float) -> None:
+    node = state.nodes[key.node]
+    sem = node.semaphores[key.semaphore]
+    waiter = sem.remove_waiter(key.session_id)
+    assert waiter is not None
+    state.sessions[waiter.session_id].discard_wait(sem.name)
+    state.tell_missed(
+        AcquireFailed(
+            waiter.session_id,
+            waiter.request_id,
+            sem.name,
+            ErrorCode.TIMEOUT,
+            f"timed out waiting for {sem.name!r}",
+        )
+    )
+    state.settle(node, sem, now, WAITERS)
+
+
+def _expire_lease(state: EngineState, key: LeaseDeadline, now: float) -> None:
+    node = state.nodes[key.node]
+    sem = node.semaphores[key.semaphore]
+    owner = sem.remove_owner(key.session_id)
+    assert owner is not None
+    state.sessions[owner.session_id].discard_hold(sem.name)
+    state.tell_missed(
+        LeaseLost(
+            owner.session_id,
+            sem.name,
+            owner.token,
+            ErrorCode.LEASE_LOST,
+            f"lease on {sem.name!r} expired without renewal",
+        )
+    )
+    state.start_lock_delay(node, sem, now)  # its holder may not know it lost it
+    state.settle(node, sem, now, OWNERS)
+
+
+def _semaphore(state: EngineState, node_name: str, name: str) -> Semaphore | None:
+    node = state.nodes.get(node_name)
+    return None if node is None else node.semaphores.get(name)

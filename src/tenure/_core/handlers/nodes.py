@@ -1,0 +1,77 @@
+"""Node commands: create, describe, alter, drop."""
+
+from __future__ import annotations
+
+from tenure._core import commands as c
+from tenure._core.effects import AcquireFailed, LeaseLost, SessionEnded
+from tenure._core.state import EngineState, Node
+from tenure._core.values import NodeConfig, NodeDescription, check_name
+from tenure.errors import (
+    AlreadyExistsError,
+    ErrorCode,
+    InvalidArgumentError,
+    LimitExceededError,
+    PreconditionFailedError,
+)
+
+
+def create_node(state: EngineState, cmd: c.CreateNode, now: float) -> None:
+    """Add an empty node (at most ``state.max_nodes``)."""
+    name = check_name("node", cmd.name)
+    if not isinstance(cmd.config, NodeConfig):
+        raise InvalidArgumentError(f"config must be a NodeConfig, got {cmd.config!r}")
+    config = cmd.config.validated()
+    if name in state.nodes:
+        raise AlreadyExistsError(f"node {name!r} already exists")
+    if len(state.nodes) >= state.max_nodes:
+        raise LimitExceededError(f"max_nodes ({state.max_nodes}) reached")
+    state.nodes[name] = Node(name, config)
+
+
+def describe_node(state: EngineState, cmd: c.DescribeNode, now: float) -> NodeDescription:
+    """The node's settings and how many sessions and semaphores it has."""
+    return _describe(state.lookup_node(cmd.name))
+
+
+def alter_node(state: EngineState, cmd: c.AlterNode, now: float) -> NodeDescription:
+    """Change some of the node's settings; reply with its new description."""
+    node = state.lookup_node(cmd.name)
+    bad = [name for name in cmd.changes if not isinstance(name, str)]
+    if bad:
+        raise InvalidArgumentError(f"node setting names must be strings, got {bad!r}")
+    node.config = node.config.replace(**cmd.changes)
+    return _describe(node)
+
+
+def drop_node(state: EngineState, cmd: c.DropNode, now: float) -> None:
+    """Remove a node; with ``force``, end its sessions and fail their waits and grants."""
+    node = state.lookup_node(cmd.name)
+    if node.sessions and not cmd.force:
+        raise PreconditionFailedError(
+            f"node {node.name!r} has {len(node.sessions)} live session(s); use force=True"
+        )
+    message = f"node {node.name!r} was dropped"
+    effects = state.effects
+    for sem in node.semaphores.values():
+        for waiter in sem.waiters.values():
+            effects.append(
+                AcquireFailed(
+                    waiter.session_id, waiter.request_id, sem.name, ErrorCode.NOT_FOUND, message
+                )
+            )
+        for owner in sem.owners.values():
+            effects.append(
+                LeaseLost(owner.session_id, sem.name, owner.token, ErrorCode.LEASE_LOST, message)
+            )
+    for session_id in sorted(node.sessions):
+        session = state.sessions.pop(session_id)
+        for watch_id in session.watches:
+            state.watches.disarm(watch_id)
+        effects.append(
+            SessionEnded(session_id, ErrorCode.SESSION_CLOSED, f"node {node.name!r} was dropped")
+        )
+    del state.nodes[node.name]
+
+
+def _describe(node: Node) -> NodeDescription:
+    return NodeDescription(node.name, node.config, len(node.sessions), len(node.semaphores))

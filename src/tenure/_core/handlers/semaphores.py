@@ -1,0 +1,220 @@
+"""Semaphore commands: create, acquire, release, cancel, renew, update, delete.
+
+Rule 1 of the engine shows most here: each handler checks everything it can fail
+on before it changes anything.
+"""
+
+from __future__ import annotations
+
+from tenure._core import commands as c
+from tenure._core.deadlines import LeaseDeadline, WaiterDeadline
+from tenure._core.effects import AcquireFailed, LeaseLost
+from tenure._core.semaphore import Owner, Semaphore, Waiter
+from tenure._core.state import EngineState
+from tenure._core.values import (
+    MAX_COUNT,
+    check_count,
+    check_data,
+    check_duration,
+    check_name,
+    check_timeout,
+)
+from tenure._core.watches import DATA, EXISTENCE, NOTHING, OWNERS, WAITERS
+from tenure.errors import (
+    AlreadyExistsError,
+    ErrorCode,
+    LimitExceededError,
+    NotFoundError,
+    PreconditionFailedError,
+)
+
+
+def create_semaphore(state: EngineState, cmd: c.CreateSemaphore, now: float) -> None:
+    """Create a (persistent) semaphore with a limit and data."""
+    _, node = state.lookup_session_node(cmd.session_id)
+    name = check_name("semaphore", cmd.name)
+    limit = check_count(cmd.limit)
+    data = check_data("semaphore data", cmd.data, node.config.max_data_size)
+    if name in node.semaphores:
+        raise AlreadyExistsError(f"semaphore {name!r} already exists")
+    state.check_room(node)
+    sem = node.semaphores[name] = Semaphore(name, limit, data, ephemeral=False)
+    state.fire_watches(node, sem.name, EXISTENCE)
+
+
+def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
+    """Take ``count`` tokens now, queue for them, or answer BUSY (``timeout`` 0)."""
+    session, node = state.lookup_session_node(cmd.session_id)
+    name = check_name("semaphore", cmd.name)
+    count = check_count(cmd.count)
+    data = check_data("owner data", cmd.data, node.config.max_data_size)
+    timeout = check_timeout(cmd.timeout)
+    if cmd.lease_ttl is not None:
+        check_duration("lease_ttl", cmd.lease_ttl)
+    sem = node.semaphores.get(name)
+    if sem is None and not cmd.ephemeral:
+        raise NotFoundError(f"semaphore {name!r} does not exist (create it or use ephemeral)")
+    if sem is None:
+        state.check_room(node)
+    elif count > sem.limit:
+        raise LimitExceededError(f"count {count} exceeds the limit {sem.limit} of {name!r}")
+    elif (
+        timeout != 0
+        and sem.waiter(session.session_id) is None
+        and not sem.can_grant_now(session.session_id, count, now)
+        and sem.queue_length() >= node.config.max_waiters
+    ):
+        raise LimitExceededError(
+            f"max_waiters ({node.config.max_waiters}) reached on semaphore {name!r}"
+        )
+    # Validated: from here on the command succeeds (rule 1).
+    session.forget_missed(name)  # asking again: the client settled the last one
+    change = NOTHING
+    if sem is None:
+        sem = node.semaphores[name] = Semaphore(name, MAX_COUNT, b"", ephemeral=True)
+        change = EXISTENCE
+    sid = session.session_id
+    superseded = sem.remove_waiter(sid)
+    if superseded is not None:
+        session.discard_wait(name)
+        state.effects.append(
+            AcquireFailed(
+                sid,
+                superseded.request_id,
+                name,
+                ErrorCode.CANCELLED,
+                "superseded by a newer acquire",
+            )
+        )
+        change |= WAITERS
+    owner = sem.owner(sid)
+    if sem.can_grant_now(sid, count, now):
+        if owner is not None and count <= owner.count:
+            # Shrink or restate a hold in place: same grant, same token.
+            updated = Owner(sid, count, data, owner.token, owner.lease_ttl, owner.lease_deadline)
+            sem.set_owner(updated)
+            result = c.AcquireResult(c.AcquireStatus.GRANTED, owner.token, count, owner.lease_ttl)
+            moved = (owner.count, owner.data) != (count, data)
+        else:
+            granted = state.grant(node, sem, sid, count, data, cmd.lease_ttl, now)
+            result = c.AcquireResult(
+                c.AcquireStatus.GRANTED, granted.token, count, granted.lease_ttl
+            )
+            moved = True
+        if moved:
+            change |= OWNERS
+    elif timeout == 0:
+        result = c.AcquireResult(c.AcquireStatus.BUSY)
+    else:
+        deadline = None if timeout is None else now + timeout
+        sem.enqueue(Waiter(sid, cmd.request_id, count, data, deadline, cmd.lease_ttl))
+        session.add_wait(name)
+        if deadline is not None:
+            state.deadlines.schedule(deadline, WaiterDeadline(node.name, name, sid, cmd.request_id))
+        result = c.AcquireResult(c.AcquireStatus.QUEUED)
+        change |= WAITERS
+    state.settle(node, sem, now, change)
+    return result
+
+
+def release(state: EngineState, cmd: c.Release, now: float) -> bool:
+    """Give back the session's tokens and drop its waiter; False if it had neither."""
+    session, node = state.lookup_session_node(cmd.session_id)
+    name = check_name("semaphore", cmd.name)
+    session.forget_missed(name)  # its client is done with it, however it ended
+    sem = node.semaphores.get(name)
+    if sem is None:
+        return False
+    sid = session.session_id
+    waiter = sem.remove_waiter(sid)
+    if waiter is not None:
+        session.discard_wait(sem.name)
+        state.effects.append(
+            AcquireFailed(
+                sid, waiter.request_id, sem.name, ErrorCode.CANCELLED, "released while waiting"
+            )
+        )
+    owner = sem.remove_owner(sid)
+    if owner is not None:
+        session.discard_hold(sem.name)
+    change = (NOTHING if owner is None else OWNERS) | (NOTHING if waiter is None else WAITERS)
+    state.settle(node, sem, now, change)
+    return owner is not None or waiter is not None
+
+
+def cancel_acquire(state: EngineState, cmd: c.CancelAcquire, now: float) -> bool:
+    """Withdraw the session's queued acquire ``request_id``; False if it is not queued."""
+    session, node = state.lookup_session_node(cmd.session_id)
+    sem = node.semaphores.get(check_name("semaphore", cmd.name))
+    waiter = None if sem is None else sem.waiter(session.session_id)
+    if sem is None or waiter is None or waiter.request_id != cmd.request_id:
+        return False
+    sem.remove_waiter(session.session_id)
+    session.discard_wait(sem.name)
+    state.effects.append(
+        AcquireFailed(
+            session.session_id,
+            cmd.request_id,
+            sem.name,
+            ErrorCode.CANCELLED,
+            "acquire cancelled",
+        )
+    )
+    state.settle(node, sem, now, WAITERS)
+    return True
+
+
+def renew(state: EngineState, cmd: c.Renew, now: float) -> float:
+    """Restart the lease of the session's grant (optionally with a new TTL); reply the TTL."""
+    session, node = state.lookup_session_node(cmd.session_id)
+    sem = node.semaphores.get(check_name("semaphore", cmd.name))
+    owner = None if sem is None else sem.owner(session.session_id)
+    if owner is None:
+        raise NotFoundError(f"session {session.session_id} holds no tokens of {cmd.name!r}")
+    if owner.lease_ttl is None:
+        # A grant without a TTL lasts as long as its session; renewing must not
+        # silently turn it into a timed one.
+        raise PreconditionFailedError(f"the grant of {cmd.name!r} has no lease TTL to renew")
+    ttl = owner.lease_ttl
+    if cmd.lease_ttl is not None:
+        ttl = check_duration("lease_ttl", cmd.lease_ttl)
+    owner.lease_ttl, owner.lease_deadline = ttl, now + ttl
+    key = LeaseDeadline(node.name, cmd.name, session.session_id, owner.token)
+    state.deadlines.schedule(owner.lease_deadline, key)
+    return ttl
+
+
+def update_semaphore(state: EngineState, cmd: c.UpdateSemaphore, now: float) -> None:
+    """Replace the semaphore's data (watches on data fire if it changed)."""
+    _, node = state.lookup_session_node(cmd.session_id)
+    sem = state.lookup_semaphore(node, cmd.name)
+    data = check_data("semaphore data", cmd.data, node.config.max_data_size)
+    if data != sem.data:
+        sem.data = data
+        state.fire_watches(node, sem.name, DATA)
+
+
+def delete_semaphore(state: EngineState, cmd: c.DeleteSemaphore, now: float) -> None:
+    """Remove a semaphore; with ``force``, fail its waiters and take its grants."""
+    _, node = state.lookup_session_node(cmd.session_id)
+    sem = state.lookup_semaphore(node, cmd.name)
+    if not sem.is_idle() and not cmd.force:
+        raise PreconditionFailedError(
+            f"semaphore {sem.name!r} has {len(sem.owners)} owner(s) and "
+            f"{len(sem.waiters)} waiter(s); use force=True"
+        )
+    message = f"semaphore {sem.name!r} was deleted"
+    for waiter in list(sem.waiters.values()):
+        state.sessions[waiter.session_id].discard_wait(sem.name)
+        state.tell_missed(
+            AcquireFailed(
+                waiter.session_id, waiter.request_id, sem.name, ErrorCode.NOT_FOUND, message
+            )
+        )
+    for owner in list(sem.owners.values()):
+        state.sessions[owner.session_id].discard_hold(sem.name)
+        state.tell_missed(
+            LeaseLost(owner.session_id, sem.name, owner.token, ErrorCode.LEASE_LOST, message)
+        )
+    del node.semaphores[sem.name]
+    state.fire_watches(node, sem.name, EXISTENCE)

@@ -1,0 +1,160 @@
+"""Session commands: create, attach, detach, close, describe; and how a session ends.
+
+Rule 4 of the engine is kept here: an attached session never expires; a detached
+one expires ``timeout`` seconds after its client was last heard from, unless it is
+re-attached first, and its end releases all it holds and cancels all it waits for.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from tenure._core import commands as c
+from tenure._core.deadlines import SessionDeadline
+from tenure._core.effects import AcquireFailed, SessionEnded
+from tenure._core.state import EngineState, Session
+from tenure._core.values import (
+    MAX_DESCRIPTION_BYTES,
+    MAX_SESSION_TIMEOUT,
+    check_duration,
+)
+from tenure._core.watches import NOTHING, OWNERS, WAITERS, Change
+from tenure.errors import (
+    ErrorCode,
+    InvalidArgumentError,
+    LimitExceededError,
+    PermissionDeniedError,
+    PreconditionFailedError,
+)
+
+#: Longest protection key a session may use, in bytes.
+MAX_PROTECTION_KEY_BYTES = 256
+
+
+def create_session(state: EngineState, cmd: c.CreateSession, now: float) -> c.SessionInfo:
+    """Open an attached session on a node, with the next session id."""
+    node = state.lookup_node(cmd.node)
+    timeout = node.config.session_timeout
+    if cmd.timeout is not None:
+        timeout = check_duration("recovery_window", cmd.timeout, maximum=MAX_SESSION_TIMEOUT)
+    if not isinstance(cmd.description, str):
+        raise InvalidArgumentError("description must be a string")
+    if len(cmd.description.encode("utf-8", "replace")) > MAX_DESCRIPTION_BYTES:
+        raise InvalidArgumentError(f"description is longer than {MAX_DESCRIPTION_BYTES} bytes")
+    key = cmd.protection_key
+    if not isinstance(key, bytes) or not 0 < len(key) <= MAX_PROTECTION_KEY_BYTES:
+        raise InvalidArgumentError(f"protection_key must be 1 to {MAX_PROTECTION_KEY_BYTES} bytes")
+    if len(node.sessions) >= node.config.max_sessions:
+        raise LimitExceededError(
+            f"max_sessions ({node.config.max_sessions}) reached on node {node.name!r}"
+        )
+    state.last_session_id += 1
+    session = Session(state.last_session_id, node.name, timeout, cmd.description, key, 1)
+    state.sessions[session.session_id] = session
+    node.sessions.add(session.session_id)
+    return c.SessionInfo(session.session_id, timeout, session.seq_no)
+
+
+def attach_session(state: EngineState, cmd: c.AttachSession, now: float) -> c.SessionInfo:
+    """Re-attach a session (right key, newer ``seq_no``): it no longer expires."""
+    session = state.lookup_session(cmd.session_id)
+    if not isinstance(cmd.protection_key, bytes):
+        raise InvalidArgumentError("protection_key must be bytes")
+    if not hmac.compare_digest(session.protection_key, cmd.protection_key):
+        raise PermissionDeniedError(f"wrong protection key for session {cmd.session_id}")
+    if type(cmd.seq_no) is not int or cmd.seq_no <= session.seq_no:
+        raise PreconditionFailedError(
+            f"stale attach of session {cmd.session_id}: seq_no {cmd.seq_no!r} is not "
+            f"greater than {session.seq_no}"
+        )
+    session.seq_no = cmd.seq_no
+    session.expires_at = None  # its deadline, if any, is now dead (see expiry.is_live)
+    return c.SessionInfo(session.session_id, session.timeout, session.seq_no)
+
+
+def detach_session(state: EngineState, cmd: c.DetachSession, now: float) -> None:
+    """Start (or shorten) the session's recovery window, less its ``silent_for``."""
+    session = state.lookup_session(cmd.session_id)
+    silent_for = check_duration("silent_for", cmd.silent_for, allow_zero=True)
+    expires_at = now + (session.timeout - min(silent_for, session.timeout))
+    if session.expires_at is not None and session.expires_at <= expires_at:
+        return  # detached already, and due no later: a detach never extends a window
+    if expires_at <= now:  # silent for its whole window already
+        expire_session(state, session, now)
+        return
+    session.expires_at = expires_at
+    state.deadlines.schedule(expires_at, SessionDeadline(session.session_id))
+
+
+def close_session(state: EngineState, cmd: c.CloseSession, now: float) -> None:
+    """End the session at its client's request (no lock-delay: nothing was lost)."""
+    end_session(state, state.lookup_session(cmd.session_id), now, ErrorCode.SESSION_CLOSED)
+
+
+def describe_session(state: EngineState, cmd: c.DescribeSession, now: float) -> c.SessionState:
+    """One page of what the session holds, waits for and missed, by semaphore name."""
+    session, node = state.lookup_session_node(cmd.session_id)
+    after, limit = cmd.after, cmd.limit
+    if not isinstance(after, str):
+        raise InvalidArgumentError("after must be a semaphore name or an empty string")
+    if type(limit) is not int or not 1 <= limit <= c.MAX_DESCRIBE_SESSION_LIMIT:
+        raise InvalidArgumentError(
+            f"limit must be an integer from 1 to {c.MAX_DESCRIBE_SESSION_LIMIT}"
+        )
+    missed = session.missed
+    names = sorted(name for name in {*session.held, *session.waits, *missed} if name > after)
+    page = names[:limit]
+    sid = session.session_id
+    holds, waits = [], []
+    for name in page:
+        sem = node.semaphores.get(name)
+        owner = None if sem is None else sem.owner(sid)
+        if owner is not None:
+            holds.append(c.HeldGrant(name, owner.token, owner.count, owner.lease_ttl))
+        waiter = None if sem is None else sem.waiter(sid)
+        if waiter is not None:
+            waits.append(c.QueuedAcquire(name, waiter.request_id, waiter.count))
+    return c.SessionState(
+        sid,
+        tuple(holds),
+        tuple(waits),
+        tuple(missed[name] for name in page if name in missed),
+        page[-1] if len(names) > limit else None,
+    )
+
+
+def expire_session(state: EngineState, session: Session, now: float) -> None:
+    """The recovery window passed: end the session and tell it so."""
+    end_session(state, session, now, ErrorCode.SESSION_EXPIRED)
+    message = f"session {session.session_id} was not re-attached within {session.timeout}s"
+    state.effects.append(SessionEnded(session.session_id, ErrorCode.SESSION_EXPIRED, message))
+
+
+def end_session(state: EngineState, session: Session, now: float, code: ErrorCode) -> None:
+    """Release everything, cancel every wait, disarm every watch, forget the session.
+
+    An expiry (``code`` SESSION_EXPIRED) starts lock-delay on what it held: its
+    client may still believe it holds it. A close does not: the client let go.
+    """
+    node = state.nodes[session.node]
+    failed = code == ErrorCode.SESSION_EXPIRED
+    sid = session.session_id
+    del state.sessions[sid]
+    node.sessions.discard(sid)
+    for watch_id in session.watches:
+        state.watches.disarm(watch_id)
+    touched: dict[str, Change] = {}
+    for name in sorted(session.waits):
+        waiter = node.semaphores[name].remove_waiter(sid)
+        assert waiter is not None
+        message = "session expired" if failed else "session closed"
+        state.effects.append(AcquireFailed(sid, waiter.request_id, name, code, message))
+        touched[name] = WAITERS
+    for name in sorted(session.held):
+        sem = node.semaphores[name]
+        sem.remove_owner(sid)
+        if failed:
+            state.start_lock_delay(node, sem, now)
+        touched[name] = OWNERS | touched.get(name, NOTHING)
+    for name, change in touched.items():
+        state.settle(node, node.semaphores[name], now, change)

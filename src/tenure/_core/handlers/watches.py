@@ -1,0 +1,59 @@
+"""Watch commands: describe a semaphore (arming a watch, if asked), cancel a watch.
+
+What a watch is and when it fires is :mod:`tenure._core.watches`; firing happens in
+:meth:`tenure._core.state.EngineState.fire_watches`, after every change.
+"""
+
+from __future__ import annotations
+
+from tenure._core import commands as c
+from tenure._core.state import EngineState
+from tenure._core.values import SemaphoreDescription, check_name
+from tenure._core.watches import Watch
+from tenure.errors import LimitExceededError, NotFoundError
+
+
+def describe_semaphore(
+    state: EngineState, cmd: c.DescribeSemaphore, now: float
+) -> c.DescribeResult:
+    """Describe a semaphore and, if asked, arm a watch on it (a missing one too)."""
+    session, node = state.lookup_session_node(cmd.session_id)
+    name = check_name("semaphore", cmd.name)
+    sem = node.semaphores.get(name)
+    if sem is None and not cmd.watches:
+        raise NotFoundError(f"semaphore {name!r} does not exist")
+    limit = node.config.max_watches_per_session
+    if cmd.watches and len(session.watches) >= limit:
+        raise LimitExceededError(f"max_watches_per_session ({limit}) reached")
+    if sem is None:
+        description = SemaphoreDescription.missing(name)
+    else:
+        description = sem.describe(owners=cmd.owners, waiters=cmd.waiters)
+    if not cmd.watches:
+        return c.DescribeResult(description)
+    state.last_watch_id += 1
+    watch = Watch(
+        state.last_watch_id,
+        session.session_id,
+        node.name,
+        name,
+        cmd.watch_data,
+        cmd.watch_owners,
+        cmd.watch_waiters,
+        with_owners=cmd.owners,
+        with_waiters=cmd.waiters,
+        repeat=cmd.watch_repeat,
+    )
+    state.watches.arm(watch)
+    session.add_watch(watch.watch_id)
+    return c.DescribeResult(description, watch.watch_id)
+
+
+def cancel_watch(state: EngineState, cmd: c.CancelWatch, now: float) -> bool:
+    """Disarm one of the session's watches; False if it is not armed."""
+    session = state.lookup_session(cmd.session_id)
+    if cmd.watch_id not in session.watches:
+        return False
+    session.discard_watch(cmd.watch_id)
+    state.watches.disarm(cmd.watch_id)
+    return True
