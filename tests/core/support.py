@@ -155,9 +155,11 @@ def snapshot(engine: Engine) -> Any:
             sems[sem_name] = (
                 sem.describe(owners=True, waiters=True),
                 sem.blocked_until,
-                tuple((o.token, o.lease_ttl, o.lease_deadline) for o in sem.owners.values()),
                 tuple(
-                    (w.session_id, w.request_id, w.deadline, w.lease_ttl)
+                    (o.hold, o.token, o.lease_ttl, o.lease_deadline) for o in sem.owners.values()
+                ),
+                tuple(
+                    (w.session_id, w.hold, w.request_id, w.deadline, w.lease_ttl)
                     for w in sem.waiters.values()
                 ),
             )
@@ -169,8 +171,8 @@ def snapshot(engine: Engine) -> Any:
             s.description,
             s.seq_no,
             s.expires_at,
-            sorted(s.holds),
-            sorted(s.waits),
+            sorted((name, list(s.holds_on(name))) for name in s.held),
+            sorted((name, list(s.waits_on(name))) for name in s.waits),
             sorted(s.watches),
             list(s.missed.items()),
         )

@@ -135,8 +135,8 @@ def test_only_the_latest_endings_are_kept_one_per_semaphore() -> None:
     missed = engine.sessions[b].missed
     assert len(missed) == kept
     # The oldest went first; a semaphore that ended again counts as new.
-    assert list(missed) == [*names[6:], names[0]]
-    assert missed[names[0]].request_id == 999  # type: ignore[union-attr]
+    assert list(missed) == [(name, 0) for name in [*names[6:], names[0]]]
+    assert missed[names[0], 0].request_id == 999  # type: ignore[union-attr]
 
 
 def test_the_node_sets_how_many_are_kept_and_a_lower_limit_applies_at_the_next() -> None:
@@ -150,11 +150,11 @@ def test_the_node_sets_how_many_are_kept_and_a_lower_limit_applies_at_the_next()
 
     for i, name in enumerate("abcd"):
         time_out(name, float(i))
-    assert list(engine.sessions[b].missed) == ["b", "c", "d"]
+    assert list(engine.sessions[b].missed) == [("b", 0), ("c", 0), ("d", 0)]
     engine.apply(AlterNode("n", {"max_missed_per_session": 1}), 10.0)
-    assert list(engine.sessions[b].missed) == ["b", "c", "d"]  # kept until the next
+    assert list(engine.sessions[b].missed) == [("b", 0), ("c", 0), ("d", 0)]  # kept
     time_out("e", 10.0)
-    assert list(engine.sessions[b].missed) == ["e"]
+    assert list(engine.sessions[b].missed) == [("e", 0)]
 
 
 def test_pages_cover_every_semaphore_once_in_name_order() -> None:
@@ -204,7 +204,7 @@ def test_the_state_agrees_with_the_semaphores_and_the_pushes(seed: int) -> None:
     engine = make_engine(NodeConfig(session_timeout=1.0, default_lease=rng.choice([None, 1.0])))
     for _ in range(4):
         open_session(engine)
-    expected: dict[int, dict[str, AcquireFailed | LeaseLost]] = {s: {} for s in engine.sessions}
+    expected: Expected = {s: {} for s in engine.sessions}
     now = 0.0
     for request_id in range(1, 150):
         now += rng.choice([0.0, 0.1, 0.4, 1.5])
@@ -214,7 +214,7 @@ def test_the_state_agrees_with_the_semaphores_and_the_pushes(seed: int) -> None:
         reply, effects = step(engine, command, now)
         if isinstance(command, Acquire | Release) and not isinstance(reply, tuple):
             # It succeeded: its session has seen how its last acquire there ended.
-            expected.get(command.session_id, {}).pop(command.name, None)
+            expected.get(command.session_id, {}).pop((command.name, command.hold), None)
         fold(expected, effects)
         for sid, session in engine.sessions.items():
             assert dict(session.missed) == expected.setdefault(sid, {})
@@ -224,7 +224,10 @@ def test_the_state_agrees_with_the_semaphores_and_the_pushes(seed: int) -> None:
         assert restored.apply(DescribeSession(sid), now) == engine.apply(DescribeSession(sid), now)
 
 
-def fold(expected: dict[int, dict[str, AcquireFailed | LeaseLost]], effects: list[object]) -> None:
+Expected = dict[int, dict[tuple[str, int], AcquireFailed | LeaseLost]]
+
+
+def fold(expected: Expected, effects: list[object]) -> None:
     for effect in effects:
         kept = isinstance(effect, LeaseLost) or (
             isinstance(effect, AcquireFailed)
@@ -233,8 +236,8 @@ def fold(expected: dict[int, dict[str, AcquireFailed | LeaseLost]], effects: lis
         if kept:
             assert isinstance(effect, AcquireFailed | LeaseLost)
             mine = expected.setdefault(effect.session_id, {})
-            mine.pop(effect.name, None)
-            mine[effect.name] = effect
+            mine.pop((effect.name, effect.hold), None)
+            mine[effect.name, effect.hold] = effect
 
 
 def agrees_with_semaphores(engine: Engine, sid: int, now: float) -> None:
@@ -242,10 +245,11 @@ def agrees_with_semaphores(engine: Engine, sid: int, now: float) -> None:
     holds, waits = [], []
     for name in sorted(node.semaphores):
         sem = node.semaphores[name]
-        owner, waiter = sem.owner(sid), sem.waiter(sid)
-        if owner is not None:
-            holds.append(HeldGrant(name, owner.token, owner.count, owner.lease_ttl))
-        if waiter is not None:
-            waits.append(QueuedAcquire(name, waiter.request_id, waiter.count))
+        mine = sorted((o.hold, o) for o in sem.owners.values() if o.session_id == sid)
+        for hold, o in mine:
+            holds.append(HeldGrant(name, o.token, o.count, o.lease_ttl, hold))
+        queued = sorted((w.hold, w) for w in sem.waiters.values() if w.session_id == sid)
+        for hold, w in queued:
+            waits.append(QueuedAcquire(name, w.request_id, w.count, hold))
     got = engine.apply(DescribeSession(sid), now)
     assert (got.holds, got.waits, got.next_after) == (tuple(holds), tuple(waits), None)

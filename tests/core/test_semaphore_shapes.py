@@ -97,6 +97,6 @@ def test_session_sets_are_made_on_first_use_and_dropped_when_empty() -> None:
     engine.apply(Release(a, "s"), 0.0)  # b is granted: no longer waits
     assert session._waits is None
     assert session.held == {"s"}
-    assert session.holds == {"s"}  # the set itself, for code that wants one
+    assert list(session.holds_on("s")) == [0]
     engine.apply(Release(b, "s"), 0.0)
     assert session._holds is None

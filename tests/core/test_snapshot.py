@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from typing import Any
 
 import pytest
 
@@ -42,17 +43,22 @@ def assert_plain(value: object) -> None:
             assert_plain(item)
 
 
-def random_command(rng: random.Random, engine: Engine, request_id: int) -> Command[object]:
+def random_command(
+    rng: random.Random, engine: Engine, request_id: int, *, holds: bool = True
+) -> Command[object]:
+    """A random command; with ``holds``, some of a session's second or third hold."""
     sessions = sorted(engine.sessions) or [1]
     sid = rng.choice(sessions)
     name = rng.choice(["a", "b", "m"])
     roll = rng.random()
+    hold = rng.choice([0, 0, 0, 1, 2]) if holds else 0
     if roll < 0.45:
         count = MAX_COUNT if name == "m" else rng.randint(1, 3)
         timeout = rng.choice([0, None, 0.5, 2.0])
-        return Acquire(sid, name, count, request_id, b"d%d" % sid, timeout, ephemeral=True)
+        data = b"d%d/%d" % (sid, hold)
+        return Acquire(sid, name, count, request_id, data, timeout, ephemeral=True, hold=hold)
     if roll < 0.7:
-        return Release(sid, name)
+        return Release(sid, name, hold)
     if roll < 0.78:
         return DetachSession(sid)
     if roll < 0.84:
@@ -234,9 +240,35 @@ def test_a_version_1_snapshot_still_loads(seed: int) -> None:
     now = 0.0
     for request_id in range(1, 80):
         now += rng.choice([0.0, 0.1, 0.4])
-        step(engine, random_command(rng, engine, request_id), now)
+        step(engine, random_command(rng, engine, request_id, holds=False), now)
     # Version 1 predates the endings sessions keep (version 3): they load without.
     assert dump(load(dump_v1(engine))) == {**dump(engine), "missed": []}
+
+
+def dump_v3(engine: Engine) -> dict[str, Any]:
+    """The layout of version 3: as now, without hold numbers (every hold was 0)."""
+    data = dump(engine)
+    data["version"] = 3
+    for node in data["nodes"]:
+        for key in ("owners", "waiters"):
+            flat = node[key]
+            node[key] = [v for i, v in enumerate(flat) if i % 7 != 6]
+    data["missed"] = [v for i, v in enumerate(data["missed"]) if i % 7 != 6]
+    return data
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_version_3_snapshot_still_loads(seed: int) -> None:
+    """A data directory written before holds were numbered restarts on the same state."""
+    rng = random.Random(seed)
+    engine = make_engine(NodeConfig(lock_delay=rng.choice([0.0, 2.0]), session_timeout=1.0))
+    for _ in range(4):
+        open_session(engine)
+    now = 0.0
+    for request_id in range(1, 80):
+        now += rng.choice([0.0, 0.1, 0.4])
+        step(engine, random_command(rng, engine, request_id, holds=False), now)
+    assert dump(load(dump_v3(engine))) == dump(engine)
 
 
 def test_the_flat_layout_refuses_rows_that_do_not_add_up() -> None:

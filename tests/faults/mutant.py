@@ -29,7 +29,7 @@ from typing import Any, Final
 def _limit() -> None:
     from tenure._core.semaphore import Semaphore
 
-    def fits(self: Semaphore, session_id: int, count: int, now: float) -> bool:
+    def fits(self: Semaphore, key: int, count: int, now: float) -> bool:
         return now >= self.blocked_until  # the count is not compared with the limit
 
     Semaphore.fits = fits  # type: ignore[method-assign]

@@ -124,7 +124,7 @@ def test_a_layout_renders_tag_and_typed_fields():
     acquire = COMMAND.by_type[Acquire]
     assert layout(acquire) == (
         "[21, session_id: uint, name: str, count: uint, request_id: uint, data: bin, "
-        "timeout: float|nil, ephemeral: bool, lease_ttl: float|nil]"
+        "timeout: float|nil, ephemeral: bool, lease_ttl: float|nil, hold: uint]"
     )
     assert layout(NODE_CONFIG).startswith("[session_timeout: float, lock_delay: float,")
 
@@ -197,7 +197,7 @@ def test_alter_node_changes_is_a_map_of_scalars():
 
 
 def test_an_int_loads_into_a_float_field():
-    body = [2, 1, [24, 1, "lease", 5]]  # Renew(lease_ttl=5): other languages may pack 5
+    body = [2, 1, [24, 1, "lease", 5, 0]]  # Renew(lease_ttl=5): other languages may pack 5
     command = decode_message(body).command  # type: ignore[union-attr]
     assert command == Renew(1, "lease", 5.0)
     assert type(command.lease_ttl) is float

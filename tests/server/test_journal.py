@@ -181,6 +181,31 @@ def test_a_detach_logged_in_its_first_layout_still_replays(tmp_path: Path) -> No
     assert sorted(restarted.sessions) == [2]
 
 
+def test_semaphore_commands_logged_before_holds_replay_as_hold_zero(tmp_path: Path) -> None:
+    """Acquire, Renew, CancelAcquire and Release had no ``hold`` before holds were numbered."""
+    journal = Journal(DataDir(tmp_path))
+    engine = journal.open(0.0)
+    step(engine, journal, CreateNode("n"), 0.0)
+    step(engine, journal, CreateSession("n", KEY, timeout=30.0), 0.0)
+    step(engine, journal, CreateSession("n", KEY, timeout=30.0), 0.0)
+    old = [
+        [21, 1, "m", 1, 1, b"", None, True, 60.0],  # Acquire: session 1 holds m...
+        [21, 2, "m", 1, 2, b"", None, True, None],  # ...session 2 queues
+        [24, 1, "m", None],  # Renew
+        [23, 2, "m", 2],  # CancelAcquire: session 2 gives up
+        [21, 2, "m", 1, 3, b"b", None, True, None],  # and queues again
+        [22, 1, "m"],  # Release: session 2 is granted
+    ]
+    for command in old:
+        journal.data_dir.append(msgpack.packb([1, 1.0, command]))
+    journal.commit()
+    journal.abort()
+    restarted = reopen(tmp_path, 100.0)
+    sem = restarted.nodes["n"].semaphores["m"]
+    assert [(o.session_id, o.hold, o.data) for o in sem.owners.values()] == [(2, 0, b"b")]
+    assert not sem.waiters
+
+
 # -- restarts, and snapshots written by a forked child --------------------------------
 
 

@@ -130,6 +130,7 @@ class HeldGrant:
     token: int
     count: int
     lease_ttl: float | None = None
+    hold: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +140,7 @@ class QueuedAcquire:
     name: str
     request_id: int
     count: int
+    hold: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +220,12 @@ class Acquire(Command[AcquireResult]):
     ``request_id`` names this request in later Granted / AcquireFailed effects.
     ``lease_ttl``: the grant lasts this long unless renewed (``None``: the node's
     ``default_lease``).
+    ``hold``: which of the session's holds on the semaphore this is (its client
+    numbers them; 0 if it keeps one). Asking again for a hold the session has, or
+    waits for, restates it: no more tokens than held (or new data) at once with
+    the same token, more as an upgrade queued behind the others, which replaces the
+    hold with a new token when granted; a queued request is superseded. Holds with
+    other numbers are separate owners and queue like other sessions' do.
     """
 
     session_id: int
@@ -228,17 +236,19 @@ class Acquire(Command[AcquireResult]):
     timeout: float | None = None
     ephemeral: bool = False
     lease_ttl: float | None = None
+    hold: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class Release(Command[bool]):
-    """Release the session's hold on a semaphore and cancel its queued acquire.
+    """Release the session's hold ``hold`` on a semaphore and cancel its queued acquire.
 
     Replies whether there was anything to release or cancel.
     """
 
     session_id: int
     name: str
+    hold: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,15 +261,17 @@ class CancelAcquire(Command[bool]):
     session_id: int
     name: str
     request_id: int
+    hold: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class Renew(Command[float]):
-    """Extend a grant that has a lease TTL; replies with the TTL now in force."""
+    """Extend the grant of hold ``hold`` (it has a lease TTL); replies with the TTL in force."""
 
     session_id: int
     name: str
     lease_ttl: float | None = None
+    hold: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,26 +31,27 @@ class SessionDeadline(NamedTuple):
 class WaiterDeadline(NamedTuple):
     """A queued acquire times out (``Waiter.deadline``).
 
-    ``request_id`` tells the waiter that was timed from a later one of the same
-    session on the same semaphore.
+    ``holder`` is the waiter's holder key (a session's hold:
+    :func:`tenure._core.semaphore.holder_key`); ``request_id`` tells the waiter
+    that was timed from a later one of the same hold.
     """
 
     node: str
     semaphore: str
-    session_id: int
+    holder: int
     request_id: int
 
 
 class LeaseDeadline(NamedTuple):
     """A grant's lease expires unless renewed (``Owner.lease_deadline``).
 
-    ``token`` tells the grant that was timed from a later one of the same session
-    on the same semaphore.
+    ``holder`` is the owner's holder key; ``token`` tells the grant that was timed
+    from a later one of the same hold.
     """
 
     node: str
     semaphore: str
-    session_id: int
+    holder: int
     token: int
 
 

@@ -24,6 +24,7 @@ class Granted:
     token: int
     count: int
     lease_ttl: float | None = None
+    hold: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,7 @@ class AcquireFailed:
     name: str
     code: ErrorCode
     message: str
+    hold: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,7 @@ class LeaseLost:
     token: int
     code: ErrorCode
     message: str
+    hold: int = 0
 
 
 @dataclass(frozen=True, slots=True)

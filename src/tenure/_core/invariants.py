@@ -6,6 +6,7 @@ Nothing here changes state; each check raises AssertionError naming what broke.
 from __future__ import annotations
 
 from tenure._core.engine import Engine
+from tenure._core.semaphore import holder_key
 
 
 def check_invariants(engine: Engine) -> None:
@@ -19,23 +20,25 @@ def check_invariants(engine: Engine) -> None:
             total = sum(o.count for o in sem.owners.values())
             assert total == sem.count, f"{name}: count {sem.count} != owners' sum {total}"
             assert sem.count <= sem.limit, f"{name}: {sem.count} over the limit {sem.limit}"
-            for sid, owner in sem.owners.items():
-                assert owner.session_id == sid
-                assert name in engine.sessions[sid].held, f"{name}: owner {sid} not tracked"
+            for key, owner in sem.owners.items():
+                assert owner.key == key
+                held = engine.sessions[owner.session_id].holds_on(name)
+                assert owner.hold in held, f"{name}: owner {key} not tracked"
                 assert owner.token <= engine.last_token, f"{name}: token from the future"
                 assert owner.token not in tokens, f"token {owner.token} held twice"
                 tokens.add(owner.token)
                 assert (owner.lease_ttl is None) == (owner.lease_deadline is None)
-            for sid, waiter in sem.waiters.items():
-                assert waiter.session_id == sid
-                assert name in engine.sessions[sid].waits, f"{name}: waiter {sid} not tracked"
+            for key, waiter in sem.waiters.items():
+                assert waiter.key == key
+                waits = engine.sessions[waiter.session_id].waits_on(name)
+                assert waiter.hold in waits, f"{name}: waiter {key} not tracked"
             if sem.waiters:
                 head = next(iter(sem.waiters.values()))
                 # Right after settling, a head that fits would have been granted.
                 blocked = sem.blocked_until > 0
-                assert (
-                    blocked or sem.count - _held(sem, head.session_id) + head.count > sem.limit
-                ), f"{name}: head waiter fits but was not granted"
+                assert blocked or sem.count - _held(sem, head.key) + head.count > sem.limit, (
+                    f"{name}: head waiter fits but was not granted"
+                )
             if sem.ephemeral:
                 assert sem.owners or sem.waiters or sem.blocked_until > 0, (
                     f"{name}: idle ephemeral semaphore was kept"
@@ -44,14 +47,18 @@ def check_invariants(engine: Engine) -> None:
         node = engine.nodes[session.node]
         assert sid in node.sessions
         for name in session.held:
-            assert sid in node.semaphores[name].owners, f"session {sid} thinks it holds {name}"
+            for hold in session.holds_on(name):
+                key = holder_key(sid, hold)
+                assert key in node.semaphores[name].owners, f"{sid}/{hold} thinks it holds {name}"
         for name in session.waits:
-            assert sid in node.semaphores[name].waiters, f"session {sid} thinks it waits on {name}"
+            for hold in session.waits_on(name):
+                key = holder_key(sid, hold)
+                assert key in node.semaphores[name].waiters, f"{sid}/{hold} thinks it waits {name}"
 
 
-def _held(sem: object, session_id: int) -> int:
+def _held(sem: object, key: int) -> int:
     from tenure._core.semaphore import Semaphore
 
     assert isinstance(sem, Semaphore)
-    owner = sem.owner(session_id)
+    owner = sem.owner(key)
     return 0 if owner is None else owner.count

@@ -9,9 +9,12 @@ head is granted as soon as its count fits, and *nothing* behind the head is gran
 while the head does not fit, however small (no barging). This is what makes a
 large request at the head starve nobody and be starved by nobody.
 
-A session that already owns tokens may ask again: asking for no more than it holds
-updates count and data at once (same grant, same fencing token); asking for more
-queues an *upgrade* that, when granted, replaces the old hold with a new token.
+Owners and waiters are *holders*: a session's numbered holds (:func:`holder_key`).
+A session may have several, each an owner or waiter of its own, in the queue like
+any other session's. A holder that already owns tokens may ask again: asking for no
+more than it holds updates count and data at once (same grant, same fencing token);
+asking for more queues an *upgrade* that, when granted, replaces the old hold with
+a new token.
 
 ``blocked_until`` implements lock-delay: after a holder *failed* (its session
 expired or its lease ran out), no grant happens before that time.
@@ -30,9 +33,18 @@ from typing import Any
 from tenure._core.values import OwnerInfo, SemaphoreDescription, WaiterInfo
 
 
+def holder_key(session_id: int, hold: int) -> int:
+    """The key of a session's hold ``hold`` among a semaphore's owners and waiters.
+
+    Hold 0, the usual (and only one YDB's protocol knows), is the session id itself:
+    no new object per hold. Others sit above every session id (ids are below 2**64).
+    """
+    return session_id | hold << 64 if hold else session_id
+
+
 @dataclass(slots=True)
 class Owner:
-    """A session's hold on a semaphore."""
+    """A session's hold on a semaphore (its hold number ``hold``)."""
 
     session_id: int
     count: int
@@ -40,11 +52,17 @@ class Owner:
     token: int
     lease_ttl: float | None = None
     lease_deadline: float | None = None  # set iff lease_ttl is set
+    hold: int = 0
+
+    @property
+    def key(self) -> int:
+        """Its :func:`holder_key`."""
+        return holder_key(self.session_id, self.hold)
 
 
 @dataclass(slots=True)
 class Waiter:
-    """A queued acquire."""
+    """A queued acquire (for the session's hold number ``hold``)."""
 
     session_id: int
     request_id: int
@@ -52,6 +70,12 @@ class Waiter:
     data: bytes
     deadline: float | None  # None: waits forever
     lease_ttl: float | None
+    hold: int = 0
+
+    @property
+    def key(self) -> int:
+        """Its :func:`holder_key`."""
+        return holder_key(self.session_id, self.hold)
 
 
 class Semaphore:
@@ -90,27 +114,27 @@ class Semaphore:
 
     # -- queries --------------------------------------------------------------------
 
-    def owner(self, session_id: int) -> Owner | None:
-        """The session's hold, if it has one."""
+    def owner(self, key: int) -> Owner | None:
+        """The hold of holder ``key`` (:func:`holder_key`), if it has one."""
         owners = self._owners
         if owners is None:
             return None
         if type(owners) is Owner:
-            return owners if owners.session_id == session_id else None
-        return owners.get(session_id)  # type: ignore[union-attr]
+            return owners if owners.key == key else None
+        return owners.get(key)  # type: ignore[union-attr]
 
-    def waiter(self, session_id: int) -> Waiter | None:
-        """The session's queued request, if it has one."""
-        return None if self._waiters is None else self._waiters.get(session_id)
+    def waiter(self, key: int) -> Waiter | None:
+        """The queued request of holder ``key``, if it has one."""
+        return None if self._waiters is None else self._waiters.get(key)
 
     @property
     def owners(self) -> Mapping[int, Owner]:
-        """Holds by session id, in grant order (a read-only view: do not keep it)."""
+        """Holds by holder key, in grant order (a read-only view: do not keep it)."""
         owners = self._owners
         if owners is None:
             return _NOBODY
         if type(owners) is Owner:
-            return {owners.session_id: owners}
+            return {owners.key: owners}
         return owners  # type: ignore[return-value]
 
     def each_owner(self) -> Iterable[Owner]:
@@ -124,7 +148,7 @@ class Semaphore:
 
     @property
     def waiters(self) -> Mapping[int, Waiter]:
-        """Queued requests by session id, in service order (a read-only view)."""
+        """Queued requests by holder key, in service order (a read-only view)."""
         return _NOBODY if self._waiters is None else self._waiters
 
     def queue_length(self) -> int:
@@ -135,24 +159,24 @@ class Semaphore:
         """No owners and no waiters (an ephemeral semaphore may then vanish)."""
         return self._owners is None and self._waiters is None
 
-    def fits(self, session_id: int, count: int, now: float) -> bool:
-        """Could ``count`` tokens for ``session_id`` be granted now, ignoring the queue?"""
+    def fits(self, key: int, count: int, now: float) -> bool:
+        """Could ``count`` tokens for holder ``key`` be granted now, ignoring the queue?"""
         if now < self.blocked_until:
             return False
-        owner = self.owner(session_id)
+        owner = self.owner(key)
         held = 0 if owner is None else owner.count
         return self.count - held + count <= self.limit
 
-    def can_grant_now(self, session_id: int, count: int, now: float) -> bool:
-        """Would a new request be granted at once (it fits and nobody queues ahead)?
+    def can_grant_now(self, key: int, count: int, now: float) -> bool:
+        """Would a new request of holder ``key`` be granted at once (fits, nobody ahead)?
 
         A request that only shrinks or keeps an existing hold never waits: it takes
         no token from anyone.
         """
-        owner = self.owner(session_id)
+        owner = self.owner(key)
         if owner is not None and count <= owner.count:
             return True
-        return self._waiters is None and self.fits(session_id, count, now)
+        return self._waiters is None and self.fits(key, count, now)
 
     def describe(self, *, owners: bool, waiters: bool) -> SemaphoreDescription:
         """A snapshot, with owners and waiters listed only when asked for."""
@@ -175,8 +199,8 @@ class Semaphore:
     # -- changes --------------------------------------------------------------------
 
     def set_owner(self, owner: Owner) -> Owner | None:
-        """Install ``owner`` (replacing the session's earlier hold); returns the old hold."""
-        sid = owner.session_id
+        """Install ``owner`` (replacing its holder's earlier hold); returns the old hold."""
+        sid = owner.key
         old = self.owner(sid)
         rest = self.count if old is None else self.count - old.count
         # ``rest + count`` would be a new int object per hold; mostly rest is 0.
@@ -185,7 +209,7 @@ class Semaphore:
         if owners is None or (old is not None and type(owners) is Owner):
             self._owners = owner
         elif type(owners) is Owner:
-            self._owners = {owners.session_id: owners, sid: owner}
+            self._owners = {owners.key: owners, sid: owner}
         else:
             assert isinstance(owners, dict)
             if old is not None and old.token != owner.token:
@@ -196,19 +220,19 @@ class Semaphore:
         assert self.count <= self.limit, "grant beyond the limit"
         return old
 
-    def remove_owner(self, session_id: int) -> Owner | None:
-        """Drop a session's hold, if any."""
+    def remove_owner(self, key: int) -> Owner | None:
+        """Drop the hold of holder ``key``, if any."""
         owners = self._owners
         if owners is None:
             return None
         if type(owners) is Owner:
-            if owners.session_id != session_id:
+            if owners.key != key:
                 return None
             self._owners = None
             self.count = 0
             return owners
         assert isinstance(owners, dict)
-        owner = owners.pop(session_id, None)
+        owner = owners.pop(key, None)
         if owner is not None:
             self.count -= owner.count
             if len(owners) == 1:
@@ -216,19 +240,20 @@ class Semaphore:
         return owner
 
     def enqueue(self, waiter: Waiter) -> Waiter | None:
-        """Queue ``waiter`` at the back; returns the session's earlier waiter it replaces."""
+        """Queue ``waiter`` at the back; returns its holder's earlier waiter it replaces."""
         if self._waiters is None:
             self._waiters = {}
-        old = self._waiters.pop(waiter.session_id, None)
-        self._waiters[waiter.session_id] = waiter
+        key = waiter.key
+        old = self._waiters.pop(key, None)
+        self._waiters[key] = waiter
         return old
 
-    def remove_waiter(self, session_id: int) -> Waiter | None:
-        """Take a session's waiter out of the queue, if any."""
+    def remove_waiter(self, key: int) -> Waiter | None:
+        """Take the waiter of holder ``key`` out of the queue, if any."""
         waiters = self._waiters
         if waiters is None:
             return None
-        waiter = waiters.pop(session_id, None)
+        waiter = waiters.pop(key, None)
         if not waiters:
             self._waiters = None
         return waiter
@@ -240,10 +265,10 @@ class Semaphore:
         owner before asking for the next one (the next fit depends on it).
         """
         while self._waiters:
-            head = next(iter(self._waiters.values()))
-            if not self.fits(head.session_id, head.count, now):
+            key, head = next(iter(self._waiters.items()))
+            if not self.fits(key, head.count, now):
                 return
-            self.remove_waiter(head.session_id)
+            self.remove_waiter(key)
             yield head
 
 

@@ -16,15 +16,16 @@ promises a restart must keep:
 * every lease TTL starts afresh (a holder could not renew while the server was down);
 * acquire timeouts and lock-delays keep the time they had left.
 
-Layout (version 3): a server restarts by loading one of these, so it is made to
+Layout (version 4): a server restarts by loading one of these, so it is made to
 load fast. Sessions, and each node's semaphores, owners and waiters, are *flat*
 lists of fields (``SESSION_FIELDS`` values per session, and so on), rather than a
 list or dict per object: msgpack then makes no container per lock, and loading
 walks each list once. A semaphore's fields end with how many of the owners and
 waiters lists that follow are its own. ``missed`` holds what each session keeps of
 the endings it did not cause (:attr:`tenure._core.state.Session.missed`),
-``MISSED_FIELDS`` values each (new in version 3). Versions 1 (a dict per
-semaphore) and 2 still load.
+``MISSED_FIELDS`` values each (new in version 3). Version 4 adds the hold number
+to owners, waiters and missed endings (a session may hold a semaphore more than
+once). Versions 1 (a dict per semaphore), 2 and 3 still load, every hold 0.
 """
 
 from __future__ import annotations
@@ -41,14 +42,14 @@ from tenure._core.values import MAX_COUNT, NodeConfig
 from tenure.errors import ErrorCode, InvalidArgumentError
 
 #: Bumped when the layout changes; :func:`load` refuses layouts it does not know.
-SNAPSHOT_VERSION = 3
+SNAPSHOT_VERSION = 4
 
 #: Values per object in the flat lists (see the module docstring).
 SESSION_FIELDS = 7  # id, node, timeout, description, protection key, seq_no, expires_at
 SEMAPHORE_FIELDS = 7  # name, limit, data, ephemeral, blocked_until, #owners, #waiters
-OWNER_FIELDS = 6  # session id, count, data, token, lease ttl, lease deadline
-WAITER_FIELDS = 6  # session id, request id, count, data, deadline, lease ttl
-MISSED_FIELDS = 6  # session id, kind (1 failed acquire, 2 lost grant), name, id, code, message
+OWNER_FIELDS = 7  # session id, count, data, token, lease ttl, lease deadline, hold
+WAITER_FIELDS = 7  # session id, request id, count, data, deadline, lease ttl, hold
+MISSED_FIELDS = 7  # session id, kind (1 failed, 2 lost), name, id, code, message, hold
 _FAILED, _LOST = 1, 2
 
 Plain = dict[str, Any]
@@ -70,9 +71,17 @@ def dump(engine: Engine) -> Plain:
         )
         for e in s.missed.values():
             if isinstance(e, AcquireFailed):
-                missed += (e.session_id, _FAILED, e.name, e.request_id, int(e.code), e.message)
+                missed += (
+                    e.session_id,
+                    _FAILED,
+                    e.name,
+                    e.request_id,
+                    int(e.code),
+                    e.message,
+                    e.hold,
+                )
             else:
-                missed += (e.session_id, _LOST, e.name, e.token, int(e.code), e.message)
+                missed += (e.session_id, _LOST, e.name, e.token, int(e.code), e.message, e.hold)
     return {
         "version": SNAPSHOT_VERSION,
         "now": engine.now,
@@ -102,9 +111,25 @@ def _dump_node(node: Node) -> Plain:
             len(queued),
         )
         for o in held.values():
-            owners += (o.session_id, o.count, o.data, o.token, o.lease_ttl, o.lease_deadline)
+            owners += (
+                o.session_id,
+                o.count,
+                o.data,
+                o.token,
+                o.lease_ttl,
+                o.lease_deadline,
+                o.hold,
+            )
         for w in queued.values():
-            waiters += (w.session_id, w.request_id, w.count, w.data, w.deadline, w.lease_ttl)
+            waiters += (
+                w.session_id,
+                w.request_id,
+                w.count,
+                w.data,
+                w.deadline,
+                w.lease_ttl,
+                w.hold,
+            )
     return {
         "name": node.name,
         "config": dataclasses.asdict(node.config),
@@ -121,7 +146,7 @@ def load(data: Plain) -> Engine:
         InvalidArgumentError: the data is not a snapshot this version can read.
     """
     version = data.get("version") if isinstance(data, dict) else None
-    if version not in (1, 2, SNAPSHOT_VERSION):
+    if version not in (1, 2, 3, SNAPSHOT_VERSION):
         raise InvalidArgumentError(
             f"not a tenure engine snapshot of version 1 to {SNAPSHOT_VERSION} (got {version!r})"
         )
@@ -158,17 +183,20 @@ def _load(data: Plain, version: int) -> Engine:
         node.sessions.add(sid)
     for plain in data["nodes"]:
         node = engine.nodes[plain["name"]]
-        if version > 1:
+        if version > 3:
             _load_semaphores(engine, node, plain)
+        elif version > 1:
+            _load_semaphores_v2(engine, node, plain)
         else:
             _load_semaphores_v1(engine, node, plain["semaphores"])
     if version > 2:
-        for sid, kind, name, number, code, message in _rows(data["missed"], MISSED_FIELDS):
+        width = MISSED_FIELDS if version > 3 else MISSED_FIELDS - 1
+        for sid, kind, name, number, code, message, *hold in _rows(data["missed"], width):
             effect: AcquireFailed | LeaseLost
             if kind == _FAILED:
-                effect = AcquireFailed(sid, number, name, ErrorCode(code), message)
+                effect = AcquireFailed(sid, number, name, ErrorCode(code), message, *hold)
             elif kind == _LOST:
-                effect = LeaseLost(sid, name, number, ErrorCode(code), message)
+                effect = LeaseLost(sid, name, number, ErrorCode(code), message, *hold)
             else:
                 raise ValueError(f"unknown kind of missed ending {kind!r}")
             session = engine.sessions[sid]
@@ -192,14 +220,34 @@ def _load_semaphores(engine: Engine, node: Node, plain: Plain) -> None:
             sem.blocked_until = blocked
         semaphores[name] = sem
         for _ in range(n_owners):
-            sid, count, odata, token, ttl, deadline = next(owners)
+            sid, count, odata, token, ttl, deadline, hold = next(owners)
             count = MAX_COUNT if count == MAX_COUNT else count
-            sem.set_owner(Owner(sid, count, odata, token, ttl, deadline))
-            sessions[sid].add_hold(name)
+            sem.set_owner(Owner(sid, count, odata, token, ttl, deadline, hold))
+            sessions[sid].add_hold(name, hold)
+        for _ in range(n_waiters):
+            sid, request_id, count, wdata, deadline, ttl, hold = next(waiters)
+            sem.enqueue(Waiter(sid, request_id, _shared(count), wdata, deadline, ttl, hold))
+            sessions[sid].add_wait(name, hold)
+    if next(owners, None) is not None or next(waiters, None) is not None:
+        raise ValueError(f"node {node.name!r}: owners or waiters left over")
+
+
+def _load_semaphores_v2(engine: Engine, node: Node, plain: Plain) -> None:
+    """Versions 2 and 3: flat lists as now, without hold numbers (every hold 0)."""
+    owners = _rows(plain["owners"], OWNER_FIELDS - 1)
+    waiters = _rows(plain["waiters"], WAITER_FIELDS - 1)
+    for name, limit, data, ephemeral, blocked, n_owners, n_waiters in _rows(
+        plain["semaphores"], SEMAPHORE_FIELDS
+    ):
+        sem = _semaphore(node, name, limit, data, ephemeral, blocked)
+        for _ in range(n_owners):
+            sid, count, odata, token, ttl, deadline = next(owners)
+            sem.set_owner(Owner(sid, _shared(count), odata, token, ttl, deadline))
+            engine.sessions[sid].add_hold(name)
         for _ in range(n_waiters):
             sid, request_id, count, wdata, deadline, ttl = next(waiters)
             sem.enqueue(Waiter(sid, request_id, _shared(count), wdata, deadline, ttl))
-            sessions[sid].add_wait(name)
+            engine.sessions[sid].add_wait(name)
     if next(owners, None) is not None or next(waiters, None) is not None:
         raise ValueError(f"node {node.name!r}: owners or waiters left over")
 

@@ -9,11 +9,7 @@ are kept.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any
 
 from tenure._core.deadlines import (
     Deadlines,
@@ -22,134 +18,13 @@ from tenure._core.deadlines import (
     SessionDeadline,
     WaiterDeadline,
 )
-from tenure._core.effects import AcquireFailed, Effect, Granted, LeaseLost, WatchFired
+from tenure._core.effects import Effect, Granted, WatchFired
 from tenure._core.semaphore import Owner, Semaphore
+from tenure._core.session import Missed as Missed
+from tenure._core.session import Session as Session
 from tenure._core.values import NodeConfig, SemaphoreDescription, check_name
 from tenure._core.watches import EXISTENCE, OWNERS, WAITERS, Change, Watches
 from tenure.errors import LimitExceededError, NotFoundError, SessionExpiredError
-
-#: What :attr:`Session.missed` keeps: a queued acquire that failed, or a lost grant.
-Missed = AcquireFailed | LeaseLost
-
-
-@dataclass(slots=True)
-class Session:
-    """A session's state. ``expires_at`` is None while attached.
-
-    ``held``, ``waits`` and ``watches`` are read-only views; change them with the
-    methods. Many sessions never hold, wait or watch, and an empty set costs 216
-    bytes: the sets are made on first use (a server may keep a hundred thousand idle
-    sessions). ``holds`` is the held set itself, made if need be, for code that
-    wants a ``set``.
-    """
-
-    session_id: int
-    node: str
-    timeout: float
-    description: str
-    protection_key: bytes
-    seq_no: int
-    expires_at: float | None = None
-    _holds: set[str] | None = None  # semaphores it owns tokens of
-    _waits: set[str] | None = None  # semaphores it has a waiter in
-    _watches: set[int] | None = None  # armed watch ids
-    _missed: dict[str, Missed] | None = None  # see :attr:`missed`
-
-    @property
-    def held(self) -> AbstractSet[str]:
-        """Names of the semaphores it owns tokens of."""
-        return self._holds or _NONE
-
-    @property
-    def holds(self) -> set[str]:
-        """The set behind :attr:`held` (made now if it has none yet)."""
-        if self._holds is None:
-            self._holds = set()
-        return self._holds
-
-    def add_hold(self, name: str) -> None:
-        """It now owns tokens of ``name``."""
-        if self._holds is None:
-            self._holds = set()
-        self._holds.add(name)
-
-    def discard_hold(self, name: str) -> None:
-        """It no longer owns tokens of ``name``."""
-        if self._holds is not None:
-            self._holds.discard(name)
-            if not self._holds:
-                self._holds = None
-
-    @property
-    def waits(self) -> AbstractSet[str]:
-        """Names of the semaphores it has a waiter in."""
-        return self._waits or _NONE
-
-    @property
-    def watches(self) -> AbstractSet[int]:
-        """Ids of its armed watches."""
-        return self._watches or _NONE
-
-    def add_wait(self, name: str) -> None:
-        """It now waits on ``name``."""
-        if self._waits is None:
-            self._waits = set()
-        self._waits.add(name)
-
-    def discard_wait(self, name: str) -> None:
-        """It no longer waits on ``name``."""
-        if self._waits is not None:
-            self._waits.discard(name)
-            if not self._waits:
-                self._waits = None
-
-    @property
-    def missed(self) -> Mapping[str, Missed]:
-        """Endings of its acquires and grants that the session did not cause, by semaphore.
-
-        A queued acquire that timed out or whose semaphore was deleted, and a grant
-        whose lease expired or whose semaphore was deleted, are told by a push; a
-        push can be lost with a connection, or with a server's restart. The engine
-        keeps the latest such ending per semaphore until the session acquires or
-        releases that semaphore again (so the client has seen it), so a client that
-        re-attaches can read back what it may have missed (DescribeSession). At most
-        the node's ``max_missed_per_session`` are kept, the oldest dropped first.
-        """
-        return self._missed or _NO_MISSED
-
-    def note_missed(self, effect: Missed, limit: int) -> None:
-        """Keep ``effect`` as the latest ending on its semaphore, and at most ``limit``."""
-        if self._missed is None:
-            self._missed = {}
-        missed = self._missed
-        missed.pop(effect.name, None)  # re-inserted last: the newest
-        missed[effect.name] = effect
-        while len(missed) > limit:  # (a node's limit may have been lowered)
-            del missed[next(iter(missed))]
-
-    def forget_missed(self, name: str) -> None:
-        """The session acted on ``name`` again: its client knows how the last one ended."""
-        if self._missed is not None:
-            self._missed.pop(name, None)
-            if not self._missed:
-                self._missed = None
-
-    def add_watch(self, watch_id: int) -> None:
-        """It armed watch ``watch_id``."""
-        if self._watches is None:
-            self._watches = set()
-        self._watches.add(watch_id)
-
-    def discard_watch(self, watch_id: int) -> None:
-        """Watch ``watch_id`` fired or was cancelled."""
-        if self._watches is not None:
-            self._watches.discard(watch_id)
-            if not self._watches:
-                self._watches = None
-
-
-_NONE: AbstractSet[Any] = frozenset()
-_NO_MISSED: Mapping[str, Missed] = MappingProxyType({})
 
 
 @dataclass(slots=True)
@@ -233,34 +108,37 @@ class EngineState:
         data: bytes,
         lease_ttl: float | None,
         now: float,
+        hold: int = 0,
     ) -> Owner:
-        """Give tokens to a session with a fresh fencing token (rule 3)."""
+        """Give tokens to a session's hold with a fresh fencing token (rule 3)."""
         self.last_token += 1
         ttl = node.config.default_lease if lease_ttl is None else lease_ttl
         deadline = None if ttl is None else now + ttl
-        owner = Owner(session_id, count, data, self.last_token, ttl, deadline)
+        owner = Owner(session_id, count, data, self.last_token, ttl, deadline, hold)
         sem.set_owner(owner)
-        self.sessions[session_id].add_hold(sem.name)
+        self.sessions[session_id].add_hold(sem.name, hold)
         if deadline is not None:
-            key = LeaseDeadline(node.name, sem.name, session_id, owner.token)
+            key = LeaseDeadline(node.name, sem.name, owner.key, owner.token)
             self.deadlines.schedule(deadline, key)
         return owner
 
     def settle(self, node: Node, sem: Semaphore, now: float, change: Change) -> None:
         """Rule 5: serve the queue, drop an idle ephemeral semaphore, fire watches."""
         for waiter in sem.pop_grantable(now):
-            self.sessions[waiter.session_id].discard_wait(sem.name)
+            sid, hold = waiter.session_id, waiter.hold
+            self.sessions[sid].discard_wait(sem.name, hold)
             owner = self.grant(
-                node, sem, waiter.session_id, waiter.count, waiter.data, waiter.lease_ttl, now
+                node, sem, sid, waiter.count, waiter.data, waiter.lease_ttl, now, hold
             )
             self.effects.append(
                 Granted(
-                    waiter.session_id,
+                    sid,
                     waiter.request_id,
                     sem.name,
                     owner.token,
                     owner.count,
                     owner.lease_ttl,
+                    hold,
                 )
             )
             change |= OWNERS | WAITERS
@@ -316,13 +194,11 @@ class EngineState:
                         if waiter.deadline is not None:
                             deadlines.schedule(
                                 waiter.deadline,
-                                WaiterDeadline(
-                                    node.name, sem.name, waiter.session_id, waiter.request_id
-                                ),
+                                WaiterDeadline(node.name, sem.name, waiter.key, waiter.request_id),
                             )
                 for owner in sem.each_owner():
                     if owner.lease_deadline is not None:
                         deadlines.schedule(
                             owner.lease_deadline,
-                            LeaseDeadline(node.name, sem.name, owner.session_id, owner.token),
+                            LeaseDeadline(node.name, sem.name, owner.key, owner.token),
                         )

@@ -18,6 +18,9 @@ from tenure.errors import InvalidArgumentError, LimitExceededError
 #: acquires this many tokens, so "exclusive" needs no special case anywhere.
 MAX_COUNT: Final = 2**64 - 1
 
+#: The largest hold number a session may give one of its holds on a semaphore.
+MAX_HOLD: Final = 2**32 - 1
+
 #: Longest node or semaphore name, in UTF-8 bytes.
 MAX_NAME_BYTES: Final = 1024
 
@@ -177,6 +180,13 @@ def check_count(count: object, *, allow_zero: bool = False) -> int:
         raise InvalidArgumentError(f"count must be an integer in [{low}, 2**64-1], got {count!r}")
     # Every mutex holds MAX_COUNT: one shared int object instead of one per hold.
     return MAX_COUNT if count == MAX_COUNT else count
+
+
+def check_hold(hold: object) -> int:
+    """A hold number: an int in [0, MAX_HOLD]."""
+    if type(hold) is not int or not 0 <= hold <= MAX_HOLD:
+        raise InvalidArgumentError(f"hold must be an integer in [0, 2**32-1], got {hold!r}")
+    return hold
 
 
 def check_duration(

@@ -157,12 +157,21 @@ _COMMANDS: Final = (
             ("timeout", OPT_FLOAT),
             ("ephemeral", BOOL),
             ("lease_ttl", OPT_FLOAT),
+            ("hold", UINT),
         ],
         tag=21,
     ),
-    Record(c.Release, [("session_id", UINT), ("name", STR)], tag=22),
-    Record(c.CancelAcquire, [("session_id", UINT), ("name", STR), ("request_id", UINT)], tag=23),
-    Record(c.Renew, [("session_id", UINT), ("name", STR), ("lease_ttl", OPT_FLOAT)], tag=24),
+    Record(c.Release, [("session_id", UINT), ("name", STR), ("hold", UINT)], tag=22),
+    Record(
+        c.CancelAcquire,
+        [("session_id", UINT), ("name", STR), ("request_id", UINT), ("hold", UINT)],
+        tag=23,
+    ),
+    Record(
+        c.Renew,
+        [("session_id", UINT), ("name", STR), ("lease_ttl", OPT_FLOAT), ("hold", UINT)],
+        tag=24,
+    ),
     Record(c.UpdateSemaphore, [("session_id", UINT), ("name", STR), ("data", BIN)], tag=25),
     Record(c.DeleteSemaphore, [("session_id", UINT), ("name", STR), ("force", BOOL)], tag=26),
     Record(
@@ -195,6 +204,7 @@ _ACQUIRE_FAILED: Final = Record(
         ("name", STR),
         ("code", ERROR_CODE),
         ("message", STR),
+        ("hold", UINT),
     ],
     tag=2,
 )
@@ -206,6 +216,7 @@ _LEASE_LOST: Final = Record(
         ("token", UINT),
         ("code", ERROR_CODE),
         ("message", STR),
+        ("hold", UINT),
     ],
     tag=3,
 )
@@ -220,6 +231,7 @@ _EFFECTS: Final = (
             ("token", UINT),
             ("count", UINT),
             ("lease_ttl", OPT_FLOAT),
+            ("hold", UINT),
         ],
         tag=1,
     ),
@@ -245,10 +257,11 @@ EFFECT: Final = Union("effect", _EFFECTS)
 MISSED: Final = Union("missed", (_ACQUIRE_FAILED, _LEASE_LOST))
 
 HELD_GRANT: Final = Record(
-    c.HeldGrant, [("name", STR), ("token", UINT), ("count", UINT), ("lease_ttl", OPT_FLOAT)]
+    c.HeldGrant,
+    [("name", STR), ("token", UINT), ("count", UINT), ("lease_ttl", OPT_FLOAT), ("hold", UINT)],
 )
 QUEUED_ACQUIRE: Final = Record(
-    c.QueuedAcquire, [("name", STR), ("request_id", UINT), ("count", UINT)]
+    c.QueuedAcquire, [("name", STR), ("request_id", UINT), ("count", UINT), ("hold", UINT)]
 )
 
 

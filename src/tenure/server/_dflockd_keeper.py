@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import logging
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING
 
 from tenure._core import (
@@ -126,7 +127,7 @@ class Keeper:
                     self._close(session.session_id)
                 continue
             node = engine.nodes[session.node]
-            kept = self._kept_hold(node, session.session_id, session.holds)
+            kept = self._kept_hold(node, session.session_id, session.held)
             if kept is None:
                 self._close(session.session_id)
                 continue
@@ -137,7 +138,7 @@ class Keeper:
             self.holds.touch(kept.semaphore, kept.key, now)
 
     @staticmethod
-    def _kept_hold(node: Node, session_id: int, names: set[str]) -> Hold | None:
+    def _kept_hold(node: Node, session_id: int, names: AbstractSet[str]) -> Hold | None:
         """The grant a session of an earlier run still has, if any."""
         for name in names:
             owner = node.semaphores[name].owners.get(session_id)

@@ -46,6 +46,8 @@ from typing import Final, NoReturn
 import msgpack
 
 from tenure._core import (
+    Acquire,
+    CancelAcquire,
     CancelWatch,
     Command,
     CreateNode,
@@ -55,6 +57,8 @@ from tenure._core import (
     DetachSession,
     Engine,
     NodeConfig,
+    Release,
+    Renew,
 )
 from tenure._core.snapshot import dump, load, resume
 from tenure._protocol.compiled import compile_dump, compile_load
@@ -263,10 +267,14 @@ def _upgraded(raw: object) -> object:
     * DetachSession was ``[12, session_id]`` before it counted the client's silence:
       it replays as a detach at the time it was logged (``silent_for`` 0);
     * CreateNode's NodeConfig had 8 fields before ``max_missed_per_session``: the
-      node gets that setting's default.
+      node gets that setting's default;
+    * Acquire, Release, CancelAcquire and Renew had no ``hold`` before a session
+      could hold a semaphore more than once: they replay as hold 0.
     """
     if not isinstance(raw, list) or not raw:
         return raw
+    if len(raw) == _BEFORE_HOLDS.get(raw[0], -1):
+        return [*raw, 0]  # hold 0: the session's only hold, as it was then
     if raw[0] == _DETACH_TAG and len(raw) == 2:
         return [*raw, 0.0]
     config = raw[2] if raw[0] == _CREATE_NODE_TAG and len(raw) == 3 else None
@@ -276,6 +284,13 @@ def _upgraded(raw: object) -> object:
 
 
 _DETACH_TAG: Final = COMMAND.by_type[DetachSession].tag
+#: Length (tag included) of the commands that gained ``hold``, as they were before.
+_BEFORE_HOLDS: Final = {
+    COMMAND.by_type[Acquire].tag: 9,
+    COMMAND.by_type[Release].tag: 3,
+    COMMAND.by_type[CancelAcquire].tag: 4,
+    COMMAND.by_type[Renew].tag: 4,
+}
 _CREATE_NODE_TAG: Final = COMMAND.by_type[CreateNode].tag
 
 

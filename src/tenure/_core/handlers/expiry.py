@@ -37,14 +37,14 @@ def is_live(state: EngineState, when: float, key: DeadlineKey) -> bool:
             return sem is not None and sem.blocked_until == when
         case WaiterDeadline():
             sem = _semaphore(state, key.node, key.semaphore)
-            waiter = None if sem is None else sem.waiter(key.session_id)
+            waiter = None if sem is None else sem.waiter(key.holder)
             return waiter is not None and (waiter.request_id, waiter.deadline) == (
                 key.request_id,
                 when,
             )
         case LeaseDeadline():
             sem = _semaphore(state, key.node, key.semaphore)
-            owner = None if sem is None else sem.owner(key.session_id)
+            owner = None if sem is None else sem.owner(key.holder)
             return owner is not None and (owner.token, owner.lease_deadline) == (key.token, when)
         case _:
             assert_never(key)
@@ -75,9 +75,9 @@ def _end_lock_delay(state: EngineState, key: LockDelayDeadline, now: float) -> N
 def _time_out_waiter(state: EngineState, key: WaiterDeadline, now: float) -> None:
     node = state.nodes[key.node]
     sem = node.semaphores[key.semaphore]
-    waiter = sem.remove_waiter(key.session_id)
+    waiter = sem.remove_waiter(key.holder)
     assert waiter is not None
-    state.sessions[waiter.session_id].discard_wait(sem.name)
+    state.sessions[waiter.session_id].discard_wait(sem.name, waiter.hold)
     state.tell_missed(
         AcquireFailed(
             waiter.session_id,
@@ -85,6 +85,7 @@ def _time_out_waiter(state: EngineState, key: WaiterDeadline, now: float) -> Non
             sem.name,
             ErrorCode.TIMEOUT,
             f"timed out waiting for {sem.name!r}",
+            waiter.hold,
         )
     )
     state.settle(node, sem, now, WAITERS)
@@ -93,9 +94,9 @@ def _time_out_waiter(state: EngineState, key: WaiterDeadline, now: float) -> Non
 def _expire_lease(state: EngineState, key: LeaseDeadline, now: float) -> None:
     node = state.nodes[key.node]
     sem = node.semaphores[key.semaphore]
-    owner = sem.remove_owner(key.session_id)
+    owner = sem.remove_owner(key.holder)
     assert owner is not None
-    state.sessions[owner.session_id].discard_hold(sem.name)
+    state.sessions[owner.session_id].discard_hold(sem.name, owner.hold)
     state.tell_missed(
         LeaseLost(
             owner.session_id,
@@ -103,6 +104,7 @@ def _expire_lease(state: EngineState, key: LeaseDeadline, now: float) -> None:
             owner.token,
             ErrorCode.LEASE_LOST,
             f"lease on {sem.name!r} expired without renewal",
+            owner.hold,
         )
     )
     state.start_lock_delay(node, sem, now)  # its holder may not know it lost it

@@ -9,13 +9,14 @@ from __future__ import annotations
 from tenure._core import commands as c
 from tenure._core.deadlines import LeaseDeadline, WaiterDeadline
 from tenure._core.effects import AcquireFailed, LeaseLost
-from tenure._core.semaphore import Owner, Semaphore, Waiter
+from tenure._core.semaphore import Owner, Semaphore, Waiter, holder_key
 from tenure._core.state import EngineState
 from tenure._core.values import (
     MAX_COUNT,
     check_count,
     check_data,
     check_duration,
+    check_hold,
     check_name,
     check_timeout,
 )
@@ -49,8 +50,11 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
     count = check_count(cmd.count)
     data = check_data("owner data", cmd.data, node.config.max_data_size)
     timeout = check_timeout(cmd.timeout)
+    hold = check_hold(cmd.hold)
     if cmd.lease_ttl is not None:
         check_duration("lease_ttl", cmd.lease_ttl)
+    sid = session.session_id
+    key = holder_key(sid, hold)
     sem = node.semaphores.get(name)
     if sem is None and not cmd.ephemeral:
         raise NotFoundError(f"semaphore {name!r} does not exist (create it or use ephemeral)")
@@ -60,23 +64,22 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
         raise LimitExceededError(f"count {count} exceeds the limit {sem.limit} of {name!r}")
     elif (
         timeout != 0
-        and sem.waiter(session.session_id) is None
-        and not sem.can_grant_now(session.session_id, count, now)
+        and sem.waiter(key) is None
+        and not sem.can_grant_now(key, count, now)
         and sem.queue_length() >= node.config.max_waiters
     ):
         raise LimitExceededError(
             f"max_waiters ({node.config.max_waiters}) reached on semaphore {name!r}"
         )
     # Validated: from here on the command succeeds (rule 1).
-    session.forget_missed(name)  # asking again: the client settled the last one
+    session.forget_missed(name, hold)  # asking again: the client settled the last one
     change = NOTHING
     if sem is None:
         sem = node.semaphores[name] = Semaphore(name, MAX_COUNT, b"", ephemeral=True)
         change = EXISTENCE
-    sid = session.session_id
-    superseded = sem.remove_waiter(sid)
+    superseded = sem.remove_waiter(key)
     if superseded is not None:
-        session.discard_wait(name)
+        session.discard_wait(name, hold)
         state.effects.append(
             AcquireFailed(
                 sid,
@@ -84,19 +87,22 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
                 name,
                 ErrorCode.CANCELLED,
                 "superseded by a newer acquire",
+                hold,
             )
         )
         change |= WAITERS
-    owner = sem.owner(sid)
-    if sem.can_grant_now(sid, count, now):
+    owner = sem.owner(key)
+    if sem.can_grant_now(key, count, now):
         if owner is not None and count <= owner.count:
             # Shrink or restate a hold in place: same grant, same token.
-            updated = Owner(sid, count, data, owner.token, owner.lease_ttl, owner.lease_deadline)
+            updated = Owner(
+                sid, count, data, owner.token, owner.lease_ttl, owner.lease_deadline, hold
+            )
             sem.set_owner(updated)
             result = c.AcquireResult(c.AcquireStatus.GRANTED, owner.token, count, owner.lease_ttl)
             moved = (owner.count, owner.data) != (count, data)
         else:
-            granted = state.grant(node, sem, sid, count, data, cmd.lease_ttl, now)
+            granted = state.grant(node, sem, sid, count, data, cmd.lease_ttl, now, hold)
             result = c.AcquireResult(
                 c.AcquireStatus.GRANTED, granted.token, count, granted.lease_ttl
             )
@@ -107,10 +113,10 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
         result = c.AcquireResult(c.AcquireStatus.BUSY)
     else:
         deadline = None if timeout is None else now + timeout
-        sem.enqueue(Waiter(sid, cmd.request_id, count, data, deadline, cmd.lease_ttl))
-        session.add_wait(name)
+        sem.enqueue(Waiter(sid, cmd.request_id, count, data, deadline, cmd.lease_ttl, hold))
+        session.add_wait(name, hold)
         if deadline is not None:
-            state.deadlines.schedule(deadline, WaiterDeadline(node.name, name, sid, cmd.request_id))
+            state.deadlines.schedule(deadline, WaiterDeadline(node.name, name, key, cmd.request_id))
         result = c.AcquireResult(c.AcquireStatus.QUEUED)
         change |= WAITERS
     state.settle(node, sem, now, change)
@@ -118,39 +124,48 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
 
 
 def release(state: EngineState, cmd: c.Release, now: float) -> bool:
-    """Give back the session's tokens and drop its waiter; False if it had neither."""
+    """Give back the hold's tokens and drop its waiter; False if it had neither."""
     session, node = state.lookup_session_node(cmd.session_id)
     name = check_name("semaphore", cmd.name)
-    session.forget_missed(name)  # its client is done with it, however it ended
+    hold = check_hold(cmd.hold)
+    session.forget_missed(name, hold)  # its client is done with it, however it ended
     sem = node.semaphores.get(name)
     if sem is None:
         return False
     sid = session.session_id
-    waiter = sem.remove_waiter(sid)
+    key = holder_key(sid, hold)
+    waiter = sem.remove_waiter(key)
     if waiter is not None:
-        session.discard_wait(sem.name)
+        session.discard_wait(sem.name, hold)
         state.effects.append(
             AcquireFailed(
-                sid, waiter.request_id, sem.name, ErrorCode.CANCELLED, "released while waiting"
+                sid,
+                waiter.request_id,
+                sem.name,
+                ErrorCode.CANCELLED,
+                "released while waiting",
+                hold,
             )
         )
-    owner = sem.remove_owner(sid)
+    owner = sem.remove_owner(key)
     if owner is not None:
-        session.discard_hold(sem.name)
+        session.discard_hold(sem.name, hold)
     change = (NOTHING if owner is None else OWNERS) | (NOTHING if waiter is None else WAITERS)
     state.settle(node, sem, now, change)
     return owner is not None or waiter is not None
 
 
 def cancel_acquire(state: EngineState, cmd: c.CancelAcquire, now: float) -> bool:
-    """Withdraw the session's queued acquire ``request_id``; False if it is not queued."""
+    """Withdraw the hold's queued acquire ``request_id``; False if it is not queued."""
     session, node = state.lookup_session_node(cmd.session_id)
     sem = node.semaphores.get(check_name("semaphore", cmd.name))
-    waiter = None if sem is None else sem.waiter(session.session_id)
+    hold = check_hold(cmd.hold)
+    key = holder_key(session.session_id, hold)
+    waiter = None if sem is None else sem.waiter(key)
     if sem is None or waiter is None or waiter.request_id != cmd.request_id:
         return False
-    sem.remove_waiter(session.session_id)
-    session.discard_wait(sem.name)
+    sem.remove_waiter(key)
+    session.discard_wait(sem.name, hold)
     state.effects.append(
         AcquireFailed(
             session.session_id,
@@ -158,6 +173,7 @@ def cancel_acquire(state: EngineState, cmd: c.CancelAcquire, now: float) -> bool
             sem.name,
             ErrorCode.CANCELLED,
             "acquire cancelled",
+            hold,
         )
     )
     state.settle(node, sem, now, WAITERS)
@@ -165,10 +181,11 @@ def cancel_acquire(state: EngineState, cmd: c.CancelAcquire, now: float) -> bool
 
 
 def renew(state: EngineState, cmd: c.Renew, now: float) -> float:
-    """Restart the lease of the session's grant (optionally with a new TTL); reply the TTL."""
+    """Restart the lease of the hold's grant (optionally with a new TTL); reply the TTL."""
     session, node = state.lookup_session_node(cmd.session_id)
     sem = node.semaphores.get(check_name("semaphore", cmd.name))
-    owner = None if sem is None else sem.owner(session.session_id)
+    key = holder_key(session.session_id, check_hold(cmd.hold))
+    owner = None if sem is None else sem.owner(key)
     if owner is None:
         raise NotFoundError(f"session {session.session_id} holds no tokens of {cmd.name!r}")
     if owner.lease_ttl is None:
@@ -179,8 +196,9 @@ def renew(state: EngineState, cmd: c.Renew, now: float) -> float:
     if cmd.lease_ttl is not None:
         ttl = check_duration("lease_ttl", cmd.lease_ttl)
     owner.lease_ttl, owner.lease_deadline = ttl, now + ttl
-    key = LeaseDeadline(node.name, cmd.name, session.session_id, owner.token)
-    state.deadlines.schedule(owner.lease_deadline, key)
+    state.deadlines.schedule(
+        owner.lease_deadline, LeaseDeadline(node.name, cmd.name, key, owner.token)
+    )
     return ttl
 
 
@@ -204,17 +222,17 @@ def delete_semaphore(state: EngineState, cmd: c.DeleteSemaphore, now: float) -> 
             f"{len(sem.waiters)} waiter(s); use force=True"
         )
     message = f"semaphore {sem.name!r} was deleted"
-    for waiter in list(sem.waiters.values()):
-        state.sessions[waiter.session_id].discard_wait(sem.name)
+    for w in list(sem.waiters.values()):
+        state.sessions[w.session_id].discard_wait(sem.name, w.hold)
         state.tell_missed(
             AcquireFailed(
-                waiter.session_id, waiter.request_id, sem.name, ErrorCode.NOT_FOUND, message
+                w.session_id, w.request_id, sem.name, ErrorCode.NOT_FOUND, message, w.hold
             )
         )
-    for owner in list(sem.owners.values()):
-        state.sessions[owner.session_id].discard_hold(sem.name)
+    for o in list(sem.owners.values()):
+        state.sessions[o.session_id].discard_hold(sem.name, o.hold)
         state.tell_missed(
-            LeaseLost(owner.session_id, sem.name, owner.token, ErrorCode.LEASE_LOST, message)
+            LeaseLost(o.session_id, sem.name, o.token, ErrorCode.LEASE_LOST, message, o.hold)
         )
     del node.semaphores[sem.name]
     state.fire_watches(node, sem.name, EXISTENCE)

@@ -12,6 +12,7 @@ import hmac
 from tenure._core import commands as c
 from tenure._core.deadlines import SessionDeadline
 from tenure._core.effects import AcquireFailed, SessionEnded
+from tenure._core.semaphore import holder_key
 from tenure._core.state import EngineState, Session
 from tenure._core.values import (
     MAX_DESCRIPTION_BYTES,
@@ -102,23 +103,30 @@ def describe_session(state: EngineState, cmd: c.DescribeSession, now: float) -> 
             f"limit must be an integer from 1 to {c.MAX_DESCRIBE_SESSION_LIMIT}"
         )
     missed = session.missed
-    names = sorted(name for name in {*session.held, *session.waits, *missed} if name > after)
+    names = sorted(
+        name for name in {*session.held, *session.waits, *(n for n, _ in missed)} if name > after
+    )
     page = names[:limit]
     sid = session.session_id
-    holds, waits = [], []
+    holds, waits, ended = [], [], []
     for name in page:
         sem = node.semaphores.get(name)
-        owner = None if sem is None else sem.owner(sid)
-        if owner is not None:
-            holds.append(c.HeldGrant(name, owner.token, owner.count, owner.lease_ttl))
-        waiter = None if sem is None else sem.waiter(sid)
-        if waiter is not None:
-            waits.append(c.QueuedAcquire(name, waiter.request_id, waiter.count))
+        for hold in session.holds_on(name):
+            owner = None if sem is None else sem.owner(holder_key(sid, hold))
+            assert owner is not None, "a session's hold is its semaphore's owner"
+            holds.append(c.HeldGrant(name, owner.token, owner.count, owner.lease_ttl, hold))
+        for hold in session.waits_on(name):
+            waiter = None if sem is None else sem.waiter(holder_key(sid, hold))
+            assert waiter is not None, "a session's wait is its semaphore's waiter"
+            waits.append(c.QueuedAcquire(name, waiter.request_id, waiter.count, hold))
+    if missed:
+        shown = set(page)
+        ended = [effect for (name, _), effect in sorted(missed.items()) if name in shown]
     return c.SessionState(
         sid,
         tuple(holds),
         tuple(waits),
-        tuple(missed[name] for name in page if name in missed),
+        tuple(ended),
         page[-1] if len(names) > limit else None,
     )
 
@@ -144,15 +152,17 @@ def end_session(state: EngineState, session: Session, now: float, code: ErrorCod
     for watch_id in session.watches:
         state.watches.disarm(watch_id)
     touched: dict[str, Change] = {}
+    message = "session expired" if failed else "session closed"
     for name in sorted(session.waits):
-        waiter = node.semaphores[name].remove_waiter(sid)
-        assert waiter is not None
-        message = "session expired" if failed else "session closed"
-        state.effects.append(AcquireFailed(sid, waiter.request_id, name, code, message))
+        for hold in session.waits_on(name):
+            waiter = node.semaphores[name].remove_waiter(holder_key(sid, hold))
+            assert waiter is not None
+            state.effects.append(AcquireFailed(sid, waiter.request_id, name, code, message, hold))
         touched[name] = WAITERS
     for name in sorted(session.held):
         sem = node.semaphores[name]
-        sem.remove_owner(sid)
+        for hold in session.holds_on(name):
+            sem.remove_owner(holder_key(sid, hold))
         if failed:
             state.start_lock_delay(node, sem, now)
         touched[name] = OWNERS | touched.get(name, NOTHING)

@@ -1,0 +1,186 @@
+"""A session's state in the engine: what it holds, waits for, watches and missed.
+
+A session may hold a semaphore more than once: each of its holds has a number
+(``hold``, chosen by its client; 0 when it keeps one, as YDB's sessions do), and is
+an owner or waiter of its own (:func:`tenure._core.semaphore.holder_key`). The
+session keeps, per semaphore name, the numbers of the holds it has there, so that
+ending the session, or describing it, finds each without walking the semaphore.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, TypeAlias
+
+from tenure._core.effects import AcquireFailed, LeaseLost
+
+#: What :attr:`Session.missed` keeps: a queued acquire that failed, or a lost grant.
+Missed = AcquireFailed | LeaseLost
+
+#: The numbers of a session's holds (or waits) on one semaphore: one int, the usual
+#: case (a set costs 216 bytes, and a server may keep a hundred thousand held
+#: mutexes), or a set of two or more.
+Numbers: TypeAlias = int | set[int]
+
+
+@dataclass(slots=True)
+class Session:
+    """A session's state. ``expires_at`` is None while attached.
+
+    ``held``, ``waits``, ``watches`` and ``missed`` are read-only views; change them
+    with the methods. Many sessions never hold, wait or watch: their tables are made
+    on first use.
+    """
+
+    session_id: int
+    node: str
+    timeout: float
+    description: str
+    protection_key: bytes
+    seq_no: int
+    expires_at: float | None = None
+    _holds: dict[str, Numbers] | None = None  # semaphore -> numbers of its holds there
+    _waits: dict[str, Numbers] | None = None  # semaphore -> numbers of its waiting holds
+    _watches: set[int] | None = None  # armed watch ids
+    _missed: dict[tuple[str, int], Missed] | None = None  # see :attr:`missed`
+
+    # -- holds and waits ----------------------------------------------------------------
+
+    @property
+    def held(self) -> AbstractSet[str]:
+        """Names of the semaphores it owns tokens of."""
+        return self._holds.keys() if self._holds else _NONE
+
+    def holds_on(self, name: str) -> Iterator[int]:
+        """The numbers of its holds on ``name``."""
+        return _each(None if self._holds is None else self._holds.get(name))
+
+    def add_hold(self, name: str, hold: int = 0) -> None:
+        """Its hold ``hold`` now owns tokens of ``name``."""
+        if self._holds is None:
+            self._holds = {}
+        _add(self._holds, name, hold)
+
+    def discard_hold(self, name: str, hold: int = 0) -> None:
+        """Its hold ``hold`` no longer owns tokens of ``name``."""
+        if self._holds is not None and not _discard(self._holds, name, hold):
+            self._holds = None
+
+    @property
+    def waits(self) -> AbstractSet[str]:
+        """Names of the semaphores it has a waiter in."""
+        return self._waits.keys() if self._waits else _NONE
+
+    def waits_on(self, name: str) -> Iterator[int]:
+        """The numbers of its holds waiting on ``name``."""
+        return _each(None if self._waits is None else self._waits.get(name))
+
+    def add_wait(self, name: str, hold: int = 0) -> None:
+        """Its hold ``hold`` now waits on ``name``."""
+        if self._waits is None:
+            self._waits = {}
+        _add(self._waits, name, hold)
+
+    def discard_wait(self, name: str, hold: int = 0) -> None:
+        """Its hold ``hold`` no longer waits on ``name``."""
+        if self._waits is not None and not _discard(self._waits, name, hold):
+            self._waits = None
+
+    # -- endings it did not cause ---------------------------------------------------------
+
+    @property
+    def missed(self) -> Mapping[tuple[str, int], Missed]:
+        """Endings of its acquires and grants that the session did not cause, by hold.
+
+        Keyed by (semaphore name, hold number). A queued acquire that timed out or
+        whose semaphore was deleted, and a grant whose lease expired or whose
+        semaphore was deleted, are told by a push; a push can be lost with a
+        connection, or with a server's restart. The engine keeps the latest such
+        ending per hold until the session acquires or releases that hold again (so
+        the client has seen it), so a client that re-attaches can read back what it
+        may have missed (DescribeSession). At most the node's
+        ``max_missed_per_session`` are kept, the oldest dropped first.
+        """
+        return self._missed or _NO_MISSED
+
+    def note_missed(self, effect: Missed, limit: int) -> None:
+        """Keep ``effect`` as the latest ending of its hold, and at most ``limit``."""
+        if self._missed is None:
+            self._missed = {}
+        missed = self._missed
+        key = (effect.name, effect.hold)
+        missed.pop(key, None)  # re-inserted last: the newest
+        missed[key] = effect
+        while len(missed) > limit:  # (a node's limit may have been lowered)
+            del missed[next(iter(missed))]
+
+    def forget_missed(self, name: str, hold: int = 0) -> None:
+        """It acted on that hold again: its client knows how the last one ended."""
+        if self._missed is not None:
+            self._missed.pop((name, hold), None)
+            if not self._missed:
+                self._missed = None
+
+    # -- watches ------------------------------------------------------------------------
+
+    @property
+    def watches(self) -> AbstractSet[int]:
+        """Ids of its armed watches."""
+        return self._watches or _NONE
+
+    def add_watch(self, watch_id: int) -> None:
+        """It armed watch ``watch_id``."""
+        if self._watches is None:
+            self._watches = set()
+        self._watches.add(watch_id)
+
+    def discard_watch(self, watch_id: int) -> None:
+        """Watch ``watch_id`` fired or was cancelled."""
+        if self._watches is not None:
+            self._watches.discard(watch_id)
+            if not self._watches:
+                self._watches = None
+
+
+def _add(table: dict[str, Numbers], name: str, number: int) -> None:
+    numbers = table.get(name)
+    if numbers is None:
+        table[name] = number
+    elif type(numbers) is int:
+        if numbers != number:
+            table[name] = {numbers, number}
+    else:
+        assert isinstance(numbers, set)
+        numbers.add(number)
+
+
+def _discard(table: dict[str, Numbers], name: str, number: int) -> bool:
+    """Drop ``number`` under ``name``; whether the table still has anything."""
+    numbers = table.get(name)
+    if numbers is None:
+        pass
+    elif type(numbers) is int:
+        if numbers == number:
+            del table[name]
+    else:
+        assert isinstance(numbers, set)
+        numbers.discard(number)
+        if len(numbers) == 1:
+            table[name] = next(iter(numbers))
+    return bool(table)
+
+
+def _each(numbers: Numbers | None) -> Iterator[int]:
+    if numbers is None:
+        return iter(())
+    if type(numbers) is int:
+        return iter((numbers,))
+    assert isinstance(numbers, set)
+    return iter(sorted(numbers))
+
+
+_NONE: AbstractSet[Any] = frozenset()
+_NO_MISSED: Mapping[tuple[str, int], Missed] = MappingProxyType({})
