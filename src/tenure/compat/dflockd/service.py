@@ -1,6 +1,6 @@
 """The dflockd front end: the dflockd line protocol, served from the same engine.
 
-(docs/dflockd.md.) The server runs it through its front-end hook
+The user's page is docs/dflockd.md. The server runs the front end through its hook
 (:class:`tenure.server._front_end.FrontEnd`), made by :meth:`DflockdService.plugged`.
 
 A connection whose first byte is not a native frame's (the length prefix of a
