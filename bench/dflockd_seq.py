@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.server.wire import ServerProcess
 
-from tenure._protocol.dflockd import frame
+from tenure.compat.dflockd.codec import frame
 
 
 def run(port: int, pairs: int) -> tuple[float, float, float]:

@@ -41,7 +41,7 @@ from tests.server.wire import Clients, ServerProcess, WireClient
 
 from tenure._core import MAX_COUNT, Acquire, CreateNode, CreateSession, Release
 from tenure._protocol import NEED_DATA, ClientConnection, Hello, Reply, Request, Welcome
-from tenure._protocol import dflockd as dwire
+from tenure.compat.dflockd import codec as dwire
 
 NODE = "flood"
 #: Requests of one pre-built block of the native flood (request ids cycle through it).

@@ -9,9 +9,9 @@ import sys
 from collections.abc import Sequence
 
 import tenure
-from tenure.server._config import ConfigError
-from tenure.server._config import add_arguments as add_serve_arguments
-from tenure.server._config import resolve as resolve_serve_config
+from tenure.server._config.serve_config import ConfigError
+from tenure.server._config.serve_config import add_arguments as add_serve_arguments
+from tenure.server._config.serve_config import resolve as resolve_serve_config
 from tenure.server._startup import run as run_server
 
 

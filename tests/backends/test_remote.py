@@ -106,7 +106,7 @@ async def test_a_partition_is_declared_on_the_clients_clock_before_the_server_ac
             await asyncio.sleep(30)
 
     # The server has not acted yet: it counts the window from when it *received* the
-    # client's last frame, with a margin (tenure.server._gate.SILENCE_MARGIN), so the
+    # client's last frame, with a margin (tenure.server._net.gate.SILENCE_MARGIN), so the
     # client, counting from when it sent that frame, gave up first, as it must.
     assert await owners(other, "job") == [session.id]
     proxy.resume()

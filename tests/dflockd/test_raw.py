@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import tenure
-from tenure._protocol.dflockd import frame as wire_frame
+from tenure.compat.dflockd.codec import frame as wire_frame
 from tests.server.wire import WAIT, ServerProcess, free_port
 
 from .conftest import (

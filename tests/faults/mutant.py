@@ -37,7 +37,7 @@ def _limit() -> None:
 
 def _token_reset() -> None:
     from tenure._core.engine import Engine
-    from tenure.server import _journal
+    from tenure.server._durability import journal as _journal
 
     original = _journal.resume  # type: ignore[attr-defined]
 
@@ -50,8 +50,8 @@ def _token_reset() -> None:
 
 def _drop_push() -> None:
     from tenure._core import Effect, Granted
-    from tenure.server._gate import Conn
-    from tenure.server._outbox import Outboxes
+    from tenure.server._net.gate import Conn
+    from tenure.server._net.outbox import Outboxes
 
     original = Outboxes.push
     chance = random.Random(7)

@@ -41,7 +41,7 @@ import tenure._protocol
 pair = tenure._protocol.ClientConnection(), tenure._protocol.ServerConnection()
 pair[1].receive_data(pair[0].send(tenure._protocol.Hello()))
 assert pair[1].next_event() == tenure._protocol.Hello()
-import tenure._protocol.dflockd as wire  # the dflockd line codec: pure as well
+import tenure.compat.dflockd.codec as wire  # the dflockd line codec: pure as well
 reader = wire.LineReader()
 reader.feed(wire.frame("l", "k", "5"))
 assert wire.parse(reader.next_frame()) == wire.Acquire("k", 5, 1, None, False)
@@ -82,7 +82,7 @@ def _forbidden(loaded: list[str]) -> list[str]:
 def test_importing_the_codec_loads_no_io_thread_or_clock_module():
     loaded = _loaded(PACKAGE_DIR)
     assert "tenure._protocol.connection" in loaded  # really imported from this tree
-    assert "tenure._protocol.dflockd" in loaded
+    assert "tenure.compat.dflockd.codec" in loaded
     assert not any(name.startswith(("tenure.client", "tenure.backends")) for name in loaded)
     assert _forbidden(loaded) == []
 

@@ -73,12 +73,12 @@ from tenure._protocol import (
     Request,
     ServerConnection,
     Welcome,
-    dflockd,
     version_refusal,
 )
 from tenure._protocol.frames import FrameReader, decode_body, encode_frame
 from tenure._protocol.messages import MESSAGE, decode_message, encode_message
 from tenure._protocol.schema import MAX_UINT, MIN_INT
+from tenure.compat.dflockd import codec as dflockd
 from tenure.errors import ErrorCode, ProtocolError
 from tests.protocol.helpers import field_sites, replace_at
 from tests.protocol.strategies import (

@@ -28,11 +28,11 @@ from tenure._core import (
 from tenure._protocol import Failure, GoingAway, Reply
 from tenure.errors import ErrorCode
 from tenure.server import DataDir, Journal
-from tenure.server._config import ConfigError, ServeConfig, add_arguments, resolve
+from tenure.server._config.serve_config import ConfigError, ServeConfig, add_arguments, resolve
+from tenure.server._durability.identity import instance_id
+from tenure.server._durability.storage import FsyncMode
 from tenure.server._serve import Server
 from tenure.server._session_table import SessionTable
-from tenure.server._startup import instance_id
-from tenure.server._storage import FsyncMode
 
 from .wire import WAIT, Clients
 

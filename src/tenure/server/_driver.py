@@ -26,8 +26,8 @@ from tenure._core import Command, Effect, Engine
 from tenure._runtime.clock import LoopClock
 from tenure._runtime.host import EngineHost
 from tenure.errors import UnavailableError
-from tenure.server._journal import Journal
-from tenure.server._storage import FsyncMode
+from tenure.server._durability.journal import Journal
+from tenure.server._durability.storage import FsyncMode
 
 log = logging.getLogger("tenure.server")
 

@@ -3,18 +3,19 @@
 Everything runs on one event loop, so the engine sees one command at a time. Each
 step (a client's command, a DetachSession for a lost connection, a timer tick) is
 applied, logged, and its answers and pushes are put in their connection's outbox.
-The outboxes (:mod:`tenure.server._outbox`) leave only after the commit that
+The outboxes (:mod:`tenure.server._net.outbox`) leave only after the commit that
 follows (group commit, see :mod:`tenure.server._driver`), so no reply or push ever
 tells a client about a change the disk does not have. A failed commit is fatal: the
 journal is aborted, every connection dropped, and the server exits non-zero.
 
-Native messages are handled by :class:`~tenure.server._native.NativeService` (in
-fair turns, :mod:`tenure.server._accept`), dflockd requests by
-:class:`~tenure.server._dflockd.DflockdService`. Session ownership and the queues
-of detached sessions are in :class:`~tenure.server._session_table.SessionTable`
+Native messages are handled by :class:`~tenure.server._net.native.NativeService` (in
+fair turns, :mod:`tenure.server._net.accept`), the connections of another lock
+service's protocol by the server's front end (:class:`~tenure.server._front_end.FrontEnd`:
+dflockd's, :mod:`tenure.compat.dflockd`). Session ownership and the queues of
+detached sessions are in :class:`~tenure.server._session_table.SessionTable`
 (docs/protocol.md section 11); the handshake, tokens, authorization and the
-handshake, idle and silence timeouts in :class:`~tenure.server._gate.Gate`; TLS in
-:mod:`tenure.server._tls`.
+handshake, idle and silence timeouts in :class:`~tenure.server._net.gate.Gate`; TLS
+in :mod:`tenure.server._net.tls`.
 """
 
 from __future__ import annotations
@@ -22,19 +23,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from typing import Any
 
 from tenure._core import CloseSession, DetachSession, Effect, Engine
 from tenure._protocol import GoingAway, Refused, ServerConnection, State
 from tenure.errors import ErrorCode, TenureError
-from tenure.server._accept import READ_LIMIT, AcceptedProtocol, Kind
-from tenure.server._config import ServeConfig
-from tenure.server._dflockd import DflockdService
-from tenure.server._dflockd_holds import DflockdConn, DflockdSettings, load_secret
+from tenure.server._config.serve_config import ServeConfig
 from tenure.server._driver import JournaledEngine
-from tenure.server._gate import Conn, Gate
-from tenure.server._journal import Journal
-from tenure.server._native import NativeService
-from tenure.server._outbox import Outboxes
+from tenure.server._durability.journal import Journal
+from tenure.server._front_end import FrontEnd, FrontEndFactory, Plug, dflockd
+from tenure.server._net.accept import READ_LIMIT, AcceptedProtocol, Kind
+from tenure.server._net.gate import Conn, Gate
+from tenure.server._net.native import NativeService
+from tenure.server._net.outbox import Connection, Outboxes
 from tenure.server._session_table import SessionTable
 
 log = logging.getLogger("tenure.server")
@@ -43,12 +44,20 @@ log = logging.getLogger("tenure.server")
 class Server:
     """Serves one journaled engine to many connections (see the module docstring).
 
+    ``front_end`` makes the front end for another lock service's clients (default:
+    dflockd's).
+
     Raises (at construction):
         ConfigError: the TLS or auth files named in ``config`` cannot be loaded.
     """
 
     def __init__(
-        self, config: ServeConfig, journal: Journal, engine: Engine, instance_id: bytes
+        self,
+        config: ServeConfig,
+        journal: Journal,
+        engine: Engine,
+        instance_id: bytes,
+        front_end: FrontEndFactory | None = None,
     ) -> None:
         self.config = config
         self.instance_id = instance_id
@@ -65,24 +74,24 @@ class Server:
             on_fatal=self._on_fatal,
             batch_interval=config.batch_interval,
         )
-        self._table: SessionTable[Conn | DflockdService] = SessionTable(
+        self._table: SessionTable[Conn | FrontEnd[Any]] = SessionTable(
             max_queued=config.max_queued_pushes
         )
-        self._conns: set[Conn | DflockdConn] = set()
+        self._conns: set[Connection] = set()
         self.native = NativeService(
             self.host, self.gate, self.out, self._table, stopping=lambda: self._stopping
         )
-        self.dflockd = DflockdService(
+        plug = Plug(
+            config,
             self.host,
-            DflockdSettings.from_config(config),
-            load_secret(config.data_dir),
             self.gate.tokens,
-            self.out.line,
-            attach=self._attach_to_dflockd,
+            self.out.send,
+            attach=self._attach_to_front_end,
             forget=self._table.forget,
             connections=lambda: len(self._conns),
         )
-        self._dflockd_listener: asyncio.Server | None = None
+        self.front_end: FrontEnd[Any] = (front_end or dflockd())(plug)
+        self._front_end_listener: asyncio.Server | None = None
         self._shutdown_task: asyncio.Task[None] | None = None
         self._stopping = False
         self._listener: asyncio.Server | None = None
@@ -108,12 +117,12 @@ class Server:
             ssl_handshake_timeout=self.config.handshake_timeout if tls is not None else None,
         )
         self.host.start()
-        self.dflockd.keeper.start()
-        if self.config.dflockd_port:
-            self._dflockd_listener = await asyncio.start_server(
-                self._serve_dflockd_only,
+        self.front_end.start()
+        if self.front_end.port:
+            self._front_end_listener = await asyncio.start_server(
+                self._serve_front_end_only,
                 self.config.host,
-                self.config.dflockd_port,
+                self.front_end.port,
                 ssl=tls,
                 ssl_handshake_timeout=self.config.handshake_timeout if tls is not None else None,
             )
@@ -131,14 +140,13 @@ class Server:
             return
         self._stopping = True
         log.info("shutting down", extra={"fields": {"connections": len(self._conns)}})
-        for listener in (self._listener, self._dflockd_listener):
+        for listener in (self._listener, self._front_end_listener):
             if listener is not None:
                 listener.close()
-        self.dflockd.draining = True
-        self.dflockd.keeper.stop()
+        self.front_end.stop()
         for conn in list(self._conns):
-            if isinstance(conn, DflockdConn):
-                continue  # answers error_draining from now on, closed with the rest
+            if not isinstance(conn, Conn):
+                continue  # a front end's: it answers that it drains, closed with the rest
             if conn.codec.state is State.OPEN:
                 self.out.emit(conn, GoingAway(ErrorCode.UNAVAILABLE, "the server is shutting down"))
             elif conn.codec.state in (State.HANDSHAKE, State.GREETING):
@@ -196,12 +204,12 @@ class Server:
         kind = await accepted.kind
         # A native client's first frame is a Hello, whose 4-byte length starts with a
         # zero byte; a dflockd request starts with a command letter.
-        if kind is Kind.DFLOCKD and not conn.closing:
-            # From here the dflockd connection owns the streams: the native one must
-            # not close them (it raced the last dflockd answer out of the door).
+        if kind is Kind.FRONT_END and not conn.closing:
+            # From here the front end's connection owns the streams: the native one
+            # must not close them (it raced the front end's last answer out of the door).
             self._conns.discard(conn)
             self.gate.closed(conn)
-            await self._serve_dflockd(reader, writer, conn.peer, b"")
+            await self._serve_front_end(reader, writer, conn.peer)
             return
         try:
             if kind is Kind.NATIVE:
@@ -218,8 +226,8 @@ class Server:
         """Refuse a connection we cannot serve, in its own protocol.
 
         Which one is known only from its first bytes (bounded by the handshake
-        timeout): a native client gets the Refused; a dflockd client gets nothing but
-        the close, as dflockd does at its limits.
+        timeout): a native client gets the Refused; a front end's (dflockd) client gets
+        nothing but the close, as dflockd does at its limits.
         """
         with contextlib.suppress(OSError, TimeoutError):
             async with asyncio.timeout(self.config.handshake_timeout):
@@ -231,36 +239,37 @@ class Server:
         accepted.finish()
         conn.writer.close()
 
-    async def _serve_dflockd_only(
+    async def _serve_front_end_only(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        """The ``--dflockd-port`` listener: every connection speaks dflockd."""
+        """The front end's own port (``--dflockd-port``): every connection speaks its protocol."""
         if self._stopping or self.host.dead or len(self._conns) >= self.config.max_connections:
             writer.close()  # as dflockd does at its limit: nothing written
             return
         peer = writer.get_extra_info("peername")
-        await self._serve_dflockd(reader, writer, str(peer) if peer else "?", b"")
+        await self._serve_front_end(reader, writer, str(peer) if peer else "?")
 
-    async def _serve_dflockd(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str, first: bytes
+    async def _serve_front_end(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str
     ) -> None:
         writer.transport.set_write_buffer_limits(high=self.config.pause_unread)
-        dconn = self.dflockd.new_conn(reader, writer, peer)
-        self._conns.add(dconn)
+        fconn = self.front_end.connect(reader, writer, peer)
+        self._conns.add(fconn)
         self._idle.clear()
         try:
-            await self.dflockd.serve(dconn, first)
+            await self.front_end.serve(fconn)
         except OSError:
-            pass  # the connection broke: its waiters and (auto-release) grants go
+            pass  # the connection broke: the front end lets go of what it held (dflockd:
+            # its waiters, and its grants with auto-release)
         finally:
-            self._conns.discard(dconn)
+            self._conns.discard(fconn)
             if not self._conns:
                 self._idle.set()
-            self.out.finish(dconn)
+            self.out.finish(fconn)
 
-    def _attach_to_dflockd(self, session_id: int) -> None:
-        """Route the session's effects to the dflockd service (its sessions are its own)."""
-        self._table.attach(session_id, self.dflockd)
+    def _attach_to_front_end(self, session_id: int) -> None:
+        """Route the session's effects to the front end (its sessions are its own)."""
+        self._table.attach(session_id, self.front_end)
 
     def _lost(self, conn: Conn) -> None:
         """The connection is over: detach the sessions it still owns, then close it."""
@@ -294,10 +303,10 @@ class Server:
     def _deliver(self, effects: list[Effect]) -> None:
         routed, overflowed = self._table.route(effects)
         for conn, effect in routed:
-            if isinstance(conn, DflockdService):
-                conn.deliver(effect)
-            else:
+            if isinstance(conn, Conn):
                 self.out.push(conn, effect)
+            else:
+                conn.deliver(effect)
         for session_id in overflowed:
             log.warning("session %d overflowed its push queue; closing it", session_id)
             asyncio.get_running_loop().call_soon(self._close_overflowed, session_id)

@@ -11,28 +11,22 @@ names the auth file and its tokens' names, never a secret.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import gc
 import json
 import logging
-import os
 import signal
 import sys
 from collections.abc import Callable
-from pathlib import Path
-from typing import BinaryIO, Final, TextIO
+from typing import TextIO
 
-from tenure.server._config import ConfigError, ServeConfig
-from tenure.server._journal import Journal
+from tenure.server._config.serve_config import ConfigError, ServeConfig
+from tenure.server._durability.identity import has_state, instance_id, lock_data_dir
+from tenure.server._durability.journal import Journal
+from tenure.server._durability.storage import CorruptLogError, DataDir
+from tenure.server._net.tls import describe
 from tenure.server._serve import Server
-from tenure.server._storage import CorruptLogError, DataDir
-from tenure.server._tls import describe
 
 log = logging.getLogger("tenure.server")
-
-INSTANCE_ID_FILE: Final = "instance-id"
-INSTANCE_ID_BYTES: Final = 16
-LOCK_FILE: Final = "lock"
 
 
 class JsonFormatter(logging.Formatter):
@@ -64,61 +58,6 @@ def setup_logging(stream: TextIO = sys.stderr) -> None:
     root.propagate = False
 
 
-def _has_state(path: Path) -> bool:
-    if not path.is_dir():
-        return False
-    return any(entry.name.startswith(("wal-", "snapshot-")) for entry in os.scandir(path))
-
-
-def instance_id(path: Path, *, fresh: bool) -> bytes:
-    """The data directory's instance id, created (16 random bytes) when the state is new.
-
-    ``fresh``: the directory held no state before this start, so any old id names a
-    state that is gone and is replaced (docs/protocol.md section 11).
-    """
-    file = path / INSTANCE_ID_FILE
-    if not fresh:
-        try:
-            data = file.read_bytes()
-        except FileNotFoundError:
-            log.warning("%s is missing: the state gets a new instance id", file)
-        else:
-            if len(data) == INSTANCE_ID_BYTES:
-                return data
-            log.warning("%s is not %d bytes: replaced", file, INSTANCE_ID_BYTES)
-    data = os.urandom(INSTANCE_ID_BYTES)
-    temp = file.with_suffix(".tmp")
-    with temp.open("wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temp, file)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    return data
-
-
-def lock_data_dir(path: Path) -> BinaryIO:
-    """Hold ``<path>/lock`` exclusively (released when the file is closed, or at exit).
-
-    Raises:
-        OSError: another process holds it (BlockingIOError), or the directory is unusable.
-    """
-    path.mkdir(parents=True, exist_ok=True)
-    file = (path / LOCK_FILE).open("ab")
-    try:
-        fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as error:
-        file.close()
-        if isinstance(error, BlockingIOError):
-            raise BlockingIOError(f"{path} is in use by another tenure server") from None
-        raise
-    return file
-
-
 async def serve(config: ServeConfig) -> int:
     """Start, serve until told to stop, and return the exit code."""
     loop = asyncio.get_running_loop()
@@ -138,7 +77,7 @@ async def _serve_locked(
     config: ServeConfig, journal: Journal, loop: asyncio.AbstractEventLoop
 ) -> int:
     try:
-        fresh = not _has_state(config.data_dir)
+        fresh = not has_state(config.data_dir)
         engine = journal.open(loop.time())
         # The recovered state lives as long as the server: the cyclic collector need
         # not walk its (possibly millions of) objects in every full collection.

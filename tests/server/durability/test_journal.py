@@ -23,11 +23,11 @@ from tenure._core import (
 from tenure._core.snapshot import Plain, dump, load, resume
 from tenure.errors import TenureError
 from tenure.server import CorruptLogError, DataDir, FsyncMode
-from tenure.server._journal import RESUME_RECORD, Journal
-from tenure.server._startup import lock_data_dir
-from tenure.server._storage import RECORD_LIMIT, Compaction, _read_records
+from tenure.server._durability.identity import lock_data_dir
+from tenure.server._durability.journal import RESUME_RECORD, Journal
+from tenure.server._durability.storage import RECORD_LIMIT, Compaction, _read_records
 
-from ..core.test_snapshot import random_command
+from ...core.test_snapshot import random_command
 
 KEY = b"protection-key"
 

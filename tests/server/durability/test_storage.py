@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tenure.server import CorruptLogError, DataDir, FsyncMode
-from tenure.server._storage import MAGIC, RECORD_LIMIT
+from tenure.server._durability.storage import MAGIC, RECORD_LIMIT
 
 
 def write(path: Path, records: list[bytes], *, compact_after: int | None = None) -> DataDir:

@@ -13,11 +13,11 @@ import pytest
 
 from tenure._protocol import ConnectionClosed, Refused, Welcome
 from tenure.errors import ErrorCode
-from tenure.server._config import ConfigError, ServeConfig, add_arguments, resolve
-from tenure.server._settings import SETTINGS
-from tenure.server._storage import FsyncMode
+from tenure.server._config.serve_config import ConfigError, ServeConfig, add_arguments, resolve
+from tenure.server._config.settings import SETTINGS
+from tenure.server._durability.storage import FsyncMode
 
-from .wire import Clients, ServerProcess
+from ..wire import Clients, ServerProcess
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -224,7 +224,7 @@ async def test_idle_timeout_zero_announces_never(tmp_path: Path, wire: Clients) 
 
 
 def test_every_setting_is_documented_in_operations_md() -> None:
-    page = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    page = (Path(__file__).resolve().parents[3] / "docs" / "operations.md").read_text()
     for setting in SETTINGS:
         env = "TENURE_" + setting.name.upper()
         assert f"`{setting.flag} " in page or f"`{setting.flag}`" in page, setting.flag

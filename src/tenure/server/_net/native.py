@@ -2,9 +2,9 @@
 
 :class:`NativeService` is what :class:`~tenure.server._serve.Server` does with the
 frames of a native connection (docs/protocol.md): the handshake and Pings go to the
-:class:`~tenure.server._gate.Gate`, Requests are checked (authorization, session
+:class:`~tenure.server._net.gate.Gate`, Requests are checked (authorization, session
 ownership) and applied to the journaled engine, and every answer is queued in the
-connection's outbox. :class:`~tenure.server._accept.AcceptedProtocol` calls
+connection's outbox. :class:`~tenure.server._net.accept.AcceptedProtocol` calls
 :meth:`NativeService.serve_one` once per message, in fair turns.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from tenure._core import AttachSession, CloseSession, CreateSession, DetachSession, SessionInfo
 from tenure._protocol import (
@@ -30,11 +31,11 @@ from tenure._protocol import (
     State,
 )
 from tenure.errors import ErrorCode, ProtocolError, TenureError, code_of
-from tenure.server._accept import AcceptedProtocol
-from tenure.server._dflockd import DflockdService
 from tenure.server._driver import JournaledEngine
-from tenure.server._gate import Conn, Gate
-from tenure.server._outbox import Outboxes
+from tenure.server._front_end import FrontEnd
+from tenure.server._net.accept import AcceptedProtocol
+from tenure.server._net.gate import Conn, Gate
+from tenure.server._net.outbox import Outboxes
 from tenure.server._session_table import SessionTable
 
 log = logging.getLogger("tenure.server")
@@ -48,7 +49,7 @@ class NativeService:
         host: JournaledEngine,
         gate: Gate,
         out: Outboxes,
-        table: SessionTable[Conn | DflockdService],
+        table: SessionTable[Conn | FrontEnd[Any]],
         stopping: Callable[[], bool],
     ) -> None:
         self.host = host

@@ -2,7 +2,7 @@
 
 Each :class:`Setting` knows how to read its value from text (a flag or an
 environment variable) and from a TOML value (the config file), and checks the
-range either way; :mod:`tenure.server._config` merges the sources. A value that
+range either way; :mod:`tenure.server._config.serve_config` merges the sources. A value that
 cannot be used raises ValueError (the caller names the flag, variable or file key).
 """
 
@@ -16,8 +16,8 @@ from typing import Any, Final
 
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE, MAX_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
 from tenure.server._driver import BATCH_INTERVAL
+from tenure.server._durability.storage import FsyncMode
 from tenure.server._session_table import DEFAULT_MAX_QUEUED
-from tenure.server._storage import FsyncMode
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 6388

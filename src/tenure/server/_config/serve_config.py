@@ -1,6 +1,6 @@
 """The settings of ``tenure serve``: flags, environment variables and a TOML config file.
 
-Every setting (the table is :data:`tenure.server._settings.SETTINGS`; the operator's
+Every setting (the table is :data:`tenure.server._config.settings.SETTINGS`; the operator's
 list is docs/operations.md) has
 
 * a flag ``--name`` (dashes for underscores),
@@ -31,8 +31,7 @@ from pathlib import Path
 from typing import Final
 
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE
-from tenure.server._auth import load_tokens
-from tenure.server._settings import (
+from tenure.server._config.settings import (
     BY_NAME,
     DEFAULT_BATCH_INTERVAL,
     DEFAULT_DATA_DIR,
@@ -49,8 +48,9 @@ from tenure.server._settings import (
     SETTINGS,
     ConfigError,
 )
-from tenure.server._storage import FsyncMode
-from tenure.server._tls import server_context
+from tenure.server._durability.storage import FsyncMode
+from tenure.server._net.auth import load_tokens
+from tenure.server._net.tls import server_context
 
 __all__ = ["ConfigError", "ServeConfig", "add_arguments", "check_files", "env_name", "resolve"]
 

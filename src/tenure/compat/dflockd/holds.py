@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from tenure._protocol import dflockd as wire
-from tenure.server._config import ServeConfig
+from tenure.compat.dflockd import codec as wire
+from tenure.server._config.serve_config import ServeConfig
 
 LOCK_NODE: Final = "dflockd"
 SEMAPHORE_NODE: Final = "dflockd-semaphores"
@@ -172,6 +172,7 @@ class DflockdConn:
 class DflockdSettings:
     """The ``--dflockd-*`` settings."""
 
+    port: int = 0  # a listener for dflockd clients only (0: the main port only)
     default_lease: int = 33
     max_locks: int = 1024
     max_waiters: int = 0  # 0: no limit of dflockd's own (the node's max_waiters still holds)
@@ -186,6 +187,7 @@ class DflockdSettings:
     def from_config(cls, config: ServeConfig) -> DflockdSettings:
         """The dflockd share of the server's settings."""
         return cls(
+            port=config.dflockd_port,
             default_lease=config.dflockd_default_lease,
             max_locks=config.dflockd_max_locks,
             max_waiters=config.dflockd_max_waiters,

@@ -53,7 +53,7 @@ from tenure._core import (
     Renew,
     UpdateSemaphore,
 )
-from tenure.server._settings import ConfigError
+from tenure.server._config.settings import ConfigError
 
 
 class Access(enum.Enum):

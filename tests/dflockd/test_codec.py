@@ -13,8 +13,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tenure._protocol import dflockd as wire
-from tenure._protocol.dflockd import (
+from tenure._protocol.errors import LocalProtocolError
+from tenure.compat.dflockd import codec as wire
+from tenure.compat.dflockd.codec import (
     MAX_AUTH_LINE,
     MAX_LIMIT,
     MAX_LINE,
@@ -36,7 +37,6 @@ from tenure._protocol.dflockd import (
     Wait,
     parse,
 )
-from tenure._protocol.errors import LocalProtocolError
 
 TOKEN = "18b047130f6bb0395302deb41f626ff8"  # the illustrative token of spec §12
 COMMANDS = ["l", "sl", "r", "sr", "n", "sn", "e", "se", "w", "sw"]

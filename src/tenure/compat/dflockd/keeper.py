@@ -32,9 +32,8 @@ from tenure._core import (
     NodeConfig,
 )
 from tenure._core.state import Node
-from tenure._protocol import dflockd as wire
-from tenure.errors import TenureError
-from tenure.server._dflockd_holds import (
+from tenure.compat.dflockd import codec as wire
+from tenure.compat.dflockd.holds import (
     LOCK_NODE,
     SEMAPHORE_NODE,
     SESSION_DESCRIPTION,
@@ -42,10 +41,11 @@ from tenure.server._dflockd_holds import (
     Registry,
     node_of,
 )
+from tenure.errors import TenureError
 from tenure.server._driver import JournaledEngine
 
 if TYPE_CHECKING:
-    from tenure.server._dflockd_holds import DflockdSettings
+    from tenure.compat.dflockd.holds import DflockdSettings
 
 log = logging.getLogger("tenure.server")
 

@@ -1,6 +1,6 @@
 """The outboxes: what each connection is owed, written only after the commit covering it.
 
-Replies, pushes and dflockd answers are queued per connection as they are made;
+Replies, pushes and a front end's answers (dflockd's) are queued per connection as they are made;
 :meth:`Outboxes.write_out` runs once the journal has committed (group commit, see
 :mod:`tenure.server._driver`), so no client ever hears of a change the disk does not
 have. It is the only place where bytes leave, and the place where connections that
@@ -15,7 +15,7 @@ import logging
 import socket
 import struct
 from collections.abc import Callable
-from typing import Final
+from typing import Final, Protocol
 
 from tenure._core import Effect
 from tenure._protocol import (
@@ -27,13 +27,21 @@ from tenure._protocol import (
     ServerMessage,
 )
 from tenure.errors import ErrorCode
-from tenure.server._config import ServeConfig
-from tenure.server._dflockd_holds import DflockdConn
-from tenure.server._gate import Conn
+from tenure.server._config.serve_config import ServeConfig
+from tenure.server._net.gate import Conn
 
 log = logging.getLogger("tenure.server")
 
 _LINGER_RESET: Final = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close with a reset
+
+
+class Connection(Protocol):
+    """What the outboxes write to: a native connection or a front end's."""
+
+    writer: asyncio.StreamWriter
+    peer: str  # the client's address, for the log
+    outbox: list[bytes]  # what it is owed, written after the next commit
+    closing: bool  # close once the outbox is written
 
 
 def reset(transport: asyncio.WriteTransport) -> None:
@@ -56,7 +64,7 @@ class Outboxes:
     def __init__(self, config: ServeConfig, request_flush: Callable[[], None]) -> None:
         self.config = config
         self._request_flush = request_flush
-        self._outgoing: set[Conn | DflockdConn] = set()
+        self._outgoing: set[Connection] = set()
 
     def emit(self, conn: Conn, message: ServerMessage) -> None:
         """Queue ``message`` for a native connection."""
@@ -79,17 +87,17 @@ class Outboxes:
         except (LocalProtocolError, FrameTooLargeError):
             log.warning("dropped a push to %s", conn.peer, exc_info=True)
 
-    def line(self, conn: DflockdConn, data: bytes) -> None:
-        """Queue a dflockd answer."""
+    def send(self, conn: Connection, data: bytes) -> None:
+        """Queue bytes already encoded (a front end's answer)."""
         self._queue(conn, data)
 
-    def finish(self, conn: Conn | DflockdConn) -> None:
+    def finish(self, conn: Connection) -> None:
         """Close ``conn`` once what it is owed is written."""
         conn.closing = True
         self._outgoing.add(conn)
         self._request_flush()
 
-    def _queue(self, conn: Conn | DflockdConn, data: bytes) -> None:
+    def _queue(self, conn: Connection, data: bytes) -> None:
         conn.outbox.append(data)
         self._outgoing.add(conn)
         self._request_flush()

@@ -1,9 +1,9 @@
 """One dflockd connection's reading: its requests framed, checked, paced and answered.
 
-:class:`LineLoop` runs a connection of :class:`~tenure.server._dflockd.DflockdService`
+:class:`LineLoop` runs a connection of :class:`~tenure.compat.dflockd.service.DflockdService`
 from its first byte to its end; what each request means is the service's. Here:
 
-* **Framing** (:class:`tenure._protocol.dflockd.LineReader`): a line longer than its
+* **Framing** (:class:`tenure.compat.dflockd.codec.LineReader`): a line longer than its
   cap is answered ``error`` and the connection closed as soon as the cap is passed,
   without waiting for its newline (a client streaming a line without one would be
   read for ever). A request that stalls halfway is answered ``error`` and closed
@@ -13,7 +13,7 @@ from its first byte to its end; what each request means is the service's. Here:
   a wrong secret, a malformed or over-long request, a stall) is answered
   ``error_auth`` after a short pause (brute-force damping) and closed, as dflockd
   does.
-* **Fair share** (as native connections, :mod:`tenure.server._accept`): after
+* **Fair share** (as native connections, :mod:`tenure.server._net.accept`): after
   ``turn`` requests in a row the other connections go first, and while
   ``pause_unread`` bytes of answers wait unsent (the client does not read) nothing
   more is read or served; a client that leaves them unread for ``frame_timeout``
@@ -27,10 +27,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Final
 
-from tenure._protocol import dflockd as wire
-from tenure.server._auth import Access, Tokens
-from tenure.server._dflockd_holds import DflockdConn, DflockdSettings, node_of
-from tenure.server._outbox import reset
+from tenure.compat.dflockd import codec as wire
+from tenure.compat.dflockd.holds import DflockdConn, DflockdSettings, node_of
+from tenure.server._net.auth import Access, Tokens
+from tenure.server._net.outbox import reset
 
 log = logging.getLogger("tenure.server")
 

@@ -7,7 +7,7 @@
   (announcing ``idle_timeout``); anything else Refused, and the connection closes.
   Without an auth file, Hello tokens are ignored.
 * **authorization**: with an auth file, each command is checked against the
-  connection's token (:mod:`tenure.server._auth`); a denied one is answered
+  connection's token (:mod:`tenure.server._net.auth`); a denied one is answered
   ``Failure(PERMISSION_DENIED)`` and the connection stays usable.
 * **timeouts** (section 12): a connection that has not sent Hello within
   ``handshake_timeout`` is Refused(PROTOCOL). An OPEN one that has received no
@@ -43,9 +43,9 @@ from tenure._protocol import (
     version_refusal,
 )
 from tenure.errors import ErrorCode
-from tenure.server._auth import SessionLike, Token, Tokens, command_node, denial, load_tokens
-from tenure.server._config import ServeConfig
-from tenure.server._tls import server_context
+from tenure.server._config.serve_config import ServeConfig
+from tenure.server._net.auth import SessionLike, Token, Tokens, command_node, denial, load_tokens
+from tenure.server._net.tls import server_context
 
 log = logging.getLogger("tenure.server")
 

@@ -24,10 +24,10 @@ from tenure._protocol import (
     Request,
     Welcome,
 )
-from tenure.server._config import ConfigError
-from tenure.server._tls import describe, server_context
+from tenure.server._config.serve_config import ConfigError
+from tenure.server._net.tls import describe, server_context
 
-from .wire import WAIT, Clients, ServerProcess, WireClient
+from ..wire import WAIT, Clients, ServerProcess, WireClient
 
 pytestmark = pytest.mark.timeout(60)
 

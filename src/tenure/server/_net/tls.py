@@ -11,7 +11,7 @@ from __future__ import annotations
 import ssl
 from pathlib import Path
 
-from tenure.server._settings import ConfigError
+from tenure.server._config.settings import ConfigError
 
 
 def server_context(

@@ -30,7 +30,8 @@ from tenure._core import (
 )
 from tenure._protocol import ConnectionClosed, Refused
 from tenure.errors import ErrorCode
-from tenure.server._auth import (
+from tenure.server._config.serve_config import ConfigError
+from tenure.server._net.auth import (
     READ_ONLY_COMMANDS,
     READ_WRITE_COMMANDS,
     Access,
@@ -39,9 +40,8 @@ from tenure.server._auth import (
     denial,
     load_tokens,
 )
-from tenure.server._config import ConfigError
 
-from .wire import Clients, ServerProcess
+from ..wire import Clients, ServerProcess
 
 pytestmark = pytest.mark.timeout(60)
 

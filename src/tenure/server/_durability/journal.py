@@ -2,7 +2,7 @@
 
 The engine is deterministic, so its state is fully described by the commands and
 ticks that changed it, each with its time. The journal logs exactly those, as
-records in the :class:`~tenure.server._storage.DataDir`:
+records in the :class:`~tenure.server._durability.storage.DataDir`:
 
 * ``[1, now, command]``: a command that succeeded and can change state (read-only
   commands and watches are not logged: watches belong to connections);
@@ -65,7 +65,7 @@ from tenure._protocol.compiled import compile_dump, compile_load
 from tenure._protocol.payloads import COMMAND
 from tenure._protocol.schema import SchemaError
 from tenure.errors import TenureError
-from tenure.server._storage import Compaction, CorruptLogError, DataDir
+from tenure.server._durability.storage import Compaction, CorruptLogError, DataDir
 
 log = logging.getLogger("tenure.server")
 

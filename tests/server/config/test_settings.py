@@ -27,9 +27,9 @@ from tenure._core import (
 from tenure._protocol import ConnectionClosed, GoingAway, Request
 from tenure.errors import ErrorCode
 from tenure.server import DataDir, Journal, ServeConfig, Server
-from tenure.server._storage import FsyncMode
+from tenure.server._durability.storage import FsyncMode
 
-from .wire import WAIT, Clients, ServerProcess
+from ..wire import WAIT, Clients, ServerProcess
 
 pytestmark = pytest.mark.timeout(60)
 

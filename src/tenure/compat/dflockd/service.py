@@ -1,8 +1,11 @@
-"""The dflockd line protocol, served from the same engine (docs/dflockd.md).
+"""The dflockd front end: the dflockd line protocol, served from the same engine.
+
+The user's page is docs/dflockd.md. The server runs the front end through its hook
+(:class:`tenure.server._front_end.FrontEnd`), made by :meth:`DflockdService.plugged`.
 
 A connection whose first byte is not a native frame's (the length prefix of a
 Hello starts with a zero byte) speaks dflockd: three-line requests, one-line
-answers, strictly one at a time (:mod:`tenure._protocol.dflockd`). Each request
+answers, strictly one at a time (:mod:`tenure.compat.dflockd.codec`). Each request
 becomes engine commands, journaled and group-committed like native ones, so the
 answer leaves only once the change is on disk.
 
@@ -14,7 +17,8 @@ fencing tokens, an idle-key collector and ``--dflockd-max-locks``. There is no
 idle timeout between requests: a client that holds a lease or waits is never
 dropped for being quiet (the spec's §9.6 trap); a request that stalls halfway is
 (``--idle-timeout``). Reading, the ``auth`` handshake and each connection's fair
-share are :mod:`tenure.server._dflockd_loop`'s.
+share are :mod:`tenure.compat.dflockd.loop`'s; the nodes, key limits, idle-key
+collector and the sessions an earlier run left, :mod:`tenure.compat.dflockd.keeper`'s.
 """
 
 from __future__ import annotations
@@ -38,27 +42,34 @@ from tenure._core import (
     Renew,
     SessionEnded,
 )
-from tenure._protocol import dflockd as wire
-from tenure.errors import AlreadyExistsError, ErrorCode, LimitExceededError, TenureError
-from tenure.server._auth import Tokens
-from tenure.server._dflockd_holds import (
+from tenure.compat.dflockd import codec as wire
+from tenure.compat.dflockd.holds import (
     SESSION_DESCRIPTION,
     DflockdConn,
     DflockdSettings,
     Hold,
     Registry,
     TokenMint,
+    load_secret,
     node_of,
 )
-from tenure.server._dflockd_keeper import Keeper, session_key
-from tenure.server._dflockd_loop import READ_SIZE, LineLoop
+from tenure.compat.dflockd.keeper import Keeper, session_key
+from tenure.compat.dflockd.loop import READ_SIZE, LineLoop
+from tenure.errors import AlreadyExistsError, ErrorCode, LimitExceededError, TenureError
 from tenure.server._driver import JournaledEngine
+from tenure.server._front_end import Plug
+from tenure.server._net.auth import Tokens
 
 log = logging.getLogger("tenure.server")
 
 
 class DflockdService:
-    """Serves dflockd connections from the journaled engine (see the module docstring)."""
+    """Serves dflockd connections from the journaled engine (see the module docstring).
+
+    It is the server's :class:`~tenure.server._front_end.FrontEnd`: ``port`` is
+    ``--dflockd-port``, ``start``/``stop`` run the keeper, ``stop`` also makes every
+    request answer ``error_draining``.
+    """
 
     def __init__(
         self,
@@ -92,7 +103,37 @@ class DflockdService:
         self._loop = asyncio.get_running_loop()
         self._last_conn_id = 0
 
-    def new_conn(
+    @classmethod
+    def plugged(cls, plug: Plug) -> DflockdService:
+        """The front end of the server that lends ``plug`` (its token secret made on first use)."""
+        return cls(
+            plug.host,
+            DflockdSettings.from_config(plug.config),
+            load_secret(plug.config.data_dir),
+            plug.tokens,
+            plug.send,
+            attach=plug.attach,
+            forget=plug.forget,
+            connections=plug.connections,
+        )
+
+    # -- the front end, as the server sees it -------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """``--dflockd-port``: a port for dflockd clients only (0: the main port only)."""
+        return self.settings.port
+
+    def start(self) -> None:
+        """The server listens: the keeper starts (nodes, an earlier run's sessions, gc)."""
+        self.keeper.start()
+
+    def stop(self) -> None:
+        """The server is stopping: every request is answered ``error_draining`` from now."""
+        self.draining = True
+        self.keeper.stop()
+
+    def connect(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str
     ) -> DflockdConn:
         """A connection that was found to speak dflockd."""
@@ -104,9 +145,9 @@ class DflockdService:
 
     # -- one connection -----------------------------------------------------------------
 
-    async def serve(self, conn: DflockdConn, first: bytes) -> None:
+    async def serve(self, conn: DflockdConn, first: bytes = b"") -> None:
         """Answer requests until the peer leaves or the stream cannot be trusted
-        (:class:`~tenure.server._dflockd_loop.LineLoop`)."""
+        (:class:`~tenure.compat.dflockd.loop.LineLoop`)."""
         await self.lines.serve(conn, first)
 
     async def _answer_request(self, conn: DflockdConn, request: wire.Request) -> bytes:

@@ -1,0 +1,9 @@
+"""What the server keeps on disk, and how it gets it back.
+
+* :mod:`~tenure.server._durability.storage`: the data directory (a write-ahead log
+  with snapshots);
+* :mod:`~tenure.server._durability.journal`: the engine made durable over it
+  (recovery at start-up, compaction in a child process);
+* :mod:`~tenure.server._durability.identity`: the data directory's lock and the
+  instance id of its state.
+"""

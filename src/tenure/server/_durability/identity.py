@@ -1,0 +1,77 @@
+"""Which state a data directory holds, and which process may use it.
+
+:func:`lock_data_dir` holds the directory's lock file for as long as the server
+runs, so that two servers never write one log. :func:`instance_id` names the state
+the directory holds: a client that reconnects to a server with another id knows
+its sessions are gone (docs/protocol.md section 11).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+from pathlib import Path
+from typing import BinaryIO, Final
+
+log = logging.getLogger("tenure.server")
+
+INSTANCE_ID_FILE: Final = "instance-id"
+INSTANCE_ID_BYTES: Final = 16
+LOCK_FILE: Final = "lock"
+
+
+def has_state(path: Path) -> bool:
+    """Whether ``path`` holds a state already (a log or a snapshot)."""
+    if not path.is_dir():
+        return False
+    return any(entry.name.startswith(("wal-", "snapshot-")) for entry in os.scandir(path))
+
+
+def instance_id(path: Path, *, fresh: bool) -> bytes:
+    """The data directory's instance id, created (16 random bytes) when the state is new.
+
+    ``fresh``: the directory held no state before this start, so any old id names a
+    state that is gone and is replaced (docs/protocol.md section 11).
+    """
+    file = path / INSTANCE_ID_FILE
+    if not fresh:
+        try:
+            data = file.read_bytes()
+        except FileNotFoundError:
+            log.warning("%s is missing: the state gets a new instance id", file)
+        else:
+            if len(data) == INSTANCE_ID_BYTES:
+                return data
+            log.warning("%s is not %d bytes: replaced", file, INSTANCE_ID_BYTES)
+    data = os.urandom(INSTANCE_ID_BYTES)
+    temp = file.with_suffix(".tmp")
+    with temp.open("wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temp, file)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return data
+
+
+def lock_data_dir(path: Path) -> BinaryIO:
+    """Hold ``<path>/lock`` exclusively (released when the file is closed, or at exit).
+
+    Raises:
+        OSError: another process holds it (BlockingIOError), or the directory is unusable.
+    """
+    path.mkdir(parents=True, exist_ok=True)
+    file = (path / LOCK_FILE).open("ab")
+    try:
+        fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        file.close()
+        if isinstance(error, BlockingIOError):
+            raise BlockingIOError(f"{path} is in use by another tenure server") from None
+        raise
+    return file

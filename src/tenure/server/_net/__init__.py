@@ -1,0 +1,12 @@
+"""The server's connections: what comes in on a socket, and what goes back out.
+
+* :mod:`~tenure.server._net.accept`: each connection of the main port, native or a
+  front end's by its first byte, served in fair turns;
+* :mod:`~tenure.server._net.native`: the native protocol's messages, one at a time;
+* :mod:`~tenure.server._net.gate`: the handshake, tokens, authorization, and the
+  handshake, idle and silence timeouts of each connection;
+* :mod:`~tenure.server._net.auth`: the auth file and the policy;
+* :mod:`~tenure.server._net.tls`: TLS and mutual TLS;
+* :mod:`~tenure.server._net.outbox`: what each connection is owed, written only after
+  the commit that covers it.
+"""
