@@ -37,10 +37,10 @@ from tenure._core.effects import AcquireFailed, Effect, LeaseLost, SessionEnded
 from tenure._core.semaphore_commands import SemaphoreCommands
 from tenure._core.state import Node, Session
 from tenure._core.values import (
-    MAX_DESCRIPTION_BYTES,
     MAX_SESSION_TIMEOUT,
     NodeConfig,
     NodeDescription,
+    check_description,
     check_duration,
     check_name,
 )
@@ -192,10 +192,7 @@ class Engine(SemaphoreCommands):
         timeout = node.config.session_timeout
         if cmd.timeout is not None:
             timeout = check_duration("recovery_window", cmd.timeout, maximum=MAX_SESSION_TIMEOUT)
-        if not isinstance(cmd.description, str):
-            raise InvalidArgumentError("description must be a string")
-        if len(cmd.description.encode("utf-8", "replace")) > MAX_DESCRIPTION_BYTES:
-            raise InvalidArgumentError(f"description is longer than {MAX_DESCRIPTION_BYTES} bytes")
+        check_description(cmd.description)
         key = cmd.protection_key
         if not isinstance(key, bytes) or not 0 < len(key) <= MAX_PROTECTION_KEY_BYTES:
             raise InvalidArgumentError(

@@ -32,7 +32,7 @@ class SemaphoreCommands(EngineState):
     def _create_semaphore(self, cmd: c.CreateSemaphore, now: float) -> None:
         _, node = self._session_node(cmd.session_id)
         name = check_name("semaphore", cmd.name)
-        limit = check_count(cmd.limit)
+        limit = check_count(cmd.limit, what="limit")
         data = check_data("semaphore data", cmd.data, node.config.max_data_size)
         if name in node.semaphores:
             raise AlreadyExistsError(f"semaphore {name!r} already exists")

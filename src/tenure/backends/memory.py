@@ -44,7 +44,7 @@ from tenure._core import (
 from tenure._host import EngineHost
 from tenure.backends._base import Capability, SessionListener
 from tenure.backends._engine import RECONCILE_PAGE, EngineSession
-from tenure.errors import InvalidArgumentError, LostError, SessionClosedError, TenureError
+from tenure.errors import ClientClosedError, InvalidArgumentError, LostError, TenureError
 
 R = TypeVar("R")
 
@@ -144,7 +144,7 @@ class MemoryBackend:
     ) -> MemorySession:
         """Open an attached session."""
         if self._closed:
-            raise SessionClosedError("the client is closed")
+            raise ClientClosedError("the client is closed")
         key = secrets.token_bytes(16)
         info = self.host.execute(CreateSession(node, key, timeout, description))
         session = MemorySession(

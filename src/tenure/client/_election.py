@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tenure._core.values import MAX_COUNT, SemaphoreDescription
-from tenure.client._args import Data, as_data
+from tenure.client import _args
+from tenure.client._args import Data
 from tenure.client._lease import Leadership
 from tenure.client._opening import Opening
 from tenure.client._semaphore import watch_semaphore
@@ -45,7 +46,7 @@ class Election:
 
     def __init__(self, session: Session, name: str) -> None:
         self.session = session
-        self.name = name
+        self.name = _args.semaphore_name(name)
 
     def __repr__(self) -> str:
         return f"<Election {self.name!r} of session {self.session.id}>"
@@ -55,11 +56,14 @@ class Election:
 
         In ``async with``, the block is cancelled if leadership is lost, and raises
         LeaderChangedError (or the session's loss error). Leaving the block resigns.
+        Bad arguments raise InvalidArgumentError at once (before the await).
         """
+        leader_data = _args.as_data(data)
+        timeout = _args.timeout(timeout)
 
         async def open_leadership() -> Leadership:
             return await self.session._acquire_waiting(
-                Leadership, self.name, MAX_COUNT, as_data(data), timeout, True
+                Leadership, self.name, MAX_COUNT, leader_data, timeout, True
             )
 
         return Opening(open_leadership)

@@ -7,7 +7,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from tenure._core.values import MAX_COUNT
-from tenure.client._args import Data, as_data
+from tenure.client import _args
+from tenure.client._args import Data
 from tenure.client._lease import Lock
 from tenure.client._opening import Opening
 
@@ -25,7 +26,7 @@ class Mutex:
 
     def __init__(self, session: Session, name: str) -> None:
         self.session = session
-        self.name = name
+        self.name = _args.semaphore_name(name)
         self._entered: dict[asyncio.Task[object] | None, list[Lock]] = {}
 
     def __repr__(self) -> str:
@@ -36,18 +37,22 @@ class Mutex:
 
         Raises:
             TimeoutError: not held within ``timeout``.
+            InvalidArgumentError: at once (before the await), naming a bad argument.
         """
+        timeout = _args.timeout(timeout)
+        owner_data = _args.as_data(data)
 
         async def open_lock() -> Lock:
             return await self.session._acquire_waiting(
-                Lock, self.name, MAX_COUNT, as_data(data), timeout, True
+                Lock, self.name, MAX_COUNT, owner_data, timeout, True
             )
 
         return Opening(open_lock)
 
     async def try_lock(self, *, data: Data = b"") -> Lock | None:
         """Take the lock if it is free right now, else return None."""
-        return await self.session._acquire(Lock, self.name, MAX_COUNT, as_data(data), 0, True)
+        owner_data = _args.as_data(data)
+        return await self.session._acquire(Lock, self.name, MAX_COUNT, owner_data, 0, True)
 
     async def __aenter__(self) -> Lock:
         lock = await self.lock()

@@ -6,7 +6,8 @@ from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
 from tenure._core.values import SemaphoreDescription
-from tenure.client._args import Data, as_data
+from tenure.client import _args
+from tenure.client._args import Data
 from tenure.client._lease import Lease
 from tenure.client._opening import Opening
 from tenure.errors import AlreadyExistsError, PreconditionFailedError
@@ -24,7 +25,7 @@ class Semaphore:
 
     def __init__(self, session: Session, name: str) -> None:
         self.session = session
-        self.name = name
+        self.name = _args.semaphore_name(name)
 
     def __repr__(self) -> str:
         return f"<Semaphore {self.name!r} of session {self.session.id}>"
@@ -37,9 +38,12 @@ class Semaphore:
                 semaphore with the same limit is fine (its data is left alone), and
                 one with another limit raises PreconditionFailedError.
         """
+        limit = _args.count(limit, "limit")
+        data = _args.as_data(data)
+        exist_ok = _args.flag("exist_ok", exist_ok)
         backend = self.session._backend_session()
         try:
-            await backend.create_semaphore(self.name, limit, as_data(data))
+            await backend.create_semaphore(self.name, limit, data)
         except AlreadyExistsError:
             if not exist_ok:
                 raise
@@ -71,11 +75,16 @@ class Semaphore:
             TimeoutError: not granted within ``timeout``.
             NotFoundError: the semaphore does not exist and ``ephemeral`` is false.
             LimitExceededError: ``count`` exceeds the limit, or the queue is full.
+            InvalidArgumentError: at once (before the await), naming a bad argument.
         """
+        count = _args.count(count)
+        owner_data = _args.as_data(data)
+        timeout = _args.timeout(timeout)
+        ephemeral = _args.flag("ephemeral", ephemeral)
 
         async def open_lease() -> Lease:
             return await self.session._acquire_waiting(
-                Lease, self.name, count, as_data(data), timeout, ephemeral
+                Lease, self.name, count, owner_data, timeout, ephemeral
             )
 
         return Opening(open_lease)
@@ -84,22 +93,29 @@ class Semaphore:
         self, count: int = 1, *, data: Data = b"", ephemeral: bool = False
     ) -> Lease | None:
         """Take ``count`` tokens if they are free right now, else return None."""
-        return await self.session._acquire(Lease, self.name, count, as_data(data), 0, ephemeral)
+        count = _args.count(count)
+        owner_data = _args.as_data(data)
+        ephemeral = _args.flag("ephemeral", ephemeral)
+        return await self.session._acquire(Lease, self.name, count, owner_data, 0, ephemeral)
 
     async def describe(
         self, *, owners: bool = False, waiters: bool = False
     ) -> SemaphoreDescription:
         """The semaphore's limit, count and data, and its owners and waiters if asked."""
+        owners = _args.flag("owners", owners)
+        waiters = _args.flag("waiters", waiters)
         return await self.session._backend_session().describe_semaphore(
             self.name, owners=owners, waiters=waiters
         )
 
     async def update(self, data: Data) -> None:
         """Replace the semaphore's data (watchers of data see it)."""
-        await self.session._backend_session().update_semaphore(self.name, as_data(data))
+        data = _args.as_data(data)
+        await self.session._backend_session().update_semaphore(self.name, data)
 
     async def delete(self, *, force: bool = False) -> None:
         """Delete the semaphore; with ``force``, even while held (its owners lose their leases)."""
+        force = _args.flag("force", force)
         await self.session._backend_session().delete_semaphore(self.name, force)
 
     def watch(
@@ -112,6 +128,9 @@ class Semaphore:
         exist is described with ``exists=False``. The iterator ends with the
         session's loss error if the session is lost.
         """
+        data = _args.flag("data", data)
+        owners = _args.flag("owners", owners)
+        waiters = _args.flag("waiters", waiters)
         return watch_semaphore(self.session, self.name, data=data, owners=owners, waiters=waiters)
 
 
