@@ -4,31 +4,43 @@ Every error tenure raises on purpose derives from :class:`TenureError`::
 
     TenureError
      ├── LostError                    something you held has ended without your say-so
-     │    ├── SessionClosedError      the session was closed (by you, or its client shut down)
+     │    ├── SessionClosedError      the session was closed (by you, or with its client)
+     │    │    └── ClientClosedError  the client was closed: its sessions went with it
      │    ├── SessionExpiredError     the server expired the session (recovery window passed)
      │    └── LeaseLostError          a lease ended: semaphore deleted, node dropped, lease TTL
      │         └── LeaderChangedError leadership ended or the observed leader changed
+     ├── AcquireCancelledError        a queued acquire was withdrawn before it was granted
      ├── NotFoundError                no such node or semaphore
      ├── AlreadyExistsError           the node or semaphore exists already
      ├── LimitExceededError           a named, configurable limit would be exceeded
      ├── PreconditionFailedError      the object is in a state that forbids the operation
-     ├── InvalidArgumentError         bad input (also a ValueError)
+     ├── InvalidArgumentError         bad input, naming the argument (also a ValueError)
+     │    └── ConfigError             a server setting cannot be used (names the setting)
      ├── AuthenticationError          missing or bad credentials
      ├── PermissionDeniedError        the credentials do not allow this operation
      ├── ProtocolError                the peer broke the wire protocol
-     ├── UnavailableError             the backend cannot be reached (also an OSError)
-     └── UnsupportedError             this backend cannot do that (never silently weakened)
+     ├── UnavailableError             the backend cannot be reached, and why (also an OSError)
+     ├── UnsupportedError             this backend cannot do that (never silently weakened)
+     └── CorruptLogError              the server's data directory cannot be trusted
 
 Timeouts raise the built-in :class:`TimeoutError`; no tenure class shadows a
-built-in name.
+built-in name (hence :class:`AcquireCancelledError`, not ``CancelledError``: the
+task that awaits an acquire being cancelled is still :class:`asyncio.CancelledError`).
+
+Every message says what failed and why, naming the argument, setting, limit or
+peer concerned: ``count must be an integer in [1, 2**64-1], got -1``, ``cannot
+connect to 127.0.0.1:6388: connection refused``.
 
 Each class carries an :class:`ErrorCode`, the number that travels on the wire,
-so the core, the server and every client agree on one vocabulary.
+so the core, the server and every client agree on one vocabulary. Two never
+travel: :class:`ConfigError` and :class:`CorruptLogError` stop a server from
+starting (``tenure serve`` reports them and exits).
 """
 
 from __future__ import annotations
 
 import enum
+import os
 from typing import ClassVar, Final
 
 
@@ -69,9 +81,28 @@ class LostError(TenureError):
 
 
 class SessionClosedError(LostError):
-    """The session was closed, by its owner or because its client shut down."""
+    """The session was closed, by its owner or because its client shut down.
+
+    Using a closed session (or anything it held) raises it too. When the client
+    was closed, the error is the more precise :class:`ClientClosedError`.
+    """
 
     code = ErrorCode.SESSION_CLOSED
+
+
+class ClientClosedError(SessionClosedError):
+    """The client was closed: it takes no more calls, and its sessions ended with it.
+
+    Raised by every call on a closed client (``client.session()``,
+    ``describe_node()``..., the sync client's too), and the ``lost_reason`` of
+    each session, lease, lock and leadership that the client's close ended.
+
+    It is a :class:`SessionClosedError` on purpose, not a sibling: closing a
+    client closes every session of it, so "this session is closed because its
+    client is" is a refinement of "this session is closed", and every ``except
+    SessionClosedError`` written before this class existed (it was what a closed
+    client raised) still catches it. Catch ClientClosedError to tell the two apart.
+    """
 
 
 class SessionExpiredError(LostError):
@@ -98,6 +129,20 @@ class LeaderChangedError(LeaseLostError):
     """Leadership ended, or the leader being observed was replaced."""
 
     code = ErrorCode.LEADER_CHANGED
+
+
+class AcquireCancelledError(TenureError):
+    """A queued acquire was withdrawn before it was granted: nothing is held.
+
+    The server withdraws a waiting acquire when it is cancelled (CancelAcquire),
+    when its session releases the semaphore, or when a newer acquire of the same
+    session for the same semaphore supersedes it. It is not a :class:`LostError`
+    (nothing was held, so nothing was lost) and not :class:`asyncio.CancelledError`
+    (no task was cancelled): the client withdraws an acquire when the awaiting
+    task is cancelled, and that task sees its own CancelledError, never this.
+    """
+
+    code = ErrorCode.CANCELLED
 
 
 class NotFoundError(TenureError):
@@ -130,6 +175,16 @@ class InvalidArgumentError(TenureError, ValueError):
     code = ErrorCode.INVALID_ARGUMENT
 
 
+class ConfigError(InvalidArgumentError):
+    """A server setting has a value that cannot be used; the message names the setting.
+
+    Settings are the arguments of ``tenure serve`` (a flag, an environment
+    variable, a key of the config file, or a file it names: TLS, auth), hence an
+    InvalidArgumentError, and a ValueError. It stops the server from starting and
+    never travels on the wire (a client never receives it).
+    """
+
+
 class AuthenticationError(TenureError):
     """Credentials are missing or wrong."""
 
@@ -149,7 +204,12 @@ class ProtocolError(TenureError):
 
 
 class UnavailableError(TenureError, OSError):
-    """The backend cannot be reached right now."""
+    """The backend cannot be reached right now; the message says which and why.
+
+    For instance ``cannot connect to 127.0.0.1:6388: connection refused``, or
+    ``...: connected, but no answer to Hello within 5 s``. Trying again later may
+    succeed, unlike a :class:`ClientClosedError`.
+    """
 
     code = ErrorCode.UNAVAILABLE
 
@@ -160,6 +220,27 @@ class UnsupportedError(TenureError):
     code = ErrorCode.UNSUPPORTED
 
 
+class CorruptLogError(TenureError):
+    """The server's data directory cannot be trusted; start-up stops rather than lose data.
+
+    The message names the file, the problem and, when known, the byte offset. It
+    never travels on the wire: a server that cannot read its log does not start.
+
+    Attributes:
+        path: the file (or directory) found wrong.
+        offset: byte offset of the problem in ``path``, or None.
+        problem: what is wrong, in words.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], offset: int | None, problem: str) -> None:
+        where = "" if offset is None else f" at byte offset {offset}"
+        super().__init__(f"{os.fspath(path)}: {problem}{where}")
+        self.path = path
+        self.offset = offset
+        self.problem = problem
+
+
+# ConfigError and CorruptLogError have no code of their own (they never travel).
 _BY_CODE: Final[dict[ErrorCode, type[TenureError]]] = {
     cls.code: cls
     for cls in (
@@ -168,6 +249,7 @@ _BY_CODE: Final[dict[ErrorCode, type[TenureError]]] = {
         SessionExpiredError,
         LeaseLostError,
         LeaderChangedError,
+        AcquireCancelledError,
         NotFoundError,
         AlreadyExistsError,
         LimitExceededError,
@@ -207,8 +289,12 @@ def code_of(error: BaseException) -> ErrorCode:
 
 
 __all__ = [
+    "AcquireCancelledError",
     "AlreadyExistsError",
     "AuthenticationError",
+    "ClientClosedError",
+    "ConfigError",
+    "CorruptLogError",
     "ErrorCode",
     "InvalidArgumentError",
     "LeaderChangedError",

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -11,6 +14,7 @@ import pytest
 import tenure
 from tenure.errors import (
     AlreadyExistsError,
+    ClientClosedError,
     InvalidArgumentError,
     LeaderChangedError,
     LeaseLostError,
@@ -25,7 +29,7 @@ from tenure.errors import (
 )
 from tenure.testing import FakeClock
 
-from .harness import Harness
+from .harness import Harness, MakeClient
 from .support import spawn, wait_for_waiters, waiters, within
 
 BAD_NAMES: list[Any] = ["", "tab\there", "nul\x00", "x" * 1025, 42, None, b"bytes"]
@@ -279,6 +283,192 @@ async def test_bad_node_settings(client: tenure.Client, node: str) -> None:
         await client.describe_node(node + "-2")
 
 
+# -- one bad argument, one error: the same class and message on every backend ----------
+
+
+@dataclass(frozen=True)
+class Bad:
+    """One public call with one bad argument, and the word its message must contain."""
+
+    id: str
+    call: Callable[[Any, str, Any], object]  # (client, node, session): Any lets bad values in
+    names: str  # the argument, as the caller wrote it (or its setting's name)
+
+
+BAD_ARGUMENTS: list[Bad] = [
+    # Client
+    Bad("create_node(name=42)", lambda c, n, s: c.create_node(42), "name"),
+    Bad("create_node(config=dict)", lambda c, n, s: c.create_node("x", {"a": 1}), "config"),
+    Bad("create_node(exist_ok=1)", lambda c, n, s: c.create_node(n, exist_ok=1), "exist_ok"),
+    Bad(
+        "create_node(session_timeout=0)",
+        lambda c, n, s: c.create_node("x", session_timeout=0),
+        "session_timeout",
+    ),
+    Bad("create_node(colour=)", lambda c, n, s: c.create_node("x", colour="blue"), "colour"),
+    Bad("describe_node(name='')", lambda c, n, s: c.describe_node(""), "name"),
+    Bad("alter_node(name=None)", lambda c, n, s: c.alter_node(None, lock_delay=1.0), "name"),
+    Bad("alter_node(max_waiters=0)", lambda c, n, s: c.alter_node(n, max_waiters=0), "max_waiters"),
+    Bad(
+        "alter_node(lock_delay='1')", lambda c, n, s: c.alter_node(n, lock_delay="1"), "lock_delay"
+    ),
+    Bad("alter_node(colour=)", lambda c, n, s: c.alter_node(n, colour="blue"), "colour"),
+    Bad("drop_node(force=1)", lambda c, n, s: c.drop_node(n, force=1), "force"),
+    Bad("session(node=42)", lambda c, n, s: c.session(42), "node"),
+    Bad(
+        "session(recovery_window=-1)",
+        lambda c, n, s: c.session(n, recovery_window=-1),
+        "recovery_window",
+    ),
+    Bad(
+        "session(recovery_window='15')",
+        lambda c, n, s: c.session(n, recovery_window="15"),
+        "recovery_window",
+    ),
+    Bad(
+        "session(recovery_window=10**6)",
+        lambda c, n, s: c.session(n, recovery_window=10**6),
+        "recovery_window",
+    ),
+    Bad("session(description=3)", lambda c, n, s: c.session(n, description=3), "description"),
+    Bad(
+        "session(description=long)",
+        lambda c, n, s: c.session(n, description="x" * 1025),
+        "description",
+    ),
+    Bad(
+        "session(description=surrogate)",
+        lambda c, n, s: c.session(n, description="\ud800"),
+        "description",
+    ),
+    Bad(
+        "sessions(recovery_window=0)",
+        lambda c, n, s: c.sessions(n, recovery_window=0),
+        "recovery_window",
+    ),
+    Bad("sessions(node='')", lambda c, n, s: c.sessions(""), "node"),
+    # Semaphore
+    Bad("semaphore(name=42)", lambda c, n, s: s.semaphore(42).create(limit=1), "name"),
+    Bad("semaphore(name=long)", lambda c, n, s: s.semaphore("x" * 1025).describe(), "name"),
+    Bad("create(limit=0)", lambda c, n, s: s.semaphore("p").create(limit=0), "limit"),
+    Bad("create(limit=-1)", lambda c, n, s: s.semaphore("p").create(limit=-1), "limit"),
+    Bad("create(limit=2**64)", lambda c, n, s: s.semaphore("p").create(limit=2**64), "limit"),
+    Bad("create(limit='1')", lambda c, n, s: s.semaphore("p").create(limit="1"), "limit"),
+    Bad("create(limit=True)", lambda c, n, s: s.semaphore("p").create(limit=True), "limit"),
+    Bad("create(data='x')", lambda c, n, s: s.semaphore("p").create(1, "x"), "data"),
+    Bad(
+        "create(exist_ok='no')",
+        lambda c, n, s: s.semaphore("p").create(1, exist_ok="no"),
+        "exist_ok",
+    ),
+    Bad("acquire(count=-1)", lambda c, n, s: s.semaphore("q").acquire(count=-1), "count"),
+    Bad("acquire(count=0)", lambda c, n, s: s.semaphore("q").acquire(count=0), "count"),
+    Bad("acquire(count=2**64)", lambda c, n, s: s.semaphore("q").acquire(count=2**64), "count"),
+    Bad("acquire(count=1.5)", lambda c, n, s: s.semaphore("q").acquire(count=1.5), "count"),
+    Bad("acquire(count=True)", lambda c, n, s: s.semaphore("q").acquire(count=True), "count"),
+    Bad("acquire(data=3)", lambda c, n, s: s.semaphore("q").acquire(data=3), "data"),
+    Bad("acquire(timeout=-1)", lambda c, n, s: s.semaphore("q").acquire(timeout=-1), "timeout"),
+    Bad(
+        "acquire(timeout=nan)",
+        lambda c, n, s: s.semaphore("q").acquire(timeout=math.nan),
+        "timeout",
+    ),
+    Bad(
+        "acquire(timeout='5')",
+        lambda c, n, s: s.semaphore("q").acquire(timeout="5"),
+        "timeout",
+    ),
+    Bad(
+        "acquire(ephemeral=1)",
+        lambda c, n, s: s.semaphore("q").acquire(ephemeral=1),
+        "ephemeral",
+    ),
+    Bad("try_acquire(count=-1)", lambda c, n, s: s.semaphore("q").try_acquire(count=-1), "count"),
+    Bad(
+        "try_acquire(data='x')",
+        lambda c, n, s: s.semaphore("q").try_acquire(data="x"),
+        "data",
+    ),
+    Bad(
+        "try_acquire(ephemeral='y')",
+        lambda c, n, s: s.semaphore("q").try_acquire(ephemeral="y"),
+        "ephemeral",
+    ),
+    Bad("describe(owners=1)", lambda c, n, s: s.semaphore("q").describe(owners=1), "owners"),
+    Bad(
+        "describe(waiters='y')",
+        lambda c, n, s: s.semaphore("q").describe(waiters="y"),
+        "waiters",
+    ),
+    Bad("update(data='x')", lambda c, n, s: s.semaphore("q").update("x"), "data"),
+    Bad("delete(force=1)", lambda c, n, s: s.semaphore("q").delete(force=1), "force"),
+    Bad("watch(data=1)", lambda c, n, s: s.semaphore("q").watch(data=1), "data"),
+    Bad("watch(owners=1)", lambda c, n, s: s.semaphore("q").watch(owners=1), "owners"),
+    Bad("watch(waiters=1)", lambda c, n, s: s.semaphore("q").watch(waiters=1), "waiters"),
+    # Mutex
+    Bad("mutex(name='')", lambda c, n, s: s.mutex("").lock(), "name"),
+    Bad("lock(timeout=-1)", lambda c, n, s: s.mutex("m").lock(timeout=-1), "timeout"),
+    Bad("lock(timeout=inf)", lambda c, n, s: s.mutex("m").lock(timeout=math.inf), "timeout"),
+    Bad("lock(data='x')", lambda c, n, s: s.mutex("m").lock(data="x"), "data"),
+    Bad("try_lock(data=1)", lambda c, n, s: s.mutex("m").try_lock(data=1), "data"),
+    # Election
+    Bad("election(name=None)", lambda c, n, s: s.election(None).leader(), "name"),
+    Bad("campaign(data='x')", lambda c, n, s: s.election("e").campaign("x"), "data"),
+    Bad(
+        "campaign(timeout=-1)", lambda c, n, s: s.election("e").campaign(b"", timeout=-1), "timeout"
+    ),
+]
+
+
+async def _refusal(client: tenure.Client, node: str, bad: Bad) -> InvalidArgumentError:
+    """Make the call of ``bad`` in a fresh session; the error it raised (at once or awaited)."""
+    async with client.session(node) as session:
+        await session.semaphore("q").create(limit=5)
+        with pytest.raises(InvalidArgumentError) as raised:
+            await _call(bad, client, node, session)
+    return raised.value
+
+
+async def _call(bad: Bad, client: tenure.Client, node: str, session: tenure.Session) -> None:
+    result = bad.call(client, node, session)  # raises here: checked before the await
+    if inspect.isawaitable(result):
+        await result
+
+
+@pytest.mark.parametrize("bad", BAD_ARGUMENTS, ids=lambda bad: bad.id)
+async def test_a_bad_argument_raises_the_same_invalid_argument_error_on_every_backend(
+    client: tenure.Client, node: str, bad: Bad
+) -> None:
+    error = await _refusal(client, node, bad)
+    async with tenure.connect("memory://") as reference:
+        await reference.create_node(node)
+        expected = await _refusal(reference, node, bad)
+
+    assert type(error) is InvalidArgumentError  # not a subclass of the backend's (codec...)
+    assert bad.names in str(error), f"{str(error)!r} does not name {bad.names}"
+    assert str(error) == str(expected)  # the same words as the in-process engine's
+    description = await client.describe_node(node)
+    assert (description.sessions, description.semaphores) == (0, 1)  # only "q": nothing new
+
+
+async def test_a_bad_proclaim_changes_nothing(client: tenure.Client, node: str) -> None:
+    session = await client.session(node)
+    leadership = await session.election("e").campaign(b"me")
+    with pytest.raises(InvalidArgumentError, match="data must be bytes"):
+        await leadership.proclaim("text")  # type: ignore[arg-type]
+    assert leadership.held
+    assert leadership.data == b"me"
+
+
+@pytest.mark.parametrize("require", [["watch"], "fifo", 3, [tenure.Capability.FIFO, None]])
+async def test_connect_refuses_a_require_that_is_not_capabilities(
+    backend: Harness, state_clock: FakeClock | None, state_name: str, require: Any
+) -> None:
+    url, options = backend.url(state_name), backend.options(state_clock)
+    with pytest.raises(InvalidArgumentError, match="require must be Capability values"):
+        await tenure.connect(url, require=require, **options)
+
+
 def test_invalid_argument_is_also_a_value_error() -> None:
     assert issubclass(InvalidArgumentError, ValueError)
     assert issubclass(InvalidArgumentError, TenureError)
@@ -339,8 +529,43 @@ async def test_require_refuses_a_backend_that_lacks_a_capability(
         assert satisfied.capabilities == has
 
 
+# -- a closed client ------------------------------------------------------------------
+
+
+async def test_a_closed_client_raises_client_closed_error(
+    make_client: MakeClient, node: str
+) -> None:
+    closing = await make_client()
+    session = await closing.session(node)
+    lock = await session.mutex("job").lock()
+    await closing.aclose()
+
+    for reason in (session.lost_reason, lock.lost_reason):
+        assert type(reason) is ClientClosedError
+    for attempt in (
+        closing.create_node("another"),
+        closing.describe_node(node),
+        closing.alter_node(node, lock_delay=1.0),
+        closing.drop_node(node),
+        closing.session(node),
+    ):
+        with pytest.raises(ClientClosedError, match="closed"):
+            await attempt
+    with pytest.raises(ClientClosedError):
+        await session.mutex("job").lock()
+    with pytest.raises(SessionClosedError):  # what it raised before it had a class of its own
+        await closing.session(node)
+
+
 def test_every_loss_error_is_a_lost_error() -> None:
-    for error in (SessionClosedError, SessionExpiredError, LeaseLostError, LeaderChangedError):
+    for error in (
+        SessionClosedError,
+        ClientClosedError,
+        SessionExpiredError,
+        LeaseLostError,
+        LeaderChangedError,
+    ):
         assert issubclass(error, LostError)
+    assert issubclass(ClientClosedError, SessionClosedError)
     assert issubclass(LeaderChangedError, LeaseLostError)
     assert issubclass(LostError, TenureError)

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import signal
+import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import tenure
+from tenure.backends._link import describe_error
 from tenure.backends.remote import TenureBackend
 from tenure.errors import (
     InvalidArgumentError,
@@ -276,10 +279,55 @@ async def test_nodes_are_sharded_stably_across_servers(tmp_path: Path) -> None:
 
 
 async def test_an_unreachable_server_is_unavailable_at_once() -> None:
-    with pytest.raises(UnavailableError):
+    with pytest.raises(UnavailableError, match=r"cannot connect to .*: connection refused"):
         await tenure.connect(url_of(free_port()))
     with pytest.raises(OSError, match=r"127\.0\.0\.1"):  # except OSError code catches it too
         await tenure.connect(url_of(free_port()), connect_timeout=1)
+
+
+async def test_a_server_that_accepts_and_never_answers_is_unavailable_saying_so() -> None:
+    """Not "cannot connect to 127.0.0.1:N: " with nothing after it (a timeout's str is empty)."""
+    listener = socket.create_server(("127.0.0.1", 0))  # accepts (the backlog), never answers
+    port = listener.getsockname()[1]
+    try:
+        with pytest.raises(UnavailableError) as raised:
+            await within(tenure.connect(url_of(port), connect_timeout=0.2))
+    finally:
+        listener.close()
+    assert str(raised.value) == (
+        f"cannot connect to 127.0.0.1:{port}: connected, but no answer to Hello within 0.2 s"
+    )
+
+
+@pytest.mark.parametrize(
+    ("error", "words"),
+    [
+        (TimeoutError(), "timed out"),
+        (TimeoutError(errno.ETIMEDOUT, "Connection timed out"), "connection timed out"),
+        (ConnectionRefusedError(errno.ECONNREFUSED, "Connect call failed"), "connection refused"),
+        (ConnectionResetError(errno.ECONNRESET, "Connection reset by peer"), "reset by peer"),
+        (OSError(errno.ENETUNREACH, "Network is unreachable"), "network is unreachable"),
+        (OSError(), "OSError"),
+        (UnavailableError(), "UnavailableError"),
+    ],
+)
+def test_every_connection_error_is_described_in_words(error: BaseException, words: str) -> None:
+    assert words in describe_error(error)
+
+
+async def test_an_argument_the_codec_refuses_is_a_plain_invalid_argument_error(
+    client: tenure.Client,
+) -> None:
+    """The client checks arguments first; below it, the codec's refusal is translated."""
+    session = await client.session("n")
+    backend = session._backend_session()  # past the client's checks, on purpose
+    with pytest.raises(InvalidArgumentError) as raised:
+        await backend.acquire("sem", count=-1, data=b"", timeout=0, ephemeral=True)
+    assert type(raised.value) is InvalidArgumentError  # not the codec's LocalProtocolError
+    assert (
+        str(raised.value) == "count: -1 is outside 0..2**64-1 (the wire cannot carry it in Acquire)"
+    )
+    assert await backend.acquire("sem", count=1, data=b"", timeout=0, ephemeral=True)
 
 
 async def test_node_calls_fail_after_connect_timeout_while_the_server_is_down(
@@ -289,7 +337,7 @@ async def test_node_calls_fail_after_connect_timeout_while_the_server_is_down(
         await client.create_node("n")
         proxy.refuse()
         proxy.drop()
-        with pytest.raises(UnavailableError, match="no connection"):
+        with pytest.raises(UnavailableError, match=r"no connection to \S+ \(last error: .+\)"):
             await within(client.describe_node("n"))
         proxy.refuse(False)
         await reconnected(client, 2)  # the backoff's next try, within 2 s

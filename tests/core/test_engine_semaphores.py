@@ -104,7 +104,7 @@ def test_persistent_semaphore_outlives_its_holders():
 def test_invalid_limit_is_rejected(limit):
     engine = make_engine()
     s = open_session(engine)
-    with pytest.raises(InvalidArgumentError, match="count"):
+    with pytest.raises(InvalidArgumentError, match="limit must be"):
         create_semaphore(engine, s, "p", limit)
     assert engine.nodes["n"].semaphores == {}
 

@@ -12,6 +12,7 @@ import tenure.sync
 from tenure.backends import Capability
 from tenure.errors import (
     AlreadyExistsError,
+    ClientClosedError,
     InvalidArgumentError,
     NotFoundError,
     PreconditionFailedError,
@@ -39,7 +40,7 @@ def test_plain_connect_and_close_is_idempotent() -> None:
     client.close()
     client.close()
     assert threading.active_count() == before
-    with pytest.raises(SessionClosedError):
+    with pytest.raises(ClientClosedError, match="the client is closed"):
         client.describe_node(NODE)
 
 

@@ -173,11 +173,11 @@ def check_data(what: str, data: object, limit: int) -> bytes:
     return data
 
 
-def check_count(count: object, *, allow_zero: bool = False) -> int:
-    """A token count: an int in [1, MAX_COUNT] (or 0 when allowed)."""
+def check_count(count: object, *, allow_zero: bool = False, what: str = "count") -> int:
+    """A token count: an int in [1, MAX_COUNT] (or 0 when allowed); ``what`` names it."""
     low = 0 if allow_zero else 1
     if type(count) is not int or not low <= count <= MAX_COUNT:
-        raise InvalidArgumentError(f"count must be an integer in [{low}, 2**64-1], got {count!r}")
+        raise InvalidArgumentError(f"{what} must be an integer in [{low}, 2**64-1], got {count!r}")
     # Every mutex holds MAX_COUNT: one shared int object instead of one per hold.
     return MAX_COUNT if count == MAX_COUNT else count
 
@@ -187,6 +187,19 @@ def check_hold(hold: object) -> int:
     if type(hold) is not int or not 0 <= hold <= MAX_HOLD:
         raise InvalidArgumentError(f"hold must be an integer in [0, 2**32-1], got {hold!r}")
     return hold
+
+
+def check_description(description: object, what: str = "description") -> str:
+    """A session description: a str of at most MAX_DESCRIPTION_BYTES UTF-8 bytes."""
+    if not isinstance(description, str):
+        raise InvalidArgumentError(f"{what} must be a string, got {type(description).__name__}")
+    try:
+        size = len(description.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate: not text, and no wire can carry it
+        raise InvalidArgumentError(f"{what} must not contain surrogates: {description!r}") from None
+    if size > MAX_DESCRIPTION_BYTES:
+        raise InvalidArgumentError(f"{what} is longer than {MAX_DESCRIPTION_BYTES} bytes")
+    return description
 
 
 def check_duration(

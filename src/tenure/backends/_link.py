@@ -24,8 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import random
+import re
+import socket
 import ssl
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, TypeVar
@@ -39,6 +42,7 @@ from tenure._protocol import (
     Failure,
     GoingAway,
     Hello,
+    LocalProtocolError,
     Ping,
     Pong,
     Push,
@@ -48,7 +52,14 @@ from tenure._protocol import (
     ServerMessage,
     Welcome,
 )
-from tenure.errors import ProtocolError, TenureError, UnavailableError, error_from_code
+from tenure.errors import (
+    ClientClosedError,
+    InvalidArgumentError,
+    ProtocolError,
+    TenureError,
+    UnavailableError,
+    error_from_code,
+)
 
 R = TypeVar("R")
 
@@ -63,6 +74,55 @@ MIN_PING_PATIENCE: Final = 2.0
 
 class DisconnectedError(UnavailableError):
     """The connection was lost before the answer came: the request may or may not have run."""
+
+
+def describe_error(error: BaseException) -> str:
+    """What went wrong, in words, never empty.
+
+    The str of an OSError names the call that failed ("Connect call failed
+    ('127.0.0.1', 6388)"), and that of a timeout is empty: say what happened
+    instead, and fall back on the str, or the type's name, only for the rest.
+    """
+    if isinstance(error, TenureError):
+        return str(error) or type(error).__name__
+    if isinstance(error, ConnectionRefusedError):
+        return "connection refused (nothing listens there)"
+    if isinstance(error, ConnectionResetError):
+        return "connection reset by peer"
+    if isinstance(error, ConnectionAbortedError):
+        return "connection aborted"
+    if isinstance(error, BrokenPipeError):
+        return "broken pipe (the peer closed the connection)"
+    if isinstance(error, ssl.SSLCertVerificationError):
+        return f"TLS certificate verification failed ({error.reason}): {error.verify_message}"
+    if isinstance(error, ssl.SSLError):
+        return f"TLS error: {error.reason or str(error) or type(error).__name__}"
+    if isinstance(error, socket.gaierror):
+        return f"cannot resolve the host name: {error.strerror or error}"
+    if isinstance(error, TimeoutError) and error.errno == errno.ETIMEDOUT:
+        return "connection timed out (the host did not answer)"
+    if isinstance(error, TimeoutError) and not str(error):
+        return "timed out"
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror[:1].lower() + error.strerror[1:]
+    return str(error) or type(error).__name__
+
+
+#: "cannot encode Request.command(Acquire).count: -1 is outside ...": the codec's words.
+_CODEC_FIELD: Final = re.compile(r"cannot encode Request\.command\((\w+)\)\.")
+
+
+def refused_locally(error: LocalProtocolError) -> InvalidArgumentError:
+    """The codec would not send an argument: an InvalidArgumentError naming the field.
+
+    The client checks every argument before it gets here (tenure.client._args);
+    this keeps anything it missed a plain InvalidArgumentError, in the user's terms.
+    """
+    text = str(error)
+    match = _CODEC_FIELD.match(text)
+    if match is not None:
+        text = f"{text[match.end() :]} (the wire cannot carry it in {match.group(1)})"
+    return InvalidArgumentError(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,8 +309,9 @@ class Link:
             await self._connect()
         except BaseException as error:
             await self.aclose()
-            if isinstance(error, OSError | TimeoutError) and not isinstance(error, TenureError):
-                raise UnavailableError(f"cannot connect to {self.endpoint}: {error}") from error
+            if isinstance(error, OSError) and not isinstance(error, TenureError):
+                why = describe_error(error)
+                raise UnavailableError(f"cannot connect to {self.endpoint}: {why}") from error
             raise
         self._spawn(self._keepalive())
 
@@ -262,7 +323,7 @@ class Link:
             task.cancel()
         conn, self._conn = self._conn, None
         if conn is not None:
-            self._fail(conn, UnavailableError("the client is closed"))
+            self._fail(conn, ClientClosedError("the client was closed before the answer came"))
             conn.transport.close()
             with contextlib.suppress(OSError, ssl.SSLError):
                 await conn.protocol.closed
@@ -307,13 +368,14 @@ class Link:
     async def _ready_connection(self, wait_until: float | None) -> _Connection:
         while not self._ready.is_set() or self._conn is None or self._conn.going_away:
             if self._closing:
-                raise UnavailableError("the client is closed")
+                raise ClientClosedError("the client is closed")
             try:
                 async with asyncio.timeout_at(wait_until):
                     await self._ready.wait()
             except TimeoutError:
-                why = f": {self.last_error}" if self.last_error else ""
-                raise UnavailableError(f"no connection to {self.endpoint}{why}") from None
+                last = self.last_error
+                why = "still connecting" if last is None else f"last error: {describe_error(last)}"
+                raise UnavailableError(f"no connection to {self.endpoint} ({why})") from None
         return self._conn
 
     async def call_now(self, command: Command[R]) -> R:
@@ -325,7 +387,10 @@ class Link:
     async def _request(self, conn: _Connection, command: Command[R]) -> R:
         self._last_id += 1
         request_id = self._last_id
-        data = conn.codec.send(Request(request_id, command))  # raises before anything is sent
+        try:
+            data = conn.codec.send(Request(request_id, command))  # raises before anything is sent
+        except LocalProtocolError as error:
+            raise refused_locally(error) from None
         future: asyncio.Future[R] = self._loop.create_future()
         conn.pending[request_id] = (future, self._loop.time())
         conn.transport.write(data)
@@ -338,26 +403,42 @@ class Link:
         endpoint, options = self.endpoint, self.options
         codec = ClientConnection(max_frame_size=options.max_frame_size)
         protocol = _LinkProtocol(self, codec)
-        async with asyncio.timeout(options.connect_timeout):
-            transport, _ = await self._loop.create_connection(
-                lambda: protocol,
-                endpoint.host,
-                endpoint.port,
-                ssl=endpoint.ssl,
-                server_hostname=endpoint.server_hostname if endpoint.ssl else None,
-            )
-            try:
-                hello = Hello(
-                    client_name=options.client_name,
-                    token=options.token,
-                    max_frame_size=options.max_frame_size,
+        transport: asyncio.BaseTransport | None = None
+        try:
+            async with asyncio.timeout(options.connect_timeout) as deadline:
+                transport, _ = await self._loop.create_connection(
+                    lambda: protocol,
+                    endpoint.host,
+                    endpoint.port,
+                    ssl=endpoint.ssl,
+                    server_hostname=endpoint.server_hostname if endpoint.ssl else None,
                 )
-                sent_at = self._loop.time()
-                transport.write(codec.send(hello))
-                welcome = await protocol.handshake
-            except BaseException:
-                transport.abort()
+                try:
+                    hello = Hello(
+                        client_name=options.client_name,
+                        token=options.token,
+                        max_frame_size=options.max_frame_size,
+                    )
+                    sent_at = self._loop.time()
+                    transport.write(codec.send(hello))
+                    welcome = await protocol.handshake
+                except BaseException:
+                    transport.abort()
+                    raise
+        except LocalProtocolError as error:
+            raise refused_locally(error) from None
+        except OSError as error:  # TimeoutError included
+            if isinstance(error, TenureError):
                 raise
+            seconds = f"{options.connect_timeout:g} s"
+            if not (isinstance(error, TimeoutError) and deadline.expired()):
+                why = describe_error(error)  # (an OS timeout too: ETIMEDOUT)
+            elif transport is None:
+                tls = " (TCP and TLS handshake)" if endpoint.ssl else ""
+                why = f"the connection{tls} was not established within {seconds}"
+            else:
+                why = f"connected, but no answer to Hello within {seconds}"
+            raise UnavailableError(f"cannot connect to {endpoint}: {why}") from error
         conn = _Connection(transport, protocol, codec)
         self._conn = conn
         self.epoch += 1
@@ -366,7 +447,8 @@ class Link:
         self.last_error = None
         protocol.start(conn)
         if self._conn is not conn:  # lost at once (what followed the Welcome said so)
-            raise DisconnectedError(f"lost the connection to {endpoint}: {self.last_error}")
+            why = "closed at once" if self.last_error is None else describe_error(self.last_error)
+            raise DisconnectedError(f"lost the connection to {endpoint}: {why}")
         try:
             await self._owner.connected(welcome)
         except BaseException as error:
@@ -422,15 +504,16 @@ class Link:
         self._ready.clear()
         self.last_error = error
         conn.transport.abort()
-        self._fail(conn, DisconnectedError(f"lost the connection to {self.endpoint}: {error}"))
-        log.info("lost the connection to %s: %s", self.endpoint, error)
+        why = describe_error(error)
+        self._fail(conn, DisconnectedError(f"lost the connection to {self.endpoint}: {why}"))
+        log.info("lost the connection to %s: %s", self.endpoint, why)
         self._owner.disconnected()
         if not self._closing and (self._reconnector is None or self._reconnector.done()):
             self._reconnector = asyncio.ensure_future(self._reconnect())
             self._tasks.add(self._reconnector)
             self._reconnector.add_done_callback(self._tasks.discard)
 
-    def _fail(self, conn: _Connection, error: UnavailableError) -> None:
+    def _fail(self, conn: _Connection, error: TenureError) -> None:
         for future, _sent_at in conn.pending.values():
             if not future.done():
                 future.set_exception(type(error)(*error.args))

@@ -43,7 +43,7 @@ from tenure._runtime.clock import Clock, LoopClock
 from tenure._runtime.host import EngineHost
 from tenure.backends._base import Capability, SessionListener
 from tenure.backends._engine import EngineSession
-from tenure.errors import InvalidArgumentError, LostError, SessionClosedError, TenureError
+from tenure.errors import ClientClosedError, InvalidArgumentError, LostError, TenureError
 
 R = TypeVar("R")
 
@@ -131,7 +131,7 @@ class MemoryBackend:
     ) -> MemorySession:
         """Open an attached session."""
         if self._closed:
-            raise SessionClosedError("the client is closed")
+            raise ClientClosedError("the client is closed")
         key = secrets.token_bytes(16)
         info = self.host.execute(CreateSession(node, key, timeout, description))
         session = MemorySession(

@@ -48,8 +48,8 @@ from tenure.backends._base import Capability, SessionListener
 from tenure.backends._link import DisconnectedError, Endpoint, Link, LinkOptions
 from tenure.backends._remote_session import RemoteSession
 from tenure.errors import (
+    ClientClosedError,
     InvalidArgumentError,
-    SessionClosedError,
     SessionExpiredError,
     TenureError,
     UnavailableError,
@@ -219,7 +219,7 @@ class TenureBackend:
     ) -> RemoteSession:
         """Open a session on the node's shard (a session lost in transit expires there)."""
         if self._closed:
-            raise SessionClosedError("the client is closed")
+            raise ClientClosedError("the client is closed")
         shard = self.shard_for(node)
         key = secrets.token_bytes(16)
         info = await shard.call(CreateSession(node, key, timeout, description), resend=True)

@@ -8,9 +8,10 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tenure._core.values import NodeConfig, NodeDescription
 from tenure.backends import Backend, Capability, open_backend
+from tenure.client import _args
 from tenure.client._opening import ClosesOnExit, Opening
 from tenure.client._session import Session
-from tenure.errors import AlreadyExistsError, LostError, SessionClosedError
+from tenure.errors import AlreadyExistsError, ClientClosedError, LostError
 
 
 class Client(ClosesOnExit):
@@ -46,7 +47,10 @@ class Client(ClosesOnExit):
             AlreadyExistsError: the node exists, unless ``exist_ok`` (then nothing
                 changes: an existing node keeps its settings; see alter_node).
         """
-        config = (config or NodeConfig()).replace(**settings)
+        name = _args.node_name(name)
+        config = _args.node_config(config, settings)
+        exist_ok = _args.flag("exist_ok", exist_ok)
+        self._check_open()
         try:
             await self.backend.create_node(name, config)
         except AlreadyExistsError:
@@ -55,14 +59,22 @@ class Client(ClosesOnExit):
 
     async def describe_node(self, name: str) -> NodeDescription:
         """A node's settings and how many sessions and semaphores it has."""
+        name = _args.node_name(name)
+        self._check_open()
         return await self.backend.describe_node(name)
 
     async def alter_node(self, name: str, **changes: object) -> NodeDescription:
         """Change some of a node's settings; returns the new description."""
+        name = _args.node_name(name)
+        changes = _args.node_changes(changes)
+        self._check_open()
         return await self.backend.alter_node(name, changes)
 
     async def drop_node(self, name: str, *, force: bool = False) -> None:
         """Drop a node. With live sessions it fails unless ``force`` (they are then lost)."""
+        name = _args.node_name(name)
+        force = _args.flag("force", force)
+        self._check_open()
         await self.backend.drop_node(name, force)
 
     # -- sessions -------------------------------------------------------------------
@@ -76,7 +88,11 @@ class Client(ClosesOnExit):
             recovery_window: seconds the server keeps the session (and all it holds)
                 after its connection is lost; ``None`` takes the node's default.
             description: a label shown to other sessions and operators.
+
+        Raises:
+            InvalidArgumentError: at once (before the await), naming a bad argument.
         """
+        node, recovery_window, description = _session_args(node, recovery_window, description)
         return Opening(lambda: self._open_session(node, recovery_window, description))
 
     def sessions(
@@ -97,13 +113,13 @@ class Client(ClosesOnExit):
                         continue  # start again in a new session
                     break
         """
+        node, recovery_window, description = _session_args(node, recovery_window, description)
         return SessionLoop(self, node, recovery_window, description)
 
     async def _open_session(
         self, node: str, recovery_window: float | None, description: str
     ) -> Session:
-        if self._closed:
-            raise SessionClosedError("the client is closed")
+        self._check_open()
         session = Session(node, recovery_window, description)
         backend_session = await self.backend.open_session(
             node, timeout=recovery_window, description=description, listener=session
@@ -116,14 +132,34 @@ class Client(ClosesOnExit):
     # -- life -----------------------------------------------------------------------
 
     async def aclose(self) -> None:
-        """Close every session (their holders see SessionClosedError) and the backend."""
+        """Close every session (their holders see ClientClosedError) and the backend.
+
+        Every later call raises ClientClosedError.
+        """
         if self._closed:
             return
         self._closed = True
         for session in list(self._sessions):
             # Not the session's own choice: code relying on it must hear of it.
-            await session._close(SessionClosedError("the client was closed"))
+            await session._close(
+                ClientClosedError(f"the client was closed, and session {session.id} with it")
+            )
         await self.backend.aclose()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError(f"the client is closed ({_redacted(self.url)})")
+
+
+def _session_args(
+    node: object, recovery_window: object, description: object
+) -> tuple[str, float | None, str]:
+    """The checked arguments of :meth:`Client.session` and :meth:`Client.sessions`."""
+    return (
+        _args.node_name(node),
+        _args.recovery_window(recovery_window),
+        _args.description(description),
+    )
 
 
 def _redacted(url: str) -> str:
@@ -186,8 +222,10 @@ def connect(url: str, *, require: Iterable[Capability] = (), **options: object) 
     (``memory://`` takes ``clock=``).
     """
 
+    required = _args.capabilities(require)
+
     async def open_client() -> Client:
-        backend = await open_backend(url, options, require=frozenset(require))
+        backend = await open_backend(url, options, require=required)
         return Client(backend, url)
 
     return Opening(open_client)

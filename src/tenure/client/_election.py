@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tenure._core.values import MAX_COUNT, SemaphoreDescription
+from tenure.client import _args
 from tenure.client._args import Data
 from tenure.client._lease import Leadership
 from tenure.client._opening import Opening
@@ -44,7 +45,7 @@ class Election:
 
     def __init__(self, session: Session, name: str) -> None:
         self.session = session
-        self.name = name
+        self.name = _args.semaphore_name(name)
 
     def __repr__(self) -> str:
         return f"<Election {self.name!r} of session {self.session.id}>"
@@ -54,8 +55,8 @@ class Election:
 
         In ``async with``, the block is cancelled if leadership is lost, and raises
         LeaderChangedError (or the session's loss error). Leaving the block resigns.
+        Bad arguments raise InvalidArgumentError at once (before the await).
         """
-
         return self.session.acquire(
             self.name, MAX_COUNT, data=data, timeout=timeout, ephemeral=True, kind=Leadership
         )

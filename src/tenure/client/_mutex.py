@@ -7,6 +7,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from tenure._core.values import MAX_COUNT
+from tenure.client import _args
 from tenure.client._args import Data
 from tenure.client._lease import Lock
 from tenure.client._opening import Opening
@@ -25,7 +26,7 @@ class Mutex:
 
     def __init__(self, session: Session, name: str) -> None:
         self.session = session
-        self.name = name
+        self.name = _args.semaphore_name(name)
         self._entered: dict[asyncio.Task[object] | None, list[Lock]] = {}
 
     def __repr__(self) -> str:
@@ -36,8 +37,8 @@ class Mutex:
 
         Raises:
             TimeoutError: not held within ``timeout``.
+            InvalidArgumentError: at once (before the await), naming a bad argument.
         """
-
         return self.session.acquire(
             self.name, MAX_COUNT, data=data, timeout=timeout, ephemeral=True, kind=Lock
         )

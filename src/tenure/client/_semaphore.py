@@ -6,7 +6,8 @@ from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
 from tenure._core.values import SemaphoreDescription
-from tenure.client._args import Data, as_data
+from tenure.client import _args
+from tenure.client._args import Data
 from tenure.client._lease import Lease
 from tenure.client._opening import Opening
 from tenure.errors import AlreadyExistsError, PreconditionFailedError
@@ -24,7 +25,7 @@ class Semaphore:
 
     def __init__(self, session: Session, name: str) -> None:
         self.session = session
-        self.name = name
+        self.name = _args.semaphore_name(name)
 
     def __repr__(self) -> str:
         return f"<Semaphore {self.name!r} of session {self.session.id}>"
@@ -37,9 +38,12 @@ class Semaphore:
                 semaphore with the same limit is fine (its data is left alone), and
                 one with another limit raises PreconditionFailedError.
         """
+        limit = _args.count(limit, "limit")
+        data = _args.as_data(data)
+        exist_ok = _args.flag("exist_ok", exist_ok)
         backend = self.session._backend_session()
         try:
-            await backend.create_semaphore(self.name, limit, as_data(data))
+            await backend.create_semaphore(self.name, limit, data)
         except AlreadyExistsError:
             if not exist_ok:
                 raise
@@ -71,8 +75,8 @@ class Semaphore:
             TimeoutError: not granted within ``timeout``.
             NotFoundError: the semaphore does not exist and ``ephemeral`` is false.
             LimitExceededError: ``count`` exceeds the limit, or the queue is full.
+            InvalidArgumentError: at once (before the await), naming a bad argument.
         """
-
         return self.session.acquire(
             self.name, count, data=data, timeout=timeout, ephemeral=ephemeral
         )
@@ -90,16 +94,20 @@ class Semaphore:
         self, *, owners: bool = False, waiters: bool = False
     ) -> SemaphoreDescription:
         """The semaphore's limit, count and data, and its owners and waiters if asked."""
+        owners = _args.flag("owners", owners)
+        waiters = _args.flag("waiters", waiters)
         return await self.session._backend_session().describe_semaphore(
             self.name, owners=owners, waiters=waiters
         )
 
     async def update(self, data: Data) -> None:
         """Replace the semaphore's data (watchers of data see it)."""
-        await self.session._backend_session().update_semaphore(self.name, as_data(data))
+        data = _args.as_data(data)
+        await self.session._backend_session().update_semaphore(self.name, data)
 
     async def delete(self, *, force: bool = False) -> None:
         """Delete the semaphore; with ``force``, even while held (its owners lose their leases)."""
+        force = _args.flag("force", force)
         await self.session._backend_session().delete_semaphore(self.name, force)
 
     def watch(
@@ -112,6 +120,9 @@ class Semaphore:
         exist is described with ``exists=False``. The iterator ends with the
         session's loss error if the session is lost.
         """
+        data = _args.flag("data", data)
+        owners = _args.flag("owners", owners)
+        waiters = _args.flag("waiters", waiters)
         return watch_semaphore(self.session, self.name, data=data, owners=owners, waiters=waiters)
 
 

@@ -9,11 +9,17 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from tenure._core.values import check_timeout
 from tenure.backends._base import BackendSession, Grant
-from tenure.client._args import Data, as_data
+from tenure.client import _args
+from tenure.client._args import Data
 from tenure.client._lease import Lease
 from tenure.client._loss import CancelOnLoss, EndSignal, Guarded
 from tenure.client._opening import Opening
-from tenure.errors import LostError, PreconditionFailedError, SessionClosedError
+from tenure.errors import (
+    InvalidArgumentError,
+    LostError,
+    PreconditionFailedError,
+    SessionClosedError,
+)
 
 if TYPE_CHECKING:
     from tenure.client._election import Election
@@ -169,10 +175,16 @@ class Session(Guarded):
             NotFoundError: the semaphore does not exist and ``ephemeral`` is false.
             LimitExceededError: ``count`` exceeds the limit, or the queue is full.
         """
-        data = as_data(data)
+        name = _args.semaphore_name(name)
+        count = _args.count(count)
+        owner_data = _args.as_data(data)
+        timeout = _args.timeout(timeout)
+        ephemeral = _args.flag("ephemeral", ephemeral)
+        if not (isinstance(kind, type) and issubclass(kind, Lease)):
+            raise InvalidArgumentError(f"kind must be a Lease subclass, got {kind!r}")
 
         async def open_lease() -> Lease:
-            lease = await self._acquire(kind, name, count, data, timeout, ephemeral)
+            lease = await self._acquire(kind, name, count, owner_data, timeout, ephemeral)
             if lease is None:
                 raise TimeoutError(f"{name!r} is busy (timeout=0 only tries)")
             return lease

@@ -17,7 +17,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 from urllib.parse import urlsplit
 
-from tenure.errors import SessionClosedError
+from tenure.errors import ClientClosedError
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -68,7 +68,7 @@ class Portal:
         interrupted (KeyboardInterrupt), the coroutine is cancelled.
 
         Raises:
-            SessionClosedError: the portal (its client) is closed.
+            ClientClosedError: the portal (its client) is closed.
             RuntimeError: called from the portal thread itself, which would deadlock.
         """
         if self.in_portal_thread():
@@ -78,13 +78,13 @@ class Portal:
             )
         with self._guard:
             if self._closed:
-                raise SessionClosedError("the client is closed")
+                raise ClientClosedError("the client is closed")
             future = asyncio.run_coroutine_threadsafe(fn(*args, **kwargs), self._loop)
         try:
             return future.result()
         except concurrent.futures.CancelledError:
             if self._closed:
-                raise SessionClosedError("the client was closed during the call") from None
+                raise ClientClosedError("the client was closed during the call") from None
             raise
         except BaseException:
             future.cancel()  # only has an effect if the wait itself was interrupted

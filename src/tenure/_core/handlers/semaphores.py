@@ -34,7 +34,7 @@ def create_semaphore(state: EngineState, cmd: c.CreateSemaphore, now: float) -> 
     """Create a (persistent) semaphore with a limit and data."""
     _, node = state.lookup_session_node(cmd.session_id)
     name = check_name("semaphore", cmd.name)
-    limit = check_count(cmd.limit)
+    limit = check_count(cmd.limit, what="limit")
     data = check_data("semaphore data", cmd.data, node.config.max_data_size)
     if name in node.semaphores:
         raise AlreadyExistsError(f"semaphore {name!r} already exists")

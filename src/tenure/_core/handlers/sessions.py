@@ -15,8 +15,8 @@ from tenure._core.effects import AcquireFailed, SessionEnded
 from tenure._core.semaphore import holder_key
 from tenure._core.state import EngineState, Session
 from tenure._core.values import (
-    MAX_DESCRIPTION_BYTES,
     MAX_SESSION_TIMEOUT,
+    check_description,
     check_duration,
 )
 from tenure._core.watches import NOTHING, OWNERS, WAITERS, Change
@@ -38,10 +38,7 @@ def create_session(state: EngineState, cmd: c.CreateSession, now: float) -> c.Se
     timeout = node.config.session_timeout
     if cmd.timeout is not None:
         timeout = check_duration("recovery_window", cmd.timeout, maximum=MAX_SESSION_TIMEOUT)
-    if not isinstance(cmd.description, str):
-        raise InvalidArgumentError("description must be a string")
-    if len(cmd.description.encode("utf-8", "replace")) > MAX_DESCRIPTION_BYTES:
-        raise InvalidArgumentError(f"description is longer than {MAX_DESCRIPTION_BYTES} bytes")
+    check_description(cmd.description)
     key = cmd.protection_key
     if not isinstance(key, bytes) or not 0 < len(key) <= MAX_PROTECTION_KEY_BYTES:
         raise InvalidArgumentError(f"protection_key must be 1 to {MAX_PROTECTION_KEY_BYTES} bytes")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE, MAX_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
+from tenure.errors import ConfigError as ConfigError  # re-exported: it lives in tenure.errors
 from tenure.server._driver import BATCH_INTERVAL
 from tenure.server._durability.storage import FsyncMode
 from tenure.server._session_table import DEFAULT_MAX_QUEUED
@@ -39,10 +40,6 @@ DEFAULT_PAUSE_UNREAD: Final = 64 * 1024
 DEFAULT_IDLE_TIMEOUT: Final = 15.0
 #: A connection must complete its handshake (TLS, then Hello) within this, in seconds.
 DEFAULT_HANDSHAKE_TIMEOUT: Final = 10.0
-
-
-class ConfigError(ValueError):
-    """A setting has a value that cannot be used (the message names the setting)."""
 
 
 def _range(

@@ -36,6 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Final
 
+from tenure.errors import (
+    CorruptLogError as CorruptLogError,
+)  # re-exported: it lives in tenure.errors
+
 log = logging.getLogger("tenure.storage")
 
 MAGIC: Final = b"TENURE-LOG\x00\x01"
@@ -54,17 +58,6 @@ class FsyncMode(enum.Enum):
     ALWAYS = "always"  # fsync before every acknowledgement (group commit batches them)
     BATCH = "batch"  # fsync at most every batch interval: a crash loses that interval
     OFF = "off"  # leave it to the OS: a machine crash may lose recent writes
-
-
-class CorruptLogError(Exception):
-    """The data directory cannot be trusted; start-up stops rather than lose data."""
-
-    def __init__(self, path: Path, offset: int | None, problem: str) -> None:
-        where = "" if offset is None else f" at byte offset {offset}"
-        super().__init__(f"{path}: {problem}{where}")
-        self.path = path
-        self.offset = offset
-        self.problem = problem
 
 
 @dataclass(frozen=True, slots=True)
