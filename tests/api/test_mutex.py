@@ -182,6 +182,46 @@ async def test_try_lock_does_not_jump_a_local_waiter_after_a_release(
     await second.release()
 
 
+async def test_a_second_task_of_a_session_waits_by_the_backend_clock(
+    client: tenure.Client, node: str, clock: FakeClock
+) -> None:
+    """Tasks of one session queue at the backend, whose clock ends their wait."""
+    session = await client.session(node)
+    first = await session.mutex("job").lock()
+    waiting = spawn(session.mutex("job").lock(timeout=5.0))
+    assert await wait_for_waiters(session, "job", 1) == [session.id]
+    await clock.advance(4.9)
+    assert not waiting.done()
+    await clock.advance(0.2)
+    with pytest.raises(TimeoutError):
+        await within(waiting)
+    assert first.held
+    assert await waiters(session, "job") == []
+
+
+async def test_tasks_of_one_session_hold_a_semaphore_side_by_side(
+    client: tenure.Client, client2: tenure.Client, node: str
+) -> None:
+    session = await client.session(node)
+    other = await client2.session(node)
+    await session.semaphore("pool").create(limit=3)
+
+    async def hold_one() -> tenure.Lease:
+        return await session.semaphore("pool").acquire(1)
+
+    mine = await within(asyncio.gather(hold_one(), hold_one()))
+    assert len({lease.token for lease in mine}) == 2
+    assert await owners(other, "pool") == [session.id, session.id]
+    queued = spawn(other.semaphore("pool").acquire(3))
+    await wait_for_waiters(other, "pool", 1)
+    await mine[0].release()
+    await settle()
+    assert not queued.done()  # two tokens free, three asked
+    assert await owners(other, "pool") == [session.id]
+    await mine[1].release()
+    assert (await within(queued)).count == 3
+
+
 async def test_lock_timeout_is_decided_by_the_backend_clock(
     client: tenure.Client, client2: tenure.Client, node: str, clock: FakeClock
 ) -> None:

@@ -32,7 +32,7 @@ def page(
 async def test_an_acquire_the_engine_lists_as_waiting_is_queued() -> None:
     ledger = Ledger(SID)
     assert ledger.empty
-    pending = ledger.open(1, "a")  # its QUEUED answer was lost
+    pending = ledger.open(1, "a", 0)  # its QUEUED answer was lost
     settled = ledger.settle(page(waits=(QueuedAcquire("a", 1, 1),)), "")
     assert not pending.future.done()
     assert pending.queued
@@ -43,17 +43,17 @@ async def test_an_acquire_the_engine_lists_as_waiting_is_queued() -> None:
 
 async def test_a_hold_with_a_token_the_client_has_not_seen_is_the_grant() -> None:
     ledger = Ledger(SID)
-    pending = ledger.open(1, "a")
+    pending = ledger.open(1, "a", 0)
     ledger.settle(page(holds=(HeldGrant("a", 42, 3, 9.0),)), "")
     assert pending.future.result() == Grant(42, 3, 9.0)
-    assert ledger.take(1, "a", pending.future.result()) == Grant(42, 3, 9.0)
-    assert ledger.held == {"a": 42}
+    assert ledger.take(1, ("a", 0), pending.future.result()) == Grant(42, 3, 9.0)
+    assert ledger.held == {("a", 0): 42}
 
 
 async def test_a_hold_being_released_is_not_a_new_grant() -> None:
     ledger = Ledger(SID)
-    ledger.releasing["a"] = 42
-    pending = ledger.open(1, "a")
+    ledger.releasing["a", 0] = 42
+    pending = ledger.open(1, "a", 0)
     settled = ledger.settle(page(holds=(HeldGrant("a", 42, 1),)), "")
     assert not pending.future.done()  # not answered: its caller sends it again
     assert settled.drop == []  # and the Release in flight takes care of the hold
@@ -61,7 +61,7 @@ async def test_a_hold_being_released_is_not_a_new_grant() -> None:
 
 async def test_an_acquire_that_may_never_have_arrived_is_left_to_send_again() -> None:
     ledger = Ledger(SID)
-    pending = ledger.open(1, "a")
+    pending = ledger.open(1, "a", 0)
     assert ledger.settle(page(), "").drop == []
     assert not pending.future.done()
     assert not pending.queued
@@ -69,7 +69,7 @@ async def test_an_acquire_that_may_never_have_arrived_is_left_to_send_again() ->
 
 async def test_a_queued_acquire_granted_and_lost_again_raises_the_loss() -> None:
     ledger = Ledger(SID)
-    pending = ledger.open(1, "a")
+    pending = ledger.open(1, "a", 0)
     pending.queued = True
     gone = LeaseLost(SID, "a", 42, ErrorCode.LEASE_LOST, "semaphore 'a' was deleted")
     ledger.settle(page(missed=(gone,)), "")
@@ -79,7 +79,7 @@ async def test_a_queued_acquire_granted_and_lost_again_raises_the_loss() -> None
 
 async def test_a_queued_acquire_with_no_trace_fails_rather_than_waits_for_ever() -> None:
     ledger = Ledger(SID)
-    pending = ledger.open(1, "a")
+    pending = ledger.open(1, "a", 0)
     pending.queued = True
     ledger.settle(page(), "")
     with pytest.raises(UnavailableError, match="how it ended was lost"):
@@ -88,17 +88,17 @@ async def test_a_queued_acquire_with_no_trace_fails_rather_than_waits_for_ever()
 
 async def test_a_held_grant_the_engine_does_not_list_is_lost() -> None:
     ledger = Ledger(SID)
-    ledger.held.update({"a": 5, "b": 6, "c": 7})
+    ledger.held.update({("a", 0): 5, ("b", 0): 6, ("c", 0): 7})
     settled = ledger.settle(page(holds=(HeldGrant("a", 5, 1), HeldGrant("b", 60, 1))), "")
     assert [(name, token) for name, token, _ in settled.lost] == [("b", 6), ("c", 7)]
     assert all(isinstance(error, LeaseLostError) for _, _, error in settled.lost)
-    assert ledger.held == {"a": 5}
-    assert settled.drop == [Release(SID, "b")]  # token 60: nobody asked for it
+    assert ledger.held == {("a", 0): 5}
+    assert settled.drop == [Release(SID, "b", 0)]  # token 60: nobody asked for it
 
 
 async def test_what_nobody_asked_for_is_dropped() -> None:
     ledger = Ledger(SID)
-    pending = ledger.open(2, "a")  # a newer acquire of "a", not applied yet
+    pending = ledger.open(2, "a", 0)  # a newer acquire of "a", not applied yet
     settled = ledger.settle(
         page(
             holds=(HeldGrant("z", 9, 1),),
@@ -107,17 +107,17 @@ async def test_what_nobody_asked_for_is_dropped() -> None:
         "",
     )
     assert settled.drop == [
-        Release(SID, "z"),
-        CancelAcquire(SID, "a", 1),
-        CancelAcquire(SID, "b", 3),
+        Release(SID, "z", 0),
+        CancelAcquire(SID, "a", 1, 0),
+        CancelAcquire(SID, "b", 3, 0),
     ]
     assert not pending.future.done()
 
 
 async def test_a_page_settles_only_the_semaphores_it_covers() -> None:
     ledger = Ledger(SID)
-    ledger.held.update({"a": 1, "m": 2, "z": 3})
-    early, late = ledger.open(10, "b"), ledger.open(11, "y")
+    ledger.held.update({("a", 0): 1, ("m", 0): 2, ("z", 0): 3})
+    early, late = ledger.open(10, "b", 0), ledger.open(11, "y", 0)
     early.queued = late.queued = True
     settled = ledger.settle(page(next_after="n"), "c")  # covers ("c", "n"]
     assert [name for name, _, _ in settled.lost] == ["m"]
@@ -132,23 +132,46 @@ async def test_a_page_settles_only_the_semaphores_it_covers() -> None:
 
 async def test_a_grant_lost_before_its_caller_took_it_is_raised_by_take() -> None:
     ledger = Ledger(SID)
-    pending = ledger.open(1, "a")
+    pending = ledger.open(1, "a", 0)
     ledger.granted(1, Grant(42, 1))
     error = LeaseLostError("semaphore 'a' was deleted")
-    assert ledger.lose("a", 42, error) is False  # nobody holds it yet: its acquire raises
+    assert ledger.lose(("a", 0), 42, error) is False  # nobody holds it yet: its acquire raises
     with pytest.raises(LeaseLostError):
-        ledger.take(1, "a", pending.future.result())
+        ledger.take(1, ("a", 0), pending.future.result())
     assert ledger.held == {}
 
 
 async def test_pushes_are_idempotent() -> None:
     ledger = Ledger(SID)
-    pending = ledger.open(1, "a")
+    pending = ledger.open(1, "a", 0)
     ledger.granted(1, Grant(42, 1))
     ledger.granted(1, Grant(43, 1))
     ledger.failed(1, TimeoutError())
     assert pending.future.result() == Grant(42, 1)
-    ledger.take(1, "a", Grant(42, 1))
+    ledger.take(1, ("a", 0), Grant(42, 1))
     error = LeaseLostError("lost")
-    assert ledger.lose("a", 42, error) is True
-    assert ledger.lose("a", 42, error) is False
+    assert ledger.lose(("a", 0), 42, error) is True
+    assert ledger.lose(("a", 0), 42, error) is False
+
+
+async def test_holds_of_one_semaphore_are_told_apart_by_number() -> None:
+    ledger = Ledger(SID)
+    assert ledger.free_hold("a") == 0
+    first = ledger.open(1, "a", ledger.free_hold("a"))
+    second = ledger.open(2, "a", ledger.free_hold("a"))  # a second task of the session
+    assert (first.hold, second.hold) == (0, 1)
+    ledger.take(1, ("a", 0), Grant(40, 1))
+    ledger.close(1)
+    second.queued = True
+    # On re-attach: hold 1 was granted meanwhile; hold 0 is still held as it was.
+    settled = ledger.settle(page(holds=(HeldGrant("a", 40, 1), HeldGrant("a", 41, 1, None, 1))), "")
+    assert second.future.result() == Grant(41, 1, None, 1)
+    assert (settled.lost, settled.drop) == ([], [])
+    ledger.take(2, ("a", 1), second.future.result())
+    ledger.close(2)
+    assert ledger.free_hold("a") == 2
+    ledger.releasing["a", 0] = ledger.held.pop(("a", 0))
+    assert ledger.free_hold("a") == 2  # not until its Release is answered
+    del ledger.releasing["a", 0]
+    assert ledger.free_hold("a") == 0
+    assert ledger.free_hold("b") == 0

@@ -54,11 +54,17 @@ class Capability(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Grant:
-    """A successful acquire: the fencing token, the count held, and the lease TTL if any."""
+    """A successful acquire: the fencing token, the count held, the lease TTL if any.
+
+    ``hold`` tells this hold from the session's other holds on the same semaphore
+    (the backend's number for it; the session gives it back to restate, release or
+    renew this hold).
+    """
 
     token: int
     count: int
     lease_ttl: float | None = None
+    hold: int = 0
 
 
 class SessionListener(Protocol):
@@ -115,31 +121,43 @@ class BackendSession(Protocol):
     async def acquire(
         self, name: str, *, count: int, data: bytes, timeout: float | None, ephemeral: bool
     ) -> Grant | None:
-        """Hold ``count`` tokens of semaphore ``name``, with owner data ``data``.
+        """A new hold of ``count`` tokens of semaphore ``name``, with owner data ``data``.
 
-        A session holds a semaphore at most once. Acquiring one it holds *restates*
-        the hold: no more tokens than it holds, or new data, apply at once, keeping
-        the token; more tokens queue as an upgrade that, once granted, replaces the
-        hold with a new token (the old hold stays until then).
+        A session may hold a semaphore more than once: each acquire is a hold of its
+        own, an owner or waiter like another session's (two holds of one session
+        queue behind each other in arrival order). :attr:`Grant.hold` names it for
+        :meth:`restate`, :meth:`release` and :meth:`renew`.
 
         ``timeout`` is how long to wait, by the backend's clock (None: forever; 0:
-        only try, returning None if the tokens are not free now). A waiting request
-        is served in arrival order (with :attr:`Capability.FIFO`).
+        only try, returning None if the tokens are not free now or others wait).
+        A waiting request is served in arrival order (with :attr:`Capability.FIFO`).
         ``ephemeral`` creates a missing semaphore with the largest limit; it is
         deleted when its last owner and waiter are gone.
 
         Raises TimeoutError when a positive timeout passes, NotFoundError for a
         missing semaphore that is not ephemeral, LimitExceededError if ``count``
-        exceeds the limit. If the awaiting task is cancelled, the request is
-        withdrawn (a grant that raced the cancellation is released), so a cancelled
-        acquire never leaves a hold behind.
+        exceeds the limit or the queue is full. If the awaiting task is cancelled,
+        the request is withdrawn (a grant that raced the cancellation is released),
+        so a cancelled acquire never leaves a hold behind.
         """
 
-    async def release(self, name: str) -> bool:
-        """Drop this session's hold on ``name``, and its queued request; whether either was."""
+    async def restate(
+        self, name: str, grant: Grant, *, count: int, data: bytes, timeout: float | None
+    ) -> Grant | None:
+        """Change the hold ``grant`` in place: its count, its data, or both.
 
-    async def renew(self, name: str) -> float:
-        """Extend a grant that has a lease TTL; the TTL now in force (LEASE_TTL only)."""
+        No more tokens than held, or new data, apply at once and keep the token.
+        More tokens queue as an upgrade (``timeout`` as for :meth:`acquire`) that,
+        once granted, replaces the hold with a new token; until then, and if the
+        upgrade fails or is cancelled, the hold stays as it was. Returns the hold's
+        new Grant (None: ``timeout`` 0 and the tokens are not free).
+        """
+
+    async def release(self, name: str, grant: Grant) -> bool:
+        """Drop the hold ``grant`` (and a queued upgrade of it); whether it was there."""
+
+    async def renew(self, name: str, grant: Grant) -> float:
+        """Extend the hold ``grant``, which has a lease TTL; the TTL now in force (LEASE_TTL)."""
 
     async def create_semaphore(self, name: str, limit: int, data: bytes) -> None:
         """Create a persistent semaphore; AlreadyExistsError if it exists."""

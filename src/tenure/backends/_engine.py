@@ -109,7 +109,7 @@ class EngineSession:
         late push tells again).
         """
         if isinstance(effect, Granted):
-            grant = Grant(effect.token, effect.count, effect.lease_ttl)
+            grant = Grant(effect.token, effect.count, effect.lease_ttl, effect.hold)
             self.ledger.granted(effect.request_id, grant)
         elif isinstance(effect, AcquireFailed):
             self.ledger.failed(effect.request_id, error_from_code(effect.code, effect.message))
@@ -120,7 +120,7 @@ class EngineSession:
         elif isinstance(effect, LeaseLost):
             error = error_from_code(effect.code, effect.message)
             assert isinstance(error, LostError)
-            if self.ledger.lose(effect.name, effect.token, error):
+            if self.ledger.lose((effect.name, effect.hold), effect.token, error):
                 self._listener.lease_lost(effect.name, effect.token, error)
         elif isinstance(effect, SessionEnded):
             error = error_from_code(effect.code, effect.message)
@@ -224,68 +224,94 @@ class EngineSession:
     ) -> Grant | None:
         """See :meth:`tenure.backends._base.BackendSession.acquire`."""
         self._check_alive()
+        hold = self.ledger.free_hold(name)
+        return await self._acquire(name, hold, count, data, timeout, ephemeral)
+
+    async def restate(
+        self, name: str, grant: Grant, *, count: int, data: bytes, timeout: float | None
+    ) -> Grant | None:
+        """See :meth:`tenure.backends._base.BackendSession.restate`."""
+        self._check_alive()
+        # Not ephemeral: a semaphore deleted meanwhile must not be made anew.
+        return await self._acquire(name, grant.hold, count, data, timeout, False)
+
+    async def _acquire(
+        self,
+        name: str,
+        hold: int,
+        count: int,
+        data: bytes,
+        timeout: float | None,
+        ephemeral: bool,
+    ) -> Grant | None:
+        """One Acquire of hold ``hold``, awaited to its end (granted, busy, or raised)."""
         self._last_request_id += 1
         request_id = self._last_request_id
-        pending = self.ledger.open(request_id, name)
+        pending = self.ledger.open(request_id, name, hold)
+        place = (name, hold)
         try:
-            command = Acquire(self._session_id, name, count, request_id, data, timeout, ephemeral)
+            command = Acquire(
+                self._session_id, name, count, request_id, data, timeout, ephemeral, hold=hold
+            )
             try:
                 result = await self._channel.call(command)
             except asyncio.CancelledError:
                 # Applied or not, granted or queued: undo whatever it did.
-                await self._withdraw(name, request_id)
+                await self._withdraw(place, request_id)
                 raise
             if result.status is AcquireStatus.GRANTED:
                 assert result.token is not None
-                grant = Grant(result.token, result.count, result.lease_ttl)
-                return self.ledger.take(request_id, name, grant)
+                grant = Grant(result.token, result.count, result.lease_ttl, hold)
+                return self.ledger.take(request_id, place, grant)
             if result.status is AcquireStatus.BUSY:
                 return None
             pending.queued = True
             try:
                 grant = await pending.future
             except asyncio.CancelledError:
-                await self._withdraw(name, request_id)
+                await self._withdraw(place, request_id)
                 raise
-            return self.ledger.take(request_id, name, grant)
+            return self.ledger.take(request_id, place, grant)
         finally:
             self.ledger.close(request_id)
 
-    async def _withdraw(self, name: str, request_id: int) -> None:
+    async def _withdraw(self, place: tuple[str, int], request_id: int) -> None:
         """The asker gave up: cancel the queued request, or release a grant that raced it.
 
         Whether a grant raced the cancellation may be unknown (its answer was cut off,
         or pushed on a connection that died), so a request that is no longer queued
-        is followed by a Release unless the session held the semaphore before
-        (restating a hold): releasing nothing is harmless.
+        is followed by a Release unless the hold was held before (an upgrade that was
+        cancelled keeps the hold): releasing nothing is harmless.
         """
         if self.ended is not None:
             return
+        name, hold = place
         # The caller is cancelled, and that is what it must see: if the session ended
         # or cannot be reached meanwhile, there is nothing left to withdraw here.
         with contextlib.suppress(TenureError):
             call = self._channel.call
-            still_queued = await call(CancelAcquire(self._session_id, name, request_id))
-            if not still_queued and name not in self.ledger.held:
-                await call(Release(self._session_id, name))
+            still_queued = await call(CancelAcquire(self._session_id, name, request_id, hold))
+            if not still_queued and place not in self.ledger.held:
+                await call(Release(self._session_id, name, hold))
 
-    async def release(self, name: str) -> bool:
+    async def release(self, name: str, grant: Grant) -> bool:
         """See :meth:`tenure.backends._base.BackendSession.release`."""
         self._check_alive()
         ledger = self.ledger
-        token = ledger.held.pop(name, None)
+        place = (name, grant.hold)
+        token = ledger.held.pop(place, None)
         if token is not None:
-            ledger.releasing[name] = token
+            ledger.releasing[place] = token
         try:
-            return await self._channel.call(Release(self._session_id, name))
+            return await self._channel.call(Release(self._session_id, name, grant.hold))
         finally:
-            if token is not None and ledger.releasing.get(name) == token:
-                del ledger.releasing[name]
+            if token is not None and ledger.releasing.get(place) == token:
+                del ledger.releasing[place]
 
-    async def renew(self, name: str) -> float:
+    async def renew(self, name: str, grant: Grant) -> float:
         """See :meth:`tenure.backends._base.BackendSession.renew`."""
         self._check_alive()
-        return await self._channel.call(Renew(self._session_id, name))
+        return await self._channel.call(Renew(self._session_id, name, hold=grant.hold))
 
     async def create_semaphore(self, name: str, limit: int, data: bytes) -> None:
         """See :meth:`tenure.backends._base.BackendSession.create_semaphore`."""

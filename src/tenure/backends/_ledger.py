@@ -2,8 +2,9 @@
 
 :class:`Ledger` is the bookkeeping of :class:`~tenure.backends._engine.EngineSession`,
 with no I/O: the acquires in progress (by request id), the grants handed to callers
-and not released or lost (by semaphore name), and the rules that settle it against
-a page of the engine's own account (:class:`~tenure._core.SessionState`).
+and not released or lost (by :data:`Place`: semaphore name and hold number), which
+hold numbers are free, and the rules that settle it against a page of the engine's
+own account (:class:`~tenure._core.SessionState`).
 
 A push is sent once: one written to a connection that then died, or queued by a
 server that then restarted, is lost. So after every re-attach the session reads
@@ -19,30 +20,41 @@ before any later push (which is newer, and applies on top):
 * a hold or a queued acquire the client knows nothing about (an answer lost with a
   connection) is released or cancelled.
 
-It relies on what the client's session guarantees: one acquire or hold per
-semaphore per session at a time (a restatement, with ``timeout=0``, aside).
+Each hold of the session on a semaphore has its own number (the engine keeps
+them apart): a new acquire takes the lowest number not in use (pending, held or
+being released), so one acquire or hold per number at a time, a restatement of
+that hold aside.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from tenure._core import CancelAcquire, Command, LeaseLost, Release, SessionState
 from tenure.backends._base import Grant
 from tenure.errors import LeaseLostError, LostError, UnavailableError, error_from_code
 
-__all__ = ["Ledger", "Pending", "Settled"]
+__all__ = ["Ledger", "Pending", "Place", "Settled"]
+
+#: Where a grant is: the semaphore's name and the session's hold number there.
+Place: TypeAlias = tuple[str, int]
 
 
 @dataclass(slots=True)
 class Pending:
-    """An acquire in progress: the semaphore, the outcome, whether the engine queued it."""
+    """An acquire in progress: the semaphore and hold, the outcome, whether it is queued."""
 
     name: str
+    hold: int
     future: asyncio.Future[Grant]
     queued: bool = False
+
+    @property
+    def place(self) -> Place:
+        """Its semaphore and hold number."""
+        return self.name, self.hold
 
 
 @dataclass(slots=True)
@@ -65,10 +77,10 @@ class Ledger:
         self.session_id = session_id
         #: Acquires in progress, by their request id.
         self.pending: dict[int, Pending] = {}
-        #: Grants handed to callers and neither released nor lost: name -> token.
-        self.held: dict[str, int] = {}
+        #: Grants handed to callers and neither released nor lost: place -> token.
+        self.held: dict[Place, int] = {}
         #: Grants being released (no longer held, Release not answered yet).
-        self.releasing: dict[str, int] = {}
+        self.releasing: dict[Place, int] = {}
         # Grants lost before their caller took them (a LeaseLost right after the
         # Granted, before the waiting task ran): request id -> the loss to raise.
         self._doomed: dict[int, LostError] = {}
@@ -84,18 +96,30 @@ class Ledger:
 
     # -- one acquire ------------------------------------------------------------------
 
-    def open(self, request_id: int, name: str) -> Pending:
-        """An acquire starts (its outcome is awaited on the returned future)."""
+    def free_hold(self, name: str) -> int:
+        """The lowest hold number on ``name`` with no acquire, grant or release in progress.
+
+        (Not one being released: until its Release is answered, an Acquire of the
+        same number would restate the hold that is going away.)
+        """
+        busy = {p.hold for p in self.pending.values() if p.name == name}
+        hold = 0
+        while hold in busy or (name, hold) in self.held or (name, hold) in self.releasing:
+            hold += 1
+        return hold
+
+    def open(self, request_id: int, name: str, hold: int) -> Pending:
+        """An acquire of hold ``hold`` starts (its outcome is awaited on the future)."""
         future: asyncio.Future[Grant] = asyncio.get_running_loop().create_future()
-        pending = self.pending[request_id] = Pending(name, future)
+        pending = self.pending[request_id] = Pending(name, hold, future)
         return pending
 
-    def take(self, request_id: int, name: str, grant: Grant) -> Grant:
+    def take(self, request_id: int, place: Place, grant: Grant) -> Grant:
         """The caller takes its grant: now held, unless it was lost already (raises that)."""
         lost = self._doomed.pop(request_id, None)
         if lost is not None:
             raise lost
-        self.held[name] = grant.token
+        self.held[place] = grant.token
         return grant
 
     def close(self, request_id: int) -> None:
@@ -117,16 +141,16 @@ class Ledger:
         if pending is not None and not pending.future.done():
             pending.future.set_exception(error)
 
-    def lose(self, name: str, token: int, error: LostError) -> bool:
-        """The grant ``token`` on ``name`` ended; True if a caller held it (tell it).
+    def lose(self, place: Place, token: int, error: LostError) -> bool:
+        """The grant ``token`` at ``place`` ended; True if a caller held it (tell it).
 
         A grant its caller has not taken yet is doomed instead: that acquire raises.
         """
-        if self.held.get(name) == token:
-            del self.held[name]
+        if self.held.get(place) == token:
+            del self.held[place]
             return True
         for request_id, pending in self.pending.items():
-            if pending.name == name and _granted(pending.future) == token:
+            if pending.place == place and _granted(pending.future) == token:
                 self._doomed[request_id] = error
         return False
 
@@ -152,24 +176,25 @@ class Ledger:
         def covered(name: str) -> bool:
             return name > after and (page.next_after is None or name <= page.next_after)
 
-        holds = {hold.name: hold for hold in page.holds}
-        waits = {wait.name: wait for wait in page.waits}
-        lost = {m.name: m for m in page.missed if isinstance(m, LeaseLost)}
+        holds = {(hold.name, hold.hold): hold for hold in page.holds}
+        waits = {(wait.name, wait.hold): wait for wait in page.waits}
+        lost = {(m.name, m.hold): m for m in page.missed if isinstance(m, LeaseLost)}
         settled = Settled()
-        asked: set[str] = set()
+        asked: set[Place] = set()
         for request_id, pending in self.pending.items():
             if not covered(pending.name):
                 continue
-            asked.add(pending.name)
+            place = pending.place
+            asked.add(place)
             if pending.future.done():
                 continue  # its caller takes it (or withdraws it) from here
-            name = pending.name
-            hold, wait, gone = holds.get(name), waits.get(name), lost.get(name)
-            known = (self.held.get(name), self.releasing.get(name))
+            hold, wait, gone = holds.get(place), waits.get(place), lost.get(place)
+            known = (self.held.get(place), self.releasing.get(place))
             if wait is not None and wait.request_id == request_id:
                 pending.queued = True  # (its QUEUED answer may have been lost)
             elif hold is not None and hold.token not in known:
-                pending.future.set_result(Grant(hold.token, hold.count, hold.lease_ttl))
+                grant = Grant(hold.token, hold.count, hold.lease_ttl, hold.hold)
+                pending.future.set_result(grant)
             elif not pending.queued:
                 pass  # it may never have reached the engine: its caller sends it again
             elif gone is not None and gone.token not in known:
@@ -178,23 +203,25 @@ class Ledger:
             else:  # it ended, and nothing kept how: say so rather than wait for ever
                 pending.future.set_exception(
                     UnavailableError(
-                        f"the acquire of {name!r} ended while the connection was down, "
-                        "and how it ended was lost"
+                        f"the acquire of {pending.name!r} ended while the connection was "
+                        "down, and how it ended was lost"
                     )
                 )
-        for name, token in list(self.held.items()):
-            hold = holds.get(name)
-            if covered(name) and (hold is None or hold.token != token):
+        for place, token in list(self.held.items()):
+            hold = holds.get(place)
+            if covered(place[0]) and (hold is None or hold.token != token):
+                name = place[0]
                 error = LeaseLostError(f"the grant of {name!r} ended while the connection was down")
-                if self.lose(name, token, error):
+                if self.lose(place, token, error):
                     settled.lost.append((name, token, error))
-        for name in holds:
-            if name not in asked and name not in self.held and name not in self.releasing:
-                settled.drop.append(Release(self.session_id, name))
-        for name, wait in waits.items():
+        for place in holds:
+            if place not in asked and place not in self.held and place not in self.releasing:
+                settled.drop.append(Release(self.session_id, *place))
+        for place, wait in waits.items():
             waiting = self.pending.get(wait.request_id)
-            if waiting is None or waiting.name != name:
-                settled.drop.append(CancelAcquire(self.session_id, name, wait.request_id))
+            if waiting is None or waiting.place != place:
+                name, number = place
+                settled.drop.append(CancelAcquire(self.session_id, name, wait.request_id, number))
         return settled
 
 

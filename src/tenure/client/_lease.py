@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tenure.backends._base import Grant
 from tenure.client._args import Data, as_data
@@ -42,6 +42,8 @@ class Lease(Guarded):
         self.token = grant.token
         self.count = grant.count
         self.data = data
+        self._grant = grant  # the backend's, for restating, releasing and renewing
+        self._task: asyncio.Task[Any] | None = None  # the task that acquired it
         self._signal = EndSignal()
         self._scopes: list[CancelOnLoss] = []
         self._renewer: asyncio.Task[None] | None = None
@@ -94,8 +96,16 @@ class Lease(Guarded):
             raise PreconditionFailedError(f"{self!r} was released; acquire it again")
         count = self.count if count is None else count
         new_data = self.data if data is None else as_data(data)
-        grant = await self.session._restate(self, count, new_data, timeout)
+        try:
+            grant = await self.session._restate(self, count, new_data, timeout)
+        except LostError as error:
+            # The hold itself ended while the upgrade waited (its grant lost again
+            # before it was taken): so did this lease.
+            if self.held:
+                self._lose(error)
+            raise
         self.check()  # lost while the upgrade waited: the grant went with it
+        self._grant = grant
         self.token, self.count, self.data = grant.token, grant.count, new_data
 
     # -- async with -------------------------------------------------------------------
@@ -127,7 +137,7 @@ class Lease(Guarded):
         while True:
             await asyncio.sleep(ttl / 3)
             try:
-                ttl = await self.session._backend_session().renew(self.name)
+                ttl = await self.session._backend_session().renew(self.name, self._grant)
             except TenureError as error:
                 self._renewer = None
                 self._lose(

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from tenure._core.values import check_timeout
 from tenure.backends._base import BackendSession, Grant
 from tenure.client import _args
 from tenure.client._args import Data
@@ -44,10 +42,11 @@ class Session(Guarded):
         self._backend: BackendSession | None = None
         self._signal = EndSignal()
         self._scopes: list[CancelOnLoss] = []
-        self._leases: dict[str, Lease] = {}
-        # One acquire per semaphore at a time within a session: a second task asking
-        # for a semaphore this session holds waits here, in order, for the first.
-        self._gates: dict[str, _Gate] = {}
+        #: Leases held, by token (a lost grant is told by its token).
+        self._leases: dict[int, Lease] = {}
+        #: Semaphores each task holds or is acquiring in this session, to refuse a
+        #: task that asks again for what it holds (it would wait behind itself).
+        self._asking: set[tuple[str, asyncio.Task[Any] | None]] = set()
 
     def _bind(self, backend_session: BackendSession) -> None:
         self._backend = backend_session
@@ -109,8 +108,8 @@ class Session(Guarded):
 
     def lease_lost(self, name: str, token: int, error: LostError) -> None:
         """The backend says one grant is gone."""
-        lease = self._leases.get(name)
-        if lease is not None and lease.token == token:
+        lease = self._leases.get(token)
+        if lease is not None and lease.name == name:
             lease._lose(error)
 
     # -- the primitive every recipe is written over -----------------------------------
@@ -165,10 +164,13 @@ class Session(Guarded):
             kind: the :class:`Lease` subclass to return (:class:`Lock`, :class:`Leadership`,
                 or a recipe's own).
 
-        The session holds a semaphore once: a second acquire of ``name`` by another
-        task of this session waits (in order) until the session's lease on it ends;
-        by the task holding it, it raises PreconditionFailedError (leases are not
-        reentrant). To change a held lease's count or data, use :meth:`Lease.restate`.
+        Every acquire is a lease of its own, even in one session: a second task of
+        this session asking for a semaphore queues behind the first, in the
+        backend's FIFO queue and by its clock, like another session would. The task
+        that holds (or is acquiring) ``name`` in this session cannot ask again: that
+        raises PreconditionFailedError (leases are not reentrant, and it would wait
+        behind itself). To change a held lease's count or data, use
+        :meth:`Lease.restate`.
 
         Raises:
             TimeoutError: not granted within ``timeout`` (with ``timeout=0``: busy).
@@ -208,104 +210,65 @@ class Session(Guarded):
         timeout: float | None,
         ephemeral: bool,
     ) -> L | None:
-        """Acquire through the session's per-semaphore gate; None if a try found it busy."""
+        """Acquire a new lease of ``kind``; None if a try (``timeout`` 0) found it busy."""
         backend = self._backend_session()
-        timeout = asked = check_timeout(timeout)
-        if not await self._enter_gate(name, timeout):
-            return None
-        try:
-            if timeout:
-                timeout = max(0.0, timeout - self._gates[name].waited)
-            grant = await backend.acquire(
-                name, count=count, data=data, timeout=timeout, ephemeral=ephemeral
-            )
-        except BaseException:
-            self._leave_gate(name)
-            raise
-        if grant is None:
-            self._leave_gate(name)
-            if asked:  # the local wait used up the whole timeout
-                raise TimeoutError(f"timed out waiting for {name!r}")
-            return None
-        if self._signal.ended:
-            # The session ended while the grant was on its way (a Granted push and the
-            # session's deadline handled in one turn of the loop): the grant ended with
-            # the session, so no lease may outlive it unnoticed.
-            self._leave_gate(name)
-            raise self._signal.reason or SessionClosedError(f"session on {self.node!r} is closed")
-        lease = kind(self, name, grant, data)
-        self._leases[name] = lease
-        return lease
-
-    async def _release(self, lease: Lease) -> None:
-        """Give a lease back to the backend (the lease has already ended itself)."""
-        if self._backend is not None and not self._signal.ended:
-            await self._backend.release(lease.name)
-
-    async def _restate(self, lease: Lease, count: int, data: bytes, timeout: float | None) -> Grant:
-        """Acquire a held semaphore again: the backend restates the hold (see Lease.restate)."""
-        timeout = check_timeout(timeout)
-        grant = await self._backend_session().acquire(
-            # Not ephemeral: a semaphore deleted meanwhile must not be made anew.
-            lease.name,
-            count=count,
-            data=data,
-            timeout=timeout,
-            ephemeral=False,
-        )
-        if grant is None:
-            raise TimeoutError(f"{lease.name!r} has not {count} tokens free (timeout=0 only tries)")
-        if not lease.held and lease.name not in self._leases:
-            # The lease was lost while its upgrade waited: the grant that came anyway
-            # is nobody's, so give it back before reporting the loss.
-            with contextlib.suppress(LostError):
-                await self._backend_session().release(lease.name)
-        return grant
-
-    def _forget(self, lease: Lease) -> None:
-        """A lease ended: stop tracking it and let the next local acquirer in."""
-        if self._leases.get(lease.name) is lease:
-            del self._leases[lease.name]
-            self._leave_gate(lease.name)
-
-    async def _enter_gate(self, name: str, timeout: float | None) -> bool:
-        """Wait (in order) until no other task of this session holds or asks for ``name``."""
-        gate = self._gates.get(name)
-        if gate is None:
-            gate = self._gates[name] = _Gate()
         task = asyncio.current_task()
-        if gate.holder is not None and gate.holder is task:
+        if (name, task) in self._asking:
             # Waiting here would wait for ourselves, forever.
             raise PreconditionFailedError(
                 f"this task already holds or is acquiring {name!r} in this session; "
                 "tenure locks and leases are not reentrant"
             )
-        if timeout == 0 and gate.users:
-            # Another task of this session holds or waits for the semaphore. (Not
-            # ``lock.locked()``: right after a release the lock is free but promised to
-            # the next waiter, and acquiring it would wait behind that waiter's hold.)
-            return False
-        gate.users += 1
-        started = time.monotonic()
+        self._asking.add((name, task))
         try:
-            async with asyncio.timeout(timeout or None):
-                await gate.lock.acquire()
+            grant = await backend.acquire(
+                name, count=count, data=data, timeout=timeout, ephemeral=ephemeral
+            )
+            if grant is None:
+                self._asking.discard((name, task))
+                return None
+            if self._signal.ended:
+                # The session ended while the grant was on its way (a Granted push and
+                # the session's deadline handled in one turn of the loop): the grant
+                # ended with the session, so no lease may outlive it unnoticed.
+                raise self._signal.reason or SessionClosedError(
+                    f"session on {self.node!r} is closed"
+                )
         except BaseException:
-            gate.users -= 1
-            if not gate.users:
-                del self._gates[name]
+            self._asking.discard((name, task))
             raise
-        gate.waited = time.monotonic() - started
-        gate.holder = task
-        return True
+        lease = kind(self, name, grant, data)
+        lease._task = task
+        self._leases[grant.token] = lease
+        return lease
 
-    def _leave_gate(self, name: str) -> None:
-        gate = self._gates[name]
-        gate.holder = None
-        gate.lock.release()
-        gate.users -= 1
-        if not gate.users:
-            del self._gates[name]
+    async def _release(self, lease: Lease) -> None:
+        """Give a lease back to the backend (the lease has already ended itself)."""
+        if self._backend is not None and not self._signal.ended:
+            await self._backend.release(lease.name, lease._grant)
+
+    async def _restate(self, lease: Lease, count: int, data: bytes, timeout: float | None) -> Grant:
+        """Change a held lease's count or data through the backend (see Lease.restate)."""
+        grant = await self._backend_session().restate(
+            lease.name, lease._grant, count=count, data=data, timeout=timeout
+        )
+        if grant is None:
+            raise TimeoutError(f"{lease.name!r} has not {count} tokens free (timeout=0 only tries)")
+        if not lease.held:
+            # The lease was lost while its upgrade waited: the grant that came anyway
+            # is nobody's, so give it back before reporting the loss.
+            with contextlib.suppress(LostError):
+                await self._backend_session().release(lease.name, grant)
+        elif grant.token != lease.token:
+            del self._leases[lease.token]
+            self._leases[grant.token] = lease
+        return grant
+
+    def _forget(self, lease: Lease) -> None:
+        """A lease ended: stop tracking it."""
+        if self._leases.get(lease.token) is lease:
+            del self._leases[lease.token]
+        self._asking.discard((lease.name, lease._task))
 
     def _end(self, reason: LostError | None) -> None:
         if self._signal.ended:
@@ -314,15 +277,3 @@ class Session(Guarded):
         lease_reason = reason or SessionClosedError(f"session on {self.node!r} was closed")
         for lease in list(self._leases.values()):
             lease._lose(lease_reason)
-
-
-class _Gate:
-    """A FIFO lock per semaphore name, and how many tasks use it (to drop it when idle)."""
-
-    __slots__ = ("holder", "lock", "users", "waited")
-
-    def __init__(self) -> None:
-        self.lock = asyncio.Lock()
-        self.holder: asyncio.Task[Any] | None = None  # the task that got through
-        self.users = 0
-        self.waited = 0.0
