@@ -26,7 +26,7 @@ emits effects and fires watches.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -53,11 +53,11 @@ class Owner:
     lease_ttl: float | None = None
     lease_deadline: float | None = None  # set iff lease_ttl is set
     hold: int = 0
+    #: Its :func:`holder_key` (kept: every lookup of a hold compares it).
+    key: int = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> int:
-        """Its :func:`holder_key`."""
-        return holder_key(self.session_id, self.hold)
+    def __post_init__(self) -> None:
+        self.key = holder_key(self.session_id, self.hold)
 
 
 @dataclass(slots=True)
@@ -71,11 +71,11 @@ class Waiter:
     deadline: float | None  # None: waits forever
     lease_ttl: float | None
     hold: int = 0
+    #: Its :func:`holder_key`.
+    key: int = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> int:
-        """Its :func:`holder_key`."""
-        return holder_key(self.session_id, self.hold)
+    def __post_init__(self) -> None:
+        self.key = holder_key(self.session_id, self.hold)
 
 
 class Semaphore:

@@ -60,13 +60,18 @@ class Session:
 
     def add_hold(self, name: str, hold: int = 0) -> None:
         """Its hold ``hold`` now owns tokens of ``name``."""
-        if self._holds is None:
-            self._holds = {}
-        _add(self._holds, name, hold)
+        holds = self._holds
+        if holds is None:
+            self._holds = {name: hold}
+        elif name not in holds:
+            holds[name] = hold  # (the usual case, without a call)
+        else:
+            _add(holds, name, hold)
 
     def discard_hold(self, name: str, hold: int = 0) -> None:
         """Its hold ``hold`` no longer owns tokens of ``name``."""
-        if self._holds is not None and not _discard(self._holds, name, hold):
+        holds = self._holds
+        if holds is not None and not _discard(holds, name, hold):
             self._holds = None
 
     @property
@@ -80,13 +85,18 @@ class Session:
 
     def add_wait(self, name: str, hold: int = 0) -> None:
         """Its hold ``hold`` now waits on ``name``."""
-        if self._waits is None:
-            self._waits = {}
-        _add(self._waits, name, hold)
+        waits = self._waits
+        if waits is None:
+            self._waits = {name: hold}
+        elif name not in waits:
+            waits[name] = hold
+        else:
+            _add(waits, name, hold)
 
     def discard_wait(self, name: str, hold: int = 0) -> None:
         """Its hold ``hold`` no longer waits on ``name``."""
-        if self._waits is not None and not _discard(self._waits, name, hold):
+        waits = self._waits
+        if waits is not None and not _discard(waits, name, hold):
             self._waits = None
 
     # -- endings it did not cause ---------------------------------------------------------
