@@ -86,7 +86,8 @@ def _tenure_requires(request: pytest.FixtureRequest) -> None:
     harness: Harness = request.getfixturevalue("backend")
     lacking = sorted(capability.value for capability in wanted - harness.capabilities)
     if lacking:
-        pytest.skip(f"{harness.name} backend does not declare the capability {', '.join(lacking)}")
+        what = "capability" if len(lacking) == 1 else "capabilities"
+        pytest.skip(f"{harness.name} backend does not declare the {what} {', '.join(lacking)}")
 
 
 @pytest.fixture
