@@ -69,9 +69,9 @@ pytestmark = pytest.mark.requires(Capability.FIFO)
 
 SEMAPHORES = ("s0", "s1")
 KEY = b"differential"
-#: Windows and waits are chosen so that no deadline falls on a time an Advance can
-#: reach (multiples of 0.5): the order of two deadlines due at the same instant is
-#: the engine's business, not something a client can be held to.
+#: Windows and waits are chosen so that no wait's deadline falls on a time an Advance
+#: can reach (multiples of 0.5) or on another deadline (see ``acquire``): the order
+#: of deadlines due at the same instant is not something a client can be held to.
 WINDOWS = (2.0, 5.0)
 ADVANCES = (0.5, 1.0, 2.5, 6.0)
 WAITS: dict[str, float | None] = {"try": 0.0, "short": 1.25, "long": 3.75, "forever": None}
@@ -352,6 +352,11 @@ class Differential:
         if track is None:
             return
         timeout, request_id = WAITS[op.wait], next(self.request_ids)
+        if timeout:
+            # Each wait's own few milliseconds, so that no two deadlines tie: the client
+            # takes the (real, microseconds) time it spent in its per-session gate off
+            # the timeout, so the order of a tie on a FakeClock is not reproducible.
+            timeout += (request_id % 200) / 1000
         command = Acquire(track.oid, name, op.count, request_id, b"", timeout, op.ephemeral)
         try:
             result = self.engine.apply(command, self.now)
