@@ -3,6 +3,14 @@
 * :class:`FakeClock` drives ``memory://`` expiry without sleeping.
 * :func:`disconnect` / :func:`reconnect` make a ``memory://`` session behave as
   if its connection dropped or came back, so its recovery window can run out.
+* :mod:`tenure.testing.conformance` is the conformance kit: the API suite every
+  backend must pass, runnable against any URL from an installed
+  ``tenure[testing]``::
+
+      python -m pytest --pyargs tenure.testing.conformance --tenure-url=memory://
+      python -m pytest --pyargs tenure.testing.conformance --tenure-url=tenure://127.0.0.1:6388
+
+  (docs/testing.md says what it checks and why a test skips).
 """
 
 from __future__ import annotations

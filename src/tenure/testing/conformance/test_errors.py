@@ -156,6 +156,7 @@ async def test_max_data_size(client: tenure.Client, node: str) -> None:
     assert leader.data == b"small"
 
 
+@pytest.mark.requires(tenure.Capability.WATCH)
 async def test_max_watches_per_session(client: tenure.Client, node: str) -> None:
     await client.alter_node(node, max_watches_per_session=1)
     session = await client.session(node)

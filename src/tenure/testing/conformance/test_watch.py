@@ -13,6 +13,8 @@ from tenure.errors import SessionClosedError, SessionExpiredError
 from .harness import Expire
 from .support import settle, spawn, within
 
+pytestmark = pytest.mark.requires(tenure.Capability.WATCH)
+
 
 async def test_watch_yields_the_current_state_then_each_data_change(
     client: tenure.Client, client2: tenure.Client, node: str

@@ -23,6 +23,7 @@ from .support import (
 )
 
 
+@pytest.mark.requires(tenure.Capability.FENCING_TOKENS)
 async def test_async_with_holds_the_lock_for_the_block(
     client: tenure.Client, client2: tenure.Client, node: str
 ) -> None:
@@ -86,6 +87,7 @@ async def test_a_mutex_has_one_holder_and_one_token_count(client: tenure.Client,
     assert len(description.owners) == 1
 
 
+@pytest.mark.requires(tenure.Capability.FENCING_TOKENS)
 async def test_try_lock_returns_none_when_busy(
     client: tenure.Client, client2: tenure.Client, node: str
 ) -> None:
@@ -116,6 +118,7 @@ async def test_lock_with_timeout_zero_only_tries(
     await lock.release()
 
 
+@pytest.mark.requires(tenure.Capability.FENCING_TOKENS)
 async def test_a_waiter_gets_the_lock_when_it_is_released(
     client: tenure.Client, client2: tenure.Client, node: str
 ) -> None:
@@ -134,6 +137,7 @@ async def test_a_waiter_gets_the_lock_when_it_is_released(
     assert await owners(session, "job") == [other.id]
 
 
+@pytest.mark.requires(tenure.Capability.FENCING_TOKENS)
 async def test_tasks_of_one_session_take_turns_in_order(client: tenure.Client, node: str) -> None:
     session = await client.session(node)
     inside = 0
@@ -165,6 +169,7 @@ async def test_tasks_of_one_session_take_turns_in_order(client: tenure.Client, n
     assert tokens[0] > first.token
 
 
+@pytest.mark.requires(tenure.Capability.FENCING_TOKENS)
 async def test_try_lock_does_not_jump_a_local_waiter_after_a_release(
     client: tenure.Client, node: str
 ) -> None:

@@ -12,6 +12,7 @@ from tenure.errors import PreconditionFailedError
 from .support import owners, within
 
 
+@pytest.mark.requires(tenure.Capability.FENCING_TOKENS)
 async def test_openings_are_coroutines_for_create_task(client: tenure.Client, node: str) -> None:
     session = await client.session(node)
     task = asyncio.create_task(session.mutex("job").lock())
@@ -30,6 +31,7 @@ async def test_an_unawaited_opening_leaves_no_trace(client: tenure.Client, node:
     assert await session.mutex("job").try_lock() is not None
 
 
+@pytest.mark.requires(tenure.Capability.FENCING_TOKENS)
 async def test_relocking_in_the_same_task_is_an_error_not_a_deadlock(
     client: tenure.Client, node: str
 ) -> None:
@@ -43,6 +45,7 @@ async def test_relocking_in_the_same_task_is_an_error_not_a_deadlock(
     assert again.token > lock.token
 
 
+@pytest.mark.requires(tenure.Capability.FENCING_TOKENS)
 async def test_another_task_of_the_session_waits_its_turn(client: tenure.Client, node: str) -> None:
     session = await client.session(node)
     first = await session.mutex("job").lock()

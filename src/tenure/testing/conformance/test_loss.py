@@ -98,6 +98,7 @@ async def test_lease_loss_cancels_the_lease_block(
     assert session.lost_reason is None  # only the lease was lost
 
 
+@pytest.mark.requires(tenure.Capability.FENCING_TOKENS)
 async def test_lock_loss_cancels_the_lock_block(
     client: tenure.Client, client2: tenure.Client, node: str
 ) -> None:
@@ -352,6 +353,7 @@ async def test_lost_can_be_awaited_by_code_outside_any_block(
     assert await within(released) is None  # a clean release is no loss
 
 
+@pytest.mark.requires(tenure.Capability.FENCING_TOKENS)
 async def test_closing_the_client_tells_holders_session_closed(
     client: tenure.Client, client2: tenure.Client, node: str
 ) -> None:
@@ -447,7 +449,7 @@ async def test_a_body_error_raised_during_a_loss_wins_and_the_task_stays_protect
         await within(task, "the second loss to cancel the body")
 
 
-@pytest.mark.requires(tenure.Capability.LEASE_TTL)
+@pytest.mark.requires(tenure.Capability.LEASE_TTL, tenure.Capability.FENCING_TOKENS)
 async def test_a_lease_not_renewed_within_its_ttl_is_lost(
     client: tenure.Client, client2: tenure.Client, node: str, clock: FakeClock
 ) -> None:

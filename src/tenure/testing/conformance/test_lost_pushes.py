@@ -18,12 +18,14 @@ import pytest
 import tenure
 from tenure.errors import LeaseLostError, NotFoundError, SessionExpiredError
 from tenure.testing import FakeClock
-from tests.api.harness import Network
-from tests.api.support import owners, settle, spawn, wait_for_waiters, waiters, within
+
+from .harness import Network
+from .support import owners, settle, spawn, wait_for_waiters, waiters, within
 
 pytestmark = pytest.mark.requires(tenure.Capability.SESSION_RECOVERY)
 
 
+@pytest.mark.requires(tenure.Capability.FENCING_TOKENS)
 async def test_a_grant_lost_while_away_is_found_on_re_attach(
     client: tenure.Client, client2: tenure.Client, node: str, network: Network
 ) -> None:
@@ -126,6 +128,7 @@ async def test_a_grant_lost_with_its_lease_while_away_fails_the_acquire(
     assert not waiter.closed
 
 
+@pytest.mark.requires(tenure.Capability.WATCH)
 async def test_a_watch_firing_lost_while_away_shows_the_latest_state(
     client: tenure.Client, client2: tenure.Client, node: str, network: Network
 ) -> None:

@@ -53,6 +53,7 @@ async def test_the_loop_stops_when_its_session_is_closed_on_purpose(
     assert (await client.describe_node(node)).sessions == 0
 
 
+@pytest.mark.requires(tenure.Capability.FENCING_TOKENS)
 async def test_async_for_recovers_work_across_expiries(
     client: tenure.Client, node: str, expire: Expire
 ) -> None:

@@ -95,6 +95,7 @@ async def test_closing_a_session_cancels_its_waits(
     assert await waiters(holder, "job") == []
 
 
+@pytest.mark.requires(tenure.Capability.FENCING_TOKENS)
 async def test_expiry_releases_holds_and_tells_the_holder(
     client: tenure.Client, client2: tenure.Client, node: str, expire: Expire
 ) -> None:
@@ -171,6 +172,7 @@ async def test_the_window_restarts_at_each_disconnect(
     assert isinstance(session.lost_reason, SessionExpiredError)
 
 
+@pytest.mark.requires(tenure.Capability.SESSION_RECOVERY)
 async def test_the_node_decides_the_default_recovery_window(
     client: tenure.Client, node: str, clock: FakeClock, network: Network
 ) -> None:

@@ -13,7 +13,7 @@ from .support import spawn, wait_for_waiters, waiters, within
 
 WAITERS = 32
 
-pytestmark = pytest.mark.requires(tenure.Capability.FIFO)
+pytestmark = pytest.mark.requires(tenure.Capability.FIFO, tenure.Capability.FENCING_TOKENS)
 
 
 async def test_32_waiters_on_a_mutex_are_served_in_arrival_order(

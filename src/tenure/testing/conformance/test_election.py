@@ -56,6 +56,7 @@ async def test_proclaim_changes_the_data_and_keeps_the_token(
     await leadership.resign()
 
 
+@pytest.mark.requires(tenure.Capability.FENCING_TOKENS)
 async def test_resign_hands_over_to_the_next_candidate(
     client: tenure.Client, client2: tenure.Client, node: str
 ) -> None:
@@ -96,6 +97,7 @@ async def test_campaign_timeout_is_decided_by_the_backend_clock(
         await within(campaigning)
 
 
+@pytest.mark.requires(tenure.Capability.WATCH)
 async def test_observe_yields_the_leader_at_once_then_each_change(
     client: tenure.Client, client2: tenure.Client, node: str
 ) -> None:
@@ -125,6 +127,7 @@ async def test_observe_yields_the_leader_at_once_then_each_change(
         assert (state.data, state.session_id, state.token) == (b"host-b", b.id, second.token)
 
 
+@pytest.mark.requires(tenure.Capability.WATCH)
 async def test_observe_knows_whether_the_leader_is_me(
     client: tenure.Client, client2: tenure.Client, node: str
 ) -> None:
@@ -150,6 +153,7 @@ async def test_observe_knows_whether_the_leader_is_me(
         assert (by_b.data, by_b.is_me) == (b"b", True)
 
 
+@pytest.mark.requires(tenure.Capability.WATCH)
 async def test_observe_does_not_yield_for_a_new_candidate(
     client: tenure.Client, client2: tenure.Client, node: str
 ) -> None:

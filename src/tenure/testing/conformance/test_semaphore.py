@@ -113,6 +113,7 @@ async def test_acquire_with_timeout_zero_only_tries(client: tenure.Client, node:
         await other.semaphore("pool").acquire(timeout=0)
 
 
+@pytest.mark.requires(tenure.Capability.FIFO)
 async def test_describe_lists_owners_in_grant_order_and_waiters_in_service_order(
     client: tenure.Client, client2: tenure.Client, node: str
 ) -> None:
@@ -240,6 +241,7 @@ async def test_ephemeral_acquire_of_a_created_semaphore_obeys_its_limit(
     assert not (await session.semaphore("pool").describe()).ephemeral
 
 
+@pytest.mark.requires(tenure.Capability.FENCING_TOKENS)
 async def test_a_waiter_is_granted_when_tokens_are_released(
     client: tenure.Client, client2: tenure.Client, node: str
 ) -> None:

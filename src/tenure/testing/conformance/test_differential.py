@@ -1,0 +1,546 @@
+"""Differential test: random operations on the backend under test and on the engine.
+
+Hypothesis generates short sequences of operations over a few sessions and two
+semaphores: open a session, create a semaphore, acquire (a count, a timeout of 0,
+a short or a long wait, or none; ephemeral or not), release, cancel a waiting
+acquire, close a session, delete a semaphore (forced or not), and, where the kit
+drives a FakeClock (``memory://``), drop and restore a session's connection and let
+time pass, so that waits time out and sessions expire. Each operation goes to the
+backend through the public client API and to :class:`tenure._core.Engine`, the
+oracle, as the command it stands for, at the same time. After every step they must
+agree on:
+
+* each operation's outcome: granted, refused as busy, queued, or the error class;
+* the end of each waiting acquire (granted, timed out, deleted, session gone) and of
+  each lease (lost, and why) as the client reports it;
+* which sessions are alive;
+* every semaphore's existence, limit and count, its owners (session, count) in
+  grant order and its waiters (session, count) in service order;
+* the order of fencing tokens, across every grant made so far (the numbers may
+  differ between backends; their order may not).
+
+The backend's session ids are mapped to the oracle's as sessions are opened.
+Operations that do not apply to the current state (a session that already holds
+or waits for the semaphore, nothing to release...) are skipped, so every sequence
+is valid and shrinks well. Where time cannot be faked, only time-free operations
+are generated (timeouts of 0 or none, no disconnects).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tenure
+from tenure._core import (
+    Acquire,
+    AcquireFailed,
+    AcquireStatus,
+    AttachSession,
+    CancelAcquire,
+    CloseSession,
+    CreateNode,
+    CreateSemaphore,
+    CreateSession,
+    DeleteSemaphore,
+    DescribeSemaphore,
+    DetachSession,
+    Engine,
+    Granted,
+    LeaseLost,
+    Release,
+    SessionEnded,
+)
+from tenure.backends import Capability
+from tenure.errors import NotFoundError, SessionClosedError, TenureError, error_from_code
+from tenure.testing._clock import FakeClock
+
+from .harness import Harness, unique
+from .support import PATIENCE, describe, eventually, spawn
+
+pytestmark = pytest.mark.requires(Capability.FIFO)
+
+SEMAPHORES = ("s0", "s1")
+KEY = b"differential"
+#: Windows and waits are chosen so that no wait's deadline falls on a time an Advance
+#: can reach (multiples of 0.5) or on another deadline (see ``acquire``): the order
+#: of deadlines due at the same instant is not something a client can be held to.
+WINDOWS = (2.0, 5.0)
+ADVANCES = (0.5, 1.0, 2.5, 6.0)
+WAITS: dict[str, float | None] = {"try": 0.0, "short": 1.25, "long": 3.75, "forever": None}
+LIMITS = st.sampled_from((1, 2, 2, 3))
+EXAMPLES = int(os.environ.get("TENURE_DIFFERENTIAL_EXAMPLES", "50"))
+
+# -- operations: abstract, resolved against the state when they run -------------------
+
+
+@dataclass(frozen=True)
+class Open:
+    window: float
+
+
+@dataclass(frozen=True)
+class Create:
+    sem: int
+    limit: int
+
+
+@dataclass(frozen=True)
+class AcquireOp:
+    who: int
+    sem: int
+    count: int
+    wait: str
+    ephemeral: bool
+
+
+@dataclass(frozen=True)
+class ReleaseOp:
+    who: int
+    sem: int
+
+
+@dataclass(frozen=True)
+class Cancel:
+    who: int
+    sem: int
+
+
+@dataclass(frozen=True)
+class Close:
+    who: int
+
+
+@dataclass(frozen=True)
+class Delete:
+    sem: int
+    force: bool
+
+
+@dataclass(frozen=True)
+class Disconnect:
+    who: int
+
+
+@dataclass(frozen=True)
+class Reconnect:
+    who: int
+
+
+@dataclass(frozen=True)
+class Advance:
+    seconds: float
+
+
+def operations(fake_time: bool) -> st.SearchStrategy[Any]:
+    """One operation, acquires and releases the most likely; with ``fake_time``, also
+    waits with timeouts, disconnects and the passing of time.
+    """
+    who, sem = st.integers(0, 3), st.integers(0, len(SEMAPHORES) - 1)
+    waits = sorted(WAITS) if fake_time else ["try", "forever"]
+    counts = st.sampled_from((1, 1, 1, 2, 3))
+    acquire = st.builds(AcquireOp, who, sem, counts, st.sampled_from(waits), st.booleans())
+    weighted: list[tuple[int, st.SearchStrategy[Any]]] = [
+        (6, acquire),
+        (3, st.builds(ReleaseOp, who, sem)),
+        (1, st.builds(Cancel, who, sem)),
+        (1, st.builds(Open, st.sampled_from(WINDOWS))),
+        (1, st.builds(Create, sem, LIMITS)),
+        (1, st.builds(Close, who)),
+        (1, st.builds(Delete, sem, st.booleans())),
+    ]
+    if fake_time:
+        weighted += [
+            (3, st.builds(Advance, st.sampled_from(ADVANCES))),
+            (1, st.builds(Disconnect, who)),
+            (1, st.builds(Reconnect, who)),
+        ]
+    # sampled_from, not one_of: it picks uniformly from the list, so weights hold.
+    kinds = [strategy for weight, strategy in weighted for _ in range(weight)]
+    return st.sampled_from(kinds).flatmap(lambda strategy: strategy)
+
+
+def scenarios(fake_time: bool) -> st.SearchStrategy[list[Any]]:
+    """Two or three sessions and a created ``s0`` to start with, then the operations."""
+    start = st.tuples(
+        st.lists(st.builds(Open, st.sampled_from(WINDOWS)), min_size=2, max_size=3),
+        st.builds(Create, st.just(0), LIMITS),
+    )
+    return st.builds(
+        lambda first, then: [*first[0], first[1], *then],
+        start,
+        st.lists(operations(fake_time), min_size=10, max_size=50),
+    )
+
+
+# -- the run ----------------------------------------------------------------------------
+
+
+@dataclass
+class Waiting:
+    """An acquire in flight: the client's task, and what the oracle says of it."""
+
+    task: asyncio.Task[tenure.Lease]
+    request_id: int
+    count: int
+    outcome: BaseException | int | None = None  # None: still queued; int: granted token
+
+
+@dataclass
+class Held:
+    """A lease the client holds, and its oracle token; ``lost``: why the oracle ended it."""
+
+    lease: tenure.Lease
+    token: int
+    lost: BaseException | None = None
+
+
+@dataclass
+class Track:
+    """One session on both sides."""
+
+    session: tenure.Session
+    oid: int
+    seq_no: int
+    attached: bool = True
+    ended: BaseException | None = None  # why the oracle ended it
+    waiting: dict[str, Waiting] = field(default_factory=dict)
+    held: dict[str, Held] = field(default_factory=dict)
+
+
+class Differential:
+    """Runs one sequence of operations on both sides, checking after each step."""
+
+    def __init__(self, harness: Harness, clock: FakeClock | None) -> None:
+        self.harness, self.clock = harness, clock
+        self.tokens = Capability.FENCING_TOKENS in harness.capabilities
+        self.engine = Engine()
+        self.node = unique("diff")
+        self.tracks: list[Track] = []
+        self.ids: dict[int, int] = {}  # backend session id -> oracle session id
+        self.grants: list[tuple[int, int]] = []  # (oracle token, backend token), every grant
+        self.request_ids = itertools.count(1)
+        self.clients: list[tenure.Client] = []
+
+    @property
+    def now(self) -> float:
+        return 0.0 if self.clock is None else self.clock.now()
+
+    async def connect(self) -> tenure.Client:
+        url = self.harness.url(self.node)
+        client = await tenure.connect(url, **self.harness.options(self.clock))
+        self.clients.append(client)
+        return client
+
+    async def run(self, ops: list[Any]) -> None:
+        client = await self.connect()
+        await client.create_node(self.node)
+        self.engine.apply(CreateNode(self.node), self.now)
+        try:
+            self.observer = await client.session(self.node)
+            self.observer_oid = self.engine.apply(
+                CreateSession(self.node, KEY), self.now
+            ).session_id
+            self.ids[self.observer.id] = self.observer_oid
+            for step, op in enumerate(ops):
+                await self.apply(op)
+                await self.check(f"after step {step}: {op}")
+        finally:
+            for track in self.tracks:
+                for waiting in track.waiting.values():
+                    waiting.task.cancel()
+                await asyncio.gather(
+                    *(w.task for w in track.waiting.values()), return_exceptions=True
+                )
+            for each in reversed(self.clients):
+                await each.aclose()
+            await self.harness.cleanup(self.node)
+
+    def pick(self, who: int, fits: Any = None) -> Track | None:
+        """The ``who``-th session alive, attached and ``fits``, cyclically (None: none is)."""
+        live = [
+            t for t in self.tracks if t.ended is None and t.attached and (fits is None or fits(t))
+        ]
+        return live[who % len(live)] if live else None
+
+    # -- applying one operation to both sides ---------------------------------------
+
+    async def apply(self, op: Any) -> None:
+        if isinstance(op, Open):
+            if len([t for t in self.tracks if t.ended is None]) >= 3:
+                return
+            client = await self.connect()  # one client per session, like separate processes
+            session = await client.session(self.node, recovery_window=op.window)
+            info = self.engine.apply(CreateSession(self.node, KEY, timeout=op.window), self.now)
+            self.tracks.append(Track(session, info.session_id, info.seq_no))
+            self.ids[session.id] = info.session_id
+        elif isinstance(op, Create):
+            name = SEMAPHORES[op.sem]
+            expected = self.oracle(CreateSemaphore(self.observer_oid, name, op.limit))
+            got = await outcome(self.observer.semaphore(name).create(op.limit))
+            assert same(got, expected), f"create {name}: backend {got!r}, oracle {expected!r}"
+        elif isinstance(op, AcquireOp):
+            await self.acquire(op)
+        elif isinstance(op, ReleaseOp):
+            name = SEMAPHORES[op.sem]
+            track = self.pick(op.who, lambda t: name in t.held)
+            if track is None:
+                return
+            held = track.held.pop(name)
+            if held.lost is None:
+                assert self.engine.apply(Release(track.oid, name), self.now)
+            await held.lease.release()
+        elif isinstance(op, Cancel):
+            name = SEMAPHORES[op.sem]
+            track = self.pick(op.who, lambda t: name in t.waiting)
+            if track is None:
+                return
+            waiting = track.waiting[name]
+            if waiting.outcome is not None:
+                return  # ended already (its end is checked like any other)
+            del track.waiting[name]
+            assert self.engine.apply(CancelAcquire(track.oid, name, waiting.request_id), self.now)
+            waiting.task.cancel()
+            got = await outcome(waiting.task)
+            assert isinstance(got, asyncio.CancelledError), f"cancelled acquire ended {got!r}"
+        elif isinstance(op, Close):
+            track = self.pick(op.who)
+            if track is None:
+                return
+            self.engine.apply(CloseSession(track.oid), self.now)
+            self.end(track, SessionClosedError("closed"))
+            await track.session.close()
+        elif isinstance(op, Delete):
+            name = SEMAPHORES[op.sem]
+            expected = self.oracle(DeleteSemaphore(self.observer_oid, name, op.force))
+            got = await outcome(self.observer.semaphore(name).delete(force=op.force))
+            assert same(got, expected), f"delete {name}: backend {got!r}, oracle {expected!r}"
+        elif isinstance(op, Disconnect):
+            track = self.pick(op.who)
+            if track is None:
+                return
+            self.engine.apply(DetachSession(track.oid), self.now)
+            track.attached = False
+            await self.harness.disconnect(track.session)
+        elif isinstance(op, Reconnect):
+            detached = [t for t in self.tracks if t.ended is None and not t.attached]
+            if not detached:
+                return
+            track = detached[op.who % len(detached)]
+            track.seq_no += 1
+            self.engine.apply(AttachSession(track.oid, KEY, track.seq_no), self.now)
+            track.attached = True
+            await self.harness.reconnect(track.session)
+        elif isinstance(op, Advance):
+            assert self.clock is not None
+            await self.clock.advance(op.seconds)
+            self.engine.tick(self.now)
+        self.take_effects()
+
+    async def acquire(self, op: AcquireOp) -> None:
+        name = SEMAPHORES[op.sem]
+        # Not a session that holds or waits for it already: the client would queue the
+        # second acquire behind the first, locally, where the oracle cannot see it.
+        track = self.pick(op.who, lambda t: name not in t.waiting and name not in t.held)
+        if track is None:
+            return
+        timeout, request_id = WAITS[op.wait], next(self.request_ids)
+        if timeout:
+            # Each wait's own few milliseconds, so that no two deadlines tie: the client
+            # takes the (real, microseconds) time it spent in its per-session gate off
+            # the timeout, so the order of a tie on a FakeClock is not reproducible.
+            timeout += (request_id % 200) / 1000
+        command = Acquire(track.oid, name, op.count, request_id, b"", timeout, op.ephemeral)
+        try:
+            result = self.engine.apply(command, self.now)
+        except TenureError as error:
+            expected: BaseException | int | None = error
+        else:
+            if result.status is AcquireStatus.GRANTED:
+                assert result.token is not None
+                expected = result.token
+            elif result.status is AcquireStatus.BUSY:
+                expected = TimeoutError("busy")
+            else:
+                expected = None
+        semaphore = track.session.semaphore(name)
+        waiting = Waiting(
+            spawn(semaphore.acquire(op.count, timeout=timeout, ephemeral=op.ephemeral)),
+            request_id,
+            op.count,
+            expected,
+        )
+        track.waiting[name] = waiting
+        if expected is None:  # queued: wait until the backend shows it queued too
+            sid = track.session.id
+
+            async def queued() -> bool:
+                found = await describe(self.observer, name)
+                return waiting.task.done() or (
+                    found is not None and sid in [w.session_id for w in found.waiters]
+                )
+
+            await eventually(queued, f"session {sid} queued on {name!r}")
+            assert not waiting.task.done(), f"{op}: the oracle queued it, the backend ended it"
+
+    def oracle(self, command: Any) -> BaseException | None:
+        try:
+            self.engine.apply(command, self.now)
+        except TenureError as error:
+            return error
+        return None
+
+    def take_effects(self) -> None:
+        """Fold the oracle's effects into what each acquire and lease must end with."""
+        by_oid = {t.oid: t for t in self.tracks}
+        for effect in self.engine.take_effects():
+            track = by_oid.get(effect.session_id)
+            if track is None:
+                continue  # the observer's
+            if isinstance(effect, Granted):
+                for waiting in track.waiting.values():
+                    if waiting.request_id == effect.request_id:
+                        waiting.outcome = effect.token
+            elif isinstance(effect, AcquireFailed):
+                for waiting in track.waiting.values():
+                    if waiting.request_id == effect.request_id:
+                        waiting.outcome = error_from_code(effect.code, effect.message)
+            elif isinstance(effect, LeaseLost):
+                held = track.held.get(effect.name)
+                if held is not None and held.token == effect.token:
+                    held.lost = error_from_code(effect.code, effect.message)
+            elif isinstance(effect, SessionEnded):
+                self.end(track, error_from_code(effect.code, effect.message))
+
+    def end(self, track: Track, reason: BaseException) -> None:
+        track.ended = reason
+        for waiting in track.waiting.values():
+            if waiting.outcome is None:
+                waiting.outcome = reason
+        for held in track.held.values():
+            if held.lost is None:
+                held.lost = reason
+
+    # -- checking ---------------------------------------------------------------------
+
+    async def check(self, where: str) -> None:
+        for track in self.tracks:
+            for name, waiting in list(track.waiting.items()):
+                await self.check_waiting(track, name, waiting, where)
+            for name, held in list(track.held.items()):
+                if held.lost is not None:
+                    lease = held.lease
+
+                    async def lost(lease: tenure.Lease = lease) -> bool:
+                        return lease.lost_reason is not None
+
+                    await eventually(lost, f"{where}: the lease of {name!r} lost")
+                    assert same(lease.lost_reason, held.lost), (
+                        f"{where}: lease of {name!r} lost with {lease.lost_reason!r}, "
+                        f"oracle {held.lost!r}"
+                    )
+                    del track.held[name]
+                else:
+                    assert held.lease.lost_reason is None, f"{where}: {held.lease!r} lost"
+            if track.ended is None:
+                assert track.session.lost_reason is None, f"{where}: {track.session!r} lost"
+            elif not isinstance(track.ended, SessionClosedError):
+                assert same(track.session.lost_reason, track.ended), where
+        for name in SEMAPHORES:
+            await self.check_semaphore(name, where)
+        if self.tokens:
+            in_grant_order = [mine for _, mine in sorted(self.grants)]
+            assert in_grant_order == sorted(set(in_grant_order)), (
+                f"{where}: fencing tokens out of the oracle's order: {sorted(self.grants)}"
+            )
+
+    async def check_waiting(self, track: Track, name: str, waiting: Waiting, where: str) -> None:
+        if waiting.outcome is None:
+            assert not waiting.task.done(), (
+                f"{where}: the oracle still queues {name!r} for session {track.session.id}, "
+                f"the backend ended it: {await outcome(waiting.task)!r}"
+            )
+            return
+        await asyncio.wait({waiting.task}, timeout=PATIENCE)
+        assert waiting.task.done(), f"{where}: the acquire of {name!r} never ended"
+        got = await outcome(waiting.task)
+        del track.waiting[name]
+        if isinstance(waiting.outcome, int):
+            assert isinstance(got, tenure.Lease), (
+                f"{where}: the oracle granted {name!r} to session {track.session.id}, "
+                f"the backend ended it with {got!r}"
+            )
+            assert got.count == waiting.count
+            track.held[name] = Held(got, waiting.outcome)
+            self.grants.append((waiting.outcome, got.token))
+        else:
+            assert same(got, waiting.outcome), (
+                f"{where}: acquire of {name!r} by session {track.session.id} ended with "
+                f"{got!r}, oracle {waiting.outcome!r}"
+            )
+
+    async def check_semaphore(self, name: str, where: str) -> None:
+        mine = await describe(self.observer, name)
+        try:
+            command = DescribeSemaphore(self.observer_oid, name, owners=True, waiters=True)
+            theirs = self.engine.apply(command, self.now).description
+        except NotFoundError:
+            assert mine is None, f"{where}: {name!r} exists on the backend only"
+            return
+        assert mine is not None, f"{where}: {name!r} exists in the oracle only"
+        ids = self.ids
+        got = (
+            mine.limit,
+            mine.count,
+            [(ids[o.session_id], o.count) for o in mine.owners],
+            [(ids[w.session_id], w.count) for w in mine.waiters],
+        )
+        want = (
+            theirs.limit,
+            theirs.count,
+            [(o.session_id, o.count) for o in theirs.owners],
+            [(w.session_id, w.count) for w in theirs.waiters],
+        )
+        assert got == want, f"{where}: {name!r} (limit, count, owners, waiters) {got} != {want}"
+        if self.tokens:
+            order = sorted(range(len(mine.owners)), key=lambda i: mine.owners[i].token)
+            oracle = sorted(range(len(theirs.owners)), key=lambda i: theirs.owners[i].token)
+            assert order == oracle, f"{where}: {name!r} owners' tokens in another order"
+
+
+async def outcome(awaitable: Any) -> Any:
+    """What awaiting gives: the result, or the exception (a cancellation included)."""
+    try:
+        return await awaitable
+    except BaseException as error:  # the outcome is what is compared
+        return error
+
+
+def same(got: Any, expected: BaseException | None) -> bool:
+    """The same outcome: both nothing, or errors of the same class."""
+    if expected is None:
+        return got is None
+    return type(got) is type(expected)
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_the_backend_agrees_with_the_engine(backend: Harness, data: st.DataObject) -> None:
+    """Random operation sequences: the backend and the engine (the oracle) agree at each step."""
+    fake_time = backend.can_fake_time and backend.can_disconnect
+    ops = data.draw(scenarios(fake_time), label="operations")
+    clock = backend.new_clock() if fake_time else None
+    asyncio.run(Differential(backend, clock).run(ops))
