@@ -53,6 +53,7 @@ async def test_shrinking_and_new_data_keep_the_token(client: tenure.Client, node
     assert found.count == 2
 
 
+@pytest.mark.requires(tenure.Capability.FENCING_TOKENS, tenure.Capability.FIFO)
 async def test_an_upgrade_waits_its_turn_and_gets_a_new_token(
     client: tenure.Client, client2: tenure.Client, node: str
 ) -> None:
@@ -130,6 +131,7 @@ async def test_restating_a_lost_lease_raises_its_loss(
         await lease.restate(data=b"late")
 
 
+@pytest.mark.requires(tenure.Capability.FENCING_TOKENS, tenure.Capability.FIFO)
 async def test_a_recipe_over_the_primitive_alone(client: tenure.Client, node: str) -> None:
     """A read-write lock from public names only: readers take 1 token, a writer all."""
     session = await client.session(node)
