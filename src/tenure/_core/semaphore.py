@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 A semaphore has ``limit`` tokens. Owners hold ``count`` tokens each; the sum of
 their counts is ``self.count`` and never exceeds ``limit``. Waiters queue in arrival
-order, at most one per session, and are served strictly first-in first-out: the
+order, at most one per hold of a session, and are served strictly first-in first-out: the
 head is granted as soon as its count fits, and *nothing* behind the head is granted
 while the head does not fit, however small (no barging). This is what makes a
 large request at the head starve nobody and be starved by nobody.

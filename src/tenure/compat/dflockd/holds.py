@@ -1,8 +1,9 @@
 """What the dflockd service keeps besides the engine: holds, keys, tokens.
 
-Each dflockd grant or waiting request is one engine session of its own (a dflockd
-connection may hold one key several times, and each hold has its own token, while
-an engine session holds a semaphore once). Locks live in the node ``dflockd`` as
+Each dflockd grant or waiting request is one engine session of its own: a dflockd
+hold lives on by its own lease after its connection is gone, and is found again at
+a restart by its session (an engine session could carry several numbered holds,
+but then they would share one recovery window and one end). Locks live in the node ``dflockd`` as
 the same ephemeral semaphores native mutexes use, so the two exclude each other;
 dflockd semaphores live in ``dflockd-semaphores`` as semaphores of the limit their
 first caller chose (dflockd keeps the two namespaces apart).
