@@ -19,9 +19,11 @@ agree on:
 * the order of fencing tokens, across every grant made so far (the numbers may
   differ between backends; their order may not).
 
-The backend's session ids are mapped to the oracle's as sessions are opened.
-Operations that do not apply to the current state (a session that already holds
-or waits for the semaphore, nothing to release...) are skipped, so every sequence
+The backend's session ids are mapped to the oracle's as sessions are opened. A
+session may acquire a semaphore it holds or waits for already (up to
+``HOLDS_PER_SESSION`` times): each acquire is a hold of its own, which the oracle
+numbers as the client does, the lowest number not in use. Operations that do not
+apply to the current state (nothing to release...) are skipped, so every sequence
 is valid and shrinks well. Where time cannot be faked, only time-free operations
 are generated (timeouts of 0 or none, no disconnects).
 """
@@ -32,10 +34,10 @@ import asyncio
 import itertools
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import tenure
@@ -68,6 +70,10 @@ from .support import PATIENCE, describe, eventually, spawn
 pytestmark = pytest.mark.requires(Capability.FIFO)
 
 SEMAPHORES = ("s0", "s1")
+#: How many holds one session may have on one semaphore at once, in a sequence.
+HOLDS_PER_SESSION = 2
+#: A lease's place: the semaphore, and the session's number for the hold.
+Place: TypeAlias = tuple[str, int]
 KEY = b"differential"
 #: Windows and waits are chosen so that no wait's deadline falls on a time an Advance
 #: can reach (multiples of 0.5) or on another deadline (see ``acquire``): the order
@@ -211,8 +217,17 @@ class Track:
     seq_no: int
     attached: bool = True
     ended: BaseException | None = None  # why the oracle ended it
-    waiting: dict[str, Waiting] = field(default_factory=dict)
-    held: dict[str, Held] = field(default_factory=dict)
+    waiting: dict[Place, Waiting] = field(default_factory=dict)
+    held: dict[Place, Held] = field(default_factory=dict)
+
+    def places(self, name: str, table: dict[Place, Any]) -> list[Place]:
+        """The places of ``table`` on semaphore ``name``, by hold number."""
+        return sorted(place for place in table if place[0] == name)
+
+    def free_hold(self, name: str) -> int:
+        """The hold number the client gives its next acquire of ``name``: the lowest free."""
+        busy = {hold for n, hold in (*self.waiting, *self.held) if n == name}
+        return min(set(range(len(busy) + 1)) - busy)
 
 
 class Differential:
@@ -290,23 +305,28 @@ class Differential:
             await self.acquire(op)
         elif isinstance(op, ReleaseOp):
             name = SEMAPHORES[op.sem]
-            track = self.pick(op.who, lambda t: name in t.held)
+            track = self.pick(op.who, lambda t: bool(t.places(name, t.held)))
             if track is None:
                 return
-            held = track.held.pop(name)
+            places = track.places(name, track.held)
+            place = places[op.who % len(places)]
+            held = track.held.pop(place)
             if held.lost is None:
-                assert self.engine.apply(Release(track.oid, name), self.now)
+                assert self.engine.apply(Release(track.oid, *place), self.now)
             await held.lease.release()
         elif isinstance(op, Cancel):
             name = SEMAPHORES[op.sem]
-            track = self.pick(op.who, lambda t: name in t.waiting)
+            track = self.pick(op.who, lambda t: bool(t.places(name, t.waiting)))
             if track is None:
                 return
-            waiting = track.waiting[name]
+            places = track.places(name, track.waiting)
+            place = places[op.who % len(places)]
+            waiting = track.waiting[place]
             if waiting.outcome is not None:
                 return  # ended already (its end is checked like any other)
-            del track.waiting[name]
-            assert self.engine.apply(CancelAcquire(track.oid, name, waiting.request_id), self.now)
+            del track.waiting[place]
+            cancel = CancelAcquire(track.oid, name, waiting.request_id, place[1])
+            assert self.engine.apply(cancel, self.now)
             waiting.task.cancel()
             got = await outcome(waiting.task)
             assert isinstance(got, asyncio.CancelledError), f"cancelled acquire ended {got!r}"
@@ -346,18 +366,19 @@ class Differential:
 
     async def acquire(self, op: AcquireOp) -> None:
         name = SEMAPHORES[op.sem]
-        # Not a session that holds or waits for it already: the client would queue the
-        # second acquire behind the first, locally, where the oracle cannot see it.
-        track = self.pick(op.who, lambda t: name not in t.waiting and name not in t.held)
+        track = self.pick(
+            op.who,
+            lambda t: len(t.places(name, t.waiting) + t.places(name, t.held)) < HOLDS_PER_SESSION,
+        )
         if track is None:
             return
         timeout, request_id = WAITS[op.wait], next(self.request_ids)
-        if timeout:
-            # Each wait's own few milliseconds, so that no two deadlines tie: the client
-            # takes the (real, microseconds) time it spent in its per-session gate off
-            # the timeout, so the order of a tie on a FakeClock is not reproducible.
-            timeout += (request_id % 200) / 1000
-        command = Acquire(track.oid, name, op.count, request_id, b"", timeout, op.ephemeral)
+        hold = track.free_hold(name)
+        if hold:
+            event("a session's second hold on a semaphore")
+        command = Acquire(
+            track.oid, name, op.count, request_id, b"", timeout, op.ephemeral, hold=hold
+        )
         try:
             result = self.engine.apply(command, self.now)
         except TenureError as error:
@@ -377,14 +398,15 @@ class Differential:
             op.count,
             expected,
         )
-        track.waiting[name] = waiting
+        track.waiting[name, hold] = waiting
         if expected is None:  # queued: wait until the backend shows it queued too
             sid = track.session.id
+            mine = len([p for p in track.places(name, track.waiting) if p[1] != hold]) + 1
 
             async def queued() -> bool:
                 found = await describe(self.observer, name)
                 return waiting.task.done() or (
-                    found is not None and sid in [w.session_id for w in found.waiters]
+                    found is not None and [w.session_id for w in found.waiters].count(sid) >= mine
                 )
 
             await eventually(queued, f"session {sid} queued on {name!r}")
@@ -413,7 +435,7 @@ class Differential:
                     if waiting.request_id == effect.request_id:
                         waiting.outcome = error_from_code(effect.code, effect.message)
             elif isinstance(effect, LeaseLost):
-                held = track.held.get(effect.name)
+                held = track.held.get((effect.name, effect.hold))
                 if held is not None and held.token == effect.token:
                     held.lost = error_from_code(effect.code, effect.message)
             elif isinstance(effect, SessionEnded):
@@ -432,9 +454,10 @@ class Differential:
 
     async def check(self, where: str) -> None:
         for track in self.tracks:
-            for name, waiting in list(track.waiting.items()):
-                await self.check_waiting(track, name, waiting, where)
-            for name, held in list(track.held.items()):
+            for place, waiting in list(track.waiting.items()):
+                await self.check_waiting(track, place, waiting, where)
+            for place, held in list(track.held.items()):
+                name = place[0]
                 if held.lost is not None:
                     lease = held.lease
 
@@ -446,7 +469,7 @@ class Differential:
                         f"{where}: lease of {name!r} lost with {lease.lost_reason!r}, "
                         f"oracle {held.lost!r}"
                     )
-                    del track.held[name]
+                    del track.held[place]
                 else:
                     assert held.lease.lost_reason is None, f"{where}: {held.lease!r} lost"
             if track.ended is None:
@@ -461,7 +484,8 @@ class Differential:
                 f"{where}: fencing tokens out of the oracle's order: {sorted(self.grants)}"
             )
 
-    async def check_waiting(self, track: Track, name: str, waiting: Waiting, where: str) -> None:
+    async def check_waiting(self, track: Track, place: Place, waiting: Waiting, where: str) -> None:
+        name = place[0]
         if waiting.outcome is None:
             assert not waiting.task.done(), (
                 f"{where}: the oracle still queues {name!r} for session {track.session.id}, "
@@ -471,14 +495,14 @@ class Differential:
         await asyncio.wait({waiting.task}, timeout=PATIENCE)
         assert waiting.task.done(), f"{where}: the acquire of {name!r} never ended"
         got = await outcome(waiting.task)
-        del track.waiting[name]
+        del track.waiting[place]
         if isinstance(waiting.outcome, int):
             assert isinstance(got, tenure.Lease), (
                 f"{where}: the oracle granted {name!r} to session {track.session.id}, "
                 f"the backend ended it with {got!r}"
             )
             assert got.count == waiting.count
-            track.held[name] = Held(got, waiting.outcome)
+            track.held[place] = Held(got, waiting.outcome)
             self.grants.append((waiting.outcome, got.token))
         else:
             assert same(got, waiting.outcome), (
