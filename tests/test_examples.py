@@ -29,6 +29,7 @@ TESTED = {
     "service_discovery.py",
     "shared_config.py",
     "sessions_loop.py",
+    "rwlock.py",
 }
 
 
@@ -189,3 +190,22 @@ def test_sessions_loop_survives_session_expiry() -> None:
     assert "starting over" in lines[lost]
     assert position(lines, f"main: session {first_session} loses its connection") < lost
     assert lost < position(lines, f"worker: session {second_session} holds")
+
+
+def test_rwlock_recipe_shares_readers_fences_writers_and_downgrades(
+    url_env: dict[str, str],
+) -> None:
+    lines = run_example("rwlock.py", url_env)
+    reading = {m[1]: int(m[2]) for m in matches(r"(reader-\d): reading \(token (\d+)\)$", lines)}
+    assert sorted(reading) == ["reader-1", "reader-2", "reader-3"]
+    (writing,) = matches(r"writer: writing alone \(token (\d+), 8 tokens\)$", lines)
+    (downgraded,) = matches(r"writer: downgraded to a reader \(token (\d+), 1 token\)$", lines)
+    assert writing[1] == downgraded[1], "a downgrade keeps the token"
+    token = int(writing[1])
+    assert reading["reader-1"] < token < reading["reader-3"]
+    assert reading["reader-2"] < token
+    # Both waits were seen before the writer got in: reader-3 queued behind it.
+    waits = position(lines, "main: reader-3 waits behind the writer")
+    assert position(lines, "main: the writer waits") < waits < position(lines, "writer: writing")
+    # reader-3 got in while the writer still held its downgraded share.
+    assert "main: 2/8 tokens held: writer=1, reader-3=1" in lines
