@@ -11,7 +11,8 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 from tenure.backends._base import Grant
-from tenure.client._args import Data, as_data
+from tenure.client import _args
+from tenure.client._args import Data
 from tenure.client._loss import CancelOnLoss, EndSignal, Guarded
 from tenure.errors import (
     LeaderChangedError,
@@ -94,8 +95,9 @@ class Lease(Guarded):
         self.check()
         if not self.held:
             raise PreconditionFailedError(f"{self!r} was released; acquire it again")
-        count = self.count if count is None else count
-        new_data = self.data if data is None else as_data(data)
+        count = self.count if count is None else _args.count(count)
+        new_data = self.data if data is None else _args.as_data(data)
+        timeout = _args.timeout(timeout)
         try:
             grant = await self.session._restate(self, count, new_data, timeout)
         except LostError as error:

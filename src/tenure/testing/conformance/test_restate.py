@@ -7,7 +7,12 @@ import asyncio
 import pytest
 
 import tenure
-from tenure.errors import LeaseLostError, LimitExceededError, PreconditionFailedError
+from tenure.errors import (
+    InvalidArgumentError,
+    LeaseLostError,
+    LimitExceededError,
+    PreconditionFailedError,
+)
 
 from .support import describe, spawn, wait_for_waiters, within
 
@@ -111,6 +116,12 @@ async def test_restating_beyond_the_limit_or_after_release_is_refused(
     lease = await session.semaphore("pool").acquire(1)
     with pytest.raises(LimitExceededError):
         await lease.restate(3)
+    with pytest.raises(InvalidArgumentError, match="count"):
+        await lease.restate(-1)
+    with pytest.raises(InvalidArgumentError, match="timeout"):
+        await lease.restate(2, timeout=-1.0)
+    with pytest.raises(InvalidArgumentError, match="data"):
+        await lease.restate(data="text")  # type: ignore[arg-type]
     assert lease.held
     assert lease.count == 1
     await lease.release()
