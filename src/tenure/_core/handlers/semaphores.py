@@ -50,11 +50,11 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
     count = check_count(cmd.count)
     data = check_data("owner data", cmd.data, node.config.max_data_size)
     timeout = check_timeout(cmd.timeout)
-    hold = cmd.hold if type(cmd.hold) is int and cmd.hold == 0 else check_hold(cmd.hold)
+    hold = check_hold(cmd.hold)
     if cmd.lease_ttl is not None:
         check_duration("lease_ttl", cmd.lease_ttl)
     sid = session.session_id
-    key = holder_key(sid, hold) if hold else sid
+    key = holder_key(sid, hold)
     sem = node.semaphores.get(name)
     if sem is None and not cmd.ephemeral:
         raise NotFoundError(f"semaphore {name!r} does not exist (create it or use ephemeral)")
@@ -127,13 +127,13 @@ def release(state: EngineState, cmd: c.Release, now: float) -> bool:
     """Give back the hold's tokens and drop its waiter; False if it had neither."""
     session, node = state.lookup_session_node(cmd.session_id)
     name = check_name("semaphore", cmd.name)
-    hold = cmd.hold if type(cmd.hold) is int and cmd.hold == 0 else check_hold(cmd.hold)
+    hold = check_hold(cmd.hold)
     session.forget_missed(name, hold)  # its client is done with it, however it ended
     sem = node.semaphores.get(name)
     if sem is None:
         return False
     sid = session.session_id
-    key = holder_key(sid, hold) if hold else sid
+    key = holder_key(sid, hold)
     waiter = sem.remove_waiter(key)
     if waiter is not None:
         session.discard_wait(sem.name, hold)
