@@ -1,0 +1,349 @@
+"""``etcd://``: the state lives in an etcd cluster, with no tenure server in between.
+
+``etcd://h1:2379,h2:2379,h3:2379`` reaches a cluster (any member; the client fails
+over between the endpoints given); ``etcds://`` the same over TLS. Like etcd's Go
+``concurrency`` package, the client does the coordination itself with keys,
+leases, Txns and watches (the layout: :mod:`tenure.backends.etcd._keys`).
+
+Options, in the URL query or as keyword arguments of :func:`tenure.connect`
+(keywords win): ``prefix`` (where the keys live, default ``/tenure/``), ``user``
+and ``password`` (etcd auth), ``ca``, ``cert``, ``key`` (TLS and mTLS files; ``ca``
+implies TLS), ``server_hostname`` (the name the members' certificates carry),
+``connect_timeout`` (seconds, default 5: how long a call tries the endpoints).
+
+What etcd cannot do exactly, said rather than weakened:
+
+* **Recovery windows are whole seconds, at least 2** (etcd's lease granularity):
+  a session's lease TTL is its window rounded up; the session's ``ttl`` says the
+  TTL in force. A leader change renews every lease to its full TTL, so the window
+  is a lower bound there.
+* **Acquire timeouts run on the client's clock** (etcd has no timer for them): the
+  request is withdrawn when its timeout passes on the client's monotonic clock.
+* **No lock-delay and no per-grant TTL**: a node with ``lock_delay`` > 0 or a
+  ``default_lease`` is refused with UnsupportedError (etcd would delete the keys
+  of a failed holder at once; nobody is there to hold them back).
+* **Limits** (``max_sessions``, ``max_semaphores``, ``max_waiters``) are checked
+  against a read just before the change: concurrent clients may overshoot one
+  by their number.
+* **Fencing tokens** are etcd revisions: a cluster restored from a snapshot must be
+  started with ``etcdutl snapshot restore --bump-revision`` (and
+  ``--mark-compacted``), or tokens repeat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import grpc
+from aetcd.rpc import rpc_pb2
+
+from tenure._core.values import NodeConfig, NodeDescription, check_description
+from tenure.backends._base import Capability, SessionListener
+from tenure.backends.etcd._conn import Connection, ConnectionOptions, LeaseNotFoundError
+from tenure.backends.etcd._keys import (
+    Layout,
+    compare_create,
+    compare_mod,
+    decode,
+    delete_prefix,
+    encode,
+    get,
+    get_prefix,
+    prefix_end,
+    put,
+)
+from tenure.backends.etcd._session import EtcdSession
+from tenure.backends.etcd._streams import KeepAlive, WatchHub, Watcher
+from tenure.errors import (
+    AlreadyExistsError,
+    ClientClosedError,
+    InvalidArgumentError,
+    LimitExceededError,
+    NotFoundError,
+    PreconditionFailedError,
+    UnsupportedError,
+)
+
+__all__ = ["CAPABILITIES", "EtcdBackend", "lease_ttl", "open_backend"]
+
+DEFAULT_PORT: Final = 2379
+DEFAULT_PREFIX: Final = "/tenure/"
+#: etcd's shortest useful lease TTL, in seconds.
+MIN_TTL: Final = 2
+
+CAPABILITIES: Final = frozenset(
+    {
+        Capability.FENCING_TOKENS,
+        Capability.FIFO,
+        Capability.WATCH,
+        Capability.DURABLE,
+        Capability.REPLICATED,
+        Capability.SESSION_RECOVERY,
+    }
+)
+
+_OPTIONS: Final = frozenset(
+    {"prefix", "user", "password", "ca", "cert", "key", "server_hostname", "connect_timeout"}
+)
+
+
+def lease_ttl(window: float) -> int:
+    """The lease TTL of a recovery window: whole seconds, rounded up, at least 2."""
+    return max(MIN_TTL, math.ceil(window))
+
+
+def _refuse_unsupported(config: NodeConfig) -> None:
+    unsupported = []
+    if config.lock_delay > 0:
+        unsupported.append(f"lock_delay={config.lock_delay:g}")
+    if config.default_lease is not None:
+        unsupported.append(f"default_lease={config.default_lease:g}")
+    if unsupported:
+        raise UnsupportedError(
+            f"etcd:// cannot honour {', '.join(unsupported)} (no lock-delay and no "
+            "per-grant TTL on etcd)"
+        )
+
+
+def _config_value(config: NodeConfig) -> bytes:
+    fields = {name: getattr(config, name) for name in NodeConfig.__dataclass_fields__}
+    return encode(fields)
+
+
+class EtcdBackend:
+    """A backend whose state lives in etcd."""
+
+    def __init__(self, conn: Connection, layout: Layout) -> None:
+        self.conn = conn
+        self.layout = layout
+        self.keepalive = KeepAlive(conn)
+        self.watches = WatchHub(conn)
+        self.sessions: dict[int, EtcdSession] = {}
+        self._closed = False
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """Replicated and durable; no lease TTLs (see the module docstring)."""
+        return CAPABILITIES
+
+    def watch_range(self, prefix: bytes, start: int) -> Watcher:
+        """Watch every key under ``prefix`` from revision ``start``."""
+        return self.watches.watch(prefix, prefix_end(prefix), start)
+
+    async def _read_config(self, name: str) -> tuple[NodeConfig, Any]:
+        reply = await self.conn.range(rpc_pb2.RangeRequest(key=self.layout.config(name)))
+        if not reply.kvs:
+            raise NotFoundError(f"node {name!r} does not exist")
+        return NodeConfig(**decode(reply.kvs[0].value)), reply.kvs[0]
+
+    async def create_node(self, name: str, config: NodeConfig) -> None:
+        """Create a node: its settings' key, if it is new."""
+        if not isinstance(config, NodeConfig):
+            raise InvalidArgumentError(f"config must be a NodeConfig, got {config!r}")
+        config = config.validated()
+        _refuse_unsupported(config)
+        key = self.layout.config(name)
+        reply = await self.conn.txn([compare_create(key, 0)], [put(key, _config_value(config))])
+        if not reply.succeeded:
+            raise AlreadyExistsError(f"node {name!r} already exists")
+
+    async def describe_node(self, name: str) -> NodeDescription:
+        """A node's settings and counts, read at one revision."""
+        layout = self.layout
+        reply = await self.conn.txn(
+            [],
+            [
+                get(layout.config(name)),
+                get_prefix(layout.sessions(name), count_only=True),
+                get_prefix(layout.semaphores(name), keys_only=True),
+            ],
+        )
+        config = reply.responses[0].response_range.kvs
+        if not config:
+            raise NotFoundError(f"node {name!r} does not exist")
+        prefix = layout.semaphores(name)
+        names = {
+            bytes(kv.key)[len(prefix) :].split(b"/")[0]
+            for kv in reply.responses[2].response_range.kvs
+        }
+        return NodeDescription(
+            name,
+            NodeConfig(**decode(config[0].value)),
+            int(reply.responses[1].response_range.count),
+            len(names),
+        )
+
+    async def alter_node(self, name: str, changes: Mapping[str, object]) -> NodeDescription:
+        """Change settings with a Txn that compares the settings' mod_revision."""
+        bad = [key for key in changes if not isinstance(key, str)]
+        if bad:
+            raise InvalidArgumentError(f"node setting names must be strings, got {bad!r}")
+        while True:
+            config, kv = await self._read_config(name)
+            new = config.replace(**changes)
+            _refuse_unsupported(new)
+            key = self.layout.config(name)
+            reply = await self.conn.txn(
+                [compare_mod(key, int(kv.mod_revision))], [put(key, _config_value(new))]
+            )
+            if reply.succeeded:
+                return await self.describe_node(name)
+
+    async def drop_node(self, name: str, force: bool) -> None:
+        """Drop a node: revoke its sessions' leases (if ``force``), delete its keys."""
+        while True:
+            _, kv = await self._read_config(name)
+            reply = await self.conn.range(rpc_pb2.RangeRequest(
+                key=self.layout.sessions(name),
+                range_end=prefix_end(self.layout.sessions(name)),
+                keys_only=True,
+            ))
+            sids = [int(bytes(k.key).rsplit(b"/", 1)[1], 16) for k in reply.kvs]
+            if sids and not force:
+                raise PreconditionFailedError(
+                    f"node {name!r} has {len(sids)} live session(s); use force=True"
+                )
+            # Delete first (one Txn: the node is gone at once for everyone), then revoke
+            # the leases, so no session can act between.
+            key = self.layout.config(name)
+            reply = await self.conn.txn(
+                [compare_create(key, int(kv.create_revision))],
+                [delete_prefix(self.layout.node(name))],
+            )
+            if reply.succeeded:
+                break
+        for sid in sids:
+            local = self.sessions.get(sid)
+            if local is not None:
+                local.dropped()
+            with contextlib.suppress(LeaseNotFoundError):
+                await self.conn.lease_call("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=sid))
+
+    async def open_session(
+        self, node: str, *, timeout: float | None, description: str, listener: SessionListener
+    ) -> EtcdSession:
+        """Open a session: grant a lease, put the session's record on it."""
+        if self._closed:
+            raise ClientClosedError("the client is closed")
+        check_description(description)
+        config, kv = await self._read_config(node)
+        window = config.session_timeout if timeout is None else timeout
+        count = await self.conn.range(rpc_pb2.RangeRequest(
+            key=self.layout.sessions(node),
+            range_end=prefix_end(self.layout.sessions(node)),
+            count_only=True,
+        ))
+        if int(count.count) >= config.max_sessions:
+            raise LimitExceededError(
+                f"max_sessions ({config.max_sessions}) reached on node {node!r}"
+            )
+        ttl = lease_ttl(window)
+        sent_at = asyncio.get_running_loop().time()
+        grant = await self.conn.lease_call("LeaseGrant", rpc_pb2.LeaseGrantRequest(TTL=ttl))
+        lease_id = int(grant.ID)
+        key = self.layout.session(node, lease_id)
+        value = encode({"description": description, "window": window, "seq": 1})
+        reply = await self.conn.txn(
+            [compare_create(self.layout.config(node), int(kv.create_revision))],
+            [put(key, value, lease_id)],
+        )
+        if not reply.succeeded:
+            with contextlib.suppress(LeaseNotFoundError):
+                await self.conn.lease_call("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=lease_id))
+            raise NotFoundError(f"node {node!r} does not exist")
+        session = EtcdSession(
+            self,
+            node,
+            lease_id,
+            int(grant.TTL) or ttl,
+            listener,
+            record_rev=int(reply.header.revision),
+            node_rev=int(kv.create_revision),
+            confirmed_at=sent_at,
+            seq=1,
+            description=description,
+            window=window,
+        )
+        self.sessions[lease_id] = session
+        self.keepalive.add(session)
+        return session
+
+    async def aclose(self) -> None:
+        """Close every session (revoking its lease), then the streams and the channel."""
+        self._closed = True
+        for session in list(self.sessions.values()):
+            with contextlib.suppress(Exception):
+                await session.close()
+        self.sessions.clear()
+        await self.keepalive.close()
+        await self.watches.close()
+        await self.conn.close()
+
+
+def _endpoints(netloc: str) -> tuple[str, ...]:
+    hosts = tuple(h.strip() for h in netloc.rsplit("@", 1)[-1].split(",") if h.strip())
+    if not hosts:
+        raise InvalidArgumentError("etcd:// needs at least one host[:port]")
+    return tuple(h if h.rsplit(":", 1)[-1].isdigit() and ":" in h else f"{h}:{DEFAULT_PORT}"
+                 for h in hosts)
+
+
+def _read_file(option: str, path: object) -> bytes:
+    try:
+        return Path(str(path)).read_bytes()
+    except OSError as error:
+        raise InvalidArgumentError(f"{option}={path!r}: {error.strerror}") from None
+
+
+async def open_backend(url: str, options: Mapping[str, object]) -> EtcdBackend:
+    """Open ``etcd://host[:port][,...]?options`` (``etcds://`` for TLS)."""
+    parts = urlsplit(url)
+    query: dict[str, object] = dict(parse_qsl(parts.query, keep_blank_values=True))
+    settings = {**query, **options}
+    unknown = sorted(set(settings) - _OPTIONS)
+    if unknown:
+        raise InvalidArgumentError(f"unknown etcd:// option(s): {', '.join(unknown)}")
+    if parts.path not in ("", "/"):
+        raise InvalidArgumentError(f"etcd:// takes no path (use ?prefix=); got {parts.path!r}")
+    prefix = str(settings.get("prefix", DEFAULT_PREFIX))
+    if not prefix:
+        raise InvalidArgumentError("prefix= must not be empty")
+    tls = parts.scheme.lower() == "etcds" or "ca" in settings
+    credentials = None
+    if tls:
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=_read_file("ca", settings["ca"]) if "ca" in settings else None,
+            private_key=_read_file("key", settings["key"]) if "key" in settings else None,
+            certificate_chain=_read_file("cert", settings["cert"]) if "cert" in settings else None,
+        )
+    elif "cert" in settings or "key" in settings:
+        raise InvalidArgumentError("cert= and key= need TLS: use etcds:// or give ca=")
+    try:
+        connect_timeout = float(settings.get("connect_timeout", 5.0))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InvalidArgumentError("connect_timeout must be a number of seconds") from None
+    user = settings.get("user")
+    conn = Connection(
+        ConnectionOptions(
+            endpoints=_endpoints(parts.netloc),
+            credentials=credentials,
+            server_hostname=str(settings["server_hostname"]) if "server_hostname" in settings else None,
+            user=unquote(str(user)) if user is not None else None,
+            password=str(settings.get("password", "")) if user is not None else None,
+            connect_timeout=connect_timeout,
+        )
+    )
+    try:
+        await conn.authenticate()
+        # One cheap read proves the cluster answers (and our rights on the prefix).
+        await conn.range(rpc_pb2.RangeRequest(key=prefix.encode(), count_only=True))
+    except BaseException:
+        await conn.close()
+        raise
+    return EtcdBackend(conn, Layout(prefix.encode()))

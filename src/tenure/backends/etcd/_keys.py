@@ -1,0 +1,193 @@
+"""Where ``etcd://`` keeps things: the key layout, the values, and request builders.
+
+Everything lives under the prefix ``P`` (``/tenure/`` by default); node and
+semaphore names are percent-encoded (``/`` and ``%`` only), so that one name is
+never a prefix of another's keys and each node, semaphore and queue is one range::
+
+    P n/<node>/cfg                         the NodeConfig (no lease)
+    P n/<node>/sess/<sid>                  a session (on its lease): description, window, seq
+    P n/<node>/s/<name>/rec                a persistent semaphore: limit, data (no lease)
+    P n/<node>/s/<name>/q/<sid>-<hold>[+]  a request or hold (on the session's lease): count, data
+    P n/<node>/s/<name>/g/<sid>-<hold>[+]  the grant of that request (same lease; empty value)
+
+Keeping a node's keys under one range makes dropping it one delete, and a
+semaphore's keys under one range makes one Range read (at one revision) and one
+watch cover its record, queue and grants. ``<sid>`` is the session's lease id in
+16 hex digits, ``<hold>`` the hold number in 8; a trailing ``+`` marks a hold's
+second request (an upgrade), see :mod:`tenure.backends.etcd._queue`.
+
+Values are msgpack maps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import quote
+
+import msgpack
+from aetcd.rpc import rpc_pb2
+
+__all__ = [
+    "Layout",
+    "compare_create",
+    "compare_mod",
+    "decode",
+    "delete",
+    "delete_prefix",
+    "encode",
+    "get",
+    "get_prefix",
+    "prefix_end",
+    "put",
+]
+
+#: The comparisons and targets of etcd's Txn.
+EQUAL: Final = rpc_pb2.Compare.EQUAL
+CREATE: Final = rpc_pb2.Compare.CREATE
+MOD: Final = rpc_pb2.Compare.MOD
+
+
+def _escape(name: str) -> str:
+    return quote(name, safe="")
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The end of the range of every key that starts with ``prefix`` (etcd's rule)."""
+    end = bytearray(prefix)
+    while end:
+        if end[-1] < 0xFF:
+            end[-1] += 1
+            return bytes(end)
+        end.pop()
+    return b"\0"  # every key
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """The keys of one deployment (one prefix)."""
+
+    prefix: bytes
+
+    def node(self, node: str) -> bytes:
+        """The range of everything of ``node``."""
+        return self.prefix + f"n/{_escape(node)}/".encode()
+
+    def config(self, node: str) -> bytes:
+        """The node's settings."""
+        return self.node(node) + b"cfg"
+
+    def sessions(self, node: str) -> bytes:
+        """The range of the node's session records."""
+        return self.node(node) + b"sess/"
+
+    def session(self, node: str, sid: int) -> bytes:
+        """One session's record (on its lease)."""
+        return self.sessions(node) + f"{sid:016x}".encode()
+
+    def semaphores(self, node: str) -> bytes:
+        """The range of every semaphore's keys in the node."""
+        return self.node(node) + b"s/"
+
+    def semaphore(self, node: str, name: str) -> bytes:
+        """The range of one semaphore's keys: record, queue, grants."""
+        return self.semaphores(node) + f"{_escape(name)}/".encode()
+
+    def record(self, node: str, name: str) -> bytes:
+        """A persistent semaphore's record."""
+        return self.semaphore(node, name) + b"rec"
+
+    def queue(self, node: str, name: str) -> bytes:
+        """The range of a semaphore's requests."""
+        return self.semaphore(node, name) + b"q/"
+
+    def grants(self, node: str, name: str) -> bytes:
+        """The range of a semaphore's grants."""
+        return self.semaphore(node, name) + b"g/"
+
+
+def entry_suffix(sid: int, hold: int, upgrade: bool) -> bytes:
+    """The last part of a request's (and its grant's) key."""
+    return f"{sid:016x}-{hold:08x}{'+' if upgrade else ''}".encode()
+
+
+def parse_suffix(suffix: bytes) -> tuple[int, int, bool]:
+    """``(sid, hold, upgrade)`` of :func:`entry_suffix`."""
+    text = suffix.decode()
+    upgrade = text.endswith("+")
+    sid, hold = text.rstrip("+").split("-")
+    return int(sid, 16), int(hold, 16), upgrade
+
+
+def encode(value: dict[str, Any]) -> bytes:
+    """A value as stored."""
+    packed: bytes = msgpack.packb(value, use_bin_type=True)
+    return packed
+
+
+def decode(raw: bytes) -> dict[str, Any]:
+    """A stored value."""
+    value = msgpack.unpackb(raw, raw=False)
+    if not isinstance(value, dict):
+        raise ValueError("not a map")
+    return value
+
+
+# -- request builders (etcd's protobuf messages) --------------------------------------
+
+
+def compare_create(key: bytes, revision: int) -> Any:
+    """``key``'s create_revision is ``revision`` (0: the key does not exist)."""
+    return rpc_pb2.Compare(key=key, target=CREATE, result=EQUAL, create_revision=revision)
+
+
+def compare_mod(key: bytes, revision: int) -> Any:
+    """``key``'s mod_revision is ``revision`` (it has not changed since)."""
+    return rpc_pb2.Compare(key=key, target=MOD, result=EQUAL, mod_revision=revision)
+
+
+def compare_empty(prefix: bytes) -> Any:
+    """No key starts with ``prefix`` (a range compare holds for an empty range)."""
+    return rpc_pb2.Compare(
+        key=prefix, range_end=prefix_end(prefix), target=CREATE, result=EQUAL, create_revision=0
+    )
+
+
+def put(key: bytes, value: bytes, lease: int = 0) -> Any:
+    """A Txn op: put."""
+    return rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=key, value=value, lease=lease))
+
+
+def delete(key: bytes) -> Any:
+    """A Txn op: delete one key."""
+    return rpc_pb2.RequestOp(request_delete_range=rpc_pb2.DeleteRangeRequest(key=key))
+
+
+def delete_prefix(prefix: bytes) -> Any:
+    """A Txn op: delete every key under ``prefix``."""
+    request = rpc_pb2.DeleteRangeRequest(key=prefix, range_end=prefix_end(prefix))
+    return rpc_pb2.RequestOp(request_delete_range=request)
+
+
+def get(key: bytes) -> Any:
+    """A Txn op: read one key."""
+    return rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=key))
+
+
+def get_prefix(prefix: bytes, *, count_only: bool = False, keys_only: bool = False) -> Any:
+    """A Txn op: read every key under ``prefix``."""
+    request = range_request(prefix, count_only=count_only, keys_only=keys_only)
+    return rpc_pb2.RequestOp(request_range=request)
+
+
+def range_request(
+    prefix: bytes, *, count_only: bool = False, keys_only: bool = False, revision: int = 0
+) -> Any:
+    """A RangeRequest of every key under ``prefix``."""
+    return rpc_pb2.RangeRequest(
+        key=prefix,
+        range_end=prefix_end(prefix),
+        count_only=count_only,
+        keys_only=keys_only,
+        revision=revision,
+    )

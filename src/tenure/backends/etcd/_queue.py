@@ -1,0 +1,165 @@
+"""One semaphore as read from etcd at one revision, and the rule that admits its requests.
+
+A request is a key ``q/<sid>-<hold>[+]``; **arrival order is its create_revision**.
+A request with a grant key ``g/<same suffix>`` is an owner; the others wait. A
+hold has one request, or two while it waits for an upgrade: the granted one and,
+created later, the one marked ``+`` (or the reverse: the marks alternate, the
+old key being deleted when the new one is granted).
+
+**Admission** (the engine's rule, :mod:`tenure._core.semaphore`): walk the
+requests in arrival order, summing counts (an upgrade adds what it asks beyond the
+hold it replaces); the admitted set is the longest prefix whose sum fits the
+limit. The head is admitted as soon as it fits, and nothing behind a request that
+does not fit, however small. A request commits its own grant once admitted.
+
+**Admission is stable**, which is why a grant's Txn need only compare the
+request's own key (and the record's, and the session's): if request E is
+admitted at revision R, it stays admitted at every later revision at which its
+key still exists with the same create_revision. Between R and then, the only
+changes to the requests are: deletions (a release, a withdrawal, a lease that
+expired), which lower every later prefix sum; in-place restates, which only lower
+a count (a larger count is an upgrade, a new key); upgrades granted, which delete
+the hold's old key and keep the new one, so the prefix sums at and after the new
+key are unchanged and those before it drop; and new requests, which are created
+with a greater revision than E's and so sit behind it. The limit never changes
+while the record exists, and the grant compares the record's create_revision
+(ephemeral semaphores have no record and the largest limit). So no prefix sum up
+to E rises, and E still fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenure._core.values import MAX_COUNT, OwnerInfo, SemaphoreDescription, WaiterInfo
+from tenure.backends.etcd._keys import decode, parse_suffix
+
+__all__ = ["Entry", "SemState"]
+
+
+@dataclass(slots=True)
+class Entry:
+    """One request: whose, how many tokens, its data, and whether it is granted."""
+
+    suffix: bytes
+    sid: int
+    hold: int
+    upgrade: bool
+    count: int
+    data: bytes
+    created: int  # the request key's create_revision: its place in the queue
+    granted: int = 0  # the grant key's create_revision (its fencing token), or 0
+
+    @property
+    def place(self) -> tuple[int, int]:
+        """The hold it belongs to."""
+        return (self.sid, self.hold)
+
+
+@dataclass(slots=True)
+class SemState:
+    """A semaphore at one revision."""
+
+    name: str
+    revision: int
+    record: int = 0  # the record's create_revision; 0: ephemeral or missing
+    limit: int = MAX_COUNT
+    data: bytes = b""
+    entries: list[Entry] = field(default_factory=list)  # in arrival order
+
+    @classmethod
+    def parse(cls, name: str, prefix: bytes, kvs: Any, revision: int) -> SemState:
+        """The state from a Range of the semaphore's prefix ``prefix``."""
+        state = cls(name, revision)
+        grants: dict[bytes, int] = {}
+        for kv in kvs:
+            rest = bytes(kv.key)[len(prefix) :]
+            if rest == b"rec":
+                value = decode(kv.value)
+                state.record, state.limit = int(kv.create_revision), int(value["limit"])
+                state.data = bytes(value["data"])
+            elif rest.startswith(b"q/"):
+                value = decode(kv.value)
+                sid, hold, upgrade = parse_suffix(rest[2:])
+                state.entries.append(
+                    Entry(
+                        rest[2:],
+                        sid,
+                        hold,
+                        upgrade,
+                        int(value["count"]),
+                        bytes(value["data"]),
+                        int(kv.create_revision),
+                    )
+                )
+            elif rest.startswith(b"g/"):
+                grants[rest[2:]] = int(kv.create_revision)
+        for entry in state.entries:
+            entry.granted = grants.get(entry.suffix, 0)
+        state.entries.sort(key=lambda e: e.created)
+        return state
+
+    @property
+    def exists(self) -> bool:
+        """A record, or (ephemeral) a request."""
+        return bool(self.record or self.entries)
+
+    def entry(self, suffix: bytes) -> Entry | None:
+        """The request with key suffix ``suffix``."""
+        for entry in self.entries:
+            if entry.suffix == suffix:
+                return entry
+        return None
+
+    def held(self, place: tuple[int, int]) -> Entry | None:
+        """The granted request of hold ``place``."""
+        for entry in self.entries:
+            if entry.granted and entry.place == place:
+                return entry
+        return None
+
+    def admitted(self) -> list[Entry]:
+        """The longest prefix of the queue that fits the limit (module docstring)."""
+        total = 0
+        counted: dict[tuple[int, int], int] = {}
+        prefix: list[Entry] = []
+        for entry in self.entries:
+            before = counted.get(entry.place, 0)  # the hold it replaces, if an upgrade
+            total += entry.count - before
+            if total > self.limit:
+                break
+            counted[entry.place] = entry.count
+            prefix.append(entry)
+        return prefix
+
+    def is_admitted(self, suffix: bytes) -> bool:
+        """Whether the request ``suffix`` is in the admitted prefix."""
+        return any(entry.suffix == suffix for entry in self.admitted())
+
+    def owners(self) -> list[Entry]:
+        """Granted requests in grant (token) order."""
+        return sorted((e for e in self.entries if e.granted), key=lambda e: e.granted)
+
+    def waiters(self) -> list[Entry]:
+        """Requests not granted, in arrival order."""
+        return [e for e in self.entries if not e.granted]
+
+    def describe(self, *, owners: bool, waiters: bool) -> SemaphoreDescription:
+        """The contract's description of this state."""
+        if not self.exists:
+            return SemaphoreDescription.missing(self.name)
+        held = self.owners()
+        return SemaphoreDescription(
+            name=self.name,
+            limit=self.limit,
+            count=sum(e.count for e in held),
+            data=self.data,
+            ephemeral=not self.record,
+            owners=tuple(OwnerInfo(e.sid, e.count, e.data, e.granted) for e in held)
+            if owners
+            else (),
+            waiters=tuple(WaiterInfo(e.sid, e.count, e.data) for e in self.waiters())
+            if waiters
+            else (),
+        )

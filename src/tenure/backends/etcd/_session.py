@@ -1,0 +1,509 @@
+"""A session on etcd: a lease, a record with a sequence number, and what it holds.
+
+**Session = lease.** Its TTL is the recovery window rounded up to whole seconds,
+at least 2 (etcd's granularity); :attr:`EtcdSession.ttl` is the TTL in force. The
+session id is the lease id. The record ``n/<node>/sess/<sid>`` (on the lease) holds
+the description, the window and ``seq``; every mutating Txn of the session
+compares the record's mod_revision, which each re-attach bumps (``seq`` + 1), so a
+Txn of a connection that was replaced cannot act (etcd has no per-lease secret).
+
+**Loss.** The keepalive stream renews the lease at a third of its TTL. A renewal
+answered with TTL <= 0 means etcd let the lease go: the session is lost. And, as
+``tenure://``'s client does (``_remote_session``, "The local deadline"), the
+session is declared expired on this client's monotonic clock a full TTL after
+the *send* time of the last renewal etcd answered: etcd cannot have kept it longer,
+so the work under its leases is cancelled then, not when etcd is heard from again.
+A session whose node was dropped (by force) ends with SessionClosedError, its
+grants lost with LeaseLostError and its waits with NotFoundError, as the engine
+does; one whose lease expired ends with SessionExpiredError.
+
+**Re-attach.** After a new keepalive stream opens (a failover), the session asks
+LeaseTimeToLive: a live lease is kept (renewed as before) and ``seq`` bumped.
+
+Acquiring is in :mod:`tenure.backends.etcd._acquire`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+from aetcd.rpc import rpc_pb2
+
+from tenure._core.values import NodeConfig, SemaphoreDescription, check_count, check_data
+from tenure.backends._base import Grant, SessionListener
+from tenure.backends.etcd import _acquire
+from tenure.backends.etcd._keys import (
+    compare_create,
+    compare_empty,
+    compare_mod,
+    decode,
+    delete,
+    delete_prefix,
+    encode,
+    entry_suffix,
+    get,
+    get_prefix,
+    put,
+)
+from tenure.backends.etcd._queue import SemState
+from tenure.backends.etcd._watch import EtcdWatch
+from tenure.errors import (
+    AlreadyExistsError,
+    LeaseLostError,
+    LimitExceededError,
+    LostError,
+    NotFoundError,
+    PreconditionFailedError,
+    SessionClosedError,
+    SessionExpiredError,
+    TenureError,
+)
+
+if TYPE_CHECKING:
+    from tenure.backends.etcd import EtcdBackend
+
+__all__ = ["EtcdSession", "Held"]
+
+log = logging.getLogger("tenure.etcd")
+
+
+class Held:
+    """A grant this session holds: its request key's suffix and its token."""
+
+    __slots__ = ("count", "suffix", "token")
+
+    def __init__(self, suffix: bytes, token: int, count: int) -> None:
+        self.suffix, self.token, self.count = suffix, token, count
+
+
+class EtcdSession:
+    """A :class:`~tenure.backends._base.BackendSession` on etcd (module docstring)."""
+
+    def __init__(
+        self,
+        backend: EtcdBackend,
+        node: str,
+        lease_id: int,
+        ttl: int,
+        listener: SessionListener,
+        *,
+        record_rev: int,
+        node_rev: int,
+        confirmed_at: float,
+        seq: int,
+        description: str,
+        window: float,
+    ) -> None:
+        self.backend = backend
+        self.conn = backend.conn
+        self.layout = backend.layout
+        self.node = node
+        self.lease_id = lease_id
+        #: The lease's TTL in seconds: the recovery window rounded up (at least 2).
+        self.ttl = ttl
+        self.window = window
+        self.description = description
+        self._listener = listener
+        self.record_key = self.layout.session(node, lease_id)
+        self.seq = seq
+        self.seq_rev = record_rev  # the record's mod_revision after our last bump
+        self._record_created = record_rev
+        self.node_rev = node_rev  # the node's create_revision: dropped and re-made = gone
+        self._confirmed = confirmed_at
+        self.ended: LostError | None = None
+        #: What a wait of this session fails with once it ended (NotFound if dropped).
+        self.wait_error: TenureError | None = None
+        self.lost = asyncio.Event()
+        #: Grants by (name, hold); requests in progress by (name, hold).
+        self.held: dict[tuple[str, int], Held] = {}
+        self.busy: set[tuple[str, int]] = set()
+        #: Grant keys this session is deleting itself (not a loss when seen deleted).
+        self.releasing: set[bytes] = set()
+        self._grant_watches: dict[str, asyncio.Task[None]] = {}
+        self.watches = 0
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._loop = asyncio.get_running_loop()
+        self._timer: asyncio.TimerHandle | None = None
+        self._arm()
+
+    @property
+    def session_id(self) -> int:
+        """The session's id: its etcd lease id."""
+        return self.lease_id
+
+    # -- the lease (Renewable, for the keepalive stream) --------------------------------
+
+    def renewed(self, sent_at: float) -> None:
+        """etcd renewed the lease at a request sent at ``sent_at``: move the deadline."""
+        self._confirmed = max(self._confirmed, sent_at)
+
+    def lease_gone(self) -> None:
+        """etcd says the lease is gone: find out why, then lose the session."""
+        self.spawn(self.diagnose())
+
+    def reconnected(self) -> None:
+        """A new keepalive stream: keep the lease if it lives, and bump ``seq``."""
+        self.spawn(self._reattach())
+
+    async def _reattach(self) -> None:
+        if self.ended is not None:
+            return
+        request = rpc_pb2.LeaseTimeToLiveRequest(ID=self.lease_id)
+        reply = await self.conn.lease_call("LeaseTimeToLive", request)
+        if reply.TTL <= 0:
+            await self.diagnose()
+            return
+        value = encode(
+            {"description": self.description, "window": self.window, "seq": self.seq + 1}
+        )
+        reply = await self.conn.txn(
+            [compare_create(self.record_key, self._record_created)],
+            [put(self.record_key, value, self.lease_id)],
+        )
+        if not reply.succeeded:
+            await self.diagnose()
+            return
+        self.seq += 1
+        self.seq_rev = int(reply.header.revision)
+
+    def _arm(self) -> None:
+        self._timer = self._loop.call_at(self._confirmed + self.ttl, self._check_deadline)
+
+    def _check_deadline(self) -> None:
+        self._timer = None
+        if self.ended is not None:
+            return
+        if self._loop.time() < self._confirmed + self.ttl:
+            self._arm()
+            return
+        self.lose(
+            SessionExpiredError(
+                f"session {self.lease_id}: etcd ({self.conn.endpoint}) has not renewed its "
+                f"lease for its TTL ({self.ttl}s); it may have expired it"
+            )
+        )
+        self.spawn(self._revoke())  # etcd may still hold it: let go as soon as it hears us
+
+    async def diagnose(self) -> None:
+        """The session's record or lease is gone: lose it, as dropped or as expired."""
+        if self.ended is not None:
+            return
+        reply = await self.conn.txn([], [get(self.record_key), get(self.layout.config(self.node))])
+        record, config = reply.responses[0].response_range, reply.responses[1].response_range
+        if record.kvs and int(record.kvs[0].create_revision) == self._record_created:
+            return  # alive after all
+        if not config.kvs or int(config.kvs[0].create_revision) != self.node_rev:
+            self.dropped()
+        else:
+            self.lose(SessionExpiredError(f"session {self.lease_id}: its etcd lease expired"))
+
+    def dropped(self) -> None:
+        """The node was dropped by force: grants lost, waits not found, session closed."""
+        if self.ended is not None:
+            return
+        message = f"node {self.node!r} was dropped"
+        for (name, _), held in list(self.held.items()):
+            self._listener.lease_lost(name, held.token, LeaseLostError(message))
+        self.held.clear()
+        self._end(SessionClosedError(message), NotFoundError(message))
+        self._listener.session_lost(SessionClosedError(message))
+
+    def lose(self, error: LostError) -> None:
+        """The session is lost: end it and tell the listener (once)."""
+        if self.ended is not None:
+            return
+        self._end(error, error)
+        self._listener.session_lost(error)
+
+    def _end(self, error: LostError, wait_error: TenureError) -> None:
+        self.ended = error
+        self.wait_error = wait_error
+        self.lost.set()
+        self.backend.keepalive.remove(self.lease_id)
+        self.backend.sessions.pop(self.lease_id, None)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for task in self._grant_watches.values():
+            task.cancel()
+        self._grant_watches.clear()
+
+    def wait_failure(self) -> TenureError:
+        """A fresh copy of the error a wait ends with now that the session ended."""
+        error = self.wait_error or self.ended
+        assert error is not None
+        return type(error)(*error.args)
+
+    def check_alive(self) -> None:
+        """Raise the session's loss error if it ended."""
+        if self.ended is not None:
+            raise type(self.ended)(*self.ended.args)
+
+    async def _revoke(self) -> None:
+        with contextlib.suppress(TenureError):
+            await self.conn.lease_call("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=self.lease_id))
+
+    # -- Txns of this session -------------------------------------------------------
+
+    async def txn(self, compares: list[Any], success: list[Any], failure: list[Any]) -> Any:
+        """A Txn that also compares the session's ``seq``; raises the loss if it is gone.
+
+        ``failure`` ops come after a read of the session's record: the caller finds
+        its own at ``responses[1:]``. A Txn that failed because a re-attach bumped
+        ``seq`` meanwhile is sent again.
+        """
+        while True:
+            self.check_alive()
+            used = self.seq_rev
+            reply = await self.conn.txn(
+                [compare_mod(self.record_key, used), *compares],
+                success,
+                [get(self.record_key), *failure],
+            )
+            if reply.succeeded:
+                return reply
+            record = reply.responses[0].response_range
+            if not record.kvs:
+                await self.diagnose()
+                self.check_alive()
+                continue
+            if int(record.kvs[0].mod_revision) != used:
+                if self.seq_rev != used:
+                    continue  # re-attached meanwhile: again, with the new seq
+                await asyncio.sleep(0.01)  # our re-attach is in flight
+                continue
+            return reply
+
+    async def config(self) -> NodeConfig:
+        """The node's settings, read now."""
+        reply = await self.conn.range(rpc_pb2.RangeRequest(key=self.layout.config(self.node)))
+        if not reply.kvs:
+            await self.diagnose()
+            self.check_alive()
+            raise NotFoundError(f"node {self.node!r} does not exist")
+        return NodeConfig(**decode(reply.kvs[0].value))
+
+    async def read(self, name: str) -> SemState:
+        """The semaphore's state, read now."""
+        prefix = self.layout.semaphore(self.node, name)
+        reply = await self.conn.txn([], [get_prefix(prefix)])
+        kvs = reply.responses[0].response_range.kvs
+        return SemState.parse(name, prefix, kvs, int(reply.header.revision))
+
+    async def count_semaphores(self) -> int:
+        """How many semaphores the node has (names with a record or a request)."""
+        prefix = self.layout.semaphores(self.node)
+        reply = await self.conn.txn([], [get_prefix(prefix, keys_only=True)])
+        return len({bytes(kv.key)[len(prefix) :].split(b"/")[0] for kv in _kvs(reply, 0)})
+
+    # -- acquire, restate, release, renew -------------------------------------------
+
+    async def acquire(
+        self, name: str, *, count: int, data: bytes, timeout: float | None, ephemeral: bool
+    ) -> Grant | None:
+        """See :meth:`tenure.backends._base.BackendSession.acquire`."""
+        self.check_alive()
+        hold = 0
+        while (name, hold) in self.busy or (name, hold) in self.held:
+            hold += 1
+        return await _acquire.request(self, name, hold, count, data, timeout, ephemeral)
+
+    async def restate(
+        self, name: str, grant: Grant, *, count: int, data: bytes, timeout: float | None
+    ) -> Grant | None:
+        """See :meth:`tenure.backends._base.BackendSession.restate`."""
+        self.check_alive()
+        return await _acquire.request(self, name, grant.hold, count, data, timeout, False)
+
+    async def release(self, name: str, grant: Grant) -> bool:
+        """See :meth:`tenure.backends._base.BackendSession.release`."""
+        self.check_alive()
+        return await self.drop_hold(name, grant.hold)
+
+    async def drop_hold(self, name: str, hold: int) -> bool:
+        """Delete every key of hold ``hold`` (both requests, both grants); whether any was."""
+        queue, grants = self.layout.queue(self.node, name), self.layout.grants(self.node, name)
+        keys = []
+        for upgrade in (False, True):
+            suffix = entry_suffix(self.lease_id, hold, upgrade)
+            keys += [queue + suffix, grants + suffix]
+        self.releasing.update(keys)
+        try:
+            reply = await self.txn([], [delete(key) for key in keys], [])
+        finally:
+            self.releasing.difference_update(keys)
+        self.held.pop((name, hold), None)
+        return any(r.response_delete_range.deleted for r in reply.responses)
+
+    async def renew(self, name: str, grant: Grant) -> float:
+        """Grants here have no TTL of their own (no LEASE_TTL): nothing to renew."""
+        self.check_alive()
+        raise PreconditionFailedError(f"the grant of {name!r} has no lease TTL to renew")
+
+    # -- semaphores -----------------------------------------------------------------
+
+    async def create_semaphore(self, name: str, limit: int, data: bytes) -> None:
+        """See :meth:`tenure.backends._base.BackendSession.create_semaphore`."""
+        self.check_alive()
+        config = await self.config()
+        limit = check_count(limit, what="limit")
+        data = check_data("semaphore data", data, config.max_data_size)
+        if await self.count_semaphores() >= config.max_semaphores:
+            raise LimitExceededError(
+                f"max_semaphores ({config.max_semaphores}) reached on node {self.node!r}"
+            )
+        record = self.layout.record(self.node, name)
+        reply = await self.txn(
+            # An ephemeral semaphore of that name exists while it has requests.
+            [compare_create(record, 0), compare_empty(self.layout.queue(self.node, name))],
+            [put(record, encode({"limit": limit, "data": data}))],
+            [],
+        )
+        if not reply.succeeded:
+            raise AlreadyExistsError(f"semaphore {name!r} already exists")
+
+    async def update_semaphore(self, name: str, data: bytes) -> None:
+        """See :meth:`tenure.backends._base.BackendSession.update_semaphore`."""
+        self.check_alive()
+        config = await self.config()
+        data = check_data("semaphore data", data, config.max_data_size)
+        while True:
+            state = await self.read(name)
+            if not state.exists:
+                raise NotFoundError(f"semaphore {name!r} does not exist")
+            if not state.record:
+                raise PreconditionFailedError(
+                    f"semaphore {name!r} is ephemeral: etcd:// keeps no data for it"
+                )
+            record = self.layout.record(self.node, name)
+            value = encode({"limit": state.limit, "data": data})
+            reply = await self.txn([compare_create(record, state.record)], [put(record, value)], [])
+            if reply.succeeded:
+                return
+
+    async def delete_semaphore(self, name: str, force: bool) -> None:
+        """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""
+        self.check_alive()
+        while True:
+            state = await self.read(name)
+            if not state.exists:
+                raise NotFoundError(f"semaphore {name!r} does not exist")
+            owners, waiters = len(state.owners()), len(state.waiters())
+            if (owners or waiters) and not force:
+                raise PreconditionFailedError(
+                    f"semaphore {name!r} has {owners} owner(s) and {waiters} waiter(s); "
+                    "use force=True"
+                )
+            record = self.layout.record(self.node, name)
+            compares = [compare_create(record, state.record)]
+            if not force:
+                compares.append(compare_empty(self.layout.queue(self.node, name)))
+            prefix = self.layout.semaphore(self.node, name)
+            reply = await self.txn(compares, [delete_prefix(prefix)], [])
+            if reply.succeeded:
+                return
+
+    async def describe_semaphore(
+        self, name: str, *, owners: bool, waiters: bool
+    ) -> SemaphoreDescription:
+        """See :meth:`tenure.backends._base.BackendSession.describe_semaphore`."""
+        self.check_alive()
+        state = await self.read(name)
+        if not state.exists:
+            raise NotFoundError(f"semaphore {name!r} does not exist")
+        return state.describe(owners=owners, waiters=waiters)
+
+    async def watch_semaphore(
+        self, name: str, *, data: bool, owners: bool, waiters: bool
+    ) -> EtcdWatch:
+        """See :meth:`tenure.backends._base.BackendSession.watch_semaphore`."""
+        self.check_alive()
+        config = await self.config()
+        if self.watches >= config.max_watches_per_session:
+            raise LimitExceededError(
+                f"max_watches_per_session ({config.max_watches_per_session}) reached"
+            )
+        watch = EtcdWatch(self, name, data=data, owners=owners, waiters=waiters)
+        await watch.start()
+        return watch
+
+    # -- grants lost to a forced delete ----------------------------------------------
+
+    def follow_grants(self, name: str, revision: int) -> None:
+        """Watch ``name``'s grants from ``revision`` for deletions this session did not make."""
+        if name not in self._grant_watches and self.ended is None:
+            task = asyncio.create_task(self._follow(name, revision))
+            self._grant_watches[name] = task
+
+    async def _follow(self, name: str, revision: int) -> None:
+        prefix = self.layout.grants(self.node, name)
+        watcher = self.backend.watch_range(prefix, revision)
+        try:
+            while self.ended is None and any(n == name for n, _ in self.held):
+                await watcher.wait()
+                events, reset = watcher.drain()
+                gone = [bytes(e.kv.key) for e in events if e.type == 1]  # DELETE
+                if reset:
+                    state = await self.read(name)
+                    live = {e.suffix for e in state.owners() if e.sid == self.lease_id}
+                    gone = [prefix + h.suffix for (n, _), h in self.held.items() if n == name]
+                    gone = [key for key in gone if key[len(prefix) :] not in live]
+                    watcher.restart(state.revision + 1)
+                await self._grants_deleted(name, prefix, gone)
+        finally:
+            watcher.cancel()
+            if self._grant_watches.get(name) is asyncio.current_task():
+                del self._grant_watches[name]
+
+    async def _grants_deleted(self, name: str, prefix: bytes, keys: list[bytes]) -> None:
+        lost = [
+            (place, held)
+            for place, held in self.held.items()
+            if place[0] == name and prefix + held.suffix in keys
+            and prefix + held.suffix not in self.releasing
+        ]
+        if not lost:
+            return
+        await self.diagnose()  # a session that is gone is lost as a whole
+        if self.ended is not None:
+            return
+        for place, held in lost:
+            if self.held.get(place) is held:
+                del self.held[place]
+                message = f"semaphore {name!r} was deleted"
+                self._listener.lease_lost(name, held.token, LeaseLostError(message))
+
+    # -- ending ---------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """See :meth:`tenure.backends._base.BackendSession.close`: revoke the lease."""
+        if self.ended is not None:
+            return
+        self._end(SessionClosedError(f"session {self.lease_id} was closed"), NotFoundError(""))
+        # Revoking deletes every key on the lease at once: record, requests, grants.
+        await self._revoke()
+
+    def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
+        """Run ``coro`` in the background (errors are logged: there is no caller)."""
+
+        async def run() -> None:
+            try:
+                await coro
+            except TenureError as error:
+                log.info("session %d: background work failed: %s", self.lease_id, error)
+
+        task = asyncio.ensure_future(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def _kvs(reply: Any, index: int) -> Any:
+    return reply.responses[index].response_range.kvs
+
+
+#: (kept for _acquire) what a Txn response's op at ``index`` read.
+kvs_of: Callable[[Any, int], Any] = _kvs
