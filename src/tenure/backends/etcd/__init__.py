@@ -59,7 +59,7 @@ from tenure.backends.etcd._keys import (
     put,
 )
 from tenure.backends.etcd._session import EtcdSession
-from tenure.backends.etcd._streams import KeepAlive, WatchHub, Watcher
+from tenure.backends.etcd._streams import KeepAlive, Watcher, WatchHub
 from tenure.errors import (
     AlreadyExistsError,
     ClientClosedError,
@@ -199,11 +199,13 @@ class EtcdBackend:
         """Drop a node: revoke its sessions' leases (if ``force``), delete its keys."""
         while True:
             _, kv = await self._read_config(name)
-            reply = await self.conn.range(rpc_pb2.RangeRequest(
-                key=self.layout.sessions(name),
-                range_end=prefix_end(self.layout.sessions(name)),
-                keys_only=True,
-            ))
+            reply = await self.conn.range(
+                rpc_pb2.RangeRequest(
+                    key=self.layout.sessions(name),
+                    range_end=prefix_end(self.layout.sessions(name)),
+                    keys_only=True,
+                )
+            )
             sids = [int(bytes(k.key).rsplit(b"/", 1)[1], 16) for k in reply.kvs]
             if sids and not force:
                 raise PreconditionFailedError(
@@ -234,11 +236,13 @@ class EtcdBackend:
         check_description(description)
         config, kv = await self._read_config(node)
         window = config.session_timeout if timeout is None else timeout
-        count = await self.conn.range(rpc_pb2.RangeRequest(
-            key=self.layout.sessions(node),
-            range_end=prefix_end(self.layout.sessions(node)),
-            count_only=True,
-        ))
+        count = await self.conn.range(
+            rpc_pb2.RangeRequest(
+                key=self.layout.sessions(node),
+                range_end=prefix_end(self.layout.sessions(node)),
+                count_only=True,
+            )
+        )
         if int(count.count) >= config.max_sessions:
             raise LimitExceededError(
                 f"max_sessions ({config.max_sessions}) reached on node {node!r}"
@@ -290,8 +294,9 @@ def _endpoints(netloc: str) -> tuple[str, ...]:
     hosts = tuple(h.strip() for h in netloc.rsplit("@", 1)[-1].split(",") if h.strip())
     if not hosts:
         raise InvalidArgumentError("etcd:// needs at least one host[:port]")
-    return tuple(h if h.rsplit(":", 1)[-1].isdigit() and ":" in h else f"{h}:{DEFAULT_PORT}"
-                 for h in hosts)
+    return tuple(
+        h if h.rsplit(":", 1)[-1].isdigit() and ":" in h else f"{h}:{DEFAULT_PORT}" for h in hosts
+    )
 
 
 def _read_file(option: str, path: object) -> bytes:
@@ -333,7 +338,9 @@ async def open_backend(url: str, options: Mapping[str, object]) -> EtcdBackend:
         ConnectionOptions(
             endpoints=_endpoints(parts.netloc),
             credentials=credentials,
-            server_hostname=str(settings["server_hostname"]) if "server_hostname" in settings else None,
+            server_hostname=str(settings["server_hostname"])
+            if "server_hostname" in settings
+            else None,
             user=unquote(str(user)) if user is not None else None,
             password=str(settings.get("password", "")) if user is not None else None,
             connect_timeout=connect_timeout,

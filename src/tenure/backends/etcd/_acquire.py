@@ -8,7 +8,10 @@
    session's lease), and read the semaphore back in the same Txn (revision R2).
    When the queue was empty, the same Txn also puts the grant key, comparing that
    the queue is still empty: an uncontended acquire is one read and one Txn.
-3. **Admitted?** (:mod:`tenure.backends.etcd._queue`) Then commit the grant: a Txn
+3. **Admitted, and every admitted request ahead granted already?** (Grants, and so
+   tokens, follow the queue: when a release admits several, each waits for the one
+   ahead to commit; one whose client died holds those behind it up for at most its
+   lease's TTL.) Then commit the grant: a Txn
    comparing the request key's create_revision (it still exists, so its lease is
    alive: a waiter whose lease expired is never told it holds, the Jepsen etcd
    3.4.3 lock bug), the record's create_revision and ``seq``, that puts
@@ -41,6 +44,7 @@ token; if it times out or is cancelled, only the new request goes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 from tenure._core.values import check_data
@@ -54,12 +58,14 @@ from tenure.backends.etcd._keys import (
     get,
     get_prefix,
     put,
+    range_request,
 )
 from tenure.backends.etcd._queue import Entry, SemState
-from tenure.errors import LimitExceededError, NotFoundError
+from tenure.errors import LeaseLostError, LimitExceededError, NotFoundError, TenureError
 
 if TYPE_CHECKING:
     from tenure.backends.etcd._session import EtcdSession
+    from tenure.backends.etcd._streams import Watcher
 
 __all__ = ["request"]
 
@@ -78,64 +84,81 @@ async def request(
     """Acquire (or restate) hold ``hold`` of ``name``; see the module docstring."""
     place = (name, hold)
     s.busy.add(place)
+    joining = s.joining.setdefault(name, asyncio.Lock())
     try:
-        config = await s.config()
-        data = check_data("owner data", data, config.max_data_size)
-        layout = s.layout
-        prefix, queue = layout.semaphore(s.node, name), layout.queue(s.node, name)
-        record, grants = layout.record(s.node, name), layout.grants(s.node, name)
-        value = encode({"count": count, "data": data})
-        while True:
-            state = await s.read(name)
-            if not state.exists and not ephemeral:
-                raise NotFoundError(
-                    f"semaphore {name!r} does not exist (create it or use ephemeral)"
-                )
-            if state.exists and count > state.limit:
-                raise LimitExceededError(
-                    f"count {count} exceeds the limit {state.limit} of {name!r}"
-                )
-            old = state.held((s.lease_id, hold)) if place in s.held else None
-            if old is not None and count <= old.count:
-                # Restate in place: same key (a put keeps its create_revision), same grant.
-                key = queue + old.suffix
-                reply = await s.txn(
-                    [compare_create(key, old.created)], [put(key, value, s.lease_id)], []
-                )
-                if reply.succeeded:
-                    s.held[place].count = count
-                    return Grant(old.granted, count, None, hold)
-                continue
-            suffix = entry_suffix(s.lease_id, hold, old is not None and not old.upgrade)
-            existing = state.entry(suffix)
-            if existing is not None:  # an enqueue of ours whose answer was lost: resume it
-                return await _wait(s, name, state, existing.suffix, old, timeout)
-            waiting = state.waiters()
-            if not state.exists and await s.count_semaphores() >= config.max_semaphores:
-                raise LimitExceededError(
-                    f"max_semaphores ({config.max_semaphores}) reached on node {s.node!r}"
-                )
-            if timeout != 0 and waiting and len(waiting) >= config.max_waiters:
-                raise LimitExceededError(
-                    f"max_waiters ({config.max_waiters}) reached on semaphore {name!r}"
-                )
-            fast = not state.entries  # nobody queued or holds: grant in the same Txn
-            compares = [compare_create(queue + suffix, 0), compare_create(record, state.record)]
-            success = [put(queue + suffix, value, s.lease_id)]
-            if fast:
-                compares.append(compare_empty(queue))
-                success.append(put(grants + suffix, b"", s.lease_id))
-            reply = await s.txn(compares, [*success, get_prefix(prefix)], [])
-            if not reply.succeeded:
-                continue  # raced with another change: read again
-            revision = int(reply.header.revision)
-            if fast:
-                return _granted(s, name, hold, suffix, revision, count)
-            kvs = reply.responses[-1].response_range.kvs
-            state = SemState.parse(name, prefix, kvs, revision)
-            return await _wait(s, name, state, suffix, old, timeout)
+        async with joining:
+            found = await _join(s, name, hold, count, data, timeout, ephemeral)
+        if not isinstance(found, tuple):
+            return found
+        state, suffix, old = found
+        return await _wait(s, name, state, suffix, old, timeout)
     finally:
         s.busy.discard(place)
+        if not joining.locked() and s.joining.get(name) is joining:
+            del s.joining[name]
+
+
+async def _join(
+    s: EtcdSession,
+    name: str,
+    hold: int,
+    count: int,
+    data: bytes,
+    timeout: float | None,
+    ephemeral: bool,
+) -> Grant | tuple[SemState, bytes, Entry | None] | None:
+    """Read, check and enqueue: a grant (or restate) at once, or what to wait for."""
+    place = (name, hold)
+    config = await s.config()
+    data = check_data("owner data", data, config.max_data_size)
+    layout = s.layout
+    prefix, queue = layout.semaphore(s.node, name), layout.queue(s.node, name)
+    record, grants = layout.record(s.node, name), layout.grants(s.node, name)
+    value = encode({"count": count, "data": data})
+    while True:
+        state = await s.read(name)
+        if not state.exists and not ephemeral:
+            raise NotFoundError(f"semaphore {name!r} does not exist (create it or use ephemeral)")
+        if state.exists and count > state.limit:
+            raise LimitExceededError(f"count {count} exceeds the limit {state.limit} of {name!r}")
+        old = state.held((s.lease_id, hold)) if place in s.held else None
+        if old is not None and count <= old.count:
+            # Restate in place: same key (a put keeps its create_revision), same grant.
+            key = queue + old.suffix
+            reply = await s.txn(
+                [compare_create(key, old.created)], [put(key, value, s.lease_id)], []
+            )
+            if reply.succeeded:
+                s.held[place].count = count
+                return Grant(old.granted, count, None, hold)
+            continue
+        suffix = entry_suffix(s.lease_id, hold, old is not None and not old.upgrade)
+        existing = state.entry(suffix)
+        if existing is not None:  # an enqueue of ours whose answer was lost: resume it
+            return state, existing.suffix, old
+        waiting = state.waiters()
+        if not state.exists and await s.count_semaphores() >= config.max_semaphores:
+            raise LimitExceededError(
+                f"max_semaphores ({config.max_semaphores}) reached on node {s.node!r}"
+            )
+        if timeout != 0 and waiting and len(waiting) >= config.max_waiters:
+            raise LimitExceededError(
+                f"max_waiters ({config.max_waiters}) reached on semaphore {name!r}"
+            )
+        fast = not state.entries  # nobody queued or holds: grant in the same Txn
+        compares = [compare_create(queue + suffix, 0), compare_create(record, state.record)]
+        success = [put(queue + suffix, value, s.lease_id)]
+        if fast:
+            compares.append(compare_empty(queue))
+            success.append(put(grants + suffix, b"", s.lease_id))
+        reply = await s.txn(compares, [*success, get_prefix(prefix)], [])
+        if not reply.succeeded:
+            continue  # raced with another change: read again
+        revision = int(reply.header.revision)
+        if fast:
+            return _granted(s, name, hold, suffix, revision, count)
+        kvs = reply.responses[-1].response_range.kvs
+        return SemState.parse(name, prefix, kvs, revision), suffix, old
 
 
 def _granted(s: EtcdSession, name: str, hold: int, suffix: bytes, token: int, count: int) -> Grant:
@@ -159,16 +182,19 @@ async def _wait(
     deadline = None if timeout is None else loop.time() + timeout
     prefix = s.layout.semaphore(s.node, name)
     watcher = None
+    gone_at = 0  # the revision that deleted our request, when a watch event told it
     _, hold, _ = _parse(suffix)
     try:
         while True:
             entry = state.entry(suffix)
             if entry is None:
-                await _vanished(s, name)
+                if not gone_at and watcher is not None:
+                    gone_at = await _deleted_at(watcher, prefix + b"q/" + suffix)
+                await _vanished(s, name, suffix, gone_at)
             assert entry is not None
             if entry.granted:
                 return _granted(s, name, hold, suffix, entry.granted, entry.count)
-            if state.is_admitted(suffix):
+            if state.turn(suffix):
                 grant = await _grant(s, name, state, entry, old)
                 if grant is not None:
                     return grant
@@ -187,6 +213,9 @@ async def _wait(
             if s.ended is not None:
                 raise s.wait_failure() from None
             events, reset = watcher.drain()
+            for event in events:
+                if event.type == _DELETE and bytes(event.kv.key) == prefix + b"q/" + suffix:
+                    gone_at = int(event.kv.mod_revision)
             if reset:
                 state = await s.read(name)
                 watcher.restart(state.revision + 1)
@@ -201,6 +230,20 @@ async def _wait(
             watcher.cancel()
 
 
+async def _deleted_at(watcher: Watcher, key: bytes) -> int:
+    """The revision that deleted ``key``, from the watch (which brings it soon), or 0."""
+    try:
+        async with asyncio.timeout(2.0):
+            while True:
+                await watcher.wait()
+                events, _ = watcher.drain()
+                for event in events:
+                    if event.type == _DELETE and bytes(event.kv.key) == key:
+                        return int(event.kv.mod_revision)
+    except TimeoutError:
+        return 0
+
+
 def _parse(suffix: bytes) -> tuple[int, int, bool]:
     from tenure.backends.etcd._keys import parse_suffix
 
@@ -211,7 +254,9 @@ async def _until(first: Any, second: Any, deadline: float | None) -> None:
     """Until either awaitable is done, or ``deadline`` (loop time) passes."""
     tasks = {asyncio.ensure_future(first), asyncio.ensure_future(second)}
     try:
-        timeout = None if deadline is None else max(0.0, deadline - asyncio.get_running_loop().time())
+        timeout = (
+            None if deadline is None else max(0.0, deadline - asyncio.get_running_loop().time())
+        )
         await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for task in tasks:
@@ -225,6 +270,8 @@ def _matters(events: list[Any], prefix: bytes, state: SemState, mine: Entry) -> 
         rest = bytes(event.kv.key)[len(prefix) :]
         if rest == b"rec":
             return True
+        if rest.startswith(b"g/") and rest[2:] in ahead:
+            return True  # one ahead was granted: our turn may have come
         if rest.startswith(b"q/"):
             if event.type == _DELETE:
                 if rest[2:] in ahead:
@@ -259,18 +306,32 @@ async def _grant(
     if reply.succeeded:
         return _granted(s, name, entry.hold, entry.suffix, int(reply.header.revision), entry.count)
     if not reply.responses[1].response_range.kvs:
-        await _vanished(s, name)
+        await _vanished(s, name, entry.suffix, 0)
     if state.record:
         raise NotFoundError(f"semaphore {name!r} was deleted")
     return None
 
 
-async def _vanished(s: EtcdSession, name: str) -> None:
-    """Our request's key is gone and we did not delete it: the session, or a forced delete."""
+async def _vanished(s: EtcdSession, name: str, suffix: bytes, gone_at: int) -> None:
+    """Our request's key is gone and we did not delete it: the session, or a forced delete.
+
+    A request that was admitted just before the delete (revision ``gone_at`` - 1) is
+    as good as granted on the engine, which grants at once: it ends with
+    LeaseLostError there, and here too, rather than NotFoundError.
+    """
     await s.diagnose()
     if s.ended is not None:
         raise s.wait_failure()
-    raise NotFoundError(f"semaphore {name!r} was deleted")
+    message = f"semaphore {name!r} was deleted"
+    admitted = False
+    if gone_at:
+        prefix = s.layout.semaphore(s.node, name)
+        with contextlib.suppress(TenureError):  # compacted already: say what we know
+            reply = await s.conn.range(range_request(prefix, revision=gone_at - 1))
+            admitted = SemState.parse(name, prefix, reply.kvs, gone_at - 1).is_admitted(suffix)
+    if admitted:
+        raise LeaseLostError(message)
+    raise NotFoundError(message)
 
 
 async def _withdraw(s: EtcdSession, name: str, suffix: bytes) -> bool:

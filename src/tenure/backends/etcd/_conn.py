@@ -87,7 +87,7 @@ class Connection:
         return self.options.endpoints[self._index]
 
     def _open_channel(self) -> None:
-        options = list(_KEEPALIVE)
+        options: list[tuple[str, str | int]] = list(_KEEPALIVE)
         if self.options.server_hostname:
             options.append(("grpc.ssl_target_name_override", self.options.server_hostname))
         if self.options.credentials is None:

@@ -133,6 +133,17 @@ class SemState:
             prefix.append(entry)
         return prefix
 
+    def turn(self, suffix: bytes) -> bool:
+        """Whether request ``suffix`` may commit its grant now: it is admitted and every
+        request ahead of it is granted already, so grants (and tokens) follow the queue.
+        """
+        for entry in self.admitted():
+            if entry.suffix == suffix:
+                return True
+            if not entry.granted:
+                return False
+        return False
+
     def is_admitted(self, suffix: bytes) -> bool:
         """Whether the request ``suffix`` is in the admitted prefix."""
         return any(entry.suffix == suffix for entry in self.admitted())

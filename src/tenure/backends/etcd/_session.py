@@ -121,6 +121,9 @@ class EtcdSession:
         #: Grants by (name, hold); requests in progress by (name, hold).
         self.held: dict[tuple[str, int], Held] = {}
         self.busy: set[tuple[str, int]] = set()
+        #: Held while a request of this session joins a semaphore's queue, so that the
+        #: session's requests queue in the order they were made.
+        self.joining: dict[str, asyncio.Lock] = {}
         #: Grant keys this session is deleting itself (not a loss when seen deleted).
         self.releasing: set[bytes] = set()
         self._grant_watches: dict[str, asyncio.Task[None]] = {}
@@ -405,6 +408,11 @@ class EtcdSession:
             prefix = self.layout.semaphore(self.node, name)
             reply = await self.txn(compares, [delete_prefix(prefix)], [])
             if reply.succeeded:
+                # Our client's holders hear it before this returns, as on the engine
+                # (others by their grant watches).
+                for session in list(self.backend.sessions.values()):
+                    if session.node == self.node:
+                        session.grants_gone(name)
                 return
 
     async def describe_semaphore(
@@ -463,7 +471,8 @@ class EtcdSession:
         lost = [
             (place, held)
             for place, held in self.held.items()
-            if place[0] == name and prefix + held.suffix in keys
+            if place[0] == name
+            and prefix + held.suffix in keys
             and prefix + held.suffix not in self.releasing
         ]
         if not lost:
@@ -477,15 +486,25 @@ class EtcdSession:
                 message = f"semaphore {name!r} was deleted"
                 self._listener.lease_lost(name, held.token, LeaseLostError(message))
 
+    def grants_gone(self, name: str) -> None:
+        """Every grant of ``name`` was deleted by force: tell each as lost."""
+        message = f"semaphore {name!r} was deleted"
+        for place, held in list(self.held.items()):
+            if place[0] == name and self.ended is None:
+                del self.held[place]
+                self._listener.lease_lost(name, held.token, LeaseLostError(message))
+
     # -- ending ---------------------------------------------------------------------
 
     async def close(self) -> None:
         """See :meth:`tenure.backends._base.BackendSession.close`: revoke the lease."""
         if self.ended is not None:
             return
-        self._end(SessionClosedError(f"session {self.lease_id} was closed"), NotFoundError(""))
+        closed = SessionClosedError(f"session {self.lease_id} was closed")
+        self._end(closed, closed)
         # Revoking deletes every key on the lease at once: record, requests, grants.
-        await self._revoke()
+        # Shielded: a body that closes its own session is cancelled meanwhile.
+        await asyncio.shield(asyncio.ensure_future(self._revoke()))
 
     def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
         """Run ``coro`` in the background (errors are logged: there is no caller)."""
