@@ -33,16 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 from aetcd.rpc import rpc_pb2
 
-from tenure._core.values import NodeConfig, SemaphoreDescription, check_count, check_data
+from tenure._core.values import NodeConfig, SemaphoreDescription
 from tenure.backends._base import Grant, SessionListener
-from tenure.backends.etcd import _acquire
+from tenure.backends.etcd import _acquire, _admin
 from tenure.backends.etcd._keys import (
     compare_create,
-    compare_empty,
     compare_mod,
     decode,
     delete,
-    delete_prefix,
     encode,
     entry_suffix,
     get,
@@ -52,9 +50,7 @@ from tenure.backends.etcd._keys import (
 from tenure.backends.etcd._queue import SemState
 from tenure.backends.etcd._watch import EtcdWatch
 from tenure.errors import (
-    AlreadyExistsError,
     LeaseLostError,
-    LimitExceededError,
     LostError,
     NotFoundError,
     PreconditionFailedError,
@@ -347,97 +343,31 @@ class EtcdSession:
         self.check_alive()
         raise PreconditionFailedError(f"the grant of {name!r} has no lease TTL to renew")
 
-    # -- semaphores -----------------------------------------------------------------
+    # -- semaphores (tenure.backends.etcd._admin) --------------------------------
 
     async def create_semaphore(self, name: str, limit: int, data: bytes) -> None:
         """See :meth:`tenure.backends._base.BackendSession.create_semaphore`."""
-        self.check_alive()
-        config = await self.config()
-        limit = check_count(limit, what="limit")
-        data = check_data("semaphore data", data, config.max_data_size)
-        if await self.count_semaphores() >= config.max_semaphores:
-            raise LimitExceededError(
-                f"max_semaphores ({config.max_semaphores}) reached on node {self.node!r}"
-            )
-        record = self.layout.record(self.node, name)
-        reply = await self.txn(
-            # An ephemeral semaphore of that name exists while it has requests.
-            [compare_create(record, 0), compare_empty(self.layout.queue(self.node, name))],
-            [put(record, encode({"limit": limit, "data": data}))],
-            [],
-        )
-        if not reply.succeeded:
-            raise AlreadyExistsError(f"semaphore {name!r} already exists")
+        return await _admin.create_semaphore(self, name, limit, data)
 
     async def update_semaphore(self, name: str, data: bytes) -> None:
         """See :meth:`tenure.backends._base.BackendSession.update_semaphore`."""
-        self.check_alive()
-        config = await self.config()
-        data = check_data("semaphore data", data, config.max_data_size)
-        while True:
-            state = await self.read(name)
-            if not state.exists:
-                raise NotFoundError(f"semaphore {name!r} does not exist")
-            if not state.record:
-                raise PreconditionFailedError(
-                    f"semaphore {name!r} is ephemeral: etcd:// keeps no data for it"
-                )
-            record = self.layout.record(self.node, name)
-            value = encode({"limit": state.limit, "data": data})
-            reply = await self.txn([compare_create(record, state.record)], [put(record, value)], [])
-            if reply.succeeded:
-                return
+        return await _admin.update_semaphore(self, name, data)
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""
-        self.check_alive()
-        while True:
-            state = await self.read(name)
-            if not state.exists:
-                raise NotFoundError(f"semaphore {name!r} does not exist")
-            owners, waiters = len(state.owners()), len(state.waiters())
-            if (owners or waiters) and not force:
-                raise PreconditionFailedError(
-                    f"semaphore {name!r} has {owners} owner(s) and {waiters} waiter(s); "
-                    "use force=True"
-                )
-            record = self.layout.record(self.node, name)
-            compares = [compare_create(record, state.record)]
-            if not force:
-                compares.append(compare_empty(self.layout.queue(self.node, name)))
-            prefix = self.layout.semaphore(self.node, name)
-            reply = await self.txn(compares, [delete_prefix(prefix)], [])
-            if reply.succeeded:
-                # Our client's holders hear it before this returns, as on the engine
-                # (others by their grant watches).
-                for session in list(self.backend.sessions.values()):
-                    if session.node == self.node:
-                        session.grants_gone(name)
-                return
+        return await _admin.delete_semaphore(self, name, force)
 
     async def describe_semaphore(
         self, name: str, *, owners: bool, waiters: bool
     ) -> SemaphoreDescription:
         """See :meth:`tenure.backends._base.BackendSession.describe_semaphore`."""
-        self.check_alive()
-        state = await self.read(name)
-        if not state.exists:
-            raise NotFoundError(f"semaphore {name!r} does not exist")
-        return state.describe(owners=owners, waiters=waiters)
+        return await _admin.describe_semaphore(self, name, owners=owners, waiters=waiters)
 
     async def watch_semaphore(
         self, name: str, *, data: bool, owners: bool, waiters: bool
     ) -> EtcdWatch:
         """See :meth:`tenure.backends._base.BackendSession.watch_semaphore`."""
-        self.check_alive()
-        config = await self.config()
-        if self.watches >= config.max_watches_per_session:
-            raise LimitExceededError(
-                f"max_watches_per_session ({config.max_watches_per_session}) reached"
-            )
-        watch = EtcdWatch(self, name, data=data, owners=owners, waiters=waiters)
-        await watch.start()
-        return watch
+        return await _admin.watch_semaphore(self, name, data=data, owners=owners, waiters=waiters)
 
     # -- grants lost to a forced delete ----------------------------------------------
 
