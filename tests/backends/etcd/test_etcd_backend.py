@@ -73,7 +73,8 @@ async def test_the_token_is_the_grant_revision_and_increases(etcd_url: str) -> N
                 again = await first.mutex("m").lock()
                 tokens.append(again.token)
                 await again.release()
-            assert tokens == sorted(set(tokens)) and tokens[0] > lease.token
+            assert tokens == sorted(set(tokens))
+            assert tokens[0] > lease.token
 
 
 async def test_a_waiter_whose_lease_expired_is_never_told_it_holds(etcd_url: str) -> None:
