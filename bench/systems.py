@@ -17,13 +17,13 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
 import psutil
+from tests.etcd import cluster as etcd
 
 #: Every system, in the order of the report's tables.
 SYSTEMS: tuple[str, ...] = (
@@ -119,13 +119,10 @@ def _command(system: str, port: int, data_dir: Path) -> tuple[list[str], str]:
         args += ["--save", "", "--appendonly", "no", "--daemonize", "no"]
         return ["redis-server", *args], f"redis://{HOST}:{port}"
     if system == "etcd":
-        peer = f"http://{HOST}:{free_port()}"
-        client = f"http://{HOST}:{port}"
-        args = ["--name", "b", "--data-dir", str(data_dir)]
-        args += ["--listen-client-urls", client, "--advertise-client-urls", client]
-        args += ["--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer]
-        args += ["--initial-cluster", f"b={peer}"]
-        return ["etcd", *args], client
+        # One member as shipped (etcd's own Raft timers), the tests' command line.
+        binary = etcd.etcd_binary() or "etcd"
+        argv = etcd.member_argv(binary, "b", data_dir, port, free_port())
+        return argv, f"http://{HOST}:{port}"
     if system == "dflockd":
         exe = Path(sys.executable).parent / "dflockd"
         # Its default of 1024 distinct keys would refuse the par workload's 10,000
@@ -149,10 +146,7 @@ def _ready(server: Server) -> bool:
         return False
     if server.system == "etcd":
         # The port opens before a leader is elected; /health says when it serves.
-        health = f"{server.url}/health"
-        with contextlib.suppress(OSError), urllib.request.urlopen(health, timeout=2.0) as reply:
-            return b'"true"' in reply.read()
-        return False
+        return etcd.healthy(server.url)
     return True
 
 
