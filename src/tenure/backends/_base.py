@@ -50,6 +50,10 @@ class Capability(enum.Enum):
     SESSION_RECOVERY = "session_recovery"
     #: A grant may carry a time-to-live of its own that its holder renews.
     LEASE_TTL = "lease_ttl"
+    #: A node's ``lock_delay``: after a holder *failed* (its session or lease
+    #: expired), nobody gets its tokens for that long. Without it, a node with a
+    #: non-zero lock_delay is refused.
+    LOCK_DELAY = "lock_delay"
 
 
 @dataclass(frozen=True, slots=True)

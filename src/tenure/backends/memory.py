@@ -54,6 +54,7 @@ CAPABILITIES: Final = frozenset(
         Capability.WATCH,
         Capability.SESSION_RECOVERY,
         Capability.LEASE_TTL,
+        Capability.LOCK_DELAY,
     }
 )
 

@@ -106,8 +106,8 @@ def _refuse_unsupported(config: NodeConfig) -> None:
         unsupported.append(f"default_lease={config.default_lease:g}")
     if unsupported:
         raise UnsupportedError(
-            f"etcd:// cannot honour {', '.join(unsupported)} (no lock-delay and no "
-            "per-grant TTL on etcd)"
+            f"etcd:// cannot honour {', '.join(unsupported)} (it lacks the capabilities "
+            "lock_delay and lease_ttl)"
         )
 
 
