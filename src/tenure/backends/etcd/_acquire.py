@@ -296,15 +296,25 @@ async def _grant(
             [
                 compare_create(queue + entry.suffix, entry.created),
                 compare_create(layout.record(s.node, name), state.record),
+                # Not granted yet: a Txn the connection sends again because its answer
+                # was lost must not put the grant a second time (the token would then
+                # be the retry's revision, not the grant key's create_revision).
+                compare_create(grants + entry.suffix, 0),
             ],
             success,
-            [get(queue + entry.suffix)],
+            [get(queue + entry.suffix), get(grants + entry.suffix)],
         )
     finally:
         if old is not None:
             s.releasing.discard(grants + old.suffix)
     if reply.succeeded:
         return _granted(s, name, entry.hold, entry.suffix, int(reply.header.revision), entry.count)
+    granted = reply.responses[2].response_range.kvs
+    if granted and int(granted[0].lease) == s.lease_id:
+        # Our first try was applied and its answer lost: the grant stands, and its
+        # token is the revision that created it.
+        token = int(granted[0].create_revision)
+        return _granted(s, name, entry.hold, entry.suffix, token, entry.count)
     if not reply.responses[1].response_range.kvs:
         await _vanished(s, name, entry.suffix, 0)
     if state.record:

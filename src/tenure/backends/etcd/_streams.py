@@ -49,6 +49,18 @@ class Renewable(Protocol):
         """A new stream is open (after a failover): check the lease and re-attach."""
 
 
+#: What a stream raises when it ended under us: an error status, the end of the
+#: stream, or a write racing the call's end (grpc.aio raises InvalidStateError
+#: "RPC already finished" then: seen when the member a watch stream was on was
+#: SIGKILLed, which used to end the hub's task and with it every watch).
+_STREAM_ENDED = (
+    grpc.aio.AioRpcError,
+    grpc.aio.UsageError,
+    ConnectionError,
+    asyncio.InvalidStateError,
+)
+
+
 async def _backoff(delay: float) -> float:
     await asyncio.sleep(delay)
     return min(delay * 2, 1.0)
@@ -102,8 +114,10 @@ class KeepAlive:
                         lease.reconnected()
                 first = False
                 await self._write(call, reader)
-            except (grpc.aio.AioRpcError, grpc.aio.UsageError, ConnectionError) as error:
+            except _STREAM_ENDED as error:
                 log.info("etcd keepalive stream lost: %s", error)
+            except Exception:  # never let the stream's task die: every session needs it
+                log.exception("etcd keepalive stream failed; opening it again")
             finally:
                 call.cancel()
                 reader.cancel()
@@ -282,8 +296,10 @@ class WatchHub:
                         getter.cancel()
                         reader.result()
                     await call.write(getter.result())
-            except (grpc.aio.AioRpcError, grpc.aio.UsageError, ConnectionError) as error:
+            except _STREAM_ENDED as error:
                 log.info("etcd watch stream lost: %s", error)
+            except Exception:  # never let the stream's task die: every session needs it
+                log.exception("etcd watch stream failed; opening it again")
             finally:
                 call.cancel()
                 reader.cancel()
