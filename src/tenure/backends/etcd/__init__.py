@@ -15,8 +15,10 @@ What etcd cannot do exactly, said rather than weakened:
 
 * **Recovery windows are whole seconds, at least 2** (etcd's lease granularity):
   a session's lease TTL is its window rounded up; the session's ``ttl`` says the
-  TTL in force. A leader change renews every lease to its full TTL, so the window
-  is a lower bound there.
+  TTL in force. A leader change renews every lease to its full TTL, and so does a
+  restart of the whole cluster (even a lease whose TTL ran out while it was down),
+  so the window is a lower bound there; the client still gives a session up on its
+  own clock a TTL after the last renewal etcd answered.
 * **Acquire timeouts run on the client's clock** (etcd has no timer for them): the
   request is withdrawn when its timeout passes on the client's monotonic clock.
 * **No lock-delay and no per-grant TTL**: a node with ``lock_delay`` > 0 or a
