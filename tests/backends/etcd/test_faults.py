@@ -290,7 +290,10 @@ async def test_stop_the_whole_cluster_and_start_it_again_on_its_data(
     etcd_cluster: EtcdCluster,
 ) -> None:
     cluster, prefix = etcd_cluster, _prefix()
-    short = 2.0  # etcd's shortest TTL
+    # The orphan's TTL: short enough to run out while the cluster is down, long enough
+    # that its lease, renewed to it at the restart, is still there when the test
+    # looks (starting every member and agreeing on a leader take about a second).
+    short = 4.0
     async with contextlib.AsyncExitStack() as stack:
         client = await stack.enter_async_context(tenure.connect(cluster.url(prefix=prefix)))
         await client.create_node("n", session_timeout=WINDOW)
