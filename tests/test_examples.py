@@ -2,8 +2,9 @@
 
 Each example runs as ``python examples/NAME.py`` in a subprocess (warnings turned
 into errors, no stdin; those that take ``TENURE_URL`` once more against a real
-``tenure serve``; etcd_failover.py against the run's etcd member), must exit 0 with nothing on stderr, and must print the
-lines that show its point: the order of grants, the failover leader, and so on.
+``tenure serve``; etcd_failover.py against the run's etcd member), must exit 0
+with nothing on stderr, and must print the lines that show its point: the order of
+grants, the failover leader, and so on.
 """
 
 from __future__ import annotations
