@@ -35,6 +35,7 @@ What etcd cannot do exactly, said rather than weakened:
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import math
 from collections.abc import Mapping
@@ -48,6 +49,7 @@ from aetcd.rpc import rpc_pb2
 from tenure._core.values import NodeConfig, NodeDescription, check_description
 from tenure.backends._base import Capability, SessionListener
 from tenure.backends.etcd._conn import Connection, ConnectionOptions, LeaseNotFoundError
+from tenure.backends.etcd._feed import Feed
 from tenure.backends.etcd._keys import (
     Layout,
     compare_create,
@@ -60,6 +62,8 @@ from tenure.backends.etcd._keys import (
     prefix_end,
     put,
 )
+from tenure.backends.etcd._node import NodeView, read_config
+from tenure.backends.etcd._queue import SemState
 from tenure.backends.etcd._session import EtcdSession
 from tenure.backends.etcd._streams import KeepAlive, Watcher, WatchHub
 from tenure.errors import (
@@ -78,6 +82,8 @@ DEFAULT_PORT: Final = 2379
 DEFAULT_PREFIX: Final = "/tenure/"
 #: etcd's shortest useful lease TTL, in seconds.
 MIN_TTL: Final = 2
+#: How many semaphores' records a client remembers (:meth:`EtcdBackend.remember`).
+RECORDS_KEPT: Final = 4096
 
 CAPABILITIES: Final = frozenset(
     {
@@ -127,7 +133,47 @@ class EtcdBackend:
         self.keepalive = KeepAlive(conn)
         self.watches = WatchHub(conn)
         self.sessions: dict[int, EtcdSession] = {}
+        #: This client's feeds of the semaphores its requests wait on, by key prefix.
+        self.feeds: dict[bytes, Feed] = {}
+        #: The nodes this client has sessions on (:mod:`tenure.backends.etcd._node`).
+        self.views: dict[str, NodeView] = {}
+        #: The last record seen of each semaphore, ``(create_revision, limit)``: what
+        #: an acquire assumes, and its Txn compares (a wrong guess costs a retry).
+        self.records: collections.OrderedDict[tuple[str, str], tuple[int, int]] = (
+            collections.OrderedDict()
+        )
         self._closed = False
+
+    def remember(self, node: str, state: SemState) -> None:
+        """Keep what ``state`` (read now) says of its record, for the next acquire."""
+        key = (node, state.name)
+        if state.record:
+            self.records[key] = (state.record, state.limit)
+            self.records.move_to_end(key)
+            if len(self.records) > RECORDS_KEPT:
+                self.records.popitem(last=False)
+        else:
+            self.records.pop(key, None)
+
+    async def view(self, node: str) -> NodeView:
+        """The node's view, made (settings read, watch started) if it is new here."""
+        view = self.views.get(node)
+        if view is None:
+            kv, revision = await read_config(self, node)
+            view = self.views.get(node)  # made by another task meanwhile
+            if view is None or view.node_rev != int(kv.create_revision):
+                if view is not None:
+                    view.close()
+                view = self.views[node] = NodeView(self, node, kv, revision)
+        view.users += 1
+        return view
+
+    def release_view(self, view: NodeView) -> None:
+        """A session of the view's node ended: stop following it when none is left."""
+        view.users -= 1
+        if view.users <= 0 and self.views.get(view.node) is view:
+            del self.views[view.node]
+            view.close()
 
     @property
     def capabilities(self) -> frozenset[Capability]:
@@ -236,7 +282,22 @@ class EtcdBackend:
         if self._closed:
             raise ClientClosedError("the client is closed")
         check_description(description)
-        config, kv = await self._read_config(node)
+        view = await self.view(node)
+        try:
+            return await self._open_session(node, view, timeout, description, listener)
+        except BaseException:
+            self.release_view(view)
+            raise
+
+    async def _open_session(
+        self,
+        node: str,
+        view: NodeView,
+        timeout: float | None,
+        description: str,
+        listener: SessionListener,
+    ) -> EtcdSession:
+        config = view.config
         window = config.session_timeout if timeout is None else timeout
         count = await self.conn.range(
             rpc_pb2.RangeRequest(
@@ -256,7 +317,7 @@ class EtcdBackend:
         key = self.layout.session(node, lease_id)
         value = encode({"description": description, "window": window, "seq": 1})
         reply = await self.conn.txn(
-            [compare_create(self.layout.config(node), int(kv.create_revision))],
+            [compare_create(self.layout.config(node), view.node_rev)],
             [put(key, value, lease_id)],
         )
         if not reply.succeeded:
@@ -270,7 +331,7 @@ class EtcdBackend:
             int(grant.TTL) or ttl,
             listener,
             record_rev=int(reply.header.revision),
-            node_rev=int(kv.create_revision),
+            view=view,
             confirmed_at=sent_at,
             seq=1,
             description=description,
@@ -287,6 +348,12 @@ class EtcdBackend:
             with contextlib.suppress(Exception):
                 await session.close()
         self.sessions.clear()
+        for feed in list(self.feeds.values()):
+            feed.close()
+        self.feeds.clear()
+        for view in list(self.views.values()):
+            view.close()
+        self.views.clear()
         await self.keepalive.close()
         await self.watches.close()
         await self.conn.close()

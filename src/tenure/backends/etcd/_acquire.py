@@ -47,25 +47,28 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from tenure._core.values import check_data
+from tenure._core.values import MAX_COUNT, check_data
 from tenure.backends._base import Grant
+from tenure.backends.etcd._feed import subscribe
 from tenure.backends.etcd._keys import (
     compare_create,
-    compare_empty,
+    compare_created_before,
+    compare_mod,
     delete,
     encode,
     entry_suffix,
     get,
     get_prefix,
+    parse_suffix,
     put,
     range_request,
+    txn,
 )
 from tenure.backends.etcd._queue import Entry, SemState
 from tenure.errors import LeaseLostError, LimitExceededError, NotFoundError, TenureError
 
 if TYPE_CHECKING:
     from tenure.backends.etcd._session import EtcdSession
-    from tenure.backends.etcd._streams import Watcher
 
 __all__ = ["request"]
 
@@ -107,65 +110,133 @@ async def _join(
     timeout: float | None,
     ephemeral: bool,
 ) -> Grant | tuple[SemState, bytes, Entry | None] | None:
-    """Read, check and enqueue: a grant (or restate) at once, or what to wait for."""
+    """Check and enqueue (granting at once when it fits): a grant, or what to wait for."""
     place = (name, hold)
-    config = await s.config()
-    data = check_data("owner data", data, config.max_data_size)
     layout = s.layout
     prefix, queue = layout.semaphore(s.node, name), layout.queue(s.node, name)
     record, grants = layout.record(s.node, name), layout.grants(s.node, name)
-    value = encode({"count": count, "data": data})
-    while True:
+    config_key = layout.config(s.node)
+    known = s.backend.records.get((s.node, name))
+    if place in s.held or (known is None and not ephemeral):
         state = await s.read(name)
-        if not state.exists and not ephemeral:
-            raise NotFoundError(f"semaphore {name!r} does not exist (create it or use ephemeral)")
-        if state.exists and count > state.limit:
-            raise LimitExceededError(f"count {count} exceeds the limit {state.limit} of {name!r}")
-        old = state.held((s.lease_id, hold)) if place in s.held else None
-        if old is not None and count <= old.count:
-            # Restate in place: same key (a put keeps its create_revision), same grant.
-            key = queue + old.suffix
-            reply = await s.txn(
-                [compare_create(key, old.created)], [put(key, value, s.lease_id)], []
-            )
-            if reply.succeeded:
-                s.held[place].count = count
-                return Grant(old.granted, count, None, hold)
-            continue
+    else:  # a guess (revision 0): the Txn compares it, and its failure reads the truth
+        state = SemState(name, 0, *(known or (0, MAX_COUNT)))
+    while True:
+        config = s.view.config
+        data = check_data("owner data", data, config.max_data_size)
+        value = encode({"count": count, "data": data})
+        guess = state.revision == 0
+        old = None
+        if guess:
+            if count > state.limit:
+                state = await s.read(name)
+                continue
+        else:
+            s.backend.remember(s.node, state)
+            if not state.exists and not ephemeral:
+                raise NotFoundError(
+                    f"semaphore {name!r} does not exist (create it or use ephemeral)"
+                )
+            if state.exists and count > state.limit:
+                raise LimitExceededError(
+                    f"count {count} exceeds the limit {state.limit} of {name!r}"
+                )
+            old = state.held((s.lease_id, hold)) if place in s.held else None
+            if old is not None and count <= old.count:
+                # Restate in place: same key (a put keeps its create_revision), same grant.
+                key = queue + old.suffix
+                reply = await s.txn(
+                    [compare_create(key, old.created)], [put(key, value, s.lease_id)], []
+                )
+                if reply.succeeded:
+                    s.held[place].count = count
+                    return Grant(old.granted, count, None, hold)
+                state = await s.read(name)
+                continue
         suffix = entry_suffix(s.lease_id, hold, old is not None and not old.upgrade)
-        existing = state.entry(suffix)
+        existing = None if guess else state.entry(suffix)
         if existing is not None:  # an enqueue of ours whose answer was lost: resume it
             return state, existing.suffix, old
-        waiting = state.waiters()
-        if not state.exists and await s.count_semaphores() >= config.max_semaphores:
-            raise LimitExceededError(
-                f"max_semaphores ({config.max_semaphores}) reached on node {s.node!r}"
+        if timeout != 0 and len(state.waiters()) >= config.max_waiters:
+            raise _too_many_waiters(config.max_waiters, name)
+        creating = not state.exists
+        # Both Txns compare the session's seq (s.txn adds it to the outer one, and
+        # ``fence`` is the same compare for the nested one), the settings read and the
+        # record; then ``enqueue`` puts the request and reads the semaphore back.
+        compares = [
+            compare_mod(config_key, s.view.config_rev),
+            compare_create(record, state.record),
+        ]
+        enqueue_compares = [*compares, compare_create(queue + suffix, 0)]
+        enqueue_success = [put(queue + suffix, value, s.lease_id), get_prefix(prefix)]
+        enqueue_failure = [get(config_key), get_prefix(prefix)]
+        if state.fits_at_tail(count):
+            # Granted at once if nobody joined since the state read (or, for a guess,
+            # nobody is queued at all), in the same Txn as the request: one round trip.
+            # Else the nested Txn enqueues: still one round trip.
+            success = [
+                put(queue + suffix, value, s.lease_id),
+                put(grants + suffix, b"", s.lease_id),
+            ]
+            nested = txn([s.fence(), *enqueue_compares], enqueue_success, enqueue_failure)
+            reply = await s.txn(
+                [*compares, compare_created_before(queue, state.revision + 1)], success, [nested]
             )
-        if timeout != 0 and waiting and len(waiting) >= config.max_waiters:
-            raise LimitExceededError(
-                f"max_waiters ({config.max_waiters}) reached on semaphore {name!r}"
-            )
-        fast = not state.entries  # nobody queued or holds: grant in the same Txn
-        compares = [compare_create(queue + suffix, 0), compare_create(record, state.record)]
-        success = [put(queue + suffix, value, s.lease_id)]
-        if fast:
-            compares.append(compare_empty(queue))
-            success.append(put(grants + suffix, b"", s.lease_id))
-        reply = await s.txn(compares, [*success, get_prefix(prefix)], [])
-        if not reply.succeeded:
-            continue  # raced with another change: read again
-        revision = int(reply.header.revision)
-        if fast:
-            return _granted(s, name, hold, suffix, revision, count)
-        kvs = reply.responses[-1].response_range.kvs
-        return SemState.parse(name, prefix, kvs, revision), suffix, old
+            if reply.succeeded:
+                token = int(reply.header.revision)
+                if creating:
+                    await _check_semaphores(s, name, hold, token)
+                return _granted(s, name, hold, suffix, token, count)
+            outcome, revision = reply.responses[1].response_txn, int(reply.header.revision)
+            read = list(outcome.responses)
+        else:
+            outcome = await s.txn(enqueue_compares, enqueue_success, enqueue_failure)
+            revision = int(outcome.header.revision)
+            read = list(outcome.responses)[0 if outcome.succeeded else 1 :]  # s.txn's read first
+        if not outcome.succeeded:  # raced with a change: the settings and the state, read
+            config_kvs = read[0].response_range.kvs
+            if not config_kvs:
+                await s.diagnose()
+                s.check_alive()
+                raise NotFoundError(f"node {s.node!r} does not exist")
+            s.view.update(config_kvs[0])
+            state = SemState.parse(name, prefix, read[1].response_range.kvs, revision)
+            continue
+        state = SemState.parse(name, prefix, read[1].response_range.kvs, revision)
+        mine = state.entry(suffix)
+        if mine is not None and timeout != 0 and not mine.granted:
+            ahead = [e for e in state.waiters() if e.created < mine.created]
+            if len(ahead) >= config.max_waiters:  # others joined meanwhile: withdraw
+                await _withdraw(s, name, suffix)
+                raise _too_many_waiters(config.max_waiters, name)
+        return state, suffix, old
+
+
+def _too_many_waiters(limit: int, name: str) -> LimitExceededError:
+    return LimitExceededError(f"max_waiters ({limit}) reached on semaphore {name!r}")
+
+
+async def _check_semaphores(s: EtcdSession, name: str, hold: int, revision: int) -> None:
+    """After creating ``name`` at ``revision``: undo it if the node has too many semaphores.
+
+    Counted only when the view's bound (:meth:`NodeView.semaphores_bound`) does not
+    prove the limit kept. Two creators racing past the limit both undo: never one
+    too many.
+    """
+    limit = s.view.config.max_semaphores
+    bound = s.view.semaphores_bound(revision)
+    if bound is not None and bound <= limit:
+        return
+    if await s.count_semaphores() <= limit:
+        return
+    await s.drop_hold(name, hold)
+    raise LimitExceededError(f"max_semaphores ({limit}) reached on node {s.node!r}")
 
 
 def _granted(s: EtcdSession, name: str, hold: int, suffix: bytes, token: int, count: int) -> Grant:
     from tenure.backends.etcd._session import Held
 
     s.held[name, hold] = Held(suffix, token, count)
-    s.follow_grants(name, token + 1)
     return Grant(token, count, None, hold)
 
 
@@ -177,77 +248,51 @@ async def _wait(
     old: Entry | None,
     timeout: float | None,
 ) -> Grant | None:
-    """Wait until request ``suffix`` is admitted and granted, times out, or ends."""
+    """Wait until request ``suffix`` is admitted and granted, times out, or ends.
+
+    The semaphore's state comes from this client's feed of it (:mod:`._feed`): one
+    watch, moved forward by its events, waking this waiter only when its request is
+    granted, gone, or its turn has come. ``since`` is the oldest revision the feed
+    must have reached for its state to be at least as new as what this waiter read.
+    """
     loop = asyncio.get_running_loop()
     deadline = None if timeout is None else loop.time() + timeout
-    prefix = s.layout.semaphore(s.node, name)
-    watcher = None
-    gone_at = 0  # the revision that deleted our request, when a watch event told it
-    _, hold, _ = _parse(suffix)
+    _, hold, _ = parse_suffix(suffix)
+    since = state.revision
     try:
-        while True:
-            entry = state.entry(suffix)
-            if entry is None:
-                if not gone_at and watcher is not None:
-                    gone_at = await _deleted_at(watcher, prefix + b"q/" + suffix)
-                await _vanished(s, name, suffix, gone_at)
-            assert entry is not None
-            if entry.granted:
-                return _granted(s, name, hold, suffix, entry.granted, entry.count)
-            if state.turn(suffix):
-                grant = await _grant(s, name, state, entry, old)
-                if grant is not None:
-                    return grant
-                state = await s.read(name)
-                continue
-            if deadline is not None and loop.time() >= deadline:
-                if await _withdraw(s, name, suffix):
-                    if timeout == 0:
-                        return None
-                    raise TimeoutError(f"acquire of {name!r} timed out after {timeout:g}s")
-                state = await s.read(name)  # granted meanwhile: the grant stands
-                continue
-            if watcher is None:
-                watcher = s.backend.watch_range(prefix, state.revision + 1)
-            await _until(watcher.wait(), s.lost.wait(), deadline)
-            if s.ended is not None:
-                raise s.wait_failure() from None
-            events, reset = watcher.drain()
-            for event in events:
-                if event.type == _DELETE and bytes(event.kv.key) == prefix + b"q/" + suffix:
-                    gone_at = int(event.kv.mod_revision)
-            if reset:
-                state = await s.read(name)
-                watcher.restart(state.revision + 1)
-            elif _matters(events, prefix, state, entry):
-                state = await s.read(name)
+        with subscribe(s, state, suffix) as (feed, wake):
+            while True:
+                await _until(wake.wait(), s.lost.wait(), deadline)
+                if s.ended is not None:
+                    raise s.wait_failure() from None
+                wake.clear()
+                now = feed.state
+                if now.revision >= since:
+                    entry = now.entry(suffix)
+                    if entry is None:
+                        await _vanished(s, name, suffix, feed.deleted.get(suffix, 0))
+                    assert entry is not None
+                    if entry.granted:
+                        return _granted(s, name, hold, suffix, entry.granted, entry.count)
+                    if now.turn(suffix):
+                        grant = await _grant(s, name, now, entry, old)
+                        if isinstance(grant, Grant):
+                            return grant
+                        since = grant.revision  # what the failed grant read: wait for it
+                        wake.set()
+                        continue
+                if deadline is not None and loop.time() >= deadline:
+                    if await _withdraw(s, name, suffix):
+                        if timeout == 0:
+                            return None
+                        raise TimeoutError(f"acquire of {name!r} timed out after {timeout:g}s")
+                    read = await s.read(name)  # granted meanwhile: the grant stands
+                    since = read.revision
+                    wake.set()
     except asyncio.CancelledError:
         if s.ended is None:
             await asyncio.shield(_give_up(s, name, suffix, hold, old))
         raise
-    finally:
-        if watcher is not None:
-            watcher.cancel()
-
-
-async def _deleted_at(watcher: Watcher, key: bytes) -> int:
-    """The revision that deleted ``key``, from the watch (which brings it soon), or 0."""
-    try:
-        async with asyncio.timeout(2.0):
-            while True:
-                await watcher.wait()
-                events, _ = watcher.drain()
-                for event in events:
-                    if event.type == _DELETE and bytes(event.kv.key) == key:
-                        return int(event.kv.mod_revision)
-    except TimeoutError:
-        return 0
-
-
-def _parse(suffix: bytes) -> tuple[int, int, bool]:
-    from tenure.backends.etcd._keys import parse_suffix
-
-    return parse_suffix(suffix)
 
 
 async def _until(first: Any, second: Any, deadline: float | None) -> None:
@@ -263,63 +308,43 @@ async def _until(first: Any, second: Any, deadline: float | None) -> None:
             task.cancel()
 
 
-def _matters(events: list[Any], prefix: bytes, state: SemState, mine: Entry) -> bool:
-    """Whether any event may change the admission of ``mine`` (one ahead of it, or it)."""
-    ahead = {e.suffix for e in state.entries if e.created <= mine.created}
-    for event in events:
-        rest = bytes(event.kv.key)[len(prefix) :]
-        if rest == b"rec":
-            return True
-        if rest.startswith(b"g/") and rest[2:] in ahead:
-            return True  # one ahead was granted: our turn may have come
-        if rest.startswith(b"q/"):
-            if event.type == _DELETE:
-                if rest[2:] in ahead:
-                    return True
-            elif int(event.kv.create_revision) <= mine.created:
-                return True  # a request ahead restated in place
-    return False
-
-
 async def _grant(
     s: EtcdSession, name: str, state: SemState, entry: Entry, old: Entry | None
-) -> Grant | None:
-    """Commit the grant of admitted request ``entry`` (None: read again and retry)."""
+) -> Grant | SemState:
+    """Commit the grant of admitted request ``entry``, or the state to go on from."""
     layout = s.layout
+    prefix = layout.semaphore(s.node, name)
     queue, grants = layout.queue(s.node, name), layout.grants(s.node, name)
     success = [put(grants + entry.suffix, b"", s.lease_id)]
     if old is not None:  # an upgrade replaces the hold: its old request and grant go
         success += [delete(queue + old.suffix), delete(grants + old.suffix)]
-        s.releasing.add(grants + old.suffix)
-    try:
-        reply = await s.txn(
-            [
-                compare_create(queue + entry.suffix, entry.created),
-                compare_create(layout.record(s.node, name), state.record),
-                # Not granted yet: a Txn the connection sends again because its answer
-                # was lost must not put the grant a second time (the token would then
-                # be the retry's revision, not the grant key's create_revision).
-                compare_create(grants + entry.suffix, 0),
-            ],
-            success,
-            [get(queue + entry.suffix), get(grants + entry.suffix)],
-        )
-    finally:
-        if old is not None:
-            s.releasing.discard(grants + old.suffix)
+    reply = await s.txn(
+        [
+            compare_create(queue + entry.suffix, entry.created),
+            compare_create(layout.record(s.node, name), state.record),
+            # Not granted yet: a Txn the connection sends again because its answer
+            # was lost must not put the grant a second time (the token would then
+            # be the retry's revision, not the grant key's create_revision).
+            compare_create(grants + entry.suffix, 0),
+        ],
+        success,
+        [get_prefix(prefix)],
+    )
     if reply.succeeded:
         return _granted(s, name, entry.hold, entry.suffix, int(reply.header.revision), entry.count)
-    granted = reply.responses[2].response_range.kvs
-    if granted and int(granted[0].lease) == s.lease_id:
+    now = SemState.parse(
+        name, prefix, reply.responses[1].response_range.kvs, int(reply.header.revision)
+    )
+    mine = now.entry(entry.suffix)
+    if mine is not None and mine.granted and entry.sid == s.lease_id:
         # Our first try was applied and its answer lost: the grant stands, and its
         # token is the revision that created it.
-        token = int(granted[0].create_revision)
-        return _granted(s, name, entry.hold, entry.suffix, token, entry.count)
-    if not reply.responses[1].response_range.kvs:
+        return _granted(s, name, entry.hold, entry.suffix, mine.granted, entry.count)
+    if mine is None:
         await _vanished(s, name, entry.suffix, 0)
-    if state.record:
+    if state.record and now.record != state.record:
         raise NotFoundError(f"semaphore {name!r} was deleted")
-    return None
+    return now
 
 
 async def _vanished(s: EtcdSession, name: str, suffix: bytes, gone_at: int) -> None:

@@ -5,7 +5,9 @@ ephemeral one has no record and exists while it has requests. Creating compares
 that neither exists; deleting compares the record's create_revision (and, unless
 forced, that the queue is empty) and deletes the semaphore's whole range, so
 every request and grant goes in the same revision: owners see their grant keys
-deleted (``lease_lost``), waiters their requests (``NotFoundError``).
+deleted (``lease_lost``, told by the ``gone/<name>`` marker the forced delete puts
+and removes again; see :mod:`tenure.backends.etcd._node`), waiters their requests
+(``NotFoundError``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tenure._core.values import SemaphoreDescription, check_count, check_data
-from tenure.backends.etcd._keys import compare_create, compare_empty, delete_prefix, encode, put
+from tenure.backends.etcd._keys import (
+    compare_create,
+    compare_empty,
+    compare_mod,
+    delete,
+    delete_prefix,
+    encode,
+    put,
+)
 from tenure.backends.etcd._watch import EtcdWatch
 from tenure.errors import (
     AlreadyExistsError,
@@ -92,13 +102,20 @@ async def delete_semaphore(s: EtcdSession, name: str, force: bool) -> None:
         if not force:
             compares.append(compare_empty(s.layout.queue(s.node, name)))
         prefix = s.layout.semaphore(s.node, name)
-        reply = await s.txn(compares, [delete_prefix(prefix)], [])
+        ops = [delete_prefix(prefix)]
+        marker = s.layout.gone_marker(s.node, name)
+        if force:  # holders elsewhere learn it from the marker, at the delete's revision
+            ops.append(put(marker, b"", s.lease_id))
+        reply = await s.txn(compares, ops, [])
         if reply.succeeded:
+            s.backend.records.pop((s.node, name), None)
             # Our client's holders hear it before this returns, as on the engine
-            # (others by their grant watches).
+            # (others from their node's view of the marker).
             for session in list(s.backend.sessions.values()):
                 if session.node == s.node:
                     session.grants_gone(name)
+            if force:  # the marker has been seen by every watch of it: it may go
+                await s.txn([compare_mod(marker, int(reply.header.revision))], [delete(marker)], [])
             return
 
 

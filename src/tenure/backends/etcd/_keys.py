@@ -5,6 +5,7 @@ semaphore names are percent-encoded (``/`` and ``%`` only), so that one name is
 never a prefix of another's keys and each node, semaphore and queue is one range::
 
     P n/<node>/cfg                         the NodeConfig (no lease)
+    P n/<node>/gone/<name>                 a forced delete's marker (put, then deleted)
     P n/<node>/sess/<sid>                  a session (on its lease): description, window, seq
     P n/<node>/s/<name>/rec                a persistent semaphore: limit, data (no lease)
     P n/<node>/s/<name>/q/<sid>-<hold>[+]  a request or hold (on the session's lease): count, data
@@ -21,9 +22,10 @@ Values are msgpack maps.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Final
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import msgpack
 from aetcd.rpc import rpc_pb2
@@ -44,10 +46,12 @@ __all__ = [
 
 #: The comparisons and targets of etcd's Txn.
 EQUAL: Final = rpc_pb2.Compare.EQUAL
+LESS: Final = rpc_pb2.Compare.LESS
 CREATE: Final = rpc_pb2.Compare.CREATE
 MOD: Final = rpc_pb2.Compare.MOD
 
 
+@functools.lru_cache(maxsize=4096)  # every call of a session builds keys of the same names
 def _escape(name: str) -> str:
     return quote(name, safe="")
 
@@ -76,6 +80,19 @@ class Layout:
     def config(self, node: str) -> bytes:
         """The node's settings."""
         return self.node(node) + b"cfg"
+
+    def gone(self, node: str) -> bytes:
+        """The range of the node's forced-delete markers (:mod:`._node`)."""
+        return self.node(node) + b"gone/"
+
+    def gone_marker(self, node: str, name: str) -> bytes:
+        """The marker a forced delete of ``name`` puts."""
+        return self.gone(node) + _escape(name).encode()
+
+    @staticmethod
+    def unescape(escaped: str) -> str:
+        """The name a key part stands for."""
+        return unquote(escaped)
 
     def sessions(self, node: str) -> bytes:
         """The range of the node's session records."""
@@ -151,6 +168,23 @@ def compare_empty(prefix: bytes) -> Any:
     return rpc_pb2.Compare(
         key=prefix, range_end=prefix_end(prefix), target=CREATE, result=EQUAL, create_revision=0
     )
+
+
+def compare_created_before(prefix: bytes, revision: int) -> Any:
+    """Every key under ``prefix`` was created before ``revision`` (or there is none)."""
+    return rpc_pb2.Compare(
+        key=prefix,
+        range_end=prefix_end(prefix),
+        target=CREATE,
+        result=LESS,
+        create_revision=revision,
+    )
+
+
+def txn(compares: list[Any], success: list[Any], failure: list[Any]) -> Any:
+    """A Txn op: a Txn nested in another (etcd >= 3.3)."""
+    request = rpc_pb2.TxnRequest(compare=compares, success=success, failure=failure)
+    return rpc_pb2.RequestOp(request_txn=request)
 
 
 def put(key: bytes, value: bytes, lease: int = 0) -> Any:

@@ -37,6 +37,22 @@ from tenure.backends.etcd._keys import decode, parse_suffix
 
 __all__ = ["Entry", "SemState"]
 
+_DELETE = 1  # mvccpb.Event.DELETE
+
+
+def _entry(suffix: bytes, kv: Any) -> Entry:
+    value = decode(kv.value)
+    sid, hold, upgrade = parse_suffix(suffix)
+    return Entry(
+        suffix,
+        sid,
+        hold,
+        upgrade,
+        int(value["count"]),
+        bytes(value["data"]),
+        int(kv.create_revision),
+    )
+
 
 @dataclass(slots=True)
 class Entry:
@@ -76,29 +92,62 @@ class SemState:
         for kv in kvs:
             rest = bytes(kv.key)[len(prefix) :]
             if rest == b"rec":
-                value = decode(kv.value)
-                state.record, state.limit = int(kv.create_revision), int(value["limit"])
-                state.data = bytes(value["data"])
+                state._record(kv)
             elif rest.startswith(b"q/"):
-                value = decode(kv.value)
-                sid, hold, upgrade = parse_suffix(rest[2:])
-                state.entries.append(
-                    Entry(
-                        rest[2:],
-                        sid,
-                        hold,
-                        upgrade,
-                        int(value["count"]),
-                        bytes(value["data"]),
-                        int(kv.create_revision),
-                    )
-                )
+                state.entries.append(_entry(rest[2:], kv))
             elif rest.startswith(b"g/"):
                 grants[rest[2:]] = int(kv.create_revision)
         for entry in state.entries:
             entry.granted = grants.get(entry.suffix, 0)
         state.entries.sort(key=lambda e: e.created)
         return state
+
+    def _record(self, kv: Any) -> None:
+        value = decode(kv.value)
+        self.record, self.limit = int(kv.create_revision), int(value["limit"])
+        self.data = bytes(value["data"])
+
+    def apply(self, prefix: bytes, events: Any) -> None:
+        """Move the state forward by watch events of its range (in revision order).
+
+        The events are every change to the range, with the keys' new create and
+        mod revisions, so the result is exactly what a Range at the last event's
+        revision would read: a waiter needs no read per change.
+        """
+        for event in events:
+            kv = event.kv
+            rest = bytes(kv.key)[len(prefix) :]
+            deleted = event.type == _DELETE
+            if rest == b"rec":
+                if deleted:
+                    self.record, self.limit, self.data = 0, MAX_COUNT, b""
+                else:
+                    self._record(kv)
+            elif rest.startswith(b"q/"):
+                entry = self.entry(rest[2:])
+                if deleted:
+                    if entry is not None:
+                        self.entries.remove(entry)
+                elif entry is not None and entry.created == int(kv.create_revision):
+                    value = decode(kv.value)  # restated in place
+                    entry.count, entry.data = int(value["count"]), bytes(value["data"])
+                else:
+                    if entry is not None:
+                        self.entries.remove(entry)
+                    self.entries.append(_entry(rest[2:], kv))  # the newest request: last
+            elif rest.startswith(b"g/"):
+                entry = self.entry(rest[2:])
+                if entry is not None:
+                    entry.granted = 0 if deleted else int(kv.create_revision)
+            self.revision = max(self.revision, int(kv.mod_revision))
+
+    def fits_at_tail(self, count: int) -> bool:
+        """Whether a new request for ``count`` would be granted at once: every request
+        queued now is granted and the sum of their counts and ``count`` fits."""
+        return (
+            all(e.granted for e in self.entries)
+            and sum(e.count for e in self.entries) + count <= self.limit
+        )
 
     @property
     def exists(self) -> bool:

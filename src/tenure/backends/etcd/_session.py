@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from aetcd.rpc import rpc_pb2
@@ -61,6 +61,7 @@ from tenure.errors import (
 
 if TYPE_CHECKING:
     from tenure.backends.etcd import EtcdBackend
+    from tenure.backends.etcd._node import NodeView
 
 __all__ = ["EtcdSession", "Held"]
 
@@ -88,7 +89,7 @@ class EtcdSession:
         listener: SessionListener,
         *,
         record_rev: int,
-        node_rev: int,
+        view: NodeView,
         confirmed_at: float,
         seq: int,
         description: str,
@@ -108,7 +109,9 @@ class EtcdSession:
         self.seq = seq
         self.seq_rev = record_rev  # the record's mod_revision after our last bump
         self._record_created = record_rev
-        self.node_rev = node_rev  # the node's create_revision: dropped and re-made = gone
+        #: The node's settings and forced deletes, shared by this client's sessions.
+        self.view = view
+        self.node_rev = view.node_rev  # the node's create_revision: dropped and re-made = gone
         self._confirmed = confirmed_at
         self.ended: LostError | None = None
         #: What a wait of this session fails with once it ended (NotFound if dropped).
@@ -120,9 +123,6 @@ class EtcdSession:
         #: Held while a request of this session joins a semaphore's queue, so that the
         #: session's requests queue in the order they were made.
         self.joining: dict[str, asyncio.Lock] = {}
-        #: Grant keys this session is deleting itself (not a loss when seen deleted).
-        self.releasing: set[bytes] = set()
-        self._grant_watches: dict[str, asyncio.Task[None]] = {}
         self.watches = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loop = asyncio.get_running_loop()
@@ -227,9 +227,7 @@ class EtcdSession:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        for task in self._grant_watches.values():
-            task.cancel()
-        self._grant_watches.clear()
+        self.backend.release_view(self.view)
 
     def wait_failure(self) -> TenureError:
         """A fresh copy of the error a wait ends with now that the session ended."""
@@ -259,7 +257,7 @@ class EtcdSession:
             self.check_alive()
             used = self.seq_rev
             reply = await self.conn.txn(
-                [compare_mod(self.record_key, used), *compares],
+                [self.fence(), *compares],
                 success,
                 [get(self.record_key), *failure],
             )
@@ -277,13 +275,18 @@ class EtcdSession:
                 continue
             return reply
 
+    def fence(self) -> Any:
+        """The compare every mutating Txn of the session makes: ``seq`` is the one we set."""
+        return compare_mod(self.record_key, self.seq_rev)
+
     async def config(self) -> NodeConfig:
-        """The node's settings, read now."""
+        """The node's settings, read now (for administration; acquires use the view)."""
         reply = await self.conn.range(rpc_pb2.RangeRequest(key=self.layout.config(self.node)))
         if not reply.kvs:
             await self.diagnose()
             self.check_alive()
             raise NotFoundError(f"node {self.node!r} does not exist")
+        self.view.update(reply.kvs[0])
         return NodeConfig(**decode(reply.kvs[0].value))
 
     async def read(self, name: str) -> SemState:
@@ -294,10 +297,14 @@ class EtcdSession:
         return SemState.parse(name, prefix, kvs, int(reply.header.revision))
 
     async def count_semaphores(self) -> int:
-        """How many semaphores the node has (names with a record or a request)."""
+        """How many semaphores the node has (names with a record or a request), read now;
+        the view keeps the count for its bound."""
         prefix = self.layout.semaphores(self.node)
         reply = await self.conn.txn([], [get_prefix(prefix, keys_only=True)])
-        return len({bytes(kv.key)[len(prefix) :].split(b"/")[0] for kv in _kvs(reply, 0)})
+        kvs = reply.responses[0].response_range.kvs
+        count = len({bytes(kv.key)[len(prefix) :].split(b"/")[0] for kv in kvs})
+        self.view.counted = (count, int(reply.header.revision))
+        return count
 
     # -- acquire, restate, release, renew -------------------------------------------
 
@@ -330,11 +337,7 @@ class EtcdSession:
         for upgrade in (False, True):
             suffix = entry_suffix(self.lease_id, hold, upgrade)
             keys += [queue + suffix, grants + suffix]
-        self.releasing.update(keys)
-        try:
-            reply = await self.txn([], [delete(key) for key in keys], [])
-        finally:
-            self.releasing.difference_update(keys)
+        reply = await self.txn([], [delete(key) for key in keys], [])
         self.held.pop((name, hold), None)
         return any(r.response_delete_range.deleted for r in reply.responses)
 
@@ -369,60 +372,41 @@ class EtcdSession:
         """See :meth:`tenure.backends._base.BackendSession.watch_semaphore`."""
         return await _admin.watch_semaphore(self, name, data=data, owners=owners, waiters=waiters)
 
-    # -- grants lost to a forced delete ----------------------------------------------
+    # -- grants lost to a forced delete (told by the node's view) --------------------
 
-    def follow_grants(self, name: str, revision: int) -> None:
-        """Watch ``name``'s grants from ``revision`` for deletions this session did not make."""
-        if name not in self._grant_watches and self.ended is None:
-            task = asyncio.create_task(self._follow(name, revision))
-            self._grant_watches[name] = task
+    def grants_gone(self, name: str, *, before: int | None = None) -> None:
+        """``name`` was deleted by force (at revision ``before``): its grants are lost."""
+        message = f"semaphore {name!r} was deleted"
+        for place, held in list(self.held.items()):
+            if place[0] == name and self.ended is None:
+                if before is not None and held.token >= before:
+                    continue  # granted after the delete: a new semaphore's
+                del self.held[place]
+                self._listener.lease_lost(name, held.token, LeaseLostError(message))
 
-    async def _follow(self, name: str, revision: int) -> None:
-        prefix = self.layout.grants(self.node, name)
-        watcher = self.backend.watch_range(prefix, revision)
-        try:
-            while self.ended is None and any(n == name for n, _ in self.held):
-                await watcher.wait()
-                events, reset = watcher.drain()
-                gone = [bytes(e.kv.key) for e in events if e.type == 1]  # DELETE
-                if reset:
-                    state = await self.read(name)
-                    live = {e.suffix for e in state.owners() if e.sid == self.lease_id}
-                    gone = [prefix + h.suffix for (n, _), h in self.held.items() if n == name]
-                    gone = [key for key in gone if key[len(prefix) :] not in live]
-                    watcher.restart(state.revision + 1)
-                await self._grants_deleted(name, prefix, gone)
-        finally:
-            watcher.cancel()
-            if self._grant_watches.get(name) is asyncio.current_task():
-                del self._grant_watches[name]
-
-    async def _grants_deleted(self, name: str, prefix: bytes, keys: list[bytes]) -> None:
-        lost = [
-            (place, held)
-            for place, held in self.held.items()
-            if place[0] == name
-            and prefix + held.suffix in keys
-            and prefix + held.suffix not in self.releasing
+    async def check_grants(self) -> None:
+        """Events of the node may have been missed: is every grant still there?"""
+        held = list(self.held.items())
+        if not held or self.ended is not None:
+            return
+        layout = self.layout
+        keys = [layout.grants(self.node, name) + h.suffix for (name, _), h in held]
+        reply = await self.conn.txn([], [get(key) for key in keys])
+        missing = [
+            (place, h)
+            for (place, h), response in zip(held, reply.responses, strict=True)
+            if not response.response_range.kvs
         ]
-        if not lost:
+        if not missing:
             return
         await self.diagnose()  # a session that is gone is lost as a whole
         if self.ended is not None:
             return
-        for place, held in lost:
-            if self.held.get(place) is held:
+        for place, h in missing:
+            if self.held.get(place) is h:
                 del self.held[place]
-                message = f"semaphore {name!r} was deleted"
-                self._listener.lease_lost(name, held.token, LeaseLostError(message))
-
-    def grants_gone(self, name: str) -> None:
-        """Every grant of ``name`` was deleted by force: tell each as lost."""
-        message = f"semaphore {name!r} was deleted"
-        for place, held in list(self.held.items()):
-            if place[0] == name and self.ended is None:
-                del self.held[place]
-                self._listener.lease_lost(name, held.token, LeaseLostError(message))
+                message = f"semaphore {place[0]!r} was deleted"
+                self._listener.lease_lost(place[0], h.token, LeaseLostError(message))
 
     # -- ending ---------------------------------------------------------------------
 
@@ -448,11 +432,3 @@ class EtcdSession:
         task = asyncio.ensure_future(run())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-
-def _kvs(reply: Any, index: int) -> Any:
-    return reply.responses[index].response_range.kvs
-
-
-#: (kept for _acquire) what a Txn response's op at ``index`` read.
-kvs_of: Callable[[Any, int], Any] = _kvs
