@@ -142,7 +142,24 @@ class EtcdBackend:
         self.records: collections.OrderedDict[tuple[str, str], tuple[int, int]] = (
             collections.OrderedDict()
         )
+        #: Semaphores whose last acquire here found a queue (bounded like ``records``).
+        self._contended: collections.OrderedDict[tuple[str, str], None] = collections.OrderedDict()
         self._closed = False
+
+    def is_contended(self, node: str, name: str) -> bool:
+        """Whether the last acquire of ``name`` here found others queued or holding."""
+        return (node, name) in self._contended
+
+    def contended(self, node: str, name: str, found: bool) -> None:
+        """Note whether an acquire of ``name`` found others queued or holding."""
+        key = (node, name)
+        if not found:
+            self._contended.pop(key, None)
+            return
+        self._contended[key] = None
+        self._contended.move_to_end(key)
+        if len(self._contended) > RECORDS_KEPT:
+            self._contended.popitem(last=False)
 
     def remember(self, node: str, state: SemState) -> None:
         """Keep what ``state`` (read now) says of its record, for the next acquire."""

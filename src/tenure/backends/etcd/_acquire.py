@@ -87,7 +87,9 @@ async def request(
     """Acquire (or restate) hold ``hold`` of ``name``; see the module docstring."""
     place = (name, hold)
     s.busy.add(place)
-    joining = s.joining.setdefault(name, asyncio.Lock())
+    joining = s.joining.get(name)
+    if joining is None:
+        joining = s.joining[name] = asyncio.Lock()
     try:
         async with joining:
             found = await _join(s, name, hold, count, data, timeout, ephemeral)
@@ -112,11 +114,11 @@ async def _join(
 ) -> Grant | tuple[SemState, bytes, Entry | None] | None:
     """Check and enqueue (granting at once when it fits): a grant, or what to wait for."""
     place = (name, hold)
-    layout = s.layout
-    prefix, queue = layout.semaphore(s.node, name), layout.queue(s.node, name)
-    record, grants = layout.record(s.node, name), layout.grants(s.node, name)
-    config_key = layout.config(s.node)
-    known = s.backend.records.get((s.node, name))
+    backend = s.backend
+    prefix = s.layout.semaphore(s.node, name)
+    queue, grants, record = prefix + b"q/", prefix + b"g/", prefix + b"rec"
+    config_key = s.layout.config(s.node)
+    known = backend.records.get((s.node, name))
     if place in s.held or (known is None and not ephemeral):
         state = await s.read(name)
     else:  # a guess (revision 0): the Txn compares it, and its failure reads the truth
@@ -132,7 +134,7 @@ async def _join(
                 state = await s.read(name)
                 continue
         else:
-            s.backend.remember(s.node, state)
+            backend.remember(s.node, state)
             if not state.exists and not ephemeral:
                 raise NotFoundError(
                     f"semaphore {name!r} does not exist (create it or use ephemeral)"
@@ -173,22 +175,35 @@ async def _join(
         if state.fits_at_tail(count):
             # Granted at once if nobody joined since the state read (or, for a guess,
             # nobody is queued at all), in the same Txn as the request: one round trip.
-            # Else the nested Txn enqueues: still one round trip.
+            # Else, where this client has seen a queue (a state read, or the name's
+            # last acquire), the nested Txn enqueues: still one round trip; a guess
+            # about a name not known to be contended reads instead (a nested Txn
+            # costs every uncontended acquire its bytes, in the Raft log too).
             success = [
                 put(queue + suffix, value, s.lease_id),
                 put(grants + suffix, b"", s.lease_id),
             ]
-            nested = txn([s.fence(), *enqueue_compares], enqueue_success, enqueue_failure)
-            reply = await s.txn(
-                [*compares, compare_created_before(queue, state.revision + 1)], success, [nested]
+            nest = not guess or backend.is_contended(s.node, name)
+            failure = (
+                [txn([s.fence(), *enqueue_compares], enqueue_success, enqueue_failure)]
+                if nest
+                else enqueue_failure
             )
+            reply = await s.txn(
+                [*compares, compare_created_before(queue, state.revision + 1)], success, failure
+            )
+            revision = int(reply.header.revision)
             if reply.succeeded:
-                token = int(reply.header.revision)
+                if guess:
+                    backend.contended(s.node, name, False)
                 if creating:
-                    await _check_semaphores(s, name, hold, token)
-                return _granted(s, name, hold, suffix, token, count)
-            outcome, revision = reply.responses[1].response_txn, int(reply.header.revision)
-            read = list(outcome.responses)
+                    await _check_semaphores(s, name, hold, revision)
+                return _granted(s, name, hold, suffix, revision, count)
+            if nest:
+                outcome = reply.responses[1].response_txn
+                read = list(outcome.responses)
+            else:
+                outcome, read = reply, list(reply.responses)[1:]  # s.txn's read first
         else:
             outcome = await s.txn(enqueue_compares, enqueue_success, enqueue_failure)
             revision = int(outcome.header.revision)
@@ -201,8 +216,10 @@ async def _join(
                 raise NotFoundError(f"node {s.node!r} does not exist")
             s.view.update(config_kvs[0])
             state = SemState.parse(name, prefix, read[1].response_range.kvs, revision)
+            backend.contended(s.node, name, bool(state.entries))
             continue
         state = SemState.parse(name, prefix, read[1].response_range.kvs, revision)
+        backend.contended(s.node, name, True)
         mine = state.entry(suffix)
         if mine is not None and timeout != 0 and not mine.granted:
             ahead = [e for e in state.waiters() if e.created < mine.created]

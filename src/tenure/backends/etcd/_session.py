@@ -328,15 +328,21 @@ class EtcdSession:
     async def release(self, name: str, grant: Grant) -> bool:
         """See :meth:`tenure.backends._base.BackendSession.release`."""
         self.check_alive()
+        held = self.held.get((name, grant.hold))
+        if held is not None and (name, grant.hold) not in self.busy:
+            # No upgrade of the hold is in flight: its one request and grant are all.
+            return await self._delete(name, grant.hold, [held.suffix])
         return await self.drop_hold(name, grant.hold)
 
     async def drop_hold(self, name: str, hold: int) -> bool:
         """Delete every key of hold ``hold`` (both requests, both grants); whether any was."""
-        queue, grants = self.layout.queue(self.node, name), self.layout.grants(self.node, name)
-        keys = []
-        for upgrade in (False, True):
-            suffix = entry_suffix(self.lease_id, hold, upgrade)
-            keys += [queue + suffix, grants + suffix]
+        return await self._delete(
+            name, hold, [entry_suffix(self.lease_id, hold, upgrade) for upgrade in (False, True)]
+        )
+
+    async def _delete(self, name: str, hold: int, suffixes: list[bytes]) -> bool:
+        prefix = self.layout.semaphore(self.node, name)
+        keys = [prefix + part + suffix for suffix in suffixes for part in (b"q/", b"g/")]
         reply = await self.txn([], [delete(key) for key in keys], [])
         self.held.pop((name, hold), None)
         return any(r.response_delete_range.deleted for r in reply.responses)
