@@ -123,9 +123,17 @@ async def _join(
         state = await s.read(name)
     else:  # a guess (revision 0): the Txn compares it, and its failure reads the truth
         state = SemState(name, 0, *(known or (0, MAX_COUNT)))
+    fresh = False  # the settings were read for this acquire (not the view's)
     while True:
         config = s.view.config
-        data = check_data("owner data", data, config.max_data_size)
+        try:
+            data = check_data("owner data", data, config.max_data_size)
+        except LimitExceededError:
+            if fresh:
+                raise
+            await s.config()  # the view may lag a change: refuse on the settings now
+            fresh = True
+            continue
         value = encode({"count": count, "data": data})
         guess = state.revision == 0
         old = None
@@ -160,6 +168,10 @@ async def _join(
         if existing is not None:  # an enqueue of ours whose answer was lost: resume it
             return state, existing.suffix, old
         if timeout != 0 and len(state.waiters()) >= config.max_waiters:
+            if not fresh:
+                await s.config()
+                fresh = True
+                continue
             raise _too_many_waiters(config.max_waiters, name)
         creating = not state.exists
         # Both Txns compare the session's seq (s.txn adds it to the outer one, and

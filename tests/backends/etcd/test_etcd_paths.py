@@ -1,0 +1,193 @@
+"""The etcd:// backend's one-Txn paths and what other clients change under them.
+
+Each client keeps a view of its nodes (settings, forced deletes) and a feed per
+semaphore it waits on, moved by watch events; these tests check them against what
+another client (a second connection, as another process would be) does in etcd.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import pytest
+
+import tenure
+from tenure.backends.etcd import EtcdBackend
+from tenure.backends.etcd._keys import get_prefix
+from tenure.backends.etcd._queue import SemState
+from tenure.errors import LeaseLostError, LimitExceededError, SessionClosedError
+
+
+def _backend(client: tenure.Client) -> EtcdBackend:
+    backend = client.backend
+    assert isinstance(backend, EtcdBackend)
+    return backend
+
+
+async def test_a_forced_delete_by_another_client_ends_the_holders_leases(etcd_url: str) -> None:
+    async with tenure.connect(etcd_url) as holder, tenure.connect(etcd_url) as admin:
+        await holder.create_node("n")
+        session = await holder.session("n")
+        lease = await session.mutex("m").lock()
+        other = await session.mutex("kept").lock()
+        killer = await admin.session("n")
+        await killer.semaphore("m").delete(force=True)
+        reason = await asyncio.wait_for(lease.lost.wait(), 5)
+        assert isinstance(reason, LeaseLostError)
+        assert not other.lost.ended  # another name's grant is untouched
+        # A grant made after the delete is not taken for one it deleted.
+        again = await session.mutex("m").lock()
+        assert again.token > lease.token
+        await asyncio.sleep(0.3)
+        assert not again.lost.ended
+        # The marker was removed again: only the node's settings and live keys stay.
+        prefix = _backend(admin).layout.gone("n")
+        reply = await _backend(admin).conn.txn([], [get_prefix(prefix)])
+        assert not reply.responses[0].response_range.kvs
+
+
+async def test_settings_changed_by_another_client_apply_to_the_next_acquire(
+    etcd_url: str,
+) -> None:
+    async with tenure.connect(etcd_url) as user, tenure.connect(etcd_url) as admin:
+        await admin.create_node("n")
+        session = await user.session("n")
+        await (await session.mutex("a").lock(data=b"x" * 40)).release()
+        await admin.alter_node("n", max_data_size=10)
+        # Whether or not this client's view has the change yet, the Txn compares it.
+        with pytest.raises(LimitExceededError, match="max_data_size"):
+            await session.mutex("b").lock(data=b"x" * 40)
+        await admin.alter_node("n", max_data_size=100)
+        lease = await session.mutex("c").lock(data=b"x" * 40)  # the view lags: read again
+        assert lease.data == b"x" * 40
+
+
+async def test_a_node_dropped_by_another_client_closes_its_sessions(etcd_url: str) -> None:
+    async with tenure.connect(etcd_url) as user, tenure.connect(etcd_url) as admin:
+        await admin.create_node("n")
+        session = await user.session("n")
+        lease = await session.mutex("m").lock()
+        await admin.drop_node("n", force=True)
+        reason = await asyncio.wait_for(session.lost.wait(), 5)
+        assert isinstance(reason, SessionClosedError)
+        assert isinstance(lease.lost_reason, LeaseLostError)
+
+
+async def test_max_semaphores_is_kept_by_creators_racing_in_two_clients(etcd_url: str) -> None:
+    async with tenure.connect(etcd_url) as first, tenure.connect(etcd_url) as second:
+        await first.create_node("n", max_semaphores=3)
+        one, two = await first.session("n"), await second.session("n")
+        held = [await one.mutex("a").lock(), await two.mutex("b").lock()]
+        # Both race for the last place with two names each: at most one name wins.
+        results = await asyncio.gather(
+            *(s.mutex(f"{s.id}-{i}").lock() for s in (one, two) for i in range(2)),
+            return_exceptions=True,
+        )
+        won = [r for r in results if not isinstance(r, BaseException)]
+        assert all(isinstance(r, LimitExceededError) for r in results if r not in won)
+        assert len(won) <= 1
+        description = await first.describe_node("n")
+        assert description.semaphores == 2 + len(won)
+        # A refused creator left nothing behind: room again once one is released.
+        for lease in [*held, *won]:
+            await lease.release()
+        assert (await first.describe_node("n")).semaphores == 0
+        await (await one.mutex("again").lock()).release()
+
+
+async def test_waiters_of_one_client_share_one_feed_and_are_served_in_order(
+    etcd_url: str,
+) -> None:
+    async with tenure.connect(etcd_url) as client:
+        await client.create_node("n")
+        sessions = [await client.session("n") for _ in range(6)]
+        held = await sessions[0].mutex("m").lock()
+        order: list[int] = []
+
+        async def wait(index: int) -> None:
+            lease = await sessions[index].mutex("m").lock()
+            order.append(index)
+            await lease.release()
+
+        tasks = []
+        for index in range(1, 6):
+            tasks.append(asyncio.create_task(wait(index)))
+            await asyncio.sleep(0.05)  # join in index order
+        backend = _backend(client)
+        assert len(backend.feeds) == 1  # one watch for five waiters
+        await held.release()
+        await asyncio.wait_for(asyncio.gather(*tasks), 10)
+        assert order == [1, 2, 3, 4, 5]
+        assert backend.feeds == {}  # the last waiter closed it
+
+
+async def test_a_state_moved_by_events_equals_a_fresh_read(etcd_url: str) -> None:
+    """Differential: random changes through the API, the watch's events applied to
+    the first read's state, against a Range at the same revision."""
+    rng = random.Random(7)
+    async with tenure.connect(etcd_url) as client:
+        await client.create_node("n")
+        backend = _backend(client)
+        sessions = [await client.session("n") for _ in range(4)]
+        await sessions[0].semaphore("s").create(limit=4)
+        prefix = backend.layout.semaphore("n", "s")
+        first = await _read(backend, prefix)
+        watcher = backend.watch_range(prefix, first.revision + 1)
+        held: list[Any] = []
+        pending: list[asyncio.Task[Any]] = []
+        try:
+            for _ in range(60):
+                choice = rng.random()
+                session = rng.choice(sessions)
+                if choice < 0.45:
+                    pending.append(
+                        asyncio.create_task(
+                            session.semaphore("s").acquire(
+                                count=rng.randint(1, 3), data=bytes([rng.randrange(256)])
+                            )
+                        )
+                    )
+                elif choice < 0.75 and held:
+                    await held.pop(rng.randrange(len(held))).release()
+                elif choice < 0.85 and held:
+                    lease = rng.choice(held)
+                    await lease.restate(data=bytes([rng.randrange(256)]))
+                elif pending:
+                    pending.pop(rng.randrange(len(pending))).cancel()
+                await asyncio.sleep(0.01)
+                done = [t for t in pending if t.done()]
+                for task in done:
+                    pending.remove(task)
+                    if not task.cancelled() and task.exception() is None:
+                        held.append(task.result())
+            await asyncio.sleep(0.3)
+            truth = await _read(backend, prefix)
+            moved = first
+            while moved.revision < truth.revision:
+                await asyncio.wait_for(watcher.wait(), 5)
+                events, reset = watcher.drain()
+                assert not reset
+                moved.apply(prefix, events)
+            assert moved.revision == truth.revision
+            assert _shape(moved) == _shape(truth)
+        finally:
+            watcher.cancel()
+            for task in pending:
+                task.cancel()
+
+
+async def _read(backend: EtcdBackend, prefix: bytes) -> SemState:
+    reply = await backend.conn.txn([], [get_prefix(prefix)])
+    kvs = reply.responses[0].response_range.kvs
+    return SemState.parse("s", prefix, kvs, int(reply.header.revision))
+
+
+def _shape(state: SemState) -> Any:
+    return (
+        state.record,
+        state.limit,
+        state.data,
+        [(e.suffix, e.count, e.data, e.created, e.granted) for e in state.entries],
+    )
