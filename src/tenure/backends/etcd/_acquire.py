@@ -181,9 +181,7 @@ async def _join(
             compare_mod(config_key, s.view.config_rev),
             compare_create(record, state.record),
         ]
-        enqueue_compares = [*compares, compare_create(queue + suffix, 0)]
-        enqueue_success = [put(queue + suffix, value, s.lease_id), get_prefix(prefix)]
-        enqueue_failure = [get(config_key), get_prefix(prefix)]
+
         if state.fits_at_tail(count):
             # Granted at once if nobody joined since the state read (or, for a guess,
             # nobody is queued at all), in the same Txn as the request: one round trip.
@@ -196,11 +194,13 @@ async def _join(
                 put(grants + suffix, b"", s.lease_id),
             ]
             nest = not guess or backend.is_contended(s.node, name)
-            failure = (
-                [txn([s.fence(), *enqueue_compares], enqueue_success, enqueue_failure)]
-                if nest
-                else enqueue_failure
-            )
+            if nest:
+                nested_compares, nested_success, nested_failure = _enqueue(
+                    s, prefix, suffix, value, compares
+                )
+                failure = [txn([s.fence(), *nested_compares], nested_success, nested_failure)]
+            else:
+                failure = [get(config_key), get_prefix(prefix)]
             reply = await s.txn(
                 [*compares, compare_created_before(queue, state.revision + 1)], success, failure
             )
@@ -217,7 +217,7 @@ async def _join(
             else:
                 outcome, read = reply, list(reply.responses)[1:]  # s.txn's read first
         else:
-            outcome = await s.txn(enqueue_compares, enqueue_success, enqueue_failure)
+            outcome = await s.txn(*_enqueue(s, prefix, suffix, value, compares))
             revision = int(outcome.header.revision)
             read = list(outcome.responses)[0 if outcome.succeeded else 1 :]  # s.txn's read first
         if not outcome.succeeded:  # raced with a change: the settings and the state, read
@@ -239,6 +239,19 @@ async def _join(
                 await _withdraw(s, name, suffix)
                 raise _too_many_waiters(config.max_waiters, name)
         return state, suffix, old
+
+
+def _enqueue(
+    s: EtcdSession, prefix: bytes, suffix: bytes, value: bytes, compares: list[Any]
+) -> tuple[list[Any], list[Any], list[Any]]:
+    """The enqueue Txn: put the request and read the semaphore back (failing: the
+    node's settings and the semaphore, read)."""
+    key = prefix + b"q/" + suffix
+    return (
+        [*compares, compare_create(key, 0)],
+        [put(key, value, s.lease_id), get_prefix(prefix)],
+        [get(s.layout.config(s.node)), get_prefix(prefix)],
+    )
 
 
 def _too_many_waiters(limit: int, name: str) -> LimitExceededError:

@@ -106,6 +106,7 @@ class EtcdSession:
         self.description = description
         self._listener = listener
         self.record_key = self.layout.session(node, lease_id)
+        self._get_record = get(self.record_key)  # every Txn's failure branch reads it
         self.seq = seq
         self.seq_rev = record_rev  # the record's mod_revision after our last bump
         self._record_created = record_rev
@@ -259,7 +260,7 @@ class EtcdSession:
             reply = await self.conn.txn(
                 [self.fence(), *compares],
                 success,
-                [get(self.record_key), *failure],
+                [self._get_record, *failure],
             )
             if reply.succeeded:
                 return reply
