@@ -39,16 +39,13 @@ import collections
 import contextlib
 import math
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Final
-from urllib.parse import parse_qsl, unquote, urlsplit
 
-import grpc
 from aetcd.rpc import rpc_pb2
 
 from tenure._core.values import NodeConfig, NodeDescription, check_description
 from tenure.backends._base import Capability, SessionListener
-from tenure.backends.etcd._conn import Connection, ConnectionOptions, LeaseNotFoundError
+from tenure.backends.etcd._conn import Connection, LeaseNotFoundError
 from tenure.backends.etcd._feed import Feed
 from tenure.backends.etcd._keys import (
     Layout,
@@ -66,6 +63,7 @@ from tenure.backends.etcd._node import NodeView, read_config
 from tenure.backends.etcd._queue import SemState
 from tenure.backends.etcd._session import EtcdSession
 from tenure.backends.etcd._streams import KeepAlive, Watcher, WatchHub
+from tenure.backends.etcd._url import parse_url
 from tenure.errors import (
     AlreadyExistsError,
     ClientClosedError,
@@ -78,8 +76,6 @@ from tenure.errors import (
 
 __all__ = ["CAPABILITIES", "EtcdBackend", "lease_ttl", "open_backend"]
 
-DEFAULT_PORT: Final = 2379
-DEFAULT_PREFIX: Final = "/tenure/"
 #: etcd's shortest useful lease TTL, in seconds.
 MIN_TTL: Final = 2
 #: How many semaphores' records a client remembers (:meth:`EtcdBackend.remember`).
@@ -94,10 +90,6 @@ CAPABILITIES: Final = frozenset(
         Capability.REPLICATED,
         Capability.SESSION_RECOVERY,
     }
-)
-
-_OPTIONS: Final = frozenset(
-    {"prefix", "user", "password", "ca", "cert", "key", "server_hostname", "connect_timeout"}
 )
 
 
@@ -376,62 +368,10 @@ class EtcdBackend:
         await self.conn.close()
 
 
-def _endpoints(netloc: str) -> tuple[str, ...]:
-    hosts = tuple(h.strip() for h in netloc.rsplit("@", 1)[-1].split(",") if h.strip())
-    if not hosts:
-        raise InvalidArgumentError("etcd:// needs at least one host[:port]")
-    return tuple(
-        h if h.rsplit(":", 1)[-1].isdigit() and ":" in h else f"{h}:{DEFAULT_PORT}" for h in hosts
-    )
-
-
-def _read_file(option: str, path: object) -> bytes:
-    try:
-        return Path(str(path)).read_bytes()
-    except OSError as error:
-        raise InvalidArgumentError(f"{option}={path!r}: {error.strerror}") from None
-
-
 async def open_backend(url: str, options: Mapping[str, object]) -> EtcdBackend:
     """Open ``etcd://host[:port][,...]?options`` (``etcds://`` for TLS)."""
-    parts = urlsplit(url)
-    query: dict[str, object] = dict(parse_qsl(parts.query, keep_blank_values=True))
-    settings = {**query, **options}
-    unknown = sorted(set(settings) - _OPTIONS)
-    if unknown:
-        raise InvalidArgumentError(f"unknown etcd:// option(s): {', '.join(unknown)}")
-    if parts.path not in ("", "/"):
-        raise InvalidArgumentError(f"etcd:// takes no path (use ?prefix=); got {parts.path!r}")
-    prefix = str(settings.get("prefix", DEFAULT_PREFIX))
-    if not prefix:
-        raise InvalidArgumentError("prefix= must not be empty")
-    tls = parts.scheme.lower() == "etcds" or "ca" in settings
-    credentials = None
-    if tls:
-        credentials = grpc.ssl_channel_credentials(
-            root_certificates=_read_file("ca", settings["ca"]) if "ca" in settings else None,
-            private_key=_read_file("key", settings["key"]) if "key" in settings else None,
-            certificate_chain=_read_file("cert", settings["cert"]) if "cert" in settings else None,
-        )
-    elif "cert" in settings or "key" in settings:
-        raise InvalidArgumentError("cert= and key= need TLS: use etcds:// or give ca=")
-    try:
-        connect_timeout = float(settings.get("connect_timeout", 5.0))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InvalidArgumentError("connect_timeout must be a number of seconds") from None
-    user = settings.get("user")
-    conn = Connection(
-        ConnectionOptions(
-            endpoints=_endpoints(parts.netloc),
-            credentials=credentials,
-            server_hostname=str(settings["server_hostname"])
-            if "server_hostname" in settings
-            else None,
-            user=unquote(str(user)) if user is not None else None,
-            password=str(settings.get("password", "")) if user is not None else None,
-            connect_timeout=connect_timeout,
-        )
-    )
+    connection, prefix = parse_url(url, options)
+    conn = Connection(connection)
     try:
         await conn.authenticate()
         # One cheap read proves the cluster answers (and our rights on the prefix).

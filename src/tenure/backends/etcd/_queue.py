@@ -35,7 +35,7 @@ from typing import Any
 from tenure._core.values import MAX_COUNT, OwnerInfo, SemaphoreDescription, WaiterInfo
 from tenure.backends.etcd._keys import decode, parse_suffix
 
-__all__ = ["Entry", "SemState"]
+__all__ = ["Entry", "Held", "SemState"]
 
 _DELETE = 1  # mvccpb.Event.DELETE
 
@@ -52,6 +52,15 @@ def _entry(suffix: bytes, kv: Any) -> Entry:
         bytes(value["data"]),
         int(kv.create_revision),
     )
+
+
+class Held:
+    """A grant a session holds: its request key's suffix, its token and its count."""
+
+    __slots__ = ("count", "suffix", "token")
+
+    def __init__(self, suffix: bytes, token: int, count: int) -> None:
+        self.suffix, self.token, self.count = suffix, token, count
 
 
 @dataclass(slots=True)

@@ -47,7 +47,7 @@ from tenure.backends.etcd._keys import (
     get_prefix,
     put,
 )
-from tenure.backends.etcd._queue import SemState
+from tenure.backends.etcd._queue import Held, SemState
 from tenure.backends.etcd._watch import EtcdWatch
 from tenure.errors import (
     LeaseLostError,
@@ -63,18 +63,9 @@ if TYPE_CHECKING:
     from tenure.backends.etcd import EtcdBackend
     from tenure.backends.etcd._node import NodeView
 
-__all__ = ["EtcdSession", "Held"]
+__all__ = ["EtcdSession"]
 
 log = logging.getLogger("tenure.etcd")
-
-
-class Held:
-    """A grant this session holds: its request key's suffix and its token."""
-
-    __slots__ = ("count", "suffix", "token")
-
-    def __init__(self, suffix: bytes, token: int, count: int) -> None:
-        self.suffix, self.token, self.count = suffix, token, count
 
 
 class EtcdSession:
