@@ -122,6 +122,11 @@ class BackendSession(Protocol):
     def session_id(self) -> int:
         """The backend's id of this session, as owners and waiters show it."""
 
+    @property
+    def recovery_window(self) -> float:
+        """The window in force, in seconds: the one asked for (or the node's default)
+        as the backend keeps it (``etcd://`` rounds it up to whole seconds, 2 at least)."""
+
     async def acquire(
         self, name: str, *, count: int, data: bytes, timeout: float | None, ephemeral: bool
     ) -> Grant | None:

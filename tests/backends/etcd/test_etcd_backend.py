@@ -109,6 +109,7 @@ async def test_the_lease_ttl_is_the_window_rounded_up(
                 "LeaseTimeToLive", rpc_pb2.LeaseTimeToLiveRequest(ID=session.id)
             )
             assert int(reply.grantedTTL) == ttl
+            assert session.recovery_window == ttl  # reported as it is kept
 
 
 async def test_settings_etcd_cannot_honour_are_refused(etcd_url: str) -> None:

@@ -97,6 +97,26 @@ async def test_max_semaphores_is_kept_by_creators_racing_in_two_clients(etcd_url
         await (await one.mutex("again").lock()).release()
 
 
+async def test_max_sessions_is_kept_by_sessions_racing_in_two_clients(etcd_url: str) -> None:
+    async with tenure.connect(etcd_url) as first, tenure.connect(etcd_url) as second:
+        await first.create_node("n", max_sessions=2)
+        kept = await first.session("n")
+        results = await asyncio.gather(
+            *(c.session("n") for c in (first, second, first, second)), return_exceptions=True
+        )
+        opened = [r for r in results if isinstance(r, tenure.Session)]
+        assert all(isinstance(r, LimitExceededError) for r in results if r not in opened)
+        assert len(opened) <= 1
+        assert (await first.describe_node("n")).sessions == 1 + len(opened)
+        for session in [kept, *opened]:
+            await session.close()
+        # The refused ones left no lease behind: both places are free again.
+        again = [await first.session("n"), await second.session("n")]
+        assert (await first.describe_node("n")).sessions == 2
+        for session in again:
+            await session.close()
+
+
 async def test_waiters_of_one_client_share_one_feed_and_are_served_in_order(
     etcd_url: str,
 ) -> None:

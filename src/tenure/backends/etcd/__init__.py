@@ -14,8 +14,8 @@ implies TLS), ``server_hostname`` (the name the members' certificates carry),
 What etcd cannot do exactly, said rather than weakened:
 
 * **Recovery windows are whole seconds, at least 2** (etcd's lease granularity):
-  a session's lease TTL is its window rounded up; the session's ``ttl`` says the
-  TTL in force. A leader change renews every lease to its full TTL, and so does a
+  a session's lease TTL is its window rounded up, and ``Session.recovery_window``
+  says the window in force. A leader change renews every lease to its full TTL, and so does a
   restart of the whole cluster (even a lease whose TTL ran out while it was down),
   so the window is a lower bound there; the client still gives a session up on its
   own clock a TTL after the last renewal etcd answered.
@@ -25,8 +25,9 @@ What etcd cannot do exactly, said rather than weakened:
   ``default_lease`` is refused with UnsupportedError (etcd would delete the keys
   of a failed holder at once; nobody is there to hold them back).
 * **Limits** (``max_sessions``, ``max_semaphores``, ``max_waiters``) are checked
-  against a read just before the change: concurrent clients may overshoot one
-  by their number.
+  on what the change's own Txn reads (or a count right after it), and a change
+  that went past one is undone and refused: two clients racing for the last place
+  may both be refused, but never one too many is kept.
 * **Fencing tokens** are etcd revisions: a cluster restored from a snapshot must be
   started with ``etcdutl snapshot restore --bump-revision`` (and
   ``--mark-compacted``), or tokens repeat.
@@ -306,33 +307,44 @@ class EtcdBackend:
         description: str,
         listener: SessionListener,
     ) -> EtcdSession:
-        config = view.config
-        window = config.session_timeout if timeout is None else timeout
-        count = await self.conn.range(
-            rpc_pb2.RangeRequest(
-                key=self.layout.sessions(node),
-                range_end=prefix_end(self.layout.sessions(node)),
-                count_only=True,
-            )
-        )
-        if int(count.count) >= config.max_sessions:
-            raise LimitExceededError(
-                f"max_sessions ({config.max_sessions}) reached on node {node!r}"
-            )
-        ttl = lease_ttl(window)
-        sent_at = asyncio.get_running_loop().time()
-        grant = await self.conn.lease_call("LeaseGrant", rpc_pb2.LeaseGrantRequest(TTL=ttl))
-        lease_id = int(grant.ID)
-        key = self.layout.session(node, lease_id)
-        value = encode({"description": description, "window": window, "seq": 1})
-        reply = await self.conn.txn(
-            [compare_create(self.layout.config(node), view.node_rev)],
-            [put(key, value, lease_id)],
-        )
-        if not reply.succeeded:
-            with contextlib.suppress(LeaseNotFoundError):
-                await self.conn.lease_call("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=lease_id))
-            raise NotFoundError(f"node {node!r} does not exist")
+        sessions, config_key = self.layout.sessions(node), self.layout.config(node)
+        lease_id = 0
+        try:
+            while True:
+                config = view.config
+                window = config.session_timeout if timeout is None else timeout
+                ttl = lease_ttl(window)
+                if lease_id:  # the settings changed under the first try: start again
+                    await self._revoke(lease_id)
+                sent_at = asyncio.get_running_loop().time()
+                grant = await self.conn.lease_call("LeaseGrant", rpc_pb2.LeaseGrantRequest(TTL=ttl))
+                lease_id = int(grant.ID)
+                value = encode({"description": description, "window": window, "seq": 1})
+                # Put the record and count the node's sessions with it, at one revision:
+                # past max_sessions, this one goes again (two racing both go: never one
+                # too many), so the check needs no read before.
+                reply = await self.conn.txn(
+                    [compare_mod(config_key, view.config_rev)],
+                    [
+                        put(self.layout.session(node, lease_id), value, lease_id),
+                        get_prefix(sessions, count_only=True),
+                    ],
+                    [get(config_key)],
+                )
+                if reply.succeeded:
+                    break
+                found = reply.responses[0].response_range.kvs
+                if not found or int(found[0].create_revision) != view.node_rev:
+                    raise NotFoundError(f"node {node!r} does not exist")
+                view.update(found[0])
+            if int(reply.responses[1].response_range.count) > config.max_sessions:
+                raise LimitExceededError(
+                    f"max_sessions ({config.max_sessions}) reached on node {node!r}"
+                )
+        except BaseException:
+            if lease_id:
+                await asyncio.shield(self._revoke(lease_id))
+            raise
         session = EtcdSession(
             self,
             node,
@@ -349,6 +361,10 @@ class EtcdBackend:
         self.sessions[lease_id] = session
         self.keepalive.add(session)
         return session
+
+    async def _revoke(self, lease_id: int) -> None:
+        with contextlib.suppress(LeaseNotFoundError):
+            await self.conn.lease_call("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=lease_id))
 
     async def aclose(self) -> None:
         """Close every session (revoking its lease), then the streams and the channel."""

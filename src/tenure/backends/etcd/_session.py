@@ -126,6 +126,11 @@ class EtcdSession:
         """The session's id: its etcd lease id."""
         return self.lease_id
 
+    @property
+    def recovery_window(self) -> float:
+        """The window in force: the lease's TTL (the one asked for, rounded up)."""
+        return float(self.ttl)
+
     # -- the lease (Renewable, for the keepalive stream) --------------------------------
 
     def renewed(self, sent_at: float) -> None:
