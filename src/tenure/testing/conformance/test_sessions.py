@@ -34,7 +34,9 @@ async def test_a_session_reports_the_recovery_window_in_force(
     async with client.session(node, recovery_window=2.5) as session:
         # Never less than asked; a backend that rounds (etcd://: whole seconds, 2 at
         # least) says what it keeps, within a second of what was asked.
-        assert 2.5 <= session.recovery_window < 3.5
+        window = session.recovery_window
+        assert window is not None
+        assert 2.5 <= window < 3.5
 
 
 async def test_awaitable_session_and_idempotent_close(client: tenure.Client, node: str) -> None:
