@@ -6,16 +6,17 @@ http://host:port``, and times over one ``grpc.aio`` channel (uvloop), ``--n``
 times each, one call at a time:
 
 * ``range``: a linearizable Range of one key (a read: no disk write);
-* ``txn read``: a Txn whose only op is a Range of a prefix (how the backend reads
-  a semaphore);
-* ``txn write``: a Txn comparing two keys, putting two and reading the prefix back
-  (the shape of an uncontended acquire's enqueue + grant);
-* ``txn delete``: a Txn deleting four keys (the shape of a release);
+* ``txn read``: a Txn whose only op is a Range of a prefix (how a semaphore is read);
+* ``txn acquire``: the shape of an uncontended acquire: a Txn comparing four keys
+  (one a range) that puts a request and its grant, on a fresh semaphore each time;
+* ``txn release``: a Txn comparing one key and deleting a request and its grant;
 * ``watch``: a Put, until the event reaches an open watch on its prefix (the
-  watch stream's delivery, on top of the Put's commit);
+  watch stream's delivery, on top of the Put's commit); a handoff to a waiter is a
+  release, this delivery, and the waiter's grant Txn;
 * ``prefix scan after churn``: a keys-only Range of a prefix under which ``--churn``
   keys were each created and deleted (nothing alive): etcd visits every deleted
-  key's index entry until the revisions are compacted.
+  key's index entry until the revisions are compacted (why ``etcd://`` counts a
+  node's semaphores only near ``max_semaphores``).
 
 It prints the median and the 99th percentile of each, in milliseconds.
 """
@@ -70,6 +71,22 @@ def _created_is(key: bytes, revision: int) -> Any:
     )
 
 
+def _mod_is(key: bytes, revision: int) -> Any:
+    return rpc_pb2.Compare(
+        result=rpc_pb2.Compare.EQUAL, target=rpc_pb2.Compare.MOD, key=key, mod_revision=revision
+    )
+
+
+def _created_before(prefix: bytes, revision: int) -> Any:
+    return rpc_pb2.Compare(
+        result=rpc_pb2.Compare.LESS,
+        target=rpc_pb2.Compare.CREATE,
+        key=prefix,
+        range_end=_end(prefix),
+        create_revision=revision,
+    )
+
+
 async def _time(n: int, call: Callable[[int], Awaitable[Any]]) -> list[float]:
     for i in range(min(50, n)):  # warm-up
         await call(-1 - i)
@@ -97,21 +114,31 @@ async def measure(target: str, n: int, churn: int) -> None:
         async def txn_read(i: int) -> None:
             await kv.Txn(rpc_pb2.TxnRequest(success=[_range_op(PREFIX + b"s/")]))
 
-        async def txn_write(i: int) -> None:
-            q, g = PREFIX + b"w/q/%d" % i, PREFIX + b"w/g/%d" % i
-            compares = [_created_is(q, 0), _created_is(PREFIX + b"w/rec", 0)]
-            ops = [_put(q), _put(g, b""), _range_op(PREFIX + b"w/")]
+        async def txn_acquire(i: int) -> None:
+            sem = PREFIX + b"w/%d/" % i  # a fresh semaphore: its queue is empty
+            q, g = sem + b"q/a", sem + b"g/a"
+            compares = [
+                _mod_is(PREFIX + b"cfg", cfg_rev),  # the session's seq and the settings
+                _mod_is(PREFIX + b"cfg", cfg_rev),
+                _created_is(sem + b"rec", 0),
+                _created_before(sem + b"q/", 1),
+            ]
+            ops = [_put(q), _put(g, b"")]
+            reply = await kv.Txn(rpc_pb2.TxnRequest(compare=compares, success=ops))
+            assert reply.succeeded
+
+        async def txn_release(i: int) -> None:
+            sem = PREFIX + b"w/%d/" % i
+            compares = [_mod_is(PREFIX + b"cfg", cfg_rev)]
+            ops = [_delete(sem + b"q/a"), _delete(sem + b"g/a")]
             await kv.Txn(rpc_pb2.TxnRequest(compare=compares, success=ops))
 
-        async def txn_delete(i: int) -> None:
-            keys = [PREFIX + b"w/%s/%d%s" % (k, i, m) for k in (b"q", b"g") for m in (b"", b"+")]
-            await kv.Txn(rpc_pb2.TxnRequest(success=[_delete(k) for k in keys]))
-
-        await kv.Put(rpc_pb2.PutRequest(key=PREFIX + b"cfg", value=b"x"))
+        put = await kv.Put(rpc_pb2.PutRequest(key=PREFIX + b"cfg", value=b"x"))
+        cfg_rev = int(put.header.revision)
         print(_line("range (1 key)", await _time(n, range_one)))
         print(_line("txn read (prefix)", await _time(n, txn_read)))
-        print(_line("txn write (2 puts+range)", await _time(n, txn_write)))
-        print(_line("txn delete (4 keys)", await _time(n, txn_delete)))
+        print(_line("txn acquire (2 puts)", await _time(n, txn_acquire)))
+        print(_line("txn release (2 deletes)", await _time(n, txn_release)))
 
         # The watch: one stream, one watch on a prefix, a Put at a time.
         requests: asyncio.Queue[Any] = asyncio.Queue()
