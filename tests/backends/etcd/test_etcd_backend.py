@@ -128,3 +128,10 @@ async def test_settings_etcd_cannot_honour_are_refused(etcd_url: str) -> None:
 async def test_unknown_options_are_named(etcd_url: str) -> None:
     with pytest.raises(InvalidArgumentError, match="colour"):
         await tenure.connect(etcd_url + "&colour=blue")
+
+
+@pytest.mark.parametrize("option", ["connect_timeout", "request_timeout"])
+@pytest.mark.parametrize("value", ["soon", "0", "-1", "7200"])
+async def test_timeouts_must_be_sensible_seconds(etcd_url: str, option: str, value: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=option):
+        await tenure.connect(f"{etcd_url}&{option}={value}")

@@ -8,7 +8,9 @@ another client (a second connection, as another process would be) does in etcd.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import signal
 from typing import Any
 
 import pytest
@@ -17,7 +19,8 @@ import tenure
 from tenure.backends.etcd import EtcdBackend
 from tenure.backends.etcd._keys import get_prefix
 from tenure.backends.etcd._queue import SemState
-from tenure.errors import LeaseLostError, LimitExceededError, SessionClosedError
+from tenure.errors import LeaseLostError, LimitExceededError, SessionClosedError, UnavailableError
+from tests.netproxy import NetProxy
 
 
 def _backend(client: tenure.Client) -> EtcdBackend:
@@ -211,3 +214,82 @@ def _shape(state: SemState) -> Any:
         state.data,
         [(e.suffix, e.count, e.data, e.created, e.granted) for e in state.entries],
     )
+
+
+async def test_a_session_taking_a_mutex_again_keeps_it(etcd_url: str) -> None:
+    """Regression (fault suite, cluster-crash): the deletion of a session's previous
+    grant of a name was once taken for the loss of its next grant of that name."""
+    async with tenure.connect(etcd_url) as client, tenure.connect(etcd_url) as other_client:
+        await client.create_node("n")
+        other = await other_client.session("n")
+        session = await client.session("n")
+        tokens = []
+        for _ in range(20):
+            await (await session.mutex("m").lock()).release()
+            lock = await session.mutex("m").lock()
+            await asyncio.sleep(0.02)  # the first grant's delete reaches every watch
+            assert lock.held, lock.lost_reason
+            tokens.append(lock.token)
+            await lock.release()
+        assert tokens == sorted(set(tokens))
+        taken = await other.mutex("m").lock(timeout=5)  # nothing was left behind
+        assert taken.token > tokens[-1]
+
+
+async def test_a_release_etcd_did_not_answer_is_sent_again(etcd_member: Any, etcd_url: str) -> None:
+    """Regression (fault suite, cluster-crash): a release whose Txn failed used to
+    leave the grant in etcd for as long as the session lived."""
+    (member,) = etcd_member.members
+    async with (
+        tenure.connect(etcd_url, connect_timeout=1, request_timeout=1) as client,
+        tenure.connect(etcd_url) as other_client,
+    ):
+        await client.create_node("n")
+        other = await other_client.session("n")
+        session = await client.session("n", recovery_window=30)
+        lock = await session.mutex("m").lock()
+        os.kill(member.pid, signal.SIGSTOP)  # etcd answers nothing for a while
+        try:
+            release = asyncio.create_task(lock.release())
+            await asyncio.sleep(2.5)  # past connect_timeout: the first try failed
+            assert not release.done()
+        finally:
+            os.kill(member.pid, signal.SIGCONT)
+        await asyncio.wait_for(release, 10)  # sent again, and answered
+        taken = await other.mutex("m").lock(timeout=5)
+        assert taken.token > lock.token
+        assert not session.closed
+
+
+async def test_an_acquire_whose_answer_was_lost_leaves_nothing_behind(
+    etcd_member: Any, etcd_url: str
+) -> None:
+    """etcd applies an acquire's Txn and its answers are lost until the client gives
+    up (UnavailableError): the client first takes back what the Txn left, so the
+    grant does not stay for as long as the session lives."""
+    endpoint = etcd_member.endpoints[0]
+    host, port = endpoint.rsplit(":", 1)
+    async with NetProxy(host, int(port)) as proxy:
+        through = etcd_url.replace(endpoint, f"127.0.0.1:{proxy.port}")
+        async with (
+            tenure.connect(through, connect_timeout=1, request_timeout=1) as client,
+            tenure.connect(etcd_url) as other_client,
+        ):
+            await client.create_node("n")
+            other = await other_client.session("n")
+            session = await client.session("n", recovery_window=30)
+            proxy.lose_downstream()  # requests reach etcd; no answer comes back
+            try:
+                acquire = asyncio.create_task(session.mutex("m").lock())
+                await asyncio.sleep(0.5)  # applied, unanswered
+                owners = (await other.semaphore("m").describe(owners=True)).owners
+                assert [o.session_id for o in owners] == [session.id]
+                await asyncio.sleep(2.0)  # the client gave up on it (connect_timeout)
+            finally:
+                proxy.lose_downstream(False)
+            with pytest.raises(UnavailableError):
+                await asyncio.wait_for(acquire, 10)
+            taken = await other.mutex("m").lock(timeout=5)  # nothing of it was left
+            await taken.release()
+            again = await session.mutex("m").lock(timeout=5)  # its hold number is free
+            assert again.token > taken.token

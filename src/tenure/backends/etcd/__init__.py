@@ -9,7 +9,8 @@ Options, in the URL query or as keyword arguments of :func:`tenure.connect`
 (keywords win): ``prefix`` (where the keys live, default ``/tenure/``), ``user``
 and ``password`` (etcd auth), ``ca``, ``cert``, ``key`` (TLS and mTLS files; ``ca``
 implies TLS), ``server_hostname`` (the name the members' certificates carry),
-``connect_timeout`` (seconds, default 5: how long a call tries the endpoints).
+``connect_timeout`` (seconds, default 5: how long a call tries the endpoints),
+``request_timeout`` (seconds, default 5: how long one try waits for its answer).
 
 What etcd cannot do exactly, said rather than weakened:
 

@@ -56,7 +56,7 @@ from tenure.backends.etcd._keys import (
 )
 from tenure.backends.etcd._queue import Entry, SemState
 from tenure.backends.etcd._wait import granted, wait, withdraw
-from tenure.errors import LimitExceededError, NotFoundError
+from tenure.errors import LimitExceededError, NotFoundError, TenureError, UnavailableError
 
 if TYPE_CHECKING:
     from tenure.backends.etcd._session import EtcdSession
@@ -81,6 +81,7 @@ async def request(
     joining = s.joining.get(name)
     if joining is None:
         joining = s.joining[name] = asyncio.Lock()
+    restating = place in s.held
     try:
         async with joining:
             found = await _join(s, name, hold, count, data, timeout, ephemeral)
@@ -88,6 +89,12 @@ async def request(
             return found
         state, suffix, old = found
         return await wait(s, name, state, suffix, old, timeout)
+    except UnavailableError:
+        # A Txn whose answer was lost may have been applied: take back what it may
+        # have left (while the hold is still busy, so no new request reuses its
+        # number), then say etcd could not be reached.
+        await _recover(s, name, hold, restating)
+        raise
     finally:
         s.busy.discard(place)
         if not joining.locked() and s.joining.get(name) is joining:
@@ -230,6 +237,30 @@ async def _join(
                 await withdraw(s, name, suffix)
                 raise _too_many_waiters(config.max_waiters, name)
         return state, suffix, old
+
+
+async def _recover(s: EtcdSession, name: str, hold: int, restating: bool) -> None:
+    """After a failed acquire (``restating``: a restate) of hold ``hold``: take back its
+    requests, sending again while etcd cannot be reached, until the session ends."""
+    while s.ended is None:
+        try:
+            if not restating:
+                await s.drop_hold(name, hold)
+                return
+            held = s.held.get((name, hold))
+            state = await s.read(name)
+            for entry in state.entries:
+                if entry.place != (s.lease_id, hold) or (held and entry.suffix == held.suffix):
+                    continue
+                if entry.granted:  # the upgrade was granted: it replaced the hold
+                    granted(s, name, hold, entry.suffix, entry.granted, entry.count)
+                else:
+                    await withdraw(s, name, entry.suffix)
+            return
+        except UnavailableError:
+            continue
+        except TenureError:  # the session ended, or the semaphore went: nothing to take
+            return
 
 
 def _enqueue(

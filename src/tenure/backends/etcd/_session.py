@@ -57,6 +57,7 @@ from tenure.errors import (
     SessionClosedError,
     SessionExpiredError,
     TenureError,
+    UnavailableError,
 )
 
 if TYPE_CHECKING:
@@ -338,9 +339,24 @@ class EtcdSession:
         )
 
     async def _delete(self, name: str, hold: int, suffixes: list[bytes]) -> bool:
+        """Delete the hold's keys, sending the Txn again while etcd cannot be reached.
+
+        A release must not be lost with a connection (guarantee 6c): a grant left
+        behind would stay as long as the session lives, which a working keepalive
+        makes forever. So the delete is sent again until etcd answers or the session
+        ends (its deadline, a TTL after the last renewal, bounds the wait; a lost
+        session's keys go with its lease).
+        """
         prefix = self.layout.semaphore(self.node, name)
         keys = [prefix + part + suffix for suffix in suffixes for part in (b"q/", b"g/")]
-        reply = await self.txn([], [delete(key) for key in keys], [])
+        while True:
+            try:
+                reply = await self.txn([], [delete(key) for key in keys], [])
+                break
+            except UnavailableError as error:  # s.txn raises the loss once it ended
+                log.info(
+                    "session %d: release of %r not answered, again: %s", self.lease_id, name, error
+                )
         self.held.pop((name, hold), None)
         return any(r.response_delete_range.deleted for r in reply.responses)
 

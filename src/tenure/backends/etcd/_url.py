@@ -21,7 +21,17 @@ DEFAULT_PORT: Final = 2379
 DEFAULT_PREFIX: Final = "/tenure/"
 
 _OPTIONS: Final = frozenset(
-    {"prefix", "user", "password", "ca", "cert", "key", "server_hostname", "connect_timeout"}
+    {
+        "prefix",
+        "user",
+        "password",
+        "ca",
+        "cert",
+        "key",
+        "server_hostname",
+        "connect_timeout",
+        "request_timeout",
+    }
 )
 
 
@@ -65,10 +75,8 @@ def parse_url(url: str, options: Mapping[str, object]) -> tuple[ConnectionOption
         )
     elif "cert" in settings or "key" in settings:
         raise InvalidArgumentError("cert= and key= need TLS: use etcds:// or give ca=")
-    try:
-        connect_timeout = float(settings.get("connect_timeout", 5.0))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InvalidArgumentError("connect_timeout must be a number of seconds") from None
+    connect_timeout = _seconds(settings, "connect_timeout", 5.0)
+    request_timeout = _seconds(settings, "request_timeout", 5.0)
     user = settings.get("user")
     connection = ConnectionOptions(
         endpoints=_endpoints(parts.netloc),
@@ -77,5 +85,16 @@ def parse_url(url: str, options: Mapping[str, object]) -> tuple[ConnectionOption
         user=unquote(str(user)) if user is not None else None,
         password=str(settings.get("password", "")) if user is not None else None,
         connect_timeout=connect_timeout,
+        request_timeout=request_timeout,
     )
     return connection, prefix
+
+
+def _seconds(settings: Mapping[str, object], option: str, default: float) -> float:
+    try:
+        value = float(settings.get(option, default))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"{option} must be a number of seconds") from None
+    if not 0 < value <= 3600:
+        raise InvalidArgumentError(f"{option} must be in (0, 3600] seconds, got {value:g}")
+    return value
