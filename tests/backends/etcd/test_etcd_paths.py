@@ -293,3 +293,24 @@ async def test_an_acquire_whose_answer_was_lost_leaves_nothing_behind(
             await taken.release()
             again = await session.mutex("m").lock(timeout=5)  # its hold number is free
             assert again.token > taken.token
+
+
+async def test_requests_made_at_once_by_one_client_queue_in_call_order(etcd_url: str) -> None:
+    """Concurrent Txns could reach etcd in either order; a client's joins of one name
+    go one at a time, so its sessions' waits are served in the order they began."""
+    async with tenure.connect(etcd_url) as client:
+        await client.create_node("n")
+        sessions = [await client.session("n") for _ in range(12)]
+        held = await sessions[0].mutex("m").lock()
+        order: list[int] = []
+
+        async def wait(index: int) -> None:
+            lease = await sessions[index].mutex("m").lock()
+            order.append(index)
+            await lease.release()
+
+        tasks = [asyncio.create_task(wait(index)) for index in range(1, 12)]  # no pause
+        await asyncio.sleep(0.5)
+        await held.release()
+        await asyncio.wait_for(asyncio.gather(*tasks), 10)
+        assert order == list(range(1, 12))

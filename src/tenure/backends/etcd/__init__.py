@@ -40,7 +40,7 @@ import asyncio
 import collections
 import contextlib
 import math
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final
 
 from aetcd.rpc import rpc_pb2
@@ -138,7 +138,30 @@ class EtcdBackend:
         )
         #: Semaphores whose last acquire here found a queue (bounded like ``records``).
         self._contended: collections.OrderedDict[tuple[str, str], None] = collections.OrderedDict()
+        self._joins: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
         self._closed = False
+
+    @contextlib.asynccontextmanager
+    async def joining(self, node: str, name: str) -> AsyncIterator[None]:
+        """Held while a request of this client joins ``name``'s queue.
+
+        Requests of one client (of all its sessions) join a semaphore's queue one at a
+        time, in the order they were made (asyncio's Lock is first come, first served):
+        each Txn is answered before the next is sent, so etcd cannot order two of
+        them the other way round, and FIFO holds down to this client's calls.
+        """
+        key = (node, name)
+        lock, users = self._joins.get(key) or (asyncio.Lock(), 0)
+        self._joins[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._joins[key]
+            if users == 1:
+                del self._joins[key]
+            else:
+                self._joins[key] = (lock, users - 1)
 
     def is_contended(self, node: str, name: str) -> bool:
         """Whether the last acquire of ``name`` here found others queued or holding."""

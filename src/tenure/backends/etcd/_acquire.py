@@ -38,7 +38,6 @@ token; if it times out or is cancelled, only the new request goes.
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 from tenure._core.values import MAX_COUNT, check_data
@@ -78,12 +77,9 @@ async def request(
     """Acquire (or restate) hold ``hold`` of ``name``; see the module docstring."""
     place = (name, hold)
     s.busy.add(place)
-    joining = s.joining.get(name)
-    if joining is None:
-        joining = s.joining[name] = asyncio.Lock()
     restating = place in s.held
     try:
-        async with joining:
+        async with s.backend.joining(s.node, name):
             found = await _join(s, name, hold, count, data, timeout, ephemeral)
         if not isinstance(found, tuple):
             return found
@@ -97,8 +93,6 @@ async def request(
         raise
     finally:
         s.busy.discard(place)
-        if not joining.locked() and s.joining.get(name) is joining:
-            del s.joining[name]
 
 
 async def _join(

@@ -113,9 +113,6 @@ class EtcdSession:
         #: Grants by (name, hold); requests in progress by (name, hold).
         self.held: dict[tuple[str, int], Held] = {}
         self.busy: set[tuple[str, int]] = set()
-        #: Held while a request of this session joins a semaphore's queue, so that the
-        #: session's requests queue in the order they were made.
-        self.joining: dict[str, asyncio.Lock] = {}
         self.watches = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loop = asyncio.get_running_loop()
