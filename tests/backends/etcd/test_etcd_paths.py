@@ -17,9 +17,15 @@ import pytest
 
 import tenure
 from tenure.backends.etcd import EtcdBackend
-from tenure.backends.etcd._keys import get_prefix
+from tenure.backends.etcd._keys import get_prefix, put
 from tenure.backends.etcd._queue import SemState
-from tenure.errors import LeaseLostError, LimitExceededError, SessionClosedError, UnavailableError
+from tenure.errors import (
+    LeaseLostError,
+    LimitExceededError,
+    ProtocolError,
+    SessionClosedError,
+    UnavailableError,
+)
 from tests.netproxy import NetProxy
 
 
@@ -314,3 +320,20 @@ async def test_requests_made_at_once_by_one_client_queue_in_call_order(etcd_url:
         await held.release()
         await asyncio.wait_for(asyncio.gather(*tasks), 10)
         assert order == list(range(1, 12))
+
+
+async def test_a_foreign_value_under_the_prefix_fails_waiters_clearly(etcd_url: str) -> None:
+    """Another writer puts a value tenure did not write into a semaphore's queue: its
+    waiters end with ProtocolError naming the key, rather than wait for ever."""
+    async with tenure.connect(etcd_url) as client:
+        await client.create_node("n")
+        holder, waiter = await client.session("n"), await client.session("n")
+        held = await holder.mutex("m").lock()
+        waiting = asyncio.create_task(waiter.mutex("m").lock())
+        await asyncio.sleep(0.3)
+        backend = _backend(client)
+        key = backend.layout.queue("n", "m") + b"ffffffffffffffff-00000000"
+        await backend.conn.txn([], [put(key, b"not msgpack \xc1")])
+        with pytest.raises(ProtocolError, match="not tenure's"):
+            await asyncio.wait_for(waiting, 5)
+        await held.release()

@@ -53,7 +53,6 @@ from tenure.backends.etcd._keys import (
     Layout,
     compare_create,
     compare_mod,
-    decode,
     delete_prefix,
     encode,
     get,
@@ -61,7 +60,7 @@ from tenure.backends.etcd._keys import (
     prefix_end,
     put,
 )
-from tenure.backends.etcd._node import NodeView, read_config
+from tenure.backends.etcd._node import NodeView, config_of, read_config
 from tenure.backends.etcd._queue import SemState
 from tenure.backends.etcd._session import EtcdSession
 from tenure.backends.etcd._streams import KeepAlive, Watcher, WatchHub
@@ -222,7 +221,7 @@ class EtcdBackend:
         reply = await self.conn.range(rpc_pb2.RangeRequest(key=self.layout.config(name)))
         if not reply.kvs:
             raise NotFoundError(f"node {name!r} does not exist")
-        return NodeConfig(**decode(reply.kvs[0].value)), reply.kvs[0]
+        return config_of(reply.kvs[0]), reply.kvs[0]
 
     async def create_node(self, name: str, config: NodeConfig) -> None:
         """Create a node: its settings' key, if it is new."""
@@ -256,7 +255,7 @@ class EtcdBackend:
         }
         return NodeDescription(
             name,
-            NodeConfig(**decode(config[0].value)),
+            config_of(config[0]),
             int(reply.responses[1].response_range.count),
             len(names),
         )

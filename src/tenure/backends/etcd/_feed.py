@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from tenure.backends.etcd._keys import get_prefix
 from tenure.backends.etcd._queue import SemState
-from tenure.errors import TenureError
+from tenure.errors import ProtocolError, TenureError
 
 if TYPE_CHECKING:
     from tenure.backends.etcd import EtcdBackend
@@ -49,6 +49,9 @@ class Feed:
         self.waiters: dict[bytes, asyncio.Event] = {}
         #: The revision that deleted a waiter's request, as the events told.
         self.deleted: dict[bytes, int] = {}
+        #: Why the feed stopped (a value under the prefix that is not tenure's): every
+        #: waiter raises it rather than wait for a state nobody can read.
+        self.failure: TenureError | None = None
         self._watcher = backend.watch_range(prefix, state.revision + 1)
         self._task = asyncio.create_task(self._follow())
 
@@ -65,6 +68,10 @@ class Feed:
             if reset:
                 try:
                     self.state = await self._read()
+                except ProtocolError as error:
+                    self.failure = error
+                    self._wake_all()
+                    return
                 except TenureError as error:  # etcd unreachable: the sessions' ends wake
                     log.info("etcd feed of %r: read failed: %s", self.state.name, error)
                     watcher.must_reset()  # try again on the next round
@@ -80,7 +87,12 @@ class Feed:
                     rest = bytes(event.kv.key)[len(self.prefix) :]
                     if rest.startswith(b"q/") and rest[2:] in self.waiters:
                         self.deleted[rest[2:]] = int(event.kv.mod_revision)
-            state.apply(self.prefix, fresh)
+            try:
+                state.apply(self.prefix, fresh)
+            except TenureError as error:
+                self.failure = error
+                self._wake_all()
+                return
             self._wake_changed()
 
     def _wake_all(self) -> None:

@@ -31,7 +31,7 @@ from aetcd.rpc import rpc_pb2
 
 from tenure._core.values import NodeConfig
 from tenure.backends.etcd._keys import Layout, decode, prefix_end
-from tenure.errors import NotFoundError, TenureError
+from tenure.errors import NotFoundError, ProtocolError, TenureError
 
 if TYPE_CHECKING:
     from tenure.backends.etcd import EtcdBackend
@@ -49,7 +49,7 @@ class NodeView:
         self._backend = backend
         self.node = node
         self.layout: Layout = backend.layout
-        self.config = NodeConfig(**decode(kv.value))
+        self.config = config_of(kv)
         #: The settings key's mod_revision (compared by acquires) and create_revision
         #: (the node's identity: dropped and made again is another node).
         self.config_rev = int(kv.mod_revision)
@@ -64,7 +64,7 @@ class NodeView:
     def update(self, kv: Any) -> None:
         """The settings as read by a Txn (a newer revision wins)."""
         if int(kv.create_revision) == self.node_rev and int(kv.mod_revision) > self.config_rev:
-            self.config = NodeConfig(**decode(kv.value))
+            self.config = config_of(kv)
             self.config_rev = int(kv.mod_revision)
 
     def semaphores_bound(self, revision: int) -> int | None:
@@ -89,14 +89,19 @@ class NodeView:
             events, reset = watcher.drain()
             for event in events:
                 key = bytes(event.kv.key)
-                if key == cfg:
-                    if event.type == _DELETE:
-                        self._sessions_check(None)
-                    else:
-                        self.update(event.kv)
-                elif key.startswith(gone) and event.type != _DELETE:
-                    name = key[len(gone) :].decode()
-                    self._forced_delete(self.layout.unescape(name), int(event.kv.mod_revision))
+                try:
+                    if key == cfg:
+                        if event.type == _DELETE:
+                            self._sessions_check(None)
+                        else:
+                            self.update(event.kv)
+                    elif key.startswith(gone) and event.type != _DELETE:
+                        name = self.layout.unescape(key[len(gone) :].decode())
+                        self._forced_delete(name, int(event.kv.mod_revision))
+                except Exception:  # a foreign value: the Txns' compares still hold
+                    log.exception(
+                        "etcd node view of %r: event of %r not understood", self.node, key
+                    )
             if reset:
                 await self._reread()
 
@@ -129,6 +134,16 @@ class NodeView:
         """Stop following the node."""
         self._watcher.cancel()
         self._task.cancel()
+
+
+def config_of(kv: Any) -> NodeConfig:
+    """The node settings a key holds (ProtocolError if tenure did not write them)."""
+    try:
+        return NodeConfig(**decode(kv.value))
+    except (TypeError, ValueError) as error:
+        raise ProtocolError(
+            f"etcd key {bytes(kv.key)!r} is not tenure's node settings ({error!r})"
+        ) from None
 
 
 async def read_config(backend: EtcdBackend, node: str) -> tuple[Any, int]:

@@ -34,6 +34,7 @@ from typing import Any
 
 from tenure._core.values import MAX_COUNT, OwnerInfo, SemaphoreDescription, WaiterInfo
 from tenure.backends.etcd._keys import decode, parse_suffix
+from tenure.errors import ProtocolError
 
 __all__ = ["Entry", "Held", "SemState"]
 
@@ -41,16 +42,27 @@ _DELETE = 1  # mvccpb.Event.DELETE
 
 
 def _entry(suffix: bytes, kv: Any) -> Entry:
-    value = decode(kv.value)
-    sid, hold, upgrade = parse_suffix(suffix)
-    return Entry(
-        suffix,
-        sid,
-        hold,
-        upgrade,
-        int(value["count"]),
-        bytes(value["data"]),
-        int(kv.create_revision),
+    try:
+        value = decode(kv.value)
+        sid, hold, upgrade = parse_suffix(suffix)
+        return Entry(
+            suffix,
+            sid,
+            hold,
+            upgrade,
+            int(value["count"]),
+            bytes(value["data"]),
+            int(kv.create_revision),
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise _foreign(kv, error) from None
+
+
+def _foreign(kv: Any, error: Exception) -> ProtocolError:
+    """A key under tenure's prefix whose value tenure did not write."""
+    return ProtocolError(
+        f"etcd key {bytes(kv.key)!r} under tenure's prefix is not tenure's ({error!r}): "
+        "another writer uses the prefix"
     )
 
 
@@ -112,9 +124,12 @@ class SemState:
         return state
 
     def _record(self, kv: Any) -> None:
-        value = decode(kv.value)
-        self.record, self.limit = int(kv.create_revision), int(value["limit"])
-        self.data = bytes(value["data"])
+        try:
+            value = decode(kv.value)
+            self.record, self.limit = int(kv.create_revision), int(value["limit"])
+            self.data = bytes(value["data"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise _foreign(kv, error) from None
 
     def apply(self, prefix: bytes, events: Any) -> None:
         """Move the state forward by watch events of its range (in revision order).

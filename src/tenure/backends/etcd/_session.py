@@ -39,7 +39,6 @@ from tenure.backends.etcd import _acquire, _admin
 from tenure.backends.etcd._keys import (
     compare_create,
     compare_mod,
-    decode,
     delete,
     encode,
     entry_suffix,
@@ -47,6 +46,7 @@ from tenure.backends.etcd._keys import (
     get_prefix,
     put,
 )
+from tenure.backends.etcd._node import config_of
 from tenure.backends.etcd._queue import Held, SemState
 from tenure.backends.etcd._watch import EtcdWatch
 from tenure.errors import (
@@ -282,7 +282,7 @@ class EtcdSession:
             self.check_alive()
             raise NotFoundError(f"node {self.node!r} does not exist")
         self.view.update(reply.kvs[0])
-        return NodeConfig(**decode(reply.kvs[0].value))
+        return config_of(reply.kvs[0])
 
     async def read(self, name: str) -> SemState:
         """The semaphore's state, read now."""

@@ -80,6 +80,8 @@ async def wait(
                 if s.ended is not None:
                     raise s.wait_failure() from None
                 wake.clear()
+                if feed.failure is not None:
+                    raise type(feed.failure)(*feed.failure.args)
                 now = feed.state
                 if now.revision >= since:
                     entry = now.entry(suffix)
