@@ -389,22 +389,22 @@ async def test_a_grant_whose_answer_was_lost_is_not_granted_twice(
         await _queued(holding, "m", 1)
 
         conn = _backend(waiter).conn
-        txn = conn.txn
+        send_txn = conn.send_txn
         lost: list[int] = []
 
-        async def losing_txn(compares: Any, success: Any, failure: Any = None) -> Any:
+        async def losing_txn(request: Any) -> Any:
             # The waiter's grant: the only Txn of its session that puts a g/ key here.
-            if not lost and any(b"/g/" in op.request_put.key for op in success):
+            if not lost and any(b"/g/" in op.request_put.key for op in request.success):
                 lost.append(conn.generation)
                 proxy.lose_downstream()  # etcd applies it; the answer never arrives
                 asyncio.get_running_loop().call_later(0.5, cut)
-            return await txn(compares, success, failure)
+            return await send_txn(request)
 
         def cut() -> None:
             proxy.drop()  # the client sees UNAVAILABLE and fails over
             proxy.lose_downstream(False)
 
-        conn.txn = losing_txn  # type: ignore[method-assign]
+        conn.send_txn = losing_txn  # type: ignore[method-assign]
         await held.release()
         async with asyncio.timeout(BOUND):
             lock = await asyncio.shield(asking)

@@ -43,15 +43,16 @@ from typing import TYPE_CHECKING, Any
 from tenure._core.values import MAX_COUNT, check_data
 from tenure.backends._base import Grant
 from tenure.backends.etcd._keys import (
+    add_compare_create,
+    add_compare_created_before,
+    add_compare_mod,
+    add_get,
+    add_get_prefix,
+    add_put,
     compare_create,
-    compare_created_before,
-    compare_mod,
     encode,
     entry_suffix,
-    get,
-    get_prefix,
     put,
-    txn,
 )
 from tenure.backends.etcd._queue import Entry, SemState
 from tenure.backends.etcd._wait import granted, wait, withdraw
@@ -166,14 +167,11 @@ async def _join(
                 continue
             raise _too_many_waiters(config.max_waiters, name)
         creating = not state.exists
-        # Both Txns compare the session's seq (s.txn adds it to the outer one, and
-        # ``fence`` is the same compare for the nested one), the settings read and the
-        # record; then ``enqueue`` puts the request and reads the semaphore back.
-        compares = [
-            compare_mod(config_key, s.view.config_rev),
-            compare_create(record, state.record),
-        ]
-
+        request = s.new_txn()
+        # Both Txns compare the session's seq (the nested one too: the outer one's
+        # failure may be its), the settings the view holds and the record; then the
+        # enqueue puts the request and reads the semaphore back.
+        config_rev = s.view.config_rev
         if state.fits_at_tail(count):
             # Granted at once if nobody joined since the state read (or, for a guess,
             # nobody is queued at all), in the same Txn as the request: one round trip.
@@ -181,21 +179,19 @@ async def _join(
             # last acquire), the nested Txn enqueues: still one round trip; a guess
             # about a name not known to be contended reads instead (a nested Txn
             # costs every uncontended acquire its bytes, in the Raft log too).
-            success = [
-                put(queue + suffix, value, s.lease_id),
-                put(grants + suffix, b"", s.lease_id),
-            ]
             nest = not guess or backend.is_contended(s.node, name)
+            _assumptions(request.compare, config_key, config_rev, record, state.record)
+            add_compare_created_before(request.compare, queue, state.revision + 1)
+            add_put(request.success, queue + suffix, value, s.lease_id)
+            add_put(request.success, grants + suffix, b"", s.lease_id)
             if nest:
-                nested_compares, nested_success, nested_failure = _enqueue(
-                    s, prefix, suffix, value, compares
-                )
-                failure = [txn([s.fence(), *nested_compares], nested_success, nested_failure)]
+                nested = request.failure.add().request_txn
+                add_compare_mod(nested.compare, s.record_key, s.seq_rev)
+                _enqueue(nested, s, prefix, suffix, value, config_rev, state.record)
             else:
-                failure = [get(config_key), get_prefix(prefix)]
-            reply = await s.txn(
-                [*compares, compare_created_before(queue, state.revision + 1)], success, failure
-            )
+                add_get(request.failure, config_key)
+                add_get_prefix(request.failure, prefix)
+            reply = await s.send(request)
             revision = int(reply.header.revision)
             if reply.succeeded:
                 if guess:
@@ -207,11 +203,12 @@ async def _join(
                 outcome = reply.responses[1].response_txn
                 read = list(outcome.responses)
             else:
-                outcome, read = reply, list(reply.responses)[1:]  # s.txn's read first
+                outcome, read = reply, list(reply.responses)[1:]  # s.send's read first
         else:
-            outcome = await s.txn(*_enqueue(s, prefix, suffix, value, compares))
+            _enqueue(request, s, prefix, suffix, value, config_rev, state.record)
+            outcome = await s.send(request)
             revision = int(outcome.header.revision)
-            read = list(outcome.responses)[0 if outcome.succeeded else 1 :]  # s.txn's read first
+            read = list(outcome.responses)[0 if outcome.succeeded else 1 :]  # s.send's read first
         if not outcome.succeeded:  # raced with a change: the settings and the state, read
             config_kvs = read[0].response_range.kvs
             if not config_kvs:
@@ -257,17 +254,32 @@ async def _recover(s: EtcdSession, name: str, hold: int, restating: bool) -> Non
             return
 
 
+def _assumptions(
+    compares: Any, config_key: bytes, config_rev: int, record: bytes, record_rev: int
+) -> None:
+    """What an acquire assumed: the node's settings it checked, the record it read."""
+    add_compare_mod(compares, config_key, config_rev)
+    add_compare_create(compares, record, record_rev)
+
+
 def _enqueue(
-    s: EtcdSession, prefix: bytes, suffix: bytes, value: bytes, compares: list[Any]
-) -> tuple[list[Any], list[Any], list[Any]]:
-    """The enqueue Txn: put the request and read the semaphore back (failing: the
-    node's settings and the semaphore, read)."""
-    key = prefix + b"q/" + suffix
-    return (
-        [*compares, compare_create(key, 0)],
-        [put(key, value, s.lease_id), get_prefix(prefix)],
-        [get(s.layout.config(s.node)), get_prefix(prefix)],
-    )
+    request: Any,
+    s: EtcdSession,
+    prefix: bytes,
+    suffix: bytes,
+    value: bytes,
+    config_rev: int,
+    record_rev: int,
+) -> None:
+    """Make ``request`` the enqueue Txn: put the request and read the semaphore back
+    (failing: read the node's settings and the semaphore)."""
+    key, config_key = prefix + b"q/" + suffix, s.layout.config(s.node)
+    _assumptions(request.compare, config_key, config_rev, prefix + b"rec", record_rev)
+    add_compare_create(request.compare, key, 0)
+    add_put(request.success, key, value, s.lease_id)
+    add_get_prefix(request.success, prefix)
+    add_get(request.failure, config_key)
+    add_get_prefix(request.failure, prefix)
 
 
 def _too_many_waiters(limit: int, name: str) -> LimitExceededError:

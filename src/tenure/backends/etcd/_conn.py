@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -131,37 +132,56 @@ class Connection:
 
     async def call(self, make: Callable[[], Awaitable[Any]]) -> Any:
         """Run one unary call (``make`` starts it on the current stubs), failing over."""
+        generation, started = self.generation, time.monotonic()  # the loop's clock
+        try:
+            return await make()
+        except grpc.aio.AioRpcError as error:
+            return await self._again(make, error, generation, started)
+
+    async def _again(
+        self,
+        make: Callable[[], Awaitable[Any]],
+        error: grpc.aio.AioRpcError,
+        generation: int,
+        started: float,
+    ) -> Any:
+        """The call failed with ``error``: try again, failing over, until
+        ``connect_timeout`` after it ``started``."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.options.connect_timeout
+        deadline = started + self.options.connect_timeout
         reauthenticated = False
         delay = 0.05
         while True:
+            code, details = error.code(), error.details() or ""
+            if code in _RETRY:
+                if loop.time() + delay >= deadline:
+                    raise UnavailableError(
+                        f"etcd unreachable (endpoints {', '.join(self.options.endpoints)}; "
+                        f"last {self.endpoint}: {code.name} {details})"
+                    ) from None
+                self.failover(generation)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+            elif "invalid auth token" in details and not reauthenticated:
+                reauthenticated = True  # tokens expire: get a new one, once
+                await self.authenticate()
+            else:
+                raise translate(error, self.endpoint) from None
             generation = self.generation
             try:
                 return await make()
-            except grpc.aio.AioRpcError as error:
-                code, details = error.code(), error.details() or ""
-                if code in _RETRY:
-                    if loop.time() + delay >= deadline:
-                        raise UnavailableError(
-                            f"etcd unreachable (endpoints {', '.join(self.options.endpoints)}; "
-                            f"last {self.endpoint}: {code.name} {details})"
-                        ) from None
-                    self.failover(generation)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 1.0)
-                    continue
-                if "invalid auth token" in details and not reauthenticated:
-                    reauthenticated = True  # tokens expire: get a new one, once
-                    await self.authenticate()
-                    continue
-                raise translate(error, self.endpoint) from None
+            except grpc.aio.AioRpcError as again:
+                error = again
 
     async def txn(
         self, compares: list[Any], success: list[Any], failure: list[Any] | None = None
     ) -> Any:
         """One Txn: ``success`` ops if every compare holds, else ``failure`` ops."""
         request = rpc_pb2.TxnRequest(compare=compares, success=success, failure=failure or [])
+        return await self.send_txn(request)
+
+    async def send_txn(self, request: Any) -> Any:
+        """One Txn, built by the caller."""
         return await self.call(
             lambda: self.kv.Txn(request, timeout=self._timeout(), metadata=self.metadata())
         )

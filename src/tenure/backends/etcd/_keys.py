@@ -32,6 +32,13 @@ from aetcd.rpc import rpc_pb2
 
 __all__ = [
     "Layout",
+    "add_compare_create",
+    "add_compare_created_before",
+    "add_compare_mod",
+    "add_delete",
+    "add_get",
+    "add_get_prefix",
+    "add_put",
     "compare_create",
     "compare_mod",
     "decode",
@@ -225,3 +232,53 @@ def range_request(
         keys_only=keys_only,
         revision=revision,
     )
+
+
+# -- in place: ops and compares added to a request's repeated fields ------------------
+# (A message given to a repeated field is copied into it; these build it there.)
+
+
+def add_compare_create(compares: Any, key: bytes, revision: int) -> None:
+    """Add :func:`compare_create` to ``compares``."""
+    compares.add(key=key, target=CREATE, result=EQUAL, create_revision=revision)
+
+
+def add_compare_mod(compares: Any, key: bytes, revision: int) -> None:
+    """Add :func:`compare_mod` to ``compares``."""
+    compares.add(key=key, target=MOD, result=EQUAL, mod_revision=revision)
+
+
+def add_compare_created_before(compares: Any, prefix: bytes, revision: int) -> None:
+    """Add :func:`compare_created_before` to ``compares``."""
+    compares.add(
+        key=prefix,
+        range_end=prefix_end(prefix),
+        target=CREATE,
+        result=LESS,
+        create_revision=revision,
+    )
+
+
+def add_put(ops: Any, key: bytes, value: bytes, lease: int = 0) -> None:
+    """Add a put to ``ops``."""
+    request = ops.add().request_put
+    request.key = key
+    request.value = value
+    request.lease = lease
+
+
+def add_delete(ops: Any, key: bytes) -> None:
+    """Add a delete of one key to ``ops``."""
+    ops.add().request_delete_range.key = key
+
+
+def add_get(ops: Any, key: bytes) -> None:
+    """Add a read of one key to ``ops``."""
+    ops.add().request_range.key = key
+
+
+def add_get_prefix(ops: Any, prefix: bytes) -> None:
+    """Add a read of every key under ``prefix`` to ``ops``."""
+    request = ops.add().request_range
+    request.key = prefix
+    request.range_end = prefix_end(prefix)

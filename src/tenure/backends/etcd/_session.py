@@ -37,9 +37,11 @@ from tenure._core.values import NodeConfig, SemaphoreDescription
 from tenure.backends._base import Grant, SessionListener
 from tenure.backends.etcd import _acquire, _admin
 from tenure.backends.etcd._keys import (
+    EQUAL,
+    MOD,
+    add_delete,
     compare_create,
     compare_mod,
-    delete,
     encode,
     entry_suffix,
     get,
@@ -98,7 +100,6 @@ class EtcdSession:
         self.description = description
         self._listener = listener
         self.record_key = self.layout.session(node, lease_id)
-        self._get_record = get(self.record_key)  # every Txn's failure branch reads it
         self.seq = seq
         self.seq_rev = record_rev  # the record's mod_revision after our last bump
         self._record_created = record_rev
@@ -248,14 +249,31 @@ class EtcdSession:
         its own at ``responses[1:]``. A Txn that failed because a re-attach bumped
         ``seq`` meanwhile is sent again.
         """
+        request = self.new_txn()
+        request.compare.extend(compares)
+        request.success.extend(success)
+        request.failure.extend(failure)
+        return await self.send(request)
+
+    def new_txn(self) -> Any:
+        """A TxnRequest with the session's compare and read in place (:meth:`send` it).
+
+        Callers add their compares and ops in place (``request.compare.add(...)``,
+        :func:`~tenure.backends.etcd._keys.add_put`...): building a request in one
+        message, not from messages copied into it, is most of what an acquire costs
+        this client.
+        """
+        request = rpc_pb2.TxnRequest()
+        request.compare.add(key=self.record_key, target=MOD, result=EQUAL, mod_revision=0)
+        request.failure.add().request_range.key = self.record_key
+        return request
+
+    async def send(self, request: Any) -> Any:
+        """Send a request of :meth:`new_txn` (see :meth:`txn`)."""
         while True:
             self.check_alive()
-            used = self.seq_rev
-            reply = await self.conn.txn(
-                [self.fence(), *compares],
-                success,
-                [self._get_record, *failure],
-            )
+            used = request.compare[0].mod_revision = self.seq_rev
+            reply = await self.conn.send_txn(request)
             if reply.succeeded:
                 return reply
             record = reply.responses[0].response_range
@@ -345,10 +363,13 @@ class EtcdSession:
         session's keys go with its lease).
         """
         prefix = self.layout.semaphore(self.node, name)
-        keys = [prefix + part + suffix for suffix in suffixes for part in (b"q/", b"g/")]
+        request = self.new_txn()
+        for suffix in suffixes:
+            add_delete(request.success, prefix + b"q/" + suffix)
+            add_delete(request.success, prefix + b"g/" + suffix)
         while True:
             try:
-                reply = await self.txn([], [delete(key) for key in keys], [])
+                reply = await self.send(request)
                 break
             except UnavailableError as error:  # s.txn raises the loss once it ended
                 log.info(

@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Any
 from tenure.backends._base import Grant
 from tenure.backends.etcd._feed import subscribe
 from tenure.backends.etcd._keys import (
-    compare_create,
-    delete,
-    get_prefix,
+    add_compare_create,
+    add_delete,
+    add_get_prefix,
+    add_put,
     parse_suffix,
-    put,
     range_request,
 )
 from tenure.backends.etcd._queue import Entry, Held, SemState
@@ -128,24 +128,21 @@ async def _grant(
     s: EtcdSession, name: str, state: SemState, entry: Entry, old: Entry | None
 ) -> Grant | SemState:
     """Commit the grant of admitted request ``entry``, or the state to go on from."""
-    layout = s.layout
-    prefix = layout.semaphore(s.node, name)
-    queue, grants = layout.queue(s.node, name), layout.grants(s.node, name)
-    success = [put(grants + entry.suffix, b"", s.lease_id)]
+    prefix = s.layout.semaphore(s.node, name)
+    queue, grants = prefix + b"q/", prefix + b"g/"
+    request = s.new_txn()
+    add_compare_create(request.compare, queue + entry.suffix, entry.created)
+    add_compare_create(request.compare, prefix + b"rec", state.record)
+    # Not granted yet: a Txn the connection sends again because its answer was lost
+    # must not put the grant a second time (the token would then be the retry's
+    # revision, not the grant key's create_revision).
+    add_compare_create(request.compare, grants + entry.suffix, 0)
+    add_put(request.success, grants + entry.suffix, b"", s.lease_id)
     if old is not None:  # an upgrade replaces the hold: its old request and grant go
-        success += [delete(queue + old.suffix), delete(grants + old.suffix)]
-    reply = await s.txn(
-        [
-            compare_create(queue + entry.suffix, entry.created),
-            compare_create(layout.record(s.node, name), state.record),
-            # Not granted yet: a Txn the connection sends again because its answer
-            # was lost must not put the grant a second time (the token would then
-            # be the retry's revision, not the grant key's create_revision).
-            compare_create(grants + entry.suffix, 0),
-        ],
-        success,
-        [get_prefix(prefix)],
-    )
+        add_delete(request.success, queue + old.suffix)
+        add_delete(request.success, grants + old.suffix)
+    add_get_prefix(request.failure, prefix)
+    reply = await s.send(request)
     if reply.succeeded:
         return granted(s, name, entry.hold, entry.suffix, int(reply.header.revision), entry.count)
     now = SemState.parse(
@@ -187,8 +184,11 @@ async def _vanished(s: EtcdSession, name: str, suffix: bytes, gone_at: int) -> N
 
 async def withdraw(s: EtcdSession, name: str, suffix: bytes) -> bool:
     """Delete request ``suffix`` unless it was granted; whether it was withdrawn."""
-    queue, grants = s.layout.queue(s.node, name), s.layout.grants(s.node, name)
-    reply = await s.txn([compare_create(grants + suffix, 0)], [delete(queue + suffix)], [])
+    prefix = s.layout.semaphore(s.node, name)
+    request = s.new_txn()
+    add_compare_create(request.compare, prefix + b"g/" + suffix, 0)
+    add_delete(request.success, prefix + b"q/" + suffix)
+    reply = await s.send(request)
     return bool(reply.succeeded)
 
 
