@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import msgpack
 import pytest
 from aetcd.rpc import rpc_pb2
 
@@ -34,18 +35,34 @@ async def test_the_key_layout(etcd_url: str) -> None:
             lease = await session.semaphore("pool").acquire(count=2)
             keys = await _keys(_backend(client))
             sid = f"{session.id:016x}".encode()
+            request = b"n/app%2F1/s/pool/q/" + sid + b"-00000000"
+            # Granted by the Txn that made it: one key, which says so; its
+            # create_revision is the token.
             assert set(keys) == {
                 b"n/app%2F1/cfg",
                 b"n/app%2F1/sess/" + sid,
                 b"n/app%2F1/s/pool/rec",
-                b"n/app%2F1/s/pool/q/" + sid + b"-00000000",
-                b"n/app%2F1/s/pool/g/" + sid + b"-00000000",
+                request,
             }
+            assert msgpack.unpackb(keys[request].value) == {"count": 2, "data": b"", "g": True}
+            assert int(keys[request].create_revision) == lease.token
             # Requests, grants and the session record live on the session's lease.
-            for key in (b"n/app%2F1/sess/" + sid, b"n/app%2F1/s/pool/g/" + sid + b"-00000000"):
+            for key in (b"n/app%2F1/sess/" + sid, request):
                 assert int(keys[key].lease) == session.id
             assert int(keys[b"n/app%2F1/s/pool/rec"].lease) == 0
+            # A request that waited is granted by a grant key of its own.
+            other = await client.session("app/1")
+            waiting = asyncio.ensure_future(other.semaphore("pool").acquire(count=2))
+            await asyncio.sleep(0.2)
             await lease.release()
+            second = await asyncio.wait_for(waiting, 5)
+            keys = await _keys(_backend(client))
+            osid = f"{other.id:016x}".encode()
+            grant = keys[b"n/app%2F1/s/pool/g/" + osid + b"-00000000"]
+            assert int(grant.create_revision) == second.token
+            assert int(grant.lease) == other.id
+            await second.release()
+            await other.close()
         assert set(await _keys(_backend(client))) == {b"n/app%2F1/cfg", b"n/app%2F1/s/pool/rec"}
         await client.drop_node("app/1")
         assert await _keys(_backend(client)) == {}

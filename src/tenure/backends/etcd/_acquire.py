@@ -6,10 +6,10 @@ from the client's view of the node (:mod:`._node`), and **sends one Txn** that
 compares exactly those assumptions, and the session's ``seq``:
 
 * **success** (nobody queued, or nobody joined since the state it read and the
-  request fits at the tail): put the request ``q/<sid>-<hold>`` and its grant
-  ``g/<sid>-<hold>`` (both on the session's lease). **The fencing token is that
-  Txn's revision** (the grant key's create_revision): global to the cluster,
-  persisted, and greater than every earlier grant's.
+  request fits at the tail): put the request ``q/<sid>-<hold>`` (on the session's
+  lease), saying it is granted: one key. **The fencing token is that Txn's
+  revision** (the key's create_revision): global to the cluster, persisted, and
+  greater than every earlier grant's.
 * **failure**: a nested Txn (etcd >= 3.3) enqueues the request (comparing the
   same settings, record and ``seq``) and reads the semaphore back; if that fails
   too, it reads the settings and the semaphore, and the acquire checks again
@@ -109,7 +109,7 @@ async def _join(
     place = (name, hold)
     backend = s.backend
     prefix = s.layout.semaphore(s.node, name)
-    queue, grants, record = prefix + b"q/", prefix + b"g/", prefix + b"rec"
+    queue, record = prefix + b"q/", prefix + b"rec"
     config_key = s.layout.config(s.node)
     known = backend.records.get((s.node, name))
     if place in s.held or (known is None and not ephemeral):
@@ -147,6 +147,8 @@ async def _join(
             old = state.held((s.lease_id, hold)) if place in s.held else None
             if old is not None and count <= old.count:
                 # Restate in place: same key (a put keeps its create_revision), same grant.
+                if old.at_once:
+                    value = encode({"count": count, "data": data, "g": True})
                 key = queue + old.suffix
                 reply = await s.txn(
                     [compare_create(key, old.created)], [put(key, value, s.lease_id)], []
@@ -182,8 +184,10 @@ async def _join(
             nest = not guess or backend.is_contended(s.node, name)
             _assumptions(request.compare, config_key, config_rev, record, state.record)
             add_compare_created_before(request.compare, queue, state.revision + 1)
-            add_put(request.success, queue + suffix, value, s.lease_id)
-            add_put(request.success, grants + suffix, b"", s.lease_id)
+            # The request says it is granted: one key, whose create_revision (this
+            # Txn's revision) is the token, as a grant key's would be.
+            granted_value = encode({"count": count, "data": data, "g": True})
+            add_put(request.success, queue + suffix, granted_value, s.lease_id)
             if nest:
                 nested = request.failure.add().request_txn
                 add_compare_mod(nested.compare, s.record_key, s.seq_rev)

@@ -9,7 +9,8 @@ never a prefix of another's keys and each node, semaphore and queue is one range
     P n/<node>/sess/<sid>                  a session (on its lease): description, window, seq
     P n/<node>/s/<name>/rec                a persistent semaphore: limit, data (no lease)
     P n/<node>/s/<name>/q/<sid>-<hold>[+]  a request or hold (on the session's lease): count, data
-    P n/<node>/s/<name>/g/<sid>-<hold>[+]  the grant of that request (same lease; empty value)
+                                           (and g: true if granted by the Txn that made it)
+    P n/<node>/s/<name>/g/<sid>-<hold>[+]  the grant of a request that waited (same lease; empty)
 
 Keeping a node's keys under one range makes dropping it one delete, and a
 semaphore's keys under one range makes one Range read (at one revision) and one

@@ -1,7 +1,9 @@
 """One semaphore as read from etcd at one revision, and the rule that admits its requests.
 
 A request is a key ``q/<sid>-<hold>[+]``; **arrival order is its create_revision**.
-A request with a grant key ``g/<same suffix>`` is an owner; the others wait. A
+A request with a grant key ``g/<same suffix>`` is an owner, and so is one granted
+by the very Txn that made it (its value says ``g``: the uncontended acquire, one
+key put and one deleted, its token the key's create_revision); the others wait. A
 hold has one request, or two while it waits for an upgrade: the granted one and,
 created later, the one marked ``+`` (or the reverse: the marks alternate, the
 old key being deleted when the new one is granted).
@@ -45,6 +47,7 @@ def _entry(suffix: bytes, kv: Any) -> Entry:
     try:
         value = decode(kv.value)
         sid, hold, upgrade = parse_suffix(suffix)
+        created, at_once = int(kv.create_revision), bool(value.get("g"))
         return Entry(
             suffix,
             sid,
@@ -52,7 +55,9 @@ def _entry(suffix: bytes, kv: Any) -> Entry:
             upgrade,
             int(value["count"]),
             bytes(value["data"]),
-            int(kv.create_revision),
+            created,
+            created if at_once else 0,
+            at_once,
         )
     except (KeyError, TypeError, ValueError) as error:
         raise _foreign(kv, error) from None
@@ -86,7 +91,9 @@ class Entry:
     count: int
     data: bytes
     created: int  # the request key's create_revision: its place in the queue
-    granted: int = 0  # the grant key's create_revision (its fencing token), or 0
+    granted: int = 0  # the grant's revision (its fencing token), or 0
+    #: Granted by the Txn that made the request (its value says so; no grant key).
+    at_once: bool = False
 
     @property
     def place(self) -> tuple[int, int]:
@@ -119,7 +126,7 @@ class SemState:
             elif rest.startswith(b"g/"):
                 grants[rest[2:]] = int(kv.create_revision)
         for entry in state.entries:
-            entry.granted = grants.get(entry.suffix, 0)
+            entry.granted = grants.get(entry.suffix, entry.granted)
         state.entries.sort(key=lambda e: e.created)
         return state
 

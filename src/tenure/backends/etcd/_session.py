@@ -427,7 +427,8 @@ class EtcdSession:
         if not held or self.ended is not None:
             return
         layout = self.layout
-        keys = [layout.grants(self.node, name) + h.suffix for (name, _), h in held]
+        # A grant lives as long as its request key (a grant key, if any, goes with it).
+        keys = [layout.queue(self.node, name) + h.suffix for (name, _), h in held]
         reply = await self.conn.txn([], [get(key) for key in keys])
         missing = [
             (place, h)
