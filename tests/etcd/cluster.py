@@ -106,6 +106,7 @@ def member_argv(
     cluster_token: str | None = None,
     heartbeat_ms: int | None = None,
     election_ms: int | None = None,
+    extra: Sequence[str] = (),
 ) -> list[str]:
     """The command line of one member listening on ``HOST`` only.
 
@@ -125,7 +126,7 @@ def member_argv(
         argv += ["--heartbeat-interval", str(heartbeat_ms)]
     if election_ms is not None:
         argv += ["--election-timeout", str(election_ms)]
-    return argv
+    return [*argv, *extra]
 
 
 def _http(url: str, body: bytes | None, timeout: float) -> bytes | None:
@@ -310,7 +311,9 @@ class EtcdCluster:
         root: Path | None = None,
         heartbeat_ms: int = HEARTBEAT_MS,
         election_ms: int = ELECTION_MS,
+        extra: Sequence[str] = (),
     ) -> None:
+        """``extra``: more command-line flags of every member."""
         if size < 1:
             raise ValueError(f"a cluster has at least one member, not {size}")
         binary = etcd_binary()
@@ -320,6 +323,7 @@ class EtcdCluster:
         self._own_root = root is None
         self.root = Path(tempfile.mkdtemp(prefix="tenure-etcd-")) if root is None else root
         self._timers = (heartbeat_ms, election_ms)
+        self._extra = tuple(extra)
         self.members = [
             EtcdMember(f"m{i}", self.root / f"m{i}", self.root / f"m{i}.log") for i in range(size)
         ]
@@ -349,6 +353,7 @@ class EtcdCluster:
                 cluster_token=token,
                 heartbeat_ms=heartbeat,
                 election_ms=election,
+                extra=self._extra,
             )
 
     # -- what clients see -------------------------------------------------------------

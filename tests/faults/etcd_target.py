@@ -66,7 +66,14 @@ class EtcdTarget:
         data_dir.mkdir(parents=True, exist_ok=True)
         #: Unused: the members are Go binaries started by EtcdCluster.
         self.env: dict[str, str] = {}
-        self.cluster = EtcdCluster(SIZE, root=data_dir)
+        # etcd tells every watch of tenure's (they ask for progress notices) where it
+        # is each second, as `tenure serve`'s idle timeout closes silent connections
+        # in the tenure target: the client whose monotonic clock pause-clock moves
+        # back sleeps in the event loop's poll through any timer until the network
+        # brings something (etcd's default interval, 10 min, would leave it there).
+        self.cluster = EtcdCluster(
+            SIZE, root=data_dir, extra=("--experimental-watch-progress-notify-interval", "1s")
+        )
         self._opened = False
 
     # -- what clients see ---------------------------------------------------------------

@@ -69,6 +69,7 @@ if TYPE_CHECKING:
 __all__ = ["EtcdSession"]
 
 log = logging.getLogger("tenure.etcd")
+_DELETE = 1  # mvccpb.Event.DELETE
 
 
 class EtcdSession:
@@ -119,6 +120,12 @@ class EtcdSession:
         self._loop = asyncio.get_running_loop()
         self._timer: asyncio.TimerHandle | None = None
         self._arm()
+        # etcd deletes the record with the lease: its deletion is heard at once, not
+        # when a timer of this client next fires (timers sleep through a clock that
+        # jumped, a process that was paused), so work under a lease etcd let go is
+        # cancelled as soon as the news can arrive.
+        self._record_watch = backend.watches.watch(self.record_key, b"", record_rev + 1)
+        self._record_task = asyncio.create_task(self._follow_record())
 
     @property
     def session_id(self) -> int:
@@ -223,7 +230,23 @@ class EtcdSession:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        self._record_watch.cancel()
+        if self._record_task is not asyncio.current_task():
+            self._record_task.cancel()
         self.backend.release_view(self.view)
+
+    async def _follow_record(self) -> None:
+        watcher = self._record_watch
+        while self.ended is None:
+            await watcher.wait()
+            events, reset = watcher.drain()
+            if reset or any(event.type == _DELETE for event in events):
+                try:
+                    await self.diagnose()
+                except TenureError as error:  # etcd unreachable: the deadline decides
+                    log.info("session %d: record check failed: %s", self.lease_id, error)
+                if reset and self.ended is None:
+                    watcher.restart(self.seq_rev + 1)
 
     def wait_failure(self) -> TenureError:
         """A fresh copy of the error a wait ends with now that the session ended."""

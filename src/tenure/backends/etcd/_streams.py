@@ -257,6 +257,10 @@ class WatchHub:
             range_end=watcher.end,
             start_revision=watcher.next_revision,
             watch_id=watcher.watch_id,
+            # etcd then says where it is when a watch is idle for its
+            # --experimental-watch-progress-notify-interval (10 min by default): a
+            # client whose timers stall hears from the network that time passed.
+            progress_notify=True,
         )
         return rpc_pb2.WatchRequest(create_request=request)
 
