@@ -39,10 +39,15 @@ from tenure.errors import (
 
 __all__ = ["Connection", "ConnectionOptions", "LeaseNotFoundError"]
 
+#: gRPC keepalive: a member that vanished without closing its sockets is noticed
+#: within 10 s + 5 s (etcd-io/etcd#8980: a watch on a dead member hung without it).
+#: Pings only while a call is open (the keepalive and watch streams of any session):
+#: etcd's enforcement policy answers pings on an idle connection with GOAWAY
+#: too_many_pings, and an idle connection has nothing to lose.
 _KEEPALIVE: Final = [
     ("grpc.keepalive_time_ms", 10_000),
     ("grpc.keepalive_timeout_ms", 5_000),
-    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.keepalive_permit_without_calls", 0),
     ("grpc.http2.max_pings_without_data", 0),
 ]
 #: Codes after which another endpoint may do better.
