@@ -126,24 +126,35 @@ async def test_max_sessions_is_kept_by_sessions_racing_in_two_clients(etcd_url: 
             await session.close()
 
 
+async def _queue_behind(
+    sessions: list[tenure.Session], pause: float
+) -> tuple[tenure.Lease, list[asyncio.Task[None]], list[int]]:
+    """The first session holds ``m``; the others queue for it in index order, ``pause``
+    apart (0: all at once). Returns the hold, the waits and the order of grants."""
+    held = await sessions[0].mutex("m").lock()
+    order: list[int] = []
+
+    async def wait(index: int) -> None:
+        lease = await sessions[index].mutex("m").lock()
+        order.append(index)
+        await lease.release()
+
+    tasks = []
+    for index in range(1, len(sessions)):
+        tasks.append(asyncio.create_task(wait(index)))
+        if pause:
+            await asyncio.sleep(pause)
+    await asyncio.sleep(0.3)  # every request joined
+    return held, tasks, order
+
+
 async def test_waiters_of_one_client_share_one_feed_and_are_served_in_order(
     etcd_url: str,
 ) -> None:
     async with tenure.connect(etcd_url) as client:
         await client.create_node("n")
         sessions = [await client.session("n") for _ in range(6)]
-        held = await sessions[0].mutex("m").lock()
-        order: list[int] = []
-
-        async def wait(index: int) -> None:
-            lease = await sessions[index].mutex("m").lock()
-            order.append(index)
-            await lease.release()
-
-        tasks = []
-        for index in range(1, 6):
-            tasks.append(asyncio.create_task(wait(index)))
-            await asyncio.sleep(0.05)  # join in index order
+        held, tasks, order = await _queue_behind(sessions, 0.05)
         backend = _backend(client)
         assert len(backend.feeds) == 1  # one watch for five waiters
         await held.release()
@@ -307,16 +318,7 @@ async def test_requests_made_at_once_by_one_client_queue_in_call_order(etcd_url:
     async with tenure.connect(etcd_url) as client:
         await client.create_node("n")
         sessions = [await client.session("n") for _ in range(12)]
-        held = await sessions[0].mutex("m").lock()
-        order: list[int] = []
-
-        async def wait(index: int) -> None:
-            lease = await sessions[index].mutex("m").lock()
-            order.append(index)
-            await lease.release()
-
-        tasks = [asyncio.create_task(wait(index)) for index in range(1, 12)]  # no pause
-        await asyncio.sleep(0.5)
+        held, tasks, order = await _queue_behind(sessions, 0)
         await held.release()
         await asyncio.wait_for(asyncio.gather(*tasks), 10)
         assert order == list(range(1, 12))
