@@ -339,3 +339,29 @@ async def test_a_foreign_value_under_the_prefix_fails_waiters_clearly(etcd_url: 
         with pytest.raises(ProtocolError, match="not tenure's"):
             await asyncio.wait_for(waiting, 5)
         await held.release()
+
+
+async def test_an_upgrade_with_room_replaces_its_hold_in_one_txn(etcd_url: str) -> None:
+    async with tenure.connect(etcd_url) as client:
+        await client.create_node("n")
+        session = await client.session("n")
+        # Room for the old hold and the new one: granted at once, a new token, and
+        # the old hold goes in the same Txn (as when an upgrade that waited is granted).
+        await session.semaphore("pool").create(limit=4)
+        lease = await session.semaphore("pool").acquire(count=1)
+        first = lease.token
+        await lease.restate(3)
+        assert (lease.count, lease.token > first) == (3, True)
+        owners = (await session.semaphore("pool").describe(owners=True)).owners
+        assert [(o.session_id, o.count, o.token) for o in owners] == [(session.id, 3, lease.token)]
+        prefix = _backend(client).layout.semaphore("n", "pool")
+        reply = await _backend(client).conn.txn([], [get_prefix(prefix)])
+        keys = [bytes(kv.key)[len(prefix) :] for kv in reply.responses[0].response_range.kvs]
+        assert sorted(keys) == [b"q/" + f"{session.id:016x}-00000000+".encode(), b"rec"]
+        await lease.restate(1)  # fewer: in place, same token
+        assert (lease.count, lease.token) == (1, owners[0].token)
+        other = await client.session("n")
+        taken = await other.semaphore("pool").acquire(count=3, timeout=5)
+        await taken.release()
+        await lease.release()
+        assert (await session.semaphore("pool").describe(owners=True)).owners == ()
