@@ -126,24 +126,35 @@ async def test_max_sessions_is_kept_by_sessions_racing_in_two_clients(etcd_url: 
             await session.close()
 
 
+async def _queue_behind(
+    sessions: list[tenure.Session], pause: float
+) -> tuple[tenure.Lease, list[asyncio.Task[None]], list[int]]:
+    """The first session holds ``m``; the others queue for it in index order, ``pause``
+    apart (0: all at once). Returns the hold, the waits and the order of grants."""
+    held = await sessions[0].mutex("m").lock()
+    order: list[int] = []
+
+    async def wait(index: int) -> None:
+        lease = await sessions[index].mutex("m").lock()
+        order.append(index)
+        await lease.release()
+
+    tasks = []
+    for index in range(1, len(sessions)):
+        tasks.append(asyncio.create_task(wait(index)))
+        if pause:
+            await asyncio.sleep(pause)
+    await asyncio.sleep(0.3)  # every request joined
+    return held, tasks, order
+
+
 async def test_waiters_of_one_client_share_one_feed_and_are_served_in_order(
     etcd_url: str,
 ) -> None:
     async with tenure.connect(etcd_url) as client:
         await client.create_node("n")
         sessions = [await client.session("n") for _ in range(6)]
-        held = await sessions[0].mutex("m").lock()
-        order: list[int] = []
-
-        async def wait(index: int) -> None:
-            lease = await sessions[index].mutex("m").lock()
-            order.append(index)
-            await lease.release()
-
-        tasks = []
-        for index in range(1, 6):
-            tasks.append(asyncio.create_task(wait(index)))
-            await asyncio.sleep(0.05)  # join in index order
+        held, tasks, order = await _queue_behind(sessions, 0.05)
         backend = _backend(client)
         assert len(backend.feeds) == 1  # one watch for five waiters
         await held.release()
@@ -307,16 +318,7 @@ async def test_requests_made_at_once_by_one_client_queue_in_call_order(etcd_url:
     async with tenure.connect(etcd_url) as client:
         await client.create_node("n")
         sessions = [await client.session("n") for _ in range(12)]
-        held = await sessions[0].mutex("m").lock()
-        order: list[int] = []
-
-        async def wait(index: int) -> None:
-            lease = await sessions[index].mutex("m").lock()
-            order.append(index)
-            await lease.release()
-
-        tasks = [asyncio.create_task(wait(index)) for index in range(1, 12)]  # no pause
-        await asyncio.sleep(0.5)
+        held, tasks, order = await _queue_behind(sessions, 0)
         await held.release()
         await asyncio.wait_for(asyncio.gather(*tasks), 10)
         assert order == list(range(1, 12))
@@ -337,3 +339,29 @@ async def test_a_foreign_value_under_the_prefix_fails_waiters_clearly(etcd_url: 
         with pytest.raises(ProtocolError, match="not tenure's"):
             await asyncio.wait_for(waiting, 5)
         await held.release()
+
+
+async def test_an_upgrade_with_room_replaces_its_hold_in_one_txn(etcd_url: str) -> None:
+    async with tenure.connect(etcd_url) as client:
+        await client.create_node("n")
+        session = await client.session("n")
+        # Room for the old hold and the new one: granted at once, a new token, and
+        # the old hold goes in the same Txn (as when an upgrade that waited is granted).
+        await session.semaphore("pool").create(limit=4)
+        lease = await session.semaphore("pool").acquire(count=1)
+        first = lease.token
+        await lease.restate(3)
+        assert (lease.count, lease.token > first) == (3, True)
+        owners = (await session.semaphore("pool").describe(owners=True)).owners
+        assert [(o.session_id, o.count, o.token) for o in owners] == [(session.id, 3, lease.token)]
+        prefix = _backend(client).layout.semaphore("n", "pool")
+        reply = await _backend(client).conn.txn([], [get_prefix(prefix)])
+        keys = [bytes(kv.key)[len(prefix) :] for kv in reply.responses[0].response_range.kvs]
+        assert sorted(keys) == [b"q/" + f"{session.id:016x}-00000000+".encode(), b"rec"]
+        await lease.restate(1)  # fewer: in place, same token
+        assert (lease.count, lease.token) == (1, owners[0].token)
+        other = await client.session("n")
+        taken = await other.semaphore("pool").acquire(count=3, timeout=5)
+        await taken.release()
+        await lease.release()
+        assert (await session.semaphore("pool").describe(owners=True)).owners == ()

@@ -46,6 +46,7 @@ from tenure.backends.etcd._keys import (
     add_compare_create,
     add_compare_created_before,
     add_compare_mod,
+    add_delete,
     add_get,
     add_get_prefix,
     add_put,
@@ -174,7 +175,7 @@ async def _join(
         # failure may be its), the settings the view holds and the record; then the
         # enqueue puts the request and reads the semaphore back.
         config_rev = s.view.config_rev
-        if state.fits_at_tail(count):
+        if state.fits_at_tail(count, old):
             # Granted at once if nobody joined since the state read (or, for a guess,
             # nobody is queued at all), in the same Txn as the request: one round trip.
             # Else, where this client has seen a queue (a state read, or the name's
@@ -188,6 +189,9 @@ async def _join(
             # Txn's revision) is the token, as a grant key's would be.
             granted_value = encode({"count": count, "data": data, "g": True})
             add_put(request.success, queue + suffix, granted_value, s.lease_id)
+            if old is not None:  # an upgrade replaces the hold: its old keys go
+                add_delete(request.success, queue + old.suffix)
+                add_delete(request.success, prefix + b"g/" + old.suffix)
             if nest:
                 nested = request.failure.add().request_txn
                 add_compare_mod(nested.compare, s.record_key, s.seq_rev)

@@ -172,13 +172,12 @@ class SemState:
                     entry.granted = 0 if deleted else int(kv.create_revision)
             self.revision = max(self.revision, int(kv.mod_revision))
 
-    def fits_at_tail(self, count: int) -> bool:
+    def fits_at_tail(self, count: int, replacing: Entry | None = None) -> bool:
         """Whether a new request for ``count`` would be granted at once: every request
-        queued now is granted and the sum of their counts and ``count`` fits."""
-        return (
-            all(e.granted for e in self.entries)
-            and sum(e.count for e in self.entries) + count <= self.limit
-        )
+        queued now is granted and the sum of their counts and ``count`` fits (without
+        the hold it ``replacing``, for an upgrade, which goes when it is granted)."""
+        held = sum(e.count for e in self.entries) - (replacing.count if replacing else 0)
+        return all(e.granted for e in self.entries) and held + count <= self.limit
 
     @property
     def exists(self) -> bool:

@@ -66,32 +66,23 @@ async def _backoff(delay: float) -> float:
     return min(delay * 2, 1.0)
 
 
-class KeepAlive:
-    """One LeaseKeepAlive stream renewing every registered lease at a third of its TTL."""
+class _Stream:
+    """A bidirectional stream kept open: opened again, failing over, when it breaks.
+
+    Subclasses say how to open it (:meth:`_open`), what to do on a new stream after
+    the first (:meth:`_reopened`), how to write (:meth:`_write`, until the reader
+    ends) and read (:meth:`_read`), and what a broken stream loses (:meth:`_broken`).
+    """
+
+    what = "stream"
 
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
-        self._leases: dict[int, Renewable] = {}
-        self._due: dict[int, float] = {}
-        self._sent: dict[int, collections.deque[float]] = {}
-        self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
-    def add(self, lease: Renewable) -> None:
-        """Renew ``lease`` from now on (its first renewal a third of its TTL from now)."""
-        loop = asyncio.get_running_loop()
-        self._leases[lease.lease_id] = lease
-        self._due[lease.lease_id] = loop.time() + lease.ttl / 3
-        self._sent[lease.lease_id] = collections.deque()
-        self._wake.set()
+    def _start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._run())
-
-    def remove(self, lease_id: int) -> None:
-        """Stop renewing."""
-        self._leases.pop(lease_id, None)
-        self._due.pop(lease_id, None)
-        self._sent.pop(lease_id, None)
 
     async def close(self) -> None:
         """Stop the stream."""
@@ -101,32 +92,84 @@ class KeepAlive:
                 await self._task
             self._task = None
 
+    def _open(self) -> Any:
+        raise NotImplementedError
+
+    def _reopened(self) -> None:
+        """A new stream after a broken one (before anything is written on it)."""
+
+    async def _write(self, call: Any, reader: asyncio.Task[None]) -> None:
+        raise NotImplementedError
+
+    async def _read(self, call: Any) -> None:
+        raise NotImplementedError
+
+    def _broken(self) -> None:
+        """The stream broke: what was in flight on it is lost."""
+
     async def _run(self) -> None:
         delay = 0.05
         first = True
         while True:
             generation = self._conn.generation
-            call = self._conn.lease.LeaseKeepAlive(metadata=self._conn.metadata())
+            call = self._open()
             reader = asyncio.create_task(self._read(call))
             try:
                 if not first:
-                    for lease in list(self._leases.values()):
-                        lease.reconnected()
+                    self._reopened()
                 first = False
                 await self._write(call, reader)
             except _STREAM_ENDED as error:
-                log.info("etcd keepalive stream lost: %s", error)
+                log.info("etcd %s stream lost: %s", self.what, error)
             except Exception:  # never let the stream's task die: every session needs it
-                log.exception("etcd keepalive stream failed; opening it again")
+                log.exception("etcd %s stream failed; opening it again", self.what)
             finally:
                 call.cancel()
                 reader.cancel()
                 with contextlib.suppress(BaseException):
                     await reader
-            for sent in self._sent.values():
-                sent.clear()  # those requests' answers are lost with the stream
+            self._broken()
             self._conn.failover(generation)
             delay = await _backoff(delay)
+
+
+class KeepAlive(_Stream):
+    """One LeaseKeepAlive stream renewing every registered lease at a third of its TTL."""
+
+    what = "keepalive"
+
+    def __init__(self, conn: Connection) -> None:
+        super().__init__(conn)
+        self._leases: dict[int, Renewable] = {}
+        self._due: dict[int, float] = {}
+        self._sent: dict[int, collections.deque[float]] = {}
+        self._wake = asyncio.Event()
+
+    def add(self, lease: Renewable) -> None:
+        """Renew ``lease`` from now on (its first renewal a third of its TTL from now)."""
+        loop = asyncio.get_running_loop()
+        self._leases[lease.lease_id] = lease
+        self._due[lease.lease_id] = loop.time() + lease.ttl / 3
+        self._sent[lease.lease_id] = collections.deque()
+        self._wake.set()
+        self._start()
+
+    def remove(self, lease_id: int) -> None:
+        """Stop renewing."""
+        self._leases.pop(lease_id, None)
+        self._due.pop(lease_id, None)
+        self._sent.pop(lease_id, None)
+
+    def _open(self) -> Any:
+        return self._conn.lease.LeaseKeepAlive(metadata=self._conn.metadata())
+
+    def _reopened(self) -> None:
+        for lease in list(self._leases.values()):
+            lease.reconnected()
+
+    def _broken(self) -> None:
+        for sent in self._sent.values():
+            sent.clear()  # those requests' answers are lost with the stream
 
     async def _write(self, call: Any, reader: asyncio.Task[None]) -> None:
         loop = asyncio.get_running_loop()
@@ -215,23 +258,23 @@ class Watcher:
         self._hub.cancel(self)
 
 
-class WatchHub:
+class WatchHub(_Stream):
     """One Watch stream carrying every watch of this client."""
 
+    what = "watch"
+
     def __init__(self, conn: Connection) -> None:
-        self._conn = conn
+        super().__init__(conn)
         self._watchers: dict[int, Watcher] = {}
         self._ids = itertools.count(1)  # 0 asks etcd to choose: never ours
         self._outbox: asyncio.Queue[Any] = asyncio.Queue()
-        self._task: asyncio.Task[None] | None = None
 
     def watch(self, key: bytes, end: bytes, start: int) -> Watcher:
         """Watch ``[key, end)`` from revision ``start``."""
         watcher = Watcher(self, next(self._ids), key, end, start)
         self._watchers[watcher.watch_id] = watcher
         self._outbox.put_nowait(self._create(watcher))
-        if self._task is None:
-            self._task = asyncio.create_task(self._run())
+        self._start()
         return watcher
 
     def recreate(self, watcher: Watcher, revision: int) -> None:
@@ -268,49 +311,26 @@ class WatchHub:
     def _cancel(watch_id: int) -> Any:
         return rpc_pb2.WatchRequest(cancel_request=rpc_pb2.WatchCancelRequest(watch_id=watch_id))
 
-    async def close(self) -> None:
-        """Stop the stream."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+    def _open(self) -> Any:
+        return self._conn.watch.Watch(metadata=self._conn.metadata())
 
-    async def _run(self) -> None:
-        delay = 0.05
-        first = True
+    def _reopened(self) -> None:
+        # A new stream: create every watch again from where it was, and have every
+        # owner read the state (a watch re-created as its old one was being
+        # answered may hand it an event twice).
+        self._outbox = asyncio.Queue()
+        for watcher in list(self._watchers.values()):
+            self._outbox.put_nowait(self._create(watcher))
+            watcher.must_reset()
+
+    async def _write(self, call: Any, reader: asyncio.Task[None]) -> None:
         while True:
-            generation = self._conn.generation
-            call = self._conn.watch.Watch(metadata=self._conn.metadata())
-            reader = asyncio.create_task(self._read(call))
-            try:
-                if not first:
-                    # A new stream: create every watch again from where it was, and
-                    # have every owner read the state (a watch re-created as its old
-                    # one was being answered may hand it an event twice).
-                    self._outbox = asyncio.Queue()
-                    for watcher in list(self._watchers.values()):
-                        self._outbox.put_nowait(self._create(watcher))
-                        watcher.must_reset()
-                first = False
-                while True:
-                    getter = asyncio.ensure_future(self._outbox.get())
-                    await asyncio.wait({reader, getter}, return_when=asyncio.FIRST_COMPLETED)
-                    if reader.done():
-                        getter.cancel()
-                        reader.result()
-                    await call.write(getter.result())
-            except _STREAM_ENDED as error:
-                log.info("etcd watch stream lost: %s", error)
-            except Exception:  # never let the stream's task die: every session needs it
-                log.exception("etcd watch stream failed; opening it again")
-            finally:
-                call.cancel()
-                reader.cancel()
-                with contextlib.suppress(BaseException):
-                    await reader
-            self._conn.failover(generation)
-            delay = await _backoff(delay)
+            getter = asyncio.ensure_future(self._outbox.get())
+            await asyncio.wait({reader, getter}, return_when=asyncio.FIRST_COMPLETED)
+            if reader.done():
+                getter.cancel()
+                reader.result()
+            await call.write(getter.result())
 
     async def _read(self, call: Any) -> None:
         while True:

@@ -103,6 +103,9 @@ async def wait(
                             return None
                         raise TimeoutError(f"acquire of {name!r} timed out after {timeout:g}s")
                     read = await s.read(name)  # granted meanwhile: the grant stands
+                    mine = read.entry(suffix)
+                    if mine is not None and mine.granted:
+                        return granted(s, name, hold, suffix, mine.granted, mine.count)
                     since = read.revision
                     wake.set()
     except asyncio.CancelledError:
