@@ -74,5 +74,9 @@ async def test_scenario_keeps_every_promise(target_name: str, name: str, tmp_pat
     if name == "network" and target_name == "etcd":
         assert faults.get("partition-member", 0) > 0, verdict.stats
     if name == "pause-clock":
-        # A paused holder's write with its old token was refused by the resource.
-        assert verdict.stats["stale_writes_refused"] > 0, verdict.stats
+        # A paused holder, once it runs again, either writes with its old token and
+        # the resource refuses it, or first learns of its loss and its body is
+        # cancelled: which comes first is a race between its next write and its own
+        # deadline timer, so either is the evidence that a pause bit.
+        lost = verdict.stats["operations"].get("section:lost", 0)
+        assert verdict.stats["stale_writes_refused"] + lost > 0, verdict.stats
