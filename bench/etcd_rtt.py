@@ -8,7 +8,7 @@ times each, one call at a time:
 * ``range``: a linearizable Range of one key (a read: no disk write);
 * ``txn read``: a Txn whose only op is a Range of a prefix (how a semaphore is read);
 * ``txn acquire``: the shape of an uncontended acquire: a Txn comparing four keys
-  (one a range) that puts a request and its grant, on a fresh semaphore each time;
+  (one a range) that puts the request, granted, on a fresh semaphore each time;
 * ``txn release``: a Txn comparing one key and deleting a request and its grant;
 * ``watch``: a Put, until the event reaches an open watch on its prefix (the
   watch stream's delivery, on top of the Put's commit); a handoff to a waiter is a
@@ -116,14 +116,14 @@ async def measure(target: str, n: int, churn: int) -> None:
 
         async def txn_acquire(i: int) -> None:
             sem = PREFIX + b"w/%d/" % i  # a fresh semaphore: its queue is empty
-            q, g = sem + b"q/a", sem + b"g/a"
+            q = sem + b"q/a"
             compares = [
                 _mod_is(PREFIX + b"cfg", cfg_rev),  # the session's seq and the settings
                 _mod_is(PREFIX + b"cfg", cfg_rev),
                 _created_is(sem + b"rec", 0),
                 _created_before(sem + b"q/", 1),
             ]
-            ops = [_put(q), _put(g, b"")]
+            ops = [_put(q)]  # granted by the Txn that makes it: one key
             reply = await kv.Txn(rpc_pb2.TxnRequest(compare=compares, success=ops))
             assert reply.succeeded
 
@@ -137,7 +137,7 @@ async def measure(target: str, n: int, churn: int) -> None:
         cfg_rev = int(put.header.revision)
         print(_line("range (1 key)", await _time(n, range_one)))
         print(_line("txn read (prefix)", await _time(n, txn_read)))
-        print(_line("txn acquire (2 puts)", await _time(n, txn_acquire)))
+        print(_line("txn acquire (1 put)", await _time(n, txn_acquire)))
         print(_line("txn release (2 deletes)", await _time(n, txn_release)))
 
         # The watch: one stream, one watch on a prefix, a Put at a time.
