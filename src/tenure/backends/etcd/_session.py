@@ -1,7 +1,7 @@
 """A session on etcd: a lease, a record with a sequence number, and what it holds.
 
 **Session = lease.** Its TTL is the recovery window rounded up to whole seconds,
-at least 2 (etcd's granularity); :attr:`EtcdSession.ttl` is the TTL in force. The
+at least 2 (etcd's granularity); :attr:`EtcdSession.recovery_window` reports it. The
 session id is the lease id. The record ``n/<node>/sess/<sid>`` (on the lease) holds
 the description, the window and ``seq``; every mutating Txn of the session
 compares the record's mod_revision, which each re-attach bumps (``seq`` + 1), so a
@@ -13,6 +13,8 @@ answered with TTL <= 0 means etcd let the lease go: the session is lost. And, as
 session is declared expired on this client's monotonic clock a full TTL after
 the *send* time of the last renewal etcd answered: etcd cannot have kept it longer,
 so the work under its leases is cancelled then, not when etcd is heard from again.
+The session also watches its own record, which etcd deletes with the lease: a lease
+etcd let go is heard as soon as the event arrives, whatever this client's timers.
 A session whose node was dropped (by force) ends with SessionClosedError, its
 grants lost with LeaseLostError and its waits with NotFoundError, as the engine
 does; one whose lease expired ends with SessionExpiredError.
@@ -20,7 +22,8 @@ does; one whose lease expired ends with SessionExpiredError.
 **Re-attach.** After a new keepalive stream opens (a failover), the session asks
 LeaseTimeToLive: a live lease is kept (renewed as before) and ``seq`` bumped.
 
-Acquiring is in :mod:`tenure.backends.etcd._acquire`.
+Acquiring is in :mod:`tenure.backends.etcd._acquire` and ``._wait``, releasing and
+losing grants in ``._holds``, administration in ``._admin``.
 """
 
 from __future__ import annotations
@@ -35,15 +38,13 @@ from aetcd.rpc import rpc_pb2
 
 from tenure._core.values import NodeConfig, SemaphoreDescription
 from tenure.backends._base import Grant, SessionListener
-from tenure.backends.etcd import _acquire, _admin
+from tenure.backends.etcd import _acquire, _admin, _holds
 from tenure.backends.etcd._keys import (
     EQUAL,
     MOD,
-    add_delete,
     compare_create,
     compare_mod,
     encode,
-    entry_suffix,
     get,
     get_prefix,
     put,
@@ -59,7 +60,6 @@ from tenure.errors import (
     SessionClosedError,
     SessionExpiredError,
     TenureError,
-    UnavailableError,
 )
 
 if TYPE_CHECKING:
@@ -99,7 +99,8 @@ class EtcdSession:
         self.ttl = ttl
         self.window = window
         self.description = description
-        self._listener = listener
+        #: Who hears of losses (the public session).
+        self.listener = listener
         self.record_key = self.layout.session(node, lease_id)
         self.seq = seq
         self.seq_rev = record_rev  # the record's mod_revision after our last bump
@@ -209,17 +210,17 @@ class EtcdSession:
             return
         message = f"node {self.node!r} was dropped"
         for (name, _), held in list(self.held.items()):
-            self._listener.lease_lost(name, held.token, LeaseLostError(message))
+            self.listener.lease_lost(name, held.token, LeaseLostError(message))
         self.held.clear()
         self._end(SessionClosedError(message), NotFoundError(message))
-        self._listener.session_lost(SessionClosedError(message))
+        self.listener.session_lost(SessionClosedError(message))
 
     def lose(self, error: LostError) -> None:
         """The session is lost: end it and tell the listener (once)."""
         if self.ended is not None:
             return
         self._end(error, error)
-        self._listener.session_lost(error)
+        self.listener.session_lost(error)
 
     def _end(self, error: LostError, wait_error: TenureError) -> None:
         self.ended = error
@@ -367,39 +368,12 @@ class EtcdSession:
         held = self.held.get((name, grant.hold))
         if held is not None and (name, grant.hold) not in self.busy:
             # No upgrade of the hold is in flight: its one request and grant are all.
-            return await self._delete(name, grant.hold, [held.suffix])
+            return await _holds.delete(self, name, grant.hold, [held.suffix])
         return await self.drop_hold(name, grant.hold)
 
     async def drop_hold(self, name: str, hold: int) -> bool:
         """Delete every key of hold ``hold`` (both requests, both grants); whether any was."""
-        return await self._delete(
-            name, hold, [entry_suffix(self.lease_id, hold, upgrade) for upgrade in (False, True)]
-        )
-
-    async def _delete(self, name: str, hold: int, suffixes: list[bytes]) -> bool:
-        """Delete the hold's keys, sending the Txn again while etcd cannot be reached.
-
-        A release must not be lost with a connection (guarantee 6c): a grant left
-        behind would stay as long as the session lives, which a working keepalive
-        makes forever. So the delete is sent again until etcd answers or the session
-        ends (its deadline, a TTL after the last renewal, bounds the wait; a lost
-        session's keys go with its lease).
-        """
-        prefix = self.layout.semaphore(self.node, name)
-        request = self.new_txn()
-        for suffix in suffixes:
-            add_delete(request.success, prefix + b"q/" + suffix)
-            add_delete(request.success, prefix + b"g/" + suffix)
-        while True:
-            try:
-                reply = await self.send(request)
-                break
-            except UnavailableError as error:  # s.txn raises the loss once it ended
-                log.info(
-                    "session %d: release of %r not answered, again: %s", self.lease_id, name, error
-                )
-        self.held.pop((name, hold), None)
-        return any(r.response_delete_range.deleted for r in reply.responses)
+        return await _holds.drop_hold(self, name, hold)
 
     async def renew(self, name: str, grant: Grant) -> float:
         """Grants here have no TTL of their own (no LEASE_TTL): nothing to renew."""
@@ -432,42 +406,15 @@ class EtcdSession:
         """See :meth:`tenure.backends._base.BackendSession.watch_semaphore`."""
         return await _admin.watch_semaphore(self, name, data=data, owners=owners, waiters=waiters)
 
-    # -- grants lost to a forced delete (told by the node's view) --------------------
+    # -- grants lost to a forced delete (told by the node's view; _holds) ------------
 
     def grants_gone(self, name: str, *, before: int | None = None) -> None:
         """``name`` was deleted by force (at revision ``before``): its grants are lost."""
-        message = f"semaphore {name!r} was deleted"
-        for place, held in list(self.held.items()):
-            if place[0] == name and self.ended is None:
-                if before is not None and held.token >= before:
-                    continue  # granted after the delete: a new semaphore's
-                del self.held[place]
-                self._listener.lease_lost(name, held.token, LeaseLostError(message))
+        _holds.grants_gone(self, name, before)
 
     async def check_grants(self) -> None:
         """Events of the node may have been missed: is every grant still there?"""
-        held = list(self.held.items())
-        if not held or self.ended is not None:
-            return
-        layout = self.layout
-        # A grant lives as long as its request key (a grant key, if any, goes with it).
-        keys = [layout.queue(self.node, name) + h.suffix for (name, _), h in held]
-        reply = await self.conn.txn([], [get(key) for key in keys])
-        missing = [
-            (place, h)
-            for (place, h), response in zip(held, reply.responses, strict=True)
-            if not response.response_range.kvs
-        ]
-        if not missing:
-            return
-        await self.diagnose()  # a session that is gone is lost as a whole
-        if self.ended is not None:
-            return
-        for place, h in missing:
-            if self.held.get(place) is h:
-                del self.held[place]
-                message = f"semaphore {place[0]!r} was deleted"
-                self._listener.lease_lost(place[0], h.token, LeaseLostError(message))
+        await _holds.check_grants(self)
 
     # -- ending ---------------------------------------------------------------------
 
