@@ -24,6 +24,7 @@ COLORS = {
     "tenure-off (client each)": "#8dbbe8",
     "tenure-memory": "#a5c8ec",
     "redis": "#d1493f",
+    "tenure-etcd": "#a4c45a",
     "etcd": "#6b8e23",
     "dflockd": "#e39b2d",
     "echo-uvloop": "#888888",

@@ -21,7 +21,7 @@ from bench.results import Measure, from_json
 
 ORDER = (
     "tenure-always", "tenure-off", "tenure-off (client each)", "tenure-memory",
-    "redis", "etcd", "dflockd", "echo-uvloop", "echo-asyncio",
+    "redis", "tenure-etcd", "etcd", "dflockd", "echo-uvloop", "echo-asyncio",
 )  # fmt: skip
 WORKLOADS = {
     "seq": "one client, acquire + release of a mutex on distinct keys, one pair at a time",
@@ -52,6 +52,10 @@ SETUP = (
     ("redis", '`redis-server --save "" --appendonly no` (no persistence)',
      "redis-py `redis.asyncio.Redis(...).lock(key, timeout=30)` with the library's"
      " defaults (it polls every 0.1 s while the key is taken); one pool for all users"),
+    ("tenure-etcd", "the same `etcd` as the etcd row (a fresh member, same command line)",
+     '`tenure.connect("etcd://...")`, `session.mutex(key).lock()`, `lock.release()`:'
+     " tenure's API with client-side admission (Txns, one watch stream, one keepalive"
+     " stream); one client (one gRPC channel) for the 32 sessions, a lease per session"),
     ("etcd", "`etcd`, one member, defaults (fsync on every commit)",
      "the v3 lock API (`/v3lockpb.Lock/Lock`, `/Unlock`) over one `grpc.aio` channel;"
      " a 60 s lease with keepalive per session, like Go's `concurrency.NewSession`"),
@@ -61,7 +65,8 @@ SETUP = (
 SETUP_TEXT = """\
 Like is compared with like: durable tenure (`--fsync always`) with etcd (both fsync
 every change); non-durable tenure (`--fsync off`) with Redis without persistence and
-dflockd (neither writes to disk). Every client process runs uvloop; each repeat is a
+dflockd (neither writes to disk); tenure on `etcd://` with etcd's own lock API, on
+the same etcd. Every client process runs uvloop; each repeat is a
 fresh client process, separate from the orchestrator and from the servers (one
 server per system, reused across its repeats). Sessions are opened before the clock
 starts. Every value is the median of the repeats; the first column of each table
@@ -87,6 +92,7 @@ class Target:
 
 
 DURABLE = ("tenure-always",)
+ON_ETCD = ("tenure-etcd",)
 SERVERS = ("tenure-off", "tenure-always", "tenure-memory")
 TARGETS = (
     Target("seq non-durable >= 2x redis-py Lock", "seq", "pairs_per_s", 2, peer="redis"),
@@ -100,6 +106,10 @@ TARGETS = (
     Target("seq durable >= 3x etcd", "seq", "pairs_per_s", 3, DURABLE, peer="etcd"),
     Target("par durable >= 3x etcd", "par", "pairs_per_s", 3, DURABLE, peer="etcd"),
     Target("cont durable >= 3x etcd", "cont", "grants_per_s", 3, DURABLE, peer="etcd"),
+    Target("seq on etcd >= etcd's lock API", "seq", "pairs_per_s", 1, ON_ETCD, peer="etcd"),
+    Target("par on etcd >= etcd's lock API", "par", "pairs_per_s", 1, ON_ETCD, peer="etcd"),
+    Target("cont on etcd >= etcd's lock API", "cont", "grants_per_s", 1, ON_ETCD, peer="etcd"),
+    Target("cont on etcd: zero overtakes", "cont", "max_overtaken", 0, ON_ETCD, at_most=True),
     Target("hold <= 600 B/lock at 100k", "hold", "bytes_per_lock", 600, SERVERS, at_most=True),
     Target("sessions: 100k in <= 1 GB", "sessions", "rss_mb", 1024, SERVERS, at_most=True),
     Target("sessions: keepalive <= 10% of a core", "sessions", "keepalive_cpu_pct", 10, SERVERS,

@@ -3,7 +3,9 @@
 Every server is a child of this process, logs to a file in ``workdir``, and is
 stopped by whoever started it (use :func:`running`, or ``try/finally: stop()``).
 ``tenure-memory`` has no server: the client process is the server, so its
-:class:`Server` only carries the ``memory://`` URL.
+:class:`Server` only carries the ``memory://`` URL. ``tenure-etcd`` is tenure's API
+on ``etcd://``: its server is the ``etcd`` peer's, started with the same command
+line, and only the URL (so the client) differs.
 """
 
 from __future__ import annotations
@@ -17,13 +19,13 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
 import psutil
+from tests.etcd import cluster as etcd
 
 #: Every system, in the order of the report's tables.
 SYSTEMS: tuple[str, ...] = (
@@ -31,9 +33,13 @@ SYSTEMS: tuple[str, ...] = (
     "tenure-off",
     "tenure-memory",
     "redis",
+    "tenure-etcd",
     "etcd",
     "dflockd",
 )
+
+#: The systems whose server is an etcd member (the same command line for both).
+ETCD_SYSTEMS: tuple[str, ...] = ("tenure-etcd", "etcd")
 
 #: The longest a server may take to accept connections, or to stop, in seconds.
 START_TIMEOUT = 30.0
@@ -118,14 +124,13 @@ def _command(system: str, port: int, data_dir: Path) -> tuple[list[str], str]:
         args = ["--bind", HOST, "--port", str(port), "--dir", str(data_dir)]
         args += ["--save", "", "--appendonly", "no", "--daemonize", "no"]
         return ["redis-server", *args], f"redis://{HOST}:{port}"
-    if system == "etcd":
-        peer = f"http://{HOST}:{free_port()}"
-        client = f"http://{HOST}:{port}"
-        args = ["--name", "b", "--data-dir", str(data_dir)]
-        args += ["--listen-client-urls", client, "--advertise-client-urls", client]
-        args += ["--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer]
-        args += ["--initial-cluster", f"b={peer}"]
-        return ["etcd", *args], client
+    if system in ETCD_SYSTEMS:
+        # One member as shipped (etcd's own Raft timers), the tests' command line;
+        # tenure-etcd reaches the same server through tenure's etcd:// backend.
+        binary = etcd.etcd_binary() or "etcd"
+        argv = etcd.member_argv(binary, "b", data_dir, port, free_port())
+        scheme = "etcd://" if system == "tenure-etcd" else "http://"
+        return argv, f"{scheme}{HOST}:{port}"
     if system == "dflockd":
         exe = Path(sys.executable).parent / "dflockd"
         # Its default of 1024 distinct keys would refuse the par workload's 10,000
@@ -142,18 +147,13 @@ def _accepts(port: int) -> bool:
 
 
 def _ready(server: Server) -> bool:
+    if server.system in ETCD_SYSTEMS:
+        # The port opens before a leader is elected; /health says when it serves.
+        return _accepts(server.port) and etcd.healthy(f"http://{HOST}:{server.port}")
     if server.system.startswith("tenure-"):
         # No probe connection for tenure: its log says when it listens.
         return '"msg": "listening"' in server.log()
-    if not _accepts(server.port):
-        return False
-    if server.system == "etcd":
-        # The port opens before a leader is elected; /health says when it serves.
-        health = f"{server.url}/health"
-        with contextlib.suppress(OSError), urllib.request.urlopen(health, timeout=2.0) as reply:
-            return b'"true"' in reply.read()
-        return False
-    return True
+    return _accepts(server.port)
 
 
 def start(

@@ -2,8 +2,9 @@
 
 Each example runs as ``python examples/NAME.py`` in a subprocess (warnings turned
 into errors, no stdin; those that take ``TENURE_URL`` once more against a real
-``tenure serve``), must exit 0 with nothing on stderr, and must print the
-lines that show its point: the order of grants, the failover leader, and so on.
+``tenure serve``; etcd_failover.py against the run's etcd member), must exit 0
+with nothing on stderr, and must print the lines that show its point: the order of
+grants, the failover leader, and so on.
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ import os
 import re
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.etcd.cluster import EtcdCluster
 from tests.server.wire import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,6 +33,7 @@ TESTED = {
     "shared_config.py",
     "sessions_loop.py",
     "rwlock.py",
+    "etcd_failover.py",
 }
 
 
@@ -138,6 +142,32 @@ def test_election_fails_over_to_the_next_candidate() -> None:
     assert dropped < position(lines, "node-a: stopped serving, SessionExpiredError: ")
     assert dropped < position(lines, "observer: leader is node-b")
     assert not matches(r"node-c: elected", lines)
+
+
+def test_etcd_failover_hands_leadership_to_the_second_process(etcd_member: EtcdCluster) -> None:
+    # The shared member: keys of this run alone, under a prefix of its own.
+    url = etcd_member.url(prefix=f"/tenure-examples/{uuid.uuid4().hex}/")
+    lines = run_example("etcd_failover.py", {"TENURE_URL": url})
+    observed = [line for line in lines if line.startswith("observer: ")]
+    assert observed[0] == "observer: no leader"
+    assert observed[-1] == "observer: no leader", "candidate-b resigned at the end"
+    leaders = matches(r"observer: leader is (candidate-\w)\b.*\(token (\d+)\)$", observed)
+    assert list(dict.fromkeys(m[1] for m in leaders)) == ["candidate-a", "candidate-b"]
+    tokens = {m[1]: int(m[2]) for m in leaders}
+    assert tokens["candidate-b"] > tokens["candidate-a"], "the new leader's token is greater"
+    for name, address in (("candidate-a", "10.0.0.1:8080"), ("candidate-b", "10.0.0.2:8080")):
+        assert f"observer: leader is {name} at {address} (token {tokens[name]})" in observed
+        assert f"{name}: elected, token {tokens[name]}" in lines
+    assert not matches(r"candidate-a: resigned", lines), "candidate-a was killed, not resigned"
+    assert "main: candidate-a exited with -9" in lines
+    assert "main: candidate-b exited with 0" in lines
+
+    killed = position(lines, "main: SIGKILL candidate-a")
+    assert position(lines, "observer: leader is candidate-a at") < killed
+    assert position(lines, "candidate-b: campaigning") < killed
+    assert killed < position(lines, "observer: leader is candidate-b")
+    (took_over,) = matches(r"main: candidate-b took over (\d+\.\d) s after the kill$", lines)
+    assert float(took_over[1]) < 10, "within the 2 s window, give or take etcd's expiry check"
 
 
 def test_service_discovery_watch_follows_instances(url_env: dict[str, str]) -> None:

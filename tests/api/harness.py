@@ -1,21 +1,33 @@
-"""The repo's harnesses for the conformance kit: ``memory://`` and a ``tenure serve``.
+"""The repo's harnesses for the conformance kit: ``memory://``, a ``tenure serve``, etcd.
 
 The kit (:mod:`tenure.testing.conformance`) reaches a backend through a harness;
 with no ``--tenure-url``, the repo's run hands it :data:`ALL_HARNESSES` (see
-``tests/conftest.py``). The server harness is repo-only: it starts ``tenure serve``
-with the test helpers of ``tests/server``.
+``tests/conftest.py``). The server harnesses are repo-only: one starts ``tenure
+serve`` with the test helpers of ``tests/server``, the other a real etcd member
+with those of ``tests/etcd``.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from tenure.backends import BUILTIN
 from tenure.testing.conformance.harness import Harness, MemoryHarness, UrlHarness, in_ci, unique
 
-__all__ = ["ALL_HARNESSES", "Harness", "MemoryHarness", "TenureHarness", "in_ci", "unique"]
+__all__ = [
+    "ALL_HARNESSES",
+    "EtcdHarness",
+    "Harness",
+    "MemoryHarness",
+    "TenureHarness",
+    "etcd_backend_exists",
+    "in_ci",
+    "unique",
+]
 
 
 class TenureHarness(UrlHarness):
@@ -52,6 +64,56 @@ class TenureHarness(UrlHarness):
         return f"tenure://127.0.0.1:{self._server.port}"
 
 
-#: Every backend the repo's run tests. Real servers (etcd, postgres, redis) join
-#: here; their ``unavailable()`` says when their server is missing.
-ALL_HARNESSES: list[Harness] = [MemoryHarness(), TenureHarness()]
+class EtcdHarness(Harness):
+    """``etcd://``: the run's one etcd member (``tests/etcd``), a key prefix per test.
+
+    Every URL names the shared member and a prefix of its own state,
+    ``etcd://127.0.0.1:PORT?prefix=/tenure-test/<state>/``: the kit's state names
+    are unique, so tests never meet, and nothing needs cleaning (the member and its
+    data directory go when the run ends). Time is etcd's real clock, and the kit
+    cannot cut connections here: tests that need either skip, as on ``tenure://``.
+    """
+
+    name = "etcd"
+
+    def __init__(self) -> None:
+        self._endpoints: list[str] = []
+
+    def unavailable(self) -> str | None:
+        from tests.etcd.cluster import etcd_unavailable  # a test helper: imported when used
+
+        return etcd_unavailable()
+
+    def start(self) -> None:
+        from tests.etcd.cluster import shared_member
+
+        self._endpoints = shared_member().endpoints
+
+    def stop(self) -> None:
+        self._endpoints = []  # the shared member stops when the run ends
+
+    def url(self, state: str) -> str:
+        assert self._endpoints, "the harness was not started"
+        return f"etcd://{','.join(self._endpoints)}?prefix=/tenure-test/{state}/"
+
+
+def etcd_backend_exists() -> bool:
+    """Whether ``tenure.connect`` knows an ``etcd://`` backend (built in or registered).
+
+    While ``etcd`` is only in ``tenure.backends.PLANNED`` (connecting raises
+    UnsupportedError) the etcd harness stays out of :data:`ALL_HARNESSES`; the
+    backend's arrival puts it in, with no change here
+    (tests/etcd/test_harness.py checks both ways).
+    """
+    if "etcd" in BUILTIN:
+        return True
+    return any(entry.name == "etcd" for entry in entry_points(group="tenure.backends"))
+
+
+#: Every backend the repo's run tests. Real servers (postgres, redis) join here;
+#: their ``unavailable()`` says when their server is missing.
+ALL_HARNESSES: list[Harness] = [
+    MemoryHarness(),
+    TenureHarness(),
+    *([EtcdHarness()] if etcd_backend_exists() else []),
+]

@@ -1,9 +1,12 @@
-"""Long mode: ``python -m tests.faults [--minutes N] [--only SCENARIO]`` (see scripts/faults).
+"""Long mode: ``python -m tests.faults [--minutes N] [--only SCENARIO] [--target T]``.
 
-Runs each scenario for ``--minutes`` of faults (10 by default) against a fresh
-``tenure serve``, with more workers than short mode, then writes
-docs/reliability.md (and its JSON). Exits 1 if any rule was broken. Each run's
-directory is removed afterwards unless ``--keep``.
+(See scripts/faults.) Runs each scenario for ``--minutes`` of faults (10 by
+default) against a fresh server of each target it applies to, with more workers
+than short mode, then writes docs/reliability.md (and its JSON), replacing the
+results of the (target, scenario) pairs it ran and keeping the others. Targets:
+``tenure`` (a ``tenure serve``) and ``etcd`` (a three-member etcd cluster); both
+by default. Exits 1 if any rule was broken, 2 if a target cannot run here. Each
+run's directory is removed afterwards unless ``--keep``.
 """
 
 from __future__ import annotations
@@ -17,33 +20,48 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from tests.etcd.cluster import etcd_unavailable
+from tests.faults.etcd_target import EtcdTarget
 from tests.faults.harness import run_scenario
-from tests.faults.report import Result, commit_of_checkout, write
-from tests.faults.scenarios import SCENARIOS
-from tests.faults.target import REPO, TenureTarget
+from tests.faults.report import TARGETS, Result, commit_of_checkout, write
+from tests.faults.scenarios import SCENARIOS, applies, liveness_bound
+from tests.faults.target import REPO, Target, TenureTarget
+
+#: Each target's capabilities, known before one is made (scenarios are chosen by them).
+CAPABILITIES = {"tenure": TenureTarget.capabilities, "etcd": EtcdTarget.capabilities}
 
 
-async def _one(name: str, minutes: float, workers: int, keep: bool) -> Result:
+def _make(target: str, work_dir: Path, idle_timeout: float) -> Target:
+    if target == "etcd":
+        return EtcdTarget(work_dir / "etcd")
+    return TenureTarget(work_dir / "data", idle_timeout=idle_timeout)
+
+
+async def _one(target_name: str, name: str, minutes: float, workers: int, keep: bool) -> Result:
     scenario = SCENARIOS[name].long(workers)
-    work_dir = Path(tempfile.mkdtemp(prefix=f"tenure-faults-{name}-"))
-    target = TenureTarget(work_dir / "data", idle_timeout=scenario.idle_timeout)
+    work_dir = Path(tempfile.mkdtemp(prefix=f"tenure-faults-{target_name}-{name}-"))
+    target = _make(target_name, work_dir, scenario.idle_timeout)
+    bound = liveness_bound(scenario, target)
     started = time.monotonic()
     try:
-        outcome = await run_scenario(scenario, target, work_dir, seconds=minutes * 60, seed=97)
+        outcome = await run_scenario(
+            scenario, target, work_dir, seconds=minutes * 60, seed=97, bound=bound
+        )
     finally:
-        target.kill()
+        target.close()
         if not keep:
             shutil.rmtree(work_dir, ignore_errors=True)
     verdict = outcome.verdict
+    label = f"{target_name} {name}"
     print(
-        f"{name}: {len(verdict.violations)} violation(s) in "
+        f"{label}: {len(verdict.violations)} violation(s) in "
         f"{(time.monotonic() - started) / 60:.1f} min; {verdict.stats}",
         flush=True,
     )
     if verdict.violations:
         print(verdict.summary(), flush=True)
     if keep:
-        print(f"{name}: history kept in {work_dir}", flush=True)
+        print(f"{label}: history kept in {work_dir}", flush=True)
     return Result(
         scenario=name,
         minutes=minutes,
@@ -52,6 +70,8 @@ async def _one(name: str, minutes: float, workers: int, keep: bool) -> Result:
         stats=verdict.stats,
         violations=[f"[{v.rule}] {v.message}" for v in verdict.violations[:10]],
         violation_count=len(verdict.violations),
+        target=target_name,
+        liveness_bound=bound,
     )
 
 
@@ -60,13 +80,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/faults", description=__doc__)
     parser.add_argument("--minutes", type=float, default=10.0, help="faults per scenario")
     parser.add_argument("--only", choices=sorted(SCENARIOS), action="append", help="repeatable")
+    parser.add_argument(
+        "--target", choices=list(TARGETS), action="append", help="repeatable; default: all"
+    )
     parser.add_argument("--workers", type=int, default=8, help="worker processes (2 clients each)")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "reliability.md")
     parser.add_argument("--keep", action="store_true", help="keep each run's history")
     args = parser.parse_args(argv)
-    names = args.only or list(SCENARIOS)
+    targets: list[str] = args.target or list(TARGETS)
+    if "etcd" in targets and (reason := etcd_unavailable()) is not None:
+        print(f"scripts/faults: target etcd: {reason}", file=sys.stderr)
+        return 2
+    runs = [
+        (target, name)
+        for target in targets
+        for name in (args.only or list(SCENARIOS))
+        if applies(SCENARIOS[name], CAPABILITIES[target])
+    ]
+    if not runs:
+        print("scripts/faults: no chosen scenario applies to the chosen targets", file=sys.stderr)
+        return 2
+    print("runs: " + ", ".join(f"{t} {n}" for t, n in runs), flush=True)
     commit = commit_of_checkout()  # the code that runs (HEAD may move while it does)
-    results = [asyncio.run(_one(name, args.minutes, args.workers, args.keep)) for name in names]
+    results = [
+        asyncio.run(_one(target, name, args.minutes, args.workers, args.keep))
+        for target, name in runs
+    ]
     write(results, args.out, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit)
     print(f"wrote {args.out}")
     return 1 if any(result.violation_count for result in results) else 0

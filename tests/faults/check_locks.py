@@ -31,7 +31,9 @@ from typing import Final
 from tests.faults.history import History, Op
 
 #: Outcomes of a section that ended with the body running to its end or stopped.
-NOT_LOST: Final = frozenset({"released", "lost-not-cancelled", "info"})
+NOT_LOST: Final = frozenset(
+    {"released", "lost-not-cancelled", "lost-after-body", "release-failed", "info"}
+)
 
 
 @dataclass(frozen=True)

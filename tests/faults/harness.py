@@ -33,10 +33,10 @@ from tests.faults.history import Recorder, load, now
 from tests.faults.nemesis import Stage, restart, set_clock, sleep_until
 from tests.faults.observer import Observer
 from tests.faults.progress import Progress
+from tests.faults.proxies import ProxyGroup
 from tests.faults.scenarios import NEMESES, Scenario, liveness_bound
-from tests.faults.target import Target
+from tests.faults.target import IDLE_TIMEOUT, Address, Target
 from tests.faults.worker import WorkerConfig, register_of
-from tests.netproxy import NetProxy
 
 NODE: Final = "faults"
 HARNESS: Final = "harness"
@@ -120,6 +120,12 @@ async def heal(stage: Stage) -> None:
         await restart(stage)
 
 
+def rotated(addresses: list[Address], index: int) -> list[Address]:
+    """``addresses`` starting at the ``index``-th (modulo): workers spread over members."""
+    shift = index % len(addresses)
+    return addresses[shift:] + addresses[:shift]
+
+
 async def _stop_workers(workers: dict[int, subprocess.Popen[bytes]]) -> None:
     for proc in workers.values():
         if proc.poll() is None:
@@ -147,14 +153,14 @@ async def run_scenario(
     worker_launcher: tuple[str, ...] = ("-m", "tests.faults.worker"),
 ) -> Outcome:
     """Run ``scenario`` against ``target`` for ``seconds`` of faults (module docstring)."""
-    bound = liveness_bound(scenario) if bound is None else bound
+    bound = liveness_bound(scenario, target) if bound is None else bound
     history_dir = work_dir / "history"
     history_dir.mkdir(parents=True, exist_ok=True)
     rec = Recorder(history_dir / "harness.jsonl")
     rng = random.Random(seed)
     fence = FenceServer(rec)
     workers: dict[int, subprocess.Popen[bytes]] = {}
-    proxies: dict[int, NetProxy] = {}
+    proxies: dict[int, ProxyGroup] = {}
     stop_observer = asyncio.Event()
     observer_task: asyncio.Task[None] | None = None
     mounted = False
@@ -172,11 +178,13 @@ async def run_scenario(
         labels: list[str] = []
         clock_files: dict[int, Path] = {}
         for index in range(scenario.workers):
-            address = target.address
+            # Every address of the target (a cluster's members), each worker in its own
+            # rotation, so that the clients spread over the members they start on.
+            addresses = rotated(target.addresses, index)
             if scenario.proxied:
-                proxies[index] = proxy = NetProxy(*target.address)
-                await proxy.start()
-                address = (proxy.host, proxy.port)
+                proxies[index] = group = ProxyGroup(addresses)
+                await group.start()
+                addresses = group.addresses
             clock_file = None
             if scenario.faketime and index >= scenario.workers - 2:
                 clock_file = clock_files[index] = work_dir / f"clock-{index}.txt"
@@ -185,7 +193,7 @@ async def run_scenario(
                 rec.note(HARNESS, "role", worker=index, clock=kind)
             config = WorkerConfig(
                 index=index,
-                url=target.url(address),
+                url=target.url(addresses),
                 node=NODE,
                 keys=keys,
                 clients=scenario.clients,
@@ -204,13 +212,18 @@ async def run_scenario(
         observer = Observer(target.url(), NODE, keys, registers, rec)
         observer_task = asyncio.create_task(observer.run(stop_observer))
         progress = Progress(history_dir)
+        # A target without an idle timeout has nothing for the pause nemesis to wait for.
+        idle_timeout = scenario.idle_timeout if IDLE_TIMEOUT in target.capabilities else 0.0
         stage = Stage(
-            target, rec, rng, scenario.window, scenario.idle_timeout, observer,
+            target, rec, rng, scenario.window, idle_timeout, observer,
             proxies=proxies, workers=workers, clock_files=clock_files,
             pausable=[i for i in range(scenario.workers) if i not in clock_files],
             owner_of=progress.worker_of,
         )  # fmt: skip
-        rec.note(HARNESS, "params", scenario=scenario.name, liveness_bound=bound, seconds=seconds)
+        rec.note(
+            HARNESS, "params",
+            scenario=scenario.name, target=target.name, liveness_bound=bound, seconds=seconds,
+        )  # fmt: skip
         await progress.wait(labels, since=now(), grants=1, until=now() + bound)
         rec.note(HARNESS, "faults-start")
         until = now() + seconds

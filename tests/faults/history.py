@@ -9,7 +9,8 @@ it began. Three kinds of line:
 * ``{"ev": "done", "id": N, "p": PROC, "t": T, "outcome": O, ...}``: it ended.
   ``O`` is ``ok``, ``fail`` (it certainly did not happen), ``info`` (it may or may
   not have happened), or a kind-specific word (a critical section ends
-  ``released``, ``lost`` or ``lost-not-cancelled``; a fenced write ``rejected``);
+  ``released``, ``lost``, ``lost-not-cancelled``, ``lost-after-body`` or
+  ``release-failed``; a fenced write ``rejected``);
 * ``{"ev": "note", "p": PROC, "kind": K, "t": T, ...}``: something that is not an
   operation (a session opened, a fault began, the heal phase started).
 

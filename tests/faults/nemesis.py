@@ -7,9 +7,11 @@ Each fault is recorded as notes (``fault`` when it starts, ``healed`` when it
 ends) and counted in ``stage.counts``.
 
 The server-level nemeses go through the :class:`~tests.faults.target.Target`
-interface only; the network nemesis works on the per-worker fault proxies; the
-process and clock nemeses on worker processes; the disk nemeses
-(:mod:`tests.faults.disk`) need a target whose state lives in ``data_dir``.
+interface only; the network nemesis works on the per-worker fault proxies
+(:class:`~tests.faults.proxies.ProxyGroup`: one proxy per address of the target);
+the process and clock nemeses on worker processes; the disk nemeses
+(:mod:`tests.faults.disk`) need a target whose state lives in ``data_dir``; the
+member nemeses (:mod:`tests.faults.members`) a cluster.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from typing import Any, Final
 
 from tests.faults.history import Recorder, now
 from tests.faults.observer import Observer
+from tests.faults.proxies import ProxyGroup
 from tests.faults.target import Target
-from tests.netproxy import NetProxy
 
 NEMESIS: Final = "nemesis"
 
@@ -41,9 +43,10 @@ class Stage:
     recorder: Recorder
     rng: random.Random
     window: float
+    #: The server's idle timeout (0 for a target without one: nothing to wait for).
     idle_timeout: float
     observer: Observer
-    proxies: dict[int, NetProxy] = field(default_factory=dict)
+    proxies: dict[int, ProxyGroup] = field(default_factory=dict)
     workers: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
     #: Worker index -> its libfaketime timestamp file (the workers whose clock moves).
     clock_files: dict[int, Path] = field(default_factory=dict)
@@ -111,10 +114,10 @@ async def crash(stage: Stage, until: float) -> None:
 
 # -- the network between clients and server -----------------------------------------------
 
-NetFault = Callable[[Stage, list[NetProxy]], Awaitable[None]]
+NetFault = Callable[[Stage, list[ProxyGroup]], Awaitable[None]]
 
 
-async def _delay(stage: Stage, proxies: list[NetProxy]) -> None:
+async def _delay(stage: Stage, proxies: list[ProxyGroup]) -> None:
     for proxy in proxies:
         proxy.delay = stage.rng.uniform(0.02, 0.15)
     await asyncio.sleep(stage.rng.uniform(1.0, 3.0))
@@ -122,12 +125,12 @@ async def _delay(stage: Stage, proxies: list[NetProxy]) -> None:
         proxy.delay = 0.0
 
 
-async def _reset(stage: Stage, proxies: list[NetProxy]) -> None:
+async def _reset(stage: Stage, proxies: list[ProxyGroup]) -> None:
     for proxy in proxies:
         proxy.drop()
 
 
-async def _partition(stage: Stage, proxies: list[NetProxy], seconds: float) -> None:
+async def _partition(stage: Stage, proxies: list[ProxyGroup], seconds: float) -> None:
     for proxy in proxies:
         proxy.stall()
     await asyncio.sleep(seconds)
@@ -135,17 +138,17 @@ async def _partition(stage: Stage, proxies: list[NetProxy], seconds: float) -> N
         proxy.resume()
 
 
-async def _partition_short(stage: Stage, proxies: list[NetProxy]) -> None:
+async def _partition_short(stage: Stage, proxies: list[ProxyGroup]) -> None:
     await _partition(stage, proxies, stage.rng.uniform(0.2, 0.6) * stage.window)
 
 
-async def _partition_long(stage: Stage, proxies: list[NetProxy]) -> None:
+async def _partition_long(stage: Stage, proxies: list[ProxyGroup]) -> None:
     # Longer than the window: the clients give their sessions up (promise 6a); the
     # held frames are delivered late when it heals.
     await _partition(stage, proxies, stage.window + stage.rng.uniform(0.5, 2.0))
 
 
-async def _refuse(stage: Stage, proxies: list[NetProxy]) -> None:
+async def _refuse(stage: Stage, proxies: list[ProxyGroup]) -> None:
     for proxy in proxies:
         proxy.refuse()
         proxy.drop()
@@ -154,7 +157,7 @@ async def _refuse(stage: Stage, proxies: list[NetProxy]) -> None:
         proxy.refuse(False)
 
 
-async def _push_in_flight(stage: Stage, proxies: list[NetProxy]) -> None:
+async def _push_in_flight(stage: Stage, proxies: list[ProxyGroup]) -> None:
     # What the server writes (replies, Granted pushes) is lost, then the connection
     # dies: the server believes it delivered, the client never read it. Aimed at the
     # workers that wait in a queue now (their grant is the push most likely in flight).
@@ -173,6 +176,19 @@ async def _push_in_flight(stage: Stage, proxies: list[NetProxy]) -> None:
         proxy.lose_downstream(False)
 
 
+async def _partition_member(stage: Stage, groups: list[ProxyGroup]) -> None:
+    # One member cut off from these workers, the others reachable: an asymmetric
+    # partition. Longer than the window: the client must leave that member (its
+    # calls time out and fail over) and may lose its session meanwhile, but
+    # nobody may hold what it holds while it still believes it does.
+    proxies = [group.busiest(stage.rng) for group in groups]
+    for proxy in proxies:
+        proxy.stall()
+    await asyncio.sleep(stage.window + stage.rng.uniform(0.5, 2.0))
+    for proxy in proxies:
+        proxy.resume()
+
+
 #: The network faults, with how often each comes in one round.
 NET_FAULTS: Final[dict[str, tuple[NetFault, int]]] = {
     "delay": (_delay, 1),
@@ -182,27 +198,35 @@ NET_FAULTS: Final[dict[str, tuple[NetFault, int]]] = {
     "refuse": (_refuse, 1),
     "reset-push-in-flight": (_push_in_flight, 2),
 }
+#: Faults that need workers reaching several members (a cluster target), likewise.
+CLUSTER_NET_FAULTS: Final[dict[str, tuple[NetFault, int]]] = {
+    "partition-member": (_partition_member, 1),
+}
 
 
 async def network(stage: Stage, until: float) -> None:
     """Every 0.5-2 s, one network fault on the proxies of a random subset of workers.
 
     The faults come in rounds: each round is every fault of :data:`NET_FAULTS` (as
-    often as it says) in a random order, so even a short run sees each of them.
+    often as it says; and of :data:`CLUSTER_NET_FAULTS` when the workers reach
+    several members) in a random order, so even a short run sees each of them.
     """
     indexes = sorted(stage.proxies)
+    faults = dict(NET_FAULTS)
+    if any(len(group) > 1 for group in stage.proxies.values()):
+        faults.update(CLUSTER_NET_FAULTS)
     round_: list[str] = []
     while now() < until:
         await asyncio.sleep(stage.rng.uniform(0.5, 2.0))
         if now() >= until:
             break
         if not round_:
-            round_ = [name for name, (_, times) in NET_FAULTS.items() for _ in range(times)]
+            round_ = [name for name, (_, times) in faults.items() for _ in range(times)]
             stage.rng.shuffle(round_)
         name = round_.pop()
         chosen = stage.rng.sample(indexes, stage.rng.randint(1, len(indexes)))
         stage.fault(name, workers=chosen)
-        await NET_FAULTS[name][0](stage, [stage.proxies[i] for i in chosen])
+        await faults[name][0](stage, [stage.proxies[i] for i in chosen])
         stage.note("healed", fault=name)
 
 
@@ -220,7 +244,8 @@ async def pause(stage: Stage, until: float) -> None:
 
     The holder is found in the observer's latest snapshot (any pausable worker if
     none holds). The pause lasts the server's idle timeout (until it drops the
-    silent connection) plus the window (until the session expires) plus 1-3 s, so
+    silent connection; 0 on a target that has none, such as etcd, where the lease
+    runs out without it) plus the window (until the session expires) plus 1-3 s, so
     another client gets the lock meanwhile: the paused one's next fenced write,
     with its old token, must be refused, and its body cancelled once it runs again.
     """

@@ -6,6 +6,9 @@ and is judged by every rule of :mod:`tests.faults.checker`. Short mode (CI, what
 plain ``pytest`` runs) uses ``short_seconds`` of faults and a few workers; long
 mode (``scripts/faults``) runs each scenario for at least ten minutes with more
 workers.
+
+A scenario runs against every target that has the capabilities it ``requires``
+and none it ``excludes`` (:func:`applies`).
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Final
 
-from tests.faults import disk, nemesis
+from tests.faults import disk, members, nemesis
 from tests.faults.nemesis import Stage
+from tests.faults.target import DATA_DIR, IDLE_TIMEOUT, MEMBERS, PRELOAD, Target
 
 Nemesis = Callable[[Stage, float], Awaitable[None]]
 
@@ -26,6 +30,7 @@ NEMESES: Final[dict[str, Nemesis]] = {
     "pause": nemesis.pause,
     "clock": nemesis.clock,
     "disk": disk.disk,
+    "members": members.members,
 }
 
 #: Tools a scenario may need on the machine (scripts/bootstrap installs them).
@@ -56,6 +61,11 @@ class Scenario:
     #: Through a fault proxy per worker (the network nemesis needs it).
     proxied: bool = False
     short_seconds: float = 20.0
+    #: Target capabilities the scenario needs (target.py's constants).
+    requires: frozenset[str] = frozenset()
+    #: Capabilities of targets it is not run against, because another scenario
+    #: covers it there (said in its ``summary``).
+    excludes: frozenset[str] = frozenset()
 
     @property
     def needs(self) -> tuple[str, ...]:
@@ -71,16 +81,28 @@ class Scenario:
         return replace(self, workers=max(workers, self.workers), clients=2)
 
 
-def liveness_bound(scenario: Scenario) -> float:
+def applies(scenario: Scenario, capabilities: frozenset[str]) -> bool:
+    """Whether ``scenario`` runs against a target of ``capabilities`` (module docstring)."""
+    return scenario.requires <= capabilities and not scenario.excludes & capabilities
+
+
+def liveness_bound(scenario: Scenario, target: Target | None = None) -> float:
     """How long any client may wait for one answer (``B`` of the liveness rules).
 
     A generous sum, not a promise about speed: a restart (10 s allowed on a loaded
-    machine), the server noticing a silent connection (idle timeout), the session
-    of a client that vanished expiring (the window) and the client itself giving
-    up (another window), then a margin of 10 s for a queue of holders and a
-    scheduler that is slow to hand out the two cores.
+    machine), the server noticing a silent connection (idle timeout; left out for
+    a target without one), the session of a client that vanished expiring (the
+    window) and the client itself giving up (another window), then a margin of
+    10 s for a queue of holders and a scheduler that is slow to hand out the two
+    cores; plus what the target's backend adds (:meth:`Target.liveness_margin`,
+    e.g. an etcd election). ``target`` None: ``tenure serve``'s terms alone.
     """
-    return 10.0 + scenario.idle_timeout + 2 * scenario.window + 10.0
+    idle = scenario.idle_timeout
+    margin = 0.0
+    if target is not None:
+        idle = idle if IDLE_TIMEOUT in target.capabilities else 0.0
+        margin = target.liveness_margin(scenario.window)
+    return 10.0 + idle + 2 * scenario.window + 10.0 + margin
 
 
 SCENARIOS: Final[dict[str, Scenario]] = {
@@ -89,8 +111,20 @@ SCENARIOS: Final[dict[str, Scenario]] = {
         Scenario(
             "crash",
             "kill -9 of the server every 3-8 s, restarted at once on the same data; every "
-            "third outage lasts longer than the recovery window",
+            "third outage lasts longer than the recovery window (on a cluster, "
+            "cluster-crash does this among its faults)",
             ("crash",),
+            excludes=frozenset({MEMBERS}),
+        ),
+        Scenario(
+            "cluster-crash",
+            "kill -9 every 2-5 s of, in turn: the leader, a random member (each "
+            "restarted on its data after 1-4 s), the whole cluster (restarted at once "
+            "on its data), a majority (the leader and one more, down for the window "
+            "+ 1-3 s: no quorum), the whole cluster for the window + 1-3 s",
+            ("members",),
+            requires=frozenset({MEMBERS}),
+            short_seconds=25.0,
         ),
         Scenario(
             "network",
@@ -122,6 +156,7 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             tmpfs=True,
             fsync_shim=True,
             short_seconds=22.0,
+            requires=frozenset({DATA_DIR, PRELOAD}),
         ),
     )
 }

@@ -5,11 +5,14 @@ scenarios, nemeses and checkers know nothing else about the backend, so the etcd
 Redis and PostgreSQL backends run the same suite by implementing it (their
 servers started on loopback by the harness, as ``scripts/bench`` does). A target
 that cannot do something a nemesis needs says so with a capability, and scenarios
-needing it are not run against it.
+needing it are not run against it (:func:`tests.faults.scenarios.applies`).
 
 :class:`TenureTarget` is ``tenure serve`` (or a mutant of it, started through a
 wrapper module) on a fixed port and data directory: restarting it after
 ``kill -9`` finds its state and its clients at the same address.
+:class:`~tests.faults.etcd_target.EtcdTarget` is a three-member etcd cluster;
+for it "the server" is the whole cluster (``kill`` kills every member), and its
+members can also fail one at a time (:class:`Cluster`, capability ``members``).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Final, Protocol, cast
 
 from tests.server.wire import free_port
 
@@ -35,6 +38,10 @@ START_WAIT: Final = 30.0
 DATA_DIR = "data-dir"  # its state lives in ``data_dir``, which may be a mount point
 PRELOAD = "preload"  # its server is a dynamically linked process that honours LD_PRELOAD
 IDLE_TIMEOUT = "idle-timeout"  # it closes idle connections after ``idle_timeout``
+MEMBERS = "members"  # a cluster whose members fail one at a time (:class:`Cluster`)
+
+#: A host and port.
+Address = tuple[str, int]
 
 
 class Target(Protocol):
@@ -49,11 +56,25 @@ class Target(Protocol):
     capabilities: frozenset[str]
 
     @property
-    def address(self) -> tuple[str, int]:
+    def address(self) -> Address:
         """Host and port clients connect to (a fault proxy forwards there)."""
 
-    def url(self, address: tuple[str, int] | None = None) -> str:
-        """The backend URL, reaching the server at ``address`` (default: :attr:`address`)."""
+    @property
+    def addresses(self) -> list[Address]:
+        """Every address clients may connect to (a cluster's members), :attr:`address` first.
+
+        A proxied worker gets a fault proxy per address, and a URL listing them all.
+        """
+
+    def url(self, addresses: Sequence[Address] | None = None) -> str:
+        """The backend URL, reaching the server at ``addresses`` (default: :attr:`addresses`)."""
+
+    def liveness_margin(self, window: float) -> float:
+        """Seconds a recovery may take on this backend beyond the suite's own terms.
+
+        :func:`tests.faults.scenarios.liveness_bound` adds it to the bound; each
+        target says why (0 for ``tenure serve``, whose terms the bound is made of).
+        """
 
     def start(self) -> None:
         """Start the server and return once it serves (bounded; raises if it cannot)."""
@@ -73,6 +94,39 @@ class Target(Protocol):
     @property
     def pid(self) -> int | None:
         """The running server's process id."""
+
+    def close(self) -> None:
+        """Kill whatever still runs; the logs stay (bounded; idempotent)."""
+
+
+class Cluster(Target, Protocol):
+    """A target of several members that fail one at a time (capability ``members``).
+
+    Members are named; "the server" of :class:`Target` is all of them at once.
+    """
+
+    @property
+    def members(self) -> list[str]:
+        """Every member's name."""
+
+    def running_members(self) -> list[str]:
+        """The members whose process runs now (serving or not)."""
+
+    def leader(self) -> str | None:
+        """The member the running members agree leads (None if there is none now)."""
+
+    def kill_member(self, name: str) -> None:
+        """``kill -9`` one member; waits until it is gone."""
+
+    def start_members(self, names: Sequence[str]) -> None:
+        """Start stopped members again on their data; waits until each serves (bounded)."""
+
+
+def as_cluster(target: Target) -> Cluster:
+    """``target`` as a :class:`Cluster`; raises if it lacks the ``members`` capability."""
+    if MEMBERS not in target.capabilities:
+        raise TypeError(f"target {target.name} has no members to fail one at a time")
+    return cast(Cluster, target)
 
 
 class TenureTarget:
@@ -105,14 +159,23 @@ class TenureTarget:
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
-    def address(self) -> tuple[str, int]:
+    def address(self) -> Address:
         """See :class:`Target`."""
         return ("127.0.0.1", self.port)
 
-    def url(self, address: tuple[str, int] | None = None) -> str:
-        """See :class:`Target`."""
-        host, port = address or self.address
+    @property
+    def addresses(self) -> list[Address]:
+        """See :class:`Target`: the one server."""
+        return [self.address]
+
+    def url(self, addresses: Sequence[Address] | None = None) -> str:
+        """See :class:`Target` (one address: the first given)."""
+        host, port = addresses[0] if addresses else self.address
         return f"tenure://{host}:{port}"
+
+    def liveness_margin(self, window: float) -> float:
+        """See :class:`Target`: none; the bound's terms are this server's."""
+        return 0.0
 
     @property
     def pid(self) -> int | None:
@@ -180,6 +243,10 @@ class TenureTarget:
     def exit_code(self) -> int | None:
         """See :class:`Target`."""
         return None if self._proc is None else self._proc.poll()
+
+    def close(self) -> None:
+        """See :class:`Target`."""
+        self.kill()
 
     def output(self, offset: int = 0) -> str:
         """The server's log from byte ``offset`` on (every start appends to one file)."""

@@ -12,8 +12,12 @@ session, process label ``w<index>c<n>``) loops until the worker is told to stop
    happens, late, with the old token: only the fence stops it (Kleppmann's
    scenario). The section ends
    ``released``, ``lost`` (the body was cancelled with the loss error, as tenure
-   promises), or ``lost-not-cancelled`` (the body ran to its end although the lease
-   was lost: a broken promise 5);
+   promises), ``lost-not-cancelled`` (the body ran to its end although the lease
+   was lost while it ran: a broken promise 5), ``lost-after-body`` (the loss came
+   after the body had ended, before the release landed: nothing was running to
+   cancel), or ``release-failed`` (the body ran to its end,
+   then the release raised, e.g. ``UnavailableError`` on a backend it could not
+   reach; the client goes on with the same session, as an application would);
 3. write the next number into its own persistent semaphore's data (``update``),
    the register the durability check reads back.
 
@@ -191,6 +195,11 @@ class Client:
     async def _section(self, session: tenure.Session, key: str, lock: tenure.Lock) -> None:
         token = lock.token
         op = self.rec.invoke(self.process, "section", key=key, session=session.id, token=token)
+        body_end: float | None = None
+        # When the loss was told (the signal's callbacks run as it ends): a loss told
+        # after the body ended is no broken promise 5, one told while it ran is.
+        lost_at: list[float] = []
+        lock.lost.add_callback(lambda reason: lost_at.append(now()) if reason else None)
         try:
             async with lock:
                 await self._write(session, key, token, op)
@@ -205,12 +214,20 @@ class Client:
             if session.closed:
                 raise SessionGoneError from error
             return
+        except (TenureError, OSError) as error:
+            # Only the release at the block's end can raise here (the body catches
+            # its own errors): the body ran to its end, and the section ends there.
+            end = now() if body_end is None else body_end
+            self.rec.complete(self.process, op, "release-failed", t=end, error=repr(error))
+            return
         reason = lock.lost_reason
         if reason is None:
             self.rec.complete(self.process, op, "released", t=body_end)
         else:
+            late = body_end is not None and bool(lost_at) and lost_at[0] > body_end
+            outcome = "lost-after-body" if late else "lost-not-cancelled"
             self.rec.complete(
-                self.process, op, "lost-not-cancelled", t=body_end, error=repr(reason)
+                self.process, op, outcome, t=body_end, error=repr(reason), lost_at=lost_at[:1]
             )
 
     async def _write(self, session: tenure.Session, key: str, token: int, section: int) -> None:

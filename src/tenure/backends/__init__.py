@@ -5,6 +5,7 @@ URL                             where the state lives
 ==============================  ==============================================
 ``memory://`` / ``memory://N``  this process (private, or shared by name ``N``)
 ``tenure://host:port[,...]``    ``tenure serve`` processes (``tenures://``: TLS)
+``etcd://host:port[,...]``      an etcd cluster, no tenure server (``etcds://``: TLS)
 ==============================  ==============================================
 
 The contract every backend keeps is :mod:`tenure.backends._base` (re-exported here:
@@ -39,10 +40,12 @@ BUILTIN: Final = {
     "memory": "tenure.backends.memory",
     "tenure": "tenure.backends.remote",
     "tenures": "tenure.backends.remote",
+    "etcd": "tenure.backends.etcd",
+    "etcds": "tenure.backends.etcd",
 }
 
 #: Schemes planned but not in this version: refused clearly, never guessed at.
-PLANNED: Final = frozenset({"etcd", "postgres", "postgresql", "redis"})
+PLANNED: Final = frozenset({"postgres", "postgresql", "redis"})
 
 
 def _module_for(scheme: str) -> ModuleType:

@@ -50,6 +50,10 @@ class Capability(enum.Enum):
     SESSION_RECOVERY = "session_recovery"
     #: A grant may carry a time-to-live of its own that its holder renews.
     LEASE_TTL = "lease_ttl"
+    #: A node's ``lock_delay``: after a holder *failed* (its session or lease
+    #: expired), nobody gets its tokens for that long. Without it, a node with a
+    #: non-zero lock_delay is refused.
+    LOCK_DELAY = "lock_delay"
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +121,11 @@ class BackendSession(Protocol):
     @property
     def session_id(self) -> int:
         """The backend's id of this session, as owners and waiters show it."""
+
+    @property
+    def recovery_window(self) -> float:
+        """The window in force, in seconds: the one asked for (or the node's default)
+        as the backend keeps it (``etcd://`` rounds it up to whole seconds, 2 at least)."""
 
     async def acquire(
         self, name: str, *, count: int, data: bytes, timeout: float | None, ephemeral: bool

@@ -82,9 +82,11 @@ class EngineSession:
         *,
         protection_key: bytes,
         seq_no: int,
+        recovery_window: float,
     ) -> None:
         self._channel = channel
         self._session_id = session_id
+        self._recovery_window = recovery_window
         self._listener = listener
         self.protection_key = protection_key
         self.seq_no = seq_no
@@ -99,6 +101,11 @@ class EngineSession:
     def session_id(self) -> int:
         """The engine's id of this session."""
         return self._session_id
+
+    @property
+    def recovery_window(self) -> float:
+        """The window the engine granted (the one asked for, or the node's default)."""
+        return self._recovery_window
 
     # -- effects --------------------------------------------------------------------
 

@@ -83,16 +83,21 @@ class RemoteSession(EngineSession):
     def __init__(
         self, shard: Shard, info: SessionInfo, key: bytes, listener: SessionListener
     ) -> None:
-        super().__init__(self, info.session_id, listener, protection_key=key, seq_no=info.seq_no)
+        super().__init__(
+            self,
+            info.session_id,
+            listener,
+            protection_key=key,
+            seq_no=info.seq_no,
+            recovery_window=info.timeout,
+        )
         self._shard = shard
         self._link = shard.link
-        #: The recovery window the server granted, in seconds.
-        self.window = info.timeout
         self._epoch = self._link.epoch  # the connection this session is attached to
         self._frozen = self._link.confirmed_at  # confirmed_at when that connection was lost
         self._loop = asyncio.get_running_loop()
         self._timer: asyncio.TimerHandle | None = None
-        self._link.need_pings_every(self.window / PINGS_PER_WINDOW)
+        self._link.need_pings_every(self.recovery_window / PINGS_PER_WINDOW)
         self._arm()
 
     @property
@@ -103,7 +108,7 @@ class RemoteSession(EngineSession):
     def deadline(self) -> float:
         """The loop time after which the server may have expired this session."""
         base = self._link.confirmed_at if self._epoch == self._link.epoch else self._frozen
-        return base + self.window
+        return base + self.recovery_window
 
     # -- the channel ----------------------------------------------------------------
 
@@ -228,7 +233,7 @@ class RemoteSession(EngineSession):
         self.lose(
             SessionExpiredError(
                 f"session {self.session_id}: no word from {self._link.endpoint} for its "
-                f"recovery window ({self.window:g}s); the server may have expired it"
+                f"recovery window ({self.recovery_window:g}s); the server may have expired it"
             )
         )
         self._shard.close_later(self)

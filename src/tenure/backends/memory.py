@@ -54,6 +54,7 @@ CAPABILITIES: Final = frozenset(
         Capability.WATCH,
         Capability.SESSION_RECOVERY,
         Capability.LEASE_TTL,
+        Capability.LOCK_DELAY,
     }
 )
 
@@ -82,9 +83,15 @@ class MemorySession(EngineSession):
         *,
         protection_key: bytes,
         seq_no: int,
+        recovery_window: float,
     ) -> None:
         super().__init__(
-            backend._channel, session_id, listener, protection_key=protection_key, seq_no=seq_no
+            backend._channel,
+            session_id,
+            listener,
+            protection_key=protection_key,
+            seq_no=seq_no,
+            recovery_window=recovery_window,
         )
         self.backend = backend
         self.deaf = False  # its pushes are lost, as on a dead connection
@@ -135,7 +142,12 @@ class MemoryBackend:
         key = secrets.token_bytes(16)
         info = self.host.execute(CreateSession(node, key, timeout, description))
         session = MemorySession(
-            self, info.session_id, listener, protection_key=key, seq_no=info.seq_no
+            self,
+            info.session_id,
+            listener,
+            protection_key=key,
+            seq_no=info.seq_no,
+            recovery_window=info.timeout,
         )
         self._sessions[info.session_id] = session
         self.host.subscribe(info.session_id, session.hear)

@@ -67,6 +67,7 @@ CAPABILITIES: Final = frozenset(
         Capability.DURABLE,
         Capability.SESSION_RECOVERY,
         Capability.LEASE_TTL,
+        Capability.LOCK_DELAY,
     }
 )
 

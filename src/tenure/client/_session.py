@@ -50,6 +50,10 @@ class Session(Guarded):
 
     def _bind(self, backend_session: BackendSession) -> None:
         self._backend = backend_session
+        #: The recovery window in force, in seconds: the one asked for (or the node's
+        #: default) as the backend keeps it; etcd:// rounds it up to whole seconds,
+        #: 2 at least (None only before the session is open).
+        self.recovery_window = backend_session.recovery_window
 
     def __repr__(self) -> str:
         return f"<Session {self.id} on {self.node!r}>"

@@ -187,5 +187,10 @@ async def test_a_grant_lost_before_its_caller_took_it_fails_the_acquire(
         lease = await within(acquiring)
     except LeaseLostError:
         pass  # told at once (memory://: both effects arrive before the task runs)
+    except NotFoundError:
+        # A backend where a waiter commits its own grant (etcd://) may see the delete
+        # before the grant: the acquire then ends as a deleted waiter's does. Either
+        # way the caller holds nothing the backend took back.
+        pass
     else:  # told right after (a network delivered them in two reads)
         assert isinstance(await within(lease.lost), LeaseLostError)

@@ -290,6 +290,7 @@ async def test_a_wait_cancelled_as_it_is_granted_leaves_no_hold(
     assert relock is not None
 
 
+@pytest.mark.requires(tenure.Capability.LOCK_DELAY)
 async def test_lock_delay_holds_back_the_tokens_of_an_expired_holder(
     client: tenure.Client, client2: tenure.Client, node: str, clock: FakeClock, expire: Expire
 ) -> None:
@@ -316,6 +317,7 @@ async def test_lock_delay_holds_back_the_tokens_of_an_expired_holder(
     await wait_for_owner(observer, "job", other)
 
 
+@pytest.mark.requires(tenure.Capability.LOCK_DELAY)
 async def test_lock_delay_does_not_apply_to_a_clean_release(
     client: tenure.Client, client2: tenure.Client, node: str, clock: FakeClock
 ) -> None:

@@ -15,26 +15,35 @@ from .support import spawn, wait_for_waiters, within
 
 async def test_create_node_with_settings_and_describe_it(client: tenure.Client) -> None:
     name = unique("configured")
-    await client.create_node(name, session_timeout=12.0, max_waiters=7, lock_delay=0.5)
+    await client.create_node(name, session_timeout=12.0, max_waiters=7, max_data_size=100)
 
     description = await client.describe_node(name)
 
     assert description.name == name
     assert description.config.session_timeout == 12.0
     assert description.config.max_waiters == 7
-    assert description.config.lock_delay == 0.5
+    assert description.config.max_data_size == 100
     assert description.config.max_sessions == tenure.NodeConfig().max_sessions  # default kept
     assert (description.sessions, description.semaphores) == (0, 0)
 
 
 async def test_create_node_from_a_config_with_overrides(client: tenure.Client) -> None:
     name = unique("from-config")
-    config = tenure.NodeConfig(lock_delay=2.0, max_semaphores=5)
-    await client.create_node(name, config, lock_delay=3)
+    config = tenure.NodeConfig(session_timeout=20.0, max_semaphores=5)
+    await client.create_node(name, config, session_timeout=30)
 
     described = (await client.describe_node(name)).config
 
-    assert (described.lock_delay, described.max_semaphores) == (3.0, 5)
+    assert (described.session_timeout, described.max_semaphores) == (30.0, 5)
+
+
+@pytest.mark.requires(tenure.Capability.LOCK_DELAY)
+async def test_a_node_keeps_its_lock_delay(client: tenure.Client, client2: tenure.Client) -> None:
+    name = unique("delayed")
+    await client.create_node(name, lock_delay=0.5)
+    assert (await client2.describe_node(name)).config.lock_delay == 0.5
+    await client2.alter_node(name, lock_delay=1.5)
+    assert (await client.describe_node(name)).config.lock_delay == 1.5
 
 
 async def test_create_node_exist_ok_leaves_an_existing_node_alone(
@@ -79,8 +88,8 @@ async def test_a_node_is_seen_by_every_client_of_the_same_state(
     client: tenure.Client, client2: tenure.Client, node: str
 ) -> None:
     assert (await client2.describe_node(node)).name == node
-    await client2.alter_node(node, lock_delay=1.5)
-    assert (await client.describe_node(node)).config.lock_delay == 1.5
+    await client2.alter_node(node, max_waiters=15)
+    assert (await client.describe_node(node)).config.max_waiters == 15
 
 
 async def test_drop_node_then_create_it_again(client: tenure.Client, node: str) -> None:

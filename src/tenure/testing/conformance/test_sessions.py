@@ -25,6 +25,20 @@ async def test_async_with_opens_and_closes_a_session(client: tenure.Client, node
     assert (await client.describe_node(node)).sessions == 0
 
 
+async def test_a_session_reports_the_recovery_window_in_force(
+    client: tenure.Client, node: str
+) -> None:
+    await client.alter_node(node, session_timeout=7.0)
+    async with client.session(node) as session:  # the node's default
+        assert session.recovery_window == 7.0
+    async with client.session(node, recovery_window=2.5) as session:
+        # Never less than asked; a backend that rounds (etcd://: whole seconds, 2 at
+        # least) says what it keeps, within a second of what was asked.
+        window = session.recovery_window
+        assert window is not None
+        assert 2.5 <= window < 3.5
+
+
 async def test_awaitable_session_and_idempotent_close(client: tenure.Client, node: str) -> None:
     session = await client.session(node)
     assert (await client.describe_node(node)).sessions == 1

@@ -1,0 +1,421 @@
+"""``etcd://``: the state lives in an etcd cluster, with no tenure server in between.
+
+``etcd://h1:2379,h2:2379,h3:2379`` reaches a cluster (any member; the client fails
+over between the endpoints given); ``etcds://`` the same over TLS. Like etcd's Go
+``concurrency`` package, the client does the coordination itself with keys,
+leases, Txns and watches (the layout: :mod:`tenure.backends.etcd._keys`).
+
+Options, in the URL query or as keyword arguments of :func:`tenure.connect`
+(keywords win): ``prefix`` (where the keys live, default ``/tenure/``), ``user``
+and ``password`` (etcd auth), ``ca``, ``cert``, ``key`` (TLS and mTLS files; ``ca``
+implies TLS), ``server_hostname`` (the name the members' certificates carry),
+``connect_timeout`` (seconds, default 5: how long a call tries the endpoints),
+``request_timeout`` (seconds, default 5: how long one try waits for its answer).
+
+What etcd cannot do exactly, said rather than weakened:
+
+* **Recovery windows are whole seconds, at least 2** (etcd's lease granularity):
+  a session's lease TTL is its window rounded up, and ``Session.recovery_window``
+  says the window in force. A leader change renews every lease to its full TTL, and so does a
+  restart of the whole cluster (even a lease whose TTL ran out while it was down),
+  so the window is a lower bound there; the client still gives a session up on its
+  own clock a TTL after the last renewal etcd answered.
+* **Acquire timeouts run on the client's clock** (etcd has no timer for them): the
+  request is withdrawn when its timeout passes on the client's monotonic clock.
+* **No lock-delay and no per-grant TTL**: a node with ``lock_delay`` > 0 or a
+  ``default_lease`` is refused with UnsupportedError (etcd would delete the keys
+  of a failed holder at once; nobody is there to hold them back).
+* **Limits** (``max_sessions``, ``max_semaphores``, ``max_waiters``) are checked
+  on what the change's own Txn reads (or a count right after it), and a change
+  that went past one is undone and refused: two clients racing for the last place
+  may both be refused, but never one too many is kept.
+* **Fencing tokens** are etcd revisions: a cluster restored from a snapshot must be
+  started with ``etcdutl snapshot restore --bump-revision`` (and
+  ``--mark-compacted``), or tokens repeat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import math
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Final
+
+from aetcd.rpc import rpc_pb2
+
+from tenure._core.values import NodeConfig, NodeDescription, check_description
+from tenure.backends._base import Capability, SessionListener
+from tenure.backends.etcd._conn import Connection, LeaseNotFoundError
+from tenure.backends.etcd._feed import Feed
+from tenure.backends.etcd._keys import (
+    Layout,
+    compare_create,
+    compare_mod,
+    delete_prefix,
+    encode,
+    get,
+    get_prefix,
+    prefix_end,
+    put,
+)
+from tenure.backends.etcd._node import NodeView, config_of, read_config
+from tenure.backends.etcd._queue import SemState
+from tenure.backends.etcd._session import EtcdSession
+from tenure.backends.etcd._streams import KeepAlive, Watcher, WatchHub
+from tenure.backends.etcd._url import parse_url
+from tenure.errors import (
+    AlreadyExistsError,
+    ClientClosedError,
+    InvalidArgumentError,
+    LimitExceededError,
+    NotFoundError,
+    PreconditionFailedError,
+    UnsupportedError,
+)
+
+__all__ = ["CAPABILITIES", "EtcdBackend", "lease_ttl", "open_backend"]
+
+#: etcd's shortest useful lease TTL, in seconds.
+MIN_TTL: Final = 2
+#: How many semaphores' records a client remembers (:meth:`EtcdBackend.remember`).
+RECORDS_KEPT: Final = 4096
+
+CAPABILITIES: Final = frozenset(
+    {
+        Capability.FENCING_TOKENS,
+        Capability.FIFO,
+        Capability.WATCH,
+        Capability.DURABLE,
+        Capability.REPLICATED,
+        Capability.SESSION_RECOVERY,
+    }
+)
+
+
+def lease_ttl(window: float) -> int:
+    """The lease TTL of a recovery window: whole seconds, rounded up, at least 2."""
+    return max(MIN_TTL, math.ceil(window))
+
+
+def _refuse_unsupported(config: NodeConfig) -> None:
+    unsupported = []
+    if config.lock_delay > 0:
+        unsupported.append(f"lock_delay={config.lock_delay:g}")
+    if config.default_lease is not None:
+        unsupported.append(f"default_lease={config.default_lease:g}")
+    if unsupported:
+        raise UnsupportedError(
+            f"etcd:// cannot honour {', '.join(unsupported)} (it lacks the capabilities "
+            "lock_delay and lease_ttl)"
+        )
+
+
+def _config_value(config: NodeConfig) -> bytes:
+    fields = {name: getattr(config, name) for name in NodeConfig.__dataclass_fields__}
+    return encode(fields)
+
+
+class EtcdBackend:
+    """A backend whose state lives in etcd."""
+
+    def __init__(self, conn: Connection, layout: Layout) -> None:
+        self.conn = conn
+        self.layout = layout
+        self.keepalive = KeepAlive(conn)
+        self.watches = WatchHub(conn)
+        self.sessions: dict[int, EtcdSession] = {}
+        #: This client's feeds of the semaphores its requests wait on, by key prefix.
+        self.feeds: dict[bytes, Feed] = {}
+        #: The nodes this client has sessions on (:mod:`tenure.backends.etcd._node`).
+        self.views: dict[str, NodeView] = {}
+        #: The last record seen of each semaphore, ``(create_revision, limit)``: what
+        #: an acquire assumes, and its Txn compares (a wrong guess costs a retry).
+        self.records: collections.OrderedDict[tuple[str, str], tuple[int, int]] = (
+            collections.OrderedDict()
+        )
+        #: Semaphores whose last acquire here found a queue (bounded like ``records``).
+        self._contended: collections.OrderedDict[tuple[str, str], None] = collections.OrderedDict()
+        self._joins: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
+        self._closed = False
+
+    @contextlib.asynccontextmanager
+    async def joining(self, node: str, name: str) -> AsyncIterator[None]:
+        """Held while a request of this client joins ``name``'s queue.
+
+        Requests of one client (of all its sessions) join a semaphore's queue one at a
+        time, in the order they were made (asyncio's Lock is first come, first served):
+        each Txn is answered before the next is sent, so etcd cannot order two of
+        them the other way round, and FIFO holds down to this client's calls.
+        """
+        key = (node, name)
+        lock, users = self._joins.get(key) or (asyncio.Lock(), 0)
+        self._joins[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._joins[key]
+            if users == 1:
+                del self._joins[key]
+            else:
+                self._joins[key] = (lock, users - 1)
+
+    def is_contended(self, node: str, name: str) -> bool:
+        """Whether the last acquire of ``name`` here found others queued or holding."""
+        return (node, name) in self._contended
+
+    def contended(self, node: str, name: str, found: bool) -> None:
+        """Note whether an acquire of ``name`` found others queued or holding."""
+        key = (node, name)
+        if not found:
+            self._contended.pop(key, None)
+            return
+        self._contended[key] = None
+        self._contended.move_to_end(key)
+        if len(self._contended) > RECORDS_KEPT:
+            self._contended.popitem(last=False)
+
+    def remember(self, node: str, state: SemState) -> None:
+        """Keep what ``state`` (read now) says of its record, for the next acquire."""
+        key = (node, state.name)
+        if state.record:
+            self.records[key] = (state.record, state.limit)
+            self.records.move_to_end(key)
+            if len(self.records) > RECORDS_KEPT:
+                self.records.popitem(last=False)
+        else:
+            self.records.pop(key, None)
+
+    async def view(self, node: str) -> NodeView:
+        """The node's view, made (settings read, watch started) if it is new here."""
+        view = self.views.get(node)
+        if view is None:
+            kv, revision = await read_config(self, node)
+            view = self.views.get(node)  # made by another task meanwhile
+            if view is None or view.node_rev != int(kv.create_revision):
+                if view is not None:
+                    view.close()
+                view = self.views[node] = NodeView(self, node, kv, revision)
+        view.users += 1
+        return view
+
+    def release_view(self, view: NodeView) -> None:
+        """A session of the view's node ended: stop following it when none is left."""
+        view.users -= 1
+        if view.users <= 0 and self.views.get(view.node) is view:
+            del self.views[view.node]
+            view.close()
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """Replicated and durable; no lease TTLs (see the module docstring)."""
+        return CAPABILITIES
+
+    def watch_range(self, prefix: bytes, start: int) -> Watcher:
+        """Watch every key under ``prefix`` from revision ``start``."""
+        return self.watches.watch(prefix, prefix_end(prefix), start)
+
+    async def _read_config(self, name: str) -> tuple[NodeConfig, Any]:
+        reply = await self.conn.range(rpc_pb2.RangeRequest(key=self.layout.config(name)))
+        if not reply.kvs:
+            raise NotFoundError(f"node {name!r} does not exist")
+        return config_of(reply.kvs[0]), reply.kvs[0]
+
+    async def create_node(self, name: str, config: NodeConfig) -> None:
+        """Create a node: its settings' key, if it is new."""
+        if not isinstance(config, NodeConfig):
+            raise InvalidArgumentError(f"config must be a NodeConfig, got {config!r}")
+        config = config.validated()
+        _refuse_unsupported(config)
+        key = self.layout.config(name)
+        reply = await self.conn.txn([compare_create(key, 0)], [put(key, _config_value(config))])
+        if not reply.succeeded:
+            raise AlreadyExistsError(f"node {name!r} already exists")
+
+    async def describe_node(self, name: str) -> NodeDescription:
+        """A node's settings and counts, read at one revision."""
+        layout = self.layout
+        reply = await self.conn.txn(
+            [],
+            [
+                get(layout.config(name)),
+                get_prefix(layout.sessions(name), count_only=True),
+                get_prefix(layout.semaphores(name), keys_only=True),
+            ],
+        )
+        config = reply.responses[0].response_range.kvs
+        if not config:
+            raise NotFoundError(f"node {name!r} does not exist")
+        prefix = layout.semaphores(name)
+        names = {
+            bytes(kv.key)[len(prefix) :].split(b"/")[0]
+            for kv in reply.responses[2].response_range.kvs
+        }
+        return NodeDescription(
+            name,
+            config_of(config[0]),
+            int(reply.responses[1].response_range.count),
+            len(names),
+        )
+
+    async def alter_node(self, name: str, changes: Mapping[str, object]) -> NodeDescription:
+        """Change settings with a Txn that compares the settings' mod_revision."""
+        bad = [key for key in changes if not isinstance(key, str)]
+        if bad:
+            raise InvalidArgumentError(f"node setting names must be strings, got {bad!r}")
+        while True:
+            config, kv = await self._read_config(name)
+            new = config.replace(**changes)
+            _refuse_unsupported(new)
+            key = self.layout.config(name)
+            reply = await self.conn.txn(
+                [compare_mod(key, int(kv.mod_revision))], [put(key, _config_value(new))]
+            )
+            if reply.succeeded:
+                return await self.describe_node(name)
+
+    async def drop_node(self, name: str, force: bool) -> None:
+        """Drop a node: revoke its sessions' leases (if ``force``), delete its keys."""
+        while True:
+            _, kv = await self._read_config(name)
+            reply = await self.conn.range(
+                rpc_pb2.RangeRequest(
+                    key=self.layout.sessions(name),
+                    range_end=prefix_end(self.layout.sessions(name)),
+                    keys_only=True,
+                )
+            )
+            sids = [int(bytes(k.key).rsplit(b"/", 1)[1], 16) for k in reply.kvs]
+            if sids and not force:
+                raise PreconditionFailedError(
+                    f"node {name!r} has {len(sids)} live session(s); use force=True"
+                )
+            # Delete first (one Txn: the node is gone at once for everyone), then revoke
+            # the leases, so no session can act between.
+            key = self.layout.config(name)
+            reply = await self.conn.txn(
+                [compare_create(key, int(kv.create_revision))],
+                [delete_prefix(self.layout.node(name))],
+            )
+            if reply.succeeded:
+                break
+        for sid in sids:
+            local = self.sessions.get(sid)
+            if local is not None:
+                local.dropped()
+            with contextlib.suppress(LeaseNotFoundError):
+                await self.conn.lease_call("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=sid))
+
+    async def open_session(
+        self, node: str, *, timeout: float | None, description: str, listener: SessionListener
+    ) -> EtcdSession:
+        """Open a session: grant a lease, put the session's record on it."""
+        if self._closed:
+            raise ClientClosedError("the client is closed")
+        check_description(description)
+        view = await self.view(node)
+        try:
+            return await self._open_session(node, view, timeout, description, listener)
+        except BaseException:
+            self.release_view(view)
+            raise
+
+    async def _open_session(
+        self,
+        node: str,
+        view: NodeView,
+        timeout: float | None,
+        description: str,
+        listener: SessionListener,
+    ) -> EtcdSession:
+        sessions, config_key = self.layout.sessions(node), self.layout.config(node)
+        lease_id = 0
+        try:
+            while True:
+                config = view.config
+                window = config.session_timeout if timeout is None else timeout
+                ttl = lease_ttl(window)
+                if lease_id:  # the settings changed under the first try: start again
+                    await self._revoke(lease_id)
+                sent_at = asyncio.get_running_loop().time()
+                grant = await self.conn.lease_call("LeaseGrant", rpc_pb2.LeaseGrantRequest(TTL=ttl))
+                lease_id = int(grant.ID)
+                value = encode({"description": description, "window": window, "seq": 1})
+                # Put the record and count the node's sessions with it, at one revision:
+                # past max_sessions, this one goes again (two racing both go: never one
+                # too many), so the check needs no read before.
+                reply = await self.conn.txn(
+                    [compare_mod(config_key, view.config_rev)],
+                    [
+                        put(self.layout.session(node, lease_id), value, lease_id),
+                        get_prefix(sessions, count_only=True),
+                    ],
+                    [get(config_key)],
+                )
+                if reply.succeeded:
+                    break
+                found = reply.responses[0].response_range.kvs
+                if not found or int(found[0].create_revision) != view.node_rev:
+                    raise NotFoundError(f"node {node!r} does not exist")
+                view.update(found[0])
+            if int(reply.responses[1].response_range.count) > config.max_sessions:
+                raise LimitExceededError(
+                    f"max_sessions ({config.max_sessions}) reached on node {node!r}"
+                )
+        except BaseException:
+            if lease_id:
+                await asyncio.shield(self._revoke(lease_id))
+            raise
+        session = EtcdSession(
+            self,
+            node,
+            lease_id,
+            int(grant.TTL) or ttl,
+            listener,
+            record_rev=int(reply.header.revision),
+            view=view,
+            confirmed_at=sent_at,
+            seq=1,
+            description=description,
+            window=window,
+        )
+        self.sessions[lease_id] = session
+        self.keepalive.add(session)
+        return session
+
+    async def _revoke(self, lease_id: int) -> None:
+        with contextlib.suppress(LeaseNotFoundError):
+            await self.conn.lease_call("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=lease_id))
+
+    async def aclose(self) -> None:
+        """Close every session (revoking its lease), then the streams and the channel."""
+        self._closed = True
+        for session in list(self.sessions.values()):
+            with contextlib.suppress(Exception):
+                await session.close()
+        self.sessions.clear()
+        for feed in list(self.feeds.values()):
+            feed.close()
+        self.feeds.clear()
+        for view in list(self.views.values()):
+            view.close()
+        self.views.clear()
+        await self.keepalive.close()
+        await self.watches.close()
+        await self.conn.close()
+
+
+async def open_backend(url: str, options: Mapping[str, object]) -> EtcdBackend:
+    """Open ``etcd://host[:port][,...]?options`` (``etcds://`` for TLS)."""
+    connection, prefix = parse_url(url, options)
+    conn = Connection(connection)
+    try:
+        await conn.authenticate()
+        # One cheap read proves the cluster answers (and our rights on the prefix).
+        await conn.range(rpc_pb2.RangeRequest(key=prefix.encode(), count_only=True))
+    except BaseException:
+        await conn.close()
+        raise
+    return EtcdBackend(conn, Layout(prefix.encode()))

@@ -1,0 +1,147 @@
+"""One watch per semaphore per client: the waiters of this client share its state.
+
+A semaphore that this client's requests wait on has one :class:`Feed`: one etcd
+watch on the semaphore's range and one :class:`SemState` moved forward by its
+events (:meth:`SemState.apply`), so a change costs one event delivery and one
+update here, however many of this client's sessions wait. After each batch of
+events only the waiters whose fate may have changed are woken: their request is
+granted, gone, or now its turn (admitted, with everything ahead granted). A
+release that admits the head wakes the head, not the queue, so a contended
+semaphore costs each change O(waiters) here and no read of etcd.
+
+A waiter's own read (its enqueue's read-back) may be newer than the feed's state:
+it then waits until the feed has caught up (the events of its own request are in
+the range, so the feed gets there). A watch that may have missed events (a new
+stream, compaction) makes the feed read the semaphore again and wake every
+waiter. A feed lives while any waiter is subscribed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from tenure.backends.etcd._keys import get_prefix
+from tenure.backends.etcd._queue import SemState
+from tenure.errors import ProtocolError, TenureError
+
+if TYPE_CHECKING:
+    from tenure.backends.etcd import EtcdBackend
+    from tenure.backends.etcd._session import EtcdSession
+
+__all__ = ["Feed", "subscribe"]
+
+log = logging.getLogger("tenure.etcd")
+_DELETE = 1  # mvccpb.Event.DELETE
+
+
+class Feed:
+    """A semaphore's state as this client follows it (module docstring)."""
+
+    def __init__(self, backend: EtcdBackend, prefix: bytes, state: SemState) -> None:
+        self._backend = backend
+        self.prefix = prefix
+        self.state = state
+        #: Waiters by request suffix: the event that wakes each.
+        self.waiters: dict[bytes, asyncio.Event] = {}
+        #: The revision that deleted a waiter's request, as the events told.
+        self.deleted: dict[bytes, int] = {}
+        #: Why the feed stopped (a value under the prefix that is not tenure's): every
+        #: waiter raises it rather than wait for a state nobody can read.
+        self.failure: TenureError | None = None
+        self._watcher = backend.watch_range(prefix, state.revision + 1)
+        self._task = asyncio.create_task(self._follow())
+
+    async def _read(self) -> SemState:
+        reply = await self._backend.conn.txn([], [get_prefix(self.prefix)])
+        kvs = reply.responses[0].response_range.kvs
+        return SemState.parse(self.state.name, self.prefix, kvs, int(reply.header.revision))
+
+    async def _follow(self) -> None:
+        watcher = self._watcher
+        while True:
+            await watcher.wait()
+            events, reset = watcher.drain()
+            if reset:
+                try:
+                    self.state = await self._read()
+                except ProtocolError as error:
+                    self.failure = error
+                    self._wake_all()
+                    return
+                except TenureError as error:  # etcd unreachable: the sessions' ends wake
+                    log.info("etcd feed of %r: read failed: %s", self.state.name, error)
+                    watcher.must_reset()  # try again on the next round
+                    await asyncio.sleep(0.1)
+                    continue
+                watcher.restart(self.state.revision + 1)
+                self._wake_all()
+                continue
+            state = self.state
+            fresh = [e for e in events if int(e.kv.mod_revision) > state.revision]
+            for event in fresh:
+                if event.type == _DELETE:
+                    rest = bytes(event.kv.key)[len(self.prefix) :]
+                    if rest.startswith(b"q/") and rest[2:] in self.waiters:
+                        self.deleted[rest[2:]] = int(event.kv.mod_revision)
+            try:
+                state.apply(self.prefix, fresh)
+            except TenureError as error:
+                self.failure = error
+                self._wake_all()
+                return
+            self._wake_changed()
+
+    def _wake_all(self) -> None:
+        for event in self.waiters.values():
+            event.set()
+
+    def _wake_changed(self) -> None:
+        """Wake the waiters whose request is granted, gone, or whose turn has come."""
+        state = self.state
+        present = set()
+        ahead_granted = True
+        for entry in state.admitted():
+            present.add(entry.suffix)
+            event = self.waiters.get(entry.suffix)
+            if event is not None and (entry.granted or ahead_granted):
+                event.set()
+            ahead_granted = ahead_granted and bool(entry.granted)
+        for entry in state.entries:
+            present.add(entry.suffix)
+            event = self.waiters.get(entry.suffix)
+            if event is not None and entry.granted:
+                event.set()
+        for suffix, event in self.waiters.items():
+            if suffix not in present:
+                event.set()
+
+    def close(self) -> None:
+        """Stop following (the last waiter left)."""
+        self._watcher.cancel()
+        self._task.cancel()
+
+
+@contextlib.contextmanager
+def subscribe(
+    s: EtcdSession, state: SemState, suffix: bytes
+) -> Iterator[tuple[Feed, asyncio.Event]]:
+    """Join (or start) the feed of ``state``'s semaphore as waiter ``suffix``."""
+    backend = s.backend
+    prefix = s.layout.semaphore(s.node, state.name)
+    feed = backend.feeds.get(prefix)
+    if feed is None:
+        feed = backend.feeds[prefix] = Feed(backend, prefix, state)
+    wake = feed.waiters[suffix] = asyncio.Event()
+    wake.set()  # look once at once
+    try:
+        yield feed, wake
+    finally:
+        feed.waiters.pop(suffix, None)
+        feed.deleted.pop(suffix, None)
+        if not feed.waiters and backend.feeds.get(prefix) is feed:
+            del backend.feeds[prefix]
+            feed.close()

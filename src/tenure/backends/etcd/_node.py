@@ -1,0 +1,154 @@
+"""What a client knows of a node between Txns: its settings, and the forced deletes in it.
+
+One :class:`NodeView` per node this client has sessions on, shared by them. It
+reads the node's settings once and then follows one watch on the range
+``[n/<node>/cfg, n/<node>/gone0)``, which holds exactly two kinds of keys:
+
+* ``cfg``: the settings. A put replaces the cached :class:`NodeConfig`; a delete
+  means the node was dropped, and every local session of it finds out why
+  (:meth:`EtcdSession.diagnose`).
+* ``gone/<name>``: put (on the deleter's lease, and deleted again right after) by
+  the Txn that deletes a semaphore by force, at the same revision as the delete.
+  A grant of ``name`` whose token is smaller was deleted by it: its holder is told
+  at once (``lease_lost``), as on the engine.
+
+The cache is a hint, never the truth: every acquire compares the settings' key's
+mod_revision in its Txn, and a Txn that fails on it brings the settings back.
+That is why one watch replaces a read of the settings per acquire and a watch of
+each held semaphore's grants. When the watch may have missed events (a new
+stream, compaction), the settings are read again and each local session checks
+the grants it holds against etcd (:meth:`EtcdSession.check_grants`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from aetcd.rpc import rpc_pb2
+
+from tenure._core.values import NodeConfig
+from tenure.backends.etcd._keys import Layout, decode, prefix_end
+from tenure.errors import NotFoundError, ProtocolError, TenureError
+
+if TYPE_CHECKING:
+    from tenure.backends.etcd import EtcdBackend
+
+__all__ = ["NodeView"]
+
+log = logging.getLogger("tenure.etcd")
+_DELETE = 1  # mvccpb.Event.DELETE
+
+
+class NodeView:
+    """One node's settings as last seen, kept current by a watch (module docstring)."""
+
+    def __init__(self, backend: EtcdBackend, node: str, kv: Any, revision: int) -> None:
+        self._backend = backend
+        self.node = node
+        self.layout: Layout = backend.layout
+        self.config = config_of(kv)
+        #: The settings key's mod_revision (compared by acquires) and create_revision
+        #: (the node's identity: dropped and made again is another node).
+        self.config_rev = int(kv.mod_revision)
+        self.node_rev = int(kv.create_revision)
+        self.users = 0
+        #: The node's semaphores as last counted, and the revision of that count.
+        self.counted: tuple[int, int] | None = None
+        start, end = self.layout.config(node), prefix_end(self.layout.gone(node))
+        self._watcher = backend.watches.watch(start, end, revision + 1)
+        self._task = asyncio.create_task(self._follow())
+
+    def update(self, kv: Any) -> None:
+        """The settings as read by a Txn (a newer revision wins)."""
+        if int(kv.create_revision) == self.node_rev and int(kv.mod_revision) > self.config_rev:
+            self.config = config_of(kv)
+            self.config_rev = int(kv.mod_revision)
+
+    def semaphores_bound(self, revision: int) -> int | None:
+        """At most how many semaphores the node has at ``revision``, without a read.
+
+        Each semaphore made since the last count was made by a Txn of its own (no Txn
+        makes two), so at most one per revision since: a count per acquire, which
+        walks every key etcd still remembers in the node, is needed only near
+        ``max_semaphores``.
+        """
+        if self.counted is None:
+            return None
+        count, at = self.counted
+        return count + max(0, revision - at)
+
+    async def _follow(self) -> None:
+        cfg = self.layout.config(self.node)
+        gone = self.layout.gone(self.node)
+        watcher = self._watcher
+        while True:
+            await watcher.wait()
+            events, reset = watcher.drain()
+            for event in events:
+                key = bytes(event.kv.key)
+                try:
+                    if key == cfg:
+                        if event.type == _DELETE:
+                            self._sessions_check(None)
+                        else:
+                            self.update(event.kv)
+                    elif key.startswith(gone) and event.type != _DELETE:
+                        name = self.layout.unescape(key[len(gone) :].decode())
+                        self._forced_delete(name, int(event.kv.mod_revision))
+                except Exception:  # a foreign value: the Txns' compares still hold
+                    log.exception(
+                        "etcd node view of %r: event of %r not understood", self.node, key
+                    )
+            if reset:
+                await self._reread()
+
+    async def _reread(self) -> None:
+        with contextlib.suppress(TenureError):
+            reply = await self._backend.conn.range(
+                rpc_pb2.RangeRequest(key=self.layout.config(self.node))
+            )
+            self._watcher.restart(int(reply.header.revision) + 1)
+            if reply.kvs:
+                self.update(reply.kvs[0])
+            self._sessions_check(reply.kvs[0] if reply.kvs else None)
+
+    def _sessions(self) -> list[Any]:
+        return [s for s in self._backend.sessions.values() if s.node == self.node]
+
+    def _sessions_check(self, config: Any) -> None:
+        """Events may be missing (or the node went): each session checks what it holds."""
+        for session in self._sessions():
+            if config is None or int(config.create_revision) != self.node_rev:
+                session.spawn(session.diagnose())
+            else:
+                session.spawn(session.check_grants())
+
+    def _forced_delete(self, name: str, revision: int) -> None:
+        for session in self._sessions():
+            session.grants_gone(name, before=revision)
+
+    def close(self) -> None:
+        """Stop following the node."""
+        self._watcher.cancel()
+        self._task.cancel()
+
+
+def config_of(kv: Any) -> NodeConfig:
+    """The node settings a key holds (ProtocolError if tenure did not write them)."""
+    try:
+        return NodeConfig(**decode(kv.value))
+    except (TypeError, ValueError) as error:
+        raise ProtocolError(
+            f"etcd key {bytes(kv.key)!r} is not tenure's node settings ({error!r})"
+        ) from None
+
+
+async def read_config(backend: EtcdBackend, node: str) -> tuple[Any, int]:
+    """The node's settings key and the revision it was read at."""
+    reply = await backend.conn.range(rpc_pb2.RangeRequest(key=backend.layout.config(node)))
+    if not reply.kvs:
+        raise NotFoundError(f"node {node!r} does not exist")
+    return reply.kvs[0], int(reply.header.revision)

@@ -1,0 +1,255 @@
+"""One semaphore as read from etcd at one revision, and the rule that admits its requests.
+
+A request is a key ``q/<sid>-<hold>[+]``; **arrival order is its create_revision**.
+A request with a grant key ``g/<same suffix>`` is an owner, and so is one granted
+by the very Txn that made it (its value says ``g``: the uncontended acquire, one
+key put and one deleted, its token the key's create_revision); the others wait. A
+hold has one request, or two while it waits for an upgrade: the granted one and,
+created later, the one marked ``+`` (or the reverse: the marks alternate, the
+old key being deleted when the new one is granted).
+
+**Admission** (the engine's rule, :mod:`tenure._core.semaphore`): walk the
+requests in arrival order, summing counts (an upgrade adds what it asks beyond the
+hold it replaces); the admitted set is the longest prefix whose sum fits the
+limit. The head is admitted as soon as it fits, and nothing behind a request that
+does not fit, however small. A request commits its own grant once admitted.
+
+**Admission is stable**, which is why a grant's Txn need only compare the
+request's own key (and the record's, and the session's): if request E is
+admitted at revision R, it stays admitted at every later revision at which its
+key still exists with the same create_revision. Between R and then, the only
+changes to the requests are: deletions (a release, a withdrawal, a lease that
+expired), which lower every later prefix sum; in-place restates, which only lower
+a count (a larger count is an upgrade, a new key); upgrades granted, which delete
+the hold's old key and keep the new one, so the prefix sums at and after the new
+key are unchanged and those before it drop; and new requests, which are created
+with a greater revision than E's and so sit behind it. The limit never changes
+while the record exists, and the grant compares the record's create_revision
+(ephemeral semaphores have no record and the largest limit). So no prefix sum up
+to E rises, and E still fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenure._core.values import MAX_COUNT, OwnerInfo, SemaphoreDescription, WaiterInfo
+from tenure.backends.etcd._keys import decode, parse_suffix
+from tenure.errors import ProtocolError
+
+__all__ = ["Entry", "Held", "SemState"]
+
+_DELETE = 1  # mvccpb.Event.DELETE
+
+
+def _entry(suffix: bytes, kv: Any) -> Entry:
+    try:
+        value = decode(kv.value)
+        sid, hold, upgrade = parse_suffix(suffix)
+        created, at_once = int(kv.create_revision), bool(value.get("g"))
+        return Entry(
+            suffix,
+            sid,
+            hold,
+            upgrade,
+            int(value["count"]),
+            bytes(value["data"]),
+            created,
+            created if at_once else 0,
+            at_once,
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise _foreign(kv, error) from None
+
+
+def _foreign(kv: Any, error: Exception) -> ProtocolError:
+    """A key under tenure's prefix whose value tenure did not write."""
+    return ProtocolError(
+        f"etcd key {bytes(kv.key)!r} under tenure's prefix is not tenure's ({error!r}): "
+        "another writer uses the prefix"
+    )
+
+
+class Held:
+    """A grant a session holds: its request key's suffix, its token and its count."""
+
+    __slots__ = ("count", "suffix", "token")
+
+    def __init__(self, suffix: bytes, token: int, count: int) -> None:
+        self.suffix, self.token, self.count = suffix, token, count
+
+
+@dataclass(slots=True)
+class Entry:
+    """One request: whose, how many tokens, its data, and whether it is granted."""
+
+    suffix: bytes
+    sid: int
+    hold: int
+    upgrade: bool
+    count: int
+    data: bytes
+    created: int  # the request key's create_revision: its place in the queue
+    granted: int = 0  # the grant's revision (its fencing token), or 0
+    #: Granted by the Txn that made the request (its value says so; no grant key).
+    at_once: bool = False
+
+    @property
+    def place(self) -> tuple[int, int]:
+        """The hold it belongs to."""
+        return (self.sid, self.hold)
+
+
+@dataclass(slots=True)
+class SemState:
+    """A semaphore at one revision."""
+
+    name: str
+    revision: int
+    record: int = 0  # the record's create_revision; 0: ephemeral or missing
+    limit: int = MAX_COUNT
+    data: bytes = b""
+    entries: list[Entry] = field(default_factory=list)  # in arrival order
+
+    @classmethod
+    def parse(cls, name: str, prefix: bytes, kvs: Any, revision: int) -> SemState:
+        """The state from a Range of the semaphore's prefix ``prefix``."""
+        state = cls(name, revision)
+        grants: dict[bytes, int] = {}
+        for kv in kvs:
+            rest = bytes(kv.key)[len(prefix) :]
+            if rest == b"rec":
+                state._record(kv)
+            elif rest.startswith(b"q/"):
+                state.entries.append(_entry(rest[2:], kv))
+            elif rest.startswith(b"g/"):
+                grants[rest[2:]] = int(kv.create_revision)
+        for entry in state.entries:
+            entry.granted = grants.get(entry.suffix, entry.granted)
+        state.entries.sort(key=lambda e: e.created)
+        return state
+
+    def _record(self, kv: Any) -> None:
+        try:
+            value = decode(kv.value)
+            self.record, self.limit = int(kv.create_revision), int(value["limit"])
+            self.data = bytes(value["data"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise _foreign(kv, error) from None
+
+    def apply(self, prefix: bytes, events: Any) -> None:
+        """Move the state forward by watch events of its range (in revision order).
+
+        The events are every change to the range, with the keys' new create and
+        mod revisions, so the result is exactly what a Range at the last event's
+        revision would read: a waiter needs no read per change.
+        """
+        for event in events:
+            kv = event.kv
+            rest = bytes(kv.key)[len(prefix) :]
+            deleted = event.type == _DELETE
+            if rest == b"rec":
+                if deleted:
+                    self.record, self.limit, self.data = 0, MAX_COUNT, b""
+                else:
+                    self._record(kv)
+            elif rest.startswith(b"q/"):
+                entry = self.entry(rest[2:])
+                if deleted:
+                    if entry is not None:
+                        self.entries.remove(entry)
+                elif entry is not None and entry.created == int(kv.create_revision):
+                    value = decode(kv.value)  # restated in place
+                    entry.count, entry.data = int(value["count"]), bytes(value["data"])
+                else:
+                    if entry is not None:
+                        self.entries.remove(entry)
+                    self.entries.append(_entry(rest[2:], kv))  # the newest request: last
+            elif rest.startswith(b"g/"):
+                entry = self.entry(rest[2:])
+                if entry is not None:
+                    entry.granted = 0 if deleted else int(kv.create_revision)
+            self.revision = max(self.revision, int(kv.mod_revision))
+
+    def fits_at_tail(self, count: int, replacing: Entry | None = None) -> bool:
+        """Whether a new request for ``count`` would be granted at once: every request
+        queued now is granted and the sum of their counts and ``count`` fits (without
+        the hold it ``replacing``, for an upgrade, which goes when it is granted)."""
+        held = sum(e.count for e in self.entries) - (replacing.count if replacing else 0)
+        return all(e.granted for e in self.entries) and held + count <= self.limit
+
+    @property
+    def exists(self) -> bool:
+        """A record, or (ephemeral) a request."""
+        return bool(self.record or self.entries)
+
+    def entry(self, suffix: bytes) -> Entry | None:
+        """The request with key suffix ``suffix``."""
+        for entry in self.entries:
+            if entry.suffix == suffix:
+                return entry
+        return None
+
+    def held(self, place: tuple[int, int]) -> Entry | None:
+        """The granted request of hold ``place``."""
+        for entry in self.entries:
+            if entry.granted and entry.place == place:
+                return entry
+        return None
+
+    def admitted(self) -> list[Entry]:
+        """The longest prefix of the queue that fits the limit (module docstring)."""
+        total = 0
+        counted: dict[tuple[int, int], int] = {}
+        prefix: list[Entry] = []
+        for entry in self.entries:
+            before = counted.get(entry.place, 0)  # the hold it replaces, if an upgrade
+            total += entry.count - before
+            if total > self.limit:
+                break
+            counted[entry.place] = entry.count
+            prefix.append(entry)
+        return prefix
+
+    def turn(self, suffix: bytes) -> bool:
+        """Whether request ``suffix`` may commit its grant now: it is admitted and every
+        request ahead of it is granted already, so grants (and tokens) follow the queue.
+        """
+        for entry in self.admitted():
+            if entry.suffix == suffix:
+                return True
+            if not entry.granted:
+                return False
+        return False
+
+    def is_admitted(self, suffix: bytes) -> bool:
+        """Whether the request ``suffix`` is in the admitted prefix."""
+        return any(entry.suffix == suffix for entry in self.admitted())
+
+    def owners(self) -> list[Entry]:
+        """Granted requests in grant (token) order."""
+        return sorted((e for e in self.entries if e.granted), key=lambda e: e.granted)
+
+    def waiters(self) -> list[Entry]:
+        """Requests not granted, in arrival order."""
+        return [e for e in self.entries if not e.granted]
+
+    def describe(self, *, owners: bool, waiters: bool) -> SemaphoreDescription:
+        """The contract's description of this state."""
+        if not self.exists:
+            return SemaphoreDescription.missing(self.name)
+        held = self.owners()
+        return SemaphoreDescription(
+            name=self.name,
+            limit=self.limit,
+            count=sum(e.count for e in held),
+            data=self.data,
+            ephemeral=not self.record,
+            owners=tuple(OwnerInfo(e.sid, e.count, e.data, e.granted) for e in held)
+            if owners
+            else (),
+            waiters=tuple(WaiterInfo(e.sid, e.count, e.data) for e in self.waiters())
+            if waiters
+            else (),
+        )

@@ -1,0 +1,442 @@
+"""A session on etcd: a lease, a record with a sequence number, and what it holds.
+
+**Session = lease.** Its TTL is the recovery window rounded up to whole seconds,
+at least 2 (etcd's granularity); :attr:`EtcdSession.recovery_window` reports it. The
+session id is the lease id. The record ``n/<node>/sess/<sid>`` (on the lease) holds
+the description, the window and ``seq``; every mutating Txn of the session
+compares the record's mod_revision, which each re-attach bumps (``seq`` + 1), so a
+Txn of a connection that was replaced cannot act (etcd has no per-lease secret).
+
+**Loss.** The keepalive stream renews the lease at a third of its TTL. A renewal
+answered with TTL <= 0 means etcd let the lease go: the session is lost. And, as
+``tenure://``'s client does (``_remote_session``, "The local deadline"), the
+session is declared expired on this client's monotonic clock a full TTL after
+the *send* time of the last renewal etcd answered: etcd cannot have kept it longer,
+so the work under its leases is cancelled then, not when etcd is heard from again.
+The session also watches its own record, which etcd deletes with the lease: a lease
+etcd let go is heard as soon as the event arrives, whatever this client's timers.
+A session whose node was dropped (by force) ends with SessionClosedError, its
+grants lost with LeaseLostError and its waits with NotFoundError, as the engine
+does; one whose lease expired ends with SessionExpiredError.
+
+**Re-attach.** After a new keepalive stream opens (a failover), the session asks
+LeaseTimeToLive: a live lease is kept (renewed as before) and ``seq`` bumped.
+
+Acquiring is in :mod:`tenure.backends.etcd._acquire` and ``._wait``, releasing and
+losing grants in ``._holds``, administration in ``._admin``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
+
+from aetcd.rpc import rpc_pb2
+
+from tenure._core.values import NodeConfig, SemaphoreDescription
+from tenure.backends._base import Grant, SessionListener
+from tenure.backends.etcd import _acquire, _admin, _holds
+from tenure.backends.etcd._keys import (
+    EQUAL,
+    MOD,
+    compare_create,
+    compare_mod,
+    encode,
+    get,
+    get_prefix,
+    put,
+)
+from tenure.backends.etcd._node import config_of
+from tenure.backends.etcd._queue import Held, SemState
+from tenure.backends.etcd._watch import EtcdWatch
+from tenure.errors import (
+    LeaseLostError,
+    LostError,
+    NotFoundError,
+    PreconditionFailedError,
+    SessionClosedError,
+    SessionExpiredError,
+    TenureError,
+)
+
+if TYPE_CHECKING:
+    from tenure.backends.etcd import EtcdBackend
+    from tenure.backends.etcd._node import NodeView
+
+__all__ = ["EtcdSession"]
+
+log = logging.getLogger("tenure.etcd")
+_DELETE = 1  # mvccpb.Event.DELETE
+
+
+class EtcdSession:
+    """A :class:`~tenure.backends._base.BackendSession` on etcd (module docstring)."""
+
+    def __init__(
+        self,
+        backend: EtcdBackend,
+        node: str,
+        lease_id: int,
+        ttl: int,
+        listener: SessionListener,
+        *,
+        record_rev: int,
+        view: NodeView,
+        confirmed_at: float,
+        seq: int,
+        description: str,
+        window: float,
+    ) -> None:
+        self.backend = backend
+        self.conn = backend.conn
+        self.layout = backend.layout
+        self.node = node
+        self.lease_id = lease_id
+        #: The lease's TTL in seconds: the recovery window rounded up (at least 2).
+        self.ttl = ttl
+        self.window = window
+        self.description = description
+        #: Who hears of losses (the public session).
+        self.listener = listener
+        self.record_key = self.layout.session(node, lease_id)
+        self.seq = seq
+        self.seq_rev = record_rev  # the record's mod_revision after our last bump
+        self._record_created = record_rev
+        #: The node's settings and forced deletes, shared by this client's sessions.
+        self.view = view
+        self.node_rev = view.node_rev  # the node's create_revision: dropped and re-made = gone
+        self._confirmed = confirmed_at
+        self.ended: LostError | None = None
+        #: What a wait of this session fails with once it ended (NotFound if dropped).
+        self.wait_error: TenureError | None = None
+        self.lost = asyncio.Event()
+        #: Grants by (name, hold); requests in progress by (name, hold).
+        self.held: dict[tuple[str, int], Held] = {}
+        self.busy: set[tuple[str, int]] = set()
+        self.watches = 0
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._loop = asyncio.get_running_loop()
+        self._timer: asyncio.TimerHandle | None = None
+        self._arm()
+        # etcd deletes the record with the lease: its deletion is heard at once, not
+        # when a timer of this client next fires (timers sleep through a clock that
+        # jumped, a process that was paused), so work under a lease etcd let go is
+        # cancelled as soon as the news can arrive.
+        self._record_watch = backend.watches.watch(self.record_key, b"", record_rev + 1)
+        self._record_task = asyncio.create_task(self._follow_record())
+
+    @property
+    def session_id(self) -> int:
+        """The session's id: its etcd lease id."""
+        return self.lease_id
+
+    @property
+    def recovery_window(self) -> float:
+        """The window in force: the lease's TTL (the one asked for, rounded up)."""
+        return float(self.ttl)
+
+    # -- the lease (Renewable, for the keepalive stream) --------------------------------
+
+    def renewed(self, sent_at: float) -> None:
+        """etcd renewed the lease at a request sent at ``sent_at``: move the deadline."""
+        self._confirmed = max(self._confirmed, sent_at)
+
+    def lease_gone(self) -> None:
+        """etcd says the lease is gone: find out why, then lose the session."""
+        self.spawn(self.diagnose())
+
+    def reconnected(self) -> None:
+        """A new keepalive stream: keep the lease if it lives, and bump ``seq``."""
+        self.spawn(self._reattach())
+
+    async def _reattach(self) -> None:
+        if self.ended is not None:
+            return
+        request = rpc_pb2.LeaseTimeToLiveRequest(ID=self.lease_id)
+        reply = await self.conn.lease_call("LeaseTimeToLive", request)
+        if reply.TTL <= 0:
+            await self.diagnose()
+            return
+        value = encode(
+            {"description": self.description, "window": self.window, "seq": self.seq + 1}
+        )
+        reply = await self.conn.txn(
+            [compare_create(self.record_key, self._record_created)],
+            [put(self.record_key, value, self.lease_id)],
+        )
+        if not reply.succeeded:
+            await self.diagnose()
+            return
+        self.seq += 1
+        self.seq_rev = int(reply.header.revision)
+
+    def _arm(self) -> None:
+        self._timer = self._loop.call_at(self._confirmed + self.ttl, self._check_deadline)
+
+    def _check_deadline(self) -> None:
+        self._timer = None
+        if self.ended is not None:
+            return
+        if self._loop.time() < self._confirmed + self.ttl:
+            self._arm()
+            return
+        self.lose(
+            SessionExpiredError(
+                f"session {self.lease_id}: etcd ({self.conn.endpoint}) has not renewed its "
+                f"lease for its TTL ({self.ttl}s); it may have expired it"
+            )
+        )
+        self.spawn(self._revoke())  # etcd may still hold it: let go as soon as it hears us
+
+    async def diagnose(self) -> None:
+        """The session's record or lease is gone: lose it, as dropped or as expired."""
+        if self.ended is not None:
+            return
+        reply = await self.conn.txn([], [get(self.record_key), get(self.layout.config(self.node))])
+        record, config = reply.responses[0].response_range, reply.responses[1].response_range
+        if record.kvs and int(record.kvs[0].create_revision) == self._record_created:
+            return  # alive after all
+        if not config.kvs or int(config.kvs[0].create_revision) != self.node_rev:
+            self.dropped()
+        else:
+            self.lose(SessionExpiredError(f"session {self.lease_id}: its etcd lease expired"))
+
+    def dropped(self) -> None:
+        """The node was dropped by force: grants lost, waits not found, session closed."""
+        if self.ended is not None:
+            return
+        message = f"node {self.node!r} was dropped"
+        for (name, _), held in list(self.held.items()):
+            self.listener.lease_lost(name, held.token, LeaseLostError(message))
+        self.held.clear()
+        self._end(SessionClosedError(message), NotFoundError(message))
+        self.listener.session_lost(SessionClosedError(message))
+
+    def lose(self, error: LostError) -> None:
+        """The session is lost: end it and tell the listener (once)."""
+        if self.ended is not None:
+            return
+        self._end(error, error)
+        self.listener.session_lost(error)
+
+    def _end(self, error: LostError, wait_error: TenureError) -> None:
+        self.ended = error
+        self.wait_error = wait_error
+        self.lost.set()
+        self.backend.keepalive.remove(self.lease_id)
+        self.backend.sessions.pop(self.lease_id, None)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._record_watch.cancel()
+        if self._record_task is not asyncio.current_task():
+            self._record_task.cancel()
+        self.backend.release_view(self.view)
+
+    async def _follow_record(self) -> None:
+        watcher = self._record_watch
+        while self.ended is None:
+            await watcher.wait()
+            events, reset = watcher.drain()
+            if reset or any(event.type == _DELETE for event in events):
+                try:
+                    await self.diagnose()
+                except TenureError as error:  # etcd unreachable: the deadline decides
+                    log.info("session %d: record check failed: %s", self.lease_id, error)
+                if reset and self.ended is None:
+                    watcher.restart(self.seq_rev + 1)
+
+    def wait_failure(self) -> TenureError:
+        """A fresh copy of the error a wait ends with now that the session ended."""
+        error = self.wait_error or self.ended
+        assert error is not None
+        return type(error)(*error.args)
+
+    def check_alive(self) -> None:
+        """Raise the session's loss error if it ended."""
+        if self.ended is not None:
+            raise type(self.ended)(*self.ended.args)
+
+    async def _revoke(self) -> None:
+        with contextlib.suppress(TenureError):
+            await self.conn.lease_call("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=self.lease_id))
+
+    # -- Txns of this session -------------------------------------------------------
+
+    async def txn(self, compares: list[Any], success: list[Any], failure: list[Any]) -> Any:
+        """A Txn that also compares the session's ``seq``; raises the loss if it is gone.
+
+        ``failure`` ops come after a read of the session's record: the caller finds
+        its own at ``responses[1:]``. A Txn that failed because a re-attach bumped
+        ``seq`` meanwhile is sent again.
+        """
+        request = self.new_txn()
+        request.compare.extend(compares)
+        request.success.extend(success)
+        request.failure.extend(failure)
+        return await self.send(request)
+
+    def new_txn(self) -> Any:
+        """A TxnRequest with the session's compare and read in place (:meth:`send` it).
+
+        Callers add their compares and ops in place (``request.compare.add(...)``,
+        :func:`~tenure.backends.etcd._keys.add_put`...): building a request in one
+        message, not from messages copied into it, is most of what an acquire costs
+        this client.
+        """
+        request = rpc_pb2.TxnRequest()
+        request.compare.add(key=self.record_key, target=MOD, result=EQUAL, mod_revision=0)
+        request.failure.add().request_range.key = self.record_key
+        return request
+
+    async def send(self, request: Any) -> Any:
+        """Send a request of :meth:`new_txn` (see :meth:`txn`)."""
+        while True:
+            self.check_alive()
+            used = request.compare[0].mod_revision = self.seq_rev
+            reply = await self.conn.send_txn(request)
+            if reply.succeeded:
+                return reply
+            record = reply.responses[0].response_range
+            if not record.kvs:
+                await self.diagnose()
+                self.check_alive()
+                continue
+            if int(record.kvs[0].mod_revision) != used:
+                if self.seq_rev != used:
+                    continue  # re-attached meanwhile: again, with the new seq
+                await asyncio.sleep(0.01)  # our re-attach is in flight
+                continue
+            return reply
+
+    def fence(self) -> Any:
+        """The compare every mutating Txn of the session makes: ``seq`` is the one we set."""
+        return compare_mod(self.record_key, self.seq_rev)
+
+    async def config(self) -> NodeConfig:
+        """The node's settings, read now (for administration; acquires use the view)."""
+        reply = await self.conn.range(rpc_pb2.RangeRequest(key=self.layout.config(self.node)))
+        if not reply.kvs:
+            await self.diagnose()
+            self.check_alive()
+            raise NotFoundError(f"node {self.node!r} does not exist")
+        self.view.update(reply.kvs[0])
+        return config_of(reply.kvs[0])
+
+    async def read(self, name: str) -> SemState:
+        """The semaphore's state, read now."""
+        prefix = self.layout.semaphore(self.node, name)
+        reply = await self.conn.txn([], [get_prefix(prefix)])
+        kvs = reply.responses[0].response_range.kvs
+        return SemState.parse(name, prefix, kvs, int(reply.header.revision))
+
+    async def count_semaphores(self) -> int:
+        """How many semaphores the node has (names with a record or a request), read now;
+        the view keeps the count for its bound."""
+        prefix = self.layout.semaphores(self.node)
+        reply = await self.conn.txn([], [get_prefix(prefix, keys_only=True)])
+        kvs = reply.responses[0].response_range.kvs
+        count = len({bytes(kv.key)[len(prefix) :].split(b"/")[0] for kv in kvs})
+        self.view.counted = (count, int(reply.header.revision))
+        return count
+
+    # -- acquire, restate, release, renew -------------------------------------------
+
+    async def acquire(
+        self, name: str, *, count: int, data: bytes, timeout: float | None, ephemeral: bool
+    ) -> Grant | None:
+        """See :meth:`tenure.backends._base.BackendSession.acquire`."""
+        self.check_alive()
+        hold = 0
+        while (name, hold) in self.busy or (name, hold) in self.held:
+            hold += 1
+        return await _acquire.request(self, name, hold, count, data, timeout, ephemeral)
+
+    async def restate(
+        self, name: str, grant: Grant, *, count: int, data: bytes, timeout: float | None
+    ) -> Grant | None:
+        """See :meth:`tenure.backends._base.BackendSession.restate`."""
+        self.check_alive()
+        return await _acquire.request(self, name, grant.hold, count, data, timeout, False)
+
+    async def release(self, name: str, grant: Grant) -> bool:
+        """See :meth:`tenure.backends._base.BackendSession.release`."""
+        self.check_alive()
+        held = self.held.get((name, grant.hold))
+        if held is not None and (name, grant.hold) not in self.busy:
+            # No upgrade of the hold is in flight: its one request and grant are all.
+            return await _holds.delete(self, name, grant.hold, [held.suffix])
+        return await self.drop_hold(name, grant.hold)
+
+    async def drop_hold(self, name: str, hold: int) -> bool:
+        """Delete every key of hold ``hold`` (both requests, both grants); whether any was."""
+        return await _holds.drop_hold(self, name, hold)
+
+    async def renew(self, name: str, grant: Grant) -> float:
+        """Grants here have no TTL of their own (no LEASE_TTL): nothing to renew."""
+        self.check_alive()
+        raise PreconditionFailedError(f"the grant of {name!r} has no lease TTL to renew")
+
+    # -- semaphores (tenure.backends.etcd._admin) --------------------------------
+
+    async def create_semaphore(self, name: str, limit: int, data: bytes) -> None:
+        """See :meth:`tenure.backends._base.BackendSession.create_semaphore`."""
+        return await _admin.create_semaphore(self, name, limit, data)
+
+    async def update_semaphore(self, name: str, data: bytes) -> None:
+        """See :meth:`tenure.backends._base.BackendSession.update_semaphore`."""
+        return await _admin.update_semaphore(self, name, data)
+
+    async def delete_semaphore(self, name: str, force: bool) -> None:
+        """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""
+        return await _admin.delete_semaphore(self, name, force)
+
+    async def describe_semaphore(
+        self, name: str, *, owners: bool, waiters: bool
+    ) -> SemaphoreDescription:
+        """See :meth:`tenure.backends._base.BackendSession.describe_semaphore`."""
+        return await _admin.describe_semaphore(self, name, owners=owners, waiters=waiters)
+
+    async def watch_semaphore(
+        self, name: str, *, data: bool, owners: bool, waiters: bool
+    ) -> EtcdWatch:
+        """See :meth:`tenure.backends._base.BackendSession.watch_semaphore`."""
+        return await _admin.watch_semaphore(self, name, data=data, owners=owners, waiters=waiters)
+
+    # -- grants lost to a forced delete (told by the node's view; _holds) ------------
+
+    def grants_gone(self, name: str, *, before: int | None = None) -> None:
+        """``name`` was deleted by force (at revision ``before``): its grants are lost."""
+        _holds.grants_gone(self, name, before)
+
+    async def check_grants(self) -> None:
+        """Events of the node may have been missed: is every grant still there?"""
+        await _holds.check_grants(self)
+
+    # -- ending ---------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """See :meth:`tenure.backends._base.BackendSession.close`: revoke the lease."""
+        if self.ended is not None:
+            return
+        closed = SessionClosedError(f"session {self.lease_id} was closed")
+        self._end(closed, closed)
+        # Revoking deletes every key on the lease at once: record, requests, grants.
+        # Shielded: a body that closes its own session is cancelled meanwhile.
+        await asyncio.shield(asyncio.ensure_future(self._revoke()))
+
+    def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
+        """Run ``coro`` in the background (errors are logged: there is no caller)."""
+
+        async def run() -> None:
+            try:
+                await coro
+            except TenureError as error:
+                log.info("session %d: background work failed: %s", self.lease_id, error)
+
+        task = asyncio.ensure_future(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)

@@ -1,0 +1,367 @@
+"""The etcd:// backend's one-Txn paths and what other clients change under them.
+
+Each client keeps a view of its nodes (settings, forced deletes) and a feed per
+semaphore it waits on, moved by watch events; these tests check them against what
+another client (a second connection, as another process would be) does in etcd.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+from typing import Any
+
+import pytest
+
+import tenure
+from tenure.backends.etcd import EtcdBackend
+from tenure.backends.etcd._keys import get_prefix, put
+from tenure.backends.etcd._queue import SemState
+from tenure.errors import (
+    LeaseLostError,
+    LimitExceededError,
+    ProtocolError,
+    SessionClosedError,
+    UnavailableError,
+)
+from tests.netproxy import NetProxy
+
+
+def _backend(client: tenure.Client) -> EtcdBackend:
+    backend = client.backend
+    assert isinstance(backend, EtcdBackend)
+    return backend
+
+
+async def test_a_forced_delete_by_another_client_ends_the_holders_leases(etcd_url: str) -> None:
+    async with tenure.connect(etcd_url) as holder, tenure.connect(etcd_url) as admin:
+        await holder.create_node("n")
+        session = await holder.session("n")
+        lease = await session.mutex("m").lock()
+        other = await session.mutex("kept").lock()
+        killer = await admin.session("n")
+        await killer.semaphore("m").delete(force=True)
+        reason = await asyncio.wait_for(lease.lost.wait(), 5)
+        assert isinstance(reason, LeaseLostError)
+        assert not other.lost.ended  # another name's grant is untouched
+        # A grant made after the delete is not taken for one it deleted.
+        again = await session.mutex("m").lock()
+        assert again.token > lease.token
+        await asyncio.sleep(0.3)
+        assert not again.lost.ended
+        # The marker was removed again: only the node's settings and live keys stay.
+        prefix = _backend(admin).layout.gone("n")
+        reply = await _backend(admin).conn.txn([], [get_prefix(prefix)])
+        assert not reply.responses[0].response_range.kvs
+
+
+async def test_settings_changed_by_another_client_apply_to_the_next_acquire(
+    etcd_url: str,
+) -> None:
+    async with tenure.connect(etcd_url) as user, tenure.connect(etcd_url) as admin:
+        await admin.create_node("n")
+        session = await user.session("n")
+        await (await session.mutex("a").lock(data=b"x" * 40)).release()
+        await admin.alter_node("n", max_data_size=10)
+        # Whether or not this client's view has the change yet, the Txn compares it.
+        with pytest.raises(LimitExceededError, match="max_data_size"):
+            await session.mutex("b").lock(data=b"x" * 40)
+        await admin.alter_node("n", max_data_size=100)
+        lease = await session.mutex("c").lock(data=b"x" * 40)  # the view lags: read again
+        assert lease.data == b"x" * 40
+
+
+async def test_a_node_dropped_by_another_client_closes_its_sessions(etcd_url: str) -> None:
+    async with tenure.connect(etcd_url) as user, tenure.connect(etcd_url) as admin:
+        await admin.create_node("n")
+        session = await user.session("n")
+        lease = await session.mutex("m").lock()
+        await admin.drop_node("n", force=True)
+        reason = await asyncio.wait_for(session.lost.wait(), 5)
+        assert isinstance(reason, SessionClosedError)
+        assert isinstance(lease.lost_reason, LeaseLostError)
+
+
+async def test_max_semaphores_is_kept_by_creators_racing_in_two_clients(etcd_url: str) -> None:
+    async with tenure.connect(etcd_url) as first, tenure.connect(etcd_url) as second:
+        await first.create_node("n", max_semaphores=3)
+        one, two = await first.session("n"), await second.session("n")
+        held = [await one.mutex("a").lock(), await two.mutex("b").lock()]
+        # Both race for the last place with two names each: at most one name wins.
+        results = await asyncio.gather(
+            *(s.mutex(f"{s.id}-{i}").lock() for s in (one, two) for i in range(2)),
+            return_exceptions=True,
+        )
+        won = [r for r in results if not isinstance(r, BaseException)]
+        assert all(isinstance(r, LimitExceededError) for r in results if r not in won)
+        assert len(won) <= 1
+        description = await first.describe_node("n")
+        assert description.semaphores == 2 + len(won)
+        # A refused creator left nothing behind: room again once one is released.
+        for lease in [*held, *won]:
+            await lease.release()
+        assert (await first.describe_node("n")).semaphores == 0
+        await (await one.mutex("again").lock()).release()
+
+
+async def test_max_sessions_is_kept_by_sessions_racing_in_two_clients(etcd_url: str) -> None:
+    async with tenure.connect(etcd_url) as first, tenure.connect(etcd_url) as second:
+        await first.create_node("n", max_sessions=2)
+        kept = await first.session("n")
+        results = await asyncio.gather(
+            *(c.session("n") for c in (first, second, first, second)), return_exceptions=True
+        )
+        opened = [r for r in results if isinstance(r, tenure.Session)]
+        assert all(isinstance(r, LimitExceededError) for r in results if r not in opened)
+        assert len(opened) <= 1
+        assert (await first.describe_node("n")).sessions == 1 + len(opened)
+        for session in [kept, *opened]:
+            await session.close()
+        # The refused ones left no lease behind: both places are free again.
+        again = [await first.session("n"), await second.session("n")]
+        assert (await first.describe_node("n")).sessions == 2
+        for session in again:
+            await session.close()
+
+
+async def _queue_behind(
+    sessions: list[tenure.Session], pause: float
+) -> tuple[tenure.Lease, list[asyncio.Task[None]], list[int]]:
+    """The first session holds ``m``; the others queue for it in index order, ``pause``
+    apart (0: all at once). Returns the hold, the waits and the order of grants."""
+    held = await sessions[0].mutex("m").lock()
+    order: list[int] = []
+
+    async def wait(index: int) -> None:
+        lease = await sessions[index].mutex("m").lock()
+        order.append(index)
+        await lease.release()
+
+    tasks = []
+    for index in range(1, len(sessions)):
+        tasks.append(asyncio.create_task(wait(index)))
+        if pause:
+            await asyncio.sleep(pause)
+    await asyncio.sleep(0.3)  # every request joined
+    return held, tasks, order
+
+
+async def test_waiters_of_one_client_share_one_feed_and_are_served_in_order(
+    etcd_url: str,
+) -> None:
+    async with tenure.connect(etcd_url) as client:
+        await client.create_node("n")
+        sessions = [await client.session("n") for _ in range(6)]
+        held, tasks, order = await _queue_behind(sessions, 0.05)
+        backend = _backend(client)
+        assert len(backend.feeds) == 1  # one watch for five waiters
+        await held.release()
+        await asyncio.wait_for(asyncio.gather(*tasks), 10)
+        assert order == [1, 2, 3, 4, 5]
+        assert backend.feeds == {}  # the last waiter closed it
+
+
+async def test_a_state_moved_by_events_equals_a_fresh_read(etcd_url: str) -> None:
+    """Differential: random changes through the API, the watch's events applied to
+    the first read's state, against a Range at the same revision."""
+    rng = random.Random(7)
+    async with tenure.connect(etcd_url) as client:
+        await client.create_node("n")
+        backend = _backend(client)
+        sessions = [await client.session("n") for _ in range(4)]
+        await sessions[0].semaphore("s").create(limit=4)
+        prefix = backend.layout.semaphore("n", "s")
+        first = await _read(backend, prefix)
+        watcher = backend.watch_range(prefix, first.revision + 1)
+        held: list[Any] = []
+        pending: list[asyncio.Task[Any]] = []
+        try:
+            for _ in range(60):
+                choice = rng.random()
+                session = rng.choice(sessions)
+                if choice < 0.45:
+                    pending.append(
+                        asyncio.create_task(
+                            session.semaphore("s").acquire(
+                                count=rng.randint(1, 3), data=bytes([rng.randrange(256)])
+                            )
+                        )
+                    )
+                elif choice < 0.75 and held:
+                    await held.pop(rng.randrange(len(held))).release()
+                elif choice < 0.85 and held:
+                    lease = rng.choice(held)
+                    await lease.restate(data=bytes([rng.randrange(256)]))
+                elif pending:
+                    pending.pop(rng.randrange(len(pending))).cancel()
+                await asyncio.sleep(0.01)
+                done = [t for t in pending if t.done()]
+                for task in done:
+                    pending.remove(task)
+                    if not task.cancelled() and task.exception() is None:
+                        held.append(task.result())
+            await asyncio.sleep(0.3)
+            truth = await _read(backend, prefix)
+            moved = first
+            while moved.revision < truth.revision:
+                await asyncio.wait_for(watcher.wait(), 5)
+                events, reset = watcher.drain()
+                assert not reset
+                moved.apply(prefix, events)
+            assert moved.revision == truth.revision
+            assert _shape(moved) == _shape(truth)
+        finally:
+            watcher.cancel()
+            for task in pending:
+                task.cancel()
+
+
+async def _read(backend: EtcdBackend, prefix: bytes) -> SemState:
+    reply = await backend.conn.txn([], [get_prefix(prefix)])
+    kvs = reply.responses[0].response_range.kvs
+    return SemState.parse("s", prefix, kvs, int(reply.header.revision))
+
+
+def _shape(state: SemState) -> Any:
+    return (
+        state.record,
+        state.limit,
+        state.data,
+        [(e.suffix, e.count, e.data, e.created, e.granted) for e in state.entries],
+    )
+
+
+async def test_a_session_taking_a_mutex_again_keeps_it(etcd_url: str) -> None:
+    """Regression (fault suite, cluster-crash): the deletion of a session's previous
+    grant of a name was once taken for the loss of its next grant of that name."""
+    async with tenure.connect(etcd_url) as client, tenure.connect(etcd_url) as other_client:
+        await client.create_node("n")
+        other = await other_client.session("n")
+        session = await client.session("n")
+        tokens = []
+        for _ in range(20):
+            await (await session.mutex("m").lock()).release()
+            lock = await session.mutex("m").lock()
+            await asyncio.sleep(0.02)  # the first grant's delete reaches every watch
+            assert lock.held, lock.lost_reason
+            tokens.append(lock.token)
+            await lock.release()
+        assert tokens == sorted(set(tokens))
+        taken = await other.mutex("m").lock(timeout=5)  # nothing was left behind
+        assert taken.token > tokens[-1]
+
+
+async def test_a_release_etcd_did_not_answer_is_sent_again(etcd_member: Any, etcd_url: str) -> None:
+    """Regression (fault suite, cluster-crash): a release whose Txn failed used to
+    leave the grant in etcd for as long as the session lived."""
+    (member,) = etcd_member.members
+    async with (
+        tenure.connect(etcd_url, connect_timeout=1, request_timeout=1) as client,
+        tenure.connect(etcd_url) as other_client,
+    ):
+        await client.create_node("n")
+        other = await other_client.session("n")
+        session = await client.session("n", recovery_window=30)
+        lock = await session.mutex("m").lock()
+        os.kill(member.pid, signal.SIGSTOP)  # etcd answers nothing for a while
+        try:
+            release = asyncio.create_task(lock.release())
+            await asyncio.sleep(2.5)  # past connect_timeout: the first try failed
+            assert not release.done()
+        finally:
+            os.kill(member.pid, signal.SIGCONT)
+        await asyncio.wait_for(release, 10)  # sent again, and answered
+        taken = await other.mutex("m").lock(timeout=5)
+        assert taken.token > lock.token
+        assert not session.closed
+
+
+async def test_an_acquire_whose_answer_was_lost_leaves_nothing_behind(
+    etcd_member: Any, etcd_url: str
+) -> None:
+    """etcd applies an acquire's Txn and its answers are lost until the client gives
+    up (UnavailableError): the client first takes back what the Txn left, so the
+    grant does not stay for as long as the session lives."""
+    endpoint = etcd_member.endpoints[0]
+    host, port = endpoint.rsplit(":", 1)
+    async with NetProxy(host, int(port)) as proxy:
+        through = etcd_url.replace(endpoint, f"127.0.0.1:{proxy.port}")
+        async with (
+            tenure.connect(through, connect_timeout=1, request_timeout=1) as client,
+            tenure.connect(etcd_url) as other_client,
+        ):
+            await client.create_node("n")
+            other = await other_client.session("n")
+            session = await client.session("n", recovery_window=30)
+            proxy.lose_downstream()  # requests reach etcd; no answer comes back
+            try:
+                acquire = asyncio.create_task(session.mutex("m").lock())
+                await asyncio.sleep(0.5)  # applied, unanswered
+                owners = (await other.semaphore("m").describe(owners=True)).owners
+                assert [o.session_id for o in owners] == [session.id]
+                await asyncio.sleep(2.0)  # the client gave up on it (connect_timeout)
+            finally:
+                proxy.lose_downstream(False)
+            with pytest.raises(UnavailableError):
+                await asyncio.wait_for(acquire, 10)
+            taken = await other.mutex("m").lock(timeout=5)  # nothing of it was left
+            await taken.release()
+            again = await session.mutex("m").lock(timeout=5)  # its hold number is free
+            assert again.token > taken.token
+
+
+async def test_requests_made_at_once_by_one_client_queue_in_call_order(etcd_url: str) -> None:
+    """Concurrent Txns could reach etcd in either order; a client's joins of one name
+    go one at a time, so its sessions' waits are served in the order they began."""
+    async with tenure.connect(etcd_url) as client:
+        await client.create_node("n")
+        sessions = [await client.session("n") for _ in range(12)]
+        held, tasks, order = await _queue_behind(sessions, 0)
+        await held.release()
+        await asyncio.wait_for(asyncio.gather(*tasks), 10)
+        assert order == list(range(1, 12))
+
+
+async def test_a_foreign_value_under_the_prefix_fails_waiters_clearly(etcd_url: str) -> None:
+    """Another writer puts a value tenure did not write into a semaphore's queue: its
+    waiters end with ProtocolError naming the key, rather than wait for ever."""
+    async with tenure.connect(etcd_url) as client:
+        await client.create_node("n")
+        holder, waiter = await client.session("n"), await client.session("n")
+        held = await holder.mutex("m").lock()
+        waiting = asyncio.create_task(waiter.mutex("m").lock())
+        await asyncio.sleep(0.3)
+        backend = _backend(client)
+        key = backend.layout.queue("n", "m") + b"ffffffffffffffff-00000000"
+        await backend.conn.txn([], [put(key, b"not msgpack \xc1")])
+        with pytest.raises(ProtocolError, match="not tenure's"):
+            await asyncio.wait_for(waiting, 5)
+        await held.release()
+
+
+async def test_an_upgrade_with_room_replaces_its_hold_in_one_txn(etcd_url: str) -> None:
+    async with tenure.connect(etcd_url) as client:
+        await client.create_node("n")
+        session = await client.session("n")
+        # Room for the old hold and the new one: granted at once, a new token, and
+        # the old hold goes in the same Txn (as when an upgrade that waited is granted).
+        await session.semaphore("pool").create(limit=4)
+        lease = await session.semaphore("pool").acquire(count=1)
+        first = lease.token
+        await lease.restate(3)
+        assert (lease.count, lease.token > first) == (3, True)
+        owners = (await session.semaphore("pool").describe(owners=True)).owners
+        assert [(o.session_id, o.count, o.token) for o in owners] == [(session.id, 3, lease.token)]
+        prefix = _backend(client).layout.semaphore("n", "pool")
+        reply = await _backend(client).conn.txn([], [get_prefix(prefix)])
+        keys = [bytes(kv.key)[len(prefix) :] for kv in reply.responses[0].response_range.kvs]
+        assert sorted(keys) == [b"q/" + f"{session.id:016x}-00000000+".encode(), b"rec"]
+        await lease.restate(1)  # fewer: in place, same token
+        assert (lease.count, lease.token) == (1, owners[0].token)
+        other = await client.session("n")
+        taken = await other.semaphore("pool").acquire(count=3, timeout=5)
+        await taken.release()
+        await lease.release()
+        assert (await session.semaphore("pool").describe(owners=True)).owners == ()
