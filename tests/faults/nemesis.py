@@ -281,7 +281,15 @@ def set_clock(stage: Stage, offset: str) -> None:
 
 
 async def clock(stage: Stage, until: float) -> None:
-    """Jump the clocks of the faketime workers an hour forward or back, then back to true."""
+    """Jump the clocks of the faketime workers an hour forward or back, then back to true.
+
+    Once a clock is true again its worker gets SIGUSR1, which only wakes its event
+    loop: a loop that computed its poll's timeout from the jumped clock (a timer
+    an hour away) would otherwise sleep until I/O arrives, which a real clock
+    coming back never needs. On tenure:// the server's idle timeout closing the
+    silent connection used to be that I/O, unless it came while the clock was
+    still wrong and the client, its connection gone, had only timers left.
+    """
     while now() < until:
         await asyncio.sleep(stage.rng.uniform(2.0, 4.0))
         if now() >= until:
@@ -293,4 +301,6 @@ async def clock(stage: Stage, until: float) -> None:
             await asyncio.sleep(stage.rng.uniform(2.0, 5.0))
         finally:
             set_clock(stage, "+0")
+            for index in stage.clock_files:
+                _signal(stage, index, signal.SIGUSR1)
         stage.note("healed", fault="clock")

@@ -304,6 +304,8 @@ async def run(config: WorkerConfig) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
+    # The clock nemesis wakes the loop once a faked clock is true again (nemesis.clock).
+    loop.add_signal_handler(signal.SIGUSR1, lambda: None)
     clients = [Client(config, process, recorder) for process in config.labels()]
     tasks = [asyncio.create_task(client.run(stop)) for client in clients]
     recorder.note(f"w{config.index}", "worker-start", mutant=config.mutant)
