@@ -44,13 +44,25 @@ BUILTIN: Final = {
     "etcds": "tenure.backends.etcd",
 }
 
+#: Built-in backends whose libraries come with an extra: ``pip install 'tenure[X]'``.
+EXTRAS: Final = {"etcd": "etcd", "etcds": "etcd"}
+
 #: Schemes planned but not in this version: refused clearly, never guessed at.
 PLANNED: Final = frozenset({"postgres", "postgresql", "redis"})
 
 
 def _module_for(scheme: str) -> ModuleType:
     if scheme in BUILTIN:
-        return importlib.import_module(BUILTIN[scheme])
+        try:
+            return importlib.import_module(BUILTIN[scheme])
+        except ImportError as error:
+            if scheme not in EXTRAS or (error.name or "").startswith("tenure"):
+                raise
+            extra = EXTRAS[scheme]
+            raise UnsupportedError(
+                f"the {scheme}:// backend needs the {extra!r} extra, not installed here "
+                f"(missing {error.name!r}): pip install 'tenure[{extra}]'"
+            ) from error
     for entry in entry_points(group="tenure.backends"):
         if entry.name == scheme:
             module = entry.load()

@@ -1,0 +1,25 @@
+"""A backend whose libraries are an extra the client did not install is refused by name."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+import tenure
+from tenure.errors import UnsupportedError
+
+
+@pytest.mark.parametrize("url", ["etcd://127.0.0.1:1", "etcds://127.0.0.1:1"])
+async def test_etcd_without_its_extra_names_the_extra(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As on a client installed without tenure[etcd]: aetcd cannot be imported, and
+    # the backend's modules were never loaded.
+    for name in ["aetcd", *(m for m in sys.modules if m.startswith("aetcd."))]:
+        monkeypatch.setitem(sys.modules, name, None)
+    for name in [m for m in sys.modules if m.startswith("tenure.backends.etcd")]:
+        monkeypatch.delitem(sys.modules, name)
+    with pytest.raises(UnsupportedError, match=r"pip install 'tenure\[etcd\]'") as raised:
+        await tenure.connect(url)
+    assert "aetcd" in str(raised.value)
