@@ -178,23 +178,6 @@ def compare_empty(prefix: bytes) -> Any:
     )
 
 
-def compare_created_before(prefix: bytes, revision: int) -> Any:
-    """Every key under ``prefix`` was created before ``revision`` (or there is none)."""
-    return rpc_pb2.Compare(
-        key=prefix,
-        range_end=prefix_end(prefix),
-        target=CREATE,
-        result=LESS,
-        create_revision=revision,
-    )
-
-
-def txn(compares: list[Any], success: list[Any], failure: list[Any]) -> Any:
-    """A Txn op: a Txn nested in another (etcd >= 3.3)."""
-    request = rpc_pb2.TxnRequest(compare=compares, success=success, failure=failure)
-    return rpc_pb2.RequestOp(request_txn=request)
-
-
 def put(key: bytes, value: bytes, lease: int = 0) -> Any:
     """A Txn op: put."""
     return rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=key, value=value, lease=lease))

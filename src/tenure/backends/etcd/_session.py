@@ -43,7 +43,6 @@ from tenure.backends.etcd._keys import (
     EQUAL,
     MOD,
     compare_create,
-    compare_mod,
     encode,
     get,
     get_prefix,
@@ -311,10 +310,6 @@ class EtcdSession:
                 await asyncio.sleep(0.01)  # our re-attach is in flight
                 continue
             return reply
-
-    def fence(self) -> Any:
-        """The compare every mutating Txn of the session makes: ``seq`` is the one we set."""
-        return compare_mod(self.record_key, self.seq_rev)
 
     async def config(self) -> NodeConfig:
         """The node's settings, read now (for administration; acquires use the view)."""
