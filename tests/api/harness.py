@@ -22,6 +22,7 @@ __all__ = [
     "ALL_HARNESSES",
     "EtcdHarness",
     "Harness",
+    "PostgresHarness",
     "MemoryHarness",
     "TenureHarness",
     "etcd_backend_exists",
@@ -97,6 +98,36 @@ class EtcdHarness(Harness):
         return f"etcd://{','.join(self._endpoints)}?prefix=/tenure-test/{state}/"
 
 
+class PostgresHarness(UrlHarness):
+    """``postgres://``: the run's shared PostgreSQL server (``tests/postgres``), one schema.
+
+    Tests share the schema as they share a ``tenure serve``: each works in fresh
+    nodes of its own. Time is the database's real clock, and the kit cannot cut
+    connections: tests that need either skip (tests/backends/postgres covers both).
+    """
+
+    def __init__(self) -> None:
+        super().__init__("postgres://")
+        self._url: str | None = None
+
+    def unavailable(self) -> str | None:
+        from tests.postgres.server import postgres_unavailable  # a test helper
+
+        return postgres_unavailable()
+
+    def start(self) -> None:
+        from tests.postgres.server import shared_postgres
+
+        self._url = shared_postgres().url(schema="tenure_kit")
+
+    def stop(self) -> None:
+        self._url = None  # the shared server stops when the run ends
+
+    def url(self, state: str) -> str:
+        assert self._url is not None, "the harness was not started"
+        return self._url
+
+
 def etcd_backend_exists() -> bool:
     """Whether ``tenure.connect`` knows an ``etcd://`` backend (built in or registered).
 
@@ -116,4 +147,5 @@ ALL_HARNESSES: list[Harness] = [
     MemoryHarness(),
     TenureHarness(),
     *([EtcdHarness()] if etcd_backend_exists() else []),
+    PostgresHarness(),
 ]

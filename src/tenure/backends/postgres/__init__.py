@@ -1,0 +1,269 @@
+"""``postgres://``: the state lives in PostgreSQL tables, the logic in PL/pgSQL.
+
+``postgres://user:password@host:5432/dbname?schema=tenure`` (``postgresql://``
+too). Tables are created on first use (or by ``tenure migrate URL``) in the
+schema named by ``?schema=`` (default ``tenure``); layout in
+:mod:`tenure.backends.postgres._ddl`. Each operation is one ``SELECT
+schema.op(...)``: one round trip, one transaction under READ COMMITTED, rows
+locked (never advisory locks: they die with the connection and break behind
+poolers). Options: :mod:`tenure.backends.postgres._url`.
+
+* **Fencing tokens** come from one counter row updated in the granting
+  transaction: tokens follow commit order and persist with the grants.
+* **Time** is the database's ``clock_timestamp()``: session expiry and acquire
+  timeouts are judged there; clients only trigger the checks by timers at the
+  deadlines the database names (:mod:`._reaper`).
+* **Wake-ups** are LISTEN/NOTIFY on one connection per client (:mod:`._listen`);
+  a notification names what changed and the listener reads the state back.
+  Behind a transaction-pooling pgbouncer, LISTEN does not work: the client finds
+  out at connect (a probe) and then does not declare WATCH (``watch_semaphore``
+  raises UnsupportedError) and its waiters re-check every ``recheck_interval``.
+* **DURABLE** is declared when the server runs with ``fsync`` and
+  ``synchronous_commit`` on; **REPLICATED** only when it also waits for a
+  synchronous standby (``synchronous_standby_names`` set, ``synchronous_commit``
+  at least ``remote_write``).
+* **Not here**: lock-delay and per-grant TTLs: a node with ``lock_delay`` > 0 or
+  a ``default_lease`` is refused with UnsupportedError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import secrets
+from collections.abc import Mapping
+from typing import Any, Final
+
+from psycopg_pool import AsyncConnectionPool
+
+from tenure._core.values import NodeConfig, NodeDescription, check_description
+from tenure.backends._base import Capability, SessionListener
+from tenure.backends.postgres._calls import Caller
+from tenure.backends.postgres._listen import Listener, channel
+from tenure.backends.postgres._migrate import migrate
+from tenure.backends.postgres._reaper import Reaper
+from tenure.backends.postgres._session import PgSession
+from tenure.backends.postgres._url import PgOptions, parse_url
+from tenure.errors import (
+    ClientClosedError,
+    InvalidArgumentError,
+    TenureError,
+    UnavailableError,
+    UnsupportedError,
+)
+
+__all__ = ["PgBackend", "open_backend"]
+
+#: What every postgres:// client keeps, whatever the server's settings.
+ALWAYS: Final = frozenset(
+    {Capability.FENCING_TOKENS, Capability.FIFO, Capability.SESSION_RECOVERY}
+)
+
+#: Tries of a node settings' compare-and-set before giving up (others keep changing them).
+ALTER_TRIES: Final = 100
+
+
+def _refuse_unsupported(config: NodeConfig) -> None:
+    unsupported = []
+    if config.lock_delay > 0:
+        unsupported.append(f"lock_delay={config.lock_delay:g}")
+    if config.default_lease is not None:
+        unsupported.append(f"default_lease={config.default_lease:g}")
+    if unsupported:
+        raise UnsupportedError(
+            f"postgres:// cannot honour {', '.join(unsupported)} (it lacks the capabilities "
+            "lock_delay and lease_ttl)"
+        )
+
+
+def _config_json(config: NodeConfig) -> str:
+    return json.dumps(dataclasses.asdict(config))
+
+
+def config_of(value: Mapping[str, Any]) -> NodeConfig:
+    """The NodeConfig a node row's jsonb holds."""
+    fields = dict(value)
+    for name in ("session_timeout", "lock_delay"):
+        fields[name] = float(fields[name])
+    if fields.get("default_lease") is not None:
+        fields["default_lease"] = float(fields["default_lease"])
+    return NodeConfig(**fields)
+
+
+class PgBackend:
+    """A backend whose state lives in PostgreSQL (module docstring)."""
+
+    def __init__(
+        self,
+        options: PgOptions,
+        pool: AsyncConnectionPool[Any],
+        listener: Listener,
+        capabilities: frozenset[Capability],
+    ) -> None:
+        self.options = options
+        self.pool = pool
+        self.caller = Caller(pool, options.schema, options.connect_timeout)
+        self.listener = listener
+        self.reaper = Reaper(self.caller)
+        self._capabilities = capabilities
+        #: Whether notifications reach this client (else: no WATCH, waiters re-check).
+        self.notifications = Capability.WATCH in capabilities
+        self.sessions: dict[int, PgSession] = {}
+        self._closed = False
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """What this database, as configured, lets tenure promise (module docstring)."""
+        return self._capabilities
+
+    def listener_channel(self, node: str) -> str:
+        """The notification channel of ``node``."""
+        return channel(self.options.schema, node)
+
+    async def node_config(self, name: str) -> NodeConfig:
+        """A node's settings, read now."""
+        return (await self.describe_node(name)).config
+
+    async def create_node(self, name: str, config: NodeConfig) -> None:
+        """Create a node (its row)."""
+        if not isinstance(config, NodeConfig):
+            raise InvalidArgumentError(f"config must be a NodeConfig, got {config!r}")
+        config = config.validated()
+        _refuse_unsupported(config)
+        await self.caller.call("create_node", [name, _config_json(config)], idempotent=False)
+
+    async def describe_node(self, name: str) -> NodeDescription:
+        """A node's settings and counts."""
+        answer = await self.caller.call("describe_node", [name])
+        return NodeDescription(
+            name, config_of(answer["config"]), int(answer["sessions"]), int(answer["semaphores"])
+        )
+
+    async def alter_node(self, name: str, changes: Mapping[str, object]) -> NodeDescription:
+        """Change settings with a compare-and-set of the node's version."""
+        bad = [key for key in changes if not isinstance(key, str)]
+        if bad:
+            raise InvalidArgumentError(f"node setting names must be strings, got {bad!r}")
+        for _ in range(ALTER_TRIES):
+            answer = await self.caller.call("describe_node", [name])
+            new = config_of(answer["config"]).replace(**changes)
+            _refuse_unsupported(new)
+            if await self.caller.call("alter_node", [name, _config_json(new), answer["version"]]):
+                return await self.describe_node(name)
+        raise UnavailableError(f"node {name!r}: its settings kept changing; try again")
+
+    async def drop_node(self, name: str, force: bool) -> None:
+        """Drop a node; its sessions (live ones only with ``force``) end with it."""
+        await self.caller.call("drop_node", [name, force], idempotent=False)
+        for session in list(self.sessions.values()):
+            if session.node == name:
+                session.dropped()
+
+    async def open_session(
+        self,
+        node: str,
+        *,
+        timeout: float | None,
+        description: str,
+        listener: SessionListener,
+    ) -> PgSession:
+        """Open a session: its row, its heartbeat, its node's channel."""
+        if self._closed:
+            raise ClientClosedError("the client is closed")
+        check_description(description)
+        await self.listener.listen(node)
+        self.reaper.add(node)
+        try:
+            secret = secrets.token_bytes(16)
+            sent_at = asyncio.get_running_loop().time()
+            config = await self.node_config(node)
+            _refuse_unsupported(config)
+            answer = await self.caller.call(
+                "open_session", [node, secret, timeout, description], idempotent=False
+            )
+        except BaseException:
+            self.reaper.remove(node)
+            await self.listener.unlisten(node)
+            raise
+        session = PgSession(
+            self,
+            node,
+            int(answer["id"]),
+            secret,
+            1,
+            float(answer["window"]),
+            listener,
+            confirmed_at=sent_at,
+        )
+        self.sessions[session.sid] = session
+        self.reaper.due(node, answer.get("next"))
+        return session
+
+    def session_ended(self, session: PgSession) -> None:
+        """A session ended (closed, lost): stop following its node for it."""
+        if self.sessions.pop(session.sid, None) is None:
+            return
+        self.reaper.remove(session.node)
+        if not self._closed:
+            task = asyncio.ensure_future(self.listener.unlisten(session.node))
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    async def aclose(self) -> None:
+        """Close every session, then the LISTEN connection and the pool."""
+        for session in list(self.sessions.values()):
+            with contextlib.suppress(TenureError):
+                await session.close()
+        self._closed = True
+        await self.reaper.close()
+        await self.listener.close()
+        await self.pool.close()
+
+
+async def _capabilities(caller: Caller, listener: Listener, options: PgOptions) -> frozenset[Capability]:
+    async with caller.pool.connection(timeout=options.connect_timeout) as conn:
+        cursor = await conn.execute(
+            "SELECT current_setting('fsync'), current_setting('synchronous_commit'), "
+            "current_setting('synchronous_standby_names')"
+        )
+        row = await cursor.fetchone()
+    assert row is not None
+    fsync, commit, standbys = (str(value) for value in row)
+    found = set(ALWAYS)
+    if fsync == "on" and commit != "off":
+        found.add(Capability.DURABLE)
+        if standbys.strip() and commit in ("on", "remote_write", "remote_apply"):
+            found.add(Capability.REPLICATED)
+    if await listener.probe(caller, options.listen_probe_timeout):
+        found.add(Capability.WATCH)
+    return frozenset(found)
+
+
+async def open_backend(url: str, options: Mapping[str, object]) -> PgBackend:
+    """Open ``postgres://...`` (see the module docstring); creates the schema if new."""
+    parsed = parse_url(url, options)
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        parsed.conninfo,
+        min_size=1,
+        max_size=parsed.pool_size,
+        kwargs={"autocommit": True},
+        open=False,
+        timeout=parsed.connect_timeout,
+    )
+    listener = Listener(parsed.conninfo, parsed.schema, parsed.connect_timeout)
+    try:
+        try:
+            await pool.open(wait=True, timeout=parsed.connect_timeout)
+            await listener.start()
+        except Exception as error:
+            raise UnavailableError(f"cannot connect to PostgreSQL: {error}") from None
+        async with pool.connection() as conn:
+            await migrate(conn, parsed.schema)
+        caller = Caller(pool, parsed.schema, parsed.connect_timeout)
+        found = await _capabilities(caller, listener, parsed)
+    except BaseException:
+        await listener.close()
+        await pool.close()
+        raise
+    return PgBackend(parsed, pool, listener, found)

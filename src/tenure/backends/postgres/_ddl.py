@@ -1,0 +1,258 @@
+"""The tables of ``postgres://`` and the helpers every operation shares (PL/pgSQL).
+
+Layout (in the schema ``?schema=`` names, default ``tenure``):
+
+* ``meta``: one row, the schema's version (a migration compares it).
+* ``counter``: one row, ``last_token``: the fencing-token counter. A grant updates
+  it in the granting transaction, so tokens follow commit order (a plain sequence
+  hands numbers out of commit order) and are persisted with the grant.
+* ``nodes``: a node's settings (``config``, jsonb of NodeConfig) and ``version``.
+* ``sessions``: one row per session: its secret, ``seq`` (the fence a resume bumps),
+  window, and ``deadline`` (``clock_timestamp()`` + window at the last heartbeat).
+  ``ended`` says why one ended (expired, closed, dropped); ended rows are kept an
+  hour, so a late client hears why, then deleted.
+* ``semaphores``: limit (numeric: up to 2**64-1), data, ephemeral.
+* ``owners``: a hold (session, hold number): count, data, token, and the request id
+  that made or last restated it (a retried call finds its own work done).
+* ``waiters``: a queued request: ``arrival`` (service order), ``deadline`` (the
+  acquire timeout, by the database's clock), request id.
+* ``outcomes``: how a waiter ended without its client (timed out by another
+  client's reap, or its semaphore deleted), until its client reads it.
+
+Every operation locks the rows it changes (``FOR UPDATE`` on the semaphore,
+``FOR SHARE`` on the acting session) under READ COMMITTED: no advisory locks.
+
+``@S`` stands for the quoted schema and ``@N`` for the schema's name as a
+literal (it goes into the notification channel names).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["HELPERS", "SCHEMA_VERSION", "TABLES"]
+
+#: The version these statements create; a database with a newer one is refused.
+SCHEMA_VERSION: Final = 1
+
+TABLES: Final = r"""
+CREATE TABLE IF NOT EXISTS @S.meta (
+    id int PRIMARY KEY CHECK (id = 1),
+    version int NOT NULL
+);
+CREATE TABLE IF NOT EXISTS @S.counter (
+    id int PRIMARY KEY CHECK (id = 1),
+    last_token bigint NOT NULL
+);
+INSERT INTO @S.counter VALUES (1, 0) ON CONFLICT DO NOTHING;
+CREATE TABLE IF NOT EXISTS @S.nodes (
+    name text PRIMARY KEY,
+    config jsonb NOT NULL,
+    version bigint NOT NULL DEFAULT 1
+);
+CREATE SEQUENCE IF NOT EXISTS @S.session_ids;
+CREATE TABLE IF NOT EXISTS @S.sessions (
+    id bigint PRIMARY KEY DEFAULT nextval('@S.session_ids'),
+    node text NOT NULL,
+    secret bytea NOT NULL,
+    seq int NOT NULL DEFAULT 1,
+    win float8 NOT NULL,
+    description text NOT NULL,
+    deadline timestamptz NOT NULL,
+    ended text,
+    ended_at timestamptz
+);
+CREATE INDEX IF NOT EXISTS sessions_due ON @S.sessions (node, deadline) WHERE ended IS NULL;
+CREATE INDEX IF NOT EXISTS sessions_ended ON @S.sessions (ended_at) WHERE ended IS NOT NULL;
+CREATE TABLE IF NOT EXISTS @S.semaphores (
+    node text NOT NULL,
+    name text NOT NULL,
+    lim numeric(20, 0) NOT NULL,
+    data bytea NOT NULL,
+    ephemeral boolean NOT NULL,
+    PRIMARY KEY (node, name)
+);
+CREATE TABLE IF NOT EXISTS @S.owners (
+    node text NOT NULL,
+    name text NOT NULL,
+    sid bigint NOT NULL,
+    hold bigint NOT NULL,
+    cnt numeric(20, 0) NOT NULL,
+    data bytea NOT NULL,
+    token bigint NOT NULL,
+    request_id bigint NOT NULL,
+    PRIMARY KEY (node, name, sid, hold)
+);
+CREATE INDEX IF NOT EXISTS owners_sid ON @S.owners (sid);
+CREATE SEQUENCE IF NOT EXISTS @S.arrivals;
+CREATE TABLE IF NOT EXISTS @S.waiters (
+    node text NOT NULL,
+    name text NOT NULL,
+    sid bigint NOT NULL,
+    hold bigint NOT NULL,
+    cnt numeric(20, 0) NOT NULL,
+    data bytea NOT NULL,
+    arrival bigint NOT NULL,
+    deadline timestamptz,
+    request_id bigint NOT NULL,
+    PRIMARY KEY (node, name, sid, hold)
+);
+CREATE INDEX IF NOT EXISTS waiters_queue ON @S.waiters (node, name, arrival);
+CREATE INDEX IF NOT EXISTS waiters_sid ON @S.waiters (sid);
+CREATE INDEX IF NOT EXISTS waiters_due ON @S.waiters (node, deadline) WHERE deadline IS NOT NULL;
+CREATE TABLE IF NOT EXISTS @S.outcomes (
+    sid bigint NOT NULL,
+    node text NOT NULL,
+    name text NOT NULL,
+    hold bigint NOT NULL,
+    request_id bigint NOT NULL,
+    code text NOT NULL,
+    message text NOT NULL,
+    PRIMARY KEY (sid, node, name, hold)
+);
+"""
+
+#: Shared helpers. Errors are raised with SQLSTATEs of class ``TN`` that the
+#: Python side maps to tenure.errors (:mod:`tenure.backends.postgres._calls`).
+HELPERS: Final = r"""
+CREATE OR REPLACE FUNCTION @S.fail(p_code text, p_message text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = p_code, MESSAGE = p_message;
+END $$;
+
+CREATE OR REPLACE FUNCTION @S.channel(p_node text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT 'tn_' || left(md5(@N || '/' || p_node), 24)
+$$;
+
+CREATE OR REPLACE FUNCTION @S.next_token() RETURNS bigint
+LANGUAGE sql AS $$
+    UPDATE @S.counter SET last_token = last_token + 1 WHERE id = 1 RETURNING last_token
+$$;
+
+CREATE OR REPLACE FUNCTION @S.seconds_until(p_at timestamptz) RETURNS float8
+LANGUAGE sql AS $$
+    SELECT greatest(0, extract(epoch FROM p_at - clock_timestamp()))::float8
+$$;
+
+-- The acting session, share-locked (its expiry, close or takeover waits for this
+-- transaction), or the error that says why it cannot act.
+CREATE OR REPLACE FUNCTION @S.live(p_sid bigint, p_secret bytea, p_seq int)
+RETURNS @S.sessions LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
+DECLARE
+    s sessions;
+BEGIN
+    SELECT * INTO s FROM sessions WHERE id = p_sid FOR SHARE;
+    IF NOT FOUND OR s.secret <> p_secret THEN
+        PERFORM fail('TN001', format('session %s has expired (it is gone from the database)', p_sid));
+    ELSIF s.ended = 'expired' THEN
+        PERFORM fail('TN001', format('session %s expired: its recovery window passed', p_sid));
+    ELSIF s.ended = 'dropped' THEN
+        PERFORM fail('TN002', format('node %L was dropped', s.node));
+    ELSIF s.ended IS NOT NULL THEN
+        PERFORM fail('TN002', format('session %s was closed', p_sid));
+    ELSIF s.seq <> p_seq THEN
+        PERFORM fail('TN003', format('session %s was taken over by a resumed client', p_sid));
+    ELSIF s.deadline < clock_timestamp() THEN
+        PERFORM fail('TN001', format('session %s expired: its recovery window passed', p_sid));
+    END IF;
+    RETURN s;
+END $$;
+
+CREATE OR REPLACE FUNCTION @S.config(p_node text) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT config FROM @S.nodes WHERE name = p_node
+$$;
+
+CREATE OR REPLACE FUNCTION @S.check_data(p_what text, p_data bytea, p_node text)
+RETURNS void LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
+DECLARE
+    allowed bigint := (config(p_node) ->> 'max_data_size')::bigint;
+BEGIN
+    IF length(p_data) > allowed THEN
+        PERFORM fail('TN413', format('%s is %s bytes; max_data_size is %s',
+                                     p_what, length(p_data), allowed));
+    END IF;
+END $$;
+
+-- Serve the queue of a semaphore its caller has locked: grant from the head for as
+-- long as the head fits (nobody behind it is granted while it does not: FIFO), drop
+-- an idle ephemeral semaphore, and tell listeners when anything changed.
+CREATE OR REPLACE FUNCTION @S.settle(p_node text, p_name text, p_changed boolean)
+RETURNS void LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
+DECLARE
+    sem semaphores;
+    w waiters;
+    total numeric;
+    held numeric;
+BEGIN
+    SELECT * INTO sem FROM semaphores WHERE node = p_node AND name = p_name;
+    IF FOUND THEN
+        SELECT coalesce(sum(cnt), 0) INTO total FROM owners
+        WHERE node = p_node AND name = p_name;
+        FOR w IN SELECT * FROM waiters WHERE node = p_node AND name = p_name ORDER BY arrival
+        LOOP
+            SELECT cnt INTO held FROM owners
+            WHERE node = p_node AND name = p_name AND sid = w.sid AND hold = w.hold;
+            held := coalesce(held, 0);
+            EXIT WHEN total - held + w.cnt > sem.lim;
+            -- An upgrade replaces the hold: a new token, at the back of grant order.
+            DELETE FROM owners
+            WHERE node = p_node AND name = p_name AND sid = w.sid AND hold = w.hold;
+            INSERT INTO owners VALUES (p_node, p_name, w.sid, w.hold, w.cnt, w.data,
+                                       next_token(), w.request_id);
+            DELETE FROM waiters
+            WHERE node = p_node AND name = p_name AND sid = w.sid AND hold = w.hold;
+            total := total - held + w.cnt;
+            p_changed := true;
+        END LOOP;
+        IF sem.ephemeral
+           AND NOT EXISTS (SELECT 1 FROM owners WHERE node = p_node AND name = p_name)
+           AND NOT EXISTS (SELECT 1 FROM waiters WHERE node = p_node AND name = p_name) THEN
+            DELETE FROM semaphores WHERE node = p_node AND name = p_name;
+            p_changed := true;
+        END IF;
+    END IF;
+    IF p_changed THEN
+        PERFORM pg_notify(channel(p_node), 's' || p_name);
+    END IF;
+END $$;
+
+-- End a session (expired, closed, dropped): release its holds, withdraw its waits
+-- (semaphores locked one by one in name order), and say so.
+CREATE OR REPLACE FUNCTION @S.end_session(p_sid bigint, p_reason text)
+RETURNS void LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
+DECLARE
+    s sessions;
+    sem record;
+BEGIN
+    UPDATE sessions SET ended = p_reason, ended_at = clock_timestamp()
+    WHERE id = p_sid AND ended IS NULL RETURNING * INTO s;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    FOR sem IN
+        SELECT DISTINCT x.name FROM (
+            SELECT name FROM owners WHERE sid = p_sid
+            UNION SELECT name FROM waiters WHERE sid = p_sid
+        ) x ORDER BY x.name
+    LOOP
+        PERFORM 1 FROM semaphores WHERE node = s.node AND name = sem.name FOR UPDATE;
+        DELETE FROM owners WHERE node = s.node AND name = sem.name AND sid = p_sid;
+        DELETE FROM waiters WHERE node = s.node AND name = sem.name AND sid = p_sid;
+        PERFORM settle(s.node, sem.name, true);
+    END LOOP;
+    DELETE FROM outcomes WHERE sid = p_sid;
+    PERFORM pg_notify(channel(s.node), 'x' || p_sid);
+END $$;
+
+-- Seconds until the node's next deadline (a session's window or an acquire's
+-- timeout), by the database's clock; NULL when nothing is due ever.
+CREATE OR REPLACE FUNCTION @S.next_due(p_node text) RETURNS float8
+LANGUAGE sql SET search_path = @S, pg_catalog AS $$
+    SELECT seconds_until(least(
+        (SELECT min(deadline) FROM sessions WHERE node = p_node AND ended IS NULL),
+        (SELECT min(deadline) FROM waiters WHERE node = p_node AND deadline IS NOT NULL)))
+$$;
+"""

@@ -1,0 +1,214 @@
+"""The one LISTEN connection of a client, and who hears what on it.
+
+Every change commits a ``pg_notify`` on its node's channel (``channel(node)``:
+``tn_`` and a hash of the schema and node) with a small payload naming what
+changed: ``s<name>`` a semaphore changed, ``d<name>`` it was deleted by force,
+``x<sid>`` a session ended, ``r<sid>`` one was taken over, ``n`` the node was
+altered or dropped. Listeners then *read the state back*: a payload never
+carries it.
+
+The connection is not pooled (LISTEN belongs to a session of the server). It is
+read by an asyncio reader callback on its socket, so a notification is handled as
+soon as it arrives, without a polling loop. When it breaks, it is made again
+(backoff 50 ms to 2 s, while the client is open), every channel is listened to
+again, and **every** subscriber is woken: notifications sent meanwhile are lost,
+so each re-reads what it waits on.
+
+Behind a transaction-pooling pgbouncer, LISTEN does not work; :meth:`probe`
+finds out (LISTEN a random channel, NOTIFY it from a pooled connection, wait for
+it) so that the backend can refuse watches instead of hanging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from tenure.backends.postgres._calls import Caller
+
+__all__ = ["Listener", "channel"]
+
+log = logging.getLogger("tenure.postgres")
+
+Callback = Callable[[], None]
+
+
+def channel(schema: str, node: str) -> str:
+    """The notification channel of ``node`` (the database's ``channel()`` agrees)."""
+    digest = hashlib.md5(f"{schema}/{node}".encode(), usedforsecurity=False).hexdigest()
+    return "tn_" + digest[:24]
+
+
+class Listener:
+    """The client's LISTEN connection and its subscribers (see the module docstring)."""
+
+    def __init__(self, conninfo: str, schema: str, connect_timeout: float) -> None:
+        self.conninfo = conninfo
+        self.schema = schema
+        self.connect_timeout = connect_timeout
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._users: dict[str, int] = {}  # channel -> nodes' users (sessions)
+        self._subs: dict[tuple[str, str], set[Callback]] = {}
+        self._lock = asyncio.Lock()
+        self._fd: int | None = None
+        self._reconnecting: asyncio.Task[None] | None = None
+        self._closed = False
+
+    async def start(self) -> None:
+        """Connect (the client's open fails if this does)."""
+        await self._connect()
+
+    async def _connect(self) -> None:
+        conn = await psycopg.AsyncConnection.connect(
+            self.conninfo, autocommit=True, connect_timeout=max(2, round(self.connect_timeout))
+        )
+        conn.add_notify_handler(self._on_notify)
+        self._conn = conn
+        for name in list(self._users):
+            await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
+        self._watch_socket()
+
+    def _watch_socket(self) -> None:
+        assert self._conn is not None
+        self._fd = self._conn.pgconn.socket
+        asyncio.get_running_loop().add_reader(self._fd, self._readable)
+
+    def _unwatch_socket(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(Exception):
+                asyncio.get_running_loop().remove_reader(self._fd)
+            self._fd = None
+
+    def _readable(self) -> None:
+        conn = self._conn
+        if conn is None:
+            return
+        try:
+            conn.pgconn.consume_input()
+            while (notice := conn.pgconn.notifies()) is not None:
+                self._dispatch(notice.relname.decode(), notice.extra.decode())
+        except psycopg.OperationalError as error:
+            log.info("LISTEN connection lost: %s", error)
+            self._broken()
+
+    def _on_notify(self, notice: psycopg.Notify) -> None:
+        self._dispatch(notice.channel, notice.payload)
+
+    def _dispatch(self, name: str, payload: str) -> None:
+        for callback in list(self._subs.get((name, payload), ())):
+            callback()
+
+    def _broken(self) -> None:
+        self._unwatch_socket()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            asyncio.ensure_future(_close_quietly(conn))
+        if not self._closed and (self._reconnecting is None or self._reconnecting.done()):
+            self._reconnecting = asyncio.ensure_future(self._reconnect())
+
+    async def _reconnect(self) -> None:
+        delay = 0.05
+        while not self._closed:
+            try:
+                async with self._lock:
+                    await self._connect()
+            except psycopg.Error as error:
+                log.info("LISTEN connection: cannot reconnect yet: %s", error)
+                self._unwatch_socket()
+                await asyncio.sleep(delay)
+                delay = min(2.0, delay * 2)
+                continue
+            # Notifications sent while we were away are lost: everyone reads again.
+            for callbacks in list(self._subs.values()):
+                for callback in list(callbacks):
+                    callback()
+            return
+
+    async def _run(self, statement: sql.Composable) -> None:
+        """Run LISTEN/UNLISTEN/NOTIFY (our reader stands aside meanwhile)."""
+        async with self._lock:
+            conn = self._conn
+            if conn is None:
+                return  # the reconnect listens to every channel again
+            self._unwatch_socket()
+            try:
+                await conn.execute(statement)
+            except psycopg.OperationalError:
+                self._broken()
+                return
+            self._watch_socket()
+            self._readable()  # what arrived while psycopg read the socket
+
+    async def listen(self, node: str) -> str:
+        """Listen to ``node``'s channel (counted: :meth:`unlisten` as often); its name."""
+        name = channel(self.schema, node)
+        self._users[name] = self._users.get(name, 0) + 1
+        if self._users[name] == 1:
+            await self._run(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
+        return name
+
+    async def unlisten(self, node: str) -> None:
+        """One user of ``node``'s channel is done with it."""
+        name = channel(self.schema, node)
+        users = self._users.get(name, 0) - 1
+        if users > 0:
+            self._users[name] = users
+            return
+        self._users.pop(name, None)
+        if not self._closed:
+            await self._run(sql.SQL("UNLISTEN {}").format(sql.Identifier(name)))
+
+    def subscribe(self, name: str, payload: str, callback: Callback) -> Callable[[], None]:
+        """Call ``callback`` on each ``payload`` on channel ``name`` (and after a
+        reconnect); returns the function that stops it."""
+        key = (name, payload)
+        self._subs.setdefault(key, set()).add(callback)
+
+        def stop() -> None:
+            callbacks = self._subs.get(key)
+            if callbacks is not None:
+                callbacks.discard(callback)
+                if not callbacks:
+                    del self._subs[key]
+
+        return stop
+
+    async def probe(self, caller: Caller, wait: float) -> bool:
+        """Whether a NOTIFY sent on a pooled connection reaches this one (not behind a
+        transaction-pooling pgbouncer), within ``wait`` seconds."""
+        name = "tn_probe_" + secrets.token_hex(8)
+        heard = asyncio.Event()
+        stop = self.subscribe(name, "probe", heard.set)
+        try:
+            await self._run(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
+            async with caller.pool.connection(timeout=wait) as conn:
+                await conn.execute("SELECT pg_notify(%s, 'probe')", [name])
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(heard.wait(), wait)
+            await self._run(sql.SQL("UNLISTEN {}").format(sql.Identifier(name)))
+        finally:
+            stop()
+        return heard.is_set()
+
+    async def close(self) -> None:
+        """Stop listening and close the connection."""
+        self._closed = True
+        self._unwatch_socket()
+        if self._reconnecting is not None:
+            self._reconnecting.cancel()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await _close_quietly(conn)
+
+
+async def _close_quietly(conn: psycopg.AsyncConnection[Any]) -> None:
+    with contextlib.suppress(Exception):
+        await conn.close()

@@ -1,0 +1,397 @@
+"""A session on PostgreSQL: a row, a heartbeat, a fence, and what it holds.
+
+**Alive** while its client heartbeats (four times per recovery window): each
+``heartbeat`` moves the row's deadline a window (2% long) past the database's
+``clock_timestamp()``. After its client goes silent, the session lives until that
+deadline, and then the next ``reap`` of any client of the node ends it (releasing
+its holds, waking the next waiters): its client, back within the window, simply
+carries on (SESSION_RECOVERY): the pool reconnects and calls are tried again.
+
+**Loss** is heard three ways: the heartbeat's answer (``ended``), a notification
+on the node's channel (``x<sid>``, ``r<sid>``, ``n``) that makes it ask at once,
+and this client's own clock: a window after the *send* time of the last heartbeat
+the database answered, the session is declared expired (the database cannot have
+kept it longer), so the work under it is cancelled then.
+
+**Fence**: every call carries the session's id, secret and ``seq``; a resume
+ticket bumps ``seq`` (:func:`resume_session`), and the old client's next call or
+heartbeat is refused, so it hears ``session_lost``.
+
+Acquiring and waiting are in :mod:`tenure.backends.postgres._wait`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+from tenure._core.values import OwnerInfo, SemaphoreDescription, WaiterInfo
+from tenure.backends._base import Grant, SessionListener
+from tenure.backends.postgres import _wait
+from tenure.backends.postgres._watch import PgWatch
+from tenure.errors import (
+    LeaseLostError,
+    LimitExceededError,
+    LostError,
+    NotFoundError,
+    PreconditionFailedError,
+    SessionClosedError,
+    SessionExpiredError,
+    TenureError,
+    UnavailableError,
+    UnsupportedError,
+)
+
+if TYPE_CHECKING:
+    from tenure.backends.postgres import PgBackend
+
+__all__ = ["PgSession", "describe_of"]
+
+log = logging.getLogger("tenure.postgres")
+
+#: Heartbeats per recovery window.
+BEATS_PER_WINDOW = 4
+
+
+class PgSession:
+    """A :class:`~tenure.backends._base.BackendSession` on PostgreSQL (module docstring)."""
+
+    def __init__(
+        self,
+        backend: PgBackend,
+        node: str,
+        session_id: int,
+        secret: bytes,
+        seq: int,
+        window: float,
+        listener: SessionListener,
+        *,
+        confirmed_at: float,
+    ) -> None:
+        self.backend = backend
+        self.caller = backend.caller
+        self.node = node
+        self.sid = session_id
+        self.secret = secret
+        self.seq = seq
+        self.window = window
+        self.listener = listener
+        self.channel = backend.listener_channel(node)
+        self.ended: LostError | None = None
+        #: What a wait fails with once the session ended (NotFound if the node was dropped).
+        self.wait_error: TenureError | None = None
+        self.lost = asyncio.Event()
+        #: Grants by (name, hold); holds with a request in flight.
+        self.held: dict[tuple[str, int], Grant] = {}
+        self.busy: set[tuple[str, int]] = set()
+        self.watches = 0
+        self._confirmed = confirmed_at
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._loop = asyncio.get_running_loop()
+        self._timer: asyncio.TimerHandle | None = None
+        self._arm()
+        self._stops: list[Callable[[], None]] = [
+            backend.listener.subscribe(self.channel, f"x{session_id}", self._ask),
+            backend.listener.subscribe(self.channel, f"r{session_id}", self._ask),
+            backend.listener.subscribe(self.channel, "n", self._ask),
+        ]
+        self._deleted: dict[str, Callable[[], None]] = {}
+        self._beating = asyncio.ensure_future(self._heartbeats())
+
+    @property
+    def session_id(self) -> int:
+        """The session's id (its row's)."""
+        return self.sid
+
+    @property
+    def recovery_window(self) -> float:
+        """The window in force, in seconds."""
+        return self.window
+
+    # -- liveness ------------------------------------------------------------------
+
+    async def _heartbeats(self) -> None:
+        interval = self.window / BEATS_PER_WINDOW
+        while self.ended is None:
+            await asyncio.sleep(interval)
+            with contextlib.suppress(UnavailableError):  # the local deadline decides
+                await self.beat()
+
+    async def beat(self) -> None:
+        """One heartbeat: move the deadline, or hear that the session ended."""
+        if self.ended is not None:
+            return
+        sent_at = self._loop.time()
+        answer = await self.caller.call(
+            "heartbeat", [self.sid, self.secret, self.seq], within=self.window
+        )
+        ended = answer.get("ended")
+        if ended is None:
+            self._confirmed = max(self._confirmed, sent_at)
+            self.backend.reaper.due(self.node, answer.get("next"))
+        elif ended == "dropped":
+            self.dropped()
+        elif ended == "closed":
+            self.lose(SessionClosedError(f"session {self.sid} was closed"))
+        elif ended == "taken":
+            self.lose(SessionExpiredError(f"session {self.sid} was taken over by a resumed client"))
+        else:
+            self.lose(SessionExpiredError(f"session {self.sid} expired: its recovery window passed"))
+
+    def _ask(self) -> None:
+        """A notification about this session or its node: ask the database now."""
+        if self.ended is None:
+            self.spawn(self.beat())
+
+    def _arm(self) -> None:
+        self._timer = self._loop.call_at(self._confirmed + self.window, self._check_deadline)
+
+    def _check_deadline(self) -> None:
+        self._timer = None
+        if self.ended is not None:
+            return
+        if self._loop.time() < self._confirmed + self.window:
+            self._arm()
+            return
+        self.lose(
+            SessionExpiredError(
+                f"session {self.sid}: the database has not answered a heartbeat for its "
+                f"recovery window ({self.window:g}s); it may have expired it"
+            )
+        )
+
+    def dropped(self) -> None:
+        """The node was dropped by force: grants lost, waits not found, session closed."""
+        if self.ended is not None:
+            return
+        message = f"node {self.node!r} was dropped"
+        for (name, _), grant in list(self.held.items()):
+            self.listener.lease_lost(name, grant.token, LeaseLostError(message))
+        self.held.clear()
+        self._end(SessionClosedError(message), NotFoundError(message))
+        self.listener.session_lost(SessionClosedError(message))
+
+    def lose(self, error: LostError) -> None:
+        """The session is lost: end it and tell the listener (once)."""
+        if self.ended is not None:
+            return
+        self._end(error, error)
+        self.listener.session_lost(error)
+
+    def _end(self, error: LostError, wait_error: TenureError) -> None:
+        self.ended = error
+        self.wait_error = wait_error
+        self.lost.set()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._beating is not asyncio.current_task():
+            self._beating.cancel()
+        for stop in [*self._stops, *self._deleted.values()]:
+            stop()
+        self._stops.clear()
+        self._deleted.clear()
+        self.backend.session_ended(self)
+
+    def wait_failure(self) -> TenureError:
+        """A fresh copy of the error a wait ends with now that the session ended."""
+        error = self.wait_error or self.ended
+        assert error is not None
+        return type(error)(*error.args)
+
+    def check_alive(self) -> None:
+        """Raise the session's loss error if it ended."""
+        if self.ended is not None:
+            raise type(self.ended)(*self.ended.args)
+
+    # -- calls ---------------------------------------------------------------------
+
+    async def call(self, function: str, *args: object, idempotent: bool = True) -> Any:
+        """A function of this session (its fence first); a refusal that says the
+        session is gone loses it."""
+        self.check_alive()
+        within = max(0.1, self._confirmed + self.window - self._loop.time())
+        try:
+            return await self.caller.call(
+                function,
+                [self.sid, self.secret, self.seq, *args],
+                idempotent=idempotent,
+                within=within,
+            )
+        except LostError as error:
+            if self.ended is None:
+                self.spawn(self.beat())  # says why (dropped, expired, taken), and reaps
+                await asyncio.sleep(0)
+            if isinstance(error, SessionExpiredError):
+                self.backend.reaper.due(self.node, 0.0)
+            if self.ended is not None:
+                raise self.wait_failure() from None
+            raise
+
+    # -- acquire, restate, release, renew -------------------------------------------
+
+    async def acquire(
+        self, name: str, *, count: int, data: bytes, timeout: float | None, ephemeral: bool
+    ) -> Grant | None:
+        """See :meth:`tenure.backends._base.BackendSession.acquire`."""
+        self.check_alive()
+        hold = 0
+        while (name, hold) in self.busy or (name, hold) in self.held:
+            hold += 1
+        return await _wait.request(self, name, hold, count, data, timeout, ephemeral, False)
+
+    async def restate(
+        self, name: str, grant: Grant, *, count: int, data: bytes, timeout: float | None
+    ) -> Grant | None:
+        """See :meth:`tenure.backends._base.BackendSession.restate`."""
+        self.check_alive()
+        return await _wait.request(self, name, grant.hold, count, data, timeout, False, True)
+
+    async def release(self, name: str, grant: Grant) -> bool:
+        """See :meth:`tenure.backends._base.BackendSession.release`."""
+        self.check_alive()
+        self.forget(name, grant.hold)
+        return bool(await self.call("release", name, grant.hold))
+
+    async def renew(self, name: str, grant: Grant) -> float:
+        """Grants here have no TTL of their own (no LEASE_TTL): nothing to renew."""
+        self.check_alive()
+        raise PreconditionFailedError(f"the grant of {name!r} has no lease TTL to renew")
+
+    def granted(self, name: str, hold: int, token: int, count: int) -> Grant:
+        """Keep a grant (and hear of its semaphore's forced delete)."""
+        grant = Grant(token, count, None, hold)
+        self.held[name, hold] = grant
+        if name not in self._deleted:
+            self._deleted[name] = self.backend.listener.subscribe(
+                self.channel, "d" + name, lambda: self.spawn(self.check_holds(name))
+            )
+        return grant
+
+    def forget(self, name: str, hold: int) -> None:
+        """A hold is gone (released, lost): stop hearing of its semaphore if it was the last."""
+        self.held.pop((name, hold), None)
+        if not any(key[0] == name for key in self.held):
+            stop = self._deleted.pop(name, None)
+            if stop is not None:
+                stop()
+
+    async def check_holds(self, name: str) -> None:
+        """``name`` was deleted by force: each hold of it the database lost is lost."""
+        rows = await self.call("holds")
+        there = {(row[0], int(row[1])): int(row[2]) for row in rows}
+        message = f"semaphore {name!r} was deleted"
+        for (held_name, hold), grant in list(self.held.items()):
+            if held_name != name or (name, hold) in self.busy:
+                continue
+            if there.get((name, hold)) != grant.token:
+                self.forget(name, hold)
+                self.listener.lease_lost(name, grant.token, LeaseLostError(message))
+
+    # -- semaphores -----------------------------------------------------------------
+
+    async def create_semaphore(self, name: str, limit: int, data: bytes) -> None:
+        """See :meth:`tenure.backends._base.BackendSession.create_semaphore`."""
+        await self.call("create_semaphore", name, limit, data, idempotent=False)
+
+    async def update_semaphore(self, name: str, data: bytes) -> None:
+        """See :meth:`tenure.backends._base.BackendSession.update_semaphore`."""
+        await self.call("update_semaphore", name, data)
+
+    async def delete_semaphore(self, name: str, force: bool) -> None:
+        """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""
+        await self.call("delete_semaphore", name, force, idempotent=False)
+
+    async def describe_semaphore(
+        self, name: str, *, owners: bool, waiters: bool
+    ) -> SemaphoreDescription:
+        """See :meth:`tenure.backends._base.BackendSession.describe_semaphore`."""
+        found = await self.read(name, owners=owners, waiters=waiters, missing_ok=False)
+        assert found.exists
+        return found
+
+    async def read(
+        self, name: str, *, owners: bool, waiters: bool, missing_ok: bool
+    ) -> SemaphoreDescription:
+        """The semaphore now (``exists=False`` if missing and ``missing_ok``)."""
+        self.check_alive()
+        within = max(0.1, self._confirmed + self.window - self._loop.time())
+        answer = await self.caller.call(
+            "describe_semaphore", [self.node, name, owners, waiters, missing_ok], within=within
+        )
+        self.check_alive()
+        return describe_of(name, answer)
+
+    async def watch_semaphore(
+        self, name: str, *, data: bool, owners: bool, waiters: bool
+    ) -> PgWatch:
+        """See :meth:`tenure.backends._base.BackendSession.watch_semaphore`."""
+        self.check_alive()
+        if not self.backend.notifications:
+            raise UnsupportedError(
+                "postgres:// cannot watch here: a NOTIFY did not reach this client's LISTEN "
+                "connection (a transaction-pooling pgbouncer between them?); connect to "
+                "PostgreSQL directly or through session pooling"
+            )
+        limit = (await self.backend.node_config(self.node)).max_watches_per_session
+        if self.watches >= limit:
+            raise LimitExceededError(
+                f"max_watches_per_session ({limit}) reached on node {self.node!r}"
+            )
+        watch = PgWatch(self, name, data=data, owners=owners, waiters=waiters)
+        await watch.start()
+        return watch
+
+    # -- ending ---------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """See :meth:`tenure.backends._base.BackendSession.close`."""
+        if self.ended is not None:
+            return
+        closed = SessionClosedError(f"session {self.sid} was closed")
+        self._end(closed, closed)
+        # Shielded: a body that closes its own session is cancelled meanwhile.
+        await asyncio.shield(asyncio.ensure_future(self._close_row()))
+
+    async def _close_row(self) -> None:
+        with contextlib.suppress(TenureError):  # unreachable: the window ends it
+            await self.caller.call(
+                "close_session", [self.sid, self.secret, self.seq], within=self.window
+            )
+
+    def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
+        """Run ``coro`` in the background (errors are logged: there is no caller)."""
+
+        async def run() -> None:
+            try:
+                await coro
+            except TenureError as error:
+                log.info("session %d: background work failed: %s", self.sid, error)
+
+        task = asyncio.ensure_future(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def describe_of(name: str, answer: Any) -> SemaphoreDescription:
+    """A SemaphoreDescription from ``describe_semaphore``'s jsonb (None: missing)."""
+    if answer is None:
+        return SemaphoreDescription.missing(name)
+    return SemaphoreDescription(
+        name=name,
+        limit=int(answer["limit"]),
+        count=int(answer["count"]),
+        data=bytes.fromhex(answer["data"]),
+        ephemeral=bool(answer["ephemeral"]),
+        owners=tuple(
+            OwnerInfo(int(sid), int(count), bytes.fromhex(data), int(token))
+            for sid, count, data, token in answer["owners"] or ()
+        ),
+        waiters=tuple(
+            WaiterInfo(int(sid), int(count), bytes.fromhex(data))
+            for sid, count, data in answer["waiters"] or ()
+        ),
+    )

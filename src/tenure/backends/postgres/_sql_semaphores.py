@@ -1,0 +1,307 @@
+"""PL/pgSQL of semaphores: acquire, check, withdraw, release, and administration.
+
+Each takes the acting session's id, secret and ``seq`` (its fence: a session
+taken over by a resume ticket is refused), locks the semaphore's row, changes it,
+serves the queue (``settle``) and notifies the node's channel with the
+semaphore's name, all in the one transaction of its call.
+
+An acquire carries a request id chosen by the client: a call sent again because
+its answer was lost finds its own owner or waiter row and answers from it, so it
+never applies twice.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["SEMAPHORE_FUNCTIONS"]
+
+SEMAPHORE_FUNCTIONS: Final = r"""
+CREATE OR REPLACE FUNCTION @S.acquire(
+    p_sid bigint, p_secret bytea, p_seq int, p_name text, p_hold bigint, p_count numeric,
+    p_data bytea, p_timeout float8, p_ephemeral boolean, p_request bigint
+) RETURNS jsonb LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
+DECLARE
+    s sessions := live(p_sid, p_secret, p_seq);
+    cfg jsonb := config(s.node);
+    sem semaphores;
+    o owners;
+    w waiters;
+    total numeric;
+    queued bigint;
+    token bigint;
+    changed boolean := false;
+    answer jsonb;
+BEGIN
+    SELECT * INTO sem FROM semaphores WHERE node = s.node AND name = p_name FOR UPDATE;
+    IF NOT FOUND THEN
+        IF NOT p_ephemeral THEN
+            PERFORM fail('TN404', format('semaphore %L does not exist (create it or use '
+                                         'ephemeral)', p_name));
+        END IF;
+        PERFORM check_data('owner data', p_data, s.node);
+        -- The node row's lock makes the count and the insert one step.
+        PERFORM 1 FROM nodes WHERE name = s.node FOR NO KEY UPDATE;
+        IF (SELECT count(*) FROM semaphores WHERE node = s.node)
+           >= (cfg ->> 'max_semaphores')::bigint THEN
+            PERFORM fail('TN413', format('max_semaphores (%s) reached on node %L',
+                                         cfg ->> 'max_semaphores', s.node));
+        END IF;
+        INSERT INTO semaphores VALUES (s.node, p_name, 18446744073709551615, '', true)
+        ON CONFLICT DO NOTHING;
+        SELECT * INTO sem FROM semaphores WHERE node = s.node AND name = p_name FOR UPDATE;
+        changed := true;
+    END IF;
+    SELECT * INTO o FROM owners
+    WHERE node = s.node AND name = p_name AND sid = p_sid AND hold = p_hold;
+    IF o.request_id = p_request THEN  -- sent again: it was applied
+        RETURN jsonb_build_object('token', o.token, 'count', o.cnt);
+    END IF;
+    SELECT * INTO w FROM waiters
+    WHERE node = s.node AND name = p_name AND sid = p_sid AND hold = p_hold;
+    IF w.request_id = p_request THEN
+        RETURN jsonb_build_object('queued', seconds_until(w.deadline));
+    END IF;
+    PERFORM check_data('owner data', p_data, s.node);
+    IF p_count > sem.lim THEN
+        PERFORM fail('TN413', format('count %s exceeds the limit %s of %L',
+                                     p_count, sem.lim, p_name));
+    END IF;
+    IF w.sid IS NULL AND (o.cnt IS NULL OR p_count > o.cnt) AND p_timeout IS DISTINCT FROM 0
+       AND (SELECT count(*) FROM waiters WHERE node = s.node AND name = p_name)
+           >= (cfg ->> 'max_waiters')::bigint THEN
+        PERFORM fail('TN413', format('max_waiters (%s) reached on semaphore %L',
+                                     cfg ->> 'max_waiters', p_name));
+    END IF;
+    -- Checked: from here on the call succeeds. An older wait of the hold is superseded.
+    DELETE FROM outcomes WHERE sid = p_sid AND node = s.node AND name = p_name
+        AND hold = p_hold;
+    IF w.sid IS NOT NULL THEN
+        DELETE FROM waiters
+        WHERE node = s.node AND name = p_name AND sid = p_sid AND hold = p_hold;
+        changed := true;
+    END IF;
+    SELECT coalesce(sum(cnt), 0) INTO total FROM owners
+    WHERE node = s.node AND name = p_name;
+    SELECT count(*) INTO queued FROM waiters WHERE node = s.node AND name = p_name;
+    IF o.cnt IS NOT NULL AND p_count <= o.cnt THEN
+        -- No more than held: restated in place, same grant, same token.
+        UPDATE owners SET cnt = p_count, data = p_data, request_id = p_request
+        WHERE node = s.node AND name = p_name AND sid = p_sid AND hold = p_hold;
+        changed := changed OR o.cnt <> p_count OR o.data <> p_data;
+        answer := jsonb_build_object('token', o.token, 'count', p_count);
+    ELSIF queued = 0 AND total - coalesce(o.cnt, 0) + p_count <= sem.lim THEN
+        token := next_token();
+        DELETE FROM owners
+        WHERE node = s.node AND name = p_name AND sid = p_sid AND hold = p_hold;
+        INSERT INTO owners VALUES (s.node, p_name, p_sid, p_hold, p_count, p_data, token,
+                                   p_request);
+        changed := true;
+        answer := jsonb_build_object('token', token, 'count', p_count);
+    ELSIF p_timeout = 0 THEN
+        answer := jsonb_build_object('busy', true);
+    ELSE
+        INSERT INTO waiters VALUES (s.node, p_name, p_sid, p_hold, p_count, p_data,
+            nextval('arrivals'),
+            clock_timestamp() + make_interval(secs => p_timeout), p_request);
+        changed := true;
+        answer := jsonb_build_object('queued', p_timeout);
+    END IF;
+    PERFORM settle(s.node, p_name, changed);
+    RETURN answer;
+END $$;
+
+-- Where request p_request of a hold stands: granted, queued (seconds left), or how it
+-- ended. A queued request past its deadline (by the database's clock) ends here.
+CREATE OR REPLACE FUNCTION @S.check_request(
+    p_sid bigint, p_secret bytea, p_seq int, p_name text, p_hold bigint, p_request bigint
+) RETURNS jsonb LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
+DECLARE
+    s sessions := live(p_sid, p_secret, p_seq);
+    o owners;
+    w waiters;
+    r outcomes;
+BEGIN
+    SELECT * INTO w FROM waiters WHERE node = s.node AND name = p_name AND sid = p_sid
+        AND hold = p_hold AND request_id = p_request;
+    IF FOUND AND w.deadline < clock_timestamp() THEN
+        PERFORM 1 FROM semaphores WHERE node = s.node AND name = p_name FOR UPDATE;
+        DELETE FROM waiters WHERE node = s.node AND name = p_name AND sid = p_sid
+            AND hold = p_hold AND request_id = p_request;
+        IF FOUND THEN
+            PERFORM settle(s.node, p_name, true);
+            RETURN jsonb_build_object('ended', 'timeout');
+        END IF;
+    ELSIF FOUND THEN
+        RETURN jsonb_build_object('queued', seconds_until(w.deadline));
+    END IF;
+    SELECT * INTO o FROM owners WHERE node = s.node AND name = p_name AND sid = p_sid
+        AND hold = p_hold AND request_id = p_request;
+    IF FOUND THEN
+        RETURN jsonb_build_object('token', o.token, 'count', o.cnt);
+    END IF;
+    DELETE FROM outcomes WHERE sid = p_sid AND node = s.node AND name = p_name
+        AND hold = p_hold AND request_id = p_request RETURNING * INTO r;
+    IF FOUND THEN
+        RETURN jsonb_build_object('ended', r.code, 'message', r.message);
+    END IF;
+    RETURN jsonb_build_object('ended', 'gone');
+END $$;
+
+-- The asker gave up: withdraw the request unless it was granted (then say so).
+CREATE OR REPLACE FUNCTION @S.withdraw(
+    p_sid bigint, p_secret bytea, p_seq int, p_name text, p_hold bigint, p_request bigint
+) RETURNS jsonb LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
+DECLARE
+    s sessions := live(p_sid, p_secret, p_seq);
+    o owners;
+BEGIN
+    PERFORM 1 FROM semaphores WHERE node = s.node AND name = p_name FOR UPDATE;
+    DELETE FROM waiters WHERE node = s.node AND name = p_name AND sid = p_sid
+        AND hold = p_hold AND request_id = p_request;
+    IF FOUND THEN
+        PERFORM settle(s.node, p_name, true);
+        RETURN jsonb_build_object('withdrawn', true);
+    END IF;
+    DELETE FROM outcomes WHERE sid = p_sid AND node = s.node AND name = p_name
+        AND hold = p_hold;
+    SELECT * INTO o FROM owners WHERE node = s.node AND name = p_name AND sid = p_sid
+        AND hold = p_hold AND request_id = p_request;
+    IF FOUND THEN
+        RETURN jsonb_build_object('token', o.token, 'count', o.cnt);
+    END IF;
+    RETURN jsonb_build_object('withdrawn', false);
+END $$;
+
+CREATE OR REPLACE FUNCTION @S.release(
+    p_sid bigint, p_secret bytea, p_seq int, p_name text, p_hold bigint
+) RETURNS boolean LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
+DECLARE
+    s sessions := live(p_sid, p_secret, p_seq);
+    had_owner boolean;
+    had_waiter boolean;
+BEGIN
+    PERFORM 1 FROM semaphores WHERE node = s.node AND name = p_name FOR UPDATE;
+    DELETE FROM outcomes WHERE sid = p_sid AND node = s.node AND name = p_name
+        AND hold = p_hold;
+    DELETE FROM owners WHERE node = s.node AND name = p_name AND sid = p_sid
+        AND hold = p_hold;
+    had_owner := FOUND;
+    DELETE FROM waiters WHERE node = s.node AND name = p_name AND sid = p_sid
+        AND hold = p_hold;
+    had_waiter := FOUND;
+    PERFORM settle(s.node, p_name, had_owner OR had_waiter);
+    RETURN had_owner OR had_waiter;
+END $$;
+
+-- The session's holds, in grant order (after a resume, or to find lost ones).
+CREATE OR REPLACE FUNCTION @S.holds(p_sid bigint, p_secret bytea, p_seq int)
+RETURNS jsonb LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
+DECLARE
+    s sessions := live(p_sid, p_secret, p_seq);
+BEGIN
+    RETURN coalesce((SELECT jsonb_agg(jsonb_build_array(name, hold, token, cnt,
+                                                        encode(data, 'hex')) ORDER BY token)
+                     FROM owners WHERE sid = p_sid), '[]'::jsonb);
+END $$;
+
+CREATE OR REPLACE FUNCTION @S.create_semaphore(
+    p_sid bigint, p_secret bytea, p_seq int, p_name text, p_limit numeric, p_data bytea
+) RETURNS void LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
+DECLARE
+    s sessions := live(p_sid, p_secret, p_seq);
+    cfg jsonb;
+BEGIN
+    PERFORM check_data('semaphore data', p_data, s.node);
+    SELECT config INTO cfg FROM nodes WHERE name = s.node FOR NO KEY UPDATE;
+    IF EXISTS (SELECT 1 FROM semaphores WHERE node = s.node AND name = p_name) THEN
+        PERFORM fail('TN409', format('semaphore %L already exists', p_name));
+    END IF;
+    IF (SELECT count(*) FROM semaphores WHERE node = s.node)
+       >= (cfg ->> 'max_semaphores')::bigint THEN
+        PERFORM fail('TN413', format('max_semaphores (%s) reached on node %L',
+                                     cfg ->> 'max_semaphores', s.node));
+    END IF;
+    INSERT INTO semaphores VALUES (s.node, p_name, p_limit, p_data, false);
+    PERFORM pg_notify(channel(s.node), 's' || p_name);
+END $$;
+
+CREATE OR REPLACE FUNCTION @S.update_semaphore(
+    p_sid bigint, p_secret bytea, p_seq int, p_name text, p_data bytea
+) RETURNS void LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
+DECLARE
+    s sessions := live(p_sid, p_secret, p_seq);
+    old bytea;
+BEGIN
+    SELECT data INTO old FROM semaphores WHERE node = s.node AND name = p_name FOR UPDATE;
+    IF NOT FOUND THEN
+        PERFORM fail('TN404', format('semaphore %L does not exist', p_name));
+    END IF;
+    PERFORM check_data('semaphore data', p_data, s.node);
+    IF old <> p_data THEN
+        UPDATE semaphores SET data = p_data WHERE node = s.node AND name = p_name;
+        PERFORM pg_notify(channel(s.node), 's' || p_name);
+    END IF;
+END $$;
+
+-- Delete a semaphore; forced, its waiters end with NotFound (an outcome each reads)
+-- and its owners lose their grants ('d': holders check theirs).
+CREATE OR REPLACE FUNCTION @S.delete_semaphore(
+    p_sid bigint, p_secret bytea, p_seq int, p_name text, p_force boolean
+) RETURNS void LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
+DECLARE
+    s sessions := live(p_sid, p_secret, p_seq);
+    owning bigint;
+    waiting bigint;
+BEGIN
+    PERFORM 1 FROM semaphores WHERE node = s.node AND name = p_name FOR UPDATE;
+    IF NOT FOUND THEN
+        PERFORM fail('TN404', format('semaphore %L does not exist', p_name));
+    END IF;
+    SELECT count(*) INTO owning FROM owners WHERE node = s.node AND name = p_name;
+    SELECT count(*) INTO waiting FROM waiters WHERE node = s.node AND name = p_name;
+    IF (owning > 0 OR waiting > 0) AND NOT p_force THEN
+        PERFORM fail('TN412', format('semaphore %L has %s owner(s) and %s waiter(s); '
+                                     'use force=True', p_name, owning, waiting));
+    END IF;
+    INSERT INTO outcomes
+    SELECT sid, node, name, hold, request_id, 'not_found',
+           format('semaphore %L was deleted', p_name)
+    FROM waiters WHERE node = s.node AND name = p_name
+    ON CONFLICT (sid, node, name, hold) DO UPDATE
+        SET request_id = excluded.request_id, code = excluded.code,
+            message = excluded.message;
+    DELETE FROM owners WHERE node = s.node AND name = p_name;
+    DELETE FROM waiters WHERE node = s.node AND name = p_name;
+    DELETE FROM semaphores WHERE node = s.node AND name = p_name;
+    PERFORM pg_notify(channel(s.node), 'd' || p_name);
+    PERFORM pg_notify(channel(s.node), 's' || p_name);
+END $$;
+
+CREATE OR REPLACE FUNCTION @S.describe_semaphore(
+    p_node text, p_name text, p_owners boolean, p_waiters boolean, p_missing_ok boolean
+) RETURNS jsonb LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
+DECLARE
+    sem semaphores;
+BEGIN
+    SELECT * INTO sem FROM semaphores WHERE node = p_node AND name = p_name;
+    IF NOT FOUND THEN
+        IF p_missing_ok THEN
+            RETURN NULL;
+        END IF;
+        PERFORM fail('TN404', format('semaphore %L does not exist', p_name));
+    END IF;
+    RETURN jsonb_build_object(
+        'limit', sem.lim, 'data', encode(sem.data, 'hex'), 'ephemeral', sem.ephemeral,
+        'count', (SELECT coalesce(sum(cnt), 0) FROM owners
+                  WHERE node = p_node AND name = p_name),
+        'owners', CASE WHEN p_owners THEN coalesce(
+            (SELECT jsonb_agg(jsonb_build_array(sid, cnt, encode(data, 'hex'), token)
+                              ORDER BY token)
+             FROM owners WHERE node = p_node AND name = p_name), '[]') END,
+        'waiters', CASE WHEN p_waiters THEN coalesce(
+            (SELECT jsonb_agg(jsonb_build_array(sid, cnt, encode(data, 'hex'))
+                              ORDER BY arrival)
+             FROM waiters WHERE node = p_node AND name = p_name), '[]') END);
+END $$;
+"""

@@ -1,0 +1,131 @@
+"""``postgres://`` URLs: libpq's connection string plus tenure's own options.
+
+``postgres://user:password@host:port/dbname?schema=tenure&sslmode=require``
+(``postgresql://`` too). tenure's options (in the query, or as keywords of
+:func:`tenure.connect`, which win): ``schema`` (default ``tenure``), ``pool_size``
+(connections for calls, default 10), ``connect_timeout`` and ``request_timeout``
+(seconds, default 5 and 30), ``listen_probe_timeout`` (seconds the LISTEN probe
+waits for its own notification, default 2), ``recheck_interval`` (seconds between
+re-checks of a waiter when notifications do not arrive, default 1). libpq's own
+parameters (``sslmode`` and friends) pass through; anything else is refused.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from tenure.errors import InvalidArgumentError
+
+__all__ = ["PgOptions", "parse_url"]
+
+#: libpq parameters a URL may carry through to the database connection.
+LIBPQ: Final = frozenset(
+    {
+        "sslmode",
+        "sslrootcert",
+        "sslcert",
+        "sslkey",
+        "sslcrl",
+        "sslpassword",
+        "sslsni",
+        "gssencmode",
+        "krbsrvname",
+        "channel_binding",
+        "target_session_attrs",
+        "application_name",
+        "keepalives",
+        "keepalives_idle",
+        "keepalives_interval",
+        "keepalives_count",
+        "tcp_user_timeout",
+        "passfile",
+        "service",
+        "host",
+        "hostaddr",
+        "port",
+        "user",
+        "password",
+        "dbname",
+    }
+)
+
+_OWN: Final = frozenset(
+    {
+        "schema",
+        "pool_size",
+        "connect_timeout",
+        "request_timeout",
+        "listen_probe_timeout",
+        "recheck_interval",
+    }
+)
+
+#: A schema name tenure accepts: a plain lower-case identifier (no quoting games).
+_SCHEMA: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+@dataclass(frozen=True, slots=True)
+class PgOptions:
+    """Where the database is and how tenure uses it."""
+
+    conninfo: str
+    schema: str
+    pool_size: int
+    connect_timeout: float
+    request_timeout: float
+    listen_probe_timeout: float
+    recheck_interval: float
+
+
+def parse_url(url: str, options: Mapping[str, object]) -> PgOptions:
+    """The options of ``postgres://...`` (keywords in ``options`` win over the query)."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("postgres", "postgresql"):
+        raise InvalidArgumentError(f"expected a postgres:// URL, got {url!r}")
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    settings: dict[str, object] = {**query, **options}
+    unknown = sorted(set(settings) - _OWN - LIBPQ)
+    if unknown:
+        raise InvalidArgumentError(f"unknown postgres:// option(s): {', '.join(unknown)}")
+    if not parts.hostname and "host" not in settings:
+        raise InvalidArgumentError(f"postgres:// needs a host: {url!r}")
+    schema = str(settings.get("schema", "tenure"))
+    if not _SCHEMA.fullmatch(schema):
+        raise InvalidArgumentError(
+            f"schema must be a lower-case identifier ([a-z_][a-z0-9_]*, 63 at most), got {schema!r}"
+        )
+    pool_size = settings.get("pool_size", 10)
+    try:
+        pool_size = int(str(pool_size))
+    except ValueError:
+        raise InvalidArgumentError(f"pool_size must be an integer, got {pool_size!r}") from None
+    if not 1 <= pool_size <= 1000:
+        raise InvalidArgumentError(f"pool_size must be in [1, 1000], got {pool_size}")
+    connect_timeout = _seconds(settings, "connect_timeout", 5.0)
+    passed = {k: str(v) for k, v in settings.items() if k in LIBPQ}
+    # libpq's own connect_timeout is whole seconds, at least 2.
+    passed["connect_timeout"] = str(max(2, round(connect_timeout)))
+    conninfo = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(passed), ""))
+    return PgOptions(
+        conninfo=conninfo,
+        schema=schema,
+        pool_size=pool_size,
+        connect_timeout=connect_timeout,
+        request_timeout=_seconds(settings, "request_timeout", 30.0),
+        listen_probe_timeout=_seconds(settings, "listen_probe_timeout", 2.0),
+        recheck_interval=_seconds(settings, "recheck_interval", 1.0),
+    )
+
+
+def _seconds(settings: Mapping[str, object], option: str, default: float) -> float:
+    try:
+        value = float(settings.get(option, default))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"{option} must be a number of seconds") from None
+    if not 0 < value <= 3600:
+        raise InvalidArgumentError(f"{option} must be in (0, 3600] seconds, got {value:g}")
+    return value
