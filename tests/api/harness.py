@@ -118,7 +118,8 @@ class PostgresHarness(UrlHarness):
     def start(self) -> None:
         from tests.postgres.server import shared_postgres
 
-        self._url = shared_postgres().url(schema="tenure_kit")
+        # Small pools: many clients share the server (its max_connections is 100).
+        self._url = shared_postgres().url(schema="tenure_kit", pool_size="4")
 
     def stop(self) -> None:
         self._url = None  # the shared server stops when the run ends

@@ -257,7 +257,7 @@ async def open_backend(url: str, options: Mapping[str, object]) -> PgBackend:
             await pool.open(wait=True, timeout=parsed.connect_timeout)
             await listener.start()
         except Exception as error:
-            raise UnavailableError(f"cannot connect to PostgreSQL: {error}") from None
+            raise UnavailableError(f"cannot connect to PostgreSQL: {error}") from error
         async with pool.connection() as conn:
             await migrate(conn, parsed.schema)
         caller = Caller(pool, parsed.schema, parsed.connect_timeout)

@@ -136,8 +136,8 @@ class Listener:
         """Run LISTEN/UNLISTEN/NOTIFY (our reader stands aside meanwhile)."""
         async with self._lock:
             conn = self._conn
-            if conn is None:
-                return  # the reconnect listens to every channel again
+            if conn is None or self._closed:
+                return  # the reconnect listens to every channel again (or we are done)
             self._unwatch_socket()
             try:
                 await conn.execute(statement)
@@ -201,10 +201,11 @@ class Listener:
     async def close(self) -> None:
         """Stop listening and close the connection."""
         self._closed = True
-        self._unwatch_socket()
         if self._reconnecting is not None:
             self._reconnecting.cancel()
-        conn, self._conn = self._conn, None
+        async with self._lock:  # a LISTEN in flight ends first (then the socket is ours)
+            self._unwatch_socket()
+            conn, self._conn = self._conn, None
         if conn is not None:
             await _close_quietly(conn)
 

@@ -222,13 +222,13 @@ class PgSession:
                 within=within,
             )
         except LostError as error:
-            if self.ended is None:
-                self.spawn(self.beat())  # says why (dropped, expired, taken), and reaps
-                await asyncio.sleep(0)
             if isinstance(error, SessionExpiredError):
-                self.backend.reaper.due(self.node, 0.0)
+                self.backend.reaper.due(self.node, 0.0)  # let the database end it now
+            with contextlib.suppress(TenureError):
+                await self.beat()  # says why (dropped, expired, taken over)
             if self.ended is not None:
-                raise self.wait_failure() from None
+                raise type(self.ended)(*self.ended.args) from None
+            self.lose(error)
             raise
 
     # -- acquire, restate, release, renew -------------------------------------------
@@ -279,6 +279,14 @@ class PgSession:
             if stop is not None:
                 stop()
 
+    def grants_gone(self, name: str) -> None:
+        """``name`` was deleted by force: every hold of it (not being restated) is lost."""
+        message = f"semaphore {name!r} was deleted"
+        for (held_name, hold), grant in list(self.held.items()):
+            if held_name == name and (name, hold) not in self.busy:
+                self.forget(name, hold)
+                self.listener.lease_lost(name, grant.token, LeaseLostError(message))
+
     async def check_holds(self, name: str) -> None:
         """``name`` was deleted by force: each hold of it the database lost is lost."""
         rows = await self.call("holds")
@@ -304,6 +312,11 @@ class PgSession:
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""
         await self.call("delete_semaphore", name, force, idempotent=False)
+        # Every hold of it is gone now: this client's holders hear so before this
+        # returns (others hear it from the notification).
+        for session in list(self.backend.sessions.values()):
+            if session.node == self.node:
+                session.grants_gone(name)
 
     async def describe_semaphore(
         self, name: str, *, owners: bool, waiters: bool

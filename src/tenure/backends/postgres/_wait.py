@@ -34,7 +34,7 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from tenure.backends._base import Grant
-from tenure.errors import AcquireCancelledError, NotFoundError, TenureError
+from tenure.errors import AcquireCancelledError, LostError, NotFoundError, TenureError
 
 if TYPE_CHECKING:
     from tenure.backends.postgres._session import PgSession
@@ -99,7 +99,10 @@ async def _wait(
         if s.ended is not None:
             raise s.wait_failure()
         wake.clear()
-        answer = await s.call("check_request", name, hold, request_id)
+        try:
+            answer = await s.call("check_request", name, hold, request_id)
+        except LostError:
+            raise s.wait_failure() from None
         if "token" in answer:
             return s.granted(name, hold, int(answer["token"]), int(answer["count"]))
         if "queued" in answer:
