@@ -7,8 +7,10 @@ import asyncio
 import os
 import sys
 from collections.abc import Sequence
+from urllib.parse import urlsplit
 
 import tenure
+from tenure.errors import TenureError
 from tenure.server._config.serve_config import ConfigError
 from tenure.server._config.serve_config import add_arguments as add_serve_arguments
 from tenure.server._config.serve_config import resolve as resolve_serve_config
@@ -48,6 +50,31 @@ async def demo(url: str) -> None:
     print("demo done")
 
 
+def migrate(url: str) -> int:
+    """``tenure migrate URL``: create or upgrade a postgres:// schema; the exit status."""
+    if urlsplit(url).scheme.lower() not in ("postgres", "postgresql"):
+        print(
+            f"tenure migrate: only postgres:// URLs have tables to migrate, got {url!r}",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        from tenure.backends.postgres._migrate import migrate_url
+
+        print(asyncio.run(migrate_url(url)))
+    except ImportError as error:
+        print(
+            f"tenure migrate: needs the postgres extra ({error.name} is missing): "
+            "pip install 'tenure[postgres]'",
+            file=sys.stderr,
+        )
+        return 1
+    except TenureError as error:
+        print(f"tenure migrate: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tenure`` console script."""
     parser = argparse.ArgumentParser(
@@ -65,7 +92,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "variable, the variable over the file). Stops gracefully on SIGTERM or SIGINT.",
     )
     add_serve_arguments(serve)
+    run_migrate = commands.add_parser(
+        "migrate",
+        help="create or upgrade the tables of a postgres:// URL (else done on first use)",
+    )
+    run_migrate.add_argument("url", help="postgres://user:password@host:port/db?schema=tenure")
     args = parser.parse_args(argv)
+    if args.command == "migrate":
+        return migrate(args.url)
     if args.command == "demo":
         asyncio.run(demo(args.url))
         return 0

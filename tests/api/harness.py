@@ -108,7 +108,7 @@ class PostgresHarness(UrlHarness):
 
     def __init__(self) -> None:
         super().__init__("postgres://")
-        self._url: str | None = None
+        self._server_url: str | None = None
 
     def unavailable(self) -> str | None:
         from tests.postgres.server import postgres_unavailable  # a test helper
@@ -119,14 +119,14 @@ class PostgresHarness(UrlHarness):
         from tests.postgres.server import shared_postgres
 
         # Small pools: many clients share the server (its max_connections is 100).
-        self._url = shared_postgres().url(schema="tenure_kit", pool_size="4")
+        self._server_url = shared_postgres().url(schema="tenure_kit", pool_size="4")
 
     def stop(self) -> None:
-        self._url = None  # the shared server stops when the run ends
+        self._server_url = None  # the shared server stops when the run ends
 
     def url(self, state: str) -> str:
-        assert self._url is not None, "the harness was not started"
-        return self._url
+        assert self._server_url is not None, "the harness was not started"
+        return self._server_url
 
 
 def etcd_backend_exists() -> bool:

@@ -57,9 +57,7 @@ from tenure.errors import (
 __all__ = ["PgBackend", "open_backend"]
 
 #: What every postgres:// client keeps, whatever the server's settings.
-ALWAYS: Final = frozenset(
-    {Capability.FENCING_TOKENS, Capability.FIFO, Capability.SESSION_RECOVERY}
-)
+ALWAYS: Final = frozenset({Capability.FENCING_TOKENS, Capability.FIFO, Capability.SESSION_RECOVERY})
 
 #: Tries of a node settings' compare-and-set before giving up (others keep changing them).
 ALTER_TRIES: Final = 100
@@ -221,7 +219,9 @@ class PgBackend:
         await self.pool.close()
 
 
-async def _capabilities(caller: Caller, listener: Listener, options: PgOptions) -> frozenset[Capability]:
+async def _capabilities(
+    caller: Caller, listener: Listener, options: PgOptions
+) -> frozenset[Capability]:
     async with caller.pool.connection(timeout=options.connect_timeout) as conn:
         cursor = await conn.execute(
             "SELECT current_setting('fsync'), current_setting('synchronous_commit'), "

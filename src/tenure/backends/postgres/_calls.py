@@ -140,7 +140,7 @@ class Caller:
     async def _check(self) -> None:
         try:
             await self.pool.check()
-        except Exception:  # noqa: BLE001 - a check is best effort; calls retry anyway
+        except Exception:
             return
 
 

@@ -145,7 +145,8 @@ DECLARE
 BEGIN
     SELECT * INTO s FROM sessions WHERE id = p_sid FOR SHARE;
     IF NOT FOUND OR s.secret <> p_secret THEN
-        PERFORM fail('TN001', format('session %s has expired (it is gone from the database)', p_sid));
+        PERFORM fail('TN001',
+                     format('session %s has expired (it is gone from the database)', p_sid));
     ELSIF s.ended = 'expired' THEN
         PERFORM fail('TN001', format('session %s expired: its recovery window passed', p_sid));
     ELSIF s.ended = 'dropped' THEN

@@ -60,6 +60,7 @@ class Listener:
         self._lock = asyncio.Lock()
         self._fd: int | None = None
         self._reconnecting: asyncio.Task[None] | None = None
+        self._closing: asyncio.Future[None] | None = None  # a broken connection's close
         self._closed = False
 
     async def start(self) -> None:
@@ -110,7 +111,7 @@ class Listener:
         self._unwatch_socket()
         conn, self._conn = self._conn, None
         if conn is not None:
-            asyncio.ensure_future(_close_quietly(conn))
+            self._closing = asyncio.ensure_future(_close_quietly(conn))
         if not self._closed and (self._reconnecting is None or self._reconnecting.done()):
             self._reconnecting = asyncio.ensure_future(self._reconnect())
 
@@ -132,7 +133,7 @@ class Listener:
                     callback()
             return
 
-    async def _run(self, statement: sql.Composable) -> None:
+    async def _run(self, statement: sql.Composed) -> None:
         """Run LISTEN/UNLISTEN/NOTIFY (our reader stands aside meanwhile)."""
         async with self._lock:
             conn = self._conn

@@ -18,9 +18,9 @@ from psycopg import sql
 from tenure.backends.postgres._ddl import HELPERS, SCHEMA_VERSION, TABLES
 from tenure.backends.postgres._sql_semaphores import SEMAPHORE_FUNCTIONS
 from tenure.backends.postgres._sql_sessions import SESSION_FUNCTIONS
-from tenure.errors import UnsupportedError
+from tenure.errors import UnavailableError, UnsupportedError
 
-__all__ = ["ddl", "migrate", "schema_version"]
+__all__ = ["ddl", "migrate", "migrate_url", "schema_version"]
 
 
 def ddl(schema: str) -> str:
@@ -78,3 +78,22 @@ def _newer(schema: str, found: int) -> UnsupportedError:
         f"schema {schema!r} has version {found}, newer than this tenure's "
         f"{SCHEMA_VERSION}: upgrade tenure"
     )
+
+
+async def migrate_url(url: str) -> str:
+    """Create or upgrade the schema of ``postgres://...`` (``tenure migrate URL``);
+    what was done, in a sentence."""
+    from tenure.backends.postgres._url import parse_url
+
+    options = parse_url(url, {})
+    try:
+        conn = await psycopg.AsyncConnection.connect(options.conninfo, autocommit=True)
+    except psycopg.Error as error:
+        raise UnavailableError(f"cannot connect to PostgreSQL: {error}") from None
+    try:
+        done = await migrate(conn, options.schema)
+    finally:
+        await conn.close()
+    if done:
+        return f"schema {options.schema!r} is now at version {SCHEMA_VERSION}"
+    return f"schema {options.schema!r} was already at version {SCHEMA_VERSION}"

@@ -139,7 +139,9 @@ class PgSession:
         elif ended == "taken":
             self.lose(SessionExpiredError(f"session {self.sid} was taken over by a resumed client"))
         else:
-            self.lose(SessionExpiredError(f"session {self.sid} expired: its recovery window passed"))
+            self.lose(
+                SessionExpiredError(f"session {self.sid} expired: its recovery window passed")
+            )
 
     def _ask(self) -> None:
         """A notification about this session or its node: ask the database now."""

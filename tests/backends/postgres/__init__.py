@@ -1,0 +1,1 @@
+"""The postgres:// backend's own tests (tests/postgres starts the servers)."""

@@ -1,0 +1,223 @@
+"""postgres://: URLs, refusals, capabilities, the schema, and other clients' changes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import sys
+import uuid
+from typing import Any
+
+import psycopg
+import pytest
+
+import tenure
+from tenure.backends import Capability
+from tenure.backends.postgres import PgBackend
+from tenure.backends.postgres._ddl import SCHEMA_VERSION
+from tenure.backends.postgres._migrate import schema_version
+from tenure.backends.postgres._url import parse_url
+from tenure.errors import (
+    InvalidArgumentError,
+    LeaseLostError,
+    LimitExceededError,
+    NotFoundError,
+    PreconditionFailedError,
+    SessionClosedError,
+    UnavailableError,
+    UnsupportedError,
+)
+from tests.postgres.server import PostgresServer
+
+
+def _backend(client: tenure.Client) -> PgBackend:
+    backend = client.backend
+    assert isinstance(backend, PgBackend)
+    return backend
+
+
+@pytest.mark.parametrize(
+    ("url", "match"),
+    [
+        ("postgres://h/db?nope=1", "unknown postgres:// option"),
+        ("postgres://h/db?schema=Bad-Name", "schema must be"),
+        ("postgres://h/db?schema=", "schema must be"),
+        ("postgres://h/db?pool_size=0", "pool_size"),
+        ("postgres://h/db?pool_size=x", "pool_size"),
+        ("postgres://h/db?connect_timeout=-1", "connect_timeout"),
+        ("postgres://h/db?request_timeout=abc", "request_timeout"),
+        ("postgres:///db", "needs a host"),
+    ],
+)
+async def test_bad_urls_are_refused_by_name(url: str, match: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=match):
+        await tenure.connect(url)
+
+
+def test_a_url_passes_libpq_settings_through_and_keeps_its_own() -> None:
+    parsed = parse_url(
+        "postgresql://u:p@h:5433/db?schema=s1&sslmode=require&pool_size=3", {"pool_size": 5}
+    )
+    assert (parsed.schema, parsed.pool_size) == ("s1", 5)  # keywords win over the query
+    assert "sslmode=require" in parsed.conninfo
+    assert "schema" not in parsed.conninfo
+    assert "pool_size" not in parsed.conninfo
+    assert parsed.conninfo.startswith("postgresql://u:p@h:5433/db?")
+
+
+async def test_an_unreachable_database_is_unavailable() -> None:
+    with pytest.raises(UnavailableError, match="cannot connect to PostgreSQL"):
+        await tenure.connect("postgres://tenure:x@127.0.0.1:1/tenure?connect_timeout=1")
+
+
+async def test_capabilities_follow_the_servers_settings(pg_url: str) -> None:
+    async with tenure.connect(pg_url) as client:
+        # The test server runs with fsync and synchronous_commit on, and no standby.
+        assert client.capabilities == {
+            Capability.FENCING_TOKENS,
+            Capability.FIFO,
+            Capability.WATCH,
+            Capability.DURABLE,
+            Capability.SESSION_RECOVERY,
+        }
+    with pytest.raises(UnsupportedError, match="replicated"):
+        await tenure.connect(pg_url, require={Capability.REPLICATED})
+
+
+async def test_lock_delay_and_lease_ttls_are_refused_not_weakened(pg_url: str) -> None:
+    async with tenure.connect(pg_url) as client:
+        with pytest.raises(UnsupportedError, match="lock_delay"):
+            await client.create_node("a", lock_delay=1.0)
+        with pytest.raises(UnsupportedError, match="default_lease"):
+            await client.create_node("b", default_lease=5.0)
+        await client.create_node("c")
+        with pytest.raises(UnsupportedError, match="lock_delay"):
+            await client.alter_node("c", lock_delay=0.5)
+        assert (await client.describe_node("c")).config.lock_delay == 0.0
+        session = await client.session("c")
+        lease = await session.mutex("m").lock()
+        with pytest.raises(PreconditionFailedError, match="no lease TTL"):
+            await _backend(client).sessions[session.id].renew("m", lease._grant)
+
+
+def test_the_schema_is_made_on_first_use_and_by_the_cli(
+    postgres_server: PostgresServer,
+) -> None:
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    url = postgres_server.url(schema=schema)
+    result = subprocess.run(
+        [sys.executable, "-m", "tenure", "migrate", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"schema {schema!r} is now at version {SCHEMA_VERSION}" in result.stdout
+    again = subprocess.run(
+        [sys.executable, "-m", "tenure", "migrate", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "was already at version" in again.stdout
+    wrong = subprocess.run(
+        [sys.executable, "-m", "tenure", "migrate", "etcd://127.0.0.1:2379"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert wrong.returncode == 2
+    assert "only postgres://" in wrong.stderr
+
+
+async def test_first_use_by_many_clients_at_once_makes_the_schema_once(
+    postgres_server: PostgresServer,
+) -> None:
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    url = postgres_server.url(schema=schema, pool_size="2")
+    clients = await asyncio.gather(*(tenure.connect(url) for _ in range(4)))
+    try:
+        await clients[0].create_node("n")
+        assert (await clients[3].describe_node("n")).name == "n"
+    finally:
+        for client in clients:
+            await client.aclose()
+    async with await psycopg.AsyncConnection.connect(postgres_server.dsn) as conn:
+        assert await schema_version(conn, schema) == SCHEMA_VERSION
+        # A newer schema than this client knows is refused, not downgraded.
+        await conn.execute(f"UPDATE {schema}.meta SET version = 99")
+        await conn.commit()
+    with pytest.raises(UnsupportedError, match="newer"):
+        await tenure.connect(url)
+
+
+async def test_a_forced_delete_by_another_client_ends_the_holders_leases(pg_url: str) -> None:
+    async with tenure.connect(pg_url) as holder, tenure.connect(pg_url) as admin:
+        await holder.create_node("n")
+        session = await holder.session("n")
+        lease = await session.mutex("m").lock()
+        other = await session.mutex("kept").lock()
+        killer = await admin.session("n")
+        waiter = asyncio.ensure_future(killer.mutex("m").lock())
+        await asyncio.sleep(0.2)
+        await killer.semaphore("m").delete(force=True)
+        reason = await asyncio.wait_for(lease.lost.wait(), 5)
+        assert isinstance(reason, LeaseLostError)
+        with pytest.raises(NotFoundError, match="deleted"):
+            await asyncio.wait_for(waiter, 5)
+        assert not other.lost.ended  # another name's grant is untouched
+        again = await session.mutex("m").lock()
+        assert again.token > lease.token
+        await asyncio.sleep(0.3)
+        assert not again.lost.ended
+
+
+async def test_a_node_dropped_by_another_client_closes_its_sessions(pg_url: str) -> None:
+    async with tenure.connect(pg_url) as user, tenure.connect(pg_url) as admin:
+        await admin.create_node("n")
+        session = await user.session("n")
+        lease = await session.mutex("m").lock()
+        await admin.drop_node("n", force=True)
+        reason = await asyncio.wait_for(session.lost.wait(), 5)
+        assert isinstance(reason, SessionClosedError)
+        assert lease.lost.ended
+
+
+@pytest.mark.parametrize("limit", ["max_sessions", "max_semaphores"])
+async def test_two_clients_racing_for_the_last_place_one_wins(pg_url: str, limit: str) -> None:
+    async with tenure.connect(pg_url) as one, tenure.connect(pg_url) as two:
+        settings: dict[str, Any] = {limit: 1}
+        await one.create_node("n", **settings)
+        for _ in range(5):  # several rounds: either may win each, never both
+            results: tuple[object, ...]
+            if limit == "max_sessions":
+                results = await asyncio.gather(
+                    one.session("n"), two.session("n"), return_exceptions=True
+                )
+            else:
+                s1, s2 = await one.session("n"), await two.session("n")
+                results = await asyncio.gather(
+                    s1.semaphore("a").create(limit=1),
+                    s2.semaphore("b").create(limit=1),
+                    return_exceptions=True,
+                )
+            refused = [r for r in results if isinstance(r, LimitExceededError)]
+            assert len(refused) == 1, results
+            assert limit in str(refused[0])
+            description = await one.describe_node("n")
+            if limit == "max_sessions":
+                assert description.sessions == 1
+                for r in results:
+                    if isinstance(r, tenure.Session):
+                        await r.close()
+            else:
+                assert description.semaphores == 1
+                for session, name in ((s1, "a"), (s2, "b")):
+                    with contextlib.suppress(NotFoundError):
+                        await session.semaphore(name).delete()
+                await s1.close()
+                await s2.close()
