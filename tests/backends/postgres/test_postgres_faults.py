@@ -1,0 +1,160 @@
+"""postgres:// under faults: a kill -9 of the server, lost answers, a silent client,
+and notifications that never arrive (as behind a transaction-pooling pgbouncer)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+
+import tenure
+from tenure.backends import Capability
+from tenure.backends.postgres import _listen
+from tenure.errors import NotFoundError, SessionExpiredError, UnavailableError, UnsupportedError
+from tests.netproxy import NetProxy
+from tests.postgres.server import PostgresServer
+
+
+def _schema() -> str:
+    return f"t_{uuid.uuid4().hex[:12]}"
+
+
+async def test_a_kill_9_mid_hold_loses_nothing_and_the_session_carries_on(
+    postgres_fresh: PostgresServer,
+) -> None:
+    url = postgres_fresh.url(schema=_schema(), pool_size="2")
+    async with tenure.connect(url) as holder, tenure.connect(url) as other:
+        await holder.create_node("n")
+        session = await holder.session("n", recovery_window=20.0)
+        lock = await session.mutex("m").lock()
+        pool = session.semaphore("pool")
+        await pool.create(limit=3, data=b"kept")
+        held = await pool.acquire(count=2, data=b"mine")
+        waiting_session = await other.session("n", recovery_window=20.0)
+        waiter = asyncio.ensure_future(waiting_session.mutex("m").lock())
+        await asyncio.sleep(0.3)
+        assert not waiter.done()
+
+        await postgres_fresh.akill()
+        await asyncio.sleep(0.5)
+        await postgres_fresh.astart()
+
+        # The session is the same (its holds too, with their tokens); the waiter waits on.
+        found = await asyncio.wait_for(pool.describe(owners=True), 20)
+        assert [(o.session_id, o.count, o.data, o.token) for o in found.owners] == [
+            (session.id, 2, b"mine", held.token)
+        ]
+        assert found.data == b"kept"
+        assert not lock.lost.ended
+        assert not waiter.done()
+        await lock.release()
+        granted = await asyncio.wait_for(waiter, 20)
+        assert granted.token > max(lock.token, held.token)
+        await granted.release()
+        again = await session.mutex("m").lock()
+        assert again.token > granted.token  # tokens keep increasing across the crash
+
+
+async def test_an_acquire_whose_answer_was_lost_is_applied_once(
+    postgres_server: PostgresServer,
+) -> None:
+    url = postgres_server.url(schema=_schema(), pool_size="1")
+    async with NetProxy("127.0.0.1", postgres_server.port) as proxy:
+        proxied = url.replace(f":{postgres_server.port}/", f":{proxy.port}/")
+        async with tenure.connect(proxied) as client, tenure.connect(url) as observer:
+            await client.create_node("n")
+            session = await client.session("n", recovery_window=10.0)
+            proxy.lose_downstream()
+            acquiring = asyncio.ensure_future(session.mutex("m").lock(data=b"once"))
+            await asyncio.sleep(0.5)  # applied by the database, its answer thrown away
+            proxy.lose_downstream(False)
+            proxy.drop()
+            lock = await asyncio.wait_for(acquiring, 10)
+            look = await observer.session("n")
+            found = await look.semaphore("m").describe(owners=True)
+            assert [(o.session_id, o.data, o.token) for o in found.owners] == [
+                (session.id, b"once", lock.token)
+            ]
+            await lock.release()
+            with pytest.raises(NotFoundError):  # the one hold is gone, and the mutex with it
+                await look.semaphore("m").describe(owners=True)
+
+            # A create whose answer was lost is not sent again: it says so.
+            proxy.lose_downstream()
+            creating = asyncio.ensure_future(session.semaphore("s").create(limit=1))
+            await asyncio.sleep(0.5)
+            proxy.lose_downstream(False)
+            proxy.drop()
+            with pytest.raises(UnavailableError, match="may or may not have been applied"):
+                await asyncio.wait_for(creating, 10)
+            assert (await look.semaphore("s").describe()).exists  # it was, this time
+
+
+async def test_a_silent_client_expires_by_the_databases_clock(
+    postgres_server: PostgresServer,
+) -> None:
+    url = postgres_server.url(schema=_schema(), pool_size="2")
+    async with NetProxy("127.0.0.1", postgres_server.port) as proxy:
+        proxied = url.replace(f":{postgres_server.port}/", f":{proxy.port}/")
+        async with tenure.connect(proxied) as silent, tenure.connect(url) as other:
+            await other.create_node("n")
+            session = await silent.session("n", recovery_window=2.0)
+            lock = await session.mutex("m").lock()
+            waiting = await other.session("n", recovery_window=10.0)
+            waiter = asyncio.ensure_future(waiting.mutex("m").lock())
+            await asyncio.sleep(0.2)
+            loop = asyncio.get_running_loop()
+            stalled_at = loop.time()
+            proxy.stall()
+            # Its own client gives up a window after its last answered heartbeat...
+            reason = await asyncio.wait_for(lock.lost.wait(), 5)
+            assert isinstance(reason, SessionExpiredError)
+            # ...and the other client's reap timer ends it on the database's clock.
+            granted = await asyncio.wait_for(waiter, 6)
+            assert loop.time() - stalled_at < 2.0 * 1.02 + 3
+            assert granted.token > lock.token
+            proxy.resume()
+            with pytest.raises(SessionExpiredError):
+                await session.mutex("other").lock()
+            await granted.release()
+
+
+class _ElsewhereListener(_listen.Listener):
+    """A LISTEN connection to another database: NOTIFYs of ours never reach it."""
+
+    elsewhere = ""
+
+    def __init__(self, conninfo: str, schema: str, connect_timeout: float) -> None:
+        super().__init__(self.elsewhere, schema, connect_timeout)
+
+
+async def test_without_notifications_watches_are_refused_and_waiters_still_served(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other_db = f"t_{uuid.uuid4().hex[:16]}"
+    _ElsewhereListener.elsewhere = postgres_server.create_database(other_db)
+    monkeypatch.setattr("tenure.backends.postgres.Listener", _ElsewhereListener)
+    url = postgres_server.url(
+        schema=_schema(), pool_size="2", listen_probe_timeout="0.5", recheck_interval="0.2"
+    )
+    try:
+        async with tenure.connect(url) as one, tenure.connect(url) as two:
+            assert Capability.WATCH not in one.capabilities
+            with pytest.raises(UnsupportedError, match="watch"):
+                await tenure.connect(url, require={Capability.WATCH})
+            await one.create_node("n")
+            first = await one.session("n")
+            second = await two.session("n")
+            with pytest.raises(UnsupportedError, match="NOTIFY did not reach"):
+                await anext(first.semaphore("m").watch())
+            lock = await first.mutex("m").lock()
+            waiter = asyncio.ensure_future(second.mutex("m").lock())
+            await asyncio.sleep(0.3)
+            assert not waiter.done()
+            await lock.release()
+            granted: Any = await asyncio.wait_for(waiter, 3)  # found by a bounded re-check
+            assert granted.token > lock.token
+    finally:
+        postgres_server.drop_database(other_db)
