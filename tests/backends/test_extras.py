@@ -23,3 +23,17 @@ async def test_etcd_without_its_extra_names_the_extra(
     with pytest.raises(UnsupportedError, match=r"pip install 'tenure\[etcd\]'") as raised:
         await tenure.connect(url)
     assert "aetcd" in str(raised.value)
+
+
+@pytest.mark.parametrize("url", ["postgres://h/db", "postgresql://h/db"])
+async def test_postgres_without_its_extra_names_the_extra(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As on a client installed without tenure[postgres]: psycopg cannot be imported.
+    for name in ["psycopg", *(m for m in sys.modules if m.startswith("psycopg"))]:
+        monkeypatch.setitem(sys.modules, name, None)
+    for name in [m for m in sys.modules if m.startswith("tenure.backends.postgres")]:
+        monkeypatch.delitem(sys.modules, name)
+    with pytest.raises(UnsupportedError, match=r"pip install 'tenure\[postgres\]'") as raised:
+        await tenure.connect(url)
+    assert "psycopg" in str(raised.value)

@@ -221,3 +221,23 @@ async def test_two_clients_racing_for_the_last_place_one_wins(pg_url: str, limit
                         await session.semaphore(name).delete()
                 await s1.close()
                 await s2.close()
+
+
+async def test_a_call_the_database_does_not_answer_in_request_timeout_is_unavailable(
+    postgres_server: PostgresServer,
+) -> None:
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    url = postgres_server.url(schema=schema, request_timeout="0.5")
+    async with tenure.connect(url) as client:
+        await client.create_node("n")
+        session = await client.session("n")
+        await session.semaphore("s").create(limit=1)
+        # Another transaction keeps the semaphore's row locked (a stuck writer).
+        async with await psycopg.AsyncConnection.connect(postgres_server.dsn) as blocker:
+            await blocker.execute(f"SELECT 1 FROM {schema}.semaphores WHERE name = 's' FOR UPDATE")
+            with pytest.raises(UnavailableError, match="request_timeout"):
+                await session.semaphore("s").acquire(1, timeout=0)
+            await blocker.rollback()
+        lease = await session.semaphore("s").acquire(1, timeout=0)  # nothing was applied
+        assert lease is not None
+        assert lease.count == 1

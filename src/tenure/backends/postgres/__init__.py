@@ -36,6 +36,7 @@ import secrets
 from collections.abc import Mapping
 from typing import Any, Final
 
+import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from tenure._core.values import NodeConfig, NodeDescription, check_description
@@ -243,11 +244,19 @@ async def _capabilities(
 async def open_backend(url: str, options: Mapping[str, object]) -> PgBackend:
     """Open ``postgres://...`` (see the module docstring); creates the schema if new."""
     parsed = parse_url(url, options)
+    limit_ms = round(parsed.request_timeout * 1000)
+
+    async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
+        # request_timeout: a call the database has not answered by then is cancelled
+        # there (rolled back) and raises UnavailableError here.
+        await conn.execute(f"SET statement_timeout = {limit_ms}")
+
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         parsed.conninfo,
         min_size=1,
         max_size=parsed.pool_size,
         kwargs={"autocommit": True},
+        configure=configure,
         open=False,
         timeout=parsed.connect_timeout,
     )

@@ -110,6 +110,10 @@ class Caller:
                     raise PermissionDeniedError(f"{function}: {_message(error)}") from None
                 if state in _AGAIN:
                     continue
+                if state == "57014":  # statement_timeout: rolled back, not applied
+                    raise UnavailableError(
+                        f"the database did not answer {function} within request_timeout"
+                    ) from None
                 if not isinstance(error, psycopg.OperationalError):
                     raise UnavailableError(
                         f"the database refused {function} ({state}): {_message(error)}"
