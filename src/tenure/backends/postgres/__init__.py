@@ -33,7 +33,7 @@ import contextlib
 import dataclasses
 import json
 import secrets
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final
 
 import psycopg
@@ -110,7 +110,30 @@ class PgBackend:
         #: Whether notifications reach this client (else: no WATCH, waiters re-check).
         self.notifications = Capability.WATCH in capabilities
         self.sessions: dict[int, PgSession] = {}
+        self._joins: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
         self._closed = False
+
+    @contextlib.asynccontextmanager
+    async def joining(self, node: str, name: str) -> AsyncIterator[None]:
+        """Held while an acquire of this client joins ``name``'s queue.
+
+        Acquires of one client (all its sessions) reach a semaphore's queue one at a
+        time, in the order they were made (asyncio's Lock is first come, first
+        served): concurrent calls on separate pooled connections could commit in
+        either order, so FIFO holds down to this client's calls only this way.
+        """
+        key = (node, name)
+        lock, users = self._joins.get(key) or (asyncio.Lock(), 0)
+        self._joins[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._joins[key]
+            if users == 1:
+                del self._joins[key]
+            else:
+                self._joins[key] = (lock, users - 1)
 
     @property
     def capabilities(self) -> frozenset[Capability]:

@@ -17,7 +17,7 @@ Every operation is one function call, one round trip, one transaction
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any, Final
 
 import psycopg
@@ -93,14 +93,10 @@ class Caller:
         query = self._query(function, len(args))
         backoff = 0.05
         while True:
-            sent = False
+            sent: list[bool] = []
             try:
                 left = max(0.1, deadline - loop.time())
-                async with self.pool.connection(timeout=left) as conn:
-                    sent = True
-                    cursor = await conn.execute(query, args)
-                    row = await cursor.fetchone()
-                return None if row is None else row[0]
+                return await _uncancelled(self._once(query, args, left, sent))
             except psycopg.Error as error:
                 state = error.sqlstate or ""
                 mapped = ERRORS.get(state)
@@ -119,7 +115,7 @@ class Caller:
                         f"the database refused {function} ({state}): {_message(error)}"
                     ) from None
                 self._check_pool()
-                if sent and not idempotent:
+                if sent and not idempotent:  # sent: it may have been applied
                     raise UnavailableError(
                         f"lost the connection to the database during {function}: it may or "
                         "may not have been applied (check, e.g. with describe)"
@@ -136,6 +132,15 @@ class Caller:
             await asyncio.sleep(min(backoff, max(0.0, deadline - loop.time())))
             backoff = min(MAX_BACKOFF, backoff * 2)
 
+    async def _once(
+        self, query: sql.Composed, args: Sequence[object], wait: float, sent: list[bool]
+    ) -> Any:
+        async with self.pool.connection(timeout=wait) as conn:
+            sent.append(True)
+            cursor = await conn.execute(query, args)
+            row = await cursor.fetchone()
+        return None if row is None else row[0]
+
     def _check_pool(self) -> None:
         """A connection broke: have the pool test its idle ones (once at a time)."""
         if self._checking is None or self._checking.done():
@@ -146,6 +151,25 @@ class Caller:
             await self.pool.check()
         except Exception:
             return
+
+
+async def _uncancelled(call: Coroutine[Any, Any, Any]) -> Any:
+    """Run ``call`` to its end even if the caller is cancelled meanwhile.
+
+    A call is one short transaction: cancelling it in flight would leave it applied
+    or not (the caller's cleanup, e.g. withdrawing an acquire, must run after it),
+    and psycopg's cancel of a running query can wait seconds for the server. So
+    the caller's cancellation waits for the answer (bounded by request_timeout),
+    then goes on as a CancelledError.
+    """
+    task = asyncio.ensure_future(call)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait({task})
+        if not task.cancelled():
+            task.exception()  # retrieved: the caller is cancelled, that is its answer
+        raise
 
 
 def _message(error: psycopg.Error) -> str:

@@ -105,7 +105,10 @@ class Listener:
 
     def _dispatch(self, name: str, payload: str) -> None:
         for callback in list(self._subs.get((name, payload), ())):
-            callback()
+            try:
+                callback()
+            except Exception:  # one subscriber's bug must not cost the others their news
+                log.exception("a notification's subscriber failed")
 
     def _broken(self) -> None:
         self._unwatch_socket()
@@ -145,8 +148,12 @@ class Listener:
             except psycopg.OperationalError:
                 self._broken()
                 return
-            self._watch_socket()
-            self._readable()  # what arrived while psycopg read the socket
+            finally:
+                # Even when the caller was cancelled meanwhile: without our reader
+                # nothing would hear this client's notifications any more.
+                if self._conn is conn and not conn.closed and self._fd is None:
+                    self._watch_socket()
+                    self._readable()  # what arrived while psycopg read the socket
 
     async def listen(self, node: str) -> str:
         """Listen to ``node``'s channel (counted: :meth:`unlisten` as often); its name."""

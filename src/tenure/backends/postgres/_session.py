@@ -41,7 +41,6 @@ from tenure.errors import (
     SessionClosedError,
     SessionExpiredError,
     TenureError,
-    UnavailableError,
     UnsupportedError,
 )
 
@@ -117,8 +116,10 @@ class PgSession:
         interval = self.window / BEATS_PER_WINDOW
         while self.ended is None:
             await asyncio.sleep(interval)
-            with contextlib.suppress(UnavailableError):  # the local deadline decides
+            try:
                 await self.beat()
+            except TenureError as error:  # unreachable: the local deadline decides
+                log.info("session %d: heartbeat failed: %s", self.sid, error)
 
     async def beat(self) -> None:
         """One heartbeat: move the deadline, or hear that the session ended."""

@@ -63,7 +63,10 @@ async def request(
     wake = asyncio.Event()
     stop = s.backend.listener.subscribe(s.channel, "s" + name, wake.set)
     try:
-        answer = await s.call("acquire", name, hold, count, data, timeout, ephemeral, request_id)
+        async with s.backend.joining(s.node, name):
+            answer = await s.call(
+                "acquire", name, hold, count, data, timeout, ephemeral, request_id
+            )
         if "token" in answer:
             return s.granted(name, hold, int(answer["token"]), int(answer["count"]))
         if answer.get("busy"):
