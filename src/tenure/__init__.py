@@ -17,7 +17,7 @@ makes a database, a Redis or a file refuse writes with stale tokens.
 
 from __future__ import annotations
 
-from tenure import errors, fencing
+from tenure import errors
 from tenure._core.values import (
     MAX_COUNT,
     NodeConfig,
@@ -66,5 +66,4 @@ __all__ = [
     "__version__",
     "connect",
     "errors",
-    "fencing",
 ]

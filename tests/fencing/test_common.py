@@ -55,7 +55,6 @@ def test_the_refusal_names_resource_token_and_highest() -> None:
     assert isinstance(error, TenureError)
     assert code_of(error) is PreconditionFailedError.code
     assert tenure.errors.FencedError is FencedError
-    assert tenure.fencing.FileFence is not None
 
 
 def test_the_guards_import_without_redis_or_psycopg() -> None:
