@@ -150,10 +150,12 @@ def test_a_client_that_decodes_replies_works_too(
 def test_a_fence_key_not_written_by_a_fence_is_not_trusted(
     client: redis.Redis, fence: RedisFence
 ) -> None:
-    for value in (b"not a number", b"007", b"1" * 21):
+    for value in (b"not a number", b"007", b"1" * 21, str(MAX_TOKEN + 1).encode(), b"-3"):
         client.set(fence.key("r"), value)
         with pytest.raises(PreconditionFailedError, match="not a fencing token"):
             fence.write(client, "r", 5, {fence.prefix + "a": b"x"})
+        with pytest.raises(PreconditionFailedError, match="not a fencing token"):
+            fence.highest(client, "r")
     assert client.get(fence.prefix + "a") is None
 
 

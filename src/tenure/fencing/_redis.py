@@ -22,7 +22,13 @@ from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 from tenure.errors import FencedError, InvalidArgumentError, PreconditionFailedError
-from tenure.fencing._token import MAX_RESOURCE_BYTES, check_limit, check_resource, check_token
+from tenure.fencing._token import (
+    MAX_RESOURCE_BYTES,
+    MAX_TOKEN,
+    check_limit,
+    check_resource,
+    check_token,
+)
 
 __all__ = ["AsyncRedisClient", "FencedScript", "RedisClient", "RedisFence"]
 
@@ -33,23 +39,26 @@ Encodable = str | bytes | int | float
 #: fence's key and the token are taken off the front). Replies: {1, body's result}
 #: written; {0, highest} refused; {-1, value} the fence key holds no token.
 _PROLOGUE: Final = """
+local function fence_less(a, b)
+  if #a ~= #b then
+    return #a < #b
+  end
+  for i = 1, #a do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x < y
+    end
+  end
+  return false
+end
 local fence_token = ARGV[1]
 local fence_highest = redis.call('GET', KEYS[1])
 if fence_highest then
-  if not string.match(fence_highest, '^[1-9][0-9]*$') or #fence_highest > 20 then
+  if not string.match(fence_highest, '^[1-9][0-9]*$')
+      or fence_less('@MAX_TOKEN@', fence_highest) then
     return {-1, fence_highest}
   end
-  local older = #fence_token < #fence_highest
-  if #fence_token == #fence_highest then
-    for i = 1, #fence_token do
-      local a, b = string.byte(fence_token, i), string.byte(fence_highest, i)
-      if a ~= b then
-        older = a < b
-        break
-      end
-    end
-  end
-  if older then
+  if fence_less(fence_token, fence_highest) then
     return {0, fence_highest}
   end
 end
@@ -58,7 +67,7 @@ local fence_keys, fence_args = {}, {}
 for i = 2, #KEYS do fence_keys[i - 1] = KEYS[i] end
 for i = 2, #ARGV do fence_args[i - 1] = ARGV[i] end
 local function fence_body(KEYS, ARGV)
-"""
+""".replace("@MAX_TOKEN@", str(MAX_TOKEN))
 _EPILOGUE: Final = """
 end
 return {1, fence_body(fence_keys, fence_args)}
@@ -110,6 +119,26 @@ def _text(value: object) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
+def _not_a_token(key: str, value: object) -> PreconditionFailedError:
+    return PreconditionFailedError(
+        f"fence key {key!r} holds {_text(value)[:40]!r}, not a fencing token: refusing to"
+        " trust it (something other than a fence wrote it)"
+    )
+
+
+def _stored_token(key: str, value: object) -> int | None:
+    """The token a fence key holds (None: no key); PreconditionFailedError if not one."""
+    if value is None:
+        return None
+    text = _text(value)
+    if not (text.isascii() and text.isdigit() and text[0] != "0" and len(text) <= 20):
+        raise _not_a_token(key, value)
+    try:
+        return check_token(int(text))
+    except InvalidArgumentError:  # 20 digits, beyond 2**64-1
+        raise _not_a_token(key, value) from None
+
+
 class FencedScript:
     """A Lua body that runs only when the token passes the fence; from :meth:`RedisFence.script`.
 
@@ -141,10 +170,7 @@ class FencedScript:
             return reply[1] if len(reply) > 1 else None
         if status == 0:
             raise FencedError(resource, token, int(_text(reply[1])))
-        raise PreconditionFailedError(
-            f"fence key {self.fence.key(resource)!r} holds {_text(reply[1])!r}, not a fencing"
-            " token: refusing to write (something other than this guard wrote it)"
-        )
+        raise _not_a_token(self.fence.key(resource), reply[1])
 
     def run(
         self,
@@ -273,10 +299,10 @@ class RedisFence:
 
     def highest(self, client: RedisClient, resource: str) -> int | None:
         """The highest token ``resource`` has accepted, None if none yet."""
-        value = client.get(self.key(resource))
-        return None if value is None else int(_text(value))
+        key = self.key(resource)
+        return _stored_token(key, client.get(key))
 
     async def ahighest(self, client: AsyncRedisClient, resource: str) -> int | None:
         """:meth:`highest` on an asynchronous client."""
-        value = await client.get(self.key(resource))
-        return None if value is None else int(_text(value))
+        key = self.key(resource)
+        return _stored_token(key, await client.get(key))
