@@ -13,6 +13,7 @@ import pytest
 
 from tenure.errors import FencedError, InvalidArgumentError, PreconditionFailedError
 from tenure.fencing import MAX_TOKEN, FileFence
+from tenure.fencing import _file as file_guard
 from tests.fencing.scenario import paused_holder_writes_late
 
 
@@ -53,6 +54,31 @@ def test_two_fences_of_one_file_share_the_highest_token(tmp_path: Path) -> None:
     with pytest.raises(FencedError):
         FileFence(tmp_path / "data").write(8, b"eight")
     assert FileFence(tmp_path / "data").read() == b"nine"
+
+
+def test_a_crash_between_token_and_data_leaves_no_new_data_behind_an_old_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fence = FileFence(tmp_path / "data")
+    fence.write(1, b"one")
+    real_replace = file_guard._replace
+
+    def crash_on_the_data(target: Path, content: bytes, mode: int) -> None:
+        if target == fence.path:
+            raise OSError("the machine stops here")
+        real_replace(target, content, mode)
+
+    monkeypatch.setattr(file_guard, "_replace", crash_on_the_data)
+    with pytest.raises(OSError, match="the machine stops here"):
+        fence.write(2, b"two")
+    monkeypatch.undo()
+    # The token went first: raised, over the old data. The old holder is refused,
+    # the new one writes.
+    assert (fence.highest(), fence.read()) == (2, b"one")
+    with pytest.raises(FencedError):
+        fence.write(1, b"one, late")
+    fence.write(2, b"two")
+    assert (fence.highest(), fence.read()) == (2, b"two")
 
 
 def test_concurrent_writers_never_leave_an_older_tokens_data(tmp_path: Path) -> None:

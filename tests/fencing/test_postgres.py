@@ -261,6 +261,22 @@ def test_a_named_schema_and_table_and_no_creation(
     assert missing.highest(conn, "r") is None
 
 
+def test_a_table_dropped_after_it_was_seen_is_created_again(
+    connect: Callable[[], psycopg.Connection], fence: PostgresFence
+) -> None:
+    conn = connect()
+    for token in (1, 2):  # the first creates the table, the second sees it
+        with fence.transaction(conn, "r", token):
+            pass
+    with conn.transaction():
+        conn.execute(f"DROP TABLE {fence.table}")
+    with pytest.raises(psycopg.errors.UndefinedTable), fence.transaction(conn, "r", 3):
+        pass
+    with fence.transaction(conn, "r", 3):  # looked for again, and created
+        pass
+    assert fence.highest(conn, "r") == 3
+
+
 def test_the_fence_survives_kill_9_of_the_server(postgres_fresh: PostgresServer) -> None:
     fence = PostgresFence()
     with psycopg.connect(postgres_fresh.url()) as conn, fence.transaction(conn, "r", 7):
