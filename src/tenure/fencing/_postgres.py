@@ -93,7 +93,8 @@ class PostgresFence:
         self.max_resource_bytes = check_limit(
             max_resource_bytes, "max_resource_bytes", 1, _MAX_RESOURCE_LIMIT
         )
-        # Databases (host, port, name) where the table was seen committed.
+        # Databases (host, port, name) where the table was found: not looked for again
+        # until a check finds it gone (_forget_on_undefined_table).
         self._seen: set[tuple[str, int, str]] = set()
         self._create_sql = (
             f"CREATE TABLE IF NOT EXISTS {self._name} ("
