@@ -19,7 +19,8 @@ the highest token its resource has accepted and refuses a lower one with
             async with fence.atransaction(conn, "invoices", lock.token):
                 await conn.execute("UPDATE invoices SET ...")
 
-Nothing here imports redis or psycopg: a guard uses the client it is handed.
+redis-py and psycopg are imported only inside the calls that use them: this package
+imports without either, and a guard uses the client it is handed.
 ``docs/fencing.md`` says what each guarantees, and what not.
 """
 

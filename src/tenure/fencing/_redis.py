@@ -10,9 +10,9 @@ Tokens go in and out as decimal strings and are compared as such (by length, the
 digit by digit): Lua numbers are doubles, exact only up to 2**53, and tokens reach
 2**64-1.
 
-redis-py is not imported by this module: a guard only calls its client's
-``evalsha``/``script_load``/``get``, so any redis-py client (or a compatible one)
-serves, and tenure imports without it.
+A guard only calls its client's ``evalsha``/``script_load``/``get``, so any
+redis-py client serves; redis-py itself is imported only to recognise its
+NoScriptError, when a call fails.
 """
 
 from __future__ import annotations
