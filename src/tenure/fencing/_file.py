@@ -145,7 +145,11 @@ class FileFence:
             _replace(self.path, content, self.mode)
 
     async def awrite(self, token: int, data: bytes | bytearray | memoryview) -> None:
-        """:meth:`write` in a worker thread (it fsyncs, and may wait for the lock)."""
+        """:meth:`write` in a worker thread (it fsyncs, and may wait for the lock).
+
+        Cancelling the awaiting task does not stop the thread: a write it had begun
+        still completes, or is refused, as a whole.
+        """
         await asyncio.to_thread(self.write, token, data)
 
     @contextlib.contextmanager
