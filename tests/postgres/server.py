@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import pwd
 import secrets
 import shutil
 import signal
@@ -35,6 +34,7 @@ from typing import Final
 from urllib.parse import quote, urlencode
 
 from tests.daemons import POLL, Registry, log_tail
+from tests.postgres.binaries import pg_bindir, postgres_unavailable, server_user
 from tests.server.wire import free_port
 
 __all__ = [
@@ -63,7 +63,6 @@ WAIT: Final = 30.0
 _COMMAND_WAIT: Final = 120.0
 #: How many times a first start picks a new port when its port was taken meanwhile.
 _PORT_ATTEMPTS: Final = 3
-_DEFAULT_BINDIR: Final = "/usr/lib/postgresql/15/bin"
 #: Small and durable: the tests run many servers on a shared machine.
 _BASE_CONF: Final = {
     "listen_addresses": HOST,
@@ -83,44 +82,6 @@ REGISTRY: Final = Registry("postgres")
 
 class PostgresError(AssertionError):
     """The server did not initialise, start or accept connections in time (log in message)."""
-
-
-def pg_bindir() -> Path | None:
-    """Where ``initdb`` and ``postgres`` are: ``$TENURE_PG_BIN``, Debian's 15, pg_config."""
-    override = os.environ.get("TENURE_PG_BIN", "").strip()
-    candidates = [override] if override else [_DEFAULT_BINDIR]
-    if not override and (pg_config := shutil.which("pg_config")):
-        result = subprocess.run(
-            [pg_config, "--bindir"], capture_output=True, text=True, timeout=10, check=False
-        )
-        candidates.append(result.stdout.strip())
-    for candidate in candidates:
-        path = Path(candidate)
-        if candidate and all(os.access(path / name, os.X_OK) for name in ("initdb", "postgres")):
-            return path
-    return None
-
-
-def _server_user() -> pwd.struct_passwd | None:
-    """The user the server runs as when we are root (``postgres``); None: ourselves."""
-    if os.geteuid() != 0:
-        return None
-    return pwd.getpwnam("postgres")
-
-
-def postgres_unavailable() -> str | None:
-    """Why no PostgreSQL server can be started here (to skip, or fail in CI), or None."""
-    if pg_bindir() is None:
-        return (
-            "PostgreSQL's initdb/postgres are not installed (scripts/bootstrap test installs"
-            f" Debian's postgresql; or set TENURE_PG_BIN; looked in {_DEFAULT_BINDIR})"
-        )
-    if os.geteuid() == 0:
-        try:
-            _server_user()
-        except KeyError:
-            return "running as root, and there is no 'postgres' user to run PostgreSQL as"
-    return None
 
 
 def live_pids() -> set[int]:
@@ -170,7 +131,7 @@ class PostgresServer:
         self.conf = {**_BASE_CONF, **(extra_conf or {})}
         self.password = password if password is not None else secrets.token_hex(12)
         self.log_path = root / "postgres.log"
-        self._user = _server_user()
+        self._user = server_user()
         self._own_dir: Path | None = None
         self.home = root / "pg"  # replaced at open() when the server runs as another user
         self.port = 0

@@ -9,6 +9,7 @@ import pytest
 import redis
 
 from tests.daemons import process_tree
+from tests.redis.fixtures import require_redis
 from tests.redis.server import RedisServer, live_pids, ping
 
 
@@ -83,6 +84,7 @@ def test_a_bad_appendfsync_is_refused(tmp_path: Path) -> None:
 
 
 def test_extra_configuration_lines_reach_the_server(tmp_path: Path) -> None:
+    require_redis()
     with RedisServer(tmp_path / "r", appendfsync="no", extra=["maxmemory 8mb"]) as server:
         client = redis.Redis.from_url(server.url())
         try:
