@@ -25,7 +25,7 @@ from tenure._core.values import (
     SemaphoreDescription,
     WaiterInfo,
 )
-from tenure.backends import Capability
+from tenure.backends import Capability, SessionTicket
 from tenure.client import (
     Client,
     Election,
@@ -61,6 +61,7 @@ __all__ = [
     "SemaphoreDescription",
     "Session",
     "SessionLoop",
+    "SessionTicket",
     "WaiterInfo",
     "__version__",
     "connect",

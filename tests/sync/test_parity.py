@@ -62,6 +62,7 @@ FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
 #: Public async names that the sync face shares as they are (no counterpart needed).
 SHARED: dict[str, str] = {
     "Capability": "a value (enum); the sync face uses the same one",
+    "SessionTicket": "a value (frozen dataclass) that both faces take and return as is",
     "LeaderState": "a value (frozen dataclass) that sync Election.leader/observe return as is",
     "MAX_COUNT": "a constant",
     "NodeConfig": "a value, passed to create_node by both faces",
