@@ -20,7 +20,18 @@ grants lost with LeaseLostError and its waits with NotFoundError, as the engine
 does; one whose lease expired ends with SessionExpiredError.
 
 **Re-attach.** After a new keepalive stream opens (a failover), the session asks
-LeaseTimeToLive: a live lease is kept (renewed as before) and ``seq`` bumped.
+LeaseTimeToLive: a live lease is kept (renewed as before) and ``seq`` bumped (a Txn
+comparing the record's mod_revision with our last bump's).
+
+**Tickets and resume** (:mod:`tenure.backends.etcd._resume`). The record also keeps
+``key``, the SHA-256 of the session's secret (the ticket carries the secret), and
+``owner``, a random id of the client object that owns the session now. A resume
+by another process bumps ``seq`` with its own ``owner``: from then on every Txn of
+the previous owner fails its compare, and the previous owner, seeing a record
+that is not its own (in that Txn's failure, in its watch of the record, or when
+it diagnoses), knows it was fenced off and loses the session. It never revokes a
+lease it no longer owns: ending a session deletes the record under a compare of
+its own bump first.
 
 Acquiring is in :mod:`tenure.backends.etcd._acquire` and ``._wait``, releasing and
 losing grants in ``._holds``, administration in ``._admin``.
@@ -30,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
@@ -37,12 +49,14 @@ from typing import TYPE_CHECKING, Any
 from aetcd.rpc import rpc_pb2
 
 from tenure._core.values import NodeConfig, SemaphoreDescription
-from tenure.backends._base import Grant, SessionListener
+from tenure.backends._base import Grant, HeldGrant, SessionListener, SessionTicket
 from tenure.backends.etcd import _acquire, _admin, _holds
 from tenure.backends.etcd._keys import (
     EQUAL,
     MOD,
-    compare_create,
+    compare_mod,
+    decode,
+    delete,
     encode,
     get,
     get_prefix,
@@ -65,10 +79,15 @@ if TYPE_CHECKING:
     from tenure.backends.etcd import EtcdBackend
     from tenure.backends.etcd._node import NodeView
 
-__all__ = ["EtcdSession"]
+__all__ = ["EtcdSession", "key_digest"]
 
 log = logging.getLogger("tenure.etcd")
 _DELETE = 1  # mvccpb.Event.DELETE
+
+
+def key_digest(secret: bytes) -> bytes:
+    """What the session's record keeps of its secret (the ticket has the secret itself)."""
+    return hashlib.sha256(secret).digest()
 
 
 class EtcdSession:
@@ -88,6 +107,9 @@ class EtcdSession:
         seq: int,
         description: str,
         window: float,
+        secret: bytes,
+        owner: bytes,
+        record_created: int | None = None,
     ) -> None:
         self.backend = backend
         self.conn = backend.conn
@@ -103,7 +125,10 @@ class EtcdSession:
         self.record_key = self.layout.session(node, lease_id)
         self.seq = seq
         self.seq_rev = record_rev  # the record's mod_revision after our last bump
-        self._record_created = record_rev
+        self._record_created = record_rev if record_created is None else record_created
+        #: The ticket's secret (the record keeps its digest) and this object's owner id.
+        self.secret = secret
+        self.owner = owner
         #: The node's settings and forced deletes, shared by this client's sessions.
         self.view = view
         self.node_rev = view.node_rev  # the node's create_revision: dropped and re-made = gone
@@ -159,18 +184,61 @@ class EtcdSession:
         if reply.TTL <= 0:
             await self.diagnose()
             return
-        value = encode(
-            {"description": self.description, "window": self.window, "seq": self.seq + 1}
+        for _ in range(3):  # a bump of ours whose answer was lost, adopted: once more
+            seq = self.seq + 1
+            reply = await self.conn.txn(
+                [compare_mod(self.record_key, self.seq_rev)],
+                [put(self.record_key, self.record_value(seq), self.lease_id)],
+                [get(self.record_key)],
+            )
+            if reply.succeeded:
+                self.seq, self.seq_rev = seq, int(reply.header.revision)
+                return
+            record = reply.responses[0].response_range.kvs
+            if not record or not self.adopt_record(record[0]):
+                await self.diagnose()
+                return
+        await self.diagnose()
+
+    def record_value(self, seq: int) -> bytes:
+        """The session's record with ``seq``, owned by this client object."""
+        return encode(
+            {
+                "description": self.description,
+                "window": self.window,
+                "seq": seq,
+                "key": key_digest(self.secret),
+                "owner": self.owner,
+            }
         )
-        reply = await self.conn.txn(
-            [compare_create(self.record_key, self._record_created)],
-            [put(self.record_key, value, self.lease_id)],
+
+    def adopt_record(self, kv: Any) -> bool:
+        """Take the record ``kv`` as our last bump if we wrote it; else we are fenced off.
+
+        (A bump of ours whose answer was lost with a connection left the record at a
+        revision we never heard of: ours all the same.) Returns whether it was ours;
+        if not, the session is lost.
+        """
+        if int(kv.create_revision) != self._record_created:
+            return False  # another session's record, the lease having gone: diagnose
+        try:
+            value = decode(kv.value)
+        except ValueError:
+            value = {}
+        if value.get("owner") != self.owner:
+            self.fenced()
+            return False
+        self.seq, self.seq_rev = int(value["seq"]), int(kv.mod_revision)
+        return True
+
+    def fenced(self) -> None:
+        """Another client resumed this session with its ticket: lose it, let nothing go."""
+        self.lose(
+            SessionExpiredError(
+                f"session {self.lease_id} was resumed by another client (with its ticket): "
+                "this client is fenced off"
+            )
         )
-        if not reply.succeeded:
-            await self.diagnose()
-            return
-        self.seq += 1
-        self.seq_rev = int(reply.header.revision)
 
     def _arm(self) -> None:
         self._timer = self._loop.call_at(self._confirmed + self.ttl, self._check_deadline)
@@ -188,7 +256,7 @@ class EtcdSession:
                 f"lease for its TTL ({self.ttl}s); it may have expired it"
             )
         )
-        self.spawn(self._revoke())  # etcd may still hold it: let go as soon as it hears us
+        self.spawn(self._let_go())  # etcd may still hold it: let go as soon as it hears us
 
     async def diagnose(self) -> None:
         """The session's record or lease is gone: lose it, as dropped or as expired."""
@@ -197,6 +265,8 @@ class EtcdSession:
         reply = await self.conn.txn([], [get(self.record_key), get(self.layout.config(self.node))])
         record, config = reply.responses[0].response_range, reply.responses[1].response_range
         if record.kvs and int(record.kvs[0].create_revision) == self._record_created:
+            if decode(record.kvs[0].value).get("owner") != self.owner:
+                self.fenced()  # resumed by another client: alive, but not ours
             return  # alive after all
         if not config.kvs or int(config.kvs[0].create_revision) != self.node_rev:
             self.dropped()
@@ -240,13 +310,20 @@ class EtcdSession:
         while self.ended is None:
             await watcher.wait()
             events, reset = watcher.drain()
-            if reset or any(event.type == _DELETE for event in events):
+            if reset or any(event.type == _DELETE or not self._ours(event.kv) for event in events):
                 try:
                     await self.diagnose()
                 except TenureError as error:  # etcd unreachable: the deadline decides
                     log.info("session %d: record check failed: %s", self.lease_id, error)
                 if reset and self.ended is None:
                     watcher.restart(self.seq_rev + 1)
+
+    def _ours(self, kv: Any) -> bool:
+        """Whether a version of the record (from its watch) is one this client wrote."""
+        try:
+            return bool(decode(kv.value).get("owner") == self.owner)
+        except ValueError:
+            return False
 
     def wait_failure(self) -> TenureError:
         """A fresh copy of the error a wait ends with now that the session ended."""
@@ -262,6 +339,28 @@ class EtcdSession:
     async def _revoke(self) -> None:
         with contextlib.suppress(TenureError):
             await self.conn.lease_call("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=self.lease_id))
+
+    async def _let_go(self) -> None:
+        """Revoke the lease, unless another client resumed the session (then it is theirs).
+
+        The record is deleted first under a compare of our last bump: a resume
+        racing this finds no record (the session is over), and one that came first
+        makes the compare fail, and we leave its lease alone.
+        """
+        with contextlib.suppress(TenureError):
+            for _ in range(3):  # a bump of ours whose answer was lost, adopted: once more
+                reply = await self.conn.txn(
+                    [compare_mod(self.record_key, self.seq_rev)],
+                    [delete(self.record_key)],
+                    [get(self.record_key)],
+                )
+                record = reply.responses[0].response_range.kvs
+                if reply.succeeded or not record:
+                    break
+                if not self._ours(record[0]):
+                    return  # resumed elsewhere: not ours to end
+                self.seq_rev = int(record[0].mod_revision)
+        await self._revoke()
 
     # -- Txns of this session -------------------------------------------------------
 
@@ -307,7 +406,11 @@ class EtcdSession:
             if int(record.kvs[0].mod_revision) != used:
                 if self.seq_rev != used:
                     continue  # re-attached meanwhile: again, with the new seq
-                await asyncio.sleep(0.01)  # our re-attach is in flight
+                # Bumped by our re-attach (in flight, or its answer lost): again, at
+                # its revision; or by a resume elsewhere: fenced off, raise the loss.
+                if not self.adopt_record(record.kvs[0]):
+                    await self.diagnose()
+                    self.check_alive()
                 continue
             return reply
 
@@ -421,7 +524,27 @@ class EtcdSession:
         self._end(closed, closed)
         # Revoking deletes every key on the lease at once: record, requests, grants.
         # Shielded: a body that closes its own session is cancelled meanwhile.
-        await asyncio.shield(asyncio.ensure_future(self._revoke()))
+        await asyncio.shield(asyncio.ensure_future(self._let_go()))
+
+    # -- tickets ----------------------------------------------------------------------
+
+    def ticket(self) -> SessionTicket:
+        """See :meth:`tenure.backends._base.BackendSession.ticket`: lease id and secret."""
+        self.check_alive()
+        return SessionTicket("etcd", self.node, self.lease_id, self.secret)
+
+    async def holds(self) -> list[HeldGrant]:
+        """See :meth:`tenure.backends._base.BackendSession.holds`: each held key, read now."""
+        self.check_alive()
+        found: list[HeldGrant] = []
+        for name in sorted({name for name, _ in self.held}):
+            state = await self.read(name)
+            for (held_name, hold), held in sorted(self.held.items()):
+                entry = state.entry(held.suffix) if held_name == name else None
+                if entry is not None and entry.granted == held.token:
+                    grant = Grant(held.token, entry.count, None, hold)
+                    found.append(HeldGrant(name, grant, entry.data))
+        return found
 
     def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
         """Run ``coro`` in the background (errors are logged: there is no caller)."""
