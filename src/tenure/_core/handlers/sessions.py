@@ -79,11 +79,13 @@ def resume_session(state: EngineState, cmd: c.ResumeSession, now: float) -> c.Se
     afresh). The previous owner hears SessionEnded; the session itself goes on,
     attached, with the next ``seq_no``.
     """
-    session = state.lookup_session(cmd.session_id)
+    session = state.sessions.get(cmd.session_id)
     if not isinstance(cmd.protection_key, bytes):
         raise InvalidArgumentError("protection_key must be bytes")
-    if session.node != cmd.node or not hmac.compare_digest(
-        session.protection_key, cmd.protection_key
+    if (
+        session is None
+        or session.node != cmd.node
+        or not hmac.compare_digest(session.protection_key, cmd.protection_key)
     ):
         # A wrong key or node tells nothing about the sessions of others.
         raise SessionExpiredError(
