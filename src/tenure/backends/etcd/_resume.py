@@ -12,9 +12,10 @@ keeps the secret's SHA-256 (:func:`~tenure.backends.etcd._session.key_digest`).
    owner compares its own bump's revision and fails; it sees a record that is not
    its own and loses the session (``EtcdSession.fenced``). From here no call of the
    previous owner acts on the session, so what follows reads a settled state.
-3. **Keep alive.** The lease joins this client's keepalive stream at once (renewed
-   right away: the previous owner may have been dead for most of a TTL), and the
-   local deadline starts from what etcd said is left of the TTL.
+3. **Keep alive.** The lease is renewed right away on this client's keepalive
+   stream (the previous owner may have been dead for most of a TTL: etcd's
+   LeaseTimeToLive says 0 with less than a second left), and the session's local
+   deadline counts from that renewal; then the session joins the stream as any.
 4. **Read back.** Each semaphore with a key on the lease is read: the session's
    granted requests are its holds (token and count as the queue says), and its
    requests that wait are withdrawn (deleted under the new ``seq``): nobody waits
@@ -63,12 +64,10 @@ async def resume(
         "secret (expired, closed, or a ticket of another session)"
     )
     owner = secrets.token_bytes(8)
-    loop = asyncio.get_running_loop()
     for _ in range(RESUME_ATTEMPTS):
-        sent_at = loop.time()
         request = rpc_pb2.LeaseTimeToLiveRequest(ID=sid, keys=True)
         lease = await conn.lease_call("LeaseTimeToLive", request)
-        if lease.TTL <= 0:
+        if lease.TTL < 0:  # -1: no such lease (0: under a second left, renewed below)
             raise gone
         found = (await conn.txn([], [get(key)])).responses[0].response_range.kvs
         if not found or int(found[0].lease) != sid:
@@ -92,6 +91,7 @@ async def resume(
             f"session {sid}'s record kept changing while it was being resumed; try again"
         )
     ttl = int(lease.grantedTTL)
+    renewed_at = await _renew_now(backend, sid, ttl, gone)
     session = EtcdSession(
         backend,
         node,
@@ -101,9 +101,7 @@ async def resume(
         record_rev=int(bump.header.revision),
         record_created=int(record.create_revision),
         view=view,
-        # etcd keeps the lease TTL seconds from the last renewal; TTL of them were left
-        # when asked: the local deadline is no later than etcd's.
-        confirmed_at=sent_at + int(lease.TTL) - ttl,
+        confirmed_at=renewed_at,
         seq=seq,
         description=str(value.get("description", "")),
         window=float(value.get("window", ttl)),
@@ -111,13 +109,48 @@ async def resume(
         owner=owner,
     )
     backend.sessions[sid] = session
-    backend.keepalive.add(session, at_once=True)
+    backend.keepalive.add(session)
     try:
         await _read_back(session, [bytes(k) for k in lease.keys])
     except BaseException:
         await session.close()
         raise
     return session
+
+
+class _FirstRenewal:
+    """A :class:`~tenure.backends.etcd._streams.Renewable` for one renewal, awaited."""
+
+    def __init__(self, lease_id: int, ttl: int) -> None:
+        self.lease_id, self.ttl = lease_id, ttl
+        self.done: asyncio.Future[float | None] = asyncio.get_running_loop().create_future()
+
+    def renewed(self, sent_at: float) -> None:
+        if not self.done.done():
+            self.done.set_result(sent_at)
+
+    def lease_gone(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+    def reconnected(self) -> None:
+        """A failover meanwhile: the stream sends the renewal again when due."""
+
+
+async def _renew_now(backend: EtcdBackend, sid: int, ttl: int, gone: SessionExpiredError) -> float:
+    """Renew the lease once, now; the loop time the renewal was sent (its deadline's base)."""
+    first = _FirstRenewal(sid, ttl)
+    backend.keepalive.add(first, at_once=True)
+    try:
+        async with asyncio.timeout(ttl):  # past a whole TTL etcd let it go anyway
+            renewed_at = await first.done
+    except TimeoutError:
+        raise gone from None
+    finally:
+        backend.keepalive.remove(sid, first)
+    if renewed_at is None:
+        raise gone
+    return renewed_at
 
 
 def _value(record: Any) -> dict[str, Any]:

@@ -295,8 +295,10 @@ class EtcdSession:
         self.ended = error
         self.wait_error = wait_error
         self.lost.set()
-        self.backend.keepalive.remove(self.lease_id)
-        self.backend.sessions.pop(self.lease_id, None)
+        # (Only ours: a resume in this same client renews the lease for its own session.)
+        self.backend.keepalive.remove(self.lease_id, self)
+        if self.backend.sessions.get(self.lease_id) is self:
+            del self.backend.sessions[self.lease_id]
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

@@ -155,8 +155,11 @@ class KeepAlive(_Stream):
         self._wake.set()
         self._start()
 
-    def remove(self, lease_id: int) -> None:
-        """Stop renewing."""
+    def remove(self, lease_id: int, lease: Renewable | None = None) -> None:
+        """Stop renewing (only if the lease is renewed for ``lease``, when given: a
+        session resumed in this client renews the same lease id as the one it fenced)."""
+        if lease is not None and self._leases.get(lease_id) is not lease:
+            return
         self._leases.pop(lease_id, None)
         self._due.pop(lease_id, None)
         self._sent.pop(lease_id, None)

@@ -331,3 +331,18 @@ async def test_a_session_resumed_twice_belongs_to_the_last(
     assert isinstance(first.lost_reason, SessionExpiredError)
     assert [x.token for x in second.leases()] == [lock.token]
     assert second.ticket() == ticket  # the same session, the same ticket
+
+
+async def test_a_client_may_resume_its_own_session(client: tenure.Client, node: str) -> None:
+    old = await client.session(node)
+    lock = await old.mutex("job").lock()
+
+    new = await client.session(node, resume=old.ticket())
+    await _fenced(old)
+
+    [resumed] = new.leases()
+    assert resumed.token == lock.token
+    assert resumed.held
+    assert new.lost_reason is None
+    assert await new.mutex("other").try_lock() is not None
+    assert await owners(new, "job") == [new.id]
