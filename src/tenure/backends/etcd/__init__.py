@@ -329,11 +329,10 @@ class EtcdBackend:
             raise ClientClosedError("the client is closed")
         if resume is not None:
             check_ticket(resume, "etcd", node)
+            return await _resume.resume(self, node, resume, listener)
         check_description(description)
         view = await self.view(node)
         try:
-            if resume is not None:
-                return await _resume.resume(self, node, view, resume, listener)
             return await self._open_session(node, view, timeout, description, listener)
         except BaseException:
             self.release_view(view)

@@ -49,13 +49,33 @@ RESUME_ATTEMPTS: Final = 5
 
 
 async def resume(
+    backend: EtcdBackend, node: str, ticket: SessionTicket, listener: SessionListener
+) -> EtcdSession:
+    """Take the ticket's session back (module docstring); the new :class:`EtcdSession`."""
+    view = await backend.view(node)
+    try:
+        session = await _take(backend, node, view, ticket, listener)
+    except BaseException:
+        backend.release_view(view)  # (once made, the session releases it as it ends)
+        raise
+    backend.sessions[session.lease_id] = session
+    backend.keepalive.add(session)
+    try:
+        await _read_back(session)
+    except BaseException:
+        await session.close()
+        raise
+    return session
+
+
+async def _take(
     backend: EtcdBackend,
     node: str,
     view: NodeView,
     ticket: SessionTicket,
     listener: SessionListener,
 ) -> EtcdSession:
-    """Take the ticket's session back (module docstring); the new :class:`EtcdSession`."""
+    """Check, fence and renew (steps 1 to 3); the session, its holds not read yet."""
     conn, layout = backend.conn, backend.layout
     sid = ticket.session_id
     key = layout.session(node, sid)
@@ -92,7 +112,7 @@ async def resume(
         )
     ttl = int(lease.grantedTTL)
     renewed_at = await _renew_now(backend, sid, ttl, gone)
-    session = EtcdSession(
+    return EtcdSession(
         backend,
         node,
         sid,
@@ -108,14 +128,6 @@ async def resume(
         secret=ticket.secret,
         owner=owner,
     )
-    backend.sessions[sid] = session
-    backend.keepalive.add(session)
-    try:
-        await _read_back(session, [bytes(k) for k in lease.keys])
-    except BaseException:
-        await session.close()
-        raise
-    return session
 
 
 class _FirstRenewal:
@@ -160,8 +172,11 @@ def _value(record: Any) -> dict[str, Any]:
         raise SessionExpiredError(f"the session's record is not tenure's: {error}") from None
 
 
-async def _read_back(session: EtcdSession, keys: list[bytes]) -> None:
-    """Take the session's granted requests as holds; withdraw the ones that wait."""
+async def _read_back(session: EtcdSession) -> None:
+    """Take the session's granted requests as holds; withdraw the ones that wait (step 4)."""
+    request = rpc_pb2.LeaseTimeToLiveRequest(ID=session.lease_id, keys=True)
+    reply = await session.conn.lease_call("LeaseTimeToLive", request)
+    keys = [bytes(key) for key in reply.keys]  # read after the fence: what is there to stay
     prefix = session.layout.semaphores(session.node)
     names = sorted(
         {

@@ -346,3 +346,21 @@ async def test_a_client_may_resume_its_own_session(client: tenure.Client, node: 
     assert new.lost_reason is None
     assert await new.mutex("other").try_lock() is not None
     assert await owners(new, "job") == [new.id]
+
+
+@pytest.mark.requires(tenure.Capability.LEASE_TTL)
+async def test_a_resumed_lease_with_a_ttl_is_renewed_by_its_new_owner(
+    client: tenure.Client, client2: tenure.Client, node: str
+) -> None:
+    await client.alter_node(node, default_lease=0.6)  # renewed every 0.2 s
+    old = await client.session(node)
+    lock = await old.mutex("job").lock()
+    new = await client2.session(node, resume=old.ticket())
+    await _fenced(old)  # the old owner renews no more
+
+    await asyncio.sleep(1.5)  # real time: on a server, the TTL would run out twice
+
+    [resumed] = new.leases()
+    assert resumed.held
+    assert resumed.token == lock.token
+    assert await owners(new, "job") == [new.id]
