@@ -179,6 +179,23 @@ class SessionTicket:
             raise InvalidArgumentError(f"a session ticket's field is malformed: {error}") from None
 
 
+def check_ticket(ticket: SessionTicket, scheme: str, node: str) -> None:
+    """Refuse a ticket of another kind of backend, or of another node (InvalidArgumentError).
+
+    What every backend's ``open_session(..., resume=ticket)`` checks first.
+    """
+    if not isinstance(ticket, SessionTicket):
+        raise InvalidArgumentError(f"resume must be a SessionTicket, got {type(ticket).__name__}")
+    if ticket.scheme != scheme:
+        raise InvalidArgumentError(
+            f"the ticket is of a {ticket.scheme}:// session; this is a {scheme}:// backend"
+        )
+    if ticket.node != node:
+        raise InvalidArgumentError(
+            f"the ticket is of a session of node {ticket.node!r}, not of {node!r}"
+        )
+
+
 def _b64(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 

@@ -41,10 +41,10 @@ from tenure._core import (
     WatchFired,
 )
 from tenure.backends._base import Grant, HeldGrant, SessionListener, SessionTicket
+from tenure.backends._engine_tickets import read_holds
 from tenure.backends._ledger import Ledger
 from tenure.backends._watch import EngineWatch, WatchFeed
 from tenure.errors import (
-    InvalidArgumentError,
     LostError,
     SessionClosedError,
     TenureError,
@@ -53,7 +53,7 @@ from tenure.errors import (
 
 R = TypeVar("R")
 
-__all__ = ["CommandChannel", "EngineSession", "check_ticket"]
+__all__ = ["CommandChannel", "EngineSession"]
 
 log = logging.getLogger("tenure.client")
 
@@ -400,29 +400,9 @@ class EngineSession:
         return SessionTicket(self.scheme, self.node, self._session_id, self.protection_key)
 
     async def holds(self) -> list[HeldGrant]:
-        """See :meth:`tenure.backends._base.BackendSession.holds`.
-
-        The engine's account of the session, page by page, and each held
-        semaphore's owners for the data (a hold's token names its owner entry).
-        """
+        """See :meth:`tenure.backends._base.BackendSession.holds` (:func:`read_holds`)."""
         self._check_alive()
-        found: list[HeldGrant] = []
-        after = ""
-        while True:  # each page starts past the last: as many pages as held names
-            page = await self._channel.call(
-                DescribeSession(self._session_id, after, self._page_size())
-            )
-            data: dict[int, bytes] = {}
-            for name in sorted({hold.name for hold in page.holds}):
-                command = DescribeSemaphore(self._session_id, name, owners=True, waiters=False)
-                description = (await self._channel.call(command)).description
-                data.update((owner.token, owner.data) for owner in description.owners)
-            for hold in page.holds:
-                grant = Grant(hold.token, hold.count, hold.lease_ttl, hold.hold)
-                found.append(HeldGrant(hold.name, grant, data.get(hold.token, b"")))
-            if page.next_after is None:
-                return found
-            after = page.next_after
+        return await read_holds(self._channel, self._session_id, self._page_size())
 
     async def adopt(self) -> None:
         """After a resume: what the engine holds for the session is this client's now.
@@ -447,17 +427,3 @@ class EngineSession:
         task: asyncio.Task[object] = asyncio.ensure_future(run())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-
-def check_ticket(ticket: SessionTicket, scheme: str, node: str) -> None:
-    """Refuse a ticket of another kind of backend, or of another node (InvalidArgumentError)."""
-    if not isinstance(ticket, SessionTicket):
-        raise InvalidArgumentError(f"resume must be a SessionTicket, got {type(ticket).__name__}")
-    if ticket.scheme != scheme:
-        raise InvalidArgumentError(
-            f"the ticket is of a {ticket.scheme}:// session; this is a {scheme}:// backend"
-        )
-    if ticket.node != node:
-        raise InvalidArgumentError(
-            f"the ticket is of a session of node {ticket.node!r}, not of {node!r}"
-        )

@@ -43,8 +43,8 @@ from tenure._core import (
 )
 from tenure._runtime.clock import Clock, LoopClock
 from tenure._runtime.host import EngineHost
-from tenure.backends._base import Capability, SessionListener, SessionTicket
-from tenure.backends._engine import EngineSession, check_ticket
+from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
+from tenure.backends._engine import EngineSession
 from tenure.errors import (
     ClientClosedError,
     InvalidArgumentError,

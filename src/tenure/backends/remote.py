@@ -45,8 +45,7 @@ from tenure._core import (
     ResumeSession,
 )
 from tenure._protocol import Welcome
-from tenure.backends._base import Capability, SessionListener, SessionTicket
-from tenure.backends._engine import check_ticket
+from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends._link import DisconnectedError, Endpoint, Link, LinkOptions
 from tenure.backends._remote_session import RemoteSession
 from tenure.errors import (

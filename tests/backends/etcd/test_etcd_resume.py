@@ -17,6 +17,7 @@ from aetcd.rpc import rpc_pb2
 
 import tenure
 from tenure.backends.etcd import EtcdBackend
+from tenure.backends.etcd import _record as record_moves
 from tenure.backends.etcd._session import EtcdSession
 from tenure.errors import SessionExpiredError
 
@@ -70,8 +71,8 @@ async def test_an_old_owner_acting_late_neither_takes_back_nor_revokes(etcd_url:
         # A re-attach of the old owner (after a failover of its own, say) and its
         # letting go (its close, or its deadline) come after the news: both must
         # see the record is not theirs.
-        await stale._reattach()
-        await stale._let_go()
+        await record_moves.reattach(stale)
+        await record_moves.let_go(stale)
 
         assert isinstance(old.lost_reason, SessionExpiredError)
         assert await _ttl(two.backend, fresh.lease_id) > 0  # type: ignore[arg-type]

@@ -47,8 +47,7 @@ from typing import Any, Final
 from aetcd.rpc import rpc_pb2
 
 from tenure._core.values import NodeConfig, NodeDescription, check_description
-from tenure.backends._base import Capability, SessionListener, SessionTicket
-from tenure.backends._engine import check_ticket
+from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends.etcd import _resume
 from tenure.backends.etcd._conn import Connection, LeaseNotFoundError
 from tenure.backends.etcd._feed import Feed
@@ -65,7 +64,8 @@ from tenure.backends.etcd._keys import (
 )
 from tenure.backends.etcd._node import NodeView, config_of, read_config
 from tenure.backends.etcd._queue import SemState
-from tenure.backends.etcd._session import EtcdSession, key_digest
+from tenure.backends.etcd._record import key_digest
+from tenure.backends.etcd._session import EtcdSession
 from tenure.backends.etcd._streams import KeepAlive, Watcher, WatchHub
 from tenure.backends.etcd._url import parse_url
 from tenure.errors import (

@@ -34,7 +34,8 @@ from aetcd.rpc import rpc_pb2
 from tenure.backends._base import SessionListener, SessionTicket
 from tenure.backends.etcd._keys import add_delete, compare_mod, decode, encode, get, put
 from tenure.backends.etcd._queue import Held
-from tenure.backends.etcd._session import EtcdSession, key_digest
+from tenure.backends.etcd._record import key_digest
+from tenure.backends.etcd._session import EtcdSession
 from tenure.errors import SessionExpiredError, UnavailableError
 
 if TYPE_CHECKING:

@@ -40,8 +40,6 @@ losing grants in ``._holds``, administration in ``._admin``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import hashlib
 import logging
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
@@ -50,17 +48,12 @@ from aetcd.rpc import rpc_pb2
 
 from tenure._core.values import NodeConfig, SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant, SessionListener, SessionTicket
-from tenure.backends.etcd import _acquire, _admin, _holds
+from tenure.backends.etcd import _acquire, _admin, _holds, _record
 from tenure.backends.etcd._keys import (
     EQUAL,
     MOD,
-    compare_mod,
-    decode,
-    delete,
-    encode,
     get,
     get_prefix,
-    put,
 )
 from tenure.backends.etcd._node import config_of
 from tenure.backends.etcd._queue import Held, SemState
@@ -79,15 +72,10 @@ if TYPE_CHECKING:
     from tenure.backends.etcd import EtcdBackend
     from tenure.backends.etcd._node import NodeView
 
-__all__ = ["EtcdSession", "key_digest"]
+__all__ = ["EtcdSession"]
 
 log = logging.getLogger("tenure.etcd")
 _DELETE = 1  # mvccpb.Event.DELETE
-
-
-def key_digest(secret: bytes) -> bytes:
-    """What the session's record keeps of its secret (the ticket has the secret itself)."""
-    return hashlib.sha256(secret).digest()
 
 
 class EtcdSession:
@@ -125,7 +113,7 @@ class EtcdSession:
         self.record_key = self.layout.session(node, lease_id)
         self.seq = seq
         self.seq_rev = record_rev  # the record's mod_revision after our last bump
-        self._record_created = record_rev if record_created is None else record_created
+        self.record_created = record_rev if record_created is None else record_created
         #: The ticket's secret (the record keeps its digest) and this object's owner id.
         self.secret = secret
         self.owner = owner
@@ -174,62 +162,7 @@ class EtcdSession:
 
     def reconnected(self) -> None:
         """A new keepalive stream: keep the lease if it lives, and bump ``seq``."""
-        self.spawn(self._reattach())
-
-    async def _reattach(self) -> None:
-        if self.ended is not None:
-            return
-        request = rpc_pb2.LeaseTimeToLiveRequest(ID=self.lease_id)
-        reply = await self.conn.lease_call("LeaseTimeToLive", request)
-        if reply.TTL <= 0:
-            await self.diagnose()
-            return
-        for _ in range(3):  # a bump of ours whose answer was lost, adopted: once more
-            seq = self.seq + 1
-            reply = await self.conn.txn(
-                [compare_mod(self.record_key, self.seq_rev)],
-                [put(self.record_key, self.record_value(seq), self.lease_id)],
-                [get(self.record_key)],
-            )
-            if reply.succeeded:
-                self.seq, self.seq_rev = seq, int(reply.header.revision)
-                return
-            record = reply.responses[0].response_range.kvs
-            if not record or not self.adopt_record(record[0]):
-                await self.diagnose()
-                return
-        await self.diagnose()
-
-    def record_value(self, seq: int) -> bytes:
-        """The session's record with ``seq``, owned by this client object."""
-        return encode(
-            {
-                "description": self.description,
-                "window": self.window,
-                "seq": seq,
-                "key": key_digest(self.secret),
-                "owner": self.owner,
-            }
-        )
-
-    def adopt_record(self, kv: Any) -> bool:
-        """Take the record ``kv`` as our last bump if we wrote it; else we are fenced off.
-
-        (A bump of ours whose answer was lost with a connection left the record at a
-        revision we never heard of: ours all the same.) Returns whether it was ours;
-        if not, the session is lost.
-        """
-        if int(kv.create_revision) != self._record_created:
-            return False  # another session's record, the lease having gone: diagnose
-        try:
-            value = decode(kv.value)
-        except ValueError:
-            value = {}
-        if value.get("owner") != self.owner:
-            self.fenced()
-            return False
-        self.seq, self.seq_rev = int(value["seq"]), int(kv.mod_revision)
-        return True
+        self.spawn(_record.reattach(self))
 
     def fenced(self) -> None:
         """Another client resumed this session with its ticket: lose it, let nothing go."""
@@ -256,7 +189,7 @@ class EtcdSession:
                 f"lease for its TTL ({self.ttl}s); it may have expired it"
             )
         )
-        self.spawn(self._let_go())  # etcd may still hold it: let go as soon as it hears us
+        self.spawn(_record.let_go(self))  # etcd may still hold it: let go as soon as it hears us
 
     async def diagnose(self) -> None:
         """The session's record or lease is gone: lose it, as dropped or as expired."""
@@ -264,8 +197,8 @@ class EtcdSession:
             return
         reply = await self.conn.txn([], [get(self.record_key), get(self.layout.config(self.node))])
         record, config = reply.responses[0].response_range, reply.responses[1].response_range
-        if record.kvs and int(record.kvs[0].create_revision) == self._record_created:
-            if decode(record.kvs[0].value).get("owner") != self.owner:
+        if record.kvs and int(record.kvs[0].create_revision) == self.record_created:
+            if not _record.owns(self, record.kvs[0]):
                 self.fenced()  # resumed by another client: alive, but not ours
             return  # alive after all
         if not config.kvs or int(config.kvs[0].create_revision) != self.node_rev:
@@ -312,20 +245,15 @@ class EtcdSession:
         while self.ended is None:
             await watcher.wait()
             events, reset = watcher.drain()
-            if reset or any(event.type == _DELETE or not self._ours(event.kv) for event in events):
+            if reset or any(
+                event.type == _DELETE or not _record.owns(self, event.kv) for event in events
+            ):
                 try:
                     await self.diagnose()
                 except TenureError as error:  # etcd unreachable: the deadline decides
                     log.info("session %d: record check failed: %s", self.lease_id, error)
                 if reset and self.ended is None:
                     watcher.restart(self.seq_rev + 1)
-
-    def _ours(self, kv: Any) -> bool:
-        """Whether a version of the record (from its watch) is one this client wrote."""
-        try:
-            return bool(decode(kv.value).get("owner") == self.owner)
-        except ValueError:
-            return False
 
     def wait_failure(self) -> TenureError:
         """A fresh copy of the error a wait ends with now that the session ended."""
@@ -337,32 +265,6 @@ class EtcdSession:
         """Raise the session's loss error if it ended."""
         if self.ended is not None:
             raise type(self.ended)(*self.ended.args)
-
-    async def _revoke(self) -> None:
-        with contextlib.suppress(TenureError):
-            await self.conn.lease_call("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=self.lease_id))
-
-    async def _let_go(self) -> None:
-        """Revoke the lease, unless another client resumed the session (then it is theirs).
-
-        The record is deleted first under a compare of our last bump: a resume
-        racing this finds no record (the session is over), and one that came first
-        makes the compare fail, and we leave its lease alone.
-        """
-        with contextlib.suppress(TenureError):
-            for _ in range(3):  # a bump of ours whose answer was lost, adopted: once more
-                reply = await self.conn.txn(
-                    [compare_mod(self.record_key, self.seq_rev)],
-                    [delete(self.record_key)],
-                    [get(self.record_key)],
-                )
-                record = reply.responses[0].response_range.kvs
-                if reply.succeeded or not record:
-                    break
-                if not self._ours(record[0]):
-                    return  # resumed elsewhere: not ours to end
-                self.seq_rev = int(record[0].mod_revision)
-        await self._revoke()
 
     # -- Txns of this session -------------------------------------------------------
 
@@ -410,7 +312,7 @@ class EtcdSession:
                     continue  # re-attached meanwhile: again, with the new seq
                 # Bumped by our re-attach (in flight, or its answer lost): again, at
                 # its revision; or by a resume elsewhere: fenced off, raise the loss.
-                if not self.adopt_record(record.kvs[0]):
+                if not _record.adopt(self, record.kvs[0]):
                     await self.diagnose()
                     self.check_alive()
                 continue
@@ -526,7 +428,7 @@ class EtcdSession:
         self._end(closed, closed)
         # Revoking deletes every key on the lease at once: record, requests, grants.
         # Shielded: a body that closes its own session is cancelled meanwhile.
-        await asyncio.shield(asyncio.ensure_future(self._let_go()))
+        await asyncio.shield(asyncio.ensure_future(_record.let_go(self)))
 
     # -- tickets ----------------------------------------------------------------------
 
@@ -538,15 +440,7 @@ class EtcdSession:
     async def holds(self) -> list[HeldGrant]:
         """See :meth:`tenure.backends._base.BackendSession.holds`: each held key, read now."""
         self.check_alive()
-        found: list[HeldGrant] = []
-        for name in sorted({name for name, _ in self.held}):
-            state = await self.read(name)
-            for (held_name, hold), held in sorted(self.held.items()):
-                entry = state.entry(held.suffix) if held_name == name else None
-                if entry is not None and entry.granted == held.token:
-                    grant = Grant(held.token, entry.count, None, hold)
-                    found.append(HeldGrant(name, grant, entry.data))
-        return found
+        return await _holds.read_holds(self)
 
     def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
         """Run ``coro`` in the background (errors are logged: there is no caller)."""
