@@ -22,7 +22,7 @@ import contextlib
 import secrets
 import weakref
 from collections.abc import Mapping
-from typing import Final, TypeVar
+from typing import Final, TypeVar, cast
 from urllib.parse import urlsplit
 
 from tenure._core import (
@@ -108,22 +108,23 @@ class MemorySession(EngineSession):
         self.deaf = False  # its pushes are lost, as on a dead connection
 
     async def call(self, command: Command[R]) -> R:
-        """Apply ``command`` in the host, unless the session was resumed elsewhere."""
-        if not isinstance(command, CloseSession) or self.ended is None:
-            self.check_owner()
-        return self.backend.host.execute(command)
+        """Apply ``command`` in the host, unless the session was resumed elsewhere.
 
-    def check_owner(self) -> None:
-        """Lose the session (and raise) if another client resumed it (class docstring)."""
+        Then the session is lost (if it was not yet) and the call raises its loss;
+        a close is dropped: the session is no longer this object's to end.
+        """
         engine_session = self.backend.host.engine.sessions.get(self.session_id)
         if engine_session is not None and engine_session.seq_no != self.seq_no:
+            if isinstance(command, CloseSession):
+                return cast(R, None)
             self.lose(
                 SessionExpiredError(
                     f"session {self.session_id} was resumed by another client (with its "
                     "ticket): this client is fenced off"
                 )
             )
-        self._check_alive()
+            self._check_alive()
+        return self.backend.host.execute(command)
 
     def hear(self, effect: Effect) -> None:
         """The sink of this session's effects (see :attr:`deaf`)."""

@@ -364,3 +364,20 @@ async def test_a_resumed_lease_with_a_ttl_is_renewed_by_its_new_owner(
     assert resumed.held
     assert resumed.token == lock.token
     assert await owners(new, "job") == [new.id]
+
+
+async def test_an_old_owner_that_missed_the_news_cannot_close_the_session(
+    client: tenure.Client, client2: tenure.Client, node: str, network: Network
+) -> None:
+    old = await client.session(node, recovery_window=15.0)
+    lock = await old.mutex("job").lock()
+    await network.disconnect(old, lose_pushes=True)  # it will not hear of the resume
+    new = await client2.session(node, resume=old.ticket())
+
+    await old.close()  # late, from a process that did not die after all
+
+    [resumed] = new.leases()
+    assert resumed.held
+    assert new.lost_reason is None
+    assert await owners(new, "job") == [new.id]
+    assert resumed.token == lock.token
