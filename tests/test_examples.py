@@ -34,6 +34,7 @@ TESTED = {
     "sessions_loop.py",
     "rwlock.py",
     "etcd_failover.py",
+    "resume_permit.py",
     "fencing_file.py",
 }
 
@@ -183,6 +184,31 @@ def test_etcd_failover_hands_leadership_to_the_second_process(etcd_member: EtcdC
     assert killed < position(lines, "observer: leader is candidate-b")
     (took_over,) = matches(r"main: candidate-b took over (\d+\.\d) s after the kill$", lines)
     assert float(took_over[1]) < 10, "within the 2 s window, give or take etcd's expiry check"
+
+
+@pytest.fixture(params=["own-server", "etcd"])
+def resume_env(request: pytest.FixtureRequest) -> dict[str, str]:
+    """resume_permit.py with no TENURE_URL (it starts its own server), or on etcd."""
+    if request.param == "own-server":
+        return {"TENURE_URL": ""}
+    member: EtcdCluster = request.getfixturevalue("etcd_member")
+    return {"TENURE_URL": member.url(prefix=f"/tenure-examples/{uuid.uuid4().hex}/")}
+
+
+def test_a_killed_worker_resumes_its_permit_by_ticket(resume_env: dict[str, str]) -> None:
+    lines = run_example("resume_permit.py", resume_env)
+    (took,) = matches(r"worker: session (\d+) took the permit, token (\d+)$", lines)
+    session, token = took[1], took[2]
+    assert f"main: worker exited with -9; permit held by worker (token {token}), 1 waiting" in lines
+    assert f"worker: restarted, resumed session {session}: permit token {token}" in lines
+    assert (
+        f"main: permit held by worker (token {token}), 1 waiting; the rival still waits: True"
+        in lines
+    )
+    assert "main: worker exited with 0" in lines
+    (rival,) = matches(r"main: the rival got the permit, token (\d+)$", lines)
+    assert int(rival[1]) > int(token)
+    assert position(lines, "worker: work done") < position(lines, "main: the rival got")
 
 
 def test_service_discovery_watch_follows_instances(url_env: dict[str, str]) -> None:
