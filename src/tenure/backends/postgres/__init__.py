@@ -40,7 +40,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from tenure._core.values import NodeConfig, NodeDescription, check_description
-from tenure.backends._base import Capability, SessionListener
+from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends.postgres._calls import Caller
 from tenure.backends.postgres._listen import Listener, channel
 from tenure.backends.postgres._migrate import migrate
@@ -50,6 +50,7 @@ from tenure.backends.postgres._url import PgOptions, parse_url
 from tenure.errors import (
     ClientClosedError,
     InvalidArgumentError,
+    SessionExpiredError,
     TenureError,
     UnavailableError,
     UnsupportedError,
@@ -59,6 +60,9 @@ __all__ = ["PgBackend", "open_backend"]
 
 #: What every postgres:// client keeps, whatever the server's settings.
 ALWAYS: Final = frozenset({Capability.FENCING_TOKENS, Capability.FIFO, Capability.SESSION_RECOVERY})
+
+#: The scheme tickets of this backend carry (``postgresql://`` URLs too).
+SCHEME: Final = "postgres"
 
 #: Tries of a node settings' compare-and-set before giving up (others keep changing them).
 ALTER_TRIES: Final = 100
@@ -190,10 +194,16 @@ class PgBackend:
         timeout: float | None,
         description: str,
         listener: SessionListener,
+        resume: SessionTicket | None = None,
     ) -> PgSession:
-        """Open a session: its row, its heartbeat, its node's channel."""
+        """Open a session: its row, its heartbeat, its node's channel; or, with
+        ``resume``, take the ticket's live session back (``resume_session``: its
+        fence bumped, its waits withdrawn, its holds kept)."""
         if self._closed:
             raise ClientClosedError("the client is closed")
+        if resume is not None:
+            check_ticket(resume, SCHEME, node)
+            return await self._resume(node, resume, listener)
         check_description(description)
         await self.listener.listen(node)
         self.reaper.add(node)
@@ -223,10 +233,48 @@ class PgBackend:
         self.reaper.due(node, answer.get("next"))
         return session
 
+    async def _resume(
+        self, node: str, ticket: SessionTicket, listener: SessionListener
+    ) -> PgSession:
+        await self.listener.listen(node)
+        self.reaper.add(node)
+        try:
+            sent_at = asyncio.get_running_loop().time()
+            answer = await self.caller.call(
+                "resume_session", [ticket.session_id, ticket.secret, node]
+            )
+        except BaseException:
+            self.reaper.remove(node)
+            await self.listener.unlisten(node)
+            raise
+        old = self.sessions.get(ticket.session_id)
+        if old is not None:  # its owner is this very client: fenced off all the same
+            old.lose(
+                SessionExpiredError(
+                    f"session {ticket.session_id} was taken over by a resumed client"
+                )
+            )
+        session = PgSession(
+            self,
+            node,
+            ticket.session_id,
+            ticket.secret,
+            int(answer["seq"]),
+            float(answer["window"]),
+            listener,
+            confirmed_at=sent_at,
+        )
+        self.sessions[session.sid] = session
+        self.reaper.due(node, answer.get("next"))
+        for held in await session.holds():
+            session.granted(held.name, held.grant.hold, held.grant.token, held.grant.count)
+        return session
+
     def session_ended(self, session: PgSession) -> None:
         """A session ended (closed, lost): stop following its node for it."""
-        if self.sessions.pop(session.sid, None) is None:
+        if self.sessions.get(session.sid) is not session:
             return
+        del self.sessions[session.sid]
         self.reaper.remove(session.node)
         if not self._closed:
             task = asyncio.ensure_future(self.listener.unlisten(session.node))

@@ -29,7 +29,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from tenure._core.values import OwnerInfo, SemaphoreDescription, WaiterInfo
-from tenure.backends._base import Grant, SessionListener
+from tenure.backends._base import Grant, HeldGrant, SessionListener, SessionTicket
 from tenure.backends.postgres import _wait
 from tenure.backends.postgres._watch import PgWatch
 from tenure.errors import (
@@ -109,6 +109,22 @@ class PgSession:
     def recovery_window(self) -> float:
         """The window in force, in seconds."""
         return self.window
+
+    # -- tickets -------------------------------------------------------------------
+
+    def ticket(self) -> SessionTicket:
+        """What a later process needs to take this session back (its id and secret)."""
+        self.check_alive()
+        return SessionTicket("postgres", self.node, self.sid, self.secret)
+
+    async def holds(self) -> list[HeldGrant]:
+        """The session's holds as the database keeps them, in (name, hold) order."""
+        rows = await self.call("holds")
+        found = [
+            HeldGrant(name, Grant(int(token), int(count), None, int(hold)), bytes.fromhex(data))
+            for name, hold, token, count, data in rows
+        ]
+        return sorted(found, key=lambda held: (held.name, held.grant.hold))
 
     # -- liveness ------------------------------------------------------------------
 
