@@ -64,6 +64,8 @@ def test_a_url_passes_libpq_settings_through_and_keeps_its_own() -> None:
     assert "schema" not in parsed.conninfo
     assert "pool_size" not in parsed.conninfo
     assert parsed.conninfo.startswith("postgresql://u:p@h:5433/db?")
+    assert "keepalives_idle=10" in parsed.conninfo  # the default, unless the URL says
+    assert "keepalives_idle=3" in parse_url("postgres://h/db?keepalives_idle=3", {}).conninfo
 
 
 async def test_an_unreachable_database_is_unavailable() -> None:

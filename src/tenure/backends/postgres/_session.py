@@ -28,26 +28,24 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from tenure._core.values import OwnerInfo, SemaphoreDescription, WaiterInfo
+from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant, SessionListener, SessionTicket
-from tenure.backends.postgres import _wait
+from tenure.backends.postgres import _admin, _wait
 from tenure.backends.postgres._watch import PgWatch
 from tenure.errors import (
     LeaseLostError,
-    LimitExceededError,
     LostError,
     NotFoundError,
     PreconditionFailedError,
     SessionClosedError,
     SessionExpiredError,
     TenureError,
-    UnsupportedError,
 )
 
 if TYPE_CHECKING:
     from tenure.backends.postgres import PgBackend
 
-__all__ = ["PgSession", "describe_of"]
+__all__ = ["PgSession"]
 
 log = logging.getLogger("tenure.postgres")
 
@@ -228,11 +226,15 @@ class PgSession:
 
     # -- calls ---------------------------------------------------------------------
 
+    def retry_window(self) -> float:
+        """How long a call may keep trying: until the session's local deadline."""
+        return max(0.1, self._confirmed + self.window - self._loop.time())
+
     async def call(self, function: str, *args: object, idempotent: bool = True) -> Any:
         """A function of this session (its fence first); a refusal that says the
         session is gone loses it."""
         self.check_alive()
-        within = max(0.1, self._confirmed + self.window - self._loop.time())
+        within = self.retry_window()
         try:
             return await self.caller.call(
                 function,
@@ -318,7 +320,7 @@ class PgSession:
                 self.forget(name, hold)
                 self.listener.lease_lost(name, grant.token, LeaseLostError(message))
 
-    # -- semaphores -----------------------------------------------------------------
+    # -- semaphores (tenure.backends.postgres._admin) --------------------------------
 
     async def create_semaphore(self, name: str, limit: int, data: bytes) -> None:
         """See :meth:`tenure.backends._base.BackendSession.create_semaphore`."""
@@ -330,52 +332,19 @@ class PgSession:
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""
-        await self.call("delete_semaphore", name, force, idempotent=False)
-        # Every hold of it is gone now: this client's holders hear so before this
-        # returns (others hear it from the notification).
-        for session in list(self.backend.sessions.values()):
-            if session.node == self.node:
-                session.grants_gone(name)
+        await _admin.delete_semaphore(self, name, force)
 
     async def describe_semaphore(
         self, name: str, *, owners: bool, waiters: bool
     ) -> SemaphoreDescription:
         """See :meth:`tenure.backends._base.BackendSession.describe_semaphore`."""
-        found = await self.read(name, owners=owners, waiters=waiters, missing_ok=False)
-        assert found.exists
-        return found
-
-    async def read(
-        self, name: str, *, owners: bool, waiters: bool, missing_ok: bool
-    ) -> SemaphoreDescription:
-        """The semaphore now (``exists=False`` if missing and ``missing_ok``)."""
-        self.check_alive()
-        within = max(0.1, self._confirmed + self.window - self._loop.time())
-        answer = await self.caller.call(
-            "describe_semaphore", [self.node, name, owners, waiters, missing_ok], within=within
-        )
-        self.check_alive()
-        return describe_of(name, answer)
+        return await _admin.read(self, name, owners=owners, waiters=waiters, missing_ok=False)
 
     async def watch_semaphore(
         self, name: str, *, data: bool, owners: bool, waiters: bool
     ) -> PgWatch:
         """See :meth:`tenure.backends._base.BackendSession.watch_semaphore`."""
-        self.check_alive()
-        if not self.backend.notifications:
-            raise UnsupportedError(
-                "postgres:// cannot watch here: a NOTIFY did not reach this client's LISTEN "
-                "connection (a transaction-pooling pgbouncer between them?); connect to "
-                "PostgreSQL directly or through session pooling"
-            )
-        limit = (await self.backend.node_config(self.node)).max_watches_per_session
-        if self.watches >= limit:
-            raise LimitExceededError(
-                f"max_watches_per_session ({limit}) reached on node {self.node!r}"
-            )
-        watch = PgWatch(self, name, data=data, owners=owners, waiters=waiters)
-        await watch.start()
-        return watch
+        return await _admin.watch_semaphore(self, name, data=data, owners=owners, waiters=waiters)
 
     # -- ending ---------------------------------------------------------------------
 
@@ -406,24 +375,3 @@ class PgSession:
         task = asyncio.ensure_future(run())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-
-def describe_of(name: str, answer: Any) -> SemaphoreDescription:
-    """A SemaphoreDescription from ``describe_semaphore``'s jsonb (None: missing)."""
-    if answer is None:
-        return SemaphoreDescription.missing(name)
-    return SemaphoreDescription(
-        name=name,
-        limit=int(answer["limit"]),
-        count=int(answer["count"]),
-        data=bytes.fromhex(answer["data"]),
-        ephemeral=bool(answer["ephemeral"]),
-        owners=tuple(
-            OwnerInfo(int(sid), int(count), bytes.fromhex(data), int(token))
-            for sid, count, data, token in answer["owners"] or ()
-        ),
-        waiters=tuple(
-            WaiterInfo(int(sid), int(count), bytes.fromhex(data))
-            for sid, count, data in answer["waiters"] or ()
-        ),
-    )

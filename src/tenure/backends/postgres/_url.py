@@ -53,6 +53,14 @@ LIBPQ: Final = frozenset(
     }
 )
 
+#: TCP keepalive settings used unless the URL gives its own.
+KEEPALIVES: Final = {
+    "keepalives": "1",
+    "keepalives_idle": "10",
+    "keepalives_interval": "5",
+    "keepalives_count": "3",
+}
+
 _OWN: Final = frozenset(
     {
         "schema",
@@ -107,6 +115,11 @@ def parse_url(url: str, options: Mapping[str, object]) -> PgOptions:
         raise InvalidArgumentError(f"pool_size must be in [1, 1000], got {pool_size}")
     connect_timeout = _seconds(settings, "connect_timeout", 5.0)
     passed = {k: str(v) for k, v in settings.items() if k in LIBPQ}
+    # A connection that died without a word (a stalled network) is noticed by TCP
+    # keepalives, within about 25 s unless the URL says otherwise: the LISTEN
+    # connection is idle for long stretches and would otherwise never find out.
+    for key, value in KEEPALIVES.items():
+        passed.setdefault(key, value)
     # libpq's own connect_timeout is whole seconds, at least 2.
     passed["connect_timeout"] = str(max(2, round(connect_timeout)))
     conninfo = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(passed), ""))

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Self
 
 from tenure._core.values import SemaphoreDescription
+from tenure.backends.postgres import _admin
 
 if TYPE_CHECKING:
     from tenure.backends.postgres._session import PgSession
@@ -54,7 +55,9 @@ class PgWatch:
 
     async def _read(self) -> SemaphoreDescription:
         _, owners, waiters = self._what
-        return await self._session.read(self._name, owners=owners, waiters=waiters, missing_ok=True)
+        return await _admin.read(
+            self._session, self._name, owners=owners, waiters=waiters, missing_ok=True
+        )
 
     def _project(self, d: SemaphoreDescription) -> tuple[Any, ...]:
         data, owners, waiters = self._what
