@@ -33,7 +33,7 @@ from typing import Final
 __all__ = ["HELPERS", "SCHEMA_VERSION", "TABLES"]
 
 #: The version these statements create; a database with a newer one is refused.
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 1  # (unreleased: version 1 is still being shaped)
 
 TABLES: Final = r"""
 CREATE TABLE IF NOT EXISTS @S.meta (
@@ -207,6 +207,9 @@ BEGIN
             WHERE node = p_node AND name = p_name AND sid = w.sid AND hold = w.hold;
             total := total - held + w.cnt;
             p_changed := true;
+            -- Wakes only the grantee's client (its waiters read their grants), not
+            -- every waiter of the semaphore.
+            PERFORM pg_notify(channel(p_node), 'g' || w.sid);
         END LOOP;
         IF sem.ephemeral
            AND NOT EXISTS (SELECT 1 FROM owners WHERE node = p_node AND name = p_name)
