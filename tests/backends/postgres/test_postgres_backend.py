@@ -16,7 +16,7 @@ import tenure
 from tenure.backends import Capability
 from tenure.backends.postgres import PgBackend
 from tenure.backends.postgres._ddl import SCHEMA_VERSION
-from tenure.backends.postgres._migrate import schema_version
+from tenure.backends.postgres._migrate import digest, schema_version
 from tenure.backends.postgres._url import parse_url
 from tenure.errors import (
     InvalidArgumentError,
@@ -243,3 +243,32 @@ async def test_a_call_the_database_does_not_answer_in_request_timeout_is_unavail
         lease = await session.semaphore("s").acquire(1, timeout=0)  # nothing was applied
         assert lease is not None
         assert lease.count == 1
+
+
+async def test_functions_of_another_build_are_replaced_on_first_use(
+    postgres_server: PostgresServer,
+) -> None:
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    url = postgres_server.url(schema=schema)
+    async with tenure.connect(url) as client:
+        await client.create_node("kept")
+    async with await psycopg.AsyncConnection.connect(postgres_server.dsn) as conn:
+        # As an older build of the same version left it: another digest, a function
+        # that answers differently.
+        await conn.execute(f"UPDATE {schema}.meta SET digest = 'older'")
+        await conn.execute(
+            f"CREATE OR REPLACE FUNCTION {schema}.next_due(p_node text) RETURNS float8 "
+            "LANGUAGE sql AS $$ SELECT -1::float8 $$"
+        )
+        await conn.commit()
+    async with tenure.connect(url) as client:
+        assert (await client.describe_node("kept")).name == "kept"  # the data stays
+    async with await psycopg.AsyncConnection.connect(postgres_server.dsn) as conn:
+        cur = await conn.execute(f"SELECT digest FROM {schema}.meta")
+        row = await cur.fetchone()
+        assert row is not None
+        assert row[0] == digest(schema)
+        cur = await conn.execute(f"SELECT {schema}.next_due('nothing-here')")
+        row = await cur.fetchone()
+        assert row is not None
+        assert row[0] is None  # this build's function again

@@ -158,3 +158,27 @@ async def test_without_notifications_watches_are_refused_and_waiters_still_serve
             assert granted.token > lock.token
     finally:
         postgres_server.drop_database(other_db)
+
+
+async def test_a_grant_notified_while_the_listen_connection_was_down_is_found(
+    postgres_server: PostgresServer,
+) -> None:
+    url = postgres_server.url(schema=_schema(), pool_size="2")
+    async with NetProxy("127.0.0.1", postgres_server.port) as proxy:
+        proxied = url.replace(f":{postgres_server.port}/", f":{proxy.port}/")
+        async with tenure.connect(url) as holder, tenure.connect(proxied) as waiter_client:
+            await holder.create_node("n")
+            owner = await holder.session("n", recovery_window=10.0)
+            lock = await owner.mutex("m").lock()
+            waiting = await waiter_client.session("n", recovery_window=10.0)
+            waiter = asyncio.ensure_future(waiting.mutex("m").lock())
+            await asyncio.sleep(0.3)
+            proxy.refuse()
+            proxy.drop()  # the waiter's client loses every connection, LISTEN's too
+            await lock.release()  # its grant's notification goes nowhere
+            await asyncio.sleep(0.5)
+            assert not waiter.done()
+            proxy.refuse(False)  # the LISTEN connection comes back: everyone reads again
+            granted = await asyncio.wait_for(waiter, 10)
+            assert granted.token > lock.token
+            await granted.release()

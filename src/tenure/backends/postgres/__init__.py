@@ -326,7 +326,10 @@ async def open_backend(url: str, options: Mapping[str, object]) -> PgBackend:
         parsed.conninfo,
         min_size=1,
         max_size=parsed.pool_size,
-        kwargs={"autocommit": True},
+        # No server-side prepared statements: behind a transaction-pooling pgbouncer
+        # they would meet other server connections (and a one-function SELECT gains
+        # little from them: PL/pgSQL caches its own plans).
+        kwargs={"autocommit": True, "prepare_threshold": None},
         configure=configure,
         open=False,
         timeout=parsed.connect_timeout,

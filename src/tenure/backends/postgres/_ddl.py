@@ -2,7 +2,9 @@
 
 Layout (in the schema ``?schema=`` names, default ``tenure``):
 
-* ``meta``: one row, the schema's version (a migration compares it).
+* ``meta``: one row, the schema's version and the digest of the statements that
+  made it (a migration compares both: functions fixed within a version differ in
+  the digest, and are replaced).
 * ``counter``: one row, ``last_token``: the fencing-token counter. A grant updates
   it in the granting transaction, so tokens follow commit order (a plain sequence
   hands numbers out of commit order) and are persisted with the grant.
@@ -38,8 +40,10 @@ SCHEMA_VERSION: Final = 1
 TABLES: Final = r"""
 CREATE TABLE IF NOT EXISTS @S.meta (
     id int PRIMARY KEY CHECK (id = 1),
-    version int NOT NULL
+    version int NOT NULL,
+    digest text
 );
+ALTER TABLE @S.meta ADD COLUMN IF NOT EXISTS digest text;
 CREATE TABLE IF NOT EXISTS @S.counter (
     id int PRIMARY KEY CHECK (id = 1),
     last_token bigint NOT NULL
@@ -133,7 +137,9 @@ $$;
 
 CREATE OR REPLACE FUNCTION @S.seconds_until(p_at timestamptz) RETURNS float8
 LANGUAGE sql AS $$
-    SELECT greatest(0, extract(epoch FROM p_at - clock_timestamp()))::float8
+    -- NULL stays NULL (nothing due): greatest() would make it 0.
+    SELECT CASE WHEN p_at IS NOT NULL
+                THEN greatest(0, extract(epoch FROM p_at - clock_timestamp()))::float8 END
 $$;
 
 -- The acting session, share-locked (its expiry, close or takeover waits for this
@@ -207,6 +213,9 @@ BEGIN
             WHERE node = p_node AND name = p_name AND sid = w.sid AND hold = w.hold;
             total := total - held + w.cnt;
             p_changed := true;
+            -- Wakes only the grantee's client (its waiters read their grants), not
+            -- every waiter of the semaphore.
+            PERFORM pg_notify(channel(p_node), 'g' || w.sid);
         END LOOP;
         IF sem.ephemeral
            AND NOT EXISTS (SELECT 1 FROM owners WHERE node = p_node AND name = p_name)

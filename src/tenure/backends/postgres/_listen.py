@@ -2,7 +2,8 @@
 
 Every change commits a ``pg_notify`` on its node's channel (``channel(node)``:
 ``tn_`` and a hash of the schema and node) with a small payload naming what
-changed: ``s<name>`` a semaphore changed, ``d<name>`` it was deleted by force,
+changed: ``s<name>`` a semaphore changed (for watchers), ``g<sid>`` a request of
+that session was granted or timed out (for its waiters), ``d<name>`` it was deleted by force,
 ``x<sid>`` a session ended, ``r<sid>`` one was taken over, ``n`` the node was
 altered or dropped. Listeners then *read the state back*: a payload never
 carries it.
@@ -94,8 +95,12 @@ class Listener:
             return
         try:
             conn.pgconn.consume_input()
+            encoding = conn.info.encoding  # the payload is in the connection's encoding
             while (notice := conn.pgconn.notifies()) is not None:
-                self._dispatch(notice.relname.decode(), notice.extra.decode())
+                self._dispatch(
+                    notice.relname.decode(encoding, "replace"),
+                    notice.extra.decode(encoding, "replace"),
+                )
         except psycopg.OperationalError as error:
             log.info("LISTEN connection lost: %s", error)
             self._broken()

@@ -10,6 +10,7 @@ Every statement is idempotent (``IF NOT EXISTS``, ``CREATE OR REPLACE``).
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import psycopg
@@ -20,7 +21,7 @@ from tenure.backends.postgres._sql_semaphores import SEMAPHORE_FUNCTIONS
 from tenure.backends.postgres._sql_sessions import SESSION_FUNCTIONS
 from tenure.errors import UnavailableError, UnsupportedError
 
-__all__ = ["ddl", "migrate", "migrate_url", "schema_version"]
+__all__ = ["ddl", "digest", "migrate", "migrate_url", "schema_version"]
 
 
 def ddl(schema: str) -> str:
@@ -31,44 +32,60 @@ def ddl(schema: str) -> str:
     return text.replace("@S", quoted).replace("@N", literal)
 
 
+def digest(schema: str) -> str:
+    """A hash of every statement of this build: functions fixed within a version
+    differ in it, and are replaced on first use too."""
+    return hashlib.sha256(ddl(schema).encode()).hexdigest()
+
+
 async def schema_version(conn: psycopg.AsyncConnection[Any], schema: str) -> int | None:
     """The version of ``schema``'s tables, or None if it has none yet."""
+    found = await _stamp(conn, schema)
+    return None if found is None else found[0]
+
+
+async def _stamp(conn: psycopg.AsyncConnection[Any], schema: str) -> tuple[int, str] | None:
     cur = await conn.execute(
         "SELECT to_regclass(format('%%I.meta', %s::text)) IS NOT NULL", [schema]
     )
     row = await cur.fetchone()
     if row is None or not row[0]:
         return None
-    query = sql.SQL("SELECT version FROM {}.meta WHERE id = 1").format(sql.Identifier(schema))
+    # As jsonb: a meta table made before it kept a digest has no such column.
+    query = sql.SQL("SELECT to_jsonb(m) FROM {}.meta m WHERE id = 1").format(sql.Identifier(schema))
     cur = await conn.execute(query)
     row = await cur.fetchone()
-    return None if row is None else int(row[0])
+    if row is None:
+        return None
+    return (int(row[0]["version"]), str(row[0].get("digest") or ""))
 
 
 async def migrate(conn: psycopg.AsyncConnection[Any], schema: str) -> bool:
-    """Create or upgrade ``schema`` to this version; whether anything was done.
+    """Create or upgrade ``schema`` to this build; whether anything was done.
 
     UnsupportedError if the database holds a newer version than this client knows.
     """
-    found = await schema_version(conn, schema)
-    if found == SCHEMA_VERSION:
+    wanted = (SCHEMA_VERSION, digest(schema))
+    found = await _stamp(conn, schema)
+    if found == wanted:
         return False
-    if found is not None and found > SCHEMA_VERSION:
-        raise _newer(schema, found)
+    if found is not None and found[0] > SCHEMA_VERSION:
+        raise _newer(schema, found[0])
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"tenure:{schema}"])
-        found = await schema_version(conn, schema)  # another client may have done it
-        if found == SCHEMA_VERSION:
+        found = await _stamp(conn, schema)  # another client may have done it
+        if found == wanted:
             return False
-        if found is not None and found > SCHEMA_VERSION:
-            raise _newer(schema, found)
+        if found is not None and found[0] > SCHEMA_VERSION:
+            raise _newer(schema, found[0])
         await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
         await conn.execute(ddl(schema).encode())
         await conn.execute(
             sql.SQL(
-                "INSERT INTO {}.meta VALUES (1, %s) ON CONFLICT (id) DO UPDATE SET version = %s"
+                "INSERT INTO {}.meta VALUES (1, %s, %s) "
+                "ON CONFLICT (id) DO UPDATE SET version = %s, digest = %s"
             ).format(sql.Identifier(schema)),
-            [SCHEMA_VERSION, SCHEMA_VERSION],
+            [SCHEMA_VERSION, wanted[1], SCHEMA_VERSION, wanted[1]],
         )
     return True
 

@@ -204,7 +204,8 @@ BEGIN
             ON CONFLICT (sid, node, name, hold) DO UPDATE
                 SET request_id = excluded.request_id, code = excluded.code,
                     message = excluded.message;
-            PERFORM settle(p_node, w.name, true);  -- its client hears it, and reads
+            PERFORM settle(p_node, w.name, true);
+            PERFORM pg_notify(channel(p_node), 'g' || w.sid);  -- its client reads why
         END IF;
     END LOOP;
     -- Ended sessions are kept an hour (a late client hears why), then go.

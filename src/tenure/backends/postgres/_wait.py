@@ -7,10 +7,12 @@
    deadline on the database's clock. Its request id (random, 63 bits) makes the
    call safe to send again after a lost answer: the database answers from the row
    it left.
-2. A queued request **waits for a notification** of its semaphore (``s<name>``
-   on the node's channel: the semaphore changed; subscribed before the call, so
-   none is missed), then asks ``check_request`` where it stands: granted, still
-   queued, or ended (timed out, deleted). Grants are made by whichever
+2. A queued request **waits for a notification** naming its session (``g<sid>``
+   on the node's channel: one of its requests was granted or timed out) or its
+   semaphore's forced delete (``d<name>``), subscribed before the call so none is
+   missed; then it asks ``check_request`` where it stands: granted, still queued,
+   or ended. A release wakes the clients of the waiters it granted, not every
+   waiter of the semaphore. Grants are made by whichever
    transaction frees the tokens (``settle``, in the releaser's transaction), so a
    waiter reads its grant; it never races to take it.
 3. **Timeouts** are the database's: a timer at the deadline the database gave
@@ -61,7 +63,14 @@ async def request(
     s.busy.add(place)
     request_id = secrets.randbits(63)
     wake = asyncio.Event()
-    stop = s.backend.listener.subscribe(s.channel, "s" + name, wake.set)
+    # A waiter hears of its session's grants and timeouts (``g<sid>``) and of its
+    # semaphore's forced delete (``d<name>``); not of every change of the semaphore,
+    # which would wake every waiter for each release.
+    listener = s.backend.listener
+    stops = (
+        listener.subscribe(s.channel, f"g{s.sid}", wake.set),
+        listener.subscribe(s.channel, "d" + name, wake.set),
+    )
     try:
         async with s.backend.joining(s.node, name):
             answer = await s.call(
@@ -78,7 +87,8 @@ async def request(
             await asyncio.shield(_give_up(s, name, hold, request_id, restating))
         raise
     finally:
-        stop()
+        for stop in stops:
+            stop()
         s.busy.discard(place)
 
 
