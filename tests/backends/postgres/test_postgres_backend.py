@@ -82,21 +82,20 @@ async def test_capabilities_follow_the_servers_settings(pg_url: str) -> None:
             Capability.WATCH,
             Capability.DURABLE,
             Capability.SESSION_RECOVERY,
+            Capability.LOCK_DELAY,
         }
     with pytest.raises(UnsupportedError, match="replicated"):
         await tenure.connect(pg_url, require={Capability.REPLICATED})
 
 
-async def test_lock_delay_and_lease_ttls_are_refused_not_weakened(pg_url: str) -> None:
+async def test_lease_ttls_are_refused_not_weakened(pg_url: str) -> None:
     async with tenure.connect(pg_url) as client:
-        with pytest.raises(UnsupportedError, match="lock_delay"):
-            await client.create_node("a", lock_delay=1.0)
         with pytest.raises(UnsupportedError, match="default_lease"):
             await client.create_node("b", default_lease=5.0)
-        await client.create_node("c")
-        with pytest.raises(UnsupportedError, match="lock_delay"):
-            await client.alter_node("c", lock_delay=0.5)
-        assert (await client.describe_node("c")).config.lock_delay == 0.0
+        await client.create_node("c", lock_delay=0.5)  # kept (LOCK_DELAY)
+        with pytest.raises(UnsupportedError, match="default_lease"):
+            await client.alter_node("c", default_lease=1.0)
+        assert (await client.describe_node("c")).config.default_lease is None
         session = await client.session("c")
         lease = await session.mutex("m").lock()
         with pytest.raises(PreconditionFailedError, match="no lease TTL"):

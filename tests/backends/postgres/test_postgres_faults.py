@@ -182,3 +182,49 @@ async def test_a_grant_notified_while_the_listen_connection_was_down_is_found(
             granted = await asyncio.wait_for(waiter, 10)
             assert granted.token > lock.token
             await granted.release()
+
+
+async def test_lock_delay_holds_back_an_expired_holders_semaphore(
+    postgres_server: PostgresServer,
+) -> None:
+    url = postgres_server.url(schema=_schema(), pool_size="2")
+    async with NetProxy("127.0.0.1", postgres_server.port) as proxy:
+        proxied = url.replace(f":{postgres_server.port}/", f":{proxy.port}/")
+        async with tenure.connect(proxied) as silent, tenure.connect(url) as other:
+            await other.create_node("n", lock_delay=2.0)
+            holder = await silent.session("n", recovery_window=1.0)
+            lock = await holder.mutex("m").lock()
+            released = await holder.mutex("clean").lock()
+            waiting = await other.session("n", recovery_window=10.0)
+            observer = await other.session("n", recovery_window=10.0)
+
+            # A clean release is not held back.
+            after_clean = asyncio.ensure_future(waiting.mutex("clean").lock())
+            await asyncio.sleep(0.2)
+            await released.release()
+            clean = await asyncio.wait_for(after_clean, 2)
+            await clean.release()
+
+            waiter = asyncio.ensure_future(waiting.mutex("m").lock())
+            await asyncio.sleep(0.2)
+            loop = asyncio.get_running_loop()
+            stalled_at = loop.time()
+            proxy.stall()  # the holder's session expires about 1 s from here
+
+            async def expired() -> bool:
+                found = await observer.semaphore("m").describe(owners=True, waiters=True)
+                return found.owners == ()
+
+            while not await expired():
+                assert loop.time() - stalled_at < 5, "the holder never expired"
+                await asyncio.sleep(0.1)
+            gone_at = loop.time()
+            # Expired, and its semaphore held back: nobody is granted, a try fails.
+            assert await observer.mutex("m").try_lock() is None
+            await asyncio.sleep(1.0)
+            assert not waiter.done()
+            granted = await asyncio.wait_for(waiter, 5)
+            assert loop.time() - gone_at >= 1.5  # the 2 s delay, give or take a poll
+            assert granted.token > lock.token
+            proxy.resume()
+            await granted.release()

@@ -22,8 +22,11 @@ poolers). Options: :mod:`tenure.backends.postgres._url`.
   ``synchronous_commit`` on; **REPLICATED** only when it also waits for a
   synchronous standby (``synchronous_standby_names`` set, ``synchronous_commit``
   at least ``remote_write``).
-* **Not here**: lock-delay and per-grant TTLs: a node with ``lock_delay`` > 0 or
-  a ``default_lease`` is refused with UnsupportedError.
+* **LOCK_DELAY**: a holder whose session *expired* holds its semaphore back for
+  the node's ``lock_delay`` (``semaphores.blocked_until``, database time); the
+  reap timer at its end serves the queue.
+* **Not here**: per-grant TTLs: a node with a ``default_lease`` is refused with
+  UnsupportedError.
 """
 
 from __future__ import annotations
@@ -59,7 +62,14 @@ from tenure.errors import (
 __all__ = ["PgBackend", "open_backend"]
 
 #: What every postgres:// client keeps, whatever the server's settings.
-ALWAYS: Final = frozenset({Capability.FENCING_TOKENS, Capability.FIFO, Capability.SESSION_RECOVERY})
+ALWAYS: Final = frozenset(
+    {
+        Capability.FENCING_TOKENS,
+        Capability.FIFO,
+        Capability.SESSION_RECOVERY,
+        Capability.LOCK_DELAY,
+    }
+)
 
 #: The scheme tickets of this backend carry (``postgresql://`` URLs too).
 SCHEME: Final = "postgres"
@@ -69,15 +79,10 @@ ALTER_TRIES: Final = 100
 
 
 def _refuse_unsupported(config: NodeConfig) -> None:
-    unsupported = []
-    if config.lock_delay > 0:
-        unsupported.append(f"lock_delay={config.lock_delay:g}")
     if config.default_lease is not None:
-        unsupported.append(f"default_lease={config.default_lease:g}")
-    if unsupported:
         raise UnsupportedError(
-            f"postgres:// cannot honour {', '.join(unsupported)} (it lacks the capabilities "
-            "lock_delay and lease_ttl)"
+            f"postgres:// cannot honour default_lease={config.default_lease:g} (it lacks "
+            "the capability lease_ttl)"
         )
 
 

@@ -13,7 +13,8 @@ Layout (in the schema ``?schema=`` names, default ``tenure``):
   window, and ``deadline`` (``clock_timestamp()`` + window at the last heartbeat).
   ``ended`` says why one ended (expired, closed, dropped); ended rows are kept an
   hour, so a late client hears why, then deleted.
-* ``semaphores``: limit (numeric: up to 2**64-1), data, ephemeral.
+* ``semaphores``: limit (numeric: up to 2**64-1), data, ephemeral, and
+  ``blocked_until`` (lock-delay: no grant before it, by the database's clock).
 * ``owners``: a hold (session, hold number): count, data, token, and the request id
   that made or last restated it (a retried call finds its own work done).
 * ``waiters``: a queued request: ``arrival`` (service order), ``deadline`` (the
@@ -74,8 +75,12 @@ CREATE TABLE IF NOT EXISTS @S.semaphores (
     lim numeric(20, 0) NOT NULL,
     data bytea NOT NULL,
     ephemeral boolean NOT NULL,
+    blocked_until timestamptz,
     PRIMARY KEY (node, name)
 );
+ALTER TABLE @S.semaphores ADD COLUMN IF NOT EXISTS blocked_until timestamptz;
+CREATE INDEX IF NOT EXISTS semaphores_blocked ON @S.semaphores (node, blocked_until)
+    WHERE blocked_until IS NOT NULL;
 CREATE TABLE IF NOT EXISTS @S.owners (
     node text NOT NULL,
     name text NOT NULL,
@@ -195,7 +200,9 @@ DECLARE
     held numeric;
 BEGIN
     SELECT * INTO sem FROM semaphores WHERE node = p_node AND name = p_name;
-    IF FOUND THEN
+    IF FOUND AND sem.blocked_until > clock_timestamp() THEN
+        NULL;  -- lock-delay: nothing is granted (nor an idle ephemeral dropped) yet
+    ELSIF FOUND THEN
         SELECT coalesce(sum(cnt), 0) INTO total FROM owners
         WHERE node = p_node AND name = p_name;
         FOR w IN SELECT * FROM waiters WHERE node = p_node AND name = p_name ORDER BY arrival
@@ -236,12 +243,14 @@ RETURNS void LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
 DECLARE
     s sessions;
     sem record;
+    delay float8;
 BEGIN
     UPDATE sessions SET ended = p_reason, ended_at = clock_timestamp()
     WHERE id = p_sid AND ended IS NULL RETURNING * INTO s;
     IF NOT FOUND THEN
         RETURN;
     END IF;
+    delay := coalesce((config(s.node) ->> 'lock_delay')::float8, 0);
     FOR sem IN
         SELECT DISTINCT x.name FROM (
             SELECT name FROM owners WHERE sid = p_sid
@@ -250,6 +259,14 @@ BEGIN
     LOOP
         PERFORM 1 FROM semaphores WHERE node = s.node AND name = sem.name FOR UPDATE;
         DELETE FROM owners WHERE node = s.node AND name = sem.name AND sid = p_sid;
+        -- A holder that failed (expired, not closed) holds the semaphore back for the
+        -- node's lock_delay (Chubby's lock-delay), on the database's clock.
+        IF FOUND AND p_reason = 'expired' AND delay > 0 THEN
+            UPDATE semaphores SET blocked_until = greatest(
+                coalesce(blocked_until, clock_timestamp()),
+                clock_timestamp() + make_interval(secs => delay))
+            WHERE node = s.node AND name = sem.name;
+        END IF;
         DELETE FROM waiters WHERE node = s.node AND name = sem.name AND sid = p_sid;
         PERFORM settle(s.node, sem.name, true);
     END LOOP;
@@ -257,12 +274,14 @@ BEGIN
     PERFORM pg_notify(channel(s.node), 'x' || p_sid);
 END $$;
 
--- Seconds until the node's next deadline (a session's window or an acquire's
--- timeout), by the database's clock; NULL when nothing is due ever.
+-- Seconds until the node's next deadline (a session's window, an acquire's timeout,
+-- a lock-delay's end), by the database's clock; NULL when nothing is due ever.
 CREATE OR REPLACE FUNCTION @S.next_due(p_node text) RETURNS float8
 LANGUAGE sql SET search_path = @S, pg_catalog AS $$
     SELECT seconds_until(least(
         (SELECT min(deadline) FROM sessions WHERE node = p_node AND ended IS NULL),
-        (SELECT min(deadline) FROM waiters WHERE node = p_node AND deadline IS NOT NULL)))
+        (SELECT min(deadline) FROM waiters WHERE node = p_node AND deadline IS NOT NULL),
+        (SELECT min(blocked_until) FROM semaphores
+         WHERE node = p_node AND blocked_until IS NOT NULL)))
 $$;
 """

@@ -161,11 +161,18 @@ class Listener:
                     self._readable()  # what arrived while psycopg read the socket
 
     async def listen(self, node: str) -> str:
-        """Listen to ``node``'s channel (counted: :meth:`unlisten` as often); its name."""
+        """Listen to ``node``'s channel (counted: :meth:`unlisten` as often); its name.
+
+        Returns once the LISTEN is in force, also for a user who came while another's
+        LISTEN of the channel was in flight (it runs behind it on the same lock).
+        """
         name = channel(self.schema, node)
         self._users[name] = self._users.get(name, 0) + 1
         if self._users[name] == 1:
             await self._run(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
+        else:
+            async with self._lock:  # the first user's LISTEN has run when we get it
+                pass
         return name
 
     async def unlisten(self, node: str) -> None:

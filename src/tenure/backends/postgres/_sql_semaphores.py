@@ -90,7 +90,8 @@ BEGIN
         WHERE node = s.node AND name = p_name AND sid = p_sid AND hold = p_hold;
         changed := changed OR o.cnt <> p_count OR o.data <> p_data;
         answer := jsonb_build_object('token', o.token, 'count', p_count);
-    ELSIF queued = 0 AND total - coalesce(o.cnt, 0) + p_count <= sem.lim THEN
+    ELSIF queued = 0 AND total - coalesce(o.cnt, 0) + p_count <= sem.lim
+          AND NOT coalesce(sem.blocked_until > clock_timestamp(), false) THEN
         token := next_token();
         DELETE FROM owners
         WHERE node = s.node AND name = p_name AND sid = p_sid AND hold = p_hold;
@@ -244,8 +245,9 @@ BEGIN
     END IF;
 END $$;
 
--- Delete a semaphore; forced, its waiters end with NotFound (an outcome each reads)
--- and its owners lose their grants ('d': holders check theirs).
+-- Delete a semaphore; forced, its waiters end with NotFound and its owners lose
+-- their grants (an outcome each, for a client that was still waiting for its answer;
+-- 'd': holders check theirs).
 CREATE OR REPLACE FUNCTION @S.delete_semaphore(
     p_sid bigint, p_secret bytea, p_seq int, p_name text, p_force boolean
 ) RETURNS void LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
@@ -268,6 +270,14 @@ BEGIN
     SELECT sid, node, name, hold, request_id, 'not_found',
            format('semaphore %L was deleted', p_name)
     FROM waiters WHERE node = s.node AND name = p_name
+    ON CONFLICT (sid, node, name, hold) DO UPDATE
+        SET request_id = excluded.request_id, code = excluded.code,
+            message = excluded.message;
+    -- An owner whose client has not read its grant yet (it was waiting) reads this.
+    INSERT INTO outcomes
+    SELECT sid, node, name, hold, request_id, 'lease_lost',
+           format('semaphore %L was deleted', p_name)
+    FROM owners WHERE node = s.node AND name = p_name
     ON CONFLICT (sid, node, name, hold) DO UPDATE
         SET request_id = excluded.request_id, code = excluded.code,
             message = excluded.message;

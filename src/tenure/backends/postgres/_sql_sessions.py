@@ -176,6 +176,7 @@ LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
 DECLARE
     due bigint;
     w waiters;
+    blocked record;
     more boolean := false;
     n int := 0;
 BEGIN
@@ -206,6 +207,17 @@ BEGIN
                     message = excluded.message;
             PERFORM settle(p_node, w.name, true);
             PERFORM pg_notify(channel(p_node), 'g' || w.sid);  -- its client reads why
+        END IF;
+    END LOOP;
+    -- Lock-delays that ended: serve their queues (grants the waiters' clients hear).
+    FOR blocked IN SELECT name FROM semaphores
+                   WHERE node = p_node AND blocked_until <= clock_timestamp()
+                   ORDER BY name LIMIT 64
+    LOOP
+        UPDATE semaphores SET blocked_until = NULL
+        WHERE node = p_node AND name = blocked.name AND blocked_until <= clock_timestamp();
+        IF FOUND THEN
+            PERFORM settle(p_node, blocked.name, true);
         END IF;
     END LOOP;
     -- Ended sessions are kept an hour (a late client hears why), then go.

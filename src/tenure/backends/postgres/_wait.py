@@ -36,7 +36,13 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from tenure.backends._base import Grant
-from tenure.errors import AcquireCancelledError, LostError, NotFoundError, TenureError
+from tenure.errors import (
+    AcquireCancelledError,
+    LeaseLostError,
+    LostError,
+    NotFoundError,
+    TenureError,
+)
 
 if TYPE_CHECKING:
     from tenure.backends.postgres._session import PgSession
@@ -67,20 +73,24 @@ async def request(
     # semaphore's forced delete (``d<name>``); not of every change of the semaphore,
     # which would wake every waiter for each release.
     listener = s.backend.listener
+    deleted = asyncio.Event()
+
+    def on_delete() -> None:
+        deleted.set()
+        wake.set()
+
     stops = (
         listener.subscribe(s.channel, f"g{s.sid}", wake.set),
-        listener.subscribe(s.channel, "d" + name, wake.set),
+        listener.subscribe(s.channel, "d" + name, on_delete),
     )
     try:
-        async with s.backend.joining(s.node, name):
-            answer = await s.call(
-                "acquire", name, hold, count, data, timeout, ephemeral, request_id
-            )
-        if "token" in answer:
-            return s.granted(name, hold, int(answer["token"]), int(answer["count"]))
-        if answer.get("busy"):
-            return None
-        return await _wait(s, name, hold, request_id, wake, answer.get("queued"), timeout)
+        grant = await _request(s, name, hold, count, data, timeout, ephemeral, request_id, wake)
+        if grant is not None and deleted.is_set():
+            # A forced delete was heard while a call was in flight: the grant it
+            # answered may be gone already, and that delete's news came before the
+            # grant's own subscription did. Ask the database.
+            s.spawn(s.check_holds(name))
+        return grant
     except asyncio.CancelledError:
         # Also while the acquire itself was in flight: it may have been applied.
         if s.ended is None:
@@ -90,6 +100,27 @@ async def request(
         for stop in stops:
             stop()
         s.busy.discard(place)
+
+
+async def _request(
+    s: PgSession,
+    name: str,
+    hold: int,
+    count: int,
+    data: bytes,
+    timeout: float | None,
+    ephemeral: bool,
+    request_id: int,
+    wake: asyncio.Event,
+) -> Grant | None:
+    """The acquire call, then the wait if it was queued."""
+    async with s.backend.joining(s.node, name):
+        answer = await s.call("acquire", name, hold, count, data, timeout, ephemeral, request_id)
+    if "token" in answer:
+        return s.granted(name, hold, int(answer["token"]), int(answer["count"]))
+    if answer.get("busy"):
+        return None
+    return await _wait(s, name, hold, request_id, wake, answer.get("queued"), timeout)
 
 
 async def _wait(
@@ -127,6 +158,8 @@ async def _wait(
             raise TimeoutError(f"acquire of {name!r} timed out after {timeout:g}s")
         if ended == "not_found":
             raise NotFoundError(answer.get("message") or f"semaphore {name!r} was deleted")
+        if ended == "lease_lost":  # granted, then deleted before this client read it
+            raise LeaseLostError(answer.get("message") or f"semaphore {name!r} was deleted")
         raise AcquireCancelledError(f"the acquire of {name!r} was withdrawn")
 
 
