@@ -83,23 +83,35 @@ async def test_capabilities_follow_the_servers_settings(pg_url: str) -> None:
             Capability.DURABLE,
             Capability.SESSION_RECOVERY,
             Capability.LOCK_DELAY,
+            Capability.LEASE_TTL,
         }
     with pytest.raises(UnsupportedError, match="replicated"):
         await tenure.connect(pg_url, require={Capability.REPLICATED})
 
 
-async def test_lease_ttls_are_refused_not_weakened(pg_url: str) -> None:
-    async with tenure.connect(pg_url) as client:
-        with pytest.raises(UnsupportedError, match="default_lease"):
-            await client.create_node("b", default_lease=5.0)
-        await client.create_node("c", lock_delay=0.5)  # kept (LOCK_DELAY)
-        with pytest.raises(UnsupportedError, match="default_lease"):
-            await client.alter_node("c", default_lease=1.0)
-        assert (await client.describe_node("c")).config.default_lease is None
-        session = await client.session("c")
+async def test_a_lease_ttl_is_kept_alive_by_renewals(pg_url: str) -> None:
+    async with tenure.connect(pg_url) as client, tenure.connect(pg_url) as other:
+        await client.create_node("ttl", default_lease=1.0)
+        await client.create_node("plain", lock_delay=0.5)
+        session = await client.session("ttl")
         lease = await session.mutex("m").lock()
+        assert lease._grant.lease_ttl == 1.0
+        rival = await other.session("ttl")
+        waiting = asyncio.ensure_future(rival.mutex("m").lock())
+        await asyncio.sleep(2.5)  # 2.5 TTLs: the client renewed it all along
+        assert not waiting.done()
+        assert not lease.lost.ended
+        backend_session = _backend(client).sessions[session.id]
+        assert await backend_session.renew("m", lease._grant) == 1.0
+        await lease.release()
+        granted = await asyncio.wait_for(waiting, 5)
+        assert granted.token > lease.token
+        await granted.release()
+
+        plain = await client.session("plain")
+        untimed = await plain.mutex("m").lock()
         with pytest.raises(PreconditionFailedError, match="no lease TTL"):
-            await _backend(client).sessions[session.id].renew("m", lease._grant)
+            await _backend(client).sessions[plain.id].renew("m", untimed._grant)
 
 
 def test_the_schema_is_made_on_first_use_and_by_the_cli(

@@ -12,7 +12,13 @@ import pytest
 import tenure
 from tenure.backends import Capability
 from tenure.backends.postgres import _listen
-from tenure.errors import NotFoundError, SessionExpiredError, UnavailableError, UnsupportedError
+from tenure.errors import (
+    LeaseLostError,
+    NotFoundError,
+    SessionExpiredError,
+    UnavailableError,
+    UnsupportedError,
+)
 from tests.netproxy import NetProxy
 from tests.postgres.server import PostgresServer
 
@@ -228,3 +234,28 @@ async def test_lock_delay_holds_back_an_expired_holders_semaphore(
             assert granted.token > lock.token
             proxy.resume()
             await granted.release()
+
+
+async def test_a_lease_not_renewed_within_its_ttl_is_lost_and_the_session_stays(
+    postgres_server: PostgresServer,
+) -> None:
+    url = postgres_server.url(schema=_schema(), pool_size="2")
+    async with NetProxy("127.0.0.1", postgres_server.port) as proxy:
+        proxied = url.replace(f":{postgres_server.port}/", f":{proxy.port}/")
+        async with tenure.connect(proxied) as paused, tenure.connect(url) as other:
+            await other.create_node("n", default_lease=1.0)
+            holder = await paused.session("n", recovery_window=20.0)
+            lock = await holder.mutex("m").lock()
+            waiting = await other.session("n", recovery_window=20.0)
+            waiter = asyncio.ensure_future(waiting.mutex("m").lock())
+            await asyncio.sleep(0.3)
+            proxy.stall()  # no renewal reaches the database any more
+            granted = await asyncio.wait_for(waiter, 5)  # ended by the database's clock
+            assert granted.token > lock.token
+            proxy.resume()
+            reason = await asyncio.wait_for(lock.lost.wait(), 10)
+            assert isinstance(reason, LeaseLostError)
+            assert holder.lost_reason is None  # only the lease ran out, not the session
+            again = asyncio.ensure_future(holder.mutex("m").lock())
+            await granted.release()
+            assert (await asyncio.wait_for(again, 5)).token > granted.token

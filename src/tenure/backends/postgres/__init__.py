@@ -25,8 +25,9 @@ poolers). Options: :mod:`tenure.backends.postgres._url`.
 * **LOCK_DELAY**: a holder whose session *expired* holds its semaphore back for
   the node's ``lock_delay`` (``semaphores.blocked_until``, database time); the
   reap timer at its end serves the queue.
-* **Not here**: per-grant TTLs: a node with a ``default_lease`` is refused with
-  UnsupportedError.
+* **LEASE_TTL**: a node's ``default_lease`` gives each grant a deadline (database
+  time) that ``renew`` moves; the reap timer at it ends a grant nobody renewed, and
+  its holder's client hears ``lease_lost``.
 """
 
 from __future__ import annotations
@@ -56,7 +57,6 @@ from tenure.errors import (
     SessionExpiredError,
     TenureError,
     UnavailableError,
-    UnsupportedError,
 )
 
 __all__ = ["PgBackend", "open_backend"]
@@ -68,6 +68,7 @@ ALWAYS: Final = frozenset(
         Capability.FIFO,
         Capability.SESSION_RECOVERY,
         Capability.LOCK_DELAY,
+        Capability.LEASE_TTL,
     }
 )
 
@@ -76,14 +77,6 @@ SCHEME: Final = "postgres"
 
 #: Tries of a node settings' compare-and-set before giving up (others keep changing them).
 ALTER_TRIES: Final = 100
-
-
-def _refuse_unsupported(config: NodeConfig) -> None:
-    if config.default_lease is not None:
-        raise UnsupportedError(
-            f"postgres:// cannot honour default_lease={config.default_lease:g} (it lacks "
-            "the capability lease_ttl)"
-        )
 
 
 def _config_json(config: NodeConfig) -> str:
@@ -162,7 +155,6 @@ class PgBackend:
         if not isinstance(config, NodeConfig):
             raise InvalidArgumentError(f"config must be a NodeConfig, got {config!r}")
         config = config.validated()
-        _refuse_unsupported(config)
         await self.caller.call("create_node", [name, _config_json(config)], idempotent=False)
 
     async def describe_node(self, name: str) -> NodeDescription:
@@ -180,7 +172,6 @@ class PgBackend:
         for _ in range(ALTER_TRIES):
             answer = await self.caller.call("describe_node", [name])
             new = config_of(answer["config"]).replace(**changes)
-            _refuse_unsupported(new)
             if await self.caller.call("alter_node", [name, _config_json(new), answer["version"]]):
                 return await self.describe_node(name)
         raise UnavailableError(f"node {name!r}: its settings kept changing; try again")
@@ -215,8 +206,6 @@ class PgBackend:
         try:
             secret = secrets.token_bytes(16)
             sent_at = asyncio.get_running_loop().time()
-            config = await self.node_config(node)
-            _refuse_unsupported(config)
             answer = await self.caller.call(
                 "open_session", [node, secret, timeout, description], idempotent=False
             )

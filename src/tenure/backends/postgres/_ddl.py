@@ -15,8 +15,9 @@ Layout (in the schema ``?schema=`` names, default ``tenure``):
   hour, so a late client hears why, then deleted.
 * ``semaphores``: limit (numeric: up to 2**64-1), data, ephemeral, and
   ``blocked_until`` (lock-delay: no grant before it, by the database's clock).
-* ``owners``: a hold (session, hold number): count, data, token, and the request id
-  that made or last restated it (a retried call finds its own work done).
+* ``owners``: a hold (session, hold number): count, data, token, the request id
+  that made or last restated it (a retried call finds its own work done), and its
+  lease TTL and deadline (the node's ``default_lease``; NULL: as long as the session).
 * ``waiters``: a queued request: ``arrival`` (service order), ``deadline`` (the
   acquire timeout, by the database's clock), request id.
 * ``outcomes``: how a waiter ended without its client (timed out by another
@@ -90,9 +91,15 @@ CREATE TABLE IF NOT EXISTS @S.owners (
     data bytea NOT NULL,
     token bigint NOT NULL,
     request_id bigint NOT NULL,
+    lease_ttl float8,
+    lease_deadline timestamptz,
     PRIMARY KEY (node, name, sid, hold)
 );
+ALTER TABLE @S.owners ADD COLUMN IF NOT EXISTS lease_ttl float8;
+ALTER TABLE @S.owners ADD COLUMN IF NOT EXISTS lease_deadline timestamptz;
 CREATE INDEX IF NOT EXISTS owners_sid ON @S.owners (sid);
+CREATE INDEX IF NOT EXISTS owners_due ON @S.owners (node, lease_deadline)
+    WHERE lease_deadline IS NOT NULL;
 CREATE SEQUENCE IF NOT EXISTS @S.arrivals;
 CREATE TABLE IF NOT EXISTS @S.waiters (
     node text NOT NULL,
@@ -198,8 +205,10 @@ DECLARE
     w waiters;
     total numeric;
     held numeric;
+    ttl float8;
 BEGIN
     SELECT * INTO sem FROM semaphores WHERE node = p_node AND name = p_name;
+    ttl := (config(p_node) ->> 'default_lease')::float8;  -- NULL: as long as the session
     IF FOUND AND sem.blocked_until > clock_timestamp() THEN
         NULL;  -- lock-delay: nothing is granted (nor an idle ephemeral dropped) yet
     ELSIF FOUND THEN
@@ -215,7 +224,8 @@ BEGIN
             DELETE FROM owners
             WHERE node = p_node AND name = p_name AND sid = w.sid AND hold = w.hold;
             INSERT INTO owners VALUES (p_node, p_name, w.sid, w.hold, w.cnt, w.data,
-                                       next_token(), w.request_id);
+                                       next_token(), w.request_id, ttl,
+                                       clock_timestamp() + make_interval(secs => ttl));
             DELETE FROM waiters
             WHERE node = p_node AND name = p_name AND sid = w.sid AND hold = w.hold;
             total := total - held + w.cnt;
@@ -274,14 +284,45 @@ BEGIN
     PERFORM pg_notify(channel(s.node), 'x' || p_sid);
 END $$;
 
+-- A grant's lease TTL ran out (by the database's clock): it ends as a failed holder's
+-- does (lock-delay), its client reads why, and the queue moves. The caller locked
+-- the semaphore.
+CREATE OR REPLACE FUNCTION @S.lease_ran_out(o @S.owners) RETURNS void
+LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
+DECLARE
+    delay float8 := coalesce((config(o.node) ->> 'lock_delay')::float8, 0);
+BEGIN
+    DELETE FROM owners WHERE node = o.node AND name = o.name AND sid = o.sid
+        AND hold = o.hold AND token = o.token;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF delay > 0 THEN
+        UPDATE semaphores SET blocked_until = greatest(
+            coalesce(blocked_until, clock_timestamp()),
+            clock_timestamp() + make_interval(secs => delay))
+        WHERE node = o.node AND name = o.name;
+    END IF;
+    INSERT INTO outcomes VALUES (o.sid, o.node, o.name, o.hold, o.request_id, 'lease_lost',
+        format('the lease of %L ran out (its TTL, %ss, passed without a renewal)',
+               o.name, o.lease_ttl))
+    ON CONFLICT (sid, node, name, hold) DO UPDATE
+        SET request_id = excluded.request_id, code = excluded.code,
+            message = excluded.message;
+    PERFORM settle(o.node, o.name, true);
+    PERFORM pg_notify(channel(o.node), 'l' || o.sid);
+END $$;
+
 -- Seconds until the node's next deadline (a session's window, an acquire's timeout,
--- a lock-delay's end), by the database's clock; NULL when nothing is due ever.
+-- a lock-delay's end, a lease TTL), by the database's clock; NULL when nothing is due.
 CREATE OR REPLACE FUNCTION @S.next_due(p_node text) RETURNS float8
 LANGUAGE sql SET search_path = @S, pg_catalog AS $$
     SELECT seconds_until(least(
         (SELECT min(deadline) FROM sessions WHERE node = p_node AND ended IS NULL),
         (SELECT min(deadline) FROM waiters WHERE node = p_node AND deadline IS NOT NULL),
         (SELECT min(blocked_until) FROM semaphores
-         WHERE node = p_node AND blocked_until IS NOT NULL)))
+         WHERE node = p_node AND blocked_until IS NOT NULL),
+        (SELECT min(lease_deadline) FROM owners
+         WHERE node = p_node AND lease_deadline IS NOT NULL)))
 $$;
 """

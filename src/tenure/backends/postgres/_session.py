@@ -36,7 +36,6 @@ from tenure.errors import (
     LeaseLostError,
     LostError,
     NotFoundError,
-    PreconditionFailedError,
     SessionClosedError,
     SessionExpiredError,
     TenureError,
@@ -94,6 +93,9 @@ class PgSession:
             backend.listener.subscribe(self.channel, f"x{session_id}", self._ask),
             backend.listener.subscribe(self.channel, f"r{session_id}", self._ask),
             backend.listener.subscribe(self.channel, "n", self._ask),
+            backend.listener.subscribe(
+                self.channel, f"l{session_id}", lambda: self.spawn(self.check_holds(None))
+            ),
         ]
         self._deleted: dict[str, Callable[[], None]] = {}
         self._beating = asyncio.ensure_future(self._heartbeats())
@@ -278,13 +280,19 @@ class PgSession:
         return bool(await self.call("release", name, grant.hold))
 
     async def renew(self, name: str, grant: Grant) -> float:
-        """Grants here have no TTL of their own (no LEASE_TTL): nothing to renew."""
+        """Restart the lease of a grant that has a TTL (the node's ``default_lease``)."""
         self.check_alive()
-        raise PreconditionFailedError(f"the grant of {name!r} has no lease TTL to renew")
+        ttl = float(await self.call("renew", name, grant.hold))
+        if ttl < 0:  # ran out already, by the database's clock: its reap ends it now
+            self.backend.reaper.due(self.node, 0.0)
+            raise LeaseLostError(f"the lease of {name!r} ran out before it was renewed")
+        return ttl
 
-    def granted(self, name: str, hold: int, token: int, count: int) -> Grant:
+    def granted(
+        self, name: str, hold: int, token: int, count: int, ttl: float | None = None
+    ) -> Grant:
         """Keep a grant (and hear of its semaphore's forced delete)."""
-        grant = Grant(token, count, None, hold)
+        grant = Grant(token, count, ttl, hold)
         self.held[name, hold] = grant
         if name not in self._deleted:
             self._deleted[name] = self.backend.listener.subscribe(
@@ -308,17 +316,22 @@ class PgSession:
                 self.forget(name, hold)
                 self.listener.lease_lost(name, grant.token, LeaseLostError(message))
 
-    async def check_holds(self, name: str) -> None:
-        """``name`` was deleted by force: each hold of it the database lost is lost."""
+    async def check_holds(self, name: str | None) -> None:
+        """Holds of ``name`` (None: of every name, after a lease TTL ran out) that the
+        database no longer has are lost."""
         rows = await self.call("holds")
         there = {(row[0], int(row[1])): int(row[2]) for row in rows}
-        message = f"semaphore {name!r} was deleted"
         for (held_name, hold), grant in list(self.held.items()):
-            if held_name != name or (name, hold) in self.busy:
+            if (name is not None and held_name != name) or (held_name, hold) in self.busy:
                 continue
-            if there.get((name, hold)) != grant.token:
-                self.forget(name, hold)
-                self.listener.lease_lost(name, grant.token, LeaseLostError(message))
+            if there.get((held_name, hold)) != grant.token:
+                self.forget(held_name, hold)
+                message = (
+                    f"semaphore {held_name!r} was deleted"
+                    if name is not None
+                    else f"the lease of {held_name!r} ran out (its TTL passed without a renewal)"
+                )
+                self.listener.lease_lost(held_name, grant.token, LeaseLostError(message))
 
     # -- semaphores (tenure.backends.postgres._admin) --------------------------------
 

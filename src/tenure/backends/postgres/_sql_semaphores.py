@@ -55,7 +55,7 @@ BEGIN
     SELECT * INTO o FROM owners
     WHERE node = s.node AND name = p_name AND sid = p_sid AND hold = p_hold;
     IF o.request_id = p_request THEN  -- sent again: it was applied
-        RETURN jsonb_build_object('token', o.token, 'count', o.cnt);
+        RETURN jsonb_build_object('token', o.token, 'count', o.cnt, 'ttl', o.lease_ttl);
     END IF;
     SELECT * INTO w FROM waiters
     WHERE node = s.node AND name = p_name AND sid = p_sid AND hold = p_hold;
@@ -89,16 +89,18 @@ BEGIN
         UPDATE owners SET cnt = p_count, data = p_data, request_id = p_request
         WHERE node = s.node AND name = p_name AND sid = p_sid AND hold = p_hold;
         changed := changed OR o.cnt <> p_count OR o.data <> p_data;
-        answer := jsonb_build_object('token', o.token, 'count', p_count);
+        answer := jsonb_build_object('token', o.token, 'count', p_count, 'ttl', o.lease_ttl);
     ELSIF queued = 0 AND total - coalesce(o.cnt, 0) + p_count <= sem.lim
           AND NOT coalesce(sem.blocked_until > clock_timestamp(), false) THEN
         token := next_token();
         DELETE FROM owners
         WHERE node = s.node AND name = p_name AND sid = p_sid AND hold = p_hold;
         INSERT INTO owners VALUES (s.node, p_name, p_sid, p_hold, p_count, p_data, token,
-                                   p_request);
+            p_request, (cfg ->> 'default_lease')::float8,
+            clock_timestamp() + make_interval(secs => (cfg ->> 'default_lease')::float8));
         changed := true;
-        answer := jsonb_build_object('token', token, 'count', p_count);
+        answer := jsonb_build_object('token', token, 'count', p_count,
+                                     'ttl', (cfg ->> 'default_lease')::float8);
     ELSIF p_timeout = 0 THEN
         answer := jsonb_build_object('busy', true);
     ELSE
@@ -139,7 +141,7 @@ BEGIN
     SELECT * INTO o FROM owners WHERE node = s.node AND name = p_name AND sid = p_sid
         AND hold = p_hold AND request_id = p_request;
     IF FOUND THEN
-        RETURN jsonb_build_object('token', o.token, 'count', o.cnt);
+        RETURN jsonb_build_object('token', o.token, 'count', o.cnt, 'ttl', o.lease_ttl);
     END IF;
     DELETE FROM outcomes WHERE sid = p_sid AND node = s.node AND name = p_name
         AND hold = p_hold AND request_id = p_request RETURNING * INTO r;
@@ -169,7 +171,7 @@ BEGIN
     SELECT * INTO o FROM owners WHERE node = s.node AND name = p_name AND sid = p_sid
         AND hold = p_hold AND request_id = p_request;
     IF FOUND THEN
-        RETURN jsonb_build_object('token', o.token, 'count', o.cnt);
+        RETURN jsonb_build_object('token', o.token, 'count', o.cnt, 'ttl', o.lease_ttl);
     END IF;
     RETURN jsonb_build_object('withdrawn', false);
 END $$;
@@ -202,8 +204,32 @@ DECLARE
     s sessions := live(p_sid, p_secret, p_seq);
 BEGIN
     RETURN coalesce((SELECT jsonb_agg(jsonb_build_array(name, hold, token, cnt,
-                                                        encode(data, 'hex')) ORDER BY token)
+                                                        encode(data, 'hex'), lease_ttl)
+                                      ORDER BY token)
                      FROM owners WHERE sid = p_sid), '[]'::jsonb);
+END $$;
+
+-- Restart the lease of a hold's grant; the TTL in force.
+CREATE OR REPLACE FUNCTION @S.renew(
+    p_sid bigint, p_secret bytea, p_seq int, p_name text, p_hold bigint
+) RETURNS float8 LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
+DECLARE
+    s sessions := live(p_sid, p_secret, p_seq);
+    o owners;
+BEGIN
+    PERFORM 1 FROM semaphores WHERE node = s.node AND name = p_name FOR UPDATE;
+    SELECT * INTO o FROM owners WHERE node = s.node AND name = p_name AND sid = p_sid
+        AND hold = p_hold;
+    IF NOT FOUND THEN
+        PERFORM fail('TN404', format('session %s holds no tokens of %L', p_sid, p_name));
+    ELSIF o.lease_ttl IS NULL THEN
+        PERFORM fail('TN412', format('the grant of %L has no lease TTL to renew', p_name));
+    ELSIF o.lease_deadline < clock_timestamp() THEN
+        RETURN -1;  -- ran out already: the caller ends it (this transaction must commit)
+    END IF;
+    UPDATE owners SET lease_deadline = clock_timestamp() + make_interval(secs => o.lease_ttl)
+    WHERE node = s.node AND name = p_name AND sid = p_sid AND hold = p_hold;
+    RETURN o.lease_ttl;
 END $$;
 
 CREATE OR REPLACE FUNCTION @S.create_semaphore(

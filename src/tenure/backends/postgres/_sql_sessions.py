@@ -169,13 +169,15 @@ BEGIN
                               'next', next_due(s.node));
 END $$;
 
--- End what the database's clock says is due on a node: at most one expired session
--- and at most 64 timed-out waiters per call (the caller calls again while 'more').
+-- End what the database's clock says is due on a node: at most one expired session,
+-- 64 timed-out waiters, 64 leases past their TTL and 64 ended lock-delays per call
+-- (the caller calls again while 'more'; what is left is due at once in 'next').
 CREATE OR REPLACE FUNCTION @S.reap(p_node text) RETURNS jsonb
 LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
 DECLARE
     due bigint;
     w waiters;
+    o owners;
     blocked record;
     more boolean := false;
     n int := 0;
@@ -208,6 +210,15 @@ BEGIN
             PERFORM settle(p_node, w.name, true);
             PERFORM pg_notify(channel(p_node), 'g' || w.sid);  -- its client reads why
         END IF;
+    END LOOP;
+    -- Leases whose TTL ran out.
+    FOR o IN SELECT * FROM owners WHERE node = p_node AND lease_deadline < clock_timestamp()
+             ORDER BY name LIMIT 64
+    LOOP
+        PERFORM 1 FROM semaphores WHERE node = p_node AND name = o.name FOR UPDATE;
+        PERFORM lease_ran_out(x) FROM owners x
+        WHERE x.node = p_node AND x.name = o.name AND x.sid = o.sid AND x.hold = o.hold
+            AND x.token = o.token AND x.lease_deadline < clock_timestamp();
     END LOOP;
     -- Lock-delays that ended: serve their queues (grants the waiters' clients hear).
     FOR blocked IN SELECT name FROM semaphores

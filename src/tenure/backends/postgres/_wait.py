@@ -117,7 +117,7 @@ async def _request(
     async with s.backend.joining(s.node, name):
         answer = await s.call("acquire", name, hold, count, data, timeout, ephemeral, request_id)
     if "token" in answer:
-        return s.granted(name, hold, int(answer["token"]), int(answer["count"]))
+        return s.granted(name, hold, *_grant_of(answer))
     if answer.get("busy"):
         return None
     return await _wait(s, name, hold, request_id, wake, answer.get("queued"), timeout)
@@ -148,7 +148,7 @@ async def _wait(
         except LostError:
             raise s.wait_failure() from None
         if "token" in answer:
-            return s.granted(name, hold, int(answer["token"]), int(answer["count"]))
+            return s.granted(name, hold, *_grant_of(answer))
         if "queued" in answer:
             left = answer["queued"]
             deadline = None if left is None else loop.time() + left + SLACK
@@ -161,6 +161,12 @@ async def _wait(
         if ended == "lease_lost":  # granted, then deleted before this client read it
             raise LeaseLostError(answer.get("message") or f"semaphore {name!r} was deleted")
         raise AcquireCancelledError(f"the acquire of {name!r} was withdrawn")
+
+
+def _grant_of(answer: Any) -> tuple[int, int, float | None]:
+    """Token, count and lease TTL of a granted answer."""
+    ttl = answer.get("ttl")
+    return int(answer["token"]), int(answer["count"]), None if ttl is None else float(ttl)
 
 
 async def _until(wake: asyncio.Event, lost: asyncio.Event, timeout: float | None) -> None:
@@ -185,7 +191,7 @@ async def _give_up(s: PgSession, name: str, hold: int, request_id: int, restatin
         if "token" not in answer:
             return
         if restating:  # the upgrade replaced the hold: keep it, as granted
-            s.granted(name, hold, int(answer["token"]), int(answer["count"]))
+            s.granted(name, hold, *_grant_of(answer))
         else:
             s.forget(name, hold)
             await s.call("release", name, hold)
