@@ -261,7 +261,8 @@ class PgBackend:
         self.sessions[session.sid] = session
         self.reaper.due(node, answer.get("next"))
         for held in await session.holds():
-            session.granted(held.name, held.grant.hold, held.grant.token, held.grant.count)
+            grant = held.grant
+            session.granted(held.name, grant.hold, grant.token, grant.count, grant.lease_ttl)
         return session
 
     def session_ended(self, session: PgSession) -> None:

@@ -121,8 +121,12 @@ class PgSession:
         """The session's holds as the database keeps them, in (name, hold) order."""
         rows = await self.call("holds")
         found = [
-            HeldGrant(name, Grant(int(token), int(count), None, int(hold)), bytes.fromhex(data))
-            for name, hold, token, count, data in rows
+            HeldGrant(
+                name,
+                Grant(int(token), int(count), None if ttl is None else float(ttl), int(hold)),
+                bytes.fromhex(data),
+            )
+            for name, hold, token, count, data, ttl in rows
         ]
         return sorted(found, key=lambda held: (held.name, held.grant.hold))
 
