@@ -105,6 +105,12 @@ class Caller:
                 if state == "42501":
                     raise PermissionDeniedError(f"{function}: {_message(error)}") from None
                 if state in _AGAIN:
+                    # Rolled back whole: run it again at once, within the deadline.
+                    if loop.time() >= deadline:
+                        raise UnavailableError(
+                            f"{function} kept meeting deadlocks or serialization failures "
+                            f"({state}) until its deadline"
+                        ) from None
                     continue
                 if state == "57014":  # statement_timeout: rolled back, not applied
                     raise UnavailableError(
