@@ -6,6 +6,7 @@ URL                             where the state lives
 ``memory://`` / ``memory://N``  this process (private, or shared by name ``N``)
 ``tenure://host:port[,...]``    ``tenure serve`` processes (``tenures://``: TLS)
 ``etcd://host:port[,...]``      an etcd cluster, no tenure server (``etcds://``: TLS)
+``redis://host:port[/db]``      a Redis server, functions in it (``rediss://``: TLS)
 ==============================  ==============================================
 
 The contract every backend keeps is :mod:`tenure.backends._base` (re-exported here:
@@ -42,13 +43,15 @@ BUILTIN: Final = {
     "tenures": "tenure.backends.remote",
     "etcd": "tenure.backends.etcd",
     "etcds": "tenure.backends.etcd",
+    "redis": "tenure.backends.redis",
+    "rediss": "tenure.backends.redis",
 }
 
 #: Built-in backends whose libraries come with an extra: ``pip install 'tenure[X]'``.
-EXTRAS: Final = {"etcd": "etcd", "etcds": "etcd"}
+EXTRAS: Final = {"etcd": "etcd", "etcds": "etcd", "redis": "redis", "rediss": "redis"}
 
 #: Schemes planned but not in this version: refused clearly, never guessed at.
-PLANNED: Final = frozenset({"postgres", "postgresql", "redis"})
+PLANNED: Final = frozenset({"postgres", "postgresql"})
 
 
 def _module_for(scheme: str) -> ModuleType:
