@@ -36,7 +36,7 @@ import asyncio
 import contextlib
 import itertools
 import secrets
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final
 
 from redis import exceptions as rexc
@@ -104,6 +104,7 @@ class RedisBackend:
         self._requests = itertools.count(1)
         self.links: dict[str, NodeLink] = {}
         self.sessions: dict[tuple[str, int], RedisSession] = {}
+        self._joins: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
         self._closed = False
 
     @property
@@ -126,6 +127,29 @@ class RedisBackend:
             link = self.links[base] = NodeLink(self.conn, base, self.client_id)
             link.start()
         return link
+
+    @contextlib.asynccontextmanager
+    async def joining(self, base: str, name: str) -> AsyncIterator[None]:
+        """Held while a request of this client joins ``name``'s queue.
+
+        Requests of one client (of all its sessions) join a semaphore's queue one at
+        a time, in the order they were made (asyncio's Lock is first come, first
+        served): each call is answered before the next is sent, so calls on
+        different pooled connections cannot reach Redis the other way round, and
+        FIFO holds down to this client's calls.
+        """
+        key = (base, name)
+        lock, users = self._joins.get(key) or (asyncio.Lock(), 0)
+        self._joins[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._joins[key]
+            if users == 1:
+                del self._joins[key]
+            else:
+                self._joins[key] = (lock, users - 1)
 
     def session_ended(self, session: RedisSession) -> None:
         """A session ended (closed or lost): forget it."""

@@ -258,17 +258,18 @@ class RedisSession:
         place = (name, hold)
         try:
             try:
-                result = await self.call(
-                    "acquire",
-                    self.request_key(),
-                    name,
-                    hold,
-                    request_id,
-                    encode_count(count),
-                    data,
-                    "" if timeout is None else repr(float(timeout)) if timeout else "0",
-                    "1" if ephemeral else "0",
-                )
+                async with self.backend.joining(self.base, name):
+                    result = await self.call(
+                        "acquire",
+                        self.request_key(),
+                        name,
+                        hold,
+                        request_id,
+                        encode_count(count),
+                        data,
+                        "" if timeout is None else repr(float(timeout)) if timeout else "0",
+                        "1" if ephemeral else "0",
+                    )
             except (asyncio.CancelledError, UnavailableError):
                 # Applied or not, granted or queued: undo whatever it did.
                 await asyncio.shield(self._withdraw(place, request_id))
