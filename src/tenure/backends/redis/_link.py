@@ -45,6 +45,8 @@ BLOCK_MS: Final = 10_000
 READ_COUNT: Final = 512
 #: Entries read between two trims of the inbox.
 TRIM_EVERY: Final = 256
+#: How long closing waits for the reader to stop (seconds).
+CLOSE_WAIT: Final = 2.0
 #: Added to a deadline's local time, so a tick finds it due on Redis's clock.
 TICK_MARGIN: Final = 0.002
 
@@ -66,11 +68,7 @@ class NodeLink:
         self._timer_at = float("inf")
         self._ticking: asyncio.Task[None] | None = None
         self._loop = asyncio.get_running_loop()
-        self._stream = aioredis.Redis(
-            **{**conn.options.client_kwargs(), "socket_timeout": BLOCK_MS / 1000 + 30},
-            retry=Retry(NoBackoff(), 0),
-            single_connection_client=True,
-        )
+        self._stream: aioredis.Connection | None = None
 
     def start(self) -> None:
         """Start reading the inbox (once)."""
@@ -79,30 +77,52 @@ class NodeLink:
 
     # -- the inbox -------------------------------------------------------------------
 
+    def _connection(self) -> aioredis.Connection:
+        """A connection of the reader's own (not pooled: closing it stops a blocked read)."""
+        kwargs = self.conn.options.client_kwargs()
+        kwargs.pop("decode_responses")
+        kwargs["socket_timeout"] = BLOCK_MS / 1000 + self.conn.options.request_timeout
+        kwargs["retry"] = Retry(NoBackoff(), 0)
+        if kwargs.pop("ssl", False):
+            return aioredis.SSLConnection(**kwargs)
+        return aioredis.Connection(**kwargs)
+
     async def _read(self) -> None:
         pause = RETRY_MIN
         while True:
             try:
-                answer = await self._stream.xread(
-                    {self.inbox_key: self._last_id}, count=READ_COUNT, block=BLOCK_MS
+                if self._stream is None:
+                    self._stream = self._connection()
+                    await self._stream.connect()
+                await self._stream.send_command(
+                    "XREAD", "COUNT", READ_COUNT, "BLOCK", BLOCK_MS,
+                    "STREAMS", self.inbox_key, self._last_id,
                 )
-            except asyncio.CancelledError:
-                raise
+                answer = await self._stream.read_response()
             except (rexc.RedisError, OSError) as error:
                 log.info("inbox %s: read failed (%s); reading again", self.inbox_key, error)
+                if self._stream is not None:
+                    with contextlib.suppress(Exception):
+                        await self._stream.disconnect()
+                    self._stream = None
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, RETRY_MAX)
                 continue
             pause = RETRY_MIN
-            for _, entries in answer or ():
-                for entry_id, fields in entries:
+            # RESP3 answers a map of streams, RESP2 a list of pairs.
+            streams = answer.items() if isinstance(answer, dict) else answer or ()
+            for _, entries in streams:
+                for entry_id, flat in entries:
                     self._last_id = entry_id
-                    self._take(fields)
+                    try:
+                        self._take(dict(zip(flat[::2], flat[1::2], strict=True)))
+                    except Exception:  # one bad entry must not stop the inbox
+                        log.exception("inbox %s: entry %r not understood", self.inbox_key, entry_id)
                 self._untrimmed += len(entries)
             if self._untrimmed >= TRIM_EVERY:
                 self._untrimmed = 0
                 with contextlib.suppress(rexc.RedisError, OSError):
-                    await self._stream.xtrim(self.inbox_key, minid=self._last_id)
+                    await self.conn.client.xtrim(self.inbox_key, minid=self._last_id)
 
     def _take(self, fields: dict[bytes, bytes]) -> None:
         n = int(fields[b"n"])
@@ -160,17 +180,19 @@ class NodeLink:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        for task in (self._reader, self._ticking):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
+        tasks = [task for task in (self._reader, self._ticking) if task is not None]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=CLOSE_WAIT)
+        if self._stream is not None:  # a blocked XREAD's connection: its answer is not read
+            with contextlib.suppress(Exception):
+                await self._stream.disconnect(nowait=True)
+            self._stream = None
         if delete_inbox:
             with contextlib.suppress(rexc.RedisError, OSError):
                 await self.conn.client.delete(self.inbox_key)
                 await self.conn.client.hdel(f"{self.base}inseq", self.inbox)
-        with contextlib.suppress(rexc.RedisError, OSError):
-            await self._stream.aclose()
 
     def describe(self) -> dict[str, Any]:
         """For logs and tests: where the link reads and what it has seen."""

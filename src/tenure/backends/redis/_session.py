@@ -38,6 +38,7 @@ from tenure.backends.redis._codec import encode_count
 from tenure.backends.redis._conn import Reply
 from tenure.backends.redis._watch import RedisWatch
 from tenure.errors import (
+    LeaseLostError,
     LostError,
     NotFoundError,
     SessionClosedError,
@@ -161,13 +162,11 @@ class RedisSession:
             self.ledger.granted(int(push["req"]), grant)
         elif kind == b"F":
             error = error_from_code(int(push["code"]), push["msg"].decode())
-            self.ledger.failed(int(push["req"]), error)
+            self.hear_failed(int(push["req"]), error)
         elif kind == b"L":
             lost = error_from_code(int(push["code"]), push["msg"].decode())
             assert isinstance(lost, LostError)
-            name, token = push["name"].decode(), int(push["tok"])
-            if self.ledger.lose((name, int(push["hold"])), token, lost):
-                self.listener.lease_lost(name, token, lost)
+            self.hear_lost(push["name"].decode(), int(push["hold"]), int(push["tok"]), lost)
         elif kind == b"E":
             ended = error_from_code(int(push["code"]), push["msg"].decode())
             assert isinstance(ended, LostError)
@@ -175,6 +174,15 @@ class RedisSession:
         elif kind == b"W":
             for watch in list(self.watches.get(push["name"].decode(), ())):
                 watch.poke()
+
+    def hear_failed(self, request_id: int, error: BaseException) -> None:
+        """The queued request ``request_id`` ended without a grant."""
+        self.ledger.failed(request_id, error)
+
+    def hear_lost(self, name: str, hold: int, token: int, error: LostError) -> None:
+        """The grant ``token`` of hold ``hold`` on ``name`` ended (told once)."""
+        if self.ledger.lose((name, hold), token, error):
+            self.listener.lease_lost(name, token, error)
 
     def lose(self, error: LostError) -> None:
         """The session is lost: end it and tell the listener (once)."""
@@ -332,7 +340,19 @@ class RedisSession:
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""
-        await self.call("delete_semaphore", self.request_key(), name, "1" if force else "0")
+        message, failed, lost = await self.call(
+            "delete_semaphore", self.request_key(), name, "1" if force else "0"
+        )
+        # This client's own sessions hear it now (their pushes come later, and count once).
+        text = message.decode()
+        for sid, hold, request_id in failed:
+            waiting = self.backend.sessions.get((self.base, int(sid)))
+            if waiting is not None:
+                waiting.hear_failed(int(request_id), NotFoundError(text))
+        for sid, hold, token in lost:
+            holder = self.backend.sessions.get((self.base, int(sid)))
+            if holder is not None:
+                holder.hear_lost(name, int(hold), int(token), LeaseLostError(text))
 
     async def describe_semaphore(
         self, name: str, *, owners: bool, waiters: bool

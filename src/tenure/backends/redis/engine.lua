@@ -754,19 +754,23 @@ local function delete_semaphore(keys, args)
       .. ' waiter(s); use force=True')
   end
   local msg = 'semaphore ' .. quote(name) .. ' was deleted'
+  -- The caller's client hears of its own sessions' losses in the answer too, at once.
+  local failed, lost = {}, {}
   for _, holder in ipairs(waiters) do
     local w = remove_waiter(name, holder)
     local sid, hold = split_holder(holder)
     push(sid, {'k', 'F', 'name', name, 'hold', hold, 'req', w.req, 'code', 20, 'msg', msg})
+    failed[#failed + 1] = {tonumber(sid), tonumber(hold), tonumber(w.req)}
   end
   for _, holder in ipairs(owners) do
     local o = remove_owner(name, holder)
     local sid, hold = split_holder(holder)
     push(sid, {'k', 'L', 'name', name, 'hold', hold, 'tok', o.tok, 'code', 12, 'msg', msg})
+    lost[#lost + 1] = {tonumber(sid), tonumber(hold), o.tok}
   end
   delete_semaphore_keys(name)
   touch(name)
-  return reply(remember(args[3], 1), more)
+  return reply(remember(args[3], {msg, failed, lost}), more)
 end
 
 local function describe(name, with_owners, with_waiters)

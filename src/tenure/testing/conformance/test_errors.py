@@ -27,6 +27,7 @@ from tenure.errors import (
     TenureError,
     UnsupportedError,
 )
+from tenure.backends import PLANNED
 from tenure.testing import FakeClock
 
 from .harness import Harness, MakeClient
@@ -509,7 +510,7 @@ async def test_a_malformed_url_is_an_invalid_argument(url: str) -> None:
         await tenure.connect(url)
 
 
-@pytest.mark.parametrize("url", ["postgres://db/x", "redis://r"])
+@pytest.mark.parametrize("url", [f"{scheme}://db/x" for scheme in sorted(PLANNED)])
 async def test_a_planned_backend_is_unsupported_not_guessed(url: str) -> None:
     with pytest.raises(UnsupportedError):
         await tenure.connect(url)
