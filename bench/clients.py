@@ -2,8 +2,8 @@
 
 A :class:`LockClient` is what a process opens once (a tenure client, a Redis
 connection pool, a gRPC channel to etcd); a :class:`LockSession` is one client of
-the lock service (a tenure session, a Redis lock user, an etcd lease, a dflockd
-connection). Every wait is bounded by ``timeout`` seconds.
+the lock service (a tenure session, a Redis lock user, an etcd lease, a PostgreSQL
+connection, a dflockd connection). Every wait is bounded by ``timeout`` seconds.
 """
 
 from __future__ import annotations
@@ -269,6 +269,40 @@ class EtcdClient(LockClient):
             await self.channel.close()
 
 
+# -- PostgreSQL advisory locks ---------------------------------------------------------
+
+
+class _AdvisorySession(LockSession):
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    async def acquire(self, key: str) -> Any:
+        # The server queues the waiter; lock_timeout (set at connect) bounds the wait.
+        await self._conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (key,))
+        return key
+
+    async def release(self, handle: Any) -> None:
+        await self._conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (handle,))
+
+    async def close(self) -> None:
+        await self._conn.close()  # a session's advisory locks die with its connection
+
+
+class PostgresAdvisoryClient(LockClient):
+    """``pg_advisory_lock`` through psycopg 3, one connection per session.
+
+    What tooz's PostgreSQL driver does: a session-level advisory lock on a hash of
+    the key, held by the connection (so a session is a connection, not shareable).
+    """
+
+    async def session(self) -> LockSession:
+        import psycopg
+
+        conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+        await conn.execute(f"SET lock_timeout = {int(self.timeout * 1000)}")
+        return _AdvisorySession(conn)
+
+
 # -- dflockd --------------------------------------------------------------------------
 
 
@@ -317,6 +351,7 @@ def lock_client(system: str, url: str, timeout: float, *, shared: bool = True) -
     classes: dict[str, type[LockClient]] = {
         "redis": RedisClient,
         "etcd": EtcdClient,
+        "postgres": PostgresAdvisoryClient,
         "dflockd": DflockdClient,
     }
     return classes[system](url, timeout)

@@ -21,7 +21,8 @@ from bench.results import Measure, from_json
 
 ORDER = (
     "tenure-always", "tenure-off", "tenure-off (client each)", "tenure-memory",
-    "redis", "tenure-etcd", "etcd", "dflockd", "echo-uvloop", "echo-asyncio",
+    "redis", "tenure-redis", "tenure-etcd", "etcd", "tenure-postgres", "postgres", "dflockd",
+    "echo-uvloop", "echo-asyncio",
 )  # fmt: skip
 WORKLOADS = {
     "seq": "one client, acquire + release of a mutex on distinct keys, one pair at a time",
@@ -52,6 +53,9 @@ SETUP = (
     ("redis", '`redis-server --save "" --appendonly no` (no persistence)',
      "redis-py `redis.asyncio.Redis(...).lock(key, timeout=30)` with the library's"
      " defaults (it polls every 0.1 s while the key is taken); one pool for all users"),
+    ("tenure-redis", "the same `redis-server` as the redis row (a fresh one, same command line)",
+     '`tenure.connect("redis://...")`, `session.mutex(key).lock()`, `lock.release()`:'
+     " one script per operation, waiters woken by a push; one client for the 32 sessions"),
     ("tenure-etcd", "the same `etcd` as the etcd row (a fresh member, same command line)",
      '`tenure.connect("etcd://...")`, `session.mutex(key).lock()`, `lock.release()`:'
      " tenure's API with client-side admission (Txns, one watch stream, one keepalive"
@@ -59,6 +63,12 @@ SETUP = (
     ("etcd", "`etcd`, one member, defaults (fsync on every commit)",
      "the v3 lock API (`/v3lockpb.Lock/Lock`, `/Unlock`) over one `grpc.aio` channel;"
      " a 60 s lease with keepalive per session, like Go's `concurrency.NewSession`"),
+    ("tenure-postgres", "PostgreSQL 15, fsync and synchronous_commit on (a fresh cluster)",
+     '`tenure.connect("postgres://...")`, `session.mutex(key).lock()`, `lock.release()`:'
+     " one PL/pgSQL function call per operation, wake-ups by LISTEN/NOTIFY"),
+    ("postgres", "the same PostgreSQL as the tenure-postgres row (a fresh cluster)",
+     "`SELECT pg_advisory_lock(hashtextextended(key, 0))` and `pg_advisory_unlock` through"
+     " psycopg 3, one connection per session (what tooz's driver does)"),
     ("dflockd", "`dflockd --max-locks 10000000` (its default, 1024 keys, refuses par)",
      "dflockd-client's async `acquire`/`release`, one connection per session"),
 )  # fmt: skip
@@ -66,11 +76,12 @@ SETUP_TEXT = """\
 Like is compared with like: durable tenure (`--fsync always`) with etcd (both fsync
 every change); non-durable tenure (`--fsync off`) with Redis without persistence and
 dflockd (neither writes to disk); tenure on `etcd://` with etcd's own lock API, on
-the same etcd. Every client process runs uvloop; each repeat is a
-fresh client process, separate from the orchestrator and from the servers (one
-server per system, reused across its repeats). Sessions are opened before the clock
-starts. Every value is the median of the repeats; the first column of each table
-also gives their range (min-max)."""
+the same etcd; tenure on `redis://` with redis-py's Lock on the same Redis; tenure on
+`postgres://` beside PostgreSQL's advisory locks on the same PostgreSQL. Every client
+process runs uvloop; each repeat is a fresh client process, separate from the
+orchestrator and from the servers (one server per system, reused across its
+repeats). Sessions are opened before the clock starts. Every value is the median
+of the repeats; the first column of each table also gives their range (min-max)."""
 NOTES_DEFAULT = "_(the analysis of this run, written by hand: kept when the report is regenerated)_"
 NOTES = re.compile(r"<!-- notes -->.*?<!-- /notes -->", re.DOTALL)
 
@@ -93,6 +104,7 @@ class Target:
 
 DURABLE = ("tenure-always",)
 ON_ETCD = ("tenure-etcd",)
+ON_REDIS = ("tenure-redis",)
 SERVERS = ("tenure-off", "tenure-always", "tenure-memory")
 TARGETS = (
     Target("seq non-durable >= 2x redis-py Lock", "seq", "pairs_per_s", 2, peer="redis"),
@@ -110,6 +122,9 @@ TARGETS = (
     Target("par on etcd >= etcd's lock API", "par", "pairs_per_s", 1, ON_ETCD, peer="etcd"),
     Target("cont on etcd >= etcd's lock API", "cont", "grants_per_s", 1, ON_ETCD, peer="etcd"),
     Target("cont on etcd: zero overtakes", "cont", "max_overtaken", 0, ON_ETCD, at_most=True),
+    Target("seq on redis >= redis-py Lock", "seq", "pairs_per_s", 1, ON_REDIS, peer="redis"),
+    Target("cont on redis >= 2x redis-py Lock", "cont", "grants_per_s", 2, ON_REDIS, peer="redis"),
+    Target("cont on redis: zero overtakes", "cont", "max_overtaken", 0, ON_REDIS, at_most=True),
     Target("hold <= 600 B/lock at 100k", "hold", "bytes_per_lock", 600, SERVERS, at_most=True),
     Target("sessions: 100k in <= 1 GB", "sessions", "rss_mb", 1024, SERVERS, at_most=True),
     Target("sessions: keepalive <= 10% of a core", "sessions", "keepalive_cpu_pct", 10, SERVERS,

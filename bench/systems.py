@@ -5,7 +5,11 @@ stopped by whoever started it (use :func:`running`, or ``try/finally: stop()``).
 ``tenure-memory`` has no server: the client process is the server, so its
 :class:`Server` only carries the ``memory://`` URL. ``tenure-etcd`` is tenure's API
 on ``etcd://``: its server is the ``etcd`` peer's, started with the same command
-line, and only the URL (so the client) differs.
+line, and only the URL (so the client) differs; likewise ``tenure-redis`` on the
+``redis`` peer's server. ``postgres`` and ``tenure-postgres`` run a PostgreSQL 15
+of their own (:class:`tests.postgres.server.PostgresServer`: ``initdb`` and
+``postgres`` as the ``postgres`` user, fsync and synchronous_commit on); its
+memory and CPU are the postmaster's and its backends'.
 """
 
 from __future__ import annotations
@@ -18,11 +22,13 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import psutil
 from tests.etcd import cluster as etcd
@@ -33,13 +39,20 @@ SYSTEMS: tuple[str, ...] = (
     "tenure-off",
     "tenure-memory",
     "redis",
+    "tenure-redis",
     "tenure-etcd",
     "etcd",
+    "tenure-postgres",
+    "postgres",
     "dflockd",
 )
 
 #: The systems whose server is an etcd member (the same command line for both).
 ETCD_SYSTEMS: tuple[str, ...] = ("tenure-etcd", "etcd")
+#: The systems whose server is a redis-server (the same command line for both).
+REDIS_SYSTEMS: tuple[str, ...] = ("tenure-redis", "redis")
+#: The systems whose server is a PostgreSQL of their own (not a Popen of ours).
+POSTGRES_SYSTEMS: tuple[str, ...] = ("tenure-postgres", "postgres")
 
 #: The longest a server may take to accept connections, or to stop, in seconds.
 START_TIMEOUT = 30.0
@@ -61,19 +74,26 @@ class Server:
     pid: int | None
     log_path: Path | None = None
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    #: A server started by a test helper (PostgreSQL), stopped through it.
+    handle: Any = field(default=None, repr=False)
+
+    def _processes(self) -> list[psutil.Process]:
+        if self.pid is None:
+            return []
+        main = psutil.Process(self.pid)
+        # PostgreSQL serves each connection in a backend process of the postmaster's.
+        return [main, *main.children(recursive=True)] if self.handle is not None else [main]
 
     def rss_bytes(self) -> int:
-        """Resident memory of the server process now (0 when there is none)."""
-        if self.pid is None:
-            return 0
-        return int(psutil.Process(self.pid).memory_info().rss)
+        """Resident memory of the server process(es) now (0 when there is none)."""
+        return sum(int(p.memory_info().rss) for p in self._processes())
 
     def cpu_seconds(self) -> float:
-        """User + system CPU seconds the server used so far (0 when there is none)."""
-        if self.pid is None:
-            return 0.0
-        times = psutil.Process(self.pid).cpu_times()
-        return float(times.user + times.system)
+        """User + system CPU seconds the server used so far (0 when there is none).
+
+        (PostgreSQL: the processes alive now; a backend that exited took its CPU along.)
+        """
+        return sum(float(t.user + t.system) for t in (p.cpu_times() for p in self._processes()))
 
     def log(self) -> str:
         """What the server wrote to stdout/stderr so far."""
@@ -90,6 +110,9 @@ class Server:
         self._end(signal.SIGKILL)
 
     def _end(self, signum: int) -> None:
+        if self.handle is not None:
+            self.handle.kill() if signum == signal.SIGKILL else self.handle.close()
+            return
         proc = self.proc
         if proc is None or proc.poll() is not None:
             return
@@ -119,11 +142,12 @@ def _command(system: str, port: int, data_dir: Path) -> tuple[list[str], str]:
         fsync = system.removeprefix("tenure-")
         args = ["serve", "--host", HOST, "--port", str(port), "--data-dir", str(data_dir)]
         return [*_tenure_exe(), *args, "--fsync", fsync], f"tenure://{HOST}:{port}"
-    if system == "redis":
-        # No persistence at all: the like-for-like peer of non-durable tenure.
+    if system in REDIS_SYSTEMS:
+        # No persistence at all: the like-for-like peer of non-durable tenure (and
+        # tenure-redis on the same server, so it does not declare DURABLE there).
         args = ["--bind", HOST, "--port", str(port), "--dir", str(data_dir)]
         args += ["--save", "", "--appendonly", "no", "--daemonize", "no"]
-        return ["redis-server", *args], f"redis://{HOST}:{port}"
+        return ["redis-server", *args], f"redis://{HOST}:{port}/0"
     if system in ETCD_SYSTEMS:
         # One member as shipped (etcd's own Raft timers), the tests' command line;
         # tenure-etcd reaches the same server through tenure's etcd:// backend.
@@ -170,6 +194,8 @@ def start(
     if system == "tenure-memory":
         return Server(system, HOST, 0, workdir, "memory://", None)
     workdir.mkdir(parents=True, exist_ok=True)
+    if system in POSTGRES_SYSTEMS:
+        return _start_postgres(system, workdir)
     port = free_port()
     if data_dir is None:
         data_dir = workdir / f"{system}-{port}"
@@ -197,6 +223,15 @@ def start(
         server.kill()
         raise
     return server
+
+
+def _start_postgres(system: str, workdir: Path) -> Server:
+    from tests.postgres.server import PostgresServer
+
+    pg = PostgresServer(Path(tempfile.mkdtemp(prefix=f"{system}-", dir=workdir)))
+    pg.open()
+    url = pg.url() if system == "tenure-postgres" else pg.dsn
+    return Server(system, HOST, pg.port, pg.data_dir, url, pg.pid, pg.log_path, None, pg)
 
 
 @contextlib.contextmanager

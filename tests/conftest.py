@@ -24,8 +24,9 @@ from tests.api.harness import ALL_HARNESSES, Harness
 from tests.netproxy import NetProxy
 from tests.server.wire import ServerProcess
 
-#: etcd_member and etcd_cluster, for every test package (tests/etcd/fixtures.py).
-pytest_plugins = ("tests.etcd.fixtures",)
+#: etcd_member and etcd_cluster, for every test package (tests/etcd/fixtures.py); the
+#: redis_* and postgres_* fixtures (tests/redis/fixtures.py, tests/postgres/fixtures.py).
+pytest_plugins = ("tests.etcd.fixtures", "tests.redis.fixtures", "tests.postgres.fixtures")
 
 
 def _selected() -> list[Harness]:

@@ -34,6 +34,7 @@ TESTED = {
     "sessions_loop.py",
     "rwlock.py",
     "etcd_failover.py",
+    "fencing_file.py",
 }
 
 
@@ -107,6 +108,20 @@ def test_mutex_serves_in_order_and_storage_fences_stale_tokens(url_env: dict[str
     assert lines[-1] == (
         "storage entries: ['written by worker-0', 'written by worker-1', 'written by worker-2']"
     )
+
+
+def test_fencing_file_refuses_the_paused_holders_late_write() -> None:
+    lines = run_example("fencing_file.py")
+    (a,) = matches(r"writer A: holds 'report' with token (\d+), wrote the report$", lines)
+    (b,) = matches(r"writer B: holds 'report' with token (\d+), wrote the report$", lines)
+    assert int(b[1]) > int(a[1])
+    woke = position(lines, "writer A: wakes up, still believes it holds the lock: True")
+    assert position(lines, "writer B: holds") < woke < position(lines, "fence: refused writer A")
+    refused = lines[position(lines, "fence: refused writer A")]
+    assert f"fencing token {a[1]} is older than {b[1]}" in refused
+    assert not matches(r"writer A: wrote the report", lines)
+    assert "writer A: learns its lock was lost: SessionExpiredError" in lines
+    assert lines[-1] == f"report.txt: b'report by writer B', highest token {b[1]}"
 
 
 def test_semaphore_is_fifo_and_describes_owners_and_waiters(url_env: dict[str, str]) -> None:

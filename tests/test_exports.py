@@ -7,7 +7,7 @@ import inspect
 
 import pytest
 
-PUBLIC_MODULES = ["tenure", "tenure.errors", "tenure.testing", "tenure.client"]
+PUBLIC_MODULES = ["tenure", "tenure.errors", "tenure.testing", "tenure.client", "tenure.fencing"]
 
 
 @pytest.mark.parametrize("name", PUBLIC_MODULES)

@@ -11,7 +11,8 @@ fencing token, over one API whatever the backend::
             async with session.mutex("job") as lock:
                 print("holding job with fencing token", lock.token)
 
-The synchronous face of the same API is :mod:`tenure.sync`.
+The synchronous face of the same API is :mod:`tenure.sync`; :mod:`tenure.fencing`
+makes a database, a Redis or a file refuse writes with stale tokens.
 """
 
 from __future__ import annotations

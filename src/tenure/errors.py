@@ -14,6 +14,7 @@ Every error tenure raises on purpose derives from :class:`TenureError`::
      ├── AlreadyExistsError           the node or semaphore exists already
      ├── LimitExceededError           a named, configurable limit would be exceeded
      ├── PreconditionFailedError      the object is in a state that forbids the operation
+ │    └── FencedError             a guard refused a write: its fencing token is stale
      ├── InvalidArgumentError         bad input, naming the argument (also a ValueError)
      │    └── ConfigError             a server setting cannot be used (names the setting)
      ├── AuthenticationError          missing or bad credentials
@@ -169,6 +170,36 @@ class PreconditionFailedError(TenureError):
     code = ErrorCode.PRECONDITION_FAILED
 
 
+class FencedError(PreconditionFailedError):
+    """A fenced resource refused a write: its token is older than the newest it has seen.
+
+    Raised by the guards of :mod:`tenure.fencing` when the writer's fencing token
+    is lower than the highest token the resource has accepted: a newer holder of
+    the lock has written since, so this writer's lock ended (it may not know yet,
+    e.g. after a pause). Nothing of the refused write was applied. Retrying with the
+    same token cannot succeed; take the lock again for a new token.
+
+    It is a :class:`PreconditionFailedError` (the resource's state forbids the
+    write) and never travels on the wire: the resource, not a tenure server,
+    refuses.
+
+    Attributes:
+        resource: what the guard protects (a name, a key, a file).
+        token: the refused writer's token.
+        highest: the highest token the resource had accepted.
+    """
+
+    def __init__(self, resource: str, token: int, highest: int) -> None:
+        super().__init__(
+            f"write to {resource!r} refused: fencing token {token} is older than"
+            f" {highest}, the highest this resource has accepted (a newer lock holder"
+            " has written; take the lock again)"
+        )
+        self.resource = resource
+        self.token = token
+        self.highest = highest
+
+
 class InvalidArgumentError(TenureError, ValueError):
     """An argument is malformed or out of range (the message names it)."""
 
@@ -240,7 +271,7 @@ class CorruptLogError(TenureError):
         self.problem = problem
 
 
-# ConfigError and CorruptLogError have no code of their own (they never travel).
+# ConfigError, CorruptLogError and FencedError have no code of their own (they never travel).
 _BY_CODE: Final[dict[ErrorCode, type[TenureError]]] = {
     cls.code: cls
     for cls in (
@@ -296,6 +327,7 @@ __all__ = [
     "ConfigError",
     "CorruptLogError",
     "ErrorCode",
+    "FencedError",
     "InvalidArgumentError",
     "LeaderChangedError",
     "LeaseLostError",

@@ -4,9 +4,10 @@
 default) against a fresh server of each target it applies to, with more workers
 than short mode, then writes docs/reliability.md (and its JSON), replacing the
 results of the (target, scenario) pairs it ran and keeping the others. Targets:
-``tenure`` (a ``tenure serve``) and ``etcd`` (a three-member etcd cluster); both
-by default. Exits 1 if any rule was broken, 2 if a target cannot run here. Each
-run's directory is removed afterwards unless ``--keep``.
+``tenure`` (a ``tenure serve``), ``etcd`` (a three-member etcd cluster), ``redis``
+(a ``redis-server``) and ``postgres`` (a PostgreSQL 15); all by default. Exits 1
+if any rule was broken, 2 if a target cannot run here. Each run's directory is
+removed afterwards unless ``--keep``.
 """
 
 from __future__ import annotations
@@ -21,19 +22,37 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tests.etcd.cluster import etcd_unavailable
+from tests.faults.db_targets import PostgresTarget, RedisTarget
 from tests.faults.etcd_target import EtcdTarget
 from tests.faults.harness import run_scenario
 from tests.faults.report import TARGETS, Result, commit_of_checkout, write
 from tests.faults.scenarios import SCENARIOS, applies, liveness_bound
 from tests.faults.target import REPO, Target, TenureTarget
+from tests.postgres.server import postgres_unavailable
+from tests.redis.server import redis_unavailable
 
 #: Each target's capabilities, known before one is made (scenarios are chosen by them).
-CAPABILITIES = {"tenure": TenureTarget.capabilities, "etcd": EtcdTarget.capabilities}
+CAPABILITIES = {
+    "tenure": TenureTarget.capabilities,
+    "etcd": EtcdTarget.capabilities,
+    "redis": RedisTarget.capabilities,
+    "postgres": PostgresTarget.capabilities,
+}
+#: Why a target's server cannot run here (None: it can).
+UNAVAILABLE = {
+    "etcd": etcd_unavailable,
+    "redis": redis_unavailable,
+    "postgres": postgres_unavailable,
+}
 
 
 def _make(target: str, work_dir: Path, idle_timeout: float) -> Target:
     if target == "etcd":
         return EtcdTarget(work_dir / "etcd")
+    if target == "redis":
+        return RedisTarget(work_dir / "redis")
+    if target == "postgres":
+        return PostgresTarget(work_dir / "postgres")
     return TenureTarget(work_dir / "data", idle_timeout=idle_timeout)
 
 
@@ -88,9 +107,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep each run's history")
     args = parser.parse_args(argv)
     targets: list[str] = args.target or list(TARGETS)
-    if "etcd" in targets and (reason := etcd_unavailable()) is not None:
-        print(f"scripts/faults: target etcd: {reason}", file=sys.stderr)
-        return 2
+    for name, unavailable in UNAVAILABLE.items():
+        if name in targets and (reason := unavailable()) is not None:
+            print(f"scripts/faults: target {name}: {reason}", file=sys.stderr)
+            return 2
     runs = [
         (target, name)
         for target in targets

@@ -25,6 +25,10 @@ TARGETS: Final = {
     "etcd": "`etcd://`: a three-member etcd cluster on loopback (Debian's etcd-server, "
     "Raft heartbeat 50 ms, election timeout 500 ms), every client given all three "
     "members, each worker starting on a different one",
+    "redis": "`redis://`: one `redis-server` (appendonly, appendfsync always), restarted on "
+    "its append-only file after a crash",
+    "postgres": "`postgres://`: one PostgreSQL 15 (fsync and synchronous_commit on), "
+    "restarted on its data directory (crash recovery from the WAL) after a crash",
 }
 
 #: What differs on etcd, said once under the results.
@@ -42,6 +46,16 @@ ETCD_NOTES: Final = (
     "renews every lease to its full TTL) and a call in flight when the leader died "
     "(the client's 5 s request timeout). The safety rules are the same for both "
     "targets."
+)
+
+#: What differs on Redis and PostgreSQL, said once under the results.
+DATABASE_NOTES: Final = (
+    "On `redis` and `postgres` the server is one process, killed with `kill -9` and "
+    "restarted on its data. `disk` is not run there (their data directories are made by "
+    "the test helpers, and what a full disk or a failing fsync does to them is their "
+    "own business). Neither closes idle connections: a paused holder is stopped for the "
+    "window + 1-3 s, and its session runs out on the server's clock. The liveness bound "
+    "adds 5 s for a restart's recovery. The safety rules are the same for every target."
 )
 
 FINDINGS: Final = Path(__file__).with_name("findings.md")
@@ -204,6 +218,8 @@ def render(results: list[Result], generated: str, commit: str | None = None) -> 
         )
     if any(r.target == "etcd" for r in results):
         lines += ["", ETCD_NOTES]
+    if any(r.target in ("redis", "postgres") for r in results):
+        lines += ["", DATABASE_NOTES]
     lines += ["", "## Scenarios", ""]
     for r in results:
         scenario = SCENARIOS[r.scenario]

@@ -1,10 +1,12 @@
 """Short mode: every scenario against every target it applies to, judged by every rule.
 
-The targets: a real ``tenure serve`` (``tenure-*``) and a real three-member etcd
-cluster (``etcd-*``; :mod:`tests.faults.etcd_target`). Each run is a few dozen
-seconds of faults (``Scenario.short_seconds``) plus the heal phase;
+The targets: a real ``tenure serve`` (``tenure-*``), a real three-member etcd
+cluster (``etcd-*``; :mod:`tests.faults.etcd_target`), a real ``redis-server``
+(``redis-*``) and a real PostgreSQL (``postgres-*``; :mod:`tests.faults.db_targets`).
+Each run is a few dozen seconds of faults (``Scenario.short_seconds``) plus the heal phase;
 scripts/faults runs the same scenarios for minutes. Where etcd is not installed
-the etcd runs skip, and fail in CI (``CI=true``), as every etcd test does.
+the etcd runs skip, and fail in CI (``CI=true``), as every etcd test does; so do
+the Redis and PostgreSQL runs.
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ import pytest
 
 from tests.etcd.fixtures import require_etcd
 from tests.faults.conftest import require_tools
+from tests.faults.db_targets import PostgresTarget, RedisTarget
 from tests.faults.etcd_target import EtcdTarget
 from tests.faults.harness import run_scenario
 from tests.faults.scenarios import SCENARIOS, applies
 from tests.faults.target import Target, TenureTarget
+from tests.postgres.fixtures import require_postgres
+from tests.redis.fixtures import require_redis
 
 #: Generous: the faults, the heal phase (bounded by the liveness bound) and the stop.
 pytestmark = pytest.mark.timeout(240)
@@ -26,21 +31,34 @@ pytestmark = pytest.mark.timeout(240)
 #: Which scenarios run against etcd in short mode, to keep CI's time in check (about
 #: 40 s each). Every scenario that applies to etcd runs in long mode (scripts/faults).
 ETCD_SHORT: tuple[str, ...] = ("cluster-crash", "network", "pause-clock")
+#: Likewise for Redis and PostgreSQL: the issue's fault (kill -9 mid-hold, restart);
+#: network and pause-clock run in long mode.
+DATABASE_SHORT: tuple[str, ...] = ("crash",)
 
 
 def _make(target: str, tmp_path: Path, idle_timeout: float) -> Target:
     if target == "etcd":
         require_etcd()
         return EtcdTarget(tmp_path / "etcd")
+    if target == "redis":
+        require_redis()
+        return RedisTarget(tmp_path / "redis")
+    if target == "postgres":
+        require_postgres()
+        return PostgresTarget(tmp_path / "postgres")
     return TenureTarget(tmp_path / "data", idle_timeout=idle_timeout)
 
 
-#: (target, scenario) pairs: tenure's every scenario that applies to it, and etcd's.
-CASES = [
-    ("tenure", name)
-    for name in sorted(SCENARIOS)
-    if applies(SCENARIOS[name], TenureTarget.capabilities)
-] + [("etcd", name) for name in ETCD_SHORT]
+#: (target, scenario) pairs: tenure's every scenario that applies to it, and the others'.
+CASES = (
+    [
+        ("tenure", name)
+        for name in sorted(SCENARIOS)
+        if applies(SCENARIOS[name], TenureTarget.capabilities)
+    ]
+    + [("etcd", name) for name in ETCD_SHORT]
+    + [(db, name) for db in ("redis", "postgres") for name in DATABASE_SHORT]
+)
 
 
 @pytest.mark.parametrize(("target_name", "name"), CASES, ids=[f"{t}-{n}" for t, n in CASES])

@@ -1,0 +1,1 @@
+"""tenure.fencing: each guard against a real resource (PostgreSQL, Redis, a file)."""

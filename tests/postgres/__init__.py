@@ -1,0 +1,1 @@
+"""Real PostgreSQL servers for the tests (:mod:`tests.postgres.server`), their fixtures."""
