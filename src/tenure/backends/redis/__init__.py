@@ -190,7 +190,9 @@ class RedisBackend:
             )
             if reply.result != 0:
                 result = list(reply.result)
-                return NodeDescription(name, decode_config(result), int(result[-2]), int(result[-1]))
+                return NodeDescription(
+                    name, decode_config(result), int(result[-2]), int(result[-1])
+                )
         raise UnavailableError(f"node {name!r}: its settings kept changing; try again")
 
     async def drop_node(self, name: str, force: bool) -> None:
@@ -291,9 +293,8 @@ async def _server_capabilities(conn: Connection) -> frozenset[Capability]:
         settings = await client.config_get("append*")
     except rexc.ResponseError:  # CONFIG refused (ACL, a managed service): not known durable
         return CAPABILITIES
-    appendonly = settings.get(b"appendonly", settings.get("appendonly", b""))
-    fsync = settings.get(b"appendfsync", settings.get("appendfsync", b""))
-    if _text(appendonly) == "yes" and _text(fsync) == "always":
+    found = {_text(key): _text(value) for key, value in dict(settings).items()}
+    if found.get("appendonly") == "yes" and found.get("appendfsync") == "always":
         return CAPABILITIES | {Capability.DURABLE}
     return CAPABILITIES
 

@@ -58,7 +58,9 @@ def config_args(config: NodeConfig) -> list[str]:
     values = []
     for field in CONFIG_FIELDS:
         value = getattr(config, field)
-        values.append("" if value is None else repr(float(value)) if isinstance(value, float) else str(value))
+        values.append(
+            "" if value is None else repr(float(value)) if isinstance(value, float) else str(value)
+        )
     return values
 
 

@@ -93,10 +93,16 @@ class NodeLink:
             try:
                 if self._stream is None:
                     self._stream = self._connection()
-                    await self._stream.connect()
+                    await self._stream.connect()  # type: ignore[no-untyped-call]
                 await self._stream.send_command(
-                    "XREAD", "COUNT", READ_COUNT, "BLOCK", BLOCK_MS,
-                    "STREAMS", self.inbox_key, self._last_id,
+                    "XREAD",
+                    "COUNT",
+                    READ_COUNT,
+                    "BLOCK",
+                    BLOCK_MS,
+                    "STREAMS",
+                    self.inbox_key,
+                    self._last_id,
                 )
                 answer = await self._stream.read_response()
             except (rexc.RedisError, OSError) as error:
@@ -138,9 +144,9 @@ class NodeLink:
         if gap:
             for session in list(self.sessions.values()):
                 session.spawn(session.reconcile())
-        session = self.sessions.get(int(fields[b"sid"]))
-        if session is not None:
-            session.hear({k.decode(): v for k, v in fields.items()})
+        target = self.sessions.get(int(fields[b"sid"]))
+        if target is not None:
+            target.hear({k.decode(): v for k, v in fields.items()})
 
     # -- deadlines -------------------------------------------------------------------
 

@@ -32,9 +32,8 @@ from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, SessionListener
 from tenure.backends._ledger import Ledger
 from tenure.backends.redis._codec import decode_count as _count
-from tenure.backends.redis._codec import decode_description
+from tenure.backends.redis._codec import decode_description, encode_count
 from tenure.backends.redis._codec import decode_ttl as _ttl
-from tenure.backends.redis._codec import encode_count
 from tenure.backends.redis._conn import Reply
 from tenure.backends.redis._watch import RedisWatch
 from tenure.errors import (
@@ -156,7 +155,9 @@ class RedisSession:
         """One push from the inbox for this session."""
         kind = push["k"]
         if kind == b"G":
-            grant = Grant(int(push["tok"]), _count(push["cnt"]), _ttl(push["ttl"]), int(push["hold"]))
+            grant = Grant(
+                int(push["tok"]), _count(push["cnt"]), _ttl(push["ttl"]), int(push["hold"])
+            )
             if grant.lease_ttl is not None:
                 self.has_leases = True
             self.ledger.granted(int(push["req"]), grant)
@@ -345,7 +346,7 @@ class RedisSession:
         )
         # This client's own sessions hear it now (their pushes come later, and count once).
         text = message.decode()
-        for sid, hold, request_id in failed:
+        for sid, _hold, request_id in failed:
             waiting = self.backend.sessions.get((self.base, int(sid)))
             if waiting is not None:
                 waiting.hear_failed(int(request_id), NotFoundError(text))

@@ -19,7 +19,17 @@ DEFAULT_PORT: Final = 6379
 DEFAULT_PREFIX: Final = "tenure:"
 
 _OPTIONS: Final = frozenset(
-    {"prefix", "db", "username", "password", "ca", "cert", "key", "connect_timeout", "request_timeout"}
+    {
+        "prefix",
+        "db",
+        "username",
+        "password",
+        "ca",
+        "cert",
+        "key",
+        "connect_timeout",
+        "request_timeout",
+    }
 )
 
 
@@ -54,7 +64,9 @@ class RedisOptions:
             "decode_responses": False,
         }
         if self.tls:
-            kwargs.update(ssl=True, ssl_ca_certs=self.ca, ssl_certfile=self.cert, ssl_keyfile=self.key)
+            kwargs.update(
+                ssl=True, ssl_ca_certs=self.ca, ssl_certfile=self.cert, ssl_keyfile=self.key
+            )
         return kwargs
 
 
@@ -85,7 +97,9 @@ def parse_url(url: str, options: Mapping[str, object]) -> RedisOptions:
     if unknown:
         raise InvalidArgumentError(f"unknown redis:// option(s): {', '.join(unknown)}")
     if "," in parts.netloc:
-        raise InvalidArgumentError("redis:// takes one host[:port] (Redis Cluster is not supported)")
+        raise InvalidArgumentError(
+            "redis:// takes one host[:port] (Redis Cluster is not supported)"
+        )
     try:
         host, port = parts.hostname, parts.port or DEFAULT_PORT
     except ValueError as error:

@@ -98,7 +98,11 @@ class RedisWatch:
                 raise self._error
             self._news.clear()
             raw = await self._session.call(
-                "describe_semaphore", "", self._name, "1" if owners else "0", "1" if waiters else "0"
+                "describe_semaphore",
+                "",
+                self._name,
+                "1" if owners else "0",
+                "1" if waiters else "0",
             )
             description = decode_description(self._name, raw)
             projection = self._project(description)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import tenure
+from tenure.backends import PLANNED
 from tenure.errors import (
     AlreadyExistsError,
     ClientClosedError,
@@ -27,7 +28,6 @@ from tenure.errors import (
     TenureError,
     UnsupportedError,
 )
-from tenure.backends import PLANNED
 from tenure.testing import FakeClock
 
 from .harness import Harness, MakeClient
