@@ -622,11 +622,11 @@ local function acquire(keys, args)
         cmsgpack.pack({count, data, o.tok, o.ttl, o.dl, o.req}))
       set_count(name, cadd(csub(meta(name).cnt, cnt(o.cnt)), cnt(count)))
       if o.cnt ~= count or o.data ~= data then touch(name) end
-      result = {'G', o.tok, o.ttl}
+      result = {'G', o.tok, tostring(o.ttl)}
     else
       local tok, ttl = grant(name, holder, count, data, req)
       touch(name)
-      result = {'G', tok, ttl}
+      result = {'G', tok, tostring(ttl)}
     end
   elseif timeout == '0' then
     result = {'B'}
@@ -838,7 +838,7 @@ local function describe_session(keys, args)
     local hold, name = string.sub(f, 2, c - 1), string.sub(f, c + 1)
     if string.sub(f, 1, 1) == 'o' then
       local o = owner(name, sid .. ':' .. hold)
-      holds[#holds + 1] = {name, tonumber(hold), o.tok, o.cnt, o.ttl}
+      holds[#holds + 1] = {name, tonumber(hold), o.tok, o.cnt, tostring(o.ttl)}
     else
       local w = waiter(name, sid .. ':' .. hold)
       waits[#waits + 1] = {name, tonumber(hold), tonumber(w.req), w.cnt}
