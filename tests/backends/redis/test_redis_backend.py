@@ -86,9 +86,7 @@ async def test_a_lease_ttl_runs_out_and_lock_delay_holds_the_next_grant_back(
 async def test_two_clients_racing_for_the_last_session_place(redis_url: str) -> None:
     async with tenure.connect(redis_url) as one, tenure.connect(redis_url) as two:
         await one.create_node("n", max_sessions=1)
-        results = await asyncio.gather(
-            one.session("n"), two.session("n"), return_exceptions=True
-        )
+        results = await asyncio.gather(one.session("n"), two.session("n"), return_exceptions=True)
         refused = [r for r in results if isinstance(r, BaseException)]
         assert len(refused) == 1 and isinstance(refused[0], LimitExceededError)
         assert (await one.describe_node("n")).sessions == 1
