@@ -14,6 +14,7 @@ import pytest
 import redis.asyncio as aioredis
 
 import tenure
+from tenure.backends.redis._session import RedisSession
 from tenure.errors import (
     LeaseLostError,
     LimitExceededError,
@@ -25,7 +26,8 @@ from tests.redis.server import RedisServer
 
 async def _stop_heartbeats(session: tenure.Session) -> None:
     """As if the session's process froze: its heartbeats stop (nothing else changes)."""
-    backend_session = session._backend  # type: ignore[attr-defined]
+    backend_session = session._backend
+    assert isinstance(backend_session, RedisSession)
     backend_session._heartbeat.cancel()
 
 
@@ -88,7 +90,8 @@ async def test_two_clients_racing_for_the_last_session_place(redis_url: str) -> 
         await one.create_node("n", max_sessions=1)
         results = await asyncio.gather(one.session("n"), two.session("n"), return_exceptions=True)
         refused = [r for r in results if isinstance(r, BaseException)]
-        assert len(refused) == 1 and isinstance(refused[0], LimitExceededError)
+        assert len(refused) == 1
+        assert isinstance(refused[0], LimitExceededError)
         assert (await one.describe_node("n")).sessions == 1
 
 
@@ -100,7 +103,8 @@ async def test_two_clients_racing_for_the_last_waiter_place(redis_url: str) -> N
         first, second = await one.session("n"), await two.session("n")
         tasks = [asyncio.ensure_future(s.mutex("m").lock()) for s in (first, second)]
         done, pending = await asyncio.wait(tasks, timeout=1)
-        assert len(done) == 1 and len(pending) == 1
+        assert len(done) == 1
+        assert len(pending) == 1
         assert isinstance(next(iter(done)).exception(), LimitExceededError)
         description = await holder.semaphore("m").describe(waiters=True)
         assert len(description.waiters) == 1

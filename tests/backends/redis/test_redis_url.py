@@ -16,7 +16,8 @@ def test_the_parts_of_a_url() -> None:
     options = parse_url("redis://alice:s%40cret@db.example:6380/3?prefix=app:", {})
     assert (options.host, options.port, options.db) == ("db.example", 6380, 3)
     assert (options.username, options.password) == ("alice", "s@cret")
-    assert options.prefix == "app:" and not options.tls
+    assert options.prefix == "app:"
+    assert not options.tls
     assert (options.connect_timeout, options.request_timeout) == (5.0, 5.0)
     default = parse_url("redis://localhost", {})
     assert (default.port, default.db, default.prefix) == (6379, 0, "tenure:")
