@@ -316,9 +316,13 @@ local function end_session(sid, code, msg, failed)
     redis.call('ZADD', B .. 'endz', NOW, sid)
   end
   local inbox = redis.call('HGET', s, 'inbox')
-  if inbox and redis.call('HINCRBY', B .. 'inref', inbox, -1) <= 0 and code == 0 then
-    -- The client closed its last session here: nobody reads this inbox any more.
+  if inbox and redis.call('HINCRBY', B .. 'inref', inbox, -1) <= 0 then
+    -- The client's last session here ended: nothing more is pushed to its inbox (a
+    -- client still alive learns why the session ended from 'ended' and starts
+    -- counting its inbox again if it opens another).
     redis.call('HDEL', B .. 'inref', inbox)
+    redis.call('HDEL', B .. 'inseq', inbox)
+    redis.call('DEL', B .. 'in:' .. inbox)
   end
   redis.call('DEL', s, B .. 'sh:' .. sid, B .. 'sw:' .. sid)
   redis.call('ZREM', B .. 'sess', sid)
