@@ -62,6 +62,7 @@ from tenure.errors import (
     NotFoundError,
     PreconditionFailedError,
     SessionClosedError,
+    SessionExpiredError,
     UnavailableError,
     UnsupportedError,
 )
@@ -256,6 +257,42 @@ class RedisBackend:
         )
         link.sessions[session.session_id] = session
         self.sessions[(base, session.session_id)] = session
+        return session
+
+    async def resume_session(
+        self, node: str, session_id: int, secret: str, listener: SessionListener
+    ) -> RedisSession:
+        """Take back the live session ``session_id`` of ``node`` by its ``secret``.
+
+        Its holds stay with their tokens (:meth:`RedisSession.holds`), its queued
+        requests are withdrawn, and the client that had it is fenced off and told
+        (``session_lost``). SessionExpiredError if it ended or the secret is wrong.
+        """
+        if self._closed:
+            raise ClientClosedError("the client is closed")
+        base = self.base(node)
+        link = self.link(base)
+        sent = asyncio.get_running_loop().time()
+        reply = await self.conn.retrying(
+            None, "resume_session", base, str(session_id), secret, link.inbox
+        )
+        window_text, epoch, holds = reply.result
+        stale = self.sessions.get((base, session_id))
+        if stale is not None:  # this very client had it: the old object is fenced off
+            stale.lose(SessionExpiredError(f"session {session_id} was resumed"))
+        session = RedisSession(
+            self,
+            link,
+            session_id,
+            listener,
+            secret=secret,
+            epoch=int(epoch),
+            window=float(window_text),
+            confirmed_at=sent,
+        )
+        session.take_back(holds)
+        link.sessions[session_id] = session
+        self.sessions[(base, session_id)] = session
         return session
 
     async def aclose(self) -> None:

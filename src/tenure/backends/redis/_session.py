@@ -87,6 +87,8 @@ class RedisSession:
         #: Armed watches by semaphore name (each is poked by the name's pushes).
         self.watches: dict[str, set[RedisWatch]] = {}
         self.has_leases = False
+        #: What a resume took back: (name, grant, data) of each hold.
+        self.resumed_holds: list[tuple[str, Grant, bytes]] = []
         self._requests = itertools.count(1)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loop = asyncio.get_running_loop()
@@ -407,6 +409,19 @@ class RedisSession:
                     await self.call(
                         "withdraw", "", command.name, command.hold, command.request_id, "1"
                     )
+
+    # -- taken back by a ticket --------------------------------------------------------
+
+    def take_back(self, holds: Any) -> None:
+        """The holds a resume found (``resume_session`` in engine.lua): held from now on."""
+        self.resumed_holds = []
+        for raw_name, hold, token, count, ttl, data in holds:
+            name = raw_name.decode()
+            grant = Grant(int(token), _count(count), _ttl(ttl), int(hold))
+            if grant.lease_ttl is not None:
+                self.has_leases = True
+            self.ledger.held[(name, grant.hold)] = grant.token
+            self.resumed_holds.append((name, grant, bytes(data)))
 
     # -- the end ---------------------------------------------------------------------
 

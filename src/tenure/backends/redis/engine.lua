@@ -560,6 +560,60 @@ local function open_session(keys, args)
   return reply(remember(args[1], {sid, window}), more)
 end
 
+-- Take a live session back by its secret (a ticket), for a new client (inbox): its
+-- holds stay with their tokens, its queued requests are withdrawn, the fence's
+-- epoch goes up (the old client's calls are refused from now on) and the old client
+-- is told. args: session id, secret, new inbox.
+local function resume_session(keys, args)
+  local more = begin(keys)
+  local sid, inbox = args[1], args[3]
+  local s = B .. 's:' .. sid
+  local f = redis.call('HMGET', s, 'sec', 'inbox', 'win')
+  if not f[1] then
+    local why = redis.call('HGET', B .. 'ended', sid)
+    if why then
+      local c = string.find(why, ' ', 1, true)
+      fail(11, 'session ' .. sid .. ' cannot be resumed: ' .. string.sub(why, c + 1))
+    end
+    fail(11, 'session ' .. sid .. ' cannot be resumed: it does not exist (expired or closed)')
+  end
+  if f[1] ~= args[2] then
+    fail(11, 'session ' .. sid .. ' cannot be resumed: the ticket\'s secret is wrong')
+  end
+  for _, field in ipairs(redis.call('HKEYS', B .. 'sh:' .. sid)) do
+    if string.sub(field, 1, 1) == 'w' then
+      local c = string.find(field, ':', 2, true)
+      local name = string.sub(field, c + 1)
+      remove_waiter(name, sid .. ':' .. string.sub(field, 2, c - 1))
+      touch(name)
+      settle(name)
+    end
+  end
+  local old = f[2]
+  if old ~= inbox then
+    push(sid, {'k', 'E', 'code', 11, 'msg', 'session ' .. sid .. ' was resumed by another client'})
+    if redis.call('HINCRBY', B .. 'inref', old, -1) <= 0 then
+      redis.call('HDEL', B .. 'inref', old)
+      redis.call('HDEL', B .. 'inseq', old)
+      redis.call('DEL', B .. 'in:' .. old)
+    end
+    redis.call('HINCRBY', B .. 'inref', inbox, 1)
+  end
+  local epoch = redis.call('HINCRBY', s, 'epoch', 1)
+  redis.call('HSET', s, 'inbox', inbox)
+  local deadline = NOW + tonumber(f[3])
+  redis.call('ZADD', B .. 'sess', deadline, sid)
+  redis.call('ZADD', B .. 'due', deadline, 's:' .. sid)
+  local holds = {}
+  for _, field in ipairs(redis.call('HKEYS', B .. 'sh:' .. sid)) do
+    local c = string.find(field, ':', 2, true)
+    local hold, name = string.sub(field, 2, c - 1), string.sub(field, c + 1)
+    local o = owner(name, sid .. ':' .. hold)
+    holds[#holds + 1] = {name, tonumber(hold), o.tok, o.cnt, tostring(o.ttl), o.data}
+  end
+  return reply({f[3], epoch, holds}, more)
+end
+
 -- The client is alive: its session's window starts again from now.
 local function heartbeat(keys, args)
   local more = begin_session(keys, args)
@@ -862,6 +916,7 @@ register('drop_node', drop_node)
 register('tick', tick)
 register('open_session', open_session)
 register('heartbeat', heartbeat)
+register('resume_session', resume_session)
 register('close_session', close_session)
 register('acquire', acquire)
 register('withdraw', withdraw)
