@@ -47,7 +47,7 @@ async def test_an_expired_session_frees_its_hold_and_the_next_waiter_is_woken(
         assert time.monotonic() - started >= 0.3
         assert lock.token > held.token
         # The frozen process wakes: its first call hears why its session ended.
-        with pytest.raises(SessionExpiredError, match="not re-attached within 0.5s"):
+        with pytest.raises(SessionExpiredError, match=r"not re-attached within 0\.5s"):
             await frozen.mutex("other").lock()
         assert isinstance(frozen.lost_reason, SessionExpiredError)
 
