@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.etcd.cluster import EtcdCluster
+from tests.redis.server import RedisServer
 from tests.server.wire import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,6 +36,7 @@ TESTED = {
     "rwlock.py",
     "etcd_failover.py",
     "fencing_file.py",
+    "redis_periodic_job.py",
 }
 
 
@@ -183,6 +185,23 @@ def test_etcd_failover_hands_leadership_to_the_second_process(etcd_member: EtcdC
     assert killed < position(lines, "observer: leader is candidate-b")
     (took_over,) = matches(r"main: candidate-b took over (\d+\.\d) s after the kill$", lines)
     assert float(took_over[1]) < 10, "within the 2 s window, give or take etcd's expiry check"
+
+
+def test_redis_periodic_job_runs_on_one_instance_and_moves_on_loss(
+    redis_server: RedisServer,
+) -> None:
+    url = f"{redis_server.url(0)}?prefix=examples-{uuid.uuid4().hex[:12]}:"
+    lines = run_example("redis_periodic_job.py", {"TENURE_URL": url})
+    took = matches(r"(instance-\w): took the lock, token (\d+)$", lines)
+    assert len({m[1] for m in took}) == 2, "one instance, then another"
+    first, second = took[0], took[-1]
+    assert int(second[2]) > int(first[2]), "the new holder's token is greater"
+    assert f"inspector: held by {first[1]} (token {first[2]})" in lines
+    lost = position(lines, f"{first[1]}: lost the lock (LeaseLostError), job stopped")
+    assert position(lines, "inspector: held for") < lost < position(lines, f"{second[1]}: took")
+    assert not matches(rf"{first[1]}: job done", lines), "the lost job stopped"
+    assert f"{second[1]}: job done, renewed past its 1 s lease" in lines
+    assert lines[-1] == f"{second[1]}: released (twice: idempotent)"
 
 
 def test_service_discovery_watch_follows_instances(url_env: dict[str, str]) -> None:
