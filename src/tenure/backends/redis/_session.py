@@ -272,7 +272,7 @@ class RedisSession:
                 async with self.backend.joining(self.base, name):
                     result = await self.call(
                         "acquire",
-                        self.request_key(),
+                        "",  # the request id makes a retry safe (engine.lua acquire)
                         name,
                         hold,
                         request_id,

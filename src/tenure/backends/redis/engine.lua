@@ -18,11 +18,14 @@
 local REAP_MAX = 64          -- due entries expired per call
 local DONE_KEEP = 600        -- seconds a request's answer is kept for its retries
 local ENDED_KEEP = 3600      -- seconds why a session ended is kept for its client
-local TRIM_MAX = 32          -- old answers / endings dropped per call
+local TRIM_MAX = 4           -- old answers / endings dropped per call that adds one
 local INBOX_MAX = 100000     -- entries an unread inbox keeps (a dead client's)
 local TWO32 = 4294967296
 
 local B, NOW, TOUCHED
+-- Per call: the node's settings and the semaphores' meta read so far (every write
+-- of them goes through the helpers below, which keep these in step).
+local CFG, META
 
 local function fail(code, msg)
   error({err = 'TENURE ' .. code .. ' ' .. msg})
@@ -80,6 +83,7 @@ local function start(keys, reap_first)
   local t = redis.call('TIME')
   NOW = tonumber(t[1]) + tonumber(t[2]) / 1000000
   TOUCHED = {}
+  CFG, META = nil, {}
 end
 
 local function fmt(x)
@@ -87,7 +91,18 @@ local function fmt(x)
 end
 
 local function cfg_get(field)
-  return redis.call('HGET', B .. 'cfg', field)
+  if not CFG then
+    CFG = {}
+    local flat = redis.call('HGETALL', B .. 'cfg')
+    for i = 1, #flat, 2 do CFG[flat[i]] = flat[i + 1] end
+  end
+  return CFG[field]
+end
+
+local function cfg_incr(field, by)
+  local value = redis.call('HINCRBY', B .. 'cfg', field, by)
+  if CFG then CFG[field] = tostring(value) end
+  return value
 end
 
 local function node_name()
@@ -128,9 +143,21 @@ end
 -- -- semaphores ------------------------------------------------------------------------
 
 local function meta(name)
+  local cached = META[name]
+  if cached ~= nil then return cached or nil end
   local m = redis.call('HMGET', B .. 'm:' .. name, 'lim', 'cnt', 'blk', 'eph', 'data')
-  if not m[1] then return nil end
-  return {lim = cnt(m[1]), cnt = cnt(m[2]), blk = tonumber(m[3]), eph = m[4] == '1', data = m[5]}
+  if not m[1] then
+    META[name] = false
+    return nil
+  end
+  cached = {lim = cnt(m[1]), cnt = cnt(m[2]), blk = tonumber(m[3]), eph = m[4] == '1', data = m[5]}
+  META[name] = cached
+  return cached
+end
+
+local function set_blocked(name, until_)
+  redis.call('HSET', B .. 'm:' .. name, 'blk', fmt(until_))
+  meta(name).blk = until_
 end
 
 local function owner(name, holder)
@@ -154,6 +181,7 @@ end
 
 local function set_count(name, c)
   redis.call('HSET', B .. 'm:' .. name, 'cnt', chex(c))
+  meta(name).cnt = c
 end
 
 local function fits(name, holder, count)
@@ -182,7 +210,7 @@ local function remove_owner(name, holder)
   redis.call('HDEL', B .. 'r:' .. name, 'o' .. holder)
   redis.call('ZREM', B .. 'og:' .. name, holder)
   redis.call('HDEL', B .. 'sh:' .. sid, 'o' .. hold .. ':' .. name)
-  redis.call('ZREM', B .. 'due', 'l:' .. holder .. ':' .. name)
+  if o.ttl > 0 then redis.call('ZREM', B .. 'due', 'l:' .. holder .. ':' .. name) end
   set_count(name, csub(meta(name).cnt, cnt(o.cnt)))
   return o
 end
@@ -194,7 +222,7 @@ local function remove_waiter(name, holder)
   redis.call('HDEL', B .. 'r:' .. name, 'w' .. holder)
   redis.call('ZREM', B .. 'q:' .. name, holder)
   redis.call('HDEL', B .. 'sh:' .. sid, 'w' .. hold .. ':' .. name)
-  redis.call('ZREM', B .. 'due', 'w:' .. holder .. ':' .. name)
+  if w.dl >= 0 then redis.call('ZREM', B .. 'due', 'w:' .. holder .. ':' .. name) end
   return w
 end
 
@@ -212,7 +240,7 @@ local function grant(name, holder, count, data, req)
   if ttl > 0 then
     deadline = NOW + ttl
     redis.call('ZADD', B .. 'due', deadline, 'l:' .. holder .. ':' .. name)
-  else
+  elseif old and old.ttl > 0 then
     redis.call('ZREM', B .. 'due', 'l:' .. holder .. ':' .. name)
   end
   redis.call('HSET', B .. 'r:' .. name, 'o' .. holder, cmsgpack.pack({count, data, tok, ttl, deadline, req}))
@@ -225,8 +253,9 @@ end
 local function delete_semaphore_keys(name)
   redis.call('DEL', B .. 'm:' .. name, B .. 'r:' .. name, B .. 'og:' .. name, B .. 'q:' .. name)
   redis.call('SREM', B .. 'sems', name)
-  redis.call('ZREM', B .. 'due', 'd:' .. name)
-  redis.call('HINCRBY', B .. 'cfg', 'nsem', -1)
+  if meta(name).blk > 0 then redis.call('ZREM', B .. 'due', 'd:' .. name) end
+  cfg_incr('nsem', -1)
+  META[name] = false
 end
 
 -- Serve the queue from its head while the head fits (strict FIFO, no barging), then
@@ -247,7 +276,8 @@ local function settle(name)
     touch(name)
   end
   m = meta(name)
-  if m.eph and NOW >= m.blk and redis.call('EXISTS', B .. 'og:' .. name, B .. 'q:' .. name) == 0 then
+  if m.eph and NOW >= m.blk and m.cnt[1] == 0 and m.cnt[2] == 0
+    and redis.call('EXISTS', B .. 'og:' .. name, B .. 'q:' .. name) == 0 then
     delete_semaphore_keys(name)
     touch(name)
   end
@@ -258,7 +288,7 @@ local function start_lock_delay(name)
   if delay <= 0 then return end
   local m = meta(name)
   if NOW + delay > m.blk then
-    redis.call('HSET', B .. 'm:' .. name, 'blk', fmt(NOW + delay))
+    set_blocked(name, NOW + delay)
     redis.call('ZADD', B .. 'due', NOW + delay, 'd:' .. name)
   end
 end
@@ -272,8 +302,9 @@ end
 
 local function new_semaphore(name, lim, data, eph)
   redis.call('HSET', B .. 'm:' .. name, 'lim', lim, 'cnt', ZERO, 'blk', '0', 'eph', eph, 'data', data)
+  META[name] = {lim = cnt(lim), cnt = cnt(ZERO), blk = 0, eph = eph == '1', data = data}
   redis.call('SADD', B .. 'sems', name)
-  redis.call('HINCRBY', B .. 'cfg', 'nsem', 1)
+  cfg_incr('nsem', 1)
   touch(name)
 end
 
@@ -314,6 +345,7 @@ local function end_session(sid, code, msg, failed)
     push(sid, {'k', 'E', 'code', code, 'msg', msg})
     redis.call('HSET', B .. 'ended', sid, code .. ' ' .. msg)
     redis.call('ZADD', B .. 'endz', NOW, sid)
+    trim(B .. 'endz', B .. 'ended', ENDED_KEEP)
   end
   local inbox = redis.call('HGET', s, 'inbox')
   if inbox and redis.call('HINCRBY', B .. 'inref', inbox, -1) <= 0 then
@@ -393,7 +425,7 @@ local function on_due(member)
   elseif kind == 'd' then
     local m = meta(rest)
     if m and m.blk > 0 and m.blk <= NOW then
-      redis.call('HSET', B .. 'm:' .. rest, 'blk', '0')
+      set_blocked(rest, 0)
       settle(rest)
     end
   end
@@ -406,8 +438,6 @@ local function reap()
     redis.call('ZREM', B .. 'due', member)
     on_due(member)
   end
-  trim(B .. 'donez', B .. 'done', DONE_KEEP)
-  trim(B .. 'endz', B .. 'ended', ENDED_KEEP)
   return #due == REAP_MAX
 end
 
@@ -432,6 +462,7 @@ local function remember(rk, result)
   if rk ~= '' then
     redis.call('HSET', B .. 'done', rk, cmsgpack.pack(result))
     redis.call('ZADD', B .. 'donez', NOW, rk)
+    trim(B .. 'donez', B .. 'done', DONE_KEEP)
   end
   return result
 end
@@ -495,6 +526,7 @@ local function alter_node(keys, args)
     set[#set + 1] = args[#CONFIG_FIELDS - 1 + i]
   end
   redis.call(unpack(set))
+  CFG = nil
   return reply(config_reply(), more)
 end
 
@@ -640,45 +672,66 @@ end
 -- args: sid, fence, request key, name, hold, req, count (hex), data, timeout ('' =
 -- forever), ephemeral ('1'/'0').
 local function acquire(keys, args)
-  local more, done = begin_session(keys, args)
-  if done then return reply(done, more) end
+  local more = begin_session(keys, args)
   local sid, name, hold, req, count, data, timeout, eph =
     args[1], args[4], args[5], args[6], args[7], args[8], args[9], args[10]
+  local holder = sid .. ':' .. hold
+  local m = meta(name)
+  local w, o = nil, nil
+  if m then
+    w, o = waiter(name, holder), owner(name, holder)
+    -- A retry of this very request (its answer was lost): answer as the first try.
+    if w and tostring(w.req) == req then return reply({'Q'}, more) end
+    if o and tostring(o.req) == req then return reply({'G', o.tok, tostring(o.ttl)}, more) end
+  end
   local md = tonumber(cfg_get('md'))
   if #data > md then
     fail(22, 'owner data is ' .. #data .. ' bytes; max_data_size is ' .. md)
   end
-  local holder = sid .. ':' .. hold
-  local m = meta(name)
   if not m and eph ~= '1' then
     fail(20, 'semaphore ' .. quote(name) .. ' does not exist (create it or use ephemeral)')
   end
+  local want = cnt(count)
+  local queued = 0
+  local function grantable()
+    if o and cle(want, cnt(o.cnt)) then return true end  -- takes no token from anyone
+    if queued > 0 or NOW < m.blk then return false end
+    local rest = m.cnt
+    if o then rest = csub(rest, cnt(o.cnt)) end
+    return cle(cadd(rest, want), m.lim)
+  end
   if not m then
     check_room()
-  elseif not cle(cnt(count), m.lim) then
-    fail(22, 'count ' .. cdec(cnt(count)) .. ' exceeds the limit ' .. cdec(m.lim) .. ' of ' .. quote(name))
-  elseif timeout ~= '0' and not waiter(name, holder) and not can_grant_now(name, holder, count) then
-    local mw = tonumber(cfg_get('mw'))
-    if queue_length(name) >= mw then
-      fail(22, 'max_waiters (' .. mw .. ') reached on semaphore ' .. quote(name))
+  else
+    queued = queue_length(name)
+    if not cle(want, m.lim) then
+      fail(22, 'count ' .. cdec(want) .. ' exceeds the limit ' .. cdec(m.lim) .. ' of ' .. quote(name))
+    elseif timeout ~= '0' and not w and not grantable() then
+      local mw = tonumber(cfg_get('mw'))
+      if queued >= mw then
+        fail(22, 'max_waiters (' .. mw .. ') reached on semaphore ' .. quote(name))
+      end
     end
   end
   -- Checked: from here on the request succeeds.
-  if not m then new_semaphore(name, 'ffffffffffffffff', '', '1') end
-  local old = remove_waiter(name, holder)
-  if old then
-    push(sid, {'k', 'F', 'name', name, 'hold', hold, 'req', old.req, 'code', 26,
+  if not m then
+    new_semaphore(name, 'ffffffffffffffff', '', '1')
+    m = meta(name)
+  end
+  if w then
+    remove_waiter(name, holder)
+    queued = queued - 1
+    push(sid, {'k', 'F', 'name', name, 'hold', hold, 'req', w.req, 'code', 26,
       'msg', 'superseded by a newer acquire'})
     touch(name)
   end
   local result
-  local o = owner(name, holder)
-  if can_grant_now(name, holder, count) then
-    if o and cle(cnt(count), cnt(o.cnt)) then
+  if grantable() then
+    if o and cle(want, cnt(o.cnt)) then
       -- Shrink or restate in place: same grant, same token, same place in grant order.
       redis.call('HSET', B .. 'r:' .. name, 'o' .. holder,
         cmsgpack.pack({count, data, o.tok, o.ttl, o.dl, o.req}))
-      set_count(name, cadd(csub(meta(name).cnt, cnt(o.cnt)), cnt(count)))
+      set_count(name, cadd(csub(m.cnt, cnt(o.cnt)), want))
       if o.cnt ~= count or o.data ~= data then touch(name) end
       result = {'G', o.tok, tostring(o.ttl)}
     else
@@ -689,7 +742,7 @@ local function acquire(keys, args)
   elseif timeout == '0' then
     result = {'B'}
   else
-    local seq = redis.call('HINCRBY', B .. 'cfg', 'qs', 1)
+    local seq = cfg_incr('qs', 1)
     local deadline = -1
     if timeout ~= '' then
       deadline = NOW + tonumber(timeout)
@@ -701,8 +754,8 @@ local function acquire(keys, args)
     touch(name)
     result = {'Q'}
   end
-  settle(name)
-  return reply(remember(args[3], result), more)
+  if w or queued > 0 then settle(name) end
+  return reply(result, more)
 end
 
 -- The asker gave up: withdraw the request ``req`` if queued ('Q'); else, unless the
@@ -794,6 +847,7 @@ local function update_semaphore(keys, args)
   end
   if m.data ~= data then
     redis.call('HSET', B .. 'm:' .. name, 'data', data)
+    m.data = data
     touch(name)
   end
   return reply(1, more)
