@@ -150,13 +150,19 @@ class NodeLink:
 
     # -- deadlines -------------------------------------------------------------------
 
-    def heard(self, reply: Reply) -> None:
-        """A reply told when the node's next deadline is due: arm the timer if it matters."""
+    def heard(self, reply: Reply, session: RedisSession | None = None) -> None:
+        """A reply (to ``session``'s call, or a tick) told when the node's next deadline
+        is due: arm the timer if the session (a tick: any session) waits for one."""
         due = reply.next_due
-        if due is None or not any(s.waits_for_deadlines() for s in self.sessions.values()):
+        if due is None:
             return
         at = self.conn.local_time(due) + TICK_MARGIN
         if at >= self._timer_at:
+            return
+        if session is not None:
+            if not session.waits_for_deadlines():
+                return
+        elif not any(s.waits_for_deadlines() for s in self.sessions.values()):
             return
         if self._timer is not None:
             self._timer.cancel()

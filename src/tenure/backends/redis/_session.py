@@ -145,7 +145,7 @@ class RedisSession:
                 await asyncio.sleep(min(0.2, period))
                 continue
             self._confirmed = max(self._confirmed, sent)
-            self.link.heard(reply)
+            self.link.heard(reply, self)
 
     def waits_for_deadlines(self) -> bool:
         """Whether this session waits for a deadline of the node to pass (see the link)."""
@@ -227,7 +227,7 @@ class RedisSession:
         except LostError as error:
             self.lose(error)
             raise
-        self.link.heard(reply)
+        self.link.heard(reply, self)
         return reply.result
 
     def spawn(self, coro: Coroutine[Any, Any, object]) -> None:

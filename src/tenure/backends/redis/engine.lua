@@ -26,6 +26,9 @@ local B, NOW, TOUCHED
 -- Per call: the node's settings and the semaphores' meta read so far (every write
 -- of them goes through the helpers below, which keep these in step).
 local CFG, META
+-- Per call: the earliest deadline known to be in 'due' (for the reply), and the
+-- sessions this call ended.
+local NEXT, ENDED
 
 local function fail(code, msg)
   error({err = 'TENURE ' .. code .. ' ' .. msg})
@@ -84,6 +87,12 @@ local function start(keys, reap_first)
   NOW = tonumber(t[1]) + tonumber(t[2]) / 1000000
   TOUCHED = {}
   CFG, META = nil, {}
+  NEXT, ENDED = nil, {}
+end
+
+local function due_add(when, member)
+  redis.call('ZADD', B .. 'due', when, member)
+  if not NEXT or when < NEXT then NEXT = when end
 end
 
 local function fmt(x)
@@ -160,18 +169,45 @@ local function set_blocked(name, until_)
   meta(name).blk = until_
 end
 
-local function owner(name, holder)
-  local raw = redis.call('HGET', B .. 'r:' .. name, 'o' .. holder)
+local function decode_owner(raw)
   if not raw then return nil end
   local o = cmsgpack.unpack(raw)  -- {count hex, data, token, ttl, deadline, req}
   return {cnt = o[1], data = o[2], tok = o[3], ttl = o[4], dl = o[5], req = o[6]}
 end
 
-local function waiter(name, holder)
-  local raw = redis.call('HGET', B .. 'r:' .. name, 'w' .. holder)
+local function owner(name, holder)
+  return decode_owner(redis.call('HGET', B .. 'r:' .. name, 'o' .. holder))
+end
+
+
+local function decode_waiter(raw)
   if not raw then return nil end
   local w = cmsgpack.unpack(raw)  -- {count hex, data, req, deadline}
   return {cnt = w[1], data = w[2], req = w[3], dl = w[4]}
+end
+
+local function waiter(name, holder)
+  return decode_waiter(redis.call('HGET', B .. 'r:' .. name, 'w' .. holder))
+end
+
+-- The holder's queued request and its hold (either may be nil), in one read.
+local function records(name, holder)
+  local raw = redis.call('HMGET', B .. 'r:' .. name, 'w' .. holder, 'o' .. holder)
+  return decode_waiter(raw[1]), decode_owner(raw[2])
+end
+
+-- The owners of ``name`` in grant order (by token): {holder, record} pairs.
+local function owners_in_order(name)
+  local flat = redis.call('HGETALL', B .. 'r:' .. name)
+  local list = {}
+  for i = 1, #flat, 2 do
+    if string.sub(flat[i], 1, 1) == 'o' then
+      local o = cmsgpack.unpack(flat[i + 1])
+      list[#list + 1] = {string.sub(flat[i], 2), {cnt = o[1], data = o[2], tok = o[3], ttl = o[4]}}
+    end
+  end
+  table.sort(list, function(a, b) return a[2].tok < b[2].tok end)
+  return list
 end
 
 local function split_holder(holder)
@@ -203,20 +239,19 @@ local function can_grant_now(name, holder, count)
   return queue_length(name) == 0 and fits(name, holder, count)
 end
 
-local function remove_owner(name, holder)
-  local o = owner(name, holder)
+local function remove_owner(name, holder, known)
+  local o = known or owner(name, holder)
   if not o then return nil end
   local sid, hold = split_holder(holder)
   redis.call('HDEL', B .. 'r:' .. name, 'o' .. holder)
-  redis.call('ZREM', B .. 'og:' .. name, holder)
   redis.call('HDEL', B .. 'sh:' .. sid, 'o' .. hold .. ':' .. name)
   if o.ttl > 0 then redis.call('ZREM', B .. 'due', 'l:' .. holder .. ':' .. name) end
   set_count(name, csub(meta(name).cnt, cnt(o.cnt)))
   return o
 end
 
-local function remove_waiter(name, holder)
-  local w = waiter(name, holder)
+local function remove_waiter(name, holder, known)
+  local w = known or waiter(name, holder)
   if not w then return nil end
   local sid, hold = split_holder(holder)
   redis.call('HDEL', B .. 'r:' .. name, 'w' .. holder)
@@ -239,22 +274,20 @@ local function grant(name, holder, count, data, req)
   local sid, hold = split_holder(holder)
   if ttl > 0 then
     deadline = NOW + ttl
-    redis.call('ZADD', B .. 'due', deadline, 'l:' .. holder .. ':' .. name)
+    due_add(deadline, 'l:' .. holder .. ':' .. name)
   elseif old and old.ttl > 0 then
     redis.call('ZREM', B .. 'due', 'l:' .. holder .. ':' .. name)
   end
   redis.call('HSET', B .. 'r:' .. name, 'o' .. holder, cmsgpack.pack({count, data, tok, ttl, deadline, req}))
-  redis.call('ZADD', B .. 'og:' .. name, tok, holder)  -- grant order: a new grant goes last
   redis.call('HSET', B .. 'sh:' .. sid, 'o' .. hold .. ':' .. name, tok)
   set_count(name, cadd(rest, cnt(count)))
   return tok, ttl
 end
 
 local function delete_semaphore_keys(name)
-  redis.call('DEL', B .. 'm:' .. name, B .. 'r:' .. name, B .. 'og:' .. name, B .. 'q:' .. name)
+  redis.call('DEL', B .. 'm:' .. name, B .. 'r:' .. name, B .. 'q:' .. name)
   redis.call('SREM', B .. 'sems', name)
   if meta(name).blk > 0 then redis.call('ZREM', B .. 'due', 'd:' .. name) end
-  cfg_incr('nsem', -1)
   META[name] = false
 end
 
@@ -277,7 +310,7 @@ local function settle(name)
   end
   m = meta(name)
   if m.eph and NOW >= m.blk and m.cnt[1] == 0 and m.cnt[2] == 0
-    and redis.call('EXISTS', B .. 'og:' .. name, B .. 'q:' .. name) == 0 then
+    and redis.call('EXISTS', B .. 'q:' .. name) == 0 then
     delete_semaphore_keys(name)
     touch(name)
   end
@@ -289,13 +322,13 @@ local function start_lock_delay(name)
   local m = meta(name)
   if NOW + delay > m.blk then
     set_blocked(name, NOW + delay)
-    redis.call('ZADD', B .. 'due', NOW + delay, 'd:' .. name)
+    due_add(NOW + delay, 'd:' .. name)
   end
 end
 
 local function check_room()
   local limit = tonumber(cfg_get('mx'))
-  if tonumber(cfg_get('nsem') or '0') >= limit then
+  if redis.call('SCARD', B .. 'sems') >= limit then
     fail(22, 'max_semaphores (' .. limit .. ') reached on node ' .. node_name())
   end
 end
@@ -304,7 +337,6 @@ local function new_semaphore(name, lim, data, eph)
   redis.call('HSET', B .. 'm:' .. name, 'lim', lim, 'cnt', ZERO, 'blk', '0', 'eph', eph, 'data', data)
   META[name] = {lim = cnt(lim), cnt = cnt(ZERO), blk = 0, eph = eph == '1', data = data}
   redis.call('SADD', B .. 'sems', name)
-  cfg_incr('nsem', 1)
   touch(name)
 end
 
@@ -321,6 +353,7 @@ end
 -- End a session: every hold released, every wait withdrawn, every watch disarmed;
 -- ``failed`` (an expiry) starts lock-delay on what it held. Its client hears why.
 local function end_session(sid, code, msg, failed)
+  ENDED[sid] = true
   local s = B .. 's:' .. sid
   local holdings = redis.call('HKEYS', B .. 'sh:' .. sid)
   local names = {}
@@ -433,10 +466,23 @@ end
 
 -- Expire what is due (at most REAP_MAX entries); true if more may be due.
 local function reap()
+  -- Mostly nothing is due: one read of the first entry says so, and when the next is.
+  local head = redis.call('ZRANGE', B .. 'due', 0, 0, 'WITHSCORES')
+  if #head == 0 then return false end
+  if tonumber(head[2]) > NOW then
+    local when = tonumber(head[2])
+    if not NEXT or when < NEXT then NEXT = when end
+    return false
+  end
   local due = redis.call('ZRANGEBYSCORE', B .. 'due', '-inf', NOW, 'LIMIT', 0, REAP_MAX)
   for _, member in ipairs(due) do
     redis.call('ZREM', B .. 'due', member)
     on_due(member)
+  end
+  head = redis.call('ZRANGE', B .. 'due', 0, 0, 'WITHSCORES')
+  if #head > 0 then
+    local when = tonumber(head[2])
+    if not NEXT or when < NEXT then NEXT = when end
   end
   return #due == REAP_MAX
 end
@@ -445,9 +491,8 @@ end
 
 local function reply(result, more)
   fire_watches()
-  local head = redis.call('ZRANGE', B .. 'due', 0, 0, 'WITHSCORES')
   local nxt = ''
-  if more then nxt = fmt(NOW) elseif #head > 0 then nxt = head[2] end
+  if more then nxt = fmt(NOW) elseif NEXT then nxt = fmt(NEXT) end
   return {fmt(NOW), nxt, result}
 end
 
@@ -477,10 +522,12 @@ end
 
 local function begin_session(keys, args)
   start(keys)
-  local more = false
-  if redis.call('EXISTS', B .. 'cfg') == 1 then more = reap() end
-  check_session(args[1], args[2])
-  return more, recall(args[3])
+  check_session(args[1], args[2])  -- it exists, so its node does
+  local more = reap()
+  if ENDED[args[1]] then check_session(args[1], args[2]) end  -- expired just now: why
+  local done = nil
+  if args[3] ~= '' then done = recall(args[3]) end
+  return more, done
 end
 
 -- -- node functions --------------------------------------------------------------------
@@ -490,7 +537,7 @@ local CONFIG_FIELDS = {'st', 'ld', 'dl', 'ms', 'mx', 'mw', 'md', 'mwa', 'mm', 'n
 local function config_reply()
   local values = redis.call('HMGET', B .. 'cfg', unpack(CONFIG_FIELDS))
   values[#values + 1] = redis.call('ZCARD', B .. 'sess')
-  values[#values + 1] = tonumber(cfg_get('nsem') or '0')
+  values[#values + 1] = redis.call('SCARD', B .. 'sems')
   return values
 end
 
@@ -499,7 +546,7 @@ local function create_node(keys, args)
   if redis.call('EXISTS', B .. 'cfg') == 1 then
     fail(21, 'node ' .. quote(args[10]) .. ' already exists')
   end
-  local set = {'HSET', B .. 'cfg', 'nsem', 0}
+  local set = {'HSET', B .. 'cfg'}
   for i, f in ipairs(CONFIG_FIELDS) do
     set[#set + 1] = f
     set[#set + 1] = args[i]
@@ -543,13 +590,12 @@ local function drop_node(keys, args)
       local sid, hold = split_holder(holder)
       push(sid, {'k', 'F', 'name', name, 'hold', hold, 'req', w.req, 'code', 20, 'msg', msg})
     end
-    for _, holder in ipairs(redis.call('ZRANGE', B .. 'og:' .. name, 0, -1)) do
-      local o = owner(name, holder)
+    for _, pair in ipairs(owners_in_order(name)) do
+      local holder, o = pair[1], pair[2]
       local sid, hold = split_holder(holder)
       push(sid, {'k', 'L', 'name', name, 'hold', hold, 'tok', o.tok, 'code', 12, 'msg', msg})
     end
-    redis.call('DEL', B .. 'm:' .. name, B .. 'r:' .. name, B .. 'og:' .. name, B .. 'q:' .. name,
-      B .. 'wt:' .. name)
+    redis.call('DEL', B .. 'm:' .. name, B .. 'r:' .. name, B .. 'q:' .. name, B .. 'wt:' .. name)
   end
   for _, sid in ipairs(sids) do
     push(sid, {'k', 'E', 'code', 10, 'msg', msg})
@@ -588,7 +634,7 @@ local function open_session(keys, args)
   redis.call('HINCRBY', B .. 'inref', args[4], 1)
   local deadline = NOW + tonumber(window)
   redis.call('ZADD', B .. 'sess', deadline, sid)
-  redis.call('ZADD', B .. 'due', deadline, 's:' .. sid)
+  due_add(deadline, 's:' .. sid)
   return reply(remember(args[1], {sid, window}), more)
 end
 
@@ -635,7 +681,7 @@ local function resume_session(keys, args)
   redis.call('HSET', s, 'inbox', inbox)
   local deadline = NOW + tonumber(f[3])
   redis.call('ZADD', B .. 'sess', deadline, sid)
-  redis.call('ZADD', B .. 'due', deadline, 's:' .. sid)
+  due_add(deadline, 's:' .. sid)
   local holds = {}
   for _, field in ipairs(redis.call('HKEYS', B .. 'sh:' .. sid)) do
     local c = string.find(field, ':', 2, true)
@@ -652,7 +698,7 @@ local function heartbeat(keys, args)
   local sid = args[1]
   local deadline = NOW + tonumber(redis.call('HGET', B .. 's:' .. sid, 'win'))
   redis.call('ZADD', B .. 'sess', deadline, sid)
-  redis.call('ZADD', B .. 'due', deadline, 's:' .. sid)
+  due_add(deadline, 's:' .. sid)
   return reply(1, more)
 end
 
@@ -679,7 +725,7 @@ local function acquire(keys, args)
   local m = meta(name)
   local w, o = nil, nil
   if m then
-    w, o = waiter(name, holder), owner(name, holder)
+    w, o = records(name, holder)
     -- A retry of this very request (its answer was lost): answer as the first try.
     if w and tostring(w.req) == req then return reply({'Q'}, more) end
     if o and tostring(o.req) == req then return reply({'G', o.tok, tostring(o.ttl)}, more) end
@@ -719,7 +765,7 @@ local function acquire(keys, args)
     m = meta(name)
   end
   if w then
-    remove_waiter(name, holder)
+    remove_waiter(name, holder, w)
     queued = queued - 1
     push(sid, {'k', 'F', 'name', name, 'hold', hold, 'req', w.req, 'code', 26,
       'msg', 'superseded by a newer acquire'})
@@ -746,7 +792,7 @@ local function acquire(keys, args)
     local deadline = -1
     if timeout ~= '' then
       deadline = NOW + tonumber(timeout)
-      redis.call('ZADD', B .. 'due', deadline, 'w:' .. holder .. ':' .. name)
+      due_add(deadline, 'w:' .. holder .. ':' .. name)
     end
     redis.call('ZADD', B .. 'q:' .. name, seq, holder)
     redis.call('HSET', B .. 'r:' .. name, 'w' .. holder, cmsgpack.pack({count, data, req, deadline}))
@@ -787,12 +833,13 @@ local function release(keys, args)
   if done then return reply(done, more) end
   local name, holder = args[4], args[1] .. ':' .. args[5]
   if not meta(name) then return reply(remember(args[3], 0), more) end
-  local w = remove_waiter(name, holder)
+  local w, o = records(name, holder)
+  if w then remove_waiter(name, holder, w) end
   if w then
     push(args[1], {'k', 'F', 'name', name, 'hold', args[5], 'req', w.req, 'code', 26,
       'msg', 'released while waiting'})
   end
-  local o = remove_owner(name, holder)
+  if o then remove_owner(name, holder, o) end
   local result = 0
   if o or w then
     result = 1
@@ -816,7 +863,7 @@ local function renew(keys, args)
   local deadline = NOW + o.ttl
   redis.call('HSET', B .. 'r:' .. name, 'o' .. holder,
     cmsgpack.pack({o.cnt, o.data, o.tok, o.ttl, deadline, o.req}))
-  redis.call('ZADD', B .. 'due', deadline, 'l:' .. holder .. ':' .. name)
+  due_add(deadline, 'l:' .. holder .. ':' .. name)
   return reply(tostring(o.ttl), more)
 end
 
@@ -859,7 +906,8 @@ local function delete_semaphore(keys, args)
   if done then return reply(done, more) end
   local name = args[4]
   if not meta(name) then fail(20, 'semaphore ' .. quote(name) .. ' does not exist') end
-  local owners = redis.call('ZRANGE', B .. 'og:' .. name, 0, -1)
+  local owners = {}
+  for _, pair in ipairs(owners_in_order(name)) do owners[#owners + 1] = pair[1] end
   local waiters = redis.call('ZRANGE', B .. 'q:' .. name, 0, -1)
   if (#owners > 0 or #waiters > 0) and args[5] ~= '1' then
     fail(23, 'semaphore ' .. quote(name) .. ' has ' .. #owners .. ' owner(s) and ' .. #waiters
@@ -890,9 +938,9 @@ local function describe(name, with_owners, with_waiters)
   if not m then return {0} end
   local owners, waiters = {}, {}
   if with_owners then
-    for _, holder in ipairs(redis.call('ZRANGE', B .. 'og:' .. name, 0, -1)) do
-      local o = owner(name, holder)
-      local sid = split_holder(holder)
+    for _, pair in ipairs(owners_in_order(name)) do
+      local o = pair[2]
+      local sid = split_holder(pair[1])
       owners[#owners + 1] = {tonumber(sid), o.cnt, o.data, o.tok}
     end
   end
