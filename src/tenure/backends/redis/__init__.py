@@ -244,7 +244,9 @@ class RedisBackend:
             )
         except NotFoundError:
             raise NotFoundError(f"node {node!r} does not exist") from None
-        session_id, window_text = reply.result
+        session_id, window_text, fresh = reply.result
+        if fresh:
+            link.renumbered()
         session = RedisSession(
             self,
             link,
@@ -276,7 +278,9 @@ class RedisBackend:
         reply = await self.conn.retrying(
             None, "resume_session", base, str(session_id), secret, link.inbox
         )
-        window_text, epoch, holds = reply.result
+        window_text, epoch, holds, fresh = reply.result
+        if fresh:
+            link.renumbered()
         stale = self.sessions.get((base, session_id))
         if stale is not None:  # this very client had it: the old object is fenced off
             stale.lose(SessionExpiredError(f"session {session_id} was resumed"))

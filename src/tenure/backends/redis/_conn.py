@@ -46,14 +46,17 @@ _CONNECTION_ERRORS: Final = (rexc.ConnectionError, rexc.TimeoutError, OSError)
 
 
 class Reply:
-    """One function's answer: the result, the server's time, when the next deadline is due."""
+    """One function's answer: the result, the server's time, when the next deadline is
+    due, and what it pushed to the caller's inbox."""
 
-    __slots__ = ("next_due", "now", "result")
+    __slots__ = ("next_due", "now", "pushes", "result")
 
     def __init__(self, raw: Sequence[Any]) -> None:
         self.now = float(raw[0])
         self.next_due = float(raw[1]) if raw[1] else None
         self.result: Any = raw[2]
+        #: What the call pushed to the caller's own inbox (flat field lists).
+        self.pushes: Sequence[Sequence[bytes]] = raw[3] if len(raw) > 3 else ()
 
 
 def _error(error: rexc.ResponseError) -> BaseException:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import redis.asyncio as aioredis
@@ -130,8 +131,23 @@ class NodeLink:
                 with contextlib.suppress(rexc.RedisError, OSError):
                     await self.conn.client.xtrim(self.inbox_key, minid=self._last_id)
 
+    def take_inline(self, pushes: Sequence[Sequence[bytes]]) -> None:
+        """What a call pushed to this inbox, carried by its reply: taken now if next in
+        sequence (the inbox read skips it later), else left to the inbox read."""
+        for flat in pushes:
+            fields = dict(zip(flat[::2], flat[1::2], strict=True))
+            if int(fields[b"n"]) != self._seen + 1:
+                return
+            self._take(fields)
+
+    def renumbered(self) -> None:
+        """The server made this inbox anew: its entries count from 1 again."""
+        self._seen = 0
+
     def _take(self, fields: dict[bytes, bytes]) -> None:
         n = int(fields[b"n"])
+        if n <= self._seen:
+            return  # taken already, from the reply of the call that pushed it
         gap = n != self._seen + 1
         if gap:
             log.info(

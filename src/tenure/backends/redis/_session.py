@@ -228,6 +228,8 @@ class RedisSession:
             self.lose(error)
             raise
         self.link.heard(reply, self)
+        if reply.pushes:
+            self.link.take_inline(reply.pushes)
         return reply.result
 
     def spawn(self, coro: Coroutine[Any, Any, object]) -> None:

@@ -29,6 +29,9 @@ local CFG, META
 -- Per call: the earliest deadline known to be in 'due' (for the reply), and the
 -- sessions this call ended.
 local NEXT, ENDED
+-- Per call: the caller's inbox, and what this call pushed to it (the reply carries
+-- it too, so the caller's client need not wait for its inbox read).
+local CALLER_INBOX, LOCAL
 
 local function fail(code, msg)
   error({err = 'TENURE ' .. code .. ' ' .. msg})
@@ -88,6 +91,7 @@ local function start(keys, reap_first)
   TOUCHED = {}
   CFG, META = nil, {}
   NEXT, ENDED = nil, {}
+  CALLER_INBOX, LOCAL = nil, {}
 end
 
 local function due_add(when, member)
@@ -133,6 +137,11 @@ local function push(sid, fields)
   local args = {'XADD', B .. 'in:' .. inbox, 'MAXLEN', '~', INBOX_MAX, '*', 'n', n, 'sid', sid}
   for _, v in ipairs(fields) do args[#args + 1] = v end
   redis.call(unpack(args))
+  if inbox == CALLER_INBOX then
+    local entry = {'n', n, 'sid', sid}
+    for _, v in ipairs(fields) do entry[#entry + 1] = v end
+    LOCAL[#LOCAL + 1] = entry
+  end
 end
 
 local function touch(name)
@@ -396,7 +405,8 @@ local function end_session(sid, code, msg, failed)
 end
 
 local function check_session(sid, fence)
-  local f = redis.call('HMGET', B .. 's:' .. sid, 'sec', 'epoch')
+  local f = redis.call('HMGET', B .. 's:' .. sid, 'sec', 'epoch', 'inbox')
+  CALLER_INBOX = f[3]
   if not f[1] then
     if redis.call('EXISTS', B .. 'cfg') == 0 then
       fail(10, 'node was dropped')
@@ -493,7 +503,7 @@ local function reply(result, more)
   fire_watches()
   local nxt = ''
   if more then nxt = fmt(NOW) elseif NEXT then nxt = fmt(NEXT) end
-  return {fmt(NOW), nxt, result}
+  return {fmt(NOW), nxt, result, LOCAL}
 end
 
 local function recall(rk)
@@ -631,11 +641,14 @@ local function open_session(keys, args)
   local sid = redis.call('INCR', B .. 'ids')
   redis.call('HSET', B .. 's:' .. sid, 'win', window, 'desc', args[3], 'inbox', args[4],
     'sec', args[5], 'epoch', 1)
-  redis.call('HINCRBY', B .. 'inref', args[4], 1)
+  -- A new inbox (or one deleted since) counts its entries from 1 again.
+  local fresh = redis.call('HINCRBY', B .. 'inref', args[4], 1) == 1
   local deadline = NOW + tonumber(window)
   redis.call('ZADD', B .. 'sess', deadline, sid)
   due_add(deadline, 's:' .. sid)
-  return reply(remember(args[1], {sid, window}), more)
+  local answer = {sid, window, 0}
+  if fresh then answer[3] = 1 end
+  return reply(remember(args[1], answer), more)
 end
 
 -- Take a live session back by its secret (a ticket), for a new client (inbox): its
@@ -667,7 +680,7 @@ local function resume_session(keys, args)
       settle(name)
     end
   end
-  local old = f[2]
+  local old, fresh = f[2], false
   if old ~= inbox then
     push(sid, {'k', 'E', 'code', 11, 'msg', 'session ' .. sid .. ' was resumed by another client'})
     if redis.call('HINCRBY', B .. 'inref', old, -1) <= 0 then
@@ -675,7 +688,7 @@ local function resume_session(keys, args)
       redis.call('HDEL', B .. 'inseq', old)
       redis.call('DEL', B .. 'in:' .. old)
     end
-    redis.call('HINCRBY', B .. 'inref', inbox, 1)
+    fresh = redis.call('HINCRBY', B .. 'inref', inbox, 1) == 1
   end
   local epoch = redis.call('HINCRBY', s, 'epoch', 1)
   redis.call('HSET', s, 'inbox', inbox)
@@ -689,7 +702,9 @@ local function resume_session(keys, args)
     local o = owner(name, sid .. ':' .. hold)
     holds[#holds + 1] = {name, tonumber(hold), o.tok, o.cnt, tostring(o.ttl), o.data}
   end
-  return reply({f[3], epoch, holds}, more)
+  local renumbered = 0
+  if fresh then renumbered = 1 end
+  return reply({f[3], epoch, holds, renumbered}, more)
 end
 
 -- The client is alive: its session's window starts again from now.
