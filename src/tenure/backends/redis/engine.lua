@@ -305,9 +305,13 @@ end
 local function settle(name)
   local m = meta(name)
   if not m then return end
+  local drained = false
   while true do
     local head = redis.call('ZRANGE', B .. 'q:' .. name, 0, 0)
-    if #head == 0 then break end
+    if #head == 0 then
+      drained = true
+      break
+    end
     local holder = head[1]
     local w = waiter(name, holder)
     if not fits(name, holder, w.cnt) then break end
@@ -318,8 +322,7 @@ local function settle(name)
     touch(name)
   end
   m = meta(name)
-  if m.eph and NOW >= m.blk and m.cnt[1] == 0 and m.cnt[2] == 0
-    and redis.call('EXISTS', B .. 'q:' .. name) == 0 then
+  if drained and m.eph and NOW >= m.blk and m.cnt[1] == 0 and m.cnt[2] == 0 then
     delete_semaphore_keys(name)
     touch(name)
   end
@@ -404,9 +407,11 @@ local function end_session(sid, code, msg, failed)
   for name, _ in pairs(names) do settle(name) end
 end
 
+local LAST_RELEASE  -- the session's last release: "<request key> <result>"
+
 local function check_session(sid, fence)
-  local f = redis.call('HMGET', B .. 's:' .. sid, 'sec', 'epoch', 'inbox')
-  CALLER_INBOX = f[3]
+  local f = redis.call('HMGET', B .. 's:' .. sid, 'sec', 'epoch', 'inbox', 'lr')
+  CALLER_INBOX, LAST_RELEASE = f[3], f[4]
   if not f[1] then
     if redis.call('EXISTS', B .. 'cfg') == 0 then
       fail(10, 'node was dropped')
@@ -843,11 +848,24 @@ local function withdraw(keys, args)
 end
 
 -- args: sid, fence, request key, name, hold.
+-- A release's answer is kept in its session's record (the last one only: a hash
+-- field, not an entry of 'done'): a retry of the session's latest release is
+-- answered as its first try was.
 local function release(keys, args)
-  local more, done = begin_session(keys, args)
-  if done then return reply(done, more) end
+  start(keys)
+  check_session(args[1], args[2])
+  local more = reap()
+  if ENDED[args[1]] then check_session(args[1], args[2]) end
+  local rk = args[3]
+  if LAST_RELEASE and rk ~= '' and string.sub(LAST_RELEASE, 1, #rk + 1) == rk .. ' ' then
+    return reply(tonumber(string.sub(LAST_RELEASE, #rk + 2)), more)
+  end
+  local function remember_release(result)
+    if rk ~= '' then redis.call('HSET', B .. 's:' .. args[1], 'lr', rk .. ' ' .. result) end
+    return result
+  end
   local name, holder = args[4], args[1] .. ':' .. args[5]
-  if not meta(name) then return reply(remember(args[3], 0), more) end
+  if not meta(name) then return reply(remember_release(0), more) end
   local w, o = records(name, holder)
   if w then remove_waiter(name, holder, w) end
   if w then
@@ -861,7 +879,7 @@ local function release(keys, args)
     touch(name)
   end
   settle(name)
-  return reply(remember(args[3], result), more)
+  return reply(remember_release(result), more)
 end
 
 -- args: sid, fence, request key, name, hold.
