@@ -35,6 +35,7 @@ TESTED = {
     "sessions_loop.py",
     "rwlock.py",
     "etcd_failover.py",
+    "resume_permit.py",
     "fencing_file.py",
     "redis_periodic_job.py",
 }
@@ -202,6 +203,31 @@ def test_redis_periodic_job_runs_on_one_instance_and_moves_on_loss(
     assert not matches(rf"{first[1]}: job done", lines), "the lost job stopped"
     assert f"{second[1]}: job done, renewed past its 1 s lease" in lines
     assert lines[-1] == f"{second[1]}: released (twice: idempotent)"
+
+
+@pytest.fixture(params=["own-server", "etcd"])
+def resume_env(request: pytest.FixtureRequest) -> dict[str, str]:
+    """resume_permit.py with no TENURE_URL (it starts its own server), or on etcd."""
+    if request.param == "own-server":
+        return {"TENURE_URL": ""}
+    member: EtcdCluster = request.getfixturevalue("etcd_member")
+    return {"TENURE_URL": member.url(prefix=f"/tenure-examples/{uuid.uuid4().hex}/")}
+
+
+def test_a_killed_worker_resumes_its_permit_by_ticket(resume_env: dict[str, str]) -> None:
+    lines = run_example("resume_permit.py", resume_env)
+    (took,) = matches(r"worker: session (\d+) took the permit, token (\d+)$", lines)
+    session, token = took[1], took[2]
+    assert f"main: worker exited with -9; permit held by worker (token {token}), 1 waiting" in lines
+    assert f"worker: restarted, resumed session {session}: permit token {token}" in lines
+    assert (
+        f"main: permit held by worker (token {token}), 1 waiting; the rival still waits: True"
+        in lines
+    )
+    assert "main: worker exited with 0" in lines
+    (rival,) = matches(r"main: the rival got the permit, token (\d+)$", lines)
+    assert int(rival[1]) > int(token)
+    assert position(lines, "worker: work done") < position(lines, "main: the rival got")
 
 
 def test_service_discovery_watch_follows_instances(url_env: dict[str, str]) -> None:

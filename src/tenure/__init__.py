@@ -26,7 +26,7 @@ from tenure._core.values import (
     SemaphoreDescription,
     WaiterInfo,
 )
-from tenure.backends import Capability
+from tenure.backends import Capability, SessionTicket
 from tenure.client import (
     Client,
     Election,
@@ -62,6 +62,7 @@ __all__ = [
     "SemaphoreDescription",
     "Session",
     "SessionLoop",
+    "SessionTicket",
     "WaiterInfo",
     "__version__",
     "connect",

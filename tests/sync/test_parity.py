@@ -12,7 +12,8 @@ public class and function of the async API (``tenure.__all__`` and
 * return types correspond: an async class becomes its sync counterpart, an
   ``Opening[X]`` (awaitable and async context manager) becomes the sync ``X``
   itself (a context manager), an async iterator becomes an iterator of the
-  corresponding items; every other type is the same;
+  corresponding items, a list of async objects a list of their twins; every other
+  type is the same;
 * an async context manager is a context manager, an async iterator an iterator;
 * every public name of the sync classes has a docstring.
 
@@ -62,6 +63,7 @@ FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
 #: Public async names that the sync face shares as they are (no counterpart needed).
 SHARED: dict[str, str] = {
     "Capability": "a value (enum); the sync face uses the same one",
+    "SessionTicket": "a value (frozen dataclass) that both faces take and return as is",
     "LeaderState": "a value (frozen dataclass) that sync Election.leader/observe return as is",
     "MAX_COUNT": "a constant",
     "NodeConfig": "a value, passed to create_node by both faces",
@@ -210,6 +212,8 @@ def to_sync(hint: object, owner: type) -> object:
         return IteratorOf(to_sync(args[0], owner))
     if origin in (types.UnionType, typing.Union):
         return typing.Union[tuple(to_sync(arg, owner) for arg in args)]  # noqa: UP007
+    if origin is list:  # a list of async objects (``leases()``): a list of their twins
+        return list[to_sync(args[0], owner)]  # type: ignore[misc]
     return hint
 
 

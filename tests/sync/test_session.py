@@ -183,3 +183,28 @@ def test_client_close_ends_a_sessions_loop(client: tenure.sync.Client) -> None:
     with pytest.raises(SessionClosedError):
         next(loop)
     loop.close()
+
+
+def test_a_session_is_resumed_by_ticket_with_its_leases(shared_url: str) -> None:
+    with tenure.sync.connect(shared_url) as first, tenure.sync.connect(shared_url) as second:
+        first.create_node(NODE)
+        old = first.session(NODE, recovery_window=30.0)
+        lock = old.mutex("job").lock(data=b"w1")
+        assert old.leases() == [lock]  # the one sync face of the lease
+        ticket = old.ticket()
+
+        new = second.session(NODE, resume=ticket.to_str())
+
+        [resumed] = new.leases("job")
+        assert (resumed.token, resumed.count, resumed.data) == (lock.token, lock.count, b"w1")
+        assert new.leases() == [resumed]
+        assert old.lost.wait(10.0)
+        assert isinstance(old.lost_reason, tenure.errors.SessionExpiredError)
+        with pytest.raises(tenure.errors.InvalidArgumentError):
+            second.session(NODE, resume=ticket, recovery_window=5.0)
+        with resumed:
+            assert resumed.held
+        assert not resumed.held
+        assert resumed.lost_reason is None
+        assert new.mutex("job").try_lock() is not None
+        new.close()

@@ -100,6 +100,24 @@ class AttachSession(Command[SessionInfo]):
 
 
 @dataclass(frozen=True, slots=True)
+class ResumeSession(Command[SessionInfo]):
+    """Take a live session back from its owner (a process that crashed, or did not).
+
+    The key holder takes the session whatever its ``seq_no``: a new process cannot
+    know the latest one. The engine bumps it (the reply carries the new one), so
+    every later :class:`AttachSession` of the previous owner is stale and refused.
+    The session stays with its holds and tokens; its queued acquires are withdrawn
+    (the previous owner waited for them, not the new one) and its watches dropped;
+    the previous owner is told its session ended (SessionEnded, SESSION_EXPIRED).
+    ``node`` must be the session's node, or the session is as good as missing.
+    """
+
+    session_id: int
+    protection_key: bytes
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
 class DetachSession(Command[None]):
     """The session's connection is gone: its recovery window starts.
 

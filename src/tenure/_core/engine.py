@@ -66,6 +66,7 @@ HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = MappingProxyType(
         c.DropNode: nodes.drop_node,
         c.CreateSession: sessions.create_session,
         c.AttachSession: sessions.attach_session,
+        c.ResumeSession: sessions.resume_session,
         c.DetachSession: sessions.detach_session,
         c.CloseSession: sessions.close_session,
         c.DescribeSession: sessions.describe_session,

@@ -140,6 +140,7 @@ _COMMANDS: Final = (
     Record(c.DetachSession, [("session_id", UINT), ("silent_for", FLOAT)], tag=12),
     Record(c.CloseSession, [("session_id", UINT)], tag=13),
     Record(c.DescribeSession, [("session_id", UINT), ("after", STR), ("limit", UINT)], tag=14),
+    Record(c.ResumeSession, [("session_id", UINT), ("protection_key", BIN), ("node", STR)], tag=15),
     # semaphores: 20..39
     Record(
         c.CreateSemaphore,
@@ -310,6 +311,7 @@ REPLY_TYPES: Final[Mapping[type, tuple[type, ...]]] = {
     c.DropNode: (_NONE,),
     c.CreateSession: (c.SessionInfo,),
     c.AttachSession: (c.SessionInfo,),
+    c.ResumeSession: (c.SessionInfo,),
     c.DetachSession: (_NONE,),
     c.CloseSession: (_NONE,),
     c.DescribeSession: (c.SessionState,),

@@ -11,7 +11,8 @@ URL                             where the state lives
 
 The contract every backend keeps is :mod:`tenure.backends._base` (re-exported here:
 :class:`Backend`, :class:`BackendSession`, :class:`SessionListener`,
-:class:`WatchStream`, :class:`Grant`, :class:`Capability`), in prose in
+:class:`WatchStream`, :class:`Grant`, :class:`HeldGrant`, :class:`SessionTicket`,
+:class:`Capability`), in prose in
 ``docs/backends.md``. Third-party backends register a module under the
 ``tenure.backends`` entry-point group; the module must define
 ``async def open_backend(url, options) -> Backend``.
@@ -31,7 +32,9 @@ from tenure.backends._base import (
     BackendSession,
     Capability,
     Grant,
+    HeldGrant,
     SessionListener,
+    SessionTicket,
     WatchStream,
 )
 from tenure.errors import InvalidArgumentError, UnsupportedError
@@ -102,7 +105,9 @@ __all__ = [
     "BackendSession",
     "Capability",
     "Grant",
+    "HeldGrant",
     "SessionListener",
+    "SessionTicket",
     "WatchStream",
     "open_backend",
 ]

@@ -18,13 +18,25 @@ grant) goes to the client through a :class:`SessionListener`.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import enum
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Protocol, Self
+from dataclasses import dataclass, field
+from typing import Final, Protocol, Self
 
 from tenure._core.values import NodeConfig, NodeDescription, SemaphoreDescription
-from tenure.errors import LostError
+from tenure.errors import InvalidArgumentError, LostError
+
+#: Longest ticket string :meth:`SessionTicket.from_str` reads (a node name of 1 KiB
+#: and a secret of 1 KiB fit well within it).
+MAX_TICKET_CHARS: Final = 8192
+#: Longest secret a ticket carries, in bytes.
+MAX_TICKET_SECRET_BYTES: Final = 1024
+#: What every ticket string starts with: the format's version.
+TICKET_PREFIX: Final = "t1."
+_SCHEME: Final = re.compile(r"[a-z][a-z0-9+.-]{0,31}")
 
 
 class Capability(enum.Enum):
@@ -69,6 +81,129 @@ class Grant:
     count: int
     lease_ttl: float | None = None
     hold: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class HeldGrant:
+    """One hold of a session, as :meth:`BackendSession.holds` reads it back.
+
+    ``grant`` is what the acquire that made the hold returned (token, count, lease
+    TTL, hold number); ``data`` is the owner data the hold carries.
+    """
+
+    name: str
+    grant: Grant
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTicket:
+    """What a later process needs to take a live session back (``resume=``).
+
+    ``scheme`` names the kind of backend that made it (``memory``, ``tenure``,
+    ``etcd``...; TLS or not is the URL's business, not the ticket's), ``node`` the
+    session's node, ``session_id`` the backend's id of the session. ``secret`` is
+    the backend's own proof of ownership (a protection key, a lease's secret...),
+    opaque to the client: whoever has the ticket can take the session, and
+    everything it holds, away from its owner, so keep it as you would a password
+    (it is left out of ``repr``).
+
+    :meth:`to_str` writes it as URL-safe ASCII (for a file, an environment
+    variable, a command line); :meth:`from_str` reads it back.
+    """
+
+    scheme: str
+    node: str
+    session_id: int
+    secret: bytes = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.scheme, str) or not _SCHEME.fullmatch(self.scheme):
+            raise InvalidArgumentError(
+                f"a ticket's scheme must be a lower-case URL scheme, got {self.scheme!r}"
+            )
+        if not isinstance(self.node, str) or not self.node:
+            raise InvalidArgumentError(
+                f"a ticket's node must be a non-empty string, got {self.node!r}"
+            )
+        if type(self.session_id) is not int or self.session_id < 0:
+            raise InvalidArgumentError(
+                f"a ticket's session_id must be a non-negative int, got {self.session_id!r}"
+            )
+        if (
+            not isinstance(self.secret, bytes)
+            or not 0 < len(self.secret) <= MAX_TICKET_SECRET_BYTES
+        ):
+            raise InvalidArgumentError(
+                f"a ticket's secret must be 1 to {MAX_TICKET_SECRET_BYTES} bytes "
+                f"(MAX_TICKET_SECRET_BYTES)"
+            )
+
+    def to_str(self) -> str:
+        """The ticket as URL-safe ASCII (``t1.`` and dot-separated base64url fields)."""
+        fields = (
+            _b64(self.scheme.encode("ascii")),
+            str(self.session_id),
+            _b64(self.node.encode("utf-8", "surrogatepass")),
+            _b64(self.secret),
+        )
+        return TICKET_PREFIX + ".".join(fields)
+
+    @classmethod
+    def from_str(cls, text: str) -> SessionTicket:
+        """Read a ticket written by :meth:`to_str`; InvalidArgumentError if it is not one."""
+        if not isinstance(text, str):
+            raise InvalidArgumentError(f"a session ticket is a string, got {type(text).__name__}")
+        if len(text) > MAX_TICKET_CHARS:
+            raise InvalidArgumentError(
+                f"a session ticket is at most {MAX_TICKET_CHARS} characters (MAX_TICKET_CHARS), "
+                f"got {len(text)}"
+            )
+        parts = text.strip().removeprefix(TICKET_PREFIX).split(".")
+        if not text.strip().startswith(TICKET_PREFIX) or len(parts) != 4:
+            raise InvalidArgumentError(
+                "not a session ticket (expected what SessionTicket.to_str() writes: "
+                f"{TICKET_PREFIX}<scheme>.<id>.<node>.<secret>)"
+            )
+        scheme, session_id, node, secret = parts
+        if not session_id.isascii() or not session_id.isdigit() or len(session_id) > 20:
+            raise InvalidArgumentError(f"a session ticket's id is not a number: {session_id!r}")
+        try:
+            return cls(
+                _unb64(scheme).decode("ascii"),
+                _unb64(node).decode("utf-8", "surrogatepass"),
+                int(session_id),
+                _unb64(secret),
+            )
+        except (ValueError, binascii.Error) as error:  # UnicodeDecodeError is a ValueError
+            raise InvalidArgumentError(f"a session ticket's field is malformed: {error}") from None
+
+
+def check_ticket(ticket: SessionTicket, scheme: str, node: str) -> None:
+    """Refuse a ticket of another kind of backend, or of another node (InvalidArgumentError).
+
+    What every backend's ``open_session(..., resume=ticket)`` checks first.
+    """
+    if not isinstance(ticket, SessionTicket):
+        raise InvalidArgumentError(f"resume must be a SessionTicket, got {type(ticket).__name__}")
+    if ticket.scheme != scheme:
+        raise InvalidArgumentError(
+            f"the ticket is of a {ticket.scheme}:// session; this is a {scheme}:// backend"
+        )
+    if ticket.node != node:
+        raise InvalidArgumentError(
+            f"the ticket is of a session of node {ticket.node!r}, not of {node!r}"
+        )
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def _unb64(text: str) -> bytes:
+    if not text or not text.isascii() or not re.fullmatch(r"[A-Za-z0-9_-]*", text):
+        raise ValueError(f"{text[:40]!r} is not base64url")
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 class SessionListener(Protocol):
@@ -204,6 +339,20 @@ class BackendSession(Protocol):
         The listener hears nothing: the client asked for it.
         """
 
+    def ticket(self) -> SessionTicket:
+        """What a later process needs to take this session back (:meth:`Backend.open_session`).
+
+        Raises the session's loss error (or SessionClosedError) once it ended, and
+        UnsupportedError on a backend without :attr:`Capability.SESSION_RECOVERY`.
+        """
+
+    async def holds(self) -> list[HeldGrant]:
+        """The session's holds as the backend keeps them now, in (name, hold) order.
+
+        After a resume these are what the session took back; a client rebuilds its
+        lease objects from them. Reads the backend (its I/O is the backend's).
+        """
+
 
 class Backend(Protocol):
     """A place where coordination state lives, opened by URL (see :func:`open_backend`)."""
@@ -231,8 +380,29 @@ class Backend(Protocol):
         timeout: float | None,
         description: str,
         listener: SessionListener,
+        resume: SessionTicket | None = None,
     ) -> BackendSession:
-        """Open a session on ``node``; ``timeout`` is its recovery window (None: the node's)."""
+        """Open a session on ``node``; ``timeout`` is its recovery window (None: the node's).
+
+        With ``resume``, take back the live session the ticket names instead of
+        opening one (``timeout`` and ``description`` are then ignored: the session
+        keeps its own). A process that crashed and restarts within the session's
+        recovery window gets everything it held:
+
+        * its holds stay held, with their tokens, counts and data (:meth:`BackendSession.holds`);
+        * its queued (waiting) requests are withdrawn: nobody waits for them any more,
+          and the waiters behind them move up;
+        * its watches are dropped;
+        * the previous owner, if it did not actually die, is fenced off: no call of
+          it acts on the session any more (they raise), and its listener hears
+          :meth:`SessionListener.session_lost` (SessionExpiredError).
+
+        Raises InvalidArgumentError for a ticket of another kind of backend or of
+        another node, SessionExpiredError for a session that has ended (expired,
+        closed), or whose secret does not match (the backend cannot tell a wrong
+        secret from a session it never had), and UnsupportedError on a backend
+        without :attr:`Capability.SESSION_RECOVERY`.
+        """
 
     async def aclose(self) -> None:
         """Close every session this backend opened, then release its resources."""

@@ -40,7 +40,8 @@ from tenure._core import (
     UpdateSemaphore,
     WatchFired,
 )
-from tenure.backends._base import Grant, SessionListener
+from tenure.backends._base import Grant, HeldGrant, SessionListener, SessionTicket
+from tenure.backends._engine_tickets import read_holds
 from tenure.backends._ledger import Ledger
 from tenure.backends._watch import EngineWatch, WatchFeed
 from tenure.errors import (
@@ -83,8 +84,12 @@ class EngineSession:
         protection_key: bytes,
         seq_no: int,
         recovery_window: float,
+        node: str,
+        scheme: str,
     ) -> None:
         self._channel = channel
+        self.node = node
+        self.scheme = scheme  # the ticket's: the kind of backend
         self._session_id = session_id
         self._recovery_window = recovery_window
         self._listener = listener
@@ -386,6 +391,26 @@ class EngineSession:
             return
         self.end(SessionClosedError(f"session {self._session_id} was closed"))
         await self._channel.call(CloseSession(self._session_id))
+
+    # -- tickets and resume -------------------------------------------------------------
+
+    def ticket(self) -> SessionTicket:
+        """See :meth:`tenure.backends._base.BackendSession.ticket`: id and protection key."""
+        self._check_alive()
+        return SessionTicket(self.scheme, self.node, self._session_id, self.protection_key)
+
+    async def holds(self) -> list[HeldGrant]:
+        """See :meth:`tenure.backends._base.BackendSession.holds` (:func:`read_holds`)."""
+        self._check_alive()
+        return await read_holds(self._channel, self._session_id, self._page_size())
+
+    async def adopt(self) -> None:
+        """After a resume: what the engine holds for the session is this client's now.
+
+        (Else a re-attach would settle them as holds nobody asked for, and drop them.)
+        """
+        for held in await self.holds():
+            self.ledger.held[(held.name, held.grant.hold)] = held.grant.token
 
     # -- helpers --------------------------------------------------------------------
 

@@ -81,7 +81,7 @@ class RemoteSession(EngineSession):
     """See the module docstring. Made by :meth:`TenureBackend.open_session`."""
 
     def __init__(
-        self, shard: Shard, info: SessionInfo, key: bytes, listener: SessionListener
+        self, shard: Shard, info: SessionInfo, key: bytes, listener: SessionListener, node: str
     ) -> None:
         super().__init__(
             self,
@@ -90,6 +90,8 @@ class RemoteSession(EngineSession):
             protection_key=key,
             seq_no=info.seq_no,
             recovery_window=info.timeout,
+            node=node,
+            scheme="tenure",
         )
         self._shard = shard
         self._link = shard.link

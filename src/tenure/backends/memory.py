@@ -22,13 +22,14 @@ import contextlib
 import secrets
 import weakref
 from collections.abc import Mapping
-from typing import Final, TypeVar
+from typing import Final, TypeVar, cast
 from urllib.parse import urlsplit
 
 from tenure._core import (
     AlterNode,
     AttachSession,
     CancelWatch,
+    CloseSession,
     Command,
     CreateNode,
     CreateSession,
@@ -38,12 +39,19 @@ from tenure._core import (
     Effect,
     NodeConfig,
     NodeDescription,
+    ResumeSession,
 )
 from tenure._runtime.clock import Clock, LoopClock
 from tenure._runtime.host import EngineHost
-from tenure.backends._base import Capability, SessionListener
+from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends._engine import EngineSession
-from tenure.errors import ClientClosedError, InvalidArgumentError, LostError, TenureError
+from tenure.errors import (
+    ClientClosedError,
+    InvalidArgumentError,
+    LostError,
+    SessionExpiredError,
+    TenureError,
+)
 
 R = TypeVar("R")
 
@@ -58,22 +66,22 @@ CAPABILITIES: Final = frozenset(
     }
 )
 
+#: The scheme of this backend's session tickets.
+SCHEME: Final = "memory"
+
 # Shared engines by (event loop, name); an engine lives while a client uses it.
 _SHARED: weakref.WeakValueDictionary[tuple[int, str], EngineHost] = weakref.WeakValueDictionary()
 
 
-class _DirectChannel:
-    """Calls straight into the host: the in-process stand-in for a connection."""
-
-    def __init__(self, host: EngineHost) -> None:
-        self._host = host
-
-    async def call(self, command: Command[R]) -> R:
-        return self._host.execute(command)
-
-
 class MemorySession(EngineSession):
-    """An engine session of a :class:`MemoryBackend` (which it knows, for tenure.testing)."""
+    """An engine session of a :class:`MemoryBackend` (which it knows, for tenure.testing).
+
+    It is its own channel: calls go straight into the host, as long as the session
+    is still this object's. A session resumed by another client (with its ticket)
+    has a greater ``seq_no`` in the engine than this object's: on a server the
+    session would have moved to another connection, and this one's calls would be
+    refused; here the same fence is the ``seq_no`` check.
+    """
 
     def __init__(
         self,
@@ -84,17 +92,39 @@ class MemorySession(EngineSession):
         protection_key: bytes,
         seq_no: int,
         recovery_window: float,
+        node: str,
     ) -> None:
         super().__init__(
-            backend._channel,
+            self,
             session_id,
             listener,
             protection_key=protection_key,
             seq_no=seq_no,
             recovery_window=recovery_window,
+            node=node,
+            scheme=SCHEME,
         )
         self.backend = backend
         self.deaf = False  # its pushes are lost, as on a dead connection
+
+    async def call(self, command: Command[R]) -> R:
+        """Apply ``command`` in the host, unless the session was resumed elsewhere.
+
+        Then the session is lost (if it was not yet) and the call raises its loss;
+        a close is dropped: the session is no longer this object's to end.
+        """
+        engine_session = self.backend.host.engine.sessions.get(self.session_id)
+        if engine_session is not None and engine_session.seq_no != self.seq_no:
+            if isinstance(command, CloseSession):
+                return cast(R, None)
+            self.lose(
+                SessionExpiredError(
+                    f"session {self.session_id} was resumed by another client (with its "
+                    "ticket): this client is fenced off"
+                )
+            )
+            self._check_alive()
+        return self.backend.host.execute(command)
 
     def hear(self, effect: Effect) -> None:
         """The sink of this session's effects (see :attr:`deaf`)."""
@@ -108,7 +138,6 @@ class MemoryBackend:
     def __init__(self, host: EngineHost, *, owns_host: bool = False) -> None:
         self.host = host
         self._owns_host = owns_host
-        self._channel = _DirectChannel(host)
         self._sessions: dict[int, MemorySession] = {}
         self._closed = False
 
@@ -134,13 +163,28 @@ class MemoryBackend:
         self.host.execute(DropNode(name, force))
 
     async def open_session(
-        self, node: str, *, timeout: float | None, description: str, listener: SessionListener
+        self,
+        node: str,
+        *,
+        timeout: float | None,
+        description: str,
+        listener: SessionListener,
+        resume: SessionTicket | None = None,
     ) -> MemorySession:
-        """Open an attached session."""
+        """Open an attached session, or (``resume``) take one back by its ticket.
+
+        A ticket works in every client of the same engine: ``memory://NAME`` clients
+        of this process on this event loop (a private ``memory://`` has one client).
+        """
         if self._closed:
             raise ClientClosedError("the client is closed")
-        key = secrets.token_bytes(16)
-        info = self.host.execute(CreateSession(node, key, timeout, description))
+        if resume is None:
+            key = secrets.token_bytes(16)
+            info = self.host.execute(CreateSession(node, key, timeout, description))
+        else:
+            check_ticket(resume, SCHEME, node)
+            key = resume.secret
+            info = self.host.execute(ResumeSession(resume.session_id, key, node))
         session = MemorySession(
             self,
             info.session_id,
@@ -148,9 +192,12 @@ class MemoryBackend:
             protection_key=key,
             seq_no=info.seq_no,
             recovery_window=info.timeout,
+            node=node,
         )
         self._sessions[info.session_id] = session
         self.host.subscribe(info.session_id, session.hear)
+        if resume is not None:
+            await session.adopt()
         return session
 
     async def aclose(self) -> None:
@@ -188,6 +235,9 @@ class MemoryBackend:
             self.host.execute(AttachSession(session_id, session.protection_key, session.seq_no))
         except LostError as error:
             session.lose(error)
+            return
+        except TenureError as error:  # resumed elsewhere: a stale seq_no
+            session.lose(SessionExpiredError(f"session {session_id} cannot re-attach: {error}"))
             return
         session.reconcile_now(self.host.execute)
         if was_deaf:  # a firing may have been lost: every watcher reads the latest state

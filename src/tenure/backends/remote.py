@@ -42,9 +42,10 @@ from tenure._core import (
     Effect,
     NodeConfig,
     NodeDescription,
+    ResumeSession,
 )
 from tenure._protocol import Welcome
-from tenure.backends._base import Capability, SessionListener
+from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends._link import DisconnectedError, Endpoint, Link, LinkOptions
 from tenure.backends._remote_session import RemoteSession
 from tenure.errors import (
@@ -216,16 +217,40 @@ class TenureBackend:
         await self.shard_for(name).call(DropNode(name, force), resend=False)
 
     async def open_session(
-        self, node: str, *, timeout: float | None, description: str, listener: SessionListener
+        self,
+        node: str,
+        *,
+        timeout: float | None,
+        description: str,
+        listener: SessionListener,
+        resume: SessionTicket | None = None,
     ) -> RemoteSession:
-        """Open a session on the node's shard (a session lost in transit expires there)."""
+        """Open a session on the node's shard (a session lost in transit expires there).
+
+        With ``resume``, take the ticket's session back (ResumeSession, sent again
+        after a lost connection: taking it twice is taking it once): the server
+        moves it to this connection, withdraws its waits, and tells its previous
+        connection that it ended; this client then owns its holds.
+        """
         if self._closed:
             raise ClientClosedError("the client is closed")
         shard = self.shard_for(node)
-        key = secrets.token_bytes(16)
-        info = await shard.call(CreateSession(node, key, timeout, description), resend=True)
-        session = RemoteSession(shard, info, key, listener)
+        if resume is None:
+            key = secrets.token_bytes(16)
+            info = await shard.call(CreateSession(node, key, timeout, description), resend=True)
+        else:
+            check_ticket(resume, "tenure", node)
+            key = resume.secret
+            command = ResumeSession(resume.session_id, key, node)
+            info = await shard.call(command, resend=True)
+        session = RemoteSession(shard, info, key, listener, node)
         shard.sessions[info.session_id] = session
+        if resume is not None:
+            try:
+                await session.adopt()
+            except BaseException:
+                await session.close()
+                raise
         return session
 
     async def aclose(self) -> None:

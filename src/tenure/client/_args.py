@@ -28,7 +28,7 @@ from tenure._core.values import (
     check_name,
     check_timeout,
 )
-from tenure.backends import Capability
+from tenure.backends import Capability, SessionTicket
 from tenure.errors import InvalidArgumentError
 
 #: What data parameters accept: any bytes-like object (stored as immutable bytes).
@@ -46,6 +46,7 @@ __all__ = [
     "node_name",
     "recovery_window",
     "semaphore_name",
+    "ticket",
     "timeout",
 ]
 
@@ -91,6 +92,23 @@ def recovery_window(value: object) -> float | None:
 def description(value: object) -> str:
     """A session's ``description``: a str of at most 1024 UTF-8 bytes."""
     return check_description(value)
+
+
+def ticket(value: object, node: str) -> SessionTicket | None:
+    """A ``resume=`` argument: None, a :class:`SessionTicket` or its ``to_str()``, of ``node``."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = SessionTicket.from_str(value)
+    if not isinstance(value, SessionTicket):
+        raise InvalidArgumentError(
+            f"resume must be a SessionTicket or its to_str(), got {type(value).__name__}"
+        )
+    if value.node != node:
+        raise InvalidArgumentError(
+            f"the ticket is of a session of node {value.node!r}, not of {node!r}"
+        )
+    return value
 
 
 def flag(what: str, value: object) -> bool:

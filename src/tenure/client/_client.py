@@ -7,11 +7,17 @@ from typing import Self
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tenure._core.values import NodeConfig, NodeDescription
-from tenure.backends import Backend, Capability, open_backend
+from tenure.backends import Backend, Capability, SessionTicket, open_backend
 from tenure.client import _args
 from tenure.client._opening import ClosesOnExit, Opening
 from tenure.client._session import Session
-from tenure.errors import AlreadyExistsError, ClientClosedError, LostError
+from tenure.errors import (
+    AlreadyExistsError,
+    ClientClosedError,
+    InvalidArgumentError,
+    LostError,
+    UnsupportedError,
+)
 
 
 class Client(ClosesOnExit):
@@ -80,7 +86,12 @@ class Client(ClosesOnExit):
     # -- sessions -------------------------------------------------------------------
 
     def session(
-        self, node: str, *, recovery_window: float | None = None, description: str = ""
+        self,
+        node: str,
+        *,
+        recovery_window: float | None = None,
+        description: str = "",
+        resume: SessionTicket | str | None = None,
     ) -> Opening[Session]:
         """Open a session on ``node``; ``await`` it, or use ``async with`` (closes at the end).
 
@@ -88,12 +99,40 @@ class Client(ClosesOnExit):
             recovery_window: seconds the server keeps the session (and all it holds)
                 after its connection is lost; ``None`` takes the node's default.
             description: a label shown to other sessions and operators.
+            resume: a :class:`SessionTicket` (or its ``to_str()``) from
+                :meth:`Session.ticket`: instead of opening a session, take that live
+                session back, with everything it holds (a process that crashed and
+                restarts within the recovery window). Its holds come back as
+                :class:`Lease` objects (:meth:`Session.leases`), tokens unchanged;
+                its queued requests are withdrawn, and its previous owner, if still
+                alive, is fenced off and loses the session (SessionExpiredError). A
+                resumed session keeps its own recovery window and description:
+                passing either with ``resume`` is an InvalidArgumentError (and
+                :attr:`Session.description` of a resumed session is ``""``: the
+                backend keeps the original).
 
         Raises:
-            InvalidArgumentError: at once (before the await), naming a bad argument.
+            InvalidArgumentError: at once (before the await), naming a bad argument
+                (a ticket of another node, or that is not a ticket).
+            UnsupportedError: at once, ``resume`` on a backend without
+                :attr:`Capability.SESSION_RECOVERY`.
+            SessionExpiredError: the ticket's session has ended (expired, closed), or
+                its secret does not match.
         """
         node, recovery_window, description = _session_args(node, recovery_window, description)
-        return Opening(lambda: self._open_session(node, recovery_window, description))
+        ticket = _args.ticket(resume, node)
+        if ticket is not None:
+            if recovery_window is not None or description:
+                raise InvalidArgumentError(
+                    "a resumed session keeps its own recovery_window and description: "
+                    "pass neither with resume="
+                )
+            if Capability.SESSION_RECOVERY not in self.backend.capabilities:
+                raise UnsupportedError(
+                    f"{_redacted(self.url)} cannot resume sessions "
+                    "(it lacks Capability.SESSION_RECOVERY)"
+                )
+        return Opening(lambda: self._open_session(node, recovery_window, description, ticket))
 
     def sessions(
         self, node: str, *, recovery_window: float | None = None, description: str = ""
@@ -117,14 +156,30 @@ class Client(ClosesOnExit):
         return SessionLoop(self, node, recovery_window, description)
 
     async def _open_session(
-        self, node: str, recovery_window: float | None, description: str
+        self,
+        node: str,
+        recovery_window: float | None,
+        description: str,
+        resume: SessionTicket | None = None,
     ) -> Session:
         self._check_open()
         session = Session(node, recovery_window, description)
-        backend_session = await self.backend.open_session(
-            node, timeout=recovery_window, description=description, listener=session
-        )
+        if resume is None:
+            backend_session = await self.backend.open_session(
+                node, timeout=recovery_window, description=description, listener=session
+            )
+        else:
+            backend_session = await self.backend.open_session(
+                node, timeout=None, description="", listener=session, resume=resume
+            )
         session._bind(backend_session)
+        if resume is not None:
+            try:
+                session._adopt(await backend_session.holds())
+            except BaseException:
+                # Nobody could own what it holds: end it rather than leave it unowned.
+                await session._close(None)
+                raise
         self._sessions.add(session)
         session.lost.add_callback(lambda _reason: self._sessions.discard(session))
         return session

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from tenure.backends._base import BackendSession, Grant
+from tenure.backends._base import BackendSession, Grant, HeldGrant, SessionTicket
 from tenure.client import _args
 from tenure.client._args import Data
 from tenure.client._lease import Lease
@@ -69,6 +69,34 @@ class Session(Guarded):
     def closed(self) -> bool:
         """Whether the session has ended (closed or lost)."""
         return self._signal.ended
+
+    def ticket(self) -> SessionTicket:
+        """What a later process needs to take this session back (``client.session(node, resume=)``).
+
+        Save ``ticket().to_str()`` where a restarted process finds it (a file, say):
+        a process that crashes and restarts within the recovery window resumes the
+        session with everything it held. Whoever has the ticket can take the
+        session away from this client: keep it as you would a password.
+
+        Raises:
+            UnsupportedError: the backend cannot resume sessions (no SESSION_RECOVERY).
+            LostError: the session has ended (its loss error, or SessionClosedError).
+        """
+        return self._backend_session().ticket()
+
+    def leases(self, name: str | None = None) -> list[Lease]:
+        """The leases this session holds now (of semaphore ``name`` only, if given), by token.
+
+        After a resume (``client.session(node, resume=ticket)``) these are the holds
+        the session took back: each a :class:`Lease` like any other (its ``name``,
+        ``token``, ``count`` and ``data``; release it, restate it, or use it in
+        ``async with`` so that its loss cancels the body). A resumed lease belongs
+        to no task: a task that holds one may still ask for the same semaphore.
+        """
+        if name is not None:
+            name = _args.semaphore_name(name)
+        found = [lease for lease in self._leases.values() if name is None or lease.name == name]
+        return sorted(found, key=lambda lease: lease.token)
 
     def mutex(self, name: str) -> Mutex:
         """The mutex ``name`` (an ephemeral semaphore taken exclusively)."""
@@ -245,6 +273,12 @@ class Session(Guarded):
         lease._task = task
         self._leases[grant.token] = lease
         return lease
+
+    def _adopt(self, holds: list[HeldGrant]) -> None:
+        """A resumed session's holds become its leases (see :meth:`leases`)."""
+        for held in holds:
+            if held.grant.token not in self._leases:
+                self._leases[held.grant.token] = Lease(self, held.name, held.grant, held.data)
 
     async def _release(self, lease: Lease) -> None:
         """Give a lease back to the backend (the lease has already ended itself)."""

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 import tenure
 from tenure import client as aio
 from tenure._core.values import NodeConfig, NodeDescription
-from tenure.backends import Capability
+from tenure.backends import Capability, SessionTicket
 from tenure.errors import LostError
 from tenure.sync._held import ClosesOnExit
 from tenure.sync._objects import Session, Stream, _opened
@@ -72,7 +72,12 @@ class Client(ClosesOnExit):
         self._portal.call(self._client.drop_node, name, force=force)
 
     def session(
-        self, node: str, *, recovery_window: float | None = None, description: str = ""
+        self,
+        node: str,
+        *,
+        recovery_window: float | None = None,
+        description: str = "",
+        resume: SessionTicket | str | None = None,
     ) -> Session:
         """Open a session on ``node``; use it plain (``close()`` it) or in ``with``.
 
@@ -80,11 +85,14 @@ class Client(ClosesOnExit):
             recovery_window: seconds the server keeps the session after its
                 connection is lost; ``None`` takes the node's default.
             description: a label shown to other sessions and operators.
+            resume: a ticket (:meth:`Session.ticket`, or its ``to_str()``): take that
+                live session back with all it holds (:meth:`Session.leases`), as
+                :meth:`tenure.Client.session` does.
         """
         return self._portal.call(
             _opened,
             lambda: self._client.session(
-                node, recovery_window=recovery_window, description=description
+                node, recovery_window=recovery_window, description=description, resume=resume
             ),
             self._wrap,
         )

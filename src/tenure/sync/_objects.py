@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import enum
 import threading
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar, overload
 
 from tenure import client as aio
 from tenure._core.values import SemaphoreDescription
+from tenure.backends import SessionTicket
 from tenure.client import LeaderState
 from tenure.client._args import Data
 from tenure.errors import LostError
@@ -30,6 +32,11 @@ L = TypeVar("L", bound="Lease")
 async def _opened(open_: Callable[[], Awaitable[A]], wrap: Callable[[A], T]) -> T:
     """Open on the portal loop, and wrap there (see the module docstring)."""
     return wrap(await open_())
+
+
+async def _now(call: Callable[[], T]) -> T:
+    """Run a plain call on the portal loop (where the async objects live)."""
+    return call()
 
 
 async def _opened_or_none(
@@ -56,6 +63,7 @@ class Session(Held):
         self.description = session.description
         self.id = session.id
         """The backend's id of this session (kept after it ends)."""
+        self._wrapped: weakref.WeakKeyDictionary[aio.Lease, Lease] = weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:
         return f"<sync Session {self.id} on {self.node!r}{' ended' if self.ended else ''}>"
@@ -64,6 +72,34 @@ class Session(Held):
     def closed(self) -> bool:
         """Whether the session has ended (closed or lost)."""
         return self.ended
+
+    def ticket(self) -> SessionTicket:
+        """What a later process needs to take this session back (see :meth:`tenure.Session.ticket`).
+
+        ``client.session(node, resume=ticket)`` (or ``resume=ticket.to_str()``) in a
+        process that restarted within the recovery window gets all it held.
+        """
+        return self._portal.call(_now, self._session.ticket)
+
+    def leases(self, name: str | None = None) -> list[Lease]:
+        """The leases this session holds now (of ``name`` only, if given), by token.
+
+        After a resume, the holds it took back (see :meth:`tenure.Session.leases`):
+        each a sync :class:`Lease`, usable in ``with`` and releasable.
+        """
+        return self._portal.call(
+            _now, lambda: [self._wrap_lease(x) for x in self._session.leases(name)]
+        )
+
+    def _wrap_lease(self, lease: aio.Lease) -> Lease:
+        """The one sync wrapper of ``lease`` (made on the portal thread, once)."""
+        wrapper = self._wrapped.get(lease)
+        return self._track(Lease(self, lease)) if wrapper is None else wrapper
+
+    def _track(self, wrapper: L) -> L:
+        """Remember ``wrapper`` as its lease's one sync face (so :meth:`leases` gives it)."""
+        self._wrapped[wrapper._lease] = wrapper
+        return wrapper
 
     def mutex(self, name: str) -> Mutex:
         """The mutex ``name``."""
@@ -131,7 +167,7 @@ class Session(Held):
             lambda: self._session.acquire(
                 name, count, data=data, timeout=timeout, ephemeral=ephemeral, kind=inner
             ),
-            lambda lease: kind(self, lease),
+            lambda lease: self._track(kind(self, lease)),
         )
 
     def close(self) -> None:
@@ -176,7 +212,7 @@ class Mutex:
         )
 
     def _wrap(self, lock: aio.Lock) -> Lock:
-        return Lock(self.session, lock)
+        return self.session._track(Lock(self.session, lock))
 
     def __enter__(self) -> Lock:
         lock = self.lock().__enter__()
@@ -245,7 +281,7 @@ class Semaphore:
         )
 
     def _wrap(self, lease: aio.Lease) -> Lease:
-        return Lease(self.session, lease)
+        return self.session._track(Lease(self.session, lease))
 
     def describe(self, *, owners: bool = False, waiters: bool = False) -> SemaphoreDescription:
         """The semaphore's limit, count and data, and its owners and waiters if asked."""
@@ -296,7 +332,7 @@ class Election:
         )
 
     def _wrap(self, leadership: aio.Leadership) -> Leadership:
-        return Leadership(self.session, leadership)
+        return self.session._track(Leadership(self.session, leadership))
 
     def leader(self) -> LeaderState | None:
         """The current leader, or None when nobody leads."""

@@ -25,6 +25,7 @@ from tenure._core import (
     DetachSession,
     DropNode,
     Release,
+    ResumeSession,
     UpdateSemaphore,
     WatchFired,
 )
@@ -94,6 +95,7 @@ def test_read_only_and_read_write_commands() -> None:
     for allowed in (
         CreateSession("n", b"k"),
         AttachSession(1, b"k", 2),
+        ResumeSession(1, b"k", "n"),
         DetachSession(1),
         DescribeNode("n"),
         DescribeSemaphore(1, "m", watch_data=True),
@@ -114,8 +116,8 @@ def test_read_only_and_read_write_commands() -> None:
         why = denial(reader, write, "n")
         assert why == f"token 'r' is read-only: it may not send {type(write).__name__} on node 'n'"
         assert denial(writer, write, "n") is None
-    assert len(READ_ONLY_COMMANDS) == 8
-    assert len(READ_WRITE_COMMANDS) == 18
+    assert len(READ_ONLY_COMMANDS) == 9
+    assert len(READ_WRITE_COMMANDS) == 19
 
 
 def test_node_patterns() -> None:

@@ -26,6 +26,7 @@ from tenure.errors import (
     LimitExceededError,
     PermissionDeniedError,
     PreconditionFailedError,
+    SessionExpiredError,
 )
 
 #: Longest protection key a session may use, in bytes.
@@ -68,6 +69,55 @@ def attach_session(state: EngineState, cmd: c.AttachSession, now: float) -> c.Se
     session.seq_no = cmd.seq_no
     session.expires_at = None  # its deadline, if any, is now dead (see expiry.is_live)
     return c.SessionInfo(session.session_id, session.timeout, session.seq_no)
+
+
+def resume_session(state: EngineState, cmd: c.ResumeSession, now: float) -> c.SessionInfo:
+    """Take the session back for a new owner (see :class:`~tenure._core.commands.ResumeSession`).
+
+    Its holds stay; its waits are withdrawn (the waiters behind move up), its
+    watches disarmed, its missed endings forgotten (the new owner reads its holds
+    afresh). The previous owner hears SessionEnded; the session itself goes on,
+    attached, with the next ``seq_no``.
+    """
+    session = state.sessions.get(cmd.session_id)
+    if not isinstance(cmd.protection_key, bytes):
+        raise InvalidArgumentError("protection_key must be bytes")
+    if (
+        session is None
+        or session.node != cmd.node
+        or not hmac.compare_digest(session.protection_key, cmd.protection_key)
+    ):
+        # A wrong key or node tells nothing about the sessions of others.
+        raise SessionExpiredError(
+            f"session {cmd.session_id} of node {cmd.node!r} cannot be resumed: no such live "
+            "session with that key (expired, closed, or a ticket of another session)"
+        )
+    node = state.nodes[session.node]
+    sid = session.session_id
+    message = f"session {sid} was resumed by another client (with its ticket)"
+    for name in sorted(session.waits):
+        sem = node.semaphores[name]
+        for hold in list(session.waits_on(name)):
+            waiter = sem.remove_waiter(holder_key(sid, hold))
+            assert waiter is not None, "a session's wait is its semaphore's waiter"
+            session.discard_wait(name, hold)
+            state.effects.append(
+                AcquireFailed(
+                    sid, waiter.request_id, name, ErrorCode.SESSION_EXPIRED, message, hold
+                )
+            )
+        state.settle(node, sem, now, WAITERS)
+    for watch_id in list(session.watches):
+        state.watches.disarm(watch_id)
+        session.discard_watch(watch_id)
+    for key in list(session.missed):
+        session.forget_missed(*key)
+    state.effects.append(
+        SessionEnded(sid, ErrorCode.SESSION_EXPIRED, f"{message}: this client is fenced off")
+    )
+    session.seq_no += 1
+    session.expires_at = None  # attached to its new owner: its deadline, if any, is dead
+    return c.SessionInfo(sid, session.timeout, session.seq_no)
 
 
 def detach_session(state: EngineState, cmd: c.DetachSession, now: float) -> None:

@@ -40,13 +40,15 @@ import asyncio
 import collections
 import contextlib
 import math
+import secrets
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final
 
 from aetcd.rpc import rpc_pb2
 
 from tenure._core.values import NodeConfig, NodeDescription, check_description
-from tenure.backends._base import Capability, SessionListener
+from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
+from tenure.backends.etcd import _resume
 from tenure.backends.etcd._conn import Connection, LeaseNotFoundError
 from tenure.backends.etcd._feed import Feed
 from tenure.backends.etcd._keys import (
@@ -62,6 +64,7 @@ from tenure.backends.etcd._keys import (
 )
 from tenure.backends.etcd._node import NodeView, config_of, read_config
 from tenure.backends.etcd._queue import SemState
+from tenure.backends.etcd._record import key_digest
 from tenure.backends.etcd._session import EtcdSession
 from tenure.backends.etcd._streams import KeepAlive, Watcher, WatchHub
 from tenure.backends.etcd._url import parse_url
@@ -309,11 +312,24 @@ class EtcdBackend:
                 await self.conn.lease_call("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=sid))
 
     async def open_session(
-        self, node: str, *, timeout: float | None, description: str, listener: SessionListener
+        self,
+        node: str,
+        *,
+        timeout: float | None,
+        description: str,
+        listener: SessionListener,
+        resume: SessionTicket | None = None,
     ) -> EtcdSession:
-        """Open a session: grant a lease, put the session's record on it."""
+        """Open a session: grant a lease, put the session's record on it.
+
+        With ``resume``, take the ticket's live session back instead
+        (:mod:`tenure.backends.etcd._resume`).
+        """
         if self._closed:
             raise ClientClosedError("the client is closed")
+        if resume is not None:
+            check_ticket(resume, "etcd", node)
+            return await _resume.resume(self, node, resume, listener)
         check_description(description)
         view = await self.view(node)
         try:
@@ -331,6 +347,7 @@ class EtcdBackend:
         listener: SessionListener,
     ) -> EtcdSession:
         sessions, config_key = self.layout.sessions(node), self.layout.config(node)
+        secret, owner = secrets.token_bytes(16), secrets.token_bytes(8)
         lease_id = 0
         try:
             while True:
@@ -342,7 +359,15 @@ class EtcdBackend:
                 sent_at = asyncio.get_running_loop().time()
                 grant = await self.conn.lease_call("LeaseGrant", rpc_pb2.LeaseGrantRequest(TTL=ttl))
                 lease_id = int(grant.ID)
-                value = encode({"description": description, "window": window, "seq": 1})
+                value = encode(
+                    {
+                        "description": description,
+                        "window": window,
+                        "seq": 1,
+                        "key": key_digest(secret),
+                        "owner": owner,
+                    }
+                )
                 # Put the record and count the node's sessions with it, at one revision:
                 # past max_sessions, this one goes again (two racing both go: never one
                 # too many), so the check needs no read before.
@@ -380,6 +405,8 @@ class EtcdBackend:
             seq=1,
             description=description,
             window=window,
+            secret=secret,
+            owner=owner,
         )
         self.sessions[lease_id] = session
         self.keepalive.add(session)

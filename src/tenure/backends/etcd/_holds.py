@@ -13,13 +13,14 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from tenure.backends._base import Grant, HeldGrant
 from tenure.backends.etcd._keys import add_delete, entry_suffix, get
 from tenure.errors import LeaseLostError, UnavailableError
 
 if TYPE_CHECKING:
     from tenure.backends.etcd._session import EtcdSession
 
-__all__ = ["check_grants", "delete", "drop_hold", "grants_gone"]
+__all__ = ["check_grants", "delete", "drop_hold", "grants_gone", "read_holds"]
 
 log = logging.getLogger("tenure.etcd")
 
@@ -88,3 +89,16 @@ async def check_grants(s: EtcdSession) -> None:
             del s.held[place]
             message = f"semaphore {place[0]!r} was deleted"
             s.listener.lease_lost(place[0], h.token, LeaseLostError(message))
+
+
+async def read_holds(s: EtcdSession) -> list[HeldGrant]:
+    """Each grant the session holds, as its request key says now (count and data)."""
+    found: list[HeldGrant] = []
+    for name in sorted({name for name, _ in s.held}):
+        state = await s.read(name)
+        for (held_name, hold), held in sorted(s.held.items()):
+            entry = state.entry(held.suffix) if held_name == name else None
+            if entry is not None and entry.granted == held.token:
+                grant = Grant(held.token, entry.count, None, hold)
+                found.append(HeldGrant(name, grant, entry.data))
+    return found

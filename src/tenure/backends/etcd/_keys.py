@@ -6,7 +6,8 @@ never a prefix of another's keys and each node, semaphore and queue is one range
 
     P n/<node>/cfg                         the NodeConfig (no lease)
     P n/<node>/gone/<name>                 a forced delete's marker (put, then deleted)
-    P n/<node>/sess/<sid>                  a session (on its lease): description, window, seq
+    P n/<node>/sess/<sid>                  a session (on its lease): description, window, seq,
+                                           key (its secret's SHA-256), owner (its client now)
     P n/<node>/s/<name>/rec                a persistent semaphore: limit, data (no lease)
     P n/<node>/s/<name>/q/<sid>-<hold>[+]  a request or hold (on the session's lease): count, data
                                            (and g: true if granted by the Txn that made it)

@@ -20,7 +20,18 @@ grants lost with LeaseLostError and its waits with NotFoundError, as the engine
 does; one whose lease expired ends with SessionExpiredError.
 
 **Re-attach.** After a new keepalive stream opens (a failover), the session asks
-LeaseTimeToLive: a live lease is kept (renewed as before) and ``seq`` bumped.
+LeaseTimeToLive: a live lease is kept (renewed as before) and ``seq`` bumped (a Txn
+comparing the record's mod_revision with our last bump's).
+
+**Tickets and resume** (:mod:`tenure.backends.etcd._resume`). The record also keeps
+``key``, the SHA-256 of the session's secret (the ticket carries the secret), and
+``owner``, a random id of the client object that owns the session now. A resume
+by another process bumps ``seq`` with its own ``owner``: from then on every Txn of
+the previous owner fails its compare, and the previous owner, seeing a record
+that is not its own (in that Txn's failure, in its watch of the record, or when
+it diagnoses), knows it was fenced off and loses the session. It never revokes a
+lease it no longer owns: ending a session deletes the record under a compare of
+its own bump first.
 
 Acquiring is in :mod:`tenure.backends.etcd._acquire` and ``._wait``, releasing and
 losing grants in ``._holds``, administration in ``._admin``.
@@ -29,7 +40,6 @@ losing grants in ``._holds``, administration in ``._admin``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
@@ -37,16 +47,13 @@ from typing import TYPE_CHECKING, Any
 from aetcd.rpc import rpc_pb2
 
 from tenure._core.values import NodeConfig, SemaphoreDescription
-from tenure.backends._base import Grant, SessionListener
-from tenure.backends.etcd import _acquire, _admin, _holds
+from tenure.backends._base import Grant, HeldGrant, SessionListener, SessionTicket
+from tenure.backends.etcd import _acquire, _admin, _holds, _record
 from tenure.backends.etcd._keys import (
     EQUAL,
     MOD,
-    compare_create,
-    encode,
     get,
     get_prefix,
-    put,
 )
 from tenure.backends.etcd._node import config_of
 from tenure.backends.etcd._queue import Held, SemState
@@ -88,6 +95,9 @@ class EtcdSession:
         seq: int,
         description: str,
         window: float,
+        secret: bytes,
+        owner: bytes,
+        record_created: int | None = None,
     ) -> None:
         self.backend = backend
         self.conn = backend.conn
@@ -103,7 +113,10 @@ class EtcdSession:
         self.record_key = self.layout.session(node, lease_id)
         self.seq = seq
         self.seq_rev = record_rev  # the record's mod_revision after our last bump
-        self._record_created = record_rev
+        self.record_created = record_rev if record_created is None else record_created
+        #: The ticket's secret (the record keeps its digest) and this object's owner id.
+        self.secret = secret
+        self.owner = owner
         #: The node's settings and forced deletes, shared by this client's sessions.
         self.view = view
         self.node_rev = view.node_rev  # the node's create_revision: dropped and re-made = gone
@@ -149,28 +162,16 @@ class EtcdSession:
 
     def reconnected(self) -> None:
         """A new keepalive stream: keep the lease if it lives, and bump ``seq``."""
-        self.spawn(self._reattach())
+        self.spawn(_record.reattach(self))
 
-    async def _reattach(self) -> None:
-        if self.ended is not None:
-            return
-        request = rpc_pb2.LeaseTimeToLiveRequest(ID=self.lease_id)
-        reply = await self.conn.lease_call("LeaseTimeToLive", request)
-        if reply.TTL <= 0:
-            await self.diagnose()
-            return
-        value = encode(
-            {"description": self.description, "window": self.window, "seq": self.seq + 1}
+    def fenced(self) -> None:
+        """Another client resumed this session with its ticket: lose it, let nothing go."""
+        self.lose(
+            SessionExpiredError(
+                f"session {self.lease_id} was resumed by another client (with its ticket): "
+                "this client is fenced off"
+            )
         )
-        reply = await self.conn.txn(
-            [compare_create(self.record_key, self._record_created)],
-            [put(self.record_key, value, self.lease_id)],
-        )
-        if not reply.succeeded:
-            await self.diagnose()
-            return
-        self.seq += 1
-        self.seq_rev = int(reply.header.revision)
 
     def _arm(self) -> None:
         self._timer = self._loop.call_at(self._confirmed + self.ttl, self._check_deadline)
@@ -188,7 +189,7 @@ class EtcdSession:
                 f"lease for its TTL ({self.ttl}s); it may have expired it"
             )
         )
-        self.spawn(self._revoke())  # etcd may still hold it: let go as soon as it hears us
+        self.spawn(_record.let_go(self))  # etcd may still hold it: let go as soon as it hears us
 
     async def diagnose(self) -> None:
         """The session's record or lease is gone: lose it, as dropped or as expired."""
@@ -196,7 +197,9 @@ class EtcdSession:
             return
         reply = await self.conn.txn([], [get(self.record_key), get(self.layout.config(self.node))])
         record, config = reply.responses[0].response_range, reply.responses[1].response_range
-        if record.kvs and int(record.kvs[0].create_revision) == self._record_created:
+        if record.kvs and int(record.kvs[0].create_revision) == self.record_created:
+            if not _record.owns(self, record.kvs[0]):
+                self.fenced()  # resumed by another client: alive, but not ours
             return  # alive after all
         if not config.kvs or int(config.kvs[0].create_revision) != self.node_rev:
             self.dropped()
@@ -225,8 +228,10 @@ class EtcdSession:
         self.ended = error
         self.wait_error = wait_error
         self.lost.set()
-        self.backend.keepalive.remove(self.lease_id)
-        self.backend.sessions.pop(self.lease_id, None)
+        # (Only ours: a resume in this same client renews the lease for its own session.)
+        self.backend.keepalive.remove(self.lease_id, self)
+        if self.backend.sessions.get(self.lease_id) is self:
+            del self.backend.sessions[self.lease_id]
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -240,7 +245,9 @@ class EtcdSession:
         while self.ended is None:
             await watcher.wait()
             events, reset = watcher.drain()
-            if reset or any(event.type == _DELETE for event in events):
+            if reset or any(
+                event.type == _DELETE or not _record.owns(self, event.kv) for event in events
+            ):
                 try:
                     await self.diagnose()
                 except TenureError as error:  # etcd unreachable: the deadline decides
@@ -258,10 +265,6 @@ class EtcdSession:
         """Raise the session's loss error if it ended."""
         if self.ended is not None:
             raise type(self.ended)(*self.ended.args)
-
-    async def _revoke(self) -> None:
-        with contextlib.suppress(TenureError):
-            await self.conn.lease_call("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=self.lease_id))
 
     # -- Txns of this session -------------------------------------------------------
 
@@ -307,7 +310,11 @@ class EtcdSession:
             if int(record.kvs[0].mod_revision) != used:
                 if self.seq_rev != used:
                     continue  # re-attached meanwhile: again, with the new seq
-                await asyncio.sleep(0.01)  # our re-attach is in flight
+                # Bumped by our re-attach (in flight, or its answer lost): again, at
+                # its revision; or by a resume elsewhere: fenced off, raise the loss.
+                if not _record.adopt(self, record.kvs[0]):
+                    await self.diagnose()
+                    self.check_alive()
                 continue
             return reply
 
@@ -421,7 +428,19 @@ class EtcdSession:
         self._end(closed, closed)
         # Revoking deletes every key on the lease at once: record, requests, grants.
         # Shielded: a body that closes its own session is cancelled meanwhile.
-        await asyncio.shield(asyncio.ensure_future(self._revoke()))
+        await asyncio.shield(asyncio.ensure_future(_record.let_go(self)))
+
+    # -- tickets ----------------------------------------------------------------------
+
+    def ticket(self) -> SessionTicket:
+        """See :meth:`tenure.backends._base.BackendSession.ticket`: lease id and secret."""
+        self.check_alive()
+        return SessionTicket("etcd", self.node, self.lease_id, self.secret)
+
+    async def holds(self) -> list[HeldGrant]:
+        """See :meth:`tenure.backends._base.BackendSession.holds`: each held key, read now."""
+        self.check_alive()
+        return await _holds.read_holds(self)
 
     def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
         """Run ``coro`` in the background (errors are logged: there is no caller)."""

@@ -145,17 +145,21 @@ class KeepAlive(_Stream):
         self._sent: dict[int, collections.deque[float]] = {}
         self._wake = asyncio.Event()
 
-    def add(self, lease: Renewable) -> None:
-        """Renew ``lease`` from now on (its first renewal a third of its TTL from now)."""
+    def add(self, lease: Renewable, *, at_once: bool = False) -> None:
+        """Renew ``lease`` from now on (its first renewal a third of its TTL from now, or
+        ``at_once``: a resumed lease may have little of its TTL left)."""
         loop = asyncio.get_running_loop()
         self._leases[lease.lease_id] = lease
-        self._due[lease.lease_id] = loop.time() + lease.ttl / 3
+        self._due[lease.lease_id] = loop.time() + (0.0 if at_once else lease.ttl / 3)
         self._sent[lease.lease_id] = collections.deque()
         self._wake.set()
         self._start()
 
-    def remove(self, lease_id: int) -> None:
-        """Stop renewing."""
+    def remove(self, lease_id: int, lease: Renewable | None = None) -> None:
+        """Stop renewing (only if the lease is renewed for ``lease``, when given: a
+        session resumed in this client renews the same lease id as the one it fenced)."""
+        if lease is not None and self._leases.get(lease_id) is not lease:
+            return
         self._leases.pop(lease_id, None)
         self._due.pop(lease_id, None)
         self._sent.pop(lease_id, None)

@@ -51,6 +51,7 @@ from tenure._core import (
     DropNode,
     Release,
     Renew,
+    ResumeSession,
     UpdateSemaphore,
 )
 from tenure.server._config.settings import ConfigError
@@ -68,6 +69,7 @@ READ_ONLY_COMMANDS: Final[frozenset[type[Command[object]]]] = frozenset(
     {
         CreateSession,
         AttachSession,
+        ResumeSession,
         DetachSession,
         CloseSession,
         DescribeNode,

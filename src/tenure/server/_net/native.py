@@ -15,7 +15,14 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from tenure._core import AttachSession, CloseSession, CreateSession, DetachSession, SessionInfo
+from tenure._core import (
+    AttachSession,
+    CloseSession,
+    CreateSession,
+    DetachSession,
+    ResumeSession,
+    SessionInfo,
+)
 from tenure._protocol import (
     NEED_DATA,
     ConnectionClosed,
@@ -113,7 +120,7 @@ class NativeService:
         session_id = getattr(command, "session_id", None)
         if (
             session_id is not None
-            and not isinstance(command, AttachSession)
+            and not isinstance(command, AttachSession | ResumeSession)
             and self.table.owner(session_id) is not conn
         ):
             why = f"session {session_id} is not attached to this connection"
@@ -126,7 +133,10 @@ class NativeService:
                 log.exception("command %s failed unexpectedly", type(command).__name__)
             self.out.emit(conn, Failure(rid, code_of(error), str(error)))
             return
-        if isinstance(command, AttachSession | CreateSession):
+        if isinstance(command, AttachSession | CreateSession | ResumeSession):
+            # (A resume's SessionEnded, routed to the previous owner as the command
+            # was applied, dropped what was queued for it: the new owner reads the
+            # session's holds afresh.)
             assert isinstance(value, SessionInfo)
             for effect in self.table.attach(value.session_id, conn):
                 self.out.push(conn, effect)
