@@ -49,7 +49,7 @@ from tenure._core.values import (
     check_duration,
     check_name,
 )
-from tenure.backends._base import Capability, SessionListener
+from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends.redis._codec import CONFIG_FIELDS, config_args, decode_config
 from tenure.backends.redis._conn import Connection
 from tenure.backends.redis._link import NodeLink
@@ -218,11 +218,24 @@ class RedisBackend:
     # -- sessions --------------------------------------------------------------------
 
     async def open_session(
-        self, node: str, *, timeout: float | None, description: str, listener: SessionListener
+        self,
+        node: str,
+        *,
+        timeout: float | None,
+        description: str,
+        listener: SessionListener,
+        resume: SessionTicket | None = None,
     ) -> RedisSession:
-        """Open a session: its record, with a secret only this client knows."""
+        """Open a session: its record, with a secret only this client knows.
+
+        With ``resume``, take the ticket's live session back instead
+        (:meth:`resume_session`).
+        """
         if self._closed:
             raise ClientClosedError("the client is closed")
+        if resume is not None:
+            check_ticket(resume, "redis", node)
+            return await self.resume_session(node, resume.session_id, resume.secret.hex(), listener)
         base = self.base(node)
         check_description(description)
         window = ""
@@ -250,6 +263,7 @@ class RedisBackend:
         session = RedisSession(
             self,
             link,
+            node,
             int(session_id),
             listener,
             secret=secret,
@@ -287,6 +301,7 @@ class RedisBackend:
         session = RedisSession(
             self,
             link,
+            node,
             session_id,
             listener,
             secret=secret,

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from tenure._core import CancelAcquire, HeldGrant, QueuedAcquire, Release, SessionState
 from tenure._core.values import SemaphoreDescription
-from tenure.backends._base import Grant, SessionListener
+from tenure.backends._base import Grant, SessionListener, SessionTicket
+from tenure.backends._base import HeldGrant as BackendHeldGrant
 from tenure.backends._ledger import Ledger
 from tenure.backends.redis._codec import decode_count as _count
 from tenure.backends.redis._codec import decode_description, encode_count
@@ -63,6 +64,7 @@ class RedisSession:
         self,
         backend: RedisBackend,
         link: NodeLink,
+        node: str,
         session_id: int,
         listener: SessionListener,
         *,
@@ -75,6 +77,7 @@ class RedisSession:
         self.conn = backend.conn
         self.link = link
         self.base = link.base
+        self.node = node
         self._sid = session_id
         self.sid_text = str(session_id)
         self.secret = secret
@@ -89,7 +92,9 @@ class RedisSession:
         self.has_leases = False
         #: What a resume took back: (name, grant, data) of each hold.
         self.resumed_holds: list[tuple[str, Grant, bytes]] = []
-        self._requests = itertools.count(1)
+        # Request ids are the session's, across its owners: a resumed session (a new
+        # epoch) never reuses one (a retry is recognised by its id).
+        self._requests = itertools.count((epoch << 32) + 1)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loop = asyncio.get_running_loop()
         self._confirmed = confirmed_at
@@ -395,7 +400,7 @@ class RedisSession:
             self._sid,
             tuple(
                 HeldGrant(n.decode(), int(t), _count(c), _ttl(ttl), int(h))
-                for n, h, t, c, ttl in holds_raw
+                for n, h, t, c, ttl, _ in holds_raw
             ),
             tuple(QueuedAcquire(n.decode(), int(r), _count(c), int(h)) for n, h, r, c in waits_raw),
         )
@@ -412,7 +417,22 @@ class RedisSession:
                         "withdraw", "", command.name, command.hold, command.request_id, "1"
                     )
 
-    # -- taken back by a ticket --------------------------------------------------------
+    # -- tickets ------------------------------------------------------------------------
+
+    def ticket(self) -> SessionTicket:
+        """See :meth:`tenure.backends._base.BackendSession.ticket` (the secret: the
+        session's own, which every call of it carries)."""
+        self.check_alive()
+        return SessionTicket("redis", self.node, self._sid, bytes.fromhex(self.secret))
+
+    async def holds(self) -> list[BackendHeldGrant]:
+        """See :meth:`tenure.backends._base.BackendSession.holds` (read from Redis now)."""
+        holds_raw, _ = await self.call("describe_session", "")
+        holds = [
+            BackendHeldGrant(n.decode(), Grant(int(t), _count(c), _ttl(ttl), int(h)), bytes(data))
+            for n, h, t, c, ttl, data in holds_raw
+        ]
+        return sorted(holds, key=lambda held: (held.name, held.grant.hold))
 
     def take_back(self, holds: Any) -> None:
         """The holds a resume found (``resume_session`` in engine.lua): held from now on."""

@@ -685,14 +685,22 @@ local function resume_session(keys, args)
       settle(name)
     end
   end
+  -- Its watches are dropped (the new owner arms its own).
+  for _, name in ipairs(redis.call('HKEYS', B .. 'sw:' .. sid)) do
+    redis.call('HDEL', B .. 'wt:' .. name, sid)
+  end
+  redis.call('DEL', B .. 'sw:' .. sid)
+  redis.call('HSET', s, 'nw', 0)
   local old, fresh = f[2], false
   if old ~= inbox then
-    push(sid, {'k', 'E', 'code', 11, 'msg', 'session ' .. sid .. ' was resumed by another client'})
     if redis.call('HINCRBY', B .. 'inref', old, -1) <= 0 then
+      -- The old client has no other session here: its inbox keeps only the news
+      -- below (one entry, for an owner that is alive; a dead one's inbox stays that
+      -- small until its client id is used again, which it never is).
       redis.call('HDEL', B .. 'inref', old)
-      redis.call('HDEL', B .. 'inseq', old)
       redis.call('DEL', B .. 'in:' .. old)
     end
+    push(sid, {'k', 'E', 'code', 11, 'msg', 'session ' .. sid .. ' was resumed by another client'})
     fresh = redis.call('HINCRBY', B .. 'inref', inbox, 1) == 1
   end
   local epoch = redis.call('HINCRBY', s, 'epoch', 1)
@@ -1031,7 +1039,7 @@ local function describe_session(keys, args)
     local hold, name = string.sub(f, 2, c - 1), string.sub(f, c + 1)
     if string.sub(f, 1, 1) == 'o' then
       local o = owner(name, sid .. ':' .. hold)
-      holds[#holds + 1] = {name, tonumber(hold), o.tok, o.cnt, tostring(o.ttl)}
+      holds[#holds + 1] = {name, tonumber(hold), o.tok, o.cnt, tostring(o.ttl), o.data}
     else
       local w = waiter(name, sid .. ':' .. hold)
       waits[#waits + 1] = {name, tonumber(hold), tonumber(w.req), w.cnt}
