@@ -38,6 +38,7 @@ TESTED = {
     "resume_permit.py",
     "fencing_file.py",
     "redis_periodic_job.py",
+    "redis_worker_pool.py",
 }
 
 
@@ -205,11 +206,33 @@ def test_redis_periodic_job_runs_on_one_instance_and_moves_on_loss(
     assert lines[-1] == f"{second[1]}: released (twice: idempotent)"
 
 
-@pytest.fixture(params=["own-server", "etcd"])
+def test_redis_worker_pool_keeps_n_holders_and_resumes_a_crashed_worker(
+    redis_server: RedisServer,
+) -> None:
+    url = f"{redis_server.url(0)}?prefix=examples-{uuid.uuid4().hex[:12]}:"
+    lines = run_example("redis_worker_pool.py", {"TENURE_URL": url})
+    (took,) = matches(r"crashy: session (\d+) took a permit, token (\d+)$", lines)
+    session, token = took[1], took[2]
+    full = "2 of 2 permits held (crashy, steady), 2 waiting"
+    assert f"main: crashy exited with -9; {full}" in lines
+    assert f"crashy: restarted, resumed session {session}: permit token {token}" in lines
+    assert matches(rf"main: after \d+ s more: {re.escape(full)}$", lines), "renewed, kept"
+    granted = matches(r"(w\d): took a permit, token (\d+)$", lines)
+    assert [m[1] for m in granted] == ["w1", "w2"], "the queue is served in order"
+    assert all(int(m[2]) > int(token) for m in granted)
+    assert position(lines, "crashy: restarted") < position(lines, "w1: took")
+    assert "main: crashy exited with 0" in lines
+    assert lines[-1] == "main: the most holders at once: 2 (of 2)"
+
+
+@pytest.fixture(params=["own-server", "etcd", "redis"])
 def resume_env(request: pytest.FixtureRequest) -> dict[str, str]:
-    """resume_permit.py with no TENURE_URL (it starts its own server), or on etcd."""
+    """resume_permit.py with no TENURE_URL (it starts its own server), on etcd, or on Redis."""
     if request.param == "own-server":
         return {"TENURE_URL": ""}
+    if request.param == "redis":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        return {"TENURE_URL": f"{server.url(0)}?prefix=examples-{uuid.uuid4().hex[:12]}:"}
     member: EtcdCluster = request.getfixturevalue("etcd_member")
     return {"TENURE_URL": member.url(prefix=f"/tenure-examples/{uuid.uuid4().hex}/")}
 

@@ -104,6 +104,8 @@ class Connection:
 
     async def call(self, op: str, base: str, *args: str | bytes | int) -> Reply:
         """Call function ``op`` on the node at key prefix ``base`` (once)."""
+        if self.closed:
+            raise UnavailableError("the client is closed")
         if not self._loaded:
             await self.load()
         sent = asyncio.get_running_loop().time()
@@ -120,6 +122,10 @@ class Connection:
             if self.closed:
                 raise UnavailableError("the client is closed") from None
             raise UnavailableError(f"Redis at {self.endpoint} unreachable: {error}") from None
+        except Exception:
+            if self.closed:  # the pool was closed under the call (redis-py's own errors)
+                raise UnavailableError("the client is closed") from None
+            raise
         reply = Reply(raw)
         self.offset = sent - reply.now  # the send time: never later than the server's
         return reply
