@@ -2,7 +2,7 @@
 
 ``redis://[user:password@]host[:port][/db]`` reaches one server; ``rediss://`` the
 same over TLS. The coordination engine runs *in* Redis: one function library
-(``engine.lua``, loaded with ``FUNCTION LOAD``), one function per operation, so
+(``lua/*.lua`` joined, loaded with ``FUNCTION LOAD``), one function per operation, so
 every operation is atomic, and Redis's ``TIME`` decides every expiry and timeout.
 The layout of the keys and how each guarantee is kept: ``docs/backends.md``.
 

@@ -22,7 +22,7 @@ __all__ = [
     "encode_count",
 ]
 
-#: NodeConfig fields in the order the functions keep them (engine.lua CONFIG_FIELDS).
+#: NodeConfig fields in the order the functions keep them (CONFIG_FIELDS in lua/30_nodes.lua).
 CONFIG_FIELDS: Final = (
     "session_timeout",
     "lock_delay",
@@ -79,7 +79,7 @@ def decode_config(raw: list[Any]) -> NodeConfig:
 
 
 def decode_description(name: str, raw: Any) -> SemaphoreDescription:
-    """The description a function answered (``describe`` in engine.lua)."""
+    """The description a function answered (``describe`` in lua/50_semaphore_ops.lua)."""
     if raw[0] == 0:
         return SemaphoreDescription.missing(name)
     _, limit, count, data, ephemeral, owners, waiters = raw

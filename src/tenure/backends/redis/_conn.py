@@ -1,6 +1,6 @@
 """The connection to Redis: the function library, calls, their errors and retries.
 
-Every operation is one function of the library in ``engine.lua`` (``FCALL``), loaded
+Every operation is one function of the library in ``lua/`` (its parts joined) (``FCALL``), loaded
 once per server under a name that carries the hash of its code, so clients of two
 tenure versions never call each other's functions. A server that lost its functions
 (restarted without persistence) gets them loaded again on the first call that
@@ -31,7 +31,13 @@ from tenure.errors import TenureError, UnavailableError, error_from_code
 
 __all__ = ["LIBRARY", "VERSION", "Connection", "Reply"]
 
-_SOURCE: Final = files("tenure.backends.redis").joinpath("engine.lua").read_text("utf-8")
+_PARTS: Final = files("tenure.backends.redis").joinpath("lua")
+#: The library's source: the parts in ``lua/``, joined in name order.
+_SOURCE: Final = "\n".join(
+    part.read_text("utf-8")
+    for part in sorted(_PARTS.iterdir(), key=lambda part: part.name)
+    if part.name.endswith(".lua")
+)
 #: The library's version: the hash of its code (in every function's name).
 VERSION: Final = hashlib.sha1(_SOURCE.encode()).hexdigest()[:12]
 #: The library's code, as loaded.

@@ -27,11 +27,10 @@ import logging
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
-from tenure._core import CancelAcquire, HeldGrant, QueuedAcquire, Release, SessionState
 from tenure._core.values import SemaphoreDescription
-from tenure.backends._base import Grant, SessionListener, SessionTicket
-from tenure.backends._base import HeldGrant as BackendHeldGrant
+from tenure.backends._base import Grant, HeldGrant, SessionListener, SessionTicket
 from tenure.backends._ledger import Ledger
+from tenure.backends.redis import _recover
 from tenure.backends.redis._codec import decode_count as _count
 from tenure.backends.redis._codec import decode_description, encode_count
 from tenure.backends.redis._codec import decode_ttl as _ttl
@@ -279,7 +278,7 @@ class RedisSession:
                 async with self.backend.joining(self.base, name):
                     result = await self.call(
                         "acquire",
-                        "",  # the request id makes a retry safe (engine.lua acquire)
+                        "",  # the request id makes a retry safe (lua/50_semaphore_ops.lua, acquire)
                         name,
                         hold,
                         request_id,
@@ -384,40 +383,11 @@ class RedisSession:
         await watch.start()
         return watch
 
-    # -- reading the state back (after pushes were missed) ---------------------------
+    # -- reading the state back, tickets (tenure.backends.redis._recover) ------------
 
     async def reconcile(self) -> None:
         """Read what Redis keeps for this session and agree with it (the Ledger's rules)."""
-        if self.ended is not None:
-            return
-        for watches in list(self.watches.values()):
-            for watch in list(watches):
-                watch.poke()  # a watched change may have been missed: read again
-        if self.ledger.empty:
-            return
-        holds_raw, waits_raw = await self.call("describe_session", "")
-        page = SessionState(
-            self._sid,
-            tuple(
-                HeldGrant(n.decode(), int(t), _count(c), _ttl(ttl), int(h))
-                for n, h, t, c, ttl, _ in holds_raw
-            ),
-            tuple(QueuedAcquire(n.decode(), int(r), _count(c), int(h)) for n, h, r, c in waits_raw),
-        )
-        settled = self.ledger.settle(page, "")
-        for name, token, error in settled.lost:
-            self.listener.lease_lost(name, token, error)
-        for command in settled.drop:
-            log.warning("session %d drops %r: nobody asked for it", self._sid, command)
-            with contextlib.suppress(TenureError):
-                if isinstance(command, Release):
-                    await self.call("release", self.request_key(), command.name, command.hold)
-                elif isinstance(command, CancelAcquire):
-                    await self.call(
-                        "withdraw", "", command.name, command.hold, command.request_id, "1"
-                    )
-
-    # -- tickets ------------------------------------------------------------------------
+        await _recover.reconcile(self)
 
     def ticket(self) -> SessionTicket:
         """See :meth:`tenure.backends._base.BackendSession.ticket` (the secret: the
@@ -425,25 +395,13 @@ class RedisSession:
         self.check_alive()
         return SessionTicket("redis", self.node, self._sid, bytes.fromhex(self.secret))
 
-    async def holds(self) -> list[BackendHeldGrant]:
+    async def holds(self) -> list[HeldGrant]:
         """See :meth:`tenure.backends._base.BackendSession.holds` (read from Redis now)."""
-        holds_raw, _ = await self.call("describe_session", "")
-        holds = [
-            BackendHeldGrant(n.decode(), Grant(int(t), _count(c), _ttl(ttl), int(h)), bytes(data))
-            for n, h, t, c, ttl, data in holds_raw
-        ]
-        return sorted(holds, key=lambda held: (held.name, held.grant.hold))
+        return await _recover.holds(self)
 
     def take_back(self, holds: Any) -> None:
-        """The holds a resume found (``resume_session`` in engine.lua): held from now on."""
-        self.resumed_holds = []
-        for raw_name, hold, token, count, ttl, data in holds:
-            name = raw_name.decode()
-            grant = Grant(int(token), _count(count), _ttl(ttl), int(hold))
-            if grant.lease_ttl is not None:
-                self.has_leases = True
-            self.ledger.held[(name, grant.hold)] = grant.token
-            self.resumed_holds.append((name, grant, bytes(data)))
+        """The holds a resume found (``resume_session`` in lua/40_session_ops.lua)."""
+        _recover.take_back(self, holds)
 
     # -- the end ---------------------------------------------------------------------
 
