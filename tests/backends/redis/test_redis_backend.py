@@ -16,8 +16,10 @@ import redis.asyncio as aioredis
 import tenure
 from tenure.backends.redis._session import RedisSession
 from tenure.errors import (
+    AuthenticationError,
     LeaseLostError,
     LimitExceededError,
+    PermissionDeniedError,
     SessionExpiredError,
     UnsupportedError,
 )
@@ -158,3 +160,25 @@ async def test_tokens_keep_increasing_when_a_node_is_made_again(redis_url: str) 
             second = await session.mutex("m").lock()
             assert second.token > first.token
             assert session.id > 1  # session ids are not reused either
+
+
+async def test_an_acl_user_in_the_url_and_clear_refusals(redis_fresh: RedisServer) -> None:
+    admin = aioredis.Redis(port=redis_fresh.port)
+    try:
+        await admin.acl_setuser(
+            "app", enabled=True, passwords=["+s3cret"], keys=["*"], commands=["+@all"]
+        )
+        await admin.acl_setuser(
+            "blind", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all", "-info"]
+        )
+    finally:
+        await admin.aclose()
+    base = f"127.0.0.1:{redis_fresh.port}/0"
+    async with tenure.connect(f"redis://app:s3cret@{base}") as client:
+        await client.create_node("n")
+        async with client.session("n") as session:
+            assert (await session.mutex("m").lock()).token >= 1
+    with pytest.raises(AuthenticationError):
+        await tenure.connect(f"redis://app:wrong@{base}")
+    with pytest.raises(PermissionDeniedError, match=r"\+info"):
+        await tenure.connect(f"redis://blind:pw@{base}")

@@ -56,10 +56,12 @@ from tenure.backends.redis._link import NodeLink
 from tenure.backends.redis._session import RedisSession
 from tenure.backends.redis._url import parse_url
 from tenure.errors import (
+    AuthenticationError,
     ClientClosedError,
     InvalidArgumentError,
     LeaseLostError,
     NotFoundError,
+    PermissionDeniedError,
     PreconditionFailedError,
     SessionClosedError,
     SessionExpiredError,
@@ -335,6 +337,13 @@ async def _server_capabilities(conn: Connection) -> frozenset[Capability]:
     try:
         memory = await client.info("memory")
         version = str((await client.info("server")).get("redis_version", "0"))
+    except rexc.AuthenticationError as error:
+        raise AuthenticationError(f"Redis at {conn.endpoint} refused the login: {error}") from None
+    except rexc.NoPermissionError as error:
+        raise PermissionDeniedError(
+            f"Redis at {conn.endpoint} refused INFO ({error}): tenure reads it to check the "
+            "eviction policy and the version; allow the user +info"
+        ) from None
     except (rexc.RedisError, OSError) as error:
         raise UnavailableError(f"Redis at {conn.endpoint} unreachable: {error}") from None
     if int(version.split(".")[0]) < 7:

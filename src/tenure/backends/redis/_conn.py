@@ -27,7 +27,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from tenure.backends.redis._url import RedisOptions
-from tenure.errors import TenureError, UnavailableError, error_from_code
+from tenure.errors import PermissionDeniedError, TenureError, UnavailableError, error_from_code
 
 __all__ = ["LIBRARY", "VERSION", "Connection", "Reply"]
 
@@ -101,6 +101,11 @@ class Connection:
                 return
             try:
                 await self.client.function_load(LIBRARY)
+            except rexc.NoPermissionError as error:
+                raise PermissionDeniedError(
+                    f"Redis refused to load tenure's functions ({error}): allow the user "
+                    "+function|load and +fcall"
+                ) from None
             except rexc.ResponseError as error:
                 if "already exists" not in str(error):
                     raise UnavailableError(f"Redis refused tenure's functions: {error}") from None
