@@ -62,7 +62,7 @@ local function check_session(sid, fence)
   CALLER_INBOX, LAST_RELEASE = f[3], f[4]
   if not f[1] then
     if redis.call('EXISTS', B .. 'cfg') == 0 then
-      fail(10, 'node was dropped')
+      fail(10, 'node was dropped (or Redis lost its data: a restart without persistence, a flush)')
     end
     local why = redis.call('HGET', B .. 'ended', sid)
     if why then
