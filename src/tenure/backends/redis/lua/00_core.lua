@@ -87,7 +87,7 @@ local ZERO = '0000000000000000'
 
 -- -- keys, time, replies -------------------------------------------------------------
 
-local function start(keys, reap_first)
+local function start(keys)
   B = keys[1]
   local t = redis.call('TIME')
   NOW = tonumber(t[1]) + tonumber(t[2]) / 1000000
