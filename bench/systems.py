@@ -174,6 +174,8 @@ def _ready(server: Server) -> bool:
     if server.system in ETCD_SYSTEMS:
         # The port opens before a leader is elected; /health says when it serves.
         return _accepts(server.port) and etcd.healthy(f"http://{HOST}:{server.port}")
+    if server.system in REDIS_SYSTEMS:  # before tenure-*: tenure-redis is a redis-server
+        return _accepts(server.port)
     if server.system.startswith("tenure-"):
         # No probe connection for tenure: its log says when it listens.
         return '"msg": "listening"' in server.log()

@@ -10,10 +10,11 @@ and holds the very same permit, with the same fencing token: the rival did not g
 it meanwhile. The restarted worker finishes and releases; only then does the rival
 get the permit, with a greater token.
 
-Run it against a server or etcd::
+Run it against a server, etcd or Redis::
 
     TENURE_URL=tenure://127.0.0.1:6388 python examples/resume_permit.py
     TENURE_URL=etcd://127.0.0.1:2379 python examples/resume_permit.py
+    TENURE_URL=redis://127.0.0.1:6379/0 python examples/resume_permit.py
 
 Without ``TENURE_URL`` it starts a throwaway ``tenure serve`` of its own on a free
 loopback port (data in a temporary directory). A ticket is a password to the

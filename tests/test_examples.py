@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.etcd.cluster import EtcdCluster
+from tests.redis.server import RedisServer
 from tests.server.wire import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,6 +37,8 @@ TESTED = {
     "etcd_failover.py",
     "resume_permit.py",
     "fencing_file.py",
+    "redis_periodic_job.py",
+    "redis_worker_pool.py",
 }
 
 
@@ -186,11 +189,50 @@ def test_etcd_failover_hands_leadership_to_the_second_process(etcd_member: EtcdC
     assert float(took_over[1]) < 10, "within the 2 s window, give or take etcd's expiry check"
 
 
-@pytest.fixture(params=["own-server", "etcd"])
+def test_redis_periodic_job_runs_on_one_instance_and_moves_on_loss(
+    redis_server: RedisServer,
+) -> None:
+    url = f"{redis_server.url(0)}?prefix=examples-{uuid.uuid4().hex[:12]}:"
+    lines = run_example("redis_periodic_job.py", {"TENURE_URL": url})
+    took = matches(r"(instance-\w): took the lock, token (\d+)$", lines)
+    assert len({m[1] for m in took}) == 2, "one instance, then another"
+    first, second = took[0], took[-1]
+    assert int(second[2]) > int(first[2]), "the new holder's token is greater"
+    assert f"inspector: held by {first[1]} (token {first[2]})" in lines
+    lost = position(lines, f"{first[1]}: lost the lock (LeaseLostError), job stopped")
+    assert position(lines, "inspector: held for") < lost < position(lines, f"{second[1]}: took")
+    assert not matches(rf"{first[1]}: job done", lines), "the lost job stopped"
+    assert f"{second[1]}: job done, renewed past its 1 s lease" in lines
+    assert lines[-1] == f"{second[1]}: released (twice: idempotent)"
+
+
+def test_redis_worker_pool_keeps_n_holders_and_resumes_a_crashed_worker(
+    redis_server: RedisServer,
+) -> None:
+    url = f"{redis_server.url(0)}?prefix=examples-{uuid.uuid4().hex[:12]}:"
+    lines = run_example("redis_worker_pool.py", {"TENURE_URL": url})
+    (took,) = matches(r"crashy: session (\d+) took a permit, token (\d+)$", lines)
+    session, token = took[1], took[2]
+    full = "2 of 2 permits held (crashy, steady), 2 waiting"
+    assert f"main: crashy exited with -9; {full}" in lines
+    assert f"crashy: restarted, resumed session {session}: permit token {token}" in lines
+    assert matches(rf"main: after \d+ s more: {re.escape(full)}$", lines), "renewed, kept"
+    granted = matches(r"(w\d): took a permit, token (\d+)$", lines)
+    assert [m[1] for m in granted] == ["w1", "w2"], "the queue is served in order"
+    assert all(int(m[2]) > int(token) for m in granted)
+    assert position(lines, "crashy: restarted") < position(lines, "w1: took")
+    assert "main: crashy exited with 0" in lines
+    assert lines[-1] == "main: the most holders at once: 2 (of 2)"
+
+
+@pytest.fixture(params=["own-server", "etcd", "redis"])
 def resume_env(request: pytest.FixtureRequest) -> dict[str, str]:
-    """resume_permit.py with no TENURE_URL (it starts its own server), or on etcd."""
+    """resume_permit.py with no TENURE_URL (it starts its own server), on etcd, or on Redis."""
     if request.param == "own-server":
         return {"TENURE_URL": ""}
+    if request.param == "redis":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        return {"TENURE_URL": f"{server.url(0)}?prefix=examples-{uuid.uuid4().hex[:12]}:"}
     member: EtcdCluster = request.getfixturevalue("etcd_member")
     return {"TENURE_URL": member.url(prefix=f"/tenure-examples/{uuid.uuid4().hex}/")}
 

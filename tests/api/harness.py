@@ -24,6 +24,7 @@ __all__ = [
     "Harness",
     "PostgresHarness",
     "MemoryHarness",
+    "RedisHarness",
     "TenureHarness",
     "etcd_backend_exists",
     "in_ci",
@@ -98,6 +99,39 @@ class EtcdHarness(Harness):
         return f"etcd://{','.join(self._endpoints)}?prefix=/tenure-test/{state}/"
 
 
+class RedisHarness(Harness):
+    """``redis://``: the run's shared Redis server (``tests/redis``), a key prefix per test.
+
+    Every URL names the shared server and a prefix of its own state,
+    ``redis://127.0.0.1:PORT/0?prefix=tenure-test:<state>:``: the kit's state names
+    are unique, so tests never meet (the server goes when the run ends). Time is
+    Redis's real clock, and the kit cannot cut connections here: tests that need
+    either skip, as on ``tenure://`` (tests/backends/redis covers them).
+    """
+
+    name = "redis"
+
+    def __init__(self) -> None:
+        self._url = ""
+
+    def unavailable(self) -> str | None:
+        from tests.redis.server import redis_unavailable  # a test helper: imported when used
+
+        return redis_unavailable()
+
+    def start(self) -> None:
+        from tests.redis.server import shared_redis
+
+        self._url = shared_redis().url(0)
+
+    def stop(self) -> None:
+        self._url = ""  # the shared server stops when the run ends
+
+    def url(self, state: str) -> str:
+        assert self._url, "the harness was not started"
+        return f"{self._url}?prefix=tenure-test:{state}:"
+
+
 class PostgresHarness(UrlHarness):
     """``postgres://``: the run's shared PostgreSQL server (``tests/postgres``), one schema.
 
@@ -148,5 +182,6 @@ ALL_HARNESSES: list[Harness] = [
     MemoryHarness(),
     TenureHarness(),
     *([EtcdHarness()] if etcd_backend_exists() else []),
+    RedisHarness(),
     PostgresHarness(),
 ]

@@ -25,6 +25,20 @@ async def test_etcd_without_its_extra_names_the_extra(
     assert "aetcd" in str(raised.value)
 
 
+@pytest.mark.parametrize("url", ["redis://127.0.0.1:1", "rediss://127.0.0.1:1"])
+async def test_redis_without_its_extra_names_the_extra(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As on a client installed without tenure[redis]: redis-py cannot be imported.
+    for name in ["redis", *(m for m in sys.modules if m.startswith("redis."))]:
+        monkeypatch.setitem(sys.modules, name, None)
+    for name in [m for m in sys.modules if m.startswith("tenure.backends.redis")]:
+        monkeypatch.delitem(sys.modules, name)
+    with pytest.raises(UnsupportedError, match=r"pip install 'tenure\[redis\]'") as raised:
+        await tenure.connect(url)
+    assert "'redis'" in str(raised.value)
+
+
 @pytest.mark.parametrize("url", ["postgres://h/db", "postgresql://h/db"])
 async def test_postgres_without_its_extra_names_the_extra(
     url: str, monkeypatch: pytest.MonkeyPatch

@@ -6,6 +6,7 @@ URL                             where the state lives
 ``memory://`` / ``memory://N``  this process (private, or shared by name ``N``)
 ``tenure://host:port[,...]``    ``tenure serve`` processes (``tenures://``: TLS)
 ``etcd://host:port[,...]``      an etcd cluster, no tenure server (``etcds://``: TLS)
+``redis://host:port[/db]``      a Redis server, functions in it (``rediss://``: TLS)
 ``postgres://user@host/db``     PostgreSQL tables and PL/pgSQL (``postgresql://`` too)
 ==============================  ==============================================
 
@@ -46,15 +47,24 @@ BUILTIN: Final = {
     "tenures": "tenure.backends.remote",
     "etcd": "tenure.backends.etcd",
     "etcds": "tenure.backends.etcd",
+    "redis": "tenure.backends.redis",
+    "rediss": "tenure.backends.redis",
     "postgres": "tenure.backends.postgres",
     "postgresql": "tenure.backends.postgres",
 }
 
 #: Built-in backends whose libraries come with an extra: ``pip install 'tenure[X]'``.
-EXTRAS: Final = {"etcd": "etcd", "etcds": "etcd", "postgres": "postgres", "postgresql": "postgres"}
+EXTRAS: Final = {
+    "etcd": "etcd",
+    "etcds": "etcd",
+    "redis": "redis",
+    "rediss": "redis",
+    "postgres": "postgres",
+    "postgresql": "postgres",
+}
 
 #: Schemes planned but not in this version: refused clearly, never guessed at.
-PLANNED: Final = frozenset({"redis"})
+PLANNED: Final[frozenset[str]] = frozenset()
 
 
 def _module_for(scheme: str) -> ModuleType:

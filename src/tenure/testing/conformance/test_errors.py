@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import tenure
+from tenure.backends import PLANNED
 from tenure.errors import (
     AlreadyExistsError,
     ClientClosedError,
@@ -509,7 +510,7 @@ async def test_a_malformed_url_is_an_invalid_argument(url: str) -> None:
         await tenure.connect(url)
 
 
-@pytest.mark.parametrize("url", ["redis://r"])
+@pytest.mark.parametrize("url", [f"{scheme}://db/x" for scheme in sorted(PLANNED)])
 async def test_a_planned_backend_is_unsupported_not_guessed(url: str) -> None:
     with pytest.raises(UnsupportedError):
         await tenure.connect(url)

@@ -1,0 +1,380 @@
+"""``redis://``: the state lives in a Redis server (7.0 or newer), kept by Redis functions.
+
+``redis://[user:password@]host[:port][/db]`` reaches one server; ``rediss://`` the
+same over TLS. The coordination engine runs *in* Redis: one function library
+(``lua/*.lua`` joined, loaded with ``FUNCTION LOAD``), one function per operation, so
+every operation is atomic, and Redis's ``TIME`` decides every expiry and timeout.
+The layout of the keys and how each guarantee is kept: ``docs/backends.md``.
+
+Options, in the URL query or as keyword arguments of :func:`tenure.connect`
+(keywords win): ``prefix`` (where the keys live, default ``tenure:``), ``db``
+(or the URL's path), ``username`` and ``password`` (or the URL's), ``ca``,
+``cert``, ``key`` (TLS and mTLS files; ``ca`` implies TLS), ``connect_timeout``
+(seconds, default 5: how long a call without a session tries to reach Redis),
+``request_timeout`` (seconds, default 5: how long one try waits for its answer).
+
+What Redis cannot do, said rather than weakened:
+
+* **DURABLE** only on a server that runs ``appendonly yes`` with ``appendfsync
+  always`` (read with ``CONFIG GET`` at connect; a server that refuses CONFIG is
+  taken as not durable). **Never REPLICATED**: Redis replicates asynchronously, so
+  a failover loses writes it acknowledged.
+* **Eviction**: a server whose ``maxmemory-policy`` is ``allkeys-*`` is refused
+  (it would silently drop lock state). tenure sets no TTL on any key, so the
+  ``volatile-*`` policies never evict its keys (a full server then refuses writes,
+  which tenure reports as UnavailableError).
+* **Fencing tokens** come from a counter key of the node (``INCR``): strictly
+  increasing as long as Redis keeps what it acknowledged (DURABLE). After a
+  failover to a replica that missed the last writes, tokens may repeat.
+* **One server**: Redis Cluster is not supported by this client (every key of a
+  node shares one hash tag, ``{node}``, so the layout is cluster-safe).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import secrets
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Final
+
+from redis import exceptions as rexc
+
+from tenure._core.values import (
+    MAX_SESSION_TIMEOUT,
+    NodeConfig,
+    NodeDescription,
+    check_description,
+    check_duration,
+    check_name,
+)
+from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
+from tenure.backends.redis._codec import CONFIG_FIELDS, config_args, decode_config
+from tenure.backends.redis._conn import Connection
+from tenure.backends.redis._link import NodeLink
+from tenure.backends.redis._session import RedisSession
+from tenure.backends.redis._url import parse_url
+from tenure.errors import (
+    AuthenticationError,
+    ClientClosedError,
+    InvalidArgumentError,
+    LeaseLostError,
+    NotFoundError,
+    PermissionDeniedError,
+    PreconditionFailedError,
+    SessionClosedError,
+    SessionExpiredError,
+    UnavailableError,
+    UnsupportedError,
+)
+
+__all__ = ["CAPABILITIES", "RedisBackend", "open_backend"]
+
+#: What redis:// always keeps (DURABLE joins on a server that fsyncs every write).
+CAPABILITIES: Final = frozenset(
+    {
+        Capability.FENCING_TOKENS,
+        Capability.FIFO,
+        Capability.WATCH,
+        Capability.SESSION_RECOVERY,
+        Capability.LEASE_TTL,
+        Capability.LOCK_DELAY,
+    }
+)
+
+#: How often alter_node reads and writes again when the settings changed between.
+ALTER_TRIES: Final = 100
+
+
+def node_base(prefix: str, node: str) -> str:
+    """The prefix of every key of ``node``: ``<prefix>{<node>}:``.
+
+    The braces make ``node`` the hash tag (one slot per node); braces and ``%``
+    inside the name are %-escaped, so the tag is the whole name.
+    """
+    escaped = node.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
+    return f"{prefix}{{{escaped}}}:"
+
+
+class RedisBackend:
+    """A backend whose state lives in Redis (module docstring)."""
+
+    def __init__(self, conn: Connection, capabilities: frozenset[Capability]) -> None:
+        self.conn = conn
+        self._capabilities = capabilities
+        self.client_id = secrets.token_hex(8)
+        self._requests = itertools.count(1)
+        self.links: dict[str, NodeLink] = {}
+        self.sessions: dict[tuple[str, int], RedisSession] = {}
+        self._joins: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
+        self._closed = False
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """See :data:`CAPABILITIES` (DURABLE if the server fsyncs every write)."""
+        return self._capabilities
+
+    def base(self, node: str) -> str:
+        """The key prefix of ``node`` (its name checked)."""
+        return node_base(self.conn.options.prefix, check_name("node", node))
+
+    def request_key(self) -> str:
+        """A request key unique across clients (the answers kept for retries)."""
+        return f"{self.client_id}.{next(self._requests)}"
+
+    def link(self, base: str) -> NodeLink:
+        """This client's link to the node at ``base`` (made and started if new)."""
+        link = self.links.get(base)
+        if link is None:
+            link = self.links[base] = NodeLink(self.conn, base, self.client_id)
+            link.start()
+        return link
+
+    @contextlib.asynccontextmanager
+    async def joining(self, base: str, name: str) -> AsyncIterator[None]:
+        """Held while a request of this client joins ``name``'s queue.
+
+        Requests of one client (of all its sessions) join a semaphore's queue one at
+        a time, in the order they were made (asyncio's Lock is first come, first
+        served): each call is answered before the next is sent, so calls on
+        different pooled connections cannot reach Redis the other way round, and
+        FIFO holds down to this client's calls.
+        """
+        key = (base, name)
+        lock, users = self._joins.get(key) or (asyncio.Lock(), 0)
+        self._joins[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._joins[key]
+            if users == 1:
+                del self._joins[key]
+            else:
+                self._joins[key] = (lock, users - 1)
+
+    def session_ended(self, session: RedisSession) -> None:
+        """A session ended (closed or lost): forget it."""
+        self.sessions.pop((session.base, session.session_id), None)
+
+    # -- nodes -----------------------------------------------------------------------
+
+    async def create_node(self, name: str, config: NodeConfig) -> None:
+        """Create a node: its settings' hash, if it is new."""
+        if not isinstance(config, NodeConfig):
+            raise InvalidArgumentError(f"config must be a NodeConfig, got {config!r}")
+        config = config.validated()
+        await self.conn.retrying(None, "create_node", self.base(name), *config_args(config), name)
+
+    async def describe_node(self, name: str) -> NodeDescription:
+        """A node's settings and counts, read in one call."""
+        raw = await self._describe(name)
+        return NodeDescription(name, decode_config(raw), int(raw[-2]), int(raw[-1]))
+
+    async def _describe(self, name: str) -> list[Any]:
+        try:
+            reply = await self.conn.retrying(None, "describe_node", self.base(name))
+        except NotFoundError:
+            raise NotFoundError(f"node {name!r} does not exist") from None
+        return list(reply.result)
+
+    async def alter_node(self, name: str, changes: Mapping[str, object]) -> NodeDescription:
+        """Change settings: read them, check the change, write if nobody changed them between."""
+        bad = [key for key in changes if not isinstance(key, str)]
+        if bad:
+            raise InvalidArgumentError(f"node setting names must be strings, got {bad!r}")
+        for _ in range(ALTER_TRIES):
+            raw = await self._describe(name)
+            new = decode_config(raw).replace(**changes)
+            old = [bytes(value).decode() for value in raw[: len(CONFIG_FIELDS)]]
+            reply = await self.conn.retrying(
+                None, "alter_node", self.base(name), *old, *config_args(new)
+            )
+            if reply.result != 0:
+                result = list(reply.result)
+                return NodeDescription(
+                    name, decode_config(result), int(result[-2]), int(result[-1])
+                )
+        raise UnavailableError(f"node {name!r}: its settings kept changing; try again")
+
+    async def drop_node(self, name: str, force: bool) -> None:
+        """Drop a node (its sessions, if ``force``, are then lost)."""
+        base = self.base(name)
+        try:
+            await self.conn.retrying(None, "drop_node", base, "1" if force else "0")
+        except NotFoundError:
+            raise NotFoundError(f"node {name!r} does not exist") from None
+        except PreconditionFailedError:
+            raise
+        message = f"node {name!r} was dropped"
+        for (session_base, _), session in list(self.sessions.items()):
+            if session_base == base:
+                for (sem, _hold), token in list(session.ledger.held.items()):
+                    session.listener.lease_lost(sem, token, LeaseLostError(message))
+                session.ledger.held.clear()
+                for request_id in list(session.ledger.pending):
+                    session.ledger.failed(request_id, NotFoundError(message))
+                session.lose(SessionClosedError(message))
+
+    # -- sessions --------------------------------------------------------------------
+
+    async def open_session(
+        self,
+        node: str,
+        *,
+        timeout: float | None,
+        description: str,
+        listener: SessionListener,
+        resume: SessionTicket | None = None,
+    ) -> RedisSession:
+        """Open a session: its record, with a secret only this client knows.
+
+        With ``resume``, take the ticket's live session back instead
+        (:meth:`resume_session`).
+        """
+        if self._closed:
+            raise ClientClosedError("the client is closed")
+        if resume is not None:
+            check_ticket(resume, "redis", node)
+            return await self.resume_session(node, resume.session_id, resume.secret.hex(), listener)
+        base = self.base(node)
+        check_description(description)
+        window = ""
+        if timeout is not None:
+            window = repr(check_duration("recovery_window", timeout, maximum=MAX_SESSION_TIMEOUT))
+        link = self.link(base)
+        secret = secrets.token_hex(16)
+        sent = asyncio.get_running_loop().time()
+        try:
+            reply = await self.conn.retrying(
+                None,
+                "open_session",
+                base,
+                self.request_key(),
+                window,
+                description,
+                link.inbox,
+                secret,
+            )
+        except NotFoundError:
+            raise NotFoundError(f"node {node!r} does not exist") from None
+        session_id, window_text, fresh = reply.result
+        if fresh:
+            link.renumbered()
+        session = RedisSession(
+            self,
+            link,
+            node,
+            int(session_id),
+            listener,
+            secret=secret,
+            epoch=1,
+            window=float(window_text),
+            confirmed_at=sent,
+        )
+        link.sessions[session.session_id] = session
+        self.sessions[(base, session.session_id)] = session
+        return session
+
+    async def resume_session(
+        self, node: str, session_id: int, secret: str, listener: SessionListener
+    ) -> RedisSession:
+        """Take back the live session ``session_id`` of ``node`` by its ``secret``.
+
+        Its holds stay with their tokens (:meth:`RedisSession.holds`), its queued
+        requests are withdrawn, and the client that had it is fenced off and told
+        (``session_lost``). SessionExpiredError if it ended or the secret is wrong.
+        """
+        if self._closed:
+            raise ClientClosedError("the client is closed")
+        base = self.base(node)
+        link = self.link(base)
+        sent = asyncio.get_running_loop().time()
+        reply = await self.conn.retrying(
+            None, "resume_session", base, str(session_id), secret, link.inbox
+        )
+        window_text, epoch, holds, fresh = reply.result
+        if fresh:
+            link.renumbered()
+        stale = self.sessions.get((base, session_id))
+        if stale is not None:  # this very client had it: the old object is fenced off
+            stale.lose(SessionExpiredError(f"session {session_id} was resumed"))
+        session = RedisSession(
+            self,
+            link,
+            node,
+            session_id,
+            listener,
+            secret=secret,
+            epoch=int(epoch),
+            window=float(window_text),
+            confirmed_at=sent,
+        )
+        session.take_back(holds)
+        link.sessions[session_id] = session
+        self.sessions[(base, session_id)] = session
+        return session
+
+    async def aclose(self) -> None:
+        """Close every session, then the links (deleting their inboxes) and the pool."""
+        if self._closed:
+            return
+        self._closed = True
+        for session in list(self.sessions.values()):
+            with contextlib.suppress(Exception):
+                await session.close()
+        self.sessions.clear()
+        for link in list(self.links.values()):
+            await link.close(delete_inbox=True)
+        self.links.clear()
+        await self.conn.close()
+
+
+async def _server_capabilities(conn: Connection) -> frozenset[Capability]:
+    """Read the server's persistence and eviction settings: DURABLE, or a refusal."""
+    client = conn.client
+    try:
+        memory = await client.info("memory")
+        version = str((await client.info("server")).get("redis_version", "0"))
+    except rexc.AuthenticationError as error:
+        raise AuthenticationError(f"Redis at {conn.endpoint} refused the login: {error}") from None
+    except rexc.NoPermissionError as error:
+        raise PermissionDeniedError(
+            f"Redis at {conn.endpoint} refused INFO ({error}): tenure reads it to check the "
+            "eviction policy and the version; allow the user +info"
+        ) from None
+    except (rexc.RedisError, OSError) as error:
+        raise UnavailableError(f"Redis at {conn.endpoint} unreachable: {error}") from None
+    if int(version.split(".")[0]) < 7:
+        raise UnsupportedError(f"redis:// needs Redis 7.0 or newer (functions); found {version}")
+    policy = str(memory.get("maxmemory_policy", "noeviction"))
+    if policy.startswith("allkeys-"):
+        raise UnsupportedError(
+            f"Redis at {conn.endpoint} runs maxmemory-policy {policy}: it would silently "
+            "evict lock state; use noeviction (or a volatile-* policy)"
+        )
+    try:
+        settings = await client.config_get("append*")
+    except rexc.ResponseError:  # CONFIG refused (ACL, a managed service): not known durable
+        return CAPABILITIES
+    found = {_text(key): _text(value) for key, value in dict(settings).items()}
+    if found.get("appendonly") == "yes" and found.get("appendfsync") == "always":
+        return CAPABILITIES | {Capability.DURABLE}
+    return CAPABILITIES
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+async def open_backend(url: str, options: Mapping[str, object]) -> RedisBackend:
+    """Open ``redis://host[:port][/db]?options`` (``rediss://`` for TLS)."""
+    conn = Connection(parse_url(url, options))
+    try:
+        capabilities = await _server_capabilities(conn)
+        await conn.load()
+    except BaseException:
+        await conn.close()
+        raise
+    return RedisBackend(conn, capabilities)

@@ -1,0 +1,94 @@
+"""How values travel between Python and the functions: counts, TTLs, descriptions.
+
+Counts go up to 2**64-1, past a Lua number's 53 exact bits, so they travel as 16
+hex digits (the functions add and compare them in 32-bit halves). TTLs come back
+as numbers, -1 for none. Node settings travel as text, in :data:`CONFIG_FIELDS`
+order (the functions' ``CONFIG_FIELDS``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from tenure._core.values import MAX_COUNT, NodeConfig, OwnerInfo, SemaphoreDescription, WaiterInfo
+
+__all__ = [
+    "CONFIG_FIELDS",
+    "config_args",
+    "decode_config",
+    "decode_count",
+    "decode_description",
+    "decode_ttl",
+    "encode_count",
+]
+
+#: NodeConfig fields in the order the functions keep them (CONFIG_FIELDS in lua/30_nodes.lua).
+CONFIG_FIELDS: Final = (
+    "session_timeout",
+    "lock_delay",
+    "default_lease",
+    "max_sessions",
+    "max_semaphores",
+    "max_waiters",
+    "max_data_size",
+    "max_watches_per_session",
+    "max_missed_per_session",
+)
+
+
+def encode_count(count: int) -> str:
+    """A count as the functions take it: 16 hex digits."""
+    return f"{count:016x}"
+
+
+def decode_count(raw: bytes) -> int:
+    """A count the functions answered (16 hex digits)."""
+    value = int(raw, 16)
+    return MAX_COUNT if value == MAX_COUNT else value  # the one shared int, as check_count
+
+
+def decode_ttl(raw: Any) -> float | None:
+    """A lease TTL the functions answered (-1: none)."""
+    value = float(raw)
+    return None if value < 0 else value
+
+
+def config_args(config: NodeConfig) -> list[str]:
+    """The settings as the functions keep them (text, CONFIG_FIELDS order)."""
+    values = []
+    for field in CONFIG_FIELDS:
+        value = getattr(config, field)
+        values.append(
+            "" if value is None else repr(float(value)) if isinstance(value, float) else str(value)
+        )
+    return values
+
+
+def decode_config(raw: list[Any]) -> NodeConfig:
+    """The settings the functions answered (CONFIG_FIELDS order)."""
+    text = [bytes(value).decode() for value in raw[: len(CONFIG_FIELDS)]]
+    values: dict[str, Any] = {}
+    for field, value in zip(CONFIG_FIELDS, text, strict=True):
+        if field == "default_lease":
+            values[field] = float(value) if value else None
+        elif field in ("session_timeout", "lock_delay"):
+            values[field] = float(value)
+        else:
+            values[field] = int(value)
+    return NodeConfig(**values)
+
+
+def decode_description(name: str, raw: Any) -> SemaphoreDescription:
+    """The description a function answered (``describe`` in lua/50_semaphore_ops.lua)."""
+    if raw[0] == 0:
+        return SemaphoreDescription.missing(name)
+    _, limit, count, data, ephemeral, owners, waiters = raw
+    return SemaphoreDescription(
+        name=name,
+        limit=decode_count(limit),
+        count=decode_count(count),
+        data=bytes(data),
+        ephemeral=bool(ephemeral),
+        owners=tuple(OwnerInfo(int(s), decode_count(c), bytes(d), int(t)) for s, c, d, t in owners),
+        waiters=tuple(WaiterInfo(int(s), decode_count(c), bytes(d)) for s, c, d in waiters),
+    )

@@ -1,0 +1,136 @@
+"""``redis://`` URLs and options: the server, the database, auth, TLS and the key prefix.
+
+See :mod:`tenure.backends.redis` for what each option means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from tenure.errors import InvalidArgumentError
+
+__all__ = ["DEFAULT_PORT", "DEFAULT_PREFIX", "RedisOptions", "parse_url"]
+
+DEFAULT_PORT: Final = 6379
+DEFAULT_PREFIX: Final = "tenure:"
+
+_OPTIONS: Final = frozenset(
+    {
+        "prefix",
+        "db",
+        "username",
+        "password",
+        "ca",
+        "cert",
+        "key",
+        "connect_timeout",
+        "request_timeout",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RedisOptions:
+    """Everything needed to reach the server, and where tenure's keys live."""
+
+    host: str
+    port: int
+    db: int
+    username: str | None
+    password: str | None
+    tls: bool
+    ca: str | None
+    cert: str | None
+    key: str | None
+    prefix: str
+    connect_timeout: float
+    request_timeout: float
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``redis.asyncio.Redis`` (no retries: tenure retries
+        itself, with request ids that make a retry safe)."""
+        kwargs: dict[str, Any] = {
+            "host": self.host,
+            "port": self.port,
+            "db": self.db,
+            "username": self.username,
+            "password": self.password,
+            "socket_connect_timeout": self.connect_timeout,
+            "socket_timeout": self.request_timeout,
+            "decode_responses": False,
+        }
+        if self.tls:
+            kwargs.update(
+                ssl=True, ssl_ca_certs=self.ca, ssl_certfile=self.cert, ssl_keyfile=self.key
+            )
+        return kwargs
+
+
+def _file(option: str, value: object) -> str:
+    path = Path(str(value))
+    if not path.is_file():
+        raise InvalidArgumentError(f"{option}={value!r}: no such file")
+    return str(path)
+
+
+def _seconds(settings: Mapping[str, object], option: str, default: float) -> float:
+    try:
+        value = float(settings.get(option, default))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"{option} must be a number of seconds") from None
+    if not 0 < value <= 3600:
+        raise InvalidArgumentError(f"{option} must be in (0, 3600] seconds, got {value:g}")
+    return value
+
+
+def parse_url(url: str, options: Mapping[str, object]) -> RedisOptions:
+    """The options of ``redis://[user:password@]host[:port][/db][?options]``
+    (``rediss://`` for TLS); ``options`` (keywords) win over the query and the URL."""
+    parts = urlsplit(url)
+    query: dict[str, object] = dict(parse_qsl(parts.query, keep_blank_values=True))
+    settings = {**query, **options}
+    unknown = sorted(set(settings) - _OPTIONS)
+    if unknown:
+        raise InvalidArgumentError(f"unknown redis:// option(s): {', '.join(unknown)}")
+    if "," in parts.netloc:
+        raise InvalidArgumentError(
+            "redis:// takes one host[:port] (Redis Cluster is not supported)"
+        )
+    try:
+        host, port = parts.hostname, parts.port or DEFAULT_PORT
+    except ValueError as error:
+        raise InvalidArgumentError(f"bad redis:// address {parts.netloc!r}: {error}") from None
+    if not host:
+        raise InvalidArgumentError("redis:// needs a host: redis://host[:port][/db]")
+    path = parts.path.strip("/")
+    db_text = str(settings.get("db", path or "0"))
+    if not db_text.isdigit():
+        raise InvalidArgumentError(f"the redis:// database must be a number, got {db_text!r}")
+    prefix = str(settings.get("prefix", DEFAULT_PREFIX))
+    if not prefix or "{" in prefix or "}" in prefix:
+        raise InvalidArgumentError(
+            f"prefix= must be non-empty, without braces (they make the hash tag), got {prefix!r}"
+        )
+    tls = parts.scheme.lower() == "rediss" or "ca" in settings
+    if not tls and ("cert" in settings or "key" in settings):
+        raise InvalidArgumentError("cert= and key= need TLS: use rediss:// or give ca=")
+    username = settings.get("username", unquote(parts.username) if parts.username else None)
+    password = settings.get("password", unquote(parts.password) if parts.password else None)
+    return RedisOptions(
+        host=host,
+        port=port,
+        db=int(db_text),
+        username=None if username is None else str(username),
+        password=None if password is None else str(password),
+        tls=tls,
+        ca=_file("ca", settings["ca"]) if "ca" in settings else None,
+        cert=_file("cert", settings["cert"]) if "cert" in settings else None,
+        key=_file("key", settings["key"]) if "key" in settings else None,
+        prefix=prefix,
+        connect_timeout=_seconds(settings, "connect_timeout", 5.0),
+        request_timeout=_seconds(settings, "request_timeout", 5.0),
+    )

@@ -1,0 +1,189 @@
+-- tenure's engine for redis://, part 10 (the parts are one library: see 00_core.lua).
+
+-- -- semaphores ------------------------------------------------------------------------
+
+local function meta(name)
+  local cached = META[name]
+  if cached ~= nil then return cached or nil end
+  local m = redis.call('HMGET', B .. 'm:' .. name, 'lim', 'cnt', 'blk', 'eph', 'data')
+  if not m[1] then
+    META[name] = false
+    return nil
+  end
+  cached = {lim = cnt(m[1]), cnt = cnt(m[2]), blk = tonumber(m[3]), eph = m[4] == '1', data = m[5]}
+  META[name] = cached
+  return cached
+end
+
+local function set_blocked(name, until_)
+  redis.call('HSET', B .. 'm:' .. name, 'blk', fmt(until_))
+  meta(name).blk = until_
+end
+
+local function decode_owner(raw)
+  if not raw then return nil end
+  local o = cmsgpack.unpack(raw)  -- {count hex, data, token, ttl, deadline, req}
+  return {cnt = o[1], data = o[2], tok = o[3], ttl = o[4], dl = o[5], req = o[6]}
+end
+
+local function owner(name, holder)
+  return decode_owner(redis.call('HGET', B .. 'r:' .. name, 'o' .. holder))
+end
+
+
+local function decode_waiter(raw)
+  if not raw then return nil end
+  local w = cmsgpack.unpack(raw)  -- {count hex, data, req, deadline}
+  return {cnt = w[1], data = w[2], req = w[3], dl = w[4]}
+end
+
+local function waiter(name, holder)
+  return decode_waiter(redis.call('HGET', B .. 'r:' .. name, 'w' .. holder))
+end
+
+-- The holder's queued request and its hold (either may be nil), in one read.
+local function records(name, holder)
+  local raw = redis.call('HMGET', B .. 'r:' .. name, 'w' .. holder, 'o' .. holder)
+  return decode_waiter(raw[1]), decode_owner(raw[2])
+end
+
+-- The owners of ``name`` in grant order (by token): {holder, record} pairs.
+local function owners_in_order(name)
+  local flat = redis.call('HGETALL', B .. 'r:' .. name)
+  local list = {}
+  for i = 1, #flat, 2 do
+    if string.sub(flat[i], 1, 1) == 'o' then
+      local o = cmsgpack.unpack(flat[i + 1])
+      list[#list + 1] = {string.sub(flat[i], 2), {cnt = o[1], data = o[2], tok = o[3], ttl = o[4]}}
+    end
+  end
+  table.sort(list, function(a, b) return a[2].tok < b[2].tok end)
+  return list
+end
+
+local function split_holder(holder)
+  local c = string.find(holder, ':', 1, true)
+  return string.sub(holder, 1, c - 1), string.sub(holder, c + 1)
+end
+
+local function set_count(name, c)
+  redis.call('HSET', B .. 'm:' .. name, 'cnt', chex(c))
+  meta(name).cnt = c
+end
+
+local function fits(name, holder, count)
+  local m = meta(name)
+  if NOW < m.blk then return false end
+  local o = owner(name, holder)
+  local rest = m.cnt
+  if o then rest = csub(rest, cnt(o.cnt)) end
+  return cle(cadd(rest, cnt(count)), m.lim)
+end
+
+local function queue_length(name)
+  return redis.call('ZCARD', B .. 'q:' .. name)
+end
+
+local function remove_owner(name, holder, known)
+  local o = known or owner(name, holder)
+  if not o then return nil end
+  local sid, hold = split_holder(holder)
+  redis.call('HDEL', B .. 'r:' .. name, 'o' .. holder)
+  redis.call('HDEL', B .. 'sh:' .. sid, 'o' .. hold .. ':' .. name)
+  if o.ttl > 0 then redis.call('ZREM', B .. 'due', 'l:' .. holder .. ':' .. name) end
+  set_count(name, csub(meta(name).cnt, cnt(o.cnt)))
+  return o
+end
+
+local function remove_waiter(name, holder, known)
+  local w = known or waiter(name, holder)
+  if not w then return nil end
+  local sid, hold = split_holder(holder)
+  redis.call('HDEL', B .. 'r:' .. name, 'w' .. holder)
+  redis.call('ZREM', B .. 'q:' .. name, holder)
+  redis.call('HDEL', B .. 'sh:' .. sid, 'w' .. hold .. ':' .. name)
+  if w.dl >= 0 then redis.call('ZREM', B .. 'due', 'w:' .. holder .. ':' .. name) end
+  return w
+end
+
+-- Give ``count`` tokens to ``holder`` with the next fencing token (replacing its hold).
+local function grant(name, holder, count, data, req)
+  local old = owner(name, holder)
+  local rest = meta(name).cnt
+  if old then rest = csub(rest, cnt(old.cnt)) end
+  -- The counter is its own key, which dropping the node keeps: tokens of a node
+  -- made again keep increasing.
+  local tok = redis.call('INCR', B .. 'tok')
+  local ttl = tonumber(cfg_get('dl') or '') or -1
+  local deadline = -1
+  local sid, hold = split_holder(holder)
+  if ttl > 0 then
+    deadline = NOW + ttl
+    due_add(deadline, 'l:' .. holder .. ':' .. name)
+  elseif old and old.ttl > 0 then
+    redis.call('ZREM', B .. 'due', 'l:' .. holder .. ':' .. name)
+  end
+  redis.call('HSET', B .. 'r:' .. name, 'o' .. holder, cmsgpack.pack({count, data, tok, ttl, deadline, req}))
+  redis.call('HSET', B .. 'sh:' .. sid, 'o' .. hold .. ':' .. name, tok)
+  set_count(name, cadd(rest, cnt(count)))
+  return tok, ttl
+end
+
+local function delete_semaphore_keys(name)
+  redis.call('DEL', B .. 'm:' .. name, B .. 'r:' .. name, B .. 'q:' .. name)
+  redis.call('SREM', B .. 'sems', name)
+  if meta(name).blk > 0 then redis.call('ZREM', B .. 'due', 'd:' .. name) end
+  META[name] = false
+end
+
+-- Serve the queue from its head while the head fits (strict FIFO, no barging), then
+-- drop an idle ephemeral semaphore.
+local function settle(name)
+  local m = meta(name)
+  if not m then return end
+  local drained = false
+  while true do
+    local head = redis.call('ZRANGE', B .. 'q:' .. name, 0, 0)
+    if #head == 0 then
+      drained = true
+      break
+    end
+    local holder = head[1]
+    local w = waiter(name, holder)
+    if not fits(name, holder, w.cnt) then break end
+    remove_waiter(name, holder)
+    local tok, ttl = grant(name, holder, w.cnt, w.data, w.req)
+    local sid, hold = split_holder(holder)
+    push(sid, {'k', 'G', 'name', name, 'hold', hold, 'req', w.req, 'tok', tok, 'cnt', w.cnt, 'ttl', ttl})
+    touch(name)
+  end
+  m = meta(name)
+  if drained and m.eph and NOW >= m.blk and m.cnt[1] == 0 and m.cnt[2] == 0 then
+    delete_semaphore_keys(name)
+    touch(name)
+  end
+end
+
+local function start_lock_delay(name)
+  local delay = tonumber(cfg_get('ld') or '0')
+  if delay <= 0 then return end
+  local m = meta(name)
+  if NOW + delay > m.blk then
+    set_blocked(name, NOW + delay)
+    due_add(NOW + delay, 'd:' .. name)
+  end
+end
+
+local function check_room()
+  local limit = tonumber(cfg_get('mx'))
+  if redis.call('SCARD', B .. 'sems') >= limit then
+    fail(22, 'max_semaphores (' .. limit .. ') reached on node ' .. node_name())
+  end
+end
+
+local function new_semaphore(name, lim, data, eph)
+  redis.call('HSET', B .. 'm:' .. name, 'lim', lim, 'cnt', ZERO, 'blk', '0', 'eph', eph, 'data', data)
+  META[name] = {lim = cnt(lim), cnt = cnt(ZERO), blk = 0, eph = eph == '1', data = data}
+  redis.call('SADD', B .. 'sems', name)
+  touch(name)
+end

@@ -1,0 +1,330 @@
+-- tenure's engine for redis://, part 50 (the parts are one library: see 00_core.lua).
+
+-- args: sid, fence, request key, name, hold, req, count (hex), data, timeout ('' =
+-- forever), ephemeral ('1'/'0').
+local function acquire(keys, args)
+  local more = begin_session(keys, args)
+  local sid, name, hold, req, count, data, timeout, eph =
+    args[1], args[4], args[5], args[6], args[7], args[8], args[9], args[10]
+  local holder = sid .. ':' .. hold
+  local m = meta(name)
+  local w, o = nil, nil
+  if m then
+    w, o = records(name, holder)
+    -- A retry of this very request (its answer was lost): answer as the first try.
+    if w and tostring(w.req) == req then return reply({'Q'}, more) end
+    if o and tostring(o.req) == req then return reply({'G', o.tok, tostring(o.ttl)}, more) end
+  end
+  local md = tonumber(cfg_get('md'))
+  if #data > md then
+    fail(22, 'owner data is ' .. #data .. ' bytes; max_data_size is ' .. md)
+  end
+  if not m and eph ~= '1' then
+    fail(20, 'semaphore ' .. quote(name) .. ' does not exist (create it or use ephemeral)')
+  end
+  local want = cnt(count)
+  local queued = 0
+  local function grantable()
+    if o and cle(want, cnt(o.cnt)) then return true end  -- takes no token from anyone
+    if queued > 0 or NOW < m.blk then return false end
+    local rest = m.cnt
+    if o then rest = csub(rest, cnt(o.cnt)) end
+    return cle(cadd(rest, want), m.lim)
+  end
+  if not m then
+    check_room()
+  else
+    queued = queue_length(name)
+    if not cle(want, m.lim) then
+      fail(22, 'count ' .. cdec(want) .. ' exceeds the limit ' .. cdec(m.lim) .. ' of ' .. quote(name))
+    elseif timeout ~= '0' and not w and not grantable() then
+      local mw = tonumber(cfg_get('mw'))
+      if queued >= mw then
+        fail(22, 'max_waiters (' .. mw .. ') reached on semaphore ' .. quote(name))
+      end
+    end
+  end
+  -- Checked: from here on the request succeeds.
+  if not m then
+    new_semaphore(name, 'ffffffffffffffff', '', '1')
+    m = meta(name)
+  end
+  if w then
+    remove_waiter(name, holder, w)
+    queued = queued - 1
+    push(sid, {'k', 'F', 'name', name, 'hold', hold, 'req', w.req, 'code', 26,
+      'msg', 'superseded by a newer acquire'})
+    touch(name)
+  end
+  local result
+  if grantable() then
+    if o and cle(want, cnt(o.cnt)) then
+      -- Shrink or restate in place: same grant, same token, same place in grant order.
+      redis.call('HSET', B .. 'r:' .. name, 'o' .. holder,
+        cmsgpack.pack({count, data, o.tok, o.ttl, o.dl, o.req}))
+      set_count(name, cadd(csub(m.cnt, cnt(o.cnt)), want))
+      if o.cnt ~= count or o.data ~= data then touch(name) end
+      result = {'G', o.tok, tostring(o.ttl)}
+    else
+      local tok, ttl = grant(name, holder, count, data, req)
+      touch(name)
+      result = {'G', tok, tostring(ttl)}
+    end
+  elseif timeout == '0' then
+    result = {'B'}
+  else
+    local seq = cfg_incr('qs', 1)
+    local deadline = -1
+    if timeout ~= '' then
+      deadline = NOW + tonumber(timeout)
+      due_add(deadline, 'w:' .. holder .. ':' .. name)
+    end
+    redis.call('ZADD', B .. 'q:' .. name, seq, holder)
+    redis.call('HSET', B .. 'r:' .. name, 'w' .. holder, cmsgpack.pack({count, data, req, deadline}))
+    redis.call('HSET', B .. 'sh:' .. sid, 'w' .. hold .. ':' .. name, req)
+    touch(name)
+    result = {'Q'}
+  end
+  if w or queued > 0 then settle(name) end
+  return reply(result, more)
+end
+
+-- The asker gave up: withdraw the request ``req`` if queued ('Q'); else, unless the
+-- hold was held before (``kept`` '1': an upgrade), release a grant that raced it ('R').
+-- args: sid, fence, request key, name, hold, req, kept.
+local function withdraw(keys, args)
+  local more = begin_session(keys, args)
+  local sid, name, hold, req = args[1], args[4], args[5], args[6]
+  local holder = sid .. ':' .. hold
+  if not meta(name) then return reply('N', more) end
+  local w = waiter(name, holder)
+  local result = 'N'
+  if w and tostring(w.req) == req then
+    remove_waiter(name, holder)
+    result = 'Q'
+  elseif not w and args[7] ~= '1' and remove_owner(name, holder) then
+    result = 'R'
+  end
+  if result ~= 'N' then
+    touch(name)
+    settle(name)
+  end
+  return reply(result, more)
+end
+
+-- args: sid, fence, request key, name, hold.
+-- A release's answer is kept in its session's record (the last one only: a hash
+-- field, not an entry of 'done'): a retry of the session's latest release is
+-- answered as its first try was.
+local function release(keys, args)
+  start(keys)
+  check_session(args[1], args[2])
+  local more = reap()
+  if ENDED[args[1]] then check_session(args[1], args[2]) end
+  local rk = args[3]
+  if LAST_RELEASE and rk ~= '' and string.sub(LAST_RELEASE, 1, #rk + 1) == rk .. ' ' then
+    return reply(tonumber(string.sub(LAST_RELEASE, #rk + 2)), more)
+  end
+  local function remember_release(result)
+    if rk ~= '' then redis.call('HSET', B .. 's:' .. args[1], 'lr', rk .. ' ' .. result) end
+    return result
+  end
+  local name, holder = args[4], args[1] .. ':' .. args[5]
+  if not meta(name) then return reply(remember_release(0), more) end
+  local w, o = records(name, holder)
+  if w then remove_waiter(name, holder, w) end
+  if w then
+    push(args[1], {'k', 'F', 'name', name, 'hold', args[5], 'req', w.req, 'code', 26,
+      'msg', 'released while waiting'})
+  end
+  if o then remove_owner(name, holder, o) end
+  local result = 0
+  if o or w then
+    result = 1
+    touch(name)
+  end
+  settle(name)
+  return reply(remember_release(result), more)
+end
+
+-- args: sid, fence, request key, name, hold.
+local function renew(keys, args)
+  local more = begin_session(keys, args)
+  local name, holder = args[4], args[1] .. ':' .. args[5]
+  local o = meta(name) and owner(name, holder)
+  if not o then
+    fail(20, 'session ' .. args[1] .. ' holds no tokens of ' .. quote(name))
+  end
+  if o.ttl < 0 then
+    fail(23, 'the grant of ' .. quote(name) .. ' has no lease TTL to renew')
+  end
+  local deadline = NOW + o.ttl
+  redis.call('HSET', B .. 'r:' .. name, 'o' .. holder,
+    cmsgpack.pack({o.cnt, o.data, o.tok, o.ttl, deadline, o.req}))
+  due_add(deadline, 'l:' .. holder .. ':' .. name)
+  return reply(tostring(o.ttl), more)
+end
+
+-- args: sid, fence, request key, name, limit (hex), data.
+local function create_semaphore(keys, args)
+  local more, done = begin_session(keys, args)
+  if done then return reply(done, more) end
+  local name, data = args[4], args[6]
+  local md = tonumber(cfg_get('md'))
+  if #data > md then
+    fail(22, 'semaphore data is ' .. #data .. ' bytes; max_data_size is ' .. md)
+  end
+  if meta(name) then fail(21, 'semaphore ' .. quote(name) .. ' already exists') end
+  check_room()
+  new_semaphore(name, args[5], data, '0')
+  return reply(remember(args[3], 1), more)
+end
+
+-- args: sid, fence, request key, name, data.
+local function update_semaphore(keys, args)
+  local more = begin_session(keys, args)
+  local name, data = args[4], args[5]
+  local m = meta(name)
+  if not m then fail(20, 'semaphore ' .. quote(name) .. ' does not exist') end
+  local md = tonumber(cfg_get('md'))
+  if #data > md then
+    fail(22, 'semaphore data is ' .. #data .. ' bytes; max_data_size is ' .. md)
+  end
+  if m.data ~= data then
+    redis.call('HSET', B .. 'm:' .. name, 'data', data)
+    m.data = data
+    touch(name)
+  end
+  return reply(1, more)
+end
+
+-- args: sid, fence, request key, name, force ('1'/'0').
+local function delete_semaphore(keys, args)
+  local more, done = begin_session(keys, args)
+  if done then return reply(done, more) end
+  local name = args[4]
+  if not meta(name) then fail(20, 'semaphore ' .. quote(name) .. ' does not exist') end
+  local owners = {}
+  for _, pair in ipairs(owners_in_order(name)) do owners[#owners + 1] = pair[1] end
+  local waiters = redis.call('ZRANGE', B .. 'q:' .. name, 0, -1)
+  if (#owners > 0 or #waiters > 0) and args[5] ~= '1' then
+    fail(23, 'semaphore ' .. quote(name) .. ' has ' .. #owners .. ' owner(s) and ' .. #waiters
+      .. ' waiter(s); use force=True')
+  end
+  local msg = 'semaphore ' .. quote(name) .. ' was deleted'
+  -- The caller's client hears of its own sessions' losses in the answer too, at once.
+  local failed, lost = {}, {}
+  for _, holder in ipairs(waiters) do
+    local w = remove_waiter(name, holder)
+    local sid, hold = split_holder(holder)
+    push(sid, {'k', 'F', 'name', name, 'hold', hold, 'req', w.req, 'code', 20, 'msg', msg})
+    failed[#failed + 1] = {tonumber(sid), tonumber(hold), tonumber(w.req)}
+  end
+  for _, holder in ipairs(owners) do
+    local o = remove_owner(name, holder)
+    local sid, hold = split_holder(holder)
+    push(sid, {'k', 'L', 'name', name, 'hold', hold, 'tok', o.tok, 'code', 12, 'msg', msg})
+    lost[#lost + 1] = {tonumber(sid), tonumber(hold), o.tok}
+  end
+  delete_semaphore_keys(name)
+  touch(name)
+  return reply(remember(args[3], {msg, failed, lost}), more)
+end
+
+local function describe(name, with_owners, with_waiters)
+  local m = meta(name)
+  if not m then return {0} end
+  local owners, waiters = {}, {}
+  if with_owners then
+    for _, pair in ipairs(owners_in_order(name)) do
+      local o = pair[2]
+      local sid = split_holder(pair[1])
+      owners[#owners + 1] = {tonumber(sid), o.cnt, o.data, o.tok}
+    end
+  end
+  if with_waiters then
+    for _, holder in ipairs(redis.call('ZRANGE', B .. 'q:' .. name, 0, -1)) do
+      local w = waiter(name, holder)
+      local sid = split_holder(holder)
+      waiters[#waiters + 1] = {tonumber(sid), w.cnt, w.data}
+    end
+  end
+  local eph = 0
+  if m.eph then eph = 1 end
+  return {1, chex(m.lim), chex(m.cnt), m.data, eph, owners, waiters}
+end
+
+-- args: sid, fence, request key, name, owners ('1'/'0'), waiters ('1'/'0').
+local function describe_semaphore(keys, args)
+  local more = begin_session(keys, args)
+  return reply(describe(args[4], args[5] == '1', args[6] == '1'), more)
+end
+
+-- Arm (delta 1) or disarm (-1) one watch of the session on a name; with the state.
+-- args: sid, fence, request key, name, delta, owners, waiters.
+local function watch(keys, args)
+  local more = begin_session(keys, args)
+  local sid, name, delta = args[1], args[4], tonumber(args[5])
+  local s = B .. 's:' .. sid
+  if delta > 0 then
+    local limit = tonumber(cfg_get('mwa'))
+    if tonumber(redis.call('HGET', s, 'nw') or '0') >= limit then
+      fail(22, 'max_watches_per_session (' .. limit .. ') reached')
+    end
+  elseif tonumber(redis.call('HGET', B .. 'sw:' .. sid, name) or '0') <= 0 then
+    return reply(0, more)  -- disarmed already
+  end
+  redis.call('HINCRBY', s, 'nw', delta)
+  local n = redis.call('HINCRBY', B .. 'sw:' .. sid, name, delta)
+  if n <= 0 then
+    redis.call('HDEL', B .. 'sw:' .. sid, name)
+    redis.call('HDEL', B .. 'wt:' .. name, sid)
+  else
+    redis.call('HSET', B .. 'wt:' .. name, sid, n)
+  end
+  if delta < 0 then return reply(0, more) end
+  return reply(describe(name, args[6] == '1', args[7] == '1'), more)
+end
+
+-- What the session holds and waits for (read back after its client missed pushes).
+local function describe_session(keys, args)
+  local more = begin_session(keys, args)
+  local sid = args[1]
+  local holds, waits = {}, {}
+  for _, f in ipairs(redis.call('HKEYS', B .. 'sh:' .. sid)) do
+    local c = string.find(f, ':', 2, true)
+    local hold, name = string.sub(f, 2, c - 1), string.sub(f, c + 1)
+    if string.sub(f, 1, 1) == 'o' then
+      local o = owner(name, sid .. ':' .. hold)
+      holds[#holds + 1] = {name, tonumber(hold), o.tok, o.cnt, tostring(o.ttl), o.data}
+    else
+      local w = waiter(name, sid .. ':' .. hold)
+      waits[#waits + 1] = {name, tonumber(hold), tonumber(w.req), w.cnt}
+    end
+  end
+  return reply({holds, waits}, more)
+end
+
+local function register(name, fn)
+  redis.register_function('tenure_@V@_' .. name, fn)
+end
+
+register('create_node', create_node)
+register('describe_node', describe_node)
+register('alter_node', alter_node)
+register('drop_node', drop_node)
+register('tick', tick)
+register('open_session', open_session)
+register('heartbeat', heartbeat)
+register('resume_session', resume_session)
+register('close_session', close_session)
+register('acquire', acquire)
+register('withdraw', withdraw)
+register('release', release)
+register('renew', renew)
+register('create_semaphore', create_semaphore)
+register('update_semaphore', update_semaphore)
+register('delete_semaphore', delete_semaphore)
+register('describe_semaphore', describe_semaphore)
+register('watch', watch)
+register('describe_session', describe_session)

@@ -1,0 +1,85 @@
+"""Taking a live session back by its secret (the backend side of session tickets)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import tenure
+from tenure.backends.redis import RedisBackend
+from tenure.backends.redis._session import RedisSession
+from tenure.errors import LostError, SessionExpiredError
+
+
+class Heard:
+    """A SessionListener that keeps what it hears."""
+
+    def __init__(self) -> None:
+        self.lost: list[LostError] = []
+        self.leases: list[tuple[str, int, LostError]] = []
+
+    def session_lost(self, error: LostError) -> None:
+        self.lost.append(error)
+
+    def lease_lost(self, name: str, token: int, error: LostError) -> None:
+        self.leases.append((name, token, error))
+
+
+def _parts(client: tenure.Client, session: tenure.Session) -> tuple[RedisBackend, RedisSession]:
+    backend, inner = client.backend, session._backend
+    assert isinstance(backend, RedisBackend)
+    assert isinstance(inner, RedisSession)
+    return backend, inner
+
+
+async def test_a_resume_keeps_the_holds_withdraws_the_waits_and_fences_the_old_client(
+    redis_url: str,
+) -> None:
+    async with tenure.connect(redis_url) as old, tenure.connect(redis_url) as new:
+        await old.create_node("n")
+        blocker = await new.session("n")
+        await blocker.mutex("busy").lock()
+        session = await old.session("n", recovery_window=5)
+        lock = await session.mutex("m").lock(data=b"mine")
+        queued = asyncio.ensure_future(session.mutex("busy").lock())
+        for _ in range(100):
+            if (await blocker.semaphore("busy").describe(waiters=True)).waiters:
+                break
+            await asyncio.sleep(0.02)
+        _, inner = _parts(old, session)
+        backend, _ = _parts(new, blocker)
+        heard = Heard()
+        resumed = await backend.resume_session("n", session.id, inner.secret, heard)
+        assert [(n, g.token, d) for n, g, d in resumed.resumed_holds] == [
+            ("m", lock.token, b"mine")
+        ]
+        waiters = (await blocker.semaphore("busy").describe(waiters=True)).waiters
+        assert waiters == ()  # the old owner's queued request was withdrawn
+        # The old client is fenced off: its calls are refused, and it hears so.
+        with pytest.raises(SessionExpiredError):
+            await session.mutex("x").lock()
+        with pytest.raises(SessionExpiredError):
+            await asyncio.wait_for(queued, 5)
+        assert isinstance(session.lost_reason, SessionExpiredError)
+        # The taken-back hold releases, and the next waiter gets it.
+        waiter = asyncio.ensure_future(blocker.mutex("m").lock())
+        await asyncio.sleep(0.1)
+        grant = resumed.resumed_holds[0][1]
+        assert await resumed.release("m", grant)
+        taken = await asyncio.wait_for(waiter, 5)
+        assert taken.token > lock.token
+        assert heard.lost == []
+
+
+async def test_a_wrong_secret_or_an_ended_session_cannot_be_resumed(redis_url: str) -> None:
+    async with tenure.connect(redis_url) as client:
+        await client.create_node("n")
+        session = await client.session("n")
+        backend, inner = _parts(client, session)
+        with pytest.raises(SessionExpiredError, match="secret is wrong"):
+            await backend.resume_session("n", session.id, "00" * 16, Heard())
+        secret = inner.secret
+        await session.close()
+        with pytest.raises(SessionExpiredError, match="cannot be resumed"):
+            await backend.resume_session("n", session.id, secret, Heard())
