@@ -91,18 +91,18 @@ async def test_capabilities_follow_the_servers_settings(pg_url: str) -> None:
 
 async def test_a_lease_ttl_is_kept_alive_by_renewals(pg_url: str) -> None:
     async with tenure.connect(pg_url) as client, tenure.connect(pg_url) as other:
-        await client.create_node("ttl", default_lease=1.0)
+        await client.create_node("ttl", default_lease=1.5)
         await client.create_node("plain", lock_delay=0.5)
         session = await client.session("ttl")
         lease = await session.mutex("m").lock()
-        assert lease._grant.lease_ttl == 1.0
+        assert lease._grant.lease_ttl == 1.5
         rival = await other.session("ttl")
         waiting = asyncio.ensure_future(rival.mutex("m").lock())
-        await asyncio.sleep(2.5)  # 2.5 TTLs: the client renewed it all along
+        await asyncio.sleep(3.2)  # over two TTLs: the client renewed it all along
         assert not waiting.done()
         assert not lease.lost.ended
         backend_session = _backend(client).sessions[session.id]
-        assert await backend_session.renew("m", lease._grant) == 1.0
+        assert await backend_session.renew("m", lease._grant) == 1.5
         await lease.release()
         granted = await asyncio.wait_for(waiting, 5)
         assert granted.token > lease.token
