@@ -276,10 +276,13 @@ class PgBackend:
             task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
     async def aclose(self) -> None:
-        """Close every session, then the LISTEN connection and the pool."""
-        for session in list(self.sessions.values()):
-            with contextlib.suppress(TenureError):
-                await session.close()
+        """Close every session (at once: with the database down each waits up to
+        connect_timeout), then the LISTEN connection and the pool."""
+        sessions = list(self.sessions.values())
+        results = await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, TenureError):
+                raise result
         self._closed = True
         await self.reaper.close()
         await self.listener.close()
