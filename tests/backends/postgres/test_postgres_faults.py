@@ -259,3 +259,26 @@ async def test_a_lease_not_renewed_within_its_ttl_is_lost_and_the_session_stays(
             again = asyncio.ensure_future(holder.mutex("m").lock())
             await granted.release()
             assert (await asyncio.wait_for(again, 5)).token > granted.token
+
+
+async def test_a_call_cancelled_before_it_could_be_sent_ends_at_once(
+    postgres_server: PostgresServer,
+) -> None:
+    url = postgres_server.url(schema=_schema(), pool_size="1")
+    async with NetProxy("127.0.0.1", postgres_server.port) as proxy:
+        proxied = url.replace(f":{postgres_server.port}/", f":{proxy.port}/")
+        async with tenure.connect(proxied) as client:
+            await client.create_node("n")
+            session = await client.session("n", recovery_window=30.0)
+            proxy.refuse()
+            proxy.drop()  # every connection gone, and no new one gets through
+            acquiring = asyncio.ensure_future(session.mutex("m").lock())
+            await asyncio.sleep(0.5)  # it waits (within its window) for a connection
+            assert not acquiring.done()
+            loop = asyncio.get_running_loop()
+            cancelled_at = loop.time()
+            acquiring.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await acquiring
+            assert loop.time() - cancelled_at < 2.0  # not the 30 s window
+            proxy.refuse(False)

@@ -96,7 +96,7 @@ class Caller:
             sent: list[bool] = []
             try:
                 left = max(0.1, deadline - loop.time())
-                return await _uncancelled(self._once(query, args, left, sent))
+                return await _uncancelled(self._once(query, args, left, sent), sent)
             except psycopg.Error as error:
                 state = error.sqlstate or ""
                 mapped = ERRORS.get(state)
@@ -159,19 +159,22 @@ class Caller:
             return
 
 
-async def _uncancelled(call: Coroutine[Any, Any, Any]) -> Any:
-    """Run ``call`` to its end even if the caller is cancelled meanwhile.
+async def _uncancelled(call: Coroutine[Any, Any, Any], sent: list[bool]) -> Any:
+    """Run ``call`` to its end even if the caller is cancelled once it was sent.
 
     A call is one short transaction: cancelling it in flight would leave it applied
     or not (the caller's cleanup, e.g. withdrawing an acquire, must run after it),
     and psycopg's cancel of a running query can wait seconds for the server. So
     the caller's cancellation waits for the answer (bounded by request_timeout),
-    then goes on as a CancelledError.
+    then goes on as a CancelledError. A call still waiting for a pooled connection
+    (``sent`` empty) was not sent: it is cancelled at once.
     """
     task = asyncio.ensure_future(call)
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
+        if not sent:
+            task.cancel()
         await asyncio.wait({task})
         if not task.cancelled():
             task.exception()  # retrieved: the caller is cancelled, that is its answer

@@ -85,7 +85,7 @@ class PgSession:
         self.busy: set[tuple[str, int]] = set()
         self.watches = 0
         self._confirmed = confirmed_at
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Future[Any]] = set()
         self._loop = asyncio.get_running_loop()
         self._timer: asyncio.TimerHandle | None = None
         self._arm()
@@ -379,6 +379,11 @@ class PgSession:
             # Bounded by connect_timeout: a client closing while the database is down
             # does not wait a whole window per session (the window ends it anyway).
             await self.caller.call("close_session", [self.sid, self.secret, self.seq])
+
+    def keep(self, task: asyncio.Future[Any]) -> None:
+        """Keep a reference to background work that is already running."""
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
         """Run ``coro`` in the background (errors are logged: there is no caller)."""

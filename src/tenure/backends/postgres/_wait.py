@@ -20,9 +20,11 @@
    ``clock_timestamp()`` says it is due, and otherwise answers the time left.
 4. **Cancelled** while waiting: ``withdraw`` removes the request unless it was
    granted; a grant that raced the cancellation is released (an upgrade's is kept:
-   it replaced the hold). A call whose connection broke is retried within the
-   session's window (same request id), so no request is left behind by a lost
-   answer either.
+   it replaced the hold). The cancelled caller waits for that at most
+   :data:`GIVE_UP_WAIT`; with the database out of reach it goes on in the
+   background, within the session's window, the hold's number kept busy meanwhile.
+   A call whose connection broke is retried within the session's window (same
+   request id), so no request is left behind by a lost answer either.
 
 Without notifications (a transaction-pooling pgbouncer), a waiter also re-checks
 every ``recheck_interval`` seconds: bounded, and said in the docs.
@@ -49,6 +51,10 @@ if TYPE_CHECKING:
 
 __all__ = ["request"]
 
+#: Seconds a cancelled acquire waits for its withdraw before leaving it to run on in
+#: the background (it takes milliseconds while the database answers).
+GIVE_UP_WAIT = 1.0
+
 #: Seconds past the database's deadline at which a waiter asks (timers fire early
 #: and clocks differ a little; asking too early only costs one more call).
 SLACK = 0.002
@@ -65,8 +71,8 @@ async def request(
     restating: bool,
 ) -> Grant | None:
     """Acquire (or restate) hold ``hold`` of ``name``; see the module docstring."""
-    place = (name, hold)
-    s.busy.add(place)
+    place: tuple[str, int] | None = (name, hold)
+    s.busy.add((name, hold))
     request_id = secrets.randbits(63)
     wake = asyncio.Event()
     # A waiter hears of its session's grants and timeouts (``g<sid>``) and of its
@@ -94,12 +100,21 @@ async def request(
     except asyncio.CancelledError:
         # Also while the acquire itself was in flight: it may have been applied.
         if s.ended is None:
-            await asyncio.shield(_give_up(s, name, hold, request_id, restating))
+            giving_up = asyncio.ensure_future(_give_up(s, name, hold, request_id, restating))
+            # The hold's number stays taken until the withdraw is through.
+            giving_up.add_done_callback(lambda _: s.busy.discard(place))
+            # Usually a few milliseconds; with the database out of reach the caller
+            # does not wait the window for it: it goes on in the background.
+            await asyncio.wait({giving_up}, timeout=GIVE_UP_WAIT)
+            if not giving_up.done():
+                s.keep(giving_up)
+                place = None  # busy until the background withdraw ends
         raise
     finally:
         for stop in stops:
             stop()
-        s.busy.discard(place)
+        if place is not None:
+            s.busy.discard(place)
 
 
 async def _request(
