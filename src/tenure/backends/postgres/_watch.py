@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING
 
 from tenure._core.values import SemaphoreDescription
+from tenure.backends._readback import ReadbackWatch, first_of
 from tenure.backends.postgres import _admin
 
 if TYPE_CHECKING:
@@ -24,22 +25,18 @@ if TYPE_CHECKING:
 __all__ = ["PgWatch"]
 
 
-class PgWatch:
+class PgWatch(ReadbackWatch):
     """A :class:`~tenure.backends._base.WatchStream` over the node's notifications."""
 
     def __init__(
         self, session: PgSession, name: str, *, data: bool, owners: bool, waiters: bool
     ) -> None:
+        super().__init__(name, data=data, owners=owners, waiters=waiters)
         self._session = session
-        self._name = name
-        self._what = (data, owners, waiters)
         self._changed = asyncio.Event()
         self._stop: Callable[[], None] | None = None
-        self._first: SemaphoreDescription | None = None
-        self._last: tuple[Any, ...] | None = None
-        self._closed = False
 
-    async def start(self) -> None:
+    async def _arm(self) -> SemaphoreDescription:
         """Subscribe, then read the state."""
         session = self._session
         self._stop = session.backend.listener.subscribe(
@@ -47,64 +44,27 @@ class PgWatch:
         )
         session.watches += 1
         try:
-            self._first = await self._read()
+            return await self._read()
         except BaseException:
             await self.aclose()
             raise
-        self._last = self._project(self._first)
 
     async def _read(self) -> SemaphoreDescription:
-        _, owners, waiters = self._what
         return await _admin.read(
-            self._session, self._name, owners=owners, waiters=waiters, missing_ok=True
+            self._session, self._name, owners=self._owners, waiters=self._waiters, missing_ok=True
         )
 
-    def _project(self, d: SemaphoreDescription) -> tuple[Any, ...]:
-        data, owners, waiters = self._what
-        return (
-            d.exists,
-            d.limit,
-            d.ephemeral,
-            d.data if data else None,
-            (d.count, d.owners) if owners else None,
-            d.waiters if waiters else None,
-        )
+    async def _wait(self) -> None:
+        self._session.check_alive()
+        await first_of(self._changed.wait(), self._session.lost.wait())
 
-    def __aiter__(self) -> Self:
-        return self
+    async def _read_back(self) -> SemaphoreDescription:
+        self._session.check_alive()
+        self._changed.clear()
+        return await self._read()
 
-    async def __anext__(self) -> SemaphoreDescription:
-        """The state when armed, then the latest state after each watched change."""
-        if self._closed:
-            raise StopAsyncIteration
-        if self._first is not None:
-            first, self._first = self._first, None
-            return first
-        session = self._session
-        while True:
-            session.check_alive()
-            changed = asyncio.ensure_future(self._changed.wait())
-            lost = asyncio.ensure_future(session.lost.wait())
-            try:
-                await asyncio.wait({changed, lost}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                changed.cancel()
-                lost.cancel()
-            if self._closed:
-                raise StopAsyncIteration
-            session.check_alive()
-            self._changed.clear()
-            description = await self._read()
-            projection = self._project(description)
-            if projection != self._last:
-                self._last = projection
-                return description
-
-    async def aclose(self) -> None:
-        """Stop watching (idempotent)."""
-        if not self._closed:
-            self._closed = True
-            if self._stop is not None:
-                self._stop()
-                self._session.watches -= 1
-            self._changed.set()  # a consumer waiting in __anext__ ends
+    async def _disarm(self) -> None:
+        if self._stop is not None:
+            self._stop()
+            self._session.watches -= 1
+        self._changed.set()  # a consumer waiting in __anext__ ends

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING
 
 from tenure._core.values import SemaphoreDescription
+from tenure.backends._readback import ReadbackWatch
 from tenure.backends.redis._codec import decode_description
 from tenure.errors import TenureError
 
@@ -26,38 +27,33 @@ if TYPE_CHECKING:
 __all__ = ["RedisWatch"]
 
 
-class RedisWatch:
+class RedisWatch(ReadbackWatch):
     """A :class:`~tenure.backends._base.WatchStream` over the pushes of one semaphore."""
 
     def __init__(
         self, session: RedisSession, name: str, *, data: bool, owners: bool, waiters: bool
     ) -> None:
+        super().__init__(name, data=data, owners=owners, waiters=waiters)
         self._session = session
-        self._name = name
-        self._what = (data, owners, waiters)
-        self._first: SemaphoreDescription | None = None
-        self._last: tuple[Any, ...] | None = None
         self._news = asyncio.Event()
         self._error: BaseException | None = None
         self._armed = False
-        self._closed = False
 
-    async def start(self) -> None:
+    def _flags(self) -> tuple[str, str]:
+        return "1" if self._owners else "0", "1" if self._waiters else "0"
+
+    async def _arm(self) -> SemaphoreDescription:
         """Register as a watcher and read the state (one call)."""
         session = self._session
-        _, owners, waiters = self._what
         session.watches.setdefault(self._name, set()).add(self)  # pushes may come at once
         try:
-            raw = await session.call(
-                "watch", "", self._name, 1, "1" if owners else "0", "1" if waiters else "0"
-            )
+            raw = await session.call("watch", "", self._name, 1, *self._flags())
         except BaseException:
             self._forget()
             raise
         self._armed = True
-        self._first = decode_description(self._name, raw)
-        self._last = self._project(self._first)
         self._news.clear()
+        return decode_description(self._name, raw)
 
     def poke(self) -> None:
         """A watched change was pushed (or may have been missed): read again."""
@@ -68,47 +64,15 @@ class RedisWatch:
         self._error = error
         self._news.set()
 
-    def _project(self, d: SemaphoreDescription) -> tuple[Any, ...]:
-        data, owners, waiters = self._what
-        return (
-            d.exists,
-            d.limit,
-            d.ephemeral,
-            d.data if data else None,
-            (d.count, d.owners) if owners else None,
-            d.waiters if waiters else None,
-        )
+    async def _wait(self) -> None:
+        await self._news.wait()
 
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> SemaphoreDescription:
-        """The state when armed, then the latest state after each watched change."""
-        if self._closed:
-            raise StopAsyncIteration
-        if self._first is not None:
-            first, self._first = self._first, None
-            return first
-        _, owners, waiters = self._what
-        while True:
-            await self._news.wait()
-            if self._closed:
-                raise StopAsyncIteration
-            if self._error is not None:
-                raise self._error
-            self._news.clear()
-            raw = await self._session.call(
-                "describe_semaphore",
-                "",
-                self._name,
-                "1" if owners else "0",
-                "1" if waiters else "0",
-            )
-            description = decode_description(self._name, raw)
-            projection = self._project(description)
-            if projection != self._last:
-                self._last = projection
-                return description
+    async def _read_back(self) -> SemaphoreDescription:
+        if self._error is not None:
+            raise self._error
+        self._news.clear()
+        raw = await self._session.call("describe_semaphore", "", self._name, *self._flags())
+        return decode_description(self._name, raw)
 
     def _forget(self) -> None:
         watches = self._session.watches.get(self._name)
@@ -117,11 +81,7 @@ class RedisWatch:
             if not watches:
                 del self._session.watches[self._name]
 
-    async def aclose(self) -> None:
-        """Stop watching (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
+    async def _disarm(self) -> None:
         self._news.set()
         self._forget()
         if self._armed and self._session.ended is None:
