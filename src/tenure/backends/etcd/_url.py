@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 import grpc
 
+from tenure.backends._options import merged_settings, seconds
 from tenure.backends.etcd._conn import ConnectionOptions
 from tenure.errors import InvalidArgumentError
 
@@ -55,11 +56,7 @@ def parse_url(url: str, options: Mapping[str, object]) -> tuple[ConnectionOption
     """The connection options and the key prefix of ``etcd://host[:port][,...]?options``
     (``etcds://`` for TLS); ``options`` (keywords) win over the query."""
     parts = urlsplit(url)
-    query: dict[str, object] = dict(parse_qsl(parts.query, keep_blank_values=True))
-    settings = {**query, **options}
-    unknown = sorted(set(settings) - _OPTIONS)
-    if unknown:
-        raise InvalidArgumentError(f"unknown etcd:// option(s): {', '.join(unknown)}")
+    settings = merged_settings("etcd", parts, options, _OPTIONS)
     if parts.path not in ("", "/"):
         raise InvalidArgumentError(f"etcd:// takes no path (use ?prefix=); got {parts.path!r}")
     prefix = str(settings.get("prefix", DEFAULT_PREFIX))
@@ -75,8 +72,8 @@ def parse_url(url: str, options: Mapping[str, object]) -> tuple[ConnectionOption
         )
     elif "cert" in settings or "key" in settings:
         raise InvalidArgumentError("cert= and key= need TLS: use etcds:// or give ca=")
-    connect_timeout = _seconds(settings, "connect_timeout", 5.0)
-    request_timeout = _seconds(settings, "request_timeout", 5.0)
+    connect_timeout = seconds(settings, "connect_timeout", 5.0)
+    request_timeout = seconds(settings, "request_timeout", 5.0)
     user = settings.get("user")
     connection = ConnectionOptions(
         endpoints=_endpoints(parts.netloc),
@@ -88,13 +85,3 @@ def parse_url(url: str, options: Mapping[str, object]) -> tuple[ConnectionOption
         request_timeout=request_timeout,
     )
     return connection, prefix
-
-
-def _seconds(settings: Mapping[str, object], option: str, default: float) -> float:
-    try:
-        value = float(settings.get(option, default))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InvalidArgumentError(f"{option} must be a number of seconds") from None
-    if not 0 < value <= 3600:
-        raise InvalidArgumentError(f"{option} must be in (0, 3600] seconds, got {value:g}")
-    return value

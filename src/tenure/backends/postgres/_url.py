@@ -16,8 +16,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
+from tenure.backends._options import merged_settings, seconds
 from tenure.errors import InvalidArgumentError
 
 __all__ = ["PgOptions", "parse_url"]
@@ -94,11 +95,7 @@ def parse_url(url: str, options: Mapping[str, object]) -> PgOptions:
     parts = urlsplit(url)
     if parts.scheme.lower() not in ("postgres", "postgresql"):
         raise InvalidArgumentError(f"expected a postgres:// URL, got {url!r}")
-    query = dict(parse_qsl(parts.query, keep_blank_values=True))
-    settings: dict[str, object] = {**query, **options}
-    unknown = sorted(set(settings) - _OWN - LIBPQ)
-    if unknown:
-        raise InvalidArgumentError(f"unknown postgres:// option(s): {', '.join(unknown)}")
+    settings = merged_settings("postgres", parts, options, _OWN | LIBPQ)
     if not parts.hostname and "host" not in settings:
         raise InvalidArgumentError(f"postgres:// needs a host: {url!r}")
     schema = str(settings.get("schema", "tenure"))
@@ -113,7 +110,7 @@ def parse_url(url: str, options: Mapping[str, object]) -> PgOptions:
         raise InvalidArgumentError(f"pool_size must be an integer, got {pool_size!r}") from None
     if not 1 <= pool_size <= 1000:
         raise InvalidArgumentError(f"pool_size must be in [1, 1000], got {pool_size}")
-    connect_timeout = _seconds(settings, "connect_timeout", 5.0)
+    connect_timeout = seconds(settings, "connect_timeout", 5.0)
     passed = {k: str(v) for k, v in settings.items() if k in LIBPQ}
     # A connection that died without a word (a stalled network) is noticed by TCP
     # keepalives, within about 25 s unless the URL says otherwise: the LISTEN
@@ -128,17 +125,7 @@ def parse_url(url: str, options: Mapping[str, object]) -> PgOptions:
         schema=schema,
         pool_size=pool_size,
         connect_timeout=connect_timeout,
-        request_timeout=_seconds(settings, "request_timeout", 30.0),
-        listen_probe_timeout=_seconds(settings, "listen_probe_timeout", 2.0),
-        recheck_interval=_seconds(settings, "recheck_interval", 1.0),
+        request_timeout=seconds(settings, "request_timeout", 30.0),
+        listen_probe_timeout=seconds(settings, "listen_probe_timeout", 2.0),
+        recheck_interval=seconds(settings, "recheck_interval", 1.0),
     )
-
-
-def _seconds(settings: Mapping[str, object], option: str, default: float) -> float:
-    try:
-        value = float(settings.get(option, default))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InvalidArgumentError(f"{option} must be a number of seconds") from None
-    if not 0 < value <= 3600:
-        raise InvalidArgumentError(f"{option} must be in (0, 3600] seconds, got {value:g}")
-    return value

@@ -9,8 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
+from tenure.backends._options import merged_settings, seconds
 from tenure.errors import InvalidArgumentError
 
 __all__ = ["DEFAULT_PORT", "DEFAULT_PREFIX", "RedisOptions", "parse_url"]
@@ -77,25 +78,11 @@ def _file(option: str, value: object) -> str:
     return str(path)
 
 
-def _seconds(settings: Mapping[str, object], option: str, default: float) -> float:
-    try:
-        value = float(settings.get(option, default))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InvalidArgumentError(f"{option} must be a number of seconds") from None
-    if not 0 < value <= 3600:
-        raise InvalidArgumentError(f"{option} must be in (0, 3600] seconds, got {value:g}")
-    return value
-
-
 def parse_url(url: str, options: Mapping[str, object]) -> RedisOptions:
     """The options of ``redis://[user:password@]host[:port][/db][?options]``
     (``rediss://`` for TLS); ``options`` (keywords) win over the query and the URL."""
     parts = urlsplit(url)
-    query: dict[str, object] = dict(parse_qsl(parts.query, keep_blank_values=True))
-    settings = {**query, **options}
-    unknown = sorted(set(settings) - _OPTIONS)
-    if unknown:
-        raise InvalidArgumentError(f"unknown redis:// option(s): {', '.join(unknown)}")
+    settings = merged_settings("redis", parts, options, _OPTIONS)
     if "," in parts.netloc:
         raise InvalidArgumentError(
             "redis:// takes one host[:port] (Redis Cluster is not supported)"
@@ -131,6 +118,6 @@ def parse_url(url: str, options: Mapping[str, object]) -> RedisOptions:
         cert=_file("cert", settings["cert"]) if "cert" in settings else None,
         key=_file("key", settings["key"]) if "key" in settings else None,
         prefix=prefix,
-        connect_timeout=_seconds(settings, "connect_timeout", 5.0),
-        request_timeout=_seconds(settings, "request_timeout", 5.0),
+        connect_timeout=seconds(settings, "connect_timeout", 5.0),
+        request_timeout=seconds(settings, "request_timeout", 5.0),
     )

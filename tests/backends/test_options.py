@@ -1,0 +1,81 @@
+"""The URL option helpers every self-parsing backend shares (etcd, redis, postgres)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from urllib.parse import urlsplit
+
+import pytest
+
+from tenure.backends._options import MAX_SECONDS, merged_settings, seconds
+from tenure.backends.etcd._url import parse_url as parse_etcd
+from tenure.backends.postgres._url import parse_url as parse_postgres
+from tenure.backends.redis._url import parse_url as parse_redis
+from tenure.errors import InvalidArgumentError
+
+#: A backend's URL parser.
+Parse = Callable[[str, Mapping[str, object]], object]
+
+
+def test_keywords_win_over_the_query() -> None:
+    parts = urlsplit("x://h?a=1&b=&c=3")
+    settings = merged_settings("x", parts, {"a": 9}, {"a", "b", "c"})
+    assert settings == {"a": 9, "b": "", "c": "3"}
+
+
+def test_every_unknown_option_is_named_with_the_scheme() -> None:
+    parts = urlsplit("x://h?zeta=1&a=1")
+    with pytest.raises(InvalidArgumentError, match=r"unknown x:// option\(s\): alpha, zeta"):
+        merged_settings("x", parts, {"alpha": 2}, {"a"})
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("0.5", 0.5), (2, 2.0), (str(MAX_SECONDS), MAX_SECONDS)]
+)
+def test_seconds_in_bounds(value: object, expected: float) -> None:
+    assert seconds({"t": value}, "t", 1.0) == expected
+
+
+def test_seconds_default_when_absent() -> None:
+    assert seconds({}, "t", 7.5) == 7.5
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [
+        ("soon", "t must be a number of seconds"),
+        (None, "t must be a number of seconds"),
+        ("0", r"t must be in \(0, 3600\] seconds, got 0"),
+        ("-1", r"t must be in \(0, 3600\] seconds, got -1"),
+        ("3600.5", r"t must be in \(0, 3600\] seconds, got 3600.5"),
+    ],
+)
+def test_seconds_refused(value: object, match: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=match):
+        seconds({"t": value}, "t", 1.0)
+
+
+@pytest.mark.parametrize(
+    ("parse", "url"),
+    [
+        (parse_etcd, "etcd://h?request_timeout=0"),
+        (parse_redis, "redis://h?request_timeout=0"),
+        (parse_postgres, "postgres://h/db?request_timeout=0"),
+    ],
+)
+def test_each_backend_bounds_its_timeouts_alike(parse: Parse, url: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=r"request_timeout must be in \(0, 3600\]"):
+        parse(url, {})
+
+
+@pytest.mark.parametrize(
+    ("parse", "url", "scheme"),
+    [
+        (parse_etcd, "etcd://h?nope=1", "etcd"),
+        (parse_redis, "redis://h?nope=1", "redis"),
+        (parse_postgres, "postgres://h/db?nope=1", "postgres"),
+    ],
+)
+def test_each_backend_refuses_unknown_options(parse: Parse, url: str, scheme: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=rf"unknown {scheme}:// option\(s\): nope"):
+        parse(url, {})
