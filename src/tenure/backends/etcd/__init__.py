@@ -41,13 +41,14 @@ import collections
 import contextlib
 import math
 import secrets
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 from aetcd.rpc import rpc_pb2
 
 from tenure._core.values import NodeConfig, NodeDescription, check_description
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
+from tenure.backends._joins import JoinLocks
 from tenure.backends.etcd import _resume
 from tenure.backends.etcd._conn import Connection, LeaseNotFoundError
 from tenure.backends.etcd._feed import Feed
@@ -140,11 +141,10 @@ class EtcdBackend:
         )
         #: Semaphores whose last acquire here found a queue (bounded like ``records``).
         self._contended: collections.OrderedDict[tuple[str, str], None] = collections.OrderedDict()
-        self._joins: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
+        self._joins = JoinLocks()
         self._closed = False
 
-    @contextlib.asynccontextmanager
-    async def joining(self, node: str, name: str) -> AsyncIterator[None]:
+    def joining(self, node: str, name: str) -> contextlib.AbstractAsyncContextManager[None]:
         """Held while a request of this client joins ``name``'s queue.
 
         Requests of one client (of all its sessions) join a semaphore's queue one at a
@@ -152,18 +152,7 @@ class EtcdBackend:
         each Txn is answered before the next is sent, so etcd cannot order two of
         them the other way round, and FIFO holds down to this client's calls.
         """
-        key = (node, name)
-        lock, users = self._joins.get(key) or (asyncio.Lock(), 0)
-        self._joins[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._joins[key]
-            if users == 1:
-                del self._joins[key]
-            else:
-                self._joins[key] = (lock, users - 1)
+        return self._joins.held(node, name)
 
     def is_contended(self, node: str, name: str) -> bool:
         """Whether the last acquire of ``name`` here found others queued or holding."""

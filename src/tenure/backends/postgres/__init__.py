@@ -37,7 +37,7 @@ import contextlib
 import dataclasses
 import json
 import secrets
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 import psycopg
@@ -45,6 +45,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from tenure._core.values import NodeConfig, NodeDescription, check_description
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
+from tenure.backends._joins import JoinLocks
 from tenure.backends.postgres._calls import Caller
 from tenure.backends.postgres._listen import Listener, channel
 from tenure.backends.postgres._migrate import migrate
@@ -112,11 +113,10 @@ class PgBackend:
         #: Whether notifications reach this client (else: no WATCH, waiters re-check).
         self.notifications = Capability.WATCH in capabilities
         self.sessions: dict[int, PgSession] = {}
-        self._joins: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
+        self._joins = JoinLocks()
         self._closed = False
 
-    @contextlib.asynccontextmanager
-    async def joining(self, node: str, name: str) -> AsyncIterator[None]:
+    def joining(self, node: str, name: str) -> contextlib.AbstractAsyncContextManager[None]:
         """Held while an acquire of this client joins ``name``'s queue.
 
         Acquires of one client (all its sessions) reach a semaphore's queue one at a
@@ -124,18 +124,7 @@ class PgBackend:
         served): concurrent calls on separate pooled connections could commit in
         either order, so FIFO holds down to this client's calls only this way.
         """
-        key = (node, name)
-        lock, users = self._joins.get(key) or (asyncio.Lock(), 0)
-        self._joins[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._joins[key]
-            if users == 1:
-                del self._joins[key]
-            else:
-                self._joins[key] = (lock, users - 1)
+        return self._joins.held(node, name)
 
     @property
     def capabilities(self) -> frozenset[Capability]:

@@ -36,7 +36,7 @@ import asyncio
 import contextlib
 import itertools
 import secrets
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 from redis import exceptions as rexc
@@ -50,6 +50,7 @@ from tenure._core.values import (
     check_name,
 )
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
+from tenure.backends._joins import JoinLocks
 from tenure.backends.redis._codec import CONFIG_FIELDS, config_args, decode_config
 from tenure.backends.redis._conn import Connection
 from tenure.backends.redis._link import NodeLink
@@ -107,7 +108,7 @@ class RedisBackend:
         self._requests = itertools.count(1)
         self.links: dict[str, NodeLink] = {}
         self.sessions: dict[tuple[str, int], RedisSession] = {}
-        self._joins: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
+        self._joins = JoinLocks()
         self._closed = False
 
     @property
@@ -131,8 +132,7 @@ class RedisBackend:
             link.start()
         return link
 
-    @contextlib.asynccontextmanager
-    async def joining(self, base: str, name: str) -> AsyncIterator[None]:
+    def joining(self, base: str, name: str) -> contextlib.AbstractAsyncContextManager[None]:
         """Held while a request of this client joins ``name``'s queue.
 
         Requests of one client (of all its sessions) join a semaphore's queue one at
@@ -141,18 +141,7 @@ class RedisBackend:
         different pooled connections cannot reach Redis the other way round, and
         FIFO holds down to this client's calls.
         """
-        key = (base, name)
-        lock, users = self._joins.get(key) or (asyncio.Lock(), 0)
-        self._joins[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._joins[key]
-            if users == 1:
-                del self._joins[key]
-            else:
-                self._joins[key] = (lock, users - 1)
+        return self._joins.held(base, name)
 
     def session_ended(self, session: RedisSession) -> None:
         """A session ended (closed or lost): forget it."""
