@@ -41,13 +41,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from aetcd.rpc import rpc_pb2
 
 from tenure._core.values import NodeConfig, SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant, SessionListener, SessionTicket
+from tenure.backends._store_session import StoreSession
 from tenure.backends.etcd import _acquire, _admin, _holds, _record
 from tenure.backends.etcd._keys import (
     EQUAL,
@@ -59,7 +59,6 @@ from tenure.backends.etcd._node import config_of
 from tenure.backends.etcd._queue import Held, SemState
 from tenure.backends.etcd._watch import EtcdWatch
 from tenure.errors import (
-    LeaseLostError,
     LostError,
     NotFoundError,
     PreconditionFailedError,
@@ -78,7 +77,7 @@ log = logging.getLogger("tenure.etcd")
 _DELETE = 1  # mvccpb.Event.DELETE
 
 
-class EtcdSession:
+class EtcdSession(StoreSession[Held]):
     """A :class:`~tenure.backends._base.BackendSession` on etcd (module docstring)."""
 
     def __init__(
@@ -99,6 +98,7 @@ class EtcdSession:
         owner: bytes,
         record_created: int | None = None,
     ) -> None:
+        self.log = log
         self.backend = backend
         self.conn = backend.conn
         self.layout = backend.layout
@@ -129,7 +129,7 @@ class EtcdSession:
         self.held: dict[tuple[str, int], Held] = {}
         self.busy: set[tuple[str, int]] = set()
         self.watches = 0
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Future[Any]] = set()
         self._loop = asyncio.get_running_loop()
         self._timer: asyncio.TimerHandle | None = None
         self._arm()
@@ -206,24 +206,6 @@ class EtcdSession:
         else:
             self.lose(SessionExpiredError(f"session {self.lease_id}: its etcd lease expired"))
 
-    def dropped(self) -> None:
-        """The node was dropped by force: grants lost, waits not found, session closed."""
-        if self.ended is not None:
-            return
-        message = f"node {self.node!r} was dropped"
-        for (name, _), held in list(self.held.items()):
-            self.listener.lease_lost(name, held.token, LeaseLostError(message))
-        self.held.clear()
-        self._end(SessionClosedError(message), NotFoundError(message))
-        self.listener.session_lost(SessionClosedError(message))
-
-    def lose(self, error: LostError) -> None:
-        """The session is lost: end it and tell the listener (once)."""
-        if self.ended is not None:
-            return
-        self._end(error, error)
-        self.listener.session_lost(error)
-
     def _end(self, error: LostError, wait_error: TenureError) -> None:
         self.ended = error
         self.wait_error = wait_error
@@ -254,17 +236,6 @@ class EtcdSession:
                     log.info("session %d: record check failed: %s", self.lease_id, error)
                 if reset and self.ended is None:
                     watcher.restart(self.seq_rev + 1)
-
-    def wait_failure(self) -> TenureError:
-        """A fresh copy of the error a wait ends with now that the session ended."""
-        error = self.wait_error or self.ended
-        assert error is not None
-        return type(error)(*error.args)
-
-    def check_alive(self) -> None:
-        """Raise the session's loss error if it ended."""
-        if self.ended is not None:
-            raise type(self.ended)(*self.ended.args)
 
     # -- Txns of this session -------------------------------------------------------
 
@@ -352,9 +323,7 @@ class EtcdSession:
     ) -> Grant | None:
         """See :meth:`tenure.backends._base.BackendSession.acquire`."""
         self.check_alive()
-        hold = 0
-        while (name, hold) in self.busy or (name, hold) in self.held:
-            hold += 1
+        hold = self.free_hold(name)
         return await _acquire.request(self, name, hold, count, data, timeout, ephemeral)
 
     async def restate(
@@ -441,16 +410,3 @@ class EtcdSession:
         """See :meth:`tenure.backends._base.BackendSession.holds`: each held key, read now."""
         self.check_alive()
         return await _holds.read_holds(self)
-
-    def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
-        """Run ``coro`` in the background (errors are logged: there is no caller)."""
-
-        async def run() -> None:
-            try:
-                await coro
-            except TenureError as error:
-                log.info("session %d: background work failed: %s", self.lease_id, error)
-
-        task = asyncio.ensure_future(run())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)

@@ -25,17 +25,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant, SessionListener, SessionTicket
+from tenure.backends._store_session import StoreSession
 from tenure.backends.postgres import _admin, _wait
 from tenure.backends.postgres._watch import PgWatch
 from tenure.errors import (
     LeaseLostError,
     LostError,
-    NotFoundError,
     SessionClosedError,
     SessionExpiredError,
     TenureError,
@@ -52,7 +52,7 @@ log = logging.getLogger("tenure.postgres")
 BEATS_PER_WINDOW = 4
 
 
-class PgSession:
+class PgSession(StoreSession[Grant]):
     """A :class:`~tenure.backends._base.BackendSession` on PostgreSQL (module docstring)."""
 
     def __init__(
@@ -67,6 +67,7 @@ class PgSession:
         *,
         confirmed_at: float,
     ) -> None:
+        self.log = log
         self.backend = backend
         self.caller = backend.caller
         self.node = node
@@ -186,24 +187,6 @@ class PgSession:
             )
         )
 
-    def dropped(self) -> None:
-        """The node was dropped by force: grants lost, waits not found, session closed."""
-        if self.ended is not None:
-            return
-        message = f"node {self.node!r} was dropped"
-        for (name, _), grant in list(self.held.items()):
-            self.listener.lease_lost(name, grant.token, LeaseLostError(message))
-        self.held.clear()
-        self._end(SessionClosedError(message), NotFoundError(message))
-        self.listener.session_lost(SessionClosedError(message))
-
-    def lose(self, error: LostError) -> None:
-        """The session is lost: end it and tell the listener (once)."""
-        if self.ended is not None:
-            return
-        self._end(error, error)
-        self.listener.session_lost(error)
-
     def _end(self, error: LostError, wait_error: TenureError) -> None:
         self.ended = error
         self.wait_error = wait_error
@@ -218,17 +201,6 @@ class PgSession:
         self._stops.clear()
         self._deleted.clear()
         self.backend.session_ended(self)
-
-    def wait_failure(self) -> TenureError:
-        """A fresh copy of the error a wait ends with now that the session ended."""
-        error = self.wait_error or self.ended
-        assert error is not None
-        return type(error)(*error.args)
-
-    def check_alive(self) -> None:
-        """Raise the session's loss error if it ended."""
-        if self.ended is not None:
-            raise type(self.ended)(*self.ended.args)
 
     # -- calls ---------------------------------------------------------------------
 
@@ -265,9 +237,7 @@ class PgSession:
     ) -> Grant | None:
         """See :meth:`tenure.backends._base.BackendSession.acquire`."""
         self.check_alive()
-        hold = 0
-        while (name, hold) in self.busy or (name, hold) in self.held:
-            hold += 1
+        hold = self.free_hold(name)
         return await _wait.request(self, name, hold, count, data, timeout, ephemeral, False)
 
     async def restate(
@@ -382,18 +352,5 @@ class PgSession:
 
     def keep(self, task: asyncio.Future[Any]) -> None:
         """Keep a reference to background work that is already running."""
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
-        """Run ``coro`` in the background (errors are logged: there is no caller)."""
-
-        async def run() -> None:
-            try:
-                await coro
-            except TenureError as error:
-                log.info("session %d: background work failed: %s", self.sid, error)
-
-        task = asyncio.ensure_future(run())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
