@@ -4,7 +4,9 @@ and notifications that never arrive (as behind a transaction-pooling pgbouncer).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -27,6 +29,23 @@ def _schema() -> str:
     return f"t_{uuid.uuid4().hex[:12]}"
 
 
+@contextlib.asynccontextmanager
+async def _through_proxy(server: PostgresServer, url: str) -> AsyncIterator[tuple[NetProxy, str]]:
+    """A NetProxy in front of ``server``, and ``url`` made to go through it."""
+    async with NetProxy("127.0.0.1", server.port) as proxy:
+        yield proxy, url.replace(f":{server.port}/", f":{proxy.port}/")
+
+
+async def _queued(
+    session: tenure.Session, name: str, *, settle: float
+) -> asyncio.Future[tenure.Lock]:
+    """A lock of mutex ``name`` by ``session``, seen still waiting ``settle`` s later."""
+    waiter = asyncio.ensure_future(session.mutex(name).lock())
+    await asyncio.sleep(settle)
+    assert not waiter.done()
+    return waiter
+
+
 async def test_a_kill_9_mid_hold_loses_nothing_and_the_session_carries_on(
     postgres_fresh: PostgresServer,
 ) -> None:
@@ -39,9 +58,7 @@ async def test_a_kill_9_mid_hold_loses_nothing_and_the_session_carries_on(
         await pool.create(limit=3, data=b"kept")
         held = await pool.acquire(count=2, data=b"mine")
         waiting_session = await other.session("n", recovery_window=20.0)
-        waiter = asyncio.ensure_future(waiting_session.mutex("m").lock())
-        await asyncio.sleep(0.3)
-        assert not waiter.done()
+        waiter = await _queued(waiting_session, "m", settle=0.3)
 
         await postgres_fresh.akill()
         await asyncio.sleep(0.5)
@@ -67,64 +84,67 @@ async def test_an_acquire_whose_answer_was_lost_is_applied_once(
     postgres_server: PostgresServer,
 ) -> None:
     url = postgres_server.url(schema=_schema(), pool_size="1")
-    async with NetProxy("127.0.0.1", postgres_server.port) as proxy:
-        proxied = url.replace(f":{postgres_server.port}/", f":{proxy.port}/")
-        async with tenure.connect(proxied) as client, tenure.connect(url) as observer:
-            await client.create_node("n")
-            session = await client.session("n", recovery_window=10.0)
-            proxy.lose_downstream()
-            acquiring = asyncio.ensure_future(session.mutex("m").lock(data=b"once"))
-            await asyncio.sleep(0.5)  # applied by the database, its answer thrown away
-            proxy.lose_downstream(False)
-            proxy.drop()
-            lock = await asyncio.wait_for(acquiring, 10)
-            look = await observer.session("n")
-            found = await look.semaphore("m").describe(owners=True)
-            assert [(o.session_id, o.data, o.token) for o in found.owners] == [
-                (session.id, b"once", lock.token)
-            ]
-            await lock.release()
-            with pytest.raises(NotFoundError):  # the one hold is gone, and the mutex with it
-                await look.semaphore("m").describe(owners=True)
+    async with (
+        _through_proxy(postgres_server, url) as (proxy, proxied),
+        tenure.connect(proxied) as client,
+        tenure.connect(url) as observer,
+    ):
+        await client.create_node("n")
+        session = await client.session("n", recovery_window=10.0)
+        proxy.lose_downstream()
+        acquiring = asyncio.ensure_future(session.mutex("m").lock(data=b"once"))
+        await asyncio.sleep(0.5)  # applied by the database, its answer thrown away
+        proxy.lose_downstream(False)
+        proxy.drop()
+        lock = await asyncio.wait_for(acquiring, 10)
+        look = await observer.session("n")
+        found = await look.semaphore("m").describe(owners=True)
+        assert [(o.session_id, o.data, o.token) for o in found.owners] == [
+            (session.id, b"once", lock.token)
+        ]
+        await lock.release()
+        with pytest.raises(NotFoundError):  # the one hold is gone, and the mutex with it
+            await look.semaphore("m").describe(owners=True)
 
-            # A create whose answer was lost is not sent again: it says so.
-            proxy.lose_downstream()
-            creating = asyncio.ensure_future(session.semaphore("s").create(limit=1))
-            await asyncio.sleep(0.5)
-            proxy.lose_downstream(False)
-            proxy.drop()
-            with pytest.raises(UnavailableError, match="may or may not have been applied"):
-                await asyncio.wait_for(creating, 10)
-            assert (await look.semaphore("s").describe()).exists  # it was, this time
+        # A create whose answer was lost is not sent again: it says so.
+        proxy.lose_downstream()
+        creating = asyncio.ensure_future(session.semaphore("s").create(limit=1))
+        await asyncio.sleep(0.5)
+        proxy.lose_downstream(False)
+        proxy.drop()
+        with pytest.raises(UnavailableError, match="may or may not have been applied"):
+            await asyncio.wait_for(creating, 10)
+        assert (await look.semaphore("s").describe()).exists  # it was, this time
 
 
 async def test_a_silent_client_expires_by_the_databases_clock(
     postgres_server: PostgresServer,
 ) -> None:
     url = postgres_server.url(schema=_schema(), pool_size="2")
-    async with NetProxy("127.0.0.1", postgres_server.port) as proxy:
-        proxied = url.replace(f":{postgres_server.port}/", f":{proxy.port}/")
-        async with tenure.connect(proxied) as silent, tenure.connect(url) as other:
-            await other.create_node("n")
-            session = await silent.session("n", recovery_window=2.0)
-            lock = await session.mutex("m").lock()
-            waiting = await other.session("n", recovery_window=10.0)
-            waiter = asyncio.ensure_future(waiting.mutex("m").lock())
-            await asyncio.sleep(0.2)
-            loop = asyncio.get_running_loop()
-            stalled_at = loop.time()
-            proxy.stall()
-            # Its own client gives up a window after its last answered heartbeat...
-            reason = await asyncio.wait_for(lock.lost.wait(), 5)
-            assert isinstance(reason, SessionExpiredError)
-            # ...and the other client's reap timer ends it on the database's clock.
-            granted = await asyncio.wait_for(waiter, 6)
-            assert loop.time() - stalled_at < 2.0 * 1.02 + 3
-            assert granted.token > lock.token
-            proxy.resume()
-            with pytest.raises(SessionExpiredError):
-                await session.mutex("other").lock()
-            await granted.release()
+    async with (
+        _through_proxy(postgres_server, url) as (proxy, proxied),
+        tenure.connect(proxied) as silent,
+        tenure.connect(url) as other,
+    ):
+        await other.create_node("n")
+        session = await silent.session("n", recovery_window=2.0)
+        lock = await session.mutex("m").lock()
+        waiting = await other.session("n", recovery_window=10.0)
+        waiter = await _queued(waiting, "m", settle=0.2)
+        loop = asyncio.get_running_loop()
+        stalled_at = loop.time()
+        proxy.stall()
+        # Its own client gives up a window after its last answered heartbeat...
+        reason = await asyncio.wait_for(lock.lost.wait(), 5)
+        assert isinstance(reason, SessionExpiredError)
+        # ...and the other client's reap timer ends it on the database's clock.
+        granted = await asyncio.wait_for(waiter, 6)
+        assert loop.time() - stalled_at < 2.0 * 1.02 + 3
+        assert granted.token > lock.token
+        proxy.resume()
+        with pytest.raises(SessionExpiredError):
+            await session.mutex("other").lock()
+        await granted.release()
 
 
 class _ElsewhereListener(_listen.Listener):
@@ -156,9 +176,7 @@ async def test_without_notifications_watches_are_refused_and_waiters_still_serve
             with pytest.raises(UnsupportedError, match="NOTIFY did not reach"):
                 await anext(first.semaphore("m").watch())
             lock = await first.mutex("m").lock()
-            waiter = asyncio.ensure_future(second.mutex("m").lock())
-            await asyncio.sleep(0.3)
-            assert not waiter.done()
+            waiter = await _queued(second, "m", settle=0.3)
             await lock.release()
             granted: Any = await asyncio.wait_for(waiter, 3)  # found by a bounded re-check
             assert granted.token > lock.token
@@ -170,115 +188,118 @@ async def test_a_grant_notified_while_the_listen_connection_was_down_is_found(
     postgres_server: PostgresServer,
 ) -> None:
     url = postgres_server.url(schema=_schema(), pool_size="2")
-    async with NetProxy("127.0.0.1", postgres_server.port) as proxy:
-        proxied = url.replace(f":{postgres_server.port}/", f":{proxy.port}/")
-        async with tenure.connect(url) as holder, tenure.connect(proxied) as waiter_client:
-            await holder.create_node("n")
-            owner = await holder.session("n", recovery_window=10.0)
-            lock = await owner.mutex("m").lock()
-            waiting = await waiter_client.session("n", recovery_window=10.0)
-            waiter = asyncio.ensure_future(waiting.mutex("m").lock())
-            await asyncio.sleep(0.3)
-            proxy.refuse()
-            proxy.drop()  # the waiter's client loses every connection, LISTEN's too
-            await lock.release()  # its grant's notification goes nowhere
-            await asyncio.sleep(0.5)
-            assert not waiter.done()
-            proxy.refuse(False)  # the LISTEN connection comes back: everyone reads again
-            granted = await asyncio.wait_for(waiter, 10)
-            assert granted.token > lock.token
-            await granted.release()
+    async with (
+        _through_proxy(postgres_server, url) as (proxy, proxied),
+        tenure.connect(url) as holder,
+        tenure.connect(proxied) as waiter_client,
+    ):
+        await holder.create_node("n")
+        owner = await holder.session("n", recovery_window=10.0)
+        lock = await owner.mutex("m").lock()
+        waiting = await waiter_client.session("n", recovery_window=10.0)
+        waiter = await _queued(waiting, "m", settle=0.3)
+        proxy.refuse()
+        proxy.drop()  # the waiter's client loses every connection, LISTEN's too
+        await lock.release()  # its grant's notification goes nowhere
+        await asyncio.sleep(0.5)
+        assert not waiter.done()
+        proxy.refuse(False)  # the LISTEN connection comes back: everyone reads again
+        granted = await asyncio.wait_for(waiter, 10)
+        assert granted.token > lock.token
+        await granted.release()
 
 
 async def test_lock_delay_holds_back_an_expired_holders_semaphore(
     postgres_server: PostgresServer,
 ) -> None:
     url = postgres_server.url(schema=_schema(), pool_size="2")
-    async with NetProxy("127.0.0.1", postgres_server.port) as proxy:
-        proxied = url.replace(f":{postgres_server.port}/", f":{proxy.port}/")
-        async with tenure.connect(proxied) as silent, tenure.connect(url) as other:
-            await other.create_node("n", lock_delay=2.0)
-            holder = await silent.session("n", recovery_window=1.0)
-            lock = await holder.mutex("m").lock()
-            released = await holder.mutex("clean").lock()
-            waiting = await other.session("n", recovery_window=10.0)
-            observer = await other.session("n", recovery_window=10.0)
+    async with (
+        _through_proxy(postgres_server, url) as (proxy, proxied),
+        tenure.connect(proxied) as silent,
+        tenure.connect(url) as other,
+    ):
+        await other.create_node("n", lock_delay=2.0)
+        holder = await silent.session("n", recovery_window=1.0)
+        lock = await holder.mutex("m").lock()
+        released = await holder.mutex("clean").lock()
+        waiting = await other.session("n", recovery_window=10.0)
+        observer = await other.session("n", recovery_window=10.0)
 
-            # A clean release is not held back.
-            after_clean = asyncio.ensure_future(waiting.mutex("clean").lock())
-            await asyncio.sleep(0.2)
-            await released.release()
-            clean = await asyncio.wait_for(after_clean, 2)
-            await clean.release()
+        # A clean release is not held back.
+        after_clean = await _queued(waiting, "clean", settle=0.2)
+        await released.release()
+        clean = await asyncio.wait_for(after_clean, 2)
+        await clean.release()
 
-            waiter = asyncio.ensure_future(waiting.mutex("m").lock())
-            await asyncio.sleep(0.2)
-            loop = asyncio.get_running_loop()
-            stalled_at = loop.time()
-            proxy.stall()  # the holder's session expires about 1 s from here
+        waiter = await _queued(waiting, "m", settle=0.2)
+        loop = asyncio.get_running_loop()
+        stalled_at = loop.time()
+        proxy.stall()  # the holder's session expires about 1 s from here
 
-            async def expired() -> bool:
-                found = await observer.semaphore("m").describe(owners=True, waiters=True)
-                return found.owners == ()
+        async def expired() -> bool:
+            found = await observer.semaphore("m").describe(owners=True, waiters=True)
+            return found.owners == ()
 
-            while not await expired():
-                assert loop.time() - stalled_at < 5, "the holder never expired"
-                await asyncio.sleep(0.1)
-            gone_at = loop.time()
-            # Expired, and its semaphore held back: nobody is granted, a try fails.
-            assert await observer.mutex("m").try_lock() is None
-            await asyncio.sleep(1.0)
-            assert not waiter.done()
-            granted = await asyncio.wait_for(waiter, 5)
-            assert loop.time() - gone_at >= 1.5  # the 2 s delay, give or take a poll
-            assert granted.token > lock.token
-            proxy.resume()
-            await granted.release()
+        while not await expired():
+            assert loop.time() - stalled_at < 5, "the holder never expired"
+            await asyncio.sleep(0.1)
+        gone_at = loop.time()
+        # Expired, and its semaphore held back: nobody is granted, a try fails.
+        assert await observer.mutex("m").try_lock() is None
+        await asyncio.sleep(1.0)
+        assert not waiter.done()
+        granted = await asyncio.wait_for(waiter, 5)
+        assert loop.time() - gone_at >= 1.5  # the 2 s delay, give or take a poll
+        assert granted.token > lock.token
+        proxy.resume()
+        await granted.release()
 
 
 async def test_a_lease_not_renewed_within_its_ttl_is_lost_and_the_session_stays(
     postgres_server: PostgresServer,
 ) -> None:
     url = postgres_server.url(schema=_schema(), pool_size="2")
-    async with NetProxy("127.0.0.1", postgres_server.port) as proxy:
-        proxied = url.replace(f":{postgres_server.port}/", f":{proxy.port}/")
-        async with tenure.connect(proxied) as paused, tenure.connect(url) as other:
-            await other.create_node("n", default_lease=1.0)
-            holder = await paused.session("n", recovery_window=20.0)
-            lock = await holder.mutex("m").lock()
-            waiting = await other.session("n", recovery_window=20.0)
-            waiter = asyncio.ensure_future(waiting.mutex("m").lock())
-            await asyncio.sleep(0.3)
-            proxy.stall()  # no renewal reaches the database any more
-            granted = await asyncio.wait_for(waiter, 5)  # ended by the database's clock
-            assert granted.token > lock.token
-            proxy.resume()
-            reason = await asyncio.wait_for(lock.lost.wait(), 10)
-            assert isinstance(reason, LeaseLostError)
-            assert holder.lost_reason is None  # only the lease ran out, not the session
-            again = asyncio.ensure_future(holder.mutex("m").lock())
-            await granted.release()
-            assert (await asyncio.wait_for(again, 5)).token > granted.token
+    async with (
+        _through_proxy(postgres_server, url) as (proxy, proxied),
+        tenure.connect(proxied) as paused,
+        tenure.connect(url) as other,
+    ):
+        await other.create_node("n", default_lease=1.0)
+        holder = await paused.session("n", recovery_window=20.0)
+        lock = await holder.mutex("m").lock()
+        waiting = await other.session("n", recovery_window=20.0)
+        waiter = await _queued(waiting, "m", settle=0.3)
+        proxy.stall()  # no renewal reaches the database any more
+        granted = await asyncio.wait_for(waiter, 5)  # ended by the database's clock
+        assert granted.token > lock.token
+        proxy.resume()
+        reason = await asyncio.wait_for(lock.lost.wait(), 10)
+        assert isinstance(reason, LeaseLostError)
+        assert holder.lost_reason is None  # only the lease ran out, not the session
+        again = asyncio.ensure_future(holder.mutex("m").lock())
+        await granted.release()
+        assert (await asyncio.wait_for(again, 5)).token > granted.token
 
 
 async def test_a_call_cancelled_before_it_could_be_sent_ends_at_once(
     postgres_server: PostgresServer,
 ) -> None:
     url = postgres_server.url(schema=_schema(), pool_size="1")
-    async with NetProxy("127.0.0.1", postgres_server.port) as proxy:
-        proxied = url.replace(f":{postgres_server.port}/", f":{proxy.port}/")
-        async with tenure.connect(proxied) as client:
-            await client.create_node("n")
-            session = await client.session("n", recovery_window=30.0)
-            proxy.refuse()
-            proxy.drop()  # every connection gone, and no new one gets through
-            acquiring = asyncio.ensure_future(session.mutex("m").lock())
-            await asyncio.sleep(0.5)  # it waits (within its window) for a connection
-            assert not acquiring.done()
-            loop = asyncio.get_running_loop()
-            cancelled_at = loop.time()
-            acquiring.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await acquiring
-            assert loop.time() - cancelled_at < 2.0  # not the 30 s window
-            proxy.refuse(False)
+    async with (
+        _through_proxy(postgres_server, url) as (proxy, proxied),
+        tenure.connect(proxied) as client,
+    ):
+        await client.create_node("n")
+        session = await client.session("n", recovery_window=30.0)
+        proxy.refuse()
+        proxy.drop()  # every connection gone, and no new one gets through
+        acquiring = asyncio.ensure_future(session.mutex("m").lock())
+        await asyncio.sleep(0.5)  # it waits (within its window) for a connection
+        assert not acquiring.done()
+        loop = asyncio.get_running_loop()
+        cancelled_at = loop.time()
+        acquiring.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await acquiring
+        assert loop.time() - cancelled_at < 2.0  # not the 30 s window
+        proxy.refuse(False)
