@@ -21,25 +21,21 @@ from pathlib import Path
 
 import pytest
 
-from tenure.testing.conformance.harness import in_ci
 from tests.postgres.server import (
+    SHARED,
     PostgresServer,
-    close_shared_postgres,
     kill_all,
     postgres_unavailable,
     shared_postgres,
 )
+from tests.servers import finish_run, require
 
 __all__ = ["postgres_database", "postgres_fresh", "postgres_server", "require_postgres"]
 
 
 def require_postgres() -> None:
     """Skip the test when PostgreSQL is missing here; fail it instead under ``CI=true``."""
-    reason = postgres_unavailable()
-    if reason is not None:
-        if in_ci():
-            pytest.fail(f"{reason} (CI=true: a missing PostgreSQL is a failure, never a skip)")
-        pytest.skip(reason)
+    require(postgres_unavailable(), "PostgreSQL")
 
 
 @pytest.fixture(scope="session")
@@ -71,12 +67,4 @@ def postgres_fresh(tmp_path: Path) -> Iterator[PostgresServer]:
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Stop the shared server; kill any other postgres still running, and say so."""
-    close_shared_postgres()
-    strays = kill_all()
-    if strays:
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(
-                f"postgres processes left running by a test, killed: {sorted(strays)}"
-            )
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    finish_run(session, SHARED, kill_all, "postgres")

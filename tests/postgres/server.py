@@ -19,14 +19,12 @@ crash of the machine it stands for.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import secrets
 import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,11 +34,13 @@ from urllib.parse import quote, urlencode
 from tests.daemons import POLL, Registry, log_tail
 from tests.postgres.binaries import pg_bindir, postgres_unavailable, server_user
 from tests.server.wire import free_port
+from tests.servers import AsyncControls, SharedServer
 
 __all__ = [
     "DATABASE",
     "HOST",
     "REGISTRY",
+    "SHARED",
     "ROLE",
     "WAIT",
     "PostgresError",
@@ -99,7 +99,7 @@ def _conninfo_value(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-class PostgresServer:
+class PostgresServer(AsyncControls):
     """One PostgreSQL server of its own data directory and port; see the module.
 
     Use it as a context (``with PostgresServer(tmp_path) as server:``) or call
@@ -333,24 +333,6 @@ class PostgresServer:
         if self._own_dir is not None:
             shutil.rmtree(self._own_dir, ignore_errors=True)
 
-    # -- for async tests: the same, in a worker thread --------------------------------
-
-    async def aopen(self) -> PostgresServer:
-        """:meth:`open` without blocking the event loop."""
-        return await asyncio.to_thread(self.open)
-
-    async def astart(self, *, wait: bool = True) -> None:
-        """:meth:`start` without blocking the event loop."""
-        await asyncio.to_thread(self.start, wait=wait)
-
-    async def akill(self) -> None:
-        """:meth:`kill` without blocking the event loop."""
-        await asyncio.to_thread(self.kill)
-
-    async def astop(self) -> None:
-        """:meth:`stop` without blocking the event loop."""
-        await asyncio.to_thread(self.stop)
-
     def __repr__(self) -> str:
         state = f"pid {self.pid}" if self.running else "stopped"
         return f"<PostgresServer {HOST}:{self.port} {state}>"
@@ -358,9 +340,8 @@ class PostgresServer:
 
 # -- the run's shared server -----------------------------------------------------------
 
-_SHARED: PostgresServer | None = None
-_SHARED_ROOT: Path | None = None
-_SHARED_LOCK = threading.Lock()
+#: The server this test run shares (:func:`shared_postgres`).
+SHARED: Final = SharedServer(PostgresServer, prefix="tenure-pglog-")
 
 
 def shared_postgres() -> PostgresServer:
@@ -370,27 +351,9 @@ def shared_postgres() -> PostgresServer:
     their own. Started on first use; one that died meanwhile is started again on its
     data. Closed by :func:`close_shared_postgres` at the run's end.
     """
-    global _SHARED, _SHARED_ROOT
-    with _SHARED_LOCK:
-        if _SHARED is None:
-            _SHARED_ROOT = Path(tempfile.mkdtemp(prefix="tenure-pglog-"))
-            try:
-                _SHARED = PostgresServer(_SHARED_ROOT).open()
-            except BaseException:
-                shutil.rmtree(_SHARED_ROOT, ignore_errors=True)
-                _SHARED_ROOT = None
-                raise
-        elif not _SHARED.running:
-            _SHARED.start()
-        return _SHARED
+    return SHARED.get()
 
 
 def close_shared_postgres() -> None:
     """Stop the shared server and remove its directories (a later use starts afresh)."""
-    global _SHARED, _SHARED_ROOT
-    with _SHARED_LOCK:
-        shared, root, _SHARED, _SHARED_ROOT = _SHARED, _SHARED_ROOT, None, None
-    if shared is not None:
-        shared.close()
-    if root is not None:
-        shutil.rmtree(root, ignore_errors=True)
+    SHARED.close()

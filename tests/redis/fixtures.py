@@ -18,25 +18,21 @@ from pathlib import Path
 
 import pytest
 
-from tenure.testing.conformance.harness import in_ci
 from tests.redis.server import (
+    SHARED,
     RedisServer,
-    close_shared_redis,
     kill_all,
     redis_unavailable,
     shared_redis,
 )
+from tests.servers import finish_run, require
 
 __all__ = ["redis_fresh", "redis_server", "require_redis"]
 
 
 def require_redis() -> None:
     """Skip the test when redis-server is missing here; fail it instead under ``CI=true``."""
-    reason = redis_unavailable()
-    if reason is not None:
-        if in_ci():
-            pytest.fail(f"{reason} (CI=true: a missing Redis is a failure, never a skip)")
-        pytest.skip(reason)
+    require(redis_unavailable(), "Redis")
 
 
 @pytest.fixture(scope="session")
@@ -57,12 +53,4 @@ def redis_fresh(tmp_path: Path) -> Iterator[RedisServer]:
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Stop the shared server; kill any other redis-server still running, and say so."""
-    close_shared_redis()
-    strays = kill_all()
-    if strays:
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(
-                f"redis-server processes left running by a test, killed: {sorted(strays)}"
-            )
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    finish_run(session, SHARED, kill_all, "redis-server")

@@ -15,14 +15,11 @@ twin that runs it in a worker thread, for async tests whose loop must keep runni
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,10 +27,12 @@ from typing import Final
 
 from tests.daemons import POLL, Registry, log_tail
 from tests.server.wire import free_port
+from tests.servers import AsyncControls, SharedServer
 
 __all__ = [
     "HOST",
     "REGISTRY",
+    "SHARED",
     "WAIT",
     "RedisError",
     "RedisServer",
@@ -96,7 +95,7 @@ def kill_all() -> set[int]:
     return REGISTRY.kill_all()
 
 
-class RedisServer:
+class RedisServer(AsyncControls):
     """One ``redis-server`` on a port and a directory of its own; see the module.
 
     Use it as a context (``with RedisServer(tmp_path) as server:``) or call
@@ -224,24 +223,6 @@ class RedisServer:
         self._closed = True
         self.stop()
 
-    # -- for async tests: the same, in a worker thread --------------------------------
-
-    async def aopen(self) -> RedisServer:
-        """:meth:`open` without blocking the event loop."""
-        return await asyncio.to_thread(self.open)
-
-    async def astart(self, *, wait: bool = True) -> None:
-        """:meth:`start` without blocking the event loop."""
-        await asyncio.to_thread(self.start, wait=wait)
-
-    async def akill(self) -> None:
-        """:meth:`kill` without blocking the event loop."""
-        await asyncio.to_thread(self.kill)
-
-    async def astop(self) -> None:
-        """:meth:`stop` without blocking the event loop."""
-        await asyncio.to_thread(self.stop)
-
     def __repr__(self) -> str:
         state = f"pid {self.pid}" if self.running else "stopped"
         return f"<RedisServer {HOST}:{self.port} {state}>"
@@ -249,9 +230,8 @@ class RedisServer:
 
 # -- the run's shared server -----------------------------------------------------------
 
-_SHARED: RedisServer | None = None
-_SHARED_ROOT: Path | None = None
-_SHARED_LOCK = threading.Lock()
+#: The server this test run shares (:func:`shared_redis`).
+SHARED: Final = SharedServer(RedisServer, prefix="tenure-redis-")
 
 
 def shared_redis() -> RedisServer:
@@ -260,27 +240,9 @@ def shared_redis() -> RedisServer:
     Started on first use, in a temporary directory; one that died meanwhile is
     started again on its data. Closed by :func:`close_shared_redis` at the run's end.
     """
-    global _SHARED, _SHARED_ROOT
-    with _SHARED_LOCK:
-        if _SHARED is None:
-            _SHARED_ROOT = Path(tempfile.mkdtemp(prefix="tenure-redis-"))
-            try:
-                _SHARED = RedisServer(_SHARED_ROOT).open()
-            except BaseException:
-                shutil.rmtree(_SHARED_ROOT, ignore_errors=True)
-                _SHARED_ROOT = None
-                raise
-        elif not _SHARED.running:
-            _SHARED.start()
-        return _SHARED
+    return SHARED.get()
 
 
 def close_shared_redis() -> None:
     """Stop the shared server and remove its directory (a later use starts afresh)."""
-    global _SHARED, _SHARED_ROOT
-    with _SHARED_LOCK:
-        shared, root, _SHARED, _SHARED_ROOT = _SHARED, _SHARED_ROOT, None, None
-    if shared is not None:
-        shared.close()
-    if root is not None:
-        shutil.rmtree(root, ignore_errors=True)
+    SHARED.close()
