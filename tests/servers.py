@@ -1,6 +1,7 @@
 """What the test servers the tests start (Redis, PostgreSQL) share.
 
-* :class:`AsyncControls`: ``aopen``, ``astart``, ``akill``, ``astop``, the blocking
+* :class:`ServerProcess`: a server's process (``pid``, ``running``, ``output``), its
+  use as a context, and ``aopen``, ``astart``, ``akill``, ``astop``: the blocking
   controls run in a worker thread so that async tests do not block their loop.
 * :class:`SharedServer`: the one server a test run shares, started on first use
   in a temporary directory, started again on its data if it died, closed at the
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import subprocess
 import tempfile
 import threading
 from abc import ABC, abstractmethod
@@ -24,12 +26,17 @@ from typing import Generic, Self, TypeVar
 import pytest
 
 from tenure.testing.conformance.harness import in_ci
+from tests.daemons import log_tail
 
-__all__ = ["AsyncControls", "SharedServer", "finish_run", "require"]
+__all__ = ["ServerProcess", "SharedServer", "finish_run", "require"]
 
 
-class AsyncControls(ABC):
-    """A server's blocking controls, and the same for async tests (in a worker thread)."""
+class ServerProcess(ABC):
+    """A server run as one process (``_proc``, logging to ``log_path``): its blocking
+    controls, and the same for async tests (in a worker thread)."""
+
+    _proc: subprocess.Popen[bytes] | None
+    log_path: Path
 
     @abstractmethod
     def open(self) -> Self:
@@ -52,9 +59,24 @@ class AsyncControls(ABC):
         """Stop the server for good."""
 
     @property
-    @abstractmethod
+    def pid(self) -> int | None:
+        """The running server's PID, or None when stopped."""
+        return self._proc.pid if self.running and self._proc is not None else None
+
+    @property
     def running(self) -> bool:
-        """Whether the server's process is alive."""
+        """Whether its process is alive (it may not serve yet)."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def output(self) -> str:
+        """The end of what the server logged, over all its runs."""
+        return log_tail(self.log_path)
+
+    def __enter__(self) -> Self:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     async def aopen(self) -> Self:
         """:meth:`open` without blocking the event loop."""
@@ -73,7 +95,7 @@ class AsyncControls(ABC):
         await asyncio.to_thread(self.stop)
 
 
-ServerT = TypeVar("ServerT", bound=AsyncControls)
+ServerT = TypeVar("ServerT", bound=ServerProcess)
 
 
 class SharedServer(Generic[ServerT]):

@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import quote, urlencode
 
-from tests.daemons import POLL, Registry, log_tail
+from tests.daemons import POLL, Registry
 from tests.postgres.binaries import pg_bindir, postgres_unavailable, server_user
 from tests.server.wire import free_port
-from tests.servers import AsyncControls, SharedServer
+from tests.servers import ServerProcess, SharedServer
 
 __all__ = [
     "DATABASE",
@@ -99,7 +99,7 @@ def _conninfo_value(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-class PostgresServer(AsyncControls):
+class PostgresServer(ServerProcess):
     """One PostgreSQL server of its own data directory and port; see the module.
 
     Use it as a context (``with PostgresServer(tmp_path) as server:``) or call
@@ -163,20 +163,6 @@ class PostgresServer(AsyncControls):
         parts |= {"password": self.password, "dbname": DATABASE}
         return " ".join(f"{key}={_conninfo_value(value)}" for key, value in parts.items())
 
-    @property
-    def pid(self) -> int | None:
-        """The running postmaster's PID, or None when stopped."""
-        return self._proc.pid if self.running and self._proc is not None else None
-
-    @property
-    def running(self) -> bool:
-        """Whether the postmaster is alive (it may not accept connections yet)."""
-        return self._proc is not None and self._proc.poll() is None
-
-    def output(self) -> str:
-        """The end of what the server (and initdb) logged."""
-        return log_tail(self.log_path)
-
     # -- lifecycle --------------------------------------------------------------------
 
     def open(self) -> PostgresServer:
@@ -205,12 +191,6 @@ class PostgresServer(AsyncControls):
             self.close()
             raise
         return self
-
-    def __enter__(self) -> PostgresServer:
-        return self.open()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def _initdb(self) -> None:
         if self._user is not None:

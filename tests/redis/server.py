@@ -25,9 +25,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from tests.daemons import POLL, Registry, log_tail
+from tests.daemons import POLL, Registry
 from tests.server.wire import free_port
-from tests.servers import AsyncControls, SharedServer
+from tests.servers import ServerProcess, SharedServer
 
 __all__ = [
     "HOST",
@@ -95,7 +95,7 @@ def kill_all() -> set[int]:
     return REGISTRY.kill_all()
 
 
-class RedisServer(AsyncControls):
+class RedisServer(ServerProcess):
     """One ``redis-server`` on a port and a directory of its own; see the module.
 
     Use it as a context (``with RedisServer(tmp_path) as server:``) or call
@@ -129,20 +129,6 @@ class RedisServer(AsyncControls):
         """``redis://127.0.0.1:PORT/db``."""
         return f"redis://{HOST}:{self.port}/{db}"
 
-    @property
-    def pid(self) -> int | None:
-        """The running server's PID, or None when stopped."""
-        return self._proc.pid if self.running and self._proc is not None else None
-
-    @property
-    def running(self) -> bool:
-        """Whether its process is alive (it may not answer yet)."""
-        return self._proc is not None and self._proc.poll() is None
-
-    def output(self) -> str:
-        """The end of what the server logged, over all its runs."""
-        return log_tail(self.log_path)
-
     # -- lifecycle --------------------------------------------------------------------
 
     def open(self) -> RedisServer:
@@ -163,12 +149,6 @@ class RedisServer(AsyncControls):
                     self.close()
                     raise
         raise AssertionError("unreachable")
-
-    def __enter__(self) -> RedisServer:
-        return self.open()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def _write_config(self) -> None:
         lines = [
