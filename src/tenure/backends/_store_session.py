@@ -7,6 +7,11 @@ with SessionClosedError, its grants lost with LeaseLostError and its waits with
 NotFoundError; any other loss ends grants and waits with the loss itself, and the
 listener hears of it once. :class:`StoreSession` is that part; a backend adds its
 own :meth:`StoreSession._end` (timers, streams, subscriptions to stop).
+
+Both also keep **the local deadline**: a session is given up on this client's
+monotonic clock a span (its window, its lease's TTL) after the *send* time of the
+last renewal the store answered. The store cannot have kept it longer, so the
+work under it is cancelled then, not when the store is heard from again.
 """
 
 from __future__ import annotations
@@ -58,6 +63,10 @@ class StoreSession(ABC, Generic[HeldT]):
     held: dict[tuple[str, int], HeldT]
     busy: set[tuple[str, int]]
     _tasks: set[asyncio.Future[Any]]
+    #: The send time of the last renewal the store answered (loop time).
+    _confirmed: float
+    _loop: asyncio.AbstractEventLoop
+    _timer: asyncio.TimerHandle | None
 
     @property
     @abstractmethod
@@ -67,6 +76,35 @@ class StoreSession(ABC, Generic[HeldT]):
     @abstractmethod
     def _end(self, error: LostError, wait_error: TenureError) -> None:
         """End the session: keep ``error`` and ``wait_error``, stop everything it runs."""
+
+    @abstractmethod
+    def _deadline_span(self) -> float:
+        """Seconds after ``_confirmed`` at which the store may have ended the session."""
+
+    @abstractmethod
+    def _deadline_passed(self) -> None:
+        """The local deadline passed with no renewal answered: lose the session."""
+
+    def _arm_deadline(self) -> None:
+        """Set the timer at the local deadline (call once the fields above are set)."""
+        self._timer = self._loop.call_at(
+            self._confirmed + self._deadline_span(), self._check_deadline
+        )
+
+    def _check_deadline(self) -> None:
+        self._timer = None
+        if self.ended is not None:
+            return
+        if self._loop.time() < self._confirmed + self._deadline_span():
+            self._arm_deadline()  # renewed meanwhile: the deadline moved
+            return
+        self._deadline_passed()
+
+    def _disarm_deadline(self) -> None:
+        """Stop the local deadline's timer (the session ended)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def dropped(self) -> None:
         """The node was dropped by force: grants lost, waits not found, session closed."""

@@ -132,7 +132,7 @@ class EtcdSession(StoreSession[Held]):
         self._tasks: set[asyncio.Future[Any]] = set()
         self._loop = asyncio.get_running_loop()
         self._timer: asyncio.TimerHandle | None = None
-        self._arm()
+        self._arm_deadline()
         # etcd deletes the record with the lease: its deletion is heard at once, not
         # when a timer of this client next fires (timers sleep through a clock that
         # jumped, a process that was paused), so work under a lease etcd let go is
@@ -173,16 +173,10 @@ class EtcdSession(StoreSession[Held]):
             )
         )
 
-    def _arm(self) -> None:
-        self._timer = self._loop.call_at(self._confirmed + self.ttl, self._check_deadline)
+    def _deadline_span(self) -> float:
+        return self.ttl
 
-    def _check_deadline(self) -> None:
-        self._timer = None
-        if self.ended is not None:
-            return
-        if self._loop.time() < self._confirmed + self.ttl:
-            self._arm()
-            return
+    def _deadline_passed(self) -> None:
         self.lose(
             SessionExpiredError(
                 f"session {self.lease_id}: etcd ({self.conn.endpoint}) has not renewed its "
@@ -214,9 +208,7 @@ class EtcdSession(StoreSession[Held]):
         self.backend.keepalive.remove(self.lease_id, self)
         if self.backend.sessions.get(self.lease_id) is self:
             del self.backend.sessions[self.lease_id]
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._disarm_deadline()
         self._record_watch.cancel()
         if self._record_task is not asyncio.current_task():
             self._record_task.cancel()

@@ -89,7 +89,7 @@ class PgSession(StoreSession[Grant]):
         self._tasks: set[asyncio.Future[Any]] = set()
         self._loop = asyncio.get_running_loop()
         self._timer: asyncio.TimerHandle | None = None
-        self._arm()
+        self._arm_deadline()
         self._stops: list[Callable[[], None]] = [
             backend.listener.subscribe(self.channel, f"x{session_id}", self._ask),
             backend.listener.subscribe(self.channel, f"r{session_id}", self._ask),
@@ -170,16 +170,10 @@ class PgSession(StoreSession[Grant]):
         if self.ended is None:
             self.spawn(self.beat())
 
-    def _arm(self) -> None:
-        self._timer = self._loop.call_at(self._confirmed + self.window, self._check_deadline)
+    def _deadline_span(self) -> float:
+        return self.window
 
-    def _check_deadline(self) -> None:
-        self._timer = None
-        if self.ended is not None:
-            return
-        if self._loop.time() < self._confirmed + self.window:
-            self._arm()
-            return
+    def _deadline_passed(self) -> None:
         self.lose(
             SessionExpiredError(
                 f"session {self.sid}: the database has not answered a heartbeat for its "
@@ -191,9 +185,7 @@ class PgSession(StoreSession[Grant]):
         self.ended = error
         self.wait_error = wait_error
         self.lost.set()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._disarm_deadline()
         if self._beating is not asyncio.current_task():
             self._beating.cancel()
         for stop in [*self._stops, *self._deleted.values()]:
