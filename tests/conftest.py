@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from tenure.backends import PLANNED
 from tenure.testing.conformance.harness import use_harnesses
 from tests.api.harness import ALL_HARNESSES, Harness
 from tests.netproxy import NetProxy
@@ -36,10 +35,9 @@ def _selected() -> list[Harness]:
     names = {name.strip() for name in wanted.split(",") if name.strip()}
     unknown = names - {harness.name for harness in ALL_HARNESSES}
     if unknown:
-        planned = sorted(unknown & PLANNED)  # etcd until its backend exists (tests/api/harness.py)
-        why = f" ({', '.join(planned)}: not available in this version)" if planned else ""
+        known = sorted(harness.name for harness in ALL_HARNESSES)
         raise pytest.UsageError(
-            f"TENURE_TEST_BACKENDS names unknown backends: {sorted(unknown)}{why}"
+            f"TENURE_TEST_BACKENDS names unknown backends: {sorted(unknown)} (known: {known})"
         )
     return [harness for harness in ALL_HARNESSES if harness.name in names]
 

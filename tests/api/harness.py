@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from tenure.backends import BUILTIN
 from tenure.testing.conformance.harness import Harness, MemoryHarness, UrlHarness, in_ci, unique
 
 __all__ = [
@@ -26,7 +24,6 @@ __all__ = [
     "MemoryHarness",
     "RedisHarness",
     "TenureHarness",
-    "etcd_backend_exists",
     "in_ci",
     "unique",
 ]
@@ -163,25 +160,12 @@ class PostgresHarness(UrlHarness):
         return self._server_url
 
 
-def etcd_backend_exists() -> bool:
-    """Whether ``tenure.connect`` knows an ``etcd://`` backend (built in or registered).
-
-    While ``etcd`` is only in ``tenure.backends.PLANNED`` (connecting raises
-    UnsupportedError) the etcd harness stays out of :data:`ALL_HARNESSES`; the
-    backend's arrival puts it in, with no change here
-    (tests/etcd/test_harness.py checks both ways).
-    """
-    if "etcd" in BUILTIN:
-        return True
-    return any(entry.name == "etcd" for entry in entry_points(group="tenure.backends"))
-
-
 #: Every backend the repo's run tests. Real servers (postgres, redis) join here;
 #: their ``unavailable()`` says when their server is missing.
 ALL_HARNESSES: list[Harness] = [
     MemoryHarness(),
     TenureHarness(),
-    *([EtcdHarness()] if etcd_backend_exists() else []),
+    EtcdHarness(),
     RedisHarness(),
     PostgresHarness(),
 ]

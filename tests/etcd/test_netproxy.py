@@ -31,11 +31,25 @@ async def proxy(etcd_member: EtcdCluster) -> AsyncIterator[NetProxy]:
 
 
 async def healed(client: EtcdClient, key: bytes) -> bytes:
-    """Read ``key`` once the channel has reconnected (waiting for it, bounded)."""
-    reply = await client.kv.Range(
-        rpc_pb2.RangeRequest(key=key), timeout=PATIENCE, wait_for_ready=True
-    )
-    return bytes(reply.kvs[0].value)
+    """Read ``key`` once the channel has reconnected (waiting for it, bounded).
+
+    A call made just as the proxy heals may still go out on the old connection,
+    which gRPC's keepalive is closing ("Stream removed ... ping timeout"): that one
+    UNAVAILABLE is the old connection's end, and the next call takes the new one.
+    """
+    deadline = asyncio.get_running_loop().time() + PATIENCE
+    while True:
+        left = deadline - asyncio.get_running_loop().time()
+        try:
+            reply = await client.kv.Range(
+                rpc_pb2.RangeRequest(key=key), timeout=max(0.1, left), wait_for_ready=True
+            )
+        except grpc.aio.AioRpcError as error:
+            if error.code() != grpc.StatusCode.UNAVAILABLE or left <= 0.1:
+                raise
+            await asyncio.sleep(0.1)
+            continue
+        return bytes(reply.kvs[0].value)
 
 
 async def test_a_refused_client_sees_unavailable_and_works_again_when_healed(

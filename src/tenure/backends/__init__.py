@@ -63,9 +63,6 @@ EXTRAS: Final = {
     "postgresql": "postgres",
 }
 
-#: Schemes planned but not in this version: refused clearly, never guessed at.
-PLANNED: Final[frozenset[str]] = frozenset()
-
 
 def _module_for(scheme: str) -> ModuleType:
     if scheme in BUILTIN:
@@ -85,8 +82,6 @@ def _module_for(scheme: str) -> ModuleType:
             if not isinstance(module, ModuleType):
                 raise InvalidArgumentError(f"entry point {entry.value!r} is not a module")
             return module
-    if scheme in PLANNED:
-        raise UnsupportedError(f"the {scheme}:// backend is not available in this version")
     known = ", ".join(sorted(BUILTIN))
     raise InvalidArgumentError(f"unknown backend scheme {scheme!r}; known: {known}")
 

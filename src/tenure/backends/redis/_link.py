@@ -70,6 +70,7 @@ class NodeLink:
         self._ticking: asyncio.Task[None] | None = None
         self._loop = asyncio.get_running_loop()
         self._stream: aioredis.Connection | None = None
+        self._closing = False
 
     def start(self) -> None:
         """Start reading the inbox (once)."""
@@ -90,7 +91,10 @@ class NodeLink:
 
     async def _read(self) -> None:
         pause = RETRY_MIN
-        while True:
+        # Not ``while True``: on Python 3.11 a cancel that races the socket timeout of
+        # redis-py's read is turned into that timeout (asyncio.timeout's known race),
+        # and the loop below would read again forever, never hearing it was cancelled.
+        while not self._closing:
             try:
                 if self._stream is None:
                     self._stream = self._connection()
@@ -107,10 +111,12 @@ class NodeLink:
                 )
                 answer = await self._stream.read_response()
             except (rexc.RedisError, OSError) as error:
+                if self._closing:
+                    return
                 log.info("inbox %s: read failed (%s); reading again", self.inbox_key, error)
                 if self._stream is not None:
                     with contextlib.suppress(Exception):
-                        await self._stream.disconnect()
+                        await self._stream.disconnect(nowait=True)
                     self._stream = None
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, RETRY_MAX)
@@ -126,7 +132,7 @@ class NodeLink:
                     except Exception:  # one bad entry must not stop the inbox
                         log.exception("inbox %s: entry %r not understood", self.inbox_key, entry_id)
                 self._untrimmed += len(entries)
-            if self._untrimmed >= TRIM_EVERY:
+            if self._untrimmed >= TRIM_EVERY and not self._closing:
                 self._untrimmed = 0
                 with contextlib.suppress(rexc.RedisError, OSError):
                     await self.conn.client.xtrim(self.inbox_key, minid=self._last_id)
@@ -205,6 +211,7 @@ class NodeLink:
 
     async def close(self, *, delete_inbox: bool) -> None:
         """Stop reading and ticking (and delete the inbox: nobody reads it any more)."""
+        self._closing = True
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

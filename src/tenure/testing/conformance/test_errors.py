@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 import tenure
-from tenure.backends import PLANNED
 from tenure.errors import (
     AlreadyExistsError,
     ClientClosedError,
@@ -507,12 +506,6 @@ async def test_an_unknown_url_scheme_is_an_invalid_argument(url: str) -> None:
 @pytest.mark.parametrize("url", ["not a url", "", "memory:"])
 async def test_a_malformed_url_is_an_invalid_argument(url: str) -> None:
     with pytest.raises(InvalidArgumentError):
-        await tenure.connect(url)
-
-
-@pytest.mark.parametrize("url", [f"{scheme}://db/x" for scheme in sorted(PLANNED)])
-async def test_a_planned_backend_is_unsupported_not_guessed(url: str) -> None:
-    with pytest.raises(UnsupportedError):
         await tenure.connect(url)
 
 
