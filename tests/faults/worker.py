@@ -156,7 +156,7 @@ class Client:
         try:
             while not stop.is_set() and not session.closed:
                 await self._step(session)
-                await asyncio.sleep(self.rng.uniform(*self.config.pause_between))
+                await _pause(self.rng.uniform(*self.config.pause_between))
         except SessionGoneError:
             pass
         finally:
@@ -290,6 +290,18 @@ class Client:
             self.rec.complete(self.process, op, "info", error=repr(error))
             raise SessionGoneError from error
         self.rec.complete(self.process, op, "ok")
+
+
+async def _pause(seconds: float) -> None:
+    """Pause between two steps: a relative ``select`` timeout in a thread, not a loop timer.
+
+    A loop timer set while libfaketime holds the monotonic clock an hour ahead is an
+    hour away once the clock is true again (nothing brings it nearer; the clock
+    nemesis's SIGUSR1 only wakes the loop): a client caught in this pause when
+    its clock heals would sleep through the rest of the run.
+    """
+    if seconds > 0:
+        await asyncio.to_thread(select.select, [], [], [], seconds)
 
 
 async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 import tenure
+from tenure.errors import SessionExpiredError
 from tests.netproxy import NetProxy
 from tests.redis.server import RedisServer
 
@@ -105,3 +106,26 @@ async def test_a_killed_server_restarts_with_every_acknowledged_hold(
         assert fresh.token > lease.token
         assert session.lost_reason is None
         assert other.lost_reason is None
+
+
+async def test_a_release_redis_does_not_answer_is_sent_until_the_session_ends(
+    redis_url: str,
+) -> None:
+    """A release is never given up while its session may live on: a hold left in Redis
+    would be restated, old token and all, by the session's next acquire of the name.
+    Cut off for good, the release ends with the session's loss (which ``release()``
+    takes quietly), never with UnavailableError."""
+    port = int(redis_url.split("//", 1)[1].split(":", 1)[1].split("/", 1)[0])
+    async with NetProxy("127.0.0.1", port) as proxy:
+        through = redis_url.replace(f":{port}/", f":{proxy.port}/")
+        async with tenure.connect(through, request_timeout=0.3) as client:
+            await client.create_node("n")
+            session = await client.session("n", recovery_window=2)
+            lock = await session.mutex("m").lock()
+            proxy.stall()
+            proxy.drop()
+            try:
+                await asyncio.wait_for(lock.release(), 10)
+                assert isinstance(session.lost_reason, SessionExpiredError)
+            finally:
+                proxy.resume()

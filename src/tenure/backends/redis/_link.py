@@ -228,6 +228,8 @@ class NodeLink:
             with contextlib.suppress(rexc.RedisError, OSError):
                 await self.conn.client.delete(self.inbox_key)
                 await self.conn.client.hdel(f"{self.base}inseq", self.inbox)
+                # Kept as an orphan if its last session expired (lua/20_sessions.lua).
+                await self.conn.client.zrem(f"{self.base}orph", self.inbox)
 
     def describe(self) -> dict[str, Any]:
         """For logs and tests: where the link reads and what it has seen."""

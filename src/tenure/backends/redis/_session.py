@@ -25,7 +25,7 @@ import contextlib
 import itertools
 import logging
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant, SessionListener, SessionTicket
@@ -54,6 +54,10 @@ if TYPE_CHECKING:
 __all__ = ["RedisSession"]
 
 log = logging.getLogger("tenure.redis")
+
+#: Pause between two tries of a change sent until it is answered (seconds), once the
+#: retries within the session's deadline gave up (:meth:`RedisSession._until_answered`).
+UNANSWERED_PAUSE: Final = 0.2
 
 
 class RedisSession:
@@ -236,6 +240,24 @@ class RedisSession:
             self.link.take_inline(reply.pushes)
         return reply.result
 
+    async def _until_answered(self, op: str, key: str, *args: str | bytes | int) -> Any:
+        """:meth:`call`, sent again (same request key: applied once) until Redis answers or
+        the session ends, which raises its loss.
+
+        For a change that must not be lost with a connection (guarantee 6c): a release
+        given up while the session lives on (its heartbeat got through just after)
+        would leave the hold in Redis, and the session's next acquire of the name, on
+        the same hold number, would restate it and return its old token again. The
+        session's end bounds the wait: its heartbeat ends it a window after the last
+        answer, and :meth:`call` then raises the loss.
+        """
+        while True:
+            try:
+                return await self.call(op, key, *args)
+            except UnavailableError as error:
+                log.info("session %d: %s not answered, again: %s", self._sid, op, error)
+                await asyncio.sleep(UNANSWERED_PAUSE)
+
     def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
         """Run ``coro`` in the background (errors are logged: there is no caller)."""
 
@@ -328,7 +350,7 @@ class RedisSession:
         if token is not None:
             ledger.releasing[place] = token
         try:
-            return bool(await self.call("release", self.request_key(), name, grant.hold))
+            return bool(await self._until_answered("release", self.request_key(), name, grant.hold))
         finally:
             if token is not None and ledger.releasing.get(place) == token:
                 del ledger.releasing[place]

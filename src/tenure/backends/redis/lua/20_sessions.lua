@@ -10,6 +10,35 @@ local function trim(zkey, hkey, keep)
   end
 end
 
+-- -- inboxes -----------------------------------------------------------------------
+-- An inbox (a Stream 'in:<client>' and its sequence counter, a field of 'inseq') is
+-- made by the first push to it and lives while a session of its client uses it
+-- ('inref' counts them); one whose client's sessions all ended behind its back
+-- stays in 'orph' (by when) for that client to read, for at most ENDED_KEEP.
+
+local function drop_inbox(inbox)
+  redis.call('HDEL', B .. 'inseq', inbox)
+  redis.call('DEL', B .. 'in:' .. inbox)
+  redis.call('ZREM', B .. 'orph', inbox)
+end
+
+local function orphan_inbox(inbox)
+  redis.call('ZADD', B .. 'orph', NOW, inbox)
+  local old = redis.call('ZRANGEBYSCORE', B .. 'orph', '-inf', NOW - ENDED_KEEP, 'LIMIT', 0, TRIM_MAX)
+  for _, gone in ipairs(old) do
+    if not redis.call('HGET', B .. 'inref', gone) then drop_inbox(gone) end
+    redis.call('ZREM', B .. 'orph', gone)
+  end
+end
+
+-- A session of client ``inbox`` starts using its inbox: whether the inbox counts
+-- from 1 again (it is new, or was dropped since the client last read it).
+local function use_inbox(inbox)
+  redis.call('HINCRBY', B .. 'inref', inbox, 1)
+  redis.call('ZREM', B .. 'orph', inbox)
+  return redis.call('HEXISTS', B .. 'inseq', inbox) == 0
+end
+
 -- End a session: every hold released, every wait withdrawn, every watch disarmed;
 -- ``failed`` (an expiry) starts lock-delay on what it held. Its client hears why.
 local function end_session(sid, code, msg, failed)
@@ -42,12 +71,20 @@ local function end_session(sid, code, msg, failed)
   end
   local inbox = redis.call('HGET', s, 'inbox')
   if inbox and redis.call('HINCRBY', B .. 'inref', inbox, -1) <= 0 then
-    -- The client's last session here ended: nothing more is pushed to its inbox (a
-    -- client still alive learns why the session ended from 'ended' and starts
-    -- counting its inbox again if it opens another).
+    -- The client's last session here ended: nothing more is pushed to its inbox.
     redis.call('HDEL', B .. 'inref', inbox)
-    redis.call('HDEL', B .. 'inseq', inbox)
-    redis.call('DEL', B .. 'in:' .. inbox)
+    if code == 0 then
+      -- Closed by its client, which knows: the inbox goes (and counts from 1 again
+      -- if the client opens another session).
+      drop_inbox(inbox)
+    else
+      -- Ended behind its client's back (an expiry): the push above is how a client
+      -- that is alive but whose timers stalled (a paused loop, a clock that jumped)
+      -- learns it while its code still runs; deleting the inbox now would delete
+      -- that news unread. It stays, as an orphan, until the client opens another
+      -- session here or it is older than ENDED_KEEP (a dead client's).
+      orphan_inbox(inbox)
+    end
   end
   redis.call('DEL', s, B .. 'sh:' .. sid, B .. 'sw:' .. sid)
   redis.call('ZREM', B .. 'sess', sid)

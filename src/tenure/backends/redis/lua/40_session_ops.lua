@@ -17,7 +17,7 @@ local function open_session(keys, args)
   redis.call('HSET', B .. 's:' .. sid, 'win', window, 'desc', args[3], 'inbox', args[4],
     'sec', args[5], 'epoch', 1)
   -- A new inbox (or one deleted since) counts its entries from 1 again.
-  local fresh = redis.call('HINCRBY', B .. 'inref', args[4], 1) == 1
+  local fresh = use_inbox(args[4])
   local deadline = NOW + tonumber(window)
   redis.call('ZADD', B .. 'sess', deadline, sid)
   due_add(deadline, 's:' .. sid)
@@ -71,7 +71,8 @@ local function resume_session(keys, args)
       redis.call('DEL', B .. 'in:' .. old)
     end
     push(sid, {'k', 'E', 'code', 11, 'msg', 'session ' .. sid .. ' was resumed by another client'})
-    fresh = redis.call('HINCRBY', B .. 'inref', inbox, 1) == 1
+    if not redis.call('HGET', B .. 'inref', old) then orphan_inbox(old) end
+    fresh = use_inbox(inbox)
   end
   local epoch = redis.call('HINCRBY', s, 'epoch', 1)
   redis.call('HSET', s, 'inbox', inbox)
