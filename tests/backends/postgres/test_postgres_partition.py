@@ -8,10 +8,11 @@ import asyncio
 import uuid
 from pathlib import Path
 
+import psycopg
 import pytest
 
 import tenure
-from tenure.backends.postgres._reclaim import reclaim_settings
+from tenure.backends.postgres._reclaim import check_pooled, configure_reclaim, reclaim_settings
 from tenure.backends.postgres._url import parse_url
 from tenure.errors import InvalidArgumentError, UnavailableError
 from tests.netproxy import NetProxy
@@ -105,3 +106,18 @@ def test_older_servers_get_keepalives_only() -> None:
         "tcp_keepalives_count": "3",
     }
     assert reclaim_settings(parsed, 150004)["idle_session_timeout"] == "4000"
+
+
+async def test_the_pool_check_passes_a_quiet_connection_and_fails_a_reclaimed_one(
+    postgres_server: PostgresServer,
+) -> None:
+    options = parse_url(postgres_server.url(idle_session_timeout="1"), {})
+    conn = await psycopg.AsyncConnection.connect(options.conninfo, autocommit=True)
+    try:
+        await configure_reclaim(conn, options)
+        await check_pooled(conn)  # quiet: handed out without a round trip
+        await asyncio.sleep(2.5)  # the server closes it after 1 s idle
+        with pytest.raises(psycopg.OperationalError):
+            await check_pooled(conn)
+    finally:
+        await conn.close()

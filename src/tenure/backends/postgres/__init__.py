@@ -50,7 +50,7 @@ from tenure.backends.postgres._calls import Caller
 from tenure.backends.postgres._listen import Listener, channel
 from tenure.backends.postgres._migrate import migrate
 from tenure.backends.postgres._reaper import Reaper
-from tenure.backends.postgres._reclaim import configure_reclaim, refused_for_slots
+from tenure.backends.postgres._reclaim import check_pooled, configure_reclaim, refused_for_slots
 from tenure.backends.postgres._session import PgSession
 from tenure.backends.postgres._url import PgOptions, parse_url
 from tenure.errors import (
@@ -322,7 +322,7 @@ async def open_backend(url: str, options: Mapping[str, object]) -> PgBackend:
         configure=configure,
         # A connection the server reclaimed while it sat idle in the pool
         # (idle_session_timeout, a partition) is replaced before use, not failed.
-        check=AsyncConnectionPool.check_connection,
+        check=check_pooled,
         open=False,
         timeout=parsed.connect_timeout,
     )

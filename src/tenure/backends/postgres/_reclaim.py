@@ -20,15 +20,18 @@ after which the connection is idle and reclaimed as above.
 
 from __future__ import annotations
 
+import select
 from typing import Any, Final
 
 import psycopg
+from psycopg_pool import AsyncConnectionPool
 
 from tenure.backends.postgres._url import PgOptions
 
 __all__ = [
     "IDLE_SESSION_TIMEOUT_SINCE",
     "KEEPALIVE_COUNT",
+    "check_pooled",
     "configure_reclaim",
     "reclaim_settings",
     "refused_for_slots",
@@ -79,3 +82,19 @@ def refused_for_slots(error: BaseException) -> bool:
     # At connect, libpq reports the FATAL as text only (no SQLSTATE on the error).
     text = str(error)
     return "remaining connection slots are reserved" in text or "too many clients" in text
+
+
+async def check_pooled(conn: psycopg.AsyncConnection[Any]) -> None:
+    """The pool's check before handing ``conn`` out: raises if the server closed it.
+
+    An idle pooled connection has nothing to read (no LISTEN on it), so a readable
+    socket means the server spoke: most likely it closed the connection
+    (idle_session_timeout, a shutdown). Only then is it tested with a round trip
+    (psycopg_pool's own check); a quiet one is handed out without one, so calls do
+    not pay a round trip each for the check.
+    """
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("the connection is closed")
+    readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    if readable:
+        await AsyncConnectionPool.check_connection(conn)
