@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 import tenure
 from tenure.backends import Capability
 from tenure.backends.postgres import _listen
+from tenure.backends.postgres._url import PgOptions
 from tenure.errors import (
     LeaseLostError,
     NotFoundError,
@@ -152,8 +154,8 @@ class _ElsewhereListener(_listen.Listener):
 
     elsewhere = ""
 
-    def __init__(self, conninfo: str, schema: str, connect_timeout: float) -> None:
-        super().__init__(self.elsewhere, schema, connect_timeout)
+    def __init__(self, options: PgOptions) -> None:
+        super().__init__(dataclasses.replace(options, conninfo=self.elsewhere))
 
 
 async def test_without_notifications_watches_are_refused_and_waiters_still_served(

@@ -50,6 +50,7 @@ from tenure.backends.postgres._calls import Caller
 from tenure.backends.postgres._listen import Listener, channel
 from tenure.backends.postgres._migrate import migrate
 from tenure.backends.postgres._reaper import Reaper
+from tenure.backends.postgres._reclaim import check_pooled, configure_reclaim, refused_for_slots
 from tenure.backends.postgres._session import PgSession
 from tenure.backends.postgres._url import PgOptions, parse_url
 from tenure.errors import (
@@ -308,6 +309,7 @@ async def open_backend(url: str, options: Mapping[str, object]) -> PgBackend:
         # request_timeout: a call the database has not answered by then is cancelled
         # there (rolled back) and raises UnavailableError here.
         await conn.execute(f"SET statement_timeout = {limit_ms}")
+        await configure_reclaim(conn, parsed)
 
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         parsed.conninfo,
@@ -318,15 +320,26 @@ async def open_backend(url: str, options: Mapping[str, object]) -> PgBackend:
         # little from them: PL/pgSQL caches its own plans).
         kwargs={"autocommit": True, "prepare_threshold": None},
         configure=configure,
+        # A connection the server reclaimed while it sat idle in the pool
+        # (idle_session_timeout, a partition) is replaced before use, not failed.
+        check=check_pooled,
         open=False,
         timeout=parsed.connect_timeout,
     )
-    listener = Listener(parsed.conninfo, parsed.schema, parsed.connect_timeout)
+    listener = Listener(parsed)
     try:
         try:
-            await pool.open(wait=True, timeout=parsed.connect_timeout)
+            # The LISTEN connection first: it is not pooled, so a refusal reaches us
+            # with the server's own reason (the pool would only time out).
             await listener.start()
+            await pool.open(wait=True, timeout=parsed.connect_timeout)
         except Exception as error:
+            if refused_for_slots(error):
+                raise UnavailableError(
+                    "PostgreSQL refused the connection: its max_connections are all in "
+                    "use (each client takes up to pool_size + 1; see docs/backends.md, "
+                    f"PostgreSQL): {error}"
+                ) from error
             raise UnavailableError(f"cannot connect to PostgreSQL: {error}") from error
         async with pool.connection() as conn:
             await migrate(conn, parsed.schema)

@@ -15,6 +15,12 @@ soon as it arrives, without a polling loop. When it breaks, it is made again
 again, and **every** subscriber is woken: notifications sent meanwhile are lost,
 so each re-reads what it waits on.
 
+The connection asks the server to reclaim it when it goes silent (:mod:`._reclaim`)
+and, so that the server never reclaims it while it is fine, runs a heartbeat
+(``SELECT 1``) every third of ``idle_session_timeout``; a heartbeat unanswered
+within ``connect_timeout`` means the link is cut (a partition): the connection is
+dropped and made again, as when it breaks.
+
 Behind a transaction-pooling pgbouncer, LISTEN does not work; :meth:`probe`
 finds out (LISTEN a random channel, NOTIFY it from a pooled connection, wait for
 it) so that the backend can refuse watches instead of hanging.
@@ -34,12 +40,25 @@ import psycopg
 from psycopg import sql
 
 from tenure.backends.postgres._calls import Caller
+from tenure.backends.postgres._reclaim import configure_reclaim
+from tenure.backends.postgres._url import PgOptions
 
 __all__ = ["Listener", "channel"]
 
 log = logging.getLogger("tenure.postgres")
 
 Callback = Callable[[], None]
+
+#: Seconds between heartbeats when the server never reclaims idle connections.
+HEARTBEAT_WITHOUT_IDLE_TIMEOUT = 20.0
+
+
+def heartbeat_interval(options: PgOptions) -> float:
+    """Seconds between two heartbeats of the LISTEN connection: a third of
+    ``idle_session_timeout`` (two may be late before the server reclaims it)."""
+    if options.idle_session_timeout:
+        return options.idle_session_timeout / 3
+    return HEARTBEAT_WITHOUT_IDLE_TIMEOUT
 
 
 def channel(schema: str, node: str) -> str:
@@ -51,10 +70,11 @@ def channel(schema: str, node: str) -> str:
 class Listener:
     """The client's LISTEN connection and its subscribers (see the module docstring)."""
 
-    def __init__(self, conninfo: str, schema: str, connect_timeout: float) -> None:
-        self.conninfo = conninfo
-        self.schema = schema
-        self.connect_timeout = connect_timeout
+    def __init__(self, options: PgOptions) -> None:
+        self.options = options
+        self.conninfo = options.conninfo
+        self.schema = options.schema
+        self.connect_timeout = options.connect_timeout
         self._conn: psycopg.AsyncConnection[Any] | None = None
         self._users: dict[str, int] = {}  # channel -> nodes' users (sessions)
         self._subs: dict[tuple[str, str], set[Callback]] = {}
@@ -62,16 +82,33 @@ class Listener:
         self._fd: int | None = None
         self._reconnecting: asyncio.Task[None] | None = None
         self._closing: asyncio.Future[None] | None = None  # a broken connection's close
+        self._heartbeat: asyncio.Task[None] | None = None
         self._closed = False
 
     async def start(self) -> None:
-        """Connect (the client's open fails if this does)."""
+        """Connect (the client's open fails if this does) and start the heartbeat."""
         await self._connect()
+        self._heartbeat = asyncio.ensure_future(self._beat())
+
+    async def _beat(self) -> None:
+        interval = heartbeat_interval(self.options)
+        while not self._closed:  # bounded by the client's life: close() cancels it
+            await asyncio.sleep(interval)
+            try:
+                await self._run(sql.SQL("SELECT 1").format(), within=self.connect_timeout)
+            except psycopg.Error as error:  # not a lost link, yet the connection is unwell
+                log.info("LISTEN connection heartbeat failed: %s", error)
+                self._broken()
 
     async def _connect(self) -> None:
         conn = await psycopg.AsyncConnection.connect(
             self.conninfo, autocommit=True, connect_timeout=max(2, round(self.connect_timeout))
         )
+        try:
+            await configure_reclaim(conn, self.options)
+        except BaseException:
+            await _close_quietly(conn)
+            raise
         conn.add_notify_handler(self._on_notify)
         self._conn = conn
         for name in list(self._users):
@@ -141,16 +178,19 @@ class Listener:
                     callback()
             return
 
-    async def _run(self, statement: sql.Composed) -> None:
-        """Run LISTEN/UNLISTEN/NOTIFY (our reader stands aside meanwhile)."""
+    async def _run(self, statement: sql.Composed, within: float | None = None) -> None:
+        """Run LISTEN/UNLISTEN/NOTIFY or a heartbeat (our reader stands aside
+        meanwhile); not answered ``within`` seconds: the connection is cut."""
         async with self._lock:
             conn = self._conn
             if conn is None or self._closed:
                 return  # the reconnect listens to every channel again (or we are done)
             self._unwatch_socket()
             try:
-                await conn.execute(statement)
-            except psycopg.OperationalError:
+                async with asyncio.timeout(within):
+                    await conn.execute(statement)
+            except (psycopg.OperationalError, TimeoutError) as error:
+                log.info("LISTEN connection cut: %s", error or "no answer in time")
                 self._broken()
                 return
             finally:
@@ -223,6 +263,8 @@ class Listener:
         self._closed = True
         if self._reconnecting is not None:
             self._reconnecting.cancel()
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
         async with self._lock:  # a LISTEN in flight ends first (then the socket is ours)
             self._unwatch_socket()
             conn, self._conn = self._conn, None

@@ -6,7 +6,11 @@
 (connections for calls, default 10), ``connect_timeout`` and ``request_timeout``
 (seconds, default 5 and 30), ``listen_probe_timeout`` (seconds the LISTEN probe
 waits for its own notification, default 2), ``recheck_interval`` (seconds between
-re-checks of a waiter when notifications do not arrive, default 1). libpq's own
+re-checks of a waiter when notifications do not arrive, default 1),
+``idle_session_timeout`` (seconds an idle connection of ours may stay open on the
+server before it closes it, default 60, 0: never; see :mod:`._reclaim`) and
+``server_keepalives_idle`` (seconds of silence before the server probes our end
+of a connection, default 30). libpq's own
 parameters (``sslmode`` and friends) pass through; anything else is refused.
 """
 
@@ -70,8 +74,15 @@ _OWN: Final = frozenset(
         "request_timeout",
         "listen_probe_timeout",
         "recheck_interval",
+        "idle_session_timeout",
+        "server_keepalives_idle",
     }
 )
+
+#: Bounds of ``idle_session_timeout`` (0 turns it off), in seconds.
+IDLE_SESSION_TIMEOUT_BOUNDS: Final = (1.0, 86400.0)
+#: Bounds of ``server_keepalives_idle``, in seconds.
+SERVER_KEEPALIVES_IDLE_BOUNDS: Final = (1.0, 7200.0)
 
 #: A schema name tenure accepts: a plain lower-case identifier (no quoting games).
 _SCHEMA: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -88,6 +99,35 @@ class PgOptions:
     request_timeout: float
     listen_probe_timeout: float
     recheck_interval: float
+    #: Seconds idle before the server closes a connection (0: never).
+    idle_session_timeout: float
+    #: Seconds of silence before the server probes the peer of a connection.
+    server_keepalives_idle: float
+
+
+def _bounded(
+    settings: Mapping[str, object],
+    option: str,
+    default: float,
+    bounds: tuple[float, float],
+    *,
+    zero_allowed: bool = False,
+) -> float:
+    """``option`` in seconds within ``bounds`` (or exactly 0 when ``zero_allowed``)."""
+    raw = settings.get(option, default)
+    try:
+        value = float(str(raw))
+    except ValueError:
+        raise InvalidArgumentError(f"{option} must be a number of seconds, got {raw!r}") from None
+    if zero_allowed and value == 0:
+        return 0.0
+    low, high = bounds
+    if not low <= value <= high:
+        zero = " or 0 (off)" if zero_allowed else ""
+        raise InvalidArgumentError(
+            f"{option} must be in [{low:g}, {high:g}] seconds{zero}, got {value:g}"
+        )
+    return value
 
 
 def parse_url(url: str, options: Mapping[str, object]) -> PgOptions:
@@ -128,4 +168,14 @@ def parse_url(url: str, options: Mapping[str, object]) -> PgOptions:
         request_timeout=seconds(settings, "request_timeout", 30.0),
         listen_probe_timeout=seconds(settings, "listen_probe_timeout", 2.0),
         recheck_interval=seconds(settings, "recheck_interval", 1.0),
+        idle_session_timeout=_bounded(
+            settings,
+            "idle_session_timeout",
+            60.0,
+            IDLE_SESSION_TIMEOUT_BOUNDS,
+            zero_allowed=True,
+        ),
+        server_keepalives_idle=_bounded(
+            settings, "server_keepalives_idle", 30.0, SERVER_KEEPALIVES_IDLE_BOUNDS
+        ),
     )
