@@ -22,6 +22,7 @@ no traceback and no error.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import re
@@ -276,7 +277,10 @@ class Raw:
         hang_up = verdict.end == "open"  # the server waits for more: tell it there is none
         if hang_up:
             verdict = predict(data, eof=True)
-            self.transport.write_eof()
+            # The server may have closed first (a session's window passed in silence,
+            # section 12) and reset the socket: the collector has how it ended.
+            with contextlib.suppress(OSError):
+                self.transport.write_eof()
         async with asyncio.timeout(WAIT):  # the server must close: it never hangs
             lost = await self.peer.lost
         clean = self.peer.eof and lost is None
