@@ -10,6 +10,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import psycopg
 import pytest
 
 import tenure
@@ -305,3 +306,59 @@ async def test_a_call_cancelled_before_it_could_be_sent_ends_at_once(
             await acquiring
         assert loop.time() - cancelled_at < 2.0  # not the 30 s window
         proxy.refuse(False)
+
+
+async def test_a_release_the_database_did_not_answer_is_sent_until_it_is(
+    postgres_server: PostgresServer,
+) -> None:
+    """Found by the fault suite (network): a release given up while its session lived on
+    left the owner row, and the session's next acquire of the mutex restated it, old
+    token and all. Here the release's calls run into request_timeout (another
+    transaction holds the semaphore's row) while the heartbeats get through: the
+    release keeps its hold's number taken and is sent again until it is answered."""
+    schema = _schema()
+    url = postgres_server.url(schema=schema, pool_size="2", request_timeout="0.3")
+    async with tenure.connect(url) as client:
+        await client.create_node("n")
+        session = await client.session("n", recovery_window=30.0)
+        lock = await session.mutex("m").lock()
+        async with await psycopg.AsyncConnection.connect(postgres_server.dsn) as blocker:
+            async with blocker.transaction():
+                await blocker.execute(
+                    f'SELECT 1 FROM "{schema}".semaphores WHERE name = %s FOR UPDATE', ["m"]
+                )
+                releasing = asyncio.ensure_future(lock.release())
+                await asyncio.sleep(1.5)  # several tries, each cut off by request_timeout
+                assert not releasing.done()
+            await asyncio.wait_for(releasing, 10)
+        assert session.lost_reason is None
+        again = await session.mutex("m").lock(timeout=5)
+        assert again.token > lock.token
+        found = await session.semaphore("m").describe(owners=True)
+        assert [(o.session_id, o.token) for o in found.owners] == [(session.id, again.token)]
+
+
+async def test_a_release_on_a_stalled_link_ends_with_the_session(
+    postgres_server: PostgresServer,
+) -> None:
+    """A release whose call hangs on a stalled link (it can be neither cancelled nor
+    bounded) ends when the session does, a window after the last answer, never later;
+    the database ends the session's holds with it."""
+    url = postgres_server.url(schema=_schema(), pool_size="2")
+    async with (
+        _through_proxy(postgres_server, url) as (proxy, proxied),
+        tenure.connect(proxied) as client,
+        tenure.connect(url) as observer,
+    ):
+        await client.create_node("n")
+        session = await client.session("n", recovery_window=2.0)
+        lock = await session.mutex("m").lock()
+        proxy.stall()
+        try:
+            await asyncio.wait_for(lock.release(), 10)  # release() takes a loss quietly
+            assert isinstance(session.lost_reason, SessionExpiredError)
+        finally:
+            proxy.resume()
+        look = await observer.session("n")
+        taken = await look.mutex("m").lock(timeout=10)
+        assert taken.token > lock.token

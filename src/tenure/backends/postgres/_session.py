@@ -39,6 +39,7 @@ from tenure.errors import (
     SessionClosedError,
     SessionExpiredError,
     TenureError,
+    UnavailableError,
 )
 
 if TYPE_CHECKING:
@@ -50,6 +51,9 @@ log = logging.getLogger("tenure.postgres")
 
 #: Heartbeats per recovery window.
 BEATS_PER_WINDOW = 4
+
+#: Seconds between two tries of a release the database did not answer.
+UNANSWERED_PAUSE = 0.1
 
 
 class PgSession(StoreSession[Grant]):
@@ -243,7 +247,44 @@ class PgSession(StoreSession[Grant]):
         """See :meth:`tenure.backends._base.BackendSession.release`."""
         self.check_alive()
         self.forget(name, grant.hold)
-        return bool(await self.call("release", name, grant.hold))
+        return await self.release_hold(name, grant.hold)
+
+    async def release_hold(self, name: str, hold: int) -> bool:
+        """Release ``hold`` of ``name``: sent again until the database answers, or the
+        session ends (which raises its loss).
+
+        Never given up while the session may live on (guarantee 6c): a release left
+        undone (its tries ran out while a heartbeat got through) would leave the owner
+        row, and the session's next acquire of the name, on the same hold number, would
+        restate it and return its old token again. So the hold's number stays taken
+        until the release is answered, and the tries run in a task of their own: a call
+        on a stalled link can be neither cancelled nor bounded from here (psycopg's
+        cancel request stalls too), so the caller waits for the answer or the session's
+        end, whichever comes first, and a call still hanging then is left to finish.
+        """
+        place = (name, hold)
+        self.busy.add(place)
+        tries = asyncio.ensure_future(self._release_until_answered(name, hold))
+        tries.add_done_callback(lambda _: self.busy.discard(place))
+        tries.add_done_callback(_retrieved)
+        self.keep(tries)
+        ended = asyncio.ensure_future(self.lost.wait())
+        try:
+            await asyncio.wait({tries, ended}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ended.cancel()
+        if tries.done():
+            return tries.result()
+        assert self.ended is not None  # ``ended`` is set before ``lost`` is
+        raise type(self.ended)(*self.ended.args)
+
+    async def _release_until_answered(self, name: str, hold: int) -> bool:
+        while True:
+            try:
+                return bool(await self.call("release", name, hold))
+            except UnavailableError as error:
+                log.info("session %d: release of %r not answered, again: %s", self.sid, name, error)
+                await asyncio.sleep(UNANSWERED_PAUSE)
 
     async def renew(self, name: str, grant: Grant) -> float:
         """Restart the lease of a grant that has a TTL (the node's ``default_lease``)."""
@@ -346,3 +387,9 @@ class PgSession(StoreSession[Grant]):
         """Keep a reference to background work that is already running."""
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Mark a background task's error as seen (its caller, if any, got it already)."""
+    if not task.cancelled():
+        task.exception()

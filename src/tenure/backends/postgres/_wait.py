@@ -209,4 +209,4 @@ async def _give_up(s: PgSession, name: str, hold: int, request_id: int, restatin
             s.granted(name, hold, *_grant_of(answer))
         else:
             s.forget(name, hold)
-            await s.call("release", name, hold)
+            await s.release_hold(name, hold)
