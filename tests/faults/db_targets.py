@@ -163,6 +163,20 @@ class RedisTarget(ServerTarget):
         return f"redis://{host}:{port}/0"
 
 
+#: The server's connection slots and each client's URL options, sized as
+#: docs/backends.md tells operators to: ``max_connections`` less the reserved >=
+#: clients x (``pool_size`` + 1) + what partitions strand until reclaimed (up to that
+#: again per partition within ``idle_session_timeout``). Here 12 clients x 5, and a
+#: partition every few seconds against a 10 s reclaim: 60 + 3 x 60 < 297. (With the
+#: defaults, 12 x 11 connections already pass the 97 a stock server lets in.)
+POSTGRES_CONF: Final = {"max_connections": "300"}
+POSTGRES_URL_OPTIONS: Final = {
+    "pool_size": "4",
+    "idle_session_timeout": "10",
+    "server_keepalives_idle": "10",
+}
+
+
 class PostgresTarget(ServerTarget):
     """``postgres://``: one PostgreSQL 15 server, ``fsync`` and ``synchronous_commit`` on."""
 
@@ -170,12 +184,12 @@ class PostgresTarget(ServerTarget):
         from tests.postgres.server import PostgresServer
 
         data_dir.mkdir(parents=True, exist_ok=True)
-        self._postgres = PostgresServer(data_dir)
+        self._postgres = PostgresServer(data_dir, extra_conf=POSTGRES_CONF)
         super().__init__("postgres", data_dir, self._postgres)
 
     def url(self, addresses: Sequence[Address] | None = None) -> str:
         """The server's URL with its role and password, at ``addresses[0]`` if given."""
-        url = self._postgres.url()
+        url = self._postgres.url(**POSTGRES_URL_OPTIONS)
         if not addresses:
             return url
         host, port = addresses[0]
