@@ -43,9 +43,9 @@ def test_nodes_are_listed_in_pages_in_name_order() -> None:
     engine = make_engine(node="m")
     for name in ["c", "a", "b", "é", "aa"]:
         engine.apply(CreateNode(name), 0.0)
-    assert engine.apply(ListNodes("", 3), 0.0) == ("a", "aa", "b")
-    assert engine.apply(ListNodes("b", 3), 0.0) == ("c", "m", "é")
-    assert engine.apply(ListNodes("é", 3), 0.0) == ()
+    assert engine.apply(ListNodes("", 3), 0.0).names == ("a", "aa", "b")
+    assert engine.apply(ListNodes("b", 3), 0.0).names == ("c", "m", "é")
+    assert engine.apply(ListNodes("é", 3), 0.0).names == ()
 
 
 @pytest.mark.parametrize("limit", [0, -1, MAX_PAGE + 1, True, 2.0, None])
@@ -56,7 +56,7 @@ def test_a_page_size_outside_its_range_is_refused(limit: object) -> None:
             engine.apply(command, 0.0)
     with pytest.raises(InvalidArgumentError, match="limit"):
         engine.apply(ListSessions("n", 0, limit), 0.0)  # type: ignore[arg-type]
-    assert engine.apply(ListNodes("", MAX_PAGE), 0.0) == ("n",)
+    assert engine.apply(ListNodes("", MAX_PAGE), 0.0).names == ("n",)
 
 
 def test_semaphores_are_listed_by_prefix_in_pages_with_their_counts() -> None:
@@ -69,14 +69,14 @@ def test_semaphores_are_listed_by_prefix_in_pages_with_their_counts() -> None:
     acquire(engine, b, "jobs/1", 3)
     acquire(engine, a, "jobs/11", MAX_COUNT, ephemeral=True)
     acquire(engine, b, "jobs/11", MAX_COUNT, ephemeral=True, timeout=None)
-    first = engine.apply(ListSemaphores("n", "jobs/", "", 2), 0.0)
+    first = engine.apply(ListSemaphores("n", "jobs/", "", 2), 0.0).semaphores
     assert [(s.name, s.limit, s.count, s.owners, s.waiters, s.ephemeral) for s in first] == [
         ("jobs/1", 5, 5, 2, 0, False),
         ("jobs/11", MAX_COUNT, MAX_COUNT, 1, 1, True),
     ]
-    rest = engine.apply(ListSemaphores("n", "jobs/", first[-1].name, 2), 0.0)
+    rest = engine.apply(ListSemaphores("n", "jobs/", first[-1].name, 2), 0.0).semaphores
     assert [s.name for s in rest] == ["jobs/2"]
-    everything = engine.apply(ListSemaphores("n", "", "", 100), 0.0)
+    everything = engine.apply(ListSemaphores("n", "", "", 100), 0.0).semaphores
     assert [s.name for s in everything] == ["jobs/1", "jobs/11", "jobs/2", "other"]
 
 
@@ -98,15 +98,15 @@ def test_sessions_are_listed_with_identity_window_and_what_they_hold() -> None:
     acquire(engine, a, "y", 1, ephemeral=True, now=3.0)
     acquire(engine, b, "x", MAX_COUNT, ephemeral=True, now=3.0)
     engine.apply(DetachSession(b), 4.0)
-    first, second = engine.apply(ListSessions("n"), 10.0)
+    first, second = engine.apply(ListSessions("n"), 10.0).sessions
     assert first.session_id == a
     assert (first.description, first.identity, first.timeout) == ("exporter", ALICE, 5.0)
     assert (first.created_at, first.expires_in, first.holds, first.waits) == (1.0, None, 2, 0)
     assert (second.session_id, second.identity, second.timeout) == (b, BOB, 20.0)
     assert (second.created_at, second.holds, second.waits) == (2.0, 0, 1)
     assert second.expires_in == pytest.approx(14.0)  # detached at 4.0 with a 20 s window
-    assert engine.apply(ListSessions("n", a, 10), 10.0) == (second,)
-    assert engine.apply(ListSessions("n", 0, 1), 10.0) == (first,)
+    assert engine.apply(ListSessions("n", a, 10), 10.0).sessions == (second,)
+    assert engine.apply(ListSessions("n", 0, 1), 10.0).sessions == (first,)
 
 
 @pytest.mark.parametrize(
@@ -203,10 +203,10 @@ def test_times_leave_the_host_as_unix_seconds() -> None:
     acquire(engine, a, "m", MAX_COUNT, ephemeral=True, now=11.0)
     result = engine.apply(DescribeSemaphore(a, "m", owners=True, watch_owners=True), 12.0)
     shift = 1_700_000_000.0
-    [owner] = stamp_reply(None, result, shift).description.owners
+    [owner] = stamp_reply(result, shift).description.owners
     assert owner.since == 11.0 + shift
     command = ListSessions("n")
-    [listed] = stamp_reply(command, engine.apply(command, 12.0), shift)
+    [listed] = stamp_reply(engine.apply(command, 12.0), shift).sessions
     assert listed.created_at == 10.0 + shift
     acquire(engine, a, "m", 1, now=13.0)  # a restate: the owners change, the watch fires
     [watch] = fired(engine.take_effects())

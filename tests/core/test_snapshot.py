@@ -328,7 +328,7 @@ def test_identities_and_times_survive_a_snapshot_and_move_with_a_resume() -> Non
     assert dump(restored) == dump(engine)
     assert restored.sessions[1].identity is restored.sessions[3].identity  # shared on load
     resume(restored, 100.0)  # engine.now was 6.0: everything moves by 94
-    sessions = restored.apply(ListSessions("n"), 100.0)
+    sessions = restored.apply(ListSessions("n"), 100.0).sessions
     assert [s.created_at for s in sessions] == [95.0, 96.0, 96.5]
     assert [s.identity.host for s in sessions] == ["host-a", "host-b", "host-a"]
     desc = describe(restored, 1, "m", now=100.0)

@@ -225,7 +225,28 @@ class KillSession(Command[None]):
 
 
 @dataclass(frozen=True, slots=True)
-class ListNodes(Command[tuple[str, ...]]):
+class NodePage:
+    """Reply to ListNodes: node names, sorted."""
+
+    names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SemaphorePage:
+    """Reply to ListSemaphores: summaries, by name."""
+
+    semaphores: tuple[SemaphoreSummary, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPage:
+    """Reply to ListSessions: summaries, by session id."""
+
+    sessions: tuple[SessionSummary, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ListNodes(Command[NodePage]):
     """Up to ``limit`` node names greater than ``after``, sorted."""
 
     after: str = ""
@@ -233,7 +254,7 @@ class ListNodes(Command[tuple[str, ...]]):
 
 
 @dataclass(frozen=True, slots=True)
-class ListSemaphores(Command[tuple[SemaphoreSummary, ...]]):
+class ListSemaphores(Command[SemaphorePage]):
     """Up to ``limit`` semaphores of ``node`` named with ``prefix`` and after ``after``, sorted."""
 
     node: str
@@ -243,7 +264,7 @@ class ListSemaphores(Command[tuple[SemaphoreSummary, ...]]):
 
 
 @dataclass(frozen=True, slots=True)
-class ListSessions(Command[tuple[SessionSummary, ...]]):
+class ListSessions(Command[SessionPage]):
     """Up to ``limit`` live sessions of ``node`` with ids above ``after``, by id.
 
     ``created_at`` in the reply is engine time; the host shows it in UNIX seconds.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from tenure._core.commands import DescribeResult, ListSessions
+from tenure._core.commands import DescribeResult, SessionPage
 from tenure._core.effects import Effect, WatchFired
 from tenure._core.values import SemaphoreDescription, SessionSummary
 
@@ -29,21 +29,21 @@ def stamp_description(description: SemaphoreDescription, shift: float) -> Semaph
     )
 
 
-def stamp_sessions(
-    sessions: tuple[SessionSummary, ...], shift: float
-) -> tuple[SessionSummary, ...]:
+def stamp_sessions(page: SessionPage, shift: float) -> SessionPage:
     """Session summaries with ``created_at`` moved by ``shift``."""
-    return tuple(
-        s if s.created_at is None else dataclasses.replace(s, created_at=s.created_at + shift)
-        for s in sessions
-    )
+    return SessionPage(tuple(_created(s, shift) for s in page.sessions))
 
 
-def stamp_reply(command: object, reply: Any, shift: float) -> Any:
-    """The reply to ``command`` as a host shows it: engine times moved by ``shift``."""
+def _created(summary: SessionSummary, shift: float) -> SessionSummary:
+    created = summary.created_at
+    return summary if created is None else dataclasses.replace(summary, created_at=created + shift)
+
+
+def stamp_reply(reply: Any, shift: float) -> Any:
+    """A reply as a host shows it: engine times moved by ``shift``."""
     if isinstance(reply, DescribeResult):
         return dataclasses.replace(reply, description=stamp_description(reply.description, shift))
-    if isinstance(command, ListSessions):
+    if isinstance(reply, SessionPage):
         return stamp_sessions(reply, shift)
     return reply
 

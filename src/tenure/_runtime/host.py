@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from tenure._core import Command, DescribeResult, Effect, Engine, ListSessions
+from tenure._core import Command, DescribeResult, Effect, Engine, SessionPage
 from tenure._core.stamps import stamp_effect, stamp_reply
 from tenure._runtime.clock import Clock, TimerHandle
 
@@ -71,8 +71,8 @@ class EngineHost:
                 if engine.deadlines_handled != handled:
                     self._ticked(now)
             self._applied(command, now)
-            if isinstance(value, DescribeResult) or isinstance(command, ListSessions):
-                value = stamp_reply(command, value, self.wall_shift())
+            if isinstance(value, DescribeResult | SessionPage):
+                value = stamp_reply(value, self.wall_shift())
             return value
         finally:
             self._after_step()

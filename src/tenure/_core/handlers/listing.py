@@ -21,16 +21,14 @@ from tenure._core.values import (
 from tenure.errors import InvalidArgumentError
 
 
-def list_nodes(state: EngineState, cmd: c.ListNodes, now: float) -> tuple[str, ...]:
+def list_nodes(state: EngineState, cmd: c.ListNodes, now: float) -> c.NodePage:
     """Node names after ``cmd.after``, sorted, at most ``cmd.limit``."""
     after = _check_after(cmd.after)
     limit = check_page_limit(cmd.limit)
-    return tuple(heapq.nsmallest(limit, (name for name in state.nodes if name > after)))
+    return c.NodePage(tuple(heapq.nsmallest(limit, (name for name in state.nodes if name > after))))
 
 
-def list_semaphores(
-    state: EngineState, cmd: c.ListSemaphores, now: float
-) -> tuple[SemaphoreSummary, ...]:
+def list_semaphores(state: EngineState, cmd: c.ListSemaphores, now: float) -> c.SemaphorePage:
     """A page of the node's semaphores whose names start with ``cmd.prefix``."""
     node = state.lookup_node(cmd.node)
     prefix = _check_after(cmd.prefix, "prefix")
@@ -53,12 +51,10 @@ def list_semaphores(
                 sem.ephemeral,
             )
         )
-    return tuple(page)
+    return c.SemaphorePage(tuple(page))
 
 
-def list_sessions(
-    state: EngineState, cmd: c.ListSessions, now: float
-) -> tuple[SessionSummary, ...]:
+def list_sessions(state: EngineState, cmd: c.ListSessions, now: float) -> c.SessionPage:
     """A page of the node's live sessions by id; ``created_at`` in engine time."""
     node = state.lookup_node(cmd.node)
     after = cmd.after
@@ -83,7 +79,7 @@ def list_sessions(
                 waits,
             )
         )
-    return tuple(page)
+    return c.SessionPage(tuple(page))
 
 
 def _check_after(text: object, what: str = "after") -> str:
