@@ -347,7 +347,9 @@ def test_a_version_1_create_session_still_decodes() -> None:
     """A version-1 client sends CreateSession without identity: it is nobody in particular."""
     message = decode_message([2, 7, [10, "n", b"key", None, "worker"]])
     assert message == Request(7, CreateSession("n", b"key", None, "worker"))
-    assert message.command.identity == ClientIdentity()  # type: ignore[union-attr]
+    assert isinstance(message, Request)
+    assert isinstance(message.command, CreateSession)
+    assert message.command.identity == ClientIdentity()
     with pytest.raises(ProtocolError, match="CreateSession has 4 to 5 fields, got 3"):
         decode_message([2, 7, [10, "n", b"key", None]])
 
