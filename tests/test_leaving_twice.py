@@ -136,3 +136,21 @@ def test_sync_lost_lease_reports_its_loss_once() -> None:
         lease.__exit__(None, None, None)  # told once, not again
         lease.release()
         assert isinstance(lease.lost_reason, LeaseLostError)
+
+
+async def test_async_client_closed_and_left_twice() -> None:
+    client = tenure.connect("memory://")
+    async with client as opened:
+        await opened.create_node(NODE)
+    await opened.aclose()
+    await opened.__aexit__(None, None, None)
+
+
+def test_sync_client_closed_and_left_twice() -> None:
+    with tenure.sync.connect("memory://") as client:
+        client.create_node(NODE)
+        session = client.session(NODE)
+        session.close()
+        session.close()
+    client.close()
+    client.__exit__(None, None, None)
