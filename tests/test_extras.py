@@ -9,6 +9,7 @@ instead of failing a reader.
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -95,3 +96,25 @@ def test_the_server_falls_back_to_asyncio_without_uvloop(
     assert loop_factory("asyncio") is None
     with pytest.raises(ConfigError, match="uvloop is not installed"):
         loop_factory("uvloop")
+
+
+def test_a_client_without_the_server_extra_imports_and_runs() -> None:
+    # As after `pip install tenure`: uvloop cannot be imported, anywhere.
+    program = (
+        "import sys; sys.modules['uvloop'] = None\n"
+        "import asyncio, tenure, tenure.sync, tenure.server\n"
+        "async def main():\n"
+        "    async with tenure.connect('memory://') as client:\n"
+        "        await client.create_node('n')\n"
+        "        async with client.session('n') as s, s.mutex('m') as lock:\n"
+        "            print('token', lock.token)\n"
+        "asyncio.run(main())\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-W", "error", "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (0, "token 1\n", "")
