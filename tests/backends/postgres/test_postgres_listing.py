@@ -9,13 +9,16 @@ kill_session ends a session as its expiry would, also one whose client is cut of
 from __future__ import annotations
 
 import uuid
+from urllib.parse import urlsplit
 
 import psycopg
+import pytest
 
 import tenure
 from tenure._core.values import ClientIdentity
 from tenure.backends.postgres._ddl import SCHEMA_VERSION
 from tenure.backends.postgres._migrate import schema_version
+from tenure.errors import PermissionDeniedError
 from tests.backends.store_listing import (
     check_identity_and_times,
     check_kill_partitioned,
@@ -24,7 +27,7 @@ from tests.backends.store_listing import (
     check_semaphores_by_prefix,
 )
 from tests.netproxy import NetProxy
-from tests.postgres.server import PostgresServer
+from tests.postgres.server import DATABASE, PostgresServer
 
 
 async def test_nodes_are_listed_in_code_point_order(pg_url: str) -> None:
@@ -100,3 +103,31 @@ async def test_a_version_1_schema_is_upgraded_in_place(postgres_server: Postgres
             assert owner.since is not None
         async with await psycopg.AsyncConnection.connect(postgres_server.dsn) as conn:
             assert await schema_version(conn, schema) == SCHEMA_VERSION
+
+
+async def test_a_read_only_role_lists_sessions_but_cannot_kill_them(
+    postgres_server: PostgresServer, pg_url: str
+) -> None:
+    role = f"ro_{uuid.uuid4().hex[:12]}"
+    schema = pg_url.split("schema=", 1)[1].split("&", 1)[0]
+    async with tenure.connect(pg_url) as client:  # makes the schema
+        await client.create_node("n")
+        victim = await client.session("n")
+        postgres_server.psql(
+            f"CREATE ROLE {role} LOGIN PASSWORD 'read-only'",
+            f"GRANT USAGE ON SCHEMA {schema} TO {role}",
+            f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {role}",
+            db=DATABASE,
+        )
+        try:
+            auth = urlsplit(pg_url).netloc.split("@", 1)[0]
+            async with tenure.connect(pg_url.replace(auth, f"{role}:read-only", 1)) as reader:
+                listed = await reader.backend.list_sessions("n", after=0, limit=9)
+                assert [s.session_id for s in listed] == [victim.id]
+                with pytest.raises(PermissionDeniedError):
+                    await reader.backend.kill_session("n", victim.id)
+            assert victim.lost_reason is None
+            (still,) = await client.backend.list_sessions("n", after=0, limit=9)
+            assert still.session_id == victim.id
+        finally:
+            postgres_server.psql(f"DROP OWNED BY {role}", f"DROP ROLE {role}", db=DATABASE)

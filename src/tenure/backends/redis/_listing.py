@@ -123,7 +123,9 @@ async def kill_session(backend: RedisBackend, node: str, session_id: int) -> Non
     node, session_id = check_session_id(node, session_id)
     base = backend.base(check_name("node", node))
     try:
-        await backend.conn.retrying(None, "kill_session", base, str(session_id))
+        await backend.conn.retrying(
+            None, "kill_session", base, str(session_id), backend.request_key()
+        )
     except NotFoundError as error:
         if "session" in str(error):
             raise

@@ -79,10 +79,13 @@ local function list_sessions(keys, args)
 end
 
 -- An operator ends a live session as its expiry would (lock-delay included); its
--- client hears SessionExpiredError saying so. args: session id.
+-- client hears SessionExpiredError saying so. args: session id, request key.
 local function kill_session(keys, args)
   local more = begin(keys)
   local sid = args[1]
+  -- A retry of a kill whose answer was lost is answered as its first try was.
+  local done = recall(args[2])
+  if done then return reply(done, more) end
   if redis.call('EXISTS', B .. 's:' .. sid) == 0 then
     fail(20, 'session ' .. sid .. ' of node ' .. node_name() .. ' does not exist (it ended, '
       .. 'or never was)')
@@ -105,7 +108,7 @@ local function kill_session(keys, args)
       end
     end
   end
-  return reply(1, more)
+  return reply(remember(args[2], 1), more)
 end
 
 register('list_semaphores', list_semaphores)
