@@ -32,7 +32,14 @@ from tenure.errors import NotFoundError, PermissionDeniedError, UnavailableError
 if TYPE_CHECKING:
     from tenure.backends.redis import RedisBackend
 
-__all__ = ["SCAN_BATCH", "SCAN_CALLS_MAX", "kill_session", "list_nodes", "list_semaphores"]
+__all__ = [
+    "SCAN_BATCH",
+    "SCAN_CALLS_MAX",
+    "kill_session",
+    "list_nodes",
+    "list_semaphores",
+    "list_sessions",
+]
 
 #: Keys one SCAN call looks at (its COUNT).
 SCAN_BATCH: Final = 1000
