@@ -43,12 +43,12 @@ async def test_listing_needs_read_access_and_kill_session_write_access(
 ) -> None:
     with ServerProcess(tmp_path / "data", "--auth-file", str(auth_file)) as server:
         admin = await wire.connect(server.port, token=ADMIN)
-        for node in ("billing", "jobs"):
+        for node in ("a1", "a2", "a3", "billing", "jobs"):
             await admin.call(CreateNode(node))
         victim = (await admin.call(CreateSession("jobs", b"kv", None, "victim", WHO))).session_id
         await admin.call(Acquire(victim, "m", MAX_COUNT, request_id=1, ephemeral=True))
         reader = await wire.connect(server.port, token=READER)
-        assert (await reader.call(ListNodes())).names == ("billing", "jobs")
+        assert (await reader.call(ListNodes())).names == ("a1", "a2", "a3", "billing", "jobs")
         [summary] = (await reader.call(ListSemaphores("jobs"))).semaphores
         assert (summary.name, summary.owners) == ("m", 1)
         [listed] = (await reader.call(ListSessions("jobs"))).sessions
@@ -60,6 +60,14 @@ async def test_listing_needs_read_access_and_kill_session_write_access(
         # A token limited to some nodes lists only those, and may not kill elsewhere.
         hashed = await wire.connect(server.port, token=HASHED)
         assert (await hashed.call(ListNodes())).names == ("jobs",)
+        # Pages of 2: the server reads on past the nodes the token may not see.
+        assert (await hashed.call(ListNodes("", 2))).names == ("jobs",)
+        jobs_deployer = await wire.connect(server.port, token=JOBS)
+        await jobs_deployer.call(CreateNode("config-a"))
+        await jobs_deployer.call(CreateNode("config-b"))
+        first = (await jobs_deployer.call(ListNodes("", 2))).names
+        assert first == ("config-a", "config-b")
+        assert (await jobs_deployer.call(ListNodes(first[-1], 2))).names == ("jobs",)
         assert (await hashed.fail(ListSessions("billing"))).code is ErrorCode.PERMISSION_DENIED
         jobs = await wire.connect(server.port, token=JOBS)
         assert (await jobs.fail(KillSession("billing", victim))).code is (

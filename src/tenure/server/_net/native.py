@@ -21,6 +21,7 @@ from tenure._core import (
     CreateSession,
     DetachSession,
     KillSession,
+    ListNodes,
     NodePage,
     ResumeSession,
     SessionInfo,
@@ -43,7 +44,7 @@ from tenure.errors import ErrorCode, ProtocolError, TenureError, code_of
 from tenure.server._driver import JournaledEngine
 from tenure.server._front_end import FrontEnd
 from tenure.server._net.accept import AcceptedProtocol
-from tenure.server._net.auth import visible_nodes
+from tenure.server._net.auth import Token, visible_nodes
 from tenure.server._net.gate import Conn, Gate
 from tenure.server._net.outbox import Outboxes
 from tenure.server._session_table import SessionTable
@@ -130,8 +131,12 @@ class NativeService:
             why = f"session {session_id} is not attached to this connection"
             self.out.emit(conn, Failure(rid, ErrorCode.PERMISSION_DENIED, why))
             return
+        value: object
         try:
-            value = self.host.execute(command)
+            if isinstance(command, ListNodes) and conn.token is not None:
+                value = self._visible_nodes(conn.token, command)
+            else:
+                value = self.host.execute(command)
         except Exception as error:
             if not isinstance(error, TenureError | TimeoutError):
                 log.exception("command %s failed unexpectedly", type(command).__name__)
@@ -149,7 +154,20 @@ class NativeService:
             self.table.detach(command.session_id)
         elif isinstance(command, CloseSession):
             self.table.forget(command.session_id)
-        elif isinstance(value, NodePage) and conn.token is not None:
-            # A token limited to some nodes does not learn the names of the others.
-            value = NodePage(visible_nodes(conn.token, value.names))
         self.out.emit(conn, Reply(rid, value))  # type: ignore[arg-type]
+
+    def _visible_nodes(self, token: Token, command: ListNodes) -> NodePage:
+        """A page of the nodes ``token`` may touch (it does not learn the others' names).
+
+        Reads the engine's pages on past the nodes it may not see, so that a page
+        shorter than the limit is still the last one; bounded by the number of nodes.
+        """
+        names: list[str] = []
+        after = command.after
+        for _ in range(self.host.engine.max_nodes // command.limit + 2 if command.limit > 0 else 1):
+            page = self.host.execute(ListNodes(after, command.limit)).names
+            names += visible_nodes(token, page)
+            if len(page) < command.limit or len(names) >= command.limit:
+                break
+            after = page[-1]
+        return NodePage(tuple(names[: command.limit]))
