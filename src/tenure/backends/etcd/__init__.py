@@ -41,15 +41,25 @@ import collections
 import contextlib
 import math
 import secrets
+import time
 from collections.abc import Mapping
 from typing import Any, Final
 
 from aetcd.rpc import rpc_pb2
 
-from tenure._core.values import NodeConfig, NodeDescription, check_description
+from tenure._core.values import (
+    NO_IDENTITY,
+    ClientIdentity,
+    NodeConfig,
+    NodeDescription,
+    SemaphoreSummary,
+    SessionSummary,
+    check_description,
+    check_identity,
+)
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends._joins import JoinLocks
-from tenure.backends.etcd import _resume
+from tenure.backends.etcd import _listing, _resume
 from tenure.backends.etcd._conn import Connection, LeaseNotFoundError
 from tenure.backends.etcd._feed import Feed
 from tenure.backends.etcd._keys import (
@@ -65,7 +75,7 @@ from tenure.backends.etcd._keys import (
 )
 from tenure.backends.etcd._node import NodeView, config_of, read_config
 from tenure.backends.etcd._queue import SemState
-from tenure.backends.etcd._record import key_digest
+from tenure.backends.etcd._record import identity_fields, key_digest
 from tenure.backends.etcd._session import EtcdSession
 from tenure.backends.etcd._streams import KeepAlive, Watcher, WatchHub
 from tenure.backends.etcd._url import parse_url
@@ -308,6 +318,7 @@ class EtcdBackend:
         description: str,
         listener: SessionListener,
         resume: SessionTicket | None = None,
+        identity: ClientIdentity = NO_IDENTITY,
     ) -> EtcdSession:
         """Open a session: grant a lease, put the session's record on it.
 
@@ -320,9 +331,10 @@ class EtcdBackend:
             check_ticket(resume, "etcd", node)
             return await _resume.resume(self, node, resume, listener)
         check_description(description)
+        check_identity(identity)
         view = await self.view(node)
         try:
-            return await self._open_session(node, view, timeout, description, listener)
+            return await self._open_session(node, view, timeout, description, listener, identity)
         except BaseException:
             self.release_view(view)
             raise
@@ -334,9 +346,11 @@ class EtcdBackend:
         timeout: float | None,
         description: str,
         listener: SessionListener,
+        identity: ClientIdentity,
     ) -> EtcdSession:
         sessions, config_key = self.layout.sessions(node), self.layout.config(node)
         secret, owner = secrets.token_bytes(16), secrets.token_bytes(8)
+        created_at = time.time()
         lease_id = 0
         try:
             while True:
@@ -355,6 +369,8 @@ class EtcdBackend:
                         "seq": 1,
                         "key": key_digest(secret),
                         "owner": owner,
+                        # When, by this client's clock (etcd has none to offer).
+                        **identity_fields(identity, created_at),
                     }
                 )
                 # Put the record and count the node's sessions with it, at one revision:
@@ -396,6 +412,8 @@ class EtcdBackend:
             window=window,
             secret=secret,
             owner=owner,
+            identity=identity,
+            created_at=created_at,
         )
         self.sessions[lease_id] = session
         self.keepalive.add(session)
@@ -404,6 +422,26 @@ class EtcdBackend:
     async def _revoke(self, lease_id: int) -> None:
         with contextlib.suppress(LeaseNotFoundError):
             await self.conn.lease_call("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=lease_id))
+
+    # -- listings (tenure.backends.etcd._listing) ------------------------------------
+
+    async def list_nodes(self, *, after: str, limit: int) -> list[str]:
+        """See :meth:`tenure.backends._base.Backend.list_nodes` (one Range per node)."""
+        return await _listing.list_nodes(self, after, limit)
+
+    async def list_semaphores(
+        self, node: str, *, prefix: str, after: str, limit: int
+    ) -> list[SemaphoreSummary]:
+        """See :meth:`tenure.backends._base.Backend.list_semaphores`."""
+        return await _listing.list_semaphores(self, node, prefix, after, limit)
+
+    async def list_sessions(self, node: str, *, after: int, limit: int) -> list[SessionSummary]:
+        """See :meth:`tenure.backends._base.Backend.list_sessions`."""
+        return await _listing.list_sessions(self, node, after, limit)
+
+    async def kill_session(self, node: str, session_id: int) -> None:
+        """See :meth:`tenure.backends._base.Backend.kill_session`."""
+        await _listing.kill_session(self, node, session_id)
 
     async def aclose(self) -> None:
         """Close every session (revoking its lease), then the streams and the channel."""

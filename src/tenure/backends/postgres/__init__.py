@@ -43,9 +43,19 @@ from typing import Any, Final
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from tenure._core.values import NodeConfig, NodeDescription, check_description
+from tenure._core.values import (
+    NO_IDENTITY,
+    ClientIdentity,
+    NodeConfig,
+    NodeDescription,
+    SemaphoreSummary,
+    SessionSummary,
+    check_description,
+    check_identity,
+)
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends._joins import JoinLocks
+from tenure.backends.postgres import _listing
 from tenure.backends.postgres._calls import Caller
 from tenure.backends.postgres._listen import Listener, channel
 from tenure.backends.postgres._migrate import migrate
@@ -181,6 +191,7 @@ class PgBackend:
         description: str,
         listener: SessionListener,
         resume: SessionTicket | None = None,
+        identity: ClientIdentity = NO_IDENTITY,
     ) -> PgSession:
         """Open a session: its row, its heartbeat, its node's channel; or, with
         ``resume``, take the ticket's live session back (``resume_session``: its
@@ -191,13 +202,16 @@ class PgBackend:
             check_ticket(resume, SCHEME, node)
             return await self._resume(node, resume, listener)
         check_description(description)
+        check_identity(identity)
         await self.listener.listen(node)
         self.reaper.add(node)
         try:
             secret = secrets.token_bytes(16)
             sent_at = asyncio.get_running_loop().time()
             answer = await self.caller.call(
-                "open_session", [node, secret, timeout, description], idempotent=False
+                "open_session",
+                [node, secret, timeout, description, identity.host, identity.pid, identity.name],
+                idempotent=False,
             )
         except BaseException:
             self.reaper.remove(node)
@@ -254,6 +268,26 @@ class PgBackend:
             grant = held.grant
             session.granted(held.name, grant.hold, grant.token, grant.count, grant.lease_ttl)
         return session
+
+    # -- listings (tenure.backends.postgres._listing) --------------------------------
+
+    async def list_nodes(self, *, after: str, limit: int) -> list[str]:
+        """See :meth:`tenure.backends._base.Backend.list_nodes`."""
+        return await _listing.list_nodes(self, after, limit)
+
+    async def list_semaphores(
+        self, node: str, *, prefix: str, after: str, limit: int
+    ) -> list[SemaphoreSummary]:
+        """See :meth:`tenure.backends._base.Backend.list_semaphores`."""
+        return await _listing.list_semaphores(self, node, prefix, after, limit)
+
+    async def list_sessions(self, node: str, *, after: int, limit: int) -> list[SessionSummary]:
+        """See :meth:`tenure.backends._base.Backend.list_sessions`."""
+        return await _listing.list_sessions(self, node, after, limit)
+
+    async def kill_session(self, node: str, session_id: int) -> None:
+        """See :meth:`tenure.backends._base.Backend.kill_session`."""
+        await _listing.kill_session(self, node, session_id)
 
     def session_ended(self, session: PgSession) -> None:
         """A session ended (closed, lost): stop following its node for it."""

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant, SessionListener, SessionTicket
+from tenure.backends._store_listing import killed_message
 from tenure.backends._store_session import StoreSession
 from tenure.backends.postgres import _admin, _wait
 from tenure.backends.postgres._watch import PgWatch
@@ -105,6 +106,8 @@ class PgSession(StoreSession[Grant]):
             backend.listener.subscribe(
                 self.channel, f"l{session_id}", lambda: self.spawn(self.check_holds(None))
             ),
+            # kill_session started a lock-delay: reap now, which names its end.
+            backend.listener.subscribe(self.channel, "t", lambda: backend.reaper.due(node, 0.0)),
         ]
         self._deleted: dict[str, Callable[[], None]] = {}
         self._beating = asyncio.ensure_future(self._heartbeats())
@@ -166,6 +169,8 @@ class PgSession(StoreSession[Grant]):
             self.dropped()
         elif ended == "closed":
             self.lose(SessionClosedError(f"session {self.sid} was closed"))
+        elif ended == "killed":
+            self.lose(SessionExpiredError(killed_message(self.sid)))
         elif ended == "taken":
             self.lose(SessionExpiredError(f"session {self.sid} was taken over by a resumed client"))
         else:

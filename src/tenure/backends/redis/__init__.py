@@ -43,14 +43,20 @@ from redis import exceptions as rexc
 
 from tenure._core.values import (
     MAX_SESSION_TIMEOUT,
+    NO_IDENTITY,
+    ClientIdentity,
     NodeConfig,
     NodeDescription,
+    SemaphoreSummary,
+    SessionSummary,
     check_description,
     check_duration,
+    check_identity,
     check_name,
 )
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends._joins import JoinLocks
+from tenure.backends.redis import _listing
 from tenure.backends.redis._codec import CONFIG_FIELDS, config_args, decode_config
 from tenure.backends.redis._conn import Connection
 from tenure.backends.redis._link import NodeLink
@@ -216,6 +222,7 @@ class RedisBackend:
         description: str,
         listener: SessionListener,
         resume: SessionTicket | None = None,
+        identity: ClientIdentity = NO_IDENTITY,
     ) -> RedisSession:
         """Open a session: its record, with a secret only this client knows.
 
@@ -229,6 +236,7 @@ class RedisBackend:
             return await self.resume_session(node, resume.session_id, resume.secret.hex(), listener)
         base = self.base(node)
         check_description(description)
+        check_identity(identity)
         window = ""
         if timeout is not None:
             window = repr(check_duration("recovery_window", timeout, maximum=MAX_SESSION_TIMEOUT))
@@ -245,6 +253,9 @@ class RedisBackend:
                 description,
                 link.inbox,
                 secret,
+                identity.host,
+                str(identity.pid),
+                identity.name,
             )
         except NotFoundError:
             raise NotFoundError(f"node {node!r} does not exist") from None
@@ -304,6 +315,26 @@ class RedisBackend:
         link.sessions[session_id] = session
         self.sessions[(base, session_id)] = session
         return session
+
+    # -- listings (tenure.backends.redis._listing) -----------------------------------
+
+    async def list_nodes(self, *, after: str, limit: int) -> list[str]:
+        """See :meth:`tenure.backends._base.Backend.list_nodes` (a SCAN pass per page)."""
+        return await _listing.list_nodes(self, after, limit)
+
+    async def list_semaphores(
+        self, node: str, *, prefix: str, after: str, limit: int
+    ) -> list[SemaphoreSummary]:
+        """See :meth:`tenure.backends._base.Backend.list_semaphores`."""
+        return await _listing.list_semaphores(self, node, prefix, after, limit)
+
+    async def list_sessions(self, node: str, *, after: int, limit: int) -> list[SessionSummary]:
+        """See :meth:`tenure.backends._base.Backend.list_sessions`."""
+        return await _listing.list_sessions(self, node, after, limit)
+
+    async def kill_session(self, node: str, session_id: int) -> None:
+        """See :meth:`tenure.backends._base.Backend.kill_session`."""
+        await _listing.kill_session(self, node, session_id)
 
     async def aclose(self) -> None:
         """Close every session, then the links (deleting their inboxes) and the pool."""
