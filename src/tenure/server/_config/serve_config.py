@@ -232,7 +232,8 @@ def check_http(config: ServeConfig) -> None:
     except ImportError as error:
         raise ConfigError(
             f"--http-port={config.http_port}: the HTTP endpoint needs the server extra "
-            f"({error.name or 'a library'} is missing): pip install 'tenure[server]'"
+            f"({(error.name or 'a library').split('.')[0]} is missing): "
+            "pip install 'tenure[server]'"
         ) from None
 
 
