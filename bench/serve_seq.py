@@ -87,8 +87,20 @@ async def counted(http_port: int) -> float:
     )
 
 
+def server_cpu(server: ServerProcess) -> float:
+    """CPU seconds (user + system) the server process has used so far."""
+    import psutil  # the bench extra
+
+    times = psutil.Process(server.proc.pid).cpu_times()
+    return float(times.user + times.system)
+
+
 def metrics_cost(args: argparse.Namespace) -> None:
-    """Rates with the HTTP endpoint off and on (module docstring), and their ratio."""
+    """Rates and server CPU per pair with the HTTP endpoint off and on (module docstring).
+
+    The rates move with whatever else the machine runs; the server's CPU time per
+    pair (from /proc, its own process only) is the steadier measure of the cost.
+    """
     for fsync in ("off", "always"):
         rates: dict[tuple[str, bool], list[float]] = {}
         for _ in range(args.repeats):
@@ -100,12 +112,15 @@ def metrics_cost(args: argparse.Namespace) -> None:
                     ServerProcess(Path(tmp) / "data", "--fsync", fsync, *extra) as server,
                 ):
                     seq, _, _ = asyncio.run(run(server.port, args.pairs))
+                    cpu = server_cpu(server)
                     piped = asyncio.run(run_pipelined(server.port, args.pipelined, args.window))
+                    cpu = (server_cpu(server) - cpu) / args.pipelined
                     if metrics:
                         seen = asyncio.run(counted(http_port))
                         assert seen == args.pairs + args.pipelined, seen
                 rates.setdefault(("seq", metrics), []).append(seq)
                 rates.setdefault(("pipelined", metrics), []).append(piped)
+                rates.setdefault(("cpu", metrics), []).append(cpu)
         for kind in ("seq", "pipelined"):
             off = statistics.median(rates[(kind, False)])
             on = statistics.median(rates[(kind, True)])
@@ -113,6 +128,11 @@ def metrics_cost(args: argparse.Namespace) -> None:
                 f"--fsync {fsync:6} {kind:9}: metrics off {off:>8,.0f} pairs/s, "
                 f"on {on:>8,.0f} pairs/s: on/off {on / off:.3f}"
             )
+        off, on = (statistics.median(rates[("cpu", metrics)]) for metrics in (False, True))
+        print(
+            f"--fsync {fsync:6} server CPU per pipelined pair: metrics off {off * 1e6:.1f} us, "
+            f"on {on * 1e6:.1f} us: on/off {on / off:.3f}"
+        )
 
 
 def main() -> None:

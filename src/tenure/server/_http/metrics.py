@@ -11,7 +11,8 @@ counts as the server works:
 * ``tenure_grant_wait_seconds``: from an Acquire's arrival to its grant (0 for a
   grant made at once), over every protocol;
 * ``tenure_sessions_ended_total{reason}``: sessions the server ended
-  (``session_expired``: the recovery window passed; ``not_found``: node dropped...);
+  (``session_expired``: the recovery window passed; ``session_closed``: its node
+  was dropped);
 * ``tenure_wal_commit_seconds``: each journal commit (write plus fsync, or the
   ``--fsync batch`` syncer's fsync);
 * ``tenure_snapshot_seconds`` and ``tenure_snapshot_size_bytes``: snapshots written;
