@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import signal
 import subprocess
 import sys
@@ -29,7 +30,7 @@ from tenure._core import (
     Granted,
     Release,
 )
-from tenure._protocol import GoingAway
+from tenure._protocol import GoingAway, Reply
 from tenure.server import DataDir, FsyncMode, Journal
 from tenure.server._config.serve_config import ConfigError, add_arguments, resolve
 
@@ -109,6 +110,33 @@ async def test_metrics_follow_locks_taken_and_released(tmp_path: Path, wire: Cli
         released = await scrape(http)
         assert value(released, "tenure_holds") == 0
         assert value(released, "tenure_semaphores") == 0  # an idle ephemeral one goes
+
+
+async def test_a_snapshot_is_timed_and_sized(tmp_path: Path, wire: Clients) -> None:
+    server, http = serving(tmp_path)
+    with server:
+        client = await wire.connect(server.port)
+        await client.call(CreateNode("snap"))
+        session = (await client.call(CreateSession("snap", b"k"))).session_id
+        pairs = 5_100  # 10,200 records: a snapshot is due after 10,000 (COMPACT_EVERY)
+        for base in range(0, pairs, 300):
+            sent = []
+            for i in range(base, min(base + 300, pairs)):
+                sent.append(client.send(Acquire(session, "m", MAX_COUNT, i + 1, ephemeral=True)))
+                sent.append(client.send(Release(session, "m")))
+            for request_id in sent:
+                assert isinstance(await client.answer(request_id), Reply)
+        server.wait_log('"event": "snapshot_written"')
+        [line] = [
+            json.loads(line)
+            for line in server.output().splitlines()
+            if '"event": "snapshot_written"' in line
+        ]
+        scraped = await scrape(http)
+    assert value(scraped, "tenure_snapshot_seconds_count") == 1
+    assert value(scraped, "tenure_snapshot_seconds_sum") > 0
+    assert value(scraped, "tenure_snapshot_size_bytes") == line["bytes"] > 0
+    assert line["records"] >= 10_000
 
 
 async def test_dflockd_requests_are_counted(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -18,6 +19,7 @@ from tenure._core import (
 )
 from tenure.errors import ErrorCode
 from tenure.server._http.metrics import ServerMetrics
+from tenure.server._http.tally import LoopHistogram
 
 
 def samples(metrics: ServerMetrics) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -78,3 +80,30 @@ def test_dflockd_labels_come_from_fixed_sets() -> None:
     assert count("invalid", "error_auth") == 1
     assert count("stats", "ok") == 1
     assert count("se", "other") == 1
+
+
+def test_a_loop_histogram_counts_as_prometheus_client_would() -> None:
+    from prometheus_client import CollectorRegistry, Histogram
+
+    ours = LoopHistogram("h_seconds", "help", (0.5, 1.0, 2.0))
+    registry = CollectorRegistry()
+    theirs = Histogram("h_seconds", "help", buckets=(0.5, 1.0, 2.0), registry=registry)
+    for observed in (0.0, 0.5, 0.7, 1.0, 3.0, 1e9):
+        ours.observe(observed)
+        theirs.observe(observed)
+    ours.observe_zero()
+    theirs.observe(0.0)
+    mine = {(s.name, frozenset(s.labels.items())): s.value for s in ours.family().samples}
+    reference = {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in registry.collect()
+        for s in family.samples
+        if not s.name.endswith("_created")
+    }
+    assert mine == reference
+    assert ours.count == 7
+
+
+def test_bucket_bounds_must_ascend() -> None:
+    with pytest.raises(ValueError, match="ascend"):
+        LoopHistogram("h", "help", (1.0, 0.5))

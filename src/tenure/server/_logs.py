@@ -93,7 +93,8 @@ def _text_value(value: object) -> str:
 
 
 def setup_logging(log_format: str = "json", stream: TextIO | None = None) -> None:
-    """Send the ``tenure`` loggers to ``stream`` (stderr) in ``log_format``, INFO and up.
+    """Send the ``tenure`` loggers to ``stream`` (stderr) in ``log_format``, INFO and up;
+    aiohttp's (the HTTP endpoint's errors) too, from WARNING, so every line has one shape.
 
     Raises:
         ValueError: ``log_format`` is not one of :data:`LOG_FORMATS`.
@@ -102,7 +103,8 @@ def setup_logging(log_format: str = "json", stream: TextIO | None = None) -> Non
         raise ValueError(f"log format must be one of {', '.join(LOG_FORMATS)}: {log_format!r}")
     handler = logging.StreamHandler(sys.stderr if stream is None else stream)
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
-    root = logging.getLogger("tenure")
-    root.handlers[:] = [handler]
-    root.setLevel(logging.INFO)
-    root.propagate = False
+    for name, level in (("tenure", logging.INFO), ("aiohttp", logging.WARNING)):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.setLevel(level)
+        logger.propagate = False

@@ -20,18 +20,26 @@ counts as the server works:
 
 The gauges (sessions, holds, waiters, watches, connections, readiness) are read
 from the engine at scrape time by :class:`tenure.server._http.collector.StateCollector`.
-The cost on the hot path is a dictionary lookup and a counter increment per
-request (``bench/serve_seq.py --metrics`` measures it).
+The counts are plain numbers (:mod:`tenure.server._http.tally`): the cost on the hot
+path is a dictionary increment per request (``bench/metrics_cost.py`` and
+``bench/serve_seq.py --metrics`` measure it).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import time
-from collections.abc import Container
+from collections.abc import Container, Iterator
 from typing import Final
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import CollectorRegistry
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
 
 from tenure._core import (
     Acquire,
@@ -46,6 +54,7 @@ from tenure._core import (
     SessionEnded,
 )
 from tenure.errors import ErrorCode
+from tenure.server._http.tally import LoopHistogram
 
 __all__ = ["MAX_TIMED_WAITS", "ServerMetrics"]
 
@@ -78,94 +87,73 @@ DFLOCKD_RESULTS: Final = frozenset(
 _CAMEL: Final = re.compile(r"(?<!^)(?=[A-Z])")
 
 
+@functools.cache
 def _snake(name: str) -> str:
     """``CreateSession`` -> ``create_session``."""
     return _CAMEL.sub("_", name).lower()
 
 
+def _request_order(item: tuple[tuple[type, ErrorCode | None], int]) -> tuple[str, int]:
+    (kind, code), _ = item
+    return kind.__name__, 0 if code is None else int(code)
+
+
 class ServerMetrics:
-    """The counters and histograms of one server (see the module docstring)."""
+    """The counters and histograms of one server (see the module docstring).
+
+    They are plain numbers updated on the event loop (:mod:`tenure.server._http.tally`
+    says why), exposed by :meth:`collect`, a collector of its own :attr:`registry`.
+    """
 
     def __init__(self, *, version: str, instance_id: str = "") -> None:
         """``instance_id``: the data directory's (hex), if known yet (:meth:`identify`)."""
-        self.registry = CollectorRegistry()
-        registry = self.registry
         self.version = version
-        self._info = Info(
-            "tenure_server",
-            "The server: its version and instance id (empty until recovered).",
-            registry=registry,
-        )
-        self.identify(instance_id)
-        self._requests = Counter(
-            "tenure_requests",
-            "Native requests answered, by command and result (ok, or the error code).",
-            ["command", "result"],
-            registry=registry,
-        )
-        self._grant_wait = Histogram(
+        self.instance_id = instance_id
+        #: (command type, error code or None) -> native requests answered.
+        self._requests: dict[tuple[type, ErrorCode | None], int] = {}
+        #: (command, first word of the answer) -> dflockd requests answered.
+        self._dflockd: dict[tuple[str, str], int] = {}
+        #: ErrorCode -> sessions the server ended with it.
+        self._sessions_ended: dict[ErrorCode, int] = {}
+        self._grant_wait = LoopHistogram(
             "tenure_grant_wait_seconds",
             "Seconds from an acquire's arrival to its grant (0: granted at once).",
-            buckets=GRANT_WAIT_BUCKETS,
-            registry=registry,
+            GRANT_WAIT_BUCKETS,
         )
-        self._sessions_ended = Counter(
-            "tenure_sessions_ended",
-            "Sessions the server ended, by reason (session_expired: window passed).",
-            ["reason"],
-            registry=registry,
-        )
-        self._commit = Histogram(
+        self._commit = LoopHistogram(
             "tenure_wal_commit_seconds",
             "Seconds per journal commit: the write and, as --fsync says, the fsync.",
-            buckets=COMMIT_BUCKETS,
-            registry=registry,
+            COMMIT_BUCKETS,
         )
-        self._snapshot = Histogram(
+        self._snapshot = LoopHistogram(
             "tenure_snapshot_seconds",
             "Seconds from beginning a snapshot to putting it in place.",
-            buckets=SNAPSHOT_BUCKETS,
-            registry=registry,
+            SNAPSHOT_BUCKETS,
         )
-        self._snapshot_size = Gauge(
-            "tenure_snapshot_size_bytes",
-            "Size of the latest snapshot written, in bytes (0: none since start-up).",
-            registry=registry,
-        )
-        self._dflockd = Counter(
-            "tenure_dflockd_requests",
-            "dflockd requests answered, by command and the first word of the answer.",
-            ["command", "result"],
-            registry=registry,
-        )
-        # Label children, found once: a lookup here is cheaper than .labels() per call.
-        self._request_children: dict[tuple[type, ErrorCode | None], Counter] = {}
-        self._dflockd_children: dict[tuple[str, str], Counter] = {}
+        self._snapshot_size = 0
         #: Queued acquires being timed: session id -> request id -> time.monotonic().
         self._waiting: dict[int, dict[int, float]] = {}
         self._timed = 0
+        self.registry = CollectorRegistry()
+        self.registry.register(self)
 
     def identify(self, instance_id: str) -> None:
         """The instance id of the server's state (known once the data directory is read)."""
-        self._info.info({"version": self.version, "instance_id": instance_id})
+        self.instance_id = instance_id
 
     # -- the Observer hooks -----------------------------------------------------------
 
     def request(self, command: Command[object], code: ErrorCode | None) -> None:
         """Count a native request's answer."""
         key = (type(command), code)
-        child = self._request_children.get(key)
-        if child is None:
-            result = "ok" if code is None else code.name.lower()
-            child = self._requests.labels(_snake(type(command).__name__), result)
-            self._request_children[key] = child
-        child.inc()
+        requests = self._requests
+        requests[key] = requests.get(key, 0) + 1
 
     def applied(self, command: Command[object], value: object) -> None:
         """Start (or end) timing an acquire's wait."""
         if isinstance(command, Acquire) and isinstance(value, AcquireResult):
             if value.status is AcquireStatus.GRANTED:
-                self._grant_wait.observe(0.0)
+                self._grant_wait.observe_zero()
             elif value.status is AcquireStatus.QUEUED and self._timed < MAX_TIMED_WAITS:
                 waits = self._waiting.setdefault(command.session_id, {})
                 self._timed += command.request_id not in waits
@@ -184,7 +172,8 @@ class ServerMetrics:
                     self._grant_wait.observe(time.monotonic() - started)
             elif isinstance(effect, SessionEnded):
                 self._timed -= len(self._waiting.pop(effect.session_id, ()))
-                self._sessions_ended.labels(effect.code.name.lower()).inc()
+                ended = self._sessions_ended
+                ended[effect.code] = ended.get(effect.code, 0) + 1
 
     def committed(self, seconds: float) -> None:
         """Time a journal commit."""
@@ -193,7 +182,7 @@ class ServerMetrics:
     def snapshot_written(self, seconds: float, size: int) -> None:
         """Time a snapshot and keep its size."""
         self._snapshot.observe(seconds)
-        self._snapshot_size.set(size)
+        self._snapshot_size = size
 
     def dflockd_request(self, command: str, answer: bytes) -> None:
         """Count a dflockd request's answer (label values from fixed sets only)."""
@@ -202,10 +191,50 @@ class ServerMetrics:
             command if command in DFLOCKD_COMMANDS else ("unknown" if command else "invalid"),
             word if word in DFLOCKD_RESULTS else "other",
         )
-        child = self._dflockd_children.get(key)
-        if child is None:
-            child = self._dflockd_children[key] = self._dflockd.labels(*key)
-        child.inc()
+        self._dflockd[key] = self._dflockd.get(key, 0) + 1
+
+    # -- the scrape -------------------------------------------------------------------
+
+    def collect(self) -> Iterator[Metric]:
+        """The series as they are now (prometheus-client calls it for each scrape)."""
+        yield InfoMetricFamily(
+            "tenure_server",
+            "The server: its version and instance id (empty until recovered).",
+            value={"version": self.version, "instance_id": self.instance_id},
+        )
+        requests = CounterMetricFamily(
+            "tenure_requests",
+            "Native requests answered, by command and result (ok, or the error code).",
+            labels=["command", "result"],
+        )
+        for (kind, code), count in sorted(self._requests.items(), key=_request_order):
+            result = "ok" if code is None else code.name.lower()
+            requests.add_metric([_snake(kind.__name__), result], float(count))
+        yield requests
+        yield self._grant_wait.family()
+        ended = CounterMetricFamily(
+            "tenure_sessions_ended",
+            "Sessions the server ended, by reason (session_expired: window passed).",
+            labels=["reason"],
+        )
+        for code, count in sorted(self._sessions_ended.items()):
+            ended.add_metric([code.name.lower()], float(count))
+        yield ended
+        yield self._commit.family()
+        yield self._snapshot.family()
+        yield GaugeMetricFamily(
+            "tenure_snapshot_size_bytes",
+            "Size of the latest snapshot written, in bytes (0: none since start-up).",
+            value=float(self._snapshot_size),
+        )
+        dflockd = CounterMetricFamily(
+            "tenure_dflockd_requests",
+            "dflockd requests answered, by command and the first word of the answer.",
+            labels=["command", "result"],
+        )
+        for (command, result), count in sorted(self._dflockd.items()):
+            dflockd.add_metric([command, result], float(count))
+        yield dflockd
 
     # -- housekeeping -----------------------------------------------------------------
 
