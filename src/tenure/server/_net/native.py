@@ -47,6 +47,7 @@ from tenure.server._net.accept import AcceptedProtocol
 from tenure.server._net.auth import Token, visible_nodes
 from tenure.server._net.gate import Conn, Gate
 from tenure.server._net.outbox import Outboxes
+from tenure.server._observe import Observer
 from tenure.server._session_table import SessionTable
 
 log = logging.getLogger("tenure.server")
@@ -62,8 +63,10 @@ class NativeService:
         out: Outboxes,
         table: SessionTable[Conn | FrontEnd[Any]],
         stopping: Callable[[], bool],
+        observer: Observer | None = None,
     ) -> None:
         self.host = host
+        self.observer = observer  # told of each request's outcome (None: not measured)
         self.gate = gate
         self.out = out
         self.table = table
@@ -115,11 +118,11 @@ class NativeService:
         command, rid = request.command, request.request_id
         if self._stopping() or conn.closing:
             why = "the server is shutting down" if self._stopping() else "the connection is closing"
-            self.out.emit(conn, Failure(rid, ErrorCode.UNAVAILABLE, why))
+            self._fail(conn, request, ErrorCode.UNAVAILABLE, why)
             return
         denied = self.gate.denial(conn, command, self.host.engine.sessions)
         if denied is not None:
-            self.out.emit(conn, Failure(rid, ErrorCode.PERMISSION_DENIED, denied))
+            self._fail(conn, request, ErrorCode.PERMISSION_DENIED, denied)
             return
         session_id = getattr(command, "session_id", None)
         if (
@@ -129,7 +132,7 @@ class NativeService:
             and self.table.owner(session_id) is not conn
         ):
             why = f"session {session_id} is not attached to this connection"
-            self.out.emit(conn, Failure(rid, ErrorCode.PERMISSION_DENIED, why))
+            self._fail(conn, request, ErrorCode.PERMISSION_DENIED, why)
             return
         value: object
         try:
@@ -140,7 +143,7 @@ class NativeService:
         except Exception as error:
             if not isinstance(error, TenureError | TimeoutError):
                 log.exception("command %s failed unexpectedly", type(command).__name__)
-            self.out.emit(conn, Failure(rid, code_of(error), str(error)))
+            self._fail(conn, request, code_of(error), str(error))
             return
         if isinstance(command, AttachSession | CreateSession | ResumeSession):
             # (A resume's SessionEnded, routed to the previous owner as the command
@@ -155,6 +158,8 @@ class NativeService:
         elif isinstance(command, CloseSession):
             self.table.forget(command.session_id)
         self.out.emit(conn, Reply(rid, value))  # type: ignore[arg-type]
+        if self.observer is not None:
+            self.observer.request(command, None)
 
     def _visible_nodes(self, token: Token, command: ListNodes) -> NodePage:
         """A page of the nodes ``token`` may touch (it does not learn the others' names).
@@ -171,3 +176,9 @@ class NativeService:
                 break
             after = page[-1]
         return NodePage(tuple(names[: command.limit]))
+
+    def _fail(self, conn: Conn, request: Request, code: ErrorCode, why: str) -> None:
+        """Answer ``request`` with a Failure (and count it)."""
+        self.out.emit(conn, Failure(request.request_id, code, why))
+        if self.observer is not None:
+            self.observer.request(request.command, code)
