@@ -321,7 +321,10 @@ DFLOCKD_ANSWER = re.compile(
 
 async def dflockd_conclude(raw: Raw, data: bytes) -> None:
     """Hang up; the server answers each whole request once, in dflockd words, and closes."""
-    raw.transport.write_eof()
+    # A fatal frame makes the server close first and reset the socket: then there is
+    # nothing to hang up, and the collector has how it ended.
+    with contextlib.suppress(OSError):
+        raw.transport.write_eof()
     async with asyncio.timeout(WAIT):
         lost = await raw.peer.lost
     clean = raw.peer.eof and lost is None
