@@ -76,7 +76,7 @@ async def _start_endpoint(host: str, port: int) -> Endpoint | None:
     except OSError:
         log.critical("cannot listen for HTTP on %s:%d", host, port, exc_info=True)
         return None
-    fields = {"host": bound[0], "port": bound[1], "paths": ["/metrics", "/healthz", "/readyz"]}
+    fields = {"host": bound[0], "port": bound[1], "paths": ["/metrics", "/healthz", "/readyz", "/"]}
     log.info("http listening", extra={"event": "http_listening", "fields": fields})
     return endpoint
 

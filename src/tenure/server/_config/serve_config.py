@@ -104,6 +104,12 @@ class ServeConfig:
     dflockd_gc_max_idle: float = 60.0
     http_port: int = 0  # 0: no HTTP endpoint
     http_host: str = ""  # empty: the same as ``host``
+    dashboard_max_nodes: int = 50
+    dashboard_max_semaphores: int = 100
+    dashboard_max_sessions: int = 100
+    dashboard_max_holders: int = 20
+    dashboard_rate: float = 2.0  # updates per second per page, at most
+    dashboard_actions: bool = False  # without tokens: may the dashboard end sessions?
     log_format: str = "json"
     slow_commit: float = DEFAULT_SLOW_COMMIT  # 0: never logged
     config_file: Path | None = None

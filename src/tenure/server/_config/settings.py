@@ -281,6 +281,58 @@ SETTINGS: Final = (
         "ADDR",
         "address of the HTTP endpoint; empty: the same as --host (default: empty)",
     ),
+    # -- the dashboard at / of the HTTP endpoint (tenure.server._http.dashboard) -----------
+    Setting(
+        "dashboard_max_nodes",
+        int,
+        50,
+        "N",
+        "dashboard: nodes shown, the first N by name (default: %(default)s)",
+        in_range(1, 10_000),
+    ),
+    Setting(
+        "dashboard_max_semaphores",
+        int,
+        100,
+        "N",
+        "dashboard: semaphores shown per node, the first N by name (default: %(default)s)",
+        in_range(1, 10_000),
+    ),
+    Setting(
+        "dashboard_max_sessions",
+        int,
+        100,
+        "N",
+        "dashboard: sessions shown per node, the first N by id (default: %(default)s)",
+        in_range(1, 10_000),
+    ),
+    Setting(
+        "dashboard_max_holders",
+        int,
+        20,
+        "N",
+        "dashboard: owners, and waiters, shown per semaphore, the first N in grant and "
+        "queue order (default: %(default)s)",
+        in_range(1, 10_000),
+    ),
+    Setting(
+        "dashboard_rate",
+        float,
+        2.0,
+        "PER_SECOND",
+        "dashboard: at most this many updates per second to each open page, more than 0 "
+        "and at most 20 (default: %(default)s)",
+        in_range(0, 20, above=True),
+    ),
+    Setting(
+        "dashboard_actions",
+        bool,
+        False,
+        "BOOL",
+        "dashboard without --auth-file: offer 'end session' (kill_session) to anyone who "
+        "reaches the HTTP port; with --auth-file only read-write tokens may, regardless "
+        "(default: %(default)s)",
+    ),
     Setting(
         "log_format",
         str,

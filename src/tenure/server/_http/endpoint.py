@@ -12,7 +12,8 @@ from prometheus_client import ProcessCollector
 
 from tenure._core import Engine
 from tenure.server._http.collector import StateCollector
-from tenure.server._http.front import HttpFront
+from tenure.server._http.dashboard import add_dashboard_routes
+from tenure.server._http.front import ROUTE_SETS, HttpFront
 from tenure.server._http.metrics import ServerMetrics
 from tenure.server._http.readiness import Phase, Readiness
 from tenure.server._serve import Server
@@ -26,7 +27,7 @@ class Endpoint:
     def __init__(self, version: str) -> None:
         self.readiness = Readiness()
         self.metrics = ServerMetrics(version=version)
-        self.front = HttpFront(self.readiness, self.metrics)
+        self.front = HttpFront(self.readiness, self.metrics, (*ROUTE_SETS, add_dashboard_routes))
         registry = self.metrics.registry
         registry.register(
             StateCollector(self.readiness, self.metrics, self._engine, self._connections)

@@ -1,0 +1,391 @@
+"""The live dashboard at ``/`` of the HTTP endpoint (docs/operations.md, "Dashboard").
+
+One page (``static/dashboard.html``, its script and style) that shows nodes,
+semaphores with their owners and waiters, sessions, and the grant and expiry rates,
+kept up to date by server-sent events: ``/dashboard/api/events`` pushes a view
+(:mod:`tenure.server._http.board`) whenever it changed, at most ``--dashboard-rate``
+times per second, never more often than the views are built. Views are built from
+the engine on the server's loop, at most once per update interval per viewer kind
+(one per token name), however many pages are open.
+
+Who may see and do what (:mod:`tenure.server._net.auth`'s rules, as on the wire):
+
+* without ``--auth-file`` anybody who reaches the HTTP port sees every node, and the
+  page is read-only unless ``--dashboard-actions`` is set: the HTTP port is often
+  reachable by more than the client port (scrapers), and a browser can be made to
+  send requests to it by other sites, so ending sessions is something to ask for;
+* with ``--auth-file`` every request needs a token: ``Authorization: Bearer
+  SECRET``, or the cookie the login form sets (HttpOnly, SameSite=Strict, holding
+  the secret: nothing is kept on the server per login). A token sees only the nodes
+  it may touch, and "end session" is offered, and allowed, only where the wire
+  protocol would let it send KillSession (read-write, node allowed): else 403.
+
+Changing requests (login, logout, kill) must be ``application/json``: a cross-site
+form cannot send that without the browser asking first (CORS), and SameSite=Strict
+keeps the cookie off cross-site requests. The page renders every name, description
+and identity as text (``textContent``), and its Content-Security-Policy allows no
+inline script: a description ``<img src=x onerror=...>`` stays text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import functools
+import json
+import logging
+import time
+from dataclasses import dataclass
+from importlib import resources
+from typing import Final
+
+from aiohttp import web
+
+from tenure._core import KillSession
+from tenure.errors import ErrorCode, TenureError, code_of
+from tenure.server._http.board import BoardLimits, RateMeter, board, counters
+from tenure.server._http.front import METRICS, READINESS, SERVING
+from tenure.server._net.auth import Access, Token, denial
+from tenure.server._serve import Server
+
+__all__ = ["COOKIE", "KEEPALIVE_SECONDS", "STREAM_SECONDS", "add_dashboard_routes"]
+
+log = logging.getLogger("tenure.server")
+
+#: The login cookie (the token's secret, base64url: a cookie-safe spelling of any text).
+COOKIE: Final = "tenure_dashboard"
+#: An event stream ends after this many seconds; the page's EventSource reconnects at
+#: once (``retry``), so a stream is a bounded loop and a page never sees a gap.
+STREAM_SECONDS: Final = 300.0
+#: A stream with nothing new sends a comment this often (proxies keep it open, and a
+#: page that left is noticed).
+KEEPALIVE_SECONDS: Final = 15.0
+#: Largest request body accepted by the dashboard's POSTs, in bytes.
+MAX_BODY: Final = 4096
+#: How often the page's EventSource reconnects after a stream ended, in milliseconds.
+RETRY_MS: Final = 1000
+
+_STATIC: Final = {
+    "/": ("dashboard.html", "text/html"),
+    "/dashboard/app.js": ("dashboard.js", "text/javascript"),
+    "/dashboard/app.css": ("dashboard.css", "text/css"),
+}
+_HEADERS: Final = {
+    # No inline script, nothing from elsewhere, no framing (clickjacking of "end session").
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+    "connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; "
+    "base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Viewer:
+    """Who looks: their token (None without ``--auth-file``) and whether the dashboard
+    may end sessions for them at all (per node: :meth:`may_kill`)."""
+
+    token: Token | None
+    actions: bool
+
+    @property
+    def key(self) -> str:
+        """Viewers with the same key see the same view (its cache key)."""
+        return "" if self.token is None else "token:" + self.token.name
+
+    @property
+    def access(self) -> str:
+        """What the page says about the viewer's rights."""
+        if self.token is not None:
+            return self.token.access.value
+        return "open, actions enabled" if self.actions else "open, read-only"
+
+    def may_see(self, node: str) -> bool:
+        """Whether the viewer may see ``node`` (a token's node patterns)."""
+        return self.token is None or self.token.may_touch(node)
+
+    def may_kill(self, node: str) -> bool:
+        """Whether the viewer may end sessions of ``node`` (as KillSession on the wire)."""
+        return self.kill_denial(node, 0) is None
+
+    def kill_denial(self, node: str, session_id: int) -> str | None:
+        """Why the viewer may not end session ``session_id`` of ``node``, or None."""
+        if self.token is not None:
+            return denial(self.token, KillSession(node, session_id), node)
+        if not self.actions:
+            return (
+                "the dashboard is read-only: start the server with --auth-file (and use a "
+                "read-write token) or with --dashboard-actions to end sessions from it"
+            )
+        return None
+
+
+class Dashboard:
+    """The dashboard of one HTTP endpoint: its views, built at most once per interval."""
+
+    def __init__(self, app: web.Application) -> None:
+        self.app = app
+        self.rates = RateMeter()
+        #: viewer key -> (monotonic time built, the view's JSON text).
+        self._views: dict[str, tuple[float, str]] = {}
+
+    @property
+    def server(self) -> Server | None:
+        """The running server (None while it starts or recovers)."""
+        return self.app[SERVING].server
+
+    def interval(self) -> float:
+        """Seconds between two updates of a page (1 / ``--dashboard-rate``)."""
+        server = self.server
+        return 1.0 / (server.config.dashboard_rate if server is not None else 2.0)
+
+    def viewer(self, request: web.Request) -> Viewer | None:
+        """Who sends ``request``; None: a token is needed and none (valid) was given."""
+        server = self.server
+        if server is None:
+            return Viewer(None, actions=False)  # nothing to see or do until it serves
+        tokens = server.gate.tokens
+        if tokens is None:
+            return Viewer(None, actions=server.config.dashboard_actions)
+        token = tokens.authenticate(_secret(request))
+        return None if token is None else Viewer(token, actions=token.access is Access.READ_WRITE)
+
+    def view(self, viewer: Viewer) -> str:
+        """The view ``viewer`` sees now, as JSON text (rebuilt at most once per interval)."""
+        now = time.monotonic()
+        cached = self._views.get(viewer.key)
+        if cached is not None and now - cached[0] < self.interval():
+            return cached[1]
+        text = json.dumps(self._build(viewer, now), separators=(",", ":"))
+        self._views[viewer.key] = (now, text)
+        return text
+
+    def _build(self, viewer: Viewer, now: float) -> dict[str, object]:
+        grants, expired = counters(self.app[METRICS].collect())
+        grant_rate, expiry_rate = self.rates.sample(now, grants, expired)
+        view: dict[str, object] = {
+            "state": self.app[READINESS].state,
+            "access": viewer.access,
+            "token": viewer.token.name if viewer.token is not None else None,
+            "rates": {"grants": round(grant_rate, 2), "expiries": round(expiry_rate, 2)},
+            "board": None,
+        }
+        server = self.server
+        if server is not None and not server.stopping:
+            config = server.config
+            view["limits"] = {
+                "nodes": config.dashboard_max_nodes,
+                "semaphores": config.dashboard_max_semaphores,
+                "sessions": config.dashboard_max_sessions,
+                "holders": config.dashboard_max_holders,
+            }
+            view["board"] = board(
+                server.host.engine,
+                now=server.host.clock.now(),
+                shift=server.host.wall_shift(),
+                limits=BoardLimits.of(config),
+                may_see=viewer.may_see,
+                may_kill=viewer.may_kill,
+            )
+        return view
+
+
+DASHBOARD: Final = web.AppKey("dashboard", Dashboard)
+
+
+def _secret(request: web.Request) -> str | None:
+    """The token's secret the request carries: a bearer header, else the login cookie."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    cookie = request.cookies.get(COOKIE)
+    if not cookie:
+        return None
+    try:
+        return base64.urlsafe_b64decode(cookie.encode("ascii")).decode("utf-8")
+    except (ValueError, binascii.Error, UnicodeError):
+        return None
+
+
+def _error(status: int, message: str, **more: object) -> web.Response:
+    return web.json_response({"error": message, **more}, status=status, headers=_HEADERS)
+
+
+def _unauthorized() -> web.Response:
+    return _error(401, "a token is needed: log in, or send Authorization: Bearer", login=True)
+
+
+@functools.cache
+def _static_text(name: str) -> str:
+    """A file of ``static/`` (package data, shipped in the wheel), read once."""
+    return resources.files("tenure.server._http").joinpath("static", name).read_text("utf-8")
+
+
+async def static(request: web.Request) -> web.Response:
+    """The page, its script and its style."""
+    name, content_type = _STATIC[request.path]
+    return web.Response(text=_static_text(name), content_type=content_type, headers=_HEADERS)
+
+
+async def no_icon(request: web.Request) -> web.Response:
+    """No icon (204): a browser asks for one with every page."""
+    return web.Response(status=204, headers=_HEADERS)
+
+
+async def board_now(request: web.Request) -> web.Response:
+    """One view, as JSON (what the event stream pushes; for scripts and curl)."""
+    dashboard = request.app[DASHBOARD]
+    viewer = dashboard.viewer(request)
+    if viewer is None:
+        return _unauthorized()
+    return web.Response(text=_message(dashboard.view(viewer)), headers=_HEADERS)
+
+
+def _message(view: str) -> str:
+    """A view with the server's time now (kept out of the view: it would always change)."""
+    return f'{{"now":{time.time()!r},"view":{view}}}'
+
+
+async def events(request: web.Request) -> web.StreamResponse:
+    """Server-sent events: a view whenever it changed, for :data:`STREAM_SECONDS`."""
+    dashboard = request.app[DASHBOARD]
+    viewer = dashboard.viewer(request)
+    if viewer is None:
+        return _unauthorized()
+    response = web.StreamResponse(
+        headers={**_HEADERS, "Content-Type": "text/event-stream", "X-Accel-Buffering": "no"}
+    )
+    await response.prepare(request)
+    loop = asyncio.get_running_loop()
+    started = last_write = loop.time()
+    sent = None
+    try:
+        await response.write(f"retry: {RETRY_MS}\n\n".encode())
+        # Bounded: at most STREAM_SECONDS * rate turns (the rate is at most 20).
+        while loop.time() - started < STREAM_SECONDS:
+            if request.app[READINESS].state == "stopping":
+                break
+            view = dashboard.view(viewer)
+            if view != sent:
+                await response.write(f"data: {_message(view)}\n\n".encode())
+                sent, last_write = view, loop.time()
+            elif loop.time() - last_write >= KEEPALIVE_SECONDS:
+                await response.write(b": keep-alive\n\n")
+                last_write = loop.time()
+            await asyncio.sleep(dashboard.interval())
+    except ConnectionError:
+        pass  # the page left
+    return response
+
+
+async def _json_body(request: web.Request) -> dict[str, object] | web.Response:
+    """The JSON object a changing request sends (see the module docstring), or the 4xx."""
+    if request.content_type != "application/json":
+        return _error(415, "send application/json")
+    if request.content_length is None or request.content_length > MAX_BODY:
+        return _error(413, f"the body must be given and at most {MAX_BODY} bytes")
+    try:
+        body = json.loads(await request.read())
+    except (ValueError, UnicodeError):
+        return _error(400, "the body is not JSON")
+    if not isinstance(body, dict):
+        return _error(400, "the body must be a JSON object")
+    return body
+
+
+async def login(request: web.Request) -> web.Response:
+    """Check a token's secret and keep it in the login cookie."""
+    body = await _json_body(request)
+    if isinstance(body, web.Response):
+        return body
+    server = request.app[DASHBOARD].server
+    if server is None:
+        return _error(503, "the server is not serving yet")
+    if server.gate.tokens is None:
+        return _error(400, "this server has no --auth-file: there is nothing to log in to")
+    secret = body.get("secret")
+    token = server.gate.tokens.authenticate(secret if isinstance(secret, str) else None)
+    fields = {"peer": request.remote, "where": "dashboard"}
+    if token is None:
+        log.warning("authentication failed", extra={"event": "auth_failed", "fields": fields})
+        return _error(401, "no token has that secret", login=True)
+    assert isinstance(secret, str)
+    response = web.json_response({"token": token.name, "access": token.access.value})
+    response.set_cookie(
+        COOKIE,
+        base64.urlsafe_b64encode(secret.encode("utf-8")).decode("ascii"),
+        httponly=True,
+        samesite="Strict",
+        path="/",
+        secure=request.secure,
+    )
+    return response
+
+
+async def logout(request: web.Request) -> web.Response:
+    """Forget the login cookie."""
+    response = web.json_response({})
+    response.del_cookie(COOKIE, path="/")
+    return response
+
+
+async def kill(request: web.Request) -> web.Response:
+    """End a session (KillSession) as an operator: ``{"node": ..., "session_id": ...}``.
+
+    Answered only once the kill is committed to the journal, as the wire would.
+    """
+    dashboard = request.app[DASHBOARD]
+    viewer = dashboard.viewer(request)
+    if viewer is None:
+        return _unauthorized()
+    body = await _json_body(request)
+    if isinstance(body, web.Response):
+        return body
+    node, session_id = body.get("node"), body.get("session_id")
+    if not isinstance(node, str) or type(session_id) is not int or session_id <= 0:
+        return _error(400, "send a node (a string) and a session_id (a positive integer)")
+    server = dashboard.server
+    if server is None or server.stopping:
+        return _error(503, "the server is not serving")
+    why = viewer.kill_denial(node, session_id)
+    if why is not None:
+        return _error(403, why)
+    try:
+        server.host.execute(KillSession(node, session_id))
+        server.host.flush()  # committed before it is acknowledged
+    except TenureError as error:
+        return _error(_STATUS.get(code_of(error), 409), str(error))
+    if server.host.dead:
+        return _error(503, "the server failed to log the change")
+    fields = {
+        "node": node,
+        "session_id": session_id,
+        "token": viewer.token.name if viewer.token is not None else None,
+        "peer": request.remote,
+    }
+    log.info("session ended by an operator", extra={"event": "session_killed", "fields": fields})
+    return web.json_response({"ended": session_id}, headers=_HEADERS)
+
+
+_STATUS: Final = {
+    ErrorCode.NOT_FOUND: 404,
+    ErrorCode.INVALID_ARGUMENT: 400,
+    ErrorCode.PERMISSION_DENIED: 403,
+    ErrorCode.UNAVAILABLE: 503,
+}
+
+
+def add_dashboard_routes(app: web.Application) -> None:
+    """``/`` (the page), its files, and its API under ``/dashboard/api/``."""
+    app[DASHBOARD] = Dashboard(app)
+    for path in _STATIC:
+        app.router.add_get(path, static)
+    app.router.add_get("/favicon.ico", no_icon)
+    app.router.add_get("/dashboard/api/board", board_now)
+    app.router.add_get("/dashboard/api/events", events)
+    app.router.add_post("/dashboard/api/login", login)
+    app.router.add_post("/dashboard/api/logout", logout)
+    app.router.add_post("/dashboard/api/kill", kill)

@@ -1,0 +1,214 @@
+// The tenure dashboard: renders the views the server pushes (server-sent events).
+// Every name, description and identity is user input: it only ever becomes text
+// (textContent, setAttribute), never markup. The server's CSP forbids inline script.
+"use strict";
+
+const API = "/dashboard/api";
+let clockOffset = 0; // the server's clock minus this browser's, in seconds
+let source = null;
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === "class") node.className = value;
+    else node.setAttribute(key, String(value));
+  }
+  for (const child of children) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function serverNow() {
+  return Date.now() / 1000 + clockOffset;
+}
+
+function duration(seconds) {
+  const s = Math.max(0, Math.floor(seconds));
+  if (s < 60) return s + "s";
+  if (s < 3600) return Math.floor(s / 60) + "m " + String(s % 60).padStart(2, "0") + "s";
+  const h = Math.floor(s / 3600);
+  if (h < 48) return h + "h " + String(Math.floor((s % 3600) / 60)).padStart(2, "0") + "m";
+  return Math.floor(h / 24) + "d " + (h % 24) + "h";
+}
+
+function identity(who) {
+  const name = who.name || "(no client name)";
+  const where = who.host ? who.host + " pid " + who.pid : "unknown host";
+  return name + " on " + where;
+}
+
+// A time that ages on the page: "held for", "waiting for", "expires in".
+function age(at, direction) {
+  return el("span", { class: "age", "data-at": at, "data-direction": direction }, ageText(at, direction));
+}
+
+function ageText(at, direction) {
+  return direction === "until" ? duration(at - serverNow()) : duration(serverNow() - at);
+}
+
+function tickAges() {
+  for (const span of document.querySelectorAll("span.age")) {
+    span.textContent = ageText(Number(span.dataset.at), span.dataset.direction);
+  }
+}
+
+function holder(info, isOwner) {
+  const parts = [
+    el("span", { class: "desc who" }, info.description || "(no description)"),
+    " · ",
+    el("span", { class: "identity who" }, identity(info.identity)),
+    " · session ",
+    el("span", { class: "session-id" }, info.session_id),
+  ];
+  if (isOwner) {
+    parts.push(" · token ", el("span", { class: "token" }, info.token));
+    parts.push(" · held for ", age(info.since, "since"));
+  } else {
+    parts.push(" · waiting for ", age(info.since, "since"));
+  }
+  if (info.count > 1 && info.count < 2 ** 53 - 1) parts.push(" · count " + info.count);
+  return el(isOwner ? "div" : "li", { class: isOwner ? "owner" : "waiter" }, ...parts);
+}
+
+function more(shown, total, what) {
+  return total > shown ? el("div", { class: "more" }, "showing " + shown + " of " + total + " " + what) : null;
+}
+
+function semaphoreRow(sem) {
+  const tokens = sem.exclusive
+    ? el("span", { class: sem.count ? "held" : "free" }, sem.count ? "held" : "free")
+    : el("span", { class: "num" }, sem.count + " / " + sem.limit);
+  const kind = (sem.exclusive ? "exclusive" : "semaphore") + (sem.ephemeral ? ", ephemeral" : "");
+  const owners = el("td", { class: "owners" }, ...sem.owners.map((o) => holder(o, true)),
+    more(sem.owners.length, sem.owners_total, "owners"));
+  if (!sem.owners.length) owners.append(el("span", { class: "muted" }, "nobody"));
+  const queue = el("ol", { class: "queue" }, ...sem.waiters.map((w) => holder(w, false)));
+  const waiters = el("td", { class: "waiters" }, sem.waiters.length ? queue : el("span", { class: "muted" }, "none"),
+    more(sem.waiters.length, sem.waiters_total, "waiters"));
+  return el("tr", { class: "semaphore", "data-name": sem.name },
+    el("td", { class: "name who" }, sem.name), el("td", {}, kind), el("td", {}, tokens), owners, waiters);
+}
+
+function sessionRow(node, session) {
+  const expires = session.expires_at === null
+    ? el("span", { class: "muted" }, "connected")
+    : el("span", { class: "held" }, "in ", age(session.expires_at, "until"));
+  const actions = el("td", {});
+  if (node.can_kill) {
+    const button = el("button", { type: "button", class: "kill" }, "end session");
+    button.addEventListener("click", () => endSession(node.name, session.session_id));
+    actions.append(button);
+  }
+  return el("tr", { class: "session", "data-session-id": session.session_id },
+    el("td", { class: "num" }, session.session_id),
+    el("td", { class: "desc who" }, session.description || "(no description)"),
+    el("td", { class: "identity who" }, identity(session.identity)),
+    el("td", { class: "num" }, duration(session.timeout)),
+    el("td", {}, expires),
+    el("td", { class: "num" }, session.holds),
+    el("td", { class: "num" }, session.waits),
+    actions);
+}
+
+function nodeSection(node) {
+  const head = (...names) => el("tr", {}, ...names.map((n) => el("th", {}, n)));
+  const semaphores = node.semaphores.length
+    ? el("table", { class: "semaphores" },
+      el("thead", {}, head("semaphore", "kind", "tokens", "holders", "waiters (in order)")),
+      el("tbody", {}, ...node.semaphores.map(semaphoreRow)))
+    : el("p", { class: "muted" }, "no semaphores");
+  const sessions = node.sessions.length
+    ? el("table", { class: "sessions" },
+      el("thead", {}, head("id", "description", "client", "window", "expires", "holds", "waits", "")),
+      el("tbody", {}, ...node.sessions.map((s) => sessionRow(node, s))))
+    : el("p", { class: "muted" }, "no sessions");
+  return el("section", { class: "node", "data-node": node.name },
+    el("h2", { class: "who" }, node.name),
+    el("h3", {}, "Semaphores"), semaphores, more(node.semaphores.length, node.semaphores_total, "semaphores"),
+    el("h3", {}, "Sessions"), sessions, more(node.sessions.length, node.sessions_total, "sessions"));
+}
+
+function render(message) {
+  clockOffset = message.now - Date.now() / 1000;
+  const view = message.view;
+  const state = document.getElementById("state");
+  state.textContent = view.state;
+  state.className = "pill " + view.state;
+  document.getElementById("grant-rate").textContent = view.rates.grants.toFixed(2);
+  document.getElementById("expiry-rate").textContent = view.rates.expiries.toFixed(2);
+  document.getElementById("access").textContent =
+    (view.token ? "token " + view.token + " (" + view.access + ")" : view.access);
+  document.getElementById("logout").hidden = !view.token;
+  const main = document.getElementById("board");
+  if (!view.board) {
+    main.replaceChildren(el("p", { class: "muted" }, "the server is " + view.state));
+    return;
+  }
+  document.getElementById("node-count").textContent = view.board.nodes_total;
+  const sections = view.board.nodes.map(nodeSection);
+  if (!sections.length) sections.push(el("p", { class: "muted" }, "no nodes"));
+  const rest = more(view.board.nodes.length, view.board.nodes_total, "nodes");
+  main.replaceChildren(...sections, ...(rest ? [rest] : []));
+}
+
+function notice(text) {
+  const p = document.getElementById("notice");
+  p.textContent = text || "";
+  p.hidden = !text;
+}
+
+async function post(path, body) {
+  const response = await fetch(API + path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+    credentials: "same-origin",
+  });
+  const answer = await response.json().catch(() => ({}));
+  return { ok: response.ok, status: response.status, answer };
+}
+
+async function endSession(node, sessionId) {
+  if (!window.confirm("End session " + sessionId + " of node " + node + "? Its holds are released.")) return;
+  const { ok, answer } = await post("/kill", { node, session_id: sessionId });
+  notice(ok ? "" : "could not end session " + sessionId + ": " + (answer.error || "refused"));
+}
+
+function showLogin(show) {
+  document.getElementById("login").hidden = !show;
+  document.getElementById("board").hidden = show;
+}
+
+async function start() {
+  if (source) source.close();
+  source = null;
+  const response = await fetch(API + "/board", { credentials: "same-origin" });
+  if (response.status === 401) {
+    showLogin(true);
+    return;
+  }
+  showLogin(false);
+  if (response.ok) render(await response.json());
+  source = new EventSource(API + "/events");
+  const live = document.getElementById("live");
+  source.onopen = () => live.classList.add("on");
+  source.onmessage = (event) => render(JSON.parse(event.data));
+  source.onerror = () => live.classList.remove("on"); // EventSource reconnects by itself
+}
+
+document.getElementById("login").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const { ok, answer } = await post("/login", { secret: document.getElementById("secret").value });
+  document.getElementById("login-error").textContent = ok ? "" : (answer.error || "refused");
+  if (ok) start();
+});
+document.getElementById("logout").addEventListener("click", async () => {
+  await post("/logout", {});
+  if (source) source.close();
+  source = null;
+  showLogin(true);
+});
+setInterval(tickAges, 1000);
+start();
