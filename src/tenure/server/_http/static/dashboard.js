@@ -6,6 +6,7 @@
 const API = "/dashboard/api";
 let clockOffset = 0; // the server's clock minus this browser's, in seconds
 let source = null;
+let shownBoard = null; // the board last rendered, as JSON: redrawn only when it changed
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -142,6 +143,9 @@ function render(message) {
     (view.token ? "token " + view.token + " (" + view.access + ")" : view.access);
   document.getElementById("logout").hidden = !view.token;
   const main = document.getElementById("board");
+  const boardText = JSON.stringify(view.board);
+  if (boardText === shownBoard) return; // rates alone changed: keep the DOM (and focus)
+  shownBoard = boardText;
   if (!view.board) {
     main.replaceChildren(el("p", { class: "muted" }, "the server is " + view.state));
     return;
@@ -184,6 +188,7 @@ function showLogin(show) {
 async function start() {
   if (source) source.close();
   source = null;
+  shownBoard = null;
   const response = await fetch(API + "/board", { credentials: "same-origin" });
   if (response.status === 401) {
     showLogin(true);

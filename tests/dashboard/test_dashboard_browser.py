@@ -1,0 +1,195 @@
+"""The dashboard in a real headless Chromium, against a real ``tenure serve --http-port``.
+
+A lock is taken by another process (``holder.py``, a tiny tenure client with a
+description and a client name); the page must show its holder, then its release,
+without being reloaded. Then the token rules: a read-only token sees no "end
+session" and its kill is refused (403); a read-write one ends a session from the page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.server.wire import ServerProcess, free_port
+
+from .browser import Holder, post, wait_until
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+pytestmark = pytest.mark.timeout(60)
+
+#: Rendered as text by the page, never run: the test checks that it stayed text.
+XSS = '<img src=x onerror="window.__xss = 1">export of <b>billing</b>'
+READER, OPERATOR = "reader-secret-1", "operator-secret-2"
+AUTH_FILE = f"""
+[[token]]
+name = "reader"
+secret = "{READER}"
+access = "read-only"
+
+[[token]]
+name = "operator"
+secret = "{OPERATOR}"
+access = "read-write"
+"""
+
+
+class Served:
+    """A server with its HTTP endpoint: ``url`` for clients, ``http`` the page's port."""
+
+    def __init__(self, server: ServerProcess, http: int) -> None:
+        self.server = server
+        self.http = http
+        self.url = f"tenure://127.0.0.1:{server.port}"
+
+    @property
+    def page_url(self) -> str:
+        """The dashboard."""
+        return f"http://127.0.0.1:{self.http}/"
+
+
+def serve(tmp_path: Path, *extra: str) -> Iterator[Served]:
+    """A ``tenure serve --http-port`` for one test; killed after it."""
+    http = free_port()
+    args = ("--fsync", "off", "--http-port", str(http), "--dashboard-rate", "10", *extra)
+    with ServerProcess(tmp_path / "data", *args) as server:
+        yield Served(server, http)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    """A server without tokens."""
+    yield from serve(tmp_path)
+
+
+@pytest.fixture
+def served_with_tokens(tmp_path: Path) -> Iterator[Served]:
+    """A server with an auth file: a read-only and a read-write token."""
+    auth = tmp_path / "auth.toml"
+    auth.write_text(AUTH_FILE)
+    yield from serve(tmp_path, "--auth-file", str(auth))
+
+
+def text(page: Page, selector: str) -> str:
+    """The text of the (first) element ``selector`` finds, once there is one."""
+    return page.locator(selector).first.text_content() or ""
+
+
+def row(page: Page, node: str, name: str) -> str:
+    """The selector of semaphore ``name``'s row in node ``node``'s section."""
+    return f'section[data-node="{node}"] tr.semaphore[data-name="{name}"]'
+
+
+def test_page_shows_the_holder_then_the_release_without_reloading(
+    served: Served, page: Page
+) -> None:
+    page.goto(served.page_url)
+    page.wait_for_selector("#live.on")  # the event stream is open
+    page.evaluate("window.__sameDocument = true")  # gone if the page were reloaded
+    holder = Holder(served.url, "jobs", "billing-export", XSS, "billing-worker")
+    try:
+        grant = holder.grant
+        owner = f"{row(page, 'jobs', 'billing-export')} .owner"
+        assert text(page, f"{owner} .desc") == XSS
+        identity = f"billing-worker on {grant['host']} pid {grant['pid']}"
+        assert text(page, f"{owner} .identity") == identity
+        assert text(page, f"{owner} .token") == str(grant["token"])
+        assert "held for" in text(page, owner)
+        assert XSS in text(page, f'tr.session[data-session-id="{grant["session_id"]}"]')
+        # The description stayed text: no element was made of it, no handler ran.
+        assert page.query_selector("#board img, #board b") is None
+        assert page.evaluate("window.__xss") is None
+
+        holder.step()  # release
+        assert holder.read() == {"released": True}
+        # An ephemeral mutex nobody holds or waits for is gone: so is its row.
+        page.wait_for_selector(row(page, "jobs", "billing-export"), state="detached")
+        page.wait_for_selector(
+            f'tr.session[data-session-id="{grant["session_id"]}"] td:nth-child(6):text-is("0")'
+        )
+        assert page.evaluate("window.__sameDocument") is True
+    finally:
+        holder.close()
+
+
+def test_a_waiter_is_shown_in_order_behind_the_holder(served: Served, page: Page) -> None:
+    page.goto(served.page_url)
+    first = Holder(served.url, "jobs", "report", "first in", "worker-a")
+    try:
+        page.wait_for_selector(f"{row(page, 'jobs', 'report')} .owner")
+        second = Holder(served.url, "jobs", "report", "second in", "worker-b", queued=True)
+        try:
+            waiter = f"{row(page, 'jobs', 'report')} ol.queue li.waiter"
+            assert text(page, f"{waiter} .desc") == "second in"
+            assert "waiting for" in text(page, waiter)
+            first.step()  # released: the waiter is granted and moves to the holders
+            assert second.granted()["token"] > first.grant["token"]
+            page.wait_for_selector(
+                f"{row(page, 'jobs', 'report')} .owner .desc:text-is('second in')"
+            )
+        finally:
+            second.close()
+    finally:
+        first.close()
+
+
+def test_a_read_only_token_sees_but_may_not_end_sessions(
+    served_with_tokens: Served, page: Page
+) -> None:
+    served = served_with_tokens
+    holder = Holder(f"{served.url}?token={OPERATOR}", "jobs", "m", "victim", "w")
+    try:
+        page.goto(served.page_url)
+        page.wait_for_selector("form#login:not([hidden])")  # nothing shown without a token
+        assert page.query_selector("tr.semaphore") is None
+        page.fill("#secret", "not-a-token")
+        page.click("form#login button")
+        page.wait_for_selector("#login-error:text-is('no token has that secret')")
+        page.fill("#secret", READER)
+        page.click("form#login button")
+        page.wait_for_selector(f"{row(page, 'jobs', 'm')} .owner")
+        assert text(page, "#access") == "token reader (read-only)"
+        assert page.query_selector("button.kill") is None
+        # Sent anyway, with the page's login cookie: refused, as on the wire.
+        sid = holder.grant["session_id"]
+        answer = page.request.post(
+            f"http://127.0.0.1:{served.http}/dashboard/api/kill",
+            data={"node": "jobs", "session_id": sid},
+        )
+        assert answer.status == 403
+        assert "read-only: it may not send KillSession" in answer.json()["error"]
+        # Without any token: 401; with a bearer read-only token: 403.
+        victim = {"node": "jobs", "session_id": sid}
+        assert post(served.http, "/dashboard/api/kill", victim)[0] == 401
+        status, body = post(served.http, "/dashboard/api/kill", victim, READER)
+        assert status == 403, body
+        assert holder.proc.poll() is None  # still holding
+    finally:
+        holder.close()
+
+
+def test_a_read_write_token_ends_a_session_from_the_page(
+    served_with_tokens: Served, page: Page
+) -> None:
+    served = served_with_tokens
+    holder = Holder(f"{served.url}?token={OPERATOR}", "jobs", "stuck", "the dead one", "w")
+    try:
+        page.goto(served.page_url)
+        page.fill("#secret", OPERATOR)
+        page.click("form#login button")
+        sid = holder.grant["session_id"]
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.locator(f'tr.session[data-session-id="{sid}"] button.kill').click()
+        lost = holder.read()
+        assert lost["lost"] == "SessionExpiredError", lost
+        assert "operator" in lost["message"], lost
+        page.wait_for_selector(f'tr.session[data-session-id="{sid}"]', state="detached")
+        page.wait_for_selector(row(page, "jobs", "stuck"), state="detached")
+        wait_until(lambda: '"event": "session_killed"' in served.server.output(), "logged")
+    finally:
+        holder.close()
