@@ -33,11 +33,13 @@ from tenure._core.session import Session
 from tenure._core.values import MAX_COUNT, ClientIdentity
 from tenure.server._config.serve_config import ServeConfig
 
-__all__ = ["RATE_WINDOW", "BoardLimits", "RateMeter", "board", "counters"]
+__all__ = ["RATE_SAMPLE_INTERVAL", "RATE_WINDOW", "BoardLimits", "RateMeter", "board", "counters"]
 
 #: The rates shown are averages over this many seconds.
 RATE_WINDOW: Final = 10.0
-#: Samples a :class:`RateMeter` keeps at most (one per view built; old ones drop out).
+#: How often the counters are sampled for the rates, in seconds.
+RATE_SAMPLE_INTERVAL: Final = 1.0
+#: Samples a :class:`RateMeter` keeps at most (old ones drop out before: a window's worth).
 MAX_RATE_SAMPLES: Final = 1024
 
 T = TypeVar("T")
@@ -182,21 +184,29 @@ def counters(families: Iterable[Metric]) -> tuple[float, float]:
 
 
 class RateMeter:
-    """Rates per second of counters sampled now and then (over :data:`RATE_WINDOW`)."""
+    """Rates per second of counters sampled every :data:`RATE_SAMPLE_INTERVAL` (by the
+    dashboard's sampler, from the server's start), averaged over :data:`RATE_WINDOW`."""
 
     def __init__(self, window: float = RATE_WINDOW) -> None:
         self.window = window
         self._samples: deque[tuple[float, float, float]] = deque(maxlen=MAX_RATE_SAMPLES)
 
-    def sample(self, at: float, grants: float, expired: float) -> tuple[float, float]:
-        """Record the counters at monotonic time ``at``; the (grant, expiry) rates
-        per second since the oldest sample of the window (0 with one sample only)."""
+    def sample(self, at: float, grants: float, expired: float) -> None:
+        """Record the counters at monotonic time ``at`` (forgetting samples that no
+        longer count: one at or before the window's start is kept, so that the
+        rates span the whole window once they can)."""
         samples = self._samples
         samples.append((at, grants, expired))
-        # Keep one sample at or before the window's start: the rate spans the window.
         while len(samples) > 1 and samples[1][0] <= at - self.window:
             samples.popleft()
-        first_at, first_grants, first_expired = samples[0]
+
+    def rates(self) -> tuple[float, float]:
+        """(grants, expiries) per second from the oldest sample kept to the newest
+        (0 before there are two)."""
+        if len(self._samples) < 2:
+            return 0.0, 0.0
+        first_at, first_grants, first_expired = self._samples[0]
+        at, grants, expired = self._samples[-1]
         span = at - first_at
         if span <= 0:
             return 0.0, 0.0

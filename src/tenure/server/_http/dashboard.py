@@ -32,10 +32,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import functools
 import json
 import logging
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from importlib import resources
 from typing import Final
@@ -44,7 +46,13 @@ from aiohttp import web
 
 from tenure._core import KillSession
 from tenure.errors import ErrorCode, TenureError, code_of
-from tenure.server._http.board import BoardLimits, RateMeter, board, counters
+from tenure.server._http.board import (
+    RATE_SAMPLE_INTERVAL,
+    BoardLimits,
+    RateMeter,
+    board,
+    counters,
+)
 from tenure.server._http.front import METRICS, READINESS, SERVING
 from tenure.server._net.auth import Access, Token, denial
 from tenure.server._serve import Server
@@ -162,9 +170,29 @@ class Dashboard:
         self._views[viewer.key] = (now, text)
         return text
 
-    def _build(self, viewer: Viewer, now: float) -> dict[str, object]:
+    def sample_rates(self) -> None:
+        """Read the server's counters for the rates (:meth:`sample_forever` does, each
+        :data:`RATE_SAMPLE_INTERVAL`)."""
         grants, expired = counters(self.app[METRICS].collect())
-        grant_rate, expiry_rate = self.rates.sample(now, grants, expired)
+        self.rates.sample(time.monotonic(), grants, expired)
+
+    async def sample_forever(self, app: web.Application) -> AsyncIterator[None]:
+        """The sampler, for as long as the endpoint runs (an aiohttp cleanup context:
+        cancelled when it stops). Sampling from the start, the rates are there as soon
+        as a page opens."""
+        sampler = asyncio.ensure_future(self._sample_while_running())
+        yield
+        sampler.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sampler
+
+    async def _sample_while_running(self) -> None:
+        while True:  # ends when cancelled (the endpoint stops), at once
+            self.sample_rates()
+            await asyncio.sleep(RATE_SAMPLE_INTERVAL)
+
+    def _build(self, viewer: Viewer, now: float) -> dict[str, object]:
+        grant_rate, expiry_rate = self.rates.rates()
         view: dict[str, object] = {
             "state": self.app[READINESS].state,
             "access": viewer.access,
@@ -380,7 +408,8 @@ _STATUS: Final = {
 
 def add_dashboard_routes(app: web.Application) -> None:
     """``/`` (the page), its files, and its API under ``/dashboard/api/``."""
-    app[DASHBOARD] = Dashboard(app)
+    dashboard = app[DASHBOARD] = Dashboard(app)
+    app.cleanup_ctx.append(dashboard.sample_forever)
     for path in _STATIC:
         app.router.add_get(path, static)
     app.router.add_get("/favicon.ico", no_icon)
