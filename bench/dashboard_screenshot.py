@@ -22,9 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.server.wire import ServerProcess, free_port
+from tests.server.wire import Clients, ServerProcess, free_port
 
 import tenure
+from tenure._core import CreateSession
+from tenure._core.values import ClientIdentity
 
 REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("TENURE_CHROMIUM", "/usr/bin/chromium")
@@ -43,8 +45,9 @@ async def holder(
             yield session
 
 
-async def scene(url: str, ready: threading.Event, done: threading.Event) -> None:
+async def scene(port: int, ready: threading.Event, done: threading.Event) -> None:
     """Holders and waiters, until ``done`` is set (or :data:`SCENE_SECONDS` pass)."""
+    url = f"tenure://127.0.0.1:{port}"
     async with contextlib.AsyncExitStack() as stack:
         export = await stack.enter_async_context(
             holder(url, "billing", "nightly export 2026-11-22", "billing-worker")
@@ -64,9 +67,16 @@ async def scene(url: str, ready: threading.Event, done: threading.Event) -> None
             await stack.enter_async_context(session.semaphore("db-pool").acquire(count=count))
         jobs = await stack.enter_async_context(holder(url, "jobs", "reindex search", "indexer"))
         await stack.enter_async_context(jobs.mutex("reindex"))
-        for _ in range(30):  # some grants, for the rate
+        # A session whose client vanished (its connection dropped): it shows when the
+        # server will end it unless the client comes back.
+        crashed = Clients()
+        wire = await crashed.connect(port)
+        who = ClientIdentity("batch-7", 31337, "cron-import")
+        await wire.call(CreateSession("jobs", b"key", 45.0, "import that crashed", who))
+        await crashed.close_all()
+        for _ in range(40):  # some grants, for the rate
             async with jobs.mutex("heartbeat"):
-                await asyncio.sleep(0.02)
+                await asyncio.sleep(0.05)
         ready.set()
         loop = asyncio.get_running_loop()
         await asyncio.wait_for(loop.run_in_executor(None, done.wait, SCENE_SECONDS), None)
@@ -86,9 +96,9 @@ def main() -> int:
         with ServerProcess(
             Path(tmp) / "data", "--fsync", "off", "--http-port", str(http)
         ) as server:
-            url = f"tenure://127.0.0.1:{server.port}"
             ready, done = threading.Event(), threading.Event()
-            clients = threading.Thread(target=lambda: asyncio.run(scene(url, ready, done)))
+            port = server.port
+            clients = threading.Thread(target=lambda: asyncio.run(scene(port, ready, done)))
             clients.start()
             try:
                 if not ready.wait(SCENE_SECONDS):
