@@ -30,15 +30,12 @@ inline script: a description ``<img src=x onerror=...>`` stays text.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import functools
 import json
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from importlib import resources
 from typing import Final
 
@@ -54,15 +51,14 @@ from tenure.server._http.board import (
     counters,
 )
 from tenure.server._http.front import METRICS, READINESS, SERVING
-from tenure.server._net.auth import Access, Token, denial
+from tenure.server._http.viewer import COOKIE, Viewer, cookie_value, request_secret
+from tenure.server._net.auth import Access
 from tenure.server._serve import Server
 
-__all__ = ["COOKIE", "KEEPALIVE_SECONDS", "STREAM_SECONDS", "add_dashboard_routes"]
+__all__ = ["KEEPALIVE_SECONDS", "STREAM_SECONDS", "add_dashboard_routes"]
 
 log = logging.getLogger("tenure.server")
 
-#: The login cookie (the token's secret, base64url: a cookie-safe spelling of any text).
-COOKIE: Final = "tenure_dashboard"
 #: An event stream ends after this many seconds; the page's EventSource reconnects at
 #: once (``retry``), so a stream is a bounded loop and a page never sees a gap.
 STREAM_SECONDS: Final = 300.0
@@ -88,46 +84,6 @@ _HEADERS: Final = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Viewer:
-    """Who looks: their token (None without ``--auth-file``) and whether the dashboard
-    may end sessions for them at all (per node: :meth:`may_kill`)."""
-
-    token: Token | None
-    actions: bool
-
-    @property
-    def key(self) -> str:
-        """Viewers with the same key see the same view (its cache key)."""
-        return "" if self.token is None else "token:" + self.token.name
-
-    @property
-    def access(self) -> str:
-        """What the page says about the viewer's rights."""
-        if self.token is not None:
-            return self.token.access.value
-        return "open, actions enabled" if self.actions else "open, read-only"
-
-    def may_see(self, node: str) -> bool:
-        """Whether the viewer may see ``node`` (a token's node patterns)."""
-        return self.token is None or self.token.may_touch(node)
-
-    def may_kill(self, node: str) -> bool:
-        """Whether the viewer may end sessions of ``node`` (as KillSession on the wire)."""
-        return self.kill_denial(node, 0) is None
-
-    def kill_denial(self, node: str, session_id: int) -> str | None:
-        """Why the viewer may not end session ``session_id`` of ``node``, or None."""
-        if self.token is not None:
-            return denial(self.token, KillSession(node, session_id), node)
-        if not self.actions:
-            return (
-                "the dashboard is read-only: start the server with --auth-file (and use a "
-                "read-write token) or with --dashboard-actions to end sessions from it"
-            )
-        return None
 
 
 class Dashboard:
@@ -157,7 +113,7 @@ class Dashboard:
         tokens = server.gate.tokens
         if tokens is None:
             return Viewer(None, actions=server.config.dashboard_actions)
-        token = tokens.authenticate(_secret(request))
+        token = tokens.authenticate(request_secret(request))
         return None if token is None else Viewer(token, actions=token.access is Access.READ_WRITE)
 
     def view(self, viewer: Viewer) -> str:
@@ -221,21 +177,6 @@ class Dashboard:
 
 
 DASHBOARD: Final = web.AppKey("dashboard", Dashboard)
-
-
-def _secret(request: web.Request) -> str | None:
-    """The token's secret the request carries: a bearer header, else the login cookie."""
-    header = request.headers.get("Authorization", "")
-    scheme, _, value = header.partition(" ")
-    if scheme.lower() == "bearer" and value.strip():
-        return value.strip()
-    cookie = request.cookies.get(COOKIE)
-    if not cookie:
-        return None
-    try:
-        return base64.urlsafe_b64decode(cookie.encode("ascii")).decode("utf-8")
-    except (ValueError, binascii.Error, UnicodeError):
-        return None
 
 
 def _error(status: int, message: str, **more: object) -> web.Response:
@@ -344,7 +285,7 @@ async def login(request: web.Request) -> web.Response:
     response = web.json_response({"token": token.name, "access": token.access.value})
     response.set_cookie(
         COOKIE,
-        base64.urlsafe_b64encode(secret.encode("utf-8")).decode("ascii"),
+        cookie_value(secret),
         httponly=True,
         samesite="Strict",
         path="/",

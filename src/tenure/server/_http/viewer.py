@@ -1,0 +1,86 @@
+"""Who looks at the dashboard, and what they may do there: the wire protocol's rules.
+
+A :class:`Viewer` is the token a request carries (:func:`request_secret`: an
+``Authorization: Bearer`` header, else the login cookie), or None without
+``--auth-file``; :mod:`tenure.server._http.dashboard` says why the page is read-only
+without tokens unless ``--dashboard-actions`` is set. A token sees the nodes it may
+touch and may end a session where :func:`tenure.server._net.auth.denial` would let it
+send KillSession.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+from typing import Final
+
+from aiohttp import web
+
+from tenure._core import KillSession
+from tenure.server._net.auth import Token, denial
+
+__all__ = ["COOKIE", "Viewer", "cookie_value", "request_secret"]
+
+#: The login cookie (the token's secret, base64url: a cookie-safe spelling of any text).
+COOKIE: Final = "tenure_dashboard"
+
+
+@dataclass(frozen=True, slots=True)
+class Viewer:
+    """Who looks: their token (None without ``--auth-file``) and whether the dashboard
+    may end sessions for them at all (per node: :meth:`may_kill`)."""
+
+    token: Token | None
+    actions: bool
+
+    @property
+    def key(self) -> str:
+        """Viewers with the same key see the same view (its cache key)."""
+        return "" if self.token is None else "token:" + self.token.name
+
+    @property
+    def access(self) -> str:
+        """What the page says about the viewer's rights."""
+        if self.token is not None:
+            return self.token.access.value
+        return "open, actions enabled" if self.actions else "open, read-only"
+
+    def may_see(self, node: str) -> bool:
+        """Whether the viewer may see ``node`` (a token's node patterns)."""
+        return self.token is None or self.token.may_touch(node)
+
+    def may_kill(self, node: str) -> bool:
+        """Whether the viewer may end sessions of ``node`` (as KillSession on the wire)."""
+        return self.kill_denial(node, 0) is None
+
+    def kill_denial(self, node: str, session_id: int) -> str | None:
+        """Why the viewer may not end session ``session_id`` of ``node``, or None."""
+        if self.token is not None:
+            return denial(self.token, KillSession(node, session_id), node)
+        if not self.actions:
+            return (
+                "the dashboard is read-only: start the server with --auth-file (and use a "
+                "read-write token) or with --dashboard-actions to end sessions from it"
+            )
+        return None
+
+
+def cookie_value(secret: str) -> str:
+    """The login cookie's value for ``secret``."""
+    return base64.urlsafe_b64encode(secret.encode("utf-8")).decode("ascii")
+
+
+def request_secret(request: web.Request) -> str | None:
+    """The token's secret the request carries: a bearer header, else the login cookie."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    cookie = request.cookies.get(COOKIE)
+    if not cookie:
+        return None
+    try:
+        return base64.urlsafe_b64decode(cookie.encode("ascii")).decode("utf-8")
+    except (ValueError, binascii.Error, UnicodeError):
+        return None
