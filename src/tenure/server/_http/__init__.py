@@ -8,6 +8,9 @@ imported only when the endpoint is asked for.
   updates as it works (its :class:`~tenure.server._observe.Observer`);
 * :mod:`~tenure.server._http.collector`: the gauges, read from the engine at scrape time;
 * :mod:`~tenure.server._http.readiness`: the server's phase, what ``/readyz`` says.
+* :mod:`~tenure.server._http.dashboard`: the live dashboard at ``/`` (its page in
+  ``static/``), :mod:`~tenure.server._http.board` what it shows,
+  :mod:`~tenure.server._http.viewer` who may see and do what there.
 """
 
 from __future__ import annotations
