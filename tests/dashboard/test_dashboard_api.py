@@ -6,6 +6,7 @@ what a malformed request is told."""
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -216,3 +217,28 @@ async def test_malformed_requests_get_a_clear_answer(tmp_path: Path) -> None:
         got, answer = await served.request("POST", "/login", {"secret": "x"})
         assert got == 400  # no --auth-file: nothing to log in to
         assert "no --auth-file" in answer["error"]
+
+
+async def test_the_page_forbids_inline_script_and_streams_end_when_the_server_stops(
+    tmp_path: Path,
+) -> None:
+    for served in serve(tmp_path):
+        timeout = aiohttp.ClientTimeout(total=WAIT)
+        base = f"http://127.0.0.1:{served.http}"
+        async with aiohttp.ClientSession(timeout=timeout) as client:
+            async with client.get(f"{base}/") as page:
+                assert page.status == 200
+                assert page.content_type == "text/html"
+                policy = page.headers["Content-Security-Policy"]
+                assert "script-src 'self'" in policy
+                assert "unsafe-inline" not in policy
+                assert "/dashboard/app.js" in await page.text()
+            async with client.get(f"{base}/dashboard/app.js") as script:
+                assert script.status == 200
+                assert "textContent" in await script.text()
+                assert "innerHTML" not in await script.text()
+            async with client.get(f"{base}/dashboard/api/events") as stream:
+                assert (await stream.content.readline()).startswith(b"retry: ")
+                assert served.server.signal(signal.SIGTERM) == 0  # within WAIT
+                await stream.content.read()  # returns: the stream ended with the server
+                assert stream.content.at_eof()
