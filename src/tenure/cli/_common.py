@@ -1,0 +1,150 @@
+"""What every ``tenure`` command shares: exit statuses, options, errors, output.
+
+Errors never print a traceback: :func:`error_line` makes the one line a failing
+command writes on stderr, and :func:`status_of` the exit status it ends with
+(the table is :class:`Status`, documented in docs/operations.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Final, TypeVar
+
+import click
+
+import tenure
+from tenure.cli._status import Status
+from tenure.client import Client
+from tenure.client._opening import Opening
+from tenure.errors import InvalidArgumentError, TenureError
+
+#: Where the commands connect when neither ``--url`` nor ``TENURE_URL`` says.
+DEFAULT_URL: Final = "tenure://127.0.0.1:6388"
+#: The environment variable ``--url`` defaults to.
+URL_ENV: Final = "TENURE_URL"
+#: The node ``lock``, ``elect``, ``leader`` and ``observe`` use without ``--node``.
+DEFAULT_NODE: Final = "default"
+#: The client name every command's sessions carry (operators see it in listings).
+CLIENT_NAME: Final = "tenure-cli"
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class CommandFailed(Exception):
+    """A command ends with ``status`` after writing ``message`` as its one error line."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def status_of(error: BaseException) -> int:
+    """The exit status a command that raised ``error`` ends with."""
+    if isinstance(error, CommandFailed):
+        return error.status
+    if isinstance(error, click.UsageError | InvalidArgumentError):
+        return Status.USAGE
+    if isinstance(error, click.ClickException):
+        return Status.USAGE
+    if isinstance(error, TimeoutError):
+        return Status.BUSY
+    return Status.FAILED
+
+
+def error_line(error: BaseException) -> str:
+    """The one line (no newline inside) that says why a command failed."""
+    if isinstance(error, CommandFailed):
+        text = str(error)
+    elif isinstance(error, click.UsageError):
+        where = f"{error.ctx.command_path}: " if error.ctx is not None else ""
+        hint = f" (see '{error.ctx.command_path} --help')" if error.ctx is not None else ""
+        text = f"{where}{error.format_message()}{hint}"
+    elif isinstance(error, click.ClickException):
+        text = error.format_message()
+    elif isinstance(error, TenureError | TimeoutError):
+        text = f"{type(error).__name__}: {error}"
+    else:
+        text = f"{type(error).__name__}: {error}"
+    return "tenure: " + " ".join(text.split())
+
+
+def url_option(function: F) -> F:
+    """``--url``: the backend, from ``TENURE_URL`` by default, else the local server."""
+    return click.option(
+        "--url",
+        envvar=URL_ENV,
+        default=DEFAULT_URL,
+        show_default=True,
+        metavar="URL",
+        help=f"backend URL (tenure://, memory://, etcd://, redis://, postgres://); "
+        f"env {URL_ENV}",
+    )(function)
+
+
+def json_option(function: F) -> F:
+    """``--json``: print one JSON document (one per line for streams) instead of a table."""
+    return click.option(
+        "--json", "as_json", is_flag=True, help="print JSON (for scripts) instead of a table"
+    )(function)
+
+
+def node_option(function: F) -> F:
+    """``--node``: the node a lock or election lives in (``default``, created if missing)."""
+    return click.option(
+        "--node",
+        default=DEFAULT_NODE,
+        show_default=True,
+        metavar="NODE",
+        help="the node it lives in; created (with default settings) if missing",
+    )(function)
+
+
+def connect(url: str) -> Opening[Client]:
+    """A client of ``url`` whose sessions name this command as their client."""
+    return tenure.connect(url, client_name=CLIENT_NAME)
+
+
+def run(main: Coroutine[Any, Any, T]) -> T:
+    """Run a command's coroutine on a fresh event loop (the default asyncio loop)."""
+    return asyncio.run(main)
+
+
+async def ensure_node(client: Client, node: str) -> None:
+    """Create ``node`` with default settings unless it exists."""
+    await client.create_node(node, exist_ok=True)
+
+
+def print_json(document: object) -> None:
+    """Write one JSON document on one line of stdout, flushed (streams are read live)."""
+    sys.stdout.write(json.dumps(document, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def session_description(words: list[str]) -> str:
+    """A session description naming this command, cut to fit the description limit."""
+    text = " ".join(["tenure", *words])
+    encoded = text.encode("utf-8", "replace")
+    limit = tenure._core.values.MAX_DESCRIPTION_BYTES
+    if len(encoded) <= limit:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return encoded[: limit - 3].decode("utf-8", "ignore") + "..."
+
+
+async def wait_first(*awaitables: Awaitable[Any]) -> None:
+    """Wait until the first of ``awaitables`` is done; cancel the others."""
+    tasks = [asyncio.ensure_future(item) for item in awaitables]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+def environ_with(extra: dict[str, str]) -> dict[str, str]:
+    """This process's environment plus ``extra`` (what a supervised command gets)."""
+    return {**os.environ, **extra}
