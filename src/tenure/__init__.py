@@ -20,10 +20,14 @@ from __future__ import annotations
 from tenure import errors
 from tenure._core.values import (
     MAX_COUNT,
+    ClientIdentity,
+    MutexDescription,
     NodeConfig,
     NodeDescription,
     OwnerInfo,
     SemaphoreDescription,
+    SemaphoreSummary,
+    SessionSummary,
     WaiterInfo,
 )
 from tenure.backends import Capability, SessionTicket
@@ -47,6 +51,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Capability",
     "Client",
+    "ClientIdentity",
     "Election",
     "EndSignal",
     "LeaderState",
@@ -55,13 +60,16 @@ __all__ = [
     "Lock",
     "MAX_COUNT",
     "Mutex",
+    "MutexDescription",
     "NodeConfig",
     "NodeDescription",
     "OwnerInfo",
     "Semaphore",
     "SemaphoreDescription",
+    "SemaphoreSummary",
     "Session",
     "SessionLoop",
+    "SessionSummary",
     "SessionTicket",
     "WaiterInfo",
     "__version__",

@@ -15,16 +15,19 @@ from tenure._core import (
     CloseSession,
     Command,
     CreateSemaphore,
+    CreateSession,
     DeleteSemaphore,
     DescribeSession,
     DetachSession,
     Engine,
+    ListSessions,
     NodeConfig,
     Release,
     UpdateSemaphore,
 )
 from tenure._core.invariants import check_invariants
 from tenure._core.snapshot import dump, load, resume
+from tenure._core.values import ClientIdentity
 from tenure.errors import InvalidArgumentError, TenureError
 
 from .support import KEY, acquire, create_semaphore, describe, make_engine, open_session
@@ -230,9 +233,20 @@ def dump_v1(engine: Engine) -> dict[str, object]:
     }
 
 
-def dump_v3(engine: Engine) -> dict[str, Any]:
-    """The layout of version 3: as now, without hold numbers (every hold was 0)."""
+def dump_v4(engine: Engine) -> dict[str, Any]:
+    """The layout of version 4: as now, without identities and times."""
     data = dump(engine)
+    data["version"] = 4
+    data["sessions"] = [v for i, v in enumerate(data["sessions"]) if i % 11 < 7]
+    for node in data["nodes"]:
+        for key in ("owners", "waiters"):
+            node[key] = [v for i, v in enumerate(node[key]) if i % 8 != 7]
+    return data
+
+
+def dump_v3(engine: Engine) -> dict[str, Any]:
+    """The layout of version 3: as version 4, without hold numbers (every hold was 0)."""
+    data = dump_v4(engine)
     data["version"] = 3
     for node in data["nodes"]:
         for key in ("owners", "waiters"):
@@ -292,3 +306,43 @@ def test_a_restored_mutex_shares_the_engines_counts() -> None:
     sem = restored.nodes["n"].semaphores["m"]
     assert sem.limit is MAX_COUNT
     assert sem.count is MAX_COUNT
+
+
+def engine_with_live_holders() -> Engine:
+    """Sessions with identities that hold and wait, opened and granted at various times."""
+    engine = make_engine(NodeConfig(session_timeout=60.0))
+    alice = ClientIdentity("host-a", 7, "worker")
+    a = engine.apply(CreateSession("n", KEY, None, "exporter", alice), 1.0).session_id
+    b = engine.apply(CreateSession("n", KEY, None, "", ClientIdentity("host-b", 8)), 2.0)
+    c = engine.apply(CreateSession("n", KEY, None, "", alice), 2.5).session_id
+    acquire(engine, a, "m", MAX_COUNT, ephemeral=True, now=3.0)
+    acquire(engine, b.session_id, "m", MAX_COUNT, ephemeral=True, now=4.0)
+    acquire(engine, c, "s", 1, ephemeral=True, now=5.0)
+    engine.apply(DetachSession(c), 6.0)
+    return engine
+
+
+def test_identities_and_times_survive_a_snapshot_and_move_with_a_resume() -> None:
+    engine = engine_with_live_holders()
+    restored = load(dump(engine))
+    assert dump(restored) == dump(engine)
+    assert restored.sessions[1].identity is restored.sessions[3].identity  # shared on load
+    resume(restored, 100.0)  # engine.now was 6.0: everything moves by 94
+    sessions = restored.apply(ListSessions("n"), 100.0).sessions
+    assert [s.created_at for s in sessions] == [95.0, 96.0, 96.5]
+    assert [s.identity.host for s in sessions] == ["host-a", "host-b", "host-a"]
+    desc = describe(restored, 1, "m", now=100.0)
+    assert [o.since for o in desc.owners] == [97.0]
+    assert [(w.since, w.description) for w in desc.waiters] == [(98.0, "")]
+
+
+def test_a_version_4_snapshot_still_loads() -> None:
+    """A data directory written before identities restarts on the same state, unnamed."""
+    engine = engine_with_live_holders()
+    restored = load(dump_v4(engine))
+    assert dump_v4(restored) == dump_v4(engine)
+    assert all(s.identity == ClientIdentity() for s in restored.sessions.values())
+    assert all(s.created_at == engine.now for s in restored.sessions.values())
+    desc = describe(restored, 1, "m")
+    assert [o.since for o in desc.owners] + [w.since for w in desc.waiters] == [6.0, 6.0]
+    check_invariants(restored)

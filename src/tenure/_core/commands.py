@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
 
 from tenure._core.effects import AcquireFailed, LeaseLost
-from tenure._core.values import NodeConfig, NodeDescription, SemaphoreDescription
+from tenure._core.values import (
+    NO_IDENTITY,
+    ClientIdentity,
+    NodeConfig,
+    NodeDescription,
+    SemaphoreDescription,
+    SemaphoreSummary,
+    SessionSummary,
+)
 
 R = TypeVar("R", covariant=True)
 
@@ -77,13 +85,15 @@ class CreateSession(Command[SessionInfo]):
 
     ``timeout`` is the recovery window (``None``: the node's default).
     ``protection_key`` is a secret chosen by the client; only a holder of it may
-    re-attach the session later.
+    re-attach the session later. ``identity`` is who runs the client (shown with
+    ``description`` in owners, waiters and listings).
     """
 
     node: str
     protection_key: bytes
     timeout: float | None = None
     description: str = ""
+    identity: ClientIdentity = NO_IDENTITY
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +206,73 @@ class DescribeSession(Command[SessionState]):
     session_id: int
     after: str = ""
     limit: int = 128
+
+
+@dataclass(frozen=True, slots=True)
+class KillSession(Command[None]):
+    """End a live session of ``node`` as if its recovery window had passed (an operator's act).
+
+    Its holds are released (lock-delay applies, as on expiry), its waits withdrawn,
+    and its client is told its session expired because an operator ended it.
+    NotFoundError if the node or the live session does not exist.
+    """
+
+    node: str
+    session_id: int
+
+
+# -- listing (read-only; paged: sorted, ``after`` exclusive, ``limit`` in [1, MAX_PAGE]) --
+
+
+@dataclass(frozen=True, slots=True)
+class NodePage:
+    """Reply to ListNodes: node names, sorted."""
+
+    names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SemaphorePage:
+    """Reply to ListSemaphores: summaries, by name."""
+
+    semaphores: tuple[SemaphoreSummary, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPage:
+    """Reply to ListSessions: summaries, by session id."""
+
+    sessions: tuple[SessionSummary, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ListNodes(Command[NodePage]):
+    """Up to ``limit`` node names greater than ``after``, sorted."""
+
+    after: str = ""
+    limit: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class ListSemaphores(Command[SemaphorePage]):
+    """Up to ``limit`` semaphores of ``node`` named with ``prefix`` and after ``after``, sorted."""
+
+    node: str
+    prefix: str = ""
+    after: str = ""
+    limit: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class ListSessions(Command[SessionPage]):
+    """Up to ``limit`` live sessions of ``node`` with ids above ``after``, by id.
+
+    ``created_at`` in the reply is engine time; the host shows it in UNIX seconds.
+    """
+
+    node: str
+    after: int = 0
+    limit: int = 1000
 
 
 # -- semaphores -----------------------------------------------------------------------

@@ -43,7 +43,7 @@ from typing import Any, Final, TypeVar
 from tenure._core import commands as c
 from tenure._core.deadlines import DeadlineKey
 from tenure._core.effects import Effect
-from tenure._core.handlers import expiry, nodes, semaphores, sessions, watches
+from tenure._core.handlers import expiry, listing, nodes, semaphores, sessions, watches
 from tenure._core.handlers.sessions import MAX_PROTECTION_KEY_BYTES
 from tenure._core.state import EngineState
 from tenure.errors import InvalidArgumentError
@@ -70,6 +70,10 @@ HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = MappingProxyType(
         c.DetachSession: sessions.detach_session,
         c.CloseSession: sessions.close_session,
         c.DescribeSession: sessions.describe_session,
+        c.KillSession: sessions.kill_session,
+        c.ListNodes: listing.list_nodes,
+        c.ListSemaphores: listing.list_semaphores,
+        c.ListSessions: listing.list_sessions,
         c.CreateSemaphore: semaphores.create_semaphore,
         c.Acquire: semaphores.acquire,
         c.Release: semaphores.release,

@@ -30,7 +30,14 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from tenure._core.values import OwnerInfo, SemaphoreDescription, WaiterInfo
+from tenure._core.session import Session
+from tenure._core.values import (
+    NO_IDENTITY,
+    ClientIdentity,
+    OwnerInfo,
+    SemaphoreDescription,
+    WaiterInfo,
+)
 
 
 def holder_key(session_id: int, hold: int) -> int:
@@ -53,6 +60,8 @@ class Owner:
     lease_ttl: float | None = None
     lease_deadline: float | None = None  # set iff lease_ttl is set
     hold: int = 0
+    #: When the grant was made (engine time); a restate in place keeps it.
+    since: float = 0.0
     #: Its :func:`holder_key` (kept: every lookup of a hold compares it).
     key: int = field(init=False, repr=False, compare=False)
 
@@ -71,6 +80,8 @@ class Waiter:
     deadline: float | None  # None: waits forever
     lease_ttl: float | None
     hold: int = 0
+    #: When the request was queued (engine time).
+    since: float = 0.0
     #: Its :func:`holder_key`.
     key: int = field(init=False, repr=False, compare=False)
 
@@ -178,22 +189,42 @@ class Semaphore:
             return True
         return self._waiters is None and self.fits(key, count, now)
 
-    def describe(self, *, owners: bool, waiters: bool) -> SemaphoreDescription:
-        """A snapshot, with owners and waiters listed only when asked for."""
+    def describe(
+        self, *, owners: bool, waiters: bool, sessions: Mapping[int, Session] | None = None
+    ) -> SemaphoreDescription:
+        """A snapshot, with owners and waiters listed only when asked for.
+
+        Each owner and waiter carries its session's description and identity, looked
+        up in ``sessions``, and its ``since`` in engine time (the host shows it in
+        UNIX seconds: :func:`tenure._core.stamps.stamp_description`).
+        """
+        known = sessions or {}
+        owner_infos: list[OwnerInfo] = []
+        waiter_infos: list[WaiterInfo] = []
+        if owners:
+            for o in self.owners.values():
+                session = known.get(o.session_id)
+                description, identity = _who(session)
+                owner_infos.append(
+                    OwnerInfo(
+                        o.session_id, o.count, o.data, o.token, description, identity, o.since
+                    )
+                )
+        if waiters:
+            for w in self.waiters.values():
+                session = known.get(w.session_id)
+                description, identity = _who(session)
+                waiter_infos.append(
+                    WaiterInfo(w.session_id, w.count, w.data, description, identity, w.since)
+                )
         return SemaphoreDescription(
             name=self.name,
             limit=self.limit,
             count=self.count,
             data=self.data,
             ephemeral=self.ephemeral,
-            owners=tuple(
-                OwnerInfo(o.session_id, o.count, o.data, o.token) for o in self.owners.values()
-            )
-            if owners
-            else (),
-            waiters=tuple(WaiterInfo(w.session_id, w.count, w.data) for w in self.waiters.values())
-            if waiters
-            else (),
+            owners=tuple(owner_infos),
+            waiters=tuple(waiter_infos),
         )
 
     # -- changes --------------------------------------------------------------------
@@ -274,3 +305,10 @@ class Semaphore:
 
 #: The empty view of owners or waiters (shared, read-only).
 _NOBODY: Mapping[int, Any] = MappingProxyType({})
+
+
+def _who(session: Session | None) -> tuple[str, ClientIdentity]:
+    """The description and identity a holder of ``session`` shows."""
+    if session is None:  # (only a caller that passed no sessions)
+        return "", NO_IDENTITY
+    return session.description, session.identity

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any, TypeAlias
 
 from tenure._core.effects import AcquireFailed, LeaseLost
+from tenure._core.values import NO_IDENTITY, ClientIdentity
 
 #: What :attr:`Session.missed` keeps: a queued acquire that failed, or a lost grant.
 Missed = AcquireFailed | LeaseLost
@@ -30,6 +31,9 @@ Numbers: TypeAlias = int | set[int]
 class Session:
     """A session's state. ``expires_at`` is None while attached.
 
+    ``identity`` is who runs its client, ``created_at`` when it was opened (engine
+    time, as every time here: its host turns it into UNIX seconds when it shows it).
+
     ``held``, ``waits``, ``watches`` and ``missed`` are read-only views; change them
     with the methods. Many sessions never hold, wait or watch: their tables are made
     on first use.
@@ -42,6 +46,8 @@ class Session:
     protection_key: bytes
     seq_no: int
     expires_at: float | None = None
+    identity: ClientIdentity = NO_IDENTITY
+    created_at: float = 0.0
     _holds: dict[str, Numbers] | None = None  # semaphore -> numbers of its holds there
     _waits: dict[str, Numbers] | None = None  # semaphore -> numbers of its waiting holds
     _watches: set[int] | None = None  # armed watch ids

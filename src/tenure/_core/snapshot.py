@@ -14,7 +14,10 @@ promises a restart must keep:
 * every session gets a fresh recovery window from the restart, detached until its
   client re-attaches (nobody's session ends because the server was down);
 * every lease TTL starts afresh (a holder could not renew while the server was down);
-* acquire timeouts and lock-delays keep the time they had left.
+* acquire timeouts and lock-delays keep the time they had left;
+* sessions' creation times and owners' and waiters' since-times move with the
+  clock, as if no time passed while the server was down (a monotonic clock cannot
+  tell how long that was), so an age shown after a restart leaves the downtime out.
 
 Layout (version 4): a server restarts by loading one of these, so it is made to
 load fast. Sessions, and each node's semaphores, owners and waiters, are *flat*
@@ -25,7 +28,10 @@ waiters lists that follow are its own. ``missed`` holds what each session keeps 
 the endings it did not cause (:attr:`tenure._core.state.Session.missed`),
 ``MISSED_FIELDS`` values each (new in version 3). Version 4 adds the hold number
 to owners, waiters and missed endings (a session may hold a semaphore more than
-once). Versions 1 (a dict per semaphore), 2 and 3 still load, every hold 0.
+once). Version 5 adds each session's client identity (host, pid, name) and
+creation time, each owner's grant time and each waiter's queue time. Versions 1 (a
+dict per semaphore), 2 and 3 still load, every hold 0; versions 1 to 4 load with
+no identities and every time at the snapshot's ``now``.
 """
 
 from __future__ import annotations
@@ -38,17 +44,23 @@ from tenure._core.effects import AcquireFailed, LeaseLost
 from tenure._core.engine import Engine
 from tenure._core.semaphore import Owner, Semaphore, Waiter
 from tenure._core.state import Node, Session
-from tenure._core.values import MAX_COUNT, NodeConfig
+from tenure._core.values import MAX_COUNT, ClientIdentity, NodeConfig
 from tenure.errors import ErrorCode, InvalidArgumentError
 
 #: Bumped when the layout changes; :func:`load` refuses layouts it does not know.
-SNAPSHOT_VERSION = 4
+SNAPSHOT_VERSION = 5
 
 #: Values per object in the flat lists (see the module docstring).
-SESSION_FIELDS = 7  # id, node, timeout, description, protection key, seq_no, expires_at
+# id, node, timeout, description, protection key, seq_no, expires_at,
+# host, pid, client name, created_at (the last four new in version 5)
+SESSION_FIELDS = 11
 SEMAPHORE_FIELDS = 7  # name, limit, data, ephemeral, blocked_until, #owners, #waiters
-OWNER_FIELDS = 7  # session id, count, data, token, lease ttl, lease deadline, hold
-WAITER_FIELDS = 7  # session id, request id, count, data, deadline, lease ttl, hold
+# session id, count, data, token, lease ttl, lease deadline, hold, since (version 5)
+OWNER_FIELDS = 8
+# session id, request id, count, data, deadline, lease ttl, hold, since (version 5)
+WAITER_FIELDS = 8
+#: Widths before version 5 (no identity and no times).
+_V4_SESSION_FIELDS, _V4_OWNER_FIELDS, _V4_WAITER_FIELDS = 7, 7, 7
 MISSED_FIELDS = 7  # session id, kind (1 failed, 2 lost), name, id, code, message, hold
 _FAILED, _LOST = 1, 2
 
@@ -68,6 +80,10 @@ def dump(engine: Engine) -> Plain:
             s.protection_key,
             s.seq_no,
             s.expires_at,
+            s.identity.host,
+            s.identity.pid,
+            s.identity.name,
+            s.created_at,
         )
         for e in s.missed.values():
             if isinstance(e, AcquireFailed):
@@ -119,6 +135,7 @@ def _dump_node(node: Node) -> Plain:
                 o.lease_ttl,
                 o.lease_deadline,
                 o.hold,
+                o.since,
             )
         for w in queued.values():
             waiters += (
@@ -129,6 +146,7 @@ def _dump_node(node: Node) -> Plain:
                 w.deadline,
                 w.lease_ttl,
                 w.hold,
+                w.since,
             )
     return {
         "name": node.name,
@@ -146,7 +164,7 @@ def load(data: Plain) -> Engine:
         InvalidArgumentError: the data is not a snapshot this version can read.
     """
     version = data.get("version") if isinstance(data, dict) else None
-    if version not in (1, 2, 3, SNAPSHOT_VERSION):
+    if version not in (1, 2, 3, 4, SNAPSHOT_VERSION):
         raise InvalidArgumentError(
             f"not a tenure engine snapshot of version 1 to {SNAPSHOT_VERSION} (got {version!r})"
         )
@@ -174,17 +192,38 @@ def _load(data: Plain, version: int) -> Engine:
         node = Node(plain["name"], NodeConfig(**plain["config"]).validated())
         engine.nodes[node.name] = node
     sessions = data["sessions"]
-    rows = _rows(sessions, SESSION_FIELDS) if version > 1 else iter(sessions)
-    for sid, node_name, timeout, description, key, seq_no, expires_at in rows:
+    if version > 4:
+        rows = _rows(sessions, SESSION_FIELDS)
+    else:  # no identity; opened, as far as anyone can tell, when the snapshot was taken
+        old = _rows(sessions, _V4_SESSION_FIELDS) if version > 1 else iter(sessions)
+        rows = ((*row, "", 0, "", engine.now) for row in old)
+    identities: dict[ClientIdentity, ClientIdentity] = {}
+    for sid, node_name, timeout, description, key, seq_no, expires_at, *who in rows:
+        host, pid, name, created_at = who
         node = engine.nodes[node_name]
+        identity = ClientIdentity(host, pid, name)
+        # One object per distinct client, not one per session (a client opens many).
+        identity = identities.setdefault(identity, identity)
         # The node's own name object, not one more copy per session.
-        session = Session(sid, node.name, timeout, description, key, seq_no, expires_at)
+        session = Session(
+            sid,
+            node.name,
+            timeout,
+            description,
+            key,
+            seq_no,
+            expires_at,
+            identity=identity,
+            created_at=created_at,
+        )
         engine.sessions[sid] = session
         node.sessions.add(sid)
     for plain in data["nodes"]:
         node = engine.nodes[plain["name"]]
-        if version > 3:
-            _load_semaphores(engine, node, plain)
+        if version > 4:
+            _load_semaphores(engine, node, plain, OWNER_FIELDS, WAITER_FIELDS)
+        elif version > 3:
+            _load_semaphores(engine, node, plain, _V4_OWNER_FIELDS, _V4_WAITER_FIELDS)
         elif version > 1:
             _load_semaphores_v2(engine, node, plain)
         else:
@@ -206,9 +245,13 @@ def _load(data: Plain, version: int) -> Engine:
     return engine
 
 
-def _load_semaphores(engine: Engine, node: Node, plain: Plain) -> None:
-    owners = _rows(plain["owners"], OWNER_FIELDS)
-    waiters = _rows(plain["waiters"], WAITER_FIELDS)
+def _load_semaphores(
+    engine: Engine, node: Node, plain: Plain, owner_fields: int, waiter_fields: int
+) -> None:
+    """Versions 4 and 5 (version 4 has no since-times: they read as the snapshot's now)."""
+    owners = _rows(plain["owners"], owner_fields)
+    waiters = _rows(plain["waiters"], waiter_fields)
+    then = engine.now
     sessions = engine.sessions
     semaphores = node.semaphores
     for name, limit, data, ephemeral, blocked, n_owners, n_waiters in _rows(
@@ -220,13 +263,15 @@ def _load_semaphores(engine: Engine, node: Node, plain: Plain) -> None:
             sem.blocked_until = blocked
         semaphores[name] = sem
         for _ in range(n_owners):
-            sid, count, odata, token, ttl, deadline, hold = next(owners)
+            sid, count, odata, token, ttl, deadline, hold, *since = next(owners)
             count = MAX_COUNT if count == MAX_COUNT else count
-            sem.set_owner(Owner(sid, count, odata, token, ttl, deadline, hold))
+            granted = since[0] if since else then
+            sem.set_owner(Owner(sid, count, odata, token, ttl, deadline, hold, granted))
             sessions[sid].add_hold(name, hold)
         for _ in range(n_waiters):
-            sid, request_id, count, wdata, deadline, ttl, hold = next(waiters)
-            sem.enqueue(Waiter(sid, request_id, _shared(count), wdata, deadline, ttl, hold))
+            sid, request_id, count, wdata, deadline, ttl, hold, *since = next(waiters)
+            queued = since[0] if since else then
+            sem.enqueue(Waiter(sid, request_id, _shared(count), wdata, deadline, ttl, hold, queued))
             sessions[sid].add_wait(name, hold)
     if next(owners, None) is not None or next(waiters, None) is not None:
         raise ValueError(f"node {node.name!r}: owners or waiters left over")
@@ -234,32 +279,34 @@ def _load_semaphores(engine: Engine, node: Node, plain: Plain) -> None:
 
 def _load_semaphores_v2(engine: Engine, node: Node, plain: Plain) -> None:
     """Versions 2 and 3: flat lists as now, without hold numbers (every hold 0)."""
-    owners = _rows(plain["owners"], OWNER_FIELDS - 1)
-    waiters = _rows(plain["waiters"], WAITER_FIELDS - 1)
+    then = engine.now
+    owners = _rows(plain["owners"], _V4_OWNER_FIELDS - 1)
+    waiters = _rows(plain["waiters"], _V4_WAITER_FIELDS - 1)
     for name, limit, data, ephemeral, blocked, n_owners, n_waiters in _rows(
         plain["semaphores"], SEMAPHORE_FIELDS
     ):
         sem = _semaphore(node, name, limit, data, ephemeral, blocked)
         for _ in range(n_owners):
             sid, count, odata, token, ttl, deadline = next(owners)
-            sem.set_owner(Owner(sid, _shared(count), odata, token, ttl, deadline))
+            sem.set_owner(Owner(sid, _shared(count), odata, token, ttl, deadline, since=then))
             engine.sessions[sid].add_hold(name)
         for _ in range(n_waiters):
             sid, request_id, count, wdata, deadline, ttl = next(waiters)
-            sem.enqueue(Waiter(sid, request_id, _shared(count), wdata, deadline, ttl))
+            sem.enqueue(Waiter(sid, request_id, _shared(count), wdata, deadline, ttl, since=then))
             engine.sessions[sid].add_wait(name)
     if next(owners, None) is not None or next(waiters, None) is not None:
         raise ValueError(f"node {node.name!r}: owners or waiters left over")
 
 
 def _load_semaphores_v1(engine: Engine, node: Node, semaphores: list[Plain]) -> None:
+    then = engine.now
     for p in semaphores:
         sem = _semaphore(node, p["name"], p["limit"], p["data"], p["ephemeral"], p["blocked_until"])
         for sid, count, odata, token, ttl, deadline in p["owners"]:
-            sem.set_owner(Owner(sid, _shared(count), odata, token, ttl, deadline))
+            sem.set_owner(Owner(sid, _shared(count), odata, token, ttl, deadline, since=then))
             engine.sessions[sid].add_hold(sem.name)
         for sid, request_id, count, wdata, deadline, ttl in p["waiters"]:
-            sem.enqueue(Waiter(sid, request_id, _shared(count), wdata, deadline, ttl))
+            sem.enqueue(Waiter(sid, request_id, _shared(count), wdata, deadline, ttl, since=then))
             engine.sessions[sid].add_wait(sem.name)
 
 
@@ -285,14 +332,17 @@ def resume(engine: Engine, now: float) -> None:
     shift = now - engine.now
     for session in engine.sessions.values():
         session.expires_at = now + session.timeout
+        session.created_at += shift
     for node in engine.nodes.values():
         for sem in node.semaphores.values():
             sem.blocked_until = sem.blocked_until + shift if sem.blocked_until > engine.now else 0.0
             if sem.queue_length():
                 for waiter in sem.waiters.values():
+                    waiter.since += shift
                     if waiter.deadline is not None:
                         waiter.deadline += shift
             for owner in sem.each_owner():
+                owner.since += shift
                 if owner.lease_ttl is not None:
                     owner.lease_deadline = now + owner.lease_ttl
     engine.now = now

@@ -114,7 +114,7 @@ class EngineState:
         self.last_token += 1
         ttl = node.config.default_lease if lease_ttl is None else lease_ttl
         deadline = None if ttl is None else now + ttl
-        owner = Owner(session_id, count, data, self.last_token, ttl, deadline, hold)
+        owner = Owner(session_id, count, data, self.last_token, ttl, deadline, hold, now)
         sem.set_owner(owner)
         self.sessions[session_id].add_hold(sem.name, hold)
         if deadline is not None:
@@ -162,7 +162,7 @@ class EngineState:
                 description = shapes[shape] = (
                     SemaphoreDescription.missing(name)
                     if sem is None
-                    else sem.describe(owners=shape[0], waiters=shape[1])
+                    else sem.describe(owners=shape[0], waiters=shape[1], sessions=self.sessions)
                 )
             self.effects.append(WatchFired(watch.session_id, watch.watch_id, name, description))
 

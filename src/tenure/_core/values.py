@@ -27,6 +27,13 @@ MAX_NAME_BYTES: Final = 1024
 #: Longest session description, in UTF-8 bytes.
 MAX_DESCRIPTION_BYTES: Final = 1024
 
+#: Largest process id a client identity carries (fits the wire's 32-bit field).
+MAX_PID: Final = 2**32 - 1
+
+#: Most entries one page of a listing (list_nodes, list_semaphores, list_sessions)
+#: returns, so that no reply outgrows a frame.
+MAX_PAGE: Final = 10_000
+
 #: Longest session timeout (recovery window) a node accepts, in seconds.
 MAX_SESSION_TIMEOUT: Final = 24 * 3600.0
 
@@ -101,22 +108,97 @@ class NodeDescription:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientIdentity:
+    """Who runs a session's client: host name, process id, and a name given to connect().
+
+    Attributes:
+        host: the client's ``socket.gethostname()``, at most MAX_NAME_BYTES UTF-8 bytes.
+        pid: the client's ``os.getpid()`` (0: not known).
+        name: what ``tenure.connect(url, client_name=...)`` was given, at most
+            MAX_DESCRIPTION_BYTES UTF-8 bytes.
+    """
+
+    host: str = ""
+    pid: int = 0
+    name: str = ""
+
+
+#: The identity of a client that gave none (an old client, a store that keeps none).
+NO_IDENTITY: Final = ClientIdentity()
+
+
+@dataclass(frozen=True, slots=True)
 class OwnerInfo:
-    """One holder of a semaphore: which session, how many tokens, its data and fencing token."""
+    """One holder of a semaphore: which session, how many tokens, its data and fencing token.
+
+    ``description`` and ``identity`` are the holding session's; ``since`` is when the
+    grant was made, in UNIX seconds by the store's clock (None where the store cannot
+    know).
+    """
 
     session_id: int
     count: int
     data: bytes
     token: int
+    description: str = ""
+    identity: ClientIdentity = NO_IDENTITY
+    since: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class WaiterInfo:
-    """One queued acquire, in the order it will be served."""
+    """One queued acquire, in the order it will be served.
+
+    ``description`` and ``identity`` are the waiting session's; ``since`` is when the
+    request was queued, in UNIX seconds by the store's clock (None where the store
+    cannot know).
+    """
 
     session_id: int
     count: int
     data: bytes
+    description: str = ""
+    identity: ClientIdentity = NO_IDENTITY
+    since: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SemaphoreSummary:
+    """One line of a listing: a semaphore's limit, tokens held, owners and waiters."""
+
+    name: str
+    limit: int
+    count: int
+    owners: int
+    waiters: int
+    ephemeral: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """One live session of a node.
+
+    Attributes:
+        session_id: the store's id of the session.
+        description: what the session was opened with.
+        identity: its client's identity.
+        timeout: its recovery window, seconds.
+        created_at: when it was opened, UNIX seconds by the store's clock (None where
+            the store cannot know).
+        expires_in: seconds until the store ends it if its client stays silent; None
+            while a connection keeps it (``tenure://``, attached ``memory://`` sessions).
+        holds: grants it holds.
+        waits: requests it has queued.
+    """
+
+    session_id: int
+    description: str
+    identity: ClientIdentity
+    timeout: float
+    created_at: float | None
+    expires_in: float | None
+    holds: int
+    waits: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +223,25 @@ class SemaphoreDescription:
     def missing(cls, name: str) -> SemaphoreDescription:
         """The description of a semaphore that does not exist."""
         return cls(name=name, limit=0, count=0, data=b"", ephemeral=False, exists=False)
+
+
+@dataclass(frozen=True, slots=True)
+class MutexDescription:
+    """A mutex as ``session.mutex(name).describe()`` reads it.
+
+    A free mutex is ``held=False`` with no owner (never NotFoundError); ``waiters``
+    are in service order.
+    """
+
+    name: str
+    held: bool
+    owner: OwnerInfo | None
+    waiters: tuple[WaiterInfo, ...] = ()
+
+    @property
+    def limit(self) -> int:
+        """A mutex admits one holder at a time."""
+        return 1
 
 
 # -- validation -----------------------------------------------------------------------
@@ -200,6 +301,30 @@ def check_description(description: object, what: str = "description") -> str:
     if size > MAX_DESCRIPTION_BYTES:
         raise InvalidArgumentError(f"{what} is longer than {MAX_DESCRIPTION_BYTES} bytes")
     return description
+
+
+def check_identity(identity: object) -> ClientIdentity:
+    """A client identity: host and name bounded like names and descriptions, pid >= 0."""
+    if not isinstance(identity, ClientIdentity):
+        raise InvalidArgumentError(
+            f"identity must be a ClientIdentity, got {type(identity).__name__}"
+        )
+    host = check_description(identity.host, "identity host")
+    if len(host.encode("utf-8")) > MAX_NAME_BYTES:
+        raise InvalidArgumentError(f"identity host is longer than {MAX_NAME_BYTES} bytes")
+    check_description(identity.name, "client name")
+    if type(identity.pid) is not int or not 0 <= identity.pid <= MAX_PID:
+        raise InvalidArgumentError(
+            f"identity pid must be an integer in [0, {MAX_PID}], got {identity.pid!r}"
+        )
+    return identity
+
+
+def check_page_limit(limit: object) -> int:
+    """A listing page's size: an int in [1, MAX_PAGE]."""
+    if type(limit) is not int or not 1 <= limit <= MAX_PAGE:
+        raise InvalidArgumentError(f"limit must be an integer in [1, {MAX_PAGE}], got {limit!r}")
+    return limit
 
 
 def check_duration(

@@ -11,14 +11,21 @@ Who advances time: before a command, the engine does (``Engine.apply`` ticks to
 the command's time itself, so the rule that a command never sees what its time has
 ended holds for every caller, not only for hosts that remember to tick). The host
 ticks only from its timer, for time that passes while no command comes.
+
+Times leave in UNIX seconds: the engine keeps them on the monotonic clock, and the
+host moves those it shows (grant and queue times, sessions' creation times) by the
+difference between its wall clock and that clock when it hands them out
+(:mod:`tenure._core.stamps`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from tenure._core import Command, Effect, Engine
+from tenure._core import Command, DescribeResult, Effect, Engine, SessionPage
+from tenure._core.stamps import stamp_effect, stamp_reply
 from tenure._runtime.clock import Clock, TimerHandle
 
 R = TypeVar("R")
@@ -30,8 +37,15 @@ EffectSink = Callable[[Effect], None]
 class EngineHost:
     """Runs an engine on a clock and routes its effects to per-session sinks."""
 
-    def __init__(self, clock: Clock, engine: Engine | None = None) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        engine: Engine | None = None,
+        *,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
         self.clock = clock
+        self.wall_clock = wall_clock
         self.engine = engine if engine is not None else Engine()
         self._sinks: dict[int, EffectSink] = {}
         self._timer: TimerHandle | None = None
@@ -57,9 +71,15 @@ class EngineHost:
                 if engine.deadlines_handled != handled:
                     self._ticked(now)
             self._applied(command, now)
+            if isinstance(value, DescribeResult | SessionPage):
+                value = stamp_reply(value, self.wall_shift())
             return value
         finally:
             self._after_step()
+
+    def wall_shift(self) -> float:
+        """What to add to an engine time to make it UNIX seconds (wall clock minus clock)."""
+        return self.wall_clock() - self.clock.now()
 
     def subscribe(self, session_id: int, sink: EffectSink) -> None:
         """Send the effects addressed to ``session_id`` to ``sink`` (replacing any other)."""
@@ -97,7 +117,11 @@ class EngineHost:
     # -- inside -----------------------------------------------------------------------
 
     def _after_step(self) -> None:
-        self._deliver(self.engine.take_effects())
+        effects = self.engine.take_effects()
+        if effects:
+            shift = self.wall_shift()
+            effects = [stamp_effect(effect, shift) for effect in effects]
+        self._deliver(effects)
         self._arm_timer()
 
     def _arm_timer(self) -> None:

@@ -26,7 +26,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, Protocol, Self
 
-from tenure._core.values import NodeConfig, NodeDescription, SemaphoreDescription
+from tenure._core.values import (
+    NO_IDENTITY,
+    ClientIdentity,
+    NodeConfig,
+    NodeDescription,
+    SemaphoreDescription,
+    SemaphoreSummary,
+    SessionSummary,
+)
 from tenure.errors import InvalidArgumentError, LostError
 
 #: Longest ticket string :meth:`SessionTicket.from_str` reads (a node name of 1 KiB
@@ -381,8 +389,12 @@ class Backend(Protocol):
         description: str,
         listener: SessionListener,
         resume: SessionTicket | None = None,
+        identity: ClientIdentity = NO_IDENTITY,
     ) -> BackendSession:
         """Open a session on ``node``; ``timeout`` is its recovery window (None: the node's).
+
+        ``identity`` (who runs the client) is kept with the session and shown, with
+        ``description``, in owners, waiters and listings.
 
         With ``resume``, take back the live session the ticket names instead of
         opening one (``timeout`` and ``description`` are then ignored: the session
@@ -402,6 +414,32 @@ class Backend(Protocol):
         closed), or whose secret does not match (the backend cannot tell a wrong
         secret from a session it never had), and UnsupportedError on a backend
         without :attr:`Capability.SESSION_RECOVERY`.
+        """
+
+    # -- listing (paged: a page is sorted, ``after`` is exclusive, ``limit`` is in
+    # [1, MAX_PAGE]; InvalidArgumentError outside, so no reply outgrows a frame) --
+
+    async def list_nodes(self, *, after: str, limit: int) -> list[str]:
+        """Up to ``limit`` node names greater than ``after`` (``""``: from the first), sorted."""
+
+    async def list_semaphores(
+        self, node: str, *, prefix: str, after: str, limit: int
+    ) -> list[SemaphoreSummary]:
+        """Up to ``limit`` semaphores of ``node`` whose names start with ``prefix`` and
+        are greater than ``after``, sorted by name; NotFoundError for a missing node."""
+
+    async def list_sessions(self, node: str, *, after: int, limit: int) -> list[SessionSummary]:
+        """Up to ``limit`` live sessions of ``node`` with ids greater than ``after``,
+        sorted by id; NotFoundError for a missing node."""
+
+    async def kill_session(self, node: str, session_id: int) -> None:
+        """End a live session as if its recovery window had passed.
+
+        Its holds are released (the node's lock-delay applies, as on expiry), its
+        waits withdrawn, and its client hears :meth:`SessionListener.session_lost`
+        with SessionExpiredError whose message says an operator ended it.
+        NotFoundError if the node or the live session does not exist;
+        PermissionDeniedError without write access.
         """
 
     async def aclose(self) -> None:

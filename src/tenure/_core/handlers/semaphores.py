@@ -96,7 +96,14 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
         if owner is not None and count <= owner.count:
             # Shrink or restate a hold in place: same grant, same token.
             updated = Owner(
-                sid, count, data, owner.token, owner.lease_ttl, owner.lease_deadline, hold
+                sid,
+                count,
+                data,
+                owner.token,
+                owner.lease_ttl,
+                owner.lease_deadline,
+                hold,
+                owner.since,
             )
             sem.set_owner(updated)
             result = c.AcquireResult(c.AcquireStatus.GRANTED, owner.token, count, owner.lease_ttl)
@@ -113,7 +120,7 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
         result = c.AcquireResult(c.AcquireStatus.BUSY)
     else:
         deadline = None if timeout is None else now + timeout
-        sem.enqueue(Waiter(sid, cmd.request_id, count, data, deadline, cmd.lease_ttl, hold))
+        sem.enqueue(Waiter(sid, cmd.request_id, count, data, deadline, cmd.lease_ttl, hold, now))
         session.add_wait(name, hold)
         if deadline is not None:
             state.deadlines.schedule(deadline, WaiterDeadline(node.name, name, key, cmd.request_id))

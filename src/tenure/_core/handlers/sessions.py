@@ -18,12 +18,14 @@ from tenure._core.values import (
     MAX_SESSION_TIMEOUT,
     check_description,
     check_duration,
+    check_identity,
 )
 from tenure._core.watches import NOTHING, OWNERS, WAITERS, Change
 from tenure.errors import (
     ErrorCode,
     InvalidArgumentError,
     LimitExceededError,
+    NotFoundError,
     PermissionDeniedError,
     PreconditionFailedError,
     SessionExpiredError,
@@ -40,6 +42,7 @@ def create_session(state: EngineState, cmd: c.CreateSession, now: float) -> c.Se
     if cmd.timeout is not None:
         timeout = check_duration("recovery_window", cmd.timeout, maximum=MAX_SESSION_TIMEOUT)
     check_description(cmd.description)
+    identity = check_identity(cmd.identity)
     key = cmd.protection_key
     if not isinstance(key, bytes) or not 0 < len(key) <= MAX_PROTECTION_KEY_BYTES:
         raise InvalidArgumentError(f"protection_key must be 1 to {MAX_PROTECTION_KEY_BYTES} bytes")
@@ -48,7 +51,16 @@ def create_session(state: EngineState, cmd: c.CreateSession, now: float) -> c.Se
             f"max_sessions ({node.config.max_sessions}) reached on node {node.name!r}"
         )
     state.last_session_id += 1
-    session = Session(state.last_session_id, node.name, timeout, cmd.description, key, 1)
+    session = Session(
+        state.last_session_id,
+        node.name,
+        timeout,
+        cmd.description,
+        key,
+        1,
+        identity=identity,
+        created_at=now,
+    )
     state.sessions[session.session_id] = session
     node.sessions.add(session.session_id)
     return c.SessionInfo(session.session_id, timeout, session.seq_no)
@@ -137,6 +149,19 @@ def detach_session(state: EngineState, cmd: c.DetachSession, now: float) -> None
 def close_session(state: EngineState, cmd: c.CloseSession, now: float) -> None:
     """End the session at its client's request (no lock-delay: nothing was lost)."""
     end_session(state, state.lookup_session(cmd.session_id), now, ErrorCode.SESSION_CLOSED)
+
+
+def kill_session(state: EngineState, cmd: c.KillSession, now: float) -> None:
+    """End a live session of the node as an expiry would, telling its client who did it."""
+    node = state.lookup_node(cmd.node)
+    sid = cmd.session_id
+    if type(sid) is not int or sid not in node.sessions:
+        raise NotFoundError(f"node {node.name!r} has no live session {sid!r}")
+    session = state.sessions[sid]
+    # As an expiry: the client may still believe it holds its locks (lock-delay).
+    end_session(state, session, now, ErrorCode.SESSION_EXPIRED)
+    message = f"session {sid} was ended by an operator (kill_session)"
+    state.effects.append(SessionEnded(sid, ErrorCode.SESSION_EXPIRED, message))
 
 
 def describe_session(state: EngineState, cmd: c.DescribeSession, now: float) -> c.SessionState:

@@ -28,7 +28,7 @@ def describe_semaphore(
     if sem is None:
         description = SemaphoreDescription.missing(name)
     else:
-        description = sem.describe(owners=cmd.owners, waiters=cmd.waiters)
+        description = sem.describe(owners=cmd.owners, waiters=cmd.waiters, sessions=state.sessions)
     if not cmd.watches:
         return c.DescribeResult(description)
     state.last_watch_id += 1

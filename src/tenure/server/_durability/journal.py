@@ -56,6 +56,9 @@ from tenure._core import (
     DescribeSession,
     DetachSession,
     Engine,
+    ListNodes,
+    ListSemaphores,
+    ListSessions,
     NodeConfig,
     Release,
     Renew,
@@ -84,7 +87,17 @@ COMPACT_EVERY: Final = 10_000
 CAN_FORK: Final = hasattr(os, "fork")
 
 #: Commands that change nothing the journal keeps.
-READ_ONLY: Final = frozenset({DescribeNode, DescribeSemaphore, DescribeSession, CancelWatch})
+READ_ONLY: Final = frozenset(
+    {
+        DescribeNode,
+        DescribeSemaphore,
+        DescribeSession,
+        CancelWatch,
+        ListNodes,
+        ListSemaphores,
+        ListSessions,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)

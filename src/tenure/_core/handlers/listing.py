@@ -1,0 +1,92 @@
+"""Listing commands: the nodes, a node's semaphores, a node's live sessions (paged).
+
+A page is sorted, starts after its ``after`` (exclusive) and holds at most ``limit``
+entries (in [1, MAX_PAGE]), so that no reply outgrows a frame however large the
+state is. Each page is picked with a bounded heap (``heapq.nsmallest``): one walk
+over the node, O(n log limit), no full sort per page.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from tenure._core import commands as c
+from tenure._core.state import EngineState
+from tenure._core.values import (
+    MAX_NAME_BYTES,
+    SemaphoreSummary,
+    SessionSummary,
+    check_page_limit,
+)
+from tenure.errors import InvalidArgumentError
+
+
+def list_nodes(state: EngineState, cmd: c.ListNodes, now: float) -> c.NodePage:
+    """Node names after ``cmd.after``, sorted, at most ``cmd.limit``."""
+    after = _check_after(cmd.after)
+    limit = check_page_limit(cmd.limit)
+    return c.NodePage(tuple(heapq.nsmallest(limit, (name for name in state.nodes if name > after))))
+
+
+def list_semaphores(state: EngineState, cmd: c.ListSemaphores, now: float) -> c.SemaphorePage:
+    """A page of the node's semaphores whose names start with ``cmd.prefix``."""
+    node = state.lookup_node(cmd.node)
+    prefix = _check_after(cmd.prefix, "prefix")
+    after = _check_after(cmd.after)
+    limit = check_page_limit(cmd.limit)
+    names = heapq.nsmallest(
+        limit,
+        (name for name in node.semaphores if name > after and name.startswith(prefix)),
+    )
+    page = []
+    for name in names:
+        sem = node.semaphores[name]
+        page.append(
+            SemaphoreSummary(
+                name,
+                sem.limit,
+                sem.count,
+                len(sem.owners),
+                sem.queue_length(),
+                sem.ephemeral,
+            )
+        )
+    return c.SemaphorePage(tuple(page))
+
+
+def list_sessions(state: EngineState, cmd: c.ListSessions, now: float) -> c.SessionPage:
+    """A page of the node's live sessions by id; ``created_at`` in engine time."""
+    node = state.lookup_node(cmd.node)
+    after = cmd.after
+    if type(after) is not int or after < 0:
+        raise InvalidArgumentError(f"after must be a non-negative session id, got {after!r}")
+    limit = check_page_limit(cmd.limit)
+    page = []
+    for sid in heapq.nsmallest(limit, (sid for sid in node.sessions if sid > after)):
+        session = state.sessions[sid]
+        holds = sum(len(list(session.holds_on(name))) for name in session.held)
+        waits = sum(len(list(session.waits_on(name))) for name in session.waits)
+        expires_in = None if session.expires_at is None else max(0.0, session.expires_at - now)
+        page.append(
+            SessionSummary(
+                sid,
+                session.description,
+                session.identity,
+                session.timeout,
+                session.created_at,
+                expires_in,
+                holds,
+                waits,
+            )
+        )
+    return c.SessionPage(tuple(page))
+
+
+def _check_after(text: object, what: str = "after") -> str:
+    """A name bound of a page (``""``: from the first), or a prefix: a bounded str."""
+    if not isinstance(text, str):
+        raise InvalidArgumentError(f"{what} must be a string, got {type(text).__name__}")
+    too_long = len(text) > MAX_NAME_BYTES  # (cheap first: a character is >= 1 byte)
+    if too_long or len(text.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        raise InvalidArgumentError(f"{what} is longer than {MAX_NAME_BYTES} bytes")
+    return text

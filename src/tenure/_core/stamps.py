@@ -1,0 +1,60 @@
+"""Engine times shown as UNIX seconds: what a host does to a reply before it leaves.
+
+The engine keeps every time on its host's monotonic clock (it never reads a wall
+clock: that would make it depend on something other than its inputs). Owners'
+grant times, waiters' queue times and sessions' creation times are shown to people
+as UNIX seconds, so the host converts them at its edge: it reads its wall clock and
+its monotonic clock together and moves each engine time by the difference
+(``shift``), which these pure functions do to the values that carry times.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tenure._core.commands import DescribeResult, SessionPage
+from tenure._core.effects import Effect, WatchFired
+from tenure._core.values import SemaphoreDescription, SessionSummary
+
+
+def stamp_description(description: SemaphoreDescription, shift: float) -> SemaphoreDescription:
+    """``description`` with each owner's and waiter's ``since`` moved by ``shift``."""
+    if not description.owners and not description.waiters:
+        return description
+    return dataclasses.replace(
+        description,
+        owners=tuple(_moved(o, shift) for o in description.owners),
+        waiters=tuple(_moved(w, shift) for w in description.waiters),
+    )
+
+
+def stamp_sessions(page: SessionPage, shift: float) -> SessionPage:
+    """Session summaries with ``created_at`` moved by ``shift``."""
+    return SessionPage(tuple(_created(s, shift) for s in page.sessions))
+
+
+def _created(summary: SessionSummary, shift: float) -> SessionSummary:
+    created = summary.created_at
+    return summary if created is None else dataclasses.replace(summary, created_at=created + shift)
+
+
+def stamp_reply(reply: Any, shift: float) -> Any:
+    """A reply as a host shows it: engine times moved by ``shift``."""
+    if isinstance(reply, DescribeResult):
+        return dataclasses.replace(reply, description=stamp_description(reply.description, shift))
+    if isinstance(reply, SessionPage):
+        return stamp_sessions(reply, shift)
+    return reply
+
+
+def stamp_effect(effect: Effect, shift: float) -> Effect:
+    """An effect as a host delivers it: a fired watch's description moved by ``shift``."""
+    if isinstance(effect, WatchFired) and effect.description is not None:
+        return dataclasses.replace(effect, description=stamp_description(effect.description, shift))
+    return effect
+
+
+def _moved(info: Any, shift: float) -> Any:
+    since = info.since
+    return info if since is None else dataclasses.replace(info, since=since + shift)
