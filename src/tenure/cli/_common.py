@@ -17,10 +17,11 @@ from typing import Any, Final, TypeVar
 import click
 
 import tenure
+from tenure._core.values import MAX_DESCRIPTION_BYTES
 from tenure.cli._status import Status
 from tenure.client import Client
 from tenure.client._opening import Opening
-from tenure.errors import InvalidArgumentError, TenureError
+from tenure.errors import InvalidArgumentError
 
 #: Where the commands connect when neither ``--url`` nor ``TENURE_URL`` says.
 DEFAULT_URL: Final = "tenure://127.0.0.1:6388"
@@ -35,7 +36,7 @@ T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class CommandFailed(Exception):
+class CommandFailedError(Exception):
     """A command ends with ``status`` after writing ``message`` as its one error line."""
 
     def __init__(self, message: str, status: int) -> None:
@@ -45,7 +46,7 @@ class CommandFailed(Exception):
 
 def status_of(error: BaseException) -> int:
     """The exit status a command that raised ``error`` ends with."""
-    if isinstance(error, CommandFailed):
+    if isinstance(error, CommandFailedError):
         return error.status
     if isinstance(error, click.UsageError | InvalidArgumentError):
         return Status.USAGE
@@ -57,20 +58,21 @@ def status_of(error: BaseException) -> int:
 
 
 def error_line(error: BaseException) -> str:
-    """The one line (no newline inside) that says why a command failed."""
-    if isinstance(error, CommandFailed):
-        text = str(error)
-    elif isinstance(error, click.UsageError):
-        where = f"{error.ctx.command_path}: " if error.ctx is not None else ""
-        hint = f" (see '{error.ctx.command_path} --help')" if error.ctx is not None else ""
-        text = f"{where}{error.format_message()}{hint}"
-    elif isinstance(error, click.ClickException):
-        text = error.format_message()
-    elif isinstance(error, TenureError | TimeoutError):
-        text = f"{type(error).__name__}: {error}"
+    """The one line (no newline inside) that says why a command failed.
+
+    ``tenure lock: No such option '--bogus' (see 'tenure lock --help')`` for bad
+    usage, ``tenure: NotFoundError: node 'x' does not exist`` for a refusal.
+    """
+    if isinstance(error, click.UsageError) and error.ctx is not None:
+        path = error.ctx.command_path
+        text = f"{path}: {error.format_message()} (see '{path} --help')"
+    elif isinstance(error, CommandFailedError | click.ClickException):
+        text = "tenure: " + (
+            error.format_message() if isinstance(error, click.ClickException) else str(error)
+        )
     else:
-        text = f"{type(error).__name__}: {error}"
-    return "tenure: " + " ".join(text.split())
+        text = f"tenure: {type(error).__name__}: {error}"
+    return " ".join(text.split())
 
 
 def url_option(function: F) -> F:
@@ -81,8 +83,7 @@ def url_option(function: F) -> F:
         default=DEFAULT_URL,
         show_default=True,
         metavar="URL",
-        help=f"backend URL (tenure://, memory://, etcd://, redis://, postgres://); "
-        f"env {URL_ENV}",
+        help=f"backend URL (tenure://, memory://, etcd://, redis://, postgres://); env {URL_ENV}",
     )(function)
 
 
@@ -129,7 +130,7 @@ def session_description(words: list[str]) -> str:
     """A session description naming this command, cut to fit the description limit."""
     text = " ".join(["tenure", *words])
     encoded = text.encode("utf-8", "replace")
-    limit = tenure._core.values.MAX_DESCRIPTION_BYTES
+    limit = MAX_DESCRIPTION_BYTES
     if len(encoded) <= limit:
         return text.encode("utf-8", "replace").decode("utf-8")
     return encoded[: limit - 3].decode("utf-8", "ignore") + "..."

@@ -140,7 +140,7 @@ def waiter_json(waiter: WaiterInfo) -> dict[str, object]:
 
 def semaphore_json(node: str, found: SemaphoreDescription) -> dict[str, Any]:
     """A described semaphore (or mutex) with its holders and waiters, as JSON."""
-    counts = [item.count for item in (*found.owners, *found.waiters)]
+    counts = [owner.count for owner in found.owners] + [w.count for w in found.waiters]
     kind = kind_of(found.limit, found.ephemeral, counts)
     return {
         "node": node,
@@ -200,8 +200,15 @@ def node_json(found: NodeDescription) -> dict[str, object]:
 def leader_json(node: str, name: str, state: LeaderState | None) -> dict[str, object]:
     """An election's leader as JSON (``leader`` false and nulls when nobody leads)."""
     if state is None or not state.has_leader:
-        return {"node": node, "election": name, "leader": False, "session_id": None,
-                "token": None, "data": "", "data_base64": ""}
+        return {
+            "node": node,
+            "election": name,
+            "leader": False,
+            "session_id": None,
+            "token": None,
+            "data": "",
+            "data_base64": "",
+        }
     return {
         "node": node,
         "election": name,
@@ -288,8 +295,9 @@ def summaries_table(node: str, summaries: Sequence[SemaphoreSummary]) -> Table:
                 str(summary.waiters),
             ]
         )
-    return table(f"semaphores of node {node!r}", ["name", "kind", "limit", "held", "owners",
-                 "waiters"], rows)
+    return table(
+        f"semaphores of node {node!r}", ["name", "kind", "limit", "held", "owners", "waiters"], rows
+    )
 
 
 def sessions_table(node: str, sessions: Sequence[SessionSummary]) -> Table:
@@ -320,8 +328,10 @@ def node_table(found: NodeDescription) -> Table:
     config = doc["config"]
     assert isinstance(config, dict)
     rows = [["sessions", str(found.sessions)], ["semaphores", str(found.semaphores)]]
-    rows += [[key, "none" if value is None else f"{value:g}" if isinstance(value, float)
-              else str(value)] for key, value in config.items()]
+    rows += [
+        [key, "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)]
+        for key, value in config.items()
+    ]
     return table(f"node {found.name!r}", ["setting", "value"], rows)
 
 
@@ -337,7 +347,7 @@ def state_line(found: SemaphoreDescription) -> str:
     stamp = time.strftime("%H:%M:%S")
     if not found.exists:
         return f"{stamp} {found.name!r}: does not exist"
-    counts = [item.count for item in (*found.owners, *found.waiters)]
+    counts = [owner.count for owner in found.owners] + [w.count for w in found.waiters]
     kind = kind_of(found.limit, found.ephemeral, counts)
     holders = ", ".join(
         f"session {owner.session_id}"

@@ -1,4 +1,4 @@
-"""The exit statuses of ``tenure`` (kept free of click: ``serve`` and ``migrate`` run without it)."""
+"""The exit statuses of ``tenure``; free of click (``serve`` and ``migrate`` run without it)."""
 
 from __future__ import annotations
 

@@ -22,7 +22,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from tenure.cli._common import CommandFailed, Status
+from tenure.cli._common import CommandFailedError
+from tenure.cli._status import Status
 from tenure.client import EndSignal
 from tenure.errors import LostError
 
@@ -43,13 +44,15 @@ def say(message: str) -> None:
 
 
 async def spawn(command: Sequence[str], environ: Mapping[str, str]) -> asyncio.subprocess.Process:
-    """Start ``command``; a missing or unrunnable program is CommandFailed (127 or 126)."""
+    """Start ``command``; a missing or unrunnable program is CommandFailedError (127 or 126)."""
     try:
         return await asyncio.create_subprocess_exec(*command, env=dict(environ))
     except FileNotFoundError:
-        raise CommandFailed(f"{command[0]}: command not found", Status.COMMAND_NOT_FOUND) from None
+        raise CommandFailedError(
+            f"{command[0]}: command not found", Status.COMMAND_NOT_FOUND
+        ) from None
     except OSError as error:  # PermissionError, ENOEXEC...
-        raise CommandFailed(
+        raise CommandFailedError(
             f"{command[0]}: cannot execute: {error.strerror or error}", Status.CANNOT_EXECUTE
         ) from None
 

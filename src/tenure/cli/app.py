@@ -1,6 +1,5 @@
 """The ``tenure`` click group: every command, and :func:`main`, which runs one."""
 
-
 from __future__ import annotations
 
 import sys
@@ -25,19 +24,21 @@ PASSED_THROUGH = {"context_settings": {"ignore_unknown_options": True, "help_opt
     "(lock/elect) or no leader, 2 usage, 3 backend error, 4 lock or leadership lost, "
     "126/127 the command cannot run / was not found, 128+N ended by signal N.",
 )
-@click.version_option(tenure.__version__, "--version", prog_name="tenure", message="%(prog)s %(version)s")
+@click.version_option(
+    tenure.__version__, "--version", prog_name="tenure", message="%(prog)s %(version)s"
+)
 def cli() -> None:
     """tenure: distributed coordination for Python (locks, semaphores, elections)."""
 
 
-@cli.command(**PASSED_THROUGH)  # type: ignore[arg-type]
+@cli.command(**PASSED_THROUGH)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def serve(args: tuple[str, ...]) -> int:
     """Run a tenure server (tenure serve --help lists its settings)."""
     return server.serve_main(args)
 
 
-@cli.command(**PASSED_THROUGH)  # type: ignore[arg-type]
+@cli.command(**PASSED_THROUGH)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def migrate(args: tuple[str, ...]) -> int:
     """Create or upgrade the tables of a postgres:// URL (else done on first use)."""

@@ -5,10 +5,8 @@ from __future__ import annotations
 import click
 
 from tenure.cli import _render
-from tenure.cli._status import Status
 from tenure.cli._common import (
-    CommandFailed,
-
+    CommandFailedError,
     connect,
     json_option,
     node_option,
@@ -16,6 +14,7 @@ from tenure.cli._common import (
     run,
     url_option,
 )
+from tenure.cli._status import Status
 
 
 @click.command()
@@ -43,7 +42,7 @@ def leader(name: str, as_json: bool, node: str, url: str) -> int:
         if state is None:
             if as_json:
                 return Status.BUSY
-            raise CommandFailed(f"no leader of {name!r} in node {node!r}", Status.BUSY)
+            raise CommandFailedError(f"no leader of {name!r} in node {node!r}", Status.BUSY)
         return Status.OK
 
     return run(main())

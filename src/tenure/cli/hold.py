@@ -8,11 +8,9 @@ from typing import Any
 
 import click
 
-from tenure.cli._status import Status
 from tenure.cli._common import (
-    CommandFailed,
+    CommandFailedError,
     F,
-
     connect,
     ensure_node,
     environ_with,
@@ -21,6 +19,7 @@ from tenure.cli._common import (
     session_description,
     url_option,
 )
+from tenure.cli._status import Status
 from tenure.cli._supervise import DEFAULT_GRACE, Signals, say, supervise
 from tenure.client import Lease, Session
 from tenure.errors import NotFoundError
@@ -47,6 +46,12 @@ class CommandAfterDash(click.Command):
         if not ctx.meta[COMMAND_KEY]:
             raise click.UsageError("no command after '--'", ctx)
         return rest
+
+
+def check_waiting(options: dict[str, Any]) -> None:
+    """Refuse ``--try`` with ``--timeout`` (a usage error, before anything is opened)."""
+    if options["try_only"] and options["timeout"] is not None:
+        raise click.UsageError("--try and --timeout exclude each other")
 
 
 def hold_options(function: F) -> F:
@@ -120,8 +125,7 @@ def hold_options(function: F) -> F:
     "--limit",
     type=click.IntRange(1),
     metavar="L",
-    help="with --semaphore: create it with this limit if missing (without --limit it "
-    "must exist)",
+    help="with --semaphore: create it with this limit if missing (without --limit it must exist)",
 )
 @click.option("--data", default="", metavar="TEXT", help="owner data shown to others")
 @hold_options
@@ -147,6 +151,7 @@ def lock(
     out, 2 usage, 3 backend error, 4 lost, 126/127 CMD cannot run / not found.
     """
     command: list[str] = click.get_current_context().meta[COMMAND_KEY]
+    check_waiting(common)
     if (name is None) == (semaphore is None):
         raise click.UsageError("give either NAME (a mutex) or --semaphore SEM, not both")
     if semaphore is None and (count is not None or limit is not None):
@@ -164,7 +169,7 @@ def lock(
         try:
             return await handle.acquire(count or 1, data=data.encode(), timeout=timeout)
         except NotFoundError:
-            raise CommandFailed(
+            raise CommandFailedError(
                 f"semaphore {target!r} does not exist in node {common['node']!r}: "
                 "give --limit L to create it",
                 Status.FAILED,
@@ -192,6 +197,7 @@ def elect(name: str, data: str, **common: Any) -> int:
     as for tenure lock.
     """
     command: list[str] = click.get_current_context().meta[COMMAND_KEY]
+    check_waiting(common)
 
     async def campaign(session: Session, timeout: float | None) -> Lease:
         return await session.election(name).campaign(data.encode(), timeout=timeout)
@@ -218,8 +224,6 @@ async def _hold_and_run(
     lost_exit_code: int,
 ) -> int:
     """Open a session, acquire, run ``command`` under :func:`supervise`, release."""
-    if try_only and timeout is not None:
-        raise click.UsageError("--try and --timeout exclude each other")
     wait = 0.0 if try_only else timeout
     description = session_description([verb, name, "--", *command])
     with Signals() as signals:
@@ -234,7 +238,7 @@ async def _hold_and_run(
                         lease = await acquire(session, wait)
                     except TimeoutError:
                         why = "busy (--try)" if try_only else f"not acquired within {timeout:g}s"
-                        raise CommandFailed(f"{what}: {why}", conflict_exit_code) from None
+                        raise CommandFailedError(f"{what}: {why}", conflict_exit_code) from None
                     environ = environ_with(
                         {
                             "TENURE_TOKEN": str(lease.token),

@@ -5,16 +5,15 @@ from __future__ import annotations
 import click
 
 from tenure.cli import _render
-from tenure.cli._status import Status
 from tenure.cli._common import (
-    CommandFailed,
-
+    CommandFailedError,
     connect,
     json_option,
     print_json,
     run,
     url_option,
 )
+from tenure.cli._status import Status
 from tenure.errors import NotFoundError
 
 
@@ -72,7 +71,7 @@ def describe(node: str, semaphore: str, as_json: bool, url: str) -> int:
             try:
                 found = await session.semaphore(semaphore).describe(owners=True, waiters=True)
             except NotFoundError:
-                raise CommandFailed(
+                raise CommandFailedError(
                     f"NotFoundError: no semaphore or mutex {semaphore!r} in node {node!r} "
                     "(a mutex nobody holds or waits for does not exist)",
                     Status.FAILED,

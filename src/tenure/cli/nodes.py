@@ -29,7 +29,9 @@ def parse_settings(pairs: tuple[str, ...]) -> dict[str, object]:
             raise click.BadParameter(f"{pair!r} is not key=value", param_hint="--set")
         if key not in SETTING_TYPES:
             known = ", ".join(SETTING_TYPES)
-            raise click.BadParameter(f"unknown setting {key!r} (known: {known})", param_hint="--set")
+            raise click.BadParameter(
+                f"unknown setting {key!r} (known: {known})", param_hint="--set"
+            )
         text = text.strip()
         if key == "default_lease" and text.lower() in ("", "none"):
             changes[key] = None
@@ -38,7 +40,9 @@ def parse_settings(pairs: tuple[str, ...]) -> dict[str, object]:
             changes[key] = SETTING_TYPES[key](text)
         except ValueError:
             kind = "an integer" if SETTING_TYPES[key] is int else "a number of seconds"
-            raise click.BadParameter(f"{key} must be {kind}, got {text!r}", param_hint="--set")
+            raise click.BadParameter(
+                f"{key} must be {kind}, got {text!r}", param_hint="--set"
+            ) from None
     return changes
 
 
@@ -69,7 +73,7 @@ def create(name: str, pairs: tuple[str, ...], exist_ok: bool, url: str) -> int:
 
     async def main() -> int:
         async with connect(url) as client:
-            await client.create_node(name, exist_ok=exist_ok, **settings)
+            await client.create_node(name, NodeConfig().replace(**settings), exist_ok=exist_ok)
         click.echo(f"node {name!r} created" if not exist_ok else f"node {name!r} exists")
         return Status.OK
 
