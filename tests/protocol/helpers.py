@@ -126,7 +126,8 @@ def field_sites(field: Field, wire: Any, path: Path = ()) -> Iterator[tuple[str,
             yield from field_sites(field.inner, item, (*path, index))
     elif isinstance(field, Union | Record):
         record, start = (field.by_tag[wire[0]], 1) if isinstance(field, Union) else (field, 0)
-        for offset, (name, inner) in enumerate(record.fields, start):
+        # (A record that gained fields may have been sent without them: see schema.Record.)
+        for offset, (name, inner) in enumerate(record.fields[: len(wire) - start], start):
             yield name, (*path, offset)
             yield from field_sites(inner, wire[offset], (*path, offset))
     elif isinstance(wire, dict):

@@ -51,6 +51,9 @@ REPLY_RECORD_TYPES: tuple[type, ...] = (
     values.NodeDescription,
     commands.DescribeResult,
     commands.SessionState,
+    commands.NodePage,
+    commands.SemaphorePage,
+    commands.SessionPage,
 )
 MESSAGE_TYPES: tuple[type, ...] = (
     Hello,

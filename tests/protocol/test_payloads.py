@@ -19,12 +19,19 @@ from tenure._core import (
     AcquireStatus,
     AlterNode,
     CreateNode,
+    CreateSession,
+    DescribeResult,
     NodeConfig,
+    OwnerInfo,
     Renew,
+    SemaphoreDescription,
     SessionEnded,
+    WaiterInfo,
+    WatchFired,
 )
+from tenure._core.values import ClientIdentity
 from tenure._protocol import LocalProtocolError, Push, Reply, Request, decode_message
-from tenure._protocol.messages import MESSAGE, encode_message
+from tenure._protocol.messages import MESSAGE, encode_message, for_version
 from tenure._protocol.payloads import COMMAND, EFFECT, NODE_CONFIG, VALUE, layout, reply_fits
 from tenure._protocol.schema import (
     ArrayOf,
@@ -88,8 +95,9 @@ def test_the_walk_finds_every_record():
     names = {record.name for record in ALL_RECORDS}
     assert {"NodeConfig", "OwnerInfo", "WaiterInfo", "SemaphoreDescription", "Hello"} <= names
     assert {"HeldGrant", "QueuedAcquire", "SessionState"} <= names
-    # Commands, effects, 5 reply records, 6 records inside them, 10 messages.
-    assert len(ALL_RECORDS) == len(COMMAND_TYPES) + len(EFFECT_TYPES) + 5 + 6 + 10
+    assert {"ClientIdentity", "SemaphoreSummary", "SessionSummary"} <= names
+    # Commands, effects, 8 reply records, 9 records inside them, 10 messages.
+    assert len(ALL_RECORDS) == len(COMMAND_TYPES) + len(EFFECT_TYPES) + 8 + 9 + 10
 
 
 @pytest.mark.parametrize("record", ALL_RECORDS, ids=lambda r: r.name)
@@ -102,14 +110,17 @@ def test_schema_lists_every_dataclass_field_in_order(record):
 # is a new protocol version (and docs/protocol.md changes with it).
 STABLE_TAGS = {
     "CreateNode": 1, "DescribeNode": 2, "AlterNode": 3, "DropNode": 4,
+    "ListNodes": 5,
     "CreateSession": 10, "AttachSession": 11, "DetachSession": 12, "CloseSession": 13,
     "DescribeSession": 14,
     "ResumeSession": 15,
+    "KillSession": 16, "ListSessions": 17,
     "CreateSemaphore": 20, "Acquire": 21, "Release": 22, "CancelAcquire": 23, "Renew": 24,
     "UpdateSemaphore": 25, "DeleteSemaphore": 26, "DescribeSemaphore": 27, "CancelWatch": 28,
+    "ListSemaphores": 29,
     "Granted": 1, "AcquireFailed": 2, "LeaseLost": 3, "WatchFired": 4, "SessionEnded": 5,
     "SessionInfo": 1, "AcquireResult": 2, "NodeDescription": 3, "DescribeResult": 4,
-    "SessionState": 5,
+    "SessionState": 5, "NodePage": 6, "SemaphorePage": 7, "SessionPage": 8,
     "Hello": 1, "Request": 2, "Ping": 3, "Welcome": 11, "Refused": 12, "Reply": 13,
     "Failure": 14, "Push": 15, "Pong": 16, "GoingAway": 17,
 }  # fmt: skip
@@ -236,8 +247,8 @@ def test_bool_is_not_an_int():
 def test_unknown_tags_are_refused():
     with pytest.raises(ProtocolError, match="unknown message tag: int 99"):
         decode_message([99])
-    with pytest.raises(ProtocolError, match=r"Request\.command: unknown command tag: int 5"):
-        decode_message([2, 1, [5, "n"]])
+    with pytest.raises(ProtocolError, match=r"Request\.command: unknown command tag: int 9"):
+        decode_message([2, 1, [9, "n"]])
     with pytest.raises(ProtocolError, match=r"Push\.effect: unknown effect tag: str"):
         decode_message([15, ["1"]])
 
@@ -327,3 +338,54 @@ def test_schema_error_paths_join_readably():
     ):
         error.within(segment)
     assert str(error) == "Reply.value(DescribeResult).description.owners[0].token: bad"
+
+
+# -- protocol version 1 peers -------------------------------------------------------------
+
+
+def test_a_version_1_create_session_still_decodes() -> None:
+    """A version-1 client sends CreateSession without identity: it is nobody in particular."""
+    message = decode_message([2, 7, [10, "n", b"key", None, "worker"]])
+    assert message == Request(7, CreateSession("n", b"key", None, "worker"))
+    assert isinstance(message, Request)
+    assert isinstance(message.command, CreateSession)
+    assert message.command.identity == ClientIdentity()
+    with pytest.raises(ProtocolError, match="CreateSession has 4 to 5 fields, got 3"):
+        decode_message([2, 7, [10, "n", b"key", None]])
+
+
+def test_owners_and_waiters_at_their_defaults_travel_in_the_version_1_layout() -> None:
+    old_owner, old_waiter = OwnerInfo(1, 1, b"d", 9), WaiterInfo(2, 1, b"")
+    description = SemaphoreDescription("m", 1, 1, b"", True, (old_owner,), (old_waiter,))
+    wire = encode_message(Reply(3, DescribeResult(description)))
+    assert wire == [
+        13,
+        3,
+        [4, ["m", 1, 1, b"", True, [[1, 1, b"d", 9]], [[2, 1, b""]], True], None],
+    ]
+    assert decode_message(wire) == Reply(3, DescribeResult(description))
+
+
+def test_a_version_1_peer_is_sent_owners_without_identity() -> None:
+    who = ClientIdentity("h", 5, "w")
+    owner = OwnerInfo(1, 1, b"d", 9, "desc", who, 1.5)
+    waiter = WaiterInfo(2, 1, b"", "", who, 2.5)
+    description = SemaphoreDescription("m", 1, 1, b"", True, (owner,), (waiter,))
+    full = encode_message(Reply(3, DescribeResult(description)))
+    assert full[2][1][5] == [[1, 1, b"d", 9, "desc", ["h", 5, "w"], 1.5]]  # type: ignore[index]
+    old = for_version(Reply(3, DescribeResult(description)), 1)
+    assert encode_message(old)[2][1][5:7] == [[[1, 1, b"d", 9]], [[2, 1, b""]]]  # type: ignore[index]
+    fired = for_version(Push(WatchFired(1, 2, "m", description)), 1)
+    assert fired == Push(
+        WatchFired(
+            1,
+            2,
+            "m",
+            dataclasses.replace(
+                description, owners=(OwnerInfo(1, 1, b"d", 9),), waiters=(WaiterInfo(2, 1, b""),)
+            ),
+        )
+    )
+    assert for_version(Reply(3, DescribeResult(description)), 2) == Reply(
+        3, DescribeResult(description)
+    )

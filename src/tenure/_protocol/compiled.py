@@ -120,6 +120,9 @@ class _Source:
 def _record_dump(record: Record) -> Convert:
     source = _Source()
     cls, reference = source.bind(record.cls), source.bind(record.dump)
+    # Only records that gained fields trim their dump (see schema.Record): no call
+    # more for the others, which are every record on the hot path.
+    trim = source.bind(record.trim) if record.since != len(record.fields) else ""
     # The last value dumped and its dump, swapped as one tuple (threads may share
     # this). The records are frozen, so the same object dumps the same: a watch
     # firing's one description, pushed to a thousand watchers, is dumped once.
@@ -135,7 +138,7 @@ def _record_dump(record: Record) -> Convert:
         "        return last[1]\n"
         f"    if type(value) is {cls}:\n"
         "        try:\n"
-        f"            out = [{', '.join(items)}]\n"
+        f"            out = {trim}([{', '.join(items)}])\n"
         "        except SchemaError:\n"
         "            pass\n"
         "        else:\n"

@@ -49,6 +49,7 @@ from tenure._protocol.messages import (
     Welcome,
     decode_message,
     encode_message,
+    for_version,
 )
 from tenure._protocol.payloads import reply_fits
 from tenure._protocol.state import LAST_WORDS, TRANSITIONS, Direction, Role, State
@@ -192,7 +193,9 @@ class Connection:
             FrameTooLargeError: the frame exceeds the peer's max_frame_size. Nothing
                 changed.
         """
-        body = encode_message(message)  # first: the rules below may trust the field types
+        # A version-1 peer gets the layouts it knows; first: the rules below may trust
+        # the field types.
+        body = encode_message(for_version(message, self._version))
         try:
             after = self._check(Direction.SEND, message)
         except _RefusalError as refusal:

@@ -14,11 +14,13 @@ reads nothing after it and answers Refused(UNSUPPORTED).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Final, cast, final
 
-from tenure._core.commands import Command
-from tenure._core.effects import Effect
+from tenure._core.commands import Command, DescribeResult
+from tenure._core.effects import Effect, WatchFired
+from tenure._core.values import OwnerInfo, SemaphoreDescription, WaiterInfo
 from tenure._protocol.compiled import compile_dump, compile_load
 from tenure._protocol.errors import LocalProtocolError
 from tenure._protocol.frames import DEFAULT_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
@@ -45,14 +47,18 @@ __all__ = [
     "Welcome",
     "decode_message",
     "encode_message",
+    "for_version",
     "version_refusal",
 ]
 
 #: The protocol version this code speaks. Any change to a layout or a meaning is a
-#: new version; a server may speak several (SUPPORTED_VERSIONS).
-PROTOCOL_VERSION: Final = 1
-#: The versions a server built from this code accepts in a Hello.
-SUPPORTED_VERSIONS: Final = frozenset({PROTOCOL_VERSION})
+#: new version; a server may speak several (SUPPORTED_VERSIONS). Version 2 added
+#: the listing commands, KillSession, CreateSession's client identity, and who holds
+#: and since when on owners and waiters.
+PROTOCOL_VERSION: Final = 2
+#: The versions a server built from this code accepts in a Hello. To a version-1
+#: peer it sends the version-1 layouts (:func:`for_version`).
+SUPPORTED_VERSIONS: Final = frozenset({1, PROTOCOL_VERSION})
 
 
 # -- client to server -------------------------------------------------------------------
@@ -264,6 +270,36 @@ def decode_message(body: object) -> Message:
         return cast(Message, _load_message(body))
     except SchemaError as error:
         raise ProtocolError(f"malformed message: {error}") from None
+
+
+def for_version(message: Message, version: int | None) -> Message:
+    """``message`` as a peer of protocol ``version`` may receive it.
+
+    A version-1 peer knows owners and waiters without who holds and since when: they
+    are left out (at their defaults they are not even sent, see schema.Record), so
+    it reads the layouts it always did.
+    """
+    if version != 1:
+        return message
+    if type(message) is Reply and isinstance(message.value, DescribeResult):
+        described = message.value.description
+        return Reply(
+            message.request_id,
+            dataclasses.replace(message.value, description=_version_1(described)),
+        )
+    if type(message) is Push and isinstance(message.effect, WatchFired):
+        effect = message.effect
+        if effect.description is not None:
+            return Push(dataclasses.replace(effect, description=_version_1(effect.description)))
+    return message
+
+
+def _version_1(description: SemaphoreDescription) -> SemaphoreDescription:
+    return dataclasses.replace(
+        description,
+        owners=tuple(OwnerInfo(o.session_id, o.count, o.data, o.token) for o in description.owners),
+        waiters=tuple(WaiterInfo(w.session_id, w.count, w.data) for w in description.waiters),
+    )
 
 
 def version_refusal(hello: Hello) -> Refused | None:

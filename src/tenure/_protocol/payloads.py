@@ -40,6 +40,7 @@ from tenure.errors import ErrorCode
 
 __all__ = [
     "ACQUIRE_STATUS",
+    "CLIENT_IDENTITY",
     "COMMAND",
     "EFFECT",
     "ERROR_CODE",
@@ -50,6 +51,8 @@ __all__ = [
     "QUEUED_ACQUIRE",
     "REPLY_TYPES",
     "SEMAPHORE_DESCRIPTION",
+    "SEMAPHORE_SUMMARY",
+    "SESSION_SUMMARY",
     "VALUE",
     "WAITER_INFO",
     "ReplyValue",
@@ -64,6 +67,9 @@ ReplyValue = (
     | v.NodeDescription
     | c.DescribeResult
     | c.SessionState
+    | c.NodePage
+    | c.SemaphorePage
+    | c.SessionPage
     | bool
     | float
     | None
@@ -101,10 +107,59 @@ NODE_CONFIG: Final = Record(
     ],
 )
 
+CLIENT_IDENTITY: Final = Record(v.ClientIdentity, [("host", STR), ("pid", UINT), ("name", STR)])
+
+# Owners and waiters gained who holds and since when in protocol version 2 (``since``
+# marks the first layout's length: a version-1 peer reads and sends the short one).
 OWNER_INFO: Final = Record(
-    v.OwnerInfo, [("session_id", UINT), ("count", UINT), ("data", BIN), ("token", UINT)]
+    v.OwnerInfo,
+    [
+        ("session_id", UINT),
+        ("count", UINT),
+        ("data", BIN),
+        ("token", UINT),
+        ("description", STR),
+        ("identity", CLIENT_IDENTITY),
+        ("since", OPT_FLOAT),
+    ],
+    since=4,
 )
-WAITER_INFO: Final = Record(v.WaiterInfo, [("session_id", UINT), ("count", UINT), ("data", BIN)])
+WAITER_INFO: Final = Record(
+    v.WaiterInfo,
+    [
+        ("session_id", UINT),
+        ("count", UINT),
+        ("data", BIN),
+        ("description", STR),
+        ("identity", CLIENT_IDENTITY),
+        ("since", OPT_FLOAT),
+    ],
+    since=3,
+)
+SEMAPHORE_SUMMARY: Final = Record(
+    v.SemaphoreSummary,
+    [
+        ("name", STR),
+        ("limit", UINT),
+        ("count", UINT),
+        ("owners", UINT),
+        ("waiters", UINT),
+        ("ephemeral", BOOL),
+    ],
+)
+SESSION_SUMMARY: Final = Record(
+    v.SessionSummary,
+    [
+        ("session_id", UINT),
+        ("description", STR),
+        ("identity", CLIENT_IDENTITY),
+        ("timeout", FLOAT),
+        ("created_at", OPT_FLOAT),
+        ("expires_in", OPT_FLOAT),
+        ("holds", UINT),
+        ("waits", UINT),
+    ],
+)
 
 SEMAPHORE_DESCRIPTION: Final = Record(
     v.SemaphoreDescription,
@@ -128,11 +183,19 @@ _COMMANDS: Final = (
     Record(c.DescribeNode, [("name", STR)], tag=2),
     Record(c.AlterNode, [("name", STR), ("changes", SCALAR_MAP)], tag=3),
     Record(c.DropNode, [("name", STR), ("force", BOOL)], tag=4),
+    Record(c.ListNodes, [("after", STR), ("limit", UINT)], tag=5),
     # sessions: 10..19
     Record(
         c.CreateSession,
-        [("node", STR), ("protection_key", BIN), ("timeout", OPT_FLOAT), ("description", STR)],
+        [
+            ("node", STR),
+            ("protection_key", BIN),
+            ("timeout", OPT_FLOAT),
+            ("description", STR),
+            ("identity", CLIENT_IDENTITY),  # protocol version 2
+        ],
         tag=10,
+        since=4,
     ),
     Record(
         c.AttachSession, [("session_id", UINT), ("protection_key", BIN), ("seq_no", UINT)], tag=11
@@ -141,6 +204,8 @@ _COMMANDS: Final = (
     Record(c.CloseSession, [("session_id", UINT)], tag=13),
     Record(c.DescribeSession, [("session_id", UINT), ("after", STR), ("limit", UINT)], tag=14),
     Record(c.ResumeSession, [("session_id", UINT), ("protection_key", BIN), ("node", STR)], tag=15),
+    Record(c.KillSession, [("node", STR), ("session_id", UINT)], tag=16),
+    Record(c.ListSessions, [("node", STR), ("after", UINT), ("limit", UINT)], tag=17),
     # semaphores: 20..39
     Record(
         c.CreateSemaphore,
@@ -190,6 +255,11 @@ _COMMANDS: Final = (
         tag=27,
     ),
     Record(c.CancelWatch, [("session_id", UINT), ("watch_id", UINT)], tag=28),
+    Record(
+        c.ListSemaphores,
+        [("node", STR), ("prefix", STR), ("after", STR), ("limit", UINT)],
+        tag=29,
+    ),
 )
 
 #: Any engine command, as ``[tag, field, ...]``.
@@ -299,6 +369,9 @@ _VALUES: Final = (
         ],
         tag=5,
     ),
+    Record(c.NodePage, [("names", ArrayOf(STR))], tag=6),
+    Record(c.SemaphorePage, [("semaphores", ArrayOf(SEMAPHORE_SUMMARY))], tag=7),
+    Record(c.SessionPage, [("sessions", ArrayOf(SESSION_SUMMARY))], tag=8),
 )
 
 _NONE = type(None)
@@ -324,6 +397,10 @@ REPLY_TYPES: Final[Mapping[type, tuple[type, ...]]] = {
     c.DeleteSemaphore: (_NONE,),
     c.DescribeSemaphore: (c.DescribeResult,),
     c.CancelWatch: (bool,),
+    c.ListNodes: (c.NodePage,),
+    c.ListSemaphores: (c.SemaphorePage,),
+    c.ListSessions: (c.SessionPage,),
+    c.KillSession: (_NONE,),
 }
 
 

@@ -13,12 +13,17 @@ The rules every field follows, so that the spec can state them once:
 * floats are finite; a ``float`` field also loads a msgpack int (other languages
   may pack ``5`` for ``5.0``) and always dumps a float64;
 * ``str`` is UTF-8 text (msgpack str), ``bin`` is bytes (msgpack bin), never mixed;
-* records are fixed-length arrays, fields in the order the schema lists them.
+* records are fixed-length arrays, fields in the order the schema lists them;
+  a record that gained fields at its end after its first layout (``since``) also
+  loads its older, shorter layout (the missing fields take their defaults), and
+  dumps without the gained fields that hold their defaults, so that a peer of an
+  older protocol version reads what it always did.
 """
 
 from __future__ import annotations
 
 import abc
+import dataclasses
 import enum
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -225,16 +230,58 @@ class EnumField(Field, Generic[E]):
 
 
 class Record(Field):
-    """A dataclass as a fixed-length array of its fields (after ``tag``, if it has one)."""
+    """A dataclass as a fixed-length array of its fields (after ``tag``, if it has one).
+
+    ``since``: how many fields the record's first layout had; the fields after them
+    were added later, each with a default in the dataclass. Such a record loads any
+    length from ``since`` on (the missing fields take their defaults), and dumps
+    without the trailing added fields that hold their defaults (see the module
+    docstring).
+    """
 
     def __init__(
-        self, cls: type, fields: Sequence[tuple[str, Field]], *, tag: int | None = None
+        self,
+        cls: type,
+        fields: Sequence[tuple[str, Field]],
+        *,
+        tag: int | None = None,
+        since: int | None = None,
     ) -> None:
         self.cls = cls
         self.name = cls.__name__
         self.fields = tuple(fields)
         self.tag = tag
         self.wire = self.name
+        self.since = len(self.fields) if since is None else since
+        self._added_defaults: list[object] | None = None
+
+    def added_defaults(self) -> list[object]:
+        """The dumped defaults of the fields added after ``since`` (computed once)."""
+        if self._added_defaults is None:
+            defaults = {f.name: f for f in dataclasses.fields(self.cls)}
+            dumped = []
+            for name, field in self.fields[self.since :]:
+                spec = defaults[name]
+                if spec.default is not dataclasses.MISSING:
+                    default = spec.default
+                else:
+                    assert spec.default_factory is not dataclasses.MISSING, name
+                    default = spec.default_factory()
+                dumped.append(field.dump(default))
+            self._added_defaults = dumped
+        return self._added_defaults
+
+    def trim(self, items: list[object]) -> list[object]:
+        """``items`` (a dump) without the trailing added fields that hold their defaults."""
+        if self.since == len(self.fields):
+            return items
+        defaults = self.added_defaults()
+        head = len(items) - len(self.fields)  # 1 for a tagged record, else 0
+        while len(items) > head + self.since:
+            if items[-1] != defaults[len(items) - head - self.since - 1]:
+                break
+            items.pop()
+        return items
 
     def dump(self, value: object) -> object:
         if type(value) is not self.cls:
@@ -246,7 +293,7 @@ class Record(Field):
             except SchemaError as error:
                 error.within(name)
                 raise
-        return items
+        return self.trim(items)
 
     def load(self, raw: object) -> object:
         if not isinstance(raw, list):
@@ -255,12 +302,14 @@ class Record(Field):
 
     def load_items(self, items: list[object], start: int) -> object:
         """Build the dataclass from ``items[start:]`` (a tagged record starts at 1)."""
-        if len(items) - start != len(self.fields):
-            raise SchemaError(
-                f"{self.name} has {len(self.fields)} fields, got {len(items) - start}"
-            )
+        given = len(items) - start
+        if not self.since <= given <= len(self.fields):
+            count = str(len(self.fields))
+            if self.since != len(self.fields):
+                count = f"{self.since} to {count}"
+            raise SchemaError(f"{self.name} has {count} fields, got {given}")
         values: list[object] = []
-        for (name, field), raw in zip(self.fields, items[start:], strict=True):
+        for (name, field), raw in zip(self.fields, items[start:], strict=False):
             try:
                 values.append(field.load(raw))
             except SchemaError as error:

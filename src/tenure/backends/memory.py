@@ -37,10 +37,15 @@ from tenure._core import (
     DetachSession,
     DropNode,
     Effect,
+    KillSession,
+    ListNodes,
+    ListSemaphores,
+    ListSessions,
     NodeConfig,
     NodeDescription,
     ResumeSession,
 )
+from tenure._core.values import NO_IDENTITY, ClientIdentity, SemaphoreSummary, SessionSummary
 from tenure._runtime.clock import Clock, LoopClock
 from tenure._runtime.host import EngineHost
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
@@ -170,6 +175,7 @@ class MemoryBackend:
         description: str,
         listener: SessionListener,
         resume: SessionTicket | None = None,
+        identity: ClientIdentity = NO_IDENTITY,
     ) -> MemorySession:
         """Open an attached session, or (``resume``) take one back by its ticket.
 
@@ -180,7 +186,7 @@ class MemoryBackend:
             raise ClientClosedError("the client is closed")
         if resume is None:
             key = secrets.token_bytes(16)
-            info = self.host.execute(CreateSession(node, key, timeout, description))
+            info = self.host.execute(CreateSession(node, key, timeout, description, identity))
         else:
             check_ticket(resume, SCHEME, node)
             key = resume.secret
@@ -199,6 +205,24 @@ class MemoryBackend:
         if resume is not None:
             await session.adopt()
         return session
+
+    async def list_nodes(self, *, after: str, limit: int) -> list[str]:
+        """A page of node names (see :meth:`tenure.backends._base.Backend.list_nodes`)."""
+        return list(self.host.execute(ListNodes(after, limit)).names)
+
+    async def list_semaphores(
+        self, node: str, *, prefix: str, after: str, limit: int
+    ) -> list[SemaphoreSummary]:
+        """A page of the node's semaphores with names starting with ``prefix``."""
+        return list(self.host.execute(ListSemaphores(node, prefix, after, limit)).semaphores)
+
+    async def list_sessions(self, node: str, *, after: int, limit: int) -> list[SessionSummary]:
+        """A page of the node's live sessions, by id."""
+        return list(self.host.execute(ListSessions(node, after, limit)).sessions)
+
+    async def kill_session(self, node: str, session_id: int) -> None:
+        """End a live session as an expiry would (its client hears who ended it)."""
+        self.host.execute(KillSession(node, session_id))
 
     async def aclose(self) -> None:
         """Close every session this backend opened."""

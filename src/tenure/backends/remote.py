@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import heapq
 import secrets
 import ssl
 from collections.abc import Mapping
@@ -40,10 +41,15 @@ from tenure._core import (
     DescribeNode,
     DropNode,
     Effect,
+    KillSession,
+    ListNodes,
+    ListSemaphores,
+    ListSessions,
     NodeConfig,
     NodeDescription,
     ResumeSession,
 )
+from tenure._core.values import NO_IDENTITY, ClientIdentity, SemaphoreSummary, SessionSummary
 from tenure._protocol import Welcome
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends._link import DisconnectedError, Endpoint, Link, LinkOptions
@@ -216,6 +222,31 @@ class TenureBackend:
         """Drop a node."""
         await self.shard_for(name).call(DropNode(name, force), resend=False)
 
+    async def list_nodes(self, *, after: str, limit: int) -> list[str]:
+        """A page of node names: each shard's page, merged (a node lives on one shard)."""
+        pages = [await shard.call(ListNodes(after, limit), resend=True) for shard in self.shards]
+        return heapq.nsmallest(limit, {name for page in pages for name in page.names})
+
+    async def list_semaphores(
+        self, node: str, *, prefix: str, after: str, limit: int
+    ) -> list[SemaphoreSummary]:
+        """A page of the node's semaphores (from the node's shard)."""
+        command = ListSemaphores(node, prefix, after, limit)
+        return list((await self.shard_for(node).call(command, resend=True)).semaphores)
+
+    async def list_sessions(self, node: str, *, after: int, limit: int) -> list[SessionSummary]:
+        """A page of the node's live sessions (from the node's shard)."""
+        command = ListSessions(node, after, limit)
+        return list((await self.shard_for(node).call(command, resend=True)).sessions)
+
+    async def kill_session(self, node: str, session_id: int) -> None:
+        """End a live session as an expiry would (needs a read-write token).
+
+        Not sent again after a lost connection: the first may have ended it already,
+        and a second would then say NotFoundError.
+        """
+        await self.shard_for(node).call(KillSession(node, session_id), resend=False)
+
     async def open_session(
         self,
         node: str,
@@ -224,6 +255,7 @@ class TenureBackend:
         description: str,
         listener: SessionListener,
         resume: SessionTicket | None = None,
+        identity: ClientIdentity = NO_IDENTITY,
     ) -> RemoteSession:
         """Open a session on the node's shard (a session lost in transit expires there).
 
@@ -237,7 +269,8 @@ class TenureBackend:
         shard = self.shard_for(node)
         if resume is None:
             key = secrets.token_bytes(16)
-            info = await shard.call(CreateSession(node, key, timeout, description), resend=True)
+            create = CreateSession(node, key, timeout, description, identity)
+            info = await shard.call(create, resend=True)
         else:
             check_ticket(resume, "tenure", node)
             key = resume.secret

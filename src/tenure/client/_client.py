@@ -6,9 +6,16 @@ from collections.abc import Iterable
 from typing import Self
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from tenure._core.values import NodeConfig, NodeDescription
+from tenure._core.values import (
+    NO_IDENTITY,
+    ClientIdentity,
+    NodeConfig,
+    NodeDescription,
+    SemaphoreSummary,
+    SessionSummary,
+)
 from tenure.backends import Backend, Capability, SessionTicket, open_backend
-from tenure.client import _args
+from tenure.client import _args, _listing
 from tenure.client._opening import ClosesOnExit, Opening
 from tenure.client._session import Session
 from tenure.errors import (
@@ -21,11 +28,18 @@ from tenure.errors import (
 
 
 class Client(ClosesOnExit):
-    """A connection to one backend. Make one with :func:`tenure.connect`."""
+    """A connection to one backend. Make one with :func:`tenure.connect`.
 
-    def __init__(self, backend: Backend, url: str) -> None:
+    ``identity`` (host, pid, the ``client_name`` given to connect) goes with every
+    session it opens, and shows in owners, waiters and listings.
+    """
+
+    def __init__(
+        self, backend: Backend, url: str, *, identity: ClientIdentity = NO_IDENTITY
+    ) -> None:
         self.backend = backend
         self.url = url
+        self.identity = identity
         self._sessions: set[Session] = set()
         self._closed = False
 
@@ -84,6 +98,47 @@ class Client(ClosesOnExit):
         await self.backend.drop_node(name, force)
 
     # -- sessions -------------------------------------------------------------------
+
+    # -- listing, for operators --------------------------------------------------------
+
+    async def list_nodes(self) -> list[str]:
+        """Every node's name, sorted (a token limited to some nodes sees those)."""
+        self._check_open()
+        return await _listing.all_nodes(self.backend)
+
+    async def list_semaphores(self, node: str, prefix: str = "") -> list[SemaphoreSummary]:
+        """The node's semaphores whose names start with ``prefix``, by name.
+
+        Raises:
+            NotFoundError: the node does not exist.
+        """
+        self._check_open()
+        return await _listing.all_semaphores(self.backend, node, prefix)
+
+    async def list_sessions(self, node: str) -> list[SessionSummary]:
+        """The node's live sessions, by id: who runs each, since when, what it holds.
+
+        Raises:
+            NotFoundError: the node does not exist.
+        """
+        self._check_open()
+        return await _listing.all_sessions(self.backend, node)
+
+    async def kill_session(self, node: str, session_id: int) -> None:
+        """End a live session of ``node`` as if its recovery window had passed.
+
+        Its holds are released (the node's lock-delay applies, as on an expiry), its
+        waits withdrawn, and its client's session is lost with SessionExpiredError
+        saying an operator ended it.
+
+        Raises:
+            NotFoundError: no such node, or no such live session in it.
+            PermissionDeniedError: the client's token is read-only.
+        """
+        self._check_open()
+        if type(session_id) is not int or session_id < 0:
+            raise InvalidArgumentError(f"session_id must be a session's id, got {session_id!r}")
+        await self.backend.kill_session(node, session_id)
 
     def session(
         self,
@@ -166,7 +221,11 @@ class Client(ClosesOnExit):
         session = Session(node, recovery_window, description)
         if resume is None:
             backend_session = await self.backend.open_session(
-                node, timeout=recovery_window, description=description, listener=session
+                node,
+                timeout=recovery_window,
+                description=description,
+                listener=session,
+                identity=self.identity,
             )
         else:
             backend_session = await self.backend.open_session(
@@ -268,19 +327,31 @@ class SessionLoop(ClosesOnExit):
             await self._current.close()
 
 
-def connect(url: str, *, require: Iterable[Capability] = (), **options: object) -> Opening[Client]:
+def connect(
+    url: str,
+    *,
+    require: Iterable[Capability] = (),
+    client_name: str = "",
+    **options: object,
+) -> Opening[Client]:
     """Connect to the backend ``url`` names; ``await`` it or use ``async with``.
 
     ``memory://`` keeps the state in this process (``memory://NAME`` shares it by
     name). ``require`` refuses a backend that lacks a capability, instead of
-    silently weakening a guarantee. Other keyword options go to the backend
+    silently weakening a guarantee. ``client_name`` (at most 1024 UTF-8 bytes)
+    names this client in its sessions' identity, with this host's name and this
+    process's id: operators see them on owners, waiters and listings (a
+    ``tenure://`` server also logs it). Other keyword options go to the backend
     (``memory://`` takes ``clock=``).
     """
 
     required = _args.capabilities(require)
+    identity = _listing.identity_of_this_process(client_name)
+    if client_name and urlsplit(url).scheme in ("tenure", "tenures"):
+        options.setdefault("client_name", client_name)  # the server's logs name it too
 
     async def open_client() -> Client:
         backend = await open_backend(url, options, require=required)
-        return Client(backend, url)
+        return Client(backend, url, identity=identity)
 
     return Opening(open_client)

@@ -6,11 +6,12 @@ import asyncio
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from tenure._core.values import MAX_COUNT
+from tenure._core.values import MAX_COUNT, MutexDescription
 from tenure.client import _args
 from tenure.client._args import Data
 from tenure.client._lease import Lock
 from tenure.client._opening import Opening
+from tenure.errors import NotFoundError
 
 if TYPE_CHECKING:
     from tenure.client._session import Session
@@ -49,6 +50,22 @@ class Mutex:
             return await self.lock(timeout=0, data=data)
         except TimeoutError:
             return None
+
+    async def describe(self) -> MutexDescription:
+        """Whether the mutex is held, by whom (session, description, identity, since
+        when, token), and who waits, in service order.
+
+        A free mutex is ``held=False`` (not NotFoundError: it only exists while held
+        or awaited).
+        """
+        try:
+            state = await self.session._backend_session().describe_semaphore(
+                self.name, owners=True, waiters=True
+            )
+        except NotFoundError:
+            return MutexDescription(self.name, held=False, owner=None)
+        owner = state.owners[0] if state.owners else None
+        return MutexDescription(self.name, owner is not None, owner, state.waiters)
 
     async def __aenter__(self) -> Lock:
         lock = await self.lock()

@@ -7,7 +7,13 @@ from collections.abc import Callable, Iterable
 
 import tenure
 from tenure import client as aio
-from tenure._core.values import NodeConfig, NodeDescription
+from tenure._core.values import (
+    ClientIdentity,
+    NodeConfig,
+    NodeDescription,
+    SemaphoreSummary,
+    SessionSummary,
+)
 from tenure.backends import Capability, SessionTicket
 from tenure.errors import LostError
 from tenure.sync._held import ClosesOnExit
@@ -70,6 +76,27 @@ class Client(ClosesOnExit):
     def drop_node(self, name: str, *, force: bool = False) -> None:
         """Drop a node. With live sessions it fails unless ``force`` (they are then lost)."""
         self._portal.call(self._client.drop_node, name, force=force)
+
+    @property
+    def identity(self) -> ClientIdentity:
+        """Who this client is in its sessions (see :attr:`tenure.Client.identity`)."""
+        return self._client.identity
+
+    def list_nodes(self) -> list[str]:
+        """Every node's name, sorted (see :meth:`tenure.Client.list_nodes`)."""
+        return self._portal.call(self._client.list_nodes)
+
+    def list_semaphores(self, node: str, prefix: str = "") -> list[SemaphoreSummary]:
+        """The semaphores named with ``prefix`` (see :meth:`tenure.Client.list_semaphores`)."""
+        return self._portal.call(self._client.list_semaphores, node, prefix)
+
+    def list_sessions(self, node: str) -> list[SessionSummary]:
+        """The node's live sessions, by id (see :meth:`tenure.Client.list_sessions`)."""
+        return self._portal.call(self._client.list_sessions, node)
+
+    def kill_session(self, node: str, session_id: int) -> None:
+        """End a live session as an expiry would (see :meth:`tenure.Client.kill_session`)."""
+        self._portal.call(self._client.kill_session, node, session_id)
 
     def session(
         self,
@@ -162,7 +189,9 @@ class SessionLoop(Stream[Session]):
         return None if self._current is None else self._current.lost_reason
 
 
-def connect(url: str, *, require: Iterable[Capability] = (), **options: object) -> Client:
+def connect(
+    url: str, *, require: Iterable[Capability] = (), client_name: str = "", **options: object
+) -> Client:
     """Connect to the backend ``url`` names (see :func:`tenure.connect`); plain or ``with``.
 
     Starts the client's loop thread. Clients of the same ``memory://NAME`` share
@@ -171,7 +200,7 @@ def connect(url: str, *, require: Iterable[Capability] = (), **options: object) 
     """
     portal, release = shared_portals.acquire(url)
     try:
-        client = portal.call(_connect, url, tuple(require), options)
+        client = portal.call(_connect, url, tuple(require), client_name, options)
     except BaseException:
         release()
         raise
@@ -179,6 +208,6 @@ def connect(url: str, *, require: Iterable[Capability] = (), **options: object) 
 
 
 async def _connect(
-    url: str, require: tuple[Capability, ...], options: dict[str, object]
+    url: str, require: tuple[Capability, ...], client_name: str, options: dict[str, object]
 ) -> aio.Client:
-    return await tenure.connect(url, require=require, **options)
+    return await tenure.connect(url, require=require, client_name=client_name, **options)

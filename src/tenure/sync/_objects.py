@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Any, Generic, Self, TypeVar, overload
 
 from tenure import client as aio
-from tenure._core.values import SemaphoreDescription
+from tenure._core.values import MutexDescription, SemaphoreDescription
 from tenure.backends import SessionTicket
 from tenure.client import LeaderState
 from tenure.client._args import Data
@@ -210,6 +210,10 @@ class Mutex:
         return self.session._portal.call(
             _opened_or_none, lambda: self._mutex.try_lock(data=data), self._wrap
         )
+
+    def describe(self) -> MutexDescription:
+        """Held or not, by whom, and who waits (see :meth:`tenure.Mutex.describe`)."""
+        return self.session._portal.call(self._mutex.describe)
 
     def _wrap(self, lock: aio.Lock) -> Lock:
         return self.session._track(Lock(self.session, lock))

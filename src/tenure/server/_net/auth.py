@@ -49,6 +49,10 @@ from tenure._core import (
     DescribeSession,
     DetachSession,
     DropNode,
+    KillSession,
+    ListNodes,
+    ListSemaphores,
+    ListSessions,
     Release,
     Renew,
     ResumeSession,
@@ -76,6 +80,9 @@ READ_ONLY_COMMANDS: Final[frozenset[type[Command[object]]]] = frozenset(
         DescribeSemaphore,
         DescribeSession,
         CancelWatch,
+        ListNodes,
+        ListSemaphores,
+        ListSessions,
     }
 )
 #: The commands a read-write token may send: every command.
@@ -90,6 +97,7 @@ READ_WRITE_COMMANDS: Final[frozenset[type[Command[object]]]] = READ_ONLY_COMMAND
     CreateNode,
     AlterNode,
     DropNode,
+    KillSession,
 }
 _ALLOWED: Final = {Access.READ_ONLY: READ_ONLY_COMMANDS, Access.READ_WRITE: READ_WRITE_COMMANDS}
 _KEYS: Final = frozenset({"name", "secret", "secret_sha256", "access", "nodes"})
@@ -122,11 +130,18 @@ def command_node(command: Command[object], sessions: Mapping[int, SessionLike]) 
     """The node ``command`` touches; None for a session the engine does not know."""
     if isinstance(command, CreateNode | DescribeNode | AlterNode | DropNode):
         return command.name
-    if isinstance(command, CreateSession):
+    if isinstance(command, CreateSession | KillSession | ListSemaphores | ListSessions):
         return command.node
     session_id = getattr(command, "session_id", None)
     session = sessions.get(session_id) if isinstance(session_id, int) else None
     return session.node if session is not None else None
+
+
+def visible_nodes(token: Token | None, names: tuple[str, ...]) -> tuple[str, ...]:
+    """The node names of a ListNodes page that ``token`` may see (those it may touch)."""
+    if token is None or token.nodes is None:
+        return names
+    return tuple(name for name in names if token.may_touch(name))
 
 
 def denial(token: Token, command: Command[object], node: str | None) -> str | None:

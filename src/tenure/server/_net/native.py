@@ -20,6 +20,8 @@ from tenure._core import (
     CloseSession,
     CreateSession,
     DetachSession,
+    KillSession,
+    NodePage,
     ResumeSession,
     SessionInfo,
 )
@@ -41,6 +43,7 @@ from tenure.errors import ErrorCode, ProtocolError, TenureError, code_of
 from tenure.server._driver import JournaledEngine
 from tenure.server._front_end import FrontEnd
 from tenure.server._net.accept import AcceptedProtocol
+from tenure.server._net.auth import visible_nodes
 from tenure.server._net.gate import Conn, Gate
 from tenure.server._net.outbox import Outboxes
 from tenure.server._session_table import SessionTable
@@ -120,7 +123,8 @@ class NativeService:
         session_id = getattr(command, "session_id", None)
         if (
             session_id is not None
-            and not isinstance(command, AttachSession | ResumeSession)
+            # (KillSession names another session: an operator's, by its node.)
+            and not isinstance(command, AttachSession | ResumeSession | KillSession)
             and self.table.owner(session_id) is not conn
         ):
             why = f"session {session_id} is not attached to this connection"
@@ -145,4 +149,7 @@ class NativeService:
             self.table.detach(command.session_id)
         elif isinstance(command, CloseSession):
             self.table.forget(command.session_id)
+        elif isinstance(value, NodePage) and conn.token is not None:
+            # A token limited to some nodes does not learn the names of the others.
+            value = NodePage(visible_nodes(conn.token, value.names))
         self.out.emit(conn, Reply(rid, value))  # type: ignore[arg-type]
