@@ -80,7 +80,11 @@ def wait_for_line(proc: subprocess.Popen[str], text: str, *, timeout: float = 10
             seen.append(line)
             if text in line:
                 return line
-    raise AssertionError(f"{text!r} never printed; got {seen!r}")
+    ended = proc.poll()
+    why = (
+        "" if ended is None or proc.stderr is None else f"; it exited {ended}: {proc.stderr.read()}"
+    )
+    raise AssertionError(f"{text!r} never printed; got {seen!r}{why}")
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = RUN_TIMEOUT) -> tuple[int, str, str]:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import sys
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, Final, TypeVar
 
 import click
@@ -127,23 +128,12 @@ def print_json(document: object) -> None:
 
 
 def session_description(words: list[str]) -> str:
-    """A session description naming this command, cut to fit the description limit."""
-    text = " ".join(["tenure", *words])
+    """A session description naming this command (shell-quoted), cut to the description limit."""
+    text = shlex.join(["tenure", *words])
     encoded = text.encode("utf-8", "replace")
-    limit = MAX_DESCRIPTION_BYTES
-    if len(encoded) <= limit:
-        return text.encode("utf-8", "replace").decode("utf-8")
-    return encoded[: limit - 3].decode("utf-8", "ignore") + "..."
-
-
-async def wait_first(*awaitables: Awaitable[Any]) -> None:
-    """Wait until the first of ``awaitables`` is done; cancel the others."""
-    tasks = [asyncio.ensure_future(item) for item in awaitables]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
+    if len(encoded) <= MAX_DESCRIPTION_BYTES:
+        return encoded.decode("utf-8")
+    return encoded[: MAX_DESCRIPTION_BYTES - 3].decode("utf-8", "ignore") + "..."
 
 
 def environ_with(extra: dict[str, str]) -> dict[str, str]:

@@ -290,7 +290,9 @@ def summaries_table(node: str, summaries: Sequence[SemaphoreSummary]) -> Table:
                 summary.name,
                 str(doc["kind"]),
                 "none" if doc["limit"] is None else str(doc["limit"]),
-                count_text(summary.count),
+                ("yes" if summary.count else "no")
+                if doc["kind"] == "mutex"
+                else count_text(summary.count),
                 str(summary.owners),
                 str(summary.waiters),
             ]
