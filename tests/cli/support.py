@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import selectors
+import signal
 import subprocess
 import sys
 import time
@@ -98,6 +99,21 @@ def finish(proc: subprocess.Popen[str], timeout: float = RUN_TIMEOUT) -> tuple[i
     return proc.returncode, out, err
 
 
+def stop(proc: subprocess.Popen[str]) -> None:
+    """End a background ``tenure`` (and so its command) for good, whatever state it is in.
+
+    SIGTERM first: ``tenure`` passes it on to its command and waits for it, so no
+    command is left behind holding the pipes open; SIGKILL if that takes too long.
+    """
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.communicate(timeout=RUN_TIMEOUT / 3)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+
+
 __all__: Sequence[str] = [
     "TENURE",
     "tenure_env",
@@ -105,5 +121,6 @@ __all__: Sequence[str] = [
     "one_error_line",
     "run_tenure",
     "start_tenure",
+    "stop",
     "wait_for_line",
 ]

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from tests.cli.support import finish, one_error_line, run_tenure, start_tenure, wait_for_line
+from tests.cli.support import finish, one_error_line, run_tenure, start_tenure, stop, wait_for_line
 
 #: A holder's child: prints its token, then waits to be stopped.
 HOLDING = (
@@ -56,8 +56,7 @@ def test_lock_try_describe_and_leader(store_url: str, node: str, tenure_executab
         holder.send_signal(signal.SIGTERM)
         assert finish(holder)[0] == 0
     finally:
-        holder.kill()
-        holder.communicate()
+        stop(holder)
     after = run_tenure("lock", "job", "--node", node, "--try", "--", "true", url=store_url)
     assert after.returncode == 0, after.stderr
     assert run_tenure("leader", "primary", "--node", node, url=store_url).returncode == 1

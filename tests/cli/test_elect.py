@@ -6,7 +6,7 @@ import json
 import signal
 import sys
 
-from tests.cli.support import finish, one_error_line, run_tenure, start_tenure, wait_for_line
+from tests.cli.support import finish, one_error_line, run_tenure, start_tenure, stop, wait_for_line
 from tests.server.wire import ServerProcess
 
 #: A leader's child: says it leads (with its token), then waits to be stopped.
@@ -64,8 +64,7 @@ def test_elect_leader_observe(url: str, node: str) -> None:
         assert observed_status == 0
         assert json.loads(observed.splitlines()[-1])["leader"] is False
     finally:
-        first.kill()
-        first.communicate()
+        stop(first)
 
     gone = run_tenure("leader", "primary", "--node", node, url=url)
     assert gone.returncode == 1

@@ -7,9 +7,11 @@ import signal
 import socket
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
-from tests.cli.support import finish, one_error_line, run_tenure, start_tenure, wait_for_line
+from tests.cli.support import finish, one_error_line, run_tenure, start_tenure, stop, wait_for_line
+from tests.server.wire import ServerProcess
 
 #: A holder's child: says it runs, then waits to be stopped.
 HOLDING = (
@@ -83,8 +85,7 @@ def test_drop_with_live_sessions_needs_force(url: str, node: str) -> None:
         assert status == 4  # the lock went with the node
         assert "child got SIGTERM" in out
     finally:
-        holder.kill()
-        holder.communicate()
+        stop(holder)
 
 
 def test_ls_describe_sessions_show_who_holds_and_who_waits(url: str, node: str) -> None:
@@ -140,8 +141,7 @@ def test_ls_describe_sessions_show_who_holds_and_who_waits(url: str, node: str) 
         assert "NotFoundError" in one_error_line(gone)
     finally:
         for proc in (holder, waiter):
-            proc.kill()
-            proc.communicate()
+            stop(proc)
 
 
 def test_watch_prints_each_change(url: str, node: str) -> None:
@@ -160,8 +160,7 @@ def test_watch_prints_each_change(url: str, node: str) -> None:
         assert states[0]["owners"][0]["identity"]["name"] == "tenure-cli"
         assert states[-1]["exists"] is False
     finally:
-        watcher.kill()
-        watcher.communicate()
+        stop(watcher)
     line = run_tenure("watch", node, "job", "--count", "1", url=url)
     assert line.returncode == 0
     assert "'job': does not exist" in line.stdout
@@ -178,3 +177,26 @@ def test_reading_what_is_missing_is_one_line(url: str, node: str) -> None:
     assert "nobody holds or waits" in one_error_line(free)
     assert run_tenure("kill-session", node, "x", url=url).returncode == 2
     assert run_tenure("ls", "--prefix", "a", url=url).returncode == 2
+
+
+def test_access_is_checked_by_the_server(tmp_path: Path) -> None:
+    auth = tmp_path / "auth.toml"
+    auth.write_text(
+        '[[token]]\nname = "ops"\nsecret = "rw-secret"\naccess = "read-write"\n\n'
+        '[[token]]\nname = "viewer"\nsecret = "ro-secret"\naccess = "read-only"\n'
+    )
+    with ServerProcess(tmp_path / "data", "--fsync", "off", "--auth-file", str(auth)) as server:
+        base = f"tenure://127.0.0.1:{server.port}"
+        writer, reader = f"{base}?token=rw-secret", f"{base}?token=ro-secret"
+        assert run_tenure("node", "create", "ops", url=writer).returncode == 0
+        holder = hold(writer, "ops", "job")
+        try:
+            [session] = read_json("sessions", "ops", url=reader)
+            denied = run_tenure("kill-session", "ops", str(session["session_id"]), url=reader)
+            assert denied.returncode == 3
+            assert "PermissionDeniedError" in one_error_line(denied)
+            refused = run_tenure("ls", url=f"{base}?token=wrong")
+            assert refused.returncode == 3
+            assert "AuthenticationError" in one_error_line(refused)
+        finally:
+            stop(holder)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.support import finish, one_error_line, run_tenure, start_tenure, wait_for_line
+from tests.cli.support import finish, one_error_line, run_tenure, start_tenure, stop, wait_for_line
 from tests.server.wire import ServerProcess
 
 #: A child that prints its fencing token.
@@ -93,8 +93,7 @@ def test_a_waiter_stopped_by_sigterm_withdraws_its_request(url: str, node: str) 
         assert "stopped by signal" in err
         assert waiters_of(url, node, "queue", until=0) == []
     finally:
-        holder.send_signal(signal.SIGTERM)
-        finish(holder)
+        stop(holder)
 
 
 def test_semaphore_tokens_are_taken_and_created_with_a_limit(url: str, node: str) -> None:
