@@ -1,4 +1,4 @@
-"""``tenure lock``, ``describe`` and ``leader`` on the other stores: etcd, Redis, PostgreSQL.
+"""The commands on the other stores: etcd, Redis, PostgreSQL.
 
 The command is the same whatever ``--url`` names; these run it on the run's shared
 etcd member, Redis and PostgreSQL servers (a missing one skips here and fails under
@@ -53,6 +53,7 @@ def test_lock_try_describe_and_leader(store_url: str, node: str, tenure_executab
         assert described.returncode == 0, described.stderr
         [owner] = json.loads(described.stdout)["owners"]
         assert (owner["token"], owner["data"]) == (token, "me")
+        assert (owner["identity"]["name"], owner["identity"]["pid"]) == ("tenure-cli", holder.pid)
         holder.send_signal(signal.SIGTERM)
         assert finish(holder)[0] == 0
     finally:
@@ -60,3 +61,27 @@ def test_lock_try_describe_and_leader(store_url: str, node: str, tenure_executab
     after = run_tenure("lock", "job", "--node", node, "--try", "--", "true", url=store_url)
     assert after.returncode == 0, after.stderr
     assert run_tenure("leader", "primary", "--node", node, url=store_url).returncode == 1
+
+
+def test_ls_sessions_and_kill_session(store_url: str, node: str, tenure_executable: object) -> None:
+    holder = start_tenure(
+        "lock", "job", "--node", node, "--", sys.executable, "-c", HOLDING, url=store_url
+    )
+    try:
+        wait_for_line(holder, "child runs")
+        listed = run_tenure("ls", node, "--json", url=store_url)
+        assert listed.returncode == 0, listed.stderr
+        assert [(line["name"], line["kind"]) for line in json.loads(listed.stdout)] == [
+            ("job", "mutex")
+        ]
+        nodes = run_tenure("ls", "--json", url=store_url)
+        assert node in json.loads(nodes.stdout)
+        sessions = json.loads(run_tenure("sessions", node, "--json", url=store_url).stdout)
+        [mine] = [item for item in sessions if item["identity"]["pid"] == holder.pid]
+        assert mine["holds"] == 1
+        killed = run_tenure("kill-session", node, str(mine["session_id"]), url=store_url)
+        assert killed.returncode == 0, killed.stderr
+        status, _, err = finish(holder)
+        assert status == 4, err
+    finally:
+        stop(holder)
