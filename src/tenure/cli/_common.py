@@ -22,7 +22,7 @@ from tenure._core.values import MAX_DESCRIPTION_BYTES
 from tenure.cli._status import Status
 from tenure.client import Client
 from tenure.client._opening import Opening
-from tenure.errors import InvalidArgumentError
+from tenure.errors import InvalidArgumentError, TenureError
 
 #: Where the commands connect when neither ``--url`` nor ``TENURE_URL`` says.
 DEFAULT_URL: Final = "tenure://127.0.0.1:6388"
@@ -30,6 +30,8 @@ DEFAULT_URL: Final = "tenure://127.0.0.1:6388"
 URL_ENV: Final = "TENURE_URL"
 #: The node ``lock``, ``elect``, ``leader`` and ``observe`` use without ``--node``.
 DEFAULT_NODE: Final = "default"
+#: Set to 1 to have an unexpected error (a bug) print its traceback too.
+TRACEBACK_ENV: Final = "TENURE_TRACEBACK"
 #: The client name every command's sessions carry (operators see it in listings).
 CLIENT_NAME: Final = "tenure-cli"
 
@@ -49,30 +51,39 @@ def status_of(error: BaseException) -> int:
     """The exit status a command that raised ``error`` ends with."""
     if isinstance(error, CommandFailedError):
         return error.status
-    if isinstance(error, click.UsageError | InvalidArgumentError):
+    if isinstance(error, click.ClickException | InvalidArgumentError):
         return Status.USAGE
-    if isinstance(error, click.ClickException):
-        return Status.USAGE
-    if isinstance(error, TimeoutError):
-        return Status.BUSY
     return Status.FAILED
+
+
+def expected(error: BaseException) -> bool:
+    """Whether ``error`` is one a command may end with (else it is a bug of tenure's)."""
+    return isinstance(
+        error, CommandFailedError | click.ClickException | TenureError | TimeoutError | OSError
+    )
 
 
 def error_line(error: BaseException) -> str:
     """The one line (no newline inside) that says why a command failed.
 
     ``tenure lock: No such option '--bogus' (see 'tenure lock --help')`` for bad
-    usage, ``tenure: NotFoundError: node 'x' does not exist`` for a refusal.
+    usage, ``tenure: NotFoundError: node 'x' does not exist`` for a refusal. An
+    unexpected error (a bug) says so, and how to see its traceback.
     """
     if isinstance(error, click.UsageError) and error.ctx is not None:
         path = error.ctx.command_path
         text = f"{path}: {error.format_message()} (see '{path} --help')"
-    elif isinstance(error, CommandFailedError | click.ClickException):
-        text = "tenure: " + (
-            error.format_message() if isinstance(error, click.ClickException) else str(error)
-        )
-    else:
+    elif isinstance(error, click.ClickException):
+        text = f"tenure: {error.format_message()}"
+    elif isinstance(error, CommandFailedError):
+        text = f"tenure: {error}"
+    elif expected(error):
         text = f"tenure: {type(error).__name__}: {error}"
+    else:
+        text = (
+            f"tenure: internal error: {type(error).__name__}: {error} "
+            f"(set {TRACEBACK_ENV}=1 for the traceback, and please report it)"
+        )
     return " ".join(text.split())
 
 
@@ -96,13 +107,24 @@ def json_option(function: F) -> F:
 
 
 def node_option(function: F) -> F:
-    """``--node``: the node a lock or election lives in (``default``, created if missing)."""
+    """``--node``: the node a lock or election is taken in (``default``, created if missing)."""
     return click.option(
         "--node",
         default=DEFAULT_NODE,
         show_default=True,
         metavar="NODE",
         help="the node it lives in; created (with default settings) if missing",
+    )(function)
+
+
+def existing_node_option(function: F) -> F:
+    """``--node`` of the commands that only read: the node must exist."""
+    return click.option(
+        "--node",
+        default=DEFAULT_NODE,
+        show_default=True,
+        metavar="NODE",
+        help="the node it lives in (exit 3 if it does not exist)",
     )(function)
 
 

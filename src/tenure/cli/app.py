@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import traceback
 from collections.abc import Sequence
 
 import click
 
 import tenure
 from tenure.cli import election, hold, listing, nodes, server
-from tenure.cli._common import URL_ENV, error_line, run, status_of
+from tenure.cli._common import TRACEBACK_ENV, URL_ENV, error_line, expected, run, status_of
 from tenure.cli._status import Status
 
 __all__ = ["Status", "cli", "main"]
@@ -85,10 +88,12 @@ def main(argv: Sequence[str]) -> int:
     except click.exceptions.Exit as done:
         return done.exit_code
     except click.exceptions.Abort:
-        return Status.SIGNAL_BASE + 2  # ^C while click itself was reading
+        return Status.SIGNAL_BASE + signal.SIGINT  # ^C while click itself was reading
     except KeyboardInterrupt:
-        return Status.SIGNAL_BASE + 2
+        return Status.SIGNAL_BASE + signal.SIGINT
     except Exception as error:
+        if not expected(error) and os.environ.get(TRACEBACK_ENV) == "1":
+            traceback.print_exception(error)
         print(error_line(error), file=sys.stderr, flush=True)
         return status_of(error)
     return result if isinstance(result, int) else Status.OK

@@ -8,8 +8,8 @@ from tenure.cli import _render
 from tenure.cli._common import (
     CommandFailedError,
     connect,
+    existing_node_option,
     json_option,
-    node_option,
     print_json,
     run,
     url_option,
@@ -20,7 +20,7 @@ from tenure.cli._status import Status
 @click.command()
 @click.argument("name")
 @json_option
-@node_option
+@existing_node_option
 @url_option
 def leader(name: str, as_json: bool, node: str, url: str) -> int:
     """Print the leader of election NAME: its data, fencing token and session.
@@ -58,7 +58,7 @@ def leader(name: str, as_json: bool, node: str, url: str) -> int:
     help="stop after N states (default: until ^C)",
 )
 @json_option
-@node_option
+@existing_node_option
 @url_option
 def observe(name: str, limit: int | None, as_json: bool, node: str, url: str) -> int:
     """Print who leads election NAME now, then again at each change of leader or data.
