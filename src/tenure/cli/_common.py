@@ -20,8 +20,7 @@ import click
 import tenure
 from tenure._core.values import MAX_DESCRIPTION_BYTES
 from tenure.cli._status import Status
-from tenure.client import Client
-from tenure.client._opening import Opening
+from tenure.client import Client, Opening
 from tenure.errors import InvalidArgumentError, TenureError
 
 #: Where the commands connect when neither ``--url`` nor ``TENURE_URL`` says.
