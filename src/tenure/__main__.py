@@ -6,6 +6,7 @@ install needs neither. Every other command needs it, and says so in one line.
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -18,6 +19,14 @@ CLI_EXTRA_MODULES = ("click", "rich")
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tenure`` console script; the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _run(args)
+    except KeyboardInterrupt:  # ^C before a command took charge of it: no traceback
+        return Status.SIGNAL_BASE + signal.SIGINT
+
+
+def _run(args: list[str]) -> int:
+    """``serve`` and ``migrate`` straight away; any other command through click."""
     if args and args[0] in ("serve", "migrate"):
         from tenure.cli import server
 

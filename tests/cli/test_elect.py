@@ -74,11 +74,20 @@ def test_elect_leader_observe(url: str, node: str) -> None:
     assert json.loads(gone_json.stdout)["leader"] is False
 
 
-def test_observe_prints_lines_until_count(url: str, node: str) -> None:
+def test_observe_prints_lines_until_count_or_sigint(url: str, node: str) -> None:
     run_tenure("node", "create", node, url=url)
     result = run_tenure("observe", "primary", "--node", node, "--count", "1", url=url)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "no leader\n"
+    observer = start_tenure("observe", "primary", "--node", node, url=url)
+    try:
+        wait_for_line(observer, "no leader")
+        observer.send_signal(signal.SIGINT)  # ^C: the end of a stream, not a failure
+        status, _, err = finish(observer)
+        assert status == 0
+        assert err == ""
+    finally:
+        stop(observer)
 
 
 def test_leadership_loss_stops_the_command(tenure_server: ServerProcess) -> None:
