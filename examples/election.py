@@ -2,40 +2,56 @@
 
 Three candidates campaign for "primary"; the first one leads and proclaims the
 address it serves on. An observer prints every change of leader. Then the leader's
-connection drops: after its session's recovery window runs out, the session expires,
+connection is lost: after its session's recovery window runs out, the session expires,
 the old leader's ``async with`` body is cancelled with SessionExpiredError, and the
 next candidate in line takes over.
 
-The time here is a FakeClock, so the 5-second recovery window passes at once.
+In-process (``memory://``) the time is a FakeClock, so the 2-second recovery window
+passes at once. With ``TENURE_URL`` it runs against that server, on the wall clock:
+node-a talks to the server through a cable (a TCP forwarder) that is pulled out, a
+real network loss, and the failover takes the window itself, about 2 s.
 
 Run it with::
 
-    python examples/election.py
+    python examples/election.py                                      # in-process
+    TENURE_URL=tenure://127.0.0.1:6388 python examples/election.py   # against tenure serve
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 
 import tenure
 from tenure.errors import SessionExpiredError
-from tenure.testing import FakeClock, disconnect
+from tenure.testing import Cable, FakeClock, disconnect
 
 NODE = "election-demo"
-RECOVERY_WINDOW = 5.0
+RECOVERY_WINDOW = 2.0
 
 
 async def main() -> None:
-    clock = FakeClock()
+    url = os.environ.get("TENURE_URL")
+    clock = None if url else FakeClock()
     sessions: dict[str, tenure.Session] = {}
     serving = {name: asyncio.Event() for name in ("node-a", "node-b", "node-c")}
 
-    async with tenure.connect("memory://", clock=clock) as client:
-        await client.create_node(NODE)
+    async with contextlib.AsyncExitStack() as stack:
+        if url is None:  # one in-process client for all
+            client = await stack.enter_async_context(tenure.connect("memory://", clock=clock))
+            cable, clients = None, dict.fromkeys(serving, client)
+        else:  # a client per candidate, node-a's through a cable we can pull
+            cable = Cable(url)
+            a_url = await stack.enter_async_context(cable)
+            client = await stack.enter_async_context(tenure.connect(url))
+            clients = dict.fromkeys(serving, client)
+            clients["node-a"] = await stack.enter_async_context(tenure.connect(a_url))
+        await client.create_node(NODE, exist_ok=True)
 
         async def candidate(name: str, address: str) -> None:
             try:
-                async with client.session(
+                async with clients[name].session(
                     NODE, recovery_window=RECOVERY_WINDOW, description=name
                 ) as session:
                     sessions[name] = session
@@ -65,18 +81,26 @@ async def main() -> None:
         # Campaigners are served in arrival order: node-a, then node-b, then node-c.
         for i, name in enumerate(serving, start=1):
             tasks.append(asyncio.create_task(candidate(name, f"10.0.0.{i}:8080")))
+            await asyncio.sleep(0.05)  # so that they arrive in this order
         await serving["node-a"].wait()
 
-        # In production this is a real network loss (a crash, a partition, a pause).
-        # The server keeps node-a's session for its recovery window, then expires it.
+        # A crash, a partition, a pause: the server keeps node-a's session for its
+        # recovery window, then expires it and hands leadership on.
         print("main: node-a's connection drops")
-        disconnect(sessions["node-a"])
-        await clock.advance(RECOVERY_WINDOW + 1)
-        await serving["node-b"].wait()
+        if cable is not None:
+            cable.unplug()  # the wall clock runs the window out
+            await asyncio.wait_for(serving["node-b"].wait(), 10 * RECOVERY_WINDOW)
+            cable.plug()
+        else:
+            disconnect(sessions["node-a"])
+            assert clock is not None
+            await clock.advance(RECOVERY_WINDOW + 1)
+            await serving["node-b"].wait()
 
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await client.drop_node(NODE, force=True)
 
 
 if __name__ == "__main__":

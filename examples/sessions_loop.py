@@ -7,22 +7,29 @@ SessionExpiredError. ``client.sessions()`` then hands out a fresh session, the
 worker takes the mutex again (with a new, larger fencing token) and carries on
 where it stopped. No job is lost: the body was cancelled while waiting for one.
 
-The time here is a FakeClock, so the 5-second recovery window passes at once.
+In-process (``memory://``) the time is a FakeClock, so the 2-second recovery window
+passes at once. With ``TENURE_URL`` it runs against that server, on the wall clock:
+the worker talks to the server through a cable (a TCP forwarder) that is pulled out
+for longer than the window, a real network loss.
 
 Run it with::
 
-    python examples/sessions_loop.py
+    python examples/sessions_loop.py                                      # in-process
+    TENURE_URL=tenure://127.0.0.1:6388 python examples/sessions_loop.py   # against tenure serve
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 
 import tenure
 from tenure.errors import SessionExpiredError
-from tenure.testing import FakeClock, disconnect
+from tenure.testing import Cable, FakeClock, disconnect
 
 NODE = "loop-demo"
+RECOVERY_WINDOW = 2.0
 
 
 async def worker(sessions: tenure.SessionLoop, jobs: asyncio.Queue[str | None]) -> None:
@@ -43,27 +50,46 @@ async def worker(sessions: tenure.SessionLoop, jobs: asyncio.Queue[str | None]) 
 
 
 async def main() -> None:
-    clock = FakeClock()
+    url = os.environ.get("TENURE_URL")
+    clock = None if url else FakeClock()
     jobs: asyncio.Queue[str | None] = asyncio.Queue()
-    async with tenure.connect("memory://", clock=clock) as client:
-        await client.create_node(NODE)
+    async with contextlib.AsyncExitStack() as stack:
+        cable = None
+        if url is None:
+            client = await stack.enter_async_context(tenure.connect("memory://", clock=clock))
+        else:  # through a cable we can pull, for a real network loss
+            cable = Cable(url)
+            client = await stack.enter_async_context(
+                tenure.connect(await stack.enter_async_context(cable))
+            )
+        await client.create_node(NODE, exist_ok=True)
         # ``async with`` closes the last session when the loop is left.
-        async with client.sessions(NODE, recovery_window=5.0, description="worker") as sessions:
+        async with client.sessions(
+            NODE, recovery_window=RECOVERY_WINDOW, description="worker"
+        ) as sessions:
             task = asyncio.create_task(worker(sessions, jobs))
             for first in ["job-1", "job-2"]:
                 await jobs.put(first)
             await jobs.join()
 
-            # In production this is a real network loss; here we simulate it, and
-            # jump over the recovery window so the server expires the session.
-            assert sessions.current is not None
-            print(f"main: session {sessions.current.id} loses its connection")
-            disconnect(sessions.current)
-            await clock.advance(5.0 + 1)
+            # In production this is a real network loss; the session expires once
+            # its recovery window has passed without a word from the worker.
+            session = sessions.current
+            assert session is not None
+            print(f"main: session {session.id} loses its connection")
+            if cable is not None:
+                cable.unplug()  # the wall clock runs the window out
+                await asyncio.wait_for(session.lost.wait(), 10 * RECOVERY_WINDOW)
+                cable.plug()  # back: the loop's next session connects
+            else:
+                disconnect(session)
+                assert clock is not None
+                await clock.advance(RECOVERY_WINDOW + 1)
 
             for later in ["job-3", "job-4", None]:  # None: no more jobs
                 await jobs.put(later)
             await task
+        await client.drop_node(NODE)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,12 @@ import pytest
 import trustme
 
 import tenure
-from tenure.errors import AuthenticationError, PermissionDeniedError, UnavailableError
+from tenure.errors import (
+    AuthenticationError,
+    PermissionDeniedError,
+    SessionExpiredError,
+    UnavailableError,
+)
 from tests.api.support import eventually, owners, within
 from tests.netproxy import NetProxy
 from tests.server.wire import ServerProcess
@@ -152,6 +157,13 @@ async def test_tokens_authenticate_and_authorize(auth_server: ServerProcess) -> 
             await reader.create_node("other")
         assert (await writing.semaphore("cfg").describe()).data == b"v1"
         assert "token=***" in repr(writer)
+        # Listing needs read access; ending another's session, write access.
+        assert await reader.list_nodes() == ["n"]
+        assert {s.session_id for s in await reader.list_sessions("n")} == {writing.id, session.id}
+        with pytest.raises(PermissionDeniedError, match="KillSession"):
+            await reader.kill_session("n", writing.id)
+        await writer.kill_session("n", session.id)
+        assert isinstance(await within(session.lost), SessionExpiredError)
 
 
 async def test_a_tls_and_token_client_reconnects_and_reattaches(

@@ -17,7 +17,7 @@ from tenure._core import (
     NodeConfig,
     WatchFired,
 )
-from tenure._core.stamps import stamp_effect, stamp_reply
+from tenure._core.stamps import stamp_effect, stamp_effects, stamp_reply
 from tenure._core.values import MAX_PAGE, ClientIdentity
 from tenure.errors import ErrorCode, InvalidArgumentError, NotFoundError, SessionExpiredError
 
@@ -215,3 +215,17 @@ def test_times_leave_the_host_as_unix_seconds() -> None:
     assert stamped.description is not None
     [fired_owner] = stamped.description.owners
     assert fired_owner.since == 11.0 + shift
+
+
+def test_watchers_of_one_change_share_one_stamped_description() -> None:
+    engine = make_engine()
+    a, b, c = (open_session(engine) for _ in range(3))
+    acquire(engine, a, "m", MAX_COUNT, ephemeral=True, now=1.0)
+    for watcher in (b, c):
+        engine.apply(DescribeSemaphore(watcher, "m", owners=True, watch_owners=True), 2.0)
+    acquire(engine, a, "m", 1, now=3.0)  # a restate: both watches fire
+    effects = stamp_effects(engine.take_effects(), 100.0)
+    first, second = fired(effects)
+    assert first.description is second.description
+    assert first.description is not None
+    assert [o.since for o in first.description.owners] == [101.0]

@@ -53,9 +53,12 @@ DATABASE_NOTES: Final = (
     "On `redis` and `postgres` the server is one process, killed with `kill -9` and "
     "restarted on its data. `disk` is not run there (their data directories are made by "
     "the test helpers, and what a full disk or a failing fsync does to them is their "
-    "own business). Neither closes idle connections: a paused holder is stopped for the "
-    "window + 1-3 s, and its session runs out on the server's clock. The liveness bound "
-    "adds 5 s for a restart's recovery. The safety rules are the same for every target."
+    "own business). A session there is kept by heartbeats, not by its connections: a "
+    "paused holder is stopped for the window + 1-3 s, and its session runs out on the "
+    "server's clock (PostgreSQL also closes a connection idle for 10 s, "
+    "`idle_session_timeout` as the harness sizes it, which only frees the slot). The "
+    "liveness bound adds 5 s for a restart's recovery. The safety rules are the same "
+    "for every target."
 )
 
 FINDINGS: Final = Path(__file__).with_name("findings.md")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tenure._core import Acquire, AcquireResult, AcquireStatus
+from tenure._core import MAX_COUNT, Acquire, AcquireResult, AcquireStatus
 from tenure._protocol import (
     DEFAULT_MAX_FRAME_SIZE,
     MIN_MAX_FRAME_SIZE,
@@ -76,8 +76,9 @@ def test_the_sizes_and_version_are_documented():
 
 
 EXAMPLES: list[Message] = [
-    Request(1, Acquire(3, "db", 1, 7, ephemeral=True)),
-    Reply(1, AcquireResult(AcquireStatus.GRANTED, token=42, count=1)),
+    # A mutex: every token of an ephemeral semaphore (docs/protocol.md section 6.1).
+    Request(1, Acquire(3, "db", MAX_COUNT, 7, ephemeral=True)),
+    Reply(1, AcquireResult(AcquireStatus.GRANTED, token=42, count=MAX_COUNT)),
     Hello(1, "cli", None, 1048576),
 ]
 

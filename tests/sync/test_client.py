@@ -161,3 +161,30 @@ def test_a_failing_callback_is_logged_and_does_not_stop_the_others(
     assert session.lost.is_set()
     assert seen == ["SessionClosedError"]
     assert "on_lost callback" in caplog.text
+
+
+def test_listing_identity_and_kill_session_from_blocking_code(memory_url: str) -> None:
+    with (
+        tenure.sync.connect(memory_url, client_name="sync-worker") as client,
+        tenure.sync.connect(memory_url) as operator,
+    ):
+        client.create_node(NODE)
+        session = client.session(NODE, description="blocking")
+        lock = session.mutex("job").lock()
+        assert operator.list_nodes() == [NODE]
+        [summary] = operator.list_semaphores(NODE, prefix="j")
+        assert (summary.name, summary.owners) == ("job", 1)
+        [listed] = operator.list_sessions(NODE)
+        assert (listed.session_id, listed.description) == (session.id, "blocking")
+        assert listed.identity == client.identity
+        assert client.identity.name == "sync-worker"
+        described = session.mutex("job").describe()
+        assert described.held
+        assert described.owner is not None
+        assert (described.owner.token, described.owner.description) == (lock.token, "blocking")
+        operator.kill_session(NODE, session.id)
+        assert session.lost.wait(5.0)
+        assert "operator" in str(session.lost.reason)
+        assert not operator.session(NODE).mutex("job").describe().held
+        with pytest.raises(NotFoundError):
+            operator.kill_session(NODE, session.id)

@@ -50,9 +50,27 @@ def stamp_reply(reply: Any, shift: float) -> Any:
 
 def stamp_effect(effect: Effect, shift: float) -> Effect:
     """An effect as a host delivers it: a fired watch's description moved by ``shift``."""
-    if isinstance(effect, WatchFired) and effect.description is not None:
-        return dataclasses.replace(effect, description=stamp_description(effect.description, shift))
-    return effect
+    return stamp_effects([effect], shift)[0]
+
+
+def stamp_effects(effects: list[Effect], shift: float) -> list[Effect]:
+    """Effects as a host delivers them (see :func:`stamp_effect`).
+
+    The watches a change fires share one description per shape (the server then
+    encodes it once for all their pushes): each is moved once, and stays shared.
+    """
+    moved: dict[int, SemaphoreDescription] = {}
+    out: list[Effect] = []
+    for effect in effects:
+        if type(effect) is WatchFired and effect.description is not None:
+            description = effect.description
+            stamped = moved.get(id(description))
+            if stamped is None:
+                stamped = moved[id(description)] = stamp_description(description, shift)
+            if stamped is not description:
+                effect = dataclasses.replace(effect, description=stamped)
+        out.append(effect)
+    return out
 
 
 def _moved(info: Any, shift: float) -> Any:

@@ -18,9 +18,17 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Final, cast, final
 
-from tenure._core.commands import Command, DescribeResult
+from tenure._core.commands import (
+    Command,
+    CreateSession,
+    DescribeResult,
+    KillSession,
+    ListNodes,
+    ListSemaphores,
+    ListSessions,
+)
 from tenure._core.effects import Effect, WatchFired
-from tenure._core.values import OwnerInfo, SemaphoreDescription, WaiterInfo
+from tenure._core.values import NO_IDENTITY, OwnerInfo, SemaphoreDescription, WaiterInfo
 from tenure._protocol.compiled import compile_dump, compile_load
 from tenure._protocol.errors import LocalProtocolError
 from tenure._protocol.frames import DEFAULT_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
@@ -30,6 +38,7 @@ from tenure.errors import ErrorCode, ProtocolError
 
 __all__ = [
     "PROTOCOL_VERSION",
+    "SINCE_VERSION_2",
     "SUPPORTED_VERSIONS",
     "ClientMessage",
     "ConnectionClosed",
@@ -59,6 +68,8 @@ PROTOCOL_VERSION: Final = 2
 #: The versions a server built from this code accepts in a Hello. To a version-1
 #: peer it sends the version-1 layouts (:func:`for_version`).
 SUPPORTED_VERSIONS: Final = frozenset({1, PROTOCOL_VERSION})
+#: Commands a version-1 peer does not know (a client must not send them to it).
+SINCE_VERSION_2: Final = frozenset({ListNodes, ListSemaphores, ListSessions, KillSession})
 
 
 # -- client to server -------------------------------------------------------------------
@@ -275,12 +286,17 @@ def decode_message(body: object) -> Message:
 def for_version(message: Message, version: int | None) -> Message:
     """``message`` as a peer of protocol ``version`` may receive it.
 
-    A version-1 peer knows owners and waiters without who holds and since when: they
-    are left out (at their defaults they are not even sent, see schema.Record), so
-    it reads the layouts it always did.
+    A version-1 peer knows owners and waiters without who holds and since when, and
+    CreateSession without the client's identity: they are left out (at their
+    defaults they are not even sent, see schema.Record), so it reads the layouts it
+    always did.
     """
     if version != 1:
         return message
+    if type(message) is Request and isinstance(message.command, CreateSession):
+        return Request(
+            message.request_id, dataclasses.replace(message.command, identity=NO_IDENTITY)
+        )
     if type(message) is Reply and isinstance(message.value, DescribeResult):
         described = message.value.description
         return Reply(

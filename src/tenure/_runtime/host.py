@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from tenure._core import Command, DescribeResult, Effect, Engine, SessionPage
-from tenure._core.stamps import stamp_effect, stamp_reply
+from tenure._core.stamps import stamp_effects, stamp_reply
 from tenure._runtime.clock import Clock, TimerHandle
 
 R = TypeVar("R")
@@ -119,8 +119,7 @@ class EngineHost:
     def _after_step(self) -> None:
         effects = self.engine.take_effects()
         if effects:
-            shift = self.wall_shift()
-            effects = [stamp_effect(effect, shift) for effect in effects]
+            effects = stamp_effects(effects, self.wall_shift())
         self._deliver(effects)
         self._arm_timer()
 

@@ -52,12 +52,14 @@ from tenure._protocol import (
     ServerMessage,
     Welcome,
 )
+from tenure._protocol.messages import PROTOCOL_VERSION, SINCE_VERSION_2
 from tenure.errors import (
     ClientClosedError,
     InvalidArgumentError,
     ProtocolError,
     TenureError,
     UnavailableError,
+    UnsupportedError,
     error_from_code,
 )
 
@@ -286,6 +288,8 @@ class Link:
         self.confirmed_at = self._loop.time()
         #: The Welcome of the current (or last) connection.
         self.welcome: Welcome | None = None
+        #: The protocol version this link speaks (1 once a server refused the newest).
+        self._version = PROTOCOL_VERSION
         self.last_error: BaseException | None = None
         self.ping_interval = DEFAULT_PING_INTERVAL
         self._wanted_interval = DEFAULT_PING_INTERVAL
@@ -385,6 +389,11 @@ class Link:
         return await self._request(self._conn, command)
 
     async def _request(self, conn: _Connection, command: Command[R]) -> R:
+        if conn.codec.version == 1 and type(command) in SINCE_VERSION_2:
+            raise UnsupportedError(
+                f"{self.endpoint} speaks protocol version 1, which has no "
+                f"{type(command).__name__}: upgrade the server to list or kill sessions"
+            )
         self._last_id += 1
         request_id = self._last_id
         try:
@@ -400,6 +409,18 @@ class Link:
     # -- connecting -----------------------------------------------------------------
 
     async def _connect(self) -> None:
+        try:
+            await self._connect_speaking(self._version)
+        except UnsupportedError:
+            if self._version == 1:
+                raise
+            # A server older than this client refuses its version: speak the server's
+            # (from then on, for this link: what version 2 added is then UnsupportedError).
+            log.info("%s does not speak protocol version %d; using 1", self.endpoint, self._version)
+            self._version = 1
+            await self._connect_speaking(1)
+
+    async def _connect_speaking(self, version: int) -> None:
         endpoint, options = self.endpoint, self.options
         codec = ClientConnection(max_frame_size=options.max_frame_size)
         protocol = _LinkProtocol(self, codec)
@@ -415,6 +436,7 @@ class Link:
                 )
                 try:
                     hello = Hello(
+                        version=version,
                         client_name=options.client_name,
                         token=options.token,
                         max_frame_size=options.max_frame_size,

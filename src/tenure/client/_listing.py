@@ -48,10 +48,9 @@ async def all_nodes(backend: Backend) -> list[str]:
     after = ""
     for _ in range(MAX_PAGES):
         page = await backend.list_nodes(after=after, limit=NAME_PAGE)
-        # (Not "shorter than a page": a server may leave out nodes a token may not see.)
-        if not page:
-            return names
         names += page
+        if len(page) < NAME_PAGE:
+            return names
         after = page[-1]
     raise InvalidArgumentError(f"more than {MAX_PAGES} pages of nodes (MAX_PAGES)")
 

@@ -233,6 +233,10 @@ class Guarded:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if not self._scopes:
+            # Left once already (or never entered): the first exit released it, and a
+            # second one does what a second release() does, nothing.
+            return
         scope = self._scopes.pop()
         try:
             await scope.aexit(exc_type, exc, tb)

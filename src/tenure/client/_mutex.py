@@ -80,7 +80,11 @@ class Mutex:
         tb: TracebackType | None,
     ) -> None:
         task = asyncio.current_task()
-        stack = self._entered[task]
+        stack = self._entered.get(task)
+        if stack is None:
+            # No block of this task is open on the mutex: leaving again does nothing,
+            # as releasing again does.
+            return
         lock = stack.pop()
         if not stack:
             del self._entered[task]

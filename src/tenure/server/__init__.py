@@ -16,7 +16,10 @@ Grouped by concern:
 * :mod:`tenure.server._durability`: the data directory (a write-ahead log with
   snapshots), the engine made durable over it, the directory's lock and instance id;
 * :mod:`tenure.server._config`: the settings of ``tenure serve`` from flags,
-  environment and config file (see docs/operations.md).
+  environment and config file (see docs/operations.md);
+* :mod:`tenure.server._http`: the HTTP endpoint of ``--http-port`` (``/metrics``,
+  ``/healthz``, ``/readyz``; the ``server`` extra), fed through the hooks of
+  :mod:`tenure.server._observe`; :mod:`tenure.server._logs`: the log's formats.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from typing import Final, TypeVar
 
@@ -28,6 +29,7 @@ from tenure._runtime.host import EngineHost
 from tenure.errors import UnavailableError
 from tenure.server._durability.journal import Journal
 from tenure.server._durability.storage import FsyncMode
+from tenure.server._observe import Observer
 
 log = logging.getLogger("tenure.server")
 
@@ -50,7 +52,12 @@ class JournaledEngine(EngineHost):
         on_durable: Callable[[], None],
         on_fatal: Callable[[], None],
         batch_interval: float = BATCH_INTERVAL,
+        slow_commit: float = 0.0,
+        observer: Observer | None = None,
     ) -> None:
+        """``slow_commit``: a commit slower than this many seconds is logged (0: none);
+        ``observer``: told of every command applied, every step's effects and every
+        commit (None: nobody measures)."""
         super().__init__(LoopClock(), engine)
         self.journal = journal
         self.dead = False  # the journal failed: nothing more is applied or acknowledged
@@ -59,6 +66,8 @@ class JournaledEngine(EngineHost):
         self._on_durable = on_durable
         self._on_fatal = on_fatal
         self.batch_interval = batch_interval
+        self.slow_commit = slow_commit
+        self.observer = observer
         self._loop = asyncio.get_running_loop()
         self._dirty = self._unsynced = False
         self._flush_handle: asyncio.Handle | None = None
@@ -78,7 +87,10 @@ class JournaledEngine(EngineHost):
         """
         if self.dead or self.stopped:
             raise UnavailableError("the server is shutting down")
-        return super().execute(command)
+        value = super().execute(command)
+        if self.observer is not None:
+            self.observer.applied(command, value)
+        return value
 
     def request_flush(self) -> None:
         """Have :meth:`flush` run soon (once, however often this is called)."""
@@ -92,7 +104,7 @@ class JournaledEngine(EngineHost):
             return
         if self._dirty:
             try:
-                self.journal.commit()
+                self._commit(self.journal.commit)
                 if self.journal.needs_snapshot(self.engine):
                     fd = self.journal.start_snapshot(self.engine)
                     if fd is not None:  # a child writes it: hear when it is done
@@ -147,6 +159,8 @@ class JournaledEngine(EngineHost):
 
     def _deliver(self, effects: list[Effect]) -> None:
         # Queued by the server, written only after the flush has committed them.
+        if effects and self.observer is not None:
+            self.observer.effects(effects)
         self._deliver_to_server(effects)
 
     def _timer_allowed(self) -> bool:
@@ -161,6 +175,21 @@ class JournaledEngine(EngineHost):
             super()._on_timer()
 
     # -- inside ---------------------------------------------------------------------------
+
+    def _commit(self, commit: Callable[[], None]) -> None:
+        """Run a journal commit, timed: measured, and logged if slower than ``slow_commit``."""
+        started = time.perf_counter()
+        commit()
+        seconds = time.perf_counter() - started
+        if self.observer is not None:
+            self.observer.committed(seconds)
+        if 0 < self.slow_commit < seconds:
+            fields = {
+                "seconds": round(seconds, 6),
+                "slow_commit": self.slow_commit,
+                "fsync": self.journal.data_dir.fsync.value,
+            }
+            log.warning("slow commit", extra={"event": "slow_commit", "fields": fields})
 
     def _log(self, write: Callable[[], None]) -> None:
         try:
@@ -190,6 +219,6 @@ class JournaledEngine(EngineHost):
             if self._unsynced and not (self.dead or self.stopped):
                 self._unsynced = False
                 try:
-                    self.journal.data_dir.commit(sync=True)
+                    self._commit(lambda: self.journal.data_dir.commit(sync=True))
                 except Exception:
                     self._fatal("syncing the journal")

@@ -26,6 +26,7 @@ from tenure.server._config.serve_config import ServeConfig
 from tenure.server._driver import JournaledEngine
 from tenure.server._net.auth import Tokens
 from tenure.server._net.outbox import Connection
+from tenure.server._observe import Observer
 
 ConnT = TypeVar("ConnT", bound=Connection)
 
@@ -37,7 +38,8 @@ class Plug:
     ``send(conn, data)`` queues bytes for ``conn``, written once the next commit is
     on disk; ``attach(session_id)`` routes the effects of an engine session to the
     front end's :meth:`FrontEnd.deliver`, ``forget(session_id)`` drops that route;
-    ``connections()`` is how many client connections the server has open.
+    ``connections()`` is how many client connections the server has open;
+    ``observer`` is told of each request the front end answers (None: not measured).
     """
 
     config: ServeConfig
@@ -47,11 +49,17 @@ class Plug:
     attach: Callable[[int], None]
     forget: Callable[[int], None]
     connections: Callable[[], int]
+    observer: Observer | None = None
 
 
 class FrontEnd(Hashable, Protocol[ConnT]):
     """A front end as the server sees it (module docstring); hashable, as the session
     table routes effects to it."""
+
+    @property
+    def protocol(self) -> str:
+        """The protocol's name, in the server's logs and metrics (``dflockd``)."""
+        ...
 
     @property
     def port(self) -> int:

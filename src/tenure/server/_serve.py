@@ -25,7 +25,7 @@ import contextlib
 import logging
 from typing import Any
 
-from tenure._core import CloseSession, DetachSession, Effect, Engine
+from tenure._core import CloseSession, DetachSession, Effect, Engine, SessionEnded
 from tenure._protocol import GoingAway, Refused, ServerConnection, State
 from tenure.errors import ErrorCode, TenureError
 from tenure.server._config.serve_config import ServeConfig
@@ -36,6 +36,7 @@ from tenure.server._net.accept import READ_LIMIT, AcceptedProtocol, Kind
 from tenure.server._net.gate import Conn, Gate
 from tenure.server._net.native import NativeService
 from tenure.server._net.outbox import Connection, Outboxes
+from tenure.server._observe import Observer
 from tenure.server._session_table import SessionTable
 
 log = logging.getLogger("tenure.server")
@@ -58,7 +59,10 @@ class Server:
         engine: Engine,
         instance_id: bytes,
         front_end: FrontEndFactory | None = None,
+        observer: Observer | None = None,
     ) -> None:
+        """``observer``: told of requests, commands, effects and commits (the metrics of
+        ``--http-port``; None: nobody measures)."""
         self.config = config
         self.instance_id = instance_id
         self.exit_code = 0
@@ -73,13 +77,20 @@ class Server:
             on_durable=self.out.write_out,
             on_fatal=self._on_fatal,
             batch_interval=config.batch_interval,
+            slow_commit=config.slow_commit,
+            observer=observer,
         )
         self._table: SessionTable[Conn | FrontEnd[Any]] = SessionTable(
             max_queued=config.max_queued_pushes
         )
         self._conns: set[Connection] = set()
         self.native = NativeService(
-            self.host, self.gate, self.out, self._table, stopping=lambda: self._stopping
+            self.host,
+            self.gate,
+            self.out,
+            self._table,
+            stopping=lambda: self._stopping,
+            observer=observer,
         )
         plug = Plug(
             config,
@@ -89,6 +100,7 @@ class Server:
             attach=self._attach_to_front_end,
             forget=self._table.forget,
             connections=lambda: len(self._conns),
+            observer=observer,
         )
         self.front_end: FrontEnd[Any] = (front_end or dflockd())(plug)
         self._front_end_listener: asyncio.Server | None = None
@@ -128,6 +140,16 @@ class Server:
             )
         host, port = self._listener.sockets[0].getsockname()[:2]
         return str(host), int(port)
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the server is shutting down, or stopped by a failed journal."""
+        return self._stopping or self.host.dead or self._done.is_set()
+
+    def connections(self) -> dict[str, int]:
+        """The client connections open now, by protocol (``native``, and the front end's)."""
+        native = sum(1 for conn in self._conns if isinstance(conn, Conn))
+        return {"native": native, self.front_end.protocol: len(self._conns) - native}
 
     async def wait(self) -> int:
         """Until the server stopped (signal or fatal error); returns the exit code."""
@@ -256,12 +278,16 @@ class Server:
         fconn = self.front_end.connect(reader, writer, peer)
         self._conns.add(fconn)
         self._idle.clear()
+        protocol, opened_at = self.front_end.protocol, asyncio.get_running_loop().time()
+        fields = {"peer": peer, "protocol": protocol}
+        log.info("connection opened", extra={"event": "connection_opened", "fields": fields})
         try:
             await self.front_end.serve(fconn)
         except OSError:
             pass  # the connection broke: the front end lets go of what it held (dflockd:
             # its waiters, and its grants with auto-release)
         finally:
+            _log_closed(peer, protocol, opened_at)
             self._conns.discard(fconn)
             if not self._conns:
                 self._idle.set()
@@ -273,6 +299,7 @@ class Server:
 
     def _lost(self, conn: Conn) -> None:
         """The connection is over: detach the sessions it still owns, then close it."""
+        _log_closed(conn.peer, "native", conn.opened_at)
         self._conns.discard(conn)
         self.gate.closed(conn)
         if not self._conns:
@@ -301,6 +328,9 @@ class Server:
     # -- effects ------------------------------------------------------------------------
 
     def _deliver(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            if type(effect) is SessionEnded:
+                _log_session_ended(effect)
         routed, overflowed = self._table.route(effects)
         for conn, effect in routed:
             if isinstance(conn, Conn):
@@ -315,3 +345,17 @@ class Server:
         with contextlib.suppress(TenureError):
             self.host.execute(CloseSession(session_id))
             self._table.forget(session_id)
+
+
+def _log_closed(peer: str, protocol: str, opened_at: float) -> None:
+    seconds = round(asyncio.get_running_loop().time() - opened_at, 3)
+    fields = {"peer": peer, "protocol": protocol, "seconds": seconds}
+    log.info("connection closed", extra={"event": "connection_closed", "fields": fields})
+
+
+def _log_session_ended(effect: SessionEnded) -> None:
+    """Log a session the server ended (its recovery window passed, its node was dropped)."""
+    expired = effect.code is ErrorCode.SESSION_EXPIRED
+    fields = {"session_id": effect.session_id, "code": effect.code.name, "why": effect.message}
+    event = "session_expired" if expired else "session_ended"
+    log.info(event.replace("_", " "), extra={"event": event, "fields": fields})

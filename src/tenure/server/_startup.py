@@ -1,7 +1,9 @@
 """``tenure serve`` from start to exit: logging, the data directory, signals.
 
-:func:`run` is what the command line calls. It logs the settings (one JSON line on
-stderr), rebuilds the engine from the data directory, listens, and serves until
+:func:`run` is what the command line calls. It logs the settings (one line on
+stderr, JSON or text as ``--log-format`` says), starts the HTTP endpoint if
+``--http-port`` asks for it (it answers ``/readyz`` 503 until the server serves),
+rebuilds the engine from the data directory, listens, and serves until
 SIGTERM or SIGINT (exit 0) or a fatal disk error (exit 1). Start-up failures (a
 corrupt log, an unusable directory, a port in use) are logged and exit 1; a TLS or
 auth file that stopped loading since the settings were checked exits 2. The log
@@ -12,50 +14,26 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import logging
 import signal
-import sys
 from collections.abc import Callable
-from typing import TextIO
+from typing import TYPE_CHECKING
 
+import tenure
+from tenure._core import Engine
 from tenure.server._config.serve_config import ConfigError, ServeConfig
 from tenure.server._durability.identity import has_state, instance_id, lock_data_dir
 from tenure.server._durability.journal import Journal
 from tenure.server._durability.storage import CorruptLogError, DataDir
+from tenure.server._logs import JsonFormatter as JsonFormatter  # where it used to be
+from tenure.server._logs import setup_logging
 from tenure.server._net.tls import describe
 from tenure.server._serve import Server
 
+if TYPE_CHECKING:  # the server extra: imported only with --http-port
+    from tenure.server._http.endpoint import Endpoint
+
 log = logging.getLogger("tenure.server")
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per log line: time, level, logger, message and any ``fields``."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        """The record as one line of JSON."""
-        out: dict[str, object] = {
-            "ts": round(record.created, 3),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        fields = getattr(record, "fields", None)
-        if isinstance(fields, dict):
-            out.update(fields)
-        if record.exc_info:
-            out["exc"] = self.formatException(record.exc_info)
-        return json.dumps(out, default=str)
-
-
-def setup_logging(stream: TextIO = sys.stderr) -> None:
-    """Send the ``tenure`` loggers to ``stream`` as JSON lines, at INFO and above."""
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(JsonFormatter())
-    root = logging.getLogger("tenure")
-    root.handlers[:] = [handler]
-    root.setLevel(logging.INFO)
-    root.propagate = False
 
 
 async def serve(config: ServeConfig) -> int:
@@ -76,9 +54,55 @@ async def serve(config: ServeConfig) -> int:
 async def _serve_locked(
     config: ServeConfig, journal: Journal, loop: asyncio.AbstractEventLoop
 ) -> int:
+    endpoint: Endpoint | None = None
+    if config.http_address is not None:
+        endpoint = await _start_endpoint(*config.http_address)
+        if endpoint is None:
+            return 1
+    try:
+        return await _recover_and_serve(config, journal, loop, endpoint)
+    finally:
+        if endpoint is not None:
+            await endpoint.stop()
+
+
+async def _start_endpoint(host: str, port: int) -> Endpoint | None:
+    """The HTTP endpoint, listening (None: it cannot, which was logged)."""
+    from tenure.server._http.endpoint import Endpoint  # the server extra: only if asked
+
+    endpoint = Endpoint(tenure.__version__)
+    try:
+        bound = await endpoint.start(host, port)
+    except OSError:
+        log.critical("cannot listen for HTTP on %s:%d", host, port, exc_info=True)
+        return None
+    fields = {"host": bound[0], "port": bound[1], "paths": ["/metrics", "/healthz", "/readyz"]}
+    log.info("http listening", extra={"event": "http_listening", "fields": fields})
+    return endpoint
+
+
+async def _recover(journal: Journal, loop: asyncio.AbstractEventLoop) -> Engine:
+    """Replay the data directory, letting the loop run between steps (the HTTP
+    endpoint answers meanwhile), then put the engine on this process's clock."""
+    for engine in journal.replay():
+        if engine is not None:
+            return journal.resume(engine, loop.time())
+        await asyncio.sleep(0)
+    raise AssertionError("replay() ends with the engine")  # pragma: no cover
+
+
+async def _recover_and_serve(
+    config: ServeConfig,
+    journal: Journal,
+    loop: asyncio.AbstractEventLoop,
+    endpoint: Endpoint | None,
+) -> int:
+    if endpoint is not None:
+        endpoint.recovering()
+        journal.on_snapshot = endpoint.metrics.snapshot_written
     try:
         fresh = not has_state(config.data_dir)
-        engine = journal.open(loop.time())
+        engine = await _recover(journal, loop)
         # The recovered state lives as long as the server: the cyclic collector need
         # not walk its (possibly millions of) objects in every full collection.
         gc.freeze()
@@ -88,7 +112,9 @@ async def _serve_locked(
         journal.abort()
         return 1
     try:
-        server = Server(config, journal, engine, ident)
+        server = Server(
+            config, journal, engine, ident, observer=endpoint.metrics if endpoint else None
+        )
     except ConfigError as error:
         log.critical("%s", error)
         journal.close()
@@ -101,6 +127,8 @@ async def _serve_locked(
         return 1
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, server.stop)
+    if endpoint is not None:
+        endpoint.serving(server)
     fields = {
         "host": host,
         "port": port,
@@ -140,7 +168,7 @@ def loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 def run(config: ServeConfig) -> int:
     """The ``tenure serve`` command: log the settings, serve, return the exit code."""
-    setup_logging()
+    setup_logging(config.log_format)
     log.info("config", extra={"fields": config.fields()})
     try:
         factory = loop_factory(config.event_loop)

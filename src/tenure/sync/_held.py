@@ -114,6 +114,8 @@ class Held:
         self._portal = portal
         self._lost = EndSignal()
         signal.add_callback(self._lost._end)
+        # ``with`` blocks open on it: leaving one more than were entered does nothing.
+        self._blocks_open = 0
 
     @property
     def lost(self) -> EndSignal:
@@ -161,6 +163,7 @@ class Held:
         """Return the object itself (raising the loss error if it was lost already)."""
         self._check_enter()
         self.check()
+        self._blocks_open += 1
         return self
 
     def __exit__(
@@ -169,7 +172,14 @@ class Held:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        """Release or close it; raise the loss error if it was lost while the block ran."""
+        """Release or close it; raise the loss error if it was lost while the block ran.
+
+        Leaving a block that was left already does nothing, as a second release
+        does (the loss error, if any, was raised the first time).
+        """
+        if self._blocks_open == 0:
+            return
+        self._blocks_open -= 1
         self._finish()
         if exc_type is None:
             self.check()

@@ -231,7 +231,11 @@ class Mutex:
         tb: TracebackType | None,
     ) -> None:
         with self._guard:
-            stack = self._entered[threading.get_ident()]
+            stack = self._entered.get(threading.get_ident())
+            if stack is None:
+                # No block of this thread is open on the mutex: leaving again does
+                # nothing, as releasing again does.
+                return
             lock = stack.pop()
             if not stack:
                 del self._entered[threading.get_ident()]

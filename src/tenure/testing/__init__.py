@@ -3,6 +3,8 @@
 * :class:`FakeClock` drives ``memory://`` expiry without sleeping.
 * :func:`disconnect` / :func:`reconnect` make a ``memory://`` session behave as
   if its connection dropped or came back, so its recovery window can run out.
+* :class:`Cable` does it for real against a server: a TCP forwarder between a
+  client and its server, unplugged on demand.
 * :mod:`tenure.testing.conformance` is the conformance kit: the API suite every
   backend must pass, runnable against any URL from an installed
   ``tenure[testing]``::
@@ -15,7 +17,8 @@
 
 from __future__ import annotations
 
+from tenure.testing._cable import Cable
 from tenure.testing._clock import FakeClock
 from tenure.testing._connection import disconnect, reconnect
 
-__all__ = ["FakeClock", "disconnect", "reconnect"]
+__all__ = ["Cable", "FakeClock", "disconnect", "reconnect"]

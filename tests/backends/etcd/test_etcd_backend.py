@@ -44,7 +44,9 @@ async def test_the_key_layout(etcd_url: str) -> None:
                 b"n/app%2F1/s/pool/rec",
                 request,
             }
-            assert msgpack.unpackb(keys[request].value) == {"count": 2, "data": b"", "g": True}
+            value = msgpack.unpackb(keys[request].value)
+            assert isinstance(value.pop("at"), float)  # when, by the granting client's clock
+            assert value == {"count": 2, "data": b"", "g": True}
             assert int(keys[request].create_revision) == lease.token
             # Requests, grants and the session record live on the session's lease.
             for key in (b"n/app%2F1/sess/" + sid, request):
@@ -61,6 +63,7 @@ async def test_the_key_layout(etcd_url: str) -> None:
             grant = keys[b"n/app%2F1/s/pool/g/" + osid + b"-00000000"]
             assert int(grant.create_revision) == second.token
             assert int(grant.lease) == other.id
+            assert set(msgpack.unpackb(grant.value)) == {"at"}  # when it was granted
             await second.release()
             await other.close()
         assert set(await _keys(_backend(client))) == {b"n/app%2F1/cfg", b"n/app%2F1/s/pool/rec"}

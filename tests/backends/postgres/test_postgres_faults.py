@@ -362,3 +362,44 @@ async def test_a_release_on_a_stalled_link_ends_with_the_session(
         look = await observer.session("n")
         taken = await look.mutex("m").lock(timeout=10)
         assert taken.token > lock.token
+
+
+async def test_a_grant_made_while_the_holds_were_read_is_not_declared_lost(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the fault suite (network): a lease TTL of the session ran out, its
+    client read back its holds, and a grant made while that read was on its way was
+    missing from the answer: it was declared lost, its hold number reused, and the
+    next acquire of the mutex restated the owner row, old token and all. Here the
+    read's answer is held back (the database answered it before the grant) until the
+    grant is in."""
+    from tenure.backends.postgres import PgBackend
+    from tenure.backends.postgres._session import PgSession
+
+    answered = asyncio.Event()
+    go_on = asyncio.Event()
+    real_call = PgSession.call
+
+    async def call(self: PgSession, function: str, *args: object, idempotent: bool = True) -> Any:
+        value = await real_call(self, function, *args, idempotent=idempotent)
+        if function == "holds" and not go_on.is_set():
+            answered.set()
+            await go_on.wait()  # the answer is late: the grant below comes first
+        return value
+
+    monkeypatch.setattr(PgSession, "call", call)
+    async with tenure.connect(pg_url) as client:
+        await client.create_node("n")
+        session = await client.session("n")
+        backend = client.backend
+        assert isinstance(backend, PgBackend)
+        backend_session = backend.sessions[session.id]
+        backend_session.spawn(backend_session.check_holds(None))
+        await asyncio.wait_for(answered.wait(), 5)
+        lock = await session.mutex("m").lock()
+        go_on.set()
+        await asyncio.sleep(0.3)  # the read's answer is judged now
+        assert lock.held
+        await lock.release()
+        again = await session.mutex("m").lock()
+        assert again.token > lock.token

@@ -13,14 +13,21 @@ import msgpack
 import pytest
 
 from tenure._core import (
+    MAX_COUNT,
+    Acquire,
     AttachSession,
     Command,
     CreateNode,
     CreateSession,
     Engine,
+    KillSession,
+    ListNodes,
+    ListSemaphores,
+    ListSessions,
     NodeConfig,
 )
 from tenure._core.snapshot import Plain, dump, load, resume
+from tenure._core.values import ClientIdentity
 from tenure.errors import TenureError
 from tenure.server import CorruptLogError, DataDir, FsyncMode
 from tenure.server._durability.identity import lock_data_dir
@@ -207,6 +214,42 @@ def test_semaphore_commands_logged_before_holds_replay_as_hold_zero(tmp_path: Pa
 
 
 # -- restarts, and snapshots written by a forked child --------------------------------
+
+
+def test_a_session_logged_before_identities_replays_without_one(tmp_path: Path) -> None:
+    """CreateSession was ``[10, node, key, timeout, description]`` before protocol version 2."""
+    journal = Journal(DataDir(tmp_path))
+    engine = journal.open(0.0)
+    step(engine, journal, CreateNode("n"), 0.0)
+    journal.data_dir.append(msgpack.packb([1, 1.0, [10, "n", KEY, 30.0, "old worker"]]))
+    journal.commit()
+    journal.abort()
+    restarted = reopen(tmp_path, 100.0)
+    [session] = restarted.sessions.values()
+    assert (session.description, session.identity) == ("old worker", ClientIdentity())
+
+
+def test_identities_and_kills_are_logged_and_replayed(tmp_path: Path) -> None:
+    journal = Journal(DataDir(tmp_path))
+    engine = journal.open(0.0)
+    who = ClientIdentity("host-a", 7, "worker")
+    step(engine, journal, CreateNode("n", NodeConfig(lock_delay=5.0)), 0.0)
+    step(engine, journal, CreateSession("n", KEY, 30.0, "kept", who), 1.0)
+    step(engine, journal, CreateSession("n", KEY, 30.0, "killed", who), 2.0)
+    step(engine, journal, Acquire(2, "m", MAX_COUNT, request_id=1, ephemeral=True), 3.0)
+    step(engine, journal, KillSession("n", 2), 4.0)
+    reference = reference_after_restart(engine, 100.0)
+    size = sum(p.stat().st_size for p in tmp_path.glob("wal-*.log"))
+    for listing in (ListNodes(), ListSemaphores("n"), ListSessions("n")):
+        step(engine, journal, listing, 4.0)  # read-only: not logged
+    assert sum(p.stat().st_size for p in tmp_path.glob("wal-*.log")) == size
+    journal.abort()
+    restarted = reopen(tmp_path, 100.0)
+    assert comparable(restarted) == reference
+    [kept] = restarted.sessions.values()
+    assert (kept.description, kept.identity) == ("kept", who)
+    # The killed session's mutex is in lock-delay, as after an expiry.
+    assert restarted.nodes["n"].semaphores["m"].blocked_until > 0
 
 
 def fill(engine: Engine, journal: Journal, rng: random.Random, now: float, steps: int) -> float:

@@ -24,6 +24,10 @@ from tenure._core import (
     DescribeSession,
     DetachSession,
     DropNode,
+    KillSession,
+    ListNodes,
+    ListSemaphores,
+    ListSessions,
     Release,
     ResumeSession,
     UpdateSemaphore,
@@ -101,6 +105,9 @@ def test_read_only_and_read_write_commands() -> None:
         DescribeSemaphore(1, "m", watch_data=True),
         DescribeSession(1),
         CancelWatch(1, 5),
+        ListNodes(),
+        ListSemaphores("n"),
+        ListSessions("n"),
     ):
         assert denial(reader, allowed, "n") is None
         assert denial(writer, allowed, "n") is None
@@ -112,12 +119,13 @@ def test_read_only_and_read_write_commands() -> None:
         CreateNode("n"),
         AlterNode("n", {}),
         DropNode("n"),
+        KillSession("n", 1),
     ):
         why = denial(reader, write, "n")
         assert why == f"token 'r' is read-only: it may not send {type(write).__name__} on node 'n'"
         assert denial(writer, write, "n") is None
-    assert len(READ_ONLY_COMMANDS) == 9
-    assert len(READ_WRITE_COMMANDS) == 19
+    assert len(READ_ONLY_COMMANDS) == 12
+    assert len(READ_WRITE_COMMANDS) == 23
 
 
 def test_node_patterns() -> None:

@@ -41,15 +41,24 @@ import collections
 import contextlib
 import math
 import secrets
+import time
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from aetcd.rpc import rpc_pb2
 
-from tenure._core.values import NodeConfig, NodeDescription, check_description
+from tenure._core.values import (
+    NO_IDENTITY,
+    ClientIdentity,
+    NodeConfig,
+    NodeDescription,
+    check_description,
+    check_identity,
+)
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends._joins import JoinLocks
-from tenure.backends.etcd import _resume
+from tenure.backends._store_listing import ListingModule, StoreListings
+from tenure.backends.etcd import _listing, _resume
 from tenure.backends.etcd._conn import Connection, LeaseNotFoundError
 from tenure.backends.etcd._feed import Feed
 from tenure.backends.etcd._keys import (
@@ -65,7 +74,7 @@ from tenure.backends.etcd._keys import (
 )
 from tenure.backends.etcd._node import NodeView, config_of, read_config
 from tenure.backends.etcd._queue import SemState
-from tenure.backends.etcd._record import key_digest
+from tenure.backends.etcd._record import identity_fields, key_digest
 from tenure.backends.etcd._session import EtcdSession
 from tenure.backends.etcd._streams import KeepAlive, Watcher, WatchHub
 from tenure.backends.etcd._url import parse_url
@@ -121,8 +130,10 @@ def _config_value(config: NodeConfig) -> bytes:
     return encode(fields)
 
 
-class EtcdBackend:
+class EtcdBackend(StoreListings):
     """A backend whose state lives in etcd."""
+
+    listing: ClassVar[ListingModule] = _listing  # its listings (StoreListings)
 
     def __init__(self, conn: Connection, layout: Layout) -> None:
         self.conn = conn
@@ -308,6 +319,7 @@ class EtcdBackend:
         description: str,
         listener: SessionListener,
         resume: SessionTicket | None = None,
+        identity: ClientIdentity = NO_IDENTITY,
     ) -> EtcdSession:
         """Open a session: grant a lease, put the session's record on it.
 
@@ -320,9 +332,10 @@ class EtcdBackend:
             check_ticket(resume, "etcd", node)
             return await _resume.resume(self, node, resume, listener)
         check_description(description)
+        check_identity(identity)
         view = await self.view(node)
         try:
-            return await self._open_session(node, view, timeout, description, listener)
+            return await self._open_session(node, view, timeout, description, listener, identity)
         except BaseException:
             self.release_view(view)
             raise
@@ -334,9 +347,11 @@ class EtcdBackend:
         timeout: float | None,
         description: str,
         listener: SessionListener,
+        identity: ClientIdentity,
     ) -> EtcdSession:
         sessions, config_key = self.layout.sessions(node), self.layout.config(node)
         secret, owner = secrets.token_bytes(16), secrets.token_bytes(8)
+        created_at = time.time()
         lease_id = 0
         try:
             while True:
@@ -355,6 +370,8 @@ class EtcdBackend:
                         "seq": 1,
                         "key": key_digest(secret),
                         "owner": owner,
+                        # When, by this client's clock (etcd has none to offer).
+                        **identity_fields(identity, created_at),
                     }
                 )
                 # Put the record and count the node's sessions with it, at one revision:
@@ -396,6 +413,8 @@ class EtcdBackend:
             window=window,
             secret=secret,
             owner=owner,
+            identity=identity,
+            created_at=created_at,
         )
         self.sessions[lease_id] = session
         self.keepalive.add(session)

@@ -38,6 +38,7 @@ token; if it times out or is cancelled, only the new request goes.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from tenure._core.values import MAX_COUNT, check_data
@@ -128,7 +129,9 @@ async def _join(
             await s.config()  # the view may lag a change: refuse on the settings now
             fresh = True
             continue
-        value = encode({"count": count, "data": data})
+        # When the request is made, by this client's clock (etcd has none to offer).
+        now = time.time()
+        value = encode({"count": count, "data": data, "at": now})
         guess = state.revision == 0
         old = None
         if guess:
@@ -147,9 +150,14 @@ async def _join(
                 )
             old = state.held((s.lease_id, hold)) if place in s.held else None
             if old is not None and count <= old.count:
-                # Restate in place: same key (a put keeps its create_revision), same grant.
+                # Restate in place: same key (a put keeps its create_revision), same
+                # grant, same times.
+                kept: dict[str, object] = {"count": count, "data": data}
+                if old.at is not None:
+                    kept["at"] = old.at
                 if old.at_once:
-                    value = encode({"count": count, "data": data, "g": True})
+                    kept["g"] = True
+                value = encode(kept)
                 key = queue + old.suffix
                 reply = await s.txn(
                     [compare_create(key, old.created)], [put(key, value, s.lease_id)], []
@@ -187,7 +195,7 @@ async def _join(
             add_compare_created_before(request.compare, queue, state.revision + 1)
             # The request says it is granted: one key, whose create_revision (this
             # Txn's revision) is the token, as a grant key's would be.
-            granted_value = encode({"count": count, "data": data, "g": True})
+            granted_value = encode({"count": count, "data": data, "g": True, "at": now})
             add_put(request.success, queue + suffix, granted_value, s.lease_id)
             if old is not None:  # an upgrade replaces the hold: its old keys go
                 add_delete(request.success, queue + old.suffix)

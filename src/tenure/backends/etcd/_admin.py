@@ -25,6 +25,7 @@ from tenure.backends.etcd._keys import (
     put,
 )
 from tenure.backends.etcd._watch import EtcdWatch
+from tenure.backends.etcd._who import identified
 from tenure.errors import (
     AlreadyExistsError,
     LimitExceededError,
@@ -127,7 +128,9 @@ async def describe_semaphore(
     state = await s.read(name)
     if not state.exists:
         raise NotFoundError(f"semaphore {name!r} does not exist")
-    return state.describe(owners=owners, waiters=waiters)
+    return await identified(
+        s.conn, s.layout, s.node, state.describe(owners=owners, waiters=waiters)
+    )
 
 
 async def watch_semaphore(

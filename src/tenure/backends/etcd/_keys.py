@@ -6,12 +6,19 @@ never a prefix of another's keys and each node, semaphore and queue is one range
 
     P n/<node>/cfg                         the NodeConfig (no lease)
     P n/<node>/gone/<name>                 a forced delete's marker (put, then deleted)
+    P n/<node>/kill/<sid>                  why kill_session ended a session (on a lease of
+                                           an hour of its own: its client reads it late)
     P n/<node>/sess/<sid>                  a session (on its lease): description, window, seq,
-                                           key (its secret's SHA-256), owner (its client now)
+                                           key (its secret's SHA-256), owner (its client now),
+                                           its client's identity and when it was opened
     P n/<node>/s/<name>/rec                a persistent semaphore: limit, data (no lease)
-    P n/<node>/s/<name>/q/<sid>-<hold>[+]  a request or hold (on the session's lease): count, data
-                                           (and g: true if granted by the Txn that made it)
-    P n/<node>/s/<name>/g/<sid>-<hold>[+]  the grant of a request that waited (same lease; empty)
+    P n/<node>/s/<name>/q/<sid>-<hold>[+]  a request or hold (on the session's lease): count, data,
+                                           at (when made; g: true if granted by the Txn that
+                                           made it)
+    P n/<node>/s/<name>/g/<sid>-<hold>[+]  the grant of a request that waited (same lease): at
+
+``at`` is a UNIX time by the clock of the client that wrote the key (etcd has no
+clock of its own to offer); keys written before tenure 0.14 have none.
 
 Keeping a node's keys under one range makes dropping it one delete, and a
 semaphore's keys under one range makes one Range read (at one revision) and one
@@ -99,9 +106,18 @@ class Layout:
         return self.gone(node) + _escape(name).encode()
 
     @staticmethod
+    def escape(name: str) -> str:
+        """A name as its keys spell it (%-encoded; of a prefix, a prefix)."""
+        return _escape(name)
+
+    @staticmethod
     def unescape(escaped: str) -> str:
         """The name a key part stands for."""
         return unquote(escaped)
+
+    def killed(self, node: str, sid: int) -> bytes:
+        """Why kill_session ended session ``sid`` (read by its client when it finds it gone)."""
+        return self.node(node) + f"kill/{sid:016x}".encode()
 
     def sessions(self, node: str) -> bytes:
         """The range of the node's session records."""

@@ -48,6 +48,7 @@ def _entry(suffix: bytes, kv: Any) -> Entry:
         value = decode(kv.value)
         sid, hold, upgrade = parse_suffix(suffix)
         created, at_once = int(kv.create_revision), bool(value.get("g"))
+        at = _time(value.get("at"))
         return Entry(
             suffix,
             sid,
@@ -58,9 +59,24 @@ def _entry(suffix: bytes, kv: Any) -> Entry:
             created,
             created if at_once else 0,
             at_once,
+            at,
+            at if at_once else None,
         )
     except (KeyError, TypeError, ValueError) as error:
         raise _foreign(kv, error) from None
+
+
+def _time(value: object) -> float | None:
+    """A key's ``at`` (None: written before times were kept)."""
+    return float(value) if isinstance(value, int | float) else None
+
+
+def grant_time(kv: Any) -> float | None:
+    """When a grant key's grant was made (its value's ``at``; None if empty or foreign)."""
+    try:
+        return _time(decode(kv.value).get("at")) if kv.value else None
+    except ValueError:
+        return None
 
 
 def _foreign(kv: Any, error: Exception) -> ProtocolError:
@@ -94,6 +110,10 @@ class Entry:
     granted: int = 0  # the grant's revision (its fencing token), or 0
     #: Granted by the Txn that made the request (its value says so; no grant key).
     at_once: bool = False
+    #: When the request was made, and when it was granted (UNIX seconds by the clock
+    #: of the client that wrote the key; None if it was written before times were kept).
+    at: float | None = None
+    granted_at: float | None = None
 
     @property
     def place(self) -> tuple[int, int]:
@@ -116,7 +136,7 @@ class SemState:
     def parse(cls, name: str, prefix: bytes, kvs: Any, revision: int) -> SemState:
         """The state from a Range of the semaphore's prefix ``prefix``."""
         state = cls(name, revision)
-        grants: dict[bytes, int] = {}
+        grants: dict[bytes, Any] = {}
         for kv in kvs:
             rest = bytes(kv.key)[len(prefix) :]
             if rest == b"rec":
@@ -124,9 +144,11 @@ class SemState:
             elif rest.startswith(b"q/"):
                 state.entries.append(_entry(rest[2:], kv))
             elif rest.startswith(b"g/"):
-                grants[rest[2:]] = int(kv.create_revision)
+                grants[rest[2:]] = kv
         for entry in state.entries:
-            entry.granted = grants.get(entry.suffix, entry.granted)
+            grant = grants.get(entry.suffix)
+            if grant is not None:
+                entry.granted, entry.granted_at = int(grant.create_revision), grant_time(grant)
         state.entries.sort(key=lambda e: e.created)
         return state
 
@@ -160,7 +182,7 @@ class SemState:
                     if entry is not None:
                         self.entries.remove(entry)
                 elif entry is not None and entry.created == int(kv.create_revision):
-                    value = decode(kv.value)  # restated in place
+                    value = decode(kv.value)  # restated in place (its times kept)
                     entry.count, entry.data = int(value["count"]), bytes(value["data"])
                 else:
                     if entry is not None:
@@ -170,6 +192,7 @@ class SemState:
                 entry = self.entry(rest[2:])
                 if entry is not None:
                     entry.granted = 0 if deleted else int(kv.create_revision)
+                    entry.granted_at = None if deleted else grant_time(kv)
             self.revision = max(self.revision, int(kv.mod_revision))
 
     def fits_at_tail(self, count: int, replacing: Entry | None = None) -> bool:
@@ -246,10 +269,12 @@ class SemState:
             count=sum(e.count for e in held),
             data=self.data,
             ephemeral=not self.record,
-            owners=tuple(OwnerInfo(e.sid, e.count, e.data, e.granted) for e in held)
+            owners=tuple(
+                OwnerInfo(e.sid, e.count, e.data, e.granted, since=e.granted_at) for e in held
+            )
             if owners
             else (),
-            waiters=tuple(WaiterInfo(e.sid, e.count, e.data) for e in self.waiters())
+            waiters=tuple(WaiterInfo(e.sid, e.count, e.data, since=e.at) for e in self.waiters())
             if waiters
             else (),
         )

@@ -2,8 +2,10 @@
 
 ``n/<node>/sess/<sid>``, on the session's lease, keeps the description, the window,
 ``seq`` (bumped by each re-attach and each resume), ``key`` (the SHA-256 of the
-session's secret: the ticket carries the secret) and ``owner`` (a random id of the
-client object that owns the session now). Every mutating Txn of the session
+session's secret: the ticket carries the secret), ``owner`` (a random id of the
+client object that owns the session now), its client's identity (``host``,
+``pid``, ``name``) and ``at``, when it was opened (UNIX seconds by the opening
+client's clock: etcd has none to offer). Every mutating Txn of the session
 compares the record's mod_revision with its own last bump's, so a replaced
 connection, or a previous owner after a resume, cannot act. A previous owner that
 sees a record it did not write knows it was fenced off.
@@ -17,13 +19,23 @@ from typing import TYPE_CHECKING, Any
 
 from aetcd.rpc import rpc_pb2
 
+from tenure._core.values import ClientIdentity
 from tenure.backends.etcd._keys import compare_mod, decode, delete, encode, get, put
 from tenure.errors import TenureError
 
 if TYPE_CHECKING:
     from tenure.backends.etcd._session import EtcdSession
 
-__all__ = ["adopt", "key_digest", "let_go", "owns", "reattach", "record_value"]
+__all__ = [
+    "adopt",
+    "identity_fields",
+    "identity_of",
+    "key_digest",
+    "let_go",
+    "owns",
+    "reattach",
+    "record_value",
+]
 
 #: Tries at a Txn on the record after a bump of ours whose answer was lost.
 ATTEMPTS = 3
@@ -43,7 +55,32 @@ def record_value(s: EtcdSession, seq: int) -> bytes:
             "seq": seq,
             "key": key_digest(s.secret),
             "owner": s.owner,
+            **identity_fields(s.identity, s.created_at),
         }
+    )
+
+
+def identity_fields(identity: ClientIdentity, created_at: float | None) -> dict[str, Any]:
+    """What the record keeps of its client's identity and of when it was opened."""
+    fields: dict[str, Any] = {"host": identity.host, "pid": identity.pid, "name": identity.name}
+    if created_at is not None:
+        fields["at"] = created_at
+    return fields
+
+
+def identity_of(value: dict[str, Any]) -> tuple[str, ClientIdentity, float | None]:
+    """A record's description, identity and creation time (defaults for a record written
+    before tenure 0.14 kept them, or one that is not tenure's)."""
+
+    def text(key: str) -> str:
+        found = value.get(key)
+        return found if isinstance(found, str) else ""
+
+    pid, at = value.get("pid"), value.get("at")
+    return (
+        text("description"),
+        ClientIdentity(text("host"), pid if type(pid) is int and pid >= 0 else 0, text("name")),
+        float(at) if isinstance(at, int | float) else None,
     )
 
 

@@ -34,7 +34,7 @@ from aetcd.rpc import rpc_pb2
 from tenure.backends._base import SessionListener, SessionTicket
 from tenure.backends.etcd._keys import add_delete, compare_mod, decode, encode, get, put
 from tenure.backends.etcd._queue import Held
-from tenure.backends.etcd._record import key_digest
+from tenure.backends.etcd._record import identity_of, key_digest
 from tenure.backends.etcd._session import EtcdSession
 from tenure.errors import SessionExpiredError, UnavailableError
 
@@ -111,6 +111,7 @@ async def _take(
         raise UnavailableError(
             f"session {sid}'s record kept changing while it was being resumed; try again"
         )
+    description, identity, created_at = identity_of(value)
     ttl = int(lease.grantedTTL)
     renewed_at = await _renew_now(backend, sid, ttl, gone)
     return EtcdSession(
@@ -124,10 +125,12 @@ async def _take(
         view=view,
         confirmed_at=renewed_at,
         seq=seq,
-        description=str(value.get("description", "")),
+        description=description,
         window=float(value.get("window", ttl)),
         secret=ticket.secret,
         owner=owner,
+        identity=identity,
+        created_at=created_at,
     )
 
 

@@ -45,8 +45,9 @@ from typing import TYPE_CHECKING, Any
 
 from aetcd.rpc import rpc_pb2
 
-from tenure._core.values import NodeConfig, SemaphoreDescription
+from tenure._core.values import NO_IDENTITY, ClientIdentity, NodeConfig, SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant, SessionListener, SessionTicket
+from tenure.backends._store_listing import killed_message
 from tenure.backends._store_session import StoreSession
 from tenure.backends.etcd import _acquire, _admin, _holds, _record
 from tenure.backends.etcd._keys import (
@@ -97,6 +98,8 @@ class EtcdSession(StoreSession[Held]):
         secret: bytes,
         owner: bytes,
         record_created: int | None = None,
+        identity: ClientIdentity = NO_IDENTITY,
+        created_at: float | None = None,
     ) -> None:
         self.log = log
         self.backend = backend
@@ -108,6 +111,9 @@ class EtcdSession(StoreSession[Held]):
         self.ttl = ttl
         self.window = window
         self.description = description
+        #: Who runs the client that opened it, and when (its record keeps both).
+        self.identity = identity
+        self.created_at = created_at
         #: Who hears of losses (the public session).
         self.listener = listener
         self.record_key = self.layout.session(node, lease_id)
@@ -189,7 +195,14 @@ class EtcdSession(StoreSession[Held]):
         """The session's record or lease is gone: lose it, as dropped or as expired."""
         if self.ended is not None:
             return
-        reply = await self.conn.txn([], [get(self.record_key), get(self.layout.config(self.node))])
+        reply = await self.conn.txn(
+            [],
+            [
+                get(self.record_key),
+                get(self.layout.config(self.node)),
+                get(self.layout.killed(self.node, self.lease_id)),
+            ],
+        )
         record, config = reply.responses[0].response_range, reply.responses[1].response_range
         if record.kvs and int(record.kvs[0].create_revision) == self.record_created:
             if not _record.owns(self, record.kvs[0]):
@@ -197,6 +210,8 @@ class EtcdSession(StoreSession[Held]):
             return  # alive after all
         if not config.kvs or int(config.kvs[0].create_revision) != self.node_rev:
             self.dropped()
+        elif reply.responses[2].response_range.kvs:  # kill_session's marker
+            self.lose(SessionExpiredError(killed_message(self.lease_id)))
         else:
             self.lose(SessionExpiredError(f"session {self.lease_id}: its etcd lease expired"))
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import TYPE_CHECKING, Any
 
 from tenure.backends._base import Grant
@@ -37,6 +38,7 @@ from tenure.backends.etcd._keys import (
     add_delete,
     add_get_prefix,
     add_put,
+    encode,
     parse_suffix,
     range_request,
 )
@@ -140,7 +142,8 @@ async def _grant(
     # must not put the grant a second time (the token would then be the retry's
     # revision, not the grant key's create_revision).
     add_compare_create(request.compare, grants + entry.suffix, 0)
-    add_put(request.success, grants + entry.suffix, b"", s.lease_id)
+    # When it was granted, by this client's clock (etcd has none to offer).
+    add_put(request.success, grants + entry.suffix, encode({"at": time.time()}), s.lease_id)
     if old is not None:  # an upgrade replaces the hold: its old request and grant go
         add_delete(request.success, queue + old.suffix)
         add_delete(request.success, grants + old.suffix)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._readback import ReadbackWatch, first_of
+from tenure.backends.etcd._who import identified
 
 if TYPE_CHECKING:
     from tenure.backends.etcd._session import EtcdSession
@@ -43,13 +44,14 @@ class EtcdWatch(ReadbackWatch):
         prefix = self._session.layout.semaphore(self._session.node, self._name)
         self._watcher = self._session.backend.watch_range(prefix, state.revision + 1)
         self._session.watches += 1
-        return self._describe(state)
+        return await self._describe(state)
 
-    def _describe(self, state: Any) -> SemaphoreDescription:
+    async def _describe(self, state: Any) -> SemaphoreDescription:
         description: SemaphoreDescription = state.describe(
             owners=self._owners, waiters=self._waiters
         )
-        return description
+        session = self._session
+        return await identified(session.conn, session.layout, session.node, description)
 
     async def _wait(self) -> None:
         assert self._watcher is not None
@@ -64,7 +66,7 @@ class EtcdWatch(ReadbackWatch):
         state = await session.read(self._name)
         if reset:
             watcher.restart(state.revision + 1)
-        return self._describe(state)
+        return await self._describe(state)
 
     async def _disarm(self) -> None:
         if self._watcher is not None:

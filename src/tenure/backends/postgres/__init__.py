@@ -38,14 +38,23 @@ import dataclasses
 import json
 import secrets
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from tenure._core.values import NodeConfig, NodeDescription, check_description
+from tenure._core.values import (
+    NO_IDENTITY,
+    ClientIdentity,
+    NodeConfig,
+    NodeDescription,
+    check_description,
+    check_identity,
+)
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends._joins import JoinLocks
+from tenure.backends._store_listing import ListingModule, StoreListings
+from tenure.backends.postgres import _listing
 from tenure.backends.postgres._calls import Caller
 from tenure.backends.postgres._listen import Listener, channel
 from tenure.backends.postgres._migrate import migrate
@@ -95,8 +104,10 @@ def config_of(value: Mapping[str, Any]) -> NodeConfig:
     return NodeConfig(**fields)
 
 
-class PgBackend:
+class PgBackend(StoreListings):
     """A backend whose state lives in PostgreSQL (module docstring)."""
+
+    listing: ClassVar[ListingModule] = _listing  # its listings (StoreListings)
 
     def __init__(
         self,
@@ -181,6 +192,7 @@ class PgBackend:
         description: str,
         listener: SessionListener,
         resume: SessionTicket | None = None,
+        identity: ClientIdentity = NO_IDENTITY,
     ) -> PgSession:
         """Open a session: its row, its heartbeat, its node's channel; or, with
         ``resume``, take the ticket's live session back (``resume_session``: its
@@ -191,13 +203,16 @@ class PgBackend:
             check_ticket(resume, SCHEME, node)
             return await self._resume(node, resume, listener)
         check_description(description)
+        check_identity(identity)
         await self.listener.listen(node)
         self.reaper.add(node)
         try:
             secret = secrets.token_bytes(16)
             sent_at = asyncio.get_running_loop().time()
             answer = await self.caller.call(
-                "open_session", [node, secret, timeout, description], idempotent=False
+                "open_session",
+                [node, secret, timeout, description, identity.host, identity.pid, identity.name],
+                idempotent=False,
             )
         except BaseException:
             self.reaper.remove(node)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tenure._core.values import OwnerInfo, SemaphoreDescription, WaiterInfo
+from tenure._core.values import ClientIdentity, OwnerInfo, SemaphoreDescription, WaiterInfo
 from tenure.backends.postgres._watch import PgWatch
 from tenure.errors import LimitExceededError, UnsupportedError
 
@@ -36,7 +36,7 @@ async def read(
     s.check_alive()
     within = s.retry_window()
     answer = await s.caller.call(
-        "describe_semaphore", [s.node, name, owners, waiters, missing_ok], within=within
+        "describe_semaphore", [s.node, name, owners, waiters, missing_ok, True], within=within
     )
     s.check_alive()
     return describe_of(name, answer)
@@ -61,6 +61,11 @@ async def watch_semaphore(
     return watch
 
 
+def _identity(host: str | None, pid: int | None, name: str | None) -> ClientIdentity:
+    # A session that ended since the row was read is gone from the join: no identity.
+    return ClientIdentity(host or "", int(pid or 0), name or "")
+
+
 def describe_of(name: str, answer: Any) -> SemaphoreDescription:
     """A SemaphoreDescription from ``describe_semaphore``'s jsonb (None: missing)."""
     if answer is None:
@@ -72,11 +77,27 @@ def describe_of(name: str, answer: Any) -> SemaphoreDescription:
         data=bytes.fromhex(answer["data"]),
         ephemeral=bool(answer["ephemeral"]),
         owners=tuple(
-            OwnerInfo(int(sid), int(count), bytes.fromhex(data), int(token))
-            for sid, count, data, token in answer["owners"] or ()
+            OwnerInfo(
+                int(sid),
+                int(count),
+                bytes.fromhex(data),
+                int(token),
+                description or "",
+                _identity(host, pid, client),
+                None if since is None else float(since),
+            )
+            for sid, count, data, token, since, description, host, pid, client in answer["owners"]
+            or ()
         ),
         waiters=tuple(
-            WaiterInfo(int(sid), int(count), bytes.fromhex(data))
-            for sid, count, data in answer["waiters"] or ()
+            WaiterInfo(
+                int(sid),
+                int(count),
+                bytes.fromhex(data),
+                description or "",
+                _identity(host, pid, client),
+                None if since is None else float(since),
+            )
+            for sid, count, data, since, description, host, pid, client in answer["waiters"] or ()
         ),
     )

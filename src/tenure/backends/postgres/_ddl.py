@@ -10,16 +10,19 @@ Layout (in the schema ``?schema=`` names, default ``tenure``):
   hands numbers out of commit order) and are persisted with the grant.
 * ``nodes``: a node's settings (``config``, jsonb of NodeConfig) and ``version``.
 * ``sessions``: one row per session: its secret, ``seq`` (the fence a resume bumps),
-  window, and ``deadline`` (``clock_timestamp()`` + window at the last heartbeat).
-  ``ended`` says why one ended (expired, closed, dropped); ended rows are kept an
-  hour, so a late client hears why, then deleted.
+  window, and ``deadline`` (``clock_timestamp()`` + window at the last heartbeat);
+  its client's identity (``host``, ``pid``, ``client_name``) and ``created_at``
+  (version 2; NULL for a session opened before). ``ended`` says why one ended
+  (expired, closed, dropped, killed by an operator); ended rows are kept an hour,
+  so a late client hears why, then deleted.
 * ``semaphores``: limit (numeric: up to 2**64-1), data, ephemeral, and
   ``blocked_until`` (lock-delay: no grant before it, by the database's clock).
 * ``owners``: a hold (session, hold number): count, data, token, the request id
   that made or last restated it (a retried call finds its own work done), and its
-  lease TTL and deadline (the node's ``default_lease``; NULL: as long as the session).
+  lease TTL and deadline (the node's ``default_lease``; NULL: as long as the session),
+  and ``granted_at`` (version 2; NULL for a grant made before).
 * ``waiters``: a queued request: ``arrival`` (service order), ``deadline`` (the
-  acquire timeout, by the database's clock), request id.
+  acquire timeout, by the database's clock), request id, ``queued_at`` (version 2).
 * ``outcomes``: how a waiter ended without its client (timed out by another
   client's reap, or its semaphore deleted), until its client reads it.
 
@@ -37,7 +40,10 @@ from typing import Final
 __all__ = ["HELPERS", "SCHEMA_VERSION", "TABLES"]
 
 #: The version these statements create; a database with a newer one is refused.
-SCHEMA_VERSION: Final = 1
+#: Version 2 (tenure 0.14) added the identity and times of sessions, grants and waits,
+#: and the listings' indexes: a version-1 schema is upgraded in place (columns added,
+#: NULL where the time is not known).
+SCHEMA_VERSION: Final = 2
 
 TABLES: Final = r"""
 CREATE TABLE IF NOT EXISTS @S.meta (
@@ -116,6 +122,17 @@ CREATE TABLE IF NOT EXISTS @S.waiters (
 CREATE INDEX IF NOT EXISTS waiters_queue ON @S.waiters (node, name, arrival);
 CREATE INDEX IF NOT EXISTS waiters_sid ON @S.waiters (sid);
 CREATE INDEX IF NOT EXISTS waiters_due ON @S.waiters (node, deadline) WHERE deadline IS NOT NULL;
+-- Version 2: who runs each session's client, and when things happened (database time).
+ALTER TABLE @S.sessions ADD COLUMN IF NOT EXISTS host text NOT NULL DEFAULT '';
+ALTER TABLE @S.sessions ADD COLUMN IF NOT EXISTS pid bigint NOT NULL DEFAULT 0;
+ALTER TABLE @S.sessions ADD COLUMN IF NOT EXISTS client_name text NOT NULL DEFAULT '';
+ALTER TABLE @S.sessions ADD COLUMN IF NOT EXISTS created_at timestamptz;
+ALTER TABLE @S.owners ADD COLUMN IF NOT EXISTS granted_at timestamptz;
+ALTER TABLE @S.waiters ADD COLUMN IF NOT EXISTS queued_at timestamptz;
+-- The listings page in code point order (COLLATE "C"), whatever the database's collation.
+CREATE INDEX IF NOT EXISTS nodes_listed ON @S.nodes (name COLLATE "C");
+CREATE INDEX IF NOT EXISTS semaphores_listed ON @S.semaphores (node, name COLLATE "C");
+CREATE INDEX IF NOT EXISTS sessions_listed ON @S.sessions (node, id) WHERE ended IS NULL;
 CREATE TABLE IF NOT EXISTS @S.outcomes (
     sid bigint NOT NULL,
     node text NOT NULL,
@@ -167,6 +184,9 @@ BEGIN
                      format('session %s has expired (it is gone from the database)', p_sid));
     ELSIF s.ended = 'expired' THEN
         PERFORM fail('TN001', format('session %s expired: its recovery window passed', p_sid));
+    ELSIF s.ended = 'killed' THEN
+        PERFORM fail('TN001', format('session %s was ended by an operator (kill_session)',
+                                     p_sid));
     ELSIF s.ended = 'dropped' THEN
         PERFORM fail('TN002', format('node %L was dropped', s.node));
     ELSIF s.ended IS NOT NULL THEN
@@ -225,7 +245,8 @@ BEGIN
             WHERE node = p_node AND name = p_name AND sid = w.sid AND hold = w.hold;
             INSERT INTO owners VALUES (p_node, p_name, w.sid, w.hold, w.cnt, w.data,
                                        next_token(), w.request_id, ttl,
-                                       clock_timestamp() + make_interval(secs => ttl));
+                                       clock_timestamp() + make_interval(secs => ttl),
+                                       clock_timestamp());
             DELETE FROM waiters
             WHERE node = p_node AND name = p_name AND sid = w.sid AND hold = w.hold;
             total := total - held + w.cnt;
@@ -246,7 +267,7 @@ BEGIN
     END IF;
 END $$;
 
--- End a session (expired, closed, dropped): release its holds, withdraw its waits
+-- End a session (expired, closed, dropped, killed): release its holds, withdraw its waits
 -- (semaphores locked one by one in name order), and say so.
 CREATE OR REPLACE FUNCTION @S.end_session(p_sid bigint, p_reason text)
 RETURNS void LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
@@ -269,9 +290,10 @@ BEGIN
     LOOP
         PERFORM 1 FROM semaphores WHERE node = s.node AND name = sem.name FOR UPDATE;
         DELETE FROM owners WHERE node = s.node AND name = sem.name AND sid = p_sid;
-        -- A holder that failed (expired, not closed) holds the semaphore back for the
-        -- node's lock_delay (Chubby's lock-delay), on the database's clock.
-        IF FOUND AND p_reason = 'expired' AND delay > 0 THEN
+        -- A holder that failed (expired, or ended by an operator as if it had; not
+        -- closed) holds the semaphore back for the node's lock_delay (Chubby's
+        -- lock-delay), on the database's clock.
+        IF FOUND AND p_reason IN ('expired', 'killed') AND delay > 0 THEN
             UPDATE semaphores SET blocked_until = greatest(
                 coalesce(blocked_until, clock_timestamp()),
                 clock_timestamp() + make_interval(secs => delay))

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant, SessionListener, SessionTicket
+from tenure.backends._store_listing import killed_message
 from tenure.backends._store_session import StoreSession
 from tenure.backends.postgres import _admin, _wait
 from tenure.backends.postgres._watch import PgWatch
@@ -87,6 +88,10 @@ class PgSession(StoreSession[Grant]):
         self.lost = asyncio.Event()
         #: Grants by (name, hold); holds with a request in flight.
         self.held: dict[tuple[str, int], Grant] = {}
+        #: When each hold was granted, counted in grants: a read of the database's
+        #: holds judges only the grants made before it was sent (:meth:`check_holds`).
+        self.grants = 0
+        self.granted_as: dict[tuple[str, int], int] = {}
         self.busy: set[tuple[str, int]] = set()
         self.watches = 0
         self._confirmed = confirmed_at
@@ -101,6 +106,8 @@ class PgSession(StoreSession[Grant]):
             backend.listener.subscribe(
                 self.channel, f"l{session_id}", lambda: self.spawn(self.check_holds(None))
             ),
+            # kill_session started a lock-delay: reap now, which names its end.
+            backend.listener.subscribe(self.channel, "t", lambda: backend.reaper.due(node, 0.0)),
         ]
         self._deleted: dict[str, Callable[[], None]] = {}
         self._beating = asyncio.ensure_future(self._heartbeats())
@@ -162,6 +169,8 @@ class PgSession(StoreSession[Grant]):
             self.dropped()
         elif ended == "closed":
             self.lose(SessionClosedError(f"session {self.sid} was closed"))
+        elif ended == "killed":
+            self.lose(SessionExpiredError(killed_message(self.sid)))
         elif ended == "taken":
             self.lose(SessionExpiredError(f"session {self.sid} was taken over by a resumed client"))
         else:
@@ -301,6 +310,8 @@ class PgSession(StoreSession[Grant]):
         """Keep a grant (and hear of its semaphore's forced delete)."""
         grant = Grant(token, count, ttl, hold)
         self.held[name, hold] = grant
+        self.grants += 1
+        self.granted_as[name, hold] = self.grants
         if name not in self._deleted:
             self._deleted[name] = self.backend.listener.subscribe(
                 self.channel, "d" + name, lambda: self.spawn(self.check_holds(name))
@@ -310,6 +321,7 @@ class PgSession(StoreSession[Grant]):
     def forget(self, name: str, hold: int) -> None:
         """A hold is gone (released, lost): stop hearing of its semaphore if it was the last."""
         self.held.pop((name, hold), None)
+        self.granted_as.pop((name, hold), None)
         if not any(key[0] == name for key in self.held):
             stop = self._deleted.pop(name, None)
             if stop is not None:
@@ -325,11 +337,19 @@ class PgSession(StoreSession[Grant]):
 
     async def check_holds(self, name: str | None) -> None:
         """Holds of ``name`` (None: of every name, after a lease TTL ran out) that the
-        database no longer has are lost."""
+        database no longer has are lost.
+
+        Only holds granted before the read was sent are judged: one granted while it
+        was on its way is missing from what it read (fault suite: such a grant was
+        declared lost, its hold number reused, and the next acquire restated the
+        owner row the database still had, old token and all)."""
+        sent_after = self.grants
         rows = await self.call("holds")
         there = {(row[0], int(row[1])): int(row[2]) for row in rows}
         for (held_name, hold), grant in list(self.held.items()):
             if (name is not None and held_name != name) or (held_name, hold) in self.busy:
+                continue
+            if self.granted_as.get((held_name, hold), 0) > sent_after:
                 continue
             if there.get((held_name, hold)) != grant.token:
                 self.forget(held_name, hold)

@@ -97,7 +97,8 @@ BEGIN
         WHERE node = s.node AND name = p_name AND sid = p_sid AND hold = p_hold;
         INSERT INTO owners VALUES (s.node, p_name, p_sid, p_hold, p_count, p_data, token,
             p_request, (cfg ->> 'default_lease')::float8,
-            clock_timestamp() + make_interval(secs => (cfg ->> 'default_lease')::float8));
+            clock_timestamp() + make_interval(secs => (cfg ->> 'default_lease')::float8),
+            clock_timestamp());
         changed := true;
         answer := jsonb_build_object('token', token, 'count', p_count,
                                      'ttl', (cfg ->> 'default_lease')::float8);
@@ -106,7 +107,7 @@ BEGIN
     ELSE
         INSERT INTO waiters VALUES (s.node, p_name, p_sid, p_hold, p_count, p_data,
             nextval('arrivals'),
-            clock_timestamp() + make_interval(secs => p_timeout), p_request);
+            clock_timestamp() + make_interval(secs => p_timeout), p_request, clock_timestamp());
         changed := true;
         answer := jsonb_build_object('queued', p_timeout);
     END IF;
@@ -314,8 +315,12 @@ BEGIN
     PERFORM pg_notify(channel(s.node), 's' || p_name);
 END $$;
 
+-- p_who: owners and waiters carry their session's description and identity and
+-- when they were granted or queued (version 2; the version-1 function of five
+-- arguments, without them, stays for clients of that version still running).
 CREATE OR REPLACE FUNCTION @S.describe_semaphore(
-    p_node text, p_name text, p_owners boolean, p_waiters boolean, p_missing_ok boolean
+    p_node text, p_name text, p_owners boolean, p_waiters boolean, p_missing_ok boolean,
+    p_who boolean
 ) RETURNS jsonb LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
 DECLARE
     sem semaphores;
@@ -332,12 +337,18 @@ BEGIN
         'count', (SELECT coalesce(sum(cnt), 0) FROM owners
                   WHERE node = p_node AND name = p_name),
         'owners', CASE WHEN p_owners THEN coalesce(
-            (SELECT jsonb_agg(jsonb_build_array(sid, cnt, encode(data, 'hex'), token)
-                              ORDER BY token)
-             FROM owners WHERE node = p_node AND name = p_name), '[]') END,
+            (SELECT jsonb_agg(jsonb_build_array(o.sid, o.cnt, encode(o.data, 'hex'), o.token,
+                                                extract(epoch FROM o.granted_at)::float8,
+                                                x.description, x.host, x.pid, x.client_name)
+                              ORDER BY o.token)
+             FROM owners o LEFT JOIN sessions x ON x.id = o.sid
+             WHERE o.node = p_node AND o.name = p_name), '[]') END,
         'waiters', CASE WHEN p_waiters THEN coalesce(
-            (SELECT jsonb_agg(jsonb_build_array(sid, cnt, encode(data, 'hex'))
-                              ORDER BY arrival)
-             FROM waiters WHERE node = p_node AND name = p_name), '[]') END);
+            (SELECT jsonb_agg(jsonb_build_array(w.sid, w.cnt, encode(w.data, 'hex'),
+                                                extract(epoch FROM w.queued_at)::float8,
+                                                x.description, x.host, x.pid, x.client_name)
+                              ORDER BY w.arrival)
+             FROM waiters w LEFT JOIN sessions x ON x.id = w.sid
+             WHERE w.node = p_node AND w.name = p_name), '[]') END);
 END $$;
 """

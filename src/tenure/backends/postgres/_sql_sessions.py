@@ -77,8 +77,11 @@ BEGIN
     PERFORM pg_notify(channel(p_name), 'n');
 END $$;
 
+-- Version 2 takes the client's identity too (the version-1 function of four
+-- arguments stays for clients of that version still running: its sessions have none).
 CREATE OR REPLACE FUNCTION @S.open_session(
-    p_node text, p_secret bytea, p_window float8, p_description text
+    p_node text, p_secret bytea, p_window float8, p_description text,
+    p_host text, p_pid bigint, p_client_name text
 ) RETURNS jsonb LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
 DECLARE
     cfg jsonb;
@@ -98,9 +101,11 @@ BEGIN
         PERFORM fail('TN413', format('max_sessions (%s) reached on node %L',
                                      cfg ->> 'max_sessions', p_node));
     END IF;
-    INSERT INTO sessions (node, secret, win, description, deadline)
+    INSERT INTO sessions (node, secret, win, description, deadline, host, pid, client_name,
+                          created_at)
     VALUES (p_node, p_secret, win, p_description,
-            clock_timestamp() + make_interval(secs => win * 1.02))
+            clock_timestamp() + make_interval(secs => win * 1.02), p_host, p_pid,
+            p_client_name, clock_timestamp())
     RETURNING id INTO new_id;
     RETURN jsonb_build_object('id', new_id, 'window', win, 'next', next_due(p_node));
 END $$;

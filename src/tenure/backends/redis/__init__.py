@@ -37,20 +37,25 @@ import contextlib
 import itertools
 import secrets
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from redis import exceptions as rexc
 
 from tenure._core.values import (
     MAX_SESSION_TIMEOUT,
+    NO_IDENTITY,
+    ClientIdentity,
     NodeConfig,
     NodeDescription,
     check_description,
     check_duration,
+    check_identity,
     check_name,
 )
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends._joins import JoinLocks
+from tenure.backends._store_listing import ListingModule, StoreListings
+from tenure.backends.redis import _listing
 from tenure.backends.redis._codec import CONFIG_FIELDS, config_args, decode_config
 from tenure.backends.redis._conn import Connection
 from tenure.backends.redis._link import NodeLink
@@ -98,8 +103,10 @@ def node_base(prefix: str, node: str) -> str:
     return f"{prefix}{{{escaped}}}:"
 
 
-class RedisBackend:
+class RedisBackend(StoreListings):
     """A backend whose state lives in Redis (module docstring)."""
+
+    listing: ClassVar[ListingModule] = _listing  # its listings (StoreListings)
 
     def __init__(self, conn: Connection, capabilities: frozenset[Capability]) -> None:
         self.conn = conn
@@ -216,6 +223,7 @@ class RedisBackend:
         description: str,
         listener: SessionListener,
         resume: SessionTicket | None = None,
+        identity: ClientIdentity = NO_IDENTITY,
     ) -> RedisSession:
         """Open a session: its record, with a secret only this client knows.
 
@@ -229,6 +237,7 @@ class RedisBackend:
             return await self.resume_session(node, resume.session_id, resume.secret.hex(), listener)
         base = self.base(node)
         check_description(description)
+        check_identity(identity)
         window = ""
         if timeout is not None:
             window = repr(check_duration("recovery_window", timeout, maximum=MAX_SESSION_TIMEOUT))
@@ -245,6 +254,9 @@ class RedisBackend:
                 description,
                 link.inbox,
                 secret,
+                identity.host,
+                str(identity.pid),
+                identity.name,
             )
         except NotFoundError:
             raise NotFoundError(f"node {node!r} does not exist") from None

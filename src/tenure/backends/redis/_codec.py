@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from tenure._core.values import MAX_COUNT, NodeConfig, OwnerInfo, SemaphoreDescription, WaiterInfo
+from tenure._core.values import (
+    MAX_COUNT,
+    ClientIdentity,
+    NodeConfig,
+    OwnerInfo,
+    SemaphoreDescription,
+    SemaphoreSummary,
+    SessionSummary,
+    WaiterInfo,
+)
 
 __all__ = [
     "CONFIG_FIELDS",
@@ -18,6 +27,8 @@ __all__ = [
     "decode_config",
     "decode_count",
     "decode_description",
+    "decode_semaphore_page",
+    "decode_session_page",
     "decode_ttl",
     "encode_count",
 ]
@@ -78,6 +89,37 @@ def decode_config(raw: list[Any]) -> NodeConfig:
     return NodeConfig(**values)
 
 
+def _text(raw: Any) -> str:
+    return bytes(raw).decode("utf-8")
+
+
+def _since(raw: Any) -> float | None:
+    """A time the functions answered ('' where the record is older than the field)."""
+    return float(raw) if raw else None
+
+
+def _who(raw: Any) -> tuple[str, ClientIdentity]:
+    """A session's description and identity, as ``who`` in lua/50_semaphore_ops.lua answers."""
+    description, host, pid, name = raw
+    return _text(description), ClientIdentity(_text(host), int(pid or 0), _text(name))
+
+
+def _owner(raw: Any) -> OwnerInfo:
+    sid, count, data, token, since, who = raw
+    description, identity = _who(who)
+    return OwnerInfo(
+        int(sid), decode_count(count), bytes(data), int(token), description, identity, _since(since)
+    )
+
+
+def _waiter(raw: Any) -> WaiterInfo:
+    sid, count, data, since, who = raw
+    description, identity = _who(who)
+    return WaiterInfo(
+        int(sid), decode_count(count), bytes(data), description, identity, _since(since)
+    )
+
+
 def decode_description(name: str, raw: Any) -> SemaphoreDescription:
     """The description a function answered (``describe`` in lua/50_semaphore_ops.lua)."""
     if raw[0] == 0:
@@ -89,6 +131,38 @@ def decode_description(name: str, raw: Any) -> SemaphoreDescription:
         count=decode_count(count),
         data=bytes(data),
         ephemeral=bool(ephemeral),
-        owners=tuple(OwnerInfo(int(s), decode_count(c), bytes(d), int(t)) for s, c, d, t in owners),
-        waiters=tuple(WaiterInfo(int(s), decode_count(c), bytes(d)) for s, c, d in waiters),
+        owners=tuple(_owner(owner) for owner in owners),
+        waiters=tuple(_waiter(waiter) for waiter in waiters),
     )
+
+
+def decode_semaphore_page(raw: Any) -> list[SemaphoreSummary]:
+    """A page ``list_semaphores`` (lua/60_listing.lua) answered."""
+    return [
+        SemaphoreSummary(
+            _text(name),
+            decode_count(limit),
+            decode_count(count),
+            int(owners),
+            int(waiters),
+            bool(ephemeral),
+        )
+        for name, limit, count, owners, waiters, ephemeral in raw
+    ]
+
+
+def decode_session_page(raw: Any) -> list[SessionSummary]:
+    """A page ``list_sessions`` (lua/60_listing.lua) answered."""
+    return [
+        SessionSummary(
+            int(sid),
+            _text(description),
+            ClientIdentity(_text(host), int(pid or 0), _text(name)),
+            float(window),
+            _since(created),
+            float(expires_in),
+            int(holds),
+            int(waits),
+        )
+        for sid, description, host, pid, name, window, created, expires_in, holds, waits in raw
+    ]

@@ -122,6 +122,8 @@ class Connection:
         sent = asyncio.get_running_loop().time()
         try:
             raw = await self.client.fcall(f"tenure_{VERSION}_{op}", 1, base, *args)
+        except rexc.NoPermissionError as error:
+            raise PermissionDeniedError(f"Redis refused {op} to this user: {error}") from None
         except rexc.ResponseError as error:
             if "Function not found" in str(error):
                 self._loaded = False  # the server lost its functions (a restart): load again

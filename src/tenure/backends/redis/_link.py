@@ -175,9 +175,12 @@ class NodeLink:
     def heard(self, reply: Reply, session: RedisSession | None = None) -> None:
         """A reply (to ``session``'s call, or a tick) told when the node's next deadline
         is due: arm the timer if the session (a tick: any session) waits for one."""
-        due = reply.next_due
-        if due is None:
-            return
+        if reply.next_due is not None:
+            self.due_at(reply.next_due, session)
+
+    def due_at(self, due: float, session: RedisSession | None = None) -> None:
+        """A deadline of the node is due at ``due`` (Redis's clock): arm the timer if
+        ``session`` (None: any session of the link) waits for one."""
         at = self.conn.local_time(due) + TICK_MARGIN
         if at >= self._timer_at:
             return

@@ -185,6 +185,8 @@ class RedisSession:
         elif kind == b"W":
             for watch in list(self.watches.get(push["name"].decode(), ())):
                 watch.poke()
+        elif kind == b"T":  # a deadline of the node this session waits for (kill_session)
+            self.link.due_at(float(push["at"]), self)
 
     def hear_failed(self, request_id: int, error: BaseException) -> None:
         """The queued request ``request_id`` ended without a grant."""

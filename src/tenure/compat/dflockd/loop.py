@@ -31,6 +31,7 @@ from tenure.compat.dflockd import codec as wire
 from tenure.compat.dflockd.holds import DflockdConn, DflockdSettings, node_of
 from tenure.server._net.auth import Access, Tokens
 from tenure.server._net.outbox import reset
+from tenure.server._observe import Observer
 
 log = logging.getLogger("tenure.server")
 
@@ -44,7 +45,7 @@ class LineLoop:
 
     ``answer(conn, request)`` is the service's answer to an authenticated request;
     ``send(conn, line)`` queues a line for the connection; ``disconnected(conn)``
-    is called once its loop is over.
+    is called once its loop is over; ``observer`` hears of every request answered.
     """
 
     def __init__(
@@ -55,8 +56,10 @@ class LineLoop:
         answer: Callable[[DflockdConn, wire.Request], Awaitable[bytes]],
         send: Callable[[DflockdConn, bytes], None],
         disconnected: Callable[[DflockdConn], None],
+        observer: Observer | None = None,
     ) -> None:
         self.settings = settings
+        self.observer = observer  # told of each answered request (None: not measured)
         self.tokens = tokens
         self._answer = answer
         self._send = send
@@ -128,7 +131,7 @@ class LineLoop:
         if not conn.authenticated:
             await self._refuse_auth(conn)
             return
-        self._send(conn, wire.ERROR)
+        self._answered(conn, "", wire.ERROR)
         conn.closing = error.fatal
 
     async def _request(self, conn: DflockdConn, frame: wire.Frame) -> None:
@@ -139,16 +142,22 @@ class LineLoop:
                 await self._refuse_auth(conn)
                 return
             log.debug("dflockd: bad request from %s: %s", conn.peer, error)
-            self._send(conn, wire.ERROR)
+            self._answered(conn, frame.command, wire.ERROR)
             return
         if not conn.authenticated:
             if isinstance(request, wire.Auth) and self._auth_ok(request.secret):
                 conn.authenticated = True
-                self._send(conn, wire.OK)
+                self._answered(conn, frame.command, wire.OK)
             else:
-                await self._refuse_auth(conn)
+                await self._refuse_auth(conn, frame.command)
             return
-        self._send(conn, await self._answer(conn, request))
+        self._answered(conn, frame.command, await self._answer(conn, request))
+
+    def _answered(self, conn: DflockdConn, command: str, answer: bytes) -> None:
+        """Send ``answer`` to a request whose command line was ``command`` (and count it)."""
+        self._send(conn, answer)
+        if self.observer is not None:
+            self.observer.dflockd_request(command, answer)
 
     def _auth_ok(self, secret: str) -> bool:
         token = None if self.tokens is None else self.tokens.authenticate(secret)
@@ -158,8 +167,11 @@ class LineLoop:
             and all(token.may_touch(node_of(kind)) for kind in (False, True))
         )
 
-    async def _refuse_auth(self, conn: DflockdConn) -> None:
-        log.warning("dflockd authentication failed", extra={"fields": {"peer": conn.peer}})
+    async def _refuse_auth(self, conn: DflockdConn, command: str = "") -> None:
+        fields = {"peer": conn.peer, "protocol": "dflockd"}
+        log.warning(
+            "dflockd authentication failed", extra={"event": "auth_failed", "fields": fields}
+        )
         conn.closing = True
         await asyncio.sleep(AUTH_PAUSE)
-        self._send(conn, wire.ERROR_AUTH)
+        self._answered(conn, command, wire.ERROR_AUTH)

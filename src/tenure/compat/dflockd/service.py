@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from typing import Final
 
 from tenure._core import (
     MAX_COUNT,
@@ -59,6 +60,7 @@ from tenure.errors import AlreadyExistsError, ErrorCode, LimitExceededError, Ten
 from tenure.server._driver import JournaledEngine
 from tenure.server._front_end import Plug
 from tenure.server._net.auth import Tokens
+from tenure.server._observe import Observer
 
 log = logging.getLogger("tenure.server")
 
@@ -81,6 +83,7 @@ class DflockdService:
         attach: Callable[[int], None],
         forget: Callable[[int], None],
         connections: Callable[[], int],
+        observer: Observer | None = None,
     ) -> None:
         self.host = host
         self.settings = settings
@@ -99,6 +102,7 @@ class DflockdService:
             answer=self._answer_request,
             send=send,
             disconnected=self.disconnected,
+            observer=observer,
         )
         self._loop = asyncio.get_running_loop()
         self._last_conn_id = 0
@@ -115,9 +119,13 @@ class DflockdService:
             attach=plug.attach,
             forget=plug.forget,
             connections=plug.connections,
+            observer=plug.observer,
         )
 
     # -- the front end, as the server sees it -------------------------------------------
+
+    #: The protocol's name in the server's logs and metrics.
+    protocol: Final = "dflockd"
 
     @property
     def port(self) -> int:

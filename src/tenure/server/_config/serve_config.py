@@ -45,6 +45,7 @@ from tenure.server._config.settings import (
     DEFAULT_PAUSE_UNREAD,
     DEFAULT_PORT,
     DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_SLOW_COMMIT,
     SETTINGS,
     ConfigError,
 )
@@ -52,7 +53,15 @@ from tenure.server._durability.storage import FsyncMode
 from tenure.server._net.auth import load_tokens
 from tenure.server._net.tls import server_context
 
-__all__ = ["ConfigError", "ServeConfig", "add_arguments", "check_files", "env_name", "resolve"]
+__all__ = [
+    "ConfigError",
+    "ServeConfig",
+    "add_arguments",
+    "check_files",
+    "check_http",
+    "env_name",
+    "resolve",
+]
 
 ENV_PREFIX: Final = "TENURE_"
 CONFIG_ENV: Final = "TENURE_CONFIG"
@@ -93,8 +102,19 @@ class ServeConfig:
     dflockd_auto_release: bool = True
     dflockd_gc_interval: float = 5.0
     dflockd_gc_max_idle: float = 60.0
+    http_port: int = 0  # 0: no HTTP endpoint
+    http_host: str = ""  # empty: the same as ``host``
+    log_format: str = "json"
+    slow_commit: float = DEFAULT_SLOW_COMMIT  # 0: never logged
     config_file: Path | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def http_address(self) -> tuple[str, int] | None:
+        """Where the HTTP endpoint listens (``--http-host``, else ``--host``); None: off."""
+        if not self.http_port:
+            return None
+        return (self.http_host or self.host, self.http_port)
 
     def fields(self) -> dict[str, object]:
         """Every setting as JSON-ready data, and where each came from (for the log).
@@ -187,7 +207,34 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> ServeConfig
             raise ConfigError(f"{where}: {error}") from None
     config = ServeConfig(**values, config_file=config_file, sources=sources)  # type: ignore[arg-type]
     check_files(config)
+    check_http(config)
     return config
+
+
+def check_http(config: ServeConfig) -> None:
+    """With ``--http-port``: a port no other listener of the server takes, and the
+    libraries of the server extra installed.
+
+    Raises:
+        ConfigError: naming the setting, or the extra to install.
+    """
+    if not config.http_port:
+        return
+    for name, port in (("--port", config.port), ("--dflockd-port", config.dflockd_port)):
+        if port == config.http_port:
+            raise ConfigError(
+                f"--http-port={config.http_port}: {name} is that port too; "
+                "the HTTP endpoint needs a port of its own"
+            )
+    try:
+        import aiohttp.web  # noqa: F401  (only to find out that it is there)
+        import prometheus_client  # noqa: F401
+    except ImportError as error:
+        raise ConfigError(
+            f"--http-port={config.http_port}: the HTTP endpoint needs the server extra "
+            f"({(error.name or 'a library').split('.')[0]} is missing): "
+            "pip install 'tenure[server]'"
+        ) from None
 
 
 def check_files(config: ServeConfig) -> None:

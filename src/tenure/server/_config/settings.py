@@ -1,23 +1,22 @@
 """The table of ``tenure serve`` settings: name, type, default, range and help text.
 
-Each :class:`Setting` knows how to read its value from text (a flag or an
-environment variable) and from a TOML value (the config file), and checks the
-range either way; :mod:`tenure.server._config.serve_config` merges the sources. A value that
-cannot be used raises ValueError (the caller names the flag, variable or file key).
+Each row is a :class:`~tenure.server._config.setting.Setting`, which reads its value
+from text (a flag or an environment variable) and from a TOML value (the config
+file), and checks the range either way; :mod:`tenure.server._config.serve_config`
+merges the sources.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE, MAX_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
 from tenure.errors import ConfigError as ConfigError  # re-exported: it lives in tenure.errors
+from tenure.server._config.setting import Setting, in_range, one_of
 from tenure.server._driver import BATCH_INTERVAL
 from tenure.server._durability.storage import FsyncMode
+from tenure.server._logs import LOG_FORMATS
 from tenure.server._session_table import DEFAULT_MAX_QUEUED
 
 DEFAULT_HOST: Final = "127.0.0.1"
@@ -42,128 +41,12 @@ DEFAULT_IDLE_TIMEOUT: Final = 15.0
 DEFAULT_HANDSHAKE_TIMEOUT: Final = 10.0
 
 
-def _range(
-    low: float | None = None, high: float | None = None, *, above: bool = False
-) -> Callable[[float], None]:
-    """A check that a number is ``>= low`` (``> low`` if ``above``) and ``<= high``."""
-
-    def check(value: float) -> None:
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError("must be a finite number")
-        if low is not None and (value <= low if above else value < low):
-            raise ValueError(f"must be {'more than' if above else 'at least'} {low:g}")
-        if high is not None and value > high:
-            raise ValueError(f"must be at most {high:g}")
-
-    return check
-
-
-def _no_check(value: object) -> None:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class Setting:
-    """One setting: ``kind`` is str, int, float, Path (optional unless it has a default) or
-    FsyncMode; ``check`` raises ValueError for a value out of range."""
-
-    name: str
-    kind: type
-    default: object
-    metavar: str
-    help: str
-    check: Callable[[Any], None] = _no_check
-
-    @property
-    def flag(self) -> str:
-        """``--data-dir`` for ``data_dir``."""
-        return "--" + self.name.replace("_", "-")
-
-    def from_text(self, text: str) -> object:
-        """The value of a flag or environment variable (an empty path means none)."""
-        value: object
-        if self.kind is bool:
-            words = {"true": True, "1": True, "yes": True, "on": True}
-            words |= {"false": False, "0": False, "no": False, "off": False}
-            if text.lower() not in words:
-                raise ValueError("must be true or false (also 1/0, yes/no, on/off)")
-            return words[text.lower()]
-        if self.kind is int:
-            try:
-                value = int(text)
-            except ValueError:
-                raise ValueError("must be an integer") from None
-        elif self.kind is float:
-            try:
-                value = float(text)
-            except ValueError:
-                raise ValueError("must be a number of seconds") from None
-        elif self.kind is FsyncMode:
-            try:
-                value = FsyncMode(text.lower())
-            except ValueError:
-                raise ValueError("must be always, batch or off") from None
-        elif self.kind is Path:
-            if not text:
-                if self.default is not None:
-                    raise ValueError("must not be empty")
-                return None
-            value = Path(text)
-        else:
-            value = text
-        self.check(value)
-        return value
-
-    def from_toml(self, value: object, base: Path) -> object:
-        """The value of a config-file key; relative paths are relative to ``base``.
-
-        Raises:
-            ValueError: wrong type or out of range.
-        """
-        if self.kind is bool:
-            if type(value) is not bool:
-                raise ValueError(f"must be true or false, not {_toml_type(value)}")
-            return value
-        if self.kind is int:
-            if type(value) is not int:
-                raise ValueError(f"must be an integer, not {_toml_type(value)}")
-            self.check(value)
-            return value
-        if self.kind is float:
-            if type(value) not in (int, float):
-                raise ValueError(f"must be a number of seconds, not {_toml_type(value)}")
-            number = float(value)  # type: ignore[arg-type]
-            self.check(number)
-            return number
-        if not isinstance(value, str):
-            raise ValueError(f"must be a string, not {_toml_type(value)}")
-        if self.kind is Path and value and not Path(value).expanduser().is_absolute():
-            value = str(base / value)
-        return self.from_text(value)
-
-
-def _toml_type(value: object) -> str:
-    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
-    for kind, name in names.items():
-        if type(value) is kind:
-            return name
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "a table"
-    return "a date or time"
-
+#: ``--slow-commit``: a journal commit slower than this is logged, in seconds (etcd
+#: warns of a slow fdatasync at 1 s; a healthy local disk commits in milliseconds).
+DEFAULT_SLOW_COMMIT: Final = 1.0
 
 #: ``--event-loop`` choices; ``auto`` takes uvloop when it is installed.
 EVENT_LOOPS: Final = ("auto", "asyncio", "uvloop")
-
-
-def _one_of(*choices: str) -> Callable[[str], None]:
-    def check(value: str) -> None:
-        if value not in choices:
-            raise ValueError(f"must be one of {', '.join(choices)}")
-
-    return check
 
 
 SETTINGS: Final = (
@@ -174,7 +57,7 @@ SETTINGS: Final = (
         DEFAULT_PORT,
         "N",
         "TCP port to listen on; 0 picks a free one (default: %(default)s)",
-        _range(0, 65535),
+        in_range(0, 65535),
     ),
     Setting(
         "data_dir",
@@ -201,7 +84,7 @@ SETTINGS: Final = (
         "SECONDS",
         "with --fsync batch: how often committed changes are fsynced, more than 0 and at "
         "most 60 (default: %(default)s)",
-        _range(0, 60, above=True),
+        in_range(0, 60, above=True),
     ),
     Setting(
         "max_frame_size",
@@ -210,7 +93,7 @@ SETTINGS: Final = (
         "BYTES",
         f"largest frame accepted from a client, {MIN_MAX_FRAME_SIZE} to {MAX_MAX_FRAME_SIZE} "
         "(default: %(default)s)",
-        _range(MIN_MAX_FRAME_SIZE, MAX_MAX_FRAME_SIZE),
+        in_range(MIN_MAX_FRAME_SIZE, MAX_MAX_FRAME_SIZE),
     ),
     Setting(
         "max_connections",
@@ -219,7 +102,7 @@ SETTINGS: Final = (
         "N",
         "client connections served at once; more are refused with LIMIT_EXCEEDED "
         "(default: %(default)s)",
-        _range(1),
+        in_range(1),
     ),
     Setting(
         "max_unread",
@@ -228,7 +111,7 @@ SETTINGS: Final = (
         "BYTES",
         f"a client that leaves this many bytes of replies and pushes unread is disconnected "
         f"(its sessions are detached), at least {MIN_MAX_FRAME_SIZE} (default: %(default)s)",
-        _range(MIN_MAX_FRAME_SIZE),
+        in_range(MIN_MAX_FRAME_SIZE),
     ),
     Setting(
         "pause_unread",
@@ -239,7 +122,7 @@ SETTINGS: Final = (
         "sent, until they are down to a quarter: a client that does not read is throttled, "
         "not buffered (one that reaches --max-unread first is dropped); at least 4096 "
         "(default: %(default)s)",
-        _range(4096),
+        in_range(4096),
     ),
     Setting(
         "max_requests_per_turn",
@@ -249,7 +132,7 @@ SETTINGS: Final = (
         "requests (native messages, dflockd requests) one connection has served in a row "
         "before every other connection gets its turn; the rest wait unread, so a client "
         "that floods the server slows only itself, 1 to 1000000 (default: %(default)s)",
-        _range(1, 1_000_000),
+        in_range(1, 1_000_000),
     ),
     Setting(
         "max_queued_pushes",
@@ -258,7 +141,7 @@ SETTINGS: Final = (
         "N",
         "pushes kept for one detached session until it is re-attached; one more closes the "
         "session (default: %(default)s)",
-        _range(1),
+        in_range(1),
     ),
     Setting(
         "idle_timeout",
@@ -267,7 +150,7 @@ SETTINGS: Final = (
         "SECONDS",
         "close a connection that sent no frame for this long (announced in Welcome; clients "
         "ping within it); its sessions are detached; 0 = never (default: %(default)s)",
-        _range(0),
+        in_range(0),
     ),
     Setting(
         "handshake_timeout",
@@ -276,7 +159,7 @@ SETTINGS: Final = (
         "SECONDS",
         "close a connection that has not completed the TLS handshake, or the tenure "
         "handshake (Hello), within this (default: %(default)s)",
-        _range(0, above=True),
+        in_range(0, above=True),
     ),
     Setting(
         "shutdown_grace",
@@ -285,7 +168,7 @@ SETTINGS: Final = (
         "SECONDS",
         "on SIGTERM/SIGINT, how long to wait for clients to hang up after GoingAway; also how "
         "long a closed connection may take to read its last words (default: %(default)s)",
-        _range(0, 3600),
+        in_range(0, 3600),
     ),
     Setting(
         "tls_cert",
@@ -318,7 +201,7 @@ SETTINGS: Final = (
         "N",
         "also listen here for dflockd clients only (the main port serves both protocols, "
         "told apart by the first byte); 0: no extra listener (default: %(default)s)",
-        _range(0, 65535),
+        in_range(0, 65535),
     ),
     Setting(
         "dflockd_default_lease",
@@ -327,7 +210,7 @@ SETTINGS: Final = (
         "S",
         "dflockd: lease of a grant that names none, and of a renew without one, in whole "
         "seconds (default: %(default)s)",
-        _range(1, 9_223_372_036),
+        in_range(1, 9_223_372_036),
     ),
     Setting(
         "dflockd_max_locks",
@@ -336,7 +219,7 @@ SETTINGS: Final = (
         "N",
         "dflockd: distinct keys (locks and semaphores; idle ones count until collected) "
         "before new keys get error_max_locks (default: %(default)s)",
-        _range(1, 10_000_000),
+        in_range(1, 10_000_000),
     ),
     Setting(
         "dflockd_max_waiters",
@@ -345,7 +228,7 @@ SETTINGS: Final = (
         "N",
         "dflockd: queued requests per key before error_max_waiters; 0: no limit "
         "(default: %(default)s)",
-        _range(0, 1_000_000),
+        in_range(0, 1_000_000),
     ),
     Setting(
         "dflockd_auto_release",
@@ -361,7 +244,7 @@ SETTINGS: Final = (
         5.0,
         "S",
         "dflockd: how often idle keys are collected, in seconds (default: %(default)s)",
-        _range(0, 3600, above=True),
+        in_range(0, 3600, above=True),
     ),
     Setting(
         "dflockd_gc_max_idle",
@@ -370,7 +253,7 @@ SETTINGS: Final = (
         "S",
         "dflockd: a key idle this long is forgotten (and a semaphore's limit may change) "
         "(default: %(default)s)",
-        _range(0, 86400),
+        in_range(0, 86400),
     ),
     Setting(
         "event_loop",
@@ -379,7 +262,42 @@ SETTINGS: Final = (
         "LOOP",
         "the event loop: 'uvloop' (faster), 'asyncio', or 'auto' for uvloop when it is "
         "installed (default: %(default)s)",
-        _one_of(*EVENT_LOOPS),
+        one_of(*EVENT_LOOPS),
+    ),
+    # -- observability: the HTTP endpoint (tenure.server._http) and the log ----------------
+    Setting(
+        "http_port",
+        int,
+        0,
+        "N",
+        "serve HTTP on this port: /metrics (Prometheus), /healthz, /readyz; needs the "
+        "server extra (pip install 'tenure[server]'); 0: no HTTP (default: %(default)s)",
+        in_range(0, 65535),
+    ),
+    Setting(
+        "http_host",
+        str,
+        "",
+        "ADDR",
+        "address of the HTTP endpoint; empty: the same as --host (default: empty)",
+    ),
+    Setting(
+        "log_format",
+        str,
+        "json",
+        "FORMAT",
+        "the log on stderr: 'json' (one object per line: ts, level, event, msg and fields) "
+        "or 'text' (one line per event, for people) (default: %(default)s)",
+        one_of(*LOG_FORMATS),
+    ),
+    Setting(
+        "slow_commit",
+        float,
+        DEFAULT_SLOW_COMMIT,
+        "SECONDS",
+        "log a warning ('slow_commit') for every journal commit (write and fsync) that "
+        "takes longer than this; 0: never (default: %(default)s)",
+        in_range(0, 3600),
     ),
 )
 

@@ -39,7 +39,8 @@ import gc
 import logging
 import os
 import signal
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final, NoReturn
 
@@ -83,6 +84,8 @@ RESUME_RECORD: Final = 3
 
 #: A snapshot is due after at least this many records (and a quarter of the state).
 COMPACT_EVERY: Final = 10_000
+#: Records replayed at start-up between two looks at the event loop (:meth:`Journal.replay`).
+REPLAY_STEP: Final = 2_000
 #: Forking is how snapshots are written off the event loop; without it, inline.
 CAN_FORK: Final = hasattr(os, "fork")
 
@@ -108,6 +111,7 @@ class _Child:
     done_fd: int
     compaction: Compaction
     records: int  # records since the previous snapshot, should this one fail
+    started: float  # time.monotonic() at the fork
 
 
 class Journal:
@@ -123,6 +127,8 @@ class Journal:
         self.background = background and CAN_FORK
         self._since_snapshot = 0
         self._child: _Child | None = None
+        #: Told of every snapshot put in place: (seconds since it was begun, bytes).
+        self.on_snapshot: Callable[[float, int], None] | None = None
 
     def open(self, now: float, *, max_nodes: int = 10_000) -> Engine:
         """Rebuild the engine from disk and put it on this process's clock (``now``).
@@ -131,19 +137,41 @@ class Journal:
             CorruptLogError: the data cannot be trusted (see DataDir), or a logged
                 command no longer applies (the log and the engine disagree).
         """
+        for engine in self.replay(max_nodes=max_nodes):
+            if engine is not None:
+                return self.resume(engine, now)
+        raise AssertionError("replay() ends with the engine")  # pragma: no cover
+
+    def replay(self, *, max_nodes: int = 10_000) -> Iterator[Engine | None]:
+        """:meth:`open` a step at a time: ``None`` after every :data:`REPLAY_STEP`
+        records (the server answers its HTTP endpoint in between), then the rebuilt
+        engine, to be put on this process's clock with :meth:`resume`.
+
+        Raises:
+            CorruptLogError: as :meth:`open`.
+        """
         recovered = self.data_dir.recover()
         with _collector_paused():
             if recovered.snapshot is None:
                 engine = Engine(max_nodes=max_nodes)
             else:
                 engine = load(msgpack.unpackb(recovered.snapshot, raw=False))
-            for index, record in enumerate(recovered.records):
-                self._replay(engine, record, index)
+        records = recovered.records
+        for start in range(0, len(records), REPLAY_STEP):
+            with _collector_paused():
+                for index in range(start, min(start + REPLAY_STEP, len(records))):
+                    self._replay(engine, records[index], index)
+            yield None
+        self._since_snapshot = len(records)
+        yield engine
+
+    def resume(self, engine: Engine, now: float) -> Engine:
+        """Put a replayed engine on this process's clock (``now``) and log that."""
+        with _collector_paused():
             engine.take_effects()  # everyone heard of these before the restart
             resume(engine, now)
         self._append([RESUME_RECORD, now])
         self.commit()
-        self._since_snapshot = len(recovered.records) + 1
         return engine
 
     def _replay(self, engine: Engine, record: bytes, index: int) -> None:
@@ -195,10 +223,14 @@ class Journal:
 
     def snapshot(self, engine: Engine) -> None:
         """Write the engine's state as the new starting point and drop older records."""
+        started, records = time.monotonic(), self._since_snapshot
         with _collector_paused():
             data = msgpack.packb(dump(engine), use_bin_type=True)
-        self.data_dir.compact(data)
+        compaction = self.data_dir.begin_compaction()
+        compaction.write(data)
+        self.data_dir.finish_compaction(compaction)
         self._since_snapshot = 0
+        self._written(compaction, started, records)
 
     @property
     def snapshot_fd(self) -> int | None:
@@ -221,7 +253,7 @@ class Journal:
         if pid == 0:
             _write_in_child(engine, compaction, write_fd)
         os.close(write_fd)
-        self._child = _Child(pid, read_fd, compaction, self._since_snapshot)
+        self._child = _Child(pid, read_fd, compaction, self._since_snapshot, time.monotonic())
         self._since_snapshot = 0
         return read_fd
 
@@ -238,8 +270,14 @@ class Journal:
         _, status = os.waitpid(child.pid, 0)
         if os.waitstatus_to_exitcode(status) == 0:
             self.data_dir.finish_compaction(child.compaction)
+            self._written(child.compaction, child.started, child.records)
             return True
-        log.warning("writing a snapshot failed (status %d); the log is kept", status)
+        fields = {"status": status, "number": child.compaction.number}
+        log.warning(
+            "writing a snapshot failed (status %d); the log is kept",
+            status,
+            extra={"event": "snapshot_failed", "fields": fields},
+        )
         self.data_dir.abandon_compaction(child.compaction)
         self._since_snapshot += child.records
         return False
@@ -268,6 +306,20 @@ class Journal:
             os.close(child.done_fd)
             self.data_dir.abandon_compaction(child.compaction)
         self.data_dir.abort()
+
+    def _written(self, compaction: Compaction, started: float, records: int) -> None:
+        """A snapshot is in place: log it, and tell :attr:`on_snapshot`."""
+        seconds = time.monotonic() - started
+        size = compaction.final.stat().st_size
+        fields = {
+            "number": compaction.number,
+            "bytes": size,
+            "seconds": round(seconds, 6),
+            "records": records,  # the log records it replaces
+        }
+        log.info("snapshot written", extra={"event": "snapshot_written", "fields": fields})
+        if self.on_snapshot is not None:
+            self.on_snapshot(seconds, size)
 
     def _append(self, record: list[object]) -> None:
         self.data_dir.append(msgpack.packb(record, use_bin_type=True))

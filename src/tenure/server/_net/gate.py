@@ -68,6 +68,7 @@ class Conn:
     closing: bool = False  # stop reading; close once the outbox is written
     token: Token | None = None  # who the Hello authenticated (None: no auth file)
     last_frame: float = 0.0  # loop time the last frame was received
+    opened_at: float = 0.0  # loop time the connection was accepted
     timer: asyncio.TimerHandle | None = None  # the handshake, idle or silence deadline
     timer_at: float = 0.0  # when ``timer`` fires
     # The shortest recovery window of the sessions attached here (None: none); it
@@ -120,7 +121,7 @@ class Gate:
 
     def accepted(self, conn: Conn) -> None:
         """A new connection: its handshake clock starts."""
-        conn.last_frame = self._loop.time()
+        conn.last_frame = conn.opened_at = self._loop.time()
         self._arm(conn, conn.last_frame + self.config.handshake_timeout)
 
     def hello(self, conn: Conn, hello: Hello, *, stopping: bool) -> None:
@@ -133,7 +134,9 @@ class Gate:
             if conn.token is None:
                 why = "a token is required" if hello.token is None else "unknown token"
                 fields = {"peer": conn.peer, "client_name": hello.client_name, "why": why}
-                log.warning("authentication failed", extra={"fields": fields})
+                log.warning(
+                    "authentication failed", extra={"event": "auth_failed", "fields": fields}
+                )
                 refusal = Refused(ErrorCode.AUTHENTICATION, why)
         if refusal is not None:
             self.refuse(conn, refusal)
@@ -146,6 +149,14 @@ class Gate:
             idle_timeout=self.config.idle_timeout,
         )
         self._emit(conn, welcome)
+        opened: dict[str, object] = {
+            "peer": conn.peer,
+            "protocol": "native",
+            "client_name": hello.client_name,
+            "version": hello.version,
+            "token": conn.token.name if conn.token is not None else None,
+        }
+        log.info("connection opened", extra={"event": "connection_opened", "fields": opened})
         self._cancel(conn)
         self._arm_open(conn)
 

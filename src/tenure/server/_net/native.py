@@ -21,6 +21,7 @@ from tenure._core import (
     CreateSession,
     DetachSession,
     KillSession,
+    ListNodes,
     NodePage,
     ResumeSession,
     SessionInfo,
@@ -43,9 +44,10 @@ from tenure.errors import ErrorCode, ProtocolError, TenureError, code_of
 from tenure.server._driver import JournaledEngine
 from tenure.server._front_end import FrontEnd
 from tenure.server._net.accept import AcceptedProtocol
-from tenure.server._net.auth import visible_nodes
+from tenure.server._net.auth import Token, visible_nodes
 from tenure.server._net.gate import Conn, Gate
 from tenure.server._net.outbox import Outboxes
+from tenure.server._observe import Observer
 from tenure.server._session_table import SessionTable
 
 log = logging.getLogger("tenure.server")
@@ -61,8 +63,10 @@ class NativeService:
         out: Outboxes,
         table: SessionTable[Conn | FrontEnd[Any]],
         stopping: Callable[[], bool],
+        observer: Observer | None = None,
     ) -> None:
         self.host = host
+        self.observer = observer  # told of each request's outcome (None: not measured)
         self.gate = gate
         self.out = out
         self.table = table
@@ -114,11 +118,11 @@ class NativeService:
         command, rid = request.command, request.request_id
         if self._stopping() or conn.closing:
             why = "the server is shutting down" if self._stopping() else "the connection is closing"
-            self.out.emit(conn, Failure(rid, ErrorCode.UNAVAILABLE, why))
+            self._fail(conn, request, ErrorCode.UNAVAILABLE, why)
             return
         denied = self.gate.denial(conn, command, self.host.engine.sessions)
         if denied is not None:
-            self.out.emit(conn, Failure(rid, ErrorCode.PERMISSION_DENIED, denied))
+            self._fail(conn, request, ErrorCode.PERMISSION_DENIED, denied)
             return
         session_id = getattr(command, "session_id", None)
         if (
@@ -128,14 +132,18 @@ class NativeService:
             and self.table.owner(session_id) is not conn
         ):
             why = f"session {session_id} is not attached to this connection"
-            self.out.emit(conn, Failure(rid, ErrorCode.PERMISSION_DENIED, why))
+            self._fail(conn, request, ErrorCode.PERMISSION_DENIED, why)
             return
+        value: object
         try:
-            value = self.host.execute(command)
+            if isinstance(command, ListNodes) and conn.token is not None:
+                value = self._visible_nodes(conn.token, command)
+            else:
+                value = self.host.execute(command)
         except Exception as error:
             if not isinstance(error, TenureError | TimeoutError):
                 log.exception("command %s failed unexpectedly", type(command).__name__)
-            self.out.emit(conn, Failure(rid, code_of(error), str(error)))
+            self._fail(conn, request, code_of(error), str(error))
             return
         if isinstance(command, AttachSession | CreateSession | ResumeSession):
             # (A resume's SessionEnded, routed to the previous owner as the command
@@ -149,7 +157,28 @@ class NativeService:
             self.table.detach(command.session_id)
         elif isinstance(command, CloseSession):
             self.table.forget(command.session_id)
-        elif isinstance(value, NodePage) and conn.token is not None:
-            # A token limited to some nodes does not learn the names of the others.
-            value = NodePage(visible_nodes(conn.token, value.names))
         self.out.emit(conn, Reply(rid, value))  # type: ignore[arg-type]
+        if self.observer is not None:
+            self.observer.request(command, None)
+
+    def _visible_nodes(self, token: Token, command: ListNodes) -> NodePage:
+        """A page of the nodes ``token`` may touch (it does not learn the others' names).
+
+        Reads the engine's pages on past the nodes it may not see, so that a page
+        shorter than the limit is still the last one; bounded by the number of nodes.
+        """
+        names: list[str] = []
+        after = command.after
+        for _ in range(self.host.engine.max_nodes // command.limit + 2 if command.limit > 0 else 1):
+            page = self.host.execute(ListNodes(after, command.limit)).names
+            names += visible_nodes(token, page)
+            if len(page) < command.limit or len(names) >= command.limit:
+                break
+            after = page[-1]
+        return NodePage(tuple(names[: command.limit]))
+
+    def _fail(self, conn: Conn, request: Request, code: ErrorCode, why: str) -> None:
+        """Answer ``request`` with a Failure (and count it)."""
+        self.out.emit(conn, Failure(request.request_id, code, why))
+        if self.observer is not None:
+            self.observer.request(request.command, code)

@@ -83,7 +83,9 @@ async def test_watch_of_waiters_sees_the_queue(
         assert (await within(anext(states))).waiters == ()
         waiting = spawn(waiter.mutex("job").lock(data=b"me"))
         state = await within(anext(states))
-        assert state.waiters == (tenure.WaiterInfo(waiter.id, tenure.MAX_COUNT, b"me"),)
+        assert [(w.session_id, w.count, w.data) for w in state.waiters] == [
+            (waiter.id, tenure.MAX_COUNT, b"me")
+        ]
 
         await lock.release()
         await within(waiting)

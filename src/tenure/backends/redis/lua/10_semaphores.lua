@@ -22,8 +22,10 @@ end
 
 local function decode_owner(raw)
   if not raw then return nil end
-  local o = cmsgpack.unpack(raw)  -- {count hex, data, token, ttl, deadline, req}
-  return {cnt = o[1], data = o[2], tok = o[3], ttl = o[4], dl = o[5], req = o[6]}
+  -- {count hex, data, token, ttl, deadline, req, granted at}; a record written by a
+  -- library before grant times were kept has no 7th field (at = nil: not known).
+  local o = cmsgpack.unpack(raw)
+  return {cnt = o[1], data = o[2], tok = o[3], ttl = o[4], dl = o[5], req = o[6], at = o[7]}
 end
 
 local function owner(name, holder)
@@ -33,8 +35,8 @@ end
 
 local function decode_waiter(raw)
   if not raw then return nil end
-  local w = cmsgpack.unpack(raw)  -- {count hex, data, req, deadline}
-  return {cnt = w[1], data = w[2], req = w[3], dl = w[4]}
+  local w = cmsgpack.unpack(raw)  -- {count hex, data, req, deadline, queued at (or nil)}
+  return {cnt = w[1], data = w[2], req = w[3], dl = w[4], at = w[5]}
 end
 
 local function waiter(name, holder)
@@ -54,7 +56,8 @@ local function owners_in_order(name)
   for i = 1, #flat, 2 do
     if string.sub(flat[i], 1, 1) == 'o' then
       local o = cmsgpack.unpack(flat[i + 1])
-      list[#list + 1] = {string.sub(flat[i], 2), {cnt = o[1], data = o[2], tok = o[3], ttl = o[4]}}
+      list[#list + 1] = {string.sub(flat[i], 2),
+        {cnt = o[1], data = o[2], tok = o[3], ttl = o[4], at = o[7]}}
     end
   end
   table.sort(list, function(a, b) return a[2].tok < b[2].tok end)
@@ -123,7 +126,8 @@ local function grant(name, holder, count, data, req)
   elseif old and old.ttl > 0 then
     redis.call('ZREM', B .. 'due', 'l:' .. holder .. ':' .. name)
   end
-  redis.call('HSET', B .. 'r:' .. name, 'o' .. holder, cmsgpack.pack({count, data, tok, ttl, deadline, req}))
+  redis.call('HSET', B .. 'r:' .. name, 'o' .. holder,
+    cmsgpack.pack({count, data, tok, ttl, deadline, req, NOW}))
   redis.call('HSET', B .. 'sh:' .. sid, 'o' .. hold .. ':' .. name, tok)
   set_count(name, cadd(rest, cnt(count)))
   return tok, ttl
@@ -132,6 +136,7 @@ end
 local function delete_semaphore_keys(name)
   redis.call('DEL', B .. 'm:' .. name, B .. 'r:' .. name, B .. 'q:' .. name)
   redis.call('SREM', B .. 'sems', name)
+  redis.call('ZREM', B .. 'semz', name)
   if meta(name).blk > 0 then redis.call('ZREM', B .. 'due', 'd:' .. name) end
   META[name] = false
 end
@@ -185,5 +190,6 @@ local function new_semaphore(name, lim, data, eph)
   redis.call('HSET', B .. 'm:' .. name, 'lim', lim, 'cnt', ZERO, 'blk', '0', 'eph', eph, 'data', data)
   META[name] = {lim = cnt(lim), cnt = cnt(ZERO), blk = 0, eph = eph == '1', data = data}
   redis.call('SADD', B .. 'sems', name)
+  redis.call('ZADD', B .. 'semz', 0, name)
   touch(name)
 end

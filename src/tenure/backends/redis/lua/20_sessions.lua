@@ -88,6 +88,7 @@ local function end_session(sid, code, msg, failed)
   end
   redis.call('DEL', s, B .. 'sh:' .. sid, B .. 'sw:' .. sid)
   redis.call('ZREM', B .. 'sess', sid)
+  redis.call('ZREM', B .. 'sidz', sid)
   redis.call('ZREM', B .. 'due', 's:' .. sid)
   for name, _ in pairs(names) do settle(name) end
 end

@@ -2,7 +2,8 @@
 
 -- -- session functions -----------------------------------------------------------------
 
--- args: request key, window ('' = the node's), description, inbox, secret.
+-- args: request key, window ('' = the node's), description, inbox, secret, and the
+-- client's identity: host, pid, client name.
 local function open_session(keys, args)
   local more = begin(keys)
   local done = recall(args[1])
@@ -15,7 +16,9 @@ local function open_session(keys, args)
   if window == '' then window = cfg_get('st') end
   local sid = redis.call('INCR', B .. 'ids')
   redis.call('HSET', B .. 's:' .. sid, 'win', window, 'desc', args[3], 'inbox', args[4],
-    'sec', args[5], 'epoch', 1)
+    'sec', args[5], 'epoch', 1, 'host', args[6] or '', 'pid', args[7] or '0',
+    'cn', args[8] or '', 'at', fmt(NOW))
+  redis.call('ZADD', B .. 'sidz', sid, sid)
   -- A new inbox (or one deleted since) counts its entries from 1 again.
   local fresh = use_inbox(args[4])
   local deadline = NOW + tonumber(window)

@@ -61,7 +61,7 @@ local function acquire(keys, args)
     if o and cle(want, cnt(o.cnt)) then
       -- Shrink or restate in place: same grant, same token, same place in grant order.
       redis.call('HSET', B .. 'r:' .. name, 'o' .. holder,
-        cmsgpack.pack({count, data, o.tok, o.ttl, o.dl, o.req}))
+        cmsgpack.pack({count, data, o.tok, o.ttl, o.dl, o.req, o.at}))
       set_count(name, cadd(csub(m.cnt, cnt(o.cnt)), want))
       if o.cnt ~= count or o.data ~= data then touch(name) end
       result = {'G', o.tok, tostring(o.ttl)}
@@ -80,7 +80,7 @@ local function acquire(keys, args)
       due_add(deadline, 'w:' .. holder .. ':' .. name)
     end
     redis.call('ZADD', B .. 'q:' .. name, seq, holder)
-    redis.call('HSET', B .. 'r:' .. name, 'w' .. holder, cmsgpack.pack({count, data, req, deadline}))
+    redis.call('HSET', B .. 'r:' .. name, 'w' .. holder, cmsgpack.pack({count, data, req, deadline, NOW}))
     redis.call('HSET', B .. 'sh:' .. sid, 'w' .. hold .. ':' .. name, req)
     touch(name)
     result = {'Q'}
@@ -160,7 +160,7 @@ local function renew(keys, args)
   end
   local deadline = NOW + o.ttl
   redis.call('HSET', B .. 'r:' .. name, 'o' .. holder,
-    cmsgpack.pack({o.cnt, o.data, o.tok, o.ttl, deadline, o.req}))
+    cmsgpack.pack({o.cnt, o.data, o.tok, o.ttl, deadline, o.req, o.at}))
   due_add(deadline, 'l:' .. holder .. ':' .. name)
   return reply(tostring(o.ttl), more)
 end
@@ -231,22 +231,39 @@ local function delete_semaphore(keys, args)
   return reply(remember(args[3], {msg, failed, lost}), more)
 end
 
+-- Who a session is, for owners and waiters: {description, host, pid, client name}
+-- (a session opened by a library before identities were kept has none: '').
+local function who(sid, seen)
+  local found = seen[sid]
+  if not found then
+    found = redis.call('HMGET', B .. 's:' .. sid, 'desc', 'host', 'pid', 'cn')
+    for i = 1, 4 do found[i] = found[i] or '' end
+    seen[sid] = found
+  end
+  return found
+end
+
+local function since(at)
+  if at then return fmt(at) end
+  return ''
+end
+
 local function describe(name, with_owners, with_waiters)
   local m = meta(name)
   if not m then return {0} end
-  local owners, waiters = {}, {}
+  local owners, waiters, seen = {}, {}, {}
   if with_owners then
     for _, pair in ipairs(owners_in_order(name)) do
       local o = pair[2]
       local sid = split_holder(pair[1])
-      owners[#owners + 1] = {tonumber(sid), o.cnt, o.data, o.tok}
+      owners[#owners + 1] = {tonumber(sid), o.cnt, o.data, o.tok, since(o.at), who(sid, seen)}
     end
   end
   if with_waiters then
     for _, holder in ipairs(redis.call('ZRANGE', B .. 'q:' .. name, 0, -1)) do
       local w = waiter(name, holder)
       local sid = split_holder(holder)
-      waiters[#waiters + 1] = {tonumber(sid), w.cnt, w.data}
+      waiters[#waiters + 1] = {tonumber(sid), w.cnt, w.data, since(w.at), who(sid, seen)}
     end
   end
   local eph = 0

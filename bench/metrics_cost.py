@@ -1,0 +1,95 @@
+"""The CPU cost of ``--http-port``'s metrics on the server's hot path (not part of the tests).
+
+End-to-end rates (``bench/serve_seq.py --metrics``) on a shared machine move by more
+than the metrics cost; this measures the server's own CPU time instead
+(``time.process_time``) for the work every request does with and without the
+metrics: the journaled engine applying Acquire + Release pairs of one session (a
+grant at once, and half of them queued behind another session first, so grant
+waits are timed too), a group commit every ``--batch`` commands (``--fsync off``:
+the disk is not what is measured), and the native request counter per command.
+Network and codec time, which the metrics do not touch, are left out, so the ratio
+shown is the worst case a real server sees.
+
+Run: ``python bench/metrics_cost.py [--pairs N] [--repeats R]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tenure import __version__
+from tenure._core import MAX_COUNT, Acquire, CreateNode, CreateSession, Release
+from tenure.server import DataDir, FsyncMode, Journal, JournaledEngine
+from tenure.server._http.metrics import ServerMetrics
+from tenure.server._observe import Observer
+
+
+async def seconds_per_pair(pairs: int, batch: int, observer: Observer | None) -> float:
+    """CPU seconds per pair (module docstring), with ``observer`` or without (None)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        journal = Journal(DataDir(Path(tmp), FsyncMode.OFF), compact_every=10**9)
+        host = JournaledEngine(
+            journal,
+            journal.open(0.0),
+            deliver=lambda effects: None,
+            on_durable=lambda: None,
+            on_fatal=lambda: None,
+            observer=observer,
+        )
+        host.execute(CreateNode("bench"))
+        mine = host.execute(CreateSession("bench", b"a")).session_id
+        other = host.execute(CreateSession("bench", b"b")).session_id
+        commands = 0
+        started = time.process_time()
+        for i in range(pairs):
+            name = f"k{i % 64}"
+            step: list[Acquire | Release] = []
+            if i % 2:  # another holds it first: this acquire queues, granted on release
+                step.append(Acquire(other, name, MAX_COUNT, 2 * i + 1, ephemeral=True))
+            step.append(Acquire(mine, name, MAX_COUNT, 2 * i + 2, ephemeral=True))
+            if i % 2:
+                step.append(Release(other, name))
+            step.append(Release(mine, name))
+            for command in step:
+                host.execute(command)
+                if observer is not None:
+                    observer.request(command, None)  # what NativeService adds
+                commands += 1
+                if commands % batch == 0:
+                    host.flush()
+        host.flush()
+        elapsed = time.process_time() - started
+        host.shutdown()
+        return elapsed / pairs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pairs", type=int, default=50_000)
+    parser.add_argument("--batch", type=int, default=64, help="commands per group commit")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    off: list[float] = []
+    on: list[float] = []
+    for _ in range(args.repeats):  # alternately, so that drift hits both alike
+        off.append(asyncio.run(seconds_per_pair(args.pairs, args.batch, None)))
+        metrics = ServerMetrics(version=__version__, instance_id="bench")
+        on.append(asyncio.run(seconds_per_pair(args.pairs, args.batch, metrics)))
+    without, with_ = statistics.median(off), statistics.median(on)
+    print(
+        f"server CPU per pair (engine + journal + counters): metrics off {without * 1e6:.1f} us, "
+        f"on {with_ * 1e6:.1f} us: on/off {with_ / without:.3f} "
+        f"(+{(with_ - without) * 1e6:.2f} us per pair; median of {args.repeats})"
+    )
+
+
+if __name__ == "__main__":
+    main()

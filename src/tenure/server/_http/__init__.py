@@ -1,0 +1,20 @@
+"""The HTTP endpoint of ``tenure serve --http-port`` (docs/operations.md, "Metrics,
+health and logs"). Needs the ``server`` extra (aiohttp, prometheus-client), so it is
+imported only when the endpoint is asked for.
+
+* :mod:`~tenure.server._http.front`: the aiohttp application, its routes
+  (``/metrics``, ``/healthz``, ``/readyz``) and how more are added;
+* :mod:`~tenure.server._http.metrics`: the counters and histograms the server
+  updates as it works (its :class:`~tenure.server._observe.Observer`);
+* :mod:`~tenure.server._http.collector`: the gauges, read from the engine at scrape time;
+* :mod:`~tenure.server._http.readiness`: the server's phase, what ``/readyz`` says.
+"""
+
+from __future__ import annotations
+
+from tenure.server._http.collector import StateCollector
+from tenure.server._http.front import HttpFront
+from tenure.server._http.metrics import ServerMetrics
+from tenure.server._http.readiness import Phase, Readiness
+
+__all__ = ["HttpFront", "Phase", "Readiness", "ServerMetrics", "StateCollector"]

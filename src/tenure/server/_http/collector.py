@@ -1,0 +1,83 @@
+"""The gauges of ``/metrics``: read from the engine when Prometheus scrapes, not kept.
+
+Nothing on the hot path maintains them: :meth:`StateCollector.collect` walks the
+engine's nodes and semaphores once per scrape (on the event loop, like everything
+that touches the engine; a few milliseconds per 10,000 semaphores). The series:
+
+* ``tenure_ready``: 1 while the server serves (what ``/readyz`` says), else 0;
+* ``tenure_nodes``, ``tenure_semaphores``, ``tenure_sessions``: how many exist;
+* ``tenure_holds``: grants held (a session's hold on a semaphore is one);
+* ``tenure_waiters``: acquires queued; ``tenure_watches``: watches armed;
+* ``tenure_connections{protocol}``: client connections open (``native``, ``dflockd``).
+
+Totals over the whole server: per-node series would be up to ``max_nodes`` (10,000)
+of each, too many for a metrics system; the listing API answers per node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+
+from tenure._core import Engine
+from tenure.server._http.metrics import ServerMetrics
+from tenure.server._http.readiness import Readiness
+
+__all__ = ["StateCollector"]
+
+
+class StateCollector:
+    """Reads the gauges at scrape time (module docstring).
+
+    ``engine()`` is the running engine, None while it is being recovered;
+    ``connections()`` the open client connections by protocol.
+    """
+
+    def __init__(
+        self,
+        readiness: Readiness,
+        metrics: ServerMetrics,
+        engine: Callable[[], Engine | None],
+        connections: Callable[[], dict[str, int]],
+    ) -> None:
+        self._readiness = readiness
+        self._metrics = metrics
+        self._engine = engine
+        self._connections = connections
+
+    def collect(self) -> Iterator[Metric]:
+        """The gauges, as they are now."""
+        yield GaugeMetricFamily(
+            "tenure_ready",
+            "1 while the server is recovered and serving (/readyz answers 200), else 0.",
+            value=1.0 if self._readiness.ready else 0.0,
+        )
+        engine = self._engine()
+        if engine is None:
+            return  # recovering: nothing to read yet
+        self._metrics.forget_sessions_except(engine.sessions)
+        semaphores = holds = waiters = 0
+        for node in engine.nodes.values():
+            semaphores += len(node.semaphores)
+            for sem in node.semaphores.values():
+                holds += sum(1 for _ in sem.each_owner())
+                waiters += sem.queue_length()
+        counts = {
+            "nodes": (len(engine.nodes), "Nodes that exist."),
+            "semaphores": (semaphores, "Semaphores that exist (mutexes included)."),
+            "sessions": (len(engine.sessions), "Live sessions, attached or detached."),
+            "holds": (holds, "Grants held: each session's hold on a semaphore counts once."),
+            "waiters": (waiters, "Acquires queued, waiting for a grant."),
+            "watches": (len(engine.watches), "Watches armed (one-shot, until they fire)."),
+        }
+        for name, (value, documentation) in counts.items():
+            yield GaugeMetricFamily(f"tenure_{name}", documentation, value=float(value))
+        connections = GaugeMetricFamily(
+            "tenure_connections",
+            "Client connections open, by protocol.",
+            labels=["protocol"],
+        )
+        for protocol, count in sorted(self._connections().items()):
+            connections.add_metric([protocol], float(count))
+        yield connections

@@ -1,0 +1,66 @@
+"""Everything ``--http-port`` runs, as :mod:`tenure.server._startup` drives it.
+
+An :class:`Endpoint` is made and started before the data directory is recovered
+(``/healthz`` and ``/readyz`` answer during recovery), is told when the server
+serves, and is stopped after the server has stopped (``/readyz`` answers 503 while
+clients are told to go).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import ProcessCollector
+
+from tenure._core import Engine
+from tenure.server._http.collector import StateCollector
+from tenure.server._http.front import HttpFront
+from tenure.server._http.metrics import ServerMetrics
+from tenure.server._http.readiness import Phase, Readiness
+from tenure.server._serve import Server
+
+__all__ = ["Endpoint"]
+
+
+class Endpoint:
+    """The readiness, the metrics and the HTTP application of one server."""
+
+    def __init__(self, version: str) -> None:
+        self.readiness = Readiness()
+        self.metrics = ServerMetrics(version=version)
+        self.front = HttpFront(self.readiness, self.metrics)
+        registry = self.metrics.registry
+        registry.register(
+            StateCollector(self.readiness, self.metrics, self._engine, self._connections)
+        )
+        # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds...
+        ProcessCollector(registry=registry)
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        """Listen (before recovery); the address bound.
+
+        Raises:
+            OSError: the address cannot be bound.
+        """
+        return await self.front.start(host, port)
+
+    def recovering(self) -> None:
+        """The data directory is being replayed."""
+        self.readiness.advance(Phase.RECOVERING)
+
+    def serving(self, server: Server) -> None:
+        """``server`` listens and serves: ready until it stops."""
+        self.front.serving.server = server
+        self.metrics.identify(server.instance_id.hex())
+        self.readiness.serving(lambda: server.stopping)
+
+    async def stop(self) -> None:
+        """The server has stopped: so does the endpoint."""
+        self.readiness.advance(Phase.STOPPING)
+        await self.front.stop()
+
+    def _engine(self) -> Engine | None:
+        server = self.front.serving.server
+        return None if server is None else server.host.engine
+
+    def _connections(self) -> dict[str, int]:
+        server = self.front.serving.server
+        return {} if server is None else server.connections()

@@ -1,0 +1,110 @@
+"""``scripts/start`` installs only when it must: fresh, or after what it installs from changed.
+
+The real script runs in a copy of the repo's layout whose ``scripts/bootstrap`` is a
+stand-in that logs each call and installs a ``.venv/bin/tenure`` that echoes its
+arguments: the decision to install is what is under test, not pip (bootstrap's own
+install is exercised by every CI run).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+FAKE_BOOTSTRAP = """#!/usr/bin/env bash
+set -euo pipefail
+cd "$(dirname "$0")/.."
+echo installed >>bootstrap.log
+[ -e fail-bootstrap ] && exit 7
+mkdir -p .venv/bin
+printf '#!/bin/sh\\necho "tenure $*"\\n' >.venv/bin/tenure
+chmod +x .venv/bin/tenure
+"""
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    (tmp_path / "scripts").mkdir()
+    shutil.copy2(ROOT / "scripts" / "start", tmp_path / "scripts" / "start")
+    bootstrap = tmp_path / "scripts" / "bootstrap"
+    bootstrap.write_text(FAKE_BOOTSTRAP)
+    bootstrap.chmod(0o755)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "tenure"\n')
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "module.py").write_text("x = 1\n")
+    return tmp_path
+
+
+def start(repo: Path, *args: str, **env: str) -> tuple[int, str]:
+    """Run scripts/start; its exit status and output."""
+    result = subprocess.run(
+        [str(repo / "scripts" / "start"), *args],
+        cwd="/",  # the script finds the repo from its own path
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    return result.returncode, result.stdout + result.stderr
+
+
+def installs(repo: Path) -> int:
+    log = repo / "bootstrap.log"
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def test_installs_once_then_starts_straight_away(repo: Path) -> None:
+    assert start(repo, "--help") == (0, "tenure serve --help\n")
+    assert installs(repo) == 1
+    assert start(repo, "--port", "7000") == (0, "tenure serve --port 7000\n")
+    assert start(repo, "--help")[0] == 0
+    assert installs(repo) == 1  # nothing changed: no install, no registry round trip
+
+
+def test_a_source_change_needs_no_install(repo: Path) -> None:
+    start(repo)
+    (repo / "src" / "module.py").write_text("x = 2\n")  # editable install: seen as is
+    start(repo)
+    assert installs(repo) == 1
+
+
+def test_a_changed_pyproject_or_bootstrap_installs_again(repo: Path) -> None:
+    start(repo)
+    with (repo / "pyproject.toml").open("a") as file:
+        file.write('dependencies = ["msgpack"]\n')
+    start(repo)
+    assert installs(repo) == 2
+    start(repo)
+    assert installs(repo) == 2
+    with (repo / "scripts" / "bootstrap").open("a") as file:
+        file.write("# changed\n")
+    start(repo)
+    assert installs(repo) == 3
+
+
+def test_a_lost_venv_or_a_forced_reinstall_installs(repo: Path) -> None:
+    start(repo)
+    shutil.rmtree(repo / ".venv")
+    assert start(repo) == (0, "tenure serve\n")
+    assert installs(repo) == 2
+    start(repo, TENURE_REINSTALL="1")
+    assert installs(repo) == 3
+
+
+def test_a_failed_install_is_tried_again_next_time(repo: Path) -> None:
+    start(repo)
+    (repo / "fail-bootstrap").touch()
+    with (repo / "pyproject.toml").open("a") as file:
+        file.write("# changed\n")
+    status, _ = start(repo)
+    assert status == 7  # the failure is the script's, not hidden behind a stale venv
+    (repo / "fail-bootstrap").unlink()
+    assert start(repo) == (0, "tenure serve\n")
+    assert installs(repo) == 3
