@@ -10,14 +10,20 @@ ZRANGEBYLEX and PostgreSQL's ``COLLATE "C"`` sort the same way).
 
 from __future__ import annotations
 
+from typing import Any, ClassVar, Protocol
+
 from tenure._core.values import (
     MAX_NAME_BYTES,
+    SemaphoreSummary,
+    SessionSummary,
     check_name,
     check_page_limit,
 )
 from tenure.errors import InvalidArgumentError
 
 __all__ = [
+    "ListingModule",
+    "StoreListings",
     "check_bound",
     "check_session_after",
     "check_session_id",
@@ -62,3 +68,53 @@ def check_session_id(node: object, session_id: object) -> tuple[str, int]:
 def killed_message(session_id: int) -> str:
     """What the client of a session an operator ended hears (SessionExpiredError)."""
     return f"session {session_id} was ended by an operator (kill_session)"
+
+
+class ListingModule(Protocol):
+    """A store's listing module: the work of each listing, the backend passed first."""
+
+    async def list_nodes(self, backend: Any, after: str, limit: int) -> list[str]:
+        """A page of node names."""
+        ...
+
+    async def list_semaphores(
+        self, backend: Any, node: str, prefix: str, after: str, limit: int
+    ) -> list[SemaphoreSummary]:
+        """A page of a node's semaphores."""
+        ...
+
+    async def list_sessions(
+        self, backend: Any, node: str, after: int, limit: int
+    ) -> list[SessionSummary]:
+        """A page of a node's live sessions."""
+        ...
+
+    async def kill_session(self, backend: Any, node: str, session_id: int) -> None:
+        """End a live session as its expiry would."""
+        ...
+
+
+class StoreListings:
+    """The listing methods of :class:`~tenure.backends._base.Backend` for a store
+    backend, done by its listing module (:attr:`listing`)."""
+
+    #: The backend's listing module (``etcd._listing``, ``redis._listing``...).
+    listing: ClassVar[ListingModule]
+
+    async def list_nodes(self, *, after: str, limit: int) -> list[str]:
+        """See :meth:`tenure.backends._base.Backend.list_nodes`."""
+        return await self.listing.list_nodes(self, after, limit)
+
+    async def list_semaphores(
+        self, node: str, *, prefix: str, after: str, limit: int
+    ) -> list[SemaphoreSummary]:
+        """See :meth:`tenure.backends._base.Backend.list_semaphores`."""
+        return await self.listing.list_semaphores(self, node, prefix, after, limit)
+
+    async def list_sessions(self, node: str, *, after: int, limit: int) -> list[SessionSummary]:
+        """See :meth:`tenure.backends._base.Backend.list_sessions`."""
+        return await self.listing.list_sessions(self, node, after, limit)
+
+    async def kill_session(self, node: str, session_id: int) -> None:
+        """See :meth:`tenure.backends._base.Backend.kill_session`."""
+        await self.listing.kill_session(self, node, session_id)

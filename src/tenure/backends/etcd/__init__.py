@@ -43,7 +43,7 @@ import math
 import secrets
 import time
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from aetcd.rpc import rpc_pb2
 
@@ -52,13 +52,12 @@ from tenure._core.values import (
     ClientIdentity,
     NodeConfig,
     NodeDescription,
-    SemaphoreSummary,
-    SessionSummary,
     check_description,
     check_identity,
 )
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends._joins import JoinLocks
+from tenure.backends._store_listing import ListingModule, StoreListings
 from tenure.backends.etcd import _listing, _resume
 from tenure.backends.etcd._conn import Connection, LeaseNotFoundError
 from tenure.backends.etcd._feed import Feed
@@ -131,8 +130,10 @@ def _config_value(config: NodeConfig) -> bytes:
     return encode(fields)
 
 
-class EtcdBackend:
+class EtcdBackend(StoreListings):
     """A backend whose state lives in etcd."""
+
+    listing: ClassVar[ListingModule] = _listing  # its listings (StoreListings)
 
     def __init__(self, conn: Connection, layout: Layout) -> None:
         self.conn = conn
@@ -422,26 +423,6 @@ class EtcdBackend:
     async def _revoke(self, lease_id: int) -> None:
         with contextlib.suppress(LeaseNotFoundError):
             await self.conn.lease_call("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=lease_id))
-
-    # -- listings (tenure.backends.etcd._listing) ------------------------------------
-
-    async def list_nodes(self, *, after: str, limit: int) -> list[str]:
-        """See :meth:`tenure.backends._base.Backend.list_nodes` (one Range per node)."""
-        return await _listing.list_nodes(self, after, limit)
-
-    async def list_semaphores(
-        self, node: str, *, prefix: str, after: str, limit: int
-    ) -> list[SemaphoreSummary]:
-        """See :meth:`tenure.backends._base.Backend.list_semaphores`."""
-        return await _listing.list_semaphores(self, node, prefix, after, limit)
-
-    async def list_sessions(self, node: str, *, after: int, limit: int) -> list[SessionSummary]:
-        """See :meth:`tenure.backends._base.Backend.list_sessions`."""
-        return await _listing.list_sessions(self, node, after, limit)
-
-    async def kill_session(self, node: str, session_id: int) -> None:
-        """See :meth:`tenure.backends._base.Backend.kill_session`."""
-        await _listing.kill_session(self, node, session_id)
 
     async def aclose(self) -> None:
         """Close every session (revoking its lease), then the streams and the channel."""

@@ -38,7 +38,7 @@ import dataclasses
 import json
 import secrets
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
@@ -48,13 +48,12 @@ from tenure._core.values import (
     ClientIdentity,
     NodeConfig,
     NodeDescription,
-    SemaphoreSummary,
-    SessionSummary,
     check_description,
     check_identity,
 )
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends._joins import JoinLocks
+from tenure.backends._store_listing import ListingModule, StoreListings
 from tenure.backends.postgres import _listing
 from tenure.backends.postgres._calls import Caller
 from tenure.backends.postgres._listen import Listener, channel
@@ -105,8 +104,10 @@ def config_of(value: Mapping[str, Any]) -> NodeConfig:
     return NodeConfig(**fields)
 
 
-class PgBackend:
+class PgBackend(StoreListings):
     """A backend whose state lives in PostgreSQL (module docstring)."""
+
+    listing: ClassVar[ListingModule] = _listing  # its listings (StoreListings)
 
     def __init__(
         self,
@@ -268,26 +269,6 @@ class PgBackend:
             grant = held.grant
             session.granted(held.name, grant.hold, grant.token, grant.count, grant.lease_ttl)
         return session
-
-    # -- listings (tenure.backends.postgres._listing) --------------------------------
-
-    async def list_nodes(self, *, after: str, limit: int) -> list[str]:
-        """See :meth:`tenure.backends._base.Backend.list_nodes`."""
-        return await _listing.list_nodes(self, after, limit)
-
-    async def list_semaphores(
-        self, node: str, *, prefix: str, after: str, limit: int
-    ) -> list[SemaphoreSummary]:
-        """See :meth:`tenure.backends._base.Backend.list_semaphores`."""
-        return await _listing.list_semaphores(self, node, prefix, after, limit)
-
-    async def list_sessions(self, node: str, *, after: int, limit: int) -> list[SessionSummary]:
-        """See :meth:`tenure.backends._base.Backend.list_sessions`."""
-        return await _listing.list_sessions(self, node, after, limit)
-
-    async def kill_session(self, node: str, session_id: int) -> None:
-        """See :meth:`tenure.backends._base.Backend.kill_session`."""
-        await _listing.kill_session(self, node, session_id)
 
     def session_ended(self, session: PgSession) -> None:
         """A session ended (closed, lost): stop following its node for it."""

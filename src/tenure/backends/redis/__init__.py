@@ -37,7 +37,7 @@ import contextlib
 import itertools
 import secrets
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from redis import exceptions as rexc
 
@@ -47,8 +47,6 @@ from tenure._core.values import (
     ClientIdentity,
     NodeConfig,
     NodeDescription,
-    SemaphoreSummary,
-    SessionSummary,
     check_description,
     check_duration,
     check_identity,
@@ -56,6 +54,7 @@ from tenure._core.values import (
 )
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends._joins import JoinLocks
+from tenure.backends._store_listing import ListingModule, StoreListings
 from tenure.backends.redis import _listing
 from tenure.backends.redis._codec import CONFIG_FIELDS, config_args, decode_config
 from tenure.backends.redis._conn import Connection
@@ -104,8 +103,10 @@ def node_base(prefix: str, node: str) -> str:
     return f"{prefix}{{{escaped}}}:"
 
 
-class RedisBackend:
+class RedisBackend(StoreListings):
     """A backend whose state lives in Redis (module docstring)."""
+
+    listing: ClassVar[ListingModule] = _listing  # its listings (StoreListings)
 
     def __init__(self, conn: Connection, capabilities: frozenset[Capability]) -> None:
         self.conn = conn
@@ -315,26 +316,6 @@ class RedisBackend:
         link.sessions[session_id] = session
         self.sessions[(base, session_id)] = session
         return session
-
-    # -- listings (tenure.backends.redis._listing) -----------------------------------
-
-    async def list_nodes(self, *, after: str, limit: int) -> list[str]:
-        """See :meth:`tenure.backends._base.Backend.list_nodes` (a SCAN pass per page)."""
-        return await _listing.list_nodes(self, after, limit)
-
-    async def list_semaphores(
-        self, node: str, *, prefix: str, after: str, limit: int
-    ) -> list[SemaphoreSummary]:
-        """See :meth:`tenure.backends._base.Backend.list_semaphores`."""
-        return await _listing.list_semaphores(self, node, prefix, after, limit)
-
-    async def list_sessions(self, node: str, *, after: int, limit: int) -> list[SessionSummary]:
-        """See :meth:`tenure.backends._base.Backend.list_sessions`."""
-        return await _listing.list_sessions(self, node, after, limit)
-
-    async def kill_session(self, node: str, session_id: int) -> None:
-        """See :meth:`tenure.backends._base.Backend.kill_session`."""
-        await _listing.kill_session(self, node, session_id)
 
     async def aclose(self) -> None:
         """Close every session, then the links (deleting their inboxes) and the pool."""

@@ -1,0 +1,162 @@
+"""What every ``tenure`` command shares: exit statuses, options, errors, output.
+
+Errors never print a traceback: :func:`error_line` makes the one line a failing
+command writes on stderr, and :func:`status_of` the exit status it ends with
+(the table is :class:`Status`, documented in docs/operations.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any, Final, TypeVar
+
+import click
+
+import tenure
+from tenure._core.values import MAX_DESCRIPTION_BYTES
+from tenure.cli._status import Status
+from tenure.client import Client, Opening
+from tenure.errors import InvalidArgumentError, TenureError
+
+#: Where the commands connect when neither ``--url`` nor ``TENURE_URL`` says.
+DEFAULT_URL: Final = "tenure://127.0.0.1:6388"
+#: The environment variable ``--url`` defaults to.
+URL_ENV: Final = "TENURE_URL"
+#: The node ``lock``, ``elect``, ``leader`` and ``observe`` use without ``--node``.
+DEFAULT_NODE: Final = "default"
+#: Set to 1 to have an unexpected error (a bug) print its traceback too.
+TRACEBACK_ENV: Final = "TENURE_TRACEBACK"
+#: The client name every command's sessions carry (operators see it in listings).
+CLIENT_NAME: Final = "tenure-cli"
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class CommandFailedError(Exception):
+    """A command ends with ``status`` after writing ``message`` as its one error line."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def status_of(error: BaseException) -> int:
+    """The exit status a command that raised ``error`` ends with."""
+    if isinstance(error, CommandFailedError):
+        return error.status
+    if isinstance(error, click.ClickException | InvalidArgumentError):
+        return Status.USAGE
+    return Status.FAILED
+
+
+def expected(error: BaseException) -> bool:
+    """Whether ``error`` is one a command may end with (else it is a bug of tenure's)."""
+    return isinstance(
+        error, CommandFailedError | click.ClickException | TenureError | TimeoutError | OSError
+    )
+
+
+def error_line(error: BaseException) -> str:
+    """The one line (no newline inside) that says why a command failed.
+
+    ``tenure lock: No such option '--bogus' (see 'tenure lock --help')`` for bad
+    usage, ``tenure: NotFoundError: node 'x' does not exist`` for a refusal. An
+    unexpected error (a bug) says so, and how to see its traceback.
+    """
+    if isinstance(error, click.UsageError) and error.ctx is not None:
+        path = error.ctx.command_path
+        text = f"{path}: {error.format_message()} (see '{path} --help')"
+    elif isinstance(error, click.ClickException):
+        text = f"tenure: {error.format_message()}"
+    elif isinstance(error, CommandFailedError):
+        text = f"tenure: {error}"
+    elif expected(error):
+        text = f"tenure: {type(error).__name__}: {error}"
+    else:
+        text = (
+            f"tenure: internal error: {type(error).__name__}: {error} "
+            f"(set {TRACEBACK_ENV}=1 for the traceback, and please report it)"
+        )
+    return " ".join(text.split())
+
+
+def url_option(function: F) -> F:
+    """``--url``: the backend, from ``TENURE_URL`` by default, else the local server."""
+    return click.option(
+        "--url",
+        envvar=URL_ENV,
+        default=DEFAULT_URL,
+        show_default=True,
+        metavar="URL",
+        help=f"backend URL (tenure://, memory://, etcd://, redis://, postgres://); env {URL_ENV}",
+    )(function)
+
+
+def json_option(function: F) -> F:
+    """``--json``: print one JSON document (one per line for streams) instead of a table."""
+    return click.option(
+        "--json", "as_json", is_flag=True, help="print JSON (for scripts) instead of a table"
+    )(function)
+
+
+def node_option(function: F) -> F:
+    """``--node``: the node a lock or election is taken in (``default``, created if missing)."""
+    return click.option(
+        "--node",
+        default=DEFAULT_NODE,
+        show_default=True,
+        metavar="NODE",
+        help="the node it lives in; created (with default settings) if missing",
+    )(function)
+
+
+def existing_node_option(function: F) -> F:
+    """``--node`` of the commands that only read: the node must exist."""
+    return click.option(
+        "--node",
+        default=DEFAULT_NODE,
+        show_default=True,
+        metavar="NODE",
+        help="the node it lives in (exit 3 if it does not exist)",
+    )(function)
+
+
+def connect(url: str) -> Opening[Client]:
+    """A client of ``url`` whose sessions name this command as their client."""
+    return tenure.connect(url, client_name=CLIENT_NAME)
+
+
+def run(main: Coroutine[Any, Any, T]) -> T:
+    """Run a command's coroutine on a fresh event loop (the default asyncio loop)."""
+    return asyncio.run(main)
+
+
+async def ensure_node(client: Client, node: str) -> None:
+    """Create ``node`` with default settings unless it exists."""
+    await client.create_node(node, exist_ok=True)
+
+
+def print_json(document: object) -> None:
+    """Write one JSON document on one line of stdout, flushed (streams are read live)."""
+    sys.stdout.write(json.dumps(document, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def session_description(words: list[str]) -> str:
+    """A session description naming this command (shell-quoted), cut to the description limit."""
+    text = shlex.join(["tenure", *words])
+    encoded = text.encode("utf-8", "replace")
+    if len(encoded) <= MAX_DESCRIPTION_BYTES:
+        return encoded.decode("utf-8")
+    return encoded[: MAX_DESCRIPTION_BYTES - 3].decode("utf-8", "ignore") + "..."
+
+
+def environ_with(extra: dict[str, str]) -> dict[str, str]:
+    """This process's environment plus ``extra`` (what a supervised command gets)."""
+    return {**os.environ, **extra}

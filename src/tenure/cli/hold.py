@@ -1,0 +1,280 @@
+"""``tenure lock`` and ``tenure elect``: run a command while a lock or leadership is held."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import click
+
+from tenure.cli._common import (
+    CommandFailedError,
+    F,
+    connect,
+    ensure_node,
+    environ_with,
+    node_option,
+    run,
+    session_description,
+    url_option,
+)
+from tenure.cli._status import Status
+from tenure.cli._supervise import DEFAULT_GRACE, Signals, say, supervise
+from tenure.client import Lease, Session
+from tenure.errors import NotFoundError
+
+#: Where :class:`CommandAfterDash` leaves the command it found after ``--``.
+COMMAND_KEY = "tenure.command"
+
+
+class CommandAfterDash(click.Command):
+    """A click command whose own arguments end at ``--``; what follows is the command to run.
+
+    Everything after the first ``--`` is the child's, untouched (its options are
+    never taken for ours); a missing ``--``, or nothing after it, is a usage error.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Split ``args`` at the first ``--``; parse what comes before as usual."""
+        if "--" not in args:
+            rest = super().parse_args(ctx, args)  # --help still works without a command
+            raise click.UsageError("give the command to run after '--'", ctx)
+        cut = args.index("--")
+        ctx.meta[COMMAND_KEY] = args[cut + 1 :]
+        rest = super().parse_args(ctx, args[:cut])
+        if not ctx.meta[COMMAND_KEY]:
+            raise click.UsageError("no command after '--'", ctx)
+        return rest
+
+
+def check_waiting(options: dict[str, Any]) -> None:
+    """Refuse ``--try`` with ``--timeout`` (a usage error, before anything is opened)."""
+    if options["try_only"] and options["timeout"] is not None:
+        raise click.UsageError("--try and --timeout exclude each other")
+
+
+def hold_options(function: F) -> F:
+    """The options ``lock`` and ``elect`` share: waiting, the child's grace, exit statuses."""
+    options = [
+        click.option(
+            "--timeout",
+            type=click.FloatRange(0, min_open=True),
+            metavar="SECONDS",
+            help="give up (exit 1) if not acquired within this many seconds",
+        ),
+        click.option(
+            "--try",
+            "try_only",
+            is_flag=True,
+            help="exit at once (exit 1) if it is held by somebody else",
+        ),
+        click.option(
+            "--grace",
+            type=click.FloatRange(0),
+            default=DEFAULT_GRACE,
+            show_default=True,
+            metavar="SECONDS",
+            help="after a loss, how long the command has between SIGTERM and SIGKILL",
+        ),
+        click.option(
+            "--recovery-window",
+            type=click.FloatRange(0, min_open=True),
+            metavar="SECONDS",
+            help="how long the lock outlives a lost connection (or a crash of tenure "
+            "itself); default: the node's session_timeout (30 s unless altered)",
+        ),
+        click.option(
+            "--conflict-exit-code",
+            type=click.IntRange(0, 255),
+            default=Status.BUSY.value,
+            show_default=True,
+            metavar="N",
+            help="exit status when busy (--try) or timed out (flock's -E)",
+        ),
+        click.option(
+            "--lost-exit-code",
+            type=click.IntRange(0, 255),
+            default=Status.LOST.value,
+            show_default=True,
+            metavar="N",
+            help="exit status when it was lost while the command ran",
+        ),
+        node_option,
+        url_option,
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+@click.command(cls=CommandAfterDash)
+@click.argument("name", required=False)
+@click.option(
+    "--semaphore",
+    metavar="SEM",
+    help="take --count tokens of this counting semaphore instead of the mutex NAME",
+)
+@click.option(
+    "--count",
+    type=click.IntRange(1),
+    metavar="N",
+    help="with --semaphore: tokens to hold (default 1)",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(1),
+    metavar="L",
+    help="with --semaphore: create it with this limit if missing (without --limit it must exist)",
+)
+@click.option("--data", default="", metavar="TEXT", help="owner data shown to others")
+@hold_options
+def lock(
+    name: str | None,
+    semaphore: str | None,
+    count: int | None,
+    limit: int | None,
+    data: str,
+    **common: Any,
+) -> int:
+    """Run a command while holding the mutex NAME (or tokens of a semaphore).
+
+    \b
+    tenure lock NAME [OPTIONS] -- CMD [ARGS...]
+    tenure lock --semaphore SEM --count N --limit L [OPTIONS] -- CMD [ARGS...]
+
+    Waits its turn (first come, first served), then runs CMD with TENURE_TOKEN (the
+    fencing token), TENURE_LOCK (the name), TENURE_NODE and TENURE_SESSION_ID in its
+    environment, and releases when CMD ends; the exit status is CMD's. If the lock is
+    lost meanwhile, CMD gets SIGTERM, then SIGKILL after --grace, and tenure exits 4.
+    SIGINT, SIGTERM and SIGHUP are passed on to CMD. Exit statuses: 1 busy or timed
+    out, 2 usage, 3 backend error, 4 lost, 126/127 CMD cannot run / not found.
+    """
+    command: list[str] = click.get_current_context().meta[COMMAND_KEY]
+    check_waiting(common)
+    if (name is None) == (semaphore is None):
+        raise click.UsageError("give either NAME (a mutex) or --semaphore SEM, not both")
+    if semaphore is None and (count is not None or limit is not None):
+        raise click.UsageError("--count and --limit go with --semaphore")
+    target = name if semaphore is None else semaphore
+    assert target is not None
+    what = f"lock {target!r}" if semaphore is None else f"semaphore {target!r}"
+
+    async def acquire(session: Session, timeout: float | None) -> Lease:
+        if semaphore is None:
+            return await session.mutex(target).lock(timeout=timeout, data=data.encode())
+        handle = session.semaphore(target)
+        if limit is not None:
+            await handle.create(limit, exist_ok=True)
+        try:
+            return await handle.acquire(count or 1, data=data.encode(), timeout=timeout)
+        except NotFoundError:
+            raise CommandFailedError(
+                f"semaphore {target!r} does not exist in node {common['node']!r}: "
+                "give --limit L to create it",
+                Status.FAILED,
+            ) from None
+
+    extra = {"TENURE_COUNT": str(count or 1)} if semaphore is not None else {}
+    return run(_hold_and_run("lock", target, what, acquire, command, extra, **common))
+
+
+@click.command(cls=CommandAfterDash)
+@click.argument("name")
+@click.option("--data", default="", metavar="TEXT", help="the leader's data (an address, say)")
+@hold_options
+def elect(name: str, data: str, **common: Any) -> int:
+    """Run a command only while leader of the election NAME.
+
+    \b
+    tenure elect NAME --data TEXT [OPTIONS] -- CMD [ARGS...]
+
+    Campaigns (candidates are served first come, first served); once leader, runs
+    CMD with TENURE_TOKEN (the leadership's fencing token), TENURE_LOCK (the
+    election's name), TENURE_NODE and TENURE_SESSION_ID, and resigns when CMD ends;
+    the exit status is CMD's. If leadership is lost, CMD gets SIGTERM, then SIGKILL
+    after --grace, and tenure exits 4 (restart it to campaign again). Exit statuses
+    as for tenure lock.
+    """
+    command: list[str] = click.get_current_context().meta[COMMAND_KEY]
+    check_waiting(common)
+
+    async def campaign(session: Session, timeout: float | None) -> Lease:
+        return await session.election(name).campaign(data.encode(), timeout=timeout)
+
+    what = f"leadership of {name!r}"
+    return run(_hold_and_run("elect", name, what, campaign, command, {}, **common))
+
+
+async def _hold_and_run(
+    verb: str,
+    name: str,
+    what: str,
+    acquire: Callable[[Session, float | None], Awaitable[Lease]],
+    command: Sequence[str],
+    extra: dict[str, str],
+    *,
+    url: str,
+    node: str,
+    timeout: float | None,
+    try_only: bool,
+    grace: float,
+    recovery_window: float | None,
+    conflict_exit_code: int,
+    lost_exit_code: int,
+) -> int:
+    """Open a session, acquire, run ``command`` under :func:`supervise`, release."""
+    wait = 0.0 if try_only else timeout
+    description = session_description([verb, name, "--", *command])
+    with Signals() as signals:
+        try:
+            async with connect(url) as client:
+                await ensure_node(client, node)
+                session = await client.session(
+                    node, recovery_window=recovery_window, description=description
+                )
+                try:
+                    try:
+                        lease = await acquire(session, wait)
+                    except TimeoutError:
+                        why = "busy (--try)" if try_only else f"not acquired within {timeout:g}s"
+                        raise CommandFailedError(f"{what}: {why}", conflict_exit_code) from None
+                    environ = environ_with(
+                        {
+                            "TENURE_TOKEN": str(lease.token),
+                            "TENURE_LOCK": name,
+                            "TENURE_NODE": node,
+                            "TENURE_SESSION_ID": str(session.id),
+                            **extra,
+                        }
+                    )
+                    try:
+                        return await supervise(
+                            command,
+                            environ,
+                            lease.lost,
+                            signals,
+                            what=what,
+                            grace=grace,
+                            lost_status=lost_exit_code,
+                        )
+                    finally:
+                        await lease.release()
+                finally:
+                    await session.close()
+        except asyncio.CancelledError as error:
+            status = _stopped_status(error, signals)
+            if status is None:
+                raise
+            say(f"stopped by signal {signals.stopped_by} while waiting for {what}")
+            return status
+
+
+def _stopped_status(error: BaseException, signals: Signals) -> int | None:
+    """128 + N if ``error`` is the cancellation a signal N caused while waiting, else None."""
+    if isinstance(error, asyncio.CancelledError) and signals.stopped_by is not None:
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        return Status.SIGNAL_BASE + signals.stopped_by
+    return None

@@ -1,0 +1,111 @@
+"""``tenure serve``, ``tenure migrate`` and ``tenure demo``.
+
+``serve`` and ``migrate`` parse their arguments with argparse and import neither
+click nor rich, so that a server (``pip install tenure``) runs without the ``cli``
+extra. ``serve``'s flags are generated from the settings table
+(:data:`tenure.server._config.settings.SETTINGS`), never copied by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+from urllib.parse import urlsplit
+
+import tenure
+from tenure.cli._status import Status
+from tenure.errors import TenureError
+
+SERVE_DESCRIPTION = (
+    "Run a tenure server. Each setting is a flag, an environment variable "
+    "TENURE_<NAME> or a key of the --config file (a flag wins over the variable, the "
+    "variable over the file). Stops gracefully on SIGTERM or SIGINT."
+)
+
+
+def serve_main(argv: Sequence[str]) -> int:
+    """``tenure serve ARGS``: run a server until SIGTERM or SIGINT; the exit status."""
+    from tenure.server._config.serve_config import ConfigError
+    from tenure.server._config.serve_config import add_arguments as add_serve_arguments
+    from tenure.server._config.serve_config import resolve as resolve_serve_config
+    from tenure.server._startup import run as run_server
+
+    parser = argparse.ArgumentParser(prog="tenure serve", description=SERVE_DESCRIPTION)
+    add_serve_arguments(parser)
+    args = parser.parse_args(list(argv))
+    try:
+        config = resolve_serve_config(args, os.environ)
+    except ConfigError as error:
+        parser.error(str(error))  # exit 2, one line after the usage
+    return run_server(config)
+
+
+def migrate_main(argv: Sequence[str]) -> int:
+    """``tenure migrate URL``: create or upgrade a postgres:// schema; the exit status."""
+    parser = argparse.ArgumentParser(
+        prog="tenure migrate",
+        description="Create or upgrade the tables of a postgres:// URL (else done on first use).",
+    )
+    parser.add_argument("url", help="postgres://user:password@host:port/db?schema=tenure")
+    url: str = parser.parse_args(list(argv)).url
+    if urlsplit(url).scheme.lower() not in ("postgres", "postgresql"):
+        print(
+            f"tenure migrate: only postgres:// URLs have tables to migrate, got {url!r}",
+            file=sys.stderr,
+        )
+        return Status.USAGE
+    try:
+        from tenure.backends.postgres._migrate import migrate_url
+
+        print(asyncio.run(migrate_url(url)))
+    except ImportError as error:
+        print(
+            f"tenure migrate: needs the postgres extra ({error.name} is missing): "
+            "pip install 'tenure[postgres]'",
+            file=sys.stderr,
+        )
+        return Status.FAILED
+    except TenureError as error:
+        print(f"tenure migrate: {error}", file=sys.stderr)
+        return Status.FAILED
+    return Status.OK
+
+
+async def demo(url: str) -> None:
+    """Three workers share a mutex, a semaphore and an election, and say what they see.
+
+    Runs again and again on the same server: the node and the semaphore it makes
+    are left in place and found again (``exist_ok``).
+    """
+    async with tenure.connect(url) as client:
+        await client.create_node("demo", exist_ok=True)
+        order: list[str] = []
+
+        async def worker(name: str) -> None:
+            async with (
+                client.session("demo", description=name) as session,
+                session.mutex("job") as lock,
+            ):
+                order.append(name)
+                print(f"{name}: holds 'job' with fencing token {lock.token}")
+                await asyncio.sleep(0.05)
+
+        await asyncio.gather(*(worker(f"worker-{i}") for i in range(3)))
+        print(f"served in arrival order: {order}")
+
+        async with client.session("demo", description="admin") as admin:
+            pool = admin.semaphore("pool")
+            await pool.create(limit=2, data=b"two slots", exist_ok=True)
+            async with pool.acquire(count=2, data=b"admin") as lease:
+                described = await pool.describe(owners=True)
+                print(f"'pool': {described.count}/{described.limit} held, token {lease.token}")
+            election = admin.election("primary")
+            async with election.campaign(b"host-a:8080") as leadership:
+                await leadership.proclaim(b"host-a:9090")
+                leader = await election.leader()
+                assert leader is not None
+                print(f"leader of 'primary': {leader.data.decode()} (is me: {leader.is_me})")
+    print("demo done")

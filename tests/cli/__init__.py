@@ -1,0 +1,1 @@
+"""Tests of the ``tenure`` command: the installed executable, against real servers."""

@@ -1,0 +1,126 @@
+"""Running the installed ``tenure`` executable from the CLI tests.
+
+Each test runs ``.venv/bin/tenure`` (the console script pip installed next to this
+interpreter) as a subprocess, as a user would; every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+#: The console script under test (installed by scripts/bootstrap with the cli extra).
+TENURE = Path(sys.executable).with_name("tenure")
+#: Upper bound of one command's run in these tests, in seconds.
+RUN_TIMEOUT = 30.0
+
+
+def tenure_env(url: str | None = None, **extra: str) -> dict[str, str]:
+    """The environment for a ``tenure`` run: TENURE_URL set (or removed) as asked."""
+    env = {key: value for key, value in os.environ.items() if key != "TENURE_URL"}
+    if url is not None:
+        env["TENURE_URL"] = url
+    return {**env, **extra}
+
+
+def run_tenure(
+    *args: str, url: str | None = None, timeout: float = RUN_TIMEOUT, **extra: str
+) -> subprocess.CompletedProcess[str]:
+    """Run ``tenure ARGS`` to its end (bounded), with ``TENURE_URL=url``; its result."""
+    return subprocess.run(
+        [str(TENURE), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        env=tenure_env(url, **extra),
+        check=False,
+    )
+
+
+def start_tenure(*args: str, url: str | None = None, **extra: str) -> subprocess.Popen[str]:
+    """Start ``tenure ARGS`` in the background (the test waits for it and kills it)."""
+    return subprocess.Popen(
+        [str(TENURE), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env=tenure_env(url, **extra),
+    )
+
+
+def one_error_line(result: subprocess.CompletedProcess[str] | tuple[str, str]) -> str:
+    """The single line a failed command wrote on stderr (asserting it is one, no traceback)."""
+    stderr = result[1] if isinstance(result, tuple) else result.stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+def wait_for_line(proc: subprocess.Popen[str], text: str, *, timeout: float = 10.0) -> str:
+    """Read ``proc``'s stdout until a line containing ``text`` (bounded); that line."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    seen: list[str] = []
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if not selector.select(timeout=max(0.0, deadline - time.monotonic())):
+                break
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            if text in line:
+                return line
+    ended = proc.poll()
+    why = (
+        "" if ended is None or proc.stderr is None else f"; it exited {ended}: {proc.stderr.read()}"
+    )
+    raise AssertionError(f"{text!r} never printed; got {seen!r}{why}")
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = RUN_TIMEOUT) -> tuple[int, str, str]:
+    """Wait (bounded) for a background ``tenure``; its status, stdout and stderr."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"tenure did not end within {timeout}s: {out} {err}") from None
+    return proc.returncode, out, err
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    """End a background ``tenure`` (and so its command) for good, whatever state it is in.
+
+    SIGTERM first: ``tenure`` passes it on to its command and waits for it, so no
+    command is left behind holding the pipes open; SIGKILL if that takes too long.
+    """
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.communicate(timeout=RUN_TIMEOUT / 3)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+
+
+__all__: Sequence[str] = [
+    "TENURE",
+    "tenure_env",
+    "finish",
+    "one_error_line",
+    "run_tenure",
+    "start_tenure",
+    "stop",
+    "wait_for_line",
+]

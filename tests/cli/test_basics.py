@@ -1,0 +1,108 @@
+"""The ``tenure`` command itself: version, help, usage errors, demo, serve and migrate."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import tenure
+from tenure.server._config.settings import SETTINGS
+from tests.cli.support import one_error_line, run_tenure
+
+
+def test_version(tenure_executable: object) -> None:
+    result = run_tenure("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"tenure {tenure.__version__}"
+
+
+def test_no_command_prints_help_and_fails(tenure_executable: object) -> None:
+    result = run_tenure()
+    assert result.returncode == 2
+    for command in ("lock", "elect", "ls", "describe", "sessions", "node", "serve", "demo"):
+        assert command in result.stderr
+
+
+def test_unknown_command_and_option_are_one_line_usage_errors(tenure_executable: object) -> None:
+    result = run_tenure("frobnicate")
+    assert result.returncode == 2
+    assert "frobnicate" in one_error_line(result)
+    result = run_tenure("ls", "--bogus")
+    assert result.returncode == 2
+    assert "--bogus" in one_error_line(result)
+
+
+def test_demo_serves_workers_in_order(tenure_executable: object) -> None:
+    result = run_tenure("demo")  # memory:// unless TENURE_URL says otherwise
+    assert result.returncode == 0, result.stderr
+    assert "served in arrival order: ['worker-0', 'worker-1', 'worker-2']" in result.stdout
+    tokens = [int(line.rsplit(" ", 1)[1]) for line in result.stdout.splitlines() if "holds" in line]
+    assert tokens == sorted(tokens)
+    assert len(set(tokens)) == 3
+    assert "leader of 'primary': host-a:9090 (is me: True)" in result.stdout
+
+
+def test_demo_runs_twice_against_one_server(url: str) -> None:
+    first = run_tenure("demo", "--url", url)
+    second = run_tenure("demo", url=url)  # TENURE_URL works too
+    for result in (first, second):
+        assert result.returncode == 0, result.stderr
+        assert result.stderr == ""
+        assert result.stdout.endswith("demo done\n")
+    # The second run's tokens come after the first's: the same server, the same node.
+    tokens = [
+        [int(line.rsplit(" ", 1)[1]) for line in result.stdout.splitlines() if "holds" in line]
+        for result in (first, second)
+    ]
+    assert max(tokens[0]) < min(tokens[1])
+
+
+def test_serve_help_lists_every_setting(tenure_executable: object) -> None:
+    result = run_tenure("serve", "--help")
+    assert result.returncode == 0, result.stderr
+    for setting in SETTINGS:
+        assert setting.flag in result.stdout
+
+
+def test_serve_refuses_a_bad_setting_with_status_2(tenure_executable: object) -> None:
+    result = run_tenure("serve", "--port", "nope")
+    assert result.returncode == 2
+    assert "--port" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_migrate_refuses_a_url_without_tables(tenure_executable: object) -> None:
+    result = run_tenure("migrate", "memory://")
+    assert result.returncode == 2
+    assert "only postgres:// URLs" in one_error_line(result)
+
+
+def _without_cli_extra(*args: str) -> subprocess.CompletedProcess[str]:
+    """``tenure ARGS`` in a Python where click and rich cannot be imported."""
+    code = (
+        "import sys; sys.modules['click'] = None; sys.modules['rich'] = None; "
+        "from tenure.__main__ import main; sys.exit(main(sys.argv[1:]))"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+def test_a_missing_cli_extra_is_one_clear_line() -> None:
+    result = _without_cli_extra("ls")
+    assert result.returncode == 3
+    assert "pip install 'tenure[cli]'" in one_error_line(result)
+
+
+def test_serve_and_migrate_run_without_the_cli_extra() -> None:
+    result = _without_cli_extra("serve", "--help")
+    assert result.returncode == 0, result.stderr
+    assert "--data-dir" in result.stdout
+    result = _without_cli_extra("migrate", "memory://")
+    assert result.returncode == 2
+    assert "only postgres:// URLs" in result.stderr

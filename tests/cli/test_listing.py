@@ -1,0 +1,203 @@
+"""``tenure ls``, ``describe``, ``sessions``, ``watch``, ``kill-session`` and ``node``."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.cli.support import finish, one_error_line, run_tenure, start_tenure, stop, wait_for_line
+from tests.server.wire import ServerProcess
+
+#: A holder's child: says it runs, then waits to be stopped.
+HOLDING = (
+    "import signal, sys, time\n"
+    "signal.signal(signal.SIGTERM, lambda *_: (print('child got SIGTERM', flush=True),"
+    " sys.exit(0)))\n"
+    "print('child runs', flush=True)\n"
+    "deadline = time.monotonic() + 20\n"
+    "while time.monotonic() < deadline: time.sleep(0.05)\n"
+)
+
+
+def read_json(*args: str, url: str) -> Any:
+    """``tenure ARGS --json``'s document (asserting it succeeded)."""
+    result = run_tenure(*args, "--json", url=url)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def hold(url: str, node: str, name: str, *extra: str) -> subprocess.Popen[str]:
+    """``tenure lock`` holding ``name`` with a waiting child, once the child runs."""
+    holder = start_tenure(
+        "lock", name, "--node", node, *extra, "--", sys.executable, "-c", HOLDING, url=url
+    )
+    wait_for_line(holder, "child runs")
+    return holder
+
+
+def test_node_create_describe_alter_drop(url: str, node: str) -> None:
+    created = run_tenure("node", "create", node, "--set", "lock_delay=0.5", url=url)
+    assert created.returncode == 0, created.stderr
+    described = read_json("node", "describe", node, url=url)
+    assert described["name"] == node
+    assert described["config"]["lock_delay"] == 0.5
+    assert described["sessions"] == 0
+    altered = read_json(
+        "node", "alter", node, "--set", "max_waiters=7", "--set", "default_lease=none", url=url
+    )
+    assert altered["config"]["max_waiters"] == 7
+    assert altered["config"]["default_lease"] is None
+    table = run_tenure("node", "describe", node, url=url)
+    assert "max_waiters" in table.stdout
+    assert "7" in table.stdout
+    again = run_tenure("node", "create", node, url=url)
+    assert again.returncode == 3
+    assert "AlreadyExistsError" in one_error_line(again)
+    assert run_tenure("node", "create", node, "--exist-ok", url=url).returncode == 0
+    dropped = run_tenure("node", "drop", node, url=url)
+    assert dropped.returncode == 0, dropped.stderr
+    missing = run_tenure("node", "describe", node, url=url)
+    assert missing.returncode == 3
+    assert "NotFoundError" in one_error_line(missing)
+
+
+def test_node_settings_are_checked(url: str, node: str) -> None:
+    for pair in ("nonsense=1", "max_waiters=many", "lock_delay", "session_timeout=-1"):
+        result = run_tenure("node", "create", node, "--set", pair, url=url)
+        assert result.returncode == 2, (pair, result.stderr)
+        one_error_line(result)
+    assert run_tenure("node", "alter", node, url=url).returncode == 2
+
+
+def test_drop_with_live_sessions_needs_force(url: str, node: str) -> None:
+    holder = hold(url, node, "job")
+    try:
+        refused = run_tenure("node", "drop", node, url=url)
+        assert refused.returncode == 3
+        assert "PreconditionFailedError" in one_error_line(refused)
+        assert run_tenure("node", "drop", node, "--force", url=url).returncode == 0
+        status, out, _ = finish(holder)
+        assert status == 4  # the lock went with the node
+        assert "child got SIGTERM" in out
+    finally:
+        stop(holder)
+
+
+def test_ls_describe_sessions_show_who_holds_and_who_waits(url: str, node: str) -> None:
+    holder = hold(url, node, "job", "--data", "batch-7")
+    waiter = start_tenure("lock", "job", "--node", node, "--", "true", url=url)
+    try:
+        for _ in range(50):  # until the waiter has queued (bounded)
+            described = read_json("describe", node, "job", url=url)
+            if described["waiters"]:
+                break
+        assert node in read_json("ls", url=url)
+        [line] = read_json("ls", node, "--prefix", "j", url=url)
+        assert line == {
+            "name": "job", "kind": "mutex", "limit": 1, "count": None, "owners": 1,
+            "waiters": 1, "ephemeral": True,
+        }  # fmt: skip
+        assert read_json("ls", node, "--prefix", "x", url=url) == []
+
+        assert (described["kind"], described["limit"], described["held"]) == ("mutex", 1, True)
+        [owner] = described["owners"]
+        assert owner["data"] == "batch-7"
+        assert owner["description"].startswith("tenure lock job -- ")
+        assert owner["identity"] == {
+            "host": socket.gethostname(), "pid": holder.pid, "name": "tenure-cli",
+        }  # fmt: skip
+        assert owner["since"] is not None
+        [queued] = described["waiters"]
+        assert queued["identity"]["pid"] == waiter.pid
+        assert queued["description"] == "tenure lock job -- true"
+
+        text = run_tenure("describe", node, "job", url=url).stdout
+        for shown in ("holders", "waiters", "batch-7", "tenure-cli", str(owner["token"])):
+            assert shown in text
+
+        sessions = read_json("sessions", node, url=url)
+        by_id = {session["session_id"]: session for session in sessions}
+        mine = by_id[owner["session_id"]]
+        assert (mine["holds"], mine["waits"]) == (1, 0)
+        assert by_id[queued["session_id"]]["waits"] == 1
+        assert mine["identity"]["pid"] == holder.pid
+        assert "tenure lock job" in run_tenure("sessions", node, url=url).stdout
+
+        # The operator ends the holder's session: its command is stopped, the waiter runs.
+        killed = run_tenure("kill-session", node, str(owner["session_id"]), url=url)
+        assert killed.returncode == 0, killed.stderr
+        status, out, err = finish(holder)
+        assert status == 4, err
+        assert "child got SIGTERM" in out
+        assert "operator" in err
+        assert finish(waiter)[0] == 0
+        gone = run_tenure("kill-session", node, str(owner["session_id"]), url=url)
+        assert gone.returncode == 3
+        assert "NotFoundError" in one_error_line(gone)
+    finally:
+        for proc in (holder, waiter):
+            stop(proc)
+
+
+def test_watch_prints_each_change(url: str, node: str) -> None:
+    run_tenure("node", "create", node, url=url)
+    watcher = start_tenure("watch", node, "job", "--json", "--count", "3", url=url)
+    try:
+        first = json.loads(wait_for_line(watcher, '"exists"'))
+        assert first["exists"] is False
+        holder = hold(url, node, "job")
+        # Seen held before the holder lets go (a watcher sees the latest state only).
+        held = json.loads(wait_for_line(watcher, '"exists": true'))
+        assert held["owners"][0]["identity"]["name"] == "tenure-cli"
+        assert held["owners"][0]["identity"]["pid"] == holder.pid
+        holder.send_signal(signal.SIGTERM)
+        assert finish(holder)[0] == 0
+        status, out, err = finish(watcher)
+        assert status == 0, err
+        assert json.loads(out)["exists"] is False
+    finally:
+        stop(watcher)
+    line = run_tenure("watch", node, "job", "--count", "1", url=url)
+    assert line.returncode == 0
+    assert "'job': does not exist" in line.stdout
+
+
+def test_reading_what_is_missing_is_one_line(url: str, node: str) -> None:
+    for args in (["ls", node], ["sessions", node], ["describe", node, "job"]):
+        result = run_tenure(*args, url=url)
+        assert result.returncode == 3, (args, result.stderr)
+        assert "NotFoundError" in one_error_line(result)
+    run_tenure("node", "create", node, url=url)
+    free = run_tenure("describe", node, "job", url=url)
+    assert free.returncode == 3
+    assert "nobody holds or waits" in one_error_line(free)
+    assert run_tenure("kill-session", node, "x", url=url).returncode == 2
+    assert run_tenure("ls", "--prefix", "a", url=url).returncode == 2
+
+
+def test_access_is_checked_by_the_server(tmp_path: Path) -> None:
+    auth = tmp_path / "auth.toml"
+    auth.write_text(
+        '[[token]]\nname = "ops"\nsecret = "rw-secret"\naccess = "read-write"\n\n'
+        '[[token]]\nname = "viewer"\nsecret = "ro-secret"\naccess = "read-only"\n'
+    )
+    with ServerProcess(tmp_path / "data", "--fsync", "off", "--auth-file", str(auth)) as server:
+        base = f"tenure://127.0.0.1:{server.port}"
+        writer, reader = f"{base}?token=rw-secret", f"{base}?token=ro-secret"
+        assert run_tenure("node", "create", "ops", url=writer).returncode == 0
+        holder = hold(writer, "ops", "job")
+        try:
+            [session] = read_json("sessions", "ops", url=reader)
+            denied = run_tenure("kill-session", "ops", str(session["session_id"]), url=reader)
+            assert denied.returncode == 3
+            assert "PermissionDeniedError" in one_error_line(denied)
+            refused = run_tenure("ls", url=f"{base}?token=wrong")
+            assert refused.returncode == 3
+            assert "AuthenticationError" in one_error_line(refused)
+        finally:
+            stop(holder)
