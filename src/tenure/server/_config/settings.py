@@ -270,7 +270,8 @@ SETTINGS: Final = (
         int,
         0,
         "N",
-        "serve HTTP on this port: /metrics (Prometheus), /healthz, /readyz; needs the "
+        "serve HTTP on this port: /metrics (Prometheus), /healthz, /readyz, / (the "
+        "dashboard); needs the "
         "server extra (pip install 'tenure[server]'); 0: no HTTP (default: %(default)s)",
         in_range(0, 65535),
     ),
