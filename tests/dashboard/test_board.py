@@ -134,6 +134,7 @@ def test_the_dashboard_settings_are_named_and_checked() -> None:
     defaults = config()
     assert BoardLimits.of(defaults) == BoardLimits(50, 100, 100, 20)
     assert (defaults.dashboard_rate, defaults.dashboard_actions) == (2.0, False)
+    assert defaults.dashboard_max_streams == 64
     chosen = config(
         "--dashboard-max-semaphores",
         "7",
@@ -148,6 +149,7 @@ def test_the_dashboard_settings_are_named_and_checked() -> None:
         ("--dashboard-max-semaphores", "0"),
         ("--dashboard-max-nodes", "10001"),
         ("--dashboard-max-sessions", "-1"),
+        ("--dashboard-max-streams", "0"),
         ("--dashboard-max-holders", "0"),
         ("--dashboard-rate", "0"),
         ("--dashboard-rate", "21"),

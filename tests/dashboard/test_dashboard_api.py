@@ -5,6 +5,7 @@ what a malformed request is told."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 from collections.abc import AsyncIterator, Iterator
@@ -242,3 +243,27 @@ async def test_the_page_forbids_inline_script_and_streams_end_when_the_server_st
                 assert served.server.signal(signal.SIGTERM) == 0  # within WAIT
                 await stream.content.read()  # returns: the stream ended with the server
                 assert stream.content.at_eof()
+
+
+async def test_event_streams_are_bounded_by_dashboard_max_streams(tmp_path: Path) -> None:
+    for served in serve(tmp_path, "--dashboard-max-streams", "1"):
+        events = f"http://127.0.0.1:{served.http}/dashboard/api/events"
+        timeout = aiohttp.ClientTimeout(total=WAIT)
+        async with aiohttp.ClientSession(timeout=timeout) as client:
+            async with client.get(events) as first:
+                assert first.status == 200
+                await first.content.readline()  # served: its stream is open
+                async with client.get(events) as second:
+                    assert second.status == 503
+                    answer = await second.json()
+                    assert "dashboard_max_streams (1)" in answer["error"]
+                first.close()  # the page leaves: its connection is closed
+            statuses = []
+            for _ in range(50):  # bounded: the server sees the first page leave
+                async with client.get(events) as again:
+                    statuses.append(again.status)
+                    if again.status == 200:
+                        break
+                await asyncio.sleep(0.1)
+            else:
+                raise AssertionError(f"a closed stream's slot never came back: {statuses}")

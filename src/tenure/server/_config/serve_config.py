@@ -109,6 +109,7 @@ class ServeConfig:
     dashboard_max_sessions: int = 100
     dashboard_max_holders: int = 20
     dashboard_rate: float = 2.0  # updates per second per page, at most
+    dashboard_max_streams: int = 64  # event streams served at once
     dashboard_actions: bool = False  # without tokens: may the dashboard end sessions?
     log_format: str = "json"
     slow_commit: float = DEFAULT_SLOW_COMMIT  # 0: never logged

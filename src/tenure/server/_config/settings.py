@@ -326,6 +326,15 @@ SETTINGS: Final = (
         in_range(0, 20, above=True),
     ),
     Setting(
+        "dashboard_max_streams",
+        int,
+        64,
+        "N",
+        "dashboard: event streams (open pages) served at once; one more is answered 503 "
+        "and its page tries again later (default: %(default)s)",
+        in_range(1, 10_000),
+    ),
+    Setting(
         "dashboard_actions",
         bool,
         False,

@@ -94,6 +94,8 @@ class Dashboard:
         self.rates = RateMeter()
         #: viewer key -> (monotonic time built, the view's JSON text).
         self._views: dict[str, tuple[float, str]] = {}
+        #: Event streams open now (at most ``--dashboard-max-streams``).
+        self.streams = 0
 
     @property
     def server(self) -> Server | None:
@@ -224,19 +226,28 @@ async def events(request: web.Request) -> web.StreamResponse:
     viewer = dashboard.viewer(request)
     if viewer is None:
         return _unauthorized()
+    server = dashboard.server
+    most = server.config.dashboard_max_streams if server is not None else 1
+    if dashboard.streams >= most:
+        # The page's EventSource tries again after ``retry`` (its last one, or its own).
+        why = f"dashboard_max_streams ({most}) event streams are open; try again later"
+        return _error(503, why)
     response = web.StreamResponse(
         headers={**_HEADERS, "Content-Type": "text/event-stream", "X-Accel-Buffering": "no"}
     )
-    await response.prepare(request)
+    dashboard.streams += 1
     loop = asyncio.get_running_loop()
     started = last_write = loop.time()
     sent = None
     try:
+        await response.prepare(request)
         await response.write(f"retry: {RETRY_MS}\n\n".encode())
         # Bounded: at most STREAM_SECONDS * rate turns (the rate is at most 20).
         while loop.time() - started < STREAM_SECONDS:
             if request.app[READINESS].state == "stopping":
                 break
+            if request.transport is None or request.transport.is_closing():
+                break  # the page left: give its slot back now, not at the next write
             view = dashboard.view(viewer)
             if view != sent:
                 await response.write(f"data: {_message(view)}\n\n".encode())
@@ -247,6 +258,8 @@ async def events(request: web.Request) -> web.StreamResponse:
             await asyncio.sleep(dashboard.interval())
     except ConnectionError:
         pass  # the page left
+    finally:
+        dashboard.streams -= 1
     return response
 
 
