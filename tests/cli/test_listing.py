@@ -67,7 +67,7 @@ def test_node_create_describe_alter_drop(url: str, node: str) -> None:
 
 
 def test_node_settings_are_checked(url: str, node: str) -> None:
-    for pair in ("nonsense=1", "max_waiters=many", "lock_delay", "session_timeout=-1"):
+    for pair in ("nonsense=1", "max_waiters=many", "lock_delay", "recovery_window=-1"):
         result = run_tenure("node", "create", node, "--set", pair, url=url)
         assert result.returncode == 2, (pair, result.stderr)
         one_error_line(result)

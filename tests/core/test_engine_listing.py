@@ -91,7 +91,7 @@ def test_listing_a_missing_node_is_not_found() -> None:
 
 
 def test_sessions_are_listed_with_identity_window_and_what_they_hold() -> None:
-    engine = make_engine(NodeConfig(session_timeout=20.0))
+    engine = make_engine(NodeConfig(recovery_window=20.0))
     a = engine.apply(CreateSession("n", KEY, 5.0, "exporter", ALICE), 1.0).session_id
     b = engine.apply(CreateSession("n", KEY, None, "", BOB), 2.0).session_id
     acquire(engine, a, "x", MAX_COUNT, ephemeral=True, now=3.0)

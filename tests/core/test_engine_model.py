@@ -85,7 +85,7 @@ from tenure.errors import (
 NODES: dict[str, NodeConfig] = {
     # Small limits, so that every LimitExceededError path is reachable.
     "a": NodeConfig(
-        session_timeout=3.0,
+        recovery_window=3.0,
         max_sessions=4,  # the observer and three more
         max_semaphores=2,
         max_waiters=1,
@@ -93,7 +93,7 @@ NODES: dict[str, NodeConfig] = {
         max_watches_per_session=2,
     ),
     # Lock-delay, and leases on every grant unless renewed.
-    "b": NodeConfig(session_timeout=2.0, lock_delay=0.75, default_lease=2.5),
+    "b": NodeConfig(recovery_window=2.0, lock_delay=0.75, default_lease=2.5),
 }
 NAMES = ("x", "y")
 X_LIMITS = {"a": 2, "b": 3}  # "x" exists on both nodes from the start
@@ -411,7 +411,7 @@ class EngineMachine(RuleBasedStateMachine):
             self.engine.apply(CreateNode(node, config), self.now)
             sid = self.engine.apply(CreateSession(node, b"observer"), self.now).session_id
             self.observers[node] = sid
-            self.model.sessions[sid] = MSession(sid, node, config.session_timeout)
+            self.model.sessions[sid] = MSession(sid, node, config.recovery_window)
         for node in ("a", "a", "b", "b", "b"):
             self.create_session(node, None)
         # A persistent semaphore to contend for from the first step.
@@ -553,7 +553,7 @@ class EngineMachine(RuleBasedStateMachine):
             self.expect_error(LimitExceededError, command)
             return
         info = self.engine.apply(command, self.now)
-        expected_timeout = config.session_timeout if timeout is None else timeout
+        expected_timeout = config.recovery_window if timeout is None else timeout
         assert (info.timeout, info.seq_no) == (expected_timeout, 1)
         assert info.session_id not in self.model.sessions
         self.model.sessions[info.session_id] = MSession(info.session_id, node, expected_timeout)

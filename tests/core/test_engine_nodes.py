@@ -24,7 +24,7 @@ from tenure._core import (
     SessionEnded,
 )
 from tenure._core.invariants import check_invariants
-from tenure._core.values import MAX_NAME_BYTES, MAX_SESSION_TIMEOUT
+from tenure._core.values import MAX_NAME_BYTES, MAX_RECOVERY_WINDOW
 from tenure.errors import (
     AlreadyExistsError,
     ErrorCode,
@@ -54,7 +54,7 @@ from .support import (
 
 def test_create_then_describe_reports_config_and_empty_counts():
     engine = Engine()
-    config = NodeConfig(session_timeout=5.0, lock_delay=1.0, max_waiters=7)
+    config = NodeConfig(recovery_window=5.0, lock_delay=1.0, max_waiters=7)
     assert engine.apply(CreateNode("alpha", config), 0.0) is None
     assert engine.apply(DescribeNode("alpha"), 0.0) == NodeDescription("alpha", config, 0, 0)
 
@@ -152,13 +152,13 @@ def test_good_node_names_are_accepted(name):
 
 
 BAD_SETTINGS = [
-    ("session_timeout", 0),
-    ("session_timeout", -1.0),
-    ("session_timeout", math.nan),
-    ("session_timeout", math.inf),
-    ("session_timeout", MAX_SESSION_TIMEOUT + 1),
-    ("session_timeout", True),
-    ("session_timeout", "5"),
+    ("recovery_window", 0),
+    ("recovery_window", -1.0),
+    ("recovery_window", math.nan),
+    ("recovery_window", math.inf),
+    ("recovery_window", MAX_RECOVERY_WINDOW + 1),
+    ("recovery_window", True),
+    ("recovery_window", "5"),
     ("lock_delay", -0.5),
     ("lock_delay", math.nan),
     ("lock_delay", math.inf),
@@ -215,7 +215,7 @@ def test_alter_applies_changes_and_returns_new_description():
     assert desc.config.lock_delay == 2.5
     assert desc.config.max_waiters == 3
     assert desc.config.default_lease == 4.0
-    assert desc.config.session_timeout == NodeConfig().session_timeout  # untouched
+    assert desc.config.recovery_window == NodeConfig().recovery_window  # untouched
     assert desc.sessions == 1
     assert engine.apply(DescribeNode("n"), 1.0) == desc
 
@@ -235,9 +235,9 @@ def test_altered_limit_applies_to_later_commands():
         open_session(engine)
 
 
-def test_altered_session_timeout_is_the_default_of_new_sessions():
-    engine = make_engine(NodeConfig(session_timeout=30.0))
-    engine.apply(AlterNode("n", {"session_timeout": 7.0}), 0.0)
+def test_altered_recovery_window_is_the_default_of_new_sessions():
+    engine = make_engine(NodeConfig(recovery_window=30.0))
+    engine.apply(AlterNode("n", {"recovery_window": 7.0}), 0.0)
     assert engine.apply(CreateSession("n", KEY), 0.0).timeout == 7.0
 
 

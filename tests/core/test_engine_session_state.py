@@ -201,7 +201,7 @@ def test_the_state_agrees_with_the_semaphores_and_the_pushes(seed: int) -> None:
     ``missed`` is exactly the latest unasked-for ending pushed on each semaphore since
     the session last acquired or released it, before and after a snapshot."""
     rng = random.Random(seed)
-    engine = make_engine(NodeConfig(session_timeout=1.0, default_lease=rng.choice([None, 1.0])))
+    engine = make_engine(NodeConfig(recovery_window=1.0, default_lease=rng.choice([None, 1.0])))
     for _ in range(4):
         open_session(engine)
     expected: Expected = {s: {} for s in engine.sessions}

@@ -19,7 +19,7 @@ from tenure._core import (
 )
 from tenure._core.engine import MAX_PROTECTION_KEY_BYTES
 from tenure._core.invariants import check_invariants
-from tenure._core.values import MAX_DESCRIPTION_BYTES, MAX_SESSION_TIMEOUT
+from tenure._core.values import MAX_DESCRIPTION_BYTES, MAX_RECOVERY_WINDOW
 from tenure.errors import (
     ErrorCode,
     InvalidArgumentError,
@@ -50,7 +50,7 @@ from .support import (
 
 
 def test_create_session_uses_node_default_timeout_and_seq_no_1():
-    engine = make_engine(NodeConfig(session_timeout=12.0))
+    engine = make_engine(NodeConfig(recovery_window=12.0))
     info = engine.apply(CreateSession("n", KEY), 0.0)
     assert info.timeout == 12.0
     assert info.seq_no == 1
@@ -58,7 +58,7 @@ def test_create_session_uses_node_default_timeout_and_seq_no_1():
 
 
 def test_create_session_with_own_timeout():
-    engine = make_engine(NodeConfig(session_timeout=12.0))
+    engine = make_engine(NodeConfig(recovery_window=12.0))
     info = engine.apply(CreateSession("n", KEY, timeout=3.5), 0.0)
     assert info.timeout == 3.5
 
@@ -72,9 +72,9 @@ def test_session_ids_are_distinct_across_nodes():
 
 @pytest.mark.parametrize(
     "timeout",
-    [0, 0.0, -1.0, math.nan, math.inf, -math.inf, MAX_SESSION_TIMEOUT + 1, True, "3"],
+    [0, 0.0, -1.0, math.nan, math.inf, -math.inf, MAX_RECOVERY_WINDOW + 1, True, "3"],
 )
-def test_invalid_session_timeout_is_rejected(timeout):
+def test_invalid_recovery_window_is_rejected(timeout):
     engine = make_engine()
     with pytest.raises(InvalidArgumentError):
         engine.apply(CreateSession("n", KEY, timeout=timeout), 0.0)
@@ -145,7 +145,7 @@ def test_detached_session_expires_exactly_at_its_deadline():
 
 
 def test_attached_session_never_expires():
-    engine = make_engine(NodeConfig(session_timeout=1.0))
+    engine = make_engine(NodeConfig(recovery_window=1.0))
     sid = open_session(engine)
     assert engine.next_deadline() is None
     engine.tick(1e9)

@@ -86,7 +86,7 @@ def step(engine: Engine, command: Command[object], now: float) -> tuple[object, 
 @pytest.mark.parametrize("seed", range(40))
 def test_a_loaded_engine_behaves_exactly_like_the_original(seed: int) -> None:
     rng = random.Random(seed)
-    config = NodeConfig(lock_delay=rng.choice([0.0, 2.0, 6.0]), session_timeout=1.0)
+    config = NodeConfig(lock_delay=rng.choice([0.0, 2.0, 6.0]), recovery_window=1.0)
     engine = make_engine(config)
     for _ in range(4):
         open_session(engine)
@@ -259,7 +259,7 @@ def dump_v3(engine: Engine) -> dict[str, Any]:
 def engine_of_one_hold_per_session(seed: int) -> Engine:
     """A random engine of the kind every older layout could hold: all holds are hold 0."""
     rng = random.Random(seed)
-    engine = make_engine(NodeConfig(lock_delay=rng.choice([0.0, 2.0]), session_timeout=1.0))
+    engine = make_engine(NodeConfig(lock_delay=rng.choice([0.0, 2.0]), recovery_window=1.0))
     for _ in range(4):
         open_session(engine)
     now = 0.0
@@ -310,7 +310,7 @@ def test_a_restored_mutex_shares_the_engines_counts() -> None:
 
 def engine_with_live_holders() -> Engine:
     """Sessions with identities that hold and wait, opened and granted at various times."""
-    engine = make_engine(NodeConfig(session_timeout=60.0))
+    engine = make_engine(NodeConfig(recovery_window=60.0))
     alice = ClientIdentity("host-a", 7, "worker")
     a = engine.apply(CreateSession("n", KEY, None, "exporter", alice), 1.0).session_id
     b = engine.apply(CreateSession("n", KEY, None, "", ClientIdentity("host-b", 8)), 2.0)

@@ -138,7 +138,7 @@ def test_a_layout_renders_tag_and_typed_fields():
         "[21, session_id: uint, name: str, count: uint, request_id: uint, data: bin, "
         "timeout: float|nil, ephemeral: bool, lease_ttl: float|nil, hold: uint]"
     )
-    assert layout(NODE_CONFIG).startswith("[session_timeout: float, lock_delay: float,")
+    assert layout(NODE_CONFIG).startswith("[recovery_window: float, lock_delay: float,")
 
 
 # -- round trips ------------------------------------------------------------------------

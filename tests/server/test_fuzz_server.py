@@ -632,7 +632,7 @@ async def test_commands_on_a_live_session(
     try:
         raw.send(codec.send(Hello(client_name="fuzz", max_frame_size=max_frame_size)))
         assert isinstance(await raw.receive(codec), Welcome)
-        raw.send(codec.send(Request(1, CreateNode(node, NodeConfig(session_timeout=0.2)))))
+        raw.send(codec.send(Request(1, CreateNode(node, NodeConfig(recovery_window=0.2)))))
         raw.send(codec.send(Request(2, CreateSession(node, _KEY, timeout=0.2))))
         assert await raw.receive(codec) == Reply(1, None)
         info = await raw.receive(codec)

@@ -177,8 +177,8 @@ def test_every_node_setting_and_its_default_is_documented() -> None:
 @pytest.mark.parametrize(
     ("setting", "value"),
     [
-        ("session_timeout", 0.0),
-        ("session_timeout", 86400.5),
+        ("recovery_window", 0.0),
+        ("recovery_window", 86400.5),
         ("lock_delay", -1.0),
         ("default_lease", 0.0),
         ("max_sessions", 0),
@@ -201,12 +201,12 @@ async def test_settings_out_of_range_are_invalid_argument(
 async def test_settings_at_their_bounds_and_alter_semantics(
     server: ServerProcess, wire: Clients
 ) -> None:
-    node = await new_node(server, wire, session_timeout=86400.0, lock_delay=0.0)
+    node = await new_node(server, wire, recovery_window=86400.0, lock_delay=0.0)
     early = await node.client.call(CreateSession(node.name, b"k", None))
-    assert early.timeout == 86400.0  # nil: the node's session_timeout
+    assert early.timeout == 86400.0  # nil: the node's recovery_window
     # An int for a float field is accepted; a float for a max_ field is not.
-    changed = await node.client.call(AlterNode(node.name, {"session_timeout": 20}))
-    assert changed.config.session_timeout == 20.0
+    changed = await node.client.call(AlterNode(node.name, {"recovery_window": 20}))
+    assert changed.config.recovery_window == 20.0
     failure = await node.client.fail(AlterNode(node.name, {"max_waiters": 1.5}))
     assert failure.code is ErrorCode.INVALID_ARGUMENT
     later = await node.client.call(CreateSession(node.name, b"k", None))

@@ -201,7 +201,7 @@ async def test_kill_9_keeps_leases_waiters_and_tokens(tmp_path: Path, wire: Clie
     data = tmp_path / "data"
     with ServerProcess(data) as server:
         admin = await wire.connect(server.port)
-        await admin.call(CreateNode("n", NodeConfig(session_timeout=60.0)))
+        await admin.call(CreateNode("n", NodeConfig(recovery_window=60.0)))
         first, s1 = await open_session(wire, server.port, KEY1)
         second, s2 = await open_session(wire, server.port, KEY2)
         third, s3 = await open_session(wire, server.port, KEY3)

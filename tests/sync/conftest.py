@@ -28,7 +28,7 @@ def clock() -> FakeClock:
 def client(clock: FakeClock) -> Iterator[tenure.sync.Client]:
     before = set(threading.enumerate())
     with tenure.sync.connect("memory://", clock=clock) as client:
-        client.create_node(NODE, session_timeout=15.0)
+        client.create_node(NODE, recovery_window=15.0)
         yield client
     # Threads of earlier tests (gRPC's, a server's) may end meanwhile: only a thread
     # that started during this one and still runs is the portal's.

@@ -36,7 +36,6 @@ no identities and every time at the snapshot's ``now``.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,7 +43,8 @@ from tenure._core.effects import AcquireFailed, LeaseLost
 from tenure._core.engine import Engine
 from tenure._core.semaphore import Owner, Semaphore, Waiter
 from tenure._core.state import Node, Session
-from tenure._core.values import MAX_COUNT, ClientIdentity, NodeConfig
+from tenure._core.stored_config import config_from_stored, config_to_stored
+from tenure._core.values import MAX_COUNT, ClientIdentity
 from tenure.errors import ErrorCode, InvalidArgumentError
 
 #: Bumped when the layout changes; :func:`load` refuses layouts it does not know.
@@ -150,7 +150,7 @@ def _dump_node(node: Node) -> Plain:
             )
     return {
         "name": node.name,
-        "config": dataclasses.asdict(node.config),
+        "config": config_to_stored(node.config),  # the names snapshots always had
         "semaphores": semaphores,
         "owners": owners,
         "waiters": waiters,
@@ -189,7 +189,7 @@ def _load(data: Plain, version: int) -> Engine:
     engine.last_session_id = int(data["last_session_id"])
     engine.last_watch_id = int(data["last_watch_id"])
     for plain in data["nodes"]:
-        node = Node(plain["name"], NodeConfig(**plain["config"]).validated())
+        node = Node(plain["name"], config_from_stored(plain["config"]).validated())
         engine.nodes[node.name] = node
     sessions = data["sessions"]
     if version > 4:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import unicodedata
+import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -34,8 +36,14 @@ MAX_PID: Final = 2**32 - 1
 #: returns, so that no reply outgrows a frame.
 MAX_PAGE: Final = 10_000
 
-#: Longest session timeout (recovery window) a node accepts, in seconds.
-MAX_SESSION_TIMEOUT: Final = 24 * 3600.0
+#: Longest recovery window a node or a session accepts, in seconds.
+MAX_RECOVERY_WINDOW: Final = 24 * 3600.0
+
+#: Settings of NodeConfig that were renamed: the old name -> today's. The old name
+#: still works where users type it (NodeConfig.replace, create_node, alter_node, the
+#: CLI's --set), with a DeprecationWarning; stored data and the wire keep it (see
+#: tenure._core.stored_config).
+RENAMED_SETTINGS: Final = {"session_timeout": "recovery_window"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +51,10 @@ class NodeConfig:
     """Settings of a coordination node; every limit is named here and enforced by the engine.
 
     Attributes:
-        session_timeout: recovery window (seconds) of sessions that do not choose one.
+        recovery_window: seconds a session whose client went silent is kept before it
+            expires (its holds released), for sessions that do not choose their own.
+            Named ``session_timeout`` before (that name still works in ``replace``,
+            with a DeprecationWarning).
         lock_delay: after a holder *failed* (its session or lease expired), no grant
             on that semaphore happens for this many seconds (Chubby's lock-delay).
         default_lease: if set, every grant on this node lasts this many seconds
@@ -59,7 +70,7 @@ class NodeConfig:
             dropped first (see DescribeSession).
     """
 
-    session_timeout: float = 30.0
+    recovery_window: float = 30.0
     lock_delay: float = 0.0
     default_lease: float | None = None
     max_sessions: int = 10_000
@@ -71,7 +82,7 @@ class NodeConfig:
 
     def validated(self) -> NodeConfig:
         """Return ``self`` if every field is in range, else raise InvalidArgumentError."""
-        check_duration("session_timeout", self.session_timeout, maximum=MAX_SESSION_TIMEOUT)
+        check_duration("recovery_window", self.recovery_window, maximum=MAX_RECOVERY_WINDOW)
         check_duration("lock_delay", self.lock_delay, allow_zero=True)
         if self.default_lease is not None:
             check_duration("default_lease", self.default_lease)
@@ -89,12 +100,39 @@ class NodeConfig:
         return self
 
     def replace(self, **changes: object) -> NodeConfig:
-        """A copy with ``changes`` applied and validated; unknown names are rejected."""
+        """A copy with ``changes`` applied and validated; unknown names are rejected.
+
+        A renamed setting's old name (``session_timeout``) is still taken, with a
+        DeprecationWarning naming the new one.
+        """
+        changes = renamed_settings(changes, stacklevel=2)
         known = {f.name for f in dataclasses.fields(self)}
         unknown = sorted(set(changes) - known)
         if unknown:
             raise InvalidArgumentError(f"unknown node setting(s): {', '.join(unknown)}")
         return dataclasses.replace(self, **changes).validated()  # type: ignore[arg-type]
+
+
+def renamed_settings(changes: Mapping[str, object], *, stacklevel: int = 2) -> dict[str, object]:
+    """``changes`` with each old setting name (RENAMED_SETTINGS) under today's name.
+
+    Each old name warns (DeprecationWarning, ``stacklevel`` as :func:`warnings.warn`'s,
+    counted from the caller of this function); both names of one setting at once is
+    InvalidArgumentError, since which one was meant cannot be known.
+    """
+    out = dict(changes)
+    for old, new in RENAMED_SETTINGS.items():
+        if old not in out:
+            continue
+        if new in out:
+            raise InvalidArgumentError(f"{old} and {new} name the same setting: give {new} only")
+        warnings.warn(
+            f"the node setting {old} is now called {new}; {old} will be removed",
+            DeprecationWarning,
+            stacklevel=stacklevel + 1,
+        )
+        out[new] = out.pop(old)
+    return out
 
 
 @dataclass(frozen=True, slots=True)

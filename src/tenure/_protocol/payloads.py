@@ -16,11 +16,12 @@ commands.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, cast
 
 from tenure._core import commands as c
 from tenure._core import effects as fx
 from tenure._core import values as v
+from tenure._core.stored_config import current_names, stored_names
 from tenure._protocol.schema import (
     BIN,
     BOOL,
@@ -46,6 +47,7 @@ __all__ = [
     "ERROR_CODE",
     "HELD_GRANT",
     "MISSED",
+    "NODE_CHANGES",
     "NODE_CONFIG",
     "OWNER_INFO",
     "QUEUED_ACQUIRE",
@@ -92,10 +94,12 @@ ACQUIRE_STATUS: Final = EnumField(
 
 # -- values inside replies (untagged: their position says what they are) ---------------
 
+# Positional on the wire, so the renamed first field (``session_timeout`` before) kept
+# its place and its layout: only the attribute it reads changed.
 NODE_CONFIG: Final = Record(
     v.NodeConfig,
     [
-        ("session_timeout", FLOAT),
+        ("recovery_window", FLOAT),
         ("lock_delay", FLOAT),
         ("default_lease", OPT_FLOAT),
         ("max_sessions", UINT),
@@ -106,6 +110,29 @@ NODE_CONFIG: Final = Record(
         ("max_missed_per_session", UINT),
     ],
 )
+
+
+class _NodeChanges(Field):
+    """AlterNode's changes: SCALAR_MAP, with a renamed setting under its old name.
+
+    The map's keys are setting names on the wire and in the journal (which logs
+    commands in this layout), so ``recovery_window`` goes out as ``session_timeout``,
+    which servers of every version understand and every journal holds; either name
+    loads, as today's name. (See tenure._core.stored_config.)
+    """
+
+    wire = SCALAR_MAP.wire
+
+    def dump(self, value: object) -> object:
+        return stored_names(cast("dict[str, object]", SCALAR_MAP.dump(value)))
+
+    def load(self, raw: object) -> object:
+        # Both names at once stay as sent: the engine refuses them (INVALID_ARGUMENT),
+        # a reply rather than a malformed message that would end the connection.
+        return current_names(cast("dict[str, object]", SCALAR_MAP.load(raw)))
+
+
+NODE_CHANGES: Final[Field] = _NodeChanges()
 
 CLIENT_IDENTITY: Final = Record(v.ClientIdentity, [("host", STR), ("pid", UINT), ("name", STR)])
 
@@ -181,7 +208,7 @@ _COMMANDS: Final = (
     # nodes: 1..9
     Record(c.CreateNode, [("name", STR), ("config", NODE_CONFIG)], tag=1),
     Record(c.DescribeNode, [("name", STR)], tag=2),
-    Record(c.AlterNode, [("name", STR), ("changes", SCALAR_MAP)], tag=3),
+    Record(c.AlterNode, [("name", STR), ("changes", NODE_CHANGES)], tag=3),
     Record(c.DropNode, [("name", STR), ("force", BOOL)], tag=4),
     Record(c.ListNodes, [("after", STR), ("limit", UINT)], tag=5),
     # sessions: 10..19

@@ -82,7 +82,7 @@ def hold_options(function: F) -> F:
             type=click.FloatRange(0, min_open=True),
             metavar="SECONDS",
             help="how long the lock outlives a lost connection (or a crash of tenure "
-            "itself); default: the node's session_timeout (30 s unless altered)",
+            "itself); default: the node's recovery_window (30 s unless altered)",
         ),
         click.option(
             "--conflict-exit-code",

@@ -7,7 +7,7 @@ from typing import Final
 
 import click
 
-from tenure._core.values import NodeConfig
+from tenure._core.values import RENAMED_SETTINGS, NodeConfig
 from tenure.cli import _render
 from tenure.cli._common import connect, json_option, print_json, run, url_option
 from tenure.cli._status import Status
@@ -20,13 +20,26 @@ SETTING_TYPES: Final[dict[str, type]] = {
 
 
 def parse_settings(pairs: tuple[str, ...]) -> dict[str, object]:
-    """``--set key=value`` pairs as NodeConfig changes; a bad one is a usage error."""
+    """``--set key=value`` pairs as NodeConfig changes; a bad one is a usage error.
+
+    A renamed setting's old name (``session_timeout``) is taken as the new one, with a
+    deprecation notice on stderr.
+    """
     changes: dict[str, object] = {}
     for pair in pairs:
         key, sep, text = pair.partition("=")
         key = key.strip().replace("-", "_")
         if not sep:
             raise click.BadParameter(f"{pair!r} is not key=value", param_hint="--set")
+        if key in RENAMED_SETTINGS:
+            # Said on stderr, not through warnings: Python hides a DeprecationWarning
+            # raised outside __main__, and this one is for the person typing.
+            new = RENAMED_SETTINGS[key]
+            click.echo(
+                f"DeprecationWarning: --set {key}= is now --set {new}=; {key} will be removed",
+                err=True,
+            )
+            key = new
         if key not in SETTING_TYPES:
             known = ", ".join(SETTING_TYPES)
             raise click.BadParameter(

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import TypeAlias
 
 from tenure._core.values import (
-    MAX_SESSION_TIMEOUT,
+    MAX_RECOVERY_WINDOW,
     NodeConfig,
     check_count,
     check_description,
@@ -86,7 +86,7 @@ def recovery_window(value: object) -> float | None:
     """A session's ``recovery_window``: None (the node's default) or seconds, at most a day."""
     if value is None:
         return None
-    return check_duration("recovery_window", value, maximum=MAX_SESSION_TIMEOUT)
+    return check_duration("recovery_window", value, maximum=MAX_RECOVERY_WINDOW)
 
 
 def description(value: object) -> str:

@@ -13,6 +13,7 @@ from tenure._core.values import (
     NodeDescription,
     SemaphoreSummary,
     SessionSummary,
+    renamed_settings,
 )
 from tenure.backends import Backend, Capability, SessionTicket, open_backend
 from tenure.client import _args, _listing
@@ -63,11 +64,15 @@ class Client(ClosesOnExit):
     ) -> None:
         """Create a node, from ``config`` and/or individual settings (see NodeConfig).
 
+        ``session_timeout=`` is the old name of ``recovery_window=``: still taken,
+        with a DeprecationWarning.
+
         Raises:
             AlreadyExistsError: the node exists, unless ``exist_ok`` (then nothing
                 changes: an existing node keeps its settings; see alter_node).
         """
         name = _args.node_name(name)
+        settings = renamed_settings(settings, stacklevel=2)  # warns at the caller
         config = _args.node_config(config, settings)
         exist_ok = _args.flag("exist_ok", exist_ok)
         self._check_open()
@@ -84,9 +89,13 @@ class Client(ClosesOnExit):
         return await self.backend.describe_node(name)
 
     async def alter_node(self, name: str, **changes: object) -> NodeDescription:
-        """Change some of a node's settings; returns the new description."""
+        """Change some of a node's settings; returns the new description.
+
+        ``session_timeout=`` is the old name of ``recovery_window=``: still taken,
+        with a DeprecationWarning.
+        """
         name = _args.node_name(name)
-        changes = _args.node_changes(changes)
+        changes = _args.node_changes(renamed_settings(changes, stacklevel=2))
         self._check_open()
         return await self.backend.alter_node(name, changes)
 

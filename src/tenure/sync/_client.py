@@ -13,6 +13,7 @@ from tenure._core.values import (
     NodeDescription,
     SemaphoreSummary,
     SessionSummary,
+    renamed_settings,
 )
 from tenure.backends import Capability, SessionTicket
 from tenure.errors import LostError
@@ -63,6 +64,8 @@ class Client(ClosesOnExit):
         **settings: object,
     ) -> None:
         """Create a node (see :meth:`tenure.Client.create_node`); AlreadyExistsError if taken."""
+        # Renamed here, in the caller's thread, so that a warning points at its code.
+        settings = renamed_settings(settings, stacklevel=2)
         self._portal.call(self._client.create_node, name, config, exist_ok=exist_ok, **settings)
 
     def describe_node(self, name: str) -> NodeDescription:
@@ -70,7 +73,11 @@ class Client(ClosesOnExit):
         return self._portal.call(self._client.describe_node, name)
 
     def alter_node(self, name: str, **changes: object) -> NodeDescription:
-        """Change some of a node's settings; returns the new description."""
+        """Change some of a node's settings; returns the new description.
+
+        ``session_timeout=`` is the old name of ``recovery_window=`` (DeprecationWarning).
+        """
+        changes = renamed_settings(changes, stacklevel=2)
         return self._portal.call(self._client.alter_node, name, **changes)
 
     def drop_node(self, name: str, *, force: bool = False) -> None:

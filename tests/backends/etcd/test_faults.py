@@ -296,7 +296,7 @@ async def test_stop_the_whole_cluster_and_start_it_again_on_its_data(
     short = 4.0
     async with contextlib.AsyncExitStack() as stack:
         client = await stack.enter_async_context(tenure.connect(cluster.url(prefix=prefix)))
-        await client.create_node("n", session_timeout=WINDOW)
+        await client.create_node("n", recovery_window=WINDOW)
         # A session that its client keeps renewing, with a TTL longer than the outage.
         kept = await stack.enter_async_context(client.session("n", recovery_window=2 * BOUND))
         await kept.semaphore("pool").create(limit=3, data=b"pool data")
@@ -328,7 +328,7 @@ async def test_stop_the_whole_cluster_and_start_it_again_on_its_data(
         async with asyncio.timeout(BOUND):
             # Acknowledged before the stop, there after it.
             node = await client.describe_node("n")
-            assert node.config.session_timeout == WINDOW
+            assert node.config.recovery_window == WINDOW
             pool = await kept.semaphore("pool").describe(owners=True)
             assert (pool.limit, pool.data, pool.ephemeral) == (3, b"pool data", False)
             # What etcd does: every lease comes back with its full TTL from the

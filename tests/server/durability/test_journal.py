@@ -84,7 +84,7 @@ def test_a_restarted_engine_equals_the_one_that_crashed(
     journal = Journal(DataDir(tmp_path, FsyncMode.OFF), compact_every=compact_every)
     engine = journal.open(0.0)
     timeout = rng.choice([1.0, 30.0])  # short windows expire sessions; long ones keep them
-    config = NodeConfig(lock_delay=rng.choice([0.0, 2.0]), session_timeout=timeout)
+    config = NodeConfig(lock_delay=rng.choice([0.0, 2.0]), recovery_window=timeout)
     step(engine, journal, CreateNode("n", config), 0.0)
     for _ in range(4):
         step(engine, journal, CreateSession("n", KEY), 0.0)
@@ -265,7 +265,7 @@ def test_restarts_in_a_row_replay_to_the_same_state(tmp_path: Path, seed: int) -
     rng = random.Random(seed)
     journal = Journal(DataDir(tmp_path, FsyncMode.OFF), compact_every=rng.choice([5, 10_000]))
     engine = journal.open(0.0)
-    step(engine, journal, CreateNode("n", NodeConfig(session_timeout=30.0)), 0.0)
+    step(engine, journal, CreateNode("n", NodeConfig(recovery_window=30.0)), 0.0)
     for _ in range(3):
         step(engine, journal, CreateSession("n", KEY), 0.0)
     fill(engine, journal, rng, 0.0, 40)

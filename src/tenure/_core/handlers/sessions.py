@@ -15,7 +15,7 @@ from tenure._core.effects import AcquireFailed, SessionEnded
 from tenure._core.semaphore import holder_key
 from tenure._core.state import EngineState, Session
 from tenure._core.values import (
-    MAX_SESSION_TIMEOUT,
+    MAX_RECOVERY_WINDOW,
     check_description,
     check_duration,
     check_identity,
@@ -38,9 +38,9 @@ MAX_PROTECTION_KEY_BYTES = 256
 def create_session(state: EngineState, cmd: c.CreateSession, now: float) -> c.SessionInfo:
     """Open an attached session on a node, with the next session id."""
     node = state.lookup_node(cmd.node)
-    timeout = node.config.session_timeout
+    timeout = node.config.recovery_window
     if cmd.timeout is not None:
-        timeout = check_duration("recovery_window", cmd.timeout, maximum=MAX_SESSION_TIMEOUT)
+        timeout = check_duration("recovery_window", cmd.timeout, maximum=MAX_RECOVERY_WINDOW)
     check_description(cmd.description)
     identity = check_identity(cmd.identity)
     key = cmd.protection_key

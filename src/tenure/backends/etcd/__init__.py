@@ -47,6 +47,7 @@ from typing import Any, ClassVar, Final
 
 from aetcd.rpc import rpc_pb2
 
+from tenure._core.stored_config import config_to_stored
 from tenure._core.values import (
     NO_IDENTITY,
     ClientIdentity,
@@ -126,8 +127,8 @@ def _refuse_unsupported(config: NodeConfig) -> None:
 
 
 def _config_value(config: NodeConfig) -> bytes:
-    fields = {name: getattr(config, name) for name in NodeConfig.__dataclass_fields__}
-    return encode(fields)
+    # The JSON keeps the names it always had (session_timeout): see _core.stored_config.
+    return encode(config_to_stored(config))
 
 
 class EtcdBackend(StoreListings):
@@ -356,7 +357,7 @@ class EtcdBackend(StoreListings):
         try:
             while True:
                 config = view.config
-                window = config.session_timeout if timeout is None else timeout
+                window = config.recovery_window if timeout is None else timeout
                 ttl = lease_ttl(window)
                 if lease_id:  # the settings changed under the first try: start again
                     await self._revoke(lease_id)

@@ -29,9 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 from aetcd.rpc import rpc_pb2
 
+from tenure._core.stored_config import config_from_stored
 from tenure._core.values import NodeConfig
 from tenure.backends.etcd._keys import Layout, decode, prefix_end
-from tenure.errors import NotFoundError, ProtocolError, TenureError
+from tenure.errors import InvalidArgumentError, NotFoundError, ProtocolError, TenureError
 
 if TYPE_CHECKING:
     from tenure.backends.etcd import EtcdBackend
@@ -139,8 +140,8 @@ class NodeView:
 def config_of(kv: Any) -> NodeConfig:
     """The node settings a key holds (ProtocolError if tenure did not write them)."""
     try:
-        return NodeConfig(**decode(kv.value))
-    except (TypeError, ValueError) as error:
+        return config_from_stored(decode(kv.value))  # stored names: see _core.stored_config
+    except (TypeError, ValueError, InvalidArgumentError) as error:
         raise ProtocolError(
             f"etcd key {bytes(kv.key)!r} is not tenure's node settings ({error!r})"
         ) from None

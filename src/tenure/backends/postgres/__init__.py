@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import secrets
 from collections.abc import Mapping
@@ -43,6 +42,7 @@ from typing import Any, ClassVar, Final
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from tenure._core.stored_config import config_to_stored, current_names
 from tenure._core.values import (
     NO_IDENTITY,
     ClientIdentity,
@@ -91,13 +91,15 @@ ALTER_TRIES: Final = 100
 
 
 def _config_json(config: NodeConfig) -> str:
-    return json.dumps(dataclasses.asdict(config))
+    # The jsonb keeps the names it always had (session_timeout, which the PL/pgSQL
+    # reads too): see _core.stored_config.
+    return json.dumps(config_to_stored(config))
 
 
 def config_of(value: Mapping[str, Any]) -> NodeConfig:
-    """The NodeConfig a node row's jsonb holds."""
-    fields = dict(value)
-    for name in ("session_timeout", "lock_delay"):
+    """The NodeConfig a node row's jsonb holds (stored names: see _core.stored_config)."""
+    fields: dict[str, Any] = current_names(value)
+    for name in ("recovery_window", "lock_delay"):
         fields[name] = float(fields[name])
     if fields.get("default_lease") is not None:
         fields["default_lease"] = float(fields["default_lease"])

@@ -4,6 +4,10 @@ Expiry is judged by ``clock_timestamp()`` on the database. Clients only *trigger
 it: ``reap(node)`` ends what the database's clock says is due (a bounded batch)
 and answers when the next deadline comes, and each client with sessions on the
 node calls it by a timer at that moment (:mod:`tenure.backends.postgres._reaper`).
+
+A node's ``config`` jsonb keeps the setting names it was first stored with:
+``session_timeout`` is NodeConfig's ``recovery_window`` (see
+:mod:`tenure._core.stored_config`), and ``create_session`` reads it by that name.
 """
 
 from __future__ import annotations

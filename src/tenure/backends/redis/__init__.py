@@ -42,7 +42,7 @@ from typing import Any, ClassVar, Final
 from redis import exceptions as rexc
 
 from tenure._core.values import (
-    MAX_SESSION_TIMEOUT,
+    MAX_RECOVERY_WINDOW,
     NO_IDENTITY,
     ClientIdentity,
     NodeConfig,
@@ -240,7 +240,7 @@ class RedisBackend(StoreListings):
         check_identity(identity)
         window = ""
         if timeout is not None:
-            window = repr(check_duration("recovery_window", timeout, maximum=MAX_SESSION_TIMEOUT))
+            window = repr(check_duration("recovery_window", timeout, maximum=MAX_RECOVERY_WINDOW))
         link = self.link(base)
         secret = secrets.token_hex(16)
         sent = asyncio.get_running_loop().time()

@@ -34,8 +34,10 @@ __all__ = [
 ]
 
 #: NodeConfig fields in the order the functions keep them (CONFIG_FIELDS in lua/30_nodes.lua).
+#: Positional: the hash stores short keys ('st' is the recovery window, named
+#: session_timeout before), so the rename changed no stored name.
 CONFIG_FIELDS: Final = (
-    "session_timeout",
+    "recovery_window",
     "lock_delay",
     "default_lease",
     "max_sessions",
@@ -82,7 +84,7 @@ def decode_config(raw: list[Any]) -> NodeConfig:
     for field, value in zip(CONFIG_FIELDS, text, strict=True):
         if field == "default_lease":
             values[field] = float(value) if value else None
-        elif field in ("session_timeout", "lock_delay"):
+        elif field in ("recovery_window", "lock_delay"):
             values[field] = float(value)
         else:
             values[field] = int(value)

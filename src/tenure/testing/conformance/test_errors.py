@@ -270,7 +270,7 @@ async def test_bad_descriptions_and_data(client: tenure.Client, node: str) -> No
 async def test_bad_node_settings(client: tenure.Client, node: str) -> None:
     for settings in (
         {"no_such_setting": 1},
-        {"session_timeout": 0},
+        {"recovery_window": 0},
         {"lock_delay": -1.0},
         {"max_waiters": 0},
         {"max_sessions": 1.5},
@@ -302,9 +302,9 @@ BAD_ARGUMENTS: list[Bad] = [
     Bad("create_node(config=dict)", lambda c, n, s: c.create_node("x", {"a": 1}), "config"),
     Bad("create_node(exist_ok=1)", lambda c, n, s: c.create_node(n, exist_ok=1), "exist_ok"),
     Bad(
-        "create_node(session_timeout=0)",
-        lambda c, n, s: c.create_node("x", session_timeout=0),
-        "session_timeout",
+        "create_node(recovery_window=0)",
+        lambda c, n, s: c.create_node("x", recovery_window=0),
+        "recovery_window",
     ),
     Bad("create_node(colour=)", lambda c, n, s: c.create_node("x", colour="blue"), "colour"),
     Bad("describe_node(name='')", lambda c, n, s: c.describe_node(""), "name"),

@@ -15,12 +15,12 @@ from .support import spawn, wait_for_waiters, within
 
 async def test_create_node_with_settings_and_describe_it(client: tenure.Client) -> None:
     name = unique("configured")
-    await client.create_node(name, session_timeout=12.0, max_waiters=7, max_data_size=100)
+    await client.create_node(name, recovery_window=12.0, max_waiters=7, max_data_size=100)
 
     description = await client.describe_node(name)
 
     assert description.name == name
-    assert description.config.session_timeout == 12.0
+    assert description.config.recovery_window == 12.0
     assert description.config.max_waiters == 7
     assert description.config.max_data_size == 100
     assert description.config.max_sessions == tenure.NodeConfig().max_sessions  # default kept
@@ -29,12 +29,12 @@ async def test_create_node_with_settings_and_describe_it(client: tenure.Client) 
 
 async def test_create_node_from_a_config_with_overrides(client: tenure.Client) -> None:
     name = unique("from-config")
-    config = tenure.NodeConfig(session_timeout=20.0, max_semaphores=5)
-    await client.create_node(name, config, session_timeout=30)
+    config = tenure.NodeConfig(recovery_window=20.0, max_semaphores=5)
+    await client.create_node(name, config, recovery_window=30)
 
     described = (await client.describe_node(name)).config
 
-    assert (described.session_timeout, described.max_semaphores) == (30.0, 5)
+    assert (described.recovery_window, described.max_semaphores) == (30.0, 5)
 
 
 @pytest.mark.requires(tenure.Capability.LOCK_DELAY)
@@ -78,9 +78,9 @@ async def test_describe_node_counts_live_sessions_and_semaphores(
 async def test_alter_node_returns_and_keeps_the_new_settings(
     client: tenure.Client, node: str
 ) -> None:
-    altered = await client.alter_node(node, session_timeout=5.0, max_waiters=3)
+    altered = await client.alter_node(node, recovery_window=5.0, max_waiters=3)
 
-    assert (altered.config.session_timeout, altered.config.max_waiters) == (5.0, 3)
+    assert (altered.config.recovery_window, altered.config.max_waiters) == (5.0, 3)
     assert (await client.describe_node(node)).config == altered.config
 
 

@@ -28,7 +28,7 @@ async def test_async_with_opens_and_closes_a_session(client: tenure.Client, node
 async def test_a_session_reports_the_recovery_window_in_force(
     client: tenure.Client, node: str
 ) -> None:
-    await client.alter_node(node, session_timeout=7.0)
+    await client.alter_node(node, recovery_window=7.0)
     async with client.session(node) as session:  # the node's default
         assert session.recovery_window == 7.0
     async with client.session(node, recovery_window=2.5) as session:
@@ -190,7 +190,7 @@ async def test_the_window_restarts_at_each_disconnect(
 async def test_the_node_decides_the_default_recovery_window(
     client: tenure.Client, node: str, clock: FakeClock, network: Network
 ) -> None:
-    await client.alter_node(node, session_timeout=5.0)
+    await client.alter_node(node, recovery_window=5.0)
     session = await client.session(node)  # no recovery_window: the node's
 
     await network.disconnect(session)
