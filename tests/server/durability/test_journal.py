@@ -15,6 +15,7 @@ import pytest
 from tenure._core import (
     MAX_COUNT,
     Acquire,
+    AlterNode,
     AttachSession,
     Command,
     CreateNode,
@@ -171,6 +172,34 @@ def test_a_node_logged_before_max_missed_per_session_still_replays(tmp_path: Pat
         max_data_size=64,
         max_watches_per_session=3,
     )
+
+
+def test_the_recovery_window_is_logged_under_its_old_name(tmp_path: Path) -> None:
+    """The journal's format did not change with the rename: AlterNode's key stays
+    ``session_timeout`` (an older server can replay it), and such a record, written
+    before the rename, replays as ``recovery_window``."""
+    journal = Journal(DataDir(tmp_path))
+    engine = journal.open(0.0)
+    step(engine, journal, CreateNode("n"), 0.0)
+    step(engine, journal, AlterNode("n", {"recovery_window": 7.0}), 1.0)
+    journal.commit()
+    journal.abort()
+    [wal] = tmp_path.glob("wal-*.log")
+    logged = [msgpack.unpackb(r) for r in _read_records(wal, RECORD_LIMIT)[0]]
+    assert [1, 1.0, [3, "n", {"session_timeout": 7.0}]] in logged
+    assert not any("recovery_window" in repr(record) for record in logged)
+    # A record of the old release (a fresh directory, so the layout is exactly its own).
+    old_dir = tmp_path / "old"
+    old_dir.mkdir()
+    journal = Journal(DataDir(old_dir))
+    journal.open(0.0)
+    journal.data_dir.append(msgpack.packb([1, 1.0, [1, "m", [30.0, 0.0, None] + [9] * 6]]))
+    journal.data_dir.append(msgpack.packb([1, 2.0, [3, "m", {"session_timeout": 12}]]))
+    journal.commit()
+    journal.abort()
+    assert reopen(tmp_path, 100.0).nodes["n"].config.recovery_window == 7.0
+    config = reopen(old_dir, 100.0).nodes["m"].config
+    assert (config.recovery_window, config.max_waiters) == (12.0, 9)
 
 
 def test_a_detach_logged_in_its_first_layout_still_replays(tmp_path: Path) -> None:
