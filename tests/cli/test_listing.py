@@ -74,6 +74,28 @@ def test_node_settings_are_checked(url: str, node: str) -> None:
     assert run_tenure("node", "alter", node, url=url).returncode == 2
 
 
+def test_node_settings_name_the_recovery_window_and_take_its_old_name(
+    url: str, node: str
+) -> None:
+    created = run_tenure("node", "create", node, "--set", "recovery_window=12", url=url)
+    assert created.returncode == 0, created.stderr
+    assert created.stderr == ""
+    assert read_json("node", "describe", node, url=url)["config"]["recovery_window"] == 12.0
+    # The old name still works, with a notice naming the new one on stderr.
+    altered = run_tenure("node", "alter", node, "--set", "session_timeout=7", "--json", url=url)
+    assert altered.returncode == 0, altered.stderr
+    assert "DeprecationWarning: --set session_timeout= is now --set recovery_window=" in (
+        altered.stderr
+    )
+    config = json.loads(altered.stdout)["config"]
+    assert config["recovery_window"] == 7.0
+    assert "session_timeout" not in config
+    helped = run_tenure("node", "create", "--help", url=url)
+    assert "recovery_window" in helped.stdout
+    assert "session_timeout" not in helped.stdout
+    assert run_tenure("node", "drop", node, url=url).returncode == 0
+
+
 def test_drop_with_live_sessions_needs_force(url: str, node: str) -> None:
     holder = hold(url, node, "job")
     try:

@@ -26,8 +26,9 @@ def test_either_name_comes_in_as_the_new_one(compiled: bool, key: str) -> None:
     assert load(raw) == AlterNode("n", {"recovery_window": 5, "lock_delay": 1.0})
 
 
-def test_both_names_come_in_as_sent_for_the_engine_to_refuse() -> None:
+def test_both_names_go_and_come_as_sent_for_the_engine_to_refuse() -> None:
     both = {"session_timeout": 1.0, "recovery_window": 2.0}
+    assert NODE_CHANGES.dump(both) == both
     assert NODE_CHANGES.load(both) == both
 
 

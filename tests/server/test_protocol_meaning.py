@@ -207,6 +207,12 @@ async def test_settings_at_their_bounds_and_alter_semantics(
     # An int for a float field is accepted; a float for a max_ field is not.
     changed = await node.client.call(AlterNode(node.name, {"recovery_window": 20}))
     assert changed.config.recovery_window == 20.0
+    # Its name before the rename (what the wire carries) is the same setting; both
+    # names at once are refused, and the connection goes on.
+    both = {"session_timeout": 5.0, "recovery_window": 6.0}
+    failure = await node.client.fail(AlterNode(node.name, both))
+    assert failure.code is ErrorCode.INVALID_ARGUMENT
+    assert "same setting" in failure.message
     failure = await node.client.fail(AlterNode(node.name, {"max_waiters": 1.5}))
     assert failure.code is ErrorCode.INVALID_ARGUMENT
     later = await node.client.call(CreateSession(node.name, b"k", None))

@@ -66,6 +66,21 @@ def test_node_management(client: tenure.sync.Client) -> None:
         client.describe_node("other")
 
 
+def test_the_old_name_of_the_recovery_window_warns_at_the_callers_line(
+    client: tenure.sync.Client,
+) -> None:
+    """The sync face renames in the caller's thread: the warning points at this file,
+    not at the portal's."""
+    with pytest.warns(DeprecationWarning, match="now called recovery_window") as caught:
+        client.create_node("renamed", session_timeout=8.0)
+    assert [w.filename for w in caught] == [__file__]
+    with pytest.warns(DeprecationWarning, match="now called recovery_window") as caught:
+        altered = client.alter_node("renamed", session_timeout=4.0)
+    assert [w.filename for w in caught] == [__file__]
+    assert altered.config.recovery_window == 4.0
+    assert client.describe_node("renamed").config.recovery_window == 4.0
+
+
 def test_drop_node_with_sessions_needs_force_and_loses_them(client: tenure.sync.Client) -> None:
     session = client.session(NODE)
     with pytest.raises(PreconditionFailedError):

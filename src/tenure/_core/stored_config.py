@@ -31,8 +31,15 @@ STORED_NAMES: Final = {new: old for old, new in RENAMED_SETTINGS.items()}
 
 
 def stored_names(changes: Mapping[str, object]) -> dict[str, object]:
-    """Settings (or changes of some) with each renamed one under its stored name."""
-    return {STORED_NAMES.get(name, name): value for name, value in changes.items()}
+    """Settings (or changes of some) with each renamed one under its stored name.
+
+    Both names of one setting at once are left as they are (see current_names).
+    """
+    out = dict(changes)
+    for new, old in STORED_NAMES.items():
+        if new in out and old not in out:
+            out[old] = out.pop(new)
+    return out
 
 
 def current_names(stored: Mapping[str, object]) -> dict[str, object]:

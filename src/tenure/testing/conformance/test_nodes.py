@@ -7,7 +7,13 @@ import asyncio
 import pytest
 
 import tenure
-from tenure.errors import AlreadyExistsError, LeaseLostError, NotFoundError, SessionClosedError
+from tenure.errors import (
+    AlreadyExistsError,
+    InvalidArgumentError,
+    LeaseLostError,
+    NotFoundError,
+    SessionClosedError,
+)
 
 from .harness import unique
 from .support import spawn, wait_for_waiters, within
@@ -82,6 +88,28 @@ async def test_alter_node_returns_and_keeps_the_new_settings(
 
     assert (altered.config.recovery_window, altered.config.max_waiters) == (5.0, 3)
     assert (await client.describe_node(node)).config == altered.config
+
+
+async def test_the_old_name_of_the_recovery_window_still_works_with_a_warning(
+    client: tenure.Client, node: str
+) -> None:
+    """``session_timeout`` was the name of ``recovery_window`` (and still is in every
+    store's records): create_node and alter_node take it, warning at the caller."""
+    name = unique("old-name")
+    with pytest.warns(DeprecationWarning, match="now called recovery_window") as caught:
+        await client.create_node(name, session_timeout=9.0)
+    assert [w.filename for w in caught] == [__file__]
+    assert (await client.describe_node(name)).config.recovery_window == 9.0
+    with pytest.warns(DeprecationWarning, match="now called recovery_window") as caught:
+        altered = await client.alter_node(name, session_timeout=6.0)
+    assert [w.filename for w in caught] == [__file__]
+    assert altered.config.recovery_window == 6.0
+    async with client.session(name) as session:  # a new session gets it as its default
+        assert session.recovery_window == 6.0
+    with pytest.raises(InvalidArgumentError, match="give recovery_window only"):
+        await client.alter_node(name, session_timeout=1.0, recovery_window=2.0)
+    assert (await client.describe_node(name)).config.recovery_window == 6.0
+    await client.drop_node(name)
 
 
 async def test_a_node_is_seen_by_every_client_of_the_same_state(
