@@ -74,9 +74,7 @@ def test_node_settings_are_checked(url: str, node: str) -> None:
     assert run_tenure("node", "alter", node, url=url).returncode == 2
 
 
-def test_node_settings_name_the_recovery_window_and_take_its_old_name(
-    url: str, node: str
-) -> None:
+def test_node_settings_name_the_recovery_window_and_take_its_old_name(url: str, node: str) -> None:
     created = run_tenure("node", "create", node, "--set", "recovery_window=12", url=url)
     assert created.returncode == 0, created.stderr
     assert created.stderr == ""

@@ -35,11 +35,7 @@ def stored_names(changes: Mapping[str, object]) -> dict[str, object]:
 
     Both names of one setting at once are left as they are (see current_names).
     """
-    out = dict(changes)
-    for new, old in STORED_NAMES.items():
-        if new in out and old not in out:
-            out[old] = out.pop(new)
-    return out
+    return _renamed(changes, STORED_NAMES)
 
 
 def current_names(stored: Mapping[str, object]) -> dict[str, object]:
@@ -50,11 +46,7 @@ def current_names(stored: Mapping[str, object]) -> dict[str, object]:
     (InvalidArgumentError from ``replace``, TypeError from the constructor): which
     one was meant cannot be known.
     """
-    out = dict(stored)
-    for old, new in RENAMED_SETTINGS.items():
-        if old in out and new not in out:
-            out[new] = out.pop(old)
-    return out
+    return _renamed(stored, RENAMED_SETTINGS)
 
 
 def config_to_stored(config: NodeConfig) -> dict[str, object]:
@@ -70,3 +62,13 @@ def config_from_stored(stored: Mapping[str, object]) -> NodeConfig:
             ``NodeConfig(**stored)`` would.
     """
     return NodeConfig(**current_names(stored))  # type: ignore[arg-type]
+
+
+def _renamed(items: Mapping[str, object], names: Mapping[str, str]) -> dict[str, object]:
+    """``items`` with each key of ``names`` as its value there, in the same order
+    (records keep the order they always had); both names of one setting left alone."""
+    keep = {name for name, other in names.items() if name in items and other in items}
+    return {
+        (names[name] if name in names and name not in keep else name): value
+        for name, value in items.items()
+    }
