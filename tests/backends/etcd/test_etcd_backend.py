@@ -11,7 +11,7 @@ from aetcd.rpc import rpc_pb2
 
 import tenure
 from tenure.backends.etcd import EtcdBackend, lease_ttl
-from tenure.backends.etcd._keys import prefix_end
+from tenure.backends.etcd._keys import encode, prefix_end, put
 from tenure.errors import InvalidArgumentError, SessionExpiredError, UnsupportedError
 
 
@@ -155,3 +155,43 @@ async def test_unknown_options_are_named(etcd_url: str) -> None:
 async def test_timeouts_must_be_sensible_seconds(etcd_url: str, option: str, value: str) -> None:
     with pytest.raises(InvalidArgumentError, match=option):
         await tenure.connect(f"{etcd_url}&{option}={value}")
+
+
+#: A node's settings exactly as a release before the rename stored them (by their
+#: field names then, in their order).
+OLD_SETTINGS: dict[str, Any] = {
+    "session_timeout": 12.0,
+    "lock_delay": 0.0,
+    "default_lease": None,
+    "max_sessions": 10_000,
+    "max_semaphores": 100_000,
+    "max_waiters": 7,
+    "max_data_size": 65_536,
+    "max_watches_per_session": 1_000,
+    "max_missed_per_session": 256,
+}
+
+
+async def test_the_settings_keep_their_stored_names_and_old_ones_read_back(
+    etcd_url: str,
+) -> None:
+    """recovery_window is ``session_timeout`` in the cfg key, as before the rename."""
+    async with tenure.connect(etcd_url) as client:
+        backend = _backend(client)
+        await client.create_node("new", recovery_window=9.0)
+        stored = msgpack.unpackb((await _keys(backend))[b"n/new/cfg"].value)
+        assert list(stored) == list(OLD_SETTINGS)
+        assert stored["session_timeout"] == 9.0
+        altered = await client.alter_node("new", recovery_window=5.0)
+        assert altered.config.recovery_window == 5.0
+        stored = msgpack.unpackb((await _keys(backend))[b"n/new/cfg"].value)
+        assert stored["session_timeout"] == 5.0
+        # A node an older release created: read, used and altered by its old key.
+        await backend.conn.txn([], [put(backend.layout.config("old"), encode(OLD_SETTINGS))])
+        config = (await client.describe_node("old")).config
+        assert (config.recovery_window, config.max_waiters) == (12.0, 7)
+        async with client.session("old") as session:
+            assert session.recovery_window == 12.0
+        assert (await client.alter_node("old", max_waiters=8)).config.recovery_window == 12.0
+        stored = msgpack.unpackb((await _keys(backend))[b"n/old/cfg"].value)
+        assert stored == {**OLD_SETTINGS, "max_waiters": 8}

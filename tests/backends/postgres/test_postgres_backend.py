@@ -283,3 +283,38 @@ async def test_functions_of_another_build_are_replaced_on_first_use(
         row = await cur.fetchone()
         assert row is not None
         assert row[0] is None  # this build's function again
+
+
+async def test_the_window_keeps_its_stored_name_and_an_old_node_reads_back(
+    postgres_server: PostgresServer,
+) -> None:
+    """A node's jsonb names the recovery window ``session_timeout``, as before the
+    rename (create_session's PL/pgSQL reads it so); a node an older release made reads
+    back, and opens sessions, with its window."""
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    async with tenure.connect(postgres_server.url(schema=schema)) as client:
+        await client.create_node("new", recovery_window=9.0)
+        async with await psycopg.AsyncConnection.connect(postgres_server.dsn) as conn:
+            cur = await conn.execute(f"SELECT config FROM {schema}.nodes WHERE name = 'new'")
+            stored = (await cur.fetchone() or [{}])[0]
+            assert stored["session_timeout"] == 9.0
+            assert "recovery_window" not in stored
+            # As the release before the rename wrote it (json.dumps of asdict).
+            old = (
+                '{"session_timeout": 12.0, "lock_delay": 0.0, "default_lease": null, '
+                '"max_sessions": 10000, "max_semaphores": 100000, "max_waiters": 7, '
+                '"max_data_size": 65536, "max_watches_per_session": 1000, '
+                '"max_missed_per_session": 256}'
+            )
+            await conn.execute(
+                f"INSERT INTO {schema}.nodes (name, config) VALUES ('old', %s::jsonb)", [old]
+            )
+            await conn.commit()
+        config = (await client.describe_node("old")).config
+        assert (config.recovery_window, config.max_waiters) == (12.0, 7)
+        async with client.session("old") as session:  # the window PL/pgSQL read
+            assert session.recovery_window == 12.0
+            [summary] = await client.list_sessions("old")
+            assert summary.timeout == 12.0
+        altered = await client.alter_node("old", max_waiters=8)
+        assert altered.config.recovery_window == 12.0

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 
 import pytest
 import redis.asyncio as aioredis
 
 import tenure
+from tenure.backends.redis import node_base
 from tenure.backends.redis._session import RedisSession
 from tenure.errors import (
     AuthenticationError,
@@ -182,3 +184,31 @@ async def test_an_acl_user_in_the_url_and_clear_refusals(redis_fresh: RedisServe
         await tenure.connect(f"redis://app:wrong@{base}")
     with pytest.raises(PermissionDeniedError, match=r"\+info"):
         await tenure.connect(f"redis://blind:pw@{base}")
+
+
+async def test_the_window_keeps_its_stored_field_and_an_old_node_reads_back(
+    redis_server: RedisServer,
+) -> None:
+    """The settings hash names fields by short keys ('st': the recovery window, called
+    session_timeout before): the rename changed nothing stored, and a node an older
+    release wrote reads back with its window."""
+    prefix = f"test-{uuid.uuid4().hex[:12]}:"
+    admin = aioredis.Redis(port=redis_server.port)
+    try:
+        async with tenure.connect(f"{redis_server.url(0)}?prefix={prefix}") as client:
+            await client.create_node("new", recovery_window=9.0)
+            stored = await admin.hgetall(node_base(prefix, "new") + "cfg")
+            assert stored[b"st"] == b"9.0"
+            assert not any(b"window" in key or b"timeout" in key for key in stored)
+            await client.create_node("old")
+            # As the release before the rename wrote it (its config_args: repr(float)).
+            await admin.hset(node_base(prefix, "old") + "cfg", mapping={"st": "12.0", "mw": "7"})
+            config = (await client.describe_node("old")).config
+            assert (config.recovery_window, config.max_waiters) == (12.0, 7)
+            async with client.session("old") as session:
+                assert session.recovery_window == 12.0
+            altered = await client.alter_node("old", recovery_window=4.0)
+            assert altered.config.recovery_window == 4.0
+            assert await admin.hget(node_base(prefix, "old") + "cfg", "st") == b"4.0"
+    finally:
+        await admin.aclose()
