@@ -296,7 +296,9 @@ async def test_the_window_keeps_its_stored_name_and_an_old_node_reads_back(
         await client.create_node("new", recovery_window=9.0)
         async with await psycopg.AsyncConnection.connect(postgres_server.dsn) as conn:
             cur = await conn.execute(f"SELECT config FROM {schema}.nodes WHERE name = 'new'")
-            stored = (await cur.fetchone() or [{}])[0]
+            row = await cur.fetchone()
+            assert row is not None
+            stored: dict[str, Any] = row[0]
             assert stored["session_timeout"] == 9.0
             assert "recovery_window" not in stored
             # As the release before the rename wrote it (json.dumps of asdict).
