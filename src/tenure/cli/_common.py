@@ -12,8 +12,8 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Callable, Coroutine
-from typing import Any, Final, TypeVar
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any, Final, Protocol, TypeVar
 
 import click
 
@@ -35,6 +35,8 @@ TRACEBACK_ENV: Final = "TENURE_TRACEBACK"
 CLIENT_NAME: Final = "tenure-cli"
 
 T = TypeVar("T")
+S = TypeVar("S")
+S_co = TypeVar("S_co", covariant=True)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -160,3 +162,45 @@ def session_description(words: list[str]) -> str:
 def environ_with(extra: dict[str, str]) -> dict[str, str]:
     """This process's environment plus ``extra`` (what a supervised command gets)."""
     return {**os.environ, **extra}
+
+
+class States(Protocol[S_co]):
+    """A stream of states that can be closed (an election's observe, a watch)."""
+
+    def __aiter__(self) -> AsyncIterator[S_co]:
+        """Iterate over the states."""
+        ...
+
+    async def aclose(self) -> None:
+        """Stop the stream."""
+        ...
+
+
+async def print_states(
+    states: States[S],
+    limit: int | None,
+    as_json: bool,
+    to_json: Callable[[S], object],
+    to_line: Callable[[S], str],
+) -> int:
+    """Print each state of a stream (``observe``, ``watch``): a line, or a JSON document
+    per line; stop after ``limit`` states (None: until the stream or ^C ends it)."""
+    seen = 0
+    async for state in states:
+        if as_json:
+            print_json(to_json(state))
+        else:
+            click.echo(to_line(state))
+        seen += 1
+        if limit is not None and seen >= limit:
+            await states.aclose()
+            break
+    return Status.OK
+
+
+def run_until_interrupted(main: Coroutine[Any, Any, int]) -> int:
+    """:func:`run` for a command that runs until ^C, which ends it with status 0."""
+    try:
+        return run(main)
+    except KeyboardInterrupt:
+        return Status.OK

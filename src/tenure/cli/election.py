@@ -11,7 +11,9 @@ from tenure.cli._common import (
     existing_node_option,
     json_option,
     print_json,
+    print_states,
     run,
+    run_until_interrupted,
     url_option,
 )
 from tenure.cli._status import Status
@@ -72,20 +74,12 @@ def observe(name: str, limit: int | None, as_json: bool, node: str, url: str) ->
             connect(url) as client,
             client.session(node, description="tenure observe") as session,
         ):
-            states = session.election(name).observe()
-            seen = 0
-            async for state in states:
-                if as_json:
-                    print_json(_render.leader_json(node, name, state))
-                else:
-                    click.echo(_render.leader_text(state))
-                seen += 1
-                if limit is not None and seen >= limit:
-                    await states.aclose()
-                    break
-        return Status.OK
+            return await print_states(
+                session.election(name).observe(),
+                limit,
+                as_json,
+                lambda state: _render.leader_json(node, name, state),
+                _render.leader_text,
+            )
 
-    try:
-        return run(main())
-    except KeyboardInterrupt:
-        return Status.OK
+    return run_until_interrupted(main())

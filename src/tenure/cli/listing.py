@@ -10,7 +10,9 @@ from tenure.cli._common import (
     connect,
     json_option,
     print_json,
+    print_states,
     run,
+    run_until_interrupted,
     url_option,
 )
 from tenure.cli._status import Status
@@ -150,20 +152,12 @@ def watch(node: str, semaphore: str, limit: int | None, as_json: bool, url: str)
             connect(url) as client,
             client.session(node, description="tenure watch") as session,
         ):
-            states = session.semaphore(semaphore).watch(data=True, owners=True, waiters=True)
-            seen = 0
-            async for state in states:
-                if as_json:
-                    print_json(_render.semaphore_json(node, state))
-                else:
-                    click.echo(_render.state_line(state))
-                seen += 1
-                if limit is not None and seen >= limit:
-                    await states.aclose()
-                    break
-        return Status.OK
+            return await print_states(
+                session.semaphore(semaphore).watch(data=True, owners=True, waiters=True),
+                limit,
+                as_json,
+                lambda state: _render.semaphore_json(node, state),
+                _render.state_line,
+            )
 
-    try:
-        return run(main())
-    except KeyboardInterrupt:
-        return Status.OK
+    return run_until_interrupted(main())

@@ -7,7 +7,7 @@ from typing import Final
 
 import click
 
-from tenure._core.values import RENAMED_SETTINGS, NodeConfig
+from tenure._core.values import RENAMED_SETTINGS, NodeConfig, NodeDescription
 from tenure.cli import _render
 from tenure.cli._common import connect, json_option, print_json, run, url_option
 from tenure.cli._status import Status
@@ -103,11 +103,7 @@ def describe_node(name: str, as_json: bool, url: str) -> int:
     async def main() -> int:
         async with connect(url) as client:
             found = await client.describe_node(name)
-        if as_json:
-            print_json(_render.node_json(found))
-        else:
-            _render.console().print(_render.node_table(found))
-        return Status.OK
+        return _show(found, as_json)
 
     return run(main())
 
@@ -126,11 +122,7 @@ def alter(name: str, pairs: tuple[str, ...], as_json: bool, url: str) -> int:
     async def main() -> int:
         async with connect(url) as client:
             found = await client.alter_node(name, **settings)
-        if as_json:
-            print_json(_render.node_json(found))
-        else:
-            _render.console().print(_render.node_table(found))
-        return Status.OK
+        return _show(found, as_json)
 
     return run(main())
 
@@ -149,3 +141,12 @@ def drop(name: str, force: bool, url: str) -> int:
         return Status.OK
 
     return run(main())
+
+
+def _show(found: NodeDescription, as_json: bool) -> int:
+    """Print a node's description (a table, or JSON)."""
+    if as_json:
+        print_json(_render.node_json(found))
+    else:
+        _render.console().print(_render.node_table(found))
+    return Status.OK
