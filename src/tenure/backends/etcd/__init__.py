@@ -36,12 +36,8 @@ What etcd cannot do exactly, said rather than weakened:
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import contextlib
-import math
-import secrets
-import time
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
@@ -59,7 +55,7 @@ from tenure._core.values import (
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends._joins import JoinLocks
 from tenure.backends._store_listing import ListingModule, StoreListings
-from tenure.backends.etcd import _listing, _resume
+from tenure.backends.etcd import _listing, _opening, _resume
 from tenure.backends.etcd._conn import Connection, LeaseNotFoundError
 from tenure.backends.etcd._feed import Feed
 from tenure.backends.etcd._keys import (
@@ -74,8 +70,8 @@ from tenure.backends.etcd._keys import (
     put,
 )
 from tenure.backends.etcd._node import NodeView, config_of, read_config
+from tenure.backends.etcd._opening import lease_ttl
 from tenure.backends.etcd._queue import SemState
-from tenure.backends.etcd._record import identity_fields, key_digest
 from tenure.backends.etcd._session import EtcdSession
 from tenure.backends.etcd._streams import KeepAlive, Watcher, WatchHub
 from tenure.backends.etcd._url import parse_url
@@ -83,7 +79,6 @@ from tenure.errors import (
     AlreadyExistsError,
     ClientClosedError,
     InvalidArgumentError,
-    LimitExceededError,
     NotFoundError,
     PreconditionFailedError,
     UnsupportedError,
@@ -91,8 +86,6 @@ from tenure.errors import (
 
 __all__ = ["CAPABILITIES", "EtcdBackend", "lease_ttl", "open_backend"]
 
-#: etcd's shortest useful lease TTL, in seconds.
-MIN_TTL: Final = 2
 #: How many semaphores' records a client remembers (:meth:`EtcdBackend.remember`).
 RECORDS_KEPT: Final = 4096
 
@@ -106,11 +99,6 @@ CAPABILITIES: Final = frozenset(
         Capability.SESSION_RECOVERY,
     }
 )
-
-
-def lease_ttl(window: float) -> int:
-    """The lease TTL of a recovery window: whole seconds, rounded up, at least 2."""
-    return max(MIN_TTL, math.ceil(window))
 
 
 def _refuse_unsupported(config: NodeConfig) -> None:
@@ -336,92 +324,15 @@ class EtcdBackend(StoreListings):
         check_identity(identity)
         view = await self.view(node)
         try:
-            return await self._open_session(node, view, timeout, description, listener, identity)
+            return await _opening.open_new(
+                self, node, view, timeout, description, listener, identity
+            )
         except BaseException:
             self.release_view(view)
             raise
 
-    async def _open_session(
-        self,
-        node: str,
-        view: NodeView,
-        timeout: float | None,
-        description: str,
-        listener: SessionListener,
-        identity: ClientIdentity,
-    ) -> EtcdSession:
-        sessions, config_key = self.layout.sessions(node), self.layout.config(node)
-        secret, owner = secrets.token_bytes(16), secrets.token_bytes(8)
-        created_at = time.time()
-        lease_id = 0
-        try:
-            while True:
-                config = view.config
-                window = config.recovery_window if timeout is None else timeout
-                ttl = lease_ttl(window)
-                if lease_id:  # the settings changed under the first try: start again
-                    await self._revoke(lease_id)
-                sent_at = asyncio.get_running_loop().time()
-                grant = await self.conn.lease_call("LeaseGrant", rpc_pb2.LeaseGrantRequest(TTL=ttl))
-                lease_id = int(grant.ID)
-                value = encode(
-                    {
-                        "description": description,
-                        "window": window,
-                        "seq": 1,
-                        "key": key_digest(secret),
-                        "owner": owner,
-                        # When, by this client's clock (etcd has none to offer).
-                        **identity_fields(identity, created_at),
-                    }
-                )
-                # Put the record and count the node's sessions with it, at one revision:
-                # past max_sessions, this one goes again (two racing both go: never one
-                # too many), so the check needs no read before.
-                reply = await self.conn.txn(
-                    [compare_mod(config_key, view.config_rev)],
-                    [
-                        put(self.layout.session(node, lease_id), value, lease_id),
-                        get_prefix(sessions, count_only=True),
-                    ],
-                    [get(config_key)],
-                )
-                if reply.succeeded:
-                    break
-                found = reply.responses[0].response_range.kvs
-                if not found or int(found[0].create_revision) != view.node_rev:
-                    raise NotFoundError(f"node {node!r} does not exist")
-                view.update(found[0])
-            if int(reply.responses[1].response_range.count) > config.max_sessions:
-                raise LimitExceededError(
-                    f"max_sessions ({config.max_sessions}) reached on node {node!r}"
-                )
-        except BaseException:
-            if lease_id:
-                await asyncio.shield(self._revoke(lease_id))
-            raise
-        session = EtcdSession(
-            self,
-            node,
-            lease_id,
-            int(grant.TTL) or ttl,
-            listener,
-            record_rev=int(reply.header.revision),
-            view=view,
-            confirmed_at=sent_at,
-            seq=1,
-            description=description,
-            window=window,
-            secret=secret,
-            owner=owner,
-            identity=identity,
-            created_at=created_at,
-        )
-        self.sessions[lease_id] = session
-        self.keepalive.add(session)
-        return session
-
-    async def _revoke(self, lease_id: int) -> None:
+    async def revoke(self, lease_id: int) -> None:
+        """Revoke a lease (gone already: nothing to do)."""
         with contextlib.suppress(LeaseNotFoundError):
             await self.conn.lease_call("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=lease_id))
 

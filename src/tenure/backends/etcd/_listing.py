@@ -275,17 +275,17 @@ async def kill_session(backend: EtcdBackend, node: str, session_id: int) -> None
             [get(layout.config(node))],
         )
     except BaseException:
-        await _revoke(backend, int(marker.ID))
+        await backend.revoke(int(marker.ID))
         raise
     if not reply.succeeded:
-        await _revoke(backend, int(marker.ID))
+        await backend.revoke(int(marker.ID))
         if not reply.responses[0].response_range.kvs:
             raise NotFoundError(f"node {node!r} does not exist")
         raise NotFoundError(
             f"session {session_id} of node {node!r} does not exist (it ended, or never was)"
         )
     # etcd deletes every key on the lease at once: record, requests, grants.
-    await _revoke(backend, session_id)
+    await backend.revoke(session_id)
     local = backend.sessions.get(session_id)
     if local is not None:  # this very client had it: it hears it now
         await local.diagnose()
@@ -296,10 +296,3 @@ def _exists(key: bytes) -> Any:
     return rpc_pb2.Compare(
         key=key, target=rpc_pb2.Compare.CREATE, result=rpc_pb2.Compare.GREATER, create_revision=0
     )
-
-
-async def _revoke(backend: EtcdBackend, lease_id: int) -> None:
-    try:
-        await backend.conn.lease_call("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=lease_id))
-    except LeaseNotFoundError:
-        return  # gone already (it expired, or was revoked)
