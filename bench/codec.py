@@ -31,7 +31,13 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The hot messages, in the order a contended lock sees them.
-NAMES = ("Request(Acquire)", "Reply(AcquireResult)", "Push(Granted)", "Request(Release)", "Reply(bool)")
+NAMES = (
+    "Request(Acquire)",
+    "Reply(AcquireResult)",
+    "Push(Granted)",
+    "Request(Release)",
+    "Reply(bool)",
+)
 
 
 def hot_messages(count: int) -> dict[str, list[Any]]:
