@@ -260,8 +260,9 @@ _load: Final = MESSAGE.from_wire
 _encoder: Final = msgspec.msgpack.Encoder()
 _decoder: Final = msgspec.msgpack.Decoder(MESSAGE.annotation)
 # msgspec's refusals: a value that does not fit, bytes that are not msgpack, text that
-# is not UTF-8 (both ways), a number msgpack cannot hold, a type it cannot encode.
-_REFUSALS: Final = (msgspec.MsgspecError, UnicodeError, TypeError, OverflowError)
+# is not UTF-8 (both ways), a number msgpack cannot hold, a type it cannot encode,
+# arrays nested deeper than Python's recursion limit.
+_REFUSALS: Final = (msgspec.MsgspecError, UnicodeError, TypeError, OverflowError, RecursionError)
 
 
 def encode_message(message: Message) -> bytes:

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Final, NoReturn
 
 import msgpack
+import msgspec
 
 from tenure._core import (
     Acquire,
@@ -65,18 +66,11 @@ from tenure._core import (
     Renew,
 )
 from tenure._core.snapshot import dump, load, resume
-from tenure._protocol.compiled import compile_dump, compile_load
-from tenure._protocol.payloads import COMMAND
-from tenure._protocol.schema import SchemaError
+from tenure._protocol.payloads import COMMAND, decode_command, encode_command
 from tenure.errors import TenureError
 from tenure.server._durability.storage import Compaction, CorruptLogError, DataDir
 
 log = logging.getLogger("tenure.server")
-
-# The schema's compiled fast path (same checks): one of these runs per command logged,
-# and per record replayed at start-up.
-_dump_command: Final = compile_dump(COMMAND)
-_load_command: Final = compile_load(COMMAND)
 
 COMMAND_RECORD: Final = 1
 TICK_RECORD: Final = 2
@@ -181,7 +175,7 @@ class Journal:
             if kind == TICK_RECORD and not rest:
                 engine.tick(when)
             elif kind == COMMAND_RECORD and len(rest) == 1:
-                command = _load_command(_upgraded(rest[0]))
+                command = decode_command(msgpack.packb(_upgraded(rest[0]), use_bin_type=True))
                 assert isinstance(command, Command)
                 engine.apply(command, when)
             elif kind == RESUME_RECORD and not rest:
@@ -192,7 +186,7 @@ class Journal:
         except TenureError as error:
             problem = f"logged record {index} no longer applies: {error}"
             raise CorruptLogError(where, None, problem) from None
-        except (SchemaError, ValueError, TypeError, msgpack.UnpackException) as error:
+        except (ValueError, TypeError, msgpack.UnpackException) as error:
             problem = f"logged record {index} is unreadable: {error}"
             raise CorruptLogError(where, None, problem) from None
 
@@ -200,7 +194,8 @@ class Journal:
         """Queue a record of a command that succeeded (read-only ones are skipped)."""
         if type(command) in READ_ONLY:
             return
-        self._append([COMMAND_RECORD, now, _dump_command(command)])
+        # The command in its wire layout, as encoded (and checked) by the protocol's codec.
+        self._append([COMMAND_RECORD, now, msgspec.Raw(encode_command(command))])
 
     def log_tick(self, now: float) -> None:
         """Queue a record of a tick that handled deadlines."""
@@ -322,7 +317,7 @@ class Journal:
             self.on_snapshot(seconds, size)
 
     def _append(self, record: list[object]) -> None:
-        self.data_dir.append(msgpack.packb(record, use_bin_type=True))
+        self.data_dir.append(msgspec.msgpack.encode(record))
         self._since_snapshot += 1
 
 
