@@ -386,3 +386,30 @@ def test_a_version_1_peer_is_sent_owners_without_identity() -> None:
     assert for_version(Reply(3, DescribeResult(description)), 2) == Reply(
         3, DescribeResult(description)
     )
+
+
+# -- the one-entry memo of each record ------------------------------------------------------
+
+
+def test_a_value_encoded_again_encodes_the_same_and_others_are_not_confused() -> None:
+    """Same object, same bytes (the memo); an equal twin or another object never differs."""
+    samples = sample_messages()
+    first = [wire_of(message) for message in samples]
+    assert [wire_of(message) for message in samples for _ in range(2)][::2] == first
+    for message, wire in zip(samples + samples[::-1], first + first[::-1], strict=True):
+        twin = type(message)(*(getattr(message, f) for f in message.__dataclass_fields__))
+        assert wire_of(twin) == wire_of(message) == wire
+
+
+def test_a_description_pushed_to_many_watchers_is_converted_once() -> None:
+    described = SemaphoreDescription("m", 1, 1, b"", True, (OwnerInfo(1, 1, b"d", 9),), ())
+    record = EFFECT.by_type[WatchFired].fields[3][1]
+    assert isinstance(record, Optional)
+    assert isinstance(record.inner, Record)
+    dump = record.inner.to_wire
+    assert dump(described) is dump(described)  # the same Struct: converted once
+    other = SemaphoreDescription("n", 1, 0, b"", True)
+    assert dump(other) is not dump(described)
+    assert wire_of(Push(WatchFired(1, 2, "m", described))) == wire_of(
+        Push(WatchFired(1, 2, "m", dataclasses.replace(described)))
+    )

@@ -74,6 +74,7 @@ _UINT: Final = Annotated[int, msgspec.Meta(ge=0)]
 _FLOAT: Final = Annotated[float, msgspec.Meta(ge=-sys.float_info.max, le=sys.float_info.max)]
 
 E = TypeVar("E", bound=enum.Enum)
+_NOTHING: Final = object()  # the key of an empty memo: no value is it
 Convert = Callable[[Any], Any]
 
 
@@ -311,10 +312,22 @@ class Record(Field):
         single = len(names) == 1
         converts = [(i, field.dump) for i, (_, field) in enumerate(self.fields) if field.dump]
         shorter, defaults, since = self._shorter, self._defaults, self.since
+        # The last value dumped and its Struct, swapped as one tuple (threads may share
+        # this). The dataclasses are frozen, so the same object dumps the same: a watch
+        # firing's one description, pushed to a thousand watchers, is converted once.
+        memo: list[tuple[object, Any]] = [(_NOTHING, None)]
 
         def dump(value: Any) -> msgspec.Struct:
+            last = memo[0]
+            if last[0] is value:
+                return last[1]  # type: ignore[no-any-return]
             if type(value) is not cls:
                 raise WireError(f"expected {cls.__name__}, got {type(value).__name__}")
+            struct = convert(value)
+            memo[0] = (value, struct)
+            return struct
+
+        def convert(value: Any) -> msgspec.Struct:
             items = [get(value)] if single else get(value)
             if converts:
                 items = list(items)
