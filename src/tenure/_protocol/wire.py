@@ -280,6 +280,7 @@ class Record(Field):
             length: self._struct(spec[:length]) for length in range(self.since, len(spec))
         }
         self._defaults = [None] * self.since + defaults
+        self.convert = self._make_convert()
         self.to_wire = self.dump = self._make_dump()
         self.from_wire = self.load = self._make_load()
 
@@ -309,33 +310,51 @@ class Record(Field):
         )
 
     def _make_dump(self) -> Convert:
-        cls, struct, names = self.cls, self.struct, [name for name, _ in self.fields]
-        get = operator.attrgetter(*names)
-        single = len(names) == 1
-        converts = [(i, field.dump) for i, (_, field) in enumerate(self.fields) if field.dump]
-        shorter, defaults, since = self._shorter, self._defaults, self.since
+        cls, convert = self.cls, self.convert
+
+        def checked(value: Any) -> msgspec.Struct:
+            if type(value) is not cls:
+                raise WireError(f"expected {cls.__name__}, got {type(value).__name__}")
+            struct: msgspec.Struct = convert(value)
+            return struct
+
+        if self.tag is not None:
+            return checked  # a variant of a union: a message's own, never dumped twice
         # The last value dumped and its Struct, swapped as one tuple (threads may share
         # this). The dataclasses are frozen, so the same object dumps the same: a watch
         # firing's one description, pushed to a thousand watchers, is converted once.
         memo: list[tuple[object, Any]] = [(_NOTHING, None)]
 
-        def dump(value: Any) -> msgspec.Struct:
+        def remembered(value: Any) -> msgspec.Struct:
             last = memo[0]
             if last[0] is value:
                 return last[1]  # type: ignore[no-any-return]
-            if type(value) is not cls:
-                raise WireError(f"expected {cls.__name__}, got {type(value).__name__}")
-            struct = convert(value)
+            struct = checked(value)
             memo[0] = (value, struct)
             return struct
 
+        return remembered
+
+    def _make_convert(self) -> Convert:
+        """The Struct of a value known to be of ``cls`` (no check of its type)."""
+        struct, names = self.struct, [name for name, _ in self.fields]
+        get: Callable[[Any], Any] = operator.attrgetter(*names)
+        if len(names) == 1:
+            only = get
+
+            def get(value: Any) -> tuple[Any]:
+                return (only(value),)
+
+        converts = [(i, field.dump) for i, (_, field) in enumerate(self.fields) if field.dump]
+        shorter, defaults, since = self._shorter, self._defaults, self.since
+
         def convert(value: Any) -> msgspec.Struct:
-            items = [get(value)] if single else get(value)
+            items = get(value)
             if converts:
                 items = list(items)
-                for index, convert in converts:
+                for index, dump in converts:
                     try:
-                        items[index] = convert(items[index])
+                        items[index] = dump(items[index])
                     except WireError as error:
                         error.within(names[index])
                         raise
@@ -347,7 +366,7 @@ class Record(Field):
                     return shorter[end](*items[:end])
             return struct(*items)
 
-        return dump
+        return convert
 
     def _make_load(self) -> Convert:
         cls, names = self.cls, [name for name, _ in self.fields]
@@ -410,14 +429,17 @@ class Union(Field):
         by_type, segment = self.by_type, self._segment
         by_struct = {record.struct: record.from_wire for record in records}
 
+        # Found by its exact type, a variant's value needs no other check of its type.
+        converts = {record.cls: record.convert for record in records}.get
+
         def dump(value: Any) -> msgspec.Struct:
-            record = by_type.get(type(value))
-            if record is None:
+            convert = converts(type(value))
+            if convert is None:
                 raise WireError(f"expected a {wire}, got {type(value).__name__}")
             try:
-                struct: msgspec.Struct = record.to_wire(value)
+                struct: msgspec.Struct = convert(value)
             except WireError as error:
-                error.within(segment(record))
+                error.within(segment(by_type[type(value)]))
                 raise
             return struct
 
