@@ -33,13 +33,26 @@ import abc
 import dataclasses
 import enum
 import functools
-import math
 import operator
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Annotated, Any, Final, Generic, Literal, TypeVar
 
 import msgspec
+
+from tenure._protocol.wire_checks import (
+    MAX_UINT,
+    MIN_INT,
+    WireError,
+    check_bin,
+    check_bool,
+    check_float,
+    check_str,
+    check_uint,
+    describe,
+    explain,
+    plain,
+)
 
 __all__ = [
     "BIN",
@@ -63,11 +76,6 @@ __all__ = [
     "plain",
 ]
 
-#: The largest msgpack integer (uint 64); MAX_COUNT is exactly this.
-MAX_UINT: Final = 2**64 - 1
-#: The smallest msgpack integer (int 64).
-MIN_INT: Final = -(2**63)
-
 # msgspec's types of the scalars. A uint needs no upper bound: msgpack has no larger
 # integer, and msgspec refuses to encode one. NaN fails both bounds of a float.
 _UINT: Final = Annotated[int, msgspec.Meta(ge=0)]
@@ -81,41 +89,6 @@ Convert = Callable[[Any], Any]
 def any_of(types: Iterable[Any]) -> Any:
     """The union of ``types`` (msgspec's type of a field that holds any one of them)."""
     return functools.reduce(operator.or_, types)
-
-
-class WireError(ValueError):
-    """A value does not fit its field. ``path`` names the field, outermost first."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.path: list[str] = []
-
-    def within(self, segment: str) -> None:
-        """Record that the failing value sits inside ``segment`` (called on the way out)."""
-        self.path.insert(0, segment)
-
-    @property
-    def where(self) -> str:
-        """The path as text: ``Reply.value(DescribeResult).description.owners[0].token``."""
-        text = ""
-        for segment in self.path:
-            joined = not text or segment.startswith(("[", "("))
-            text += segment if joined else "." + segment
-        return text
-
-    def __str__(self) -> str:
-        return f"{self.where}: {self.reason}" if self.path else self.reason
-
-
-def describe(value: object) -> str:
-    """A short description of a value for error messages, in msgpack's terms."""
-    names = {type(None): "nil", bytes: "bin", list: "array", dict: "map", tuple: "array"}
-    kind = names.get(type(value), type(value).__name__)
-    if value is None or isinstance(value, list | dict | tuple):
-        return kind
-    text = repr(value)
-    return f"{kind} {text if len(text) <= 40 else text[:37] + '...'}"
 
 
 class Field(abc.ABC):
@@ -148,39 +121,6 @@ class _Scalar(Field):
         self._check(raw)
 
 
-def _check_uint(value: object) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise WireError(f"expected an unsigned integer, got {describe(value)}")
-    if not 0 <= value <= MAX_UINT:
-        raise WireError(f"{value} is outside 0..2**64-1")
-
-
-def _check_float(value: object) -> None:
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        raise WireError(f"expected a number, got {describe(value)}")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise WireError(f"expected a finite number, got {value!r}")
-
-
-def _check_bool(value: object) -> None:
-    if not isinstance(value, bool):
-        raise WireError(f"expected a bool, got {describe(value)}")
-
-
-def _check_str(value: object) -> None:
-    if not isinstance(value, str):
-        raise WireError(f"expected a str, got {describe(value)}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise WireError("str is not valid UTF-8 (it holds a lone surrogate)") from None
-
-
-def _check_bin(value: object) -> None:
-    if not isinstance(value, bytes):
-        raise WireError(f"expected bin (bytes), got {describe(value)}")
-
-
 def as_float(value: Any) -> Any:
     """A float field's value as it is dumped: an int as the float64 it stands for."""
     if type(value) is int:
@@ -191,12 +131,12 @@ def as_float(value: Any) -> Any:
     return value
 
 
-UINT: Final[Field] = _Scalar("uint", _UINT, _check_uint)
-FLOAT: Final[Field] = _Scalar("float", _FLOAT, _check_float)
+UINT: Final[Field] = _Scalar("uint", _UINT, check_uint)
+FLOAT: Final[Field] = _Scalar("float", _FLOAT, check_float)
 FLOAT.dump = as_float
-BOOL: Final[Field] = _Scalar("bool", bool, _check_bool)
-STR: Final[Field] = _Scalar("str", str, _check_str)
-BIN: Final[Field] = _Scalar("bin", bytes, _check_bin)
+BOOL: Final[Field] = _Scalar("bool", bool, check_bool)
+STR: Final[Field] = _Scalar("str", str, check_str)
+BIN: Final[Field] = _Scalar("bin", bytes, check_bin)
 
 
 class Optional(Field):
@@ -244,7 +184,7 @@ class EnumField(Field, Generic[E]):
         self._unknown = unknown
 
     def check(self, raw: object) -> None:
-        _check_uint(raw)
+        check_uint(raw)
         if self._unknown is None and raw not in self.members:
             raise WireError(f"unknown {self.wire} {raw}")
 
@@ -509,29 +449,3 @@ class ArrayOf(Field):
             except WireError as error:
                 error.within(f"[{index}]")
                 raise
-
-
-def plain(value: object) -> object:
-    """A Struct (with what it holds) as plain msgpack values: what a peer would decode."""
-    if isinstance(value, msgspec.Struct):
-        items = [plain(item) for item in msgspec.structs.astuple(value)]
-        tag = value.__struct_config__.tag
-        return items if tag is None else [tag, *items]
-    if isinstance(value, tuple | list):
-        return [plain(item) for item in value]
-    if isinstance(value, msgspec.Raw):
-        return msgspec.msgpack.decode(value)
-    return value
-
-
-def explain(field: Field, raw: object, refusal: Exception) -> WireError:
-    """Why msgspec refused ``raw`` as ``field`` (``refusal``), with the field's path.
-
-    ``field.check`` says it in the schema's words; should it find nothing wrong, the
-    explanation is msgspec's own (its path is in array positions: ``$[2][1]``).
-    """
-    try:
-        field.check(raw)
-    except WireError as error:
-        return error
-    return WireError(str(refusal) or type(refusal).__name__)
