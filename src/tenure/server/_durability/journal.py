@@ -67,6 +67,7 @@ from tenure._core import (
 )
 from tenure._core.snapshot import dump, load, resume
 from tenure._protocol.payloads import COMMAND, decode_command, encode_command
+from tenure._protocol.wire import WireError
 from tenure.errors import TenureError
 from tenure.server._durability.storage import Compaction, CorruptLogError, DataDir
 
@@ -171,14 +172,15 @@ class Journal:
     def _replay(self, engine: Engine, record: bytes, index: int) -> None:
         where = self.data_dir.path
         try:
-            kind, when, *rest = msgpack.unpackb(record, raw=False)
-            if kind == TICK_RECORD and not rest:
+            read = _RECORD.decode(record)
+            kind, when = read.kind, read.when
+            if kind == TICK_RECORD and not read.command:
                 engine.tick(when)
-            elif kind == COMMAND_RECORD and len(rest) == 1:
-                command = decode_command(msgpack.packb(_upgraded(rest[0]), use_bin_type=True))
+            elif kind == COMMAND_RECORD and read.command:
+                command = _logged_command(read.command)
                 assert isinstance(command, Command)
                 engine.apply(command, when)
-            elif kind == RESUME_RECORD and not rest:
+            elif kind == RESUME_RECORD and not read.command:
                 engine.take_effects()
                 resume(engine, when)
             else:
@@ -186,7 +188,7 @@ class Journal:
         except TenureError as error:
             problem = f"logged record {index} no longer applies: {error}"
             raise CorruptLogError(where, None, problem) from None
-        except (ValueError, TypeError, msgpack.UnpackException) as error:
+        except (ValueError, TypeError) as error:  # msgspec's errors are ValueErrors
             problem = f"logged record {index} is unreadable: {error}"
             raise CorruptLogError(where, None, problem) from None
 
@@ -319,6 +321,26 @@ class Journal:
     def _append(self, record: list[object]) -> None:
         self.data_dir.append(msgspec.msgpack.encode(record))
         self._since_snapshot += 1
+
+
+class _Record(msgspec.Struct, array_like=True, forbid_unknown_fields=True, gc=False):
+    """A logged record as read back: ``[kind, now]``, or ``[1, now, command]``."""
+
+    kind: int
+    when: float
+    command: msgspec.Raw = msgspec.Raw()  # the command's own msgpack, decoded apart
+
+
+_RECORD: Final = msgspec.msgpack.Decoder(_Record)
+
+
+def _logged_command(logged: msgspec.Raw) -> object:
+    """The command of a record: in today's layout, or else in an older one (:func:`_upgraded`)."""
+    try:
+        return decode_command(logged)
+    except WireError:
+        older = msgspec.msgpack.decode(logged)
+        return decode_command(msgspec.msgpack.encode(_upgraded(older)))
 
 
 def _upgraded(raw: object) -> object:
