@@ -194,6 +194,9 @@ class Record(Field):
 
     ``since``: how many fields the record's first layout had; the fields after them
     were added later, each with a default in the dataclass (see the module docstring).
+    ``struct`` is its msgspec Struct; ``to_wire`` and ``from_wire`` are its ``dump``
+    and ``load`` (never None), and ``convert`` dumps a value already known to be a
+    ``cls``.
     """
 
     def __init__(
@@ -353,6 +356,7 @@ class Union(Field):
 
     ``root``: the union is a whole frame body, so the path starts with the record's
     name (``Request.request_id``) instead of naming the variant in parentheses.
+    ``to_wire`` and ``from_wire`` are its ``dump`` and ``load`` (never None).
     """
 
     def __init__(self, wire: str, records: Sequence[Record], *, root: bool = False) -> None:
