@@ -15,7 +15,7 @@ import pytest_asyncio
 
 import tenure
 from tenure._core import CloseSession, CreateSession, SessionInfo
-from tenure._protocol.frames import FrameReader, decode_body, encode_frame
+from tenure._protocol.frames import FrameReader, encode_frame
 from tenure._protocol.messages import (
     Failure,
     Ping,
@@ -24,10 +24,10 @@ from tenure._protocol.messages import (
     Reply,
     Request,
     Welcome,
-    decode_message,
     encode_message,
 )
 from tenure.errors import ErrorCode, UnsupportedError
+from tests.protocol.helpers import message_of, unpack
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -55,7 +55,7 @@ class OldServer:
                     return
                 frames.feed(data)
                 while (body := frames.next_body()) is not None:
-                    raw = decode_body(body)
+                    raw = unpack(body)
                     assert isinstance(raw, list)
                     if raw[0] == 1:  # Hello: [1, version, ...]
                         self.hellos.append(raw[1])
@@ -73,7 +73,7 @@ class OldServer:
             writer.close()
 
     def answer(self, writer: asyncio.StreamWriter, raw: list[object]) -> None:
-        message = decode_message(raw)
+        message = message_of(raw)
         if isinstance(message, Ping):
             self.send(writer, Pong(message.nonce))
             return

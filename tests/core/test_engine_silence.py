@@ -8,7 +8,7 @@ import pytest
 
 from tenure._core import AttachSession, DetachSession, NodeConfig, SessionInfo
 from tenure._core.invariants import check_invariants
-from tenure._protocol.payloads import COMMAND
+from tenure._protocol.payloads import decode_command, encode_command
 from tenure.errors import ErrorCode, InvalidArgumentError, SessionExpiredError
 
 from .support import (
@@ -111,7 +111,7 @@ def test_replaying_the_logged_detach_gives_the_same_state():
         engine = make_engine()
         sid = open_session(engine, timeout=10.0)
         detach = DetachSession(sid, silent_for=2.5)
-        loaded = COMMAND.load(COMMAND.dump(detach))
+        loaded = decode_command(encode_command(detach))
         assert loaded == detach
         engine.apply(loaded if wire else detach, 3.0)
         return snapshot(engine), engine.next_deadline()

@@ -6,6 +6,8 @@ import copy
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import msgpack
+
 from tenure._protocol import (
     NEED_DATA,
     ClientConnection,
@@ -16,10 +18,10 @@ from tenure._protocol import (
     ServerConnection,
     Welcome,
 )
-from tenure._protocol.frames import decode_body, encode_frame
-from tenure._protocol.messages import encode_message
+from tenure._protocol.frames import encode_frame
+from tenure._protocol.messages import decode_message, encode_message
 from tenure._protocol.payloads import VALUE
-from tenure._protocol.schema import ArrayOf, Field, Optional, Record, Union
+from tenure._protocol.wire import ArrayOf, Field, Optional, Record, Union
 
 Event = Message | ConnectionClosed
 
@@ -42,6 +44,27 @@ def drain(conn: Connection) -> list[Event]:
     raise AssertionError("next_event never returned NEED_DATA")
 
 
+def pack(value: object) -> bytes:
+    """``value`` packed as msgpack as it is, valid or not (bytes as bin, str as str)."""
+    packed: bytes = msgpack.packb(value, use_bin_type=True)
+    return packed
+
+
+def unpack(body: bytes) -> Any:
+    """The plain msgpack value in ``body`` (arrays as lists)."""
+    return msgpack.unpackb(body, raw=False)
+
+
+def wire_of(message: Message) -> Any:
+    """What ``message`` looks like on the wire, as plain msgpack values: ``[13, 7, None]``."""
+    return unpack(encode_message(message))
+
+
+def message_of(wire: object) -> Message:
+    """The message a peer reads from the plain msgpack value ``wire`` (ProtocolError if none)."""
+    return decode_message(pack(wire))
+
+
 def raw_frame(message: Message) -> bytes:
     """The frame of ``message``, made without any connection's state machine."""
     return encode_frame(encode_message(message))
@@ -49,12 +72,12 @@ def raw_frame(message: Message) -> bytes:
 
 def frame_of(body: object) -> bytes:
     """A frame whose body is ``body`` packed as it is, valid or not."""
-    return encode_frame(body)
+    return encode_frame(pack(body))
 
 
 def body_of(frame: bytes) -> object:
     """The decoded body of one whole frame."""
-    return decode_body(frame[4:])
+    return unpack(frame[4:])
 
 
 class ConnectionPair:
@@ -126,7 +149,7 @@ def field_sites(field: Field, wire: Any, path: Path = ()) -> Iterator[tuple[str,
             yield from field_sites(field.inner, item, (*path, index))
     elif isinstance(field, Union | Record):
         record, start = (field.by_tag[wire[0]], 1) if isinstance(field, Union) else (field, 0)
-        # (A record that gained fields may have been sent without them: see schema.Record.)
+        # (A record that gained fields may have been sent without them: see wire.Record.)
         for offset, (name, inner) in enumerate(record.fields[: len(wire) - start], start):
             yield name, (*path, offset)
             yield from field_sites(inner, wire[offset], (*path, offset))

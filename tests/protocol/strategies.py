@@ -33,7 +33,7 @@ from tenure._protocol.messages import (
     Welcome,
 )
 from tenure._protocol.payloads import REPLY_TYPES
-from tenure._protocol.schema import MAX_UINT, MIN_INT
+from tenure._protocol.wire import MAX_UINT, MIN_INT
 from tenure.errors import ErrorCode
 
 #: Every command class of tenure._core.commands.

@@ -30,8 +30,8 @@ from tenure._protocol.payloads import (
     WAITER_INFO,
     layout,
 )
-from tenure._protocol.schema import Record
 from tenure._protocol.state import render
+from tenure._protocol.wire import Record
 from tenure.errors import ErrorCode
 from tests.protocol.helpers import raw_frame
 
@@ -65,7 +65,7 @@ def test_every_error_code_is_documented(code):
 
 
 def test_acquire_status_numbers_are_documented():
-    numbers = [f"`{ACQUIRE_STATUS.dump(status)}` {status.name}" for status in AcquireStatus]
+    numbers = [f"`{ACQUIRE_STATUS.numbers[status]}` {status.name}" for status in AcquireStatus]
     assert ", ".join(numbers) in DOC
 
 

@@ -9,35 +9,30 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tenure._protocol import FrameTooLargeError, LocalProtocolError
+from tenure._core import AlterNode
+from tenure._protocol import FrameTooLargeError, LocalProtocolError, Request
 from tenure._protocol.frames import (
     DEFAULT_MAX_FRAME_SIZE,
     MAX_MAX_FRAME_SIZE,
     MIN_MAX_FRAME_SIZE,
     FrameReader,
-    decode_body,
     encode_frame,
 )
+from tenure._protocol.messages import decode_message
 from tenure.errors import LimitExceededError, ProtocolError
+from tests.protocol.helpers import message_of, pack, unpack
 
 
 def test_a_frame_is_a_big_endian_length_and_a_msgpack_body():
-    assert encode_frame([3, 7]) == bytes.fromhex("00000003920307")
+    assert encode_frame(pack([3, 7])) == bytes.fromhex("00000003920307")
     assert DEFAULT_MAX_FRAME_SIZE == 1 << 20
 
 
 def test_encode_refuses_a_body_over_the_limit():
     with pytest.raises(FrameTooLargeError, match="the peer accepts at most 10") as caught:
-        encode_frame([b"x" * 10], limit=10)
+        encode_frame(pack([b"x" * 10]), limit=10)
     assert isinstance(caught.value, LimitExceededError)
-    assert len(encode_frame([b"x" * 7], limit=10)) == 4 + 10  # 0x91 0xc4 0x07 + 7
-
-
-def test_encode_refuses_what_msgpack_cannot_pack():
-    with pytest.raises(LocalProtocolError, match="cannot pack"):
-        encode_frame([2**64])
-    with pytest.raises(LocalProtocolError, match="cannot pack"):
-        encode_frame([object()])
+    assert len(encode_frame(pack([b"x" * 7]), limit=10)) == 4 + 10  # 0x91 0xc4 0x07 + 7
 
 
 @pytest.mark.parametrize("size", [0, MIN_MAX_FRAME_SIZE - 1, MAX_MAX_FRAME_SIZE + 1, 2.0, True])
@@ -50,13 +45,13 @@ def test_max_frame_size_is_checked(size):
 
 
 def test_the_reader_cuts_bodies_out_of_any_split():
-    data = encode_frame([1]) + encode_frame(["two", b"2"]) + encode_frame([])
+    data = encode_frame(pack([1])) + encode_frame(pack(["two", b"2"])) + encode_frame(pack([]))
     reader = FrameReader()
     bodies = []
     for i in range(len(data)):
         reader.feed(data[i : i + 1])
         while (body := reader.next_body()) is not None:
-            bodies.append(decode_body(body))
+            bodies.append(unpack(body))
     assert bodies == [[1], ["two", b"2"], []]
     assert reader.buffered == 0
 
@@ -76,7 +71,7 @@ def test_an_oversized_length_is_refused_before_the_body_is_buffered():
 
 def test_an_oversized_frame_behind_good_ones_is_refused_after_them():
     reader = FrameReader(MIN_MAX_FRAME_SIZE)
-    reader.feed(encode_frame([1]) + (2**32 - 1).to_bytes(4, "big") + b"\x00" * 10)
+    reader.feed(encode_frame(pack([1])) + (2**32 - 1).to_bytes(4, "big") + b"\x00" * 10)
     assert reader.next_body() == msgpack.packb([1])
     assert reader.buffered == 0
     with pytest.raises(ProtocolError, match="announced"):
@@ -93,7 +88,7 @@ def test_a_frame_of_exactly_the_limit_is_accepted():
 
 def test_end_of_stream_in_the_middle_of_a_frame_is_an_error():
     reader = FrameReader()
-    reader.feed(encode_frame([1])[:-1])
+    reader.feed(encode_frame(pack([1]))[:-1])
     assert reader.next_body() is None
     reader.feed(b"")
     assert reader.eof
@@ -111,39 +106,62 @@ def test_end_of_stream_after_a_header_fragment_is_an_error():
         reader.next_body()
 
 
-# -- strict decoding --------------------------------------------------------------------
+# -- strict decoding (of a message's body: msgspec reads it straight into the message) ---
 
 
 @pytest.mark.parametrize(
     ("body", "why"),
     [
-        (b"", "incomplete"),
-        (b"\x92\x01", "incomplete"),
-        (b"\x91\x01\x02", "extra data"),
-        (b"\xc1", ""),  # never used
+        (b"", "not valid msgpack: input data was truncated"),
+        (b"\x92\x01", "truncated"),
+        (b"\x91\x01\x02", "trailing characters"),
+        (b"\xc1", "not valid msgpack"),  # never used
         (b"\xa2\xff\xfe", "utf-8"),
         (msgpack.packb([msgpack.ExtType(1, b"x")]), "ext"),
-        (msgpack.packb(msgpack.Timestamp(1, 0)), "ext"),
-        (msgpack.packb({1: 2}), "map key"),
-        (b"\x82\xa1a\x01\xa1a\x02", "repeats a key"),
+        (msgpack.packb(msgpack.Timestamp(1, 0)), "malformed message"),
+        (msgpack.packb({1: 2}), "got map"),
         (b"\x91" * 5000 + b"\x01", ""),  # nested too deep
-        (b"\xdd\x7f\xff\xff\xff", "array"),  # 2**31-1 elements announced in 5 bytes
-        (b"\xc6\x7f\xff\xff\xff", ""),  # a 2 GiB bin announced
-        (b"\xdb\x7f\xff\xff\xff", ""),  # a 2 GiB str announced
-        (b"\xdf\x7f\xff\xff\xff", "map"),
+        (b"\xdd\x7f\xff\xff\xff", "truncated"),  # 2**31-1 elements announced in 5 bytes
+        (b"\xc6\x7f\xff\xff\xff", "truncated"),  # a 2 GiB bin announced
+        (b"\xdb\x7f\xff\xff\xff", "truncated"),  # a 2 GiB str announced
+        (b"\xdf\x7f\xff\xff\xff", "truncated"),
     ],
 )
 def test_decode_is_strict(body, why):
-    with pytest.raises(ProtocolError, match="not valid msgpack") as caught:
-        decode_body(body)
+    with pytest.raises(ProtocolError) as caught:
+        decode_message(body)
     assert why.lower() in str(caught.value).lower()
 
 
+@pytest.mark.parametrize(
+    ("changes", "why"),
+    [
+        (b"\x82\xa1a\x01\xa1a\x02", "repeats a key"),
+        (msgpack.packb({1: 2}), "expected a str key"),
+        (msgpack.packb({"a": msgpack.ExtType(1, b"x")}), "['a']: expected nil, bool, int"),
+        (msgpack.packb({"a": float("nan")}), "['a']: expected a finite number"),
+    ],
+)
+def test_the_one_map_is_strict(changes, why):
+    """AlterNode's changes, the only map a message holds: str keys, none repeated, scalars."""
+    start = msgpack.packb([2, 1, [3, "n"]])
+    # The map goes in as bytes, so that it can repeat a key: [2, 1, [3, "n", changes]].
+    body = b"\x93\x02\x01\x93" + start[4:] + changes
+    assert start[:4] == b"\x93\x02\x01\x92"
+    with pytest.raises(ProtocolError, match=r"Request\.command\(AlterNode\)\.changes") as caught:
+        decode_message(body)
+    assert why in str(caught.value)
+    assert message_of([2, 1, [3, "n", {"a": 1}]]) == Request(1, AlterNode("n", {"a": 1}))
+
+
 def test_decode_keeps_bin_and_str_apart():
-    assert decode_body(msgpack.packb([b"bin", "str"])) == [b"bin", "str"]
+    with pytest.raises(ProtocolError, match="expected bin"):
+        message_of([2, 1, [25, 1, "n", "str"]])
+    with pytest.raises(ProtocolError, match="expected a str"):
+        message_of([2, 1, [25, 1, b"n", b"bin"]])
 
 
 @given(st.binary(max_size=64))
-def test_decode_of_any_bytes_is_a_value_or_a_protocol_error(data):
+def test_decode_of_any_bytes_is_a_message_or_a_protocol_error(data):
     with contextlib.suppress(ProtocolError):
-        decode_body(data)
+        decode_message(data)

@@ -25,8 +25,8 @@ from tenure._protocol import (
     ServerConnection,
     Welcome,
 )
-from tenure._protocol.messages import MESSAGE, encode_message
-from tenure._protocol.schema import MAX_UINT, MIN_INT
+from tenure._protocol.messages import MESSAGE
+from tenure._protocol.wire import MAX_UINT, MIN_INT
 from tenure.errors import ProtocolError
 from tests.protocol.helpers import (
     ConnectionPair,
@@ -35,6 +35,7 @@ from tests.protocol.helpers import (
     frame_of,
     raw_frame,
     replace_at,
+    wire_of,
 )
 from tests.protocol.strategies import messages, text
 
@@ -96,7 +97,7 @@ def test_random_msgpack_frames_into_a_server(frames, after_handshake, eof):
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(messages, msgpack_values, st.data())
 def test_a_valid_message_with_one_field_replaced(message, value, data):
-    wire = encode_message(message)
+    wire = wire_of(message)
     sites = [path for _, path in field_sites(MESSAGE, wire)]
     if sites:
         wire = replace_at(wire, data.draw(st.sampled_from(sites)), value)

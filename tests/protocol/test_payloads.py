@@ -30,19 +30,19 @@ from tenure._core import (
     WatchFired,
 )
 from tenure._core.values import ClientIdentity
-from tenure._protocol import LocalProtocolError, Push, Reply, Request, decode_message
-from tenure._protocol.messages import MESSAGE, encode_message, for_version
+from tenure._protocol import LocalProtocolError, Push, Reply, Request
+from tenure._protocol.messages import MESSAGE, for_version
 from tenure._protocol.payloads import COMMAND, EFFECT, NODE_CONFIG, VALUE, layout, reply_fits
-from tenure._protocol.schema import (
+from tenure._protocol.wire import (
     ArrayOf,
     Field,
     Optional,
     Record,
-    SchemaError,
     Union,
+    WireError,
 )
 from tenure.errors import ErrorCode, InvalidArgumentError, ProtocolError
-from tests.protocol.helpers import field_sites, replace_at
+from tests.protocol.helpers import field_sites, message_of, replace_at, wire_of
 from tests.protocol.strategies import (
     COMMAND_TYPES,
     EFFECT_TYPES,
@@ -57,7 +57,7 @@ from tests.protocol.strategies import (
 
 
 def round_trip(message: Any) -> Any:
-    return decode_message(encode_message(message))
+    return message_of(wire_of(message))
 
 
 # -- completeness and stability ---------------------------------------------------------
@@ -191,16 +191,13 @@ def test_max_count_and_the_uint64_range_survive():
 
 
 def test_acquire_status_is_a_small_number():
-    statuses = {
-        status: encode_message(Reply(1, AcquireResult(status)))[2][1]  # type: ignore[index]
-        for status in AcquireStatus
-    }
+    statuses = {status: wire_of(Reply(1, AcquireResult(status)))[2][1] for status in AcquireStatus}
     assert statuses == {AcquireStatus.GRANTED: 0, AcquireStatus.QUEUED: 1, AcquireStatus.BUSY: 2}
 
 
 def test_alter_node_changes_is_a_map_of_scalars():
     changes = {"max_sessions": 3, "default_lease": None, "lock_delay": 0.5, "x": "y", "b": True}
-    wire = encode_message(Request(1, AlterNode("n", changes)))
+    wire = wire_of(Request(1, AlterNode("n", changes)))
     assert wire == [2, 1, [3, "n", changes]]
     assert round_trip(Request(1, AlterNode("n", changes))).command.changes == changes
 
@@ -210,78 +207,78 @@ def test_alter_node_changes_is_a_map_of_scalars():
 
 def test_an_int_loads_into_a_float_field():
     body = [2, 1, [24, 1, "lease", 5, 0]]  # Renew(lease_ttl=5): other languages may pack 5
-    command = decode_message(body).command  # type: ignore[union-attr]
+    command = message_of(body).command  # type: ignore[union-attr]
     assert command == Renew(1, "lease", 5.0)
     assert type(command.lease_ttl) is float
-    assert decode_message([13, 1, 30]) == Reply(1, 30.0)
+    assert message_of([13, 1, 30]) == Reply(1, 30.0)
 
 
 def test_an_unknown_error_code_loads_as_internal():
-    effect = decode_message([15, [5, 1, 999, "from a newer server"]])
+    effect = message_of([15, [5, 1, 999, "from a newer server"]])
     assert effect == Push(SessionEnded(1, ErrorCode.INTERNAL, "from a newer server"))
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 def test_non_finite_floats_are_refused_both_ways(bad):
     with pytest.raises(LocalProtocolError, match=r"Request\.command\(Acquire\)\.timeout"):
-        encode_message(Request(1, Acquire(1, "n", 1, 1, timeout=bad)))
+        wire_of(Request(1, Acquire(1, "n", 1, 1, timeout=bad)))
     with pytest.raises(
         ProtocolError,
         match=r"Request\.command\(CreateNode\)\.config\.lock_delay: expected a finite",
     ):
-        decode_message([2, 1, [1, "n", [30.0, bad, None, 1, 1, 1, 1, 1, 1]]])
+        message_of([2, 1, [1, "n", [30.0, bad, None, 1, 1, 1, 1, 1, 1]]])
 
 
 def test_bytes_and_text_are_not_interchangeable():
     with pytest.raises(ProtocolError, match=r"data: expected bin"):
-        decode_message([2, 1, [25, 1, "n", "text, not bytes"]])
+        message_of([2, 1, [25, 1, "n", "text, not bytes"]])
     with pytest.raises(ProtocolError, match=r"name: expected a str"):
-        decode_message([2, 1, [25, 1, b"bytes", b"data"]])
+        message_of([2, 1, [25, 1, b"bytes", b"data"]])
 
 
 def test_bool_is_not_an_int():
     with pytest.raises(ProtocolError, match=r"session_id: expected an unsigned integer"):
-        decode_message([2, 1, [13, True]])
+        message_of([2, 1, [13, True]])
 
 
 def test_unknown_tags_are_refused():
     with pytest.raises(ProtocolError, match="unknown message tag: int 99"):
-        decode_message([99])
+        message_of([99])
     with pytest.raises(ProtocolError, match=r"Request\.command: unknown command tag: int 9"):
-        decode_message([2, 1, [9, "n"]])
+        message_of([2, 1, [9, "n"]])
     with pytest.raises(ProtocolError, match=r"Push\.effect: unknown effect tag: str"):
-        decode_message([15, ["1"]])
+        message_of([15, ["1"]])
 
 
 def test_wrong_arity_is_refused():
     with pytest.raises(ProtocolError, match="DropNode has 2 fields, got 3"):
-        decode_message([2, 1, [4, "n", False, "extra"]])
+        message_of([2, 1, [4, "n", False, "extra"]])
     with pytest.raises(ProtocolError, match="Ping has 1 fields, got 0"):
-        decode_message([3])
+        message_of([3])
 
 
 def test_the_path_names_nested_fields():
-    body = encode_message(Request(1, CreateNode("n", NodeConfig())))
-    body[2][2][3] = -1  # type: ignore[index]
+    body = wire_of(Request(1, CreateNode("n", NodeConfig())))
+    body[2][2][3] = -1
     with pytest.raises(ProtocolError) as caught:
-        decode_message(body)
+        message_of(body)
     assert "Request.command(CreateNode).config.max_sessions" in str(caught.value)
 
 
 def test_encoding_checks_fields_and_names_them():
     with pytest.raises(LocalProtocolError, match=r"Request\.command\(Acquire\)\.count"):
-        encode_message(Request(1, Acquire(1, "n", -1, 1)))
+        wire_of(Request(1, Acquire(1, "n", -1, 1)))
     with pytest.raises(LocalProtocolError, match=r"\.name: str is not valid UTF-8"):
-        encode_message(Request(1, Acquire(1, "\ud800", 1, 1)))
+        wire_of(Request(1, Acquire(1, "\ud800", 1, 1)))
     with pytest.raises(LocalProtocolError, match=r"Push\.effect\(AcquireFailed\)\.code"):
-        encode_message(Push(AcquireFailed(1, 1, "n", 20, "plain int")))  # type: ignore[arg-type]
+        wire_of(Push(AcquireFailed(1, 1, "n", 20, "plain int")))  # type: ignore[arg-type]
     with pytest.raises(LocalProtocolError, match=r"Request\.command: expected a command"):
-        encode_message(Request(1, "not a command"))  # type: ignore[arg-type]
+        wire_of(Request(1, "not a command"))  # type: ignore[arg-type]
 
 
 def test_local_errors_are_invalid_arguments_not_protocol_errors():
     with pytest.raises(LocalProtocolError) as caught:
-        encode_message(Request(1, Acquire(1, "n", 2**64, 1)))
+        wire_of(Request(1, Acquire(1, "n", 2**64, 1)))
     assert isinstance(caught.value, InvalidArgumentError)
     assert isinstance(caught.value, ValueError)
     assert not isinstance(caught.value, ProtocolError)
@@ -302,7 +299,7 @@ def _label(message: Any) -> str:
 SITES = [
     (message, name, path)
     for message in sample_messages()
-    for name, path in field_sites(MESSAGE, encode_message(message))
+    for name, path in field_sites(MESSAGE, wire_of(message))
 ]
 
 
@@ -312,11 +309,11 @@ SITES = [
     ids=[f"{_label(m)}-{'.'.join(map(str, p))}-{n}" for m, n, p in SITES],
 )
 def test_a_wrong_type_in_any_field_is_a_protocol_error_naming_it(message, name, path):
-    wire = encode_message(message)
+    wire = wire_of(message)
     errors: list[str] = []
     for bad in WRONG:
         try:
-            decode_message(replace_at(wire, path, bad))
+            message_of(replace_at(wire, path, bad))
         except ProtocolError as error:
             errors.append(str(error))
     assert len(errors) >= 5
@@ -332,7 +329,7 @@ def test_every_field_of_every_record_is_exercised():
 
 
 def test_schema_error_paths_join_readably():
-    error = SchemaError("bad")
+    error = WireError("bad")
     for segment in reversed(
         ["Reply", "value", "(DescribeResult)", "description", "owners", "[0]", "token"]
     ):
@@ -345,25 +342,25 @@ def test_schema_error_paths_join_readably():
 
 def test_a_version_1_create_session_still_decodes() -> None:
     """A version-1 client sends CreateSession without identity: it is nobody in particular."""
-    message = decode_message([2, 7, [10, "n", b"key", None, "worker"]])
+    message = message_of([2, 7, [10, "n", b"key", None, "worker"]])
     assert message == Request(7, CreateSession("n", b"key", None, "worker"))
     assert isinstance(message, Request)
     assert isinstance(message.command, CreateSession)
     assert message.command.identity == ClientIdentity()
     with pytest.raises(ProtocolError, match="CreateSession has 4 to 5 fields, got 3"):
-        decode_message([2, 7, [10, "n", b"key", None]])
+        message_of([2, 7, [10, "n", b"key", None]])
 
 
 def test_owners_and_waiters_at_their_defaults_travel_in_the_version_1_layout() -> None:
     old_owner, old_waiter = OwnerInfo(1, 1, b"d", 9), WaiterInfo(2, 1, b"")
     description = SemaphoreDescription("m", 1, 1, b"", True, (old_owner,), (old_waiter,))
-    wire = encode_message(Reply(3, DescribeResult(description)))
+    wire = wire_of(Reply(3, DescribeResult(description)))
     assert wire == [
         13,
         3,
         [4, ["m", 1, 1, b"", True, [[1, 1, b"d", 9]], [[2, 1, b""]], True], None],
     ]
-    assert decode_message(wire) == Reply(3, DescribeResult(description))
+    assert message_of(wire) == Reply(3, DescribeResult(description))
 
 
 def test_a_version_1_peer_is_sent_owners_without_identity() -> None:
@@ -371,10 +368,10 @@ def test_a_version_1_peer_is_sent_owners_without_identity() -> None:
     owner = OwnerInfo(1, 1, b"d", 9, "desc", who, 1.5)
     waiter = WaiterInfo(2, 1, b"", "", who, 2.5)
     description = SemaphoreDescription("m", 1, 1, b"", True, (owner,), (waiter,))
-    full = encode_message(Reply(3, DescribeResult(description)))
-    assert full[2][1][5] == [[1, 1, b"d", 9, "desc", ["h", 5, "w"], 1.5]]  # type: ignore[index]
+    full = wire_of(Reply(3, DescribeResult(description)))
+    assert full[2][1][5] == [[1, 1, b"d", 9, "desc", ["h", 5, "w"], 1.5]]
     old = for_version(Reply(3, DescribeResult(description)), 1)
-    assert encode_message(old)[2][1][5:7] == [[[1, 1, b"d", 9]], [[2, 1, b""]]]  # type: ignore[index]
+    assert wire_of(old)[2][1][5:7] == [[[1, 1, b"d", 9]], [[2, 1, b""]]]
     fired = for_version(Push(WatchFired(1, 2, "m", description)), 1)
     assert fired == Push(
         WatchFired(
@@ -388,4 +385,31 @@ def test_a_version_1_peer_is_sent_owners_without_identity() -> None:
     )
     assert for_version(Reply(3, DescribeResult(description)), 2) == Reply(
         3, DescribeResult(description)
+    )
+
+
+# -- the one-entry memo of each record ------------------------------------------------------
+
+
+def test_a_value_encoded_again_encodes_the_same_and_others_are_not_confused() -> None:
+    """Same object, same bytes (the memo); an equal twin or another object never differs."""
+    samples = sample_messages()
+    first = [wire_of(message) for message in samples]
+    assert [wire_of(message) for message in samples for _ in range(2)][::2] == first
+    for message, wire in zip(samples + samples[::-1], first + first[::-1], strict=True):
+        twin = type(message)(*(getattr(message, f) for f in message.__dataclass_fields__))
+        assert wire_of(twin) == wire_of(message) == wire
+
+
+def test_a_description_pushed_to_many_watchers_is_converted_once() -> None:
+    described = SemaphoreDescription("m", 1, 1, b"", True, (OwnerInfo(1, 1, b"d", 9),), ())
+    record = EFFECT.by_type[WatchFired].fields[3][1]
+    assert isinstance(record, Optional)
+    assert isinstance(record.inner, Record)
+    dump = record.inner.to_wire
+    assert dump(described) is dump(described)  # the same Struct: converted once
+    other = SemaphoreDescription("n", 1, 0, b"", True)
+    assert dump(other) is not dump(described)
+    assert wire_of(Push(WatchFired(1, 2, "m", described))) == wire_of(
+        Push(WatchFired(1, 2, "m", dataclasses.replace(described)))
     )

@@ -2,10 +2,10 @@
 module, and no module of ``tenure._protocol`` reads a clock or a random source.
 
 The probe runs in a fresh interpreter with the same stand-in parent package as
-tests/core/test_purity.py. msgpack is imported *before* the baseline is taken: it
-imports ``datetime`` (for its Timestamp type), which imports ``time``, and that is
-msgpack's business. What is measured is what ``tenure._protocol`` adds; the static
-check below makes sure our own modules never touch ``time`` either.
+tests/core/test_purity.py. msgspec (the codec) is imported *before* the baseline is
+taken: it imports ``datetime`` (for its datetime types), which imports ``time``, and
+that is msgspec's business. What is measured is what ``tenure._protocol`` adds; the
+static check below makes sure our own modules never touch ``time`` either.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import msgpack
+import msgspec
 import pytest
 
 import tenure.errors
@@ -24,15 +24,15 @@ from tests.core.test_purity import FORBIDDEN_MODULES, clock_or_random_uses
 
 PACKAGE_DIR = Path(tenure.errors.__file__).resolve().parent
 PROTOCOL_DIR = PACKAGE_DIR / "_protocol"
-MSGPACK_HOME = Path(msgpack.__file__).resolve().parent.parent
+SITE_PACKAGES = Path(msgspec.__file__).resolve().parent.parent
 
 _PROBE = """
 import json, sys, types
-package_dir, msgpack_home, forbidden = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
-sys.path.append(msgpack_home)
+package_dir, site_packages, forbidden = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
+sys.path.append(site_packages)
 for name in forbidden:
     sys.modules.pop(name, None)
-import msgpack
+import msgspec
 baseline = set(sys.modules)
 stand_in = types.ModuleType("tenure")
 stand_in.__path__ = [package_dir]
@@ -58,7 +58,7 @@ def _loaded(package_dir: Path) -> list[str]:
             "-c",
             _PROBE,
             str(package_dir),
-            str(MSGPACK_HOME),
+            str(SITE_PACKAGES),
             ",".join(FORBIDDEN_MODULES),
         ],
         capture_output=True,

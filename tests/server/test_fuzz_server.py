@@ -76,17 +76,17 @@ from tenure._protocol import (
     Welcome,
     version_refusal,
 )
-from tenure._protocol.frames import FrameReader, decode_body, encode_frame
+from tenure._protocol.frames import FrameReader, encode_frame
 from tenure._protocol.messages import (
     MESSAGE,
     SUPPORTED_VERSIONS,
     decode_message,
     encode_message,
 )
-from tenure._protocol.schema import MAX_UINT, MIN_INT
+from tenure._protocol.wire import MAX_UINT, MIN_INT
 from tenure.compat.dflockd import codec as dflockd
 from tenure.errors import ErrorCode, ProtocolError
-from tests.protocol.helpers import field_sites, replace_at
+from tests.protocol.helpers import field_sites, replace_at, wire_of
 from tests.protocol.strategies import (
     COMMAND_TYPES,
     commands_,
@@ -361,7 +361,7 @@ def check_answers(verdict: Verdict, data: bytes, *, clean: bool) -> None:
         reader.feed(b"")
     sent: list[Message] = []
     while (frame := reader.next_body()) is not None:  # ProtocolError: a cut frame
-        sent.append(decode_message(decode_body(frame)))  # ProtocolError: a malformed one
+        sent.append(decode_message(frame))  # ProtocolError: a malformed one
     assert verdict.end != "open"
     summary = f"{verdict} -> {sent}"
     if verdict.welcomed and (clean or sent):
@@ -442,12 +442,12 @@ message_like = st.builds(
 )
 #: Well-formed Requests of well-typed commands: the engine sees these.
 requests = st.builds(
-    lambda rid, command: encode_message(Request(rid, command)), st.integers(0, 3), commands_
+    lambda rid, command: wire_of(Request(rid, command)), st.integers(0, 3), commands_
 )
 valid_bodies = st.one_of(
     requests,
-    st.builds(lambda nonce: encode_message(Ping(nonce)), st.integers(0, MAX_UINT)),
-    messages.map(encode_message),  # any message: the server's own ones are errors here
+    st.builds(lambda nonce: wire_of(Ping(nonce)), st.integers(0, MAX_UINT)),
+    messages.map(wire_of),  # any message: the server's own ones are errors here
 )
 
 
@@ -543,7 +543,7 @@ async def test_random_bytes(server: ServerProcess, data: bytes, hello_first: boo
 async def test_frame_of_random_msgpack(
     server: ServerProcess, body: object, hello_first: bool
 ) -> None:
-    await run(server, (HELLO if hello_first else b"") + encode_frame(body))
+    await run(server, (HELLO if hello_first else b"") + encode_frame(pack(body)))
 
 
 @FUZZ
@@ -575,7 +575,7 @@ async def test_valid_mutated_and_broken_frames(
 async def test_handshake_then_requests_then_garbage(
     server: ServerProcess, bodies: list[object], garbage: bytes
 ) -> None:
-    await run(server, HELLO + b"".join(encode_frame(body) for body in bodies) + garbage)
+    await run(server, HELLO + b"".join(encode_frame(pack(body)) for body in bodies) + garbage)
 
 
 # Commands on a live session: the engine's paths, reached through the server.
@@ -654,7 +654,7 @@ _nodes = itertools.count()
 
 def exactly_max_frame_size() -> bytes:
     """A valid Request frame whose body is exactly MAX_FRAME bytes (a long node name)."""
-    overhead = len(pack(encode_message(Request(1, CreateNode("")))))
+    overhead = len(encode_message(Request(1, CreateNode(""))))
     name = "x" * (MAX_FRAME - overhead)
     while len(frame := encode_frame(encode_message(Request(1, CreateNode(name))))) > 4 + MAX_FRAME:
         name = name[:-1]  # the str header grew with the name

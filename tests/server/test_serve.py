@@ -38,6 +38,7 @@ from tenure._protocol import (
 )
 from tenure._protocol.frames import encode_frame
 from tenure.errors import ErrorCode
+from tests.protocol.helpers import pack
 
 from .wire import Clients, ServerProcess, WireClient
 
@@ -157,7 +158,7 @@ async def test_garbage_on_one_connection_spares_the_others(tmp_path: Path, wire:
 async def test_unknown_version_is_refused(tmp_path: Path, wire: Clients) -> None:
     with ServerProcess(tmp_path / "data") as server:
         client = await wire.connect(server.port, hello=False)
-        client.writer.write(encode_frame([1, 99, "future", None, 1 << 20]))
+        client.writer.write(encode_frame(pack([1, 99, "future", None, 1 << 20])))
         refused = await client.next_event()
         assert isinstance(refused, Refused)
         assert refused.code is ErrorCode.UNSUPPORTED

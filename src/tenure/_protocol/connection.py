@@ -31,7 +31,6 @@ from tenure._protocol.frames import (
     MAX_MAX_FRAME_SIZE,
     MIN_MAX_FRAME_SIZE,
     FrameReader,
-    decode_body,
     encode_frame,
 )
 from tenure._protocol.messages import (
@@ -173,7 +172,7 @@ class Connection:
             body = self._reader.next_body()
             if body is None and not self._reader.eof:
                 return NEED_DATA
-            event: Event = ConnectionClosed() if body is None else decode_message(decode_body(body))
+            event: Event = ConnectionClosed() if body is None else decode_message(body)
             try:
                 after = self._check(Direction.RECEIVE, event)
             except _RefusalError as refusal:

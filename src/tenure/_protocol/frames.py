@@ -6,20 +6,18 @@
     |       length (uint32, big-endian)  |  body: exactly one msgpack value   |
     +--------+--------+--------+--------+====================================+
 
-The body of every tenure frame is an array (see :mod:`tenure._protocol.messages`).
-A receiver rejects a frame as soon as its length prefix exceeds its
-``max_frame_size``: the body is never buffered. Decoding is strict: every length
-inside the body is bounded by the body's size, map keys must be strings, a map must
-not repeat a key, extension types (msgpack ``ext``, timestamps included) are
-refused, and there must be no bytes after the one value.
+The body of every tenure frame is an array (see :mod:`tenure._protocol.messages`,
+which encodes and decodes it). A receiver rejects a frame as soon as its length
+prefix exceeds its ``max_frame_size``: the body is never buffered. Decoding is
+strict: every length inside the body is bounded by the body's size, map keys must
+be strings, a map must not repeat a key, extension types (msgpack ``ext``,
+timestamps included) are refused, and there must be no bytes after the one value.
 """
 
 from __future__ import annotations
 
 import struct
 from typing import Final
-
-import msgpack
 
 from tenure._protocol.errors import FrameTooLargeError, LocalProtocolError
 from tenure.errors import ProtocolError
@@ -30,7 +28,6 @@ __all__ = [
     "MAX_MAX_FRAME_SIZE",
     "MIN_MAX_FRAME_SIZE",
     "FrameReader",
-    "decode_body",
     "encode_frame",
 ]
 
@@ -56,62 +53,17 @@ def check_max_frame_size(value: int) -> int:
     return value
 
 
-def encode_frame(body: object, *, limit: int = MAX_MAX_FRAME_SIZE) -> bytes:
-    """Pack ``body`` and prefix its length.
+def encode_frame(body: bytes, *, limit: int = MAX_MAX_FRAME_SIZE) -> bytes:
+    """``body`` (one packed msgpack value) with its length in front.
 
     Raises:
-        LocalProtocolError: msgpack cannot pack ``body``.
-        FrameTooLargeError: the packed body is longer than ``limit`` bytes.
+        FrameTooLargeError: ``body`` is longer than ``limit`` bytes.
     """
-    try:
-        packed: bytes = msgpack.packb(body, use_bin_type=True, datetime=False)
-    except (TypeError, ValueError, OverflowError) as error:
-        raise LocalProtocolError(f"cannot pack the frame body: {error}") from None
-    if len(packed) > limit:
+    if len(body) > limit:
         raise FrameTooLargeError(
-            f"the frame body is {len(packed)} bytes; the peer accepts at most {limit}"
+            f"the frame body is {len(body)} bytes; the peer accepts at most {limit}"
         )
-    return _HEADER.pack(len(packed)) + packed
-
-
-def _refuse_ext(code: int, data: bytes) -> object:
-    raise ValueError(f"msgpack ext type {code} is not allowed")
-
-
-def _unique_keys(pairs: list[tuple[object, object]]) -> dict[object, object]:
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        raise ValueError("a map repeats a key")
-    return result
-
-
-def decode_body(body: bytes) -> object:
-    """The one msgpack value in ``body``, decoded with strict limits.
-
-    Raises:
-        ProtocolError: ``body`` is not exactly one valid msgpack value within the limits.
-    """
-    size = len(body)
-    try:
-        return msgpack.unpackb(
-            body,
-            raw=False,
-            use_list=True,
-            strict_map_key=True,
-            object_pairs_hook=_unique_keys,
-            ext_hook=_refuse_ext,
-            timestamp=0,
-            max_str_len=size,
-            max_bin_len=size,
-            max_array_len=size,
-            max_map_len=size,
-            max_ext_len=0,
-        )
-    except Exception as error:
-        # msgpack documents that "other exceptions can be raised during unpacking";
-        # whatever it is, the cause is the bytes the peer sent.
-        detail = str(error) or type(error).__name__
-        raise ProtocolError(f"the frame body is not valid msgpack: {detail}") from None
+    return _HEADER.pack(len(body)) + body
 
 
 class FrameReader:

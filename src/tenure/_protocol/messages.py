@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Final, cast, final
+from typing import Any, Final, final
+
+import msgspec
 
 from tenure._core.commands import (
     Command,
@@ -29,11 +31,21 @@ from tenure._core.commands import (
 )
 from tenure._core.effects import Effect, WatchFired
 from tenure._core.values import NO_IDENTITY, OwnerInfo, SemaphoreDescription, WaiterInfo
-from tenure._protocol.compiled import compile_dump, compile_load
 from tenure._protocol.errors import LocalProtocolError
 from tenure._protocol.frames import DEFAULT_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
 from tenure._protocol.payloads import COMMAND, EFFECT, ERROR_CODE, VALUE, ReplyValue
-from tenure._protocol.schema import BIN, FLOAT, STR, UINT, Optional, Record, SchemaError, Union
+from tenure._protocol.wire import (
+    BIN,
+    FLOAT,
+    STR,
+    UINT,
+    Optional,
+    Record,
+    Union,
+    WireError,
+    explain,
+    plain,
+)
 from tenure.errors import ErrorCode, ProtocolError
 
 __all__ = [
@@ -243,44 +255,71 @@ MESSAGE: Final = Union(
     root=True,
 )
 _HELLO: Final = 1
-# The compiled forms of MESSAGE (tenure._protocol.compiled): the same checks, faster.
-_dump_message: Final = compile_dump(MESSAGE)
-_load_message: Final = compile_load(MESSAGE)
+_dump: Final = MESSAGE.to_wire
+_load: Final = MESSAGE.from_wire
+_encoder: Final = msgspec.msgpack.Encoder()
+_decoder: Final = msgspec.msgpack.Decoder(MESSAGE.annotation)
+# msgspec's refusals: a value that does not fit, bytes that are not msgpack, text that
+# is not UTF-8 (both ways), a number msgpack cannot hold, a type it cannot encode,
+# arrays nested deeper than Python's recursion limit.
+_REFUSALS: Final = (msgspec.MsgspecError, UnicodeError, TypeError, OverflowError, RecursionError)
 
 
-def encode_message(message: Message) -> list[object]:
-    """The msgpack-ready array of ``message``.
+def encode_message(message: Message) -> bytes:
+    """The msgpack body of ``message``'s frame.
 
     Raises:
         LocalProtocolError: a field does not fit its wire type (the message names it).
     """
     try:
-        return cast(list[object], _dump_message(message))
-    except SchemaError as error:
+        struct = _dump(message)
+    except WireError as error:
         raise LocalProtocolError(f"cannot encode {error}") from None
+    try:
+        body: bytes = _encoder.encode(struct)
+        _decoder.decode(body)  # what a peer would refuse is not sent
+    except _REFUSALS as refusal:
+        why = explain(MESSAGE, plain(struct), refusal)
+        raise LocalProtocolError(f"cannot encode {why}") from None
+    return body
 
 
-def decode_message(body: object) -> Message:
-    """The message that a decoded frame body stands for.
+def decode_message(body: bytes) -> Message:
+    """The message that a frame body stands for.
 
     Raises:
         ProtocolError: the body is not a valid message (the message names the field).
     """
+    try:
+        message: Message = _load(_decoder.decode(body))
+    except (*_REFUSALS, WireError) as refusal:
+        return _refused(body, refusal)
+    if type(message) is Hello and message.version not in SUPPORTED_VERSIONS:
+        return Hello(message.version, max_frame_size=MIN_MAX_FRAME_SIZE)
+    return message
+
+
+def _refused(body: bytes, refusal: Exception) -> Message:
+    """A Hello of a version we do not speak, or else the ProtocolError saying what is wrong."""
+    try:
+        raw: Any = msgspec.msgpack.decode(body)
+    except _REFUSALS as error:
+        # Whatever it is, the cause is the bytes the peer sent.
+        detail = str(error) or type(error).__name__
+        raise ProtocolError(f"the frame body is not valid msgpack: {detail}") from None
     if (
-        isinstance(body, list)
-        and len(body) >= 2
-        and type(body[0]) is int
-        and body[0] == _HELLO
-        and type(body[1]) is int
-        and body[1] >= 0
-        and body[1] not in SUPPORTED_VERSIONS
+        isinstance(raw, list)
+        and len(raw) >= 2
+        and type(raw[0]) is int
+        and raw[0] == _HELLO
+        and type(raw[1]) is int
+        and raw[1] >= 0
+        and raw[1] not in SUPPORTED_VERSIONS
     ):
         # A Hello of a version we do not speak: its version is all we may read.
-        return Hello(body[1], max_frame_size=MIN_MAX_FRAME_SIZE)
-    try:
-        return cast(Message, _load_message(body))
-    except SchemaError as error:
-        raise ProtocolError(f"malformed message: {error}") from None
+        return Hello(raw[1], max_frame_size=MIN_MAX_FRAME_SIZE)
+    why = refusal if isinstance(refusal, WireError) else explain(MESSAGE, raw, refusal)
+    raise ProtocolError(f"malformed message: {why}") from None
 
 
 def for_version(message: Message, version: int | None) -> Message:
@@ -288,7 +327,7 @@ def for_version(message: Message, version: int | None) -> Message:
 
     A version-1 peer knows owners and waiters without who holds and since when, and
     CreateSession without the client's identity: they are left out (at their
-    defaults they are not even sent, see schema.Record), so it reads the layouts it
+    defaults they are not even sent, see wire.Record), so it reads the layouts it
     always did.
     """
     if version != 1:

@@ -1,32 +1,32 @@
 """What requests, replies and pushes carry: engine commands, reply values, effects.
 
 Every :mod:`tenure._core` command, reply value and effect has one schema here, a
-:class:`~tenure._protocol.schema.Record` listing its fields in dataclass order with
+:class:`~tenure._protocol.wire.Record` listing its fields in dataclass order with
 their wire types. Commands and effects are tagged arrays ``[tag, field, ...]``;
 the tags are stable: a tag is never reused or renumbered, and any change to a
 layout is a new protocol version. The tests check that every dataclass field is
 listed, in order (tests/protocol/test_payloads.py), and that docs/protocol.md shows
 each layout exactly as :func:`layout` renders it (tests/protocol/test_docs.py).
 
-The codecs also work on their own: ``COMMAND.dump(command)`` gives msgpack-ready
-data and ``COMMAND.load(data)`` the command back (raising SchemaError), e.g. to log
-commands.
+Commands also travel on their own: :func:`encode_command` and :func:`decode_command`
+are the journal's codec (it logs each command in its wire layout).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final, cast
+from typing import Any, Final
+
+import msgspec
 
 from tenure._core import commands as c
 from tenure._core import effects as fx
 from tenure._core import values as v
-from tenure._core.stored_config import current_names, stored_names
-from tenure._protocol.schema import (
+from tenure._protocol.node_changes import NodeChanges
+from tenure._protocol.wire import (
     BIN,
     BOOL,
     FLOAT,
-    SCALAR_MAP,
     STR,
     UINT,
     ArrayOf,
@@ -34,8 +34,13 @@ from tenure._protocol.schema import (
     Field,
     Optional,
     Record,
-    SchemaError,
     Union,
+    WireError,
+    any_of,
+    as_float,
+    describe,
+    explain,
+    plain,
 )
 from tenure.errors import ErrorCode
 
@@ -58,6 +63,8 @@ __all__ = [
     "VALUE",
     "WAITER_INFO",
     "ReplyValue",
+    "decode_command",
+    "encode_command",
     "layout",
     "reply_fits",
 ]
@@ -112,27 +119,7 @@ NODE_CONFIG: Final = Record(
 )
 
 
-class _NodeChanges(Field):
-    """AlterNode's changes: SCALAR_MAP, with a renamed setting under its old name.
-
-    The map's keys are setting names on the wire and in the journal (which logs
-    commands in this layout), so ``recovery_window`` goes out as ``session_timeout``,
-    which servers of every version understand and every journal holds; either name
-    loads, as today's name. (See tenure._core.stored_config.)
-    """
-
-    wire = SCALAR_MAP.wire
-
-    def dump(self, value: object) -> object:
-        return stored_names(cast("dict[str, object]", SCALAR_MAP.dump(value)))
-
-    def load(self, raw: object) -> object:
-        # Both names at once stay as sent: the engine refuses them (INVALID_ARGUMENT),
-        # a reply rather than a malformed message that would end the connection.
-        return current_names(cast("dict[str, object]", SCALAR_MAP.load(raw)))
-
-
-NODE_CHANGES: Final[Field] = _NodeChanges()
+NODE_CHANGES: Final[Field] = NodeChanges()
 
 CLIENT_IDENTITY: Final = Record(v.ClientIdentity, [("host", STR), ("pid", UINT), ("name", STR)])
 
@@ -443,26 +430,72 @@ class _Value(Field):
 
     def __init__(self) -> None:
         self.records = Union("value", _VALUES)
+        self.annotation = any_of([None, bool, FLOAT.annotation, self.records.annotation])
+        records_dump, records_load = self.records.to_wire, self.records.from_wire
+        struct = msgspec.Struct
 
-    def dump(self, value: object) -> object:
-        if value is None or isinstance(value, bool):
-            return value
-        if isinstance(value, int | float):
-            return FLOAT.dump(value)
-        return self.records.dump(value)
+        def dump(value: Any) -> Any:
+            if value is None or value is True or value is False:
+                return value
+            if type(value) is float or type(value) is int:
+                return as_float(value)
+            return records_dump(value)
 
-    def load(self, raw: object) -> object:
+        def load(value: Any) -> Any:
+            return records_load(value) if isinstance(value, struct) else value
+
+        self.dump, self.load = dump, load
+
+    def check(self, raw: object) -> None:
         if raw is None or isinstance(raw, bool):
-            return raw
+            return
         if isinstance(raw, int | float):
-            return FLOAT.load(raw)
-        if isinstance(raw, list):
-            return self.records.load(raw)
-        raise SchemaError(f"expected nil, bool, float or a tagged array, got {type(raw).__name__}")
+            FLOAT.check(raw)
+        elif isinstance(raw, list):
+            self.records.check(raw)
+        else:
+            raise WireError(f"expected nil, bool, float or a tagged array, got {describe(raw)}")
 
 
 #: A reply value.
 VALUE: Final = _Value()
+
+
+_command_encoder: Final = msgspec.msgpack.Encoder()
+_command_decoder: Final = msgspec.msgpack.Decoder(COMMAND.annotation)
+_dump_command: Final = COMMAND.to_wire
+_load_command: Final = COMMAND.from_wire
+
+
+def encode_command(command: object) -> bytes:
+    """The msgpack of ``command``'s wire layout ``[tag, field, ...]``.
+
+    Raises:
+        WireError: a field does not fit its wire type (the error names it).
+    """
+    struct = _dump_command(command)
+    try:
+        body = _command_encoder.encode(struct)
+        _command_decoder.decode(body)  # checks it as a peer would
+    except (msgspec.MsgspecError, TypeError, ValueError, OverflowError) as error:
+        raise explain(COMMAND, plain(struct), error) from None
+    return body
+
+
+def decode_command(body: bytes) -> Any:
+    """The command whose wire layout ``body`` holds.
+
+    Raises:
+        WireError: ``body`` is not one valid command (the error names the field).
+    """
+    try:
+        return _load_command(_command_decoder.decode(body))
+    except (msgspec.MsgspecError, UnicodeDecodeError) as error:
+        try:
+            raw = msgspec.msgpack.decode(body)
+        except (msgspec.MsgspecError, UnicodeDecodeError) as unreadable:
+            raise WireError(f"not valid msgpack: {unreadable}") from None
+        raise explain(COMMAND, raw, error) from None
 
 
 def layout(record: Record) -> str:

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Final, NoReturn
 
 import msgpack
+import msgspec
 
 from tenure._core import (
     Acquire,
@@ -65,18 +66,12 @@ from tenure._core import (
     Renew,
 )
 from tenure._core.snapshot import dump, load, resume
-from tenure._protocol.compiled import compile_dump, compile_load
-from tenure._protocol.payloads import COMMAND
-from tenure._protocol.schema import SchemaError
+from tenure._protocol.payloads import COMMAND, decode_command, encode_command
+from tenure._protocol.wire import WireError
 from tenure.errors import TenureError
 from tenure.server._durability.storage import Compaction, CorruptLogError, DataDir
 
 log = logging.getLogger("tenure.server")
-
-# The schema's compiled fast path (same checks): one of these runs per command logged,
-# and per record replayed at start-up.
-_dump_command: Final = compile_dump(COMMAND)
-_load_command: Final = compile_load(COMMAND)
 
 COMMAND_RECORD: Final = 1
 TICK_RECORD: Final = 2
@@ -177,14 +172,15 @@ class Journal:
     def _replay(self, engine: Engine, record: bytes, index: int) -> None:
         where = self.data_dir.path
         try:
-            kind, when, *rest = msgpack.unpackb(record, raw=False)
-            if kind == TICK_RECORD and not rest:
+            read = _RECORD.decode(record)
+            kind, when = read.kind, read.when
+            if kind == TICK_RECORD and not read.command:
                 engine.tick(when)
-            elif kind == COMMAND_RECORD and len(rest) == 1:
-                command = _load_command(_upgraded(rest[0]))
+            elif kind == COMMAND_RECORD and read.command:
+                command = _logged_command(read.command)
                 assert isinstance(command, Command)
                 engine.apply(command, when)
-            elif kind == RESUME_RECORD and not rest:
+            elif kind == RESUME_RECORD and not read.command:
                 engine.take_effects()
                 resume(engine, when)
             else:
@@ -192,7 +188,7 @@ class Journal:
         except TenureError as error:
             problem = f"logged record {index} no longer applies: {error}"
             raise CorruptLogError(where, None, problem) from None
-        except (SchemaError, ValueError, TypeError, msgpack.UnpackException) as error:
+        except (ValueError, TypeError) as error:  # msgspec's errors are ValueErrors
             problem = f"logged record {index} is unreadable: {error}"
             raise CorruptLogError(where, None, problem) from None
 
@@ -200,7 +196,8 @@ class Journal:
         """Queue a record of a command that succeeded (read-only ones are skipped)."""
         if type(command) in READ_ONLY:
             return
-        self._append([COMMAND_RECORD, now, _dump_command(command)])
+        # The command in its wire layout, as encoded (and checked) by the protocol's codec.
+        self._append([COMMAND_RECORD, now, msgspec.Raw(encode_command(command))])
 
     def log_tick(self, now: float) -> None:
         """Queue a record of a tick that handled deadlines."""
@@ -322,8 +319,28 @@ class Journal:
             self.on_snapshot(seconds, size)
 
     def _append(self, record: list[object]) -> None:
-        self.data_dir.append(msgpack.packb(record, use_bin_type=True))
+        self.data_dir.append(msgspec.msgpack.encode(record))
         self._since_snapshot += 1
+
+
+class _Record(msgspec.Struct, array_like=True, forbid_unknown_fields=True, gc=False):
+    """A logged record as read back: ``[kind, now]``, or ``[1, now, command]``."""
+
+    kind: int
+    when: float
+    command: msgspec.Raw = msgspec.Raw()  # the command's own msgpack, decoded apart
+
+
+_RECORD: Final = msgspec.msgpack.Decoder(_Record)
+
+
+def _logged_command(logged: msgspec.Raw) -> object:
+    """The command of a record: in today's layout, or else in an older one (:func:`_upgraded`)."""
+    try:
+        return decode_command(logged)
+    except WireError:
+        older = msgspec.msgpack.decode(logged)
+        return decode_command(msgspec.msgpack.encode(_upgraded(older)))
 
 
 def _upgraded(raw: object) -> object:
