@@ -1,9 +1,10 @@
 """What a client reads of a backend for operators: nodes, semaphores, sessions; and kill.
 
 The backend answers in pages (:class:`tenure.backends.Backend`); these functions
-fetch every page. Page sizes keep each reply under the smallest frame a server
-accepts even when names, descriptions and identities are as long as allowed
-(1 KiB each), and the number of pages is bounded.
+fetch every page. Page sizes keep each reply under the frame size the client
+accepts (1 MiB: a ``tenure://`` server refuses to send a larger reply) even when
+names, descriptions and identities are as long as allowed (1 KiB each), and the
+number of pages is bounded.
 """
 
 from __future__ import annotations
