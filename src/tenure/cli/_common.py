@@ -100,6 +100,17 @@ def url_option(function: F) -> F:
     )(function)
 
 
+def count_option(function: F) -> F:
+    """``--count N``: a streaming command (observe, watch) stops after N states."""
+    return click.option(
+        "--count",
+        "limit",
+        type=click.IntRange(1),
+        metavar="N",
+        help="stop after N states (default: until ^C)",
+    )(function)
+
+
 def json_option(function: F) -> F:
     """``--json``: print one JSON document (one per line for streams) instead of a table."""
     return click.option(

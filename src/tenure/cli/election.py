@@ -8,6 +8,7 @@ from tenure.cli import _render
 from tenure.cli._common import (
     CommandFailedError,
     connect,
+    count_option,
     existing_node_option,
     json_option,
     print_json,
@@ -52,13 +53,7 @@ def leader(name: str, as_json: bool, node: str, url: str) -> int:
 
 @click.command()
 @click.argument("name")
-@click.option(
-    "--count",
-    "limit",
-    type=click.IntRange(1),
-    metavar="N",
-    help="stop after N states (default: until ^C)",
-)
+@count_option
 @json_option
 @existing_node_option
 @url_option

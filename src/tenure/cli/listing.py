@@ -8,6 +8,7 @@ from tenure.cli import _render
 from tenure.cli._common import (
     CommandFailedError,
     connect,
+    count_option,
     json_option,
     print_json,
     print_states,
@@ -131,13 +132,7 @@ def kill_session(node: str, session_id: int, url: str) -> int:
 @click.command()
 @click.argument("node")
 @click.argument("semaphore")
-@click.option(
-    "--count",
-    "limit",
-    type=click.IntRange(1),
-    metavar="N",
-    help="stop after N states (default: until ^C)",
-)
+@count_option
 @json_option
 @url_option
 def watch(node: str, semaphore: str, limit: int | None, as_json: bool, url: str) -> int:
