@@ -7,11 +7,11 @@ that the shapes change back and forth without changing what the engine does.
 
 from __future__ import annotations
 
-from tenure._core import MAX_COUNT, Release
+from tenure._core import MAX_COUNT, Release, Renew
 from tenure._core.semaphore import Owner, Semaphore, Waiter
 from tenure._core.values import check_count
 
-from .support import acquire, create_semaphore, make_engine, open_session
+from .support import NODE, acquire, create_semaphore, make_engine, open_session
 
 
 def owner(sid: int, count: int, token: int) -> Owner:
@@ -68,7 +68,7 @@ def test_waiters_dict_exists_only_while_someone_waits() -> None:
 
 def test_the_views_are_read_only_and_empty_views_are_shared() -> None:
     sem = Semaphore("s", 1, b"", ephemeral=False)
-    assert sem.owners is sem.waiters  # type: ignore[comparison-overlap]  # one shared empty
+    assert sem.owners is sem.waiters  # one shared empty
     assert not hasattr(sem.owners, "__setitem__")
 
 
@@ -100,3 +100,39 @@ def test_session_sets_are_made_on_first_use_and_dropped_when_empty() -> None:
     assert list(session.holds_on("s")) == [0]
     engine.apply(Release(b, "s"), 0.0)
     assert session._holds is None
+
+
+def test_an_owner_keeps_its_key_and_derives_session_and_hold() -> None:
+    plain = Owner(7, 1, b"", 3)
+    assert (plain.session_id, plain.hold, plain.key) == (7, 0, 7)
+    assert plain.session_id is plain.key  # hold 0: the key is the session id itself
+    numbered = Owner(7, 1, b"", 4, hold=2)
+    assert (numbered.session_id, numbered.hold, numbered.key) == (7, 2, 7 | 2 << 64)
+    big = Owner(2**64 - 1, 1, b"", 5, hold=3)
+    assert (big.session_id, big.hold) == (2**64 - 1, 3)
+
+
+def test_an_owner_without_a_lease_keeps_no_lease_object() -> None:
+    owner = Owner(1, 1, b"", 1)
+    assert owner._lease is None
+    assert (owner.lease_ttl, owner.lease_deadline) == (None, None)
+    leased = Owner(1, 1, b"", 2, 5.0, 15.0)
+    lease = leased._lease
+    assert (leased.lease_ttl, leased.lease_deadline) == (5.0, 15.0)
+    leased.lease_ttl, leased.lease_deadline = 8.0, 20.0  # what a renewal does
+    assert leased._lease is lease
+    assert (leased.lease_ttl, leased.lease_deadline) == (8.0, 20.0)
+    assert Owner(1, 1, b"", 2, 8.0, 20.0) == leased
+    assert Owner(1, 1, b"", 2, 8.0, 21.0) != leased
+    assert "lease_ttl=8.0" in repr(leased)
+
+
+def test_renewing_through_the_engine_restarts_the_same_grant() -> None:
+    engine = make_engine()
+    sid = open_session(engine)
+    token = acquire(engine, sid, "m", ephemeral=True, lease_ttl=5.0).token
+    owner = engine.nodes[NODE].semaphores["m"].owner(sid)
+    assert owner is not None
+    assert owner.lease_deadline is not None
+    engine.apply(Renew(sid, "m", lease_ttl=9.0), 2.0)
+    assert (owner.token, owner.lease_ttl, owner.lease_deadline) == (token, 9.0, 11.0)
