@@ -50,16 +50,17 @@ def _token_reset() -> None:
 
 def _drop_push() -> None:
     from tenure._core import Effect, Granted
+    from tenure._protocol.fanout import FiredPushes
     from tenure.server._net.gate import Conn
     from tenure.server._net.outbox import Outboxes
 
     original = Outboxes.push
     chance = random.Random(7)
 
-    def push(self: Outboxes, conn: Conn, effect: Effect) -> None:
+    def push(self: Outboxes, conn: Conn, effect: Effect, fired: FiredPushes | None = None) -> None:
         if isinstance(effect, Granted) and chance.random() < 0.1:
             return  # never written
-        original(self, conn, effect)
+        original(self, conn, effect, fired)
 
     Outboxes.push = push  # type: ignore[method-assign]
 

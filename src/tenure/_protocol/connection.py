@@ -26,6 +26,7 @@ from types import MappingProxyType
 from typing import Final, cast, final
 
 from tenure._protocol.errors import LocalProtocolError
+from tenure._protocol.fanout import FiredPushReader
 from tenure._protocol.frames import (
     DEFAULT_MAX_FRAME_SIZE,
     MAX_MAX_FRAME_SIZE,
@@ -91,6 +92,8 @@ class Connection:
         self._state = State.HANDSHAKE
         self._may_send, self._may_receive = self._moves[self._state]
         self._reader = FrameReader(max_frame_size)
+        # A client decodes a change's run of watch pushes once (tenure._protocol.fanout).
+        self._decode = FiredPushReader().decode if role is Role.CLIENT else decode_message
         self._their_error: ProtocolError | None = None
         # Requests sent (client) or received (server) and not yet answered, with the
         # type of their command: Rule 2 and Rule 3.
@@ -172,7 +175,7 @@ class Connection:
             body = self._reader.next_body()
             if body is None and not self._reader.eof:
                 return NEED_DATA
-            event: Event = ConnectionClosed() if body is None else decode_message(body)
+            event: Event = ConnectionClosed() if body is None else self._decode(body)
             try:
                 after = self._check(Direction.RECEIVE, event)
             except _RefusalError as refusal:
@@ -183,8 +186,11 @@ class Connection:
         self._commit(Direction.RECEIVE, event, after)
         return event
 
-    def send(self, message: Message) -> bytes:
+    def send(self, message: Message, body: bytes | None = None) -> bytes:
         """The bytes of the frame carrying ``message``, for the driver to write.
+
+        ``body``: the message already encoded for this peer's version, by a caller
+        that encodes one change for many peers (:mod:`tenure._protocol.fanout`).
 
         Raises:
             LocalProtocolError: the message is not allowed now, or a field cannot be
@@ -194,7 +200,8 @@ class Connection:
         """
         # A version-1 peer gets the layouts it knows; first: the rules below may trust
         # the field types.
-        body = encode_message(for_version(message, self._version))
+        if body is None:
+            body = encode_message(for_version(message, self._version))
         try:
             after = self._check(Direction.SEND, message)
         except _RefusalError as refusal:

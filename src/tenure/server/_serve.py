@@ -27,6 +27,7 @@ from typing import Any
 
 from tenure._core import CloseSession, DetachSession, Effect, Engine, SessionEnded
 from tenure._protocol import GoingAway, Refused, ServerConnection, State
+from tenure._protocol.fanout import FiredPushes
 from tenure.errors import ErrorCode, TenureError
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._driver import JournaledEngine
@@ -332,9 +333,10 @@ class Server:
             if type(effect) is SessionEnded:
                 _log_session_ended(effect)
         routed, overflowed = self._table.route(effects)
+        fired = FiredPushes()  # a change's watch firings: encoded once for all watchers
         for conn, effect in routed:
             if isinstance(conn, Conn):
-                self.out.push(conn, effect)
+                self.out.push(conn, effect, fired)
             else:
                 conn.deliver(effect)
         for session_id in overflowed:

@@ -17,7 +17,7 @@ import struct
 from collections.abc import Callable
 from typing import Final, Protocol
 
-from tenure._core import Effect
+from tenure._core import Effect, WatchFired
 from tenure._protocol import (
     Failure,
     FrameTooLargeError,
@@ -26,6 +26,7 @@ from tenure._protocol import (
     Reply,
     ServerMessage,
 )
+from tenure._protocol.fanout import FiredPushes
 from tenure.errors import ErrorCode
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._net.gate import Conn
@@ -66,10 +67,10 @@ class Outboxes:
         self._request_flush = request_flush
         self._outgoing: set[Connection] = set()
 
-    def emit(self, conn: Conn, message: ServerMessage) -> None:
-        """Queue ``message`` for a native connection."""
+    def emit(self, conn: Conn, message: ServerMessage, body: bytes | None = None) -> None:
+        """Queue ``message`` for a native connection (``body``: its encoding, if made)."""
         try:
-            data = conn.codec.send(message)
+            data = conn.codec.send(message, body)
         except (FrameTooLargeError, LocalProtocolError) as error:
             if not isinstance(message, Reply):
                 raise
@@ -80,10 +81,16 @@ class Outboxes:
             data = conn.codec.send(Failure(message.request_id, code, why))
         self._queue(conn, data)
 
-    def push(self, conn: Conn, effect: Effect) -> None:
-        """Queue an effect for the native connection its session is attached to."""
+    def push(self, conn: Conn, effect: Effect, fired: FiredPushes | None = None) -> None:
+        """Queue an effect for the native connection its session is attached to.
+
+        ``fired``: where the watch firings of one delivery share their encoding.
+        """
         try:
-            self.emit(conn, Push(effect))
+            if fired is not None and type(effect) is WatchFired:
+                self.emit(conn, Push(effect), fired.body(effect, conn.codec.version))
+            else:
+                self.emit(conn, Push(effect))
         except (LocalProtocolError, FrameTooLargeError):
             log.warning("dropped a push to %s", conn.peer, exc_info=True)
 
