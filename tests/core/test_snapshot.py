@@ -346,3 +346,35 @@ def test_a_version_4_snapshot_still_loads() -> None:
     desc = describe(restored, 1, "m")
     assert [o.since for o in desc.owners] + [w.since for w in desc.waiters] == [6.0, 6.0]
     check_invariants(restored)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_resume_schedules_what_reschedule_all_would(seed: int) -> None:
+    """resume rebuilds the deadline heap in its own walk: the same entries, in order."""
+    rng = random.Random(seed)
+    engine = make_engine(NodeConfig(lock_delay=rng.choice([0.0, 6.0]), recovery_window=1.0))
+    for _ in range(4):
+        open_session(engine)
+    now = 0.0
+    for request_id in range(1, 80):
+        now += rng.choice([0.0, 0.1, 0.4])
+        command = random_command(rng, engine, request_id)
+        if isinstance(command, Acquire) and rng.random() < 0.5:
+            command = dataclasses.replace(command, lease_ttl=rng.choice([1.0, 30.0]))
+        step(engine, command, now)
+    late = open_session(engine, now=now)  # (the random run may have ended every session)
+    acquire(engine, late, "leased", ephemeral=True, lease_ttl=5.0, now=now)
+    twin = load(dump(engine))
+    resume(twin, now + 1000.0)
+    resumed = list(twin.deadlines._heap)
+    twin.reschedule_all()
+    assert sorted(resumed) == sorted(twin.deadlines._heap)
+    leased = sum(
+        o.lease_ttl is not None
+        for node in twin.nodes.values()
+        for sem in node.semaphores.values()
+        for o in sem.each_owner()
+    )
+    kinds = [type(key).__name__ for _, _, key in resumed]
+    assert kinds.count("SessionDeadline") == len(twin.sessions) > 0
+    assert kinds.count("LeaseDeadline") == leased > 0

@@ -39,6 +39,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from tenure._core.deadlines import (
+    Deadlines,
+    LeaseDeadline,
+    LockDelayDeadline,
+    SessionDeadline,
+    WaiterDeadline,
+)
 from tenure._core.effects import AcquireFailed, LeaseLost
 from tenure._core.engine import Engine
 from tenure._core.semaphore import Owner, Semaphore, Waiter
@@ -327,23 +334,35 @@ def _shared(count: int) -> int:
 def resume(engine: Engine, now: float) -> None:
     """Move a loaded engine onto a new process's clock, whose time is ``now``.
 
-    See the module docstring for what each kind of deadline becomes.
+    See the module docstring for what each kind of deadline becomes. The deadline
+    heap is rebuilt in the same walk that moves the times (as
+    :meth:`~tenure._core.state.EngineState.reschedule_all` would, in its order):
+    a restart walks a hundred thousand semaphores once, not twice.
     """
     shift = now - engine.now
+    deadlines = Deadlines()
     for session in engine.sessions.values():
         session.expires_at = now + session.timeout
         session.created_at += shift
+        deadlines.schedule(session.expires_at, SessionDeadline(session.session_id))
     for node in engine.nodes.values():
         for sem in node.semaphores.values():
             sem.blocked_until = sem.blocked_until + shift if sem.blocked_until > engine.now else 0.0
+            if sem.blocked_until:
+                deadlines.schedule(sem.blocked_until, LockDelayDeadline(node.name, sem.name))
             if sem.queue_length():
                 for waiter in sem.waiters.values():
                     waiter.since += shift
                     if waiter.deadline is not None:
                         waiter.deadline += shift
+                        key = WaiterDeadline(node.name, sem.name, waiter.key, waiter.request_id)
+                        deadlines.schedule(waiter.deadline, key)
             for owner in sem.each_owner():
                 owner.since += shift
-                if owner.lease_ttl is not None:
-                    owner.lease_deadline = now + owner.lease_ttl
+                ttl = owner.lease_ttl
+                if ttl is not None:
+                    owner.lease_deadline = now + ttl
+                    lease = LeaseDeadline(node.name, sem.name, owner.key, owner.token)
+                    deadlines.schedule(now + ttl, lease)
     engine.now = now
-    engine.reschedule_all()
+    engine.deadlines = deadlines
