@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from tenure._core import MAX_COUNT, Release, Renew
 from tenure._core.semaphore import Owner, Semaphore, Waiter
+from tenure._core.snapshot import dump, load, resume
 from tenure._core.values import check_count
 
 from .support import NODE, acquire, create_semaphore, make_engine, open_session
@@ -136,3 +137,27 @@ def test_renewing_through_the_engine_restarts_the_same_grant() -> None:
     assert owner.lease_deadline is not None
     engine.apply(Renew(sid, "m", lease_ttl=9.0), 2.0)
     assert (owner.token, owner.lease_ttl, owner.lease_deadline) == (token, 9.0, 11.0)
+
+
+def test_grants_of_one_instant_share_one_since_float() -> None:
+    engine = make_engine()
+    sid = open_session(engine)
+    instant = 1000.0
+    # Equal times in distinct float objects, as a server's clock hands them out.
+    first, second = float("1000.0"), float("1e3")
+    assert first is not second
+    acquire(engine, sid, "a", ephemeral=True, now=instant)
+    acquire(engine, sid, "b", ephemeral=True, now=first)
+    acquire(engine, sid, "c", ephemeral=True, now=second)
+    acquire(engine, sid, "d", ephemeral=True, now=1001.0)
+    owners = {name: engine.nodes[NODE].semaphores[name].owner(sid) for name in "abcd"}
+    since = {name: o.since for name, o in owners.items() if o is not None}
+    assert since == {"a": 1000.0, "b": 1000.0, "c": 1000.0, "d": 1001.0}
+    assert since["a"] is since["b"] is since["c"]
+
+    restored = load(dump(engine))
+    resume(restored, 5000.0)
+    moved = [restored.nodes[NODE].semaphores[name].owner(sid) for name in "abcd"]
+    times = [o.since for o in moved if o is not None]
+    assert times == [1000.0 + 4000.0 - 1.0] * 3 + [5000.0]
+    assert times[0] is times[1] is times[2]

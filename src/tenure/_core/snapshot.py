@@ -258,7 +258,7 @@ def _load_semaphores(
     """Versions 4 and 5 (version 4 has no since-times: they read as the snapshot's now)."""
     owners = _rows(plain["owners"], owner_fields)
     waiters = _rows(plain["waiters"], waiter_fields)
-    then = engine.now
+    then = shared_since = engine.now
     sessions = engine.sessions
     semaphores = node.semaphores
     for name, limit, data, ephemeral, blocked, n_owners, n_waiters in _rows(
@@ -273,6 +273,9 @@ def _load_semaphores(
             sid, count, odata, token, ttl, deadline, hold, *since = next(owners)
             count = MAX_COUNT if count == MAX_COUNT else count
             granted = since[0] if since else then
+            if granted == shared_since:  # one float for a run of grants of one instant,
+                granted = shared_since  # as the engine keeps them
+            shared_since = granted
             sem.set_owner(Owner(sid, count, odata, token, ttl, deadline, hold, granted))
             sessions[sid].add_hold(name, hold)
         for _ in range(n_waiters):
@@ -341,6 +344,7 @@ def resume(engine: Engine, now: float) -> None:
     """
     shift = now - engine.now
     deadlines = Deadlines()
+    moved_from, moved_to = None, 0.0
     for session in engine.sessions.values():
         session.expires_at = now + session.timeout
         session.created_at += shift
@@ -358,7 +362,9 @@ def resume(engine: Engine, now: float) -> None:
                         key = WaiterDeadline(node.name, sem.name, waiter.key, waiter.request_id)
                         deadlines.schedule(waiter.deadline, key)
             for owner in sem.each_owner():
-                owner.since += shift
+                if owner.since is not moved_from:  # (a run of one instant stays one float)
+                    moved_from, moved_to = owner.since, owner.since + shift
+                owner.since = moved_to
                 ttl = owner.lease_ttl
                 if ttl is not None:
                     owner.lease_deadline = now + ttl

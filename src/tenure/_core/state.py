@@ -114,7 +114,10 @@ class EngineState:
         self.last_token += 1
         ttl = node.config.default_lease if lease_ttl is None else lease_ttl
         deadline = None if ttl is None else now + ttl
-        owner = Owner(session_id, count, data, self.last_token, ttl, deadline, hold, now)
+        # A time equal to the engine's shares its float: a burst of grants in one
+        # instant (a server's clock moves in steps) then costs no float object each.
+        since = self.now if now == self.now else now
+        owner = Owner(session_id, count, data, self.last_token, ttl, deadline, hold, since)
         sem.set_owner(owner)
         self.sessions[session_id].add_hold(sem.name, hold)
         if deadline is not None:
