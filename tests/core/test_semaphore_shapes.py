@@ -161,3 +161,24 @@ def test_grants_of_one_instant_share_one_since_float() -> None:
     times = [o.since for o in moved if o is not None]
     assert times == [1000.0 + 4000.0 - 1.0] * 3 + [5000.0]
     assert times[0] is times[1] is times[2]
+
+
+def test_timed_says_whether_a_semaphore_has_any_deadline() -> None:
+    sem = Semaphore("s", 3, b"", ephemeral=False)
+    assert not sem.timed()
+    sem.set_owner(owner(1, 1, 1))
+    assert not sem.timed()  # a hold without a lease lasts as long as its session
+    sem.set_owner(owner(2, 1, 2))
+    assert not sem.timed()
+    sem.set_owner(Owner(3, 1, b"", 3, 5.0, 10.0))  # one leased hold among three
+    assert sem.timed()
+    assert sem.remove_owner(3) is not None
+    assert not sem.timed()
+    sem.enqueue(Waiter(4, 7, 3, b"", None, None))  # queued, even without a timeout
+    assert sem.timed()
+    assert sem.remove_waiter(4) is not None
+    sem.blocked_until = 2.0  # lock-delay
+    assert sem.timed()
+    alone = Semaphore("m", MAX_COUNT, b"", ephemeral=True)
+    alone.set_owner(Owner(1, MAX_COUNT, b"", 9, 1.0, 2.0))
+    assert alone.timed()

@@ -86,15 +86,18 @@ class Owner:
         hold: int = 0,
         since: float = 0.0,  # when the grant was made (engine time); a restate keeps it
     ) -> None:
-        #: Its :func:`holder_key` (kept: every lookup of a hold compares it).
-        self.key = holder_key(session_id, hold)
+        #: Its :func:`holder_key` (kept: every lookup of a hold compares it; inlined:
+        #: a restart makes a hundred thousand owners).
+        self.key = session_id | hold << 64 if hold else session_id
         self.count = count
         self.data = data
         self.token = token
         self.since = since
-        self._lease: Lease | None = None
-        if lease_ttl is not None or lease_deadline is not None:
-            self._lease = Lease(lease_ttl, lease_deadline)  # type: ignore[arg-type]
+        self._lease: Lease | None = (
+            None
+            if lease_ttl is None and lease_deadline is None
+            else Lease(lease_ttl, lease_deadline)  # type: ignore[arg-type]
+        )
 
     @property
     def session_id(self) -> int:
@@ -251,6 +254,21 @@ class Semaphore:
     def queue_length(self) -> int:
         """How many requests wait."""
         return 0 if self._waiters is None else len(self._waiters)
+
+    def timed(self) -> bool:
+        """Whether it has a deadline: a lock-delay, a queued request, or a leased hold.
+
+        (Most semaphores have none: a rebuild of the deadline heap skips them at the
+        cost of this one call.)
+        """
+        if self.blocked_until or self._waiters is not None:
+            return True
+        owners = self._owners
+        if owners is None:
+            return False
+        if type(owners) is Owner:
+            return owners._lease is not None
+        return any(o._lease is not None for o in owners.values())  # type: ignore[union-attr]
 
     def is_idle(self) -> bool:
         """No owners and no waiters (an ephemeral semaphore may then vanish)."""

@@ -259,6 +259,7 @@ def _load_semaphores(
     owners = _rows(plain["owners"], owner_fields)
     waiters = _rows(plain["waiters"], waiter_fields)
     then = shared_since = engine.now
+    timed = owner_fields > _V4_OWNER_FIELDS  # version 5: each grant's time at the end
     sessions = engine.sessions
     semaphores = node.semaphores
     for name, limit, data, ephemeral, blocked, n_owners, n_waiters in _rows(
@@ -270,9 +271,13 @@ def _load_semaphores(
             sem.blocked_until = blocked
         semaphores[name] = sem
         for _ in range(n_owners):
-            sid, count, odata, token, ttl, deadline, hold, *since = next(owners)
+            # (Two unpackings rather than one into ``*since``: no list per owner.)
+            if timed:
+                sid, count, odata, token, ttl, deadline, hold, granted = next(owners)
+            else:
+                sid, count, odata, token, ttl, deadline, hold = next(owners)
+                granted = then
             count = MAX_COUNT if count == MAX_COUNT else count
-            granted = since[0] if since else then
             if granted == shared_since:  # one float for a run of grants of one instant,
                 granted = shared_since  # as the engine keeps them
             shared_since = granted

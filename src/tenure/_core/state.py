@@ -190,6 +190,8 @@ class EngineState:
                 deadlines.schedule(session.expires_at, SessionDeadline(session.session_id))
         for node in self.nodes.values():
             for sem in node.semaphores.values():
+                if not sem.timed():
+                    continue
                 if sem.blocked_until:
                     deadlines.schedule(sem.blocked_until, LockDelayDeadline(node.name, sem.name))
                 if sem.queue_length():
