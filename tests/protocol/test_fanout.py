@@ -124,3 +124,29 @@ def test_any_sequence_reads_and_writes_as_the_codec(rows: list[tuple[int, int, i
         body = pushes.body(effect, 2)
         assert body == expected(effect, 2)
         assert reader.decode(body) == Push(effect)
+
+
+def test_ids_laid_out_otherwise_read_as_the_codec_reads_them() -> None:
+    """Another encoder may pack ids longer than needed: still the same message."""
+    description = described(b"x")
+    good = encode_message(Push(WatchFired(5, 7, "s", description)))
+    head, tail = good[:4], good[6:]  # the ids 5 and 7 are one byte each
+    bodies = [
+        head + b"\xcd\x00\x05" + b"\x07" + tail,  # 5 as a uint 16
+        head + b"\x05" + b"\xcf" + (7).to_bytes(8, "big") + tail,  # 7 as a uint 64
+        head + b"\xd0\x05" + b"\x07" + tail,  # 5 as an int 8: still an unsigned value
+        head + b"\x05\x07\x08" + tail,  # three ints: not a push
+        head + b"\xd0\xfb" + b"\x07" + tail,  # -5: not a uint
+    ]
+    for first in (None, good, bodies[0]):
+        reader = FiredPushReader()
+        if first is not None:
+            reader.decode(first)
+        for body in bodies:
+            try:
+                expected_message = decode_message(body)
+            except ProtocolError:
+                with pytest.raises(ProtocolError):
+                    reader.decode(body)
+            else:
+                assert reader.decode(body) == expected_message

@@ -17,7 +17,7 @@ they are alive, and it holds them so.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Annotated, Final, TypeAlias
 
 import msgspec
 
@@ -29,10 +29,12 @@ from tenure._protocol.messages import Message, Push, decode_message, encode_mess
 #: four bytes (two msgpack array headers, two tags), then the two ids.
 _HEAD_SIZE: Final = 4
 _PUSH_START: Final = b"\x92\x0f"
-_FIRED_TAG: Final = 0x04
-#: msgpack's uint 8, 16, 32 and 64 markers, and how many bytes follow each.
-_UINT_SIZES: Final = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
 _UINT_END: Final = 1 << 64
+#: A msgpack array header of two: what a push's two ids are read as (msgpack holds
+#: no integer above 2**64 - 1, so ``ge=0`` makes them the wire's uints).
+_PAIR: Final = b"\x92"
+_ID: TypeAlias = Annotated[int, msgspec.Meta(ge=0)]
+_decode_ids: Final = msgspec.msgpack.Decoder(tuple[_ID, _ID]).decode
 _pack: Final = msgspec.msgpack.Encoder().encode
 
 
@@ -88,45 +90,23 @@ class FiredPushReader:
 
     def decode(self, body: bytes) -> Message:
         """The message ``body`` stands for (see :func:`decode_message`)."""
-        ids = _fired_ids(body)
-        if ids is not None:
-            sid, wid, after = ids
-            last = self._last
-            if (
-                last is not None
-                and body[after:] == self._tail
-                and body[:_HEAD_SIZE] == (self._head)
-            ):
+        last, tail = self._last, self._tail
+        if last is not None and body.endswith(tail) and body.startswith(self._head):
+            # msgpack is prefix-free: head, exactly two unsigned ints, then the tail
+            # is the same push with other ids (anything else fails here: decoded in full).
+            try:
+                sid, wid = _decode_ids(_PAIR + body[_HEAD_SIZE : len(body) - len(tail)])
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                pass
+            else:
                 return Push(WatchFired(sid, wid, last.name, last.description))
         message = decode_message(body)
-        if ids is not None and type(message) is Push and type(message.effect) is WatchFired:
-            self._last, self._head, self._tail = message.effect, body[:_HEAD_SIZE], body[ids[2] :]
+        if type(message) is Push and type(message.effect) is WatchFired:
+            effect = message.effect
+            ids = _pack((effect.session_id, effect.watch_id))[1:]
+            after = _HEAD_SIZE + len(ids)
+            # Remembered only if laid out as this server lays it out (one-byte heads,
+            # the ids packed as msgpack packs them): else the bytes after would not be.
+            if body.startswith(_PUSH_START) and body[_HEAD_SIZE:after] == ids:
+                self._last, self._head, self._tail = effect, body[:_HEAD_SIZE], body[after:]
         return message
-
-
-def _fired_ids(body: bytes) -> tuple[int, int, int] | None:
-    """A Push(WatchFired) body's session and watch ids and where they end, else None."""
-    if body[:2] != _PUSH_START or len(body) < _HEAD_SIZE or body[3] != _FIRED_TAG:
-        return None
-    if not 0x90 <= body[2] <= 0x9F:  # a fixarray: the effect's fields
-        return None
-    sid = _uint(body, _HEAD_SIZE)
-    if sid is None:
-        return None
-    wid = _uint(body, sid[1])
-    if wid is None:
-        return None
-    return sid[0], wid[0], wid[1]
-
-
-def _uint(body: bytes, at: int) -> tuple[int, int] | None:
-    """The msgpack unsigned integer at ``at`` and where it ends, or None if there is none."""
-    if at >= len(body):
-        return None
-    first = body[at]
-    if first <= 0x7F:  # positive fixint
-        return first, at + 1
-    size = _UINT_SIZES.get(first)
-    if size is None or at + 1 + size > len(body):
-        return None
-    return int.from_bytes(body[at + 1 : at + 1 + size], "big"), at + 1 + size
