@@ -182,3 +182,19 @@ def test_timed_says_whether_a_semaphore_has_any_deadline() -> None:
     alone = Semaphore("m", MAX_COUNT, b"", ephemeral=True)
     alone.set_owner(Owner(1, MAX_COUNT, b"", 9, 1.0, 2.0))
     assert alone.timed()
+
+
+def test_a_hold_keeps_its_sessions_own_id_object() -> None:
+    engine = make_engine()
+    for _ in range(300):  # ids above 256: ints Python does not share by itself
+        sid = open_session(engine)
+    decoded = int(str(sid))  # as a request off the wire brings it: equal, not the same
+    assert decoded is not sid
+    acquire(engine, decoded, "m", ephemeral=True)
+    owner = engine.nodes[NODE].semaphores["m"].owner(sid)
+    assert owner is not None
+    assert owner.key is engine.sessions[sid].session_id
+    restored = load(dump(engine))
+    again = restored.nodes[NODE].semaphores["m"].owner(sid)
+    assert again is not None
+    assert again.key is restored.sessions[sid].session_id

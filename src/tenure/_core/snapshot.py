@@ -281,8 +281,10 @@ def _load_semaphores(
             if granted == shared_since:  # one float for a run of grants of one instant,
                 granted = shared_since  # as the engine keeps them
             shared_since = granted
+            session = sessions[sid]  # its id object, not one more per hold (as the engine)
+            sid = session.session_id
             sem.set_owner(Owner(sid, count, odata, token, ttl, deadline, hold, granted))
-            sessions[sid].add_hold(name, hold)
+            session.add_hold(name, hold)
         for _ in range(n_waiters):
             sid, request_id, count, wdata, deadline, ttl, hold, *since = next(waiters)
             queued = since[0] if since else then

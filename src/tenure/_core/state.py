@@ -117,9 +117,13 @@ class EngineState:
         # A time equal to the engine's shares its float: a burst of grants in one
         # instant (a server's clock moves in steps) then costs no float object each.
         since = self.now if now == self.now else now
-        owner = Owner(session_id, count, data, self.last_token, ttl, deadline, hold, since)
+        session = self.sessions[session_id]
+        # The session's own id object, not the command's: a decoded request brings a
+        # new int each time (above 256), which a hold would otherwise keep (32 bytes).
+        sid = session.session_id
+        owner = Owner(sid, count, data, self.last_token, ttl, deadline, hold, since)
         sem.set_owner(owner)
-        self.sessions[session_id].add_hold(sem.name, hold)
+        session.add_hold(sem.name, hold)
         if deadline is not None:
             key = LeaseDeadline(node.name, sem.name, owner.key, owner.token)
             self.deadlines.schedule(deadline, key)
