@@ -74,7 +74,7 @@ class Server:
             journal,
             engine,
             deliver=self._deliver,
-            on_durable=self.out.write_out,
+            output=self.out,
             on_fatal=self._on_fatal,
             batch_interval=config.batch_interval,
             slow_commit=config.slow_commit,
@@ -182,7 +182,7 @@ class Server:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.config.shutdown_grace):
                 await self._idle.wait()
-        self.host.flush()
+        self.host.settle()  # every answer owed is durable and written before the close
         for conn in list(self._conns):
             conn.writer.close()
         if not self.host.shutdown():

@@ -28,8 +28,9 @@ serving (the log moves to a new segment at that instant, see
 :meth:`DataDir.begin_compaction`); :meth:`Journal.finish_snapshot` puts it in
 place when the child is done. A graceful stop writes one too if the tail is long.
 
-The host's contract: apply, then ``log_*``, then ``commit()``, and only then send
-replies and effects. Many commands may share one ``commit()`` (group commit).
+The host's contract: apply, then ``log_*``, then ``commit()`` (or hand
+:meth:`Journal.take_pending` to the writer thread and wait for its sync), and only
+then send replies and effects. Many commands may share one commit (group commit).
 """
 
 from __future__ import annotations
@@ -206,6 +207,10 @@ class Journal:
     def commit(self) -> None:
         """Make every queued record durable (as the fsync mode says)."""
         self.data_dir.commit()
+
+    def take_pending(self) -> bytes:
+        """The queued records' bytes, for a writer thread to commit (see DataDir.write)."""
+        return self.data_dir.take_pending()
 
     # -- snapshots --------------------------------------------------------------------
 

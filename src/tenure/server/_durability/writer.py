@@ -1,0 +1,182 @@
+"""The journal's writer thread: group commit off the event loop (``--fsync always``).
+
+The event loop hands each turn's records (bytes) to :meth:`Writer.submit`, which
+numbers the batch and returns at once. The thread writes everything handed to it
+since its last sync and makes it durable with ONE fdatasync: while it syncs, later
+batches accumulate, so the busier the server, the more batches share a sync. It
+then tells the loop (``call_soon_threadsafe``) the number of the last batch that is
+durable; only the answers and effects of those batches may leave (the driver and
+:mod:`tenure.server._net.outbox` see to that).
+
+Between syncs, when nothing is waiting, the thread keeps the segment preallocated
+(:meth:`DataDir.preallocate`): a commit then overwrites zeros inside the file, and
+fdatasync has no file size to write.
+
+A failed write or sync is fatal: the thread stops, takes nothing more, and tells
+the loop, which aborts the journal (nothing more is acknowledged). The loop may
+touch the file itself (open a new segment for a snapshot, close it) only once
+:meth:`Writer.drain` says nothing is in flight, or after :meth:`Writer.stop`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Final
+
+from tenure.server._durability.storage import DataDir
+
+log = logging.getLogger("tenure.storage")
+
+#: How long :meth:`Writer.drain` and :meth:`Writer.stop` wait for the disk (seconds)
+#: before they give up and report it as a failure of the journal.
+DRAIN_TIMEOUT: Final = 60.0
+
+
+class WriterFailedError(OSError):
+    """The writer thread could not write or sync (or did not finish in time)."""
+
+
+class Writer:
+    """One thread that writes and syncs the batches the event loop hands it.
+
+    ``on_durable(batch, seconds)`` runs on the loop once batches up to ``batch`` are
+    durable (``seconds``: how long that write and sync took); ``on_failed(error)``
+    runs there once if the thread failed (it has stopped).
+    """
+
+    def __init__(
+        self,
+        data_dir: DataDir,
+        loop: asyncio.AbstractEventLoop,
+        on_durable: Callable[[int, float], None],
+        on_failed: Callable[[BaseException], None],
+        *,
+        preallocate: bool = True,
+    ) -> None:
+        """``preallocate``: keep zeros ahead of the records (False: let the file grow)."""
+        self.data_dir = data_dir
+        self._loop = loop
+        self._on_durable = on_durable
+        self._on_failed = on_failed
+        self._cond = threading.Condition()
+        self._queue: list[bytes] = []
+        self._handed = 0  # the number of the last batch submitted
+        self._busy = False  # the thread is writing, syncing or preallocating
+        self._stopping = False
+        self._failed: BaseException | None = None
+        self._preallocating = preallocate
+        self._thread = threading.Thread(target=self._run, name="tenure-journal", daemon=True)
+        self._thread.start()
+
+    @property
+    def handed(self) -> int:
+        """The number of the last batch submitted (0: none yet)."""
+        return self._handed
+
+    def submit(self, data: bytes) -> int:
+        """Hand one batch of records' bytes to the thread; returns its number.
+
+        Raises:
+            WriterFailedError: the thread failed or was stopped (nothing was taken).
+        """
+        with self._cond:
+            if self._failed is not None or self._stopping:
+                raise WriterFailedError("the journal's writer has stopped")
+            self._queue.append(data)
+            self._handed += 1
+            self._cond.notify_all()
+            return self._handed
+
+    def drain(self, timeout: float = DRAIN_TIMEOUT) -> None:
+        """Block until everything submitted is durable and the thread is idle.
+
+        Raises:
+            WriterFailedError: the thread failed, or was still busy after ``timeout``.
+        """
+        with self._cond:
+            idle = self._cond.wait_for(
+                lambda: self._failed is not None or not (self._queue or self._busy), timeout
+            )
+            if self._failed is not None:
+                raise WriterFailedError("the journal's writer failed") from self._failed
+            if not idle:
+                raise WriterFailedError(f"the journal's writer was busy for {timeout} s")
+
+    def stop(self, timeout: float = DRAIN_TIMEOUT, *, discard: bool = False) -> None:
+        """Let the thread finish what it was handed (if it can), then end it.
+
+        ``discard``: drop what it was handed and has not started writing (the
+        journal failed: none of it will be acknowledged, and its file is closed next).
+
+        Raises:
+            WriterFailedError: it did not end within ``timeout`` (it is left behind,
+                a daemon thread that takes nothing more).
+        """
+        with self._cond:
+            self._stopping = True
+            if discard:
+                self._queue.clear()
+            self._cond.notify_all()
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise WriterFailedError(f"the journal's writer did not stop within {timeout} s")
+
+    # -- the thread -------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: bool(self._queue) or self._stopping)
+                if not self._queue:
+                    return  # stopping, and everything handed is durable
+                batch, upto = b"".join(self._queue), self._handed
+                self._queue.clear()
+                self._busy = True
+            try:
+                started = time.perf_counter()
+                self.data_dir.write(batch)
+                self.data_dir.sync()
+                seconds = time.perf_counter() - started
+            except BaseException as error:  # every failure is the journal's end
+                self._fail(error)
+                return
+            self._tell(self._on_durable, upto, seconds)
+            if self._preallocating and not self._stopping:
+                self._preallocate()
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+    def _preallocate(self) -> None:
+        """Keep zeros ahead of the records, when no batch waits (off the commit path)."""
+        with self._cond:
+            if self._queue:
+                return  # a batch waits: it goes first, this comes after a later sync
+        try:
+            self.data_dir.preallocate()
+        except OSError as error:
+            # Best effort: a full disk leaves appends to grow the file as before (and
+            # fail, fatally, when the disk refuses a record).
+            self._preallocating = False
+            log.warning(
+                "cannot preallocate the journal (%s); appending without",
+                error,
+                extra={"event": "preallocate_failed", "fields": {"error": str(error)}},
+            )
+
+    def _fail(self, error: BaseException) -> None:
+        with self._cond:
+            self._failed = error
+            self._busy = False
+            self._queue.clear()
+            self._cond.notify_all()
+        self._tell(self._on_failed, error)
+
+    def _tell(self, callback: Callable[..., None], *args: object) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
+            self._loop.call_soon_threadsafe(callback, *args)
