@@ -32,6 +32,7 @@ Records are opaque bytes here; what they mean is the server's business.
 from __future__ import annotations
 
 import enum
+import errno
 import logging
 import os
 import re
@@ -258,18 +259,17 @@ class DataDir:
 
     def write(self, data: bytes) -> None:
         """Write records' bytes (from :meth:`take_pending`) after the last ones."""
-        assert self._fd is not None, "recover() first"
+        fd = self._open_fd()
         view = memoryview(data)
         while view:
-            written = os.pwrite(self._fd, view, self._end)
+            written = os.pwrite(fd, view, self._end)
             self._end += written
             view = view[written:]
         self._size = max(self._size, self._end)
 
     def sync(self) -> None:
         """Make what was written durable (fdatasync)."""
-        assert self._fd is not None, "recover() first"
-        _sync_data(self._fd)
+        _sync_data(self._open_fd())
 
     def commit(self, *, sync: bool | None = None) -> None:
         """Write queued records in one go, and fsync as the mode (or ``sync``) says.
@@ -295,7 +295,7 @@ class DataDir:
         Raises:
             OSError: the disk refused (full, failing); what was extended stays, as zeros.
         """
-        assert self._fd is not None, "recover() first"
+        fd = self._open_fd()
         chunk = min(self._next_chunk, self.preallocate_chunk)
         if self._size - self._end >= chunk // 4:
             return 0
@@ -303,9 +303,14 @@ class DataDir:
         start, target = self._size, self._size + chunk
         while self._size < target:
             step = memoryview(_ZEROS)[: min(len(_ZEROS), target - self._size)]
-            self._size += os.pwrite(self._fd, step, self._size)
-        _sync_data(self._fd)
+            self._size += os.pwrite(fd, step, self._size)
+        _sync_data(fd)
         return self._size - start
+
+    def _open_fd(self) -> int:
+        if self._fd is None:
+            raise OSError(errno.EBADF, "the journal is not open (not recovered, or closed)")
+        return self._fd
 
     @property
     def free(self) -> int:
