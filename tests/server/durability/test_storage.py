@@ -257,10 +257,8 @@ def test_a_torn_record_in_the_preallocated_zeros_is_a_torn_tail(
     end = len(MAGIC) + 8 + len(b"kept")
     payload = b"torn while the disk wrote it"
     record = struct.pack(">II", len(payload), zlib.crc32(payload)) + payload
-    if damage == "cut":
-        record = record[:20]  # the rest stayed zeros
-    else:
-        record = record[:-1] + b"?"  # every byte there, one of them wrong
+    # "cut": the rest stayed zeros; "flip": every byte there, the last one wrong.
+    record = record[:20] if damage == "cut" else record[:-1] + b"?"
     with path.open("r+b") as file:
         file.seek(end)
         file.write(record)
