@@ -150,7 +150,7 @@ class FailingDataDir(DataDir):
 
     broken: str | None = None  # "write" or "sync": which of them fails
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray) -> None:
         if self.broken == "write":
             raise OSError(5, "Input/output error")
         super().write(data)

@@ -257,7 +257,7 @@ class DataDir:
         self._pending.clear()
         return data
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray) -> None:
         """Write records' bytes (from :meth:`take_pending`) after the last ones."""
         fd = self._open_fd()
         view = memoryview(data)
@@ -278,7 +278,8 @@ class DataDir:
         before acknowledging any of them.
         """
         if self._pending:
-            self.write(self.take_pending())
+            self.write(self._pending)  # no copy: nothing appends meanwhile
+            self._pending.clear()
         if sync if sync is not None else self.fsync is FsyncMode.ALWAYS:
             self.sync()
 
