@@ -41,6 +41,7 @@ import logging
 import os
 import signal
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final, NoReturn
@@ -244,6 +245,8 @@ class Journal:
 
         Without fork (or with ``background=False``) it is written here, and None
         is returned. Call :meth:`finish_snapshot` once the descriptor is readable.
+        Call it with no write in flight (a writer thread drained): the log moves to
+        a new segment here, after every record logged so far.
         """
         if not self.background:
             self.snapshot(engine)
@@ -251,7 +254,12 @@ class Journal:
         assert self._child is None, "one snapshot at a time"
         compaction = self.data_dir.begin_compaction()
         read_fd, write_fd = os.pipe()
-        pid = os.fork()
+        with warnings.catch_warnings():
+            # Python 3.12+ warns of fork() beside other threads: the journal's writer
+            # thread is drained (idle, holding no lock) by then, and the child only
+            # writes the snapshot and exits (os._exit).
+            warnings.filterwarnings("ignore", r".*multi-threaded.*fork", DeprecationWarning)
+            pid = os.fork()
         if pid == 0:
             _write_in_child(engine, compaction, write_fd)
         os.close(write_fd)
