@@ -271,6 +271,20 @@ class DataDir:
         """Make what was written durable (fdatasync)."""
         _sync_data(self._open_fd())
 
+    def check_space(self) -> None:
+        """Raise if the file system holding the log has no block left.
+
+        With preallocated segments a full disk would go unnoticed until the zeros
+        run out (and a snapshot or a new segment then fails): the writer checks
+        after each commit instead, so that a full disk stops the server at once,
+        as an append that found no space did before segments were preallocated.
+
+        Raises:
+            OSError: ENOSPC, the file system is full (for an unprivileged writer).
+        """
+        if os.fstatvfs(self._open_fd()).f_bavail == 0:
+            raise OSError(errno.ENOSPC, f"the file system holding {self.path} is full")
+
     def commit(self, *, sync: bool | None = None) -> None:
         """Write queued records in one go, and fsync as the mode (or ``sync``) says.
 

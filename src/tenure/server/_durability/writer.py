@@ -12,9 +12,10 @@ Between syncs, when nothing is waiting, the thread keeps the segment preallocate
 (:meth:`DataDir.preallocate`): a commit then overwrites zeros inside the file, and
 fdatasync has no file size to write.
 
-A failed write or sync is fatal: the thread stops, takes nothing more, and tells
-the loop, which aborts the journal (nothing more is acknowledged). The loop may
-touch the file itself (open a new segment for a snapshot, close it) only once
+A failed write or sync is fatal, and so is a full disk (seen after a sync, see
+:meth:`DataDir.check_space`): the thread stops, takes nothing more, and tells the
+loop, which aborts the journal (nothing more is acknowledged). The loop may touch
+the file itself (open a new segment for a snapshot, close it) only once
 :meth:`Writer.drain` says nothing is in flight, or after :meth:`Writer.stop`.
 """
 
@@ -142,6 +143,7 @@ class Writer:
                 self.data_dir.write(batch)
                 self.data_dir.sync()
                 seconds = time.perf_counter() - started
+                self.data_dir.check_space()  # a full disk is fatal, preallocated or not
             except BaseException as error:  # every failure is the journal's end
                 self._fail(error)
                 return
