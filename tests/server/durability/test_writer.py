@@ -154,3 +154,29 @@ async def test_a_failed_sync_stops_the_writer_and_is_reported(tmp_path: Path) ->
         writer.stop()
         data_dir.fail_with = None
         data_dir.close()
+
+
+async def test_submit_waits_while_max_queued_bytes_wait_for_the_thread(tmp_path: Path) -> None:
+    data_dir = GatedDataDir(tmp_path)
+    data_dir.recover()
+    reports = Reports()
+    loop = asyncio.get_running_loop()
+    writer = Writer(data_dir, loop, reports.on_durable, reports.on_failed, max_queued=10)
+    try:
+        writer.submit(records(data_dir, b"one"))
+        assert await asyncio.to_thread(data_dir.syncing.wait, WAIT)
+        writer.submit(records(data_dir, b"r2"))  # 10 bytes wait: the limit
+        with pytest.raises(WriterFailedError, match="took nothing"):
+            writer.submit(records(data_dir, b"lost"), timeout=0.05)
+        opener = threading.Timer(0.05, data_dir.gate.set)
+        opener.start()
+        assert writer.submit(records(data_dir, b"r3")) == 3  # once the thread took r2
+        opener.join()
+        writer.drain()
+    finally:
+        data_dir.gate.set()
+        writer.stop()
+        data_dir.close()
+    assert recovered(tmp_path) == [b"one", b"r2", b"r3"]
+    with pytest.raises(ValueError, match="max_queued"):
+        Writer(data_dir, loop, reports.on_durable, reports.on_failed, max_queued=0)

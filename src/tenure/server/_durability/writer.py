@@ -33,6 +33,10 @@ from tenure.server._durability.storage import DataDir
 
 log = logging.getLogger("tenure.storage")
 
+#: The most bytes of records handed over and not yet taken by the thread: beyond it,
+#: :meth:`Writer.submit` waits (the event loop stops, as it did when it synced itself),
+#: so a disk that stalls cannot make answers pile up in memory without bound.
+MAX_QUEUED: Final = 64 * 1024 * 1024
 #: How long :meth:`Writer.drain` and :meth:`Writer.stop` wait for the disk (seconds)
 #: before they give up and report it as a failure of the journal.
 DRAIN_TIMEOUT: Final = 60.0
@@ -58,9 +62,15 @@ class Writer:
         on_failed: Callable[[BaseException], None],
         *,
         preallocate: bool = True,
+        max_queued: int = MAX_QUEUED,
     ) -> None:
-        """``preallocate``: keep zeros ahead of the records (False: let the file grow)."""
+        """``preallocate``: keep zeros ahead of the records (False: let the file grow);
+        ``max_queued``: see :data:`MAX_QUEUED`."""
+        if max_queued < 1:
+            raise ValueError("max_queued must be at least 1 byte")
         self.data_dir = data_dir
+        self.max_queued = max_queued
+        self._queued = 0  # bytes in _queue
         self._loop = loop
         self._on_durable = on_durable
         self._on_failed = on_failed
@@ -79,16 +89,27 @@ class Writer:
         """The number of the last batch submitted (0: none yet)."""
         return self._handed
 
-    def submit(self, data: bytes) -> int:
+    def submit(self, data: bytes, timeout: float = DRAIN_TIMEOUT) -> int:
         """Hand one batch of records' bytes to the thread; returns its number.
 
+        Returns at once unless :attr:`max_queued` bytes wait already: then it waits
+        (up to ``timeout``) for the thread to take them.
+
         Raises:
-            WriterFailedError: the thread failed or was stopped (nothing was taken).
+            WriterFailedError: the thread failed or was stopped (nothing was taken),
+                or it took nothing for ``timeout``.
         """
         with self._cond:
+            if self._queued >= self.max_queued:
+                self._cond.wait_for(
+                    lambda: self._queued < self.max_queued or self._failed is not None, timeout
+                )
             if self._failed is not None or self._stopping:
                 raise WriterFailedError("the journal's writer has stopped")
+            if self._queued >= self.max_queued:
+                raise WriterFailedError(f"the journal's writer took nothing for {timeout} s")
             self._queue.append(data)
+            self._queued += len(data)
             self._handed += 1
             self._cond.notify_all()
             return self._handed
@@ -122,6 +143,7 @@ class Writer:
             self._stopping = True
             if discard:
                 self._queue.clear()
+                self._queued = 0
             self._cond.notify_all()
         self._thread.join(timeout)
         if self._thread.is_alive():
@@ -137,7 +159,9 @@ class Writer:
                     return  # stopping, and everything handed is durable
                 batch, upto = b"".join(self._queue), self._handed
                 self._queue.clear()
+                self._queued = 0
                 self._busy = True
+                self._cond.notify_all()  # a submit waiting for room
             try:
                 started = time.perf_counter()
                 self.data_dir.write(batch)
@@ -176,6 +200,7 @@ class Writer:
             self._failed = error
             self._busy = False
             self._queue.clear()
+            self._queued = 0
             self._cond.notify_all()
         self._tell(self._on_failed, error)
 
