@@ -141,7 +141,9 @@ class JournaledEngine(EngineHost):
         if self._dirty:
             try:
                 if self._writer is not None:
-                    self._handed = self._writer.submit(self.journal.take_pending())
+                    data = self.journal.take_pending()
+                    if data:  # (a turn of read-only commands logs nothing: no sync)
+                        self._handed = self._writer.submit(data)
                 else:
                     self._commit(self.journal.commit)
                 if self.journal.needs_snapshot(self.engine):
