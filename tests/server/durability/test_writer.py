@@ -180,3 +180,35 @@ async def test_submit_waits_while_max_queued_bytes_wait_for_the_thread(tmp_path:
     assert recovered(tmp_path) == [b"one", b"r2", b"r3"]
     with pytest.raises(ValueError, match="max_queued"):
         Writer(data_dir, loop, reports.on_durable, reports.on_failed, max_queued=0)
+
+
+async def test_commit_here_only_when_the_thread_is_idle(tmp_path: Path) -> None:
+    data_dir = GatedDataDir(tmp_path)
+    data_dir.recover()
+    reports = Reports()
+    writer = Writer(data_dir, asyncio.get_running_loop(), reports.on_durable, reports.on_failed)
+    try:
+        data_dir.gate.set()
+        assert writer.commit_here(records(data_dir, b"here"))  # idle: written and synced
+        assert data_dir.syncs == 1
+        writer.drain()  # the preallocation it left to the thread
+        assert data_dir.free > 0
+        data_dir.gate.clear()
+        data_dir.syncing.clear()
+        writer.submit(records(data_dir, b"there"))
+        assert await asyncio.to_thread(data_dir.syncing.wait, WAIT)
+        assert not writer.commit_here(records(data_dir, b"not now"))  # busy: submit
+        data_dir.gate.set()
+        writer.drain()
+        data_dir.fail_with = OSError(28, "No space left on device")
+        with pytest.raises(OSError, match="No space"):
+            writer.commit_here(records(data_dir, b"failing"))
+        with pytest.raises(WriterFailedError):
+            writer.submit(records(data_dir, b"after"))  # a failure here is the writer's too
+    finally:
+        data_dir.gate.set()
+        writer.stop()
+        data_dir.fail_with = None
+        data_dir.close()
+    assert reports.failed == []  # raised to the caller, not reported
+    assert recovered(tmp_path)[:2] == [b"here", b"there"]

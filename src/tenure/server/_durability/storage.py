@@ -311,9 +311,9 @@ class DataDir:
             OSError: the disk refused (full, failing); what was extended stays, as zeros.
         """
         fd = self._open_fd()
-        chunk = min(self._next_chunk, self.preallocate_chunk)
-        if self._size - self._end >= chunk // 4:
+        if not self.preallocation_due():
             return 0
+        chunk = min(self._next_chunk, self.preallocate_chunk)
         self._next_chunk = min(chunk * 2, self.preallocate_chunk)
         start, target = self._size, self._size + chunk
         while self._size < target:
@@ -321,6 +321,10 @@ class DataDir:
             self._size += os.pwrite(fd, step, self._size)
         _sync_data(fd)
         return self._size - start
+
+    def preallocation_due(self) -> bool:
+        """Whether :meth:`preallocate` would extend the segment now."""
+        return self._size - self._end < min(self._next_chunk, self.preallocate_chunk) // 4
 
     def _open_fd(self) -> int:
         if self._fd is None:

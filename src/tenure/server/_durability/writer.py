@@ -81,6 +81,7 @@ class Writer:
         self._stopping = False
         self._failed: BaseException | None = None
         self._preallocating = preallocate
+        self._preallocation_wanted = False  # after a commit_here: the thread extends
         self._thread = threading.Thread(target=self._run, name="tenure-journal", daemon=True)
         self._thread.start()
 
@@ -114,6 +115,41 @@ class Writer:
             self._cond.notify_all()
             return self._handed
 
+    def commit_here(self, data: bytes) -> bool:
+        """Write and sync ``data`` on the calling thread, if the writer is idle.
+
+        For the event loop when a hand-over costs more than it saves: nothing is in
+        flight and the loop has nothing else to do (one request in a turn). The
+        thread's two wake-ups would then only add to the one answer's wait. Any
+        preallocation that becomes due is left to the thread. Returns False (and
+        does nothing) if the thread has work: :meth:`submit` then.
+
+        Raises:
+            WriterFailedError: the writer failed or was stopped.
+            OSError: the write or the sync failed, or the disk is full (fatal).
+        """
+        with self._cond:
+            if self._failed is not None or self._stopping:
+                raise WriterFailedError("the journal's writer has stopped")
+            if not self._idle():
+                return False
+            self._busy = True
+        try:
+            self.data_dir.write(data)
+            self.data_dir.sync()
+            self.data_dir.check_space()
+        except BaseException as error:
+            with self._cond:
+                self._failed = error
+                self._busy = False
+                self._cond.notify_all()
+            raise
+        with self._cond:
+            self._busy = False
+            self._preallocation_wanted = self._preallocating and self.data_dir.preallocation_due()
+            self._cond.notify_all()
+        return True
+
     def drain(self, timeout: float = DRAIN_TIMEOUT) -> None:
         """Block until everything submitted is durable and the thread is idle.
 
@@ -121,9 +157,7 @@ class Writer:
             WriterFailedError: the thread failed, or was still busy after ``timeout``.
         """
         with self._cond:
-            idle = self._cond.wait_for(
-                lambda: self._failed is not None or not (self._queue or self._busy), timeout
-            )
+            idle = self._cond.wait_for(lambda: self._failed is not None or self._idle(), timeout)
             if self._failed is not None:
                 raise WriterFailedError("the journal's writer failed") from self._failed
             if not idle:
@@ -149,29 +183,37 @@ class Writer:
         if self._thread.is_alive():
             raise WriterFailedError(f"the journal's writer did not stop within {timeout} s")
 
+    def _idle(self) -> bool:
+        """Nothing to write, and nothing being written or preallocated (under the lock)."""
+        return not (self._queue or self._busy or self._preallocation_wanted)
+
     # -- the thread -------------------------------------------------------------------
 
     def _run(self) -> None:
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: bool(self._queue) or self._stopping)
-                if not self._queue:
-                    return  # stopping, and everything handed is durable
+                self._cond.wait_for(
+                    lambda: bool(self._queue) or self._stopping or self._preallocation_wanted
+                )
+                if not self._queue and self._stopping:
+                    return  # everything handed is durable
                 batch, upto = b"".join(self._queue), self._handed
                 self._queue.clear()
                 self._queued = 0
+                self._preallocation_wanted = False
                 self._busy = True
                 self._cond.notify_all()  # a submit waiting for room
-            try:
-                started = time.perf_counter()
-                self.data_dir.write(batch)
-                self.data_dir.sync()
-                seconds = time.perf_counter() - started
-                self.data_dir.check_space()  # a full disk is fatal, preallocated or not
-            except BaseException as error:  # every failure is the journal's end
-                self._fail(error)
-                return
-            self._tell(self._on_durable, upto, seconds)
+            if batch:
+                try:
+                    started = time.perf_counter()
+                    self.data_dir.write(batch)
+                    self.data_dir.sync()
+                    seconds = time.perf_counter() - started
+                    self.data_dir.check_space()  # a full disk is fatal, preallocated or not
+                except BaseException as error:  # every failure is the journal's end
+                    self._fail(error)
+                    return
+                self._tell(self._on_durable, upto, seconds)
             if self._preallocating and not self._stopping:
                 self._preallocate()
             with self._cond:
