@@ -30,6 +30,7 @@ import random
 import re
 import socket
 import ssl
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, TypeVar
 
@@ -243,7 +244,7 @@ class _LinkProtocol(asyncio.Protocol):
                 self._link._dispatch(conn, event)
                 if self._link._conn is not conn:
                     return  # given up while dispatching (GoingAway answered in full)
-                answered = answered or isinstance(event, Reply | Failure)
+                answered = answered or type(event) is Reply or type(event) is Failure
         except (ProtocolError, DisconnectedError) as error:
             if self._conn is not None:
                 self._link._lost(self._conn, error)
@@ -355,13 +356,22 @@ class Link:
 
     # -- requests -------------------------------------------------------------------
 
-    async def call(self, command: Command[R], *, wait_until: float | None = None) -> R:
-        """Send ``command`` once a connection is ready; its reply, or its error.
+    def call(self, command: Command[R], *, wait_until: float | None = None) -> Awaitable[R]:
+        """Send ``command`` once a connection is ready; await its reply, or its error.
 
         Waits for a connection until ``wait_until`` (loop time; None: forever), then
         raises UnavailableError. Raises :class:`DisconnectedError` if the connection is
         lost before the answer: the command may or may not have been applied.
+
+        With a connection ready (nearly always) the request is written at once and
+        the awaitable is its answer's future: a request costs no coroutine here.
         """
+        conn = self._conn
+        if conn is None or conn.going_away or not self._ready.is_set():
+            return self._call_when_ready(command, wait_until)
+        return self._request(conn, command)
+
+    async def _call_when_ready(self, command: Command[R], wait_until: float | None) -> R:
         conn = await self._ready_connection(wait_until)
         return await self._request(conn, command)
 
@@ -388,7 +398,13 @@ class Link:
             raise DisconnectedError("the connection was lost")
         return await self._request(self._conn, command)
 
-    async def _request(self, conn: _Connection, command: Command[R]) -> R:
+    def _request(self, conn: _Connection, command: Command[R]) -> asyncio.Future[R]:
+        """Send ``command`` on ``conn`` now; the future of its answer.
+
+        A plain function: the request is written before the caller awaits anything,
+        and awaiting costs one future (no coroutine of its own). If the caller is
+        cancelled, the entry stays until the answer comes.
+        """
         if conn.codec.version == 1 and type(command) in SINCE_VERSION_2:
             raise UnsupportedError(
                 f"{self.endpoint} speaks protocol version 1, which has no "
@@ -400,11 +416,11 @@ class Link:
             data = conn.codec.send(Request(request_id, command))  # raises before anything is sent
         except LocalProtocolError as error:
             raise refused_locally(error) from None
-        future: asyncio.Future[R] = self._loop.create_future()
-        conn.pending[request_id] = (future, self._loop.time())
+        loop = self._loop
+        future: asyncio.Future[R] = loop.create_future()
+        conn.pending[request_id] = (future, loop.time())
         conn.transport.write(data)
-        # If the caller is cancelled, the entry stays until the answer comes.
-        return await future
+        return future
 
     # -- connecting -----------------------------------------------------------------
 
@@ -497,7 +513,7 @@ class Link:
     def _dispatch(self, conn: _Connection, event: ServerMessage) -> None:
         if isinstance(event, Push):
             self._owner.push(event.effect)
-        elif isinstance(event, Reply | Failure):
+        elif type(event) is Reply or type(event) is Failure:
             future, sent_at = conn.pending.pop(event.request_id)
             self.confirmed_at = max(self.confirmed_at, sent_at)
             if not future.done():

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from functools import partial
 from typing import Any
 
 from tenure._core import CloseSession, DetachSession, Effect, Engine, SessionEnded
@@ -66,19 +67,20 @@ class Server:
         self.config = config
         self.instance_id = instance_id
         self.exit_code = 0
-        self.out = Outboxes(config, lambda: self.host.request_flush())
-        self.gate = Gate(
-            config, instance_id, self.out.emit, window_of=self._window_of, detach=self._detach_all
-        )
         self.host = JournaledEngine(
             journal,
             engine,
             deliver=self._deliver,
-            on_durable=self.out.write_out,
+            on_durable=self._write_out,
             on_fatal=self._on_fatal,
             batch_interval=config.batch_interval,
             slow_commit=config.slow_commit,
             observer=observer,
+        )
+        # (Asked for once or twice per request: the host's own method, no lambda between.)
+        self.out = Outboxes(config, self.host.request_flush)
+        self.gate = Gate(
+            config, instance_id, self.out.emit, window_of=self._window_of, detach=self._detach_all
         )
         self._table: SessionTable[Conn | FrontEnd[Any]] = SessionTable(
             max_queued=config.max_queued_pushes
@@ -235,9 +237,10 @@ class Server:
             return
         try:
             if kind is Kind.NATIVE:
+                # (partials: called once per message, they add no Python frame)
                 accepted.feed_to(
-                    lambda data: self.native.on_data(conn, data),
-                    lambda: self.native.serve_one(conn, accepted),
+                    partial(self.native.on_data, conn),
+                    partial(self.native.serve_one, conn, accepted),
                 )
                 await accepted.done
         finally:
@@ -324,6 +327,10 @@ class Server:
         sessions = self.host.engine.sessions
         windows = [sessions[sid].timeout for sid in self._table.owned_by(conn) if sid in sessions]
         return min(windows, default=None)
+
+    def _write_out(self) -> None:
+        """What was logged is committed: write every outbox."""
+        self.out.write_out()
 
     # -- effects ------------------------------------------------------------------------
 
