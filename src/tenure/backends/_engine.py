@@ -231,13 +231,13 @@ class EngineSession:
 
     # -- operations -----------------------------------------------------------------
 
-    async def acquire(
+    def acquire(
         self, name: str, *, count: int, data: bytes, timeout: float | None, ephemeral: bool
-    ) -> Grant | None:
+    ) -> Coroutine[Any, Any, Grant | None]:
         """See :meth:`tenure.backends._base.BackendSession.acquire`."""
         self._check_alive()
         hold = self.ledger.free_hold(name)
-        return await self._acquire(name, hold, count, data, timeout, ephemeral)
+        return self._acquire(name, hold, count, data, timeout, ephemeral)  # (one frame less)
 
     async def restate(
         self, name: str, grant: Grant, *, count: int, data: bytes, timeout: float | None

@@ -30,6 +30,7 @@ import random
 import re
 import socket
 import ssl
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, TypeVar
 
@@ -168,12 +169,39 @@ class LinkOwner(Protocol):
 
 @dataclass(eq=False)
 class _Connection:
+    loop: asyncio.AbstractEventLoop
     transport: asyncio.Transport
     protocol: _LinkProtocol
     codec: ClientConnection
     pending: dict[int, tuple[asyncio.Future[Any], float]] = field(default_factory=dict)
     pings: dict[int, float] = field(default_factory=dict)  # nonce -> sent at
     going_away: bool = False
+    #: Frames held back until the end of this turn of the loop (see :meth:`send`).
+    unsent: list[bytes] = field(default_factory=list)
+    #: Whether a frame was written in this turn (reset at its end).
+    wrote: bool = False
+
+    def send(self, data: bytes) -> None:
+        """Write ``data``: the turn's first frame at once, later ones at the turn's end.
+
+        Many tasks sharing a client ask in the same turn (each woken by an answer
+        of one read): the first request leaves at once (a lone caller never waits
+        for a write), the others together in one write at the end of the turn, one
+        system call instead of one each. Order is kept.
+        """
+        if self.wrote:
+            self.unsent.append(data)
+            return
+        self.wrote = True
+        self.loop.call_soon(self._end_turn)
+        self.transport.write(data)
+
+    def _end_turn(self) -> None:
+        self.wrote = False
+        if self.unsent:
+            data, self.unsent = b"".join(self.unsent), []
+            if not self.transport.is_closing():  # (lost meanwhile: its requests failed)
+                self.transport.write(data)
 
 
 class _LinkProtocol(asyncio.Protocol):
@@ -243,7 +271,7 @@ class _LinkProtocol(asyncio.Protocol):
                 self._link._dispatch(conn, event)
                 if self._link._conn is not conn:
                     return  # given up while dispatching (GoingAway answered in full)
-                answered = answered or isinstance(event, Reply | Failure)
+                answered = answered or type(event) is Reply or type(event) is Failure
         except (ProtocolError, DisconnectedError) as error:
             if self._conn is not None:
                 self._link._lost(self._conn, error)
@@ -355,13 +383,22 @@ class Link:
 
     # -- requests -------------------------------------------------------------------
 
-    async def call(self, command: Command[R], *, wait_until: float | None = None) -> R:
-        """Send ``command`` once a connection is ready; its reply, or its error.
+    def call(self, command: Command[R], *, wait_until: float | None = None) -> Awaitable[R]:
+        """Send ``command`` once a connection is ready; await its reply, or its error.
 
         Waits for a connection until ``wait_until`` (loop time; None: forever), then
         raises UnavailableError. Raises :class:`DisconnectedError` if the connection is
         lost before the answer: the command may or may not have been applied.
+
+        With a connection ready (nearly always) the request is written at once and
+        the awaitable is its answer's future: a request costs no coroutine here.
         """
+        conn = self._conn
+        if conn is None or conn.going_away or not self._ready.is_set():
+            return self._call_when_ready(command, wait_until)
+        return self._request(conn, command)
+
+    async def _call_when_ready(self, command: Command[R], wait_until: float | None) -> R:
         conn = await self._ready_connection(wait_until)
         return await self._request(conn, command)
 
@@ -388,7 +425,13 @@ class Link:
             raise DisconnectedError("the connection was lost")
         return await self._request(self._conn, command)
 
-    async def _request(self, conn: _Connection, command: Command[R]) -> R:
+    def _request(self, conn: _Connection, command: Command[R]) -> asyncio.Future[R]:
+        """Send ``command`` on ``conn`` now; the future of its answer.
+
+        A plain function: the request is written before the caller awaits anything,
+        and awaiting costs one future (no coroutine of its own). If the caller is
+        cancelled, the entry stays until the answer comes.
+        """
         if conn.codec.version == 1 and type(command) in SINCE_VERSION_2:
             raise UnsupportedError(
                 f"{self.endpoint} speaks protocol version 1, which has no "
@@ -400,11 +443,11 @@ class Link:
             data = conn.codec.send(Request(request_id, command))  # raises before anything is sent
         except LocalProtocolError as error:
             raise refused_locally(error) from None
-        future: asyncio.Future[R] = self._loop.create_future()
-        conn.pending[request_id] = (future, self._loop.time())
-        conn.transport.write(data)
-        # If the caller is cancelled, the entry stays until the answer comes.
-        return await future
+        loop = self._loop
+        future: asyncio.Future[R] = loop.create_future()
+        conn.pending[request_id] = (future, loop.time())
+        conn.send(data)
+        return future
 
     # -- connecting -----------------------------------------------------------------
 
@@ -461,7 +504,7 @@ class Link:
             else:
                 why = f"connected, but no answer to Hello within {seconds}"
             raise UnavailableError(f"cannot connect to {endpoint}: {why}") from error
-        conn = _Connection(transport, protocol, codec)
+        conn = _Connection(self._loop, transport, protocol, codec)
         self._conn = conn
         self.epoch += 1
         self.confirmed_at = sent_at
@@ -497,7 +540,7 @@ class Link:
     def _dispatch(self, conn: _Connection, event: ServerMessage) -> None:
         if isinstance(event, Push):
             self._owner.push(event.effect)
-        elif isinstance(event, Reply | Failure):
+        elif type(event) is Reply or type(event) is Failure:
             future, sent_at = conn.pending.pop(event.request_id)
             self.confirmed_at = max(self.confirmed_at, sent_at)
             if not future.done():
@@ -560,7 +603,7 @@ class Link:
             elif not conn.pings and now - self.confirmed_at >= self.ping_interval:
                 nonce += 1
                 conn.pings[nonce] = now
-                conn.transport.write(conn.codec.send(Ping(nonce)))
+                conn.send(conn.codec.send(Ping(nonce)))
 
     def _spawn(self, coro: Any) -> None:
         task: asyncio.Task[None] = asyncio.ensure_future(coro)

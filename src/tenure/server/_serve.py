@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from functools import partial
 from typing import Any
 
 from tenure._core import CloseSession, DetachSession, Effect, Engine, SessionEnded
@@ -235,9 +236,10 @@ class Server:
             return
         try:
             if kind is Kind.NATIVE:
+                # (partials: called once per message, they add no Python frame)
                 accepted.feed_to(
-                    lambda data: self.native.on_data(conn, data),
-                    lambda: self.native.serve_one(conn, accepted),
+                    partial(self.native.on_data, conn),
+                    partial(self.native.serve_one, conn, accepted),
                 )
                 await accepted.done
         finally:
