@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import report, systems
-from bench.results import Measure, loads, median_measure, to_json
+from bench.results import Measure, client_each, loads, median_measure, to_json
 
 REPO = Path(__file__).resolve().parent.parent
 LOCK_WORKLOADS = ("seq", "par", "cont")
@@ -33,9 +33,13 @@ SIZES = {"seq": 2_000, "par": 10_000, "cont": 3_000, "ceiling": 20_000}
 QUICK_SIZES = {**SIZES, "par": 5_000, "cont": 1_500}
 CLIENTS = 32
 RUN_TIMEOUT = 120.0  # one repeat, in seconds; longer is reported as a failure
-#: tenure with a client (connection) per session rather than one for all: the
-#: other way to write 32 concurrent users, measured beside the natural one.
-VARIANT = "tenure-off (client each)"
+#: The systems whose par and cont also run in the shape "each of the 32 workers has
+#: its own client and connection" (issue 15's targets hold for both shapes), beside
+#: the shape of one client (connection, pool, channel) shared by the 32. PostgreSQL
+#: advisory locks and dflockd take a connection per session anyway (they are that
+#: shape already); memory:// has no connection; the backends' own targets
+#: (tenure-etcd, tenure-redis, tenure-postgres) are set for the shared client.
+EACH_SHAPE: tuple[str, ...] = ("tenure-always", "tenure-off", "redis", "etcd")
 
 _started = time.monotonic()
 
@@ -88,35 +92,39 @@ def aggregate(runs: list[list[Measure]]) -> list[Measure]:
 
 
 def lock_workloads(
-    system: str, workloads: Sequence[str], repeats: int, workdir: Path, quick: bool
+    system: str, workloads: Sequence[str], repeats: int, workdir: Path
 ) -> list[Measure]:
-    """seq/par/cont on ``system``: one server, ``repeats`` client processes each."""
+    """seq/par/cont on ``system``: one server, ``repeats`` client processes each.
+
+    par and cont run in both shapes on the systems of :data:`EACH_SHAPE`, reported
+    under :func:`~bench.results.client_each`'s name; seq has one session, so one shape.
+    """
     measures: list[Measure] = []
     try:
         server = systems.start(system, workdir)
     except Exception as exc:
         return [failure(w, system, f"server did not start: {exc}") for w in workloads]
     try:
-        variants = [(system, "one")]
-        if system == "tenure-off":
-            variants.append((VARIANT, "each"))
+        shapes = [(system, "one")]
+        if system in EACH_SHAPE:
+            shapes.append((client_each(system), "each"))
         for workload in workloads:
-            for name, clients in variants:
-                if name == VARIANT and workload == "seq":
-                    continue  # one session: the same thing
+            for name, shape in shapes:
+                if shape == "each" and workload == "seq":
+                    continue  # one session: one client either way
                 runs = []
-                # The variant is context, not a target: once in quick mode, for time.
-                times = 1 if quick and name == VARIANT else repeats
-                for r in range(times):
+                for r in range(repeats):
                     argv = ["-m", "bench.lockload", "--system", system, "--url", server.url]
                     argv += ["--workload", workload, "--n", str(SIZES[workload])]
                     argv += ["--clients", str(CLIENTS), "--timeout", str(RUN_TIMEOUT)]
-                    argv += ["--tenure-clients", clients]
+                    argv += ["--shape", shape]
+                    if workload == "seq" and server.pid is not None:
+                        argv += ["--server-pid", str(server.pid)]
                     run = client_run(argv, workload, name)
                     for m in run:
                         m.system = name
                     runs.append(run)
-                    log(f"{workload} {name} {r + 1}/{times}: {_headline(run)}")
+                    log(f"{workload} {name} {r + 1}/{repeats}: {_headline(run)}")
                 measures += aggregate(runs)
     finally:
         server.stop()
@@ -207,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         lock = [w for w in LOCK_WORKLOADS if w in workloads]
         if lock:
             for system in chosen:
-                measures += lock_workloads(system, lock, repeats, workdir / system, quick)
+                measures += lock_workloads(system, lock, repeats, workdir / system)
         for w in RESOURCE_WORKLOADS:
             if w in workloads:
                 log(f"{w}: bench.resources")

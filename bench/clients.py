@@ -120,9 +120,18 @@ class _RedisSession(LockSession):
 
 
 class RedisClient(LockClient):
-    """``redis.asyncio.Redis``: one connection pool; each user takes ``Lock`` objects."""
+    """``redis.asyncio.Redis``: one connection pool; each user takes ``Lock`` objects.
+
+    With ``shared=False`` every session opens a ``redis.asyncio.Redis`` (so a pool,
+    and a connection) of its own.
+    """
 
     _redis: Any = None
+
+    def __init__(self, url: str, timeout: float, *, shared: bool = True) -> None:
+        super().__init__(url, timeout)
+        self.shared = shared
+        self._own: list[Any] = []  # the clients of the sessions, closed with this one
 
     async def open(self) -> None:
         import redis.asyncio
@@ -131,9 +140,18 @@ class RedisClient(LockClient):
         await self._redis.ping()
 
     async def session(self) -> LockSession:
-        return _RedisSession(self._redis, self.timeout)
+        if self.shared:
+            return _RedisSession(self._redis, self.timeout)
+        import redis.asyncio
+
+        own = redis.asyncio.Redis.from_url(self.url)
+        self._own.append(own)
+        await own.ping()  # connect now, before the clock starts, as the shared pool did
+        return _RedisSession(own, self.timeout)
 
     async def close(self) -> None:
+        for own in self._own:
+            await own.aclose()
         if self._redis is not None:
             await self._redis.aclose()
 
@@ -141,9 +159,36 @@ class RedisClient(LockClient):
 # -- etcd -----------------------------------------------------------------------------
 
 
+class _EtcdChannel:
+    """One gRPC channel to etcd with the stubs a lock session calls."""
+
+    def __init__(self, url: str, messages: dict[str, Any], timeout: float) -> None:
+        import grpc
+        from aetcd.rpc import rpc_pb2_grpc
+
+        self.messages = messages
+        self.timeout = timeout
+        self.channel = grpc.aio.insecure_channel(url.removeprefix("http://"))
+        self.lease = rpc_pb2_grpc.LeaseStub(self.channel)
+        self.lock = self.channel.unary_unary(
+            "/v3lockpb.Lock/Lock",
+            request_serializer=messages["LockRequest"].SerializeToString,
+            response_deserializer=messages["LockResponse"].FromString,
+        )
+        self.unlock = self.channel.unary_unary(
+            "/v3lockpb.Lock/Unlock",
+            request_serializer=messages["UnlockRequest"].SerializeToString,
+            response_deserializer=messages["UnlockResponse"].FromString,
+        )
+
+    async def close(self) -> None:
+        """Close the channel (its calls end)."""
+        await self.channel.close()
+
+
 class _EtcdSession(LockSession):
-    def __init__(self, client: EtcdClient, lease: int, ttl: int) -> None:
-        self._client = client
+    def __init__(self, channel: _EtcdChannel, lease: int, ttl: int) -> None:
+        self._channel = channel
         self.lease = lease
         self._keepalive = asyncio.create_task(self._keep_alive(ttl))
 
@@ -151,7 +196,7 @@ class _EtcdSession(LockSession):
         # Like concurrency.NewSession: one lease per session, renewed at a third of it.
         from aetcd.rpc import rpc_pb2
 
-        call = self._client.lease.LeaseKeepAlive()
+        call = self._channel.lease.LeaseKeepAlive()
         try:
             while True:
                 await asyncio.sleep(ttl / 3)
@@ -161,13 +206,13 @@ class _EtcdSession(LockSession):
             call.cancel()
 
     async def acquire(self, key: str) -> Any:
-        request = self._client.messages["LockRequest"](name=key.encode(), lease=self.lease)
-        reply = await self._client.lock(request, timeout=self._client.timeout)
+        request = self._channel.messages["LockRequest"](name=key.encode(), lease=self.lease)
+        reply = await self._channel.lock(request, timeout=self._channel.timeout)
         return reply.key
 
     async def release(self, handle: Any) -> None:
-        request = self._client.messages["UnlockRequest"](key=handle)
-        await self._client.unlock(request, timeout=self._client.timeout)
+        request = self._channel.messages["UnlockRequest"](key=handle)
+        await self._channel.unlock(request, timeout=self._channel.timeout)
 
     async def close(self) -> None:
         from aetcd.rpc import rpc_pb2
@@ -176,7 +221,7 @@ class _EtcdSession(LockSession):
         with contextlib.suppress(asyncio.CancelledError):
             await self._keepalive
         # Revoking the lease releases every lock of the session (session.Close()).
-        await self._client.lease.LeaseRevoke(rpc_pb2.LeaseRevokeRequest(ID=self.lease))
+        await self._channel.lease.LeaseRevoke(rpc_pb2.LeaseRevokeRequest(ID=self.lease))
 
 
 def _lock_messages() -> dict[str, Any]:
@@ -227,46 +272,41 @@ class EtcdClient(LockClient):
 
     ``/v3lockpb.Lock/Lock`` and ``/Unlock``: what ``etcdctl lock`` and Go's
     concurrency.Mutex users get, the server queueing waiters by revision. (aetcd's
-    own Lock is a client-side transaction loop, not this API.)
+    own Lock is a client-side transaction loop, not this API.) With ``shared=False``
+    every session opens a channel (a connection) of its own.
     """
 
     TTL = 60  # concurrency.NewSession's default lease, in seconds
 
-    channel: Any = None
-    lease: Any = None
-    lock: Any = None
-    unlock: Any = None
+    def __init__(self, url: str, timeout: float, *, shared: bool = True) -> None:
+        super().__init__(url, timeout)
+        self.shared = shared
+        self._messages: dict[str, Any] = {}
+        self._channels: list[_EtcdChannel] = []  # the shared one first, if any
 
     async def open(self) -> None:
-        import grpc
-        from aetcd.rpc import rpc_pb2_grpc
-
-        self.messages = _lock_messages()
-        self.channel = grpc.aio.insecure_channel(self.url.removeprefix("http://"))
-        self.lease = rpc_pb2_grpc.LeaseStub(self.channel)
-        m = self.messages
-        self.lock = self.channel.unary_unary(
-            "/v3lockpb.Lock/Lock",
-            request_serializer=m["LockRequest"].SerializeToString,
-            response_deserializer=m["LockResponse"].FromString,
-        )
-        self.unlock = self.channel.unary_unary(
-            "/v3lockpb.Lock/Unlock",
-            request_serializer=m["UnlockRequest"].SerializeToString,
-            response_deserializer=m["UnlockResponse"].FromString,
-        )
+        self._messages = _lock_messages()
+        if self.shared:
+            self._channels.append(_EtcdChannel(self.url, self._messages, self.timeout))
 
     async def session(self) -> LockSession:
         from aetcd.rpc import rpc_pb2
 
-        grant = await self.lease.LeaseGrant(
+        assert self._messages, "open() first"
+        if self.shared:
+            channel = self._channels[0]
+        else:
+            channel = _EtcdChannel(self.url, self._messages, self.timeout)
+            self._channels.append(channel)
+        # The lease grant is the channel's first call: it connects before the clock starts.
+        grant = await channel.lease.LeaseGrant(
             rpc_pb2.LeaseGrantRequest(TTL=self.TTL), timeout=self.timeout
         )
-        return _EtcdSession(self, int(grant.ID), self.TTL)
+        return _EtcdSession(channel, int(grant.ID), self.TTL)
 
     async def close(self) -> None:
-        if self.channel is not None:
-            await self.channel.close()
+        for channel in self._channels:
+            await channel.close()
 
 
 # -- PostgreSQL advisory locks ---------------------------------------------------------
@@ -345,13 +385,22 @@ class DflockdClient(LockClient):
 
 
 def lock_client(system: str, url: str, timeout: float, *, shared: bool = True) -> LockClient:
-    """The client of ``system`` (a SYSTEMS name) at ``url``."""
+    """The client of ``system`` (a SYSTEMS name) at ``url``.
+
+    ``shared=False``: every session opens a client (a connection) of its own.
+    PostgreSQL advisory locks and dflockd's protocol take a connection per session
+    either way (a session cannot share one): ``shared`` changes nothing there.
+    """
     if system.startswith("tenure-"):
         return TenureClient(url, timeout, shared=shared)
+    if system == "redis":
+        return RedisClient(url, timeout, shared=shared)
+    if system == "etcd":
+        return EtcdClient(url, timeout, shared=shared)
     classes: dict[str, type[LockClient]] = {
-        "redis": RedisClient,
-        "etcd": EtcdClient,
         "postgres": PostgresAdvisoryClient,
         "dflockd": DflockdClient,
     }
+    if system not in classes:
+        raise ValueError(f"unknown system {system!r}")
     return classes[system](url, timeout)

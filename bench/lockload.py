@@ -5,11 +5,15 @@ one repeat against a server the orchestrator started and prints its Measures as 
 JSON list on stdout (one sample each). A run longer than ``--timeout`` seconds
 fails (exit status 2, the reason on stderr) instead of hanging.
 
-* seq: one session, acquire + release of distinct keys, one pair at a time.
+* seq: one session, acquire + release of distinct keys, one pair at a time; and
+  the CPU time per pair of this client process and (``--server-pid``) the server's.
 * par: ``--clients`` sessions at once, distinct keys, ``n`` pairs in all.
 * cont: ``--clients`` sessions loop acquire -> release on one key until ``n``
   grants: wait percentiles, Jain's fairness index over grants per client, and the
   most clients that started waiting later yet were granted first (0 when FIFO).
+
+``--shape one`` (the default): the sessions share one client (a tenure client, a
+Redis pool, a gRPC channel); ``--shape each``: every session opens its own.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
 import signal
 import statistics
 import sys
@@ -24,6 +29,8 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+
+import psutil
 
 from bench.clients import LockClient, LockSession, lock_client
 from bench.results import Measure, dumps
@@ -49,13 +56,58 @@ async def warm_up(sessions: list[LockSession], pairs: int, prefix: str) -> None:
     await asyncio.gather(*(work(i, s) for i, s in enumerate(sessions)))
 
 
-async def seq(client: LockClient, n: int, clients: int, prefix: str) -> Outcome:
-    """One session: acquire + release of ``n`` distinct keys, one pair at a time."""
+def own_cpu_seconds() -> float:
+    """User + system CPU seconds of this process so far, every thread included.
+
+    (etcd's gRPC client works in threads of its own: their CPU is the client's too.)
+    """
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class ServerCpu:
+    """CPU seconds of a server process and its children (PostgreSQL's backends).
+
+    Read by pid from this process with psutil, so the reading brackets exactly the
+    timed loop. A process that starts between two readings counts from zero; one that
+    exits takes its CPU along (none does during a timed loop: the sessions stay open).
+    """
+
+    def __init__(self, pid: int) -> None:
+        self._main = psutil.Process(pid)
+
+    def read(self) -> dict[int, float]:
+        """CPU seconds per process of the server, now."""
+        found: dict[int, float] = {}
+        for proc in (self._main, *self._main.children(recursive=True)):
+            try:
+                times = proc.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            found[proc.pid] = float(times.user + times.system)
+        return found
+
+    @staticmethod
+    def spent(before: dict[int, float], after: dict[int, float]) -> float:
+        """CPU seconds used between two readings."""
+        return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
+
+
+async def seq(
+    client: LockClient, n: int, clients: int, prefix: str, server: ServerCpu | None = None
+) -> Outcome:
+    """One session: acquire + release of ``n`` distinct keys, one pair at a time.
+
+    Besides the rate and latencies: the CPU time this client process, and the
+    server's processes if ``server`` is given, spent per pair over the timed loop.
+    """
     session = await client.session()
     await warm_up([session], 50, prefix)
     acquires: list[float] = []
     releases: list[float] = []
     clock = time.perf_counter
+    server_before = server.read() if server is not None else {}
+    cpu_before = own_cpu_seconds()
     started = clock()
     for i in range(n):
         t0 = clock()
@@ -65,16 +117,22 @@ async def seq(client: LockClient, n: int, clients: int, prefix: str) -> Outcome:
         acquires.append(t1 - t0)
         releases.append(clock() - t1)
     elapsed = clock() - started
+    client_cpu = own_cpu_seconds() - cpu_before
+    server_cpu = ServerCpu.spent(server_before, server.read()) if server is not None else None
     await session.close()
     a50, a99 = _ms(acquires, 50, 99)
     r50, r99 = _ms(releases, 50, 99)
-    return [
+    outcome = [
         ("pairs_per_s", n / elapsed, "pairs/s"),
         ("acquire_p50_ms", a50, "ms"),
         ("acquire_p99_ms", a99, "ms"),
         ("release_p50_ms", r50, "ms"),
         ("release_p99_ms", r99, "ms"),
+        ("client_cpu_us", client_cpu / n * 1e6, "µs/pair"),
     ]
+    if server_cpu is not None:
+        outcome.append(("server_cpu_us", server_cpu / n * 1e6, "µs/pair"))
+    return outcome
 
 
 async def _sessions(client: LockClient, count: int) -> list[LockSession]:
@@ -204,11 +262,14 @@ WORKLOADS: dict[str, Callable[[LockClient, int, int, str], Awaitable[Outcome]]] 
 
 async def run(args: argparse.Namespace) -> Outcome:
     """Open the client, run the workload within the timeout, close the client."""
-    client = lock_client(args.system, args.url, args.timeout, shared=args.tenure_clients == "one")
+    client = lock_client(args.system, args.url, args.timeout, shared=args.shape == "one")
     prefix = f"b{uuid.uuid4().hex[:8]}"  # fresh keys per repeat: servers are reused
     async with asyncio.timeout(args.timeout):
         await client.open()
         try:
+            if args.workload == "seq":
+                server = ServerCpu(args.server_pid) if args.server_pid else None
+                return await seq(client, args.n, args.clients, prefix, server)
             return await WORKLOADS[args.workload](client, args.n, args.clients, prefix)
         finally:
             await client.close()
@@ -238,10 +299,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=120.0, help="the whole run, seconds")
     parser.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop")
     parser.add_argument(
-        "--tenure-clients",
+        "--shape",
         choices=["one", "each"],
         default="one",
-        help="tenure: one client for all sessions, or a client (connection) for each",
+        help="one client (connection, pool, channel) for all sessions, or one each",
+    )
+    parser.add_argument(
+        "--server-pid", type=int, help="seq: also measure this server's CPU per pair"
     )
     args = parser.parse_args(argv)
     # asyncio.timeout only acts when the loop runs; memory:// may never suspend. The
