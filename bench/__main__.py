@@ -29,13 +29,13 @@ RESOURCE_WORKLOADS = ("hold", "sessions", "recovery")
 WORKLOADS = (*LOCK_WORKLOADS, *RESOURCE_WORKLOADS, "watch", "ceiling")
 #: Sizes of the issue: pairs (seq, par) and grants (cont); round trips (ceiling).
 SIZES = {"seq": 2_000, "par": 10_000, "cont": 3_000, "ceiling": 20_000}
-#: Quick mode halves par and cont: at the issue's sizes the whole run (with the
-#: resource workloads) takes over 5 minutes on 2 cores, etcd's cont alone 30 s.
+#: Quick mode halves par and cont (and the echo ceiling): at the issue's sizes the
+#: whole run (with the resource workloads) takes over 5 minutes on 2 cores.
 QUICK_SIZES = {**SIZES, "par": 5_000, "cont": 1_500, "ceiling": 10_000}
 #: Quick mode's cap on each lock workload's timed part, in seconds (a repeat stops
 #: at its size or at this, whichever comes first): the slowest systems here
 #: (tenure on postgres://, etcd's cont) would take most of the 5 minutes otherwise.
-QUICK_SECONDS = 1.5
+QUICK_SECONDS = 1.0
 CLIENTS = 32
 RUN_TIMEOUT = 120.0  # one repeat, in seconds; longer is reported as a failure
 #: The systems whose par and cont also run in the shape "each of the 32 workers has
@@ -220,7 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
-        "--quick", action="store_true", help="3 repeats, half par/cont, 10k for the 100k ones"
+        "--quick",
+        action="store_true",
+        help=f"3 repeats, half par/cont, each capped at {QUICK_SECONDS:g} s, 10k for 100k",
     )
     mode.add_argument("--full", action="store_true", help="5 repeats, full sizes (default)")
     parser.add_argument("--only", help=f"comma-separated workloads of {','.join(WORKLOADS)}")
@@ -273,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "duration_s": round(elapsed, 1),
         "sizes": {**SIZES, "clients": CLIENTS},
+        "quick_seconds": QUICK_SECONDS if quick else None,
         "versions": versions,
     }
     out_dir = args.out.parent / args.out.stem

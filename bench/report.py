@@ -207,7 +207,7 @@ def render(
         "## How to run",
         "",
         "```sh",
-        "scripts/bench --quick   # under 5 minutes: 3 repeats, half par/cont, 10k for 100k",
+        "scripts/bench --quick   # under 5 minutes: 3 repeats, half par/cont, each capped, 10k",
         "scripts/bench           # full: 5 repeats, the issue's sizes",
         "scripts/bench --only seq,par --systems tenure-off,redis   # a subset",
         "```",
@@ -239,8 +239,10 @@ def render(
         "",
         *(
             [
-                "A quick run: par and cont at half the issue's sizes, and the 100k workloads"
-                " smaller (*quick size*). `scripts/bench --full` measures the issue's sizes.",
+                "A quick run: par and cont at half the issue's sizes, seq, par and cont each"
+                f" stopped after {meta.get('quick_seconds') or '?'} s if not done by then,"
+                " and the 100k workloads smaller"
+                " (*quick size*). `scripts/bench --full` measures the issue's sizes.",
                 "",
             ]
             if meta.get("mode") == "quick"
