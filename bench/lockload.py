@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import math
 import os
-import resource
 import signal
 import statistics
 import sys
@@ -34,9 +33,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-import psutil
-
 from bench.clients import LockClient, LockSession, lock_client
+from bench.cpu import ServerCpu, own_cpu_seconds
 from bench.results import Measure, dumps
 
 Outcome = list[tuple[str, float, str]]  # (metric, value, unit)
@@ -58,43 +56,6 @@ async def warm_up(sessions: list[LockSession], pairs: int, prefix: str) -> None:
             await session.release(await session.acquire(f"{prefix}-w{index}-{i}"))
 
     await asyncio.gather(*(work(i, s) for i, s in enumerate(sessions)))
-
-
-def own_cpu_seconds() -> float:
-    """User + system CPU seconds of this process so far, every thread included.
-
-    (etcd's gRPC client works in threads of its own: their CPU is the client's too.)
-    """
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-class ServerCpu:
-    """CPU seconds of a server process and its children (PostgreSQL's backends).
-
-    Read by pid from this process with psutil, so the reading brackets exactly the
-    timed loop. A process that starts between two readings counts from zero; one that
-    exits takes its CPU along (none does during a timed loop: the sessions stay open).
-    """
-
-    def __init__(self, pid: int) -> None:
-        self._main = psutil.Process(pid)
-
-    def read(self) -> dict[int, float]:
-        """CPU seconds per process of the server, now."""
-        found: dict[int, float] = {}
-        for proc in (self._main, *self._main.children(recursive=True)):
-            try:
-                times = proc.cpu_times()
-            except psutil.NoSuchProcess:
-                continue
-            found[proc.pid] = float(times.user + times.system)
-        return found
-
-    @staticmethod
-    def spent(before: dict[int, float], after: dict[int, float]) -> float:
-        """CPU seconds used between two readings."""
-        return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
 
 
 @dataclass(frozen=True)
