@@ -194,7 +194,7 @@ class Connection:
         """
         # A version-1 peer gets the layouts it knows; first: the rules below may trust
         # the field types.
-        body = encode_message(for_version(message, self._version))
+        body = encode_message(message if self._version != 1 else for_version(message, 1))
         try:
             after = self._check(Direction.SEND, message)
         except _RefusalError as refusal:

@@ -78,13 +78,10 @@ class FrameReader:
         self.max_frame_size = check_max_frame_size(max_frame_size)
         self._buffer = bytearray()
         self._start = 0  # bytes before this are consumed; compacted lazily
-        self._eof = False
+        #: Whether the peer closed its end (``feed(b"")`` was called). Read-only for
+        #: callers (an attribute: it is read after every frame).
+        self.eof = False
         self._error: ProtocolError | None = None
-
-    @property
-    def eof(self) -> bool:
-        """Whether the peer closed its end (``feed(b"")`` was called)."""
-        return self._eof
 
     @property
     def buffered(self) -> int:
@@ -94,7 +91,7 @@ class FrameReader:
     def feed(self, data: bytes) -> None:
         """Add received bytes; ``b""`` means the peer closed its end."""
         if not data:
-            self._eof = True
+            self.eof = True
             return
         if self._error is not None:
             return  # the stream is broken already: keep nothing more
@@ -139,7 +136,7 @@ class FrameReader:
                 if len(buffer) - self._start >= HEADER_SIZE:
                     self._check_head()
                 return body
-        if self._eof and available:
+        if self.eof and available:
             self._error = ProtocolError(
                 f"the connection closed in the middle of a frame ({available} bytes left)"
             )

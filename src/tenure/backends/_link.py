@@ -306,6 +306,7 @@ class Link:
         self._loop = asyncio.get_running_loop()
         self._conn: _Connection | None = None
         self._ready = asyncio.Event()  # a connection is up and its sessions re-attached
+        self._is_ready = False  # _ready.is_set(), read on every request without a call
         self._wake_keepalive = asyncio.Event()
         self._closing = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -351,6 +352,7 @@ class Link:
         """Stop reconnecting, close the connection, fail what still waits."""
         self._closing = True
         self._ready.clear()
+        self._is_ready = False
         for task in list(self._tasks):
             task.cancel()
         conn, self._conn = self._conn, None
@@ -394,7 +396,7 @@ class Link:
         the awaitable is its answer's future: a request costs no coroutine here.
         """
         conn = self._conn
-        if conn is None or conn.going_away or not self._ready.is_set():
+        if conn is None or conn.going_away or not self._is_ready:
             return self._call_when_ready(command, wait_until)
         return self._request(conn, command)
 
@@ -432,7 +434,7 @@ class Link:
         and awaiting costs one future (no coroutine of its own). If the caller is
         cancelled, the entry stays until the answer comes.
         """
-        if conn.codec.version == 1 and type(command) in SINCE_VERSION_2:
+        if type(command) in SINCE_VERSION_2 and conn.codec.version == 1:
             raise UnsupportedError(
                 f"{self.endpoint} speaks protocol version 1, which has no "
                 f"{type(command).__name__}: upgrade the server to list or kill sessions"
@@ -521,6 +523,7 @@ class Link:
             raise
         if self._conn is conn:
             self._ready.set()
+            self._is_ready = True
             self._apply_ping_interval()
 
     async def _reconnect(self) -> None:
@@ -559,6 +562,7 @@ class Link:
             log.info("%s is going away: %s", self.endpoint, event.reason)
             conn.going_away = True
             self._ready.clear()
+            self._is_ready = False
             if not conn.pending:  # else once the last answer is in
                 self._lost(conn, DisconnectedError(f"{self.endpoint} went away: {event.reason}"))
 
@@ -567,6 +571,7 @@ class Link:
             return
         self._conn = None
         self._ready.clear()
+        self._is_ready = False
         self.last_error = error
         conn.transport.abort()
         why = describe_error(error)

@@ -222,7 +222,19 @@ class Session(Guarded):
         if not (isinstance(kind, type) and issubclass(kind, Lease)):
             raise InvalidArgumentError(f"kind must be a Lease subclass, got {kind!r}")
 
-        return Opening(partial(self._acquire, kind, name, count, owner_data, timeout, ephemeral))
+        return self._opening(kind, name, count, owner_data, timeout, ephemeral)
+
+    def _opening(
+        self,
+        kind: type[L],
+        name: str,
+        count: int,
+        data: bytes,
+        timeout: float | None,
+        ephemeral: bool,
+    ) -> Opening[L]:
+        """:meth:`acquire` with arguments already checked (a recipe's own, checked once)."""
+        return Opening(partial(self._acquire, kind, name, count, data, timeout, ephemeral))
 
     # -- used by leases and the semaphore object --------------------------------------
 
@@ -242,7 +254,9 @@ class Session(Guarded):
         ephemeral: bool,
     ) -> L:
         """Acquire a new lease of ``kind``; TimeoutError if a try (``timeout`` 0) found it busy."""
-        backend = self._backend_session()
+        backend = self._backend
+        if self._signal.ended or backend is None:  # (_backend_session(), inline)
+            raise self._signal.reason or SessionClosedError(f"session on {self.node!r} is closed")
         task = asyncio.current_task(self._loop)
         if (name, task) in self._asking:
             # Waiting here would wait for ourselves, forever.

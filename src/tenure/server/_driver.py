@@ -264,7 +264,13 @@ class JournaledEngine(EngineHost):
         self._log(lambda: self.journal.log_tick(now))
 
     def _applied(self, command: Command[R], now: float) -> None:
-        self._log(lambda: self.journal.log_command(command, now))
+        # (What _log does, inline: this runs for every command.)
+        try:
+            self.journal.log_command(command, now)
+        except Exception as error:
+            self._fatal("writing to the journal", error)
+            raise UnavailableError("the server failed to log a change") from None
+        self._dirty = True
 
     def _deliver(self, effects: list[Effect]) -> None:
         # Queued by the server, written only after the flush has committed them.
