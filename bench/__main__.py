@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import report, systems
-from bench.results import Measure, loads, median_measure, to_json
+from bench.results import Measure, client_each, loads, median_measure, to_json
 
 REPO = Path(__file__).resolve().parent.parent
 LOCK_WORKLOADS = ("seq", "par", "cont")
@@ -28,14 +29,22 @@ RESOURCE_WORKLOADS = ("hold", "sessions", "recovery")
 WORKLOADS = (*LOCK_WORKLOADS, *RESOURCE_WORKLOADS, "watch", "ceiling")
 #: Sizes of the issue: pairs (seq, par) and grants (cont); round trips (ceiling).
 SIZES = {"seq": 2_000, "par": 10_000, "cont": 3_000, "ceiling": 20_000}
-#: Quick mode halves par and cont: at the issue's sizes the whole run (with the
-#: resource workloads) takes over 5 minutes on 2 cores, etcd's cont alone 30 s.
-QUICK_SIZES = {**SIZES, "par": 5_000, "cont": 1_500}
+#: Quick mode halves par and cont (and the echo ceiling): at the issue's sizes the
+#: whole run (with the resource workloads) takes over 5 minutes on 2 cores.
+QUICK_SIZES = {**SIZES, "par": 5_000, "cont": 1_500, "ceiling": 10_000}
+#: Quick mode's cap on each lock workload's timed part, in seconds (a repeat stops
+#: at its size or at this, whichever comes first): the slowest systems here
+#: (tenure on postgres://, etcd's cont) would take most of the 5 minutes otherwise.
+QUICK_SECONDS = 1.0
 CLIENTS = 32
 RUN_TIMEOUT = 120.0  # one repeat, in seconds; longer is reported as a failure
-#: tenure with a client (connection) per session rather than one for all: the
-#: other way to write 32 concurrent users, measured beside the natural one.
-VARIANT = "tenure-off (client each)"
+#: The systems whose par and cont also run in the shape "each of the 32 workers has
+#: its own client and connection" (issue 15's targets hold for both shapes), beside
+#: the shape of one client (connection, pool, channel) shared by the 32. PostgreSQL
+#: advisory locks and dflockd take a connection per session anyway (they are that
+#: shape already); memory:// has no connection; the backends' own targets
+#: (tenure-etcd, tenure-redis, tenure-postgres) are set for the shared client.
+EACH_SHAPE: tuple[str, ...] = ("tenure-always", "tenure-off", "redis", "etcd")
 
 _started = time.monotonic()
 
@@ -82,7 +91,9 @@ def aggregate(runs: list[list[Measure]]) -> list[Measure]:
                 continue
             key = (m.workload, m.system, m.metric, m.unit)
             samples.setdefault(key, []).extend(m.samples)
-            notes[key] = m.note.split(", pid")[0]  # the pid differs per repeat
+            note = m.note.split(", pid")[0]  # the pid differs per repeat
+            if key not in notes or "quick mode" in note:  # a capped repeat is said
+                notes[key] = note
     out = [median_measure(*key, values, notes[key]) for key, values in samples.items()]
     return out + failures
 
@@ -90,37 +101,66 @@ def aggregate(runs: list[list[Measure]]) -> list[Measure]:
 def lock_workloads(
     system: str, workloads: Sequence[str], repeats: int, workdir: Path, quick: bool
 ) -> list[Measure]:
-    """seq/par/cont on ``system``: one server, ``repeats`` client processes each."""
+    """seq/par/cont on ``system``: one server, ``repeats`` client processes each.
+
+    par and cont run in both shapes on the systems of :data:`EACH_SHAPE`, reported
+    under :func:`~bench.results.client_each`'s name; seq has one session, so one shape.
+    Full mode runs every (workload, shape, repeat) in a client process of its own;
+    quick mode a process per (shape, repeat) doing its workloads in turn, each capped
+    at :data:`QUICK_SECONDS` (process starts were most of a quick run's time).
+    """
     measures: list[Measure] = []
     try:
         server = systems.start(system, workdir)
     except Exception as exc:
         return [failure(w, system, f"server did not start: {exc}") for w in workloads]
     try:
-        variants = [(system, "one")]
-        if system == "tenure-off":
-            variants.append((VARIANT, "each"))
-        for workload in workloads:
-            for name, clients in variants:
-                if name == VARIANT and workload == "seq":
-                    continue  # one session: the same thing
-                runs = []
-                # The variant is context, not a target: once in quick mode, for time.
-                times = 1 if quick and name == VARIANT else repeats
-                for r in range(times):
-                    argv = ["-m", "bench.lockload", "--system", system, "--url", server.url]
-                    argv += ["--workload", workload, "--n", str(SIZES[workload])]
-                    argv += ["--clients", str(CLIENTS), "--timeout", str(RUN_TIMEOUT)]
-                    argv += ["--tenure-clients", clients]
-                    run = client_run(argv, workload, name)
-                    for m in run:
-                        m.system = name
-                    runs.append(run)
-                    log(f"{workload} {name} {r + 1}/{times}: {_headline(run)}")
-                measures += aggregate(runs)
+        shapes = [(system, "one", list(workloads))]
+        if system in EACH_SHAPE and (each := [w for w in workloads if w != "seq"]):
+            shapes.append((client_each(system), "each", each))  # seq: one session, one shape
+        # A process's work: (name, shape, its workloads), in the order they run.
+        if quick:
+            plan = shapes
+        else:
+            plan = [(n, shape, [w]) for w in workloads for n, shape, ws in shapes if w in ws]
+        runs: dict[tuple[str, str], list[list[Measure]]] = {}
+        for name, shape, wanted in plan:
+            for r in range(repeats):
+                run = _lock_run(system, server, name, shape, wanted, quick)
+                for w in wanted:
+                    got = [m for m in run if m.workload == w]
+                    runs.setdefault((w, name), []).append(got)
+                    log(f"{w} {name} {r + 1}/{repeats}: {_headline(got)}")
+        for w in workloads:  # the report's order: by workload, then shape
+            for name, _shape, wanted in shapes:
+                if w in wanted:
+                    measures += aggregate(runs[(w, name)])
     finally:
         server.stop()
     return measures
+
+
+def _lock_run(
+    system: str, server: systems.Server, name: str, shape: str, wanted: list[str], quick: bool
+) -> list[Measure]:
+    """One client process running ``wanted`` in turn; its Measures named ``name``."""
+    argv = ["-m", "bench.lockload", "--system", system, "--url", server.url]
+    argv += ["--workload", ",".join(wanted)]
+    argv += ["--n", ",".join(f"{w}={SIZES[w]}" for w in wanted)]
+    argv += ["--clients", str(CLIENTS), "--timeout", str(RUN_TIMEOUT), "--shape", shape]
+    if quick:
+        argv += ["--max-seconds", str(QUICK_SECONDS)]
+    if "seq" in wanted and server.pid is not None:
+        argv += ["--server-pid", str(server.pid)]
+    run = client_run(argv, ",".join(wanted), name)
+    out = []
+    for m in run:
+        m.system = name
+        if m.metric == "error":  # a failed process: a failure of each of its workloads
+            out += [Measure(w, name, "error", math.nan, "", [], m.note) for w in wanted]
+        else:
+            out.append(m)
+    return out
 
 
 def _headline(run: list[Measure]) -> str:
@@ -180,7 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
-        "--quick", action="store_true", help="3 repeats, half par/cont, 10k for the 100k ones"
+        "--quick",
+        action="store_true",
+        help=f"3 repeats, half par/cont, each capped at {QUICK_SECONDS:g} s, 10k for 100k",
     )
     mode.add_argument("--full", action="store_true", help="5 repeats, full sizes (default)")
     parser.add_argument("--only", help=f"comma-separated workloads of {','.join(WORKLOADS)}")
@@ -233,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "duration_s": round(elapsed, 1),
         "sizes": {**SIZES, "clients": CLIENTS},
+        "quick_seconds": QUICK_SECONDS if quick else None,
         "versions": versions,
     }
     out_dir = args.out.parent / args.out.stem

@@ -4,12 +4,11 @@ A :class:`LockClient` is what a process opens once (a tenure client, a Redis
 connection pool, a gRPC channel to etcd); a :class:`LockSession` is one client of
 the lock service (a tenure session, a Redis lock user, an etcd lease, a PostgreSQL
 connection, a dflockd connection). Every wait is bounded by ``timeout`` seconds.
+etcd's client is :mod:`bench.etcd_lock`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from typing import Any
 
 import tenure
@@ -120,9 +119,18 @@ class _RedisSession(LockSession):
 
 
 class RedisClient(LockClient):
-    """``redis.asyncio.Redis``: one connection pool; each user takes ``Lock`` objects."""
+    """``redis.asyncio.Redis``: one connection pool; each user takes ``Lock`` objects.
+
+    With ``shared=False`` every session opens a ``redis.asyncio.Redis`` (so a pool,
+    and a connection) of its own.
+    """
 
     _redis: Any = None
+
+    def __init__(self, url: str, timeout: float, *, shared: bool = True) -> None:
+        super().__init__(url, timeout)
+        self.shared = shared
+        self._own: list[Any] = []  # the clients of the sessions, closed with this one
 
     async def open(self) -> None:
         import redis.asyncio
@@ -131,142 +139,20 @@ class RedisClient(LockClient):
         await self._redis.ping()
 
     async def session(self) -> LockSession:
-        return _RedisSession(self._redis, self.timeout)
+        if self.shared:
+            return _RedisSession(self._redis, self.timeout)
+        import redis.asyncio
+
+        own = redis.asyncio.Redis.from_url(self.url)
+        self._own.append(own)
+        await own.ping()  # connect now, before the clock starts, as the shared pool did
+        return _RedisSession(own, self.timeout)
 
     async def close(self) -> None:
+        for own in self._own:
+            await own.aclose()
         if self._redis is not None:
             await self._redis.aclose()
-
-
-# -- etcd -----------------------------------------------------------------------------
-
-
-class _EtcdSession(LockSession):
-    def __init__(self, client: EtcdClient, lease: int, ttl: int) -> None:
-        self._client = client
-        self.lease = lease
-        self._keepalive = asyncio.create_task(self._keep_alive(ttl))
-
-    async def _keep_alive(self, ttl: int) -> None:
-        # Like concurrency.NewSession: one lease per session, renewed at a third of it.
-        from aetcd.rpc import rpc_pb2
-
-        call = self._client.lease.LeaseKeepAlive()
-        try:
-            while True:
-                await asyncio.sleep(ttl / 3)
-                await call.write(rpc_pb2.LeaseKeepAliveRequest(ID=self.lease))
-                await call.read()
-        finally:
-            call.cancel()
-
-    async def acquire(self, key: str) -> Any:
-        request = self._client.messages["LockRequest"](name=key.encode(), lease=self.lease)
-        reply = await self._client.lock(request, timeout=self._client.timeout)
-        return reply.key
-
-    async def release(self, handle: Any) -> None:
-        request = self._client.messages["UnlockRequest"](key=handle)
-        await self._client.unlock(request, timeout=self._client.timeout)
-
-    async def close(self) -> None:
-        from aetcd.rpc import rpc_pb2
-
-        self._keepalive.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._keepalive
-        # Revoking the lease releases every lock of the session (session.Close()).
-        await self._client.lease.LeaseRevoke(rpc_pb2.LeaseRevokeRequest(ID=self.lease))
-
-
-def _lock_messages() -> dict[str, Any]:
-    """etcd's v3lockpb messages, built from a descriptor (no generated code ships).
-
-    The response header is declared here with etcd's field numbers rather than
-    imported, so the file needs no other .proto in its pool.
-    """
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-    field = descriptor_pb2.FieldDescriptorProto
-    bytes_, int64, uint64, message = field.TYPE_BYTES, field.TYPE_INT64, field.TYPE_UINT64, 11
-    shapes: dict[str, list[tuple[str, int, int, str]]] = {
-        "ResponseHeader": [
-            ("cluster_id", 1, uint64, ""),
-            ("member_id", 2, uint64, ""),
-            ("revision", 3, int64, ""),
-            ("raft_term", 4, uint64, ""),
-        ],
-        "LockRequest": [("name", 1, bytes_, ""), ("lease", 2, int64, "")],
-        "LockResponse": [
-            ("header", 1, message, ".v3lockpb.ResponseHeader"),
-            ("key", 2, bytes_, ""),
-        ],
-        "UnlockRequest": [("key", 1, bytes_, "")],
-        "UnlockResponse": [("header", 1, message, ".v3lockpb.ResponseHeader")],
-    }
-    proto = descriptor_pb2.FileDescriptorProto(
-        name="bench/v3lock.proto", package="v3lockpb", syntax="proto3"
-    )
-    for name, fields in shapes.items():
-        msg = proto.message_type.add(name=name)
-        for fname, number, ftype, type_name in fields:
-            added = msg.field.add(name=fname, number=number, type=ftype)
-            added.label = field.LABEL_OPTIONAL
-            if type_name:  # set (even empty) only for message fields
-                added.type_name = type_name
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(proto)
-    return {
-        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"v3lockpb.{name}"))
-        for name in shapes
-    }
-
-
-class EtcdClient(LockClient):
-    """etcd's v3 lock API over one gRPC channel, a lease (with keepalive) per session.
-
-    ``/v3lockpb.Lock/Lock`` and ``/Unlock``: what ``etcdctl lock`` and Go's
-    concurrency.Mutex users get, the server queueing waiters by revision. (aetcd's
-    own Lock is a client-side transaction loop, not this API.)
-    """
-
-    TTL = 60  # concurrency.NewSession's default lease, in seconds
-
-    channel: Any = None
-    lease: Any = None
-    lock: Any = None
-    unlock: Any = None
-
-    async def open(self) -> None:
-        import grpc
-        from aetcd.rpc import rpc_pb2_grpc
-
-        self.messages = _lock_messages()
-        self.channel = grpc.aio.insecure_channel(self.url.removeprefix("http://"))
-        self.lease = rpc_pb2_grpc.LeaseStub(self.channel)
-        m = self.messages
-        self.lock = self.channel.unary_unary(
-            "/v3lockpb.Lock/Lock",
-            request_serializer=m["LockRequest"].SerializeToString,
-            response_deserializer=m["LockResponse"].FromString,
-        )
-        self.unlock = self.channel.unary_unary(
-            "/v3lockpb.Lock/Unlock",
-            request_serializer=m["UnlockRequest"].SerializeToString,
-            response_deserializer=m["UnlockResponse"].FromString,
-        )
-
-    async def session(self) -> LockSession:
-        from aetcd.rpc import rpc_pb2
-
-        grant = await self.lease.LeaseGrant(
-            rpc_pb2.LeaseGrantRequest(TTL=self.TTL), timeout=self.timeout
-        )
-        return _EtcdSession(self, int(grant.ID), self.TTL)
-
-    async def close(self) -> None:
-        if self.channel is not None:
-            await self.channel.close()
 
 
 # -- PostgreSQL advisory locks ---------------------------------------------------------
@@ -345,13 +231,24 @@ class DflockdClient(LockClient):
 
 
 def lock_client(system: str, url: str, timeout: float, *, shared: bool = True) -> LockClient:
-    """The client of ``system`` (a SYSTEMS name) at ``url``."""
+    """The client of ``system`` (a SYSTEMS name) at ``url``.
+
+    ``shared=False``: every session opens a client (a connection) of its own.
+    PostgreSQL advisory locks and dflockd's protocol take a connection per session
+    either way (a session cannot share one): ``shared`` changes nothing there.
+    """
     if system.startswith("tenure-"):
         return TenureClient(url, timeout, shared=shared)
+    if system == "redis":
+        return RedisClient(url, timeout, shared=shared)
+    if system == "etcd":
+        from bench.etcd_lock import EtcdClient  # (it imports this module)
+
+        return EtcdClient(url, timeout, shared=shared)
     classes: dict[str, type[LockClient]] = {
-        "redis": RedisClient,
-        "etcd": EtcdClient,
         "postgres": PostgresAdvisoryClient,
         "dflockd": DflockdClient,
     }
+    if system not in classes:
+        raise ValueError(f"unknown system {system!r}")
     return classes[system](url, timeout)

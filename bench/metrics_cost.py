@@ -32,6 +32,16 @@ from tenure.server._http.metrics import ServerMetrics
 from tenure.server._observe import Observer
 
 
+class _NoClients:
+    """The server's output with nobody to write to (the commits are measured alone)."""
+
+    def seal(self, batch: int, durable: int) -> None:
+        """Nothing is queued: nothing to seal."""
+
+    def release(self, durable: int) -> None:
+        """Nothing was sealed: nothing to write."""
+
+
 async def seconds_per_pair(pairs: int, batch: int, observer: Observer | None) -> float:
     """CPU seconds per pair (module docstring), with ``observer`` or without (None)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -40,7 +50,7 @@ async def seconds_per_pair(pairs: int, batch: int, observer: Observer | None) ->
             journal,
             journal.open(0.0),
             deliver=lambda effects: None,
-            on_durable=lambda: None,
+            output=_NoClients(),
             on_fatal=lambda: None,
             observer=observer,
         )

@@ -21,11 +21,17 @@ from bench.results import Measure
 COLORS = {
     "tenure-always": "#1f5fa8",
     "tenure-off": "#3d8bd9",
+    "tenure-always (client each)": "#6f98cc",
     "tenure-off (client each)": "#8dbbe8",
     "tenure-memory": "#a5c8ec",
     "redis": "#d1493f",
+    "redis (client each)": "#e8928b",
+    "tenure-redis": "#b0306f",
     "tenure-etcd": "#a4c45a",
     "etcd": "#6b8e23",
+    "etcd (client each)": "#9cb86a",
+    "tenure-postgres": "#5a4fa3",
+    "postgres": "#8f86c9",
     "dflockd": "#e39b2d",
     "echo-uvloop": "#888888",
     "echo-asyncio": "#bbbbbb",
@@ -72,9 +78,16 @@ def _bars(
 
 
 def _grouped(
-    measures: list[Measure], workload: str, metrics: list[str], title: str, path: Path
+    measures: list[Measure],
+    workload: str,
+    metrics: list[str],
+    title: str,
+    path: Path,
+    *,
+    ylabel: str = "ms (log scale)",
+    log: bool = True,
 ) -> bool:
-    """Grouped bars (log scale) of several latency metrics per system."""
+    """Grouped bars (log scale unless ``log=False``) of several metrics per system."""
     series = {
         metric: {m.system: m.value for m in _find(measures, workload, metric)} for metric in metrics
     }
@@ -86,10 +99,12 @@ def _grouped(
     for k, metric in enumerate(metrics):
         xs = [i + (k - (len(metrics) - 1) / 2) * width for i in range(len(names))]
         ys = [series[metric].get(n, 0.0) for n in names]
-        ax.bar(xs, ys, width, label=metric.removesuffix("_ms").replace("_", " "))
+        label = metric.removesuffix("_ms").removesuffix("_us").replace("_", " ")
+        ax.bar(xs, ys, width, label=label)
     ax.set_xticks(range(len(names)), names, rotation=20, fontsize=8)
-    ax.set_yscale("log")
-    ax.set_ylabel("ms (log scale)")
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend(fontsize=8)
     ax.spines[["top", "right"]].set_visible(False)
@@ -139,4 +154,9 @@ def draw(measures: list[Measure], out_dir: Path) -> dict[str, Path]:
         path = out_dir / f"{name}.png"
         if _grouped(measures, workload, metrics, title, path):
             written[name] = path
+    path = out_dir / "seq-cpu.png"
+    cpu = ["client_cpu_us", "server_cpu_us"]
+    title = "seq: CPU time per acquire + release pair"
+    if _grouped(measures, "seq", cpu, title, path, ylabel="µs per pair", log=False):
+        written["seq-cpu"] = path
     return written

@@ -43,6 +43,11 @@ class Measure:
         )
 
 
+def client_each(system: str) -> str:
+    """The name of ``system``'s rows where each of the 32 workers has its own client."""
+    return f"{system} (client each)"
+
+
 def median_measure(
     workload: str, system: str, metric: str, unit: str, samples: list[float], note: str = ""
 ) -> Measure:

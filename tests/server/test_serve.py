@@ -23,6 +23,7 @@ from tenure._core import (
     DescribeNode,
     DescribeSemaphore,
     Granted,
+    ListNodes,
     NodeConfig,
     Release,
 )
@@ -232,6 +233,37 @@ async def test_kill_9_keeps_leases_waiters_and_tokens(tmp_path: Path, wire: Clie
         assert push.session_id == s2
         assert push.token > held.token
         assert c.pushes == []
+
+
+async def test_kill_9_with_answers_in_flight_loses_nothing_acknowledged(
+    tmp_path: Path, wire: Clients
+) -> None:
+    data = tmp_path / "data"
+    acknowledged: set[str] = set()
+    with ServerProcess(data) as server:
+        clients = [await wire.connect(server.port) for _ in range(4)]
+        sent: list[dict[int, str]] = [{} for _ in clients]
+        for burst in range(200):  # pipelined: many batches in flight at the kill
+            for index, client in enumerate(clients):
+                name = f"c{index}-{burst:03}"
+                sent[index][client.send(CreateNode(name))] = name
+            if burst == 100:
+                # Half of them answered at least: then the kill lands mid-stream.
+                for index, client in enumerate(clients):
+                    answer = await client.answer(min(sent[index]) + 50)
+                    assert isinstance(answer, Reply)
+                server.kill()  # SIGKILL: whatever was not answered may or may not be there
+                break
+        for index, client in enumerate(clients):
+            await client.until_closed()  # every answer that left before the kill
+            acknowledged.update(
+                sent[index][e.request_id] for e in client.events if isinstance(e, Reply)
+            )
+    assert len(acknowledged) >= 4 * 51
+    with ServerProcess(data) as server:
+        client = await wire.connect(server.port)
+        found = set((await client.call(ListNodes())).names)  # at most 800 of them
+        assert acknowledged <= found
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])

@@ -34,6 +34,7 @@ __all__ = [
 _HEADER: Final = struct.Struct(">I")
 #: Bytes of the length prefix.
 HEADER_SIZE: Final = _HEADER.size
+_unpack_head: Final = _HEADER.unpack_from
 #: The body size a connection accepts unless configured otherwise (1 MiB).
 DEFAULT_MAX_FRAME_SIZE: Final = 1 << 20
 #: Every peer accepts bodies of at least this size (64 KiB), so the first message
@@ -77,13 +78,10 @@ class FrameReader:
         self.max_frame_size = check_max_frame_size(max_frame_size)
         self._buffer = bytearray()
         self._start = 0  # bytes before this are consumed; compacted lazily
-        self._eof = False
+        #: Whether the peer closed its end (``feed(b"")`` was called). Read-only for
+        #: callers (an attribute: it is read after every frame).
+        self.eof = False
         self._error: ProtocolError | None = None
-
-    @property
-    def eof(self) -> bool:
-        """Whether the peer closed its end (``feed(b"")`` was called)."""
-        return self._eof
 
     @property
     def buffered(self) -> int:
@@ -93,7 +91,7 @@ class FrameReader:
     def feed(self, data: bytes) -> None:
         """Add received bytes; ``b""`` means the peer closed its end."""
         if not data:
-            self._eof = True
+            self.eof = True
             return
         if self._error is not None:
             return  # the stream is broken already: keep nothing more
@@ -103,13 +101,14 @@ class FrameReader:
     def _check_head(self) -> None:
         # Refuse an oversized frame as soon as its prefix is in, and drop what we
         # hold of it, so that no caller can make us buffer the body.
-        if self.buffered >= HEADER_SIZE and self._error is None:
-            (length,) = _HEADER.unpack_from(self._buffer, self._start)
+        buffer, start = self._buffer, self._start
+        if len(buffer) - start >= HEADER_SIZE and self._error is None:
+            (length,) = _unpack_head(buffer, start)
             if length > self.max_frame_size:
                 self._error = ProtocolError(
                     f"frame of {length} bytes announced; max_frame_size is {self.max_frame_size}"
                 )
-                self._buffer.clear()
+                buffer.clear()
                 self._start = 0
 
     def next_body(self) -> bytes | None:
@@ -121,24 +120,25 @@ class FrameReader:
         """
         if self._error is not None:
             raise ProtocolError(*self._error.args)  # a fresh one: tracebacks do not pile up
-        available = self.buffered
+        # (Called once or twice per message on both ends: inlined, as few calls as can be.)
+        buffer, start = self._buffer, self._start
+        available = len(buffer) - start
         if available >= HEADER_SIZE:
-            (length,) = _HEADER.unpack_from(self._buffer, self._start)
-            end = self._start + HEADER_SIZE + length
-            if len(self._buffer) >= end:
-                body = bytes(self._buffer[self._start + HEADER_SIZE : end])
-                self._consume(end)
+            (length,) = _unpack_head(buffer, start)
+            end = start + HEADER_SIZE + length
+            if len(buffer) >= end:
+                body = bytes(buffer[start + HEADER_SIZE : end])
+                if end * 2 >= len(buffer):  # compact: most often, nothing is left
+                    del buffer[:end]
+                    self._start = 0
+                else:
+                    self._start = end
+                if len(buffer) - self._start >= HEADER_SIZE:
+                    self._check_head()
                 return body
-        if self._eof and available:
+        if self.eof and available:
             self._error = ProtocolError(
                 f"the connection closed in the middle of a frame ({available} bytes left)"
             )
             raise ProtocolError(*self._error.args)
         return None
-
-    def _consume(self, end: int) -> None:
-        self._start = end
-        if self._start * 2 >= len(self._buffer):
-            del self._buffer[: self._start]
-            self._start = 0
-        self._check_head()

@@ -71,7 +71,7 @@ class EngineHost:
                 if engine.deadlines_handled != handled:
                     self._ticked(now)
             self._applied(command, now)
-            if isinstance(value, DescribeResult | SessionPage):
+            if type(value) is DescribeResult or type(value) is SessionPage:
                 value = stamp_reply(value, self.wall_shift())
             return value
         finally:
@@ -117,10 +117,9 @@ class EngineHost:
     # -- inside -----------------------------------------------------------------------
 
     def _after_step(self) -> None:
-        effects = self.engine.take_effects()
-        if effects:
-            effects = stamp_effects(effects, self.wall_shift())
-        self._deliver(effects)
+        if self.engine.effects:  # (most steps cause none: then nothing to take or deliver)
+            effects = stamp_effects(self.engine.take_effects(), self.wall_shift())
+            self._deliver(effects)
         self._arm_timer()
 
     def _arm_timer(self) -> None:

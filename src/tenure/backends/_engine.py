@@ -231,13 +231,14 @@ class EngineSession:
 
     # -- operations -----------------------------------------------------------------
 
-    async def acquire(
+    def acquire(
         self, name: str, *, count: int, data: bytes, timeout: float | None, ephemeral: bool
-    ) -> Grant | None:
+    ) -> Coroutine[Any, Any, Grant | None]:
         """See :meth:`tenure.backends._base.BackendSession.acquire`."""
-        self._check_alive()
+        if self.ended is not None:  # (_check_alive, inline: on every request)
+            raise type(self.ended)(*self.ended.args)
         hold = self.ledger.free_hold(name)
-        return await self._acquire(name, hold, count, data, timeout, ephemeral)
+        return self._acquire(name, hold, count, data, timeout, ephemeral)  # (one frame less)
 
     async def restate(
         self, name: str, grant: Grant, *, count: int, data: bytes, timeout: float | None
@@ -308,7 +309,8 @@ class EngineSession:
 
     async def release(self, name: str, grant: Grant) -> bool:
         """See :meth:`tenure.backends._base.BackendSession.release`."""
-        self._check_alive()
+        if self.ended is not None:  # (_check_alive, inline: on every request)
+            raise type(self.ended)(*self.ended.args)
         ledger = self.ledger
         place = (name, grant.hold)
         token = ledger.held.pop(place, None)

@@ -84,6 +84,7 @@ class Ledger:
         # Grants lost before their caller took them (a LeaseLost right after the
         # Granted, before the waiting task ran): request id -> the loss to raise.
         self._doomed: dict[int, LostError] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def empty(self) -> bool:
@@ -102,6 +103,8 @@ class Ledger:
         (Not one being released: until its Release is answered, an Acquire of the
         same number would restate the hold that is going away.)
         """
+        if not self.pending and (name, 0) not in self.held and (name, 0) not in self.releasing:
+            return 0  # the common case, without building a set
         busy = {p.hold for p in self.pending.values() if p.name == name}
         hold = 0
         while hold in busy or (name, hold) in self.held or (name, hold) in self.releasing:
@@ -110,7 +113,10 @@ class Ledger:
 
     def open(self, request_id: int, name: str, hold: int) -> Pending:
         """An acquire of hold ``hold`` starts (its outcome is awaited on the future)."""
-        future: asyncio.Future[Grant] = asyncio.get_running_loop().create_future()
+        if self._loop is None:
+            # (Kept: asyncio.get_running_loop() costs a getpid() call in Python 3.11.)
+            self._loop = asyncio.get_running_loop()
+        future: asyncio.Future[Grant] = self._loop.create_future()
         pending = self.pending[request_id] = Pending(name, hold, future)
         return pending
 

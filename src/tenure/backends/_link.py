@@ -30,6 +30,7 @@ import random
 import re
 import socket
 import ssl
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, TypeVar
 
@@ -168,12 +169,39 @@ class LinkOwner(Protocol):
 
 @dataclass(eq=False)
 class _Connection:
+    loop: asyncio.AbstractEventLoop
     transport: asyncio.Transport
     protocol: _LinkProtocol
     codec: ClientConnection
     pending: dict[int, tuple[asyncio.Future[Any], float]] = field(default_factory=dict)
     pings: dict[int, float] = field(default_factory=dict)  # nonce -> sent at
     going_away: bool = False
+    #: Frames held back until the end of this turn of the loop (see :meth:`send`).
+    unsent: list[bytes] = field(default_factory=list)
+    #: Whether a frame was written in this turn (reset at its end).
+    wrote: bool = False
+
+    def send(self, data: bytes) -> None:
+        """Write ``data``: the turn's first frame at once, later ones at the turn's end.
+
+        Many tasks sharing a client ask in the same turn (each woken by an answer
+        of one read): the first request leaves at once (a lone caller never waits
+        for a write), the others together in one write at the end of the turn, one
+        system call instead of one each. Order is kept.
+        """
+        if self.wrote:
+            self.unsent.append(data)
+            return
+        self.wrote = True
+        self.loop.call_soon(self._end_turn)
+        self.transport.write(data)
+
+    def _end_turn(self) -> None:
+        self.wrote = False
+        if self.unsent:
+            data, self.unsent = b"".join(self.unsent), []
+            if not self.transport.is_closing():  # (lost meanwhile: its requests failed)
+                self.transport.write(data)
 
 
 class _LinkProtocol(asyncio.Protocol):
@@ -243,7 +271,7 @@ class _LinkProtocol(asyncio.Protocol):
                 self._link._dispatch(conn, event)
                 if self._link._conn is not conn:
                     return  # given up while dispatching (GoingAway answered in full)
-                answered = answered or isinstance(event, Reply | Failure)
+                answered = answered or type(event) is Reply or type(event) is Failure
         except (ProtocolError, DisconnectedError) as error:
             if self._conn is not None:
                 self._link._lost(self._conn, error)
@@ -278,6 +306,7 @@ class Link:
         self._loop = asyncio.get_running_loop()
         self._conn: _Connection | None = None
         self._ready = asyncio.Event()  # a connection is up and its sessions re-attached
+        self._is_ready = False  # _ready.is_set(), read on every request without a call
         self._wake_keepalive = asyncio.Event()
         self._closing = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -323,6 +352,7 @@ class Link:
         """Stop reconnecting, close the connection, fail what still waits."""
         self._closing = True
         self._ready.clear()
+        self._is_ready = False
         for task in list(self._tasks):
             task.cancel()
         conn, self._conn = self._conn, None
@@ -355,13 +385,22 @@ class Link:
 
     # -- requests -------------------------------------------------------------------
 
-    async def call(self, command: Command[R], *, wait_until: float | None = None) -> R:
-        """Send ``command`` once a connection is ready; its reply, or its error.
+    def call(self, command: Command[R], *, wait_until: float | None = None) -> Awaitable[R]:
+        """Send ``command`` once a connection is ready; await its reply, or its error.
 
         Waits for a connection until ``wait_until`` (loop time; None: forever), then
         raises UnavailableError. Raises :class:`DisconnectedError` if the connection is
         lost before the answer: the command may or may not have been applied.
+
+        With a connection ready (nearly always) the request is written at once and
+        the awaitable is its answer's future: a request costs no coroutine here.
         """
+        conn = self._conn
+        if conn is None or conn.going_away or not self._is_ready:
+            return self._call_when_ready(command, wait_until)
+        return self._request(conn, command)
+
+    async def _call_when_ready(self, command: Command[R], wait_until: float | None) -> R:
         conn = await self._ready_connection(wait_until)
         return await self._request(conn, command)
 
@@ -388,8 +427,14 @@ class Link:
             raise DisconnectedError("the connection was lost")
         return await self._request(self._conn, command)
 
-    async def _request(self, conn: _Connection, command: Command[R]) -> R:
-        if conn.codec.version == 1 and type(command) in SINCE_VERSION_2:
+    def _request(self, conn: _Connection, command: Command[R]) -> asyncio.Future[R]:
+        """Send ``command`` on ``conn`` now; the future of its answer.
+
+        A plain function: the request is written before the caller awaits anything,
+        and awaiting costs one future (no coroutine of its own). If the caller is
+        cancelled, the entry stays until the answer comes.
+        """
+        if type(command) in SINCE_VERSION_2 and conn.codec.version == 1:
             raise UnsupportedError(
                 f"{self.endpoint} speaks protocol version 1, which has no "
                 f"{type(command).__name__}: upgrade the server to list or kill sessions"
@@ -400,11 +445,11 @@ class Link:
             data = conn.codec.send(Request(request_id, command))  # raises before anything is sent
         except LocalProtocolError as error:
             raise refused_locally(error) from None
-        future: asyncio.Future[R] = self._loop.create_future()
-        conn.pending[request_id] = (future, self._loop.time())
-        conn.transport.write(data)
-        # If the caller is cancelled, the entry stays until the answer comes.
-        return await future
+        loop = self._loop
+        future: asyncio.Future[R] = loop.create_future()
+        conn.pending[request_id] = (future, loop.time())
+        conn.send(data)
+        return future
 
     # -- connecting -----------------------------------------------------------------
 
@@ -461,7 +506,7 @@ class Link:
             else:
                 why = f"connected, but no answer to Hello within {seconds}"
             raise UnavailableError(f"cannot connect to {endpoint}: {why}") from error
-        conn = _Connection(transport, protocol, codec)
+        conn = _Connection(self._loop, transport, protocol, codec)
         self._conn = conn
         self.epoch += 1
         self.confirmed_at = sent_at
@@ -478,6 +523,7 @@ class Link:
             raise
         if self._conn is conn:
             self._ready.set()
+            self._is_ready = True
             self._apply_ping_interval()
 
     async def _reconnect(self) -> None:
@@ -497,7 +543,7 @@ class Link:
     def _dispatch(self, conn: _Connection, event: ServerMessage) -> None:
         if isinstance(event, Push):
             self._owner.push(event.effect)
-        elif isinstance(event, Reply | Failure):
+        elif type(event) is Reply or type(event) is Failure:
             future, sent_at = conn.pending.pop(event.request_id)
             self.confirmed_at = max(self.confirmed_at, sent_at)
             if not future.done():
@@ -516,6 +562,7 @@ class Link:
             log.info("%s is going away: %s", self.endpoint, event.reason)
             conn.going_away = True
             self._ready.clear()
+            self._is_ready = False
             if not conn.pending:  # else once the last answer is in
                 self._lost(conn, DisconnectedError(f"{self.endpoint} went away: {event.reason}"))
 
@@ -524,6 +571,7 @@ class Link:
             return
         self._conn = None
         self._ready.clear()
+        self._is_ready = False
         self.last_error = error
         conn.transport.abort()
         why = describe_error(error)
@@ -560,7 +608,7 @@ class Link:
             elif not conn.pings and now - self.confirmed_at >= self.ping_interval:
                 nonce += 1
                 conn.pings[nonce] = now
-                conn.transport.write(conn.codec.send(Ping(nonce)))
+                conn.send(conn.codec.send(Ping(nonce)))
 
     def _spawn(self, coro: Any) -> None:
         task: asyncio.Task[None] = asyncio.ensure_future(coro)

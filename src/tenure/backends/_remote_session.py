@@ -119,8 +119,10 @@ class RemoteSession(EngineSession):
         while True:
             if self.ended is not None and not isinstance(command, CloseSession):
                 raise type(self.ended)(*self.ended.args)
+            link = self._link  # (the deadline inline: this runs on every request)
+            base = link.confirmed_at if self._epoch == link.epoch else self._frozen
             try:
-                return await self._link.call(command, wait_until=self.deadline())
+                return await link.call(command, wait_until=base + self._recovery_window)
             except DisconnectedError:
                 if isinstance(command, Acquire):
                     if await self._still_queued(command):

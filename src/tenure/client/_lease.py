@@ -67,8 +67,10 @@ class Lease(Guarded):
             return
         self._finish(None)
         try:
-            with contextlib.suppress(LostError):
-                await self.session._release(self)
+            releasing = self.session._release(self)
+            if releasing is not None:
+                with contextlib.suppress(LostError):
+                    await releasing
         finally:
             # Only now may another task of this session ask for the semaphore: had it
             # asked before the release landed, it would have restated our grant.

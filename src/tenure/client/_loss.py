@@ -30,19 +30,16 @@ _CANCELLED_FOR_LOSS: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
 class EndSignal:
     """The single end of one held thing."""
 
-    __slots__ = ("_callbacks", "_ended", "_future", "_reason", "_scopes")
+    __slots__ = ("_callbacks", "_future", "_reason", "_scopes", "ended")
 
     def __init__(self) -> None:
-        self._ended = False
+        #: Whether it ended, cleanly or not (read-only for others; an attribute, not a
+        #: property, since every acquire and release reads it).
+        self.ended = False
         self._reason: LostError | None = None
         self._future: asyncio.Future[LostError | None] | None = None
         self._scopes: set[CancelOnLoss] = set()
         self._callbacks: list[LossCallback] = []
-
-    @property
-    def ended(self) -> bool:
-        """Whether it ended, cleanly or not."""
-        return self._ended
 
     @property
     def reason(self) -> LostError | None:
@@ -51,9 +48,9 @@ class EndSignal:
 
     def end(self, reason: LostError | None) -> None:
         """End now (idempotent: only the first end counts)."""
-        if self._ended:
+        if self.ended:
             return
-        self._ended = True
+        self.ended = True
         self._reason = reason
         if self._future is not None and not self._future.done():
             self._future.set_result(reason)
@@ -71,14 +68,14 @@ class EndSignal:
 
     def add_callback(self, callback: LossCallback) -> None:
         """Call ``callback(reason)`` at the end (at once if it already ended)."""
-        if self._ended:
+        if self.ended:
             callback(self._reason)
         else:
             self._callbacks.append(callback)
 
     def wait(self) -> Generator[Any, None, LostError | None]:
         """Await the end; returns the loss error, or None for a clean release."""
-        if self._ended:
+        if self.ended:
             return self._reason
         if self._future is None:
             self._future = asyncio.get_running_loop().create_future()

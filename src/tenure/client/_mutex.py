@@ -40,8 +40,9 @@ class Mutex:
             TimeoutError: not held within ``timeout``.
             InvalidArgumentError: at once (before the await), naming a bad argument.
         """
-        return self.session.acquire(
-            self.name, MAX_COUNT, data=data, timeout=timeout, ephemeral=True, kind=Lock
+        # (The name was checked once, by __init__: only the call's own arguments here.)
+        return self.session._opening(
+            Lock, self.name, MAX_COUNT, _args.as_data(data), _args.timeout(timeout), True
         )
 
     async def try_lock(self, *, data: Data = b"") -> Lock | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from tenure.backends._base import BackendSession, Grant, HeldGrant, SessionTicket
@@ -47,9 +49,12 @@ class Session(Guarded):
         #: Semaphores each task holds or is acquiring in this session, to refuse a
         #: task that asks again for what it holds (it would wait behind itself).
         self._asking: set[tuple[str, asyncio.Task[Any] | None]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def _bind(self, backend_session: BackendSession) -> None:
         self._backend = backend_session
+        # (Named, current_task skips get_running_loop: a getpid() call in Python 3.11.)
+        self._loop = asyncio.get_running_loop()
         #: The recovery window in force, in seconds: the one asked for (or the node's
         #: default) as the backend keeps it; etcd:// rounds it up to whole seconds,
         #: 2 at least (None only before the session is open).
@@ -217,13 +222,19 @@ class Session(Guarded):
         if not (isinstance(kind, type) and issubclass(kind, Lease)):
             raise InvalidArgumentError(f"kind must be a Lease subclass, got {kind!r}")
 
-        async def open_lease() -> Lease:
-            lease = await self._acquire(kind, name, count, owner_data, timeout, ephemeral)
-            if lease is None:
-                raise TimeoutError(f"{name!r} is busy (timeout=0 only tries)")
-            return lease
+        return self._opening(kind, name, count, owner_data, timeout, ephemeral)
 
-        return Opening(open_lease)
+    def _opening(
+        self,
+        kind: type[L],
+        name: str,
+        count: int,
+        data: bytes,
+        timeout: float | None,
+        ephemeral: bool,
+    ) -> Opening[L]:
+        """:meth:`acquire` with arguments already checked (a recipe's own, checked once)."""
+        return Opening(partial(self._acquire, kind, name, count, data, timeout, ephemeral))
 
     # -- used by leases and the semaphore object --------------------------------------
 
@@ -241,10 +252,12 @@ class Session(Guarded):
         data: bytes,
         timeout: float | None,
         ephemeral: bool,
-    ) -> L | None:
-        """Acquire a new lease of ``kind``; None if a try (``timeout`` 0) found it busy."""
-        backend = self._backend_session()
-        task = asyncio.current_task()
+    ) -> L:
+        """Acquire a new lease of ``kind``; TimeoutError if a try (``timeout`` 0) found it busy."""
+        backend = self._backend
+        if self._signal.ended or backend is None:  # (_backend_session(), inline)
+            raise self._signal.reason or SessionClosedError(f"session on {self.node!r} is closed")
+        task = asyncio.current_task(self._loop)
         if (name, task) in self._asking:
             # Waiting here would wait for ourselves, forever.
             raise PreconditionFailedError(
@@ -257,8 +270,7 @@ class Session(Guarded):
                 name, count=count, data=data, timeout=timeout, ephemeral=ephemeral
             )
             if grant is None:
-                self._asking.discard((name, task))
-                return None
+                raise TimeoutError(f"{name!r} is busy (timeout=0 only tries)")
             if self._signal.ended:
                 # The session ended while the grant was on its way (a Granted push and
                 # the session's deadline handled in one turn of the loop): the grant
@@ -280,10 +292,12 @@ class Session(Guarded):
             if held.grant.token not in self._leases:
                 self._leases[held.grant.token] = Lease(self, held.name, held.grant, held.data)
 
-    async def _release(self, lease: Lease) -> None:
-        """Give a lease back to the backend (the lease has already ended itself)."""
+    def _release(self, lease: Lease) -> Awaitable[bool] | None:
+        """Give a lease back to the backend (the lease has already ended itself): the
+        release to await, or None if the session ended (it went with the session)."""
         if self._backend is not None and not self._signal.ended:
-            await self._backend.release(lease.name, lease._grant)
+            return self._backend.release(lease.name, lease._grant)
+        return None
 
     async def _restate(self, lease: Lease, count: int, data: bytes, timeout: float | None) -> Grant:
         """Change a held lease's count or data through the backend (see Lease.restate)."""

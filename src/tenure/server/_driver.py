@@ -3,15 +3,31 @@
 :class:`JournaledEngine` is a :class:`tenure._runtime.host.EngineHost` (the same commands,
 timer and effects) whose hooks log every change: a tick that handled deadlines, then the
 command that succeeded. Nothing the engine did may reach a client before it is
-committed, so effects and answers are only *queued* by the server; :meth:`flush`,
-scheduled once per loop iteration, commits everything logged in that iteration at
-once (group commit) and only then calls ``on_durable`` to write them out. When a
-snapshot is due it starts one there, written by a forked child while the loop goes
-on (:meth:`Journal.start_snapshot`), and puts it in place when the child is done.
+committed, so effects and answers are only *queued* by the server (its
+:class:`DurableOutput`); :meth:`flush`, scheduled once per loop iteration, commits
+everything logged in that iteration at once (group commit) and *seals* the output
+queued so far to that commit: it leaves once the commit is durable.
+
+With ``--fsync always`` the commit is the writer thread's
+(:mod:`tenure.server._durability.writer`): :meth:`flush` hands the iteration's
+records over as batch N and the loop goes on serving; when the thread reports N
+durable, the output sealed to N (and to every batch before it) is released, in the
+order it was queued. Output queued later waits for its own batch, so an answer
+never overtakes an earlier one. A turn of one step with nothing in flight (a
+sequential client) is committed on the loop instead (:data:`INLINE_MAX_STEPS`):
+nothing else waits then, and the hand-over's two thread wake-ups would only
+lengthen its answer's wait. With ``batch`` and ``off`` nothing waits for the disk,
+and the loop writes the records itself (cheaper than a hand-over).
+
+When a snapshot is due it starts one there, written by a forked child while the
+loop goes on (:meth:`Journal.start_snapshot`), and puts it in place when the child
+is done; the writer is drained first, so the new segment starts after every record
+handed over.
 
 A journal that cannot be written or committed is fatal: the journal is aborted
 (what is not committed is forgotten, as a crash would), ``on_fatal`` is called, and
-every later command fails with UnavailableError.
+every later command fails with UnavailableError; output sealed to a batch not yet
+durable never leaves.
 """
 
 from __future__ import annotations
@@ -21,7 +37,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Final, TypeVar
+from typing import Final, Protocol, TypeVar
 
 from tenure._core import Command, Effect, Engine
 from tenure._runtime.clock import LoopClock
@@ -29,6 +45,7 @@ from tenure._runtime.host import EngineHost
 from tenure.errors import UnavailableError
 from tenure.server._durability.journal import Journal
 from tenure.server._durability.storage import FsyncMode
+from tenure.server._durability.writer import Writer
 from tenure.server._observe import Observer
 
 log = logging.getLogger("tenure.server")
@@ -38,6 +55,21 @@ R = TypeVar("R")
 #: How often ``--fsync batch`` makes what was committed durable, in seconds (the
 #: default of ``--batch-interval``).
 BATCH_INTERVAL: Final = 0.05
+#: A turn of at most this many engine steps, with nothing in flight, commits on the
+#: event loop (``--fsync always``): a lone request (a sequential client) would only
+#: wait longer for the writer thread's two wake-ups, and nothing else is waiting.
+INLINE_MAX_STEPS: Final = 1
+
+
+class DurableOutput(Protocol):
+    """What the server owes its clients, sealed to commits (the server's Outboxes)."""
+
+    def seal(self, batch: int, durable: int) -> None:
+        """Everything queued so far leaves once ``batch`` is durable (now, if ``durable``
+        already covers it)."""
+
+    def release(self, durable: int) -> None:
+        """Batches up to ``durable`` are durable: write what was sealed to them."""
 
 
 class JournaledEngine(EngineHost):
@@ -49,7 +81,7 @@ class JournaledEngine(EngineHost):
         engine: Engine,
         *,
         deliver: Callable[[list[Effect]], None],
-        on_durable: Callable[[], None],
+        output: DurableOutput,
         on_fatal: Callable[[], None],
         batch_interval: float = BATCH_INTERVAL,
         slow_commit: float = 0.0,
@@ -63,7 +95,7 @@ class JournaledEngine(EngineHost):
         self.dead = False  # the journal failed: nothing more is applied or acknowledged
         self.stopped = False  # shutting down: no more commands or ticks
         self._deliver_to_server = deliver
-        self._on_durable = on_durable
+        self._output = output
         self._on_fatal = on_fatal
         self.batch_interval = batch_interval
         self.slow_commit = slow_commit
@@ -72,10 +104,21 @@ class JournaledEngine(EngineHost):
         self._dirty = self._unsynced = False
         self._flush_handle: asyncio.Handle | None = None
         self._sync_task: asyncio.Task[None] | None = None
+        self._writer: Writer | None = None
+        self._handed = 0  # the last batch handed to the writer
+        self._durable = 0  # the last batch the writer made durable
+        self._waiting: list[tuple[int, asyncio.Future[None]]] = []  # for :meth:`committed`
+        self._steps = 0  # engine steps (commands, ticks) since the last flush
 
     def start(self) -> None:
-        """Arm the timer (deadlines carried over by recovery) and, for batch fsync, the syncer."""
-        if self.journal.data_dir.fsync is FsyncMode.BATCH:
+        """Arm the timer (deadlines carried over by recovery) and the fsync mode's helper:
+        the writer thread for ``always``, the syncer for ``batch``."""
+        fsync = self.journal.data_dir.fsync
+        if fsync is FsyncMode.ALWAYS:
+            self._writer = Writer(
+                self.journal.data_dir, self._loop, self._written, self._writer_failed
+            )
+        elif fsync is FsyncMode.BATCH:
             self._sync_task = asyncio.ensure_future(self._sync_batches())
         self._arm_timer()
 
@@ -98,31 +141,95 @@ class JournaledEngine(EngineHost):
             self._flush_handle = self._loop.call_soon(self.flush)
 
     def flush(self) -> None:
-        """Commit what was logged (snapshot if due), then let the server write its output."""
+        """Commit what was logged (snapshot if due); the output queued so far leaves once
+        that is durable (at once without a writer thread)."""
         self._flush_handle = None
         if self.dead:
             return
         if self._dirty:
             try:
-                self._commit(self.journal.commit)
+                if self._writer is not None:
+                    data = self.journal.take_pending()
+                    if data:  # (a turn of read-only commands logs nothing: no sync)
+                        self._hand_over(self._writer, data)
+                else:
+                    self._commit(self.journal.commit)
                 if self.journal.needs_snapshot(self.engine):
+                    if self._writer is not None:
+                        self._writer.drain()  # the new segment starts after every record
                     fd = self.journal.start_snapshot(self.engine)
                     if fd is not None:  # a child writes it: hear when it is done
                         self._loop.add_reader(fd, self._snapshot_written)
-            except Exception:
-                self._fatal("committing the journal")
+            except Exception as error:
+                self._fatal("committing the journal", error)
                 return
             self._dirty = False
             self._unsynced = True
-        self._on_durable()
+        self._steps = 0
+        self._output.seal(self._handed, self._durable)
+
+    def _hand_over(self, writer: Writer, data: bytes) -> None:
+        """Give a turn's records to the writer thread, or commit them here when that
+        is cheaper: a lone step with nothing in flight (:data:`INLINE_MAX_STEPS`)."""
+        lone = self._steps <= INLINE_MAX_STEPS and self._handed == self._durable
+        started = time.perf_counter()
+        if lone and writer.commit_here(data):
+            self._timed(time.perf_counter() - started)
+        else:
+            self._handed = writer.submit(data)
+
+    async def committed(self) -> None:
+        """:meth:`flush`, then wait until what was logged so far is durable (or the
+        journal failed: see :attr:`dead`)."""
+        self.flush()
+        if self.dead or self._handed <= self._durable:
+            return
+        done: asyncio.Future[None] = self._loop.create_future()
+        self._waiting.append((self._handed, done))
+        await done
+
+    def settle(self) -> None:
+        """:meth:`flush` and wait (blocking) for the writer: everything logged is durable
+        and every answer written out. For shutting down (or a failure, see :attr:`dead`)."""
+        self.flush()
+        if self._writer is None or self.dead:
+            return
+        try:
+            self._writer.drain()
+        except Exception as error:
+            self._fatal("committing the journal", error)
+            return
+        self._written(self._handed, None)
+
+    def _written(self, batch: int, seconds: float | None) -> None:
+        """The writer made batches up to ``batch`` durable: release their output."""
+        if self.dead:
+            return
+        if seconds is not None:
+            self._timed(seconds)
+        if batch <= self._durable:
+            return  # settle() got there first
+        self._durable = batch
+        self._output.release(batch)
+        if self._waiting:
+            still = []
+            for wanted, done in self._waiting:
+                if wanted > batch:
+                    still.append((wanted, done))
+                elif not done.done():
+                    done.set_result(None)
+            self._waiting = still
+
+    def _writer_failed(self, error: BaseException) -> None:
+        self._fatal("committing the journal", error)
 
     def _snapshot_written(self) -> None:
         """The snapshot's child is done: put the snapshot in place (or keep the log)."""
         self._stop_hearing_snapshot()
         try:
             self.journal.finish_snapshot()
-        except Exception:
-            self._fatal("finishing a snapshot")
+        except Exception as error:
+            self._fatal("finishing a snapshot", error)
 
     def _stop_hearing_snapshot(self) -> None:
         fd = self.journal.snapshot_fd
@@ -143,6 +250,8 @@ class JournaledEngine(EngineHost):
         if self.dead:
             return False
         try:
+            if self._writer is not None:
+                self._writer.stop()  # what it was handed is durable first
             self.journal.close(self.engine)
         except OSError:
             log.exception("closing the journal failed")
@@ -155,7 +264,13 @@ class JournaledEngine(EngineHost):
         self._log(lambda: self.journal.log_tick(now))
 
     def _applied(self, command: Command[R], now: float) -> None:
-        self._log(lambda: self.journal.log_command(command, now))
+        # (What _log does, inline: this runs for every command.)
+        try:
+            self.journal.log_command(command, now)
+        except Exception as error:
+            self._fatal("writing to the journal", error)
+            raise UnavailableError("the server failed to log a change") from None
+        self._dirty = True
 
     def _deliver(self, effects: list[Effect]) -> None:
         # Queued by the server, written only after the flush has committed them.
@@ -168,6 +283,7 @@ class JournaledEngine(EngineHost):
 
     def _after_step(self) -> None:
         super()._after_step()
+        self._steps += 1
         self.request_flush()
 
     def _on_timer(self) -> None:
@@ -180,7 +296,10 @@ class JournaledEngine(EngineHost):
         """Run a journal commit, timed: measured, and logged if slower than ``slow_commit``."""
         started = time.perf_counter()
         commit()
-        seconds = time.perf_counter() - started
+        self._timed(time.perf_counter() - started)
+
+    def _timed(self, seconds: float) -> None:
+        """A commit took ``seconds``: measured, and logged if slower than ``slow_commit``."""
         if self.observer is not None:
             self.observer.committed(seconds)
         if 0 < self.slow_commit < seconds:
@@ -194,18 +313,26 @@ class JournaledEngine(EngineHost):
     def _log(self, write: Callable[[], None]) -> None:
         try:
             write()
-        except Exception:
-            self._fatal("writing to the journal")
+        except Exception as error:
+            self._fatal("writing to the journal", error)
             raise UnavailableError("the server failed to log a change") from None
         self._dirty = True
 
-    def _fatal(self, what: str) -> None:
+    def _fatal(self, what: str, error: BaseException) -> None:
         if self.dead:
             return
         self.dead = True
-        log.critical("%s failed; stopping without acknowledging anything more", what, exc_info=True)
+        log.critical(
+            "%s failed; stopping without acknowledging anything more", what, exc_info=error
+        )
         self._stop_hearing_snapshot()
+        for _, done in self._waiting:
+            if not done.done():
+                done.set_result(None)  # they look at `dead`
+        self._waiting.clear()
         try:
+            if self._writer is not None:
+                self._writer.stop(discard=True)  # before the file it writes is closed
             self.journal.abort()
         except OSError:
             log.exception("aborting the journal failed too")
@@ -220,5 +347,5 @@ class JournaledEngine(EngineHost):
                 self._unsynced = False
                 try:
                     self._commit(lambda: self.journal.data_dir.commit(sync=True))
-                except Exception:
-                    self._fatal("syncing the journal")
+                except Exception as error:
+                    self._fatal("syncing the journal", error)

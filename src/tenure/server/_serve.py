@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from functools import partial
 from typing import Any
 
 from tenure._core import CloseSession, DetachSession, Effect, Engine, SessionEnded
@@ -75,7 +76,7 @@ class Server:
             journal,
             engine,
             deliver=self._deliver,
-            on_durable=self.out.write_out,
+            output=self.out,
             on_fatal=self._on_fatal,
             batch_interval=config.batch_interval,
             slow_commit=config.slow_commit,
@@ -183,7 +184,7 @@ class Server:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.config.shutdown_grace):
                 await self._idle.wait()
-        self.host.flush()
+        self.host.settle()  # every answer owed is durable and written before the close
         for conn in list(self._conns):
             conn.writer.close()
         if not self.host.shutdown():
@@ -236,9 +237,10 @@ class Server:
             return
         try:
             if kind is Kind.NATIVE:
+                # (partials: called once per message, they add no Python frame)
                 accepted.feed_to(
-                    lambda data: self.native.on_data(conn, data),
-                    lambda: self.native.serve_one(conn, accepted),
+                    partial(self.native.on_data, conn),
+                    partial(self.native.serve_one, conn, accepted),
                 )
                 await accepted.done
         finally:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tenure.server import CorruptLogError, DataDir, FsyncMode
-from tenure.server._durability.storage import MAGIC, RECORD_LIMIT
+from tenure.server._durability.storage import FIRST_PREALLOCATION, MAGIC, RECORD_LIMIT
 
 
 def write(path: Path, records: list[bytes], *, compact_after: int | None = None) -> DataDir:
@@ -75,11 +75,20 @@ def test_a_torn_last_record_is_dropped_with_a_warning(
     assert recover(tmp_path) == (None, [b"kept", b"after"])
 
 
-def test_a_zero_filled_tail_is_a_torn_tail(tmp_path: Path) -> None:
+def test_a_zero_filled_tail_is_the_end_and_is_kept(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     write(tmp_path, [b"kept"])
     with segment(tmp_path).open("ab") as file:
-        file.write(bytes(64))
-    assert recover(tmp_path) == (None, [b"kept"])
+        file.write(bytes(12_345))  # as a crash in the middle of preallocating leaves it
+    size = segment(tmp_path).stat().st_size
+    with caplog.at_level(logging.WARNING, logger="tenure.storage"):
+        assert recover(tmp_path) == (None, [b"kept"])
+    assert "torn" not in caplog.text
+    assert segment(tmp_path).stat().st_size == size  # the zeros stay, for the appends
+    write(tmp_path, [b"after"])
+    assert recover(tmp_path) == (None, [b"kept", b"after"])
+    assert segment(tmp_path).stat().st_size == size  # written over the zeros, not after
 
 
 def test_a_last_record_with_a_bad_checksum_is_a_torn_tail(tmp_path: Path) -> None:
@@ -182,3 +191,110 @@ def test_a_header_torn_while_being_written_recovers_empty(tmp_path: Path) -> Non
     assert recover(tmp_path) == (None, [])
     write(tmp_path, [b"new"])
     assert recover(tmp_path) == (None, [b"new"])
+
+
+# -- preallocated segments ---------------------------------------------------------------
+
+
+def preallocated(path: Path, records: list[bytes], chunk: int = 64 * 1024) -> DataDir:
+    """Records committed as the writer thread does, zeros preallocated after each; closed."""
+    data_dir = DataDir(path, preallocate_chunk=chunk)
+    data_dir.recover()
+    for record in records:
+        data_dir.append(record)
+        data_dir.write(data_dir.take_pending())
+        data_dir.sync()
+        data_dir.preallocate()
+    data_dir.close()
+    return data_dir
+
+
+def test_a_preallocated_segment_recovers_and_appends_continue_after_its_records(
+    tmp_path: Path,
+) -> None:
+    records = [f"record {n}".encode() for n in range(50)]
+    preallocated(tmp_path, records[:20])
+    path = segment(tmp_path)
+    used = len(MAGIC) + sum(8 + len(r) for r in records[:20])
+    assert path.stat().st_size > used
+    assert not any(path.read_bytes()[used:])  # zeros, after the records
+    assert recover(tmp_path) == (None, records[:20])
+    preallocated(tmp_path, records[20:])
+    assert recover(tmp_path) == (None, records)
+
+
+def test_preallocation_doubles_up_to_its_chunk_and_only_when_due(tmp_path: Path) -> None:
+    data_dir = DataDir(tmp_path, FsyncMode.OFF, preallocate_chunk=4 * FIRST_PREALLOCATION)
+    data_dir.recover()
+    grown = [data_dir.preallocate()]
+    assert data_dir.preallocate() == 0  # a quarter of the next chunk is free
+    record = bytes(range(256)) * 256  # 64 KiB
+    for _ in range(112):  # 7 MiB of records, preallocating as the writer does
+        data_dir.append(record)
+        data_dir.commit()
+        grown.append(data_dir.preallocate())
+    data_dir.close()
+    assert [n for n in grown if n] == [
+        FIRST_PREALLOCATION,
+        2 * FIRST_PREALLOCATION,
+        4 * FIRST_PREALLOCATION,
+        4 * FIRST_PREALLOCATION,
+    ]
+    assert recover(tmp_path) == (None, [record] * 112)
+
+
+def test_a_preallocation_chunk_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="preallocate_chunk"):
+        DataDir(tmp_path, preallocate_chunk=0)
+
+
+@pytest.mark.parametrize("damage", ["cut", "flip"])
+def test_a_torn_record_in_the_preallocated_zeros_is_a_torn_tail(
+    tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    preallocated(tmp_path, [b"kept"])
+    path = segment(tmp_path)
+    end = len(MAGIC) + 8 + len(b"kept")
+    payload = b"torn while the disk wrote it"
+    record = struct.pack(">II", len(payload), zlib.crc32(payload)) + payload
+    # "cut": the rest stayed zeros; "flip": every byte there, the last one wrong.
+    record = record[:20] if damage == "cut" else record[:-1] + b"?"
+    with path.open("r+b") as file:
+        file.seek(end)
+        file.write(record)
+    with caplog.at_level(logging.WARNING, logger="tenure.storage"):
+        assert recover(tmp_path) == (None, [b"kept"])
+    assert "torn tail" in caplog.text
+    preallocated(tmp_path, [b"after"])  # appends continue cleanly where it was
+    assert recover(tmp_path) == (None, [b"kept", b"after"])
+
+
+def test_a_header_of_zeros_ends_the_log_and_a_record_after_it_is_corruption(
+    tmp_path: Path,
+) -> None:
+    # No record is empty (append refuses it), so a zero header is never a record: it
+    # ends the log, and a record found behind it is damage, never silently dropped.
+    preallocated(tmp_path, [b"first"])
+    path = segment(tmp_path)
+    end = len(MAGIC) + 8 + len(b"first")
+    payload = b"behind a zero header"
+    with path.open("r+b") as file:
+        file.seek(end + 8)
+        file.write(struct.pack(">II", len(payload), zlib.crc32(payload)) + payload)
+    with pytest.raises(CorruptLogError, match="empty record header") as caught:
+        recover(tmp_path)
+    assert caught.value.offset == end
+
+
+def test_compaction_starts_a_fresh_segment_after_a_preallocated_one(tmp_path: Path) -> None:
+    data_dir = DataDir(tmp_path, preallocate_chunk=64 * 1024)
+    data_dir.recover()
+    data_dir.append(b"before")
+    data_dir.commit()
+    data_dir.preallocate()
+    data_dir.compact(b"state")
+    data_dir.append(b"after")
+    data_dir.commit()
+    data_dir.preallocate()
+    data_dir.close()
+    assert recover(tmp_path) == (b"state", [b"after"])

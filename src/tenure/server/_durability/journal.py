@@ -28,8 +28,9 @@ serving (the log moves to a new segment at that instant, see
 :meth:`DataDir.begin_compaction`); :meth:`Journal.finish_snapshot` puts it in
 place when the child is done. A graceful stop writes one too if the tail is long.
 
-The host's contract: apply, then ``log_*``, then ``commit()``, and only then send
-replies and effects. Many commands may share one ``commit()`` (group commit).
+The host's contract: apply, then ``log_*``, then ``commit()`` (or hand
+:meth:`Journal.take_pending` to the writer thread and wait for its sync), and only
+then send replies and effects. Many commands may share one commit (group commit).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import logging
 import os
 import signal
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final, NoReturn
@@ -207,6 +209,10 @@ class Journal:
         """Make every queued record durable (as the fsync mode says)."""
         self.data_dir.commit()
 
+    def take_pending(self) -> bytes:
+        """The queued records' bytes, for a writer thread to commit (see DataDir.write)."""
+        return self.data_dir.take_pending()
+
     # -- snapshots --------------------------------------------------------------------
 
     def needs_snapshot(self, engine: Engine | None = None) -> bool:
@@ -239,6 +245,8 @@ class Journal:
 
         Without fork (or with ``background=False``) it is written here, and None
         is returned. Call :meth:`finish_snapshot` once the descriptor is readable.
+        Call it with no write in flight (a writer thread drained): the log moves to
+        a new segment here, after every record logged so far.
         """
         if not self.background:
             self.snapshot(engine)
@@ -246,7 +254,12 @@ class Journal:
         assert self._child is None, "one snapshot at a time"
         compaction = self.data_dir.begin_compaction()
         read_fd, write_fd = os.pipe()
-        pid = os.fork()
+        with warnings.catch_warnings():
+            # Python 3.12+ warns of fork() beside other threads: the journal's writer
+            # thread is drained (idle, holding no lock) by then, and the child only
+            # writes the snapshot and exits (os._exit).
+            warnings.filterwarnings("ignore", r".*multi-threaded.*fork", DeprecationWarning)
+            pid = os.fork()
         if pid == 0:
             _write_in_child(engine, compaction, write_fd)
         os.close(write_fd)

@@ -6,15 +6,21 @@ Layout of ``--data-dir``::
     snapshot-0000000000000003.bin  the state before segment 3's first record
 
 A log segment is a header (``MAGIC``) followed by records, each
-``length: u32 BE | crc32(payload): u32 BE | payload``. A snapshot is the same
-header and exactly one record. Recovery reads the newest snapshot that is whole,
-then every record of the segments from its number on.
+``length: u32 BE | crc32(payload): u32 BE | payload``, then (with ``--fsync
+always``) zeros: the writer extends the segment with zeros ahead of its records
+(:meth:`DataDir.preallocate`), so that a commit's fdatasync has only data to
+write and no file size. No record is empty, so a header of zeros is never a
+record: it is the end of the log. A snapshot is the same header and exactly one
+record. Recovery reads the newest snapshot that is whole, then every record of
+the segments from its number on.
 
 What recovery accepts and refuses (never a silent loss):
 
-* A **torn tail** (the last record cut short, or zero bytes where it should be,
-  as a crash during an append leaves it) is dropped with a warning and the
-  segment is truncated to its last whole record.
+* A **zero-filled tail** is the end of the log: the preallocated space (or what
+  a crash during preallocation left), kept for the appends to come.
+* A **torn tail** (the last record cut short, or with a bad checksum and only
+  zeros after it, as a crash during an append leaves it) is dropped with a
+  warning and the segment is truncated to its last whole record.
 * **Anything else that does not check out** (a bad checksum followed by more
   data, a length beyond the size limit, a bad header, a missing segment in the
   sequence) stops start-up with :class:`CorruptLogError`, naming the file and the
@@ -26,6 +32,7 @@ Records are opaque bytes here; what they mean is the server's business.
 from __future__ import annotations
 
 import enum
+import errno
 import logging
 import os
 import re
@@ -34,7 +41,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Final
+from typing import Final
 
 from tenure.errors import (
     CorruptLogError as CorruptLogError,
@@ -50,6 +57,13 @@ SNAPSHOT_LIMIT: Final = 4 * 1024 * 1024 * 1024 - 1
 _SEGMENT = re.compile(r"^wal-([0-9a-f]{16})\.log$")
 _SNAPSHOT = re.compile(r"^snapshot-([0-9a-f]{16})\.bin$")
 _TEMP = re.compile(r"^snapshot-([0-9a-f]{16})\.tmp$")
+#: The most a segment is extended by at once, ahead of its records (``--fsync always``).
+PREALLOCATE_CHUNK: Final = 64 * 1024 * 1024
+#: The first extension of a segment; each next one doubles, up to PREALLOCATE_CHUNK, so
+#: a server that logs little never writes (nor later reads back) megabytes of zeros.
+FIRST_PREALLOCATION: Final = 1024 * 1024
+#: Zeros are written this many at a time (one buffer, reused).
+_ZEROS: Final = bytes(1024 * 1024)
 
 
 class FsyncMode(enum.Enum):
@@ -102,9 +116,10 @@ def _read_records(path: Path, limit: int) -> tuple[list[bytes], int]:
             break  # the last record's header was cut short
         length, crc = _HEAD.unpack_from(data, offset)
         if length == 0:
-            # No record is empty, so this is the zero-filled tail some filesystems
-            # leave after a crash, or damage if anything but zeros follows.
-            if any(data[offset:]):
+            # No record is empty, so this is the end: the preallocated zeros (or the
+            # zero-filled tail some filesystems leave after a crash), or damage if
+            # anything but zeros follows.
+            if not _zeros_from(data, offset):
                 raise CorruptLogError(path, offset, "empty record header before more data")
             break
         end = offset + _HEAD.size + length
@@ -114,7 +129,7 @@ def _read_records(path: Path, limit: int) -> tuple[list[bytes], int]:
             break  # the last record was cut short
         payload = data[offset + _HEAD.size : end]
         if zlib.crc32(payload) != crc:
-            if any(data[end:]):
+            if not _zeros_from(data, end):
                 raise CorruptLogError(path, offset, "checksum mismatch in the middle of the log")
             break  # a last record written only in part
         records.append(payload)
@@ -122,10 +137,31 @@ def _read_records(path: Path, limit: int) -> tuple[list[bytes], int]:
     return records, offset
 
 
+def _zeros_from(data: bytes, offset: int) -> bool:
+    """Whether every byte of ``data`` from ``offset`` on is zero (counted in C: a
+    preallocated tail is megabytes)."""
+    return data.count(0, offset) == len(data) - offset
+
+
 #: Commits of appended records: fdatasync, as etcd's WAL does. It writes the data and
 #: what reading it back needs (the file's size) but not timestamps, so one commit costs
 #: fewer disk writes than fsync. (fsync where the platform has no fdatasync.)
 _sync_data: Final = getattr(os, "fdatasync", os.fsync)
+
+
+def _drop_torn_tail(path: Path, end: int) -> None:
+    """Cut a segment after its last whole record ``end`` if what follows is not zeros."""
+    size = path.stat().st_size
+    if end == size:
+        return
+    with path.open("r+b") as file:
+        file.seek(end)
+        if end and _zeros_from(file.read(), 0):
+            return  # the preallocated zeros: the end of the log, kept for the appends
+        log.warning("%s: dropping a torn tail of %d bytes at offset %d", path, size - end, end)
+        file.truncate(max(end, len(MAGIC)) if end else 0)
+        file.flush()
+        os.fsync(file.fileno())
 
 
 def _fsync_dir(path: Path) -> None:
@@ -137,13 +173,32 @@ def _fsync_dir(path: Path) -> None:
 
 
 class DataDir:
-    """The server's data directory: recover at start, append records, compact."""
+    """The server's data directory: recover at start, append records, compact.
 
-    def __init__(self, path: Path, fsync: FsyncMode = FsyncMode.ALWAYS) -> None:
+    Appending is split for a writer thread (:mod:`tenure.server._durability.writer`):
+    :meth:`append` and :meth:`take_pending` run on the event loop, :meth:`write`,
+    :meth:`sync` and :meth:`preallocate` on the writer; :meth:`commit` is all of it
+    in one go. Opening and compacting segments needs a writer with nothing in flight.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        fsync: FsyncMode = FsyncMode.ALWAYS,
+        *,
+        preallocate_chunk: int = PREALLOCATE_CHUNK,
+    ) -> None:
+        """``preallocate_chunk``: the most :meth:`preallocate` extends a segment by."""
+        if preallocate_chunk < 1:
+            raise ValueError("preallocate_chunk must be at least 1 byte")
         self.path = path
         self.fsync = fsync
+        self.preallocate_chunk = preallocate_chunk
         self._segment = 0
-        self._file: BinaryIO | None = None
+        self._fd: int | None = None
+        self._end = 0  # where the next record goes: the end of the last whole one
+        self._size = 0  # the file's size: past _end, zeros (preallocated)
+        self._next_chunk = FIRST_PREALLOCATION
         self._pending = bytearray()
 
     # -- start-up ---------------------------------------------------------------------
@@ -165,19 +220,14 @@ class DataDir:
             what = f"segment {since}" + (" after the snapshot" if snapshot is not None else "")
             raise CorruptLogError(self.path, 0, f"{what} is missing (found {segments})")
         records: list[bytes] = []
+        end = 0
         for number in wanted:
             path = self._segment_path(number)
             found, end = _read_records(path, RECORD_LIMIT)
-            if end < path.stat().st_size:
-                dropped = path.stat().st_size - end
-                log.warning("%s: dropping a torn tail of %d bytes at offset %d", path, dropped, end)
-                with path.open("r+b") as file:
-                    file.truncate(max(end, len(MAGIC)) if end else 0)
-                    file.flush()
-                    os.fsync(file.fileno())
+            _drop_torn_tail(path, end)
             records.extend(found)
         self._segment = wanted[-1] if wanted else since
-        self._open_segment(self._segment)
+        self._open_segment(self._segment, end if wanted else 0)
         for match in self._matches(_TEMP):
             # A compaction that never finished (its process was stopped): junk.
             (self.path / match.group(0)).unlink(missing_ok=True)
@@ -201,19 +251,90 @@ class DataDir:
         self._pending += _HEAD.pack(len(payload), zlib.crc32(payload))
         self._pending += payload
 
+    def take_pending(self) -> bytes:
+        """The queued records' bytes, for :meth:`write` (the queue is then empty)."""
+        data = bytes(self._pending)
+        self._pending.clear()
+        return data
+
+    def write(self, data: bytes | bytearray) -> None:
+        """Write records' bytes (from :meth:`take_pending`) after the last ones."""
+        fd = self._open_fd()
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(fd, view, self._end)
+            self._end += written
+            view = view[written:]
+        self._size = max(self._size, self._end)
+
+    def sync(self) -> None:
+        """Make what was written durable (fdatasync)."""
+        _sync_data(self._open_fd())
+
+    def check_space(self) -> None:
+        """Raise if the file system holding the log has no block left.
+
+        With preallocated segments a full disk would go unnoticed until the zeros
+        run out (and a snapshot or a new segment then fails): the writer checks
+        after each commit instead, so that a full disk stops the server at once,
+        as an append that found no space did before segments were preallocated.
+
+        Raises:
+            OSError: ENOSPC, the file system is full (for an unprivileged writer).
+        """
+        if os.fstatvfs(self._open_fd()).f_bavail == 0:
+            raise OSError(errno.ENOSPC, f"the file system holding {self.path} is full")
+
     def commit(self, *, sync: bool | None = None) -> None:
         """Write queued records in one go, and fsync as the mode (or ``sync``) says.
 
         Group commit: the server appends every record of a batch, then commits once
         before acknowledging any of them.
         """
-        assert self._file is not None, "recover() first"
         if self._pending:
-            self._file.write(self._pending)
+            self.write(self._pending)  # no copy: nothing appends meanwhile
             self._pending.clear()
-            self._file.flush()
         if sync if sync is not None else self.fsync is FsyncMode.ALWAYS:
-            _sync_data(self._file.fileno())
+            self.sync()
+
+    def preallocate(self) -> int:
+        """Extend the segment with zeros (and sync that) if little is free past its records.
+
+        Zeros are *written*, not ``fallocate``-d: ext4 keeps fallocated space as
+        unwritten extents whose conversion is metadata every later fdatasync pays
+        for (docs/durability.md has the numbers). An extension is due once less
+        than a quarter of the next one is free; each doubles, from
+        :data:`FIRST_PREALLOCATION` up to ``preallocate_chunk``, so zeros stay in
+        proportion to the records. Returns the bytes added (0: none was due).
+
+        Raises:
+            OSError: the disk refused (full, failing); what was extended stays, as zeros.
+        """
+        fd = self._open_fd()
+        if not self.preallocation_due():
+            return 0
+        chunk = min(self._next_chunk, self.preallocate_chunk)
+        self._next_chunk = min(chunk * 2, self.preallocate_chunk)
+        start, target = self._size, self._size + chunk
+        while self._size < target:
+            step = memoryview(_ZEROS)[: min(len(_ZEROS), target - self._size)]
+            self._size += os.pwrite(fd, step, self._size)
+        _sync_data(fd)
+        return self._size - start
+
+    def preallocation_due(self) -> bool:
+        """Whether :meth:`preallocate` would extend the segment now."""
+        return self._size - self._end < min(self._next_chunk, self.preallocate_chunk) // 4
+
+    def _open_fd(self) -> int:
+        if self._fd is None:
+            raise OSError(errno.EBADF, "the journal is not open (not recovered, or closed)")
+        return self._fd
+
+    @property
+    def free(self) -> int:
+        """Bytes preallocated past the last record (zeros)."""
+        return self._size - self._end
 
     # -- compaction -------------------------------------------------------------------
 
@@ -261,10 +382,10 @@ class DataDir:
 
     def close(self) -> None:
         """Commit what is queued (with fsync unless the mode is off) and close."""
-        if self._file is not None:
+        if self._fd is not None:
             self.commit(sync=self.fsync is not FsyncMode.OFF)
-            self._file.close()
-            self._file = None
+            os.close(self._fd)
+            self._fd = None
 
     def abort(self) -> None:
         """Close without writing what is queued: what a crash would leave on disk.
@@ -273,24 +394,29 @@ class DataDir:
         retrying the fsync could report a success that did not happen).
         """
         self._pending.clear()
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     # -- files ------------------------------------------------------------------------
 
-    def _open_segment(self, number: int) -> None:
-        if self._file is not None:
-            self._file.close()
+    def _open_segment(self, number: int, end: int = 0) -> None:
+        """Open segment ``number`` for appends at ``end`` (0: a new one, header first)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
         path = self._segment_path(number)
-        fresh = not path.exists() or path.stat().st_size == 0
-        self._file = path.open("ab")
-        if fresh:
-            self._file.write(MAGIC)
-            self._file.flush()
-            os.fsync(self._file.fileno())
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
+        self._fd, self._segment = fd, number
+        self._size = os.fstat(fd).st_size
+        self._next_chunk = FIRST_PREALLOCATION
+        if end == 0:
+            self._end = 0
+            self.write(MAGIC)
+            os.fsync(fd)
             _fsync_dir(self.path)
-        self._segment = number
+        else:
+            self._end = end
 
     def _numbered(self, pattern: re.Pattern[str]) -> list[int]:
         return sorted(int(m.group(1), 16) for m in self._matches(pattern))

@@ -337,7 +337,7 @@ async def kill(request: web.Request) -> web.Response:
         return _error(403, why)
     try:
         server.host.execute(KillSession(node, session_id))
-        server.host.flush()  # committed before it is acknowledged
+        await server.host.committed()  # durable before it is acknowledged
     except TenureError as error:
         return _error(_STATUS.get(code_of(error), 409), str(error))
     if server.host.dead:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from tenure._core import (
     AttachSession,
@@ -51,6 +51,13 @@ from tenure.server._observe import Observer
 from tenure.server._session_table import SessionTable
 
 log = logging.getLogger("tenure.server")
+
+# Looked up by exact type on every request (commands are never subclassed): a set
+# lookup, not an isinstance of a union built anew each time.
+#: Commands whose session_id may be one this connection does not own.
+_NAMES_ANOTHER_SESSION: Final = frozenset({AttachSession, ResumeSession, KillSession})
+#: Commands whose success attaches their session to the connection.
+_ATTACHES: Final = frozenset({AttachSession, CreateSession, ResumeSession})
 
 
 class NativeService:
@@ -128,7 +135,7 @@ class NativeService:
         if (
             session_id is not None
             # (KillSession names another session: an operator's, by its node.)
-            and not isinstance(command, AttachSession | ResumeSession | KillSession)
+            and type(command) not in _NAMES_ANOTHER_SESSION
             and self.table.owner(session_id) is not conn
         ):
             why = f"session {session_id} is not attached to this connection"
@@ -145,7 +152,7 @@ class NativeService:
                 log.exception("command %s failed unexpectedly", type(command).__name__)
             self._fail(conn, request, code_of(error), str(error))
             return
-        if isinstance(command, AttachSession | CreateSession | ResumeSession):
+        if type(command) in _ATTACHES:
             # (A resume's SessionEnded, routed to the previous owner as the command
             # was applied, dropped what was queued for it: the new owner reads the
             # session's holds afresh.)

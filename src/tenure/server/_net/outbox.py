@@ -1,10 +1,14 @@
 """The outboxes: what each connection is owed, written only after the commit covering it.
 
-Replies, pushes and a front end's answers (dflockd's) are queued per connection as they are made;
-:meth:`Outboxes.write_out` runs once the journal has committed (group commit, see
-:mod:`tenure.server._driver`), so no client ever hears of a change the disk does not
-have. It is the only place where bytes leave, and the place where connections that
-said their last word are closed and clients that do not read are dropped.
+Replies, pushes and a front end's answers (dflockd's) are queued per connection as they are made.
+At the end of each loop turn the driver hands the turn's records to the journal as
+batch N and :meth:`Outboxes.seal`-s everything queued so far to N; once N is durable,
+:meth:`Outboxes.release` writes it (group commit, see :mod:`tenure.server._driver`),
+so no client ever hears of a change the disk does not have, not even from an
+answer that only reads the state. Sealed groups leave in the order they were
+sealed, so on one connection a later answer never overtakes an earlier one. Writing
+is the only place where bytes leave, and the place where connections that said
+their last word are closed and clients that do not read are dropped.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import contextlib
 import logging
 import socket
 import struct
+from collections import deque
 from collections.abc import Callable
 from typing import Final, Protocol
 
@@ -66,6 +71,8 @@ class Outboxes:
         self.config = config
         self._request_flush = request_flush
         self._outgoing: set[Connection] = set()
+        #: Output waiting for its batch to be durable: (batch, [(conn, bytes, close)]).
+        self._sealed: deque[tuple[int, list[tuple[Connection, bytes, bool]]]] = deque()
 
     def emit(self, conn: Conn, message: ServerMessage, body: bytes | None = None) -> None:
         """Queue ``message`` for a native connection (``body``: its encoding, if made)."""
@@ -109,32 +116,57 @@ class Outboxes:
         self._outgoing.add(conn)
         self._request_flush()
 
-    def write_out(self) -> None:
-        """Everything logged is committed: write every outbox (the only place bytes leave)."""
-        for conn in self._outgoing:
-            transport = conn.writer.transport
-            if transport.is_closing():
-                # The peer is gone (or going): nothing more can reach it. (uvloop even
-                # raises on such a write, which must never stop the other outboxes.)
-                conn.outbox.clear()
-                continue
-            if conn.outbox:
-                data = b"".join(conn.outbox)
-                conn.outbox.clear()
-                try:
-                    conn.writer.write(data)
-                except Exception:  # one broken transport must never stop the others
-                    log.exception("cannot write to %s; disconnecting", conn.peer)
-                    transport.abort()
-                    continue
-            if conn.closing:  # after a last word, a refusal, or the end of its stream
-                if not transport.is_closing():
-                    conn.writer.close()
-                    # A peer that never reads (or never answers TLS's close_notify)
-                    # would keep the connection, and its sessions, forever: drop it.
-                    loop = asyncio.get_running_loop()
-                    loop.call_later(self.config.shutdown_grace, reset, transport)
-            elif transport.get_write_buffer_size() > self.config.max_unread:
-                log.warning("%s does not read its replies; disconnecting", conn.peer)
-                reset(transport)
+    def seal(self, batch: int, durable: int) -> None:
+        """Everything queued so far leaves once ``batch`` is durable: now, if ``durable``
+        covers it (nothing sealed before can then be waiting)."""
+        if not self._outgoing:
+            return
+        if batch <= durable and not self._sealed:
+            for conn in self._outgoing:
+                self._write(conn, _take(conn), conn.closing)
+        else:
+            self._sealed.append(
+                (batch, [(conn, _take(conn), conn.closing) for conn in self._outgoing])
+            )
         self._outgoing.clear()
+
+    def release(self, durable: int) -> None:
+        """Batches up to ``durable`` are durable: write what was sealed to them, in order."""
+        sealed = self._sealed
+        while sealed and sealed[0][0] <= durable:
+            for conn, data, closing in sealed.popleft()[1]:
+                self._write(conn, data, closing)
+
+    def _write(self, conn: Connection, data: bytes, closing: bool) -> None:
+        """Write ``data`` to ``conn`` (close it after, if ``closing``); drop a non-reader."""
+        transport = conn.writer.transport
+        if transport.is_closing():
+            # The peer is gone (or going): nothing more can reach it. (uvloop even
+            # raises on such a write, which must never stop the other outboxes.)
+            conn.outbox.clear()
+            return
+        if data:
+            try:
+                conn.writer.write(data)
+            except Exception:  # one broken transport must never stop the others
+                log.exception("cannot write to %s; disconnecting", conn.peer)
+                transport.abort()
+                return
+        if closing:  # after a last word, a refusal, or the end of its stream
+            conn.writer.close()
+            # A peer that never reads (or never answers TLS's close_notify)
+            # would keep the connection, and its sessions, forever: drop it.
+            loop = asyncio.get_running_loop()
+            loop.call_later(self.config.shutdown_grace, reset, transport)
+        elif transport.get_write_buffer_size() > self.config.max_unread:
+            log.warning("%s does not read its replies; disconnecting", conn.peer)
+            reset(transport)
+
+
+def _take(conn: Connection) -> bytes:
+    """What ``conn`` is owed, taken from its outbox."""
+    if not conn.outbox:
+        return b""
+    data = conn.outbox[0] if len(conn.outbox) == 1 else b"".join(conn.outbox)
+    conn.outbox.clear()
+    return data
