@@ -26,10 +26,13 @@ emits effects and fires watches.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from tenure._core.holders import Lease as Lease
+from tenure._core.holders import Owner as Owner
+from tenure._core.holders import Waiter as Waiter
+from tenure._core.holders import holder_key as holder_key
 from tenure._core.session import Session
 from tenure._core.values import (
     NO_IDENTITY,
@@ -38,144 +41,6 @@ from tenure._core.values import (
     SemaphoreDescription,
     WaiterInfo,
 )
-
-
-def holder_key(session_id: int, hold: int) -> int:
-    """The key of a session's hold ``hold`` among a semaphore's owners and waiters.
-
-    Hold 0, the usual (and only one YDB's protocol knows), is the session id itself:
-    no new object per hold. Others sit above every session id (ids are below 2**64).
-    """
-    return session_id | hold << 64 if hold else session_id
-
-
-#: The bits of a holder key that are its session id (see :func:`holder_key`).
-_SESSION_BITS = (1 << 64) - 1
-
-
-class Lease:
-    """An owner's lease: its TTL and when it runs out unless renewed (engine time)."""
-
-    __slots__ = ("deadline", "ttl")
-
-    def __init__(self, ttl: float, deadline: float) -> None:
-        self.ttl = ttl
-        self.deadline = deadline
-
-
-class Owner:
-    """A session's hold on a semaphore (its hold number ``hold``).
-
-    Memory: a server may keep a hundred thousand of these (held mutexes), so an
-    owner stores only what cannot be derived. ``key`` (:func:`holder_key`) carries
-    the session id and the hold number, which are read from it; a grant without a
-    lease TTL (the usual) keeps no lease object. 80 bytes, where a dataclass of
-    every field took 104.
-    """
-
-    __slots__ = ("_lease", "count", "data", "key", "since", "token")
-
-    def __init__(
-        self,
-        session_id: int,
-        count: int,
-        data: bytes,
-        token: int,
-        lease_ttl: float | None = None,
-        lease_deadline: float | None = None,  # set iff lease_ttl is set
-        hold: int = 0,
-        since: float = 0.0,  # when the grant was made (engine time); a restate keeps it
-    ) -> None:
-        #: Its :func:`holder_key` (kept: every lookup of a hold compares it; inlined:
-        #: a restart makes a hundred thousand owners).
-        self.key = session_id | hold << 64 if hold else session_id
-        self.count = count
-        self.data = data
-        self.token = token
-        self.since = since
-        self._lease: Lease | None = (
-            None
-            if lease_ttl is None and lease_deadline is None
-            else Lease(lease_ttl, lease_deadline)  # type: ignore[arg-type]
-        )
-
-    @property
-    def session_id(self) -> int:
-        """The session holding it."""
-        key = self.key
-        return key if key <= _SESSION_BITS else key & _SESSION_BITS
-
-    @property
-    def hold(self) -> int:
-        """Which of the session's holds it is (0: the usual)."""
-        return self.key >> 64
-
-    @property
-    def lease_ttl(self) -> float | None:
-        """The lease TTL of the grant, or None: it lasts as long as its session."""
-        lease = self._lease
-        return None if lease is None else lease.ttl
-
-    @lease_ttl.setter
-    def lease_ttl(self, ttl: float | None) -> None:
-        self._set_lease(ttl, self.lease_deadline)
-
-    @property
-    def lease_deadline(self) -> float | None:
-        """When the lease runs out unless renewed (engine time); None without a lease."""
-        lease = self._lease
-        return None if lease is None else lease.deadline
-
-    @lease_deadline.setter
-    def lease_deadline(self, deadline: float | None) -> None:
-        self._set_lease(self.lease_ttl, deadline)
-
-    def _set_lease(self, ttl: float | None, deadline: float | None) -> None:
-        lease = self._lease
-        if ttl is None and deadline is None:
-            self._lease = None
-        elif lease is None:
-            self._lease = Lease(ttl, deadline)  # type: ignore[arg-type]
-        else:  # a renewal: the same lease, restarted
-            lease.ttl, lease.deadline = ttl, deadline  # type: ignore[assignment]
-
-    def _fields(self) -> tuple[object, ...]:
-        lease = (self.lease_ttl, self.lease_deadline)
-        return (self.key, self.count, self.data, self.token, lease, self.since)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not Owner:
-            return NotImplemented
-        return self._fields() == other._fields()
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
-
-    def __repr__(self) -> str:
-        return (
-            f"Owner(session_id={self.session_id}, count={self.count}, data={self.data!r}, "
-            f"token={self.token}, lease_ttl={self.lease_ttl}, "
-            f"lease_deadline={self.lease_deadline}, hold={self.hold}, since={self.since})"
-        )
-
-
-@dataclass(slots=True)
-class Waiter:
-    """A queued acquire (for the session's hold number ``hold``)."""
-
-    session_id: int
-    request_id: int
-    count: int
-    data: bytes
-    deadline: float | None  # None: waits forever
-    lease_ttl: float | None
-    hold: int = 0
-    #: When the request was queued (engine time).
-    since: float = 0.0
-    #: Its :func:`holder_key`.
-    key: int = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        self.key = holder_key(self.session_id, self.hold)
 
 
 class Semaphore:
