@@ -15,7 +15,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bench import plots
 from bench.results import Measure, from_json
 from bench.targets import ISSUE_15, TARGET_TABLES, Target, find, judge
 
@@ -272,6 +271,10 @@ def write(measures: list[Measure], meta: dict[str, Any], out: Path) -> None:
     old = out.read_text() if out.exists() else ""
     found = NOTES.search(old)
     notes = found.group(0) if found else f"<!-- notes -->\n{NOTES_DEFAULT}\n<!-- /notes -->"
+    # (Imported here: matplotlib is the bench extra's, and the tests of the tables,
+    # run with the test extra alone, import this module without drawing.)
+    from bench import plots
+
     images = plots.draw(measures, out.parent / out.stem)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(measures, meta, images, out, notes))
