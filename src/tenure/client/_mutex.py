@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -40,10 +41,11 @@ class Mutex:
             TimeoutError: not held within ``timeout``.
             InvalidArgumentError: at once (before the await), naming a bad argument.
         """
-        # (The name was checked once, by __init__: only the call's own arguments here.)
-        return self.session._opening(
-            Lock, self.name, MAX_COUNT, _args.as_data(data), _args.timeout(timeout), True
-        )
+        # (session.acquire, with the name checked once, by __init__: only the call's
+        # own arguments are checked here.)
+        owner_data, wait = _args.as_data(data), _args.timeout(timeout)
+        acquire = self.session._acquire
+        return Opening(partial(acquire, Lock, self.name, MAX_COUNT, owner_data, wait, True))
 
     async def try_lock(self, *, data: Data = b"") -> Lock | None:
         """Take the lock if it is free right now, else return None."""

@@ -222,19 +222,7 @@ class Session(Guarded):
         if not (isinstance(kind, type) and issubclass(kind, Lease)):
             raise InvalidArgumentError(f"kind must be a Lease subclass, got {kind!r}")
 
-        return self._opening(kind, name, count, owner_data, timeout, ephemeral)
-
-    def _opening(
-        self,
-        kind: type[L],
-        name: str,
-        count: int,
-        data: bytes,
-        timeout: float | None,
-        ephemeral: bool,
-    ) -> Opening[L]:
-        """:meth:`acquire` with arguments already checked (a recipe's own, checked once)."""
-        return Opening(partial(self._acquire, kind, name, count, data, timeout, ephemeral))
+        return Opening(partial(self._acquire, kind, name, count, owner_data, timeout, ephemeral))
 
     # -- used by leases and the semaphore object --------------------------------------
 
