@@ -8,11 +8,12 @@ run, the server) runs under ``valgrind --tool=callgrind``. Each side is run at t
 sizes, and the difference divided by the difference in pairs is the cost of one
 pair, start-up excluded. User space only: the system calls' own work is not in it.
 
-Run: ``python -m bench.instructions [--src DIR ...] [--pairs N]``; each ``--src``
-(default: this checkout's ``src``) is put first on PYTHONPATH, so two checkouts
-compare from one run: ``python -m bench.instructions --src /old/src --src src``.
-Needs ``valgrind`` (Debian package). It takes a few minutes (callgrind runs code
-about 50 times slower).
+Run: ``python -m bench.instructions [--src DIR ...] [--pairs N] [--repeats R]``;
+each ``--src`` (default: this checkout's ``src``) is put first on PYTHONPATH, so
+two checkouts compare from one run: ``python -m bench.instructions --src /old/src
+--src src``. Best on an idle machine (see :func:`per_pair` on the server's count
+under load). Needs ``valgrind`` (Debian package); takes several minutes (callgrind
+runs code about 50 times slower).
 """
 
 from __future__ import annotations
@@ -110,10 +111,16 @@ def count(src: Path, side: str, pairs: int, work: Path) -> int:
     return _total(work / out.name.replace("%p", str(measured.pid)))
 
 
-def per_pair(src: Path, side: str, pairs: int, work: Path) -> float:
-    """Instructions of one pair on ``side``: two run sizes, start-up cancelled out."""
-    small = count(src, side, BASE_PAIRS, work)
-    large = count(src, side, BASE_PAIRS + pairs, work)
+def per_pair(src: Path, side: str, pairs: int, work: Path, repeats: int = 1) -> float:
+    """Instructions of one pair on ``side``: two run sizes, start-up cancelled out.
+
+    Each size keeps the least of ``repeats`` runs. The client's count is the same
+    from run to run; the server's is not quite: how its event loop's turns fall
+    depends on timing, and a busy machine has been seen to add a third. Noise only
+    adds instructions, so the least is the closest to the cost.
+    """
+    small = min(count(src, side, BASE_PAIRS, work) for _ in range(repeats))
+    large = min(count(src, side, BASE_PAIRS + pairs, work) for _ in range(repeats))
     return (large - small) / pairs
 
 
@@ -122,16 +129,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__)
     parser.add_argument("--src", action="append", type=Path, help="a checkout's src directory")
     parser.add_argument("--pairs", type=int, default=500, help="pairs measured (default 500)")
+    parser.add_argument(
+        "--repeats", type=int, default=2, help="runs per size, the least kept (default 2)"
+    )
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None:
         parser.error("valgrind is not installed (apt-get install valgrind)")
-    if args.pairs < 1:
-        parser.error("--pairs must be at least 1")
+    if args.pairs < 1 or args.repeats < 1:
+        parser.error("--pairs and --repeats must be at least 1")
     sources = args.src or [Path(__file__).resolve().parent.parent / "src"]
     with tempfile.TemporaryDirectory(prefix="tenure-instructions-") as tmp:
         for src in sources:
-            client = per_pair(src.resolve(), "client", args.pairs, Path(tmp))
-            server = per_pair(src.resolve(), "server", args.pairs, Path(tmp))
+            client = per_pair(src.resolve(), "client", args.pairs, Path(tmp), args.repeats)
+            server = per_pair(src.resolve(), "server", args.pairs, Path(tmp), args.repeats)
             print(
                 f"{src}: client {client / 1e3:,.1f}k, server {server / 1e3:,.1f}k instructions/pair"
             )
