@@ -256,17 +256,27 @@ def dump_v3(engine: Engine) -> dict[str, Any]:
     return data
 
 
-def engine_of_one_hold_per_session(seed: int) -> Engine:
-    """A random engine of the kind every older layout could hold: all holds are hold 0."""
-    rng = random.Random(seed)
-    engine = make_engine(NodeConfig(lock_delay=rng.choice([0.0, 2.0]), recovery_window=1.0))
+def random_run(
+    rng: random.Random, *, lock_delay: float, holds: bool = True, lease_ttls: bool = False
+) -> tuple[Engine, float]:
+    """Four sessions, then 79 random commands (``lease_ttls``: half the acquires leased):
+    the engine, and the time it reached."""
+    engine = make_engine(NodeConfig(lock_delay=rng.choice([0.0, lock_delay]), recovery_window=1.0))
     for _ in range(4):
         open_session(engine)
     now = 0.0
     for request_id in range(1, 80):
         now += rng.choice([0.0, 0.1, 0.4])
-        step(engine, random_command(rng, engine, request_id, holds=False), now)
-    return engine
+        command = random_command(rng, engine, request_id, holds=holds)
+        if lease_ttls and isinstance(command, Acquire) and rng.random() < 0.5:
+            command = dataclasses.replace(command, lease_ttl=rng.choice([1.0, 30.0]))
+        step(engine, command, now)
+    return engine, now
+
+
+def engine_of_one_hold_per_session(seed: int) -> Engine:
+    """A random engine of the kind every older layout could hold: all holds are hold 0."""
+    return random_run(random.Random(seed), lock_delay=2.0, holds=False)[0]
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -351,17 +361,7 @@ def test_a_version_4_snapshot_still_loads() -> None:
 @pytest.mark.parametrize("seed", range(20))
 def test_resume_schedules_what_reschedule_all_would(seed: int) -> None:
     """resume rebuilds the deadline heap in its own walk: the same entries, in order."""
-    rng = random.Random(seed)
-    engine = make_engine(NodeConfig(lock_delay=rng.choice([0.0, 6.0]), recovery_window=1.0))
-    for _ in range(4):
-        open_session(engine)
-    now = 0.0
-    for request_id in range(1, 80):
-        now += rng.choice([0.0, 0.1, 0.4])
-        command = random_command(rng, engine, request_id)
-        if isinstance(command, Acquire) and rng.random() < 0.5:
-            command = dataclasses.replace(command, lease_ttl=rng.choice([1.0, 30.0]))
-        step(engine, command, now)
+    engine, now = random_run(random.Random(seed), lock_delay=6.0, lease_ttls=True)
     late = open_session(engine, now=now)  # (the random run may have ended every session)
     acquire(engine, late, "leased", ephemeral=True, lease_ttl=5.0, now=now)
     twin = load(dump(engine))
