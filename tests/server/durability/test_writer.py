@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tenure.server import DataDir
-from tenure.server._durability.writer import Writer, WriterFailedError
+from tenure.server._durability.writer import MAX_QUEUED, Writer, WriterFailedError
 
 WAIT = 10.0
 
@@ -58,6 +58,15 @@ class Reports:
                 await self.changed.wait()
 
 
+def start(data_dir: DataDir, *, max_queued: int = MAX_QUEUED) -> tuple[Reports, Writer]:
+    """Recover ``data_dir`` and start a writer on it that reports to a fresh Reports."""
+    data_dir.recover()
+    reports = Reports()
+    loop = asyncio.get_running_loop()
+    writer = Writer(data_dir, loop, reports.on_durable, reports.on_failed, max_queued=max_queued)
+    return reports, writer
+
+
 def records(data_dir: DataDir, *payloads: bytes) -> bytes:
     for payload in payloads:
         data_dir.append(payload)
@@ -74,9 +83,7 @@ def recovered(path: Path) -> list[bytes]:
 
 async def test_batches_handed_during_a_sync_share_the_next_one(tmp_path: Path) -> None:
     data_dir = GatedDataDir(tmp_path)
-    data_dir.recover()
-    reports = Reports()
-    writer = Writer(data_dir, asyncio.get_running_loop(), reports.on_durable, reports.on_failed)
+    reports, writer = start(data_dir)
     try:
         assert writer.submit(records(data_dir, b"one")) == 1
         assert await asyncio.to_thread(data_dir.syncing.wait, WAIT)
@@ -98,9 +105,7 @@ async def test_batches_handed_during_a_sync_share_the_next_one(tmp_path: Path) -
 
 async def test_stop_makes_everything_handed_durable_first(tmp_path: Path) -> None:
     data_dir = DataDir(tmp_path)
-    data_dir.recover()
-    reports = Reports()
-    writer = Writer(data_dir, asyncio.get_running_loop(), reports.on_durable, reports.on_failed)
+    reports, writer = start(data_dir)
     for n in range(20):
         writer.submit(records(data_dir, f"r{n}".encode()))
     writer.stop()
@@ -114,9 +119,7 @@ async def test_stop_makes_everything_handed_durable_first(tmp_path: Path) -> Non
 
 async def test_drain_waits_until_the_thread_is_idle(tmp_path: Path) -> None:
     data_dir = GatedDataDir(tmp_path)
-    data_dir.recover()
-    reports = Reports()
-    writer = Writer(data_dir, asyncio.get_running_loop(), reports.on_durable, reports.on_failed)
+    _, writer = start(data_dir)
     try:
         writer.submit(records(data_dir, b"one"))
         assert await asyncio.to_thread(data_dir.syncing.wait, WAIT)
@@ -133,10 +136,8 @@ async def test_drain_waits_until_the_thread_is_idle(tmp_path: Path) -> None:
 
 async def test_a_failed_sync_stops_the_writer_and_is_reported(tmp_path: Path) -> None:
     data_dir = GatedDataDir(tmp_path)
-    data_dir.recover()
     data_dir.fail_with = OSError(5, "Input/output error")
-    reports = Reports()
-    writer = Writer(data_dir, asyncio.get_running_loop(), reports.on_durable, reports.on_failed)
+    reports, writer = start(data_dir)
     try:
         writer.submit(records(data_dir, b"one"))
         assert await asyncio.to_thread(data_dir.syncing.wait, WAIT)
@@ -158,10 +159,8 @@ async def test_a_failed_sync_stops_the_writer_and_is_reported(tmp_path: Path) ->
 
 async def test_submit_waits_while_max_queued_bytes_wait_for_the_thread(tmp_path: Path) -> None:
     data_dir = GatedDataDir(tmp_path)
-    data_dir.recover()
-    reports = Reports()
+    reports, writer = start(data_dir, max_queued=10)
     loop = asyncio.get_running_loop()
-    writer = Writer(data_dir, loop, reports.on_durable, reports.on_failed, max_queued=10)
     try:
         writer.submit(records(data_dir, b"one"))
         assert await asyncio.to_thread(data_dir.syncing.wait, WAIT)
@@ -184,9 +183,7 @@ async def test_submit_waits_while_max_queued_bytes_wait_for_the_thread(tmp_path:
 
 async def test_commit_here_only_when_the_thread_is_idle(tmp_path: Path) -> None:
     data_dir = GatedDataDir(tmp_path)
-    data_dir.recover()
-    reports = Reports()
-    writer = Writer(data_dir, asyncio.get_running_loop(), reports.on_durable, reports.on_failed)
+    reports, writer = start(data_dir)
     try:
         data_dir.gate.set()
         assert writer.commit_here(records(data_dir, b"here"))  # idle: written and synced
