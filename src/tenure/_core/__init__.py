@@ -26,6 +26,7 @@ from tenure._core.commands import (
     DescribeSession,
     DetachSession,
     DropNode,
+    GetNodeAnnex,
     HeldGrant,
     KillSession,
     ListNodes,
@@ -40,6 +41,7 @@ from tenure._core.commands import (
     SessionInfo,
     SessionPage,
     SessionState,
+    SetNodeAnnex,
     UpdateSemaphore,
 )
 from tenure._core.effects import (
@@ -83,6 +85,7 @@ __all__ = [
     "DropNode",
     "Effect",
     "Engine",
+    "GetNodeAnnex",
     "Granted",
     "HeldGrant",
     "KillSession",
@@ -105,6 +108,7 @@ __all__ = [
     "SessionInfo",
     "SessionPage",
     "SessionState",
+    "SetNodeAnnex",
     "UpdateSemaphore",
     "WaiterInfo",
     "WatchFired",

@@ -67,6 +67,30 @@ class DropNode(Command[None]):
     force: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class SetNodeAnnex(Command[None]):
+    """Keep ``value`` with node ``name`` under ``key``; ``value == b""`` removes the key.
+
+    The annex is opaque to the engine: bytes a front end (or any native client)
+    stores with a node and reads back, kept in snapshots and the journal and
+    dropped with the node. Limits: MAX_ANNEX_KEY_BYTES per key, MAX_ANNEX_BYTES per
+    value, MAX_ANNEX_KEYS per node (tenure._core.values). NotFoundError if the node
+    is missing.
+    """
+
+    name: str
+    key: str
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GetNodeAnnex(Command[bytes]):
+    """The bytes node ``name`` keeps under ``key`` (``b""``: unset); NotFoundError if missing."""
+
+    name: str
+    key: str
+
+
 # -- sessions -------------------------------------------------------------------------
 
 

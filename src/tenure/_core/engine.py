@@ -64,6 +64,8 @@ HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = MappingProxyType(
         c.DescribeNode: nodes.describe_node,
         c.AlterNode: nodes.alter_node,
         c.DropNode: nodes.drop_node,
+        c.SetNodeAnnex: nodes.set_node_annex,
+        c.GetNodeAnnex: nodes.get_node_annex,
         c.CreateSession: sessions.create_session,
         c.AttachSession: sessions.attach_session,
         c.ResumeSession: sessions.resume_session,

@@ -29,9 +29,12 @@ the endings it did not cause (:attr:`tenure._core.state.Session.missed`),
 ``MISSED_FIELDS`` values each (new in version 3). Version 4 adds the hold number
 to owners, waiters and missed endings (a session may hold a semaphore more than
 once). Version 5 adds each session's client identity (host, pid, name) and
-creation time, each owner's grant time and each waiter's queue time. Versions 1 (a
-dict per semaphore), 2 and 3 still load, every hold 0; versions 1 to 4 load with
-no identities and every time at the snapshot's ``now``.
+creation time, each owner's grant time and each waiter's queue time. Version 6
+adds each node's annex (``"annex"``: key -> bytes, only on a node that has one;
+absent: none); the version changed so that an older server refuses such a snapshot
+instead of loading it without the annex. Versions 1 (a dict per semaphore), 2 and 3
+still load, every hold 0; versions 1 to 4 load with no identities and every time at
+the snapshot's ``now``; versions 1 to 5 load with no annex.
 """
 
 from __future__ import annotations
@@ -51,11 +54,17 @@ from tenure._core.engine import Engine
 from tenure._core.semaphore import Owner, Semaphore, Waiter
 from tenure._core.state import Node, Session
 from tenure._core.stored_config import config_from_stored, config_to_stored
-from tenure._core.values import MAX_COUNT, ClientIdentity
+from tenure._core.values import (
+    MAX_ANNEX_BYTES,
+    MAX_ANNEX_KEYS,
+    MAX_COUNT,
+    ClientIdentity,
+    check_annex_key,
+)
 from tenure.errors import ErrorCode, InvalidArgumentError
 
 #: Bumped when the layout changes; :func:`load` refuses layouts it does not know.
-SNAPSHOT_VERSION = 5
+SNAPSHOT_VERSION = 6
 
 #: Values per object in the flat lists (see the module docstring).
 # id, node, timeout, description, protection key, seq_no, expires_at,
@@ -155,13 +164,16 @@ def _dump_node(node: Node) -> Plain:
                 w.hold,
                 w.since,
             )
-    return {
+    plain: Plain = {
         "name": node.name,
         "config": config_to_stored(node.config),  # the names snapshots always had
         "semaphores": semaphores,
         "owners": owners,
         "waiters": waiters,
     }
+    if node.annex:  # (most nodes have none: no key at all for them)
+        plain["annex"] = dict(node.annex)
+    return plain
 
 
 def load(data: Plain) -> Engine:
@@ -171,7 +183,7 @@ def load(data: Plain) -> Engine:
         InvalidArgumentError: the data is not a snapshot this version can read.
     """
     version = data.get("version") if isinstance(data, dict) else None
-    if version not in (1, 2, 3, 4, SNAPSHOT_VERSION):
+    if version not in (1, 2, 3, 4, 5, SNAPSHOT_VERSION):
         raise InvalidArgumentError(
             f"not a tenure engine snapshot of version 1 to {SNAPSHOT_VERSION} (got {version!r})"
         )
@@ -197,6 +209,7 @@ def _load(data: Plain, version: int) -> Engine:
     engine.last_watch_id = int(data["last_watch_id"])
     for plain in data["nodes"]:
         node = Node(plain["name"], config_from_stored(plain["config"]).validated())
+        node.annex = _annex(plain.get("annex"))
         engine.nodes[node.name] = node
     sessions = data["sessions"]
     if version > 4:
@@ -250,6 +263,22 @@ def _load(data: Plain, version: int) -> Engine:
             session.note_missed(effect, limit)
     engine.reschedule_all()
     return engine
+
+
+def _annex(plain: object) -> dict[str, bytes] | None:
+    """A node's annex as a snapshot keeps it (None: it has none), checked as the engine would."""
+    if plain is None:
+        return None
+    if not isinstance(plain, dict):
+        raise ValueError(f"a node's annex is a map, got {type(plain).__name__}")
+    annex: dict[str, bytes] = {}
+    for key, value in plain.items():
+        if not isinstance(value, bytes) or not value or len(value) > MAX_ANNEX_BYTES:
+            raise ValueError(f"annex value of {key!r} is not 1 to {MAX_ANNEX_BYTES} bytes")
+        annex[check_annex_key(key)] = value
+    if len(annex) > MAX_ANNEX_KEYS:
+        raise ValueError(f"an annex of {len(annex)} keys (at most {MAX_ANNEX_KEYS})")
+    return annex or None
 
 
 def _load_semaphores(

@@ -29,12 +29,18 @@ from tenure.errors import LimitExceededError, NotFoundError, SessionExpiredError
 
 @dataclass(slots=True)
 class Node:
-    """A named namespace of semaphores and sessions."""
+    """A named namespace of semaphores and sessions.
+
+    ``annex`` holds opaque bytes under short keys that a front end keeps with the
+    node (SetNodeAnnex, GetNodeAnnex): None until the first key is set, so that a
+    node nobody annotates costs no dict.
+    """
 
     name: str
     config: NodeConfig
     semaphores: dict[str, Semaphore] = field(default_factory=dict)
     sessions: set[int] = field(default_factory=set)
+    annex: dict[str, bytes] | None = None
 
 
 class EngineState:

@@ -26,6 +26,16 @@ MAX_HOLD: Final = 2**32 - 1
 #: Longest node or semaphore name, in UTF-8 bytes.
 MAX_NAME_BYTES: Final = 1024
 
+#: Longest key of a node's annex, in UTF-8 bytes (checked like a name otherwise).
+MAX_ANNEX_KEY_BYTES: Final = 64
+
+#: Largest value one key of a node's annex holds, in bytes.
+MAX_ANNEX_BYTES: Final = 4096
+
+#: Most keys one node's annex holds. With the two limits above, a node's annex is at
+#: most about 65 KiB: small enough for any snapshot, journal record and reply frame.
+MAX_ANNEX_KEYS: Final = 16
+
 #: Longest session description, in UTF-8 bytes.
 MAX_DESCRIPTION_BYTES: Final = 1024
 
@@ -300,6 +310,15 @@ def check_name(kind: str, name: object) -> str:
             f"{kind} name must not contain control characters or surrogates: {name!r}"
         )
     return name
+
+
+def check_annex_key(key: object) -> str:
+    """A key of a node's annex: a name (see :func:`check_name`) of at most MAX_ANNEX_KEY_BYTES."""
+    key = check_name("annex key", key)  # no surrogates after this: it encodes
+    # (Bytes, not characters: a key of 64 characters may be up to 256 bytes.)
+    if len(key.encode("utf-8")) > MAX_ANNEX_KEY_BYTES:
+        raise InvalidArgumentError(f"annex key is longer than {MAX_ANNEX_KEY_BYTES} bytes")
+    return key
 
 
 def check_data(what: str, data: object, limit: int) -> bytes:

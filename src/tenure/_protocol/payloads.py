@@ -81,6 +81,7 @@ ReplyValue = (
     | c.SessionPage
     | bool
     | float
+    | bytes
     | None
 )
 
@@ -198,6 +199,8 @@ _COMMANDS: Final = (
     Record(c.AlterNode, [("name", STR), ("changes", NODE_CHANGES)], tag=3),
     Record(c.DropNode, [("name", STR), ("force", BOOL)], tag=4),
     Record(c.ListNodes, [("after", STR), ("limit", UINT)], tag=5),
+    Record(c.SetNodeAnnex, [("name", STR), ("key", STR), ("value", BIN)], tag=6),
+    Record(c.GetNodeAnnex, [("name", STR), ("key", STR)], tag=7),
     # sessions: 10..19
     Record(
         c.CreateSession,
@@ -415,6 +418,8 @@ REPLY_TYPES: Final[Mapping[type, tuple[type, ...]]] = {
     c.ListSemaphores: (c.SemaphorePage,),
     c.ListSessions: (c.SessionPage,),
     c.KillSession: (_NONE,),
+    c.SetNodeAnnex: (_NONE,),
+    c.GetNodeAnnex: (bytes,),
 }
 
 
@@ -424,13 +429,15 @@ def reply_fits(command_type: type, value: object) -> bool:
 
 
 class _Value(Field):
-    """A reply value: nil, a bool, a float, or one of the tagged records above."""
+    """A reply value: nil, a bool, a float, bytes, or one of the tagged records above."""
 
     wire = "value"
 
     def __init__(self) -> None:
         self.records = Union("value", _VALUES)
-        self.annotation = any_of([None, bool, FLOAT.annotation, self.records.annotation])
+        self.annotation = any_of(
+            [None, bool, FLOAT.annotation, BIN.annotation, self.records.annotation]
+        )
         records_dump, records_load = self.records.to_wire, self.records.from_wire
         struct = msgspec.Struct
 
@@ -439,6 +446,8 @@ class _Value(Field):
                 return value
             if type(value) is float or type(value) is int:
                 return as_float(value)
+            if type(value) is bytes:  # (GetNodeAnnex's reply: msgpack bin as it is)
+                return value
             return records_dump(value)
 
         def load(value: Any) -> Any:
@@ -447,14 +456,16 @@ class _Value(Field):
         self.dump, self.load = dump, load
 
     def check(self, raw: object) -> None:
-        if raw is None or isinstance(raw, bool):
+        if raw is None or isinstance(raw, bool | bytes):
             return
         if isinstance(raw, int | float):
             FLOAT.check(raw)
         elif isinstance(raw, list):
             self.records.check(raw)
         else:
-            raise WireError(f"expected nil, bool, float or a tagged array, got {describe(raw)}")
+            raise WireError(
+                f"expected nil, bool, float, bin or a tagged array, got {describe(raw)}"
+            )
 
 
 #: A reply value.

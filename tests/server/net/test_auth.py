@@ -24,12 +24,14 @@ from tenure._core import (
     DescribeSession,
     DetachSession,
     DropNode,
+    GetNodeAnnex,
     KillSession,
     ListNodes,
     ListSemaphores,
     ListSessions,
     Release,
     ResumeSession,
+    SetNodeAnnex,
     UpdateSemaphore,
     WatchFired,
 )
@@ -102,6 +104,7 @@ def test_read_only_and_read_write_commands() -> None:
         ResumeSession(1, b"k", "n"),
         DetachSession(1),
         DescribeNode("n"),
+        GetNodeAnnex("n", "ydb"),
         DescribeSemaphore(1, "m", watch_data=True),
         DescribeSession(1),
         CancelWatch(1, 5),
@@ -118,14 +121,15 @@ def test_read_only_and_read_write_commands() -> None:
         UpdateSemaphore(1, "m", b""),
         CreateNode("n"),
         AlterNode("n", {}),
+        SetNodeAnnex("n", "ydb", b"x"),
         DropNode("n"),
         KillSession("n", 1),
     ):
         why = denial(reader, write, "n")
         assert why == f"token 'r' is read-only: it may not send {type(write).__name__} on node 'n'"
         assert denial(writer, write, "n") is None
-    assert len(READ_ONLY_COMMANDS) == 12
-    assert len(READ_WRITE_COMMANDS) == 23
+    assert len(READ_ONLY_COMMANDS) == 13
+    assert len(READ_WRITE_COMMANDS) == 25
 
 
 def test_node_patterns() -> None:
@@ -143,6 +147,8 @@ def test_command_node_of_session_commands() -> None:
     sessions = {3: FakeSession("jobs")}
     assert command_node(CreateSession("web", b"k"), sessions) == "web"
     assert command_node(DropNode("db"), sessions) == "db"
+    assert command_node(SetNodeAnnex("db", "k", b"v"), sessions) == "db"
+    assert command_node(GetNodeAnnex("db", "k"), sessions) == "db"
     assert command_node(Acquire(3, "m", 1, request_id=1), sessions) == "jobs"
     assert command_node(AttachSession(3, b"k", 2), sessions) == "jobs"
     assert command_node(AttachSession(4, b"k", 2), sessions) is None

@@ -6,7 +6,7 @@ before it changes anything (rule 1), then changes ``state`` and returns the repl
 Effects for other parties are queued on ``state.effects``. The table that maps each
 command type to its handler is :data:`tenure._core.engine.HANDLERS`.
 
-* :mod:`.nodes`: create, describe, alter, drop a node.
+* :mod:`.nodes`: create, describe, alter, drop a node; set and get its annex.
 * :mod:`.sessions`: create, attach, detach, close, describe a session; its end.
 * :mod:`.semaphores`: create, acquire, release, cancel, renew, update, delete.
 * :mod:`.watches`: describe a semaphore (arming a watch), cancel a watch.

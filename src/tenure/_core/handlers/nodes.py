@@ -1,11 +1,18 @@
-"""Node commands: create, describe, alter, drop."""
+"""Node commands: create, describe, alter, drop; set and get a node's annex."""
 
 from __future__ import annotations
 
 from tenure._core import commands as c
 from tenure._core.effects import AcquireFailed, LeaseLost, SessionEnded
 from tenure._core.state import EngineState, Node
-from tenure._core.values import NodeConfig, NodeDescription, check_name
+from tenure._core.values import (
+    MAX_ANNEX_BYTES,
+    MAX_ANNEX_KEYS,
+    NodeConfig,
+    NodeDescription,
+    check_annex_key,
+    check_name,
+)
 from tenure.errors import (
     AlreadyExistsError,
     ErrorCode,
@@ -71,6 +78,41 @@ def drop_node(state: EngineState, cmd: c.DropNode, now: float) -> None:
             SessionEnded(session_id, ErrorCode.SESSION_CLOSED, f"node {node.name!r} was dropped")
         )
     del state.nodes[node.name]
+
+
+def set_node_annex(state: EngineState, cmd: c.SetNodeAnnex, now: float) -> None:
+    """Keep ``cmd.value`` under ``cmd.key`` in the node's annex; ``b""`` removes the key."""
+    node = state.lookup_node(cmd.name)
+    key = check_annex_key(cmd.key)
+    value = cmd.value
+    if not isinstance(value, bytes | bytearray | memoryview):
+        raise InvalidArgumentError(f"annex value must be bytes, got {type(value).__name__}")
+    value = bytes(value)
+    if len(value) > MAX_ANNEX_BYTES:
+        raise LimitExceededError(
+            f"annex value of {key!r} is {len(value)} bytes; at most {MAX_ANNEX_BYTES}"
+        )
+    annex = node.annex
+    if not value:
+        if annex is not None and annex.pop(key, None) is not None and not annex:
+            node.annex = None  # an empty annex is no annex (as a new node has)
+        return
+    if annex is None:
+        node.annex = {key: value}
+        return
+    if key not in annex and len(annex) >= MAX_ANNEX_KEYS:
+        raise LimitExceededError(
+            f"the annex of node {node.name!r} has {MAX_ANNEX_KEYS} keys, the most it may"
+        )
+    annex[key] = value
+
+
+def get_node_annex(state: EngineState, cmd: c.GetNodeAnnex, now: float) -> bytes:
+    """The bytes the node keeps under ``cmd.key`` (``b""`` if unset)."""
+    node = state.lookup_node(cmd.name)
+    key = check_annex_key(cmd.key)
+    annex = node.annex
+    return b"" if annex is None else annex.get(key, b"")
 
 
 def _describe(node: Node) -> NodeDescription:

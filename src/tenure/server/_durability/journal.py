@@ -60,6 +60,7 @@ from tenure._core import (
     DescribeSession,
     DetachSession,
     Engine,
+    GetNodeAnnex,
     ListNodes,
     ListSemaphores,
     ListSessions,
@@ -90,6 +91,7 @@ CAN_FORK: Final = hasattr(os, "fork")
 READ_ONLY: Final = frozenset(
     {
         DescribeNode,
+        GetNodeAnnex,
         DescribeSemaphore,
         DescribeSession,
         CancelWatch,

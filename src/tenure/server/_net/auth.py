@@ -13,9 +13,10 @@ and compared with each with :func:`hmac.compare_digest`.
 
 Authorization is pure policy (no sockets, no engine): :func:`denial` says why a
 token may not send a command about a node, or None if it may. Read-only tokens may
-open, attach, detach, describe and close sessions, describe nodes and semaphores
-(with watches) and cancel watches; read-write tokens may also acquire, release, renew,
-and create, change and delete semaphores and nodes. The node a command touches is
+open, attach, detach, describe and close sessions, describe nodes (and read their
+annex) and semaphores (with watches) and cancel watches; read-write tokens may also
+acquire, release, renew, and create, change and delete semaphores and nodes (setting
+a node's annex is changing the node, as AlterNode). The node a command touches is
 :func:`command_node`: named by node commands and CreateSession, the session's own
 node for every session command.
 """
@@ -49,6 +50,7 @@ from tenure._core import (
     DescribeSession,
     DetachSession,
     DropNode,
+    GetNodeAnnex,
     KillSession,
     ListNodes,
     ListSemaphores,
@@ -56,6 +58,7 @@ from tenure._core import (
     Release,
     Renew,
     ResumeSession,
+    SetNodeAnnex,
     UpdateSemaphore,
 )
 from tenure.server._config.settings import ConfigError
@@ -77,6 +80,7 @@ READ_ONLY_COMMANDS: Final[frozenset[type[Command[object]]]] = frozenset(
         DetachSession,
         CloseSession,
         DescribeNode,
+        GetNodeAnnex,
         DescribeSemaphore,
         DescribeSession,
         CancelWatch,
@@ -96,6 +100,7 @@ READ_WRITE_COMMANDS: Final[frozenset[type[Command[object]]]] = READ_ONLY_COMMAND
     DeleteSemaphore,
     CreateNode,
     AlterNode,
+    SetNodeAnnex,
     DropNode,
     KillSession,
 }
@@ -128,7 +133,9 @@ class SessionLike(Protocol):
 
 def command_node(command: Command[object], sessions: Mapping[int, SessionLike]) -> str | None:
     """The node ``command`` touches; None for a session the engine does not know."""
-    if isinstance(command, CreateNode | DescribeNode | AlterNode | DropNode):
+    if isinstance(
+        command, CreateNode | DescribeNode | AlterNode | DropNode | SetNodeAnnex | GetNodeAnnex
+    ):
         return command.name
     if isinstance(command, CreateSession | KillSession | ListSemaphores | ListSessions):
         return command.node
