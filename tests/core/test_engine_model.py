@@ -62,16 +62,19 @@ from tenure._core import (
     DetachSession,
     Effect,
     Engine,
+    GetNodeAnnex,
     Granted,
     LeaseLost,
     NodeConfig,
     Release,
     Renew,
     SessionEnded,
+    SetNodeAnnex,
     UpdateSemaphore,
     WatchFired,
 )
 from tenure._core.invariants import check_invariants
+from tenure._core.values import MAX_ANNEX_BYTES
 from tenure.errors import (
     AlreadyExistsError,
     ErrorCode,
@@ -186,6 +189,8 @@ class Model:
 
     def __init__(self) -> None:
         self.sems: dict[str, dict[str, MSem]] = {node: {} for node in NODES}
+        #: Each node's annex: opaque bytes under a key, which no other rule touches.
+        self.annex: dict[str, dict[str, bytes]] = {node: {} for node in NODES}
         self.sessions: dict[int, MSession] = {}
         self.watches: dict[int, MWatch] = {}
         self._seq = itertools.count(1)
@@ -391,6 +396,7 @@ def effect_key(effect: Effect) -> tuple[Any, ...]:
 
 indexes = st.integers(min_value=0, max_value=1000)
 names = st.sampled_from(["x", "x", "y"])
+ANNEX_KEYS = ["ydb", "other"]
 
 
 class EngineMachine(RuleBasedStateMachine):
@@ -534,6 +540,9 @@ class EngineMachine(RuleBasedStateMachine):
                     assert self.model.sessions[o.sid].alive
                 for w in sem.queue:
                     assert self.model.sessions[w.sid].alive
+        for node, annex in self.model.annex.items():
+            for key in ANNEX_KEYS:
+                assert self.engine.apply(GetNodeAnnex(node, key), self.now) == annex.get(key, b"")
         assert self.engine.next_deadline() == self.model.next_deadline()
 
     @invariant()
@@ -1043,6 +1052,26 @@ class EngineMachine(RuleBasedStateMachine):
         if armed:
             del self.model.watches[wid]
         self.check_effects()
+
+    # -- the node annex -------------------------------------------------------------
+
+    @rule(
+        node=st.sampled_from(sorted(NODES)),
+        key=st.sampled_from(ANNEX_KEYS),
+        value=st.sampled_from([b"", b"s", b"\x00" * MAX_ANNEX_BYTES, b"x" * (MAX_ANNEX_BYTES + 1)]),
+    )
+    def set_annex(self, node: str, key: str, value: bytes) -> None:
+        self.advance(EPS)
+        command = SetNodeAnnex(node, key, value)
+        if len(value) > MAX_ANNEX_BYTES:
+            self.expect_error(LimitExceededError, command)
+            return
+        assert self.engine.apply(command, self.now) is None
+        assert self.engine.take_effects() == []  # the annex is nobody else's business
+        if value:
+            self.model.annex[node][key] = value
+        else:
+            self.model.annex[node].pop(key, None)
 
     # -- time -----------------------------------------------------------------------
 

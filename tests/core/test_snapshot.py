@@ -14,23 +14,31 @@ from tenure._core import (
     AttachSession,
     CloseSession,
     Command,
+    CreateNode,
     CreateSemaphore,
     CreateSession,
     DeleteSemaphore,
     DescribeSession,
     DetachSession,
     Engine,
+    GetNodeAnnex,
     ListSessions,
     NodeConfig,
     Release,
+    SetNodeAnnex,
     UpdateSemaphore,
 )
 from tenure._core.invariants import check_invariants
 from tenure._core.snapshot import dump, load, resume
-from tenure._core.values import ClientIdentity
+from tenure._core.values import (
+    MAX_ANNEX_BYTES,
+    MAX_ANNEX_KEY_BYTES,
+    MAX_ANNEX_KEYS,
+    ClientIdentity,
+)
 from tenure.errors import InvalidArgumentError, TenureError
 
-from .support import KEY, acquire, create_semaphore, describe, make_engine, open_session
+from .support import KEY, NODE, acquire, create_semaphore, describe, make_engine, open_session
 
 PLAIN = (dict, list, str, bytes, int, float, bool, type(None))
 
@@ -47,9 +55,10 @@ def assert_plain(value: object) -> None:
 
 
 def random_command(
-    rng: random.Random, engine: Engine, request_id: int, *, holds: bool = True
+    rng: random.Random, engine: Engine, request_id: int, *, holds: bool = True, annex: bool = True
 ) -> Command[object]:
-    """A random command; with ``holds``, some of a session's second or third hold."""
+    """A random command; with ``holds``, some of a session's second or third hold; with
+    ``annex``, some that set or read the node's annex."""
     sessions = sorted(engine.sessions) or [1]
     sid = rng.choice(sessions)
     name = rng.choice(["a", "b", "m"])
@@ -72,6 +81,11 @@ def random_command(
         return CreateSemaphore(sid, name, rng.randint(1, 4))
     if roll < 0.95:
         return DeleteSemaphore(sid, name, force=rng.random() < 0.5)
+    if annex and roll < 0.97:
+        key = rng.choice(["ydb", "other"])
+        if roll < 0.96:
+            return GetNodeAnnex(NODE, key)
+        return SetNodeAnnex(NODE, key, rng.choice([b"", b"cfg%d" % request_id]))
     return CloseSession(sid)
 
 
@@ -239,6 +253,7 @@ def dump_v4(engine: Engine) -> dict[str, Any]:
     data["version"] = 4
     data["sessions"] = [v for i, v in enumerate(data["sessions"]) if i % 11 < 7]
     for node in data["nodes"]:
+        node.pop("annex", None)  # (new in version 6)
         for key in ("owners", "waiters"):
             node[key] = [v for i, v in enumerate(node[key]) if i % 8 != 7]
     return data
@@ -257,7 +272,12 @@ def dump_v3(engine: Engine) -> dict[str, Any]:
 
 
 def random_run(
-    rng: random.Random, *, lock_delay: float, holds: bool = True, lease_ttls: bool = False
+    rng: random.Random,
+    *,
+    lock_delay: float,
+    holds: bool = True,
+    annex: bool = True,
+    lease_ttls: bool = False,
 ) -> tuple[Engine, float]:
     """Four sessions, then 79 random commands (``lease_ttls``: half the acquires leased):
     the engine, and the time it reached."""
@@ -267,7 +287,7 @@ def random_run(
     now = 0.0
     for request_id in range(1, 80):
         now += rng.choice([0.0, 0.1, 0.4])
-        command = random_command(rng, engine, request_id, holds=holds)
+        command = random_command(rng, engine, request_id, holds=holds, annex=annex)
         if lease_ttls and isinstance(command, Acquire) and rng.random() < 0.5:
             command = dataclasses.replace(command, lease_ttl=rng.choice([1.0, 30.0]))
         step(engine, command, now)
@@ -276,7 +296,7 @@ def random_run(
 
 def engine_of_one_hold_per_session(seed: int) -> Engine:
     """A random engine of the kind every older layout could hold: all holds are hold 0."""
-    return random_run(random.Random(seed), lock_delay=2.0, holds=False)[0]
+    return random_run(random.Random(seed), lock_delay=2.0, holds=False, annex=False)[0]
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -378,3 +398,58 @@ def test_resume_schedules_what_reschedule_all_would(seed: int) -> None:
     kinds = [type(key).__name__ for _, _, key in resumed]
     assert kinds.count("SessionDeadline") == len(twin.sessions) > 0
     assert kinds.count("LeaseDeadline") == leased > 0
+
+
+def engine_with_an_annex() -> Engine:
+    """Two nodes, one with an annex of two keys (one of them set, removed, set again)."""
+    engine = engine_with_live_holders()
+    engine.apply(CreateNode("bare"), engine.now)
+    for key, value in (("ydb", b"\x00cfg"), ("other", b"o"), ("ydb", b""), ("ydb", b"cfg2")):
+        engine.apply(SetNodeAnnex(NODE, key, value), engine.now)
+    return engine
+
+
+def test_a_node_annex_survives_a_snapshot_and_a_resume() -> None:
+    engine = engine_with_an_annex()
+    data = dump(engine)
+    assert_plain(data)
+    nodes = {node["name"]: node for node in data["nodes"]}
+    assert nodes[NODE]["annex"] == {"other": b"o", "ydb": b"cfg2"}
+    assert "annex" not in nodes["bare"]  # only a node that has one
+    restored = load(data)
+    resume(restored, 500.0)
+    assert restored.apply(GetNodeAnnex(NODE, "ydb"), 500.0) == b"cfg2"
+    assert restored.apply(GetNodeAnnex(NODE, "other"), 500.0) == b"o"
+    assert restored.apply(GetNodeAnnex("bare", "ydb"), 500.0) == b""
+    assert restored.nodes["bare"].annex is None
+    assert dump(load(data)) == data
+
+
+def test_a_version_5_snapshot_loads_with_no_annex() -> None:
+    """A data directory written before the annex restarts on the same state, none kept."""
+    engine = engine_with_live_holders()
+    data = dump(engine)
+    assert all("annex" not in node for node in data["nodes"])
+    restored = load({**data, "version": 5})
+    assert dump(restored) == data
+    assert all(node.annex is None for node in restored.nodes.values())
+    assert restored.apply(GetNodeAnnex(NODE, "ydb"), engine.now) == b""
+
+
+@pytest.mark.parametrize(
+    "annex",
+    [
+        [b"v"],
+        {"k": "text"},
+        {"k": b""},
+        {"k": b"x" * (MAX_ANNEX_BYTES + 1)},
+        {"": b"v"},
+        {"k" * (MAX_ANNEX_KEY_BYTES + 1): b"v"},
+        {f"k{i}": b"v" for i in range(MAX_ANNEX_KEYS + 1)},
+    ],
+)
+def test_load_refuses_an_annex_the_engine_would_not_hold(annex: object) -> None:
+    data = dump(engine_with_an_annex())
+    data["nodes"][0]["annex"] = annex
+    with pytest.raises(InvalidArgumentError):
+        load(data)

@@ -209,7 +209,8 @@ def _load(data: Plain, version: int) -> Engine:
     engine.last_watch_id = int(data["last_watch_id"])
     for plain in data["nodes"]:
         node = Node(plain["name"], config_from_stored(plain["config"]).validated())
-        node.annex = _annex(plain.get("annex"))
+        if version > 5:
+            node.annex = _annex(plain.get("annex"))
         engine.nodes[node.name] = node
     sessions = data["sessions"]
     if version > 4:
