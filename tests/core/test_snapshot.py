@@ -82,11 +82,14 @@ def random_command(
     if roll < 0.95:
         return DeleteSemaphore(sid, name, force=rng.random() < 0.5)
     if annex and roll < 0.97:
-        key = rng.choice(["ydb", "other"])
-        if roll < 0.96:
-            return GetNodeAnnex(NODE, key)
-        return SetNodeAnnex(NODE, key, rng.choice([b"", b"cfg%d" % request_id]))
+        # (Writes only: a read moves the engine's time and is not journaled, which the
+        # journal's tests of this list cannot tell from a lost record.)
+        key = rng.choice(ANNEX_KEYS)
+        return SetNodeAnnex(NODE, key, rng.choice([b"", b"", b"cfg%d" % request_id]))
     return CloseSession(sid)
+
+
+ANNEX_KEYS = ("ydb", "other")
 
 
 def step(engine: Engine, command: Command[object], now: float) -> tuple[object, list[object]]:
@@ -123,6 +126,9 @@ def test_a_loaded_engine_behaves_exactly_like_the_original(seed: int) -> None:
             for sid in engine.sessions:  # what each session holds, waits for and missed
                 describe = DescribeSession(sid)
                 assert twin.apply(describe, now) == engine.apply(describe, now)
+            for key in ANNEX_KEYS:
+                read = GetNodeAnnex(NODE, key)
+                assert twin.apply(read, now) == engine.apply(read, now)
     assert twin is not None
     twin.tick(now + 100)
     engine.tick(now + 100)

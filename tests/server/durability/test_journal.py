@@ -21,18 +21,20 @@ from tenure._core import (
     CreateNode,
     CreateSession,
     Engine,
+    GetNodeAnnex,
     KillSession,
     ListNodes,
     ListSemaphores,
     ListSessions,
     NodeConfig,
+    SetNodeAnnex,
 )
 from tenure._core.snapshot import Plain, dump, load, resume
 from tenure._core.values import ClientIdentity
 from tenure.errors import TenureError
 from tenure.server import CorruptLogError, DataDir, FsyncMode
 from tenure.server._durability.identity import lock_data_dir
-from tenure.server._durability.journal import RESUME_RECORD, Journal
+from tenure.server._durability.journal import READ_ONLY, RESUME_RECORD, Journal
 from tenure.server._durability.storage import RECORD_LIMIT, Compaction, _read_records
 
 from ...core.test_snapshot import random_command
@@ -40,9 +42,13 @@ from ...core.test_snapshot import random_command
 KEY = b"protection-key"
 
 
-def step(engine: Engine, journal: Journal, command: Command[object], now: float) -> None:
-    """What the host does: tick (logged if it did anything), apply, log, commit."""
-    if engine.tick(now):
+def step(engine: Engine, journal: Journal, command: Command[object], now: float) -> bool:
+    """What the host does: tick (logged if it did anything), apply, log, commit.
+
+    Returns whether a record was logged (at ``now``): a tick or the command.
+    """
+    logged = bool(engine.tick(now))
+    if logged:
         journal.log_tick(now)
     try:
         engine.apply(command, now)
@@ -50,8 +56,10 @@ def step(engine: Engine, journal: Journal, command: Command[object], now: float)
         pass  # a failed command changed nothing
     else:
         journal.log_command(command, now)
+        logged = logged or type(command) not in READ_ONLY
     journal.commit()
     engine.take_effects()
+    return logged
 
 
 def reopen(path: Path, now: float) -> Engine:
@@ -70,8 +78,13 @@ def comparable(engine: Engine) -> Plain:
     return state
 
 
-def reference_after_restart(engine: Engine, now: float) -> Plain:
+def reference_after_restart(engine: Engine, now: float, *, logged_at: float | None = None) -> Plain:
+    """``engine`` resumed at ``now``, as of its last record (``logged_at``, if known)."""
     twin = load(dump(engine))
+    if logged_at is not None:
+        # Commands that failed (or only read) after the last record moved the engine's
+        # time and left no record: a restart resumes from the last record's time.
+        twin.now = logged_at
     resume(twin, now)
     return comparable(twin)
 
@@ -89,16 +102,17 @@ def test_a_restarted_engine_equals_the_one_that_crashed(
     step(engine, journal, CreateNode("n", config), 0.0)
     for _ in range(4):
         step(engine, journal, CreateSession("n", KEY), 0.0)
-    now = 0.0
+    now = logged_at = 0.0
     for request_id in range(1, rng.randint(20, 150)):
         now += rng.choice([0.0, 0.1, 0.4, 1.5])
-        step(engine, journal, random_command(rng, engine, request_id), now)
+        if step(engine, journal, random_command(rng, engine, request_id), now):
+            logged_at = now
         if journal.needs_snapshot():
             journal.snapshot(engine)
     journal.log_tick(now + 1)  # queued, never committed: lost in the crash
     journal.abort()  # kill -9: what was committed is on disk, nothing more
     restarted = reopen(tmp_path, 5_000.0)
-    assert comparable(restarted) == reference_after_restart(engine, 5_000.0)
+    assert comparable(restarted) == reference_after_restart(engine, 5_000.0, logged_at=logged_at)
     assert restarted.last_token == engine.last_token
 
 
@@ -279,6 +293,35 @@ def test_identities_and_kills_are_logged_and_replayed(tmp_path: Path) -> None:
     assert (kept.description, kept.identity) == ("kept", who)
     # The killed session's mutex is in lock-delay, as after an expiry.
     assert restarted.nodes["n"].semaphores["m"].blocked_until > 0
+
+
+def test_a_node_annex_is_logged_and_replayed_and_reading_it_is_not_logged(
+    tmp_path: Path,
+) -> None:
+    journal = Journal(DataDir(tmp_path))
+    engine = journal.open(0.0)
+    step(engine, journal, CreateNode("n"), 0.0)
+    step(engine, journal, SetNodeAnnex("n", "ydb", b"\x01settings"), 1.0)
+    step(engine, journal, SetNodeAnnex("n", "gone", b"x"), 1.0)
+    step(engine, journal, SetNodeAnnex("n", "gone", b""), 2.0)
+    step(engine, journal, SetNodeAnnex("n", "", b"bad key"), 2.0)  # fails: not logged
+    size = sum(p.stat().st_size for p in tmp_path.glob("wal-*.log"))
+    step(engine, journal, GetNodeAnnex("n", "ydb"), 3.0)  # read-only: not logged
+    assert sum(p.stat().st_size for p in tmp_path.glob("wal-*.log")) == size
+    reference = reference_after_restart(engine, 100.0)
+    journal.abort()  # a crash: only what was committed
+    restarted = reopen(tmp_path, 100.0)  # from the log alone
+    assert comparable(restarted) == reference
+    assert restarted.apply(GetNodeAnnex("n", "ydb"), 100.0) == b"\x01settings"
+    assert restarted.apply(GetNodeAnnex("n", "gone"), 100.0) == b""
+    journal = Journal(DataDir(tmp_path))  # and from a snapshot
+    engine = journal.open(200.0)
+    journal.snapshot(engine)
+    step(engine, journal, SetNodeAnnex("n", "after", b"a"), 201.0)
+    journal.abort()
+    assert list(tmp_path.glob("snapshot-*.bin"))
+    again = reopen(tmp_path, 300.0)
+    assert again.nodes["n"].annex == {"ydb": b"\x01settings", "after": b"a"}
 
 
 def fill(engine: Engine, journal: Journal, rng: random.Random, now: float, steps: int) -> float:
