@@ -339,3 +339,33 @@ async def test_node_limited_token_is_denied_other_nodes(
         assert failure.code is ErrorCode.PERMISSION_DENIED
         # Admin still may attach the foreign session (it is unrestricted).
         assert (await admin.call(AttachSession(foreign, b"kb", 2))).seq_no == 2
+
+
+async def test_the_annex_is_read_like_describe_and_set_like_alter(
+    tmp_path: Path, wire: Clients, auth_file: Path
+) -> None:
+    with ServerProcess(tmp_path / "data", "--auth-file", str(auth_file)) as server:
+        admin = await wire.connect(server.port, token=ADMIN)
+        for node in ("jobs", "billing"):
+            await admin.call(CreateNode(node))
+            await admin.call(SetNodeAnnex(node, "ydb", node.encode()))
+        reader = await wire.connect(server.port, token=READER)
+        assert await reader.call(GetNodeAnnex("billing", "ydb")) == b"billing"
+        failure = await reader.fail(SetNodeAnnex("billing", "ydb", b"x"))
+        assert failure.code is ErrorCode.PERMISSION_DENIED
+        assert failure.message == (
+            "token 'reader' is read-only: it may not send SetNodeAnnex on node 'billing'"
+        )
+        jobs = await wire.connect(server.port, token=JOBS)  # read-write, jobs and config-*
+        assert await jobs.call(SetNodeAnnex("jobs", "ydb", b"mine")) is None
+        assert await jobs.call(GetNodeAnnex("jobs", "ydb")) == b"mine"
+        for command in (GetNodeAnnex("billing", "ydb"), SetNodeAnnex("billing", "ydb", b"x")):
+            failure = await jobs.fail(command)
+            assert failure.code is ErrorCode.PERMISSION_DENIED, command
+            assert "limited to jobs, config-*" in failure.message
+        hashed = await wire.connect(server.port, token=HASHED)  # read-only, jobs only
+        assert await hashed.call(GetNodeAnnex("jobs", "ydb")) == b"mine"
+        assert (await hashed.fail(GetNodeAnnex("billing", "ydb"))).code is (
+            ErrorCode.PERMISSION_DENIED
+        )
+        assert await admin.call(GetNodeAnnex("billing", "ydb")) == b"billing"  # unchanged
