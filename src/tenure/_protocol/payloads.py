@@ -446,9 +446,14 @@ class _Value(Field):
                 return value
             if type(value) is float or type(value) is int:
                 return as_float(value)
-            if type(value) is bytes:  # (GetNodeAnnex's reply: msgpack bin as it is)
-                return value
-            return records_dump(value)
+            try:
+                return records_dump(value)
+            except WireError:
+                # GetNodeAnnex's reply, msgpack bin as it is: rare, so it is looked for
+                # only here, costing the records (every lock's replies) nothing.
+                if type(value) is bytes:
+                    return value
+                raise
 
         def load(value: Any) -> Any:
             return records_load(value) if isinstance(value, struct) else value
