@@ -52,9 +52,11 @@ from tenure._core import (
     DescribeNode,
     DescribeSemaphore,
     DropNode,
+    GetNodeAnnex,
     NodeConfig,
     Release,
     SessionInfo,
+    SetNodeAnnex,
 )
 from tenure._protocol import (
     MAX_MAX_FRAME_SIZE,
@@ -580,7 +582,7 @@ async def test_handshake_then_requests_then_garbage(
 
 # Commands on a live session: the engine's paths, reached through the server.
 
-_NODE_COMMANDS = (CreateNode, DescribeNode, AlterNode, DropNode)
+_NODE_COMMANDS = (CreateNode, DescribeNode, AlterNode, DropNode, SetNodeAnnex, GetNodeAnnex)
 _KEY = b"fuzz-key"
 
 
