@@ -117,6 +117,7 @@ def test_the_key_count_limit_at_and_past_it() -> None:
     engine.apply(SetNodeAnnex(NODE, "one-more", b"v"), 0.0)
     assert (get(engine, "k0"), get(engine, "one-more")) == (b"new", b"v")
     assert len(engine.nodes[NODE].annex or {}) == MAX_ANNEX_KEYS
+    check_invariants(engine)
 
 
 def test_dropping_a_node_drops_its_annex_and_a_new_one_starts_empty() -> None:
@@ -168,6 +169,7 @@ def test_replaying_the_same_commands_gives_the_same_annex(seed: int) -> None:
                 replies.append(engine.apply(command, float(i)))
             except TenureError as error:
                 replies.append(type(error).__name__)
+            check_invariants(engine)
         runs.append((replies, dump(engine)))
         assert dump(load(dump(engine))) == dump(engine)
     assert runs[0] == runs[1]

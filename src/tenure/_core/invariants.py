@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from tenure._core.engine import Engine
 from tenure._core.semaphore import holder_key
+from tenure._core.values import MAX_ANNEX_BYTES, MAX_ANNEX_KEYS
 
 
 def check_invariants(engine: Engine) -> None:
@@ -15,6 +16,11 @@ def check_invariants(engine: Engine) -> None:
     for node in engine.nodes.values():
         for sid in node.sessions:
             assert engine.sessions[sid].node == node.name, f"session {sid} in the wrong node"
+        if node.annex is not None:  # None, or 1 to MAX_ANNEX_KEYS keys of non-empty bytes
+            assert 0 < len(node.annex) <= MAX_ANNEX_KEYS, f"{node.name}: annex of {node.annex}"
+            for annex_key, value in node.annex.items():
+                assert type(value) is bytes, f"{node.name}: annex {annex_key!r} is not bytes"
+                assert 0 < len(value) <= MAX_ANNEX_BYTES, f"{node.name}: {annex_key!r} size"
         for name, sem in node.semaphores.items():
             assert sem.name == name
             total = sum(o.count for o in sem.owners.values())
