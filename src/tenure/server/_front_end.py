@@ -36,8 +36,9 @@ class Plug:
     """What the server lends a front end.
 
     ``send(conn, data)`` queues bytes for ``conn``, written once the next commit is
-    on disk; ``attach(session_id)`` routes the effects of an engine session to the
-    front end's :meth:`FrontEnd.deliver`, ``forget(session_id)`` drops that route;
+    on disk, ``finish(conn)`` closes it once they are; ``attach(session_id)`` routes
+    the effects of an engine session to the front end's :meth:`FrontEnd.deliver`,
+    ``forget(session_id)`` drops that route;
     ``connections()`` is how many client connections the server has open;
     ``observer`` is told of each request the front end answers (None: not measured).
     """
@@ -46,20 +47,30 @@ class Plug:
     host: JournaledEngine
     tokens: Tokens | None  # the auth file's (None: no auth file)
     send: Callable[[Connection, bytes], None]
+    finish: Callable[[Connection], None]
     attach: Callable[[int], None]
     forget: Callable[[int], None]
     connections: Callable[[], int]
     observer: Observer | None = None
 
 
-class FrontEnd(Hashable, Protocol[ConnT]):
-    """A front end as the server sees it (module docstring); hashable, as the session
-    table routes effects to it."""
+class Face(Hashable, Protocol):
+    """What the session table routes engine effects to, besides native connections:
+    a front end, or the YDB face."""
 
     @property
     def protocol(self) -> str:
-        """The protocol's name, in the server's logs and metrics (``dflockd``)."""
+        """The protocol's name, in the server's logs and metrics (``dflockd``, ``ydb``)."""
         ...
+
+    def deliver(self, effect: Effect) -> None:
+        """An engine effect for one of the sessions it attached."""
+        ...
+
+
+class FrontEnd(Face, Protocol[ConnT]):
+    """A front end as the server sees it (module docstring); hashable, as the session
+    table routes effects to it."""
 
     @property
     def port(self) -> int:
@@ -88,8 +99,38 @@ class FrontEnd(Hashable, Protocol[ConnT]):
         """
         ...
 
-    def deliver(self, effect: Effect) -> None:
-        """An engine effect for one of the sessions this front end attached."""
+
+class YdbFace(Face, Protocol):
+    """The YDB face (``--ydb-port``, :mod:`tenure.compat.ydb`): a listener of its own
+    (gRPC), whose streams the server's outboxes write like its connections."""
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (0 until started)."""
+        ...
+
+    async def start(self) -> int:
+        """Listen; returns the port bound (``--ydb-port``).
+
+        Raises:
+            OSError: the port cannot be bound.
+        """
+        ...
+
+    def stop(self) -> None:
+        """The server is stopping: refuse new calls, end every stream (sessions kept)."""
+        ...
+
+    async def close(self, grace: float) -> None:
+        """Wait up to ``grace`` seconds for the streams to end, then stop listening."""
+        ...
+
+    def abort(self) -> None:
+        """The journal failed: drop every stream unanswered."""
+        ...
+
+    def connections(self) -> int:
+        """The streams open now."""
         ...
 
 
@@ -106,3 +147,13 @@ def dflockd() -> FrontEndFactory:
     from tenure.compat.dflockd.service import DflockdService
 
     return DflockdService.plugged
+
+
+def ydb_face() -> Callable[[Plug], YdbFace]:
+    """The YDB face's maker (docs/ydb.md), for a server with ``--ydb-port``.
+
+    Imported only then: it needs the ``ydb`` extra (grpcio, YDB's messages).
+    """
+    from tenure.compat.ydb.service import YdbService
+
+    return YdbService.plugged

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from functools import partial
 from typing import Any
@@ -33,7 +34,15 @@ from tenure.errors import ErrorCode, TenureError
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._driver import JournaledEngine
 from tenure.server._durability.journal import Journal
-from tenure.server._front_end import FrontEnd, FrontEndFactory, Plug, dflockd
+from tenure.server._front_end import (
+    Face,
+    FrontEnd,
+    FrontEndFactory,
+    Plug,
+    YdbFace,
+    dflockd,
+    ydb_face,
+)
 from tenure.server._net.accept import READ_LIMIT, AcceptedProtocol, Kind
 from tenure.server._net.gate import Conn, Gate
 from tenure.server._net.native import NativeService
@@ -82,9 +91,7 @@ class Server:
             slow_commit=config.slow_commit,
             observer=observer,
         )
-        self._table: SessionTable[Conn | FrontEnd[Any]] = SessionTable(
-            max_queued=config.max_queued_pushes
-        )
+        self._table: SessionTable[Conn | Face] = SessionTable(max_queued=config.max_queued_pushes)
         self._conns: set[Connection] = set()
         self.native = NativeService(
             self.host,
@@ -99,12 +106,18 @@ class Server:
             self.host,
             self.gate.tokens,
             self.out.send,
+            self.out.finish,
             attach=self._attach_to_front_end,
             forget=self._table.forget,
             connections=lambda: len(self._conns),
             observer=observer,
         )
         self.front_end: FrontEnd[Any] = (front_end or dflockd())(plug)
+        #: The YDB face (``--ydb-port``), its own gRPC listener; None without one.
+        self.ydb: YdbFace | None = None
+        if config.ydb_port:
+            ydb_plug = dataclasses.replace(plug, attach=self._attach_to_ydb)
+            self.ydb = ydb_face()(ydb_plug)
         self._front_end_listener: asyncio.Server | None = None
         self._shutdown_task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -140,6 +153,8 @@ class Server:
                 ssl=tls,
                 ssl_handshake_timeout=self.config.handshake_timeout if tls is not None else None,
             )
+        if self.ydb is not None:
+            await self.ydb.start()
         host, port = self._listener.sockets[0].getsockname()[:2]
         return str(host), int(port)
 
@@ -151,7 +166,10 @@ class Server:
     def connections(self) -> dict[str, int]:
         """The client connections open now, by protocol (``native``, and the front end's)."""
         native = sum(1 for conn in self._conns if isinstance(conn, Conn))
-        return {"native": native, self.front_end.protocol: len(self._conns) - native}
+        counts = {"native": native, self.front_end.protocol: len(self._conns) - native}
+        if self.ydb is not None:
+            counts[self.ydb.protocol] = self.ydb.connections()
+        return counts
 
     async def wait(self) -> int:
         """Until the server stopped (signal or fatal error); returns the exit code."""
@@ -168,6 +186,8 @@ class Server:
             if listener is not None:
                 listener.close()
         self.front_end.stop()
+        if self.ydb is not None:
+            self.ydb.stop()
         for conn in list(self._conns):
             if not isinstance(conn, Conn):
                 continue  # a front end's: it answers that it drains, closed with the rest
@@ -184,6 +204,8 @@ class Server:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.config.shutdown_grace):
                 await self._idle.wait()
+        if self.ydb is not None:
+            await self.ydb.close(self.config.shutdown_grace)
         self.host.settle()  # every answer owed is durable and written before the close
         for conn in list(self._conns):
             conn.writer.close()
@@ -200,6 +222,8 @@ class Server:
         for conn in list(self._conns):
             conn.outbox.clear()
             conn.writer.transport.abort()
+        if self.ydb is not None:
+            self.ydb.abort()
         self._done.set()
 
     # -- connections --------------------------------------------------------------------
@@ -299,6 +323,11 @@ class Server:
     def _attach_to_front_end(self, session_id: int) -> None:
         """Route the session's effects to the front end (its sessions are its own)."""
         self._table.attach(session_id, self.front_end)
+
+    def _attach_to_ydb(self, session_id: int) -> None:
+        """Route the session's effects to the YDB face."""
+        assert self.ydb is not None
+        self._table.attach(session_id, self.ydb)
 
     def _lost(self, conn: Conn) -> None:
         """The connection is over: detach the sessions it still owns, then close it."""

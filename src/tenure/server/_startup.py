@@ -132,6 +132,7 @@ async def _recover_and_serve(
     fields = {
         "host": host,
         "port": port,
+        "ydb_port": server.ydb.port if server.ydb is not None else None,
         "instance_id": ident.hex(),
         "sessions": len(engine.sessions),
         "nodes": len(engine.nodes),

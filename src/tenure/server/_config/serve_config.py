@@ -59,6 +59,7 @@ __all__ = [
     "add_arguments",
     "check_files",
     "check_http",
+    "check_ydb",
     "env_name",
     "resolve",
 ]
@@ -102,6 +103,11 @@ class ServeConfig:
     dflockd_auto_release: bool = True
     dflockd_gc_interval: float = 5.0
     dflockd_gc_max_idle: float = 60.0
+    ydb_port: int = 0  # 0: no YDB face
+    ydb_database: str = "/local"
+    ydb_advertise: str = ""  # empty: --host, or the machine's name for a wildcard
+    ydb_ping_interval: float = 1.0
+    ydb_ticket_ttl: float = 43200.0
     http_port: int = 0  # 0: no HTTP endpoint
     http_host: str = ""  # empty: the same as ``host``
     dashboard_max_nodes: int = 50
@@ -215,6 +221,7 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> ServeConfig
     config = ServeConfig(**values, config_file=config_file, sources=sources)  # type: ignore[arg-type]
     check_files(config)
     check_http(config)
+    check_ydb(config)
     return config
 
 
@@ -241,6 +248,43 @@ def check_http(config: ServeConfig) -> None:
             f"--http-port={config.http_port}: the HTTP endpoint needs the server extra "
             f"({(error.name or 'a library').split('.')[0]} is missing): "
             "pip install 'tenure[server]'"
+        ) from None
+
+
+def check_ydb(config: ServeConfig) -> None:
+    """With ``--ydb-port``: a port of its own, a database path YDB's clients can name,
+    and the YDB SDK's protocol definitions installed.
+
+    Raises:
+        ConfigError: naming the setting, or the extra to install.
+    """
+    if not config.ydb_port:
+        return
+    for name, port in (
+        ("--port", config.port),
+        ("--dflockd-port", config.dflockd_port),
+        ("--http-port", config.http_port),
+    ):
+        if port == config.ydb_port:
+            raise ConfigError(
+                f"--ydb-port={config.ydb_port}: {name} is that port too; "
+                "the YDB face needs a port of its own"
+            )
+    database = config.ydb_database
+    parts = database.split("/")
+    if not database.startswith("/") or len(parts) < 2 or not all(parts[1:]):
+        raise ConfigError(
+            f"--ydb-database={database!r}: a database is an absolute path such as /local "
+            "(no empty parts, no trailing slash)"
+        )
+    try:
+        import grpc  # noqa: F401  (only to find out that they are there)
+        import ydb  # noqa: F401
+    except ImportError as error:
+        raise ConfigError(
+            f"--ydb-port={config.ydb_port}: the YDB face needs the ydb extra "
+            f"({(error.name or 'a library').split('.')[0]} is missing): "
+            "pip install 'tenure[ydb]'"
         ) from None
 
 

@@ -256,6 +256,50 @@ SETTINGS: Final = (
         in_range(0, 86400),
     ),
     Setting(
+        "ydb_port",
+        int,
+        0,
+        "N",
+        "also serve YDB's coordination clients (gRPC) on this port; 0: off "
+        "(default: %(default)s; needs pip install 'tenure[ydb]')",
+        in_range(0, 65535),
+    ),
+    Setting(
+        "ydb_database",
+        str,
+        "/local",
+        "PATH",
+        "YDB: the database the YDB face answers for; node /DB/a/b is tenure node a/b "
+        "(default: %(default)s)",
+    ),
+    Setting(
+        "ydb_advertise",
+        str,
+        "",
+        "HOST",
+        "YDB: the host name discovery gives clients for this server; empty: --host, or the "
+        "machine's name when --host is a wildcard (default: empty)",
+    ),
+    Setting(
+        "ydb_ping_interval",
+        float,
+        1.0,
+        "S",
+        "YDB: the longest time between the server's pings on a session stream (a third of "
+        "the session's timeout if shorter); YDB's Python SDK drops a stream silent for 3 s "
+        "(default: %(default)s)",
+        in_range(0.01, 60),
+    ),
+    Setting(
+        "ydb_ticket_ttl",
+        float,
+        43200.0,
+        "S",
+        "YDB: how long a ticket from a login (static credentials) is good for, in seconds "
+        "(default: %(default)s)",
+        in_range(1, 30 * 86400),
+    ),
+    Setting(
         "event_loop",
         str,
         "auto",

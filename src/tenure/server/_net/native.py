@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 from tenure._core import (
     AttachSession,
@@ -42,7 +42,7 @@ from tenure._protocol import (
 )
 from tenure.errors import ErrorCode, ProtocolError, TenureError, code_of
 from tenure.server._driver import JournaledEngine
-from tenure.server._front_end import FrontEnd
+from tenure.server._front_end import Face
 from tenure.server._net.accept import AcceptedProtocol
 from tenure.server._net.auth import Token, visible_nodes
 from tenure.server._net.gate import Conn, Gate
@@ -68,7 +68,7 @@ class NativeService:
         host: JournaledEngine,
         gate: Gate,
         out: Outboxes,
-        table: SessionTable[Conn | FrontEnd[Any]],
+        table: SessionTable[Conn | Face],
         stopping: Callable[[], bool],
         observer: Observer | None = None,
     ) -> None:

@@ -20,7 +20,7 @@ import socket
 import struct
 from collections import deque
 from collections.abc import Callable
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from tenure._core import Effect, WatchFired
 from tenure._protocol import (
@@ -41,16 +41,58 @@ log = logging.getLogger("tenure.server")
 _LINGER_RESET: Final = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close with a reset
 
 
-class Connection(Protocol):
-    """What the outboxes write to: a native connection or a front end's."""
+class Transport(Protocol):
+    """What the outboxes ask of a connection's transport (an asyncio one, or a YDB
+    stream's :class:`~tenure.compat.ydb.pipe.Pipe`)."""
 
-    writer: asyncio.StreamWriter
+    def is_closing(self) -> bool:
+        """Whether nothing more can be written."""
+        ...
+
+    def get_write_buffer_size(self) -> int:
+        """Bytes written and not yet sent (the client has not read them)."""
+        ...
+
+    def abort(self) -> None:
+        """Drop the connection now, discarding what is unsent."""
+        ...
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        """The transport's ``name`` (the outboxes ask for its ``socket``)."""
+        ...
+
+
+class Writer(Protocol):
+    """What the outboxes write to (an asyncio.StreamWriter, or a YDB stream's pipe)."""
+
+    @property
+    def transport(self) -> Transport:
+        """Its transport."""
+        ...
+
+    def write(self, data: bytes) -> None:
+        """Queue ``data`` to be sent."""
+        ...
+
+    def close(self) -> None:
+        """Close once what is queued is sent."""
+        ...
+
+
+class Connection(Protocol):
+    """What the outboxes write to: a native connection, a front end's, or a YDB stream."""
+
+    @property
+    def writer(self) -> Writer:
+        """Where its bytes go."""
+        ...
+
     peer: str  # the client's address, for the log
     outbox: list[bytes]  # what it is owed, written after the next commit
     closing: bool  # close once the outbox is written
 
 
-def reset(transport: asyncio.WriteTransport) -> None:
+def reset(transport: Transport) -> None:
     """Drop a connection at once, with a TCP reset: what it was owed is discarded.
 
     For a client that does not read: a plain abort would leave its unread answers

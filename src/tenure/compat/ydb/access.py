@@ -1,0 +1,118 @@
+"""Who a YDB call comes from: tickets, static-credential logins, and the auth file.
+
+YDB's clients send a ticket in the ``x-ydb-auth-ticket`` metadata of every call. The
+YDB face takes two kinds, both checked against the server's auth file
+(``--auth-file``, :mod:`tenure.server._net.auth`):
+
+* a token's secret itself (``ydb.AccessTokenCredentials(secret)``): the token
+  whose secret it is;
+* a ticket from a login (``ydb.StaticCredentials(user, password)``, whose
+  ``AuthService/Login`` gives the user a ticket): the user is a token's name, the
+  password its secret. The ticket names the token and when it expires
+  (``--ydb-ticket-ttl``), signed with this data directory's secret, so it outlives
+  a restart of the server, and dies with its token when the auth file drops it.
+
+Without an auth file every call is anonymous and may do anything, as on a YDB
+without authentication. With one, a call without a valid ticket is refused
+UNAUTHORIZED, and each command is authorized as the native protocol's are
+(:func:`tenure.server._net.auth.denial`).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import time
+from collections.abc import Callable, Iterable
+from typing import Final
+
+from tenure.server._net.auth import Token, Tokens
+
+#: The metadata key of a call's ticket.
+TICKET_HEADER: Final = "x-ydb-auth-ticket"
+#: The start of a ticket this server made (a token's secret never starts so: it
+#: would then be taken as a forged ticket and refused, not as the secret).
+_TICKET_PREFIX: Final = "tenure-ydb-ticket."
+#: What the signature covers besides the ticket's fields: tickets sign nothing else.
+_LABEL: Final = b"tenure ydb ticket v1\0"
+
+
+class UnauthorizedError(Exception):
+    """The call's ticket is missing, unknown, expired, or its token was removed."""
+
+
+class Access:
+    """Tickets and logins of one server (see the module docstring)."""
+
+    def __init__(
+        self,
+        tokens: Tokens | None,
+        key: bytes,
+        ticket_ttl: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.tokens = tokens
+        self._key = hmac.new(key, _LABEL, hashlib.sha256).digest()
+        self._ttl = ticket_ttl
+        self._clock = clock
+
+    @property
+    def required(self) -> bool:
+        """Whether calls need a ticket (the server has an auth file)."""
+        return self.tokens is not None
+
+    def login(self, user: str, password: str) -> str:
+        """A ticket for the token named ``user`` whose secret is ``password``.
+
+        Raises:
+            UnauthorizedError: no such token, or not its secret; or no auth file (there
+                is nothing to log in to).
+        """
+        if self.tokens is None:
+            raise UnauthorizedError("this server has no auth file: connect without credentials")
+        token = self.tokens.authenticate(password)
+        if token is None or token.name != user:
+            raise UnauthorizedError("unknown user or wrong password")
+        expires = int(self._clock() + self._ttl)
+        body = f"{_b64(user.encode())}.{expires}"
+        return f"{_TICKET_PREFIX}{body}.{self._sign(body)}"
+
+    def token_of(self, metadata: Iterable[tuple[str, str | bytes]]) -> Token | None:
+        """The token a call acts as (None: anonymous, when the server has no auth file).
+
+        Raises:
+            UnauthorizedError: an auth file is in use and the call's ticket is not good.
+        """
+        if self.tokens is None:
+            return None
+        ticket = next((v for k, v in metadata if k == TICKET_HEADER), None)
+        if not isinstance(ticket, str) or not ticket:
+            raise UnauthorizedError("this server requires credentials (a token or a login)")
+        if ticket.startswith(_TICKET_PREFIX):
+            return self._ticket_token(ticket[len(_TICKET_PREFIX) :])
+        token = self.tokens.authenticate(ticket)
+        if token is None:
+            raise UnauthorizedError("unknown token")
+        return token
+
+    def _ticket_token(self, ticket: str) -> Token:
+        body, _, signature = ticket.rpartition(".")
+        if not hmac.compare_digest(signature, self._sign(body)):
+            raise UnauthorizedError("the ticket was not made by this server")
+        name_b64, _, expires = body.partition(".")
+        if not expires.isdigit() or int(expires) <= self._clock():
+            raise UnauthorizedError("the ticket expired: log in again")
+        name = base64.urlsafe_b64decode(name_b64 + "=" * (-len(name_b64) % 4)).decode()
+        assert self.tokens is not None
+        for token in self.tokens.tokens:
+            if token.name == name:
+                return token
+        raise UnauthorizedError(f"token {name!r} is no longer in the auth file")
+
+    def _sign(self, body: str) -> str:
+        return _b64(hmac.new(self._key, body.encode(), hashlib.sha256).digest())
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()

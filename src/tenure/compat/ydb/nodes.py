@@ -1,0 +1,162 @@
+"""YDB's node calls: CreateNode, AlterNode, DropNode, DescribeNode.
+
+Each is one or two engine commands, answered once the change is durable, in YDB's
+operation-wrapped reply. A node made here is a tenure node with tenure's default
+settings (:mod:`tenure.compat.ydb.paths` says which one); YDB's own settings
+(``Ydb.Coordination.Config``: self-check period, session grace period, consistency
+modes, rate-limiter counters mode) have no meaning for one tenure server, but are
+kept with the node, in its annex under ``ydb``, and described back exactly as
+given. AlterNode changes the settings it sets (non-zero numbers, modes other than
+UNSET) and keeps the others, as YDB does. A missing node is SCHEME_ERROR, as YDB's
+scheme answers it; dropping a node ends its sessions (YDB does not refuse either).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+from tenure._core import (
+    AlterNode,
+    Command,
+    CreateNode,
+    DescribeNode,
+    DropNode,
+    GetNodeAnnex,
+    SetNodeAnnex,
+)
+from tenure.compat.ydb import _protos as pb
+from tenure.compat.ydb.access import Access, UnauthorizedError
+from tenure.compat.ydb.paths import Database, OutsideDatabaseError
+from tenure.errors import ErrorCode, TenureError, code_of
+from tenure.server._driver import JournaledEngine
+from tenure.server._net.auth import Token, denial
+
+#: The annex key the YDB settings of a node are kept under.
+ANNEX_KEY: Final = "ydb"
+
+#: The settings AlterNode changes when set, as (field, unset value).
+_SETTINGS: Final = (
+    ("self_check_period_millis", 0),
+    ("session_grace_period_millis", 0),
+    ("read_consistency_mode", 0),
+    ("attach_consistency_mode", 0),
+    ("rate_limiter_counters_mode", 0),
+)
+
+
+class NodeCalls:
+    """The four node calls of ``Ydb.Coordination.V1.CoordinationService``."""
+
+    def __init__(
+        self,
+        host: JournaledEngine,
+        access: Access,
+        database: Database,
+        draining: Callable[[], bool],
+    ) -> None:
+        self.host = host
+        self.access = access
+        self.database = database
+        self._draining = draining
+
+    async def create(self, request: Any, metadata: Any) -> Any:
+        """``CreateNode``: a node with tenure's defaults and the given YDB settings."""
+        return pb.coordination.CreateNodeResponse(
+            operation=await self._run(request.path, metadata, self._create, request.config)
+        )
+
+    async def alter(self, request: Any, metadata: Any) -> Any:
+        """``AlterNode``: change the YDB settings given (non-zero), keep the others."""
+        return pb.coordination.AlterNodeResponse(
+            operation=await self._run(request.path, metadata, self._alter, request.config)
+        )
+
+    async def drop(self, request: Any, metadata: Any) -> Any:
+        """``DropNode``: drop the node, ending its sessions."""
+        return pb.coordination.DropNodeResponse(
+            operation=await self._run(request.path, metadata, self._drop, None)
+        )
+
+    async def describe(self, request: Any, metadata: Any) -> Any:
+        """``DescribeNode``: the node's scheme entry and YDB settings."""
+        return pb.coordination.DescribeNodeResponse(
+            operation=await self._run(request.path, metadata, self._describe, None)
+        )
+
+    async def _run(
+        self,
+        path: str,
+        metadata: Any,
+        call: Callable[[str, Token | None, Any], Any],
+        config: Any,
+    ) -> Any:
+        """Run ``call`` for the node at ``path``; its operation, once durable."""
+        try:
+            if self._draining():
+                raise pb.StatusError(pb.Status.UNAVAILABLE, "the server is shutting down")
+            token = self.access.token_of(metadata)
+            node = self.database.node_of(path)
+            result = call(node, token, config)
+        except UnauthorizedError as error:
+            return pb.operation(pb.Status.UNAUTHORIZED, why=[str(error)])
+        except OutsideDatabaseError as error:
+            return pb.operation(pb.Status.SCHEME_ERROR, why=[str(error)])
+        except pb.StatusError as error:
+            return pb.operation(error.status, why=[str(error)])
+        except (TenureError, TimeoutError) as error:
+            code = code_of(error)
+            status = pb.Status.SCHEME_ERROR if code is ErrorCode.NOT_FOUND else pb.status_of(code)
+            return pb.operation(status, why=[str(error)])
+        await self.host.committed()  # no answer tells of a change the disk lacks
+        if self.host.dead:
+            return pb.operation(pb.Status.UNAVAILABLE, why=["the server failed to commit"])
+        return pb.operation(pb.Status.SUCCESS, result)
+
+    def _create(self, node: str, token: Token | None, config: Any) -> None:
+        _authorize(token, CreateNode(node), node)
+        self.host.execute(CreateNode(node))
+        settings = _settings(config)
+        if settings:
+            self.host.execute(SetNodeAnnex(node, ANNEX_KEY, settings))
+
+    def _alter(self, node: str, token: Token | None, config: Any) -> None:
+        _authorize(token, AlterNode(node, {}), node)
+        stored = self._stored(node)  # (NotFoundError for a missing node)
+        for name, unset in _SETTINGS:
+            value = getattr(config, name)
+            if value != unset:
+                setattr(stored, name, value)
+        self.host.execute(SetNodeAnnex(node, ANNEX_KEY, stored.SerializeToString()))
+
+    def _drop(self, node: str, token: Token | None, config: Any) -> None:
+        _authorize(token, DropNode(node), node)
+        self.host.execute(DropNode(node, force=True))
+
+    def _describe(self, node: str, token: Token | None, config: Any) -> Any:
+        _authorize(token, DescribeNode(node), node)
+        stored = self._stored(node)
+        stored.path = self.database.path_of(node)
+        entry = pb.scheme.Entry(
+            name=node.rpartition("/")[2], type=pb.scheme.Entry.COORDINATION_NODE
+        )
+        return pb.coordination.DescribeNodeResult(config=stored, self=entry)
+
+    def _stored(self, node: str) -> Any:
+        """The YDB settings kept with ``node`` (NotFoundError if it is missing)."""
+        return pb.coordination.Config.FromString(self.host.execute(GetNodeAnnex(node, ANNEX_KEY)))
+
+
+def _authorize(token: Token | None, command: Command[Any], node: str) -> None:
+    """Refuse UNAUTHORIZED what ``token`` may not do (None: anonymous, no auth file)."""
+    why = None if token is None else denial(token, command, node)
+    if why is not None:
+        raise pb.StatusError(pb.Status.UNAUTHORIZED, why)
+
+
+def _settings(config: Any) -> bytes:
+    """The YDB settings of a CreateNode's config, as kept (``b""``: none given)."""
+    kept = pb.coordination.Config()
+    kept.CopyFrom(config)
+    kept.ClearField("path")  # initialised on creation, "cannot be set" (YDB's proto)
+    return bytes(kept.SerializeToString())

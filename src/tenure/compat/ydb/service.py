@@ -1,0 +1,387 @@
+"""The YDB face: YDB's coordination clients served over gRPC from the journaled engine.
+
+``tenure serve --ydb-port N`` runs a ``grpc.aio`` server on the server's event loop
+with the services YDB's SDKs use for coordination:
+
+* ``Ydb.Discovery.V1.DiscoveryService``: ``ListEndpoints`` (this server, so that the
+  SDK's driver starts) and ``WhoAmI``;
+* ``Ydb.Auth.V1.AuthService``: ``Login`` (static credentials, :mod:`.access`);
+* ``Ydb.Coordination.V1.CoordinationService``: the node calls (:mod:`.nodes`) and
+  the ``Session`` stream (:mod:`.sessions`, :mod:`.semaphores`).
+
+Any other method is UNIMPLEMENTED, a message that cannot be decoded ends its call
+with an error status, and neither touches any other call. Every answer leaves
+after the commit that covers it, through the server's outboxes (:mod:`.pipe`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+import grpc
+
+from tenure._core import Effect
+from tenure.compat.dflockd.holds import load_secret
+from tenure.compat.ydb import _protos as pb
+from tenure.compat.ydb.access import Access, UnauthorizedError
+from tenure.compat.ydb.nodes import NodeCalls
+from tenure.compat.ydb.paths import Database
+from tenure.compat.ydb.sessions import YdbSessions
+from tenure.compat.ydb.stream import SessionStream
+from tenure.errors import ConfigError
+from tenure.server._config.serve_config import ServeConfig
+from tenure.server._driver import JournaledEngine
+from tenure.server._front_end import Plug
+from tenure.server._net.auth import Tokens
+from tenure.server._net.outbox import Connection
+
+log = logging.getLogger("tenure.server")
+
+#: The addresses that mean "every interface" (not one a client can dial).
+_WILDCARDS: Final = frozenset({"", "0.0.0.0", "::", "[::]"})
+
+
+def _identity(data: bytes) -> bytes:
+    """The Session stream's answers are encoded already (by the outbox's writer)."""
+    return data
+
+
+class YdbService:
+    """The YDB face of one server (see the module docstring)."""
+
+    #: The protocol's name in the server's logs and metrics.
+    protocol: Final = "ydb"
+
+    def __init__(
+        self,
+        config: ServeConfig,
+        host: JournaledEngine,
+        tokens: Tokens | None,
+        send: Callable[[Connection, bytes], None],
+        finish: Callable[[Connection], None],
+        attach: Callable[[int], None],
+        forget: Callable[[int], None],
+    ) -> None:
+        self.config = config
+        self.host = host
+        database = Database(config.ydb_database)
+        key = load_secret(config.data_dir)
+        self.access = Access(tokens, key, config.ydb_ticket_ttl)
+        self.nodes = NodeCalls(host, self.access, database, lambda: self.draining)
+        self.sessions = YdbSessions(
+            host, database, send, finish, attach, forget, config.ydb_ping_interval
+        )
+        self.streams: set[SessionStream] = set()
+        self.draining = False
+        self.port = 0  # bound by start()
+        self._server: grpc.aio.Server | None = None
+        self._stopping: asyncio.Future[None] | None = None  # abort()'s stop, kept alive
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @classmethod
+    def plugged(cls, plug: Plug) -> YdbService:
+        """The YDB face of the server that lends ``plug``."""
+        return cls(
+            plug.config,
+            plug.host,
+            plug.tokens,
+            plug.send,
+            plug.finish,
+            attach=plug.attach,
+            forget=plug.forget,
+        )
+
+    # -- as the server sees it -----------------------------------------------------------
+
+    async def start(self) -> int:
+        """Listen on ``--ydb-port`` (with the server's TLS); returns the port bound.
+
+        Raises:
+            OSError: the port cannot be bound.
+        """
+        config = self.config
+        server = grpc.aio.server(
+            options=[
+                ("grpc.so_reuseport", 0),  # a port taken is an error, not shared
+                ("grpc.max_receive_message_length", config.max_frame_size),
+                ("grpc.max_send_message_length", config.max_frame_size),
+                # HTTP/2 pings find clients that vanished without a word.
+                ("grpc.keepalive_time_ms", 10_000),
+                ("grpc.keepalive_timeout_ms", 5_000),
+            ]
+        )
+        server.add_generic_rpc_handlers(self._handlers())
+        address = f"{config.host}:{config.ydb_port}"
+        try:
+            credentials = _credentials(config)
+            if credentials is None:
+                port = server.add_insecure_port(address)
+            else:
+                port = server.add_secure_port(address, credentials)
+        except RuntimeError as error:  # grpc's "Failed to bind"
+            raise OSError(f"--ydb-port: cannot listen on {address}: {error}") from None
+        await server.start()
+        self._server, self.port = server, int(port)
+        return self.port
+
+    def stop(self) -> None:
+        """The server is stopping: refuse new calls; every stream ends UNAVAILABLE.
+
+        Sessions are detached, not closed: their clients re-attach them to the next
+        run of the server within their timeouts.
+        """
+        self.draining = True
+        for stream in list(self.streams):
+            if not stream.closing:
+                self.sessions.fail(stream, pb.Status.UNAVAILABLE, "the server is shutting down")
+
+    async def close(self, grace: float) -> None:
+        """Wait (up to ``grace`` seconds) for the streams to end, then stop listening."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(grace):
+                await self._idle.wait()
+        if self._server is not None:
+            await self._server.stop(0)
+
+    def abort(self) -> None:
+        """The journal failed: drop every stream unanswered."""
+        for stream in self.streams:
+            stream.writer.abort()
+        if self._server is not None:
+            self._stopping = asyncio.ensure_future(self._server.stop(0))
+
+    def connections(self) -> int:
+        """The Session streams open now."""
+        return len(self.streams)
+
+    def deliver(self, effect: Effect) -> None:
+        """An engine effect for a session a YDB stream started or attached."""
+        self.sessions.deliver(effect)
+
+    # -- the calls ---------------------------------------------------------------------------
+
+    def _handlers(self) -> tuple[grpc.GenericRpcHandler, ...]:
+        def unary(call: Callable[[Any, Any], Any], request: Any, reply: Any) -> Any:
+            return grpc.unary_unary_rpc_method_handler(
+                call,
+                request_deserializer=request.FromString,
+                response_serializer=reply.SerializeToString,
+            )
+
+        coordination, discovery, auth = pb.coordination, pb.discovery, pb.auth
+        nodes = self.nodes
+        return (
+            grpc.method_handlers_generic_handler(
+                "Ydb.Coordination.V1.CoordinationService",
+                {
+                    "Session": grpc.stream_stream_rpc_method_handler(
+                        self._session,
+                        request_deserializer=coordination.SessionRequest.FromString,
+                        response_serializer=_identity,
+                    ),
+                    "CreateNode": unary(
+                        _unary(nodes.create),
+                        coordination.CreateNodeRequest,
+                        coordination.CreateNodeResponse,
+                    ),
+                    "AlterNode": unary(
+                        _unary(nodes.alter),
+                        coordination.AlterNodeRequest,
+                        coordination.AlterNodeResponse,
+                    ),
+                    "DropNode": unary(
+                        _unary(nodes.drop),
+                        coordination.DropNodeRequest,
+                        coordination.DropNodeResponse,
+                    ),
+                    "DescribeNode": unary(
+                        _unary(nodes.describe),
+                        coordination.DescribeNodeRequest,
+                        coordination.DescribeNodeResponse,
+                    ),
+                },
+            ),
+            grpc.method_handlers_generic_handler(
+                "Ydb.Discovery.V1.DiscoveryService",
+                {
+                    "ListEndpoints": unary(
+                        self._list_endpoints,
+                        discovery.ListEndpointsRequest,
+                        discovery.ListEndpointsResponse,
+                    ),
+                    "WhoAmI": unary(
+                        self._who_am_i, discovery.WhoAmIRequest, discovery.WhoAmIResponse
+                    ),
+                },
+            ),
+            grpc.method_handlers_generic_handler(
+                "Ydb.Auth.V1.AuthService",
+                {"Login": unary(self._login, auth.LoginRequest, auth.LoginResponse)},
+            ),
+        )
+
+    async def _list_endpoints(self, request: Any, context: Any) -> Any:
+        """This server, as the one endpoint of the database it answers for."""
+        database = self.config.ydb_database
+        if request.database and request.database != database:
+            why = (
+                f"database {request.database!r} is not served here (--ydb-database is {database!r})"
+            )
+            return pb.discovery.ListEndpointsResponse(
+                operation=pb.operation(pb.Status.SCHEME_ERROR, why=[why])
+            )
+        endpoint = pb.discovery.EndpointInfo(
+            address=_advertised(self.config),
+            port=self.port,
+            ssl=self.config.tls_cert is not None,
+            service=["discovery", "coordination"],
+            node_id=1,
+        )
+        result = pb.discovery.ListEndpointsResult(endpoints=[endpoint])
+        return pb.discovery.ListEndpointsResponse(operation=pb.operation(pb.Status.SUCCESS, result))
+
+    async def _who_am_i(self, request: Any, context: Any) -> Any:
+        """The token the call acts as (its name; empty when anonymous)."""
+        try:
+            token = self.access.token_of(context.invocation_metadata())
+        except UnauthorizedError as error:
+            return pb.discovery.WhoAmIResponse(
+                operation=pb.operation(pb.Status.UNAUTHORIZED, why=[str(error)])
+            )
+        result = pb.discovery.WhoAmIResult(user="" if token is None else token.name)
+        return pb.discovery.WhoAmIResponse(operation=pb.operation(pb.Status.SUCCESS, result))
+
+    async def _login(self, request: Any, context: Any) -> Any:
+        """Static credentials: a ticket for the token named ``user`` (password: its secret)."""
+        try:
+            ticket = self.access.login(request.user, request.password)
+        except UnauthorizedError as error:
+            return pb.auth.LoginResponse(
+                operation=pb.operation(pb.Status.UNAUTHORIZED, why=[str(error)])
+            )
+        result = pb.auth.LoginResult(token=ticket)
+        return pb.auth.LoginResponse(operation=pb.operation(pb.Status.SUCCESS, result))
+
+    async def _session(self, requests: Any, context: Any) -> None:
+        """One ``Session`` stream, from its SessionStart to its end."""
+        refusal = self._refusal(context)
+        if refusal is not None:
+            await context.write(_failure(*refusal))
+            return
+        token = self.access.token_of(context.invocation_metadata())
+        try:
+            async with asyncio.timeout(self.config.handshake_timeout):
+                first = await context.read()
+        except TimeoutError:
+            why = f"no SessionStart within {self.config.handshake_timeout:g} s"
+            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, why)
+        if first is grpc.aio.EOF:
+            return
+        if first.WhichOneof("request") != "session_start":
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, "First message must be a SessionStart"
+            )
+        stream = SessionStream(context.peer(), token)
+        self.streams.add(stream)
+        self._idle.clear()
+        try:
+            self.sessions.start(stream, first.session_start)
+            await self._serve(stream, context)
+        finally:
+            stream.writer.gone = True
+            if not stream.closing:  # the call was cancelled (its client vanished)
+                self.sessions.end(stream)
+            self.streams.discard(stream)
+            if not self.streams:
+                self._idle.set()
+        if stream.writer.aborted:
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED, "the client does not read its answers"
+            )
+
+    def _refusal(self, context: Any) -> tuple[int, str] | None:
+        """Why a new stream is refused at once (a Failure), or None."""
+        if self.draining or self.host.dead:
+            return pb.Status.UNAVAILABLE, "the server is shutting down"
+        if len(self.streams) >= self.config.max_connections:
+            return (
+                pb.Status.OVERLOADED,
+                f"max_connections ({self.config.max_connections}) streams are open",
+            )
+        try:
+            self.access.token_of(context.invocation_metadata())
+        except UnauthorizedError as error:
+            return pb.Status.UNAUTHORIZED, str(error)
+        return None
+
+    async def _serve(self, stream: SessionStream, context: Any) -> None:
+        """Read the stream's requests and write its answers, until one side ends it."""
+        reader = asyncio.ensure_future(self._read(stream, context))
+        sender = asyncio.ensure_future(stream.writer.drain(context))
+        try:
+            await asyncio.wait((reader, sender), return_when=asyncio.FIRST_COMPLETED)
+            if reader.done() and not sender.done():
+                if not stream.closing:  # the client hung up: the session waits for it
+                    self.sessions.end(stream)
+                with contextlib.suppress(TimeoutError):  # what it is owed, then done
+                    async with asyncio.timeout(self.config.shutdown_grace):
+                        await asyncio.shield(sender)
+        finally:
+            for task in (reader, sender):
+                task.cancel()
+            await asyncio.gather(reader, sender, return_exceptions=True)
+
+    async def _read(self, stream: SessionStream, context: Any) -> None:
+        while not stream.closing:
+            request = await context.read()
+            if request is grpc.aio.EOF:
+                return
+            try:
+                self.sessions.handle(stream, request)
+            except Exception:  # a bug must cost this stream, never the server
+                log.exception("ydb: a session request failed unexpectedly")
+                self.sessions.fail(stream, pb.Status.INTERNAL_ERROR, "internal error")
+
+
+def _unary(call: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """A node call as a gRPC handler: the request and the call's metadata."""
+
+    async def handler(request: Any, context: Any) -> Any:
+        return await call(request, context.invocation_metadata())
+
+    return handler
+
+
+def _failure(status: int, why: str) -> bytes:
+    response = pb.coordination.SessionResponse(failure={"status": status, "issues": pb.issues(why)})
+    return bytes(response.SerializeToString())
+
+
+def _advertised(config: ServeConfig) -> str:
+    """The host discovery gives clients (``--ydb-advertise``, else a dialable ``--host``)."""
+    if config.ydb_advertise:
+        return config.ydb_advertise
+    if config.host not in _WILDCARDS:
+        return config.host
+    return socket.gethostname()
+
+
+def _credentials(config: ServeConfig) -> grpc.ServerCredentials | None:
+    """The gRPC server's TLS, from the native listener's files (None: plain)."""
+    if config.tls_cert is None or config.tls_key is None:
+        return None
+    try:
+        pair = (Path(config.tls_key).read_bytes(), Path(config.tls_cert).read_bytes())
+        ca = Path(config.tls_client_ca).read_bytes() if config.tls_client_ca else None
+    except OSError as error:
+        raise ConfigError(f"--ydb-port: cannot read the TLS files: {error}") from None
+    return grpc.ssl_server_credentials(
+        [pair], root_certificates=ca, require_client_auth=ca is not None
+    )
