@@ -6,9 +6,10 @@ settings (:mod:`tenure.compat.ydb.paths` says which one); YDB's own settings
 (``Ydb.Coordination.Config``: self-check period, session grace period, consistency
 modes, rate-limiter counters mode) have no meaning for one tenure server, but are
 kept with the node, in its annex under ``ydb``, and described back exactly as
-given. AlterNode changes the settings it sets (non-zero numbers, modes other than
-UNSET) and keeps the others, as YDB does. A missing node is SCHEME_ERROR, as YDB's
-scheme answers it; dropping a node ends its sessions (YDB does not refuse either).
+given. As YDB's scheme does: creating a node that exists succeeds and changes
+nothing; AlterNode changes the settings it sets (non-zero numbers, modes other than
+UNSET) and keeps the others; a config may not set its path; a missing node is
+SCHEME_ERROR; dropping a node ends its sessions.
 """
 
 from __future__ import annotations
@@ -28,12 +29,16 @@ from tenure._core import (
 from tenure.compat.ydb import _protos as pb
 from tenure.compat.ydb.access import Access, UnauthorizedError
 from tenure.compat.ydb.paths import Database, OutsideDatabaseError
-from tenure.errors import ErrorCode, TenureError, code_of
+from tenure.errors import AlreadyExistsError, ErrorCode, TenureError, code_of
 from tenure.server._driver import JournaledEngine
 from tenure.server._net.auth import Token, denial
 
 #: The annex key the YDB settings of a node are kept under.
 ANNEX_KEY: Final = "ydb"
+
+#: What a node call answers: its result message (None: none) and notes (issues
+#: that come with SUCCESS).
+Outcome = tuple[Any, tuple[str, ...]]
 
 #: The settings AlterNode changes when set, as (field, unset value).
 _SETTINGS: Final = (
@@ -88,7 +93,7 @@ class NodeCalls:
         self,
         path: str,
         metadata: Any,
-        call: Callable[[str, Token | None, Any], Any],
+        call: Callable[[str, Token | None, Any], Outcome],
         config: Any,
     ) -> Any:
         """Run ``call`` for the node at ``path``; its operation, once durable."""
@@ -97,7 +102,7 @@ class NodeCalls:
                 raise pb.StatusError(pb.Status.UNAVAILABLE, "the server is shutting down")
             token = self.access.token_of(metadata)
             node = self.database.node_of(path)
-            result = call(node, token, config)
+            result, notes = call(node, token, config)
         except UnauthorizedError as error:
             return pb.operation(pb.Status.UNAUTHORIZED, why=[str(error)])
         except OutsideDatabaseError as error:
@@ -111,36 +116,44 @@ class NodeCalls:
         await self.host.committed()  # no answer tells of a change the disk lacks
         if self.host.dead:
             return pb.operation(pb.Status.UNAVAILABLE, why=["the server failed to commit"])
-        return pb.operation(pb.Status.SUCCESS, result)
+        return pb.operation(pb.Status.SUCCESS, result, why=notes)
 
-    def _create(self, node: str, token: Token | None, config: Any) -> None:
+    def _create(self, node: str, token: Token | None, config: Any) -> Outcome:
         _authorize(token, CreateNode(node), node)
-        self.host.execute(CreateNode(node))
+        _no_path(config)
+        try:
+            self.host.execute(CreateNode(node))
+        except AlreadyExistsError:
+            # YDB's scheme accepts creating what exists (its settings unchanged).
+            return None, ("path exist, request accepts it",)
         settings = _settings(config)
         if settings:
             self.host.execute(SetNodeAnnex(node, ANNEX_KEY, settings))
+        return None, ()
 
-    def _alter(self, node: str, token: Token | None, config: Any) -> None:
+    def _alter(self, node: str, token: Token | None, config: Any) -> Outcome:
         _authorize(token, AlterNode(node, {}), node)
+        _no_path(config)
         stored = self._stored(node)  # (NotFoundError for a missing node)
         for name, unset in _SETTINGS:
             value = getattr(config, name)
             if value != unset:
                 setattr(stored, name, value)
         self.host.execute(SetNodeAnnex(node, ANNEX_KEY, stored.SerializeToString()))
+        return None, ()
 
-    def _drop(self, node: str, token: Token | None, config: Any) -> None:
+    def _drop(self, node: str, token: Token | None, config: Any) -> Outcome:
         _authorize(token, DropNode(node), node)
         self.host.execute(DropNode(node, force=True))
+        return None, ()
 
-    def _describe(self, node: str, token: Token | None, config: Any) -> Any:
+    def _describe(self, node: str, token: Token | None, config: Any) -> Outcome:
         _authorize(token, DescribeNode(node), node)
-        stored = self._stored(node)
-        stored.path = self.database.path_of(node)
+        stored = self._stored(node)  # (its path empty, as YDB describes it)
         entry = pb.scheme.Entry(
             name=node.rpartition("/")[2], type=pb.scheme.Entry.COORDINATION_NODE
         )
-        return pb.coordination.DescribeNodeResult(config=stored, self=entry)
+        return pb.coordination.DescribeNodeResult(config=stored, self=entry), ()
 
     def _stored(self, node: str) -> Any:
         """The YDB settings kept with ``node`` (NotFoundError if it is missing)."""
@@ -154,9 +167,14 @@ def _authorize(token: Token | None, command: Command[Any], node: str) -> None:
         raise pb.StatusError(pb.Status.UNAUTHORIZED, why)
 
 
+def _no_path(config: Any) -> None:
+    """Refuse a config that sets its path (YDB: "initialized on creation, cannot be set")."""
+    if config.path:
+        raise pb.StatusError(pb.Status.BAD_REQUEST, "Config.path cannot be set")
+
+
 def _settings(config: Any) -> bytes:
     """The YDB settings of a CreateNode's config, as kept (``b""``: none given)."""
     kept = pb.coordination.Config()
     kept.CopyFrom(config)
-    kept.ClearField("path")  # initialised on creation, "cannot be set" (YDB's proto)
     return bytes(kept.SerializeToString())
