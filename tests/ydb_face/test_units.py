@@ -1,0 +1,165 @@
+"""The YDB face's pure parts: paths and node names, tickets and logins, the pipe's framing."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from typing import Any
+
+import pytest
+
+from tenure.compat.ydb import _protos as pb
+from tenure.compat.ydb.access import TICKET_HEADER, Access, UnauthorizedError
+from tenure.compat.ydb.paths import Database, OutsideDatabaseError
+from tenure.compat.ydb.pipe import Pipe, frame
+from tenure.server._net.auth import Access as Rights
+from tenure.server._net.auth import Token, Tokens
+
+
+@pytest.mark.parametrize(
+    ("path", "node"),
+    [("/local/app", "app"), ("/local/team/jobs", "team/jobs"), ("app", "app"), ("a/b", "a/b")],
+)
+def test_a_path_inside_the_database_is_the_node_of_its_rest(path: str, node: str) -> None:
+    database = Database("/local")
+    assert database.node_of(path) == node
+    assert database.path_of(node) == f"/local/{node}"
+
+
+@pytest.mark.parametrize(
+    "path", ["/other/app", "/local", "/local/", "/localapp", "", "/local/a//b", "a/", "/local/a/"]
+)
+def test_a_path_outside_the_database_or_with_an_empty_part_is_refused(path: str) -> None:
+    with pytest.raises(OutsideDatabaseError):
+        Database("/local").node_of(path)
+
+
+def _tokens() -> Tokens:
+    def token(name: str, secret: str, access: Rights = Rights.READ_WRITE) -> Token:
+        return Token(name, hashlib.sha256(secret.encode()).digest(), access)
+
+    return Tokens([token("deployer", "s3cret"), token("viewer", "look", Rights.READ_ONLY)])
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_without_an_auth_file_every_call_is_anonymous_and_there_is_no_login() -> None:
+    access = Access(None, b"k" * 32, 60)
+    assert not access.required
+    assert access.token_of([]) is None
+    assert access.token_of([(TICKET_HEADER, "anything")]) is None
+    with pytest.raises(UnauthorizedError, match="no auth file"):
+        access.login("deployer", "s3cret")
+
+
+def test_a_secret_is_its_token_and_a_login_ticket_is_the_named_token() -> None:
+    access = Access(_tokens(), b"k" * 32, 60)
+    token = access.token_of([("x-ydb-database", "/local"), (TICKET_HEADER, "look")])
+    assert token is not None
+    assert token.name == "viewer"
+    ticket = access.login("deployer", "s3cret")
+    assert "s3cret" not in ticket
+    token = access.token_of([(TICKET_HEADER, ticket)])
+    assert token is not None
+    assert token.name == "deployer"
+
+
+@pytest.mark.parametrize(
+    ("user", "password"), [("deployer", "look"), ("nobody", "s3cret"), ("deployer", "")]
+)
+def test_a_login_needs_a_token_name_and_its_own_secret(user: str, password: str) -> None:
+    with pytest.raises(UnauthorizedError, match="unknown user or wrong password"):
+        Access(_tokens(), b"k" * 32, 60).login(user, password)
+
+
+def test_a_call_without_a_good_ticket_is_refused() -> None:
+    access = Access(_tokens(), b"k" * 32, 60)
+    for metadata, why in [
+        ([], "requires credentials"),
+        ([(TICKET_HEADER, "")], "requires credentials"),
+        ([(TICKET_HEADER, "wrong")], "unknown token"),
+    ]:
+        with pytest.raises(UnauthorizedError, match=why):
+            access.token_of(metadata)
+
+
+def test_a_ticket_expires_after_its_ttl_and_is_only_good_on_the_server_that_signed_it() -> None:
+    clock = Clock()
+    access = Access(_tokens(), b"k" * 32, 60, clock=clock)
+    ticket = access.login("deployer", "s3cret")
+    clock.now += 59
+    assert access.token_of([(TICKET_HEADER, ticket)]) is not None
+    clock.now += 1
+    with pytest.raises(UnauthorizedError, match="expired"):
+        access.token_of([(TICKET_HEADER, ticket)])
+    other = Access(_tokens(), b"o" * 32, 60, clock=clock)  # another data directory's key
+    with pytest.raises(UnauthorizedError, match="not made by this server"):
+        other.token_of([(TICKET_HEADER, access.login("deployer", "s3cret"))])
+
+
+def test_a_forged_ticket_is_refused() -> None:
+    access = Access(_tokens(), b"k" * 32, 3600)
+    ticket = access.login("viewer", "look")
+    prefix, body = ticket[: ticket.index(".") + 1], ticket[ticket.index(".") + 1 :]
+    name, expires, signature = body.split(".")
+    forged = Access(_tokens(), b"k" * 32, 3600).login("deployer", "s3cret").split(".")[1]
+    for bad in [
+        f"{prefix}{forged}.{expires}.{signature}",  # another name, the viewer's signature
+        f"{prefix}{name}.{int(expires) + 10**6}.{signature}",  # a later expiry
+        f"{prefix}{name}.{expires}.",
+        f"{prefix}garbage",
+    ]:
+        with pytest.raises(UnauthorizedError):
+            access.token_of([(TICKET_HEADER, bad)])
+
+
+def test_a_ticket_dies_with_its_token() -> None:
+    key = b"k" * 32
+    ticket = Access(_tokens(), key, 60).login("deployer", "s3cret")
+    fewer = Tokens([t for t in _tokens().tokens if t.name != "deployer"])
+    with pytest.raises(UnauthorizedError, match="no longer in the auth file"):
+        Access(fewer, key, 60).token_of([(TICKET_HEADER, ticket)])
+
+
+class Call:
+    """What a pipe writes to: the messages it was given, in order."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+
+    async def write(self, message: bytes) -> None:
+        self.written.append(message)
+
+
+async def test_a_pipe_splits_the_outbox_bytes_into_messages_in_order_then_closes() -> None:
+    pipe, call = Pipe(), Call()
+    responses: list[Any] = [
+        pb.coordination.SessionResponse(pong={"opaque": n}) for n in range(1, 4)
+    ]
+    pipe.write(frame(responses[0]) + frame(responses[1]))
+    assert pipe.get_write_buffer_size() > 0
+    assert not pipe.is_closing()
+    draining = asyncio.ensure_future(pipe.drain(call))
+    await asyncio.sleep(0)
+    pipe.write(frame(responses[2]))
+    pipe.close()
+    await asyncio.wait_for(draining, 5)
+    assert [pb.coordination.SessionResponse.FromString(m) for m in call.written] == responses
+    assert pipe.get_write_buffer_size() == 0
+    assert pipe.is_closing()
+    assert pipe.get_extra_info("socket") is None
+
+
+async def test_an_aborted_pipe_discards_what_is_queued() -> None:
+    pipe, call = Pipe(), Call()
+    pipe.write(frame(pb.coordination.SessionResponse(pong={"opaque": 1})))
+    pipe.abort()
+    await asyncio.wait_for(pipe.drain(call), 5)
+    assert call.written == []
+    assert pipe.is_closing()
