@@ -7,5 +7,7 @@ knows a front end only through :class:`tenure.server._front_end.FrontEnd` (start
 stop, serve a connection, take the engine's effects for its sessions); what the
 protocol means stays in its package here.
 
-* :mod:`tenure.compat.dflockd`: the dflockd line protocol (docs/dflockd.md).
+* :mod:`tenure.compat.dflockd`: the dflockd line protocol (docs/dflockd.md);
+* :mod:`tenure.compat.ydb`: YDB's coordination protocol over gRPC (docs/ydb.md), a
+  listener of its own (``--ydb-port``).
 """

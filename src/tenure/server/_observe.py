@@ -38,3 +38,7 @@ class Observer(Protocol):
 
     def dflockd_request(self, command: str, answer: bytes) -> None:
         """A dflockd request (its command line, as sent) was answered ``answer``."""
+
+    def ydb_request(self, request: str, status: str) -> None:
+        """A YDB request or call (``acquire_semaphore``, ``create_node``...) was answered
+        with a YDB status (``success``, ``not_found``...)."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
@@ -30,6 +29,7 @@ from tenure._core import Effect
 from tenure.compat.dflockd.holds import load_secret
 from tenure.compat.ydb import _protos as pb
 from tenure.compat.ydb.access import Access, UnauthorizedError
+from tenure.compat.ydb.directory import Directory
 from tenure.compat.ydb.nodes import NodeCalls
 from tenure.compat.ydb.paths import Database
 from tenure.compat.ydb.sessions import YdbSessions
@@ -40,11 +40,9 @@ from tenure.server._driver import JournaledEngine
 from tenure.server._front_end import Plug
 from tenure.server._net.auth import Tokens
 from tenure.server._net.outbox import Connection
+from tenure.server._observe import Observer
 
 log = logging.getLogger("tenure.server")
-
-#: The addresses that mean "every interface" (not one a client can dial).
-_WILDCARDS: Final = frozenset({"", "0.0.0.0", "::", "[::]"})
 
 
 def _identity(data: bytes) -> bytes:
@@ -67,15 +65,19 @@ class YdbService:
         finish: Callable[[Connection], None],
         attach: Callable[[int], None],
         forget: Callable[[int], None],
+        observer: Observer | None = None,
     ) -> None:
+        """``observer``: told of each request and call answered (None: not measured)."""
         self.config = config
+        self.observer = observer
         self.host = host
         database = Database(config.ydb_database)
         key = load_secret(config.data_dir)
         self.access = Access(tokens, key, config.ydb_ticket_ttl)
+        self.directory = Directory(config, self.access, lambda: self.port)
         self.nodes = NodeCalls(host, self.access, database, lambda: self.draining)
         self.sessions = YdbSessions(
-            host, database, send, finish, attach, forget, config.ydb_ping_interval
+            host, database, send, finish, attach, forget, config.ydb_ping_interval, observer
         )
         self.streams: set[SessionStream] = set()
         self.draining = False
@@ -96,6 +98,7 @@ class YdbService:
             plug.finish,
             attach=plug.attach,
             forget=plug.forget,
+            observer=plug.observer,
         )
 
     # -- as the server sees it -----------------------------------------------------------
@@ -168,9 +171,9 @@ class YdbService:
     # -- the calls ---------------------------------------------------------------------------
 
     def _handlers(self) -> tuple[grpc.GenericRpcHandler, ...]:
-        def unary(call: Callable[[Any, Any], Any], request: Any, reply: Any) -> Any:
+        def unary(name: str, call: Callable[[Any, Any], Any], request: Any, reply: Any) -> Any:
             return grpc.unary_unary_rpc_method_handler(
-                call,
+                self._observed(name, call),
                 request_deserializer=request.FromString,
                 response_serializer=reply.SerializeToString,
             )
@@ -187,22 +190,26 @@ class YdbService:
                         response_serializer=_identity,
                     ),
                     "CreateNode": unary(
-                        _unary(nodes.create),
+                        "create_node",
+                        _node_call(nodes.create),
                         coordination.CreateNodeRequest,
                         coordination.CreateNodeResponse,
                     ),
                     "AlterNode": unary(
-                        _unary(nodes.alter),
+                        "alter_node",
+                        _node_call(nodes.alter),
                         coordination.AlterNodeRequest,
                         coordination.AlterNodeResponse,
                     ),
                     "DropNode": unary(
-                        _unary(nodes.drop),
+                        "drop_node",
+                        _node_call(nodes.drop),
                         coordination.DropNodeRequest,
                         coordination.DropNodeResponse,
                     ),
                     "DescribeNode": unary(
-                        _unary(nodes.describe),
+                        "describe_node",
+                        _node_call(nodes.describe),
                         coordination.DescribeNodeRequest,
                         coordination.DescribeNodeResponse,
                     ),
@@ -212,62 +219,42 @@ class YdbService:
                 "Ydb.Discovery.V1.DiscoveryService",
                 {
                     "ListEndpoints": unary(
-                        self._list_endpoints,
+                        "list_endpoints",
+                        self.directory.list_endpoints,
                         discovery.ListEndpointsRequest,
                         discovery.ListEndpointsResponse,
                     ),
                     "WhoAmI": unary(
-                        self._who_am_i, discovery.WhoAmIRequest, discovery.WhoAmIResponse
+                        "who_am_i",
+                        self.directory.who_am_i,
+                        discovery.WhoAmIRequest,
+                        discovery.WhoAmIResponse,
                     ),
                 },
             ),
             grpc.method_handlers_generic_handler(
                 "Ydb.Auth.V1.AuthService",
-                {"Login": unary(self._login, auth.LoginRequest, auth.LoginResponse)},
+                {
+                    "Login": unary(
+                        "login", self.directory.login, auth.LoginRequest, auth.LoginResponse
+                    )
+                },
             ),
         )
 
-    async def _list_endpoints(self, request: Any, context: Any) -> Any:
-        """This server, as the one endpoint of the database it answers for."""
-        database = self.config.ydb_database
-        if request.database and request.database != database:
-            why = (
-                f"database {request.database!r} is not served here (--ydb-database is {database!r})"
-            )
-            return pb.discovery.ListEndpointsResponse(
-                operation=pb.operation(pb.Status.SCHEME_ERROR, why=[why])
-            )
-        endpoint = pb.discovery.EndpointInfo(
-            address=_advertised(self.config),
-            port=self.port,
-            ssl=self.config.tls_cert is not None,
-            service=["discovery", "coordination"],
-            node_id=1,
-        )
-        result = pb.discovery.ListEndpointsResult(endpoints=[endpoint])
-        return pb.discovery.ListEndpointsResponse(operation=pb.operation(pb.Status.SUCCESS, result))
+    def _observed(self, name: str, call: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        """A unary call that tells the observer its status (as is, without one)."""
+        observer = self.observer
+        if observer is None:
+            return call
 
-    async def _who_am_i(self, request: Any, context: Any) -> Any:
-        """The token the call acts as (its name; empty when anonymous)."""
-        try:
-            token = self.access.token_of(context.invocation_metadata())
-        except UnauthorizedError as error:
-            return pb.discovery.WhoAmIResponse(
-                operation=pb.operation(pb.Status.UNAUTHORIZED, why=[str(error)])
-            )
-        result = pb.discovery.WhoAmIResult(user="" if token is None else token.name)
-        return pb.discovery.WhoAmIResponse(operation=pb.operation(pb.Status.SUCCESS, result))
+        async def counted(request: Any, context: Any) -> Any:
+            response = await call(request, context)
+            status = response.operation.status
+            observer.ydb_request(name, pb.Status.StatusCode.Name(status).lower())
+            return response
 
-    async def _login(self, request: Any, context: Any) -> Any:
-        """Static credentials: a ticket for the token named ``user`` (password: its secret)."""
-        try:
-            ticket = self.access.login(request.user, request.password)
-        except UnauthorizedError as error:
-            return pb.auth.LoginResponse(
-                operation=pb.operation(pb.Status.UNAUTHORIZED, why=[str(error)])
-            )
-        result = pb.auth.LoginResult(token=ticket)
-        return pb.auth.LoginResponse(operation=pb.operation(pb.Status.SUCCESS, result))
+        return counted
 
     async def _session(self, requests: Any, context: Any) -> None:
         """One ``Session`` stream, from its SessionStart to its end."""
@@ -350,7 +337,7 @@ class YdbService:
                 self.sessions.fail(stream, pb.Status.INTERNAL_ERROR, "internal error")
 
 
-def _unary(call: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+def _node_call(call: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     """A node call as a gRPC handler: the request and the call's metadata."""
 
     async def handler(request: Any, context: Any) -> Any:
@@ -362,15 +349,6 @@ def _unary(call: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
 def _failure(status: int, why: str) -> bytes:
     response = pb.coordination.SessionResponse(failure={"status": status, "issues": pb.issues(why)})
     return bytes(response.SerializeToString())
-
-
-def _advertised(config: ServeConfig) -> str:
-    """The host discovery gives clients (``--ydb-advertise``, else a dialable ``--host``)."""
-    if config.ydb_advertise:
-        return config.ydb_advertise
-    if config.host not in _WILDCARDS:
-        return config.host
-    return socket.gethostname()
 
 
 def _credentials(config: ServeConfig) -> grpc.ServerCredentials | None:

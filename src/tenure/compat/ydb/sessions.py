@@ -49,6 +49,7 @@ from tenure.errors import ErrorCode, TenureError, code_of
 from tenure.server._driver import JournaledEngine
 from tenure.server._net.auth import denial
 from tenure.server._net.outbox import Connection
+from tenure.server._observe import Observer
 
 #: The longest session timeout YDB takes (30 minutes), in milliseconds.
 MAX_SESSION_TIMEOUT_MS: Final = 1_800_000
@@ -76,7 +77,9 @@ class YdbSessions:
         attach: Callable[[int], None],
         forget: Callable[[int], None],
         ping_interval: float,
+        observer: Observer | None = None,
     ) -> None:
+        """``observer``: told of each request answered (None: not measured)."""
         self.host = host
         self.database = database
         self._send_bytes = send
@@ -84,6 +87,7 @@ class YdbSessions:
         self._attach = attach
         self._forget = forget
         self.ping_interval = ping_interval
+        self.observer = observer
         self.semaphores = SemaphoreRequests(host, self._execute, self.send)
         #: The stream each session is attached to (its effects go there).
         self.by_session: dict[int, SessionStream] = {}
@@ -92,8 +96,13 @@ class YdbSessions:
 
     def send(self, stream: SessionStream, response: Any) -> None:
         """Queue a ``SessionResponse`` (sent after the commit that covers it)."""
-        if not stream.closing:
-            self._send_bytes(stream, frame(response))
+        if stream.closing:
+            return
+        self._send_bytes(stream, frame(response))
+        if self.observer is not None:
+            answered = _answered(response)
+            if answered is not None:
+                self.observer.ydb_request(*answered)
 
     def fail(self, stream: SessionStream, status: int, why: str) -> None:
         """End the stream with a ``Failure`` (its session, if any, is detached)."""
@@ -265,6 +274,31 @@ class YdbSessions:
                 raise pb.StatusError(pb.Status.UNAUTHORIZED, why)
         # (The server's metrics count what the engine applied, from any protocol.)
         return self.host.execute(command)
+
+
+#: The responses that answer a request, and the request they answer (for metrics).
+_ANSWERS: Final = {
+    "session_started": "session_start",
+    "session_stopped": "session_stop",
+    "failure": "session",
+    "acquire_semaphore_result": "acquire_semaphore",
+    "release_semaphore_result": "release_semaphore",
+    "describe_semaphore_result": "describe_semaphore",
+    "create_semaphore_result": "create_semaphore",
+    "update_semaphore_result": "update_semaphore",
+    "delete_semaphore_result": "delete_semaphore",
+}
+
+
+def _answered(response: Any) -> tuple[str, str] | None:
+    """(request, status) of a response that answers one (None: a ping, a Pending...)."""
+    kind = response.WhichOneof("response")
+    request = _ANSWERS.get(kind)
+    if request is None:
+        return None
+    status = getattr(response, kind).status if hasattr(getattr(response, kind), "status") else 0
+    name = pb.Status.StatusCode.Name(status) if status else "SUCCESS"
+    return request, name.lower()
 
 
 def _timeout(millis: int) -> float:

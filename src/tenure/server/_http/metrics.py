@@ -84,6 +84,21 @@ DFLOCKD_RESULTS: Final = frozenset(
     | {"error_already_enqueued", "error_lease_expired", "error_draining"}
 )
 
+#: The YDB face's requests and calls (label values: a bounded set; others count as
+#: ``other``), and its statuses (YDB's status names, lower case; others: ``other``).
+YDB_REQUESTS: Final = frozenset(
+    {"create_node", "alter_node", "drop_node", "describe_node", "list_endpoints"}
+    | {"who_am_i", "login", "session_start", "session_stop", "session"}
+    | {"acquire_semaphore", "release_semaphore", "describe_semaphore"}
+    | {"create_semaphore", "update_semaphore", "delete_semaphore"}
+)
+YDB_STATUSES: Final = frozenset(
+    {"success", "bad_request", "unauthorized", "internal_error", "aborted", "unavailable"}
+    | {"overloaded", "scheme_error", "generic_error", "timeout", "bad_session"}
+    | {"precondition_failed", "already_exists", "not_found", "session_expired"}
+    | {"cancelled", "unsupported"}
+)
+
 _CAMEL: Final = re.compile(r"(?<!^)(?=[A-Z])")
 
 
@@ -113,6 +128,8 @@ class ServerMetrics:
         self._requests: dict[tuple[type, ErrorCode | None], int] = {}
         #: (command, first word of the answer) -> dflockd requests answered.
         self._dflockd: dict[tuple[str, str], int] = {}
+        #: (request, status) -> YDB requests and calls answered.
+        self._ydb: dict[tuple[str, str], int] = {}
         #: ErrorCode -> sessions the server ended with it.
         self._sessions_ended: dict[ErrorCode, int] = {}
         self._grant_wait = LoopHistogram(
@@ -193,6 +210,14 @@ class ServerMetrics:
         )
         self._dflockd[key] = self._dflockd.get(key, 0) + 1
 
+    def ydb_request(self, request: str, status: str) -> None:
+        """Count a YDB answer (label values from fixed sets only)."""
+        key = (
+            request if request in YDB_REQUESTS else "other",
+            status if status in YDB_STATUSES else "other",
+        )
+        self._ydb[key] = self._ydb.get(key, 0) + 1
+
     # -- the scrape -------------------------------------------------------------------
 
     def collect(self) -> Iterator[Metric]:
@@ -235,6 +260,14 @@ class ServerMetrics:
         for (command, result), count in sorted(self._dflockd.items()):
             dflockd.add_metric([command, result], float(count))
         yield dflockd
+        ydb = CounterMetricFamily(
+            "tenure_ydb_requests",
+            "YDB requests and calls answered (--ydb-port), by request and YDB status.",
+            labels=["request", "status"],
+        )
+        for (request, status), count in sorted(self._ydb.items()):
+            ydb.add_metric([request, status], float(count))
+        yield ydb
 
     # -- housekeeping -----------------------------------------------------------------
 

@@ -1,0 +1,80 @@
+"""YDB's calls that are not coordination: discovery and logins.
+
+* ``Ydb.Discovery.V1.DiscoveryService/ListEndpoints``: this server as the one
+  endpoint of the database it answers for (YDB's SDKs discover the endpoints of a
+  database first, then connect to them); ``WhoAmI``: the token a call acts as.
+* ``Ydb.Auth.V1.AuthService/Login``: static credentials (:mod:`.access`).
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from typing import Any, Final
+
+from tenure.compat.ydb import _protos as pb
+from tenure.compat.ydb.access import Access, UnauthorizedError
+from tenure.server._config.serve_config import ServeConfig
+
+#: The addresses that mean "every interface" (not one a client can dial).
+_WILDCARDS: Final = frozenset({"", "0.0.0.0", "::", "[::]"})
+
+
+class Directory:
+    """Discovery and logins for the YDB face; ``port()`` is the port it listens on."""
+
+    def __init__(self, config: ServeConfig, access: Access, port: Callable[[], int]) -> None:
+        self.config = config
+        self.access = access
+        self._port = port
+
+    async def list_endpoints(self, request: Any, context: Any) -> Any:
+        """This server, as the one endpoint of the database it answers for."""
+        database = self.config.ydb_database
+        if request.database and request.database != database:
+            why = (
+                f"database {request.database!r} is not served here (--ydb-database is {database!r})"
+            )
+            return pb.discovery.ListEndpointsResponse(
+                operation=pb.operation(pb.Status.SCHEME_ERROR, why=[why])
+            )
+        endpoint = pb.discovery.EndpointInfo(
+            address=_advertised(self.config),
+            port=self._port(),
+            ssl=self.config.tls_cert is not None,
+            service=["discovery", "coordination"],
+            node_id=1,
+        )
+        result = pb.discovery.ListEndpointsResult(endpoints=[endpoint])
+        return pb.discovery.ListEndpointsResponse(operation=pb.operation(pb.Status.SUCCESS, result))
+
+    async def who_am_i(self, request: Any, context: Any) -> Any:
+        """The token the call acts as (its name; empty when anonymous)."""
+        try:
+            token = self.access.token_of(context.invocation_metadata())
+        except UnauthorizedError as error:
+            return pb.discovery.WhoAmIResponse(
+                operation=pb.operation(pb.Status.UNAUTHORIZED, why=[str(error)])
+            )
+        result = pb.discovery.WhoAmIResult(user="" if token is None else token.name)
+        return pb.discovery.WhoAmIResponse(operation=pb.operation(pb.Status.SUCCESS, result))
+
+    async def login(self, request: Any, context: Any) -> Any:
+        """Static credentials: a ticket for the token named ``user`` (password: its secret)."""
+        try:
+            ticket = self.access.login(request.user, request.password)
+        except UnauthorizedError as error:
+            return pb.auth.LoginResponse(
+                operation=pb.operation(pb.Status.UNAUTHORIZED, why=[str(error)])
+            )
+        result = pb.auth.LoginResult(token=ticket)
+        return pb.auth.LoginResponse(operation=pb.operation(pb.Status.SUCCESS, result))
+
+
+def _advertised(config: ServeConfig) -> str:
+    """The host discovery gives clients (``--ydb-advertise``, else a dialable ``--host``)."""
+    if config.ydb_advertise:
+        return config.ydb_advertise
+    if config.host not in _WILDCARDS:
+        return config.host
+    return socket.gethostname()
