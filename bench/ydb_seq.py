@@ -1,0 +1,158 @@
+"""Sequential acquire + release through the YDB face of `tenure serve` (not part of the tests).
+
+One server (``--fsync always`` unless ``--fsync``), one session, one semaphore, one
+pair at a time, three ways, alternately, ``--repeats`` times each:
+
+* ``native``: tenure's own asyncio client (``tenure://``), a mutex;
+* ``ydb-raw``: a raw ``CoordinationService/Session`` stream (YDB's messages over
+  grpc.aio): AcquireSemaphore then ReleaseSemaphore, the protocol's own cost;
+* ``ydb-sdk``: YDB's asyncio SDK (``session.semaphore(name).acquire()/release()``),
+  which also creates the semaphore before each acquire (three round trips a pair).
+
+Prints pairs per second and the median latency of each, and each YDB way's rate
+over native's from the same run (the machine is shared: compare the ratios).
+Run: ``python -m bench.ydb_seq [--pairs N] [--repeats R] [--fsync MODE]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import grpc
+from tests.server.wire import ServerProcess, free_port
+from ydb.aio.coordination import CoordinationClient
+from ydb.aio.driver import Driver
+
+import tenure
+from tenure.compat.ydb import _protos as pb
+
+Pair = Callable[[], Awaitable[None]]
+
+
+async def timed(pair: Pair, pairs: int) -> tuple[float, float]:
+    """(pairs per second, median latency in µs) of ``pairs`` sequential pairs."""
+    latencies = []
+    started = time.perf_counter()
+    for _ in range(pairs):
+        begun = time.perf_counter()
+        await pair()
+        latencies.append(time.perf_counter() - begun)
+    elapsed = time.perf_counter() - started
+    return pairs / elapsed, statistics.median(latencies) * 1e6
+
+
+async def native(port: int) -> tuple[Pair, Callable[[], Awaitable[None]]]:
+    client = await tenure.connect(f"tenure://127.0.0.1:{port}")
+    await client.create_node("bench-native", exist_ok=True)
+    await client.create_node("bench-ydb", exist_ok=True)  # the raw stream's node
+    session = await client.session("bench-native")
+    mutex = session.mutex("m")
+
+    async def pair() -> None:
+        async with mutex:
+            pass
+
+    return pair, client.aclose
+
+
+async def raw(ydb_port: int) -> tuple[Pair, Callable[[], Awaitable[None]]]:
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{ydb_port}")
+    call = channel.stream_stream(
+        "/Ydb.Coordination.V1.CoordinationService/Session",
+        request_serializer=pb.coordination.SessionRequest.SerializeToString,
+        response_deserializer=pb.coordination.SessionResponse.FromString,
+    )()
+    request = pb.coordination.SessionRequest
+    await call.write(request(session_start={"path": "/local/bench-ydb", "timeout_millis": 30000}))
+
+    async def answer() -> object:
+        while True:
+            response = await call.read()
+            kind = response.WhichOneof("response")
+            if kind == "ping":
+                await call.write(request(pong={"opaque": response.ping.opaque}))
+            elif kind != "pong":
+                return response
+
+    started = await answer()
+    assert started.WhichOneof("response") == "session_started", started  # type: ignore[attr-defined]
+    await call.write(request(create_semaphore={"req_id": 1, "name": "m", "limit": 1}))
+    await answer()
+    ids = iter(range(2, 1 << 62))
+
+    async def pair() -> None:
+        await call.write(request(acquire_semaphore={"req_id": next(ids), "name": "m", "count": 1}))
+        await answer()
+        await call.write(request(release_semaphore={"req_id": next(ids), "name": "m"}))
+        await answer()
+
+    async def close() -> None:
+        await call.done_writing()
+        await channel.close()
+
+    return pair, close
+
+
+async def sdk(ydb_port: int) -> tuple[Pair, Callable[[], Awaitable[None]]]:
+    driver = Driver(endpoint=f"grpc://127.0.0.1:{ydb_port}", database="/local")
+    await driver.wait(timeout=10, fail_fast=True)
+    client = CoordinationClient(driver)
+    await client.create_node("/local/bench-sdk")
+    session = client.session("/local/bench-sdk")
+    semaphore = session.semaphore("m")
+
+    async def pair() -> None:
+        await semaphore.acquire()
+        await semaphore.release()  # type: ignore[no-untyped-call]
+
+    async def close() -> None:
+        await session.close()  # type: ignore[no-untyped-call]
+        await driver.stop()
+
+    return pair, close
+
+
+async def main(port: int, ydb_port: int, pairs: int, repeats: int) -> None:
+    ways = {"native": await native(port), "ydb-raw": await raw(ydb_port)}
+    ways["ydb-sdk"] = await sdk(ydb_port)
+    for pair, _ in ways.values():  # warm up
+        for _ in range(50):
+            await pair()
+    rates: dict[str, list[float]] = {name: [] for name in ways}
+    medians: dict[str, list[float]] = {name: [] for name in ways}
+    for _ in range(repeats):
+        for name, (pair, _) in ways.items():
+            rate, median = await timed(pair, pairs)
+            rates[name].append(rate)
+            medians[name].append(median)
+    for _, close in ways.values():
+        await close()
+    base = statistics.median(rates["native"])
+    for name in ways:
+        rate = statistics.median(rates[name])
+        print(
+            f"{name:8} {rate:8.0f} pairs/s  median {statistics.median(medians[name]):7.0f} µs"
+            f"  {rate / base:5.2f}x native"
+        )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--fsync", default="always", choices=("always", "batch", "off"))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        ydb_port = free_port()
+        flags = ("--fsync", args.fsync, "--ydb-port", str(ydb_port))
+        with ServerProcess(Path(tmp) / "data", *flags) as server:
+            asyncio.run(main(server.port, ydb_port, args.pairs, args.repeats))
