@@ -1,0 +1,153 @@
+"""Raw YDB calls for the protocol tests: unary node calls, numbered session requests,
+and the end of a stream (what it said last, and its gRPC status).
+
+The conftest's :class:`~tests.ydb_face.conftest.RawStream` sends and reads exact
+messages; :class:`Session` adds the ``req_id`` bookkeeping and the exact answer each
+request must get next. Every wait is bounded by ``WAIT``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from tenure.compat.ydb import _protos as pb
+from tests.server.wire import WAIT
+from tests.ydb_face.conftest import DATABASE, RawStream, YdbServer, unique
+
+_COORDINATION = "/Ydb.Coordination.V1.CoordinationService"
+
+#: YDB's status codes, by name (``Status.SUCCESS``...).
+Status: Any = pb.Status
+
+
+async def unary(
+    target: YdbServer | int,
+    method: str,
+    request: Any,
+    reply: Any,
+    metadata: Any = (),
+    credentials: grpc.ChannelCredentials | None = None,
+) -> Any:
+    """Call ``method`` (``/Service/Method``) once on its own channel; the reply message."""
+    port = target if isinstance(target, int) else target.ydb_port
+    address = f"127.0.0.1:{port}"
+    channel = (
+        grpc.aio.insecure_channel(address)
+        if credentials is None
+        else grpc.aio.secure_channel(address, credentials)
+    )
+    async with channel:
+        call = channel.unary_unary(
+            method,
+            request_serializer=type(request).SerializeToString,
+            response_deserializer=reply.FromString,
+        )
+        return await call(request, metadata=metadata, timeout=WAIT)
+
+
+async def node_call(target: YdbServer | int, name: str, path: str, metadata: Any = ()) -> Any:
+    """``CreateNode``/``DropNode``/``DescribeNode`` on ``path``: the reply's operation."""
+    request = getattr(pb.coordination, f"{name}NodeRequest")(path=path)
+    reply = getattr(pb.coordination, f"{name}NodeResponse")
+    return (await unary(target, f"{_COORDINATION}/{name}Node", request, reply, metadata)).operation
+
+
+async def new_node(target: YdbServer | int, metadata: Any = ()) -> str:
+    """A new coordination node's path (created with CreateNode, which must succeed)."""
+    path = f"{DATABASE}/{unique()}"
+    operation = await node_call(target, "Create", path, metadata)
+    assert operation.status == Status.SUCCESS, operation
+    return path
+
+
+def kind(response: Any) -> str:
+    """Which ``SessionResponse`` a message is (``"failure"``, ``"pong"``...)."""
+    return str(response.WhichOneof("response"))
+
+
+@dataclass
+class Ending:
+    """How a stream ended: the messages after the last one read, and its gRPC status."""
+
+    messages: list[Any]
+    code: grpc.StatusCode
+    details: str
+
+    @property
+    def failure(self) -> Any:
+        """The ``Failure`` the stream ended with (AssertionError if it sent none)."""
+        kinds = [kind(m) for m in self.messages]
+        assert kinds and kinds[-1] == "failure", kinds
+        return self.messages[-1].failure
+
+
+async def ending(stream: RawStream, *, answer_pings: bool = True) -> Ending:
+    """Read ``stream`` to its end (answering the server's pings unless told not to)."""
+    messages: list[Any] = []
+    async with asyncio.timeout(WAIT):
+        while True:
+            response = await stream.call.read()
+            if response is grpc.aio.EOF:
+                break
+            if kind(response) == "ping" and answer_pings:
+                await stream.send(pong={"opaque": response.ping.opaque})
+                continue
+            messages.append(response)
+        code = await stream.call.code()
+        details = await stream.call.details()
+    return Ending(messages, code, details or "")
+
+
+async def failure_of(stream: RawStream) -> Any:
+    """The ``Failure`` that ends ``stream`` (which then ends with gRPC status OK)."""
+    end = await ending(stream)
+    assert end.code == grpc.StatusCode.OK, end
+    assert len(end.messages) == 1, end.messages
+    return end.failure
+
+
+@dataclass
+class Session:
+    """A started raw stream with numbered requests (``req_id`` from 1 on)."""
+
+    stream: RawStream
+    session_id: int
+    _ids: Any = field(default_factory=lambda: itertools.count(1))
+
+    async def send(self, request: str, **fields: Any) -> int:
+        """Send a semaphore request (``request``: its ``SessionRequest`` field); its req_id."""
+        req_id = next(self._ids)
+        await self.stream.send(**{request: {"req_id": req_id, **fields}})
+        return req_id
+
+    async def next(self, expected: str, req_id: int) -> Any:
+        """The next message, which must be ``expected`` for ``req_id``; its body."""
+        response = await self.stream.next()
+        assert kind(response) == expected, response
+        body = getattr(response, expected)
+        assert body.req_id == req_id, response
+        return body
+
+    async def result(self, request: str, **fields: Any) -> Any:
+        """Send a request, then its ``*_result`` as the next message."""
+        req_id = await self.send(request, **fields)
+        return await self.next(f"{request}_result", req_id)
+
+    async def ok(self, request: str, **fields: Any) -> Any:
+        """Like :meth:`result`, and the result must be SUCCESS."""
+        body = await self.result(request, **fields)
+        assert body.status == Status.SUCCESS, body
+        return body
+
+
+async def open_session(raw: Any, path: str, target: YdbServer | None = None, **start: Any) -> Session:
+    """A raw stream on ``target`` (default: the module server) with a session started."""
+    stream: RawStream = await raw(target)
+    started = await stream.start(path, **start)
+    assert started.session_id != 0
+    return Session(stream, started.session_id)

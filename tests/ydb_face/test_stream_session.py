@@ -1,0 +1,284 @@
+"""Session streams on the wire: start, re-attach, steal, pings, stop, expiry, bad requests.
+
+Each test speaks YDB's ``CoordinationService/Session`` protocol directly and checks
+the exact messages YDB's coordination service sends (``/work/notes``: kesus). Where
+ours differs on purpose it is tested as ours: ``SessionStarted.timeout_millis`` is
+the session's timeout (YDB leaves it 0), and any message answers a server ping
+(YDB wants a pong with the ping's opaque; its own Python SDK answers with a ping).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import pytest
+
+from tests.server.wire import WAIT
+from tests.ydb_face.conftest import DATABASE, YdbServer, unique
+from tests.ydb_face.raw import Status, ending, failure_of, kind, new_node, node_call, open_session
+
+pytestmark = pytest.mark.timeout(60)
+
+Raw = Callable[..., Any]
+
+
+async def test_start_answers_a_session_id_and_the_timeout(server: YdbServer, raw: Raw) -> None:
+    path = await new_node(server)
+    first = await (await raw()).start(path, timeout_millis=7000, description="worker 1")
+    second = await (await raw()).start(path, timeout_millis=1_800_000)  # the longest taken
+    assert first.session_id != 0 and second.session_id not in (0, first.session_id)
+    assert (first.timeout_millis, second.timeout_millis) == (7000, 1_800_000)
+
+
+async def test_reattach_takes_an_equal_seq_no_and_refuses_a_lower_one(
+    server: YdbServer, raw: Raw
+) -> None:
+    path = await new_node(server)
+    first = await open_session(raw, path, seq_no=5)
+    again = await (await raw()).start(path, session_id=first.session_id, seq_no=5)
+    assert again.session_id == first.session_id
+    steal = await failure_of(first.stream)  # it was taken from the first stream
+    assert steal.status == Status.BAD_SESSION
+    late = await raw()
+    await late.send(session_start={"path": path, "session_id": first.session_id, "seq_no": 4})
+    refused = await failure_of(late)
+    assert refused.status == Status.BAD_SESSION
+    assert "out of sequence" in refused.issues[0].message
+    higher = await (await raw()).start(path, session_id=first.session_id, seq_no=9)
+    assert higher.session_id == first.session_id
+    lower = await raw()  # 5 was taken before, but 9 is the session's last now
+    await lower.send(session_start={"path": path, "session_id": first.session_id, "seq_no": 5})
+    assert (await failure_of(lower)).status == Status.BAD_SESSION
+
+
+async def test_protection_key_is_checked_only_if_the_session_has_one(
+    server: YdbServer, raw: Raw
+) -> None:
+    path = await new_node(server)
+    keyed = await open_session(raw, path, protection_key=b"k1")
+    wrong = await raw()
+    await wrong.send(
+        session_start={"path": path, "session_id": keyed.session_id, "protection_key": b"k2"}
+    )
+    mismatch = await failure_of(wrong)
+    assert mismatch.status == Status.BAD_SESSION
+    assert "protection key" in mismatch.issues[0].message
+    unkeyed = await raw()  # no key is a wrong key too
+    await unkeyed.send(session_start={"path": path, "session_id": keyed.session_id})
+    assert (await failure_of(unkeyed)).status == Status.BAD_SESSION
+    right = await (await raw()).start(path, session_id=keyed.session_id, protection_key=b"k1")
+    assert right.session_id == keyed.session_id
+    plain = await open_session(raw, path)
+    for key in (b"any", b""):
+        taken = await (await raw()).start(path, session_id=plain.session_id, protection_key=key)
+        assert taken.session_id == plain.session_id
+
+
+@pytest.mark.parametrize(
+    ("start", "why"),
+    [
+        ({"protection_key": b"x" * 17}, "Protection key is too large"),
+        ({"timeout_millis": 1_800_001}, "Session timeout is out of range"),
+        ({"timeout_millis": 2**64 - 1}, "Session timeout is out of range"),
+    ],
+)
+async def test_start_out_of_range_is_bad_request(
+    server: YdbServer, raw: Raw, start: dict[str, Any], why: str
+) -> None:
+    path = await new_node(server)
+    stream = await raw()
+    await stream.send(session_start={"path": path, "timeout_millis": 5000, **start})
+    failure = await failure_of(stream)
+    assert failure.status == Status.BAD_REQUEST
+    assert failure.issues[0].message == why
+    longest = await (await raw()).start(path, protection_key=b"x" * 16)  # 16 bytes are taken
+    assert longest.session_id != 0
+
+
+async def test_a_stolen_stream_gets_bad_session_and_ends_while_the_thief_works(
+    server: YdbServer, raw: Raw
+) -> None:
+    path = await new_node(server)
+    victim = await open_session(raw, path)
+    await victim.ok("create_semaphore", name="s", limit=1)
+    thief = await open_session(raw, path, session_id=victim.session_id)
+    assert thief.session_id == victim.session_id
+    end = await ending(victim.stream)
+    assert end.code == grpc.StatusCode.OK
+    assert [kind(m) for m in end.messages] == ["failure"]
+    assert end.failure.status == Status.BAD_SESSION
+    assert "stolen" in end.failure.issues[0].message
+    acquired = await thief.ok("acquire_semaphore", name="s", count=1, timeout_millis=0)
+    assert acquired.acquired
+
+
+async def test_a_client_ping_gets_a_pong_with_the_same_opaque(server: YdbServer, raw: Raw) -> None:
+    session = await open_session(raw, await new_node(server))
+    for opaque in (1, 2**64 - 1, 0):
+        await session.stream.send(ping={"opaque": opaque})
+        response = await session.stream.next()
+        assert kind(response) == "pong" and response.pong.opaque == opaque
+
+
+async def server_pings(session: Any, count: int) -> list[int]:
+    """The opaques of the server's next ``count`` pings (each answered with a pong)."""
+    opaques: list[int] = []
+    while len(opaques) < count:
+        response = await session.stream.next(skip_pings=False)
+        assert kind(response) == "ping", response
+        opaques.append(response.ping.opaque)
+        await session.stream.send(pong={"opaque": response.ping.opaque})
+    return opaques
+
+
+async def test_server_pings_come_at_the_session_timeout_over_three(
+    serve: Callable[..., YdbServer], raw: Raw
+) -> None:
+    # --ydb-ping-interval is a minute: only a third of the session's timeout brings pings.
+    slow = serve("--ydb-ping-interval", "60")
+    session = await open_session(raw, await new_node(slow), slow, timeout_millis=600)
+    opaques = await server_pings(session, 3)
+    assert all(opaque != 0 for opaque in opaques) and len(set(opaques)) == 3
+
+
+async def test_server_pings_come_at_most_every_ping_interval(server: YdbServer, raw: Raw) -> None:
+    # The module server's interval is 1 s: a 30 minute session is pinged within WAIT.
+    session = await open_session(raw, await new_node(server), timeout_millis=1_800_000)
+    assert len(await server_pings(session, 2)) == 2
+
+
+async def test_a_silent_client_gets_ping_timeout(server: YdbServer, raw: Raw) -> None:
+    path = await new_node(server)
+    session = await open_session(raw, path, timeout_millis=300)
+    end = await ending(session.stream, answer_pings=False)
+    assert end.code == grpc.StatusCode.OK
+    assert [kind(m) for m in end.messages] == ["ping", "failure"]
+    assert end.failure.status == Status.TIMEOUT
+    assert end.failure.issues[0].message == "Ping timeout"
+
+
+async def test_session_stop_answers_stopped_ends_the_stream_and_the_session(
+    server: YdbServer, raw: Raw
+) -> None:
+    path = await new_node(server)
+    session = await open_session(raw, path)
+    await session.ok("create_semaphore", name="held", limit=1)
+    assert (await session.ok("acquire_semaphore", name="held", count=1)).acquired
+    await session.stream.send(session_stop={})
+    end = await ending(session.stream)
+    assert end.code == grpc.StatusCode.OK
+    assert [kind(m) for m in end.messages] == ["session_stopped"]
+    assert end.messages[0].session_stopped.session_id == session.session_id
+    gone = await raw()
+    await gone.send(session_start={"path": path, "session_id": session.session_id})
+    assert (await failure_of(gone)).status == Status.SESSION_EXPIRED
+    other = await open_session(raw, path)  # what it held was released
+    assert (await other.ok("acquire_semaphore", name="held", count=1, timeout_millis=0)).acquired
+
+
+async def test_a_detached_session_re_attaches_within_its_timeout(
+    server: YdbServer, raw: Raw
+) -> None:
+    path = await new_node(server)
+    first = await open_session(raw, path, timeout_millis=30_000)
+    await first.ok("create_semaphore", name="held", limit=1)
+    assert (await first.ok("acquire_semaphore", name="held", count=1)).acquired
+    first.stream.call.cancel()  # the client vanished: the session waits for it
+    back = await open_session(
+        raw, path, session_id=first.session_id, seq_no=1, timeout_millis=300
+    )
+    # Ours keeps the timeout the session started with (YDB's attach takes the new one).
+    assert back.session_id == first.session_id
+    again = await back.ok("acquire_semaphore", name="held", count=1, timeout_millis=0)
+    assert again.acquired  # it still holds it
+
+
+async def test_a_detached_session_past_its_timeout_is_expired(
+    server: YdbServer, raw: Raw
+) -> None:
+    path = await new_node(server)
+    first = await open_session(raw, path, timeout_millis=300)
+    first.stream.call.cancel()
+    # A re-attach that comes before the expiry detaches it again when cancelled: so
+    # the loop ends with the expiry whatever the machine's speed (bounded by WAIT).
+    deadline = time.monotonic() + WAIT
+    while True:
+        assert time.monotonic() < deadline, "the detached session never expired"
+        await asyncio.sleep(0.4)
+        stream = await raw()
+        await stream.send(session_start={"path": path, "session_id": first.session_id})
+        response = await stream.next()
+        if kind(response) == "failure":
+            assert response.failure.status == Status.SESSION_EXPIRED
+            assert response.failure.issues[0].message == "Session does not exist"
+            break
+        assert kind(response) == "session_started", response
+        stream.call.cancel()
+
+
+async def test_a_second_session_start_is_bad_request(server: YdbServer, raw: Raw) -> None:
+    path = await new_node(server)
+    session = await open_session(raw, path)
+    await session.stream.send(session_start={"path": path, "timeout_millis": 5000})
+    failure = await failure_of(session.stream)
+    assert failure.status == Status.BAD_REQUEST
+    assert failure.issues[0].message == "Session cannot be started twice"
+
+
+@pytest.mark.parametrize(
+    ("request_", "why"),
+    [({}, "Empty request"), ({"unsupported_5": {}}, "Unimplemented request")],
+)
+async def test_an_empty_or_unsupported_request_is_bad_request(
+    server: YdbServer, raw: Raw, request_: dict[str, Any], why: str
+) -> None:
+    session = await open_session(raw, await new_node(server))
+    await session.stream.send(**request_)
+    failure = await failure_of(session.stream)
+    assert failure.status == Status.BAD_REQUEST
+    assert failure.issues[0].message.startswith(why)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [f"{DATABASE}/never-made-node", "/elsewhere/node", "never-made-node-either", ""],
+)
+async def test_start_on_a_missing_node_or_outside_the_database_is_not_found(
+    server: YdbServer, raw: Raw, path: str
+) -> None:
+    stream = await raw()
+    await stream.send(session_start={"path": path, "timeout_millis": 5000})
+    assert (await failure_of(stream)).status == Status.NOT_FOUND
+
+
+async def test_a_node_dropped_under_a_live_stream_ends_it_unavailable(
+    server: YdbServer, raw: Raw
+) -> None:
+    path = await new_node(server)
+    session = await open_session(raw, path)
+    await session.ok("create_semaphore", name="s", limit=1)
+    operation = await node_call(server, "Drop", path)
+    assert operation.status == Status.SUCCESS
+    failure = await failure_of(session.stream)
+    assert failure.status == Status.UNAVAILABLE
+    late = await raw()
+    await late.send(session_start={"path": path, "timeout_millis": 5000})
+    assert (await failure_of(late)).status == Status.NOT_FOUND
+
+
+async def test_a_path_without_the_database_names_the_same_node(server: YdbServer, raw: Raw) -> None:
+    name = unique()
+    assert (await node_call(server, "Create", name)).status == Status.SUCCESS
+    relative = await open_session(raw, name)
+    await relative.ok("create_semaphore", name="s", limit=3, data=b"d")
+    absolute = await open_session(raw, f"{DATABASE}/{name}")
+    described = await absolute.ok("describe_semaphore", name="s")
+    assert (described.semaphore_description.limit, described.semaphore_description.data) == (
+        3,
+        b"d",
+    )
+    assert (await node_call(server, "Drop", name)).status == Status.SUCCESS
