@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,7 +83,7 @@ class Ending:
     def failure(self) -> Any:
         """The ``Failure`` the stream ended with (AssertionError if it sent none)."""
         kinds = [kind(m) for m in self.messages]
-        assert kinds and kinds[-1] == "failure", kinds
+        assert kinds[-1:] == ["failure"], kinds
         return self.messages[-1].failure
 
 
@@ -117,7 +118,7 @@ class Session:
 
     stream: RawStream
     session_id: int
-    _ids: Any = field(default_factory=lambda: itertools.count(1))
+    _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
     async def send(self, request: str, **fields: Any) -> int:
         """Send a semaphore request (``request``: its ``SessionRequest`` field); its req_id."""
@@ -145,7 +146,9 @@ class Session:
         return body
 
 
-async def open_session(raw: Any, path: str, target: YdbServer | None = None, **start: Any) -> Session:
+async def open_session(
+    raw: Any, path: str, target: YdbServer | None = None, **start: Any
+) -> Session:
     """A raw stream on ``target`` (default: the module server) with a session started."""
     stream: RawStream = await raw(target)
     started = await stream.start(path, **start)

@@ -30,7 +30,8 @@ async def test_start_answers_a_session_id_and_the_timeout(server: YdbServer, raw
     path = await new_node(server)
     first = await (await raw()).start(path, timeout_millis=7000, description="worker 1")
     second = await (await raw()).start(path, timeout_millis=1_800_000)  # the longest taken
-    assert first.session_id != 0 and second.session_id not in (0, first.session_id)
+    assert first.session_id != 0
+    assert second.session_id not in (0, first.session_id)
     assert (first.timeout_millis, second.timeout_millis) == (7000, 1_800_000)
 
 
@@ -121,7 +122,8 @@ async def test_a_client_ping_gets_a_pong_with_the_same_opaque(server: YdbServer,
     for opaque in (1, 2**64 - 1, 0):
         await session.stream.send(ping={"opaque": opaque})
         response = await session.stream.next()
-        assert kind(response) == "pong" and response.pong.opaque == opaque
+        assert kind(response) == "pong"
+        assert response.pong.opaque == opaque
 
 
 async def server_pings(session: Any, count: int) -> list[int]:
@@ -142,7 +144,8 @@ async def test_server_pings_come_at_the_session_timeout_over_three(
     slow = serve("--ydb-ping-interval", "60")
     session = await open_session(raw, await new_node(slow), slow, timeout_millis=600)
     opaques = await server_pings(session, 3)
-    assert all(opaque != 0 for opaque in opaques) and len(set(opaques)) == 3
+    assert all(opaque != 0 for opaque in opaques)
+    assert len(set(opaques)) == 3
 
 
 async def test_server_pings_come_at_most_every_ping_interval(server: YdbServer, raw: Raw) -> None:
@@ -188,18 +191,14 @@ async def test_a_detached_session_re_attaches_within_its_timeout(
     await first.ok("create_semaphore", name="held", limit=1)
     assert (await first.ok("acquire_semaphore", name="held", count=1)).acquired
     first.stream.call.cancel()  # the client vanished: the session waits for it
-    back = await open_session(
-        raw, path, session_id=first.session_id, seq_no=1, timeout_millis=300
-    )
+    back = await open_session(raw, path, session_id=first.session_id, seq_no=1, timeout_millis=300)
     # Ours keeps the timeout the session started with (YDB's attach takes the new one).
     assert back.session_id == first.session_id
     again = await back.ok("acquire_semaphore", name="held", count=1, timeout_millis=0)
     assert again.acquired  # it still holds it
 
 
-async def test_a_detached_session_past_its_timeout_is_expired(
-    server: YdbServer, raw: Raw
-) -> None:
+async def test_a_detached_session_past_its_timeout_is_expired(server: YdbServer, raw: Raw) -> None:
     path = await new_node(server)
     first = await open_session(raw, path, timeout_millis=300)
     first.stream.call.cancel()
