@@ -154,3 +154,17 @@ async def open_session(
     started = await stream.start(path, **start)
     assert started.session_id != 0
     return Session(stream, started.session_id)
+
+
+async def sessions(server: YdbServer, raw: Any, count: int) -> list[Session]:
+    """``count`` sessions, each on its own stream, in one new node."""
+    path = await new_node(server)
+    return [await open_session(raw, path) for _ in range(count)]
+
+
+async def nothing_pending(session: Session) -> None:
+    """Nothing more was sent to ``session`` so far: a ping's pong is the next message."""
+    await session.stream.send(ping={"opaque": 77})
+    response = await session.stream.next()
+    assert kind(response) == "pong", response
+    assert response.pong.opaque == 77
