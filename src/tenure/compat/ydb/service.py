@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from tenure._core import Effect
 from tenure.compat.dflockd.holds import load_secret
@@ -43,6 +45,9 @@ from tenure.server._net.outbox import Connection
 from tenure.server._observe import Observer
 
 log = logging.getLogger("tenure.server")
+
+#: Why a Session stream ends when a message cannot be decoded.
+_UNDECODABLE: Final = "a message on the Session stream is not a Ydb.Coordination.SessionRequest"
 
 
 def _identity(data: bytes) -> bytes:
@@ -173,8 +178,8 @@ class YdbService:
     def _handlers(self) -> tuple[grpc.GenericRpcHandler, ...]:
         def unary(name: str, call: Callable[[Any, Any], Any], request: Any, reply: Any) -> Any:
             return grpc.unary_unary_rpc_method_handler(
-                self._observed(name, call),
-                request_deserializer=request.FromString,
+                _decoded(self._observed(name, call), request),
+                request_deserializer=functools.partial(_decode_or_none, request),
                 response_serializer=reply.SerializeToString,
             )
 
@@ -269,6 +274,8 @@ class YdbService:
         except TimeoutError:
             why = f"no SessionStart within {self.config.handshake_timeout:g} s"
             await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, why)
+        except DecodeError:  # (grpc would end the call UNKNOWN, naming the exception)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _UNDECODABLE)
         if first is grpc.aio.EOF:
             return
         if first.WhichOneof("request") != "session_start":
@@ -327,7 +334,11 @@ class YdbService:
 
     async def _read(self, stream: SessionStream, context: Any) -> None:
         while not stream.closing:
-            request = await context.read()
+            try:
+                request = await context.read()
+            except DecodeError:
+                self.sessions.fail(stream, pb.Status.BAD_REQUEST, _UNDECODABLE)
+                return
             if request is grpc.aio.EOF:
                 return
             try:
@@ -342,6 +353,29 @@ def _node_call(call: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
 
     async def handler(request: Any, context: Any) -> Any:
         return await call(request, context.invocation_metadata())
+
+    return handler
+
+
+def _decode_or_none(message: Any, data: bytes) -> Any:
+    """``data`` as a ``message``; None if it is not one (see :func:`_decoded`)."""
+    try:
+        return message.FromString(data)
+    except DecodeError:
+        return None
+
+
+def _decoded(call: Callable[[Any, Any], Any], request: Any) -> Callable[[Any, Any], Any]:
+    """``call``, ending INVALID_ARGUMENT for a request that was not a ``request``.
+
+    (A deserializer that raises ends the call UNKNOWN, naming Python's exception.)
+    """
+    why = f"the request is not a {request.DESCRIPTOR.full_name}"
+
+    async def handler(message: Any, context: Any) -> Any:
+        if message is None:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, why)
+        return await call(message, context)
 
     return handler
 
