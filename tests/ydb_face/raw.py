@@ -92,7 +92,10 @@ async def ending(stream: RawStream, *, answer_pings: bool = True) -> Ending:
     messages: list[Any] = []
     async with asyncio.timeout(WAIT):
         while True:
-            response = await stream.call.read()
+            try:
+                response = await stream.call.read()
+            except grpc.aio.AioRpcError:  # (read raises a status other than OK)
+                break
             if response is grpc.aio.EOF:
                 break
             if kind(response) == "ping" and answer_pings:
@@ -102,6 +105,21 @@ async def ending(stream: RawStream, *, answer_pings: bool = True) -> Ending:
         code = await stream.call.code()
         details = await stream.call.details()
     return Ending(messages, code, details or "")
+
+
+async def call_status(call: Any) -> tuple[list[Any], grpc.StatusCode, str]:
+    """Read a stream call to its end: what it sent, its gRPC status and the status's text."""
+    messages: list[Any] = []
+    async with asyncio.timeout(WAIT):
+        while True:
+            try:
+                message = await call.read()
+            except grpc.aio.AioRpcError:
+                break
+            if message is grpc.aio.EOF:
+                break
+            messages.append(message)
+        return messages, await call.code(), await call.details() or ""
 
 
 async def failure_of(stream: RawStream) -> Any:

@@ -1,0 +1,160 @@
+"""Bad input on the YDB port: each call ends with a gRPC error status (or a Failure),
+and the server goes on serving the next client.
+
+Bytes are sent raw (a channel whose serializers pass bytes through), so the server
+sees exactly what a broken or foreign client would send.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import pytest
+
+from tenure.compat.ydb import _protos as pb
+from tests.server.wire import WAIT
+from tests.ydb_face.conftest import YdbServer
+from tests.ydb_face.raw import Status, call_status, failure_of, kind, new_node, open_session
+
+pytestmark = pytest.mark.timeout(60)
+
+Raw = Callable[..., Any]
+
+SESSION = "/Ydb.Coordination.V1.CoordinationService/Session"
+
+
+async def still_serves(server: YdbServer, raw: Raw) -> None:
+    """Another client starts a session and acquires a semaphore."""
+    session = await open_session(raw, await new_node(server), server)
+    acquired = await session.ok("acquire_semaphore", name="s", count=1, ephemeral=True)
+    assert acquired.acquired
+
+
+async def raw_bytes_stream(
+    server: YdbServer, *messages: bytes
+) -> tuple[list[Any], grpc.StatusCode, str]:
+    """Send ``messages`` as they are on a Session stream; its answers, status and details."""
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{server.ydb_port}") as channel:
+        call = channel.stream_stream(SESSION)()  # no serializers: bytes in, bytes out
+        for message in messages:
+            await call.write(message)
+        answers, code, details = await call_status(call)
+        return [pb.coordination.SessionResponse.FromString(a) for a in answers], code, details
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        b"\xff\xff\xff\xff not protobuf",
+        # Its path would be a ping (field 1) whose bytes are no PingPong.
+        pb.coordination.CreateNodeRequest(path="/local/x").SerializeToString(),
+    ],
+)
+async def test_a_first_message_that_is_not_a_session_request_is_invalid_argument(
+    server: YdbServer, raw: Raw, message: bytes
+) -> None:
+    answers, code, details = await raw_bytes_stream(server, message)
+    assert answers == []
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert details == "a message on the Session stream is not a Ydb.Coordination.SessionRequest"
+    await still_serves(server, raw)
+
+
+async def test_a_later_message_that_is_not_a_session_request_is_bad_request(
+    server: YdbServer, raw: Raw
+) -> None:
+    path = await new_node(server)
+    start = pb.coordination.SessionRequest(session_start={"path": path, "timeout_millis": 5000})
+    answers, code, _ = await raw_bytes_stream(server, start.SerializeToString(), b"\xff\xff")
+    assert [kind(a) for a in answers] == ["session_started", "failure"]
+    assert answers[1].failure.status == Status.BAD_REQUEST
+    assert code == grpc.StatusCode.OK
+    await still_serves(server, raw)
+
+
+async def test_a_unary_call_with_undecodable_bytes_is_invalid_argument(
+    server: YdbServer, raw: Raw
+) -> None:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{server.ydb_port}") as channel:
+        create = channel.unary_unary("/Ydb.Coordination.V1.CoordinationService/CreateNode")
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await create(b"\xff\xff\xff", timeout=WAIT)
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert raised.value.details() == "the request is not a Ydb.Coordination.CreateNodeRequest"
+    await still_serves(server, raw)
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        "/Ydb.Coordination.V1.CoordinationService/NoSuchMethod",
+        "/Ydb.Table.V1.TableService/CreateSession",
+        "/nonsense/",
+    ],
+)
+async def test_an_unknown_method_or_service_is_unimplemented(
+    server: YdbServer, raw: Raw, method: str
+) -> None:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{server.ydb_port}") as channel:
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await channel.unary_unary(method)(b"", timeout=WAIT)
+    assert raised.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    await still_serves(server, raw)
+
+
+async def test_a_stream_without_session_start_ends_deadline_exceeded(
+    serve: Callable[..., YdbServer], raw: Raw
+) -> None:
+    quick = serve("--handshake-timeout", "0.3")
+    silent = await raw(quick)
+    answers, code, details = await call_status(silent.call)
+    assert answers == []
+    assert code == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert "SessionStart" in details
+    await still_serves(quick, raw)
+
+
+@pytest.mark.parametrize(
+    "first",
+    [{"ping": {"opaque": 1}}, {"acquire_semaphore": {"name": "s", "count": 1}}, {}],
+)
+async def test_a_first_message_other_than_session_start_is_invalid_argument(
+    server: YdbServer, raw: Raw, first: dict[str, Any]
+) -> None:
+    stream = await raw()
+    await stream.send(**first)
+    answers, code, details = await call_status(stream.call)
+    assert answers == []  # no Failure message: a gRPC status
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert details == "First message must be a SessionStart"
+    await still_serves(server, raw)
+
+
+async def test_streams_over_max_connections_get_overloaded(
+    serve: Callable[..., YdbServer], raw: Raw
+) -> None:
+    small = serve("--max-connections", "2")
+    path = await new_node(small)
+    first = await open_session(raw, path, small)
+    second = await open_session(raw, path, small)
+    third = await raw(small)
+    failure = await failure_of(third)
+    assert failure.status == Status.OVERLOADED
+    assert "max_connections" in failure.issues[0].message
+    await first.stream.send(session_stop={})
+    stopped = await first.stream.next()
+    assert kind(stopped) == "session_stopped"
+    assert (await call_status(first.stream.call))[1] == grpc.StatusCode.OK
+    # A stream ended frees its place (bounded retries: the server notices the end).
+    for _attempt in range(50):
+        retry = await raw(small)
+        await retry.send(session_start={"path": path, "timeout_millis": 5000})
+        answer = await retry.next()
+        if kind(answer) == "session_started":
+            break
+        assert answer.failure.status == Status.OVERLOADED
+    else:
+        raise AssertionError("the stopped stream's place was never freed")
+    assert (await second.ok("create_semaphore", name="s", limit=1)).status == Status.SUCCESS
