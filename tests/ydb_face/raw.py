@@ -165,10 +165,10 @@ class Session:
 
 
 async def open_session(
-    raw: Any, path: str, target: YdbServer | None = None, **start: Any
+    raw: Any, path: str, target: YdbServer | None = None, metadata: Any = (), **start: Any
 ) -> Session:
     """A raw stream on ``target`` (default: the module server) with a session started."""
-    stream: RawStream = await raw(target)
+    stream: RawStream = await raw(target, metadata=metadata)
     started = await stream.start(path, **start)
     assert started.session_id != 0
     return Session(stream, started.session_id)
