@@ -1,0 +1,112 @@
+"""TLS on the YDB port: the native listener's ``--tls-cert``/``--tls-key`` (trustme
+certificates), YDB's SDK over ``grpcs://`` with the CA, and plain clients refused."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import grpc
+import pytest
+import trustme
+import ydb
+from ydb.coordination import CoordinationClient
+
+from tenure.compat.ydb import _protos as pb
+from tests.server.wire import WAIT
+from tests.ydb_face.conftest import DATABASE, YdbServer, start_server, unique
+from tests.ydb_face.raw import Status, unary
+
+pytestmark = pytest.mark.timeout(60)
+
+LIST_ENDPOINTS = "/Ydb.Discovery.V1.DiscoveryService/ListEndpoints"
+
+
+@dataclass
+class Secured:
+    """A server with TLS, and the CA that signed its certificate (PEM)."""
+
+    server: YdbServer
+    ca: bytes
+
+    @property
+    def credentials(self) -> grpc.ChannelCredentials:
+        """gRPC channel credentials that trust the server's CA."""
+        return grpc.ssl_channel_credentials(root_certificates=self.ca)
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
+    base = tmp_path_factory.mktemp("ydb-tls")
+    ca = trustme.CA()
+    issued = ca.issue_cert("127.0.0.1", "localhost")
+    cert, key = base / "server.pem", base / "server.key"
+    for blob in issued.cert_chain_pems:
+        blob.write_to_path(str(cert), append=True)
+    issued.private_key_pem.write_to_path(str(key))
+    running = start_server(base / "data", "--tls-cert", str(cert), "--tls-key", str(key))
+    try:
+        yield Secured(running, ca.cert_pem.bytes())
+    finally:
+        running.process.kill()
+
+
+def test_the_sdk_over_grpcs_with_the_ca_works_end_to_end(secured: Secured) -> None:
+    config = ydb.DriverConfig(
+        endpoint=f"grpcs://127.0.0.1:{secured.server.ydb_port}",
+        database=DATABASE,
+        root_certificates=secured.ca,
+    )
+    driver = ydb.Driver(driver_config=config)
+    try:
+        driver.wait(timeout=WAIT, fail_fast=True)
+        client = CoordinationClient(driver)
+        path = f"{DATABASE}/{unique()}"
+        client.create_node(path)
+        with client.session(path) as session, session.semaphore("job", 2) as semaphore:
+            semaphore.update(b"over tls")
+            described = semaphore.describe()
+            assert (described.count, described.data) == (1, b"over tls")
+        client.delete_node(path)
+    finally:
+        driver.stop()
+
+
+async def test_discovery_answers_ssl_true(secured: Secured) -> None:
+    request = pb.discovery.ListEndpointsRequest(database=DATABASE)
+    reply = await unary(
+        secured.server.ydb_port,
+        LIST_ENDPOINTS,
+        request,
+        pb.discovery.ListEndpointsResponse,
+        credentials=secured.credentials,
+    )
+    assert reply.operation.status == Status.SUCCESS
+    result = pb.discovery.ListEndpointsResult()
+    reply.operation.result.Unpack(result)
+    (endpoint,) = result.endpoints
+    assert endpoint.ssl
+    assert (endpoint.address, endpoint.port) == ("127.0.0.1", secured.server.ydb_port)
+
+
+async def test_a_plain_client_cannot_call(secured: Secured) -> None:
+    request = pb.discovery.ListEndpointsRequest(database=DATABASE)
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await unary(
+            secured.server.ydb_port, LIST_ENDPOINTS, request, pb.discovery.ListEndpointsResponse
+        )
+    assert raised.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+async def test_a_client_that_does_not_trust_the_ca_cannot_call(secured: Secured) -> None:
+    stranger = grpc.ssl_channel_credentials(root_certificates=trustme.CA().cert_pem.bytes())
+    request = pb.discovery.ListEndpointsRequest(database=DATABASE)
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await unary(
+            secured.server.ydb_port,
+            LIST_ENDPOINTS,
+            request,
+            pb.discovery.ListEndpointsResponse,
+            credentials=stranger,
+        )
+    assert raised.value.code() == grpc.StatusCode.UNAVAILABLE
