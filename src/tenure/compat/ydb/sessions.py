@@ -200,6 +200,7 @@ class YdbSessions:
     def stop(self, stream: SessionStream) -> None:
         """``SessionStop``: close the session (releasing all it holds), then end the stream."""
         sid = stream.session_id
+        stream.acquires.clear()  # YDB answers none of a stopped session's queued acquires
         try:
             self._execute(stream, CloseSession(sid))
         except (TenureError, TimeoutError) as error:
