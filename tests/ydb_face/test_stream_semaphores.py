@@ -195,3 +195,34 @@ async def test_release_of_a_waiter_aborts_its_acquire_and_of_nothing_is_false(
     assert (
         await a.ok("describe_semaphore", name="s", include_waiters=True)
     ).semaphore_description.waiters == []
+
+
+async def test_a_re_sent_acquire_with_timeout_0_gives_up_the_wait(
+    server: YdbServer, raw: Raw
+) -> None:
+    a, b = await sessions(server, raw, 2)
+    await a.ok("create_semaphore", name="s", limit=1)
+    assert (await a.ok("acquire_semaphore", name="s", count=1)).acquired
+    waiting = await b.send("acquire_semaphore", name="s", count=1, timeout_millis=60_000)
+    await b.next("acquire_semaphore_pending", waiting)
+    trying = await b.send("acquire_semaphore", name="s", count=1, timeout_millis=0)
+    assert (await b.next("acquire_semaphore_result", waiting)).status == Status.ABORTED
+    gave_up = await b.next("acquire_semaphore_result", trying)
+    assert gave_up.status == Status.SUCCESS
+    assert not gave_up.acquired
+    described = await a.ok("describe_semaphore", name="s", include_waiters=True)
+    assert list(described.semaphore_description.waiters) == []
+
+
+async def test_an_owner_may_acquire_again_with_the_same_or_a_lower_count(
+    server: YdbServer, raw: Raw
+) -> None:
+    a, b = await sessions(server, raw, 2)
+    await a.ok("create_semaphore", name="s", limit=3)
+    assert (await a.ok("acquire_semaphore", name="s", count=2, data=b"x")).acquired
+    assert (await a.ok("acquire_semaphore", name="s", count=2, data=b"y")).acquired
+    assert (await a.ok("acquire_semaphore", name="s", count=1, data=b"y")).acquired
+    described = await b.ok("describe_semaphore", name="s", include_owners=True)
+    owners = [(o.session_id, o.count, o.data) for o in described.semaphore_description.owners]
+    assert owners == [(a.session_id, 1, b"y")]
+    assert (await b.ok("acquire_semaphore", name="s", count=2, timeout_millis=0)).acquired

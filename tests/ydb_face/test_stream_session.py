@@ -19,7 +19,16 @@ import pytest
 
 from tests.server.wire import WAIT
 from tests.ydb_face.conftest import DATABASE, YdbServer, unique
-from tests.ydb_face.raw import Status, ending, failure_of, kind, new_node, node_call, open_session
+from tests.ydb_face.raw import (
+    Status,
+    ending,
+    failure_of,
+    kind,
+    new_node,
+    node_call,
+    nothing_pending,
+    open_session,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -117,6 +126,43 @@ async def test_a_stolen_stream_gets_bad_session_and_ends_while_the_thief_works(
     assert acquired.acquired
 
 
+async def test_a_thief_gets_no_result_of_the_old_streams_acquire_until_it_asks_again(
+    server: YdbServer, raw: Raw
+) -> None:
+    path = await new_node(server)
+    holder, victim, behind = [await open_session(raw, path) for _ in range(3)]
+    await holder.ok("create_semaphore", name="s", limit=1)
+    assert (await holder.ok("acquire_semaphore", name="s", count=1)).acquired
+    for waiter in (victim, behind):
+        queued = await waiter.send("acquire_semaphore", name="s", count=1, timeout_millis=60_000)
+        await waiter.next("acquire_semaphore_pending", queued)
+    thief = await open_session(raw, path, session_id=victim.session_id)
+    assert (await failure_of(victim.stream)).status == Status.BAD_SESSION
+    asked = await thief.send("acquire_semaphore", name="s", count=1, timeout_millis=60_000)
+    await thief.next("acquire_semaphore_pending", asked)  # the session's place is kept
+    assert (await holder.ok("release_semaphore", name="s")).released
+    assert (await thief.next("acquire_semaphore_result", asked)).acquired
+    await nothing_pending(behind)
+    assert (await thief.ok("release_semaphore", name="s")).released
+    assert (await behind.next("acquire_semaphore_result", 1)).acquired
+
+
+async def test_a_grant_for_an_old_streams_acquire_is_learned_by_asking_again(
+    server: YdbServer, raw: Raw
+) -> None:
+    path = await new_node(server)
+    holder, victim = await open_session(raw, path), await open_session(raw, path)
+    await holder.ok("create_semaphore", name="s", limit=1)
+    assert (await holder.ok("acquire_semaphore", name="s", count=1)).acquired
+    queued = await victim.send("acquire_semaphore", name="s", count=1, timeout_millis=60_000)
+    await victim.next("acquire_semaphore_pending", queued)
+    victim.stream.call.cancel()  # the client vanished with its acquire queued
+    back = await open_session(raw, path, session_id=victim.session_id)
+    assert (await holder.ok("release_semaphore", name="s")).released
+    await nothing_pending(back)  # the grant answers the old stream's request: not sent
+    assert (await back.ok("acquire_semaphore", name="s", count=1, timeout_millis=0)).acquired
+
+
 async def test_a_client_ping_gets_a_pong_with_the_same_opaque(server: YdbServer, raw: Raw) -> None:
     session = await open_session(raw, await new_node(server))
     for opaque in (1, 2**64 - 1, 0):
@@ -181,6 +227,22 @@ async def test_session_stop_answers_stopped_ends_the_stream_and_the_session(
     assert (await failure_of(gone)).status == Status.SESSION_EXPIRED
     other = await open_session(raw, path)  # what it held was released
     assert (await other.ok("acquire_semaphore", name="held", count=1, timeout_millis=0)).acquired
+
+
+async def test_session_stop_answers_none_of_the_queued_acquires(
+    server: YdbServer, raw: Raw
+) -> None:
+    path = await new_node(server)
+    holder, waiter = await open_session(raw, path), await open_session(raw, path)
+    await holder.ok("create_semaphore", name="s", limit=1)
+    assert (await holder.ok("acquire_semaphore", name="s", count=1)).acquired
+    queued = await waiter.send("acquire_semaphore", name="s", count=1, timeout_millis=60_000)
+    await waiter.next("acquire_semaphore_pending", queued)
+    await waiter.stream.send(session_stop={})
+    end = await ending(waiter.stream)
+    assert [kind(m) for m in end.messages] == ["session_stopped"]
+    described = await holder.ok("describe_semaphore", name="s", include_waiters=True)
+    assert list(described.semaphore_description.waiters) == []
 
 
 async def test_a_detached_session_re_attaches_within_its_timeout(
