@@ -134,6 +134,8 @@ class YdbSessions:
                 raise pb.StatusError(pb.Status.BAD_REQUEST, "Session timeout is out of range")
             if len(start.protection_key) > MAX_PROTECTION_KEY_BYTES:
                 raise pb.StatusError(pb.Status.BAD_REQUEST, "Protection key is too large")
+            if not start.path:  # YDB's check, before any lookup
+                raise pb.StatusError(pb.Status.BAD_REQUEST, "KesusPath cannot be empty")
             try:
                 stream.node = self.database.node_of(start.path)
             except OutsideDatabaseError as error:
