@@ -10,6 +10,7 @@ the session's timeout (YDB leaves it 0), and any message answers a server ping
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from collections.abc import Callable
 from typing import Any
@@ -306,7 +307,7 @@ async def test_an_empty_or_unsupported_request_is_bad_request(
 
 @pytest.mark.parametrize(
     "path",
-    [f"{DATABASE}/never-made-node", "/elsewhere/node", "never-made-node-either", ""],
+    [f"{DATABASE}/never-made-node", "/elsewhere/node", "never-made-node-either", "/local//x"],
 )
 async def test_start_on_a_missing_node_or_outside_the_database_is_not_found(
     server: YdbServer, raw: Raw, path: str
@@ -314,6 +315,59 @@ async def test_start_on_a_missing_node_or_outside_the_database_is_not_found(
     stream = await raw()
     await stream.send(session_start={"path": path, "timeout_millis": 5000})
     assert (await failure_of(stream)).status == Status.NOT_FOUND
+
+
+async def test_start_with_an_empty_path_is_bad_request(server: YdbServer, raw: Raw) -> None:
+    stream = await raw()
+    await stream.send(session_start={"timeout_millis": 5000})
+    failure = await failure_of(stream)
+    assert failure.status == Status.BAD_REQUEST
+    assert failure.issues[0].message == "KesusPath cannot be empty"
+
+
+async def test_attach_to_a_session_of_another_node_is_session_expired(
+    server: YdbServer, raw: Raw
+) -> None:
+    session = await open_session(raw, await new_node(server))
+    other = await raw()
+    await other.send(
+        session_start={"path": await new_node(server), "session_id": session.session_id}
+    )
+    failure = await failure_of(other)
+    assert failure.status == Status.SESSION_EXPIRED
+    assert failure.issues[0].message == "Session does not exist"
+    never = await raw()
+    await never.send(session_start={"path": await new_node(server), "session_id": 2**63})
+    assert (await failure_of(never)).status == Status.SESSION_EXPIRED
+
+
+async def test_a_seq_no_over_32_bits_is_bad_request(server: YdbServer, raw: Raw) -> None:
+    # Ours: the engine keeps YDB's seq_no in the high half of its own (sessions.py).
+    path = await new_node(server)
+    session = await open_session(raw, path)
+    big = await raw()
+    start = {"path": path, "session_id": session.session_id, "seq_no": 2**32}
+    await big.send(session_start=start)
+    assert (await failure_of(big)).status == Status.BAD_REQUEST
+    top = await open_session(raw, path, session_id=session.session_id, seq_no=2**32 - 1)
+    assert top.session_id == session.session_id
+
+
+async def test_a_stopping_server_ends_streams_unavailable_and_sessions_outlive_it(
+    serve: Callable[..., YdbServer], raw: Raw
+) -> None:
+    first = serve()
+    path = await new_node(first)
+    session = await open_session(raw, path, first, timeout_millis=30_000)
+    await session.ok("create_semaphore", name="s", limit=1)
+    assert (await session.ok("acquire_semaphore", name="s", count=1)).acquired
+    assert first.process.signal(signal.SIGTERM) == 0
+    failure = await failure_of(session.stream)
+    assert failure.status == Status.UNAVAILABLE
+    again = serve(ydb_port=first.ydb_port)
+    back = await open_session(raw, path, again, session_id=session.session_id)
+    held = await back.ok("acquire_semaphore", name="s", count=1, timeout_millis=0)
+    assert held.acquired
 
 
 async def test_a_node_dropped_under_a_live_stream_ends_it_unavailable(
