@@ -104,15 +104,19 @@ async def test_acquire_granted_queued_busy_and_timed_out(server: YdbServer, raw:
 
 
 @pytest.mark.parametrize(
-    ("count", "why"),
-    [(0, "Acquire must have count > 0"), (3, "Cannot acquire more than allowed")],
+    ("count", "timeout", "why"),
+    [
+        (0, 0, "Acquire must have count > 0"),
+        (3, 0, "Cannot acquire more than allowed"),
+        (1, 86_400_001, "Acquire timeout is out of range"),  # a day at most, or forever
+    ],
 )
-async def test_acquire_count_zero_or_over_the_limit_is_bad_request(
-    server: YdbServer, raw: Raw, count: int, why: str
+async def test_acquire_count_zero_over_the_limit_or_too_long_is_bad_request(
+    server: YdbServer, raw: Raw, count: int, timeout: int, why: str
 ) -> None:
     (a,) = await sessions(server, raw, 1)
     await a.ok("create_semaphore", name="s", limit=2)
-    refused = await a.result("acquire_semaphore", name="s", count=count)
+    refused = await a.result("acquire_semaphore", name="s", count=count, timeout_millis=timeout)
     assert refused.status == Status.BAD_REQUEST
     assert refused.issues[0].message.startswith(why)
 

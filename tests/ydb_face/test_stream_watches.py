@@ -67,6 +67,9 @@ async def test_a_data_change_fires_a_data_watch(server: YdbServer, raw: Raw) -> 
     a, watcher = await sessions(server, raw, 2)
     await a.ok("create_semaphore", name="s", limit=1, data=b"v1")
     req_id = await watch(watcher, "s", watch_data=True)
+    assert (await a.ok("acquire_semaphore", name="s", count=1)).acquired
+    await a.ok("update_semaphore", name="s", data=b"v1")  # the same data: no change
+    await nothing_pending(watcher)  # (and a new owner is none of a data watch's business)
     await a.ok("update_semaphore", name="s", data=b"v2")
     assert await changed(watcher, req_id) == (True, False)
     await a.ok("update_semaphore", name="s", data=b"v3")
