@@ -15,15 +15,33 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
+import pytest
 
 from tenure.compat.ydb import _protos as pb
 from tests.server.wire import WAIT
-from tests.ydb_face.conftest import DATABASE, RawStream, YdbServer, unique
+from tests.ydb_face.conftest import DATABASE, RawStream, YdbServer, start_server, unique
 
 _COORDINATION = "/Ydb.Coordination.V1.CoordinationService"
 
 #: YDB's status codes, by name (``Status.SUCCESS``...).
 Status: Any = pb.Status
+
+#: Flags of servers whose streams a test may leave unread for a while: the server
+#: pings a stream every third of its session's timeout, at most every minute, and
+#: ends one that did not answer. (The pings are tested on servers of their own.)
+QUIET = ("--ydb-ping-interval", "60")
+#: The session timeout of :func:`open_session` (pings every 20 s on QUIET servers).
+SESSION_TIMEOUT_MS = 60_000
+
+
+@pytest.fixture(scope="module", name="server")
+def quiet_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[YdbServer]:
+    """The module's server, with QUIET pings (import it into a module to use it there)."""
+    running = start_server(tmp_path_factory.mktemp("ydb-quiet") / "data", *QUIET)
+    try:
+        yield running
+    finally:
+        running.process.kill()
 
 
 async def unary(
@@ -167,7 +185,9 @@ class Session:
 async def open_session(
     raw: Any, path: str, target: YdbServer | None = None, metadata: Any = (), **start: Any
 ) -> Session:
-    """A raw stream on ``target`` (default: the module server) with a session started."""
+    """A raw stream on ``target`` (default: the module server) with a session started
+    (its timeout SESSION_TIMEOUT_MS unless given)."""
+    start.setdefault("timeout_millis", SESSION_TIMEOUT_MS)
     stream: RawStream = await raw(target, metadata=metadata)
     started = await stream.start(path, **start)
     assert started.session_id != 0

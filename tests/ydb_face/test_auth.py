@@ -22,7 +22,15 @@ from ydb.coordination import CoordinationClient
 from tenure.compat.ydb import _protos as pb
 from tests.server.wire import WAIT
 from tests.ydb_face.conftest import DATABASE, YdbServer, start_server, unique
-from tests.ydb_face.raw import Status, failure_of, node_call, open_session, unary
+from tests.ydb_face.raw import (
+    QUIET,
+    Status,
+    failure_of,
+    node_call,
+    open_session,
+    quiet_server,  # noqa: F401  (the module's server)
+    unary,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -68,7 +76,7 @@ def auth_file(directory: Path, text: str = AUTH_FILE) -> Path:
 def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[YdbServer]:
     """One server with the auth file, for the tests that do not restart it."""
     base = tmp_path_factory.mktemp("ydb-auth")
-    running = start_server(base / "data", "--auth-file", str(auth_file(base)))
+    running = start_server(base / "data", "--auth-file", str(auth_file(base)), *QUIET)
     try:
         yield running
     finally:

@@ -16,7 +16,16 @@ import pytest
 from tenure.compat.ydb import _protos as pb
 from tests.server.wire import WAIT
 from tests.ydb_face.conftest import YdbServer
-from tests.ydb_face.raw import Status, call_status, failure_of, kind, new_node, open_session
+from tests.ydb_face.raw import (
+    QUIET,
+    Status,
+    call_status,
+    failure_of,
+    kind,
+    new_node,
+    open_session,
+    quiet_server,  # noqa: F401  (the module's server)
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -107,7 +116,7 @@ async def test_an_unknown_method_or_service_is_unimplemented(
 async def test_a_stream_without_session_start_ends_deadline_exceeded(
     serve: Callable[..., YdbServer], raw: Raw
 ) -> None:
-    quick = serve("--handshake-timeout", "0.3")
+    quick = serve("--handshake-timeout", "0.3", *QUIET)
     silent = await raw(quick)
     answers, code, details = await call_status(silent.call)
     assert answers == []
@@ -135,7 +144,7 @@ async def test_a_first_message_other_than_session_start_is_invalid_argument(
 async def test_streams_over_max_connections_get_overloaded(
     serve: Callable[..., YdbServer], raw: Raw
 ) -> None:
-    small = serve("--max-connections", "2")
+    small = serve("--max-connections", "2", *QUIET)
     path = await new_node(small)
     first = await open_session(raw, path, small)
     second = await open_session(raw, path, small)

@@ -16,7 +16,12 @@ from typing import Any
 import pytest
 
 from tests.ydb_face.conftest import YdbServer
-from tests.ydb_face.raw import Status, nothing_pending, sessions
+from tests.ydb_face.raw import (
+    Status,
+    nothing_pending,
+    quiet_server,  # noqa: F401  (the module's server)
+    sessions,
+)
 
 pytestmark = pytest.mark.timeout(60)
 

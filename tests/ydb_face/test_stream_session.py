@@ -21,6 +21,7 @@ import pytest
 from tests.server.wire import WAIT
 from tests.ydb_face.conftest import DATABASE, YdbServer, unique
 from tests.ydb_face.raw import (
+    QUIET,
     Status,
     ending,
     failure_of,
@@ -29,6 +30,7 @@ from tests.ydb_face.raw import (
     node_call,
     nothing_pending,
     open_session,
+    quiet_server,  # noqa: F401  (the module's server)
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -189,15 +191,18 @@ async def test_server_pings_come_at_the_session_timeout_over_three(
 ) -> None:
     # --ydb-ping-interval is a minute: only a third of the session's timeout brings pings.
     slow = serve("--ydb-ping-interval", "60")
-    session = await open_session(raw, await new_node(slow), slow, timeout_millis=600)
+    session = await open_session(raw, await new_node(slow), slow, timeout_millis=1500)
     opaques = await server_pings(session, 3)
     assert all(opaque != 0 for opaque in opaques)
     assert len(set(opaques)) == 3
 
 
-async def test_server_pings_come_at_most_every_ping_interval(server: YdbServer, raw: Raw) -> None:
-    # The module server's interval is 1 s: a 30 minute session is pinged within WAIT.
-    session = await open_session(raw, await new_node(server), timeout_millis=1_800_000)
+async def test_server_pings_come_at_most_every_ping_interval(
+    serve: Callable[..., YdbServer], raw: Raw
+) -> None:
+    # A 30 minute session is pinged at --ydb-ping-interval (here, 0.5 s).
+    fast = serve("--ydb-ping-interval", "0.5")
+    session = await open_session(raw, await new_node(fast), fast, timeout_millis=1_800_000)
     assert len(await server_pings(session, 2)) == 2
 
 
@@ -356,7 +361,7 @@ async def test_a_seq_no_over_32_bits_is_bad_request(server: YdbServer, raw: Raw)
 async def test_a_stopping_server_ends_streams_unavailable_and_sessions_outlive_it(
     serve: Callable[..., YdbServer], raw: Raw
 ) -> None:
-    first = serve()
+    first = serve(*QUIET)
     path = await new_node(first)
     session = await open_session(raw, path, first, timeout_millis=30_000)
     await session.ok("create_semaphore", name="s", limit=1)
@@ -364,7 +369,7 @@ async def test_a_stopping_server_ends_streams_unavailable_and_sessions_outlive_i
     assert first.process.signal(signal.SIGTERM) == 0
     failure = await failure_of(session.stream)
     assert failure.status == Status.UNAVAILABLE
-    again = serve(ydb_port=first.ydb_port)
+    again = serve(*QUIET, ydb_port=first.ydb_port)
     back = await open_session(raw, path, again, session_id=session.session_id)
     held = await back.ok("acquire_semaphore", name="s", count=1, timeout_millis=0)
     assert held.acquired

@@ -14,7 +14,15 @@ from typing import Any
 import pytest
 
 from tests.ydb_face.conftest import YdbServer
-from tests.ydb_face.raw import Session, Status, new_node, nothing_pending, open_session, sessions
+from tests.ydb_face.raw import (
+    Session,
+    Status,
+    new_node,
+    nothing_pending,
+    open_session,
+    quiet_server,  # noqa: F401  (the module's server)
+    sessions,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
