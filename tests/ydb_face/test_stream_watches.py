@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.ydb_face.conftest import YdbServer
+import tenure
+from tests.ydb_face.conftest import DATABASE, YdbServer
 from tests.ydb_face.raw import (
     Session,
     Status,
@@ -178,3 +179,17 @@ async def test_an_owners_watch_ignores_waiters_and_fires_on_a_data_change(
     await nothing_pending(watcher)  # a new waiter is no change of the owners
     await a.ok("update_semaphore", name="s", data=b"new")
     assert await changed(watcher, req_id) == (True, False)
+
+
+async def test_an_owners_order_id_is_its_fencing_token(server: YdbServer, raw: Raw) -> None:
+    path = await new_node(server)
+    a, b = await open_session(raw, path), await open_session(raw, path)
+    await a.ok("create_semaphore", name="s", limit=2)
+    assert (await a.ok("acquire_semaphore", name="s", count=1)).acquired
+    assert (await b.ok("acquire_semaphore", name="s", count=1)).acquired
+    result = await a.ok("describe_semaphore", name="s", include_owners=True)
+    order_ids = {o.session_id: o.order_id for o in result.semaphore_description.owners}
+    node = path.removeprefix(f"{DATABASE}/")  # the same node through tenure://
+    async with tenure.connect(server.url) as client, client.session(node) as session:
+        described = await session.semaphore("s").describe(owners=True)
+    assert {o.session_id: o.token for o in described.owners} == order_ids
