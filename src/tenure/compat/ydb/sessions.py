@@ -134,6 +134,9 @@ class YdbSessions:
                 raise pb.StatusError(pb.Status.BAD_REQUEST, "Session timeout is out of range")
             if len(start.protection_key) > MAX_PROTECTION_KEY_BYTES:
                 raise pb.StatusError(pb.Status.BAD_REQUEST, "Protection key is too large")
+            if start.seq_no > MAX_SEQ_NO:
+                why = f"seq_no above {MAX_SEQ_NO} is not supported"
+                raise pb.StatusError(pb.Status.BAD_REQUEST, why)
             if not start.path:  # YDB's check, before any lookup
                 raise pb.StatusError(pb.Status.BAD_REQUEST, "KesusPath cannot be empty")
             try:
@@ -170,6 +173,9 @@ class YdbSessions:
             identity=ClientIdentity(host=_host_of(stream.peer), name="ydb"),
         )
         info = self._execute(stream, command)
+        if start.seq_no:  # YDB takes the start's seq_no as the session's last one
+            attach = AttachSession(info.session_id, command.protection_key, start.seq_no << 32)
+            self._execute(stream, attach)
         return info.session_id, info.timeout
 
     def _reattach(self, stream: SessionStream, start: Any) -> tuple[int, float]:
@@ -177,10 +183,6 @@ class YdbSessions:
         session = self.host.engine.sessions.get(sid)
         if session is None or session.node != stream.node:
             raise pb.StatusError(pb.Status.SESSION_EXPIRED, "Session does not exist")
-        if start.seq_no > MAX_SEQ_NO:
-            raise pb.StatusError(
-                pb.Status.BAD_REQUEST, f"seq_no above {MAX_SEQ_NO} is not supported"
-            )
         last = session.seq_no >> 32
         if start.seq_no < last:
             raise pb.StatusError(pb.Status.BAD_SESSION, "Attach request is out of sequence")
