@@ -52,6 +52,9 @@ async def test_reattach_takes_an_equal_seq_no_and_refuses_a_lower_one(
 ) -> None:
     path = await new_node(server)
     first = await open_session(raw, path, seq_no=5)
+    early = await raw()  # the start's seq_no counts as the session's last
+    await early.send(session_start={"path": path, "session_id": first.session_id, "seq_no": 4})
+    assert (await failure_of(early)).status == Status.BAD_SESSION
     again = await (await raw()).start(path, session_id=first.session_id, seq_no=5)
     assert again.session_id == first.session_id
     steal = await failure_of(first.stream)  # it was taken from the first stream
@@ -350,10 +353,13 @@ async def test_a_seq_no_over_32_bits_is_bad_request(server: YdbServer, raw: Raw)
     # Ours: the engine keeps YDB's seq_no in the high half of its own (sessions.py).
     path = await new_node(server)
     session = await open_session(raw, path)
-    big = await raw()
-    start = {"path": path, "session_id": session.session_id, "seq_no": 2**32}
-    await big.send(session_start=start)
-    assert (await failure_of(big)).status == Status.BAD_REQUEST
+    for start in (
+        {"path": path, "session_id": session.session_id, "seq_no": 2**32},
+        {"path": path, "seq_no": 2**32},
+    ):
+        big = await raw()
+        await big.send(session_start=start)
+        assert (await failure_of(big)).status == Status.BAD_REQUEST
     top = await open_session(raw, path, session_id=session.session_id, seq_no=2**32 - 1)
     assert top.session_id == session.session_id
 
