@@ -250,3 +250,13 @@ async def test_an_expired_ticket_is_refused(
     assert "expired" in operation.issues[0].message
     fresh = await login_ticket(short, "reader", READER)  # logging in again works
     assert fresh != reader
+
+
+async def test_without_an_auth_file_calls_are_anonymous_and_login_is_refused(
+    server: YdbServer,
+) -> None:
+    assert user_of(await who_am_i(server, ())) == ""
+    assert user_of(await who_am_i(server, ticket("anything"))) == ""  # no ticket is checked
+    refused = await login(server, "admin", ADMIN)
+    assert refused.status == Status.UNAUTHORIZED
+    assert "no auth file" in refused.issues[0].message

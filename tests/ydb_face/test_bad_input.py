@@ -25,6 +25,7 @@ from tests.ydb_face.raw import (
     new_node,
     open_session,
     quiet_server,  # noqa: F401  (the module's server)
+    unary,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -167,3 +168,12 @@ async def test_streams_over_max_connections_get_overloaded(
     else:
         raise AssertionError("the stopped stream's place was never freed")
     assert (await second.ok("create_semaphore", name="s", limit=1)).status == Status.SUCCESS
+
+
+async def test_discovery_of_another_database_is_scheme_error(server: YdbServer, raw: Raw) -> None:
+    method = "/Ydb.Discovery.V1.DiscoveryService/ListEndpoints"
+    for database, status in (("/elsewhere", Status.SCHEME_ERROR), ("/local", Status.SUCCESS)):
+        request = pb.discovery.ListEndpointsRequest(database=database)
+        reply = await unary(server, method, request, pb.discovery.ListEndpointsResponse)
+        assert reply.operation.status == status, database
+    await still_serves(server, raw)
