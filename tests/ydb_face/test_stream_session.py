@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 import pytest
 
+import tenure
 from tests.server.wire import WAIT
 from tests.ydb_face.conftest import DATABASE, YdbServer, unique
 from tests.ydb_face.raw import (
@@ -394,6 +395,18 @@ async def test_a_node_dropped_under_a_live_stream_ends_it_unavailable(
     late = await raw()
     await late.send(session_start={"path": path, "timeout_millis": 5000})
     assert (await failure_of(late)).status == Status.NOT_FOUND
+
+
+async def test_a_session_killed_through_tenure_ends_its_stream_session_expired(
+    server: YdbServer, raw: Raw
+) -> None:
+    path = await new_node(server)
+    session = await open_session(raw, path)
+    async with tenure.connect(server.url) as client:
+        await client.kill_session(path.removeprefix(f"{DATABASE}/"), session.session_id)
+    failure = await failure_of(session.stream)
+    assert failure.status == Status.SESSION_EXPIRED
+    assert failure.issues[0].message == "Session has expired"
 
 
 async def test_a_path_without_the_database_names_the_same_node(server: YdbServer, raw: Raw) -> None:
