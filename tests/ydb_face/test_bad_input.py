@@ -7,6 +7,8 @@ sees exactly what a broken or foreign client would send.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -177,3 +179,25 @@ async def test_discovery_of_another_database_is_scheme_error(server: YdbServer, 
         reply = await unary(server, method, request, pb.discovery.ListEndpointsResponse)
         assert reply.operation.status == status, database
     await still_serves(server, raw)
+
+
+async def test_a_client_that_does_not_read_is_dropped_past_max_unread(
+    serve: Callable[..., YdbServer], raw: Raw
+) -> None:
+    small = serve("--max-unread", str(2**20), *QUIET)
+    path = await new_node(small)
+    session = await open_session(raw, path, small)
+    await session.ok("create_semaphore", name="s", limit=1, data=b"x" * 60_000)
+    # 400 answers of 60 kB each: far over the 1 MiB it may leave unread (and over
+    # what gRPC's flow control windows hold), and never read while being sent.
+    for req_id in range(100, 500):
+        if session.stream.call.done():  # dropped already (a slow client, a fast server)
+            break
+        with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
+            await session.stream.send(describe_semaphore={"req_id": req_id, "name": "s"})
+    answers, code, details = await call_status(session.stream.call)
+    assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert details == "the client does not read its answers"
+    assert len(answers) < 400
+    back = await open_session(raw, path, small, session_id=session.session_id)  # detached
+    assert (await back.ok("acquire_semaphore", name="s", count=1)).acquired
