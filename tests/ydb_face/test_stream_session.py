@@ -116,6 +116,14 @@ async def test_start_out_of_range_is_bad_request(
     assert longest.session_id != 0
 
 
+async def test_a_description_over_1024_bytes_is_bad_request(server: YdbServer, raw: Raw) -> None:
+    path = await new_node(server)
+    stream = await raw()
+    await stream.send(session_start={"path": path, "description": "d" * 1025})
+    assert (await failure_of(stream)).status == Status.BAD_REQUEST
+    assert (await (await raw()).start(path, description="d" * 1024)).session_id != 0
+
+
 async def test_a_stolen_stream_gets_bad_session_and_ends_while_the_thief_works(
     server: YdbServer, raw: Raw
 ) -> None:
