@@ -52,6 +52,11 @@ FOREVER: Final = 2**64 - 1
 #: The longest finite acquire timeout YDB takes: one day, in milliseconds.
 MAX_ACQUIRE_TIMEOUT_MS: Final = 86_400_000
 
+#: YDB's words for a queued acquire that ends ABORTED, by the engine's reason: asked
+#: again or released while waiting (CANCELLED), its semaphore deleted (NOT_FOUND).
+_SUPERSEDED: Final = "Operation superseded by another request"
+_ABORTED_WHY: Final = {ErrorCode.CANCELLED: _SUPERSEDED, ErrorCode.NOT_FOUND: "Semaphore destroyed"}
+
 _SUCCESS: Final = pb.Status.SUCCESS
 _Response = pb.coordination.SessionResponse
 
@@ -148,8 +153,7 @@ class SemaphoreRequests:
         """The session waits for this already: keep its place, answer for the new request."""
         old = stream.acquires.get(name)
         if old is not None and old.request_id == request_id:
-            why = "Operation superseded by another request"
-            self._acquired(stream, old.req_id, pb.Status.ABORTED, why)
+            self._acquired(stream, old.req_id, pb.Status.ABORTED, _SUPERSEDED)
         stream.acquires[name] = QueuedAcquire(request_id, req_id)
         self._send(stream, _Response(acquire_semaphore_pending={"req_id": req_id}))
 
@@ -265,8 +269,9 @@ class SemaphoreRequests:
             self._acquired(stream, queued.req_id, _SUCCESS, granted=True)
         elif effect.code is ErrorCode.TIMEOUT:
             self._acquired(stream, queued.req_id, _SUCCESS, granted=False)
-        else:  # superseded, released while waiting, deleted (YDB: "Semaphore destroyed")
-            self._acquired(stream, queued.req_id, pb.Status.ABORTED, effect.message)
+        else:  # superseded, released while waiting, deleted
+            why = _ABORTED_WHY.get(effect.code, effect.message)
+            self._acquired(stream, queued.req_id, pb.Status.ABORTED, why)
 
     # -- answers -------------------------------------------------------------------------
 
