@@ -84,6 +84,7 @@ async def test_delete_non_empty_needs_force_and_aborts_the_waiters(
     await a.ok("delete_semaphore", name="s", force=True)
     aborted = await b.next("acquire_semaphore_result", waiting)
     assert aborted.status == Status.ABORTED
+    assert aborted.issues[0].message == "Semaphore destroyed"
     assert not aborted.acquired
     await nothing_pending(a)  # an owner loses a deleted semaphore silently
     assert (await b.result("describe_semaphore", name="s")).status == Status.NOT_FOUND
@@ -193,6 +194,7 @@ async def test_release_of_a_waiter_aborts_its_acquire_and_of_nothing_is_false(
     release = await b.send("release_semaphore", name="s")
     aborted = await b.next("acquire_semaphore_result", waiting)
     assert aborted.status == Status.ABORTED
+    assert aborted.issues[0].message == "Operation superseded by another request"
     assert not aborted.acquired
     released = await b.next("release_semaphore_result", release)
     assert released.status == Status.SUCCESS
@@ -215,7 +217,9 @@ async def test_a_re_sent_acquire_with_timeout_0_gives_up_the_wait(
     waiting = await b.send("acquire_semaphore", name="s", count=1, timeout_millis=60_000)
     await b.next("acquire_semaphore_pending", waiting)
     trying = await b.send("acquire_semaphore", name="s", count=1, timeout_millis=0)
-    assert (await b.next("acquire_semaphore_result", waiting)).status == Status.ABORTED
+    superseded = await b.next("acquire_semaphore_result", waiting)
+    assert superseded.status == Status.ABORTED
+    assert superseded.issues[0].message == "Operation superseded by another request"
     gave_up = await b.next("acquire_semaphore_result", trying)
     assert gave_up.status == Status.SUCCESS
     assert not gave_up.acquired
