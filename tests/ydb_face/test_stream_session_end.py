@@ -203,3 +203,25 @@ async def test_a_session_killed_through_tenure_ends_its_stream_session_expired(
     failure = await failure_of(session.stream)
     assert failure.status == Status.SESSION_EXPIRED
     assert failure.issues[0].message == "Session has expired"
+
+
+async def test_a_session_timeout_of_0_expires_as_its_stream_ends(
+    server: YdbServer, raw: Raw
+) -> None:
+    path = await new_node(server)
+    session = await open_session(raw, path, timeout_millis=0)
+    session.stream.call.cancel()
+    # Ours keeps 0 as 1 ms (the engine's shortest); the session is gone at once.
+    deadline = time.monotonic() + WAIT
+    while True:
+        assert time.monotonic() < deadline, "the session never expired"
+        stream = await raw()
+        await stream.send(session_start={"path": path, "session_id": session.session_id})
+        response = await stream.next()
+        if kind(response) == "failure":
+            assert response.failure.status == Status.SESSION_EXPIRED
+            break
+        assert kind(response) == "session_started", response
+        assert response.session_started.timeout_millis == 1
+        stream.call.cancel()
+        await asyncio.sleep(0.05)
