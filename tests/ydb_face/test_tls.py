@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 import pytest
@@ -28,6 +29,7 @@ class Secured:
 
     server: YdbServer
     ca: bytes
+    authority: trustme.CA
 
     @property
     def credentials(self) -> grpc.ChannelCredentials:
@@ -35,20 +37,29 @@ class Secured:
         return grpc.ssl_channel_credentials(root_certificates=self.ca)
 
 
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
-    base = tmp_path_factory.mktemp("ydb-tls")
+def tls_server(base: Path, *, mutual: bool) -> Secured:
+    """A server with a certificate of a new CA (and asking for clients' ones if
+    ``mutual``); the caller kills it."""
     ca = trustme.CA()
     issued = ca.issue_cert("127.0.0.1", "localhost")
-    cert, key = base / "server.pem", base / "server.key"
+    cert, key, ca_file = base / "server.pem", base / "server.key", base / "ca.pem"
     for blob in issued.cert_chain_pems:
         blob.write_to_path(str(cert), append=True)
     issued.private_key_pem.write_to_path(str(key))
-    running = start_server(base / "data", "--tls-cert", str(cert), "--tls-key", str(key))
+    ca.cert_pem.write_to_path(str(ca_file))
+    flags = ["--tls-cert", str(cert), "--tls-key", str(key)]
+    if mutual:
+        flags += ["--tls-client-ca", str(ca_file)]
+    return Secured(start_server(base / "data", *flags), ca.cert_pem.bytes(), ca)
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
+    running = tls_server(tmp_path_factory.mktemp("ydb-tls"), mutual=False)
     try:
-        yield Secured(running, ca.cert_pem.bytes())
+        yield running
     finally:
-        running.process.kill()
+        running.server.process.kill()
 
 
 def test_the_sdk_over_grpcs_with_the_ca_works_end_to_end(secured: Secured) -> None:
@@ -110,3 +121,23 @@ async def test_a_client_that_does_not_trust_the_ca_cannot_call(secured: Secured)
             credentials=stranger,
         )
     assert raised.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+async def test_mutual_tls_needs_a_client_certificate_of_the_ca(tmp_path: Path) -> None:
+    mutual = tls_server(tmp_path, mutual=True)
+    try:
+        request = pb.discovery.ListEndpointsRequest(database=DATABASE)
+        port, reply = mutual.server.ydb_port, pb.discovery.ListEndpointsResponse
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await unary(port, LIST_ENDPOINTS, request, reply, credentials=mutual.credentials)
+        assert raised.value.code() == grpc.StatusCode.UNAVAILABLE
+        client = mutual.authority.issue_cert("client@example.com")
+        with_cert = grpc.ssl_channel_credentials(
+            root_certificates=mutual.ca,
+            private_key=client.private_key_pem.bytes(),
+            certificate_chain=b"".join(blob.bytes() for blob in client.cert_chain_pems),
+        )
+        answered = await unary(port, LIST_ENDPOINTS, request, reply, credentials=with_cert)
+        assert answered.operation.status == Status.SUCCESS
+    finally:
+        mutual.server.process.kill()
