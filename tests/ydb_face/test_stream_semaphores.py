@@ -61,6 +61,8 @@ async def test_an_ephemeral_semaphore_cannot_be_created_over_or_deleted(
     deleted = await a.result("delete_semaphore", name="e", force=True)
     assert deleted.status == Status.PRECONDITION_FAILED
     assert deleted.issues[0].message == "Cannot delete ephemeral semaphores"
+    await a.ok("update_semaphore", name="e", data=b"may")  # its data may change
+    assert (await a.ok("describe_semaphore", name="e")).semaphore_description.data == b"may"
     mismatch = await a.result("acquire_semaphore", name="e", count=1, ephemeral=False)
     assert mismatch.status == Status.PRECONDITION_FAILED
     await a.ok("create_semaphore", name="p", limit=1)

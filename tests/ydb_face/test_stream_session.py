@@ -80,6 +80,7 @@ async def test_protection_key_is_checked_only_if_the_session_has_one(
     unkeyed = await raw()  # no key is a wrong key too
     await unkeyed.send(session_start={"path": path, "session_id": keyed.session_id})
     assert (await failure_of(unkeyed)).status == Status.BAD_SESSION
+    await nothing_pending(keyed)  # the refused attaches took nothing from its stream
     right = await (await raw()).start(path, session_id=keyed.session_id, protection_key=b"k1")
     assert right.session_id == keyed.session_id
     plain = await open_session(raw, path)
