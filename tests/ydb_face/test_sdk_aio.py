@@ -1,0 +1,265 @@
+"""YDB's Python SDK, its asyncio coordination client, against a real ``tenure serve --ydb-port``.
+
+The same behaviours as ``test_sdk_sync.py``, through ``ydb.aio``: racing holders are
+tasks, waits are bounded by ``asyncio.timeout(WAIT)``, what the SDK does not show is
+read back with describes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+import ydb
+from ydb.aio.coordination import CoordinationClient
+from ydb.aio.driver import Driver as AioDriver
+
+from tests.server.wire import WAIT
+from tests.ydb_face.conftest import DATABASE, YdbServer, unique
+from tests.ydb_face.sdkkit import (
+    FULL_AFTER_GRACE,
+    FULL_CONFIG,
+    GRACE_ONLY,
+    OTHER_CONFIG,
+    PROXY_HOST,
+    advertised_proxy,
+    apoll,
+    owners_of,
+)
+
+
+@pytest.fixture
+def client(aio_driver: AioDriver) -> CoordinationClient:
+    """The SDK's asyncio coordination client on the module server."""
+    return CoordinationClient(aio_driver)
+
+
+@pytest.fixture
+async def path(client: CoordinationClient) -> str:
+    """A fresh node (YDB's defaults), by its YDB path."""
+    made = f"{DATABASE}/{unique()}"
+    await client.create_node(made)
+    return made
+
+
+# -- nodes -------------------------------------------------------------------------------
+
+
+async def test_node_lifecycle_round_trips_the_config(client: CoordinationClient) -> None:
+    path = f"{DATABASE}/{unique()}"
+    await client.create_node(path, FULL_CONFIG)
+    assert await client.describe_node(path) == FULL_CONFIG
+    # An existing node: SUCCESS (as YDB's scheme answers), and its config is kept.
+    await client.create_node(path, OTHER_CONFIG)
+    assert await client.describe_node(path) == FULL_CONFIG
+    await client.alter_node(path, GRACE_ONLY)
+    assert await client.describe_node(path) == FULL_AFTER_GRACE
+    await client.delete_node(path)
+    with pytest.raises(ydb.issues.SchemeError):
+        await client.describe_node(path)
+    with pytest.raises(ydb.issues.SchemeError):
+        await client.delete_node(path)
+    with pytest.raises(ydb.issues.SchemeError):
+        await client.alter_node(path, GRACE_ONLY)
+
+
+async def test_describe_of_a_missing_node_is_a_scheme_error(client: CoordinationClient) -> None:
+    with pytest.raises(ydb.issues.SchemeError, match="does not exist"):
+        await client.describe_node(f"{DATABASE}/{unique('never')}")
+
+
+# -- semaphores --------------------------------------------------------------------------
+
+
+async def test_describe_of_a_missing_semaphore_is_not_found(
+    client: CoordinationClient, path: str
+) -> None:
+    async with asyncio.timeout(WAIT), client.session(path) as session:
+        described = await session.semaphore("never-created").describe()
+        # The SDK does not raise: its result carries YDB's status.
+        assert described.status == ydb.StatusCode.NOT_FOUND
+        assert (described.name, described.limit, described.owners) == ("", 0, [])
+        again = await session.semaphore("never-created").describe()
+        assert again.status == ydb.StatusCode.NOT_FOUND
+
+
+async def test_semaphore_data_update_and_describe(client: CoordinationClient, path: str) -> None:
+    async with (
+        asyncio.timeout(WAIT),
+        client.session(path) as mine,
+        client.session(path) as theirs,
+    ):
+        semaphore = mine.semaphore("config", 4)
+        async with semaphore:
+            await semaphore.update(b"v1")
+            described = await semaphore.describe()
+            assert described.status == ydb.StatusCode.SUCCESS
+            assert (described.name, described.limit, described.count) == ("config", 4, 1)
+            assert (described.data, described.ephemeral, described.waiters) == (b"v1", False, [])
+            await semaphore.update(b"v2")
+            seen = await theirs.semaphore("config", 4).describe()
+            assert (seen.data, owners_of(seen)) == (b"v2", owners_of(described))
+        seen = await theirs.semaphore("config", 4).describe()
+        assert (seen.data, seen.count, seen.owners) == (b"v2", 0, [])
+
+
+async def test_multi_count_semaphore_queues_what_does_not_fit(
+    client: CoordinationClient, path: str
+) -> None:
+    async with (
+        asyncio.timeout(2 * WAIT),
+        client.session(path) as one,
+        client.session(path) as two,
+        client.session(path) as three,
+    ):
+        single, double = one.semaphore("pool", 3), two.semaphore("pool", 3)
+        await single.acquire(1)
+        await double.acquire(2)
+        full = await single.describe()
+        assert (full.limit, full.count, [c for _, c in owners_of(full)]) == (3, 3, [1, 2])
+        third = three.semaphore("pool", 3)
+        taking = asyncio.ensure_future(third.acquire(1))
+
+        async def waiting() -> list[object] | None:
+            return (await single.describe()).waiters or None
+
+        queued = await apoll(waiting, "the third waits")
+        assert [w.count for w in queued] == [1]  # type: ignore[attr-defined]
+        assert not taking.done()  # it waits, as the describe says
+        await single.release()
+        await taking
+        after = await double.describe()
+        assert (after.count, sorted(c for _, c in owners_of(after)), after.waiters) == (
+            3,
+            [1, 2],
+            [],
+        )
+        await third.release()
+        await double.release()
+        assert (await double.describe()).count == 0
+
+
+# -- racing holders ----------------------------------------------------------------------
+
+
+async def test_two_sessions_racing_hold_the_lock_one_at_a_time(
+    client: CoordinationClient, path: str
+) -> None:
+    rounds = 6
+    inside = 0
+    most = 0
+    turns: list[str] = []
+
+    async def holder(who: str) -> None:
+        nonlocal inside, most
+        async with client.session(path) as session:
+            lock = session.semaphore("lock")
+            for _ in range(rounds):
+                await lock.acquire()
+                inside += 1
+                most = max(most, inside)
+                turns.append(who)
+                described = await lock.describe()  # the other task runs meanwhile
+                assert (described.count, len(described.owners)) == (1, 1)
+                inside -= 1  # before the release: the next grant follows it
+                await lock.release()
+
+    async with asyncio.timeout(2 * WAIT):
+        await asyncio.gather(holder("a"), holder("b"))
+    assert most == 1
+    assert sorted(turns) == ["a"] * rounds + ["b"] * rounds
+
+
+async def test_waiters_are_granted_in_arrival_order(client: CoordinationClient, path: str) -> None:
+    order: list[str] = []
+
+    async def waiter(who: str) -> None:
+        async with client.session(path) as session:
+            mine = session.semaphore("fifo")
+            await mine.acquire()
+            order.append(who)  # before the release: the next grant follows it
+            await mine.release()
+
+    async with asyncio.timeout(2 * WAIT), client.session(path) as first:
+        lock = first.semaphore("fifo")
+        await lock.acquire()
+        waiters = []
+        for who, queued in (("b", 1), ("c", 2)):
+            waiters.append(asyncio.ensure_future(waiter(who)))
+
+            async def counted(queued: int = queued) -> bool | None:
+                return len((await lock.describe()).waiters) == queued or None
+
+            await apoll(counted, f"{who} waits")
+        assert order == []
+        await lock.release()
+        await asyncio.gather(*waiters)
+    assert order == ["b", "c"]
+
+
+async def test_one_lock_from_two_handles_of_one_session(
+    client: CoordinationClient, path: str
+) -> None:
+    async with (
+        asyncio.timeout(WAIT),
+        client.session(path) as session,
+        client.session(path) as other,
+    ):
+        first, second = session.semaphore("twice"), session.semaphore("twice")
+        await first.acquire()
+        held = owners_of(await first.describe())
+        # YDB's rule: the second acquire restates the session's hold.
+        await second.acquire()
+        assert owners_of(await second.describe()) == held
+        assert [count for _, count in held] == [1]
+        # A release from either handle releases the session's one hold.
+        await first.release()
+        assert (await second.describe()).owners == []
+        theirs = other.semaphore("twice")
+        await theirs.acquire()
+        taken = owners_of(await theirs.describe())
+        assert len(taken) == 1
+        assert taken != held
+        await second.release()  # not the holder: changes nothing
+        assert owners_of(await theirs.describe()) == taken
+        await theirs.release()
+
+
+# -- the session stream --------------------------------------------------------------------
+
+
+async def test_a_cut_stream_reconnects_to_the_same_session(
+    serve: Callable[..., YdbServer],
+) -> None:
+    async with advertised_proxy() as proxy:
+        # Discovery leads the SDK to the proxy; the watcher goes straight to the server.
+        running = serve("--ydb-advertise", PROXY_HOST, ydb_port=proxy.port)
+        proxy.upstream_port = running.ydb_port
+        cut = AioDriver(endpoint=f"grpc://{PROXY_HOST}:{proxy.port}", database=DATABASE)
+        direct = AioDriver(endpoint=running.endpoint, database=DATABASE, disable_discovery=True)
+        try:
+            async with asyncio.timeout(2 * WAIT):
+                await cut.wait(timeout=WAIT, fail_fast=True)
+                await direct.wait(timeout=WAIT, fail_fast=True)
+                path = f"{DATABASE}/{unique()}"
+                await CoordinationClient(direct).create_node(path)
+                async with (
+                    CoordinationClient(cut).session(path) as session,
+                    CoordinationClient(direct).session(path) as watcher,
+                ):
+                    lock = session.semaphore("held")
+                    await lock.acquire()
+                    held = owners_of(await watcher.semaphore("held").describe())
+                    assert len(held) == 1
+                    before = proxy.total_connections
+                    proxy.drop()
+                    # The SDK sends the describe once it has a stream again.
+                    assert owners_of(await lock.describe()) == held
+                    assert proxy.total_connections > before  # a new connection carried it
+                    assert owners_of(await watcher.semaphore("held").describe()) == held
+                    await lock.release()
+                    assert (await watcher.semaphore("held").describe()).owners == []
+        finally:
+            await cut.stop()
+            await direct.stop()
