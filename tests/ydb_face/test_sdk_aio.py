@@ -8,13 +8,16 @@ read back with describes.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import ydb
 from ydb.aio.coordination import CoordinationClient
 from ydb.aio.driver import Driver as AioDriver
 
+from tests.netproxy import NetProxy
 from tests.server.wire import WAIT
 from tests.ydb_face.conftest import DATABASE, YdbServer, unique
 from tests.ydb_face.sdkkit import (
@@ -229,37 +232,93 @@ async def test_one_lock_from_two_handles_of_one_session(
 # -- the session stream --------------------------------------------------------------------
 
 
-async def test_a_cut_stream_reconnects_to_the_same_session(
-    serve: Callable[..., YdbServer],
-) -> None:
+@dataclass
+class CutSetup:
+    """A server behind a proxy: ``cut`` (an SDK client) reaches it through the proxy,
+    ``direct`` straight; ``path`` is a node on it."""
+
+    proxy: NetProxy
+    cut: CoordinationClient
+    direct: CoordinationClient
+    path: str
+
+
+@pytest.fixture
+async def cut_setup(serve: Callable[..., YdbServer]) -> AsyncIterator[CutSetup]:
+    """A :class:`CutSetup` on a server of the test's own."""
     async with advertised_proxy() as proxy:
-        # Discovery leads the SDK to the proxy; the watcher goes straight to the server.
+        # Discovery leads the SDK to the proxy; ``direct`` skips discovery.
         running = serve("--ydb-advertise", PROXY_HOST, ydb_port=proxy.port)
         proxy.upstream_port = running.ydb_port
         cut = AioDriver(endpoint=f"grpc://{PROXY_HOST}:{proxy.port}", database=DATABASE)
         direct = AioDriver(endpoint=running.endpoint, database=DATABASE, disable_discovery=True)
         try:
-            async with asyncio.timeout(2 * WAIT):
+            async with asyncio.timeout(WAIT):
                 await cut.wait(timeout=WAIT, fail_fast=True)
                 await direct.wait(timeout=WAIT, fail_fast=True)
                 path = f"{DATABASE}/{unique()}"
                 await CoordinationClient(direct).create_node(path)
-                async with (
-                    CoordinationClient(cut).session(path) as session,
-                    CoordinationClient(direct).session(path) as watcher,
-                ):
-                    lock = session.semaphore("held")
-                    await lock.acquire()
-                    held = owners_of(await watcher.semaphore("held").describe())
-                    assert len(held) == 1
-                    before = proxy.total_connections
-                    proxy.drop()
-                    # The SDK sends the describe once it has a stream again.
-                    assert owners_of(await lock.describe()) == held
-                    assert proxy.total_connections > before  # a new connection carried it
-                    assert owners_of(await watcher.semaphore("held").describe()) == held
-                    await lock.release()
-                    assert (await watcher.semaphore("held").describe()).owners == []
+            yield CutSetup(proxy, CoordinationClient(cut), CoordinationClient(direct), path)
         finally:
             await cut.stop()
             await direct.stop()
+
+
+async def test_a_cut_stream_reconnects_to_the_same_session(cut_setup: CutSetup) -> None:
+    proxy, path = cut_setup.proxy, cut_setup.path
+    async with (
+        asyncio.timeout(2 * WAIT),
+        cut_setup.cut.session(path) as session,
+        cut_setup.direct.session(path) as watcher,
+    ):
+        lock = session.semaphore("held")
+        await lock.acquire()
+        held = owners_of(await watcher.semaphore("held").describe())
+        assert len(held) == 1
+        before = proxy.total_connections
+        proxy.drop()
+        # The SDK sends the describe once it has a stream again.
+        assert owners_of(await lock.describe()) == held
+        assert proxy.total_connections > before  # a new connection carried it
+        assert owners_of(await watcher.semaphore("held").describe()) == held
+        await lock.release()
+        assert (await watcher.semaphore("held").describe()).owners == []
+
+
+async def test_a_waiter_cut_off_keeps_its_place_in_the_queue(cut_setup: CutSetup) -> None:
+    proxy, path = cut_setup.proxy, cut_setup.path
+    order: list[str] = []
+
+    async def take(semaphore: Any, who: str) -> None:
+        await semaphore.acquire()
+        order.append(who)  # before the release: the next grant follows it
+        await semaphore.release()
+
+    async with (
+        asyncio.timeout(2 * WAIT),
+        cut_setup.direct.session(path) as first,
+        cut_setup.cut.session(path) as second,
+        cut_setup.direct.session(path) as third,
+    ):
+        lock = first.semaphore("queue")
+        await lock.acquire()
+        cut_off = second.semaphore("queue")
+        takers = [asyncio.ensure_future(take(cut_off, "cut off"))]
+        await apoll(lambda: _waiting(lock, 1), "the cut-off session waits")
+        takers.append(asyncio.ensure_future(take(third.semaphore("queue"), "direct")))
+        await apoll(lambda: _waiting(lock, 2), "the direct session waits behind it")
+        before = proxy.total_connections
+        proxy.drop()
+        # The SDK sends its unanswered acquire again on its new stream, before this
+        # describe: the server keeps the waiter where it was (YDB's rule).
+        assert len((await cut_off.describe()).waiters) == 2
+        assert proxy.total_connections > before
+        assert order == []
+        await lock.release()
+        await asyncio.gather(*takers)
+    assert order == ["cut off", "direct"]
+
+
+async def _waiting(semaphore: Any, count: int) -> bool | None:
+    """True once ``count`` sessions wait for ``semaphore`` (None before)."""
+    return len((await semaphore.describe()).waiters) == count or None
