@@ -121,6 +121,8 @@ async def test_multi_count_semaphore_queues_what_does_not_fit(
         await double.acquire(2)
         full = await single.describe()
         assert (full.limit, full.count, [c for _, c in owners_of(full)]) == (3, 3, [1, 2])
+        with pytest.raises(ydb.issues.Error, match="acquire"):  # more than the limit
+            await three.semaphore("pool", 3).acquire(4)
         third = three.semaphore("pool", 3)
         taking = asyncio.ensure_future(third.acquire(1))
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import ydb
@@ -23,6 +25,7 @@ from tests.ydb_face.sdkkit import (
     GRACE_ONLY,
     OTHER_CONFIG,
     PROXY_HOST,
+    ThreadedProxy,
     owners_of,
     poll,
     threaded_proxy,
@@ -154,6 +157,8 @@ def test_multi_count_semaphore_queues_what_does_not_fit(
         double.acquire(2, timeout=WAIT)
         full = single.describe(timeout=WAIT)
         assert (full.limit, full.count, [c for _, c in owners_of(full)]) == (3, 3, [1, 2])
+        with pytest.raises(ydb.issues.Error, match="acquire"):  # more than the limit
+            three.semaphore("pool", 3).acquire(4, timeout=WAIT)
         third = three.semaphore("pool", 3)
         granted = threading.Event()
 
@@ -266,9 +271,22 @@ def test_one_lock_from_two_handles_of_one_session(client: CoordinationClient, pa
 # -- the session stream --------------------------------------------------------------------
 
 
-def test_a_cut_stream_reconnects_to_the_same_session(serve: Callable[..., YdbServer]) -> None:
+@dataclass
+class CutSetup:
+    """A server behind a proxy: ``cut`` (an SDK client) reaches it through the proxy,
+    ``direct`` straight; ``path`` is a node on it."""
+
+    proxy: ThreadedProxy
+    cut: CoordinationClient
+    direct: CoordinationClient
+    path: str
+
+
+@pytest.fixture
+def cut_setup(serve: Callable[..., YdbServer]) -> Iterator[CutSetup]:
+    """A :class:`CutSetup` on a server of the test's own."""
     with threaded_proxy() as proxy:
-        # Discovery leads the SDK to the proxy; the watcher goes straight to the server.
+        # Discovery leads the SDK to the proxy; ``direct`` skips discovery.
         running = serve("--ydb-advertise", PROXY_HOST, ydb_port=proxy.port)
         proxy.proxy.upstream_port = running.ydb_port
         cut = ydb.Driver(endpoint=f"grpc://{PROXY_HOST}:{proxy.port}", database=DATABASE)
@@ -278,22 +296,64 @@ def test_a_cut_stream_reconnects_to_the_same_session(serve: Callable[..., YdbSer
             direct.wait(timeout=WAIT, fail_fast=True)
             path = f"{DATABASE}/{unique()}"
             CoordinationClient(direct).create_node(path)
-            with (
-                CoordinationClient(cut).session(path) as session,
-                CoordinationClient(direct).session(path) as watcher,
-            ):
-                lock = session.semaphore("held")
-                lock.acquire(timeout=WAIT)
-                held = owners_of(watcher.semaphore("held").describe(timeout=WAIT))
-                assert len(held) == 1
-                before = proxy.total_connections
-                proxy.drop()
-                # The SDK sends the describe once it has a stream again.
-                assert owners_of(lock.describe(timeout=WAIT)) == held
-                assert proxy.total_connections > before  # a new connection carried it
-                assert owners_of(watcher.semaphore("held").describe(timeout=WAIT)) == held
-                lock.release(timeout=WAIT)
-                assert watcher.semaphore("held").describe(timeout=WAIT).owners == []
+            yield CutSetup(proxy, CoordinationClient(cut), CoordinationClient(direct), path)
         finally:
             cut.stop()
             direct.stop()
+
+
+def test_a_cut_stream_reconnects_to_the_same_session(cut_setup: CutSetup) -> None:
+    proxy, path = cut_setup.proxy, cut_setup.path
+    with cut_setup.cut.session(path) as session, cut_setup.direct.session(path) as watcher:
+        lock = session.semaphore("held")
+        lock.acquire(timeout=WAIT)
+        held = owners_of(watcher.semaphore("held").describe(timeout=WAIT))
+        assert len(held) == 1
+        before = proxy.total_connections
+        proxy.drop()
+        # The SDK sends the describe once it has a stream again.
+        assert owners_of(lock.describe(timeout=WAIT)) == held
+        assert proxy.total_connections > before  # a new connection carried it
+        assert owners_of(watcher.semaphore("held").describe(timeout=WAIT)) == held
+        lock.release(timeout=WAIT)
+        assert watcher.semaphore("held").describe(timeout=WAIT).owners == []
+
+
+def test_a_waiter_cut_off_keeps_its_place_in_the_queue(
+    cut_setup: CutSetup, threads: Threads
+) -> None:
+    proxy, path = cut_setup.proxy, cut_setup.path
+    order: list[str] = []
+
+    def take(semaphore: Any, who: str) -> None:
+        semaphore.acquire(timeout=2 * WAIT)
+        order.append(who)  # before the release: the next grant follows it
+        semaphore.release(timeout=WAIT)
+
+    with (
+        cut_setup.direct.session(path) as first,
+        cut_setup.cut.session(path) as second,
+        cut_setup.direct.session(path) as third,
+    ):
+        lock = first.semaphore("queue")
+        lock.acquire(timeout=WAIT)
+        cut_off = second.semaphore("queue")
+        threads.start(lambda: take(cut_off, "cut off"))
+        poll(lambda: _waiting(lock, 1), "the cut-off session waits")
+        threads.start(lambda: take(third.semaphore("queue"), "direct"))
+        poll(lambda: _waiting(lock, 2), "the direct session waits behind it")
+        before = proxy.total_connections
+        proxy.drop()
+        # The SDK sends its unanswered acquire again on its new stream, before this
+        # describe: the server keeps the waiter where it was (YDB's rule).
+        assert len(cut_off.describe(timeout=WAIT).waiters) == 2
+        assert proxy.total_connections > before
+        assert order == []
+        lock.release(timeout=WAIT)
+        threads.join()
+    assert order == ["cut off", "direct"]
+
+
+def _waiting(semaphore: Any, count: int) -> bool | None:
+    """True once ``count`` sessions wait for ``semaphore`` (None before)."""
+    return len(semaphore.describe(timeout=WAIT).waiters) == count or None
