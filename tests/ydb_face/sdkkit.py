@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+import ydb
 from ydb.coordination import ConsistencyMode, NodeConfig, RateLimiterCountersMode
 
 from tests.netproxy import NetProxy
@@ -26,6 +27,9 @@ T = TypeVar("T")
 #: with ``--ydb-advertise PROXY_HOST`` on the proxy's port number (it listens on
 #: 127.0.0.1, the proxy on this other loopback address, with the same port number).
 PROXY_HOST = "127.0.0.2"
+
+#: Settings that bound one of the SDK's unary calls (the node calls) by WAIT.
+BOUNDED = ydb.BaseRequestSettings().with_timeout(WAIT)
 
 #: Between two polls of a describe, seconds (a poll is a round trip, not a timing claim).
 POLL_PAUSE = 0.02

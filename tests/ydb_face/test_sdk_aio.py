@@ -42,7 +42,8 @@ def client(aio_driver: AioDriver) -> CoordinationClient:
 async def path(client: CoordinationClient) -> str:
     """A fresh node (YDB's defaults), by its YDB path."""
     made = f"{DATABASE}/{unique()}"
-    await client.create_node(made)
+    async with asyncio.timeout(WAIT):
+        await client.create_node(made)
     return made
 
 
@@ -50,26 +51,28 @@ async def path(client: CoordinationClient) -> str:
 
 
 async def test_node_lifecycle_round_trips_the_config(client: CoordinationClient) -> None:
-    path = f"{DATABASE}/{unique()}"
-    await client.create_node(path, FULL_CONFIG)
-    assert await client.describe_node(path) == FULL_CONFIG
-    # An existing node: SUCCESS (as YDB's scheme answers), and its config is kept.
-    await client.create_node(path, OTHER_CONFIG)
-    assert await client.describe_node(path) == FULL_CONFIG
-    await client.alter_node(path, GRACE_ONLY)
-    assert await client.describe_node(path) == FULL_AFTER_GRACE
-    await client.delete_node(path)
-    with pytest.raises(ydb.issues.SchemeError):
-        await client.describe_node(path)
-    with pytest.raises(ydb.issues.SchemeError):
-        await client.delete_node(path)
-    with pytest.raises(ydb.issues.SchemeError):
+    async with asyncio.timeout(WAIT):
+        path = f"{DATABASE}/{unique()}"
+        await client.create_node(path, FULL_CONFIG)
+        assert await client.describe_node(path) == FULL_CONFIG
+        # An existing node: SUCCESS (as YDB's scheme answers), and its config is kept.
+        await client.create_node(path, OTHER_CONFIG)
+        assert await client.describe_node(path) == FULL_CONFIG
         await client.alter_node(path, GRACE_ONLY)
+        assert await client.describe_node(path) == FULL_AFTER_GRACE
+        await client.delete_node(path)
+        with pytest.raises(ydb.issues.SchemeError):
+            await client.describe_node(path)
+        with pytest.raises(ydb.issues.SchemeError):
+            await client.delete_node(path)
+        with pytest.raises(ydb.issues.SchemeError):
+            await client.alter_node(path, GRACE_ONLY)
 
 
 async def test_describe_of_a_missing_node_is_a_scheme_error(client: CoordinationClient) -> None:
     with pytest.raises(ydb.issues.SchemeError, match="does not exist"):
-        await client.describe_node(f"{DATABASE}/{unique('never')}")
+        async with asyncio.timeout(WAIT):
+            await client.describe_node(f"{DATABASE}/{unique('never')}")
 
 
 # -- semaphores --------------------------------------------------------------------------

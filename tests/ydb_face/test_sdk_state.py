@@ -29,7 +29,7 @@ from tenure._core.values import SessionSummary
 from tenure.compat.ydb import _protos as pb
 from tests.server.wire import WAIT
 from tests.ydb_face.conftest import DATABASE, YdbServer, unique
-from tests.ydb_face.sdkkit import FULL_CONFIG, apoll, owners_of
+from tests.ydb_face.sdkkit import BOUNDED, FULL_CONFIG, apoll, owners_of
 
 #: The session timeout YDB's Python SDK always asks for, in seconds.
 SDK_SESSION_TIMEOUT = 30.0
@@ -120,7 +120,7 @@ async def test_nested_ydb_paths_are_nested_tenure_names(
 def test_a_sync_sdk_hold_shows_its_owner_to_tenure(server: YdbServer, driver: ydb.Driver) -> None:
     ydb_client = CoordinationClient(driver)
     name = unique("s")
-    ydb_client.create_node(f"{DATABASE}/{name}")
+    ydb_client.create_node(f"{DATABASE}/{name}", settings=BOUNDED)
     with (
         tenure.sync.connect(server.url) as client,
         ydb_client.session(f"{DATABASE}/{name}") as session,
@@ -147,7 +147,7 @@ def test_sync_sdk_state_survives_kill_9(serve: Callable[..., YdbServer]) -> None
         driver.wait(timeout=WAIT, fail_fast=True)
         client = CoordinationClient(driver)
         path = f"{DATABASE}/{unique()}"
-        client.create_node(path, FULL_CONFIG)
+        client.create_node(path, FULL_CONFIG, settings=BOUNDED)
         with client.session(path) as session:
             lock = session.semaphore("kept", 2)
             lock.acquire(1, timeout=WAIT)
@@ -158,7 +158,7 @@ def test_sync_sdk_state_survives_kill_9(serve: Callable[..., YdbServer]) -> None
             # The SDK re-attaches its session to the new run: still the owner.
             again = lock.describe(timeout=WAIT)
             assert (owners_of(again), again.data, again.limit) == (held, b"state", 2)
-            assert client.describe_node(path) == FULL_CONFIG
+            assert client.describe_node(path, settings=BOUNDED) == FULL_CONFIG
             lock.release(timeout=WAIT)
             assert lock.describe(timeout=WAIT).owners == []
     finally:
@@ -212,7 +212,8 @@ async def test_a_session_gone_longer_than_its_timeout_is_gone(
 ) -> None:
     ydb_client = AioCoordinationClient(aio_driver)
     path = f"{DATABASE}/{unique()}"
-    await ydb_client.create_node(path)
+    async with asyncio.timeout(WAIT):
+        await ydb_client.create_node(path)
     async with asyncio.timeout(2 * WAIT), ydb_client.session(path) as watcher:
         stream, sid = await _held_by_raw(raw, path, timeout_millis=200)
         lease = watcher.semaphore("lease")
@@ -238,7 +239,8 @@ async def test_a_reattach_within_the_timeout_keeps_the_session(
     ydb_client = AioCoordinationClient(aio_driver)
     name = unique()
     path = f"{DATABASE}/{name}"
-    await ydb_client.create_node(path)
+    async with asyncio.timeout(WAIT):
+        await ydb_client.create_node(path)
     timeout_millis = round(2 * WAIT * 1000)  # longer than the whole test
     async with (
         asyncio.timeout(WAIT),

@@ -20,6 +20,7 @@ from ydb.coordination import CoordinationClient
 from tests.server.wire import WAIT
 from tests.ydb_face.conftest import DATABASE, YdbServer, unique
 from tests.ydb_face.sdkkit import (
+    BOUNDED,
     FULL_AFTER_GRACE,
     FULL_CONFIG,
     GRACE_ONLY,
@@ -42,7 +43,7 @@ def client(driver: ydb.Driver) -> CoordinationClient:
 def path(client: CoordinationClient) -> str:
     """A fresh node (YDB's defaults), by its YDB path."""
     made = f"{DATABASE}/{unique()}"
-    client.create_node(made)
+    client.create_node(made, settings=BOUNDED)
     return made
 
 
@@ -88,25 +89,25 @@ def threads() -> Iterator[Threads]:
 
 def test_node_lifecycle_round_trips_the_config(client: CoordinationClient) -> None:
     path = f"{DATABASE}/{unique()}"
-    client.create_node(path, FULL_CONFIG)
-    assert client.describe_node(path) == FULL_CONFIG
+    client.create_node(path, FULL_CONFIG, settings=BOUNDED)
+    assert client.describe_node(path, settings=BOUNDED) == FULL_CONFIG
     # An existing node: SUCCESS (as YDB's scheme answers), and its config is kept.
-    client.create_node(path, OTHER_CONFIG)
-    assert client.describe_node(path) == FULL_CONFIG
-    client.alter_node(path, GRACE_ONLY)
-    assert client.describe_node(path) == FULL_AFTER_GRACE
-    client.delete_node(path)
+    client.create_node(path, OTHER_CONFIG, settings=BOUNDED)
+    assert client.describe_node(path, settings=BOUNDED) == FULL_CONFIG
+    client.alter_node(path, GRACE_ONLY, settings=BOUNDED)
+    assert client.describe_node(path, settings=BOUNDED) == FULL_AFTER_GRACE
+    client.delete_node(path, settings=BOUNDED)
     with pytest.raises(ydb.issues.SchemeError):
-        client.describe_node(path)
+        client.describe_node(path, settings=BOUNDED)
     with pytest.raises(ydb.issues.SchemeError):
-        client.delete_node(path)
+        client.delete_node(path, settings=BOUNDED)
     with pytest.raises(ydb.issues.SchemeError):
-        client.alter_node(path, GRACE_ONLY)
+        client.alter_node(path, GRACE_ONLY, settings=BOUNDED)
 
 
 def test_describe_of_a_missing_node_is_a_scheme_error(client: CoordinationClient) -> None:
     with pytest.raises(ydb.issues.SchemeError, match="does not exist"):
-        client.describe_node(f"{DATABASE}/{unique('never')}")
+        client.describe_node(f"{DATABASE}/{unique('never')}", settings=BOUNDED)
 
 
 # -- semaphores --------------------------------------------------------------------------
@@ -295,7 +296,7 @@ def cut_setup(serve: Callable[..., YdbServer]) -> Iterator[CutSetup]:
             cut.wait(timeout=WAIT, fail_fast=True)
             direct.wait(timeout=WAIT, fail_fast=True)
             path = f"{DATABASE}/{unique()}"
-            CoordinationClient(direct).create_node(path)
+            CoordinationClient(direct).create_node(path, settings=BOUNDED)
             yield CutSetup(proxy, CoordinationClient(cut), CoordinationClient(direct), path)
         finally:
             cut.stop()
