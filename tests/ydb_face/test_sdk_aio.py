@@ -148,6 +148,30 @@ async def test_multi_count_semaphore_queues_what_does_not_fit(
         assert (await double.describe()).count == 0
 
 
+async def test_a_later_smaller_waiter_does_not_pass_an_earlier_one(
+    client: CoordinationClient, path: str
+) -> None:
+    async with (
+        asyncio.timeout(2 * WAIT),
+        client.session(path) as one,
+        client.session(path) as two,
+        client.session(path) as three,
+    ):
+        holder = one.semaphore("fifo-pool", 3)
+        await holder.acquire(2)
+        big = asyncio.ensure_future(two.semaphore("fifo-pool", 3).acquire(2))
+        await apoll(lambda: _waiting(holder, 1), "the big request waits")
+        # One token is free, but YDB's queue is strict FIFO: the small one waits too.
+        small = asyncio.ensure_future(three.semaphore("fifo-pool", 3).acquire(1))
+        await apoll(lambda: _waiting(holder, 2), "the small request waits behind it")
+        assert [w.count for w in (await holder.describe()).waiters] == [2, 1]
+        assert not small.done()
+        await holder.release()
+        await asyncio.gather(big, small)
+        after = await holder.describe()
+        assert (after.count, sorted(c for _, c in owners_of(after))) == (3, [1, 2])
+
+
 # -- racing holders ----------------------------------------------------------------------
 
 

@@ -184,6 +184,36 @@ def test_multi_count_semaphore_queues_what_does_not_fit(
         assert double.describe(timeout=WAIT).count == 0
 
 
+def test_a_later_smaller_waiter_does_not_pass_an_earlier_one(
+    client: CoordinationClient, path: str, threads: Threads
+) -> None:
+    with (
+        client.session(path) as one,
+        client.session(path) as two,
+        client.session(path) as three,
+    ):
+        holder = one.semaphore("fifo-pool", 3)
+        holder.acquire(2, timeout=WAIT)
+        big, small = two.semaphore("fifo-pool", 3), three.semaphore("fifo-pool", 3)
+        small_granted = threading.Event()
+
+        def take_small() -> None:
+            small.acquire(1, timeout=2 * WAIT)
+            small_granted.set()
+
+        threads.start(lambda: big.acquire(2, timeout=2 * WAIT))
+        poll(lambda: _waiting(holder, 1), "the big request waits")
+        # One token is free, but YDB's queue is strict FIFO: the small one waits too.
+        threads.start(take_small)
+        poll(lambda: _waiting(holder, 2), "the small request waits behind it")
+        assert [w.count for w in holder.describe(timeout=WAIT).waiters] == [2, 1]
+        assert not small_granted.is_set()
+        holder.release(timeout=WAIT)
+        threads.join()
+        after = holder.describe(timeout=WAIT)
+        assert (after.count, sorted(c for _, c in owners_of(after))) == (3, [1, 2])
+
+
 # -- racing holders ----------------------------------------------------------------------
 
 
