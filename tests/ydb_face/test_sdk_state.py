@@ -4,8 +4,8 @@ what a session's timeout means.
 * A node and a semaphore made through YDB are tenure's own (``/local/a/b`` is node
   ``a/b``), and the other way round; a YDB session is listed by tenure with the
   SDK's hard-coded 30 s timeout.
-* A node's YDB config and a held semaphore survive ``kill -9`` and a restart on the
-  same data directory: the SDK re-attaches its session and releases normally.
+* A node's YDB config and a held semaphore survive ``kill -9`` (and a graceful stop)
+  and a restart on the same data directory: the SDK re-attaches its session and releases normally.
 * A session whose stream is gone longer than its timeout is gone, and a re-attach
   within it keeps it. The SDK always asks for 30 s and re-attaches on its own, so
   these use raw Session streams with short timeouts (conftest ``raw``), and the SDK
@@ -15,9 +15,11 @@ what a session's timeout means.
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import ydb
 from ydb.aio.coordination import CoordinationClient as AioCoordinationClient
 from ydb.aio.driver import Driver as AioDriver
@@ -140,7 +142,10 @@ def test_a_sync_sdk_hold_shows_its_owner_to_tenure(server: YdbServer, driver: yd
 # -- kill -9 and restart ------------------------------------------------------------------
 
 
-def test_sync_sdk_state_survives_kill_9(serve: Callable[..., YdbServer]) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "stop"])
+def test_sync_sdk_state_survives_a_restart(
+    serve: Callable[..., YdbServer], stop: signal.Signals
+) -> None:
     running = serve()
     driver = ydb.Driver(endpoint=running.endpoint, database=DATABASE)
     try:
@@ -153,7 +158,7 @@ def test_sync_sdk_state_survives_kill_9(serve: Callable[..., YdbServer]) -> None
             lock.acquire(1, timeout=WAIT)
             lock.update(b"state", timeout=WAIT)
             held = owners_of(lock.describe(timeout=WAIT))
-            running.process.kill()
+            running.process.signal(stop)
             serve(data_dir=running.process.data_dir, ydb_port=running.ydb_port)
             # The SDK re-attaches its session to the new run: still the owner.
             again = lock.describe(timeout=WAIT)
