@@ -86,6 +86,10 @@ async def test_describe_of_a_missing_semaphore_is_not_found(
         # The SDK does not raise: its result carries YDB's status.
         assert described.status == ydb.StatusCode.NOT_FOUND
         assert (described.name, described.limit, described.owners) == ("", 0, [])
+        # An update is an error the SDK raises (its status is NOT_FOUND).
+        with pytest.raises(ydb.issues.Error, match=str(ydb.StatusCode.NOT_FOUND.value)):
+            await session.semaphore("never-created").update(b"data")
+        # The session goes on: neither call created the semaphore.
         again = await session.semaphore("never-created").describe()
         assert again.status == ydb.StatusCode.NOT_FOUND
 

@@ -4,8 +4,9 @@ what a session's timeout means.
 * A node and a semaphore made through YDB are tenure's own (``/local/a/b`` is node
   ``a/b``), and the other way round; a YDB session is listed by tenure with the
   SDK's hard-coded 30 s timeout.
-* A node's YDB config and a held semaphore survive ``kill -9`` (and a graceful stop)
-  and a restart on the same data directory: the SDK re-attaches its session and releases normally.
+* A node's YDB config and a held semaphore survive ``kill -9`` (and a graceful
+  stop) and a restart on the same data directory: the SDK re-attaches its session
+  and releases normally.
 * A session whose stream is gone longer than its timeout is gone, and a re-attach
   within it keeps it. The SDK always asks for 30 s and re-attaches on its own, so
   these use raw Session streams with short timeouts (conftest ``raw``), and the SDK
@@ -27,7 +28,7 @@ from ydb.coordination import CoordinationClient, NodeConfig
 
 import tenure
 import tenure.sync
-from tenure._core.values import SessionSummary
+from tenure import SessionSummary
 from tenure.compat.ydb import _protos as pb
 from tests.server.wire import WAIT
 from tests.ydb_face.conftest import DATABASE, YdbServer, unique

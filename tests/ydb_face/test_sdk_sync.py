@@ -121,7 +121,10 @@ def test_describe_of_a_missing_semaphore_is_not_found(
         # The SDK does not raise: its result carries YDB's status.
         assert described.status == ydb.StatusCode.NOT_FOUND
         assert (described.name, described.limit, described.owners) == ("", 0, [])
-        # The session goes on: the describe did not create the semaphore either.
+        # An update is an error the SDK raises (its status is NOT_FOUND).
+        with pytest.raises(ydb.issues.Error, match=str(ydb.StatusCode.NOT_FOUND.value)):
+            session.semaphore("never-created").update(b"data", timeout=WAIT)
+        # The session goes on: neither call created the semaphore.
         assert session.semaphore("never-created").describe(timeout=WAIT).status == (
             ydb.StatusCode.NOT_FOUND
         )
