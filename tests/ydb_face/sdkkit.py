@@ -93,6 +93,45 @@ async def apoll(check: Callable[[], Awaitable[T | None]], what: str) -> T:
         await asyncio.sleep(POLL_PAUSE)
 
 
+def waiting(semaphore: Any, count: int) -> bool | None:
+    """True once ``count`` sessions wait for a sync SDK ``semaphore`` (None before)."""
+    return len(semaphore.describe(timeout=WAIT).waiters) == count or None
+
+
+async def awaiting(semaphore: Any, count: int) -> bool | None:
+    """True once ``count`` sessions wait for an asyncio SDK ``semaphore`` (None before)."""
+    return len((await semaphore.describe()).waiters) == count or None
+
+
+class Threads:
+    """Worker threads whose failures fail the test (each joined within WAIT)."""
+
+    def __init__(self) -> None:
+        self.threads: list[threading.Thread] = []
+        self.errors: list[BaseException] = []
+
+    def start(self, work: Callable[[], None]) -> None:
+        """Run ``work`` in a new thread."""
+
+        def run() -> None:
+            try:
+                work()
+            except BaseException as error:  # reported by join()
+                self.errors.append(error)
+
+        thread = threading.Thread(target=run, daemon=True)
+        self.threads.append(thread)
+        thread.start()
+
+    def join(self) -> None:
+        """Wait for every thread; raise the first failure."""
+        for thread in self.threads:
+            thread.join(2 * WAIT)
+            assert not thread.is_alive(), "a worker thread is stuck"
+        if self.errors:
+            raise self.errors[0]
+
+
 def owners_of(described: Any) -> list[tuple[int, int]]:
     """(session id, count) of each owner in an SDK ``DescribeLockResult``, sorted."""
     return sorted((owner.session_id, owner.count) for owner in described.owners)

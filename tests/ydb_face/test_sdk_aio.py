@@ -8,26 +8,22 @@ read back with describes.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-from typing import Any
+import functools
 
 import pytest
 import ydb
 from ydb.aio.coordination import CoordinationClient
 from ydb.aio.driver import Driver as AioDriver
 
-from tests.netproxy import NetProxy
 from tests.server.wire import WAIT
-from tests.ydb_face.conftest import DATABASE, YdbServer, unique
+from tests.ydb_face.conftest import DATABASE, unique
 from tests.ydb_face.sdkkit import (
     FULL_AFTER_GRACE,
     FULL_CONFIG,
     GRACE_ONLY,
     OTHER_CONFIG,
-    PROXY_HOST,
-    advertised_proxy,
     apoll,
+    awaiting,
     owners_of,
 )
 
@@ -164,10 +160,10 @@ async def test_a_later_smaller_waiter_does_not_pass_an_earlier_one(
         holder = one.semaphore("fifo-pool", 3)
         await holder.acquire(2)
         big = asyncio.ensure_future(two.semaphore("fifo-pool", 3).acquire(2))
-        await apoll(lambda: _waiting(holder, 1), "the big request waits")
+        await apoll(lambda: awaiting(holder, 1), "the big request waits")
         # One token is free, but YDB's queue is strict FIFO: the small one waits too.
         small = asyncio.ensure_future(three.semaphore("fifo-pool", 3).acquire(1))
-        await apoll(lambda: _waiting(holder, 2), "the small request waits behind it")
+        await apoll(lambda: awaiting(holder, 2), "the small request waits behind it")
         assert [w.count for w in (await holder.describe()).waiters] == [2, 1]
         assert not small.done()
         await holder.release()
@@ -223,11 +219,7 @@ async def test_waiters_are_granted_in_arrival_order(client: CoordinationClient, 
         waiters = []
         for who, queued in (("b", 1), ("c", 2)):
             waiters.append(asyncio.ensure_future(waiter(who)))
-
-            async def counted(queued: int = queued) -> bool | None:
-                return len((await lock.describe()).waiters) == queued or None
-
-            await apoll(counted, f"{who} waits")
+            await apoll(functools.partial(awaiting, lock, queued), f"{who} waits")
         assert order == []
         await lock.release()
         await asyncio.gather(*waiters)
@@ -260,98 +252,3 @@ async def test_one_lock_from_two_handles_of_one_session(
         await second.release()  # not the holder: changes nothing
         assert owners_of(await theirs.describe()) == taken
         await theirs.release()
-
-
-# -- the session stream --------------------------------------------------------------------
-
-
-@dataclass
-class CutSetup:
-    """A server behind a proxy: ``cut`` (an SDK client) reaches it through the proxy,
-    ``direct`` straight; ``path`` is a node on it."""
-
-    proxy: NetProxy
-    cut: CoordinationClient
-    direct: CoordinationClient
-    path: str
-
-
-@pytest.fixture
-async def cut_setup(serve: Callable[..., YdbServer]) -> AsyncIterator[CutSetup]:
-    """A :class:`CutSetup` on a server of the test's own."""
-    async with advertised_proxy() as proxy:
-        # Discovery leads the SDK to the proxy; ``direct`` skips discovery.
-        running = serve("--ydb-advertise", PROXY_HOST, ydb_port=proxy.port)
-        proxy.upstream_port = running.ydb_port
-        cut = AioDriver(endpoint=f"grpc://{PROXY_HOST}:{proxy.port}", database=DATABASE)
-        direct = AioDriver(endpoint=running.endpoint, database=DATABASE, disable_discovery=True)
-        try:
-            async with asyncio.timeout(WAIT):
-                await cut.wait(timeout=WAIT, fail_fast=True)
-                await direct.wait(timeout=WAIT, fail_fast=True)
-                path = f"{DATABASE}/{unique()}"
-                await CoordinationClient(direct).create_node(path)
-            yield CutSetup(proxy, CoordinationClient(cut), CoordinationClient(direct), path)
-        finally:
-            await cut.stop()
-            await direct.stop()
-
-
-async def test_a_cut_stream_reconnects_to_the_same_session(cut_setup: CutSetup) -> None:
-    proxy, path = cut_setup.proxy, cut_setup.path
-    async with (
-        asyncio.timeout(2 * WAIT),
-        cut_setup.cut.session(path) as session,
-        cut_setup.direct.session(path) as watcher,
-    ):
-        lock = session.semaphore("held")
-        await lock.acquire()
-        held = owners_of(await watcher.semaphore("held").describe())
-        assert len(held) == 1
-        before = proxy.total_connections
-        proxy.drop()
-        # The SDK sends the describe once it has a stream again.
-        assert owners_of(await lock.describe()) == held
-        assert proxy.total_connections > before  # a new connection carried it
-        assert owners_of(await watcher.semaphore("held").describe()) == held
-        await lock.release()
-        assert (await watcher.semaphore("held").describe()).owners == []
-
-
-async def test_a_waiter_cut_off_keeps_its_place_in_the_queue(cut_setup: CutSetup) -> None:
-    proxy, path = cut_setup.proxy, cut_setup.path
-    order: list[str] = []
-
-    async def take(semaphore: Any, who: str) -> None:
-        await semaphore.acquire()
-        order.append(who)  # before the release: the next grant follows it
-        await semaphore.release()
-
-    async with (
-        asyncio.timeout(2 * WAIT),
-        cut_setup.direct.session(path) as first,
-        cut_setup.cut.session(path) as second,
-        cut_setup.direct.session(path) as third,
-    ):
-        lock = first.semaphore("queue")
-        await lock.acquire()
-        cut_off = second.semaphore("queue")
-        takers = [asyncio.ensure_future(take(cut_off, "cut off"))]
-        await apoll(lambda: _waiting(lock, 1), "the cut-off session waits")
-        takers.append(asyncio.ensure_future(take(third.semaphore("queue"), "direct")))
-        await apoll(lambda: _waiting(lock, 2), "the direct session waits behind it")
-        before = proxy.total_connections
-        proxy.drop()
-        # The SDK sends its unanswered acquire again on its new stream, before this
-        # describe: the server keeps the waiter where it was (YDB's rule).
-        assert len((await cut_off.describe()).waiters) == 2
-        assert proxy.total_connections > before
-        assert order == []
-        await lock.release()
-        await asyncio.gather(*takers)
-    assert order == ["cut off", "direct"]
-
-
-async def _waiting(semaphore: Any, count: int) -> bool | None:
-    """True once ``count`` sessions wait for ``semaphore`` (None before)."""
-    return len((await semaphore.describe()).waiters) == count or None

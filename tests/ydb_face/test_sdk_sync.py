@@ -8,28 +8,26 @@ a critical section is checked with a shared counter, never with timing.
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 import ydb
 from ydb.coordination import CoordinationClient
 
 from tests.server.wire import WAIT
-from tests.ydb_face.conftest import DATABASE, YdbServer, unique
+from tests.ydb_face.conftest import DATABASE, unique
 from tests.ydb_face.sdkkit import (
     BOUNDED,
     FULL_AFTER_GRACE,
     FULL_CONFIG,
     GRACE_ONLY,
     OTHER_CONFIG,
-    PROXY_HOST,
-    ThreadedProxy,
+    Threads,
     owners_of,
     poll,
-    threaded_proxy,
+    waiting,
 )
 
 
@@ -45,35 +43,6 @@ def path(client: CoordinationClient) -> str:
     made = f"{DATABASE}/{unique()}"
     client.create_node(made, settings=BOUNDED)
     return made
-
-
-class Threads:
-    """Worker threads whose failures fail the test (each joined within WAIT)."""
-
-    def __init__(self) -> None:
-        self.threads: list[threading.Thread] = []
-        self.errors: list[BaseException] = []
-
-    def start(self, work: Callable[[], None]) -> None:
-        """Run ``work`` in a new thread."""
-
-        def run() -> None:
-            try:
-                work()
-            except BaseException as error:  # reported by join()
-                self.errors.append(error)
-
-        thread = threading.Thread(target=run, daemon=True)
-        self.threads.append(thread)
-        thread.start()
-
-    def join(self) -> None:
-        """Wait for every thread; raise the first failure."""
-        for thread in self.threads:
-            thread.join(2 * WAIT)
-            assert not thread.is_alive(), "a worker thread is stuck"
-        if self.errors:
-            raise self.errors[0]
 
 
 @pytest.fixture
@@ -205,10 +174,10 @@ def test_a_later_smaller_waiter_does_not_pass_an_earlier_one(
             small_granted.set()
 
         threads.start(lambda: big.acquire(2, timeout=2 * WAIT))
-        poll(lambda: _waiting(holder, 1), "the big request waits")
+        poll(lambda: waiting(holder, 1), "the big request waits")
         # One token is free, but YDB's queue is strict FIFO: the small one waits too.
         threads.start(take_small)
-        poll(lambda: _waiting(holder, 2), "the small request waits behind it")
+        poll(lambda: waiting(holder, 2), "the small request waits behind it")
         assert [w.count for w in holder.describe(timeout=WAIT).waiters] == [2, 1]
         assert not small_granted.is_set()
         holder.release(timeout=WAIT)
@@ -267,11 +236,8 @@ def test_waiters_are_granted_in_arrival_order(
                 mine.release(timeout=WAIT)
 
         for who, queued in (("b", 1), ("c", 2)):
-            threads.start(lambda who=who: waiter(who))  # type: ignore[misc]
-            poll(
-                lambda queued=queued: len(lock.describe(timeout=WAIT).waiters) == queued or None,  # type: ignore[misc]
-                f"{who} waits",
-            )
+            threads.start(functools.partial(waiter, who))
+            poll(functools.partial(waiting, lock, queued), f"{who} waits")
         assert order == []
         lock.release(timeout=WAIT)
         threads.join()
@@ -300,94 +266,3 @@ def test_one_lock_from_two_handles_of_one_session(client: CoordinationClient, pa
         first.release(timeout=WAIT)  # not the holder: changes nothing
         assert owners_of(theirs.describe(timeout=WAIT)) == taken
         theirs.release(timeout=WAIT)
-
-
-# -- the session stream --------------------------------------------------------------------
-
-
-@dataclass
-class CutSetup:
-    """A server behind a proxy: ``cut`` (an SDK client) reaches it through the proxy,
-    ``direct`` straight; ``path`` is a node on it."""
-
-    proxy: ThreadedProxy
-    cut: CoordinationClient
-    direct: CoordinationClient
-    path: str
-
-
-@pytest.fixture
-def cut_setup(serve: Callable[..., YdbServer]) -> Iterator[CutSetup]:
-    """A :class:`CutSetup` on a server of the test's own."""
-    with threaded_proxy() as proxy:
-        # Discovery leads the SDK to the proxy; ``direct`` skips discovery.
-        running = serve("--ydb-advertise", PROXY_HOST, ydb_port=proxy.port)
-        proxy.proxy.upstream_port = running.ydb_port
-        cut = ydb.Driver(endpoint=f"grpc://{PROXY_HOST}:{proxy.port}", database=DATABASE)
-        direct = ydb.Driver(endpoint=running.endpoint, database=DATABASE, disable_discovery=True)
-        try:
-            cut.wait(timeout=WAIT, fail_fast=True)
-            direct.wait(timeout=WAIT, fail_fast=True)
-            path = f"{DATABASE}/{unique()}"
-            CoordinationClient(direct).create_node(path, settings=BOUNDED)
-            yield CutSetup(proxy, CoordinationClient(cut), CoordinationClient(direct), path)
-        finally:
-            cut.stop()
-            direct.stop()
-
-
-def test_a_cut_stream_reconnects_to_the_same_session(cut_setup: CutSetup) -> None:
-    proxy, path = cut_setup.proxy, cut_setup.path
-    with cut_setup.cut.session(path) as session, cut_setup.direct.session(path) as watcher:
-        lock = session.semaphore("held")
-        lock.acquire(timeout=WAIT)
-        held = owners_of(watcher.semaphore("held").describe(timeout=WAIT))
-        assert len(held) == 1
-        before = proxy.total_connections
-        proxy.drop()
-        # The SDK sends the describe once it has a stream again.
-        assert owners_of(lock.describe(timeout=WAIT)) == held
-        assert proxy.total_connections > before  # a new connection carried it
-        assert owners_of(watcher.semaphore("held").describe(timeout=WAIT)) == held
-        lock.release(timeout=WAIT)
-        assert watcher.semaphore("held").describe(timeout=WAIT).owners == []
-
-
-def test_a_waiter_cut_off_keeps_its_place_in_the_queue(
-    cut_setup: CutSetup, threads: Threads
-) -> None:
-    proxy, path = cut_setup.proxy, cut_setup.path
-    order: list[str] = []
-
-    def take(semaphore: Any, who: str) -> None:
-        semaphore.acquire(timeout=2 * WAIT)
-        order.append(who)  # before the release: the next grant follows it
-        semaphore.release(timeout=WAIT)
-
-    with (
-        cut_setup.direct.session(path) as first,
-        cut_setup.cut.session(path) as second,
-        cut_setup.direct.session(path) as third,
-    ):
-        lock = first.semaphore("queue")
-        lock.acquire(timeout=WAIT)
-        cut_off = second.semaphore("queue")
-        threads.start(lambda: take(cut_off, "cut off"))
-        poll(lambda: _waiting(lock, 1), "the cut-off session waits")
-        threads.start(lambda: take(third.semaphore("queue"), "direct"))
-        poll(lambda: _waiting(lock, 2), "the direct session waits behind it")
-        before = proxy.total_connections
-        proxy.drop()
-        # The SDK sends its unanswered acquire again on its new stream, before this
-        # describe: the server keeps the waiter where it was (YDB's rule).
-        assert len(cut_off.describe(timeout=WAIT).waiters) == 2
-        assert proxy.total_connections > before
-        assert order == []
-        lock.release(timeout=WAIT)
-        threads.join()
-    assert order == ["cut off", "direct"]
-
-
-def _waiting(semaphore: Any, count: int) -> bool | None:
-    """True once ``count`` sessions wait for ``semaphore`` (None before)."""
-    return len(semaphore.describe(timeout=WAIT).waiters) == count or None
