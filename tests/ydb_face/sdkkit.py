@@ -163,10 +163,15 @@ class ThreadedProxy:
 
     def drop(self) -> None:
         """Reset every connection through the proxy now (new ones are accepted)."""
-        self._run(self._drop())
+        self.on_loop(self.proxy.drop)
 
-    async def _drop(self) -> None:
-        self.proxy.drop()
+    def on_loop(self, *steps: Callable[[], object]) -> None:
+        """Run ``steps`` on the proxy's loop, in one go (no connection comes in between)."""
+        self._run(self._steps(steps))
+
+    async def _steps(self, steps: tuple[Callable[[], object], ...]) -> None:
+        for step in steps:
+            step()
 
     def _run(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(WAIT)

@@ -5,12 +5,16 @@ Discovery leads the SDK to the proxy (the server advertises the proxy's address,
 server and watches. When the proxy resets the connection, the SDK opens a new one
 and re-attaches its session: the session id is kept, a held semaphore stays held
 (the watcher sees it) and is released normally, and an acquire that was waiting is
-sent again and keeps its place in the queue.
+sent again and keeps its place in the queue; a grant whose answer was lost in
+flight is answered again (the session owns it: granted at once, still once).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -64,21 +68,22 @@ class SyncCut:
 @pytest.fixture
 def sync_cut(serve: Callable[..., YdbServer]) -> Iterator[SyncCut]:
     """A :class:`SyncCut` on a server of the test's own (the sync SDK)."""
-    with threaded_proxy() as proxy:
+    with threaded_proxy() as proxy, contextlib.ExitStack() as stack:
         # Discovery leads the SDK to the proxy; ``direct`` skips discovery.
         running = serve("--ydb-advertise", PROXY_HOST, ydb_port=proxy.port)
         proxy.proxy.upstream_port = running.ydb_port
+        # (The sync Driver drops its keyword arguments: disable_discovery goes in a config.)
+        config = ydb.DriverConfig(running.endpoint, DATABASE, disable_discovery=True)
+        direct = ydb.Driver(driver_config=config)
+        stack.callback(direct.stop)
+        direct.wait(timeout=WAIT, fail_fast=True)
+        path = f"{DATABASE}/{unique()}"
+        CoordinationClient(direct).create_node(path, settings=BOUNDED)
+        assert proxy.total_connections == 0  # ``direct`` does not go through it
         cut = ydb.Driver(endpoint=f"grpc://{PROXY_HOST}:{proxy.port}", database=DATABASE)
-        direct = ydb.Driver(endpoint=running.endpoint, database=DATABASE, disable_discovery=True)
-        try:
-            cut.wait(timeout=WAIT, fail_fast=True)
-            direct.wait(timeout=WAIT, fail_fast=True)
-            path = f"{DATABASE}/{unique()}"
-            CoordinationClient(direct).create_node(path, settings=BOUNDED)
-            yield SyncCut(proxy, CoordinationClient(cut), CoordinationClient(direct), path)
-        finally:
-            cut.stop()
-            direct.stop()
+        stack.callback(cut.stop)
+        cut.wait(timeout=WAIT, fail_fast=True)
+        yield SyncCut(proxy, CoordinationClient(cut), CoordinationClient(direct), path)
 
 
 def test_sync_cut_stream_reconnects_to_the_same_session(sync_cut: SyncCut) -> None:
@@ -133,6 +138,34 @@ def test_sync_waiter_cut_off_keeps_its_place_in_the_queue(
     assert order == ["cut off", "direct"]
 
 
+def test_sync_grant_lost_in_flight_is_answered_again(sync_cut: SyncCut, threads: Threads) -> None:
+    proxy, path = sync_cut.proxy, sync_cut.path
+    granted = threading.Event()
+    with sync_cut.direct.session(path) as first, sync_cut.cut.session(path) as second:
+        lock = first.semaphore("lost")
+        lock.acquire(timeout=WAIT)
+        mine = second.semaphore("lost")
+
+        def take() -> None:
+            mine.acquire(timeout=2 * WAIT)
+            granted.set()
+
+        threads.start(take)
+        poll(lambda: waiting(lock, 1), "the cut-off session waits")
+        proxy.on_loop(proxy.proxy.lose_downstream)  # the grant's answer will go nowhere
+        lock.release(timeout=WAIT)
+        held = poll(lambda: owners_of(lock.describe(timeout=WAIT)) or None, "the grant")
+        assert not granted.is_set()
+        proxy.on_loop(proxy.proxy.drop, lambda: proxy.proxy.lose_downstream(False))
+        # The SDK asks again on its new stream: the session owns it, so it is granted
+        # at once, and still once (one owner, count 1).
+        assert granted.wait(WAIT)
+        assert owners_of(mine.describe(timeout=WAIT)) == held
+        assert [count for _, count in held] == [1]
+        mine.release(timeout=WAIT)
+        assert lock.describe(timeout=WAIT).owners == []
+
+
 # -- the asyncio SDK ----------------------------------------------------------------------
 
 
@@ -150,22 +183,21 @@ class AioCut:
 @pytest.fixture
 async def aio_cut(serve: Callable[..., YdbServer]) -> AsyncIterator[AioCut]:
     """A :class:`AioCut` on a server of the test's own (the asyncio SDK)."""
-    async with advertised_proxy() as proxy:
+    async with advertised_proxy() as proxy, contextlib.AsyncExitStack() as stack:
         # Discovery leads the SDK to the proxy; ``direct`` skips discovery.
         running = serve("--ydb-advertise", PROXY_HOST, ydb_port=proxy.port)
         proxy.upstream_port = running.ydb_port
-        cut = AioDriver(endpoint=f"grpc://{PROXY_HOST}:{proxy.port}", database=DATABASE)
-        direct = AioDriver(endpoint=running.endpoint, database=DATABASE, disable_discovery=True)
-        try:
-            async with asyncio.timeout(WAIT):
-                await cut.wait(timeout=WAIT, fail_fast=True)
-                await direct.wait(timeout=WAIT, fail_fast=True)
-                path = f"{DATABASE}/{unique()}"
-                await AioCoordinationClient(direct).create_node(path)
-            yield AioCut(proxy, AioCoordinationClient(cut), AioCoordinationClient(direct), path)
-        finally:
-            await cut.stop()
-            await direct.stop()
+        async with asyncio.timeout(WAIT):
+            direct = AioDriver(endpoint=running.endpoint, database=DATABASE, disable_discovery=True)
+            stack.push_async_callback(direct.stop)
+            await direct.wait(timeout=WAIT, fail_fast=True)
+            path = f"{DATABASE}/{unique()}"
+            await AioCoordinationClient(direct).create_node(path)
+            assert proxy.total_connections == 0  # ``direct`` does not go through it
+            cut = AioDriver(endpoint=f"grpc://{PROXY_HOST}:{proxy.port}", database=DATABASE)
+            stack.push_async_callback(cut.stop)
+            await cut.wait(timeout=WAIT, fail_fast=True)
+        yield AioCut(proxy, AioCoordinationClient(cut), AioCoordinationClient(direct), path)
 
 
 async def test_aio_cut_stream_reconnects_to_the_same_session(aio_cut: AioCut) -> None:
@@ -221,3 +253,34 @@ async def test_aio_waiter_cut_off_keeps_its_place_in_the_queue(aio_cut: AioCut) 
         await lock.release()
         await asyncio.gather(*takers)
     assert order == ["cut off", "direct"]
+
+
+async def test_aio_grant_lost_in_flight_is_answered_again(aio_cut: AioCut) -> None:
+    proxy, path = aio_cut.proxy, aio_cut.path
+    async with (
+        asyncio.timeout(2 * WAIT),
+        aio_cut.direct.session(path) as first,
+        aio_cut.cut.session(path) as second,
+    ):
+        lock = first.semaphore("lost")
+        await lock.acquire()
+        mine = second.semaphore("lost")
+        taking = asyncio.ensure_future(mine.acquire())
+        await apoll(functools.partial(awaiting, lock, 1), "the cut-off session waits")
+        proxy.lose_downstream()  # the grant's answer will go nowhere
+        await lock.release()
+
+        async def granted() -> list[tuple[int, int]] | None:
+            return owners_of(await lock.describe()) or None
+
+        held = await apoll(granted, "the grant")
+        assert not taking.done()
+        proxy.drop()
+        proxy.lose_downstream(False)  # (no await since the drop: no new connection yet)
+        # The SDK asks again on its new stream: the session owns it, so it is granted
+        # at once, and still once (one owner, count 1).
+        await taking
+        assert owners_of(await mine.describe()) == held
+        assert [count for _, count in held] == [1]
+        await mine.release()
+        assert (await lock.describe()).owners == []
