@@ -16,6 +16,7 @@ what a session's timeout means.
 from __future__ import annotations
 
 import asyncio
+import functools
 import signal
 from collections.abc import Callable
 from typing import Any
@@ -32,7 +33,7 @@ from tenure import SessionSummary
 from tenure.compat.ydb import _protos as pb
 from tests.server.wire import WAIT
 from tests.ydb_face.conftest import DATABASE, YdbServer, unique
-from tests.ydb_face.sdkkit import BOUNDED, FULL_CONFIG, apoll, owners_of
+from tests.ydb_face.sdkkit import BOUNDED, FULL_CONFIG, apoll, awaiting, owners_of
 
 #: The session timeout YDB's Python SDK always asks for, in seconds.
 SDK_SESSION_TIMEOUT = 30.0
@@ -194,6 +195,48 @@ async def test_aio_sdk_state_survives_kill_9(serve: Callable[..., YdbServer]) ->
                 assert (await lock.describe()).owners == []
     finally:
         await driver.stop()
+
+
+async def test_aio_sdk_waiters_keep_their_places_over_kill_9(
+    serve: Callable[..., YdbServer],
+) -> None:
+    running = serve()
+    driver = AioDriver(endpoint=running.endpoint, database=DATABASE)
+    order: list[str] = []
+
+    async def take(semaphore: Any, who: str) -> None:
+        await semaphore.acquire()
+        order.append(who)  # before the release: the next grant follows it
+        await semaphore.release()
+
+    try:
+        async with asyncio.timeout(3 * WAIT):
+            await driver.wait(timeout=WAIT, fail_fast=True)
+            client = AioCoordinationClient(driver)
+            path = f"{DATABASE}/{unique()}"
+            await client.create_node(path)
+            async with (
+                client.session(path) as first,
+                client.session(path) as second,
+                client.session(path) as third,
+            ):
+                lock = first.semaphore("queue")
+                await lock.acquire()
+                takers = []
+                for who, session, queued in (("second", second, 1), ("third", third, 2)):
+                    takers.append(asyncio.ensure_future(take(session.semaphore("queue"), who)))
+                    await apoll(functools.partial(awaiting, lock, queued), f"{who} waits")
+                running.process.kill()
+                serve(data_dir=running.process.data_dir, ydb_port=running.ydb_port)
+                # Every session re-attaches and sends its acquire again: the queue the
+                # journal kept is the queue served.
+                assert len((await lock.describe()).waiters) == 2
+                assert order == []
+                await lock.release()
+                await asyncio.gather(*takers)
+    finally:
+        await driver.stop()
+    assert order == ["second", "third"]
 
 
 # -- session timeouts (raw streams, the SDK watching) --------------------------------------
