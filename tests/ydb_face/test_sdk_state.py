@@ -117,6 +117,12 @@ async def test_nested_ydb_paths_are_nested_tenure_names(
         assert made_by_tenure in names
         assert await ydb_client.describe_node(f"{DATABASE}/{made_by_ydb}") == FULL_CONFIG
         await ydb_client.describe_node(f"{DATABASE}/{made_by_tenure}")  # found
+        async with ydb_client.session(f"{DATABASE}/{made_by_tenure}") as session:
+            lock = session.semaphore("lock")
+            await lock.acquire()
+            [summary] = await client.list_semaphores(made_by_tenure)
+            assert (summary.name, summary.owners) == ("lock", 1)
+            await lock.release()
         await ydb_client.delete_node(f"{DATABASE}/{made_by_tenure}")
         assert made_by_tenure not in await client.list_nodes()
 
