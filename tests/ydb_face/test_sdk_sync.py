@@ -4,6 +4,9 @@ Each test drives the SDK exactly as a user does (``CoordinationClient``, session
 semaphores); what the SDK does not show (who waits, who owns) is read back with
 describes, from the same session or another client's. Racing holders are threads;
 a critical section is checked with a shared counter, never with timing.
+``test_sdk_aio.py`` runs the same through ``ydb.aio``; a cut connection is in
+``test_sdk_reconnect.py``, ``tenure://``, restarts and session timeouts in
+``test_sdk_state.py``.
 """
 
 from __future__ import annotations
