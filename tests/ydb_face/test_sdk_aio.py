@@ -252,3 +252,28 @@ async def test_one_lock_from_two_handles_of_one_session(
         await second.release()  # not the holder: changes nothing
         assert owners_of(await theirs.describe()) == taken
         await theirs.release()
+
+
+async def test_a_second_handle_supersedes_the_first_while_it_waits(
+    client: CoordinationClient, path: str
+) -> None:
+    async with (
+        asyncio.timeout(2 * WAIT),
+        client.session(path) as holder,
+        client.session(path) as session,
+    ):
+        lock = holder.semaphore("queued-twice")
+        await lock.acquire()
+        first = asyncio.ensure_future(session.semaphore("queued-twice").acquire())
+        await apoll(functools.partial(awaiting, lock, 1), "the first handle waits")
+        second = asyncio.ensure_future(session.semaphore("queued-twice").acquire())
+        # YDB's rule: the session asks again, so its earlier request is answered
+        # ABORTED ("superseded"), which the SDK raises; the session still waits once.
+        with pytest.raises(ydb.issues.Error, match=str(ydb.StatusCode.ABORTED.value)):
+            await first
+        assert len((await lock.describe()).waiters) == 1
+        await lock.release()
+        await second
+        assert [count for _, count in owners_of(await lock.describe())] == [1]
+        await session.semaphore("queued-twice").release()
+        assert (await lock.describe()).owners == []

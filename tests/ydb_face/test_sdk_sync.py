@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import ydb
@@ -269,3 +270,34 @@ def test_one_lock_from_two_handles_of_one_session(client: CoordinationClient, pa
         first.release(timeout=WAIT)  # not the holder: changes nothing
         assert owners_of(theirs.describe(timeout=WAIT)) == taken
         theirs.release(timeout=WAIT)
+
+
+def test_a_second_handle_supersedes_the_first_while_it_waits(
+    client: CoordinationClient, path: str, threads: Threads
+) -> None:
+    outcomes: dict[str, str] = {}
+
+    def take(semaphore: Any, which: str) -> None:
+        try:
+            semaphore.acquire(timeout=2 * WAIT)
+            outcomes[which] = "acquired"
+        except ydb.issues.Error as error:
+            outcomes[which] = str(error)
+
+    with client.session(path) as holder, client.session(path) as session:
+        lock = holder.semaphore("queued-twice")
+        lock.acquire(timeout=WAIT)
+        threads.start(functools.partial(take, session.semaphore("queued-twice"), "first"))
+        poll(functools.partial(waiting, lock, 1), "the first handle waits")
+        threads.start(functools.partial(take, session.semaphore("queued-twice"), "second"))
+        # YDB's rule: the session asks again, so its earlier request is answered
+        # ABORTED ("superseded"), which the SDK raises; the session still waits once.
+        poll(lambda: outcomes.get("first"), "the first handle's answer")
+        assert str(ydb.StatusCode.ABORTED.value) in outcomes["first"]
+        assert len(lock.describe(timeout=WAIT).waiters) == 1
+        lock.release(timeout=WAIT)
+        threads.join()
+        assert outcomes["second"] == "acquired"
+        assert [count for _, count in owners_of(lock.describe(timeout=WAIT))] == [1]
+        session.semaphore("queued-twice").release(timeout=WAIT)
+        assert lock.describe(timeout=WAIT).owners == []
