@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -33,10 +33,27 @@ from tenure import SessionSummary
 from tenure.compat.ydb import _protos as pb
 from tests.server.wire import WAIT
 from tests.ydb_face.conftest import DATABASE, YdbServer, unique
-from tests.ydb_face.sdkkit import BOUNDED, FULL_CONFIG, apoll, awaiting, owners_of
+from tests.ydb_face.sdkkit import (
+    BOUNDED,
+    FULL_CONFIG,
+    Threads,
+    apoll,
+    awaiting,
+    owners_of,
+    poll,
+    waiting,
+)
 
 #: The session timeout YDB's Python SDK always asks for, in seconds.
 SDK_SESSION_TIMEOUT = 30.0
+
+
+@pytest.fixture
+def threads() -> Iterator[Threads]:
+    """Threads joined at the end of the test (their failures raised)."""
+    made = Threads()
+    yield made
+    made.join()
 
 
 def _session(listed: list[SessionSummary], session_id: int) -> SessionSummary | None:
@@ -242,6 +259,44 @@ async def test_aio_sdk_waiters_keep_their_places_over_kill_9(
                 await asyncio.gather(*takers)
     finally:
         await driver.stop()
+    assert order == ["second", "third"]
+
+
+def test_sync_sdk_waiters_keep_their_places_over_kill_9(
+    serve: Callable[..., YdbServer], threads: Threads
+) -> None:
+    running = serve()
+    driver = ydb.Driver(endpoint=running.endpoint, database=DATABASE)
+    order: list[str] = []
+
+    def take(semaphore: Any, who: str) -> None:
+        semaphore.acquire(timeout=3 * WAIT)
+        order.append(who)  # before the release: the next grant follows it
+        semaphore.release(timeout=WAIT)
+
+    try:
+        driver.wait(timeout=WAIT, fail_fast=True)
+        client = CoordinationClient(driver)
+        path = f"{DATABASE}/{unique()}"
+        client.create_node(path, settings=BOUNDED)
+        with (
+            client.session(path) as first,
+            client.session(path) as second,
+            client.session(path) as third,
+        ):
+            lock = first.semaphore("queue")
+            lock.acquire(timeout=WAIT)
+            for who, session, queued in (("second", second, 1), ("third", third, 2)):
+                threads.start(functools.partial(take, session.semaphore("queue"), who))
+                poll(functools.partial(waiting, lock, queued), f"{who} waits")
+            running.process.kill()
+            serve(data_dir=running.process.data_dir, ydb_port=running.ydb_port)
+            assert len(lock.describe(timeout=WAIT).waiters) == 2
+            assert order == []
+            lock.release(timeout=WAIT)
+            threads.join()
+    finally:
+        driver.stop()
     assert order == ["second", "third"]
 
 
