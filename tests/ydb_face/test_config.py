@@ -58,3 +58,11 @@ def test_ydb_limits_out_of_range_exit_2(tmp_path: Path, flag: str, value: str) -
     ports = ("--port", str(free_port()), "--ydb-port", str(free_port()))
     stderr = serve_fails(tmp_path, *ports, flag, value)
     assert flag in stderr
+
+
+@pytest.mark.parametrize("advertise", ["host:0", "host:65536", ":2136", "[::1]:x", "h:p"])
+def test_a_bad_ydb_advertise_exits_2(tmp_path: Path, advertise: str) -> None:
+    ports = ("--port", str(free_port()), "--ydb-port", str(free_port()))
+    stderr = serve_fails(tmp_path, *ports, "--ydb-advertise", advertise)
+    assert "--ydb-advertise" in stderr
+    assert "HOST:PORT" in stderr

@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from tenure.compat.ydb import _protos as pb
 from tenure.compat.ydb.access import Access, UnauthorizedError
+from tenure.compat.ydb.paths import split_advertised
 from tenure.server._config.serve_config import ServeConfig
 
 #: The addresses that mean "every interface" (not one a client can dial).
@@ -38,9 +39,10 @@ class Directory:
             return pb.discovery.ListEndpointsResponse(
                 operation=pb.operation(pb.Status.SCHEME_ERROR, why=[why])
             )
+        host, port = advertised(self.config)
         endpoint = pb.discovery.EndpointInfo(
-            address=_advertised(self.config),
-            port=self._port(),
+            address=host,
+            port=port or self._port(),
             ssl=self.config.tls_cert is not None,
             service=["discovery", "coordination"],
             node_id=1,
@@ -71,10 +73,13 @@ class Directory:
         return pb.auth.LoginResponse(operation=pb.operation(pb.Status.SUCCESS, result))
 
 
-def _advertised(config: ServeConfig) -> str:
-    """The host discovery gives clients (``--ydb-advertise``, else a dialable ``--host``)."""
-    if config.ydb_advertise:
-        return config.ydb_advertise
-    if config.host not in _WILDCARDS:
-        return config.host
-    return socket.gethostname()
+def advertised(config: ServeConfig) -> tuple[str, int]:
+    """The host and port discovery gives clients (port 0: the one the face listens on).
+
+    ``--ydb-advertise`` is ``HOST`` or ``HOST:PORT`` (``[V6]:PORT``); without it, a
+    dialable ``--host``, or the machine's name for a wildcard one.
+    """
+    given = config.ydb_advertise
+    if not given:
+        return (config.host if config.host not in _WILDCARDS else socket.gethostname()), 0
+    return split_advertised(given)

@@ -42,3 +42,20 @@ class Database:
     def path_of(self, node: str) -> str:
         """The YDB path of a tenure node."""
         return f"{self.path}/{node}"
+
+
+def split_advertised(given: str) -> tuple[str, int]:
+    """``HOST``, ``HOST:PORT`` or ``[V6]:PORT`` as (host, port) (port 0: not given).
+
+    Raises:
+        ValueError: a port that is not 1 to 65535, or an empty host.
+    """
+    host, port = given, ""
+    if given.startswith("["):  # [v6] or [v6]:port
+        host, _, rest = given[1:].partition("]")
+        port = rest.removeprefix(":")
+    elif given.count(":") == 1:  # host:port (a bare IPv6 address has more colons)
+        host, _, port = given.partition(":")
+    if not host or (port and not (port.isdigit() and 1 <= int(port) <= 65535)):
+        raise ValueError(f"{given!r} is not HOST, HOST:PORT or [IPV6]:PORT")
+    return host, int(port or 0)

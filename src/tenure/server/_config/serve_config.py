@@ -277,6 +277,13 @@ def check_ydb(config: ServeConfig) -> None:
             f"--ydb-database={database!r}: a database is an absolute path such as /local "
             "(no empty parts, no trailing slash)"
         )
+    if config.ydb_advertise:
+        from tenure.compat.ydb.paths import split_advertised
+
+        try:
+            split_advertised(config.ydb_advertise)
+        except ValueError as error:
+            raise ConfigError(f"--ydb-advertise: {error}") from None
     try:
         import grpc  # noqa: F401  (only to find out that they are there)
         import ydb  # noqa: F401

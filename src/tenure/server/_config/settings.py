@@ -277,8 +277,9 @@ SETTINGS: Final = (
         str,
         "",
         "HOST",
-        "YDB: the host name discovery gives clients for this server; empty: --host, or the "
-        "machine's name when --host is a wildcard (default: empty)",
+        "YDB: where discovery sends clients: HOST or HOST:PORT (behind a proxy or a port "
+        "mapping); empty: --host, or the machine's name when --host is a wildcard, and "
+        "--ydb-port (default: empty)",
     ),
     Setting(
         "ydb_ping_interval",
