@@ -202,3 +202,28 @@ async def test_a_client_that_does_not_read_is_dropped_past_max_unread(
     assert len(answers) < 400
     back = await open_session(raw, path, small, session_id=session.session_id)  # detached
     assert (await back.ok("acquire_semaphore", name="s", count=1)).acquired
+
+
+async def test_streams_that_never_start_count_against_max_connections(
+    serve: Callable[..., YdbServer], raw: Raw
+) -> None:
+    small = serve("--max-connections", "2", "--handshake-timeout", "30", *QUIET)
+    path = await new_node(small)
+    silent = [await raw(small), await raw(small)]  # open, and never a SessionStart
+    for stream in silent:
+        await stream.call.wait_for_connection()  # (its headers sent: the server has it)
+    # Bounded retries: the server counts them once their calls reach it.
+    for _attempt in range(50):
+        third = await raw(small)
+        await third.send(session_start={"path": path, "timeout_millis": 5000})
+        answer = await third.next()
+        if kind(answer) == "failure":
+            assert answer.failure.status == Status.OVERLOADED
+            break
+        await third.send(session_stop={})
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("streams waiting for their start were never counted")
+    for stream in silent:
+        stream.call.cancel()
+    await still_serves(small, raw)

@@ -85,6 +85,7 @@ class YdbService:
             host, database, send, finish, attach, forget, config.ydb_ping_interval, observer
         )
         self.streams: set[SessionStream] = set()
+        self._opening = 0  # streams not started yet (their first message not read)
         self.draining = False
         self.port = 0  # bound by start()
         self._server: grpc.aio.Server | None = None
@@ -268,6 +269,7 @@ class YdbService:
             await context.write(_failure(*refusal))
             return
         token = self.access.token_of(context.invocation_metadata())
+        self._opening += 1  # (a stream waiting for its start counts against the limit)
         try:
             async with asyncio.timeout(self.config.handshake_timeout):
                 first = await context.read()
@@ -276,6 +278,8 @@ class YdbService:
             await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, why)
         except DecodeError:  # (grpc would end the call UNKNOWN, naming the exception)
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _UNDECODABLE)
+        finally:
+            self._opening -= 1
         if first is grpc.aio.EOF:
             return
         if first.WhichOneof("request") != "session_start":
@@ -304,7 +308,7 @@ class YdbService:
         """Why a new stream is refused at once (a Failure), or None."""
         if self.draining or self.host.dead:
             return pb.Status.UNAVAILABLE, "the server is shutting down"
-        if len(self.streams) >= self.config.max_connections:
+        if len(self.streams) + self._opening >= self.config.max_connections:
             return (
                 pb.Status.OVERLOADED,
                 f"max_connections ({self.config.max_connections}) streams are open",

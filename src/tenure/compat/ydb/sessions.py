@@ -194,11 +194,11 @@ class YdbSessions:
         # Watches an earlier stream armed are dropped, as YDB drops them on re-attach.
         for watch_id in sorted(session.watches):
             self._execute(stream, CancelWatch(sid, watch_id))
-        thief_of = self.by_session.get(sid)
-        if thief_of is not None and thief_of is not stream:
+        previous = self.by_session.get(sid)
+        if previous is not None and previous is not stream:
             del self.by_session[sid]
-            thief_of.session_id = 0  # its end must not detach the session
-            self.fail(thief_of, pb.Status.BAD_SESSION, "Session stolen by another client")
+            previous.session_id = 0  # its end must not detach the session
+            self.fail(previous, pb.Status.BAD_SESSION, "Session stolen by another client")
         return sid, info.timeout
 
     def stop(self, stream: SessionStream) -> None:
