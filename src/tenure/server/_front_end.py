@@ -11,7 +11,11 @@ sessions the front end attached. What a request means, and the sessions and
 housekeeping behind it, are the front end's.
 
 A server runs one front end, made by a :data:`FrontEndFactory` from the
-:class:`Plug` it lends: dflockd's (:func:`dflockd`) unless told otherwise.
+:class:`Plug` it lends: dflockd's (:func:`dflockd`) unless told otherwise. With
+``--ydb-port`` it also runs the YDB face (:class:`YdbFace`, made by
+:func:`ydb_face`): not a front end on the server's sockets but a gRPC server of its
+own, whose streams are written by the same outboxes and whose sessions' effects are
+routed to it by the same session table (both are a :class:`Face`).
 """
 
 from __future__ import annotations

@@ -11,11 +11,13 @@ journal is aborted, every connection dropped, and the server exits non-zero.
 Native messages are handled by :class:`~tenure.server._net.native.NativeService` (in
 fair turns, :mod:`tenure.server._net.accept`), the connections of another lock
 service's protocol by the server's front end (:class:`~tenure.server._front_end.FrontEnd`:
-dflockd's, :mod:`tenure.compat.dflockd`). Session ownership and the queues of
-detached sessions are in :class:`~tenure.server._session_table.SessionTable`
-(docs/protocol.md section 11); the handshake, tokens, authorization and the
-handshake, idle and silence timeouts in :class:`~tenure.server._net.gate.Gate`; TLS
-in :mod:`tenure.server._net.tls`.
+dflockd's, :mod:`tenure.compat.dflockd`), and YDB's clients on ``--ydb-port`` by the
+YDB face (:class:`~tenure.server._front_end.YdbFace`, :mod:`tenure.compat.ydb`), a
+gRPC listener of its own whose streams the outboxes write like connections. Session
+ownership and the queues of detached sessions are in
+:class:`~tenure.server._session_table.SessionTable` (docs/protocol.md section 11);
+the handshake, tokens, authorization and the handshake, idle and silence timeouts
+in :class:`~tenure.server._net.gate.Gate`; TLS in :mod:`tenure.server._net.tls`.
 """
 
 from __future__ import annotations
