@@ -96,27 +96,32 @@ class NodeCalls:
         call: Callable[[str, Token | None, Any], Outcome],
         config: Any,
     ) -> Any:
-        """Run ``call`` for the node at ``path``; its operation, once durable."""
+        """Run ``call`` for the node at ``path``; its operation, once durable.
+
+        A refusal waits for the commit too: it may tell of a change (ALREADY_EXISTS
+        of a node made in the same turn) that the disk does not have yet.
+        """
         try:
             if self._draining():
                 raise pb.StatusError(pb.Status.UNAVAILABLE, "the server is shutting down")
             token = self.access.token_of(metadata)
             node = self.database.node_of(path)
             result, notes = call(node, token, config)
+            answer = pb.operation(pb.Status.SUCCESS, result, why=notes)
         except UnauthorizedError as error:
-            return pb.operation(pb.Status.UNAUTHORIZED, why=[str(error)])
+            answer = pb.operation(pb.Status.UNAUTHORIZED, why=[str(error)])
         except OutsideDatabaseError as error:
-            return pb.operation(pb.Status.SCHEME_ERROR, why=[str(error)])
+            answer = pb.operation(pb.Status.SCHEME_ERROR, why=[str(error)])
         except pb.StatusError as error:
-            return pb.operation(error.status, why=[str(error)])
+            answer = pb.operation(error.status, why=[str(error)])
         except (TenureError, TimeoutError) as error:
             code = code_of(error)
             status = pb.Status.SCHEME_ERROR if code is ErrorCode.NOT_FOUND else pb.status_of(code)
-            return pb.operation(status, why=[str(error)])
+            answer = pb.operation(status, why=[str(error)])
         await self.host.committed()  # no answer tells of a change the disk lacks
         if self.host.dead:
             return pb.operation(pb.Status.UNAVAILABLE, why=["the server failed to commit"])
-        return pb.operation(pb.Status.SUCCESS, result, why=notes)
+        return answer
 
     def _create(self, node: str, token: Token | None, config: Any) -> Outcome:
         _authorize(token, CreateNode(node), node)
