@@ -51,7 +51,6 @@ class Clock:
 
 def test_without_an_auth_file_every_call_is_anonymous_and_there_is_no_login() -> None:
     access = Access(None, b"k" * 32, 60)
-    assert not access.required
     assert access.token_of([]) is None
     assert access.token_of([(TICKET_HEADER, "anything")]) is None
     with pytest.raises(UnauthorizedError, match="no auth file"):

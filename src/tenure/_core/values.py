@@ -321,13 +321,13 @@ def check_annex_key(key: object) -> str:
     return key
 
 
-def check_data(what: str, data: object, limit: int) -> bytes:
-    """Opaque user data: bytes of at most ``limit`` bytes."""
+def check_data(what: str, data: object, limit: int, limit_name: str = "max_data_size") -> bytes:
+    """Opaque user data: bytes of at most ``limit`` bytes (``limit_name`` names the limit)."""
     if not isinstance(data, bytes | bytearray | memoryview):
         raise InvalidArgumentError(f"{what} must be bytes, got {type(data).__name__}")
     data = bytes(data)
     if len(data) > limit:
-        raise LimitExceededError(f"{what} is {len(data)} bytes; max_data_size is {limit}")
+        raise LimitExceededError(f"{what} is {len(data)} bytes; {limit_name} is {limit}")
     return data
 
 

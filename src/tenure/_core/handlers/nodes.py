@@ -11,6 +11,7 @@ from tenure._core.values import (
     NodeConfig,
     NodeDescription,
     check_annex_key,
+    check_data,
     check_name,
 )
 from tenure.errors import (
@@ -84,14 +85,7 @@ def set_node_annex(state: EngineState, cmd: c.SetNodeAnnex, now: float) -> None:
     """Keep ``cmd.value`` under ``cmd.key`` in the node's annex; ``b""`` removes the key."""
     node = state.lookup_node(cmd.name)
     key = check_annex_key(cmd.key)
-    value = cmd.value
-    if not isinstance(value, bytes | bytearray | memoryview):
-        raise InvalidArgumentError(f"annex value must be bytes, got {type(value).__name__}")
-    value = bytes(value)
-    if len(value) > MAX_ANNEX_BYTES:
-        raise LimitExceededError(
-            f"annex value of {key!r} is {len(value)} bytes; at most {MAX_ANNEX_BYTES}"
-        )
+    value = check_data(f"annex value of {key!r}", cmd.value, MAX_ANNEX_BYTES, "MAX_ANNEX_BYTES")
     annex = node.annex
     if not value:
         if annex is not None and annex.pop(key, None) is not None and not annex:

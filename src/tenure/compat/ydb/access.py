@@ -57,11 +57,6 @@ class Access:
         self._ttl = ticket_ttl
         self._clock = clock
 
-    @property
-    def required(self) -> bool:
-        """Whether calls need a ticket (the server has an auth file)."""
-        return self.tokens is not None
-
     def login(self, user: str, password: str) -> str:
         """A ticket for the token named ``user`` whose secret is ``password``.
 

@@ -264,11 +264,14 @@ class YdbService:
 
     async def _session(self, requests: Any, context: Any) -> None:
         """One ``Session`` stream, from its SessionStart to its end."""
-        refusal = self._refusal(context)
+        try:
+            token = self.access.token_of(context.invocation_metadata())
+            refusal = self._refusal()
+        except UnauthorizedError as error:
+            refusal = pb.Status.UNAUTHORIZED, str(error)
         if refusal is not None:
             await context.write(_failure(*refusal))
             return
-        token = self.access.token_of(context.invocation_metadata())
         self._opening += 1  # (a stream waiting for its start counts against the limit)
         try:
             async with asyncio.timeout(self.config.handshake_timeout):
@@ -304,7 +307,7 @@ class YdbService:
                 grpc.StatusCode.RESOURCE_EXHAUSTED, "the client does not read its answers"
             )
 
-    def _refusal(self, context: Any) -> tuple[int, str] | None:
+    def _refusal(self) -> tuple[int, str] | None:
         """Why a new stream is refused at once (a Failure), or None."""
         if self.draining or self.host.dead:
             return pb.Status.UNAVAILABLE, "the server is shutting down"
@@ -313,10 +316,6 @@ class YdbService:
                 pb.Status.OVERLOADED,
                 f"max_connections ({self.config.max_connections}) streams are open",
             )
-        try:
-            self.access.token_of(context.invocation_metadata())
-        except UnauthorizedError as error:
-            return pb.Status.UNAUTHORIZED, str(error)
         return None
 
     async def _serve(self, stream: SessionStream, context: Any) -> None:

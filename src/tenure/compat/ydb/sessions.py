@@ -301,8 +301,9 @@ def _answered(response: Any) -> tuple[str, str] | None:
     request = _ANSWERS.get(kind)
     if request is None:
         return None
-    status = getattr(response, kind).status if hasattr(getattr(response, kind), "status") else 0
-    name = pb.Status.StatusCode.Name(status) if status else "SUCCESS"
+    # (SessionStarted and SessionStopped carry no status: they are successes.)
+    status = getattr(getattr(response, kind), "status", pb.Status.SUCCESS)
+    name = pb.Status.StatusCode.Name(status)
     return request, name.lower()
 
 
