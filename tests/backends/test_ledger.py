@@ -47,12 +47,12 @@ async def test_a_hold_with_a_token_the_client_has_not_seen_is_the_grant() -> Non
     ledger.settle(page(holds=(HeldGrant("a", 42, 3, 9.0),)), "")
     assert pending.future.result() == Grant(42, 3, 9.0)
     assert ledger.take(1, ("a", 0), pending.future.result()) == Grant(42, 3, 9.0)
-    assert ledger.held == {("a", 0): 42}
+    assert ledger.held == {("a", 0): Grant(42, 3, 9.0)}
 
 
 async def test_a_hold_being_released_is_not_a_new_grant() -> None:
     ledger = Ledger(SID)
-    ledger.releasing["a", 0] = 42
+    ledger.releasing["a", 0] = Grant(42, 1)
     pending = ledger.open(1, "a", 0)
     settled = ledger.settle(page(holds=(HeldGrant("a", 42, 1),)), "")
     assert not pending.future.done()  # not answered: its caller sends it again
@@ -88,12 +88,14 @@ async def test_a_queued_acquire_with_no_trace_fails_rather_than_waits_for_ever()
 
 async def test_a_held_grant_the_engine_does_not_list_is_lost() -> None:
     ledger = Ledger(SID)
-    ledger.held.update({("a", 0): 5, ("b", 0): 6, ("c", 0): 7})
+    ledger.held.update({("a", 0): Grant(5, 1), ("b", 0): Grant(6, 1), ("c", 0): Grant(7, 1)})
     settled = ledger.settle(page(holds=(HeldGrant("a", 5, 1), HeldGrant("b", 60, 1))), "")
-    assert [(name, token) for name, token, _ in settled.lost] == [("b", 6), ("c", 7)]
+    assert [(place, token) for place, token, _ in settled.lost] == [(("b", 0), 6), (("c", 0), 7)]
     assert all(isinstance(error, LeaseLostError) for _, _, error in settled.lost)
-    assert ledger.held == {("a", 0): 5}
     assert settled.drop == [Release(SID, "b", 0)]  # token 60: nobody asked for it
+    for place, token, error in settled.lost:  # the session tells them lost
+        assert ledger.lose(place, token, error)
+    assert ledger.held == {("a", 0): Grant(5, 1)}
 
 
 async def test_what_nobody_asked_for_is_dropped() -> None:
@@ -116,11 +118,11 @@ async def test_what_nobody_asked_for_is_dropped() -> None:
 
 async def test_a_page_settles_only_the_semaphores_it_covers() -> None:
     ledger = Ledger(SID)
-    ledger.held.update({("a", 0): 1, ("m", 0): 2, ("z", 0): 3})
+    ledger.held.update({("a", 0): Grant(1, 1), ("m", 0): Grant(2, 1), ("z", 0): Grant(3, 1)})
     early, late = ledger.open(10, "b", 0), ledger.open(11, "y", 0)
     early.queued = late.queued = True
     settled = ledger.settle(page(next_after="n"), "c")  # covers ("c", "n"]
-    assert [name for name, _, _ in settled.lost] == ["m"]
+    assert [place for place, _, _ in settled.lost] == [("m", 0)]
     assert not early.future.done()
     assert not late.future.done()
     settled = ledger.settle(page(holds=(HeldGrant("z", 3, 1),)), "n")  # the last page

@@ -98,12 +98,6 @@ ALLOWED: dict[tuple[type, str], str] = {
         "the backend object lives on the portal loop and its methods are coroutines; "
         "sync code reaches the loop through client.portal instead"
     ),
-    (tenure.client.Session, "session_lost"): (
-        "SessionListener callback the backend calls on the async session; not user API"
-    ),
-    (tenure.client.Session, "lease_lost"): (
-        "SessionListener callback the backend calls on the async session; not user API"
-    ),
     (tenure.client.EndSignal, "end"): (
         "only the async object ends itself; the sync signal mirrors its end"
     ),

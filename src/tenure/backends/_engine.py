@@ -1,20 +1,24 @@
-"""A backend session that speaks engine commands over a channel.
+"""A store that is an engine, spoken to in commands: ``memory://``, ``tenure://``, ``redis://``.
 
-Both ``memory://`` (the channel is a direct call into an in-process host) and
-``tenure://`` (the channel is a network connection) drive the same engine, so they
-share this one implementation of :class:`~tenure.backends._base.BackendSession`:
-request ids, pending acquires, armed watches, and turning effects into futures.
-The bookkeeping of acquires and grants, and how it agrees with the engine again
-after a re-attach (pushes lost with a connection or a server's restart), is the
-:class:`~tenure.backends._ledger.Ledger`'s.
+``memory://`` (an in-process engine), ``tenure://`` (an engine in a server) and
+``redis://`` (the engine's rules as Redis functions) all take the engine's
+commands (:mod:`tenure._core`) and push its effects. So one adapter,
+:class:`CommandStore`, does a session's work there over a :class:`CommandChannel`
+(what carries a command to the engine and brings back its reply); each backend
+gives the channel, and passes every effect addressed to the session to
+:meth:`CommandStore.deliver`.
+
+A push is sent once: one written to a connection that then died, or queued by a
+server that then restarted, is lost. So after every re-attach the session reads
+its state back page by page (DescribeSession) and settles each page with the
+:class:`~tenure.backends._ledger.Ledger`'s rules (:meth:`CommandStore.reconcile`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any, Final, Protocol, TypeVar
 
 from tenure._core import (
@@ -40,24 +44,20 @@ from tenure._core import (
     UpdateSemaphore,
     WatchFired,
 )
-from tenure.backends._base import Grant, HeldGrant, SessionListener, SessionTicket
-from tenure.backends._engine_tickets import read_holds
-from tenure.backends._ledger import Ledger
+from tenure.backends._base import Grant, HeldGrant
+from tenure.backends._ledger import Pending
+from tenure.backends._store import QUEUED, Enqueued, Owner, Withdrawal
 from tenure.backends._watch import EngineWatch, WatchFeed
-from tenure.errors import (
-    LostError,
-    SessionClosedError,
-    TenureError,
-    error_from_code,
-)
+from tenure.errors import LostError, TenureError, error_from_code
 
 R = TypeVar("R")
 
-__all__ = ["CommandChannel", "EngineSession"]
+__all__ = ["RECONCILE_PAGE", "CommandChannel", "CommandStore", "read_holds"]
 
 log = logging.getLogger("tenure.client")
 
-#: Semaphores per DescribeSession page when re-attaching (each costs at most a few KiB).
+#: Semaphores per DescribeSession page when reading state back (each costs at most a
+#: few KiB).
 RECONCILE_PAGE: Final = 128
 
 
@@ -68,95 +68,138 @@ class CommandChannel(Protocol):
         """Apply ``command`` and return the reply."""
 
 
-class EngineSession:
-    """A :class:`~tenure.backends._base.BackendSession` over a :class:`CommandChannel`.
+class CommandStore:
+    """A :class:`~tenure.backends._store.Store` that is an engine (module docstring).
 
-    The channel owner must pass every effect addressed to this session to
-    :meth:`deliver`.
+    ``secret`` is the session's protection key; ``seq_no`` its sequence number
+    (each re-attach uses the next).
     """
 
+    beat_period: float | None = None  # the channel keeps the session alive
+
     def __init__(
-        self,
-        channel: CommandChannel,
-        session_id: int,
-        listener: SessionListener,
-        *,
-        protection_key: bytes,
-        seq_no: int,
-        recovery_window: float,
-        node: str,
-        scheme: str,
+        self, channel: CommandChannel, session_id: int, *, secret: bytes, seq_no: int, where: str
     ) -> None:
-        self._channel = channel
-        self.node = node
-        self.scheme = scheme  # the ticket's: the kind of backend
-        self._session_id = session_id
-        self._recovery_window = recovery_window
-        self._listener = listener
-        self.protection_key = protection_key
+        self.channel = channel
+        self.session_id = session_id
+        self.protection_key = secret
         self.seq_no = seq_no
+        self.where = where
         self._last_request_id = 0
-        #: Acquires in progress and grants held (see :mod:`tenure.backends._ledger`).
-        self.ledger = Ledger(session_id)
         self._watches: dict[int, WatchFeed] = {}
-        self._tasks: set[asyncio.Task[object]] = set()
-        self.ended: LostError | None = None
+        self.owner: Owner
 
-    @property
-    def session_id(self) -> int:
-        """The engine's id of this session."""
-        return self._session_id
+    def bind(self, owner: Owner) -> None:
+        """The session this store works for."""
+        self.owner = owner
 
-    @property
-    def recovery_window(self) -> float:
-        """The window the engine granted (the one asked for, or the node's default)."""
-        return self._recovery_window
+    def confirmed_at(self) -> float:
+        """Never in doubt (a channel that can be lost says otherwise)."""
+        return float("inf")
 
-    # -- effects --------------------------------------------------------------------
+    async def heartbeat(self) -> None:
+        """Nothing to send: the channel keeps the session alive."""
 
-    def deliver(self, effect: Effect) -> None:
-        """Turn one effect addressed to this session into a future's outcome or a callback.
+    def secret(self) -> bytes:
+        """The session's protection key."""
+        return self.protection_key
 
-        Delivering an effect twice does nothing more (a re-attach may settle what a
-        late push tells again).
-        """
-        if isinstance(effect, Granted):
-            grant = Grant(effect.token, effect.count, effect.lease_ttl, effect.hold)
-            self.ledger.granted(effect.request_id, grant)
-        elif isinstance(effect, AcquireFailed):
-            self.ledger.failed(effect.request_id, error_from_code(effect.code, effect.message))
-        elif isinstance(effect, WatchFired):
-            feed = self._watches.get(effect.watch_id)
-            if feed is not None:
-                feed.put(effect.description)
-        elif isinstance(effect, LeaseLost):
-            error = error_from_code(effect.code, effect.message)
-            assert isinstance(error, LostError)
-            if self.ledger.lose((effect.name, effect.hold), effect.token, error):
-                self._listener.lease_lost(effect.name, effect.token, error)
-        elif isinstance(effect, SessionEnded):
-            error = error_from_code(effect.code, effect.message)
-            assert isinstance(error, LostError)
-            self.end(error)
-            self._listener.session_lost(error)
+    # -- acquiring ------------------------------------------------------------------
 
-    def end(self, error: LostError) -> None:
-        """Fail everything still waiting with ``error``; the session is gone."""
-        if self.ended is None:
-            self.ended = error
-        self.ledger.end(error)
-        for feed in self._watches.values():
-            feed.fail(error)
-        self._watches.clear()
+    def new_request_id(self) -> int:
+        """The next request id of this session."""
+        self._last_request_id += 1
+        return self._last_request_id
 
-    def lose(self, error: LostError) -> None:
-        """The session is lost: end it and tell the client (once)."""
-        if self.ended is not None:
-            return
-        self.end(error)
-        self._listener.session_lost(error)
+    async def enqueue(self, pending: Pending) -> Enqueued:
+        """One Acquire: granted, busy, or queued (its grant is pushed)."""
+        command = Acquire(
+            self.session_id,
+            pending.name,
+            pending.count,
+            pending.request_id,
+            pending.data,
+            pending.timeout,
+            pending.ephemeral,
+            hold=pending.hold,
+        )
+        result = await self.channel.call(command)
+        if result.status is AcquireStatus.GRANTED:
+            assert result.token is not None
+            return Grant(result.token, result.count, result.lease_ttl, pending.hold)
+        if result.status is AcquireStatus.BUSY:
+            return None
+        return QUEUED
 
-    # -- agreeing after a re-attach (see tenure.backends._ledger) ------------------
+    async def await_grant(self, pending: Pending) -> Grant:
+        """The grant (or failure) is pushed: :meth:`deliver` settles the future."""
+        return await pending.future
+
+    async def withdraw(self, pending: Pending) -> Withdrawal:
+        """CancelAcquire: withdrawn if it was still queued; else it may have been granted."""
+        command = CancelAcquire(self.session_id, pending.name, pending.request_id, pending.hold)
+        still_queued = await self.channel.call(command)
+        return Withdrawal.WITHDRAWN if still_queued else Withdrawal.UNKNOWN
+
+    async def release(self, name: str, hold: int) -> bool:
+        """Release the hold (and a queued upgrade of it)."""
+        return await self.channel.call(Release(self.session_id, name, hold))
+
+    async def renew(self, name: str, grant: Grant) -> float:
+        """Renew the grant's lease TTL."""
+        return await self.channel.call(Renew(self.session_id, name, hold=grant.hold))
+
+    # -- semaphores -------------------------------------------------------------------
+
+    async def create_semaphore(self, name: str, limit: int, data: bytes) -> None:
+        """CreateSemaphore."""
+        await self.channel.call(CreateSemaphore(self.session_id, name, limit, data))
+
+    async def update_semaphore(self, name: str, data: bytes) -> None:
+        """UpdateSemaphore."""
+        await self.channel.call(UpdateSemaphore(self.session_id, name, data))
+
+    async def delete_semaphore(self, name: str, force: bool) -> None:
+        """DeleteSemaphore."""
+        await self.channel.call(DeleteSemaphore(self.session_id, name, force))
+
+    async def describe_semaphore(
+        self, name: str, *, owners: bool, waiters: bool
+    ) -> SemaphoreDescription:
+        """DescribeSemaphore."""
+        command = DescribeSemaphore(self.session_id, name, owners=owners, waiters=waiters)
+        return (await self.channel.call(command)).description
+
+    async def watch_semaphore(
+        self, name: str, *, data: bool, owners: bool, waiters: bool
+    ) -> EngineWatch:
+        """One repeating engine watch, armed anew whenever the old one is gone."""
+
+        async def arm() -> tuple[SemaphoreDescription, WatchFeed]:
+            self.owner.check_alive()
+            command = DescribeSemaphore(
+                self.session_id,
+                name,
+                owners=owners,
+                waiters=waiters,
+                watch_data=data,
+                watch_owners=owners,
+                watch_waiters=waiters,
+                watch_repeat=True,
+            )
+            result = await self.channel.call(command)
+            assert result.watch_id is not None
+            watch_id = result.watch_id
+
+            def disarm() -> None:
+                if self._watches.pop(watch_id, None) is not None and self.owner.ended is None:
+                    self.owner.spawn(self.channel.call(CancelWatch(self.session_id, watch_id)))
+
+            feed = self._watches[watch_id] = WatchFeed(disarm)
+            return result.description, feed
+
+        description, feed = await arm()
+        return EngineWatch(arm, description, feed)
 
     def forget_watches(self) -> list[int]:
         """Wake every watcher to arm a new watch; returns the old watches' ids to cancel.
@@ -168,6 +211,43 @@ class EngineSession:
         for feed in stale.values():
             feed.put(None)
         return list(stale)
+
+    # -- what the engine pushes -------------------------------------------------------
+
+    def deliver(self, effect: Effect) -> None:
+        """Turn one effect addressed to this session into a future's outcome or news.
+
+        Delivering an effect twice does nothing more (a re-attach may settle what a
+        late push tells again).
+        """
+        owner = self.owner
+        if isinstance(effect, Granted):
+            grant = Grant(effect.token, effect.count, effect.lease_ttl, effect.hold)
+            owner.ledger.granted(effect.request_id, grant)
+        elif isinstance(effect, AcquireFailed):
+            owner.ledger.failed(effect.request_id, error_from_code(effect.code, effect.message))
+        elif isinstance(effect, WatchFired):
+            feed = self._watches.get(effect.watch_id)
+            if feed is not None:
+                feed.put(effect.description)
+        elif isinstance(effect, LeaseLost):
+            error = error_from_code(effect.code, effect.message)
+            assert isinstance(error, LostError)
+            owner.grant_lost(effect.name, effect.hold, effect.token, error)
+        elif isinstance(effect, SessionEnded):
+            error = error_from_code(effect.code, effect.message)
+            assert isinstance(error, LostError)
+            owner.lose(error)
+
+    # -- reading the state back ----------------------------------------------------------
+
+    def page_size(self) -> int:
+        """Semaphores per DescribeSession page."""
+        return RECONCILE_PAGE
+
+    async def holds(self) -> list[HeldGrant]:
+        """The session's holds as the engine keeps them now (:func:`read_holds`)."""
+        return await read_holds(self.channel, self.session_id, self.page_size())
 
     async def reconcile(self, call: Callable[[Command[Any]], Awaitable[Any]]) -> None:
         """Read the session's state back through ``call`` and settle it, page by page."""
@@ -202,17 +282,14 @@ class EngineSession:
         command that fails is fine (what it drops may have ended meanwhile).
         """
         after = ""
-        while self.ended is None and not self.ledger.empty:
-            page = yield DescribeSession(self._session_id, after, self._page_size())
+        while self.owner.ended is None and not self.owner.ledger.empty:
+            page = yield DescribeSession(self.session_id, after, self.page_size())
             for command in self.settle(page, after):
                 with contextlib.suppress(TenureError):
                     yield command
             if page.next_after is None:
                 return
             after = page.next_after
-
-    def _page_size(self) -> int:
-        return RECONCILE_PAGE
 
     def settle(self, page: SessionState, after: str) -> list[Command[Any]]:
         """Agree with one page of the session's state, read just now (:meth:`Ledger.settle`).
@@ -222,210 +299,47 @@ class EngineSession:
         """
         for missed in page.missed:
             self.deliver(missed)  # failed acquires and lost grants, as their push told
-        settled = self.ledger.settle(page, after)
-        for name, token, error in settled.lost:
-            self._listener.lease_lost(name, token, error)
+        settled = self.owner.ledger.settle(page, after)
+        for (name, hold), token, error in settled.lost:
+            self.owner.grant_lost(name, hold, token, error)
         for command in settled.drop:
-            log.warning("session %d drops %r: nobody asked for it", self._session_id, command)
+            log.warning("session %d drops %r: nobody asked for it", self.session_id, command)
         return settled.drop
 
-    # -- operations -----------------------------------------------------------------
+    # -- the end ----------------------------------------------------------------------
 
-    def acquire(
-        self, name: str, *, count: int, data: bytes, timeout: float | None, ephemeral: bool
-    ) -> Coroutine[Any, Any, Grant | None]:
-        """See :meth:`tenure.backends._base.BackendSession.acquire`."""
-        if self.ended is not None:  # (_check_alive, inline: on every request)
-            raise type(self.ended)(*self.ended.args)
-        hold = self.ledger.free_hold(name)
-        return self._acquire(name, hold, count, data, timeout, ephemeral)  # (one frame less)
-
-    async def restate(
-        self, name: str, grant: Grant, *, count: int, data: bytes, timeout: float | None
-    ) -> Grant | None:
-        """See :meth:`tenure.backends._base.BackendSession.restate`."""
-        self._check_alive()
-        # Not ephemeral: a semaphore deleted meanwhile must not be made anew.
-        return await self._acquire(name, grant.hold, count, data, timeout, False)
-
-    async def _acquire(
-        self,
-        name: str,
-        hold: int,
-        count: int,
-        data: bytes,
-        timeout: float | None,
-        ephemeral: bool,
-    ) -> Grant | None:
-        """One Acquire of hold ``hold``, awaited to its end (granted, busy, or raised)."""
-        self._last_request_id += 1
-        request_id = self._last_request_id
-        pending = self.ledger.open(request_id, name, hold)
-        place = (name, hold)
-        try:
-            command = Acquire(
-                self._session_id, name, count, request_id, data, timeout, ephemeral, hold=hold
-            )
-            try:
-                result = await self._channel.call(command)
-            except asyncio.CancelledError:
-                # Applied or not, granted or queued: undo whatever it did.
-                await self._withdraw(place, request_id)
-                raise
-            if result.status is AcquireStatus.GRANTED:
-                assert result.token is not None
-                grant = Grant(result.token, result.count, result.lease_ttl, hold)
-                return self.ledger.take(request_id, place, grant)
-            if result.status is AcquireStatus.BUSY:
-                return None
-            pending.queued = True
-            try:
-                grant = await pending.future
-            except asyncio.CancelledError:
-                await self._withdraw(place, request_id)
-                raise
-            return self.ledger.take(request_id, place, grant)
-        finally:
-            self.ledger.close(request_id)
-
-    async def _withdraw(self, place: tuple[str, int], request_id: int) -> None:
-        """The asker gave up: cancel the queued request, or release a grant that raced it.
-
-        Whether a grant raced the cancellation may be unknown (its answer was cut off,
-        or pushed on a connection that died), so a request that is no longer queued
-        is followed by a Release unless the hold was held before (an upgrade that was
-        cancelled keeps the hold): releasing nothing is harmless.
-        """
-        if self.ended is not None:
-            return
-        name, hold = place
-        # The caller is cancelled, and that is what it must see: if the session ended
-        # or cannot be reached meanwhile, there is nothing left to withdraw here.
-        with contextlib.suppress(TenureError):
-            call = self._channel.call
-            still_queued = await call(CancelAcquire(self._session_id, name, request_id, hold))
-            if not still_queued and place not in self.ledger.held:
-                await call(Release(self._session_id, name, hold))
-
-    async def release(self, name: str, grant: Grant) -> bool:
-        """See :meth:`tenure.backends._base.BackendSession.release`."""
-        if self.ended is not None:  # (_check_alive, inline: on every request)
-            raise type(self.ended)(*self.ended.args)
-        ledger = self.ledger
-        place = (name, grant.hold)
-        token = ledger.held.pop(place, None)
-        if token is not None:
-            ledger.releasing[place] = token
-        try:
-            return await self._channel.call(Release(self._session_id, name, grant.hold))
-        finally:
-            if token is not None and ledger.releasing.get(place) == token:
-                del ledger.releasing[place]
-
-    async def renew(self, name: str, grant: Grant) -> float:
-        """See :meth:`tenure.backends._base.BackendSession.renew`."""
-        self._check_alive()
-        return await self._channel.call(Renew(self._session_id, name, hold=grant.hold))
-
-    async def create_semaphore(self, name: str, limit: int, data: bytes) -> None:
-        """See :meth:`tenure.backends._base.BackendSession.create_semaphore`."""
-        self._check_alive()
-        await self._channel.call(CreateSemaphore(self._session_id, name, limit, data))
-
-    async def update_semaphore(self, name: str, data: bytes) -> None:
-        """See :meth:`tenure.backends._base.BackendSession.update_semaphore`."""
-        self._check_alive()
-        await self._channel.call(UpdateSemaphore(self._session_id, name, data))
-
-    async def delete_semaphore(self, name: str, force: bool) -> None:
-        """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""
-        self._check_alive()
-        await self._channel.call(DeleteSemaphore(self._session_id, name, force))
-
-    async def describe_semaphore(
-        self, name: str, *, owners: bool, waiters: bool
-    ) -> SemaphoreDescription:
-        """See :meth:`tenure.backends._base.BackendSession.describe_semaphore`."""
-        self._check_alive()
-        command = DescribeSemaphore(self._session_id, name, owners=owners, waiters=waiters)
-        return (await self._channel.call(command)).description
-
-    async def watch_semaphore(
-        self, name: str, *, data: bool, owners: bool, waiters: bool
-    ) -> EngineWatch:
-        """See :meth:`tenure.backends._base.BackendSession.watch_semaphore`."""
-
-        async def arm() -> tuple[SemaphoreDescription, WatchFeed]:
-            return await self._arm_watch(name, data=data, owners=owners, waiters=waiters)
-
-        description, feed = await arm()
-        return EngineWatch(arm, description, feed)
-
-    async def _arm_watch(
-        self, name: str, *, data: bool, owners: bool, waiters: bool
-    ) -> tuple[SemaphoreDescription, WatchFeed]:
-        """Describe the semaphore and arm one repeating engine watch on it."""
-        self._check_alive()
-        command = DescribeSemaphore(
-            self._session_id,
-            name,
-            owners=owners,
-            waiters=waiters,
-            watch_data=data,
-            watch_owners=owners,
-            watch_waiters=waiters,
-            watch_repeat=True,
-        )
-        result = await self._channel.call(command)
-        assert result.watch_id is not None
-        watch_id = result.watch_id
-
-        def disarm() -> None:
-            if self._watches.pop(watch_id, None) is not None and self.ended is None:
-                self._spawn(self._channel.call(CancelWatch(self._session_id, watch_id)))
-
-        feed = self._watches[watch_id] = WatchFeed(disarm)
-        return result.description, feed
+    def stop(self, error: LostError) -> None:
+        """The session ended: every watch ends with ``error``."""
+        for feed in self._watches.values():
+            feed.fail(error)
+        self._watches.clear()
 
     async def close(self) -> None:
-        """See :meth:`tenure.backends._base.BackendSession.close`."""
-        if self.ended is not None:
-            return
-        self.end(SessionClosedError(f"session {self._session_id} was closed"))
-        await self._channel.call(CloseSession(self._session_id))
+        """CloseSession (the session is gone if that fails)."""
+        with contextlib.suppress(TenureError):
+            await self.channel.call(CloseSession(self.session_id))
 
-    # -- tickets and resume -------------------------------------------------------------
 
-    def ticket(self) -> SessionTicket:
-        """See :meth:`tenure.backends._base.BackendSession.ticket`: id and protection key."""
-        self._check_alive()
-        return SessionTicket(self.scheme, self.node, self._session_id, self.protection_key)
+async def read_holds(channel: CommandChannel, session_id: int, page_size: int) -> list[HeldGrant]:
+    """The session's holds as the engine keeps them now, in (name, hold) order.
 
-    async def holds(self) -> list[HeldGrant]:
-        """See :meth:`tenure.backends._base.BackendSession.holds` (:func:`read_holds`)."""
-        self._check_alive()
-        return await read_holds(self._channel, self._session_id, self._page_size())
-
-    async def adopt(self) -> None:
-        """After a resume: what the engine holds for the session is this client's now.
-
-        (Else a re-attach would settle them as holds nobody asked for, and drop them.)
-        """
-        for held in await self.holds():
-            self.ledger.held[(held.name, held.grant.hold)] = held.grant.token
-
-    # -- helpers --------------------------------------------------------------------
-
-    def _check_alive(self) -> None:
-        if self.ended is not None:
-            raise type(self.ended)(*self.ended.args)
-
-    def _spawn(self, coro: Coroutine[Any, Any, object]) -> None:
-        async def run() -> None:
-            # If the session or connection is gone, the watch went with it.
-            with contextlib.suppress(TenureError, OSError):
-                await coro
-
-        task: asyncio.Task[object] = asyncio.ensure_future(run())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    After a resume the client knows nothing of what the session holds: it reads the
+    engine's account of it (DescribeSession, page by page) and each held
+    semaphore's owners (DescribeSemaphore), whose entry of the same token carries
+    the hold's data.
+    """
+    found: list[HeldGrant] = []
+    after = ""
+    while True:  # each page starts past the last: as many pages as held names
+        page = await channel.call(DescribeSession(session_id, after, page_size))
+        data: dict[int, bytes] = {}
+        for name in sorted({hold.name for hold in page.holds}):
+            command = DescribeSemaphore(session_id, name, owners=True, waiters=False)
+            description = (await channel.call(command)).description
+            data.update((owner.token, owner.data) for owner in description.owners)
+        for hold in page.holds:
+            grant = Grant(hold.token, hold.count, hold.lease_ttl, hold.hold)
+            found.append(HeldGrant(hold.name, grant, data.get(hold.token, b"")))
+        if page.next_after is None:
+            return found
+        after = page.next_after

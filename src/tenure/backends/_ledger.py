@@ -34,7 +34,13 @@ from typing import Any, TypeAlias
 
 from tenure._core import CancelAcquire, Command, LeaseLost, Release, SessionState
 from tenure.backends._base import Grant
-from tenure.errors import LeaseLostError, LostError, UnavailableError, error_from_code
+from tenure.errors import (
+    LeaseLostError,
+    LostError,
+    TenureError,
+    UnavailableError,
+    error_from_code,
+)
 
 __all__ = ["Ledger", "Pending", "Place", "Settled"]
 
@@ -44,12 +50,24 @@ Place: TypeAlias = tuple[str, int]
 
 @dataclass(slots=True)
 class Pending:
-    """An acquire in progress: the semaphore and hold, the outcome, whether it is queued."""
+    """An acquire in progress: what it asks, its outcome, whether it is queued.
 
+    ``restating``: it asks again for a hold the session has (a restate, or an
+    upgrade that queues). ``state`` is the store's own, between its enqueue and
+    its wait (:class:`~tenure.backends._store.Store`).
+    """
+
+    request_id: int
     name: str
     hold: int
     future: asyncio.Future[Grant]
+    count: int = 1
+    data: bytes = b""
+    timeout: float | None = None
+    ephemeral: bool = False
+    restating: bool = False
     queued: bool = False
+    state: Any = None
 
     @property
     def place(self) -> Place:
@@ -61,12 +79,13 @@ class Pending:
 class Settled:
     """What settling a page asks of the session: grants to declare lost, commands to send.
 
-    ``lost`` are ``(name, token, error)`` of leases the client held; ``drop`` are the
-    Releases and CancelAcquires of what the engine keeps that nobody asked for (send
-    them before anything else).
+    ``lost`` are ``(place, token, error)`` of grants the client holds that the
+    engine no longer has (the session tells them lost: :meth:`Ledger.lose`);
+    ``drop`` are the Releases and CancelAcquires of what the engine keeps that
+    nobody asked for (send them before anything else).
     """
 
-    lost: list[tuple[str, int, LostError]] = field(default_factory=list)
+    lost: list[tuple[Place, int, LostError]] = field(default_factory=list)
     drop: list[Command[Any]] = field(default_factory=list)
 
 
@@ -77,10 +96,10 @@ class Ledger:
         self.session_id = session_id
         #: Acquires in progress, by their request id.
         self.pending: dict[int, Pending] = {}
-        #: Grants handed to callers and neither released nor lost: place -> token.
-        self.held: dict[Place, int] = {}
-        #: Grants being released (no longer held, Release not answered yet).
-        self.releasing: dict[Place, int] = {}
+        #: Grants handed to callers and neither released nor lost.
+        self.held: dict[Place, Grant] = {}
+        #: Grants being released (no longer held, their release not answered yet).
+        self.releasing: dict[Place, Grant] = {}
         # Grants lost before their caller took them (a LeaseLost right after the
         # Granted, before the waiting task ran): request id -> the loss to raise.
         self._doomed: dict[int, LostError] = {}
@@ -111,13 +130,25 @@ class Ledger:
             hold += 1
         return hold
 
-    def open(self, request_id: int, name: str, hold: int) -> Pending:
+    def open(
+        self,
+        request_id: int,
+        name: str,
+        hold: int,
+        count: int = 1,
+        data: bytes = b"",
+        timeout: float | None = None,
+        ephemeral: bool = False,
+        restating: bool = False,
+    ) -> Pending:
         """An acquire of hold ``hold`` starts (its outcome is awaited on the future)."""
         if self._loop is None:
             # (Kept: asyncio.get_running_loop() costs a getpid() call in Python 3.11.)
             self._loop = asyncio.get_running_loop()
         future: asyncio.Future[Grant] = self._loop.create_future()
-        pending = self.pending[request_id] = Pending(name, hold, future)
+        pending = self.pending[request_id] = Pending(
+            request_id, name, hold, future, count, data, timeout, ephemeral, restating
+        )
         return pending
 
     def take(self, request_id: int, place: Place, grant: Grant) -> Grant:
@@ -125,13 +156,15 @@ class Ledger:
         lost = self._doomed.pop(request_id, None)
         if lost is not None:
             raise lost
-        self.held[place] = grant.token
+        self.held[place] = grant
         return grant
 
     def close(self, request_id: int) -> None:
-        """The acquire is over, however it ended."""
-        self.pending.pop(request_id, None)
+        """The acquire is over, however it ended (its hold number is free again)."""
+        pending = self.pending.pop(request_id, None)
         self._doomed.pop(request_id, None)
+        if pending is not None and pending.future.done() and not pending.future.cancelled():
+            pending.future.exception()  # retrieved: its caller may have left before it ended
 
     # -- what the engine tells -----------------------------------------------------------
 
@@ -152,7 +185,8 @@ class Ledger:
 
         A grant its caller has not taken yet is doomed instead: that acquire raises.
         """
-        if self.held.get(place) == token:
+        held = self.held.get(place)
+        if held is not None and held.token == token:
             del self.held[place]
             return True
         for request_id, pending in self.pending.items():
@@ -160,11 +194,11 @@ class Ledger:
                 self._doomed[request_id] = error
         return False
 
-    def end(self, error: LostError) -> None:
+    def end(self, error: TenureError) -> None:
         """The session is gone: every acquire still waiting fails with ``error``."""
         for pending in self.pending.values():
             if not pending.future.done():
-                pending.future.set_exception(error)
+                pending.future.set_exception(type(error)(*error.args))  # one copy each
                 pending.future.exception()  # retrieved, so an unawaited one does not warn
         self.pending.clear()
         self.held.clear()
@@ -195,7 +229,7 @@ class Ledger:
             if pending.future.done():
                 continue  # its caller takes it (or withdraws it) from here
             hold, wait, gone = holds.get(place), waits.get(place), lost.get(place)
-            known = (self.held.get(place), self.releasing.get(place))
+            known = (_token(self.held.get(place)), _token(self.releasing.get(place)))
             if wait is not None and wait.request_id == request_id:
                 pending.queued = True  # (its QUEUED answer may have been lost)
             elif hold is not None and hold.token not in known:
@@ -213,15 +247,18 @@ class Ledger:
                         "down, and how it ended was lost"
                     )
                 )
-        for place, token in list(self.held.items()):
+        missing: set[Place] = set()
+        for place, held in self.held.items():
             hold = holds.get(place)
-            if covered(place[0]) and (hold is None or hold.token != token):
-                name = place[0]
-                error = LeaseLostError(f"the grant of {name!r} ended while the connection was down")
-                if self.lose(place, token, error):
-                    settled.lost.append((name, token, error))
+            if covered(place[0]) and (hold is None or hold.token != held.token):
+                error = LeaseLostError(
+                    f"the grant of {place[0]!r} ended while the connection was down"
+                )
+                settled.lost.append((place, held.token, error))
+                missing.add(place)
         for place in holds:
-            if place not in asked and place not in self.held and place not in self.releasing:
+            mine = place in self.held and place not in missing
+            if place not in asked and not mine and place not in self.releasing:
                 settled.drop.append(Release(self.session_id, *place))
         for place, wait in waits.items():
             waiting = self.pending.get(wait.request_id)
@@ -229,6 +266,10 @@ class Ledger:
                 name, number = place
                 settled.drop.append(CancelAcquire(self.session_id, name, wait.request_id, number))
         return settled
+
+
+def _token(grant: Grant | None) -> int | None:
+    return None if grant is None else grant.token
 
 
 def _granted(future: asyncio.Future[Grant]) -> int | None:

@@ -1,14 +1,15 @@
-"""A session on a tenure server, kept by the client across lost connections.
+"""Sessions on a tenure server, kept by the client across lost connections.
 
-It is an :class:`~tenure.backends._engine.EngineSession` whose channel is the
-network: the request ids, pending acquires and watches work as on ``memory://``.
-What the network adds lives here:
+A session of ``tenure://`` is a :class:`~tenure.backends._session.StoreSession`
+over a :class:`RemoteStore`: a :class:`~tenure.backends._engine.CommandStore`
+whose channel is the network (one :class:`~tenure.backends._link.Link` per server,
+its :class:`Shard`). What the network adds lives here:
 
 * **Re-attach.** After each new connection the shard re-attaches the session with
   its protection key and the next sequence number, before any other request goes
   out. Pushes the server queued meanwhile arrive first. Then the session reads its
   state back and agrees with the server on what it holds and waits for
-  (:meth:`EngineSession.reconcile`): pushes written to the dead connection, or
+  (:meth:`CommandStore.reconcile`): pushes written to the dead connection, or
   queued by a server that restarted, are lost, but what they told is there.
   Watches are re-armed: the old ones are cancelled (a restarted server does not
   keep watches and may re-use their ids) and each watcher is woken, so it
@@ -18,19 +19,17 @@ What the network adds lives here:
   queued, nor granted, nor ended): re-sending one that was granted restates the
   same grant and token. Create and delete commands are not repeated; they
   raise UnavailableError saying the outcome is unknown.
-* **The local deadline.** The client declares the session expired as soon as the
-  server *might* have expired it: one recovery window after the send time of the
-  last frame the server answered while the session was attached
-  (:attr:`tenure.backends._link.Link.confirmed_at`), on the client's monotonic
-  clock. The work under its leases is cancelled then, not when the server is heard
-  from again. A session given up this way is closed on the server when possible.
+* **Confirmation.** A session is confirmed by every frame the server answers
+  while it is attached (:attr:`tenure.backends._link.Link.confirmed_at`), so the
+  local deadline (the session's rule) counts from there; while the connection is
+  down, from the last confirmation of the connection it was attached to.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import Final, TypeVar
 
 from tenure._core import (
     Acquire,
@@ -42,26 +41,25 @@ from tenure._core import (
     CloseSession,
     Command,
     DescribeSemaphore,
+    Effect,
     Release,
     Renew,
     SessionInfo,
     UpdateSemaphore,
 )
-from tenure.backends._base import SessionListener
-from tenure.backends._engine import RECONCILE_PAGE, EngineSession
-from tenure.backends._link import DisconnectedError
+from tenure._protocol import Welcome
+from tenure.backends._engine import RECONCILE_PAGE, CommandStore
+from tenure.backends._link import DisconnectedError, Endpoint, Link, LinkOptions
 from tenure.errors import (
     LostError,
-    SessionClosedError,
     SessionExpiredError,
     TenureError,
     UnavailableError,
 )
 
-if TYPE_CHECKING:
-    from tenure.backends.remote import Shard
-
 R = TypeVar("R")
+
+__all__ = ["RemoteStore", "Shard"]
 
 #: Commands that may be sent again when the connection was lost before their answer.
 _RESENDABLE: Final = (
@@ -77,52 +75,41 @@ _RESENDABLE: Final = (
 PINGS_PER_WINDOW: Final = 4
 
 
-class RemoteSession(EngineSession):
+class RemoteStore(CommandStore):
     """See the module docstring. Made by :meth:`TenureBackend.open_session`."""
 
-    def __init__(
-        self, shard: Shard, info: SessionInfo, key: bytes, listener: SessionListener, node: str
-    ) -> None:
+    def __init__(self, shard: Shard, info: SessionInfo, key: bytes) -> None:
         super().__init__(
-            self,
-            info.session_id,
-            listener,
-            protection_key=key,
-            seq_no=info.seq_no,
-            recovery_window=info.timeout,
-            node=node,
-            scheme="tenure",
+            self, info.session_id, secret=key, seq_no=info.seq_no, where=str(shard.link.endpoint)
         )
         self._shard = shard
         self._link = shard.link
+        self._window = info.timeout
         self._epoch = self._link.epoch  # the connection this session is attached to
         self._frozen = self._link.confirmed_at  # confirmed_at when that connection was lost
-        self._loop = asyncio.get_running_loop()
-        self._timer: asyncio.TimerHandle | None = None
-        self._link.need_pings_every(self.recovery_window / PINGS_PER_WINDOW)
-        self._arm()
+        self._link.need_pings_every(info.timeout / PINGS_PER_WINDOW)
 
     @property
     def attached(self) -> bool:
         """Whether the session is attached to the link's live connection."""
         return self._epoch == self._link.epoch and self._link.connected
 
-    def deadline(self) -> float:
-        """The loop time after which the server may have expired this session."""
-        base = self._link.confirmed_at if self._epoch == self._link.epoch else self._frozen
-        return base + self.recovery_window
+    def confirmed_at(self) -> float:
+        """The send time of the last frame the server answered while the session was attached."""
+        return self._link.confirmed_at if self._epoch == self._link.epoch else self._frozen
 
     # -- the channel ----------------------------------------------------------------
 
     async def call(self, command: Command[R]) -> R:
         """Send ``command`` for this session, through lost connections (module docstring)."""
         while True:
-            if self.ended is not None and not isinstance(command, CloseSession):
-                raise type(self.ended)(*self.ended.args)
+            ended = self.owner.ended
+            if ended is not None and not isinstance(command, CloseSession):
+                raise type(ended)(*ended.args)
             link = self._link  # (the deadline inline: this runs on every request)
             base = link.confirmed_at if self._epoch == link.epoch else self._frozen
             try:
-                return await link.call(command, wait_until=base + self._recovery_window)
+                return await link.call(command, wait_until=base + self._window)
             except DisconnectedError:
                 if isinstance(command, Acquire):
                     if await self._still_queued(command):
@@ -134,9 +121,8 @@ class RemoteSession(EngineSession):
                         "been applied"
                     ) from None
             except UnavailableError:
-                self._check_deadline()
-                if self.ended is not None:
-                    raise type(self.ended)(*self.ended.args) from None
+                if self.owner.deadline_passed() and self.owner.ended is not None:
+                    raise type(self.owner.ended)(*self.owner.ended.args) from None
                 raise
 
     async def _still_queued(self, command: Acquire) -> bool:
@@ -147,20 +133,20 @@ class RemoteSession(EngineSession):
         (queued, granted, or failed), so one that is not was never applied, or only
         answered BUSY, and is sent again.
         """
-        pending = self.ledger.pending.get(command.request_id)
+        pending = self.owner.ledger.pending.get(command.request_id)
         if pending is None or pending.future.done():
-            return True  # its outcome is known: acquire() reads it from the future
+            return True  # its outcome is known: the session reads it from the future
         try:
-            await self._link.wait_ready(self.deadline())
+            await self._link.wait_ready(self.confirmed_at() + self._window)
         except UnavailableError:
-            if not self._check_deadline():
+            if not self.owner.deadline_passed():
                 raise
-        # Ended: the loss failed its future, which acquire() reads.
-        return self.ended is not None or pending.future.done() or pending.queued
+        # Ended: the loss failed its future, which the session reads.
+        return self.owner.ended is not None or pending.future.done() or pending.queued
 
-    def _page_size(self) -> int:
-        # A page costs at most about 8 KiB per semaphore (names of up to 1 KiB in a
-        # hold, a wait and a missed ending): keep it well within our frames.
+    def page_size(self) -> int:
+        """A page costs at most about 8 KiB per semaphore (names of up to 1 KiB in a
+        hold, a wait and a missed ending): keep it well within our frames."""
         return max(1, min(RECONCILE_PAGE, self._link.options.max_frame_size // 8192))
 
     # -- connection events (from the shard) -----------------------------------------
@@ -172,9 +158,7 @@ class RemoteSession(EngineSession):
 
     async def reattach(self) -> None:
         """Attach to the new connection (during its set-up), then re-arm the watches."""
-        if self.ended is not None:
-            return
-        if self._check_deadline():
+        if self.owner.deadline_passed():
             return
         self.seq_no += 1
         try:
@@ -185,7 +169,7 @@ class RemoteSession(EngineSession):
             raise
         except TenureError as error:
             reason = error if isinstance(error, LostError) else SessionExpiredError(str(error))
-            self.lose(reason)
+            self.owner.lose(reason)
             return
         self._epoch = self._link.epoch
         await self.reconcile(self._link.call_now)
@@ -195,20 +179,14 @@ class RemoteSession(EngineSession):
 
     # -- ending ---------------------------------------------------------------------
 
-    def end(self, error: LostError) -> None:
-        """Fail what waits, stop the countdown and leave the shard."""
-        super().end(error)
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+    def stop(self, error: LostError) -> None:
+        """Fail the watches and leave the shard."""
+        super().stop(error)
         if self._shard.sessions.get(self.session_id) is self:
             del self._shard.sessions[self.session_id]
 
     async def close(self) -> None:
         """Close the session on the server; if it cannot be reached now, as soon as it can."""
-        if self.ended is not None:
-            return
-        self.end(SessionClosedError(f"session {self.session_id} was closed"))
         if self.attached:
             try:
                 await self._link.call(
@@ -221,24 +199,102 @@ class RemoteSession(EngineSession):
                 return  # already gone on the server
         self._shard.close_later(self)
 
-    def _arm(self) -> None:
-        self._timer = self._loop.call_at(self.deadline(), self._check_deadline)
 
-    def _check_deadline(self) -> bool:
-        """Declare the session expired if its deadline passed; whether it did."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self.ended is not None:
-            return True
-        if self._loop.time() < self.deadline():
-            self._arm()
-            return False
-        self.lose(
-            SessionExpiredError(
-                f"session {self.session_id}: no word from {self._link.endpoint} for its "
-                f"recovery window ({self.recovery_window:g}s); the server may have expired it"
-            )
-        )
-        self._shard.close_later(self)
-        return True
+class Shard:
+    """One server: its link, the sessions opened on it, and sessions to close there."""
+
+    def __init__(self, endpoint: Endpoint, options: LinkOptions) -> None:
+        self.link = Link(endpoint, options, self)
+        self.sessions: dict[int, RemoteStore] = {}
+        self._to_close: dict[int, RemoteStore] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.instance_id: bytes | None = None  # of the state the sessions live in
+
+    def deadline(self) -> float:
+        """How long a node-level call may wait for a connection (loop time)."""
+        return asyncio.get_running_loop().time() + self.link.options.connect_timeout
+
+    async def call(self, command: Command[R], *, resend: bool) -> R:
+        """A node-level call; sent again after a lost connection only if ``resend``."""
+        while True:
+            try:
+                return await self.link.call(command, wait_until=self.deadline())
+            except DisconnectedError:
+                if not resend:
+                    raise UnavailableError(
+                        f"the connection to {self.link.endpoint} was lost before "
+                        f"{type(command).__name__} was answered: it may or may not have "
+                        "been applied"
+                    ) from None
+
+    # -- LinkOwner ------------------------------------------------------------------
+
+    def push(self, effect: Effect) -> None:
+        """Route an effect to its session (effects of forgotten sessions are dropped)."""
+        store = self.sessions.get(effect.session_id)
+        if store is not None:
+            store.deliver(effect)
+
+    async def connected(self, welcome: Welcome) -> None:
+        """Re-attach every live session, and close the ones given up, before requests flow."""
+        reset = self.instance_id not in (None, welcome.instance_id)
+        self.instance_id = welcome.instance_id
+        live = list(self.sessions.values())
+        if reset:
+            for store in live:
+                store.owner.lose(
+                    SessionExpiredError(
+                        f"{self.link.endpoint} runs a new state (instance changed): "
+                        f"session {store.session_id} is gone"
+                    )
+                )
+            self._to_close.clear()
+            return
+        await asyncio.gather(*(store.reattach() for store in live))
+        doomed, self._to_close = list(self._to_close.values()), {}
+        await asyncio.gather(*(self._close_after_attach(store) for store in doomed))
+
+    def disconnected(self) -> None:
+        """The sessions attached to the lost connection start their countdown from here."""
+        for store in self.sessions.values():
+            store.connection_lost()
+
+    # -- sessions given up ----------------------------------------------------------
+
+    def close_later(self, store: RemoteStore) -> None:
+        """End the session of ``store`` on the server as soon as possible (best effort)."""
+        self.sessions.pop(store.session_id, None)
+        if self.link.connected and store.attached:
+            task = asyncio.ensure_future(self._close_quietly(store))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        else:
+            self._to_close[store.session_id] = store
+
+    async def _close_quietly(self, store: RemoteStore) -> None:
+        try:
+            await self.link.call(CloseSession(store.session_id), wait_until=self.deadline())
+        except UnavailableError:  # the connection went first: close after the next attach
+            if not self.link.closing:
+                self._to_close[store.session_id] = store
+        except TenureError:
+            pass  # already expired or closed on the server
+
+    async def _close_after_attach(self, store: RemoteStore) -> None:
+        store.seq_no += 1
+        attach = AttachSession(store.session_id, store.protection_key, store.seq_no)
+        try:
+            await self.link.call_now(attach)
+            await self.link.call_now(CloseSession(store.session_id))
+        except DisconnectedError:
+            self._to_close[store.session_id] = store
+            raise
+        except TenureError:
+            pass  # already expired or closed: nothing left to end
+
+    async def aclose(self) -> None:
+        """Close the link; sessions still open are left to expire on the server."""
+        for task in list(self._tasks):
+            with contextlib.suppress(TenureError, OSError):
+                await task
+        await self.link.aclose()

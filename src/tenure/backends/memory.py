@@ -49,7 +49,8 @@ from tenure._core.values import NO_IDENTITY, ClientIdentity, SemaphoreSummary, S
 from tenure._runtime.clock import Clock, LoopClock
 from tenure._runtime.host import EngineHost
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
-from tenure.backends._engine import EngineSession
+from tenure.backends._engine import CommandStore
+from tenure.backends._session import StoreSession
 from tenure.errors import (
     ClientClosedError,
     InvalidArgumentError,
@@ -78,37 +79,20 @@ SCHEME: Final = "memory"
 _SHARED: weakref.WeakValueDictionary[tuple[int, str], EngineHost] = weakref.WeakValueDictionary()
 
 
-class MemorySession(EngineSession):
-    """An engine session of a :class:`MemoryBackend` (which it knows, for tenure.testing).
+class MemoryStore(CommandStore):
+    """The engine's commands applied in the host of a :class:`MemoryBackend`.
 
     It is its own channel: calls go straight into the host, as long as the session
-    is still this object's. A session resumed by another client (with its ticket)
-    has a greater ``seq_no`` in the engine than this object's: on a server the
+    is still this client's. A session resumed by another client (with its ticket)
+    has a greater ``seq_no`` in the engine than this one's: on a server the
     session would have moved to another connection, and this one's calls would be
     refused; here the same fence is the ``seq_no`` check.
     """
 
     def __init__(
-        self,
-        backend: MemoryBackend,
-        session_id: int,
-        listener: SessionListener,
-        *,
-        protection_key: bytes,
-        seq_no: int,
-        recovery_window: float,
-        node: str,
+        self, backend: MemoryBackend, session_id: int, *, secret: bytes, seq_no: int
     ) -> None:
-        super().__init__(
-            self,
-            session_id,
-            listener,
-            protection_key=protection_key,
-            seq_no=seq_no,
-            recovery_window=recovery_window,
-            node=node,
-            scheme=SCHEME,
-        )
+        super().__init__(self, session_id, secret=secret, seq_no=seq_no, where="memory://")
         self.backend = backend
         self.deaf = False  # its pushes are lost, as on a dead connection
 
@@ -116,19 +100,19 @@ class MemorySession(EngineSession):
         """Apply ``command`` in the host, unless the session was resumed elsewhere.
 
         Then the session is lost (if it was not yet) and the call raises its loss;
-        a close is dropped: the session is no longer this object's to end.
+        a close is dropped: the session is no longer this client's to end.
         """
         engine_session = self.backend.host.engine.sessions.get(self.session_id)
         if engine_session is not None and engine_session.seq_no != self.seq_no:
             if isinstance(command, CloseSession):
                 return cast(R, None)
-            self.lose(
+            self.owner.lose(
                 SessionExpiredError(
                     f"session {self.session_id} was resumed by another client (with its "
                     "ticket): this client is fenced off"
                 )
             )
-            self._check_alive()
+            self.owner.check_alive()
         return self.backend.host.execute(command)
 
     def hear(self, effect: Effect) -> None:
@@ -143,7 +127,7 @@ class MemoryBackend:
     def __init__(self, host: EngineHost, *, owns_host: bool = False) -> None:
         self.host = host
         self._owns_host = owns_host
-        self._sessions: dict[int, MemorySession] = {}
+        self._sessions: dict[int, StoreSession] = {}
         self._closed = False
 
     @property
@@ -176,7 +160,7 @@ class MemoryBackend:
         listener: SessionListener,
         resume: SessionTicket | None = None,
         identity: ClientIdentity = NO_IDENTITY,
-    ) -> MemorySession:
+    ) -> StoreSession:
         """Open an attached session, or (``resume``) take one back by its ticket.
 
         A ticket works in every client of the same engine: ``memory://NAME`` clients
@@ -191,19 +175,19 @@ class MemoryBackend:
             check_ticket(resume, SCHEME, node)
             key = resume.secret
             info = self.host.execute(ResumeSession(resume.session_id, key, node))
-        session = MemorySession(
-            self,
-            info.session_id,
+        store = MemoryStore(self, info.session_id, secret=key, seq_no=info.seq_no)
+        session = StoreSession(
+            store,
             listener,
-            protection_key=key,
-            seq_no=info.seq_no,
-            recovery_window=info.timeout,
+            scheme=SCHEME,
             node=node,
+            session_id=info.session_id,
+            window=info.timeout,
         )
         self._sessions[info.session_id] = session
-        self.host.subscribe(info.session_id, session.hear)
+        self.host.subscribe(info.session_id, store.hear)
         if resume is not None:
-            await session.adopt()
+            session.adopt(await store.holds())
         return session
 
     async def list_nodes(self, *, after: str, limit: int) -> list[str]:
@@ -230,7 +214,7 @@ class MemoryBackend:
         for session_id, session in list(self._sessions.items()):
             if session.ended is None:
                 await session.close()
-            self.host.unsubscribe(session_id, session.hear)
+            self.host.unsubscribe(session_id, self._store(session_id).hear)
         self._sessions.clear()
         if self._owns_host:
             self.host.close()
@@ -244,7 +228,7 @@ class MemoryBackend:
         as pushes written to a dead connection are (else they still arrive).
         """
         self.host.execute(DetachSession(session_id))
-        self._sessions[session_id].deaf = lose_pushes
+        self._store(session_id).deaf = lose_pushes
 
     def reattach(self, session_id: int) -> None:
         """Behave as if the session's client reconnected and re-attached.
@@ -252,22 +236,27 @@ class MemoryBackend:
         As a client of a server does, the session then reads its state back and
         settles what it missed. If the session ended meanwhile, it is lost.
         """
-        session = self._sessions[session_id]
-        was_deaf, session.deaf = session.deaf, False
-        session.seq_no += 1
+        session, store = self._sessions[session_id], self._store(session_id)
+        was_deaf, store.deaf = store.deaf, False
+        store.seq_no += 1
         try:
-            self.host.execute(AttachSession(session_id, session.protection_key, session.seq_no))
+            self.host.execute(AttachSession(session_id, store.protection_key, store.seq_no))
         except LostError as error:
             session.lose(error)
             return
         except TenureError as error:  # resumed elsewhere: a stale seq_no
             session.lose(SessionExpiredError(f"session {session_id} cannot re-attach: {error}"))
             return
-        session.reconcile_now(self.host.execute)
+        store.reconcile_now(self.host.execute)
         if was_deaf:  # a firing may have been lost: every watcher reads the latest state
-            for watch_id in session.forget_watches():
+            for watch_id in store.forget_watches():
                 with contextlib.suppress(TenureError):
                     self.host.execute(CancelWatch(session_id, watch_id))
+
+    def _store(self, session_id: int) -> MemoryStore:
+        store = self._sessions[session_id].store
+        assert isinstance(store, MemoryStore)
+        return store
 
 
 async def open_backend(url: str, options: Mapping[str, object]) -> MemoryBackend:

@@ -22,7 +22,6 @@ Each server gets one multiplexed, pipelined connection (see
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import heapq
 import secrets
@@ -33,14 +32,10 @@ from urllib.parse import parse_qsl, urlsplit
 
 from tenure._core import (
     AlterNode,
-    AttachSession,
-    CloseSession,
-    Command,
     CreateNode,
     CreateSession,
     DescribeNode,
     DropNode,
-    Effect,
     KillSession,
     ListNodes,
     ListSemaphores,
@@ -50,16 +45,13 @@ from tenure._core import (
     ResumeSession,
 )
 from tenure._core.values import NO_IDENTITY, ClientIdentity, SemaphoreSummary, SessionSummary
-from tenure._protocol import Welcome
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
-from tenure.backends._link import DisconnectedError, Endpoint, Link, LinkOptions
-from tenure.backends._remote_session import RemoteSession
+from tenure.backends._link import Endpoint, LinkOptions
+from tenure.backends._remote_session import RemoteStore, Shard
+from tenure.backends._session import StoreSession
 from tenure.errors import (
     ClientClosedError,
     InvalidArgumentError,
-    SessionExpiredError,
-    TenureError,
-    UnavailableError,
 )
 
 R = TypeVar("R")
@@ -81,106 +73,6 @@ CAPABILITIES: Final = frozenset(
 _OPTIONS: Final = frozenset(
     {"token", "ca", "cert", "key", "server_hostname", "ssl", "connect_timeout", "client_name"}
 )
-
-
-class Shard:
-    """One server: its link, the sessions opened on it, and sessions to close there."""
-
-    def __init__(self, endpoint: Endpoint, options: LinkOptions) -> None:
-        self.link = Link(endpoint, options, self)
-        self.sessions: dict[int, RemoteSession] = {}
-        self._to_close: dict[int, RemoteSession] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
-        self.instance_id: bytes | None = None  # of the state the sessions live in
-
-    def deadline(self) -> float:
-        """How long a node-level call may wait for a connection (loop time)."""
-        return asyncio.get_running_loop().time() + self.link.options.connect_timeout
-
-    async def call(self, command: Command[R], *, resend: bool) -> R:
-        """A node-level call; sent again after a lost connection only if ``resend``."""
-        while True:
-            try:
-                return await self.link.call(command, wait_until=self.deadline())
-            except DisconnectedError:
-                if not resend:
-                    raise UnavailableError(
-                        f"the connection to {self.link.endpoint} was lost before "
-                        f"{type(command).__name__} was answered: it may or may not have "
-                        "been applied"
-                    ) from None
-
-    # -- LinkOwner ------------------------------------------------------------------
-
-    def push(self, effect: Effect) -> None:
-        """Route an effect to its session (effects of forgotten sessions are dropped)."""
-        session = self.sessions.get(effect.session_id)
-        if session is not None:
-            session.deliver(effect)
-
-    async def connected(self, welcome: Welcome) -> None:
-        """Re-attach every live session, and close the ones given up, before requests flow."""
-        reset = self.instance_id not in (None, welcome.instance_id)
-        self.instance_id = welcome.instance_id
-        live = list(self.sessions.values())
-        if reset:
-            for session in live:
-                session.lose(
-                    SessionExpiredError(
-                        f"{self.link.endpoint} runs a new state (instance changed): "
-                        f"session {session.session_id} is gone"
-                    )
-                )
-            self._to_close.clear()
-            return
-        await asyncio.gather(*(session.reattach() for session in live))
-        doomed, self._to_close = list(self._to_close.values()), {}
-        await asyncio.gather(*(self._close_after_attach(session) for session in doomed))
-
-    def disconnected(self) -> None:
-        """The sessions attached to the lost connection start their countdown from here."""
-        for session in self.sessions.values():
-            session.connection_lost()
-
-    # -- sessions given up ----------------------------------------------------------
-
-    def close_later(self, session: RemoteSession) -> None:
-        """End ``session`` on the server as soon as possible (best effort)."""
-        self.sessions.pop(session.session_id, None)
-        if self.link.connected and session.attached:
-            task = asyncio.ensure_future(self._close_quietly(session))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        else:
-            self._to_close[session.session_id] = session
-
-    async def _close_quietly(self, session: RemoteSession) -> None:
-        try:
-            await self.link.call(CloseSession(session.session_id), wait_until=self.deadline())
-        except UnavailableError:  # the connection went first: close after the next attach
-            if not self.link.closing:
-                self._to_close[session.session_id] = session
-        except TenureError:
-            pass  # already expired or closed on the server
-
-    async def _close_after_attach(self, session: RemoteSession) -> None:
-        session.seq_no += 1
-        attach = AttachSession(session.session_id, session.protection_key, session.seq_no)
-        try:
-            await self.link.call_now(attach)
-            await self.link.call_now(CloseSession(session.session_id))
-        except DisconnectedError:
-            self._to_close[session.session_id] = session
-            raise
-        except TenureError:
-            pass  # already expired or closed: nothing left to end
-
-    async def aclose(self) -> None:
-        """Close the link; sessions still open are left to expire on the server."""
-        for task in list(self._tasks):
-            with contextlib.suppress(TenureError, OSError):
-                await task
-        await self.link.aclose()
 
 
 class TenureBackend:
@@ -256,7 +148,7 @@ class TenureBackend:
         listener: SessionListener,
         resume: SessionTicket | None = None,
         identity: ClientIdentity = NO_IDENTITY,
-    ) -> RemoteSession:
+    ) -> StoreSession:
         """Open a session on the node's shard (a session lost in transit expires there).
 
         With ``resume``, take the ticket's session back (ResumeSession, sent again
@@ -276,11 +168,19 @@ class TenureBackend:
             key = resume.secret
             command = ResumeSession(resume.session_id, key, node)
             info = await shard.call(command, resend=True)
-        session = RemoteSession(shard, info, key, listener, node)
-        shard.sessions[info.session_id] = session
+        store = RemoteStore(shard, info, key)
+        session = StoreSession(
+            store,
+            listener,
+            scheme="tenure",
+            node=node,
+            session_id=info.session_id,
+            window=info.timeout,
+        )
+        shard.sessions[info.session_id] = store
         if resume is not None:
             try:
-                await session.adopt()
+                session.adopt(await store.holds())
             except BaseException:
                 await session.close()
                 raise
@@ -291,8 +191,8 @@ class TenureBackend:
         if self._closed:
             return
         self._closed = True
-        sessions = [s for shard in self.shards for s in shard.sessions.values()]
-        await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
+        stores = [store for shard in self.shards for store in shard.sessions.values()]
+        await asyncio.gather(*(store.owner.close() for store in stores), return_exceptions=True)
         for shard in self.shards:
             await shard.aclose()
 

@@ -233,12 +233,12 @@ class Client(ClosesOnExit):
                 node,
                 timeout=recovery_window,
                 description=description,
-                listener=session,
+                listener=session._listener(),
                 identity=self.identity,
             )
         else:
             backend_session = await self.backend.open_session(
-                node, timeout=None, description="", listener=session, resume=resume
+                node, timeout=None, description="", listener=session._listener(), resume=resume
             )
         session._bind(backend_session)
         if resume is not None:

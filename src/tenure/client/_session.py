@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, final, overload
 
 from tenure.backends._base import BackendSession, Grant, HeldGrant, SessionTicket
 from tenure.client import _args
@@ -137,14 +137,13 @@ class Session(Guarded):
     async def _end_block(self) -> None:
         await self.close()
 
-    # -- SessionListener ------------------------------------------------------------
+    # -- what the backend tells (through a _Listener) ---------------------------------
 
-    def session_lost(self, error: LostError) -> None:
-        """The backend says the session is gone."""
-        self._end(error)
+    def _listener(self) -> _Listener:
+        """The listener to open this session's backend session with."""
+        return _Listener(self)
 
-    def lease_lost(self, name: str, token: int, error: LostError) -> None:
-        """The backend says one grant is gone."""
+    def _lease_lost(self, name: str, token: int, error: LostError) -> None:
         lease = self._leases.get(token)
         if lease is not None and lease.name == name:
             lease._lose(error)
@@ -317,3 +316,22 @@ class Session(Guarded):
         lease_reason = reason or SessionClosedError(f"session on {self.node!r} was closed")
         for lease in list(self._leases.values()):
             lease._lose(lease_reason)
+
+
+@final
+class _Listener:
+    """The :class:`~tenure.backends.SessionListener` of one session: the backend's news
+    reaches the session through it, not through public methods a user could call."""
+
+    __slots__ = ("_session",)
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def session_lost(self, error: LostError) -> None:
+        """The backend says the session is gone."""
+        self._session._end(error)
+
+    def lease_lost(self, name: str, token: int, error: LostError) -> None:
+        """The backend says one grant is gone."""
+        self._session._lease_lost(name, token, error)

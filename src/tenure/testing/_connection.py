@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from tenure.backends.memory import MemoryBackend, MemorySession
+from tenure.backends._session import StoreSession
+from tenure.backends.memory import MemoryBackend, MemoryStore
 from tenure.client import Session
 from tenure.errors import UnsupportedError
 
 
 def _memory_backend(session: Session) -> MemoryBackend:
     backend_session = session._backend_session()
-    if not isinstance(backend_session, MemorySession):
+    if not isinstance(backend_session, StoreSession) or not isinstance(
+        backend_session.store, MemoryStore
+    ):
         raise UnsupportedError("disconnect/reconnect simulate memory:// connections only")
-    return backend_session.backend
+    return backend_session.store.backend
 
 
 def disconnect(session: Session, *, lose_pushes: bool = False) -> None:

@@ -206,8 +206,8 @@ class RedisBackend(StoreListings):
         message = f"node {name!r} was dropped"
         for (session_base, _), session in list(self.sessions.items()):
             if session_base == base:
-                for (sem, _hold), token in list(session.ledger.held.items()):
-                    session.listener.lease_lost(sem, token, LeaseLostError(message))
+                for (sem, _hold), held in list(session.ledger.held.items()):
+                    session.listener.lease_lost(sem, held.token, LeaseLostError(message))
                 session.ledger.held.clear()
                 for request_id in list(session.ledger.pending):
                     session.ledger.failed(request_id, NotFoundError(message))

@@ -48,8 +48,8 @@ async def reconcile(s: RedisSession) -> None:
         ),
     )
     settled = s.ledger.settle(page, "")
-    for name, token, error in settled.lost:
-        s.listener.lease_lost(name, token, error)
+    for (name, hold), token, error in settled.lost:
+        s.hear_lost(name, hold, token, error)
     for command in settled.drop:
         log.warning("session %d drops %r: nobody asked for it", s.session_id, command)
         with contextlib.suppress(TenureError):
@@ -77,5 +77,5 @@ def take_back(s: RedisSession, found: Any) -> None:
         grant = Grant(int(token), decode_count(count), decode_ttl(ttl), int(hold))
         if grant.lease_ttl is not None:
             s.has_leases = True
-        s.ledger.held[(name, grant.hold)] = grant.token
+        s.ledger.held[(name, grant.hold)] = grant
         s.resumed_holds.append((name, grant, bytes(data)))

@@ -1,0 +1,456 @@
+"""The one backend session: what every store's session promises, written once.
+
+A session of any backend is a :class:`StoreSession` over a small
+:class:`~tenure.backends._store.Store` adapter. The store says how things are done
+where the state lives; the rules below are the same everywhere, and this module is
+the only place that states them.
+
+**Loss is told once.** The session ends once: the store says so (an expiry, a
+kill, another client resuming it), its node is dropped by force, or its local
+deadline passes. Then every wait fails (with NotFoundError if the node was
+dropped, else with the loss), every watch ends with the loss, the store stops what
+it runs for the session, and the listener hears ``session_lost`` once. Every
+later call raises the loss. A grant lost alone (its lease ran out, its semaphore
+was deleted by force) is told once through ``lease_lost``.
+
+**The local deadline.** The store cannot keep a session longer than its window
+past the *send* time of the last renewal it answered
+(:meth:`Store.confirmed_at`). At that moment, on this client's monotonic clock,
+the session is given up: lost with SessionExpiredError, so the work under its
+grants is cancelled then, not when the store is heard from again; and it is
+closed in the store as soon as it can be (the store may still keep it).
+
+**Heartbeats.** A store that renews sessions one by one (:attr:`Store.beat_period`)
+is sent a heartbeat each period; one that is not answered is sent again after a
+pause (growing from :data:`RETRY_MIN` to :data:`RETRY_MAX`); the deadline decides
+when to give up.
+
+**Hold numbers** are the :class:`~tenure.backends._ledger.Ledger`'s: each hold of a
+semaphore has its own; a new acquire takes the lowest not in use (asked for, held,
+being released, or being withdrawn).
+
+**A cancelled acquire** (and one whose outcome is unknown because the store could
+not be reached: UnavailableError) never leaves a hold behind: its request is
+withdrawn, and a grant that raced the withdrawal is released, except a restate's:
+an upgrade that was granted replaced the hold, and is kept as the hold. The
+withdrawal runs in a task of its own, so a second cancellation cannot stop it;
+it is sent until the store answers or the session ends; the hold's number stays
+taken until it is through. The caller waits for it at most :data:`WITHDRAW_WAIT`
+seconds (a round trip, while the store answers), then goes on: its
+CancelledError (or its UnavailableError) is what it sees.
+
+**A release is sent until it is answered**, or until the session ends (which
+raises the loss): a release given up while the session lives on would leave the
+hold in the store, and the session's next acquire of the same hold number would
+find it. The caller waits for the answer; if it is cancelled meanwhile, the
+tries go on in the background. The hold's number stays taken until the store
+answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Final, TypeVar, final
+
+from tenure._core.values import SemaphoreDescription
+from tenure.backends._base import Grant, HeldGrant, SessionListener, SessionTicket, WatchStream
+from tenure.backends._ledger import Ledger, Pending, Place
+from tenure.backends._store import QUEUED, Store, Withdrawal
+from tenure.errors import (
+    LeaseLostError,
+    LostError,
+    NotFoundError,
+    SessionClosedError,
+    SessionExpiredError,
+    TenureError,
+    UnavailableError,
+)
+
+__all__ = ["RETRY_MAX", "RETRY_MIN", "WITHDRAW_WAIT", "StoreSession"]
+
+log = logging.getLogger("tenure.client")
+
+R = TypeVar("R")
+
+#: Seconds the caller of a cancelled (or unanswered) acquire waits for its
+#: withdrawal before leaving it to finish in the background.
+WITHDRAW_WAIT: Final = 1.0
+#: Shortest and longest pause between two tries of a change the store did not answer.
+RETRY_MIN: Final = 0.05
+RETRY_MAX: Final = 1.0
+
+
+@final
+class StoreSession:
+    """A :class:`~tenure.backends._base.BackendSession` over a store adapter (module docstring)."""
+
+    def __init__(
+        self,
+        store: Store,
+        listener: SessionListener,
+        *,
+        scheme: str,
+        node: str,
+        session_id: int,
+        window: float,
+    ) -> None:
+        self._store = store
+        self._listener = listener
+        #: The kind of backend, as tickets name it (``memory``, ``tenure``, ``etcd``...).
+        self.scheme = scheme
+        self.node = node
+        self._session_id = session_id
+        self._window = window
+        #: Acquires in progress, grants held and being released.
+        self.ledger = Ledger(session_id)
+        #: How the session ended (None while it lives).
+        self.ended: LostError | None = None
+        self._loop = asyncio.get_running_loop()
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._end_waiter: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._beating: asyncio.Task[None] | None = None
+        store.bind(self)
+        self._arm_deadline()
+        if store.beat_period is not None:
+            self._beating = asyncio.create_task(self._heartbeats(store.beat_period))
+
+    @property
+    def session_id(self) -> int:
+        """The store's id of this session."""
+        return self._session_id
+
+    @property
+    def recovery_window(self) -> float:
+        """The window in force, as the store keeps it (see the contract)."""
+        return self._window
+
+    @property
+    def store(self) -> Store:
+        """The store adapter (for its backend and for tests)."""
+        return self._store
+
+    # -- what the store tells (Owner) ------------------------------------------------
+
+    def lose(self, error: LostError) -> None:
+        """The session is lost: end it and tell the listener (once)."""
+        if self.ended is not None:
+            return
+        self._end(error, error)
+        self._listener.session_lost(error)
+
+    def dropped(self) -> None:
+        """The node was dropped by force: grants lost, waits not found, session closed."""
+        if self.ended is not None:
+            return
+        message = f"node {self.node!r} was dropped"
+        for (name, _), held in list(self.ledger.held.items()):
+            self._listener.lease_lost(name, held.token, LeaseLostError(message))
+        self.ledger.held.clear()
+        self._end(SessionClosedError(message), NotFoundError(message))
+        self._listener.session_lost(SessionClosedError(message))
+
+    def grant_lost(self, name: str, hold: int, token: int, error: LostError) -> None:
+        """The grant ``token`` of hold ``hold`` on ``name`` ended without a release.
+
+        Told to the listener once, if a caller held it; a grant its caller has not
+        taken yet makes that acquire raise instead (:meth:`Ledger.lose`).
+        """
+        if self.ledger.lose((name, hold), token, error):
+            self._listener.lease_lost(name, token, error)
+
+    def check_alive(self) -> None:
+        """Raise the session's loss error if it ended."""
+        if self.ended is not None:
+            raise type(self.ended)(*self.ended.args)
+
+    def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
+        """Run ``coro`` in the background (errors are logged: there is no caller)."""
+        self._keep(asyncio.ensure_future(self._logged(coro)))
+
+    def deadline_passed(self) -> bool:
+        """Give the session up if its local deadline passed; whether it has ended."""
+        if self.ended is not None:
+            return True
+        if self._loop.time() < self._store.confirmed_at() + self._window:
+            return False
+        self.lose(
+            SessionExpiredError(
+                f"session {self._session_id}: {self._store.where} has not answered for its "
+                f"recovery window ({self._window:g}s); it may have expired it"
+            )
+        )
+        # The store may keep it still: end it there as soon as the store answers.
+        self.spawn(self._store.close())
+        return True
+
+    # -- acquire, restate, release, renew -------------------------------------------
+
+    def acquire(
+        self, name: str, *, count: int, data: bytes, timeout: float | None, ephemeral: bool
+    ) -> Coroutine[Any, Any, Grant | None]:
+        """See :meth:`tenure.backends._base.BackendSession.acquire`."""
+        if self.ended is not None:  # (check_alive, inline: on every request)
+            raise type(self.ended)(*self.ended.args)
+        hold = self.ledger.free_hold(name)
+        return self._acquire(name, hold, count, data, timeout, ephemeral, False)
+
+    async def restate(
+        self, name: str, grant: Grant, *, count: int, data: bytes, timeout: float | None
+    ) -> Grant | None:
+        """See :meth:`tenure.backends._base.BackendSession.restate`."""
+        self.check_alive()
+        # Not ephemeral: a semaphore deleted meanwhile must not be made anew.
+        return await self._acquire(name, grant.hold, count, data, timeout, False, True)
+
+    async def _acquire(
+        self,
+        name: str,
+        hold: int,
+        count: int,
+        data: bytes,
+        timeout: float | None,
+        ephemeral: bool,
+        restating: bool,
+    ) -> Grant | None:
+        """One acquire of hold ``hold``, awaited to its end (granted, busy, or raised)."""
+        store, ledger = self._store, self.ledger
+        request_id = store.new_request_id()
+        pending = ledger.open(request_id, name, hold, count, data, timeout, ephemeral, restating)
+        withdrawing = False
+        try:
+            try:
+                enqueued = await store.enqueue(pending)
+                if enqueued is QUEUED:
+                    pending.queued = True
+                    grant = await store.await_grant(pending)
+                elif enqueued is None:
+                    return None
+                else:
+                    grant = enqueued
+            except (asyncio.CancelledError, UnavailableError):
+                # Applied or not, granted or queued: undo whatever it did.
+                if self.ended is None:
+                    withdrawing = True
+                    await self._give_up(pending)
+                raise
+            return ledger.take(request_id, pending.place, grant)
+        finally:
+            if not withdrawing:
+                ledger.close(request_id)
+
+    async def _give_up(self, pending: Pending) -> None:
+        """The caller gave up on ``pending``: withdraw it (module docstring), waiting at
+        most WITHDRAW_WAIT; the hold's number stays taken until the withdrawal is through."""
+        task = asyncio.ensure_future(self._logged(self._withdraw(pending)))
+        task.add_done_callback(lambda _: self.ledger.close(pending.request_id))
+        self._keep(task)
+        await asyncio.wait({task}, timeout=WITHDRAW_WAIT)
+
+    async def _withdraw(self, pending: Pending) -> None:
+        outcome = await self._until_answered(self._store.withdraw, pending)
+        if outcome is Withdrawal.WITHDRAWN:
+            return
+        grant = outcome if isinstance(outcome, Grant) else _grant_of(pending.future)
+        if pending.restating:
+            # The upgrade was granted: it replaced the hold, which the session keeps.
+            if grant is not None and pending.place in self.ledger.held:
+                self.ledger.held[pending.place] = grant
+            return
+        await self._until_answered(self._store.release, pending.name, pending.hold)
+
+    async def release(self, name: str, grant: Grant) -> bool:
+        """See :meth:`tenure.backends._base.BackendSession.release` (module docstring)."""
+        if self.ended is not None:  # (check_alive, inline: on every request)
+            raise type(self.ended)(*self.ended.args)
+        ledger = self.ledger
+        place = (name, grant.hold)
+        held = ledger.held.pop(place, None)
+        if held is not None:
+            ledger.releasing[place] = held
+        answered = True
+        try:
+            return await self._store.release(name, grant.hold)
+        except UnavailableError:
+            answered = False
+            return await self._release_until_answered(place, held)
+        except asyncio.CancelledError:
+            answered = False
+            self._keep(self._releasing(place, held))  # the tries go on in the background
+            raise
+        finally:
+            if answered and held is not None and ledger.releasing.get(place) is held:
+                del ledger.releasing[place]
+
+    async def _release_until_answered(self, place: Place, held: Grant | None) -> bool:
+        """Send the release until the store answers (its answer) or the session ends (raises)."""
+        tries = self._releasing(place, held)
+        self._keep(tries)
+        either: set[asyncio.Future[Any]] = {tries, self._ended()}
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        if tries.done():
+            return tries.result()
+        assert self.ended is not None  # (the only other way out of the wait)
+        raise type(self.ended)(*self.ended.args)
+
+    def _releasing(self, place: Place, held: Grant | None) -> asyncio.Future[bool]:
+        """The tries of a release, in a task of their own (the hold's number kept meanwhile)."""
+        tries = asyncio.ensure_future(self._until_answered(self._store.release, *place))
+
+        def answered(_: object) -> None:
+            if held is not None and self.ledger.releasing.get(place) is held:
+                del self.ledger.releasing[place]
+            if not tries.cancelled():
+                tries.exception()  # retrieved: its caller, if any, got it already
+
+        tries.add_done_callback(answered)
+        return tries
+
+    async def _until_answered(self, call: Callable[..., Awaitable[R]], *args: Any) -> R:
+        """``call(*args)``, sent again while the store cannot be reached, until it answers
+        or the session ends (which raises its loss)."""
+        pause = RETRY_MIN
+        while True:
+            self.check_alive()
+            try:
+                return await call(*args)
+            except UnavailableError as error:
+                log.info("session %d: not answered, again: %s", self._session_id, error)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, RETRY_MAX)
+
+    async def renew(self, name: str, grant: Grant) -> float:
+        """See :meth:`tenure.backends._base.BackendSession.renew`."""
+        self.check_alive()
+        return await self._store.renew(name, grant)
+
+    # -- semaphores -------------------------------------------------------------------
+
+    async def create_semaphore(self, name: str, limit: int, data: bytes) -> None:
+        """See :meth:`tenure.backends._base.BackendSession.create_semaphore`."""
+        self.check_alive()
+        await self._store.create_semaphore(name, limit, data)
+
+    async def update_semaphore(self, name: str, data: bytes) -> None:
+        """See :meth:`tenure.backends._base.BackendSession.update_semaphore`."""
+        self.check_alive()
+        await self._store.update_semaphore(name, data)
+
+    async def delete_semaphore(self, name: str, force: bool) -> None:
+        """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""
+        self.check_alive()
+        await self._store.delete_semaphore(name, force)
+
+    async def describe_semaphore(
+        self, name: str, *, owners: bool, waiters: bool
+    ) -> SemaphoreDescription:
+        """See :meth:`tenure.backends._base.BackendSession.describe_semaphore`."""
+        self.check_alive()
+        return await self._store.describe_semaphore(name, owners=owners, waiters=waiters)
+
+    async def watch_semaphore(
+        self, name: str, *, data: bool, owners: bool, waiters: bool
+    ) -> WatchStream:
+        """See :meth:`tenure.backends._base.BackendSession.watch_semaphore`."""
+        self.check_alive()
+        return await self._store.watch_semaphore(name, data=data, owners=owners, waiters=waiters)
+
+    # -- tickets ----------------------------------------------------------------------
+
+    def ticket(self) -> SessionTicket:
+        """See :meth:`tenure.backends._base.BackendSession.ticket`."""
+        self.check_alive()
+        return SessionTicket(self.scheme, self.node, self._session_id, self._store.secret())
+
+    async def holds(self) -> list[HeldGrant]:
+        """See :meth:`tenure.backends._base.BackendSession.holds` (read from the store now)."""
+        self.check_alive()
+        return await self._store.holds()
+
+    def adopt(self, holds: list[HeldGrant]) -> None:
+        """After a resume: what the store holds for the session is this client's now."""
+        for held in holds:
+            self.ledger.held[(held.name, held.grant.hold)] = held.grant
+
+    # -- the end ----------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """See :meth:`tenure.backends._base.BackendSession.close`."""
+        if self.ended is not None:
+            return
+        self._end(SessionClosedError(f"session {self._session_id} was closed"))
+        # Shielded: a body that closes its own session is cancelled meanwhile.
+        await asyncio.shield(self._store.close())
+
+    def _end(self, error: LostError, wait_error: TenureError | None = None) -> None:
+        self.ended = error
+        self.ledger.end(wait_error or error)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._beating is not None and self._beating is not asyncio.current_task():
+            self._beating.cancel()
+        if self._end_waiter is not None and not self._end_waiter.done():
+            self._end_waiter.set_result(None)
+        self._store.stop(error)
+
+    def _ended(self) -> asyncio.Future[None]:
+        """A future done when the session ends."""
+        if self._end_waiter is None:
+            self._end_waiter = self._loop.create_future()
+            if self.ended is not None:
+                self._end_waiter.set_result(None)
+        return self._end_waiter
+
+    # -- timers and tasks -----------------------------------------------------------------
+
+    def _arm_deadline(self) -> None:
+        at = self._store.confirmed_at() + self._window
+        if at != float("inf"):
+            self._timer = self._loop.call_at(at, self._check_deadline)
+
+    def _check_deadline(self) -> None:
+        self._timer = None
+        if not self.deadline_passed():
+            self._arm_deadline()  # renewed meanwhile: the deadline moved
+
+    async def _heartbeats(self, period: float) -> None:
+        pause, failures = period, 0
+        while self.ended is None:
+            await asyncio.sleep(pause)
+            if self.ended is not None:
+                return
+            try:
+                await self._store.heartbeat()
+            except UnavailableError as error:
+                log.info("session %d: heartbeat not answered: %s", self._session_id, error)
+            except LostError as error:
+                self.lose(error)
+                return
+            except TenureError as error:
+                log.warning("session %d: heartbeat refused: %s", self._session_id, error)
+            else:
+                pause, failures = period, 0
+                continue
+            pause = min(period, RETRY_MAX, RETRY_MIN * 2**failures)
+            failures += 1
+
+    async def _logged(self, coro: Awaitable[object]) -> None:
+        try:
+            await coro
+        except (TenureError, OSError) as error:
+            log.info("session %d: background work failed: %s", self._session_id, error)
+
+    def _keep(self, task: asyncio.Future[Any]) -> None:
+        """Keep a reference to background work that is already running."""
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def _grant_of(future: asyncio.Future[Grant]) -> Grant | None:
+    """The grant ``future`` was resolved with, or None (pending, failed or cancelled)."""
+    if not future.done() or future.cancelled() or future.exception() is not None:
+        return None
+    return future.result()

@@ -1,0 +1,202 @@
+"""What a session asks of the store its state lives in, and what a store may tell it.
+
+Every backend session is one :class:`~tenure.backends._session.StoreSession`: the
+policies every store shares (loss told once, the local deadline, heartbeats,
+background work, hold numbers, the acquire skeleton with its one cancel-vs-grant
+rule, release until answered) are written there, once. What differs between
+stores is a small adapter, a :class:`Store`: how to enqueue an acquire, wait for
+its grant, withdraw it, release a hold, renew the session, read the session's
+holds back, administer semaphores, and end the session in the store.
+
+A store talks back to its session through :class:`Owner`, the narrow part of the
+session it may see. This module is a leaf (it imports no backend module but the
+contract and the ledger), so a store's parts can depend on it without circles.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Coroutine
+from typing import Any, Final, Literal, Protocol
+
+from tenure._core.values import SemaphoreDescription
+from tenure.backends._base import Grant, HeldGrant, WatchStream
+from tenure.backends._ledger import Ledger, Pending
+from tenure.errors import LostError
+
+__all__ = ["QUEUED", "Enqueued", "Owner", "Queued", "Store", "Withdrawal"]
+
+
+class Queued(enum.Enum):
+    """An acquire joined the queue: its grant is to be awaited (:meth:`Store.await_grant`)."""
+
+    QUEUED = "queued"
+
+
+#: What :meth:`Store.enqueue` returns for a request that waits.
+QUEUED: Final = Queued.QUEUED
+
+#: :meth:`Store.enqueue`'s outcome: granted at once, busy (``timeout=0``), or queued.
+Enqueued = Grant | None | Literal[Queued.QUEUED]
+
+
+class Withdrawal(enum.Enum):
+    """What :meth:`Store.withdraw` found, when it did not find a grant it can name."""
+
+    #: The request is gone from the store, and it was never granted.
+    WITHDRAWN = "withdrawn"
+    #: The request was no longer queued: it may have been granted (or have ended).
+    #: A grant that raced it is released; releasing what is not held is harmless.
+    UNKNOWN = "unknown"
+
+
+class Owner(Protocol):
+    """The session a store adapter works for: what the adapter may read and tell."""
+
+    @property
+    def session_id(self) -> int:
+        """The session's id in the store."""
+
+    @property
+    def node(self) -> str:
+        """The session's node."""
+
+    @property
+    def ended(self) -> LostError | None:
+        """How the session ended, or None while it lives."""
+
+    @property
+    def ledger(self) -> Ledger:
+        """The session's acquires in progress, grants held and being released."""
+
+    def lose(self, error: LostError) -> None:
+        """The store says the session is gone: end it, tell the client (once)."""
+
+    def dropped(self) -> None:
+        """The node was dropped by force: grants lost, waits not found, session closed."""
+
+    def grant_lost(self, name: str, hold: int, token: int, error: LostError) -> None:
+        """The grant ``token`` of hold ``hold`` on ``name`` ended without a release."""
+
+    def check_alive(self) -> None:
+        """Raise the session's loss error if it ended."""
+
+    def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
+        """Run ``coro`` in the background (errors are logged: there is no caller)."""
+
+    def deadline_passed(self) -> bool:
+        """Give the session up if its local deadline passed; whether it has ended."""
+
+    async def close(self) -> None:
+        """End the session as its client would (when the backend closes)."""
+
+
+class Store(Protocol):
+    """One store's adapter: how a session's operations are done there.
+
+    Errors: a call that could not reach the store raises ``UnavailableError``
+    (the session decides whether to send it again); one that finds the session
+    gone raises its ``LostError`` or tells the owner; the others raise the
+    contract's errors (NotFoundError, LimitExceededError...).
+    """
+
+    #: Where the store is, for messages ("etcd (127.0.0.1:2379)").
+    where: str
+    #: Seconds between two heartbeats of the session, or None: the store renews the
+    #: session by other means (a keepalive stream, a connection's pings).
+    beat_period: float | None
+
+    def bind(self, owner: Owner) -> None:
+        """The session this adapter works for (called once, by the session)."""
+
+    # -- liveness -------------------------------------------------------------------
+
+    def confirmed_at(self) -> float:
+        """The send time (loop time) of the last renewal the store answered.
+
+        The store cannot have kept the session longer than its window past it: the
+        session is given up then (``float('inf')``: never in doubt).
+        """
+
+    async def heartbeat(self) -> None:
+        """Renew the session (when :attr:`beat_period` is set): return once renewed.
+
+        News that the session ended is told to the owner (``lose``, ``dropped``);
+        UnavailableError if the store could not be reached.
+        """
+
+    # -- acquiring ------------------------------------------------------------------
+
+    def new_request_id(self) -> int:
+        """An id for a new acquire, unused by this session (across its owners)."""
+
+    async def enqueue(self, pending: Pending) -> Enqueued:
+        """Send the acquire ``pending`` describes: its grant, None (busy), or QUEUED.
+
+        Whatever the store must keep between here and :meth:`await_grant` goes in
+        ``pending.state``.
+        """
+
+    async def await_grant(self, pending: Pending) -> Grant:
+        """Wait for the grant of a queued acquire; raise how it ended otherwise.
+
+        The session's end fails ``pending.future``: a wait must end then too.
+        """
+
+    async def withdraw(self, pending: Pending) -> Grant | Withdrawal:
+        """Take the request ``pending`` back from the store's queue.
+
+        Returns the grant that raced the withdrawal if it knows it (it stays held:
+        the session decides what becomes of it), else a :class:`Withdrawal`.
+        """
+
+    async def release(self, name: str, hold: int) -> bool:
+        """Drop hold ``hold`` of ``name`` (and a queued upgrade of it); whether it was held.
+
+        The same release sent twice must be harmless (it is sent again after a
+        lost answer).
+        """
+
+    async def renew(self, name: str, grant: Grant) -> float:
+        """Extend a grant's lease TTL; the TTL now in force."""
+
+    # -- reading back, tickets ------------------------------------------------------
+
+    async def holds(self) -> list[HeldGrant]:
+        """The session's holds as the store keeps them now, in (name, hold) order."""
+
+    def secret(self) -> bytes:
+        """The ticket's secret: the store's proof that a resumer owns the session."""
+
+    # -- semaphores -------------------------------------------------------------------
+
+    async def create_semaphore(self, name: str, limit: int, data: bytes) -> None:
+        """See :meth:`tenure.backends._base.BackendSession.create_semaphore`."""
+
+    async def update_semaphore(self, name: str, data: bytes) -> None:
+        """See :meth:`tenure.backends._base.BackendSession.update_semaphore`."""
+
+    async def delete_semaphore(self, name: str, force: bool) -> None:
+        """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""
+
+    async def describe_semaphore(
+        self, name: str, *, owners: bool, waiters: bool
+    ) -> SemaphoreDescription:
+        """See :meth:`tenure.backends._base.BackendSession.describe_semaphore`."""
+
+    async def watch_semaphore(
+        self, name: str, *, data: bool, owners: bool, waiters: bool
+    ) -> WatchStream:
+        """See :meth:`tenure.backends._base.BackendSession.watch_semaphore`."""
+
+    # -- the end ----------------------------------------------------------------------
+
+    def stop(self, error: LostError) -> None:
+        """The session ended here: stop what the store runs for it, fail its watches."""
+
+    async def close(self) -> None:
+        """End the session in the store (it ended here already): best effort, bounded.
+
+        Called after the client's close, and after the session was given up on its
+        local deadline (the store may still keep it). Raises nothing.
+        """
