@@ -18,7 +18,7 @@ from tenure._protocol import (
     Request,
     Role,
 )
-from tenure._protocol.messages import MESSAGE
+from tenure._protocol.messages import MESSAGE, version_refusal
 from tenure._protocol.payloads import (
     ACQUIRE_STATUS,
     COMMAND,
@@ -73,6 +73,15 @@ def test_the_sizes_and_version_are_documented():
     assert f"version {PROTOCOL_VERSION}" in DOC.splitlines()[0]
     assert f"{DEFAULT_MAX_FRAME_SIZE:,}" in DOC
     assert f"{MIN_MAX_FRAME_SIZE:,}" in DOC
+
+
+def test_the_version_refusal_is_quoted_as_the_server_words_it():
+    # The doc quotes a refusal of a version the server does not speak, with the
+    # versions it does speak (it said "speaks 1" long after version 2 came).
+    refusal = version_refusal(Hello(PROTOCOL_VERSION + 1))
+    assert refusal is not None
+    quoted = refusal.message.replace(str(PROTOCOL_VERSION + 1), "N", 1)
+    assert f'`Refused(UNSUPPORTED, "{quoted}")`' in DOC
 
 
 EXAMPLES: list[Message] = [
