@@ -99,7 +99,11 @@ def test_drop_with_live_sessions_needs_force(url: str, node: str) -> None:
     try:
         refused = run_tenure("node", "drop", node, url=url)
         assert refused.returncode == 3
-        assert "PreconditionFailedError" in one_error_line(refused)
+        line = one_error_line(refused)
+        assert "PreconditionFailedError" in line
+        assert "live session" in line
+        assert "--force" in line  # the CLI's flag, not the API's force=True
+        assert "force=True" not in line
         assert run_tenure("node", "drop", node, "--force", url=url).returncode == 0
         status, out, _ = finish(holder)
         assert status == 4  # the lock went with the node

@@ -9,8 +9,16 @@ import click
 
 from tenure._core.values import RENAMED_SETTINGS, NodeConfig, NodeDescription
 from tenure.cli import _render
-from tenure.cli._common import connect, json_option, print_json, run, url_option
+from tenure.cli._common import (
+    CommandFailedError,
+    connect,
+    json_option,
+    print_json,
+    run,
+    url_option,
+)
 from tenure.cli._status import Status
+from tenure.errors import PreconditionFailedError
 
 #: Each NodeConfig setting and how its text is read (default_lease may also be "none").
 SETTING_TYPES: Final[dict[str, type]] = {
@@ -136,7 +144,14 @@ def drop(name: str, force: bool, url: str) -> int:
 
     async def main() -> int:
         async with connect(url) as client:
-            await client.drop_node(name, force=force)
+            try:
+                await client.drop_node(name, force=force)
+            except PreconditionFailedError as error:
+                # Every backend words the refusal for the API ("use force=True").
+                said = str(error).replace("use force=True", "use --force (it ends them)")
+                raise CommandFailedError(
+                    f"PreconditionFailedError: {said}", Status.FAILED
+                ) from None
         click.echo(f"node {name!r} dropped")
         return Status.OK
 
