@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import socket
@@ -10,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import tenure
+from tenure import MutexDescription
 from tests.cli.support import finish, one_error_line, run_tenure, start_tenure, stop, wait_for_line
 from tests.server.wire import ServerProcess
 
@@ -29,6 +32,12 @@ def read_json(*args: str, url: str) -> Any:
     result = run_tenure(*args, "--json", url=url)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
+
+
+async def describe_mutex(url: str, node: str, name: str) -> MutexDescription:
+    """What the API's ``session.mutex(name).describe()`` answers."""
+    async with tenure.connect(url) as client, client.session(node) as session:
+        return await session.mutex(name).describe()
 
 
 def hold(url: str, node: str, name: str, *extra: str) -> subprocess.Popen[str]:
@@ -197,11 +206,23 @@ def test_reading_what_is_missing_is_one_line(url: str, node: str) -> None:
         assert result.returncode == 3, (args, result.stderr)
         assert "NotFoundError" in one_error_line(result)
     run_tenure("node", "create", node, url=url)
-    free = run_tenure("describe", node, "job", url=url)
-    assert free.returncode == 3
-    assert "nobody holds or waits" in one_error_line(free)
     assert run_tenure("kill-session", node, "x", url=url).returncode == 2
     assert run_tenure("ls", "--prefix", "a", url=url).returncode == 2
+
+
+def test_describe_of_a_free_mutex_agrees_with_the_api(url: str, node: str) -> None:
+    # The API's session.mutex(name).describe() answers held=False for a mutex nobody
+    # holds or waits for (it does not exist then): so does tenure describe.
+    run_tenure("node", "create", node, url=url)
+    free = run_tenure("describe", node, "job", url=url)
+    assert free.returncode == 0, free.stderr
+    assert "mutex 'job'" in free.stdout
+    assert "free" in free.stdout
+    described = read_json("describe", node, "job", url=url)
+    assert (described["exists"], described["kind"], described["held"]) == (False, "mutex", False)
+    assert (described["limit"], described["owners"], described["waiters"]) == (1, [], [])
+    api = asyncio.run(describe_mutex(url, node, "job"))
+    assert (api.held, api.limit, api.owner) == (described["held"], described["limit"], None)
 
 
 def test_access_is_checked_by_the_server(tmp_path: Path) -> None:

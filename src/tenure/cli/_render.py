@@ -139,16 +139,20 @@ def waiter_json(waiter: WaiterInfo) -> dict[str, object]:
 
 
 def semaphore_json(node: str, found: SemaphoreDescription) -> dict[str, Any]:
-    """A described semaphore (or mutex) with its holders and waiters, as JSON."""
+    """A described semaphore (or mutex) with its holders and waiters, as JSON.
+
+    A name nothing holds, waits for or created is a free mutex (``exists`` false), as
+    ``session.mutex(name).describe()`` says: a mutex exists only while held or awaited.
+    """
     counts = [owner.count for owner in found.owners] + [w.count for w in found.waiters]
-    kind = kind_of(found.limit, found.ephemeral, counts)
+    kind = kind_of(found.limit, found.ephemeral, counts) if found.exists else "mutex"
     return {
         "node": node,
         "name": found.name,
         "exists": found.exists,
         "kind": kind,
         "limit": limit_json(kind, found.limit),
-        "count": None if found.count == MAX_COUNT else found.count,
+        "count": None if found.count == MAX_COUNT or not found.exists else found.count,
         "held": found.count > 0,
         "ephemeral": found.ephemeral,
         **data_json(found.data),
@@ -234,6 +238,11 @@ def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[str
 
 def semaphore_tables(node: str, found: SemaphoreDescription) -> list[Table | str]:
     """What ``tenure describe`` prints: a heading line, the holders, the waiters in order."""
+    if not found.exists:
+        return [
+            f"mutex {found.name!r} in node {node!r}: free (nobody holds or waits for it; "
+            "no semaphore of that name exists)"
+        ]
     doc = semaphore_json(node, found)
     limit = "none" if doc["limit"] is None else str(doc["limit"])
     held = count_text(found.count) if doc["kind"] != "mutex" else ("yes" if doc["held"] else "no")

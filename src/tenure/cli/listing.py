@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
+from tenure._core.values import SemaphoreDescription
 from tenure.cli import _render
 from tenure.cli._common import (
-    CommandFailedError,
     connect,
     count_option,
     json_option,
@@ -63,7 +63,8 @@ def describe(node: str, semaphore: str, as_json: bool, url: str) -> int:
     """Who holds SEMAPHORE of NODE (description, client, token, held for) and who waits.
 
     Waiters are listed in the order they will be served. "held for" and "waiting
-    for" compare the store's clock with this machine's.
+    for" compare the store's clock with this machine's. A name nobody holds, waits
+    for or created is a free mutex (with --json: "exists" false, "held" false).
     """
 
     async def main() -> int:
@@ -74,11 +75,9 @@ def describe(node: str, semaphore: str, as_json: bool, url: str) -> int:
             try:
                 found = await session.semaphore(semaphore).describe(owners=True, waiters=True)
             except NotFoundError:
-                raise CommandFailedError(
-                    f"NotFoundError: no semaphore or mutex {semaphore!r} in node {node!r} "
-                    "(a mutex nobody holds or waits for does not exist)",
-                    Status.FAILED,
-                ) from None
+                # A free mutex, as the API's Mutex.describe answers (held=False): a
+                # mutex exists only while somebody holds or waits for it.
+                found = SemaphoreDescription.missing(semaphore)
         if as_json:
             print_json(_render.semaphore_json(node, found))
         else:
