@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+import threading
+from pathlib import Path
 
 import tenure
 from tenure.server._config.settings import SETTINGS
 from tests.cli.support import one_error_line, run_tenure
+from tests.server.wire import ServerProcess, free_port
 
 
 def test_version(tenure_executable: object) -> None:
@@ -106,3 +110,35 @@ def test_serve_and_migrate_run_without_the_cli_extra() -> None:
     result = _without_cli_extra("migrate", "memory://")
     assert result.returncode == 2
     assert "only postgres:// URLs" in result.stderr
+
+
+def test_the_http_port_is_named_as_such(tmp_path: Path) -> None:
+    # A client pointed at --http-port read "HTTP/1.0 400" as a frame of 1213486160 bytes.
+    http = free_port()
+    with ServerProcess(tmp_path / "data", "--fsync", "off", "--http-port", str(http)):
+        result = run_tenure("ls", url=f"tenure://127.0.0.1:{http}")
+    assert result.returncode == 3
+    line = one_error_line(result)
+    assert "ProtocolError: the peer speaks HTTP ('HTTP/1." in line
+    assert "--http-port" in line
+    assert "bytes" not in line
+
+
+def test_a_peer_that_sends_text_is_named_as_such(tenure_executable: object) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+
+        def greet() -> None:  # as an SSH server does, before it reads anything
+            conn, _ = listener.accept()
+            with conn:
+                conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
+                conn.recv(1024)
+
+        greeter = threading.Thread(target=greet, daemon=True)
+        greeter.start()
+        result = run_tenure("ls", url=f"tenure://127.0.0.1:{port}")
+        greeter.join(timeout=10)
+    assert result.returncode == 3
+    assert "the peer sent text ('SSH-2.0-OpenSSH_9.6'), not tenure's protocol" in (
+        one_error_line(result)
+    )

@@ -69,6 +69,34 @@ def test_an_oversized_length_is_refused_before_the_body_is_buffered():
         reader.next_body()
 
 
+@pytest.mark.parametrize(
+    ("first_bytes", "said"),
+    [
+        (b"HTTP/1.0 400 Bad Request\r\n", "the peer speaks HTTP ('HTTP/1.0 400 Bad Request')"),
+        (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "the peer speaks HTTP ('GET / HTTP/1.1')"),
+        (b"-ERR unknown command\r\n", "the peer sent text ('-ERR unknown command')"),
+        (b"\x15\x03\x03\x00\x02\x02\x46", "the peer speaks TLS and this end plain TCP"),
+        (b"\x16\x03\x01\x02\x00\x01", "the peer speaks TLS and this end plain TCP"),
+    ],
+)
+def test_a_peer_of_another_protocol_is_named_not_read_as_a_length(first_bytes, said):
+    # Four bytes of text read as a length are over 500 MB: the error says what the
+    # peer speaks instead ("HTTP" was "a frame of 1213486160 bytes").
+    reader = FrameReader()
+    reader.feed(first_bytes)
+    with pytest.raises(ProtocolError) as refused:
+        reader.next_body()
+    assert said in str(refused.value)
+    assert "bytes announced" not in str(refused.value)
+
+
+def test_an_oversized_binary_frame_still_says_its_length():
+    reader = FrameReader(MIN_MAX_FRAME_SIZE)
+    reader.feed(b"\x7f\x00\x00\x00" + b"\x00" * 10)
+    with pytest.raises(ProtocolError, match="frame of 2130706432 bytes announced"):
+        reader.next_body()
+
+
 def test_an_oversized_frame_behind_good_ones_is_refused_after_them():
     reader = FrameReader(MIN_MAX_FRAME_SIZE)
     reader.feed(encode_frame(pack([1])) + (2**32 - 1).to_bytes(4, "big") + b"\x00" * 10)

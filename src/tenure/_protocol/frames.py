@@ -12,6 +12,10 @@ prefix exceeds its ``max_frame_size``: the body is never buffered. Decoding is
 strict: every length inside the body is bounded by the body's size, map keys must
 be strings, a map must not repeat a key, extension types (msgpack ``ext``,
 timestamps included) are refused, and there must be no bytes after the one value.
+
+A peer that speaks another protocol announces a huge frame: four bytes of text (an
+HTTP answer's ``HTTP``) read as a length are at least 538,976,288. The error then
+says what the peer seems to speak (:func:`foreign_protocol`), not the length.
 """
 
 from __future__ import annotations
@@ -42,6 +46,33 @@ DEFAULT_MAX_FRAME_SIZE: Final = 1 << 20
 MIN_MAX_FRAME_SIZE: Final = 1 << 16
 #: The largest body the length prefix can describe.
 MAX_MAX_FRAME_SIZE: Final = 2**32 - 1
+
+
+#: How many of a foreign peer's first characters an error quotes.
+FOREIGN_QUOTE: Final = 40
+#: The bytes of printable ASCII text and its line breaks.
+_TEXT: Final = frozenset(b"\t\n\r" + bytes(range(0x20, 0x7F)))
+
+
+def foreign_protocol(head: bytes) -> str | None:
+    """What a peer whose stream starts with ``head`` speaks instead of tenure's protocol,
+    as the error to show; None if ``head`` does not tell (it may just be a big frame)."""
+    if head[:1] in (b"\x15", b"\x16") and head[1:2] == b"\x03":
+        # A TLS record (alert or handshake): one end has TLS, the other plain TCP.
+        return (
+            "the peer speaks TLS and this end plain TCP, not tenure's protocol: "
+            "use TLS on both ends or on neither (tenure serve --tls-cert)"
+        )
+    if len(head) < HEADER_SIZE or not all(byte in _TEXT for byte in head[:HEADER_SIZE]):
+        return None
+    line = head.strip().split(b"\n", 1)[0].rstrip(b"\r")[:FOREIGN_QUOTE]
+    quote = line.decode("ascii", "backslashreplace")
+    if line.startswith(b"HTTP") or b" HTTP/" in line:
+        return (
+            f"the peer speaks HTTP ({quote!r}), not tenure's protocol: is this the "
+            "HTTP port of tenure serve (--http-port)? Its native port is --port"
+        )
+    return f"the peer sent text ({quote!r}), not tenure's protocol: is this a tenure port?"
 
 
 def check_max_frame_size(value: int) -> int:
@@ -105,8 +136,10 @@ class FrameReader:
         if len(buffer) - start >= HEADER_SIZE and self._error is None:
             (length,) = _unpack_head(buffer, start)
             if length > self.max_frame_size:
+                why = foreign_protocol(bytes(buffer[start : start + 256]))
                 self._error = ProtocolError(
-                    f"frame of {length} bytes announced; max_frame_size is {self.max_frame_size}"
+                    why
+                    or f"frame of {length} bytes announced; max_frame_size is {self.max_frame_size}"
                 )
                 buffer.clear()
                 self._start = 0
