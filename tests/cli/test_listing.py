@@ -13,6 +13,8 @@ from typing import Any
 
 import tenure
 from tenure import MutexDescription
+from tenure.cli._common import PERMISSION_WORDS, permission_words
+from tenure.server._net.auth import READ_WRITE_COMMANDS
 from tests.cli.support import finish, one_error_line, run_tenure, start_tenure, stop, wait_for_line
 from tests.server.wire import ServerProcess
 
@@ -240,9 +242,33 @@ def test_access_is_checked_by_the_server(tmp_path: Path) -> None:
             [session] = read_json("sessions", "ops", url=reader)
             denied = run_tenure("kill-session", "ops", str(session["session_id"]), url=reader)
             assert denied.returncode == 3
-            assert "PermissionDeniedError" in one_error_line(denied)
+            assert one_error_line(denied) == (
+                "tenure: PermissionDeniedError: token 'viewer' is read-only: "
+                "it may not end sessions on node 'ops'"
+            )
+            # tenure lock only reads an existing node (it was refused "CreateNode"),
+            # and a refusal says what is missing in words, not the wire's commands.
+            locked = run_tenure("lock", "job2", "--node", "ops", "--", "true", url=reader)
+            assert locked.returncode == 3
+            assert one_error_line(locked) == (
+                "tenure: PermissionDeniedError: token 'viewer' is read-only: it may not "
+                "take locks, semaphore tokens or leadership on node 'ops'"
+            )
+            created = run_tenure("lock", "job", "--node", "new", "--", "true", url=reader)
+            assert created.returncode == 3
+            assert "it may not create nodes on node 'new'" in one_error_line(created)
+            elected = run_tenure("elect", "boss", "--node", "ops", "--", "true", url=writer)
+            assert elected.returncode == 0, elected.stderr
             refused = run_tenure("ls", url=f"{base}?token=wrong")
             assert refused.returncode == 3
             assert "AuthenticationError" in one_error_line(refused)
         finally:
             stop(holder)
+
+
+def test_every_wire_command_has_words() -> None:
+    # A refusal names a wire command; the CLI must have words for each one.
+    assert {command.__name__ for command in READ_WRITE_COMMANDS} == set(PERMISSION_WORDS)
+    assert permission_words("token 'x' may not send AlterNode on node 'a': it is limited to b") == (
+        "token 'x' may not change nodes on node 'a': it is limited to b"
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shlex
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -21,7 +22,7 @@ import tenure
 from tenure._core.values import MAX_DESCRIPTION_BYTES
 from tenure.cli._status import Status
 from tenure.client import Client, Opening
-from tenure.errors import InvalidArgumentError, TenureError
+from tenure.errors import InvalidArgumentError, NotFoundError, PermissionDeniedError, TenureError
 
 #: Where the commands connect when neither ``--url`` nor ``TENURE_URL`` says.
 DEFAULT_URL: Final = "tenure://127.0.0.1:6388"
@@ -33,6 +34,38 @@ DEFAULT_NODE: Final = "default"
 TRACEBACK_ENV: Final = "TENURE_TRACEBACK"
 #: The client name every command's sessions carry (operators see it in listings).
 CLIENT_NAME: Final = "tenure-cli"
+
+#: What each command of the wire protocol lets a token do, in the words of a person
+#: at the CLI: a ``tenure://`` server's refusal names the command (``it may not send
+#: Acquire``), which the CLI never shows (:func:`permission_words`).
+PERMISSION_WORDS: Final = {
+    "CreateSession": "open sessions",
+    "AttachSession": "attach sessions",
+    "ResumeSession": "resume sessions",
+    "DetachSession": "detach sessions",
+    "CloseSession": "close sessions",
+    "DescribeNode": "read nodes",
+    "GetNodeAnnex": "read nodes",
+    "DescribeSemaphore": "read semaphores",
+    "DescribeSession": "read sessions",
+    "CancelWatch": "stop watches",
+    "ListNodes": "list nodes",
+    "ListSemaphores": "list semaphores",
+    "ListSessions": "list sessions",
+    "Acquire": "take locks, semaphore tokens or leadership",
+    "Release": "release locks",
+    "CancelAcquire": "stop waiting",
+    "Renew": "renew leases",
+    "CreateSemaphore": "create semaphores",
+    "UpdateSemaphore": "change semaphores",
+    "DeleteSemaphore": "delete semaphores",
+    "CreateNode": "create nodes",
+    "AlterNode": "change nodes",
+    "SetNodeAnnex": "change nodes",
+    "DropNode": "drop nodes",
+    "KillSession": "end sessions",
+}
+_SEND: Final = re.compile(r"\bsend (" + "|".join(PERMISSION_WORDS) + r")\b")
 
 T = TypeVar("T")
 S = TypeVar("S")
@@ -78,6 +111,8 @@ def error_line(error: BaseException) -> str:
         text = f"tenure: {error.format_message()}"
     elif isinstance(error, CommandFailedError):
         text = f"tenure: {error}"
+    elif isinstance(error, PermissionDeniedError):
+        text = f"tenure: {type(error).__name__}: {permission_words(str(error))}"
     elif expected(error):
         text = f"tenure: {type(error).__name__}: {error}"
     else:
@@ -86,6 +121,15 @@ def error_line(error: BaseException) -> str:
             f"(set {TRACEBACK_ENV}=1 for the traceback, and please report it)"
         )
     return " ".join(text.split())
+
+
+def permission_words(message: str) -> str:
+    """A refusal's ``message`` with the wire commands it names said as what they do.
+
+    ``token 'viewer' is read-only: it may not send Acquire on node 'jobs'`` becomes
+    ``... it may not take locks, semaphore tokens or leadership on node 'jobs'``.
+    """
+    return _SEND.sub(lambda found: PERMISSION_WORDS[found.group(1)], message)
 
 
 def url_option(function: F) -> F:
@@ -151,8 +195,15 @@ def run(main: Coroutine[Any, Any, T]) -> T:
 
 
 async def ensure_node(client: Client, node: str) -> None:
-    """Create ``node`` with default settings unless it exists."""
-    await client.create_node(node, exist_ok=True)
+    """Create ``node`` with default settings unless it exists.
+
+    An existing node is only read, so that a token that may not create nodes (a
+    read-only one, or one limited to some nodes) is not refused for creating one.
+    """
+    try:
+        await client.describe_node(node)
+    except NotFoundError:
+        await client.create_node(node, exist_ok=True)
 
 
 def print_json(document: object) -> None:
