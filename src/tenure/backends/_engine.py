@@ -44,7 +44,7 @@ from tenure._core import (
     UpdateSemaphore,
     WatchFired,
 )
-from tenure.backends._base import Grant, HeldGrant
+from tenure.backends._base import Grant, HeldGrant, WatchStream
 from tenure.backends._ledger import Pending
 from tenure.backends._store import QUEUED, Enqueued, Owner, Withdrawal
 from tenure.backends._watch import EngineWatch, WatchFeed
@@ -172,7 +172,7 @@ class CommandStore:
 
     async def watch_semaphore(
         self, name: str, *, data: bool, owners: bool, waiters: bool
-    ) -> EngineWatch:
+    ) -> WatchStream:
         """One repeating engine watch, armed anew whenever the old one is gone."""
 
         async def arm() -> tuple[SemaphoreDescription, WatchFeed]:

@@ -16,7 +16,6 @@ import redis.asyncio as aioredis
 
 import tenure
 from tenure.backends.redis import node_base
-from tenure.backends.redis._session import RedisSession
 from tenure.errors import (
     AuthenticationError,
     LeaseLostError,
@@ -25,14 +24,8 @@ from tenure.errors import (
     SessionExpiredError,
     UnsupportedError,
 )
+from tests.backends.stalling import stall
 from tests.redis.server import RedisServer
-
-
-async def _stop_heartbeats(session: tenure.Session) -> None:
-    """As if the session's process froze: its heartbeats stop (nothing else changes)."""
-    backend_session = session._backend
-    assert isinstance(backend_session, RedisSession)
-    backend_session._heartbeat.cancel()
 
 
 async def test_an_expired_session_frees_its_hold_and_the_next_waiter_is_woken(
@@ -42,7 +35,7 @@ async def test_an_expired_session_frees_its_hold_and_the_next_waiter_is_woken(
         await one.create_node("n")
         frozen = await one.session("n", recovery_window=0.5)
         held = await frozen.mutex("m").lock()
-        await _stop_heartbeats(frozen)
+        stall(frozen)  # as if its process froze: its heartbeats stop
         waiter = await two.session("n")
         started = time.monotonic()
         # Nobody polls: the waiter's client arms a timer at the session's deadline

@@ -7,8 +7,9 @@ import asyncio
 import pytest
 
 import tenure
+from tenure.backends._session import StoreSession
 from tenure.backends.redis import RedisBackend
-from tenure.backends.redis._session import RedisSession
+from tenure.backends.redis._store import RedisStore
 from tenure.errors import LostError, SessionExpiredError
 
 
@@ -26,11 +27,13 @@ class Heard:
         self.leases.append((name, token, error))
 
 
-def _parts(client: tenure.Client, session: tenure.Session) -> tuple[RedisBackend, RedisSession]:
+def _parts(client: tenure.Client, session: tenure.Session) -> tuple[RedisBackend, str]:
+    """The client's Redis backend, and the session's secret (hex, as Redis keeps it)."""
     backend, inner = client.backend, session._backend
     assert isinstance(backend, RedisBackend)
-    assert isinstance(inner, RedisSession)
-    return backend, inner
+    assert isinstance(inner, StoreSession)
+    assert isinstance(inner.store, RedisStore)
+    return backend, inner.store.secret().hex()
 
 
 async def test_a_resume_keeps_the_holds_withdraws_the_waits_and_fences_the_old_client(
@@ -47,13 +50,12 @@ async def test_a_resume_keeps_the_holds_withdraws_the_waits_and_fences_the_old_c
             if (await blocker.semaphore("busy").describe(waiters=True)).waiters:
                 break
             await asyncio.sleep(0.02)
-        _, inner = _parts(old, session)
+        _, secret = _parts(old, session)
         backend, _ = _parts(new, blocker)
         heard = Heard()
-        resumed = await backend.resume_session("n", session.id, inner.secret, heard)
-        assert [(n, g.token, d) for n, g, d in resumed.resumed_holds] == [
-            ("m", lock.token, b"mine")
-        ]
+        resumed = await backend.resume_session("n", session.id, secret, heard)
+        taken_back = await resumed.holds()
+        assert [(h.name, h.grant.token, h.data) for h in taken_back] == [("m", lock.token, b"mine")]
         waiters = (await blocker.semaphore("busy").describe(waiters=True)).waiters
         assert waiters == ()  # the old owner's queued request was withdrawn
         # The old client is fenced off: its calls are refused, and it hears so.
@@ -65,7 +67,7 @@ async def test_a_resume_keeps_the_holds_withdraws_the_waits_and_fences_the_old_c
         # The taken-back hold releases, and the next waiter gets it.
         waiter = asyncio.ensure_future(blocker.mutex("m").lock())
         await asyncio.sleep(0.1)
-        grant = resumed.resumed_holds[0][1]
+        grant = taken_back[0].grant
         assert await resumed.release("m", grant)
         taken = await asyncio.wait_for(waiter, 5)
         assert taken.token > lock.token
@@ -76,10 +78,9 @@ async def test_a_wrong_secret_or_an_ended_session_cannot_be_resumed(redis_url: s
     async with tenure.connect(redis_url) as client:
         await client.create_node("n")
         session = await client.session("n")
-        backend, inner = _parts(client, session)
+        backend, secret = _parts(client, session)
         with pytest.raises(SessionExpiredError, match="secret is wrong"):
             await backend.resume_session("n", session.id, "00" * 16, Heard())
-        secret = inner.secret
         await session.close()
         with pytest.raises(SessionExpiredError, match="cannot be resumed"):
             await backend.resume_session("n", session.id, secret, Heard())

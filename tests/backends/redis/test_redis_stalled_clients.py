@@ -18,22 +18,14 @@ import redis.asyncio as aioredis
 
 import tenure
 from tenure.backends.redis import RedisBackend
-from tenure.backends.redis._session import RedisSession
 from tenure.errors import SessionExpiredError
+from tests.backends.stalling import stall
 
 #: The stalled sessions' recovery window (seconds): Redis expires them this long
 #: after their last heartbeat.
 WINDOW = 1.0
 #: How long a test waits for what must happen within a window or two.
 BOUND = 10.0
-
-
-def stall(session: tenure.Session) -> RedisSession:
-    """Stop ``session``'s heartbeats and its own deadline check, as stalled timers do."""
-    backend = session._backend_session()
-    assert isinstance(backend, RedisSession)
-    backend._heartbeat.cancel()
-    return backend
 
 
 async def test_a_stalled_holder_hears_redis_expire_its_session_while_its_body_runs(

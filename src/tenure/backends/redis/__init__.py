@@ -54,22 +54,21 @@ from tenure._core.values import (
 )
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends._joins import JoinLocks
+from tenure.backends._session import StoreSession
 from tenure.backends._store_listing import ListingModule, StoreListings
 from tenure.backends.redis import _listing
 from tenure.backends.redis._codec import CONFIG_FIELDS, config_args, decode_config
 from tenure.backends.redis._conn import Connection
-from tenure.backends.redis._link import NodeLink
-from tenure.backends.redis._session import RedisSession
+from tenure.backends.redis._inbox import NodeInbox
+from tenure.backends.redis._store import RedisStore
 from tenure.backends.redis._url import parse_url
 from tenure.errors import (
     AuthenticationError,
     ClientClosedError,
     InvalidArgumentError,
-    LeaseLostError,
     NotFoundError,
     PermissionDeniedError,
     PreconditionFailedError,
-    SessionClosedError,
     SessionExpiredError,
     UnavailableError,
     UnsupportedError,
@@ -113,8 +112,9 @@ class RedisBackend(StoreListings):
         self._capabilities = capabilities
         self.client_id = secrets.token_hex(8)
         self._requests = itertools.count(1)
-        self.links: dict[str, NodeLink] = {}
-        self.sessions: dict[tuple[str, int], RedisSession] = {}
+        self.inboxes: dict[str, NodeInbox] = {}
+        #: The stores of this client's live sessions, by (node base, session id).
+        self.sessions: dict[tuple[str, int], RedisStore] = {}
         self._joins = JoinLocks()
         self._closed = False
 
@@ -131,13 +131,13 @@ class RedisBackend(StoreListings):
         """A request key unique across clients (the answers kept for retries)."""
         return f"{self.client_id}.{next(self._requests)}"
 
-    def link(self, base: str) -> NodeLink:
-        """This client's link to the node at ``base`` (made and started if new)."""
-        link = self.links.get(base)
-        if link is None:
-            link = self.links[base] = NodeLink(self.conn, base, self.client_id)
-            link.start()
-        return link
+    def inbox(self, base: str) -> NodeInbox:
+        """This client's inbox of the node at ``base`` (made and read from if new)."""
+        inbox = self.inboxes.get(base)
+        if inbox is None:
+            inbox = self.inboxes[base] = NodeInbox(self.conn, base, self.client_id)
+            inbox.start()
+        return inbox
 
     def joining(self, base: str, name: str) -> contextlib.AbstractAsyncContextManager[None]:
         """Held while a request of this client joins ``name``'s queue.
@@ -150,9 +150,10 @@ class RedisBackend(StoreListings):
         """
         return self._joins.held(base, name)
 
-    def session_ended(self, session: RedisSession) -> None:
+    def session_ended(self, store: RedisStore) -> None:
         """A session ended (closed or lost): forget it."""
-        self.sessions.pop((session.base, session.session_id), None)
+        if self.sessions.get((store.base, store.session_id)) is store:
+            del self.sessions[store.base, store.session_id]
 
     # -- nodes -----------------------------------------------------------------------
 
@@ -203,15 +204,9 @@ class RedisBackend(StoreListings):
             raise NotFoundError(f"node {name!r} does not exist") from None
         except PreconditionFailedError:
             raise
-        message = f"node {name!r} was dropped"
-        for (session_base, _), session in list(self.sessions.items()):
+        for (session_base, _), store in list(self.sessions.items()):
             if session_base == base:
-                for (sem, _hold), held in list(session.ledger.held.items()):
-                    session.listener.lease_lost(sem, held.token, LeaseLostError(message))
-                session.ledger.held.clear()
-                for request_id in list(session.ledger.pending):
-                    session.ledger.failed(request_id, NotFoundError(message))
-                session.lose(SessionClosedError(message))
+                store.owner.dropped()
 
     # -- sessions --------------------------------------------------------------------
 
@@ -224,7 +219,7 @@ class RedisBackend(StoreListings):
         listener: SessionListener,
         resume: SessionTicket | None = None,
         identity: ClientIdentity = NO_IDENTITY,
-    ) -> RedisSession:
+    ) -> StoreSession:
         """Open a session: its record, with a secret only this client knows.
 
         With ``resume``, take the ticket's live session back instead
@@ -241,7 +236,7 @@ class RedisBackend(StoreListings):
         window = ""
         if timeout is not None:
             window = repr(check_duration("recovery_window", timeout, maximum=MAX_RECOVERY_WINDOW))
-        link = self.link(base)
+        inbox = self.inbox(base)
         secret = secrets.token_hex(16)
         sent = asyncio.get_running_loop().time()
         try:
@@ -252,7 +247,7 @@ class RedisBackend(StoreListings):
                 self.request_key(),
                 window,
                 description,
-                link.inbox,
+                inbox.inbox,
                 secret,
                 identity.host,
                 str(identity.pid),
@@ -262,59 +257,67 @@ class RedisBackend(StoreListings):
             raise NotFoundError(f"node {node!r} does not exist") from None
         session_id, window_text, fresh = reply.result
         if fresh:
-            link.renumbered()
-        session = RedisSession(
+            inbox.renumbered()
+        store = RedisStore(
             self,
-            link,
+            inbox,
             node,
             int(session_id),
-            listener,
             secret=secret,
             epoch=1,
             window=float(window_text),
             confirmed_at=sent,
         )
-        link.sessions[session.session_id] = session
-        self.sessions[(base, session.session_id)] = session
+        return self._opened(store, listener)
+
+    def _opened(self, store: RedisStore, listener: SessionListener) -> StoreSession:
+        session = StoreSession(
+            store,
+            listener,
+            scheme="redis",
+            node=store.node,
+            session_id=store.session_id,
+            window=store.window,
+        )
+        store.inbox.sessions[store.session_id] = store
+        self.sessions[(store.base, store.session_id)] = store
         return session
 
     async def resume_session(
         self, node: str, session_id: int, secret: str, listener: SessionListener
-    ) -> RedisSession:
+    ) -> StoreSession:
         """Take back the live session ``session_id`` of ``node`` by its ``secret``.
 
-        Its holds stay with their tokens (:meth:`RedisSession.holds`), its queued
+        Its holds stay with their tokens (:meth:`RedisStore.holds`), its queued
         requests are withdrawn, and the client that had it is fenced off and told
         (``session_lost``). SessionExpiredError if it ended or the secret is wrong.
         """
         if self._closed:
             raise ClientClosedError("the client is closed")
         base = self.base(node)
-        link = self.link(base)
+        inbox = self.inbox(base)
         sent = asyncio.get_running_loop().time()
         reply = await self.conn.retrying(
-            None, "resume_session", base, str(session_id), secret, link.inbox
+            None, "resume_session", base, str(session_id), secret, inbox.inbox
         )
         window_text, epoch, holds, fresh = reply.result
         if fresh:
-            link.renumbered()
+            inbox.renumbered()
         stale = self.sessions.get((base, session_id))
         if stale is not None:  # this very client had it: the old object is fenced off
-            stale.lose(SessionExpiredError(f"session {session_id} was resumed"))
-        session = RedisSession(
+            stale.owner.lose(SessionExpiredError(f"session {session_id} was resumed"))
+        store = RedisStore(
             self,
-            link,
+            inbox,
             node,
             session_id,
-            listener,
             secret=secret,
             epoch=int(epoch),
             window=float(window_text),
             confirmed_at=sent,
         )
-        session.take_back(holds)
-        link.sessions[session_id] = session
-        self.sessions[(base, session_id)] = session
+        session = self._opened(store, listener)
+        session.adopt(store.taken_back(holds))
         return session
 
     async def aclose(self) -> None:
@@ -322,13 +325,13 @@ class RedisBackend(StoreListings):
         if self._closed:
             return
         self._closed = True
-        for session in list(self.sessions.values()):
+        for store in list(self.sessions.values()):
             with contextlib.suppress(Exception):
-                await session.close()
+                await store.owner.close()
         self.sessions.clear()
-        for link in list(self.links.values()):
-            await link.close(delete_inbox=True)
-        self.links.clear()
+        for inbox in list(self.inboxes.values()):
+            await inbox.close(delete_inbox=True)
+        self.inboxes.clear()
         await self.conn.close()
 
 

@@ -1,18 +1,18 @@
-"""One client's link to one node: its inbox of pushes, and the timer of the node's deadlines.
+"""One client's inbox of one node's pushes, and the timer of the node's deadlines.
 
 **Inbox.** The functions push what a client must hear (a grant of a queued request,
 a failed request, a lost grant, a session's end, a watched change) to a Stream
-per (client, node), ``<base>in:<client id>``, with ``XADD``. The link reads it with
+per (client, node), ``<base>in:<client id>``, with ``XADD``. The client reads it with
 ``XREAD BLOCK`` on a connection of its own, from the last id it read: after a lost
 connection the read starts again there, so nothing pushed meanwhile is lost
 (Pub/Sub and keyspace notifications would drop it). Each entry carries the
 inbox's sequence number ``n``; a gap (entries trimmed while the client was away,
-or lost by a server restart) makes every session of the link read its state back
-(:meth:`RedisSession.reconcile`). The link trims what it has read.
+or lost by a server restart) makes every session of the inbox read its state back
+(:meth:`RedisStore.missed_pushes`). The client trims what it has read.
 
 **Deadlines.** Every reply says when the node's next deadline (a session's expiry,
 a request's timeout, a lease's end, a lock-delay's end) is due, by Redis's clock;
-a link whose sessions wait for something (a queued request, a lease, a watch)
+an inbox whose sessions wait for something (a queued request, a lease, a watch)
 keeps a timer for it and calls ``tick`` then, which expires what Redis's clock
 says is due and pushes the news. Nobody polls: a client with nothing to wait for
 arms no timer, and every call expires what is due before it acts anyway.
@@ -35,9 +35,9 @@ from tenure.backends.redis._conn import RETRY_MAX, RETRY_MIN, Connection, Reply
 from tenure.errors import TenureError
 
 if TYPE_CHECKING:
-    from tenure.backends.redis._session import RedisSession
+    from tenure.backends.redis._store import RedisStore
 
-__all__ = ["NodeLink"]
+__all__ = ["NodeInbox"]
 
 log = logging.getLogger("tenure.redis")
 
@@ -52,7 +52,7 @@ CLOSE_WAIT: Final = 2.0
 TICK_MARGIN: Final = 0.002
 
 
-class NodeLink:
+class NodeInbox:
     """See the module docstring."""
 
     def __init__(self, conn: Connection, base: str, client_id: str) -> None:
@@ -60,7 +60,7 @@ class NodeLink:
         self.base = base
         self.inbox = client_id
         self.inbox_key = f"{base}in:{client_id}"
-        self.sessions: dict[int, RedisSession] = {}
+        self.sessions: dict[int, RedisStore] = {}
         self._last_id = b"0-0"
         self._seen = 0  # the last sequence number read
         self._untrimmed = 0
@@ -164,23 +164,23 @@ class NodeLink:
             )
         self._seen = n
         if gap:
-            for session in list(self.sessions.values()):
-                session.spawn(session.reconcile())
+            for store in list(self.sessions.values()):
+                store.missed_pushes()
         target = self.sessions.get(int(fields[b"sid"]))
         if target is not None:
             target.hear({k.decode(): v for k, v in fields.items()})
 
     # -- deadlines -------------------------------------------------------------------
 
-    def heard(self, reply: Reply, session: RedisSession | None = None) -> None:
+    def heard(self, reply: Reply, session: RedisStore | None = None) -> None:
         """A reply (to ``session``'s call, or a tick) told when the node's next deadline
         is due: arm the timer if the session (a tick: any session) waits for one."""
         if reply.next_due is not None:
             self.due_at(reply.next_due, session)
 
-    def due_at(self, due: float, session: RedisSession | None = None) -> None:
+    def due_at(self, due: float, session: RedisStore | None = None) -> None:
         """A deadline of the node is due at ``due`` (Redis's clock): arm the timer if
-        ``session`` (None: any session of the link) waits for one."""
+        ``session`` (None: any session of the inbox) waits for one."""
         at = self.conn.local_time(due) + TICK_MARGIN
         if at >= self._timer_at:
             return
@@ -235,5 +235,5 @@ class NodeLink:
                 await self.conn.client.zrem(f"{self.base}orph", self.inbox)
 
     def describe(self) -> dict[str, Any]:
-        """For logs and tests: where the link reads and what it has seen."""
+        """For logs and tests: where the inbox is read and what was seen."""
         return {"inbox": self.inbox_key, "last_id": self._last_id, "seen": self._seen}

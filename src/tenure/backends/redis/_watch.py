@@ -22,7 +22,7 @@ from tenure.backends.redis._codec import decode_description
 from tenure.errors import TenureError
 
 if TYPE_CHECKING:
-    from tenure.backends.redis._session import RedisSession
+    from tenure.backends.redis._store import RedisStore
 
 __all__ = ["RedisWatch"]
 
@@ -31,10 +31,10 @@ class RedisWatch(ReadbackWatch):
     """A :class:`~tenure.backends._base.WatchStream` over the pushes of one semaphore."""
 
     def __init__(
-        self, session: RedisSession, name: str, *, data: bool, owners: bool, waiters: bool
+        self, store: RedisStore, name: str, *, data: bool, owners: bool, waiters: bool
     ) -> None:
         super().__init__(name, data=data, owners=owners, waiters=waiters)
-        self._session = session
+        self._store = store
         self._news = asyncio.Event()
         self._error: BaseException | None = None
         self._armed = False
@@ -44,10 +44,10 @@ class RedisWatch(ReadbackWatch):
 
     async def _arm(self) -> SemaphoreDescription:
         """Register as a watcher and read the state (one call)."""
-        session = self._session
-        session.watches.setdefault(self._name, set()).add(self)  # pushes may come at once
+        store = self._store
+        store.watches.setdefault(self._name, set()).add(self)  # pushes may come at once
         try:
-            raw = await session.call("watch", "", self._name, 1, *self._flags())
+            raw = await store.invoke("watch", "", self._name, 1, *self._flags())
         except BaseException:
             self._forget()
             raise
@@ -71,20 +71,20 @@ class RedisWatch(ReadbackWatch):
         if self._error is not None:
             raise self._error
         self._news.clear()
-        raw = await self._session.call("describe_semaphore", "", self._name, *self._flags())
+        raw = await self._store.invoke("describe_semaphore", "", self._name, *self._flags())
         return decode_description(self._name, raw)
 
     def _forget(self) -> None:
-        watches = self._session.watches.get(self._name)
+        watches = self._store.watches.get(self._name)
         if watches is not None:
             watches.discard(self)
             if not watches:
-                del self._session.watches[self._name]
+                del self._store.watches[self._name]
 
     async def _disarm(self) -> None:
         self._news.set()
         self._forget()
-        if self._armed and self._session.ended is None:
+        if self._armed and self._store.owner.ended is None:
             self._armed = False
             with contextlib.suppress(TenureError):
-                await self._session.call("watch", "", self._name, -1, "0", "0")
+                await self._store.invoke("watch", "", self._name, -1, "0", "0")

@@ -1,0 +1,366 @@
+"""A session on Redis: the engine's commands as Redis functions, and their pushes.
+
+The functions in ``lua/`` keep the engine's rules in Redis, so a Redis session is
+an engine-style session (:class:`~tenure.backends._engine.CommandStore`) whose
+channel is :meth:`RedisStore.call`: each command the session sends becomes one
+function call, and each push the functions leave in this client's inbox
+(:mod:`._inbox`) is decoded into the engine's effect and delivered as an engine
+push is.
+
+**Liveness.** The session's record ``<base>s:<sid>`` lives until Redis's clock
+passes its deadline, ``window`` seconds after the last heartbeat; the first call
+after that (anyone's, or the ``tick`` of a client that waits) ends it: it
+releases all the session held, withdraws its requests, starts lock-delay, and
+pushes the news. A client that cannot reach Redis keeps sending heartbeats, and
+carries on if one gets through within the window (SESSION_RECOVERY); the local
+deadline (the session's rule) counts from the send time of the last heartbeat
+Redis answered.
+
+**Fence.** Every call carries the session's secret and epoch; a call of a stale
+client (one whose session another process took over) is refused.
+
+**Calls** go out with a request key, and the functions keep their answers for a
+while: a call sent again after its connection failed is answered as the first
+try was, never applied twice (:meth:`Connection.retrying`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
+
+from tenure._core import (
+    Acquire,
+    AcquireFailed,
+    AcquireResult,
+    AcquireStatus,
+    CancelAcquire,
+    Command,
+    DescribeSession,
+    Granted,
+    LeaseLost,
+    QueuedAcquire,
+    Release,
+    SessionEnded,
+    SessionState,
+)
+from tenure._core import HeldGrant as HeldPage
+from tenure._core.values import SemaphoreDescription
+from tenure.backends._base import Grant, HeldGrant
+from tenure.backends._engine import CommandStore
+from tenure.backends._ledger import Pending
+from tenure.backends._store import Enqueued, Withdrawal
+from tenure.backends.redis._codec import decode_count as _count
+from tenure.backends.redis._codec import decode_description, encode_count
+from tenure.backends.redis._codec import decode_ttl as _ttl
+from tenure.backends.redis._conn import Reply
+from tenure.backends.redis._watch import RedisWatch
+from tenure.errors import (
+    ErrorCode,
+    LeaseLostError,
+    LostError,
+    NotFoundError,
+    TenureError,
+)
+
+if TYPE_CHECKING:
+    from tenure.backends.redis import RedisBackend
+    from tenure.backends.redis._inbox import NodeInbox
+
+R = TypeVar("R")
+
+__all__ = ["RedisStore"]
+
+log = logging.getLogger("tenure.redis")
+
+#: Heartbeats per recovery window.
+BEATS_PER_WINDOW: Final = 3
+
+#: What each status of the acquire function means.
+_STATUS: Final = {b"G": AcquireStatus.GRANTED, b"B": AcquireStatus.BUSY, b"Q": AcquireStatus.QUEUED}
+
+
+class RedisStore(CommandStore):
+    """A :class:`~tenure.backends._store.Store` on Redis (module docstring)."""
+
+    def __init__(
+        self,
+        backend: RedisBackend,
+        inbox: NodeInbox,
+        node: str,
+        session_id: int,
+        *,
+        secret: str,
+        epoch: int,
+        window: float,
+        confirmed_at: float,
+    ) -> None:
+        super().__init__(
+            self,
+            session_id,
+            secret=bytes.fromhex(secret),
+            seq_no=epoch,
+            where=f"Redis ({backend.conn.endpoint})",
+        )
+        self.backend = backend
+        self.conn = backend.conn
+        self.inbox = inbox
+        self.base = inbox.base
+        self.node = node
+        self.sid_text = str(session_id)
+        self.fence = f"{secret}:{epoch}"
+        self.window = window
+        self.beat_period = window / BEATS_PER_WINDOW
+        #: Armed watches by semaphore name (each is poked by the name's pushes).
+        self.watches: dict[str, set[RedisWatch]] = {}
+        self.has_leases = False
+        # Request ids are the session's, across its owners: a resumed session (a new
+        # epoch) never reuses one (a retry is recognised by its id).
+        self._requests = itertools.count((epoch << 32) + 1)
+        self._confirmed = confirmed_at
+
+    # -- liveness --------------------------------------------------------------------
+
+    def confirmed_at(self) -> float:
+        """The send time of the last heartbeat (or open) Redis answered."""
+        return self._confirmed
+
+    async def heartbeat(self) -> None:
+        """Move the session's deadline on Redis's clock (its end is pushed, if it ended)."""
+        sent = asyncio.get_running_loop().time()
+        reply = await self.conn.call("heartbeat", self.base, self.sid_text, self.fence, "")
+        self._confirmed = max(self._confirmed, sent)
+        self.inbox.heard(reply, self)
+
+    def waits_for_deadlines(self) -> bool:
+        """Whether this session waits for a deadline of the node to pass (see the inbox)."""
+        return self.owner.ended is None and bool(
+            self.owner.ledger.pending or self.watches or self.has_leases
+        )
+
+    # -- the channel: commands as function calls ------------------------------------
+
+    def new_request_id(self) -> int:
+        """The session's next request id (unique across its owners: see ``_requests``)."""
+        return next(self._requests)
+
+    async def invoke(self, op: str, key: str, *args: str | bytes | int) -> Any:
+        """Call function ``op`` for this session (sent again until its deadline); its result."""
+        self.owner.check_alive()
+        try:
+            reply: Reply = await self.conn.retrying(
+                self._confirmed + self.window,
+                op,
+                self.base,
+                self.sid_text,
+                self.fence,
+                key,
+                *args,
+            )
+        except LostError as error:
+            self.owner.lose(error)
+            raise
+        self.inbox.heard(reply, self)
+        if reply.pushes:
+            self.inbox.take_inline(reply.pushes)
+        return reply.result
+
+    async def call(self, command: Command[R]) -> R:
+        """The function call that does ``command`` (those the session sends)."""
+        if isinstance(command, Acquire):
+            result = await self.invoke(
+                "acquire",
+                "",  # the request id makes a retry safe (lua/50_semaphore_ops.lua, acquire)
+                command.name,
+                command.hold,
+                command.request_id,
+                encode_count(command.count),
+                command.data,
+                _timeout(command.timeout),
+                "1" if command.ephemeral else "0",
+            )
+            status = _STATUS[result[0]]
+            if status is not AcquireStatus.GRANTED:
+                return cast(R, AcquireResult(status))
+            ttl = _ttl(result[2])
+            if ttl is not None:
+                self.has_leases = True
+            return cast(R, AcquireResult(status, int(result[1]), command.count, ttl))
+        if isinstance(command, Release):
+            key = self.backend.request_key()
+            return cast(R, bool(await self.invoke("release", key, command.name, command.hold)))
+        if isinstance(command, CancelAcquire):
+            args = (command.name, command.hold, command.request_id, "1")
+            return cast(R, await self.invoke("withdraw", "", *args) == b"Q")
+        if isinstance(command, DescribeSession):
+            return cast(R, await self._describe_session())
+        raise TypeError(f"redis:// sends no {type(command).__name__}")
+
+    async def enqueue(self, pending: Pending) -> Enqueued:
+        """The acquire, joining the semaphore's queue in this client's order."""
+        async with self.backend.joining(self.base, pending.name):
+            return await super().enqueue(pending)
+
+    async def withdraw(self, pending: Pending) -> Withdrawal:
+        """One function: withdraw the request, or release a grant that raced it (unless a
+        restate's: it replaced the hold)."""
+        kept = "1" if pending.restating else "0"
+        args = (pending.name, pending.hold, pending.request_id, kept)
+        found = await self.invoke("withdraw", "", *args)
+        if found in (b"Q", b"R") or not pending.restating:
+            return Withdrawal.WITHDRAWN  # withdrawn, released, or nothing was there
+        return Withdrawal.UNKNOWN
+
+    async def renew(self, name: str, grant: Grant) -> float:
+        """Restart the grant's lease on Redis's clock."""
+        return float(await self.invoke("renew", "", name, grant.hold))
+
+    # -- pushes ----------------------------------------------------------------------
+
+    def hear(self, push: dict[str, bytes]) -> None:
+        """One push from the inbox for this session: an engine effect in Redis's encoding."""
+        kind, sid = push["k"], self.session_id
+        if kind == b"G":
+            grant = Granted(
+                sid,
+                int(push["req"]),
+                "",
+                int(push["tok"]),
+                _count(push["cnt"]),
+                _ttl(push["ttl"]),
+                int(push["hold"]),
+            )
+            if grant.lease_ttl is not None:
+                self.has_leases = True
+            self.deliver(grant)
+        elif kind == b"F":
+            code, message = ErrorCode(int(push["code"])), push["msg"].decode()
+            self.deliver(AcquireFailed(sid, int(push["req"]), "", code, message))
+        elif kind == b"L":
+            name, hold, token = push["name"].decode(), int(push["hold"]), int(push["tok"])
+            code, message = ErrorCode(int(push["code"])), push["msg"].decode()
+            self.deliver(LeaseLost(sid, name, token, code, message, hold))
+        elif kind == b"E":
+            code, message = ErrorCode(int(push["code"])), push["msg"].decode()
+            self.deliver(SessionEnded(sid, code, message))
+        elif kind == b"W":
+            for watch in list(self.watches.get(push["name"].decode(), ())):
+                watch.poke()
+        elif kind == b"T":  # a deadline of the node this session waits for (kill_session)
+            self.inbox.due_at(float(push["at"]), self)
+
+    # -- semaphores -------------------------------------------------------------------
+
+    async def create_semaphore(self, name: str, limit: int, data: bytes) -> None:
+        """One function (its request key makes a retry safe)."""
+        key = self.backend.request_key()
+        await self.invoke("create_semaphore", key, name, encode_count(limit), data)
+
+    async def update_semaphore(self, name: str, data: bytes) -> None:
+        """One function."""
+        await self.invoke("update_semaphore", "", name, data)
+
+    async def delete_semaphore(self, name: str, force: bool) -> None:
+        """One function; this client's own sessions hear of it at once (their pushes come
+        later, and count once)."""
+        key = self.backend.request_key()
+        message, failed, lost = await self.invoke(
+            "delete_semaphore", key, name, "1" if force else "0"
+        )
+        text = message.decode()
+        for sid, _hold, request_id in failed:
+            waiting = self.backend.sessions.get((self.base, int(sid)))
+            if waiting is not None:
+                waiting.owner.ledger.failed(int(request_id), NotFoundError(text))
+        for sid, hold, token in lost:
+            holder = self.backend.sessions.get((self.base, int(sid)))
+            if holder is not None:
+                holder.owner.grant_lost(name, int(hold), int(token), LeaseLostError(text))
+
+    async def describe_semaphore(
+        self, name: str, *, owners: bool, waiters: bool
+    ) -> SemaphoreDescription:
+        """One function; NotFoundError for a missing semaphore."""
+        raw = await self.invoke(
+            "describe_semaphore", "", name, "1" if owners else "0", "1" if waiters else "0"
+        )
+        description = decode_description(name, raw)
+        if not description.exists:
+            raise NotFoundError(f"semaphore {name!r} does not exist")
+        return description
+
+    async def watch_semaphore(
+        self, name: str, *, data: bool, owners: bool, waiters: bool
+    ) -> RedisWatch:
+        """A watch read back after each push (:mod:`._watch`)."""
+        watch = RedisWatch(self, name, data=data, owners=owners, waiters=waiters)
+        await watch.start()
+        return watch
+
+    # -- reading the state back --------------------------------------------------------
+
+    async def _describe_session(self) -> SessionState:
+        """What Redis keeps for this session, as the engine's one page of it."""
+        holds_raw, waits_raw = await self.invoke("describe_session", "")
+        holds = tuple(
+            HeldPage(n.decode(), int(t), _count(c), _ttl(ttl), int(h))
+            for n, h, t, c, ttl, _ in holds_raw
+        )
+        waits = tuple(
+            QueuedAcquire(n.decode(), int(r), _count(c), int(h)) for n, h, r, c in waits_raw
+        )
+        return SessionState(self.session_id, holds, waits)
+
+    def missed_pushes(self) -> None:
+        """Pushes were missed (an inbox gap): every watch reads again, and the session
+        reads its state back and settles it with the ledger's rules, as ``tenure://``
+        does after a re-attach."""
+        for watches in list(self.watches.values()):
+            for watch in list(watches):
+                watch.poke()
+        self.owner.spawn(self.reconcile(self.call))
+
+    async def holds(self) -> list[HeldGrant]:
+        """The session's holds as Redis keeps them now, in (name, hold) order."""
+        holds_raw, _ = await self.invoke("describe_session", "")
+        return sorted(_held(holds_raw), key=lambda held: (held.name, held.grant.hold))
+
+    def taken_back(self, found: Any) -> list[HeldGrant]:
+        """The holds a resume found (``resume_session`` in lua/40_session_ops.lua)."""
+        held = _held(found)
+        if any(h.grant.lease_ttl is not None for h in held):
+            self.has_leases = True
+        return held
+
+    # -- the end ---------------------------------------------------------------------
+
+    def stop(self, error: LostError) -> None:
+        """Fail the watches, leave the inbox and the backend."""
+        super().stop(error)
+        for watches in self.watches.values():
+            for watch in watches:
+                watch.fail(error)
+        self.watches.clear()
+        self.inbox.sessions.pop(self.session_id, None)
+        self.backend.session_ended(self)
+
+    async def close(self) -> None:
+        """Close the session's record (Redis ends it when its window passes otherwise)."""
+        try:
+            await self.conn.retrying(None, "close_session", self.base, self.sid_text, self.fence)
+        except TenureError as error:
+            log.info("session %d: close not confirmed: %s", self.session_id, error)
+
+
+def _timeout(timeout: float | None) -> str:
+    """A timeout as the acquire function takes it ("": forever)."""
+    return "" if timeout is None else repr(float(timeout)) if timeout else "0"
+
+
+def _held(raw: Any) -> list[HeldGrant]:
+    return [
+        HeldGrant(n.decode(), Grant(int(t), _count(c), _ttl(ttl), int(h)), bytes(data))
+        for n, h, t, c, ttl, data in raw
+    ]
