@@ -7,6 +7,7 @@ interpreter) as a subprocess, as a user would; every wait is bounded.
 from __future__ import annotations
 
 import os
+import select
 import selectors
 import signal
 import subprocess
@@ -54,6 +55,73 @@ def start_tenure(*args: str, url: str | None = None, **extra: str) -> subprocess
         stdin=subprocess.DEVNULL,
         env=tenure_env(url, **extra),
     )
+
+
+class OnTerminal:
+    """``tenure ARGS`` run as at a terminal: the session leader of a new session whose
+    controlling terminal is a pseudo-terminal, in its foreground process group (what
+    a shell does with a command it runs in the foreground). ``interrupt`` types ^C."""
+
+    def __init__(self, *args: str, url: str | None = None) -> None:
+        self.terminal, follower = os.openpty()
+        try:
+            # setsid(1) --ctty makes the pseudo-terminal (its stdin) the controlling one.
+            self.proc = subprocess.Popen(
+                ["setsid", "--ctty", str(TENURE), *args],
+                stdin=follower,
+                stdout=follower,
+                stderr=follower,
+                env=tenure_env(url),
+            )
+        finally:
+            os.close(follower)
+        self.seen = ""
+
+    def wait_for(self, text: str, *, timeout: float = 10.0) -> str:
+        """Read the terminal until ``text`` shows (bounded); everything read so far."""
+        deadline = time.monotonic() + timeout
+        while text not in self.seen:
+            left = deadline - time.monotonic()
+            assert left > 0, f"{text!r} never shown; the terminal shows {self.seen!r}"
+            ready, _, _ = select.select([self.terminal], [], [], left)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(self.terminal, 4096)
+            except OSError:  # EIO: every process of the terminal has gone
+                chunk = b""
+            assert chunk, f"{text!r} never shown; the terminal closed after {self.seen!r}"
+            self.seen += chunk.decode(errors="replace")
+        return self.seen
+
+    def interrupt(self) -> None:
+        """Type ^C: the terminal sends SIGINT to its foreground process group."""
+        os.write(self.terminal, b"\x03")
+
+    def close(self) -> int:
+        """Wait (bounded) for ``tenure`` to end, killing it if it will not, and read what
+        is left on the terminal (into ``seen``); its status."""
+        try:
+            status = self.proc.wait(timeout=RUN_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"tenure did not end; the terminal shows {self.seen!r}") from None
+        finally:
+            self._drain()
+            os.close(self.terminal)
+        return status
+
+    def _drain(self) -> None:
+        # What the processes wrote stays readable after they end, then reads fail (EIO).
+        while select.select([self.terminal], [], [], 0)[0]:
+            try:
+                chunk = os.read(self.terminal, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.seen += chunk.decode(errors="replace")
 
 
 def one_error_line(result: subprocess.CompletedProcess[str] | tuple[str, str]) -> str:
@@ -116,6 +184,7 @@ def stop(proc: subprocess.Popen[str]) -> None:
 
 __all__: Sequence[str] = [
     "TENURE",
+    "OnTerminal",
     "tenure_env",
     "finish",
     "one_error_line",

@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.support import finish, one_error_line, run_tenure, start_tenure, stop, wait_for_line
+from tests.cli.support import (
+    OnTerminal,
+    finish,
+    one_error_line,
+    run_tenure,
+    start_tenure,
+    stop,
+    wait_for_line,
+)
 from tests.server.wire import ServerProcess
 
 #: A child that prints its fencing token.
@@ -94,6 +102,51 @@ def test_a_waiter_stopped_by_sigterm_withdraws_its_request(url: str, node: str) 
         assert waiters_of(url, node, "queue", until=0) == []
     finally:
         stop(holder)
+
+
+#: A child that counts the SIGINTs it gets; SIGTERM makes it say how many and exit 0.
+COUNTING_CHILD = (
+    "import signal, sys, time\n"
+    "got = []\n"
+    "signal.signal(signal.SIGINT, lambda *_: (got.append(1),"
+    " print('SIGINT', len(got), flush=True)))\n"
+    "signal.signal(signal.SIGTERM, lambda *_: (print('SIGINTs:', len(got), flush=True),"
+    " sys.exit(0)))\n"
+    "print('child runs', flush=True)\n"
+    "deadline = time.monotonic() + 20\n"
+    "while time.monotonic() < deadline: time.sleep(0.05)\n"
+)
+
+
+def test_a_terminal_interrupt_reaches_the_command_once(url: str, node: str) -> None:
+    at_terminal = OnTerminal("lock", "job", "--node", node, "--", *child(COUNTING_CHILD), url=url)
+    try:
+        at_terminal.wait_for("child runs")
+        at_terminal.interrupt()  # to tenure and its child: one foreground process group
+        at_terminal.wait_for("SIGINT 1")
+        # tenure passes SIGTERM on; a SIGINT it passed on as well would come before it
+        # (tenure handles its signals in order, the child its pending ones by number).
+        at_terminal.proc.send_signal(signal.SIGTERM)
+    finally:
+        status = at_terminal.close()
+    assert "SIGINTs: 1\r\n" in at_terminal.seen
+    assert "SIGINT 2" not in at_terminal.seen
+    assert status == 0
+
+
+def test_a_sigint_sent_to_tenure_alone_is_passed_on(url: str, node: str) -> None:
+    # Without a terminal (a supervisor's kill -INT), the child has nothing but tenure's.
+    holder = start_tenure("lock", "job", "--node", node, "--", *child(COUNTING_CHILD), url=url)
+    try:
+        wait_for_line(holder, "child runs")
+        holder.send_signal(signal.SIGINT)
+        wait_for_line(holder, "SIGINT 1")
+        holder.send_signal(signal.SIGTERM)
+        status, out, err = finish(holder)
+    finally:
+        stop(holder)
+    assert "SIGINTs: 1" in out
+    assert status == 0, err
 
 
 def test_semaphore_tokens_are_taken_and_created_with_a_limit(url: str, node: str) -> None:

@@ -9,14 +9,18 @@ passed on to the child, and ``tenure`` waits for it to end (the caller then
 releases the lock): a supervisor stopping ``tenure`` stops the command first.
 
 The child stays in ``tenure``'s process group, so that it keeps the terminal (it
-may read from it); a ^C typed at a terminal thus reaches it twice, once from the
-terminal and once passed on, which interactive programs treat as one.
+may read from it). A ^C typed at a terminal is sent by the terminal to its whole
+foreground process group, the child included: a SIGINT that comes while ``tenure``
+and the child are that group is not passed on again (:func:`terminal_sent`), so
+that the child gets it once. A SIGINT sent to ``tenure`` alone then does not reach
+the child: stop it with SIGTERM.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 from collections.abc import Mapping, Sequence
@@ -31,6 +35,27 @@ from tenure.errors import LostError
 FORWARDED: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: How long the child has, by default, between SIGTERM and SIGKILL after a loss.
 DEFAULT_GRACE: Final = 10.0
+
+
+#: The controlling terminal of this process, whatever its own name.
+CONTROLLING_TERMINAL: Final = "/dev/tty"
+
+
+def terminal_sent(child_pid: int) -> bool:
+    """Whether a SIGINT received now came from the controlling terminal (a ^C) and so
+    reached the child ``child_pid`` too: it is in this process's group, and that
+    group is the terminal's foreground group, which the terminal signals whole."""
+    try:
+        terminal = os.open(CONTROLLING_TERMINAL, os.O_RDONLY | os.O_NOCTTY)
+    except OSError:
+        return False  # no controlling terminal: somebody sent it to tenure alone
+    try:
+        group = os.getpgrp()
+        return os.tcgetpgrp(terminal) == group and os.getpgid(child_pid) == group
+    except OSError:  # the child is gone, or the terminal hung up
+        return False
+    finally:
+        os.close(terminal)
 
 
 def child_status(returncode: int) -> int:
@@ -63,7 +88,8 @@ class Signals:
     Until a child runs, a signal cancels the task that opened it (while ``tenure``
     waits for a lock, that withdraws the request, instead of killing the process
     and leaving the request queued until the session's recovery window passes).
-    While a child runs, a signal is passed on to it. Once it has ended, signals are
+    While a child runs, a signal is passed on to it (bar a terminal's ^C, which has
+    reached it already: :func:`terminal_sent`). Once it has ended, signals are
     only recorded: the lock is being released, which must not be cut short.
     ``received`` lists the signals that came, in order.
     """
@@ -93,7 +119,9 @@ class Signals:
     def _on_signal(self, signum: int) -> None:
         self.received.append(signum)
         if self.child is not None:
-            if self.child.returncode is None:
+            if self.child.returncode is None and not (
+                signum == signal.SIGINT and terminal_sent(self.child.pid)
+            ):
                 _send(self.child, signum)
         elif self._task is not None:
             self._task.cancel()

@@ -147,8 +147,9 @@ def lock(
     fencing token), TENURE_LOCK (the name), TENURE_NODE and TENURE_SESSION_ID in its
     environment, and releases when CMD ends; the exit status is CMD's. If the lock is
     lost meanwhile, CMD gets SIGTERM, then SIGKILL after --grace, and tenure exits 4.
-    SIGINT, SIGTERM and SIGHUP are passed on to CMD. Exit statuses: 1 busy or timed
-    out, 2 usage, 3 backend error, 4 lost, 126/127 CMD cannot run / not found.
+    SIGINT, SIGTERM and SIGHUP are passed on to CMD (a ^C at a terminal reaches CMD
+    once, from the terminal). Exit statuses: 1 busy or timed out, 2 usage, 3 backend
+    error, 4 lost, 126/127 CMD cannot run / not found.
     """
     command: list[str] = click.get_current_context().meta[COMMAND_KEY]
     check_waiting(common)
