@@ -1,4 +1,4 @@
-"""bench.lockload as the orchestrator runs it: several workloads in one process, quick
+"""bench.peers.lockload as the orchestrator runs it: several workloads in one process, quick
 mode's cap, and the sizes it is given. On memory:// (no server); nothing is timed."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def lockload(*args: str) -> list[dict[str, Any]]:
-    """Run ``python -m bench.lockload`` on memory://; its Measures as dicts."""
-    argv = [sys.executable, "-m", "bench.lockload", "--system", "tenure-memory"]
+    """Run ``python -m bench.peers.lockload`` on memory://; its Measures as dicts."""
+    argv = [sys.executable, "-m", "bench.peers.lockload", "--system", "tenure-memory"]
     argv += ["--url", "memory://", "--timeout", "60", *args]
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=90, check=True)
     found: list[dict[str, Any]] = json.loads(done.stdout)
@@ -47,7 +47,7 @@ def test_the_cap_stops_a_workload_early_and_the_note_says_so() -> None:
 
 
 def test_a_workload_without_a_size_is_refused() -> None:
-    argv = [sys.executable, "-m", "bench.lockload", "--system", "tenure-memory"]
+    argv = [sys.executable, "-m", "bench.peers.lockload", "--system", "tenure-memory"]
     argv += ["--url", "memory://", "--workload", "seq,cont", "--n", "seq=10"]
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
@@ -56,7 +56,7 @@ def test_a_workload_without_a_size_is_refused() -> None:
 
 @pytest.mark.parametrize("workload", ["seq,bogus", ""])
 def test_an_unknown_workload_is_refused(workload: str) -> None:
-    argv = [sys.executable, "-m", "bench.lockload", "--system", "tenure-memory"]
+    argv = [sys.executable, "-m", "bench.peers.lockload", "--system", "tenure-memory"]
     argv += ["--url", "memory://", "--workload", workload, "--n", "10"]
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import redis.asyncio
-from bench.clients import lock_client
+from bench.peers.clients import lock_client
 
 from tests.redis.server import RedisServer
 
@@ -59,7 +59,7 @@ async def test_client_each_gives_every_redis_session_its_own_connection(
 
 
 def test_seq_reports_client_and_server_cpu_per_pair(redis_server: RedisServer) -> None:
-    argv = [sys.executable, "-m", "bench.lockload", "--system", "redis"]
+    argv = [sys.executable, "-m", "bench.peers.lockload", "--system", "redis"]
     argv += ["--url", redis_server.url(7), "--workload", "seq", "--n", "200"]
     argv += ["--timeout", "60", "--server-pid", str(redis_server.pid)]
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=90, check=True)

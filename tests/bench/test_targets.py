@@ -1,15 +1,17 @@
-"""bench.targets: each target met or missed from one run's Measures (fixture values).
+"""bench.peers.targets: each target met or missed from one run's Measures (fixture values).
 
 No timing here: the Measures are made up, the logic that judges them is what is tested.
+Targets are looked up by the workload they judge and their label.
 """
 
 from __future__ import annotations
 
 import math
 
-from bench.report import targets_table
-from bench.results import Measure, client_each
-from bench.targets import BACKENDS, EARLIER, ISSUE_15, TARGET_TABLES, Target, find, judge
+import pytest
+from bench.peers.targets import TARGETS, find, judge, target
+from bench.tools.report import summary_table, targets_table
+from bench.tools.results import Measure, client_each
 
 
 def m(workload: str, system: str, metric: str, value: float, note: str = "") -> Measure:
@@ -17,17 +19,8 @@ def m(workload: str, system: str, metric: str, value: float, note: str = "") -> 
     return Measure(workload, system, metric, value, "", [value], note)
 
 
-def by_label(label: str) -> Target:
-    """The target of ``label`` in any of the report's tables."""
-    for _heading, targets in TARGET_TABLES:
-        for t in targets:
-            if t.label == label:
-                return t
-    raise KeyError(label)
-
-
 def test_a_ratio_is_met_at_the_goal_and_missed_below_it() -> None:
-    t = by_label("seq non-durable >= 2x redis-py Lock")
+    t = target("seq", ">= 2x redis-py Lock")
     met = judge(
         t, [m("seq", "tenure-off", "pairs_per_s", 2000), m("seq", "redis", "pairs_per_s", 1000)]
     )
@@ -41,7 +34,7 @@ def test_a_ratio_is_met_at_the_goal_and_missed_below_it() -> None:
 
 
 def test_a_bound_at_most_and_its_context_peer() -> None:
-    t = by_label("server CPU <= 100 µs per seq pair")
+    t = target("CPU per pair", "server <= 100 µs per seq pair")
     run = [m("seq", "tenure-off", "server_cpu_us", 100.0), m("seq", "redis", "server_cpu_us", 40.0)]
     v = judge(t, run)
     # The context peer is shown, but the verdict is tenure's value against the bound.
@@ -59,18 +52,22 @@ def test_the_client_each_shape_is_compared_with_the_peers_client_each() -> None:
         m("par", client_each("tenure-off"), "pairs_per_s", 5000),
         m("par", client_each("redis"), "pairs_per_s", 2500),  # each: 2x
     ]
-    shared = judge(by_label("par non-durable >= 3x redis-py Lock (shared client)"), run)
-    each = judge(by_label("par non-durable >= 3x redis-py Lock (client each)"), run)
+    shared = judge(target("par", ">= 3x redis-py Lock (shared client)"), run)
+    each = judge(target("par", ">= 3x redis-py Lock (client each)"), run)
     assert (shared.value, shared.met) == (9.0, True)
     assert (each.value, each.met) == (2.0, False)
     assert each.mine is not None
     assert each.mine.system == "tenure-off (client each)"
 
 
-def test_every_par_and_cont_target_of_issue_15_exists_in_both_shapes() -> None:
+def test_every_par_and_cont_target_against_a_peer_exists_in_both_shapes() -> None:
+    servers = ("tenure-off", "tenure-always")
+    everything = [t for targets in TARGETS.values() for t in targets]
+    # The server's targets (not the backends', set for the shared client only).
+    ours = [t for t in everything if t.systems[0].split(" (")[0] in servers]
     for workload in ("par", "cont"):
         for peer in ("redis", "etcd"):
-            found = [t for t in ISSUE_15 if t.workload == workload and t.peer is not None]
+            found = [t for t in ours if t.workload == workload and t.peer is not None]
             shared = [t for t in found if t.peer == peer]
             each = [t for t in found if t.peer == client_each(peer)]
             assert len(shared) == len(each) == 1, (workload, peer)
@@ -78,12 +75,34 @@ def test_every_par_and_cont_target_of_issue_15_exists_in_both_shapes() -> None:
             assert all(s.endswith("(client each)") for s in each[0].systems)
             assert not any(s.endswith("(client each)") for s in shared[0].systems)
     for fairness in ("max_overtaken", "jain"):
-        shapes = {t.systems for t in ISSUE_15 if t.workload == "cont" and t.metric == fairness}
+        shapes = {t.systems for t in ours if t.workload == "cont" and t.metric == fairness}
         assert shapes == {("tenure-off",), (client_each("tenure-off"),)}
 
 
+def test_targets_are_keyed_by_workload_each_with_a_reason() -> None:
+    for workload, targets in TARGETS.items():
+        assert targets, workload
+        assert "issue" not in workload.lower()
+        labels = [t.label for t in targets]
+        assert len(set(labels)) == len(labels), workload  # target() finds each one
+        for t in targets:
+            # A reason is one line of the report's table, about the threshold.
+            assert t.reason.strip(), t
+            assert "\n" not in t.reason, t
+            assert "|" not in t.reason, t
+            assert "issue" not in f"{t.label} {t.reason}".lower(), t
+            assert target(workload, t.label) is t
+
+
+def test_an_unknown_target_is_a_key_error() -> None:
+    with pytest.raises(KeyError, match="no target 'faster' under 'seq'"):
+        target("seq", "faster")
+    with pytest.raises(KeyError):
+        target("no such workload", ">= 2x redis-py Lock")
+
+
 def test_a_failed_or_missing_run_is_not_run_never_met() -> None:
-    t = by_label("cont >= 1.5x redis-py Lock (shared client)")
+    t = target("cont", ">= 1.5x redis-py Lock (shared client)")
     failed = Measure("cont", "tenure-off", "grants_per_s", float("nan"), "", [], "boom")
     v = judge(t, [failed, m("cont", "redis", "grants_per_s", 100)])
     assert (v.value, v.met, v.mine) == (None, None, None)
@@ -93,7 +112,7 @@ def test_a_failed_or_missing_run_is_not_run_never_met() -> None:
 
 
 def test_the_first_measured_of_a_targets_systems_is_judged() -> None:
-    t = by_label("hold <= 300 B per held lock at 100k")
+    t = target("hold memory", "<= 300 B per held lock at 100k")
     run = [
         m("hold", "tenure-always", "bytes_per_lock", 280),
         m("hold", "tenure-memory", "bytes_per_lock", 900),
@@ -110,7 +129,7 @@ def test_the_first_measured_of_a_targets_systems_is_judged() -> None:
 
 
 def test_a_comparison_without_a_goal_is_reported() -> None:
-    t = by_label("seq on postgres vs pg_advisory_lock")
+    t = target("seq, par, cont on postgres://", "seq vs pg_advisory_lock")
     v = judge(
         t,
         [
@@ -119,11 +138,10 @@ def test_a_comparison_without_a_goal_is_reported() -> None:
         ],
     )
     assert (v.value, v.met) == (0.125, None)
-    assert t in BACKENDS
 
 
 def test_the_echo_ceiling_scales_pairs_to_round_trips() -> None:
-    t = next(t for t in EARLIER if t.peer == "echo-uvloop")
+    t = target("seq", ">= 0.7x echo ceiling (round trips; a pair is 2)")
     run = [
         m("seq", "tenure-off", "pairs_per_s", 7000),
         m("ceiling", "echo-uvloop", "seq_rt_per_s", 20000),
@@ -134,11 +152,11 @@ def test_the_echo_ceiling_scales_pairs_to_round_trips() -> None:
 
 def test_the_table_says_met_missed_reported_not_run_and_quick_size() -> None:
     targets = (
-        by_label("seq non-durable >= 2x redis-py Lock"),
-        by_label("cont: zero overtakes (shared client)"),
-        by_label("seq on postgres vs pg_advisory_lock"),
-        by_label("recovery <= 1 s for 100k leases"),
-        by_label("watch p99 <= 25 ms for 1,000 watchers"),
+        target("seq", ">= 2x redis-py Lock"),
+        target("cont", "zero overtakes (shared client)"),
+        target("seq, par, cont on postgres://", "seq vs pg_advisory_lock"),
+        target("recovery", "<= 1 s for 100k leases"),
+        target("watch fan-out", "p99 <= 25 ms for 1,000 watchers"),
     )
     run = [
         m("seq", "tenure-off", "pairs_per_s", 3000),
@@ -151,7 +169,7 @@ def test_the_table_says_met_missed_reported_not_run_and_quick_size() -> None:
             "tenure-off",
             "restart_s",
             0.5,
-            "N = 10,000 (quick mode; the issue's size is 100,000)",
+            "N = 10,000 (quick mode; the full size is 100,000)",
         ),
     ]
     rows = targets_table(run, targets)[2:]
@@ -161,3 +179,21 @@ def test_the_table_says_met_missed_reported_not_run_and_quick_size() -> None:
     assert ">= 2x" in rows[0]
     assert "0.50x" in rows[2]
     assert "| - |" in rows[2]
+    assert targets[0].reason in rows[0]  # the why column
+
+
+def test_the_summary_counts_each_workloads_verdicts() -> None:
+    run = [
+        m("seq", "tenure-off", "pairs_per_s", 3000),
+        m("seq", "redis", "pairs_per_s", 1000),  # >= 2x redis: met
+        m("ceiling", "echo-uvloop", "seq_rt_per_s", 20000),  # 0.3x the ceiling: missed
+        m("seq", "tenure-postgres", "pairs_per_s", 500),
+        m("seq", "postgres", "pairs_per_s", 1000),
+    ]
+    rows = {row.split(" | ")[0].removeprefix("| "): row for row in summary_table(run)[2:]}
+    assert list(rows) == list(TARGETS)
+    assert rows["seq"] == "| seq | 1 | 1 | 0 | 0 |"
+    assert (
+        rows["seq, par, cont on postgres://"] == "| seq, par, cont on postgres:// | 0 | 0 | 1 | 2 |"
+    )
+    assert rows["hold memory"] == "| hold memory | 0 | 0 | 0 | 1 |"

@@ -17,10 +17,14 @@ The healthy clients start once the flood is under way, and stop after
 ``--cycles`` cycles each or ``--budget`` seconds, whichever comes first (a request
 still unanswered then counts with the time it has waited so far).
 
-Run: ``python bench/flood.py`` (the server of this tree), or
-``python bench/flood.py --server-src /tmp/old/src`` to measure another version of
+Run: ``python -m bench.micro.flood`` (the server of this tree), or
+``python -m bench.micro.flood --server-src /tmp/old/src`` to measure another version of
 the server in the same conditions (``git archive <commit> src | tar -x -C
 /tmp/old`` makes one). Compare ratios from one run: the machine is noisy.
+
+Internals: ``tenure._core``'s commands, ``tenure._protocol``'s client connection and
+the dflockd codec (``tenure.compat.dflockd.codec``): a flood is pipelined raw frames
+that no client library would send.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.server.wire import Clients, ServerProcess, WireClient
 
@@ -179,7 +183,9 @@ def scenario(args: argparse.Namespace, kind: str) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.micro.flood", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--clients", type=int, default=4, help="healthy connections")
     parser.add_argument("--cycles", type=int, default=250, help="lock + unlock cycles each")
     parser.add_argument("--budget", type=float, default=30.0, help="seconds, at most")

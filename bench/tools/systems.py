@@ -59,7 +59,7 @@ START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
 
 HOST = "127.0.0.1"
-_REPO = Path(__file__).resolve().parent.parent
+_REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -136,7 +136,7 @@ def _tenure_exe() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "tenure"]
 
 
-def _command(system: str, port: int, data_dir: Path) -> tuple[list[str], str]:
+def command(system: str, port: int, data_dir: Path) -> tuple[list[str], str]:
     """The server's command line and its client URL."""
     if system in ("tenure-always", "tenure-off"):
         fsync = system.removeprefix("tenure-")
@@ -202,7 +202,7 @@ def start(
     if data_dir is None:
         data_dir = workdir / f"{system}-{port}"
     data_dir.mkdir(parents=True, exist_ok=True)
-    argv, url = _command(system, port, data_dir)
+    argv, url = command(system, port, data_dir)
     log_path = workdir / f"{system}-{port}.log"
     with log_path.open("wb") as log:
         proc = subprocess.Popen(

@@ -2,7 +2,10 @@
 
 One connection, distinct keys, `l` then `r`, one pair at a time (the seq workload of
 the benchmark issue, as a dflockd client sees the server). Not part of the tests.
-Run: ``python bench/dflockd_seq.py [--pairs N]``.
+Run: ``python -m bench.micro.dflockd_seq [--pairs N]``.
+
+Internals: ``tenure.compat.dflockd.codec.frame``, to write dflockd's wire lines
+(the server's face, not a tenure client).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.server.wire import ServerProcess
 
@@ -42,7 +45,7 @@ def run(port: int, pairs: int) -> tuple[float, float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.micro.dflockd_seq", description=__doc__)
     parser.add_argument("--pairs", type=int, default=2_000)
     args = parser.parse_args()
     for fsync in ("off", "always"):

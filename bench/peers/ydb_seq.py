@@ -1,17 +1,19 @@
 """Sequential acquire + release through the YDB face of `tenure serve` (not part of the tests).
 
-One server (``--fsync always`` unless ``--fsync``), one session, one semaphore, one
-pair at a time, three ways, alternately, ``--repeats`` times each:
+One server (``--fsync always`` or ``off``, started as the peer comparison starts
+it, with ``--ydb-port``), one session, one semaphore, one pair at a time, three
+ways, alternately, ``--repeats`` times each:
 
 * ``native``: tenure's own asyncio client (``tenure://``), a mutex;
-* ``ydb-raw``: a raw ``CoordinationService/Session`` stream (YDB's messages over
-  grpc.aio): AcquireSemaphore then ReleaseSemaphore, the protocol's own cost;
+* ``ydb-raw``: a raw ``CoordinationService/Session`` stream (the YDB SDK's
+  generated messages over grpc.aio, as a YDB user without the SDK's session would
+  write it): AcquireSemaphore then ReleaseSemaphore, the protocol's own cost;
 * ``ydb-sdk``: YDB's asyncio SDK (``session.semaphore(name).acquire()/release()``),
   which also creates the semaphore before each acquire (three round trips a pair).
 
 Prints pairs per second and the median latency of each, and each YDB way's rate
 over native's from the same run (the machine is shared: compare the ratios).
-Run: ``python -m bench.ydb_seq [--pairs N] [--repeats R] [--fsync MODE]``.
+Run: ``python -m bench.peers.ydb_seq [--pairs N] [--repeats R] [--fsync always|off]``.
 """
 
 from __future__ import annotations
@@ -25,15 +27,16 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file, too
 
 import grpc
-from tests.server.wire import ServerProcess, free_port
+import ydb._grpc.common  # noqa: F401  (picks the generated code for the installed protobuf)
+from ydb._grpc.common.protos import ydb_coordination_pb2 as coordination
 from ydb.aio.coordination import CoordinationClient
 from ydb.aio.driver import Driver
 
 import tenure
-from tenure.compat.ydb import _protos as pb
+from bench.tools import systems
 
 Pair = Callable[[], Awaitable[None]]
 
@@ -68,10 +71,10 @@ async def raw(ydb_port: int) -> tuple[Pair, Callable[[], Awaitable[None]]]:
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{ydb_port}")
     call = channel.stream_stream(
         "/Ydb.Coordination.V1.CoordinationService/Session",
-        request_serializer=pb.coordination.SessionRequest.SerializeToString,
-        response_deserializer=pb.coordination.SessionResponse.FromString,
+        request_serializer=coordination.SessionRequest.SerializeToString,
+        response_deserializer=coordination.SessionResponse.FromString,
     )()
-    request = pb.coordination.SessionRequest
+    request = coordination.SessionRequest
     await call.write(request(session_start={"path": "/local/bench-ydb", "timeout_millis": 30000}))
 
     async def answer() -> object:
@@ -146,13 +149,13 @@ async def main(port: int, ydb_port: int, pairs: int, repeats: int) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.peers.ydb_seq", description=__doc__)
     parser.add_argument("--pairs", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--fsync", default="always", choices=("always", "batch", "off"))
+    parser.add_argument("--fsync", default="always", choices=("always", "off"))
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        ydb_port = free_port()
-        flags = ("--fsync", args.fsync, "--ydb-port", str(ydb_port))
-        with ServerProcess(Path(tmp) / "data", *flags) as server:
+    with tempfile.TemporaryDirectory(prefix="tenure-ydb-seq-") as tmp:
+        ydb_port = systems.free_port()
+        extra = ("--ydb-port", str(ydb_port))
+        with systems.running(f"tenure-{args.fsync}", Path(tmp), extra_args=extra) as server:
             asyncio.run(main(server.port, ydb_port, args.pairs, args.repeats))

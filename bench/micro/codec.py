@@ -10,10 +10,14 @@ result), the best of ``--repeats`` passes, in ns per message.
 same run: its ``src/`` is exported to a temporary directory and measured in a child
 process, one after the other, so both run on the same machine under the same load::
 
-    python bench/codec.py --against 45a3fe9     # the codec before msgspec, and this one
+    python -m bench.micro.codec --against 45a3fe9     # the codec before msgspec, and this one
 
 Each codec is measured in its own process (``--measure``, JSON on stdout) so neither
 one's imports or caches touch the other's.
+
+Internals: the messages of ``tenure._core`` and the codec of ``tenure._protocol``
+(frames, messages): the codec has no public face, and timing it through a client
+would bury it under the network and the event loop.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 #: The hot messages, in the order a contended lock sees them.
 NAMES = (
     "Request(Acquire)",
@@ -131,7 +135,9 @@ def export(revision: str, into: Path) -> Path:
 
 def main() -> None:
     """Measure this checkout's codec (and each ``--against``), and print the table."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.micro.codec", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--count", type=int, default=20_000, help="distinct messages per pass")
     parser.add_argument("--repeats", type=int, default=5, help="passes; the best is kept")
     parser.add_argument("--against", action="append", default=[], metavar="REV")

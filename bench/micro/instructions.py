@@ -8,12 +8,16 @@ run, the server) runs under ``valgrind --tool=callgrind``. Each side is run at t
 sizes, and the difference divided by the difference in pairs is the cost of one
 pair, start-up excluded. User space only: the system calls' own work is not in it.
 
-Run: ``python -m bench.instructions [--src DIR ...] [--pairs N] [--repeats R]``;
+Run: ``python -m bench.micro.instructions [--src DIR ...] [--pairs N] [--repeats R]``;
 each ``--src`` (default: this checkout's ``src``) is put first on PYTHONPATH, so
-two checkouts compare from one run: ``python -m bench.instructions --src /old/src
+two checkouts compare from one run: ``python -m bench.micro.instructions --src /old/src
 --src src``. Best on an idle machine (see :func:`per_pair` on the server's count
 under load). Needs ``valgrind`` (Debian package); takes several minutes (callgrind
 runs code about 50 times slower).
+
+Internals: none; the client is tenure's public API and the server ``tenure
+serve``. It is a micro-benchmark because it counts one path's instructions rather
+than comparing with a peer.
 """
 
 from __future__ import annotations
@@ -126,7 +130,7 @@ def per_pair(src: Path, side: str, pairs: int, work: Path, repeats: int = 1) -> 
 
 def main(argv: list[str] | None = None) -> int:
     """Print the instructions per pair of each ``--src``, client and server."""
-    parser = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.micro.instructions", description=__doc__)
     parser.add_argument("--src", action="append", type=Path, help="a checkout's src directory")
     parser.add_argument("--pairs", type=int, default=500, help="pairs measured (default 500)")
     parser.add_argument(
@@ -137,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("valgrind is not installed (apt-get install valgrind)")
     if args.pairs < 1 or args.repeats < 1:
         parser.error("--pairs and --repeats must be at least 1")
-    sources = args.src or [Path(__file__).resolve().parent.parent / "src"]
+    sources = args.src or [Path(__file__).resolve().parents[2] / "src"]
     with tempfile.TemporaryDirectory(prefix="tenure-instructions-") as tmp:
         for src in sources:
             client = per_pair(src.resolve(), "client", args.pairs, Path(tmp), args.repeats)

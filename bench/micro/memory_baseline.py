@@ -1,6 +1,9 @@
 """Baseline numbers for the engine and the memory:// client (not part of the tests).
 
-Run: ``python bench/memory_baseline.py [--pairs N]``
+Run: ``python -m bench.micro.memory_baseline [--pairs N]``
+
+Internals: ``tenure._core``'s ``Engine`` and its commands, to time the engine
+alone (no client, no server) beside the public ``memory://`` client built on it.
 """
 
 from __future__ import annotations
@@ -82,7 +85,9 @@ async def bytes_per_held_lock(count: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.micro.memory_baseline", description=__doc__
+    )
     parser.add_argument("--pairs", type=int, default=20_000)
     args = parser.parse_args()
     print(f"engine, acquire+release pairs/s:         {engine_pairs(args.pairs):>10,.0f}")

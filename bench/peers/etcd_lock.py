@@ -1,4 +1,4 @@
-"""etcd's v3 lock API as a bench :class:`~bench.clients.LockClient` (gRPC, protobuf).
+"""etcd's v3 lock API as a bench :class:`~bench.peers.clients.LockClient` (gRPC, protobuf).
 
 ``/v3lockpb.Lock/Lock`` and ``/Unlock`` over ``grpc.aio``, a lease with keepalive per
 session, like Go's ``concurrency.NewSession``: the ``etcd`` peer of the benchmarks.
@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 from typing import Any
 
-from bench.clients import LockClient, LockSession
+from bench.peers.clients import LockClient, LockSession
 
 
 class _EtcdChannel:

@@ -1,6 +1,6 @@
 """What one etcd round trip costs here: the calls ``etcd://`` is built of, one at a time.
 
-``python bench/etcd_rtt.py`` starts an etcd member (the benchmarks' command line:
+``python -m bench.micro.etcd_rtt`` starts an etcd member (the benchmarks' command line:
 etcd's defaults, fsync on every commit) on a free port, or uses ``--url
 http://host:port``, and times over one ``grpc.aio`` channel (uvloop), ``--n``
 times each, one call at a time:
@@ -19,6 +19,9 @@ times each, one call at a time:
   node's semaphores only near ``max_semaphores``).
 
 It prints the median and the 99th percentile of each, in milliseconds.
+
+Internals: none of tenure's: etcd's own calls over gRPC (aetcd's generated stubs),
+the ones ``etcd://`` is built of.
 """
 
 from __future__ import annotations
@@ -37,9 +40,9 @@ import grpc
 import uvloop
 from aetcd.rpc import rpc_pb2, rpc_pb2_grpc
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a file, too
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file, too
 
-from bench import systems
+from bench.tools import systems
 
 PREFIX = b"/rtt/"
 
@@ -181,7 +184,7 @@ async def measure(target: str, n: int, churn: int) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python bench/etcd_rtt.py", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.micro.etcd_rtt", description=__doc__)
     parser.add_argument("--url", help="http://host:port of an etcd (default: start one)")
     parser.add_argument("--n", type=int, default=1000, help="calls of each kind")
     parser.add_argument("--churn", type=int, default=20_000, help="dead keys for the scan")

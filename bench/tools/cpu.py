@@ -1,6 +1,6 @@
 """CPU time of the benchmark's processes: the client's own, and a server's by pid.
 
-seq reports both per acquire + release pair (issue 15: each at most 100 µs).
+seq reports both per acquire + release pair (the targets: each at most 100 µs).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The lock workloads (seq, par, cont), run in a client process of their own.
 
-``python -m bench.lockload --system S --url U --workload seq|par|cont --n N`` runs
+``python -m bench.peers.lockload --system S --url U --workload seq|par|cont --n N`` runs
 one repeat against a server the orchestrator started and prints its Measures as a
 JSON list on stdout (one sample each). ``--workload seq,par,cont --n
 seq=2000,par=5000,cont=1500`` runs several in turn on one client (quick mode: one
@@ -33,9 +33,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from bench.clients import LockClient, LockSession, lock_client
-from bench.cpu import ServerCpu, own_cpu_seconds
-from bench.results import Measure, dumps
+from bench.peers.clients import LockClient, LockSession, lock_client
+from bench.tools.cpu import ServerCpu, own_cpu_seconds
+from bench.tools.results import Measure, dumps
 
 Outcome = list[tuple[str, float, str]]  # (metric, value, unit)
 
@@ -312,7 +312,7 @@ def _alarm(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one repeat; print its Measures (JSON) on stdout."""
-    parser = argparse.ArgumentParser(prog="python -m bench.lockload", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.peers.lockload", description=__doc__)
     parser.add_argument("--system", required=True)
     parser.add_argument("--url", required=True)
     parser.add_argument(

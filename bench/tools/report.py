@@ -1,7 +1,8 @@
 """docs/benchmarks.md from the Measures of one run: tables, targets, plots, versions.
 
-``python -m bench.report [--out docs/benchmarks.md]`` renders it again from the
-saved docs/benchmarks/results.json and meta.json. A hand-written block between
+``python -m bench.tools.report [--out docs/benchmarks.md]`` renders it again from
+the saved docs/benchmarks/results.json and meta.json (the targets as
+:mod:`bench.peers.targets` has them now). A hand-written block between
 ``<!-- notes -->`` and ``<!-- /notes -->`` in the existing file is kept.
 """
 
@@ -15,8 +16,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bench.results import Measure, from_json
-from bench.targets import ISSUE_15, TARGET_TABLES, Target, find, judge
+from bench.peers.targets import TARGETS, Target, Verdict, find, judge
+from bench.tools.results import Measure, from_json
 
 ORDER = (
     "tenure-always", "tenure-always (client each)", "tenure-off", "tenure-off (client each)",
@@ -38,10 +39,11 @@ WORKLOADS = {
     " either order (etcd's gRPC client sends from threads of its own, and etcd serves each"
     " call in a goroutine), so a few overtakes can be arrival order rather than unfairness;"
     " Redis's hundreds are its polling Lock",
-    "hold": "server memory per held lock (bench/resources.py)",
-    "sessions": "many idle sessions: server memory and keepalive CPU (bench/resources.py)",
-    "recovery": "restart of a server holding many leases, until it serves (bench/resources.py)",
-    "watch": "notification latency to many watchers (bench/watch.py)",
+    "hold": "server memory per held lock (bench/peers/resources.py)",
+    "sessions": "many idle sessions: server memory and keepalive CPU (bench/peers/resources.py)",
+    "recovery": "restart of a server holding many leases, until it serves"
+    " (bench/peers/resources.py)",
+    "watch": "notification latency to many watchers (bench/peers/watch.py)",
     "ceiling": "raw echo server and client (asyncio Protocols), one round trip per request: "
     "one at a time (seq), and 32 connections at once (par)",
 }
@@ -118,24 +120,50 @@ def fmt(value: float) -> str:
     return f"{value:.3g}"
 
 
-def targets_table(measures: list[Measure], targets: tuple[Target, ...] = ISSUE_15) -> list[str]:
-    """The goals: tenure's value, the peer's, the ratio, met or missed."""
+def targets_table(measures: list[Measure], targets: tuple[Target, ...]) -> list[str]:
+    """The goals of one workload: tenure's value, the peer's, the ratio, met or missed."""
     rows = [
-        "| target | tenure | peer | ratio / value | goal | |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| target | why | tenure | peer | ratio / value | goal | |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for t in targets:
         v = judge(t, measures)
         unit = "x" if t.peer else ""
         goal = "-" if t.goal is None else f"{'<=' if t.at_most else '>='} {t.goal:,g}{unit}"
-        shown, verdict = "-", "not run"
+        shown = "-"
         if v.value is not None:
             shown = f"{v.value:.2f}x" if t.peer else fmt(v.value)
-            verdict = "reported" if v.met is None else "**met**" if v.met else "**missed**"
-            if v.mine is not None and "quick mode" in v.mine.note:
-                verdict += " (quick size)"
         theirs = _cell(v.peer) if (t.peer or t.context) else ""
-        rows.append(f"| {t.label} | {_cell(v.mine)} | {theirs} | {shown} | {goal} | {verdict} |")
+        rows.append(
+            f"| {t.label} | {t.reason} | {_cell(v.mine)} | {theirs} | {shown} | {goal}"
+            f" | {_verdict(v)} |"
+        )
+    return rows
+
+
+def _verdict(v: Verdict) -> str:
+    """met, missed, reported (no goal) or not run; *(quick size)* when quick mode's."""
+    if v.value is None:
+        return "not run"
+    verdict = "reported" if v.met is None else "**met**" if v.met else "**missed**"
+    if v.mine is not None and "quick mode" in v.mine.note:
+        verdict += " (quick size)"
+    return verdict
+
+
+def summary_table(measures: list[Measure]) -> list[str]:
+    """Per workload of :data:`~bench.peers.targets.TARGETS`: how many met, missed, not run."""
+    rows = [
+        "| workload | met | missed | reported | not run |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for workload, targets in TARGETS.items():
+        verdicts = [judge(t, measures) for t in targets]
+        met = sum(1 for v in verdicts if v.met is True)
+        missed = sum(1 for v in verdicts if v.met is False)
+        not_run = sum(1 for v in verdicts if v.value is None)
+        reported = len(verdicts) - met - missed - not_run
+        rows.append(f"| {workload} | {met} | {missed} | {reported} | {not_run} |")
     return rows
 
 
@@ -207,13 +235,13 @@ def render(
         "",
         "```sh",
         "scripts/bench --quick   # under 5 minutes: 3 repeats, half par/cont, each capped, 10k",
-        "scripts/bench           # full: 5 repeats, the issue's sizes",
+        "scripts/bench           # full: 5 repeats, full sizes",
         "scripts/bench --only seq,par --systems tenure-off,redis   # a subset",
         "```",
         "",
         "It installs what is missing (the `test,bench` extras, dflockd, `redis-server`,"
         " `etcd-server`), starts every server on 127.0.0.1, and writes this file, the plots"
-        " and `benchmarks/results.json` (every sample). `python -m bench.report` renders"
+        " and `benchmarks/results.json` (every sample). `python -m bench.tools.report` renders"
         " this file again from the saved results. See `bench/README.md`.",
         "",
         "## Machine and versions",
@@ -238,23 +266,26 @@ def render(
         "",
         *(
             [
-                "A quick run: par and cont at half the issue's sizes, seq, par and cont each"
+                "A quick run: par and cont at half their full sizes, seq, par and cont each"
                 f" stopped after {meta.get('quick_seconds') or '?'} s if not done by then,"
                 " and the 100k workloads smaller"
-                " (*quick size*). `scripts/bench --full` measures the issue's sizes.",
+                " (*quick size*). `scripts/bench --full` measures the full sizes.",
                 "",
             ]
             if meta.get("mode") == "quick"
             else []
         ),
-        "Each target is judged from this run alone. *(shared client)*: the 32 workers of"
-        " par and cont share one client on both sides of the ratio; *(client each)*: each"
-        " has its own on both sides. A bound's *peer* column shows the peer's value for"
-        " context. *reported*: a comparison its issue asks for without a goal.",
+        "Each target is judged from this run alone, by the workload it is about"
+        " (`bench/peers/targets.py` has them, each with the reason for its threshold)."
+        " *(shared client)*: the 32 workers of par and cont share one client on both sides"
+        " of the ratio; *(client each)*: each has its own on both sides. A bound's *peer*"
+        " column shows the peer's value for context. *reported*: a comparison without a goal.",
+        "",
+        *summary_table(measures),
         "",
     ]
-    for heading, targets in TARGET_TABLES:
-        lines += [f"### {heading}", "", *targets_table(measures, targets), ""]
+    for workload, targets in TARGETS.items():
+        lines += [f"### Targets: {workload}", "", *targets_table(measures, targets), ""]
     for workload, about in WORKLOADS.items():
         if not any(m.workload == workload for m in measures):
             continue
@@ -273,7 +304,7 @@ def write(measures: list[Measure], meta: dict[str, Any], out: Path) -> None:
     notes = found.group(0) if found else f"<!-- notes -->\n{NOTES_DEFAULT}\n<!-- /notes -->"
     # (Imported here: matplotlib is the bench extra's, and the tests of the tables,
     # run with the test extra alone, import this module without drawing.)
-    from bench import plots
+    from bench.tools import plots
 
     images = plots.draw(measures, out.parent / out.stem)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -282,7 +313,7 @@ def write(measures: list[Measure], meta: dict[str, Any], out: Path) -> None:
 
 def main() -> None:
     """Render the report again from the saved results."""
-    parser = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.tools.report", description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
     args = parser.parse_args()
     saved = args.out.parent / args.out.stem

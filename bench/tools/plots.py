@@ -15,7 +15,7 @@ matplotlib.use("Agg")  # files only: no display on a server
 
 import matplotlib.pyplot as plt
 
-from bench.results import Measure
+from bench.tools.results import Measure
 
 #: Durable tenure and its durable peer, non-durable tenure and its peers, the rest.
 COLORS = {

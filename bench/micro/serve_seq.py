@@ -2,13 +2,17 @@
 
 One connection, one session, lock + release of distinct mutexes over the raw
 native protocol (no client library yet): the starting point for the benchmark
-issue. Run: ``python bench/serve_seq.py [--pairs N]``.
+issue. Run: ``python -m bench.micro.serve_seq [--pairs N]``.
 
 ``--metrics`` measures what ``--http-port`` (the Prometheus metrics, updated on
 every request, grant and commit) costs: each fsync mode runs with the endpoint off
 and on, alternately, ``--repeats`` times, one after the other (sequential round
 trips) and pipelined (``--window`` pairs in flight: the server's CPU is the limit,
 so its per-request cost shows), and the median rates are compared as on/off.
+
+Internals: ``tenure._core``'s commands and ``tenure._protocol``'s ``Reply``, sent
+raw by the tests' wire client (``tests.server.wire``): the server's cost alone,
+without tenure's client library.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.server.wire import Clients, ServerProcess, free_port
 
@@ -136,7 +140,7 @@ def metrics_cost(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.micro.serve_seq", description=__doc__)
     parser.add_argument("--pairs", type=int, default=2_000)
     parser.add_argument("--metrics", action="store_true", help="the cost of --http-port")
     parser.add_argument("--repeats", type=int, default=3, help="with --metrics")

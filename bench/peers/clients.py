@@ -4,7 +4,7 @@ A :class:`LockClient` is what a process opens once (a tenure client, a Redis
 connection pool, a gRPC channel to etcd); a :class:`LockSession` is one client of
 the lock service (a tenure session, a Redis lock user, an etcd lease, a PostgreSQL
 connection, a dflockd connection). Every wait is bounded by ``timeout`` seconds.
-etcd's client is :mod:`bench.etcd_lock`.
+etcd's client is :mod:`bench.peers.etcd_lock`.
 """
 
 from __future__ import annotations
@@ -242,7 +242,7 @@ def lock_client(system: str, url: str, timeout: float, *, shared: bool = True) -
     if system == "redis":
         return RedisClient(url, timeout, shared=shared)
     if system == "etcd":
-        from bench.etcd_lock import EtcdClient  # (it imports this module)
+        from bench.peers.etcd_lock import EtcdClient  # (it imports this module)
 
         return EtcdClient(url, timeout, shared=shared)
     classes: dict[str, type[LockClient]] = {

@@ -1,6 +1,6 @@
 """The CPU cost of ``--http-port``'s metrics on the server's hot path (not part of the tests).
 
-End-to-end rates (``bench/serve_seq.py --metrics``) on a shared machine move by more
+End-to-end rates (``bench/micro/serve_seq.py --metrics``) on a shared machine move by more
 than the metrics cost; this measures the server's own CPU time instead
 (``time.process_time``) for the work every request does with and without the
 metrics: the journaled engine applying Acquire + Release pairs of one session (a
@@ -10,7 +10,12 @@ the disk is not what is measured), and the native request counter per command.
 Network and codec time, which the metrics do not touch, are left out, so the ratio
 shown is the worst case a real server sees.
 
-Run: ``python bench/metrics_cost.py [--pairs N] [--repeats R]``.
+Run: ``python -m bench.micro.metrics_cost [--pairs N] [--repeats R]``.
+
+Internals: ``tenure._core``'s commands, the server's ``JournaledEngine``,
+``tenure.server._http.metrics.ServerMetrics`` and ``tenure.server._observe.Observer``:
+the cost measured is the metrics' own, on the server's hot path, without the
+network and codec a client would add.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tenure import __version__
 from tenure._core import MAX_COUNT, Acquire, CreateNode, CreateSession, Release
@@ -82,7 +87,9 @@ async def seconds_per_pair(pairs: int, batch: int, observer: Observer | None) ->
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.micro.metrics_cost", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--pairs", type=int, default=50_000)
     parser.add_argument("--batch", type=int, default=64, help="commands per group commit")
     parser.add_argument("--repeats", type=int, default=5)

@@ -6,8 +6,8 @@ and ``clients`` connections at once. Both sides use asyncio Protocols (no stream
 layer); the server runs on plain asyncio or uvloop, the client on uvloop, as the
 lock clients do.
 
-``python -m bench.ceiling serve --loop uvloop|asyncio`` prints ``listening PORT``;
-``python -m bench.ceiling client --port P --n N`` prints Measures (JSON).
+``python -m bench.peers.ceiling serve --loop uvloop|asyncio`` prints ``listening PORT``;
+``python -m bench.peers.ceiling client --port P --n N`` prints Measures (JSON).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import time
 from collections import deque
 from typing import cast
 
-from bench.lockload import new_loop
-from bench.results import Measure, dumps
+from bench.peers.lockload import new_loop
+from bench.tools.results import Measure, dumps
 
 #: One request (and its echo): about the size of a lock request on the wire.
 MESSAGE = b"x" * 63 + b"\n"
@@ -119,7 +119,7 @@ async def client(port: int, n: int, clients: int) -> list[tuple[str, float, str]
 
 def main(argv: list[str] | None = None) -> int:
     """``serve`` or ``client``; see the module docstring."""
-    parser = argparse.ArgumentParser(prog="python -m bench.ceiling", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.peers.ceiling", description=__doc__)
     sub = parser.add_subparsers(dest="role", required=True)
     srv = sub.add_parser("serve")
     srv.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop")

@@ -5,7 +5,11 @@ Not part of the tests (they check the page; this only pictures it). Starts a
 hold a mutex with two waiters behind it, a counting semaphore and a mutex of another
 node, takes a few quick grants so that the rate shows, and photographs the page in
 Debian's headless chromium (Playwright, ``executable_path``; ``TENURE_CHROMIUM`` names
-another). Run: ``.venv/bin/python bench/dashboard_screenshot.py [--out PATH]``.
+another). Run: ``.venv/bin/python -m bench.tools.dashboard_screenshot [--out PATH]``.
+
+Internals: ``tenure._core.CreateSession`` and ``ClientIdentity``, sent raw (the
+tests' wire client) to leave a session whose client vanished, which no public call
+can do on purpose.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.server.wire import Clients, ServerProcess, free_port
 
@@ -28,7 +32,7 @@ import tenure
 from tenure._core import CreateSession
 from tenure._core.values import ClientIdentity
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("TENURE_CHROMIUM", "/usr/bin/chromium")
 #: The scene is kept up at most this long, in seconds, whatever happens.
 SCENE_SECONDS = 60.0
@@ -86,7 +90,9 @@ async def scene(port: int, ready: threading.Event, done: threading.Event) -> Non
 
 def main() -> int:
     """Serve, set the scene, photograph the page."""
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.tools.dashboard_screenshot", description=__doc__
+    )
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "dashboard.png")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright

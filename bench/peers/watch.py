@@ -36,9 +36,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import tenure
-from bench import systems
-from bench.resources import Worker
-from bench.results import Measure, median_measure
+from bench.tools import systems
+from bench.tools.results import Measure, median_measure
+from bench.tools.workers import Worker
 
 NODE = "bench-watch"
 NAME = "bench-watched"
@@ -269,7 +269,7 @@ def once(system: str, quick: bool, workdir: Path) -> dict[str, float]:
             argv = ["--system", system, "--url", server.url, "--first", str(first)]
             argv += ["--count", str(count), "--timeout", str(TIMEOUT)]
             log = workdir / f"watch-{system}-{server.port}-{p}.log"
-            workers.append(Worker(argv, log, module="bench.watch"))
+            workers.append(Worker("bench.peers.watch", argv, log))
         for w in workers:
             w.expect("ready", TIMEOUT)
         sent = asyncio.run(update(server, UPDATES[quick]))
@@ -322,7 +322,7 @@ def run(systems_: Sequence[str], quick: bool, workdir: Path) -> list[Measure]:
 
 def main(argv: list[str] | None = None) -> int:
     """``worker`` (spawned by :func:`run`) or ``run`` (by hand)."""
-    parser = argparse.ArgumentParser(prog="python -m bench.watch", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.peers.watch", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     w = sub.add_parser("worker", help="a process of watchers (spawned by run)")
     w.add_argument("--system", required=True)
@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     import tempfile
 
-    from bench.results import dumps
+    from bench.tools.results import dumps
 
     with tempfile.TemporaryDirectory(prefix="tenure-watch-") as tmp:
         print(dumps(run(args.systems.split(","), args.quick, Path(tmp))))
