@@ -21,8 +21,8 @@ counts as the server works:
 The gauges (sessions, holds, waiters, watches, connections, readiness) are read
 from the engine at scrape time by :class:`tenure.server._http.collector.StateCollector`.
 The counts are plain numbers (:mod:`tenure.server._http.tally`): the cost on the hot
-path is a dictionary increment per request (``bench/metrics_cost.py`` and
-``bench/serve_seq.py --metrics`` measure it).
+path is a dictionary increment per request (``bench/micro/metrics_cost.py`` and
+``bench/micro/serve_seq.py --metrics`` measure it).
 """
 
 from __future__ import annotations
