@@ -50,14 +50,27 @@ def require_chromium() -> None:
 
 
 class Holder:
-    """``tests/dashboard/holder.py`` in a process of its own, holding a mutex."""
+    """``tests/dashboard/holder.py`` in a process of its own, holding a mutex (or leading
+    an election)."""
 
     def __init__(
-        self, url: str, node: str, name: str, description: str, client: str, *, queued: bool = False
+        self,
+        url: str,
+        node: str,
+        name: str,
+        description: str,
+        client: str,
+        *,
+        queued: bool = False,
+        leader_data: str | None = None,
     ) -> None:
-        """Start it; unless ``queued`` (it waits behind another holder), until it holds."""
+        """Start it; unless ``queued`` (it waits behind another holder), until it holds.
+        With ``leader_data`` it leads the election ``name`` instead, with that data."""
+        args = [url, node, name, description, client]
+        if leader_data is not None:
+            args.append(leader_data)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.dashboard.holder", url, node, name, description, client],
+            [sys.executable, "-m", "tests.dashboard.holder", *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -112,6 +125,15 @@ def post(port: int, path: str, body: object, token: str | None = None) -> tuple[
     )
     try:
         with urllib.request.urlopen(request, timeout=WAIT) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def get(port: int, path: str) -> tuple[int, Any]:
+    """GET from the HTTP endpoint on ``port``: (status, the JSON answer)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=WAIT) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read())

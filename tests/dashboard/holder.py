@@ -1,8 +1,9 @@
 """A tiny tenure client for the dashboard tests, run as a process of its own.
 
-``python -m tests.dashboard.holder URL NODE MUTEX DESCRIPTION CLIENT_NAME`` opens a
-session with DESCRIPTION (connecting with CLIENT_NAME), takes the mutex, and prints
-one JSON line: its token, session id, host and pid. Each line read from stdin is a
+``python -m tests.dashboard.holder URL NODE MUTEX DESCRIPTION CLIENT_NAME [DATA]`` opens
+a session with DESCRIPTION (connecting with CLIENT_NAME), takes the mutex (with DATA:
+leads the election MUTEX with DATA as the leader's data), and prints one JSON line:
+its token, session id, host and pid. Each line read from stdin is a
 step: the first releases the mutex (``{"released": true}``), the second ends the
 process. A lost session (an operator ended it) prints ``{"lost": ..., "message": ...}``
 and ends it. Nothing waits longer than :data:`LIFETIME` seconds.
@@ -28,8 +29,11 @@ def say(**fields: object) -> None:
     print(json.dumps(fields), flush=True)
 
 
-async def hold(url: str, node: str, name: str, description: str, client_name: str) -> None:
-    """Take ``name``, report it, release it and end when stdin says so."""
+async def hold(
+    url: str, node: str, name: str, description: str, client_name: str, data: str | None = None
+) -> None:
+    """Take ``name`` (lead it, with ``data``), report it, release it and end when stdin
+    says so."""
     loop = asyncio.get_running_loop()
     steps = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(steps), sys.stdin)
@@ -37,7 +41,12 @@ async def hold(url: str, node: str, name: str, description: str, client_name: st
         await client.create_node(node, exist_ok=True)
         async with client.session(node, description=description) as session:
             try:
-                async with session.mutex(name) as lock:
+                held = (
+                    session.mutex(name)
+                    if data is None
+                    else session.election(name).campaign(data.encode())
+                )
+                async with held as lock:
                     host, pid = socket.gethostname(), os.getpid()
                     say(token=lock.token, session_id=session.id, host=host, pid=pid)
                     await steps.readline()

@@ -4,6 +4,7 @@ shows, in which order, bounded by each ``--dashboard-max-*`` limit; and the sett
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
 import pytest
@@ -11,7 +12,13 @@ import pytest
 from tenure._core import Acquire, CreateNode, CreateSemaphore, CreateSession, Engine
 from tenure._core.values import MAX_COUNT, ClientIdentity
 from tenure.server._config.serve_config import ConfigError, add_arguments, resolve
-from tenure.server._http.board import BoardLimits, RateMeter, board
+from tenure.server._http.board import (
+    DEFAULT_MAX_DATA_CHARS,
+    BoardLimits,
+    RateMeter,
+    board,
+    shown_data,
+)
 
 WHO = ClientIdentity("host-a", 4242, "billing-worker")
 SHIFT = 1_700_000_000.0  # engine time 0 is this UNIX time in these tests
@@ -52,7 +59,7 @@ def test_owners_waiters_and_sessions_with_who_and_when() -> None:
     assert [n["name"] for n in seen["nodes"]] == ["a", "b", "c"]
     a = seen["nodes"][0]
     s0 = a["semaphores"][0]
-    assert (s0["name"], s0["limit"], s0["count"], s0["exclusive"]) == ("s0", 1, 1, False)
+    assert (s0["name"], s0["kind"], s0["limit"], s0["count"]) == ("s0", "semaphore", 1, 1)
     [owner] = s0["owners"]
     assert owner == {
         "session_id": sids[0],
@@ -61,6 +68,9 @@ def test_owners_waiters_and_sessions_with_who_and_when() -> None:
         "identity": {"host": "host-a", "pid": 4242, "name": "billing-worker"},
         "since": SHIFT + 1.0,
         "token": 1,
+        "data": "",
+        "data_bytes": 0,
+        "data_truncated": False,
     }
     assert [w["session_id"] for w in s0["waiters"]] == sids[1:]  # queue order
     assert [w["since"] for w in s0["waiters"]] == [SHIFT + 2, SHIFT + 3, SHIFT + 4]
@@ -98,16 +108,72 @@ def test_only_the_nodes_the_viewer_may_see_nor_their_count() -> None:
     assert seen["nodes_total"] == 2
 
 
-def test_a_mutex_is_exclusive_and_a_detached_session_has_an_expiry() -> None:
+def test_a_mutex_has_limit_1_and_a_detached_session_has_an_expiry() -> None:
     engine = Engine()
     engine.apply(CreateNode("n"), 0.0)
     sid = engine.apply(CreateSession("n", b"k", 10.0), 0.0).session_id
+    other = engine.apply(CreateSession("n", b"k", 10.0), 0.0).session_id
     engine.apply(Acquire(sid, "m", MAX_COUNT, request_id=1, ephemeral=True), 0.0)
+    engine.apply(Acquire(other, "m", MAX_COUNT, request_id=1, ephemeral=True), 0.0)
     engine.sessions[sid].expires_at = 8.0  # as a DetachSession at time -2 would leave it
-    [node] = view(engine, BoardLimits(), now=5.0)["nodes"]
+    seen = view(engine, BoardLimits(), now=5.0)
+    [node] = seen["nodes"]
     [mutex] = node["semaphores"]
-    assert (mutex["exclusive"], mutex["ephemeral"], mutex["owners_total"]) == (True, True, 1)
+    # What a mutex means (one holder at a time), never its 2**64-1 tokens.
+    assert (mutex["kind"], mutex["limit"], mutex["count"], mutex["held"]) == ("mutex", 1, 1, True)
+    assert (mutex["ephemeral"], mutex["owners_total"], mutex["waiters_total"]) == (True, 1, 1)
+    assert (mutex["owners"][0]["count"], mutex["waiters"][0]["count"]) == (1, 1)
+    assert str(MAX_COUNT) not in json.dumps(seen)
     assert node["sessions"][0]["expires_at"] == SHIFT + 8.0
+
+
+def test_an_election_shows_its_leader_data_and_term() -> None:
+    # An election is a mutex whose holder's data is the leader's (Election.campaign):
+    # the view shows that data and the token, the leadership's term.
+    engine = Engine()
+    engine.apply(CreateNode("n"), 0.0)
+    sid = engine.apply(CreateSession("n", b"k", None, "tenure elect", WHO), 0.0).session_id
+    leader = Acquire(sid, "primary", MAX_COUNT, request_id=1, data=b"10.0.0.7:8080", ephemeral=True)
+    token = engine.apply(leader, 1.0).token
+    [election] = view(engine, BoardLimits())["nodes"][0]["semaphores"]
+    assert (election["kind"], election["limit"], election["held"]) == ("mutex", 1, True)
+    [owner] = election["owners"]
+    assert (owner["data"], owner["token"], owner["data_truncated"]) == (
+        "10.0.0.7:8080",
+        token,
+        False,
+    )
+
+
+def test_other_ephemeral_semaphores_have_no_limit() -> None:
+    engine = Engine()
+    engine.apply(CreateNode("n"), 0.0)
+    sid = engine.apply(CreateSession("n", b"k", None), 0.0).session_id
+    engine.apply(Acquire(sid, "pool", 3, request_id=1, ephemeral=True), 0.0)
+    [pool] = view(engine, BoardLimits())["nodes"][0]["semaphores"]
+    assert (pool["kind"], pool["limit"], pool["count"]) == ("ephemeral", None, 3)
+    assert pool["owners"][0]["count"] == 3
+
+
+def test_owner_data_is_escaped_and_cut_to_its_limit() -> None:
+    engine = Engine()
+    engine.apply(CreateNode("n"), 0.0)
+    sid = engine.apply(CreateSession("n", b"k", None), 0.0).session_id
+    other = engine.apply(CreateSession("n", b"k", None), 0.0).session_id
+    # A newline, a bidi override and an undecodable byte would not show as themselves.
+    sneaky = "host\n\u202etoken 999\x1b[2J".encode() + b"\xff"
+    engine.apply(Acquire(sid, "a", MAX_COUNT, request_id=1, data=sneaky, ephemeral=True), 0.0)
+    long = "é" * 50
+    engine.apply(Acquire(other, "b", 1, request_id=1, data=long.encode(), ephemeral=True), 0.0)
+    a, b = view(engine, BoardLimits(max_data_chars=40))["nodes"][0]["semaphores"]
+    [held] = a["owners"]
+    assert held["data"] == "host\\n\\u202etoken 999\\x1b[2J\\xff"
+    assert (held["data_bytes"], held["data_truncated"]) == (len(sneaky), False)
+    [cut] = b["owners"]
+    assert (cut["data"], cut["data_bytes"], cut["data_truncated"]) == ("é" * 40, 100, True)
+    assert shown_data(b"x" * 10_000, 5) == ("xxxxx", True)
+    assert shown_data(b"", 5) == ("", False)
+    assert BoardLimits().max_data_chars == DEFAULT_MAX_DATA_CHARS
 
 
 def test_rates_are_per_second_over_the_window() -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from tests.server.wire import ServerProcess, free_port
 
-from .browser import Holder, post, wait_until
+from .browser import Holder, get, post, wait_until
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -136,6 +136,30 @@ def test_a_waiter_is_shown_in_order_behind_the_holder(served: Served, page: Page
             second.close()
     finally:
         first.close()
+
+
+def test_an_election_shows_its_leader_data_and_term(served: Served, page: Page) -> None:
+    page.goto(served.page_url)
+    address = "10.0.0.7:8080\n<b>token 1</b>"  # a line break and markup: neither may show
+    leader = Holder(served.url, "jobs", "primary", "scheduler", "sched", leader_data=address)
+    try:
+        election = row(page, "jobs", "primary")
+        owner = f"{election} .owner"
+        assert text(page, f"{owner} .data") == "10.0.0.7:8080\\n<b>token 1</b>"
+        assert text(page, f"{owner} .token") == str(leader.grant["token"])
+        assert text(page, f"{election} .kind") == "mutex / election"
+        assert "leader" in (page.get_attribute(f"{election} .kind", "title") or "")
+        assert text(page, f"{election} td:nth-child(3)") == "held"
+        assert page.query_selector("#board b") is None
+        # The JSON says what a mutex's limit means, not MAX_COUNT.
+        status, board = get(served.http, "/dashboard/api/board")
+        [jobs] = board["view"]["board"]["nodes"]
+        [primary] = jobs["semaphores"]
+        assert status == 200
+        assert (primary["kind"], primary["limit"], primary["count"]) == ("mutex", 1, 1)
+        assert primary["owners"][0]["data"] == "10.0.0.7:8080\\n<b>token 1</b>"
+    finally:
+        leader.close()
 
 
 def test_a_read_only_token_sees_but_may_not_end_sessions(

@@ -8,6 +8,17 @@ waiters of each semaphore in grant and queue order; each list comes with its tot
 so the page says "20 of 3000". Only the nodes ``may_see`` allows are shown (a token
 limited to some nodes does not learn the others' names, as with ListNodes).
 
+Mutexes and elections are told apart from counting semaphores as the client's recipes
+make them (``tenure.client``, docs/concepts.md): a mutex takes every token of an
+ephemeral semaphore of limit ``MAX_COUNT``, and an election *is* such a mutex, whose
+holder is the leader and whose owner data is the leader's data (its address, say);
+the store keeps nothing else that could tell them apart. So a semaphore's ``kind``
+is ``mutex`` (shown "mutex / election"), ``ephemeral`` or ``semaphore``, and its
+``limit``, ``count`` and holders' counts are what they mean: a mutex has limit 1, a
+count of 1 while held, holders of count 1; an ephemeral semaphore of no limit has
+``limit`` null. Owner and waiter data leave as text (:func:`shown_data`): invisible
+and control characters escaped, cut to ``max_data_chars`` characters.
+
 Times leave as UNIX seconds (the engine keeps them on the monotonic clock:
 :mod:`tenure._core.stamps`), as instants rather than ages, so that a view of an
 unchanged state is the same bytes: the server pushes a view only when it changed,
@@ -20,6 +31,7 @@ expiry) into rates per second over the last :data:`RATE_WINDOW` seconds.
 from __future__ import annotations
 
 import heapq
+import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -33,7 +45,16 @@ from tenure._core.session import Session
 from tenure._core.values import MAX_COUNT, ClientIdentity
 from tenure.server._config.serve_config import ServeConfig
 
-__all__ = ["RATE_SAMPLE_INTERVAL", "RATE_WINDOW", "BoardLimits", "RateMeter", "board", "counters"]
+__all__ = [
+    "RATE_SAMPLE_INTERVAL",
+    "RATE_WINDOW",
+    "BoardLimits",
+    "RateMeter",
+    "board",
+    "counters",
+    "kind_of",
+    "shown_data",
+]
 
 #: The rates shown are averages over this many seconds.
 RATE_WINDOW: Final = 10.0
@@ -47,6 +68,15 @@ T = TypeVar("T")
 #: JSON-ready data: what :func:`board` returns.
 Json = dict[str, object]
 
+#: Characters of owner data a view shows by default (see :attr:`BoardLimits.max_data_chars`).
+DEFAULT_MAX_DATA_CHARS: Final = 200
+#: Characters that would not show as themselves in data: C0 and C1 controls, and the
+#: invisible ones that reorder or hide text (bidi controls, zero-width characters,
+#: line and paragraph separators, the byte-order mark, the soft hyphen).
+_UNSEEN: Final = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u00ad\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff]"
+)
+
 
 @dataclass(frozen=True, slots=True)
 class BoardLimits:
@@ -56,6 +86,9 @@ class BoardLimits:
     max_semaphores: int = 100
     max_sessions: int = 100
     max_holders: int = 20
+    #: Characters of each owner's and waiter's data shown (before escaping); the
+    #: rest is cut, and ``data_truncated`` says so.
+    max_data_chars: int = DEFAULT_MAX_DATA_CHARS
 
     @classmethod
     def of(cls, config: ServeConfig) -> BoardLimits:
@@ -95,9 +128,7 @@ def board(
                 "name": name,
                 "can_kill": may_kill(name),
                 "semaphores_total": len(semaphores),
-                "semaphores": [
-                    _semaphore(semaphores[s], engine, shift, limits.max_holders) for s in sem_names
-                ],
+                "semaphores": [_semaphore(semaphores[s], engine, shift, limits) for s in sem_names],
                 "sessions_total": len(node.sessions),
                 "sessions": [_session(engine.sessions[i], now, shift) for i in session_ids],
             }
@@ -105,34 +136,81 @@ def board(
     return {"nodes_total": len(visible), "nodes": nodes}
 
 
-def _semaphore(sem: Semaphore, engine: Engine, shift: float, max_holders: int) -> Json:
+def kind_of(sem: Semaphore) -> str:
+    """``mutex`` (every token of an ephemeral semaphore of limit MAX_COUNT: a mutex's or
+    an election's hold), ``ephemeral`` (another ephemeral one) or ``semaphore``; the
+    rule of ``tenure ls``."""
+    if not sem.ephemeral:
+        return "semaphore"
+    # A hold of every token leaves room for no other: the first owner and the first
+    # waiter tell (bounded work, however long the queue).
+    first: list[Owner | Waiter] = [*_first(sem.each_owner(), 1), *_first(sem.waiters.values(), 1)]
+    if sem.limit == MAX_COUNT and first and all(held.count == MAX_COUNT for held in first):
+        return "mutex"
+    return "ephemeral"
+
+
+def shown_data(data: bytes, max_chars: int) -> tuple[str, bool]:
+    """``data`` as text to show, and whether it was cut: UTF-8 (undecodable bytes as
+    ``\\xNN``), cut to ``max_chars`` characters, then every character that would not
+    show as itself (:data:`_UNSEEN`) escaped as Python writes it (``\\n``, ``\\x1b``,
+    ``\\u202e``): a leader's data cannot add a line or turn text around on the page."""
+    # At most 4 bytes a character: no more than this is decoded, however big the data.
+    text = data[: 4 * max_chars + 4].decode("utf-8", "backslashreplace")
+    cut = len(text) > max_chars or len(data) > 4 * max_chars + 4
+    text = text[:max_chars]
+    return _UNSEEN.sub(lambda found: found.group().encode("unicode_escape").decode(), text), cut
+
+
+def _semaphore(sem: Semaphore, engine: Engine, shift: float, limits: BoardLimits) -> Json:
     owners = sem.owners
     waiters = sem.waiters
+    kind = kind_of(sem)
+    held = bool(owners)
+    if kind == "mutex":
+        # A mutex admits one holder: limit 1 and count 1 or 0, not 2**64-1 tokens.
+        limit: int | None = 1
+        count: int | None = 1 if held else 0
+    else:
+        limit = None if sem.limit == MAX_COUNT else sem.limit  # None: no limit
+        count = None if sem.count == MAX_COUNT else sem.count
+    each = (kind, engine, shift, limits.max_data_chars)
     return {
         "name": sem.name,
-        # A mutex (and an election) takes every token of a semaphore of limit MAX_COUNT:
-        # shown as "exclusive", held or free, not as a count near 2**64.
-        "exclusive": sem.limit == MAX_COUNT,
-        "limit": sem.limit,
-        "count": sem.count,
+        "kind": kind,
+        "limit": limit,
+        "count": count,
+        "held": held,
         "ephemeral": sem.ephemeral,
         "owners_total": len(owners),
         "owners": [
-            _holder(o, engine, shift, token=o.token) for o in _first(owners.values(), max_holders)
+            _holder(o, *each, token=o.token) for o in _first(owners.values(), limits.max_holders)
         ],
         "waiters_total": len(waiters),
-        "waiters": [_holder(w, engine, shift) for w in _first(waiters.values(), max_holders)],
+        "waiters": [_holder(w, *each) for w in _first(waiters.values(), limits.max_holders)],
     }
 
 
-def _holder(held: Owner | Waiter, engine: Engine, shift: float, token: int | None = None) -> Json:
+def _holder(
+    held: Owner | Waiter,
+    kind: str,
+    engine: Engine,
+    shift: float,
+    max_data_chars: int,
+    token: int | None = None,
+) -> Json:
     session = engine.sessions.get(held.session_id)
+    data, cut = shown_data(held.data, max_data_chars)
     info: Json = {
         "session_id": held.session_id,
-        "count": held.count,
+        # A mutex's holder holds it (1); a hold of every token elsewhere is None.
+        "count": 1 if kind == "mutex" else None if held.count == MAX_COUNT else held.count,
         "description": session.description if session is not None else "",
         "identity": _identity(session.identity if session is not None else None),
         "since": held.since + shift,
+        "data": data,
+        "data_bytes": len(held.data),
+        "data_truncated": cut,
     }
     if token is not None:
         info["token"] = token

@@ -55,6 +55,16 @@ function tickAges() {
   }
 }
 
+// Owner data as the server sent it: already escaped (control and invisible
+// characters as \xNN) and cut; said so when cut.
+function data(info) {
+  const shown = info.data_truncated ? info.data + "\u2026 (" + info.data_bytes + " bytes)" : info.data;
+  return el("span", { class: "data who" }, shown);
+}
+
+// An election is a mutex whose holder leads: its data is the leader's (an address,
+// say) and its token the leadership's term. The server cannot tell the two apart, so
+// every holder shows its data and token.
 function holder(info, isOwner) {
   const parts = [
     el("span", { class: "desc who" }, info.description || "(no description)"),
@@ -69,7 +79,9 @@ function holder(info, isOwner) {
   } else {
     parts.push(" · waiting for ", age(info.since, "since"));
   }
-  if (info.count > 1 && info.count < 2 ** 53 - 1) parts.push(" · count " + info.count);
+  if (info.count === null) parts.push(" · count all");
+  else if (info.count > 1) parts.push(" · count " + info.count);
+  if (info.data_bytes > 0) parts.push(" · data ", data(info));
   return el(isOwner ? "div" : "li", { class: isOwner ? "owner" : "waiter" }, ...parts);
 }
 
@@ -77,11 +89,20 @@ function more(shown, total, what) {
   return total > shown ? el("div", { class: "more" }, "showing " + shown + " of " + total + " " + what) : null;
 }
 
+const KINDS = {
+  mutex: ["mutex / election", "a mutex, or an election: its holder is the leader, the holder's " +
+    "data the leader's data and its token the leadership's term"],
+  ephemeral: ["semaphore, ephemeral", "gone once nobody holds or waits for it"],
+  semaphore: ["semaphore", "created, and deleted, by a client"],
+};
+
 function semaphoreRow(sem) {
-  const tokens = sem.exclusive
-    ? el("span", { class: sem.count ? "held" : "free" }, sem.count ? "held" : "free")
-    : el("span", { class: "num" }, sem.count + " / " + sem.limit);
-  const kind = (sem.exclusive ? "exclusive" : "semaphore") + (sem.ephemeral ? ", ephemeral" : "");
+  const tokens = sem.kind === "mutex"
+    ? el("span", { class: sem.held ? "held" : "free" }, sem.held ? "held" : "free")
+    : el("span", { class: "num" }, (sem.count === null ? "all" : sem.count) + " / " +
+      (sem.limit === null ? "no limit" : sem.limit));
+  const [kindText, kindTitle] = KINDS[sem.kind] || [sem.kind, ""];
+  const kind = el("span", { class: "kind", title: kindTitle }, kindText);
   const owners = el("td", { class: "owners" }, ...sem.owners.map((o) => holder(o, true)),
     more(sem.owners.length, sem.owners_total, "owners"));
   if (!sem.owners.length) owners.append(el("span", { class: "muted" }, "nobody"));
