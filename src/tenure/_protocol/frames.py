@@ -136,7 +136,7 @@ class FrameReader:
         if len(buffer) - start >= HEADER_SIZE and self._error is None:
             (length,) = _unpack_head(buffer, start)
             if length > self.max_frame_size:
-                why = foreign_protocol(bytes(buffer[start : start + 256]))
+                why = foreign_protocol(bytes(buffer[start : start + 4 * FOREIGN_QUOTE]))
                 self._error = ProtocolError(
                     why
                     or f"frame of {length} bytes announced; max_frame_size is {self.max_frame_size}"
