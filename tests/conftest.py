@@ -8,20 +8,28 @@ member. ``TENURE_TEST_BACKENDS=a,b`` runs only the named harnesses. A harness wh
 server is missing skips on a developer machine but *fails* in CI (``CI=true``): CI
 must never go green by not testing. The etcd fixtures (``etcd_member``,
 ``etcd_cluster``) come from the plugin :mod:`tests.etcd.fixtures`.
+
+Every collected test gets its tier's markers here (``service``, ``faults``,
+``browser``; the table is :mod:`tests.tiers`), and a unit-tier test runs under the
+guard that refuses it any process. Under pytest-xdist, what a worker finds at its
+end (servers left running) reaches the run's result through :mod:`tests.servers`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tenure.testing.conformance.harness import use_harnesses
+from tests import tiers
 from tests.api.harness import ALL_HARNESSES, Harness
 from tests.netproxy import NetProxy
 from tests.server.wire import ServerProcess
+from tests.servers import fail_on_relayed_strays, relay_strays
 
 #: etcd_member and etcd_cluster, for every test package (tests/etcd/fixtures.py); the
 #: redis_* and postgres_* fixtures (tests/redis/fixtures.py, tests/postgres/fixtures.py).
@@ -57,20 +65,81 @@ async def proxy(tenure_server: ServerProcess) -> AsyncIterator[NetProxy]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Hand the repo's harnesses to the kit (a ``--tenure-url`` takes precedence)."""
+    """Hand the repo's harnesses to the kit (a ``--tenure-url`` takes precedence);
+    arm the unit tier's guard."""
     use_harnesses(config, _selected())
+    tiers.install_guard()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Kit tests are quick: a hung one fails within seconds, not at the global timeout.
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the xdist_group marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with its tier (:mod:`tests.tiers`); kit tests get a short timeout.
 
+    The fault suite is one xdist group: under ``--dist loadgroup`` one worker runs
+    all of it, one scenario at a time (each loads both cores for half a minute),
+    and first (the scheduler hands out the largest groups first).
+
+    Kit tests are quick: a hung one fails within seconds, not at the global timeout.
     Not the differential test: its length is the number of examples it is asked for.
     """
     kit = os.path.join("tenure", "testing", "conformance", "")
+    xdist = config.pluginmanager.hasplugin("xdist")  # which registers xdist_group
     for item in items:
+        callspec = getattr(item, "callspec", None)  # parametrized tests only
+        params = callspec.params if callspec is not None else {}
+        for marker in tiers.markers_of(item.nodeid, params):
+            item.add_marker(marker)
+        if xdist and item.get_closest_marker("faults") is not None:
+            item.add_marker(pytest.mark.xdist_group("faults"))
         if (
             kit in str(item.path)
             and item.path.name != "test_differential.py"
             and item.get_closest_marker("timeout") is None
         ):
             item.add_marker(pytest.mark.timeout(15))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    """The unit tier's guard over the test's setup."""
+    if not tiers.is_unit(item):
+        return (yield)
+    with tiers.guarding(item.nodeid):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    """The unit tier's guard over the test itself."""
+    if not tiers.is_unit(item):
+        return (yield)
+    with tiers.guarding(item.nodeid):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
+    """The guard over the teardown; then what it refused fails the test, even if the
+    test caught the error."""
+    if not tiers.is_unit(item):
+        return (yield)
+    with tiers.guarding(item.nodeid):
+        result = yield
+    refused = tiers.take_refusals(item.nodeid)
+    if refused:
+        pytest.fail(f"a unit-tier test started processes: {refused} (see tests/tiers.py)")
+    return result
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """pytest-xdist's controller, as a worker ends: keep the strays it reported."""
+    workeroutput = getattr(node, "workeroutput", None)
+    if workeroutput is not None:
+        relay_strays(node.config, workeroutput)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Fail the run on what the workers reported (no-op without xdist)."""
+    fail_on_relayed_strays(session)

@@ -8,7 +8,8 @@
   run's end.
 * :func:`require` and :func:`finish_run`: what the fixture plugins do when a
   server is missing (skip here, fail under ``CI=true``) and when the run ends
-  (stop the shared server, kill and report any stray one).
+  (stop the shared server, kill and report any stray one: :func:`report_strays`,
+  which under pytest-xdist goes through the controller).
 """
 
 from __future__ import annotations
@@ -21,14 +22,23 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
-from typing import Generic, Self, TypeVar
+from typing import Any, Final, Generic, Self, TypeVar
 
 import pytest
 
 from tenure.testing.conformance.harness import in_ci
 from tests.daemons import log_tail
 
-__all__ = ["ServerProcess", "SharedServer", "finish_run", "require"]
+__all__ = [
+    "STRAYS",
+    "ServerProcess",
+    "SharedServer",
+    "fail_on_relayed_strays",
+    "finish_run",
+    "relay_strays",
+    "report_strays",
+    "require",
+]
 
 
 class ServerProcess(ABC):
@@ -151,11 +161,48 @@ def finish_run(
     """Stop the shared server; kill any other ``what`` process still running, say so
     and fail the run."""
     shared.close()
-    strays = kill_all()
-    if strays:
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(
-                f"{what} processes left running by a test, killed: {sorted(strays)}"
-            )
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    report_strays(session, what, kill_all())
+
+
+#: Where a pytest-xdist worker leaves its stray reports for the controller.
+STRAYS: Final = "tenure_strays"
+_RELAYED = pytest.StashKey[list[str]]()
+
+
+def report_strays(session: pytest.Session, what: str, strays: set[int]) -> None:
+    """Say which ``what`` processes a test left running (``strays``, now killed) and
+    fail the run; nothing when there are none.
+
+    A pytest-xdist worker's exit status does not become the run's: a worker hands
+    its report to the controller (:func:`relay_strays`), which fails the run
+    (:func:`fail_on_relayed_strays`).
+    """
+    if not strays:
+        return
+    line = f"{what} processes left running by a test, killed: {sorted(strays)}"
+    workeroutput: dict[str, Any] | None = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput.setdefault(STRAYS, []).append(line)
+    else:
+        _fail(session, [line])
+
+
+def relay_strays(config: pytest.Config, workeroutput: dict[str, Any]) -> None:
+    """On the xdist controller, as a worker ends: keep what it reported."""
+    config.stash.setdefault(_RELAYED, []).extend(workeroutput.get(STRAYS, []))
+
+
+def fail_on_relayed_strays(session: pytest.Session) -> None:
+    """On the xdist controller, at the run's end: say what the workers reported and
+    fail the run (nothing when they reported nothing)."""
+    lines = session.config.stash.get(_RELAYED, [])
+    if lines:
+        _fail(session, lines)
+
+
+def _fail(session: pytest.Session, lines: list[str]) -> None:
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        for line in lines:
+            reporter.write_line(line)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FAKE_BOOTSTRAP = """#!/usr/bin/env bash
 set -euo pipefail
 cd "$(dirname "$0")/.."
-echo installed >>bootstrap.log
+echo "installed $*" >>bootstrap.log
 [ -e fail-bootstrap ] && exit 7
 mkdir -p .venv/bin
 printf '#!/bin/sh\\necho "tenure $*"\\n' >.venv/bin/tenure
@@ -31,7 +31,8 @@ chmod +x .venv/bin/tenure
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     (tmp_path / "scripts").mkdir()
-    shutil.copy2(ROOT / "scripts" / "start", tmp_path / "scripts" / "start")
+    for script in ("start", "ensure-venv"):  # ensure-venv: the decision, shared
+        shutil.copy2(ROOT / "scripts" / script, tmp_path / "scripts" / script)
     bootstrap = tmp_path / "scripts" / "bootstrap"
     bootstrap.write_text(FAKE_BOOTSTRAP)
     bootstrap.chmod(0o755)
@@ -108,3 +109,13 @@ def test_a_failed_install_is_tried_again_next_time(repo: Path) -> None:
     (repo / "fail-bootstrap").unlink()
     assert start(repo) == (0, "tenure serve\n")
     assert installs(repo) == 3
+
+
+def test_each_set_of_extras_is_installed_once(repo: Path) -> None:
+    # scripts/test and scripts/faults ask for the test extras, scripts/start for none.
+    ensure = [str(repo / "scripts" / "ensure-venv"), "test"]
+    for _ in range(2):
+        subprocess.run(ensure, cwd="/", capture_output=True, timeout=30, check=True)
+    start(repo)
+    start(repo)
+    assert (repo / "bootstrap.log").read_text().splitlines() == ["installed test", "installed "]

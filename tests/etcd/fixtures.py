@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from tenure.testing.conformance.harness import in_ci
 from tests.etcd.cluster import (
     EtcdCluster,
     close_shared_member,
@@ -28,17 +27,14 @@ from tests.etcd.cluster import (
     kill_all,
     shared_member,
 )
+from tests.servers import report_strays, require
 
 __all__ = ["etcd_cluster", "etcd_member", "require_etcd"]
 
 
 def require_etcd() -> None:
     """Skip the test when etcd is missing here; fail it instead under ``CI=true``."""
-    reason = etcd_unavailable()
-    if reason is not None:
-        if in_ci():
-            pytest.fail(f"{reason} (CI=true: a missing etcd is a failure, never a skip)")
-        pytest.skip(reason)
+    require(etcd_unavailable(), "etcd")
 
 
 @pytest.fixture(scope="session")
@@ -60,9 +56,4 @@ def etcd_cluster(tmp_path: Path) -> Iterator[EtcdCluster]:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Stop the shared member; kill any other etcd still running, and say so."""
     close_shared_member()
-    strays = kill_all()
-    if strays:
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(f"etcd processes left running by a test, killed: {sorted(strays)}")
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    report_strays(session, "etcd", kill_all())

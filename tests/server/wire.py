@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -35,18 +34,12 @@ from tenure._protocol import (
     ServerMessage,
     Welcome,
 )
+from tests.ports import free_port as free_port  # re-exported: ports apart between xdist workers
 
 #: Upper bound of any single wait in these tests, in seconds.
 WAIT = 10.0
 
 Event = ServerMessage | ConnectionClosed
-
-
-def free_port() -> int:
-    """A TCP port the OS says is free right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class ServerProcess:

@@ -1,0 +1,70 @@
+"""The tiers of tests/tiers.py: the table names real paths, a test's markers follow
+it, and the unit tier's guard refuses a process and reports it."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import tiers
+from tests.api.harness import MemoryHarness, TenureHarness
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVICE = ("service",)
+
+
+def test_every_entry_of_the_table_exists() -> None:
+    # A renamed file or test would leave its entry behind and its tests in the default.
+    missing = []
+    for entry in tiers.TIERS:
+        path, _, name = entry.partition("::")
+        if not (ROOT / path).exists() or (name and f"def {name}(" not in (ROOT / path).read_text()):
+            missing.append(entry)
+    assert missing == []
+
+
+@pytest.mark.parametrize(
+    ("nodeid", "markers"),
+    [
+        ("tests/core/test_engine_model.py::TestEngineModel::runTest", ()),
+        ("tests/core/test_purity.py::test_x", ("service",)),
+        ("tests/server/durability/test_storage.py::test_x[1]", ()),
+        ("tests/server/durability/test_journal.py::test_a_failed_child_keeps_the_log", SERVICE),
+        ("tests/server/test_serve.py::test_x", SERVICE),
+        ("tests/backends/redis/test_redis_new_thing.py::test_x", SERVICE),  # not in the table
+        ("tests/newdir/test_x.py::test_x", SERVICE),
+        ("tests/faults/test_scenarios.py::test_x[tenure-crash]", ("faults", "service")),
+        ("tests/dashboard/test_dashboard_browser.py::test_x", ("browser", "service")),
+        ("tests/core_extra/test_x.py::test_x", SERVICE),  # a prefix of a name is not its directory
+    ],
+)
+def test_a_test_gets_the_markers_of_the_longest_entry_that_holds_it(
+    nodeid: str, markers: tuple[str, ...]
+) -> None:
+    assert tiers.markers_of(nodeid, {}) == markers
+
+
+def test_a_server_parameter_makes_a_unit_path_service() -> None:
+    kit = "src/tenure/testing/conformance/test_mutex.py::test_x[memory]"
+    assert tiers.markers_of(kit, {"backend": MemoryHarness()}) == ()
+    assert tiers.markers_of(kit, {"backend": TenureHarness()}) == ("service",)
+    sync = "tests/sync/test_mutex.py::test_x[memory]"
+    assert tiers.markers_of(sync, {"shared_url": "memory"}) == ()
+    assert tiers.markers_of(sync, {"shared_url": "tenure"}) == ("service",)
+
+
+def test_the_guard_refuses_a_process_and_keeps_the_refusal() -> None:
+    # This test is itself unit tier: the guard of its own run is the one under test.
+    node = "tests/test_tiers.py::inner"
+    with tiers.guarding(node):
+        with pytest.raises(tiers.UnitTierError, match="may not start a process"):
+            subprocess.run([sys.executable, "-c", "pass"], check=True)
+        with pytest.raises(tiers.UnitTierError):
+            asyncio.run(asyncio.create_subprocess_exec("true"))
+    refused = tiers.take_refusals(node)
+    assert [what.split()[0] for what in refused] == ["subprocess.Popen", "subprocess.Popen"]
+    assert tiers.take_refusals(node) == []  # taken once

@@ -1,0 +1,206 @@
+"""The test tiers: which markers a test gets from where it lives, and the unit tier's guard.
+
+Markers (registered in pyproject.toml; ``--strict-markers`` is on):
+
+* ``service``: the test starts processes (etcd, Redis, PostgreSQL, ``tenure serve``,
+  the ``tenure`` command, a child interpreter...) or uses a server another test
+  started;
+* ``faults``: the fault suite (``tests/faults``), which is ``service`` too;
+* ``browser``: it drives Chromium through Playwright (``service`` too);
+* ``slow``: it takes more than about 5 s on its own (marked in its file).
+
+The *unit tier* is every test with none of them: pure code, in-process servers at
+most, no process started. ``scripts/test --fast`` runs it.
+
+A test's markers come from :data:`TIERS`, by the longest path that holds it, and
+for tests parametrized over backends from the parameter (:data:`SERVER_PARAMETERS`):
+``memory://`` items are unit tier, ``tenure serve``/etcd/Redis/PostgreSQL ones
+``service``. A path the table does not name falls under ``tests`` (``service``), so
+a new directory is never wrongly in the unit tier; listing it is what moves it there.
+
+The guard: while a unit-tier test runs (setup, call, teardown), a process it starts
+is refused (the call raises :class:`UnitTierError`) and reported as the test's
+failure even if the test swallowed the error. It sees what CPython audits
+(``subprocess``, ``os.fork``, ``os.posix_spawn``, ``os.exec*``, ``os.system``), so
+it covers asyncio's subprocesses and Playwright's driver as well.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Final
+
+import pytest
+
+__all__ = [
+    "MARKERS",
+    "SERVER_PARAMETERS",
+    "TIERS",
+    "UnitTierError",
+    "guarding",
+    "install_guard",
+    "is_unit",
+    "markers_of",
+    "take_refusals",
+]
+
+#: The markers that take a test out of the unit tier.
+MARKERS: Final = ("service", "faults", "browser", "slow")
+
+SERVICE: Final = ("service",)
+UNIT: Final[tuple[str, ...]] = ()
+
+#: Path (relative to the repository, or a test's ``path::name``) -> markers of the
+#: tests under it; the longest entry that holds a test wins. Each unit-tier entry
+#: was checked by the guard.
+TIERS: Final[dict[str, tuple[str, ...]]] = {
+    "tests": SERVICE,  # anything not named below
+    "src/tenure/testing/conformance": UNIT,  # by harness: SERVER_PARAMETERS
+    "tests/core": UNIT,
+    "tests/core/test_purity.py": SERVICE,  # imports in a child interpreter
+    "tests/protocol": UNIT,
+    "tests/protocol/test_purity.py": SERVICE,
+    "tests/runtime": UNIT,
+    "tests/sync": UNIT,  # by shared_url: SERVER_PARAMETERS
+    "tests/sync/test_remote.py": SERVICE,
+    "tests/server/durability": UNIT,
+    "tests/server/test_readiness.py": UNIT,
+    "tests/server/test_serve_parts.py": UNIT,
+    # The journal forks a child to write a snapshot.
+    **dict.fromkeys(
+        (
+            f"tests/server/durability/test_journal.py::{name}"
+            for name in (
+                "test_a_snapshot_written_by_a_child_replaces_the_log_behind_it",
+                "test_a_failed_child_keeps_the_log",
+                "test_a_crash_while_the_child_writes_recovers_and_cleans_up",
+                "test_the_child_holds_no_descriptor_of_the_server",
+            )
+        ),
+        SERVICE,
+    ),
+    "tests/server/test_serve_parts.py::test_snapshots_are_taken_while_serving": SERVICE,
+    "tests/server/test_server_metrics.py": UNIT,
+    "tests/backends/test_joins.py": UNIT,
+    "tests/backends/test_ledger.py": UNIT,
+    "tests/backends/test_options.py": UNIT,
+    "tests/backends/test_remote_versions.py": UNIT,  # an in-process fake server
+    "tests/backends/redis/test_redis_url.py": UNIT,
+    "tests/dflockd/test_codec.py": UNIT,
+    "tests/ydb_face/test_units.py": UNIT,
+    "tests/dashboard/test_board.py": UNIT,
+    "tests/dashboard/test_dashboard_browser.py": ("browser", "service"),
+    "tests/bench/test_targets.py": UNIT,
+    "tests/faults": ("faults", "service"),
+    "tests/test_errors.py": UNIT,
+    "tests/test_exports.py": UNIT,
+    "tests/test_leaving_twice.py": UNIT,
+    "tests/test_listing_args.py": UNIT,
+    "tests/test_netproxy.py": UNIT,  # in-process proxies
+    "tests/test_tickets.py": UNIT,
+    "tests/test_tiers.py": UNIT,
+}
+
+
+def _memory_harness(harness: object) -> bool:
+    return getattr(harness, "name", None) == "memory"
+
+
+#: Parameter name -> whether its value keeps the item in the unit tier; any other
+#: value makes it ``service``. ``backend``: the conformance kit's harness;
+#: ``shared_url``: tests/sync's "memory" or "tenure" (a ``tenure serve``).
+SERVER_PARAMETERS: Final[dict[str, Callable[[object], bool]]] = {
+    "backend": _memory_harness,
+    "shared_url": lambda value: value == "memory",
+}
+
+
+def _holds(entry: str, nodeid: str) -> bool:
+    return nodeid == entry or any(nodeid.startswith(entry + cut) for cut in ("/", "::", "["))
+
+
+def markers_of(nodeid: str, params: dict[str, object]) -> tuple[str, ...]:
+    """The tier markers of the test ``nodeid`` (its path relative to the repository,
+    ``::`` and its name) with parameters ``params``."""
+    holders = [entry for entry in TIERS if _holds(entry, nodeid)]
+    markers = TIERS[max(holders, key=len)] if holders else SERVICE
+    for name, unit in SERVER_PARAMETERS.items():
+        if name in params and not unit(params[name]) and "service" not in markers:
+            markers = (*markers, "service")
+    return markers
+
+
+def is_unit(item: pytest.Item) -> bool:
+    """Whether ``item`` is in the unit tier (none of :data:`MARKERS`)."""
+    return not any(item.get_closest_marker(name) for name in MARKERS)
+
+
+class UnitTierError(RuntimeError):
+    """A unit-tier test tried to start a process."""
+
+
+# Audited events that start (or replace) a process.
+_PROCESS_EVENTS: Final = frozenset(
+    {
+        "subprocess.Popen",
+        "os.system",
+        "os.fork",
+        "os.forkpty",
+        "os.posix_spawn",
+        "os.exec",
+        "os.spawn",
+    }
+)
+
+_lock = threading.Lock()
+#: The node id of the unit-tier test running now (None: no guard).
+_guarded: str | None = None
+#: What the guard refused, per test, until :func:`take_refusals` collects it.
+_refused: dict[str, list[str]] = {}
+_installed = False
+
+
+def _audit(event: str, args: tuple[object, ...]) -> None:
+    if event not in _PROCESS_EVENTS:
+        return
+    with _lock:
+        nodeid = _guarded
+        if nodeid is None:
+            return
+        what = f"{event} {args[:2]!r}"
+        _refused.setdefault(nodeid, []).append(what)
+    raise UnitTierError(
+        f"a unit-tier test may not start a process ({what}): give it the service marker "
+        "in tests/tiers.py's TIERS (or move it)"
+    )
+
+
+def install_guard() -> None:
+    """Install the audit hook (once per process; audit hooks cannot be removed)."""
+    global _installed
+    with _lock:
+        if not _installed:
+            sys.addaudithook(_audit)
+            _installed = True
+
+
+@contextmanager
+def guarding(nodeid: str) -> Iterator[None]:
+    """Refuse every process started while this block runs, in the name of ``nodeid``."""
+    global _guarded
+    with _lock:
+        previous, _guarded = _guarded, nodeid
+    try:
+        yield
+    finally:
+        with _lock:
+            _guarded = previous
+
+
+def take_refusals(nodeid: str) -> list[str]:
+    """What the guard refused ``nodeid`` so far; forgotten once taken."""
+    with _lock:
+        return _refused.pop(nodeid, [])
