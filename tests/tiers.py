@@ -95,6 +95,8 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/dashboard/test_dashboard_browser.py": ("browser", "service"),
     "tests/bench/test_targets.py": UNIT,
     "tests/faults": ("faults", "service"),
+    "tests/faults/test_cli.py": SERVICE,  # scripts/faults, not a scenario
+    "tests/faults/test_cli.py::test_the_names_are_those_of_the_report_and_the_scenarios": UNIT,
     "tests/test_errors.py": UNIT,
     "tests/test_exports.py": UNIT,
     "tests/test_leaving_twice.py": UNIT,

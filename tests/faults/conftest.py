@@ -13,8 +13,8 @@ import shutil
 import pytest
 
 from tests.api.harness import in_ci
-from tests.faults.harness import faketime_library
-from tests.faults.scenarios import FAKETIME, GCC, MOUNT, Scenario
+from tools.faults.harness import faketime_library
+from tools.faults.scenarios import FAKETIME, GCC, MOUNT, Scenario
 
 
 def missing_tools(scenario: Scenario) -> list[str]:

@@ -6,8 +6,8 @@ import itertools
 import json
 from typing import Any
 
-from tests.faults.checker import Verdict, check
-from tests.faults.history import parse
+from tools.faults.checker import Verdict, check
+from tools.faults.history import parse
 
 
 class Build:

@@ -1,6 +1,6 @@
 """The checkers against real mutants: tenure with one planted bug must fail the run.
 
-Each mutant (:mod:`tests.faults.mutant`) is started through its wrapper module, in
+Each mutant (:mod:`tools.faults.mutant`) is started through its wrapper module, in
 a short run of the scenario that makes its bug bite, and the rule that claims to
 catch it must be among the violations. (Synthetic histories test each rule on
 its own in test_checkers.py.)
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.harness import run_scenario
-from tests.faults.mutant import launcher
-from tests.faults.scenarios import Scenario
-from tests.faults.target import TenureTarget
+from tools.faults.harness import run_scenario
+from tools.faults.mutant import launcher
+from tools.faults.scenarios import Scenario
+from tools.faults.target import TenureTarget
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -37,7 +37,7 @@ async def _run(
         idle_timeout=scenario.idle_timeout,
         launcher=launcher(server) if server else ("-m", "tenure"),
     )
-    worker = (*launcher(client), "worker") if client else ("-m", "tests.faults.worker")
+    worker = (*launcher(client), "worker") if client else ("-m", "tools.faults.worker")
     try:
         outcome = await run_scenario(
             scenario,

@@ -1,8 +1,8 @@
 """Short mode: every scenario against every target it applies to, judged by every rule.
 
 The targets: a real ``tenure serve`` (``tenure-*``), a real three-member etcd
-cluster (``etcd-*``; :mod:`tests.faults.etcd_target`), a real ``redis-server``
-(``redis-*``) and a real PostgreSQL (``postgres-*``; :mod:`tests.faults.db_targets`).
+cluster (``etcd-*``; :mod:`tools.faults.etcd_target`), a real ``redis-server``
+(``redis-*``) and a real PostgreSQL (``postgres-*``; :mod:`tools.faults.db_targets`).
 Each run is a few dozen seconds of faults (``Scenario.short_seconds``) plus the heal phase;
 scripts/faults runs the same scenarios for minutes. Where etcd is not installed
 the etcd runs skip, and fail in CI (``CI=true``), as every etcd test does; so do
@@ -17,13 +17,13 @@ import pytest
 
 from tests.etcd.fixtures import require_etcd
 from tests.faults.conftest import require_tools
-from tests.faults.db_targets import PostgresTarget, RedisTarget
-from tests.faults.etcd_target import EtcdTarget
-from tests.faults.harness import run_scenario
-from tests.faults.scenarios import SCENARIOS, applies
-from tests.faults.target import Target, TenureTarget
 from tests.postgres.fixtures import require_postgres
 from tests.redis.fixtures import require_redis
+from tools.faults.db_targets import PostgresTarget, RedisTarget
+from tools.faults.etcd_target import EtcdTarget
+from tools.faults.harness import run_scenario
+from tools.faults.scenarios import SCENARIOS, applies
+from tools.faults.target import Target, TenureTarget
 
 #: Generous: the faults, the heal phase (bounded by the liveness bound) and the stop.
 pytestmark = pytest.mark.timeout(240)

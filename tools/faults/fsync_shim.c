@@ -5,7 +5,7 @@
  * shim also cuts a regular file back to the size it had at its last successful
  * sync: what was never made durable is gone, and a server that acknowledged it
  * anyway would be caught by the durability check after its restart.
- * Compiled by tests/faults/disk.py at test time (gcc -shared -fPIC). */
+ * Compiled by tools/faults/disk.py at test time (gcc -shared -fPIC). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>

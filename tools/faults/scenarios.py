@@ -1,8 +1,8 @@
 """The scenarios: a workload, the nemeses that run during it, and its sizes.
 
 Every scenario runs the same workload (worker processes taking mutexes, writing
-to the fenced resource, updating their registers; see :mod:`tests.faults.worker`)
-and is judged by every rule of :mod:`tests.faults.checker`. Short mode (CI, what
+to the fenced resource, updating their registers; see :mod:`tools.faults.worker`)
+and is judged by every rule of :mod:`tools.faults.checker`. Short mode (CI, what
 plain ``pytest`` runs) uses ``short_seconds`` of faults and a few workers; long
 mode (``scripts/faults``) runs each scenario for at least ten minutes with more
 workers.
@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Final
 
-from tests.faults import disk, members, nemesis
-from tests.faults.nemesis import Stage
-from tests.faults.target import DATA_DIR, IDLE_TIMEOUT, MEMBERS, PRELOAD, Target
+from tools.faults import disk, members, nemesis
+from tools.faults.nemesis import Stage
+from tools.faults.target import DATA_DIR, IDLE_TIMEOUT, MEMBERS, PRELOAD, Target
 
 Nemesis = Callable[[Stage, float], Awaitable[None]]
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import bisect
 
-from tests.faults.check_locks import Violation
-from tests.faults.history import History, Op
+from tools.faults.check_locks import Violation
+from tools.faults.history import History, Op
 
 
 def _acknowledged(updates: list[Op]) -> tuple[list[float], list[int]]:

@@ -6,12 +6,12 @@ that it broke (server running, network flowing, processes resumed, clocks true).
 Each fault is recorded as notes (``fault`` when it starts, ``healed`` when it
 ends) and counted in ``stage.counts``.
 
-The server-level nemeses go through the :class:`~tests.faults.target.Target`
+The server-level nemeses go through the :class:`~tools.faults.target.Target`
 interface only; the network nemesis works on the per-worker fault proxies
-(:class:`~tests.faults.proxies.ProxyGroup`: one proxy per address of the target);
+(:class:`~tools.faults.proxies.ProxyGroup`: one proxy per address of the target);
 the process and clock nemeses on worker processes; the disk nemeses
-(:mod:`tests.faults.disk`) need a target whose state lives in ``data_dir``; the
-member nemeses (:mod:`tests.faults.members`) a cluster.
+(:mod:`tools.faults.disk`) need a target whose state lives in ``data_dir``; the
+member nemeses (:mod:`tools.faults.members`) a cluster.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from tests.faults.history import Recorder, now
-from tests.faults.observer import Observer
-from tests.faults.proxies import ProxyGroup
-from tests.faults.target import Target
+from tools.faults.history import Recorder, now
+from tools.faults.observer import Observer
+from tools.faults.proxies import ProxyGroup
+from tools.faults.target import Target
 
 NEMESIS: Final = "nemesis"
 

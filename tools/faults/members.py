@@ -25,9 +25,9 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Final
 
-from tests.faults.history import now
-from tests.faults.nemesis import Stage
-from tests.faults.target import Cluster, as_cluster
+from tools.faults.history import now
+from tools.faults.nemesis import Stage
+from tools.faults.target import Cluster, as_cluster
 
 MemberFault = Callable[[Stage, Cluster], Awaitable[list[str]]]
 

@@ -23,7 +23,7 @@ from typing import Any, Final
 
 import tenure
 from tenure.errors import NotFoundError, TenureError
-from tests.faults.history import Recorder
+from tools.faults.history import Recorder
 
 OBSERVER: Final = "observer"
 #: Bound of one describe, in seconds.

@@ -4,7 +4,7 @@
 ``appendfsync always`` (:class:`tests.redis.server.RedisServer`), the setting
 under which the backend declares DURABLE; :class:`PostgresTarget` a PostgreSQL 15
 with ``fsync`` and ``synchronous_commit`` on (:class:`tests.postgres.server.PostgresServer`).
-For the :class:`~tests.faults.target.Target` interface both are one process:
+For the :class:`~tools.faults.target.Target` interface both are one process:
 :meth:`ServerTarget.kill` is ``kill -9`` of it (PostgreSQL's postmaster and its
 backends with it), :meth:`ServerTarget.restart` starts it again on the same data
 and port (Redis replays its append-only file, PostgreSQL recovers from its WAL).
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final, Protocol
 
-from tests.faults.target import Address
+from tools.faults.target import Address
 
 #: A call in flight when the server dies: the client notices the dead connection at
 #: once (a reset), but a call sent into the restart waits for the server to accept
@@ -58,7 +58,7 @@ class _Server(Protocol):
 
 
 class ServerTarget:
-    """One database server as a :class:`~tests.faults.target.Target` (module doc)."""
+    """One database server as a :class:`~tools.faults.target.Target` (module doc)."""
 
     capabilities: frozenset[str] = frozenset()
 
@@ -76,20 +76,20 @@ class ServerTarget:
 
     @property
     def address(self) -> Address:
-        """See :class:`~tests.faults.target.Target`."""
+        """See :class:`~tools.faults.target.Target`."""
         return ("127.0.0.1", self.server.port)
 
     @property
     def addresses(self) -> list[Address]:
-        """See :class:`~tests.faults.target.Target`: the one server."""
+        """See :class:`~tools.faults.target.Target`: the one server."""
         return [self.address]
 
     def url(self, addresses: Sequence[Address] | None = None) -> str:
-        """See :class:`~tests.faults.target.Target` (one address: the first given)."""
+        """See :class:`~tools.faults.target.Target` (one address: the first given)."""
         raise NotImplementedError  # each subclass knows its scheme and its database
 
     def liveness_margin(self, window: float) -> float:
-        """See :class:`~tests.faults.target.Target`: a restart's recovery (:data:`RESTART_MARGIN`).
+        """See :class:`~tools.faults.target.Target`: a restart's recovery (:data:`RESTART_MARGIN`).
 
         Expiry is judged by the server's clock, which keeps running while it is
         down: a session whose window passed meanwhile is expired by the first call
@@ -99,11 +99,11 @@ class ServerTarget:
 
     @property
     def pid(self) -> int | None:
-        """See :class:`~tests.faults.target.Target`."""
+        """See :class:`~tools.faults.target.Target`."""
         return self.server.pid
 
     def exit_code(self) -> int | None:
-        """See :class:`~tests.faults.target.Target`: -9 after a kill, None while it runs."""
+        """See :class:`~tools.faults.target.Target`: -9 after a kill, None while it runs."""
         return None if self.server.running else self._last_code
 
     # -- lifecycle ----------------------------------------------------------------------

@@ -5,7 +5,7 @@ network whole, every process running, clocks true. The harness notes its start
 (``heal``), the liveness bound ``B`` it used (``params``) and when it told the
 workers to stop (``stop``). ``B`` is generous on purpose (the machine is shared
 and noisy): the recovery window, the server's idle timeout, a restart, a queue
-of holders and a wide margin; see :func:`tests.faults.scenarios.liveness_bound`.
+of holders and a wide margin; see :func:`tools.faults.scenarios.liveness_bound`.
 
 * ``hang``: an acquire (or a session open, create or update) still pending when
   the workers were stopped, invoked more than ``B`` earlier: a client waited
@@ -24,8 +24,8 @@ import itertools
 import re
 from dataclasses import dataclass
 
-from tests.faults.check_locks import Violation
-from tests.faults.history import History
+from tools.faults.check_locks import Violation
+from tools.faults.history import History
 
 #: The operations that must not wait forever.
 WAITING_KINDS = frozenset({"acquire", "session-open", "create", "update"})

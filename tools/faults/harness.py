@@ -26,17 +26,17 @@ from typing import Final
 
 import tenure
 from tenure.errors import AlreadyExistsError
-from tests.faults.checker import Verdict, check
-from tests.faults.disk import TRIGGER_VARIABLE, compile_shim, mount_tmpfs, unmount
-from tests.faults.fence import FenceServer
-from tests.faults.history import Recorder, load, now
-from tests.faults.nemesis import Stage, restart, set_clock, sleep_until
-from tests.faults.observer import Observer
-from tests.faults.progress import Progress
-from tests.faults.proxies import ProxyGroup
-from tests.faults.scenarios import NEMESES, Scenario, liveness_bound
-from tests.faults.target import IDLE_TIMEOUT, Address, Target
-from tests.faults.worker import WorkerConfig, register_of
+from tools.faults.checker import Verdict, check
+from tools.faults.disk import TRIGGER_VARIABLE, compile_shim, mount_tmpfs, unmount
+from tools.faults.fence import FenceServer
+from tools.faults.history import Recorder, load, now
+from tools.faults.nemesis import Stage, restart, set_clock, sleep_until
+from tools.faults.observer import Observer
+from tools.faults.progress import Progress
+from tools.faults.proxies import ProxyGroup
+from tools.faults.scenarios import NEMESES, Scenario, liveness_bound
+from tools.faults.target import IDLE_TIMEOUT, Address, Target
+from tools.faults.worker import WorkerConfig, register_of
 
 NODE: Final = "faults"
 HARNESS: Final = "harness"
@@ -150,7 +150,7 @@ async def run_scenario(
     seconds: float,
     seed: int = 1,
     bound: float | None = None,
-    worker_launcher: tuple[str, ...] = ("-m", "tests.faults.worker"),
+    worker_launcher: tuple[str, ...] = ("-m", "tools.faults.worker"),
 ) -> Outcome:
     """Run ``scenario`` against ``target`` for ``seconds`` of faults (module docstring)."""
     bound = liveness_bound(scenario, target) if bound is None else bound

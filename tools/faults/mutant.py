@@ -1,7 +1,7 @@
 """Mutants: tenure with one planted bug, to prove the checkers catch what they claim.
 
-``python -m tests.faults.mutant NAME serve ARGS...`` runs ``tenure serve`` and
-``python -m tests.faults.mutant NAME worker CONFIG`` runs a fault worker, after
+``python -m tools.faults.mutant NAME serve ARGS...`` runs ``tenure serve`` and
+``python -m tools.faults.mutant NAME worker CONFIG`` runs a fault worker, after
 monkeypatching one function of tenure. Nothing in tenure itself knows about
 mutants. Each mutant names the checker rule that must catch it:
 
@@ -86,7 +86,7 @@ MUTANTS: Final[dict[str, tuple[str, Callable[[], None]]]] = {
 def launcher(name: str) -> list[str]:
     """The interpreter arguments that run mutant ``name`` (before ``serve`` or the config)."""
     optimize = ["-O"] if name == "limit" else []
-    return [*optimize, "-m", "tests.faults.mutant", name]
+    return [*optimize, "-m", "tools.faults.mutant", name]
 
 
 def main(argv: Sequence[str] | None = None) -> Any:
@@ -94,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> Any:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) < 2 or args[0] not in MUTANTS or args[1] != MUTANTS[args[0]][0]:
         names = ", ".join(f"{name} {kind}" for name, (kind, _) in MUTANTS.items())
-        print(f"usage: python -m tests.faults.mutant NAME serve|worker ...; one of: {names}")
+        print(f"usage: python -m tools.faults.mutant NAME serve|worker ...; one of: {names}")
         return 2
     name, kind, rest = args[0], args[1], args[2:]
     MUTANTS[name][1]()
@@ -102,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> Any:
         from tenure.__main__ import main as tenure_main
 
         return tenure_main(["serve", *rest])
-    from tests.faults.worker import main as worker_main
+    from tools.faults.worker import main as worker_main
 
     return worker_main(rest)
 

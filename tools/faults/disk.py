@@ -20,8 +20,8 @@ import subprocess
 from pathlib import Path
 from typing import Final
 
-from tests.faults.history import now
-from tests.faults.nemesis import Stage, restart
+from tools.faults.history import now
+from tools.faults.nemesis import Stage, restart
 
 #: The environment variable naming the trigger file of the fsync shim.
 TRIGGER_VARIABLE: Final = "TENURE_FAULTS_FSYNC_TRIGGER"

@@ -5,12 +5,12 @@ scenarios, nemeses and checkers know nothing else about the backend, so the etcd
 Redis and PostgreSQL backends run the same suite by implementing it (their
 servers started on loopback by the harness, as ``scripts/bench`` does). A target
 that cannot do something a nemesis needs says so with a capability, and scenarios
-needing it are not run against it (:func:`tests.faults.scenarios.applies`).
+needing it are not run against it (:func:`tools.faults.scenarios.applies`).
 
 :class:`TenureTarget` is ``tenure serve`` (or a mutant of it, started through a
 wrapper module) on a fixed port and data directory: restarting it after
 ``kill -9`` finds its state and its clients at the same address.
-:class:`~tests.faults.etcd_target.EtcdTarget` is a three-member etcd cluster;
+:class:`~tools.faults.etcd_target.EtcdTarget` is a three-member etcd cluster;
 for it "the server" is the whole cluster (``kill`` kills every member), and its
 members can also fail one at a time (:class:`Cluster`, capability ``members``).
 """
@@ -72,7 +72,7 @@ class Target(Protocol):
     def liveness_margin(self, window: float) -> float:
         """Seconds a recovery may take on this backend beyond the suite's own terms.
 
-        :func:`tests.faults.scenarios.liveness_bound` adds it to the bound; each
+        :func:`tools.faults.scenarios.liveness_bound` adds it to the bound; each
         target says why (0 for ``tenure serve``, whose terms the bound is made of).
         """
 
@@ -133,7 +133,7 @@ class TenureTarget:
     """``tenure serve`` as a :class:`Target` (see the module docstring).
 
     ``launcher`` is what runs after the Python interpreter: ``["-m", "tenure"]``, or
-    a mutant wrapper such as ``["-m", "tests.faults.mutant", "token-reset"]``.
+    a mutant wrapper such as ``["-m", "tools.faults.mutant", "token-reset"]``.
     """
 
     capabilities: frozenset[str] = frozenset({DATA_DIR, PRELOAD, IDLE_TIMEOUT})

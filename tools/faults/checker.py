@@ -1,9 +1,9 @@
 """The checker: every rule over one run's whole history, and what it counted.
 
-The rules live in :mod:`~tests.faults.check_locks` (mutual exclusion, fencing
-tokens, fenced writes), :mod:`~tests.faults.check_queue` (FIFO),
-:mod:`~tests.faults.check_data` (durability, disk faults) and
-:mod:`~tests.faults.check_live` (liveness); each module's docstring states its
+The rules live in :mod:`~tools.faults.check_locks` (mutual exclusion, fencing
+tokens, fenced writes), :mod:`~tools.faults.check_queue` (FIFO),
+:mod:`~tools.faults.check_data` (durability, disk faults) and
+:mod:`~tools.faults.check_live` (liveness); each module's docstring states its
 rules precisely. One rule is specific to the clock nemesis:
 
 * ``wall-clock``: a worker whose wall clock jumped (its monotonic clock left
@@ -21,9 +21,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.faults.check_data import check_registers, check_server_exits
-from tests.faults.check_live import check_liveness
-from tests.faults.check_locks import (
+from tools.faults.check_data import check_registers, check_server_exits
+from tools.faults.check_live import check_liveness
+from tools.faults.check_locks import (
     Violation,
     check_fenced_writes,
     check_loss_cancels,
@@ -31,8 +31,8 @@ from tests.faults.check_locks import (
     check_tokens,
     sections,
 )
-from tests.faults.check_queue import check_fifo
-from tests.faults.history import History
+from tools.faults.check_queue import check_fifo
+from tools.faults.history import History
 
 
 @dataclass

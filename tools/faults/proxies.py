@@ -13,8 +13,9 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from tests.faults.target import Address
 from tests.netproxy import NetProxy
+
+from tools.faults.target import Address
 
 
 class ProxyGroup:

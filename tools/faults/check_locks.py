@@ -28,7 +28,7 @@ import bisect
 from dataclasses import dataclass
 from typing import Final
 
-from tests.faults.history import History, Op
+from tools.faults.history import History, Op
 
 #: Outcomes of a section that ended with the body running to its end or stopped.
 NOT_LOST: Final = frozenset(

@@ -1,6 +1,6 @@
 """A worker process of a fault run: a few tenure clients doing the workload, recorded.
 
-``python -m tests.faults.worker CONFIG.json``. Each client (its own connection and
+``python -m tools.faults.worker CONFIG.json``. Each client (its own connection and
 session, process label ``w<index>c<n>``) loops until the worker is told to stop
 (SIGTERM):
 
@@ -43,8 +43,8 @@ from typing import Final
 
 import tenure
 from tenure.errors import LostError, TenureError
-from tests.faults.fence import FenceClient
-from tests.faults.history import Recorder, now
+from tools.faults.fence import FenceClient
+from tools.faults.history import Recorder, now
 
 #: After SIGTERM, how long clients may finish their step before they are cancelled.
 STOP_GRACE: Final = 3.0
@@ -334,10 +334,10 @@ async def run(config: WorkerConfig) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: ``python -m tests.faults.worker CONFIG.json``."""
+    """Entry point: ``python -m tools.faults.worker CONFIG.json``."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        print("usage: python -m tests.faults.worker CONFIG.json", file=sys.stderr)
+        print("usage: python -m tools.faults.worker CONFIG.json", file=sys.stderr)
         return 2
     asyncio.run(run(WorkerConfig.read(Path(args[0]))))
     return 0

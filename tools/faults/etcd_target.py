@@ -2,10 +2,10 @@
 
 The members are :class:`tests.etcd.cluster.EtcdCluster`'s (real ``etcd``
 processes, short Raft timers: an election takes about a second). For the
-:class:`~tests.faults.target.Target` interface "the server" is the whole cluster:
+:class:`~tools.faults.target.Target` interface "the server" is the whole cluster:
 :meth:`EtcdTarget.kill` is ``kill -9`` of every member at once and
 :meth:`EtcdTarget.restart` starts them all again on their data. As a
-:class:`~tests.faults.target.Cluster` its members also fail one at a time (the
+:class:`~tools.faults.target.Cluster` its members also fail one at a time (the
 ``cluster-crash`` scenario: a random member, the leader, a majority).
 
 What it does not have, so the scenarios needing it are not run against it:
@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Final
 
 from tests.etcd.cluster import WAIT, EtcdCluster, EtcdError, EtcdMember
-from tests.faults.target import MEMBERS, Address
+
+from tools.faults.target import MEMBERS, Address
 
 #: Members of the cluster.
 SIZE: Final = 3
@@ -55,7 +56,7 @@ def lease_ttl(window: float) -> int:
 
 
 class EtcdTarget:
-    """A three-member etcd cluster as a :class:`~tests.faults.target.Cluster` (module doc)."""
+    """A three-member etcd cluster as a :class:`~tools.faults.target.Cluster` (module doc)."""
 
     capabilities: frozenset[str] = frozenset({MEMBERS})
 
@@ -86,21 +87,21 @@ class EtcdTarget:
 
     @property
     def address(self) -> Address:
-        """See :class:`~tests.faults.target.Target`: the first member."""
+        """See :class:`~tools.faults.target.Target`: the first member."""
         return self.addresses[0]
 
     @property
     def addresses(self) -> list[Address]:
-        """See :class:`~tests.faults.target.Target`: every member's client port."""
+        """See :class:`~tools.faults.target.Target`: every member's client port."""
         return [("127.0.0.1", member.client_port) for member in self.cluster.members]
 
     def url(self, addresses: Sequence[Address] | None = None) -> str:
-        """See :class:`~tests.faults.target.Target`: ``etcd://`` listing ``addresses``."""
+        """See :class:`~tools.faults.target.Target`: ``etcd://`` listing ``addresses``."""
         hosts = ",".join(f"{host}:{port}" for host, port in (addresses or self.addresses))
         return f"etcd://{hosts}?prefix={PREFIX}"
 
     def liveness_margin(self, window: float) -> float:
-        """What etcd may add to a recovery (see :class:`~tests.faults.target.Target`).
+        """What etcd may add to a recovery (see :class:`~tools.faults.target.Target`).
 
         The bound's terms are ``tenure serve``'s: a restart, its idle timeout (which
         etcd has not: the bound leaves it out for this target), and the window
@@ -120,11 +121,11 @@ class EtcdTarget:
 
     @property
     def members(self) -> list[str]:
-        """See :class:`~tests.faults.target.Cluster`."""
+        """See :class:`~tools.faults.target.Cluster`."""
         return [member.name for member in self.cluster.members]
 
     def running_members(self) -> list[str]:
-        """See :class:`~tests.faults.target.Cluster`."""
+        """See :class:`~tools.faults.target.Cluster`."""
         return [member.name for member in self.cluster.members if member.running]
 
     @property
@@ -140,7 +141,7 @@ class EtcdTarget:
         return None
 
     def leader(self) -> str | None:
-        """See :class:`~tests.faults.target.Cluster` (waits up to 5 s for an agreement)."""
+        """See :class:`~tools.faults.target.Cluster` (waits up to 5 s for an agreement)."""
         try:
             return self.cluster.leader(timeout=5.0).name
         except EtcdError:
@@ -191,11 +192,11 @@ class EtcdTarget:
     # -- one member at a time -----------------------------------------------------------
 
     def kill_member(self, name: str) -> None:
-        """See :class:`~tests.faults.target.Cluster`."""
+        """See :class:`~tools.faults.target.Cluster`."""
         self.cluster.kill(self._member(name))
 
     def start_members(self, names: Sequence[str]) -> None:
-        """See :class:`~tests.faults.target.Cluster` (bounded by the cluster's WAIT)."""
+        """See :class:`~tools.faults.target.Cluster` (bounded by the cluster's WAIT)."""
         members = [self._member(name) for name in names]
         try:
             for member in members:

@@ -13,7 +13,7 @@ import json
 import re
 from pathlib import Path
 
-from tests.faults.history import now
+from tools.faults.history import now
 
 _WORKER_FILE = re.compile(r"^w(\d+)\.jsonl$")
 

@@ -18,7 +18,7 @@ import contextlib
 import json
 import socket
 
-from tests.faults.history import Recorder, now
+from tools.faults.history import Recorder, now
 
 #: The process label of the resource's notes.
 FENCE = "fence"

@@ -24,8 +24,8 @@ import bisect
 import itertools
 from dataclasses import dataclass
 
-from tests.faults.check_locks import Violation
-from tests.faults.history import History, Op
+from tools.faults.check_locks import Violation
+from tools.faults.history import History, Op
 
 
 @dataclass

@@ -1,18 +1,18 @@
-"""Long mode: ``python -m tests.faults [--minutes N] [--only SCENARIO] [--target T]``.
+"""Long mode: ``python -m tools.faults [--minutes N] [--only SCENARIO] [--target T]``.
 
-(See scripts/faults.) Runs each scenario for ``--minutes`` of faults (10 by
-default) against a fresh server of each target it applies to, with more workers
-than short mode, then writes docs/reliability.md (and its JSON), replacing the
-results of the (target, scenario) pairs it ran and keeping the others. Targets:
-``tenure`` (a ``tenure serve``), ``etcd`` (a three-member etcd cluster), ``redis``
-(a ``redis-server``) and ``postgres`` (a PostgreSQL 15); all by default. Exits 1
-if any rule was broken, 2 if a target cannot run here. Each run's directory is
-removed afterwards unless ``--keep``.
+(See scripts/faults; the arguments are :mod:`tools.faults.cli`'s.) Runs each
+scenario for ``--minutes`` of faults (10 by default) against a fresh server of each
+target it applies to, with more workers than short mode, then writes
+docs/reliability.md (and its JSON), replacing the results of the (target, scenario)
+pairs it ran and keeping the others. Targets: ``tenure`` (a ``tenure serve``),
+``etcd`` (a three-member etcd cluster), ``redis`` (a ``redis-server``) and
+``postgres`` (a PostgreSQL 15); all by default. Exits 1 if any rule was broken, 2 if
+a target cannot run here. Each run's directory is removed afterwards unless
+``--keep``.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import shutil
 import sys
@@ -22,14 +22,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tests.etcd.cluster import etcd_unavailable
-from tests.faults.db_targets import PostgresTarget, RedisTarget
-from tests.faults.etcd_target import EtcdTarget
-from tests.faults.harness import run_scenario
-from tests.faults.report import TARGETS, Result, commit_of_checkout, write
-from tests.faults.scenarios import SCENARIOS, applies, liveness_bound
-from tests.faults.target import REPO, Target, TenureTarget
 from tests.postgres.server import postgres_unavailable
 from tests.redis.server import redis_unavailable
+
+from tools.faults import cli
+from tools.faults.db_targets import PostgresTarget, RedisTarget
+from tools.faults.etcd_target import EtcdTarget
+from tools.faults.harness import run_scenario
+from tools.faults.report import TARGETS, Result, commit_of_checkout, write
+from tools.faults.scenarios import SCENARIOS, applies, liveness_bound
+from tools.faults.target import Target, TenureTarget
 
 #: Each target's capabilities, known before one is made (scenarios are chosen by them).
 CAPABILITIES = {
@@ -96,16 +98,7 @@ async def _one(target_name: str, name: str, minutes: float, workers: int, keep: 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="scripts/faults", description=__doc__)
-    parser.add_argument("--minutes", type=float, default=10.0, help="faults per scenario")
-    parser.add_argument("--only", choices=sorted(SCENARIOS), action="append", help="repeatable")
-    parser.add_argument(
-        "--target", choices=list(TARGETS), action="append", help="repeatable; default: all"
-    )
-    parser.add_argument("--workers", type=int, default=8, help="worker processes (2 clients each)")
-    parser.add_argument("--out", type=Path, default=REPO / "docs" / "reliability.md")
-    parser.add_argument("--keep", action="store_true", help="keep each run's history")
-    args = parser.parse_args(argv)
+    args = cli.parser().parse_args(argv)
     targets: list[str] = args.target or list(TARGETS)
     for name, unavailable in UNAVAILABLE.items():
         if name in targets and (reason := unavailable()) is not None:

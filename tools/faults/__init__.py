@@ -1,0 +1,19 @@
+"""The fault suite's framework: real processes, injected faults, whole histories, checked.
+
+A tool the tests call, not tests: its tests are ``tests/faults/`` (short mode), and
+``scripts/faults`` runs it for long (``python -m tools.faults``).
+
+Worker processes (:mod:`~tools.faults.worker`) take mutexes and update registers
+against a real server while nemeses (:mod:`~tools.faults.nemesis`,
+:mod:`~tools.faults.disk`) crash it, break the network, pause clients, move
+their clocks and fill or break the disk. Everything is recorded
+(:mod:`~tools.faults.history`) and judged at the end (:mod:`~tools.faults.checker`).
+The backend is reached through :class:`~tools.faults.target.Target` only:
+``tenure serve`` (:class:`~tools.faults.target.TenureTarget`), a three-member
+etcd cluster (:class:`~tools.faults.etcd_target.EtcdTarget`, whose members also
+fail one at a time: :mod:`~tools.faults.members`), a ``redis-server`` or a
+PostgreSQL (:mod:`~tools.faults.db_targets`).
+
+Short mode is ``pytest tests/faults`` (part of every test run); long mode is
+``scripts/faults``, which writes docs/reliability.md.
+"""

@@ -1,0 +1,103 @@
+"""The command line of the fault suite's long mode (``scripts/faults``).
+
+Only the standard library, and nothing of :mod:`tools.faults` beyond its empty
+package: ``scripts/faults`` checks its arguments with the system's Python
+(``python3 -m tools.faults.cli ARGS``: the help for ``--help``, exit status 2 and
+the reason for a wrong argument) before it installs anything. The names of the
+targets and scenarios are repeated here for that reason; a test keeps them equal
+to :data:`tools.faults.report.TARGETS` and :data:`tools.faults.scenarios.SCENARIOS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Final
+
+__all__ = ["REPO", "SCENARIO_NAMES", "TARGET_NAMES", "main", "parser"]
+
+#: The repository (docs/reliability.md is written under it).
+REPO: Final = Path(__file__).resolve().parents[2]
+#: The targets, in the report's order.
+TARGET_NAMES: Final = ("tenure", "etcd", "redis", "postgres")
+#: The scenarios, in the report's order.
+SCENARIO_NAMES: Final = ("crash", "cluster-crash", "network", "pause-clock", "disk")
+
+DESCRIPTION: Final = """\
+Long mode of the fault suite (tools/faults): each scenario runs for --minutes of
+faults against a fresh server of each target it applies to, with more workers than
+short mode (pytest tests/faults), then docs/reliability.md (and its JSON) is
+written: the results of the (target, scenario) pairs run replace earlier ones, the
+others stay. On tenure: crash, network, pause-clock, disk; on etcd: cluster-crash,
+network, pause-clock; on redis and postgres: crash, network, pause-clock (130 min
+of faults in all at the default --minutes). Needs root (the disk scenario mounts a
+tmpfs) and Debian's etcd-server, redis-server and postgresql (scripts/bootstrap
+test installs them). Exits 1 if a rule was broken, 2 if a target cannot run here.
+"""
+
+TARGET_HELP: Final = (
+    "tenure (a `tenure serve`), etcd (a three-member etcd cluster), redis (a "
+    "redis-server) or postgres (a PostgreSQL 15); repeatable; default: all"
+)
+
+
+def _positive(kind: type[int] | type[float]) -> Callable[[str], float]:
+    def convert(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            what = "a whole number" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be above 0: {text}")
+        return value
+
+    return convert
+
+
+def parser() -> argparse.ArgumentParser:
+    """The parser of ``scripts/faults`` (``python -m tools.faults``)."""
+    parser = argparse.ArgumentParser(
+        prog="scripts/faults",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        # No abbreviations: scripts/faults tells a help request by its exact -h, --help.
+        allow_abbrev=False,
+    )
+    parser.add_argument("--target", choices=TARGET_NAMES, action="append", help=TARGET_HELP)
+    parser.add_argument(
+        "--minutes", type=_positive(float), default=10.0, help="faults per scenario (default: 10)"
+    )
+    parser.add_argument(
+        "--only",
+        choices=SCENARIO_NAMES,
+        action="append",
+        help="repeatable; scenarios that do not apply to a target are left out",
+    )
+    parser.add_argument(
+        "--workers",
+        type=_positive(int),
+        default=8,
+        help="worker processes, two clients each (default: 8)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=REPO / "docs" / "reliability.md",
+        help="the page to write (default: docs/reliability.md)",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep each run's history (under /tmp)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Check the arguments: print the help and exit 0 on ``-h``/``--help``, exit 2
+    saying why on a wrong one, else return 0 (nothing is run)."""
+    parser().parse_args(argv)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
