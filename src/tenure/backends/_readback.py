@@ -9,8 +9,9 @@ the last one yielded in what is watched (data, owners, waiters; existence, limit
 and ephemerality always) is not yielded: the engine backends fire only on a
 watched change, and so do these.
 
-:class:`ReadbackWatch` is that loop; a backend says how to arm, how to wait for a
-push, how to read after one, and how to disarm.
+:class:`ReadbackWatch` is that loop; a backend says how to arm (and read the first
+state), how to read after a push, and how to disarm; whatever hears the pushes
+calls :meth:`ReadbackWatch.poke`, and the session's end :meth:`ReadbackWatch.fail`.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ async def first_of(news: Awaitable[Any], lost: Awaitable[Any]) -> None:
 class ReadbackWatch(ABC):
     """A :class:`~tenure.backends._base.WatchStream` that reads back after each push.
 
-    Subclasses implement :meth:`_arm`, :meth:`_wait`, :meth:`_read_back` and
-    :meth:`_disarm`; :meth:`start` must be awaited before the stream is used.
+    Subclasses implement :meth:`_arm`, :meth:`_read` and :meth:`_disarm`;
+    :meth:`start` must be awaited before the stream is used.
     """
 
     def __init__(self, name: str, *, data: bool, owners: bool, waiters: bool) -> None:
@@ -64,22 +65,41 @@ class ReadbackWatch(ABC):
         self._first: SemaphoreDescription | None = None
         self._last: tuple[Any, ...] | None = None
         self._closed = False
+        #: Set by a push (or the session's end, or aclose): read again.
+        self._news = asyncio.Event()
+        self._error: BaseException | None = None
 
     @abstractmethod
     async def _arm(self) -> SemaphoreDescription:
         """Arm the pushes, then read the state (no change between may be missed)."""
 
     @abstractmethod
-    async def _wait(self) -> None:
-        """Wait for a push (or for the session's end, or :meth:`aclose`)."""
-
-    @abstractmethod
-    async def _read_back(self) -> SemaphoreDescription:
-        """After a push: raise the session's loss if it ended, else read the state now."""
+    async def _read(self) -> SemaphoreDescription:
+        """Read the state now."""
 
     @abstractmethod
     async def _disarm(self) -> None:
         """Stop the pushes (called once, by the first :meth:`aclose`)."""
+
+    def poke(self) -> None:
+        """A watched change was pushed (or may have been missed): read again."""
+        self._news.set()
+
+    def fail(self, error: BaseException) -> None:
+        """The session ended: the stream raises ``error``."""
+        self._error = error
+        self._news.set()
+
+    async def _wait(self) -> None:
+        """Wait for a push (or for the session's end, or :meth:`aclose`)."""
+        await self._news.wait()
+
+    async def _read_back(self) -> SemaphoreDescription:
+        """After a push: raise the session's loss if it ended, else read the state now."""
+        if self._error is not None:
+            raise type(self._error)(*self._error.args)
+        self._news.clear()
+        return await self._read()
 
     def _project(self, d: SemaphoreDescription) -> tuple[Any, ...]:
         return watched(d, data=self._data, owners=self._owners, waiters=self._waiters)
@@ -114,4 +134,5 @@ class ReadbackWatch(ABC):
         if self._closed:
             return
         self._closed = True
+        self._news.set()  # a consumer waiting in __anext__ ends
         await self._disarm()

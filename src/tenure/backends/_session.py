@@ -288,7 +288,7 @@ class StoreSession:
         """Send the release until the store answers (its answer) or the session ends (raises)."""
         tries = self._releasing(place, held)
         self._keep(tries)
-        either: set[asyncio.Future[Any]] = {tries, self._ended()}
+        either: set[asyncio.Future[Any]] = {tries, self.ending()}
         await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         if tries.done():
             return tries.result()
@@ -396,8 +396,8 @@ class StoreSession:
             self._end_waiter.set_result(None)
         self._store.stop(error)
 
-    def _ended(self) -> asyncio.Future[None]:
-        """A future done when the session ends."""
+    def ending(self) -> asyncio.Future[None]:
+        """A future done when the session ends (for a wait that must end with it)."""
         if self._end_waiter is None:
             self._end_waiter = self._loop.create_future()
             if self.ended is not None:

@@ -15,6 +15,7 @@ contract and the ledger), so a store's parts can depend on it without circles.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from collections.abc import Coroutine
 from typing import Any, Final, Literal, Protocol
@@ -83,6 +84,9 @@ class Owner(Protocol):
 
     def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
         """Run ``coro`` in the background (errors are logged: there is no caller)."""
+
+    def ending(self) -> asyncio.Future[None]:
+        """A future done when the session ends (for a wait that must end with it)."""
 
     def deadline_passed(self) -> bool:
         """Give the session up if its local deadline passed; whether it has ended."""

@@ -374,27 +374,27 @@ async def test_a_grant_made_while_the_holds_were_read_is_not_declared_lost(
     read's answer is held back (the database answered it before the grant) until the
     grant is in."""
     from tenure.backends.postgres import PgBackend
-    from tenure.backends.postgres._session import PgSession
+    from tenure.backends.postgres._store import PgStore
 
     answered = asyncio.Event()
     go_on = asyncio.Event()
-    real_call = PgSession.call
+    real_call = PgStore.call
 
-    async def call(self: PgSession, function: str, *args: object, idempotent: bool = True) -> Any:
+    async def call(self: PgStore, function: str, *args: object, idempotent: bool = True) -> Any:
         value = await real_call(self, function, *args, idempotent=idempotent)
         if function == "holds" and not go_on.is_set():
             answered.set()
             await go_on.wait()  # the answer is late: the grant below comes first
         return value
 
-    monkeypatch.setattr(PgSession, "call", call)
+    monkeypatch.setattr(PgStore, "call", call)
     async with tenure.connect(pg_url) as client:
         await client.create_node("n")
         session = await client.session("n")
         backend = client.backend
         assert isinstance(backend, PgBackend)
-        backend_session = backend.sessions[session.id]
-        backend_session.spawn(backend_session.check_holds(None))
+        store = backend.sessions[session.id]
+        store.owner.spawn(store.check_holds(None))
         await asyncio.wait_for(answered.wait(), 5)
         lock = await session.mutex("m").lock()
         go_on.set()

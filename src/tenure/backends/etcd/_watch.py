@@ -58,7 +58,7 @@ class EtcdWatch(ReadbackWatch):
         self._session.check_alive()
         await first_of(self._watcher.wait(), self._session.lost.wait())
 
-    async def _read_back(self) -> SemaphoreDescription:
+    async def _read(self) -> SemaphoreDescription:
         session, watcher = self._session, self._watcher
         assert watcher is not None
         session.check_alive()

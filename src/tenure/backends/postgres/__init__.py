@@ -53,6 +53,7 @@ from tenure._core.values import (
 )
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends._joins import JoinLocks
+from tenure.backends._session import StoreSession
 from tenure.backends._store_listing import ListingModule, StoreListings
 from tenure.backends.postgres import _listing
 from tenure.backends.postgres._calls import Caller
@@ -60,7 +61,7 @@ from tenure.backends.postgres._listen import Listener, channel
 from tenure.backends.postgres._migrate import migrate
 from tenure.backends.postgres._reaper import Reaper
 from tenure.backends.postgres._reclaim import check_pooled, configure_reclaim, refused_for_slots
-from tenure.backends.postgres._session import PgSession
+from tenure.backends.postgres._store import PgStore
 from tenure.backends.postgres._url import PgOptions, parse_url
 from tenure.errors import (
     ClientClosedError,
@@ -126,7 +127,8 @@ class PgBackend(StoreListings):
         self._capabilities = capabilities
         #: Whether notifications reach this client (else: no WATCH, waiters re-check).
         self.notifications = Capability.WATCH in capabilities
-        self.sessions: dict[int, PgSession] = {}
+        #: The stores of this client's live sessions, by session id.
+        self.sessions: dict[int, PgStore] = {}
         self._joins = JoinLocks()
         self._closed = False
 
@@ -182,9 +184,9 @@ class PgBackend(StoreListings):
     async def drop_node(self, name: str, force: bool) -> None:
         """Drop a node; its sessions (live ones only with ``force``) end with it."""
         await self.caller.call("drop_node", [name, force], idempotent=False)
-        for session in list(self.sessions.values()):
-            if session.node == name:
-                session.dropped()
+        for store in list(self.sessions.values()):
+            if store.node == name:
+                store.owner.dropped()
 
     async def open_session(
         self,
@@ -195,7 +197,7 @@ class PgBackend(StoreListings):
         listener: SessionListener,
         resume: SessionTicket | None = None,
         identity: ClientIdentity = NO_IDENTITY,
-    ) -> PgSession:
+    ) -> StoreSession:
         """Open a session: its row, its heartbeat, its node's channel; or, with
         ``resume``, take the ticket's live session back (``resume_session``: its
         fence bumped, its waits withdrawn, its holds kept)."""
@@ -220,23 +222,28 @@ class PgBackend(StoreListings):
             self.reaper.remove(node)
             await self.listener.unlisten(node)
             raise
-        session = PgSession(
-            self,
-            node,
-            int(answer["id"]),
-            secret,
-            1,
-            float(answer["window"]),
-            listener,
-            confirmed_at=sent_at,
+        store = PgStore(
+            self, node, int(answer["id"]), secret, 1, float(answer["window"]), confirmed_at=sent_at
         )
-        self.sessions[session.sid] = session
+        session = self._opened(store, listener)
         self.reaper.due(node, answer.get("next"))
+        return session
+
+    def _opened(self, store: PgStore, listener: SessionListener) -> StoreSession:
+        session = StoreSession(
+            store,
+            listener,
+            scheme=SCHEME,
+            node=store.node,
+            session_id=store.sid,
+            window=store.window,
+        )
+        self.sessions[store.sid] = store
         return session
 
     async def _resume(
         self, node: str, ticket: SessionTicket, listener: SessionListener
-    ) -> PgSession:
+    ) -> StoreSession:
         await self.listener.listen(node)
         self.reaper.add(node)
         try:
@@ -250,43 +257,42 @@ class PgBackend(StoreListings):
             raise
         old = self.sessions.get(ticket.session_id)
         if old is not None:  # its owner is this very client: fenced off all the same
-            old.lose(
+            old.owner.lose(
                 SessionExpiredError(
                     f"session {ticket.session_id} was taken over by a resumed client"
                 )
             )
-        session = PgSession(
+        store = PgStore(
             self,
             node,
             ticket.session_id,
             ticket.secret,
             int(answer["seq"]),
             float(answer["window"]),
-            listener,
             confirmed_at=sent_at,
         )
-        self.sessions[session.sid] = session
+        session = self._opened(store, listener)
         self.reaper.due(node, answer.get("next"))
-        for held in await session.holds():
-            grant = held.grant
-            session.granted(held.name, grant.hold, grant.token, grant.count, grant.lease_ttl)
+        session.adopt(await store.holds())
         return session
 
-    def session_ended(self, session: PgSession) -> None:
+    def session_ended(self, store: PgStore) -> None:
         """A session ended (closed, lost): stop following its node for it."""
-        if self.sessions.get(session.sid) is not session:
+        if self.sessions.get(store.sid) is not store:
             return
-        del self.sessions[session.sid]
-        self.reaper.remove(session.node)
+        del self.sessions[store.sid]
+        self.reaper.remove(store.node)
         if not self._closed:
-            task = asyncio.ensure_future(self.listener.unlisten(session.node))
+            task = asyncio.ensure_future(self.listener.unlisten(store.node))
             task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
     async def aclose(self) -> None:
         """Close every session (at once: with the database down each waits up to
         connect_timeout), then the LISTEN connection and the pool."""
-        sessions = list(self.sessions.values())
-        results = await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
+        stores = list(self.sessions.values())
+        results = await asyncio.gather(
+            *(store.owner.close() for store in stores), return_exceptions=True
+        )
         for result in results:
             if isinstance(result, BaseException) and not isinstance(result, TenureError):
                 raise result

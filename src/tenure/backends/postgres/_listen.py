@@ -48,6 +48,8 @@ __all__ = ["Listener", "channel"]
 log = logging.getLogger("tenure.postgres")
 
 Callback = Callable[[], None]
+#: Called with the rest of a payload that starts with a prefix (None after a reconnect).
+PrefixCallback = Callable[[str | None], None]
 
 #: Seconds between heartbeats when the server never reclaims idle connections.
 HEARTBEAT_WITHOUT_IDLE_TIMEOUT = 20.0
@@ -78,6 +80,7 @@ class Listener:
         self._conn: psycopg.AsyncConnection[Any] | None = None
         self._users: dict[str, int] = {}  # channel -> nodes' users (sessions)
         self._subs: dict[tuple[str, str], set[Callback]] = {}
+        self._prefixed: dict[tuple[str, str], set[PrefixCallback]] = {}
         self._lock = asyncio.Lock()
         self._fd: int | None = None
         self._reconnecting: asyncio.Task[None] | None = None
@@ -151,6 +154,12 @@ class Listener:
                 callback()
             except Exception:  # one subscriber's bug must not cost the others their news
                 log.exception("a notification's subscriber failed")
+        if payload:
+            for hears in list(self._prefixed.get((name, payload[0]), ())):
+                try:
+                    hears(payload[1:])
+                except Exception:
+                    log.exception("a notification's subscriber failed")
 
     def _broken(self) -> None:
         self._unwatch_socket()
@@ -176,6 +185,9 @@ class Listener:
             for callbacks in list(self._subs.values()):
                 for callback in list(callbacks):
                     callback()
+            for prefixed in list(self._prefixed.values()):
+                for hears in list(prefixed):
+                    hears(None)
             return
 
     async def _run(self, statement: sql.Composed, within: float | None = None) -> None:
@@ -238,6 +250,25 @@ class Listener:
                 callbacks.discard(callback)
                 if not callbacks:
                     del self._subs[key]
+
+        return stop
+
+    def subscribe_prefix(
+        self, name: str, prefix: str, callback: PrefixCallback
+    ) -> Callable[[], None]:
+        """Call ``callback`` with the rest of each payload on channel ``name`` that starts
+        with the one character ``prefix`` (with None after a reconnect: any may have been
+        missed); returns the function that stops it."""
+        assert len(prefix) == 1
+        key = (name, prefix)
+        self._prefixed.setdefault(key, set()).add(callback)
+
+        def stop() -> None:
+            callbacks = self._prefixed.get(key)
+            if callbacks is not None:
+                callbacks.discard(callback)
+                if not callbacks:
+                    del self._prefixed[key]
 
         return stop
 

@@ -11,38 +11,42 @@ existence and limit always) is not yielded.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from tenure._core.values import SemaphoreDescription
-from tenure.backends._readback import ReadbackWatch, first_of
-from tenure.backends.postgres import _admin
+from tenure.backends._readback import ReadbackWatch
 
-if TYPE_CHECKING:
-    from tenure.backends.postgres._session import PgSession
+__all__ = ["PgWatch", "WatchHost"]
 
-__all__ = ["PgWatch"]
+
+class WatchHost(Protocol):
+    """What a watch needs of its session's store."""
+
+    #: The session's armed watches (the store fails them when the session ends).
+    watches: set[PgWatch]
+
+    def subscribe(self, payload: str, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` on each ``payload`` on the node's channel; the stop function."""
+
+    async def read(self, name: str, *, owners: bool, waiters: bool) -> SemaphoreDescription:
+        """The semaphore now (``exists=False`` if missing)."""
 
 
 class PgWatch(ReadbackWatch):
     """A :class:`~tenure.backends._base.WatchStream` over the node's notifications."""
 
     def __init__(
-        self, session: PgSession, name: str, *, data: bool, owners: bool, waiters: bool
+        self, host: WatchHost, name: str, *, data: bool, owners: bool, waiters: bool
     ) -> None:
         super().__init__(name, data=data, owners=owners, waiters=waiters)
-        self._session = session
-        self._changed = asyncio.Event()
+        self._host = host
         self._stop: Callable[[], None] | None = None
 
     async def _arm(self) -> SemaphoreDescription:
         """Subscribe, then read the state."""
-        session = self._session
-        self._stop = session.backend.listener.subscribe(
-            session.channel, "s" + self._name, self._changed.set
-        )
-        session.watches += 1
+        self._stop = self._host.subscribe("s" + self._name, self.poke)
+        self._host.watches.add(self)
         try:
             return await self._read()
         except BaseException:
@@ -50,21 +54,10 @@ class PgWatch(ReadbackWatch):
             raise
 
     async def _read(self) -> SemaphoreDescription:
-        return await _admin.read(
-            self._session, self._name, owners=self._owners, waiters=self._waiters, missing_ok=True
-        )
-
-    async def _wait(self) -> None:
-        self._session.check_alive()
-        await first_of(self._changed.wait(), self._session.lost.wait())
-
-    async def _read_back(self) -> SemaphoreDescription:
-        self._session.check_alive()
-        self._changed.clear()
-        return await self._read()
+        return await self._host.read(self._name, owners=self._owners, waiters=self._waiters)
 
     async def _disarm(self) -> None:
         if self._stop is not None:
             self._stop()
-            self._session.watches -= 1
-        self._changed.set()  # a consumer waiting in __anext__ ends
+            self._stop = None
+        self._host.watches.discard(self)

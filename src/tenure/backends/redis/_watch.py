@@ -12,7 +12,6 @@ that does not differ from the last one yielded in what is watched is not yielded
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from typing import TYPE_CHECKING
 
@@ -35,8 +34,6 @@ class RedisWatch(ReadbackWatch):
     ) -> None:
         super().__init__(name, data=data, owners=owners, waiters=waiters)
         self._store = store
-        self._news = asyncio.Event()
-        self._error: BaseException | None = None
         self._armed = False
 
     def _flags(self) -> tuple[str, str]:
@@ -55,22 +52,7 @@ class RedisWatch(ReadbackWatch):
         self._news.clear()
         return decode_description(self._name, raw)
 
-    def poke(self) -> None:
-        """A watched change was pushed (or may have been missed): read again."""
-        self._news.set()
-
-    def fail(self, error: BaseException) -> None:
-        """The session ended: the stream raises ``error``."""
-        self._error = error
-        self._news.set()
-
-    async def _wait(self) -> None:
-        await self._news.wait()
-
-    async def _read_back(self) -> SemaphoreDescription:
-        if self._error is not None:
-            raise self._error
-        self._news.clear()
+    async def _read(self) -> SemaphoreDescription:
         raw = await self._store.invoke("describe_semaphore", "", self._name, *self._flags())
         return decode_description(self._name, raw)
 
@@ -82,7 +64,6 @@ class RedisWatch(ReadbackWatch):
                 del self._store.watches[self._name]
 
     async def _disarm(self) -> None:
-        self._news.set()
         self._forget()
         if self._armed and self._store.owner.ended is None:
             self._armed = False
