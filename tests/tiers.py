@@ -51,7 +51,24 @@ __all__ = [
 MARKERS: Final = ("service", "faults", "browser", "slow")
 
 SERVICE: Final = ("service",)
+SLOW: Final = ("service", "slow")
 UNIT: Final[tuple[str, ...]] = ()
+
+#: The slow tests of the service tier, by node id (see :data:`TIERS`).
+_SLOW: Final = (
+    "tests/backends/etcd/test_faults.py::test_kill_the_leader_then_a_follower_with_a_lock_held_and_waiters_queued",
+    "tests/backends/etcd/test_faults.py::test_stop_the_whole_cluster_and_start_it_again_on_its_data",
+    "tests/backends/etcd/test_faults.py::test_a_partitioned_holder_is_cancelled_within_its_window_and_the_next_token_is_greater",
+    "tests/backends/postgres/test_postgres_partition.py::test_connections_cut_off_by_partitions_are_reclaimed",
+    "tests/test_conformance_kit.py::test_the_kit_passes_on_memory_from_an_installed_package",
+    "tests/test_conformance_kit.py::test_the_kit_passes_on_a_tenure_server",
+    "tests/test_examples.py::test_redis_worker_pool_keeps_n_holders_and_resumes_a_crashed_worker",
+    "src/tenure/testing/conformance/test_differential.py::test_the_backend_agrees_with_the_engine[postgres]",
+    "src/tenure/testing/conformance/test_differential.py::test_the_backend_agrees_with_the_engine[etcd]",
+    "src/tenure/testing/conformance/test_differential.py::test_the_backend_agrees_with_the_engine[redis]",
+    # 10 s on etcd (well under a second on the other backends): to be looked into.
+    "src/tenure/testing/conformance/test_resume.py::test_a_client_may_resume_its_own_session[etcd]",
+)
 
 #: Path (relative to the repository, or a test's ``path::name``) -> markers of the
 #: tests under it; the longest entry that holds a test wins. Each unit-tier entry
@@ -95,8 +112,14 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/dashboard/test_dashboard_browser.py": ("browser", "service"),
     "tests/bench/test_targets.py": UNIT,
     "tests/faults": ("faults", "service"),
+    "tests/faults/test_scenarios.py": ("faults", "service", "slow"),  # 20-40 s each
+    "tests/faults/test_mutants.py": ("faults", "service", "slow"),  # 7-30 s each
     "tests/faults/test_cli.py": SERVICE,  # scripts/faults, not a scenario
     "tests/faults/test_cli.py::test_the_names_are_those_of_the_report_and_the_scenarios": UNIT,
+    # 5 s or more alone on the project's machine (2 cores), and worth it: elections
+    # and whole-cluster restarts, a wheel built and installed, a partition reclaimed,
+    # many examples against the engine, a whole kit run.
+    **dict.fromkeys(_SLOW, SLOW),
     "tests/test_errors.py": UNIT,
     "tests/test_exports.py": UNIT,
     "tests/test_leaving_twice.py": UNIT,
