@@ -64,11 +64,38 @@ async def proxy(tenure_server: ServerProcess) -> AsyncIterator[NetProxy]:
         yield proxy
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """``--unit-tier``: what ``scripts/test --fast`` runs."""
+    parser.addoption(
+        "--unit-tier",
+        action="store_true",
+        help=f"run the unit tier only (-m '{tiers.UNIT_TIER}', and with any -m given), "
+        "without collecting the files that hold none of it (tests/tiers.py)",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Hand the repo's harnesses to the kit (a ``--tenure-url`` takes precedence);
-    arm the unit tier's guard."""
+    arm the unit tier's guard; ``--unit-tier`` selects the unit tier."""
     use_harnesses(config, _selected())
     tiers.install_guard()
+    if config.getoption("unit_tier"):
+        given = config.option.markexpr
+        config.option.markexpr = f"({given}) and {tiers.UNIT_TIER}" if given else tiers.UNIT_TIER
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under ``--unit-tier``, leave out what holds no unit-tier test (not imported at all:
+    the gRPC, YDB and Playwright imports of the service tier cost seconds)."""
+    if not config.getoption("unit_tier"):
+        return None
+    try:
+        path = collection_path.relative_to(config.rootpath).as_posix()
+    except ValueError:
+        return None  # outside the repository: pytest's to decide
+    if path == "." or tiers.may_hold_unit_tier(path):
+        return None
+    return True
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the xdist_group marks

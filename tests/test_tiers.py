@@ -70,3 +70,24 @@ def test_the_guard_refuses_a_process_and_keeps_the_refusal() -> None:
     refused = tiers.take_refusals(node)
     assert [what.split()[0] for what in refused] == ["subprocess.Popen", "subprocess.Popen"]
     assert tiers.take_refusals(node) == []  # taken once
+
+
+@pytest.mark.parametrize(
+    ("path", "holds"),
+    [
+        ("tests", True),
+        ("tests/core", True),
+        ("tests/core/test_purity.py", False),
+        ("tests/backends", True),  # test_ledger.py, test_joins.py...
+        ("tests/backends/etcd", False),
+        ("tests/backends/redis", True),  # test_redis_url.py
+        ("tests/backends/redis/test_redis_backend.py", False),
+        ("tests/faults", True),  # a test of test_cli.py
+        ("tests/faults/test_scenarios.py", False),
+        ("tests/cli", False),
+        ("src", True),
+        ("src/tenure/testing/conformance/test_mutex.py", True),
+    ],
+)
+def test_unit_tier_runs_collect_only_what_may_hold_the_unit_tier(path: str, holds: bool) -> None:
+    assert tiers.may_hold_unit_tier(path) is holds

@@ -10,7 +10,9 @@ Markers (registered in pyproject.toml; ``--strict-markers`` is on):
 * ``slow``: it takes more than about 5 s on its own (marked in its file).
 
 The *unit tier* is every test with none of them: pure code, in-process servers at
-most, no process started. ``scripts/test --fast`` runs it.
+most, no process started. ``scripts/test --fast`` runs it (``pytest --unit-tier``:
+the marker expression :data:`UNIT_TIER`, and the files and directories that hold
+no unit-tier test are not even collected).
 
 A test's markers come from :data:`TIERS`, by the longest path that holds it, and
 for tests parametrized over backends from the parameter (:data:`SERVER_PARAMETERS`):
@@ -39,16 +41,20 @@ __all__ = [
     "MARKERS",
     "SERVER_PARAMETERS",
     "TIERS",
+    "UNIT_TIER",
     "UnitTierError",
     "guarding",
     "install_guard",
     "is_unit",
     "markers_of",
+    "may_hold_unit_tier",
     "take_refusals",
 ]
 
 #: The markers that take a test out of the unit tier.
 MARKERS: Final = ("service", "faults", "browser", "slow")
+#: The unit tier as a marker expression (``pytest -m``; ``--unit-tier`` applies it).
+UNIT_TIER: Final = " and ".join(f"not {marker}" for marker in MARKERS)
 
 SERVICE: Final = ("service",)
 SLOW: Final = ("service", "slow")
@@ -156,6 +162,17 @@ def markers_of(nodeid: str, params: dict[str, object]) -> tuple[str, ...]:
         if name in params and not unit(params[name]) and "service" not in markers:
             markers = (*markers, "service")
     return markers
+
+
+def may_hold_unit_tier(path: str) -> bool:
+    """Whether the file or directory ``path`` (relative to the repository) may hold a
+    unit-tier test: its own entry is the unit tier's, or an entry below it is."""
+    holders = [entry for entry in TIERS if _holds(entry, path)]
+    if holders and not TIERS[max(holders, key=len)]:
+        return True
+    return any(
+        entry.startswith(path + cut) and not TIERS[entry] for entry in TIERS for cut in ("/", "::")
+    )
 
 
 def is_unit(item: pytest.Item) -> bool:
