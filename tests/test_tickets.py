@@ -11,7 +11,7 @@ import pytest
 import tenure
 from tenure import SessionTicket
 from tenure._runtime.clock import LoopClock
-from tenure._runtime.host import EngineHost
+from tenure._runtime.host import Host
 from tenure.backends import Capability
 from tenure.backends._base import MAX_TICKET_CHARS, MAX_TICKET_SECRET_BYTES
 from tenure.backends.memory import CAPABILITIES, MemoryBackend
@@ -98,9 +98,7 @@ class _NoRecovery(MemoryBackend):
 
 
 async def test_resume_on_a_backend_without_session_recovery_is_unsupported() -> None:
-    async with tenure.Client(
-        _NoRecovery(EngineHost(LoopClock()), owns_host=True), "x://"
-    ) as client:
+    async with tenure.Client(_NoRecovery(Host(LoopClock()), owns_host=True), "x://") as client:
         await client.create_node("n")
         ticket = dataclasses.replace(TICKET, scheme="memory", node="n")
         with pytest.raises(UnsupportedError, match="SESSION_RECOVERY"):

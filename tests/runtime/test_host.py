@@ -1,4 +1,4 @@
-"""EngineHost: who advances time, and what a durable host is told.
+"""Host: who advances time, and what a durable host is told.
 
 Time reaches the engine in exactly one place per path: ``Engine.apply`` ticks to a
 command's time itself, and the host ticks only from its timer. A durable host still
@@ -23,7 +23,7 @@ from tenure._core import (
     NodeConfig,
     SessionEnded,
 )
-from tenure._runtime.host import EngineHost
+from tenure._runtime.host import Host
 from tenure.errors import SessionExpiredError
 
 KEY = b"protection-key"
@@ -47,7 +47,7 @@ class ManualClock:
         self.timers.clear()
 
 
-class RecordingHost(EngineHost):
+class RecordingHost(Host):
     """Records the durable-host hooks, in order."""
 
     def __init__(self, clock: ManualClock) -> None:

@@ -114,6 +114,7 @@ async def test_pipelining_clients_take_turns(tmp_path: Path, wire: Clients) -> N
         a, b = await wire.connect(s.port), await wire.connect(s.port)
         await a.call(CreateNode("n"))
         pairs = 200
+        floods: list[bytes] = []
         for client, name in ((a, "a"), (b, "b")):
             sid = (await client.call(CreateSession("n", name.encode()))).session_id
             commands: list[Command[Any]] = []
@@ -122,7 +123,11 @@ async def test_pipelining_clients_take_turns(tmp_path: Path, wire: Clients) -> N
                     Acquire(sid, name, MAX_COUNT, i + 1, ephemeral=True),
                     Release(sid, name),
                 ]
-            client.writer.write(pipelined(client.codec, commands, 1))
+            floods.append(pipelined(client.codec, commands, 1))
+        # Both floods leave together: written one await apart, a busy machine could
+        # let the server serve all of the first before the second arrived.
+        a.writer.write(floods[0])
+        b.writer.write(floods[1])
         tokens: list[list[int]] = []
         for client in (a, b):
             answers = [await client.answer(1000 + n) for n in range(2 * pairs)]  # in order

@@ -235,7 +235,7 @@ def resolved(*argv: str) -> None:
         (["--http-port", "70000"], "--http-port='70000': must be at most 65535"),
         (["--http-port", "-1"], "--http-port='-1': must be at least 0"),
         (["--port", "7000", "--http-port", "7000"], "--port is that port too"),
-        (["--dflockd-port", "7001", "--http-port", "7001"], "--dflockd-port is that port too"),
+        (["--dflockd-port", "7001", "--http-port", "7001"], "--http-port is that port too"),
     ],
 )
 def test_a_bad_http_port_is_a_config_error(argv: list[str], message: str) -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+import os
+import pty
 import re
 import sys
 from pathlib import Path
@@ -14,9 +17,10 @@ import pytest
 from tenure._core import CreateNode, CreateSession
 from tenure._protocol import Refused
 from tenure.server import DataDir, FsyncMode, Journal
-from tenure.server._logs import JsonFormatter, TextFormatter, event_name
+from tenure.server._logs import JsonFormatter, TextFormatter, event_name, setup_logging
 
-from .wire import Clients, ServerProcess
+from .terminal import serve_on_terminal
+from .wire import Clients, ServerProcess, free_port
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -168,3 +172,42 @@ async def test_text_log_is_one_readable_line_per_event(tmp_path: Path, wire: Cli
     [listening] = [line for line in lines if " listening: " in line]
     assert f"port={server.port}" in listening
     assert "event_loop=" in listening
+    # For people, the config line has only the settings given: not 50 at their defaults.
+    [config] = [line for line in lines if " config: " in line]
+    assert f"port={server.port} " in config
+    assert "fsync=off log_format=text " in config
+    assert '"fsync": "flag"' in config  # where each came from
+    assert "max_connections=" not in config
+    assert len(config) < 400
+
+
+def test_auto_is_text_on_a_terminal_and_json_elsewhere() -> None:
+    loggers = [logging.getLogger(name) for name in ("tenure", "aiohttp")]
+    saved = [(logger.handlers[:], logger.level, logger.propagate) for logger in loggers]
+    master, terminal = pty.openpty()
+    try:
+        with os.fdopen(terminal, "w") as screen:
+            assert setup_logging("auto", screen) == "text"
+            logging.getLogger("tenure.server").info("hello", extra={"fields": {"n": 1}})
+        assert TEXT_LINE.match(os.read(master, 4096).decode()), "a text line on the terminal"
+        assert setup_logging("auto", io.StringIO()) == "json"
+        assert setup_logging("text", io.StringIO()) == "text"  # as told, wherever it goes
+    finally:
+        os.close(master)
+        for logger, (handlers, level, propagate) in zip(loggers, saved, strict=True):
+            logger.handlers[:], logger.level, logger.propagate = handlers, level, propagate
+
+
+def test_a_server_on_a_terminal_logs_text(tmp_path: Path) -> None:
+    port = free_port()
+    code, lines = serve_on_terminal(
+        tmp_path / "data", "--port", str(port), stop_after="listening: listening"
+    )
+    assert code == 0
+    for line in lines:
+        assert TEXT_LINE.match(line), line
+    [config] = [line for line in lines if " config: " in line]
+    assert f"port={port} " in config
+    assert "max_connections=" not in config
+    assert any(f"listening: listening host=127.0.0.1 port={port} " in line for line in lines)
+    assert any(" stopped: stopped exit_code=0" in line for line in lines)

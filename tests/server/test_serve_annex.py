@@ -14,7 +14,7 @@ from .wire import Clients, ServerProcess
 
 pytestmark = pytest.mark.timeout(60)
 
-SETTINGS = bytes(range(256)) * 3  # opaque: every byte value, as a front end may store
+SETTINGS = bytes(range(256)) * 3  # opaque: every byte value, as a face may store
 
 
 async def test_an_annex_set_over_the_wire_survives_a_kill_9(tmp_path: Path, wire: Clients) -> None:

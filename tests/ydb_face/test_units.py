@@ -9,11 +9,10 @@ from typing import Any
 import pytest
 
 from tenure.compat.ydb import _protos as pb
-from tenure.compat.ydb.access import TICKET_HEADER, Access, UnauthorizedError
 from tenure.compat.ydb.paths import Database, OutsideDatabaseError
 from tenure.compat.ydb.pipe import Pipe, frame
-from tenure.server._net.auth import Access as Rights
-from tenure.server._net.auth import Token, Tokens
+from tenure.compat.ydb.tickets import TICKET_HEADER, Tickets, UnauthorizedError
+from tenure.server._net.auth import Access, Token, Tokens
 
 
 @pytest.mark.parametrize(
@@ -35,10 +34,10 @@ def test_a_path_outside_the_database_or_with_an_empty_part_is_refused(path: str)
 
 
 def _tokens() -> Tokens:
-    def token(name: str, secret: str, access: Rights = Rights.READ_WRITE) -> Token:
+    def token(name: str, secret: str, access: Access = Access.READ_WRITE) -> Token:
         return Token(name, hashlib.sha256(secret.encode()).digest(), access)
 
-    return Tokens([token("deployer", "s3cret"), token("viewer", "look", Rights.READ_ONLY)])
+    return Tokens([token("deployer", "s3cret"), token("viewer", "look", Access.READ_ONLY)])
 
 
 class Clock:
@@ -50,21 +49,21 @@ class Clock:
 
 
 def test_without_an_auth_file_every_call_is_anonymous_and_there_is_no_login() -> None:
-    access = Access(None, b"k" * 32, 60)
-    assert access.token_of([]) is None
-    assert access.token_of([(TICKET_HEADER, "anything")]) is None
+    tickets = Tickets(None, b"k" * 32, 60)
+    assert tickets.token_of([]) is None
+    assert tickets.token_of([(TICKET_HEADER, "anything")]) is None
     with pytest.raises(UnauthorizedError, match="no auth file"):
-        access.login("deployer", "s3cret")
+        tickets.login("deployer", "s3cret")
 
 
 def test_a_secret_is_its_token_and_a_login_ticket_is_the_named_token() -> None:
-    access = Access(_tokens(), b"k" * 32, 60)
-    token = access.token_of([("x-ydb-database", "/local"), (TICKET_HEADER, "look")])
+    tickets = Tickets(_tokens(), b"k" * 32, 60)
+    token = tickets.token_of([("x-ydb-database", "/local"), (TICKET_HEADER, "look")])
     assert token is not None
     assert token.name == "viewer"
-    ticket = access.login("deployer", "s3cret")
+    ticket = tickets.login("deployer", "s3cret")
     assert "s3cret" not in ticket
-    token = access.token_of([(TICKET_HEADER, ticket)])
+    token = tickets.token_of([(TICKET_HEADER, ticket)])
     assert token is not None
     assert token.name == "deployer"
 
@@ -74,40 +73,40 @@ def test_a_secret_is_its_token_and_a_login_ticket_is_the_named_token() -> None:
 )
 def test_a_login_needs_a_token_name_and_its_own_secret(user: str, password: str) -> None:
     with pytest.raises(UnauthorizedError, match="unknown user or wrong password"):
-        Access(_tokens(), b"k" * 32, 60).login(user, password)
+        Tickets(_tokens(), b"k" * 32, 60).login(user, password)
 
 
 def test_a_call_without_a_good_ticket_is_refused() -> None:
-    access = Access(_tokens(), b"k" * 32, 60)
+    tickets = Tickets(_tokens(), b"k" * 32, 60)
     for metadata, why in [
         ([], "requires credentials"),
         ([(TICKET_HEADER, "")], "requires credentials"),
         ([(TICKET_HEADER, "wrong")], "unknown token"),
     ]:
         with pytest.raises(UnauthorizedError, match=why):
-            access.token_of(metadata)
+            tickets.token_of(metadata)
 
 
 def test_a_ticket_expires_after_its_ttl_and_is_only_good_on_the_server_that_signed_it() -> None:
     clock = Clock()
-    access = Access(_tokens(), b"k" * 32, 60, clock=clock)
-    ticket = access.login("deployer", "s3cret")
+    tickets = Tickets(_tokens(), b"k" * 32, 60, clock=clock)
+    ticket = tickets.login("deployer", "s3cret")
     clock.now += 59
-    assert access.token_of([(TICKET_HEADER, ticket)]) is not None
+    assert tickets.token_of([(TICKET_HEADER, ticket)]) is not None
     clock.now += 1
     with pytest.raises(UnauthorizedError, match="expired"):
-        access.token_of([(TICKET_HEADER, ticket)])
-    other = Access(_tokens(), b"o" * 32, 60, clock=clock)  # another data directory's key
+        tickets.token_of([(TICKET_HEADER, ticket)])
+    other = Tickets(_tokens(), b"o" * 32, 60, clock=clock)  # another data directory's key
     with pytest.raises(UnauthorizedError, match="not made by this server"):
-        other.token_of([(TICKET_HEADER, access.login("deployer", "s3cret"))])
+        other.token_of([(TICKET_HEADER, tickets.login("deployer", "s3cret"))])
 
 
 def test_a_forged_ticket_is_refused() -> None:
-    access = Access(_tokens(), b"k" * 32, 3600)
-    ticket = access.login("viewer", "look")
+    tickets = Tickets(_tokens(), b"k" * 32, 3600)
+    ticket = tickets.login("viewer", "look")
     prefix, body = ticket[: ticket.index(".") + 1], ticket[ticket.index(".") + 1 :]
     name, expires, signature = body.split(".")
-    forged = Access(_tokens(), b"k" * 32, 3600).login("deployer", "s3cret").split(".")[1]
+    forged = Tickets(_tokens(), b"k" * 32, 3600).login("deployer", "s3cret").split(".")[1]
     for bad in [
         f"{prefix}{forged}.{expires}.{signature}",  # another name, the viewer's signature
         f"{prefix}{name}.{int(expires) + 10**6}.{signature}",  # a later expiry
@@ -115,15 +114,15 @@ def test_a_forged_ticket_is_refused() -> None:
         f"{prefix}garbage",
     ]:
         with pytest.raises(UnauthorizedError):
-            access.token_of([(TICKET_HEADER, bad)])
+            tickets.token_of([(TICKET_HEADER, bad)])
 
 
 def test_a_ticket_dies_with_its_token() -> None:
     key = b"k" * 32
-    ticket = Access(_tokens(), key, 60).login("deployer", "s3cret")
+    ticket = Tickets(_tokens(), key, 60).login("deployer", "s3cret")
     fewer = Tokens([t for t in _tokens().tokens if t.name != "deployer"])
     with pytest.raises(UnauthorizedError, match="no longer in the auth file"):
-        Access(fewer, key, 60).token_of([(TICKET_HEADER, ticket)])
+        Tickets(fewer, key, 60).token_of([(TICKET_HEADER, ticket)])
 
 
 class Call:

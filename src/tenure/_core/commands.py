@@ -71,7 +71,7 @@ class DropNode(Command[None]):
 class SetNodeAnnex(Command[None]):
     """Keep ``value`` with node ``name`` under ``key``; ``value == b""`` removes the key.
 
-    The annex is opaque to the engine: bytes a front end (or any native client)
+    The annex is opaque to the engine: bytes a face (or any native client)
     stores with a node and reads back, kept in snapshots and the journal and
     dropped with the node. Limits: MAX_ANNEX_KEY_BYTES per key, MAX_ANNEX_BYTES per
     value, MAX_ANNEX_KEYS per node (tenure._core.values). NotFoundError if the node

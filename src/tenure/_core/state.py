@@ -31,7 +31,7 @@ from tenure.errors import LimitExceededError, NotFoundError, SessionExpiredError
 class Node:
     """A named namespace of semaphores and sessions.
 
-    ``annex`` holds opaque bytes under short keys that a front end keeps with the
+    ``annex`` holds opaque bytes under short keys that a face keeps with the
     node (SetNodeAnnex, GetNodeAnnex): None until the first key is set, so that a
     node nobody annotates costs no dict.
     """

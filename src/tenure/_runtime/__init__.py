@@ -1,10 +1,10 @@
-"""The asyncio runtime that drives an engine on a clock and routes its effects.
+"""The asyncio runtime: the host, which drives an engine on a clock and routes its effects.
 
-:class:`~tenure._runtime.host.EngineHost` owns one :class:`~tenure._core.Engine`,
+:class:`~tenure._runtime.host.Host` owns one :class:`~tenure._core.Engine`,
 applies commands to it at the time a :class:`~tenure._runtime.clock.Clock` gives,
 wakes it at its next deadline, and hands each effect to the sink of the session it
 is addressed to. ``memory://`` (:mod:`tenure.backends.memory`) runs one in the
 client's process; ``tenure serve`` runs a durable one (the server's
-``JournaledEngine``). Nothing here adds semantics: the rules are all in
-:mod:`tenure._core`.
+``DurableHost``, whose every change is journaled). Nothing here adds semantics: the
+rules are all in :mod:`tenure._core`.
 """

@@ -1,4 +1,4 @@
-"""The asyncio driver of the engine, shared by ``memory://`` and ``tenure serve``.
+"""The host: what drives an engine on an event loop, shared by ``memory://`` and ``tenure serve``.
 
 The host owns one :class:`~tenure._core.Engine`, a
 :class:`~tenure._runtime.clock.Clock` and one timer. ``execute`` applies a command
@@ -34,8 +34,12 @@ R = TypeVar("R")
 EffectSink = Callable[[Effect], None]
 
 
-class EngineHost:
-    """Runs an engine on a clock and routes its effects to per-session sinks."""
+class Host:
+    """Drives an engine on a clock and routes its effects to per-session sinks.
+
+    ``memory://`` runs one as is; the server runs a durable one, whose hooks journal
+    every change (:class:`tenure.server._durable_host.DurableHost`).
+    """
 
     def __init__(
         self,
@@ -94,7 +98,7 @@ class EngineHost:
         """Cancel the timer; the engine's state is left as it is."""
         self._cancel_timer()
 
-    # -- hooks for a durable host (tenure.server's JournaledEngine) -------------------
+    # -- hooks for a durable host (tenure.server's DurableHost) ---------------------------
 
     def _ticked(self, now: float) -> None:
         """A tick at ``now`` changed the state (called before ``_applied`` of a command

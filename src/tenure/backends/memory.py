@@ -47,7 +47,7 @@ from tenure._core import (
 )
 from tenure._core.values import NO_IDENTITY, ClientIdentity, SemaphoreSummary, SessionSummary
 from tenure._runtime.clock import Clock, LoopClock
-from tenure._runtime.host import EngineHost
+from tenure._runtime.host import Host
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends._engine import CommandStore
 from tenure.backends._session import StoreSession
@@ -76,7 +76,7 @@ CAPABILITIES: Final = frozenset(
 SCHEME: Final = "memory"
 
 # Shared engines by (event loop, name); an engine lives while a client uses it.
-_SHARED: weakref.WeakValueDictionary[tuple[int, str], EngineHost] = weakref.WeakValueDictionary()
+_SHARED: weakref.WeakValueDictionary[tuple[int, str], Host] = weakref.WeakValueDictionary()
 
 
 class MemoryStore(CommandStore):
@@ -124,7 +124,7 @@ class MemoryStore(CommandStore):
 class MemoryBackend:
     """A backend whose state lives in an in-process engine."""
 
-    def __init__(self, host: EngineHost, *, owns_host: bool = False) -> None:
+    def __init__(self, host: Host, *, owns_host: bool = False) -> None:
         self.host = host
         self._owns_host = owns_host
         self._sessions: dict[int, StoreSession] = {}
@@ -272,11 +272,11 @@ async def open_backend(url: str, options: Mapping[str, object]) -> MemoryBackend
         raise InvalidArgumentError("clock= must have now() and call_at(when, callback)")
     name = parts.netloc
     if not name:
-        return MemoryBackend(EngineHost(clock), owns_host=True)
+        return MemoryBackend(Host(clock), owns_host=True)
     key = (id(asyncio.get_running_loop()), name)
     host = _SHARED.get(key)
     if host is None:
-        host = _SHARED[key] = EngineHost(clock)
+        host = _SHARED[key] = Host(clock)
     elif "clock" in options and host.clock is not clock:
         raise InvalidArgumentError(f"memory://{name} already runs on another clock")
     return MemoryBackend(host)

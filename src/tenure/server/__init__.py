@@ -3,15 +3,21 @@
 The runtime, here:
 
 * :mod:`tenure.server._serve`: the network server, which runs the rest;
-* :mod:`tenure.server._driver`: the journaled engine on the event loop (group commit);
+* :mod:`tenure.server._durable_host`: the server's host: the engine on the event loop,
+  every change journaled (group commit);
 * :mod:`tenure.server._session_table`: which connection owns which session;
-* :mod:`tenure.server._front_end`: the hook that runs a front end for another lock
-  service's protocol (:mod:`tenure.compat`: dflockd's);
-* :mod:`tenure.server._startup`: ``tenure serve`` from start to exit.
+* :mod:`tenure.server.plug`: the boundary with the faces of other lock services
+  (:mod:`tenure.compat`): what the server lends a face, and what a face must be; the
+  only module of the server they import;
+* :mod:`tenure.server._faces`: the face registry (which settings turn each face on,
+  its checks, how to make it: the one place the server imports :mod:`tenure.compat`),
+  and :mod:`tenure.server._face_set`: the faces one server runs;
+* :mod:`tenure.server._startup`: ``tenure serve`` from start to exit, and
+  :mod:`tenure.server._start_failure`: why a start failed, in one line.
 
 Grouped by concern:
 
-* :mod:`tenure.server._net`: connections: accepting them, the native protocol, the
+* :mod:`tenure.server._net`: connections: accepting them, the native face, the
   handshake, tokens and timeouts, the auth file, TLS, and the outboxes;
 * :mod:`tenure.server._durability`: the data directory (a write-ahead log with
   snapshots), the engine made durable over it, the directory's lock and instance id;
@@ -25,9 +31,9 @@ Grouped by concern:
 from __future__ import annotations
 
 from tenure.server._config.serve_config import ConfigError, ServeConfig
-from tenure.server._driver import JournaledEngine
 from tenure.server._durability.journal import Journal
 from tenure.server._durability.storage import CorruptLogError, DataDir, FsyncMode, Recovered
+from tenure.server._durable_host import DurableHost
 from tenure.server._serve import Server
 from tenure.server._startup import serve
 
@@ -35,9 +41,9 @@ __all__ = [
     "ConfigError",
     "CorruptLogError",
     "DataDir",
+    "DurableHost",
     "FsyncMode",
     "Journal",
-    "JournaledEngine",
     "Recovered",
     "ServeConfig",
     "Server",

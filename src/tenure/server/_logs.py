@@ -1,4 +1,4 @@
-"""The server's log: one event per line on stderr, as JSON (default) or as text.
+"""The server's log: one event per line on stderr, as text to a terminal, else as JSON.
 
 Every line carries the time, the level, an **event name** and the event's fields.
 A log call names its event with ``extra={"event": "slow_commit", "fields": {...}}``;
@@ -11,6 +11,8 @@ selected by name (docs/operations.md, "Metrics, health and logs", lists them).
 * ``text``: ``2026-11-22T23:14:05.123Z info     listening: listening host=127.0.0.1
   port=6388``: a person reads it; field values are JSON where they are not one plain
   word, and a traceback is one quoted field, so an event stays one line.
+* ``auto`` (the default): ``text`` when stderr is a terminal, ``json`` otherwise (a
+  file, a pipe, a log collector).
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from typing import Final, TextIO
 
 __all__ = ["LOG_FORMATS", "JsonFormatter", "TextFormatter", "event_name", "setup_logging"]
 
-#: The formats ``--log-format`` accepts.
-LOG_FORMATS: Final = ("json", "text")
+#: The formats ``--log-format`` accepts (``auto``: text to a terminal, else JSON).
+LOG_FORMATS: Final = ("auto", "json", "text")
 
 _PLACEHOLDER: Final = re.compile(r"%(?:\([^)]*\))?[-#0 +]*\d*(?:\.\d+)?[a-zA-Z%]")
 _NOT_WORD: Final = re.compile(r"[^a-z0-9]+")
@@ -92,19 +94,24 @@ def _text_value(value: object) -> str:
     return json.dumps(value, default=str)
 
 
-def setup_logging(log_format: str = "json", stream: TextIO | None = None) -> None:
+def setup_logging(log_format: str = "auto", stream: TextIO | None = None) -> str:
     """Send the ``tenure`` loggers to ``stream`` (stderr) in ``log_format``, INFO and up;
     aiohttp's (the HTTP endpoint's errors) too, from WARNING, so every line has one shape.
+    Returns the format used: ``auto`` is ``text`` if ``stream`` is a terminal, else ``json``.
 
     Raises:
         ValueError: ``log_format`` is not one of :data:`LOG_FORMATS`.
     """
     if log_format not in LOG_FORMATS:
         raise ValueError(f"log format must be one of {', '.join(LOG_FORMATS)}: {log_format!r}")
-    handler = logging.StreamHandler(sys.stderr if stream is None else stream)
+    out = sys.stderr if stream is None else stream
+    if log_format == "auto":
+        log_format = "text" if out.isatty() else "json"
+    handler = logging.StreamHandler(out)
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
     for name, level in (("tenure", logging.INFO), ("aiohttp", logging.WARNING)):
         logger = logging.getLogger(name)
         logger.handlers[:] = [handler]
         logger.setLevel(level)
         logger.propagate = False
+    return log_format

@@ -18,8 +18,20 @@ from tenure._core import Command, Effect
 from tenure.errors import ErrorCode
 
 
-class Observer(Protocol):
-    """The hooks the server calls (see the module docstring)."""
+class FaceObserver(Protocol):
+    """The hooks a face of another lock service calls (dflockd's, YDB's): lent to it
+    through :class:`tenure.server.plug.Plug`."""
+
+    def dflockd_request(self, command: str, answer: bytes) -> None:
+        """A dflockd request (its command line, as sent) was answered ``answer``."""
+
+    def ydb_request(self, request: str, status: str) -> None:
+        """A YDB request or call (``acquire_semaphore``, ``create_node``...) was answered
+        with a YDB status (``success``, ``not_found``...)."""
+
+
+class Observer(FaceObserver, Protocol):
+    """The hooks the server calls (see the module docstring), the faces' included."""
 
     def request(self, command: Command[object], code: ErrorCode | None) -> None:
         """A native request was answered: ``code`` None for a Reply, else its Failure's."""
@@ -35,10 +47,3 @@ class Observer(Protocol):
 
     def snapshot_written(self, seconds: float, size: int) -> None:
         """A snapshot of ``size`` bytes was put in place, ``seconds`` after it was begun."""
-
-    def dflockd_request(self, command: str, answer: bytes) -> None:
-        """A dflockd request (its command line, as sent) was answered ``answer``."""
-
-    def ydb_request(self, request: str, status: str) -> None:
-        """A YDB request or call (``acquire_semaphore``, ``create_node``...) was answered
-        with a YDB status (``success``, ``not_found``...)."""

@@ -4,17 +4,19 @@ Everything runs on one event loop, so the engine sees one command at a time. Eac
 step (a client's command, a DetachSession for a lost connection, a timer tick) is
 applied, logged, and its answers and pushes are put in their connection's outbox.
 The outboxes (:mod:`tenure.server._net.outbox`) leave only after the commit that
-follows (group commit, see :mod:`tenure.server._driver`), so no reply or push ever
+follows (group commit, see :mod:`tenure.server._durable_host`), so no reply or push ever
 tells a client about a change the disk does not have. A failed commit is fatal: the
 journal is aborted, every connection dropped, and the server exits non-zero.
 
-Native messages are handled by :class:`~tenure.server._net.native.NativeService` (in
-fair turns, :mod:`tenure.server._net.accept`), the connections of another lock
-service's protocol by the server's front end (:class:`~tenure.server._front_end.FrontEnd`:
-dflockd's, :mod:`tenure.compat.dflockd`), and YDB's clients on ``--ydb-port`` by the
-YDB face (:class:`~tenure.server._front_end.YdbFace`, :mod:`tenure.compat.ydb`), a
-gRPC listener of its own whose streams the outboxes write like connections. Session
-ownership and the queues of detached sessions are in
+The server speaks several protocols, its faces (:mod:`tenure.server.plug`). Native
+messages are handled by :class:`~tenure.server._net.native.NativeFace` (in fair
+turns, :mod:`tenure.server._net.accept`); the faces of other lock services are made
+from what the settings turn on (:mod:`tenure.server._faces`): an accepted face
+(dflockd's, :mod:`tenure.compat.dflockd`) is handed the connections whose first byte
+is not a native frame's, and those of its own port; a listening face (YDB's on
+``--ydb-port``, :mod:`tenure.compat.ydb`) runs a listener of its own, whose streams the
+outboxes write like connections. Session ownership and the queues of detached
+sessions are in
 :class:`~tenure.server._session_table.SessionTable` (docs/protocol.md section 11);
 the handshake, tokens, authorization and the handshake, idle and silence timeouts
 in :class:`~tenure.server._net.gate.Gate`; TLS in :mod:`tenure.server._net.tls`.
@@ -24,8 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -33,36 +35,32 @@ from tenure._core import CloseSession, DetachSession, Effect, Engine, SessionEnd
 from tenure._protocol import GoingAway, Refused, ServerConnection, State
 from tenure._protocol.fanout import FiredPushes
 from tenure.errors import ErrorCode, TenureError
+from tenure.server import _faces
 from tenure.server._config.serve_config import ServeConfig
-from tenure.server._driver import JournaledEngine
 from tenure.server._durability.journal import Journal
-from tenure.server._front_end import (
-    Face,
-    FrontEnd,
-    FrontEndFactory,
-    Plug,
-    YdbFace,
-    dflockd,
-    ydb_face,
-)
+from tenure.server._durable_host import DurableHost
+from tenure.server._face_set import FaceSet
 from tenure.server._net.accept import READ_LIMIT, AcceptedProtocol, Kind
 from tenure.server._net.gate import Conn, Gate
-from tenure.server._net.native import NativeService
+from tenure.server._net.native import NativeFace
 from tenure.server._net.outbox import Connection, Outboxes
 from tenure.server._observe import Observer
 from tenure.server._session_table import SessionTable
+from tenure.server.plug import AcceptedFace, Face, FaceFactory, Plug
 
 log = logging.getLogger("tenure.server")
 
 
 class Server:
-    """Serves one journaled engine to many connections (see the module docstring).
+    """Serves one engine, through its durable host, to many connections (module docstring).
 
-    ``front_end`` makes the front end for another lock service's clients (default:
-    dflockd's).
+    ``faces`` makes the faces of other lock services by name (None: those ``config``
+    turns on, :func:`tenure.server._faces.factories`); at most one of them may be an
+    accepted face, as the main port tells only native clients from one other protocol.
 
     Raises (at construction):
         ConfigError: the TLS or auth files named in ``config`` cannot be loaded.
+        ValueError: ``faces`` makes two accepted faces.
     """
 
     def __init__(
@@ -71,7 +69,7 @@ class Server:
         journal: Journal,
         engine: Engine,
         instance_id: bytes,
-        front_end: FrontEndFactory | None = None,
+        faces: Mapping[str, FaceFactory] | None = None,
         observer: Observer | None = None,
     ) -> None:
         """``observer``: told of requests, commands, effects and commits (the metrics of
@@ -83,7 +81,7 @@ class Server:
         self.gate = Gate(
             config, instance_id, self.out.emit, window_of=self._window_of, detach=self._detach_all
         )
-        self.host = JournaledEngine(
+        self.host = DurableHost(
             journal,
             engine,
             deliver=self._deliver,
@@ -95,7 +93,7 @@ class Server:
         )
         self._table: SessionTable[Conn | Face] = SessionTable(max_queued=config.max_queued_pushes)
         self._conns: set[Connection] = set()
-        self.native = NativeService(
+        self.native = NativeFace(
             self.host,
             self.gate,
             self.out,
@@ -103,24 +101,25 @@ class Server:
             stopping=lambda: self._stopping,
             observer=observer,
         )
-        plug = Plug(
+        # What the server lends each face; its own ``attach`` is the one argument left.
+        lend = partial(
+            Plug,
             config,
             self.host,
             self.gate.tokens,
             self.out.send,
             self.out.finish,
-            attach=self._attach_to_front_end,
             forget=self._table.forget,
             connections=lambda: len(self._conns),
             observer=observer,
         )
-        self.front_end: FrontEnd[Any] = (front_end or dflockd())(plug)
-        #: The YDB face (``--ydb-port``), its own gRPC listener; None without one.
-        self.ydb: YdbFace | None = None
-        if config.ydb_port:
-            ydb_plug = dataclasses.replace(plug, attach=self._attach_to_ydb)
-            self.ydb = ydb_face()(ydb_plug)
-        self._front_end_listener: asyncio.Server | None = None
+        makers = _faces.factories(config) if faces is None else faces
+        #: The faces of other lock services this server speaks.
+        self.faces = FaceSet(makers, lend, route=self._table.attach)
+        self._accepted_listener: asyncio.Server | None = None
+        #: The listener :meth:`start` was binding when it failed: ``native`` (the main
+        #: port) or a face's name (its own port); None: none failed.
+        self.binding: str | None = None
         self._shutdown_task: asyncio.Task[None] | None = None
         self._stopping = False
         self._listener: asyncio.Server | None = None
@@ -131,34 +130,55 @@ class Server:
     # -- lifecycle ----------------------------------------------------------------------
 
     async def start(self) -> tuple[str, int]:
-        """Listen; returns the address actually bound (``--port 0`` picks one)."""
+        """Listen; returns the address actually bound (``--port 0`` picks one).
+
+        Raises:
+            OSError: a port cannot be bound (:attr:`binding` says which); then nothing
+                listens, no face runs and the journal is closed.
+        """
         tls, config = self.gate.tls, self.config
         loop = asyncio.get_running_loop()
-        self._listener = await loop.create_server(
-            lambda: AcceptedProtocol(
-                self._serve_connection,
-                turn=config.max_requests_per_turn,
-                pause_unread=config.pause_unread,
-            ),
-            self.config.host,
-            self.config.port,
-            ssl=tls,
-            ssl_handshake_timeout=self.config.handshake_timeout if tls is not None else None,
-        )
-        self.host.start()
-        self.front_end.start()
-        if self.front_end.port:
-            self._front_end_listener = await asyncio.start_server(
-                self._serve_front_end_only,
-                self.config.host,
-                self.front_end.port,
+        timeout = config.handshake_timeout if tls is not None else None
+        self.binding = "native"
+        try:
+            self._listener = await loop.create_server(
+                lambda: AcceptedProtocol(
+                    self._serve_connection,
+                    turn=config.max_requests_per_turn,
+                    pause_unread=config.pause_unread,
+                ),
+                config.host,
+                config.port,
                 ssl=tls,
-                ssl_handshake_timeout=self.config.handshake_timeout if tls is not None else None,
+                ssl_handshake_timeout=timeout,
             )
-        if self.ydb is not None:
-            await self.ydb.start()
+            accepted = self.faces.accepted
+            if accepted is not None and accepted.port:
+                self.binding = self.faces.name_of(accepted)
+                self._accepted_listener = await asyncio.start_server(
+                    self._serve_accepted_only,
+                    config.host,
+                    accepted.port,
+                    ssl=tls,
+                    ssl_handshake_timeout=timeout,
+                )
+            self.host.start()
+            self.faces.start()
+            await self.faces.listen(partial(setattr, self, "binding"))
+        except OSError:
+            self._stopping = True  # (nothing was served: stop() has nothing to say)
+            self._close_listeners()
+            self.faces.stop()
+            self.host.shutdown()
+            raise
+        self.binding = None
         host, port = self._listener.sockets[0].getsockname()[:2]
         return str(host), int(port)
+
+    def _close_listeners(self) -> None:
+        for listener in (self._listener, self._accepted_listener):
+            if listener is not None:
+                listener.close()
 
     @property
     def stopping(self) -> bool:
@@ -166,12 +186,13 @@ class Server:
         return self._stopping or self.host.dead or self._done.is_set()
 
     def connections(self) -> dict[str, int]:
-        """The client connections open now, by protocol (``native``, and the front end's)."""
+        """The client connections open now, by face (``native``, ``dflockd``; ``ydb``:
+        its streams)."""
         native = sum(1 for conn in self._conns if isinstance(conn, Conn))
-        counts = {"native": native, self.front_end.protocol: len(self._conns) - native}
-        if self.ydb is not None:
-            counts[self.ydb.protocol] = self.ydb.connections()
-        return counts
+        counts = {"native": native}
+        if self.faces.accepted is not None:
+            counts[self.faces.accepted.protocol] = len(self._conns) - native
+        return counts | self.faces.connections()
 
     async def wait(self) -> int:
         """Until the server stopped (signal or fatal error); returns the exit code."""
@@ -184,15 +205,11 @@ class Server:
             return
         self._stopping = True
         log.info("shutting down", extra={"fields": {"connections": len(self._conns)}})
-        for listener in (self._listener, self._front_end_listener):
-            if listener is not None:
-                listener.close()
-        self.front_end.stop()
-        if self.ydb is not None:
-            self.ydb.stop()
+        self._close_listeners()
+        self.faces.stop()
         for conn in list(self._conns):
             if not isinstance(conn, Conn):
-                continue  # a front end's: it answers that it drains, closed with the rest
+                continue  # an accepted face's: it answers that it drains, closed with the rest
             if conn.codec.state is State.OPEN:
                 self.out.emit(conn, GoingAway(ErrorCode.UNAVAILABLE, "the server is shutting down"))
             elif conn.codec.state in (State.HANDSHAKE, State.GREETING):
@@ -206,8 +223,7 @@ class Server:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.config.shutdown_grace):
                 await self._idle.wait()
-        if self.ydb is not None:
-            await self.ydb.close(self.config.shutdown_grace)
+        await self.faces.close(self.config.shutdown_grace)
         self.host.settle()  # every answer owed is durable and written before the close
         for conn in list(self._conns):
             conn.writer.close()
@@ -224,8 +240,7 @@ class Server:
         for conn in list(self._conns):
             conn.outbox.clear()
             conn.writer.transport.abort()
-        if self.ydb is not None:
-            self.ydb.abort()
+        self.faces.abort()
         self._done.set()
 
     # -- connections --------------------------------------------------------------------
@@ -253,13 +268,15 @@ class Server:
         self.gate.accepted(conn)
         kind = await accepted.kind
         # A native client's first frame is a Hello, whose 4-byte length starts with a
-        # zero byte; a dflockd request starts with a command letter.
-        if kind is Kind.FRONT_END and not conn.closing:
-            # From here the front end's connection owns the streams: the native one
-            # must not close them (it raced the front end's last answer out of the door).
+        # zero byte; a dflockd request starts with a command letter. Without an
+        # accepted face, a connection that is not native is closed.
+        face = self.faces.accepted
+        if kind is Kind.OTHER and face is not None and not conn.closing:
+            # From here the face's connection owns the streams: the native one must
+            # not close them (it raced the face's last answer out of the door).
             self._conns.discard(conn)
             self.gate.closed(conn)
-            await self._serve_front_end(reader, writer, conn.peer)
+            await self._serve_accepted(face, reader, writer, conn.peer)
             return
         try:
             if kind is Kind.NATIVE:
@@ -277,8 +294,8 @@ class Server:
         """Refuse a connection we cannot serve, in its own protocol.
 
         Which one is known only from its first bytes (bounded by the handshake
-        timeout): a native client gets the Refused; a front end's (dflockd) client gets
-        nothing but the close, as dflockd does at its limits.
+        timeout): a native client gets the Refused; an accepted face's (dflockd) client
+        gets nothing but the close, as dflockd does at its limits.
         """
         with contextlib.suppress(OSError, TimeoutError):
             async with asyncio.timeout(self.config.handshake_timeout):
@@ -290,46 +307,43 @@ class Server:
         accepted.finish()
         conn.writer.close()
 
-    async def _serve_front_end_only(
+    async def _serve_accepted_only(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        """The front end's own port (``--dflockd-port``): every connection speaks its protocol."""
+        """The accepted face's own port (``--dflockd-port``): every connection speaks its
+        protocol."""
         if self._stopping or self.host.dead or len(self._conns) >= self.config.max_connections:
             writer.close()  # as dflockd does at its limit: nothing written
             return
+        assert self.faces.accepted is not None  # (its port is why this listens)
         peer = writer.get_extra_info("peername")
-        await self._serve_front_end(reader, writer, str(peer) if peer else "?")
+        await self._serve_accepted(self.faces.accepted, reader, writer, str(peer) if peer else "?")
 
-    async def _serve_front_end(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str
+    async def _serve_accepted(
+        self,
+        face: AcceptedFace[Any],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        peer: str,
     ) -> None:
         writer.transport.set_write_buffer_limits(high=self.config.pause_unread)
-        fconn = self.front_end.connect(reader, writer, peer)
+        fconn = face.connect(reader, writer, peer)
         self._conns.add(fconn)
         self._idle.clear()
-        protocol, opened_at = self.front_end.protocol, asyncio.get_running_loop().time()
+        protocol, opened_at = face.protocol, asyncio.get_running_loop().time()
         fields = {"peer": peer, "protocol": protocol}
         log.info("connection opened", extra={"event": "connection_opened", "fields": fields})
         try:
-            await self.front_end.serve(fconn)
+            await face.serve(fconn)
         except OSError:
-            pass  # the connection broke: the front end lets go of what it held (dflockd:
-            # its waiters, and its grants with auto-release)
+            pass  # the connection broke: the face lets go of what it held (dflockd: its
+            # waiters, and its grants with auto-release)
         finally:
             _log_closed(peer, protocol, opened_at)
             self._conns.discard(fconn)
             if not self._conns:
                 self._idle.set()
             self.out.finish(fconn)
-
-    def _attach_to_front_end(self, session_id: int) -> None:
-        """Route the session's effects to the front end (its sessions are its own)."""
-        self._table.attach(session_id, self.front_end)
-
-    def _attach_to_ydb(self, session_id: int) -> None:
-        """Route the session's effects to the YDB face."""
-        assert self.ydb is not None
-        self._table.attach(session_id, self.ydb)
 
     def _lost(self, conn: Conn) -> None:
         """The connection is over: detach the sessions it still owns, then close it."""

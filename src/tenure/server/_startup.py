@@ -1,13 +1,14 @@
 """``tenure serve`` from start to exit: logging, the data directory, signals.
 
-:func:`run` is what the command line calls. It logs the settings (one line on
-stderr, JSON or text as ``--log-format`` says), starts the HTTP endpoint if
-``--http-port`` asks for it (it answers ``/readyz`` 503 until the server serves),
-rebuilds the engine from the data directory, listens, and serves until
-SIGTERM or SIGINT (exit 0) or a fatal disk error (exit 1). Start-up failures (a
-corrupt log, an unusable directory, a port in use) are logged and exit 1; a TLS or
-auth file that stopped loading since the settings were checked exits 2. The log
-names the auth file and its tokens' names, never a secret.
+:func:`run` is what the command line calls. It logs the settings (on stderr, as
+``--log-format`` says: text to a terminal, JSON otherwise), starts the HTTP endpoint
+if ``--http-port`` asks for it (it answers ``/readyz`` 503 until the server serves),
+rebuilds the engine from the data directory, listens, and serves until SIGTERM or
+SIGINT (exit 0) or a fatal disk error (exit 1). A start that fails (a data directory
+another server holds, one the server may not use, a damaged log, a port in use) says
+why in one line (:mod:`tenure.server._start_failure`) and exits 1; a TLS or auth file
+that stopped loading since the settings were checked exits 2. The log names the auth
+file and its tokens' names, never a secret.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import tenure
 from tenure._core import Engine
+from tenure.server import _faces
 from tenure.server._config.serve_config import ConfigError, ServeConfig
 from tenure.server._durability.identity import has_state, instance_id, lock_data_dir
 from tenure.server._durability.journal import Journal
@@ -29,6 +31,7 @@ from tenure.server._logs import JsonFormatter as JsonFormatter  # where it used 
 from tenure.server._logs import setup_logging
 from tenure.server._net.tls import describe
 from tenure.server._serve import Server
+from tenure.server._start_failure import data_dir_failure, listen_failure
 
 if TYPE_CHECKING:  # the server extra: imported only with --http-port
     from tenure.server._http.endpoint import Endpoint
@@ -42,8 +45,8 @@ async def serve(config: ServeConfig) -> int:
     journal = Journal(DataDir(config.data_dir, config.fsync))
     try:
         lock = lock_data_dir(config.data_dir)
-    except OSError:
-        log.critical("cannot lock the data directory %s", config.data_dir, exc_info=True)
+    except OSError as error:
+        data_dir_failure(config.data_dir, error).log(log)
         return 1
     try:
         return await _serve_locked(config, journal, loop)
@@ -56,7 +59,7 @@ async def _serve_locked(
 ) -> int:
     endpoint: Endpoint | None = None
     if config.http_address is not None:
-        endpoint = await _start_endpoint(*config.http_address)
+        endpoint = await _start_endpoint(config, *config.http_address)
         if endpoint is None:
             return 1
     try:
@@ -66,15 +69,16 @@ async def _serve_locked(
             await endpoint.stop()
 
 
-async def _start_endpoint(host: str, port: int) -> Endpoint | None:
+async def _start_endpoint(config: ServeConfig, host: str, port: int) -> Endpoint | None:
     """The HTTP endpoint, listening (None: it cannot, which was logged)."""
     from tenure.server._http.endpoint import Endpoint  # the server extra: only if asked
 
     endpoint = Endpoint(tenure.__version__)
     try:
         bound = await endpoint.start(host, port)
-    except OSError:
-        log.critical("cannot listen for HTTP on %s:%d", host, port, exc_info=True)
+    except OSError as error:
+        named = "http_host" if config.http_host else "host"
+        listen_failure(error, host, port, setting="http_port", host_setting=named).log(log)
         return None
     fields = {"host": bound[0], "port": bound[1], "paths": ["/metrics", "/healthz", "/readyz", "/"]}
     log.info("http listening", extra={"event": "http_listening", "fields": fields})
@@ -107,8 +111,8 @@ async def _recover_and_serve(
         # not walk its (possibly millions of) objects in every full collection.
         gc.freeze()
         ident = instance_id(config.data_dir, fresh=fresh)
-    except (CorruptLogError, OSError):
-        log.critical("cannot open the data directory %s", config.data_dir, exc_info=True)
+    except (CorruptLogError, OSError) as error:
+        data_dir_failure(config.data_dir, error).log(log)
         journal.abort()
         return 1
     try:
@@ -121,10 +125,11 @@ async def _recover_and_serve(
         return 2
     try:
         host, port = await server.start()
-    except OSError:
-        log.critical("cannot listen on %s:%d", config.host, config.port, exc_info=True)
-        journal.close()
-        return 1
+    except OSError as error:
+        binding = server.binding or "native"
+        setting = "port" if binding == "native" else _faces.port_setting(binding)
+        listen_failure(error, config.host, getattr(config, setting), setting=setting).log(log)
+        return 1  # (the server closed the journal)
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, server.stop)
     if endpoint is not None:
@@ -132,7 +137,7 @@ async def _recover_and_serve(
     fields = {
         "host": host,
         "port": port,
-        "ydb_port": server.ydb.port if server.ydb is not None else None,
+        **{f"{name}_port": face_port for name, face_port in server.faces.ports().items()},
         "instance_id": ident.hex(),
         "sessions": len(engine.sessions),
         "nodes": len(engine.nodes),
@@ -168,9 +173,16 @@ def loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 
 def run(config: ServeConfig) -> int:
-    """The ``tenure serve`` command: log the settings, serve, return the exit code."""
-    setup_logging(config.log_format)
-    log.info("config", extra={"fields": config.fields()})
+    """The ``tenure serve`` command: log the settings, serve, return the exit code.
+
+    The ``config`` line has every setting in JSON (for machines); in text, for a person
+    at a terminal, only those given (a flag, a variable, the config file).
+    """
+    if setup_logging(config.log_format) == "json":
+        log.info("config", extra={"event": "config", "fields": config.fields()})
+    else:
+        why = "settings given (the rest are at their defaults: tenure serve --help)"
+        log.info(why, extra={"event": "config", "fields": config.given()})
     try:
         factory = loop_factory(config.event_loop)
     except ConfigError as error:

@@ -2,11 +2,11 @@
 
 * :mod:`~tenure.compat.dflockd.codec`: the sans-I/O codec of the line protocol
   (pure: importing it loads no I/O, thread or clock module, a test checks);
-* :mod:`~tenure.compat.dflockd.service`: the front end, each request answered from
-  the journaled engine;
+* :mod:`~tenure.compat.dflockd.face`: the face, each request answered from the
+  server's host;
 * :mod:`~tenure.compat.dflockd.loop`: one connection's reading, the ``auth``
   handshake and its fair share;
-* :mod:`~tenure.compat.dflockd.holds`: what the service keeps besides the engine
+* :mod:`~tenure.compat.dflockd.holds`: what the face keeps besides the engine
   (holds, keys, tokens);
 * :mod:`~tenure.compat.dflockd.keeper`: its housekeeping: its nodes, the key limits,
   the idle-key collector, the sessions an earlier run left, ``stats``.

@@ -1,7 +1,7 @@
 """The sans-I/O codec of the dflockd line protocol (newest single-node generation).
 
 dflockd clients (Python ``dflockd-client``, the TypeScript and Go clients) speak it;
-the server side lives in ``tenure.compat.dflockd.service``. The user-facing page is
+the server side lives in ``tenure.compat.dflockd.face``. The user-facing page is
 docs/dflockd.md (to come); the compatibility spec we follow is
 shared/reference/dflockd-protocol.md. Like the rest of :mod:`tenure._protocol`,
 nothing here does I/O, reads a clock or draws a random number: a driver feeds bytes

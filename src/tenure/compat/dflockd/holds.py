@@ -1,4 +1,4 @@
-"""What the dflockd service keeps besides the engine: holds, keys, tokens.
+"""What the dflockd face keeps besides the engine: holds, keys, tokens.
 
 Each dflockd grant or waiting request is one engine session of its own: a dflockd
 hold lives on by its own lease after its connection is gone, and is found again at
@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Final
 
 from tenure.compat.dflockd import codec as wire
-from tenure.server._config.serve_config import ServeConfig
+from tenure.server.plug import ServeConfig
 
 LOCK_NODE: Final = "dflockd"
 SEMAPHORE_NODE: Final = "dflockd-semaphores"
-#: The description of the engine sessions the service makes (found again at start-up).
+#: The description of the engine sessions the face makes (found again at start-up).
 SESSION_DESCRIPTION: Final = "dflockd"
 SECRET_FILE: Final = "dflockd.key"
 

@@ -1,4 +1,4 @@
-"""The dflockd service's housekeeping: its nodes, keys, limits, recovery, stats.
+"""The dflockd face's housekeeping: its nodes, keys, limits, recovery, stats.
 
 * At start-up the two nodes are made (or given the dflockd limits), and the engine
   sessions an earlier run left are dealt with: closed, as their connections are
@@ -42,7 +42,7 @@ from tenure.compat.dflockd.holds import (
     node_of,
 )
 from tenure.errors import TenureError
-from tenure.server._driver import JournaledEngine
+from tenure.server.plug import HostCalls
 
 if TYPE_CHECKING:
     from tenure.compat.dflockd.holds import DflockdSettings
@@ -52,12 +52,13 @@ log = logging.getLogger("tenure.server")
 #: Room the dflockd nodes get: every hold is a session, every key a semaphore.
 NODE_ROOM = {"max_sessions": 1_000_000, "max_semaphores": 1_000_000}
 NO_WAITER_LIMIT = 1_000_000
-#: The description of the service's own session in each node (deletes idle semaphores).
+#: The description of the face's own session in each node (deletes idle semaphores);
+#: the value is in every data directory's state: it never changes.
 SERVICE_DESCRIPTION = "dflockd service"
 
 
 def session_key(secret: bytes) -> bytes:
-    """The protection key of the service's engine sessions (stable across restarts)."""
+    """The protection key of the face's engine sessions (stable across restarts)."""
     return hmac.new(secret, b"dflockd sessions", hashlib.sha256).digest()[:16]
 
 
@@ -66,7 +67,7 @@ class Keeper:
 
     def __init__(
         self,
-        host: JournaledEngine,
+        host: HostCalls,
         settings: DflockdSettings,
         holds: Registry,
         *,
@@ -81,7 +82,7 @@ class Keeper:
         self._attach = attach
         self._forget = forget
         self._loop = asyncio.get_running_loop()
-        self._admin: dict[str, int] = {}  # node -> the service's own session there
+        self._admin: dict[str, int] = {}  # node -> the face's own session there
         self._timer: asyncio.TimerHandle | None = None
 
     # -- start and stop -----------------------------------------------------------------
@@ -168,7 +169,7 @@ class Keeper:
         return None
 
     def own(self, hold: Hold) -> None:
-        """Route the hold's effects to the service."""
+        """Route the hold's effects to the face."""
         self.holds.add(hold)
         self._attach(hold.session_id)
 

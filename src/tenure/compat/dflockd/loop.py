@@ -1,7 +1,7 @@
 """One dflockd connection's reading: its requests framed, checked, paced and answered.
 
-:class:`LineLoop` runs a connection of :class:`~tenure.compat.dflockd.service.DflockdService`
-from its first byte to its end; what each request means is the service's. Here:
+:class:`LineLoop` runs a connection of :class:`~tenure.compat.dflockd.face.DflockdFace`
+from its first byte to its end; what each request means is the face's. Here:
 
 * **Framing** (:class:`tenure.compat.dflockd.codec.LineReader`): a line longer than its
   cap is answered ``error`` and the connection closed as soon as the cap is passed,
@@ -29,9 +29,7 @@ from typing import Final
 
 from tenure.compat.dflockd import codec as wire
 from tenure.compat.dflockd.holds import DflockdConn, DflockdSettings, node_of
-from tenure.server._net.auth import Access, Tokens
-from tenure.server._net.outbox import reset
-from tenure.server._observe import Observer
+from tenure.server.plug import Access, FaceObserver, Tokens, reset
 
 log = logging.getLogger("tenure.server")
 
@@ -43,7 +41,7 @@ AUTH_PAUSE: Final = 0.1
 class LineLoop:
     """Reads the requests of dflockd connections and has them answered (module docstring).
 
-    ``answer(conn, request)`` is the service's answer to an authenticated request;
+    ``answer(conn, request)`` is the face's answer to an authenticated request;
     ``send(conn, line)`` queues a line for the connection; ``disconnected(conn)``
     is called once its loop is over; ``observer`` hears of every request answered.
     """
@@ -56,7 +54,7 @@ class LineLoop:
         answer: Callable[[DflockdConn, wire.Request], Awaitable[bytes]],
         send: Callable[[DflockdConn, bytes], None],
         disconnected: Callable[[DflockdConn], None],
-        observer: Observer | None = None,
+        observer: FaceObserver | None = None,
     ) -> None:
         self.settings = settings
         self.observer = observer  # told of each answered request (None: not measured)

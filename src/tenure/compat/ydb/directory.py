@@ -3,7 +3,7 @@
 * ``Ydb.Discovery.V1.DiscoveryService/ListEndpoints``: this server as the one
   endpoint of the database it answers for (YDB's SDKs discover the endpoints of a
   database first, then connect to them); ``WhoAmI``: the token a call acts as.
-* ``Ydb.Auth.V1.AuthService/Login``: static credentials (:mod:`.access`).
+* ``Ydb.Auth.V1.AuthService/Login``: static credentials (:mod:`.tickets`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from tenure.compat.ydb import _protos as pb
-from tenure.compat.ydb.access import Access, UnauthorizedError
 from tenure.compat.ydb.paths import split_advertised
-from tenure.server._config.serve_config import ServeConfig
+from tenure.compat.ydb.tickets import Tickets, UnauthorizedError
+from tenure.server.plug import ServeConfig
 
 #: The addresses that mean "every interface" (not one a client can dial).
 _WILDCARDS: Final = frozenset({"", "0.0.0.0", "::", "[::]"})
@@ -24,9 +24,9 @@ _WILDCARDS: Final = frozenset({"", "0.0.0.0", "::", "[::]"})
 class Directory:
     """Discovery and logins for the YDB face; ``port()`` is the port it listens on."""
 
-    def __init__(self, config: ServeConfig, access: Access, port: Callable[[], int]) -> None:
+    def __init__(self, config: ServeConfig, tickets: Tickets, port: Callable[[], int]) -> None:
         self.config = config
-        self.access = access
+        self.tickets = tickets
         self._port = port
 
     async def list_endpoints(self, request: Any, context: Any) -> Any:
@@ -53,7 +53,7 @@ class Directory:
     async def who_am_i(self, request: Any, context: Any) -> Any:
         """The token the call acts as (its name; empty when anonymous)."""
         try:
-            token = self.access.token_of(context.invocation_metadata())
+            token = self.tickets.token_of(context.invocation_metadata())
         except UnauthorizedError as error:
             return pb.discovery.WhoAmIResponse(
                 operation=pb.operation(pb.Status.UNAUTHORIZED, why=[str(error)])
@@ -64,7 +64,7 @@ class Directory:
     async def login(self, request: Any, context: Any) -> Any:
         """Static credentials: a ticket for the token named ``user`` (password: its secret)."""
         try:
-            ticket = self.access.login(request.user, request.password)
+            ticket = self.tickets.login(request.user, request.password)
         except UnauthorizedError as error:
             return pb.auth.LoginResponse(
                 operation=pb.operation(pb.Status.UNAUTHORIZED, why=[str(error)])

@@ -27,11 +27,10 @@ from tenure._core import (
     SetNodeAnnex,
 )
 from tenure.compat.ydb import _protos as pb
-from tenure.compat.ydb.access import Access, UnauthorizedError
 from tenure.compat.ydb.paths import Database, OutsideDatabaseError
+from tenure.compat.ydb.tickets import Tickets, UnauthorizedError
 from tenure.errors import AlreadyExistsError, ErrorCode, TenureError, code_of
-from tenure.server._driver import JournaledEngine
-from tenure.server._net.auth import Token, denial
+from tenure.server.plug import HostCalls, Token, denial
 
 #: The annex key the YDB settings of a node are kept under.
 ANNEX_KEY: Final = "ydb"
@@ -55,13 +54,13 @@ class NodeCalls:
 
     def __init__(
         self,
-        host: JournaledEngine,
-        access: Access,
+        host: HostCalls,
+        tickets: Tickets,
         database: Database,
         draining: Callable[[], bool],
     ) -> None:
         self.host = host
-        self.access = access
+        self.tickets = tickets
         self.database = database
         self._draining = draining
 
@@ -104,7 +103,7 @@ class NodeCalls:
         try:
             if self._draining():
                 raise pb.StatusError(pb.Status.UNAVAILABLE, "the server is shutting down")
-            token = self.access.token_of(metadata)
+            token = self.tickets.token_of(metadata)
             node = self.database.node_of(path)
             result, notes = call(node, token, config)
             answer = pb.operation(pb.Status.SUCCESS, result, why=notes)

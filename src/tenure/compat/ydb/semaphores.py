@@ -45,7 +45,7 @@ from tenure._core.holders import holder_key
 from tenure.compat.ydb import _protos as pb
 from tenure.compat.ydb.stream import ArmedWatch, QueuedAcquire, SessionStream
 from tenure.errors import ErrorCode, TenureError, code_of
-from tenure.server._driver import JournaledEngine
+from tenure.server.plug import HostCalls
 
 #: An acquire's ``timeout_millis`` that waits forever (YDB's ``Max<ui64>``).
 FOREVER: Final = 2**64 - 1
@@ -70,7 +70,7 @@ class SemaphoreRequests:
 
     def __init__(
         self,
-        host: JournaledEngine,
+        host: HostCalls,
         execute: Callable[[SessionStream, Command[Any]], Any],
         send: Callable[[SessionStream, Any], None],
     ) -> None:

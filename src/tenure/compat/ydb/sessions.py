@@ -46,10 +46,7 @@ from tenure.compat.ydb.pipe import frame
 from tenure.compat.ydb.semaphores import SEMAPHORE_REQUESTS, SemaphoreRequests
 from tenure.compat.ydb.stream import SessionStream
 from tenure.errors import ErrorCode, TenureError, code_of
-from tenure.server._driver import JournaledEngine
-from tenure.server._net.auth import denial
-from tenure.server._net.outbox import Connection
-from tenure.server._observe import Observer
+from tenure.server.plug import Connection, FaceObserver, HostCalls, denial
 
 #: The longest session timeout YDB takes (30 minutes), in milliseconds.
 MAX_SESSION_TIMEOUT_MS: Final = 1_800_000
@@ -70,14 +67,14 @@ class YdbSessions:
 
     def __init__(
         self,
-        host: JournaledEngine,
+        host: HostCalls,
         database: Database,
         send: Callable[[Connection, bytes], None],
         finish: Callable[[Connection], None],
         attach: Callable[[int], None],
         forget: Callable[[int], None],
         ping_interval: float,
-        observer: Observer | None = None,
+        observer: FaceObserver | None = None,
     ) -> None:
         """``observer``: told of each request answered (None: not measured)."""
         self.host = host

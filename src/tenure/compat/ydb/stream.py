@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tenure.compat.ydb.pipe import Pipe
-from tenure.server._net.auth import Token
+from tenure.server.plug import Token
 
 
 @dataclass(slots=True)

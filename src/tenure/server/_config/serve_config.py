@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Final
 
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE
+from tenure.server import _faces as faces
 from tenure.server._config.settings import (
     BY_NAME,
     DEFAULT_BATCH_INTERVAL,
@@ -59,7 +60,7 @@ __all__ = [
     "add_arguments",
     "check_files",
     "check_http",
-    "check_ydb",
+    "check_ports",
     "env_name",
     "resolve",
 ]
@@ -117,7 +118,7 @@ class ServeConfig:
     dashboard_rate: float = 2.0  # updates per second per page, at most
     dashboard_max_streams: int = 64  # event streams served at once
     dashboard_actions: bool = False  # without tokens: may the dashboard end sessions?
-    log_format: str = "json"
+    log_format: str = "auto"
     slow_commit: float = DEFAULT_SLOW_COMMIT  # 0: never logged
     config_file: Path | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
@@ -128,6 +129,13 @@ class ServeConfig:
         if not self.http_port:
             return None
         return (self.http_host or self.host, self.http_port)
+
+    def given(self) -> dict[str, object]:
+        """The settings given (by a flag, a variable or the config file) as :meth:`fields`
+        has them, and ``sources``: where each came from (the config line for people)."""
+        every = self.fields()
+        sources = {name: where for name, where in self.sources.items() if where != "default"}
+        return {name: every[name] for name in sources} | {"sources": sources}
 
     def fields(self) -> dict[str, object]:
         """Every setting as JSON-ready data, and where each came from (for the log).
@@ -220,26 +228,42 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> ServeConfig
             raise ConfigError(f"{where}: {error}") from None
     config = ServeConfig(**values, config_file=config_file, sources=sources)  # type: ignore[arg-type]
     check_files(config)
+    check_ports(config)
     check_http(config)
-    check_ydb(config)
+    faces.check(config)  # each face's own (YDB's: its database, the ydb extra)
     return config
 
 
-def check_http(config: ServeConfig) -> None:
-    """With ``--http-port``: a port no other listener of the server takes, and the
-    libraries of the server extra installed.
+def check_ports(config: ServeConfig) -> None:
+    """No two listeners of the server on one port: the main one, the HTTP endpoint's,
+    and each enabled face's own (0, picked by the OS or none, is never a clash).
 
     Raises:
-        ConfigError: naming the setting, or the extra to install.
+        ConfigError: naming both settings.
+    """
+    listeners = [("--port", config.port), ("--http-port", config.http_port)]
+    listeners += [
+        ("--" + entry.port_setting.replace("_", "-"), entry.port(config))
+        for entry in faces.enabled(config)
+    ]
+    taken: dict[int, str] = {}
+    for flag, port in listeners:
+        if port and port in taken:
+            raise ConfigError(
+                f"{flag}={port}: {taken[port]} is that port too; "
+                "each listener needs a port of its own"
+            )
+        taken.setdefault(port, flag)
+
+
+def check_http(config: ServeConfig) -> None:
+    """With ``--http-port``: the libraries of the server extra installed.
+
+    Raises:
+        ConfigError: naming the extra to install.
     """
     if not config.http_port:
         return
-    for name, port in (("--port", config.port), ("--dflockd-port", config.dflockd_port)):
-        if port == config.http_port:
-            raise ConfigError(
-                f"--http-port={config.http_port}: {name} is that port too; "
-                "the HTTP endpoint needs a port of its own"
-            )
     try:
         import aiohttp.web  # noqa: F401  (only to find out that it is there)
         import prometheus_client  # noqa: F401
@@ -248,50 +272,6 @@ def check_http(config: ServeConfig) -> None:
             f"--http-port={config.http_port}: the HTTP endpoint needs the server extra "
             f"({(error.name or 'a library').split('.')[0]} is missing): "
             "pip install 'tenure[server]'"
-        ) from None
-
-
-def check_ydb(config: ServeConfig) -> None:
-    """With ``--ydb-port``: a port of its own, a database path YDB's clients can name,
-    and the YDB SDK's protocol definitions installed.
-
-    Raises:
-        ConfigError: naming the setting, or the extra to install.
-    """
-    if not config.ydb_port:
-        return
-    for name, port in (
-        ("--port", config.port),
-        ("--dflockd-port", config.dflockd_port),
-        ("--http-port", config.http_port),
-    ):
-        if port == config.ydb_port:
-            raise ConfigError(
-                f"--ydb-port={config.ydb_port}: {name} is that port too; "
-                "the YDB face needs a port of its own"
-            )
-    database = config.ydb_database
-    parts = database.split("/")
-    if not database.startswith("/") or len(parts) < 2 or not all(parts[1:]):
-        raise ConfigError(
-            f"--ydb-database={database!r}: a database is an absolute path such as /local "
-            "(no empty parts, no trailing slash)"
-        )
-    if config.ydb_advertise:
-        from tenure.compat.ydb.paths import split_advertised
-
-        try:
-            split_advertised(config.ydb_advertise)
-        except ValueError as error:
-            raise ConfigError(f"--ydb-advertise: {error}") from None
-    try:
-        import grpc  # noqa: F401  (only to find out that they are there)
-        import ydb  # noqa: F401
-    except ImportError as error:
-        raise ConfigError(
-            f"--ydb-port={config.ydb_port}: the YDB face needs the ydb extra "
-            f"({(error.name or 'a library').split('.')[0]} is missing): "
-            "pip install 'tenure[ydb]'"
         ) from None
 
 

@@ -14,8 +14,8 @@ from typing import Final
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE, MAX_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
 from tenure.errors import ConfigError as ConfigError  # re-exported: it lives in tenure.errors
 from tenure.server._config.setting import Setting, in_range, one_of
-from tenure.server._driver import BATCH_INTERVAL
 from tenure.server._durability.storage import FsyncMode
+from tenure.server._durable_host import BATCH_INTERVAL
 from tenure.server._logs import LOG_FORMATS
 from tenure.server._session_table import DEFAULT_MAX_QUEUED
 
@@ -391,10 +391,11 @@ SETTINGS: Final = (
     Setting(
         "log_format",
         str,
-        "json",
+        "auto",
         "FORMAT",
-        "the log on stderr: 'json' (one object per line: ts, level, event, msg and fields) "
-        "or 'text' (one line per event, for people) (default: %(default)s)",
+        "the log on stderr: 'json' (one object per line: ts, level, event, msg and fields), "
+        "'text' (one line per event, for people), or 'auto': text when stderr is a terminal, "
+        "json otherwise (default: %(default)s)",
         one_of(*LOG_FORMATS),
     ),
     Setting(

@@ -113,7 +113,7 @@ def board(
     """The view of ``engine`` (module docstring).
 
     ``now`` is the engine's clock now, ``shift`` what makes an engine time UNIX
-    seconds (:meth:`tenure._runtime.host.EngineHost.wall_shift`); ``may_kill(node)``
+    seconds (:meth:`tenure._runtime.host.Host.wall_shift`); ``may_kill(node)``
     says whether the viewer may end the node's sessions (the page offers it then).
     """
     visible = [name for name in engine.nodes if may_see(name)]

@@ -1,8 +1,9 @@
 """The server's connections: what comes in on a socket, and what goes back out.
 
-* :mod:`~tenure.server._net.accept`: each connection of the main port, native or a
-  front end's by its first byte, served in fair turns;
-* :mod:`~tenure.server._net.native`: the native protocol's messages, one at a time;
+* :mod:`~tenure.server._net.accept`: each connection of the main port, native or the
+  accepted face's by its first byte, served in fair turns;
+* :mod:`~tenure.server._net.native`: the native face: the native protocol's messages,
+  one at a time;
 * :mod:`~tenure.server._net.gate`: the handshake, tokens, authorization, and the
   handshake, idle and silence timeouts of each connection;
 * :mod:`~tenure.server._net.auth`: the auth file and the policy;

@@ -1,9 +1,9 @@
-"""What each accepted connection on the main port is: native frames or the front end's.
+"""What each accepted connection on the main port is: native frames or the accepted face's.
 
 The first byte tells (a native Hello's length prefix starts with a zero byte; a
-dflockd command with a letter). A front end's connection (dflockd's,
-:mod:`tenure.server._front_end`) is served through asyncio streams, as every line
-protocol is. A native one is read straight from the event
+dflockd command with a letter). An accepted face's connection (dflockd's,
+:class:`tenure.server.plug.AcceptedFace`) is served through asyncio streams, as every
+line protocol is. A native one is read straight from the event
 loop's ``data_received`` callback instead: its bytes go to the server's handler as
 they arrive, with no reader task to wake and no stream buffer in between, which is
 a good part of what one request costs the server.
@@ -27,7 +27,7 @@ from typing import Any, Final, cast
 
 log = logging.getLogger("tenure.server")
 
-#: The most a stream reader buffers before it stops reading (a front end's connections).
+#: The most a stream reader buffers before it stops reading (an accepted face's connections).
 READ_LIMIT: Final = 65536
 
 
@@ -35,19 +35,19 @@ class Kind(enum.Enum):
     """What the first bytes of a connection said."""
 
     NATIVE = "native"
-    FRONT_END = "front end"  # any other first byte: the front end's (dflockd's)
+    OTHER = "other"  # any other first byte: the accepted face's (dflockd's), if any
     CLOSED = "closed"  # the peer closed (or the connection broke) before a byte
 
 
 class AcceptedProtocol(asyncio.StreamReaderProtocol):
     """A connection whose protocol is decided by its first byte (module docstring).
 
-    ``kind`` resolves at the first byte (or the end). A front end's goes on as
-    a plain stream protocol. For a native one, bytes are kept until :meth:`feed_to`
+    ``kind`` resolves at the first byte (or the end). Another goes on as a plain
+    stream protocol. For a native one, bytes are kept until :meth:`feed_to`
     names the handler, then passed to it as they come (``b""`` at the end) and
     served in fair turns (module docstring); ``done`` resolves when the connection
-    is lost. Writes pause once ``pause_unread`` bytes wait to be sent (a front end's
-    connection waits for them with the streams' ``drain()``).
+    is lost. Writes pause once ``pause_unread`` bytes wait to be sent (an accepted
+    face's connection waits for them with the streams' ``drain()``).
     """
 
     def __init__(
@@ -119,7 +119,7 @@ class AcceptedProtocol(asyncio.StreamReaderProtocol):
     def data_received(self, data: bytes) -> None:
         if not self.kind.done():
             self._native = data[:1] == b"\x00"
-            self.kind.set_result(Kind.NATIVE if self._native else Kind.FRONT_END)
+            self.kind.set_result(Kind.NATIVE if self._native else Kind.OTHER)
         if not self._native:
             super().data_received(data)
         elif self._feed is not None:

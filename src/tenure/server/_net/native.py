@@ -1,11 +1,13 @@
-"""The native protocol's messages: each one handled, in order, for one connection.
+"""The native face: the native protocol's messages, each handled in order, per connection.
 
-:class:`NativeService` is what :class:`~tenure.server._serve.Server` does with the
+:class:`NativeFace` is what :class:`~tenure.server._serve.Server` does with the
 frames of a native connection (docs/protocol.md): the handshake and Pings go to the
 :class:`~tenure.server._net.gate.Gate`, Requests are checked (authorization, session
-ownership) and applied to the journaled engine, and every answer is queued in the
+ownership) and applied through the server's host, and every answer is queued in the
 connection's outbox. :class:`~tenure.server._net.accept.AcceptedProtocol` calls
-:meth:`NativeService.serve_one` once per message, in fair turns.
+:meth:`NativeFace.serve_one` once per message, in fair turns. (The native face is
+the server's own: it is no :class:`tenure.server.plug.Face`, and its connections are
+routed their effects directly, on the hot path.)
 """
 
 from __future__ import annotations
@@ -41,14 +43,14 @@ from tenure._protocol import (
     State,
 )
 from tenure.errors import ErrorCode, ProtocolError, TenureError, code_of
-from tenure.server._driver import JournaledEngine
-from tenure.server._front_end import Face
+from tenure.server._durable_host import DurableHost
 from tenure.server._net.accept import AcceptedProtocol
 from tenure.server._net.auth import Token, visible_nodes
 from tenure.server._net.gate import Conn, Gate
 from tenure.server._net.outbox import Outboxes
 from tenure.server._observe import Observer
 from tenure.server._session_table import SessionTable
+from tenure.server.plug import Face
 
 log = logging.getLogger("tenure.server")
 
@@ -60,12 +62,12 @@ _NAMES_ANOTHER_SESSION: Final = frozenset({AttachSession, ResumeSession, KillSes
 _ATTACHES: Final = frozenset({AttachSession, CreateSession, ResumeSession})
 
 
-class NativeService:
+class NativeFace:
     """Handles native messages (module docstring); ``stopping()`` says if the server is."""
 
     def __init__(
         self,
-        host: JournaledEngine,
+        host: DurableHost,
         gate: Gate,
         out: Outboxes,
         table: SessionTable[Conn | Face],

@@ -1,14 +1,15 @@
 """The outboxes: what each connection is owed, written only after the commit covering it.
 
-Replies, pushes and a front end's answers (dflockd's) are queued per connection as they are made.
-At the end of each loop turn the driver hands the turn's records to the journal as
-batch N and :meth:`Outboxes.seal`-s everything queued so far to N; once N is durable,
-:meth:`Outboxes.release` writes it (group commit, see :mod:`tenure.server._driver`),
-so no client ever hears of a change the disk does not have, not even from an
-answer that only reads the state. Sealed groups leave in the order they were
-sealed, so on one connection a later answer never overtakes an earlier one. Writing
-is the only place where bytes leave, and the place where connections that said
-their last word are closed and clients that do not read are dropped.
+Replies, pushes and the other faces' answers (dflockd's, YDB's) are queued per
+connection as they are made. At the end of each loop turn the server's host hands the
+turn's records to the journal as batch N and :meth:`Outboxes.seal`-s everything
+queued so far to N; once N is durable, :meth:`Outboxes.release` writes it (group
+commit, see :mod:`tenure.server._durable_host`), so no client ever hears of a change
+the disk does not have, not even from an answer that only reads the state. Sealed
+groups leave in the order they were sealed, so on one connection a later answer never
+overtakes an earlier one. Writing is the only place where bytes leave, and the place
+where connections that said their last word are closed and clients that do not read
+are dropped.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class Writer(Protocol):
 
 
 class Connection(Protocol):
-    """What the outboxes write to: a native connection, a front end's, or a YDB stream."""
+    """What the outboxes write to: a native connection, a dflockd one, or a YDB stream."""
 
     @property
     def writer(self) -> Writer:
@@ -144,7 +145,7 @@ class Outboxes:
             log.warning("dropped a push to %s", conn.peer, exc_info=True)
 
     def send(self, conn: Connection, data: bytes) -> None:
-        """Queue bytes already encoded (a front end's answer)."""
+        """Queue bytes already encoded (another face's answer: dflockd's, YDB's)."""
         self._queue(conn, data)
 
     def finish(self, conn: Connection) -> None:

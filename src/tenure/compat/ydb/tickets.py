@@ -2,7 +2,7 @@
 
 YDB's clients send a ticket in the ``x-ydb-auth-ticket`` metadata of every call. The
 YDB face takes two kinds, both checked against the server's auth file
-(``--auth-file``, :mod:`tenure.server._net.auth`):
+(``--auth-file``, its policy lent by :mod:`tenure.server.plug`):
 
 * a token's secret itself (``ydb.AccessTokenCredentials(secret)``): the token
   whose secret it is;
@@ -15,7 +15,7 @@ YDB face takes two kinds, both checked against the server's auth file
 Without an auth file every call is anonymous and may do anything, as on a YDB
 without authentication. With one, a call without a valid ticket is refused
 UNAUTHORIZED, and each command is authorized as the native protocol's are
-(:func:`tenure.server._net.auth.denial`).
+(:func:`tenure.server.plug.denial`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Final
 
-from tenure.server._net.auth import Token, Tokens
+from tenure.server.plug import Token, Tokens
 
 #: The metadata key of a call's ticket.
 TICKET_HEADER: Final = "x-ydb-auth-ticket"
@@ -42,7 +42,7 @@ class UnauthorizedError(Exception):
     """The call's ticket is missing, unknown, expired, or its token was removed."""
 
 
-class Access:
+class Tickets:
     """Tickets and logins of one server (see the module docstring)."""
 
     def __init__(

@@ -1,7 +1,8 @@
-"""The dflockd front end: the dflockd line protocol, served from the same engine.
+"""The dflockd face: the dflockd line protocol, served from the same engine.
 
-The user's page is docs/dflockd.md. The server runs the front end through its hook
-(:class:`tenure.server._front_end.FrontEnd`), made by :meth:`DflockdService.plugged`.
+The user's page is docs/dflockd.md. It is an accepted face
+(:class:`tenure.server.plug.AcceptedFace`), made by :meth:`DflockdFace.plugged` from
+the plug the server lends it.
 
 A connection whose first byte is not a native frame's (the length prefix of a
 Hello starts with a zero byte) speaks dflockd: three-line requests, one-line
@@ -57,25 +58,22 @@ from tenure.compat.dflockd.holds import (
 from tenure.compat.dflockd.keeper import Keeper, session_key
 from tenure.compat.dflockd.loop import READ_SIZE, LineLoop
 from tenure.errors import AlreadyExistsError, ErrorCode, LimitExceededError, TenureError
-from tenure.server._driver import JournaledEngine
-from tenure.server._front_end import Plug
-from tenure.server._net.auth import Tokens
-from tenure.server._observe import Observer
+from tenure.server.plug import FaceObserver, HostCalls, Plug, Tokens
 
 log = logging.getLogger("tenure.server")
 
 
-class DflockdService:
-    """Serves dflockd connections from the journaled engine (see the module docstring).
+class DflockdFace:
+    """Serves dflockd connections from the server's host (see the module docstring).
 
-    It is the server's :class:`~tenure.server._front_end.FrontEnd`: ``port`` is
+    As the server sees it (:class:`~tenure.server.plug.AcceptedFace`): ``port`` is
     ``--dflockd-port``, ``start``/``stop`` run the keeper, ``stop`` also makes every
     request answer ``error_draining``.
     """
 
     def __init__(
         self,
-        host: JournaledEngine,
+        host: HostCalls,
         settings: DflockdSettings,
         secret: bytes,
         tokens: Tokens | None,
@@ -83,7 +81,7 @@ class DflockdService:
         attach: Callable[[int], None],
         forget: Callable[[int], None],
         connections: Callable[[], int],
-        observer: Observer | None = None,
+        observer: FaceObserver | None = None,
     ) -> None:
         self.host = host
         self.settings = settings
@@ -108,8 +106,9 @@ class DflockdService:
         self._last_conn_id = 0
 
     @classmethod
-    def plugged(cls, plug: Plug) -> DflockdService:
-        """The front end of the server that lends ``plug`` (its token secret made on first use)."""
+    def plugged(cls, plug: Plug) -> DflockdFace:
+        """The dflockd face of the server that lends ``plug`` (its token secret made on
+        first use)."""
         return cls(
             plug.host,
             DflockdSettings.from_config(plug.config),
@@ -122,7 +121,7 @@ class DflockdService:
             observer=plug.observer,
         )
 
-    # -- the front end, as the server sees it -------------------------------------------
+    # -- the face, as the server sees it ------------------------------------------------
 
     #: The protocol's name in the server's logs and metrics.
     protocol: Final = "dflockd"
@@ -377,7 +376,7 @@ class DflockdService:
         conn.pending.clear()
 
     def deliver(self, effect: Effect) -> None:
-        """An engine effect for one of the service's sessions."""
+        """An engine effect for one of the face's sessions."""
         hold = self.holds.by_session.get(effect.session_id)
         if hold is None:
             return

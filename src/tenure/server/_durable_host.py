@@ -1,12 +1,13 @@
-"""The engine on the event loop, made durable: EngineHost's job plus the journal's contract.
+"""The server's host: the engine driven on the event loop, every change journaled.
 
-:class:`JournaledEngine` is a :class:`tenure._runtime.host.EngineHost` (the same commands,
-timer and effects) whose hooks log every change: a tick that handled deadlines, then the
+:class:`DurableHost` is a :class:`tenure._runtime.host.Host` (the same commands, timer
+and effects) whose hooks log every change: a tick that handled deadlines, then the
 command that succeeded. Nothing the engine did may reach a client before it is
 committed, so effects and answers are only *queued* by the server (its
-:class:`DurableOutput`); :meth:`flush`, scheduled once per loop iteration, commits
-everything logged in that iteration at once (group commit) and *seals* the output
-queued so far to that commit: it leaves once the commit is durable.
+:class:`DurableOutput`); :meth:`DurableHost.flush`, scheduled once per loop
+iteration, commits everything logged in that iteration at once (group commit) and
+*seals* the output queued so far to that commit: it leaves once the commit is
+durable.
 
 With ``--fsync always`` the commit is the writer thread's
 (:mod:`tenure.server._durability.writer`): :meth:`flush` hands the iteration's
@@ -41,7 +42,7 @@ from typing import Final, Protocol, TypeVar
 
 from tenure._core import Command, Effect, Engine
 from tenure._runtime.clock import LoopClock
-from tenure._runtime.host import EngineHost
+from tenure._runtime.host import Host
 from tenure.errors import UnavailableError
 from tenure.server._durability.journal import Journal
 from tenure.server._durability.storage import FsyncMode
@@ -72,8 +73,9 @@ class DurableOutput(Protocol):
         """Batches up to ``durable`` are durable: write what was sealed to them."""
 
 
-class JournaledEngine(EngineHost):
-    """An :class:`EngineHost` whose every change is logged (see the module docstring)."""
+class DurableHost(Host):
+    """A :class:`~tenure._runtime.host.Host` whose every change is journaled (see the
+    module docstring); the faces call it through :class:`tenure.server.plug.HostCalls`."""
 
     def __init__(
         self,
@@ -258,7 +260,7 @@ class JournaledEngine(EngineHost):
             return False
         return True
 
-    # -- EngineHost hooks -----------------------------------------------------------------
+    # -- the Host's hooks -----------------------------------------------------------------
 
     def _ticked(self, now: float) -> None:
         self._log(lambda: self.journal.log_tick(now))

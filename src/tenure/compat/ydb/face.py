@@ -1,11 +1,11 @@
-"""The YDB face: YDB's coordination clients served over gRPC from the journaled engine.
+"""The YDB face: YDB's coordination clients served over gRPC from the server's host.
 
 ``tenure serve --ydb-port N`` runs a ``grpc.aio`` server on the server's event loop
 with the services YDB's SDKs use for coordination:
 
 * ``Ydb.Discovery.V1.DiscoveryService``: ``ListEndpoints`` (this server, so that the
   SDK's driver starts) and ``WhoAmI``;
-* ``Ydb.Auth.V1.AuthService``: ``Login`` (static credentials, :mod:`.access`);
+* ``Ydb.Auth.V1.AuthService``: ``Login`` (static credentials, :mod:`.tickets`);
 * ``Ydb.Coordination.V1.CoordinationService``: the node calls (:mod:`.nodes`) and
   the ``Session`` stream (:mod:`.sessions`, :mod:`.semaphores`).
 
@@ -30,19 +30,14 @@ from google.protobuf.message import DecodeError
 from tenure._core import Effect
 from tenure.compat.dflockd.holds import load_secret
 from tenure.compat.ydb import _protos as pb
-from tenure.compat.ydb.access import Access, UnauthorizedError
 from tenure.compat.ydb.directory import Directory
 from tenure.compat.ydb.nodes import NodeCalls
 from tenure.compat.ydb.paths import Database
 from tenure.compat.ydb.sessions import YdbSessions
 from tenure.compat.ydb.stream import SessionStream
+from tenure.compat.ydb.tickets import Tickets, UnauthorizedError
 from tenure.errors import ConfigError
-from tenure.server._config.serve_config import ServeConfig
-from tenure.server._driver import JournaledEngine
-from tenure.server._front_end import Plug
-from tenure.server._net.auth import Tokens
-from tenure.server._net.outbox import Connection
-from tenure.server._observe import Observer
+from tenure.server.plug import Connection, FaceObserver, HostCalls, Plug, ServeConfig, Tokens
 
 log = logging.getLogger("tenure.server")
 
@@ -55,7 +50,7 @@ def _identity(data: bytes) -> bytes:
     return data
 
 
-class YdbService:
+class YdbFace:
     """The YDB face of one server (see the module docstring)."""
 
     #: The protocol's name in the server's logs and metrics.
@@ -64,13 +59,13 @@ class YdbService:
     def __init__(
         self,
         config: ServeConfig,
-        host: JournaledEngine,
+        host: HostCalls,
         tokens: Tokens | None,
         send: Callable[[Connection, bytes], None],
         finish: Callable[[Connection], None],
         attach: Callable[[int], None],
         forget: Callable[[int], None],
-        observer: Observer | None = None,
+        observer: FaceObserver | None = None,
     ) -> None:
         """``observer``: told of each request and call answered (None: not measured)."""
         self.config = config
@@ -78,9 +73,9 @@ class YdbService:
         self.host = host
         database = Database(config.ydb_database)
         key = load_secret(config.data_dir)
-        self.access = Access(tokens, key, config.ydb_ticket_ttl)
-        self.directory = Directory(config, self.access, lambda: self.port)
-        self.nodes = NodeCalls(host, self.access, database, lambda: self.draining)
+        self.tickets = Tickets(tokens, key, config.ydb_ticket_ttl)
+        self.directory = Directory(config, self.tickets, lambda: self.port)
+        self.nodes = NodeCalls(host, self.tickets, database, lambda: self.draining)
         self.sessions = YdbSessions(
             host, database, send, finish, attach, forget, config.ydb_ping_interval, observer
         )
@@ -94,7 +89,7 @@ class YdbService:
         self._idle.set()
 
     @classmethod
-    def plugged(cls, plug: Plug) -> YdbService:
+    def plugged(cls, plug: Plug) -> YdbFace:
         """The YDB face of the server that lends ``plug``."""
         return cls(
             plug.config,
@@ -265,7 +260,7 @@ class YdbService:
     async def _session(self, requests: Any, context: Any) -> None:
         """One ``Session`` stream, from its SessionStart to its end."""
         try:
-            token = self.access.token_of(context.invocation_metadata())
+            token = self.tickets.token_of(context.invocation_metadata())
             refusal = self._refusal()
         except UnauthorizedError as error:
             refusal = pb.Status.UNAUTHORIZED, str(error)

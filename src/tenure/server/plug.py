@@ -1,0 +1,198 @@
+"""The boundary between the server and its faces: all :mod:`tenure.compat` may import of it.
+
+A **face** is one protocol the server speaks to its clients: the native one
+(:mod:`tenure.server._net.native`), dflockd's (:mod:`tenure.compat.dflockd`) and
+YDB's (:mod:`tenure.compat.ydb`). The faces of other lock services live in
+:mod:`tenure.compat` and meet the server here only: ``tests/server/test_boundary.py``
+fails on any other import of :mod:`tenure.server` from :mod:`tenure.compat`, and on
+any import of :mod:`tenure.compat` by the server outside its face registry
+(:mod:`tenure.server._faces`, which makes each face from its settings).
+
+Both sides of the boundary are here.
+
+* What the server lends a face: a :class:`Plug`, that is its host as the
+  :class:`HostCalls` a face may make, the auth file's :class:`Tokens`, the outboxes'
+  ``send`` and ``finish``, the routing of an engine session's effects to the face, the
+  settings and an observer; and the few things a face works with besides:
+  :class:`Token`, :class:`Access` and :func:`denial` (the auth file's policy, as on the
+  native protocol), :class:`Connection` (what the outboxes write to), :func:`reset`.
+* What the server asks of a face: a :class:`Face`, of one of two kinds by how its
+  clients reach it. An :class:`AcceptedFace` (dflockd's) is served on connections the
+  server accepts: on the main port, where a first byte that cannot start a native
+  frame hands the connection to it, and on the face's own port if it has one. The
+  server counts them against ``--max-connections``, writes their outboxes after each
+  commit and closes them at shutdown. A :class:`ListeningFace` (YDB's) listens on its
+  own (a gRPC server), and its streams are written by the same outboxes.
+
+Either way the server routes to :meth:`Face.deliver` the effects of the engine
+sessions the face attached (:attr:`Plug.attach`); what a request means, and the
+sessions and housekeeping behind it, are the face's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from tenure._core import Command, Effect, Engine
+from tenure.server._config.serve_config import ServeConfig
+from tenure.server._net.auth import Access, Token, Tokens, denial
+from tenure.server._net.outbox import Connection, reset
+from tenure.server._observe import FaceObserver
+
+__all__ = [
+    "Access",
+    "AcceptedFace",
+    "Connection",
+    "Face",
+    "FaceFactory",
+    "FaceObserver",
+    "HostCalls",
+    "ListeningFace",
+    "Plug",
+    "ServeConfig",
+    "Token",
+    "Tokens",
+    "denial",
+    "reset",
+]
+
+R = TypeVar("R")
+ConnT = TypeVar("ConnT", bound=Connection)
+
+
+class HostCalls(Protocol):
+    """What a face may ask of the server's host (a
+    :class:`~tenure.server._durable_host.DurableHost`): the engine's state to read,
+    and its commands, journaled and group-committed like the native protocol's."""
+
+    @property
+    def engine(self) -> Engine:
+        """The engine, for reading its state; it changes only through :meth:`execute`."""
+        ...
+
+    @property
+    def dead(self) -> bool:
+        """Whether the journal failed: nothing more is applied or acknowledged."""
+        ...
+
+    def execute(self, command: Command[R]) -> R:
+        """Apply ``command`` now, journaled; its effects are delivered even if it fails.
+
+        Raises:
+            The command's error; UnavailableError once the server stops or the journal failed.
+        """
+        ...
+
+    async def committed(self) -> None:
+        """Until what was applied so far is durable (or the journal failed: :attr:`dead`)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Plug:
+    """What the server lends a face.
+
+    ``send(conn, data)`` queues bytes for ``conn``, written once the next commit is
+    on disk, ``finish(conn)`` closes it once they are; ``attach(session_id)`` routes
+    the effects of an engine session to the face's :meth:`Face.deliver`,
+    ``forget(session_id)`` drops that route; ``connections()`` is how many client
+    connections the server has open; ``observer`` is told of each request the face
+    answers (None: not measured).
+    """
+
+    config: ServeConfig
+    host: HostCalls
+    tokens: Tokens | None  # the auth file's (None: no auth file)
+    send: Callable[[Connection, bytes], None]
+    finish: Callable[[Connection], None]
+    attach: Callable[[int], None]
+    forget: Callable[[int], None]
+    connections: Callable[[], int]
+    observer: FaceObserver | None = None
+
+
+class Face(Hashable, Protocol):
+    """A face of another lock service, as the server sees it (see the module
+    docstring; the native face is the server's own); hashable, as the session table
+    routes effects to it."""
+
+    @property
+    def protocol(self) -> str:
+        """The protocol's name, in the server's logs and metrics (``dflockd``, ``ydb``)."""
+        ...
+
+    def deliver(self, effect: Effect) -> None:
+        """An engine effect for one of the sessions it attached."""
+        ...
+
+
+@runtime_checkable  # (the server tells the two kinds apart once, when it makes them)
+class AcceptedFace(Face, Protocol[ConnT]):
+    """A face served on connections the server accepts (the module docstring)."""
+
+    @property
+    def port(self) -> int:
+        """A port the server also listens on, for this face's clients only (0: none)."""
+        ...
+
+    def start(self) -> None:
+        """The server listens: start any background work."""
+        ...
+
+    def stop(self) -> None:
+        """The server is stopping: refuse new work from now on, stop background work."""
+        ...
+
+    def connect(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str
+    ) -> ConnT:
+        """A connection that speaks this face's protocol, before its first read."""
+        ...
+
+    async def serve(self, conn: ConnT) -> None:
+        """Serve ``conn`` until it ends (the server then writes what it is owed, and closes it).
+
+        Raises:
+            OSError: the connection broke.
+        """
+        ...
+
+
+class ListeningFace(Face, Protocol):
+    """A face with a listener of its own (the module docstring)."""
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (0 until started)."""
+        ...
+
+    async def start(self) -> int:
+        """Listen; returns the port bound.
+
+        Raises:
+            OSError: the port cannot be bound.
+        """
+        ...
+
+    def stop(self) -> None:
+        """The server is stopping: refuse new calls, end every stream (sessions kept)."""
+        ...
+
+    async def close(self, grace: float) -> None:
+        """Wait up to ``grace`` seconds for the streams to end, then stop listening."""
+        ...
+
+    def abort(self) -> None:
+        """The journal failed: drop every stream unanswered."""
+        ...
+
+    def connections(self) -> int:
+        """The streams open now."""
+        ...
+
+
+#: Makes a face from what the server lends it.
+FaceFactory = Callable[[Plug], AcceptedFace[Any] | ListeningFace]
