@@ -43,8 +43,8 @@ from tenure.server._net.outbox import Connection, reset
 from tenure.server._observe import FaceObserver
 
 __all__ = [
-    "Access",
     "AcceptedFace",
+    "Access",
     "Connection",
     "Face",
     "FaceFactory",
