@@ -102,9 +102,9 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark each test with its tier (:mod:`tests.tiers`); kit tests get a short timeout.
 
-    The fault suite is one xdist group: under ``--dist loadgroup`` one worker runs
-    all of it, one scenario at a time (each loads both cores for half a minute),
-    and first (the scheduler hands out the largest groups first).
+    Under ``--dist loadgroup`` the fault suite is one xdist group (one worker runs
+    it, one scenario at a time, and first: the scheduler hands out the largest groups
+    first), and so is each file of :data:`tests.tiers.ONE_WORKER`.
 
     Kit tests are quick: a hung one fails within seconds, not at the global timeout.
     Not the differential test: its length is the number of examples it is asked for.
@@ -114,10 +114,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         callspec = getattr(item, "callspec", None)  # parametrized tests only
         params = callspec.params if callspec is not None else {}
-        for marker in tiers.markers_of(item.nodeid, params):
+        markers = tiers.markers_of(item.nodeid, params)
+        for marker in markers:
             item.add_marker(marker)
-        if xdist and item.get_closest_marker("faults") is not None:
-            item.add_marker(pytest.mark.xdist_group("faults"))
+        group = tiers.xdist_group_of(item.nodeid, markers)
+        if xdist and group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
         if (
             kit in str(item.path)
             and item.path.name != "test_differential.py"

@@ -91,3 +91,12 @@ def test_the_guard_refuses_a_process_and_keeps_the_refusal() -> None:
 )
 def test_unit_tier_runs_collect_only_what_may_hold_the_unit_tier(path: str, holds: bool) -> None:
     assert tiers.may_hold_unit_tier(path) is holds
+
+
+def test_the_fault_suite_and_the_costly_files_keep_to_one_worker() -> None:
+    faults = ("faults", "service", "slow")
+    assert tiers.xdist_group_of("tests/faults/test_scenarios.py::t[x]", faults) == "faults"
+    kit = "tests/test_conformance_kit.py"
+    assert tiers.xdist_group_of(f"{kit}::test_x", SERVICE) == kit
+    assert tiers.xdist_group_of("tests/server/test_serve.py::test_x", SERVICE) is None
+    assert all((ROOT / path).is_file() for path in tiers.ONE_WORKER)

@@ -39,6 +39,7 @@ import pytest
 
 __all__ = [
     "MARKERS",
+    "ONE_WORKER",
     "SERVER_PARAMETERS",
     "TIERS",
     "UNIT_TIER",
@@ -49,6 +50,7 @@ __all__ = [
     "markers_of",
     "may_hold_unit_tier",
     "take_refusals",
+    "xdist_group_of",
 ]
 
 #: The markers that take a test out of the unit tier.
@@ -134,6 +136,23 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/test_tickets.py": UNIT,
     "tests/test_tiers.py": UNIT,
 }
+
+
+#: Files whose tests share a costly module-scoped fixture: one xdist worker runs each
+#: whole (an ``xdist_group``, under ``--dist loadgroup``), so it is made once.
+ONE_WORKER: Final[dict[str, str]] = {
+    "tests/test_conformance_kit.py": "a wheel built and installed in a fresh venv (10 s)",
+    "tests/dashboard/test_dashboard_browser.py": "Chromium (2-3 s)",
+}
+
+
+def xdist_group_of(nodeid: str, markers: tuple[str, ...]) -> str | None:
+    """The ``xdist_group`` of a test: the fault suite is one (its scenarios load both
+    cores: one at a time), a file of :data:`ONE_WORKER` one each; None: any worker."""
+    if "faults" in markers:
+        return "faults"
+    path = nodeid.partition("::")[0]
+    return path if path in ONE_WORKER else None
 
 
 def _memory_harness(harness: object) -> bool:
