@@ -98,28 +98,18 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return True
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the xdist_group marks
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test with its tier (:mod:`tests.tiers`); kit tests get a short timeout.
-
-    Under ``--dist loadgroup`` the fault suite is one xdist group (one worker runs
-    it, one scenario at a time, and first: the scheduler hands out the largest groups
-    first), and so is each file of :data:`tests.tiers.ONE_WORKER`.
 
     Kit tests are quick: a hung one fails within seconds, not at the global timeout.
     Not the differential test: its length is the number of examples it is asked for.
     """
     kit = os.path.join("tenure", "testing", "conformance", "")
-    xdist = config.pluginmanager.hasplugin("xdist")  # which registers xdist_group
     for item in items:
         callspec = getattr(item, "callspec", None)  # parametrized tests only
         params = callspec.params if callspec is not None else {}
-        markers = tiers.markers_of(item.nodeid, params)
-        for marker in markers:
+        for marker in tiers.markers_of(item.nodeid, params):
             item.add_marker(marker)
-        group = tiers.xdist_group_of(item.nodeid, markers)
-        if xdist and group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
         if (
             kit in str(item.path)
             and item.path.name != "test_differential.py"
@@ -158,6 +148,18 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
     if refused:
         pytest.fail(f"a unit-tier test started processes: {refused} (see tests/tiers.py)")
     return result
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """pytest-xdist's controller, ``--dist loadgroup``: the groups of :mod:`tests.tiers`
+    (the fault suite on one worker, one scenario at a time, and first; each file of
+    :data:`tests.tiers.ONE_WORKER` on one worker); see :mod:`tests.xdist_groups`."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.xdist_groups import TierGroupScheduling  # xdist: the test extra's
+
+    return TierGroupScheduling(config, log)
 
 
 @pytest.hookimpl(optionalhook=True)
