@@ -225,7 +225,10 @@ class StoreSession:
                 enqueued = await store.enqueue(pending)
                 if enqueued is QUEUED:
                     pending.queued = True
-                    grant = await store.await_grant(pending)
+                    waited = await store.await_grant(pending)
+                    if waited is None:
+                        return None
+                    grant = waited
                 elif enqueued is None:
                     return None
                 else:
@@ -254,9 +257,9 @@ class StoreSession:
         if outcome is Withdrawal.WITHDRAWN:
             return
         grant = outcome if isinstance(outcome, Grant) else _grant_of(pending.future)
-        if pending.restating:
-            # The upgrade was granted: it replaced the hold, which the session keeps.
-            if grant is not None and pending.place in self.ledger.held:
+        if pending.restating and pending.place in self.ledger.held:
+            # A restate that was granted replaced the hold, which the session keeps.
+            if grant is not None:
                 self.ledger.held[pending.place] = grant
             return
         await self._until_answered(self._store.release, pending.name, pending.hold)

@@ -132,7 +132,8 @@ class Store(Protocol):
     # -- acquiring ------------------------------------------------------------------
 
     def new_request_id(self) -> int:
-        """An id for a new acquire, unused by this session (across its owners)."""
+        """An id for a new acquire, unused by this session's other acquires (the ledger
+        knows them by it; a store that sends it keeps it unused across owners too)."""
 
     async def enqueue(self, pending: Pending) -> Enqueued:
         """Send the acquire ``pending`` describes: its grant, None (busy), or QUEUED.
@@ -141,9 +142,10 @@ class Store(Protocol):
         ``pending.state``.
         """
 
-    async def await_grant(self, pending: Pending) -> Grant:
+    async def await_grant(self, pending: Pending) -> Grant | None:
         """Wait for the grant of a queued acquire; raise how it ended otherwise.
 
+        None: busy (a try, ``timeout=0``, that a store answers only after queueing).
         The session's end fails ``pending.future``: a wait must end then too.
         """
 

@@ -17,7 +17,7 @@ import pytest
 
 import tenure
 from tenure.backends.etcd import EtcdBackend
-from tenure.backends.etcd._keys import get_prefix, put
+from tenure.backends.etcd._keys import get_prefix, prefix_end, put
 from tenure.backends.etcd._queue import SemState
 from tenure.errors import (
     LeaseLostError,
@@ -160,7 +160,7 @@ async def test_waiters_of_one_client_share_one_feed_and_are_served_in_order(
         await held.release()
         await asyncio.wait_for(asyncio.gather(*tasks), 10)
         assert order == [1, 2, 3, 4, 5]
-        assert backend.feeds == {}  # the last waiter closed it
+        assert len(backend.feeds) == 0  # the last waiter closed it
 
 
 async def test_a_state_moved_by_events_equals_a_fresh_read(etcd_url: str) -> None:
@@ -174,7 +174,7 @@ async def test_a_state_moved_by_events_equals_a_fresh_read(etcd_url: str) -> Non
         await sessions[0].semaphore("s").create(limit=4)
         prefix = backend.layout.semaphore("n", "s")
         first = await _read(backend, prefix)
-        watcher = backend.watch_range(prefix, first.revision + 1)
+        watcher = backend.watches.watch(prefix, prefix_end(prefix), first.revision + 1)
         held: list[Any] = []
         pending: list[asyncio.Task[Any]] = []
         try:

@@ -16,20 +16,23 @@ import msgpack
 from aetcd.rpc import rpc_pb2
 
 import tenure
+from tenure.backends._session import StoreSession
 from tenure.backends.etcd import EtcdBackend
-from tenure.backends.etcd import _record as record_moves
-from tenure.backends.etcd._session import EtcdSession
+from tenure.backends.etcd._record import Record
+from tenure.backends.etcd._store import EtcdStore
 from tenure.errors import SessionExpiredError
 
 
-def _etcd_session(session: tenure.Session) -> EtcdSession:
+def _etcd_session(session: tenure.Session) -> Record:
+    """The session's record, as its client keeps it."""
     inner = session._backend
-    assert isinstance(inner, EtcdSession)
-    return inner
+    assert isinstance(inner, StoreSession)
+    assert isinstance(inner.store, EtcdStore)
+    return inner.store.record
 
 
-async def _record(backend: EtcdBackend, session: EtcdSession) -> dict[str, object]:
-    reply = await backend.conn.range(rpc_pb2.RangeRequest(key=session.record_key))
+async def _record(backend: EtcdBackend, session: Record) -> dict[str, object]:
+    reply = await backend.conn.range(rpc_pb2.RangeRequest(key=session.key))
     assert reply.kvs, "the session's record is there"
     value: dict[str, object] = msgpack.unpackb(reply.kvs[0].value)
     assert session.secret not in bytes(reply.kvs[0].value)
@@ -56,7 +59,7 @@ async def test_the_record_keeps_the_secrets_digest_and_its_owner(etcd_url: str) 
         assert before["key"] == after["key"] == hashlib.sha256(ticket.secret).digest()
         assert after["seq"] == before["seq"] + 1  # type: ignore[operator]
         assert after["owner"] != before["owner"]
-        assert after["owner"] == _etcd_session(new).owner
+        assert after["owner"] == _etcd_session(new).owner_id
 
 
 async def test_an_old_owner_acting_late_neither_takes_back_nor_revokes(etcd_url: str) -> None:
@@ -71,13 +74,13 @@ async def test_an_old_owner_acting_late_neither_takes_back_nor_revokes(etcd_url:
         # A re-attach of the old owner (after a failover of its own, say) and its
         # letting go (its close, or its deadline) come after the news: both must
         # see the record is not theirs.
-        await record_moves.reattach(stale)
-        await record_moves.let_go(stale)
+        await stale.reattach()
+        await stale.let_go()
 
         assert isinstance(old.lost_reason, SessionExpiredError)
         assert await _ttl(two.backend, fresh.lease_id) > 0  # type: ignore[arg-type]
         record = await _record(two.backend, fresh)  # type: ignore[arg-type]
-        assert record["owner"] == fresh.owner
+        assert record["owner"] == fresh.owner_id
         [resumed] = new.leases()
         assert resumed.held
         assert resumed.token == lock.token

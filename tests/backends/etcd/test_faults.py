@@ -26,7 +26,7 @@ import pytest
 
 import tenure
 from tenure.backends.etcd import EtcdBackend
-from tenure.backends.etcd._session import EtcdSession
+from tenure.backends.etcd._record import Record
 from tenure.errors import SessionExpiredError
 from tests.etcd.cluster import EtcdCluster, EtcdMember
 from tests.netproxy import NetProxy
@@ -93,8 +93,9 @@ def _backend(client: tenure.Client) -> EtcdBackend:
     return backend
 
 
-def _session(client: tenure.Client, session: tenure.Session) -> EtcdSession:
-    return _backend(client).sessions[session.id]
+def _session(client: tenure.Client, session: tenure.Session) -> Record:
+    """The session's record, as its client keeps it (its seq)."""
+    return _backend(client).sessions[session.id].record
 
 
 def _prefix() -> str:

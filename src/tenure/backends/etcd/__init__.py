@@ -36,7 +36,6 @@ What etcd cannot do exactly, said rather than weakened:
 
 from __future__ import annotations
 
-import collections
 import contextlib
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final
@@ -54,10 +53,12 @@ from tenure._core.values import (
 )
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends._joins import JoinLocks
+from tenure.backends._session import StoreSession
 from tenure.backends._store_listing import ListingModule, StoreListings
-from tenure.backends.etcd import _listing, _opening, _resume
-from tenure.backends.etcd._conn import Connection, LeaseNotFoundError
-from tenure.backends.etcd._feed import Feed
+from tenure.backends.etcd import _listing, _resume
+from tenure.backends.etcd._conn import Connection
+from tenure.backends.etcd._feed import Feeds
+from tenure.backends.etcd._hints import Hints
 from tenure.backends.etcd._keys import (
     Layout,
     compare_create,
@@ -70,10 +71,9 @@ from tenure.backends.etcd._keys import (
     put,
 )
 from tenure.backends.etcd._node import NodeView, config_of, read_config
-from tenure.backends.etcd._opening import lease_ttl
-from tenure.backends.etcd._queue import SemState
-from tenure.backends.etcd._session import EtcdSession
-from tenure.backends.etcd._streams import KeepAlive, Watcher, WatchHub
+from tenure.backends.etcd._opening import Opened, lease_ttl, open_new, revoke
+from tenure.backends.etcd._store import EtcdStore
+from tenure.backends.etcd._streams import KeepAlive, WatchHub
 from tenure.backends.etcd._url import parse_url
 from tenure.errors import (
     AlreadyExistsError,
@@ -85,9 +85,6 @@ from tenure.errors import (
 )
 
 __all__ = ["CAPABILITIES", "EtcdBackend", "lease_ttl", "open_backend"]
-
-#: How many semaphores' records a client remembers (:meth:`EtcdBackend.remember`).
-RECORDS_KEPT: Final = 4096
 
 CAPABILITIES: Final = frozenset(
     {
@@ -129,18 +126,14 @@ class EtcdBackend(StoreListings):
         self.layout = layout
         self.keepalive = KeepAlive(conn)
         self.watches = WatchHub(conn)
-        self.sessions: dict[int, EtcdSession] = {}
-        #: This client's feeds of the semaphores its requests wait on, by key prefix.
-        self.feeds: dict[bytes, Feed] = {}
+        #: The stores of this client's live sessions, by lease id.
+        self.sessions: dict[int, EtcdStore] = {}
+        #: This client's feeds of the semaphores its requests wait on.
+        self.feeds = Feeds(conn, self.watches)
+        #: What an acquire assumes of a semaphore (its Txn compares it).
+        self.hints = Hints()
         #: The nodes this client has sessions on (:mod:`tenure.backends.etcd._node`).
         self.views: dict[str, NodeView] = {}
-        #: The last record seen of each semaphore, ``(create_revision, limit)``: what
-        #: an acquire assumes, and its Txn compares (a wrong guess costs a retry).
-        self.records: collections.OrderedDict[tuple[str, str], tuple[int, int]] = (
-            collections.OrderedDict()
-        )
-        #: Semaphores whose last acquire here found a queue (bounded like ``records``).
-        self._contended: collections.OrderedDict[tuple[str, str], None] = collections.OrderedDict()
         self._joins = JoinLocks()
         self._closed = False
 
@@ -154,42 +147,22 @@ class EtcdBackend(StoreListings):
         """
         return self._joins.held(node, name)
 
-    def is_contended(self, node: str, name: str) -> bool:
-        """Whether the last acquire of ``name`` here found others queued or holding."""
-        return (node, name) in self._contended
-
-    def contended(self, node: str, name: str, found: bool) -> None:
-        """Note whether an acquire of ``name`` found others queued or holding."""
-        key = (node, name)
-        if not found:
-            self._contended.pop(key, None)
-            return
-        self._contended[key] = None
-        self._contended.move_to_end(key)
-        if len(self._contended) > RECORDS_KEPT:
-            self._contended.popitem(last=False)
-
-    def remember(self, node: str, state: SemState) -> None:
-        """Keep what ``state`` (read now) says of its record, for the next acquire."""
-        key = (node, state.name)
-        if state.record:
-            self.records[key] = (state.record, state.limit)
-            self.records.move_to_end(key)
-            if len(self.records) > RECORDS_KEPT:
-                self.records.popitem(last=False)
-        else:
-            self.records.pop(key, None)
-
     async def view(self, node: str) -> NodeView:
         """The node's view, made (settings read, watch started) if it is new here."""
         view = self.views.get(node)
         if view is None:
-            kv, revision = await read_config(self, node)
+            kv, revision = await read_config(self.conn, self.layout, node)
             view = self.views.get(node)  # made by another task meanwhile
             if view is None or view.node_rev != int(kv.create_revision):
                 if view is not None:
                     view.close()
-                view = self.views[node] = NodeView(self, node, kv, revision)
+
+                def members(node: str = node) -> list[EtcdStore]:
+                    return [s for s in self.sessions.values() if s.node == node]
+
+                view = self.views[node] = NodeView(
+                    self.conn, self.watches, self.layout, node, kv, revision, members
+                )
         view.users += 1
         return view
 
@@ -204,10 +177,6 @@ class EtcdBackend(StoreListings):
     def capabilities(self) -> frozenset[Capability]:
         """Replicated and durable; no lease TTLs (see the module docstring)."""
         return CAPABILITIES
-
-    def watch_range(self, prefix: bytes, start: int) -> Watcher:
-        """Watch every key under ``prefix`` from revision ``start``."""
-        return self.watches.watch(prefix, prefix_end(prefix), start)
 
     async def _read_config(self, name: str) -> tuple[NodeConfig, Any]:
         reply = await self.conn.range(rpc_pb2.RangeRequest(key=self.layout.config(name)))
@@ -296,9 +265,8 @@ class EtcdBackend(StoreListings):
         for sid in sids:
             local = self.sessions.get(sid)
             if local is not None:
-                local.dropped()
-            with contextlib.suppress(LeaseNotFoundError):
-                await self.conn.lease_call("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=sid))
+                local.owner.dropped()
+            await revoke(self.conn, sid)
 
     async def open_session(
         self,
@@ -309,7 +277,7 @@ class EtcdBackend(StoreListings):
         listener: SessionListener,
         resume: SessionTicket | None = None,
         identity: ClientIdentity = NO_IDENTITY,
-    ) -> EtcdSession:
+    ) -> StoreSession:
         """Open a session: grant a lease, put the session's record on it.
 
         With ``resume``, take the ticket's live session back instead
@@ -319,33 +287,59 @@ class EtcdBackend(StoreListings):
             raise ClientClosedError("the client is closed")
         if resume is not None:
             check_ticket(resume, "etcd", node)
-            return await _resume.resume(self, node, resume, listener)
-        check_description(description)
-        check_identity(identity)
+        else:
+            check_description(description)
+            check_identity(identity)
         view = await self.view(node)
         try:
-            return await _opening.open_new(
-                self, node, view, timeout, description, listener, identity
-            )
+            if resume is None:
+                opened = await open_new(
+                    self.conn, self.layout, node, view, timeout, description, identity
+                )
+            else:
+                opened = await _resume.take(
+                    self.conn, self.layout, self.keepalive, node, view, resume
+                )
         except BaseException:
-            self.release_view(view)
+            self.release_view(view)  # (once made, the session releases it as it ends)
             raise
+        session = self._opened(opened, view, listener)
+        if resume is not None:
+            store = session.store
+            assert isinstance(store, EtcdStore)
+            try:
+                session.adopt(await store.holding.take_back())
+            except BaseException:
+                await session.close()
+                raise
+        return session
+
+    def _opened(self, opened: Opened, view: NodeView, listener: SessionListener) -> StoreSession:
+        store = EtcdStore(self, opened.record, opened.ttl, view, confirmed_at=opened.confirmed_at)
+        session = StoreSession(
+            store,
+            listener,
+            scheme="etcd",
+            node=opened.record.node,
+            session_id=store.lease_id,
+            window=float(opened.ttl),
+        )
+        self.sessions[store.lease_id] = store
+        self.keepalive.add(store)
+        return session
 
     async def revoke(self, lease_id: int) -> None:
         """Revoke a lease (gone already: nothing to do)."""
-        with contextlib.suppress(LeaseNotFoundError):
-            await self.conn.lease_call("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=lease_id))
+        await revoke(self.conn, lease_id)
 
     async def aclose(self) -> None:
         """Close every session (revoking its lease), then the streams and the channel."""
         self._closed = True
-        for session in list(self.sessions.values()):
+        for store in list(self.sessions.values()):
             with contextlib.suppress(Exception):
-                await session.close()
+                await store.owner.close()
         self.sessions.clear()
-        for feed in list(self.feeds.values()):
-            feed.close()
-        self.feeds.clear()
+        self.feeds.close()
         for view in list(self.views.values()):
             view.close()
         self.views.clear()

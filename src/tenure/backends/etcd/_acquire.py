@@ -18,8 +18,8 @@ compares exactly those assumptions, and the session's ``seq``:
   an uncontended acquire's Txn stays small, in the Raft log too.
 
 So an uncontended acquire is one round trip, and a contended one joins the queue
-in one. Waiting, granting in turn, timeouts and cancellation are in
-:mod:`._wait`.
+in one. Waiting, granting in turn, timeouts and withdrawing are the
+:class:`~tenure.backends.etcd._wait.Waiter`'s.
 
 **Checks** (what the engine refuses, etcd:// refuses): a count above the limit,
 data above ``max_data_size``, a full queue (``max_waiters``, checked on the state
@@ -39,10 +39,12 @@ token; if it times out or is cancelled, only the new request goes.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
 from tenure._core.values import MAX_COUNT, check_data
 from tenure.backends._base import Grant
+from tenure.backends._ledger import Pending
+from tenure.backends._store import QUEUED, Enqueued, Withdrawal
 from tenure.backends.etcd._keys import (
     add_compare_create,
     add_compare_created_before,
@@ -57,217 +59,216 @@ from tenure.backends.etcd._keys import (
     put,
 )
 from tenure.backends.etcd._queue import Entry, SemState
-from tenure.backends.etcd._wait import granted, wait, withdraw
-from tenure.errors import LimitExceededError, NotFoundError, TenureError, UnavailableError
+from tenure.backends.etcd._types import SessionParts
+from tenure.backends.etcd._wait import Waiter
+from tenure.errors import LimitExceededError, NotFoundError
 
-if TYPE_CHECKING:
-    from tenure.backends.etcd._session import EtcdSession
-
-__all__ = ["request"]
-
-_DELETE = 1  # mvccpb.Event.DELETE
+__all__ = ["Acquirer"]
 
 
-async def request(
-    s: EtcdSession,
-    name: str,
-    hold: int,
-    count: int,
-    data: bytes,
-    timeout: float | None,
-    ephemeral: bool,
-) -> Grant | None:
-    """Acquire (or restate) hold ``hold`` of ``name``; see the module docstring."""
-    place = (name, hold)
-    s.busy.add(place)
-    restating = place in s.held
-    try:
-        async with s.backend.joining(s.node, name):
-            found = await _join(s, name, hold, count, data, timeout, ephemeral)
-        if not isinstance(found, tuple):
+class _Queued(NamedTuple):
+    """A request that joined the queue: the state it read, its key's suffix, and the
+    hold's own entry it upgrades (None for a new hold)."""
+
+    state: SemState
+    suffix: bytes
+    old: Entry | None
+
+
+class Acquirer:
+    """Enqueue, wait and withdraw for one session on etcd (module docstring)."""
+
+    def __init__(self, parts: SessionParts) -> None:
+        self._parts = parts
+        self._waiter = Waiter(parts)
+
+    async def enqueue(self, pending: Pending) -> Enqueued:
+        """The one Txn that joins the queue, granted at once when the request fits."""
+        async with self._parts.joining(pending.name):
+            found = await self._join(pending)
+        if not isinstance(found, _Queued):
             return found
-        state, suffix, old = found
-        return await wait(s, name, state, suffix, old, timeout)
-    except UnavailableError:
-        # A Txn whose answer was lost may have been applied: take back what it may
-        # have left (while the hold is still busy, so no new request reuses its
-        # number), then say etcd could not be reached.
-        await _recover(s, name, hold, restating)
-        raise
-    finally:
-        s.busy.discard(place)
+        pending.state = found
+        return QUEUED
 
+    async def await_grant(self, pending: Pending) -> Grant | None:
+        """Wait for admission, then commit the grant (:class:`Waiter`)."""
+        queued = pending.state
+        assert isinstance(queued, _Queued)
+        return await self._waiter.wait(pending, queued.state, queued.suffix, queued.old)
 
-async def _join(
-    s: EtcdSession,
-    name: str,
-    hold: int,
-    count: int,
-    data: bytes,
-    timeout: float | None,
-    ephemeral: bool,
-) -> Grant | tuple[SemState, bytes, Entry | None] | None:
-    """Check and enqueue (granting at once when it fits): a grant, or what to wait for."""
-    place = (name, hold)
-    backend = s.backend
-    prefix = s.layout.semaphore(s.node, name)
-    queue, record = prefix + b"q/", prefix + b"rec"
-    config_key = s.layout.config(s.node)
-    known = backend.records.get((s.node, name))
-    if place in s.held or (known is None and not ephemeral):
-        state = await s.read(name)
-    else:  # a guess (revision 0): the Txn compares it, and its failure reads the truth
-        state = SemState(name, 0, *(known or (0, MAX_COUNT)))
-    fresh = False  # the settings were read for this acquire (not the view's)
-    while True:
-        config = s.view.config
-        try:
-            data = check_data("owner data", data, config.max_data_size)
-        except LimitExceededError:
-            if fresh:
-                raise
-            await s.config()  # the view may lag a change: refuse on the settings now
-            fresh = True
-            continue
-        # When the request is made, by this client's clock (etcd has none to offer).
-        now = time.time()
-        value = encode({"count": count, "data": data, "at": now})
-        guess = state.revision == 0
-        old = None
-        if guess:
-            if count > state.limit:
-                state = await s.read(name)
-                continue
-        else:
-            backend.remember(s.node, state)
-            if not state.exists and not ephemeral:
-                raise NotFoundError(
-                    f"semaphore {name!r} does not exist (create it or use ephemeral)"
-                )
-            if state.exists and count > state.limit:
-                raise LimitExceededError(
-                    f"count {count} exceeds the limit {state.limit} of {name!r}"
-                )
-            old = state.held((s.lease_id, hold)) if place in s.held else None
-            if old is not None and count <= old.count:
-                # Restate in place: same key (a put keeps its create_revision), same
-                # grant, same times.
-                kept: dict[str, object] = {"count": count, "data": data}
-                if old.at is not None:
-                    kept["at"] = old.at
-                if old.at_once:
-                    kept["g"] = True
-                value = encode(kept)
-                key = queue + old.suffix
-                reply = await s.txn(
-                    [compare_create(key, old.created)], [put(key, value, s.lease_id)], []
-                )
-                if reply.succeeded:
-                    s.held[place].count = count
-                    return Grant(old.granted, count, None, hold)
-                state = await s.read(name)
-                continue
-        suffix = entry_suffix(s.lease_id, hold, old is not None and not old.upgrade)
-        existing = None if guess else state.entry(suffix)
-        if existing is not None:  # an enqueue of ours whose answer was lost: resume it
-            return state, existing.suffix, old
-        if timeout != 0 and len(state.waiters()) >= config.max_waiters:
-            if not fresh:
-                await s.config()
+    async def withdraw(self, pending: Pending) -> Grant | Withdrawal:
+        """Leave nothing of ``pending`` behind, whatever reached etcd of it.
+
+        A new hold's keys all go, in one Txn (queued or granted, either variant);
+        a restate withdraws its upgrade unless it was granted, and then returns it.
+        """
+        name, hold = pending.name, pending.hold
+        if pending.place not in self._parts.owner.ledger.held:
+            await self._parts.drop_hold(name, hold)
+            return Withdrawal.WITHDRAWN
+        grant = await self._waiter.withdraw_upgrade(name, hold)
+        return Withdrawal.WITHDRAWN if grant is None else grant
+
+    async def _join(self, pending: Pending) -> Grant | _Queued | None:
+        """Check and enqueue (granting at once when it fits): a grant, or what to wait for."""
+        s = self._parts
+        name, hold, count, data = pending.name, pending.hold, pending.count, pending.data
+        timeout, ephemeral = pending.timeout, pending.ephemeral
+        restating = pending.place in s.owner.ledger.held
+        hints, sender = s.hints, s.sender
+        prefix = s.layout.semaphore(s.node, name)
+        queue, record = prefix + b"q/", prefix + b"rec"
+        config_key = s.layout.config(s.node)
+        known = hints.record(s.node, name)
+        if restating or (known is None and not ephemeral):
+            state = await sender.read(name)
+        else:  # a guess (revision 0): the Txn compares it, and its failure reads the truth
+            state = SemState(name, 0, *(known or (0, MAX_COUNT)))
+        fresh = False  # the settings were read for this acquire (not the view's)
+        while True:
+            config = s.view.config
+            try:
+                data = check_data("owner data", data, config.max_data_size)
+            except LimitExceededError:
+                if fresh:
+                    raise
+                await sender.config()  # the view may lag a change: refuse on the settings now
                 fresh = True
                 continue
-            raise _too_many_waiters(config.max_waiters, name)
-        creating = not state.exists
-        request = s.new_txn()
-        # Both Txns compare the session's seq (the nested one too: the outer one's
-        # failure may be its), the settings the view holds and the record; then the
-        # enqueue puts the request and reads the semaphore back.
-        config_rev = s.view.config_rev
-        if state.fits_at_tail(count, old):
-            # Granted at once if nobody joined since the state read (or, for a guess,
-            # nobody is queued at all), in the same Txn as the request: one round trip.
-            # Else, where this client has seen a queue (a state read, or the name's
-            # last acquire), the nested Txn enqueues: still one round trip; a guess
-            # about a name not known to be contended reads instead (a nested Txn
-            # costs every uncontended acquire its bytes, in the Raft log too).
-            nest = not guess or backend.is_contended(s.node, name)
-            _assumptions(request.compare, config_key, config_rev, record, state.record)
-            add_compare_created_before(request.compare, queue, state.revision + 1)
-            # The request says it is granted: one key, whose create_revision (this
-            # Txn's revision) is the token, as a grant key's would be.
-            granted_value = encode({"count": count, "data": data, "g": True, "at": now})
-            add_put(request.success, queue + suffix, granted_value, s.lease_id)
-            if old is not None:  # an upgrade replaces the hold: its old keys go
-                add_delete(request.success, queue + old.suffix)
-                add_delete(request.success, prefix + b"g/" + old.suffix)
-            if nest:
-                nested = request.failure.add().request_txn
-                add_compare_mod(nested.compare, s.record_key, s.seq_rev)
-                _enqueue(nested, s, prefix, suffix, value, config_rev, state.record)
-            else:
-                add_get(request.failure, config_key)
-                add_get_prefix(request.failure, prefix)
-            reply = await s.send(request)
-            revision = int(reply.header.revision)
-            if reply.succeeded:
-                if guess:
-                    backend.contended(s.node, name, False)
-                if creating:
-                    await _check_semaphores(s, name, hold, revision)
-                return granted(s, name, hold, suffix, revision, count)
-            if nest:
-                outcome = reply.responses[1].response_txn
-                read = list(outcome.responses)
-            else:
-                outcome, read = reply, list(reply.responses)[1:]  # s.send's read first
-        else:
-            _enqueue(request, s, prefix, suffix, value, config_rev, state.record)
-            outcome = await s.send(request)
-            revision = int(outcome.header.revision)
-            read = list(outcome.responses)[0 if outcome.succeeded else 1 :]  # s.send's read first
-        if not outcome.succeeded:  # raced with a change: the settings and the state, read
-            config_kvs = read[0].response_range.kvs
-            if not config_kvs:
-                await s.diagnose()
-                s.check_alive()
-                raise NotFoundError(f"node {s.node!r} does not exist")
-            s.view.update(config_kvs[0])
-            state = SemState.parse(name, prefix, read[1].response_range.kvs, revision)
-            backend.contended(s.node, name, bool(state.entries))
-            continue
-        state = SemState.parse(name, prefix, read[1].response_range.kvs, revision)
-        backend.contended(s.node, name, True)
-        mine = state.entry(suffix)
-        if mine is not None and timeout != 0 and not mine.granted:
-            ahead = [e for e in state.waiters() if e.created < mine.created]
-            if len(ahead) >= config.max_waiters:  # others joined meanwhile: withdraw
-                await withdraw(s, name, suffix)
-                raise _too_many_waiters(config.max_waiters, name)
-        return state, suffix, old
-
-
-async def _recover(s: EtcdSession, name: str, hold: int, restating: bool) -> None:
-    """After a failed acquire (``restating``: a restate) of hold ``hold``: take back its
-    requests, sending again while etcd cannot be reached, until the session ends."""
-    while s.ended is None:
-        try:
-            if not restating:
-                await s.drop_hold(name, hold)
-                return
-            held = s.held.get((name, hold))
-            state = await s.read(name)
-            for entry in state.entries:
-                if entry.place != (s.lease_id, hold) or (held and entry.suffix == held.suffix):
+            # When the request is made, by this client's clock (etcd has none to offer).
+            now = time.time()
+            value = encode({"count": count, "data": data, "at": now})
+            guess = state.revision == 0
+            old = None
+            if guess:
+                if count > state.limit:
+                    state = await sender.read(name)
                     continue
-                if entry.granted:  # the upgrade was granted: it replaced the hold
-                    granted(s, name, hold, entry.suffix, entry.granted, entry.count)
+            else:
+                hints.remember(s.node, state)
+                if not state.exists and not ephemeral:
+                    raise NotFoundError(
+                        f"semaphore {name!r} does not exist (create it or use ephemeral)"
+                    )
+                if state.exists and count > state.limit:
+                    raise LimitExceededError(
+                        f"count {count} exceeds the limit {state.limit} of {name!r}"
+                    )
+                old = state.held((s.lease_id, hold)) if restating else None
+                if old is not None and count <= old.count:
+                    # Restate in place: same key (a put keeps its create_revision), same
+                    # grant, same times.
+                    kept: dict[str, object] = {"count": count, "data": data}
+                    if old.at is not None:
+                        kept["at"] = old.at
+                    if old.at_once:
+                        kept["g"] = True
+                    value = encode(kept)
+                    key = queue + old.suffix
+                    reply = await sender.txn(
+                        [compare_create(key, old.created)], [put(key, value, s.lease_id)], []
+                    )
+                    if reply.succeeded:
+                        return Grant(old.granted, count, None, hold)
+                    state = await sender.read(name)
+                    continue
+            suffix = entry_suffix(s.lease_id, hold, old is not None and not old.upgrade)
+            existing = None if guess else state.entry(suffix)
+            if existing is not None:  # an enqueue of ours whose answer was lost: resume it
+                return _Queued(state, existing.suffix, old)
+            if timeout != 0 and len(state.waiters()) >= config.max_waiters:
+                if not fresh:
+                    await sender.config()
+                    fresh = True
+                    continue
+                raise _too_many_waiters(config.max_waiters, name)
+            creating = not state.exists
+            request = sender.new_txn()
+            # Both Txns compare the session's seq (the nested one too: the outer one's
+            # failure may be its), the settings the view holds and the record; then the
+            # enqueue puts the request and reads the semaphore back.
+            config_rev = s.view.config_rev
+            if state.fits_at_tail(count, old):
+                # Granted at once if nobody joined since the state read (or, for a guess,
+                # nobody is queued at all), in the same Txn as the request: one round trip.
+                # Else, where this client has seen a queue (a state read, or the name's
+                # last acquire), the nested Txn enqueues: still one round trip; a guess
+                # about a name not known to be contended reads instead (a nested Txn
+                # costs every uncontended acquire its bytes, in the Raft log too).
+                nest = not guess or hints.is_contended(s.node, name)
+                _assumptions(request.compare, config_key, config_rev, record, state.record)
+                add_compare_created_before(request.compare, queue, state.revision + 1)
+                # The request says it is granted: one key, whose create_revision (this
+                # Txn's revision) is the token, as a grant key's would be.
+                granted_value = encode({"count": count, "data": data, "g": True, "at": now})
+                add_put(request.success, queue + suffix, granted_value, s.lease_id)
+                if old is not None:  # an upgrade replaces the hold: its old keys go
+                    add_delete(request.success, queue + old.suffix)
+                    add_delete(request.success, prefix + b"g/" + old.suffix)
+                if nest:
+                    nested = request.failure.add().request_txn
+                    add_compare_mod(nested.compare, s.record.key, s.record.seq_rev)
+                    _enqueue(nested, s, prefix, suffix, value, config_rev, state.record)
                 else:
-                    await withdraw(s, name, entry.suffix)
+                    add_get(request.failure, config_key)
+                    add_get_prefix(request.failure, prefix)
+                reply = await sender.send(request)
+                revision = int(reply.header.revision)
+                if reply.succeeded:
+                    if guess:
+                        hints.contended(s.node, name, False)
+                    if creating:
+                        await self._check_semaphores(name, hold, revision)
+                    return Grant(revision, count, None, hold)
+                if nest:
+                    outcome = reply.responses[1].response_txn
+                    read = list(outcome.responses)
+                else:
+                    outcome, read = reply, list(reply.responses)[1:]  # s.send's read first
+            else:
+                _enqueue(request, s, prefix, suffix, value, config_rev, state.record)
+                outcome = await sender.send(request)
+                revision = int(outcome.header.revision)
+                read = list(outcome.responses)[
+                    0 if outcome.succeeded else 1 :
+                ]  # s.send's read first
+            if not outcome.succeeded:  # raced with a change: the settings and the state, read
+                config_kvs = read[0].response_range.kvs
+                if not config_kvs:
+                    await s.record.diagnose()
+                    s.owner.check_alive()
+                    raise NotFoundError(f"node {s.node!r} does not exist")
+                s.view.update(config_kvs[0])
+                state = SemState.parse(name, prefix, read[1].response_range.kvs, revision)
+                hints.contended(s.node, name, bool(state.entries))
+                continue
+            state = SemState.parse(name, prefix, read[1].response_range.kvs, revision)
+            hints.contended(s.node, name, True)
+            mine = state.entry(suffix)
+            if mine is not None and timeout != 0 and not mine.granted:
+                ahead = [e for e in state.waiters() if e.created < mine.created]
+                if len(ahead) >= config.max_waiters:  # others joined meanwhile: withdraw
+                    await self._waiter.withdraw(name, suffix)
+                    raise _too_many_waiters(config.max_waiters, name)
+            return _Queued(state, suffix, old)
+
+    async def _check_semaphores(self, name: str, hold: int, revision: int) -> None:
+        """After creating ``name`` at ``revision``: undo it if the node has too many semaphores.
+
+        Counted only when the view's bound (:meth:`NodeView.semaphores_bound`) does not
+        prove the limit kept. Two creators racing past the limit both undo: never one
+        too many.
+        """
+        s = self._parts
+        limit = s.view.config.max_semaphores
+        bound = s.view.semaphores_bound(revision)
+        if bound is not None and bound <= limit:
             return
-        except UnavailableError:
-            continue
-        except TenureError:  # the session ended, or the semaphore went: nothing to take
+        if await s.sender.count_semaphores() <= limit:
             return
+        await s.drop_hold(name, hold)
+        raise LimitExceededError(f"max_semaphores ({limit}) reached on node {s.node!r}")
 
 
 def _assumptions(
@@ -280,7 +281,7 @@ def _assumptions(
 
 def _enqueue(
     request: Any,
-    s: EtcdSession,
+    s: SessionParts,
     prefix: bytes,
     suffix: bytes,
     value: bytes,
@@ -300,20 +301,3 @@ def _enqueue(
 
 def _too_many_waiters(limit: int, name: str) -> LimitExceededError:
     return LimitExceededError(f"max_waiters ({limit}) reached on semaphore {name!r}")
-
-
-async def _check_semaphores(s: EtcdSession, name: str, hold: int, revision: int) -> None:
-    """After creating ``name`` at ``revision``: undo it if the node has too many semaphores.
-
-    Counted only when the view's bound (:meth:`NodeView.semaphores_bound`) does not
-    prove the limit kept. Two creators racing past the limit both undo: never one
-    too many.
-    """
-    limit = s.view.config.max_semaphores
-    bound = s.view.semaphores_bound(revision)
-    if bound is not None and bound <= limit:
-        return
-    if await s.count_semaphores() <= limit:
-        return
-    await s.drop_hold(name, hold)
-    raise LimitExceededError(f"max_semaphores ({limit}) reached on node {s.node!r}")

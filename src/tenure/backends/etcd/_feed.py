@@ -22,17 +22,14 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
-from tenure.backends.etcd._keys import get_prefix
+from tenure.backends.etcd._conn import Connection
+from tenure.backends.etcd._keys import get_prefix, prefix_end
 from tenure.backends.etcd._queue import SemState
+from tenure.backends.etcd._streams import WatchHub
 from tenure.errors import ProtocolError, TenureError
 
-if TYPE_CHECKING:
-    from tenure.backends.etcd import EtcdBackend
-    from tenure.backends.etcd._session import EtcdSession
-
-__all__ = ["Feed", "subscribe"]
+__all__ = ["Feed", "Feeds"]
 
 log = logging.getLogger("tenure.etcd")
 _DELETE = 1  # mvccpb.Event.DELETE
@@ -41,8 +38,8 @@ _DELETE = 1  # mvccpb.Event.DELETE
 class Feed:
     """A semaphore's state as this client follows it (module docstring)."""
 
-    def __init__(self, backend: EtcdBackend, prefix: bytes, state: SemState) -> None:
-        self._backend = backend
+    def __init__(self, conn: Connection, hub: WatchHub, prefix: bytes, state: SemState) -> None:
+        self._conn = conn
         self.prefix = prefix
         self.state = state
         #: Waiters by request suffix: the event that wakes each.
@@ -52,11 +49,11 @@ class Feed:
         #: Why the feed stopped (a value under the prefix that is not tenure's): every
         #: waiter raises it rather than wait for a state nobody can read.
         self.failure: TenureError | None = None
-        self._watcher = backend.watch_range(prefix, state.revision + 1)
+        self._watcher = hub.watch(prefix, prefix_end(prefix), state.revision + 1)
         self._task = asyncio.create_task(self._follow())
 
     async def _read(self) -> SemState:
-        reply = await self._backend.conn.txn([], [get_prefix(self.prefix)])
+        reply = await self._conn.txn([], [get_prefix(self.prefix)])
         kvs = reply.responses[0].response_range.kvs
         return SemState.parse(self.state.name, self.prefix, kvs, int(reply.header.revision))
 
@@ -125,23 +122,40 @@ class Feed:
         self._task.cancel()
 
 
-@contextlib.contextmanager
-def subscribe(
-    s: EtcdSession, state: SemState, suffix: bytes
-) -> Iterator[tuple[Feed, asyncio.Event]]:
-    """Join (or start) the feed of ``state``'s semaphore as waiter ``suffix``."""
-    backend = s.backend
-    prefix = s.layout.semaphore(s.node, state.name)
-    feed = backend.feeds.get(prefix)
-    if feed is None:
-        feed = backend.feeds[prefix] = Feed(backend, prefix, state)
-    wake = feed.waiters[suffix] = asyncio.Event()
-    wake.set()  # look once at once
-    try:
-        yield feed, wake
-    finally:
-        feed.waiters.pop(suffix, None)
-        feed.deleted.pop(suffix, None)
-        if not feed.waiters and backend.feeds.get(prefix) is feed:
-            del backend.feeds[prefix]
+class Feeds:
+    """This client's feeds of the semaphores its requests wait on, by key prefix."""
+
+    def __init__(self, conn: Connection, hub: WatchHub) -> None:
+        self._conn = conn
+        self._hub = hub
+        self._feeds: dict[bytes, Feed] = {}
+
+    @contextlib.contextmanager
+    def subscribe(
+        self, prefix: bytes, state: SemState, suffix: bytes
+    ) -> Iterator[tuple[Feed, asyncio.Event]]:
+        """Join (or start) the feed of ``state``'s semaphore (its keys under ``prefix``)
+        as waiter ``suffix``."""
+        feed = self._feeds.get(prefix)
+        if feed is None:
+            feed = self._feeds[prefix] = Feed(self._conn, self._hub, prefix, state)
+        wake = feed.waiters[suffix] = asyncio.Event()
+        wake.set()  # look once at once
+        try:
+            yield feed, wake
+        finally:
+            feed.waiters.pop(suffix, None)
+            feed.deleted.pop(suffix, None)
+            if not feed.waiters and self._feeds.get(prefix) is feed:
+                del self._feeds[prefix]
+                feed.close()
+
+    def __len__(self) -> int:
+        """How many semaphores this client follows now."""
+        return len(self._feeds)
+
+    def close(self) -> None:
+        """Stop every feed (the client closes)."""
+        for feed in self._feeds.values():
             feed.close()
+        self._feeds.clear()

@@ -1,104 +1,151 @@
-"""What a session on etcd holds: giving it back, and learning that it was taken.
+"""What a session on etcd holds: giving it back, learning that it was taken, reading it back.
 
 A hold is its request key (and, for a request that waited, its grant key), on the
-session's lease. Releasing deletes them with a Txn sent again until etcd answers
-(:func:`delete`). A grant is taken from its holder by a forced delete of its
-semaphore (the node's view hears the ``gone/<name>`` marker: :func:`grants_gone`),
-by the node being dropped, or by the lease going; when the view may have missed
-events, :func:`check_grants` looks for each held key.
+session's lease; while it waits for an upgrade it has a second request (the
+other mark, ``+`` or not). Releasing deletes every key of the hold, both marks,
+in one Txn: the hold and a queued upgrade of it, as the contract says. A grant is
+taken from its holder by a forced delete of its semaphore (the node's view hears
+the ``gone/<name>`` marker: :meth:`Holds.grants_gone`), by the node being
+dropped, or by the lease going; when the view may have missed events,
+:meth:`Holds.check_grants` reads each held semaphore back.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Final
+
+from aetcd.rpc import rpc_pb2
 
 from tenure.backends._base import Grant, HeldGrant
-from tenure.backends.etcd._keys import add_delete, entry_suffix, get
-from tenure.errors import LeaseLostError, UnavailableError
+from tenure.backends.etcd._keys import add_delete, entry_suffix, get_prefix
+from tenure.backends.etcd._queue import SemState
+from tenure.backends.etcd._types import SessionParts
+from tenure.errors import LeaseLostError
 
-if TYPE_CHECKING:
-    from tenure.backends.etcd._session import EtcdSession
-
-__all__ = ["check_grants", "delete", "drop_hold", "grants_gone", "read_holds"]
+__all__ = ["Holds"]
 
 log = logging.getLogger("tenure.etcd")
 
-
-async def drop_hold(s: EtcdSession, name: str, hold: int) -> bool:
-    """Delete every key of hold ``hold`` (both requests, both grants); whether any was."""
-    suffixes = [entry_suffix(s.lease_id, hold, upgrade) for upgrade in (False, True)]
-    return await delete(s, name, hold, suffixes)
+#: Semaphores read per Txn when checking grants (etcd allows 128 ops by default).
+READS_PER_TXN: Final = 64
 
 
-async def delete(s: EtcdSession, name: str, hold: int, suffixes: list[bytes]) -> bool:
-    """Delete the hold's keys, sending the Txn again while etcd cannot be reached.
+class Holds:
+    """The holds of one session (module docstring)."""
 
-    A release must not be lost with a connection (guarantee 6c): a grant left
-    behind would stay as long as the session lives, which a working keepalive
-    makes forever. So the delete is sent again until etcd answers or the session
-    ends (its deadline, a TTL after the last renewal, bounds the wait; a lost
-    session's keys go with its lease).
-    """
-    prefix = s.layout.semaphore(s.node, name)
-    request = s.new_txn()
-    for suffix in suffixes:
-        add_delete(request.success, prefix + b"q/" + suffix)
-        add_delete(request.success, prefix + b"g/" + suffix)
-    while True:
-        try:
-            reply = await s.send(request)
-            break
-        except UnavailableError as error:  # s.send raises the loss once it ended
-            log.info("session %d: release of %r not answered, again: %s", s.lease_id, name, error)
-    s.held.pop((name, hold), None)
-    return any(r.response_delete_range.deleted for r in reply.responses)
+    def __init__(self, parts: SessionParts) -> None:
+        self._parts = parts
 
+    async def drop(self, name: str, hold: int) -> bool:
+        """Delete every key of hold ``hold`` (both requests, both grants); whether any was."""
+        parts = self._parts
+        prefix = parts.layout.semaphore(parts.node, name)
+        request = parts.sender.new_txn()
+        for upgrade in (False, True):
+            suffix = entry_suffix(parts.lease_id, hold, upgrade)
+            add_delete(request.success, prefix + b"q/" + suffix)
+            add_delete(request.success, prefix + b"g/" + suffix)
+        reply = await parts.sender.send(request)
+        return any(r.response_delete_range.deleted for r in reply.responses)
 
-def grants_gone(s: EtcdSession, name: str, before: int | None) -> None:
-    """``name`` was deleted by force (at revision ``before``): its grants are lost."""
-    message = f"semaphore {name!r} was deleted"
-    for place, held in list(s.held.items()):
-        if place[0] == name and s.ended is None:
-            if before is not None and held.token >= before:
+    def grants_gone(self, name: str, before: int | None) -> None:
+        """``name`` was deleted by force (at revision ``before``): its grants are lost."""
+        owner = self._parts.owner
+        message = f"semaphore {name!r} was deleted"
+        for (held_name, hold), grant in list(owner.ledger.held.items()):
+            if held_name != name or owner.ended is not None:
+                continue
+            if before is not None and grant.token >= before:
                 continue  # granted after the delete: a new semaphore's
-            del s.held[place]
-            s.listener.lease_lost(name, held.token, LeaseLostError(message))
+            owner.grant_lost(name, hold, grant.token, LeaseLostError(message))
 
+    async def _states(self, names: list[str]) -> dict[str, SemState]:
+        """Each semaphore of ``names``, read now (a few Txns)."""
+        parts = self._parts
+        states: dict[str, SemState] = {}
+        for start in range(0, len(names), READS_PER_TXN):
+            chunk = names[start : start + READS_PER_TXN]
+            prefixes = [parts.layout.semaphore(parts.node, name) for name in chunk]
+            reply = await parts.conn.txn([], [get_prefix(prefix) for prefix in prefixes])
+            revision = int(reply.header.revision)
+            for name, prefix, response in zip(chunk, prefixes, reply.responses, strict=True):
+                kvs = response.response_range.kvs
+                states[name] = SemState.parse(name, prefix, kvs, revision)
+        return states
 
-async def check_grants(s: EtcdSession) -> None:
-    """Events of the node may have been missed: is every grant still there?"""
-    held = list(s.held.items())
-    if not held or s.ended is not None:
-        return
-    # A grant lives as long as its request key (a grant key, if any, goes with it).
-    keys = [s.layout.queue(s.node, name) + h.suffix for (name, _), h in held]
-    reply = await s.conn.txn([], [get(key) for key in keys])
-    missing = [
-        (place, h)
-        for (place, h), response in zip(held, reply.responses, strict=True)
-        if not response.response_range.kvs
-    ]
-    if not missing:
-        return
-    await s.diagnose()  # a session that is gone is lost as a whole
-    if s.ended is not None:
-        return
-    for place, h in missing:
-        if s.held.get(place) is h:
-            del s.held[place]
-            message = f"semaphore {place[0]!r} was deleted"
-            s.listener.lease_lost(place[0], h.token, LeaseLostError(message))
+    def _found(self, state: SemState, hold: int, token: int) -> int | None:
+        """The count of hold ``hold``'s grant ``token`` in ``state`` (None: not there)."""
+        for entry in state.entries:
+            if entry.place == (self._parts.lease_id, hold) and entry.granted == token:
+                return entry.count
+        return None
 
+    async def check_grants(self) -> None:
+        """Events of the node may have been missed: is every grant still there?"""
+        parts, owner = self._parts, self._parts.owner
+        judged = dict(owner.ledger.held)
+        if not judged or owner.ended is not None:
+            return
+        states = await self._states(sorted({name for name, _ in judged}))
+        missing = [
+            (place, grant)
+            for place, grant in judged.items()
+            if self._found(states[place[0]], place[1], grant.token) is None
+        ]
+        if not missing:
+            return
+        await parts.record.diagnose()  # a session that is gone is lost as a whole
+        if owner.ended is not None:
+            return
+        for (name, hold), grant in missing:
+            if owner.ledger.held.get((name, hold)) is grant:
+                message = f"semaphore {name!r} was deleted"
+                owner.grant_lost(name, hold, grant.token, LeaseLostError(message))
 
-async def read_holds(s: EtcdSession) -> list[HeldGrant]:
-    """Each grant the session holds, as its request key says now (count and data)."""
-    found: list[HeldGrant] = []
-    for name in sorted({name for name, _ in s.held}):
-        state = await s.read(name)
-        for (held_name, hold), held in sorted(s.held.items()):
-            entry = state.entry(held.suffix) if held_name == name else None
-            if entry is not None and entry.granted == held.token:
-                grant = Grant(held.token, entry.count, None, hold)
-                found.append(HeldGrant(name, grant, entry.data))
-    return found
+    async def read(self) -> list[HeldGrant]:
+        """Each grant the session holds, as its request key says now (count and data)."""
+        held = sorted(self._parts.owner.ledger.held.items())
+        states = await self._states(sorted({name for (name, _), _ in held}))
+        found: list[HeldGrant] = []
+        for (name, hold), grant in held:
+            for entry in states[name].entries:
+                if entry.place == (self._parts.lease_id, hold) and entry.granted == grant.token:
+                    found.append(
+                        HeldGrant(name, Grant(grant.token, entry.count, None, hold), entry.data)
+                    )
+        return found
+
+    async def take_back(self) -> list[HeldGrant]:
+        """After a resume: the session's granted requests are its holds; its requests
+        that wait are withdrawn (nobody waits for them any more)."""
+        parts = self._parts
+        request = rpc_pb2.LeaseTimeToLiveRequest(ID=parts.lease_id, keys=True)
+        reply = await parts.conn.lease_call("LeaseTimeToLive", request)
+        keys = [bytes(key) for key in reply.keys]  # read after the fence: what is there to stay
+        prefix = parts.layout.semaphores(parts.node)
+        names = sorted(
+            {
+                parts.layout.unescape(key[len(prefix) :].split(b"/", 1)[0].decode())
+                for key in keys
+                if key.startswith(prefix)
+            }
+        )
+        found: list[HeldGrant] = []
+        for name, state in (await self._states(names)).items():
+            waiting = []
+            for entry in state.entries:
+                if entry.sid != parts.lease_id:
+                    continue
+                if entry.granted:
+                    grant = Grant(entry.granted, entry.count, None, entry.hold)
+                    found.append(HeldGrant(name, grant, entry.data))
+                else:
+                    waiting.append(entry.suffix)
+            if waiting:
+                withdraw = parts.sender.new_txn()
+                queue = parts.layout.semaphore(parts.node, name) + b"q/"
+                for suffix in waiting:
+                    add_delete(withdraw.success, queue + suffix)
+                await parts.sender.send(withdraw)
+        return sorted(found, key=lambda held: (held.name, held.grant.hold))

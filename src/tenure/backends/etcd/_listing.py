@@ -288,7 +288,7 @@ async def kill_session(backend: EtcdBackend, node: str, session_id: int) -> None
     await backend.revoke(session_id)
     local = backend.sessions.get(session_id)
     if local is not None:  # this very client had it: it hears it now
-        await local.diagnose()
+        await local.record.diagnose()
 
 
 def _exists(key: bytes) -> Any:

@@ -6,7 +6,7 @@ reads the node's settings once and then follows one watch on the range
 
 * ``cfg``: the settings. A put replaces the cached :class:`NodeConfig`; a delete
   means the node was dropped, and every local session of it finds out why
-  (:meth:`EtcdSession.diagnose`).
+  (:meth:`NodeMember.node_changed`).
 * ``gone/<name>``: put (on the deleter's lease, and deleted again right after) by
   the Txn that deletes a semaphore by force, at the same revision as the delete.
   A grant of ``name`` whose token is smaller was deleted by it: its holder is told
@@ -17,7 +17,7 @@ mod_revision in its Txn, and a Txn that fails on it brings the settings back.
 That is why one watch replaces a read of the settings per acquire and a watch of
 each held semaphore's grants. When the watch may have missed events (a new
 stream, compaction), the settings are read again and each local session checks
-the grants it holds against etcd (:meth:`EtcdSession.check_grants`).
+the grants it holds against etcd (:meth:`NodeMember.node_changed`).
 """
 
 from __future__ import annotations
@@ -25,31 +25,55 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 from aetcd.rpc import rpc_pb2
 
 from tenure._core.stored_config import config_from_stored
 from tenure._core.values import NodeConfig
+from tenure.backends.etcd._conn import Connection
 from tenure.backends.etcd._keys import Layout, decode, prefix_end
+from tenure.backends.etcd._streams import WatchHub
 from tenure.errors import InvalidArgumentError, NotFoundError, ProtocolError, TenureError
 
-if TYPE_CHECKING:
-    from tenure.backends.etcd import EtcdBackend
-
-__all__ = ["NodeView"]
+__all__ = ["NodeMember", "NodeView", "config_of", "read_config"]
 
 log = logging.getLogger("tenure.etcd")
 _DELETE = 1  # mvccpb.Event.DELETE
 
 
-class NodeView:
-    """One node's settings as last seen, kept current by a watch (module docstring)."""
+class NodeMember(Protocol):
+    """A session of this client on the node: what the view tells it."""
 
-    def __init__(self, backend: EtcdBackend, node: str, kv: Any, revision: int) -> None:
-        self._backend = backend
+    def node_changed(self, alive: bool) -> None:
+        """Events may have been missed (``alive``: the node is there; check the grants),
+        or the node went (not ``alive``: find out why)."""
+
+    def forced_delete(self, name: str, revision: int) -> None:
+        """``name`` was deleted by force at ``revision``: grants older than it are gone."""
+
+
+class NodeView:
+    """One node's settings as last seen, kept current by a watch (module docstring).
+
+    ``members`` lists this client's live sessions on the node.
+    """
+
+    def __init__(
+        self,
+        conn: Connection,
+        hub: WatchHub,
+        layout: Layout,
+        node: str,
+        kv: Any,
+        revision: int,
+        members: Callable[[], Iterable[NodeMember]],
+    ) -> None:
+        self._conn = conn
+        self._members = members
         self.node = node
-        self.layout: Layout = backend.layout
+        self.layout: Layout = layout
         self.config = config_of(kv)
         #: The settings key's mod_revision (compared by acquires) and create_revision
         #: (the node's identity: dropped and made again is another node).
@@ -59,7 +83,7 @@ class NodeView:
         #: The node's semaphores as last counted, and the revision of that count.
         self.counted: tuple[int, int] | None = None
         start, end = self.layout.config(node), prefix_end(self.layout.gone(node))
-        self._watcher = backend.watches.watch(start, end, revision + 1)
+        self._watcher = hub.watch(start, end, revision + 1)
         self._task = asyncio.create_task(self._follow())
 
     def update(self, kv: Any) -> None:
@@ -108,28 +132,21 @@ class NodeView:
 
     async def _reread(self) -> None:
         with contextlib.suppress(TenureError):
-            reply = await self._backend.conn.range(
-                rpc_pb2.RangeRequest(key=self.layout.config(self.node))
-            )
+            reply = await self._conn.range(rpc_pb2.RangeRequest(key=self.layout.config(self.node)))
             self._watcher.restart(int(reply.header.revision) + 1)
             if reply.kvs:
                 self.update(reply.kvs[0])
             self._sessions_check(reply.kvs[0] if reply.kvs else None)
 
-    def _sessions(self) -> list[Any]:
-        return [s for s in self._backend.sessions.values() if s.node == self.node]
-
     def _sessions_check(self, config: Any) -> None:
         """Events may be missing (or the node went): each session checks what it holds."""
-        for session in self._sessions():
-            if config is None or int(config.create_revision) != self.node_rev:
-                session.spawn(session.diagnose())
-            else:
-                session.spawn(session.check_grants())
+        alive = config is not None and int(config.create_revision) == self.node_rev
+        for member in list(self._members()):
+            member.node_changed(alive)
 
     def _forced_delete(self, name: str, revision: int) -> None:
-        for session in self._sessions():
-            session.grants_gone(name, before=revision)
+        for member in list(self._members()):
+            member.forced_delete(name, revision)
 
     def close(self) -> None:
         """Stop following the node."""
@@ -147,9 +164,9 @@ def config_of(kv: Any) -> NodeConfig:
         ) from None
 
 
-async def read_config(backend: EtcdBackend, node: str) -> tuple[Any, int]:
+async def read_config(conn: Connection, layout: Layout, node: str) -> tuple[Any, int]:
     """The node's settings key and the revision it was read at."""
-    reply = await backend.conn.range(rpc_pb2.RangeRequest(key=backend.layout.config(node)))
+    reply = await conn.range(rpc_pb2.RangeRequest(key=layout.config(node)))
     if not reply.kvs:
         raise NotFoundError(f"node {node!r} does not exist")
     return reply.kvs[0], int(reply.header.revision)

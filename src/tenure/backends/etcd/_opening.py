@@ -10,28 +10,34 @@ the first try start it again with the new window.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import secrets
 import time
-from typing import TYPE_CHECKING, Final
+from typing import Final, NamedTuple
 
 from aetcd.rpc import rpc_pb2
 
 from tenure._core.values import ClientIdentity
-from tenure.backends._base import SessionListener
-from tenure.backends.etcd._keys import compare_mod, encode, get, get_prefix, put
+from tenure.backends.etcd._conn import Connection, LeaseNotFoundError
+from tenure.backends.etcd._keys import Layout, compare_mod, get, get_prefix, put
 from tenure.backends.etcd._node import NodeView
-from tenure.backends.etcd._record import identity_fields, key_digest
-from tenure.backends.etcd._session import EtcdSession
+from tenure.backends.etcd._record import Record
 from tenure.errors import LimitExceededError, NotFoundError
 
-if TYPE_CHECKING:
-    from tenure.backends.etcd import EtcdBackend
-
-__all__ = ["MIN_TTL", "lease_ttl", "open_new"]
+__all__ = ["MIN_TTL", "Opened", "lease_ttl", "open_new", "revoke"]
 
 #: etcd's shortest useful lease TTL, in seconds.
 MIN_TTL: Final = 2
+
+
+class Opened(NamedTuple):
+    """A session made in etcd: its record, its lease's TTL, and the loop time the lease
+    was granted at (its local deadline's base)."""
+
+    record: Record
+    ttl: int
+    confirmed_at: float
 
 
 def lease_ttl(window: float) -> int:
@@ -39,18 +45,24 @@ def lease_ttl(window: float) -> int:
     return max(MIN_TTL, math.ceil(window))
 
 
+async def revoke(conn: Connection, lease_id: int) -> None:
+    """Revoke a lease (gone already: nothing to do)."""
+    with contextlib.suppress(LeaseNotFoundError):
+        await conn.lease_call("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=lease_id))
+
+
 async def open_new(
-    backend: EtcdBackend,
+    conn: Connection,
+    layout: Layout,
     node: str,
     view: NodeView,
     timeout: float | None,
     description: str,
-    listener: SessionListener,
     identity: ClientIdentity,
-) -> EtcdSession:
+) -> Opened:
     """Open a new session on ``node``: grant a lease, put the session's record on it
     (and count the node's sessions at the same revision, for max_sessions)."""
-    sessions, config_key = backend.layout.sessions(node), backend.layout.config(node)
+    sessions, config_key = layout.sessions(node), layout.config(node)
     secret, owner = secrets.token_bytes(16), secrets.token_bytes(8)
     created_at = time.time()
     lease_id = 0
@@ -60,28 +72,33 @@ async def open_new(
             window = config.recovery_window if timeout is None else timeout
             ttl = lease_ttl(window)
             if lease_id:  # the settings changed under the first try: start again
-                await backend.revoke(lease_id)
+                await revoke(conn, lease_id)
             sent_at = asyncio.get_running_loop().time()
-            grant = await backend.conn.lease_call("LeaseGrant", rpc_pb2.LeaseGrantRequest(TTL=ttl))
+            grant = await conn.lease_call("LeaseGrant", rpc_pb2.LeaseGrantRequest(TTL=ttl))
             lease_id = int(grant.ID)
-            value = encode(
-                {
-                    "description": description,
-                    "window": window,
-                    "seq": 1,
-                    "key": key_digest(secret),
-                    "owner": owner,
-                    # When, by this client's clock (etcd has none to offer).
-                    **identity_fields(identity, created_at),
-                }
+            record = Record(
+                conn,
+                layout,
+                node,
+                lease_id,
+                seq=1,
+                seq_rev=0,
+                created=0,
+                node_rev=view.node_rev,
+                secret=secret,
+                owner_id=owner,
+                description=description,
+                window=window,
+                identity=identity,
+                created_at=created_at,
             )
             # Put the record and count the node's sessions with it, at one revision:
             # past max_sessions, this one goes again (two racing both go: never one
             # too many), so the check needs no read before.
-            reply = await backend.conn.txn(
+            reply = await conn.txn(
                 [compare_mod(config_key, view.config_rev)],
                 [
-                    put(backend.layout.session(node, lease_id), value, lease_id),
+                    put(record.key, record.value(1), lease_id),
                     get_prefix(sessions, count_only=True),
                 ],
                 [get(config_key)],
@@ -98,25 +115,7 @@ async def open_new(
             )
     except BaseException:
         if lease_id:
-            await asyncio.shield(backend.revoke(lease_id))
+            await asyncio.shield(revoke(conn, lease_id))
         raise
-    session = EtcdSession(
-        backend,
-        node,
-        lease_id,
-        int(grant.TTL) or ttl,
-        listener,
-        record_rev=int(reply.header.revision),
-        view=view,
-        confirmed_at=sent_at,
-        seq=1,
-        description=description,
-        window=window,
-        secret=secret,
-        owner=owner,
-        identity=identity,
-        created_at=created_at,
-    )
-    backend.sessions[lease_id] = session
-    backend.keepalive.add(session)
-    return session
+    record.seq_rev = record.created = int(reply.header.revision)
+    return Opened(record, int(grant.TTL) or ttl, sent_at)

@@ -1,7 +1,7 @@
 """Resuming a session on etcd by its ticket: take the lease, fence the old owner, read back.
 
 The ticket names the session's lease and carries its secret; the session's record
-keeps the secret's SHA-256 (:func:`~tenure.backends.etcd._session.key_digest`).
+keeps the secret's SHA-256 (:func:`~tenure.backends.etcd._record.key_digest`).
 
 1. **Check.** The lease must be alive (LeaseTimeToLive, which also lists the keys on
    it) and the record there, on that lease, with the secret's digest. Anything else
@@ -10,13 +10,14 @@ keeps the secret's SHA-256 (:func:`~tenure.backends.etcd._session.key_digest`).
 2. **Fence.** One Txn bumps ``seq`` and writes this client's ``owner`` into the
    record, comparing the mod_revision just read. Every later Txn of the previous
    owner compares its own bump's revision and fails; it sees a record that is not
-   its own and loses the session (``EtcdSession.fenced``). From here no call of the
+   its own and loses the session (``Record.fenced``). From here no call of the
    previous owner acts on the session, so what follows reads a settled state.
 3. **Keep alive.** The lease is renewed right away on this client's keepalive
    stream (the previous owner may have been dead for most of a TTL: etcd's
    LeaseTimeToLive says 0 with less than a second left), and the session's local
    deadline counts from that renewal; then the session joins the stream as any.
-4. **Read back.** Each semaphore with a key on the lease is read: the session's
+4. **Read back** (:meth:`~tenure.backends.etcd._holds.Holds.take_back`, once the
+   session is made). Each semaphore with a key on the lease is read: the session's
    granted requests are its holds (token and count as the queue says), and its
    requests that wait are withdrawn (deleted under the new ``seq``): nobody waits
    for them any more, and the waiters behind move up.
@@ -27,57 +28,35 @@ from __future__ import annotations
 import asyncio
 import hmac
 import secrets
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from aetcd.rpc import rpc_pb2
 
-from tenure.backends._base import SessionListener, SessionTicket
-from tenure.backends.etcd._keys import add_delete, compare_mod, decode, encode, get, put
-from tenure.backends.etcd._queue import Held
-from tenure.backends.etcd._record import identity_of, key_digest
-from tenure.backends.etcd._session import EtcdSession
+from tenure.backends._base import SessionTicket
+from tenure.backends.etcd._conn import Connection
+from tenure.backends.etcd._keys import Layout, compare_mod, decode, encode, get, put
+from tenure.backends.etcd._node import NodeView
+from tenure.backends.etcd._opening import Opened
+from tenure.backends.etcd._record import Record, identity_of, key_digest
+from tenure.backends.etcd._streams import KeepAlive
 from tenure.errors import SessionExpiredError, UnavailableError
 
-if TYPE_CHECKING:
-    from tenure.backends.etcd import EtcdBackend
-    from tenure.backends.etcd._node import NodeView
-
-__all__ = ["RESUME_ATTEMPTS", "resume"]
+__all__ = ["RESUME_ATTEMPTS", "take"]
 
 #: Tries at the fencing Txn when the record changes between its read and the Txn
 #: (the previous owner re-attaching at that moment, another resume racing).
 RESUME_ATTEMPTS: Final = 5
 
 
-async def resume(
-    backend: EtcdBackend, node: str, ticket: SessionTicket, listener: SessionListener
-) -> EtcdSession:
-    """Take the ticket's session back (module docstring); the new :class:`EtcdSession`."""
-    view = await backend.view(node)
-    try:
-        session = await _take(backend, node, view, ticket, listener)
-    except BaseException:
-        backend.release_view(view)  # (once made, the session releases it as it ends)
-        raise
-    backend.sessions[session.lease_id] = session
-    backend.keepalive.add(session)
-    try:
-        await _read_back(session)
-    except BaseException:
-        await session.close()
-        raise
-    return session
-
-
-async def _take(
-    backend: EtcdBackend,
+async def take(
+    conn: Connection,
+    layout: Layout,
+    keepalive: KeepAlive,
     node: str,
     view: NodeView,
     ticket: SessionTicket,
-    listener: SessionListener,
-) -> EtcdSession:
-    """Check, fence and renew (steps 1 to 3); the session, its holds not read yet."""
-    conn, layout = backend.conn, backend.layout
+) -> Opened:
+    """Check, fence and renew (steps 1 to 3): the session's record, its holds not read."""
     sid = ticket.session_id
     key = layout.session(node, sid)
     gone = SessionExpiredError(
@@ -113,25 +92,24 @@ async def _take(
         )
     description, identity, created_at = identity_of(value)
     ttl = int(lease.grantedTTL)
-    renewed_at = await _renew_now(backend, sid, ttl, gone)
-    return EtcdSession(
-        backend,
+    renewed_at = await _renew_now(keepalive, sid, ttl, gone)
+    taken = Record(
+        conn,
+        layout,
         node,
         sid,
-        ttl,
-        listener,
-        record_rev=int(bump.header.revision),
-        record_created=int(record.create_revision),
-        view=view,
-        confirmed_at=renewed_at,
         seq=seq,
+        seq_rev=int(bump.header.revision),
+        created=int(record.create_revision),
+        node_rev=view.node_rev,
+        secret=ticket.secret,
+        owner_id=owner,
         description=description,
         window=float(value.get("window", ttl)),
-        secret=ticket.secret,
-        owner=owner,
         identity=identity,
         created_at=created_at,
     )
+    return Opened(taken, ttl, renewed_at)
 
 
 class _FirstRenewal:
@@ -153,17 +131,17 @@ class _FirstRenewal:
         """A failover meanwhile: the stream sends the renewal again when due."""
 
 
-async def _renew_now(backend: EtcdBackend, sid: int, ttl: int, gone: SessionExpiredError) -> float:
+async def _renew_now(keepalive: KeepAlive, sid: int, ttl: int, gone: SessionExpiredError) -> float:
     """Renew the lease once, now; the loop time the renewal was sent (its deadline's base)."""
     first = _FirstRenewal(sid, ttl)
-    backend.keepalive.add(first, at_once=True)
+    keepalive.add(first, at_once=True)
     try:
         async with asyncio.timeout(ttl):  # past a whole TTL etcd let it go anyway
             renewed_at = await first.done
     except TimeoutError:
         raise gone from None
     finally:
-        backend.keepalive.remove(sid, first)
+        keepalive.remove(sid, first)
     if renewed_at is None:
         raise gone
     return renewed_at
@@ -174,35 +152,3 @@ def _value(record: Any) -> dict[str, Any]:
         return decode(record.value)
     except ValueError as error:
         raise SessionExpiredError(f"the session's record is not tenure's: {error}") from None
-
-
-async def _read_back(session: EtcdSession) -> None:
-    """Take the session's granted requests as holds; withdraw the ones that wait (step 4)."""
-    request = rpc_pb2.LeaseTimeToLiveRequest(ID=session.lease_id, keys=True)
-    reply = await session.conn.lease_call("LeaseTimeToLive", request)
-    keys = [bytes(key) for key in reply.keys]  # read after the fence: what is there to stay
-    prefix = session.layout.semaphores(session.node)
-    names = sorted(
-        {
-            session.layout.unescape(key[len(prefix) :].split(b"/", 1)[0].decode())
-            for key in keys
-            if key.startswith(prefix)
-        }
-    )
-    for name in names:
-        state = await session.read(name)
-        waiting = []
-        for entry in state.entries:
-            if entry.sid != session.lease_id:
-                continue
-            if entry.granted:
-                held = Held(entry.suffix, entry.granted, entry.count)
-                session.held[name, entry.hold] = held
-            else:
-                waiting.append(entry.suffix)
-        if waiting:
-            request = session.new_txn()
-            queue = session.layout.semaphore(session.node, name) + b"q/"
-            for suffix in waiting:
-                add_delete(request.success, queue + suffix)
-            await session.send(request)

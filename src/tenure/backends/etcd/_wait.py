@@ -1,4 +1,4 @@
-"""Waiting on etcd: for admission, then commit the grant; timeouts; cancellation.
+"""Waiting on etcd: for admission, then commit the grant; timeouts; withdrawing.
 
 1. **Wait** on this client's feed of the semaphore (:mod:`._feed`: one watch per
    semaphore per client, its state moved by the watch's events, waking a waiter
@@ -20,8 +20,10 @@
    it passes, the request is withdrawn with a Txn that compares "not granted yet";
    a grant that won the race stands and is returned. ``timeout=0`` enqueues,
    checks and withdraws at once (None: busy).
-4. **Cancelled** while waiting: the request is withdrawn the same way, and a
-   grant that raced the cancellation is released, so nothing is left behind.
+4. **Withdrawing** (when the session's rule says so: cancelled, unanswered): a
+   new hold's keys are deleted, whatever they are (queued, granted, both
+   variants), in one Txn; an upgrade's request is withdrawn unless it was
+   granted, in which case it replaced the hold and its grant is returned.
 """
 
 from __future__ import annotations
@@ -29,10 +31,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Final
 
 from tenure.backends._base import Grant
-from tenure.backends.etcd._feed import subscribe
+from tenure.backends._ledger import Pending
 from tenure.backends.etcd._keys import (
     add_compare_create,
     add_delete,
@@ -42,45 +44,47 @@ from tenure.backends.etcd._keys import (
     parse_suffix,
     range_request,
 )
-from tenure.backends.etcd._queue import Entry, Held, SemState
+from tenure.backends.etcd._queue import Entry, SemState
+from tenure.backends.etcd._types import SessionParts
 from tenure.errors import LeaseLostError, NotFoundError, TenureError
 
-if TYPE_CHECKING:
-    from tenure.backends.etcd._session import EtcdSession
+__all__ = ["Waiter"]
 
-__all__ = ["granted", "wait", "withdraw"]
-
-
-def granted(s: EtcdSession, name: str, hold: int, suffix: bytes, token: int, count: int) -> Grant:
-    s.held[name, hold] = Held(suffix, token, count)
-    return Grant(token, count, None, hold)
+#: Reads and withdrawals an upgrade's withdrawal tries while grants race it.
+WITHDRAW_TRIES: Final = 5
 
 
-async def wait(
-    s: EtcdSession,
-    name: str,
-    state: SemState,
-    suffix: bytes,
-    old: Entry | None,
-    timeout: float | None,
-) -> Grant | None:
-    """Wait until request ``suffix`` is admitted and granted, times out, or ends.
+class Waiter:
+    """Waits, grants and withdraws for one session (module docstring)."""
 
-    The semaphore's state comes from this client's feed of it (:mod:`._feed`): one
-    watch, moved forward by its events, waking this waiter only when its request is
-    granted, gone, or its turn has come. ``since`` is the oldest revision the feed
-    must have reached for its state to be at least as new as what this waiter read.
-    """
-    loop = asyncio.get_running_loop()
-    deadline = None if timeout is None else loop.time() + timeout
-    _, hold, _ = parse_suffix(suffix)
-    since = state.revision
-    try:
-        with subscribe(s, state, suffix) as (feed, wake):
+    def __init__(self, parts: SessionParts) -> None:
+        self._parts = parts
+
+    async def wait(
+        self,
+        pending: Pending,
+        state: SemState,
+        suffix: bytes,
+        old: Entry | None,
+    ) -> Grant | None:
+        """Wait until request ``suffix`` is admitted and granted, times out, or ends.
+
+        The semaphore's state comes from this client's feed of it (:mod:`._feed`): one
+        watch, moved forward by its events, waking this waiter only when its request is
+        granted, gone, or its turn has come. ``since`` is the oldest revision the feed
+        must have reached for its state to be at least as new as what this waiter read.
+        """
+        parts, name, timeout = self._parts, pending.name, pending.timeout
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        _, hold, _ = parse_suffix(suffix)
+        since = state.revision
+        prefix = parts.layout.semaphore(parts.node, name)
+        with parts.feeds.subscribe(prefix, state, suffix) as (feed, wake):
             while True:
-                await _until(wake.wait(), s.lost.wait(), deadline)
-                if s.ended is not None:
-                    raise s.wait_failure() from None
+                await _until(wake, pending.future, deadline)
+                if pending.future.done():  # the session ended: its future says how
+                    return pending.future.result()
                 wake.clear()
                 if feed.failure is not None:
                     raise type(feed.failure)(*feed.failure.args)
@@ -88,127 +92,125 @@ async def wait(
                 if now.revision >= since:
                     entry = now.entry(suffix)
                     if entry is None:
-                        await _vanished(s, name, suffix, feed.deleted.get(suffix, 0))
+                        await self._vanished(pending, suffix, feed.deleted.get(suffix, 0))
                     assert entry is not None
                     if entry.granted:
-                        return granted(s, name, hold, suffix, entry.granted, entry.count)
+                        return Grant(entry.granted, entry.count, None, hold)
                     if now.turn(suffix):
-                        grant = await _grant(s, name, now, entry, old)
+                        grant = await self._grant(pending, now, entry, old)
                         if isinstance(grant, Grant):
                             return grant
                         since = grant.revision  # what the failed grant read: wait for it
                         wake.set()
                         continue
                 if deadline is not None and loop.time() >= deadline:
-                    if await withdraw(s, name, suffix):
+                    if await self.withdraw(name, suffix):
                         if timeout == 0:
                             return None
                         raise TimeoutError(f"acquire of {name!r} timed out after {timeout:g}s")
-                    read = await s.read(name)  # granted meanwhile: the grant stands
+                    read = await parts.sender.read(name)  # granted meanwhile: the grant stands
                     mine = read.entry(suffix)
                     if mine is not None and mine.granted:
-                        return granted(s, name, hold, suffix, mine.granted, mine.count)
+                        return Grant(mine.granted, mine.count, None, hold)
                     since = read.revision
                     wake.set()
-    except asyncio.CancelledError:
-        if s.ended is None:
-            await asyncio.shield(_give_up(s, name, suffix, hold, old))
-        raise
 
-
-async def _until(first: Any, second: Any, deadline: float | None) -> None:
-    """Until either awaitable is done, or ``deadline`` (loop time) passes."""
-    tasks = {asyncio.ensure_future(first), asyncio.ensure_future(second)}
-    try:
-        timeout = (
-            None if deadline is None else max(0.0, deadline - asyncio.get_running_loop().time())
+    async def _grant(
+        self, pending: Pending, state: SemState, entry: Entry, old: Entry | None
+    ) -> Grant | SemState:
+        """Commit the grant of admitted request ``entry``, or the state to go on from."""
+        parts, name = self._parts, pending.name
+        prefix = parts.layout.semaphore(parts.node, name)
+        queue, grants = prefix + b"q/", prefix + b"g/"
+        request = parts.sender.new_txn()
+        add_compare_create(request.compare, queue + entry.suffix, entry.created)
+        add_compare_create(request.compare, prefix + b"rec", state.record)
+        # Not granted yet: a Txn the connection sends again because its answer was lost
+        # must not put the grant a second time (the token would then be the retry's
+        # revision, not the grant key's create_revision).
+        add_compare_create(request.compare, grants + entry.suffix, 0)
+        # When it was granted, by this client's clock (etcd has none to offer).
+        add_put(request.success, grants + entry.suffix, encode({"at": time.time()}), parts.lease_id)
+        if old is not None:  # an upgrade replaces the hold: its old request and grant go
+            add_delete(request.success, queue + old.suffix)
+            add_delete(request.success, grants + old.suffix)
+        add_get_prefix(request.failure, prefix)
+        reply = await parts.sender.send(request)
+        if reply.succeeded:
+            return Grant(int(reply.header.revision), entry.count, None, entry.hold)
+        now = SemState.parse(
+            name, prefix, reply.responses[1].response_range.kvs, int(reply.header.revision)
         )
-        await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
+        mine = now.entry(entry.suffix)
+        if mine is not None and mine.granted and entry.sid == parts.lease_id:
+            # Our first try was applied and its answer lost: the grant stands, and its
+            # token is the revision that created it.
+            return Grant(mine.granted, entry.count, None, entry.hold)
+        if mine is None:
+            await self._vanished(pending, entry.suffix, 0)
+        if state.record and now.record != state.record:
+            raise NotFoundError(f"semaphore {name!r} was deleted")
+        return now
+
+    async def _vanished(self, pending: Pending, suffix: bytes, gone_at: int) -> None:
+        """Our request's key is gone and we did not delete it: the session, or a forced delete.
+
+        A request that was admitted just before the delete (revision ``gone_at`` - 1) is
+        as good as granted on the engine, which grants at once: it ends with
+        LeaseLostError there, and here too, rather than NotFoundError.
+        """
+        parts, name = self._parts, pending.name
+        await parts.record.diagnose()
+        if pending.future.done():  # the session ended: its future says how
+            pending.future.result()
+        message = f"semaphore {name!r} was deleted"
+        admitted = False
+        if gone_at:
+            prefix = parts.layout.semaphore(parts.node, name)
+            with contextlib.suppress(TenureError):  # compacted already: say what we know
+                reply = await parts.conn.range(range_request(prefix, revision=gone_at - 1))
+                admitted = SemState.parse(name, prefix, reply.kvs, gone_at - 1).is_admitted(suffix)
+        if admitted:
+            raise LeaseLostError(message)
+        raise NotFoundError(message)
+
+    async def withdraw(self, name: str, suffix: bytes) -> bool:
+        """Delete request ``suffix`` unless it was granted; whether it was withdrawn."""
+        parts = self._parts
+        prefix = parts.layout.semaphore(parts.node, name)
+        request = parts.sender.new_txn()
+        add_compare_create(request.compare, prefix + b"g/" + suffix, 0)
+        add_delete(request.success, prefix + b"q/" + suffix)
+        reply = await parts.sender.send(request)
+        return bool(reply.succeeded)
+
+    async def withdraw_upgrade(self, name: str, hold: int) -> Grant | None:
+        """Withdraw hold ``hold``'s upgrade, queued or not sent yet; its grant if it won."""
+        parts = self._parts
+        held = parts.owner.ledger.held.get((name, hold))
+        kept = held.token if held is not None else 0
+        for _ in range(WITHDRAW_TRIES):
+            state = await parts.sender.read(name)
+            raced = False
+            for entry in state.entries:
+                if entry.place != (parts.lease_id, hold) or (kept and entry.granted == kept):
+                    continue
+                if entry.granted:  # the upgrade was granted: it replaced the hold
+                    return Grant(entry.granted, entry.count, None, hold)
+                raced = raced or not await self.withdraw(name, entry.suffix)
+            if not raced:
+                return None
+        return None  # granted and gone again meanwhile, each time: nothing of it is left
 
 
-async def _grant(
-    s: EtcdSession, name: str, state: SemState, entry: Entry, old: Entry | None
-) -> Grant | SemState:
-    """Commit the grant of admitted request ``entry``, or the state to go on from."""
-    prefix = s.layout.semaphore(s.node, name)
-    queue, grants = prefix + b"q/", prefix + b"g/"
-    request = s.new_txn()
-    add_compare_create(request.compare, queue + entry.suffix, entry.created)
-    add_compare_create(request.compare, prefix + b"rec", state.record)
-    # Not granted yet: a Txn the connection sends again because its answer was lost
-    # must not put the grant a second time (the token would then be the retry's
-    # revision, not the grant key's create_revision).
-    add_compare_create(request.compare, grants + entry.suffix, 0)
-    # When it was granted, by this client's clock (etcd has none to offer).
-    add_put(request.success, grants + entry.suffix, encode({"at": time.time()}), s.lease_id)
-    if old is not None:  # an upgrade replaces the hold: its old request and grant go
-        add_delete(request.success, queue + old.suffix)
-        add_delete(request.success, grants + old.suffix)
-    add_get_prefix(request.failure, prefix)
-    reply = await s.send(request)
-    if reply.succeeded:
-        return granted(s, name, entry.hold, entry.suffix, int(reply.header.revision), entry.count)
-    now = SemState.parse(
-        name, prefix, reply.responses[1].response_range.kvs, int(reply.header.revision)
-    )
-    mine = now.entry(entry.suffix)
-    if mine is not None and mine.granted and entry.sid == s.lease_id:
-        # Our first try was applied and its answer lost: the grant stands, and its
-        # token is the revision that created it.
-        return granted(s, name, entry.hold, entry.suffix, mine.granted, entry.count)
-    if mine is None:
-        await _vanished(s, name, entry.suffix, 0)
-    if state.record and now.record != state.record:
-        raise NotFoundError(f"semaphore {name!r} was deleted")
-    return now
-
-
-async def _vanished(s: EtcdSession, name: str, suffix: bytes, gone_at: int) -> None:
-    """Our request's key is gone and we did not delete it: the session, or a forced delete.
-
-    A request that was admitted just before the delete (revision ``gone_at`` - 1) is
-    as good as granted on the engine, which grants at once: it ends with
-    LeaseLostError there, and here too, rather than NotFoundError.
-    """
-    await s.diagnose()
-    if s.ended is not None:
-        raise s.wait_failure()
-    message = f"semaphore {name!r} was deleted"
-    admitted = False
-    if gone_at:
-        prefix = s.layout.semaphore(s.node, name)
-        with contextlib.suppress(TenureError):  # compacted already: say what we know
-            reply = await s.conn.range(range_request(prefix, revision=gone_at - 1))
-            admitted = SemState.parse(name, prefix, reply.kvs, gone_at - 1).is_admitted(suffix)
-    if admitted:
-        raise LeaseLostError(message)
-    raise NotFoundError(message)
-
-
-async def withdraw(s: EtcdSession, name: str, suffix: bytes) -> bool:
-    """Delete request ``suffix`` unless it was granted; whether it was withdrawn."""
-    prefix = s.layout.semaphore(s.node, name)
-    request = s.new_txn()
-    add_compare_create(request.compare, prefix + b"g/" + suffix, 0)
-    add_delete(request.success, prefix + b"q/" + suffix)
-    reply = await s.send(request)
-    return bool(reply.succeeded)
-
-
-async def _give_up(s: EtcdSession, name: str, suffix: bytes, hold: int, old: Entry | None) -> None:
-    """The asker was cancelled: withdraw, or undo a grant that raced the cancellation."""
-    try:
-        if await withdraw(s, name, suffix):
-            return
-        if old is None:
-            await s.drop_hold(name, hold)
-        else:  # an upgrade that won the race replaced the hold: keep it, as granted
-            state = await s.read(name)
-            entry = state.entry(suffix)
-            if entry is not None and entry.granted:
-                granted(s, name, hold, suffix, entry.granted, entry.count)
-    except Exception:  # the caller is cancelled, and that is what it must see
+async def _until(wake: asyncio.Event, ended: asyncio.Future[Any], deadline: float | None) -> None:
+    """Until ``wake`` is set or ``ended`` is done, or ``deadline`` (loop time) passes."""
+    if wake.is_set() or ended.done():
         return
+    loop = asyncio.get_running_loop()
+    waiting = asyncio.ensure_future(wake.wait())
+    try:
+        timeout = None if deadline is None else max(0.0, deadline - loop.time())
+        await asyncio.wait({waiting, ended}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiting.cancel()

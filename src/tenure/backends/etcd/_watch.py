@@ -15,55 +15,61 @@ the latest state first (never replaying from an old revision: etcd-io/etcd#13156
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._readback import ReadbackWatch, first_of
+from tenure.backends.etcd._keys import prefix_end
+from tenure.backends.etcd._queue import SemState
+from tenure.backends.etcd._streams import Watcher
+from tenure.backends.etcd._types import SessionParts
 from tenure.backends.etcd._who import identified
-
-if TYPE_CHECKING:
-    from tenure.backends.etcd._session import EtcdSession
-    from tenure.backends.etcd._streams import Watcher
 
 __all__ = ["EtcdWatch"]
 
 
 class EtcdWatch(ReadbackWatch):
-    """A :class:`~tenure.backends._base.WatchStream` over one etcd watch."""
+    """A :class:`~tenure.backends._base.WatchStream` over one etcd watch.
+
+    ``armed`` is the session's set of armed watches (failed when the session ends).
+    """
 
     def __init__(
-        self, session: EtcdSession, name: str, *, data: bool, owners: bool, waiters: bool
+        self,
+        parts: SessionParts,
+        armed: set[ReadbackWatch],
+        name: str,
+        *,
+        data: bool,
+        owners: bool,
+        waiters: bool,
     ) -> None:
         super().__init__(name, data=data, owners=owners, waiters=waiters)
-        self._session = session
+        self._parts = parts
+        self._armed = armed
         self._watcher: Watcher | None = None
 
     async def _arm(self) -> SemaphoreDescription:
         """Read the state and arm the watch after it."""
-        state = await self._session.read(self._name)
-        prefix = self._session.layout.semaphore(self._session.node, self._name)
-        self._watcher = self._session.backend.watch_range(prefix, state.revision + 1)
-        self._session.watches += 1
+        parts = self._parts
+        state = await parts.sender.read(self._name)
+        prefix = parts.layout.semaphore(parts.node, self._name)
+        self._watcher = parts.hub.watch(prefix, prefix_end(prefix), state.revision + 1)
+        self._armed.add(self)
         return await self._describe(state)
 
-    async def _describe(self, state: Any) -> SemaphoreDescription:
-        description: SemaphoreDescription = state.describe(
-            owners=self._owners, waiters=self._waiters
-        )
-        session = self._session
-        return await identified(session.conn, session.layout, session.node, description)
+    async def _describe(self, state: SemState) -> SemaphoreDescription:
+        description = state.describe(owners=self._owners, waiters=self._waiters)
+        parts = self._parts
+        return await identified(parts.conn, parts.layout, parts.node, description)
 
     async def _wait(self) -> None:
         assert self._watcher is not None
-        self._session.check_alive()
-        await first_of(self._watcher.wait(), self._session.lost.wait())
+        await first_of(self._watcher.wait(), self._news.wait())
 
     async def _read(self) -> SemaphoreDescription:
-        session, watcher = self._session, self._watcher
+        watcher = self._watcher
         assert watcher is not None
-        session.check_alive()
         _, reset = watcher.drain()
-        state = await session.read(self._name)
+        state = await self._parts.sender.read(self._name)
         if reset:
             watcher.restart(state.revision + 1)
         return await self._describe(state)
@@ -71,4 +77,5 @@ class EtcdWatch(ReadbackWatch):
     async def _disarm(self) -> None:
         if self._watcher is not None:
             self._watcher.cancel()
-            self._session.watches -= 1
+            self._watcher = None
+        self._armed.discard(self)

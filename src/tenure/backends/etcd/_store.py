@@ -1,0 +1,263 @@
+"""A session on etcd: a lease, a record with a sequence number, and what it holds.
+
+**Session = lease.** Its TTL is the recovery window rounded up to whole seconds,
+at least 2 (etcd's granularity): the session's window in force. The session id is
+the lease id. The record ``n/<node>/sess/<sid>`` (on the lease) holds the
+description, the window and ``seq``; every mutating Txn of the session compares
+the record's mod_revision, which each re-attach bumps (``seq`` + 1), so a Txn of a
+connection that was replaced cannot act (etcd has no per-lease secret)
+(:mod:`._record`, :mod:`._txns`).
+
+**Loss.** The keepalive stream renews the lease at a third of its TTL. A renewal
+answered with TTL <= 0 means etcd let the lease go: the session is lost. The local
+deadline (the session's rule) counts a TTL from the send time of the last renewal
+etcd answered. The session also watches its own record, which etcd deletes with
+the lease. A session whose node was dropped (by force) ends as dropped; one whose
+lease expired with SessionExpiredError.
+
+**Re-attach.** After a new keepalive stream opens (a failover), the session asks
+LeaseTimeToLive: a live lease is kept (renewed as before) and ``seq`` bumped.
+
+**Tickets and resume.** The record also keeps ``key``, the SHA-256 of the session's
+secret (the ticket carries the secret), and ``owner``, a random id of the client
+object that owns the session now. A resume by another process bumps ``seq`` with
+its own ``owner``: from then on every Txn of the previous owner fails its compare,
+and the previous owner, seeing a record that is not its own, knows it was fenced
+off and loses the session. It never revokes a lease it no longer owns.
+
+The store composes the session's parts, each an object with one job over the
+narrow :class:`~tenure.backends.etcd._types.SessionParts`: the record, the Txn
+sender, the :class:`~tenure.backends.etcd._acquire.Acquirer` (and its waiter),
+the :class:`~tenure.backends.etcd._holds.Holds` and the
+:class:`~tenure.backends.etcd._admin.Admin`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
+
+from tenure._core.values import SemaphoreDescription
+from tenure.backends._base import Grant, HeldGrant
+from tenure.backends._ledger import Pending
+from tenure.backends._readback import ReadbackWatch
+from tenure.backends._store import Enqueued, Owner, Withdrawal
+from tenure.backends.etcd._acquire import Acquirer
+from tenure.backends.etcd._admin import Admin
+from tenure.backends.etcd._conn import Connection
+from tenure.backends.etcd._feed import Feeds
+from tenure.backends.etcd._hints import Hints
+from tenure.backends.etcd._holds import Holds
+from tenure.backends.etcd._keys import Layout
+from tenure.backends.etcd._node import NodeView
+from tenure.backends.etcd._record import Record
+from tenure.backends.etcd._streams import KeepAlive, WatchHub
+from tenure.backends.etcd._txns import TxnSender
+from tenure.backends.etcd._watch import EtcdWatch
+from tenure.errors import LostError, PreconditionFailedError
+
+__all__ = ["EtcdStore", "Home"]
+
+log = logging.getLogger("tenure.etcd")
+
+
+class Home(Protocol):
+    """What a session on etcd shares with the other sessions of its client."""
+
+    @property
+    def conn(self) -> Connection:
+        """The channel to etcd."""
+
+    @property
+    def layout(self) -> Layout:
+        """Where the keys are."""
+
+    @property
+    def keepalive(self) -> KeepAlive:
+        """The one keepalive stream."""
+
+    @property
+    def watches(self) -> WatchHub:
+        """The one watch stream."""
+
+    @property
+    def feeds(self) -> Feeds:
+        """The feeds of semaphores waited on."""
+
+    @property
+    def hints(self) -> Hints:
+        """The guesses about semaphores."""
+
+    @property
+    def sessions(self) -> dict[int, EtcdStore]:
+        """The client's live sessions, by lease id."""
+
+    def joining(self, node: str, name: str) -> AbstractAsyncContextManager[None]:
+        """Held while a request of this client joins ``name``'s queue."""
+
+    def release_view(self, view: NodeView) -> None:
+        """A session of the view's node ended."""
+
+
+class EtcdStore:
+    """A :class:`~tenure.backends._store.Store` on etcd (module docstring)."""
+
+    beat_period: float | None = None  # the client's keepalive stream renews the lease
+
+    def __init__(
+        self, home: Home, record: Record, ttl: int, view: NodeView, *, confirmed_at: float
+    ):
+        self._home = home
+        self.conn = home.conn
+        self.layout = home.layout
+        self.hints = home.hints
+        self.feeds = home.feeds
+        self.hub = home.watches
+        self.record = record
+        self.node = record.node
+        self.lease_id = record.lease_id
+        #: The lease's TTL in seconds: the recovery window rounded up (at least 2).
+        self.ttl = ttl
+        self.view = view
+        self.where = f"etcd ({self.conn.endpoint})"
+        self.sender = TxnSender(self.conn, self.layout, record, view)
+        self.holding = Holds(self)
+        self.acquirer = Acquirer(self)
+        self.armed: set[ReadbackWatch] = set()
+        self.admin = Admin(self, self.armed)
+        self._confirmed = confirmed_at
+        self._requests = itertools.count(1)
+        self.owner: Owner
+
+    def bind(self, owner: Owner) -> None:
+        """The session this store works for: start following its record."""
+        self.owner = owner
+        self.record.bind(owner)
+        self.record.follow(self.hub)
+
+    def secret(self) -> bytes:
+        """The ticket's secret (the record keeps its digest)."""
+        return self.record.secret
+
+    def joining(self, name: str) -> AbstractAsyncContextManager[None]:
+        """Held while a request of this client joins ``name``'s queue."""
+        return self._home.joining(self.node, name)
+
+    # -- the lease (Renewable, for the keepalive stream) --------------------------------
+
+    def confirmed_at(self) -> float:
+        """The send time of the last renewal etcd answered."""
+        return self._confirmed
+
+    async def heartbeat(self) -> None:
+        """Nothing to send: the keepalive stream renews the lease."""
+
+    def renewed(self, sent_at: float) -> None:
+        """etcd renewed the lease at a request sent at ``sent_at``: move the deadline."""
+        self._confirmed = max(self._confirmed, sent_at)
+
+    def lease_gone(self) -> None:
+        """etcd says the lease is gone: find out why, then lose the session."""
+        self.owner.spawn(self.record.diagnose())
+
+    def reconnected(self) -> None:
+        """A new keepalive stream: keep the lease if it lives, and bump ``seq``."""
+        self.owner.spawn(self.record.reattach())
+
+    # -- the node's news (NodeMember) -------------------------------------------------
+
+    def node_changed(self, alive: bool) -> None:
+        """Events of the node may have been missed (check the grants), or it went."""
+        self.owner.spawn(self.holding.check_grants() if alive else self.record.diagnose())
+
+    def forced_delete(self, name: str, revision: int) -> None:
+        """``name`` was deleted by force at ``revision``: older grants of it are lost."""
+        self.holding.grants_gone(name, revision)
+
+    def tell_deleted(self, name: str) -> None:
+        """``name`` was deleted by force here: this client's holders of it hear it now."""
+        for store in list(self._home.sessions.values()):
+            if store.node == self.node:
+                store.holding.grants_gone(name, None)
+
+    # -- acquire, release, renew ------------------------------------------------------
+
+    def new_request_id(self) -> int:
+        """The next id of an acquire here (etcd knows a request by its key: the id only
+        tells this session's acquires apart)."""
+        return next(self._requests)
+
+    async def enqueue(self, pending: Pending) -> Enqueued:
+        """See :meth:`Acquirer.enqueue`."""
+        return await self.acquirer.enqueue(pending)
+
+    async def await_grant(self, pending: Pending) -> Grant | None:
+        """See :meth:`Acquirer.await_grant`."""
+        return await self.acquirer.await_grant(pending)
+
+    async def withdraw(self, pending: Pending) -> Grant | Withdrawal:
+        """See :meth:`Acquirer.withdraw`."""
+        return await self.acquirer.withdraw(pending)
+
+    async def release(self, name: str, hold: int) -> bool:
+        """Delete every key of the hold (and of a queued upgrade of it)."""
+        return await self.holding.drop(name, hold)
+
+    async def drop_hold(self, name: str, hold: int) -> bool:
+        """Delete every key of hold ``hold`` of ``name``; whether any was there."""
+        return await self.holding.drop(name, hold)
+
+    async def renew(self, name: str, grant: Grant) -> float:
+        """Grants here have no TTL of their own (no LEASE_TTL): nothing to renew."""
+        raise PreconditionFailedError(f"the grant of {name!r} has no lease TTL to renew")
+
+    async def holds(self) -> list[HeldGrant]:
+        """Each grant the session holds, read now."""
+        return await self.holding.read()
+
+    # -- semaphores (the admin's) -------------------------------------------------------
+
+    async def create_semaphore(self, name: str, limit: int, data: bytes) -> None:
+        """See :meth:`Admin.create_semaphore`."""
+        await self.admin.create_semaphore(name, limit, data)
+
+    async def update_semaphore(self, name: str, data: bytes) -> None:
+        """See :meth:`Admin.update_semaphore`."""
+        await self.admin.update_semaphore(name, data)
+
+    async def delete_semaphore(self, name: str, force: bool) -> None:
+        """See :meth:`Admin.delete_semaphore`."""
+        await self.admin.delete_semaphore(name, force)
+
+    async def describe_semaphore(
+        self, name: str, *, owners: bool, waiters: bool
+    ) -> SemaphoreDescription:
+        """See :meth:`Admin.describe_semaphore`."""
+        return await self.admin.describe_semaphore(name, owners=owners, waiters=waiters)
+
+    async def watch_semaphore(
+        self, name: str, *, data: bool, owners: bool, waiters: bool
+    ) -> EtcdWatch:
+        """See :meth:`Admin.watch_semaphore`."""
+        return await self.admin.watch_semaphore(name, data=data, owners=owners, waiters=waiters)
+
+    # -- the end ----------------------------------------------------------------------
+
+    def stop(self, error: LostError) -> None:
+        """Stop renewing and following; end the watches; leave the client."""
+        home = self._home
+        # (Only ours: a resume in this same client renews the lease for its own session.)
+        home.keepalive.remove(self.lease_id, self)
+        if home.sessions.get(self.lease_id) is self:
+            del home.sessions[self.lease_id]
+        self.record.stop()
+        for watch in list(self.armed):
+            watch.fail(error)
+        home.release_view(self.view)
+
+    async def close(self) -> None:
+        """Revoke the lease (every key on it goes at once), unless another client resumed
+        the session: then it is theirs."""
+        await self.record.let_go()

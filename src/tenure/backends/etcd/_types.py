@@ -1,0 +1,76 @@
+"""What the parts of one etcd session (acquiring, waiting, holds, administration, watches)
+may use of it: a narrow protocol, so none of them imports the store that composes them."""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
+
+from tenure.backends._store import Owner
+from tenure.backends.etcd._conn import Connection
+from tenure.backends.etcd._feed import Feeds
+from tenure.backends.etcd._hints import Hints
+from tenure.backends.etcd._keys import Layout
+from tenure.backends.etcd._node import NodeView
+from tenure.backends.etcd._record import Record
+from tenure.backends.etcd._streams import WatchHub
+from tenure.backends.etcd._txns import TxnSender
+
+__all__ = ["SessionParts"]
+
+
+class SessionParts(Protocol):
+    """One session on etcd as its parts see it."""
+
+    @property
+    def node(self) -> str:
+        """The session's node."""
+
+    @property
+    def lease_id(self) -> int:
+        """The session's lease: its id, and what its keys are put on."""
+
+    @property
+    def conn(self) -> Connection:
+        """The client's channel to etcd."""
+
+    @property
+    def layout(self) -> Layout:
+        """Where the keys are."""
+
+    @property
+    def owner(self) -> Owner:
+        """The session (its ledger, its loss)."""
+
+    @property
+    def record(self) -> Record:
+        """The session's record."""
+
+    @property
+    def sender(self) -> TxnSender:
+        """The session's Txns."""
+
+    @property
+    def view(self) -> NodeView:
+        """The client's view of the node."""
+
+    @property
+    def hints(self) -> Hints:
+        """The client's guesses about semaphores."""
+
+    @property
+    def feeds(self) -> Feeds:
+        """The client's feeds of semaphores its requests wait on."""
+
+    @property
+    def hub(self) -> WatchHub:
+        """The client's one watch stream."""
+
+    def joining(self, name: str) -> AbstractAsyncContextManager[None]:
+        """Held while a request of this client joins ``name``'s queue."""
+
+    async def drop_hold(self, name: str, hold: int) -> bool:
+        """Delete every key of hold ``hold`` of ``name``; whether any was there."""
+
+    def tell_deleted(self, name: str) -> None:
+        """``name`` was deleted by force here: this client's holders of it hear it now."""
