@@ -12,7 +12,7 @@ shown is the worst case a real server sees.
 
 Run: ``python -m bench.micro.metrics_cost [--pairs N] [--repeats R]``.
 
-Internals: ``tenure._core``'s commands, the server's ``JournaledEngine``,
+Internals: ``tenure._core``'s commands, the server's ``DurableHost``,
 ``tenure.server._http.metrics.ServerMetrics`` and ``tenure.server._observe.Observer``:
 the cost measured is the metrics' own, on the server's hot path, without the
 network and codec a client would add.
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tenure import __version__
 from tenure._core import MAX_COUNT, Acquire, CreateNode, CreateSession, Release
-from tenure.server import DataDir, FsyncMode, Journal, JournaledEngine
+from tenure.server import DataDir, DurableHost, FsyncMode, Journal
 from tenure.server._http.metrics import ServerMetrics
 from tenure.server._observe import Observer
 
@@ -51,7 +51,7 @@ async def seconds_per_pair(pairs: int, batch: int, observer: Observer | None) ->
     """CPU seconds per pair (module docstring), with ``observer`` or without (None)."""
     with tempfile.TemporaryDirectory() as tmp:
         journal = Journal(DataDir(Path(tmp), FsyncMode.OFF), compact_every=10**9)
-        host = JournaledEngine(
+        host = DurableHost(
             journal,
             journal.open(0.0),
             deliver=lambda effects: None,
@@ -76,7 +76,7 @@ async def seconds_per_pair(pairs: int, batch: int, observer: Observer | None) ->
             for command in step:
                 host.execute(command)
                 if observer is not None:
-                    observer.request(command, None)  # what NativeService adds
+                    observer.request(command, None)  # what NativeFace adds
                 commands += 1
                 if commands % batch == 0:
                     host.flush()
