@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Mapping
+from typing import Any, Final, Protocol
 
 from aetcd.rpc import rpc_pb2
 
@@ -43,8 +44,9 @@ from tenure.backends._store_listing import (
     killed_message,
     page_args,
 )
-from tenure.backends.etcd._conn import LeaseNotFoundError
+from tenure.backends.etcd._conn import Connection, LeaseNotFoundError
 from tenure.backends.etcd._keys import (
+    Layout,
     decode,
     encode,
     get,
@@ -53,12 +55,9 @@ from tenure.backends.etcd._keys import (
     range_request,
 )
 from tenure.backends.etcd._queue import SemState
-from tenure.backends.etcd._record import identity_of
+from tenure.backends.etcd._record import Record, identity_of
 from tenure.backends.etcd._who import GETS_PER_TXN
 from tenure.errors import NotFoundError, UnavailableError
-
-if TYPE_CHECKING:
-    from tenure.backends.etcd import EtcdBackend
 
 __all__ = [
     "KEYS_PER_RANGE",
@@ -84,7 +83,34 @@ NODES_SCANNED_MAX: Final = 1_000_000
 _NO_LEASE: Final = -1  # LeaseTimeToLive's TTL of a lease that is gone
 
 
-async def list_nodes(backend: EtcdBackend, after: str, limit: int) -> list[str]:
+class Local(Protocol):
+    """A session of this client."""
+
+    @property
+    def record(self) -> Record:
+        """Its record (which diagnoses its end)."""
+
+
+class Lister(Protocol):
+    """What the listings need of the backend."""
+
+    @property
+    def conn(self) -> Connection:
+        """The channel to etcd."""
+
+    @property
+    def layout(self) -> Layout:
+        """Where the keys are."""
+
+    @property
+    def sessions(self) -> Mapping[int, Local]:
+        """This client's live sessions, by lease id."""
+
+    async def revoke(self, lease_id: int) -> None:
+        """Revoke a lease (gone already: nothing to do)."""
+
+
+async def list_nodes(backend: Lister, after: str, limit: int) -> list[str]:
     """See :meth:`tenure.backends._base.Backend.list_nodes` (module docstring)."""
     after, limit = check_bound(after), check_page_limit(limit)
     layout = backend.layout
@@ -108,7 +134,7 @@ async def list_nodes(backend: EtcdBackend, after: str, limit: int) -> list[str]:
     raise UnavailableError(f"listing nodes walked more than {NODES_SCANNED_MAX} nodes")
 
 
-async def _require_node(backend: EtcdBackend, node: str) -> None:
+async def _require_node(backend: Lister, node: str) -> None:
     reply = await backend.conn.range(
         rpc_pb2.RangeRequest(key=backend.layout.config(node), count_only=True)
     )
@@ -117,7 +143,7 @@ async def _require_node(backend: EtcdBackend, node: str) -> None:
 
 
 async def list_semaphores(
-    backend: EtcdBackend, node: str, prefix: str, after: str, limit: int
+    backend: Lister, node: str, prefix: str, after: str, limit: int
 ) -> list[SemaphoreSummary]:
     """See :meth:`tenure.backends._base.Backend.list_semaphores` (module docstring)."""
     node = check_name("node", node)
@@ -177,9 +203,7 @@ async def list_semaphores(
     return summaries
 
 
-async def list_sessions(
-    backend: EtcdBackend, node: str, after: int, limit: int
-) -> list[SessionSummary]:
+async def list_sessions(backend: Lister, node: str, after: int, limit: int) -> list[SessionSummary]:
     """See :meth:`tenure.backends._base.Backend.list_sessions` (module docstring)."""
     node = check_name("node", node)
     after, limit = check_session_after(after), check_page_limit(limit)
@@ -228,7 +252,7 @@ async def list_sessions(
     return [entry for entry in found if entry is not None]
 
 
-async def _holds_and_waits(backend: EtcdBackend, node: str, keys: list[bytes]) -> tuple[int, int]:
+async def _holds_and_waits(backend: Lister, node: str, keys: list[bytes]) -> tuple[int, int]:
     """How many of a session's requests (its keys on its lease) are granted, and wait."""
     semaphores = backend.layout.semaphores(node)
     requests: list[bytes] = []
@@ -258,7 +282,7 @@ async def _holds_and_waits(backend: EtcdBackend, node: str, keys: list[bytes]) -
     return holds, len(requests) - holds
 
 
-async def kill_session(backend: EtcdBackend, node: str, session_id: int) -> None:
+async def kill_session(backend: Lister, node: str, session_id: int) -> None:
     """See :meth:`tenure.backends._base.Backend.kill_session` (module docstring)."""
     node, session_id = check_session_id(node, session_id)
     layout, conn = backend.layout, backend.conn

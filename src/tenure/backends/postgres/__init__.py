@@ -143,6 +143,11 @@ class PgBackend(StoreListings):
         return self._joins.held(node, name)
 
     @property
+    def recheck_interval(self) -> float:
+        """Seconds between re-checks of a waiter without notifications (the option)."""
+        return self.options.recheck_interval
+
+    @property
     def capabilities(self) -> frozenset[Capability]:
         """What this database, as configured, lets tenure promise (module docstring)."""
         return self._capabilities

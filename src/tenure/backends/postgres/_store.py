@@ -29,15 +29,19 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Final, Protocol
 
-from tenure._core.values import SemaphoreDescription
+from tenure._core.values import NodeConfig, SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant
 from tenure.backends._ledger import Pending
 from tenure.backends._store import Enqueued, Owner, Withdrawal
 from tenure.backends._store_listing import killed_message
 from tenure.backends.postgres._acquire import Acquirer
+from tenure.backends.postgres._calls import Caller
 from tenure.backends.postgres._describe import describe_of
+from tenure.backends.postgres._listen import Listener
+from tenure.backends.postgres._reaper import Reaper
 from tenure.backends.postgres._watch import PgWatch
 from tenure.errors import (
     LeaseLostError,
@@ -49,15 +53,52 @@ from tenure.errors import (
     UnsupportedError,
 )
 
-if TYPE_CHECKING:
-    from tenure.backends.postgres import PgBackend
-
-__all__ = ["PgStore"]
+__all__ = ["PgHome", "PgStore"]
 
 log = logging.getLogger("tenure.postgres")
 
 #: Heartbeats per recovery window.
 BEATS_PER_WINDOW: Final = 4
+
+
+class PgHome(Protocol):
+    """What a session on PostgreSQL shares with the other sessions of its client."""
+
+    @property
+    def caller(self) -> Caller:
+        """Runs the schema's functions."""
+
+    @property
+    def listener(self) -> Listener:
+        """The client's LISTEN connection."""
+
+    @property
+    def reaper(self) -> Reaper:
+        """The client's reap timers."""
+
+    @property
+    def notifications(self) -> bool:
+        """Whether notifications reach this client."""
+
+    @property
+    def recheck_interval(self) -> float:
+        """Seconds between re-checks of a waiter without notifications."""
+
+    @property
+    def sessions(self) -> dict[int, PgStore]:
+        """The client's live sessions, by id."""
+
+    def listener_channel(self, node: str) -> str:
+        """The notification channel of ``node``."""
+
+    def joining(self, node: str, name: str) -> AbstractAsyncContextManager[None]:
+        """Held while an acquire of this client joins ``name``'s queue."""
+
+    async def node_config(self, name: str) -> NodeConfig:
+        """A node's settings, read now."""
+
+    def session_ended(self, store: PgStore) -> None:
+        """A session ended (closed, lost): stop following its node for it."""
 
 
 class PgStore:
@@ -67,7 +108,7 @@ class PgStore:
 
     def __init__(
         self,
-        backend: PgBackend,
+        backend: PgHome,
         node: str,
         session_id: int,
         secret: bytes,
@@ -117,7 +158,7 @@ class PgStore:
     @property
     def recheck(self) -> float | None:
         """Seconds between re-checks of a waiter (None: notifications reach this client)."""
-        return None if self.backend.notifications else self.backend.options.recheck_interval
+        return None if self.backend.notifications else self.backend.recheck_interval
 
     def joining(self, name: str) -> contextlib.AbstractAsyncContextManager[None]:
         """Held while a request of this client joins ``name``'s queue (the backend's)."""

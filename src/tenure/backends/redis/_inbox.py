@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import redis.asyncio as aioredis
 from redis import exceptions as rexc
@@ -34,10 +34,7 @@ from redis.backoff import NoBackoff
 from tenure.backends.redis._conn import RETRY_MAX, RETRY_MIN, Connection, Reply
 from tenure.errors import TenureError
 
-if TYPE_CHECKING:
-    from tenure.backends.redis._store import RedisStore
-
-__all__ = ["NodeInbox"]
+__all__ = ["NodeInbox", "Recipient"]
 
 log = logging.getLogger("tenure.redis")
 
@@ -52,6 +49,19 @@ CLOSE_WAIT: Final = 2.0
 TICK_MARGIN: Final = 0.002
 
 
+class Recipient(Protocol):
+    """A session whose pushes the inbox hands on."""
+
+    def hear(self, push: dict[str, bytes]) -> None:
+        """One push for the session."""
+
+    def missed_pushes(self) -> None:
+        """Pushes may have been missed (a gap): read the state back."""
+
+    def waits_for_deadlines(self) -> bool:
+        """Whether the session waits for a deadline of the node to pass."""
+
+
 class NodeInbox:
     """See the module docstring."""
 
@@ -60,7 +70,7 @@ class NodeInbox:
         self.base = base
         self.inbox = client_id
         self.inbox_key = f"{base}in:{client_id}"
-        self.sessions: dict[int, RedisStore] = {}
+        self.sessions: dict[int, Recipient] = {}
         self._last_id = b"0-0"
         self._seen = 0  # the last sequence number read
         self._untrimmed = 0
@@ -172,13 +182,13 @@ class NodeInbox:
 
     # -- deadlines -------------------------------------------------------------------
 
-    def heard(self, reply: Reply, session: RedisStore | None = None) -> None:
+    def heard(self, reply: Reply, session: Recipient | None = None) -> None:
         """A reply (to ``session``'s call, or a tick) told when the node's next deadline
         is due: arm the timer if the session (a tick: any session) waits for one."""
         if reply.next_due is not None:
             self.due_at(reply.next_due, session)
 
-    def due_at(self, due: float, session: RedisStore | None = None) -> None:
+    def due_at(self, due: float, session: Recipient | None = None) -> None:
         """A deadline of the node is due at ``due`` (Redis's clock): arm the timer if
         ``session`` (None: any session of the inbox) waits for one."""
         at = self.conn.local_time(due) + TICK_MARGIN

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 import re
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from redis import exceptions as rexc
 
@@ -27,10 +27,8 @@ from tenure.backends._store_listing import (
     page_args,
 )
 from tenure.backends.redis._codec import decode_semaphore_page, decode_session_page
+from tenure.backends.redis._conn import Connection
 from tenure.errors import NotFoundError, PermissionDeniedError, UnavailableError
-
-if TYPE_CHECKING:
-    from tenure.backends.redis import RedisBackend
 
 __all__ = [
     "SCAN_BATCH",
@@ -63,7 +61,21 @@ def _node_of(key: bytes, head: bytes) -> str | None:
     return _UNESCAPE.sub(lambda match: _ESCAPED[match[1]], text)
 
 
-async def list_nodes(backend: RedisBackend, after: str, limit: int) -> list[str]:
+class Lister(Protocol):
+    """What the listings need of the backend."""
+
+    @property
+    def conn(self) -> Connection:
+        """The connection to Redis."""
+
+    def base(self, node: str) -> str:
+        """The key prefix of ``node`` (its name checked)."""
+
+    def request_key(self) -> str:
+        """A request key unique across clients."""
+
+
+async def list_nodes(backend: Lister, after: str, limit: int) -> list[str]:
     """See :meth:`tenure.backends._base.Backend.list_nodes` (one SCAN pass per page)."""
     after = check_bound(after)
     limit = check_page_limit(limit)
@@ -91,7 +103,7 @@ async def list_nodes(backend: RedisBackend, after: str, limit: int) -> list[str]
 
 
 async def list_semaphores(
-    backend: RedisBackend, node: str, prefix: str, after: str, limit: int
+    backend: Lister, node: str, prefix: str, after: str, limit: int
 ) -> list[SemaphoreSummary]:
     """See :meth:`tenure.backends._base.Backend.list_semaphores`."""
     prefix, after, limit = page_args(prefix, after, limit)
@@ -109,9 +121,7 @@ async def list_semaphores(
     return decode_semaphore_page(reply.result)
 
 
-async def list_sessions(
-    backend: RedisBackend, node: str, after: int, limit: int
-) -> list[SessionSummary]:
+async def list_sessions(backend: Lister, node: str, after: int, limit: int) -> list[SessionSummary]:
     """See :meth:`tenure.backends._base.Backend.list_sessions`."""
     after = check_session_after(after)
     limit = check_page_limit(limit)
@@ -124,7 +134,7 @@ async def list_sessions(
     return decode_session_page(reply.result)
 
 
-async def kill_session(backend: RedisBackend, node: str, session_id: int) -> None:
+async def kill_session(backend: Lister, node: str, session_id: int) -> None:
     """See :meth:`tenure.backends._base.Backend.kill_session`: the function ends it
     as its expiry does, and pushes the news to its client."""
     node, session_id = check_session_id(node, session_id)

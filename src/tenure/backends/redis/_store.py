@@ -29,7 +29,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Final, Protocol, TypeVar, cast
 
 from tenure._core import (
     Acquire,
@@ -55,7 +56,8 @@ from tenure.backends._store import Enqueued, Withdrawal
 from tenure.backends.redis._codec import decode_count as _count
 from tenure.backends.redis._codec import decode_description, encode_count
 from tenure.backends.redis._codec import decode_ttl as _ttl
-from tenure.backends.redis._conn import Reply
+from tenure.backends.redis._conn import Connection, Reply
+from tenure.backends.redis._inbox import NodeInbox
 from tenure.backends.redis._watch import RedisWatch
 from tenure.errors import (
     ErrorCode,
@@ -65,13 +67,9 @@ from tenure.errors import (
     TenureError,
 )
 
-if TYPE_CHECKING:
-    from tenure.backends.redis import RedisBackend
-    from tenure.backends.redis._inbox import NodeInbox
-
 R = TypeVar("R")
 
-__all__ = ["RedisStore"]
+__all__ = ["RedisHome", "RedisStore"]
 
 log = logging.getLogger("tenure.redis")
 
@@ -82,12 +80,33 @@ BEATS_PER_WINDOW: Final = 3
 _STATUS: Final = {b"G": AcquireStatus.GRANTED, b"B": AcquireStatus.BUSY, b"Q": AcquireStatus.QUEUED}
 
 
+class RedisHome(Protocol):
+    """What a session on Redis shares with the other sessions of its client."""
+
+    @property
+    def conn(self) -> Connection:
+        """The connection to Redis."""
+
+    @property
+    def sessions(self) -> dict[tuple[str, int], RedisStore]:
+        """The client's live sessions, by (node base, session id)."""
+
+    def request_key(self) -> str:
+        """A request key unique across clients (the answers kept for retries)."""
+
+    def joining(self, base: str, name: str) -> AbstractAsyncContextManager[None]:
+        """Held while a request of this client joins ``name``'s queue."""
+
+    def session_ended(self, store: RedisStore) -> None:
+        """A session ended (closed or lost): forget it."""
+
+
 class RedisStore(CommandStore):
     """A :class:`~tenure.backends._store.Store` on Redis (module docstring)."""
 
     def __init__(
         self,
-        backend: RedisBackend,
+        backend: RedisHome,
         inbox: NodeInbox,
         node: str,
         session_id: int,

@@ -13,24 +13,36 @@ that does not differ from the last one yielded in what is watched is not yielded
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._readback import ReadbackWatch
+from tenure.backends._store import Owner
 from tenure.backends.redis._codec import decode_description
 from tenure.errors import TenureError
 
-if TYPE_CHECKING:
-    from tenure.backends.redis._store import RedisStore
+__all__ = ["RedisWatch", "WatchHost"]
 
-__all__ = ["RedisWatch"]
+
+class WatchHost(Protocol):
+    """What a watch needs of its session's store."""
+
+    #: Armed watches by semaphore name (each is poked by the name's pushes).
+    watches: dict[str, set[RedisWatch]]
+
+    @property
+    def owner(self) -> Owner:
+        """The session."""
+
+    async def invoke(self, op: str, key: str, *args: str | bytes | int) -> Any:
+        """Call function ``op`` for the session; its result."""
 
 
 class RedisWatch(ReadbackWatch):
     """A :class:`~tenure.backends._base.WatchStream` over the pushes of one semaphore."""
 
     def __init__(
-        self, store: RedisStore, name: str, *, data: bool, owners: bool, waiters: bool
+        self, store: WatchHost, name: str, *, data: bool, owners: bool, waiters: bool
     ) -> None:
         super().__init__(name, data=data, owners=owners, waiters=waiters)
         self._store = store
