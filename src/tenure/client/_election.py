@@ -9,17 +9,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from tenure._core.values import MAX_COUNT, SemaphoreDescription
 from tenure.client import _args
 from tenure.client._args import Data
 from tenure.client._lease import Leadership
 from tenure.client._opening import Opening
+from tenure.client._recipe_session import RecipeSession
+from tenure.client._semaphore import Semaphore
 from tenure.errors import NotFoundError
-
-if TYPE_CHECKING:
-    from tenure.client._session import Session
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,9 +41,11 @@ class LeaderState:
 class Election:
     """The election ``name`` in the session's node."""
 
-    def __init__(self, session: Session, name: str) -> None:
+    def __init__(self, session: RecipeSession, name: str) -> None:
         self.session = session
         self.name = _args.semaphore_name(name)
+        # The semaphore behind the election, to read and watch who holds it.
+        self._semaphore = Semaphore(session, self.name)
 
     def __repr__(self) -> str:
         return f"<Election {self.name!r} of session {self.session.id}>"
@@ -64,7 +64,7 @@ class Election:
     async def leader(self) -> LeaderState | None:
         """The current leader, or None when nobody leads."""
         try:
-            description = await self.session.semaphore(self.name).describe(owners=True)
+            description = await self._semaphore.describe(owners=True)
         except NotFoundError:
             return None
         state = self._state(description)
@@ -73,7 +73,7 @@ class Election:
     async def observe(self) -> AsyncGenerator[LeaderState, None]:
         """Yield the current leader state at once, then on every change of leader or data."""
         last: LeaderState | None = None
-        async for description in self.session.semaphore(self.name).watch(owners=True):
+        async for description in self._semaphore.watch(owners=True):
             state = self._state(description)
             if state != last:
                 last = state

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable
+from typing import Any, Protocol
 
-from tenure.backends._base import Grant
+from tenure.backends._base import BackendSession, Grant
 from tenure.client import _args
 from tenure.client._args import Data
 from tenure.client._loss import CancelOnLoss, EndSignal, Guarded
@@ -22,8 +23,36 @@ from tenure.errors import (
     TenureError,
 )
 
-if TYPE_CHECKING:
-    from tenure.client._session import Session
+
+class LeaseKeeper(Protocol):
+    """What a lease needs of the session that holds it (a :class:`~tenure.client.Session`).
+
+    The session makes its leases and keeps them by token; a lease gives its grant
+    back, restates and renews it through the session, and tells it when it ended.
+    Typed with this protocol, not the session, so that the session's module imports
+    this one and never the other way round (``tests/test_import_graph.py``).
+    """
+
+    @property
+    def id(self) -> int:
+        """The backend's id of the session."""
+        ...
+
+    def _backend_session(self) -> BackendSession:
+        """The backend's session; the session's loss error once it has ended."""
+        ...
+
+    def _release(self, lease: Lease) -> Awaitable[bool] | None:
+        """Give ``lease``'s grant back: the release to await (None: it ended with the session)."""
+        ...
+
+    async def _restate(self, lease: Lease, count: int, data: bytes, timeout: float | None) -> Grant:
+        """Change ``lease``'s count or data through the backend; the new grant."""
+        ...
+
+    def _forget(self, lease: Lease) -> None:
+        """``lease`` ended: stop tracking it."""
+        ...
 
 
 class Lease(Guarded):
@@ -37,7 +66,8 @@ class Lease(Guarded):
     block that is cancelled if the lease is lost, raising the loss error.
     """
 
-    def __init__(self, session: Session, name: str, grant: Grant, data: bytes) -> None:
+    def __init__(self, session: LeaseKeeper, name: str, grant: Grant, data: bytes) -> None:
+        #: The session that holds it (a :class:`~tenure.client.Session`).
         self.session = session
         self.name = name
         self.token = grant.token

@@ -5,17 +5,14 @@ from __future__ import annotations
 import asyncio
 from functools import partial
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 from tenure._core.values import MAX_COUNT, MutexDescription
 from tenure.client import _args
 from tenure.client._args import Data
 from tenure.client._lease import Lock
 from tenure.client._opening import Opening
+from tenure.client._recipe_session import RecipeSession
 from tenure.errors import NotFoundError
-
-if TYPE_CHECKING:
-    from tenure.client._session import Session
 
 
 class Mutex:
@@ -26,7 +23,7 @@ class Mutex:
     lock is lost meanwhile. Waiters are served in arrival order.
     """
 
-    def __init__(self, session: Session, name: str) -> None:
+    def __init__(self, session: RecipeSession, name: str) -> None:
         self.session = session
         self.name = _args.semaphore_name(name)
         self._entered: dict[asyncio.Task[object] | None, list[Lock]] = {}

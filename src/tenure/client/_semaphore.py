@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING
 
 from tenure._core.values import SemaphoreDescription
 from tenure.client import _args
 from tenure.client._args import Data
 from tenure.client._lease import Lease
 from tenure.client._opening import Opening
+from tenure.client._recipe_session import RecipeSession
 from tenure.errors import AlreadyExistsError, PreconditionFailedError
-
-if TYPE_CHECKING:
-    from tenure.client._session import Session
 
 
 class Semaphore:
@@ -23,7 +20,7 @@ class Semaphore:
     for more tokens than the limit is an error, not a wait forever.
     """
 
-    def __init__(self, session: Session, name: str) -> None:
+    def __init__(self, session: RecipeSession, name: str) -> None:
         self.session = session
         self.name = _args.semaphore_name(name)
 
@@ -127,7 +124,7 @@ class Semaphore:
 
 
 async def watch_semaphore(
-    session: Session, name: str, *, data: bool, owners: bool, waiters: bool
+    session: RecipeSession, name: str, *, data: bool, owners: bool, waiters: bool
 ) -> AsyncGenerator[SemaphoreDescription, None]:
     """The loop behind :meth:`Semaphore.watch`: the backend's stream, without repeats.
 

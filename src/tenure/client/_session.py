@@ -6,25 +6,23 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar, final, overload
+from typing import Any, TypeVar, final, overload
 
 from tenure.backends._base import BackendSession, Grant, HeldGrant, SessionTicket
 from tenure.client import _args
 from tenure.client._args import Data
+from tenure.client._election import Election
 from tenure.client._lease import Lease
 from tenure.client._loss import CancelOnLoss, EndSignal, Guarded
+from tenure.client._mutex import Mutex
 from tenure.client._opening import Opening
+from tenure.client._semaphore import Semaphore
 from tenure.errors import (
     InvalidArgumentError,
     LostError,
     PreconditionFailedError,
     SessionClosedError,
 )
-
-if TYPE_CHECKING:
-    from tenure.client._election import Election
-    from tenure.client._mutex import Mutex
-    from tenure.client._semaphore import Semaphore
 
 L = TypeVar("L", bound=Lease)
 
@@ -105,20 +103,14 @@ class Session(Guarded):
 
     def mutex(self, name: str) -> Mutex:
         """The mutex ``name`` (an ephemeral semaphore taken exclusively)."""
-        from tenure.client._mutex import Mutex
-
         return Mutex(self, name)
 
     def semaphore(self, name: str) -> Semaphore:
         """The counting semaphore ``name``."""
-        from tenure.client._semaphore import Semaphore
-
         return Semaphore(self, name)
 
     def election(self, name: str) -> Election:
         """The election ``name`` (a single-token semaphore whose owner data is the leader's)."""
-        from tenure.client._election import Election
-
         return Election(self, name)
 
     async def close(self) -> None:
