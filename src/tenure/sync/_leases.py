@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from tenure import client as aio
 from tenure.client._args import Data
 from tenure.errors import PreconditionFailedError
 from tenure.sync._held import Held
+from tenure.sync._portal import Portal
 
-if TYPE_CHECKING:
-    from tenure.sync._objects import Session
+
+class LeaseSession(Protocol):
+    """The sync session a lease belongs to (a :class:`tenure.sync.Session`), as the
+    lease sees it: its id, and the portal the lease's calls go through.
+
+    Typed with this protocol, not the session, so that the session's module makes
+    leases while this one never imports it (``tests/test_import_graph.py``).
+    """
+
+    @property
+    def id(self) -> int:
+        """The backend's id of the session."""
+        ...
+
+    @property
+    def _portal(self) -> Portal:
+        """The loop thread of the session's client."""
+        ...
 
 
 class Lease(Held):
@@ -20,9 +37,10 @@ class Lease(Held):
     meanwhile.
     """
 
-    def __init__(self, session: Session, lease: aio.Lease) -> None:
+    def __init__(self, session: LeaseSession, lease: aio.Lease) -> None:
         super().__init__(session._portal, lease.lost)
         self._lease = lease
+        #: The session that holds it (a :class:`tenure.sync.Session`).
         self.session = session
         self.name = lease.name
         self.token = lease.token
@@ -75,7 +93,7 @@ class Leadership(Lease):
     Lost leadership (other than by the session's loss) is a LeaderChangedError.
     """
 
-    def __init__(self, session: Session, leadership: aio.Leadership) -> None:
+    def __init__(self, session: LeaseSession, leadership: aio.Leadership) -> None:
         super().__init__(session, leadership)
         self._leadership = leadership
 
