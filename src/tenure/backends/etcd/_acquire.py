@@ -98,16 +98,9 @@ class Acquirer:
         return await self._waiter.wait(pending, queued.state, queued.suffix, queued.old)
 
     async def withdraw(self, pending: Pending) -> Grant | Withdrawal:
-        """Leave nothing of ``pending`` behind, whatever reached etcd of it.
-
-        A new hold's keys all go, in one Txn (queued or granted, either variant);
-        a restate withdraws its upgrade unless it was granted, and then returns it.
-        """
-        name, hold = pending.name, pending.hold
-        if pending.place not in self._parts.owner.ledger.held:
-            await self._parts.drop_hold(name, hold)
-            return Withdrawal.WITHDRAWN
-        grant = await self._waiter.withdraw_upgrade(name, hold)
+        """Withdraw what reached etcd of ``pending`` (maybe nothing: its Txn's answer may
+        be lost), unless it was granted: then the grant (the session decides its fate)."""
+        grant = await self._waiter.withdraw_request(pending.name, pending.hold)
         return Withdrawal.WITHDRAWN if grant is None else grant
 
     async def _join(self, pending: Pending) -> Grant | _Queued | None:

@@ -46,11 +46,12 @@ from tenure.backends.etcd._keys import (
 )
 from tenure.backends.etcd._queue import Entry, SemState
 from tenure.backends.etcd._types import SessionParts
-from tenure.errors import LeaseLostError, NotFoundError, TenureError
+from tenure.errors import LeaseLostError, NotFoundError, TenureError, UnavailableError
 
 __all__ = ["Waiter"]
 
-#: Reads and withdrawals an upgrade's withdrawal tries while grants race it.
+#: Reads and withdrawals a withdrawal tries while grants race it (then it is sent
+#: again, as an unanswered one is).
 WITHDRAW_TRIES: Final = 5
 
 
@@ -184,23 +185,37 @@ class Waiter:
         reply = await parts.sender.send(request)
         return bool(reply.succeeded)
 
-    async def withdraw_upgrade(self, name: str, hold: int) -> Grant | None:
-        """Withdraw hold ``hold``'s upgrade, queued or not sent yet; its grant if it won."""
+    async def withdraw_request(self, name: str, hold: int) -> Grant | None:
+        """Withdraw hold ``hold``'s request (a new hold's, or an upgrade's), queued or
+        never made; its grant if it was granted (it stays: the caller decides).
+
+        The hold's own grant (the one the session holds) is not its request. Each
+        request read as waiting is deleted under a compare of what was read (the same
+        key, no grant key), so one granted meanwhile is read again, not deleted (a
+        grant at once is made with its key, never later).
+        """
         parts = self._parts
         held = parts.owner.ledger.held.get((name, hold))
         kept = held.token if held is not None else 0
+        prefix = parts.layout.semaphore(parts.node, name)
         for _ in range(WITHDRAW_TRIES):
             state = await parts.sender.read(name)
             raced = False
             for entry in state.entries:
                 if entry.place != (parts.lease_id, hold) or (kept and entry.granted == kept):
                     continue
-                if entry.granted:  # the upgrade was granted: it replaced the hold
+                if entry.granted:
                     return Grant(entry.granted, entry.count, None, hold)
-                raced = raced or not await self.withdraw(name, entry.suffix)
+                request = parts.sender.new_txn()
+                add_compare_create(request.compare, prefix + b"q/" + entry.suffix, entry.created)
+                add_compare_create(request.compare, prefix + b"g/" + entry.suffix, 0)
+                add_delete(request.success, prefix + b"q/" + entry.suffix)
+                raced = raced or not (await parts.sender.send(request)).succeeded
             if not raced:
                 return None
-        return None  # granted and gone again meanwhile, each time: nothing of it is left
+        raise UnavailableError(
+            f"the request of {name!r} kept changing while it was being withdrawn; sent again"
+        )
 
 
 async def _until(wake: asyncio.Event, ended: asyncio.Future[Any], deadline: float | None) -> None:

@@ -223,14 +223,11 @@ class RedisStore(CommandStore):
             return await super().enqueue(pending)
 
     async def withdraw(self, pending: Pending) -> Withdrawal:
-        """One function: withdraw the request, or release a grant that raced it (unless a
-        restate's: it replaced the hold)."""
-        kept = "1" if pending.restating else "0"
-        args = (pending.name, pending.hold, pending.request_id, kept)
+        """Withdraw the request if it is queued; a grant that raced it is left to the
+        session (the function's ``kept`` flag set: it never releases here)."""
+        args = (pending.name, pending.hold, pending.request_id, "1")
         found = await self.invoke("withdraw", "", *args)
-        if found in (b"Q", b"R") or not pending.restating:
-            return Withdrawal.WITHDRAWN  # withdrawn, released, or nothing was there
-        return Withdrawal.UNKNOWN
+        return Withdrawal.WITHDRAWN if found == b"Q" else Withdrawal.UNKNOWN
 
     async def renew(self, name: str, grant: Grant) -> float:
         """Restart the grant's lease on Redis's clock."""
