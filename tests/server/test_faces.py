@@ -18,9 +18,10 @@ import pytest
 
 from tenure._core import CreateNode
 from tenure.compat.dflockd.face import DflockdFace
+from tenure.errors import ConfigError
 from tenure.server import DataDir, Journal
 from tenure.server._config.serve_config import ServeConfig
-from tenure.server._faces import FACES, enabled, port_setting
+from tenure.server._faces import FACES, check, enabled, port_setting
 from tenure.server._serve import Server
 from tenure.server.plug import FaceFactory
 
@@ -36,6 +37,23 @@ def test_the_settings_turn_the_faces_on() -> None:
         "dflockd": "dflockd_port",
         "ydb": "ydb_port",
     }
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"port": 7000, "dflockd_port": 7000}, "--dflockd-port=7000: --port is that port too"),
+        ({"http_port": 7001, "ydb_port": 7001}, "--ydb-port=7001: --http-port is that port too"),
+        ({"dflockd_port": 7002, "ydb_port": 7002}, "--ydb-port=7002: --dflockd-port is"),
+    ],
+)
+def test_the_registry_refuses_a_face_port_another_listener_has(
+    settings: dict[str, int], message: str
+) -> None:
+    """The settings do not know the faces: their caller checks each face's port here."""
+    with pytest.raises(ConfigError) as caught:
+        check(ServeConfig(**settings))  # type: ignore[arg-type]
+    assert message in str(caught.value)
 
 
 @asynccontextmanager

@@ -32,7 +32,8 @@ from tenure._core import (
 )
 from tenure._protocol import GoingAway, Reply
 from tenure.server import DataDir, FsyncMode, Journal
-from tenure.server._config.serve_config import ConfigError, add_arguments, resolve
+from tenure.server._config.serve_config import ConfigError, add_arguments
+from tenure.server._startup import configure
 
 from .http import get, scrape, value
 from .wire import WAIT, Clients, ServerProcess, free_port
@@ -223,9 +224,10 @@ async def test_readyz_is_503_while_the_log_is_replayed(tmp_path: Path) -> None:
 
 
 def resolved(*argv: str) -> None:
+    """The settings as ``tenure serve`` checks them (a face's port through the registry)."""
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    resolve(parser.parse_args(argv), {})
+    configure(parser.parse_args(argv), {})
 
 
 @pytest.mark.parametrize(

@@ -30,14 +30,14 @@ def serve_main(argv: Sequence[str]) -> int:
     """``tenure serve ARGS``: run a server until SIGTERM or SIGINT; the exit status."""
     from tenure.server._config.serve_config import ConfigError
     from tenure.server._config.serve_config import add_arguments as add_serve_arguments
-    from tenure.server._config.serve_config import resolve as resolve_serve_config
+    from tenure.server._startup import configure as configure_server
     from tenure.server._startup import run as run_server
 
     parser = argparse.ArgumentParser(prog="tenure serve", description=SERVE_DESCRIPTION)
     add_serve_arguments(parser)
     args = parser.parse_args(list(argv))
     try:
-        config = resolve_serve_config(args, os.environ)
+        config = configure_server(args, os.environ)
     except ConfigError as error:
         parser.error(str(error))  # exit 2, one line after the usage
     return run_server(config)

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-if TYPE_CHECKING:  # (the plug imports the settings, which import this module)
-    from tenure.server._config.serve_config import ServeConfig
-    from tenure.server.plug import FaceFactory
+from tenure.server._config.serve_config import ServeConfig, check_ports
+from tenure.server.plug import FaceFactory
 
 #: Checks a face's settings. Raises ConfigError naming the setting.
-Check = Callable[["ServeConfig"], None]
+Check = Callable[[ServeConfig], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +35,11 @@ class FaceEntry:
     port_setting: str  # the setting of the face's own port (its value 0: none)
     check: Callable[[], Check] | None
     factory: Callable[[], FaceFactory]
+
+    @property
+    def flag(self) -> str:
+        """The flag of the face's port setting (``--dflockd-port``)."""
+        return "--" + self.port_setting.replace("_", "-")
 
     def port(self, config: ServeConfig) -> int:
         """The face's own port in ``config`` (0: none)."""
@@ -78,12 +82,19 @@ def enabled(config: ServeConfig) -> list[FaceEntry]:
 
 
 def check(config: ServeConfig) -> None:
-    """Each enabled face's own checks of its settings.
+    """The settings of each face ``config`` turns on: its own port is none of the
+    server's other listeners' (:func:`~tenure.server._config.serve_config.check_ports`),
+    and the face's own checks (YDB's: its database, the ydb extra).
+
+    ``tenure serve`` runs it after :func:`~tenure.server._config.serve_config.resolve`
+    (:func:`tenure.server._startup.configure`): the settings do not import the registry.
 
     Raises:
         ConfigError: naming the setting, or the extra to install.
     """
-    for entry in enabled(config):
+    faces = enabled(config)
+    check_ports(config, [(entry.flag, entry.port(config)) for entry in faces])
+    for entry in faces:
         if entry.check is not None:
             entry.check()(config)
 

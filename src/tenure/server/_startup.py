@@ -1,14 +1,16 @@
 """``tenure serve`` from start to exit: logging, the data directory, signals.
 
-:func:`run` is what the command line calls. It logs the settings (on stderr, as
-``--log-format`` says: text to a terminal, JSON otherwise), starts the HTTP endpoint
-if ``--http-port`` asks for it (it answers ``/readyz`` 503 until the server serves),
-rebuilds the engine from the data directory, listens, and serves until SIGTERM or
-SIGINT (exit 0) or a fatal disk error (exit 1). A start that fails (a data directory
-another server holds, one the server may not use, a damaged log, a port in use) says
-why in one line (:mod:`tenure.server._start_failure`) and exits 1; a TLS or auth file
-that stopped loading since the settings were checked exits 2. The log names the auth
-file and its tokens' names, never a secret.
+:func:`configure` and :func:`run` are what the command line calls. The first checks
+the settings, the faces' too (a bad one exits 2 before anything starts). The second
+logs the settings (on stderr, as ``--log-format`` says: text to a terminal, JSON
+otherwise), starts the HTTP endpoint if ``--http-port`` asks for it (it answers
+``/readyz`` 503 until the server serves), rebuilds the engine from the data
+directory, listens, and serves until SIGTERM or SIGINT (exit 0) or a fatal disk
+error (exit 1). A start that fails (a data directory another server holds, one the
+server may not use, a damaged log, a port in use) says why in one line
+(:mod:`tenure.server._start_failure`) and exits 1; a TLS or auth file that stopped
+loading since the settings were checked exits 2. The log names the auth file and
+its tokens' names, never a secret.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ import asyncio
 import gc
 import logging
 import signal
-from collections.abc import Callable
+from argparse import Namespace
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import tenure
 from tenure._core import Engine
 from tenure.server import _faces
-from tenure.server._config.serve_config import ConfigError, ServeConfig
+from tenure.server._config.serve_config import ConfigError, ServeConfig, resolve
 from tenure.server._durability.identity import has_state, instance_id, lock_data_dir
 from tenure.server._durability.journal import Journal
 from tenure.server._durability.storage import CorruptLogError, DataDir
@@ -170,6 +173,18 @@ def loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
         return None
     factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
     return factory
+
+
+def configure(args: Namespace, environ: Mapping[str, str]) -> ServeConfig:
+    """The settings of ``tenure serve``, checked: :func:`resolve`'s merge and checks,
+    then those of each face they turn on, through the face registry.
+
+    Raises:
+        ConfigError: naming the flag, variable or file key, or the extra to install.
+    """
+    config = resolve(args, environ)
+    _faces.check(config)  # each face's port and own checks (YDB's: its database, the extra)
+    return config
 
 
 def run(config: ServeConfig) -> int:

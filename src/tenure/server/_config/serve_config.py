@@ -18,6 +18,12 @@ cannot be used: an unknown key, a wrong type, a value out of range, and also a
 TLS or auth file that cannot be loaded (it loads them once to find out, so that a
 bad file stops ``tenure serve`` at once, with exit code 2). Secrets live only in
 the auth file; :meth:`ServeConfig.fields` (what the server logs) holds paths only.
+
+The settings of the faces of other lock services are checked by their caller, through
+the face registry (:func:`tenure.server._faces.check`, which ``tenure serve`` runs
+after :func:`resolve`: :func:`tenure.server._startup.configure`): the registry makes
+the faces, which build on the plug, which holds a :class:`ServeConfig`, so this module
+imports none of them (``tests/test_import_graph.py`` fails on an import circle).
 """
 
 from __future__ import annotations
@@ -25,13 +31,12 @@ from __future__ import annotations
 import argparse
 import difflib
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Final
 
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE
-from tenure.server import _faces as faces
 from tenure.server._config.settings import (
     BY_NAME,
     DEFAULT_BATCH_INTERVAL,
@@ -230,22 +235,18 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> ServeConfig
     check_files(config)
     check_ports(config)
     check_http(config)
-    faces.check(config)  # each face's own (YDB's: its database, the ydb extra)
     return config
 
 
-def check_ports(config: ServeConfig) -> None:
+def check_ports(config: ServeConfig, faces: Iterable[tuple[str, int]] = ()) -> None:
     """No two listeners of the server on one port: the main one, the HTTP endpoint's,
-    and each enabled face's own (0, picked by the OS or none, is never a clash).
+    and ``faces``, each enabled face's own as (flag, port), which the face registry
+    lists (0, picked by the OS or none, is never a clash).
 
     Raises:
         ConfigError: naming both settings.
     """
-    listeners = [("--port", config.port), ("--http-port", config.http_port)]
-    listeners += [
-        ("--" + entry.port_setting.replace("_", "-"), entry.port(config))
-        for entry in faces.enabled(config)
-    ]
+    listeners = [("--port", config.port), ("--http-port", config.http_port), *faces]
     taken: dict[int, str] = {}
     for flag, port in listeners:
         if port and port in taken:
