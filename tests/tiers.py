@@ -130,6 +130,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     **dict.fromkeys(_SLOW, SLOW),
     "tests/test_errors.py": UNIT,
     "tests/test_exports.py": UNIT,
+    "tests/test_import_graph.py": UNIT,
     "tests/test_leaving_twice.py": UNIT,
     "tests/test_listing_args.py": UNIT,
     "tests/test_netproxy.py": UNIT,  # in-process proxies
