@@ -111,6 +111,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/server/test_server_metrics.py": UNIT,
     "tests/backends/test_joins.py": UNIT,
     "tests/backends/test_ledger.py": UNIT,
+    "tests/backends/test_session_core.py": UNIT,
     "tests/backends/test_options.py": UNIT,
     "tests/backends/test_remote_versions.py": UNIT,  # an in-process fake server
     "tests/backends/redis/test_redis_url.py": UNIT,
