@@ -79,7 +79,8 @@ def test_the_guard_refuses_a_process_and_keeps_the_refusal() -> None:
         ("tests/core", True),
         ("tests/core/test_purity.py", False),
         ("tests/backends", True),  # test_ledger.py, test_joins.py...
-        ("tests/backends/etcd", False),
+        ("tests/backends/postgres", False),
+        ("tests/backends/etcd", True),  # test_keepalive.py
         ("tests/backends/redis", True),  # test_redis_url.py
         ("tests/backends/redis/test_redis_backend.py", False),
         ("tests/faults", True),  # a test of test_cli.py

@@ -74,8 +74,6 @@ _SLOW: Final = (
     "src/tenure/testing/conformance/test_differential.py::test_the_backend_agrees_with_the_engine[postgres]",
     "src/tenure/testing/conformance/test_differential.py::test_the_backend_agrees_with_the_engine[etcd]",
     "src/tenure/testing/conformance/test_differential.py::test_the_backend_agrees_with_the_engine[redis]",
-    # 10 s on etcd (well under a second on the other backends): to be looked into.
-    "src/tenure/testing/conformance/test_resume.py::test_a_client_may_resume_its_own_session[etcd]",
 )
 
 #: Path (relative to the repository, or a test's ``path::name``) -> markers of the
@@ -115,6 +113,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/backends/test_options.py": UNIT,
     "tests/backends/test_remote_versions.py": UNIT,  # an in-process fake server
     "tests/backends/redis/test_redis_url.py": UNIT,
+    "tests/backends/etcd/test_keepalive.py": UNIT,
     "tests/dflockd/test_codec.py": UNIT,
     "tests/ydb_face/test_units.py": UNIT,
     "tests/dashboard/test_board.py": UNIT,

@@ -188,7 +188,11 @@ class KeepAlive(_Stream):
             self._wake.clear()
             wait = min(self._due.values(), default=now + 1.0) - loop.time()
             waker = asyncio.ensure_future(self._wake.wait())
-            await asyncio.wait({reader, waker}, timeout=max(wait, 0.0))
+            # FIRST_COMPLETED: a lease added to renew at once (a resume) wakes the
+            # writer; waiting for both would sleep until the next renewal was due.
+            await asyncio.wait(
+                {reader, waker}, timeout=max(wait, 0.0), return_when=asyncio.FIRST_COMPLETED
+            )
             waker.cancel()
         reader.result()  # raise what ended the stream
 

@@ -1,0 +1,57 @@
+"""The keepalive stream's writer, driven without etcd: what it sends, and when."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tenure.backends.etcd._streams import KeepAlive
+
+
+class Lease:
+    """A Renewable that counts its renewals."""
+
+    def __init__(self, lease_id: int, ttl: int) -> None:
+        self.lease_id, self.ttl = lease_id, ttl
+        self.renewals = 0
+
+    def renewed(self, sent_at: float) -> None:
+        self.renewals += 1
+
+    def lease_gone(self) -> None:
+        raise AssertionError("not in this test")
+
+    def reconnected(self) -> None:
+        raise AssertionError("not in this test")
+
+
+class Call:
+    """What the writer writes to: a stream call that keeps the requests."""
+
+    def __init__(self) -> None:
+        self.written: list[int] = []
+
+    async def write(self, request: Any) -> None:
+        self.written.append(int(request.ID))
+
+
+async def test_a_lease_added_to_renew_at_once_wakes_the_writer() -> None:
+    """A resumed lease may have little of its TTL left: its first renewal goes out at
+    once, even while the writer sleeps until another lease's next renewal (it slept a
+    third of that TTL before, and a resume in the same client took 10 s)."""
+    keepalive = KeepAlive(conn=None)  # type: ignore[arg-type]  # the stream is ours
+    keepalive._start = lambda: None  # type: ignore[method-assign]  # no etcd here
+    call, reader = Call(), asyncio.get_running_loop().create_future()
+    keepalive.add(Lease(1, 30))  # due in 10 s
+    writer = asyncio.ensure_future(keepalive._write(call, reader))  # type: ignore[arg-type]
+    try:
+        for _ in range(50):
+            await asyncio.sleep(0)
+        assert call.written == []  # nothing due yet: the writer sleeps
+        keepalive.add(Lease(2, 30), at_once=True)
+        for _ in range(50):
+            await asyncio.sleep(0)
+        assert call.written == [2]
+    finally:
+        reader.set_result(None)
+        await asyncio.wait_for(writer, 5)
