@@ -90,7 +90,11 @@ def count(src: Path, side: str, pairs: int, work: Path) -> int:
     out = work / f"callgrind-{side}-{pairs}.%p.out"
     port = free_port()
     server_cmd = [sys.executable, "-m", "tenure", "serve", "--port", str(port)]
-    server_cmd += ["--fsync", "off", "--data-dir", str(work / f"data-{side}-{pairs}")]
+    # A data directory of its own: one left by an earlier run (another --src, another
+    # repeat) would be recovered at start-up, its log longer after a larger run, and
+    # that cost would count as the pairs' (the second --src measured twice its own).
+    data_dir = tempfile.mkdtemp(prefix=f"data-{side}-{pairs}-", dir=work)
+    server_cmd += ["--fsync", "off", "--data-dir", data_dir]
     client_cmd = [sys.executable, "-c", CLIENT, f"tenure://127.0.0.1:{port}", str(pairs)]
     if side == "server":
         server_cmd = _callgrind(out) + server_cmd
