@@ -239,37 +239,71 @@ def _signal(stage: Stage, index: int, signum: int) -> None:
         os.kill(proc.pid, signum)
 
 
+#: Tries at stopping a worker that still holds (each stopped, looked at, and resumed
+#: at once if it let go meanwhile) before a pause takes whichever worker it stopped.
+PAUSE_TRIES: Final = 4
+#: Fresh snapshots of the observer a stopped worker's holding is judged on.
+PAUSE_LOOKS: Final = 2
+
+
 async def pause(stage: Stage, until: float) -> None:
     """SIGSTOP a lock holder past its recovery window, then SIGCONT it.
 
     The holder is found in the observer's latest snapshot (any pausable worker if
-    none holds). The pause lasts the server's idle timeout (until it drops the
-    silent connection; 0 on a target that has none, such as etcd, where the lease
-    runs out without it) plus the window (until the session expires) plus 1-3 s, so
-    another client gets the lock meanwhile: the paused one's next fenced write,
-    with its old token, must be refused, and its body cancelled once it runs again.
+    none holds). A holder holds for a fraction of a second, and the snapshot may be
+    older than that, so the worker is stopped first and then looked at: if the
+    observer's next snapshots show it holding nothing, it is resumed at once and
+    another is tried (:data:`PAUSE_TRIES`). The pause lasts the server's idle
+    timeout (until it drops the silent connection; 0 on a target that has none,
+    such as etcd, where the lease runs out without it) plus the window (until the
+    session expires) plus 1-3 s, so another client gets the lock meanwhile: the
+    paused one's next fenced write, with its old token, must be refused, and its
+    body cancelled once it runs again.
     """
     while now() < until:
         await asyncio.sleep(stage.rng.uniform(2.0, 5.0))
         if now() >= until:
             break
-        holders = [
-            index
-            for owners in stage.observer.owners.values()
-            for session, _token in owners
-            if (index := stage.owner_of(session)) is not None and index in stage.pausable
-        ]
-        index = stage.rng.choice(holders or stage.pausable)
-        seconds = stage.idle_timeout + stage.window + stage.rng.uniform(1.0, 3.0)
-        stage.fault("sigstop-holder" if holders else "sigstop", worker=index, seconds=seconds)
-        stage.paused.add(index)
-        try:
+        for attempt in range(PAUSE_TRIES):
+            holders = _holders(stage)
+            index = stage.rng.choice(holders or stage.pausable)
+            stage.paused.add(index)
             _signal(stage, index, signal.SIGSTOP)
+            holding = bool(holders) and await _still_holds(stage, index)
+            if holding or not holders or attempt == PAUSE_TRIES - 1:
+                break
+            _signal(stage, index, signal.SIGCONT)  # it let go before it stopped
+            stage.paused.discard(index)
+            stage.note("pause-missed", worker=index)
+        seconds = stage.idle_timeout + stage.window + stage.rng.uniform(1.0, 3.0)
+        stage.fault("sigstop-holder" if holding else "sigstop", worker=index, seconds=seconds)
+        try:
             await asyncio.sleep(seconds)
         finally:
             _signal(stage, index, signal.SIGCONT)
             stage.paused.discard(index)
         stage.note("healed", fault="sigstop", worker=index)
+
+
+def _holders(stage: Stage) -> list[int]:
+    """The pausable workers the observer's latest snapshot shows holding a lock."""
+    return [
+        index
+        for owners in stage.observer.owners.values()
+        for session, _token in owners
+        if (index := stage.owner_of(session)) is not None and index in stage.pausable
+    ]
+
+
+async def _still_holds(stage: Stage, index: int) -> bool:
+    """Whether the stopped worker ``index`` holds a lock, by the observer's next
+    snapshots (taken after it stopped: it cannot let go any more); bounded."""
+    seen = stage.observer.snapshots
+    for _ in range(40):  # the observer looks every 0.1 s: 2 s at the most
+        if stage.observer.snapshots >= seen + PAUSE_LOOKS:
+            break
+        await asyncio.sleep(0.05)
+    return index in _holders(stage)
 
 
 def set_clock(stage: Stage, offset: str) -> None:
