@@ -7,7 +7,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tenure.backends._options import MAX_SECONDS, merged_settings, seconds
+import tenure
+from tenure.backends._options import MAX_SECONDS, WITHDRAW_WAIT, merged_settings, seconds
+from tenure.backends._session import StoreSession
 from tenure.backends.etcd._url import parse_url as parse_etcd
 from tenure.backends.postgres._url import parse_url as parse_postgres
 from tenure.backends.redis._url import parse_url as parse_redis
@@ -79,3 +81,48 @@ def test_each_backend_bounds_its_timeouts_alike(parse: Parse, url: str) -> None:
 def test_each_backend_refuses_unknown_options(parse: Parse, url: str, scheme: str) -> None:
     with pytest.raises(InvalidArgumentError, match=rf"unknown {scheme}:// option\(s\): nope"):
         parse(url, {})
+
+
+@pytest.mark.parametrize(
+    ("parse", "url"),
+    [
+        (parse_etcd, "etcd://h"),
+        (parse_redis, "redis://h"),
+        (parse_postgres, "postgres://h/db"),
+    ],
+)
+def test_each_store_takes_withdraw_wait_from_the_query_or_a_keyword(parse: Parse, url: str) -> None:
+    """``withdraw_wait``: how long a cancelled acquire's caller waits for its withdrawal."""
+    assert _withdraw_wait(parse(url, {})) == WITHDRAW_WAIT
+    sep = "&" if "?" in url else "?"
+    assert _withdraw_wait(parse(url + sep + "withdraw_wait=0.25", {})) == 0.25
+    assert _withdraw_wait(parse(url + sep + "withdraw_wait=0.25", {"withdraw_wait": 3})) == 3.0
+    with pytest.raises(InvalidArgumentError, match=r"withdraw_wait must be in \(0, 3600\]"):
+        parse(url + sep + "withdraw_wait=0", {})
+
+
+def _withdraw_wait(parsed: object) -> float:
+    options = parsed[0] if isinstance(parsed, tuple) else parsed
+    wait = getattr(options, "withdraw_wait")  # noqa: B009  (three option types)
+    assert isinstance(wait, float)
+    return wait
+
+
+async def test_memory_sessions_wait_as_long_as_withdraw_wait_says() -> None:
+    async with tenure.connect("memory://", withdraw_wait=0.25) as client:
+        await client.create_node("n")
+        session = await client.session("n")
+        backend_session = session._backend_session()
+        assert isinstance(backend_session, StoreSession)
+        assert backend_session.withdraw_wait == 0.25
+    async with tenure.connect("memory://") as client:
+        await client.create_node("n")
+        backend_session = (await client.session("n"))._backend_session()
+        assert isinstance(backend_session, StoreSession)
+        assert backend_session.withdraw_wait == WITHDRAW_WAIT
+
+
+@pytest.mark.parametrize("url", ["memory://", "tenure://127.0.0.1:9"])
+async def test_a_withdraw_wait_out_of_bounds_is_refused_before_connecting(url: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=r"withdraw_wait must be in \(0, 3600\]"):
+        await tenure.connect(url, withdraw_wait=0)

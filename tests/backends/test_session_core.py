@@ -161,9 +161,17 @@ async def _soon(check: Callable[[], bool], what: str) -> None:
     raise AssertionError(f"never happened: {what}")
 
 
-def _session(store: ScriptedStore, heard: Heard | None = None) -> StoreSession:
+def _session(
+    store: ScriptedStore, heard: Heard | None = None, *, withdraw_wait: float = 1.0
+) -> StoreSession:
     return StoreSession(
-        store, heard or Heard(), scheme="test", node="n", session_id=7, window=WINDOW
+        store,
+        heard or Heard(),
+        scheme="test",
+        node="n",
+        session_id=7,
+        window=WINDOW,
+        withdraw_wait=withdraw_wait,
     )
 
 
@@ -237,12 +245,11 @@ async def test_an_acquire_whose_outcome_is_unknown_is_withdrawn_as_a_cancelled_o
 async def test_an_unanswered_withdrawal_goes_on_without_its_caller(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The caller waits at most WITHDRAW_WAIT; the withdrawal is sent until answered,
+    """The caller waits at most withdraw_wait; the withdrawal is sent until answered,
     and the hold's number stays taken until then."""
-    monkeypatch.setattr("tenure.backends._session.WITHDRAW_WAIT", 0.01)
     monkeypatch.setattr("tenure.backends._session.RETRY_MIN", 0.001)
     store = ScriptedStore()
-    session = _session(store)
+    session = _session(store, withdraw_wait=0.01)
     task = await _queued(session, store)
     answered = asyncio.Event()
     store.answers["withdraw"] = [

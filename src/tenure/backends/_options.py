@@ -13,10 +13,14 @@ from urllib.parse import SplitResult, parse_qsl
 
 from tenure.errors import InvalidArgumentError
 
-__all__ = ["MAX_SECONDS", "merged_settings", "seconds"]
+__all__ = ["MAX_SECONDS", "WITHDRAW_WAIT", "merged_settings", "seconds", "withdraw_wait"]
 
 #: The longest duration an option may name, in seconds.
 MAX_SECONDS: Final = 3600.0
+#: The default of every backend's ``withdraw_wait`` option: the most seconds the
+#: caller of a cancelled (or unanswered) acquire waits for its withdrawal before
+#: leaving it to finish in the background (``tenure.backends._session``).
+WITHDRAW_WAIT: Final = 1.0
 
 
 def merged_settings(
@@ -43,3 +47,8 @@ def seconds(settings: Mapping[str, object], option: str, default: float) -> floa
             f"{option} must be in (0, {MAX_SECONDS:g}] seconds, got {value:g}"
         )
     return value
+
+
+def withdraw_wait(settings: Mapping[str, object]) -> float:
+    """The ``withdraw_wait`` option (every built-in backend takes it), in seconds."""
+    return seconds(settings, "withdraw_wait", WITHDRAW_WAIT)

@@ -35,9 +35,10 @@ withdrawn, and a grant that raced the withdrawal is released, except a restate's
 an upgrade that was granted replaced the hold, and is kept as the hold. The
 withdrawal runs in a task of its own, so a second cancellation cannot stop it;
 it is sent until the store answers or the session ends; the hold's number stays
-taken until it is through. The caller waits for it at most :data:`WITHDRAW_WAIT`
-seconds (a round trip, while the store answers), then goes on: its
-CancelledError (or its UnavailableError) is what it sees.
+taken until it is through. The caller waits for it at most ``withdraw_wait``
+seconds (every backend's option; :data:`WITHDRAW_WAIT`, 1 s, by default: a round
+trip, while the store answers), then goes on: its CancelledError (or its
+UnavailableError) is what it sees.
 
 **A release is sent until it is answered**, or until the session ends (which
 raises the loss): a release given up while the session lives on would leave the
@@ -57,6 +58,7 @@ from typing import Any, Final, TypeVar, final
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant, SessionListener, SessionTicket, WatchStream
 from tenure.backends._ledger import Ledger, Pending, Place
+from tenure.backends._options import WITHDRAW_WAIT
 from tenure.backends._store import QUEUED, Store, Withdrawal
 from tenure.errors import (
     LeaseLostError,
@@ -74,9 +76,6 @@ log = logging.getLogger("tenure.client")
 
 R = TypeVar("R")
 
-#: Seconds the caller of a cancelled (or unanswered) acquire waits for its
-#: withdrawal before leaving it to finish in the background.
-WITHDRAW_WAIT: Final = 1.0
 #: Shortest and longest pause between two tries of a change the store did not answer.
 RETRY_MIN: Final = 0.05
 RETRY_MAX: Final = 1.0
@@ -95,6 +94,7 @@ class StoreSession:
         node: str,
         session_id: int,
         window: float,
+        withdraw_wait: float = WITHDRAW_WAIT,
     ) -> None:
         self._store = store
         self._listener = listener
@@ -103,6 +103,9 @@ class StoreSession:
         self.node = node
         self._session_id = session_id
         self._window = window
+        #: The most seconds a cancelled acquire's caller waits for its withdrawal
+        #: (the backend's ``withdraw_wait`` option).
+        self.withdraw_wait = withdraw_wait
         #: Acquires in progress, grants held and being released.
         self.ledger = Ledger(session_id)
         #: How the session ended (None while it lives).
@@ -246,14 +249,14 @@ class StoreSession:
 
     async def _give_up(self, pending: Pending) -> None:
         """The caller gave up on ``pending``: withdraw it (module docstring), waiting at
-        most WITHDRAW_WAIT; the hold's number stays taken until the withdrawal is through."""
+        most ``withdraw_wait``; the hold's number stays taken until it is through."""
         task = asyncio.ensure_future(self._logged(self._withdraw(pending)))
         task.add_done_callback(lambda _: self.ledger.close(pending.request_id))
         self._keep(task)
-        await asyncio.wait({task}, timeout=WITHDRAW_WAIT)
+        await asyncio.wait({task}, timeout=self.withdraw_wait)
 
     async def _withdraw(self, pending: Pending) -> None:
-        outcome = await self._until_answered(self._store.withdraw, pending)
+        outcome = await self.until_answered(self._store.withdraw, pending)
         if outcome is Withdrawal.WITHDRAWN:
             return
         grant = outcome if isinstance(outcome, Grant) else _grant_of(pending.future)
@@ -262,7 +265,7 @@ class StoreSession:
             if grant is not None:
                 self.ledger.held[pending.place] = grant
             return
-        await self._until_answered(self._store.release, pending.name, pending.hold)
+        await self.until_answered(self._store.release, pending.name, pending.hold)
 
     async def release(self, name: str, grant: Grant) -> bool:
         """See :meth:`tenure.backends._base.BackendSession.release` (module docstring)."""
@@ -300,7 +303,7 @@ class StoreSession:
 
     def _releasing(self, place: Place, held: Grant | None) -> asyncio.Future[bool]:
         """The tries of a release, in a task of their own (the hold's number kept meanwhile)."""
-        tries = asyncio.ensure_future(self._until_answered(self._store.release, *place))
+        tries = asyncio.ensure_future(self.until_answered(self._store.release, *place))
 
         def answered(_: object) -> None:
             if held is not None and self.ledger.releasing.get(place) is held:
@@ -311,9 +314,10 @@ class StoreSession:
         tries.add_done_callback(answered)
         return tries
 
-    async def _until_answered(self, call: Callable[..., Awaitable[R]], *args: Any) -> R:
-        """``call(*args)``, sent again while the store cannot be reached, until it answers
-        or the session ends (which raises its loss)."""
+    async def until_answered(self, call: Callable[..., Awaitable[R]], *args: Any) -> R:
+        """``call(*args)``, sent again while the store cannot be reached (a pause growing
+        from RETRY_MIN to RETRY_MAX), until it answers or the session ends (which raises
+        its loss): the release's rule, for a store's own changes that must not be lost."""
         pause = RETRY_MIN
         while True:
             self.check_alive()

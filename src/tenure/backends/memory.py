@@ -5,7 +5,8 @@ engine among every client in the process (on the same event loop) that uses the
 same NAME, so several clients can compete as separate processes would.
 
 Options: ``clock=`` a :class:`~tenure.testing.FakeClock` (or any
-:class:`~tenure._runtime.clock.Clock`) to drive expiry without sleeping. All clients of a
+:class:`~tenure._runtime.clock.Clock`) to drive expiry without sleeping;
+``withdraw_wait=`` as every backend's (docs/backends.md, "Cancellation"). All clients of a
 shared engine must pass the same clock.
 
 Sessions here are attached for as long as their client is open: there is no
@@ -50,6 +51,7 @@ from tenure._runtime.clock import Clock, LoopClock
 from tenure._runtime.host import Host
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends._engine import CommandStore
+from tenure.backends._options import WITHDRAW_WAIT, withdraw_wait
 from tenure.backends._session import StoreSession
 from tenure.errors import (
     ClientClosedError,
@@ -124,8 +126,11 @@ class MemoryStore(CommandStore):
 class MemoryBackend:
     """A backend whose state lives in an in-process engine."""
 
-    def __init__(self, host: Host, *, owns_host: bool = False) -> None:
+    def __init__(
+        self, host: Host, *, owns_host: bool = False, withdraw_wait: float = WITHDRAW_WAIT
+    ) -> None:
         self.host = host
+        self.withdraw_wait = withdraw_wait
         self._owns_host = owns_host
         self._sessions: dict[int, StoreSession] = {}
         self._closed = False
@@ -183,6 +188,7 @@ class MemoryBackend:
             node=node,
             session_id=info.session_id,
             window=info.timeout,
+            withdraw_wait=self.withdraw_wait,
         )
         self._sessions[info.session_id] = session
         self.host.subscribe(info.session_id, store.hear)
@@ -262,21 +268,23 @@ class MemoryBackend:
 async def open_backend(url: str, options: Mapping[str, object]) -> MemoryBackend:
     """Open ``memory://`` (private engine) or ``memory://NAME`` (shared in this process)."""
     parts = urlsplit(url)
-    unknown = sorted(set(options) - {"clock"})
+    unknown = sorted(set(options) - {"clock", "withdraw_wait"})
     if unknown or parts.query or parts.path not in ("", "/"):
         raise InvalidArgumentError(
-            f"memory:// takes only an optional name and the clock= option; got {url!r} {unknown}"
+            "memory:// takes only an optional name and the clock= and withdraw_wait= options; "
+            f"got {url!r} {unknown}"
         )
+    wait = withdraw_wait(options)
     clock = options.get("clock") or LoopClock()
     if not isinstance(clock, Clock):
         raise InvalidArgumentError("clock= must have now() and call_at(when, callback)")
     name = parts.netloc
     if not name:
-        return MemoryBackend(Host(clock), owns_host=True)
+        return MemoryBackend(Host(clock), owns_host=True, withdraw_wait=wait)
     key = (id(asyncio.get_running_loop()), name)
     host = _SHARED.get(key)
     if host is None:
         host = _SHARED[key] = Host(clock)
     elif "clock" in options and host.clock is not clock:
         raise InvalidArgumentError(f"memory://{name} already runs on another clock")
-    return MemoryBackend(host)
+    return MemoryBackend(host, withdraw_wait=wait)

@@ -12,7 +12,8 @@ Options, in the URL query or as keyword arguments of :func:`tenure.connect`
 implies TLS), ``cert`` and ``key`` (a client certificate, for mTLS),
 ``server_hostname`` (the name the server's certificate must carry),
 ``ssl`` (a ready :class:`ssl.SSLContext`, keyword only), ``connect_timeout``
-(seconds, default 5) and ``client_name`` (shown in the server's logs).
+(seconds, default 5), ``client_name`` (shown in the server's logs) and
+``withdraw_wait`` (as every backend's: docs/backends.md, "Cancellation").
 
 Each server gets one multiplexed, pipelined connection (see
 :mod:`tenure.backends._link`); sessions survive its loss for their recovery window
@@ -47,6 +48,7 @@ from tenure._core import (
 from tenure._core.values import NO_IDENTITY, ClientIdentity, SemaphoreSummary, SessionSummary
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends._link import Endpoint, LinkOptions
+from tenure.backends._options import WITHDRAW_WAIT, withdraw_wait
 from tenure.backends._remote_session import RemoteStore, Shard
 from tenure.backends._session import StoreSession
 from tenure.errors import (
@@ -71,15 +73,26 @@ CAPABILITIES: Final = frozenset(
 )
 
 _OPTIONS: Final = frozenset(
-    {"token", "ca", "cert", "key", "server_hostname", "ssl", "connect_timeout", "client_name"}
+    {
+        "token",
+        "ca",
+        "cert",
+        "key",
+        "server_hostname",
+        "ssl",
+        "connect_timeout",
+        "client_name",
+        "withdraw_wait",
+    }
 )
 
 
 class TenureBackend:
     """A backend whose state lives in one or more ``tenure serve`` processes."""
 
-    def __init__(self, shards: list[Shard]) -> None:
+    def __init__(self, shards: list[Shard], *, withdraw_wait: float = WITHDRAW_WAIT) -> None:
         self.shards = shards
+        self.withdraw_wait = withdraw_wait
         self._closed = False
 
     @property
@@ -176,6 +189,7 @@ class TenureBackend:
             node=node,
             session_id=info.session_id,
             window=info.timeout,
+            withdraw_wait=self.withdraw_wait,
         )
         shard.sessions[info.session_id] = store
         if resume is not None:
@@ -252,6 +266,7 @@ async def open_backend(url: str, options: Mapping[str, object]) -> TenureBackend
         raise InvalidArgumentError("connect_timeout must be a number of seconds") from None
     if not 0 < timeout < float("inf"):
         raise InvalidArgumentError("connect_timeout must be a positive number of seconds")
+    wait = withdraw_wait(merged)
     token = merged.get("token")
     link_options = LinkOptions(
         token=None if token is None else str(token),
@@ -271,7 +286,7 @@ async def open_backend(url: str, options: Mapping[str, object]) -> TenureBackend
         for shard in opened:
             await shard.aclose()
         raise
-    return TenureBackend(shards)
+    return TenureBackend(shards, withdraw_wait=wait)
 
 
 __all__ = ["CAPABILITIES", "Shard", "TenureBackend", "open_backend"]

@@ -10,7 +10,8 @@ Options, in the URL query or as keyword arguments of :func:`tenure.connect`
 and ``password`` (etcd auth), ``ca``, ``cert``, ``key`` (TLS and mTLS files; ``ca``
 implies TLS), ``server_hostname`` (the name the members' certificates carry),
 ``connect_timeout`` (seconds, default 5: how long a call tries the endpoints),
-``request_timeout`` (seconds, default 5: how long one try waits for its answer).
+``request_timeout`` (seconds, default 5: how long one try waits for its answer),
+``withdraw_wait`` (as every backend's: docs/backends.md, "Cancellation").
 
 What etcd cannot do exactly, said rather than weakened:
 
@@ -323,6 +324,7 @@ class EtcdBackend(StoreListings):
             node=opened.record.node,
             session_id=store.lease_id,
             window=float(opened.ttl),
+            withdraw_wait=self.conn.options.withdraw_wait,
         )
         self.sessions[store.lease_id] = store
         self.keepalive.add(store)

@@ -29,6 +29,7 @@ from typing import Any, Final
 import grpc
 from aetcd.rpc import rpc_pb2, rpc_pb2_grpc
 
+from tenure.backends._options import WITHDRAW_WAIT
 from tenure.errors import (
     AuthenticationError,
     NotFoundError,
@@ -69,6 +70,8 @@ class ConnectionOptions:
     password: str | None = None
     connect_timeout: float = 5.0
     request_timeout: float = 5.0
+    #: The sessions' ``withdraw_wait`` (the session core's, not the channel's).
+    withdraw_wait: float = WITHDRAW_WAIT
 
 
 class Connection:

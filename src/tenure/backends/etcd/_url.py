@@ -12,7 +12,7 @@ from urllib.parse import unquote, urlsplit
 
 import grpc
 
-from tenure.backends._options import merged_settings, seconds
+from tenure.backends._options import merged_settings, seconds, withdraw_wait
 from tenure.backends.etcd._conn import ConnectionOptions
 from tenure.errors import InvalidArgumentError
 
@@ -32,6 +32,7 @@ _OPTIONS: Final = frozenset(
         "server_hostname",
         "connect_timeout",
         "request_timeout",
+        "withdraw_wait",
     }
 )
 
@@ -83,5 +84,6 @@ def parse_url(url: str, options: Mapping[str, object]) -> tuple[ConnectionOption
         password=str(settings.get("password", "")) if user is not None else None,
         connect_timeout=connect_timeout,
         request_timeout=request_timeout,
+        withdraw_wait=withdraw_wait(settings),
     )
     return connection, prefix

@@ -242,6 +242,7 @@ class PgBackend(StoreListings):
             node=store.node,
             session_id=store.sid,
             window=store.window,
+            withdraw_wait=self.options.withdraw_wait,
         )
         self.sessions[store.sid] = store
         return session

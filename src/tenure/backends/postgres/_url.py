@@ -10,7 +10,8 @@ re-checks of a waiter when notifications do not arrive, default 1),
 ``idle_session_timeout`` (seconds an idle connection of ours may stay open on the
 server before it closes it, default 60, 0: never; see :mod:`._reclaim`) and
 ``server_keepalives_idle`` (seconds of silence before the server probes our end
-of a connection, default 30). libpq's own
+of a connection, default 30), ``withdraw_wait`` (as every backend's:
+docs/backends.md, "Cancellation"). libpq's own
 parameters (``sslmode`` and friends) pass through; anything else is refused.
 """
 
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
-from tenure.backends._options import merged_settings, seconds
+from tenure.backends._options import merged_settings, seconds, withdraw_wait
 from tenure.errors import InvalidArgumentError
 
 __all__ = ["PgOptions", "parse_url"]
@@ -71,6 +72,7 @@ _OWN: Final = frozenset(
         "schema",
         "pool_size",
         "connect_timeout",
+        "withdraw_wait",
         "request_timeout",
         "listen_probe_timeout",
         "recheck_interval",
@@ -99,6 +101,8 @@ class PgOptions:
     request_timeout: float
     listen_probe_timeout: float
     recheck_interval: float
+    #: The sessions' ``withdraw_wait`` (the session core's).
+    withdraw_wait: float
     #: Seconds idle before the server closes a connection (0: never).
     idle_session_timeout: float
     #: Seconds of silence before the server probes the peer of a connection.
@@ -168,6 +172,7 @@ def parse_url(url: str, options: Mapping[str, object]) -> PgOptions:
         request_timeout=seconds(settings, "request_timeout", 30.0),
         listen_probe_timeout=seconds(settings, "listen_probe_timeout", 2.0),
         recheck_interval=seconds(settings, "recheck_interval", 1.0),
+        withdraw_wait=withdraw_wait(settings),
         idle_session_timeout=_bounded(
             settings,
             "idle_session_timeout",

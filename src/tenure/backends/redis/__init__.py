@@ -11,7 +11,8 @@ Options, in the URL query or as keyword arguments of :func:`tenure.connect`
 (or the URL's path), ``username`` and ``password`` (or the URL's), ``ca``,
 ``cert``, ``key`` (TLS and mTLS files; ``ca`` implies TLS), ``connect_timeout``
 (seconds, default 5: how long a call without a session tries to reach Redis),
-``request_timeout`` (seconds, default 5: how long one try waits for its answer).
+``request_timeout`` (seconds, default 5: how long one try waits for its answer),
+``withdraw_wait`` (as every backend's: docs/backends.md, "Cancellation").
 
 What Redis cannot do, said rather than weakened:
 
@@ -278,6 +279,7 @@ class RedisBackend(StoreListings):
             node=store.node,
             session_id=store.session_id,
             window=store.window,
+            withdraw_wait=self.conn.options.withdraw_wait,
         )
         store.inbox.sessions[store.session_id] = store
         self.sessions[(store.base, store.session_id)] = store

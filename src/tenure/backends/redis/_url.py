@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
-from tenure.backends._options import merged_settings, seconds
+from tenure.backends._options import merged_settings, seconds, withdraw_wait
 from tenure.errors import InvalidArgumentError
 
 __all__ = ["DEFAULT_PORT", "DEFAULT_PREFIX", "RedisOptions", "parse_url"]
@@ -29,6 +29,7 @@ _OPTIONS: Final = frozenset(
         "cert",
         "key",
         "connect_timeout",
+        "withdraw_wait",
         "request_timeout",
     }
 )
@@ -50,6 +51,8 @@ class RedisOptions:
     prefix: str
     connect_timeout: float
     request_timeout: float
+    #: The sessions' ``withdraw_wait`` (the session core's, not the connection's).
+    withdraw_wait: float
 
     def client_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``redis.asyncio.Redis`` (no retries: tenure retries
@@ -120,4 +123,5 @@ def parse_url(url: str, options: Mapping[str, object]) -> RedisOptions:
         prefix=prefix,
         connect_timeout=seconds(settings, "connect_timeout", 5.0),
         request_timeout=seconds(settings, "request_timeout", 5.0),
+        withdraw_wait=withdraw_wait(settings),
     )
