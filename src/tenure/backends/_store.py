@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Coroutine
-from typing import Any, Final, Literal, Protocol
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Final, Literal, Protocol, TypeVar
 
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant, WatchStream
@@ -26,6 +26,8 @@ from tenure.backends._ledger import Ledger, Pending
 from tenure.errors import LostError
 
 __all__ = ["QUEUED", "Enqueued", "Owner", "Queued", "Store", "Withdrawal"]
+
+R = TypeVar("R")
 
 
 class Queued(enum.Enum):
@@ -84,6 +86,10 @@ class Owner(Protocol):
 
     def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
         """Run ``coro`` in the background (errors are logged: there is no caller)."""
+
+    async def until_answered(self, call: Callable[..., Awaitable[R]], *args: Any) -> R:
+        """``call(*args)``, sent again while the store cannot be reached, until it answers
+        or the session ends (which raises its loss)."""
 
     def ending(self) -> asyncio.Future[None]:
         """A future done when the session ends (for a wait that must end with it)."""

@@ -169,7 +169,9 @@ async def _round(
     for count, name in enumerate(waiters, 1):
         tasks.append(asyncio.create_task(wait(name)))
         await _queued(sessions[holder], "m", count)  # arrival order is this order
-    on_fault = [s for s, c in clients.items() if _backend(c).conn.endpoint == fault.endpoint]
+    # A session re-attaches when its keepalive stream breaks: the clients whose stream
+    # is on the member to kill (their unary calls may have failed over elsewhere).
+    on_fault = [s for s, c in clients.items() if _backend(c).keepalive.endpoint == fault.endpoint]
     assert on_fault, "no client reaches the member to kill: the fault would test nothing"
     seqs = {name: _session(clients[name], sessions[name]).seq for name in on_fault}
     cluster.kill(fault)
@@ -181,7 +183,7 @@ async def _round(
     async with asyncio.timeout(2 * BOUND):
         await asyncio.gather(*tasks)
     for name, seq in seqs.items():  # re-attached on another member: same lease, seq bumped
-        assert _backend(clients[name]).conn.endpoint != fault.endpoint
+        assert _backend(clients[name]).keepalive.endpoint != fault.endpoint
         assert _session(clients[name], sessions[name]).seq > seq
     return resource.grant_order(start)
 
@@ -213,7 +215,7 @@ async def test_kill_the_leader_then_a_follower_with_a_lock_held_and_waiters_queu
             # The follower most clients reach now.
             follower = max(
                 (m for m in cluster.members if m is not now),
-                key=lambda m: sum(_backend(c).conn.endpoint == m.endpoint for c in clients),
+                key=lambda m: sum(_backend(c).keepalive.endpoint == m.endpoint for c in clients),
             )
             rotated = dict(reversed(list(sessions.items())))  # another arrival order
             order = await _round(cluster, by_name, rotated, resource, follower)

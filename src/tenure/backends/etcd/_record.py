@@ -191,7 +191,16 @@ class Record:
             self.owner.lose(SessionExpiredError(f"session {self.lease_id}: its etcd lease expired"))
 
     async def reattach(self) -> None:
-        """After a new keepalive stream: keep the lease if it lives, and bump ``seq``."""
+        """After a new keepalive stream: keep the lease if it lives, and bump ``seq``.
+
+        Sent again while etcd cannot be reached (right after a failover the cluster
+        may still be choosing a leader), until done or the session ends: a re-attach
+        given up would leave Txns of the replaced connection able to act.
+        """
+        if self.owner.ended is None:
+            await self.owner.until_answered(self._reattach)
+
+    async def _reattach(self) -> None:
         if self.owner.ended is not None:
             return
         request = rpc_pb2.LeaseTimeToLiveRequest(ID=self.lease_id)

@@ -79,6 +79,10 @@ class _Stream:
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
         self._task: asyncio.Task[None] | None = None
+        #: The member the stream was last opened on (None: never opened). A stream
+        #: stays where it was opened until it breaks, while the connection's unary
+        #: calls may fail over meanwhile: the two need not be on the same member.
+        self.endpoint: str | None = None
 
     def _start(self) -> None:
         if self._task is None:
@@ -113,6 +117,7 @@ class _Stream:
         while True:
             generation = self._conn.generation
             call = self._open()
+            self.endpoint = self._conn.endpoint
             reader = asyncio.create_task(self._read(call))
             try:
                 if not first:
