@@ -28,22 +28,9 @@ from tenure.errors import (
     SessionExpiredError,
     UnavailableError,
 )
+from tests.backends.listeners import Heard
 
 WINDOW = 60.0
-
-
-class Heard:
-    """A listener that keeps what it hears."""
-
-    def __init__(self) -> None:
-        self.lost: list[LostError] = []
-        self.leases: list[tuple[str, int, LostError]] = []
-
-    def session_lost(self, error: LostError) -> None:
-        self.lost.append(error)
-
-    def lease_lost(self, name: str, token: int, error: LostError) -> None:
-        self.leases.append((name, token, error))
 
 
 class ScriptedStore:
@@ -175,6 +162,14 @@ def _session(
     )
 
 
+async def _held(session: StoreSession, store: ScriptedStore, name: str = "m") -> Grant:
+    """Hold ``name`` (granted at once, token 5, hold 0)."""
+    store.answers["enqueue"] = [Grant(5, 1, None, 0)]
+    grant = await session.acquire(name, count=1, data=b"", timeout=None, ephemeral=False)
+    assert grant == Grant(5, 1, None, 0)
+    return grant
+
+
 async def _queued(session: StoreSession, store: ScriptedStore) -> asyncio.Task[Grant | None]:
     """An acquire of ``m`` queued in the store (its grant awaited until the test says)."""
     store.answers["enqueue"] = [QUEUED]
@@ -215,9 +210,7 @@ async def test_a_grant_that_raced_the_withdrawal_is_released() -> None:
 async def test_a_restate_that_raced_keeps_the_upgrade_as_the_hold() -> None:
     store = ScriptedStore()
     session = _session(store)
-    store.answers["enqueue"] = [Grant(5, 1, None, 0)]
-    held = await session.acquire("m", count=1, data=b"", timeout=None, ephemeral=False)
-    assert held == Grant(5, 1, None, 0)
+    held = await _held(session, store)
     store.answers["enqueue"] = [QUEUED]
     store.answers["await_grant"] = [asyncio.Event()]
     task = asyncio.ensure_future(session.restate("m", held, count=2, data=b"", timeout=None))
@@ -271,9 +264,7 @@ async def test_a_release_is_sent_until_it_is_answered(monkeypatch: pytest.Monkey
     monkeypatch.setattr("tenure.backends._session.RETRY_MIN", 0.001)
     store = ScriptedStore()
     session = _session(store)
-    store.answers["enqueue"] = [Grant(5, 1, None, 0)]
-    grant = await session.acquire("m", count=1, data=b"", timeout=None, ephemeral=False)
-    assert grant is not None
+    grant = await _held(session, store)
     store.answers["release"] = [UnavailableError("a"), UnavailableError("b"), True]
     assert await session.release("m", grant) is True
     assert len(store.ops("release")) == 3
@@ -286,9 +277,7 @@ async def test_a_cancelled_release_goes_on_and_keeps_the_number(
     monkeypatch.setattr("tenure.backends._session.RETRY_MIN", 0.001)
     store = ScriptedStore()
     session = _session(store)
-    store.answers["enqueue"] = [Grant(5, 1, None, 0)]
-    grant = await session.acquire("m", count=1, data=b"", timeout=None, ephemeral=False)
-    assert grant is not None
+    grant = await _held(session, store)
     answered = asyncio.Event()
     store.answers["release"] = [answered, UnavailableError("lost with the connection"), True]
     releasing = asyncio.ensure_future(session.release("m", grant))
@@ -306,9 +295,7 @@ async def test_a_release_tried_when_the_session_ends_raises_the_loss() -> None:
     store = ScriptedStore()
     heard = Heard()
     session = _session(store, heard)
-    store.answers["enqueue"] = [Grant(5, 1, None, 0)]
-    grant = await session.acquire("m", count=1, data=b"", timeout=None, ephemeral=False)
-    assert grant is not None
+    grant = await _held(session, store)
     store.answers["release"] = [UnavailableError("down"), asyncio.Event()]  # then hangs
     releasing = asyncio.ensure_future(session.release("m", grant))
     await _soon(lambda: len(store.ops("release")) >= 2, "the release sent again")
@@ -384,8 +371,7 @@ async def test_a_dropped_node_loses_grants_fails_waits_and_closes_the_session() 
     store = ScriptedStore()
     heard = Heard()
     session = _session(store, heard)
-    store.answers["enqueue"] = [Grant(5, 1, None, 0)]
-    await session.acquire("held", count=1, data=b"", timeout=None, ephemeral=False)
+    await _held(session, store, "held")
     task = await _queued(session, store)
     session.dropped()
     with pytest.raises(NotFoundError, match="dropped"):
@@ -400,8 +386,7 @@ async def test_a_grant_lost_alone_is_told_once() -> None:
     store = ScriptedStore()
     heard = Heard()
     session = _session(store, heard)
-    store.answers["enqueue"] = [Grant(5, 1, None, 0)]
-    await session.acquire("m", count=1, data=b"", timeout=None, ephemeral=False)
+    await _held(session, store)
     session.grant_lost("m", 0, 5, LeaseLostError("deleted"))
     session.grant_lost("m", 0, 5, LeaseLostError("deleted again"))
     assert [(name, token) for name, token, _ in heard.leases] == [("m", 5)]

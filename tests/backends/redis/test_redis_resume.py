@@ -10,21 +10,8 @@ import tenure
 from tenure.backends._session import StoreSession
 from tenure.backends.redis import RedisBackend
 from tenure.backends.redis._store import RedisStore
-from tenure.errors import LostError, SessionExpiredError
-
-
-class Heard:
-    """A SessionListener that keeps what it hears."""
-
-    def __init__(self) -> None:
-        self.lost: list[LostError] = []
-        self.leases: list[tuple[str, int, LostError]] = []
-
-    def session_lost(self, error: LostError) -> None:
-        self.lost.append(error)
-
-    def lease_lost(self, name: str, token: int, error: LostError) -> None:
-        self.leases.append((name, token, error))
+from tenure.errors import SessionExpiredError
+from tests.backends.listeners import Heard
 
 
 def _parts(client: tenure.Client, session: tenure.Session) -> tuple[RedisBackend, str]:

@@ -260,7 +260,7 @@ class Acquirer:
             return
         if await s.sender.count_semaphores() <= limit:
             return
-        await s.drop_hold(name, hold)
+        await s.release(name, hold)
         raise LimitExceededError(f"max_semaphores ({limit}) reached on node {s.node!r}")
 
 

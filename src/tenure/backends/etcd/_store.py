@@ -202,11 +202,7 @@ class EtcdStore:
         return await self.acquirer.withdraw(pending)
 
     async def release(self, name: str, hold: int) -> bool:
-        """Delete every key of the hold (and of a queued upgrade of it)."""
-        return await self.holding.drop(name, hold)
-
-    async def drop_hold(self, name: str, hold: int) -> bool:
-        """Delete every key of hold ``hold`` of ``name``; whether any was there."""
+        """Delete every key of the hold (and of a queued upgrade of it): both marks."""
         return await self.holding.drop(name, hold)
 
     async def renew(self, name: str, grant: Grant) -> float:

@@ -69,8 +69,8 @@ class SessionParts(Protocol):
     def joining(self, name: str) -> AbstractAsyncContextManager[None]:
         """Held while a request of this client joins ``name``'s queue."""
 
-    async def drop_hold(self, name: str, hold: int) -> bool:
-        """Delete every key of hold ``hold`` of ``name``; whether any was there."""
+    async def release(self, name: str, hold: int) -> bool:
+        """Delete every key of hold ``hold`` of ``name`` (both marks); whether any was."""
 
     def tell_deleted(self, name: str) -> None:
         """``name`` was deleted by force here: this client's holders of it hear it now."""
