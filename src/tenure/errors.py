@@ -21,6 +21,7 @@ Every error tenure raises on purpose derives from :class:`TenureError`::
      ├── PermissionDeniedError        the credentials do not allow this operation
      ├── ProtocolError                the peer broke the wire protocol
      ├── UnavailableError             the backend cannot be reached, and why (also an OSError)
+     │    └── NotLeaderError          a cluster's standby: the leader is elsewhere (``leader``)
      ├── UnsupportedError             this backend cannot do that (never silently weakened)
      └── CorruptLogError              the server's data directory cannot be trusted
 
@@ -65,6 +66,7 @@ class ErrorCode(enum.IntEnum):
     PROTOCOL = 40
     UNAVAILABLE = 41
     UNSUPPORTED = 42
+    NOT_LEADER = 43
 
 
 class TenureError(Exception):
@@ -245,6 +247,43 @@ class UnavailableError(TenureError, OSError):
     code = ErrorCode.UNAVAILABLE
 
 
+class NotLeaderError(UnavailableError):
+    """This server of a cluster does not lead (a standby, or a leader that stepped down).
+
+    The message names the leader as ``leader=HOST:PORT`` when the server knows it
+    (``leader=`` when no leader is elected): :attr:`leader` reads it back, and a
+    ``tenure://`` client listing several servers goes there
+    (docs/protocol.md section 16). It is an :class:`UnavailableError`: code written
+    for a single server treats it as one that cannot serve now.
+    """
+
+    code = ErrorCode.NOT_LEADER
+
+    @classmethod
+    def pointing_to(cls, leader: str | None, why: str) -> NotLeaderError:
+        """The error saying ``why``, naming ``leader`` (its advertised address; None:
+        none is known) in the form :attr:`leader` reads."""
+        return cls(f"{LEADER_MARK}{leader or ''} ({why})")
+
+    @property
+    def leader(self) -> str | None:
+        """The leader's address, as the server named it (None: it named none)."""
+        return leader_named(str(self))
+
+
+#: How a NOT_LEADER message names the leader: ``leader=HOST:PORT``, the first such word.
+LEADER_MARK: Final = "leader="
+
+
+def leader_named(message: str) -> str | None:
+    """The ``HOST:PORT`` a NOT_LEADER message names (``leader=HOST:PORT``), None if none."""
+    at = message.find(LEADER_MARK)
+    if at < 0:
+        return None
+    word = message[at + len(LEADER_MARK) :].split(" ", 1)[0].strip()
+    return word or None
+
+
 class UnsupportedError(TenureError):
     """The chosen backend cannot provide this feature; tenure refuses rather than weakens."""
 
@@ -290,6 +329,7 @@ _BY_CODE: Final[dict[ErrorCode, type[TenureError]]] = {
         PermissionDeniedError,
         ProtocolError,
         UnavailableError,
+        NotLeaderError,
         UnsupportedError,
     )
 }
@@ -334,6 +374,7 @@ __all__ = [
     "LimitExceededError",
     "LostError",
     "NotFoundError",
+    "NotLeaderError",
     "PermissionDeniedError",
     "PreconditionFailedError",
     "ProtocolError",
@@ -344,4 +385,5 @@ __all__ = [
     "UnsupportedError",
     "code_of",
     "error_from_code",
+    "leader_named",
 ]

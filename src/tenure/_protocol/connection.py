@@ -35,6 +35,7 @@ from tenure._protocol.frames import (
     encode_frame,
 )
 from tenure._protocol.messages import (
+    PROTOCOL_VERSION,
     SUPPORTED_VERSIONS,
     ClientMessage,
     ConnectionClosed,
@@ -198,10 +199,12 @@ class Connection:
             FrameTooLargeError: the frame exceeds the peer's max_frame_size. Nothing
                 changed.
         """
-        # A version-1 peer gets the layouts it knows; first: the rules below may trust
+        # An older peer gets the layouts it knows; first: the rules below may trust
         # the field types.
         if body is None:
-            body = encode_message(message if self._version != 1 else for_version(message, 1))
+            version = self._version
+            older = version is not None and version < PROTOCOL_VERSION
+            body = encode_message(for_version(message, version) if older else message)
         try:
             after = self._check(Direction.SEND, message)
         except _RefusalError as refusal:

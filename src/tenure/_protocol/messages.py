@@ -31,6 +31,7 @@ from tenure._core.commands import (
 )
 from tenure._core.effects import Effect, WatchFired
 from tenure._core.values import NO_IDENTITY, OwnerInfo, SemaphoreDescription, WaiterInfo
+from tenure._protocol.cluster import ClusterStatus
 from tenure._protocol.errors import LocalProtocolError
 from tenure._protocol.frames import DEFAULT_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
 from tenure._protocol.payloads import COMMAND, EFFECT, ERROR_CODE, VALUE, ReplyValue
@@ -75,13 +76,21 @@ __all__ = [
 #: The protocol version this code speaks. Any change to a layout or a meaning is a
 #: new version; a server may speak several (SUPPORTED_VERSIONS). Version 2 added
 #: the listing commands, KillSession, CreateSession's client identity, and who holds
-#: and since when on owners and waiters.
-PROTOCOL_VERSION: Final = 2
-#: The versions a server built from this code accepts in a Hello. To a version-1
-#: peer it sends the version-1 layouts (:func:`for_version`).
-SUPPORTED_VERSIONS: Final = frozenset({1, PROTOCOL_VERSION})
+#: and since when on owners and waiters. Version 3 added clusters: Welcome's
+#: ``role`` and ``leader``, and ClusterStatus (:mod:`tenure._protocol.cluster`).
+PROTOCOL_VERSION: Final = 3
+#: The versions a server built from this code accepts in a Hello. To an older peer
+#: it sends the layouts of the peer's version (:func:`for_version`).
+SUPPORTED_VERSIONS: Final = frozenset({1, 2, PROTOCOL_VERSION})
 #: Commands a version-1 peer does not know (a client must not send them to it).
 SINCE_VERSION_2: Final = frozenset({ListNodes, ListSemaphores, ListSessions, KillSession})
+#: Commands a version-1 or version-2 peer does not know.
+SINCE_VERSION_3: Final = frozenset({ClusterStatus})
+#: Welcome.role of a server that is not part of a cluster, of a cluster's leader,
+#: and of a standby (which answers only ClusterStatus and Ping: docs/protocol.md 16).
+STANDALONE: Final = ""
+LEADER: Final = "leader"
+STANDBY: Final = "standby"
 
 
 # -- client to server -------------------------------------------------------------------
@@ -140,6 +149,11 @@ class Welcome:
     largest frame the server accepts. ``idle_timeout`` is how long, in seconds, the
     server lets a connection stay silent before closing it (``0``: never); a
     client sends a Ping well within it.
+
+    Since version 3: ``role`` says whether the server is part of a cluster
+    (:data:`STANDALONE`: no; :data:`LEADER`; :data:`STANDBY`: it serves no request
+    but ClusterStatus, so a client goes to ``leader``, the leader's address as it
+    advertises it, None when no leader is known). To an older peer both are left out.
     """
 
     version: int = PROTOCOL_VERSION
@@ -147,6 +161,8 @@ class Welcome:
     instance_id: bytes = b""
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     idle_timeout: float = 0.0
+    role: str = STANDALONE
+    leader: str | None = None
 
 
 @final
@@ -242,8 +258,11 @@ MESSAGE: Final = Union(
                 ("instance_id", BIN),
                 ("max_frame_size", UINT),
                 ("idle_timeout", FLOAT),
+                ("role", STR),  # since version 3
+                ("leader", _OPT_STR),  # since version 3
             ],
             tag=11,
+            since=5,
         ),
         Record(Refused, [("code", ERROR_CODE), ("message", STR)], tag=12),
         Record(Reply, [("request_id", UINT), ("value", VALUE)], tag=13),
@@ -325,11 +344,16 @@ def _refused(body: bytes, refusal: Exception) -> Message:
 def for_version(message: Message, version: int | None) -> Message:
     """``message`` as a peer of protocol ``version`` may receive it.
 
-    A version-1 peer knows owners and waiters without who holds and since when, and
-    CreateSession without the client's identity: they are left out (at their
+    A version-1 or version-2 peer knows Welcome without ``role`` and ``leader``; a
+    version-1 peer also knows owners and waiters without who holds and since when,
+    and CreateSession without the client's identity: they are left out (at their
     defaults they are not even sent, see wire.Record), so it reads the layouts it
     always did.
     """
+    if version is None or version >= PROTOCOL_VERSION:
+        return message
+    if type(message) is Welcome:
+        return dataclasses.replace(message, role=STANDALONE, leader=None)
     if version != 1:
         return message
     if type(message) is Request and isinstance(message.command, CreateSession):

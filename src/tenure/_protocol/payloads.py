@@ -22,6 +22,7 @@ import msgspec
 from tenure._core import commands as c
 from tenure._core import effects as fx
 from tenure._core import values as v
+from tenure._protocol.cluster import CLUSTER_STATUS, CLUSTER_VIEW, ClusterStatus, ClusterView
 from tenure._protocol.node_changes import NodeChanges
 from tenure._protocol.wire import (
     BIN,
@@ -79,6 +80,7 @@ ReplyValue = (
     | c.NodePage
     | c.SemaphorePage
     | c.SessionPage
+    | ClusterView
     | bool
     | float
     | bytes
@@ -277,6 +279,7 @@ _COMMANDS: Final = (
         [("node", STR), ("prefix", STR), ("after", STR), ("limit", UINT)],
         tag=29,
     ),
+    CLUSTER_STATUS,  # (version 3: not the engine's, the server answers it: _protocol.cluster)
 )
 
 #: Any engine command, as ``[tag, field, ...]``.
@@ -389,6 +392,7 @@ _VALUES: Final = (
     Record(c.NodePage, [("names", ArrayOf(STR))], tag=6),
     Record(c.SemaphorePage, [("semaphores", ArrayOf(SEMAPHORE_SUMMARY))], tag=7),
     Record(c.SessionPage, [("sessions", ArrayOf(SESSION_SUMMARY))], tag=8),
+    CLUSTER_VIEW,  # (version 3: tenure._protocol.cluster)
 )
 
 _NONE = type(None)
@@ -420,6 +424,7 @@ REPLY_TYPES: Final[Mapping[type, tuple[type, ...]]] = {
     c.KillSession: (_NONE,),
     c.SetNodeAnnex: (_NONE,),
     c.GetNodeAnnex: (bytes,),
+    ClusterStatus: (ClusterView,),
 }
 
 

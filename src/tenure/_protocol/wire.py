@@ -281,7 +281,14 @@ class Record(Field):
     def _make_convert(self) -> Convert:
         """The Struct of a value known to be of ``cls`` (no check of its type)."""
         struct, names = self.struct, [name for name, _ in self.fields]
-        get: Callable[[Any], Any] = operator.attrgetter(*names)
+        get: Callable[[Any], Any]
+        if not names:  # a record of no fields (ClusterStatus)
+
+            def get(value: Any) -> Any:
+                return ()
+
+        else:
+            get = operator.attrgetter(*names)
         if len(names) == 1:
             only = get
 

@@ -73,13 +73,83 @@ class DurableOutput(Protocol):
         """Batches up to ``durable`` are durable: write what was sealed to them."""
 
 
+class HostJournal(Protocol):
+    """What the host logs every change to: the data directory's
+    :class:`~tenure.server._durability.journal.Journal`, or a cluster's journal in
+    etcd (:mod:`tenure.server._cluster`)."""
+
+    @property
+    def fsync(self) -> FsyncMode:
+        """When what is logged is durable (a cluster's: ``always``, in etcd)."""
+        ...
+
+    @property
+    def snapshot_fd(self) -> int | None:
+        """While a snapshot is being written apart: a descriptor readable once done."""
+        ...
+
+    def log_command(self, command: Command[object], now: float) -> None:
+        """Queue a record of a command that succeeded."""
+
+    def log_tick(self, now: float) -> None:
+        """Queue a record of a tick that handled deadlines."""
+
+    def take_pending(self) -> bytes:
+        """The queued records' bytes, for a writer."""
+        ...
+
+    def commit(self) -> None:
+        """Make every queued record durable, here and now."""
+
+    def sync(self) -> None:
+        """Make what was committed durable (``--fsync batch``)."""
+
+    def needs_snapshot(self, engine: Engine | None = None) -> bool:
+        """Whether a snapshot is due."""
+        ...
+
+    def start_snapshot(self, engine: Engine) -> int | None:
+        """Begin a snapshot of ``engine`` as it is now; :attr:`snapshot_fd` (None: done)."""
+        ...
+
+    def finish_snapshot(self) -> bool:
+        """The snapshot begun apart is written: put it in place."""
+        ...
+
+    def close(self, engine: Engine | None = None) -> None:
+        """Commit and close."""
+
+    def abort(self) -> None:
+        """Close without committing what is queued."""
+
+
+class BatchWriter(Protocol):
+    """What makes the turns' records durable apart from the event loop: the journal's
+    writer thread (:class:`~tenure.server._durability.writer.Writer`), or a cluster's
+    appender to etcd."""
+
+    def submit(self, data: bytes) -> int:
+        """Hand one batch over; its number (the writer reports it durable later)."""
+        ...
+
+    def commit_here(self, data: bytes) -> bool:
+        """Make ``data`` durable on the caller's thread if that is cheaper; False: not done."""
+        ...
+
+    def drain(self) -> None:
+        """Block until everything handed over is durable."""
+
+    def stop(self, *, discard: bool = False) -> None:
+        """Finish (or with ``discard``, drop) what was handed over, then stop."""
+
+
 class DurableHost(Host):
     """A :class:`~tenure._runtime.host.Host` whose every change is journaled (see the
     module docstring); the faces call it through :class:`tenure.server.plug.HostCalls`."""
 
     def __init__(
         self,
-        journal: Journal,
+        journal: HostJournal,
         engine: Engine,
         *,
         deliver: Callable[[list[Effect]], None],
@@ -106,7 +176,7 @@ class DurableHost(Host):
         self._dirty = self._unsynced = False
         self._flush_handle: asyncio.Handle | None = None
         self._sync_task: asyncio.Task[None] | None = None
-        self._writer: Writer | None = None
+        self._writer: BatchWriter | None = None
         self._handed = 0  # the last batch handed to the writer
         self._durable = 0  # the last batch the writer made durable
         self._waiting: list[tuple[int, asyncio.Future[None]]] = []  # for :meth:`committed`
@@ -115,14 +185,17 @@ class DurableHost(Host):
     def start(self) -> None:
         """Arm the timer (deadlines carried over by recovery) and the fsync mode's helper:
         the writer thread for ``always``, the syncer for ``batch``."""
-        fsync = self.journal.data_dir.fsync
-        if fsync is FsyncMode.ALWAYS:
-            self._writer = Writer(
-                self.journal.data_dir, self._loop, self._written, self._writer_failed
-            )
-        elif fsync is FsyncMode.BATCH:
+        self._writer = self._make_writer()
+        if self._writer is None and self.journal.fsync is FsyncMode.BATCH:
             self._sync_task = asyncio.ensure_future(self._sync_batches())
         self._arm_timer()
+
+    def _make_writer(self) -> BatchWriter | None:
+        """The writer of ``--fsync always`` (None: the loop commits itself)."""
+        journal = self.journal
+        if journal.fsync is not FsyncMode.ALWAYS or not isinstance(journal, Journal):
+            return None
+        return Writer(journal.data_dir, self._loop, self._written, self._writer_failed)
 
     def execute(self, command: Command[R]) -> R:
         """Apply ``command`` now, logged; its effects are delivered even if it fails.
@@ -157,8 +230,7 @@ class DurableHost(Host):
                 else:
                     self._commit(self.journal.commit)
                 if self.journal.needs_snapshot(self.engine):
-                    if self._writer is not None:
-                        self._writer.drain()  # the new segment starts after every record
+                    self._before_snapshot()
                     fd = self.journal.start_snapshot(self.engine)
                     if fd is not None:  # a child writes it: hear when it is done
                         self._loop.add_reader(fd, self._snapshot_written)
@@ -170,7 +242,12 @@ class DurableHost(Host):
         self._steps = 0
         self._output.seal(self._handed, self._durable)
 
-    def _hand_over(self, writer: Writer, data: bytes) -> None:
+    def _before_snapshot(self) -> None:
+        """Drain the writer: the log's new segment starts after every record handed over."""
+        if self._writer is not None:
+            self._writer.drain()
+
+    def _hand_over(self, writer: BatchWriter, data: bytes) -> None:
         """Give a turn's records to the writer thread, or commit them here when that
         is cheaper: a lone step with nothing in flight (:data:`INLINE_MAX_STEPS`)."""
         lone = self._steps <= INLINE_MAX_STEPS and self._handed == self._durable
@@ -202,6 +279,11 @@ class DurableHost(Host):
             self._fatal("committing the journal", error)
             return
         self._written(self._handed, None)
+
+    async def settled(self) -> None:
+        """:meth:`settle`, for an event loop that may wait (a cluster's host waits for
+        etcd here)."""
+        self.settle()
 
     def _written(self, batch: int, seconds: float | None) -> None:
         """The writer made batches up to ``batch`` durable: release their output."""
@@ -308,7 +390,7 @@ class DurableHost(Host):
             fields = {
                 "seconds": round(seconds, 6),
                 "slow_commit": self.slow_commit,
-                "fsync": self.journal.data_dir.fsync.value,
+                "fsync": self.journal.fsync.value,
             }
             log.warning("slow commit", extra={"event": "slow_commit", "fields": fields})
 
@@ -320,6 +402,14 @@ class DurableHost(Host):
             raise UnavailableError("the server failed to log a change") from None
         self._dirty = True
 
+    def abandon(self) -> None:
+        """Stop at once, acknowledging nothing more: what was handed over and is not
+        durable yet is dropped (a cluster's leader stepping down). Idempotent."""
+        if self.dead:
+            return
+        self.dead = True
+        self._abort()
+
     def _fatal(self, what: str, error: BaseException) -> None:
         if self.dead:
             return
@@ -327,6 +417,11 @@ class DurableHost(Host):
         log.critical(
             "%s failed; stopping without acknowledging anything more", what, exc_info=error
         )
+        self._abort()
+        self._on_fatal()
+
+    def _abort(self) -> None:
+        """Drop what is not durable, stop the writer, the timer and any snapshot."""
         self._stop_hearing_snapshot()
         for _, done in self._waiting:
             if not done.done():
@@ -339,7 +434,6 @@ class DurableHost(Host):
         except OSError:
             log.exception("aborting the journal failed too")
         self._cancel_timer()
-        self._on_fatal()
 
     async def _sync_batches(self) -> None:
         """``--fsync batch``: make what was committed durable every ``batch_interval``."""
@@ -348,6 +442,6 @@ class DurableHost(Host):
             if self._unsynced and not (self.dead or self.stopped):
                 self._unsynced = False
                 try:
-                    self._commit(lambda: self.journal.data_dir.commit(sync=True))
+                    self._commit(self.journal.sync)
                 except Exception as error:
                     self._fatal("syncing the journal", error)

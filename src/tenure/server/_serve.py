@@ -27,24 +27,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from tenure._core import CloseSession, DetachSession, Effect, Engine, SessionEnded
 from tenure._protocol import GoingAway, Refused, ServerConnection, State
 from tenure._protocol.fanout import FiredPushes
-from tenure.errors import ErrorCode, TenureError
+from tenure.errors import ErrorCode, NotLeaderError, TenureError
 from tenure.server import _faces
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._durability.journal import Journal
-from tenure.server._durable_host import DurableHost
+from tenure.server._durable_host import DurableHost, DurableOutput
 from tenure.server._face_set import FaceSet
 from tenure.server._net.accept import READ_LIMIT, AcceptedProtocol, Kind
 from tenure.server._net.gate import Conn, Gate
 from tenure.server._net.native import NativeFace
 from tenure.server._net.outbox import Connection, Outboxes
 from tenure.server._observe import Observer
+from tenure.server._role import STANDALONE_ROLE, Role
 from tenure.server._session_table import SessionTable
 from tenure.server.plug import AcceptedFace, Face, FaceFactory, Plug
 
@@ -66,31 +69,44 @@ class Server:
     def __init__(
         self,
         config: ServeConfig,
-        journal: Journal,
-        engine: Engine,
+        journal: Journal | None,
+        engine: Engine | None,
         instance_id: bytes,
         faces: Mapping[str, FaceFactory] | None = None,
         observer: Observer | None = None,
+        *,
+        role: Role = STANDALONE_ROLE,
+        make_host: HostMaker | None = None,
     ) -> None:
         """``observer``: told of requests, commands, effects and commits (the metrics of
-        ``--http-port``; None: nobody measures)."""
+        ``--http-port``; None: nobody measures); ``role``: whether it leads a cluster (a
+        server of a cluster steps down instead of exiting when its journal fails, see
+        :meth:`step_down`); ``make_host``: makes its host from what the server routes
+        (None: a :class:`DurableHost` over ``journal`` and ``engine``)."""
         self.config = config
         self.instance_id = instance_id
         self.exit_code = 0
+        self.role = role
         self.out = Outboxes(config, lambda: self.host.request_flush())
         self.gate = Gate(
-            config, instance_id, self.out.emit, window_of=self._window_of, detach=self._detach_all
+            config,
+            instance_id,
+            self.out.emit,
+            window_of=self._window_of,
+            detach=self._detach_all,
+            role=role,
         )
-        self.host = DurableHost(
-            journal,
-            engine,
-            deliver=self._deliver,
-            output=self.out,
-            on_fatal=self._on_fatal,
-            batch_interval=config.batch_interval,
-            slow_commit=config.slow_commit,
-            observer=observer,
-        )
+        if make_host is None:
+            assert journal is not None and engine is not None, "a journal and an engine"
+            make_host = partial(
+                DurableHost,
+                journal,
+                engine,
+                batch_interval=config.batch_interval,
+                slow_commit=config.slow_commit,
+                observer=observer,
+            )
+        self.host = make_host(deliver=self._deliver, output=self.out, on_fatal=self._on_fatal)
         self._table: SessionTable[Conn | Face] = SessionTable(max_queued=config.max_queued_pushes)
         self._conns: set[Connection] = set()
         self.native = NativeFace(
@@ -112,6 +128,7 @@ class Server:
             forget=self._table.forget,
             connections=lambda: len(self._conns),
             observer=observer,
+            role=role,
         )
         makers = _faces.factories(config) if faces is None else faces
         #: The faces of other lock services this server speaks.
@@ -122,6 +139,9 @@ class Server:
         self.binding: str | None = None
         self._shutdown_task: asyncio.Task[None] | None = None
         self._stopping = False
+        #: Why the server stepped down (a cluster's: it no longer leads, or a standby's
+        #: term ended); None: it did not.
+        self.stepped_down: str | None = None
         self._listener: asyncio.Server | None = None
         self._done = asyncio.Event()
         self._idle = asyncio.Event()  # set when no connection is open
@@ -129,8 +149,11 @@ class Server:
 
     # -- lifecycle ----------------------------------------------------------------------
 
-    async def start(self) -> tuple[str, int]:
+    async def start(self, sockets: Sockets | None = None) -> tuple[str, int]:
         """Listen; returns the address actually bound (``--port 0`` picks one).
+
+        ``sockets``: listen on these, bound already (a cluster's server keeps its ports
+        across its terms: a connection that arrives between two waits in the backlog).
 
         Raises:
             OSError: a port cannot be bound (:attr:`binding` says which); then nothing
@@ -140,27 +163,31 @@ class Server:
         loop = asyncio.get_running_loop()
         timeout = config.handshake_timeout if tls is not None else None
         self.binding = "native"
+        where: dict[str, Any] = {"host": config.host, "port": config.port}
         try:
+            if sockets is not None:
+                where = {"sock": sockets.native.dup()}
             self._listener = await loop.create_server(
                 lambda: AcceptedProtocol(
                     self._serve_connection,
                     turn=config.max_requests_per_turn,
                     pause_unread=config.pause_unread,
                 ),
-                config.host,
-                config.port,
                 ssl=tls,
                 ssl_handshake_timeout=timeout,
+                **where,
             )
             accepted = self.faces.accepted
             if accepted is not None and accepted.port:
                 self.binding = self.faces.name_of(accepted)
+                where = {"host": config.host, "port": accepted.port}
+                if sockets is not None and sockets.accepted is not None:
+                    where = {"sock": sockets.accepted.dup()}
                 self._accepted_listener = await asyncio.start_server(
                     self._serve_accepted_only,
-                    config.host,
-                    accepted.port,
                     ssl=tls,
                     ssl_handshake_timeout=timeout,
+                    **where,
                 )
             self.host.start()
             self.faces.start()
@@ -224,7 +251,7 @@ class Server:
             async with asyncio.timeout(self.config.shutdown_grace):
                 await self._idle.wait()
         await self.faces.close(self.config.shutdown_grace)
-        self.host.settle()  # every answer owed is durable and written before the close
+        await self.host.settled()  # every answer owed is durable and written before the close
         for conn in list(self._conns):
             conn.writer.close()
         if not self.host.shutdown():
@@ -232,8 +259,45 @@ class Server:
         log.info("stopped", extra={"fields": {"exit_code": self.exit_code}})
         self._done.set()
 
+    async def step_down(self, why: str) -> None:
+        """Stop serving at once, for good: this server of a cluster no longer leads (or a
+        standby's term ends). Idempotent.
+
+        Nothing that is not durable leaves: the host acknowledges nothing more, and what
+        was sealed to a batch not yet in the log is dropped. Native clients are told
+        ``NOT_LEADER`` (GoingAway; Refused during the handshake), naming the leader if
+        one is known; dflockd's connections and YDB's streams are dropped (their
+        clients reconnect, and find the leader). The listeners close (a cluster keeps
+        the sockets for its next server), then :meth:`wait` returns 0.
+        """
+        if self.stepped_down is not None or self._done.is_set():
+            return
+        self.stepped_down = why
+        self._stopping = True
+        self._close_listeners()
+        self.faces.stop()
+        self.host.abandon()
+        self.out.drop_sealed()
+        word = str(NotLeaderError.pointing_to(self.role.leader(), why))
+        for conn in list(self._conns):
+            conn.outbox.clear()
+            if isinstance(conn, Conn):
+                _last_word(conn, word)
+            else:
+                conn.writer.transport.abort()
+        self.faces.abort()
+        await self.faces.close(0.0)
+        for conn in list(self._conns):
+            if isinstance(conn, Conn):
+                conn.writer.close()
+        self._done.set()
+
     def _on_fatal(self) -> None:
-        """The journal failed: drop every connection unanswered and exit non-zero."""
+        """The journal failed: drop every connection unanswered and exit non-zero (a
+        server of a cluster steps down instead: :meth:`step_down`)."""
+        if self.role.name:
+            asyncio.ensure_future(self.step_down("this server's journal in etcd failed"))
+            return
         self.exit_code = 1
         if self._listener is not None:
             self._listener.close()
@@ -269,8 +333,9 @@ class Server:
         kind = await accepted.kind
         # A native client's first frame is a Hello, whose 4-byte length starts with a
         # zero byte; a dflockd request starts with a command letter. Without an
-        # accepted face, a connection that is not native is closed.
-        face = self.faces.accepted
+        # accepted face, a connection that is not native is closed; on a standby too
+        # (dflockd's clients reconnect, through a balancer that finds the leader).
+        face = self.faces.accepted if self.role.leading else None
         if kind is Kind.OTHER and face is not None and not conn.closing:
             # From here the face's connection owns the streams: the native one must
             # not close them (it raced the face's last answer out of the door).
@@ -312,8 +377,13 @@ class Server:
     ) -> None:
         """The accepted face's own port (``--dflockd-port``): every connection speaks its
         protocol."""
-        if self._stopping or self.host.dead or len(self._conns) >= self.config.max_connections:
-            writer.close()  # as dflockd does at its limit: nothing written
+        if (
+            self._stopping
+            or self.host.dead
+            or not self.role.leading
+            or len(self._conns) >= self.config.max_connections
+        ):
+            writer.close()  # as dflockd does at its limit (or a standby): nothing written
             return
         assert self.faces.accepted is not None  # (its port is why this listens)
         peer = writer.get_extra_info("peername")
@@ -394,6 +464,41 @@ class Server:
         with contextlib.suppress(TenureError):
             self.host.execute(CloseSession(session_id))
             self._table.forget(session_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Sockets:
+    """Listening sockets a server is started on (a cluster's, kept across its terms):
+    the main port's, and the accepted face's own port's (None: none)."""
+
+    native: socket.socket
+    accepted: socket.socket | None = None
+
+
+class HostMaker(Protocol):
+    """Makes a server's host from what the server routes (see :class:`Server`)."""
+
+    def __call__(
+        self,
+        *,
+        deliver: Callable[[list[Effect]], None],
+        output: DurableOutput,
+        on_fatal: Callable[[], None],
+    ) -> DurableHost: ...
+
+
+def _last_word(conn: Conn, why: str) -> None:
+    """Tell a native connection NOT_LEADER, now (nothing queued before it leaves)."""
+    state = conn.codec.state
+    message = (
+        GoingAway(ErrorCode.NOT_LEADER, why)
+        if state is State.OPEN
+        else Refused(ErrorCode.NOT_LEADER, why)
+    )
+    conn.closing = True
+    if state in (State.OPEN, State.HANDSHAKE, State.GREETING):
+        with contextlib.suppress(Exception):  # (a broken transport: nothing to tell)
+            conn.writer.write(conn.codec.send(message))
 
 
 def _log_closed(peer: str, protocol: str, opened_at: float) -> None:

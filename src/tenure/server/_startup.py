@@ -66,10 +66,27 @@ async def _serve_locked(
         if endpoint is None:
             return 1
     try:
+        if config.cluster:
+            return await _serve_in_cluster(config, endpoint)
         return await _recover_and_serve(config, journal, loop, endpoint)
     finally:
         if endpoint is not None:
             await endpoint.stop()
+
+
+async def _serve_in_cluster(config: ServeConfig, endpoint: Endpoint | None) -> int:
+    """``--cluster``: a member of a replicated cluster (the data directory holds only
+    its lock and the snapshots on their way to etcd)."""
+    from tenure.server import _cluster  # etcd's client: only in a cluster
+
+    if endpoint is not None:
+        endpoint.recovering()
+    try:
+        return await _cluster.run(config, endpoint)
+    except OSError as error:
+        port = config.port
+        listen_failure(error, config.host, port, setting="port").log(log)
+        return 1
 
 
 async def _start_endpoint(config: ServeConfig, host: str, port: int) -> Endpoint | None:

@@ -41,6 +41,7 @@ from tenure.server._config.serve_config import ServeConfig
 from tenure.server._net.auth import Access, Token, Tokens, denial
 from tenure.server._net.outbox import Connection, reset
 from tenure.server._observe import FaceObserver
+from tenure.server._role import STANDALONE_ROLE, Role
 
 __all__ = [
     "AcceptedFace",
@@ -52,6 +53,7 @@ __all__ = [
     "HostCalls",
     "ListeningFace",
     "Plug",
+    "Role",
     "ServeConfig",
     "Token",
     "Tokens",
@@ -100,7 +102,9 @@ class Plug:
     the effects of an engine session to the face's :meth:`Face.deliver`,
     ``forget(session_id)`` drops that route; ``connections()`` is how many client
     connections the server has open; ``observer`` is told of each request the face
-    answers (None: not measured).
+    answers (None: not measured); ``role`` says whether the server leads its
+    cluster, and where the leader is (a face sends its clients there, as its
+    protocol can: YDB's discovery names the leader's endpoint).
     """
 
     config: ServeConfig
@@ -112,6 +116,7 @@ class Plug:
     forget: Callable[[int], None]
     connections: Callable[[], int]
     observer: FaceObserver | None = None
+    role: Role = STANDALONE_ROLE
 
 
 class Face(Hashable, Protocol):

@@ -72,6 +72,9 @@ class ConnectionOptions:
     request_timeout: float = 5.0
     #: The sessions' ``withdraw_wait`` (the session core's, not the channel's).
     withdraw_wait: float = WITHDRAW_WAIT
+    #: The largest answer the channel accepts, in bytes (0: gRPC's default, 4 MiB). A
+    #: cluster's server reads its log in pages of many entries (tenure.server._cluster).
+    max_receive: int = 0
 
 
 class Connection:
@@ -99,6 +102,8 @@ class Connection:
         options: list[tuple[str, str | int]] = list(_KEEPALIVE)
         if self.options.server_hostname:
             options.append(("grpc.ssl_target_name_override", self.options.server_hostname))
+        if self.options.max_receive:
+            options.append(("grpc.max_receive_message_length", self.options.max_receive))
         if self.options.credentials is None:
             self.channel = grpc.aio.insecure_channel(self.endpoint, options=options)
         else:

@@ -37,6 +37,13 @@ from pathlib import Path
 from typing import Final
 
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE
+from tenure.server._config.cluster_settings import (
+    DEFAULT_LEASE_TTL,
+    DEFAULT_MAX_ENTRY,
+    DEFAULT_SNAPSHOT_EVERY,
+    ENTRY_OVERHEAD,
+)
+from tenure.server._config.cluster_url import without_secrets
 from tenure.server._config.settings import (
     BY_NAME,
     DEFAULT_BATCH_INTERVAL,
@@ -125,6 +132,12 @@ class ServeConfig:
     dashboard_actions: bool = False  # without tokens: may the dashboard end sessions?
     log_format: str = "auto"
     slow_commit: float = DEFAULT_SLOW_COMMIT  # 0: never logged
+    cluster: str = ""  # empty: not a member of a cluster
+    advertise: str = ""  # empty: host and the port bound
+    member_name: str = ""  # empty: the advertised address
+    cluster_lease_ttl: int = DEFAULT_LEASE_TTL
+    cluster_max_entry: int = DEFAULT_MAX_ENTRY
+    cluster_snapshot_every: int = DEFAULT_SNAPSHOT_EVERY
     config_file: Path | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
 
@@ -156,6 +169,8 @@ class ServeConfig:
                 value = value.value
             elif item.name == "sources":
                 value = dict(value)
+            elif item.name == "cluster" and value:
+                value = without_secrets(value)
             values[item.name] = value
         return values
 
@@ -235,7 +250,40 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> ServeConfig
     check_files(config)
     check_ports(config)
     check_http(config)
+    check_cluster(config)
     return config
+
+
+def check_cluster(config: ServeConfig) -> None:
+    """With ``--cluster``: a URL the cluster can use, an address to advertise, and
+    entries that hold any frame a client may send.
+
+    Raises:
+        ConfigError: naming the setting.
+    """
+    if not config.cluster:
+        return
+    from tenure.server._config.cluster_url import parse_cluster_url  # etcd's stubs: only here
+
+    try:
+        parse_cluster_url(config.cluster)
+    except ValueError as error:
+        raise ConfigError(f"--cluster={without_secrets(config.cluster)!r}: {error}") from None
+    if config.max_frame_size + ENTRY_OVERHEAD > config.cluster_max_entry:
+        raise ConfigError(
+            f"--cluster-max-entry={config.cluster_max_entry}: a log entry must hold the "
+            f"largest frame a client may send, --max-frame-size={config.max_frame_size} "
+            f"plus {ENTRY_OVERHEAD} bytes"
+        )
+    if config.advertise:
+        host, _, port = config.advertise.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"--advertise={config.advertise!r}: expected HOST:PORT")
+    elif config.host in ("", "0.0.0.0", "::"):
+        raise ConfigError(
+            f"--cluster with --host={config.host!r} (every address) needs --advertise "
+            "HOST:PORT: the address clients reach this server at"
+        )
 
 
 def check_ports(config: ServeConfig, faces: Iterable[tuple[str, int]] = ()) -> None:

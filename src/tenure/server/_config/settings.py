@@ -13,6 +13,7 @@ from typing import Final
 
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE, MAX_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
 from tenure.errors import ConfigError as ConfigError  # re-exported: it lives in tenure.errors
+from tenure.server._config.cluster_settings import CLUSTER_SETTINGS
 from tenure.server._config.setting import Setting, in_range, one_of
 from tenure.server._durability.storage import FsyncMode
 from tenure.server._durable_host import BATCH_INTERVAL
@@ -407,6 +408,8 @@ SETTINGS: Final = (
         "takes longer than this; 0: never (default: %(default)s)",
         in_range(0, 3600),
     ),
+    # -- a member of a cluster (tenure.server._cluster): their own table ------------------
+    *CLUSTER_SETTINGS,
 )
 
 #: The settings by name (also the keys a config file may have).

@@ -47,38 +47,30 @@ from dataclasses import dataclass
 from typing import Final, NoReturn
 
 import msgpack
-import msgspec
 
-from tenure._core import (
-    Acquire,
-    CancelAcquire,
-    CancelWatch,
-    Command,
-    CreateNode,
-    DescribeNode,
-    DescribeSemaphore,
-    DescribeSession,
-    DetachSession,
-    Engine,
-    GetNodeAnnex,
-    ListNodes,
-    ListSemaphores,
-    ListSessions,
-    NodeConfig,
-    Release,
-    Renew,
-)
+from tenure._core import Command, Engine
 from tenure._core.snapshot import dump, load, resume
-from tenure._protocol.payloads import COMMAND, decode_command, encode_command
-from tenure._protocol.wire import WireError
-from tenure.errors import TenureError
-from tenure.server._durability.storage import Compaction, CorruptLogError, DataDir
+from tenure.server._durability.records import (
+    COMMAND_RECORD as COMMAND_RECORD,
+)
+from tenure.server._durability.records import (
+    READ_ONLY as READ_ONLY,
+)
+from tenure.server._durability.records import (
+    RESUME_RECORD as RESUME_RECORD,
+)
+from tenure.server._durability.records import (
+    TICK_RECORD as TICK_RECORD,
+)
+from tenure.server._durability.records import (
+    apply_record,
+    command_record,
+    resume_record,
+    tick_record,
+)
+from tenure.server._durability.storage import Compaction, CorruptLogError, DataDir, FsyncMode
 
 log = logging.getLogger("tenure.server")
-
-COMMAND_RECORD: Final = 1
-TICK_RECORD: Final = 2
-RESUME_RECORD: Final = 3
 
 #: A snapshot is due after at least this many records (and a quarter of the state).
 COMPACT_EVERY: Final = 10_000
@@ -86,20 +78,6 @@ COMPACT_EVERY: Final = 10_000
 REPLAY_STEP: Final = 2_000
 #: Forking is how snapshots are written off the event loop; without it, inline.
 CAN_FORK: Final = hasattr(os, "fork")
-
-#: Commands that change nothing the journal keeps.
-READ_ONLY: Final = frozenset(
-    {
-        DescribeNode,
-        GetNodeAnnex,
-        DescribeSemaphore,
-        DescribeSession,
-        CancelWatch,
-        ListNodes,
-        ListSemaphores,
-        ListSessions,
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +107,11 @@ class Journal:
         #: Told of every snapshot put in place: (seconds since it was begun, bytes).
         self.on_snapshot: Callable[[float, int], None] | None = None
 
+    @property
+    def fsync(self) -> FsyncMode:
+        """When what is logged reaches the disk (the data directory's ``--fsync``)."""
+        return self.data_dir.fsync
+
     def open(self, now: float, *, max_nodes: int = 10_000) -> Engine:
         """Rebuild the engine from disk and put it on this process's clock (``now``).
 
@@ -150,14 +133,14 @@ class Journal:
             CorruptLogError: as :meth:`open`.
         """
         recovered = self.data_dir.recover()
-        with _collector_paused():
+        with collector_paused():
             if recovered.snapshot is None:
                 engine = Engine(max_nodes=max_nodes)
             else:
                 engine = load(msgpack.unpackb(recovered.snapshot, raw=False))
         records = recovered.records
         for start in range(0, len(records), REPLAY_STEP):
-            with _collector_paused():
+            with collector_paused():
                 for index in range(start, min(start + REPLAY_STEP, len(records))):
                     self._replay(engine, records[index], index)
             yield None
@@ -166,50 +149,33 @@ class Journal:
 
     def resume(self, engine: Engine, now: float) -> Engine:
         """Put a replayed engine on this process's clock (``now``) and log that."""
-        with _collector_paused():
+        with collector_paused():
             engine.take_effects()  # everyone heard of these before the restart
             resume(engine, now)
-        self._append([RESUME_RECORD, now])
+        self._append(resume_record(now))
         self.commit()
         return engine
 
     def _replay(self, engine: Engine, record: bytes, index: int) -> None:
-        where = self.data_dir.path
-        try:
-            read = _RECORD.decode(record)
-            kind, when = read.kind, read.when
-            if kind == TICK_RECORD and not read.command:
-                engine.tick(when)
-            elif kind == COMMAND_RECORD and read.command:
-                command = _logged_command(read.command)
-                assert isinstance(command, Command)
-                engine.apply(command, when)
-            elif kind == RESUME_RECORD and not read.command:
-                engine.take_effects()
-                resume(engine, when)
-            else:
-                raise ValueError(f"unknown record kind {kind!r}")
-        except TenureError as error:
-            problem = f"logged record {index} no longer applies: {error}"
-            raise CorruptLogError(where, None, problem) from None
-        except (ValueError, TypeError) as error:  # msgspec's errors are ValueErrors
-            problem = f"logged record {index} is unreadable: {error}"
-            raise CorruptLogError(where, None, problem) from None
+        apply_record(engine, record, f"logged record {index}", self.data_dir.path)
 
     def log_command(self, command: Command[object], now: float) -> None:
         """Queue a record of a command that succeeded (read-only ones are skipped)."""
-        if type(command) in READ_ONLY:
-            return
-        # The command in its wire layout, as encoded (and checked) by the protocol's codec.
-        self._append([COMMAND_RECORD, now, msgspec.Raw(encode_command(command))])
+        record = command_record(command, now)
+        if record is not None:
+            self._append(record)
 
     def log_tick(self, now: float) -> None:
         """Queue a record of a tick that handled deadlines."""
-        self._append([TICK_RECORD, now])
+        self._append(tick_record(now))
 
     def commit(self) -> None:
         """Make every queued record durable (as the fsync mode says)."""
         self.data_dir.commit()
+
+    def sync(self) -> None:
+        """Make what was committed durable (fsync), whatever the mode (``--fsync batch``)."""
+        self.data_dir.commit(sync=True)
 
     def take_pending(self) -> bytes:
         """The queued records' bytes, for a writer thread to commit (see DataDir.write)."""
@@ -229,7 +195,7 @@ class Journal:
     def snapshot(self, engine: Engine) -> None:
         """Write the engine's state as the new starting point and drop older records."""
         started, records = time.monotonic(), self._since_snapshot
-        with _collector_paused():
+        with collector_paused():
             data = msgpack.packb(dump(engine), use_bin_type=True)
         compaction = self.data_dir.begin_compaction()
         compaction.write(data)
@@ -255,16 +221,7 @@ class Journal:
             return None
         assert self._child is None, "one snapshot at a time"
         compaction = self.data_dir.begin_compaction()
-        read_fd, write_fd = os.pipe()
-        with warnings.catch_warnings():
-            # Python 3.12+ warns of fork() beside other threads: the journal's writer
-            # thread is drained (idle, holding no lock) by then, and the child only
-            # writes the snapshot and exits (os._exit).
-            warnings.filterwarnings("ignore", r".*multi-threaded.*fork", DeprecationWarning)
-            pid = os.fork()
-        if pid == 0:
-            _write_in_child(engine, compaction, write_fd)
-        os.close(write_fd)
+        pid, read_fd = fork_snapshot(engine, compaction)
         self._child = _Child(pid, read_fd, compaction, self._since_snapshot, time.monotonic())
         self._since_snapshot = 0
         return read_fd
@@ -278,9 +235,8 @@ class Journal:
         child, self._child = self._child, None
         if child is None:
             return False
-        os.close(child.done_fd)
-        _, status = os.waitpid(child.pid, 0)
-        if os.waitstatus_to_exitcode(status) == 0:
+        status = reap_snapshot(child.pid, child.done_fd)
+        if status == 0:
             self.data_dir.finish_compaction(child.compaction)
             self._written(child.compaction, child.started, child.records)
             return True
@@ -312,10 +268,7 @@ class Journal:
         """Close without committing what is queued (see DataDir.abort); stop any child."""
         child, self._child = self._child, None
         if child is not None:
-            with contextlib.suppress(OSError):
-                os.kill(child.pid, signal.SIGKILL)
-                os.waitpid(child.pid, 0)
-            os.close(child.done_fd)
+            kill_snapshot(child.pid, child.done_fd)
             self.data_dir.abandon_compaction(child.compaction)
         self.data_dir.abort()
 
@@ -333,66 +286,13 @@ class Journal:
         if self.on_snapshot is not None:
             self.on_snapshot(seconds, size)
 
-    def _append(self, record: list[object]) -> None:
-        self.data_dir.append(msgspec.msgpack.encode(record))
+    def _append(self, record: bytes) -> None:
+        self.data_dir.append(record)
         self._since_snapshot += 1
 
 
-class _Record(msgspec.Struct, array_like=True, forbid_unknown_fields=True, gc=False):
-    """A logged record as read back: ``[kind, now]``, or ``[1, now, command]``."""
-
-    kind: int
-    when: float
-    command: msgspec.Raw = msgspec.Raw()  # the command's own msgpack, decoded apart
-
-
-_RECORD: Final = msgspec.msgpack.Decoder(_Record)
-
-
-def _logged_command(logged: msgspec.Raw) -> object:
-    """The command of a record: in today's layout, or else in an older one (:func:`_upgraded`)."""
-    try:
-        return decode_command(logged)
-    except WireError:
-        older = msgspec.msgpack.decode(logged)
-        return decode_command(msgspec.msgpack.encode(_upgraded(older)))
-
-
-def _upgraded(raw: object) -> object:
-    """A logged command in today's layout (layouts changed before the first release).
-
-    * DetachSession was ``[12, session_id]`` before it counted the client's silence:
-      it replays as a detach at the time it was logged (``silent_for`` 0);
-    * CreateNode's NodeConfig had 8 fields before ``max_missed_per_session``: the
-      node gets that setting's default;
-    * Acquire, Release, CancelAcquire and Renew had no ``hold`` before a session
-      could hold a semaphore more than once: they replay as hold 0.
-    """
-    if not isinstance(raw, list) or not raw:
-        return raw
-    if len(raw) == _BEFORE_HOLDS.get(raw[0], -1):
-        return [*raw, 0]  # hold 0: the session's only hold, as it was then
-    if raw[0] == _DETACH_TAG and len(raw) == 2:
-        return [*raw, 0.0]
-    config = raw[2] if raw[0] == _CREATE_NODE_TAG and len(raw) == 3 else None
-    if isinstance(config, list) and len(config) == 8:
-        return [*raw[:2], [*config, NodeConfig().max_missed_per_session]]
-    return raw
-
-
-_DETACH_TAG: Final = COMMAND.by_type[DetachSession].tag
-#: Length (tag included) of the commands that gained ``hold``, as they were before.
-_BEFORE_HOLDS: Final = {
-    COMMAND.by_type[Acquire].tag: 9,
-    COMMAND.by_type[Release].tag: 3,
-    COMMAND.by_type[CancelAcquire].tag: 4,
-    COMMAND.by_type[Renew].tag: 4,
-}
-_CREATE_NODE_TAG: Final = COMMAND.by_type[CreateNode].tag
-
-
 @contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """No cyclic garbage collection inside: building or walking a large state makes
     hundreds of thousands of objects, each collection would walk them all, and none
     of them is garbage."""
@@ -403,6 +303,38 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def fork_snapshot(engine: Engine, compaction: Compaction) -> tuple[int, int]:
+    """Fork a child that writes the snapshot of ``engine`` (as it is now) to
+    ``compaction``'s temp file; returns its pid and a descriptor readable once it is
+    done (:func:`reap_snapshot` then). Call it with no other thread holding a lock."""
+    read_fd, write_fd = os.pipe()
+    with warnings.catch_warnings():
+        # Python 3.12+ warns of fork() beside other threads: the journal's writer
+        # thread is drained (idle, holding no lock) by then, and the child only
+        # writes the snapshot and exits (os._exit).
+        warnings.filterwarnings("ignore", r".*multi-threaded.*fork", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:
+        _write_in_child(engine, compaction, write_fd)
+    os.close(write_fd)
+    return pid, read_fd
+
+
+def reap_snapshot(pid: int, done_fd: int) -> int:
+    """Wait for a snapshot's child (its descriptor is readable); its exit code (0: written)."""
+    os.close(done_fd)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def kill_snapshot(pid: int, done_fd: int) -> None:
+    """Stop a snapshot's child and forget it (what it wrote is abandoned by the caller)."""
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    os.close(done_fd)
 
 
 def _write_in_child(engine: Engine, compaction: Compaction, done_fd: int) -> NoReturn:

@@ -137,6 +137,45 @@ def _read_records(path: Path, limit: int) -> tuple[list[bytes], int]:
     return records, offset
 
 
+def framed(payload: bytes) -> bytes:
+    """One record as the log holds it: length, crc32, payload."""
+    return _HEAD.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+def unframed(data: bytes | memoryview) -> list[tuple[int, int]]:
+    """Where each whole record of ``data`` (records as the log holds them) ends:
+    ``(start, end)`` of its payload, checked against its crc32.
+
+    Raises:
+        ValueError: ``data`` is not whole records (cut short, or a checksum fails).
+    """
+    spans, offset = [], 0
+    while offset < len(data):
+        if len(data) - offset < _HEAD.size:
+            raise ValueError(f"a record header is cut short at offset {offset}")
+        length, crc = _HEAD.unpack_from(data, offset)
+        start, end = offset + _HEAD.size, offset + _HEAD.size + length
+        if length == 0 or end > len(data):
+            raise ValueError(f"a record of {length} bytes at offset {offset} does not fit")
+        if zlib.crc32(data[start:end]) != crc:
+            raise ValueError(f"checksum mismatch in the record at offset {offset}")
+        spans.append((start, end))
+        offset = end
+    return spans
+
+
+def read_snapshot_file(path: Path) -> bytes:
+    """The snapshot a :class:`Compaction` wrote to ``path`` (its one record).
+
+    Raises:
+        CorruptLogError: the file is not one whole snapshot.
+    """
+    records, end = _read_records(path, SNAPSHOT_LIMIT)
+    if len(records) != 1 or end != path.stat().st_size:
+        raise CorruptLogError(path, None, "not one whole snapshot")
+    return records[0]
+
+
 def _zeros_from(data: bytes, offset: int) -> bool:
     """Whether every byte of ``data`` from ``offset`` on is zero (counted in C: a
     preallocated tail is megabytes)."""

@@ -51,7 +51,7 @@ class Endpoint:
         """``server`` listens and serves: ready until it stops."""
         self.front.serving.server = server
         self.metrics.identify(server.instance_id.hex())
-        self.readiness.serving(lambda: server.stopping)
+        self.readiness.serving(lambda: server.stopping, lambda: server.role.leading)
 
     async def stop(self) -> None:
         """The server has stopped: so does the endpoint."""

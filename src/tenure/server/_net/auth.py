@@ -61,6 +61,7 @@ from tenure._core import (
     SetNodeAnnex,
     UpdateSemaphore,
 )
+from tenure._protocol.cluster import ClusterStatus
 from tenure.server._config.settings import ConfigError
 
 
@@ -87,6 +88,7 @@ READ_ONLY_COMMANDS: Final[frozenset[type[Command[object]]]] = frozenset(
         ListNodes,
         ListSemaphores,
         ListSessions,
+        ClusterStatus,  # (the server's own: members' addresses and log positions)
     }
 )
 #: The commands a read-write token may send: every command.

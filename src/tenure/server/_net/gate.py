@@ -42,14 +42,18 @@ from tenure._protocol import (
     Welcome,
     version_refusal,
 )
-from tenure.errors import ErrorCode
+from tenure.errors import ErrorCode, NotLeaderError
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._net.auth import SessionLike, Token, Tokens, command_node, denial, load_tokens
 from tenure.server._net.tls import server_context
+from tenure.server._role import STANDALONE_ROLE, Role
 
 log = logging.getLogger("tenure.server")
 
 SERVER_NAME: Final = "tenure"
+#: The first protocol version whose Welcome says the server's role: an older client's
+#: Hello to a standby is refused NOT_LEADER instead.
+STANDBY_VERSION: Final = 3
 #: The server counts a client's silence this much slower than its own clock runs
 #: (2%): the client, which gives up one window after it *sent* its last answered
 #: frame (docs/guarantees.md 6a), must do so before the server acts, even if the
@@ -100,12 +104,15 @@ class Gate:
         *,
         window_of: Callable[[Conn], float | None],
         detach: Callable[[Conn], None],
+        role: Role = STANDALONE_ROLE,
     ) -> None:
         """``window_of(conn)``: the shortest recovery window of the sessions attached to
         ``conn`` now (None: none); ``detach(conn)``: detach them, counting their windows
-        from its last frame."""
+        from its last frame; ``role``: whether this server leads its cluster (a
+        standby's Welcome says so, and an older client's Hello is refused NOT_LEADER)."""
         self.config = config
         self.instance_id = instance_id
+        self.role = role
         self.tls: ssl.SSLContext | None = server_context(
             config.tls_cert, config.tls_key, config.tls_client_ca
         )
@@ -129,6 +136,11 @@ class Gate:
         refusal = version_refusal(hello)
         if refusal is None and stopping:
             refusal = Refused(ErrorCode.UNAVAILABLE, "the server is shutting down")
+        role = self.role
+        if refusal is None and not role.leading and hello.version < STANDBY_VERSION:
+            # An older client knows no standby (Welcome.role): it is told where to go.
+            standby = NotLeaderError.pointing_to(role.leader(), "this server is a standby")
+            refusal = Refused(ErrorCode.NOT_LEADER, str(standby))
         if refusal is None and self.tokens is not None:
             conn.token = self.tokens.authenticate(hello.token)
             if conn.token is None:
@@ -147,6 +159,8 @@ class Gate:
             instance_id=self.instance_id,
             max_frame_size=self.config.max_frame_size,
             idle_timeout=self.config.idle_timeout,
+            role=role.name,
+            leader=role.leader(),
         )
         self._emit(conn, welcome)
         opened: dict[str, object] = {
@@ -155,6 +169,7 @@ class Gate:
             "client_name": hello.client_name,
             "version": hello.version,
             "token": conn.token.name if conn.token is not None else None,
+            **({"role": role.name} if role.name else {}),
         }
         log.info("connection opened", extra={"event": "connection_opened", "fields": opened})
         self._cancel(conn)

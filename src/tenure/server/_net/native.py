@@ -42,7 +42,8 @@ from tenure._protocol import (
     Request,
     State,
 )
-from tenure.errors import ErrorCode, ProtocolError, TenureError, code_of
+from tenure._protocol.cluster import ClusterStatus
+from tenure.errors import ErrorCode, NotLeaderError, ProtocolError, TenureError, code_of
 from tenure.server._durable_host import DurableHost
 from tenure.server._net.accept import AcceptedProtocol
 from tenure.server._net.auth import Token, visible_nodes
@@ -133,6 +134,14 @@ class NativeFace:
         if denied is not None:
             self._fail(conn, request, ErrorCode.PERMISSION_DENIED, denied)
             return
+        role = self.gate.role
+        if type(command) is ClusterStatus:  # the server's to answer, never the engine's
+            self._cluster_status(conn, request)
+            return
+        if not role.leading:
+            standby = NotLeaderError.pointing_to(role.leader(), "this server is a standby")
+            self._fail(conn, request, ErrorCode.NOT_LEADER, str(standby))
+            return
         session_id = getattr(command, "session_id", None)
         if (
             session_id is not None
@@ -169,6 +178,17 @@ class NativeFace:
         self.out.emit(conn, Reply(rid, value))  # type: ignore[arg-type]
         if self.observer is not None:
             self.observer.request(command, None)
+
+    def _cluster_status(self, conn: Conn, request: Request) -> None:
+        """Answer ClusterStatus: the cluster as this server knows it (any role)."""
+        view = self.gate.role.status()
+        if view is None:
+            why = "this server is not part of a cluster (tenure serve --cluster)"
+            self._fail(conn, request, ErrorCode.UNSUPPORTED, why)
+            return
+        self.out.emit(conn, Reply(request.request_id, view))
+        if self.observer is not None:
+            self.observer.request(request.command, None)
 
     def _visible_nodes(self, token: Token, command: ListNodes) -> NodePage:
         """A page of the nodes ``token`` may touch (it does not learn the others' names).

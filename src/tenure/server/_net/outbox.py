@@ -173,6 +173,14 @@ class Outboxes:
             )
         self._outgoing.clear()
 
+    def drop_sealed(self) -> None:
+        """Forget what waits for a batch that will never be durable (a cluster's leader
+        stepping down: nothing it had not made durable may reach anyone)."""
+        self._sealed.clear()
+        for conn in self._outgoing:
+            conn.outbox.clear()
+        self._outgoing.clear()
+
     def release(self, durable: int) -> None:
         """Batches up to ``durable`` are durable: write what was sealed to them, in order."""
         sealed = self._sealed

@@ -1,0 +1,103 @@
+"""What a server of a cluster says about the cluster: the ClusterStatus request (version 3).
+
+``tenure serve --cluster`` runs several servers as one service: one leads, the
+others are standbys (docs/cluster.md). Any of them answers :class:`ClusterStatus`
+with a :class:`ClusterView`: the members as the cluster's store (etcd) records
+them, which one leads, and how far each has applied the shared log, so that
+``tenure cluster status`` can show the whole cluster from any door. A server that
+is not part of a cluster answers it ``Failure(UNSUPPORTED)``.
+
+ClusterStatus is not an engine command: it travels in a Request like one (so that
+answers are matched by request id as every other), but the server answers it
+itself, on a standby as on the leader, and never journals it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from tenure._core.commands import Command
+from tenure._protocol.wire import FLOAT, STR, UINT, ArrayOf, Optional, Record
+
+__all__ = [
+    "CLUSTER_STATUS",
+    "CLUSTER_VIEW",
+    "MEMBER_VIEW",
+    "ClusterStatus",
+    "ClusterView",
+    "MemberView",
+]
+
+#: A member's roles, as :attr:`MemberView.role` says them.
+LEADER: Final = "leader"
+STANDBY: Final = "standby"
+
+
+@dataclass(frozen=True, slots=True)
+class MemberView:
+    """One server of the cluster, as it last recorded itself in the cluster's store.
+
+    ``role``: ``leader`` or ``standby``; ``address``: where its clients reach it
+    (``--advertise``); ``applied``: the index of the last log entry its engine holds;
+    ``age``: seconds since it last recorded itself (None: unknown); ``http`` and
+    ``ydb``: its HTTP endpoint's and YDB face's addresses (empty: none).
+    """
+
+    name: str
+    role: str
+    address: str
+    applied: int
+    age: float | None = None
+    http: str = ""
+    ydb: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """The reply to :class:`ClusterStatus`.
+
+    ``cluster``: the cluster's name; ``leader``: the leading member's name (empty:
+    none now); ``term``: the leader's term (its election key's revision in etcd;
+    0: none); ``index``: the last log entry appended; ``answered_by``: the member
+    that answers; ``members``: every member that records itself, by name.
+    """
+
+    cluster: str
+    leader: str
+    term: int
+    index: int
+    answered_by: str
+    members: tuple[MemberView, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterStatus(Command[ClusterView]):
+    """Ask a server of a cluster for the cluster's members, leader and log positions."""
+
+
+MEMBER_VIEW: Final = Record(
+    MemberView,
+    [
+        ("name", STR),
+        ("role", STR),
+        ("address", STR),
+        ("applied", UINT),
+        ("age", Optional(FLOAT)),
+        ("http", STR),
+        ("ydb", STR),
+    ],
+)
+CLUSTER_VIEW: Final = Record(
+    ClusterView,
+    [
+        ("cluster", STR),
+        ("leader", STR),
+        ("term", UINT),
+        ("index", UINT),
+        ("answered_by", STR),
+        ("members", ArrayOf(MEMBER_VIEW)),
+    ],
+    tag=9,
+)
+CLUSTER_STATUS: Final = Record(ClusterStatus, [], tag=30)

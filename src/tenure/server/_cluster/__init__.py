@@ -1,0 +1,83 @@
+"""``tenure serve --cluster etcd://...``: several servers, one replicated service.
+
+The servers started with the same cluster URL share one log in etcd and elect one
+leader through it; the others are standbys that follow the log with a warm engine
+and take over when the leader goes (docs/cluster.md). Etcd's Raft is the consensus:
+tenure adds the fence on every append and the lease discipline of a leader.
+
+* :mod:`.keys`: the key layout and values; :mod:`.store`: the etcd calls (the fence);
+* :mod:`.lease`: a member's lease and its deadline; :mod:`.role`: what a member
+  knows of the cluster (a :class:`~tenure.server._role.Role`);
+* :mod:`.follower`: the warm engine; :mod:`.appender` and :mod:`.journal`: the
+  leader's group commit and snapshots; :mod:`.hosts`: the leader's and standby's
+  hosts;
+* :mod:`.member`: one server's life from standby to leader and back;
+  :func:`run`: ``tenure serve``'s entry point.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import signal
+from typing import TYPE_CHECKING
+
+from tenure.server._cluster.keys import Member
+from tenure.server._cluster.member import ClusterMember, listening_sockets
+from tenure.server._config.cluster_url import parse_cluster_url
+from tenure.server._config.serve_config import ServeConfig
+
+if TYPE_CHECKING:
+    from tenure.server._http.endpoint import Endpoint
+
+__all__ = ["ClusterMember", "advertised", "run"]
+
+log = logging.getLogger("tenure.cluster")
+
+
+def advertised(config: ServeConfig, port: int) -> Member:
+    """This server's record as its clients reach it (``port``: the main port bound)."""
+    address = config.advertise or f"{_bracketed(config.host)}:{port}"
+    host = address.rpartition(":")[0]
+    http = ""
+    if config.http_port:
+        http_host = config.http_host if config.http_host not in ("", "0.0.0.0", "::") else ""
+        http = f"{_bracketed(http_host) if http_host else host}:{config.http_port}"
+    ydb = _with_port(config.ydb_advertise or host, config.ydb_port) if config.ydb_port else ""
+    dflockd = f"{host}:{config.dflockd_port}" if config.dflockd_port else address
+    return Member(config.member_name or address, address, http=http, ydb=ydb, dflockd=dflockd)
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def _with_port(address: str, port: int) -> str:
+    """``HOST:PORT`` as given, or ``HOST`` with ``port`` added."""
+    if re.match(r"^(\[[^\]]*\]|[^:]+):\d+$", address):
+        return address
+    return f"{_bracketed(address)}:{port}"
+
+
+async def run(config: ServeConfig, endpoint: Endpoint | None) -> int:
+    """Serve as a member of ``config.cluster`` until stopped; the exit code.
+
+    Raises:
+        OSError: a port cannot be bound.
+    """
+    url = parse_cluster_url(config.cluster)
+    sockets = listening_sockets(config)
+    port = int(sockets.native.getsockname()[1])
+    member = ClusterMember(config, url, endpoint)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, member.stop)
+    try:
+        return await member.run(sockets, advertised(config, port))
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+        sockets.native.close()
+        if sockets.accepted is not None:
+            sockets.accepted.close()

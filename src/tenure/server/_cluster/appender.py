@@ -1,0 +1,234 @@
+"""The leader's writer: group commit to the cluster's log in etcd.
+
+The server's host hands each turn's records to :meth:`Appender.submit` as batch N
+and goes on serving (as it hands them to the journal's writer thread in a single
+server). One append is in flight at a time: while it is, later batches accumulate,
+and the next append carries all of them, so the busier the leader, the more
+batches share one Txn. An append is one log entry, or several in a row when the
+records exceed ``max_entry`` bytes (a record is never split: the configuration
+keeps every record within the limit, :mod:`tenure.server._cluster.settings`). Once
+every entry of a round is in etcd, the host hears that batches up to the last one
+taken are durable, and their answers leave.
+
+Each append is a fenced Txn (:meth:`ClusterStore.append`): if this server no
+longer leads, it fails, and the host is told the journal failed: it steps down, and
+nothing of those batches is acknowledged. An etcd that cannot be reached is tried
+again until the leader's lease could have run out (``deadline``), then it fails
+the same way.
+
+A snapshot needs the index of the last entry that holds its records and none after
+(:meth:`Appender.barrier`): a round never takes batches on both sides of a barrier.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+from tenure.errors import NotLeaderError, UnavailableError
+from tenure.server._cluster.keys import Entry
+from tenure.server._cluster.store import Appended, ClusterStore
+from tenure.server._durability.storage import unframed
+
+log = logging.getLogger("tenure.cluster")
+
+__all__ = ["Appender"]
+
+#: The pause between two tries of an append etcd did not answer, in seconds.
+RETRY_PAUSE = 0.05
+
+
+class Appender:
+    """See the module docstring. ``on_durable(batch, seconds)`` and ``on_failed(error)``
+    are called on the event loop; ``deadline()`` is when the leader's lease could end
+    (loop time)."""
+
+    def __init__(
+        self,
+        store: ClusterStore,
+        *,
+        lease: int,
+        term: int,
+        next_index: int,
+        max_entry: int,
+        deadline: Callable[[], float],
+    ) -> None:
+        self.store = store
+        self.lease = lease
+        self.term = term
+        self.max_entry = max_entry
+        #: The index the next entry gets (one past the last appended).
+        self.next_index = next_index
+        self._deadline = deadline
+        self._loop = asyncio.get_running_loop()
+        self._queue: list[tuple[int, bytes]] = []
+        self._handed = 0
+        self._busy = False
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._barriers: list[tuple[int, asyncio.Future[int]]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._failed: BaseException | None = None
+        self.on_durable: Callable[[int, float], None] = lambda batch, seconds: None
+        self.on_failed: Callable[[BaseException], None] = lambda error: None
+
+    @property
+    def handed(self) -> int:
+        """The number of the last batch submitted (0: none yet)."""
+        return self._handed
+
+    @property
+    def last_index(self) -> int:
+        """The index of the last entry appended."""
+        return self.next_index - 1
+
+    def start(
+        self, on_durable: Callable[[int, float], None], on_failed: Callable[[BaseException], None]
+    ) -> None:
+        """Begin appending what is submitted, telling the host through these two."""
+        self.on_durable, self.on_failed = on_durable, on_failed
+        self._task = asyncio.ensure_future(self._run())
+
+    # -- BatchWriter ------------------------------------------------------------------
+
+    def submit(self, data: bytes) -> int:
+        """Hand one batch of framed records over; returns its number at once.
+
+        Raises:
+            NotLeaderError: the appender failed or was stopped (nothing was taken).
+        """
+        if self._failed is not None or self._task is None or self._task.done():
+            raise NotLeaderError.pointing_to(None, "this server no longer appends to the log")
+        self._handed += 1
+        self._queue.append((self._handed, data))
+        self._idle.clear()
+        self._wake.set()
+        return self._handed
+
+    def commit_here(self, data: bytes) -> bool:
+        """Never: an append is a round trip to etcd, made by the appender's task."""
+        return False
+
+    def drain(self) -> None:
+        """Nothing to do here: the loop cannot block for etcd (await :meth:`idle`)."""
+
+    def stop(self, *, discard: bool = False) -> None:
+        """Stop appending; what was not appended is dropped (never acknowledged)."""
+        if self._task is not None:
+            self._task.cancel()
+        self._queue.clear()
+        for _, waiting in self._barriers:
+            waiting.cancel()
+        self._barriers.clear()
+        self._idle.set()
+
+    # -- for the leader ---------------------------------------------------------------
+
+    async def idle(self) -> None:
+        """Until everything submitted is appended (or the appender failed or stopped)."""
+        await self._idle.wait()
+
+    def barrier(self) -> asyncio.Future[int]:
+        """The index of the last entry holding records of the batches submitted so far
+        and of none after (what a snapshot of the state now covers)."""
+        done: asyncio.Future[int] = self._loop.create_future()
+        if not self._queue and not self._busy:
+            done.set_result(self.last_index)
+        else:
+            self._barriers.append((self._handed, done))
+        return done
+
+    # -- the task -----------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                if not self._queue:
+                    self._idle.set()
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                upto = self._barriers[0][0] if self._barriers else self._handed
+                taken = [data for batch, data in self._queue if batch <= upto]
+                self._queue = [(batch, data) for batch, data in self._queue if batch > upto]
+                self._busy = True
+                started = time.perf_counter()
+                for chunk in _chunks(b"".join(taken), self.max_entry):
+                    await self._append(Entry(self.term, chunk))
+                self._busy = False
+                self.on_durable(upto, time.perf_counter() - started)
+                while self._barriers and self._barriers[0][0] <= upto:
+                    _, waiting = self._barriers.pop(0)
+                    if not waiting.done():
+                        waiting.set_result(self.last_index)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as error:
+            self._failed = error
+            self._queue.clear()
+            self._idle.set()
+            self.on_failed(error)
+
+    async def _append(self, entry: Entry) -> None:
+        """Append one entry at the next index, trying again while the lease may last.
+
+        Raises:
+            NotLeaderError: this server no longer leads (the fence held it off).
+            UnavailableError: etcd did not answer before the lease could have ended.
+        """
+        while True:
+            try:
+                result = await self.store.append(self.next_index, entry, self.lease)
+            except UnavailableError as error:
+                if self._loop.time() + RETRY_PAUSE >= self._deadline():
+                    raise UnavailableError(
+                        f"etcd did not take log entry {self.next_index} before this "
+                        f"leader's lease could end: {error}"
+                    ) from None
+                log.warning("appending entry %d: %s; trying again", self.next_index, error)
+                await asyncio.sleep(RETRY_PAUSE)
+                continue
+            if result is Appended.DONE:
+                self.next_index += 1
+                return
+            why = (
+                "its election key is gone"
+                if result is Appended.DEPOSED
+                else f"log entry {self.next_index} was written by another leader"
+            )
+            raise NotLeaderError.pointing_to(None, f"this server no longer leads: {why}")
+
+
+def _chunks(data: bytes, limit: int) -> list[bytes]:
+    """``data`` (framed records) cut into runs of whole records of at most ``limit`` bytes.
+
+    Raises:
+        ValueError: one record alone is larger than ``limit``, or ``data`` is not whole
+            records.
+    """
+    if len(data) <= limit:
+        return [data] if data else []
+    view = memoryview(data)
+    chunks: list[bytes] = []
+    start = 0
+    header = 8  # length and crc32 before each payload
+    last_end = 0
+    for span_start, span_end in unframed(view):
+        record_start = span_start - header
+        if span_end - record_start > limit:
+            raise ValueError(
+                f"a journal record of {span_end - record_start} bytes is larger than "
+                f"--cluster-max-entry ({limit})"
+            )
+        if span_end - start > limit:
+            chunks.append(bytes(view[start:record_start]))
+            start = record_start
+        last_end = span_end
+    chunks.append(bytes(view[start:last_end]))
+    with contextlib.suppress(Exception):
+        view.release()
+    return chunks

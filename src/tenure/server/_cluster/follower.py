@@ -1,0 +1,186 @@
+"""A warm engine: the cluster's state, kept up to date by following the log in etcd.
+
+Every server of a cluster runs a :class:`Follower` while it does not lead. It loads
+the newest snapshot and the log entries after it, read at one revision, then
+watches the log from the next revision and applies each new entry as it arrives,
+in index order, exactly as the leader applied its records (the engine is
+deterministic and every record carries the leader's time). Effects are dropped: a
+standby tells nobody anything. So when it is elected it only reads the tail that
+its watch had not brought yet (:meth:`Follower.catch_up`) and serves the same
+engine at once.
+
+What cannot be applied in order is read again: a gap in the watched entries, a
+watch cancelled because etcd compacted its revision, or a log trimmed past this
+follower by a snapshot (it then loads that snapshot). An entry that does not apply
+is a :class:`~tenure.errors.CorruptLogError`: this server's state can no longer be
+trusted, and it stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Final
+
+import msgpack
+
+from tenure._core import Engine
+from tenure._core.snapshot import load
+from tenure.backends.etcd._keys import prefix_end
+from tenure.backends.etcd._streams import WatchHub
+from tenure.errors import CorruptLogError
+from tenure.server._cluster.keys import ClusterDataError, Entry, decode_entry
+from tenure.server._cluster.store import ClusterStore
+from tenure.server._durability.journal import collector_paused
+from tenure.server._durability.records import apply_record
+from tenure.server._durability.storage import unframed
+
+log = logging.getLogger("tenure.cluster")
+
+__all__ = ["Follower"]
+
+#: An event's type in etcd's watch: a put (0) or a delete (1).
+_PUT: Final = 0
+
+
+class Follower:
+    """See the module docstring."""
+
+    def __init__(self, store: ClusterStore, hub: WatchHub, *, max_nodes: int = 10_000) -> None:
+        self.store = store
+        self.hub = hub
+        self.max_nodes = max_nodes
+        self.engine = Engine(max_nodes=max_nodes)
+        #: The index of the last entry applied (0: none).
+        self.applied = 0
+        #: The term of the last entry applied.
+        self.term = 0
+        #: The revision the engine's state was last read at (the watch goes on after it).
+        self.revision = 0
+        self.loads = 0  # how many times the state was loaded whole (a snapshot, or none)
+        self._task: asyncio.Task[None] | None = None
+        self._changed = asyncio.Event()
+
+    # -- reading ------------------------------------------------------------------------
+
+    async def load(self) -> None:
+        """Build the engine afresh: the newest snapshot, then every entry after it, all
+        read at one revision.
+
+        Raises:
+            CorruptLogError: the snapshot or an entry cannot be applied.
+        """
+        store = self.store
+        pointer, revision = await store.pointer()
+        engine = Engine(max_nodes=self.max_nodes)
+        applied = term = 0
+        if pointer is not None:
+            data = await store.read_snapshot(pointer, revision)
+            with collector_paused():
+                engine = load(msgpack.unpackb(data, raw=False))
+            applied, term = pointer.index, pointer.term
+        self.engine, self.applied, self.term, self.revision = engine, applied, term, revision
+        self.loads += 1
+        async for page in store.log_pages(applied, revision=revision):
+            for index, entry in page.entries:
+                if index != self.applied + 1:
+                    raise CorruptLogError(
+                        "etcd", None, f"log entry {self.applied + 1} is missing (found {index})"
+                    )
+                self._apply(index, entry)
+        fields = {"snapshot": pointer.index if pointer else 0, "applied": self.applied}
+        log.info("cluster state loaded", extra={"event": "cluster_loaded", "fields": fields})
+
+    async def catch_up(self) -> None:
+        """Apply every entry after :attr:`applied` that etcd has now (linearizably).
+
+        Loads the newest snapshot instead if the log was trimmed past this follower.
+        """
+        async for page in self.store.log_pages(self.applied):
+            for index, entry in page.entries:
+                if index <= self.applied:
+                    continue
+                if index != self.applied + 1:  # a snapshot trimmed what we still need
+                    await self.load()
+                    return
+                self._apply(index, entry)
+            self.revision = max(self.revision, page.revision)
+        pointer, _ = await self.store.pointer()
+        if pointer is not None and pointer.index > self.applied:
+            await self.load()
+
+    def _apply(self, index: int, entry: Entry) -> None:
+        if entry.term < self.term:
+            raise CorruptLogError(
+                "etcd", None, f"log entry {index} has term {entry.term} after {self.term}"
+            )
+        records = entry.records
+        try:
+            spans = unframed(records)
+        except ValueError as error:
+            raise CorruptLogError("etcd", None, f"log entry {index}: {error}") from None
+        engine = self.engine
+        for number, (start, end) in enumerate(spans):
+            apply_record(engine, records[start:end], f"log entry {index} record {number}", "etcd")
+        engine.take_effects()  # nobody hears of them here: the leader told its clients
+        self.applied, self.term = index, entry.term
+        self._changed.set()
+
+    # -- following ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Follow the log from :attr:`revision` on (until :meth:`stop`)."""
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._follow())
+
+    async def stop(self) -> None:
+        """Stop following (what was applied stays)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    @property
+    def failed(self) -> BaseException | None:
+        """Why following stopped on its own (an entry that does not apply), if it did."""
+        task = self._task
+        if task is None or not task.done() or task.cancelled():
+            return None
+        return task.exception()
+
+    async def applied_past(self, index: int) -> None:
+        """Until :attr:`applied` is at least ``index`` (for tests and status)."""
+        while self.applied < index:
+            self._changed.clear()
+            await self._changed.wait()
+
+    async def _follow(self) -> None:
+        keys = self.store.keys
+        watcher = self.hub.watch(keys.log, prefix_end(keys.log), self.revision + 1)
+        try:
+            while True:
+                await watcher.wait()
+                events, reset = watcher.drain()
+                gap = False
+                for event in events:
+                    if event.type != _PUT:
+                        continue  # a snapshot trimmed entries it covers
+                    index = keys.index_of(bytes(event.kv.key))
+                    if index <= self.applied:
+                        continue
+                    if index != self.applied + 1:
+                        gap = True
+                        break
+                    self._apply(index, _entry(bytes(event.kv.value), index))
+                if reset or gap:
+                    await self.catch_up()
+                    watcher.restart(self.revision + 1)
+        finally:
+            watcher.cancel()
+
+
+def _entry(raw: bytes, index: int) -> Entry:
+    try:
+        return decode_entry(raw)
+    except ClusterDataError as error:
+        raise CorruptLogError("etcd", None, f"log entry {index}: {error}") from None

@@ -1,0 +1,182 @@
+"""The hosts of a cluster's server: the leader's, journaled to etcd, and the standby's.
+
+:class:`LeaderHost` is the single server's
+:class:`~tenure.server._durable_host.DurableHost` with a
+:class:`~tenure.server._cluster.journal.ClusterJournal`: every change is logged,
+each turn's records are handed to the :class:`~tenure.server._cluster.appender.Appender`
+as one batch (group commit), and the answers of a batch leave once it is in etcd.
+Two things differ:
+
+* **The lease.** Nothing leaves once the leader's lease could have run out in etcd
+  (``deadline``, from the last renewal etcd answered, less a margin): a flush past
+  it releases nothing, and the journal fails, so the server steps down. An answer
+  that only reads the state is released at the flush that follows it, so a leader
+  paused past its lease (SIGSTOP, a stalled VM) answers no read when it wakes.
+* **Failing.** An append that the fence refuses, or etcd out of reach until the
+  deadline, fails the journal as a disk would a single server's: nothing more is
+  acknowledged, and ``on_fatal`` (the server's step down) runs.
+
+:class:`StandbyHost` serves nothing: every command fails ``NOT_LEADER`` naming the
+leader, and it has no timer: the engine it shows (the dashboard, metrics) is the
+follower's, which only the log changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from tenure._core import Command, Effect, Engine
+from tenure.errors import NotLeaderError
+from tenure.server._cluster.appender import Appender
+from tenure.server._cluster.journal import ClusterJournal
+from tenure.server._durability.storage import FsyncMode
+from tenure.server._durable_host import BatchWriter, DurableHost, DurableOutput
+from tenure.server._observe import Observer
+
+__all__ = ["LeaderHost", "StandbyHost"]
+
+R = TypeVar("R")
+
+
+class LeaderHost(DurableHost):
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        journal: ClusterJournal,
+        engine: Engine,
+        *,
+        deadline: Callable[[], float],
+        deliver: Callable[[list[Effect]], None],
+        output: DurableOutput,
+        on_fatal: Callable[[], None],
+        batch_interval: float = 0.05,
+        slow_commit: float = 0.0,
+        observer: Observer | None = None,
+    ) -> None:
+        """``deadline()``: the loop time when this leader's lease could end in etcd."""
+        super().__init__(
+            journal,
+            engine,
+            deliver=deliver,
+            output=output,
+            on_fatal=on_fatal,
+            batch_interval=batch_interval,
+            slow_commit=slow_commit,
+            observer=observer,
+        )
+        self.cluster_journal = journal
+        self.appender: Appender = journal.appender
+        self._deadline = deadline
+
+    def _make_writer(self) -> BatchWriter | None:
+        self.appender.start(self._written, self._writer_failed)
+        return self.appender
+
+    def _before_snapshot(self) -> None:
+        """Nothing to drain: the appender's barrier says which entries a snapshot covers."""
+
+    def flush(self) -> None:
+        """As a single server's, but never past the lease (module docstring)."""
+        if not self.dead and self._loop.time() >= self._deadline():
+            self._flush_handle = None
+            why = NotLeaderError.pointing_to(None, "this leader's lease may have ended in etcd")
+            self._fatal("holding the lease", why)
+            return
+        super().flush()
+
+    def settle(self) -> None:
+        """Flush only: answers leave when etcd has their entries, never before."""
+        self.flush()
+
+    async def settled(self) -> None:
+        """Flush, then until every entry handed over is in etcd (or the journal failed)."""
+        self.flush()
+        if self.dead:
+            return
+        await self.appender.idle()
+
+
+class StandbyHost(DurableHost):
+    """See the module docstring: every command is refused; nothing is journaled."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        leader: Callable[[], str | None],
+        deliver: Callable[[list[Effect]], None],
+        output: DurableOutput,
+        on_fatal: Callable[[], None],
+        observer: Observer | None = None,
+    ) -> None:
+        """``leader()``: the leader's native address (None: unknown), for the refusals."""
+        super().__init__(
+            _NO_JOURNAL,
+            engine,
+            deliver=deliver,
+            output=output,
+            on_fatal=on_fatal,
+            observer=observer,
+        )
+        self._leader = leader
+
+    def start(self) -> None:
+        """No timer and no writer: only the log changes the engine."""
+
+    def execute(self, command: Command[R]) -> R:
+        """Refused: this server does not lead.
+
+        Raises:
+            NotLeaderError: always, naming the leader.
+        """
+        raise NotLeaderError.pointing_to(self._leader(), "this server is a standby")
+
+    async def committed(self) -> None:
+        """Nothing is ever pending here."""
+
+    def shutdown(self) -> bool:
+        """Stop (there is no journal to close)."""
+        self.stop()
+        return True
+
+
+class _NoJournal:
+    """The journal of a host that applies nothing (a standby's)."""
+
+    fsync = FsyncMode.OFF
+    snapshot_fd = None
+
+    def log_command(self, command: Command[object], now: float) -> None:
+        raise AssertionError("a standby applies nothing")
+
+    def log_tick(self, now: float) -> None:
+        raise AssertionError("a standby applies nothing")
+
+    def take_pending(self) -> bytes:
+        return b""
+
+    def commit(self) -> None:
+        pass
+
+    def sync(self) -> None:
+        pass
+
+    def needs_snapshot(self, engine: Engine | None = None) -> bool:
+        return False
+
+    def start_snapshot(self, engine: Engine) -> int | None:
+        return None
+
+    def finish_snapshot(self) -> bool:
+        return False
+
+    def close(self, engine: Engine | None = None) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+
+_NO_JOURNAL = _NoJournal()

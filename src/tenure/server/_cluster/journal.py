@@ -1,0 +1,195 @@
+"""The leader's journal: the same records as a single server's, kept in etcd.
+
+:class:`ClusterJournal` is what the leader's host logs to
+(:class:`~tenure.server._durable_host.HostJournal`): each command that succeeded
+and each tick that changed the state is a record, exactly as in the data
+directory's log (:mod:`tenure.server._durability.records`), framed the same way,
+and the :class:`~tenure.server._cluster.appender.Appender` makes them durable by
+appending them to the cluster's log.
+
+Snapshots keep the log short. One is due, as in a single server, once the records
+since the last number ``snapshot_every`` and a quarter of the state's size. It is
+dumped by a forked child (the server goes on serving) into the data directory,
+then, once the entries it covers are in etcd, uploaded in chunks and put in use by
+one fenced Txn that also deletes the log entries it covers
+(:meth:`ClusterStore.install`). A snapshot that fails is logged and retried later:
+nothing is lost, standbys only replay more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tenure._core import Command, Engine
+from tenure.server._cluster.appender import Appender
+from tenure.server._cluster.store import ClusterStore
+from tenure.server._durability.journal import fork_snapshot, kill_snapshot, reap_snapshot
+from tenure.server._durability.records import command_record, resume_record, tick_record
+from tenure.server._durability.storage import (
+    Compaction,
+    FsyncMode,
+    framed,
+    read_snapshot_file,
+)
+
+log = logging.getLogger("tenure.cluster")
+
+__all__ = ["ClusterJournal"]
+
+#: Where the snapshot's child writes, in the data directory (one at a time).
+SNAPSHOT_FILE = "cluster-snapshot"
+
+
+class ClusterJournal:
+    """See the module docstring (a :class:`~tenure.server._durable_host.HostJournal`)."""
+
+    fsync = FsyncMode.ALWAYS  # an entry is acknowledged once etcd has it
+
+    def __init__(
+        self,
+        store: ClusterStore,
+        appender: Appender,
+        data_dir: Path,
+        *,
+        snapshot_every: int,
+    ) -> None:
+        self.store = store
+        self.appender = appender
+        self.data_dir = data_dir
+        self.snapshot_every = snapshot_every
+        self._pending = bytearray()
+        self._since_snapshot = 0
+        self._child: tuple[int, int, asyncio.Future[int]] | None = None
+        self._upload: asyncio.Task[None] | None = None
+        #: Told of every snapshot put in use: (seconds since it was begun, bytes).
+        self.on_snapshot: Callable[[float, int], None] | None = None
+        self._started = 0.0
+
+    # -- records ----------------------------------------------------------------------
+
+    def log_command(self, command: Command[object], now: float) -> None:
+        """Queue the record of a command that succeeded (read-only ones are skipped)."""
+        record = command_record(command, now)
+        if record is not None:
+            self._pending += framed(record)
+            self._since_snapshot += 1
+
+    def log_tick(self, now: float) -> None:
+        """Queue the record of a tick that handled deadlines."""
+        self._pending += framed(tick_record(now))
+        self._since_snapshot += 1
+
+    def log_resume(self, now: float) -> None:
+        """Queue the record of this leader's takeover: the engine on its clock from ``now``."""
+        self._pending += framed(resume_record(now))
+        self._since_snapshot += 1
+
+    def take_pending(self) -> bytes:
+        """The queued records' bytes, for the appender."""
+        data = bytes(self._pending)
+        self._pending.clear()
+        return data
+
+    def commit(self) -> None:
+        """Unused: the leader's host commits through its appender only."""
+        raise RuntimeError("a cluster's journal commits through its appender")
+
+    def sync(self) -> None:
+        """Nothing: an entry is durable once etcd has it."""
+
+    # -- snapshots --------------------------------------------------------------------
+
+    def needs_snapshot(self, engine: Engine | None = None) -> bool:
+        """Whether a snapshot is due (module docstring) and none is on its way."""
+        busy = self._child is not None or (self._upload is not None and not self._upload.done())
+        if busy or self._since_snapshot < self.snapshot_every:
+            return False
+        if engine is None:
+            return True
+        size = len(engine.sessions) + sum(len(node.semaphores) for node in engine.nodes.values())
+        return self._since_snapshot >= size // 4
+
+    @property
+    def snapshot_fd(self) -> int | None:
+        """While the child writes: a descriptor readable once it is done."""
+        return None if self._child is None else self._child[1]
+
+    def start_snapshot(self, engine: Engine) -> int | None:
+        """Fork the child that dumps ``engine`` as it is now (after every record handed
+        to the appender); :attr:`snapshot_fd`."""
+        covers = self.appender.barrier()
+        pid, fd = fork_snapshot(engine, self._compaction())
+        self._child = (pid, fd, covers)
+        self._started = time.monotonic()
+        self._since_snapshot = 0
+        return fd
+
+    def finish_snapshot(self) -> bool:
+        """The child is done: upload what it wrote once its entries are in etcd."""
+        child, self._child = self._child, None
+        if child is None:
+            return False
+        pid, fd, covers = child
+        status = reap_snapshot(pid, fd)
+        if status != 0:
+            log.warning("writing a cluster snapshot failed (status %d)", status)
+            covers.cancel()
+            return False
+        self._upload = asyncio.ensure_future(self._install(covers))
+        return True
+
+    async def _install(self, covers: asyncio.Future[int]) -> None:
+        path = self._compaction().temp
+        try:
+            index = await covers
+            data = await asyncio.to_thread(read_snapshot_file, path)
+            store, appender = self.store, self.appender
+            pointer = await store.write_chunks(index, appender.term, data, appender.max_entry)
+            replaced, _ = await store.pointer()
+            if not await store.install(pointer, appender.lease, replaced):
+                await store.drop_chunks(pointer)
+                log.info("snapshot %d not put in use: this server no longer leads", index)
+                return
+            seconds = round(time.monotonic() - self._started, 6)
+            fields = {
+                "index": index,
+                "bytes": len(data),
+                "chunks": pointer.chunks,
+                "seconds": seconds,
+            }
+            log.info("snapshot in use", extra={"event": "snapshot_written", "fields": fields})
+            if self.on_snapshot is not None:
+                self.on_snapshot(seconds, len(data))
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            log.warning("a cluster snapshot failed (%s); the log is kept", error)
+            self._since_snapshot += self.snapshot_every // 2  # try again sooner
+        finally:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+    def _compaction(self) -> Compaction:
+        temp = self.data_dir / f"{SNAPSHOT_FILE}.tmp"
+        return Compaction(0, temp, self.data_dir / f"{SNAPSHOT_FILE}.bin")
+
+    # -- the end ----------------------------------------------------------------------
+
+    def close(self, engine: Engine | None = None) -> None:
+        """Stop any snapshot on its way (a successor writes its own)."""
+        self.abort()
+
+    def abort(self) -> None:
+        """Stop any snapshot on its way; forget what is queued."""
+        self._pending.clear()
+        child, self._child = self._child, None
+        if child is not None:
+            kill_snapshot(child[0], child[1])
+            child[2].cancel()
+        if self._upload is not None:
+            self._upload.cancel()

@@ -1,0 +1,187 @@
+"""Where a cluster keeps things in etcd: the key layout and the values.
+
+Every cluster lives under ``P = <prefix>c/<name>/`` (``<prefix>``: ``?prefix=`` of
+``--cluster``, ``/tenure/`` by default; ``<name>``: the URL's path), so several
+clusters, and the ``etcd://`` backend's keys (``<prefix>n/...``), share one etcd::
+
+    P id                        the cluster's instance id (16 bytes, made once)
+    P leader/<lease>            a candidate: its lease (16 hex digits), on that lease;
+                                the lowest create_revision leads, and that revision is
+                                its term (etcd's concurrency.Election)
+    P members/<name>            a member's record, on its lease: role, addresses, the
+                                last log index its engine holds, when it wrote this
+    P log/<index>               one log entry (20 digits): the term that appended it and
+                                journal records (each length, crc32, payload, as in the
+                                data directory's log)
+    P snapshot                  the newest snapshot: the index it covers, its term,
+                                how many chunks, its size and crc32
+    P chunks/<index>-<term>/<n> the snapshot's bytes, in chunks (6 digits)
+
+Values are msgpack arrays (:class:`Entry`, :class:`Pointer`, :class:`Member`),
+decoded into typed structs; an unreadable one is :class:`ClusterDataError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, TypeVar
+from urllib.parse import quote
+
+import msgspec
+
+__all__ = [
+    "INDEX_DIGITS",
+    "ClusterDataError",
+    "ClusterKeys",
+    "Entry",
+    "Member",
+    "Pointer",
+    "decode_entry",
+    "decode_member",
+    "decode_pointer",
+    "encode",
+]
+
+T = TypeVar("T")
+
+#: Digits of a log index in its key: keys sort as the indexes do.
+INDEX_DIGITS: Final = 20
+
+
+class ClusterDataError(ValueError):
+    """A value under the cluster's prefix cannot be read (written by something else)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterKeys:
+    """The keys of one cluster (module docstring)."""
+
+    root: bytes  # P
+
+    @classmethod
+    def of(cls, prefix: str, cluster: str) -> ClusterKeys:
+        """The keys of cluster ``cluster`` under ``prefix``."""
+        return cls(f"{prefix}c/{quote(cluster, safe='')}/".encode())
+
+    @property
+    def id(self) -> bytes:
+        """The cluster's instance id."""
+        return self.root + b"id"
+
+    @property
+    def candidates(self) -> bytes:
+        """The range of the election's keys."""
+        return self.root + b"leader/"
+
+    def candidate(self, lease: int) -> bytes:
+        """The election key of the member on ``lease``."""
+        return self.candidates + f"{lease:016x}".encode()
+
+    @property
+    def members(self) -> bytes:
+        """The range of the members' records."""
+        return self.root + b"members/"
+
+    def member(self, name: str) -> bytes:
+        """One member's record."""
+        return self.members + quote(name, safe="").encode()
+
+    @property
+    def log(self) -> bytes:
+        """The range of the log's entries."""
+        return self.root + b"log/"
+
+    def entry(self, index: int) -> bytes:
+        """The key of log entry ``index``."""
+        return self.log + str(index).zfill(INDEX_DIGITS).encode()
+
+    def index_of(self, key: bytes) -> int:
+        """The index of a log entry's key."""
+        return int(key[len(self.log) :])
+
+    @property
+    def snapshot(self) -> bytes:
+        """The newest snapshot's pointer."""
+        return self.root + b"snapshot"
+
+    @property
+    def all_chunks(self) -> bytes:
+        """The range of every snapshot's chunks."""
+        return self.root + b"chunks/"
+
+    def chunks(self, index: int, term: int) -> bytes:
+        """The range of the chunks of the snapshot at ``index`` written in ``term``."""
+        return self.all_chunks + f"{str(index).zfill(INDEX_DIGITS)}-{term}/".encode()
+
+    def chunk(self, index: int, term: int, number: int) -> bytes:
+        """One chunk of that snapshot."""
+        return self.chunks(index, term) + f"{number:06d}".encode()
+
+
+class Entry(msgspec.Struct, array_like=True, frozen=True):
+    """A log entry: the term (the leader's election revision) and framed records."""
+
+    term: int
+    records: bytes
+
+
+class Pointer(msgspec.Struct, array_like=True, frozen=True):
+    """The newest snapshot: it holds the state after log entry ``index``."""
+
+    index: int
+    term: int
+    chunks: int
+    size: int
+    crc: int
+
+
+class Member(msgspec.Struct, array_like=True, frozen=True):
+    """A member's record (and a candidate's election value).
+
+    ``address``: its native face as clients reach it (``--advertise``); ``http``,
+    ``ydb``, ``dflockd``: its other listeners' addresses (empty: none); ``role``:
+    ``leader`` or ``standby``; ``applied``: the last log index its engine holds;
+    ``written``: the UNIX time it wrote the record (its own clock: for display).
+    """
+
+    name: str
+    address: str
+    role: str = ""
+    applied: int = 0
+    written: float = 0.0
+    http: str = ""
+    ydb: str = ""
+    dflockd: str = ""
+
+
+_encoder: Final = msgspec.msgpack.Encoder()
+_entries: Final = msgspec.msgpack.Decoder(Entry)
+_pointers: Final = msgspec.msgpack.Decoder(Pointer)
+_members: Final = msgspec.msgpack.Decoder(Member)
+
+
+def encode(value: Entry | Pointer | Member) -> bytes:
+    """A value as stored."""
+    return _encoder.encode(value)
+
+
+def _decoded(decoder: msgspec.msgpack.Decoder[T], raw: bytes, what: str) -> T:
+    try:
+        return decoder.decode(raw)
+    except msgspec.MsgspecError as error:
+        raise ClusterDataError(f"unreadable {what}: {error}") from None
+
+
+def decode_entry(raw: bytes) -> Entry:
+    """A log entry as stored (raises :class:`ClusterDataError`)."""
+    return _decoded(_entries, raw, "log entry")
+
+
+def decode_pointer(raw: bytes) -> Pointer:
+    """A snapshot pointer as stored (raises :class:`ClusterDataError`)."""
+    return _decoded(_pointers, raw, "snapshot pointer")
+
+
+def decode_member(raw: bytes) -> Member:
+    """A member's record as stored (raises :class:`ClusterDataError`)."""
+    return _decoded(_members, raw, "member record")

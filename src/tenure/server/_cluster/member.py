@@ -1,0 +1,452 @@
+"""One server of a cluster, from start to exit: a standby, a leader, a standby again.
+
+A :class:`ClusterMember` holds what lasts across its terms: the connection to etcd,
+the listening sockets (a connection that arrives between two terms waits in the
+backlog), the HTTP endpoint, the :class:`~tenure.server._cluster.role.ClusterRole`
+and the :class:`~tenure.server._cluster.follower.Follower`. Each term is one
+:class:`~tenure.server._serve.Server` on those sockets:
+
+* **Standby.** The follower keeps the engine warm from the log; the server's
+  :class:`~tenure.server._cluster.hosts.StandbyHost` refuses every command, naming the
+  leader. Meanwhile the member is a candidate (a key on its lease, as etcd's
+  ``concurrency.Election``) and waits until no candidate is ahead of it.
+* **Leader.** Elected, it reads the log's tail the watch had not brought, appends
+  one record of its takeover (the engine resumed on its clock: every session's
+  window starts afresh, as after a restart of a single server), and serves the same
+  engine through a :class:`~tenure.server._cluster.hosts.LeaderHost`, every change
+  appended to etcd under the fence of its term.
+* **Stepping down.** When its lease could have ended (no renewal answered in time),
+  etcd says it is gone, or an append is refused, the server stops at once (nothing
+  more is acknowledged, clients are told ``NOT_LEADER``), the member revokes its
+  lease if it can (a successor is elected at once) and becomes a standby again,
+  with an engine loaded afresh from etcd (what it had not appended is forgotten).
+
+SIGTERM or SIGINT ends the member: a leader first lets what it owes reach etcd and
+its clients, then steps down and revokes its lease, so that a successor takes over
+without waiting for the lease to run out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import TYPE_CHECKING, Final, TypeVar
+
+from tenure._core.snapshot import resume
+from tenure.backends.etcd._conn import Connection
+from tenure.backends.etcd._keys import prefix_end
+from tenure.backends.etcd._streams import KeepAlive, WatchHub
+from tenure.errors import NotLeaderError, UnavailableError
+from tenure.server._cluster.appender import Appender
+from tenure.server._cluster.follower import Follower
+from tenure.server._cluster.hosts import LeaderHost, StandbyHost
+from tenure.server._cluster.journal import ClusterJournal
+from tenure.server._cluster.keys import ClusterKeys, Entry, Member
+from tenure.server._cluster.lease import LeaseKeeper
+from tenure.server._cluster.role import ClusterRole
+from tenure.server._cluster.store import Appended, ClusterStore
+from tenure.server._config.cluster_url import ClusterUrl, without_secrets
+from tenure.server._config.serve_config import ServeConfig
+from tenure.server._durability.records import resume_record
+from tenure.server._durability.storage import framed
+from tenure.server._observe import Observer
+from tenure.server._role import LEADER, STANDBY
+from tenure.server._serve import Server, Sockets
+
+if TYPE_CHECKING:  # the server extra: only with --http-port
+    from tenure.server._http.endpoint import Endpoint
+
+log = logging.getLogger("tenure.cluster")
+
+__all__ = ["ClusterMember"]
+
+T = TypeVar("T")
+
+#: How often a member writes its record (role, applied index) and reads the others'.
+PUBLISH_EVERY: Final = 1.0
+#: The longest pause between two tries of a call etcd did not answer, in seconds.
+MAX_PAUSE: Final = 2.0
+
+
+class ClusterMember:
+    """See the module docstring."""
+
+    def __init__(self, config: ServeConfig, url: ClusterUrl, endpoint: Endpoint | None) -> None:
+        self.config = config
+        self.url = url
+        self.endpoint = endpoint
+        self.loop = asyncio.get_running_loop()
+        self.conn = Connection(url.connection)
+        self.store = ClusterStore(self.conn, ClusterKeys.of(url.prefix, url.name))
+        self.hub = WatchHub(self.conn)
+        self.keepalive = KeepAlive(self.conn)
+        self.follower = Follower(self.store, self.hub)
+        self.role: ClusterRole | None = None
+        self.instance_id = b""
+        self.server: Server | None = None
+        self.lease: LeaseKeeper | None = None
+        self.term = 0
+        #: Set when a candidate key came or went (the election may have moved).
+        self._candidates = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._fresh = True  # the follower's engine is the log's (not a leader's since)
+        self._standing: LeaseKeeper | None = None  # the lease of the latest candidacy
+
+    # -- the whole life -------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """End the member (a signal): see the module docstring."""
+        self._stop.set()
+
+    async def run(self, sockets: Sockets, me: Member) -> int:
+        """Serve as a member until :meth:`stop`; the exit code."""
+        self.role = ClusterRole(self.url.name, me)
+        self.role.applied = lambda: self.follower.applied
+        fields = {
+            "cluster": self.url.name,
+            "etcd": without_secrets(",".join(self.url.connection.endpoints)),
+            "member": me.name,
+            "advertise": me.address,
+        }
+        log.info("joining the cluster", extra={"event": "cluster_joining", "fields": fields})
+        try:
+            await self._retrying(self.conn.authenticate, "authenticating to etcd")
+            self.instance_id = await self._retrying(self.store.instance_id, "reading the id")
+            await self._retrying(self.follower.load, "loading the cluster's state")
+            self._tasks = [
+                asyncio.ensure_future(self._watch_candidates()),
+                asyncio.ensure_future(self._publish()),
+            ]
+            while not self._stop.is_set():
+                if await self._standby_term(sockets):
+                    await self._leader_term(sockets)
+            return 0
+        except _Stopped:
+            return 0
+        finally:
+            for task in self._tasks:
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self.follower.stop()
+            await self.keepalive.close()
+            await self.hub.close()
+            await self.conn.close()
+
+    # -- standby --------------------------------------------------------------------------
+
+    async def _standby_term(self, sockets: Sockets) -> bool:
+        """Serve as a standby until elected (True) or stopped (False)."""
+        role = self._role()
+        role.name = STANDBY
+        follower = self.follower
+        if not self._fresh:  # a leader's engine had changes etcd may not have: reload
+            await self._retrying(follower.load, "loading the cluster's state")
+            self._fresh = True
+        follower.start()
+        role.applied = lambda: follower.applied
+        engine = follower.engine
+        server = Server(
+            self.config,
+            None,
+            None,
+            self.instance_id,
+            observer=self._metrics(),
+            role=role,
+            make_host=partial(StandbyHost, engine, leader=role.leader),
+        )
+        await self._start(server, sockets)
+        try:
+            while not self._stop.is_set():
+                lease = await self._new_lease()
+                term = await self._retrying(
+                    lambda: self.store.stand(lease.lease_id, self._record(STANDBY)), "standing"
+                )
+                if await self._until_elected(lease, term):
+                    self.lease, self.term = lease, term
+                    return True
+                if lease.lost.is_set():
+                    log.warning("this member's lease in etcd ended; standing again")
+            return False
+        finally:
+            await server.step_down("the standby's term ended")
+
+    async def _until_elected(self, lease: LeaseKeeper, term: int) -> bool:
+        """Wait until no candidate is ahead of ``term`` (True), or the lease is lost or
+        the member stops (False)."""
+        while not (self._stop.is_set() or lease.lost.is_set()):
+            failed = self.follower.failed
+            if failed is not None:
+                raise failed
+            self._candidates.clear()
+            try:
+                ahead = await self.store.ahead_of(term)
+            except UnavailableError as error:
+                log.debug("reading the election: %s", error)
+                ahead = term
+            if ahead is None and self.loop.time() < lease.deadline():
+                return True
+            await _first(
+                self._candidates.wait(),
+                self._stop.wait(),
+                lease.lost.wait(),
+                timeout=lease.ttl / 2,
+            )
+        return False
+
+    # -- leader ---------------------------------------------------------------------------
+
+    async def _leader_term(self, sockets: Sockets) -> None:
+        """Lead until the lease could end, an append is refused, or the member stops."""
+        lease, term, role = self.lease, self.term, self._role()
+        assert lease is not None
+        follower = self.follower
+        await follower.stop()
+        try:
+            await self._until_deadline(follower.catch_up(), lease)
+            index = follower.applied + 1
+            engine = follower.engine
+            self._fresh = False
+            now = self.loop.time()
+            engine.take_effects()
+            resume(engine, now)  # every window and lease TTL starts afresh, as after a restart
+            entry = Entry(term, framed(resume_record(now)))
+            result = await self._until_deadline(self.store.append(index, entry, lease.lease_id), lease)
+        except (UnavailableError, TimeoutError) as error:
+            log.warning("elected, but etcd did not answer in time (%s); standing again", error)
+            await self._resign(lease)
+            return
+        if result is not Appended.DONE:
+            log.warning("elected, but the log refused the takeover (%s)", result.value)
+            await self._resign(lease)
+            return
+        appender = Appender(
+            self.store,
+            lease=lease.lease_id,
+            term=term,
+            next_index=index + 1,
+            max_entry=self.config.cluster_max_entry,
+            deadline=lease.deadline,
+        )
+        journal = ClusterJournal(
+            self.store,
+            appender,
+            self.config.data_dir,
+            snapshot_every=self.config.cluster_snapshot_every,
+        )
+        metrics = self._metrics()
+        if self.endpoint is not None:
+            journal.on_snapshot = self.endpoint.metrics.snapshot_written
+        role.name = LEADER
+        role.applied = lambda: appender.last_index
+        server = Server(
+            self.config,
+            None,
+            None,
+            self.instance_id,
+            observer=metrics,
+            role=role,
+            make_host=partial(
+                LeaderHost,
+                journal,
+                engine,
+                deadline=lease.deadline,
+                batch_interval=self.config.batch_interval,
+                slow_commit=self.config.slow_commit,
+                observer=metrics,
+            ),
+        )
+        await self._start(server, sockets)
+        fields: dict[str, object] = {"term": term, "index": index, "sessions": len(engine.sessions)}
+        log.info("leading the cluster", extra={"event": "cluster_leading", "fields": fields})
+        why = await self._while_leading(server, lease)
+        if self._stop.is_set():
+            server.host.flush()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.config.shutdown_grace):
+                    await server.host.settled()  # what it owes reaches etcd and its clients
+        await server.step_down(why)
+        role.name = STANDBY
+        fields = {"term": term, "why": why, "index": appender.last_index}
+        log.warning("stepped down", extra={"event": "cluster_stepped_down", "fields": fields})
+        await self._resign(lease)
+
+    async def _while_leading(self, server: Server, lease: LeaseKeeper) -> str:
+        """Until this leader must stop; why."""
+        done = asyncio.ensure_future(server.wait())
+        try:
+            while True:
+                left = lease.deadline() - self.loop.time()
+                if left <= 0:
+                    return "this leader's lease may have ended in etcd"
+                await _first(done, self._stop.wait(), lease.lost.wait(), timeout=left)
+                if self._stop.is_set():
+                    return "the leader is shutting down"
+                if lease.lost.is_set():
+                    return "etcd ended this leader's lease"
+                if done.done():
+                    return server.stepped_down or "the leader's server stopped"
+        finally:
+            done.cancel()
+
+    async def _until_deadline(self, call: Awaitable[T], lease: LeaseKeeper) -> T:
+        """``call``, given up (TimeoutError) once the lease could have ended."""
+        async with asyncio.timeout_at(lease.deadline()):
+            return await call
+
+    async def _resign(self, lease: LeaseKeeper) -> None:
+        """Let go of ``lease`` (and with it the candidacy): a successor is elected at once."""
+        self.keepalive.remove(lease.lease_id, lease)
+        lease.lease_gone()
+        with contextlib.suppress(UnavailableError, TimeoutError, NotLeaderError):
+            async with asyncio.timeout(self.config.cluster_lease_ttl):
+                await self.store.revoke(lease.lease_id)
+        self.lease = None
+
+    # -- what runs beside the terms -------------------------------------------------------
+
+    async def _watch_candidates(self) -> None:
+        """Keep the role's idea of the leader current; wake a waiting candidate."""
+        role, keys = self._role(), self.store.keys
+        watcher = None
+        while True:
+            try:
+                current, revision = await self.store.leader()
+            except UnavailableError as error:
+                log.debug("reading the leader: %s", error)
+                await asyncio.sleep(0.5)
+                continue
+            role.saw(current)
+            self._candidates.set()
+            if watcher is None:
+                watcher = self.hub.watch(keys.candidates, prefix_end(keys.candidates), revision + 1)
+            await watcher.wait()
+            _, reset = watcher.drain()
+            if reset:
+                watcher.cancel()
+                watcher = None
+
+    async def _publish(self) -> None:
+        """Write this member's record now and then; read everyone's."""
+        role = self._role()
+        while True:
+            lease = self.lease if self.lease is not None else self._standing
+            if lease is not None and not lease.lost.is_set():
+                with contextlib.suppress(UnavailableError, NotLeaderError):
+                    await self.store.record(self._record(role.name), lease.lease_id)
+            with contextlib.suppress(UnavailableError):
+                role.members = await self.store.members()
+            await asyncio.sleep(PUBLISH_EVERY)
+
+    async def _new_lease(self) -> LeaseKeeper:
+        """A new lease, kept alive from now on."""
+        ttl = self.config.cluster_lease_ttl
+        sent_at = self.loop.time()
+        lease_id = await self._retrying(lambda: self.store.grant(ttl), "granting a lease")
+        lease = LeaseKeeper(lease_id, ttl, sent_at)
+        self.keepalive.add(lease)
+        self._standing = lease
+        return lease
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _role(self) -> ClusterRole:
+        assert self.role is not None, "run() first"
+        return self.role
+
+    def _record(self, role: str) -> Member:
+        me = self._role().me
+        applied = self._role().applied()
+        return Member(
+            me.name, me.address, role, applied, time.time(), me.http, me.ydb, me.dflockd
+        )
+
+    def _metrics(self) -> Observer | None:
+        return None if self.endpoint is None else self.endpoint.metrics
+
+    async def _start(self, server: Server, sockets: Sockets) -> None:
+        first = self.server is None
+        self.server = server
+        host, port = await server.start(sockets)
+        if self.endpoint is not None:
+            self.endpoint.serving(server)
+        if first:  # (as a single server says it, once: the ports stay across terms)
+            fields = {
+                "host": host,
+                "port": port,
+                **{f"{name}_port": face_port for name, face_port in server.faces.ports().items()},
+                "instance_id": self.instance_id.hex(),
+                "cluster": self.url.name,
+                "member": self._role().me.name,
+            }
+            log.info("listening", extra={"fields": fields})
+
+    async def _retrying(self, make: Callable[[], Awaitable[T]], what: str) -> T:
+        """``make()`` until etcd answers it (the member waits for etcd, as a standby
+        would); raises :class:`_Stopped` if the member stops meanwhile."""
+        pause = 0.1
+        while True:
+            if self._stop.is_set():
+                raise _Stopped
+            try:
+                return await make()
+            except UnavailableError as error:
+                log.warning("%s: %s; trying again", what, error)
+            await _first(self._stop.wait(), timeout=pause)
+            pause = min(pause * 2, MAX_PAUSE)
+
+
+class _Stopped(Exception):
+    """The member was told to stop while it waited for etcd."""
+
+
+async def _first(*waits: Awaitable[object], timeout: float) -> None:
+    """Until the first of ``waits`` is done, or ``timeout`` seconds. The coroutines among
+    them are cancelled then; futures and tasks given are left as they are."""
+    tasks = [asyncio.ensure_future(wait) for wait in waits]
+    mine = [task for task, wait in zip(tasks, waits, strict=True) if task is not wait]
+    try:
+        await asyncio.wait(tasks, timeout=max(timeout, 0.0), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in mine:
+            if not task.done():
+                task.cancel()
+
+
+def listening_sockets(config: ServeConfig) -> Sockets:
+    """Bind the main port (and the accepted face's own) once, for every term.
+
+    Raises:
+        OSError: a port cannot be bound.
+    """
+    native = _bind(config.host, config.port)
+    accepted = None
+    port = config.dflockd_port  # (the accepted face's own port)
+    if port:
+        try:
+            accepted = _bind(config.host, port)
+        except OSError:
+            native.close()
+            raise
+    return Sockets(native, accepted)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(1024)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock

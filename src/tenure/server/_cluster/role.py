@@ -1,0 +1,104 @@
+"""What a member of a cluster knows of it: its own role, the leader, the members.
+
+:class:`ClusterRole` is the :class:`~tenure.server._role.Role` every server of a
+member runs with (one object across its terms): the handshake, the faces and
+``/readyz`` ask it whether this server leads and where the leader is; ClusterStatus
+and the dashboard ask it for the whole cluster. The member
+(:mod:`tenure.server._cluster.member`) keeps it up to date: its role as it changes,
+the leader as the election keys say, the members as their records say.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from tenure._protocol.cluster import ClusterView, MemberView
+from tenure.server._cluster.keys import Member
+from tenure.server._cluster.store import Leader
+from tenure.server._role import LEADER, STANDBY
+
+__all__ = ["ClusterRole"]
+
+
+class ClusterRole:
+    """See the module docstring."""
+
+    def __init__(self, cluster: str, me: Member) -> None:
+        self.cluster = cluster
+        #: This member's record (its addresses and name; role and applied as it writes).
+        self.me = me
+        self.name = STANDBY
+        #: The leader as the election keys said when last read (None: no candidate).
+        self.current: Leader | None = None
+        #: Every member's record, as last read.
+        self.members: list[Member] = []
+        #: The index of the last log entry this member's engine holds.
+        self.applied: Callable[[], int] = lambda: 0
+        #: Leader changes this member has seen (a new term), for the metrics.
+        self.leader_changes = 0
+        self._last_term = 0
+
+    @property
+    def leading(self) -> bool:
+        """Whether this member leads (and serves requests)."""
+        return self.name == LEADER
+
+    def leader(self, face: str = "native") -> str | None:
+        """The leader's address for clients of ``face`` (None: unknown, or no such face)."""
+        current = self.current
+        if self.leading:
+            member = self.me
+        elif current is None:
+            return None
+        else:
+            member = current.member
+        address = {
+            "native": member.address,
+            "ydb": member.ydb,
+            "dflockd": member.dflockd,
+            "http": member.http,
+        }.get(face, "")
+        return address or None
+
+    def saw(self, current: Leader | None) -> None:
+        """The election keys were read: ``current`` leads (None: nobody)."""
+        self.current = current
+        if current is not None and current.term != self._last_term:
+            if self._last_term:
+                self.leader_changes += 1
+            self._last_term = current.term
+
+    def status(self) -> ClusterView:
+        """The cluster as this member knows it now (its own record as it is now)."""
+        now = time.time()
+        records = {member.name: member for member in self.members}
+        records[self.me.name] = self.me
+        mine = self.applied()
+        views = []
+        for name in sorted(records):
+            record = records[name]
+            mine_now = name == self.me.name
+            views.append(
+                MemberView(
+                    name=name,
+                    role=self.name if mine_now else record.role,
+                    address=record.address,
+                    applied=mine if mine_now else record.applied,
+                    age=0.0 if mine_now else max(0.0, now - record.written),
+                    http=record.http,
+                    ydb=record.ydb,
+                )
+            )
+        current = self.current
+        leader = self.me.name if self.leading else (current.member.name if current else "")
+        term = current.term if current is not None else 0
+        index = max([mine, *(view.applied for view in views)])
+        return ClusterView(
+            cluster=self.cluster,
+            leader=leader,
+            term=term,
+            index=index,
+            answered_by=self.me.name,
+            members=tuple(views),
+        )

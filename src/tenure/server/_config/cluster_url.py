@@ -1,0 +1,86 @@
+"""``--cluster etcd://h1:2379,h2:2379/NAME?options``: where a cluster's log lives.
+
+The hosts and options are the ``etcd://`` backend's (:mod:`tenure.backends.etcd`:
+``etcds://`` and ``ca``, ``cert``, ``key`` for TLS, ``user`` and ``password``,
+``prefix``, ``connect_timeout``, ``request_timeout``); the path names the cluster,
+so that several clusters share one etcd. The etcd client (grpc, the ``etcd``
+extra) is imported only when a URL is parsed, never by :func:`without_secrets`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+if TYPE_CHECKING:
+    from tenure.backends.etcd._conn import ConnectionOptions
+
+__all__ = ["ClusterUrl", "parse_cluster_url", "without_secrets"]
+
+#: A cluster's name: what its keys are made of (the URL's path).
+_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_PASSWORD: Final = re.compile(r"(?i)(password=)[^&]*")
+#: The largest answer the cluster's etcd channel accepts: its servers read the log in
+#: pages of many entries (gRPC's default is 4 MiB).
+MAX_RECEIVE: Final = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterUrl:
+    """A parsed ``--cluster``: how to reach etcd, under which prefix, which cluster."""
+
+    connection: ConnectionOptions
+    prefix: str
+    name: str
+
+
+def parse_cluster_url(url: str) -> ClusterUrl:
+    """The parts of ``url`` (see the module docstring).
+
+    Raises:
+        ValueError: what is wrong with it (a missing name, an unknown option, the
+            ``etcd`` extra not installed...).
+    """
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("etcd", "etcds"):
+        raise ValueError("expected etcd://HOST:PORT[,HOST:PORT...]/NAME (or etcds://)")
+    name = unquote(parts.path.strip("/"))
+    if not name:
+        raise ValueError("the path names the cluster: etcd://HOST:PORT/NAME")
+    if not _NAME.match(name):
+        raise ValueError(
+            f"cluster name {name!r}: 1 to 64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    try:
+        from tenure.backends.etcd._conn import ConnectionOptions
+        from tenure.backends.etcd._url import parse_url
+    except ImportError as error:
+        raise ValueError(
+            f"a cluster needs the etcd extra ({(error.name or 'grpc').split('.')[0]} is "
+            "missing): pip install 'tenure[server,etcd]'"
+        ) from None
+    from tenure.errors import InvalidArgumentError
+
+    try:
+        options, prefix = parse_url(urlunsplit(parts._replace(path="")), {})
+    except InvalidArgumentError as error:
+        raise ValueError(str(error)) from None
+    connection = ConnectionOptions(
+        endpoints=options.endpoints,
+        credentials=options.credentials,
+        server_hostname=options.server_hostname,
+        user=options.user,
+        password=options.password,
+        connect_timeout=options.connect_timeout,
+        request_timeout=options.request_timeout,
+        max_receive=MAX_RECEIVE,
+    )
+    return ClusterUrl(connection, prefix, name)
+
+
+def without_secrets(url: str) -> str:
+    """``url`` with any ``password=`` value hidden (for the log and error messages)."""
+    return _PASSWORD.sub(r"\1***", url)

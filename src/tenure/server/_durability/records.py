@@ -1,0 +1,165 @@
+"""The journal's records: what changed the engine, and how each is applied again.
+
+The engine is deterministic, so its state is fully described by the commands and
+ticks that changed it, each with its time. A record is one msgpack array:
+
+* ``[1, now, command]``: a command that succeeded and can change state (read-only
+  commands and watches are not logged: watches belong to connections);
+* ``[2, now]``: a tick that handled at least one deadline;
+* ``[3, now]``: a restart: the engine was resumed on a new process's clock, whose
+  time was ``now`` (fresh recovery windows and lease TTLs, see
+  :func:`tenure._core.snapshot.resume`). The records after it are on that clock.
+
+The data directory's log (:mod:`tenure.server._durability.journal`) and a cluster's
+log in etcd (:mod:`tenure.server._cluster`) hold the same records.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from tenure._core import (
+    Acquire,
+    CancelAcquire,
+    CancelWatch,
+    Command,
+    CreateNode,
+    DescribeNode,
+    DescribeSemaphore,
+    DescribeSession,
+    DetachSession,
+    Engine,
+    GetNodeAnnex,
+    ListNodes,
+    ListSemaphores,
+    ListSessions,
+    NodeConfig,
+    Release,
+    Renew,
+)
+from tenure._core.snapshot import resume
+from tenure._protocol.payloads import COMMAND, decode_command, encode_command
+from tenure._protocol.wire import WireError
+from tenure.errors import CorruptLogError, TenureError
+
+COMMAND_RECORD: Final = 1
+TICK_RECORD: Final = 2
+RESUME_RECORD: Final = 3
+
+
+#: Commands that change nothing the journal keeps.
+READ_ONLY: Final = frozenset(
+    {
+        DescribeNode,
+        GetNodeAnnex,
+        DescribeSemaphore,
+        DescribeSession,
+        CancelWatch,
+        ListNodes,
+        ListSemaphores,
+        ListSessions,
+    }
+)
+
+
+
+def command_record(command: Command[object], now: float) -> bytes | None:
+    """The record of a command that succeeded at ``now`` (None: read-only, not logged)."""
+    if type(command) in READ_ONLY:
+        return None
+    # The command in its wire layout, as encoded (and checked) by the protocol's codec.
+    return msgspec.msgpack.encode([COMMAND_RECORD, now, msgspec.Raw(encode_command(command))])
+
+
+def tick_record(now: float) -> bytes:
+    """The record of a tick at ``now`` that handled deadlines."""
+    return msgspec.msgpack.encode([TICK_RECORD, now])
+
+
+def resume_record(now: float) -> bytes:
+    """The record of a resume on a new clock whose time is ``now``."""
+    return msgspec.msgpack.encode([RESUME_RECORD, now])
+
+
+def apply_record(engine: Engine, record: bytes, what: str, where: object) -> None:
+    """Apply one logged record to ``engine`` (its effects are left for the caller).
+
+    Raises:
+        CorruptLogError: the record is unreadable or no longer applies (``what`` names
+            it, ``where`` is the file or store it came from).
+    """
+    try:
+        read = _RECORD.decode(record)
+        kind, when = read.kind, read.when
+        if kind == TICK_RECORD and not read.command:
+            engine.tick(when)
+        elif kind == COMMAND_RECORD and read.command:
+            command = _logged_command(read.command)
+            assert isinstance(command, Command)
+            engine.apply(command, when)
+        elif kind == RESUME_RECORD and not read.command:
+            engine.take_effects()
+            resume(engine, when)
+        else:
+            raise ValueError(f"unknown record kind {kind!r}")
+    except TenureError as error:
+        raise CorruptLogError(str(where), None, f"{what} no longer applies: {error}") from None
+    except (ValueError, TypeError) as error:  # msgspec's errors are ValueErrors
+        raise CorruptLogError(str(where), None, f"{what} is unreadable: {error}") from None
+
+
+class _Record(msgspec.Struct, array_like=True, forbid_unknown_fields=True, gc=False):
+    """A logged record as read back: ``[kind, now]``, or ``[1, now, command]``."""
+
+    kind: int
+    when: float
+    command: msgspec.Raw = msgspec.Raw()  # the command's own msgpack, decoded apart
+
+
+_RECORD: Final = msgspec.msgpack.Decoder(_Record)
+
+
+def _logged_command(logged: msgspec.Raw) -> object:
+    """The command of a record: in today's layout, or else in an older one (:func:`_upgraded`)."""
+    try:
+        return decode_command(logged)
+    except WireError:
+        older = msgspec.msgpack.decode(logged)
+        return decode_command(msgspec.msgpack.encode(_upgraded(older)))
+
+
+def _upgraded(raw: object) -> object:
+    """A logged command in today's layout (layouts changed before the first release).
+
+    * DetachSession was ``[12, session_id]`` before it counted the client's silence:
+      it replays as a detach at the time it was logged (``silent_for`` 0);
+    * CreateNode's NodeConfig had 8 fields before ``max_missed_per_session``: the
+      node gets that setting's default;
+    * Acquire, Release, CancelAcquire and Renew had no ``hold`` before a session
+      could hold a semaphore more than once: they replay as hold 0.
+    """
+    if not isinstance(raw, list) or not raw:
+        return raw
+    if len(raw) == _BEFORE_HOLDS.get(raw[0], -1):
+        return [*raw, 0]  # hold 0: the session's only hold, as it was then
+    if raw[0] == _DETACH_TAG and len(raw) == 2:
+        return [*raw, 0.0]
+    config = raw[2] if raw[0] == _CREATE_NODE_TAG and len(raw) == 3 else None
+    if isinstance(config, list) and len(config) == 8:
+        return [*raw[:2], [*config, NodeConfig().max_missed_per_session]]
+    return raw
+
+
+_DETACH_TAG: Final = COMMAND.by_type[DetachSession].tag
+#: Length (tag included) of the commands that gained ``hold``, as they were before.
+_BEFORE_HOLDS: Final = {
+    COMMAND.by_type[Acquire].tag: 9,
+    COMMAND.by_type[Release].tag: 3,
+    COMMAND.by_type[CancelAcquire].tag: 4,
+    COMMAND.by_type[Renew].tag: 4,
+}
+_CREATE_NODE_TAG: Final = COMMAND.by_type[CreateNode].tag
+
+

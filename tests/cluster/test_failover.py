@@ -1,0 +1,128 @@
+"""A cluster losing its leader: clients move, sessions and holds survive, tokens go on.
+
+Real servers over a real etcd (the run's member); leases of 2 s, so a dead leader
+is replaced in about 2-3 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import tenure
+from tests.cluster.harness import TenureCluster
+
+WINDOW = 20.0
+
+
+async def test_a_lock_held_through_the_leader_killed_stays_held_and_the_next_token_is_greater(
+    cluster: TenureCluster,
+) -> None:
+    url = cluster.url()
+    async with tenure.connect(url) as one, tenure.connect(url) as two:
+        await one.create_node("app", exist_ok=True)
+        async with one.session("app", recovery_window=WINDOW) as first:
+            lock = await first.mutex("job").lock()
+            token = lock.token
+            async with two.session("app", recovery_window=WINDOW) as second:
+                waiting = asyncio.ensure_future(second.mutex("job").lock())
+                await asyncio.sleep(0.2)
+                assert not waiting.done()  # FIFO: it waits behind the holder
+
+                old = cluster.leader()
+                await asyncio.to_thread(old.kill)
+                new = await asyncio.to_thread(cluster.leader, excluding=old)
+                assert new is not old
+
+                # The holder's session moved to the new leader with its hold: it can
+                # still work under the lock, and the waiter still waits.
+                assert lock.lost_reason is None
+                other = await first.mutex("other").lock()
+                assert other.token > token
+                assert not waiting.done()
+                await lock.release()  # on the new leader
+                granted = await asyncio.wait_for(waiting, 30)
+                assert granted.token > other.token
+                await granted.release()
+
+
+async def test_a_graceful_stop_of_the_leader_hands_over_and_clients_follow(
+    cluster: TenureCluster,
+) -> None:
+    async with tenure.connect(cluster.url()) as client:
+        await client.create_node("app", exist_ok=True)
+        async with client.session("app", recovery_window=WINDOW) as session:
+            async with session.mutex("a") as lock:
+                before = lock.token
+            old = cluster.leader()
+            code = await asyncio.to_thread(old.stop)
+            assert code == 0, old.output()[-2000:]
+            assert '"cluster_stepped_down"' in old.output(this_start=True)
+            await asyncio.to_thread(cluster.leader, excluding=old)
+            async with session.mutex("a") as lock:
+                assert lock.token > before
+
+
+async def test_every_member_restarted_at_once_keeps_the_state_and_the_sessions(
+    cluster: TenureCluster,
+) -> None:
+    async with tenure.connect(cluster.url()) as client:
+        await client.create_node("app", exist_ok=True)
+        async with client.session("app", recovery_window=WINDOW) as session:
+            pool = session.semaphore("pool")
+            await pool.create(limit=3, data=b"three", exist_ok=True)
+            held = await pool.acquire(count=2)
+            for server in cluster.servers:
+                server.kill()
+            for server in cluster.servers:
+                await asyncio.to_thread(server.start, wait=False)
+            for server in cluster.servers:
+                await asyncio.to_thread(server.wait_listening)
+            await asyncio.to_thread(cluster.leader)
+            described = await pool.describe(owners=True)
+            assert described.data == b"three" and described.count == 2
+            assert [owner.token for owner in described.owners] == [held.token]
+            assert held.lost_reason is None
+            async with session.mutex("after") as lock:
+                assert lock.token > held.token
+            await held.release()
+
+
+async def test_a_paused_leader_is_replaced_and_steps_down_when_it_wakes(
+    cluster: TenureCluster,
+) -> None:
+    old = cluster.leader()
+    old.pause()
+    try:
+        new = await asyncio.to_thread(cluster.leader, excluding=old)
+        # A new client: the paused door accepts TCP but never answers its Hello, so it
+        # is given up after connect_timeout and the next door tried.
+        async with tenure.connect(cluster.url(), connect_timeout=2) as client:
+            await client.create_node("app", exist_ok=True)
+            async with client.session("app", recovery_window=WINDOW) as session:
+                async with session.mutex("while-paused") as lock:
+                    assert lock.token > 0
+    finally:
+        old.resume()
+        # Awake, it finds its lease ended: it steps down, and serves nothing.
+        for _ in range(200):
+            if '"cluster_stepped_down"' in old.output(this_start=True):
+                break
+            await asyncio.sleep(0.05)
+        assert '"cluster_stepped_down"' in old.output(this_start=True)
+        assert not old.ready() and cluster.leader() is new
+
+
+async def test_a_standby_closes_dflockd_connections_and_the_leader_serves_them(
+    cluster: TenureCluster,
+) -> None:
+    leader = cluster.leader()
+    standby = cluster.standbys()[0]
+    reader, writer = await asyncio.open_connection("127.0.0.1", standby.port)
+    writer.write(b"l\njob\n10 60\n")
+    assert await asyncio.wait_for(reader.read(100), 10) == b""  # closed, nothing said
+    writer.close()
+    reader, writer = await asyncio.open_connection("127.0.0.1", leader.port)
+    writer.write(b"l\njob\n10 60\n")
+    answer = await asyncio.wait_for(reader.readline(), 10)
+    assert answer.startswith(b"ok "), answer
+    writer.close()
