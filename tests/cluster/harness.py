@@ -58,7 +58,7 @@ class ClusterServer:
     @property
     def pid(self) -> int | None:
         """Its process id while it runs."""
-        return self.proc.pid if self.running else None
+        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
 
     @property
     def running(self) -> bool:
@@ -133,7 +133,8 @@ class ClusterServer:
             return self.proc.wait(timeout=WAIT)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"member {self.index} did not stop: {self.output()[-3000:]}")
+            why = f"member {self.index} did not stop: {self.output()[-3000:]}"
+            raise AssertionError(why) from None
 
     def pause(self) -> None:
         """SIGSTOP (resume with :meth:`resume`)."""
@@ -195,7 +196,9 @@ class TenureCluster:
         for server in self.servers:
             server.kill()
 
-    def leader(self, timeout: float = WAIT, *, excluding: ClusterServer | None = None) -> ClusterServer:
+    def leader(
+        self, timeout: float = WAIT, *, excluding: ClusterServer | None = None
+    ) -> ClusterServer:
         """The member whose ``/readyz`` is 200 (waits until one is, bounded)."""
         deadline = time.monotonic() + timeout
         while True:

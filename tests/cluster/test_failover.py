@@ -79,7 +79,8 @@ async def test_every_member_restarted_at_once_keeps_the_state_and_the_sessions(
                 await asyncio.to_thread(server.wait_listening)
             await asyncio.to_thread(cluster.leader)
             described = await pool.describe(owners=True)
-            assert described.data == b"three" and described.count == 2
+            assert described.data == b"three"
+            assert described.count == 2
             assert [owner.token for owner in described.owners] == [held.token]
             assert held.lost_reason is None
             async with session.mutex("after") as lock:
@@ -98,9 +99,9 @@ async def test_a_paused_leader_is_replaced_and_steps_down_when_it_wakes(
         # is given up after connect_timeout and the next door tried.
         async with tenure.connect(cluster.url(), connect_timeout=2) as client:
             await client.create_node("app", exist_ok=True)
-            async with client.session("app", recovery_window=WINDOW) as session:
-                async with session.mutex("while-paused") as lock:
-                    assert lock.token > 0
+            opened = client.session("app", recovery_window=WINDOW)
+            async with opened as session, session.mutex("while-paused") as lock:
+                assert lock.token > 0
     finally:
         old.resume()
         # Awake, it finds its lease ended: it steps down, and serves nothing.
@@ -109,7 +110,8 @@ async def test_a_paused_leader_is_replaced_and_steps_down_when_it_wakes(
                 break
             await asyncio.sleep(0.05)
         assert '"cluster_stepped_down"' in old.output(this_start=True)
-        assert not old.ready() and cluster.leader() is new
+        assert not old.ready()
+        assert cluster.leader() is new
 
 
 async def test_a_standby_closes_dflockd_connections_and_the_leader_serves_them(

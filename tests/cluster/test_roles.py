@@ -14,6 +14,7 @@ from tenure.errors import ErrorCode, leader_named
 from tests.cluster.harness import TenureCluster
 from tests.server.wire import WireClient
 
+
 async def _connect(port: int) -> WireClient:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     return WireClient(reader, writer)
@@ -26,8 +27,11 @@ async def test_one_member_leads_and_every_member_says_which(cluster: TenureClust
     assert {view.answered_by for view in views} == {s.address for s in cluster.servers}
     for view in views:
         roles = {member.name: member.role for member in view.members}
-        assert roles[view.answered_by] == ("leader" if view.answered_by == leader.address else "standby")
-        assert view.term > 0 and view.index >= 1  # the leader's takeover is entry 1 at least
+        assert roles[view.answered_by] == (
+            "leader" if view.answered_by == leader.address else "standby"
+        )
+        assert view.term > 0
+        assert view.index >= 1
     assert [s.ready() for s in cluster.servers].count(True) == 1
 
 
@@ -41,7 +45,8 @@ async def test_a_standby_welcomes_saying_so_and_refuses_requests_naming_the_lead
     assert isinstance(welcome, Welcome)
     assert (welcome.role, welcome.leader) == ("standby", leader.address)
     failure = await client.fail(CreateNode("n", NodeConfig()))
-    assert isinstance(failure, Failure) and failure.code is ErrorCode.NOT_LEADER
+    assert isinstance(failure, Failure)
+    assert failure.code is ErrorCode.NOT_LEADER
     assert leader_named(failure.message) == leader.address
     client.writer.close()
 
@@ -54,7 +59,8 @@ async def test_an_older_client_is_refused_by_a_standby_naming_the_leader(
     client = await _connect(standby.port)
     client.writer.write(client.codec.send(Hello(version=2, client_name="old")))
     refused = await client.next_event()
-    assert isinstance(refused, Refused) and refused.code is ErrorCode.NOT_LEADER
+    assert isinstance(refused, Refused)
+    assert refused.code is ErrorCode.NOT_LEADER
     assert leader_named(refused.message) == leader.address
     client.writer.close()
     await client.writer.wait_closed()
@@ -64,7 +70,8 @@ async def test_the_leader_welcomes_as_the_leader_and_serves(cluster: TenureClust
     leader = cluster.leader()
     client = await _connect(leader.port)
     welcome = await client.hello()
-    assert isinstance(welcome, Welcome) and welcome.role == "leader"
+    assert isinstance(welcome, Welcome)
+    assert welcome.role == "leader"
     assert await client.call(CreateNode("n", NodeConfig())) is None
     client.writer.close()
 

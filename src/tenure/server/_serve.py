@@ -97,7 +97,8 @@ class Server:
             role=role,
         )
         if make_host is None:
-            assert journal is not None and engine is not None, "a journal and an engine"
+            assert journal is not None, "a journal, or make_host"
+            assert engine is not None, "an engine, or make_host"
             make_host = partial(
                 DurableHost,
                 journal,
@@ -296,7 +297,9 @@ class Server:
         """The journal failed: drop every connection unanswered and exit non-zero (a
         server of a cluster steps down instead: :meth:`step_down`)."""
         if self.role.name:
-            asyncio.ensure_future(self.step_down("this server's journal in etcd failed"))
+            self._shutdown_task = asyncio.ensure_future(
+                self.step_down("this server's journal in etcd failed")
+            )
             return
         self.exit_code = 1
         if self._listener is not None:

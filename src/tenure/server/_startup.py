@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING
 
 import tenure
 from tenure._core import Engine
+from tenure.errors import TenureError
 from tenure.server import _faces
+from tenure.server._config.cluster_url import without_secrets
 from tenure.server._config.serve_config import ConfigError, ServeConfig, resolve
 from tenure.server._durability.identity import has_state, instance_id, lock_data_dir
 from tenure.server._durability.journal import Journal
@@ -83,6 +85,14 @@ async def _serve_in_cluster(config: ServeConfig, endpoint: Endpoint | None) -> i
         endpoint.recovering()
     try:
         return await _cluster.run(config, endpoint)
+    except (TenureError, ValueError) as error:  # (etcd refused us, or its data is not ours)
+        fields = {"cluster": without_secrets(config.cluster), "why": str(error)}
+        log.critical(
+            "cannot serve as a member of the cluster: %s",
+            error,
+            extra={"event": "cluster_failed", "fields": fields},
+        )
+        return 1
     except OSError as error:
         port = config.port
         listen_failure(error, config.host, port, setting="port").log(log)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Final
 
 import msgpack
@@ -60,6 +61,8 @@ class Follower:
         self.loads = 0  # how many times the state was loaded whole (a snapshot, or none)
         self._task: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
+        #: Told of each engine loaded afresh (the standby's host shows the new one).
+        self.on_load: Callable[[Engine], None] = lambda engine: None
 
     # -- reading ------------------------------------------------------------------------
 
@@ -90,6 +93,7 @@ class Follower:
                 self._apply(index, entry)
         fields = {"snapshot": pointer.index if pointer else 0, "applied": self.applied}
         log.info("cluster state loaded", extra={"event": "cluster_loaded", "fields": fields})
+        self.on_load(self.engine)
 
     async def catch_up(self) -> None:
         """Apply every entry after :attr:`applied` that etcd has now (linearizably).

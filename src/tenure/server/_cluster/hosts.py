@@ -23,11 +23,12 @@ follower's, which only the log changes.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TypeVar
 
 from tenure._core import Command, Effect, Engine
-from tenure.errors import NotLeaderError
+from tenure.errors import NotLeaderError, UnavailableError
 from tenure.server._cluster.appender import Appender
 from tenure.server._cluster.journal import ClusterJournal
 from tenure.server._durability.storage import FsyncMode
@@ -35,6 +36,8 @@ from tenure.server._durable_host import BatchWriter, DurableHost, DurableOutput
 from tenure.server._observe import Observer
 
 __all__ = ["LeaderHost", "StandbyHost"]
+
+log = logging.getLogger("tenure.cluster")
 
 R = TypeVar("R")
 
@@ -85,6 +88,20 @@ class LeaderHost(DurableHost):
             self._fatal("holding the lease", why)
             return
         super().flush()
+
+    def _fatal(self, what: str, error: BaseException) -> None:
+        """Losing the lead is no disk failure: said as a warning, then the same end."""
+        if isinstance(error, NotLeaderError | UnavailableError) and not self.dead:
+            self.dead = True
+            fields = {"what": what, "why": str(error)}
+            log.warning(
+                "no longer leading: nothing more is acknowledged",
+                extra={"event": "leader_lost", "fields": fields},
+            )
+            self._abort()
+            self._on_fatal()
+            return
+        super()._fatal(what, error)
 
     def settle(self) -> None:
         """Flush only: answers leave when etcd has their entries, never before."""

@@ -29,6 +29,8 @@ from urllib.parse import quote
 
 import msgspec
 
+from tenure.errors import CorruptLogError
+
 __all__ = [
     "INDEX_DIGITS",
     "ClusterDataError",
@@ -48,8 +50,12 @@ T = TypeVar("T")
 INDEX_DIGITS: Final = 20
 
 
-class ClusterDataError(ValueError):
-    """A value under the cluster's prefix cannot be read (written by something else)."""
+class ClusterDataError(CorruptLogError):
+    """A value under the cluster's prefix cannot be read (damaged, or written by
+    something else): the cluster's state cannot be trusted, as a damaged log's."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__("etcd", None, problem)
 
 
 @dataclass(frozen=True, slots=True)

@@ -127,7 +127,7 @@ class ClusterMember:
                 if await self._standby_term(sockets):
                     await self._leader_term(sockets)
             return 0
-        except _Stopped:
+        except _StoppedError:
             return 0
         finally:
             for task in self._tasks:
@@ -161,12 +161,12 @@ class ClusterMember:
             make_host=partial(StandbyHost, engine, leader=role.leader),
         )
         await self._start(server, sockets)
+        follower.on_load = partial(setattr, server.host, "engine")  # (a reload: a new engine)
         try:
             while not self._stop.is_set():
                 lease = await self._new_lease()
-                term = await self._retrying(
-                    lambda: self.store.stand(lease.lease_id, self._record(STANDBY)), "standing"
-                )
+                stand = partial(self.store.stand, lease.lease_id, self._record(STANDBY))
+                term = await self._retrying(stand, "standing")
                 if await self._until_elected(lease, term):
                     self.lease, self.term = lease, term
                     return True
@@ -216,7 +216,9 @@ class ClusterMember:
             engine.take_effects()
             resume(engine, now)  # every window and lease TTL starts afresh, as after a restart
             entry = Entry(term, framed(resume_record(now)))
-            result = await self._until_deadline(self.store.append(index, entry, lease.lease_id), lease)
+            result = await self._until_deadline(
+                self.store.append(index, entry, lease.lease_id), lease
+            )
         except (UnavailableError, TimeoutError) as error:
             log.warning("elected, but etcd did not answer in time (%s); standing again", error)
             await self._resign(lease)
@@ -362,9 +364,7 @@ class ClusterMember:
     def _record(self, role: str) -> Member:
         me = self._role().me
         applied = self._role().applied()
-        return Member(
-            me.name, me.address, role, applied, time.time(), me.http, me.ydb, me.dflockd
-        )
+        return Member(me.name, me.address, role, applied, time.time(), me.http, me.ydb, me.dflockd)
 
     def _metrics(self) -> Observer | None:
         return None if self.endpoint is None else self.endpoint.metrics
@@ -388,11 +388,11 @@ class ClusterMember:
 
     async def _retrying(self, make: Callable[[], Awaitable[T]], what: str) -> T:
         """``make()`` until etcd answers it (the member waits for etcd, as a standby
-        would); raises :class:`_Stopped` if the member stops meanwhile."""
+        would); raises :class:`_StoppedError` if the member stops meanwhile."""
         pause = 0.1
         while True:
             if self._stop.is_set():
-                raise _Stopped
+                raise _StoppedError
             try:
                 return await make()
             except UnavailableError as error:
@@ -401,7 +401,7 @@ class ClusterMember:
             pause = min(pause * 2, MAX_PAUSE)
 
 
-class _Stopped(Exception):
+class _StoppedError(Exception):
     """The member was told to stop while it waited for etcd."""
 
 

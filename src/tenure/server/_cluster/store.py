@@ -252,9 +252,7 @@ class ClusterStore:
         ]
         if replaced is not None:
             ops.append(delete_prefix(self.keys.chunks(replaced.index, replaced.term)))
-        reply = await self.conn.txn(
-            [compare_create(self.keys.candidate(lease), pointer.term)], ops
-        )
+        reply = await self.conn.txn([compare_create(self.keys.candidate(lease), pointer.term)], ops)
         return bool(reply.succeeded)
 
     async def drop_chunks(self, pointer: Pointer) -> None:

@@ -68,7 +68,7 @@ from tenure.server._durability.records import (
     resume_record,
     tick_record,
 )
-from tenure.server._durability.storage import Compaction, CorruptLogError, DataDir, FsyncMode
+from tenure.server._durability.storage import Compaction, DataDir, FsyncMode
 
 log = logging.getLogger("tenure.server")
 

@@ -64,7 +64,6 @@ READ_ONLY: Final = frozenset(
 )
 
 
-
 def command_record(command: Command[object], now: float) -> bytes | None:
     """The record of a command that succeeded at ``now`` (None: read-only, not logged)."""
     if type(command) in READ_ONLY:
@@ -161,5 +160,3 @@ _BEFORE_HOLDS: Final = {
     COMMAND.by_type[Renew].tag: 4,
 }
 _CREATE_NODE_TAG: Final = COMMAND.by_type[CreateNode].tag
-
-
