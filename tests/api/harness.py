@@ -23,6 +23,7 @@ __all__ = [
     "PostgresHarness",
     "MemoryHarness",
     "RedisHarness",
+    "TenureClusterHarness",
     "TenureHarness",
     "in_ci",
     "unique",
@@ -61,6 +62,45 @@ class TenureHarness(UrlHarness):
     def url(self, state: str) -> str:
         assert self._server is not None, "the harness was not started"
         return f"tenure://127.0.0.1:{self._server.port}"
+
+
+class TenureClusterHarness(UrlHarness):
+    """``tenure://s1,s2,s3``: a real cluster of three ``tenure serve --cluster`` over the
+    run's etcd member, started once for the run; every URL lists the three doors.
+
+    The kit's tests run against whichever member leads, through a client that finds
+    it: the same API over a replicated server (tests/cluster kills leaders).
+    """
+
+    def __init__(self) -> None:
+        super().__init__("tenure://")
+        self.name = "tenure-cluster"
+        self._tmp: Path | None = None
+        self._cluster: Any = None
+
+    def unavailable(self) -> str | None:
+        from tests.etcd.cluster import etcd_unavailable  # a test helper: imported when used
+
+        return etcd_unavailable()
+
+    def start(self) -> None:
+        from tests.cluster.harness import TenureCluster
+        from tests.etcd.cluster import shared_member
+
+        self._tmp = Path(tempfile.mkdtemp(prefix="tenure-api-cluster-"))
+        cluster = TenureCluster(self._tmp, shared_member().endpoints)
+        self._cluster = cluster.open()
+
+    def stop(self) -> None:
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def url(self, state: str) -> str:
+        assert self._cluster is not None, "the harness was not started"
+        return str(self._cluster.url())
 
 
 class EtcdHarness(Harness):
@@ -165,6 +205,7 @@ class PostgresHarness(UrlHarness):
 ALL_HARNESSES: list[Harness] = [
     MemoryHarness(),
     TenureHarness(),
+    TenureClusterHarness(),
     EtcdHarness(),
     RedisHarness(),
     PostgresHarness(),

@@ -1,0 +1,142 @@
+"""The fence, the log and the snapshots in a real etcd (the run's member): what a
+deposed leader can no longer do, and how a follower reads what others wrote."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import msgpack
+import pytest
+
+from tenure._core import Command, CreateNode, CreateSession, Engine, NodeConfig
+from tenure._core.snapshot import dump
+from tenure.backends.etcd._conn import Connection, ConnectionOptions
+from tenure.backends.etcd._streams import WatchHub
+from tenure.server._cluster.follower import Follower
+from tenure.server._cluster.keys import ClusterKeys, Entry, Member
+from tenure.server._cluster.store import Appended, ClusterStore
+from tenure.server._durability.records import command_record
+from tenure.server._durability.storage import framed
+from tests.etcd.cluster import EtcdCluster
+
+
+@pytest.fixture
+async def store(etcd_member: EtcdCluster) -> AsyncIterator[ClusterStore]:
+    conn = Connection(ConnectionOptions(endpoints=tuple(etcd_member.endpoints)))
+    keys = ClusterKeys.of("/tenure-test/", f"c{uuid.uuid4().hex[:10]}")
+    try:
+        yield ClusterStore(conn, keys)
+    finally:
+        await conn.close()
+
+
+async def _candidate(store: ClusterStore, name: str) -> tuple[int, int]:
+    lease = await store.grant(30)
+    return lease, await store.stand(lease, Member(name, f"{name}:1"))
+
+
+def _entry(term: int, *commands: Command[object]) -> Entry:
+    records = b""
+    for command in commands:
+        record = command_record(command, 1.0)
+        assert record is not None
+        records += framed(record)
+    return Entry(term, records)
+
+
+async def test_the_first_candidate_leads_and_the_next_waits_behind_it(store: ClusterStore) -> None:
+    first, first_term = await _candidate(store, "a")
+    second, second_term = await _candidate(store, "b")
+    assert await store.ahead_of(first_term) is None
+    assert await store.ahead_of(second_term) == first_term
+    leader, _ = await store.leader()
+    assert leader is not None
+    assert (leader.member.name, leader.term, leader.lease) == ("a", first_term, first)
+    await store.revoke(first)
+    assert await store.ahead_of(second_term) is None
+    assert await store.stand(second, Member("b", "b:1")) == second_term  # standing again: same
+
+
+async def test_a_deposed_leader_cannot_append_and_two_writers_never_fork_the_log(
+    store: ClusterStore,
+) -> None:
+    old, old_term = await _candidate(store, "old")
+    assert await store.append(1, _entry(old_term, CreateNode("n", NodeConfig())), old) is (
+        Appended.DONE
+    )
+    # The same entry again (a retried Txn whose first try went through): done, once.
+    assert await store.append(1, _entry(old_term, CreateNode("n", NodeConfig())), old) is (
+        Appended.DONE
+    )
+    new, new_term = await _candidate(store, "new")
+    await store.revoke(old)  # the old leader's lease ends: it is deposed
+    assert await store.append(2, _entry(old_term), old) is Appended.DEPOSED
+    assert await store.append(2, _entry(new_term, CreateNode("m", NodeConfig())), new) is (
+        Appended.DONE
+    )
+    # Someone wrote index 2 already: another entry there is refused, never a fork.
+    assert await store.append(2, _entry(new_term), new) is Appended.TAKEN
+    page = await store.read_log(0)
+    assert [index for index, _ in page.entries] == [1, 2]
+
+
+async def test_a_snapshot_trims_the_log_only_for_the_leader_of_its_term(
+    store: ClusterStore,
+) -> None:
+    lease, term = await _candidate(store, "a")
+    for index in range(1, 6):
+        name = f"n{index}"
+        assert await store.append(index, _entry(term, CreateNode(name, NodeConfig())), lease) is (
+            Appended.DONE
+        )
+    data = b"x" * 2500
+    pointer = await store.write_chunks(3, term, data, chunk=1000)
+    assert pointer.chunks == 3
+    assert not await store.install(pointer, lease + 1, None)  # not this term's leader
+    assert await store.install(pointer, lease, None)
+    found, revision = await store.pointer()
+    assert found == pointer
+    assert await store.read_snapshot(pointer, revision) == data
+    page = await store.read_log(0)
+    assert [index for index, _ in page.entries] == [4, 5]
+
+
+async def test_a_follower_applies_the_log_in_order_and_loads_a_snapshot_it_fell_behind(
+    store: ClusterStore,
+) -> None:
+    lease, term = await _candidate(store, "a")
+    hub = WatchHub(store.conn)
+    follower = Follower(store, hub)
+    try:
+        await follower.load()
+        follower.start()
+        key = b"k" * 16
+        commands = [
+            CreateNode("app", NodeConfig()),
+            CreateSession("app", key, 30.0, "s"),
+        ]
+        for index, command in enumerate(commands, 1):
+            assert await store.append(index, _entry(term, command), lease) is Appended.DONE
+        await follower.applied_past(2)
+        assert "app" in follower.engine.nodes
+        assert len(follower.engine.sessions) == 1
+        # A snapshot the leader put in use (here: of an engine holding one more node)
+        # covers entries the follower never saw: it loads it whole.
+        await follower.stop()
+        ahead = Engine()
+        ahead.apply(CreateNode("app", NodeConfig()), 1.0)
+        ahead.apply(CreateNode("later", NodeConfig()), 1.0)
+        pointer = await store.write_chunks(9, term, msgpack.packb(dump(ahead)), chunk=1000)
+        assert await store.install(pointer, lease, None)
+        assert await store.append(10, _entry(term, CreateNode("last", NodeConfig())), lease) is (
+            Appended.DONE
+        )
+        loads = follower.loads
+        await follower.catch_up()
+        assert follower.loads == loads + 1
+        assert follower.applied == 10
+        assert set(follower.engine.nodes) == {"app", "later", "last"}
+    finally:
+        await follower.stop()
+        await hub.close()
