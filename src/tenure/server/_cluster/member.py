@@ -41,12 +41,12 @@ from tenure._core.snapshot import resume
 from tenure.backends.etcd._conn import Connection
 from tenure.backends.etcd._keys import prefix_end
 from tenure.backends.etcd._streams import KeepAlive, WatchHub
-from tenure.errors import NotLeaderError, UnavailableError
+from tenure.errors import NotLeaderError, TenureError, UnavailableError
 from tenure.server._cluster.appender import Appender
 from tenure.server._cluster.follower import Follower
 from tenure.server._cluster.hosts import LeaderHost, StandbyHost
 from tenure.server._cluster.journal import ClusterJournal
-from tenure.server._cluster.keys import ClusterKeys, Entry, Member
+from tenure.server._cluster.keys import ClusterDataError, ClusterKeys, Entry, Member
 from tenure.server._cluster.lease import LeaseKeeper
 from tenure.server._cluster.role import ClusterRole
 from tenure.server._cluster.store import Appended, ClusterStore
@@ -175,6 +175,8 @@ class ClusterMember:
             return False
         finally:
             await server.step_down("the standby's term ended")
+            if self._stop.is_set() and self._standing is not None:
+                await self._resign(self._standing)  # no stale candidate ahead of the others
 
     async def _until_elected(self, lease: LeaseKeeper, term: int) -> bool:
         """Wait until no candidate is ahead of ``term`` (True), or the lease is lost or
@@ -319,8 +321,9 @@ class ClusterMember:
         while True:
             try:
                 current, revision = await self.store.leader()
-            except UnavailableError as error:
-                log.debug("reading the leader: %s", error)
+            except (UnavailableError, ClusterDataError) as error:
+                # (an unreadable candidate is someone else's key: it leads nothing here)
+                log.warning("reading the leader: %s", error)
                 await asyncio.sleep(0.5)
                 continue
             role.saw(current)
@@ -338,11 +341,12 @@ class ClusterMember:
         role = self._role()
         while True:
             lease = self.lease if self.lease is not None else self._standing
-            if lease is not None and not lease.lost.is_set():
-                with contextlib.suppress(UnavailableError, NotLeaderError):
+            try:
+                if lease is not None and not lease.lost.is_set():
                     await self.store.record(self._record(role.name), lease.lease_id)
-            with contextlib.suppress(UnavailableError):
                 role.members = await self.store.members()
+            except TenureError as error:  # (a lease that just ended, etcd away: next time)
+                log.debug("writing this member's record: %s", error)
             await asyncio.sleep(PUBLISH_EVERY)
 
     async def _new_lease(self) -> LeaseKeeper:
