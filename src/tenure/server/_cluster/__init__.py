@@ -21,12 +21,14 @@ import asyncio
 import logging
 import re
 import signal
+import socket
 from typing import TYPE_CHECKING
 
 from tenure.server._cluster.keys import Member
-from tenure.server._cluster.member import ClusterMember, listening_sockets
+from tenure.server._cluster.member import ClusterMember
 from tenure.server._config.cluster_url import parse_cluster_url
 from tenure.server._config.serve_config import ServeConfig
+from tenure.server._serve import Sockets
 
 if TYPE_CHECKING:
     from tenure.server._http.endpoint import Endpoint
@@ -81,3 +83,37 @@ async def run(config: ServeConfig, endpoint: Endpoint | None) -> int:
         sockets.native.close()
         if sockets.accepted is not None:
             sockets.accepted.close()
+
+
+def listening_sockets(config: ServeConfig) -> Sockets:
+    """Bind the main port (and the accepted face's own) once, for every term.
+
+    Raises:
+        OSError: a port cannot be bound.
+    """
+    native = _bind(config.host, config.port)
+    accepted = None
+    port = config.dflockd_port  # (the accepted face's own port)
+    if port:
+        try:
+            accepted = _bind(config.host, port)
+        except OSError:
+            native.close()
+            raise
+    return Sockets(native, accepted)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(1024)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock

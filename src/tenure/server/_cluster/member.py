@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -39,15 +38,15 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 from tenure._core.snapshot import resume
 from tenure.backends.etcd._conn import Connection
-from tenure.backends.etcd._keys import prefix_end
 from tenure.backends.etcd._streams import KeepAlive, WatchHub
-from tenure.errors import NotLeaderError, TenureError, UnavailableError
+from tenure.errors import NotLeaderError, UnavailableError
 from tenure.server._cluster.appender import Appender
 from tenure.server._cluster.follower import Follower
 from tenure.server._cluster.hosts import LeaderHost, StandbyHost
 from tenure.server._cluster.journal import ClusterJournal
-from tenure.server._cluster.keys import ClusterDataError, ClusterKeys, Entry, Member
+from tenure.server._cluster.keys import ClusterKeys, Entry, Member
 from tenure.server._cluster.lease import LeaseKeeper
+from tenure.server._cluster.lookout import Lookout
 from tenure.server._cluster.role import ClusterRole
 from tenure.server._cluster.store import Appended, ClusterStore
 from tenure.server._config.cluster_url import ClusterUrl, without_secrets
@@ -67,8 +66,6 @@ __all__ = ["ClusterMember"]
 
 T = TypeVar("T")
 
-#: How often a member writes its record (role, applied index) and reads the others'.
-PUBLISH_EVERY: Final = 1.0
 #: The longest pause between two tries of a call etcd did not answer, in seconds.
 MAX_PAUSE: Final = 2.0
 
@@ -91,7 +88,7 @@ class ClusterMember:
         self.server: Server | None = None
         self.lease: LeaseKeeper | None = None
         self.term = 0
-        #: Set when a candidate key came or went (the election may have moved).
+        #: Set when a candidate key came or went (the lookout's, once it runs).
         self._candidates = asyncio.Event()
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -119,10 +116,9 @@ class ClusterMember:
             await self._retrying(self.conn.authenticate, "authenticating to etcd")
             self.instance_id = await self._retrying(self.store.instance_id, "reading the id")
             await self._retrying(self.follower.load, "loading the cluster's state")
-            self._tasks = [
-                asyncio.ensure_future(self._watch_candidates()),
-                asyncio.ensure_future(self._publish()),
-            ]
+            lookout = Lookout(self.store, self.hub, self._role(), self._current_record)
+            self._candidates = lookout.candidates
+            self._tasks = lookout.start()
             while not self._stop.is_set():
                 if await self._standby_term(sockets):
                     await self._leader_term(sockets)
@@ -312,43 +308,6 @@ class ClusterMember:
                 await self.store.revoke(lease.lease_id)
         self.lease = None
 
-    # -- what runs beside the terms -------------------------------------------------------
-
-    async def _watch_candidates(self) -> None:
-        """Keep the role's idea of the leader current; wake a waiting candidate."""
-        role, keys = self._role(), self.store.keys
-        watcher = None
-        while True:
-            try:
-                current, revision = await self.store.leader()
-            except (UnavailableError, ClusterDataError) as error:
-                # (an unreadable candidate is someone else's key: it leads nothing here)
-                log.warning("reading the leader: %s", error)
-                await asyncio.sleep(0.5)
-                continue
-            role.saw(current)
-            self._candidates.set()
-            if watcher is None:
-                watcher = self.hub.watch(keys.candidates, prefix_end(keys.candidates), revision + 1)
-            await watcher.wait()
-            _, reset = watcher.drain()
-            if reset:
-                watcher.cancel()
-                watcher = None
-
-    async def _publish(self) -> None:
-        """Write this member's record now and then; read everyone's."""
-        role = self._role()
-        while True:
-            lease = self.lease if self.lease is not None else self._standing
-            try:
-                if lease is not None and not lease.lost.is_set():
-                    await self.store.record(self._record(role.name), lease.lease_id)
-                role.members = await self.store.members()
-            except TenureError as error:  # (a lease that just ended, etcd away: next time)
-                log.debug("writing this member's record: %s", error)
-            await asyncio.sleep(PUBLISH_EVERY)
-
     async def _new_lease(self) -> LeaseKeeper:
         """A new lease, kept alive from now on."""
         ttl = self.config.cluster_lease_ttl
@@ -369,6 +328,13 @@ class ClusterMember:
         me = self._role().me
         applied = self._role().applied()
         return Member(me.name, me.address, role, applied, time.time(), me.http, me.ydb, me.dflockd)
+
+    def _current_record(self) -> tuple[Member, int] | None:
+        """This member's record now, and the lease it lives on (None: no lease)."""
+        lease = self.lease if self.lease is not None else self._standing
+        if lease is None or lease.lost.is_set():
+            return None
+        return self._record(self._role().name), lease.lease_id
 
     def _metrics(self) -> Observer | None:
         return None if self.endpoint is None else self.endpoint.metrics
@@ -420,37 +386,3 @@ async def _first(*waits: Awaitable[object], timeout: float) -> None:
         for task in mine:
             if not task.done():
                 task.cancel()
-
-
-def listening_sockets(config: ServeConfig) -> Sockets:
-    """Bind the main port (and the accepted face's own) once, for every term.
-
-    Raises:
-        OSError: a port cannot be bound.
-    """
-    native = _bind(config.host, config.port)
-    accepted = None
-    port = config.dflockd_port  # (the accepted face's own port)
-    if port:
-        try:
-            accepted = _bind(config.host, port)
-        except OSError:
-            native.close()
-            raise
-    return Sockets(native, accepted)
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    family, kind, proto, _, address = socket.getaddrinfo(
-        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(1024)
-        sock.setblocking(False)
-    except OSError:
-        sock.close()
-        raise
-    return sock
