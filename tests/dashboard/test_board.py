@@ -1,5 +1,6 @@
 """The dashboard's view of an engine (:func:`tenure.server._http.board.board`): what it
-shows, in which order, bounded by each ``--dashboard-max-*`` limit; and the settings."""
+shows, in which order, bounded by each ``--dashboard-max-*`` limit; its ``cluster``
+object (:func:`tenure.server._http.cluster_view.cluster_view`); and the settings."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import pytest
 
 from tenure._core import Acquire, CreateNode, CreateSemaphore, CreateSession, Engine
 from tenure._core.values import MAX_COUNT, ClientIdentity
+from tenure.server._cluster.keys import Member
+from tenure.server._cluster.role import ClusterRole
+from tenure.server._cluster.store import Leader
 from tenure.server._config.serve_config import ConfigError, add_arguments, resolve
 from tenure.server._http.board import (
     DEFAULT_MAX_DATA_CHARS,
@@ -19,6 +23,8 @@ from tenure.server._http.board import (
     board,
     shown_data,
 )
+from tenure.server._http.cluster_view import cluster_view
+from tenure.server._role import STANDALONE_ROLE
 
 WHO = ClientIdentity("host-a", 4242, "billing-worker")
 SHIFT = 1_700_000_000.0  # engine time 0 is this UNIX time in these tests
@@ -188,6 +194,54 @@ def test_rates_are_per_second_over_the_window() -> None:
     meter.sample(125.0, 15, 1)
     # From the newest sample at least a window old (115) on: 5 grants in 10 s.
     assert meter.rates() == pytest.approx((0.5, 0.0))
+
+
+def test_a_standby_names_the_leader_and_links_its_dashboard() -> None:
+    written = 1_700_000_000.25
+    leader = Member("a", "10.0.0.1:6388", "leader", 8, written, http="10.0.0.1:9100")
+    role = ClusterRole("prod", Member("b", "10.0.0.2:6388", http="10.0.0.2:9100"))
+    role.members = [leader, Member("c", "10.0.0.3:6388", "standby", 6, written)]
+    role.applied = lambda: 7
+    role.saw(Leader(leader, term=42, lease=1))
+    seen = cluster_view(role)
+    assert seen is not None
+    members = seen.pop("members")
+    assert seen == {
+        "name": "prod",
+        "member": "b",
+        "role": "standby",
+        "term": 42,
+        "index": 8,
+        "applied": 7,
+        "lag": 1,
+        "leader_changes": 0,
+        "leader": {
+            "name": "a",
+            "address": "10.0.0.1:6388",
+            "http": "10.0.0.1:9100",
+            "dashboard": "http://10.0.0.1:9100/",
+        },
+    }
+    assert isinstance(members, list)
+    assert [(m["name"], m["role"], m["applied"], m["lag"], m["self"]) for m in members] == [
+        ("a", "leader", 8, 0, False),
+        ("b", "standby", 7, 1, True),
+        ("c", "standby", 6, 2, False),
+    ]
+    a, b, c = members
+    # An instant, to the second (the same record: the same bytes); none for this server.
+    assert (a["recorded_at"], b["recorded_at"]) == (round(written), None)
+    assert (c["http"], c["dashboard"]) == (None, None)  # no HTTP endpoint: no link
+    assert b["dashboard"] == "http://10.0.0.2:9100/"
+    assert json.dumps(cluster_view(role)) == json.dumps({**seen, "members": members})
+
+
+def test_no_leader_known_and_no_cluster() -> None:
+    role = ClusterRole("prod", Member("b", "10.0.0.2:6388"))
+    seen = cluster_view(role)
+    assert seen is not None
+    assert (seen["leader"], seen["term"], seen["role"]) == (None, 0, "standby")
+    assert cluster_view(STANDALONE_ROLE) is None
 
 
 def config(*argv: str, **environ: str) -> Any:

@@ -98,6 +98,7 @@ async def test_the_view_keeps_to_the_limit_and_the_rate_given(tmp_path: Path) ->
             await client.create_node("jobs")
             first = await served.view()
             assert [n["name"] for n in first["board"]["nodes"]] == ["jobs"]
+            assert first["cluster"] is None  # not part of a cluster
             async with client.session("jobs") as session:
                 for name in ("c", "a", "b"):
                     await session.semaphore(name).create(limit=3)

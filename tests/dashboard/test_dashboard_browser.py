@@ -4,6 +4,8 @@ A lock is taken by another process (``holder.py``, a tiny tenure client with a
 description and a client name); the page must show its holder, then its release,
 without being reloaded. Then the token rules: a read-only token sees no "end
 session" and its kill is refused (403); a read-write one ends a session from the page.
+Last, a cluster's standby (``--cluster``, over the run's etcd): its page says it is a
+standby, links to the leader's and offers no action on its replica.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.cluster.harness import TenureCluster
+from tests.etcd.cluster import EtcdCluster
 from tests.server.wire import ServerProcess, free_port
 
 from .browser import Holder, get, post, wait_until
@@ -217,3 +221,29 @@ def test_a_read_write_token_ends_a_session_from_the_page(
         wait_until(lambda: '"event": "session_killed"' in served.server.output(), "logged")
     finally:
         holder.close()
+
+
+def test_a_standby_says_so_links_to_the_leader_and_offers_no_action(
+    tmp_path: Path, etcd_member: EtcdCluster, page: Page
+) -> None:
+    extra = ("--dashboard-actions", "true", "--dashboard-rate", "10")
+    with TenureCluster(tmp_path / "cluster", etcd_member.endpoints, extra=extra) as cluster:
+        leader = cluster.leader()
+        holder = Holder(f"tenure://{leader.address}", "jobs", "m", "on the leader", "w")
+        try:
+            standby = cluster.standbys()[0]
+            page.goto(f"http://127.0.0.1:{standby.http_port}/")
+            page.wait_for_selector("#standby:not([hidden])")
+            link = page.locator("#standby #leader-link")
+            assert link.get_attribute("href") == f"http://127.0.0.1:{leader.http_port}/"
+            assert link.text_content() == leader.address
+            assert text(page, "#state") == "standby"
+            # Its replica: the holder's session, once the standby applied it; with
+            # --dashboard-actions, and still no "end session" here.
+            sid = holder.grant["session_id"]
+            page.wait_for_selector(f'tr.session[data-session-id="{sid}"]')
+            assert page.query_selector("button.kill") is None
+            member = f'#cluster tr.member[data-member="{leader.address}"]'
+            assert text(page, f"{member} .role") == "leader"
+        finally:
+            holder.close()

@@ -62,6 +62,8 @@ async def test_metrics_follow_locks_taken_and_released(tmp_path: Path, wire: Cli
         assert len(info) == 1
         instance_id = (tmp_path / "data" / "instance-id").read_bytes().hex()
         assert dict(next(iter(info)))["instance_id"] == instance_id
+        # Not part of a cluster: no cluster series at all (an alert on them never fires).
+        assert not [name for name, _ in before if name.startswith("tenure_cluster_")]
 
         first = await wire.connect(server.port)
         second = await wire.connect(server.port)

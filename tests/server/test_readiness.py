@@ -1,4 +1,5 @@
-"""The readiness switch behind /readyz and tenure_ready, without a server."""
+"""The readiness switch behind /readyz and tenure_ready (a cluster's standby's too),
+without a server."""
 
 from __future__ import annotations
 
@@ -26,3 +27,14 @@ def test_phases_never_go_back() -> None:
     readiness.serving(lambda: False)
     assert readiness.phase is Phase.STOPPING
     assert not readiness.ready
+
+
+def test_a_cluster_standby_serves_but_is_not_ready_until_it_leads() -> None:
+    readiness = Readiness()
+    leading = False
+    readiness.serving(lambda: False, lambda: leading)
+    assert (readiness.ready, readiness.state) == (False, "standby")
+    leading = True  # elected: the next term's server leads
+    assert (readiness.ready, readiness.state) == (True, "serving")
+    leading = False  # stepped down
+    assert (readiness.ready, readiness.state) == (False, "standby")

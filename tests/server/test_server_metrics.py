@@ -1,4 +1,5 @@
-"""ServerMetrics' bookkeeping, fed as the server feeds it (no process, no HTTP)."""
+"""ServerMetrics' bookkeeping, fed as the server feeds it, and the gauges read at scrape
+time from a cluster's role (no process, no HTTP)."""
 
 from __future__ import annotations
 
@@ -18,11 +19,19 @@ from tenure._core import (
     SessionEnded,
 )
 from tenure.errors import ErrorCode
+from tenure.server._cluster.keys import Member
+from tenure.server._cluster.role import ClusterRole
+from tenure.server._cluster.store import Leader
+from tenure.server._http.collector import StateCollector
 from tenure.server._http.metrics import ServerMetrics
+from tenure.server._http.readiness import Readiness
 from tenure.server._http.tally import LoopHistogram
+from tenure.server._role import STANDALONE_ROLE, Role
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
-def samples(metrics: ServerMetrics) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+def samples(metrics: ServerMetrics) -> Samples:
     text = generate_latest(metrics.registry).decode()
     return {
         (s.name, frozenset(s.labels.items())): s.value
@@ -107,3 +116,88 @@ def test_a_loop_histogram_counts_as_prometheus_client_would() -> None:
 def test_bucket_bounds_must_ascend() -> None:
     with pytest.raises(ValueError, match="ascend"):
         LoopHistogram("h", "help", (1.0, 0.5))
+
+
+def test_a_cluster_member_times_its_appends_not_a_wal() -> None:
+    single = ServerMetrics(version="0")
+    single.committed(0.0002)
+    assert not single.clustered
+    got = samples(single)
+    assert got[("tenure_wal_commit_seconds_count", frozenset())] == 1
+    assert not any(name.startswith("tenure_cluster_") for name, _ in got)
+
+    member = ServerMetrics(version="0")
+    member.in_cluster()
+    member.committed(0.004)  # a round of appends to etcd, as the leader's host reports it
+    member.committed(0.3)
+    got = samples(member)
+    assert member.clustered
+    assert got[("tenure_cluster_append_seconds_count", frozenset())] == 2
+    assert got[("tenure_cluster_append_seconds_bucket", frozenset({("le", "0.005")}))] == 1
+    assert got[("tenure_cluster_append_seconds_sum", frozenset())] == pytest.approx(0.304)
+    # No write-ahead log on a cluster's server: no series that would name one.
+    assert not any(name.startswith("tenure_wal_commit") for name, _ in got)
+
+
+def scraped(role: Role | None) -> Samples:
+    """A scrape of the gauges read from ``role`` (the engine still being recovered)."""
+    metrics = ServerMetrics(version="0")
+    readiness = Readiness()
+    metrics.registry.register(StateCollector(readiness, metrics, lambda: None, dict, lambda: role))
+    return samples(metrics)
+
+
+def gauge(got: Samples, name: str, **labels: str) -> float:
+    return got[(name, frozenset(labels.items()))]
+
+
+def test_a_standalone_server_shows_no_cluster_series() -> None:
+    for role in (STANDALONE_ROLE, None):  # (None: no server yet)
+        got = scraped(role)
+        assert ("tenure_ready", frozenset()) in got
+        assert not [name for name, _ in got if name.startswith("tenure_cluster_")]
+
+
+def three_members() -> ClusterRole:
+    """Member b's role as a standby that applied 5 entries, with a leads (term 42,
+    recorded 8 applied) and c (recorded 7)."""
+    leader = Member("a", "10.0.0.1:6388", "leader", 8, 0.0, http="10.0.0.1:9100")
+    role = ClusterRole("prod", Member("b", "10.0.0.2:6388", http="10.0.0.2:9100"))
+    role.members = [leader, Member("c", "10.0.0.3:6388", "standby", 7, 0.0)]
+    role.applied = lambda: 5
+    role.saw(Leader(leader, term=42, lease=1))
+    return role
+
+
+def test_a_standby_reports_its_role_term_log_and_lag() -> None:
+    role = three_members()
+    got = scraped(role)
+    assert gauge(got, "tenure_cluster_role", role="standby") == 1
+    assert gauge(got, "tenure_cluster_role", role="leader") == 0
+    assert gauge(got, "tenure_cluster_term") == 42
+    assert gauge(got, "tenure_cluster_log_index") == 8  # the furthest record known
+    assert gauge(got, "tenure_cluster_applied_index") == 5
+    assert gauge(got, "tenure_cluster_lag_entries") == 3
+    assert gauge(got, "tenure_cluster_members") == 3
+    assert gauge(got, "tenure_cluster_leader_changes_total") == 0  # the first term seen
+
+    # A new leader (c, term 50), and this member catches up.
+    role.saw(Leader(role.members[1], term=50, lease=2))
+    role.applied = lambda: 9
+    got = scraped(role)
+    assert gauge(got, "tenure_cluster_term") == 50
+    assert gauge(got, "tenure_cluster_leader_changes_total") == 1
+    assert gauge(got, "tenure_cluster_log_index") == 9
+    assert gauge(got, "tenure_cluster_lag_entries") == 0
+
+
+def test_the_leader_reports_itself_leading_without_lag() -> None:
+    role = three_members()
+    role.name = "leader"  # (what the member sets when it is elected)
+    role.applied = lambda: 11  # the appender's last index
+    got = scraped(role)
+    assert gauge(got, "tenure_cluster_role", role="leader") == 1
+    assert gauge(got, "tenure_cluster_role", role="standby") == 0
+    assert gauge(got, "tenure_cluster_log_index") == 11
+    assert gauge(got, "tenure_cluster_applied_index") == 11
+    assert gauge(got, "tenure_cluster_lag_entries") == 0

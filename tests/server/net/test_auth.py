@@ -36,6 +36,7 @@ from tenure._core import (
     WatchFired,
 )
 from tenure._protocol import ConnectionClosed, Refused
+from tenure._protocol.cluster import ClusterStatus
 from tenure.errors import ErrorCode
 from tenure.server._config.serve_config import ConfigError
 from tenure.server._net.auth import (
@@ -111,6 +112,7 @@ def test_read_only_and_read_write_commands() -> None:
         ListNodes(),
         ListSemaphores("n"),
         ListSessions("n"),
+        ClusterStatus(),  # (members' addresses and log positions: any token may read them)
     ):
         assert denial(reader, allowed, "n") is None
         assert denial(writer, allowed, "n") is None
@@ -128,8 +130,8 @@ def test_read_only_and_read_write_commands() -> None:
         why = denial(reader, write, "n")
         assert why == f"token 'r' is read-only: it may not send {type(write).__name__} on node 'n'"
         assert denial(writer, write, "n") is None
-    assert len(READ_ONLY_COMMANDS) == 13
-    assert len(READ_WRITE_COMMANDS) == 25
+    assert len(READ_ONLY_COMMANDS) == 14
+    assert len(READ_WRITE_COMMANDS) == 26
 
 
 def test_node_patterns() -> None:

@@ -7,6 +7,9 @@ imported only when the endpoint is asked for.
 * :mod:`~tenure.server._http.metrics`: the counters and histograms the server
   updates as it works (its :class:`~tenure.server._observe.Observer`);
 * :mod:`~tenure.server._http.collector`: the gauges, read from the engine at scrape time;
+* :mod:`~tenure.server._http.cluster_view`: what a cluster's server shows of its
+  cluster (``--cluster``): the ``tenure_cluster_*`` gauges and the dashboard's
+  ``cluster`` object, read from its role;
 * :mod:`~tenure.server._http.readiness`: the server's phase, what ``/readyz`` says.
 * :mod:`~tenure.server._http.dashboard`: the live dashboard at ``/`` (its page in
   ``static/``), :mod:`~tenure.server._http.board` what it shows,

@@ -8,7 +8,10 @@ that touches the engine; a few milliseconds per 10,000 semaphores). The series:
 * ``tenure_nodes``, ``tenure_semaphores``, ``tenure_sessions``: how many exist;
 * ``tenure_holds``: grants held (a session's hold on a semaphore is one);
 * ``tenure_waiters``: acquires queued; ``tenure_watches``: watches armed;
-* ``tenure_connections{protocol}``: client connections open (``native``, ``dflockd``).
+* ``tenure_connections{protocol}``: client connections open (``native``, ``dflockd``);
+* on a cluster's server, the ``tenure_cluster_*`` gauges
+  (:mod:`tenure.server._http.cluster_view`), read from its role; on a standby the
+  engine's gauges are those of its replica, the follower's engine.
 
 Totals over the whole server: per-node series would be up to ``max_nodes`` (10,000)
 of each, too many for a metrics system; the listing API answers per node.
@@ -21,8 +24,10 @@ from collections.abc import Callable, Iterator
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from tenure._core import Engine
+from tenure.server._http.cluster_view import cluster_families
 from tenure.server._http.metrics import ServerMetrics
 from tenure.server._http.readiness import Readiness
+from tenure.server._role import Role
 
 __all__ = ["StateCollector"]
 
@@ -31,7 +36,8 @@ class StateCollector:
     """Reads the gauges at scrape time (module docstring).
 
     ``engine()`` is the running engine, None while it is being recovered;
-    ``connections()`` the open client connections by protocol.
+    ``connections()`` the open client connections by protocol; ``role()`` the running
+    server's role (None before it serves).
     """
 
     def __init__(
@@ -40,11 +46,13 @@ class StateCollector:
         metrics: ServerMetrics,
         engine: Callable[[], Engine | None],
         connections: Callable[[], dict[str, int]],
+        role: Callable[[], Role | None] = lambda: None,
     ) -> None:
         self._readiness = readiness
         self._metrics = metrics
         self._engine = engine
         self._connections = connections
+        self._role = role
 
     def collect(self) -> Iterator[Metric]:
         """The gauges, as they are now."""
@@ -53,6 +61,9 @@ class StateCollector:
             "1 while the server is recovered and serving (/readyz answers 200), else 0.",
             value=1.0 if self._readiness.ready else 0.0,
         )
+        role = self._role()
+        if role is not None:
+            yield from cluster_families(role)
         engine = self._engine()
         if engine is None:
             return  # recovering: nothing to read yet

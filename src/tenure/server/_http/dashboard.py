@@ -20,6 +20,13 @@ Who may see and do what (:mod:`tenure.server._net.auth`'s rules, as on the wire)
   it may touch, and "end session" is offered, and allowed, only where the wire
   protocol would let it send KillSession (read-write, node allowed): else 403.
 
+On a cluster's server (``--cluster``) the view has a ``cluster`` object
+(:func:`~tenure.server._http.cluster_view.cluster_view`: this server's role, the
+leader and its dashboard's URL, the term, the log index, each member's applied index
+and lag; null on a standalone server). A standby shows its replica of the state (the
+follower's engine) and offers no action: it serves no request, so ending a session
+there is refused (503, naming the leader's dashboard) before it is tried.
+
 Changing requests (login, logout, kill) must be ``application/json``: a cross-site
 form cannot send that without the browser asking first (CORS), and SameSite=Strict
 keeps the cookie off cross-site requests. The page renders every name, description
@@ -50,6 +57,7 @@ from tenure.server._http.board import (
     board,
     counters,
 )
+from tenure.server._http.cluster_view import cluster_view, dashboard_url
 from tenure.server._http.front import METRICS, READINESS, SERVING
 from tenure.server._http.viewer import COOKIE, Viewer, cookie_value, request_secret
 from tenure.server._net.auth import Access
@@ -157,8 +165,11 @@ class Dashboard:
             "token": viewer.token.name if viewer.token is not None else None,
             "rates": {"grants": round(grant_rate, 2), "expiries": round(expiry_rate, 2)},
             "board": None,
+            "cluster": None,
         }
         server = self.server
+        if server is not None:
+            view["cluster"] = cluster_view(server.role)
         if server is not None and not server.stopping:
             config = server.config
             view["limits"] = {
@@ -173,12 +184,17 @@ class Dashboard:
                 shift=server.host.wall_shift(),
                 limits=BoardLimits.of(config),
                 may_see=viewer.may_see,
-                may_kill=viewer.may_kill,
+                # A standby serves nothing: its page offers no action.
+                may_kill=viewer.may_kill if server.role.leading else _never,
             )
         return view
 
 
 DASHBOARD: Final = web.AppKey("dashboard", Dashboard)
+
+
+def _never(node: str) -> bool:
+    return False
 
 
 def _error(status: int, message: str, **more: object) -> web.Response:
@@ -332,6 +348,10 @@ async def kill(request: web.Request) -> web.Response:
     server = dashboard.server
     if server is None or server.stopping:
         return _error(503, "the server is not serving")
+    if not server.role.leading:
+        url = dashboard_url(server.role.leader("http"))
+        where = f"on the leader's dashboard, {url}" if url else "on the leader (none known now)"
+        return _error(503, f"this server is a standby: end sessions {where}", leader=url)
     why = viewer.kill_denial(node, session_id)
     if why is not None:
         return _error(403, why)
@@ -357,6 +377,7 @@ _STATUS: Final = {
     ErrorCode.INVALID_ARGUMENT: 400,
     ErrorCode.PERMISSION_DENIED: 403,
     ErrorCode.UNAVAILABLE: 503,
+    ErrorCode.NOT_LEADER: 503,  # (it stopped leading since the check above)
 }
 
 

@@ -16,6 +16,7 @@ from tenure.server._http.dashboard import add_dashboard_routes
 from tenure.server._http.front import ROUTE_SETS, HttpFront
 from tenure.server._http.metrics import ServerMetrics
 from tenure.server._http.readiness import Phase, Readiness
+from tenure.server._role import STANDALONE, Role
 from tenure.server._serve import Server
 
 __all__ = ["Endpoint"]
@@ -30,7 +31,9 @@ class Endpoint:
         self.front = HttpFront(self.readiness, self.metrics, (*ROUTE_SETS, add_dashboard_routes))
         registry = self.metrics.registry
         registry.register(
-            StateCollector(self.readiness, self.metrics, self._engine, self._connections)
+            StateCollector(
+                self.readiness, self.metrics, self._engine, self._connections, self._role
+            )
         )
         # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds...
         ProcessCollector(registry=registry)
@@ -48,9 +51,12 @@ class Endpoint:
         self.readiness.advance(Phase.RECOVERING)
 
     def serving(self, server: Server) -> None:
-        """``server`` listens and serves: ready until it stops."""
+        """``server`` listens and serves: ready until it stops (a cluster's member tells
+        of each term's server, a standby's and a leader's, on the same endpoint)."""
         self.front.serving.server = server
         self.metrics.identify(server.instance_id.hex())
+        if server.role.name != STANDALONE:
+            self.metrics.in_cluster()
         self.readiness.serving(lambda: server.stopping, lambda: server.role.leading)
 
     async def stop(self) -> None:
@@ -61,6 +67,10 @@ class Endpoint:
     def _engine(self) -> Engine | None:
         server = self.front.serving.server
         return None if server is None else server.host.engine
+
+    def _role(self) -> Role | None:
+        server = self.front.serving.server
+        return None if server is None else server.role
 
     def _connections(self) -> dict[str, int]:
         server = self.front.serving.server

@@ -14,7 +14,9 @@ counts as the server works:
   (``session_expired``: the recovery window passed; ``session_closed``: its node
   was dropped);
 * ``tenure_wal_commit_seconds``: each journal commit (write plus fsync, or the
-  ``--fsync batch`` syncer's fsync);
+  ``--fsync batch`` syncer's fsync); on a cluster's server (:meth:`ServerMetrics.in_cluster`)
+  ``tenure_cluster_append_seconds`` instead: each round of appends to the cluster's
+  log in etcd (the leader's group commit);
 * ``tenure_snapshot_seconds`` and ``tenure_snapshot_size_bytes``: snapshots written;
 * ``tenure_dflockd_requests_total{command,result}``: dflockd requests answered.
 
@@ -69,6 +71,11 @@ GRANT_WAIT_BUCKETS: Final = (
 COMMIT_BUCKETS: Final = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
     0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+)  # fmt: skip
+#: An append is a Txn through etcd's Raft (a network round trip and the fsync of a
+#: quorum): milliseconds when all is well, seconds when etcd struggles.
+APPEND_BUCKETS: Final = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 )  # fmt: skip
 SNAPSHOT_BUCKETS: Final = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
@@ -142,6 +149,18 @@ class ServerMetrics:
             "Seconds per journal commit: the write and, as --fsync says, the fsync.",
             COMMIT_BUCKETS,
         )
+        # A histogram of its own, not the commit's with a label: it times a network
+        # round trip through etcd's consensus, not a local write and fsync (other
+        # buckets, other alerts), and a cluster's server has no write-ahead log, so a
+        # tenure_wal_commit_seconds there would name something that does not exist.
+        self._append = LoopHistogram(
+            "tenure_cluster_append_seconds",
+            "Seconds per round of appends to the cluster's log in etcd (the leader's "
+            "group commit: one fenced Txn per entry, retries included).",
+            APPEND_BUCKETS,
+        )
+        #: What :meth:`committed` times: the journal's commits, or a cluster's appends.
+        self._commits = self._commit
         self._snapshot = LoopHistogram(
             "tenure_snapshot_seconds",
             "Seconds from beginning a snapshot to putting it in place.",
@@ -157,6 +176,18 @@ class ServerMetrics:
     def identify(self, instance_id: str) -> None:
         """The instance id of the server's state (known once the data directory is read)."""
         self.instance_id = instance_id
+
+    def in_cluster(self) -> None:
+        """The server is a member of a cluster (``--cluster``): its commits are appends
+        to the cluster's log in etcd, timed as ``tenure_cluster_append_seconds`` (and
+        ``tenure_wal_commit_seconds`` is not shown). Told before its first leader term:
+        a member starts as a standby, which commits nothing."""
+        self._commits = self._append
+
+    @property
+    def clustered(self) -> bool:
+        """Whether :meth:`in_cluster` was called."""
+        return self._commits is self._append
 
     # -- the Observer hooks -----------------------------------------------------------
 
@@ -193,8 +224,8 @@ class ServerMetrics:
                 ended[effect.code] = ended.get(effect.code, 0) + 1
 
     def committed(self, seconds: float) -> None:
-        """Time a journal commit."""
-        self._commit.observe(seconds)
+        """Time a journal commit (a cluster's leader: a round of appends to etcd)."""
+        self._commits.observe(seconds)
 
     def snapshot_written(self, seconds: float, size: int) -> None:
         """Time a snapshot and keep its size."""
@@ -245,7 +276,7 @@ class ServerMetrics:
         for code, count in sorted(self._sessions_ended.items()):
             ended.add_metric([code.name.lower()], float(count))
         yield ended
-        yield self._commit.family()
+        yield self._commits.family()
         yield self._snapshot.family()
         yield GaugeMetricFamily(
             "tenure_snapshot_size_bytes",

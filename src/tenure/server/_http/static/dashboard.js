@@ -7,6 +7,7 @@ const API = "/dashboard/api";
 let clockOffset = 0; // the server's clock minus this browser's, in seconds
 let source = null;
 let shownBoard = null; // the board last rendered, as JSON: redrawn only when it changed
+let shownCluster = null; // the cluster part last rendered, as JSON (likewise)
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -152,6 +153,57 @@ function nodeSection(node) {
     el("h3", {}, "Sessions"), sessions, more(node.sessions.length, node.sessions_total, "sessions"));
 }
 
+// A link only to an http(s) URL the server made (a member's dashboard), else text.
+function link(url, text, attrs) {
+  return url && /^https?:\/\//.test(url) ? el("a", { ...attrs, href: url }, text) : el("span", attrs, text);
+}
+
+// A cluster's server (--cluster): its role, the leader, the log, every member. A
+// standby says so in a banner: it shows a replica and offers no action.
+function renderCluster(cluster) {
+  const text = JSON.stringify(cluster);
+  if (text === shownCluster) return;
+  shownCluster = text;
+  const banner = document.getElementById("standby");
+  const section = document.getElementById("cluster");
+  banner.hidden = !cluster || cluster.role !== "standby";
+  section.hidden = !cluster;
+  if (!cluster) {
+    banner.replaceChildren();
+    section.replaceChildren();
+    return;
+  }
+  const leader = cluster.leader;
+  const toLeader = leader
+    ? ["The leader is ", link(leader.dashboard, leader.name, { id: "leader-link", class: "who" }),
+      leader.dashboard ? ": its dashboard is the one to act on." : "."]
+    : ["No leader is known right now."];
+  banner.replaceChildren(el("b", {}, "Standby. "),
+    "This server follows the cluster's log: it shows its replica of the leader's state, " +
+    "and offers no action. ", ...toLeader);
+  const summary = el("p", {},
+    "this server ", el("span", { class: "who" }, cluster.member), " (" + cluster.role + ")",
+    " · leader ", leader ? link(leader.dashboard, leader.name, { class: "leader who" }) : el("span", { class: "muted" }, "none known"),
+    " · term ", el("b", { id: "cluster-term" }, cluster.term),
+    " · log index ", el("b", { id: "cluster-index" }, cluster.index),
+    " · applied ", el("b", { id: "cluster-applied" }, cluster.applied),
+    " · lag ", el("b", { id: "cluster-lag" }, cluster.lag),
+    " · leader changes seen ", el("b", {}, cluster.leader_changes));
+  const head = el("tr", {}, ...["member", "role", "address", "applied", "lag", "recorded", "dashboard"]
+    .map((n) => el("th", {}, n)));
+  const rows = cluster.members.map((m) => el("tr", { class: m.self ? "member self" : "member", "data-member": m.name },
+    el("td", { class: "who" }, m.name),
+    el("td", { class: "role" }, m.role),
+    el("td", { class: "who" }, m.address),
+    el("td", { class: "num applied" }, m.applied),
+    el("td", { class: "num lag" }, m.lag),
+    el("td", {}, m.recorded_at === null ? el("span", { class: "muted" }, "now") : age(m.recorded_at, "since"),
+      m.recorded_at === null ? null : " ago"),
+    el("td", {}, m.dashboard ? link(m.dashboard, m.self ? "this one" : "open") : el("span", { class: "muted" }, "none"))));
+  section.replaceChildren(el("h2", {}, "Cluster ", el("span", { class: "who" }, cluster.name)), summary,
+    el("table", { class: "members" }, el("thead", {}, head), el("tbody", {}, ...rows)));
+}
+
 function render(message) {
   clockOffset = message.now - Date.now() / 1000;
   const view = message.view;
@@ -163,6 +215,10 @@ function render(message) {
   document.getElementById("access").textContent =
     (view.token ? "token " + view.token + " (" + view.access + ")" : view.access);
   document.getElementById("logout").hidden = !view.token;
+  // A standby grants nothing and ends nothing: its own rates would only say 0.
+  const standby = Boolean(view.cluster && view.cluster.role === "standby");
+  for (const id of ["grant-rate", "expiry-rate"]) document.getElementById(id).parentElement.hidden = standby;
+  renderCluster(view.cluster);
   const main = document.getElementById("board");
   const boardText = JSON.stringify(view.board);
   if (boardText === shownBoard) return; // rates alone changed: keep the DOM (and focus)
@@ -210,6 +266,7 @@ async function start() {
   if (source) source.close();
   source = null;
   shownBoard = null;
+  shownCluster = null;
   const response = await fetch(API + "/board", { credentials: "same-origin" });
   if (response.status === 401) {
     showLogin(true);
