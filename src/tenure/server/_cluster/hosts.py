@@ -123,12 +123,15 @@ class StandbyHost(DurableHost):
         engine: Engine,
         *,
         leader: Callable[[], str | None],
+        shift: Callable[[], float | None],
         deliver: Callable[[list[Effect]], None],
         output: DurableOutput,
         on_fatal: Callable[[], None],
         observer: Observer | None = None,
     ) -> None:
-        """``leader()``: the leader's native address (None: unknown), for the refusals."""
+        """``leader()``: the leader's native address (None: unknown), for the refusals;
+        ``shift()``: what turns the engine's times (the leader's clock) into UNIX time
+        (None: unknown, this server's own is used)."""
         super().__init__(
             _NO_JOURNAL,
             engine,
@@ -138,6 +141,12 @@ class StandbyHost(DurableHost):
             observer=observer,
         )
         self._leader = leader
+        self._shift = shift
+
+    def wall_shift(self) -> float:
+        """The leader's: the engine's times are on its clock (the log carries them)."""
+        shift = self._shift()
+        return super().wall_shift() if shift is None else shift
 
     def start(self) -> None:
         """No timer and no writer: only the log changes the engine."""

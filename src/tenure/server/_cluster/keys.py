@@ -147,7 +147,10 @@ class Member(msgspec.Struct, array_like=True, frozen=True):
     ``address``: its native face as clients reach it (``--advertise``); ``http``,
     ``ydb``, ``dflockd``: its other listeners' addresses (empty: none); ``role``:
     ``leader`` or ``standby``; ``applied``: the last log index its engine holds;
-    ``written``: the UNIX time it wrote the record (its own clock: for display).
+    ``written``: the UNIX time it wrote the record (its own clock: for display);
+    ``shift``: its wall clock less its monotonic clock, what turns the times of an
+    engine it leads into UNIX time (standbys show their replica's times with the
+    leader's: its engine's times are on the leader's clock).
     """
 
     name: str
@@ -158,6 +161,7 @@ class Member(msgspec.Struct, array_like=True, frozen=True):
     http: str = ""
     ydb: str = ""
     dflockd: str = ""
+    shift: float = 0.0
 
 
 _encoder: Final = msgspec.msgpack.Encoder()

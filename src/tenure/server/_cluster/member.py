@@ -54,7 +54,7 @@ from tenure.server._config.serve_config import ServeConfig
 from tenure.server._durability.records import resume_record
 from tenure.server._durability.storage import framed
 from tenure.server._observe import Observer
-from tenure.server._role import LEADER, STANDBY
+from tenure.server._role import STANDBY
 from tenure.server._serve import Server, Sockets
 
 if TYPE_CHECKING:  # the server extra: only with --http-port
@@ -139,7 +139,7 @@ class ClusterMember:
     async def _standby_term(self, sockets: Sockets) -> bool:
         """Serve as a standby until elected (True) or stopped (False)."""
         role = self._role()
-        role.name = STANDBY
+        role.stand_by()
         follower = self.follower
         if not self._fresh:  # a leader's engine had changes etcd may not have: reload
             await self._retrying(follower.load, "loading the cluster's state")
@@ -154,7 +154,9 @@ class ClusterMember:
             self.instance_id,
             observer=self._metrics(),
             role=role,
-            make_host=partial(StandbyHost, engine, leader=role.leader),
+            make_host=partial(
+                StandbyHost, engine, leader=role.leader, shift=lambda: role.leader_shift
+            ),
         )
         await self._start(server, sockets)
         follower.on_load = partial(setattr, server.host, "engine")  # (a reload: a new engine)
@@ -242,7 +244,7 @@ class ClusterMember:
         metrics = self._metrics()
         if self.endpoint is not None:
             journal.on_snapshot = self.endpoint.metrics.snapshot_written
-        role.name = LEADER
+        role.lead(term)
         role.applied = lambda: appender.last_index
         server = Server(
             self.config,
@@ -271,7 +273,7 @@ class ClusterMember:
                 async with asyncio.timeout(self.config.shutdown_grace):
                     await server.host.settled()  # what it owes reaches etcd and its clients
         await server.step_down(why)
-        role.name = STANDBY
+        role.stand_by()
         fields = {"term": term, "why": why, "index": appender.last_index}
         log.warning("stepped down", extra={"event": "cluster_stepped_down", "fields": fields})
         await self._resign(lease)
@@ -327,7 +329,9 @@ class ClusterMember:
     def _record(self, role: str) -> Member:
         me = self._role().me
         applied = self._role().applied()
-        return Member(me.name, me.address, role, applied, time.time(), me.http, me.ydb, me.dflockd)
+        now = time.time()
+        shift = now - self.loop.time()  # (as the host's wall_shift: the loop is its clock)
+        return Member(me.name, me.address, role, applied, now, me.http, me.ydb, me.dflockd, shift)
 
     def _current_record(self) -> tuple[Member, int] | None:
         """This member's record now, and the lease it lives on (None: no lease)."""

@@ -38,6 +38,8 @@ class ClusterRole:
         #: Leader changes this member has seen (a new term), for the metrics.
         self.leader_changes = 0
         self._last_term = 0
+        #: The term this member leads in (0: it does not lead).
+        self.own_term = 0
 
     @property
     def leading(self) -> bool:
@@ -61,13 +63,45 @@ class ClusterRole:
         }.get(face, "")
         return address or None
 
+    def lead(self, term: int) -> None:
+        """This member leads from now on, in ``term``."""
+        self.name, self.own_term = LEADER, term
+        self._count(term)
+
+    def stand_by(self) -> None:
+        """This member no longer leads (or never did)."""
+        self.name, self.own_term = STANDBY, 0
+
+    @property
+    def term(self) -> int:
+        """The current leader's term as this member knows it (0: none)."""
+        if self.own_term:
+            return self.own_term
+        return self.current.term if self.current is not None else 0
+
+    @property
+    def leader_shift(self) -> float | None:
+        """What turns the replicated engine's times into UNIX time: the leader's wall
+        clock less its monotonic clock, as its record says (None: not known yet)."""
+        current = self.current
+        if current is None:
+            return None
+        for member in self.members:
+            if member.name == current.member.name and member.shift:
+                return member.shift
+        return None
+
     def saw(self, current: Leader | None) -> None:
         """The election keys were read: ``current`` leads (None: nobody)."""
         self.current = current
-        if current is not None and current.term != self._last_term:
+        if current is not None:
+            self._count(current.term)
+
+    def _count(self, term: int) -> None:
+        if term > self._last_term:
             if self._last_term:
                 self.leader_changes += 1
-            self._last_term = current.term
+            self._last_term = term
 
     def status(self) -> ClusterView:
         """The cluster as this member knows it now (its own record as it is now)."""
@@ -92,7 +126,7 @@ class ClusterRole:
             )
         current = self.current
         leader = self.me.name if self.leading else (current.member.name if current else "")
-        term = current.term if current is not None else 0
+        term = self.term
         index = max([mine, *(view.applied for view in views)])
         return ClusterView(
             cluster=self.cluster,
