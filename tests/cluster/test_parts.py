@@ -196,3 +196,15 @@ def test_a_member_advertises_each_face_where_its_clients_reach_it() -> None:
         "t1.example:8080",
         "t1.example:7001",
     )
+
+
+def test_a_standby_shows_times_with_the_leaders_clock_once_it_has_read_its_record() -> None:
+    role = ClusterRole("prod", Member("b", "h:2"))
+    leader = Member("a", "h:1", "leader", shift=1_700_000_000.5)
+    assert role.leader_shift is None  # no leader known
+    role.saw(Leader(Member("a", "h:1"), term=3, lease=1))
+    assert role.leader_shift is None  # its record not read yet
+    role.members = [leader, Member("b", "h:2", shift=123.0)]
+    assert role.leader_shift == 1_700_000_000.5
+    role.lead(9)
+    assert (role.term, role.status().term) == (9, 9)  # a new leader says its own term at once
