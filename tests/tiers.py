@@ -68,6 +68,7 @@ _SLOW: Final = (
     "tests/backends/etcd/test_faults.py::test_stop_the_whole_cluster_and_start_it_again_on_its_data",
     "tests/backends/etcd/test_faults.py::test_a_partitioned_holder_is_cancelled_within_its_window_and_the_next_token_is_greater",
     "tests/backends/postgres/test_postgres_partition.py::test_connections_cut_off_by_partitions_are_reclaimed",
+    "tests/faults/test_found.py::test_a_leader_stopped_past_its_lease_wakes_as_a_standby",
     "tests/test_conformance_kit.py::test_the_kit_passes_on_memory_from_an_installed_package",
     "tests/test_conformance_kit.py::test_the_kit_passes_on_a_tenure_server",
     "tests/test_examples.py::test_redis_worker_pool_keeps_n_holders_and_resumes_a_crashed_worker",
@@ -112,6 +113,8 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/backends/test_session_core.py": UNIT,
     "tests/backends/test_options.py": UNIT,
     "tests/backends/test_remote_versions.py": UNIT,  # an in-process fake server
+    "tests/backends/test_remote_cluster.py": UNIT,  # in-process fake cluster members
+    "tests/cluster/test_parts.py": UNIT,
     "tests/backends/redis/test_redis_url.py": UNIT,
     "tests/backends/etcd/test_keepalive.py": UNIT,
     "tests/dflockd/test_codec.py": UNIT,

@@ -253,8 +253,8 @@ async def test_nodes_are_sharded_stably_across_servers(tmp_path: Path) -> None:
         ServerProcess(tmp_path / "a", "--fsync", "off") as a,
         ServerProcess(tmp_path / "b", "--fsync", "off") as b,
     ):
-        forward = f"tenure://127.0.0.1:{a.port},127.0.0.1:{b.port}"
-        backward = f"tenure://127.0.0.1:{b.port},127.0.0.1:{a.port}"
+        forward = f"tenure://127.0.0.1:{a.port},127.0.0.1:{b.port}?sharded=true"
+        backward = f"tenure://127.0.0.1:{b.port},127.0.0.1:{a.port}?sharded=true"
         names = [f"node-{i}" for i in range(16)]
         async with tenure.connect(forward) as one, tenure.connect(backward) as two:
             for name in names:
@@ -350,6 +350,9 @@ async def test_node_calls_fail_after_connect_timeout_while_the_server_is_down(
         ("tenure://127.0.0.1:1?colour=blue", {}),
         ("tenure://127.0.0.1:1", {"colour": "blue"}),
         ("tenure://127.0.0.1:1,127.0.0.1:1", {}),
+        ("tenure://127.0.0.1:1,127.0.0.1:1?sharded=true", {}),
+        ("tenure://127.0.0.1:1?sharded=maybe", {}),
+        ("tenure://127.0.0.1:1", {"sharded": "perhaps"}),
         ("tenure://127.0.0.1:1/path", {}),
         ("tenure://user@127.0.0.1:1", {}),
         ("tenure://127.0.0.1:99999", {}),

@@ -1,5 +1,8 @@
 """A client of this version against a server of protocol version 1 (client-first upgrades).
 
+(Older servers of version 2, and standbys refusing an older Hello, are
+tests/backends/test_remote_cluster.py's.)
+
 The "old server" here is a small asyncio server that speaks version 1 exactly as a
 server of that version did: it refuses a Hello of another version with UNSUPPORTED,
 and reads CreateSession in its four-field layout only.
@@ -109,7 +112,7 @@ async def test_a_client_speaks_version_1_to_an_old_server(old_server: OldServer)
     async with tenure.connect(url, client_name="new-client") as client:
         session = await client.session("n", description="worker")
         assert session.id == 7
-        assert old_server.hellos == [2, 1]  # refused the newest, then spoke the server's
+        assert old_server.hellos == [3, 2, 1]  # refused the newer ones, then the server's
         [create] = [c for c in old_server.raw_commands if c[0] == 10]
         assert len(create) == 5  # [10, node, key, timeout, description]: no identity
         assert create[4] == "worker"

@@ -18,6 +18,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from tenure._core import commands, effects, values
+from tenure._protocol.cluster import ClusterStatus, ClusterView
 from tenure._protocol.messages import (
     PROTOCOL_VERSION,
     Failure,
@@ -36,11 +37,14 @@ from tenure._protocol.payloads import REPLY_TYPES
 from tenure._protocol.wire import MAX_UINT, MIN_INT
 from tenure.errors import ErrorCode
 
-#: Every command class of tenure._core.commands.
-COMMAND_TYPES: tuple[type, ...] = tuple(
-    cls
-    for _, cls in inspect.getmembers(commands, inspect.isclass)
-    if issubclass(cls, commands.Command) and cls is not commands.Command
+#: Every command class of tenure._core.commands, and the server's own (ClusterStatus).
+COMMAND_TYPES: tuple[type, ...] = (
+    *(
+        cls
+        for _, cls in inspect.getmembers(commands, inspect.isclass)
+        if issubclass(cls, commands.Command) and cls is not commands.Command
+    ),
+    ClusterStatus,
 )
 #: Every effect class of the Effect union.
 EFFECT_TYPES: tuple[type, ...] = typing.get_args(effects.Effect)
@@ -54,6 +58,7 @@ REPLY_RECORD_TYPES: tuple[type, ...] = (
     commands.NodePage,
     commands.SemaphorePage,
     commands.SessionPage,
+    ClusterView,
 )
 MESSAGE_TYPES: tuple[type, ...] = (
     Hello,
@@ -160,6 +165,7 @@ def sample(hint: Any) -> Any:
 def sample_messages() -> list[Message]:
     """At least one sample of every message, every command, every reply and every effect."""
     out: list[Message] = [Hello(), Ping(7), Welcome(), Pong(7)]
+    out += [Welcome(role="standby", leader="t3:6390")]  # (at their defaults, left out)
     out += [Refused(sample(ErrorCode), "no"), GoingAway(sample(ErrorCode), "bye")]
     out += [Request(7, sample(cls)) for cls in COMMAND_TYPES]
     out += [Reply(7, sample(cls)) for cls in REPLY_RECORD_TYPES]

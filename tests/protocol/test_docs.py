@@ -18,6 +18,7 @@ from tenure._protocol import (
     Request,
     Role,
 )
+from tenure._protocol.cluster import MEMBER_VIEW
 from tenure._protocol.messages import MESSAGE, version_refusal
 from tenure._protocol.payloads import (
     ACQUIRE_STATUS,
@@ -46,6 +47,7 @@ RECORDS: list[Record] = [
     SEMAPHORE_DESCRIPTION,
     OWNER_INFO,
     WAITER_INFO,
+    MEMBER_VIEW,
 ]
 
 

@@ -96,8 +96,9 @@ def test_the_walk_finds_every_record():
     assert {"NodeConfig", "OwnerInfo", "WaiterInfo", "SemaphoreDescription", "Hello"} <= names
     assert {"HeldGrant", "QueuedAcquire", "SessionState"} <= names
     assert {"ClientIdentity", "SemaphoreSummary", "SessionSummary"} <= names
-    # Commands, effects, 8 reply records, 9 records inside them, 10 messages.
-    assert len(ALL_RECORDS) == len(COMMAND_TYPES) + len(EFFECT_TYPES) + 8 + 9 + 10
+    assert {"ClusterView", "MemberView"} <= names
+    # Commands, effects, 9 reply records, 10 records inside them, 10 messages.
+    assert len(ALL_RECORDS) == len(COMMAND_TYPES) + len(EFFECT_TYPES) + 9 + 10 + 10
 
 
 @pytest.mark.parametrize("record", ALL_RECORDS, ids=lambda r: r.name)
@@ -108,7 +109,8 @@ def test_schema_lists_every_dataclass_field_in_order(record):
 
 # The tags are the protocol: changing one breaks every deployed peer. Any change here
 # is a new protocol version (and docs/protocol.md changes with it); the one exception,
-# SetNodeAnnex and GetNodeAnnex (new tags, within version 2), is explained in its section 14.
+# SetNodeAnnex and GetNodeAnnex (new tags, within version 2), is explained in its section 14;
+# ClusterStatus and ClusterView came with version 3.
 STABLE_TAGS = {
     "CreateNode": 1, "DescribeNode": 2, "AlterNode": 3, "DropNode": 4,
     "ListNodes": 5, "SetNodeAnnex": 6, "GetNodeAnnex": 7,
@@ -118,10 +120,10 @@ STABLE_TAGS = {
     "KillSession": 16, "ListSessions": 17,
     "CreateSemaphore": 20, "Acquire": 21, "Release": 22, "CancelAcquire": 23, "Renew": 24,
     "UpdateSemaphore": 25, "DeleteSemaphore": 26, "DescribeSemaphore": 27, "CancelWatch": 28,
-    "ListSemaphores": 29,
+    "ListSemaphores": 29, "ClusterStatus": 30,
     "Granted": 1, "AcquireFailed": 2, "LeaseLost": 3, "WatchFired": 4, "SessionEnded": 5,
     "SessionInfo": 1, "AcquireResult": 2, "NodeDescription": 3, "DescribeResult": 4,
-    "SessionState": 5, "NodePage": 6, "SemaphorePage": 7, "SessionPage": 8,
+    "SessionState": 5, "NodePage": 6, "SemaphorePage": 7, "SessionPage": 8, "ClusterView": 9,
     "Hello": 1, "Request": 2, "Ping": 3, "Welcome": 11, "Refused": 12, "Reply": 13,
     "Failure": 14, "Push": 15, "Pong": 16, "GoingAway": 17,
 }  # fmt: skip

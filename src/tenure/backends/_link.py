@@ -1,10 +1,17 @@
-"""One connection to one tenure server at a time, made again whenever it is lost.
+"""One connection to one tenure service at a time, made again whenever it is lost.
 
 A :class:`Link` is the I/O shell around :class:`~tenure._protocol.ClientConnection`:
 it connects (TCP or TLS), says Hello, pipelines requests on the one connection,
 hands pushes to its owner, pings within the server's idle timeout, and, when the
 connection is lost, reconnects with jittered exponential backoff for as long as it
 is open.
+
+A service may have several doors (:mod:`tenure.backends._doors`): the servers of a
+cluster, of which one leads. One connection attempt tries the leader last named,
+then every door; a standby (its Welcome says so, or it refuses an older client's
+Hello with NOT_LEADER) is left at once for the leader it names. The leader that
+steps down (GoingAway(NOT_LEADER)), like a lost connection, sends the link through
+the doors again. A link of one door is a link to one server, as it always was.
 
 It also keeps the one number the client's safety rests on: :attr:`confirmed_at`,
 the monotonic time at which the client *sent* the latest request or ping that the
@@ -13,6 +20,11 @@ after that instant, so it cannot have detached (and then expired) a session of
 this connection before it. Sessions count their recovery window from there
 (docs/guarantees.md, "the client never believes in a lease longer than the server
 could").
+
+Nothing a server answers after it said it no longer leads confirms anything: the
+link leaves that connection at once (its requests in flight fail as cut off), and
+a connection to a standby is never the link's connection (unless the link was made
+to ask any member about the cluster, ``LinkOptions.accept_standby``).
 
 The owner (:mod:`tenure.backends.remote`) gets three calls: ``push(effect)`` for
 each Push, ``connected(welcome)``, awaited after each handshake before any waiting
@@ -24,22 +36,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
 import random
-import re
-import socket
 import ssl
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, Protocol, TypeVar
 
 from tenure._core import Command, Effect
 from tenure._protocol import (
     DEFAULT_MAX_FRAME_SIZE,
-    NEED_DATA,
     ClientConnection,
-    ConnectionClosed,
     Failure,
     GoingAway,
     Hello,
@@ -47,24 +54,52 @@ from tenure._protocol import (
     Ping,
     Pong,
     Push,
-    Refused,
     Reply,
     Request,
     ServerMessage,
     Welcome,
 )
-from tenure._protocol.messages import PROTOCOL_VERSION, SINCE_VERSION_2
+from tenure._protocol.messages import (
+    PROTOCOL_VERSION,
+    SINCE_VERSION_2,
+    SINCE_VERSION_3,
+    STANDALONE,
+    STANDBY,
+)
+from tenure.backends._doors import Doors, Endpoint
+from tenure.backends._link_conn import DisconnectedError, LinkConnection, LinkProtocol
+from tenure.backends._link_words import (
+    attempt_error,
+    describe_error,
+    failure_words,
+    not_a_cluster,
+    refused_locally,
+    standby_words,
+)
 from tenure.errors import (
     ClientClosedError,
+    ErrorCode,
     InvalidArgumentError,
-    ProtocolError,
+    NotLeaderError,
     TenureError,
     UnavailableError,
     UnsupportedError,
     error_from_code,
+    leader_named,
 )
 
 R = TypeVar("R")
+
+__all__ = [
+    "DisconnectedError",
+    "Doors",
+    "Endpoint",
+    "Link",
+    "LinkOptions",
+    "LinkOwner",
+    "describe_error",
+    "refused_locally",
+]
 
 log = logging.getLogger("tenure.client")
 
@@ -73,73 +108,8 @@ MIN_PING_INTERVAL: Final = 0.02
 DEFAULT_PING_INTERVAL: Final = 5.0
 #: A Ping unanswered for this long (at least) means the connection is dead.
 MIN_PING_PATIENCE: Final = 2.0
-
-
-class DisconnectedError(UnavailableError):
-    """The connection was lost before the answer came: the request may or may not have run."""
-
-
-def describe_error(error: BaseException) -> str:
-    """What went wrong, in words, never empty.
-
-    The str of an OSError names the call that failed ("Connect call failed
-    ('127.0.0.1', 6388)"), and that of a timeout is empty: say what happened
-    instead, and fall back on the str, or the type's name, only for the rest.
-    """
-    if isinstance(error, TenureError):
-        return str(error) or type(error).__name__
-    if isinstance(error, ConnectionRefusedError):
-        return "connection refused (nothing listens there)"
-    if isinstance(error, ConnectionResetError):
-        return "connection reset by peer"
-    if isinstance(error, ConnectionAbortedError):
-        return "connection aborted"
-    if isinstance(error, BrokenPipeError):
-        return "broken pipe (the peer closed the connection)"
-    if isinstance(error, ssl.SSLCertVerificationError):
-        return f"TLS certificate verification failed ({error.reason}): {error.verify_message}"
-    if isinstance(error, ssl.SSLError):
-        return f"TLS error: {error.reason or str(error) or type(error).__name__}"
-    if isinstance(error, socket.gaierror):
-        return f"cannot resolve the host name: {error.strerror or error}"
-    if isinstance(error, TimeoutError) and error.errno == errno.ETIMEDOUT:
-        return "connection timed out (the host did not answer)"
-    if isinstance(error, TimeoutError) and not str(error):
-        return "timed out"
-    if isinstance(error, OSError) and error.strerror:
-        return error.strerror[:1].lower() + error.strerror[1:]
-    return str(error) or type(error).__name__
-
-
-#: "cannot encode Request.command(Acquire).count: -1 is outside ...": the codec's words.
-_CODEC_FIELD: Final = re.compile(r"cannot encode Request\.command\((\w+)\)\.")
-
-
-def refused_locally(error: LocalProtocolError) -> InvalidArgumentError:
-    """The codec would not send an argument: an InvalidArgumentError naming the field.
-
-    The client checks every argument before it gets here (tenure.client._args);
-    this keeps anything it missed a plain InvalidArgumentError, in the user's terms.
-    """
-    text = str(error)
-    match = _CODEC_FIELD.match(text)
-    if match is not None:
-        text = f"{text[match.end() :]} (the wire cannot carry it in {match.group(1)})"
-    return InvalidArgumentError(text)
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    """Where one server listens, and how to reach it."""
-
-    host: str
-    port: int
-    ssl: ssl.SSLContext | None = None
-    server_hostname: str | None = None
-
-    def __str__(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{host}:{self.port}"
+#: The commands some older protocol version lacks (checked before each is sent).
+_NEWER: Final = SINCE_VERSION_2 | SINCE_VERSION_3
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +122,9 @@ class LinkOptions:
     backoff_initial: float = 0.05
     backoff_max: float = 2.0
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+    #: Keep a connection to a standby too (``tenure cluster status`` asks each member
+    #: about the cluster); a client's link goes on to the leader instead.
+    accept_standby: bool = False
 
 
 class LinkOwner(Protocol):
@@ -167,144 +140,16 @@ class LinkOwner(Protocol):
         """The connection was lost; :attr:`Link.confirmed_at` is now frozen."""
 
 
-@dataclass(eq=False)
-class _Connection:
-    loop: asyncio.AbstractEventLoop
-    transport: asyncio.Transport
-    protocol: _LinkProtocol
-    codec: ClientConnection
-    pending: dict[int, tuple[asyncio.Future[Any], float]] = field(default_factory=dict)
-    pings: dict[int, float] = field(default_factory=dict)  # nonce -> sent at
-    going_away: bool = False
-    #: Frames held back until the end of this turn of the loop (see :meth:`send`).
-    unsent: list[bytes] = field(default_factory=list)
-    #: Whether a frame was written in this turn (reset at its end).
-    wrote: bool = False
-
-    def send(self, data: bytes) -> None:
-        """Write ``data``: the turn's first frame at once, later ones at the turn's end.
-
-        Many tasks sharing a client ask in the same turn (each woken by an answer
-        of one read): the first request leaves at once (a lone caller never waits
-        for a write), the others together in one write at the end of the turn, one
-        system call instead of one each. Order is kept.
-        """
-        if self.wrote:
-            self.unsent.append(data)
-            return
-        self.wrote = True
-        self.loop.call_soon(self._end_turn)
-        self.transport.write(data)
-
-    def _end_turn(self) -> None:
-        self.wrote = False
-        if self.unsent:
-            data, self.unsent = b"".join(self.unsent), []
-            if not self.transport.is_closing():  # (lost meanwhile: its requests failed)
-                self.transport.write(data)
-
-
-class _LinkProtocol(asyncio.Protocol):
-    """Bytes in, events out, straight from the event loop's callback (no reader task).
-
-    Until :meth:`start`, it only waits for the handshake's answer (``handshake``).
-    Afterwards it hands each event to the link as it is decoded, with one rule: a
-    Push that follows a Reply or Failure of the same read waits one turn of the
-    loop, so that the caller of that request acts on its answer (arms a watch,
-    records a grant) before later pushes are delivered.
-    """
-
-    def __init__(self, link: Link, codec: ClientConnection) -> None:
-        self._link = link
-        self.codec = codec
-        loop = asyncio.get_running_loop()
-        self.handshake: asyncio.Future[Welcome] = loop.create_future()
-        self.closed: asyncio.Future[None] = loop.create_future()
-        self._conn: _Connection | None = None
-        self._held: ServerMessage | None = None  # a Push waiting for its turn
-        self._waiting = False  # a drain is scheduled (or the handshake is not done)
-
-    def start(self, conn: _Connection) -> None:
-        """The handshake is done: deliver events to the link from now on."""
-        self._conn = conn
-        self._drain()
-
-    def data_received(self, data: bytes) -> None:
-        self.codec.receive_data(data)
-        if not self._waiting:
-            self._drain()
-
-    def eof_received(self) -> bool:
-        self.codec.receive_data(b"")
-        if not self._waiting:
-            self._drain()
-        return False  # close the transport
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.closed.done():
-            self.closed.set_result(None)
-        if not self.handshake.done():
-            why = f"{self._link.endpoint} closed the connection during the handshake"
-            self.handshake.set_exception(exc if exc is not None else UnavailableError(why))
-            self.handshake.exception()  # (no warning if the connect gave up waiting)
-        elif self._conn is not None:
-            why = f"{self._link.endpoint} closed the connection"
-            self._link._lost(self._conn, exc if exc is not None else DisconnectedError(why))
-
-    def _drain(self) -> None:
-        self._waiting = False
-        try:
-            if self._conn is None:
-                self._greet()
-                return
-            conn, answered = self._conn, False
-            while True:
-                event, self._held = self._held or self.codec.next_event(), None
-                if event is NEED_DATA:
-                    return
-                if isinstance(event, ConnectionClosed):
-                    raise DisconnectedError(f"{self._link.endpoint} closed the connection")
-                if answered and isinstance(event, Push):
-                    self._held, self._waiting = event, True
-                    asyncio.get_running_loop().call_soon(self._drain)
-                    return
-                self._link._dispatch(conn, event)
-                if self._link._conn is not conn:
-                    return  # given up while dispatching (GoingAway answered in full)
-                answered = answered or type(event) is Reply or type(event) is Failure
-        except (ProtocolError, DisconnectedError) as error:
-            if self._conn is not None:
-                self._link._lost(self._conn, error)
-            elif not self.handshake.done():  # a broken answer to Hello: the connect fails
-                self.handshake.set_exception(error)
-                self.handshake.exception()
-
-    def _greet(self) -> None:
-        event = self.codec.next_event()
-        if event is NEED_DATA or self.handshake.done():
-            return
-        if isinstance(event, Welcome):
-            self._waiting = True  # what follows waits for start()
-            self.handshake.set_result(event)
-        elif isinstance(event, Refused):
-            error = error_from_code(event.code, f"{self._link.endpoint} refused: {event.message}")
-            self.handshake.set_exception(error)
-            self.handshake.exception()  # (no warning if the connect gave up waiting)
-        else:
-            why = f"{self._link.endpoint} closed the connection during the handshake"
-            self.handshake.set_exception(UnavailableError(why))
-            self.handshake.exception()
-
-
 class Link:
     """See the module docstring."""
 
-    def __init__(self, endpoint: Endpoint, options: LinkOptions, owner: LinkOwner) -> None:
-        self.endpoint = endpoint
+    def __init__(self, doors: Doors | Endpoint, options: LinkOptions, owner: LinkOwner) -> None:
+        #: The service's doors, the endpoint connected last, the leader named last.
+        self.doors = doors if isinstance(doors, Doors) else Doors([doors])
         self.options = options
         self._owner = owner
         self._loop = asyncio.get_running_loop()
-        self._conn: _Connection | None = None
+        self._conn: LinkConnection | None = None
         self._ready = asyncio.Event()  # a connection is up and its sessions re-attached
         self._is_ready = False  # _ready.is_set(), read on every request without a call
         self._wake_keepalive = asyncio.Event()
@@ -317,12 +162,19 @@ class Link:
         self.confirmed_at = self._loop.time()
         #: The Welcome of the current (or last) connection.
         self.welcome: Welcome | None = None
-        #: The protocol version this link speaks (1 once a server refused the newest).
-        self._version = PROTOCOL_VERSION
+        #: The protocol version spoken to each server that refused the newest (by
+        #: address): kept for the link's life, so what a newer version added is then
+        #: UnsupportedError there.
+        self._versions: dict[str, int] = {}
         self.last_error: BaseException | None = None
         self.ping_interval = DEFAULT_PING_INTERVAL
         self._wanted_interval = DEFAULT_PING_INTERVAL
         self._reconnector: asyncio.Task[None] | None = None
+
+    @property
+    def endpoint(self) -> Endpoint:
+        """The server connected now, or last (before any connection: the first door)."""
+        return self.doors.current
 
     @property
     def closing(self) -> bool:
@@ -381,7 +233,7 @@ class Link:
     def drop(self) -> None:
         """Abort the current connection (it is then made again): for tests and errors."""
         if self._conn is not None:
-            self._lost(self._conn, DisconnectedError("the connection was dropped"))
+            self.lost(self._conn, DisconnectedError("the connection was dropped"))
 
     # -- requests -------------------------------------------------------------------
 
@@ -408,7 +260,7 @@ class Link:
         """Until a connection is up and set up (its sessions re-attached): see :meth:`call`."""
         await self._ready_connection(wait_until)
 
-    async def _ready_connection(self, wait_until: float | None) -> _Connection:
+    async def _ready_connection(self, wait_until: float | None) -> LinkConnection:
         while not self._ready.is_set() or self._conn is None or self._conn.going_away:
             if self._closing:
                 raise ClientClosedError("the client is closed")
@@ -418,7 +270,7 @@ class Link:
             except TimeoutError:
                 last = self.last_error
                 why = "still connecting" if last is None else f"last error: {describe_error(last)}"
-                raise UnavailableError(f"no connection to {self.endpoint} ({why})") from None
+                raise UnavailableError(f"no connection to {self.doors} ({why})") from None
         return self._conn
 
     async def call_now(self, command: Command[R]) -> R:
@@ -427,18 +279,15 @@ class Link:
             raise DisconnectedError("the connection was lost")
         return await self._request(self._conn, command)
 
-    def _request(self, conn: _Connection, command: Command[R]) -> asyncio.Future[R]:
+    def _request(self, conn: LinkConnection, command: Command[R]) -> asyncio.Future[R]:
         """Send ``command`` on ``conn`` now; the future of its answer.
 
         A plain function: the request is written before the caller awaits anything,
         and awaiting costs one future (no coroutine of its own). If the caller is
         cancelled, the entry stays until the answer comes.
         """
-        if type(command) in SINCE_VERSION_2 and conn.codec.version == 1:
-            raise UnsupportedError(
-                f"{self.endpoint} speaks protocol version 1, which has no "
-                f"{type(command).__name__}: upgrade the server to list or kill sessions"
-            )
+        if type(command) in _NEWER:
+            self._check_version(conn, command)
         self._last_id += 1
         request_id = self._last_id
         try:
@@ -451,24 +300,73 @@ class Link:
         conn.send(data)
         return future
 
+    def _check_version(self, conn: LinkConnection, command: Command[R]) -> None:
+        """UnsupportedError if the connection's protocol version lacks ``command``."""
+        version = conn.codec.version or PROTOCOL_VERSION
+        if type(command) in SINCE_VERSION_3 and version < 3:
+            what = "ask it about its cluster"
+        elif type(command) in SINCE_VERSION_2 and version < 2:
+            what = "list or kill sessions"
+        else:
+            return
+        raise UnsupportedError(
+            f"{self.endpoint} speaks protocol version {version}, which has no "
+            f"{type(command).__name__}: upgrade the server to {what}"
+        )
+
     # -- connecting -----------------------------------------------------------------
 
     async def _connect(self) -> None:
-        try:
-            await self._connect_speaking(self._version)
-        except UnsupportedError:
-            if self._version == 1:
+        """One attempt: the doors in turn (:mod:`tenure.backends._doors`) until a
+        connection is up and set up; else what stopped it, naming every door tried."""
+        attempt = self.doors.attempt()
+        errors: list[BaseException] = []
+        while (endpoint := attempt.next()) is not None:
+            try:
+                conn, welcome, sent_at = await self._greet(endpoint)
+            except NotLeaderError as error:
+                self.doors.heard(error.leader)
+                attempt.failed(endpoint, standby_words(error.leader), standby=True)
+                errors.append(error)
+            except LocalProtocolError as error:
+                raise refused_locally(error) from None  # ours: no door would take it
+            except ClientClosedError:
                 raise
-            # A server older than this client refuses its version: speak the server's
-            # (from then on, for this link: what version 2 added is then UnsupportedError).
-            log.info("%s does not speak protocol version %d; using 1", self.endpoint, self._version)
-            self._version = 1
-            await self._connect_speaking(1)
+            except (OSError, TenureError) as error:  # TimeoutError included
+                attempt.failed(endpoint, failure_words(endpoint, error))
+                errors.append(error)
+            else:
+                await self._set_up(endpoint, conn, welcome, sent_at)
+                return
+        raise attempt_error(self.doors, attempt, errors)
 
-    async def _connect_speaking(self, version: int) -> None:
-        endpoint, options = self.endpoint, self.options
+    async def _greet(self, endpoint: Endpoint) -> tuple[LinkConnection, Welcome, float]:
+        """A connection to ``endpoint`` past its handshake, in the newest version both
+        speak, and when its Hello was sent; NotLeaderError if it is a standby."""
+        while True:
+            version = self._versions.get(str(endpoint), PROTOCOL_VERSION)
+            try:
+                return await self._handshake(endpoint, version)
+            except UnsupportedError:
+                if version == 1:
+                    raise
+                # A server older than this client refuses its version: speak the next
+                # older one, down to 1 (each server its own: a cluster's members all
+                # speak the newest, and one old server must not hide their roles).
+                log.info(
+                    "%s does not speak protocol version %d; using %d",
+                    endpoint,
+                    version,
+                    version - 1,
+                )
+                self._versions[str(endpoint)] = version - 1
+
+    async def _handshake(
+        self, endpoint: Endpoint, version: int
+    ) -> tuple[LinkConnection, Welcome, float]:
+        options = self.options
         codec = ClientConnection(max_frame_size=options.max_frame_size)
-        protocol = _LinkProtocol(self, codec)
+        protocol = LinkProtocol(self, codec, endpoint)
         transport: asyncio.BaseTransport | None = None
         try:
             async with asyncio.timeout(options.connect_timeout) as deadline:
@@ -492,8 +390,6 @@ class Link:
                 except BaseException:
                     transport.abort()
                     raise
-        except LocalProtocolError as error:
-            raise refused_locally(error) from None
         except OSError as error:  # TimeoutError included
             if isinstance(error, TenureError):
                 raise
@@ -506,20 +402,36 @@ class Link:
             else:
                 why = f"connected, but no answer to Hello within {seconds}"
             raise UnavailableError(f"cannot connect to {endpoint}: {why}") from error
-        conn = _Connection(self._loop, transport, protocol, codec)
+        if welcome.role == STANDBY and not options.accept_standby:
+            # It serves nothing but ClusterStatus: leave it for the leader it names.
+            transport.close()
+            raise NotLeaderError.pointing_to(welcome.leader, f"{endpoint} is a standby")
+        if welcome.role == STANDALONE and len(self.doors.doors) > 1:
+            # Servers that are not one cluster's hold states of their own: a client
+            # moving between them (or clients that still shard over them) could
+            # both hold one lock. Said, not guessed.
+            transport.close()
+            raise InvalidArgumentError(not_a_cluster(version))
+        return LinkConnection(self._loop, transport, protocol, codec), welcome, sent_at
+
+    async def _set_up(
+        self, endpoint: Endpoint, conn: LinkConnection, welcome: Welcome, sent_at: float
+    ) -> None:
+        """Make ``conn`` the link's connection; ready once its owner has set it up."""
         self._conn = conn
+        self.doors.connected(endpoint)
         self.epoch += 1
         self.confirmed_at = sent_at
         self.welcome = welcome
         self.last_error = None
-        protocol.start(conn)
+        conn.protocol.start(conn)
         if self._conn is not conn:  # lost at once (what followed the Welcome said so)
             why = "closed at once" if self.last_error is None else describe_error(self.last_error)
             raise DisconnectedError(f"lost the connection to {endpoint}: {why}")
         try:
             await self._owner.connected(welcome)
         except BaseException as error:
-            self._lost(conn, error)
+            self.lost(conn, error)
             raise
         if self._conn is conn:
             self._ready.set()
@@ -534,39 +446,68 @@ class Link:
                 return
             except (OSError, TimeoutError, TenureError) as error:
                 self.last_error = error
-                log.debug("reconnecting to %s failed: %s", self.endpoint, error)
+                log.debug("reconnecting to %s failed: %s", self.doors, error)
             await asyncio.sleep(random.uniform(delay / 2, delay))
             delay = min(delay * 2, self.options.backoff_max)
 
     # -- the connection's life ------------------------------------------------------
 
-    def _dispatch(self, conn: _Connection, event: ServerMessage) -> None:
+    def receive(self, conn: LinkConnection, event: ServerMessage) -> bool:
+        """Handle one event of ``conn``; whether ``conn`` is still this link's after it."""
         if isinstance(event, Push):
             self._owner.push(event.effect)
         elif type(event) is Reply or type(event) is Failure:
             future, sent_at = conn.pending.pop(event.request_id)
-            self.confirmed_at = max(self.confirmed_at, sent_at)
-            if not future.done():
-                if isinstance(event, Reply):
+            if isinstance(event, Reply):
+                self.confirmed_at = max(self.confirmed_at, sent_at)
+                if not future.done():
                     future.set_result(event.value)
-                else:
+            elif event.code == ErrorCode.NOT_LEADER and not self.options.accept_standby:
+                self._deposed(conn, event.message, future)
+                return False
+            else:
+                self.confirmed_at = max(self.confirmed_at, sent_at)
+                if not future.done():
                     future.set_exception(error_from_code(event.code, event.message))
             if conn.going_away and not conn.pending:
-                self._lost(conn, DisconnectedError(f"{self.endpoint} went away"))
+                self.lost(conn, DisconnectedError(f"{self.endpoint} went away"))
         elif isinstance(event, Pong):
             pinged_at = conn.pings.pop(event.nonce, None)
             if pinged_at is not None:
                 self.confirmed_at = max(self.confirmed_at, pinged_at)
         elif isinstance(event, GoingAway):
+            if event.code == ErrorCode.NOT_LEADER and not self.options.accept_standby:
+                self._deposed(conn, event.reason, None)
+                return False
             # No new requests here; those in flight are still answered, then it closes.
             log.info("%s is going away: %s", self.endpoint, event.reason)
             conn.going_away = True
             self._ready.clear()
             self._is_ready = False
             if not conn.pending:  # else once the last answer is in
-                self._lost(conn, DisconnectedError(f"{self.endpoint} went away: {event.reason}"))
+                self.lost(conn, DisconnectedError(f"{self.endpoint} went away: {event.reason}"))
+        return self._conn is conn
 
-    def _lost(self, conn: _Connection, error: BaseException) -> None:
+    def _deposed(
+        self, conn: LinkConnection, message: str, future: asyncio.Future[Any] | None
+    ) -> None:
+        """The server no longer leads: leave the connection now, for the leader it names.
+
+        Nothing it answers from here on confirms a session (the sessions' state is
+        the new leader's), so its answers are not waited for: the requests in flight
+        fail as cut off, and are sent again on the leader as after any lost
+        connection. ``future``: the request it refused (it was not applied).
+        """
+        self.doors.heard(leader_named(message))
+        why = f"{self.endpoint} no longer leads: {message}"
+        if future is not None and not future.done():
+            future.set_exception(DisconnectedError(f"{why} (not applied)"))
+            future.exception()
+        log.info("%s", why)
+        self.lost(conn, DisconnectedError(why))
+
+    def lost(self, conn: LinkConnection, error: BaseException) -> None:
+        """Give ``conn`` up (``error`` says why): fail what waits on it, reconnect."""
         if self._conn is not conn:
             return
         self._conn = None
@@ -583,7 +524,7 @@ class Link:
             self._tasks.add(self._reconnector)
             self._reconnector.add_done_callback(self._tasks.discard)
 
-    def _fail(self, conn: _Connection, error: TenureError) -> None:
+    def _fail(self, conn: LinkConnection, error: TenureError) -> None:
         for future, _sent_at in conn.pending.values():
             if not future.done():
                 future.set_exception(type(error)(*error.args))
@@ -602,9 +543,7 @@ class Link:
                 continue
             patience = max(2 * self.ping_interval, MIN_PING_PATIENCE)
             if conn.pings and now - min(conn.pings.values()) > patience:
-                self._lost(
-                    conn, DisconnectedError(f"no Pong from {self.endpoint} in {patience:g}s")
-                )
+                self.lost(conn, DisconnectedError(f"no Pong from {self.endpoint} in {patience:g}s"))
             elif not conn.pings and now - self.confirmed_at >= self.ping_interval:
                 nonce += 1
                 conn.pings[nonce] = now

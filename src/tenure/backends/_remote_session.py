@@ -49,7 +49,7 @@ from tenure._core import (
 )
 from tenure._protocol import Welcome
 from tenure.backends._engine import RECONCILE_PAGE, CommandStore
-from tenure.backends._link import DisconnectedError, Endpoint, Link, LinkOptions
+from tenure.backends._link import DisconnectedError, Doors, Endpoint, Link, LinkOptions
 from tenure.errors import (
     LostError,
     SessionExpiredError,
@@ -201,10 +201,11 @@ class RemoteStore(CommandStore):
 
 
 class Shard:
-    """One server: its link, the sessions opened on it, and sessions to close there."""
+    """One service (a server, or a cluster's doors): its link, the sessions opened
+    on it, and sessions to close there."""
 
-    def __init__(self, endpoint: Endpoint, options: LinkOptions) -> None:
-        self.link = Link(endpoint, options, self)
+    def __init__(self, doors: Doors | Endpoint, options: LinkOptions) -> None:
+        self.link = Link(doors, options, self)
         self.sessions: dict[int, RemoteStore] = {}
         self._to_close: dict[int, RemoteStore] = {}
         self._tasks: set[asyncio.Task[None]] = set()

@@ -1,23 +1,35 @@
 """``tenure://``: the state lives in ``tenure serve`` processes.
 
 ``tenure://host:port`` reaches one server; ``tenures://`` the same over TLS.
-Several servers, ``tenure://h1:6388,h2:6388``, are independent shards: each node
-lives on exactly one of them, chosen by rendezvous hashing of the node's name over
-the server addresses as written. Every client must list the same servers (in any
-order); adding a server moves only the nodes that hash to it. Sharding spreads
-load; it does not replicate (high availability is the etcd backend's job).
+
+Several servers, ``tenure://t1:6388,t2:6389,t3:6390``, are the doors of **one
+service**: the servers of a ``tenure serve --cluster`` (docs/cluster.md), one of
+which leads while the others stand by. The client may be pointed at any of them:
+it tries the doors in turn, goes on to the leader a standby names (even one the
+URL does not list), and after a failover reaches the new leader the same way,
+re-attaching its sessions there within their recovery windows as after any lost
+connection (the members share one state, one ``instance_id``). A standalone server
+is not accepted as one of several doors (it would be a state of its own).
+
+``?sharded=true`` (or ``sharded=True`` to :func:`tenure.connect`) makes the servers
+independent shards instead: each node lives on exactly one of them, chosen by
+rendezvous hashing of the node's name over the server addresses as written. Every
+client must list the same servers (in any order); adding a server moves only the
+nodes that hash to it. Sharding spreads load; it does not replicate.
 
 Options, in the URL query or as keyword arguments of :func:`tenure.connect`
 (keywords win): ``token`` (the server's auth token), ``ca`` (a CA file to trust;
 implies TLS), ``cert`` and ``key`` (a client certificate, for mTLS),
 ``server_hostname`` (the name the server's certificate must carry),
 ``ssl`` (a ready :class:`ssl.SSLContext`, keyword only), ``connect_timeout``
-(seconds, default 5), ``client_name`` (shown in the server's logs) and
-``withdraw_wait`` (as every backend's: docs/backends.md, "Cancellation").
+(seconds, default 5), ``client_name`` (shown in the server's logs), ``sharded``
+(true/false, 1/0, yes/no; default false) and ``withdraw_wait`` (as every
+backend's: docs/backends.md, "Cancellation").
 
-Each server gets one multiplexed, pipelined connection (see
+Each service gets one multiplexed, pipelined connection (see
 :mod:`tenure.backends._link`); sessions survive its loss for their recovery window
-(:mod:`tenure.backends._remote_session`).
+(:mod:`tenure.backends._remote_session`). :func:`cluster_status` asks each door of
+a URL about its cluster (``tenure cluster status``).
 """
 
 from __future__ import annotations
@@ -26,10 +38,9 @@ import asyncio
 import hashlib
 import heapq
 import secrets
-import ssl
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Final, TypeVar
-from urllib.parse import parse_qsl, urlsplit
 
 from tenure._core import (
     AlterNode,
@@ -37,6 +48,7 @@ from tenure._core import (
     CreateSession,
     DescribeNode,
     DropNode,
+    Effect,
     KillSession,
     ListNodes,
     ListSemaphores,
@@ -46,19 +58,21 @@ from tenure._core import (
     ResumeSession,
 )
 from tenure._core.values import NO_IDENTITY, ClientIdentity, SemaphoreSummary, SessionSummary
+from tenure._protocol import Welcome
+from tenure._protocol.cluster import ClusterStatus, ClusterView, MemberView
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
-from tenure.backends._link import Endpoint, LinkOptions
-from tenure.backends._options import WITHDRAW_WAIT, withdraw_wait
+from tenure.backends._link import Doors, Endpoint, Link, LinkOptions, describe_error
+from tenure.backends._options import WITHDRAW_WAIT
 from tenure.backends._remote_session import RemoteStore, Shard
+from tenure.backends._remote_url import parse
 from tenure.backends._session import StoreSession
 from tenure.errors import (
     ClientClosedError,
-    InvalidArgumentError,
+    TenureError,
+    UnavailableError,
 )
 
 R = TypeVar("R")
-
-DEFAULT_PORT: Final = 6388
 
 CAPABILITIES: Final = frozenset(
     {
@@ -72,23 +86,10 @@ CAPABILITIES: Final = frozenset(
     }
 )
 
-_OPTIONS: Final = frozenset(
-    {
-        "token",
-        "ca",
-        "cert",
-        "key",
-        "server_hostname",
-        "ssl",
-        "connect_timeout",
-        "client_name",
-        "withdraw_wait",
-    }
-)
-
 
 class TenureBackend:
-    """A backend whose state lives in one or more ``tenure serve`` processes."""
+    """A backend whose state lives in ``tenure serve`` processes: one service (a
+    server, or a cluster's doors), or independent shards."""
 
     def __init__(self, shards: list[Shard], *, withdraw_wait: float = WITHDRAW_WAIT) -> None:
         self.shards = shards
@@ -101,12 +102,15 @@ class TenureBackend:
         return CAPABILITIES
 
     def shard_for(self, node: str) -> Shard:
-        """The shard that holds ``node`` (rendezvous hashing; stable across clients)."""
+        """The shard that holds ``node``: the only one, or, sharded, the one rendezvous
+        hashing picks (stable across clients)."""
         if len(self.shards) == 1:
             return self.shards[0]
 
         def weight(shard: Shard) -> bytes:
-            key = f"{shard.link.endpoint}\0{node}".encode("utf-8", "surrogatepass")
+            # The door as written, not the server connected: a shard's link may
+            # have followed a standby's hint elsewhere.
+            key = f"{shard.link.doors}\0{node}".encode("utf-8", "surrogatepass")
             return hashlib.blake2b(key, digest_size=8).digest()
 
         return max(self.shards, key=weight)
@@ -211,72 +215,18 @@ class TenureBackend:
             await shard.aclose()
 
 
-def _endpoints(url: str, context: ssl.SSLContext | None, hostname: str | None) -> list[Endpoint]:
-    parts = urlsplit(url)
-    if parts.path not in ("", "/") or parts.fragment or "@" in parts.netloc:
-        raise InvalidArgumentError(
-            f"expected tenure://host:port[,host:port...][?options], got {url!r}"
-        )
-    endpoints = []
-    for item in parts.netloc.split(","):
-        try:
-            one = urlsplit(f"//{item.strip()}")
-            host, port = one.hostname, one.port or DEFAULT_PORT
-        except ValueError as error:
-            raise InvalidArgumentError(f"bad server address {item!r} in {url!r}: {error}") from None
-        if not host:
-            raise InvalidArgumentError(f"a server address in {url!r} has no host")
-        endpoints.append(Endpoint(host, port, context, hostname or host if context else None))
-    if len({str(e) for e in endpoints}) != len(endpoints):
-        raise InvalidArgumentError(f"a server is listed twice in {url!r}")
-    return endpoints
-
-
-def _tls_context(scheme: str, options: Mapping[str, object]) -> ssl.SSLContext | None:
-    given = options.get("ssl")
-    if given is not None:
-        if not isinstance(given, ssl.SSLContext):
-            raise InvalidArgumentError("ssl= must be an ssl.SSLContext")
-        return given
-    ca, cert, key = (options.get(name) for name in ("ca", "cert", "key"))
-    if scheme == "tenure" and ca is None and cert is None:
-        return None
-    try:
-        context = ssl.create_default_context(cafile=str(ca) if ca else None)
-        if cert is not None:
-            context.load_cert_chain(str(cert), str(key) if key else None)
-    except (OSError, ssl.SSLError) as error:
-        raise InvalidArgumentError(f"cannot load the TLS files: {error}") from None
-    return context
-
-
 async def open_backend(url: str, options: Mapping[str, object]) -> TenureBackend:
-    """Open ``tenure://`` or ``tenures://`` (TLS) servers; connect to every one."""
-    scheme = urlsplit(url).scheme.lower()
-    merged: dict[str, object] = dict(parse_qsl(urlsplit(url).query, keep_blank_values=True))
-    merged.update(options)
-    unknown = sorted(set(merged) - _OPTIONS)
-    if unknown:
-        raise InvalidArgumentError(
-            f"{scheme}:// does not know the options {unknown}; known: {sorted(_OPTIONS)}"
-        )
-    try:
-        timeout = float(str(merged.get("connect_timeout", 5.0)))
-    except ValueError:
-        raise InvalidArgumentError("connect_timeout must be a number of seconds") from None
-    if not 0 < timeout < float("inf"):
-        raise InvalidArgumentError("connect_timeout must be a positive number of seconds")
-    wait = withdraw_wait(merged)
-    token = merged.get("token")
-    link_options = LinkOptions(
-        token=None if token is None else str(token),
-        client_name=str(merged.get("client_name", "tenure-python")),
-        connect_timeout=timeout,
-    )
-    hostname = merged.get("server_hostname")
-    context = _tls_context(scheme, merged)
-    endpoints = _endpoints(url, context, None if hostname is None else str(hostname))
-    shards = [Shard(endpoint, link_options) for endpoint in endpoints]
+    """Open ``tenure://`` or ``tenures://`` (TLS): one service, or (``sharded``) every
+    shard; connect to it (to each)."""
+    settings = parse(url, options)
+    if settings.sharded:
+        shards = [
+            Shard(Doors([endpoint], server_hostname=settings.server_hostname), settings.link)
+            for endpoint in settings.endpoints
+        ]
+    else:
+        doors = Doors(settings.endpoints, server_hostname=settings.server_hostname)
+        shards = [Shard(doors, settings.link)]
     opened: list[Shard] = []
     try:
         for shard in shards:
@@ -286,7 +236,86 @@ async def open_backend(url: str, options: Mapping[str, object]) -> TenureBackend
         for shard in opened:
             await shard.aclose()
         raise
-    return TenureBackend(shards, withdraw_wait=wait)
+    return TenureBackend(shards, withdraw_wait=settings.withdraw_wait)
 
 
-__all__ = ["CAPABILITIES", "Shard", "TenureBackend", "open_backend"]
+# -- tenure cluster status ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DoorStatus:
+    """What one door of a URL answered to ClusterStatus (:func:`cluster_status`).
+
+    ``door``: its address as the URL writes it; ``role``: what its Welcome said
+    (``leader``, ``standby``; ``""`` for a standalone server; None if no handshake
+    was completed); ``view``: the cluster as it sees it, or None and ``error``: why
+    not (unreachable, refused, not part of a cluster: UnsupportedError).
+    """
+
+    door: str
+    role: str | None = None
+    view: ClusterView | None = None
+    error: TenureError | None = None
+
+
+class _Listener:
+    """The owner of a link that only asks about the cluster: nothing to route or re-attach."""
+
+    def push(self, effect: Effect) -> None:
+        """No session lives on this link: nothing is pushed to it."""
+
+    async def connected(self, welcome: Welcome) -> None:
+        """Nothing to set up."""
+
+    def disconnected(self) -> None:
+        """Nothing to freeze."""
+
+
+async def cluster_status(url: str, options: Mapping[str, object]) -> list[DoorStatus]:
+    """Ask each door of ``url`` (standbys too) about its cluster, all at once; one
+    :class:`DoorStatus` per door, in the URL's order (``sharded`` is ignored).
+
+    Each door gets a connection of its own, which a standby's Welcome does not turn
+    away, and is sent ClusterStatus once: what one door says is never taken for
+    another's.
+    """
+    settings = parse(url, options)
+    link_options = replace(settings.link, accept_standby=True)
+    return list(
+        await asyncio.gather(*(_ask(endpoint, link_options) for endpoint in settings.endpoints))
+    )
+
+
+async def _ask(endpoint: Endpoint, options: LinkOptions) -> DoorStatus:
+    link = Link(endpoint, options, _Listener())
+    role: str | None = None
+    try:
+        await link.open()
+        role = link.welcome.role if link.welcome is not None else None
+        seconds = options.connect_timeout
+        try:
+            async with asyncio.timeout(seconds):
+                view = await link.call(ClusterStatus())
+        except TimeoutError:
+            why = f"{endpoint} did not answer ClusterStatus within {seconds:g} s"
+            return DoorStatus(str(endpoint), role, error=UnavailableError(why))
+        return DoorStatus(str(endpoint), role, view)
+    except TenureError as error:
+        return DoorStatus(str(endpoint), role, error=error)
+    except OSError as error:  # (not one of ours: said as a connection's failure)
+        said = UnavailableError(f"cannot connect to {endpoint}: {describe_error(error)}")
+        return DoorStatus(str(endpoint), role, error=said)
+    finally:
+        await link.aclose()
+
+
+__all__ = [
+    "CAPABILITIES",
+    "ClusterView",
+    "DoorStatus",
+    "MemberView",
+    "Shard",
+    "TenureBackend",
+    "cluster_status",
+    "open_backend",
+]

@@ -64,6 +64,7 @@ PERMISSION_WORDS: Final = {
     "SetNodeAnnex": "change nodes",
     "DropNode": "drop nodes",
     "KillSession": "end sessions",
+    "ClusterStatus": "ask about the cluster",
 }
 _SEND: Final = re.compile(r"\bsend (" + "|".join(PERMISSION_WORDS) + r")\b")
 
@@ -142,6 +143,30 @@ def url_option(function: F) -> F:
         metavar="URL",
         help=f"backend URL (tenure://, memory://, etcd://, redis://, postgres://); env {URL_ENV}",
     )(function)
+
+
+#: The options of ``tenure://`` URLs that :func:`tenure_options` also takes as flags.
+TENURE_FLAGS: Final = ("token", "ca", "cert", "key", "server_hostname")
+
+
+def tenure_options(function: F) -> F:
+    """``--token``, ``--ca``, ``--cert``, ``--key``, ``--server-hostname``: the
+    ``tenure://`` URL options of the same names (a flag wins over the URL's query)."""
+    flags = [
+        ("--token", "TOKEN", "the servers' auth token (?token=)"),
+        ("--ca", "FILE", "CA certificate file to trust; implies TLS (?ca=)"),
+        ("--cert", "FILE", "client certificate file, for mTLS (?cert=)"),
+        ("--key", "FILE", "the client certificate's key file (?key=)"),
+        ("--server-hostname", "NAME", "the name the servers' certificates carry"),
+    ]
+    for flag, metavar, words in reversed(flags):
+        function = click.option(flag, metavar=metavar, default=None, help=words)(function)
+    return function
+
+
+def tenure_flags(given: dict[str, object]) -> dict[str, object]:
+    """The options :func:`tenure_options` were given (only those set), by option name."""
+    return {name: given[name] for name in TENURE_FLAGS if given.get(name) is not None}
 
 
 def count_option(function: F) -> F:

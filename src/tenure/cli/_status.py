@@ -11,7 +11,7 @@ class Status(enum.IntEnum):
     #: Done; for ``lock`` and ``elect``, the command exited 0.
     OK = 0
     #: ``lock``/``elect``: busy with ``--try``, or not acquired within ``--timeout``;
-    #: ``leader``: nobody leads.
+    #: ``leader``: nobody leads; ``cluster status``: no door that answered leads.
     BUSY = 1
     #: Bad usage: an unknown option, a missing or malformed argument, a value the
     #: backend refused as invalid.
