@@ -8,8 +8,11 @@ import urllib.request
 
 import pytest
 
+import tenure
+import tenure.backends.remote
 from tenure._core import CreateNode, NodeConfig
 from tenure._protocol import Failure, Hello, Refused, Welcome
+from tenure.backends import Capability
 from tenure.errors import ErrorCode, leader_named
 from tests.cluster.harness import TenureCluster
 from tests.server.wire import WireClient
@@ -84,3 +87,10 @@ def test_readyz_says_standby_on_the_standbys(cluster: TenureCluster) -> None:
             opener.open(f"http://127.0.0.1:{standby.http_port}/readyz", timeout=5)
         assert refused.value.code == 503
         assert refused.value.read() == b"standby\n"
+
+
+async def test_a_client_of_the_cluster_is_told_it_is_replicated(cluster: TenureCluster) -> None:
+    async with tenure.connect(cluster.url(), require={Capability.REPLICATED}) as client:
+        assert Capability.REPLICATED in client.capabilities
+    standalone = tenure.backends.remote.CAPABILITIES
+    assert Capability.REPLICATED not in standalone

@@ -98,7 +98,13 @@ class TenureBackend:
 
     @property
     def capabilities(self) -> frozenset[Capability]:
-        """Everything: the server journals state, so it survives restarts."""
+        """Everything: the server journals state, so it survives restarts; replicated
+        too when the service is a cluster (its Welcome says a role): the journal is
+        in etcd, and another member takes over from a lost one."""
+        if len(self.shards) == 1:
+            welcome = self.shards[0].link.welcome
+            if welcome is not None and welcome.role:
+                return CAPABILITIES | {Capability.REPLICATED}
         return CAPABILITIES
 
     def shard_for(self, node: str) -> Shard:
