@@ -65,6 +65,8 @@ class Appender:
         self._deadline = deadline
         self._loop = asyncio.get_running_loop()
         self._queue: list[tuple[int, bytes]] = []
+        #: Bytes handed over and not appended yet (queued, or in the append in flight).
+        self.pending = 0
         self._handed = 0
         self._busy = False
         self._wake = asyncio.Event()
@@ -105,6 +107,7 @@ class Appender:
             raise NotLeaderError.pointing_to(None, "this server no longer appends to the log")
         self._handed += 1
         self._queue.append((self._handed, data))
+        self.pending += len(data)
         self._idle.clear()
         self._wake.set()
         return self._handed
@@ -121,6 +124,7 @@ class Appender:
         if self._task is not None:
             self._task.cancel()
         self._queue.clear()
+        self.pending = 0
         for _, waiting in self._barriers:
             waiting.cancel()
         self._barriers.clear()
@@ -157,8 +161,10 @@ class Appender:
                 self._queue = [(batch, data) for batch, data in self._queue if batch > upto]
                 self._busy = True
                 started = time.perf_counter()
-                for chunk in _chunks(b"".join(taken), self.max_entry):
+                data = b"".join(taken)
+                for chunk in _chunks(data, self.max_entry):
                     await self._append(Entry(self.term, chunk))
+                self.pending -= len(data)
                 self._busy = False
                 self.on_durable(upto, time.perf_counter() - started)
                 while self._barriers and self._barriers[0][0] <= upto:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from tenure._core import Command, Effect, Engine
 from tenure.errors import NotLeaderError, UnavailableError
@@ -35,7 +35,13 @@ from tenure.server._durability.storage import FsyncMode
 from tenure.server._durable_host import BatchWriter, DurableHost, DurableOutput
 from tenure.server._observe import Observer
 
-__all__ = ["LeaderHost", "StandbyHost"]
+__all__ = ["MAX_PENDING", "LeaderHost", "StandbyHost"]
+
+#: Bytes of records handed to the appender and not in etcd yet beyond which the leader
+#: refuses commands (UnavailableError, "try again") instead of queueing more: an etcd
+#: that answers slower than clients ask cannot make the leader's memory grow without
+#: bound (a single server's writer thread stops the loop at the same size).
+MAX_PENDING: Final = 64 * 1024 * 1024
 
 log = logging.getLogger("tenure.cluster")
 
@@ -57,8 +63,10 @@ class LeaderHost(DurableHost):
         batch_interval: float = 0.05,
         slow_commit: float = 0.0,
         observer: Observer | None = None,
+        max_pending: int = MAX_PENDING,
     ) -> None:
-        """``deadline()``: the loop time when this leader's lease could end in etcd."""
+        """``deadline()``: the loop time when this leader's lease could end in etcd;
+        ``max_pending``: see :data:`MAX_PENDING`."""
         super().__init__(
             journal,
             engine,
@@ -72,6 +80,21 @@ class LeaderHost(DurableHost):
         self.cluster_journal = journal
         self.appender: Appender = journal.appender
         self._deadline = deadline
+        self.max_pending = max_pending
+
+    def execute(self, command: Command[R]) -> R:
+        """As a single server's, unless etcd is too far behind (:data:`MAX_PENDING`).
+
+        Raises:
+            UnavailableError: that many bytes wait for etcd already: try again.
+        """
+        pending = self.appender.pending
+        if pending > self.max_pending:
+            raise UnavailableError(
+                f"the cluster's log in etcd is {pending} bytes behind (more than "
+                f"{self.max_pending}): try again once etcd has caught up"
+            )
+        return super().execute(command)
 
     def _make_writer(self) -> BatchWriter | None:
         self.appender.start(self._written, self._writer_failed)

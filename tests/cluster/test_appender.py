@@ -1,0 +1,163 @@
+"""The leader's appender against a scripted store (unit tier): group commit, the
+snapshot barrier, the fence, etcd out of reach, and the leader's bound on what waits."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from tenure._core import CreateNode, Engine, NodeConfig
+from tenure.errors import NotLeaderError, UnavailableError
+from tenure.server._cluster.appender import Appender
+from tenure.server._cluster.hosts import LeaderHost
+from tenure.server._cluster.journal import ClusterJournal
+from tenure.server._cluster.keys import Entry
+from tenure.server._cluster.store import Appended, ClusterStore
+from tenure.server._durability.storage import framed
+
+
+class ScriptedStore:
+    """Appends wait until the test lets them through (:meth:`let`), or answer at once."""
+
+    def __init__(self, *, hold: bool = True) -> None:
+        self.entries: dict[int, Entry] = {}
+        self.hold = hold
+        self.gates: list[asyncio.Future[Appended | BaseException]] = []
+        self.answer: Appended | BaseException = Appended.DONE
+
+    async def append(self, index: int, entry: Entry, lease: int) -> Appended:
+        if self.hold:
+            gate: asyncio.Future[Appended | BaseException] = (
+                asyncio.get_running_loop().create_future()
+            )
+            self.gates.append(gate)
+            outcome = await gate
+        else:
+            outcome = self.answer
+        if isinstance(outcome, BaseException):
+            raise outcome
+        if outcome is Appended.DONE:
+            self.entries[index] = entry
+        return outcome
+
+    def let(self, outcome: Appended | BaseException = Appended.DONE) -> None:
+        self.gates.pop(0).set_result(outcome)
+
+
+def _appender(store: ScriptedStore, deadline: float = 1e12) -> Appender:
+    return Appender(
+        cast(ClusterStore, store),
+        lease=1,
+        term=7,
+        next_index=5,
+        max_entry=10_000,
+        deadline=lambda: deadline,
+    )
+
+
+async def _turns(count: int = 5) -> None:
+    for _ in range(count):
+        await asyncio.sleep(0)
+
+
+async def test_batches_handed_over_during_an_append_go_together_in_the_next() -> None:
+    store = ScriptedStore()
+    appender = _appender(store)
+    durable: list[int] = []
+    appender.start(lambda batch, seconds: durable.append(batch), pytest.fail)
+    assert appender.submit(framed(b"one")) == 1
+    await _turns()
+    assert appender.submit(framed(b"two")) == 2
+    assert appender.submit(framed(b"three")) == 3
+    assert appender.pending == 3 * (8 + 3) + 2  # three records, two of them waiting
+    store.let()
+    await _turns()
+    assert durable == [1]
+    store.let()
+    await appender.idle()
+    assert durable == [1, 3]  # one append for batches 2 and 3
+    assert sorted(store.entries) == [5, 6]
+    assert store.entries[6].records == framed(b"two") + framed(b"three")
+    assert store.entries[6].term == 7
+    assert appender.pending == 0
+    assert appender.last_index == 6
+
+
+async def test_a_snapshot_barrier_is_the_last_entry_of_its_batches_and_none_after() -> None:
+    store = ScriptedStore()
+    appender = _appender(store)
+    appender.start(lambda batch, seconds: None, pytest.fail)
+    appender.submit(framed(b"a"))
+    await _turns()
+    appender.submit(framed(b"b"))
+    covers = appender.barrier()  # the state after batches 1 and 2
+    appender.submit(framed(b"c"))
+    store.let()  # batch 1 at index 5
+    await _turns()
+    store.let()  # batch 2 alone at index 6: the barrier keeps batch 3 out of it
+    await _turns()
+    assert await covers == 6
+    store.let()
+    await appender.idle()
+    assert store.entries[7].records == framed(b"c")
+    assert (await asyncio.shield(appender.barrier())) == 7  # nothing pending: the last
+
+
+async def test_a_refused_fence_fails_the_appender_and_it_takes_nothing_more() -> None:
+    store = ScriptedStore()
+    appender = _appender(store)
+    failed: list[BaseException] = []
+    appender.start(lambda batch, seconds: pytest.fail("nothing is durable"), failed.append)
+    appender.submit(framed(b"x"))
+    await _turns()
+    store.let(Appended.DEPOSED)
+    await _turns()
+    assert len(failed) == 1
+    assert isinstance(failed[0], NotLeaderError)
+    assert "election key is gone" in str(failed[0])
+    with pytest.raises(NotLeaderError):
+        appender.submit(framed(b"y"))
+
+
+async def test_etcd_out_of_reach_is_tried_again_until_the_lease_could_end() -> None:
+    store = ScriptedStore(hold=False)
+    store.answer = UnavailableError("etcd unreachable")
+    loop = asyncio.get_running_loop()
+    appender = _appender(store, deadline=loop.time() + 0.3)
+    failed: asyncio.Future[BaseException] = loop.create_future()
+    appender.start(lambda batch, seconds: None, failed.set_result)
+    appender.submit(framed(b"x"))
+    error = await asyncio.wait_for(failed, 5)
+    assert isinstance(error, UnavailableError)
+    assert "before this leader's lease could end" in str(error)
+
+
+async def test_the_leader_refuses_commands_while_too_much_waits_for_etcd(tmp_path: Path) -> None:
+    store = ScriptedStore()
+    appender = _appender(store)
+    journal = ClusterJournal(cast(ClusterStore, store), appender, tmp_path, snapshot_every=10)
+    output: Any = type("Out", (), {"seal": lambda *a: None, "release": lambda *a: None})()
+    host = LeaderHost(
+        journal,
+        Engine(),
+        deadline=lambda: 1e12,
+        deliver=lambda effects: None,
+        output=output,
+        on_fatal=lambda: None,
+        max_pending=10,
+    )
+    host.start()
+    host.execute(CreateNode("a", NodeConfig()))
+    host.flush()  # handed to the appender, which waits for etcd
+    assert appender.pending > 10
+    with pytest.raises(UnavailableError, match="behind"):
+        host.execute(CreateNode("b", NodeConfig()))
+    await _turns()  # the appender's task takes the batch to etcd
+    store.let()
+    await appender.idle()
+    assert appender.pending == 0
+    host.execute(CreateNode("b", NodeConfig()))
+    host.abandon()
