@@ -1,11 +1,12 @@
 """A real ``tenure serve --cluster`` for the tests: several servers over a real etcd.
 
 :class:`TenureCluster` starts ``size`` ``tenure serve`` processes on free loopback
-ports (each with its own data directory and HTTP port), all members of one cluster
-whose log lives in the etcd given (the run's shared member, or an
-:class:`~tests.etcd.cluster.EtcdCluster` of the test's own). Each server keeps its
-ports across restarts, so a client's URL stays true; servers are killed (``-9``),
-stopped (SIGTERM) and started again by PID, each wait bounded.
+ports (each with its own data directory and HTTP port, and with ``ydb=True`` a YDB
+port of its own), all members of one cluster whose log lives in the etcd given (the
+run's shared member, or an :class:`~tests.etcd.cluster.EtcdCluster` of the test's
+own). Each server keeps its ports across restarts, so a client's URL stays true;
+servers are killed (``-9``), stopped (SIGTERM) and started again by PID, each wait
+bounded.
 
 Who leads is asked of the servers themselves: each answers ClusterStatus
 (:meth:`TenureCluster.status`), and ``/readyz`` is 200 on the leader only.
@@ -37,12 +38,17 @@ _OPENER: Final = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 class ClusterServer:
-    """One member: ``python -m tenure serve --cluster URL`` on fixed ports."""
+    """One member: ``python -m tenure serve --cluster URL`` on fixed ports (``ydb``:
+    with ``--ydb-port``, on a port of its own too)."""
 
-    def __init__(self, index: int, root: Path, cluster: str, extra: tuple[str, ...]) -> None:
+    def __init__(
+        self, index: int, root: Path, cluster: str, extra: tuple[str, ...], *, ydb: bool = False
+    ) -> None:
         self.index = index
         self.port = free_port()
         self.http_port = free_port()
+        #: Its YDB face's port (0: it has none).
+        self.ydb_port = free_port() if ydb else 0
         self.data_dir = root / f"member-{index}"
         self.log_path = root / f"member-{index}.log"
         self.cluster = cluster
@@ -54,6 +60,17 @@ class ClusterServer:
     def address(self) -> str:
         """``127.0.0.1:PORT``: its native face (and its name in the cluster)."""
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def ydb_address(self) -> str:
+        """``127.0.0.1:PORT``: its YDB face (as discovery names it)."""
+        assert self.ydb_port, f"member {self.index} has no YDB face"
+        return f"127.0.0.1:{self.ydb_port}"
+
+    @property
+    def ydb_endpoint(self) -> str:
+        """Its YDB face as ``ydb.Driver``'s ``endpoint``."""
+        return f"grpc://{self.ydb_address}"
 
     @property
     def pid(self) -> int | None:
@@ -79,6 +96,7 @@ class ClusterServer:
             str(self.data_dir),
             "--log-format",
             "json",
+            *(("--ydb-port", str(self.ydb_port)) if self.ydb_port else ()),
             *self.extra,
         ]
         self.starts += 1
@@ -160,13 +178,15 @@ class TenureCluster:
         lease_ttl: int = 2,
         extra: tuple[str, ...] = (),
         name: str | None = None,
+        ydb: bool = False,
     ) -> None:
+        """``ydb``: every member also serves YDB's protocol, on a port of its own."""
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
         self.name = name or f"t{uuid.uuid4().hex[:12]}"
         self.etcd_url = f"etcd://{','.join(endpoints)}/{self.name}"
         args = ("--cluster-lease-ttl", str(lease_ttl), "--fsync", "off", *extra)
-        self.servers = [ClusterServer(i, root, self.etcd_url, args) for i in range(size)]
+        self.servers = [ClusterServer(i, root, self.etcd_url, args, ydb=ydb) for i in range(size)]
 
     def url(self, scheme: str = "tenure") -> str:
         """The client URL listing every member."""

@@ -1,36 +1,103 @@
-"""YDB's calls that are not coordination: discovery and logins.
+"""YDB's calls that are not coordination: discovery and logins; and where clients go.
 
-* ``Ydb.Discovery.V1.DiscoveryService/ListEndpoints``: this server as the one
-  endpoint of the database it answers for (YDB's SDKs discover the endpoints of a
-  database first, then connect to them); ``WhoAmI``: the token a call acts as.
+* ``Ydb.Discovery.V1.DiscoveryService/ListEndpoints``: the one endpoint of the
+  database it answers for (YDB's SDKs discover the endpoints of a database first,
+  then connect to them): this server, or in a cluster the leader's YDB endpoint,
+  whichever member is asked; ``WhoAmI``: the token a call acts as.
 * ``Ydb.Auth.V1.AuthService/Login``: static credentials (:mod:`.tickets`).
+
+In a cluster (``tenure serve --cluster``) only the leader serves coordination;
+:meth:`Directory.elsewhere` says why a call is not served here, and the face ends it
+with gRPC ``UNAVAILABLE`` (docs/ydb.md, "In a cluster", says why that status).
 """
 
 from __future__ import annotations
 
 import socket
+import zlib
 from collections.abc import Callable
 from typing import Any, Final
 
 from tenure.compat.ydb import _protos as pb
 from tenure.compat.ydb.paths import split_advertised
 from tenure.compat.ydb.tickets import Tickets, UnauthorizedError
-from tenure.server.plug import ServeConfig
+from tenure.server.plug import Role, ServeConfig
 
 #: The addresses that mean "every interface" (not one a client can dial).
 _WILDCARDS: Final = frozenset({"", "0.0.0.0", "::", "[::]"})
+#: Why discovery has no endpoint to give (answered UNAVAILABLE: see list_endpoints).
+NO_LEADER: Final = "no leader of the cluster is known here yet"
+#: The node id of a server that is not part of a cluster (its one node).
+STANDALONE_NODE_ID: Final = 1
 
 
 class Directory:
-    """Discovery and logins for the YDB face; ``port()`` is the port it listens on."""
+    """Discovery and logins for the YDB face, and where its clients go.
 
-    def __init__(self, config: ServeConfig, tickets: Tickets, port: Callable[[], int]) -> None:
+    ``port()`` is the port the face listens on; ``role`` this server's part in its
+    cluster (None: not part of one); ``draining()`` whether this server is stopping.
+    """
+
+    def __init__(
+        self,
+        config: ServeConfig,
+        tickets: Tickets,
+        port: Callable[[], int],
+        role: Role | None = None,
+        draining: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.config = config
         self.tickets = tickets
         self._port = port
+        self.role = role
+        self._draining = draining
+
+    def member(self) -> Role | None:
+        """This server's role when it is a member of a cluster (None: it is not)."""
+        role = self.role
+        return role if role is not None and role.name else None  # (name "": standalone)
+
+    def endpoint(self) -> tuple[str, int, int] | None:
+        """Where the database's clients go: (host, port, node id); None when this
+        member of a cluster knows of no leader with a YDB endpoint (or is stepping down)."""
+        role = self.member()
+        if role is None:
+            host, port = advertised(self.config)
+            return host, port or self._port(), STANDALONE_NODE_ID
+        if role.leading and self._draining():
+            return None  # a leader stepping down: whoever follows is not known yet
+        leader = role.leader("ydb")
+        if leader is None:
+            return None
+        try:
+            host, port = split_advertised(leader)
+        except ValueError:  # (a member's record is written from checked settings)
+            return None
+        # Each leader is a node of its own to the SDK, which keys connections by node id.
+        return host, port, zlib.crc32(leader.encode()) or STANDALONE_NODE_ID
+
+    def elsewhere(self) -> str | None:
+        """Why a coordination call is not served here (this member of a cluster does not
+        lead, or is stepping down), naming the leader's YDB endpoint when it is known;
+        None: it is served here (the leader, or a server that is not part of a cluster)."""
+        role = self.member()
+        if role is None:
+            return None
+        if role.leading:
+            return "this server is stepping down as the leader" if self._draining() else None
+        leader = role.leader("ydb")
+        if leader is None:
+            return "this server is a standby, and no leader is known here yet"
+        return f"this server is a standby; the leader's YDB endpoint is {leader}"
 
     async def list_endpoints(self, request: Any, context: Any) -> Any:
-        """This server, as the one endpoint of the database it answers for."""
+        """The one endpoint of the database it answers for: this server, or the leader
+        of its cluster.
+
+        While no leader is known the answer is UNAVAILABLE, as YDB's when its database
+        has no node to offer (its discovery's RESOLVE_ERROR): YDB's SDKs then keep what
+        they had and discover again a second or two later (docs/ydb.md, "In a cluster").
+        """
         database = self.config.ydb_database
         if request.database and request.database != database:
             why = (
@@ -39,13 +106,18 @@ class Directory:
             return pb.discovery.ListEndpointsResponse(
                 operation=pb.operation(pb.Status.SCHEME_ERROR, why=[why])
             )
-        host, port = advertised(self.config)
+        where = self.endpoint()
+        if where is None:
+            return pb.discovery.ListEndpointsResponse(
+                operation=pb.operation(pb.Status.UNAVAILABLE, why=[NO_LEADER])
+            )
+        host, port, node_id = where
         endpoint = pb.discovery.EndpointInfo(
             address=host,
-            port=port or self._port(),
-            ssl=self.config.tls_cert is not None,
+            port=port,
+            ssl=self.config.tls_cert is not None,  # (every member has the same TLS)
             service=["discovery", "coordination"],
-            node_id=1,
+            node_id=node_id,
         )
         result = pb.discovery.ListEndpointsResult(endpoints=[endpoint])
         return pb.discovery.ListEndpointsResponse(operation=pb.operation(pb.Status.SUCCESS, result))

@@ -4,7 +4,7 @@
 with the services YDB's SDKs use for coordination:
 
 * ``Ydb.Discovery.V1.DiscoveryService``: ``ListEndpoints`` (this server, so that the
-  SDK's driver starts) and ``WhoAmI``;
+  SDK's driver starts; in a cluster, the leader) and ``WhoAmI``;
 * ``Ydb.Auth.V1.AuthService``: ``Login`` (static credentials, :mod:`.tickets`);
 * ``Ydb.Coordination.V1.CoordinationService``: the node calls (:mod:`.nodes`) and
   the ``Session`` stream (:mod:`.sessions`, :mod:`.semaphores`).
@@ -12,6 +12,14 @@ with the services YDB's SDKs use for coordination:
 Any other method is UNIMPLEMENTED, a message that cannot be decoded ends its call
 with an error status, and neither touches any other call. Every answer leaves
 after the commit that covers it, through the server's outboxes (:mod:`.pipe`).
+
+In a cluster only the leader serves coordination. On a standby, and on a leader
+stepping down, every coordination call (the node calls and the Session stream)
+ends with gRPC ``UNAVAILABLE`` before anything of it is read or done: that is what
+makes YDB's SDKs drop the endpoint and discover again, and discovery names the
+leader (docs/ydb.md, "In a cluster"). So a standby's face never starts a session:
+no ping timer runs and nothing asks its host, which would refuse (``NOT_LEADER``).
+A leader's streams end the same way when its term ends (:meth:`YdbFace.abort`).
 """
 
 from __future__ import annotations
@@ -37,12 +45,25 @@ from tenure.compat.ydb.sessions import YdbSessions
 from tenure.compat.ydb.stream import SessionStream
 from tenure.compat.ydb.tickets import Tickets, UnauthorizedError
 from tenure.errors import ConfigError
-from tenure.server.plug import Connection, FaceObserver, HostCalls, Plug, ServeConfig, Tokens
+from tenure.server.plug import (
+    Connection,
+    FaceObserver,
+    HostCalls,
+    Plug,
+    Role,
+    ServeConfig,
+    Tokens,
+)
 
 log = logging.getLogger("tenure.server")
 
 #: Why a Session stream ends when a message cannot be decoded.
 _UNDECODABLE: Final = "a message on the Session stream is not a Ydb.Coordination.SessionRequest"
+#: Why a stream ends when the face is aborted (a cluster's term ended, or the journal failed).
+_ABORTED: Final = "this server stopped serving; discover the database's endpoint again"
+#: How long an aborted face lets its streams end UNAVAILABLE before it stops listening,
+#: in seconds: each ends at once, unless a write to a client that does not read holds it.
+ABORT_GRACE: Final = 1.0
 
 
 def _identity(data: bytes) -> bytes:
@@ -66,15 +87,19 @@ class YdbFace:
         attach: Callable[[int], None],
         forget: Callable[[int], None],
         observer: FaceObserver | None = None,
+        role: Role | None = None,
     ) -> None:
-        """``observer``: told of each request and call answered (None: not measured)."""
+        """``observer``: told of each request and call answered (None: not measured);
+        ``role``: whether the server leads its cluster (None: not part of one)."""
         self.config = config
         self.observer = observer
         self.host = host
         database = Database(config.ydb_database)
         key = load_secret(config.data_dir)
         self.tickets = Tickets(tokens, key, config.ydb_ticket_ttl)
-        self.directory = Directory(config, self.tickets, lambda: self.port)
+        self.directory = Directory(
+            config, self.tickets, lambda: self.port, role, lambda: self.draining
+        )
         self.nodes = NodeCalls(host, self.tickets, database, lambda: self.draining)
         self.sessions = YdbSessions(
             host, database, send, finish, attach, forget, config.ydb_ping_interval, observer
@@ -82,6 +107,7 @@ class YdbFace:
         self.streams: set[SessionStream] = set()
         self._opening = 0  # streams not started yet (their first message not read)
         self.draining = False
+        self.aborted = False  # abort() was called: streams end UNAVAILABLE
         self.port = 0  # bound by start()
         self._server: grpc.aio.Server | None = None
         self._stopping: asyncio.Future[None] | None = None  # abort()'s stop, kept alive
@@ -100,6 +126,7 @@ class YdbFace:
             attach=plug.attach,
             forget=plug.forget,
             observer=plug.observer,
+            role=plug.role,
         )
 
     # -- as the server sees it -----------------------------------------------------------
@@ -147,7 +174,11 @@ class YdbFace:
                 self.sessions.fail(stream, pb.Status.UNAVAILABLE, "the server is shutting down")
 
     async def close(self, grace: float) -> None:
-        """Wait (up to ``grace`` seconds) for the streams to end, then stop listening."""
+        """Wait (up to ``grace`` seconds) for the streams to end, then stop listening
+        (after :meth:`abort`: until its stop is done)."""
+        if self._stopping is not None:
+            await self._stopping
+            return
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(grace):
                 await self._idle.wait()
@@ -155,11 +186,24 @@ class YdbFace:
             await self._server.stop(0)
 
     def abort(self) -> None:
-        """The journal failed: drop every stream unanswered."""
+        """The journal failed, or a cluster's term ended: drop every stream unanswered.
+
+        What a stream was owed is discarded, and its call ends with gRPC UNAVAILABLE
+        (YDB's SDKs then discover again: a cluster's next leader), before the listener
+        stops (within :data:`ABORT_GRACE`).
+        """
+        self.aborted = True
         for stream in self.streams:
             stream.writer.abort()
-        if self._server is not None:
-            self._stopping = asyncio.ensure_future(self._server.stop(0))
+        if self._server is not None and self._stopping is None:
+            self._stopping = asyncio.ensure_future(self._stop_after_streams(self._server))
+
+    async def _stop_after_streams(self, server: grpc.aio.Server) -> None:
+        """Stop listening once every stream has ended (bounded: :data:`ABORT_GRACE`)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(ABORT_GRACE):
+                await self._idle.wait()
+        await server.stop(0)
 
     def connections(self) -> int:
         """The Session streams open now."""
@@ -192,25 +236,25 @@ class YdbFace:
                     ),
                     "CreateNode": unary(
                         "create_node",
-                        _node_call(nodes.create),
+                        self._led("create_node", _node_call(nodes.create)),
                         coordination.CreateNodeRequest,
                         coordination.CreateNodeResponse,
                     ),
                     "AlterNode": unary(
                         "alter_node",
-                        _node_call(nodes.alter),
+                        self._led("alter_node", _node_call(nodes.alter)),
                         coordination.AlterNodeRequest,
                         coordination.AlterNodeResponse,
                     ),
                     "DropNode": unary(
                         "drop_node",
-                        _node_call(nodes.drop),
+                        self._led("drop_node", _node_call(nodes.drop)),
                         coordination.DropNodeRequest,
                         coordination.DropNodeResponse,
                     ),
                     "DescribeNode": unary(
                         "describe_node",
-                        _node_call(nodes.describe),
+                        self._led("describe_node", _node_call(nodes.describe)),
                         coordination.DescribeNodeRequest,
                         coordination.DescribeNodeResponse,
                     ),
@@ -257,8 +301,32 @@ class YdbFace:
 
         return counted
 
+    def _led(self, name: str, call: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        """A coordination call, served only where the cluster is led (module docstring)."""
+
+        async def handler(request: Any, context: Any) -> Any:
+            await self._lead_or_leave(name, context)
+            return await call(request, context)
+
+        return handler
+
+    async def _lead_or_leave(self, name: str, context: Any) -> None:
+        """End the call with gRPC UNAVAILABLE unless it is served here (the leader, or a
+        server that is not part of a cluster): a gRPC status, not a YDB one, as only
+        that makes YDB's SDKs drop the endpoint and discover again (docs/ydb.md).
+
+        Raises:
+            grpc.aio.AbortError: the call was ended (gRPC's way out of a handler).
+        """
+        why = self.directory.elsewhere()
+        if why is not None:
+            if self.observer is not None:
+                self.observer.ydb_request(name, "unavailable")
+            await context.abort(grpc.StatusCode.UNAVAILABLE, why)
+
     async def _session(self, requests: Any, context: Any) -> None:
         """One ``Session`` stream, from its SessionStart to its end."""
+        await self._lead_or_leave("session", context)
         try:
             token = self.tickets.token_of(context.invocation_metadata())
             refusal = self._refusal()
@@ -280,6 +348,7 @@ class YdbFace:
             self._opening -= 1
         if first is grpc.aio.EOF:
             return
+        await self._lead_or_leave("session", context)  # (the term may have ended meanwhile)
         if first.WhichOneof("request") != "session_start":
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, "First message must be a SessionStart"
@@ -288,19 +357,23 @@ class YdbFace:
         self.streams.add(stream)
         self._idle.clear()
         try:
-            self.sessions.start(stream, first.session_start)
-            await self._serve(stream, context)
+            try:
+                self.sessions.start(stream, first.session_start)
+                await self._serve(stream, context)
+            finally:
+                stream.writer.gone = True
+                if not stream.closing:  # the call was cancelled (its client vanished)
+                    self.sessions.end(stream)
+                self.streams.discard(stream)
+            if self.aborted:  # (said before the listener stops: idle is set after it)
+                await context.abort(grpc.StatusCode.UNAVAILABLE, _ABORTED)
+            if stream.writer.aborted:
+                await context.abort(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED, "the client does not read its answers"
+                )
         finally:
-            stream.writer.gone = True
-            if not stream.closing:  # the call was cancelled (its client vanished)
-                self.sessions.end(stream)
-            self.streams.discard(stream)
             if not self.streams:
                 self._idle.set()
-        if stream.writer.aborted:
-            await context.abort(
-                grpc.StatusCode.RESOURCE_EXHAUSTED, "the client does not read its answers"
-            )
 
     def _refusal(self) -> tuple[int, str] | None:
         """Why a new stream is refused at once (a Failure), or None."""
