@@ -47,6 +47,10 @@ class ScriptedStore:
         self.gates.pop(0).set_result(outcome)
 
 
+def _unexpected(error: BaseException) -> None:
+    raise AssertionError(f"the appender failed: {error!r}")
+
+
 def _appender(store: ScriptedStore, deadline: float = 1e12) -> Appender:
     return Appender(
         cast(ClusterStore, store),
@@ -67,7 +71,7 @@ async def test_batches_handed_over_during_an_append_go_together_in_the_next() ->
     store = ScriptedStore()
     appender = _appender(store)
     durable: list[int] = []
-    appender.start(lambda batch, seconds: durable.append(batch), pytest.fail)
+    appender.start(lambda batch, seconds: durable.append(batch), _unexpected)
     assert appender.submit(framed(b"one")) == 1
     await _turns()
     assert appender.submit(framed(b"two")) == 2
@@ -89,7 +93,7 @@ async def test_batches_handed_over_during_an_append_go_together_in_the_next() ->
 async def test_a_snapshot_barrier_is_the_last_entry_of_its_batches_and_none_after() -> None:
     store = ScriptedStore()
     appender = _appender(store)
-    appender.start(lambda batch, seconds: None, pytest.fail)
+    appender.start(lambda batch, seconds: None, _unexpected)
     appender.submit(framed(b"a"))
     await _turns()
     appender.submit(framed(b"b"))

@@ -7,9 +7,11 @@ is replaced in about 2-3 s.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import tenure
 from tests.cluster.harness import TenureCluster
+from tests.etcd.cluster import EtcdCluster
 
 WINDOW = 20.0
 
@@ -128,3 +130,26 @@ async def test_a_standby_closes_dflockd_connections_and_the_leader_serves_them(
     answer = await asyncio.wait_for(reader.readline(), 10)
     assert answer.startswith(b"ok "), answer
     writer.close()
+
+
+async def test_a_dflockd_token_from_the_old_leader_is_good_on_the_new_one(
+    tmp_path: Path, etcd_member: EtcdCluster
+) -> None:
+    extra = ("--dflockd-auto-release", "false")  # the grant outlives its connection
+    with TenureCluster(tmp_path / "cluster", etcd_member.endpoints, extra=extra) as cluster:
+        old = cluster.leader()
+        reader, writer = await asyncio.open_connection("127.0.0.1", old.port)
+        writer.write(b"l\njob\n10 60\n")
+        granted = (await asyncio.wait_for(reader.readline(), 10)).decode().split()
+        writer.close()
+        assert granted[0] == "ok", granted
+        token = granted[1]
+        await asyncio.to_thread(old.kill)
+        new = await asyncio.to_thread(cluster.leader, excluding=old)
+        reader, writer = await asyncio.open_connection("127.0.0.1", new.port)
+        # Signed with the cluster's secret, not the old leader's own: it renews and releases.
+        writer.write(f"n\njob\n{token} 30\n".encode())
+        assert await asyncio.wait_for(reader.readline(), 10) == b"ok 30\n"
+        writer.write(f"r\njob\n{token}\n".encode())
+        assert await asyncio.wait_for(reader.readline(), 10) == b"ok\n"
+        writer.close()

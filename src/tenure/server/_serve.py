@@ -39,6 +39,7 @@ from tenure._protocol.fanout import FiredPushes
 from tenure.errors import ErrorCode, NotLeaderError, TenureError
 from tenure.server import _faces
 from tenure.server._config.serve_config import ServeConfig
+from tenure.server._durability.identity import server_secret
 from tenure.server._durability.journal import Journal
 from tenure.server._durable_host import DurableHost, DurableOutput
 from tenure.server._face_set import FaceSet
@@ -77,12 +78,14 @@ class Server:
         *,
         role: Role = STANDALONE_ROLE,
         make_host: HostMaker | None = None,
+        secret: bytes | None = None,
     ) -> None:
         """``observer``: told of requests, commands, effects and commits (the metrics of
         ``--http-port``; None: nobody measures); ``role``: whether it leads a cluster (a
         server of a cluster steps down instead of exiting when its journal fails, see
         :meth:`step_down`); ``make_host``: makes its host from what the server routes
-        (None: a :class:`DurableHost` over ``journal`` and ``engine``)."""
+        (None: a :class:`DurableHost` over ``journal`` and ``engine``); ``secret``: what
+        the faces sign with (None: the data directory's, made on first use)."""
         self.config = config
         self.instance_id = instance_id
         self.exit_code = 0
@@ -128,6 +131,7 @@ class Server:
             self.out.finish,
             forget=self._table.forget,
             connections=lambda: len(self._conns),
+            secret=server_secret(config.data_dir) if secret is None else secret,
             observer=observer,
             role=role,
         )

@@ -102,7 +102,10 @@ class Plug:
     the effects of an engine session to the face's :meth:`Face.deliver`,
     ``forget(session_id)`` drops that route; ``connections()`` is how many client
     connections the server has open; ``observer`` is told of each request the face
-    answers (None: not measured); ``role`` says whether the server leads its
+    answers (None: not measured); ``secret`` is what the face signs what it hands out
+    with (dflockd's tokens, YDB's tickets: the data directory's, or, in a cluster,
+    the one every member shares), so that they stay valid across restarts and
+    failovers; ``role`` says whether the server leads its
     cluster, and where the leader is (a face sends its clients there, as its
     protocol can: YDB's discovery names the leader's endpoint).
     """
@@ -115,6 +118,7 @@ class Plug:
     attach: Callable[[int], None]
     forget: Callable[[int], None]
     connections: Callable[[], int]
+    secret: bytes
     observer: FaceObserver | None = None
     role: Role = STANDALONE_ROLE
 

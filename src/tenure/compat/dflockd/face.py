@@ -52,7 +52,6 @@ from tenure.compat.dflockd.holds import (
     Hold,
     Registry,
     TokenMint,
-    load_secret,
     node_of,
 )
 from tenure.compat.dflockd.keeper import Keeper, session_key
@@ -107,12 +106,13 @@ class DflockdFace:
 
     @classmethod
     def plugged(cls, plug: Plug) -> DflockdFace:
-        """The dflockd face of the server that lends ``plug`` (its token secret made on
-        first use)."""
+        """The dflockd face of the server that lends ``plug`` (its tokens signed with the
+        server's secret: they stay valid across restarts, and across a cluster's
+        failovers)."""
         return cls(
             plug.host,
             DflockdSettings.from_config(plug.config),
-            load_secret(plug.config.data_dir),
+            plug.secret,
             plug.tokens,
             plug.send,
             attach=plug.attach,

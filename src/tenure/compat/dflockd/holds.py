@@ -10,9 +10,10 @@ first caller chose (dflockd keeps the two namespaces apart).
 
 Tokens are the dflockd fencing format: 16 hex digits of the engine's fencing token
 (one counter for every grant, journaled, so it increases across restarts) and 16
-hex digits of salt. The salt is an HMAC of the fence under a secret kept in the
-data directory, so a token cannot be guessed from its fence, and the server can
-check one after a restart without having stored it.
+hex digits of salt. The salt is an HMAC of the fence under the server's secret (the
+data directory's, or a cluster's, which every member shares: :attr:`Plug.secret`),
+so a token cannot be guessed from its fence, and the server can check one after a
+restart, or a new leader after a failover, without having stored it.
 
 The key registry is dflockd's: ``--dflockd-max-locks`` counts every key, idle ones
 too, until the idle-key collector forgets it (``--dflockd-gc-max-idle``).
@@ -23,10 +24,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import os
-import secrets
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Final
 
 from tenure.compat.dflockd import codec as wire
@@ -36,30 +34,11 @@ LOCK_NODE: Final = "dflockd"
 SEMAPHORE_NODE: Final = "dflockd-semaphores"
 #: The description of the engine sessions the face makes (found again at start-up).
 SESSION_DESCRIPTION: Final = "dflockd"
-SECRET_FILE: Final = "dflockd.key"
 
 
 def node_of(semaphore: bool) -> str:
     """The node that holds dflockd semaphores (True) or locks (False)."""
     return SEMAPHORE_NODE if semaphore else LOCK_NODE
-
-
-def load_secret(data_dir: Path) -> bytes:
-    """The token secret of this data directory, made on first use (mode 0600)."""
-    path = data_dir / SECRET_FILE
-    try:
-        secret = path.read_bytes()
-        if len(secret) == 32:
-            return secret
-    except FileNotFoundError:
-        pass
-    secret = secrets.token_bytes(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as file:
-        file.write(secret)
-        file.flush()
-        os.fsync(file.fileno())
-    return secret
 
 
 class TokenMint:

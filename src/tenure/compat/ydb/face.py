@@ -36,7 +36,6 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from tenure._core import Effect
-from tenure.compat.dflockd.holds import load_secret
 from tenure.compat.ydb import _protos as pb
 from tenure.compat.ydb.directory import Directory
 from tenure.compat.ydb.nodes import NodeCalls
@@ -88,15 +87,18 @@ class YdbFace:
         forget: Callable[[int], None],
         observer: FaceObserver | None = None,
         role: Role | None = None,
+        *,
+        secret: bytes,
     ) -> None:
         """``observer``: told of each request and call answered (None: not measured);
-        ``role``: whether the server leads its cluster (None: not part of one)."""
+        ``role``: whether the server leads its cluster (None: not part of one);
+        ``secret``: the server's, which signs login tickets (the same on every member of
+        a cluster, so a ticket from one is good on the next leader)."""
         self.config = config
         self.observer = observer
         self.host = host
         database = Database(config.ydb_database)
-        key = load_secret(config.data_dir)
-        self.tickets = Tickets(tokens, key, config.ydb_ticket_ttl)
+        self.tickets = Tickets(tokens, secret, config.ydb_ticket_ttl)
         self.directory = Directory(
             config, self.tickets, lambda: self.port, role, lambda: self.draining
         )
@@ -127,6 +129,7 @@ class YdbFace:
             forget=plug.forget,
             observer=plug.observer,
             role=plug.role,
+            secret=plug.secret,
         )
 
     # -- as the server sees it -----------------------------------------------------------

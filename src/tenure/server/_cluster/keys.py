@@ -5,6 +5,9 @@ Every cluster lives under ``P = <prefix>c/<name>/`` (``<prefix>``: ``?prefix=`` 
 clusters, and the ``etcd://`` backend's keys (``<prefix>n/...``), share one etcd::
 
     P id                        the cluster's instance id (16 bytes, made once)
+    P secret                    what the faces sign with (32 bytes, made once): the
+                                same on every member, so a dflockd token or a YDB
+                                ticket one leader handed out is good on the next
     P leader/<lease>            a candidate: its lease (16 hex digits), on that lease;
                                 the lowest create_revision leads, and that revision is
                                 its term (etcd's concurrency.Election)
@@ -73,6 +76,11 @@ class ClusterKeys:
     def id(self) -> bytes:
         """The cluster's instance id."""
         return self.root + b"id"
+
+    @property
+    def secret(self) -> bytes:
+        """The cluster's secret (what the faces sign with)."""
+        return self.root + b"secret"
 
     @property
     def candidates(self) -> bytes:

@@ -85,6 +85,7 @@ class ClusterMember:
         self.follower = Follower(self.store, self.hub)
         self.role: ClusterRole | None = None
         self.instance_id = b""
+        self.secret = b""  # the cluster's, which the faces sign with
         self.server: Server | None = None
         self.lease: LeaseKeeper | None = None
         self.term = 0
@@ -115,6 +116,7 @@ class ClusterMember:
         try:
             await self._retrying(self.conn.authenticate, "authenticating to etcd")
             self.instance_id = await self._retrying(self.store.instance_id, "reading the id")
+            self.secret = await self._retrying(self.store.secret, "reading the secret")
             await self._retrying(self.follower.load, "loading the cluster's state")
             lookout = Lookout(self.store, self.hub, self._role(), self._current_record)
             self._candidates = lookout.candidates
@@ -154,6 +156,7 @@ class ClusterMember:
             self.instance_id,
             observer=self._metrics(),
             role=role,
+            secret=self.secret,
             make_host=partial(
                 StandbyHost, engine, leader=role.leader, shift=lambda: role.leader_shift
             ),
@@ -253,6 +256,7 @@ class ClusterMember:
             self.instance_id,
             observer=metrics,
             role=role,
+            secret=self.secret,
             make_host=partial(
                 LeaderHost,
                 journal,

@@ -52,6 +52,8 @@ __all__ = ["Appended", "ClusterStore", "Leader", "LogPage"]
 READ_BUDGET: Final = 32 * 1024 * 1024
 #: The length of a cluster's instance id.
 ID_BYTES: Final = 16
+#: The length of a cluster's secret.
+SECRET_BYTES: Final = 32
 
 
 class Appended(enum.Enum):
@@ -106,6 +108,26 @@ class ClusterStore:
             kvs = reply.responses[0].response_range.kvs
         if not kvs or len(kvs[0].value) != ID_BYTES:
             raise ClusterDataError(f"{key.decode()} is not a {ID_BYTES}-byte instance id")
+        return bytes(kvs[0].value)
+
+    async def secret(self) -> bytes:
+        """The cluster's secret, which the faces sign with (dflockd's tokens, YDB's
+        tickets): made by the first server to ask, the same on every member after.
+
+        Raises:
+            ClusterDataError: the key holds something else.
+        """
+        key = self.keys.secret
+        reply = await self.conn.txn(
+            [compare_create(key, 0)], [put(key, os.urandom(SECRET_BYTES))], [get(key)]
+        )
+        if reply.succeeded:
+            reply = await self.conn.range(rpc_pb2.RangeRequest(key=key))
+            kvs = reply.kvs
+        else:
+            kvs = reply.responses[0].response_range.kvs
+        if not kvs or len(kvs[0].value) != SECRET_BYTES:
+            raise ClusterDataError(f"{key.decode()} is not a {SECRET_BYTES}-byte secret")
         return bytes(kvs[0].value)
 
     # -- leases and the election ---------------------------------------------------------

@@ -1,9 +1,11 @@
-"""Which state a data directory holds, and which process may use it.
+"""Which state a data directory holds, which process may use it, and its secret.
 
 :func:`lock_data_dir` holds the directory's lock file for as long as the server
 runs, so that two servers never write one log. :func:`instance_id` names the state
 the directory holds: a client that reconnects to a server with another id knows
-its sessions are gone (docs/protocol.md section 11).
+its sessions are gone (docs/protocol.md section 11). :func:`server_secret` is what
+the faces sign with (dflockd's tokens, YDB's login tickets), so that what they hand
+out outlives a restart (a cluster's members share one kept in etcd instead).
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ log = logging.getLogger("tenure.server")
 INSTANCE_ID_FILE: Final = "instance-id"
 INSTANCE_ID_BYTES: Final = 16
 LOCK_FILE: Final = "lock"
+#: The secret's file (named for the face that first needed one; kept so that the
+#: tokens of existing data directories stay valid).
+SECRET_FILE: Final = "dflockd.key"
+SECRET_BYTES: Final = 32
 
 
 def has_state(path: Path) -> bool:
@@ -75,3 +81,22 @@ def lock_data_dir(path: Path) -> BinaryIO:
             raise BlockingIOError(f"{path} is in use by another tenure server") from None
         raise
     return file
+
+
+def server_secret(path: Path) -> bytes:
+    """The data directory's secret, made on first use (mode 0600, fsynced)."""
+    file = path / SECRET_FILE
+    try:
+        secret = file.read_bytes()
+        if len(secret) == SECRET_BYTES:
+            return secret
+    except FileNotFoundError:
+        pass
+    secret = os.urandom(SECRET_BYTES)
+    path.mkdir(parents=True, exist_ok=True)
+    fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(secret)
+        out.flush()
+        os.fsync(out.fileno())
+    return secret
