@@ -220,3 +220,49 @@ def test_a_client_loop_that_died_is_reported() -> None:
     b = Build()
     b.note("w0c0", "client-error", 1.0, error="OSError(22, 'Invalid argument')")
     assert b.verdict().rules() == {"client-error"}
+
+
+def test_failover_times_are_measured_from_the_fault_to_the_first_grant_of_the_successor() -> None:
+    b = Build()
+    b.hold("w0c0", 1, 1, 1.0, 1.5)
+    b.note("nemesis", "fault", 2.0, fault="kill-9-leader", member="t0")
+    b.hold("w0c0", 1, 2, 2.05, 2.1)  # answered by the dead leader before it died
+    b.note("nemesis", "elected", 4.5, fault="kill-9-leader", since=2.0, led=4.0)
+    b.hold("w1c0", 2, 3, 5.0, 5.5)
+    b.note("nemesis", "fault", 10.0, fault="kill-9-leader", member="t1")
+    b.note("nemesis", "elected", 12.5, fault="kill-9-leader", since=10.0, led=12.0)
+    b.hold("w1c0", 2, 4, 14.0, 14.5)
+    b.note("nemesis", "fault", 20.0, fault="cut-leader-from-etcd", member="t2")
+    b.note("nemesis", "elected", 22.5, fault="cut-leader-from-etcd", since=20.0, led=22.0)
+    b.note("nemesis", "deposed", 23.0, fault="cut-leader-from-etcd", member="t2",
+           since=20.0, stepped_down=21.5)  # fmt: skip
+    b.note("nemesis", "fault", 30.0, fault="kill-9-standby", member="t0")  # no grant before
+    verdict = b.verdict(stop=40.0)
+    assert verdict.ok, verdict.summary()
+    failover = verdict.stats["failover"]
+    assert failover["kill-9-leader"] == {
+        "count": 2,
+        "failover": {"p50": 3.5, "max": 4.0},
+        "election": {"p50": 2.0, "max": 2.0},
+        "unmeasured": 0,
+    }
+    assert failover["cut-leader-from-etcd"]["unmeasured"] == 1
+    assert failover["all"]["count"] == 3
+
+
+def test_a_cluster_that_loses_a_server_a_leader_or_a_session_is_caught() -> None:
+    b = Build()
+    b.note("nemesis", "elected", 3.0, fault="kill-9-leader", since=1.0, led=2.5)
+    b.hold("w0c0", 1, 1, 3.0, 3.5)
+    own = "SessionExpiredError('session 1: t0 has not answered for its recovery window (8s)')"
+    b.hold("w0c0", 1, 2, 4.0, 4.5, outcome="lost")
+    b.note("w0c0", "session-lost", 4.5, session=1, error=own)  # its own clock: allowed
+    assert b.verdict().ok
+    b.note("nemesis", "deposed", 6.0, fault="sigstop-leader", member="t1", stepped_down=None)
+    b.note("nemesis", "no-leader", 7.0, after="kill-9-all", waited=30.0)
+    b.note("nemesis", "server-died", 8.0, member="t2", why="exit code 1: ...")
+    b.note("w1c0", "session-lost", 9.0, session=2, error="SessionExpiredError('expired')")
+    b.hold("w2c0", 3, 3, 10.0, 10.5, outcome="lost")  # its session lives on
+    verdict = b.verdict()
+    assert verdict.rules() == {"stepped-down", "no-leader", "server-died", "session-kept"}
+    assert len([v for v in verdict.violations if v.rule == "session-kept"]) == 2

@@ -1,12 +1,14 @@
 """Short mode: every scenario against every target it applies to, judged by every rule.
 
-The targets: a real ``tenure serve`` (``tenure-*``), a real three-member etcd
-cluster (``etcd-*``; :mod:`tools.faults.etcd_target`), a real ``redis-server``
-(``redis-*``) and a real PostgreSQL (``postgres-*``; :mod:`tools.faults.db_targets`).
+The targets: a real ``tenure serve`` (``tenure-*``), three real ``tenure serve
+--cluster`` over a real three-member etcd cluster (``tenure-cluster-*``;
+:mod:`tools.faults.cluster_target`), a real three-member etcd cluster (``etcd-*``;
+:mod:`tools.faults.etcd_target`), a real ``redis-server`` (``redis-*``) and a real
+PostgreSQL (``postgres-*``; :mod:`tools.faults.db_targets`).
 Each run is a few dozen seconds of faults (``Scenario.short_seconds``) plus the heal phase;
 scripts/faults runs the same scenarios for minutes. Where etcd is not installed
-the etcd runs skip, and fail in CI (``CI=true``), as every etcd test does; so do
-the Redis and PostgreSQL runs.
+the etcd (and tenure-cluster) runs skip, and fail in CI (``CI=true``), as every
+etcd test does; so do the Redis and PostgreSQL runs.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from tests.etcd.fixtures import require_etcd
 from tests.faults.conftest import require_tools
 from tests.postgres.fixtures import require_postgres
 from tests.redis.fixtures import require_redis
+from tools.faults.check_locks import Violation
+from tools.faults.cluster_target import TenureClusterTarget
 from tools.faults.db_targets import PostgresTarget, RedisTarget
 from tools.faults.etcd_target import EtcdTarget
 from tools.faults.harness import run_scenario
@@ -34,9 +38,21 @@ ETCD_SHORT: tuple[str, ...] = ("cluster-crash", "network", "pause-clock")
 #: Likewise for Redis and PostgreSQL: the issue's fault (kill -9 mid-hold, restart);
 #: network and pause-clock run in long mode.
 DATABASE_SHORT: tuple[str, ...] = ("crash",)
+#: Likewise for a cluster of tenure servers: its own scenario (40 s of faults); network
+#: and pause-clock run in long mode.
+CLUSTER_SHORT: tuple[str, ...] = ("failover",)
+
+#: Findings not fixed yet (tools/faults/findings.md): (target, scenario) -> the rule and
+#: a phrase of the message of the violations it causes. A run whose violations are all
+#: of its finding xfails (after its evidence was checked); any other violation fails.
+#: Remove an entry once its finding is fixed.
+KNOWN: dict[tuple[str, str], tuple[str, str]] = {}
 
 
 def _make(target: str, tmp_path: Path, idle_timeout: float) -> Target:
+    if target == "tenure-cluster":
+        require_etcd()
+        return TenureClusterTarget(tmp_path / "cluster", idle_timeout=idle_timeout)
     if target == "etcd":
         require_etcd()
         return EtcdTarget(tmp_path / "etcd")
@@ -56,6 +72,7 @@ CASES = (
         for name in sorted(SCENARIOS)
         if applies(SCENARIOS[name], TenureTarget.capabilities)
     ]
+    + [("tenure-cluster", name) for name in CLUSTER_SHORT]
     + [("etcd", name) for name in ETCD_SHORT]
     + [(db, name) for db in ("redis", "postgres") for name in DATABASE_SHORT]
 )
@@ -74,7 +91,9 @@ async def test_scenario_keeps_every_promise(target_name: str, name: str, tmp_pat
     finally:
         target.close()
     verdict = outcome.verdict
-    assert verdict.ok, f"{verdict.summary()}\nstats: {verdict.stats}\nhistory: {tmp_path}"
+    known = [v for v in verdict.violations if _known(target_name, name, v)]
+    unknown = [v for v in verdict.violations if v not in known]
+    assert not unknown, f"{verdict.summary()}\nstats: {verdict.stats}\nhistory: {tmp_path}"
     # Evidence that the faults happened and the work went on (a run that did nothing
     # would pass every rule).
     faults = verdict.stats["faults"]
@@ -98,3 +117,21 @@ async def test_scenario_keeps_every_promise(target_name: str, name: str, tmp_pat
         # deadline timer, so either is the evidence that a pause bit.
         lost = verdict.stats["operations"].get("section:lost", 0)
         assert verdict.stats["stale_writes_refused"] + lost > 0, verdict.stats
+    if name == "failover":
+        # Each kind of fault of its first round that 40 s reach, and failovers measured.
+        for fault in ("kill-9-leader", "cut-leader-from-etcd", "sigstop-leader", "kill-9-all"):
+            assert faults.get(fault, 0) > 0, verdict.stats
+        assert verdict.stats["failover"]["kill-9-leader"]["failover"], verdict.stats
+        # The holder stopped while the leader died: its write with the old token was
+        # refused, or it learnt of its loss first (see pause-clock above).
+        assert faults.get("sigstop-holder", 0) + faults.get("sigstop", 0) > 0, verdict.stats
+        lost = verdict.stats["operations"].get("section:lost", 0)
+        assert verdict.stats["stale_writes_refused"] + lost > 0, verdict.stats
+    if known:
+        pytest.xfail(f"a known finding (tools/faults/findings.md): {known[0].message}")
+
+
+def _known(target: str, scenario: str, violation: Violation) -> bool:
+    """Whether ``violation`` is one of the findings not fixed yet (:data:`KNOWN`)."""
+    rule, phrase = KNOWN.get((target, scenario), ("", ""))
+    return violation.rule == rule and phrase in violation.message

@@ -9,10 +9,14 @@ against a real server while nemeses (:mod:`~tools.faults.nemesis`,
 their clocks and fill or break the disk. Everything is recorded
 (:mod:`~tools.faults.history`) and judged at the end (:mod:`~tools.faults.checker`).
 The backend is reached through :class:`~tools.faults.target.Target` only:
-``tenure serve`` (:class:`~tools.faults.target.TenureTarget`), a three-member
-etcd cluster (:class:`~tools.faults.etcd_target.EtcdTarget`, whose members also
-fail one at a time: :mod:`~tools.faults.members`), a ``redis-server`` or a
-PostgreSQL (:mod:`~tools.faults.db_targets`).
+``tenure serve`` (:class:`~tools.faults.target.TenureTarget`), three ``tenure
+serve --cluster`` over a three-member etcd cluster
+(:class:`~tools.faults.cluster_target.TenureClusterTarget`, whose servers and etcd
+members also fail one at a time, and whose leader is cut off from etcd and paused:
+:mod:`~tools.faults.failover`, measured by :mod:`~tools.faults.check_failover`), a
+three-member etcd cluster (:class:`~tools.faults.etcd_target.EtcdTarget`, whose
+members also fail one at a time: :mod:`~tools.faults.members`), a ``redis-server``
+or a PostgreSQL (:mod:`~tools.faults.db_targets`).
 
 Short mode is ``pytest tests/faults`` (part of every test run); long mode is
 ``scripts/faults``, which writes docs/reliability.md.

@@ -5,7 +5,8 @@ scenario for ``--minutes`` of faults (10 by default) against a fresh server of e
 target it applies to, with more workers than short mode, then writes
 docs/reliability.md (and its JSON), replacing the results of the (target, scenario)
 pairs it ran and keeping the others. Targets: ``tenure`` (a ``tenure serve``),
-``etcd`` (a three-member etcd cluster), ``redis`` (a ``redis-server``) and
+``tenure-cluster`` (three ``tenure serve --cluster`` over a three-member etcd
+cluster), ``etcd`` (a three-member etcd cluster), ``redis`` (a ``redis-server``) and
 ``postgres`` (a PostgreSQL 15); all by default. Exits 1 if any rule was broken, 2 if
 a target cannot run here. Each run's directory is removed afterwards unless
 ``--keep``.
@@ -26,6 +27,7 @@ from tests.postgres.server import postgres_unavailable
 from tests.redis.server import redis_unavailable
 
 from tools.faults import cli
+from tools.faults.cluster_target import TenureClusterTarget
 from tools.faults.db_targets import PostgresTarget, RedisTarget
 from tools.faults.etcd_target import EtcdTarget
 from tools.faults.harness import run_scenario
@@ -36,12 +38,14 @@ from tools.faults.target import Target, TenureTarget
 #: Each target's capabilities, known before one is made (scenarios are chosen by them).
 CAPABILITIES = {
     "tenure": TenureTarget.capabilities,
+    "tenure-cluster": TenureClusterTarget.capabilities,
     "etcd": EtcdTarget.capabilities,
     "redis": RedisTarget.capabilities,
     "postgres": PostgresTarget.capabilities,
 }
 #: Why a target's server cannot run here (None: it can).
 UNAVAILABLE = {
+    "tenure-cluster": etcd_unavailable,
     "etcd": etcd_unavailable,
     "redis": redis_unavailable,
     "postgres": postgres_unavailable,
@@ -49,6 +53,8 @@ UNAVAILABLE = {
 
 
 def _make(target: str, work_dir: Path, idle_timeout: float) -> Target:
+    if target == "tenure-cluster":
+        return TenureClusterTarget(work_dir / "cluster", idle_timeout=idle_timeout)
     if target == "etcd":
         return EtcdTarget(work_dir / "etcd")
     if target == "redis":

@@ -2,9 +2,11 @@
 
 The rules live in :mod:`~tools.faults.check_locks` (mutual exclusion, fencing
 tokens, fenced writes), :mod:`~tools.faults.check_queue` (FIFO),
-:mod:`~tools.faults.check_data` (durability, disk faults) and
-:mod:`~tools.faults.check_live` (liveness); each module's docstring states its
-rules precisely. One rule is specific to the clock nemesis:
+:mod:`~tools.faults.check_data` (durability, disk faults),
+:mod:`~tools.faults.check_live` (liveness) and :mod:`~tools.faults.check_failover`
+(a replicated service's failovers, which it also measures: ``stats["failover"]``,
+present only then); each module's docstring states its rules precisely. One rule
+is specific to the clock nemesis:
 
 * ``wall-clock``: a worker whose wall clock jumped (its monotonic clock left
   alone) lost no session and no lease: expiry follows the server's clock, and
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tools.faults.check_data import check_registers, check_server_exits
+from tools.faults.check_failover import check_failovers
 from tools.faults.check_live import check_liveness
 from tools.faults.check_locks import (
     Violation,
@@ -100,6 +103,8 @@ def check(history: History) -> Verdict:
     live, stalls = check_liveness(history)
     violations += refused + fifo + lost + check_server_exits(history) + live
     violations += check_wall_clock(history) + check_client_errors(history)
+    failover, failovers = check_failovers(history)
+    violations += failover
     outcomes: Counter[str] = Counter(
         f"{op.kind}:{op.outcome or 'pending'}" for op in history.ops if op.kind != "snapshot"
     )
@@ -118,4 +123,6 @@ def check(history: History) -> Verdict:
         "longest_stall_after_restart": round(stalls.longest_stall_after_restart, 3),
         "longest_gap": round(stalls.longest_gap, 3),
     }
+    if failovers:
+        stats["failover"] = failovers
     return Verdict(sorted(violations, key=lambda v: v.t), stats)

@@ -21,24 +21,26 @@ __all__ = ["REPO", "SCENARIO_NAMES", "TARGET_NAMES", "main", "parser"]
 #: The repository (docs/reliability.md is written under it).
 REPO: Final = Path(__file__).resolve().parents[2]
 #: The targets, in the report's order.
-TARGET_NAMES: Final = ("tenure", "etcd", "redis", "postgres")
+TARGET_NAMES: Final = ("tenure", "tenure-cluster", "etcd", "redis", "postgres")
 #: The scenarios, in the report's order.
-SCENARIO_NAMES: Final = ("crash", "cluster-crash", "network", "pause-clock", "disk")
+SCENARIO_NAMES: Final = ("crash", "cluster-crash", "failover", "network", "pause-clock", "disk")
 
 DESCRIPTION: Final = """\
 Long mode of the fault suite (tools/faults): each scenario runs for --minutes of
 faults against a fresh server of each target it applies to, with more workers than
 short mode (pytest tests/faults), then docs/reliability.md (and its JSON) is
 written: the results of the (target, scenario) pairs run replace earlier ones, the
-others stay. On tenure: crash, network, pause-clock, disk; on etcd: cluster-crash,
-network, pause-clock; on redis and postgres: crash, network, pause-clock (130 min
-of faults in all at the default --minutes). Needs root (the disk scenario mounts a
-tmpfs) and Debian's etcd-server, redis-server and postgresql (scripts/bootstrap
-test installs them). Exits 1 if a rule was broken, 2 if a target cannot run here.
+others stay. On tenure: crash, network, pause-clock, disk; on tenure-cluster:
+failover, network, pause-clock; on etcd: cluster-crash, network, pause-clock; on
+redis and postgres: crash, network, pause-clock (160 min of faults in all at the
+default --minutes). Needs root (the disk scenario mounts a tmpfs) and Debian's
+etcd-server, redis-server and postgresql (scripts/bootstrap test installs them).
+Exits 1 if a rule was broken, 2 if a target cannot run here.
 """
 
 TARGET_HELP: Final = (
-    "tenure (a `tenure serve`), etcd (a three-member etcd cluster), redis (a "
+    "tenure (a `tenure serve`), tenure-cluster (three `tenure serve --cluster` over a "
+    "three-member etcd cluster), etcd (a three-member etcd cluster), redis (a "
     "redis-server) or postgres (a PostgreSQL 15); repeatable; default: all"
 )
 

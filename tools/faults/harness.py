@@ -28,6 +28,7 @@ import tenure
 from tenure.errors import AlreadyExistsError
 from tools.faults.checker import Verdict, check
 from tools.faults.disk import TRIGGER_VARIABLE, compile_shim, mount_tmpfs, unmount
+from tools.faults.failover import note_deaths
 from tools.faults.fence import FenceServer
 from tools.faults.history import Recorder, load, now
 from tools.faults.nemesis import Stage, restart, set_clock, sleep_until
@@ -35,7 +36,7 @@ from tools.faults.observer import Observer
 from tools.faults.progress import Progress
 from tools.faults.proxies import ProxyGroup
 from tools.faults.scenarios import NEMESES, Scenario, liveness_bound
-from tools.faults.target import IDLE_TIMEOUT, Address, Target
+from tools.faults.target import IDLE_TIMEOUT, REPLICATED, Address, Target, as_replicated
 from tools.faults.worker import WorkerConfig, register_of
 
 NODE: Final = "faults"
@@ -106,7 +107,13 @@ def _spawn(args: list[str], log_path: Path, env: dict[str, str]) -> subprocess.P
 
 
 async def heal(stage: Stage) -> None:
-    """Undo whatever a nemesis left (they heal themselves; this is the safety net)."""
+    """Undo whatever a nemesis left (they heal themselves; this is the safety net).
+
+    On a replicated target a server found dead that no fault killed is noted first
+    (``server-died``, a rule), whichever scenario ran.
+    """
+    if REPLICATED in stage.target.capabilities:
+        note_deaths(stage, as_replicated(stage.target))
     set_clock(stage, "+0")
     for proxy in stage.proxies.values():
         proxy.delay = 0.0
@@ -218,7 +225,7 @@ async def run_scenario(
             target, rec, rng, scenario.window, idle_timeout, observer,
             proxies=proxies, workers=workers, clock_files=clock_files,
             pausable=[i for i in range(scenario.workers) if i not in clock_files],
-            owner_of=progress.worker_of,
+            owner_of=progress.worker_of, in_body=progress.in_body,
         )  # fmt: skip
         rec.note(
             HARNESS, "params",

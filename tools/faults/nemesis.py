@@ -54,6 +54,9 @@ class Stage:
     pausable: list[int] = field(default_factory=list)
     #: Session id -> worker index, as far as the histories tell (set by the harness).
     owner_of: Callable[[int], int | None] = lambda session: None
+    #: The workers inside a critical section's body now, as far as the histories tell
+    #: (set by the harness: :meth:`~tools.faults.progress.Progress.in_body`).
+    in_body: Callable[[], list[int]] = list
     counts: Counter[str] = field(default_factory=Counter)
     paused: set[int] = field(default_factory=set)
 
@@ -264,25 +267,66 @@ async def pause(stage: Stage, until: float) -> None:
         await asyncio.sleep(stage.rng.uniform(2.0, 5.0))
         if now() >= until:
             break
-        for attempt in range(PAUSE_TRIES):
-            holders = _holders(stage)
-            index = stage.rng.choice(holders or stage.pausable)
-            stage.paused.add(index)
-            _signal(stage, index, signal.SIGSTOP)
-            holding = bool(holders) and await _still_holds(stage, index)
-            if holding or not holders or attempt == PAUSE_TRIES - 1:
-                break
-            _signal(stage, index, signal.SIGCONT)  # it let go before it stopped
-            stage.paused.discard(index)
-            stage.note("pause-missed", worker=index)
+        index, holding = await stop_holder(stage)
         seconds = stage.idle_timeout + stage.window + stage.rng.uniform(1.0, 3.0)
         stage.fault("sigstop-holder" if holding else "sigstop", worker=index, seconds=seconds)
         try:
             await asyncio.sleep(seconds)
         finally:
-            _signal(stage, index, signal.SIGCONT)
-            stage.paused.discard(index)
+            resume_worker(stage, index)
         stage.note("healed", fault="sigstop", worker=index)
+
+
+async def stop_holder(stage: Stage) -> tuple[int, bool]:
+    """SIGSTOP a pausable worker that holds a lock, if one can be caught holding.
+
+    Returns the worker stopped and whether it holds (see :func:`pause`: each one
+    stopped is looked at, and resumed at once if it let go meanwhile). Resume it
+    with :func:`resume_worker`.
+    """
+    for attempt in range(PAUSE_TRIES):
+        holders = _holders(stage)
+        index = stage.rng.choice(holders or stage.pausable)
+        stage.paused.add(index)
+        _signal(stage, index, signal.SIGSTOP)
+        holding = bool(holders) and await _still_holds(stage, index)
+        if holding or not holders or attempt == PAUSE_TRIES - 1:
+            return index, holding
+        _signal(stage, index, signal.SIGCONT)  # it let go before it stopped
+        stage.paused.discard(index)
+        stage.note("pause-missed", worker=index)
+    raise AssertionError("unreachable: the last try returns")
+
+
+#: Tries at catching a worker inside a body (a few seconds at most, see stop_in_body).
+BODY_TRIES: Final = 60
+
+
+async def stop_in_body(stage: Stage) -> int | None:
+    """SIGSTOP a pausable worker caught inside a critical section's body; None if none was.
+
+    Its history is read again once it stopped (it cannot move on any more): a worker
+    that left its body meanwhile is resumed at once and another tried. Resume it with
+    :func:`resume_worker`. Whatever it does with the lock once it runs again (a
+    fenced write) is done with a token that may be stale by then.
+    """
+    for _ in range(BODY_TRIES):
+        candidates = [index for index in stage.in_body() if index in stage.pausable]
+        if candidates:
+            index = stage.rng.choice(candidates)
+            stage.paused.add(index)
+            _signal(stage, index, signal.SIGSTOP)
+            if index in stage.in_body():
+                return index
+            resume_worker(stage, index)
+        await asyncio.sleep(0.05)
+    return None
+
+
+def resume_worker(stage: Stage, index: int) -> None:
+    """SIGCONT a worker :func:`stop_holder` stopped."""
+    _signal(stage, index, signal.SIGCONT)
+    stage.paused.discard(index)
 
 
 def _holders(stage: Stage) -> list[int]:

@@ -1,9 +1,10 @@
 """Reading the workers' histories while they are written: who holds which session, who progresses.
 
-The harness needs two things live: which worker a session belongs to (the pause
-nemesis stops the worker that holds a lock) and whether every client has taken
-locks lately (the warm-up and the heal phase end when they all have). Both come
-from the workers' history files, read incrementally.
+The harness needs three things live: which worker a session belongs to (the pause
+nemesis stops the worker that holds a lock), which workers are inside a critical
+section's body now (the failover nemesis stops one there) and whether every client
+has taken locks lately (the warm-up and the heal phase end when they all have). All
+come from the workers' history files, read incrementally.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ class _Tail:
         self.offset = 0
         self.partial = b""
         self.kinds: dict[tuple[str, int], str] = {}
+        #: Process -> fenced writes invoked in its open section (its body: two writes).
+        self.sections: dict[str, int] = {}
 
 
 class Progress:
@@ -66,15 +69,29 @@ class Progress:
             return
         key = (line.get("p"), line.get("id"))
         if line.get("ev") == "inv":
-            tail.kinds[key] = line.get("kind")
-        elif line.get("ev") == "done" and line.get("outcome") == "ok":
+            tail.kinds[key] = kind = line.get("kind")
+            if kind == "section":
+                tail.sections[line["p"]] = 0
+            elif kind == "write" and line["p"] in tail.sections:
+                tail.sections[line["p"]] += 1
+        elif line.get("ev") == "done":
             kind = tail.kinds.pop(key, None)
-            if kind == "acquire":
+            if kind == "section":
+                tail.sections.pop(line["p"], None)
+            elif line.get("outcome") != "ok":
+                pass
+            elif kind == "acquire":
                 self.grants.setdefault(line["p"], []).append(line["t"])
             elif kind == "session-open" and line.get("session") is not None:
                 self._owner[int(line["session"])] = tail.worker
-        elif line.get("ev") == "done":
-            tail.kinds.pop(key, None)
+
+    def in_body(self) -> list[int]:
+        """The workers with a client inside a critical section's body now: granted, and
+        its last fenced write not yet invoked (a write it makes from now on carries a
+        token that may be stale by then)."""
+        self.refresh()
+        tails = self._tails.values()
+        return sorted({t.worker for t in tails if any(n < 2 for n in t.sections.values())})
 
     def progressed(self, processes: list[str], since: float, grants: int) -> bool:
         """Whether each process took at least ``grants`` locks since ``since``."""

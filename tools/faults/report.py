@@ -22,6 +22,10 @@ from tools.faults.scenarios import SCENARIOS, liveness_bound
 TARGETS: Final = {
     "tenure": "`tenure://`: one `tenure serve` process (fsync always), restarted on its data "
     "directory after a crash",
+    "tenure-cluster": "`tenure://` with three doors: three `tenure serve --cluster` servers "
+    "(lease TTL 2 s, idle timeout 5 s) over a three-member etcd cluster on loopback (as "
+    "`etcd`'s), each server reaching etcd through fault proxies of its own; every client "
+    "given all three servers, each worker starting on a different one",
     "etcd": "`etcd://`: a three-member etcd cluster on loopback (Debian's etcd-server, "
     "Raft heartbeat 50 ms, election timeout 500 ms), every client given all three "
     "members, each worker starting on a different one",
@@ -61,6 +65,24 @@ DATABASE_NOTES: Final = (
     "for every target."
 )
 
+#: What differs on a cluster of tenure servers, said once under the results.
+CLUSTER_NOTES: Final = (
+    'On `tenure-cluster` "the server" is the whole service, its etcd included. `crash` '
+    "is not run there (`failover` kills everything at once, and for longer than the "
+    "window, among its faults), nor `disk` (the log lives in etcd). A proxied worker has "
+    "a proxy per server. The window of `failover` is 8 s: a failover (the dead leader's "
+    "lease of 2 s running out, a standby taking over, the clients finding it) must fit in "
+    "it with room for the clients' pings and backoff, since a session survives a "
+    "failover only if its client re-attaches within its window. The liveness bound adds "
+    "what a cluster may take beyond one `tenure serve`: the lease TTL, an etcd election "
+    "(2 s), a server's etcd call in flight when etcd's leader died (5 s), a client's "
+    "backoff (2 s) and one more window (a new leader starts every session's window "
+    "afresh). The **failover time** is measured from the fault that deposed the leader "
+    "(killed, cut off from etcd, stopped) to the first grant any client saw after the "
+    "successor began to lead; the **election time** to that beginning (the successor's "
+    "log)."
+)
+
 FINDINGS: Final = Path(__file__).with_name("findings.md")
 
 #: Which rule caught which mutant (held by tests/faults/test_mutants.py).
@@ -97,6 +119,13 @@ RULES: Final = (
     ("disk-fault-acknowledged", "after a full disk or a failing fsync the server stops "
      "with a non-zero exit code"),
     ("restart-failed", "the server starts again on its data after every crash and disk fault"),
+    ("no-leader", "after every fault (servers and etcd running again), a server leads "
+     "within 30 s"),
+    ("stepped-down", "a leader cut off from etcd or stopped past its lease says it stepped "
+     "down (once it can) and stays a standby"),
+    ("server-died", "no server of a cluster exits by itself during the faults"),
+    ("session-kept", "on a cluster, a session is lost only by its own client's clock (its "
+     "window passed), and a lock only with its session: a failover keeps both"),
     ("hang", "no client waits longer than the liveness bound for one answer"),
     ("no-progress", "after the faults stop, every client takes a lock within the bound"),
     ("wall-clock", "a client whose wall clock jumps loses nothing (expiry follows the "
@@ -163,6 +192,43 @@ def _stall(stats: dict[str, Any]) -> str:
     return str(stats["longest_stall_after_restart"]) if stats["restarts"] else "no restart"
 
 
+def _seconds(measure: dict[str, float]) -> tuple[str, str]:
+    return (f"{measure['p50']:g}", f"{measure['max']:g}") if measure else ("-", "-")
+
+
+def _failover_lines(stats: dict[str, Any]) -> list[str]:
+    """A scenario section's lines on its failovers (none on a target without)."""
+    measures: dict[str, dict[str, Any]] = stats.get("failover", {})
+    lines = []
+    for fault, m in measures.items():
+        (f50, fmax), (e50, emax) = _seconds(m["failover"]), _seconds(m["election"])
+        unmeasured = ""
+        if m["unmeasured"]:
+            unmeasured = f", {m['unmeasured']} with no grant before the next fault"
+        lines.append(
+            f"* failover after {fault} ({m['count']}{unmeasured}): p50 {f50} s, max "
+            f"{fmax} s; election p50 {e50} s, max {emax} s"
+        )
+    return lines
+
+
+def _failover_table(results: list[Result]) -> list[str]:
+    """The failover times of every result that has them, one row per kind of fault."""
+    rows = tuple(
+        (r.target, r.scenario, fault, str(m["count"]), *_seconds(m["failover"]),
+         *_seconds(m["election"]))
+        for r in results
+        for fault, m in r.stats.get("failover", {}).items()
+    )  # fmt: skip
+    if not rows:
+        return []
+    header = (
+        "target", "scenario", "leader deposed by", "failovers", "failover p50 (s)",
+        "failover max (s)", "election p50 (s)", "election max (s)",
+    )  # fmt: skip
+    return ["", "### Failover times", "", *_table(header, rows)[:-1]]
+
+
 def _order(result: Result) -> tuple[int, str, int, str]:
     targets, names = list(TARGETS), list(SCENARIOS)
     target = targets.index(result.target) if result.target in targets else len(targets)
@@ -224,12 +290,19 @@ def render(results: list[Result], generated: str, commit: str | None = None) -> 
         lines += ["", ETCD_NOTES]
     if any(r.target in ("redis", "postgres") for r in results):
         lines += ["", DATABASE_NOTES]
+    if any(r.target == "tenure-cluster" for r in results):
+        lines += ["", CLUSTER_NOTES]
+    lines += _failover_table(results)
     lines += ["", "## Scenarios", ""]
     for r in results:
         scenario = SCENARIOS[r.scenario]
         s = r.stats
         ops = ", ".join(f"{name} {n}" for name, n in s["operations"].items())
-        idle = f"server idle timeout {scenario.idle_timeout:g} s, " if r.target == "tenure" else ""
+        idle = (
+            f"server idle timeout {scenario.idle_timeout:g} s, "
+            if r.target in ("tenure", "tenure-cluster")
+            else ""
+        )
         lines += [
             f"### {r.scenario} ({r.target})",
             "",
@@ -245,6 +318,7 @@ def render(results: list[Result], generated: str, commit: str | None = None) -> 
             f"* FIFO: {s['fifo_snapshots']} queue snapshots, {s['fifo_pairs']} waiter pairs "
             f"compared, {s['fifo_skipped']} waiters not matched to one acquire",
             f"* register reads checked {s['register_reads']}; server restarts {s['restarts']}",
+            *_failover_lines(s),
             f"* violations: {r.violation_count}",
         ]
         lines += [f"  * `{line}`" for line in r.violations]

@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Final
 
-from tools.faults import disk, members, nemesis
+from tools.faults import disk, failover, members, nemesis
 from tools.faults.nemesis import Stage
-from tools.faults.target import DATA_DIR, IDLE_TIMEOUT, MEMBERS, PRELOAD, Target
+from tools.faults.target import DATA_DIR, IDLE_TIMEOUT, MEMBERS, PRELOAD, REPLICATED, Target
 
 Nemesis = Callable[[Stage, float], Awaitable[None]]
 
@@ -31,6 +31,7 @@ NEMESES: Final[dict[str, Nemesis]] = {
     "clock": nemesis.clock,
     "disk": disk.disk,
     "members": members.members,
+    "failover": failover.failover,
 }
 
 #: Tools a scenario may need on the machine (scripts/bootstrap installs them).
@@ -112,9 +113,9 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             "crash",
             "kill -9 of the server every 3-8 s, restarted at once on the same data; every "
             "third outage lasts longer than the recovery window (on a cluster, "
-            "cluster-crash does this among its faults)",
+            "cluster-crash or failover does this among its faults)",
             ("crash",),
-            excludes=frozenset({MEMBERS}),
+            excludes=frozenset({MEMBERS, REPLICATED}),
         ),
         Scenario(
             "cluster-crash",
@@ -125,6 +126,21 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             ("members",),
             requires=frozenset({MEMBERS}),
             short_seconds=25.0,
+        ),
+        Scenario(
+            "failover",
+            "one fault at a time, 1-2 s apart: kill -9 of the leader (about every 10 s; "
+            "restarted on its data once a standby leads); a lock holder stopped (SIGSTOP) "
+            "while the leader is killed, until a window and 1-2 s after the successor took "
+            "over; the leader cut off from etcd, and the leader stopped, each past its "
+            "lease; every server and etcd member killed at once and restarted at once; "
+            "etcd's leader killed; a standby killed (each restarted after 0.5-1.5 s); "
+            "everything down past the window",
+            ("failover",),
+            window=8.0,
+            hold=(0.05, 0.3),
+            short_seconds=40.0,
+            requires=frozenset({REPLICATED}),
         ),
         Scenario(
             "network",

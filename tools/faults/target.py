@@ -13,6 +13,10 @@ wrapper module) on a fixed port and data directory: restarting it after
 :class:`~tools.faults.etcd_target.EtcdTarget` is a three-member etcd cluster;
 for it "the server" is the whole cluster (``kill`` kills every member), and its
 members can also fail one at a time (:class:`Cluster`, capability ``members``).
+:class:`~tools.faults.cluster_target.TenureClusterTarget` is three ``tenure serve
+--cluster`` servers over a three-member etcd cluster; "the server" is all of them,
+etcd included, and its servers and etcd members also fail one at a time
+(:class:`Replicated`, capability ``replicated``).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ DATA_DIR = "data-dir"  # its state lives in ``data_dir``, which may be a mount p
 PRELOAD = "preload"  # its server is a dynamically linked process that honours LD_PRELOAD
 IDLE_TIMEOUT = "idle-timeout"  # it closes idle connections after ``idle_timeout``
 MEMBERS = "members"  # a cluster whose members fail one at a time (:class:`Cluster`)
+REPLICATED = "replicated"  # servers of one service, one leading, over etcd (:class:`Replicated`)
 
 #: A host and port.
 Address = tuple[str, int]
@@ -120,6 +125,74 @@ class Cluster(Target, Protocol):
 
     def start_members(self, names: Sequence[str]) -> None:
         """Start stopped members again on their data; waits until each serves (bounded)."""
+
+
+class Replicated(Target, Protocol):
+    """Servers of one service, one of which leads, whose log lives in an etcd cluster
+    (capability ``replicated``).
+
+    Its servers and etcd's members are named; "the server" of :class:`Target` is all
+    of them at once. Times given and returned are the histories'
+    (:func:`~tools.faults.history.now`).
+    """
+
+    #: The leader's lease in etcd, in seconds: a leader that cannot renew it stops
+    #: serving before it ends, and a dead leader is replaced about this long after.
+    lease_ttl: int
+
+    @property
+    def servers(self) -> list[str]:
+        """Every server's name."""
+
+    def running_servers(self) -> list[str]:
+        """The servers whose process runs now (serving, standing by, or stopped by a signal)."""
+
+    def leader(self, *, excluding: Sequence[str] = (), timeout: float = 0.0) -> str | None:
+        """The server that says it leads, not one of ``excluding`` (waits up to ``timeout``)."""
+
+    def led_since(self, name: str, since: float) -> float | None:
+        """When server ``name`` began to lead, the first time at or after ``since``."""
+
+    def stepped_down_since(self, name: str, since: float) -> float | None:
+        """When server ``name`` said it stepped down, the first time at or after ``since``."""
+
+    def died_by_itself(self, name: str) -> str | None:
+        """Why server ``name`` exited, if its process ended by itself (not by SIGKILL)."""
+
+    def kill_server(self, name: str) -> None:
+        """``kill -9`` one server; waits until it is gone."""
+
+    def start_servers(self, names: Sequence[str]) -> None:
+        """Start stopped servers again on their data; waits until each listens (bounded)."""
+
+    def pause_server(self, name: str, paused: bool = True) -> None:
+        """SIGSTOP (``paused``) or SIGCONT one server."""
+
+    def cut_from_etcd(self, name: str, cut: bool = True) -> None:
+        """Stall (``cut``) or resume every link of one server to etcd (nothing is lost)."""
+
+    @property
+    def etcd_members(self) -> list[str]:
+        """Every etcd member's name."""
+
+    def running_etcd_members(self) -> list[str]:
+        """The etcd members whose process runs now."""
+
+    def etcd_leader(self) -> str | None:
+        """The etcd member the running members agree leads (None: none now)."""
+
+    def kill_etcd_member(self, name: str) -> None:
+        """``kill -9`` one etcd member; waits until it is gone."""
+
+    def start_etcd_members(self, names: Sequence[str]) -> None:
+        """Start stopped etcd members again on their data; waits until each serves (bounded)."""
+
+
+def as_replicated(target: Target) -> Replicated:
+    """``target`` as a :class:`Replicated`; raises if it lacks the ``replicated`` capability."""
+    if REPLICATED not in target.capabilities:
+        raise TypeError(f"target {target.name} has no servers over etcd to fail one at a time")
+    return cast(Replicated, target)
 
 
 def as_cluster(target: Target) -> Cluster:

@@ -187,17 +187,24 @@ class Connection:
                 error = again
 
     async def txn(
-        self, compares: list[Any], success: list[Any], failure: list[Any] | None = None
+        self,
+        compares: list[Any],
+        success: list[Any],
+        failure: list[Any] | None = None,
+        *,
+        timeout: float | None = None,
     ) -> Any:
-        """One Txn: ``success`` ops if every compare holds, else ``failure`` ops."""
-        request = rpc_pb2.TxnRequest(compare=compares, success=success, failure=failure or [])
-        return await self.send_txn(request)
+        """One Txn: ``success`` ops if every compare holds, else ``failure`` ops.
 
-    async def send_txn(self, request: Any) -> Any:
-        """One Txn, built by the caller."""
-        return await self.call(
-            lambda: self.kv.Txn(request, timeout=self._timeout(), metadata=self.metadata())
-        )
+        ``timeout``: how long one try waits for its answer (None: ``request_timeout``).
+        """
+        request = rpc_pb2.TxnRequest(compare=compares, success=success, failure=failure or [])
+        return await self.send_txn(request, timeout=timeout)
+
+    async def send_txn(self, request: Any, *, timeout: float | None = None) -> Any:
+        """One Txn, built by the caller (``timeout``: as :meth:`txn`'s)."""
+        wait = self._timeout() if timeout is None else timeout
+        return await self.call(lambda: self.kv.Txn(request, timeout=wait, metadata=self.metadata()))
 
     async def range(self, request: Any) -> Any:
         """One Range."""

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 from tenure._core.snapshot import resume
 from tenure.backends.etcd._conn import Connection
 from tenure.backends.etcd._streams import KeepAlive, WatchHub
-from tenure.errors import NotLeaderError, UnavailableError
+from tenure.errors import TenureError, UnavailableError
 from tenure.server._cluster.appender import Appender
 from tenure.server._cluster.follower import Follower
 from tenure.server._cluster.hosts import LeaderHost, StandbyHost
@@ -306,10 +306,15 @@ class ClusterMember:
             return await call
 
     async def _resign(self, lease: LeaseKeeper) -> None:
-        """Let go of ``lease`` (and with it the candidacy): a successor is elected at once."""
+        """Let go of ``lease`` (and with it the candidacy): a successor is elected at once.
+
+        Best effort: a lease etcd already ended (its TTL ran out while this member was
+        paused or cut off: "lease not found"), or an etcd out of reach, leaves nothing
+        to do but wait for the TTL; the member goes on as a standby either way.
+        """
         self.keepalive.remove(lease.lease_id, lease)
         lease.lease_gone()
-        with contextlib.suppress(UnavailableError, TimeoutError, NotLeaderError):
+        with contextlib.suppress(TenureError, TimeoutError):
             async with asyncio.timeout(self.config.cluster_lease_ttl):
                 await self.store.revoke(lease.lease_id)
         self.lease = None

@@ -50,6 +50,11 @@ __all__ = ["Appended", "ClusterStore", "Leader", "LogPage"]
 #: The bytes of answers one read asks for at most: pages of log entries or snapshot
 #: chunks stay well within the channel's limit (``cluster_url.MAX_RECEIVE``).
 READ_BUDGET: Final = 32 * 1024 * 1024
+#: How long one try of an append waits for etcd's answer, in seconds: an append that
+#: etcd's leader took with it when it died is tried again (on the next member) after
+#: this, not after the connection's ``request_timeout`` (5 s), during which the leader
+#: could answer nothing. A Txn of one entry takes milliseconds on a healthy etcd.
+APPEND_TIMEOUT: Final = 1.0
 #: The length of a cluster's instance id.
 ID_BYTES: Final = 16
 #: The length of a cluster's secret.
@@ -187,6 +192,7 @@ class ClusterStore:
             [compare_create(candidate, entry.term), compare_create(key, 0)],
             [put(key, value)],
             [get(candidate), get(key)],
+            timeout=APPEND_TIMEOUT,
         )
         if reply.succeeded:
             return Appended.DONE
