@@ -18,6 +18,12 @@ from tests.cluster.harness import TenureCluster
 from tests.server.wire import WireClient
 
 
+@pytest.fixture(scope="module")
+def cluster(steady_cluster: TenureCluster) -> TenureCluster:
+    """One cluster for the module: no test here kills, stops or pauses a member."""
+    return steady_cluster
+
+
 async def _connect(port: int) -> WireClient:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     return WireClient(reader, writer)
