@@ -9,7 +9,9 @@ part. A run longer than ``--timeout`` seconds fails (exit status 2, the reason o
 stderr) instead of hanging.
 
 * seq: one session, acquire + release of distinct keys, one pair at a time; and
-  the CPU time per pair of this client process and (``--server-pid``) the server's.
+  the CPU time per pair of this client process and (``--server-pid``) the server's
+  (``--server-pid P,P,...``: a system of several processes, tenure-cluster's members
+  and their etcd, added up).
 * par: ``--clients`` sessions at once, distinct keys, ``n`` pairs in all.
 * cont: ``--clients`` sessions loop acquire -> release on one key until ``n``
   grants: wait percentiles, Jain's fairness index over grants per client, and the
@@ -262,7 +264,7 @@ async def run(args: argparse.Namespace) -> dict[str, Outcome]:
     connection of the shared shape) is the process's, opened once.
     """
     client = lock_client(args.system, args.url, args.timeout, shared=args.shape == "one")
-    server = ServerCpu(args.server_pid) if args.server_pid else None
+    server = ServerCpu(*args.server_pid) if args.server_pid else None
     outcomes: dict[str, Outcome] = {}
     async with asyncio.timeout(args.timeout):
         await client.open()
@@ -282,6 +284,17 @@ def _workloads(text: str) -> list[str]:
     if unknown or not names:
         raise argparse.ArgumentTypeError(f"workloads of {', '.join(WORKLOADS)}; not {unknown}")
     return names
+
+
+def _pids(text: str) -> list[int]:
+    """``123`` or ``123,456``: the processes whose CPU time seq reads."""
+    try:
+        pids = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"pids, comma-separated; not {text!r}") from None
+    if not pids:
+        raise argparse.ArgumentTypeError("at least one pid")
+    return pids
 
 
 def _sizes(text: str) -> dict[str, int]:
@@ -337,7 +350,10 @@ def main(argv: list[str] | None = None) -> int:
         help="one client (connection, pool, channel) for all sessions, or one each",
     )
     parser.add_argument(
-        "--server-pid", type=int, help="seq: also measure this server's CPU per pair"
+        "--server-pid",
+        type=_pids,
+        help="seq: also measure this server's CPU per pair: PID, or PID,PID,... (the"
+        " processes of a system of several, their CPU added up)",
     )
     args = parser.parse_args(argv)
     missing = [w for w in args.workload if w not in args.n]

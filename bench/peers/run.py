@@ -46,7 +46,8 @@ RUN_TIMEOUT = 120.0  # one repeat, in seconds; longer is reported as a failure
 #: advisory locks and dflockd take a connection per session anyway (they are that
 #: shape already); memory:// has no connection; the backends' own targets
 #: (tenure-etcd, tenure-redis, tenure-postgres) are set for the shared client.
-EACH_SHAPE: tuple[str, ...] = ("tenure-always", "tenure-off", "redis", "etcd")
+#: tenure-cluster is judged against etcd as durable tenure is: in both shapes.
+EACH_SHAPE: tuple[str, ...] = ("tenure-always", "tenure-off", "tenure-cluster", "redis", "etcd")
 
 _started = time.monotonic()
 
@@ -152,8 +153,8 @@ def _lock_run(
     argv += ["--clients", str(CLIENTS), "--timeout", str(RUN_TIMEOUT), "--shape", shape]
     if quick:
         argv += ["--max-seconds", str(QUICK_SECONDS)]
-    if "seq" in wanted and server.pid is not None:
-        argv += ["--server-pid", str(server.pid)]
+    if "seq" in wanted and (pids := server.pids()):
+        argv += ["--server-pid", ",".join(map(str, pids))]
     run = client_run(argv, ",".join(wanted), name)
     out = []
     for m in run:

@@ -4,7 +4,8 @@ A :class:`Target` is one goal: tenure's value against a peer's (a ratio), or a
 bound, with a one-line reason for its threshold. :data:`TARGETS` keys them by the
 workload they judge (the report's targets tables, in this order); :func:`judge`
 decides one from the Measures of one run. A ratio compares like with like: durable
-tenure with etcd (both fsync every change), non-durable tenure with Redis without
+tenure with etcd (both fsync every change), tenure's cluster (its log in etcd) with
+etcd and with durable single-server tenure, non-durable tenure with Redis without
 persistence, a *client each* tenure row with the peer's *client each* row.
 """
 
@@ -52,6 +53,8 @@ OFF_EACH, ALWAYS_EACH = client_each(OFF), client_each(ALWAYS)
 REDIS_EACH, ETCD_EACH = client_each("redis"), client_each("etcd")
 SERVERS = (OFF, ALWAYS, "tenure-memory")
 ON_ETCD, ON_REDIS, ON_PG = ("tenure-etcd",), ("tenure-redis",), ("tenure-postgres",)
+CLUSTER = "tenure-cluster"
+CLUSTER_EACH = client_each(CLUSTER)
 
 # The reasons, each shared by the targets it explains.
 _LEAN = "in memory on both sides: a server built only for locks should do far less per call"
@@ -65,6 +68,15 @@ _ETCD = "on etcd:// tenure's API should cost no more than etcd's own lock API"
 _REDIS = "on redis:// tenure's API, one script per call, should cost no more than redis-py's Lock"
 _REDIS_PUSH = "waiters woken by a push, not a 0.1 s poll: twice redis-py's Lock"
 _PG = "no goal: how far tenure on postgres:// is from the advisory locks it is built beside"
+_CLUSTER_SEQ = (
+    "one etcd commit per call, as etcd's lock API: the hop through the leader must cost no more"
+    " than etcd's own lock keys and lease"
+)
+_CLUSTER_MANY = (
+    "group commit: a leader's turn of many calls is one Txn in etcd, where etcd's lock API"
+    " writes (and watches) per call"
+)
+_CLUSTER_SINGLE = "no goal: what replication through etcd costs against one server's own fsync"
 
 #: The targets, keyed by the workload they judge, in the report's order.
 TARGETS: dict[str, tuple[Target, ...]] = {
@@ -142,6 +154,32 @@ TARGETS: dict[str, tuple[Target, ...]] = {
                peer="etcd"),
         Target("cont: zero overtakes", _FIFO, "cont", "max_overtaken", 0, ON_ETCD,
                at_most=True),
+    ),
+    "seq, par, cont in a cluster": (
+        Target("seq >= etcd's lock API", _CLUSTER_SEQ, "seq", "pairs_per_s", 1, (CLUSTER,),
+               peer="etcd"),
+        Target("par >= 3x etcd's lock API (shared client)", _CLUSTER_MANY, "par",
+               "pairs_per_s", 3, (CLUSTER,), peer="etcd"),
+        Target("par >= 3x etcd's lock API (client each)", _CLUSTER_MANY, "par",
+               "pairs_per_s", 3, (CLUSTER_EACH,), peer=ETCD_EACH),
+        Target("cont >= 3x etcd's lock API (shared client)", _CLUSTER_MANY, "cont",
+               "grants_per_s", 3, (CLUSTER,), peer="etcd"),
+        Target("cont >= 3x etcd's lock API (client each)", _CLUSTER_MANY, "cont",
+               "grants_per_s", 3, (CLUSTER_EACH,), peer=ETCD_EACH),
+        Target("cont: zero overtakes (shared client)", _FIFO, "cont", "max_overtaken", 0,
+               (CLUSTER,), at_most=True),
+        Target("cont: zero overtakes (client each)", _FIFO, "cont", "max_overtaken", 0,
+               (CLUSTER_EACH,), at_most=True),
+        Target("seq vs tenure serve --fsync always", _CLUSTER_SINGLE, "seq", "pairs_per_s",
+               None, (CLUSTER,), peer=ALWAYS),
+        Target("par vs tenure serve --fsync always (shared client)", _CLUSTER_SINGLE, "par",
+               "pairs_per_s", None, (CLUSTER,), peer=ALWAYS),
+        Target("par vs tenure serve --fsync always (client each)", _CLUSTER_SINGLE, "par",
+               "pairs_per_s", None, (CLUSTER_EACH,), peer=ALWAYS_EACH),
+        Target("cont vs tenure serve --fsync always (shared client)", _CLUSTER_SINGLE, "cont",
+               "grants_per_s", None, (CLUSTER,), peer=ALWAYS),
+        Target("cont vs tenure serve --fsync always (client each)", _CLUSTER_SINGLE, "cont",
+               "grants_per_s", None, (CLUSTER_EACH,), peer=ALWAYS_EACH),
     ),
     "seq, cont on redis://": (
         Target("seq >= redis-py Lock", _REDIS, "seq", "pairs_per_s", 1, ON_REDIS,

@@ -20,20 +20,23 @@ def own_cpu_seconds() -> float:
 
 
 class ServerCpu:
-    """CPU seconds of a server process and its children (PostgreSQL's backends).
+    """CPU seconds of a server's processes and their children (PostgreSQL's backends).
 
-    Read by pid from this process with psutil, so the reading brackets exactly the
-    timed loop. A process that starts between two readings counts from zero; one that
-    exits takes its CPU along (none does during a timed loop: the sessions stay open).
+    Several pids: a system of several processes (tenure-cluster: its members and
+    their etcd), added up. Read by pid from this process with psutil, so the reading
+    brackets exactly the timed loop. A process that starts between two readings
+    counts from zero; one that exits takes its CPU along (none does during a timed
+    loop: the sessions stay open).
     """
 
-    def __init__(self, pid: int) -> None:
-        self._main = psutil.Process(pid)
+    def __init__(self, pid: int, *more: int) -> None:
+        self._mains = [psutil.Process(p) for p in (pid, *more)]
 
     def read(self) -> dict[int, float]:
         """CPU seconds per process of the server, now."""
         found: dict[int, float] = {}
-        for proc in (self._main, *self._main.children(recursive=True)):
+        procs = [p for main in self._mains for p in (main, *main.children(recursive=True))]
+        for proc in procs:
             try:
                 times = proc.cpu_times()
             except psutil.NoSuchProcess:

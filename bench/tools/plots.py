@@ -30,6 +30,8 @@ COLORS = {
     "tenure-etcd": "#a4c45a",
     "etcd": "#6b8e23",
     "etcd (client each)": "#9cb86a",
+    "tenure-cluster": "#2a7f7a",
+    "tenure-cluster (client each)": "#6fb5b0",
     "tenure-postgres": "#5a4fa3",
     "postgres": "#8f86c9",
     "dflockd": "#e39b2d",

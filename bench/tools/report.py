@@ -21,14 +21,16 @@ from bench.tools.results import Measure, from_json
 
 ORDER = (
     "tenure-always", "tenure-always (client each)", "tenure-off", "tenure-off (client each)",
-    "tenure-memory", "redis", "redis (client each)", "tenure-redis", "tenure-etcd", "etcd",
-    "etcd (client each)", "tenure-postgres", "postgres", "dflockd", "echo-uvloop", "echo-asyncio",
+    "tenure-memory", "redis", "redis (client each)", "tenure-redis", "tenure-etcd",
+    "tenure-cluster", "tenure-cluster (client each)", "etcd", "etcd (client each)",
+    "tenure-postgres", "postgres", "dflockd", "echo-uvloop", "echo-asyncio",
 )  # fmt: skip
 WORKLOADS = {
     "seq": "one client, acquire + release of a mutex on distinct keys, one pair at a time."
     " *client cpu*: the client process's CPU time (user + system, every thread) over the"
     " timed loop, per pair; *server cpu*: the server process's (PostgreSQL: with its"
-    " backends), read with psutil by the client process around the same loop",
+    " backends; tenure-cluster: its three members and their etcd, added up), read with"
+    " psutil by the client process around the same loop",
     "par": "32 concurrent clients (a session each), distinct keys, all at once; the rows"
     " *(client each)*: each of the 32 has its own client and connection, the others share one",
     "cont": "32 clients on one key, acquire -> release in a loop (*(client each)* as in par)."
@@ -76,6 +78,14 @@ SETUP = (
     ("etcd (client each)", "the same as etcd",
      "par and cont: a `grpc.aio` channel (a connection) per worker, its lease and keepalive"
      " on it"),
+    ("tenure-cluster", "three `tenure serve --cluster etcd://.../bench` (each its own port"
+     " and data directory; lease TTL 5 s, as shipped) over one `etcd` started as the etcd"
+     " row's (a fresh member, same command line): the leader appends each turn's records"
+     " as one fenced Txn and answers once etcd has it",
+     '`tenure.connect("tenure://s1,s2,s3")` (every member a door; the client finds the'
+     " leader), then as tenure-always; one client for the 32 sessions"),
+    ("tenure-cluster (client each)", "the same as tenure-cluster",
+     "par and cont: a `tenure.connect` (a connection to the leader) per worker"),
     ("tenure-postgres", "PostgreSQL 15, fsync and synchronous_commit on (a fresh cluster)",
      '`tenure.connect("postgres://...")`, `session.mutex(key).lock()`, `lock.release()`:'
      " one PL/pgSQL function call per operation, wake-ups by LISTEN/NOTIFY"),
@@ -92,14 +102,16 @@ SETUP_TEXT = """\
 Like is compared with like: durable tenure (`--fsync always`) with etcd (both fsync
 every change); non-durable tenure (`--fsync off`) with Redis without persistence and
 dflockd (neither writes to disk); tenure on `etcd://` with etcd's own lock API, on
-the same etcd; tenure on `redis://` with redis-py's Lock on the same Redis; tenure on
-`postgres://` beside PostgreSQL's advisory locks on the same PostgreSQL. par and cont
-run in two client shapes where a client can be shared: one client (connection, pool,
-channel) for the 32 workers, and *(client each)*, each worker its own. Every client
-process runs uvloop; each repeat is a fresh client process, separate from the
-orchestrator and from the servers (one server per system, reused across its
-repeats). Sessions are opened before the clock starts. Every value is the median
-of the repeats; the first column of each table also gives their range (min-max)."""
+the same etcd; tenure's cluster (its log in etcd) with etcd's lock API on the same
+etcd, and with durable single-server tenure; tenure on `redis://` with redis-py's
+Lock on the same Redis; tenure on `postgres://` beside PostgreSQL's advisory locks
+on the same PostgreSQL. par and cont run in two client shapes where a client can be
+shared: one client (connection, pool, channel) for the 32 workers, and *(client
+each)*, each worker its own. Every client process runs uvloop; each repeat is a
+fresh client process, separate from the orchestrator and from the servers (one
+server per system, reused across its repeats). Sessions are opened before the clock
+starts. Every value is the median of the repeats; the first column of each table
+also gives their range (min-max)."""
 NOTES_DEFAULT = "_(the analysis of this run, written by hand: kept when the report is regenerated)_"
 NOTES = re.compile(r"<!-- notes -->.*?<!-- /notes -->", re.DOTALL)
 

@@ -10,6 +10,13 @@ line, and only the URL (so the client) differs; likewise ``tenure-redis`` on the
 of their own (:class:`tests.postgres.server.PostgresServer`: ``initdb`` and
 ``postgres`` as the ``postgres`` user, fsync and synchronous_commit on); its
 memory and CPU are the postmaster's and its backends'.
+
+``tenure-cluster`` is several processes: :data:`CLUSTER_SIZE` ``tenure serve
+--cluster`` members sharing one log in an etcd member of their own, started by the
+``etcd`` peer's own code path (so with its command line exactly); the client URL
+lists every member (``tenure://h:p1,h:p2,h:p3``: any member is a door, the client
+finds the leader). Its :class:`Server` is the leader's, and its memory, CPU,
+``pids()`` and stop cover every member and the etcd (:class:`ClusterParts`).
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -42,6 +51,7 @@ SYSTEMS: tuple[str, ...] = (
     "tenure-redis",
     "tenure-etcd",
     "etcd",
+    "tenure-cluster",
     "tenure-postgres",
     "postgres",
     "dflockd",
@@ -53,6 +63,13 @@ ETCD_SYSTEMS: tuple[str, ...] = ("tenure-etcd", "etcd")
 REDIS_SYSTEMS: tuple[str, ...] = ("tenure-redis", "redis")
 #: The systems whose server is a PostgreSQL of their own (not a Popen of ours).
 POSTGRES_SYSTEMS: tuple[str, ...] = ("tenure-postgres", "postgres")
+#: The systems that are several ``tenure serve --cluster`` over an etcd member
+#: started exactly as the ``etcd`` peer's (a fresh one: every system gets its own).
+CLUSTER_SYSTEMS: tuple[str, ...] = ("tenure-cluster",)
+#: tenure-cluster's members: three, the size a replicated service is usually run at.
+CLUSTER_SIZE = 3
+#: tenure-cluster's name, under which its keys live in its etcd.
+CLUSTER_NAME = "bench"
 
 #: The longest a server may take to accept connections, or to stop, in seconds.
 START_TIMEOUT = 30.0
@@ -74,10 +91,23 @@ class Server:
     pid: int | None
     log_path: Path | None = None
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
-    #: A server started by a test helper (PostgreSQL), stopped through it.
+    #: A server started by a test helper (PostgreSQL), stopped through it; or
+    #: tenure-cluster's processes (:class:`ClusterParts`).
     handle: Any = field(default=None, repr=False)
+    #: A tenure-cluster member's ``--http-port`` (0: none).
+    http_port: int = 0
+
+    def pids(self) -> list[int]:
+        """The pids of the system's own processes (their children not listed): the
+        server's, and for tenure-cluster every member's (the leader first) and its etcd's.
+        """
+        if isinstance(self.handle, ClusterParts):
+            return self.handle.pids()
+        return [] if self.pid is None else [self.pid]
 
     def _processes(self) -> list[psutil.Process]:
+        if isinstance(self.handle, ClusterParts):
+            return [psutil.Process(pid) for pid in self.handle.pids()]
         if self.pid is None:
             return []
         main = psutil.Process(self.pid)
@@ -97,6 +127,8 @@ class Server:
 
     def log(self) -> str:
         """What the server wrote to stdout/stderr so far."""
+        if isinstance(self.handle, ClusterParts):
+            return self.handle.log()
         if self.log_path is None or not self.log_path.exists():
             return ""
         return self.log_path.read_text(errors="replace")
@@ -131,6 +163,37 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+class ClusterParts:
+    """tenure-cluster's processes: its members and their etcd, ended members first.
+
+    ``members[0]`` leads (the one whose ``/readyz`` said so once all listened).
+    """
+
+    def __init__(self, members: list[Server], etcd: Server) -> None:
+        self.members = members
+        self.etcd = etcd
+
+    def pids(self) -> list[int]:
+        """Every member's pid (the leader first), then the etcd's."""
+        return [pid for s in (*self.members, self.etcd) for pid in s.pids()]
+
+    def log(self) -> str:
+        """Each member's log and the etcd's, each headed by its name."""
+        return "\n".join(
+            f"== {s.system} {s.host}:{s.port}\n{s.log()}" for s in (*self.members, self.etcd)
+        )
+
+    def close(self) -> None:
+        """SIGTERM the standbys, then the leader (no takeover on the way), then etcd."""
+        for server in (*self.members[1:], self.members[0], self.etcd):
+            server.stop()
+
+    def kill(self) -> None:
+        """SIGKILL every process."""
+        for server in (*self.members, self.etcd):
+            server.kill()
+
+
 def _tenure_exe() -> list[str]:
     exe = Path(sys.executable).parent / "tenure"
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "tenure"]
@@ -155,6 +218,8 @@ def command(system: str, port: int, data_dir: Path) -> tuple[list[str], str]:
         argv = etcd.member_argv(binary, "b", data_dir, port, free_port())
         scheme = "etcd://" if system == "tenure-etcd" else "http://"
         return argv, f"{scheme}{HOST}:{port}"
+    if system in CLUSTER_SYSTEMS:
+        raise ValueError(f"{system} is several processes: see member_command() and start()")
     if system == "dflockd":
         exe = Path(sys.executable).parent / "dflockd"
         # Its default of 1024 distinct keys would refuse the par workload's 10,000
@@ -162,6 +227,25 @@ def command(system: str, port: int, data_dir: Path) -> tuple[list[str], str]:
         args = ["--host", HOST, "--port", str(port), "--max-locks", "10000000"]
         return [str(exe), *args], f"{HOST}:{port}"
     raise ValueError(f"unknown system {system!r}; one of {SYSTEMS}")
+
+
+def member_command(port: int, http_port: int, data_dir: Path, etcd_port: int) -> list[str]:
+    """One member of tenure-cluster: ``tenure serve --cluster etcd://.../NAME``.
+
+    Its own ports and data directory (which holds only its snapshots' scratch: the
+    log is etcd's, so ``--fsync`` has nothing to do and is left at its default);
+    everything else as shipped (``--cluster-lease-ttl 5``, the batch interval).
+    ``--http-port``: ``/readyz`` says which member leads.
+    """
+    args = ["serve", "--host", HOST, "--port", str(port), "--data-dir", str(data_dir)]
+    args += ["--http-port", str(http_port), "--log-format", "json"]
+    args += ["--cluster", f"etcd://{HOST}:{etcd_port}/{CLUSTER_NAME}"]
+    return [*_tenure_exe(), *args]
+
+
+def cluster_url(ports: Sequence[int]) -> str:
+    """The client URL of tenure-cluster: every member a door."""
+    return "tenure://" + ",".join(f"{HOST}:{port}" for port in ports)
 
 
 def _accepts(port: int) -> bool:
@@ -192,39 +276,107 @@ def start(
     """Start ``system`` on a free port and wait until it serves.
 
     Reusing a ``data_dir`` (and the same system) restarts on its existing state.
+    tenure-cluster waits until one member leads (``extra_args`` go to each member).
     """
     if system == "tenure-memory":
         return Server(system, HOST, 0, workdir, "memory://", None)
     workdir.mkdir(parents=True, exist_ok=True)
     if system in POSTGRES_SYSTEMS:
         return _start_postgres(system, workdir)
+    if system in CLUSTER_SYSTEMS:
+        return _start_cluster(system, workdir, extra_args)
     port = free_port()
     if data_dir is None:
         data_dir = workdir / f"{system}-{port}"
-    data_dir.mkdir(parents=True, exist_ok=True)
     argv, url = command(system, port, data_dir)
+    server = _spawn(system, [*argv, *extra_args], url, port, data_dir, workdir)
+    _wait_ready([server])
+    return server
+
+
+def _spawn(
+    system: str, argv: list[str], url: str, port: int, data_dir: Path, workdir: Path
+) -> Server:
+    """Start one process (not waited for), its output to ``workdir/system-port.log``."""
+    data_dir.mkdir(parents=True, exist_ok=True)
     log_path = workdir / f"{system}-{port}.log"
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            [*argv, *extra_args],
+            argv,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=data_dir,
         )
-    server = Server(system, HOST, port, data_dir, url, proc.pid, log_path, proc)
+    return Server(system, HOST, port, data_dir, url, proc.pid, log_path, proc)
+
+
+def _wait_ready(servers: list[Server]) -> None:
+    """Until every one of ``servers`` serves (bounded); each is killed if one fails."""
     try:
         deadline = time.monotonic() + START_TIMEOUT
-        while not _ready(server):
-            if proc.poll() is not None:
-                raise RuntimeError(f"{system} exited {proc.returncode}: {server.log()[-2000:]}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{system} not ready in time: {server.log()[-2000:]}")
-            time.sleep(0.05)
+        for server in servers:
+            assert server.proc is not None
+            while not _ready(server):
+                if server.proc.poll() is not None:
+                    code = server.proc.returncode
+                    raise RuntimeError(f"{server.system} exited {code}: {server.log()[-2000:]}")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{server.system} not ready in time: {server.log()[-2000:]}")
+                time.sleep(0.05)
     except BaseException:
-        server.kill()
+        for server in servers:
+            server.kill()
         raise
-    return server
+
+
+def _start_cluster(system: str, workdir: Path, extra_args: Sequence[str]) -> Server:
+    """tenure-cluster: a fresh etcd member as the etcd peer's, then the members over it."""
+    etcd_member = start("etcd", workdir)  # the etcd peer's command line, by its own code
+    members: list[Server] = []
+    try:
+        ports = [free_port() for _ in range(CLUSTER_SIZE)]
+        url = cluster_url(ports)
+        for port in ports:
+            http_port = free_port()
+            data_dir = workdir / f"{system}-{port}"
+            argv = [*member_command(port, http_port, data_dir, etcd_member.port), *extra_args]
+            member = _spawn(system, argv, url, port, data_dir, workdir)
+            member.http_port = http_port
+            members.append(member)
+        _wait_ready(members)
+        leader = _leader(members)
+    except BaseException:
+        for member in members:
+            member.kill()
+        etcd_member.stop()
+        raise
+    members.remove(leader)
+    members.insert(0, leader)
+    parts = ClusterParts(members, etcd_member)
+    return Server(system, HOST, leader.port, workdir, url, leader.pid, leader.log_path, None, parts)
+
+
+def _leader(members: list[Server]) -> Server:
+    """The member whose ``/readyz`` answers 200: the one that leads (bounded wait)."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        for member in members:
+            if _readyz(member.http_port):
+                return member
+        time.sleep(0.05)
+    logs = "\n".join(member.log()[-1000:] for member in members)
+    raise RuntimeError(f"no member of the cluster leads after {START_TIMEOUT:g}s: {logs}")
+
+
+def _readyz(http_port: int) -> bool:
+    """Whether ``/readyz`` on 127.0.0.1:``http_port`` answers 200 (direct: no proxy)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(f"http://{HOST}:{http_port}/readyz", timeout=2) as reply:
+            return bool(reply.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
 
 
 def _start_postgres(system: str, workdir: Path) -> Server:

@@ -197,3 +197,75 @@ def test_the_summary_counts_each_workloads_verdicts() -> None:
         rows["seq, par, cont on postgres://"] == "| seq, par, cont on postgres:// | 0 | 0 | 1 | 2 |"
     )
     assert rows["hold memory"] == "| hold memory | 0 | 0 | 0 | 1 |"
+
+
+CLUSTER_WORKLOAD = "seq, par, cont in a cluster"
+
+
+def test_the_cluster_is_judged_against_etcds_lock_api_like_for_like() -> None:
+    run = [
+        m("seq", "tenure-cluster", "pairs_per_s", 700),
+        m("seq", "etcd", "pairs_per_s", 700),  # 1x: met
+        m("par", "tenure-cluster", "pairs_per_s", 9000),
+        m("par", "etcd", "pairs_per_s", 3000),  # 3x: met
+        m("par", client_each("tenure-cluster"), "pairs_per_s", 5000),
+        m("par", client_each("etcd"), "pairs_per_s", 2000),  # 2.5x: missed
+        m("cont", "tenure-cluster", "grants_per_s", 900),
+        m("cont", "etcd", "grants_per_s", 300),
+    ]
+    seq = judge(target(CLUSTER_WORKLOAD, "seq >= etcd's lock API"), run)
+    assert (seq.value, seq.met) == (1.0, True)
+    shared = judge(target(CLUSTER_WORKLOAD, "par >= 3x etcd's lock API (shared client)"), run)
+    assert (shared.value, shared.met) == (3.0, True)
+    each = judge(target(CLUSTER_WORKLOAD, "par >= 3x etcd's lock API (client each)"), run)
+    assert (each.value, each.met) == (2.5, False)
+    assert each.mine is not None
+    assert each.peer is not None
+    assert (each.mine.system, each.peer.system) == (
+        "tenure-cluster (client each)",
+        "etcd (client each)",
+    )
+    cont = judge(target(CLUSTER_WORKLOAD, "cont >= 3x etcd's lock API (shared client)"), run)
+    assert (cont.value, cont.met) == (3.0, True)
+    # Not run in this run: never met.
+    cont_each = judge(target(CLUSTER_WORKLOAD, "cont >= 3x etcd's lock API (client each)"), run)
+    assert (cont_each.value, cont_each.met) == (None, None)
+
+
+def test_every_cluster_target_is_one_of_the_cluster_rows_and_each_shape_meets_its_own() -> None:
+    cluster = ("tenure-cluster", client_each("tenure-cluster"))
+    targets = TARGETS[CLUSTER_WORKLOAD]
+    goals: dict[tuple[str, str | None], float | None] = {}
+    for t in targets:
+        assert len(t.systems) == 1, t  # only the cluster itself: never another tenure row
+        assert t.systems[0] in cluster, t
+        each = t.systems[0].endswith("(client each)")
+        if t.peer is not None:
+            # Like for like: a client-each row only against a client-each peer.
+            assert t.peer.endswith("(client each)") == each, t
+            assert t.peer.split(" (")[0] in ("etcd", "tenure-always"), t
+            goals[(t.workload, t.peer)] = t.goal
+    # The goals of the issue against etcd's v3 lock API, in both shapes for par and cont.
+    assert goals[("seq", "etcd")] == 1
+    for workload in ("par", "cont"):
+        assert goals[(workload, "etcd")] == goals[(workload, client_each("etcd"))] == 3
+        # Single-node tenure --fsync always: a ratio reported, without a goal.
+        assert goals[(workload, "tenure-always")] is None
+        assert goals[(workload, client_each("tenure-always"))] is None
+    assert goals[("seq", "tenure-always")] is None
+    overtakes = {t.systems for t in targets if t.metric == "max_overtaken"}
+    assert overtakes == {(s,) for s in cluster}
+
+
+def test_the_clusters_ratio_to_one_fsyncing_server_is_reported() -> None:
+    t = target(CLUSTER_WORKLOAD, "cont vs tenure serve --fsync always (client each)")
+    run = [
+        m("cont", client_each("tenure-cluster"), "grants_per_s", 400),
+        m("cont", client_each("tenure-always"), "grants_per_s", 800),
+        m("cont", "tenure-always", "grants_per_s", 100),  # the other shape: not compared
+    ]
+    v = judge(t, run)
+    assert (v.value, v.met) == (0.5, None)
+    rows = targets_table(run, (t,))[2:]
+    assert "0.50x" in rows[0]
+    assert rows[0].rstrip(" |").endswith("reported")
