@@ -12,6 +12,7 @@ import pytest
 import tenure
 from tests.cluster.harness import TenureCluster
 from tests.etcd.cluster import EtcdCluster
+from tests.etcd.fixtures import require_etcd
 from tests.netproxy import NetProxy
 
 WINDOW = 20.0
@@ -107,3 +108,17 @@ async def test_a_long_log_is_snapshotted_trimmed_and_a_new_member_starts_from_th
                 assert described.data == b"v1"
                 async with session.mutex("m0") as lock:
                     assert lock.token > max(tokens)
+
+
+async def test_members_stop_on_sigterm_with_etcd_gone(tmp_path: Path) -> None:
+    """A member waits for etcd while it is away, but a SIGTERM still ends it, soon and
+    cleanly: its streams to etcd end, whatever they were doing."""
+    require_etcd()
+    with EtcdCluster(1, root=tmp_path / "etcd") as etcd:
+        cluster = TenureCluster(tmp_path / "cluster", etcd.endpoints)
+        with cluster:
+            cluster.leader()
+            etcd.kill(etcd.members[0])
+            await asyncio.sleep(1.0)  # every member's streams break and retry meanwhile
+            for server in cluster.servers:
+                assert await asyncio.to_thread(server.stop) == 0, server.output()[-2000:]

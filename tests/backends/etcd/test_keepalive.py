@@ -55,3 +55,51 @@ async def test_a_lease_added_to_renew_at_once_wakes_the_writer() -> None:
     finally:
         reader.set_result(None)
         await asyncio.wait_for(writer, 5)
+
+
+async def test_a_stream_closed_while_it_waits_for_its_broken_reader_stops() -> None:
+    """close() cancels the stream's task; a cancel that lands while the task waits for
+    its broken call's reader to end must end the task (it was swallowed there, and the
+    stream went on reopening against an etcd that was down: close() never returned)."""
+    reader_ending = asyncio.Event()
+    reader_cancelled = asyncio.Event()
+
+    class Conn:
+        generation = 0
+        endpoint = "nowhere:2379"
+
+        def failover(self, generation: int) -> None:
+            self.generation += 1
+
+    class Broken(KeepAlive):
+        def _open(self) -> Any:
+            return type("Call", (), {"cancel": lambda self: None})()
+
+        async def _write(self, call: Any, reader: asyncio.Task[None]) -> None:
+            await asyncio.sleep(0)  # (the reader starts)
+            raise ConnectionError("etcd is down")
+
+        async def _read(self, call: Any) -> None:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                reader_cancelled.set()
+                await reader_ending.wait()  # slow to end: the task waits for it
+                raise
+
+    stream = Broken(Conn())  # type: ignore[arg-type]
+    stream._start()
+    await asyncio.wait_for(reader_cancelled.wait(), 5)  # the task waits for its reader
+    task = stream._task
+    assert task is not None
+    closing = asyncio.ensure_future(stream.close())
+    await asyncio.sleep(0)
+    reader_ending.set()
+    await asyncio.wait({closing}, timeout=5)  # (no cancel at the end: that would end it)
+    try:
+        assert closing.done()
+        assert task.done()  # ended, not reopening the stream behind close()
+    finally:
+        closing.cancel()
+        task.cancel()
+        await asyncio.gather(closing, task, return_exceptions=True)

@@ -131,8 +131,10 @@ class _Stream:
             finally:
                 call.cancel()
                 reader.cancel()
-                with contextlib.suppress(BaseException):
-                    await reader
+                # The reader's end, whatever it was, is not ours to raise; but a cancel
+                # of this task while it waits here is (close() awaits this task: a cancel
+                # swallowed here would keep the stream reopening, and close() waiting).
+                await asyncio.gather(reader, return_exceptions=True)
             self._broken()
             self._conn.failover(generation)
             delay = await _backoff(delay)

@@ -29,7 +29,7 @@ from tenure._core import Engine
 from tenure._core.snapshot import load
 from tenure.backends.etcd._keys import prefix_end
 from tenure.backends.etcd._streams import WatchHub
-from tenure.errors import CorruptLogError
+from tenure.errors import CorruptLogError, UnavailableError
 from tenure.server._cluster.keys import ClusterDataError, Entry, decode_entry
 from tenure.server._cluster.store import ClusterStore
 from tenure.server._durability.journal import collector_paused
@@ -42,6 +42,8 @@ __all__ = ["Follower"]
 
 #: An event's type in etcd's watch: a put (0) or a delete (1).
 _PUT: Final = 0
+#: The longest pause between two reads of the log that etcd did not answer, in seconds.
+MAX_PAUSE: Final = 2.0
 
 
 class Follower:
@@ -177,10 +179,23 @@ class Follower:
                         break
                     self._apply(index, _entry(bytes(event.kv.value), index))
                 if reset or gap:
-                    await self.catch_up()
+                    await self._catch_up_while_etcd_is_away()
                     watcher.restart(self.revision + 1)
         finally:
             watcher.cancel()
+
+    async def _catch_up_while_etcd_is_away(self) -> None:
+        """:meth:`catch_up`, tried again until etcd answers (a standby waits for etcd:
+        only an entry that does not apply ends its following)."""
+        pause = 0.1
+        while True:
+            try:
+                await self.catch_up()
+                return
+            except UnavailableError as error:
+                log.warning("reading the log: %s; trying again", error)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, MAX_PAUSE)
 
 
 def _entry(raw: bytes, index: int) -> Entry:

@@ -66,6 +66,9 @@ __all__ = ["ClusterMember"]
 
 T = TypeVar("T")
 
+#: How long a revoke of this member's lease may take (at most a lease TTL), in
+#: seconds: past it the lease runs out on its own; a stop need not wait for that.
+RESIGN_WAIT: Final = 2.0
 #: The longest pause between two tries of a call etcd did not answer, in seconds.
 MAX_PAUSE: Final = 2.0
 
@@ -188,7 +191,7 @@ class ClusterMember:
                 raise failed
             self._candidates.clear()
             try:
-                ahead = await self.store.ahead_of(term)
+                ahead = await self._unless_stopped(self.store.ahead_of(term))
             except UnavailableError as error:
                 log.debug("reading the election: %s", error)
                 ahead = term
@@ -315,7 +318,7 @@ class ClusterMember:
         self.keepalive.remove(lease.lease_id, lease)
         lease.lease_gone()
         with contextlib.suppress(TenureError, TimeoutError):
-            async with asyncio.timeout(self.config.cluster_lease_ttl):
+            async with asyncio.timeout(min(self.config.cluster_lease_ttl, RESIGN_WAIT)):
                 await self.store.revoke(lease.lease_id)
         self.lease = None
 
@@ -377,11 +380,27 @@ class ClusterMember:
             if self._stop.is_set():
                 raise _StoppedError
             try:
-                return await make()
+                return await self._unless_stopped(make())
             except UnavailableError as error:
                 log.warning("%s: %s; trying again", what, error)
             await _first(self._stop.wait(), timeout=pause)
             pause = min(pause * 2, MAX_PAUSE)
+
+    async def _unless_stopped(self, call: Awaitable[T]) -> T:
+        """``call``, abandoned (:class:`_StoppedError`) as soon as the member stops: a call
+        etcd does not answer is tried for ``connect_timeout`` by the connection, and a
+        SIGTERM must not wait for that."""
+        task = asyncio.ensure_future(call)
+        stopped = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            raise _StoppedError
+        return task.result()
 
 
 class _StoppedError(Exception):
