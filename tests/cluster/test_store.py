@@ -77,8 +77,12 @@ async def test_a_deposed_leader_cannot_append_and_two_writers_never_fork_the_log
     )
     # Someone wrote index 2 already: another entry there is refused, never a fork.
     assert await store.append(2, _entry(new_term), new) is Appended.TAKEN
+    # An entry whose predecessor is not in yet (sent together, arrived first) waits.
+    assert await store.append(4, _entry(new_term), new) is Appended.EARLY
+    assert await store.append(3, _entry(new_term), new) is Appended.DONE
+    assert await store.append(4, _entry(new_term), new) is Appended.DONE
     page = await store.read_log(0)
-    assert [index for index, _ in page.entries] == [1, 2]
+    assert [index for index, _ in page.entries] == [1, 2, 3, 4]
 
 
 async def test_a_snapshot_trims_the_log_only_for_the_leader_of_its_term(
@@ -121,12 +125,16 @@ async def test_a_follower_applies_the_log_in_order_and_loads_a_snapshot_it_fell_
         await follower.applied_past(2)
         assert "app" in follower.engine.nodes
         assert len(follower.engine.sessions) == 1
-        # A snapshot the leader put in use (here: of an engine holding one more node)
-        # covers entries the follower never saw: it loads it whole.
+        # Entries the follower never sees (it stopped following), then a snapshot of
+        # the state after them that trims them: it loads the snapshot whole.
         await follower.stop()
         ahead = Engine()
-        ahead.apply(CreateNode("app", NodeConfig()), 1.0)
-        ahead.apply(CreateNode("later", NodeConfig()), 1.0)
+        for command in commands:
+            ahead.apply(command, 1.0)
+        for index in range(3, 10):
+            later = CreateNode(f"later{index}", NodeConfig())
+            assert await store.append(index, _entry(term, later), lease) is Appended.DONE
+            ahead.apply(later, 1.0)
         pointer = await store.write_chunks(9, term, msgpack.packb(dump(ahead)), chunk=1000)
         assert await store.install(pointer, lease, None)
         assert await store.append(10, _entry(term, CreateNode("last", NodeConfig())), lease) is (
@@ -136,7 +144,8 @@ async def test_a_follower_applies_the_log_in_order_and_loads_a_snapshot_it_fell_
         await follower.catch_up()
         assert follower.loads == loads + 1
         assert follower.applied == 10
-        assert set(follower.engine.nodes) == {"app", "later", "last"}
+        assert set(follower.engine.nodes) == {"app", "last", *(f"later{i}" for i in range(3, 10))}
+        assert [index for index, _ in (await store.read_log(0)).entries] == [10]
     finally:
         await follower.stop()
         await hub.close()

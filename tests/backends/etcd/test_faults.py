@@ -395,13 +395,13 @@ async def test_a_grant_whose_answer_was_lost_is_not_granted_twice(
         send_txn = conn.send_txn
         lost: list[int] = []
 
-        async def losing_txn(request: Any) -> Any:
+        async def losing_txn(request: Any, *, timeout: float | None = None) -> Any:
             # The waiter's grant: the only Txn of its session that puts a g/ key here.
             if not lost and any(b"/g/" in op.request_put.key for op in request.success):
                 lost.append(conn.generation)
                 proxy.lose_downstream()  # etcd applies it; the answer never arrives
                 asyncio.get_running_loop().call_later(0.5, cut)
-            return await send_txn(request)
+            return await send_txn(request, timeout=timeout)
 
         def cut() -> None:
             proxy.drop()  # the client sees UNAVAILABLE and fails over

@@ -328,8 +328,12 @@ class YdbFace:
             await context.abort(grpc.StatusCode.UNAVAILABLE, why)
 
     async def _session(self, requests: Any, context: Any) -> None:
-        """One ``Session`` stream, from its SessionStart to its end."""
-        await self._lead_or_leave("session", context)
+        """One ``Session`` stream, from its SessionStart to its end.
+
+        A standby reads the SessionStart before it ends the stream UNAVAILABLE: ended
+        while the client's first write is on its way, the client's gRPC sees a crossed
+        write (INTERNAL, grpc/grpc#36066), which YDB's SDK does not take for "go
+        elsewhere"."""
         try:
             token = self.tickets.token_of(context.invocation_metadata())
             refusal = self._refusal()
