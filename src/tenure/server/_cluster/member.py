@@ -240,6 +240,7 @@ class ClusterMember:
             next_index=index + 1,
             max_entry=self.config.cluster_max_entry,
             deadline=lease.deadline,
+            max_in_flight=self.config.cluster_appends_in_flight,
         )
         journal = ClusterJournal(
             self.store,
