@@ -68,7 +68,6 @@ _SLOW: Final = (
     "tests/backends/etcd/test_faults.py::test_stop_the_whole_cluster_and_start_it_again_on_its_data",
     "tests/backends/etcd/test_faults.py::test_a_partitioned_holder_is_cancelled_within_its_window_and_the_next_token_is_greater",
     "tests/backends/postgres/test_postgres_partition.py::test_connections_cut_off_by_partitions_are_reclaimed",
-    "tests/faults/test_found.py::test_a_leader_stopped_past_its_lease_wakes_as_a_standby",
     "tests/test_conformance_kit.py::test_the_kit_passes_on_memory_from_an_installed_package",
     "tests/test_conformance_kit.py::test_the_kit_passes_on_a_tenure_server",
     "tests/test_examples.py::test_redis_worker_pool_keeps_n_holders_and_resumes_a_crashed_worker",

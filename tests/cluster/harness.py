@@ -24,13 +24,14 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from tenure._protocol.cluster import ClusterStatus, ClusterView
 from tests.server.wire import WireClient, free_port
 
-__all__ = ["ClusterServer", "TenureCluster"]
+__all__ = ["ClusterServer", "TenureCluster", "until"]
 
 #: Bound of a start, of an election, of a stop, in seconds.
 WAIT: Final = 30.0
@@ -246,3 +247,14 @@ class TenureCluster:
             return view
         finally:
             writer.close()
+
+
+async def until(check: Callable[[], Awaitable[Any]], what: str, seconds: float = WAIT) -> Any:
+    """Until ``await check()`` returns something true (within ``seconds``): that."""
+    deadline = time.monotonic() + seconds
+    while True:
+        got = await check()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"never: {what}"
+        await asyncio.sleep(0.05)

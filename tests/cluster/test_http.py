@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import aiohttp
 import pytest
 
 import tenure
-from tests.cluster.harness import ClusterServer, TenureCluster
+from tests.cluster.harness import ClusterServer, TenureCluster, until
 from tests.etcd.cluster import EtcdCluster
 from tests.server.http import Samples, get, scrape, value
 from tests.server.wire import WAIT
@@ -35,17 +34,6 @@ async def write_some(leader: ClusterServer) -> None:
             for i in range(5):
                 async with session.mutex(f"m{i}"):
                     pass
-
-
-async def until(check: Any, what: str) -> Any:
-    """Until ``await check()`` returns something true (within WAIT): that."""
-    deadline = time.monotonic() + WAIT
-    while True:
-        got = await check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"never: {what}"
-        await asyncio.sleep(0.1)
 
 
 def cluster_series(samples: Samples) -> set[str]:

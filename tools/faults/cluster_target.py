@@ -39,10 +39,10 @@ from pathlib import Path
 from typing import Final
 
 from tests.cluster.harness import ClusterServer
-from tests.etcd.cluster import WAIT, EtcdCluster, EtcdError, EtcdMember
+from tests.etcd.cluster import EtcdCluster, EtcdError, EtcdMember
 
 from tools.faults.etcd_links import EtcdLinks
-from tools.faults.etcd_target import ELECTION, REQUEST_TIMEOUT
+from tools.faults.etcd_target import ELECTION, REQUEST_TIMEOUT, start_members
 from tools.faults.history import now
 from tools.faults.target import IDLE_TIMEOUT, REPLICATED, START_WAIT, Address
 
@@ -341,21 +341,4 @@ class TenureClusterTarget:
 
     def start_etcd_members(self, names: Sequence[str]) -> None:
         """See :class:`~tools.faults.target.Replicated` (bounded by etcd's WAIT)."""
-        members = [self._member(name) for name in names]
-        try:
-            for member in members:
-                if not member.running:
-                    self.etcd.start(member, wait=False)
-        except EtcdError as error:
-            raise RuntimeError(str(error)) from None
-        deadline = time.monotonic() + WAIT
-        waiting = list(members)
-        while waiting:
-            waiting = [member for member in waiting if not member.healthy()]
-            for member in waiting:
-                if not member.running:
-                    raise RuntimeError(f"{member.name} exited: {member.output()[-2000:]}")
-            if waiting and time.monotonic() > deadline:
-                raise RuntimeError(f"not serving within {WAIT}s: {waiting}")
-            if waiting:
-                time.sleep(_POLL)
+        start_members(self.etcd, [self._member(name) for name in names])

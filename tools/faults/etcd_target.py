@@ -197,21 +197,26 @@ class EtcdTarget:
 
     def start_members(self, names: Sequence[str]) -> None:
         """See :class:`~tools.faults.target.Cluster` (bounded by the cluster's WAIT)."""
-        members = [self._member(name) for name in names]
-        try:
-            for member in members:
-                if not member.running:
-                    self.cluster.start(member, wait=False)
-        except EtcdError as error:
-            raise RuntimeError(str(error)) from None
-        deadline = time.monotonic() + WAIT
-        waiting = list(members)
-        while waiting:
-            waiting = [member for member in waiting if not member.healthy()]
-            for member in waiting:
-                if not member.running:
-                    raise RuntimeError(f"{member.name} exited: {member.output()[-2000:]}")
-            if waiting and time.monotonic() > deadline:
-                raise RuntimeError(f"not serving within {WAIT}s: {waiting}")
-            if waiting:
-                time.sleep(0.05)
+        start_members(self.cluster, [self._member(name) for name in names])
+
+
+def start_members(cluster: EtcdCluster, members: Sequence[EtcdMember]) -> None:
+    """Start ``members`` of ``cluster`` that do not run, and wait until each serves
+    (bounded by the cluster's WAIT; RuntimeError if one exits or is late)."""
+    try:
+        for member in members:
+            if not member.running:
+                cluster.start(member, wait=False)
+    except EtcdError as error:
+        raise RuntimeError(str(error)) from None
+    deadline = time.monotonic() + WAIT
+    waiting = list(members)
+    while waiting:
+        waiting = [member for member in waiting if not member.healthy()]
+        for member in waiting:
+            if not member.running:
+                raise RuntimeError(f"{member.name} exited: {member.output()[-2000:]}")
+        if waiting and time.monotonic() > deadline:
+            raise RuntimeError(f"not serving within {WAIT}s: {waiting}")
+        if waiting:
+            time.sleep(0.05)

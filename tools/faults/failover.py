@@ -131,33 +131,33 @@ async def _sigstop_holder(stage: Stage, target: Replicated) -> None:
 
 
 async def _cut_leader(stage: Stage, target: Replicated) -> None:
-    leader = await _leader(stage, target)
-    if leader is None:
-        return
-    await asyncio.to_thread(target.cut_from_etcd, leader)
-    fault = "cut-leader-from-etcd"
-    since = stage.fault(fault, member=leader)
-    try:
-        await _successor(stage, target, fault, leader, since)
-        await sleep_until(since + target.lease_ttl + stage.rng.uniform(0.5, 1.5))
-    finally:
-        await asyncio.to_thread(target.cut_from_etcd, leader, False)
-    stage.note("healed", fault=fault, member=leader)
-    await _stepped_down(stage, target, fault, leader, since)
+    await _depose(stage, target, "cut-leader-from-etcd", target.cut_from_etcd, (0.5, 1.5))
 
 
 async def _sigstop_leader(stage: Stage, target: Replicated) -> None:
+    await _depose(stage, target, "sigstop-leader", target.pause_server, (1.0, 2.0))
+
+
+async def _depose(
+    stage: Stage,
+    target: Replicated,
+    fault: str,
+    act: Callable[[str, bool], None],
+    past: tuple[float, float],
+) -> None:
+    """Keep the leader from renewing its lease (``act(leader, True)``) until a
+    successor leads and a lease TTL and ``past`` seconds more went by, then let it go
+    (``act(leader, False)``): it must step down and stand by."""
     leader = await _leader(stage, target)
     if leader is None:
         return
-    await asyncio.to_thread(target.pause_server, leader)
-    fault = "sigstop-leader"
+    await asyncio.to_thread(act, leader, True)
     since = stage.fault(fault, member=leader)
     try:
         await _successor(stage, target, fault, leader, since)
-        await sleep_until(since + target.lease_ttl + stage.rng.uniform(1.0, 2.0))
+        await sleep_until(since + target.lease_ttl + stage.rng.uniform(*past))
     finally:
-        await asyncio.to_thread(target.pause_server, leader, False)
+        await asyncio.to_thread(act, leader, False)
     stage.note("healed", fault=fault, member=leader)
     await _stepped_down(stage, target, fault, leader, since)
 
