@@ -103,18 +103,7 @@ class ClusterStore:
         Raises:
             ClusterDataError: the key holds something else.
         """
-        key = self.keys.id
-        reply = await self.conn.txn(
-            [compare_create(key, 0)], [put(key, os.urandom(ID_BYTES))], [get(key)]
-        )
-        if reply.succeeded:
-            reply = await self.conn.range(rpc_pb2.RangeRequest(key=key))
-            kvs = reply.kvs
-        else:
-            kvs = reply.responses[0].response_range.kvs
-        if not kvs or len(kvs[0].value) != ID_BYTES:
-            raise ClusterDataError(f"{key.decode()} is not a {ID_BYTES}-byte instance id")
-        return bytes(kvs[0].value)
+        return await self._made_once(self.keys.id, ID_BYTES, "instance id")
 
     async def secret(self) -> bytes:
         """The cluster's secret, which the faces sign with (dflockd's tokens, YDB's
@@ -123,17 +112,20 @@ class ClusterStore:
         Raises:
             ClusterDataError: the key holds something else.
         """
-        key = self.keys.secret
+        return await self._made_once(self.keys.secret, SECRET_BYTES, "secret")
+
+    async def _made_once(self, key: bytes, size: int, what: str) -> bytes:
+        """The value of ``key``: ``size`` random bytes put there by the first to ask."""
         reply = await self.conn.txn(
-            [compare_create(key, 0)], [put(key, os.urandom(SECRET_BYTES))], [get(key)]
+            [compare_create(key, 0)], [put(key, os.urandom(size))], [get(key)]
         )
         if reply.succeeded:
             reply = await self.conn.range(rpc_pb2.RangeRequest(key=key))
             kvs = reply.kvs
         else:
             kvs = reply.responses[0].response_range.kvs
-        if not kvs or len(kvs[0].value) != SECRET_BYTES:
-            raise ClusterDataError(f"{key.decode()} is not a {SECRET_BYTES}-byte secret")
+        if not kvs or len(kvs[0].value) != size:
+            raise ClusterDataError(f"{key.decode()} is not a {size}-byte {what}")
         return bytes(kvs[0].value)
 
     # -- leases and the election ---------------------------------------------------------
@@ -191,9 +183,7 @@ class ClusterStore:
         sent together may reach etcd in any order, the log only in its own)."""
         candidate, key, head = self.keys.candidate(lease), self.keys.entry(index), self.keys.head
         value = encode(entry)
-        after = (
-            compare_create(head, 0) if index == 1 else compare_value(head, _index(index - 1))
-        )
+        after = compare_create(head, 0) if index == 1 else compare_value(head, _index(index - 1))
         reply = await self.conn.txn(
             [compare_create(candidate, entry.term), after, compare_create(key, 0)],
             [put(key, value), put(head, _index(index))],
