@@ -20,14 +20,12 @@ from tenure.server._durability.storage import framed
 
 
 class ScriptedStore:
-    """Appends wait until the test lets them through (:meth:`let`), or answer at once;
-    like etcd's, an entry goes in only after the one before it (``head``)."""
+    """Appends wait until the test lets them through (:meth:`let`), or answer at once."""
 
-    def __init__(self, *, hold: bool = True, head: int = 4) -> None:
+    def __init__(self, *, hold: bool = True) -> None:
         self.entries: dict[int, Entry] = {}
-        self.head = head
         self.hold = hold
-        self.gates: list[tuple[int, asyncio.Future[Appended | BaseException]]] = []
+        self.gates: list[asyncio.Future[Appended | BaseException]] = []
         self.answer: Appended | BaseException = Appended.DONE
 
     async def append(self, index: int, entry: Entry, lease: int) -> Appended:
@@ -35,35 +33,25 @@ class ScriptedStore:
             gate: asyncio.Future[Appended | BaseException] = (
                 asyncio.get_running_loop().create_future()
             )
-            self.gates.append((index, gate))
+            self.gates.append(gate)
             outcome = await gate
         else:
             outcome = self.answer
         if isinstance(outcome, BaseException):
             raise outcome
         if outcome is Appended.DONE:
-            if self.head != index - 1:
-                return Appended.EARLY
             self.entries[index] = entry
-            self.head = index
         return outcome
 
-    @property
-    def waiting(self) -> list[int]:
-        """The indexes of the appends on their way, in the order they were sent."""
-        return [index for index, _ in self.gates]
-
-    def let(self, outcome: Appended | BaseException = Appended.DONE, *, index: int = 0) -> None:
-        """Answer the oldest append (or the one of ``index``)."""
-        at = next(i for i, (sent, _) in enumerate(self.gates) if not index or sent == index)
-        self.gates.pop(at)[1].set_result(outcome)
+    def let(self, outcome: Appended | BaseException = Appended.DONE) -> None:
+        self.gates.pop(0).set_result(outcome)
 
 
 def _unexpected(error: BaseException) -> None:
     raise AssertionError(f"the appender failed: {error!r}")
 
 
-def _appender(store: ScriptedStore, deadline: float = 1e12, in_flight: int = 1) -> Appender:
+def _appender(store: ScriptedStore, deadline: float = 1e12) -> Appender:
     return Appender(
         cast(ClusterStore, store),
         lease=1,
@@ -71,7 +59,6 @@ def _appender(store: ScriptedStore, deadline: float = 1e12, in_flight: int = 1) 
         next_index=5,
         max_entry=10_000,
         deadline=lambda: deadline,
-        max_in_flight=in_flight,
     )
 
 
@@ -81,7 +68,6 @@ async def _turns(count: int = 5) -> None:
 
 
 async def test_batches_handed_over_during_an_append_go_together_in_the_next() -> None:
-    # (one round in flight at most: while it is, the others wait and join up)
     store = ScriptedStore()
     appender = _appender(store)
     durable: list[int] = []
@@ -156,7 +142,7 @@ async def test_etcd_out_of_reach_is_tried_again_until_the_lease_could_end() -> N
 async def test_the_leader_refuses_commands_while_too_much_waits_for_etcd(tmp_path: Path) -> None:
     store = ScriptedStore()
     appender = _appender(store)
-    journal = ClusterJournal(cast(ClusterStore, store), appender, tmp_path, snapshot_every=10)
+    journal = ClusterJournal(cast(ClusterStore, store), appender, snapshot_every=10)
     output: Any = type("Out", (), {"seal": lambda *a: None, "release": lambda *a: None})()
     host = LeaderHost(
         journal,
@@ -179,68 +165,3 @@ async def test_the_leader_refuses_commands_while_too_much_waits_for_etcd(tmp_pat
     assert appender.pending == 0
     host.execute(CreateNode("b", NodeConfig()))
     host.abandon()
-
-
-async def test_a_second_round_goes_before_the_first_is_answered_and_both_are_told_in_order() -> (
-    None
-):
-    store = ScriptedStore()
-    appender = _appender(store, in_flight=2)
-    durable: list[int] = []
-    appender.start(lambda batch, seconds: durable.append(batch), _unexpected)
-    appender.submit(framed(b"one"))
-    await _turns()
-    appender.submit(framed(b"two"))
-    await _turns()
-    appender.submit(framed(b"three"))
-    await _turns()
-    assert store.waiting == [5, 6]  # two rounds on their way; the third batch waits
-    store.let(index=6)  # entry 6 reaches etcd first: early, sent again after 5
-    await _turns()
-    assert durable == []
-    assert store.waiting == [5]
-    store.let(index=5)
-    await _turns()
-    assert store.waiting == [6, 7]  # 6 again, and the third batch's round
-    assert durable == [1]
-    store.let(index=6)
-    await _turns()
-    store.let(index=7)
-    await appender.idle()
-    assert durable == [1, 2, 3]
-    assert sorted(store.entries) == [5, 6, 7]
-    assert store.entries[6].records == framed(b"two")
-    assert appender.last_index == 7
-
-
-async def test_a_barrier_holds_with_rounds_on_their_way() -> None:
-    store = ScriptedStore()
-    appender = _appender(store, in_flight=2)
-    appender.start(lambda batch, seconds: None, _unexpected)
-    appender.submit(framed(b"a"))
-    await _turns()
-    appender.submit(framed(b"b"))
-    covers = appender.barrier()  # after batches 1 and 2: entry 6 (a round of its own)
-    appender.submit(framed(b"c"))
-    await _turns()
-    assert store.waiting == [5, 6]
-    for index in (5, 6):
-        store.let(index=index)
-        await _turns()
-    assert await covers == 6
-    store.let(index=7)
-    await appender.idle()
-    assert store.entries[7].records == framed(b"c")
-
-
-async def test_an_entry_after_a_gap_no_round_fills_is_a_lost_lead() -> None:
-    store = ScriptedStore(head=2)  # the log ends at 2: entries 3 and 4 are someone's else
-    appender = _appender(store, in_flight=2)
-    failed: list[BaseException] = []
-    appender.start(lambda batch, seconds: pytest.fail("nothing is durable"), failed.append)
-    appender.submit(framed(b"x"))
-    await _turns()
-    store.let(index=5)
-    await _turns()
-    assert len(failed) == 1
-    assert "entry 4 is not in the log" in str(failed[0])

@@ -78,7 +78,7 @@ async def _serve_locked(
 
 async def _serve_in_cluster(config: ServeConfig, endpoint: Endpoint | None) -> int:
     """``--cluster``: a member of a replicated cluster (the data directory holds only
-    its lock and the snapshots on their way to etcd)."""
+    its lock: the journal and its snapshots live in etcd)."""
     from tenure.server import _cluster  # etcd's client: only in a cluster
 
     if endpoint is not None:

@@ -16,10 +16,6 @@ clusters, and the ``etcd://`` backend's keys (``<prefix>n/...``), share one etcd
     P log/<index>               one log entry (20 digits): the term that appended it and
                                 journal records (each length, crc32, payload, as in the
                                 data directory's log)
-    P head                      the index of the last entry (decimal): an append holds
-                                only if it is the one before, so appends sent together
-                                enter the log in order (snapshots delete entries, never
-                                this)
     P snapshot                  the newest snapshot: the index it covers, its term,
                                 how many chunks, its size and crc32
     P chunks/<index>-<term>/<n> the snapshot's bytes, in chunks (6 digits)
@@ -116,11 +112,6 @@ class ClusterKeys:
     def index_of(self, key: bytes) -> int:
         """The index of a log entry's key."""
         return int(key[len(self.log) :])
-
-    @property
-    def head(self) -> bytes:
-        """The index of the last log entry (what the next append compares)."""
-        return self.root + b"head"
 
     @property
     def snapshot(self) -> bytes:

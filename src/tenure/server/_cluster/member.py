@@ -240,13 +240,9 @@ class ClusterMember:
             next_index=index + 1,
             max_entry=self.config.cluster_max_entry,
             deadline=lease.deadline,
-            max_in_flight=self.config.cluster_appends_in_flight,
         )
         journal = ClusterJournal(
-            self.store,
-            appender,
-            self.config.data_dir,
-            snapshot_every=self.config.cluster_snapshot_every,
+            self.store, appender, snapshot_every=self.config.cluster_snapshot_every
         )
         metrics = self._metrics()
         if self.endpoint is not None:

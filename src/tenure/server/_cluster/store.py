@@ -67,7 +67,6 @@ class Appended(enum.Enum):
     DONE = "done"  # the entry is in the log
     DEPOSED = "deposed"  # this server's election key is gone (or renewed): it does not lead
     TAKEN = "taken"  # another writer put that index first: this server does not lead
-    EARLY = "early"  # the entry before it is not in the log yet (it is on its way)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,27 +177,22 @@ class ClusterStore:
     # -- the log --------------------------------------------------------------------------
 
     async def append(self, index: int, entry: Entry, lease: int) -> Appended:
-        """Put log entry ``index``, if this server still leads in ``entry.term`` (the
-        fence) and entry ``index - 1`` is the last one (``P head`` says which: appends
-        sent together may reach etcd in any order, the log only in its own)."""
-        candidate, key, head = self.keys.candidate(lease), self.keys.entry(index), self.keys.head
+        """Put log entry ``index``, if this server still leads in ``entry.term`` (the fence)."""
+        candidate, key = self.keys.candidate(lease), self.keys.entry(index)
         value = encode(entry)
-        after = compare_create(head, 0) if index == 1 else compare_value(head, _index(index - 1))
         reply = await self.conn.txn(
-            [compare_create(candidate, entry.term), after, compare_create(key, 0)],
-            [put(key, value), put(head, _index(index))],
-            [get(candidate), get(key), get(head)],
+            [compare_create(candidate, entry.term), compare_create(key, 0)],
+            [put(key, value)],
+            [get(candidate), get(key)],
             timeout=APPEND_TIMEOUT,
         )
         if reply.succeeded:
             return Appended.DONE
-        ours, there, last = (response.response_range.kvs for response in reply.responses)
+        ours, there = (response.response_range.kvs for response in reply.responses)
         if there and bytes(there[0].value) == value:
             return Appended.DONE  # our own, applied by a try the connection repeated
         if not ours or int(ours[0].create_revision) != entry.term:
             return Appended.DEPOSED
-        if int(last[0].value if last else 0) < index - 1:
-            return Appended.EARLY  # entry index - 1 is on its way: send this one after it
         return Appended.TAKEN
 
     async def read_log(self, after: int, *, revision: int = 0) -> LogPage:
@@ -301,18 +295,6 @@ class ClusterStore:
             except ClusterDataError:
                 continue
         return found
-
-
-def _index(index: int) -> bytes:
-    """A log index as ``P head`` holds it."""
-    return str(index).encode()
-
-
-def compare_value(key: bytes, value: bytes) -> Any:
-    """``key``'s value is ``value`` (the key exists)."""
-    return rpc_pb2.Compare(
-        key=key, target=rpc_pb2.Compare.VALUE, result=rpc_pb2.Compare.EQUAL, value=value
-    )
 
 
 def _delete_range(start: bytes, end: bytes) -> Any:

@@ -81,16 +81,6 @@ CLUSTER_SETTINGS: Final = (
         in_range(65_536 + ENTRY_OVERHEAD, 256 * 1024 * 1024),
     ),
     Setting(
-        "cluster_appends_in_flight",
-        int,
-        1,
-        "N",
-        "cluster: log appends the leader has on their way to etcd at once, 1 to 16; more "
-        "shorten a request's wait where etcd is far and the leader's CPU is not the limit, "
-        "at the cost of more, smaller Txns (default: %(default)s)",
-        in_range(1, 16),
-    ),
-    Setting(
         "cluster_snapshot_every",
         int,
         DEFAULT_SNAPSHOT_EVERY,

@@ -137,7 +137,6 @@ class ServeConfig:
     member_name: str = ""  # empty: the advertised address
     cluster_lease_ttl: int = DEFAULT_LEASE_TTL
     cluster_max_entry: int = DEFAULT_MAX_ENTRY
-    cluster_appends_in_flight: int = 1
     cluster_snapshot_every: int = DEFAULT_SNAPSHOT_EVERY
     config_file: Path | None = None
     sources: Mapping[str, str] = field(default_factory=dict)

@@ -164,18 +164,6 @@ def unframed(data: bytes | memoryview) -> list[tuple[int, int]]:
     return spans
 
 
-def read_snapshot_file(path: Path) -> bytes:
-    """The snapshot a :class:`Compaction` wrote to ``path`` (its one record).
-
-    Raises:
-        CorruptLogError: the file is not one whole snapshot.
-    """
-    records, end = _read_records(path, SNAPSHOT_LIMIT)
-    if len(records) != 1 or end != path.stat().st_size:
-        raise CorruptLogError(path, None, "not one whole snapshot")
-    return records[0]
-
-
 def _zeros_from(data: bytes, offset: int) -> bool:
     """Whether every byte of ``data`` from ``offset`` on is zero (counted in C: a
     preallocated tail is megabytes)."""
