@@ -9,6 +9,7 @@ extra) is imported only when a URL is parsed, never by :func:`without_secrets`.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
@@ -55,7 +56,6 @@ def parse_cluster_url(url: str) -> ClusterUrl:
             "starting with a letter or digit"
         )
     try:
-        from tenure.backends.etcd._conn import ConnectionOptions
         from tenure.backends.etcd._url import parse_url
     except ImportError as error:
         raise ValueError(
@@ -68,16 +68,7 @@ def parse_cluster_url(url: str) -> ClusterUrl:
         options, prefix = parse_url(urlunsplit(parts._replace(path="")), {})
     except InvalidArgumentError as error:
         raise ValueError(str(error)) from None
-    connection = ConnectionOptions(
-        endpoints=options.endpoints,
-        credentials=options.credentials,
-        server_hostname=options.server_hostname,
-        user=options.user,
-        password=options.password,
-        connect_timeout=options.connect_timeout,
-        request_timeout=options.request_timeout,
-        max_receive=MAX_RECEIVE,
-    )
+    connection = dataclasses.replace(options, max_receive=MAX_RECEIVE)
     return ClusterUrl(connection, prefix, name)
 
 
