@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import grpc
 import pytest
@@ -30,17 +29,13 @@ from tenure.compat.ydb import _protos as pb
 from tenure.compat.ydb.directory import NO_LEADER, Directory
 from tenure.compat.ydb.tickets import Tickets
 from tenure.server.plug import ServeConfig
-from tests.cluster.harness import WAIT, ClusterServer, TenureCluster
+from tests.cluster.harness import WAIT, ClusterServer, TenureCluster, until
 from tests.etcd.cluster import EtcdCluster
 from tests.ydb_face.conftest import DATABASE
 from tests.ydb_face.raw import node_call, unary
 
-T = TypeVar("T")
-
 LIST_ENDPOINTS = "/Ydb.Discovery.V1.DiscoveryService/ListEndpoints"
 SESSION = "/Ydb.Coordination.V1.CoordinationService/Session"
-#: Between two polls, seconds (a poll is a round trip, not a timing claim).
-POLL_PAUSE = 0.05
 #: Settings that bound one of the SDK's unary calls by WAIT.
 BOUNDED = ydb.BaseRequestSettings().with_timeout(WAIT)
 
@@ -56,17 +51,6 @@ def cluster(tmp_path: Path, etcd_member: EtcdCluster) -> Iterator[TenureCluster]
 def fresh_path() -> str:
     """A node's YDB path no other test uses."""
     return f"{DATABASE}/n-{uuid.uuid4().hex[:10]}"
-
-
-async def apoll(check: Callable[[], Awaitable[T | None]], what: str) -> T:
-    """``await check()``'s first result that is not None, within WAIT."""
-    deadline = time.monotonic() + WAIT
-    while True:
-        found = await check()
-        if found is not None:
-            return found
-        assert time.monotonic() < deadline, f"within {WAIT}s: {what}"
-        await asyncio.sleep(POLL_PAUSE)
 
 
 async def discovery(server: ClusterServer) -> Any:
@@ -203,7 +187,7 @@ async def test_discovery_on_every_member_names_the_leaders_ydb_endpoint(
     leader = await asyncio.to_thread(cluster.leader)
     node_ids = set()
     for server in cluster.servers:
-        await apoll(functools.partial(names, server, leader), f"{server.index} names the leader")
+        await until(functools.partial(names, server, leader), f"{server.index} names the leader")
         endpoint = await discovered(server)
         assert endpoint is not None
         assert (endpoint.address, endpoint.port, endpoint.ssl) == (
@@ -222,7 +206,7 @@ def test_the_sdk_pointed_at_a_standby_reaches_the_leader_and_takes_a_semaphore(
 ) -> None:
     leader = cluster.leader()
     standby = cluster.standbys()[0]
-    asyncio.run(apoll(lambda: names(standby, leader), "the standby names the leader"))
+    asyncio.run(until(lambda: names(standby, leader), "the standby names the leader"))
     driver = ydb.Driver(endpoint=standby.ydb_endpoint, database=DATABASE)
     try:
         driver.wait(timeout=WAIT)
@@ -245,7 +229,7 @@ def test_the_sdk_pointed_at_a_standby_reaches_the_leader_and_takes_a_semaphore(
 async def test_the_sdk_follows_a_leader_killed_to_the_next_one(cluster: TenureCluster) -> None:
     old = await asyncio.to_thread(cluster.leader)
     entry = cluster.standbys()[0]  # the SDK's endpoint: a member that stays up
-    await apoll(functools.partial(names, entry, old), "the entry names the leader")
+    await until(functools.partial(names, entry, old), "the entry names the leader")
     driver = AioDriver(endpoint=entry.ydb_endpoint, database=DATABASE)
     try:
         async with asyncio.timeout(WAIT):
@@ -258,7 +242,7 @@ async def test_the_sdk_follows_a_leader_killed_to_the_next_one(cluster: TenureCl
 
         await asyncio.to_thread(old.kill)
         new = await asyncio.to_thread(cluster.leader, excluding=old)
-        await apoll(functools.partial(names, entry, new), "the entry names the new leader")
+        await until(functools.partial(names, entry, new), "the entry names the new leader")
 
         # The SDK's one connection was to the dead leader: its first call there fails
         # UNAVAILABLE, it drops it, discovers again through the entry, and goes on.
@@ -278,7 +262,7 @@ async def test_a_semaphore_held_through_the_leader_killed_stays_held_by_the_same
 ) -> None:
     old = await asyncio.to_thread(cluster.leader)
     entry = cluster.standbys()[0]
-    await apoll(functools.partial(names, entry, old), "the entry names the leader")
+    await until(functools.partial(names, entry, old), "the entry names the leader")
     driver = AioDriver(endpoint=entry.ydb_endpoint, database=DATABASE)
     try:
         await driver.wait(timeout=WAIT)
@@ -295,7 +279,7 @@ async def test_a_semaphore_held_through_the_leader_killed_stays_held_by_the_same
 
             await asyncio.to_thread(old.kill)
             new = await asyncio.to_thread(cluster.leader, excluding=old)
-            await apoll(functools.partial(names, entry, new), "the entry names the new leader")
+            await until(functools.partial(names, entry, new), "the entry names the new leader")
 
             # The SDK re-attaches its session on the new leader: still the owner.
             async with asyncio.timeout(WAIT):
@@ -317,7 +301,7 @@ async def test_a_standby_ends_every_coordination_call_unavailable_naming_the_lea
     leader = await asyncio.to_thread(cluster.leader)
     path = fresh_path()
     for standby in cluster.standbys():
-        await apoll(functools.partial(names, standby, leader), f"{standby.index} names the leader")
+        await until(functools.partial(names, standby, leader), f"{standby.index} names the leader")
         for call in COORDINATION_CALLS:
             error = await refusal(standby, call, path)
             assert error.code() == grpc.StatusCode.UNAVAILABLE, (call, error)
