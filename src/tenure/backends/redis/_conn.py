@@ -6,6 +6,13 @@ tenure versions never call each other's functions. A server that lost its functi
 (restarted without persistence) gets them loaded again on the first call that
 misses one.
 
+Function calls go over connections of this module's own (:class:`CallPool`), not
+through redis-py's ``Redis.execute_command`` and its pool: a call is one packed
+``FCALL`` written and its answer read, without the per-command retry wrapper,
+observability hooks, event dispatch and checkout lock (most of a call's client CPU
+otherwise). Other commands (the inbox's trims, listings' scans, ``INFO``) use
+redis-py's client as usual.
+
 A call whose connection fails raises :class:`~tenure.errors.UnavailableError`;
 :meth:`Connection.retrying` sends it again (same arguments, so the same request
 key: the server answers a retried change as it answered the first try) until its
@@ -15,7 +22,9 @@ deadline.
 from __future__ import annotations
 
 import asyncio
+import collections
 import hashlib
+import math
 import re
 from collections.abc import Sequence
 from importlib.resources import files
@@ -46,6 +55,19 @@ LIBRARY: Final = _SOURCE.replace("@V@", VERSION)
 #: Shortest and longest pause between two tries of a call that could not reach Redis.
 RETRY_MIN: Final = 0.05
 RETRY_MAX: Final = 1.0
+#: Most connections the function calls use at once (more calls wait their turn).
+MAX_CALL_CONNECTIONS: Final = 64
+#: Each operation's function name (the library's version in it), made once.
+FUNCTIONS: Final[dict[str, str]] = {}
+
+
+def function_name(op: str) -> str:
+    """The library's function for operation ``op``."""
+    name = FUNCTIONS.get(op)
+    if name is None:
+        name = FUNCTIONS[op] = f"tenure_{VERSION}_{op}"
+    return name
+
 
 _TENURE_ERROR = re.compile(r"^TENURE (\d+) (.*?)(?: script: \S+, on @user_function:\d+\.)?$", re.S)
 _CONNECTION_ERRORS: Final = (rexc.ConnectionError, rexc.TimeoutError, OSError)
@@ -73,6 +95,90 @@ def _error(error: rexc.ResponseError) -> BaseException:
     return error_from_code(int(match[1]), match[2])
 
 
+class CallPool:
+    """The connections function calls use: idle ones reused last in, first out; at
+    most :data:`MAX_CALL_CONNECTIONS` at once (the next call waits for one).
+
+    One exchange (:meth:`exchange`) writes one command and reads its answer within
+    ``request_timeout``; a connection whose exchange failed or was cancelled is
+    disconnected (its answer may still be on the way) and connects afresh when next
+    used.
+    """
+
+    def __init__(self, options: RedisOptions) -> None:
+        kwargs = options.client_kwargs()
+        # The exchange's own deadline bounds the write and the read (one timer per
+        # call, not redis-py's wait_for task around every write).
+        kwargs["socket_timeout"] = None
+        kwargs["retry"] = Retry(NoBackoff(), 0)
+        self._ssl = bool(kwargs.pop("ssl", False))
+        self._kwargs = kwargs
+        self._timeout = options.request_timeout
+        self._connect_timeout = options.connect_timeout
+        self._idle: list[aioredis.Connection] = []
+        self._all: set[aioredis.Connection] = set()
+        self._waiting: collections.deque[asyncio.Future[aioredis.Connection]] = collections.deque()
+
+    def _checkin(self, conn: aioredis.Connection) -> None:
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(conn)
+                return
+        self._idle.append(conn)
+
+    async def _checkout(self) -> aioredis.Connection:
+        if self._idle:
+            return self._idle.pop()
+        if len(self._all) < MAX_CALL_CONNECTIONS:
+            conn: aioredis.Connection = (
+                aioredis.SSLConnection(**self._kwargs)
+                if self._ssl
+                else aioredis.Connection(**self._kwargs)
+            )
+            self._all.add(conn)
+            return conn
+        waiter: asyncio.Future[aioredis.Connection] = asyncio.get_running_loop().create_future()
+        self._waiting.append(waiter)
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():  # handed one just as we left
+                self._checkin(waiter.result())
+            raise
+
+    async def exchange(self, *args: str | bytes | int) -> Any:
+        """Send one command, return its answer (redis-py's errors raised as they are)."""
+        conn = await self._checkout()
+        try:
+            # A new connection's handshake (AUTH, SELECT) is bounded too: it has no
+            # socket timeout of its own here.
+            deadline = self._timeout
+            if not conn.is_connected:
+                deadline += self._connect_timeout
+            async with asyncio.timeout(deadline):
+                if not conn.is_connected:
+                    await conn.connect()  # type: ignore[no-untyped-call]
+                await conn.send_packed_command(conn.pack_command(*args), check_health=False)
+                answer = await conn.read_response(timeout=math.inf)
+        except rexc.ResponseError:
+            self._checkin(conn)  # an error answer, read whole: the connection is fine
+            raise
+        except BaseException:
+            await conn.disconnect(nowait=True)
+            self._checkin(conn)
+            raise
+        self._checkin(conn)
+        return answer
+
+    async def close(self) -> None:
+        """Disconnect every connection (calls in flight fail)."""
+        for conn in list(self._all):
+            await conn.disconnect(nowait=True)
+        self._all.clear()
+        self._idle.clear()
+
+
 class Connection:
     """A pool of connections to one Redis server, calling the library's functions."""
 
@@ -81,6 +187,7 @@ class Connection:
         self.client = aioredis.Redis(
             **options.client_kwargs(), retry=Retry(NoBackoff(), 0), max_connections=64
         )
+        self.calls = CallPool(options)
         self._loaded = False
         self._loading: asyncio.Lock | None = None
         self.closed = False
@@ -120,15 +227,16 @@ class Connection:
         if not self._loaded:
             await self.load()
         sent = asyncio.get_running_loop().time()
+        name = function_name(op)
         try:
-            raw = await self.client.fcall(f"tenure_{VERSION}_{op}", 1, base, *args)
+            raw = await self.calls.exchange("FCALL", name, 1, base, *args)
         except rexc.NoPermissionError as error:
             raise PermissionDeniedError(f"Redis refused {op} to this user: {error}") from None
         except rexc.ResponseError as error:
             if "Function not found" in str(error):
                 self._loaded = False  # the server lost its functions (a restart): load again
                 await self.load()
-                raw = await self.client.fcall(f"tenure_{VERSION}_{op}", 1, base, *args)
+                raw = await self._again(op, name, base, args)
             else:
                 raise _error(error) from None
         except _CONNECTION_ERRORS as error:
@@ -142,6 +250,19 @@ class Connection:
         reply = Reply(raw)
         self.offset = sent - reply.now  # the send time: never later than the server's
         return reply
+
+    async def _again(
+        self, op: str, name: str, base: str, args: tuple[str | bytes | int, ...]
+    ) -> Any:
+        """The call once more, after the library was loaded again."""
+        try:
+            return await self.calls.exchange("FCALL", name, 1, base, *args)
+        except rexc.NoPermissionError as error:
+            raise PermissionDeniedError(f"Redis refused {op} to this user: {error}") from None
+        except rexc.ResponseError as error:
+            raise _error(error) from None
+        except _CONNECTION_ERRORS as error:
+            raise UnavailableError(f"Redis at {self.endpoint} unreachable: {error}") from None
 
     async def retrying(
         self, deadline: float | None, op: str, base: str, *args: str | bytes | int
@@ -168,6 +289,7 @@ class Connection:
     async def close(self) -> None:
         """Close the pool."""
         self.closed = True
+        await self.calls.close()
         await self.client.aclose()
 
 

@@ -25,13 +25,15 @@ local TRIM_MAX = 4           -- old answers / endings dropped per call that adds
 local INBOX_MAX = 100000     -- entries an unread inbox keeps (a dead client's)
 local TWO32 = 4294967296
 
-local B, NOW, TOUCHED
+-- NOW_S is NOW as text, made from TIME's two parts (no string.format on every call).
+local B, NOW, NOW_S, TOUCHED
 -- Per call: the node's settings and the semaphores' meta read so far (every write
 -- of them goes through the helpers below, which keep these in step).
 local CFG, META
--- Per call: the earliest deadline known to be in 'due' (for the reply), and the
--- sessions this call ended.
-local NEXT, ENDED
+-- Per call: the earliest deadline known to be in 'due' (for the reply; NEXT_S is
+-- its text when it was read from 'due', so the reply need not format it), and
+-- the sessions this call ended.
+local NEXT, NEXT_S, ENDED
 -- Per call: the caller's inbox, and what this call pushed to it (the reply carries
 -- it too, so the caller's client need not wait for its inbox read).
 local CALLER_INBOX, LOCAL
@@ -91,28 +93,35 @@ local function start(keys)
   B = keys[1]
   local t = redis.call('TIME')
   NOW = tonumber(t[1]) + tonumber(t[2]) / 1000000
+  NOW_S = t[1] .. '.' .. string.sub('00000' .. t[2], -6)
   TOUCHED = {}
   CFG, META = nil, {}
-  NEXT, ENDED = nil, {}
+  NEXT, NEXT_S, ENDED = nil, nil, {}
   CALLER_INBOX, LOCAL = nil, {}
 end
 
 local function due_add(when, member)
   redis.call('ZADD', B .. 'due', when, member)
-  if not NEXT or when < NEXT then NEXT = when end
+  if not NEXT or when < NEXT then NEXT, NEXT_S = when, nil end
 end
 
 local function fmt(x)
   return string.format('%.6f', x)
 end
 
+-- The settings an acquire reads, fetched together on the first cfg_get of a call;
+-- any other is fetched alone (a missing field is cached as false, read as nil).
 local function cfg_get(field)
   if not CFG then
-    CFG = {}
-    local flat = redis.call('HGETALL', B .. 'cfg')
-    for i = 1, #flat, 2 do CFG[flat[i]] = flat[i + 1] end
+    local v = redis.call('HMGET', B .. 'cfg', 'md', 'mx', 'dl', 'mw', 'ld')
+    CFG = {md = v[1], mx = v[2], dl = v[3], mw = v[4], ld = v[5]}
   end
-  return CFG[field]
+  local value = CFG[field]
+  if value == nil then
+    value = redis.call('HGET', B .. 'cfg', field)
+    CFG[field] = value
+  end
+  return value or nil
 end
 
 local function cfg_incr(field, by)

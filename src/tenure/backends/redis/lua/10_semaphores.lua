@@ -74,10 +74,10 @@ local function set_count(name, c)
   meta(name).cnt = c
 end
 
-local function fits(name, holder, count)
+-- Whether ``count`` tokens fit for a holder whose hold is ``o`` (nil: none).
+local function fits(name, o, count)
   local m = meta(name)
   if NOW < m.blk then return false end
-  local o = owner(name, holder)
   local rest = m.cnt
   if o then rest = csub(rest, cnt(o.cnt)) end
   return cle(cadd(rest, cnt(count)), m.lim)
@@ -109,9 +109,10 @@ local function remove_waiter(name, holder, known)
   return w
 end
 
--- Give ``count`` tokens to ``holder`` with the next fencing token (replacing its hold).
-local function grant(name, holder, count, data, req)
-  local old = owner(name, holder)
+-- Give ``count`` tokens to ``holder`` with the next fencing token, replacing its
+-- hold ``old`` (nil: none; the caller has read it already). ``counted``: the
+-- semaphore was made with this grant's count (new_semaphore), nothing to add.
+local function grant(name, holder, count, data, req, old, counted)
   local rest = meta(name).cnt
   if old then rest = csub(rest, cnt(old.cnt)) end
   -- The counter is its own key, which dropping the node keeps: tokens of a node
@@ -128,8 +129,9 @@ local function grant(name, holder, count, data, req)
   end
   redis.call('HSET', B .. 'r:' .. name, 'o' .. holder,
     cmsgpack.pack({count, data, tok, ttl, deadline, req, NOW}))
-  redis.call('HSET', B .. 'sh:' .. sid, 'o' .. hold .. ':' .. name, tok)
-  set_count(name, cadd(rest, cnt(count)))
+  -- Only the field's name is ever read (HKEYS): its value need not be the token.
+  redis.call('HSET', B .. 'sh:' .. sid, 'o' .. hold .. ':' .. name, '1')
+  if not counted then set_count(name, cadd(rest, cnt(count))) end
   return tok, ttl
 end
 
@@ -148,16 +150,16 @@ local function settle(name)
   if not m then return end
   local drained = false
   while true do
-    local head = redis.call('ZRANGE', B .. 'q:' .. name, 0, 0)
+    local head = redis.call('ZRANGE', B .. 'q:' .. name, '0', '0')
     if #head == 0 then
       drained = true
       break
     end
     local holder = head[1]
-    local w = waiter(name, holder)
-    if not fits(name, holder, w.cnt) then break end
-    remove_waiter(name, holder)
-    local tok, ttl = grant(name, holder, w.cnt, w.data, w.req)
+    local w, o = records(name, holder)
+    if not fits(name, o, w.cnt) then break end
+    remove_waiter(name, holder, w)
+    local tok, ttl = grant(name, holder, w.cnt, w.data, w.req, o)
     local sid, hold = split_holder(holder)
     push(sid, {'k', 'G', 'name', name, 'hold', hold, 'req', w.req, 'tok', tok, 'cnt', w.cnt, 'ttl', ttl})
     touch(name)
@@ -186,10 +188,13 @@ local function check_room()
   end
 end
 
-local function new_semaphore(name, lim, data, eph)
-  redis.call('HSET', B .. 'm:' .. name, 'lim', lim, 'cnt', ZERO, 'blk', '0', 'eph', eph, 'data', data)
-  META[name] = {lim = cnt(lim), cnt = cnt(ZERO), blk = 0, eph = eph == '1', data = data}
+-- A new semaphore; ``held`` (hex, or nil: none) is the count of the grant that
+-- makes it (an ephemeral one), written with it rather than after it.
+local function new_semaphore(name, lim, data, eph, held)
+  held = held or ZERO
+  redis.call('HSET', B .. 'm:' .. name, 'lim', lim, 'cnt', held, 'blk', '0', 'eph', eph, 'data', data)
+  META[name] = {lim = cnt(lim), cnt = cnt(held), blk = 0, eph = eph == '1', data = data}
   redis.call('SADD', B .. 'sems', name)
-  redis.call('ZADD', B .. 'semz', 0, name)
+  redis.call('ZADD', B .. 'semz', '0', name)
   touch(name)
 end

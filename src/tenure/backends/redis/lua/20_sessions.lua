@@ -168,11 +168,11 @@ end
 -- Expire what is due (at most REAP_MAX entries); true if more may be due.
 local function reap()
   -- Mostly nothing is due: one read of the first entry says so, and when the next is.
-  local head = redis.call('ZRANGE', B .. 'due', 0, 0, 'WITHSCORES')
+  local head = redis.call('ZRANGE', B .. 'due', '0', '0', 'WITHSCORES')
   if #head == 0 then return false end
-  if tonumber(head[2]) > NOW then
-    local when = tonumber(head[2])
-    if not NEXT or when < NEXT then NEXT = when end
+  local when = tonumber(head[2])
+  if when > NOW then
+    if not NEXT or when < NEXT then NEXT, NEXT_S = when, head[2] end
     return false
   end
   local due = redis.call('ZRANGEBYSCORE', B .. 'due', '-inf', NOW, 'LIMIT', 0, REAP_MAX)
@@ -180,10 +180,10 @@ local function reap()
     redis.call('ZREM', B .. 'due', member)
     on_due(member)
   end
-  head = redis.call('ZRANGE', B .. 'due', 0, 0, 'WITHSCORES')
+  head = redis.call('ZRANGE', B .. 'due', '0', '0', 'WITHSCORES')
   if #head > 0 then
-    local when = tonumber(head[2])
-    if not NEXT or when < NEXT then NEXT = when end
+    when = tonumber(head[2])
+    if not NEXT or when < NEXT then NEXT, NEXT_S = when, head[2] end
   end
   return #due == REAP_MAX
 end
@@ -193,8 +193,8 @@ end
 local function reply(result, more)
   fire_watches()
   local nxt = ''
-  if more then nxt = fmt(NOW) elseif NEXT then nxt = fmt(NEXT) end
-  return {fmt(NOW), nxt, result, LOCAL}
+  if more then nxt = NOW_S elseif NEXT then nxt = NEXT_S or fmt(NEXT) end
+  return {NOW_S, nxt, result, LOCAL}
 end
 
 local function recall(rk)

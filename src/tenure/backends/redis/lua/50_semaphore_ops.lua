@@ -46,8 +46,11 @@ local function acquire(keys, args)
   end
   -- Checked: from here on the request succeeds.
   if not m then
-    new_semaphore(name, 'ffffffffffffffff', '', '1')
-    m = meta(name)
+    -- A new ephemeral semaphore is granted at once (nobody holds or waits): made
+    -- with the grant's count, so its meta is written once.
+    new_semaphore(name, 'ffffffffffffffff', '', '1', count)
+    local tok, ttl = grant(name, holder, count, data, req, nil, true)
+    return reply({'G', tok, tostring(ttl)}, more)
   end
   if w then
     remove_waiter(name, holder, w)
@@ -66,7 +69,7 @@ local function acquire(keys, args)
       if o.cnt ~= count or o.data ~= data then touch(name) end
       result = {'G', o.tok, tostring(o.ttl)}
     else
-      local tok, ttl = grant(name, holder, count, data, req)
+      local tok, ttl = grant(name, holder, count, data, req, o)
       touch(name)
       result = {'G', tok, tostring(ttl)}
     end
@@ -112,29 +115,48 @@ local function withdraw(keys, args)
   return reply(result, more)
 end
 
--- args: sid, fence, request key, name, hold.
 -- A release's answer is kept in its session's record (the last one only: a hash
 -- field, not an entry of 'done'): a retry of the session's latest release is
 -- answered as its first try was.
+local function remember_release(sid, rk, result)
+  if rk ~= '' then
+    local text = ' 0'
+    if result == 1 then text = ' 1' end
+    redis.call('HSET', B .. 's:' .. sid, 'lr', rk .. text)
+  end
+  return result
+end
+
+-- args: sid, fence, request key, name, hold.
 local function release(keys, args)
   start(keys)
-  check_session(args[1], args[2])
+  local sid, rk, name, hold = args[1], args[3], args[4], args[5]
+  check_session(sid, args[2])
   local more = reap()
-  if ENDED[args[1]] then check_session(args[1], args[2]) end
-  local rk = args[3]
+  if ENDED[sid] then check_session(sid, args[2]) end
   if LAST_RELEASE and rk ~= '' and string.sub(LAST_RELEASE, 1, #rk + 1) == rk .. ' ' then
     return reply(tonumber(string.sub(LAST_RELEASE, #rk + 2)), more)
   end
-  local function remember_release(result)
-    if rk ~= '' then redis.call('HSET', B .. 's:' .. args[1], 'lr', rk .. ' ' .. result) end
-    return result
-  end
-  local name, holder = args[4], args[1] .. ':' .. args[5]
-  if not meta(name) then return reply(remember_release(0), more) end
+  local m = meta(name)
+  if not m then return reply(remember_release(sid, rk, 0), more) end
+  local holder = sid .. ':' .. hold
   local w, o = records(name, holder)
-  if w then remove_waiter(name, holder, w) end
+  if o and not w and m.eph and NOW >= m.blk then
+    local rest = csub(m.cnt, cnt(o.cnt))
+    if rest[1] == 0 and rest[2] == 0 and queue_length(name) == 0 then
+      -- The common release: the last hold of an ephemeral semaphore nobody waits
+      -- for. The semaphore goes with it (what settle would do after remove_owner),
+      -- without writing its owner and count first.
+      redis.call('HDEL', B .. 'sh:' .. sid, 'o' .. hold .. ':' .. name)
+      if o.ttl > 0 then redis.call('ZREM', B .. 'due', 'l:' .. holder .. ':' .. name) end
+      delete_semaphore_keys(name)
+      touch(name)
+      return reply(remember_release(sid, rk, 1), more)
+    end
+  end
   if w then
-    push(args[1], {'k', 'F', 'name', name, 'hold', args[5], 'req', w.req, 'code', 26,
+    remove_waiter(name, holder, w)
+    push(sid, {'k', 'F', 'name', name, 'hold', hold, 'req', w.req, 'code', 26,
       'msg', 'released while waiting'})
   end
   if o then remove_owner(name, holder, o) end
@@ -144,7 +166,7 @@ local function release(keys, args)
     touch(name)
   end
   settle(name)
-  return reply(remember_release(result), more)
+  return reply(remember_release(sid, rk, result), more)
 end
 
 -- args: sid, fence, request key, name, hold.
