@@ -8,13 +8,17 @@ schema.op(...)``: one round trip, one transaction under READ COMMITTED, rows
 locked (never advisory locks: they die with the connection and break behind
 poolers). Options: :mod:`tenure.backends.postgres._url`.
 
-* **Fencing tokens** come from one counter row updated in the granting
-  transaction: tokens follow commit order and persist with the grants.
+* **Fencing tokens** come from the schema's ``tokens`` sequence, taken under the
+  semaphore's row lock: each semaphore's tokens increase in grant order, across
+  restarts (docs/guarantees.md, promise 2); no row is written by every grant, so
+  grants of different semaphores share their commits' WAL flushes.
 * **Time** is the database's ``clock_timestamp()``: session expiry and acquire
   timeouts are judged there; clients only trigger the checks by timers at the
   deadlines the database names (:mod:`._reaper`).
 * **Wake-ups** are LISTEN/NOTIFY on one connection per client (:mod:`._listen`);
-  a notification names what changed and the listener reads the state back.
+  a notification names what changed and the listener reads the state back. A
+  change notifies watchers only of a semaphore a watch registered
+  (:mod:`._sql_watches`): a NOTIFY serializes commits database-wide.
   Behind a transaction-pooling pgbouncer, LISTEN does not work: the client finds
   out at connect (a probe) and then does not declare WATCH (``watch_semaphore``
   raises UnsupportedError) and its waiters re-check every ``recheck_interval``.

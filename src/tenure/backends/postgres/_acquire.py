@@ -1,8 +1,8 @@
 """Acquiring on PostgreSQL: one call to be granted or queued, then wait for a push.
 
 1. ``acquire(...)`` locks the semaphore's row and grants at once when nobody is
-   queued and the count fits (a new token from the counter row, in the same
-   transaction), restates a hold in place when it asks for no more than it holds
+   queued and the count fits (a new token from the ``tokens`` sequence, under the
+   semaphore's row lock), restates a hold in place when it asks for no more than it holds
    (same token), answers "busy" for ``timeout=0``, or queues the request with a
    deadline on the database's clock. Its request id (random, 63 bits) makes the
    call safe to send again after a lost answer: the database answers from the row

@@ -5,9 +5,17 @@ Layout (in the schema ``?schema=`` names, default ``tenure``):
 * ``meta``: one row, the schema's version and the digest of the statements that
   made it (a migration compares both: functions fixed within a version differ in
   the digest, and are replaced).
-* ``counter``: one row, ``last_token``: the fencing-token counter. A grant updates
-  it in the granting transaction, so tokens follow commit order (a plain sequence
-  hands numbers out of commit order) and are persisted with the grant.
+* ``tokens``: the sequence of fencing tokens (version 3). A grant takes its token
+  with ``nextval`` under its semaphore's row lock, after the previous holder's
+  commit, so every semaphore's tokens increase in grant order; ``nextval`` is not
+  transactional, so grants of different semaphores do not wait for each other's
+  commits (docs/guarantees.md, promise 2). Versions 1 and 2 kept a ``counter``
+  row that every grant updated: the upgrade hands its last value to the sequence
+  and drops it.
+* ``watches``: one row per armed watch (version 3): a change of a semaphore
+  notifies ``s<name>`` only when one is registered (a NOTIFY takes a lock of the
+  whole database until its transaction's commit is flushed: notifying every change
+  made every change of every client wait for one WAL flush each).
 * ``nodes``: a node's settings (``config``, jsonb of NodeConfig) and ``version``.
 * ``sessions``: one row per session: its secret, ``seq`` (the fence a resume bumps),
   window, and ``deadline`` (``clock_timestamp()`` + window at the last heartbeat);
@@ -27,7 +35,9 @@ Layout (in the schema ``?schema=`` names, default ``tenure``):
   client's reap, or its semaphore deleted), until its client reads it.
 
 Every operation locks the rows it changes (``FOR UPDATE`` on the semaphore,
-``FOR SHARE`` on the acting session) under READ COMMITTED: no advisory locks.
+``FOR SHARE`` on the acting session) under READ COMMITTED: no advisory locks. No
+row is written by every grant: grants of different semaphores share nothing but
+the WAL, so their commits are flushed together (group commit).
 
 ``@S`` stands for the quoted schema and ``@N`` for the schema's name as a
 literal (it goes into the notification channel names).
@@ -42,8 +52,11 @@ __all__ = ["HELPERS", "SCHEMA_VERSION", "TABLES"]
 #: The version these statements create; a database with a newer one is refused.
 #: Version 2 (tenure 0.14) added the identity and times of sessions, grants and waits,
 #: and the listings' indexes: a version-1 schema is upgraded in place (columns added,
-#: NULL where the time is not known).
-SCHEMA_VERSION: Final = 2
+#: NULL where the time is not known). Version 3 (issue 26) takes tokens from the
+#: ``tokens`` sequence instead of the ``counter`` row, and adds ``watches``; the
+#: upgrade moves the counter's last value into the sequence. A client of version 2
+#: (which would make a ``counter`` row again, from 0) refuses a version-3 schema.
+SCHEMA_VERSION: Final = 3
 
 TABLES: Final = r"""
 CREATE TABLE IF NOT EXISTS @S.meta (
@@ -52,11 +65,6 @@ CREATE TABLE IF NOT EXISTS @S.meta (
     digest text
 );
 ALTER TABLE @S.meta ADD COLUMN IF NOT EXISTS digest text;
-CREATE TABLE IF NOT EXISTS @S.counter (
-    id int PRIMARY KEY CHECK (id = 1),
-    last_token bigint NOT NULL
-);
-INSERT INTO @S.counter VALUES (1, 0) ON CONFLICT DO NOTHING;
 CREATE TABLE IF NOT EXISTS @S.nodes (
     name text PRIMARY KEY,
     config jsonb NOT NULL,
@@ -133,6 +141,35 @@ ALTER TABLE @S.waiters ADD COLUMN IF NOT EXISTS queued_at timestamptz;
 CREATE INDEX IF NOT EXISTS nodes_listed ON @S.nodes (name COLLATE "C");
 CREATE INDEX IF NOT EXISTS semaphores_listed ON @S.semaphores (node, name COLLATE "C");
 CREATE INDEX IF NOT EXISTS sessions_listed ON @S.sessions (node, id) WHERE ended IS NULL;
+-- Version 3: the armed watches (a change notifies s<name> only when one is here).
+CREATE TABLE IF NOT EXISTS @S.watches (
+    node text NOT NULL,
+    name text NOT NULL,
+    sid bigint NOT NULL,
+    watch bigint NOT NULL,
+    PRIMARY KEY (node, name, sid, watch)
+);
+CREATE INDEX IF NOT EXISTS watches_sid ON @S.watches (sid);
+-- Version 3: fencing tokens from a sequence (no row that every grant updates).
+CREATE SEQUENCE IF NOT EXISTS @S.tokens;
+-- The counter row of versions 1 and 2 hands its last value over and goes. Its
+-- ACCESS EXCLUSIVE lock waits for the grants that updated it to commit, so the
+-- value read is the last one ever handed out; a grant of an older client that
+-- comes after fails (the table is gone) instead of repeating a token.
+DO $$
+DECLARE
+    last bigint;
+BEGIN
+    IF to_regclass('@S.counter') IS NOT NULL THEN
+        LOCK TABLE @S.counter IN ACCESS EXCLUSIVE MODE;
+        SELECT greatest(max(last_token), (SELECT max(token) FROM @S.owners))
+            INTO last FROM @S.counter;
+        IF last > 0 THEN
+            PERFORM setval('@S.tokens', greatest(last, (SELECT last_value FROM @S.tokens)));
+        END IF;
+        DROP TABLE @S.counter;
+    END IF;
+END $$;
 CREATE TABLE IF NOT EXISTS @S.outcomes (
     sid bigint NOT NULL,
     node text NOT NULL,
@@ -159,9 +196,12 @@ LANGUAGE sql IMMUTABLE AS $$
     SELECT 'tn_' || left(md5(@N || '/' || p_node), 24)
 $$;
 
+-- A grant's token. Its caller holds the semaphore's row lock, taken after the
+-- previous grant of it committed, whose nextval came before that commit: so each
+-- semaphore's tokens increase in grant order (docs/guarantees.md, promise 2).
 CREATE OR REPLACE FUNCTION @S.next_token() RETURNS bigint
 LANGUAGE sql AS $$
-    UPDATE @S.counter SET last_token = last_token + 1 WHERE id = 1 RETURNING last_token
+    SELECT nextval('@S.tokens')
 $$;
 
 CREATE OR REPLACE FUNCTION @S.seconds_until(p_at timestamptz) RETURNS float8
@@ -262,7 +302,10 @@ BEGIN
             p_changed := true;
         END IF;
     END IF;
-    IF p_changed THEN
+    -- Only for a registered watch (watch(), which locks what a change locks first,
+    -- so a change either sees its row here or is committed before its first read):
+    -- a NOTIFY holds a database-wide lock until the commit is flushed.
+    IF p_changed AND EXISTS (SELECT 1 FROM watches WHERE node = p_node AND name = p_name) THEN
         PERFORM pg_notify(channel(p_node), 's' || p_name);
     END IF;
 END $$;
@@ -303,6 +346,7 @@ BEGIN
         PERFORM settle(s.node, sem.name, true);
     END LOOP;
     DELETE FROM outcomes WHERE sid = p_sid;
+    DELETE FROM watches WHERE sid = p_sid;
     PERFORM pg_notify(channel(s.node), 'x' || p_sid);
 END $$;
 

@@ -20,6 +20,7 @@ from tenure.backends.postgres._ddl import HELPERS, SCHEMA_VERSION, TABLES
 from tenure.backends.postgres._sql_listing import LISTING_FUNCTIONS
 from tenure.backends.postgres._sql_semaphores import SEMAPHORE_FUNCTIONS
 from tenure.backends.postgres._sql_sessions import SESSION_FUNCTIONS
+from tenure.backends.postgres._sql_watches import WATCH_FUNCTIONS
 from tenure.errors import UnavailableError, UnsupportedError
 
 __all__ = ["ddl", "digest", "migrate", "migrate_url", "schema_version"]
@@ -29,7 +30,14 @@ def ddl(schema: str) -> str:
     """Every statement of the current version, for ``schema``."""
     quoted = sql.Identifier(schema).as_string(None)
     literal = sql.Literal(schema).as_string(None)
-    text = TABLES + HELPERS + SESSION_FUNCTIONS + SEMAPHORE_FUNCTIONS + LISTING_FUNCTIONS
+    text = (
+        TABLES
+        + HELPERS
+        + SESSION_FUNCTIONS
+        + WATCH_FUNCTIONS
+        + SEMAPHORE_FUNCTIONS
+        + LISTING_FUNCTIONS
+    )
     return text.replace("@S", quoted).replace("@N", literal)
 
 

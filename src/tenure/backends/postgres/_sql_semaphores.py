@@ -40,13 +40,9 @@ BEGIN
                                          'ephemeral)', p_name));
         END IF;
         PERFORM check_data('owner data', p_data, s.node);
-        -- The node row's lock makes the count and the insert one step.
-        PERFORM 1 FROM nodes WHERE name = s.node FOR NO KEY UPDATE;
-        IF (SELECT count(*) FROM semaphores WHERE node = s.node)
-           >= (cfg ->> 'max_semaphores')::bigint THEN
-            PERFORM fail('TN413', format('max_semaphores (%s) reached on node %L',
-                                         cfg ->> 'max_semaphores', s.node));
-        END IF;
+        -- The node row's lock (shared far from the limit) keeps max_semaphores and
+        -- orders this creation with a watch's registration (_sql_watches).
+        PERFORM room_for_semaphore(s.node, (cfg ->> 'max_semaphores')::bigint);
         INSERT INTO semaphores VALUES (s.node, p_name, 18446744073709551615, '', true)
         ON CONFLICT DO NOTHING;
         SELECT * INTO sem FROM semaphores WHERE node = s.node AND name = p_name FOR UPDATE;

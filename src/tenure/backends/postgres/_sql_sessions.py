@@ -76,6 +76,7 @@ BEGIN
     DELETE FROM owners WHERE node = p_name;
     DELETE FROM waiters WHERE node = p_name;
     DELETE FROM outcomes WHERE node = p_name;
+    DELETE FROM watches WHERE node = p_name;
     DELETE FROM semaphores WHERE node = p_name;
     DELETE FROM nodes WHERE name = p_name;
     PERFORM pg_notify(channel(p_name), 'n');
@@ -173,6 +174,7 @@ BEGIN
         PERFORM settle(s.node, sem.name, true);
     END LOOP;
     DELETE FROM outcomes WHERE sid = p_sid;
+    DELETE FROM watches WHERE sid = p_sid;  -- the old client's: its watches end
     PERFORM pg_notify(channel(s.node), 'r' || p_sid);
     RETURN jsonb_build_object('seq', s.seq, 'window', s.win, 'description', s.description,
                               'next', next_due(s.node));

@@ -397,6 +397,14 @@ class PgStore:
         await watch.start()
         return watch
 
+    async def register_watch(self, name: str, watch_id: int) -> None:
+        """Register a watch of ``name`` (changes of it notify from then on)."""
+        await self.call("watch", name, watch_id)
+
+    async def unregister_watch(self, name: str, watch_id: int) -> None:
+        """Remove a watch's registration (bounded by connect_timeout)."""
+        await self.caller.call("unwatch", [self.sid, self._secret, name, watch_id])
+
     # -- the end ---------------------------------------------------------------------
 
     def stop(self, error: LostError) -> None:
