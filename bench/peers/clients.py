@@ -59,10 +59,16 @@ class _TenureSession(LockSession):
         self._own = own  # the client this session alone uses, if any
 
     async def acquire(self, key: str) -> Any:
-        return await self._session.mutex(key).lock()
+        # ``async with session.mutex(key):`` entered and left by hand, to time each
+        # half: what users write. Leaving it does not wait for the release's answer
+        # where the backend sends it ahead of the next request (tenure://, memory://),
+        # and waits for it elsewhere (docs/concepts.md, "Releasing").
+        mutex = self._session.mutex(key)
+        await mutex.__aenter__()
+        return mutex
 
     async def release(self, handle: Any) -> None:
-        await handle.release()
+        await handle.__aexit__(None, None, None)
 
     async def close(self) -> None:
         await self._session.close()

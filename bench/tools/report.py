@@ -52,8 +52,10 @@ WORKLOADS = {
 #: (system, its server, its client): one session = one client of the lock service.
 SETUP = (
     ("tenure-always", "`tenure serve --fsync always` (fsync before every reply)",
-     '`tenure.connect("tenure://...")`, `session.mutex(key).lock()`, `lock.release()`;'
-     " par and cont: one client (one connection) for the 32 sessions"),
+     '`tenure.connect("tenure://...")`, `async with session.mutex(key):` (entered and left'
+     " by hand, to time each half; leaving does not wait for the release's answer: the"
+     " next request follows it on the connection); par and cont: one client (one"
+     " connection) for the 32 sessions"),
     ("tenure-off", "`tenure serve --fsync off`", "the same"),
     ("tenure-always (client each)", "the same as tenure-always",
      "par and cont: a `tenure.connect` (a connection) per session, each of the 32 workers"
@@ -66,10 +68,12 @@ SETUP = (
     ("redis (client each)", "the same as redis",
      "par and cont: a `redis.asyncio.Redis` (its own pool, so its own connection) per worker"),
     ("tenure-redis", "the same `redis-server` as the redis row (a fresh one, same command line)",
-     '`tenure.connect("redis://...")`, `session.mutex(key).lock()`, `lock.release()`:'
+     '`tenure.connect("redis://...")`, `async with session.mutex(key):` (leaving waits'
+     " for the release's answer):"
      " one script per operation, waiters woken by a push; one client for the 32 sessions"),
     ("tenure-etcd", "the same `etcd` as the etcd row (a fresh member, same command line)",
-     '`tenure.connect("etcd://...")`, `session.mutex(key).lock()`, `lock.release()`:'
+     '`tenure.connect("etcd://...")`, `async with session.mutex(key):` (leaving waits'
+     " for the release's answer):"
      " tenure's API with client-side admission (Txns, one watch stream, one keepalive"
      " stream); one client (one gRPC channel) for the 32 sessions, a lease per session"),
     ("etcd", "`etcd`, one member, defaults (fsync on every commit)",
@@ -87,7 +91,8 @@ SETUP = (
     ("tenure-cluster (client each)", "the same as tenure-cluster",
      "par and cont: a `tenure.connect` (a connection to the leader) per worker"),
     ("tenure-postgres", "PostgreSQL 15, fsync and synchronous_commit on (a fresh cluster)",
-     '`tenure.connect("postgres://...")`, `session.mutex(key).lock()`, `lock.release()`:'
+     '`tenure.connect("postgres://...")`, `async with session.mutex(key):` (leaving waits'
+     " for the release's answer):"
      " one PL/pgSQL function call per operation, wake-ups by LISTEN/NOTIFY"),
     ("postgres", "the same PostgreSQL as the tenure-postgres row (a fresh cluster)",
      "`SELECT pg_advisory_lock(hashtextextended(key, 0))` and `pg_advisory_unlock` through"

@@ -22,7 +22,7 @@ import base64
 import binascii
 import enum
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Protocol, Self
 
@@ -305,8 +305,16 @@ class BackendSession(Protocol):
         new Grant (None: ``timeout`` 0 and the tokens are not free).
         """
 
-    async def release(self, name: str, grant: Grant) -> bool:
-        """Drop the hold ``grant`` (and a queued upgrade of it); whether it was there."""
+    def release(self, name: str, grant: Grant) -> Awaitable[bool]:
+        """Drop the hold ``grant`` (and a queued upgrade of it); await whether it was there.
+
+        Started before it returns: the hold is the session's no more, and the
+        release is sent until the store answers (or the session ends), whether or
+        not anyone awaits the answer. A session whose ``releases_in_order`` is true
+        (an optional attribute: false if missing) sends it before this returns, so
+        the client's later requests reach the store after it (``tenure://``,
+        ``memory://``); leaving ``async with`` then does not wait for the answer.
+        """
 
     async def renew(self, name: str, grant: Grant) -> float:
         """Extend the hold ``grant``, which has a lease TTL; the TTL now in force (LEASE_TTL)."""

@@ -252,6 +252,14 @@ class Link:
             return self._call_when_ready(command, wait_until)
         return self._request(conn, command)
 
+    def call_if_ready(self, command: Command[R]) -> asyncio.Future[R] | None:
+        """:meth:`call` if a connection is ready (the request written now: its answer's
+        future), else None, having sent nothing."""
+        conn = self._conn
+        if conn is None or conn.going_away or not self._is_ready:
+            return None
+        return self._request(conn, command)
+
     async def _call_when_ready(self, command: Command[R], wait_until: float | None) -> R:
         conn = await self._ready_connection(wait_until)
         return await self._request(conn, command)

@@ -125,6 +125,13 @@ class RemoteStore(CommandStore):
                     raise type(self.owner.ended)(*self.owner.ended.args) from None
                 raise
 
+    def release_now(self, name: str, hold: int) -> asyncio.Future[bool] | None:
+        """The Release written now on the session's connection, if it is attached and
+        ready: behind it on the wire comes whatever the client asks next."""
+        if self._epoch != self._link.epoch or self.owner.ended is not None:
+            return None
+        return self._link.call_if_ready(Release(self.session_id, name, hold))
+
     async def _still_queued(self, command: Acquire) -> bool:
         """Whether an Acquire cut off by a lost connection is waiting (or done) anyway.
 

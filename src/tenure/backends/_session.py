@@ -43,9 +43,15 @@ UnavailableError) is what it sees.
 **A release is sent until it is answered**, or until the session ends (which
 raises the loss): a release given up while the session lives on would leave the
 hold in the store, and the session's next acquire of the same hold number would
-find it. The caller waits for the answer; if it is cancelled meanwhile, the
-tries go on in the background. The hold's number stays taken until the store
-answers.
+find it. :meth:`StoreSession.release` starts it and returns its answer's future:
+the caller need not wait (a lease's ``release()`` does not), and one that waits
+and is cancelled stops only its own wait. A store that can send at once
+(:class:`~tenure.backends._store.EagerRelease`: ``tenure://``, ``memory://``)
+sends it before ``release`` returns, so whatever the client asks next reaches the
+engine after it; others send it from a task. The hold's number stays taken until
+the store answers, so the session's next acquire of the name takes another
+number and queues behind the release if the semaphore is full. An answer that
+is an error other than the session's loss is logged: nobody may be waiting.
 """
 
 from __future__ import annotations
@@ -57,9 +63,10 @@ from typing import Any, Final, TypeVar, final
 
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant, SessionListener, SessionTicket, WatchStream
-from tenure.backends._ledger import Ledger, Pending, Place
+from tenure.backends._ledger import Ledger, Pending
 from tenure.backends._options import WITHDRAW_WAIT
-from tenure.backends._store import QUEUED, Store, Withdrawal
+from tenure.backends._release import Releases
+from tenure.backends._store import QUEUED, EagerRelease, Store, Withdrawal
 from tenure.errors import (
     LeaseLostError,
     LostError,
@@ -115,6 +122,9 @@ class StoreSession:
         self._end_waiter: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._beating: asyncio.Task[None] | None = None
+        self._releases = Releases(
+            self, store.release_now if isinstance(store, EagerRelease) else None
+        )
         store.bind(self)
         self._arm_deadline()
         if store.beat_period is not None:
@@ -129,6 +139,12 @@ class StoreSession:
     def recovery_window(self) -> float:
         """The window in force, as the store keeps it (see the contract)."""
         return self._window
+
+    @property
+    def releases_in_order(self) -> bool:
+        """Whether a release is sent before :meth:`release` returns, so that the
+        client's later requests reach the store after it (module docstring)."""
+        return self._releases.in_order
 
     @property
     def store(self) -> Store:
@@ -171,7 +187,7 @@ class StoreSession:
 
     def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
         """Run ``coro`` in the background (errors are logged: there is no caller)."""
-        self._keep(asyncio.ensure_future(self._logged(coro)))
+        self.keep(asyncio.ensure_future(self._logged(coro)))
 
     def deadline_passed(self) -> bool:
         """Give the session up if its local deadline passed; whether it has ended."""
@@ -252,7 +268,7 @@ class StoreSession:
         most ``withdraw_wait``; the hold's number stays taken until it is through."""
         task = asyncio.ensure_future(self._logged(self._withdraw(pending)))
         task.add_done_callback(lambda _: self.ledger.close(pending.request_id))
-        self._keep(task)
+        self.keep(task)
         await asyncio.wait({task}, timeout=self.withdraw_wait)
 
     async def _withdraw(self, pending: Pending) -> None:
@@ -267,52 +283,11 @@ class StoreSession:
             return
         await self.until_answered(self._store.release, pending.name, pending.hold)
 
-    async def release(self, name: str, grant: Grant) -> bool:
+    def release(self, name: str, grant: Grant) -> asyncio.Future[bool]:
         """See :meth:`tenure.backends._base.BackendSession.release` (module docstring)."""
         if self.ended is not None:  # (check_alive, inline: on every request)
             raise type(self.ended)(*self.ended.args)
-        ledger = self.ledger
-        place = (name, grant.hold)
-        held = ledger.held.pop(place, None)
-        if held is not None:
-            ledger.releasing[place] = held
-        answered = True
-        try:
-            return await self._store.release(name, grant.hold)
-        except UnavailableError:
-            answered = False
-            return await self._release_until_answered(place, held)
-        except asyncio.CancelledError:
-            answered = False
-            self._keep(self._releasing(place, held))  # the tries go on in the background
-            raise
-        finally:
-            if answered and held is not None and ledger.releasing.get(place) is held:
-                del ledger.releasing[place]
-
-    async def _release_until_answered(self, place: Place, held: Grant | None) -> bool:
-        """Send the release until the store answers (its answer) or the session ends (raises)."""
-        tries = self._releasing(place, held)
-        self._keep(tries)
-        either: set[asyncio.Future[Any]] = {tries, self.ending()}
-        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-        if tries.done():
-            return tries.result()
-        assert self.ended is not None  # (the only other way out of the wait)
-        raise type(self.ended)(*self.ended.args)
-
-    def _releasing(self, place: Place, held: Grant | None) -> asyncio.Future[bool]:
-        """The tries of a release, in a task of their own (the hold's number kept meanwhile)."""
-        tries = asyncio.ensure_future(self.until_answered(self._store.release, *place))
-
-        def answered(_: object) -> None:
-            if held is not None and self.ledger.releasing.get(place) is held:
-                del self.ledger.releasing[place]
-            if not tries.cancelled():
-                tries.exception()  # retrieved: its caller, if any, got it already
-
-        tries.add_done_callback(answered)
-        return tries
+        return self._releases.start(name, grant)
 
     async def until_answered(self, call: Callable[..., Awaitable[R]], *args: Any) -> R:
         """``call(*args)``, sent again while the store cannot be reached (a pause growing
@@ -450,7 +425,7 @@ class StoreSession:
         except (TenureError, OSError) as error:
             log.info("session %d: background work failed: %s", self._session_id, error)
 
-    def _keep(self, task: asyncio.Future[Any]) -> None:
+    def keep(self, task: asyncio.Future[Any]) -> None:
         """Keep a reference to background work that is already running."""
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -18,14 +18,14 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Final, Literal, Protocol, TypeVar
+from typing import Any, Final, Literal, Protocol, TypeVar, runtime_checkable
 
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant, WatchStream
 from tenure.backends._ledger import Ledger, Pending
 from tenure.errors import LostError
 
-__all__ = ["QUEUED", "Enqueued", "Owner", "Queued", "Store", "Withdrawal"]
+__all__ = ["QUEUED", "EagerRelease", "Enqueued", "Owner", "Queued", "Store", "Withdrawal"]
 
 R = TypeVar("R")
 
@@ -212,3 +212,17 @@ class Store(Protocol):
         Called after the client's close, and after the session was given up on its
         local deadline (the store may still keep it). Raises nothing.
         """
+
+
+@runtime_checkable
+class EagerRelease(Protocol):
+    """A store whose release can be sent at once, in the caller's turn of the loop.
+
+    Such a store (``tenure://``, ``memory://``) carries a client's requests in the
+    order they are asked, so a release sent before ``release()`` returns reaches the
+    engine before anything the client asks afterwards. A store without it sends the
+    release from a task of its own.
+    """
+
+    def release_now(self, name: str, hold: int) -> asyncio.Future[bool] | None:
+        """The release sent now: its answer's future; None if it cannot be sent now."""

@@ -44,6 +44,7 @@ from tenure._core import (
     ListSessions,
     NodeConfig,
     NodeDescription,
+    Release,
     ResumeSession,
 )
 from tenure._core.values import NO_IDENTITY, ClientIdentity, SemaphoreSummary, SessionSummary
@@ -104,6 +105,18 @@ class MemoryStore(CommandStore):
         Then the session is lost (if it was not yet) and the call raises its loss;
         a close is dropped: the session is no longer this client's to end.
         """
+        return self._apply(command)
+
+    def release_now(self, name: str, hold: int) -> asyncio.Future[bool] | None:
+        """The Release applied now: its answer, as a future that is done already."""
+        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        try:
+            answer.set_result(self._apply(Release(self.session_id, name, hold)))
+        except Exception as error:  # (the engine's refusal, or the session's loss)
+            answer.set_exception(error)
+        return answer
+
+    def _apply(self, command: Command[R]) -> R:
         engine_session = self.backend.host.engine.sessions.get(self.session_id)
         if engine_session is not None and engine_session.seq_no != self.seq_no:
             if isinstance(command, CloseSession):

@@ -46,6 +46,11 @@ class LeaseKeeper(Protocol):
         """Give ``lease``'s grant back: the release to await (None: it ended with the session)."""
         ...
 
+    @property
+    def _releases_in_order(self) -> bool:
+        """Whether the backend sends a release ahead of the client's next request."""
+        ...
+
     async def _restate(self, lease: Lease, count: int, data: bytes, timeout: float | None) -> Grant:
         """Change ``lease``'s count or data through the backend; the new grant."""
         ...
@@ -78,6 +83,7 @@ class Lease(Guarded):
         self._signal = EndSignal()
         self._scopes: list[CancelOnLoss] = []
         self._renewer: asyncio.Task[None] | None = None
+        self._releasing: asyncio.Future[bool] | None = None  # the release's answer, once released
         if grant.lease_ttl is not None:
             self._renewer = asyncio.create_task(self._keep_renewed(grant.lease_ttl))
 
@@ -91,19 +97,49 @@ class Lease(Guarded):
         """Whether the lease is still held."""
         return not self._signal.ended
 
-    async def release(self) -> None:
-        """Give the tokens back. Idempotent; a no-op once the lease was lost."""
+    async def release(self, *, wait: bool = True) -> None:
+        """Give the tokens back. Idempotent; a no-op once the lease was lost.
+
+        Returns once the backend has applied the release (or the session has
+        ended): from then on, every client sees the tokens free. After leaving
+        ``async with``, whose release is under way but perhaps not applied yet,
+        ``release()`` waits for it. ``wait=False`` returns as soon as the release
+        is under way, as leaving ``async with`` does: see :meth:`_release_soon`
+        and "Releasing" in docs/concepts.md.
+        """
+        self._release_soon()
+        releasing = self._releasing
+        if wait and releasing is not None and not releasing.done():
+            with contextlib.suppress(LostError):
+                # Shielded: a waiter that is cancelled stops waiting, not the release.
+                await asyncio.shield(releasing)
+
+    def _release_soon(self) -> asyncio.Future[bool] | None:
+        """End the lease and start its release; the backend's answer, or None (nothing
+        to release: the lease ended already, or went with its session).
+
+        The session sends the release until the backend answers or the session
+        ends. On ``tenure://`` and ``memory://`` it is sent before this returns, so
+        whatever this client asks next reaches the server after it; this session's
+        next acquire of the same name queues behind it. Until the backend has
+        applied it, another client may still see the tokens taken (usually one
+        round trip).
+        """
         if self._signal.ended:
-            return
+            return None
         self._finish(None)
         try:
             releasing = self.session._release(self)
             if releasing is not None:
-                with contextlib.suppress(LostError):
-                    await releasing
+                # (A future already, from tenure's backends: ensure_future returns it.
+                # A coroutine, from another backend, must run even if nobody waits.)
+                self._releasing = asyncio.ensure_future(releasing)
+                self._releasing.add_done_callback(_seen)
+            return self._releasing
         finally:
-            # Only now may another task of this session ask for the semaphore: had it
-            # asked before the release landed, it would have restated our grant.
+            # The hold number stays taken until the backend answers (the session's
+            # ledger), so another task of this session may ask for the semaphore now:
+            # its acquire takes another number and cannot restate this grant.
             self.session._forget(self)
 
     async def restate(
@@ -148,8 +184,15 @@ class Lease(Guarded):
         if self._signal.ended and self._signal.reason is None:
             raise PreconditionFailedError(f"{self!r} was released; acquire it again")
 
-    async def _end_block(self) -> None:
-        await self.release()
+    def _end_block(self) -> Awaitable[None] | None:
+        # Where the backend sends the release ahead of the client's next request,
+        # leaving the block does not wait for its answer (_release_soon): one round
+        # trip per acquire-and-release on tenure://, and no task here. Elsewhere a
+        # later request could overtake it, so the block waits, as release() does.
+        releasing = self._release_soon()
+        if releasing is None or releasing.done() or self.session._releases_in_order:
+            return None
+        return self.release()  # (its wait: the lease has ended, this only waits)
 
     # -- called by the session --------------------------------------------------------
 
@@ -206,3 +249,10 @@ class Leadership(Lease):
     async def resign(self) -> None:
         """Step down (the same as :meth:`release`)."""
         await self.release()
+
+
+def _seen(releasing: asyncio.Future[bool]) -> None:
+    """A release's failure was the backend's to tell (a loss reaches the session's
+    listener): marked seen, so that a release nobody awaited logs no stray error."""
+    if not releasing.cancelled():
+        releasing.exception()

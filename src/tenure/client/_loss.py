@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Callable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from types import TracebackType
 from typing import Any, Self
 
@@ -214,7 +214,9 @@ class Guarded:
     def _check_enter(self) -> None:
         """Refuse to guard a block (the default allows it)."""
 
-    async def _end_block(self) -> None:
+    def _end_block(self) -> Awaitable[object] | None:
+        """End ``obj`` as leaving its block does: what to await for it (shielded), or
+        None if there is nothing to wait for."""
         raise NotImplementedError
 
     async def __aenter__(self) -> Self:
@@ -238,7 +240,9 @@ class Guarded:
         try:
             await scope.aexit(exc_type, exc, tb)
         finally:
-            await asyncio.shield(self._end_block())
+            ending = self._end_block()
+            if ending is not None:
+                await asyncio.shield(ending)
 
 
 def report_callback_error(error: Exception, callback: Callable[..., object]) -> None:

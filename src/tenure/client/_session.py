@@ -48,9 +48,15 @@ class Session(Guarded):
         #: task that asks again for what it holds (it would wait behind itself).
         self._asking: set[tuple[str, asyncio.Task[Any] | None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: Whether the backend sends a release before it returns, ahead of whatever
+        #: the client asks next (then leaving ``async with`` need not wait for it).
+        self._releases_in_order = False
 
     def _bind(self, backend_session: BackendSession) -> None:
         self._backend = backend_session
+        # Optional in the protocol (a backend of another package may lack it): without
+        # it, leaving a block waits for the release's answer, as it always did.
+        self._releases_in_order = getattr(backend_session, "releases_in_order", False) is True
         # (Named, current_task skips get_running_loop: a getpid() call in Python 3.11.)
         self._loop = asyncio.get_running_loop()
         #: The recovery window in force, in seconds: the one asked for (or the node's
@@ -126,8 +132,8 @@ class Session(Guarded):
             with contextlib.suppress(LostError):
                 await self._backend.close()
 
-    async def _end_block(self) -> None:
-        await self.close()
+    def _end_block(self) -> Awaitable[None] | None:
+        return self.close()
 
     # -- what the backend tells (through a _Listener) ---------------------------------
 

@@ -70,17 +70,21 @@ class Lease(Held):
         self._portal.call(self._lease.restate, count, data=data, timeout=timeout)
         self.token, self.count = self._lease.token, self._lease.count
 
-    def release(self) -> None:
-        """Give the tokens back. Idempotent; a no-op once lost."""
+    def release(self, *, wait: bool = True) -> None:
+        """Give the tokens back. Idempotent; a no-op once lost.
+
+        Returns once the backend has applied it; ``wait=False``: once it is under
+        way, as leaving ``with`` does (see :meth:`tenure.Lease.release`).
+        """
         if not self.ended:
-            self._portal.call(self._lease.release)
+            self._portal.call(self._lease.release, wait=wait)
 
     def _check_enter(self) -> None:
         if self.ended and self.lost_reason is None:
             raise PreconditionFailedError(f"{self!r} was released; acquire it again")
 
     def _finish(self) -> None:
-        self.release()
+        self.release(wait=False)  # leaving ``with``: as leaving ``async with`` does
 
 
 class Lock(Lease):

@@ -35,7 +35,8 @@ async def test_campaign_makes_the_first_candidate_leader(
     assert mine == tenure.LeaderState(b"host-a:8080", True, a.id, leadership.token)
     assert theirs == tenure.LeaderState(b"host-a:8080", False, a.id, leadership.token)
     assert theirs.has_leader
-    assert await b.election("primary").leader() is None  # the block's end resigned
+    await leadership.resign()  # until the block's end has resigned (applied)
+    assert await b.election("primary").leader() is None
 
 
 async def test_proclaim_changes_the_data_and_keeps_the_token(

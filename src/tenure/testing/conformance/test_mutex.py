@@ -40,7 +40,33 @@ async def test_async_with_holds_the_lock_for_the_block(
     assert not lock.held
     assert lock.lost_reason is None
     assert await lock.lost is None
+    # Leaving the block started the release; this client's next request comes after
+    # it, another client's once it is applied: release() waits for that.
+    await lock.release()
     assert await other.mutex("job").try_lock() is not None
+
+
+@pytest.mark.requires(tenure.Capability.FENCING_TOKENS)
+async def test_after_a_block_this_clients_next_request_finds_the_lock_free(
+    client: tenure.Client, node: str
+) -> None:
+    """Leaving ``async with`` need not wait for the release's answer (docs/concepts.md,
+    "Releasing"), but what the same client asks next is served after it: by another
+    session of the client, or by the same one."""
+    one = await client.session(node)
+    two = await client.session(node)
+    last = 0
+    for _ in range(10):
+        async with one.mutex("job") as lock:
+            assert lock.token > last
+        again = await two.mutex("job").try_lock()
+        assert again is not None, "another session of the client found the lock taken"
+        await again.release()
+        async with one.mutex("job").lock(timeout=0) as mine:  # the same session, at once
+            last = mine.token
+        assert last > again.token > lock.token
+    await mine.release()
+    assert await owners(one, "job") == []
 
 
 async def test_awaitable_lock_and_idempotent_release(
@@ -75,6 +101,7 @@ async def test_async_with_lock_with_a_timeout(
         assert [(o.session_id, o.data) for o in description.owners] == [(session.id, b"w1")]
 
     assert not lock.held
+    await lock.release()  # until the block's release is applied (see above)
     assert not await exists(other, "job")
 
 

@@ -1,0 +1,177 @@
+"""A session's releases: started at once, settled in the background.
+
+The rule is :mod:`tenure.backends._session`'s (its docstring, "A release is sent
+until it is answered"); this module carries it out for one :class:`StoreSession`.
+:meth:`Releases.start` takes the hold out of the session's ``held`` into its
+``releasing`` (so the hold's number stays taken), sends the release, and returns
+its answer's future, which nobody need await. A store that can send at once
+(:class:`~tenure.backends._store.EagerRelease`) sends it before ``start``
+returns, and its answer's future settles the release without a task; otherwise,
+and whenever a send is not answered, a task sends it until the store answers or
+the session ends. Then the hold's number is free again, and the answer's future
+gets the store's answer, or the session's loss (at once, when the session ends
+while the release is being tried), or the store's error, which is also logged:
+nobody may be waiting to hear it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any, Final, Protocol, TypeVar
+
+from tenure.backends._base import Grant
+from tenure.backends._ledger import Ledger, Place
+from tenure.backends._store import Store
+from tenure.errors import LostError, UnavailableError
+
+__all__ = ["ReleaseOwner", "Releases"]
+
+log = logging.getLogger("tenure.client")
+
+R = TypeVar("R")
+
+#: What sends a release at once: its answer's future, or None if it cannot now.
+SendNow = Callable[[str, int], "asyncio.Future[bool] | None"]
+
+
+class ReleaseOwner(Protocol):
+    """What :class:`Releases` needs of its session (a
+    :class:`~tenure.backends._session.StoreSession`, which imports this module)."""
+
+    @property
+    def session_id(self) -> int:
+        """The store's id of the session, for the log."""
+        ...
+
+    @property
+    def store(self) -> Store:
+        """The store adapter: what sends a release the slow way."""
+        ...
+
+    ledger: Ledger
+    ended: LostError | None
+
+    def ending(self) -> asyncio.Future[None]:
+        """A future done when the session ends."""
+        ...
+
+    def until_answered(self, call: Callable[..., Awaitable[R]], *args: Any) -> Awaitable[R]:
+        """``call(*args)`` sent until the store answers or the session ends."""
+        ...
+
+    def keep(self, task: asyncio.Future[Any]) -> None:
+        """Keep a reference to background work that is already running."""
+        ...
+
+
+class Releases:
+    """The releases of one session (module docstring)."""
+
+    __slots__ = ("_loop", "_send_now", "_session")
+
+    def __init__(self, session: ReleaseOwner, send_now: SendNow | None) -> None:
+        self._session = session
+        self._send_now: Final = send_now
+        self._loop = asyncio.get_running_loop()
+
+    @property
+    def in_order(self) -> bool:
+        """Whether a release is sent before :meth:`start` returns."""
+        return self._send_now is not None
+
+    def start(self, name: str, grant: Grant) -> asyncio.Future[bool]:
+        """Release the hold ``grant`` of ``name``: its answer's future (module docstring)."""
+        ledger = self._session.ledger
+        place = (name, grant.hold)
+        held = ledger.held.pop(place, None)
+        if held is not None:
+            ledger.releasing[place] = held
+        answer: asyncio.Future[bool] = self._loop.create_future()
+        first = None if self._send_now is None else self._send_now(name, grant.hold)
+        if first is None:
+            self._send(place, held, answer)
+        else:
+            # No task on the common path: the answer's future settles the release.
+            first.add_done_callback(partial(self._first_answered, place, held, answer))
+        return answer
+
+    def _first_answered(
+        self,
+        place: Place,
+        held: Grant | None,
+        answer: asyncio.Future[bool],
+        first: asyncio.Future[bool],
+    ) -> None:
+        """The release sent at once was answered, or could not be: done, or sent
+        again until answered (also when ``answer``'s waiter has given up)."""
+        if not first.cancelled() and not isinstance(first.exception(), UnavailableError):
+            self._released(place, held, answer, first)
+        elif self._session.ended is None:
+            self._send(place, held, answer)
+        else:  # not answered, and the session has ended meanwhile: its loss is the answer
+            _retrieve(first)
+            self._drop(place, held)
+            self._fail(answer)
+
+    def _send(self, place: Place, held: Grant | None, answer: asyncio.Future[bool]) -> None:
+        """Send the release from a task until the store answers or the session ends."""
+        session = self._session
+        tries = asyncio.ensure_future(session.until_answered(session.store.release, *place))
+        session.keep(tries)
+        ending = session.ending()
+        # The answer's waiter hears of the session's end at once; the tries may linger.
+        on_end = partial(self._fail, answer)
+        ending.add_done_callback(on_end)
+        tries.add_done_callback(lambda _: ending.remove_done_callback(on_end))
+        tries.add_done_callback(partial(self._released, place, held, answer))
+
+    def _released(
+        self,
+        place: Place,
+        held: Grant | None,
+        answer: asyncio.Future[bool],
+        outcome: asyncio.Future[bool],
+    ) -> None:
+        """The release is through: its hold number is free again, ``answer`` is settled;
+        a failure other than the session's loss is logged (nobody may be waiting)."""
+        self._drop(place, held)
+        error = None if outcome.cancelled() else outcome.exception()
+        if error is not None and not isinstance(error, LostError):
+            session_id = self._session.session_id
+            log.warning("session %d: release of %r failed: %s", session_id, place, error)
+        _settle(answer, outcome)
+
+    def _drop(self, place: Place, held: Grant | None) -> None:
+        """The release of ``place`` is through: its hold number is free again."""
+        releasing = self._session.ledger.releasing
+        if held is not None and releasing.get(place) is held:
+            del releasing[place]
+
+    def _fail(self, answer: asyncio.Future[Any], _: object = None) -> None:
+        """The session ended while the release was being sent: ``answer`` raises the loss."""
+        ended = self._session.ended
+        if not answer.done() and ended is not None:
+            answer.set_exception(type(ended)(*ended.args))
+            _retrieve(answer)
+
+
+def _settle(answer: asyncio.Future[R], outcome: asyncio.Future[R]) -> None:
+    """Pass ``outcome`` on to ``answer`` (unless its waiter gave up or it was failed)."""
+    if answer.done():
+        return
+    if outcome.cancelled():
+        answer.cancel()
+    elif (error := outcome.exception()) is not None:
+        answer.set_exception(error)
+    else:
+        answer.set_result(outcome.result())
+    _retrieve(answer)  # (nobody need wait for a release's answer)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """Mark ``future``'s error as seen: whoever needed it was told another way."""
+    if not future.cancelled():
+        future.exception()

@@ -1,0 +1,117 @@
+"""A release sent at once (``EagerRelease``): the session core's side of it.
+
+``StoreSession.release`` starts the release and returns its answer's future; a
+store that can send at once (``tenure://``, ``memory://``) sends it before
+``release`` returns. Pinned here against a scripted store: what is sent when, when
+the hold's number is free again, what happens when the first send is not answered,
+and that a failure nobody waits for is logged rather than lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from tenure.backends._store import EagerRelease
+from tenure.errors import NotFoundError, SessionExpiredError, UnavailableError
+from tests.backends.test_session_core import ScriptedStore, _held, _session, _soon
+
+
+class EagerStore(ScriptedStore):
+    """A scripted store that sends releases at once: each ``release_now`` records the
+    send and returns a future the test settles (None while ``ready`` is False)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ready = True
+        self.sent_now: list[tuple[str, int]] = []
+        self.futures: list[asyncio.Future[bool]] = []
+
+    def release_now(self, name: str, hold: int) -> asyncio.Future[bool] | None:
+        if not self.ready:
+            return None
+        self.sent_now.append((name, hold))
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.futures.append(future)
+        return future
+
+
+async def test_the_scripted_eager_store_is_an_eager_release() -> None:
+    assert isinstance(EagerStore(), EagerRelease)
+    assert not isinstance(ScriptedStore(), EagerRelease)
+
+
+async def test_the_release_is_sent_before_release_returns() -> None:
+    store = EagerStore()
+    session = _session(store)
+    grant = await _held(session, store)
+    answer = session.release("m", grant)
+    assert store.sent_now == [("m", 0)]  # in the caller's turn: nothing awaited yet
+    assert ("m", 0) not in session.ledger.held
+    assert session.ledger.free_hold("m") == 1  # still being released
+    store.futures[0].set_result(True)
+    assert await answer is True
+    assert session.ledger.free_hold("m") == 0
+    assert store.ops("release") == []  # nothing sent the slow way
+
+
+async def test_nobody_need_wait_for_the_answer() -> None:
+    store = EagerStore()
+    session = _session(store)
+    grant = await _held(session, store)
+    session.release("m", grant)  # dropped on the floor, as leaving ``async with`` does
+    store.futures[0].set_result(True)
+    await _soon(lambda: session.ledger.free_hold("m") == 0, "the release answered")
+
+
+async def test_a_first_send_not_answered_is_sent_again_until_answered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("tenure.backends._session.RETRY_MIN", 0.001)
+    store = EagerStore()
+    session = _session(store)
+    grant = await _held(session, store)
+    store.answers["release"] = [UnavailableError("still down"), True]
+    answer = session.release("m", grant)
+    store.futures[0].set_exception(UnavailableError("lost with the connection"))
+    assert await answer is True
+    assert store.ops("release") == [("m", 0), ("m", 0)]
+    assert session.ledger.free_hold("m") == 0
+
+
+async def test_a_store_not_ready_sends_from_a_task() -> None:
+    store = EagerStore()
+    store.ready = False
+    session = _session(store)
+    grant = await _held(session, store)
+    store.answers["release"] = [True]
+    answer = session.release("m", grant)
+    assert store.ops("release") == []  # not yet: the task has not run
+    assert await answer is True
+    assert store.ops("release") == [("m", 0)]
+
+
+async def test_a_waiter_hears_the_sessions_end_while_the_release_is_tried() -> None:
+    store = EagerStore()
+    session = _session(store)
+    grant = await _held(session, store)
+    store.answers["release"] = [asyncio.Event()]  # the second try hangs
+    answer = session.release("m", grant)
+    store.futures[0].set_exception(UnavailableError("lost with the connection"))
+    await _soon(lambda: bool(store.ops("release")), "the release sent again")
+    session.lose(SessionExpiredError("expired"))
+    with pytest.raises(SessionExpiredError):
+        await answer
+
+
+async def test_a_failure_nobody_waits_for_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    store = EagerStore()
+    session = _session(store)
+    grant = await _held(session, store)
+    session.release("m", grant)
+    with caplog.at_level(logging.WARNING, logger="tenure.client"):
+        store.futures[0].set_exception(NotFoundError("no semaphore 'm'"))
+        await _soon(lambda: session.ledger.free_hold("m") == 0, "the release ended")
+    assert "release of ('m', 0) failed: no semaphore 'm'" in caplog.text
