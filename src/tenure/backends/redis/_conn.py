@@ -6,12 +6,12 @@ tenure versions never call each other's functions. A server that lost its functi
 (restarted without persistence) gets them loaded again on the first call that
 misses one.
 
-Function calls go over connections of this module's own (:class:`CallPool`), not
+Function calls go over one pipelined connection of our own (:mod:`._pipe`), not
 through redis-py's ``Redis.execute_command`` and its pool: a call is one packed
-``FCALL`` written and its answer read, without the per-command retry wrapper,
-observability hooks, event dispatch and checkout lock (most of a call's client CPU
-otherwise). Other commands (the inbox's trims, listings' scans, ``INFO``) use
-redis-py's client as usual.
+``FCALL`` written and its answer parsed, without the per-command retry wrapper,
+observability hooks, event dispatch, checkout lock and timeout task (most of a
+call's client CPU otherwise), and calls made at once share a write. Other commands
+(the inbox's trims, listings' scans, ``INFO``) use redis-py's client as usual.
 
 A call whose connection fails raises :class:`~tenure.errors.UnavailableError`;
 :meth:`Connection.retrying` sends it again (same arguments, so the same request
@@ -22,9 +22,7 @@ deadline.
 from __future__ import annotations
 
 import asyncio
-import collections
 import hashlib
-import math
 import re
 from collections.abc import Sequence
 from importlib.resources import files
@@ -35,6 +33,7 @@ from redis import exceptions as rexc
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from tenure.backends.redis._pipe import Pipe
 from tenure.backends.redis._url import RedisOptions
 from tenure.errors import PermissionDeniedError, TenureError, UnavailableError, error_from_code
 
@@ -55,8 +54,6 @@ LIBRARY: Final = _SOURCE.replace("@V@", VERSION)
 #: Shortest and longest pause between two tries of a call that could not reach Redis.
 RETRY_MIN: Final = 0.05
 RETRY_MAX: Final = 1.0
-#: Most connections the function calls use at once (more calls wait their turn).
-MAX_CALL_CONNECTIONS: Final = 64
 #: Each operation's function name (the library's version in it), made once.
 FUNCTIONS: Final[dict[str, str]] = {}
 
@@ -95,90 +92,6 @@ def _error(error: rexc.ResponseError) -> BaseException:
     return error_from_code(int(match[1]), match[2])
 
 
-class CallPool:
-    """The connections function calls use: idle ones reused last in, first out; at
-    most :data:`MAX_CALL_CONNECTIONS` at once (the next call waits for one).
-
-    One exchange (:meth:`exchange`) writes one command and reads its answer within
-    ``request_timeout``; a connection whose exchange failed or was cancelled is
-    disconnected (its answer may still be on the way) and connects afresh when next
-    used.
-    """
-
-    def __init__(self, options: RedisOptions) -> None:
-        kwargs = options.client_kwargs()
-        # The exchange's own deadline bounds the write and the read (one timer per
-        # call, not redis-py's wait_for task around every write).
-        kwargs["socket_timeout"] = None
-        kwargs["retry"] = Retry(NoBackoff(), 0)
-        self._ssl = bool(kwargs.pop("ssl", False))
-        self._kwargs = kwargs
-        self._timeout = options.request_timeout
-        self._connect_timeout = options.connect_timeout
-        self._idle: list[aioredis.Connection] = []
-        self._all: set[aioredis.Connection] = set()
-        self._waiting: collections.deque[asyncio.Future[aioredis.Connection]] = collections.deque()
-
-    def _checkin(self, conn: aioredis.Connection) -> None:
-        while self._waiting:
-            waiter = self._waiting.popleft()
-            if not waiter.done():
-                waiter.set_result(conn)
-                return
-        self._idle.append(conn)
-
-    async def _checkout(self) -> aioredis.Connection:
-        if self._idle:
-            return self._idle.pop()
-        if len(self._all) < MAX_CALL_CONNECTIONS:
-            conn: aioredis.Connection = (
-                aioredis.SSLConnection(**self._kwargs)
-                if self._ssl
-                else aioredis.Connection(**self._kwargs)
-            )
-            self._all.add(conn)
-            return conn
-        waiter: asyncio.Future[aioredis.Connection] = asyncio.get_running_loop().create_future()
-        self._waiting.append(waiter)
-        try:
-            return await waiter
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():  # handed one just as we left
-                self._checkin(waiter.result())
-            raise
-
-    async def exchange(self, *args: str | bytes | int) -> Any:
-        """Send one command, return its answer (redis-py's errors raised as they are)."""
-        conn = await self._checkout()
-        try:
-            # A new connection's handshake (AUTH, SELECT) is bounded too: it has no
-            # socket timeout of its own here.
-            deadline = self._timeout
-            if not conn.is_connected:
-                deadline += self._connect_timeout
-            async with asyncio.timeout(deadline):
-                if not conn.is_connected:
-                    await conn.connect()  # type: ignore[no-untyped-call]
-                await conn.send_packed_command(conn.pack_command(*args), check_health=False)
-                answer = await conn.read_response(timeout=math.inf)
-        except rexc.ResponseError:
-            self._checkin(conn)  # an error answer, read whole: the connection is fine
-            raise
-        except BaseException:
-            await conn.disconnect(nowait=True)
-            self._checkin(conn)
-            raise
-        self._checkin(conn)
-        return answer
-
-    async def close(self) -> None:
-        """Disconnect every connection (calls in flight fail)."""
-        for conn in list(self._all):
-            await conn.disconnect(nowait=True)
-        self._all.clear()
-        self._idle.clear()
-
-
 class Connection:
     """A pool of connections to one Redis server, calling the library's functions."""
 
@@ -187,7 +100,8 @@ class Connection:
         self.client = aioredis.Redis(
             **options.client_kwargs(), retry=Retry(NoBackoff(), 0), max_connections=64
         )
-        self.calls = CallPool(options)
+        #: The connection every function call goes over (pipelined).
+        self.calls = Pipe(options)
         self._loaded = False
         self._loading: asyncio.Lock | None = None
         self.closed = False
