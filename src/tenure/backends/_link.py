@@ -253,12 +253,14 @@ class Link:
         return self._request(conn, command)
 
     def call_if_ready(self, command: Command[R]) -> asyncio.Future[R] | None:
-        """:meth:`call` if a connection is ready (the request written now: its answer's
-        future), else None, having sent nothing."""
+        """:meth:`call` if a connection is ready (the request sent in this turn of the
+        loop, ahead of any later one: its answer's future), else None, having sent
+        nothing. For a request nobody waits on: it leaves at the turn's end, with
+        what the caller asks next (:meth:`LinkConnection.send`'s ``defer``)."""
         conn = self._conn
         if conn is None or conn.going_away or not self._is_ready:
             return None
-        return self._request(conn, command)
+        return self._request(conn, command, defer=True)
 
     async def _call_when_ready(self, command: Command[R], wait_until: float | None) -> R:
         conn = await self._ready_connection(wait_until)
@@ -287,7 +289,9 @@ class Link:
             raise DisconnectedError("the connection was lost")
         return await self._request(self._conn, command)
 
-    def _request(self, conn: LinkConnection, command: Command[R]) -> asyncio.Future[R]:
+    def _request(
+        self, conn: LinkConnection, command: Command[R], *, defer: bool = False
+    ) -> asyncio.Future[R]:
         """Send ``command`` on ``conn`` now; the future of its answer.
 
         A plain function: the request is written before the caller awaits anything,
@@ -305,7 +309,7 @@ class Link:
         loop = self._loop
         future: asyncio.Future[R] = loop.create_future()
         conn.pending[request_id] = (future, loop.time())
-        conn.send(data)
+        conn.send(data, defer=defer)
         return future
 
     def _check_version(self, conn: LinkConnection, command: Command[R]) -> None:

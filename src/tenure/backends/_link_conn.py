@@ -67,20 +67,26 @@ class LinkConnection:
     #: Whether a frame was written in this turn (reset at its end).
     wrote: bool = False
 
-    def send(self, data: bytes) -> None:
+    def send(self, data: bytes, *, defer: bool = False) -> None:
         """Write ``data``: the turn's first frame at once, later ones at the turn's end.
 
         Many tasks sharing a client ask in the same turn (each woken by an answer
         of one read): the first request leaves at once (a lone caller never waits
         for a write), the others together in one write at the end of the turn, one
-        system call instead of one each. Order is kept.
+        system call instead of one each. Order is kept. ``defer``: this frame waits
+        for the turn's end even if it is the first, for a request nobody waits on
+        (a release on leaving ``async with``): the request the caller sends next in
+        this turn then leaves with it, in one write the server reads at once.
         """
         if self.wrote:
             self.unsent.append(data)
             return
         self.wrote = True
         self.loop.call_soon(self._end_turn)
-        self.transport.write(data)
+        if defer:
+            self.unsent.append(data)
+        else:
+            self.transport.write(data)
 
     def _end_turn(self) -> None:
         self.wrote = False
