@@ -209,6 +209,7 @@ class Link:
             task.cancel()
         conn, self._conn = self._conn, None
         if conn is not None:
+            conn.flush()  # (a release written on leaving a block may wait for the turn's end)
             self._fail(conn, ClientClosedError("the client was closed before the answer came"))
             conn.transport.close()
             with contextlib.suppress(OSError, ssl.SSLError):

@@ -88,6 +88,10 @@ class LinkConnection:
         else:
             self.transport.write(data)
 
+    def flush(self) -> None:
+        """Write what waits for the turn's end now (before the connection is closed)."""
+        self._end_turn()
+
     def _end_turn(self) -> None:
         self.wrote = False
         if self.unsent:
