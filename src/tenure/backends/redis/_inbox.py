@@ -22,16 +22,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Sequence
 from typing import Any, Final, Protocol
 
-import redis.asyncio as aioredis
 from redis import exceptions as rexc
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 
 from tenure.backends.redis._conn import RETRY_MAX, RETRY_MIN, Connection, Reply
+from tenure.backends.redis._pipe import Pipe
 from tenure.errors import TenureError
 
 __all__ = ["NodeInbox", "Recipient"]
@@ -79,7 +78,10 @@ class NodeInbox:
         self._timer_at = float("inf")
         self._ticking: asyncio.Task[None] | None = None
         self._loop = asyncio.get_running_loop()
-        self._stream: aioredis.Connection | None = None
+        # The reader's connection of its own (a blocked XREAD holds it): its answer
+        # may take BLOCK_MS, plus the usual wait.
+        timeout = BLOCK_MS / 1000 + conn.options.request_timeout
+        self._stream = Pipe(dataclasses.replace(conn.options, request_timeout=timeout))
         self._closing = False
 
     def start(self) -> None:
@@ -89,27 +91,13 @@ class NodeInbox:
 
     # -- the inbox -------------------------------------------------------------------
 
-    def _connection(self) -> aioredis.Connection:
-        """A connection of the reader's own (not pooled: closing it stops a blocked read)."""
-        kwargs = self.conn.options.client_kwargs()
-        kwargs.pop("decode_responses")
-        kwargs["socket_timeout"] = BLOCK_MS / 1000 + self.conn.options.request_timeout
-        kwargs["retry"] = Retry(NoBackoff(), 0)
-        if kwargs.pop("ssl", False):
-            return aioredis.SSLConnection(**kwargs)
-        return aioredis.Connection(**kwargs)
-
     async def _read(self) -> None:
         pause = RETRY_MIN
-        # Not ``while True``: on Python 3.11 a cancel that races the socket timeout of
-        # redis-py's read is turned into that timeout (asyncio.timeout's known race),
-        # and the loop below would read again forever, never hearing it was cancelled.
+        # Not ``while True``: a cancel that races a failed read (closing fails the
+        # read's call) must not leave the loop reading again forever.
         while not self._closing:
             try:
-                if self._stream is None:
-                    self._stream = self._connection()
-                    await self._stream.connect()  # type: ignore[no-untyped-call]
-                await self._stream.send_command(
+                answer = await self._stream.exchange(
                     "XREAD",
                     "COUNT",
                     READ_COUNT,
@@ -119,15 +107,10 @@ class NodeInbox:
                     self.inbox_key,
                     self._last_id,
                 )
-                answer = await self._stream.read_response()
             except (rexc.RedisError, OSError) as error:
                 if self._closing:
                     return
                 log.info("inbox %s: read failed (%s); reading again", self.inbox_key, error)
-                if self._stream is not None:
-                    with contextlib.suppress(Exception):
-                        await self._stream.disconnect(nowait=True)
-                    self._stream = None
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, RETRY_MAX)
                 continue
@@ -145,7 +128,7 @@ class NodeInbox:
             if self._untrimmed >= TRIM_EVERY and not self._closing:
                 self._untrimmed = 0
                 with contextlib.suppress(rexc.RedisError, OSError):
-                    await self.conn.client.xtrim(self.inbox_key, minid=self._last_id)
+                    await self.conn.calls.exchange("XTRIM", self.inbox_key, "MINID", self._last_id)
 
     def take_inline(self, pushes: Sequence[Sequence[bytes]]) -> None:
         """What a call pushed to this inbox, carried by its reply: taken now if next in
@@ -233,10 +216,7 @@ class NodeInbox:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=CLOSE_WAIT)
-        if self._stream is not None:  # a blocked XREAD's connection: its answer is not read
-            with contextlib.suppress(Exception):
-                await self._stream.disconnect(nowait=True)
-            self._stream = None
+        await self._stream.close()  # a blocked XREAD's connection: its answer is not read
         if delete_inbox:
             with contextlib.suppress(rexc.RedisError, OSError):
                 await self.conn.client.delete(self.inbox_key)
