@@ -65,16 +65,22 @@ class Caller:
         self.pool = pool
         self.schema = schema
         self.connect_timeout = connect_timeout
-        self._queries: dict[tuple[str, int], sql.Composed] = {}
+        #: Each function's query, as bytes: psycopg composes an ``sql.Composed``
+        #: again on every execute (tens of microseconds), and caches bytes.
+        self._queries: dict[tuple[str, int], bytes] = {}
         self._checking: asyncio.Task[None] | None = None
 
-    def _query(self, function: str, arity: int) -> sql.Composed:
+    def _query(self, function: str, arity: int) -> bytes:
         query = self._queries.get((function, arity))
         if query is None:
-            query = self._queries[function, arity] = sql.SQL("SELECT {}.{}({})").format(
-                sql.Identifier(self.schema),
-                sql.Identifier(function),
-                sql.SQL(", ").join([sql.Placeholder()] * arity),
+            query = self._queries[function, arity] = (
+                sql.SQL("SELECT {}.{}({})")
+                .format(
+                    sql.Identifier(self.schema),
+                    sql.Identifier(function),
+                    sql.SQL(", ").join([sql.Placeholder()] * arity),
+                )
+                .as_bytes(None)
             )
         return query
 
@@ -139,7 +145,7 @@ class Caller:
             backoff = min(MAX_BACKOFF, backoff * 2)
 
     async def _once(
-        self, query: sql.Composed, args: Sequence[object], wait: float, sent: list[bool]
+        self, query: bytes, args: Sequence[object], wait: float, sent: list[bool]
     ) -> Any:
         async with self.pool.connection(timeout=wait) as conn:
             sent.append(True)
