@@ -105,6 +105,8 @@ class Pipe:
         self.protocol: _Protocol | None = None
         self._connecting: asyncio.Future[_Protocol] | None = None
         self._timer: asyncio.TimerHandle | None = None
+        #: Commands of this turn of the loop, written together when it ends.
+        self._unsent: list[bytes] = []
         self._closed = False
 
     # -- calls -------------------------------------------------------------------------
@@ -125,10 +127,18 @@ class Pipe:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self.waiting.append((future, loop.time() + self.options.request_timeout))
-        protocol.transport.write(_pack(args))
+        if not self._unsent:  # the first of this turn: written when the turn ends
+            loop.call_soon(self._flush, protocol)
+        self._unsent.append(_pack(args))
         if self._timer is None:
             self._timer = loop.call_at(self.waiting[0][1], self._check)
         return future
+
+    def _flush(self, protocol: _Protocol) -> None:
+        """Write the commands of this turn of the loop at once (one system call)."""
+        unsent, self._unsent = self._unsent, []
+        if protocol is self.protocol and protocol.transport is not None and unsent:
+            protocol.transport.write(b"".join(unsent) if len(unsent) > 1 else unsent[0])
 
     def _check(self) -> None:
         """The oldest waiting call's deadline came: fail the connection if it is still
@@ -149,6 +159,7 @@ class Pipe:
         if protocol is not self.protocol:
             return
         self.protocol = None
+        self._unsent = []  # their calls fail below
         if protocol.transport is not None:
             protocol.transport.abort()
         if self._timer is not None:
