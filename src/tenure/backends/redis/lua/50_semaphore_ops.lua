@@ -88,7 +88,10 @@ local function acquire(keys, args)
     touch(name)
     result = {'Q'}
   end
-  if w or queued > 0 then settle(name) end
+  -- The queue's head did not fit before this call (every change serves it). Only a
+  -- superseded wait (the head may go) or a shrink in place (tokens freed) can let
+  -- it fit now; a request queued or refused behind it changes neither.
+  if w or (queued > 0 and result[1] == 'G') then settle(name) end
   return reply(result, more)
 end
 
