@@ -265,38 +265,43 @@ DECLARE
     w waiters;
     total numeric;
     held numeric;
+    holders bigint;
     ttl float8;
 BEGIN
     SELECT * INTO sem FROM semaphores WHERE node = p_node AND name = p_name;
-    ttl := (config(p_node) ->> 'default_lease')::float8;  -- NULL: as long as the session
     IF FOUND AND sem.blocked_until > clock_timestamp() THEN
         NULL;  -- lock-delay: nothing is granted (nor an idle ephemeral dropped) yet
     ELSIF FOUND THEN
-        SELECT coalesce(sum(cnt), 0) INTO total FROM owners
+        SELECT coalesce(sum(cnt), 0), count(*) INTO total, holders FROM owners
         WHERE node = p_node AND name = p_name;
-        FOR w IN SELECT * FROM waiters WHERE node = p_node AND name = p_name ORDER BY arrival
-        LOOP
-            SELECT cnt INTO held FROM owners
-            WHERE node = p_node AND name = p_name AND sid = w.sid AND hold = w.hold;
-            held := coalesce(held, 0);
-            EXIT WHEN total - held + w.cnt > sem.lim;
-            -- An upgrade replaces the hold: a new token, at the back of grant order.
-            DELETE FROM owners
-            WHERE node = p_node AND name = p_name AND sid = w.sid AND hold = w.hold;
-            INSERT INTO owners VALUES (p_node, p_name, w.sid, w.hold, w.cnt, w.data,
-                                       next_token(), w.request_id, ttl,
-                                       clock_timestamp() + make_interval(secs => ttl),
-                                       clock_timestamp());
-            DELETE FROM waiters
-            WHERE node = p_node AND name = p_name AND sid = w.sid AND hold = w.hold;
-            total := total - held + w.cnt;
-            p_changed := true;
-            -- Wakes only the grantee's client (its waiters read their grants), not
-            -- every waiter of the semaphore.
-            PERFORM pg_notify(channel(p_node), 'g' || w.sid);
-        END LOOP;
-        IF sem.ephemeral
-           AND NOT EXISTS (SELECT 1 FROM owners WHERE node = p_node AND name = p_name)
+        -- Nobody queued (most calls): no cursor over the queue.
+        IF EXISTS (SELECT 1 FROM waiters WHERE node = p_node AND name = p_name) THEN
+            -- NULL: as long as the session.
+            ttl := (config(p_node) ->> 'default_lease')::float8;
+            FOR w IN SELECT * FROM waiters WHERE node = p_node AND name = p_name ORDER BY arrival
+            LOOP
+                SELECT cnt INTO held FROM owners
+                WHERE node = p_node AND name = p_name AND sid = w.sid AND hold = w.hold;
+                held := coalesce(held, 0);
+                EXIT WHEN total - held + w.cnt > sem.lim;
+                -- An upgrade replaces the hold: a new token, at the back of grant order.
+                DELETE FROM owners
+                WHERE node = p_node AND name = p_name AND sid = w.sid AND hold = w.hold;
+                INSERT INTO owners VALUES (p_node, p_name, w.sid, w.hold, w.cnt, w.data,
+                                           next_token(), w.request_id, ttl,
+                                           clock_timestamp() + make_interval(secs => ttl),
+                                           clock_timestamp());
+                DELETE FROM waiters
+                WHERE node = p_node AND name = p_name AND sid = w.sid AND hold = w.hold;
+                total := total - held + w.cnt;
+                p_changed := true;
+                -- Wakes only the grantee's client (its waiters read their grants), not
+                -- every waiter of the semaphore.
+                PERFORM pg_notify(channel(p_node), 'g' || w.sid);
+                holders := holders + 1;  -- says only whether anyone holds
+            END LOOP;
+        END IF;
+        IF sem.ephemeral AND holders = 0
            AND NOT EXISTS (SELECT 1 FROM waiters WHERE node = p_node AND name = p_name) THEN
             DELETE FROM semaphores WHERE node = p_node AND name = p_name;
             p_changed := true;

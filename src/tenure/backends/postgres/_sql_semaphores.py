@@ -39,7 +39,9 @@ BEGIN
             PERFORM fail('TN404', format('semaphore %L does not exist (create it or use '
                                          'ephemeral)', p_name));
         END IF;
-        PERFORM check_data('owner data', p_data, s.node);
+        IF length(p_data) > (cfg ->> 'max_data_size')::bigint THEN
+            PERFORM check_data('owner data', p_data, s.node);  -- raises, saying why
+        END IF;
         -- The node row's lock (shared far from the limit) keeps max_semaphores and
         -- orders this creation with a watch's registration (_sql_watches).
         PERFORM room_for_semaphore(s.node, (cfg ->> 'max_semaphores')::bigint);
@@ -58,7 +60,9 @@ BEGIN
     IF w.request_id = p_request THEN
         RETURN jsonb_build_object('queued', seconds_until(w.deadline));
     END IF;
-    PERFORM check_data('owner data', p_data, s.node);
+    IF length(p_data) > (cfg ->> 'max_data_size')::bigint THEN
+        PERFORM check_data('owner data', p_data, s.node);  -- raises, saying why
+    END IF;
     IF p_count > sem.lim THEN
         PERFORM fail('TN413', format('count %s exceeds the limit %s of %L',
                                      p_count, sem.lim, p_name));
