@@ -68,6 +68,14 @@ _ETCD = "on etcd:// tenure's API should cost no more than etcd's own lock API"
 _REDIS = "on redis:// tenure's API, one script per call, should cost no more than redis-py's Lock"
 _REDIS_PUSH = "waiters woken by a push, not a 0.1 s poll: twice redis-py's Lock"
 _PG = "no goal: how far tenure on postgres:// is from the advisory locks it is built beside"
+_PG_SCALE = (
+    "PostgreSQL commits many sessions' transactions at once: 32 clients on distinct keys must"
+    " not queue on one row"
+)
+_PG_PAR = (
+    "a grant is a transaction with a queue and a token, an advisory lock a hash-table entry:"
+    " half its rate with 32 clients"
+)
 _CLUSTER_SEQ = (
     "one etcd commit per call, as etcd's lock API: the hop through the leader must cost no more"
     " than etcd's own lock keys and lease"
@@ -192,7 +200,9 @@ TARGETS: dict[str, tuple[Target, ...]] = {
     "seq, par, cont on postgres://": (
         Target("seq vs pg_advisory_lock", _PG, "seq", "pairs_per_s", None, ON_PG,
                peer="postgres"),
-        Target("par vs pg_advisory_lock", _PG, "par", "pairs_per_s", None, ON_PG,
+        Target("par >= 5x its own seq", _PG_SCALE, "par", "pairs_per_s", 5, ON_PG,
+               peer="tenure-postgres", peer_workload="seq"),
+        Target("par >= 0.5x pg_advisory_lock", _PG_PAR, "par", "pairs_per_s", 0.5, ON_PG,
                peer="postgres"),
         Target("cont vs pg_advisory_lock", _PG, "cont", "grants_per_s", None, ON_PG,
                peer="postgres"),

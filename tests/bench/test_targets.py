@@ -140,6 +140,21 @@ def test_a_comparison_without_a_goal_is_reported() -> None:
     assert (v.value, v.met) == (0.125, None)
 
 
+def test_postgres_par_is_judged_against_its_own_seq() -> None:
+    t = target("seq, par, cont on postgres://", "par >= 5x its own seq")
+    run = [
+        m("seq", "tenure-postgres", "pairs_per_s", 400),
+        m("par", "tenure-postgres", "pairs_per_s", 1800),
+        m("par", "postgres", "pairs_per_s", 6000),
+    ]
+    v = judge(t, run)
+    assert (v.value, v.met) == (4.5, False)
+    assert v.peer is not None
+    assert (v.peer.workload, v.peer.system) == ("seq", "tenure-postgres")
+    half = judge(target("seq, par, cont on postgres://", "par >= 0.5x pg_advisory_lock"), run)
+    assert (half.value, half.met) == (0.3, False)
+
+
 def test_the_echo_ceiling_scales_pairs_to_round_trips() -> None:
     t = target("seq", ">= 0.7x echo ceiling (round trips; a pair is 2)")
     run = [
@@ -194,7 +209,7 @@ def test_the_summary_counts_each_workloads_verdicts() -> None:
     assert list(rows) == list(TARGETS)
     assert rows["seq"] == "| seq | 1 | 1 | 0 | 0 |"
     assert (
-        rows["seq, par, cont on postgres://"] == "| seq, par, cont on postgres:// | 0 | 0 | 1 | 2 |"
+        rows["seq, par, cont on postgres://"] == "| seq, par, cont on postgres:// | 0 | 0 | 1 | 3 |"
     )
     assert rows["hold memory"] == "| hold memory | 0 | 0 | 0 | 1 |"
 
