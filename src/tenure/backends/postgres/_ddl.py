@@ -155,7 +155,9 @@ CREATE SEQUENCE IF NOT EXISTS @S.tokens;
 -- The counter row of versions 1 and 2 hands its last value over and goes. Its
 -- ACCESS EXCLUSIVE lock waits for the grants that updated it to commit, so the
 -- value read is the last one ever handed out; a grant of an older client that
--- comes after fails (the table is gone) instead of repeating a token.
+-- comes after fails (the table is gone) instead of repeating a token. It comes
+-- after every ALTER and CREATE INDEX above: a grant holding the counter has already
+-- locked every table it goes on to use, so it never waits for this migration.
 DO $$
 DECLARE
     last bigint;
