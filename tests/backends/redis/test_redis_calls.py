@@ -9,6 +9,7 @@ import asyncio
 import pytest
 from redis import exceptions as rexc
 
+import tenure
 from tenure.backends.redis._pipe import Pipe
 from tenure.backends.redis._url import parse_url
 from tests.netproxy import NetProxy
@@ -100,3 +101,25 @@ def test_the_pipe_on_uvloop(redis_url: str) -> None:
             await pipe.close()
 
     assert uvloop.run(calls()) == [b"0", b"1", b"2"]
+
+
+async def test_a_watch_armed_beside_a_change_of_the_same_client_sees_it(redis_url: str) -> None:
+    """The watch's arm and a queued acquire go out on the one connection together; the
+    acquire's push (in its reply) may be handled before the arm's answer is: the
+    watch must still read the change (it was lost when the arm cleared its news)."""
+    async with tenure.connect(redis_url) as other, tenure.connect(redis_url) as client:
+        await client.create_node("n")
+        holder = await other.session("n")
+        async with client.session("n") as rival:
+            await rival.semaphore("p").create(limit=1)
+            permit = await holder.semaphore("p").acquire(1)
+            waiting = asyncio.create_task(rival.semaphore("p").acquire(1))
+            seen = []
+            async with asyncio.timeout(10):
+                async for state in rival.semaphore("p").watch(waiters=True):
+                    seen.append(len(state.waiters))
+                    if state.waiters:
+                        break
+            assert seen[-1] == 1
+            await permit.release()
+            assert (await asyncio.wait_for(waiting, 10)).token > permit.token

@@ -61,7 +61,10 @@ class RedisWatch(ReadbackWatch):
             self._forget()
             raise
         self._armed = True
-        self._news.clear()
+        # A poke is not cleared here: one taken before this task resumed may be of a
+        # change made after the read (calls share a pipelined connection, and the
+        # reply of a later call may be handled first). At worst it costs one read
+        # that finds nothing new (not yielded).
         return decode_description(self._name, raw)
 
     async def _read(self) -> SemaphoreDescription:
