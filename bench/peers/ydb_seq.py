@@ -76,15 +76,25 @@ async def raw(ydb_port: int) -> tuple[Pair, Callable[[], Awaitable[None]]]:
     )()
     request = coordination.SessionRequest
     await call.write(request(session_start={"path": "/local/bench-ydb", "timeout_millis": 30000}))
+    # The server ends a stream that answers no ping (docs/ydb.md), and this one idles
+    # while the other ways run: a reader answers pings as YDB's SDK does, at once.
+    answers: asyncio.Queue[object] = asyncio.Queue()
 
-    async def answer() -> object:
+    async def read() -> None:
         while True:
             response = await call.read()
+            if response is grpc.aio.EOF:
+                return
             kind = response.WhichOneof("response")
             if kind == "ping":
                 await call.write(request(pong={"opaque": response.ping.opaque}))
             elif kind != "pong":
-                return response
+                answers.put_nowait(response)
+
+    reader = asyncio.ensure_future(read())
+
+    async def answer() -> object:
+        return await answers.get()
 
     started = await answer()
     assert started.WhichOneof("response") == "session_started", started  # type: ignore[attr-defined]
@@ -100,6 +110,7 @@ async def raw(ydb_port: int) -> tuple[Pair, Callable[[], Awaitable[None]]]:
 
     async def close() -> None:
         await call.done_writing()
+        reader.cancel()
         await channel.close()
 
     return pair, close
