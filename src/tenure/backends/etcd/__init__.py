@@ -53,7 +53,6 @@ from tenure._core.values import (
     check_identity,
 )
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
-from tenure.backends._joins import JoinLocks
 from tenure.backends._session import StoreSession
 from tenure.backends._store_listing import ListingModule, StoreListings
 from tenure.backends.etcd import _listing, _resume
@@ -75,6 +74,7 @@ from tenure.backends.etcd._node import NodeView, config_of, read_config
 from tenure.backends.etcd._opening import Opened, lease_ttl, open_new, revoke
 from tenure.backends.etcd._store import EtcdStore
 from tenure.backends.etcd._streams import KeepAlive, WatchHub
+from tenure.backends.etcd._turns import Turns
 from tenure.backends.etcd._url import parse_url
 from tenure.errors import (
     AlreadyExistsError,
@@ -135,18 +135,12 @@ class EtcdBackend(StoreListings):
         self.hints = Hints()
         #: The nodes this client has sessions on (:mod:`tenure.backends.etcd._node`).
         self.views: dict[str, NodeView] = {}
-        self._joins = JoinLocks()
+        #: Requests of one client (of all its sessions) join a semaphore's queue one at
+        #: a time, in the order they were made: each Txn is answered before the next is
+        #: sent, so etcd cannot order two of them the other way round, and FIFO holds
+        #: down to this client's calls.
+        self.turns = Turns()
         self._closed = False
-
-    def joining(self, node: str, name: str) -> contextlib.AbstractAsyncContextManager[None]:
-        """Held while a request of this client joins ``name``'s queue.
-
-        Requests of one client (of all its sessions) join a semaphore's queue one at a
-        time, in the order they were made (asyncio's Lock is first come, first served):
-        each Txn is answered before the next is sent, so etcd cannot order two of
-        them the other way round, and FIFO holds down to this client's calls.
-        """
-        return self._joins.held(node, name)
 
     async def view(self, node: str) -> NodeView:
         """The node's view, made (settings read, watch started) if it is new here."""

@@ -1,9 +1,9 @@
 """Acquire and restate on etcd: one Txn to join the queue, granted at once if it fits.
 
 An acquire assumes what it last saw of the semaphore (nothing queued; its record,
-if this client has seen one: ``EtcdBackend.records``) and the node's settings
-from the client's view of the node (:mod:`._node`), and **sends one Txn** that
-compares exactly those assumptions, and the session's ``seq``:
+if this client has seen one: :class:`~tenure.backends.etcd._hints.Hints`) and the
+node's settings from the client's view of the node (:mod:`._node`), and **sends
+one Txn** that compares exactly those assumptions, and the session's ``seq``:
 
 * **success** (nobody queued, or nobody joined since the state it read and the
   request fits at the tail): put the request ``q/<sid>-<hold>`` (on the session's
@@ -18,8 +18,12 @@ compares exactly those assumptions, and the session's ``seq``:
   an uncontended acquire's Txn stays small, in the Raft log too.
 
 So an uncontended acquire is one round trip, and a contended one joins the queue
-in one. Waiting, granting in turn, timeouts and withdrawing are the
-:class:`~tenure.backends.etcd._wait.Waiter`'s.
+in one. The uncontended one (:meth:`Acquirer._at_once`) is built in one go, with
+three compares: the session's record, the settings' mod_revision, and nothing
+under the semaphore at all (one range compare: no record, nobody queued), or, for
+a persistent semaphore, its record's create_revision and an empty queue (four).
+A client's joins of one semaphore take turns (:mod:`._turns`). Waiting, granting
+in turn, timeouts and withdrawing are the :class:`~tenure.backends.etcd._wait.Waiter`'s.
 
 **Checks** (what the engine refuses, etcd:// refuses): a count above the limit,
 data above ``max_data_size``, a full queue (``max_waiters``, checked on the state
@@ -46,6 +50,8 @@ from tenure.backends._base import Grant
 from tenure.backends._ledger import Pending
 from tenure.backends._store import QUEUED, Enqueued, Withdrawal
 from tenure.backends.etcd._keys import (
+    EQUAL,
+    MOD,
     add_compare_create,
     add_compare_created_before,
     add_compare_mod,
@@ -55,7 +61,6 @@ from tenure.backends.etcd._keys import (
     add_put,
     compare_create,
     encode,
-    entry_suffix,
     put,
 )
 from tenure.backends.etcd._queue import Entry, SemState
@@ -84,8 +89,28 @@ class Acquirer:
 
     async def enqueue(self, pending: Pending) -> Enqueued:
         """The one Txn that joins the queue, granted at once when the request fits."""
-        async with self._parts.joining(pending.name):
-            found = await self._join(pending)
+        prefix = self._parts.prefix(pending.name)
+        turns = self._parts.turns
+        turn = turns.take(prefix)
+        if turn is not None:
+            await turns.wait(prefix, turn)
+        try:
+            s, name = self._parts, pending.name
+            hints = s.hints
+            known = hints.record(s.node, name)
+            raced = None
+            if (
+                (known is not None or pending.ephemeral)
+                and not hints.is_contended(s.node, name)
+                and pending.place not in s.owner.ledger.held
+            ):
+                raced = await self._at_once(pending, prefix, known)
+            if isinstance(raced, Grant):
+                found: Grant | _Queued | None = raced
+            else:
+                found = await self._join(pending, prefix, raced)
+        finally:
+            turns.give(prefix)
         if not isinstance(found, _Queued):
             return found
         pending.state = found
@@ -103,18 +128,25 @@ class Acquirer:
         grant = await self._waiter.withdraw_request(pending.name, pending.hold)
         return Withdrawal.WITHDRAWN if grant is None else grant
 
-    async def _join(self, pending: Pending) -> Grant | _Queued | None:
-        """Check and enqueue (granting at once when it fits): a grant, or what to wait for."""
+    async def _join(
+        self, pending: Pending, prefix: bytes, raced: SemState | None
+    ) -> Grant | _Queued | None:
+        """Check and enqueue (granting at once when it fits): a grant, or what to wait for.
+
+        ``raced``: the state read by :meth:`_at_once`'s Txn, which failed (None: it was
+        not sent, or declined).
+        """
         s = self._parts
         name, hold, count, data = pending.name, pending.hold, pending.count, pending.data
         timeout, ephemeral = pending.timeout, pending.ephemeral
         restating = pending.place in s.owner.ledger.held
         hints, sender = s.hints, s.sender
-        prefix = s.layout.semaphore(s.node, name)
         queue, record = prefix + b"q/", prefix + b"rec"
-        config_key = s.layout.config(s.node)
+        config_key = s.view.config_key
         known = hints.record(s.node, name)
-        if restating or (known is None and not ephemeral):
+        if raced is not None:
+            state = raced
+        elif restating or (known is None and not ephemeral):
             state = await sender.read(name)
         else:  # a guess (revision 0): the Txn compares it, and its failure reads the truth
             state = SemState(name, 0, *(known or (0, MAX_COUNT)))
@@ -166,7 +198,7 @@ class Acquirer:
                         return Grant(old.granted, count, None, hold)
                     state = await sender.read(name)
                     continue
-            suffix = entry_suffix(s.lease_id, hold, old is not None and not old.upgrade)
+            suffix = s.suffix(hold, old is not None and not old.upgrade)
             existing = None if guess else state.entry(suffix)
             if existing is not None:  # an enqueue of ours whose answer was lost: resume it
                 return _Queued(state, existing.suffix, old)
@@ -227,14 +259,7 @@ class Acquirer:
                     0 if outcome.succeeded else 1 :
                 ]  # s.send's read first
             if not outcome.succeeded:  # raced with a change: the settings and the state, read
-                config_kvs = read[0].response_range.kvs
-                if not config_kvs:
-                    await s.record.diagnose()
-                    s.owner.check_alive()
-                    raise NotFoundError(f"node {s.node!r} does not exist")
-                s.view.update(config_kvs[0])
-                state = SemState.parse(name, prefix, read[1].response_range.kvs, revision)
-                hints.contended(s.node, name, bool(state.entries))
+                state = await self._raced(name, prefix, read, revision)
                 continue
             state = SemState.parse(name, prefix, read[1].response_range.kvs, revision)
             hints.contended(s.node, name, True)
@@ -245,6 +270,65 @@ class Acquirer:
                     await self._waiter.withdraw(name, suffix)
                     raise _too_many_waiters(config.max_waiters, name)
             return _Queued(state, suffix, old)
+
+    async def _at_once(
+        self, pending: Pending, prefix: bytes, known: tuple[int, int] | None
+    ) -> Grant | SemState | None:
+        """The uncontended acquire: one Txn, granted if nobody is queued (module docstring).
+
+        What :meth:`_join`'s loop sends first for a guess (``known``: the record last
+        seen, if any) about a name not known to be contended, and no restate, built in
+        one go: the grant, or the state its failure read (None: not a case for it; the
+        loop decides). Without the loop's checks, each of which such a guess passes or
+        sends it to the loop: the data fits (else the settings are read there), the
+        count fits the limit last seen, nobody is queued (so no queue is full and the
+        request fits at the tail).
+        """
+        s = self._parts
+        view, data, count = s.view, pending.data, pending.count
+        record, limit = known or (0, MAX_COUNT)
+        if type(data) is not bytes or len(data) > view.config.max_data_size or count > limit:
+            return None
+        request = s.sender.new_txn()
+        compare = request.compare
+        compare.add(key=view.config_key, target=MOD, result=EQUAL, mod_revision=view.config_rev)
+        if record:
+            add_compare_create(compare, prefix + b"rec", record)
+            add_compare_created_before(compare, prefix + b"q/", 1)
+        else:
+            # No record and nobody queued: nothing at all under the semaphore, one compare
+            # (a range compare holds for an empty range; any key has a create_revision >= 1).
+            add_compare_created_before(compare, prefix, 1)
+        put = request.success.add().request_put
+        put.key = prefix + b"q/" + s.suffix(pending.hold)
+        put.value = encode({"count": count, "data": data, "g": True, "at": time.time()})
+        put.lease = s.lease_id
+        failure = request.failure
+        failure.add().request_range.key = view.config_key
+        add_get_prefix(failure, prefix)
+        reply = await s.sender.send(request)
+        revision = int(reply.header.revision)
+        if not reply.succeeded:
+            return await self._raced(pending.name, prefix, list(reply.responses)[1:], revision)
+        if not record:  # a new semaphore: count them, unless the bound proves it kept
+            bound = view.semaphores_bound(revision)
+            if bound is None or bound > view.config.max_semaphores:
+                await self._check_semaphores(pending.name, pending.hold, revision)
+        return Grant(revision, count, None, pending.hold)
+
+    async def _raced(self, name: str, prefix: bytes, read: list[Any], revision: int) -> SemState:
+        """A join's Txn failed on what it assumed: take the settings and the state it read
+        (the node's settings' key, then the semaphore's range) instead."""
+        s = self._parts
+        config_kvs = read[0].response_range.kvs
+        if not config_kvs:
+            await s.record.diagnose()
+            s.owner.check_alive()
+            raise NotFoundError(f"node {s.node!r} does not exist")
+        s.view.update(config_kvs[0])
+        state = SemState.parse(name, prefix, read[1].response_range.kvs, revision)
+        s.hints.contended(s.node, name, bool(state.entries))
+        return state
 
     async def _check_semaphores(self, name: str, hold: int, revision: int) -> None:
         """After creating ``name`` at ``revision``: undo it if the node has too many semaphores.
@@ -283,7 +367,7 @@ def _enqueue(
 ) -> None:
     """Make ``request`` the enqueue Txn: put the request and read the semaphore back
     (failing: read the node's settings and the semaphore)."""
-    key, config_key = prefix + b"q/" + suffix, s.layout.config(s.node)
+    key, config_key = prefix + b"q/" + suffix, s.view.config_key
     _assumptions(request.compare, config_key, config_rev, prefix + b"rec", record_rev)
     add_compare_create(request.compare, key, 0)
     add_put(request.success, key, value, s.lease_id)

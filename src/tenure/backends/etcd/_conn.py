@@ -202,9 +202,20 @@ class Connection:
         return await self.send_txn(request, timeout=timeout)
 
     async def send_txn(self, request: Any, *, timeout: float | None = None) -> Any:
-        """One Txn, built by the caller (``timeout``: as :meth:`txn`'s)."""
-        wait = self._timeout() if timeout is None else timeout
-        return await self.call(lambda: self.kv.Txn(request, timeout=wait, metadata=self.metadata()))
+        """One Txn, built by the caller (``timeout``: as :meth:`txn`'s).
+
+        :meth:`call`, inlined: every acquire and release is one of these.
+        """
+        wait = self.options.request_timeout if timeout is None else timeout
+        generation, started = self.generation, time.monotonic()
+        try:
+            return await self.kv.Txn(request, timeout=wait, metadata=self.metadata())
+        except grpc.aio.AioRpcError as error:
+
+            def make() -> Awaitable[Any]:
+                return self.kv.Txn(request, timeout=wait, metadata=self.metadata())  # type: ignore[no-any-return]
+
+            return await self._again(make, error, generation, started)
 
     async def range(self, request: Any) -> Any:
         """One Range."""

@@ -18,7 +18,7 @@ from typing import Final
 from aetcd.rpc import rpc_pb2
 
 from tenure.backends._base import Grant, HeldGrant
-from tenure.backends.etcd._keys import add_delete, entry_suffix, get_prefix
+from tenure.backends.etcd._keys import add_delete, get_prefix
 from tenure.backends.etcd._queue import SemState
 from tenure.backends.etcd._types import SessionParts
 from tenure.errors import LeaseLostError
@@ -38,14 +38,21 @@ class Holds:
         self._parts = parts
 
     async def drop(self, name: str, hold: int) -> bool:
-        """Delete every key of hold ``hold`` (both requests, both grants); whether any was."""
+        """Delete every key of hold ``hold`` (both requests, both grants); whether any was.
+
+        Two range deletes, the hold's requests and its grants: a hold's keys are its
+        suffix, with the upgrade's mark ``+`` or without, and no other key of the queue
+        starts with it (fixed-width ids), so each range is ``[key, key + ",")`` (``,``
+        is the byte after ``+``).
+        """
         parts = self._parts
-        prefix = parts.layout.semaphore(parts.node, name)
+        prefix, suffix = parts.prefix(name), parts.suffix(hold)
         request = parts.sender.new_txn()
-        for upgrade in (False, True):
-            suffix = entry_suffix(parts.lease_id, hold, upgrade)
-            add_delete(request.success, prefix + b"q/" + suffix)
-            add_delete(request.success, prefix + b"g/" + suffix)
+        success = request.success
+        delete = success.add().request_delete_range
+        delete.key, delete.range_end = prefix + b"q/" + suffix, prefix + b"q/" + suffix + b","
+        delete = success.add().request_delete_range
+        delete.key, delete.range_end = prefix + b"g/" + suffix, prefix + b"g/" + suffix + b","
         reply = await parts.sender.send(request)
         return any(r.response_delete_range.deleted for r in reply.responses)
 

@@ -32,6 +32,7 @@ Values are msgpack maps.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote, unquote
@@ -56,6 +57,7 @@ __all__ = [
     "encode",
     "get",
     "get_prefix",
+    "name_part",
     "prefix_end",
     "put",
 ]
@@ -67,13 +69,31 @@ CREATE: Final = rpc_pb2.Compare.CREATE
 MOD: Final = rpc_pb2.Compare.MOD
 
 
+#: A name ``quote`` leaves as it is (its always-safe characters).
+_PLAIN: Final = re.compile(r"[A-Za-z0-9_.~-]*")
+
+
 @functools.lru_cache(maxsize=4096)  # every call of a session builds keys of the same names
 def _escape(name: str) -> str:
     return quote(name, safe="")
 
 
+def name_part(name: str) -> bytes:
+    """A semaphore's (or node's) part of its keys: ``name`` %-encoded, then ``/``.
+
+    As :meth:`Layout.semaphore` spells it; most names need no encoding, and are
+    told apart by a match rather than looked up (a workload of ever new names would
+    only churn the cache).
+    """
+    if _PLAIN.fullmatch(name):
+        return (name + "/").encode()
+    return (_escape(name) + "/").encode()
+
+
 def prefix_end(prefix: bytes) -> bytes:
     """The end of the range of every key that starts with ``prefix`` (etcd's rule)."""
+    if prefix and prefix[-1] < 0xFF:  # every prefix of ours: its last byte, plus one
+        return prefix[:-1] + bytes((prefix[-1] + 1,))
     end = bytearray(prefix)
     while end:
         if end[-1] < 0xFF:
@@ -133,7 +153,7 @@ class Layout:
 
     def semaphore(self, node: str, name: str) -> bytes:
         """The range of one semaphore's keys: record, queue, grants."""
-        return self.semaphores(node) + f"{_escape(name)}/".encode()
+        return self.semaphores(node) + name_part(name)
 
     def record(self, node: str, name: str) -> bytes:
         """A persistent semaphore's record."""

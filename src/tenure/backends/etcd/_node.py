@@ -74,6 +74,8 @@ class NodeView:
         self._members = members
         self.node = node
         self.layout: Layout = layout
+        #: The settings' key (every acquire compares it).
+        self.config_key = layout.config(node)
         self.config = config_of(kv)
         #: The settings key's mod_revision (compared by acquires) and create_revision
         #: (the node's identity: dropped and made again is another node).

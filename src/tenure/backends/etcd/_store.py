@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from tenure._core.values import SemaphoreDescription
@@ -50,10 +49,11 @@ from tenure.backends.etcd._conn import Connection
 from tenure.backends.etcd._feed import Feeds
 from tenure.backends.etcd._hints import Hints
 from tenure.backends.etcd._holds import Holds
-from tenure.backends.etcd._keys import Layout
+from tenure.backends.etcd._keys import Layout, name_part
 from tenure.backends.etcd._node import NodeView
 from tenure.backends.etcd._record import Record
 from tenure.backends.etcd._streams import KeepAlive, WatchHub
+from tenure.backends.etcd._turns import Turns
 from tenure.backends.etcd._txns import TxnSender
 from tenure.backends.etcd._watch import EtcdWatch
 from tenure.errors import LostError, PreconditionFailedError
@@ -94,8 +94,9 @@ class Home(Protocol):
     def sessions(self) -> dict[int, EtcdStore]:
         """The client's live sessions, by lease id."""
 
-    def joining(self, node: str, name: str) -> AbstractAsyncContextManager[None]:
-        """Held while a request of this client joins ``name``'s queue."""
+    @property
+    def turns(self) -> Turns:
+        """Whose turn it is to join each semaphore's queue, of this client's requests."""
 
     def release_view(self, view: NodeView) -> None:
         """A session of the view's node ended."""
@@ -115,9 +116,14 @@ class EtcdStore:
         self.hints = home.hints
         self.feeds = home.feeds
         self.hub = home.watches
+        self.turns = home.turns
         self.record = record
         self.node = record.node
         self.lease_id = record.lease_id
+        #: Where the node's semaphores are, and this session's part of its requests'
+        #: keys (computed once: every acquire and release spells them).
+        self._root = self.layout.semaphores(self.node)
+        self._sid = f"{self.lease_id:016x}-".encode()
         #: The lease's TTL in seconds: the recovery window rounded up (at least 2).
         self.ttl = ttl
         self.view = view
@@ -141,9 +147,13 @@ class EtcdStore:
         """The ticket's secret (the record keeps its digest)."""
         return self.record.secret
 
-    def joining(self, name: str) -> AbstractAsyncContextManager[None]:
-        """Held while a request of this client joins ``name``'s queue."""
-        return self._home.joining(self.node, name)
+    def prefix(self, name: str) -> bytes:
+        """The range of semaphore ``name``'s keys (:meth:`Layout.semaphore`)."""
+        return self._root + name_part(name)
+
+    def suffix(self, hold: int, upgrade: bool = False) -> bytes:
+        """The last part of hold ``hold``'s request key (:func:`._keys.entry_suffix`)."""
+        return self._sid + (b"%08x+" if upgrade else b"%08x") % hold
 
     # -- the lease (Renewable, for the keepalive stream) --------------------------------
 

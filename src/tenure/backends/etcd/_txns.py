@@ -25,6 +25,8 @@ from tenure.errors import NotFoundError
 
 __all__ = ["TxnSender"]
 
+_parse_txn = rpc_pb2.TxnRequest.FromString
+
 
 class TxnSender:
     """Sends one session's Txns and reads (module docstring)."""
@@ -35,6 +37,8 @@ class TxnSender:
         self.record = record
         self.view = view
         self.node = record.node
+        #: :meth:`new_txn`'s start, serialized, and the ``seq_rev`` it compares.
+        self._base, self._base_rev = b"", -1
 
     async def txn(self, compares: list[Any], success: list[Any], failure: list[Any]) -> Any:
         """A Txn that also compares the session's ``seq``; raises the loss if it is gone.
@@ -54,12 +58,17 @@ class TxnSender:
         Callers add their compares and ops in place (``request.compare.add(...)``,
         :func:`~tenure.backends.etcd._keys.add_put`...): building a request in one
         message, not from messages copied into it, is most of what an acquire costs
-        this client.
+        this client. The session's part is parsed from its bytes, made once per bump
+        of ``seq`` (a quarter of the cost of adding it).
         """
-        request = rpc_pb2.TxnRequest()
-        request.compare.add(key=self.record.key, target=MOD, result=EQUAL, mod_revision=0)
-        request.failure.add().request_range.key = self.record.key
-        return request
+        if self._base_rev != self.record.seq_rev:
+            base = rpc_pb2.TxnRequest()
+            base.compare.add(
+                key=self.record.key, target=MOD, result=EQUAL, mod_revision=self.record.seq_rev
+            )
+            base.failure.add().request_range.key = self.record.key
+            self._base, self._base_rev = base.SerializeToString(), self.record.seq_rev
+        return _parse_txn(self._base)
 
     async def send(self, request: Any) -> Any:
         """Send a request of :meth:`new_txn` (see :meth:`txn`)."""

@@ -3,7 +3,6 @@ may use of it: a narrow protocol, so none of them imports the store that compose
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from tenure.backends._store import Owner
@@ -14,6 +13,7 @@ from tenure.backends.etcd._keys import Layout
 from tenure.backends.etcd._node import NodeView
 from tenure.backends.etcd._record import Record
 from tenure.backends.etcd._streams import WatchHub
+from tenure.backends.etcd._turns import Turns
 from tenure.backends.etcd._txns import TxnSender
 
 __all__ = ["SessionParts"]
@@ -66,8 +66,15 @@ class SessionParts(Protocol):
     def hub(self) -> WatchHub:
         """The client's one watch stream."""
 
-    def joining(self, name: str) -> AbstractAsyncContextManager[None]:
-        """Held while a request of this client joins ``name``'s queue."""
+    @property
+    def turns(self) -> Turns:
+        """Whose turn it is to join each semaphore's queue, of this client's requests."""
+
+    def prefix(self, name: str) -> bytes:
+        """The range of semaphore ``name``'s keys: record, queue, grants."""
+
+    def suffix(self, hold: int, upgrade: bool = False) -> bytes:
+        """The last part of hold ``hold``'s request key (and its grant's)."""
 
     async def release(self, name: str, hold: int) -> bool:
         """Delete every key of hold ``hold`` of ``name`` (both marks); whether any was."""
