@@ -99,9 +99,13 @@ BEGIN
             p_request, (cfg ->> 'default_lease')::float8,
             clock_timestamp() + make_interval(secs => (cfg ->> 'default_lease')::float8),
             clock_timestamp());
-        changed := true;
-        answer := jsonb_build_object('token', token, 'count', p_count,
-                                     'ttl', (cfg ->> 'default_lease')::float8);
+        -- Nobody is queued and the semaphore is held: settle would serve no one and
+        -- drop nothing, only tell the watches.
+        IF EXISTS (SELECT 1 FROM watches WHERE node = s.node AND name = p_name) THEN
+            PERFORM pg_notify(channel(s.node), 's' || p_name);
+        END IF;
+        RETURN jsonb_build_object('token', token, 'count', p_count,
+                                  'ttl', (cfg ->> 'default_lease')::float8);
     ELSIF p_timeout = 0 THEN
         answer := jsonb_build_object('busy', true);
     ELSE
