@@ -194,6 +194,12 @@ class Lease(Guarded):
             return None
         return self.release()  # (its wait: the lease has ended, this only waits)
 
+    async def _leave(self) -> None:
+        """What leaving a block does, awaited (the sync face's ``with``)."""
+        waiting = self._end_block()
+        if waiting is not None:
+            await waiting
+
     # -- called by the session --------------------------------------------------------
 
     def _lose(self, error: LostError) -> None:

@@ -84,7 +84,10 @@ class Lease(Held):
             raise PreconditionFailedError(f"{self!r} was released; acquire it again")
 
     def _finish(self) -> None:
-        self.release(wait=False)  # leaving ``with``: as leaving ``async with`` does
+        # Leaving ``with`` does what leaving ``async with`` does: no wait for the
+        # release's answer where the backend keeps the client's requests in order.
+        if not self.ended:
+            self._portal.call(self._lease._leave)
 
 
 class Lock(Lease):
