@@ -3,7 +3,9 @@
 The real script runs in a copy of the repo's layout whose ``scripts/bootstrap`` is a
 stand-in that logs each call and installs a ``.venv/bin/tenure`` that echoes its
 arguments: the decision to install is what is under test, not pip (bootstrap's own
-install is exercised by every CI run).
+install is exercised by every CI run). Likewise ``scripts/compile`` is a stand-in
+that logs each build: whether the server's compiled build is made, and the pure
+build's fallback when it cannot be (``tests/test_build.py`` checks the real one).
 """
 
 from __future__ import annotations
@@ -27,15 +29,25 @@ printf '#!/bin/sh\\necho "tenure $*"\\n' >.venv/bin/tenure
 chmod +x .venv/bin/tenure
 """
 
+FAKE_COMPILE = """#!/usr/bin/env bash
+set -euo pipefail
+cd "$(dirname "$0")/.."
+case "${1:-}" in
+  --check) [ -e compiled ] ;;
+  --clean) rm -f compiled; echo clean >>compile.log ;;
+  *) echo build >>compile.log; [ -e fail-compile ] && exit 3; touch compiled ;;
+esac
+"""
+
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     (tmp_path / "scripts").mkdir()
     for script in ("start", "ensure-venv"):  # ensure-venv: the decision, shared
         shutil.copy2(ROOT / "scripts" / script, tmp_path / "scripts" / script)
-    bootstrap = tmp_path / "scripts" / "bootstrap"
-    bootstrap.write_text(FAKE_BOOTSTRAP)
-    bootstrap.chmod(0o755)
+    for name, text in (("bootstrap", FAKE_BOOTSTRAP), ("compile", FAKE_COMPILE)):
+        (tmp_path / "scripts" / name).write_text(text)
+        (tmp_path / "scripts" / name).chmod(0o755)
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "tenure"\n')
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "module.py").write_text("x = 1\n")
@@ -61,10 +73,15 @@ def installs(repo: Path) -> int:
     return len(log.read_text().splitlines()) if log.exists() else 0
 
 
+def compiles(repo: Path) -> list[str]:
+    log = repo / "compile.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
 def test_installs_once_then_starts_straight_away(repo: Path) -> None:
-    assert start(repo, "--help") == (0, "tenure serve --help\n")
+    assert "tenure serve --help\n" in start(repo, "--help")[1]
     assert installs(repo) == 1
-    assert start(repo, "--port", "7000") == (0, "tenure serve --port 7000\n")
+    assert start(repo, "--port", "7000") == (0, "tenure serve --port 7000\n")  # compiled: quiet
     assert start(repo, "--help")[0] == 0
     assert installs(repo) == 1  # nothing changed: no install, no registry round trip
 
@@ -93,7 +110,7 @@ def test_a_changed_pyproject_or_bootstrap_installs_again(repo: Path) -> None:
 def test_a_lost_venv_or_a_forced_reinstall_installs(repo: Path) -> None:
     start(repo)
     shutil.rmtree(repo / ".venv")
-    assert start(repo) == (0, "tenure serve\n")
+    assert "tenure serve\n" in start(repo)[1]
     assert installs(repo) == 2
     start(repo, TENURE_REINSTALL="1")
     assert installs(repo) == 3
@@ -107,7 +124,7 @@ def test_a_failed_install_is_tried_again_next_time(repo: Path) -> None:
     status, _ = start(repo)
     assert status == 7  # the failure is the script's, not hidden behind a stale venv
     (repo / "fail-bootstrap").unlink()
-    assert start(repo) == (0, "tenure serve\n")
+    assert start(repo) == (0, "tenure serve\n")  # compiled by the first start
     assert installs(repo) == 3
 
 
@@ -118,4 +135,32 @@ def test_each_set_of_extras_is_installed_once(repo: Path) -> None:
         subprocess.run(ensure, cwd="/", capture_output=True, timeout=30, check=True)
     start(repo)
     start(repo)
-    assert (repo / "bootstrap.log").read_text().splitlines() == ["installed test", "installed "]
+    assert (repo / "bootstrap.log").read_text().splitlines() == [
+        "installed test",
+        "installed compile",
+    ]
+
+
+def test_the_server_runs_the_compiled_build_compiled_once(repo: Path) -> None:
+    status, output = start(repo)
+    assert status == 0
+    assert "compiling the server's hot path" in output
+    assert start(repo) == (0, "tenure serve\n")  # current: no build
+    assert compiles(repo) == ["build"]
+    assert (repo / "compiled").exists()
+
+
+def test_a_failed_compile_runs_the_pure_build(repo: Path) -> None:
+    (repo / "fail-compile").touch()
+    status, output = start(repo, "--port", "7000")
+    assert status == 0
+    assert "the pure build runs" in output
+    assert "tenure serve --port 7000\n" in output
+    assert compiles(repo) == ["build", "clean"]
+
+
+def test_tenure_pure_runs_the_pure_build(repo: Path) -> None:
+    start(repo)
+    assert "tenure serve\n" in start(repo, TENURE_PURE="1")[1]
+    assert not (repo / "compiled").exists()
+    assert compiles(repo) == ["build", "clean"]

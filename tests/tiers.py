@@ -89,6 +89,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests": SERVICE,  # anything not named below
     "src/tenure/testing/conformance": UNIT,  # by harness: SERVER_PARAMETERS
     "tests/core": UNIT,
+    "tests/test_build.py": UNIT,
     "tests/core/test_purity.py": SERVICE,  # imports in a child interpreter
     "tests/protocol": UNIT,
     "tests/protocol/test_purity.py": SERVICE,

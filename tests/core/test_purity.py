@@ -40,6 +40,8 @@ FORBIDDEN_MODULES = (
 _PROBE = """
 import json, sys, types
 package_dir, forbidden = sys.argv[1], sys.argv[2].split(",")
+# The compiled build's shared library (mypyc's runtime) sits beside the package.
+sys.path.append(package_dir.rsplit("/", 1)[0])
 preloaded = sorted(name for name in forbidden if name in sys.modules)
 for name in forbidden:
     sys.modules.pop(name, None)
@@ -88,7 +90,8 @@ def test_importing_the_core_loads_no_io_thread_or_clock_module():
 
 def _copy_with_injected_import(tmp_path: Path, statement: str) -> Path:
     copy = tmp_path / "tenure"
-    shutil.copytree(PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    # Without the compiled build's extensions: the edited .py is what must load.
+    shutil.copytree(PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     target = copy / "_core" / "deadlines.py"
     source = target.read_text(encoding="utf-8")
     marker = "from __future__ import annotations\n"

@@ -7,12 +7,15 @@ schema tests until the wire layout lists it).
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import enum
 import inspect
+import sys
 import types
 import typing
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
@@ -109,9 +112,38 @@ def for_hint(hint: Any) -> st.SearchStrategy[Any]:
     raise NotImplementedError(f"no strategy for {hint!r}")
 
 
+def type_hints(cls: type) -> dict[str, Any]:
+    """The type hints of the dataclass ``cls``'s fields, as its source writes them.
+
+    Not ``typing.get_type_hints(cls)``: a class that mypyc compiled (the compiled
+    build, ``scripts/compile``) keeps in ``__annotations__`` the types it checks at
+    run time (``str | None`` is no type it can check), not the source's. So the
+    annotations are read from the module's ``.py`` (beside its extension when
+    compiled) and evaluated in the module, which holds the same names in either build.
+    """
+    hints: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):  # a base's fields first, as dataclasses orders them
+        if not dataclasses.is_dataclass(klass):
+            continue
+        module = sys.modules[klass.__module__]
+        assert module.__file__ is not None
+        path = Path(module.__file__)
+        source = path.with_name(path.name.split(".")[0] + ".py")
+        tree = ast.parse(source.read_text())
+        (body,) = (
+            node
+            for node in tree.body
+            if isinstance(node, ast.ClassDef) and node.name == klass.__name__
+        )
+        for stmt in body.body:
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                hints[stmt.target.id] = eval(ast.unparse(stmt.annotation), vars(module))
+    return hints
+
+
 def builds(cls: type) -> st.SearchStrategy[Any]:
     """Instances of the dataclass ``cls``, every field drawn from its type hint."""
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     if cls is Hello:  # only a version we speak round-trips whole (see decode_message)
         return st.builds(
             Hello,
@@ -125,7 +157,7 @@ def builds(cls: type) -> st.SearchStrategy[Any]:
 
 commands_ = st.one_of(*(builds(cls) for cls in COMMAND_TYPES))
 effects_ = st.one_of(*(builds(cls) for cls in EFFECT_TYPES))
-reply_values = for_hint(typing.get_type_hints(Reply)["value"])
+reply_values = for_hint(type_hints(Reply)["value"])
 messages: st.SearchStrategy[Message] = st.one_of(*(builds(cls) for cls in MESSAGE_TYPES))
 
 
@@ -157,7 +189,7 @@ def sample(hint: Any) -> Any:
     if origin is Mapping or origin is dict:
         return {"max_sessions": 5}
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
-        hints = typing.get_type_hints(hint)
+        hints = type_hints(hint)
         return hint(**{f.name: sample(hints[f.name]) for f in dataclasses.fields(hint)})
     raise NotImplementedError(f"no sample for {hint!r}")
 

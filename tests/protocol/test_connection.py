@@ -52,6 +52,7 @@ from tenure._protocol import (
 )
 from tenure._protocol.state import TRANSITIONS, Direction
 from tenure.errors import ErrorCode, ProtocolError, error_from_code
+from tests.compiled import compiled_build
 from tests.protocol.helpers import ConnectionPair, drain, frame_of, one_byte_at_a_time, raw_frame
 
 # -- the happy path ---------------------------------------------------------------------
@@ -491,17 +492,23 @@ def _cut(data: bytes, pieces: int) -> list[bytes]:
 
 
 @pytest.mark.parametrize(
-    "message",
+    ("case", "make"),
     [
-        Request([1], Release(1, "a")),  # type: ignore[arg-type]
-        Reply({}, True),  # type: ignore[arg-type]
-        Failure(1, "NOT_FOUND", "x"),  # type: ignore[arg-type]
-        Hello(max_frame_size="big"),  # type: ignore[arg-type]
-        Ping(-1),
+        ("Request([1], ...)", lambda: Request([1], Release(1, "a"))),  # type: ignore[arg-type]
+        ("Reply({}, True)", lambda: Reply({}, True)),  # type: ignore[arg-type]
+        ("Failure(1, 'NOT_FOUND', 'x')", lambda: Failure(1, "NOT_FOUND", "x")),  # type: ignore[arg-type]
+        ("Hello(max_frame_size='big')", lambda: Hello(max_frame_size="big")),  # type: ignore[arg-type]
+        ("Ping(-1)", lambda: Ping(-1)),
     ],
-    ids=repr,
 )
-def test_a_badly_typed_message_is_a_local_error_in_any_state(message):
+def test_a_badly_typed_message_is_a_local_error_in_any_state(case, make):
+    try:
+        message = make()
+    except TypeError:
+        # The compiled build (mypyc) checks a field's declared type when the message
+        # is made, so such a message never reaches send.
+        assert compiled_build()
+        return
     for role, state in itertools.product(Role, State):
         conn = _in_state(role, state)
         with pytest.raises(LocalProtocolError):

@@ -29,6 +29,8 @@ SITE_PACKAGES = Path(msgspec.__file__).resolve().parent.parent
 _PROBE = """
 import json, sys, types
 package_dir, site_packages, forbidden = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
+# The compiled build's shared library (mypyc's runtime) sits beside the package.
+sys.path.append(package_dir.rsplit("/", 1)[0])
 sys.path.append(site_packages)
 for name in forbidden:
     sys.modules.pop(name, None)
@@ -93,7 +95,8 @@ def test_importing_the_codec_loads_no_io_thread_or_clock_module():
 )
 def test_the_probe_catches_an_injected_import(tmp_path, statement, expected):
     copy = tmp_path / "tenure"
-    shutil.copytree(PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    # Without the compiled build's extensions: the edited .py is what must load.
+    shutil.copytree(PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     target = copy / "_protocol" / "frames.py"
     marker = "from __future__ import annotations\n"
     source = target.read_text(encoding="utf-8")

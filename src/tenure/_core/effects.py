@@ -8,8 +8,7 @@ delivers each to the connection that owns that session.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from tenure._core._dataclass import dataclass
 from tenure._core.values import SemaphoreDescription
 from tenure.errors import ErrorCode
 

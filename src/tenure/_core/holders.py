@@ -7,7 +7,9 @@ derived (see its docstring); waiters exist only while someone waits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from tenure._core._dataclass import dataclass
 
 
 def holder_key(session_id: int, hold: int) -> int:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, TypeAlias
 
+from tenure._core._dataclass import dataclass
 from tenure._core.effects import AcquireFailed, LeaseLost
 from tenure._core.values import NO_IDENTITY, ClientIdentity
 

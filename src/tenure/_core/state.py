@@ -9,8 +9,9 @@ are kept.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from tenure._core._dataclass import dataclass
 from tenure._core.deadlines import (
     Deadlines,
     LeaseDeadline,

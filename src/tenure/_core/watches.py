@@ -14,8 +14,9 @@ was sent, so changes it has no time for coalesce there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Final, TypeAlias
+
+from tenure._core._dataclass import dataclass
 
 
 @dataclass(frozen=True, slots=True)

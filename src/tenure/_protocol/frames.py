@@ -75,8 +75,12 @@ def foreign_protocol(head: bytes) -> str | None:
     return f"the peer sent text ({quote!r}), not tenure's protocol: is this a tenure port?"
 
 
-def check_max_frame_size(value: int) -> int:
-    """``value`` if it is a valid ``max_frame_size``, else LocalProtocolError."""
+def check_max_frame_size(value: object) -> int:
+    """``value`` if it is a valid ``max_frame_size``, else LocalProtocolError.
+
+    ``object``: a caller's value, checked here (the compiled build would refuse a
+    non-int at the call, with a TypeError instead of this error).
+    """
     if type(value) is not int or not MIN_MAX_FRAME_SIZE <= value <= MAX_MAX_FRAME_SIZE:
         raise LocalProtocolError(
             f"max_frame_size must be an int in [{MIN_MAX_FRAME_SIZE}, {MAX_MAX_FRAME_SIZE}],"
@@ -105,7 +109,8 @@ class FrameReader:
     bodies that came before them.
     """
 
-    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+    def __init__(self, max_frame_size: object = DEFAULT_MAX_FRAME_SIZE) -> None:
+        # object: checked here, whatever the caller passed (see check_max_frame_size).
         self.max_frame_size = check_max_frame_size(max_frame_size)
         self._buffer = bytearray()
         self._start = 0  # bytes before this are consumed; compacted lazily

@@ -15,11 +15,11 @@ reads nothing after it and answers Refused(UNSUPPORTED).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any, Final, final
 
 import msgspec
 
+from tenure._core._dataclass import dataclass
 from tenure._core.commands import (
     Command,
     CreateSession,

@@ -503,8 +503,8 @@ def encode_command(command: object) -> bytes:
     return body
 
 
-def decode_command(body: bytes) -> Any:
-    """The command whose wire layout ``body`` holds.
+def decode_command(body: bytes | msgspec.Raw) -> Any:
+    """The command whose wire layout ``body`` holds (the journal passes a Raw of it).
 
     Raises:
         WireError: ``body`` is not one valid command (the error names the field).
