@@ -25,13 +25,10 @@ from tenure._protocol import (
     Welcome,
 )
 from tenure.backends._doors import Endpoint
+from tenure.backends._link_errors import DisconnectedError
 from tenure.errors import ProtocolError, UnavailableError, error_from_code
 
 __all__ = ["DisconnectedError", "LinkConnection", "LinkProtocol", "Receiver"]
-
-
-class DisconnectedError(UnavailableError):
-    """The connection was lost before the answer came: the request may or may not have run."""
 
 
 class Receiver(Protocol):

@@ -21,7 +21,7 @@ import socket
 import struct
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Final, Protocol
+from typing import Final
 
 from tenure._core import Effect, WatchFired
 from tenure._protocol import (
@@ -37,60 +37,15 @@ from tenure.errors import ErrorCode
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._net.gate import Conn
 
+# The shapes the outboxes write to, in a module of their own that mypyc does not
+# compile (a compiled class keeps no docstring; Connection is public through plug).
+from tenure.server._net.writers import Connection as Connection
+from tenure.server._net.writers import Transport as Transport
+from tenure.server._net.writers import Writer as Writer
+
 log = logging.getLogger("tenure.server")
 
 _LINGER_RESET: Final = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close with a reset
-
-
-class Transport(Protocol):
-    """What the outboxes ask of a connection's transport (an asyncio one, or a YDB
-    stream's :class:`~tenure.compat.ydb.pipe.Pipe`)."""
-
-    def is_closing(self) -> bool:
-        """Whether nothing more can be written."""
-        ...
-
-    def get_write_buffer_size(self) -> int:
-        """Bytes written and not yet sent (the client has not read them)."""
-        ...
-
-    def abort(self) -> None:
-        """Drop the connection now, discarding what is unsent."""
-        ...
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        """The transport's ``name`` (the outboxes ask for its ``socket``)."""
-        ...
-
-
-class Writer(Protocol):
-    """What the outboxes write to (an asyncio.StreamWriter, or a YDB stream's pipe)."""
-
-    @property
-    def transport(self) -> Transport:
-        """Its transport."""
-        ...
-
-    def write(self, data: bytes) -> None:
-        """Queue ``data`` to be sent."""
-        ...
-
-    def close(self) -> None:
-        """Close once what is queued is sent."""
-        ...
-
-
-class Connection(Protocol):
-    """What the outboxes write to: a native connection, a dflockd one, or a YDB stream."""
-
-    @property
-    def writer(self) -> Writer:
-        """Where its bytes go."""
-        ...
-
-    peer: str  # the client's address, for the log
-    outbox: list[bytes]  # what it is owed, written after the next commit
-    closing: bool  # close once the outbox is written
 
 
 def reset(transport: Transport) -> None:
