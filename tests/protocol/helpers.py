@@ -26,7 +26,7 @@ from tenure._protocol.wire import ArrayOf, Field, Optional, Record, Union
 Event = Message | ConnectionClosed
 
 
-def drain(conn: Connection) -> list[Event]:
+def drain(conn: Connection[Any]) -> list[Event]:
     """Every event ``conn`` can produce from what it has received, until NEED_DATA.
 
     Bounded, so a connection that never says NEED_DATA fails the test instead of
@@ -95,13 +95,13 @@ class ConnectionPair:
             else ServerConnection(max_frame_size=server_max)
         )
 
-    def peer(self, conn: Connection) -> Connection:
+    def peer(self, conn: Connection[Any]) -> Connection[Any]:
         """The other end of ``conn``."""
         return self.server if conn is self.client else self.client
 
     def send(
         self,
-        sender: Connection,
+        sender: Connection[Any],
         messages: Message | Iterable[Message],
         *,
         split: Callable[[bytes], Iterable[bytes]] | None = None,

@@ -374,7 +374,7 @@ SAMPLES: dict[type, Message] = {
 }
 
 
-def _in_state(role: Role, state: State) -> Connection:
+def _in_state(role: Role, state: State) -> Connection[Any]:
     """A connection of ``role`` in ``state``, with request 1 (a Release) in flight when open."""
     pair = ConnectionPair()
     conn = pair.client if role is Role.CLIENT else pair.server
@@ -466,7 +466,7 @@ def test_random_conversations_arrive_whole_and_both_ends_agree(data):
             ids = [next(next_id) for _ in range(data.draw(st.integers(1, 4)))]
             batch = [Request(i, Release(1, "n")) for i in ids]
             client_ids |= set(ids)
-            sender: Connection = pair.client
+            sender: Connection[Any] = pair.client
         elif action == "ping":
             batch, sender = [Ping(data.draw(st.integers(0, 2**64 - 1)))], pair.client
         elif action == "answer" and client_ids:

@@ -65,7 +65,7 @@ def fresh_server(after_handshake: bool) -> ServerConnection:
     return pair.server
 
 
-def check(conn: Connection, data: bytes, *, eof: bool, allowed: tuple[type, ...]) -> None:
+def check(conn: Connection[Any], data: bytes, *, eof: bool, allowed: tuple[type, ...]) -> None:
     """Feed ``data`` (then the end of the stream, if ``eof``) and check every outcome."""
     conn.receive_data(data)
     if eof:
