@@ -10,8 +10,11 @@ import pytest
 from redis import exceptions as rexc
 
 import tenure
+from tenure.backends._session import StoreSession
 from tenure.backends.redis._pipe import Pipe
+from tenure.backends.redis._store import RedisStore
 from tenure.backends.redis._url import parse_url
+from tenure.errors import UnavailableError
 from tests.netproxy import NetProxy
 
 
@@ -123,3 +126,36 @@ async def test_a_watch_armed_beside_a_change_of_the_same_client_sees_it(redis_ur
             assert seen[-1] == 1
             await permit.release()
             assert (await asyncio.wait_for(waiting, 10)).token > permit.token
+
+
+async def test_a_release_is_sent_in_the_callers_turn_and_its_retry_keeps_its_key(
+    redis_url: str,
+) -> None:
+    """redis:// releases in order (EagerRelease): the release is written before
+    ``release_now`` returns. Its answer lost, it is sent again with the same request
+    key, so Redis answers the retry as it answered the first try (released: True),
+    rather than finding the hold gone (False)."""
+    port = _port(redis_url)
+    async with NetProxy("127.0.0.1", port) as proxy:
+        through = redis_url.replace(f":{port}/", f":{proxy.port}/")
+        async with tenure.connect(through, request_timeout=0.3) as client:
+            await client.create_node("n")
+            session = await client.session("n", recovery_window=30)
+            inner = session._backend
+            assert isinstance(inner, StoreSession)
+            assert inner.releases_in_order
+            store = inner.store
+            assert isinstance(store, RedisStore)
+            await session.mutex("m").lock()
+            ((_, hold),) = inner.ledger.held  # the lock's hold (released below, by hand)
+            proxy.lose_downstream()  # the release reaches Redis; its answer does not come back
+            try:
+                first = store.release_now("m", hold)
+                assert first is not None
+                with pytest.raises(UnavailableError):
+                    await asyncio.wait_for(first, 10)
+            finally:
+                proxy.lose_downstream(False)
+                proxy.drop()
+            assert await asyncio.wait_for(store.release("m", hold), 10) is True
+            assert not store._release_keys

@@ -25,6 +25,7 @@ import asyncio
 import hashlib
 import re
 from collections.abc import Sequence
+from functools import partial
 from importlib.resources import files
 from typing import Any, Final
 
@@ -177,6 +178,57 @@ class Connection:
             raise _error(error) from None
         except _CONNECTION_ERRORS as error:
             raise UnavailableError(f"Redis at {self.endpoint} unreachable: {error}") from None
+
+    def call_now(
+        self, op: str, base: str, *args: str | bytes | int
+    ) -> asyncio.Future[Reply] | None:
+        """Call function ``op`` now, in the caller's turn of the loop, so that it goes
+        out before any later call: its reply's future (errors as :meth:`call` raises
+        them), or None if it cannot be sent now (not connected, or the library not
+        known to be loaded): then the caller uses :meth:`call`."""
+        if self.closed or not self._loaded:
+            return None
+        loop = asyncio.get_running_loop()
+        sent = loop.time()
+        raw = self.calls.send_now("FCALL", function_name(op), 1, base, *args)
+        if raw is None:
+            return None
+        reply: asyncio.Future[Reply] = loop.create_future()
+        raw.add_done_callback(partial(self._replied, op, sent, reply))
+        return reply
+
+    def _replied(
+        self, op: str, sent: float, reply: asyncio.Future[Reply], raw: asyncio.Future[Any]
+    ) -> None:
+        """The answer of :meth:`call_now`'s call, as :meth:`call` would give it."""
+        if raw.cancelled():
+            if not reply.done():
+                reply.cancel()
+            return
+        error = raw.exception()
+        if reply.done():
+            return
+        if error is None:
+            answer = Reply(raw.result())
+            self.offset = sent - answer.now
+            reply.set_result(answer)
+        elif isinstance(error, rexc.ResponseError) and "Function not found" in str(error):
+            self._loaded = False  # the next call() loads the library again
+            reply.set_exception(UnavailableError(f"Redis lost tenure's functions: {error}"))
+        else:
+            reply.set_exception(self._mapped(op, error))
+
+    def _mapped(self, op: str, error: BaseException) -> BaseException:
+        """A redis-py error of a call as tenure's."""
+        if isinstance(error, rexc.NoPermissionError):
+            return PermissionDeniedError(f"Redis refused {op} to this user: {error}")
+        if isinstance(error, rexc.ResponseError):
+            return _error(error)
+        if self.closed:
+            return UnavailableError("the client is closed")
+        if isinstance(error, _CONNECTION_ERRORS):
+            return UnavailableError(f"Redis at {self.endpoint} unreachable: {error}")
+        return error
 
     async def retrying(
         self, deadline: float | None, op: str, base: str, *args: str | bytes | int

@@ -118,6 +118,14 @@ class Pipe:
             protocol = await self._connect()
         return await self._send(protocol, args)
 
+    def send_now(self, *args: str | bytes | int) -> asyncio.Future[Any] | None:
+        """Send one command now (it goes out before any later one): its answer's
+        future, or None if the pipe is not connected (then use :meth:`exchange`)."""
+        protocol = self.protocol
+        if protocol is None or protocol.transport is None:
+            return None
+        return self._send(protocol, args)
+
     def _send(
         self, protocol: _Protocol, args: tuple[str | bytes | int, ...]
     ) -> asyncio.Future[Any]:

@@ -30,6 +30,7 @@ import asyncio
 import itertools
 import logging
 from contextlib import AbstractAsyncContextManager
+from functools import partial
 from typing import Any, Final, Protocol, TypeVar, cast
 
 from tenure._core import (
@@ -65,6 +66,7 @@ from tenure.errors import (
     LostError,
     NotFoundError,
     TenureError,
+    UnavailableError,
 )
 
 R = TypeVar("R")
@@ -139,6 +141,8 @@ class RedisStore(CommandStore):
         # epoch) never reuses one (a retry is recognised by its id).
         self._requests = itertools.count((epoch << 32) + 1)
         self._confirmed = confirmed_at
+        #: The request key of each release sent and not answered yet, by (name, hold).
+        self._release_keys: dict[tuple[str, int], str] = {}
 
     # -- liveness --------------------------------------------------------------------
 
@@ -208,14 +212,68 @@ class RedisStore(CommandStore):
                 self.has_leases = True
             return cast(R, AcquireResult(status, int(result[1]), command.count, ttl))
         if isinstance(command, Release):
-            key = self.backend.request_key()
-            return cast(R, bool(await self.invoke("release", key, command.name, command.hold)))
+            place = (command.name, command.hold)
+            key = self._release_keys.get(place)
+            if key is None:  # kept while unanswered: a retry of the release is known by it
+                key = self._release_keys[place] = self.backend.request_key()
+            try:
+                released = await self.invoke("release", key, command.name, command.hold)
+            except UnavailableError:
+                raise  # sent again, with the same key
+            except BaseException:
+                self._release_keys.pop(place, None)
+                raise
+            self._release_keys.pop(place, None)
+            return cast(R, bool(released))
         if isinstance(command, CancelAcquire):
             args = (command.name, command.hold, command.request_id, "1")
             return cast(R, await self.invoke("withdraw", "", *args) == b"Q")
         if isinstance(command, DescribeSession):
             return cast(R, await self._describe_session())
         raise TypeError(f"redis:// sends no {type(command).__name__}")
+
+    def release_now(self, name: str, hold: int) -> asyncio.Future[bool] | None:
+        """The release sent now, in the caller's turn of the loop
+        (:class:`~tenure.backends._store.EagerRelease`): every call of this client goes
+        over one pipelined connection, so it reaches Redis before anything asked after
+        it. None if it cannot be sent now; the session then sends it from a task, with
+        the same request key if this one went out unanswered."""
+        if self.owner.ended is not None:
+            return None
+        key = self.backend.request_key()
+        args = (self.sid_text, self.fence, key, name, hold)
+        reply = self.conn.call_now("release", self.base, *args)
+        if reply is None:
+            return None
+        place = (name, hold)
+        self._release_keys[place] = key
+        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        reply.add_done_callback(partial(self._released, place, answer))
+        return answer
+
+    def _released(
+        self, place: tuple[str, int], answer: asyncio.Future[bool], reply: asyncio.Future[Reply]
+    ) -> None:
+        """The answer to :meth:`release_now`'s release, as :meth:`invoke` takes one."""
+        if reply.cancelled():
+            answer.cancel()
+            return
+        error = reply.exception()
+        if error is None:
+            self._release_keys.pop(place, None)
+            result = reply.result()
+            self.inbox.heard(result, self)
+            if result.pushes:
+                self.inbox.take_inline(result.pushes)
+            if not answer.done():
+                answer.set_result(bool(result.result))
+            return
+        if not isinstance(error, UnavailableError):
+            self._release_keys.pop(place, None)
+        if isinstance(error, LostError):
+            self.owner.lose(error)
+        if not answer.done():
+            answer.set_exception(error)
 
     async def enqueue(self, pending: Pending) -> Enqueued:
         """The acquire, joining the semaphore's queue in this client's order."""
