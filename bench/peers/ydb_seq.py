@@ -9,7 +9,9 @@ ways, alternately, ``--repeats`` times each:
   generated messages over grpc.aio, as a YDB user without the SDK's session would
   write it): AcquireSemaphore then ReleaseSemaphore, the protocol's own cost;
 * ``ydb-sdk``: YDB's asyncio SDK (``session.semaphore(name).acquire()/release()``),
-  which also creates the semaphore before each acquire (three round trips a pair).
+  which also creates the semaphore before each acquire (three round trips a pair);
+* ``grpc-echo``: the raw stream against a bare grpc.aio server that answers at once
+  (:mod:`bench.peers.ydb_echo`): the most a YDB face in Python could reach.
 
 Prints pairs per second and the median latency of each, and each YDB way's rate
 over native's from the same run (the machine is shared: compare the ratios).
@@ -36,6 +38,7 @@ from ydb.aio.coordination import CoordinationClient
 from ydb.aio.driver import Driver
 
 import tenure
+from bench.peers import ydb_echo
 from bench.tools import systems
 
 Pair = Callable[[], Awaitable[None]]
@@ -57,61 +60,94 @@ async def native(port: int) -> tuple[Pair, Callable[[], Awaitable[None]]]:
     client = await tenure.connect(f"tenure://127.0.0.1:{port}")
     await client.create_node("bench-native", exist_ok=True)
     await client.create_node("bench-ydb", exist_ok=True)  # the raw stream's node
-    session = await client.session("bench-native")
-    mutex = session.mutex("m")
+    pair = await native_pair(client, "bench-native", "m")
+    return pair, client.aclose
+
+
+async def native_pair(client: tenure.Client, node: str, name: str) -> Pair:
+    """A pair on mutex ``name`` of a new session of ``client`` on ``node``."""
+    session = await client.session(node)
+    mutex = session.mutex(name)
 
     async def pair() -> None:
         async with mutex:
             pass
 
-    return pair, client.aclose
+    return pair
 
 
 async def raw(ydb_port: int) -> tuple[Pair, Callable[[], Awaitable[None]]]:
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{ydb_port}")
+    pair, close = await raw_pair(channel, "/local/bench-ydb", "m")
+
+    async def close_all() -> None:
+        await close()
+        await channel.close()
+
+    return pair, close_all
+
+
+async def raw_pair(
+    channel: grpc.aio.Channel, node: str, name: str
+) -> tuple[Pair, Callable[[], Awaitable[None]]]:
+    """A pair on semaphore ``name`` (limit 1) over a new Session stream of ``channel``:
+    AcquireSemaphore, its result, ReleaseSemaphore, its result."""
     call = channel.stream_stream(
         "/Ydb.Coordination.V1.CoordinationService/Session",
         request_serializer=coordination.SessionRequest.SerializeToString,
         response_deserializer=coordination.SessionResponse.FromString,
     )()
     request = coordination.SessionRequest
-    await call.write(request(session_start={"path": "/local/bench-ydb", "timeout_millis": 30000}))
+    await call.write(request(session_start={"path": node, "timeout_millis": 30000}))
     # The server ends a stream that answers no ping (docs/ydb.md), and this one idles
     # while the other ways run: a reader answers pings as YDB's SDK does, at once.
+    # One write at a time: gRPC refuses a second write on a call while one is under
+    # way (TOO_MANY_OPERATIONS), and a pong can come while a pair writes.
     answers: asyncio.Queue[object] = asyncio.Queue()
+    writing = asyncio.Lock()
+
+    async def write(message: object) -> None:
+        async with writing:
+            await call.write(message)
 
     async def read() -> None:
-        while True:
-            response = await call.read()
-            if response is grpc.aio.EOF:
-                return
-            kind = response.WhichOneof("response")
-            if kind == "ping":
-                await call.write(request(pong={"opaque": response.ping.opaque}))
-            elif kind != "pong":
-                answers.put_nowait(response)
+        try:
+            while True:
+                response = await call.read()
+                if response is grpc.aio.EOF:
+                    raise EOFError("the server ended the Session stream")
+                kind = response.WhichOneof("response")
+                if kind == "ping":
+                    await write(request(pong={"opaque": response.ping.opaque}))
+                elif kind != "pong":
+                    answers.put_nowait(response)
+        except BaseException as error:  # the pair waiting for an answer raises it
+            answers.put_nowait(error)
+            raise
 
     reader = asyncio.ensure_future(read())
 
     async def answer() -> object:
-        return await answers.get()
+        response = await answers.get()
+        if isinstance(response, BaseException):
+            raise RuntimeError("the raw stream failed") from response
+        return response
 
     started = await answer()
     assert started.WhichOneof("response") == "session_started", started  # type: ignore[attr-defined]
-    await call.write(request(create_semaphore={"req_id": 1, "name": "m", "limit": 1}))
+    await write(request(create_semaphore={"req_id": 1, "name": name, "limit": 1}))
     await answer()
     ids = iter(range(2, 1 << 62))
 
     async def pair() -> None:
-        await call.write(request(acquire_semaphore={"req_id": next(ids), "name": "m", "count": 1}))
+        await write(request(acquire_semaphore={"req_id": next(ids), "name": name, "count": 1}))
         await answer()
-        await call.write(request(release_semaphore={"req_id": next(ids), "name": "m"}))
+        await write(request(release_semaphore={"req_id": next(ids), "name": name}))
         await answer()
 
     async def close() -> None:
         await call.done_writing()
         reader.cancel()
-        await channel.close()
 
     return pair, close
 
@@ -121,8 +157,21 @@ async def sdk(ydb_port: int) -> tuple[Pair, Callable[[], Awaitable[None]]]:
     await driver.wait(timeout=10, fail_fast=True)
     client = CoordinationClient(driver)
     await client.create_node("/local/bench-sdk")
-    session = client.session("/local/bench-sdk")
-    semaphore = session.semaphore("m")
+    pair, close = sdk_pair(client, "/local/bench-sdk", "m")
+
+    async def close_all() -> None:
+        await close()
+        await driver.stop()
+
+    return pair, close_all
+
+
+def sdk_pair(
+    client: CoordinationClient, node: str, name: str
+) -> tuple[Pair, Callable[[], Awaitable[None]]]:
+    """A pair on semaphore ``name`` of a new session of YDB's asyncio SDK on ``node``."""
+    session = client.session(node)
+    semaphore = session.semaphore(name)
 
     async def pair() -> None:
         await semaphore.acquire()
@@ -130,14 +179,14 @@ async def sdk(ydb_port: int) -> tuple[Pair, Callable[[], Awaitable[None]]]:
 
     async def close() -> None:
         await session.close()  # type: ignore[no-untyped-call]
-        await driver.stop()
 
     return pair, close
 
 
-async def main(port: int, ydb_port: int, pairs: int, repeats: int) -> None:
+async def main(port: int, ydb_port: int, echo_port: int, pairs: int, repeats: int) -> None:
     ways = {"native": await native(port), "ydb-raw": await raw(ydb_port)}
     ways["ydb-sdk"] = await sdk(ydb_port)
+    ways["grpc-echo"] = await raw(echo_port)
     for pair, _ in ways.values():  # warm up
         for _ in range(50):
             await pair()
@@ -154,7 +203,7 @@ async def main(port: int, ydb_port: int, pairs: int, repeats: int) -> None:
     for name in ways:
         rate = statistics.median(rates[name])
         print(
-            f"{name:8} {rate:8.0f} pairs/s  median {statistics.median(medians[name]):7.0f} µs"
+            f"{name:9} {rate:8.0f} pairs/s  median {statistics.median(medians[name]):7.0f} µs"
             f"  {rate / base:5.2f}x native"
         )
 
@@ -168,5 +217,8 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory(prefix="tenure-ydb-seq-") as tmp:
         ydb_port = systems.free_port()
         extra = ("--ydb-port", str(ydb_port))
-        with systems.running(f"tenure-{args.fsync}", Path(tmp), extra_args=extra) as server:
-            asyncio.run(main(server.port, ydb_port, args.pairs, args.repeats))
+        with (
+            systems.running(f"tenure-{args.fsync}", Path(tmp), extra_args=extra) as server,
+            ydb_echo.running(systems.free_port()) as echo_port,
+        ):
+            asyncio.run(main(server.port, ydb_port, echo_port, args.pairs, args.repeats))
