@@ -144,8 +144,10 @@ class Pipe:
 
     def _flush(self, protocol: _Protocol) -> None:
         """Write the commands of this turn of the loop at once (one system call)."""
+        if protocol is not self.protocol or protocol.transport is None:
+            return  # failed meanwhile: its commands went with it (a newer one's stay)
         unsent, self._unsent = self._unsent, []
-        if protocol is self.protocol and protocol.transport is not None and unsent:
+        if unsent:
             protocol.transport.write(b"".join(unsent) if len(unsent) > 1 else unsent[0])
 
     def _check(self) -> None:
