@@ -61,7 +61,7 @@ class _TenureSession(LockSession):
     async def acquire(self, key: str) -> Any:
         # ``async with session.mutex(key):`` entered and left by hand, to time each
         # half: what users write. Leaving it does not wait for the release's answer
-        # where the backend sends it ahead of the next request (tenure://, memory://),
+        # where the backend sends it ahead of the next request (tenure://, memory://, redis://),
         # and waits for it elsewhere (docs/concepts.md, "Releasing").
         mutex = self._session.mutex(key)
         await mutex.__aenter__()

@@ -313,7 +313,8 @@ class BackendSession(Protocol):
         not anyone awaits the answer. A session whose ``releases_in_order`` is true
         (an optional attribute: false if missing) sends it before this returns, so
         the client's later requests reach the store after it (``tenure://``,
-        ``memory://``); leaving ``async with`` then does not wait for the answer.
+        ``memory://``, ``redis://``); leaving ``async with`` then does not wait for
+        the answer.
         """
 
     async def renew(self, name: str, grant: Grant) -> float:

@@ -46,7 +46,8 @@ hold in the store, and the session's next acquire of the same hold number would
 find it. :meth:`StoreSession.release` starts it and returns its answer's future:
 the caller need not wait (a lease's ``release()`` does not), and one that waits
 and is cancelled stops only its own wait. A store that can send at once
-(:class:`~tenure.backends._store.EagerRelease`: ``tenure://``, ``memory://``)
+(:class:`~tenure.backends._store.EagerRelease`: ``tenure://``, ``memory://``,
+``redis://``)
 sends it before ``release`` returns, so whatever the client asks next reaches the
 engine after it; others send it from a task. The hold's number stays taken until
 the store answers, so the session's next acquire of the name takes another

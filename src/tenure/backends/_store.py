@@ -218,7 +218,7 @@ class Store(Protocol):
 class EagerRelease(Protocol):
     """A store whose release can be sent at once, in the caller's turn of the loop.
 
-    Such a store (``tenure://``, ``memory://``) carries a client's requests in the
+    Such a store (``tenure://``, ``memory://``, ``redis://``) carries a client's requests in the
     order they are asked, so a release sent before ``release()`` returns reaches the
     engine before anything the client asks afterwards. A store without it sends the
     release from a task of its own.

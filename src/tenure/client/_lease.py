@@ -119,8 +119,8 @@ class Lease(Guarded):
         to release: the lease ended already, or went with its session).
 
         The session sends the release until the backend answers or the session
-        ends. On ``tenure://`` and ``memory://`` it is sent before this returns, so
-        whatever this client asks next reaches the server after it; this session's
+        ends. On ``tenure://``, ``memory://`` and ``redis://`` it is sent before this
+        returns, so whatever this client asks next reaches the server after it; this session's
         next acquire of the same name queues behind it. Until the backend has
         applied it, another client may still see the tokens taken (usually one
         round trip).
