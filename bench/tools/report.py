@@ -68,8 +68,8 @@ SETUP = (
     ("redis (client each)", "the same as redis",
      "par and cont: a `redis.asyncio.Redis` (its own pool, so its own connection) per worker"),
     ("tenure-redis", "the same `redis-server` as the redis row (a fresh one, same command line)",
-     '`tenure.connect("redis://...")`, `async with session.mutex(key):` (leaving waits'
-     " for the release's answer):"
+     '`tenure.connect("redis://...")`, `async with session.mutex(key):` (leaving does'
+     " not wait for the release's answer: the calls share one pipelined connection):"
      " one script per operation, waiters woken by a push; one client for the 32 sessions"),
     ("tenure-etcd", "the same `etcd` as the etcd row (a fresh member, same command line)",
      '`tenure.connect("etcd://...")`, `async with session.mutex(key):` (leaving waits'
