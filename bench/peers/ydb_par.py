@@ -3,13 +3,15 @@
 The throughput twin of :mod:`bench.peers.ydb_seq`: one server (``--fsync always`` or
 ``off``, with ``--ydb-port``), ``--sessions`` sessions (32) each on a semaphore of its
 own (nobody waits), every session doing ``--pairs`` acquire + release pairs one after
-the other, all sessions at once; three ways, alternately, ``--repeats`` times each:
+the other, all sessions at once; five ways, alternately, ``--repeats`` times each:
 
 * ``native``: tenure's own asyncio client, one connection, a session and a mutex
   each;
 * ``ydb-raw``: one gRPC channel (one HTTP/2 connection), a raw
   ``CoordinationService/Session`` stream each: AcquireSemaphore then
   ReleaseSemaphore, each awaited (two round trips a pair);
+* ``ydb-raw1``: the same, the release not awaited (its result read before the next
+  acquire's), as tenure's own client leaves a mutex: one round trip a pair;
 * ``ydb-sdk``: YDB's asyncio SDK, one driver, a session each
   (``semaphore.acquire()/release()``, which also creates the semaphore first: three
   round trips a pair);
@@ -72,10 +74,11 @@ async def native(port: int, sessions: int) -> tuple[list[Pair], Close]:
     return pairs, client.aclose
 
 
-async def raw(ydb_port: int, sessions: int) -> tuple[list[Pair], Close]:
+async def raw(ydb_port: int, sessions: int, *, awaited: bool = True) -> tuple[list[Pair], Close]:
     # (The node is created by native(); the echo server takes any path.)
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{ydb_port}")
-    made = [await raw_pair(channel, "/local/bench-par-raw", f"m{i}") for i in range(sessions)]
+    node, prefix = "/local/bench-par-raw", "m" if awaited else "r"
+    made = [await raw_pair(channel, node, f"{prefix}{i}", awaited=awaited) for i in range(sessions)]
 
     async def close() -> None:
         for _, end in made:
@@ -104,6 +107,7 @@ async def main(
     port: int, ydb_port: int, echo_port: int, sessions: int, each: int, repeats: int
 ) -> None:
     ways = {"native": await native(port, sessions), "ydb-raw": await raw(ydb_port, sessions)}
+    ways["ydb-raw1"] = await raw(ydb_port, sessions, awaited=False)
     ways["ydb-sdk"] = await sdk(ydb_port, sessions)
     ways["grpc-echo"] = await raw(echo_port, sessions)
     for pairs, _ in ways.values():  # warm up (and start every SDK session)

@@ -1,13 +1,15 @@
 """Sequential acquire + release through the YDB face of `tenure serve` (not part of the tests).
 
 One server (``--fsync always`` or ``off``, started as the peer comparison starts
-it, with ``--ydb-port``), one session, one semaphore, one pair at a time, three
+it, with ``--ydb-port``), one session, one semaphore, one pair at a time, five
 ways, alternately, ``--repeats`` times each:
 
 * ``native``: tenure's own asyncio client (``tenure://``), a mutex;
 * ``ydb-raw``: a raw ``CoordinationService/Session`` stream (the YDB SDK's
   generated messages over grpc.aio, as a YDB user without the SDK's session would
   write it): AcquireSemaphore then ReleaseSemaphore, the protocol's own cost;
+* ``ydb-raw1``: the same, the release not awaited (its result read before the next
+  acquire's), as tenure's own client leaves a mutex: one round trip a pair;
 * ``ydb-sdk``: YDB's asyncio SDK (``session.semaphore(name).acquire()/release()``),
   which also creates the semaphore before each acquire (three round trips a pair);
 * ``grpc-echo``: the raw stream against a bare grpc.aio server that answers at once
@@ -76,9 +78,10 @@ async def native_pair(client: tenure.Client, node: str, name: str) -> Pair:
     return pair
 
 
-async def raw(ydb_port: int) -> tuple[Pair, Callable[[], Awaitable[None]]]:
+async def raw(ydb_port: int, *, awaited: bool = True) -> tuple[Pair, Callable[[], Awaitable[None]]]:
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{ydb_port}")
-    pair, close = await raw_pair(channel, "/local/bench-ydb", "m")
+    name = "m" if awaited else "m1"
+    pair, close = await raw_pair(channel, "/local/bench-ydb", name, awaited=awaited)
 
     async def close_all() -> None:
         await close()
@@ -88,10 +91,14 @@ async def raw(ydb_port: int) -> tuple[Pair, Callable[[], Awaitable[None]]]:
 
 
 async def raw_pair(
-    channel: grpc.aio.Channel, node: str, name: str
+    channel: grpc.aio.Channel, node: str, name: str, *, awaited: bool = True
 ) -> tuple[Pair, Callable[[], Awaitable[None]]]:
     """A pair on semaphore ``name`` (limit 1) over a new Session stream of ``channel``:
-    AcquireSemaphore, its result, ReleaseSemaphore, its result."""
+    AcquireSemaphore, its result, ReleaseSemaphore, its result.
+
+    Not ``awaited``: the release's result is read before the next acquire's (results
+    come in the order asked), as tenure's own client sends its release with the next
+    request: one round trip a pair."""
     call = channel.stream_stream(
         "/Ydb.Coordination.V1.CoordinationService/Session",
         request_serializer=coordination.SessionRequest.SerializeToString,
@@ -139,11 +146,20 @@ async def raw_pair(
     await answer()
     ids = iter(range(2, 1 << 62))
 
+    released = 0  # releases sent whose result is not read yet
+
     async def pair() -> None:
+        nonlocal released
         await write(request(acquire_semaphore={"req_id": next(ids), "name": name, "count": 1}))
+        for _ in range(released):
+            await answer()
+        released = 0
         await answer()
         await write(request(release_semaphore={"req_id": next(ids), "name": name}))
-        await answer()
+        if awaited:
+            await answer()
+        else:
+            released = 1
 
     async def close() -> None:
         await call.done_writing()
@@ -185,6 +201,7 @@ def sdk_pair(
 
 async def main(port: int, ydb_port: int, echo_port: int, pairs: int, repeats: int) -> None:
     ways = {"native": await native(port), "ydb-raw": await raw(ydb_port)}
+    ways["ydb-raw1"] = await raw(ydb_port, awaited=False)
     ways["ydb-sdk"] = await sdk(ydb_port)
     ways["grpc-echo"] = await raw(echo_port)
     for pair, _ in ways.values():  # warm up
