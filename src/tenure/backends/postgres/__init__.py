@@ -309,6 +309,7 @@ class PgBackend(StoreListings):
         self._closed = True
         await self.reaper.close()
         await self.listener.close()
+        await self.caller.lender.close()
         await self.pool.close()
 
 

@@ -17,13 +17,17 @@ Every operation is one function call, one round trip, one transaction
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from typing import Any, Final
 
 import psycopg
-from psycopg import sql
+from psycopg import abc, sql
+from psycopg.adapt import Transformer
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from tenure.backends.postgres import _wire
+from tenure.backends.postgres._lender import Lender
+from tenure.backends.postgres._wire import dump_args
 from tenure.errors import (
     AlreadyExistsError,
     InvalidArgumentError,
@@ -63,12 +67,16 @@ class Caller:
 
     def __init__(self, pool: AsyncConnectionPool[Any], schema: str, connect_timeout: float) -> None:
         self.pool = pool
+        #: The pool's connections the calls run on (:mod:`._lender`).
+        self.lender = Lender(pool, pool.max_size)
         self.schema = schema
         self.connect_timeout = connect_timeout
         #: Each function's query, as bytes: psycopg composes an ``sql.Composed``
         #: again on every execute (tens of microseconds), and caches bytes.
         self._queries: dict[tuple[str, int], bytes] = {}
         self._checking: asyncio.Task[None] | None = None
+        #: psycopg's adapters, for a parameter of a type the wire does not dump itself.
+        self._tx: abc.Transformer = Transformer()
 
     def _query(self, function: str, arity: int) -> bytes:
         query = self._queries.get((function, arity))
@@ -78,7 +86,8 @@ class Caller:
                 .format(
                     sql.Identifier(self.schema),
                     sql.Identifier(function),
-                    sql.SQL(", ").join([sql.Placeholder()] * arity),
+                    # libpq's own placeholders: the wire sends them as they are.
+                    sql.SQL(", ").join([sql.SQL(f"${i}") for i in range(1, arity + 1)]),
                 )
                 .as_bytes(None)
             )
@@ -102,7 +111,7 @@ class Caller:
             sent: list[bool] = []
             try:
                 left = max(0.1, deadline - loop.time())
-                return await _uncancelled(self._once(query, args, left, sent), sent)
+                return await self._once(query, args, left, sent)
             except psycopg.Error as error:
                 state = error.sqlstate or ""
                 mapped = ERRORS.get(state)
@@ -147,11 +156,18 @@ class Caller:
     async def _once(
         self, query: bytes, args: Sequence[object], wait: float, sent: list[bool]
     ) -> Any:
-        async with self.pool.connection(timeout=wait) as conn:
+        """One try on a pooled connection. Waiting for the connection is cancelled at
+        once (nothing was sent); once sent, the call runs to its answer even if the
+        caller is cancelled (:func:`._wire.call`): cancelling a call in flight would
+        leave it applied or not, and the caller's cleanup (withdrawing an acquire)
+        must come after it; psycopg's cancel of a running query can wait seconds."""
+        conn = await self.lender.take(wait)
+        try:
             sent.append(True)
-            cursor = await conn.execute(query, args)
-            row = await cursor.fetchone()
-        return None if row is None else row[0]
+            dumped = dump_args(args, conn.info.encoding, self._tx)
+            return await _wire.call(conn, query, dumped)
+        finally:
+            await self.lender.give_back(conn)
 
     def _check_pool(self) -> None:
         """A connection broke: have the pool test its idle ones (once at a time)."""
@@ -160,31 +176,10 @@ class Caller:
 
     async def _check(self) -> None:
         try:
+            await self.lender.release_idle()  # lent no more before the pool checked them
             await self.pool.check()
         except Exception:
             return
-
-
-async def _uncancelled(call: Coroutine[Any, Any, Any], sent: list[bool]) -> Any:
-    """Run ``call`` to its end even if the caller is cancelled once it was sent.
-
-    A call is one short transaction: cancelling it in flight would leave it applied
-    or not (the caller's cleanup, e.g. withdrawing an acquire, must run after it),
-    and psycopg's cancel of a running query can wait seconds for the server. So
-    the caller's cancellation waits for the answer (bounded by request_timeout),
-    then goes on as a CancelledError. A call still waiting for a pooled connection
-    (``sent`` empty) was not sent: it is cancelled at once.
-    """
-    task = asyncio.ensure_future(call)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        if not sent:
-            task.cancel()
-        await asyncio.wait({task})
-        if not task.cancelled():
-            task.exception()  # retrieved: the caller is cancelled, that is its answer
-        raise
 
 
 def _message(error: psycopg.Error) -> str:
