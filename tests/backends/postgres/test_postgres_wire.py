@@ -13,6 +13,7 @@ from psycopg.adapt import Transformer
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from tenure.backends.postgres import _wire
+from tenure.backends.postgres._calls import first_done
 from tenure.backends.postgres._lender import Lender
 from tests.postgres.server import PostgresServer
 
@@ -117,3 +118,19 @@ async def test_the_lender_hands_connections_over_in_turn(postgres_server: Postgr
     finally:
         await lender.close()
         await pool.close()
+
+
+async def test_first_done_returns_at_the_first_and_cancels_neither() -> None:
+    loop = asyncio.get_running_loop()
+    first: asyncio.Future[None] = loop.create_future()
+    second: asyncio.Future[None] = loop.create_future()
+    waiting = asyncio.ensure_future(first_done(first, second))
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert not first.done()
+    assert not second.done()
+    loop.call_soon(second.set_result, None)
+    await first_done(first, second)
+    assert not first.done()

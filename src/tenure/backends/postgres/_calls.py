@@ -41,7 +41,7 @@ from tenure.errors import (
     UnavailableError,
 )
 
-__all__ = ["ERRORS", "Caller"]
+__all__ = ["ERRORS", "Caller", "first_done"]
 
 #: The functions' SQLSTATEs and the errors they are.
 ERRORS: Final[dict[str, type[TenureError]]] = {
@@ -180,6 +180,27 @@ class Caller:
             await self.pool.check()
         except Exception:
             return
+
+
+async def first_done(first: asyncio.Future[Any], second: asyncio.Future[Any]) -> None:
+    """Until either future is done: ``asyncio.wait(..., FIRST_COMPLETED)`` of two
+    futures without its sets and checks (twice per call). Cancelling it cancels
+    neither future."""
+    if first.done() or second.done():
+        return
+    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def wake(_: asyncio.Future[Any]) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    first.add_done_callback(wake)
+    second.add_done_callback(wake)
+    try:
+        await waiter
+    finally:
+        first.remove_done_callback(wake)
+        second.remove_done_callback(wake)
 
 
 def _message(error: psycopg.Error) -> str:

@@ -38,7 +38,7 @@ from tenure.backends._ledger import Pending
 from tenure.backends._store import Enqueued, Owner, Withdrawal
 from tenure.backends._store_listing import killed_message
 from tenure.backends.postgres._acquire import Acquirer
-from tenure.backends.postgres._calls import Caller
+from tenure.backends.postgres._calls import Caller, first_done
 from tenure.backends.postgres._describe import describe_of
 from tenure.backends.postgres._listen import Listener
 from tenure.backends.postgres._reaper import Reaper
@@ -227,12 +227,12 @@ class PgStore:
             )
         )
         calling.add_done_callback(_retrieved)
-        either: set[asyncio.Future[Any]] = {calling, owner.ending()}
+        ending = owner.ending()
         try:
-            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            await first_done(calling, ending)
         except asyncio.CancelledError:
             calling.cancel()  # at once if not sent; else when answered
-            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            await first_done(calling, ending)
             raise
         if not calling.done():
             owner.check_alive()

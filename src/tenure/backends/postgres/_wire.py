@@ -93,7 +93,7 @@ def _int_oid(value: int) -> int:
 class _Reply:
     """Reads a call's results off the socket as they arrive (a reader callback)."""
 
-    __slots__ = ("done", "error", "fd", "loop", "pgconn", "results")
+    __slots__ = ("done", "error", "fd", "finished", "loop", "pgconn", "results")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, pgconn: pq.abc.PGconn) -> None:
         self.loop = loop
@@ -101,6 +101,8 @@ class _Reply:
         self.fd = pgconn.socket
         self.results: list[pq.abc.PGresult] = []
         self.error: BaseException | None = None
+        self.finished = False
+        #: Set when the results are all in (a new one if a cancelled caller waits on).
         self.done: asyncio.Future[None] = loop.create_future()
 
     def readable(self) -> None:
@@ -119,6 +121,7 @@ class _Reply:
 
     def _finish(self) -> None:
         self.loop.remove_reader(self.fd)
+        self.finished = True
         if not self.done.done():
             self.done.set_result(None)
 
@@ -151,14 +154,13 @@ async def call(conn: psycopg.AsyncConnection[Any], query: bytes, dumped: Dumped)
     reply = _Reply(loop, pgconn)
     loop.add_reader(reply.fd, reply.readable)
     cancelled = False
-    while True:
+    while not reply.finished:
         try:
-            await asyncio.shield(reply.done)
-            break
+            await reply.done  # not shielded: a cancelled one is replaced, and waited on
         except asyncio.CancelledError:
-            if reply.done.done():
-                break
             cancelled = True
+            if not reply.finished:
+                reply.done = loop.create_future()
     if cancelled:
         raise asyncio.CancelledError
     if reply.error is not None:
