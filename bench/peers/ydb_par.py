@@ -34,7 +34,6 @@ import argparse
 import asyncio
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -46,9 +45,7 @@ from ydb.aio.coordination import CoordinationClient
 from ydb.aio.driver import Driver
 
 import tenure
-from bench.peers import ydb_echo
-from bench.peers.ydb_seq import Pair, native_pair, raw_pair, sdk_pair
-from bench.tools import systems
+from bench.peers.ydb_seq import Pair, native_pair, raw_pair, sdk_pair, serving
 
 Close = Callable[[], Awaitable[None]]
 
@@ -132,13 +129,5 @@ if __name__ == "__main__":
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--fsync", default="always", choices=("always", "off"))
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="tenure-ydb-par-") as tmp:
-        ydb_port = systems.free_port()
-        extra = ("--ydb-port", str(ydb_port))
-        with (
-            systems.running(f"tenure-{args.fsync}", Path(tmp), extra_args=extra) as server,
-            ydb_echo.running(systems.free_port()) as echo_port,
-        ):
-            asyncio.run(
-                main(server.port, ydb_port, echo_port, args.sessions, args.pairs, args.repeats)
-            )
+    with serving(args.fsync) as (port, ydb_port, echo_port):
+        asyncio.run(main(port, ydb_port, echo_port, args.sessions, args.pairs, args.repeats))

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file, too
@@ -199,6 +200,20 @@ def sdk_pair(
     return pair, close
 
 
+@contextlib.contextmanager
+def serving(fsync: str) -> Iterator[tuple[int, int, int]]:
+    """A ``tenure serve --fsync FSYNC --ydb-port`` and the bare gRPC echo server
+    (:mod:`bench.peers.ydb_echo`), stopped at the end: (native port, YDB port, echo port)."""
+    with tempfile.TemporaryDirectory(prefix="tenure-ydb-bench-") as tmp:
+        ydb_port = systems.free_port()
+        extra = ("--ydb-port", str(ydb_port))
+        with (
+            systems.running(f"tenure-{fsync}", Path(tmp), extra_args=extra) as server,
+            ydb_echo.running(systems.free_port()) as echo_port,
+        ):
+            yield server.port, ydb_port, echo_port
+
+
 async def main(port: int, ydb_port: int, echo_port: int, pairs: int, repeats: int) -> None:
     ways = {"native": await native(port), "ydb-raw": await raw(ydb_port)}
     ways["ydb-raw1"] = await raw(ydb_port, awaited=False)
@@ -231,11 +246,5 @@ if __name__ == "__main__":
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--fsync", default="always", choices=("always", "off"))
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="tenure-ydb-seq-") as tmp:
-        ydb_port = systems.free_port()
-        extra = ("--ydb-port", str(ydb_port))
-        with (
-            systems.running(f"tenure-{args.fsync}", Path(tmp), extra_args=extra) as server,
-            ydb_echo.running(systems.free_port()) as echo_port,
-        ):
-            asyncio.run(main(server.port, ydb_port, echo_port, args.pairs, args.repeats))
+    with serving(args.fsync) as (port, ydb_port, echo_port):
+        asyncio.run(main(port, ydb_port, echo_port, args.pairs, args.repeats))
