@@ -429,6 +429,12 @@ def _os_name() -> str:
     return platform.platform()
 
 
+def _build() -> str:
+    """Which build of tenure the servers and clients import: ``compiled`` (mypyc's
+    extensions beside the sources: scripts/compile) or ``pure``."""
+    return "compiled" if any(_REPO.glob("src/tenure/_core/*.so")) else "pure"
+
+
 def versions() -> dict[str, str]:
     """Exact versions of everything measured, and of the machine it ran on."""
     redis = _run(["redis-server", "--version"])
@@ -436,7 +442,7 @@ def versions() -> dict[str, str]:
     etcd = _run(["etcd", "--version"]).splitlines()
     commit = _run(["git", "describe", "--always", "--dirty", "--tags"], cwd=_REPO)
     return {
-        "tenure": f"{_dist('tenure')} (git {commit})",
+        "tenure": f"{_dist('tenure')} (git {commit}, {_build()} build)",
         "redis-server": match.group(1) if match else redis,
         "etcd": etcd[0].removeprefix("etcd Version: ") if etcd else "unavailable",
         "dflockd": _dist("dflockd"),
