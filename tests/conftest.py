@@ -18,6 +18,7 @@ end (servers left running) reaches the run's result through :mod:`tests.servers`
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -76,7 +77,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Hand the repo's harnesses to the kit (a ``--tenure-url`` takes precedence);
-    arm the unit tier's guard; ``--unit-tier`` selects the unit tier."""
+    arm the unit tier's guard; ``--unit-tier`` selects the unit tier; SIGINT at
+    Python's default."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # A run started in a shell's background (`cmd &`) inherits SIGINT ignored, and
+        # so would every process it starts: the tests that send a ^C (to `tenure`, to
+        # a blocked sync call) would wait for an end that never comes.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     use_harnesses(config, _selected())
     tiers.install_guard()
     if config.getoption("unit_tier"):

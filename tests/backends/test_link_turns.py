@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
-from tenure.backends._link_conn import LinkConnection
+from tenure._protocol.connection import ClientConnection
+from tenure.backends._doors import Endpoint
+from tenure.backends._link_conn import LinkConnection, LinkProtocol
 
 
 class Recorder:
@@ -30,7 +32,11 @@ class Recorder:
 
 def _connection(transport: Recorder) -> LinkConnection:
     loop = asyncio.get_running_loop()
-    return LinkConnection(loop, cast(Any, transport), cast(Any, None), cast(Any, None))
+    # Real codec and protocol objects (the compiled build checks their types); the
+    # link is never reached: nothing is received here.
+    codec = ClientConnection()
+    protocol = LinkProtocol(cast(Any, None), codec, Endpoint("127.0.0.1", 1))
+    return LinkConnection(loop, cast(Any, transport), protocol, codec)
 
 
 async def test_the_first_frame_of_a_turn_leaves_at_once_the_rest_at_its_end() -> None:

@@ -16,13 +16,19 @@ mutants. Each mutant names the checker rule that must catch it:
   behind it. Caught by ``hang`` and ``no-progress``.
 * ``no-cancel`` (client): a lost lease no longer cancels the body of
   ``async with``. Caught by ``loss-not-cancelled`` (and ``overlap``).
+
+A mutant imports tenure's pure build even where the compiled one is built
+(scripts/compile): a patch of a class or function mypyc compiled does not take.
 """
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import random
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Final
 
 
@@ -89,6 +95,26 @@ def launcher(name: str) -> list[str]:
     return [*optimize, "-m", "tools.faults.mutant", name]
 
 
+def pure_tenure() -> None:
+    """Import tenure's modules from their sources from now on, not from mypyc's
+    extensions beside them (call it before anything imports tenure)."""
+    spec = importlib.util.find_spec("tenure")  # (finds the package without running it)
+    assert spec is not None and spec.submodule_search_locations is not None
+    root = Path(next(iter(spec.submodule_search_locations))).resolve()
+    sources_only = importlib.machinery.FileFinder.path_hook(
+        (importlib.machinery.SourceFileLoader, importlib.machinery.SOURCE_SUFFIXES),
+        (importlib.machinery.SourcelessFileLoader, importlib.machinery.BYTECODE_SUFFIXES),
+    )
+
+    def hook(path: str) -> Any:
+        if Path(path).resolve().is_relative_to(root):
+            return sources_only(path)
+        raise ImportError(path)  # not tenure's: the next hook finds it
+
+    sys.path_hooks.insert(0, hook)
+    sys.path_importer_cache.clear()
+
+
 def main(argv: Sequence[str] | None = None) -> Any:
     """Entry point (see the module docstring)."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -97,6 +123,8 @@ def main(argv: Sequence[str] | None = None) -> Any:
         print(f"usage: python -m tools.faults.mutant NAME serve|worker ...; one of: {names}")
         return 2
     name, kind, rest = args[0], args[1], args[2:]
+    assert not any(module.startswith("tenure.") for module in sys.modules)
+    pure_tenure()
     MUTANTS[name][1]()
     if kind == "serve":
         from tenure.__main__ import main as tenure_main
