@@ -56,8 +56,11 @@ async def test_a_deferred_frame_leaves_with_the_next_request_of_its_turn() -> No
     conn.send(b"release", defer=True)
     assert transport.writes == []  # not yet: the caller may ask more in this turn
     conn.send(b"acquire")
+    assert transport.writes == [b"releaseacquire"]  # at once, in one write, in order
+    conn.send(b"more")
+    assert transport.writes == [b"releaseacquire"]  # the turn's later frames wait
     await asyncio.sleep(0)
-    assert transport.writes == [b"releaseacquire"]  # one write, in order
+    assert transport.writes == [b"releaseacquire", b"more"]
 
 
 async def test_a_deferred_frame_alone_leaves_at_the_turns_end() -> None:

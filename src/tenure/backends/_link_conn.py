@@ -63,6 +63,8 @@ class LinkConnection:
     unsent: list[bytes] = field(default_factory=list)
     #: Whether a frame was written in this turn (reset at its end).
     wrote: bool = False
+    #: Whether this turn's frames so far were all deferred (none written yet).
+    deferred_only: bool = False
 
     def send(self, data: bytes, *, defer: bool = False) -> None:
         """Write ``data``: the turn's first frame at once, later ones at the turn's end.
@@ -73,14 +75,20 @@ class LinkConnection:
         system call instead of one each. Order is kept. ``defer``: this frame waits
         for the turn's end even if it is the first, for a request nobody waits on
         (a release on leaving ``async with``): the request the caller sends next in
-        this turn then leaves with it, in one write the server reads at once.
+        this turn then leaves with it at once, in one write the server reads at
+        once (it is not held to the turn's end behind other clients' requests).
         """
         if self.wrote:
             self.unsent.append(data)
+            if self.deferred_only and not defer:
+                self.deferred_only = False
+                data, self.unsent = b"".join(self.unsent), []
+                self.transport.write(data)
             return
         self.wrote = True
         self.loop.call_soon(self._end_turn)
         if defer:
+            self.deferred_only = True
             self.unsent.append(data)
         else:
             self.transport.write(data)
@@ -90,7 +98,7 @@ class LinkConnection:
         self._end_turn()
 
     def _end_turn(self) -> None:
-        self.wrote = False
+        self.wrote = self.deferred_only = False
         if self.unsent:
             data, self.unsent = b"".join(self.unsent), []
             if not self.transport.is_closing():  # (lost meanwhile: its requests failed)
