@@ -99,7 +99,8 @@ def pure_tenure() -> None:
     """Import tenure's modules from their sources from now on, not from mypyc's
     extensions beside them (call it before anything imports tenure)."""
     spec = importlib.util.find_spec("tenure")  # (finds the package without running it)
-    assert spec is not None and spec.submodule_search_locations is not None
+    assert spec is not None
+    assert spec.submodule_search_locations is not None
     root = Path(next(iter(spec.submodule_search_locations))).resolve()
     sources_only = importlib.machinery.FileFinder.path_hook(
         (importlib.machinery.SourceFileLoader, importlib.machinery.SOURCE_SUFFIXES),
