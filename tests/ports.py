@@ -10,19 +10,31 @@ worker 0. The share is read from pytest-xdist's environment
 (``PYTEST_XDIST_WORKER``, ``PYTEST_XDIST_WORKER_COUNT``), which the processes a
 test starts inherit, so they keep to their worker's share too. Outside xdist every
 port is the process's.
+
+The OS may also hand one process the same port twice in a row, since the first was
+closed before the second ask; a server given ``--port P --http-port P`` then
+refuses to start. So a process never takes a port it was handed before (the last
+``REMEMBERED`` of them).
 """
 
 from __future__ import annotations
 
+import collections
 import os
 import socket
 from typing import Final
 
-__all__ = ["MAX_ASKS", "free_port", "worker_share"]
+__all__ = ["MAX_ASKS", "REMEMBERED", "free_port", "worker_share"]
 
 #: How many ports one call may be handed before it gives up (each is kept with
 #: probability 1/n, so n = 2 workers needs 2 asks on average).
 MAX_ASKS: Final = 200
+
+#: How many of the ports this process was handed it keeps apart from later asks.
+REMEMBERED: Final = 4096
+
+_handed: collections.deque[int] = collections.deque(maxlen=REMEMBERED)
+_handed_set: set[int] = set()
 
 
 def worker_share() -> tuple[int, int]:
@@ -38,12 +50,17 @@ def worker_share() -> tuple[int, int]:
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 the OS says is free right now, of this worker's share."""
+    """A TCP port on 127.0.0.1 the OS says is free right now, of this worker's share,
+    and not one this process was handed before."""
     index, total = worker_share()
     for _ in range(MAX_ASKS):
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = int(sock.getsockname()[1])
-        if (port // 2) % total == index:
+        if (port // 2) % total == index and port not in _handed_set:
+            if len(_handed) == _handed.maxlen:
+                _handed_set.discard(_handed[0])
+            _handed.append(port)
+            _handed_set.add(port)
             return port
     raise RuntimeError(f"no free port of worker {index}'s share in {MAX_ASKS} asks")
