@@ -231,3 +231,47 @@ async def test_streams_that_never_start_count_against_max_connections(
         async with asyncio.timeout(WAIT):
             assert await stream.call.code() == grpc.StatusCode.OK
     await still_serves(small, raw)
+
+
+def _request_of_size(size: int) -> dict[str, Any]:
+    """An ``acquire_semaphore`` whose whole ``SessionRequest`` is ``size`` bytes."""
+    fields: dict[str, Any] = {"req_id": 1, "name": "big", "count": 1, "ephemeral": True}
+    data = size
+    while True:  # the varints of the lengths grow with the data: settle in a few rounds
+        fields["data"] = b"d" * data
+        got = pb.coordination.SessionRequest(acquire_semaphore=fields).ByteSize()
+        if got == size:
+            return fields
+        data += size - got
+
+
+@pytest.mark.parametrize("size", [2 * 1024 * 1024, 64 * 1024 * 1024 - 1], ids=["2MiB", "64MiB-1"])
+async def test_a_request_as_big_as_ydb_sdks_send_gets_its_own_error_on_a_live_stream(
+    server: YdbServer, raw: Raw, size: int
+) -> None:
+    # YDB's SDKs send messages up to 64 MiB: over the node's max_data_size (64 KiB),
+    # such a request is refused alone; the session and its stream go on.
+    session = await open_session(raw, await new_node(server), server)
+    fields = _request_of_size(size)
+    await session.stream.send(acquire_semaphore=fields)
+    answer = await session.next("acquire_semaphore_result", 1)
+    assert answer.status == Status.PRECONDITION_FAILED
+    assert "max_data_size" in answer.issues[0].message
+    del fields
+    acquired = await session.ok("acquire_semaphore", name="small", count=1, ephemeral=True)
+    assert acquired.acquired
+
+
+async def test_a_message_over_ydb_max_message_size_ends_its_stream_only(
+    serve: Callable[..., YdbServer], raw: Raw
+) -> None:
+    small = serve("--ydb-max-message-size", str(2**20), *QUIET)
+    path = await new_node(small)
+    session = await open_session(raw, path, small)
+    await session.stream.send(acquire_semaphore=_request_of_size(2**20 + 1))
+    _answers, code, _details = await call_status(session.stream.call)
+    assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    # The session lives on, detached: its client attaches it again.
+    back = await open_session(raw, path, small, session_id=session.session_id)
+    assert (await back.ok("acquire_semaphore", name="s", count=1, ephemeral=True)).acquired
+    await still_serves(small, raw)

@@ -52,7 +52,13 @@ def test_a_bad_ydb_database_exits_2(tmp_path: Path, database: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("flag", "value"), [("--ydb-ping-interval", "0"), ("--ydb-ticket-ttl", "0.5")]
+    ("flag", "value"),
+    [
+        ("--ydb-ping-interval", "0"),
+        ("--ydb-ticket-ttl", "0.5"),
+        ("--ydb-max-message-size", "1048575"),
+        ("--ydb-max-message-size", str(2**30 + 1)),
+    ],
 )
 def test_ydb_limits_out_of_range_exit_2(tmp_path: Path, flag: str, value: str) -> None:
     ports = ("--port", str(free_port()), "--ydb-port", str(free_port()))

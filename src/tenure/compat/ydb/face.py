@@ -144,8 +144,11 @@ class YdbFace:
         server = grpc.aio.server(
             options=[
                 ("grpc.so_reuseport", 0),  # a port taken is an error, not shared
-                ("grpc.max_receive_message_length", config.max_frame_size),
-                ("grpc.max_send_message_length", config.max_frame_size),
+                # Not --max-frame-size: what YDB's SDKs may send (64 MiB) must arrive,
+                # so that a request over the node's limits is answered with its own
+                # error on a stream that lives on; gRPC would end the stream instead.
+                ("grpc.max_receive_message_length", config.ydb_max_message_size),
+                ("grpc.max_send_message_length", config.ydb_max_message_size),
                 # HTTP/2 pings find clients that vanished without a word.
                 ("grpc.keepalive_time_ms", 10_000),
                 ("grpc.keepalive_timeout_ms", 5_000),

@@ -121,6 +121,7 @@ class ServeConfig:
     ydb_advertise: str = ""  # empty: --host, or the machine's name for a wildcard
     ydb_ping_interval: float = 1.0
     ydb_ticket_ttl: float = 43200.0
+    ydb_max_message_size: int = 64 * 1024 * 1024
     http_port: int = 0  # 0: no HTTP endpoint
     http_host: str = ""  # empty: the same as ``host``
     dashboard_max_nodes: int = 50

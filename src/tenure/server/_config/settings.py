@@ -302,6 +302,16 @@ SETTINGS: Final = (
         in_range(1, 30 * 86400),
     ),
     Setting(
+        "ydb_max_message_size",
+        int,
+        64 * 1024 * 1024,
+        "BYTES",
+        "YDB: the largest gRPC message the YDB face reads or writes, 1 MiB to 1 GiB; at "
+        "least what YDB's SDKs send (64 MiB), so that an oversized request gets its own "
+        "error on a live session stream (default: %(default)s)",
+        in_range(1024 * 1024, 1024 * 1024 * 1024),
+    ),
+    Setting(
         "event_loop",
         str,
         "auto",
