@@ -72,6 +72,7 @@ def acquire(
     timeout: float | None = None,
     ephemeral: bool = False,
     lease_ttl: float | None = None,
+    keep_place: bool = False,
 ) -> AcquireResult:
     """Apply an Acquire (with a fresh request id unless one is given)."""
     rid = next(_request_ids) if request_id is None else request_id
@@ -85,6 +86,7 @@ def acquire(
             timeout=timeout,
             ephemeral=ephemeral,
             lease_ttl=lease_ttl,
+            keep_place=keep_place,
         ),
         now,
     )

@@ -196,6 +196,33 @@ def test_detach_after_reattach_starts_a_new_window():
     assert sid not in engine.sessions
 
 
+def test_attach_with_a_timeout_and_description_restates_them():
+    engine = make_engine()
+    sid = open_session(engine, timeout=10.0)
+    info = engine.apply(AttachSession(sid, KEY, 2, timeout=3.0, description="again"), 1.0)
+    assert info == SessionInfo(sid, 3.0, 2)
+    assert engine.sessions[sid].description == "again"
+    engine.apply(AttachSession(sid, KEY, 3), 2.0)  # nil: both kept
+    assert (engine.sessions[sid].timeout, engine.sessions[sid].description) == (3.0, "again")
+    engine.apply(DetachSession(sid), 4.0)
+    assert engine.next_deadline() == 7.0  # the new window
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"timeout": 0.0}, {"timeout": MAX_RECOVERY_WINDOW * 2}, {"description": "x" * 5000}],
+)
+def test_attach_with_a_bad_timeout_or_description_changes_nothing(
+    changes: dict[str, object],
+) -> None:
+    engine = make_engine()
+    sid = open_session(engine, timeout=10.0)
+    with pytest.raises(InvalidArgumentError):
+        engine.apply(AttachSession(sid, KEY, 2, **changes), 1.0)  # type: ignore[arg-type]
+    session = engine.sessions[sid]
+    assert (session.seq_no, session.timeout, session.description) == (1, 10.0, "")
+
+
 def test_attach_with_wrong_key_is_denied_and_changes_nothing():
     engine = make_engine()
     sid = open_session(engine, timeout=10.0)

@@ -7,6 +7,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -18,6 +19,7 @@ from tenure._core import (
     AcquireResult,
     AcquireStatus,
     AlterNode,
+    AttachSession,
     CreateNode,
     CreateSession,
     DescribeResult,
@@ -32,7 +34,16 @@ from tenure._core import (
 from tenure._core.values import ClientIdentity
 from tenure._protocol import LocalProtocolError, Push, Reply, Request
 from tenure._protocol.messages import MESSAGE, for_version
-from tenure._protocol.payloads import COMMAND, EFFECT, NODE_CONFIG, VALUE, layout, reply_fits
+from tenure._protocol.payloads import (
+    COMMAND,
+    EFFECT,
+    NODE_CONFIG,
+    VALUE,
+    decode_command,
+    encode_command,
+    layout,
+    reply_fits,
+)
 from tenure._protocol.wire import (
     ArrayOf,
     Field,
@@ -139,7 +150,7 @@ def test_a_layout_renders_tag_and_typed_fields():
     acquire = COMMAND.by_type[Acquire]
     assert layout(acquire) == (
         "[21, session_id: uint, name: str, count: uint, request_id: uint, data: bin, "
-        "timeout: float|nil, ephemeral: bool, lease_ttl: float|nil, hold: uint]"
+        "timeout: float|nil, ephemeral: bool, lease_ttl: float|nil, hold: uint, keep_place: bool]"
     )
     assert layout(NODE_CONFIG).startswith("[recovery_window: float, lock_delay: float,")
 
@@ -416,3 +427,23 @@ def test_a_description_pushed_to_many_watchers_is_converted_once() -> None:
     assert wire_of(Push(WatchFired(1, 2, "m", described))) == wire_of(
         Push(WatchFired(1, 2, "m", dataclasses.replace(described)))
     )
+
+
+@pytest.mark.parametrize(
+    ("command", "sent"),
+    [
+        (Acquire(1, "s", 1, 2), 10),
+        (Acquire(1, "s", 1, 2, keep_place=True), 11),
+        (AttachSession(1, b"k", 3), 4),
+        (AttachSession(1, b"k", 3, timeout=2.0), 5),
+        (AttachSession(1, b"k", 3, description="d"), 6),
+    ],
+)
+def test_fields_gained_within_version_3_are_not_sent_at_their_defaults(
+    command: Any, sent: int
+) -> None:
+    # So tenure's own client sends what it always did, and a server from before
+    # them reads it (docs/protocol.md, section 14); both lengths load.
+    wire = msgspec.msgpack.decode(encode_command(command))
+    assert len(wire) == sent
+    assert decode_command(encode_command(command)) == command

@@ -125,12 +125,16 @@ class AttachSession(Command[SessionInfo]):
     """Re-attach a detached (or attached) session from a new connection.
 
     ``seq_no`` must be greater than every earlier attach of this session, so a
-    stale connection can never take a session back from a newer one.
+    stale connection can never take a session back from a newer one. ``timeout``
+    and ``description``, when given, replace the session's (YDB's re-attaching
+    SessionStart restates them); None keeps them.
     """
 
     session_id: int
     protection_key: bytes
     seq_no: int
+    timeout: float | None = None
+    description: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,6 +349,13 @@ class Acquire(Command[AcquireResult]):
     the same token, more as an upgrade queued behind the others, which replaces the
     hold with a new token when granted; a queued request is superseded. Holds with
     other numbers are separate owners and queue like other sessions' do.
+    ``keep_place``: a queued request of the hold asked again (not only tried) with
+    no more tokens than it waits for is restated *in place*: it keeps its place in
+    the queue and takes this request's count, data, timeout (counted from now),
+    lease TTL and ``request_id`` (the earlier request ends superseded), and is
+    granted at once if it is at the head and now fits (YDB's rule). Without it (the
+    rule of logs and clients from before it existed), the queued request is
+    superseded and this one queues at the back.
     """
 
     session_id: int
@@ -356,6 +367,7 @@ class Acquire(Command[AcquireResult]):
     ephemeral: bool = False
     lease_ttl: float | None = None
     hold: int = 0
+    keep_place: bool = False
 
 
 @dataclass(frozen=True, slots=True)

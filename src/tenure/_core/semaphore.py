@@ -248,6 +248,18 @@ class Semaphore:
         self._waiters[key] = waiter
         return old
 
+    def restate_waiter(self, waiter: Waiter) -> None:
+        """Replace its holder's queued request with ``waiter``, in the same place."""
+        waiters = self._waiters
+        assert waiters is not None, "restating a request of an empty queue"
+        assert waiter.key in waiters, "restating a request not queued"
+        waiters[waiter.key] = waiter  # (an existing key keeps its place in a dict)
+
+    def is_head(self, key: int) -> bool:
+        """Whether holder ``key``'s request is first in the queue."""
+        waiters = self._waiters
+        return waiters is not None and next(iter(waiters)) == key
+
     def remove_waiter(self, key: int) -> Waiter | None:
         """Take the waiter of holder ``key`` out of the queue, if any."""
         waiters = self._waiters

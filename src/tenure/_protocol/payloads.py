@@ -89,6 +89,7 @@ ReplyValue = (
 
 OPT_FLOAT: Final = Optional(FLOAT)
 OPT_UINT: Final = Optional(UINT)
+OPT_STR: Final = Optional(STR)
 
 #: Error codes travel as their number. A number this side does not know loads as
 #: INTERNAL (the message is kept), so a newer peer never breaks an older one.
@@ -217,7 +218,16 @@ _COMMANDS: Final = (
         since=4,
     ),
     Record(
-        c.AttachSession, [("session_id", UINT), ("protection_key", BIN), ("seq_no", UINT)], tag=11
+        c.AttachSession,
+        [
+            ("session_id", UINT),
+            ("protection_key", BIN),
+            ("seq_no", UINT),
+            ("timeout", OPT_FLOAT),  # gained (issue 27): a restated recovery window
+            ("description", OPT_STR),  # gained (issue 27)
+        ],
+        tag=11,
+        since=3,
     ),
     Record(c.DetachSession, [("session_id", UINT), ("silent_for", FLOAT)], tag=12),
     Record(c.CloseSession, [("session_id", UINT)], tag=13),
@@ -243,8 +253,10 @@ _COMMANDS: Final = (
             ("ephemeral", BOOL),
             ("lease_ttl", OPT_FLOAT),
             ("hold", UINT),
+            ("keep_place", BOOL),  # gained (issue 27): restate a queued request in place
         ],
         tag=21,
+        since=9,
     ),
     Record(c.Release, [("session_id", UINT), ("name", STR), ("hold", UINT)], tag=22),
     Record(

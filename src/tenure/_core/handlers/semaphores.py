@@ -10,7 +10,7 @@ from tenure._core import commands as c
 from tenure._core.deadlines import LeaseDeadline, WaiterDeadline
 from tenure._core.effects import AcquireFailed, LeaseLost
 from tenure._core.semaphore import Owner, Semaphore, Waiter, holder_key
-from tenure._core.state import EngineState
+from tenure._core.state import EngineState, Node
 from tenure._core.values import (
     MAX_COUNT,
     check_count,
@@ -73,6 +73,15 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
         )
     # Validated: from here on the command succeeds (rule 1).
     session.forget_missed(name, hold)  # asking again: the client settled the last one
+    if sem is not None and cmd.keep_place and timeout != 0:
+        waiting = sem.waiter(key)
+        owner = sem.owner(key)
+        if (
+            waiting is not None
+            and count <= waiting.count
+            and (owner is None or count > owner.count)  # (else a shrink: granted below)
+        ):
+            return _restate_waiter(state, node, sem, waiting, cmd, count, data, timeout, now)
     change = NOTHING
     if sem is None:
         sem = node.semaphores[name] = Semaphore(name, MAX_COUNT, b"", ephemeral=True)
@@ -128,6 +137,55 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
         change |= WAITERS
     state.settle(node, sem, now, change)
     return result
+
+
+def _restate_waiter(
+    state: EngineState,
+    node: Node,
+    sem: Semaphore,
+    waiting: Waiter,
+    cmd: c.Acquire,
+    count: int,
+    data: bytes,
+    timeout: float | None,
+    now: float,
+) -> c.AcquireResult:
+    """``cmd`` restates the queued request ``waiting`` in place (``keep_place``).
+
+    It keeps its place and its arrival (``since``); it takes the new count, data,
+    timeout, lease TTL and request id. The request it replaces ends superseded; at
+    the head, it is granted at once if it now fits (nothing behind it is passed).
+    """
+    sid, hold = waiting.session_id, waiting.hold
+    if waiting.request_id != cmd.request_id:
+        state.effects.append(
+            AcquireFailed(
+                sid,
+                waiting.request_id,
+                sem.name,
+                ErrorCode.CANCELLED,
+                "superseded by a newer acquire",
+                hold,
+            )
+        )
+    deadline = None if timeout is None else now + timeout
+    restated = Waiter(
+        sid, cmd.request_id, count, data, deadline, cmd.lease_ttl, hold, waiting.since
+    )
+    sem.restate_waiter(restated)
+    if sem.is_head(waiting.key) and sem.fits(waiting.key, count, now):
+        sem.remove_waiter(waiting.key)
+        state.sessions[sid].discard_wait(sem.name, hold)
+        granted = state.grant(node, sem, sid, count, data, cmd.lease_ttl, now, hold)
+        state.settle(node, sem, now, OWNERS | WAITERS)
+        return c.AcquireResult(c.AcquireStatus.GRANTED, granted.token, count, granted.lease_ttl)
+    if deadline is not None:
+        state.deadlines.schedule(
+            deadline, WaiterDeadline(node.name, sem.name, waiting.key, cmd.request_id)
+        )
+    changed = (waiting.count, waiting.data) != (count, data)
+    state.settle(node, sem, now, WAITERS if changed else NOTHING)
+    return c.AcquireResult(c.AcquireStatus.QUEUED)
 
 
 def release(state: EngineState, cmd: c.Release, now: float) -> bool:

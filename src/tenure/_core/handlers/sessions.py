@@ -78,7 +78,16 @@ def attach_session(state: EngineState, cmd: c.AttachSession, now: float) -> c.Se
             f"stale attach of session {cmd.session_id}: seq_no {cmd.seq_no!r} is not "
             f"greater than {session.seq_no}"
         )
+    timeout = session.timeout
+    if cmd.timeout is not None:
+        timeout = check_duration("recovery_window", cmd.timeout, maximum=MAX_RECOVERY_WINDOW)
+    if cmd.description is not None:
+        check_description(cmd.description)
+    # Validated: from here on the command succeeds (rule 1).
     session.seq_no = cmd.seq_no
+    session.timeout = timeout
+    if cmd.description is not None:
+        session.description = cmd.description
     session.expires_at = None  # its deadline, if any, is now dead (see expiry.is_live)
     return c.SessionInfo(session.session_id, session.timeout, session.seq_no)
 

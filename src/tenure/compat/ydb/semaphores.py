@@ -9,7 +9,10 @@ docs/ydb.md). YDB's checks that tenure's engine makes differently come first:
   upgrade; more than the limit: BAD_REQUEST;
 * an acquire's ``ephemeral`` differs from the semaphore's: PRECONDITION_FAILED;
 * an acquire sent again for a waiting request (a client that reconnected sends its
-  unanswered requests again) keeps the waiter's place in the queue, as YDB's does;
+  unanswered requests again, or one that asks for fewer tokens or new data)
+  restates it in place (the engine's ``keep_place``): it keeps its place in the
+  queue, takes the new count, data and timeout, and the earlier request is
+  answered ABORTED, as YDB's does;
 * creating a semaphore over an ephemeral one, or deleting an ephemeral one:
   PRECONDITION_FAILED.
 
@@ -116,17 +119,6 @@ class SemaphoreRequests:
                 waiter is not None and count > waiter.count
             ):
                 raise pb.StatusError(pb.Status.BAD_REQUEST, "Increasing count is not allowed")
-            if (
-                waiter is not None
-                and timeout != 0
-                and (waiter.count, waiter.data)
-                == (
-                    count,
-                    request.data,
-                )
-            ):
-                self._keep_waiting(stream, name, waiter.request_id, req_id)
-                return
         elif not request.ephemeral:
             raise pb.StatusError(pb.Status.NOT_FOUND, "Semaphore does not exist")
         request_id = next(self._request_ids)
@@ -138,6 +130,7 @@ class SemaphoreRequests:
             data=request.data,
             timeout=timeout,
             ephemeral=request.ephemeral,
+            keep_place=True,  # asked again while queued: restated in place, as YDB does
         )
         # (A queued acquire of this stream that this one supersedes is answered
         # ABORTED by deliver(), from the engine's AcquireFailed, before this returns.)
@@ -148,14 +141,6 @@ class SemaphoreRequests:
         else:
             granted = result.status is AcquireStatus.GRANTED
             self._acquired(stream, req_id, _SUCCESS, granted=granted)
-
-    def _keep_waiting(self, stream: SessionStream, name: str, request_id: int, req_id: int) -> None:
-        """The session waits for this already: keep its place, answer for the new request."""
-        old = stream.acquires.get(name)
-        if old is not None and old.request_id == request_id:
-            self._acquired(stream, old.req_id, pb.Status.ABORTED, _SUPERSEDED)
-        stream.acquires[name] = QueuedAcquire(request_id, req_id)
-        self._send(stream, _Response(acquire_semaphore_pending={"req_id": req_id}))
 
     def release(self, stream: SessionStream, request: Any) -> None:
         """``ReleaseSemaphore``: give back what the session holds, or stop waiting."""

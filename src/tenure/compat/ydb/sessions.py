@@ -187,7 +187,11 @@ class YdbSessions:
         if key != KEY_PREFIX and key != KEY_PREFIX + start.protection_key:
             raise pb.StatusError(pb.Status.BAD_SESSION, "Attach request protection key mismatch")
         seq_no = start.seq_no << 32 if start.seq_no > last else session.seq_no + 1
-        info = self._execute(stream, AttachSession(sid, key, seq_no))
+        # YDB takes the re-attaching start's timeout and description as the session's.
+        attach = AttachSession(
+            sid, key, seq_no, _timeout(start.timeout_millis), description=start.description
+        )
+        info = self._execute(stream, attach)
         # Watches an earlier stream armed are dropped, as YDB drops them on re-attach.
         for watch_id in sorted(session.watches):
             self._execute(stream, CancelWatch(sid, watch_id))
