@@ -181,6 +181,16 @@ async def test_who_am_i_names_the_token(guarded: YdbServer) -> None:
     assert user_of(await who_am_i(guarded, ticket(reader))) == "reader"
 
 
+async def test_a_node_is_described_with_the_user_who_made_it_as_owner(guarded: YdbServer) -> None:
+    path = f"{DATABASE}/{unique('owned')}"
+    made_by = await login_ticket(guarded, "reader", READER)  # may not create: admin does
+    assert (await node_call(guarded, "Create", path, ticket(ADMIN))).status == Status.SUCCESS
+    described = await node_call(guarded, "Describe", path, ticket(made_by))
+    result = pb.coordination.DescribeNodeResult()
+    described.result.Unpack(result)
+    assert result.self.owner == "admin"  # as WhoAmI names the creator (YDB: its user SID)
+
+
 async def test_a_read_only_token_may_describe_but_not_change(guarded: YdbServer, raw: Raw) -> None:
     path = f"{DATABASE}/{unique()}"
     assert (await node_call(guarded, "Create", path, ticket(ADMIN))).status == Status.SUCCESS

@@ -135,6 +135,12 @@ async def test_multi_count_semaphore_queues_what_does_not_fit(
         queued = await apoll(waiting, "the third waits")
         assert [w.count for w in queued] == [1]  # type: ignore[attr-defined]
         assert not taking.done()  # it waits, as the describe says
+        # Described as YDB does: its arrival number and the timeout it asked for (the
+        # SDK's: the session's 30 s); an owner's order is its grant's, its timeout 0.
+        [waiter] = queued
+        assert waiter.order_id > 0  # type: ignore[attr-defined]
+        assert waiter.timeout_millis == 30_000  # type: ignore[attr-defined]
+        assert all(o.order_id > 0 and o.timeout_millis == 0 for o in full.owners)
         await single.release()
         await taking
         after = await double.describe()

@@ -143,6 +143,12 @@ class Waiter:
     hold: int = 0
     #: When the request was queued (engine time).
     since: float = 0.0
+    #: Its arrival number: the engine numbers queued requests 1, 2, 3... in the order
+    #: they arrive (a restate in place keeps it), so a queue's are ascending.
+    order: int = 0
+    #: The timeout it asked for, in seconds (None: forever); ``deadline`` is when it
+    #: runs out (a restate restarts both).
+    timeout: float | None = None
     #: Its :func:`holder_key`.
     key: int = field(init=False, repr=False, compare=False)
 

@@ -34,10 +34,14 @@ def check_invariants(engine: Engine) -> None:
                 assert owner.token not in tokens, f"token {owner.token} held twice"
                 tokens.add(owner.token)
                 assert (owner.lease_ttl is None) == (owner.lease_deadline is None)
+            arrived = 0
             for key, waiter in sem.waiters.items():
                 assert waiter.key == key
                 waits = engine.sessions[waiter.session_id].waits_on(name)
                 assert waiter.hold in waits, f"{name}: waiter {key} not tracked"
+                # Served in arrival order: the queue's arrival numbers ascend.
+                assert arrived < waiter.order <= engine.last_order, f"{name}: order {waiter.order}"
+                arrived = waiter.order
             if sem.waiters:
                 head = next(iter(sem.waiters.values()))
                 # Right after settling, a head that fits would have been granted.

@@ -32,9 +32,14 @@ once). Version 5 adds each session's client identity (host, pid, name) and
 creation time, each owner's grant time and each waiter's queue time. Version 6
 adds each node's annex (``"annex"``: key -> bytes, only on a node that has one;
 absent: none); the version changed so that an older server refuses such a snapshot
-instead of loading it without the annex. Versions 1 (a dict per semaphore), 2 and 3
-still load, every hold 0; versions 1 to 4 load with no identities and every time at
-the snapshot's ``now``; versions 1 to 5 load with no annex.
+instead of loading it without the annex. Version 7 adds each waiter's arrival
+number and the timeout it asked for, and the engine's last arrival number
+(``last_order``). Versions 1 (a dict per semaphore), 2 and 3 still load, every
+hold 0; versions 1 to 4 load with no identities and every time at the snapshot's
+``now``; versions 1 to 5 load with no annex; versions 1 to 6 number their waiters
+1, 2, 3... in the order the snapshot lists them (each queue's in its order), each
+with the timeout its deadline was set from (a deadline less the time it was queued:
+no older version restated a wait).
 """
 
 from __future__ import annotations
@@ -64,7 +69,7 @@ from tenure._core.values import (
 from tenure.errors import ErrorCode, InvalidArgumentError
 
 #: Bumped when the layout changes; :func:`load` refuses layouts it does not know.
-SNAPSHOT_VERSION = 6
+SNAPSHOT_VERSION = 7
 
 #: Values per object in the flat lists (see the module docstring).
 # id, node, timeout, description, protection key, seq_no, expires_at,
@@ -73,9 +78,11 @@ SESSION_FIELDS = 11
 SEMAPHORE_FIELDS = 7  # name, limit, data, ephemeral, blocked_until, #owners, #waiters
 # session id, count, data, token, lease ttl, lease deadline, hold, since (version 5)
 OWNER_FIELDS = 8
-# session id, request id, count, data, deadline, lease ttl, hold, since (version 5)
-WAITER_FIELDS = 8
-#: Widths before version 5 (no identity and no times).
+# session id, request id, count, data, deadline, lease ttl, hold, since (version 5),
+# order, timeout (version 7)
+WAITER_FIELDS = 10
+#: Widths before version 7 (no arrival numbers) and before version 5 (no times).
+_V6_WAITER_FIELDS = 8
 _V4_SESSION_FIELDS, _V4_OWNER_FIELDS, _V4_WAITER_FIELDS = 7, 7, 7
 MISSED_FIELDS = 7  # session id, kind (1 failed, 2 lost), name, id, code, message, hold
 _FAILED, _LOST = 1, 2
@@ -121,6 +128,7 @@ def dump(engine: Engine) -> Plain:
         "last_token": engine.last_token,
         "last_session_id": engine.last_session_id,
         "last_watch_id": engine.last_watch_id,
+        "last_order": engine.last_order,
         "nodes": [_dump_node(node) for node in engine.nodes.values()],
         "sessions": sessions,
         "missed": missed,
@@ -163,6 +171,8 @@ def _dump_node(node: Node) -> Plain:
                 w.lease_ttl,
                 w.hold,
                 w.since,
+                w.order,
+                w.timeout,
             )
     plain: Plain = {
         "name": node.name,
@@ -183,7 +193,7 @@ def load(data: Plain) -> Engine:
         InvalidArgumentError: the data is not a snapshot this version can read.
     """
     version = data.get("version") if isinstance(data, dict) else None
-    if version not in (1, 2, 3, 4, 5, SNAPSHOT_VERSION):
+    if version not in (1, 2, 3, 4, 5, 6, SNAPSHOT_VERSION):
         raise InvalidArgumentError(
             f"not a tenure engine snapshot of version 1 to {SNAPSHOT_VERSION} (got {version!r})"
         )
@@ -207,6 +217,7 @@ def _load(data: Plain, version: int) -> Engine:
     engine.last_token = int(data["last_token"])
     engine.last_session_id = int(data["last_session_id"])
     engine.last_watch_id = int(data["last_watch_id"])
+    engine.last_order = int(data["last_order"]) if version > 6 else 0
     for plain in data["nodes"]:
         node = Node(plain["name"], config_from_stored(plain["config"]).validated())
         if version > 5:
@@ -241,8 +252,10 @@ def _load(data: Plain, version: int) -> Engine:
         node.sessions.add(sid)
     for plain in data["nodes"]:
         node = engine.nodes[plain["name"]]
-        if version > 4:
+        if version > 6:
             _load_semaphores(engine, node, plain, OWNER_FIELDS, WAITER_FIELDS)
+        elif version > 4:
+            _load_semaphores(engine, node, plain, OWNER_FIELDS, _V6_WAITER_FIELDS)
         elif version > 3:
             _load_semaphores(engine, node, plain, _V4_OWNER_FIELDS, _V4_WAITER_FIELDS)
         elif version > 1:
@@ -285,7 +298,8 @@ def _annex(plain: object) -> dict[str, bytes] | None:
 def _load_semaphores(
     engine: Engine, node: Node, plain: Plain, owner_fields: int, waiter_fields: int
 ) -> None:
-    """Versions 4 and 5 (version 4 has no since-times: they read as the snapshot's now)."""
+    """Versions 4 to 7 (version 4 has no since-times: they read as the snapshot's now;
+    versions before 7 no arrival numbers: see :func:`_numbered`)."""
     owners = _rows(plain["owners"], owner_fields)
     waiters = _rows(plain["waiters"], waiter_fields)
     then = shared_since = engine.now
@@ -316,9 +330,28 @@ def _load_semaphores(
             sem.set_owner(Owner(sid, count, odata, token, ttl, deadline, hold, granted))
             session.add_hold(name, hold)
         for _ in range(n_waiters):
-            sid, request_id, count, wdata, deadline, ttl, hold, *since = next(waiters)
-            queued = since[0] if since else then
-            sem.enqueue(Waiter(sid, request_id, _shared(count), wdata, deadline, ttl, hold, queued))
+            sid, request_id, count, wdata, deadline, ttl, hold, *rest = next(waiters)
+            queued = rest[0] if rest else then
+            if len(rest) > 1:
+                order, timeout = rest[1], rest[2]
+                waiter = Waiter(
+                    sid,
+                    request_id,
+                    _shared(count),
+                    wdata,
+                    deadline,
+                    ttl,
+                    hold,
+                    queued,
+                    order,
+                    timeout,
+                )
+            else:
+                waiter = _numbered(
+                    engine,
+                    Waiter(sid, request_id, _shared(count), wdata, deadline, ttl, hold, queued),
+                )
+            sem.enqueue(waiter)
             sessions[sid].add_wait(name, hold)
     if next(owners, None) is not None or next(waiters, None) is not None:
         raise ValueError(f"node {node.name!r}: owners or waiters left over")
@@ -339,7 +372,8 @@ def _load_semaphores_v2(engine: Engine, node: Node, plain: Plain) -> None:
             engine.sessions[sid].add_hold(name)
         for _ in range(n_waiters):
             sid, request_id, count, wdata, deadline, ttl = next(waiters)
-            sem.enqueue(Waiter(sid, request_id, _shared(count), wdata, deadline, ttl, since=then))
+            waiter = Waiter(sid, request_id, _shared(count), wdata, deadline, ttl, since=then)
+            sem.enqueue(_numbered(engine, waiter))
             engine.sessions[sid].add_wait(name)
     if next(owners, None) is not None or next(waiters, None) is not None:
         raise ValueError(f"node {node.name!r}: owners or waiters left over")
@@ -353,8 +387,20 @@ def _load_semaphores_v1(engine: Engine, node: Node, semaphores: list[Plain]) -> 
             sem.set_owner(Owner(sid, _shared(count), odata, token, ttl, deadline, since=then))
             engine.sessions[sid].add_hold(sem.name)
         for sid, request_id, count, wdata, deadline, ttl in p["waiters"]:
-            sem.enqueue(Waiter(sid, request_id, _shared(count), wdata, deadline, ttl, since=then))
+            waiter = Waiter(sid, request_id, _shared(count), wdata, deadline, ttl, since=then)
+            sem.enqueue(_numbered(engine, waiter))
             engine.sessions[sid].add_wait(sem.name)
+
+
+def _numbered(engine: Engine, waiter: Waiter) -> Waiter:
+    """A waiter of a snapshot before version 7, given the next arrival number and the
+    timeout its deadline was set from (versions before 7 never restated a wait, so
+    its deadline is its queue time plus that timeout)."""
+    engine.last_order += 1
+    waiter.order = engine.last_order
+    if waiter.deadline is not None:
+        waiter.timeout = max(waiter.deadline - waiter.since, 0.0)
+    return waiter
 
 
 def _semaphore(

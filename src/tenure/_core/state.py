@@ -60,6 +60,7 @@ class EngineState:
         self.last_token = 0  # rule 3: the fencing counter
         self.last_session_id = 0
         self.last_watch_id = 0
+        self.last_order = 0  # the arrival number of the latest queued request
         self.now = 0.0  # the latest time the engine was given
         self.deadlines = Deadlines()
         self.watches = Watches()

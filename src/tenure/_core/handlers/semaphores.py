@@ -73,13 +73,15 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
         )
     # Validated: from here on the command succeeds (rule 1).
     session.forget_missed(name, hold)  # asking again: the client settled the last one
-    if sem is not None and cmd.keep_place and timeout != 0:
+    if sem is not None and cmd.keep_place:
         waiting = sem.waiter(key)
         owner = sem.owner(key)
         if (
             waiting is not None
             and count <= waiting.count
             and (owner is None or count > owner.count)  # (else a shrink: granted below)
+            # A try that cannot be granted now gives the wait up (below), as YDB's does.
+            and (timeout != 0 or (sem.is_head(key) and sem.fits(key, count, now)))
         ):
             return _restate_waiter(state, node, sem, waiting, cmd, count, data, timeout, now)
     change = NOTHING
@@ -129,7 +131,21 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
         result = c.AcquireResult(c.AcquireStatus.BUSY)
     else:
         deadline = None if timeout is None else now + timeout
-        sem.enqueue(Waiter(sid, cmd.request_id, count, data, deadline, cmd.lease_ttl, hold, now))
+        state.last_order += 1
+        sem.enqueue(
+            Waiter(
+                sid,
+                cmd.request_id,
+                count,
+                data,
+                deadline,
+                cmd.lease_ttl,
+                hold,
+                now,
+                state.last_order,
+                timeout,
+            )
+        )
         session.add_wait(name, hold)
         if deadline is not None:
             state.deadlines.schedule(deadline, WaiterDeadline(node.name, name, key, cmd.request_id))
@@ -152,8 +168,8 @@ def _restate_waiter(
 ) -> c.AcquireResult:
     """``cmd`` restates the queued request ``waiting`` in place (``keep_place``).
 
-    It keeps its place and its arrival (``since``); it takes the new count, data,
-    timeout, lease TTL and request id. The request it replaces ends superseded; at
+    It keeps its place and its arrival (``since``, ``order``); it takes the new
+    count, data, timeout, lease TTL and request id. The request it replaces ends superseded; at
     the head, it is granted at once if it now fits (nothing behind it is passed).
     """
     sid, hold = waiting.session_id, waiting.hold
@@ -170,7 +186,16 @@ def _restate_waiter(
         )
     deadline = None if timeout is None else now + timeout
     restated = Waiter(
-        sid, cmd.request_id, count, data, deadline, cmd.lease_ttl, hold, waiting.since
+        sid,
+        cmd.request_id,
+        count,
+        data,
+        deadline,
+        cmd.lease_ttl,
+        hold,
+        waiting.since,
+        waiting.order,
+        timeout,
     )
     sem.restate_waiter(restated)
     if sem.is_head(waiting.key) and sem.fits(waiting.key, count, now):

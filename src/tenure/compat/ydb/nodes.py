@@ -6,7 +6,9 @@ settings (:mod:`tenure.compat.ydb.paths` says which one); YDB's own settings
 (``Ydb.Coordination.Config``: self-check period, session grace period, consistency
 modes, rate-limiter counters mode) have no meaning for one tenure server, but are
 kept with the node, in its annex under ``ydb``, and described back exactly as
-given. As YDB's scheme does: creating a node that exists succeeds and changes
+given. Its scheme entry names its owner as YDB's does: the user whose ticket made
+it (a token's name, as ``WhoAmI`` says), or ``root@builtin`` for an anonymous
+request. As YDB's scheme does: creating a node that exists succeeds and changes
 nothing; AlterNode changes the settings it sets (non-zero numbers, modes other than
 UNSET) and keeps the others; a config may not set its path; a missing node is
 SCHEME_ERROR; dropping a node ends its sessions.
@@ -26,6 +28,7 @@ from tenure._core import (
     GetNodeAnnex,
     SetNodeAnnex,
 )
+from tenure._core.values import MAX_ANNEX_BYTES
 from tenure.compat.ydb import _protos as pb
 from tenure.compat.ydb.paths import Database, OutsideDatabaseError
 from tenure.compat.ydb.tickets import Tickets, UnauthorizedError
@@ -34,6 +37,12 @@ from tenure.server.plug import HostCalls, Token, denial
 
 #: The annex key the YDB settings of a node are kept under.
 ANNEX_KEY: Final = "ydb"
+#: The annex key of the YDB user who created the node (its scheme entry's owner).
+OWNER_KEY: Final = "ydb.owner"
+#: The owner of what an anonymous request creates in YDB (``BUILTIN_ACL_ROOT``,
+#: ``ydb/library/aclib/aclib.h``; schemeshard falls back to it when a request has no
+#: token), and of a node made other than through YDB.
+ANONYMOUS_OWNER: Final = "root@builtin"
 
 #: What a node call answers: its result message (None: none) and notes (issues
 #: that come with SUCCESS).
@@ -133,6 +142,10 @@ class NodeCalls:
         settings = _settings(config)
         if settings:
             self.host.execute(SetNodeAnnex(node, ANNEX_KEY, settings))
+        if token is not None:  # (anonymous: the owner described by default)
+            # (A name longer than an annex value, absurd as it is, is kept cut short.)
+            owner = token.name.encode()[:MAX_ANNEX_BYTES].decode(errors="ignore")
+            self.host.execute(SetNodeAnnex(node, OWNER_KEY, owner.encode()))
         return None, ()
 
     def _alter(self, node: str, token: Token | None, config: Any) -> Outcome:
@@ -154,8 +167,9 @@ class NodeCalls:
     def _describe(self, node: str, token: Token | None, config: Any) -> Outcome:
         _authorize(token, DescribeNode(node), node)
         stored = self._stored(node)  # (its path empty, as YDB describes it)
+        owner = self.host.execute(GetNodeAnnex(node, OWNER_KEY)).decode() or ANONYMOUS_OWNER
         entry = pb.scheme.Entry(
-            name=node.rpartition("/")[2], type=pb.scheme.Entry.COORDINATION_NODE
+            name=node.rpartition("/")[2], type=pb.scheme.Entry.COORDINATION_NODE, owner=owner
         )
         return pb.coordination.DescribeNodeResult(config=stored, self=entry), ()
 

@@ -44,7 +44,7 @@ from tenure._core import (
     UpdateSemaphore,
     WatchFired,
 )
-from tenure._core.holders import holder_key
+from tenure._core.holders import Waiter, holder_key
 from tenure.compat.ydb import _protos as pb
 from tenure.compat.ydb.stream import ArmedWatch, QueuedAcquire, SessionStream
 from tenure.errors import ErrorCode, TenureError, code_of
@@ -120,7 +120,7 @@ class SemaphoreRequests:
             ):
                 raise pb.StatusError(pb.Status.BAD_REQUEST, "Increasing count is not allowed")
         elif not request.ephemeral:
-            raise pb.StatusError(pb.Status.NOT_FOUND, "Semaphore does not exist")
+            raise _missing(name)
         request_id = next(self._request_ids)
         command = Acquire(
             stream.session_id,
@@ -160,8 +160,8 @@ class SemaphoreRequests:
         """``DescribeSemaphore``, arming a watch if asked (replacing this stream's last one)."""
         name = request.name
         watching = request.watch_data or request.watch_owners
-        if watching and self._semaphore(stream, name) is None:
-            raise pb.StatusError(pb.Status.NOT_FOUND, "Semaphore not found")
+        if self._semaphore(stream, name) is None:
+            raise pb.StatusError(pb.Status.NOT_FOUND, f"Semaphore not found: {name!r}")
         if watching:
             self._disarm(stream, name)
         command = DescribeSemaphore(
@@ -175,6 +175,10 @@ class SemaphoreRequests:
         )
         result = self._execute(stream, command)
         description = result.description
+        # The engine's waiters as they stand now (the description was made from them,
+        # in the same order): their arrival numbers and timeouts.
+        sem = self._semaphore(stream, name) if request.include_waiters else None
+        queued = () if sem is None else tuple(sem.waiters.values())
         if result.watch_id is not None:
             stream.watches[name] = ArmedWatch(
                 result.watch_id, request.req_id, description.data, _owners(description)
@@ -186,7 +190,7 @@ class SemaphoreRequests:
                     "req_id": request.req_id,
                     "status": _SUCCESS,
                     "semaphore_description": _described(
-                        description, request.include_owners, request.include_waiters
+                        description, request.include_owners, request.include_waiters, queued
                     ),
                     "watch_added": result.watch_id is not None,
                 }
@@ -215,6 +219,8 @@ class SemaphoreRequests:
 
     def update(self, stream: SessionStream, request: Any) -> None:
         """``UpdateSemaphore``: replace the semaphore's data."""
+        if self._semaphore(stream, request.name) is None:
+            raise _missing(request.name)
         command = UpdateSemaphore(stream.session_id, request.name, request.data)
         self._execute(stream, command)
         self._result(stream, "update_semaphore_result", request.req_id, _SUCCESS)
@@ -222,7 +228,9 @@ class SemaphoreRequests:
     def delete(self, stream: SessionStream, request: Any) -> None:
         """``DeleteSemaphore``: only an idle one unless ``force`` (its waiters: ABORTED)."""
         sem = self._semaphore(stream, request.name)
-        if sem is not None and sem.ephemeral:
+        if sem is None:
+            raise _missing(request.name)
+        if sem.ephemeral:
             raise pb.StatusError(
                 pb.Status.PRECONDITION_FAILED, "Cannot delete ephemeral semaphores"
             )
@@ -288,17 +296,32 @@ class SemaphoreRequests:
         return None if node is None else node.semaphores.get(name)
 
 
+def _missing(name: str) -> pb.StatusError:
+    """NOT_FOUND in YDB's words for an acquire, update or delete
+    (``tx_semaphore_acquire.cpp``, ``tx_semaphore_update.cpp``,
+    ``tx_semaphore_delete.cpp``; a describe says "Semaphore not found"), naming the
+    semaphore."""
+    return pb.StatusError(pb.Status.NOT_FOUND, f"Semaphore does not exist: {name!r}")
+
+
 def _owners(description: SemaphoreDescription) -> tuple[tuple[int, int, bytes], ...]:
     return tuple((o.session_id, o.count, o.data) for o in description.owners)
 
 
-def _described(description: SemaphoreDescription, owners: bool, waiters: bool) -> dict[str, Any]:
+def _described(
+    description: SemaphoreDescription, owners: bool, waiters: bool, queued: tuple[Waiter, ...]
+) -> dict[str, Any]:
     """A ``SemaphoreDescription`` message's fields.
 
-    An owner's ``order_id`` is its fencing token (both grow with every grant); a
-    waiter's is 0, and ``timeout_millis`` is 0 for both: tenure does not describe
-    them (docs/ydb.md).
+    An owner's ``order_id`` is its fencing token (both grow with every grant), and
+    its ``timeout_millis`` 0 (YDB never sets an owner's). A waiter's ``order_id`` is
+    its arrival number in the engine (ascending along the queue, as YDB's), and its
+    ``timeout_millis`` the timeout it asked for (``FOREVER``: none), as YDB's
+    ``tx_semaphore_describe.cpp`` describes them; ``queued`` are the engine's waiters
+    the description's were made from, in the same order.
     """
+    waiter_infos = description.waiters if waiters else ()
+    assert len(queued) == len(waiter_infos), "the waiters described are the engine's"
     return {
         "name": description.name,
         "data": description.data,
@@ -310,8 +333,16 @@ def _described(description: SemaphoreDescription, owners: bool, waiters: bool) -
             for o in (description.owners if owners else ())
         ],
         "waiters": [
-            {"session_id": w.session_id, "count": w.count, "data": w.data}
-            for w in (description.waiters if waiters else ())
+            {
+                "order_id": engine.order,
+                "session_id": w.session_id,
+                "timeout_millis": FOREVER
+                if engine.timeout is None
+                else round(engine.timeout * 1000),
+                "count": w.count,
+                "data": w.data,
+            }
+            for w, engine in zip(waiter_infos, queued, strict=True)
         ],
     }
 
