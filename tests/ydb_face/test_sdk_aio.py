@@ -110,6 +110,23 @@ async def test_semaphore_data_update_and_describe(client: CoordinationClient, pa
         assert (seen.data, seen.count, seen.owners) == (b"v2", 0, [])
 
 
+async def test_an_update_over_the_nodes_data_limit_fails_alone(
+    client: CoordinationClient, path: str
+) -> None:
+    # 2 MiB is over the node's max_data_size (64 KiB) and over tenure's frame size
+    # (1 MiB), but within what the SDK sends (64,000,000 bytes): the update gets its
+    # own error and the session's stream lives on.
+    async with asyncio.timeout(WAIT), client.session(path) as session:
+        semaphore = session.semaphore("config", 1)
+        async with semaphore:
+            # (The SDK names the status by its number: 400120 is PRECONDITION_FAILED.)
+            precondition_failed = str(ydb.StatusCode.PRECONDITION_FAILED.value)
+            with pytest.raises(ydb.issues.Error, match=precondition_failed):
+                await semaphore.update(b"x" * (2 * 1024 * 1024))
+            await semaphore.update(b"small")
+            assert (await semaphore.describe()).data == b"small"
+
+
 async def test_multi_count_semaphore_queues_what_does_not_fit(
     client: CoordinationClient, path: str
 ) -> None:
