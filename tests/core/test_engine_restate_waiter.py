@@ -6,9 +6,14 @@ new request queues at the back: the last test keeps that rule as it was.
 
 from __future__ import annotations
 
+import random
+
+import pytest
+
 from tenure._core import AcquireStatus, DescribeSemaphore, Engine, Release
 from tenure.errors import ErrorCode
 from tests.core.support import (
+    NODE,
     acquire,
     create_semaphore,
     describe,
@@ -104,3 +109,41 @@ def test_a_restate_of_new_data_fires_a_waiters_watch() -> None:
     engine.apply(DescribeSemaphore(a, "p", waiters=True, watch_waiters=True), 0.0)
     acquire(engine, b, "p", 2, request_id=3, data=b"newer", keep_place=True)
     assert len(fired(settled(engine))) == 1
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_restates_keep_the_queue_in_arrival_order(seed: int) -> None:
+    """Sessions ask, ask again (in place or not), try, release and time out at random:
+    after every step the invariants hold (the queue ascends in arrival numbers, a head
+    that fits was granted), and the queue hands out grants in arrival order."""
+    rng = random.Random(seed)
+    engine = make_engine()
+    ids = [open_session(engine) for _ in range(5)]
+    create_semaphore(engine, ids[0], "p", 3)
+    now, last_granted = 0.0, 0
+    for request_id in range(1, 200):
+        now += rng.choice([0.0, 0.1, 0.5])
+        sid = rng.choice(ids)
+        queued = {
+            w.request_id: w.order for w in engine.nodes[NODE].semaphores["p"].waiters.values()
+        }
+        if rng.random() < 0.7:
+            acquire(
+                engine,
+                sid,
+                "p",
+                rng.randint(1, 3),
+                request_id=request_id,
+                timeout=rng.choice([None, 0, 1.0, 3.0]),
+                keep_place=rng.random() < 0.7,
+                data=b"%d" % request_id,
+                now=now,
+            )
+        elif rng.random() < 0.8:
+            engine.apply(Release(sid, "p"), now)
+        else:
+            engine.tick(now)
+        for grant in granted(settled(engine)):
+            if grant.request_id in queued:  # granted from the queue: in arrival order
+                assert queued[grant.request_id] > last_granted
+                last_granted = queued[grant.request_id]

@@ -68,12 +68,26 @@ def random_command(
         count = MAX_COUNT if name == "m" else rng.randint(1, 3)
         timeout = rng.choice([0, None, 0.5, 2.0])
         data = b"d%d/%d" % (sid, hold)
-        return Acquire(sid, name, count, request_id, data, timeout, ephemeral=True, hold=hold)
+        keep_place = rng.random() < 0.3  # (a queued request asked again: restated in place)
+        return Acquire(
+            sid,
+            name,
+            count,
+            request_id,
+            data,
+            timeout,
+            ephemeral=True,
+            hold=hold,
+            keep_place=keep_place,
+        )
     if roll < 0.7:
         return Release(sid, name, hold)
     if roll < 0.78:
         return DetachSession(sid)
     if roll < 0.84:
+        restated = rng.random() < 0.5  # (with a new recovery window and description)
+        if restated:
+            return AttachSession(sid, KEY, request_id, rng.choice([0.5, 3.0]), f"d{request_id}")
         return AttachSession(sid, KEY, request_id)
     if roll < 0.88:
         return UpdateSemaphore(sid, name, b"v%d" % request_id)
