@@ -169,8 +169,9 @@ def _restate_waiter(
     """``cmd`` restates the queued request ``waiting`` in place (``keep_place``).
 
     It keeps its place and its arrival (``since``, ``order``); it takes the new
-    count, data, timeout, lease TTL and request id. The request it replaces ends superseded; at
-    the head, it is granted at once if it now fits (nothing behind it is passed).
+    count, data, timeout, lease TTL and request id. The request it replaces ends
+    superseded; at the head, it is granted at once if it now fits (nothing behind it
+    is passed: the queue stays first in, first out).
     """
     sid, hold = waiting.session_id, waiting.hold
     if waiting.request_id != cmd.request_id:
