@@ -78,7 +78,7 @@ def test_the_guard_refuses_a_process_and_keeps_the_refusal() -> None:
         ("tests", True),
         ("tests/core", True),
         ("tests/core/test_purity.py", False),
-        ("tests/backends", True),  # test_ledger.py, test_joins.py...
+        ("tests/backends", True),  # test_ledger.py, test_turns.py...
         ("tests/backends/postgres", False),
         ("tests/backends/etcd", True),  # test_keepalive.py
         ("tests/backends/redis", True),  # test_redis_url.py

@@ -1,4 +1,8 @@
-"""JoinLocks: one client's joins of a semaphore's queue, one at a time, in order."""
+"""Turns.held: one client's joins of a semaphore's queue, one at a time, in order.
+
+(The take/wait/give steps etcd:// uses directly are tested in
+tests/backends/etcd/test_hot_path.py.)
+"""
 
 from __future__ import annotations
 
@@ -6,17 +10,17 @@ import asyncio
 
 import pytest
 
-from tenure.backends._joins import JoinLocks
+from tenure.backends._turns import Turns
 
 
 async def test_joins_of_one_semaphore_go_one_at_a_time_in_the_order_made() -> None:
-    locks = JoinLocks()
+    locks: Turns[tuple[str, str]] = Turns()
     order: list[int] = []
     inside = 0
 
     async def join(number: int) -> None:
         nonlocal inside
-        async with locks.held("node", "sem"):
+        async with locks.held(("node", "sem")):
             inside += 1
             assert inside == 1
             order.append(number)
@@ -29,22 +33,22 @@ async def test_joins_of_one_semaphore_go_one_at_a_time_in_the_order_made() -> No
 
 
 async def test_other_semaphores_and_nodes_do_not_wait() -> None:
-    locks = JoinLocks()
-    async with locks.held("node", "a"), locks.held("node", "b"), locks.held("other", "a"):
+    locks: Turns[tuple[str, str]] = Turns()
+    async with locks.held(("node", "a")), locks.held(("node", "b")), locks.held(("other", "a")):
         assert len(locks) == 3
     assert len(locks) == 0
 
 
 async def test_a_join_that_fails_or_is_cancelled_lets_the_next_in() -> None:
-    locks = JoinLocks()
+    locks: Turns[tuple[str, str]] = Turns()
     with pytest.raises(RuntimeError):
-        async with locks.held("node", "sem"):
+        async with locks.held(("node", "sem")):
             raise RuntimeError("the call failed")
     entered = asyncio.Event()
     release = asyncio.Event()
 
     async def holder() -> None:
-        async with locks.held("node", "sem"):
+        async with locks.held(("node", "sem")):
             entered.set()
             await release.wait()
 
@@ -52,7 +56,7 @@ async def test_a_join_that_fails_or_is_cancelled_lets_the_next_in() -> None:
     await asyncio.wait_for(entered.wait(), timeout=5)
 
     async def waiter() -> None:
-        async with locks.held("node", "sem"):
+        async with locks.held(("node", "sem")):
             pass  # pragma: no cover - cancelled before it gets the lock
 
     waiting = asyncio.ensure_future(waiter())
@@ -63,5 +67,5 @@ async def test_a_join_that_fails_or_is_cancelled_lets_the_next_in() -> None:
     release.set()
     await asyncio.wait_for(first, timeout=5)
     assert len(locks) == 0
-    async with locks.held("node", "sem"):
+    async with locks.held(("node", "sem")):
         assert len(locks) == 1

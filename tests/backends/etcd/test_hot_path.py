@@ -11,13 +11,15 @@ import asyncio
 import pytest
 
 import tenure
+from tenure.backends._turns import Turns
 from tenure.backends.etcd import EtcdBackend
 from tenure.backends.etcd._keys import Layout, _escape, get_prefix, name_part
-from tenure.backends.etcd._turns import Turns
 from tenure.errors import TenureError
 
 
-async def _join(turns: Turns, key: bytes, log: list[str], name: str, gate: asyncio.Event) -> None:
+async def _join(
+    turns: Turns[bytes], key: bytes, log: list[str], name: str, gate: asyncio.Event
+) -> None:
     turn = turns.take(key)
     if turn is not None:
         await turns.wait(key, turn)
@@ -30,7 +32,8 @@ async def _join(turns: Turns, key: bytes, log: list[str], name: str, gate: async
 
 
 async def test_joins_of_one_name_take_turns_in_the_order_asked() -> None:
-    turns, gate = Turns(), asyncio.Event()
+    turns: Turns[bytes] = Turns()
+    gate = asyncio.Event()
     log: list[str] = []
     tasks = [asyncio.create_task(_join(turns, b"a", log, str(i), gate)) for i in range(4)]
     other = asyncio.create_task(_join(turns, b"b", log, "b", asyncio.Event()))
@@ -48,7 +51,8 @@ async def test_joins_of_one_name_take_turns_in_the_order_asked() -> None:
 
 
 async def test_a_join_cancelled_while_it_waits_does_not_hold_up_the_next() -> None:
-    turns, gate = Turns(), asyncio.Event()
+    turns: Turns[bytes] = Turns()
+    gate = asyncio.Event()
     log: list[str] = []
     first = asyncio.create_task(_join(turns, b"a", log, "first", gate))
     await asyncio.sleep(0)
@@ -65,7 +69,7 @@ async def test_a_join_cancelled_while_it_waits_does_not_hold_up_the_next() -> No
 
 
 async def test_a_turn_handed_to_a_join_cancelled_at_that_moment_is_passed_on() -> None:
-    turns = Turns()
+    turns: Turns[bytes] = Turns()
     assert turns.take(b"a") is None
     handed = turns.take(b"a")
     after = turns.take(b"a")

@@ -55,6 +55,7 @@ from tenure._core.values import (
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends._session import StoreSession
 from tenure.backends._store_listing import ListingModule, StoreListings
+from tenure.backends._turns import Turns
 from tenure.backends.etcd import _listing, _resume
 from tenure.backends.etcd._conn import Connection
 from tenure.backends.etcd._feed import Feeds
@@ -74,7 +75,6 @@ from tenure.backends.etcd._node import NodeView, config_of, read_config
 from tenure.backends.etcd._opening import Opened, lease_ttl, open_new, revoke
 from tenure.backends.etcd._store import EtcdStore
 from tenure.backends.etcd._streams import KeepAlive, WatchHub
-from tenure.backends.etcd._turns import Turns
 from tenure.backends.etcd._url import parse_url
 from tenure.errors import (
     AlreadyExistsError,
@@ -139,7 +139,7 @@ class EtcdBackend(StoreListings):
         #: a time, in the order they were made: each Txn is answered before the next is
         #: sent, so etcd cannot order two of them the other way round, and FIFO holds
         #: down to this client's calls.
-        self.turns = Turns()
+        self.turns: Turns[bytes] = Turns()
         self._closed = False
 
     async def view(self, node: str) -> NodeView:

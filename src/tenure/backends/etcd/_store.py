@@ -43,6 +43,7 @@ from tenure.backends._base import Grant, HeldGrant
 from tenure.backends._ledger import Pending
 from tenure.backends._readback import ReadbackWatch
 from tenure.backends._store import Enqueued, Owner, Withdrawal
+from tenure.backends._turns import Turns
 from tenure.backends.etcd._acquire import Acquirer
 from tenure.backends.etcd._admin import Admin
 from tenure.backends.etcd._conn import Connection
@@ -53,7 +54,6 @@ from tenure.backends.etcd._keys import Layout, name_part
 from tenure.backends.etcd._node import NodeView
 from tenure.backends.etcd._record import Record
 from tenure.backends.etcd._streams import KeepAlive, WatchHub
-from tenure.backends.etcd._turns import Turns
 from tenure.backends.etcd._txns import TxnSender
 from tenure.backends.etcd._watch import EtcdWatch
 from tenure.errors import LostError, PreconditionFailedError
@@ -95,7 +95,7 @@ class Home(Protocol):
         """The client's live sessions, by lease id."""
 
     @property
-    def turns(self) -> Turns:
+    def turns(self) -> Turns[bytes]:
         """Whose turn it is to join each semaphore's queue, of this client's requests."""
 
     def release_view(self, view: NodeView) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from tenure.backends._store import Owner
+from tenure.backends._turns import Turns
 from tenure.backends.etcd._conn import Connection
 from tenure.backends.etcd._feed import Feeds
 from tenure.backends.etcd._hints import Hints
@@ -13,7 +14,6 @@ from tenure.backends.etcd._keys import Layout
 from tenure.backends.etcd._node import NodeView
 from tenure.backends.etcd._record import Record
 from tenure.backends.etcd._streams import WatchHub
-from tenure.backends.etcd._turns import Turns
 from tenure.backends.etcd._txns import TxnSender
 
 __all__ = ["SessionParts"]
@@ -67,7 +67,7 @@ class SessionParts(Protocol):
         """The client's one watch stream."""
 
     @property
-    def turns(self) -> Turns:
+    def turns(self) -> Turns[bytes]:
         """Whose turn it is to join each semaphore's queue, of this client's requests."""
 
     def prefix(self, name: str) -> bytes:

@@ -56,9 +56,9 @@ from tenure._core.values import (
     check_identity,
 )
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
-from tenure.backends._joins import JoinLocks
 from tenure.backends._session import StoreSession
 from tenure.backends._store_listing import ListingModule, StoreListings
+from tenure.backends._turns import Turns
 from tenure.backends.postgres import _listing
 from tenure.backends.postgres._calls import Caller
 from tenure.backends.postgres._listen import Listener, channel
@@ -133,18 +133,18 @@ class PgBackend(StoreListings):
         self.notifications = Capability.WATCH in capabilities
         #: The stores of this client's live sessions, by session id.
         self.sessions: dict[int, PgStore] = {}
-        self._joins = JoinLocks()
+        self._joins: Turns[tuple[str, str]] = Turns()
         self._closed = False
 
     def joining(self, node: str, name: str) -> contextlib.AbstractAsyncContextManager[None]:
         """Held while an acquire of this client joins ``name``'s queue.
 
         Acquires of one client (all its sessions) reach a semaphore's queue one at a
-        time, in the order they were made (asyncio's Lock is first come, first
+        time, in the order they were made (turns are handed over first come, first
         served): concurrent calls on separate pooled connections could commit in
         either order, so FIFO holds down to this client's calls only this way.
         """
-        return self._joins.held(node, name)
+        return self._joins.held((node, name))
 
     @property
     def recheck_interval(self) -> float:

@@ -54,9 +54,9 @@ from tenure._core.values import (
     check_name,
 )
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
-from tenure.backends._joins import JoinLocks
 from tenure.backends._session import StoreSession
 from tenure.backends._store_listing import ListingModule, StoreListings
+from tenure.backends._turns import Turns
 from tenure.backends.redis import _listing
 from tenure.backends.redis._codec import CONFIG_FIELDS, config_args, decode_config
 from tenure.backends.redis._conn import Connection
@@ -116,7 +116,7 @@ class RedisBackend(StoreListings):
         self.inboxes: dict[str, NodeInbox] = {}
         #: The stores of this client's live sessions, by (node base, session id).
         self.sessions: dict[tuple[str, int], RedisStore] = {}
-        self._joins = JoinLocks()
+        self._joins: Turns[tuple[str, str]] = Turns()
         self._closed = False
 
     @property
@@ -144,12 +144,12 @@ class RedisBackend(StoreListings):
         """Held while a request of this client joins ``name``'s queue.
 
         Requests of one client (of all its sessions) join a semaphore's queue one at
-        a time, in the order they were made (asyncio's Lock is first come, first
+        a time, in the order they were made (turns are handed over first come, first
         served): each call is answered before the next is sent, so calls on
         different pooled connections cannot reach Redis the other way round, and
         FIFO holds down to this client's calls.
         """
-        return self._joins.held(base, name)
+        return self._joins.held((base, name))
 
     def session_ended(self, store: RedisStore) -> None:
         """A session ended (closed or lost): forget it."""
