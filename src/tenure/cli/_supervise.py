@@ -2,18 +2,21 @@
 
 The command (the *child*) runs with this process's environment plus the variables
 naming what is held. Its exit status is passed through (a child ended by signal N
-gives 128 + N, as in a shell). If what is held is lost first, the child is sent
-SIGTERM, then SIGKILL once ``grace`` seconds have passed, and the status is
-:attr:`Status.LOST`. SIGINT, SIGTERM and SIGHUP sent to ``tenure`` meanwhile are
-passed on to the child, and ``tenure`` waits for it to end (the caller then
-releases the lock): a supervisor stopping ``tenure`` stops the command first.
+gives 128 + N, as in a shell). If what is held is lost first, the child's whole
+process group is sent SIGTERM, then SIGKILL once ``grace`` seconds have passed, and
+the status is :attr:`Status.LOST`. SIGINT, SIGTERM and SIGHUP sent to ``tenure``
+meanwhile are passed on to the group, and ``tenure`` waits for it to end (the
+caller then releases the lock): a supervisor stopping ``tenure`` stops the command
+first.
 
-The child stays in ``tenure``'s process group, so that it keeps the terminal (it
-may read from it). A ^C typed at a terminal is sent by the terminal to its whole
-foreground process group, the child included: a SIGINT that comes while ``tenure``
-and the child are that group is not passed on again (:func:`terminal_sent`), so
-that the child gets it once. A SIGINT sent to ``tenure`` alone then does not reach
-the child: stop it with SIGTERM.
+The command never outlives ``tenure`` (a command running without its lock is what
+the lock is there to prevent): it runs under the guard (:mod:`tenure.cli._guard`),
+the leader of a process group of its own, which kills the whole group when
+``tenure`` goes (even by ``kill -9``: it watches a pipe only ``tenure`` writes to)
+and ends what the command left behind when it exits. When ``tenure`` runs in the
+terminal's foreground, the guard hands the terminal to the command's group (as a
+shell does for a job), so that the command may read it and a ^C reaches it once;
+``tenure`` takes the terminal back when the command has ended.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import os
 import signal
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Final
 
 from tenure.cli._common import CommandFailedError
@@ -33,29 +37,34 @@ from tenure.errors import LostError
 
 #: Signals passed on to the child while it runs.
 FORWARDED: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: The guard's script, run by the interpreter running tenure (see :mod:`tenure.cli._guard`).
+GUARD: Final = str(Path(__file__).with_name("_guard.py"))
 #: How long the child has, by default, between SIGTERM and SIGKILL after a loss.
 DEFAULT_GRACE: Final = 10.0
 
 
-#: The controlling terminal of this process, whatever its own name.
-CONTROLLING_TERMINAL: Final = "/dev/tty"
-
-
-def terminal_sent(child_pid: int) -> bool:
-    """Whether a SIGINT received now came from the controlling terminal (a ^C) and so
-    reached the child ``child_pid`` too: it is in this process's group, and that
-    group is the terminal's foreground group, which the terminal signals whole."""
+def in_foreground() -> bool:
+    """Whether stdin is a terminal whose foreground process group is this process's."""
     try:
-        terminal = os.open(CONTROLLING_TERMINAL, os.O_RDONLY | os.O_NOCTTY)
+        return os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp()
     except OSError:
-        return False  # no controlling terminal: somebody sent it to tenure alone
-    try:
-        group = os.getpgrp()
-        return os.tcgetpgrp(terminal) == group and os.getpgid(child_pid) == group
-    except OSError:  # the child is gone, or the terminal hung up
         return False
+
+
+def take_terminal_back(group: int) -> None:
+    """Make this process's group the terminal's foreground again if ``group`` has it."""
+    try:
+        if not os.isatty(0) or os.tcgetpgrp(0) != group:
+            return
+    except OSError:
+        return
+    # A background group's tcsetpgrp raises SIGTTOU, which would stop tenure: blocked.
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTTOU})
+    try:
+        with contextlib.suppress(OSError):
+            os.tcsetpgrp(0, os.getpgrp())
     finally:
-        os.close(terminal)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def child_status(returncode: int) -> int:
@@ -68,18 +77,53 @@ def say(message: str) -> None:
     print(f"tenure: {message}", file=sys.stderr, flush=True)
 
 
-async def spawn(command: Sequence[str], environ: Mapping[str, str]) -> asyncio.subprocess.Process:
-    """Start ``command``; a missing or unrunnable program is CommandFailedError (127 or 126)."""
+class Child:
+    """The command's process group, led by its guard; ``process`` is the guard."""
+
+    def __init__(self, process: asyncio.subprocess.Process, pipe: int, terminal: bool) -> None:
+        self.process = process
+        self.pid = process.pid
+        self._pipe = pipe
+        self._terminal = terminal
+
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` to the whole group, unless the guard has ended (and so the group)."""
+        if self.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signum)
+
+    def close(self) -> None:
+        """After the guard has ended: close the pipe, take the terminal back if handed over."""
+        if self._pipe >= 0:
+            os.close(self._pipe)
+            self._pipe = -1
+        if self._terminal:
+            take_terminal_back(self.pid)
+
+
+async def spawn(command: Sequence[str], environ: Mapping[str, str], grace: float) -> Child:
+    """Start ``command`` under its guard, in a process group of its own."""
+    # A command that is missing or cannot run is the guard's to say (127 or 126).
+    # The write end stays here alone (os.pipe's ends are not inherited): when tenure
+    # ends, however it ends, the guard reads end of file.
+    watched, held = os.pipe()
+    terminal = in_foreground()
+    guard = [sys.executable, "-I", "-S", GUARD, str(watched), repr(grace), "1" if terminal else "0"]
     try:
-        return await asyncio.create_subprocess_exec(*command, env=dict(environ))
-    except FileNotFoundError:
-        raise CommandFailedError(
-            f"{command[0]}: command not found", Status.COMMAND_NOT_FOUND
-        ) from None
-    except OSError as error:  # PermissionError, ENOEXEC...
-        raise CommandFailedError(
-            f"{command[0]}: cannot execute: {error.strerror or error}", Status.CANNOT_EXECUTE
-        ) from None
+        process = await asyncio.create_subprocess_exec(
+            *guard, "--", *command, env=dict(environ), pass_fds=(watched,), process_group=0
+        )
+    except BaseException as error:
+        os.close(held)
+        if isinstance(error, OSError):  # the interpreter itself cannot be run
+            raise CommandFailedError(
+                f"cannot start the command's guard: {error.strerror or error}",
+                Status.CANNOT_EXECUTE,
+            ) from None
+        raise
+    finally:
+        os.close(watched)
+    return Child(process, held, terminal)
 
 
 class Signals:
@@ -88,15 +132,16 @@ class Signals:
     Until a child runs, a signal cancels the task that opened it (while ``tenure``
     waits for a lock, that withdraws the request, instead of killing the process
     and leaving the request queued until the session's recovery window passes).
-    While a child runs, a signal is passed on to it (bar a terminal's ^C, which has
-    reached it already: :func:`terminal_sent`). Once it has ended, signals are
+    While a child runs, a signal is passed on to its whole process group (a ^C at a
+    terminal reaches that group alone, from the terminal: the guard made it the
+    foreground group). Once it has ended, signals are
     only recorded: the lock is being released, which must not be cut short.
     ``received`` lists the signals that came, in order.
     """
 
     def __init__(self) -> None:
         self.received: list[int] = []
-        self.child: asyncio.subprocess.Process | None = None
+        self.child: Child | None = None
         self._task: asyncio.Task[object] | None = None
 
     def __enter__(self) -> Signals:
@@ -119,10 +164,7 @@ class Signals:
     def _on_signal(self, signum: int) -> None:
         self.received.append(signum)
         if self.child is not None:
-            if self.child.returncode is None and not (
-                signum == signal.SIGINT and terminal_sent(self.child.pid)
-            ):
-                _send(self.child, signum)
+            self.child.signal(signum)
         elif self._task is not None:
             self._task.cancel()
 
@@ -146,37 +188,38 @@ async def supervise(
         # Lost between the grant and now: the command must not start unprotected.
         say(f"{what} was lost before the command started: {lost.reason}")
         return lost_status
-    child = await spawn(command, environ)
+    child = await spawn(command, environ, grace)
     signals.child = child
-    exited = asyncio.ensure_future(child.wait())
+    exited = asyncio.ensure_future(child.process.wait())
     ended = asyncio.ensure_future(_end_of(lost))
     try:
         await asyncio.wait({exited, ended}, return_when=asyncio.FIRST_COMPLETED)
         if exited.done():
             return child_status(exited.result())
-        say(f"{what} was lost: {ended.result()}; sending SIGTERM to the command (pid {child.pid})")
-        _send(child, signal.SIGTERM)
+        say(
+            f"{what} was lost: {ended.result()}; sending SIGTERM to the command "
+            f"(process group {child.pid})"
+        )
+        child.signal(signal.SIGTERM)
         try:
             await asyncio.wait_for(asyncio.shield(exited), grace)
         except TimeoutError:
-            say(f"the command (pid {child.pid}) did not exit within {grace:g}s: sending SIGKILL")
-            _send(child, signal.SIGKILL)
+            say(
+                f"the command (process group {child.pid}) did not exit within {grace:g}s: "
+                "sending SIGKILL"
+            )
+            child.signal(signal.SIGKILL)
             await exited
         return lost_status
     finally:
         ended.cancel()
         if not exited.done():
-            # Only when this task itself is cancelled: never leave the child behind.
-            _send(child, signal.SIGKILL)
+            # Only when this task itself is cancelled: never leave the command behind.
+            child.signal(signal.SIGKILL)
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(exited)
+        child.close()
 
 
 async def _end_of(signal_: EndSignal) -> LostError | None:
     return await signal_
-
-
-def _send(child: asyncio.subprocess.Process, signum: int) -> None:
-    """Signal the child unless it has already ended."""
-    with contextlib.suppress(ProcessLookupError):
-        child.send_signal(signum)

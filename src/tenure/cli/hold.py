@@ -75,7 +75,8 @@ def hold_options(function: F) -> F:
             default=DEFAULT_GRACE,
             show_default=True,
             metavar="SECONDS",
-            help="after a loss, how long the command has between SIGTERM and SIGKILL",
+            help="after a loss (or, for what it left behind, its end), how long the "
+            "command's process group has between SIGTERM and SIGKILL",
         ),
         click.option(
             "--recovery-window",
@@ -145,11 +146,13 @@ def lock(
 
     Waits its turn (first come, first served), then runs CMD with TENURE_TOKEN (the
     fencing token), TENURE_LOCK (the name), TENURE_NODE and TENURE_SESSION_ID in its
-    environment, and releases when CMD ends; the exit status is CMD's. If the lock is
-    lost meanwhile, CMD gets SIGTERM, then SIGKILL after --grace, and tenure exits 4.
-    SIGINT, SIGTERM and SIGHUP are passed on to CMD (a ^C at a terminal reaches CMD
-    once, from the terminal). Exit statuses: 1 busy or timed out, 2 usage, 3 backend
-    error, 4 lost, 126/127 CMD cannot run / not found.
+    environment, and releases when CMD ends; the exit status is CMD's. CMD runs in a
+    process group of its own, which never outlives tenure (even killed by -9); what
+    CMD leaves behind gets SIGTERM when it ends, SIGKILL after --grace. If the lock
+    is lost meanwhile, CMD's group gets SIGTERM, then SIGKILL after --grace, and
+    tenure exits 4. SIGINT, SIGTERM and SIGHUP are passed on to CMD's group (a ^C at
+    a terminal reaches CMD once, from the terminal). Exit statuses: 1 busy or timed
+    out, 2 usage, 3 backend error, 4 lost, 126/127 CMD cannot run / not found.
     """
     command: list[str] = click.get_current_context().meta[COMMAND_KEY]
     check_waiting(common)
@@ -193,9 +196,9 @@ def elect(name: str, data: str, **common: Any) -> int:
     Campaigns (candidates are served first come, first served); once leader, runs
     CMD with TENURE_TOKEN (the leadership's fencing token), TENURE_LOCK (the
     election's name), TENURE_NODE and TENURE_SESSION_ID, and resigns when CMD ends;
-    the exit status is CMD's. If leadership is lost, CMD gets SIGTERM, then SIGKILL
-    after --grace, and tenure exits 4 (restart it to campaign again). Exit statuses
-    as for tenure lock.
+    the exit status is CMD's. If leadership is lost, CMD's process group gets
+    SIGTERM, then SIGKILL after --grace, and tenure exits 4 (restart it to campaign
+    again). Exit statuses as for tenure lock.
     """
     command: list[str] = click.get_current_context().meta[COMMAND_KEY]
     check_waiting(common)
