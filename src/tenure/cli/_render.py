@@ -4,6 +4,12 @@ JSON carries everything exactly: owner and semaphore data as ``data`` (UTF-8 tex
 undecodable bytes as ``\\xNN``) and ``data_base64`` (the bytes themselves), times as
 UNIX seconds by the store's clock. Tables are for reading: a mutex's token count
 (2^64-1, see :data:`tenure.MAX_COUNT`) shows as ``-``, ages as ``1m05s``.
+
+Text that clients choose (descriptions, owner and semaphore data, names, client
+identities) goes through :func:`safe` before it is shown to people, and table
+cells are never read as rich markup: whoever may open a session must not be able to
+write escape sequences, forged lines or reversed text on an operator's terminal.
+JSON needs none of it (it escapes control characters itself).
 """
 
 from __future__ import annotations
@@ -12,10 +18,11 @@ import base64
 import sys
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Final
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from tenure._core.values import (
     MAX_COUNT,
@@ -31,6 +38,37 @@ from tenure.client import LeaderState
 
 #: Width of tables written to a pipe or a file (a terminal's own width is used otherwise).
 PIPE_WIDTH = 200
+
+
+#: Characters that reorder or hide text on a terminal without being control characters:
+#: the bidirectional marks, embeddings, overrides and isolates (U+202E shows what
+#: follows reversed).
+BIDI: Final = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+#: Unicode's own line and paragraph separators, which some terminals break lines at.
+SEPARATORS: Final = frozenset("\u2028\u2029")
+#: How the commonest control characters are shown.
+NAMED: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def safe(text: str) -> str:
+    """``text`` made harmless for a terminal: each control character (C0 with ESC,
+    newline, CR and tab; DEL; C1), bidirectional mark and Unicode line or paragraph
+    separator shown as a backslash escape
+    (``\\x1b``, ``\\n``, ``\\u202e``); everything else as it is."""
+    if text.isprintable():  # the common case: nothing to do (str.isprintable is false
+        return text  # for every character escaped below, and for some harmless ones)
+    return "".join(_escaped(char) for char in text)
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    if char in NAMED:
+        return NAMED[char]
+    if code < 0x20 or 0x7F <= code <= 0x9F:
+        return f"\\x{code:02x}"
+    if char in BIDI or char in SEPARATORS:
+        return f"\\u{code:04x}"
+    return char
 
 
 def console() -> Console:
@@ -49,8 +87,8 @@ def data_json(data: bytes) -> dict[str, str]:
 
 
 def data_text(data: bytes, width: int = 60) -> str:
-    """``data`` for a table cell: text, cut to ``width`` characters."""
-    text = data.decode("utf-8", "backslashreplace")
+    """``data`` for a table cell: text (:func:`safe`), cut to ``width`` characters."""
+    text = safe(data.decode("utf-8", "backslashreplace"))
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
@@ -60,11 +98,12 @@ def identity_json(identity: ClientIdentity) -> dict[str, object]:
 
 
 def identity_text(identity: ClientIdentity) -> str:
-    """``name@host:pid``, leaving out what is not known."""
-    where = identity.host + (f":{identity.pid}" if identity.pid else "")
-    if identity.name and where:
-        return f"{identity.name}@{where}"
-    return identity.name or where or "-"
+    """``name@host:pid``, leaving out what is not known (:func:`safe`)."""
+    name, host = safe(identity.name), safe(identity.host)
+    where = host + (f":{identity.pid}" if identity.pid else "")
+    if name and where:
+        return f"{name}@{where}"
+    return name or where or "-"
 
 
 def age_text(since: float | None, now: float | None = None) -> str:
@@ -227,21 +266,28 @@ def leader_json(node: str, name: str, state: LeaderState | None) -> dict[str, ob
 
 
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> Table:
-    """A plain table of text cells."""
-    drawn = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    """A plain table of text cells (never read as rich markup: ``[red]`` shows as typed)."""
+    drawn = Table(
+        title=None if title is None else Text(title),
+        title_justify="left",
+        show_edge=False,
+        pad_edge=False,
+    )
     for column in columns:
         drawn.add_column(column, overflow="fold")
     for row in rows:
-        drawn.add_row(*row)
+        drawn.add_row(*(Text(cell) for cell in row))
     return drawn
 
 
-def semaphore_tables(node: str, found: SemaphoreDescription) -> list[Table | str]:
+def semaphore_tables(node: str, found: SemaphoreDescription) -> list[Table | Text]:
     """What ``tenure describe`` prints: a heading line, the holders, the waiters in order."""
     if not found.exists:
         return [
-            f"mutex {found.name!r} in node {node!r}: free (nobody holds or waits for it; "
-            "no semaphore of that name exists)"
+            Text(
+                f"mutex {found.name!r} in node {node!r}: free (nobody holds or waits for it; "
+                "no semaphore of that name exists)"
+            )
         ]
     doc = semaphore_json(node, found)
     limit = "none" if doc["limit"] is None else str(doc["limit"])
@@ -252,7 +298,7 @@ def semaphore_tables(node: str, found: SemaphoreDescription) -> list[Table | str
         f"{len(found.owners)} holder(s), {len(found.waiters)} waiter(s)"
     )
     if found.data:
-        heading += f"; data {data_text(found.data)!r}"
+        heading += f"; data '{data_text(found.data)}'"
     now = time.time()
     holders = table(
         "holders",
@@ -260,7 +306,7 @@ def semaphore_tables(node: str, found: SemaphoreDescription) -> list[Table | str
         (
             [
                 str(owner.session_id),
-                owner.description or "-",
+                safe(owner.description) or "-",
                 identity_text(owner.identity),
                 str(owner.token),
                 count_text(owner.count),
@@ -277,7 +323,7 @@ def semaphore_tables(node: str, found: SemaphoreDescription) -> list[Table | str
             [
                 str(position),
                 str(waiter.session_id),
-                waiter.description or "-",
+                safe(waiter.description) or "-",
                 identity_text(waiter.identity),
                 count_text(waiter.count),
                 age_text(waiter.since, now),
@@ -286,7 +332,7 @@ def semaphore_tables(node: str, found: SemaphoreDescription) -> list[Table | str
             for position, waiter in enumerate(found.waiters, 1)
         ),
     )
-    return [heading, holders, waiters]
+    return [Text(heading), holders, waiters]
 
 
 def summaries_table(node: str, summaries: Sequence[SemaphoreSummary]) -> Table:
@@ -296,7 +342,7 @@ def summaries_table(node: str, summaries: Sequence[SemaphoreSummary]) -> Table:
         doc = summary_json(summary)
         rows.append(
             [
-                summary.name,
+                safe(summary.name),
                 str(doc["kind"]),
                 "none" if doc["limit"] is None else str(doc["limit"]),
                 ("yes" if summary.count else "no")
@@ -320,7 +366,7 @@ def sessions_table(node: str, sessions: Sequence[SessionSummary]) -> Table:
         (
             [
                 str(session.session_id),
-                session.description or "-",
+                safe(session.description) or "-",
                 identity_text(session.identity),
                 duration_text(session.timeout),
                 age_text(session.created_at, now),
@@ -362,7 +408,7 @@ def state_line(found: SemaphoreDescription) -> str:
     kind = kind_of(found.limit, found.ephemeral, counts)
     holders = ", ".join(
         f"session {owner.session_id}"
-        + (f" ({owner.description})" if owner.description else "")
+        + (f" ({safe(owner.description)})" if owner.description else "")
         + f" token {owner.token}"
         + ("" if kind == "mutex" else f" x{owner.count}")
         for owner in found.owners
@@ -373,5 +419,5 @@ def state_line(found: SemaphoreDescription) -> str:
     line += f"held by {holders}" if holders else "free"
     line += f"; {len(found.waiters)} waiting"
     if found.data:
-        line += f"; data {data_text(found.data)!r}"
+        line += f"; data '{data_text(found.data)}'"
     return line

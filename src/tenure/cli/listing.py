@@ -42,7 +42,7 @@ def ls(node: str | None, prefix: str, as_json: bool, url: str) -> int:
                     print_json(nodes)
                 else:
                     for name in nodes:
-                        click.echo(name)
+                        click.echo(_render.safe(name))
                 return Status.OK
             summaries = await client.list_semaphores(node, prefix=prefix)
         if as_json:
