@@ -18,13 +18,16 @@ What recovery accepts and refuses (never a silent loss):
 
 * A **zero-filled tail** is the end of the log: the preallocated space (or what
   a crash during preallocation left), kept for the appends to come.
-* A **torn tail** (the last record cut short, or with a bad checksum and only
-  zeros after it, as a crash during an append leaves it) is dropped with a
-  warning and the segment is truncated to its last whole record.
-* **Anything else that does not check out** (a bad checksum followed by more
-  data, a length beyond the size limit, a bad header, a missing segment in the
-  sequence) stops start-up with :class:`CorruptLogError`, naming the file and the
-  byte offset.
+* A **torn tail** of the last segment (exactly defined in
+  :mod:`tenure.server._durability.tails`: damage after which no whole record
+  starts before a sector of zeros or the end of the file, as a crash or power cut
+  during an append leaves it) is cut off: the segment is truncated to its last
+  whole record, with one warning saying how many bytes at which offset.
+* **Anything else that does not check out** (a bad record followed by a whole
+  one, a torn tail in a segment that is not the last, a bad header, a missing
+  segment in the sequence) stops start-up with :class:`CorruptLogError`, naming
+  the file and the byte offset; ``tenure repair DATA_DIR`` explains it and can
+  cut the log there (:mod:`tenure.server._durability.examine`).
 
 Records are opaque bytes here; what they mean is the server's business.
 """
@@ -36,7 +39,6 @@ import errno
 import logging
 import os
 import re
-import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -46,11 +48,12 @@ from typing import Final
 from tenure.errors import (
     CorruptLogError as CorruptLogError,
 )  # re-exported: it lives in tenure.errors
+from tenure.server._durability.tails import HEAD as _HEAD
+from tenure.server._durability.tails import MAGIC as MAGIC
+from tenure.server._durability.tails import scan
 
 log = logging.getLogger("tenure.storage")
 
-MAGIC: Final = b"TENURE-LOG\x00\x01"
-_HEAD: Final = struct.Struct(">II")
 #: The largest record the log accepts (a snapshot may be larger: see SNAPSHOT_LIMIT).
 RECORD_LIMIT: Final = 16 * 1024 * 1024
 SNAPSHOT_LIMIT: Final = 4 * 1024 * 1024 * 1024 - 1
@@ -99,42 +102,28 @@ class Compaction:
             os.fsync(file.fileno())
 
 
-def _read_records(path: Path, limit: int) -> tuple[list[bytes], int]:
+def _read_records(path: Path, limit: int, *, last: bool = False) -> tuple[list[bytes], int]:
     """All whole records of a file and the offset just after the last one.
 
-    Raises CorruptLogError for damage that is not a torn tail.
+    A torn tail (:mod:`tenure.server._durability.tails`) of the ``last`` segment is
+    cut off, with a warning saying what was cut.
+
+    Raises:
+        CorruptLogError: damage that is not a torn tail of the last segment.
     """
-    data = path.read_bytes()
-    if not data.startswith(MAGIC):
-        if len(data) < len(MAGIC) and MAGIC.startswith(data):
-            return [], 0  # torn while writing the header itself
-        raise CorruptLogError(path, 0, "not a tenure log (bad header)")
-    records: list[bytes] = []
-    offset = len(MAGIC)
-    while offset < len(data):
-        if len(data) - offset < _HEAD.size:
-            break  # the last record's header was cut short
-        length, crc = _HEAD.unpack_from(data, offset)
-        if length == 0:
-            # No record is empty, so this is the end: the preallocated zeros (or the
-            # zero-filled tail some filesystems leave after a crash), or damage if
-            # anything but zeros follows.
-            if not _zeros_from(data, offset):
-                raise CorruptLogError(path, offset, "empty record header before more data")
-            break
-        end = offset + _HEAD.size + length
-        if length > limit:
-            raise CorruptLogError(path, offset, f"record length {length} over the limit {limit}")
-        if end > len(data):
-            break  # the last record was cut short
-        payload = data[offset + _HEAD.size : end]
-        if zlib.crc32(payload) != crc:
-            if not _zeros_from(data, end):
-                raise CorruptLogError(path, offset, "checksum mismatch in the middle of the log")
-            break  # a last record written only in part
-        records.append(payload)
-        offset = end
-    return records, offset
+    found = scan(path.read_bytes(), limit)
+    if found.damage is None:
+        return found.records, found.end
+    if last and found.tail:
+        _drop_torn_tail(path, found.end, found.damage)
+        return found.records, found.end
+    if found.later is not None:
+        why = f"{found.damage}, followed by a whole record at offset {found.later}"
+    elif found.tail:
+        why = f"{found.damage} (a torn tail, but this is not the last segment)"
+    else:
+        why = found.damage
+    raise CorruptLogError(path, found.end, why)
 
 
 def framed(payload: bytes) -> bytes:
@@ -164,29 +153,28 @@ def unframed(data: bytes | memoryview) -> list[tuple[int, int]]:
     return spans
 
 
-def _zeros_from(data: bytes, offset: int) -> bool:
-    """Whether every byte of ``data`` from ``offset`` on is zero (counted in C: a
-    preallocated tail is megabytes)."""
-    return data.count(0, offset) == len(data) - offset
-
-
 #: Commits of appended records: fdatasync, as etcd's WAL does. It writes the data and
 #: what reading it back needs (the file's size) but not timestamps, so one commit costs
 #: fewer disk writes than fsync. (fsync where the platform has no fdatasync.)
 _sync_data: Final = getattr(os, "fdatasync", os.fsync)
 
 
-def _drop_torn_tail(path: Path, end: int) -> None:
-    """Cut a segment after its last whole record ``end`` if what follows is not zeros."""
+def _drop_torn_tail(path: Path, end: int, damage: str) -> None:
+    """Cut the last segment after its last whole record ``end`` (a torn tail)."""
     size = path.stat().st_size
-    if end == size:
-        return
+    log.warning(
+        "%s: dropping a torn tail of %d bytes at offset %d (%s)",
+        path,
+        size - end,
+        end,
+        damage,
+        extra={
+            "event": "torn_tail_dropped",
+            "fields": {"file": str(path), "offset": end, "bytes": size - end, "why": damage},
+        },
+    )
     with path.open("r+b") as file:
-        file.seek(end)
-        if end and _zeros_from(file.read(), 0):
-            return  # the preallocated zeros: the end of the log, kept for the appends
-        log.warning("%s: dropping a torn tail of %d bytes at offset %d", path, size - end, end)
-        file.truncate(max(end, len(MAGIC)) if end else 0)
+        file.truncate(end)
         file.flush()
         os.fsync(file.fileno())
 
@@ -250,8 +238,7 @@ class DataDir:
         end = 0
         for number in wanted:
             path = self._segment_path(number)
-            found, end = _read_records(path, RECORD_LIMIT)
-            _drop_torn_tail(path, end)
+            found, end = _read_records(path, RECORD_LIMIT, last=number == wanted[-1])
             records.extend(found)
         self._segment = wanted[-1] if wanted else since
         self._open_segment(self._segment, end if wanted else 0)
@@ -263,9 +250,11 @@ class DataDir:
     def _newest_snapshot(self) -> tuple[bytes | None, int]:
         for number in reversed(self._numbered(_SNAPSHOT)):
             path = self._snapshot_path(number)
-            records, end = _read_records(path, SNAPSHOT_LIMIT)
-            if len(records) == 1 and end == path.stat().st_size:
-                return records[0], number
+            found = scan(path.read_bytes(), SNAPSHOT_LIMIT)
+            if found.end == 0 and found.damage and not found.tail:
+                raise CorruptLogError(path, 0, found.damage)  # not a tenure file at all
+            if len(found.records) == 1 and found.end == found.size:
+                return found.records[0], number
             log.warning("%s: incomplete snapshot ignored (an interrupted compaction)", path)
         return None, 0
 
