@@ -106,7 +106,8 @@ def test_a_data_dir_another_process_holds_says_so(tmp_path: Path) -> None:
         failed = failed_start(data, "--port", str(free_port()))
     assert failed["reason"] == "data_dir_locked"
     assert failed["msg"] == (
-        f"data directory {data} is in use by another tenure server (it holds {data}/lock): "
+        f"data directory {data} is in use by another tenure server (pid {os.getpid()}; it "
+        f"holds {data}/lock): "
         "stop that server, or pick another with --data-dir or TENURE_DATA_DIR"
     )
 
@@ -120,8 +121,9 @@ def test_a_corrupt_log_names_the_file_and_what_to_do(tmp_path: Path) -> None:
     assert failed["reason"] == "corrupt_log"
     assert failed["msg"] == (
         f"data directory {data} cannot be trusted: {segment}: not a tenure log (bad header) "
-        "at byte offset 0; the server does not start on damaged data: restore it from a "
-        "backup, or move it aside to start empty (docs/operations.md, 'The data directory')"
+        f"at byte offset 0; the server does not start on damaged data: `tenure repair {data}` "
+        "explains the damage and can cut the log there; or restore it from a backup, or "
+        "move it aside to start empty (docs/operations.md, 'The data directory')"
     )
     assert segment.read_bytes() == b"not a log at all\n"  # left as it was found
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tenure.errors import CorruptLogError
 from tenure.server._config.serve_config import env_name
+from tenure.server._durability.dirlock import DataDirLockedError
 
 #: The errors that say the server's user may not do what it tried.
 _DENIED = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
@@ -32,10 +33,13 @@ class StartFailure:
 
     reason: str
     message: str
+    holder: int | None = None  # data_dir_locked: the pid of the server holding it
 
     def log(self, log: logging.Logger) -> None:
         """Log it: one ``critical`` line, event ``start_failed``."""
-        fields = {"reason": self.reason}
+        fields: dict[str, object] = {"reason": self.reason}
+        if self.holder is not None:
+            fields["holder_pid"] = self.holder
         log.critical(self.message, extra={"event": "start_failed", "fields": fields})
 
 
@@ -86,14 +90,28 @@ def data_dir_failure(data_dir: Path, error: OSError | CorruptLogError) -> StartF
         return StartFailure(
             "corrupt_log",
             f"data directory {data_dir} cannot be trusted: {error}; the server does not "
-            "start on damaged data: restore it from a backup, or move it aside to start "
+            f"start on damaged data: `tenure repair {data_dir}` explains the damage and can "
+            "cut the log there; or restore it from a backup, or move it aside to start "
             "empty (docs/operations.md, 'The data directory')",
         )
-    if isinstance(error, BlockingIOError):
+    pid = error.pids[0] if isinstance(error, DataDirLockedError) and error.pids else None
+    if isinstance(error, DataDirLockedError) and not error.lock_file:
+        # Its lock file was deleted: name the server by its pid (from /proc/locks).
+        who = f"pid {pid}" if pid is not None else "a process"
         return StartFailure(
             "data_dir_locked",
-            f"data directory {data_dir} is in use by another tenure server (it holds "
+            f"data directory {data_dir} is in use by another tenure server ({who} holds "
+            f"the directory itself; its lock file {data_dir / 'lock'} was deleted): stop "
+            f"that server, or {elsewhere}",
+            pid,
+        )
+    if isinstance(error, BlockingIOError):
+        who = f"pid {pid}; " if pid is not None else ""
+        return StartFailure(
+            "data_dir_locked",
+            f"data directory {data_dir} is in use by another tenure server ({who}it holds "
             f"{data_dir / 'lock'}): stop that server, or {elsewhere}",
+            pid,
         )
     what = f" ({error.filename})" if error.filename else ""
     if error.errno in _DENIED:

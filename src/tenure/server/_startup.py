@@ -29,6 +29,7 @@ from tenure.errors import TenureError
 from tenure.server import _faces
 from tenure.server._config.cluster_url import without_secrets
 from tenure.server._config.serve_config import ConfigError, ServeConfig, resolve
+from tenure.server._durability.dirlock import DataDirLock
 from tenure.server._durability.identity import has_state, instance_id, lock_data_dir
 from tenure.server._durability.journal import Journal
 from tenure.server._durability.storage import CorruptLogError, DataDir
@@ -53,10 +54,27 @@ async def serve(config: ServeConfig) -> int:
     except OSError as error:
         data_dir_failure(config.data_dir, error).log(log)
         return 1
+    watch = asyncio.create_task(_watch_lock(lock), name="watch the data directory's lock")
     try:
         return await _serve_locked(config, journal, loop)
     finally:
+        watch.cancel()
         lock.close()
+
+
+#: How often the server checks that its lock file is still there (one stat()).
+LOCK_CHECK_INTERVAL = 2.0
+
+
+async def _watch_lock(lock: DataDirLock) -> None:
+    """Check the lock file now and then: one deleted is locked again, loudly (the
+    directory's own lock keeps a second server out meanwhile)."""
+    while True:
+        await asyncio.sleep(LOCK_CHECK_INTERVAL)
+        try:
+            lock.check()
+        except OSError as error:  # never stop serving over it: the directory stays locked
+            log.error("cannot check %s: %s", lock.path, error)
 
 
 async def _serve_locked(

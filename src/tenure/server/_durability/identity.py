@@ -1,7 +1,7 @@
 """Which state a data directory holds, which process may use it, and its secret.
 
-:func:`lock_data_dir` holds the directory's lock file for as long as the server
-runs, so that two servers never write one log. :func:`instance_id` names the state
+:func:`lock_data_dir` holds the directory (and its lock file) for as long as the
+server runs, so that two servers never write one log. :func:`instance_id` names the state
 the directory holds: a client that reconnects to a server with another id knows
 its sessions are gone (docs/protocol.md section 11). :func:`server_secret` is what
 the faces sign with (dflockd's tokens, YDB's login tickets), so that what they hand
@@ -10,17 +10,18 @@ out outlives a restart (a cluster's members share one kept in etcd instead).
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 from pathlib import Path
-from typing import BinaryIO, Final
+from typing import Final
+
+from tenure.server._durability.dirlock import LOCK_FILE as LOCK_FILE
+from tenure.server._durability.dirlock import DataDirLock
 
 log = logging.getLogger("tenure.server")
 
 INSTANCE_ID_FILE: Final = "instance-id"
 INSTANCE_ID_BYTES: Final = 16
-LOCK_FILE: Final = "lock"
 #: The secret's file (named for the face that first needed one; kept so that the
 #: tokens of existing data directories stay valid).
 SECRET_FILE: Final = "dflockd.key"
@@ -65,22 +66,15 @@ def instance_id(path: Path, *, fresh: bool) -> bytes:
     return data
 
 
-def lock_data_dir(path: Path) -> BinaryIO:
-    """Hold ``<path>/lock`` exclusively (released when the file is closed, or at exit).
+def lock_data_dir(path: Path) -> DataDirLock:
+    """Hold the data directory ``path`` exclusively: the directory and ``<path>/lock``
+    (:mod:`tenure.server._durability.dirlock`), until closed or the process exits.
 
     Raises:
-        OSError: another process holds it (BlockingIOError), or the directory is unusable.
+        OSError: another process holds it (a BlockingIOError: DataDirLockedError), or the
+            directory is unusable.
     """
-    path.mkdir(parents=True, exist_ok=True)
-    file = (path / LOCK_FILE).open("ab")
-    try:
-        fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as error:
-        file.close()
-        if isinstance(error, BlockingIOError):
-            raise BlockingIOError(f"{path} is in use by another tenure server") from None
-        raise
-    return file
+    return DataDirLock(path)
 
 
 def server_secret(path: Path) -> bytes:
