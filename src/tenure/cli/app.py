@@ -78,6 +78,7 @@ for _command in (
     cluster.cluster,
 ):
     cli.add_command(_command)
+cli.add_command(__import__("tenure.cli.repair", fromlist=["repair"]).repair)  # issue 28
 
 
 def main(argv: Sequence[str]) -> int:
