@@ -121,6 +121,9 @@ class Server:
             stopping=lambda: self._stopping,
             observer=observer,
         )
+        #: What the faces, and the dashboard's login tickets, sign with: the data
+        #: directory's secret, or a cluster's shared one.
+        self.secret = server_secret(config.data_dir) if secret is None else secret
         # What the server lends each face; its own ``attach`` is the one argument left.
         lend = partial(
             Plug,
@@ -131,7 +134,7 @@ class Server:
             self.out.finish,
             forget=self._table.forget,
             connections=lambda: len(self._conns),
-            secret=server_secret(config.data_dir) if secret is None else secret,
+            secret=self.secret,
             observer=observer,
             role=role,
         )

@@ -123,7 +123,7 @@ async def _start_endpoint(config: ServeConfig, host: str, port: int) -> Endpoint
 
     endpoint = Endpoint(tenure.__version__)
     try:
-        bound = await endpoint.start(host, port)
+        bound = await endpoint.start(host, port, config)
     except OSError as error:
         named = "http_host" if config.http_host else "host"
         listen_failure(error, host, port, setting="http_port", host_setting=named).log(log)

@@ -124,12 +124,19 @@ class ServeConfig:
     ydb_max_message_size: int = 64 * 1024 * 1024
     http_port: int = 0  # 0: no HTTP endpoint
     http_host: str = ""  # empty: the same as ``host``
+    http_tls_cert: Path | None = None  # both or neither: https on the HTTP port
+    http_tls_key: Path | None = None
+    http_max_connections: int = 256
+    http_idle_timeout: float = 60.0
+    http_header_timeout: float = 10.0
+    metrics_auth: bool = False  # /metrics wants a token
     dashboard_max_nodes: int = 50
     dashboard_max_semaphores: int = 100
     dashboard_max_sessions: int = 100
     dashboard_max_holders: int = 20
     dashboard_rate: float = 2.0  # updates per second per page, at most
     dashboard_max_streams: int = 64  # event streams served at once
+    dashboard_ticket_ttl: float = 28800.0  # a dashboard login's lifetime
     dashboard_actions: bool = False  # without tokens: may the dashboard end sessions?
     log_format: str = "auto"
     slow_commit: float = DEFAULT_SLOW_COMMIT  # 0: never logged
@@ -323,6 +330,11 @@ def check_http(config: ServeConfig) -> None:
             f"({(error.name or 'a library').split('.')[0]} is missing): "
             "pip install 'tenure[server]'"
         ) from None
+    if config.metrics_auth and config.auth_file is None:
+        raise ConfigError("--metrics-auth needs --auth-file: its tokens are what /metrics wants")
+    from tenure.server._http.listener import http_tls_context  # the server extra: only here
+
+    http_tls_context(config.http_tls_cert, config.http_tls_key)
 
 
 def check_files(config: ServeConfig) -> None:

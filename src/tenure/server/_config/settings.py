@@ -338,6 +338,57 @@ SETTINGS: Final = (
         "ADDR",
         "address of the HTTP endpoint; empty: the same as --host (default: empty)",
     ),
+    Setting(
+        "http_tls_cert",
+        Path,
+        None,
+        "PEM",
+        "serve the HTTP endpoint over TLS (https) with this certificate chain (PEM); needs "
+        "--http-tls-key; --tls-cert is not used for it (default: plain HTTP)",
+    ),
+    Setting(
+        "http_tls_key",
+        Path,
+        None,
+        "PEM",
+        "the private key of --http-tls-cert (PEM, unencrypted)",
+    ),
+    Setting(
+        "http_max_connections",
+        int,
+        256,
+        "N",
+        "HTTP connections open at once; one more is answered 503 and closed at once "
+        "(default: %(default)s)",
+        in_range(1, 100_000),
+    ),
+    Setting(
+        "http_idle_timeout",
+        float,
+        60.0,
+        "S",
+        "an HTTP connection with no request in progress is closed after this many seconds "
+        "(default: %(default)s)",
+        in_range(0.1, 86400),
+    ),
+    Setting(
+        "http_header_timeout",
+        float,
+        10.0,
+        "S",
+        "a new HTTP connection must send a whole request head (and finish its TLS "
+        "handshake) within this many seconds, or it is closed (default: %(default)s)",
+        in_range(0.1, 3600),
+    ),
+    Setting(
+        "metrics_auth",
+        bool,
+        False,
+        "BOOL",
+        "/metrics wants a token of --auth-file (any access) as Authorization: Bearer; "
+        "off: open to whoever reaches the HTTP port, as Prometheus expects "
+        "(default: %(default)s)",
+    ),
     # -- the dashboard at / of the HTTP endpoint (tenure.server._http.dashboard) -----------
     Setting(
         "dashboard_max_nodes",
@@ -389,6 +440,15 @@ SETTINGS: Final = (
         "dashboard: event streams (open pages) served at once; one more is answered 503 "
         "and its page tries again later (default: %(default)s)",
         in_range(1, 10_000),
+    ),
+    Setting(
+        "dashboard_ticket_ttl",
+        float,
+        28800.0,
+        "S",
+        "dashboard: how long a login is good for, in seconds (its cookie holds a signed "
+        "ticket that expires then) (default: %(default)s)",
+        in_range(10, 30 * 86400),
     ),
     Setting(
         "dashboard_actions",

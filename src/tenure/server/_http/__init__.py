@@ -13,7 +13,11 @@ imported only when the endpoint is asked for.
 * :mod:`~tenure.server._http.readiness`: the server's phase, what ``/readyz`` says.
 * :mod:`~tenure.server._http.dashboard`: the live dashboard at ``/`` (its page in
   ``static/``), :mod:`~tenure.server._http.board` what it shows,
-  :mod:`~tenure.server._http.viewer` who may see and do what there.
+  :mod:`~tenure.server._http.viewer` who may see and do what there,
+  :mod:`~tenure.server._http.login` its login and logout, whose cookie holds a
+  ticket of :mod:`~tenure.server._http.login_tickets`;
+* :mod:`~tenure.server._http.listener`: the port's listener (TLS, the connection
+  limit, idle and header timeouts).
 """
 
 from __future__ import annotations

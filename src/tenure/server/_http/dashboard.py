@@ -15,8 +15,10 @@ Who may see and do what (:mod:`tenure.server._net.auth`'s rules, as on the wire)
   reachable by more than the client port (scrapers), and a browser can be made to
   send requests to it by other sites, so ending sessions is something to ask for;
 * with ``--auth-file`` every request needs a token: ``Authorization: Bearer
-  SECRET``, or the cookie the login form sets (HttpOnly, SameSite=Strict, holding
-  the secret: nothing is kept on the server per login). A token sees only the nodes
+  SECRET``, or the cookie the login form sets (HttpOnly, SameSite=Strict, Secure
+  over TLS), which holds a signed, expiring ticket naming the token, never its
+  secret (:mod:`tenure.server._http.login`, :mod:`tenure.server._http.login_tickets`:
+  refused once expired, logged out, or its token gone). A token sees only the nodes
   it may touch, and "end session" is offered, and allowed, only where the wire
   protocol would let it send KillSession (read-write, node allowed): else 403.
 
@@ -59,11 +61,21 @@ from tenure.server._http.board import (
 )
 from tenure.server._http.cluster_view import cluster_view, dashboard_url
 from tenure.server._http.front import METRICS, READINESS, SERVING
-from tenure.server._http.viewer import COOKIE, Viewer, cookie_value, request_secret
+from tenure.server._http.login_tickets import LoginTickets
+from tenure.server._http.viewer import Viewer, bearer, cookie_ticket
 from tenure.server._net.auth import Access
 from tenure.server._serve import Server
 
-__all__ = ["KEEPALIVE_SECONDS", "STREAM_SECONDS", "add_dashboard_routes"]
+__all__ = [
+    "DASHBOARD",
+    "KEEPALIVE_SECONDS",
+    "STREAM_SECONDS",
+    "Dashboard",
+    "add_dashboard_routes",
+    "error_response",
+    "json_body",
+    "unauthorized",
+]
 
 log = logging.getLogger("tenure.server")
 
@@ -104,6 +116,7 @@ class Dashboard:
         self._views: dict[str, tuple[float, str]] = {}
         #: Event streams open now (at most ``--dashboard-max-streams``).
         self.streams = 0
+        self._tickets: LoginTickets | None = None
 
     @property
     def server(self) -> Server | None:
@@ -123,8 +136,27 @@ class Dashboard:
         tokens = server.gate.tokens
         if tokens is None:
             return Viewer(None, actions=server.config.dashboard_actions)
-        token = tokens.authenticate(request_secret(request))
+        secret = bearer(request)
+        if secret is not None:
+            token = tokens.authenticate(secret)
+        else:
+            tickets = self.tickets()
+            token = None if tickets is None else tickets.check(cookie_ticket(request), tokens)
         return None if token is None else Viewer(token, actions=token.access is Access.READ_WRITE)
+
+    def tickets(self) -> LoginTickets | None:
+        """The login tickets of the running server (None while it starts or recovers).
+
+        Kept across a cluster's terms (each its own :class:`Server`, all with the
+        cluster's secret), so that a logout is not forgotten at a new term.
+        """
+        server = self.server
+        if server is None:
+            return None
+        ttl = server.config.dashboard_ticket_ttl
+        if self._tickets is None or not self._tickets.signs_with(server.secret):
+            self._tickets = LoginTickets(server.secret, ttl)
+        return self._tickets
 
     def view(self, viewer: Viewer) -> str:
         """The view ``viewer`` sees now, as JSON text (rebuilt at most once per interval)."""
@@ -197,12 +229,14 @@ def _never(node: str) -> bool:
     return False
 
 
-def _error(status: int, message: str, **more: object) -> web.Response:
+def error_response(status: int, message: str, **more: object) -> web.Response:
     return web.json_response({"error": message, **more}, status=status, headers=_HEADERS)
 
 
-def _unauthorized() -> web.Response:
-    return _error(401, "a token is needed: log in, or send Authorization: Bearer", login=True)
+def unauthorized() -> web.Response:
+    return error_response(
+        401, "a token is needed: log in, or send Authorization: Bearer", login=True
+    )
 
 
 @functools.cache
@@ -227,7 +261,7 @@ async def board_now(request: web.Request) -> web.Response:
     dashboard = request.app[DASHBOARD]
     viewer = dashboard.viewer(request)
     if viewer is None:
-        return _unauthorized()
+        return unauthorized()
     return web.Response(text=_message(dashboard.view(viewer)), headers=_HEADERS)
 
 
@@ -241,13 +275,13 @@ async def events(request: web.Request) -> web.StreamResponse:
     dashboard = request.app[DASHBOARD]
     viewer = dashboard.viewer(request)
     if viewer is None:
-        return _unauthorized()
+        return unauthorized()
     server = dashboard.server
     most = server.config.dashboard_max_streams if server is not None else 1
     if dashboard.streams >= most:
         # The page's EventSource tries again after ``retry`` (its last one, or its own).
         why = f"dashboard_max_streams ({most}) event streams are open; try again later"
-        return _error(503, why)
+        return error_response(503, why)
     response = web.StreamResponse(
         headers={**_HEADERS, "Content-Type": "text/event-stream", "X-Accel-Buffering": "no"}
     )
@@ -279,55 +313,19 @@ async def events(request: web.Request) -> web.StreamResponse:
     return response
 
 
-async def _json_body(request: web.Request) -> dict[str, object] | web.Response:
+async def json_body(request: web.Request) -> dict[str, object] | web.Response:
     """The JSON object a changing request sends (see the module docstring), or the 4xx."""
     if request.content_type != "application/json":
-        return _error(415, "send application/json")
+        return error_response(415, "send application/json")
     if request.content_length is None or request.content_length > MAX_BODY:
-        return _error(413, f"the body must be given and at most {MAX_BODY} bytes")
+        return error_response(413, f"the body must be given and at most {MAX_BODY} bytes")
     try:
         body = json.loads(await request.read())
     except (ValueError, UnicodeError):
-        return _error(400, "the body is not JSON")
+        return error_response(400, "the body is not JSON")
     if not isinstance(body, dict):
-        return _error(400, "the body must be a JSON object")
+        return error_response(400, "the body must be a JSON object")
     return body
-
-
-async def login(request: web.Request) -> web.Response:
-    """Check a token's secret and keep it in the login cookie."""
-    body = await _json_body(request)
-    if isinstance(body, web.Response):
-        return body
-    server = request.app[DASHBOARD].server
-    if server is None:
-        return _error(503, "the server is not serving yet")
-    if server.gate.tokens is None:
-        return _error(400, "this server has no --auth-file: there is nothing to log in to")
-    secret = body.get("secret")
-    token = server.gate.tokens.authenticate(secret if isinstance(secret, str) else None)
-    fields = {"peer": request.remote, "where": "dashboard"}
-    if token is None:
-        log.warning("authentication failed", extra={"event": "auth_failed", "fields": fields})
-        return _error(401, "no token has that secret", login=True)
-    assert isinstance(secret, str)
-    response = web.json_response({"token": token.name, "access": token.access.value})
-    response.set_cookie(
-        COOKIE,
-        cookie_value(secret),
-        httponly=True,
-        samesite="Strict",
-        path="/",
-        secure=request.secure,
-    )
-    return response
-
-
-async def logout(request: web.Request) -> web.Response:
-    """Forget the login cookie."""
-    response = web.json_response({})
-    response.del_cookie(COOKIE, path="/")
-    return response
 
 
 async def kill(request: web.Request) -> web.Response:
@@ -338,30 +336,30 @@ async def kill(request: web.Request) -> web.Response:
     dashboard = request.app[DASHBOARD]
     viewer = dashboard.viewer(request)
     if viewer is None:
-        return _unauthorized()
-    body = await _json_body(request)
+        return unauthorized()
+    body = await json_body(request)
     if isinstance(body, web.Response):
         return body
     node, session_id = body.get("node"), body.get("session_id")
     if not isinstance(node, str) or type(session_id) is not int or session_id <= 0:
-        return _error(400, "send a node (a string) and a session_id (a positive integer)")
+        return error_response(400, "send a node (a string) and a session_id (a positive integer)")
     server = dashboard.server
     if server is None or server.stopping:
-        return _error(503, "the server is not serving")
+        return error_response(503, "the server is not serving")
     if not server.role.leading:
         url = dashboard_url(server.role.leader("http"))
         where = f"on the leader's dashboard, {url}" if url else "on the leader (none known now)"
-        return _error(503, f"this server is a standby: end sessions {where}", leader=url)
+        return error_response(503, f"this server is a standby: end sessions {where}", leader=url)
     why = viewer.kill_denial(node, session_id)
     if why is not None:
-        return _error(403, why)
+        return error_response(403, why)
     try:
         server.host.execute(KillSession(node, session_id))
         await server.host.committed()  # durable before it is acknowledged
     except TenureError as error:
-        return _error(_STATUS.get(code_of(error), 409), str(error))
+        return error_response(_STATUS.get(code_of(error), 409), str(error))
     if server.host.dead:
-        return _error(503, "the server failed to log the change")
+        return error_response(503, "the server failed to log the change")
     fields = {
         "node": node,
         "session_id": session_id,
@@ -390,6 +388,4 @@ def add_dashboard_routes(app: web.Application) -> None:
     app.router.add_get("/favicon.ico", no_icon)
     app.router.add_get("/dashboard/api/board", board_now)
     app.router.add_get("/dashboard/api/events", events)
-    app.router.add_post("/dashboard/api/login", login)
-    app.router.add_post("/dashboard/api/logout", logout)
     app.router.add_post("/dashboard/api/kill", kill)

@@ -11,9 +11,12 @@ from __future__ import annotations
 from prometheus_client import ProcessCollector
 
 from tenure._core import Engine
+from tenure.server._config.serve_config import ServeConfig
 from tenure.server._http.collector import StateCollector
 from tenure.server._http.dashboard import add_dashboard_routes
 from tenure.server._http.front import ROUTE_SETS, HttpFront
+from tenure.server._http.listener import HttpLimits, http_tls_context
+from tenure.server._http.login import add_login_routes
 from tenure.server._http.metrics import ServerMetrics
 from tenure.server._http.readiness import Phase, Readiness
 from tenure.server._role import STANDALONE, Role
@@ -28,7 +31,9 @@ class Endpoint:
     def __init__(self, version: str) -> None:
         self.readiness = Readiness()
         self.metrics = ServerMetrics(version=version)
-        self.front = HttpFront(self.readiness, self.metrics, (*ROUTE_SETS, add_dashboard_routes))
+        self.front = HttpFront(
+            self.readiness, self.metrics, (*ROUTE_SETS, add_dashboard_routes, add_login_routes)
+        )
         registry = self.metrics.registry
         registry.register(
             StateCollector(
@@ -38,13 +43,24 @@ class Endpoint:
         # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds...
         ProcessCollector(registry=registry)
 
-    async def start(self, host: str, port: int) -> tuple[str, int]:
-        """Listen (before recovery); the address bound.
+    async def start(
+        self, host: str, port: int, config: ServeConfig | None = None
+    ) -> tuple[str, int]:
+        """Listen (before recovery), as ``config``'s ``--http-*`` settings say (their
+        defaults without it); the address bound.
 
         Raises:
             OSError: the address cannot be bound.
+            ConfigError: the TLS files cannot be loaded (checked at start-up already).
         """
-        return await self.front.start(host, port)
+        config = ServeConfig() if config is None else config
+        limits = HttpLimits(
+            max_connections=config.http_max_connections,
+            idle_timeout=config.http_idle_timeout,
+            header_timeout=config.http_header_timeout,
+            tls=http_tls_context(config.http_tls_cert, config.http_tls_key),
+        )
+        return await self.front.start(host, port, limits, metrics_auth=config.metrics_auth)
 
     def recovering(self) -> None:
         """The data directory is being replayed."""

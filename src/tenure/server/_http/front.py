@@ -21,12 +21,15 @@ from typing import Final
 from aiohttp import web
 from prometheus_client.exposition import choose_encoder
 
+from tenure.server._http.listener import GuardedSite, HttpLimits
 from tenure.server._http.metrics import ServerMetrics
 from tenure.server._http.readiness import Readiness
+from tenure.server._http.viewer import bearer
 from tenure.server._serve import Server
 
 __all__ = [
     "METRICS",
+    "METRICS_AUTH",
     "READINESS",
     "ROUTE_SETS",
     "SERVING",
@@ -51,6 +54,8 @@ READINESS: Final = web.AppKey("readiness", Readiness)
 METRICS: Final = web.AppKey("metrics", ServerMetrics)
 #: The running server (``app[SERVING].server``; None while it starts or recovers).
 SERVING: Final = web.AppKey("serving", Serving)
+#: ``--metrics-auth``: whether ``/metrics`` wants a token (set when the endpoint starts).
+METRICS_AUTH: Final = web.AppKey("metrics_auth", bool)
 
 #: Adds a group of routes to the application.
 RouteSet = Callable[[web.Application], None]
@@ -73,7 +78,23 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    """Every series, in the format the scraper asks for (Prometheus text or OpenMetrics)."""
+    """Every series, in the format the scraper asks for (Prometheus text or OpenMetrics).
+
+    Open to anyone who reaches the port (Prometheus's convention), unless
+    ``--metrics-auth``: then a token of the auth file is needed, any access (read-only
+    suffices), as ``Authorization: Bearer SECRET`` (a scraper's ``authorization``).
+    """
+    if request.app[METRICS_AUTH]:
+        server = request.app[SERVING].server
+        if server is None:  # the auth file is the running server's
+            return web.Response(status=503, text="not serving yet: no token can be checked\n")
+        tokens = server.gate.tokens
+        if tokens is not None and tokens.authenticate(bearer(request)) is None:
+            return web.Response(
+                status=401,
+                text="--metrics-auth: send Authorization: Bearer with a token's secret\n",
+                headers={"WWW-Authenticate": 'Bearer realm="tenure metrics"'},
+            )
     encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
     body = encoder(request.app[METRICS].registry)
     return web.Response(body=body, headers={"Content-Type": content_type})
@@ -108,20 +129,32 @@ class HttpFront:
         self.app[READINESS] = readiness
         self.app[METRICS] = server_metrics
         self.app[SERVING] = self.serving
+        self.app[METRICS_AUTH] = False
         for add_routes in route_sets:
             add_routes(self.app)
         self._runner: web.AppRunner | None = None
+        #: The listening site (its guard counts the connections); None until started.
+        self.site: GuardedSite | None = None
 
-    async def start(self, host: str, port: int) -> tuple[str, int]:
-        """Listen on ``host:port``; the address bound.
+    async def start(
+        self, host: str, port: int, limits: HttpLimits | None = None, *, metrics_auth: bool = False
+    ) -> tuple[str, int]:
+        """Listen on ``host:port`` (with TLS if ``limits.tls``); the address bound.
 
         Raises:
             OSError: the address cannot be bound (in use, not this machine's).
         """
-        runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
+        limits = HttpLimits() if limits is None else limits
+        self.app[METRICS_AUTH] = metrics_auth  # (before the runner freezes the app)
+        runner = web.AppRunner(
+            self.app,
+            access_log=None,
+            shutdown_timeout=SHUTDOWN_TIMEOUT,
+            keepalive_timeout=limits.idle_timeout,
+        )
         await runner.setup()
         try:
-            site = web.TCPSite(runner, host, port, reuse_address=True)
+            site = self.site = GuardedSite(runner, host, port, limits)
             await site.start()
         except BaseException:
             await runner.cleanup()

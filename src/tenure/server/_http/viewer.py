@@ -1,7 +1,8 @@
 """Who looks at the dashboard, and what they may do there: the wire protocol's rules.
 
-A :class:`Viewer` is the token a request carries (:func:`request_secret`: an
-``Authorization: Bearer`` header, else the login cookie), or None without
+A :class:`Viewer` is the token a request carries (an ``Authorization: Bearer``
+header with the token's secret, :func:`bearer`, else the login cookie's ticket,
+:func:`cookie_ticket`: :mod:`tenure.server._http.login_tickets`), or None without
 ``--auth-file``; :mod:`tenure.server._http.dashboard` says why the page is read-only
 without tokens unless ``--dashboard-actions`` is set. A token sees the nodes it may
 touch and may end a session where :func:`tenure.server._net.auth.denial` would let it
@@ -10,8 +11,6 @@ send KillSession.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from dataclasses import dataclass
 from typing import Final
 
@@ -20,9 +19,9 @@ from aiohttp import web
 from tenure._core import KillSession
 from tenure.server._net.auth import Token, denial
 
-__all__ = ["COOKIE", "Viewer", "cookie_value", "request_secret"]
+__all__ = ["COOKIE", "Viewer", "bearer", "cookie_ticket"]
 
-#: The login cookie (the token's secret, base64url: a cookie-safe spelling of any text).
+#: The login cookie: a signed, expiring ticket naming the token, never its secret.
 COOKIE: Final = "tenure_dashboard"
 
 
@@ -66,21 +65,15 @@ class Viewer:
         return None
 
 
-def cookie_value(secret: str) -> str:
-    """The login cookie's value for ``secret``."""
-    return base64.urlsafe_b64encode(secret.encode("utf-8")).decode("ascii")
-
-
-def request_secret(request: web.Request) -> str | None:
-    """The token's secret the request carries: a bearer header, else the login cookie."""
+def bearer(request: web.Request) -> str | None:
+    """The secret of an ``Authorization: Bearer`` header (API clients, scrapers), or None."""
     header = request.headers.get("Authorization", "")
     scheme, _, value = header.partition(" ")
     if scheme.lower() == "bearer" and value.strip():
         return value.strip()
-    cookie = request.cookies.get(COOKIE)
-    if not cookie:
-        return None
-    try:
-        return base64.urlsafe_b64decode(cookie.encode("ascii")).decode("utf-8")
-    except (ValueError, binascii.Error, UnicodeError):
-        return None
+    return None
+
+
+def cookie_ticket(request: web.Request) -> str | None:
+    """The login ticket the request's cookie holds, or None."""
+    return request.cookies.get(COOKIE) or None

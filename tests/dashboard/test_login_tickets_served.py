@@ -1,0 +1,134 @@
+"""The dashboard's login on a real server: its cookie holds a signed ticket, never the
+token's secret (HttpOnly, SameSite=Strict, Max-Age; Secure over https), a copy of it
+is refused after logout, and the old cookie (the secret, base64) is refused; then the
+page over https (``--http-tls-cert``) in Chromium, its certificate checked with
+Python's ssl."""
+
+from __future__ import annotations
+
+import base64
+import socket
+import ssl
+from collections.abc import Iterator
+from http.cookies import SimpleCookie
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+import pytest
+
+from tests.server.wire import WAIT, ServerProcess, free_port
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
+
+pytestmark = pytest.mark.timeout(60)
+
+READER = "reader-secret-1"
+AUTH_FILE = f'[[token]]\nname = "reader"\nsecret = "{READER}"\naccess = "read-only"\n'
+
+
+def serve(tmp_path: Path, *extra: str) -> Iterator[int]:
+    """A server with an auth file and ``--http-port``: the HTTP port."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "auth.toml").write_text(AUTH_FILE)
+    http = free_port()
+    args = ("--fsync", "off", "--http-port", str(http), "--auth-file", str(tmp_path / "auth.toml"))
+    with ServerProcess(tmp_path / "data", *args, *extra):
+        yield http
+
+
+async def call(
+    http: int, method: str, path: str, cookie: str | None = None, body: Any = None
+) -> tuple[int, Any, aiohttp.ClientResponse]:
+    """(status, JSON answer, response) of one request, with only ``cookie`` sent."""
+    headers = {"Cookie": f"tenure_dashboard={cookie}"} if cookie else {}
+    async with (
+        aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=WAIT), cookie_jar=aiohttp.DummyCookieJar()
+        ) as client,
+        client.request(
+            method, f"http://127.0.0.1:{http}/dashboard/api{path}", json=body, headers=headers
+        ) as response,
+    ):
+        return response.status, await response.json(content_type=None), response
+
+
+async def test_the_cookie_is_a_ticket_a_logout_revokes(tmp_path: Path) -> None:
+    for http in serve(tmp_path, "--dashboard-ticket-ttl", "600"):
+        status, answer, response = await call(http, "POST", "/login", body={"secret": READER})
+        assert status == 200, answer
+        [header] = response.headers.getall("Set-Cookie")
+        morsel = SimpleCookie(header)["tenure_dashboard"]
+        ticket = morsel.value
+        assert READER not in ticket
+        assert base64.urlsafe_b64encode(READER.encode()).decode().rstrip("=") not in ticket
+        assert morsel["httponly"]
+        assert morsel["samesite"] == "Strict"
+        assert morsel["max-age"] == "600"
+        assert not morsel["secure"]  # plain http
+        status, answer, _ = await call(http, "GET", "/board", ticket)
+        assert status == 200, answer
+        assert answer["view"]["token"] == "reader"
+        # The old cookie, the secret itself in base64: no longer a way in.
+        old = base64.urlsafe_b64encode(READER.encode()).decode()
+        assert (await call(http, "GET", "/board", old))[0] == 401
+        # A copy of the cookie, kept by someone else: refused once the owner logs out.
+        status, answer, _ = await call(http, "POST", "/logout", ticket, {})
+        assert status == 200, answer
+        assert answer == {"revoked": True}
+        assert (await call(http, "GET", "/board", ticket))[0] == 401
+        # A bearer header with the secret still works for API clients.
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=WAIT)) as client,
+            client.get(
+                f"http://127.0.0.1:{http}/dashboard/api/board",
+                headers={"Authorization": f"Bearer {READER}"},
+            ) as response,
+        ):
+            assert response.status == 200
+
+
+def test_the_page_over_https_in_chromium(tmp_path: Path, browser: Browser) -> None:
+    import trustme
+
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    cert.private_key_pem.write_to_path(str(tmp_path / "key.pem"))
+    cert.cert_chain_pems[0].write_to_path(str(tmp_path / "cert.pem"))
+    tls = (
+        "--http-tls-cert",
+        str(tmp_path / "cert.pem"),
+        "--http-tls-key",
+        str(tmp_path / "key.pem"),
+    )
+    for http in serve(tmp_path, *tls):
+        # The certificate served is ours, and verifies against the test's CA.
+        context = ssl.create_default_context()
+        ca.configure_trust(context)
+        with (
+            socket.create_connection(("127.0.0.1", http), timeout=WAIT) as raw,
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls_sock,
+        ):
+            served = tls_sock.getpeercert(binary_form=True)
+            assert served == ssl.PEM_cert_to_DER_cert(cert.cert_chain_pems[0].bytes().decode())
+        # Chromium has no store of ours to trust: the certificate was checked above.
+        page_context = browser.new_context(ignore_https_errors=True)
+        page_context.set_default_timeout(WAIT * 1000)
+        try:
+            page = page_context.new_page()
+            page.goto(f"https://127.0.0.1:{http}/")
+            page.wait_for_selector("form#login:not([hidden])")
+            page.fill("#secret", READER)
+            page.click("form#login button")
+            page.wait_for_selector("#access:text-is('token reader (read-only)')")
+            [cookie] = page_context.cookies()
+            assert cookie["name"] == "tenure_dashboard"
+            assert cookie["secure"]
+            assert cookie["httpOnly"]
+            assert cookie["sameSite"] == "Strict"
+            assert READER not in cookie["value"]
+            page.wait_for_selector("#live.on")  # the event stream, over https too
+        finally:
+            page_context.close()
