@@ -90,7 +90,6 @@ class Guard:
         self.open = 0
         #: Connections refused since the last one admitted (a burst: logged once).
         self.refused = 0
-        self.refused_total = 0
 
     def admit(self, peer: object) -> bool:
         """Whether one more connection may be served now (counted if so)."""
@@ -107,7 +106,6 @@ class Guard:
                 extra={"event": "http_connections_refused", "fields": fields},
             )
         self.refused += 1
-        self.refused_total += 1
         return False
 
     def release(self) -> None:
