@@ -26,6 +26,8 @@ from tools.faults.cluster_target import TenureClusterTarget
 from tools.faults.db_targets import PostgresTarget, RedisTarget
 from tools.faults.etcd_target import EtcdTarget
 from tools.faults.harness import run_scenario
+from tools.faults.history import load
+from tools.faults.power import losses
 from tools.faults.scenarios import SCENARIOS, applies
 from tools.faults.target import Target, TenureTarget
 
@@ -127,6 +129,12 @@ async def test_scenario_keeps_every_promise(target_name: str, name: str, tmp_pat
         assert faults.get("sigstop-holder", 0) + faults.get("sigstop", 0) > 0, verdict.stats
         lost = verdict.stats["operations"].get("section:lost", 0)
         assert verdict.stats["stale_writes_refused"] + lost > 0, verdict.stats
+    if name == "power":
+        # --fsync always: a few cuts, and not one acknowledged grant or update lost
+        # (the rules above already hold tokens and registers to that; this counts).
+        loss = losses(load(sorted((tmp_path / "history").glob("*.jsonl"))))
+        assert loss.cuts >= 2, verdict.stats
+        assert (loss.lost_grants, loss.lost) == (0, 0), loss
     if known:
         pytest.xfail(f"a known finding (tools/faults/findings.md): {known[0].message}")
 

@@ -23,16 +23,24 @@ REPO: Final = Path(__file__).resolve().parents[2]
 #: The targets, in the report's order.
 TARGET_NAMES: Final = ("tenure", "tenure-cluster", "etcd", "redis", "postgres")
 #: The scenarios, in the report's order.
-SCENARIO_NAMES: Final = ("crash", "cluster-crash", "failover", "network", "pause-clock", "disk")
+SCENARIO_NAMES: Final = (
+    "crash",
+    "cluster-crash",
+    "failover",
+    "network",
+    "pause-clock",
+    "disk",
+    "power",
+)
 
 DESCRIPTION: Final = """\
 Long mode of the fault suite (tools/faults): each scenario runs for --minutes of
 faults against a fresh server of each target it applies to, with more workers than
 short mode (pytest tests/faults), then docs/reliability.md (and its JSON) is
 written: the results of the (target, scenario) pairs run replace earlier ones, the
-others stay. On tenure: crash, network, pause-clock, disk; on tenure-cluster:
+others stay. On tenure: crash, network, pause-clock, disk, power; on tenure-cluster:
 failover, network, pause-clock; on etcd: cluster-crash, network, pause-clock; on
-redis and postgres: crash, network, pause-clock (160 min of faults in all at the
+redis and postgres: crash, network, pause-clock (170 min of faults in all at the
 default --minutes). Needs root (the disk scenario mounts a tmpfs) and Debian's
 etcd-server, redis-server and postgresql (scripts/bootstrap test installs them).
 Exits 1 if a rule was broken, 2 if a target cannot run here.

@@ -33,6 +33,8 @@ from tools.faults.fence import FenceServer
 from tools.faults.history import Recorder, load, now
 from tools.faults.nemesis import Stage, restart, set_clock, sleep_until
 from tools.faults.observer import Observer
+from tools.faults.power import KERNEL_WRITEBACK, shim_env
+from tools.faults.power import compile_shim as compile_power_shim
 from tools.faults.progress import Progress
 from tools.faults.proxies import ProxyGroup
 from tools.faults.scenarios import NEMESES, Scenario, liveness_bound
@@ -179,6 +181,18 @@ async def run_scenario(
         if scenario.fsync_shim:
             target.env["LD_PRELOAD"] = str(await asyncio.to_thread(compile_shim, work_dir))
             target.env[TRIGGER_VARIABLE] = str(work_dir / "fsync-trigger")
+        if scenario.power_shim:
+            library = await asyncio.to_thread(compile_power_shim, work_dir)
+            journal = work_dir / "power-journal"
+            env = shim_env(
+                library,
+                target.data_dir,
+                journal,
+                torn=scenario.torn,
+                writeback=KERNEL_WRITEBACK,
+                cut_in_sync=scenario.cut_in_sync,
+            )
+            target.env.update(env)
         await asyncio.to_thread(target.start)
         await _create_node(target.url())
         keys = [f"m{k}" for k in range(scenario.keys)]

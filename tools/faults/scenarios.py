@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Final
 
-from tools.faults import disk, failover, members, nemesis
+from tools.faults import disk, failover, members, nemesis, power
 from tools.faults.nemesis import Stage
 from tools.faults.target import DATA_DIR, IDLE_TIMEOUT, MEMBERS, PRELOAD, REPLICATED, Target
 
@@ -32,6 +32,7 @@ NEMESES: Final[dict[str, Nemesis]] = {
     "disk": disk.disk,
     "members": members.members,
     "failover": failover.failover,
+    "power": power.power,
 }
 
 #: Tools a scenario may need on the machine (scripts/bootstrap installs them).
@@ -61,6 +62,15 @@ class Scenario:
     fsync_shim: bool = False
     #: Through a fault proxy per worker (the network nemesis needs it).
     proxied: bool = False
+    #: The server preloads the power shim (tools/faults/power_shim.c: writes reach the
+    #: data directory only once synced; compiled with gcc at run time).
+    power_shim: bool = False
+    #: With the power shim: the probability, per write, that a random part of the
+    #: pending pages reaches the disk (torn tails at the cut); 0: none.
+    torn: float = 0.0
+    #: With the power shim: the probability, per sync with writes pending, that the
+    #: power goes during it (part of it on disk, then SIGKILL); 0: never.
+    cut_in_sync: float = 0.0
     short_seconds: float = 20.0
     #: Target capabilities the scenario needs (target.py's constants).
     requires: frozenset[str] = frozenset()
@@ -74,7 +84,7 @@ class Scenario:
         return (
             *((FAKETIME,) if self.faketime else ()),
             *((MOUNT,) if self.tmpfs else ()),
-            *((GCC,) if self.fsync_shim else ()),
+            *((GCC,) if self.fsync_shim or self.power_shim else ()),
         )
 
     def long(self, workers: int = 8) -> Scenario:
@@ -172,6 +182,23 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             tmpfs=True,
             fsync_shim=True,
             short_seconds=22.0,
+            requires=frozenset({DATA_DIR, PRELOAD}),
+        ),
+        Scenario(
+            "power",
+            "a power cut every 1.5-4 s: the data directory on an LD_PRELOAD layer that "
+            "keeps every write in the server's memory until its file is fsynced and "
+            "every creation or rename until the directory is, then kill -9 (the unsynced "
+            "writes die with it), unsynced creations and renames undone, and the server "
+            "restarted at once on what the disk kept; 30% of writes first let a random "
+            "part of the pending pages reach the disk, and 0.2% of syncs are cut while "
+            "they write (a random half or a random suffix of their pages on disk: torn "
+            "tails)",
+            ("power",),
+            power_shim=True,
+            torn=power.TORN,
+            cut_in_sync=power.CUT_IN_SYNC,
+            short_seconds=10.0,
             requires=frozenset({DATA_DIR, PRELOAD}),
         ),
     )
