@@ -79,6 +79,17 @@ def later_blocks_but_not_the_start(segment: Path, end: int) -> None:
     put(segment, cut, data[cut - end :])
 
 
+def later_sectors_but_not_the_rest_of_the_first(segment: Path, end: int) -> None:
+    # The batch starts part way into a sector, whose rest never reached the disk (it
+    # reads back as zeros, beside older records: the sector is not all zeros), while
+    # the batch's next sectors did: whole records follow in the next sector. (Found
+    # by the power-loss scenario, tools/faults/power.py.)
+    data = batch()
+    cut = -(-end // SECTOR) * SECTOR
+    assert cut > end, "the kept records end part way into a sector"
+    put(segment, cut, data[cut - end :])
+
+
 def zeros(segment: Path, end: int) -> None:
     put(segment, end, bytes(3 * SECTOR))
 
@@ -88,6 +99,7 @@ SHAPES: dict[str, Callable[[Path, int], None]] = {
     "partial body": partial_body,
     "bad crc on the last record": bad_crc_on_the_last_record,
     "later blocks but not the start": later_blocks_but_not_the_start,
+    "later sectors but not the rest of the first": later_sectors_but_not_the_rest_of_the_first,
     "zeros": zeros,
 }
 

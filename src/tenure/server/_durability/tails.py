@@ -14,12 +14,17 @@ check out (a header cut short, a zero length, a record running past the end of t
 file, a bad crc32; a length over the limit is never torn, as the writer never wrote
 one). What follows D is a **tail** when no whole record
 (length 1 to the limit, inside the file, crc32 matching) starts at any byte offset
-after D and before Z, where Z is the first 512-byte sector at or after D (aligned
-in the file) that holds only zeros, or the end of the file if there is none. Zeros
-count as the end: a write the disk never made reads back as zeros, and a record is
-never empty, so a sector of zeros is never the middle of the log as written. What
-lies after such a sector came later than the lost write, so it is part of the tail
-too. Anything else is damage before the tail.
+after D and before Z. Z is D itself when the bytes from D to the end of D's 512-byte
+sector are all zeros (the write that was to put a record there never reached that
+sector: a batch that starts part way into a sector, its first sector lost and its
+later ones written; etcd's WAL reads a record one of whose sector pieces is all
+zeros as torn, ``isTornEntry``). Else Z is the first 512-byte sector at or after D
+(aligned in the file) that holds only zeros, or the end of the file if there is
+none. Zeros count as the end: a write the disk never made reads back as zeros, and
+a record is never empty, so zeros from a record's start to its sector's end, or a
+whole sector of zeros, are never the middle of the log as written. What lies after
+them came later than the lost write, so it is part of the tail too. Anything else is
+damage before the tail.
 """
 
 from __future__ import annotations
@@ -119,11 +124,19 @@ def zero_sector(data: bytes | memoryview, start: int) -> int:
     return size
 
 
+def zeros_to_sector_end(data: bytes | memoryview, start: int) -> bool:
+    """Whether the bytes from ``start`` to the end of its sector (or of the file) are
+    all zeros, and there is at least one."""
+    end = min(len(data), (start // SECTOR + 1) * SECTOR)
+    piece = data[start:end]
+    return len(piece) > 0 and piece == _ZERO_SECTOR[: len(piece)]
+
+
 def _later_record(view: memoryview, damage: int, limit: int) -> tuple[int | None, bool]:
     """Where the first whole record after offset ``damage`` and before the next zero
     sector starts (None: nowhere), and whether that could be decided within the budget."""
     size = len(view)
-    stop = zero_sector(view, damage)
+    stop = damage if zeros_to_sector_end(view, damage) else zero_sector(view, damage)
     budget = CRC_BUDGET
     at = damage + 1
     while at < stop and at + HEAD.size <= size:
