@@ -52,18 +52,26 @@ def instance_id(path: Path, *, fresh: bool) -> bytes:
                 return data
             log.warning("%s is not %d bytes: replaced", file, INSTANCE_ID_BYTES)
     data = os.urandom(INSTANCE_ID_BYTES)
+    _write_durably(file, data, 0o644)
+    return data
+
+
+def _write_durably(file: Path, data: bytes, mode: int) -> None:
+    """Put ``data`` in ``file`` whole or not at all, and durably: written to a temp
+    file and fsynced, renamed over ``file``, and the directory fsynced, so that a
+    power cut keeps the new name (a rename is durable only once its directory is)."""
     temp = file.with_suffix(".tmp")
-    with temp.open("wb") as out:
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "wb") as out:
         out.write(data)
         out.flush()
         os.fsync(out.fileno())
     os.replace(temp, file)
-    fd = os.open(path, os.O_RDONLY)
+    directory = os.open(file.parent, os.O_RDONLY)
     try:
-        os.fsync(fd)
+        os.fsync(directory)
     finally:
-        os.close(fd)
-    return data
+        os.close(directory)
 
 
 def lock_data_dir(path: Path) -> DataDirLock:
@@ -78,7 +86,9 @@ def lock_data_dir(path: Path) -> DataDirLock:
 
 
 def server_secret(path: Path) -> bytes:
-    """The data directory's secret, made on first use (mode 0600, fsynced)."""
+    """The data directory's secret, made on first use (mode 0600; the file and its
+    directory fsynced, so a power cut soon after cannot make the next start mint
+    another and void every ticket and dflockd token signed with this one)."""
     file = path / SECRET_FILE
     try:
         secret = file.read_bytes()
@@ -88,9 +98,5 @@ def server_secret(path: Path) -> bytes:
         pass
     secret = os.urandom(SECRET_BYTES)
     path.mkdir(parents=True, exist_ok=True)
-    fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(secret)
-        out.flush()
-        os.fsync(out.fileno())
+    _write_durably(file, secret, 0o600)
     return secret
