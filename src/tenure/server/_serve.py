@@ -28,13 +28,14 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
 from tenure._core import CloseSession, DetachSession, Effect, Engine, SessionEnded
-from tenure._protocol import GoingAway, Refused, ServerConnection, State
+from tenure._protocol import GoingAway, LocalProtocolError, Refused, ServerConnection, State
 from tenure._protocol.fanout import FiredPushes
 from tenure.errors import ErrorCode, NotLeaderError, TenureError
 from tenure.server import _faces
@@ -44,9 +45,11 @@ from tenure.server._durability.journal import Journal
 from tenure.server._durable_host import DurableHost, DurableOutput
 from tenure.server._face_set import FaceSet
 from tenure.server._net.accept import READ_LIMIT, AcceptedProtocol, Kind
+from tenure.server._net.fds import native_share
 from tenure.server._net.gate import Conn, Gate
 from tenure.server._net.native import NativeFace
 from tenure.server._net.outbox import Connection, Outboxes
+from tenure.server._net.throttle import peer_host
 from tenure.server._observe import Observer
 from tenure.server._role import STANDALONE_ROLE, Role
 from tenure.server._session_table import SessionTable
@@ -113,6 +116,17 @@ class Server:
         self.host = make_host(deliver=self._deliver, output=self.out, on_fatal=self._on_fatal)
         self._table: SessionTable[Conn | Face] = SessionTable(max_queued=config.max_queued_pushes)
         self._conns: set[Connection] = set()
+        #: The main port's connection cap: ``--max-connections``, or less if the
+        #: process's file descriptors cannot also hold the HTTP port's (fds.py).
+        self.max_connections = native_share(
+            config.max_connections, config.http_max_connections if config.http_port else 0
+        )
+        #: Connections open per client address, main and dflockd ports
+        #: (``--max-connections-per-address``; kept only when that is set).
+        self._per_address: Counter[str] = Counter()
+        #: The early limits refusing now (each logged once per burst, until a
+        #: connection passes them again).
+        self._refusing: set[str] = set()
         self.native = NativeFace(
             self.host,
             self.gate,
@@ -326,17 +340,78 @@ class Server:
         accepted: AcceptedProtocol,
     ) -> None:
         conn = Conn(reader, writer, ServerConnection(max_frame_size=self.config.max_frame_size))
-        if self._stopping or self.host.dead or len(self._conns) >= self.config.max_connections:
+        if self._stopping or self.host.dead or len(self._conns) >= self.max_connections:
             code, why = (
                 (ErrorCode.UNAVAILABLE, "the server is shutting down")
                 if self._stopping or self.host.dead
                 else (
                     ErrorCode.LIMIT_EXCEEDED,
-                    f"max_connections ({self.config.max_connections}) reached",
+                    f"max_connections ({self.max_connections}) reached",
                 )
             )
             await self._turn_away(conn, accepted, Refused(code, why))
             return
+        over = self._over_early_limits(conn.host)
+        if over is not None:
+            # At once, not after a first byte: waiting would let the peer hold the
+            # descriptor that these limits are there to save.
+            if self.faces.accepted is None:  # only native clients here: say why
+                with contextlib.suppress(OSError, LocalProtocolError):
+                    conn.writer.write(conn.codec.send(Refused(ErrorCode.LIMIT_EXCEEDED, over)))
+            accepted.finish()
+            conn.writer.close()
+            return
+        with self._counted(conn.host):
+            await self._serve_native_port(conn, reader, writer, accepted)
+
+    def _over_early_limits(self, host: str) -> str | None:
+        """Why a new connection from ``host`` is refused at once, or None: too many
+        not past their handshake, or from that address (issue 28). Logged once per
+        burst: a flood must not become a flood of log lines."""
+        if len(self.gate.handshaking) >= self.config.max_handshaking:
+            if "handshaking" not in self._refusing:
+                self._refusing.add("handshaking")
+                fields = {"peer": host, "max_handshaking": self.config.max_handshaking}
+                log.warning(
+                    "too many connections in their handshake; refusing",
+                    extra={"event": "connections_refused", "fields": fields},
+                )
+            return f"max_handshaking ({self.config.max_handshaking}) reached"
+        cap = self.config.max_connections_per_address
+        if cap and self._per_address[host] >= cap:
+            if host not in self._refusing:
+                self._refusing.add(host)
+                fields = {"peer": host, "max_connections_per_address": cap}
+                log.warning(
+                    "too many connections from one address; refusing",
+                    extra={"event": "connections_refused", "fields": fields},
+                )
+            return f"max_connections_per_address ({cap}) reached"
+        self._refusing.clear()
+        return None
+
+    @contextlib.contextmanager
+    def _counted(self, host: str) -> Iterator[None]:
+        """Count a connection from ``host`` while it is open (per-address cap)."""
+        if not self.config.max_connections_per_address:
+            yield
+            return
+        self._per_address[host] += 1
+        try:
+            yield
+        finally:
+            self._per_address[host] -= 1
+            if not self._per_address[host]:
+                del self._per_address[host]
+
+    async def _serve_native_port(
+        self,
+        conn: Conn,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        accepted: AcceptedProtocol,
+    ) -> None:
+        """Serve a connection of the main port: native, or the accepted face's."""
         self._conns.add(conn)
         self._idle.clear()
         self.gate.accepted(conn)
@@ -391,13 +466,21 @@ class Server:
             self._stopping
             or self.host.dead
             or not self.role.leading
-            or len(self._conns) >= self.config.max_connections
+            or len(self._conns) >= self.max_connections
         ):
             writer.close()  # as dflockd does at its limit (or a standby): nothing written
             return
         assert self.faces.accepted is not None  # (its port is why this listens)
         peer = writer.get_extra_info("peername")
-        await self._serve_accepted(self.faces.accepted, reader, writer, str(peer) if peer else "?")
+        host = peer_host(peer) if peer else "?"
+        cap = self.config.max_connections_per_address
+        if cap and self._per_address[host] >= cap:
+            writer.close()
+            return
+        with self._counted(host):
+            await self._serve_accepted(
+                self.faces.accepted, reader, writer, str(peer) if peer else "?"
+            )
 
     async def _serve_accepted(
         self,

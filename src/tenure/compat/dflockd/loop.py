@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Final
 
 from tenure.compat.dflockd import codec as wire
 from tenure.compat.dflockd.holds import DflockdConn, DflockdSettings, node_of
+from tenure.server._net.throttle import peer_host
 from tenure.server.plug import Access, FaceObserver, Tokens, reset
 
 log = logging.getLogger("tenure.server")
@@ -143,11 +145,23 @@ class LineLoop:
             self._answered(conn, frame.command, wire.ERROR)
             return
         if not conn.authenticated:
-            if isinstance(request, wire.Auth) and self._auth_ok(request.secret):
-                conn.authenticated = True
-                self._answered(conn, frame.command, wire.OK)
-            else:
-                await self._refuse_auth(conn, frame.command)
+            if isinstance(request, wire.Auth) and self.tokens is not None:
+                # Throttled per address (issue 28): a blocked one is refused unheard,
+                # and silently (the throttle logs the block once).
+                throttle, addr = self.tokens.throttle, peer_host(conn.peer)
+                now = time.monotonic()  # (the throttle is shared: every listener's clock)
+                if not throttle.check(addr, now):
+                    conn.closing = True
+                    await asyncio.sleep(AUTH_PAUSE)
+                    self._answered(conn, frame.command, wire.ERROR_AUTH)
+                    return
+                if self._auth_ok(request.secret):
+                    throttle.succeeded(addr)
+                    conn.authenticated = True
+                    self._answered(conn, frame.command, wire.OK)
+                    return
+                throttle.failed(addr, now)
+            await self._refuse_auth(conn, frame.command)
             return
         self._answered(conn, frame.command, await self._answer(conn, request))
 

@@ -125,7 +125,7 @@ class Directory:
     async def who_am_i(self, request: Any, context: Any) -> Any:
         """The token the call acts as (its name; empty when anonymous)."""
         try:
-            token = self.tickets.token_of(context.invocation_metadata())
+            token = self.tickets.token_of(context.invocation_metadata(), str(context.peer()))
         except UnauthorizedError as error:
             return pb.discovery.WhoAmIResponse(
                 operation=pb.operation(pb.Status.UNAUTHORIZED, why=[str(error)])
@@ -136,7 +136,7 @@ class Directory:
     async def login(self, request: Any, context: Any) -> Any:
         """Static credentials: a ticket for the token named ``user`` (password: its secret)."""
         try:
-            ticket = self.tickets.login(request.user, request.password)
+            ticket = self.tickets.login(request.user, request.password, str(context.peer()))
         except UnauthorizedError as error:
             return pb.auth.LoginResponse(
                 operation=pb.operation(pb.Status.UNAUTHORIZED, why=[str(error)])

@@ -338,7 +338,7 @@ class YdbFace:
         write (INTERNAL, grpc/grpc#36066), which YDB's SDK does not take for "go
         elsewhere"."""
         try:
-            token = self.tickets.token_of(context.invocation_metadata())
+            token = self.tickets.token_of(context.invocation_metadata(), str(context.peer()))
             refusal = self._refusal()
         except UnauthorizedError as error:
             refusal = pb.Status.UNAUTHORIZED, str(error)
@@ -433,7 +433,7 @@ def _node_call(call: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     """A node call as a gRPC handler: the request and the call's metadata."""
 
     async def handler(request: Any, context: Any) -> Any:
-        return await call(request, context.invocation_metadata())
+        return await call(request, (context.invocation_metadata(), str(context.peer())))
 
     return handler
 

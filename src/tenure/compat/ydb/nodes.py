@@ -112,7 +112,8 @@ class NodeCalls:
         try:
             if self._draining():
                 raise pb.StatusError(pb.Status.UNAVAILABLE, "the server is shutting down")
-            token = self.tickets.token_of(metadata)
+            # (``metadata``: the call's metadata and its peer, as _node_call passes them)
+            token = self.tickets.token_of(*metadata)
             node = self.database.node_of(path)
             result, notes = call(node, token, config)
             answer = pb.operation(pb.Status.SUCCESS, result, why=notes)

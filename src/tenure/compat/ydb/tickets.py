@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Final
 
+from tenure.server._net.throttle import peer_host
 from tenure.server.plug import Token, Tokens
 
 #: The metadata key of a call's ticket.
@@ -57,30 +58,65 @@ class Tickets:
         self._ttl = ticket_ttl
         self._clock = clock
 
-    def login(self, user: str, password: str) -> str:
+    def login(self, user: str, password: str, peer: str = "") -> str:
         """A ticket for the token named ``user`` whose secret is ``password``.
+
+        ``peer``: the caller's address (gRPC's ``context.peer()``), whose failures are
+        throttled (:meth:`_throttled`); empty: not throttled.
 
         Raises:
             UnauthorizedError: no such token, or not its secret; or no auth file (there
-                is nothing to log in to).
+                is nothing to log in to); or the peer's address is blocked.
         """
         if self.tokens is None:
             raise UnauthorizedError("this server has no auth file: connect without credentials")
-        token = self.tokens.authenticate(password)
-        if token is None or token.name != user:
-            raise UnauthorizedError("unknown user or wrong password")
+        tokens = self.tokens
+
+        def check() -> Token:
+            token = tokens.authenticate(password)
+            if token is None or token.name != user:
+                raise UnauthorizedError("unknown user or wrong password")
+            return token
+
+        self._throttled(peer, check)
         expires = int(self._clock() + self._ttl)
         body = f"{_b64(user.encode())}.{expires}"
         return f"{_TICKET_PREFIX}{body}.{self._sign(body)}"
 
-    def token_of(self, metadata: Iterable[tuple[str, str | bytes]]) -> Token | None:
+    def token_of(self, metadata: Iterable[tuple[str, str | bytes]], peer: str = "") -> Token | None:
         """The token a call acts as (None: anonymous, when the server has no auth file).
 
+        ``peer``: the caller's address, whose failures are throttled (empty: not).
+
         Raises:
-            UnauthorizedError: an auth file is in use and the call's ticket is not good.
+            UnauthorizedError: an auth file is in use and the call's ticket is not good,
+                or the peer's address is blocked.
         """
         if self.tokens is None:
             return None
+        return self._throttled(peer, lambda: self._token_of(metadata))
+
+    def _throttled(self, peer: str, check: Callable[[], Token]) -> Token:
+        """``check()``, unless ``peer``'s address is blocked; its outcome told to the
+        throttle (issue 28: guessing costs the guesser a block per few failures)."""
+        assert self.tokens is not None
+        throttle, addr, now = self.tokens.throttle, peer_host(peer), time.monotonic()
+        if peer and not throttle.check(addr, now):
+            raise UnauthorizedError(
+                "too many authentication failures from this address; try again later"
+            )
+        try:
+            token = check()
+        except UnauthorizedError:
+            if peer:
+                throttle.failed(addr, now)
+            raise
+        if peer:
+            throttle.succeeded(addr)
+        return token
+
+    def _token_of(self, metadata: Iterable[tuple[str, str | bytes]]) -> Token:
+        assert self.tokens is not None
         ticket = next((v for k, v in metadata if k == TICKET_HEADER), None)
         if not isinstance(ticket, str) or not ticket:
             raise UnauthorizedError("this server requires credentials (a token or a login)")

@@ -97,6 +97,11 @@ class ServeConfig:
     batch_interval: float = DEFAULT_BATCH_INTERVAL
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_hello_size: int = 16384  # the largest Hello frame, its length prefix included
+    max_handshaking: int = 128  # connections not yet past Hello
+    max_connections_per_address: int = 0  # 0: no cap
+    auth_failures_per_minute: int = 10  # 0: never throttle
+    auth_block_time: float = 60.0
     max_unread: int = DEFAULT_MAX_UNREAD
     pause_unread: int = DEFAULT_PAUSE_UNREAD
     max_requests_per_turn: int = DEFAULT_MAX_REQUESTS_PER_TURN

@@ -106,6 +106,54 @@ SETTINGS: Final = (
         in_range(1),
     ),
     Setting(
+        "max_hello_size",
+        int,
+        16384,
+        "BYTES",
+        "largest Hello frame (with its length prefix), the first of a connection; one "
+        "announced larger is refused unread, so an unauthenticated "
+        "peer makes the server buffer at most this, 512 to 65540 (default: %(default)s)",
+        in_range(512, 65540),
+    ),
+    Setting(
+        "max_handshaking",
+        int,
+        128,
+        "N",
+        "connections on the main port not yet past their Hello (or first dflockd "
+        "byte), counted in --max-connections too; one more is refused at once "
+        "(default: %(default)s)",
+        in_range(1),
+    ),
+    Setting(
+        "max_connections_per_address",
+        int,
+        0,
+        "N",
+        "connections from one IP address open at once on the main and dflockd ports; one "
+        "more is refused at once; 0 = no cap (default: %(default)s)",
+        in_range(0),
+    ),
+    Setting(
+        "auth_failures_per_minute",
+        int,
+        10,
+        "N",
+        "failed authentications (native Hello, dflockd auth, YDB tickets and logins) one "
+        "IP address may make in a minute; past it the address is refused for "
+        "--auth-block-time; 0 = never throttle (default: %(default)s)",
+        in_range(0),
+    ),
+    Setting(
+        "auth_block_time",
+        float,
+        60.0,
+        "SECONDS",
+        "how long an address past --auth-failures-per-minute is refused, even with a good "
+        "token (default: %(default)s)",
+        in_range(0, 86400),
+    ),
+    Setting(
         "max_unread",
         int,
         DEFAULT_MAX_UNREAD,

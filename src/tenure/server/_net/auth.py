@@ -63,6 +63,7 @@ from tenure._core import (
 )
 from tenure._protocol.cluster import ClusterStatus
 from tenure.server._config.settings import ConfigError
+from tenure.server._net.throttle import Throttle
 
 
 class Access(enum.Enum):
@@ -175,6 +176,9 @@ class Tokens:
     def __init__(self, tokens: list[Token], path: Path | None = None) -> None:
         self.tokens = tuple(tokens)
         self.path = path
+        #: Failures per peer address, shared by every listener that checks these
+        #: tokens (set by the server from its settings; by default it never blocks).
+        self.throttle = Throttle(0, 0.0)
 
     @property
     def names(self) -> list[str]:

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 import ssl
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -45,6 +46,7 @@ from tenure._protocol import (
 from tenure.errors import ErrorCode, NotLeaderError
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._net.auth import SessionLike, Token, Tokens, command_node, denial, load_tokens
+from tenure.server._net.throttle import Throttle, peer_host
 from tenure.server._net.tls import server_context
 from tenure.server._role import STANDALONE_ROLE, Role
 
@@ -78,7 +80,9 @@ class Conn:
     # The shortest recovery window of the sessions attached here (None: none); it
     # may be stale and too short (a session left), never too long: checked when due.
     window: float | None = None
-    peer: str = field(init=False)  # the client's address, for the log
+    peer: str = field(init=False)  # the client's address and port, for the log
+    host: str = field(init=False)  # the client's address (what limits count by)
+    hello_head: bytes = b""  # the Hello's length prefix, as far as received
 
     def __post_init__(self) -> None:
         # Read once, now: a closed uvloop transport raises instead of answering.
@@ -87,6 +91,7 @@ class Conn:
         except (AttributeError, OSError):
             peer = None
         self.peer = str(peer) if peer else "?"
+        self.host = peer_host(peer) if peer else "?"
 
 
 class Gate:
@@ -119,6 +124,10 @@ class Gate:
         self.tokens: Tokens | None = (
             load_tokens(config.auth_file) if config.auth_file is not None else None
         )
+        if self.tokens is not None:
+            self.tokens.throttle = Throttle(config.auth_failures_per_minute, config.auth_block_time)
+        #: The connections not yet past their Hello (``--max-handshaking`` counts them).
+        self.handshaking: set[Conn] = set()
         self._emit = emit
         self._window_of = window_of
         self._detach = detach
@@ -129,6 +138,7 @@ class Gate:
     def accepted(self, conn: Conn) -> None:
         """A new connection: its handshake clock starts."""
         conn.last_frame = conn.opened_at = self._loop.time()
+        self.handshaking.add(conn)
         self._arm(conn, conn.last_frame + self.config.handshake_timeout)
 
     def hello(self, conn: Conn, hello: Hello, *, stopping: bool) -> None:
@@ -142,14 +152,7 @@ class Gate:
             standby = NotLeaderError.pointing_to(role.leader(), "this server is a standby")
             refusal = Refused(ErrorCode.NOT_LEADER, str(standby))
         if refusal is None and self.tokens is not None:
-            conn.token = self.tokens.authenticate(hello.token)
-            if conn.token is None:
-                why = "a token is required" if hello.token is None else "unknown token"
-                fields = {"peer": conn.peer, "client_name": hello.client_name, "why": why}
-                log.warning(
-                    "authentication failed", extra={"event": "auth_failed", "fields": fields}
-                )
-                refusal = Refused(ErrorCode.AUTHENTICATION, why)
+            refusal = self._authenticate(conn, hello, self.tokens)
         if refusal is not None:
             self.refuse(conn, refusal)
             return
@@ -172,8 +175,33 @@ class Gate:
             **({"role": role.name} if role.name else {}),
         }
         log.info("connection opened", extra={"event": "connection_opened", "fields": opened})
+        self.handshaking.discard(conn)
         self._cancel(conn)
         self._arm_open(conn)
+
+    def _authenticate(self, conn: Conn, hello: Hello, tokens: Tokens) -> Refused | None:
+        """Who ``hello``'s token is (``conn.token``), or why it is refused.
+
+        Failures are throttled per address (:mod:`tenure.server._net.throttle`): a
+        blocked address is refused unheard, whatever its token, and not logged (the
+        throttle logs the block once).
+        """
+        throttle, addr = tokens.throttle, conn.host
+        now = time.monotonic()  # (the throttle is shared: one clock for every listener)
+        if not throttle.check(addr, now):
+            return Refused(
+                ErrorCode.AUTHENTICATION,
+                "too many authentication failures from this address; try again later",
+            )
+        conn.token = tokens.authenticate(hello.token)
+        if conn.token is not None:
+            throttle.succeeded(addr)
+            return None
+        throttle.failed(addr, now)
+        why = "a token is required" if hello.token is None else "unknown token"
+        fields = {"peer": conn.peer, "client_name": hello.client_name, "why": why}
+        log.warning("authentication failed", extra={"event": "auth_failed", "fields": fields})
+        return Refused(ErrorCode.AUTHENTICATION, why)
 
     def refuse(self, conn: Conn, refusal: Refused) -> None:
         """Send ``refusal`` as the connection's last word."""
@@ -194,6 +222,7 @@ class Gate:
 
     def closed(self, conn: Conn) -> None:
         """The connection is over: its clock stops."""
+        self.handshaking.discard(conn)
         self._cancel(conn)
 
     def silent_for(self, conn: Conn) -> float:

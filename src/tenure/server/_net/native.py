@@ -43,6 +43,7 @@ from tenure._protocol import (
     State,
 )
 from tenure._protocol.cluster import ClusterStatus
+from tenure._protocol.frames import HEADER_SIZE
 from tenure.errors import ErrorCode, NotLeaderError, ProtocolError, TenureError, code_of
 from tenure.server._durable_host import DurableHost
 from tenure.server._net.accept import AcceptedProtocol
@@ -83,9 +84,34 @@ class NativeFace:
         self._stopping = stopping
 
     def on_data(self, conn: Conn, data: bytes) -> None:
-        """Bytes of a native connection (``b""``: its end), straight from the loop."""
-        if not conn.closing:
-            conn.codec.receive_data(data)
+        """Bytes of a native connection (``b""``: its end), straight from the loop.
+
+        The first frame, the Hello, may be at most ``--max-hello-size`` bytes (its
+        length prefix included): one announced larger is refused before a byte of
+        its body reaches the codec, so that an unauthenticated peer cannot make the
+        server buffer a whole frame of ``--max-frame-size`` (issue 28). (What follows
+        a complete Hello is read once the Hello is answered, as ever: a client may
+        pipeline its first requests.)
+        """
+        if conn.closing:
+            return
+        head = conn.hello_head
+        if len(head) < HEADER_SIZE and conn.codec.state is State.HANDSHAKE:
+            head = conn.hello_head = head + data[: HEADER_SIZE - len(head)]
+            if len(head) == HEADER_SIZE:
+                limit = self.gate.config.max_hello_size
+                if int.from_bytes(head, "big") + HEADER_SIZE > limit:
+                    self._hello_too_large(conn, limit)
+                    return
+        conn.codec.receive_data(data)
+
+    def _hello_too_large(self, conn: Conn, limit: int) -> None:
+        fields = {"peer": conn.peer, "max_hello_size": limit}
+        log.info("Hello too large; closing", extra={"fields": fields})
+        why = f"a Hello larger than max_hello_size ({limit} bytes)"
+        with contextlib.suppress(LocalProtocolError):
+            self.out.emit(conn, Refused(ErrorCode.PROTOCOL, why))
+        conn.closing = True
 
     def serve_one(self, conn: Conn, accepted: AcceptedProtocol) -> bool:
         """Handle the next message of a native connection; whether another may follow."""

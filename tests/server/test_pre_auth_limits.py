@@ -1,0 +1,177 @@
+"""Limits before authentication on the main port (issue 28), against real servers.
+
+* Before its Welcome a connection may send one Hello of ``--max-hello-size``
+  bytes: a frame announced larger (up to ``--max-frame-size``) is refused as its
+  bytes pass that limit, not buffered (the server's RSS stays flat).
+* ``--max-handshaking`` connections not past their Hello; one more is refused at
+  once, while authenticated clients go on.
+* ``--auth-failures-per-minute`` wrong tokens from one address block it for
+  ``--auth-block-time``: even the right token is refused then, from that address
+  only; the block is logged once.
+* ``--max-connections-per-address``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import struct
+from pathlib import Path
+
+import pytest
+
+from tenure._core import CreateNode
+from tenure._protocol import ConnectionClosed, Refused, Welcome
+from tenure.errors import ErrorCode
+from tests.server.wire import WAIT, Clients, ServerProcess, WireClient
+
+pytestmark = pytest.mark.timeout(60)
+
+SECRET = "pre-auth-secret-1"
+AUTH_FILE = f"""
+[[token]]
+name = "ops"
+secret = "{SECRET}"
+access = "read-write"
+"""
+#: Another loopback address (Linux routes all of 127/8 to lo): another peer.
+OTHER = "127.0.0.2"
+
+
+def rss(pid: int) -> int:
+    """The resident set of process ``pid``, in bytes (from /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+async def connect(port: int, source: str = "127.0.0.1") -> WireClient:
+    """A raw native connection from ``source`` (no Hello sent)."""
+    reader, writer = await asyncio.wait_for(
+        asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0)), WAIT
+    )
+    return WireClient(reader, writer)
+
+
+async def hello(port: int, token: str, source: str = "127.0.0.1") -> Welcome | Refused:
+    """A Hello with ``token`` from ``source``: the server's answer (the connection is closed)."""
+    client = await connect(port, source)
+    try:
+        answer = await client.hello(token=token)
+        assert isinstance(answer, Welcome | Refused), answer
+        return answer
+    finally:
+        await client.close()
+
+
+def events(server: ServerProcess, name: str) -> list[dict[str, object]]:
+    """The server's JSON log lines of event ``name``."""
+    lines = [json.loads(line) for line in server.output().splitlines() if line.startswith("{")]
+    return [line for line in lines if line.get("event") == name]
+
+
+def auth_file(tmp_path: Path) -> Path:
+    path = tmp_path / "auth.toml"
+    path.write_text(AUTH_FILE)
+    return path
+
+
+async def test_a_large_frame_before_hello_is_refused_not_buffered(tmp_path: Path) -> None:
+    # Defaults only: the old server, which buffered a whole 1 MiB frame per
+    # connection before its Hello, fails this on memory (~100 MB).
+    count, size = 100, (1 << 20) - 16
+    with ServerProcess(tmp_path / "data", "--fsync", "off") as server:
+        before = rss(server.proc.pid)
+        clients = [await connect(server.port) for _ in range(count)]
+        for client in clients:
+            client.writer.write(struct.pack(">I", size) + b"\x91" * size)
+
+        async def answered(client: WireClient) -> object:
+            with contextlib.suppress(ConnectionError):
+                return await client.next_event()
+            return ConnectionClosed()
+
+        tasks = [asyncio.ensure_future(answered(client)) for client in clients]
+        done, pending = await asyncio.wait(tasks, timeout=WAIT)
+        grown = rss(server.proc.pid) - before
+        for task in pending:
+            task.cancel()
+        for client in clients:
+            client.writer.transport.abort()
+            await client.close()
+        assert grown < 50 << 20, f"the server grew {grown >> 20} MiB"
+        assert not pending, f"{len(pending)} connections left open"
+        for task in done:
+            answer = task.result()
+            if isinstance(answer, Refused):  # (or reset before it could be read)
+                assert answer.code is ErrorCode.PROTOCOL, answer
+        assert "Hello too large; closing" in server.output()
+
+
+async def test_past_max_handshaking_new_connections_are_refused_at_once(
+    tmp_path: Path, wire: Clients
+) -> None:
+    flags = ("--fsync", "off", "--auth-file", str(auth_file(tmp_path)), "--max-handshaking", "4")
+    with ServerProcess(tmp_path / "data", *flags) as server:
+        working = await wire.connect(server.port, token=SECRET)
+        silent = [await connect(server.port) for _ in range(4)]  # no Hello: handshaking
+        late = await connect(server.port)
+        # Closed without a word sent (the port also speaks dflockd: which protocol
+        # the peer speaks is not known yet, and waiting to learn it is what the
+        # limit is there to avoid).
+        assert isinstance(await late.next_event(), ConnectionClosed)
+        server.wait_log("too many connections in their handshake; refusing")
+        await working.call(CreateNode("still-served"))
+        # Once one of them says Hello, a place is free again.
+        assert isinstance(await silent[0].hello(token=SECRET), Welcome)
+        assert isinstance(await hello(server.port, SECRET), Welcome)
+        for client in (*silent, late):
+            await client.close()
+
+
+async def test_wrong_tokens_block_the_address_and_only_that_one(tmp_path: Path) -> None:
+    flags = (
+        *("--fsync", "off", "--auth-file", str(auth_file(tmp_path))),
+        *("--auth-failures-per-minute", "3", "--auth-block-time", "600"),
+    )
+    with ServerProcess(tmp_path / "data", *flags) as server:
+        for attempt in range(3):
+            answer = await hello(server.port, f"guess-{attempt}")
+            assert isinstance(answer, Refused), answer
+            assert answer.message == "unknown token"
+        for _ in range(5):  # blocked: the right token too
+            answer = await hello(server.port, SECRET)
+            assert isinstance(answer, Refused), answer
+            assert answer.code is ErrorCode.AUTHENTICATION
+            assert "too many authentication failures" in answer.message
+        assert isinstance(await hello(server.port, SECRET, OTHER), Welcome)
+        [blocked] = events(server, "auth_throttled")  # one line for the burst
+        assert blocked["peer"] == "127.0.0.1"
+        assert len(events(server, "auth_failed")) == 3  # the blocked attempts are silent
+
+
+async def test_a_success_forgets_the_failures(tmp_path: Path) -> None:
+    flags = ("--fsync", "off", "--auth-file", str(auth_file(tmp_path)))
+    with ServerProcess(tmp_path / "data", *flags, "--auth-failures-per-minute", "3") as server:
+        for _ in range(3):
+            for attempt in range(2):
+                assert isinstance(await hello(server.port, f"typo-{attempt}"), Refused)
+            assert isinstance(await hello(server.port, SECRET), Welcome)
+        assert not events(server, "auth_throttled")
+
+
+async def test_max_connections_per_address(tmp_path: Path, wire: Clients) -> None:
+    flags = ("--fsync", "off", "--max-connections-per-address", "2")
+    with ServerProcess(tmp_path / "data", *flags) as server:
+        first = await wire.connect(server.port)
+        await wire.connect(server.port)
+        third = await connect(server.port)
+        assert isinstance(await third.next_event(), ConnectionClosed)  # at once
+        server.wait_log("too many connections from one address; refusing")
+        await third.close()
+        other = await connect(server.port, OTHER)
+        assert isinstance(await other.hello(), Welcome)
+        await other.close()
+        await first.call(CreateNode("per-address"))
