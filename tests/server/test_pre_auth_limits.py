@@ -175,3 +175,21 @@ async def test_max_connections_per_address(tmp_path: Path, wire: Clients) -> Non
         assert isinstance(await other.hello(), Welcome)
         await other.close()
         await first.call(CreateNode("per-address"))
+
+
+async def test_a_closed_connection_frees_its_place_under_the_per_address_cap(
+    tmp_path: Path,
+) -> None:
+    with ServerProcess(tmp_path / "data", "--max-connections-per-address", "1") as server:
+        first = await connect(server.port)
+        assert isinstance(await first.hello(), Welcome)
+        await first.close()
+        deadline = asyncio.get_running_loop().time() + WAIT
+        while True:  # until the server has seen the close (bounded)
+            again = await connect(server.port)
+            answer = await again.hello()  # Welcome, or closed at once while counted
+            await again.close()
+            if isinstance(answer, Welcome):
+                break
+            assert asyncio.get_running_loop().time() < deadline, answer
+            await asyncio.sleep(0.02)
