@@ -52,6 +52,7 @@ from aiohttp import web
 
 from tenure._core import KillSession
 from tenure.errors import ErrorCode, TenureError, code_of
+from tenure.server._http import guessing
 from tenure.server._http.board import (
     RATE_SAMPLE_INTERVAL,
     BoardLimits,
@@ -128,21 +129,28 @@ class Dashboard:
         server = self.server
         return 1.0 / (server.config.dashboard_rate if server is not None else 2.0)
 
-    def viewer(self, request: web.Request) -> Viewer | None:
-        """Who sends ``request``; None: a token is needed and none (valid) was given."""
+    def viewer(self, request: web.Request) -> Viewer | web.Response:
+        """Who sends ``request``; or the answer: 401, a token is needed and none (valid)
+        was given; 429, its address is blocked (:mod:`tenure.server._http.guessing`)."""
         server = self.server
         if server is None:
             return Viewer(None, actions=False)  # nothing to see or do until it serves
         tokens = server.gate.tokens
         if tokens is None:
             return Viewer(None, actions=server.config.dashboard_actions)
+        refusal = guessing.blocked(request, tokens)
+        if refusal is not None:
+            return refusal
         secret = bearer(request)
         if secret is not None:
             token = tokens.authenticate(secret)
+            guessing.attempt(request, tokens, token is not None)
         else:
             tickets = self.tickets()
             token = None if tickets is None else tickets.check(cookie_ticket(request), tokens)
-        return None if token is None else Viewer(token, actions=token.access is Access.READ_WRITE)
+        if token is None:
+            return unauthorized()
+        return Viewer(token, actions=token.access is Access.READ_WRITE)
 
     def tickets(self) -> LoginTickets | None:
         """The login tickets of the running server (None while it starts or recovers).
@@ -260,8 +268,8 @@ async def board_now(request: web.Request) -> web.Response:
     """One view, as JSON (what the event stream pushes; for scripts and curl)."""
     dashboard = request.app[DASHBOARD]
     viewer = dashboard.viewer(request)
-    if viewer is None:
-        return unauthorized()
+    if not isinstance(viewer, Viewer):
+        return viewer
     return web.Response(text=_message(dashboard.view(viewer)), headers=_HEADERS)
 
 
@@ -274,8 +282,8 @@ async def events(request: web.Request) -> web.StreamResponse:
     """Server-sent events: a view whenever it changed, for :data:`STREAM_SECONDS`."""
     dashboard = request.app[DASHBOARD]
     viewer = dashboard.viewer(request)
-    if viewer is None:
-        return unauthorized()
+    if not isinstance(viewer, Viewer):
+        return viewer
     server = dashboard.server
     most = server.config.dashboard_max_streams if server is not None else 1
     if dashboard.streams >= most:
@@ -335,8 +343,8 @@ async def kill(request: web.Request) -> web.Response:
     """
     dashboard = request.app[DASHBOARD]
     viewer = dashboard.viewer(request)
-    if viewer is None:
-        return unauthorized()
+    if not isinstance(viewer, Viewer):
+        return viewer
     body = await json_body(request)
     if isinstance(body, web.Response):
         return body

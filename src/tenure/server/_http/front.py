@@ -21,6 +21,7 @@ from typing import Final
 from aiohttp import web
 from prometheus_client.exposition import choose_encoder
 
+from tenure.server._http import guessing
 from tenure.server._http.listener import GuardedSite, HttpLimits
 from tenure.server._http.metrics import ServerMetrics
 from tenure.server._http.readiness import Readiness
@@ -89,7 +90,13 @@ async def metrics(request: web.Request) -> web.Response:
         if server is None:  # the auth file is the running server's
             return web.Response(status=503, text="not serving yet: no token can be checked\n")
         tokens = server.gate.tokens
-        if tokens is not None and tokens.authenticate(bearer(request)) is None:
+        assert tokens is not None  # (--metrics-auth needs --auth-file)
+        refusal = guessing.blocked(request, tokens)
+        if refusal is not None:
+            return refusal
+        good = tokens.authenticate(bearer(request)) is not None
+        guessing.attempt(request, tokens, good)
+        if not good:
             return web.Response(
                 status=401,
                 text="--metrics-auth: send Authorization: Bearer with a token's secret\n",
@@ -137,7 +144,12 @@ class HttpFront:
         self.site: GuardedSite | None = None
 
     async def start(
-        self, host: str, port: int, limits: HttpLimits | None = None, *, metrics_auth: bool = False
+        self,
+        host: str,
+        port: int,
+        limits: HttpLimits | None = None,
+        *,
+        metrics_auth: bool = False,
     ) -> tuple[str, int]:
         """Listen on ``host:port`` (with TLS if ``limits.tls``); the address bound.
 

@@ -3,9 +3,10 @@
 A login sends a token's secret once and gets a ticket in its cookie
 (:mod:`tenure.server._http.login_tickets`): HttpOnly (no script reads it),
 SameSite=Strict (no other site's request carries it), Secure when the page is served
-over TLS (``--http-tls-cert``), and ``Max-Age`` its lifetime. A logout revokes the
-ticket on the server as well as deleting the cookie, so a copy of the cookie taken
-before is refused too.
+over TLS (``--http-tls-cert``), and ``Max-Age`` its lifetime. A logout revokes
+the ticket on the server as well as deleting the cookie, so a copy of the cookie
+taken before is refused too. Failed logins count against the peer's address
+(:mod:`tenure.server._http.guessing`: 429 once it is blocked).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 
 from aiohttp import web
 
+from tenure.server._http import guessing
 from tenure.server._http.dashboard import DASHBOARD, error_response, json_body
 from tenure.server._http.viewer import COOKIE, cookie_ticket
 
@@ -34,8 +36,13 @@ async def login(request: web.Request) -> web.Response:
         return error_response(503, "the server is not serving yet")
     if server.gate.tokens is None:
         return error_response(400, "this server has no --auth-file: there is nothing to log in to")
+    tokens = server.gate.tokens
+    refusal = guessing.blocked(request, tokens)
+    if refusal is not None:
+        return refusal
     secret = body.get("secret")
-    token = server.gate.tokens.authenticate(secret if isinstance(secret, str) else None)
+    token = tokens.authenticate(secret if isinstance(secret, str) else None)
+    guessing.attempt(request, tokens, token is not None)
     fields = {"peer": request.remote, "where": "dashboard"}
     if token is None:
         log.warning("authentication failed", extra={"event": "auth_failed", "fields": fields})
