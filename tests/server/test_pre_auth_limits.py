@@ -24,6 +24,8 @@ import pytest
 from tenure._core import CreateNode
 from tenure._protocol import ConnectionClosed, Refused, Welcome
 from tenure.errors import ErrorCode
+from tests.ports import free_port
+from tests.server.http import scrape, value
 from tests.server.wire import WAIT, Clients, ServerProcess, WireClient
 
 pytestmark = pytest.mark.timeout(60)
@@ -132,11 +134,15 @@ async def test_past_max_handshaking_new_connections_are_refused_at_once(
 
 
 async def test_wrong_tokens_block_the_address_and_only_that_one(tmp_path: Path) -> None:
+    http_port = free_port()
     flags = (
         *("--fsync", "off", "--auth-file", str(auth_file(tmp_path))),
         *("--auth-failures-per-minute", "3", "--auth-block-time", "600"),
+        *("--http-port", str(http_port)),
     )
     with ServerProcess(tmp_path / "data", *flags) as server:
+        before = await scrape(http_port)
+        assert value(before, "tenure_auth_blocks_total") == 0.0
         for attempt in range(3):
             answer = await hello(server.port, f"guess-{attempt}")
             assert isinstance(answer, Refused), answer
@@ -150,6 +156,11 @@ async def test_wrong_tokens_block_the_address_and_only_that_one(tmp_path: Path) 
         [blocked] = events(server, "auth_throttled")  # one line for the burst
         assert blocked["peer"] == "127.0.0.1"
         assert len(events(server, "auth_failed")) == 3  # the blocked attempts are silent
+        # ...and counted on /metrics: one block, five attempts refused, one address.
+        after = await scrape(http_port)
+        assert value(after, "tenure_auth_blocks_total") == 1.0
+        assert value(after, "tenure_auth_refused_total") == 5.0
+        assert value(after, "tenure_auth_blocked_addresses") == 1.0
 
 
 async def test_a_success_forgets_the_failures(tmp_path: Path) -> None:

@@ -9,6 +9,10 @@ that touches the engine; a few milliseconds per 10,000 semaphores). The series:
 * ``tenure_holds``: grants held (a session's hold on a semaphore is one);
 * ``tenure_waiters``: acquires queued; ``tenure_watches``: watches armed;
 * ``tenure_connections{protocol}``: client connections open (``native``, ``dflockd``);
+* with an auth file, the throttle of authentication failures
+  (:mod:`tenure.server._net.throttle`): ``tenure_auth_blocks_total`` (addresses
+  blocked since the start), ``tenure_auth_refused_total`` (attempts refused while
+  their address was blocked) and ``tenure_auth_blocked_addresses`` (blocked now);
 * on a cluster's server, the ``tenure_cluster_*`` gauges
   (:mod:`tenure.server._http.cluster_view`), read from its role; on a standby the
   engine's gauges are those of its replica, the follower's engine.
@@ -19,14 +23,16 @@ of each, too many for a metrics system; the listing API answers per node.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from tenure._core import Engine
 from tenure.server._http.cluster_view import cluster_families
 from tenure.server._http.metrics import ServerMetrics
 from tenure.server._http.readiness import Readiness
+from tenure.server._net.throttle import Throttle
 from tenure.server._role import Role
 
 __all__ = ["StateCollector"]
@@ -37,7 +43,8 @@ class StateCollector:
 
     ``engine()`` is the running engine, None while it is being recovered;
     ``connections()`` the open client connections by protocol; ``role()`` the running
-    server's role (None before it serves).
+    server's role (None before it serves); ``throttle()`` the throttle of its
+    authentication failures (None: no auth file, or not serving yet).
     """
 
     def __init__(
@@ -47,12 +54,14 @@ class StateCollector:
         engine: Callable[[], Engine | None],
         connections: Callable[[], dict[str, int]],
         role: Callable[[], Role | None] = lambda: None,
+        throttle: Callable[[], Throttle | None] = lambda: None,
     ) -> None:
         self._readiness = readiness
         self._metrics = metrics
         self._engine = engine
         self._connections = connections
         self._role = role
+        self._throttle = throttle
 
     def collect(self) -> Iterator[Metric]:
         """The gauges, as they are now."""
@@ -64,6 +73,9 @@ class StateCollector:
         role = self._role()
         if role is not None:
             yield from cluster_families(role)
+        throttle = self._throttle()
+        if throttle is not None:
+            yield from _throttle_families(throttle)
         engine = self._engine()
         if engine is None:
             return  # recovering: nothing to read yet
@@ -92,3 +104,22 @@ class StateCollector:
         for protocol, count in sorted(self._connections().items()):
             connections.add_metric([protocol], float(count))
         yield connections
+
+
+def _throttle_families(throttle: Throttle) -> Iterator[Metric]:
+    """The series of the authentication failures' throttle (module docstring)."""
+    yield CounterMetricFamily(
+        "tenure_auth_blocks",
+        "Addresses blocked for repeated authentication failures, since the start.",
+        value=float(throttle.blocks_total),
+    )
+    yield CounterMetricFamily(
+        "tenure_auth_refused",
+        "Authentication attempts refused because their address was blocked.",
+        value=float(throttle.refused_total),
+    )
+    yield GaugeMetricFamily(
+        "tenure_auth_blocked_addresses",
+        "Addresses blocked now for repeated authentication failures.",
+        value=float(throttle.blocked(time.monotonic())),
+    )

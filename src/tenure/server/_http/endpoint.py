@@ -19,6 +19,7 @@ from tenure.server._http.listener import HttpLimits, http_tls_context
 from tenure.server._http.login import add_login_routes
 from tenure.server._http.metrics import ServerMetrics
 from tenure.server._http.readiness import Phase, Readiness
+from tenure.server._net.throttle import Throttle
 from tenure.server._role import STANDALONE, Role
 from tenure.server._serve import Server
 
@@ -37,7 +38,12 @@ class Endpoint:
         registry = self.metrics.registry
         registry.register(
             StateCollector(
-                self.readiness, self.metrics, self._engine, self._connections, self._role
+                self.readiness,
+                self.metrics,
+                self._engine,
+                self._connections,
+                self._role,
+                self._throttle,
             )
         )
         # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds...
@@ -87,6 +93,11 @@ class Endpoint:
     def _role(self) -> Role | None:
         server = self.front.serving.server
         return None if server is None else server.role
+
+    def _throttle(self) -> Throttle | None:
+        server = self.front.serving.server
+        tokens = None if server is None else server.gate.tokens
+        return None if tokens is None else tokens.throttle
 
     def _connections(self) -> dict[str, int]:
         server = self.front.serving.server
