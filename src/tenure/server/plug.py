@@ -40,6 +40,7 @@ from tenure._core import Command, Effect, Engine
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._net.auth import Access, Token, Tokens, denial
 from tenure.server._net.outbox import Connection, reset
+from tenure.server._net.throttle import peer_host
 from tenure.server._observe import FaceObserver
 from tenure.server._role import STANDALONE_ROLE, Role
 
@@ -58,6 +59,7 @@ __all__ = [
     "Token",
     "Tokens",
     "denial",
+    "peer_host",
     "reset",
 ]
 

@@ -30,8 +30,7 @@ from typing import Final
 
 from tenure.compat.dflockd import codec as wire
 from tenure.compat.dflockd.holds import DflockdConn, DflockdSettings, node_of
-from tenure.server._net.throttle import peer_host
-from tenure.server.plug import Access, FaceObserver, Tokens, reset
+from tenure.server.plug import Access, FaceObserver, Tokens, peer_host, reset
 
 log = logging.getLogger("tenure.server")
 

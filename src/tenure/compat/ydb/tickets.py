@@ -27,8 +27,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Final
 
-from tenure.server._net.throttle import peer_host
-from tenure.server.plug import Token, Tokens
+from tenure.server.plug import Token, Tokens, peer_host
 
 #: The metadata key of a call's ticket.
 TICKET_HEADER: Final = "x-ydb-auth-ticket"
