@@ -3,12 +3,12 @@
 Run: ``python -m bench.micro.idle_connections [--idle 10000] [--workers 32] [--pairs 200]``
 
 It starts ``tenure serve --fsync off`` with room for the idle connections
-(``--max-connections``, ``--idle-timeout 0``), then measures **par** (``--workers``
-sessions of one client, each locking and releasing distinct mutexes, one pair at a
-time) twice: quiet, and with ``--idle`` connections open that said Hello and then
-nothing. It prints both runs' pairs/s, p50 and p99, their ratios, and the server's
-resident memory per idle connection (``VmRSS`` before and after opening them).
-Compare the ratios of one run: the machine is noisy.
+(``--max-connections``, ``--idle-timeout 0``, ``--max-handshaking`` for a batch),
+then measures **par** (``--workers`` sessions of one client, each locking and
+releasing distinct mutexes, one pair at a time) twice: quiet, and with ``--idle``
+connections open that said Hello and then nothing. It prints both runs' pairs/s,
+p50 and p99, their ratios, and the server's resident memory per idle connection
+(``VmRSS`` before and after opening them). Compare the ratios of one run: the machine is noisy.
 
 Internals: ``tenure._protocol``'s ``ClientConnection`` and ``Hello`` make the idle
 connections' handshake on raw sockets (a tenure client per idle connection would
@@ -36,6 +36,8 @@ from tenure._protocol import ClientConnection, Hello, NeedData
 
 #: How long any one step may take before the run gives up, in seconds.
 STEP_LIMIT = 300.0
+#: How many idle connections are opened at once.
+BATCH = 500
 
 
 def free_port() -> int:
@@ -58,6 +60,8 @@ def server(port: int, room: int) -> Iterator[subprocess.Popen[bytes]]:
     with tempfile.TemporaryDirectory() as data:
         args = [sys.executable, "-m", "tenure", "serve", "--fsync", "off", "--port", str(port)]
         args += ["--data-dir", data, "--max-connections", str(room), "--idle-timeout", "0"]
+        # Room for a batch of BATCH connections in their handshake at once.
+        args += ["--max-handshaking", str(2 * BATCH)]
         process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 60
@@ -128,8 +132,8 @@ async def run(idle: int, workers: int, pairs: int) -> None:
         quiet = await asyncio.wait_for(par(url, workers, pairs), STEP_LIMIT)
         before = rss_kib(process.pid)
         writers: list[asyncio.StreamWriter] = []
-        for start in range(0, idle, 500):
-            batch = [idle_connection(port) for _ in range(min(500, idle - start))]
+        for start in range(0, idle, BATCH):
+            batch = [idle_connection(port) for _ in range(min(BATCH, idle - start))]
             writers += await asyncio.wait_for(asyncio.gather(*batch), STEP_LIMIT)
         await asyncio.sleep(1.0)  # let the server settle what they cost
         after = rss_kib(process.pid)
