@@ -98,7 +98,7 @@ class ServeConfig:
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     max_hello_size: int = 16384  # the largest Hello frame, its length prefix included
-    max_handshaking: int = 128  # connections not yet past Hello
+    max_handshaking: int = 1024  # connections not yet past Hello
     max_connections_per_address: int = 0  # 0: no cap
     auth_failures_per_minute: int = 10  # 0: never throttle
     auth_block_time: float = 60.0

@@ -118,7 +118,7 @@ SETTINGS: Final = (
     Setting(
         "max_handshaking",
         int,
-        128,
+        1024,
         "N",
         "connections on the main port not yet past their Hello (or first dflockd "
         "byte), counted in --max-connections too; one more is refused at once "
