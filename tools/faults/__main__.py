@@ -14,6 +14,7 @@ a target cannot run here. Each run's directory is removed afterwards unless
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import shutil
 import sys
@@ -102,9 +103,41 @@ async def _one(target_name: str, name: str, minutes: float, workers: int, keep: 
     )
 
 
+def _soak(args: argparse.Namespace) -> int:
+    from tools.faults import soak_report
+    from tools.faults.soak import Soak
+
+    work_dir = Path(tempfile.mkdtemp(prefix="tenure-soak-"))
+    commit = commit_of_checkout()
+    try:
+        run = Soak(
+            work_dir,
+            seconds=args.soak * 3600,
+            fault_every=args.fault_every,
+            crash_every=args.crash_every,
+            sample_every=args.sample_every,
+        ).execute()
+        generated = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        checks = soak_report.write(run, args.out.parent, generated, commit)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work_dir, ignore_errors=True)
+    write([], args.out, generated, commit)  # the page again, with the soak's section
+    broken = [c for c in checks if not c.ok]
+    stalled = soak_report.stalled(run)
+    for c in broken:
+        print(f"not bounded: {c.quantity} over {c.stretch}: {c.last_max:g} > {c.limit:g}")
+    if stalled:
+        print(f"no progress in the last third: {', '.join(stalled)}")
+    print(f"wrote {soak_report.SOAK_PAGE}, {args.out}")
+    return 1 if broken or stalled else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point (see the module docstring)."""
     args = cli.parser().parse_args(argv)
+    if args.soak is not None:
+        return _soak(args)
     targets: list[str] = args.target or list(TARGETS)
     for name, unavailable in UNAVAILABLE.items():
         if name in targets and (reason := unavailable()) is not None:

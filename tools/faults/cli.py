@@ -99,6 +99,37 @@ def parser() -> argparse.ArgumentParser:
         help="the page to write (default: docs/reliability.md)",
     )
     parser.add_argument("--keep", action="store_true", help="keep each run's history (under /tmp)")
+    soak = parser.add_argument_group(
+        "soak",
+        "--soak HOURS runs the soak instead of the scenarios (tools/faults/soak.py): one "
+        "tenure serve with every face, a mixed load, faults; its RSS, open files, threads, "
+        "data directory and engine state sampled and judged bounded. It writes "
+        "tools/faults/soak.md (included in the --out page), docs/soak.png and "
+        "docs/soak.json, and exits 1 if something grew without bound.",
+    )
+    soak.add_argument("--soak", type=_positive(float), metavar="HOURS", help="run the soak")
+    soak.add_argument(
+        "--fault-every",
+        type=_positive(float),
+        default=180.0,
+        metavar="SECONDS",
+        help="soak: a fault about this often (default: 180)",
+    )
+    soak.add_argument(
+        "--crash-every",
+        type=_positive(float),
+        default=3600.0,
+        metavar="SECONDS",
+        help="soak: a server crash this often (default: 3600; a crash resets what a leak "
+        "grew, so the server's lives must be long to judge its memory)",
+    )
+    soak.add_argument(
+        "--sample-every",
+        type=_positive(float),
+        default=10.0,
+        metavar="SECONDS",
+        help="soak: a sample this often (default: 10)",
+    )
     return parser
 
 

@@ -87,6 +87,8 @@ FINDINGS: Final = Path(__file__).with_name("findings.md")
 #: The power scenario's own section (its layer, its runs per --fsync mode): kept by
 #: hand beside the shim, since its batch and off runs are not long-mode results.
 POWER: Final = Path(__file__).with_name("power.md")
+#: The soak's section, written by ``scripts/faults --soak`` (tools/faults/soak_report.py).
+SOAK: Final = Path(__file__).with_name("soak.md")
 
 #: Which rule caught which mutant (held by tests/faults/test_mutants.py).
 MUTANTS: Final = (
@@ -328,6 +330,8 @@ def render(results: list[Result], generated: str, commit: str | None = None) -> 
         lines.append("")
     if POWER.exists():
         lines += ["## Power loss", "", POWER.read_text().strip(), ""]
+    if SOAK.exists():
+        lines += ["## Soak", "", SOAK.read_text().strip(), ""]
     rules = tuple((f"`{name}`", what) for name, what in RULES)
     lines += ["## The rules", "", *_table(("rule", "what must hold"), rules)]
     lines += ["## The mutants", ""]

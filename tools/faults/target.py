@@ -219,8 +219,11 @@ class TenureTarget:
         idle_timeout: float = 15.0,
         launcher: Sequence[str] = ("-m", "tenure"),
         env: Mapping[str, str] | None = None,
+        extra_args: Sequence[str] = (),
     ) -> None:
         self.name = "tenure"
+        #: More flags of ``tenure serve`` (more faces, say).
+        self.extra_args = list(extra_args)
         self.data_dir = data_dir
         self.fsync = fsync
         self.idle_timeout = idle_timeout
@@ -264,6 +267,7 @@ class TenureTarget:
         args = [
             *("--port", str(self.port), "--data-dir", str(self.data_dir)),
             *("--fsync", self.fsync, "--idle-timeout", str(self.idle_timeout)),
+            *self.extra_args,
         ]
         with self.log_path.open("ab") as log:
             self._proc = subprocess.Popen(
