@@ -1,6 +1,6 @@
 """tenure: distributed coordination for Python.
 
-Mutexes, counting semaphores, leader election and watches, each grant with a
+Mutexes, readers-writer locks, counting semaphores, leader election and watches, each grant with a
 fencing token, over one API whatever the backend::
 
     import tenure
@@ -25,6 +25,7 @@ from tenure._core.values import (
     NodeConfig,
     NodeDescription,
     OwnerInfo,
+    RWLockDescription,
     SemaphoreDescription,
     SemaphoreSummary,
     SessionSummary,
@@ -40,9 +41,12 @@ from tenure.client import (
     Lease,
     Lock,
     Mutex,
+    ReadLock,
+    RWLock,
     Semaphore,
     Session,
     SessionLoop,
+    WriteLock,
     connect,
 )
 
@@ -64,6 +68,9 @@ __all__ = [
     "NodeConfig",
     "NodeDescription",
     "OwnerInfo",
+    "RWLock",
+    "RWLockDescription",
+    "ReadLock",
     "Semaphore",
     "SemaphoreDescription",
     "SemaphoreSummary",
@@ -72,6 +79,7 @@ __all__ = [
     "SessionSummary",
     "SessionTicket",
     "WaiterInfo",
+    "WriteLock",
     "__version__",
     "connect",
     "errors",

@@ -292,6 +292,25 @@ class MutexDescription:
         return 1
 
 
+@dataclass(frozen=True, slots=True)
+class RWLockDescription:
+    """A readers-writer lock as ``session.rwlock(name).describe()`` reads it.
+
+    A free lock has no readers and no writer (never NotFoundError); ``waiters`` are
+    in service order, a writer's ``count`` being ``MAX_COUNT`` and a reader's 1.
+    """
+
+    name: str
+    readers: tuple[OwnerInfo, ...]
+    writer: OwnerInfo | None
+    waiters: tuple[WaiterInfo, ...] = ()
+
+    @property
+    def held(self) -> bool:
+        """Whether anyone holds the lock, reading or writing."""
+        return self.writer is not None or bool(self.readers)
+
+
 # -- validation -----------------------------------------------------------------------
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from tenure.client._client import Client, SessionLoop, connect
 from tenure.client._election import Election, LeaderState
-from tenure.client._lease import Leadership, Lease, Lock
+from tenure.client._lease import Leadership, Lease, Lock, ReadLock, WriteLock
 from tenure.client._loss import EndSignal
 from tenure.client._mutex import Mutex
 from tenure.client._opening import Opening
+from tenure.client._rwlock import RWLock
 from tenure.client._semaphore import Semaphore
 from tenure.client._session import Session
 
@@ -21,8 +22,11 @@ __all__ = [
     "Lock",
     "Mutex",
     "Opening",
+    "RWLock",
+    "ReadLock",
     "Semaphore",
     "Session",
     "SessionLoop",
+    "WriteLock",
     "connect",
 ]

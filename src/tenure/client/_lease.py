@@ -1,7 +1,8 @@
 """A lease: tokens of a semaphore held by a session, with its fencing token.
 
-:class:`Lock` (from a mutex) and :class:`Leadership` (from an election) are
-leases too; all three end the same way, through one :class:`EndSignal`.
+:class:`Lock` (from a mutex), :class:`ReadLock` and :class:`WriteLock` (from a
+readers-writer lock) and :class:`Leadership` (from an election) are leases too;
+all of them end the same way, through one :class:`EndSignal`.
 """
 
 from __future__ import annotations
@@ -233,6 +234,17 @@ class Lease(Guarded):
 
 class Lock(Lease):
     """An exclusive hold of a mutex; ``token`` is its fencing token."""
+
+
+class WriteLock(Lock):
+    """The writer's hold of a readers-writer lock: every token of its semaphore, alone.
+
+    ``await lock.restate(1)`` downgrades it to a reader's share, keeping its token.
+    """
+
+
+class ReadLock(Lease):
+    """A reader's share of a readers-writer lock: one token of its semaphore."""
 
 
 class Leadership(Lease):

@@ -16,6 +16,7 @@ from tenure.client._lease import Lease
 from tenure.client._loss import CancelOnLoss, EndSignal, Guarded
 from tenure.client._mutex import Mutex
 from tenure.client._opening import Opening
+from tenure.client._rwlock import RWLock
 from tenure.client._semaphore import Semaphore
 from tenure.errors import (
     InvalidArgumentError,
@@ -110,6 +111,11 @@ class Session(Guarded):
     def mutex(self, name: str) -> Mutex:
         """The mutex ``name`` (an ephemeral semaphore taken exclusively)."""
         return Mutex(self, name)
+
+    def rwlock(self, name: str) -> RWLock:
+        """The readers-writer lock ``name`` (an ephemeral semaphore: readers take one
+        token, a writer all of them, in one FIFO queue)."""
+        return RWLock(self, name)
 
     def semaphore(self, name: str) -> Semaphore:
         """The counting semaphore ``name``."""

@@ -37,9 +37,10 @@ from __future__ import annotations
 
 from tenure.sync._client import Client, SessionLoop, connect
 from tenure.sync._held import EndSignal
-from tenure.sync._leases import Leadership, Lease, Lock
+from tenure.sync._leases import Leadership, Lease, Lock, ReadLock, WriteLock
 from tenure.sync._objects import Election, Mutex, Semaphore, Session, Stream
 from tenure.sync._portal import Portal
+from tenure.sync._rwlock import RWLock
 
 __all__ = [
     "Client",
@@ -50,9 +51,12 @@ __all__ = [
     "Lock",
     "Mutex",
     "Portal",
+    "RWLock",
+    "ReadLock",
     "Semaphore",
     "Session",
     "SessionLoop",
     "Stream",
+    "WriteLock",
     "connect",
 ]

@@ -17,8 +17,9 @@ from tenure._core.values import (
 )
 from tenure.backends import Capability, SessionTicket
 from tenure.errors import LostError
+from tenure.sync._calls import opened
 from tenure.sync._held import ClosesOnExit
-from tenure.sync._objects import Session, Stream, _opened
+from tenure.sync._objects import Session, Stream
 from tenure.sync._portal import Portal, shared_portals
 
 
@@ -124,7 +125,7 @@ class Client(ClosesOnExit):
                 :meth:`tenure.Client.session` does.
         """
         return self._portal.call(
-            _opened,
+            opened,
             lambda: self._client.session(
                 node, recovery_window=recovery_window, description=description, resume=resume
             ),

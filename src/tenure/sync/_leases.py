@@ -1,4 +1,5 @@
-"""The sync leases: a :class:`Lease` and its :class:`Lock` and :class:`Leadership` kinds."""
+"""The sync leases: a :class:`Lease` and its kinds (:class:`Lock`, :class:`ReadLock`,
+:class:`WriteLock`, :class:`Leadership`)."""
 
 from __future__ import annotations
 
@@ -92,6 +93,15 @@ class Lease(Held):
 
 class Lock(Lease):
     """An exclusive hold of a mutex; ``token`` is its fencing token."""
+
+
+class WriteLock(Lock):
+    """The writer's hold of a readers-writer lock (see :class:`tenure.WriteLock`);
+    ``restate(1)`` downgrades it to a reader's share, keeping its token."""
+
+
+class ReadLock(Lease):
+    """A reader's share of a readers-writer lock (see :class:`tenure.ReadLock`)."""
 
 
 class Leadership(Lease):

@@ -20,31 +20,15 @@ from tenure.backends import SessionTicket
 from tenure.client import LeaderState
 from tenure.client._args import Data
 from tenure.errors import LostError
+from tenure.sync._calls import now, opened, opened_or_none
 from tenure.sync._held import ClosesOnExit, Held
-from tenure.sync._leases import Leadership, Lease, Lock
+from tenure.sync._leases import Leadership, Lease, Lock, ReadLock, WriteLock
 from tenure.sync._portal import Portal
+from tenure.sync._rwlock import RWLock
 
 A = TypeVar("A")
 T = TypeVar("T")
 L = TypeVar("L", bound="Lease")
-
-
-async def _opened(open_: Callable[[], Awaitable[A]], wrap: Callable[[A], T]) -> T:
-    """Open on the portal loop, and wrap there (see the module docstring)."""
-    return wrap(await open_())
-
-
-async def _now(call: Callable[[], T]) -> T:
-    """Run a plain call on the portal loop (where the async objects live)."""
-    return call()
-
-
-async def _opened_or_none(
-    open_: Callable[[], Awaitable[A | None]], wrap: Callable[[A], T]
-) -> T | None:
-    """Like :func:`_opened`, for the ``try_`` forms that may get nothing."""
-    value = await open_()
-    return None if value is None else wrap(value)
 
 
 class Session(Held):
@@ -79,7 +63,7 @@ class Session(Held):
         ``client.session(node, resume=ticket)`` (or ``resume=ticket.to_str()``) in a
         process that restarted within the recovery window gets all it held.
         """
-        return self._portal.call(_now, self._session.ticket)
+        return self._portal.call(now, self._session.ticket)
 
     def leases(self, name: str | None = None) -> list[Lease]:
         """The leases this session holds now (of ``name`` only, if given), by token.
@@ -88,7 +72,7 @@ class Session(Held):
         each a sync :class:`Lease`, usable in ``with`` and releasable.
         """
         return self._portal.call(
-            _now, lambda: [self._wrap_lease(x) for x in self._session.leases(name)]
+            now, lambda: [self._wrap_lease(x) for x in self._session.leases(name)]
         )
 
     def _wrap_lease(self, lease: aio.Lease) -> Lease:
@@ -104,6 +88,10 @@ class Session(Held):
     def mutex(self, name: str) -> Mutex:
         """The mutex ``name``."""
         return Mutex(self, self._session.mutex(name))
+
+    def rwlock(self, name: str) -> RWLock:
+        """The readers-writer lock ``name``."""
+        return RWLock(self, self._session.rwlock(name))
 
     def semaphore(self, name: str) -> Semaphore:
         """The counting semaphore ``name``."""
@@ -158,12 +146,16 @@ class Session(Held):
         """
         if issubclass(kind, Leadership):
             inner: type[aio.Lease] = aio.Leadership
+        elif issubclass(kind, WriteLock):
+            inner = aio.WriteLock
         elif issubclass(kind, Lock):
             inner = aio.Lock
+        elif issubclass(kind, ReadLock):
+            inner = aio.ReadLock
         else:
             inner = aio.Lease
         return self._portal.call(
-            _opened,
+            opened,
             lambda: self._session.acquire(
                 name, count, data=data, timeout=timeout, ephemeral=ephemeral, kind=inner
             ),
@@ -202,13 +194,13 @@ class Mutex:
             TimeoutError: not held within ``timeout``.
         """
         return self.session._portal.call(
-            _opened, lambda: self._mutex.lock(timeout=timeout, data=data), self._wrap
+            opened, lambda: self._mutex.lock(timeout=timeout, data=data), self._wrap
         )
 
     def try_lock(self, *, data: Data = b"") -> Lock | None:
         """Take the lock if it is free right now, else return None."""
         return self.session._portal.call(
-            _opened_or_none, lambda: self._mutex.try_lock(data=data), self._wrap
+            opened_or_none, lambda: self._mutex.try_lock(data=data), self._wrap
         )
 
     def describe(self) -> MutexDescription:
@@ -273,7 +265,7 @@ class Semaphore:
             LimitExceededError: ``count`` exceeds the limit, or the queue is full.
         """
         return self.session._portal.call(
-            _opened,
+            opened,
             lambda: self._semaphore.acquire(count, data=data, timeout=timeout, ephemeral=ephemeral),
             self._wrap,
         )
@@ -283,7 +275,7 @@ class Semaphore:
     ) -> Lease | None:
         """Take ``count`` tokens if they are free right now, else return None."""
         return self.session._portal.call(
-            _opened_or_none,
+            opened_or_none,
             lambda: self._semaphore.try_acquire(count, data=data, ephemeral=ephemeral),
             self._wrap,
         )
@@ -336,7 +328,7 @@ class Election:
             TimeoutError: not leader within ``timeout``.
         """
         return self.session._portal.call(
-            _opened, lambda: self._election.campaign(data, timeout=timeout), self._wrap
+            opened, lambda: self._election.campaign(data, timeout=timeout), self._wrap
         )
 
     def _wrap(self, leadership: aio.Leadership) -> Leadership:
