@@ -243,3 +243,33 @@ def test_help_on_memory(command: str, tenure_executable: object) -> None:
     assert result.returncode == 0
     assert "TENURE_TOKEN" in result.stdout
     assert "--grace" in result.stdout
+
+
+def test_readers_share_a_lock_and_a_writer_waits_for_them(url: str, node: str) -> None:
+    show = "import os; print(os.environ['TENURE_MODE'], os.environ['TENURE_TOKEN'])"
+    reader = start_tenure(
+        "lock", "--read", "catalog", "--node", node, "--", *child(WAITING_CHILD), url=url
+    )
+    try:
+        wait_for_line(reader, "child runs")
+        # A second reader gets in beside the first; a writer (or a plain lock) does not.
+        second = run_tenure("lock", "--read", "catalog", "--node", node, "--try", "--",
+                            *child(show), url=url)  # fmt: skip
+        assert second.returncode == 0, second.stderr
+        mode, token = second.stdout.split()
+        assert mode == "read"
+        for flags in (["--write"], []):
+            busy = run_tenure("lock", *flags, "catalog", "--node", node, "--try", "--", "true",
+                              url=url)  # fmt: skip
+            assert busy.returncode == 1
+            assert "busy" in one_error_line(busy)
+        both = run_tenure("lock", "--read", "--semaphore", "pool", "--", "true", url=url)
+        assert both.returncode == 2
+        assert "--read goes with NAME" in both.stderr
+    finally:
+        reader.send_signal(signal.SIGTERM)
+        finish(reader)
+    writer = run_tenure("lock", "--write", "catalog", "--node", node, "--", *child(show), url=url)
+    assert writer.returncode == 0, writer.stderr
+    assert writer.stdout.split()[0] == "write"
+    assert int(writer.stdout.split()[1]) > int(token)

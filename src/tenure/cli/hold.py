@@ -128,6 +128,19 @@ def hold_options(function: F) -> F:
     metavar="L",
     help="with --semaphore: create it with this limit if missing (without --limit it must exist)",
 )
+@click.option(
+    "--read",
+    "mode",
+    flag_value="read",
+    help="take a reader's share of the readers-writer lock NAME (readers share it)",
+)
+@click.option(
+    "--write",
+    "mode",
+    flag_value="write",
+    help="take the readers-writer lock NAME alone (what a plain NAME takes: a mutex and "
+    "the write side of one name exclude each other)",
+)
 @click.option("--data", default="", metavar="TEXT", help="owner data shown to others")
 @hold_options
 def lock(
@@ -135,6 +148,7 @@ def lock(
     semaphore: str | None,
     count: int | None,
     limit: int | None,
+    mode: str | None,
     data: str,
     **common: Any,
 ) -> int:
@@ -142,16 +156,19 @@ def lock(
 
     \b
     tenure lock NAME [OPTIONS] -- CMD [ARGS...]
+    tenure lock --read NAME [OPTIONS] -- CMD [ARGS...]     (readers share NAME)
+    tenure lock --write NAME [OPTIONS] -- CMD [ARGS...]    (alone, as plain NAME)
     tenure lock --semaphore SEM --count N --limit L [OPTIONS] -- CMD [ARGS...]
 
     Waits its turn (first come, first served), then runs CMD with TENURE_TOKEN (the
     fencing token), TENURE_LOCK (the name), TENURE_NODE and TENURE_SESSION_ID in its
-    environment, and releases when CMD ends; the exit status is CMD's. CMD runs in a
-    process group of its own, which never outlives tenure (even killed by -9); what
-    CMD leaves behind gets SIGTERM when it ends, SIGKILL after --grace. If the lock
-    is lost meanwhile, CMD's group gets SIGTERM, then SIGKILL after --grace, and
-    tenure exits 4. SIGINT, SIGTERM and SIGHUP are passed on to CMD's group (a ^C at
-    a terminal reaches CMD once, from the terminal). Exit statuses: 1 busy or timed
+    environment (and TENURE_MODE, read or write, with --read or --write), and
+    releases when CMD ends; the exit status is CMD's. CMD runs in a process group of
+    its own, which never outlives tenure (even killed by -9); what CMD leaves behind
+    gets SIGTERM when it ends, SIGKILL after --grace. If the lock is lost meanwhile,
+    CMD's group gets SIGTERM, then SIGKILL after --grace, and tenure exits 4.
+    SIGINT, SIGTERM and SIGHUP are passed on to CMD's group (a ^C at a terminal
+    reaches CMD once, from the terminal). Exit statuses: 1 busy or timed
     out, 2 usage, 3 backend error, 4 lost, 126/127 CMD cannot run / not found.
     """
     command: list[str] = click.get_current_context().meta[COMMAND_KEY]
@@ -160,11 +177,19 @@ def lock(
         raise click.UsageError("give either NAME (a mutex) or --semaphore SEM, not both")
     if semaphore is None and (count is not None or limit is not None):
         raise click.UsageError("--count and --limit go with --semaphore")
+    if semaphore is not None and mode is not None:
+        raise click.UsageError(f"--{mode} goes with NAME (a readers-writer lock), not --semaphore")
     target = name if semaphore is None else semaphore
     assert target is not None
-    what = f"lock {target!r}" if semaphore is None else f"semaphore {target!r}"
+    what = f"semaphore {target!r}" if semaphore is not None else f"lock {target!r}"
+    if mode is not None:
+        what = f"{mode} lock {target!r}"
 
     async def acquire(session: Session, timeout: float | None) -> Lease:
+        if mode == "read":
+            return await session.rwlock(target).read(timeout=timeout, data=data.encode())
+        if mode == "write":
+            return await session.rwlock(target).write(timeout=timeout, data=data.encode())
         if semaphore is None:
             return await session.mutex(target).lock(timeout=timeout, data=data.encode())
         handle = session.semaphore(target)
@@ -180,6 +205,8 @@ def lock(
             ) from None
 
     extra = {"TENURE_COUNT": str(count or 1)} if semaphore is not None else {}
+    if mode is not None:
+        extra["TENURE_MODE"] = mode
     return run(_hold_and_run("lock", target, what, acquire, command, extra, **common))
 
 
