@@ -34,6 +34,7 @@ from tenure._core.values import (
 from tenure.backends import Capability, SessionTicket
 from tenure.client import (
     Client,
+    Counter,
     Election,
     EndSignal,
     Leadership,
@@ -56,6 +57,7 @@ __all__ = [
     "Capability",
     "Client",
     "ClientIdentity",
+    "Counter",
     "Election",
     "EndSignal",
     "LeaderState",

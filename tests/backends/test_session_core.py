@@ -114,6 +114,9 @@ class ScriptedStore:
     async def update_semaphore(self, name: str, data: bytes) -> None:
         await self._answer("update", name)
 
+    async def swap_semaphore_data(self, name: str, expected: bytes, data: bytes) -> bool:
+        return bool(await self._answer("swap", name))
+
     async def delete_semaphore(self, name: str, force: bool) -> None:
         await self._answer("delete", name)
 

@@ -24,6 +24,7 @@ from tenure._core import (
     Release,
     Renew,
     SemaphoreDescription,
+    SwapSemaphoreData,
     UpdateSemaphore,
 )
 from tenure._core.invariants import check_invariants
@@ -912,4 +913,20 @@ def test_failed_command_leaves_state_unchanged(make, error):
         engine.apply(make(a, b, c), 1.0)
     assert snapshot(engine) == before
     assert engine.take_effects() == []
+    check_invariants(engine)
+
+
+def test_swap_of_data_compares_then_replaces_in_one_step():
+    engine = make_engine(NodeConfig(max_data_size=4))
+    s = open_session(engine)
+    create_semaphore(engine, s, "p", 1, data=b"v1")
+    assert engine.apply(SwapSemaphoreData(s, "p", b"v2", b"v3"), 0.0) is False
+    assert describe(engine, s, "p").data == b"v1"
+    assert engine.apply(SwapSemaphoreData(s, "p", b"v1", b"v2"), 0.0) is True
+    assert describe(engine, s, "p").data == b"v2"
+    # The new data is checked whatever the outcome: a bad argument is not a False.
+    with pytest.raises(LimitExceededError, match="max_data_size"):
+        engine.apply(SwapSemaphoreData(s, "p", b"no", b"12345"), 0.0)
+    with pytest.raises(NotFoundError):
+        engine.apply(SwapSemaphoreData(s, "missing", b"", b"x"), 0.0)
     check_invariants(engine)

@@ -16,6 +16,7 @@ from tenure._core import (
     NodeConfig,
     Release,
     SemaphoreDescription,
+    SwapSemaphoreData,
     UpdateSemaphore,
     WatchFired,
 )
@@ -385,3 +386,13 @@ def test_repeating_watches_count_against_the_session_limit() -> None:
     engine.apply(UpdateSemaphore(a, "p", b"x"), 0.0)  # they fire and stay
     with pytest.raises(LimitExceededError):
         repeating(engine, w, "p")
+
+
+def test_a_swap_of_data_fires_data_watches_only_when_it_changes_the_data():
+    engine, a, _, w = _setup()
+    wid = watch(engine, w, "p", data=True)
+    assert engine.apply(SwapSemaphoreData(a, "p", b"other", b"d1"), 1.0) is False
+    assert engine.apply(SwapSemaphoreData(a, "p", b"d0", b"d0"), 1.0) is True  # no change
+    assert fired_ids(engine) == []
+    assert engine.apply(SwapSemaphoreData(a, "p", b"d0", b"d1"), 2.0) is True
+    assert fired_ids(engine) == [wid]

@@ -130,7 +130,7 @@ STABLE_TAGS = {
     "ResumeSession": 15,
     "KillSession": 16, "ListSessions": 17,
     "CreateSemaphore": 20, "Acquire": 21, "Release": 22, "CancelAcquire": 23, "Renew": 24,
-    "UpdateSemaphore": 25, "DeleteSemaphore": 26, "DescribeSemaphore": 27, "CancelWatch": 28,
+    "UpdateSemaphore": 25, "DeleteSemaphore": 26, "SwapSemaphoreData": 31, "DescribeSemaphore": 27, "CancelWatch": 28,
     "ListSemaphores": 29, "ClusterStatus": 30,
     "Granted": 1, "AcquireFailed": 2, "LeaseLost": 3, "WatchFired": 4, "SessionEnded": 5,
     "SessionInfo": 1, "AcquireResult": 2, "NodeDescription": 3, "DescribeResult": 4,

@@ -47,6 +47,7 @@ CLASSES: dict[type, type] = {
     tenure.client.Session: tenure.sync.Session,
     tenure.client.SessionLoop: tenure.sync.SessionLoop,
     tenure.client.Mutex: tenure.sync.Mutex,
+    tenure.client.Counter: tenure.sync.Counter,
     tenure.client.RWLock: tenure.sync.RWLock,
     tenure.client.Semaphore: tenure.sync.Semaphore,
     tenure.client.Election: tenure.sync.Election,

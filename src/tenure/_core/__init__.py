@@ -42,6 +42,7 @@ from tenure._core.commands import (
     SessionPage,
     SessionState,
     SetNodeAnnex,
+    SwapSemaphoreData,
     UpdateSemaphore,
 )
 from tenure._core.effects import (
@@ -109,6 +110,7 @@ __all__ = [
     "SessionPage",
     "SessionState",
     "SetNodeAnnex",
+    "SwapSemaphoreData",
     "UpdateSemaphore",
     "WaiterInfo",
     "WatchFired",

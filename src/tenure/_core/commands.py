@@ -415,6 +415,17 @@ class UpdateSemaphore(Command[None]):
 
 
 @dataclass(frozen=True, slots=True)
+class SwapSemaphoreData(Command[bool]):
+    """Replace a semaphore's data with ``data`` if it is ``expected`` now (compare and
+    swap, in one step); replies whether it did."""
+
+    session_id: int
+    name: str
+    expected: bytes
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class DeleteSemaphore(Command[None]):
     """Delete a semaphore; PreconditionFailedError if held or awaited, unless ``force``."""
 

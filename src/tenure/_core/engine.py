@@ -82,6 +82,7 @@ HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = MappingProxyType(
         c.CancelAcquire: semaphores.cancel_acquire,
         c.Renew: semaphores.renew,
         c.UpdateSemaphore: semaphores.update_semaphore,
+        c.SwapSemaphoreData: semaphores.swap_semaphore_data,
         c.DeleteSemaphore: semaphores.delete_semaphore,
         c.DescribeSemaphore: watches.describe_semaphore,
         c.CancelWatch: watches.cancel_watch,

@@ -28,6 +28,7 @@ from tenure._core.commands import (
     ListNodes,
     ListSemaphores,
     ListSessions,
+    SwapSemaphoreData,
 )
 from tenure._core.effects import Effect, WatchFired
 from tenure._core.values import NO_IDENTITY, OwnerInfo, SemaphoreDescription, WaiterInfo
@@ -52,6 +53,8 @@ from tenure.errors import ErrorCode, ProtocolError
 __all__ = [
     "PROTOCOL_VERSION",
     "SINCE_VERSION_2",
+    "SINCE_VERSION_3",
+    "SINCE_VERSION_4",
     "SUPPORTED_VERSIONS",
     "ClientMessage",
     "ConnectionClosed",
@@ -78,14 +81,17 @@ __all__ = [
 #: the listing commands, KillSession, CreateSession's client identity, and who holds
 #: and since when on owners and waiters. Version 3 added clusters: Welcome's
 #: ``role`` and ``leader``, and ClusterStatus (:mod:`tenure._protocol.cluster`).
-PROTOCOL_VERSION: Final = 3
+#: Version 4 added SwapSemaphoreData (a compare-and-swap of a semaphore's data).
+PROTOCOL_VERSION: Final = 4
 #: The versions a server built from this code accepts in a Hello. To an older peer
 #: it sends the layouts of the peer's version (:func:`for_version`).
-SUPPORTED_VERSIONS: Final = frozenset({1, 2, PROTOCOL_VERSION})
+SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3, PROTOCOL_VERSION})
 #: Commands a version-1 peer does not know (a client must not send them to it).
 SINCE_VERSION_2: Final = frozenset({ListNodes, ListSemaphores, ListSessions, KillSession})
 #: Commands a version-1 or version-2 peer does not know.
 SINCE_VERSION_3: Final = frozenset({ClusterStatus})
+#: Commands a peer of version 1 to 3 does not know.
+SINCE_VERSION_4: Final = frozenset({SwapSemaphoreData})
 #: Welcome.role of a server that is not part of a cluster, of a cluster's leader,
 #: and of a standby (which answers only ClusterStatus and Ping: docs/protocol.md 16).
 STANDALONE: Final = ""
@@ -350,7 +356,7 @@ def for_version(message: Message, version: int | None) -> Message:
     defaults they are not even sent, see wire.Record), so it reads the layouts it
     always did.
     """
-    if version is None or version >= PROTOCOL_VERSION:
+    if version is None or version >= 3:  # version 4 changed no layout, only added a command
         return message
     if type(message) is Welcome:
         return dataclasses.replace(message, role=STANDALONE, leader=None)

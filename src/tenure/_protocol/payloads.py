@@ -272,6 +272,11 @@ _COMMANDS: Final = (
     Record(c.UpdateSemaphore, [("session_id", UINT), ("name", STR), ("data", BIN)], tag=25),
     Record(c.DeleteSemaphore, [("session_id", UINT), ("name", STR), ("force", BOOL)], tag=26),
     Record(
+        c.SwapSemaphoreData,
+        [("session_id", UINT), ("name", STR), ("expected", BIN), ("data", BIN)],
+        tag=31,
+    ),
+    Record(
         c.DescribeSemaphore,
         [
             ("session_id", UINT),
@@ -428,6 +433,7 @@ REPLY_TYPES: Final[Mapping[type, tuple[type, ...]]] = {
     c.Renew: (float, int),
     c.UpdateSemaphore: (_NONE,),
     c.DeleteSemaphore: (_NONE,),
+    c.SwapSemaphoreData: (bool,),
     c.DescribeSemaphore: (c.DescribeResult,),
     c.CancelWatch: (bool,),
     c.ListNodes: (c.NodePage,),

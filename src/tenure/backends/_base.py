@@ -326,6 +326,11 @@ class BackendSession(Protocol):
     async def update_semaphore(self, name: str, data: bytes) -> None:
         """Replace a semaphore's data; NotFoundError if missing."""
 
+    async def swap_semaphore_data(self, name: str, expected: bytes, data: bytes) -> bool:
+        """Replace a semaphore's data with ``data`` if it is ``expected`` now, atomically;
+        whether it did. NotFoundError if missing. If the answer is lost (the store
+        unreachable), the error says so: whether the swap happened is then unknown."""
+
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """Delete a semaphore; one with owners or waiters only with ``force``.
 

@@ -41,6 +41,7 @@ from tenure._core import (
     SemaphoreDescription,
     SessionEnded,
     SessionState,
+    SwapSemaphoreData,
     UpdateSemaphore,
     WatchFired,
 )
@@ -158,6 +159,10 @@ class CommandStore:
     async def update_semaphore(self, name: str, data: bytes) -> None:
         """UpdateSemaphore."""
         await self.channel.call(UpdateSemaphore(self.session_id, name, data))
+
+    async def swap_semaphore_data(self, name: str, expected: bytes, data: bytes) -> bool:
+        """SwapSemaphoreData."""
+        return await self.channel.call(SwapSemaphoreData(self.session_id, name, expected, data))
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """DeleteSemaphore."""

@@ -63,6 +63,7 @@ from tenure._protocol.messages import (
     PROTOCOL_VERSION,
     SINCE_VERSION_2,
     SINCE_VERSION_3,
+    SINCE_VERSION_4,
     STANDALONE,
     STANDBY,
 )
@@ -109,7 +110,7 @@ DEFAULT_PING_INTERVAL: Final = 5.0
 #: A Ping unanswered for this long (at least) means the connection is dead.
 MIN_PING_PATIENCE: Final = 2.0
 #: The commands some older protocol version lacks (checked before each is sent).
-_NEWER: Final = SINCE_VERSION_2 | SINCE_VERSION_3
+_NEWER: Final = SINCE_VERSION_2 | SINCE_VERSION_3 | SINCE_VERSION_4
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,7 +317,9 @@ class Link:
     def _check_version(self, conn: LinkConnection, command: Command[R]) -> None:
         """UnsupportedError if the connection's protocol version lacks ``command``."""
         version = conn.codec.version or PROTOCOL_VERSION
-        if type(command) in SINCE_VERSION_3 and version < 3:
+        if type(command) in SINCE_VERSION_4 and version < 4:
+            what = "compare and swap a semaphore's data (counters, latches)"
+        elif type(command) in SINCE_VERSION_3 and version < 3:
             what = "ask it about its cluster"
         elif type(command) in SINCE_VERSION_2 and version < 2:
             what = "list or kill sessions"

@@ -321,6 +321,11 @@ class StoreSession:
         self.check_alive()
         await self._store.update_semaphore(name, data)
 
+    async def swap_semaphore_data(self, name: str, expected: bytes, data: bytes) -> bool:
+        """See :meth:`tenure.backends._base.BackendSession.swap_semaphore_data`."""
+        self.check_alive()
+        return await self._store.swap_semaphore_data(name, expected, data)
+
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""
         self.check_alive()

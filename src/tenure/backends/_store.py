@@ -188,6 +188,9 @@ class Store(Protocol):
     async def update_semaphore(self, name: str, data: bytes) -> None:
         """See :meth:`tenure.backends._base.BackendSession.update_semaphore`."""
 
+    async def swap_semaphore_data(self, name: str, expected: bytes, data: bytes) -> bool:
+        """See :meth:`tenure.backends._base.BackendSession.swap_semaphore_data`."""
+
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tenure.client._client import Client, SessionLoop, connect
+from tenure.client._counter import Counter
 from tenure.client._election import Election, LeaderState
 from tenure.client._lease import Leadership, Lease, Lock, ReadLock, WriteLock
 from tenure.client._loss import EndSignal
@@ -14,6 +15,7 @@ from tenure.client._session import Session
 
 __all__ = [
     "Client",
+    "Counter",
     "Election",
     "EndSignal",
     "LeaderState",

@@ -102,6 +102,19 @@ class Semaphore:
         data = _args.as_data(data)
         await self.session._backend_session().update_semaphore(self.name, data)
 
+    async def compare_and_set(self, expected: Data, data: Data) -> bool:
+        """Replace the semaphore's data with ``data`` if it is ``expected`` now, in one
+        atomic step; whether it did (False: it was something else; nothing changed).
+
+        Raises:
+            NotFoundError: the semaphore does not exist.
+            UnsupportedError: a tenure server older than protocol version 4.
+            UnavailableError: the answer was lost; whether the data changed is unknown.
+        """
+        expected, data = _args.as_data(expected), _args.as_data(data)
+        backend = self.session._backend_session()
+        return await backend.swap_semaphore_data(self.name, expected, data)
+
     async def delete(self, *, force: bool = False) -> None:
         """Delete the semaphore; with ``force``, even while held (its owners lose their leases)."""
         force = _args.flag("force", force)

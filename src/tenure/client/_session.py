@@ -11,6 +11,7 @@ from typing import Any, TypeVar, final, overload
 from tenure.backends._base import BackendSession, Grant, HeldGrant, SessionTicket
 from tenure.client import _args
 from tenure.client._args import Data
+from tenure.client._counter import Counter
 from tenure.client._election import Election
 from tenure.client._lease import Lease
 from tenure.client._loss import CancelOnLoss, EndSignal, Guarded
@@ -107,6 +108,11 @@ class Session(Guarded):
             name = _args.semaphore_name(name)
         found = [lease for lease in self._leases.values() if name is None or lease.name == name]
         return sorted(found, key=lambda lease: lease.token)
+
+    def counter(self, name: str) -> Counter:
+        """The counter ``name``: an integer in the data of the semaphore ``name``,
+        changed by compare-and-set (add, get, compare_and_set)."""
+        return Counter(self, name)
 
     def mutex(self, name: str) -> Mutex:
         """The mutex ``name`` (an ephemeral semaphore taken exclusively)."""

@@ -36,6 +36,7 @@ For tests, pass ``clock=FakeClock()`` to ``memory://`` and move it with
 from __future__ import annotations
 
 from tenure.sync._client import Client, SessionLoop, connect
+from tenure.sync._counter import Counter
 from tenure.sync._held import EndSignal
 from tenure.sync._leases import Leadership, Lease, Lock, ReadLock, WriteLock
 from tenure.sync._objects import Election, Mutex, Semaphore, Session, Stream
@@ -44,6 +45,7 @@ from tenure.sync._rwlock import RWLock
 
 __all__ = [
     "Client",
+    "Counter",
     "Election",
     "EndSignal",
     "Leadership",

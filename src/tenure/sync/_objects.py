@@ -21,6 +21,7 @@ from tenure.client import LeaderState
 from tenure.client._args import Data
 from tenure.errors import LostError
 from tenure.sync._calls import now, opened, opened_or_none
+from tenure.sync._counter import Counter
 from tenure.sync._held import ClosesOnExit, Held
 from tenure.sync._leases import Leadership, Lease, Lock, ReadLock, WriteLock
 from tenure.sync._portal import Portal
@@ -84,6 +85,10 @@ class Session(Held):
         """Remember ``wrapper`` as its lease's one sync face (so :meth:`leases` gives it)."""
         self._wrapped[wrapper._lease] = wrapper
         return wrapper
+
+    def counter(self, name: str) -> Counter:
+        """The counter ``name``."""
+        return Counter(self, self._session.counter(name))
 
     def mutex(self, name: str) -> Mutex:
         """The mutex ``name``."""
@@ -290,6 +295,11 @@ class Semaphore:
     def update(self, data: Data) -> None:
         """Replace the semaphore's data."""
         self.session._portal.call(self._semaphore.update, data)
+
+    def compare_and_set(self, expected: Data, data: Data) -> bool:
+        """Replace the data with ``data`` if it is ``expected`` now, atomically; whether
+        it did (see :meth:`tenure.Semaphore.compare_and_set`)."""
+        return self.session._portal.call(self._semaphore.compare_and_set, expected, data)
 
     def delete(self, *, force: bool = False) -> None:
         """Delete the semaphore; with ``force``, even while held (its owners lose their leases)."""

@@ -32,6 +32,7 @@ from tenure._core import (
     Release,
     ResumeSession,
     SetNodeAnnex,
+    SwapSemaphoreData,
     UpdateSemaphore,
     WatchFired,
 )
@@ -121,6 +122,7 @@ def test_read_only_and_read_write_commands() -> None:
         Release(1, "m"),
         CreateSemaphore(1, "m", 2),
         UpdateSemaphore(1, "m", b""),
+        SwapSemaphoreData(1, "m", b"", b"1"),
         CreateNode("n"),
         AlterNode("n", {}),
         SetNodeAnnex("n", "ydb", b"x"),
@@ -131,7 +133,7 @@ def test_read_only_and_read_write_commands() -> None:
         assert why == f"token 'r' is read-only: it may not send {type(write).__name__} on node 'n'"
         assert denial(writer, write, "n") is None
     assert len(READ_ONLY_COMMANDS) == 14
-    assert len(READ_WRITE_COMMANDS) == 26
+    assert len(READ_WRITE_COMMANDS) == 27
 
 
 def test_node_patterns() -> None:

@@ -303,6 +303,23 @@ def update_semaphore(state: EngineState, cmd: c.UpdateSemaphore, now: float) -> 
         state.fire_watches(node, sem.name, DATA)
 
 
+def swap_semaphore_data(state: EngineState, cmd: c.SwapSemaphoreData, now: float) -> bool:
+    """Replace the semaphore's data if it is ``expected`` now; whether it did.
+
+    The new data is checked even when the swap does not happen: a bad argument is
+    an error whatever the state, not a False that a retry loop would repeat.
+    """
+    _, node = state.lookup_session_node(cmd.session_id)
+    sem = state.lookup_semaphore(node, cmd.name)
+    data = check_data("semaphore data", cmd.data, node.config.max_data_size)
+    if sem.data != cmd.expected:
+        return False
+    if data != sem.data:
+        sem.data = data
+        state.fire_watches(node, sem.name, DATA)
+    return True
+
+
 def delete_semaphore(state: EngineState, cmd: c.DeleteSemaphore, now: float) -> None:
     """Remove a semaphore; with ``force``, fail its waiters and take its grants."""
     _, node = state.lookup_session_node(cmd.session_id)

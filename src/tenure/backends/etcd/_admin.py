@@ -87,6 +87,32 @@ class Admin:
             if reply.succeeded:
                 return
 
+    async def swap_semaphore_data(self, name: str, expected: bytes, data: bytes) -> bool:
+        """See :meth:`tenure.backends._base.BackendSession.swap_semaphore_data`: one Txn
+        that puts the record only if its mod_revision is the one whose data was read."""
+        s = self._parts
+        config = await s.sender.config()
+        data = check_data("semaphore data", data, config.max_data_size)
+        while True:
+            state = await s.sender.read(name)
+            if not state.exists:
+                raise NotFoundError(f"semaphore {name!r} does not exist")
+            if not state.record:
+                raise PreconditionFailedError(
+                    f"semaphore {name!r} is ephemeral: etcd:// keeps no data for it"
+                )
+            if state.data != expected:
+                return False
+            record = s.layout.record(s.node, name)
+            value = encode({"limit": state.limit, "data": data})
+            reply = await s.sender.txn(
+                [compare_mod(record, state.record_mod)], [put(record, value)], []
+            )
+            if reply.succeeded:
+                return True
+            # The record changed since it was read (its data, its limit, or it went):
+            # read again, and compare the data as it is now.
+
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""
         s = self._parts

@@ -128,6 +128,7 @@ class SemState:
     name: str
     revision: int
     record: int = 0  # the record's create_revision; 0: ephemeral or missing
+    record_mod: int = 0  # the record's mod_revision (a compare-and-swap of its data)
     limit: int = MAX_COUNT
     data: bytes = b""
     entries: list[Entry] = field(default_factory=list)  # in arrival order
@@ -156,6 +157,7 @@ class SemState:
         try:
             value = decode(kv.value)
             self.record, self.limit = int(kv.create_revision), int(value["limit"])
+            self.record_mod = int(kv.mod_revision)
             self.data = bytes(value["data"])
         except (KeyError, TypeError, ValueError) as error:
             raise _foreign(kv, error) from None

@@ -233,6 +233,10 @@ class EtcdStore:
         """See :meth:`Admin.update_semaphore`."""
         await self.admin.update_semaphore(name, data)
 
+    async def swap_semaphore_data(self, name: str, expected: bytes, data: bytes) -> bool:
+        """See :meth:`Admin.swap_semaphore_data`."""
+        return await self.admin.swap_semaphore_data(name, expected, data)
+
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """See :meth:`Admin.delete_semaphore`."""
         await self.admin.delete_semaphore(name, force)

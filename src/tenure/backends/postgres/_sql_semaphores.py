@@ -276,6 +276,31 @@ BEGIN
     END IF;
 END $$;
 
+-- Compare and swap: replace the data only if it is p_expected now (the row locked
+-- FOR UPDATE, so no other change comes between the compare and the write); whether
+-- it did.
+CREATE OR REPLACE FUNCTION @S.swap_semaphore_data(
+    p_sid bigint, p_secret bytea, p_seq int, p_name text, p_expected bytea, p_data bytea
+) RETURNS boolean LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
+DECLARE
+    s sessions := live(p_sid, p_secret, p_seq);
+    old bytea;
+BEGIN
+    SELECT data INTO old FROM semaphores WHERE node = s.node AND name = p_name FOR UPDATE;
+    IF NOT FOUND THEN
+        PERFORM fail('TN404', format('semaphore %L does not exist', p_name));
+    END IF;
+    PERFORM check_data('semaphore data', p_data, s.node);
+    IF old <> p_expected THEN
+        RETURN false;
+    END IF;
+    IF old <> p_data THEN
+        UPDATE semaphores SET data = p_data WHERE node = s.node AND name = p_name;
+        PERFORM pg_notify(channel(s.node), 's' || p_name);
+    END IF;
+    RETURN true;
+END $$;
+
 -- Delete a semaphore; forced, its waiters end with NotFound and its owners lose
 -- their grants (an outcome each, for a client that was still waiting for its answer;
 -- 'd': holders check theirs).

@@ -347,6 +347,11 @@ class PgStore:
         """One function."""
         await self.call("update_semaphore", name, data)
 
+    async def swap_semaphore_data(self, name: str, expected: bytes, data: bytes) -> bool:
+        """One function (not sent again after a lost answer: a swap that happened would
+        be answered false the second time)."""
+        return bool(await self.call("swap_semaphore_data", name, expected, data, idempotent=False))
+
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """Delete ``name``; forced, its holds are gone and its waits end (NotFound)."""
         await self.call("delete_semaphore", name, force, idempotent=False)

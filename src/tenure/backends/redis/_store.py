@@ -336,6 +336,11 @@ class RedisStore(CommandStore):
         """One function."""
         await self.invoke("update_semaphore", "", name, data)
 
+    async def swap_semaphore_data(self, name: str, expected: bytes, data: bytes) -> bool:
+        """One function (its request key makes a retry safe)."""
+        key = self.backend.request_key()
+        return bool(await self.invoke("swap_semaphore_data", key, name, expected, data))
+
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """One function; this client's own sessions hear of it at once (their pushes come
         later, and count once)."""

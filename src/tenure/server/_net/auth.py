@@ -59,6 +59,7 @@ from tenure._core import (
     Renew,
     ResumeSession,
     SetNodeAnnex,
+    SwapSemaphoreData,
     UpdateSemaphore,
 )
 from tenure._protocol.cluster import ClusterStatus
@@ -100,6 +101,7 @@ READ_WRITE_COMMANDS: Final[frozenset[type[Command[object]]]] = READ_ONLY_COMMAND
     Renew,
     CreateSemaphore,
     UpdateSemaphore,
+    SwapSemaphoreData,
     DeleteSemaphore,
     CreateNode,
     AlterNode,

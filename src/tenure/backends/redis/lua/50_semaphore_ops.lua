@@ -223,6 +223,29 @@ local function update_semaphore(keys, args)
   return reply(1, more)
 end
 
+-- Compare and swap: the data replaced only if it is `expected` now; 1 if it was, else
+-- 0. The request key answers a retry as the first try was answered (a swap that
+-- happened must not be told 0 when its answer was lost and it is asked again).
+-- args: sid, fence, request key, name, expected, data.
+local function swap_semaphore_data(keys, args)
+  local more, done = begin_session(keys, args)
+  if done then return reply(done, more) end
+  local name, expected, data = args[4], args[5], args[6]
+  local m = meta(name)
+  if not m then fail(20, 'semaphore ' .. quote(name) .. ' does not exist') end
+  local md = tonumber(cfg_get('md'))
+  if #data > md then
+    fail(22, 'semaphore data is ' .. #data .. ' bytes; max_data_size is ' .. md)
+  end
+  if m.data ~= expected then return reply(remember(args[3], 0), more) end
+  if m.data ~= data then
+    redis.call('HSET', B .. 'm:' .. name, 'data', data)
+    m.data = data
+    touch(name)
+  end
+  return reply(remember(args[3], 1), more)
+end
+
 -- args: sid, fence, request key, name, force ('1'/'0').
 local function delete_semaphore(keys, args)
   local more, done = begin_session(keys, args)
@@ -366,6 +389,7 @@ register('release', release)
 register('renew', renew)
 register('create_semaphore', create_semaphore)
 register('update_semaphore', update_semaphore)
+register('swap_semaphore_data', swap_semaphore_data)
 register('delete_semaphore', delete_semaphore)
 register('describe_semaphore', describe_semaphore)
 register('watch', watch)
