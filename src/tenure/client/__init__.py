@@ -5,6 +5,7 @@ from __future__ import annotations
 from tenure.client._client import Client, SessionLoop, connect
 from tenure.client._counter import Counter
 from tenure.client._election import Election, LeaderState
+from tenure.client._latch import Latch
 from tenure.client._lease import Leadership, Lease, Lock, ReadLock, WriteLock
 from tenure.client._loss import EndSignal
 from tenure.client._mutex import Mutex
@@ -18,6 +19,7 @@ __all__ = [
     "Counter",
     "Election",
     "EndSignal",
+    "Latch",
     "LeaderState",
     "Leadership",
     "Lease",

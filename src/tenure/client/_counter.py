@@ -27,7 +27,9 @@ MIN_VALUE = -(2**63)
 MAX_VALUE = 2**63 - 1
 
 
-def _value(name: str, data: bytes) -> int:
+def counter_value(name: str, data: bytes) -> int:
+    """The value a counter's semaphore data holds (empty: 0); PreconditionFailedError
+    for data that is not a value."""
     if data == b"":
         return 0
     try:
@@ -65,7 +67,7 @@ class Counter:
 
     async def get(self) -> int:
         """The value now (0 for a counter never written)."""
-        return _value(self.name, await self._data())
+        return counter_value(self.name, await self._data())
 
     async def add(self, delta: int = 1) -> int:
         """Add ``delta`` (negative subtracts) and return the new value.
@@ -78,7 +80,7 @@ class Counter:
         delta = _whole("delta", delta)
         while True:
             data = await self._data()
-            new = _value(self.name, data) + delta
+            new = counter_value(self.name, data) + delta
             if not MIN_VALUE <= new <= MAX_VALUE:
                 raise LimitExceededError(
                     f"counter {self.name!r} would be {new}, past 64 signed bits"
@@ -91,7 +93,7 @@ class Counter:
         expected, new = _whole("expected", expected), _whole("new", new)
         while True:
             data = await self._data()
-            if _value(self.name, data) != expected:
+            if counter_value(self.name, data) != expected:
                 return False
             if await self._swap(data, new):
                 return True

@@ -13,6 +13,7 @@ from tenure.client import _args
 from tenure.client._args import Data
 from tenure.client._counter import Counter
 from tenure.client._election import Election
+from tenure.client._latch import Latch
 from tenure.client._lease import Lease
 from tenure.client._loss import CancelOnLoss, EndSignal, Guarded
 from tenure.client._mutex import Mutex
@@ -113,6 +114,11 @@ class Session(Guarded):
         """The counter ``name``: an integer in the data of the semaphore ``name``,
         changed by compare-and-set (add, get, compare_and_set)."""
         return Counter(self, name)
+
+    def latch(self, name: str, count: int) -> Latch:
+        """The count-down latch ``name``, made with ``count`` by its first use (later
+        uses find the count left): ``count_down()``, ``wait(timeout)``."""
+        return Latch(self, name, count)
 
     def mutex(self, name: str) -> Mutex:
         """The mutex ``name`` (an ephemeral semaphore taken exclusively)."""

@@ -38,6 +38,7 @@ from __future__ import annotations
 from tenure.sync._client import Client, SessionLoop, connect
 from tenure.sync._counter import Counter
 from tenure.sync._held import EndSignal
+from tenure.sync._latch import Latch
 from tenure.sync._leases import Leadership, Lease, Lock, ReadLock, WriteLock
 from tenure.sync._objects import Election, Mutex, Semaphore, Session, Stream
 from tenure.sync._portal import Portal
@@ -48,6 +49,7 @@ __all__ = [
     "Counter",
     "Election",
     "EndSignal",
+    "Latch",
     "Leadership",
     "Lease",
     "Lock",

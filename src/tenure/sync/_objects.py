@@ -23,6 +23,7 @@ from tenure.errors import LostError
 from tenure.sync._calls import now, opened, opened_or_none
 from tenure.sync._counter import Counter
 from tenure.sync._held import ClosesOnExit, Held
+from tenure.sync._latch import Latch
 from tenure.sync._leases import Leadership, Lease, Lock, ReadLock, WriteLock
 from tenure.sync._portal import Portal
 from tenure.sync._rwlock import RWLock
@@ -89,6 +90,10 @@ class Session(Held):
     def counter(self, name: str) -> Counter:
         """The counter ``name``."""
         return Counter(self, self._session.counter(name))
+
+    def latch(self, name: str, count: int) -> Latch:
+        """The count-down latch ``name``."""
+        return Latch(self, self._session.latch(name, count))
 
     def mutex(self, name: str) -> Mutex:
         """The mutex ``name``."""
