@@ -18,7 +18,12 @@ def test_a_blocked_wait_goes_when_the_count_reaches_zero(
     with pytest.raises(TimeoutError):
         latch.wait(timeout=0.05)
     done = threading.Event()
-    waiter = threading.Thread(target=lambda: (other.latch("warmup", 2).wait(), done.set()))
+
+    def wait() -> None:
+        other.latch("warmup", 2).wait()
+        done.set()
+
+    waiter = threading.Thread(target=wait)
     waiter.start()
     assert latch.count_down() == 1
     assert not done.wait(0.05)
