@@ -33,6 +33,7 @@ from tenure._core.values import (
 )
 from tenure.backends import Capability, SessionTicket
 from tenure.client import (
+    Barrier,
     Client,
     Counter,
     Election,
@@ -55,6 +56,7 @@ from tenure.client import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "Barrier",
     "Capability",
     "Client",
     "ClientIdentity",

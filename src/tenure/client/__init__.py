@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tenure.client._barrier import Barrier
 from tenure.client._client import Client, SessionLoop, connect
 from tenure.client._counter import Counter
 from tenure.client._election import Election, LeaderState
@@ -15,6 +16,7 @@ from tenure.client._semaphore import Semaphore
 from tenure.client._session import Session
 
 __all__ = [
+    "Barrier",
     "Client",
     "Counter",
     "Election",

@@ -11,6 +11,7 @@ from typing import Any, TypeVar, final, overload
 from tenure.backends._base import BackendSession, Grant, HeldGrant, SessionTicket
 from tenure.client import _args
 from tenure.client._args import Data
+from tenure.client._barrier import Barrier
 from tenure.client._counter import Counter
 from tenure.client._election import Election
 from tenure.client._latch import Latch
@@ -109,6 +110,10 @@ class Session(Guarded):
             name = _args.semaphore_name(name)
         found = [lease for lease in self._leases.values() if name is None or lease.name == name]
         return sorted(found, key=lambda lease: lease.token)
+
+    def barrier(self, name: str, parties: int) -> Barrier:
+        """The cyclic barrier ``name`` of ``parties`` parties: ``wait(timeout)``."""
+        return Barrier(self, name, parties)
 
     def counter(self, name: str) -> Counter:
         """The counter ``name``: an integer in the data of the semaphore ``name``,

@@ -35,6 +35,7 @@ For tests, pass ``clock=FakeClock()`` to ``memory://`` and move it with
 
 from __future__ import annotations
 
+from tenure.sync._barrier import Barrier
 from tenure.sync._client import Client, SessionLoop, connect
 from tenure.sync._counter import Counter
 from tenure.sync._held import EndSignal
@@ -45,6 +46,7 @@ from tenure.sync._portal import Portal
 from tenure.sync._rwlock import RWLock
 
 __all__ = [
+    "Barrier",
     "Client",
     "Counter",
     "Election",

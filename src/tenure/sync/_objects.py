@@ -20,6 +20,7 @@ from tenure.backends import SessionTicket
 from tenure.client import LeaderState
 from tenure.client._args import Data
 from tenure.errors import LostError
+from tenure.sync._barrier import Barrier
 from tenure.sync._calls import now, opened, opened_or_none
 from tenure.sync._counter import Counter
 from tenure.sync._held import ClosesOnExit, Held
@@ -86,6 +87,10 @@ class Session(Held):
         """Remember ``wrapper`` as its lease's one sync face (so :meth:`leases` gives it)."""
         self._wrapped[wrapper._lease] = wrapper
         return wrapper
+
+    def barrier(self, name: str, parties: int) -> Barrier:
+        """The cyclic barrier ``name`` of ``parties`` parties."""
+        return Barrier(self, self._session.barrier(name, parties))
 
     def counter(self, name: str) -> Counter:
         """The counter ``name``."""

@@ -67,8 +67,9 @@ async def test_a_lost_session_ends_its_wait_with_the_loss_error(
 
 async def test_a_deleted_latch_ends_its_waits(client: tenure.Client, node: str) -> None:
     session = await client.session(node)
-    assert await session.latch("gate", 2).remaining() == 2
-    waiting = spawn(session.latch("gate", 2).wait())
+    latch = session.latch("gate", 2)
+    assert await latch.remaining() == 2  # made: this object's wait will not make it again
+    waiting = spawn(latch.wait())
     await settle()
     await session.semaphore("gate").delete()
     with pytest.raises(NotFoundError):  # (deleted while waited for, or before the wait began)
