@@ -132,3 +132,18 @@ def test_the_page_over_https_in_chromium(tmp_path: Path, browser: Browser) -> No
             page.wait_for_selector("#live.on")  # the event stream, over https too
         finally:
             page_context.close()
+
+
+async def test_a_logout_outlives_a_restart_and_other_logins_do_too(tmp_path: Path) -> None:
+    tickets: dict[str, str] = {}
+    for http in serve(tmp_path, "--dashboard-ticket-ttl", "600"):
+        for who in ("gone", "kept"):
+            status, answer, response = await call(http, "POST", "/login", body={"secret": READER})
+            assert status == 200, answer
+            tickets[who] = SimpleCookie(response.headers["Set-Cookie"])["tenure_dashboard"].value
+        assert (await call(http, "POST", "/logout", tickets["gone"], {}))[1] == {"revoked": True}
+    assert (tmp_path / "data" / "dashboard-logouts.json").exists()
+    for http in serve(tmp_path, "--dashboard-ticket-ttl", "600"):  # the same data directory
+        assert (await call(http, "GET", "/board", tickets["gone"]))[0] == 401
+        status, answer, _ = await call(http, "GET", "/board", tickets["kept"])
+        assert status == 200, answer

@@ -5,6 +5,7 @@ altered ticket, another server's secret, and the bounded set of logged-out ids."
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +98,26 @@ def test_the_logged_out_ids_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None
     assert tickets.check(fresh, TOKENS) == OPS
     assert tickets.revoke(fresh, TOKENS)
     assert len(tickets._revoked) == 1
+
+
+async def test_logouts_are_kept_in_their_file_and_read_back(tmp_path: Path) -> None:
+    clock, file = Clock(), tmp_path / "logouts.json"
+    tickets = LoginTickets(SECRET, 60, clock, logouts=file)
+    gone, kept = tickets.issue(OPS), tickets.issue(OPS)
+    assert await tickets.log_out(gone, TOKENS)
+    assert not await tickets.log_out("tdt1.nonsense", TOKENS)
+    again = LoginTickets(SECRET, 60, clock, logouts=file)  # a restart
+    assert again.check(gone, TOKENS) is None
+    assert again.check(kept, TOKENS) == OPS
+    clock.now += 61  # expired ids are not carried on
+    assert LoginTickets(SECRET, 60, clock, logouts=file)._revoked == {}
+
+
+def test_an_unreadable_logouts_file_refuses_every_earlier_login(tmp_path: Path) -> None:
+    clock, file = Clock(), tmp_path / "logouts.json"
+    earlier = LoginTickets(SECRET, 60, clock).issue(OPS)
+    file.write_bytes(b"{not json")
+    tickets = LoginTickets(SECRET, 60, clock, logouts=file)
+    assert tickets.check(earlier, TOKENS) is None
+    clock.now += 2
+    assert tickets.check(tickets.issue(OPS), TOKENS) == OPS

@@ -52,11 +52,11 @@ def instance_id(path: Path, *, fresh: bool) -> bytes:
                 return data
             log.warning("%s is not %d bytes: replaced", file, INSTANCE_ID_BYTES)
     data = os.urandom(INSTANCE_ID_BYTES)
-    _write_durably(file, data, 0o644)
+    write_durably(file, data, 0o644)
     return data
 
 
-def _write_durably(file: Path, data: bytes, mode: int) -> None:
+def write_durably(file: Path, data: bytes, mode: int) -> None:
     """Put ``data`` in ``file`` whole or not at all, and durably: written to a temp
     file and fsynced, renamed over ``file``, and the directory fsynced, so that a
     power cut keeps the new name (a rename is durable only once its directory is)."""
@@ -98,5 +98,5 @@ def server_secret(path: Path) -> bytes:
         pass
     secret = os.urandom(SECRET_BYTES)
     path.mkdir(parents=True, exist_ok=True)
-    _write_durably(file, secret, 0o600)
+    write_durably(file, secret, 0o600)
     return secret

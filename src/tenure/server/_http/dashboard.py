@@ -62,7 +62,7 @@ from tenure.server._http.board import (
 )
 from tenure.server._http.cluster_view import cluster_view, dashboard_url
 from tenure.server._http.front import METRICS, READINESS, SERVING
-from tenure.server._http.login_tickets import LoginTickets
+from tenure.server._http.login_tickets import LOGOUTS_FILE, LoginTickets
 from tenure.server._http.viewer import Viewer, bearer, cookie_ticket
 from tenure.server._net.auth import Access
 from tenure.server._serve import Server
@@ -161,9 +161,14 @@ class Dashboard:
         server = self.server
         if server is None:
             return None
-        ttl = server.config.dashboard_ticket_ttl
+        config = server.config
         if self._tickets is None or not self._tickets.signs_with(server.secret):
-            self._tickets = LoginTickets(server.secret, ttl)
+            # A cluster's servers share no data directory: each keeps its logouts
+            # in memory (login_tickets' docstring).
+            logouts = None if config.cluster else config.data_dir / LOGOUTS_FILE
+            self._tickets = LoginTickets(
+                server.secret, config.dashboard_ticket_ttl, logouts=logouts
+            )
         return self._tickets
 
     def view(self, viewer: Viewer) -> str:

@@ -69,7 +69,7 @@ async def logout(request: web.Request) -> web.Response:
     tickets = dashboard.tickets()
     revoked = False
     if server is not None and tickets is not None and server.gate.tokens is not None:
-        revoked = tickets.revoke(cookie_ticket(request), server.gate.tokens)
+        revoked = await tickets.log_out(cookie_ticket(request), server.gate.tokens)
     response = web.json_response({"revoked": revoked})
     response.del_cookie(COOKIE, path="/", secure=request.secure, samesite="Strict")
     return response

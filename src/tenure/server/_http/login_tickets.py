@@ -17,26 +17,41 @@ refused
   anyway (:data:`MAX_REVOKED`; when the set is full of live ids, the logout revokes
   every ticket of that token issued until now instead, a per-token "not before").
 
-What survives a restart: the tickets themselves (the key is the data directory's),
-not the logouts, which are kept in memory only. A ticket logged out within its
-lifetime before a restart is good again afterwards until it expires; to cut every
-ticket of a token at once, change its secret or remove it from the auth file.
+What survives a restart: the tickets (the key is the data directory's) and the
+logouts, which are written to ``LOGOUTS_FILE`` in the data directory before the
+logout is answered (whole, fsynced, renamed, the directory fsynced: a power cut
+keeps either the old list or the new). A file that cannot be read refuses every
+ticket issued before the start instead. On a cluster, whose servers share no data
+directory, each server keeps its logouts in memory: a ticket logged out is refused
+by that server until it restarts, and by the others only once it expires (to cut
+every ticket of a token at once, change its secret or remove it from the auth
+file).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
 import hmac
+import json
+import logging
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Final
 
+from tenure.server._durability.identity import write_durably
 from tenure.server._net.auth import Token, Tokens
 
-__all__ = ["MAX_REVOKED", "PREFIX", "LoginTickets"]
+__all__ = ["LOGOUTS_FILE", "MAX_REVOKED", "PREFIX", "LoginTickets"]
+
+log = logging.getLogger("tenure.server")
+
+#: The logouts' file in the data directory (JSON: ids and "not before" times).
+LOGOUTS_FILE: Final = "dashboard-logouts.json"
 
 #: The start of every dashboard ticket (a version: a new format gets a new one).
 PREFIX: Final = "tdt1."
@@ -45,6 +60,8 @@ PREFIX: Final = "tdt1."
 _LABEL: Final = b"tenure dashboard ticket v1\0"
 #: Logged-out ticket ids kept until they expire, at most.
 MAX_REVOKED: Final = 10_000
+#: The "not before" key that applies to every token (no token is named "").
+_EVERY_TOKEN: Final = ""
 #: Random bytes in a ticket's id (unique per login, so one logout revokes one login).
 _ID_BYTES: Final = 12
 
@@ -52,14 +69,25 @@ _ID_BYTES: Final = 12
 class LoginTickets:
     """Issues and checks the dashboard's tickets (see the module docstring)."""
 
-    def __init__(self, secret: bytes, ttl: float, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        secret: bytes,
+        ttl: float,
+        clock: Callable[[], float] = time.time,
+        *,
+        logouts: Path | None = None,
+    ) -> None:
+        """``logouts``: the file the logouts are kept in (None: memory only)."""
         self._key = _derive(secret)
         self.ttl = ttl
         self._clock = clock
+        self._logouts = logouts
         #: ticket id -> its expiry, for logged-out tickets not yet expired.
         self._revoked: dict[str, int] = {}
         #: token name -> tickets issued before this (unix seconds) are refused.
         self._not_before: dict[str, int] = {}
+        if logouts is not None:
+            self._load(logouts)
 
     def signs_with(self, secret: bytes) -> bool:
         """Whether these tickets are signed with ``secret`` (the server's)."""
@@ -82,15 +110,24 @@ class LoginTickets:
         body, name, expires, issued, ticket_id, signature = parts
         if expires <= self._clock() or ticket_id in self._revoked:
             return None
-        if issued < self._not_before.get(name, 0):
+        if issued < max(self._not_before.get(name, 0), self._not_before.get(_EVERY_TOKEN, 0)):
             return None
         for token in tokens.tokens:
             if token.name == name and hmac.compare_digest(signature, self._sign(body, token)):
                 return token
         return None
 
+    async def log_out(self, ticket: str | None, tokens: Tokens) -> bool:
+        """:meth:`revoke`, then the logouts written to their file (in a thread: an
+        fsync must not stall the server's loop) before this returns."""
+        if not self.revoke(ticket, tokens):
+            return False
+        if self._logouts is not None:
+            await asyncio.to_thread(write_durably, self._logouts, self._saved(), 0o600)
+        return True
+
     def revoke(self, ticket: str | None, tokens: Tokens) -> bool:
-        """Log ``ticket`` out (whether it was good: nothing to do for a bad one)."""
+        """Log ``ticket`` out in memory (whether it was good: nothing to do for a bad one)."""
         if self.check(ticket, tokens) is None:
             return False
         parts = _parts(ticket)
@@ -106,6 +143,36 @@ class LoginTickets:
         else:
             self._revoked[ticket_id] = expires
         return True
+
+    def _saved(self) -> bytes:
+        """The logouts as their file keeps them (the expired ones left out)."""
+        now = self._clock()
+        revoked = {k: e for k, e in self._revoked.items() if e > now}
+        horizon = now - self.ttl  # a "not before" older than any live ticket says nothing
+        not_before = {k: t for k, t in self._not_before.items() if t > horizon}
+        return json.dumps({"revoked": revoked, "not_before": not_before}).encode()
+
+    def _load(self, path: Path) -> None:
+        try:
+            raw = json.loads(path.read_bytes())
+            revoked = {str(k): int(e) for k, e in raw["revoked"].items()}
+            not_before = {str(k): int(t) for k, t in raw["not_before"].items()}
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as error:
+            # Unreadable: every ticket issued until now is refused instead (a logout
+            # must not be forgotten; a login again costs the operator little).
+            log.warning(
+                "%s cannot be read (%s): every dashboard login made before now is refused",
+                path,
+                error,
+                extra={"event": "dashboard_logouts_unreadable"},
+            )
+            self._not_before = {_EVERY_TOKEN: int(self._clock()) + 1}
+            return
+        now = self._clock()
+        self._revoked = dict([(k, e) for k, e in revoked.items() if e > now][-MAX_REVOKED:])
+        self._not_before = not_before
 
     def _sign(self, body: str, token: Token) -> str:
         text = body.encode() + b"\0" + token.digest
