@@ -20,6 +20,7 @@ import click
 
 import tenure
 from tenure._core.values import MAX_DESCRIPTION_BYTES
+from tenure.cli._render import safe
 from tenure.cli._status import Status
 from tenure.client import Client, Opening
 from tenure.errors import InvalidArgumentError, NotFoundError, PermissionDeniedError, TenureError
@@ -58,6 +59,7 @@ PERMISSION_WORDS: Final = {
     "Renew": "renew leases",
     "CreateSemaphore": "create semaphores",
     "UpdateSemaphore": "change semaphores",
+    "SwapSemaphoreData": "change semaphores",
     "DeleteSemaphore": "delete semaphores",
     "CreateNode": "create nodes",
     "AlterNode": "change nodes",
@@ -121,7 +123,9 @@ def error_line(error: BaseException) -> str:
             f"tenure: internal error: {type(error).__name__}: {error} "
             f"(set {TRACEBACK_ENV}=1 for the traceback, and please report it)"
         )
-    return " ".join(text.split())
+    # Server and backend messages quote names and descriptions any client chose:
+    # their control characters are shown escaped, never sent to the terminal.
+    return safe(" ".join(text.split()))
 
 
 def permission_words(message: str) -> str:

@@ -266,9 +266,10 @@ def leader_json(node: str, name: str, state: LeaderState | None) -> dict[str, ob
 
 
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> Table:
-    """A plain table of text cells (never read as rich markup: ``[red]`` shows as typed)."""
+    """A plain table of text cells (never read as rich markup: ``[red]`` shows as typed;
+    control characters escaped by :func:`safe`, which leaves escaped text as it is)."""
     drawn = Table(
-        title=None if title is None else Text(title),
+        title=None if title is None else Text(safe(title)),
         title_justify="left",
         show_edge=False,
         pad_edge=False,
@@ -276,7 +277,7 @@ def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[str
     for column in columns:
         drawn.add_column(column, overflow="fold")
     for row in rows:
-        drawn.add_row(*(Text(cell) for cell in row))
+        drawn.add_row(*(Text(safe(cell)) for cell in row))
     return drawn
 
 

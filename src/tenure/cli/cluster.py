@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import click
+from rich.text import Text
 
 from tenure.cli import _render
 from tenure.cli._common import (
@@ -157,13 +158,15 @@ def status_parts(doors: list[DoorStatus], view: ClusterView | None) -> list[Any]
     """What the command prints: a heading, the members, the doors."""
     parts: list[Any] = []
     if view is None:
-        parts.append("no door answered: the cluster's state is unknown")
+        parts.append(Text("no door answered: the cluster's state is unknown"))
     else:
+        # What the servers say is shown as text (no markup), control characters escaped.
         leader = f"leader {view.leader} (term {view.term})" if view.leader else "no leader"
-        parts.append(
+        heading = (
             f"cluster {view.cluster!r}: {leader}, log index {view.index} "
             f"(as {view.answered_by} sees it)"
         )
+        parts.append(Text(_render.safe(heading)))
         parts.append(
             _render.table(
                 "members",
