@@ -3,8 +3,9 @@
 * Before its Welcome a connection may send one Hello of ``--max-hello-size``
   bytes: a frame announced larger (up to ``--max-frame-size``) is refused as its
   bytes pass that limit, not buffered (the server's RSS stays flat).
-* ``--max-handshaking`` connections not past their Hello; one more is refused at
-  once, while authenticated clients go on.
+* ``--max-handshaking`` connections not past their Hello; past it the server stops
+  accepting (more wait in the listen backlog), while authenticated clients go on,
+  and a burst of clients is served instead of failing.
 * ``--auth-failures-per-minute`` wrong tokens from one address block it for
   ``--auth-block-time``: even the right token is refused then, from that address
   only; the block is logged once.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import struct
 from pathlib import Path
 
@@ -112,24 +114,55 @@ async def test_a_large_frame_before_hello_is_refused_not_buffered(tmp_path: Path
         assert "Hello too large; closing" in server.output()
 
 
-async def test_past_max_handshaking_new_connections_are_refused_at_once(
+def sockets_of(pid: int) -> int:
+    """How many sockets process ``pid`` has open (from /proc)."""
+    count = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            count += os.readlink(fd).startswith("socket:")
+    return count
+
+
+async def test_past_max_handshaking_the_server_stops_accepting(
     tmp_path: Path, wire: Clients
 ) -> None:
     flags = ("--fsync", "off", "--auth-file", str(auth_file(tmp_path)), "--max-handshaking", "4")
     with ServerProcess(tmp_path / "data", *flags) as server:
         working = await wire.connect(server.port, token=SECRET)
+        before = sockets_of(server.proc.pid)
         silent = [await connect(server.port) for _ in range(4)]  # no Hello: handshaking
-        late = await connect(server.port)
-        # Closed without a word sent (the port also speaks dflockd: which protocol
-        # the peer speaks is not known yet, and waiting to learn it is what the
-        # limit is there to avoid).
-        assert isinstance(await late.next_event(), ConnectionClosed)
-        server.wait_log("too many connections in their handshake; refusing")
-        await working.call(CreateNode("still-served"))
-        # Once one of them says Hello, a place is free again.
+        server.wait_log("too many connections in their handshake; accepting paused")
+        # The next ones wait in the listen backlog, not accepted: the server holds
+        # no more of them than the cap (the old server closed them during their
+        # handshake, which a client's first connect does not retry).
+        late = [await connect(server.port) for _ in range(20)]
+        answers = [asyncio.ensure_future(client.hello(token=SECRET)) for client in late]
+        await asyncio.sleep(0.3)
+        assert sockets_of(server.proc.pid) - before <= 4
+        assert not any(answer.done() for answer in answers)
+        await working.call(CreateNode("still-served"))  # welcomed clients go on
+        # Once one of them says Hello, the next is accepted, and so on.
         assert isinstance(await silent[0].hello(token=SECRET), Welcome)
-        assert isinstance(await hello(server.port, SECRET), Welcome)
-        for client in (*silent, late):
+        for answer in answers:
+            assert isinstance(await answer, Welcome)
+        for client in (*silent, *late):
+            await client.close()
+
+
+async def test_a_burst_of_clients_waits_past_max_handshaking_instead_of_failing(
+    tmp_path: Path,
+) -> None:
+    # 40 clients at once, a cap of 2: the old server closed 38 of them.
+    with ServerProcess(tmp_path / "data", "--fsync", "off", "--max-handshaking", "2") as server:
+        answers = await asyncio.gather(*(hello(server.port, SECRET) for _ in range(40)))
+        assert all(isinstance(answer, Welcome) for answer in answers), answers
+        # ...and a flood of silent ones still costs the server at most 2 sockets.
+        before = sockets_of(server.proc.pid)
+        silent = [await connect(server.port) for _ in range(40)]
+        server.wait_log("too many connections in their handshake; accepting paused")
+        await asyncio.sleep(0.3)
+        assert sockets_of(server.proc.pid) - before <= 2
+        for client in silent:
             await client.close()
 
 

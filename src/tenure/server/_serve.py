@@ -28,8 +28,7 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
@@ -44,9 +43,10 @@ from tenure.server._durability.identity import server_secret
 from tenure.server._durability.journal import Journal
 from tenure.server._durable_host import DurableHost, DurableOutput
 from tenure.server._face_set import FaceSet
-from tenure.server._net.accept import READ_LIMIT, AcceptedProtocol, Kind
+from tenure.server._net.accept import READ_LIMIT, AcceptedProtocol, FaceProtocol, Kind
 from tenure.server._net.fds import native_share
 from tenure.server._net.gate import Conn, Gate
+from tenure.server._net.listen import Admission, Entry, Listener, bind
 from tenure.server._net.native import NativeFace
 from tenure.server._net.outbox import Connection, Outboxes
 from tenure.server._net.throttle import peer_host
@@ -121,12 +121,15 @@ class Server:
         self.max_connections = native_share(
             config.max_connections, config.http_max_connections if config.http_port else 0
         )
-        #: Connections open per client address, main and dflockd ports
-        #: (``--max-connections-per-address``; kept only when that is set).
-        self._per_address: Counter[str] = Counter()
-        #: The early limits refusing now (each logged once per burst, until a
-        #: connection passes them again).
+        #: The main and dflockd ports' connections, counted from their accept():
+        #: handshaking (``--max-handshaking``: past it, the listeners stop accepting),
+        #: per address, and against ``max_connections`` (:mod:`tenure.server._net.listen`).
+        self.admission = Admission(config.max_handshaking, config.max_connections_per_address)
+        #: The addresses refused by ``--max-connections-per-address`` now (each
+        #: logged once per burst, until a connection is admitted again).
         self._refusing: set[str] = set()
+        #: The accepted sockets whose connection (its TLS handshake) is being made.
+        self._connecting: set[asyncio.Task[None]] = set()
         self.native = NativeFace(
             self.host,
             self.gate,
@@ -155,7 +158,7 @@ class Server:
         makers = _faces.factories(config) if faces is None else faces
         #: The faces of other lock services this server speaks.
         self.faces = FaceSet(makers, lend, route=self._table.attach)
-        self._accepted_listener: asyncio.Server | None = None
+        self._accepted_listener: Listener | None = None
         #: The listener :meth:`start` was binding when it failed: ``native`` (the main
         #: port) or a face's name (its own port); None: none failed.
         self.binding: str | None = None
@@ -164,7 +167,7 @@ class Server:
         #: Why the server stepped down (a cluster's: it no longer leads, or a standby's
         #: term ended); None: it did not.
         self.stepped_down: str | None = None
-        self._listener: asyncio.Server | None = None
+        self._listener: Listener | None = None
         self._done = asyncio.Event()
         self._idle = asyncio.Event()  # set when no connection is open
         self._idle.set()
@@ -181,36 +184,26 @@ class Server:
             OSError: a port cannot be bound (:attr:`binding` says which); then nothing
                 listens, no face runs and the journal is closed.
         """
-        tls, config = self.gate.tls, self.config
-        loop = asyncio.get_running_loop()
-        timeout = config.handshake_timeout if tls is not None else None
+        config = self.config
         self.binding = "native"
-        where: dict[str, Any] = {"host": config.host, "port": config.port}
         try:
-            if sockets is not None:
-                where = {"sock": sockets.native.dup()}
-            self._listener = await loop.create_server(
-                lambda: AcceptedProtocol(
-                    self._serve_connection,
-                    turn=config.max_requests_per_turn,
-                    pause_unread=config.pause_unread,
-                ),
-                ssl=tls,
-                ssl_handshake_timeout=timeout,
-                **where,
+            # Our own accept loops (tenure.server._net.listen): they stop accepting
+            # while --max-handshaking connections are in their handshake.
+            native = (
+                [sockets.native.dup()] if sockets is not None else bind(config.host, config.port)
             )
+            self._listener = Listener(native, partial(self._admit, native=True))
+            self.admission.add(self._listener)
             accepted = self.faces.accepted
             if accepted is not None and accepted.port:
                 self.binding = self.faces.name_of(accepted)
-                where = {"host": config.host, "port": accepted.port}
-                if sockets is not None and sockets.accepted is not None:
-                    where = {"sock": sockets.accepted.dup()}
-                self._accepted_listener = await asyncio.start_server(
-                    self._serve_accepted_only,
-                    ssl=tls,
-                    ssl_handshake_timeout=timeout,
-                    **where,
+                own = (
+                    [sockets.accepted.dup()]
+                    if sockets is not None and sockets.accepted is not None
+                    else bind(config.host, accepted.port)
                 )
+                self._accepted_listener = Listener(own, partial(self._admit, native=False))
+                self.admission.add(self._accepted_listener)
             self.host.start()
             self.faces.start()
             await self.faces.listen(partial(setattr, self, "binding"))
@@ -333,14 +326,93 @@ class Server:
 
     # -- connections --------------------------------------------------------------------
 
+    def _admit(self, sock: socket.socket, *, native: bool) -> None:
+        """A socket just accepted on the main port (``native``) or the accepted face's
+        own: closed at once past ``--max-connections-per-address``; otherwise counted
+        (in its handshake from now: its TLS handshake too) and its connection made."""
+        try:
+            peer = sock.getpeername()
+        except OSError:  # (reset already)
+            sock.close()
+            return
+        host = peer_host(peer)
+        if self.admission.over_address_cap(host):
+            # At once, not after a first byte: waiting would let the peer hold the
+            # descriptor that the cap is there to save.
+            self._refuse_address(sock, host, native=native)
+            return
+        self._refusing.discard(host)
+        entry = self.admission.enter(host)
+        task = asyncio.ensure_future(self._connect(sock, entry, native=native))
+        self._connecting.add(task)
+        task.add_done_callback(self._connecting.discard)
+
+    def _refuse_address(self, sock: socket.socket, host: str, *, native: bool) -> None:
+        cap = self.config.max_connections_per_address
+        if host not in self._refusing:  # once per burst: a flood must not flood the log
+            self._refusing.add(host)
+            fields = {"peer": host, "max_connections_per_address": cap}
+            log.warning(
+                "too many connections from one address; refusing",
+                extra={"event": "connections_refused", "fields": fields},
+            )
+        if native and self.faces.accepted is None and self.gate.tls is None:
+            # Only native clients here, in the clear: say why (no wait: best effort).
+            refusal = Refused(
+                ErrorCode.LIMIT_EXCEEDED, f"max_connections_per_address ({cap}) reached"
+            )
+            with contextlib.suppress(OSError, LocalProtocolError):
+                sock.send(ServerConnection().send(refusal))
+        with contextlib.suppress(OSError):  # what came already: closing on it would reset
+            sock.recv(READ_LIMIT)
+        sock.close()
+
+    async def _connect(self, sock: socket.socket, entry: Entry, *, native: bool) -> None:
+        """Make the connection of an accepted socket (its TLS handshake, within
+        ``--handshake-timeout``); its protocol releases ``entry`` when it is lost."""
+        config, tls = self.config, self.gate.tls
+        factory: Callable[[], asyncio.Protocol]
+        if native:
+            factory = partial(
+                AcceptedProtocol,
+                partial(self._serve_connection, entry),
+                turn=config.max_requests_per_turn,
+                pause_unread=config.pause_unread,
+                on_lost=entry.closed,
+            )
+        else:
+            factory = partial(
+                FaceProtocol,
+                partial(self._serve_accepted_only, entry),
+                on_made=entry.passed,  # (dflockd's clients have no handshake of their own)
+                on_lost=entry.closed,
+            )
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(
+                factory,
+                sock,
+                ssl=tls,
+                ssl_handshake_timeout=config.handshake_timeout if tls is not None else None,
+            )
+        except Exception:  # a failed or timed-out TLS handshake (not logged), a reset
+            entry.closed()
+            sock.close()
+
     async def _serve_connection(
         self,
+        entry: Entry,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         accepted: AcceptedProtocol,
     ) -> None:
         conn = Conn(reader, writer, ServerConnection(max_frame_size=self.config.max_frame_size))
-        if self._stopping or self.host.dead or len(self._conns) >= self.max_connections:
+        conn.entry = entry
+        if (
+            self._stopping
+            or self.host.dead
+            or self.admission.served > self.max_connections  # (itself included)
+        ):
+            entry.unserved()  # (still handshaking: --max-handshaking bounds those turned away)
             code, why = (
                 (ErrorCode.UNAVAILABLE, "the server is shutting down")
                 if self._stopping or self.host.dead
@@ -351,58 +423,7 @@ class Server:
             )
             await self._turn_away(conn, accepted, Refused(code, why))
             return
-        over = self._over_early_limits(conn.host)
-        if over is not None:
-            # At once, not after a first byte: waiting would let the peer hold the
-            # descriptor that these limits are there to save.
-            if self.faces.accepted is None:  # only native clients here: say why
-                with contextlib.suppress(OSError, LocalProtocolError):
-                    conn.writer.write(conn.codec.send(Refused(ErrorCode.LIMIT_EXCEEDED, over)))
-            accepted.finish()
-            conn.writer.close()
-            return
-        with self._counted(conn.host):
-            await self._serve_native_port(conn, reader, writer, accepted)
-
-    def _over_early_limits(self, host: str) -> str | None:
-        """Why a new connection from ``host`` is refused at once, or None: too many
-        not past their handshake, or from that address (issue 28). Logged once per
-        burst: a flood must not become a flood of log lines."""
-        if len(self.gate.handshaking) >= self.config.max_handshaking:
-            if "handshaking" not in self._refusing:
-                self._refusing.add("handshaking")
-                fields = {"peer": host, "max_handshaking": self.config.max_handshaking}
-                log.warning(
-                    "too many connections in their handshake; refusing",
-                    extra={"event": "connections_refused", "fields": fields},
-                )
-            return f"max_handshaking ({self.config.max_handshaking}) reached"
-        cap = self.config.max_connections_per_address
-        if cap and self._per_address[host] >= cap:
-            if host not in self._refusing:
-                self._refusing.add(host)
-                fields = {"peer": host, "max_connections_per_address": cap}
-                log.warning(
-                    "too many connections from one address; refusing",
-                    extra={"event": "connections_refused", "fields": fields},
-                )
-            return f"max_connections_per_address ({cap}) reached"
-        self._refusing.clear()
-        return None
-
-    @contextlib.contextmanager
-    def _counted(self, host: str) -> Iterator[None]:
-        """Count a connection from ``host`` while it is open (per-address cap)."""
-        if not self.config.max_connections_per_address:
-            yield
-            return
-        self._per_address[host] += 1
-        try:
-            yield
-        finally:
-            self._per_address[host] -= 1
-            if not self._per_address[host]:
-                del self._per_address[host]
+        await self._serve_native_port(conn, reader, writer, accepted)
 
     async def _serve_native_port(
         self,
@@ -426,6 +447,9 @@ class Server:
             # not close them (it raced the face's last answer out of the door).
             self._conns.discard(conn)
             self.gate.closed(conn)
+            entry = conn.entry
+            if entry is not None:
+                entry.passed()
             await self._serve_accepted(face, reader, writer, conn.peer)
             return
         try:
@@ -458,7 +482,7 @@ class Server:
         conn.writer.close()
 
     async def _serve_accepted_only(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self, entry: Entry, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         """The accepted face's own port (``--dflockd-port``): every connection speaks its
         protocol."""
@@ -466,21 +490,14 @@ class Server:
             self._stopping
             or self.host.dead
             or not self.role.leading
-            or len(self._conns) >= self.max_connections
+            or self.admission.served > self.max_connections  # (itself included)
         ):
+            entry.unserved()
             writer.close()  # as dflockd does at its limit (or a standby): nothing written
             return
         assert self.faces.accepted is not None  # (its port is why this listens)
         peer = writer.get_extra_info("peername")
-        host = peer_host(peer) if peer else "?"
-        cap = self.config.max_connections_per_address
-        if cap and self._per_address[host] >= cap:
-            writer.close()
-            return
-        with self._counted(host):
-            await self._serve_accepted(
-                self.faces.accepted, reader, writer, str(peer) if peer else "?"
-            )
+        await self._serve_accepted(self.faces.accepted, reader, writer, str(peer) if peer else "?")
 
     async def _serve_accepted(
         self,

@@ -120,9 +120,9 @@ SETTINGS: Final = (
         int,
         1024,
         "N",
-        "connections on the main port not yet past their Hello (or first dflockd "
-        "byte), counted in --max-connections too; one more is refused at once "
-        "(default: %(default)s)",
+        "connections on the main and dflockd ports not yet past their handshake (TLS, "
+        "then the Hello or first dflockd byte); at the cap the server stops accepting "
+        "until one ends (default: %(default)s)",
         in_range(1),
     ),
     Setting(

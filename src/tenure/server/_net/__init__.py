@@ -1,5 +1,7 @@
 """The server's connections: what comes in on a socket, and what goes back out.
 
+* :mod:`~tenure.server._net.listen`: the accept loop, which stops accepting at
+  ``--max-handshaking``, and the counts of accepted connections;
 * :mod:`~tenure.server._net.accept`: each connection of the main port, native or the
   accepted face's by its first byte, served in fair turns;
 * :mod:`~tenure.server._net.native`: the native face: the native protocol's messages,

@@ -59,7 +59,9 @@ class AcceptedProtocol(asyncio.StreamReaderProtocol):
         *,
         turn: int,
         pause_unread: int,
+        on_lost: Callable[[], None] | None = None,
     ) -> None:
+        """``on_lost``: called once the connection is lost (its socket closed)."""
         loop = asyncio.get_running_loop()
         super().__init__(
             asyncio.StreamReader(limit=READ_LIMIT, loop=loop),
@@ -84,6 +86,7 @@ class AcceptedProtocol(asyncio.StreamReaderProtocol):
         self._unsent = False
         self._reading_paused = False
         self._throttled = False  # logged once per connection
+        self._on_lost = on_lost
 
     def feed_to(self, feed: Callable[[bytes], None], step: Callable[[], bool]) -> None:
         """Native: pass every byte to ``feed`` from now on (what came so far first), and
@@ -145,6 +148,8 @@ class AcceptedProtocol(asyncio.StreamReaderProtocol):
             self._next_turn = None
         if not self.done.done():
             self.done.set_result(None)
+        if self._on_lost is not None:
+            self._on_lost()
 
     def pause_writing(self) -> None:
         super().pause_writing()
@@ -199,3 +204,28 @@ class AcceptedProtocol(asyncio.StreamReaderProtocol):
                 transport.pause_reading()
             else:
                 transport.resume_reading()
+
+
+class FaceProtocol(asyncio.StreamReaderProtocol):
+    """A connection of an accepted face's own port (a plain stream protocol): calls
+    ``on_made`` once it is made (after any TLS handshake), ``on_lost`` once it is lost."""
+
+    def __init__(
+        self,
+        serve: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Coroutine[Any, Any, None]],
+        *,
+        on_made: Callable[[], None],
+        on_lost: Callable[[], None],
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        super().__init__(asyncio.StreamReader(limit=READ_LIMIT, loop=loop), serve, loop=loop)
+        self._on_made = on_made
+        self._on_lost = on_lost
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._on_made()
+        super().connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self._on_lost()

@@ -46,6 +46,7 @@ from tenure._protocol import (
 from tenure.errors import ErrorCode, NotLeaderError
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._net.auth import SessionLike, Token, Tokens, command_node, denial, load_tokens
+from tenure.server._net.listen import Entry
 from tenure.server._net.throttle import Throttle, peer_host
 from tenure.server._net.tls import server_context
 from tenure.server._role import STANDALONE_ROLE, Role
@@ -83,6 +84,8 @@ class Conn:
     peer: str = field(init=False)  # the client's address and port, for the log
     host: str = field(init=False)  # the client's address (what limits count by)
     hello_head: bytes = b""  # the Hello's length prefix, as far as received
+    #: How the listener counts it (``--max-handshaking`` until its Welcome; None: not counted).
+    entry: Entry | None = None
 
     def __post_init__(self) -> None:
         # Read once, now: a closed uvloop transport raises instead of answering.
@@ -126,8 +129,6 @@ class Gate:
         )
         if self.tokens is not None:
             self.tokens.throttle = Throttle(config.auth_failures_per_minute, config.auth_block_time)
-        #: The connections not yet past their Hello (``--max-handshaking`` counts them).
-        self.handshaking: set[Conn] = set()
         self._emit = emit
         self._window_of = window_of
         self._detach = detach
@@ -138,7 +139,6 @@ class Gate:
     def accepted(self, conn: Conn) -> None:
         """A new connection: its handshake clock starts."""
         conn.last_frame = conn.opened_at = self._loop.time()
-        self.handshaking.add(conn)
         self._arm(conn, conn.last_frame + self.config.handshake_timeout)
 
     def hello(self, conn: Conn, hello: Hello, *, stopping: bool) -> None:
@@ -175,7 +175,8 @@ class Gate:
             **({"role": role.name} if role.name else {}),
         }
         log.info("connection opened", extra={"event": "connection_opened", "fields": opened})
-        self.handshaking.discard(conn)
+        if conn.entry is not None:
+            conn.entry.passed()  # (another connection may be accepted now)
         self._cancel(conn)
         self._arm_open(conn)
 
@@ -222,7 +223,6 @@ class Gate:
 
     def closed(self, conn: Conn) -> None:
         """The connection is over: its clock stops."""
-        self.handshaking.discard(conn)
         self._cancel(conn)
 
     def silent_for(self, conn: Conn) -> float:
