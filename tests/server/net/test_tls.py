@@ -203,3 +203,66 @@ def test_bad_tls_file_exits_2_naming_it(tmp_path: Path, pki: Pki) -> None:
     assert f"tls_key {missing}: cannot read it" in result.stderr
     with contextlib.suppress(FileNotFoundError):
         assert not any((tmp_path / "data").iterdir())
+
+
+#: Another loopback address (Linux routes all of 127/8 to lo): another peer.
+OTHER = "127.0.0.2"
+
+
+async def silent_tcp(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A TCP connection that never sends its ClientHello."""
+    return await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), WAIT)
+
+
+async def closed_by_server(reader: asyncio.StreamReader, within: float) -> bool:
+    """Whether the server closes this silent connection within ``within`` seconds."""
+    try:
+        return await asyncio.wait_for(reader.read(), within) == b""
+    except ConnectionError:
+        return True
+    except TimeoutError:
+        return False
+
+
+async def test_a_tls_handshake_counts_as_handshaking_from_accept(
+    tmp_path: Path, wire: Clients, pki: Pki
+) -> None:
+    # Two peers that open TCP and never send a ClientHello take both places of
+    # --max-handshaking 2: a real client waits (not accepted) until the TLS
+    # handshake timeout closes them, then gets in. (The old server counted a
+    # connection only once its TLS handshake was done: these two cost nothing.)
+    args = ("--tls-cert", str(pki.cert), "--tls-key", str(pki.key), "--fsync", "off")
+    limits = ("--max-handshaking", "2", "--handshake-timeout", "2")
+    with ServerProcess(tmp_path / "data", *args, *limits) as server:
+        stalled = [await silent_tcp(server.port) for _ in range(2)]
+        server.wait_log("too many connections in their handshake; accepting paused")
+        start = asyncio.get_running_loop().time()
+        client = await wire.connect(server.port, tls=pki.client_context())
+        waited = asyncio.get_running_loop().time() - start
+        assert waited > 1.0, waited  # (accepted once the stalled ones were closed)
+        for reader, writer in stalled:  # by the TLS handshake timeout
+            assert await closed_by_server(reader, 0.5)
+            writer.close()
+        await client.call(CreateNode("after-the-stalled"))
+
+
+async def test_a_tls_handshake_counts_against_the_per_address_cap(tmp_path: Path, pki: Pki) -> None:
+    args = ("--tls-cert", str(pki.cert), "--tls-key", str(pki.key), "--fsync", "off")
+    with ServerProcess(tmp_path / "data", *args, "--max-connections-per-address", "1") as server:
+        stalled_reader, stalled = await silent_tcp(server.port)
+        await asyncio.sleep(0.2)  # (accepted: in its TLS handshake)
+        reader, another = await silent_tcp(server.port)
+        assert await closed_by_server(reader, WAIT)  # at once: the stalled one counts
+        another.close()
+        server.wait_log("too many connections from one address; refusing")
+        assert not await closed_by_server(stalled_reader, 0.3)
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(
+                "127.0.0.1", server.port, ssl=pki.client_context(), local_addr=(OTHER, 0)
+            ),
+            WAIT,
+        )
+        client = WireClient(reader, writer)
+        assert isinstance(await client.hello(), Welcome)
+        await client.close()
+        stalled.close()
