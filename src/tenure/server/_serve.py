@@ -45,6 +45,7 @@ from tenure.server._durable_host import DurableHost, DurableOutput
 from tenure.server._face_set import FaceSet
 from tenure.server._net.accept import READ_LIMIT, AcceptedProtocol, FaceProtocol, Kind
 from tenure.server._net.fds import native_share
+from tenure.server._net.front import Front
 from tenure.server._net.gate import Conn, Gate
 from tenure.server._net.listen import Admission, Entry, Listener, bind
 from tenure.server._net.native import NativeFace
@@ -154,6 +155,7 @@ class Server:
             secret=self.secret,
             observer=observer,
             role=role,
+            front=self._front if config.max_connections_per_address else None,
         )
         makers = _faces.factories(config) if faces is None else faces
         #: The faces of other lock services this server speaks.
@@ -346,6 +348,13 @@ class Server:
         task = asyncio.ensure_future(self._connect(sock, entry, native=native))
         self._connecting.add(task)
         task.add_done_callback(self._connecting.discard)
+
+    def _front(self, port: int, backend: int) -> Front:
+        """Accept on ``port`` for a listening face (YDB's) whose listener is on loopback
+        port ``backend``, counted against ``--max-connections-per-address``."""
+        front = Front(self.admission, backend, partial(self._refuse_address, native=False))
+        front.start(self.config.host, port)
+        return front
 
     def _refuse_address(self, sock: socket.socket, host: str, *, native: bool) -> None:
         cap = self.config.max_connections_per_address

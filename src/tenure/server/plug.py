@@ -51,6 +51,7 @@ __all__ = [
     "Face",
     "FaceFactory",
     "FaceObserver",
+    "Front",
     "HostCalls",
     "ListeningFace",
     "Plug",
@@ -95,6 +96,26 @@ class HostCalls(Protocol):
         ...
 
 
+class Front(Protocol):
+    """The server accepting on a listening face's port for it (``--max-connections-per-address``
+    set): it caps the connections per client address, and relays the others' bytes, as
+    they are, to the face's own listener on a loopback port."""
+
+    @property
+    def port(self) -> int:
+        """The port it listens on."""
+        ...
+
+    def peer(self, seen: str) -> str:
+        """The client behind a relayed connection, from the peer the face's listener saw
+        (gRPC's form: ``ipv4:127.0.0.1:PORT``); ``seen`` if it is no relayed one."""
+        ...
+
+    def close(self) -> None:
+        """Stop accepting."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Plug:
     """What the server lends a face.
@@ -109,7 +130,10 @@ class Plug:
     the one every member shares), so that they stay valid across restarts and
     failovers; ``role`` says whether the server leads its
     cluster, and where the leader is (a face sends its clients there, as its
-    protocol can: YDB's discovery names the leader's endpoint).
+    protocol can: YDB's discovery names the leader's endpoint); ``front(port,
+    backend)``, given when a per-address cap is set, accepts on ``port`` for a
+    listening face whose own listener is on loopback port ``backend`` (raises
+    OSError if ``port`` cannot be bound).
     """
 
     config: ServeConfig
@@ -123,6 +147,7 @@ class Plug:
     secret: bytes
     observer: FaceObserver | None = None
     role: Role = STANDALONE_ROLE
+    front: Callable[[int, int], Front] | None = None
 
 
 class Face(Hashable, Protocol):

@@ -35,7 +35,9 @@ class Directory:
     """Discovery and logins for the YDB face, and where its clients go.
 
     ``port()`` is the port the face listens on; ``role`` this server's part in its
-    cluster (None: not part of one); ``draining()`` whether this server is stopping.
+    cluster (None: not part of one); ``draining()`` whether this server is stopping;
+    ``peer(context)`` the client of a call (gRPC's ``context.peer()`` as is, unless the
+    server relays the connections: :class:`tenure.server.plug.Front`).
     """
 
     def __init__(
@@ -45,8 +47,10 @@ class Directory:
         port: Callable[[], int],
         role: Role | None = None,
         draining: Callable[[], bool] = lambda: False,
+        peer: Callable[[Any], str] = lambda context: str(context.peer()),
     ) -> None:
         self.config = config
+        self._peer = peer
         self.tickets = tickets
         self._port = port
         self.role = role
@@ -125,7 +129,7 @@ class Directory:
     async def who_am_i(self, request: Any, context: Any) -> Any:
         """The token the call acts as (its name; empty when anonymous)."""
         try:
-            token = self.tickets.token_of(context.invocation_metadata(), str(context.peer()))
+            token = self.tickets.token_of(context.invocation_metadata(), self._peer(context))
         except UnauthorizedError as error:
             return pb.discovery.WhoAmIResponse(
                 operation=pb.operation(pb.Status.UNAUTHORIZED, why=[str(error)])
@@ -136,7 +140,7 @@ class Directory:
     async def login(self, request: Any, context: Any) -> Any:
         """Static credentials: a ticket for the token named ``user`` (password: its secret)."""
         try:
-            ticket = self.tickets.login(request.user, request.password, str(context.peer()))
+            ticket = self.tickets.login(request.user, request.password, self._peer(context))
         except UnauthorizedError as error:
             return pb.auth.LoginResponse(
                 operation=pb.operation(pb.Status.UNAUTHORIZED, why=[str(error)])

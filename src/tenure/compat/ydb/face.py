@@ -47,6 +47,7 @@ from tenure.errors import ConfigError
 from tenure.server.plug import (
     Connection,
     FaceObserver,
+    Front,
     HostCalls,
     Plug,
     Role,
@@ -89,18 +90,21 @@ class YdbFace:
         role: Role | None = None,
         *,
         secret: bytes,
+        front: Callable[[int, int], Front] | None = None,
     ) -> None:
         """``observer``: told of each request and call answered (None: not measured);
         ``role``: whether the server leads its cluster (None: not part of one);
         ``secret``: the server's, which signs login tickets (the same on every member of
-        a cluster, so a ticket from one is good on the next leader)."""
+        a cluster, so a ticket from one is good on the next leader); ``front``: the
+        server's, which accepts on ``--ydb-port`` for gRPC (a per-address cap is set:
+        :class:`tenure.server.plug.Front`; None: gRPC listens there itself)."""
         self.config = config
         self.observer = observer
         self.host = host
         database = Database(config.ydb_database)
         self.tickets = Tickets(tokens, secret, config.ydb_ticket_ttl)
         self.directory = Directory(
-            config, self.tickets, lambda: self.port, role, lambda: self.draining
+            config, self.tickets, lambda: self.port, role, lambda: self.draining, self._peer
         )
         self.nodes = NodeCalls(host, self.tickets, database, lambda: self.draining)
         self.sessions = YdbSessions(
@@ -112,6 +116,8 @@ class YdbFace:
         self.aborted = False  # abort() was called: streams end UNAVAILABLE
         self.port = 0  # bound by start()
         self._server: grpc.aio.Server | None = None
+        self._make_front = front
+        self._front: Front | None = None
         self._stopping: asyncio.Future[None] | None = None  # abort()'s stop, kept alive
         self._idle = asyncio.Event()
         self._idle.set()
@@ -130,6 +136,7 @@ class YdbFace:
             observer=plug.observer,
             role=plug.role,
             secret=plug.secret,
+            front=plug.front,
         )
 
     # -- as the server sees it -----------------------------------------------------------
@@ -152,20 +159,36 @@ class YdbFace:
                 # HTTP/2 pings find clients that vanished without a word.
                 ("grpc.keepalive_time_ms", 10_000),
                 ("grpc.keepalive_timeout_ms", 5_000),
+                # A connection's TLS and HTTP/2 handshakes must be done within
+                # --handshake-timeout, as on the main port (gRPC's default: 120 s).
+                ("grpc.server_handshake_timeout_ms", int(config.handshake_timeout * 1000)),
             ]
         )
         server.add_generic_rpc_handlers(self._handlers())
         address = f"{config.host}:{config.ydb_port}"
+        # With a per-address cap, the server accepts on --ydb-port and relays to gRPC
+        # on a loopback port (tenure.server.plug.Front): gRPC has no such cap.
+        listen = address if self._make_front is None else "127.0.0.1:0"
         try:
             credentials = _credentials(config)
             if credentials is None:
-                port = server.add_insecure_port(address)
+                port = server.add_insecure_port(listen)
             else:
-                port = server.add_secure_port(address, credentials)
+                port = server.add_secure_port(listen, credentials)
         except RuntimeError as error:  # grpc's "Failed to bind"
-            raise OSError(f"--ydb-port: cannot listen on {address}: {error}") from None
+            raise OSError(f"--ydb-port: cannot listen on {listen}: {error}") from None
         await server.start()
         self._server, self.port = server, int(port)
+        if self._make_front is not None:
+            try:
+                self._front = self._make_front(config.ydb_port, self.port)
+            except OSError as error:
+                await server.stop(0)
+                self._server = None
+                raise OSError(
+                    error.errno, f"--ydb-port: cannot listen on {address}: {error.strerror}"
+                ) from None
+            self.port = self._front.port
         return self.port
 
     def stop(self) -> None:
@@ -188,6 +211,8 @@ class YdbFace:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(grace):
                 await self._idle.wait()
+        if self._front is not None:
+            self._front.close()
         if self._server is not None:
             await self._server.stop(0)
 
@@ -209,7 +234,15 @@ class YdbFace:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(ABORT_GRACE):
                 await self._idle.wait()
+        if self._front is not None:
+            self._front.close()
         await server.stop(0)
+
+    def _peer(self, context: Any) -> str:
+        """The client of a call (behind the server's relay, if it relays: ``--ydb-port``
+        with a per-address cap)."""
+        seen = str(context.peer())
+        return seen if self._front is None else self._front.peer(seen)
 
     def connections(self) -> int:
         """The Session streams open now."""
@@ -242,25 +275,25 @@ class YdbFace:
                     ),
                     "CreateNode": unary(
                         "create_node",
-                        self._led("create_node", _node_call(nodes.create)),
+                        self._led("create_node", _node_call(self._peer, nodes.create)),
                         coordination.CreateNodeRequest,
                         coordination.CreateNodeResponse,
                     ),
                     "AlterNode": unary(
                         "alter_node",
-                        self._led("alter_node", _node_call(nodes.alter)),
+                        self._led("alter_node", _node_call(self._peer, nodes.alter)),
                         coordination.AlterNodeRequest,
                         coordination.AlterNodeResponse,
                     ),
                     "DropNode": unary(
                         "drop_node",
-                        self._led("drop_node", _node_call(nodes.drop)),
+                        self._led("drop_node", _node_call(self._peer, nodes.drop)),
                         coordination.DropNodeRequest,
                         coordination.DropNodeResponse,
                     ),
                     "DescribeNode": unary(
                         "describe_node",
-                        self._led("describe_node", _node_call(nodes.describe)),
+                        self._led("describe_node", _node_call(self._peer, nodes.describe)),
                         coordination.DescribeNodeRequest,
                         coordination.DescribeNodeResponse,
                     ),
@@ -338,7 +371,7 @@ class YdbFace:
         write (INTERNAL, grpc/grpc#36066), which YDB's SDK does not take for "go
         elsewhere"."""
         try:
-            token = self.tickets.token_of(context.invocation_metadata(), str(context.peer()))
+            token = self.tickets.token_of(context.invocation_metadata(), self._peer(context))
             refusal = self._refusal()
         except UnauthorizedError as error:
             refusal = pb.Status.UNAUTHORIZED, str(error)
@@ -363,7 +396,7 @@ class YdbFace:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, "First message must be a SessionStart"
             )
-        stream = SessionStream(context.peer(), token)
+        stream = SessionStream(self._peer(context), token)
         self.streams.add(stream)
         self._idle.clear()
         try:
@@ -429,11 +462,13 @@ class YdbFace:
                 self.sessions.fail(stream, pb.Status.INTERNAL_ERROR, "internal error")
 
 
-def _node_call(call: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    """A node call as a gRPC handler: the request and the call's metadata."""
+def _node_call(
+    peer: Callable[[Any], str], call: Callable[[Any, Any], Any]
+) -> Callable[[Any, Any], Any]:
+    """A node call as a gRPC handler: the request, the call's metadata and its client."""
 
     async def handler(request: Any, context: Any) -> Any:
-        return await call(request, (context.invocation_metadata(), str(context.peer())))
+        return await call(request, (context.invocation_metadata(), peer(context)))
 
     return handler
 

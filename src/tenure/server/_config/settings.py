@@ -130,8 +130,8 @@ SETTINGS: Final = (
         int,
         0,
         "N",
-        "connections from one IP address open at once on the main and dflockd ports; one "
-        "more is refused at once; 0 = no cap (default: %(default)s)",
+        "connections from one IP address open at once on the main, dflockd and YDB ports "
+        "together; one more is refused at once; 0 = no cap (default: %(default)s)",
         in_range(0),
     ),
     Setting(

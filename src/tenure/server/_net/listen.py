@@ -233,6 +233,16 @@ class Admission:
                 listener.pause()
         return Entry(self, host)
 
+    def hold(self, host: str) -> None:
+        """Count a connection from ``host`` against the per-address cap only (one the
+        server relays to a listener it does not own: :mod:`tenure.server._net.front`)."""
+        if self.per_address_cap:
+            self.per_address[host] += 1
+
+    def release(self, host: str) -> None:
+        """The connection :meth:`hold` counted is closed."""
+        self.left(host)
+
     def handshake_ended(self) -> None:
         self.handshaking -= 1
         if self.handshaking <= self.max_handshaking // 2:
