@@ -4,17 +4,21 @@ Every :class:`tenure.sync.Client` runs the one asyncio implementation of tenure
 on a portal's loop. A sync method submits a coroutine with
 :meth:`Portal.call` and blocks the calling thread until it is done, while the
 loop goes on serving everything else: session keep-alive, lease renewal, loss
-notices. This is the "blocking portal" pattern, built on the standard library
-(:func:`asyncio.run_coroutine_threadsafe` and a :class:`threading.Thread`).
+notices. This is the "blocking portal" pattern, built on the standard library: a
+task per call, started with ``loop.call_soon_threadsafe``, and a bare lock that its
+end releases, on which the calling thread waits (:class:`_Call` says why not a
+``concurrent.futures.Future``, and how a Ctrl-C anywhere in the call is handled).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import functools
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar, cast
 from urllib.parse import urlsplit
 
 from tenure.errors import ClientClosedError
@@ -65,7 +69,9 @@ class Portal:
         """Run ``await fn(*args, **kwargs)`` on the portal's loop; block until it is done.
 
         Returns its result or raises its exception. If the calling thread is
-        interrupted (KeyboardInterrupt), the coroutine is cancelled.
+        interrupted (KeyboardInterrupt), wherever in the call, the coroutine is
+        cancelled on the loop, or never started. (An outcome that came in just as the
+        interrupt did is dropped: a lock granted then stays held until its session ends.)
 
         Raises:
             ClientClosedError: the portal (its client) is closed.
@@ -76,18 +82,23 @@ class Portal:
                 "tenure.sync: blocking call from the portal thread (an on_lost callback?) "
                 "would deadlock; hand the work to another thread"
             )
-        with self._guard:
-            if self._closed:
-                raise ClientClosedError("the client is closed")
-            future = asyncio.run_coroutine_threadsafe(fn(*args, **kwargs), self._loop)
+        call: _Call[T] = _Call(self._loop, functools.partial(fn, *args, **kwargs))
+        # A Ctrl-C is raised at whichever bytecode the calling thread runs when it
+        # comes, not only in the wait: from the submission on, everything is inside the
+        # try, and wherever it lands the call is withdrawn.
         try:
-            return future.result()
-        except concurrent.futures.CancelledError:
+            with self._guard:
+                if self._closed:
+                    raise ClientClosedError("the client is closed")
+                call.submit()
+            return call.outcome()
+        except concurrent.futures.CancelledError:  # as the stdlib's portal raised it
+            call.withdraw()
             if self._closed:
                 raise ClientClosedError("the client was closed during the call") from None
             raise
         except BaseException:
-            future.cancel()  # only has an effect if the wait itself was interrupted
+            call.withdraw()
             raise
 
     def close(self) -> None:
@@ -161,3 +172,110 @@ class _SharedPortals:
 
 
 shared_portals = _SharedPortals()
+
+
+class _Call(Generic[T]):
+    """One :meth:`Portal.call`: its task on the loop, and a bare lock its end releases.
+
+    The calling thread waits on that lock alone, and the loop's thread only ever
+    releases it: it never waits for anything the calling thread holds, so no
+    interrupt of the calling thread can stop the loop.
+
+    Waiting in a ``concurrent.futures.Future`` instead
+    (``run_coroutine_threadsafe(...).result()``, as this did) let a Ctrl-C wedge the
+    portal. The KeyboardInterrupt is raised where the calling thread next looks for a
+    signal (after any call returns, among others), which may be in
+    ``Condition.__enter__`` inside ``Future.result()``, just after it took the future's
+    condition lock and before the ``with`` that releases it: the interrupt left with
+    the lock held, and the loop's thread, cancelling the task as asked, blocked for
+    good on that lock in ``Future.cancel()``, and with it every later call of the
+    client. Raised a little earlier (after ``run_coroutine_threadsafe`` had queued the
+    coroutine, before the ``try`` that cancels it), it left the request queued, never
+    withdrawn; raised just after ``Condition.wait`` released the lock, it came out as
+    ``RuntimeError: cannot release un-acquired lock``. All need the signal before the
+    calling thread reaches its wait, which a loaded machine allows: the loop queues
+    the request and a watcher sends SIGINT while the calling thread still waits for
+    the GIL (tests/sync/test_interrupts.py walks every such place).
+
+    So the calling thread may be interrupted between any two steps here: the state
+    the threads share is single attribute stores, :meth:`withdraw` is right wherever
+    the interrupt came, and the coroutine is made on the loop (never one left
+    unawaited in the calling thread).
+    """
+
+    __slots__ = (
+        "_done",
+        "_error",
+        "_finished",
+        "_loop",
+        "_make",
+        "_result",
+        "_submitted",
+        "_task",
+        "_withdrawn",
+    )
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, make: Callable[[], Coroutine[Any, Any, T]]
+    ) -> None:
+        self._loop = loop
+        self._make = make
+        self._task: asyncio.Task[T] | None = None
+        self._result: T | None = None
+        self._error: BaseException | None = None
+        self._submitted = False  # its start may have been queued on the loop
+        self._withdrawn = False  # the calling thread left without the outcome
+        self._finished = False  # the outcome is in (set on the loop before _done's release)
+        self._done = threading.Lock()
+        self._done.acquire()
+
+    def submit(self) -> None:
+        """In the calling thread: queue the start on the loop."""
+        self._submitted = True  # first: interrupted after this, withdraw() asks the loop
+        self._loop.call_soon_threadsafe(self._start)
+
+    def outcome(self) -> T:
+        """In the calling thread: wait for the end, then its result or its exception."""
+        self._done.acquire()
+        if self._error is not None:
+            raise self._error
+        return cast(T, self._result)
+
+    def withdraw(self) -> None:
+        """In the calling thread, leaving without the outcome: cancel what may run."""
+        self._withdrawn = True  # a start that has not run yet will not start
+        if self._finished or not self._submitted:
+            return
+        # Queued after the start (if that was queued at all), so it runs after it.
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            self._loop.call_soon_threadsafe(self._cancel)
+
+    def _start(self) -> None:
+        """On the loop: make the coroutine and run it as a task (unless withdrawn)."""
+        if self._withdrawn:
+            return
+        try:
+            self._task = self._loop.create_task(self._make())
+        except BaseException as error:  # e.g. fn's arguments refused: the caller's error
+            self._end(None, error)
+            return
+        self._task.add_done_callback(self._finish)
+
+    def _cancel(self) -> None:
+        """On the loop: cancel the task (if it started and has not ended)."""
+        if self._task is not None:
+            self._task.cancel()
+
+    def _finish(self, task: asyncio.Task[T]) -> None:
+        if task.cancelled():
+            self._end(None, concurrent.futures.CancelledError())
+        elif (error := task.exception()) is not None:
+            self._end(None, error)
+        else:
+            self._end(task.result(), None)
+
+    def _end(self, result: T | None, error: BaseException | None) -> None:
+        self._result = result
+        self._error = error
+        self._finished = True
+        self._done.release()
