@@ -1,8 +1,8 @@
 """The process's file descriptors, shared by its listeners (issue 28).
 
-Each listener caps its own connections (``--max-connections`` and
-``--max-handshaking`` on the main and dflockd ports, ``--http-max-connections``
-on the HTTP port). Those caps only keep one listener from starving another if
+Each listener caps its own connections (``--max-connections`` on the main and
+dflockd ports together, one count, of which ``--max-handshaking`` bounds those not
+yet past their handshake; ``--http-max-connections`` on the HTTP port). Those caps only keep one listener from starving another if
 their sum fits in the descriptors the process may open: otherwise 1,010
 half-sent HTTP requests use up a 1,024-descriptor process and native clients
 fail to connect, whatever their own cap says. So at start:
