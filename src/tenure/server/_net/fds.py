@@ -2,10 +2,11 @@
 
 Each listener caps its own connections (``--max-connections`` on the main and
 dflockd ports together, one count, of which ``--max-handshaking`` bounds those not
-yet past their handshake; ``--http-max-connections`` on the HTTP port). Those caps only keep one listener from starving another if
-their sum fits in the descriptors the process may open: otherwise 1,010
-half-sent HTTP requests use up a 1,024-descriptor process and native clients
-fail to connect, whatever their own cap says. So at start:
+yet past their handshake; ``--http-max-connections`` on the HTTP port). Those
+caps only keep one listener from starving another if their sum fits in the
+descriptors the process may open: otherwise 1,010 half-sent HTTP requests use up
+a 1,024-descriptor process and native clients fail to connect, whatever their own
+cap says. So at start:
 
 * the soft ``RLIMIT_NOFILE`` is raised toward what the caps need plus
   :data:`HEADROOM` (never above the hard limit: raising it is what any server
