@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tenure._core.commands import RateReservation
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant, WatchStream
 from tenure.backends._ledger import Pending
@@ -116,6 +117,12 @@ class ScriptedStore:
 
     async def swap_semaphore_data(self, name: str, expected: bytes, data: bytes) -> bool:
         return bool(await self._answer("swap", name))
+
+    async def reserve_units(
+        self, name: str, count: float, max_wait: float | None
+    ) -> RateReservation:
+        granted = bool(await self._answer("reserve", name))
+        return RateReservation(granted, 0.0, 0.0)
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         await self._answer("delete", name)

@@ -62,6 +62,7 @@ REPLY_RECORD_TYPES: tuple[type, ...] = (
     commands.SemaphorePage,
     commands.SessionPage,
     ClusterView,
+    commands.RateReservation,
 )
 MESSAGE_TYPES: tuple[type, ...] = (
     Hello,

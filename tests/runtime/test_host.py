@@ -128,3 +128,24 @@ def test_a_failed_command_with_nothing_due_reports_nothing() -> None:
     with pytest.raises(SessionExpiredError):
         host.execute(Acquire(999, "s", 1, 1))
     assert host.calls == []
+
+
+def test_a_reservation_is_given_the_hosts_wall_clock_whatever_the_client_sent() -> None:
+    from tenure._core import CreateSemaphore, ReserveUnits
+    from tenure._core.rates import Bucket, bucket_data, parse_bucket
+
+    applied: list[object] = []
+
+    class Logging(Host):
+        def _applied(self, command: object, now: float) -> None:
+            applied.append(command)
+
+    host = Logging(ManualClock(), wall_clock=lambda: 1_750_000_000.0)
+    host.execute(CreateNode("n", NodeConfig()))
+    sid = host.execute(CreateSession("n", KEY, timeout=10.0)).session_id
+    host.execute(CreateSemaphore(sid, "api", 1, bucket_data(Bucket(1.0, 1.0, 0.0))))
+    reply = host.execute(ReserveUnits(sid, "api", 1, None, at=42.0))  # a forged time
+    assert reply.at == 1_750_000_000.0
+    assert applied[-1] == ReserveUnits(sid, "api", 1, None, at=1_750_000_000.0)  # as logged
+    data = host.engine.nodes["n"].semaphores["api"].data
+    assert parse_bucket("api", data).tat == 1_750_000_001.0

@@ -50,6 +50,7 @@ CLASSES: dict[type, type] = {
     tenure.client.Counter: tenure.sync.Counter,
     tenure.client.Barrier: tenure.sync.Barrier,
     tenure.client.Latch: tenure.sync.Latch,
+    tenure.client.RateLimiter: tenure.sync.RateLimiter,
     tenure.client.RWLock: tenure.sync.RWLock,
     tenure.client.Semaphore: tenure.sync.Semaphore,
     tenure.client.Election: tenure.sync.Election,

@@ -43,7 +43,7 @@ from typing import Any, Final, TypeVar
 from tenure._core import commands as c
 from tenure._core.deadlines import DeadlineKey
 from tenure._core.effects import Effect
-from tenure._core.handlers import expiry, listing, nodes, semaphores, sessions, watches
+from tenure._core.handlers import expiry, limiters, listing, nodes, semaphores, sessions, watches
 from tenure._core.handlers.sessions import MAX_PROTECTION_KEY_BYTES
 from tenure._core.state import EngineState
 from tenure.errors import InvalidArgumentError
@@ -83,6 +83,7 @@ HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = MappingProxyType(
         c.Renew: semaphores.renew,
         c.UpdateSemaphore: semaphores.update_semaphore,
         c.SwapSemaphoreData: semaphores.swap_semaphore_data,
+        c.ReserveUnits: limiters.reserve_units,
         c.DeleteSemaphore: semaphores.delete_semaphore,
         c.DescribeSemaphore: watches.describe_semaphore,
         c.CancelWatch: watches.cancel_watch,

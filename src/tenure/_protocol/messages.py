@@ -28,6 +28,7 @@ from tenure._core.commands import (
     ListNodes,
     ListSemaphores,
     ListSessions,
+    ReserveUnits,
     SwapSemaphoreData,
 )
 from tenure._core.effects import Effect, WatchFired
@@ -55,6 +56,7 @@ __all__ = [
     "SINCE_VERSION_2",
     "SINCE_VERSION_3",
     "SINCE_VERSION_4",
+    "SINCE_VERSION_5",
     "SUPPORTED_VERSIONS",
     "ClientMessage",
     "ConnectionClosed",
@@ -81,17 +83,20 @@ __all__ = [
 #: the listing commands, KillSession, CreateSession's client identity, and who holds
 #: and since when on owners and waiters. Version 3 added clusters: Welcome's
 #: ``role`` and ``leader``, and ClusterStatus (:mod:`tenure._protocol.cluster`).
-#: Version 4 added SwapSemaphoreData (a compare-and-swap of a semaphore's data).
-PROTOCOL_VERSION: Final = 4
+#: Version 4 added SwapSemaphoreData (a compare-and-swap of a semaphore's data),
+#: version 5 ReserveUnits (a rate limiter's reservation).
+PROTOCOL_VERSION: Final = 5
 #: The versions a server built from this code accepts in a Hello. To an older peer
 #: it sends the layouts of the peer's version (:func:`for_version`).
-SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3, PROTOCOL_VERSION})
+SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3, 4, PROTOCOL_VERSION})
 #: Commands a version-1 peer does not know (a client must not send them to it).
 SINCE_VERSION_2: Final = frozenset({ListNodes, ListSemaphores, ListSessions, KillSession})
 #: Commands a version-1 or version-2 peer does not know.
 SINCE_VERSION_3: Final = frozenset({ClusterStatus})
 #: Commands a peer of version 1 to 3 does not know.
 SINCE_VERSION_4: Final = frozenset({SwapSemaphoreData})
+#: Commands a peer of version 1 to 4 does not know.
+SINCE_VERSION_5: Final = frozenset({ReserveUnits})
 #: Welcome.role of a server that is not part of a cluster, of a cluster's leader,
 #: and of a standby (which answers only ClusterStatus and Ping: docs/protocol.md 16).
 STANDALONE: Final = ""
@@ -356,7 +361,7 @@ def for_version(message: Message, version: int | None) -> Message:
     defaults they are not even sent, see wire.Record), so it reads the layouts it
     always did.
     """
-    if version is None or version >= 3:  # version 4 changed no layout, only added a command
+    if version is None or version >= 3:  # versions 4 and 5 changed no layout, only added commands
         return message
     if type(message) is Welcome:
         return dataclasses.replace(message, role=STANDALONE, leader=None)

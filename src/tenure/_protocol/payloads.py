@@ -81,6 +81,7 @@ ReplyValue = (
     | c.SemaphorePage
     | c.SessionPage
     | ClusterView
+    | c.RateReservation
     | bool
     | float
     | bytes
@@ -277,6 +278,17 @@ _COMMANDS: Final = (
         tag=31,
     ),
     Record(
+        c.ReserveUnits,
+        [
+            ("session_id", UINT),
+            ("name", STR),
+            ("count", FLOAT),
+            ("max_wait", OPT_FLOAT),
+            ("at", FLOAT),  # (set by the server's host: a client's is replaced)
+        ],
+        tag=32,
+    ),
+    Record(
         c.DescribeSemaphore,
         [
             ("session_id", UINT),
@@ -410,6 +422,7 @@ _VALUES: Final = (
     Record(c.SemaphorePage, [("semaphores", ArrayOf(SEMAPHORE_SUMMARY))], tag=7),
     Record(c.SessionPage, [("sessions", ArrayOf(SESSION_SUMMARY))], tag=8),
     CLUSTER_VIEW,  # (version 3: tenure._protocol.cluster)
+    Record(c.RateReservation, [("granted", BOOL), ("wait", FLOAT), ("at", FLOAT)], tag=10),
 )
 
 _NONE = type(None)
@@ -434,6 +447,7 @@ REPLY_TYPES: Final[Mapping[type, tuple[type, ...]]] = {
     c.UpdateSemaphore: (_NONE,),
     c.DeleteSemaphore: (_NONE,),
     c.SwapSemaphoreData: (bool,),
+    c.ReserveUnits: (c.RateReservation,),
     c.DescribeSemaphore: (c.DescribeResult,),
     c.CancelWatch: (bool,),
     c.ListNodes: (c.NodePage,),

@@ -12,6 +12,9 @@ the command's time itself, so the rule that a command never sees what its time h
 ended holds for every caller, not only for hosts that remember to tick). The host
 ticks only from its timer, for time that passes while no command comes.
 
+One command is given a time of the host's besides: ReserveUnits (a rate limiter's
+reservation) carries the host's wall clock, UNIX seconds, which the host sets.
+
 Times leave in UNIX seconds: the engine keeps them on the monotonic clock, and the
 host moves those it shows (grant and queue times, sessions' creation times) by the
 difference between its wall clock and that clock when it hands them out
@@ -20,11 +23,12 @@ difference between its wall clock and that clock when it hands them out
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from tenure._core import Command, DescribeResult, Effect, Engine, SessionPage
+from tenure._core import Command, DescribeResult, Effect, Engine, ReserveUnits, SessionPage
 from tenure._core.stamps import stamp_effects, stamp_reply
 from tenure._runtime.clock import Clock, TimerHandle
 
@@ -62,6 +66,10 @@ class Host:
         engine queued is ever held back.
         """
         now = self.clock.now()
+        if type(command) is ReserveUnits:
+            # A rate limiter's time is the wall clock, passed in here (whatever the
+            # client sent) and so logged with the command: see tenure._core.rates.
+            command = dataclasses.replace(command, at=self.wall_clock())  # type: ignore[assignment]
         engine = self.engine
         handled = engine.deadlines_handled
         try:

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Protocol, Self
 
+from tenure._core.commands import RateReservation
 from tenure._core.values import (
     NO_IDENTITY,
     ClientIdentity,
@@ -330,6 +331,14 @@ class BackendSession(Protocol):
         """Replace a semaphore's data with ``data`` if it is ``expected`` now, atomically;
         whether it did. NotFoundError if missing. If the answer is lost (the store
         unreachable), the error says so: whether the swap happened is then unknown."""
+
+    async def reserve_units(
+        self, name: str, count: float, max_wait: float | None
+    ) -> RateReservation:
+        """Reserve ``count`` units of the rate limiter ``name`` (a semaphore whose data is
+        a bucket, :mod:`tenure._core.rates`) on the store's clock, unless they would wait
+        more than ``max_wait`` seconds; NotFoundError if missing, PreconditionFailedError
+        if its data is no bucket. A lost answer may have reserved them."""
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """Delete a semaphore; one with owners or waiters only with ``force``.

@@ -36,8 +36,10 @@ from tenure._core import (
     Effect,
     Granted,
     LeaseLost,
+    RateReservation,
     Release,
     Renew,
+    ReserveUnits,
     SemaphoreDescription,
     SessionEnded,
     SessionState,
@@ -163,6 +165,12 @@ class CommandStore:
     async def swap_semaphore_data(self, name: str, expected: bytes, data: bytes) -> bool:
         """SwapSemaphoreData."""
         return await self.channel.call(SwapSemaphoreData(self.session_id, name, expected, data))
+
+    async def reserve_units(
+        self, name: str, count: float, max_wait: float | None
+    ) -> RateReservation:
+        """ReserveUnits (its time is set by the host that applies it)."""
+        return await self.channel.call(ReserveUnits(self.session_id, name, count, max_wait))
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """DeleteSemaphore."""

@@ -62,7 +62,9 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Final, TypeVar, final
 
-from tenure._core.values import SemaphoreDescription
+from tenure._core.commands import RateReservation
+from tenure._core.rates import check_units
+from tenure._core.values import SemaphoreDescription, check_duration
 from tenure.backends._base import Grant, HeldGrant, SessionListener, SessionTicket, WatchStream
 from tenure.backends._ledger import Ledger, Pending
 from tenure.backends._options import WITHDRAW_WAIT
@@ -325,6 +327,16 @@ class StoreSession:
         """See :meth:`tenure.backends._base.BackendSession.swap_semaphore_data`."""
         self.check_alive()
         return await self._store.swap_semaphore_data(name, expected, data)
+
+    async def reserve_units(
+        self, name: str, count: float, max_wait: float | None
+    ) -> RateReservation:
+        """See :meth:`tenure.backends._base.BackendSession.reserve_units`."""
+        self.check_alive()
+        count = check_units(count)  # (checked here once for every store)
+        if max_wait is not None:
+            max_wait = check_duration("max_wait", max_wait, allow_zero=True)
+        return await self._store.reserve_units(name, count, max_wait)
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""

@@ -20,6 +20,7 @@ import enum
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Final, Literal, Protocol, TypeVar, runtime_checkable
 
+from tenure._core.commands import RateReservation
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant, WatchStream
 from tenure.backends._ledger import Ledger, Pending
@@ -190,6 +191,11 @@ class Store(Protocol):
 
     async def swap_semaphore_data(self, name: str, expected: bytes, data: bytes) -> bool:
         """See :meth:`tenure.backends._base.BackendSession.swap_semaphore_data`."""
+
+    async def reserve_units(
+        self, name: str, count: float, max_wait: float | None
+    ) -> RateReservation:
+        """See :meth:`tenure.backends._base.BackendSession.reserve_units`."""
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""

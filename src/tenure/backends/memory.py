@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import time
 import weakref
 from collections.abc import Mapping
 from typing import Final, TypeVar, cast
@@ -293,11 +294,24 @@ async def open_backend(url: str, options: Mapping[str, object]) -> MemoryBackend
         raise InvalidArgumentError("clock= must have now() and call_at(when, callback)")
     name = parts.netloc
     if not name:
-        return MemoryBackend(Host(clock), owns_host=True, withdraw_wait=wait)
+        return MemoryBackend(_host(clock), owns_host=True, withdraw_wait=wait)
     key = (id(asyncio.get_running_loop()), name)
     host = _SHARED.get(key)
     if host is None:
-        host = _SHARED[key] = Host(clock)
+        host = _SHARED[key] = _host(clock)
     elif "clock" in options and host.clock is not clock:
         raise InvalidArgumentError(f"memory://{name} already runs on another clock")
     return MemoryBackend(host, withdraw_wait=wait)
+
+
+def _host(clock: Clock) -> Host:
+    """A host on ``clock``, whose wall clock moves with it.
+
+    On a clock of the caller's (a FakeClock) the wall clock is the time of the
+    start plus the clock's time since: a rate limiter's bucket and the times shown
+    then follow the clock that drives expiry, as they follow the loop's otherwise.
+    """
+    if isinstance(clock, LoopClock):
+        return Host(clock)
+    base, start = time.time(), clock.now()
+    return Host(clock, wall_clock=lambda: base + (clock.now() - start))

@@ -60,6 +60,7 @@ PERMISSION_WORDS: Final = {
     "CreateSemaphore": "create semaphores",
     "UpdateSemaphore": "change semaphores",
     "SwapSemaphoreData": "change semaphores",
+    "ReserveUnits": "change semaphores",
     "DeleteSemaphore": "delete semaphores",
     "CreateNode": "create nodes",
     "AlterNode": "change nodes",

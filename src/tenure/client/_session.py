@@ -19,6 +19,7 @@ from tenure.client._lease import Lease
 from tenure.client._loss import CancelOnLoss, EndSignal, Guarded
 from tenure.client._mutex import Mutex
 from tenure.client._opening import Opening
+from tenure.client._rate_limiter import RateLimiter
 from tenure.client._rwlock import RWLock
 from tenure.client._semaphore import Semaphore
 from tenure.errors import (
@@ -128,6 +129,11 @@ class Session(Guarded):
     def mutex(self, name: str) -> Mutex:
         """The mutex ``name`` (an ephemeral semaphore taken exclusively)."""
         return Mutex(self, name)
+
+    def rate_limiter(self, name: str, rate: float, burst: float) -> RateLimiter:
+        """The rate limiter ``name``: ``rate`` units per second, at most ``burst`` at once,
+        shared by every process, on the store's clock (``acquire``, ``try_acquire``)."""
+        return RateLimiter(self, name, rate, burst)
 
     def rwlock(self, name: str) -> RWLock:
         """The readers-writer lock ``name`` (an ephemeral semaphore: readers take one

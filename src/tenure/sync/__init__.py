@@ -43,6 +43,7 @@ from tenure.sync._latch import Latch
 from tenure.sync._leases import Leadership, Lease, Lock, ReadLock, WriteLock
 from tenure.sync._objects import Election, Mutex, Semaphore, Session, Stream
 from tenure.sync._portal import Portal
+from tenure.sync._rate_limiter import RateLimiter
 from tenure.sync._rwlock import RWLock
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "Mutex",
     "Portal",
     "RWLock",
+    "RateLimiter",
     "ReadLock",
     "Semaphore",
     "Session",

@@ -27,6 +27,7 @@ from tenure.sync._held import ClosesOnExit, Held
 from tenure.sync._latch import Latch
 from tenure.sync._leases import Leadership, Lease, Lock, ReadLock, WriteLock
 from tenure.sync._portal import Portal
+from tenure.sync._rate_limiter import RateLimiter
 from tenure.sync._rwlock import RWLock
 
 A = TypeVar("A")
@@ -99,6 +100,10 @@ class Session(Held):
     def latch(self, name: str, count: int) -> Latch:
         """The count-down latch ``name``."""
         return Latch(self, self._session.latch(name, count))
+
+    def rate_limiter(self, name: str, rate: float, burst: float) -> RateLimiter:
+        """The rate limiter ``name``: ``rate`` units per second, ``burst`` at most at once."""
+        return RateLimiter(self, self._session.rate_limiter(name, rate, burst))
 
     def mutex(self, name: str) -> Mutex:
         """The mutex ``name``."""

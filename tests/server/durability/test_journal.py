@@ -483,3 +483,25 @@ def test_start_up_pauses_the_collector_and_logs_its_resume(tmp_path: Path) -> No
     records, _ = _read_records(next(tmp_path.glob("wal-*.log")), RECORD_LIMIT)
     assert [msgpack.unpackb(r) for r in records] == [[RESUME_RECORD, 0.0]]
     assert gc.isenabled()
+
+
+def test_a_reservation_replays_at_the_time_its_host_gave_it(tmp_path: Path) -> None:
+    """ReserveUnits carries the host's wall clock (UNIX seconds): the journal keeps it,
+    so a replay, however much later and on whatever monotonic clock, makes the same
+    bucket, and the limiter's TAT means the same after the restart."""
+    from tenure._core import CreateSemaphore, ReserveUnits
+    from tenure._core.rates import Bucket, bucket_data, parse_bucket
+
+    journal = Journal(DataDir(tmp_path))
+    engine = journal.open(0.0)
+    step(engine, journal, CreateNode("n"), 0.0)
+    step(engine, journal, CreateSession("n", KEY), 0.0)
+    step(engine, journal, CreateSemaphore(1, "api", 1, bucket_data(Bucket(2.0, 1.0, 0.0))), 0.0)
+    wall = 1_750_000_000.0
+    for i in range(3):  # each one 1/2 s after the one before, on the wall clock
+        step(engine, journal, ReserveUnits(1, "api", 1, None, wall + i * 0.1), 1.0 + i)
+    before = engine.nodes["n"].semaphores["api"].data
+    assert parse_bucket("api", before).tat == wall + 1.5
+    journal.abort()
+    restarted = reopen(tmp_path, 9_000.0)
+    assert restarted.nodes["n"].semaphores["api"].data == before

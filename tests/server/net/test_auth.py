@@ -30,6 +30,7 @@ from tenure._core import (
     ListSemaphores,
     ListSessions,
     Release,
+    ReserveUnits,
     ResumeSession,
     SetNodeAnnex,
     SwapSemaphoreData,
@@ -123,6 +124,7 @@ def test_read_only_and_read_write_commands() -> None:
         CreateSemaphore(1, "m", 2),
         UpdateSemaphore(1, "m", b""),
         SwapSemaphoreData(1, "m", b"", b"1"),
+        ReserveUnits(1, "m", 1.0, None),
         CreateNode("n"),
         AlterNode("n", {}),
         SetNodeAnnex("n", "ydb", b"x"),
@@ -133,7 +135,7 @@ def test_read_only_and_read_write_commands() -> None:
         assert why == f"token 'r' is read-only: it may not send {type(write).__name__} on node 'n'"
         assert denial(writer, write, "n") is None
     assert len(READ_ONLY_COMMANDS) == 14
-    assert len(READ_WRITE_COMMANDS) == 27
+    assert len(READ_WRITE_COMMANDS) == 28
 
 
 def test_node_patterns() -> None:

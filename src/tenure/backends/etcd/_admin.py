@@ -12,6 +12,10 @@ and removes again; see :mod:`tenure.backends.etcd._node`), waiters their request
 
 from __future__ import annotations
 
+import time
+
+from tenure._core.commands import RateReservation
+from tenure._core.rates import bucket_data, parse_bucket, reserve
 from tenure._core.values import SemaphoreDescription, check_count, check_data
 from tenure.backends._readback import ReadbackWatch
 from tenure.backends.etcd._keys import (
@@ -112,6 +116,36 @@ class Admin:
                 return True
             # The record changed since it was read (its data, its limit, or it went):
             # read again, and compare the data as it is now.
+
+    async def reserve_units(
+        self, name: str, count: float, max_wait: float | None
+    ) -> RateReservation:
+        """See :meth:`tenure.backends._base.BackendSession.reserve_units`: the rule of
+        :mod:`tenure._core.rates`, then one Txn that puts the new bucket only if the
+        record's mod_revision is the one read (else read again).
+
+        etcd has no clock a Txn can read, so the time is this process's wall clock
+        (UNIX seconds): every client of a limiter then decides by its own clock, and
+        one whose clock runs ``d`` seconds ahead of the others' can take up to
+        ``rate * d`` units more at once (docs/recipes.md).
+        """
+        s = self._parts
+        while True:
+            state = await s.sender.read(name)
+            if not state.exists:
+                raise NotFoundError(f"semaphore {name!r} does not exist")
+            bucket = parse_bucket(name, state.data if state.record else b"")
+            reply, after = reserve(name, bucket, count, max_wait, time.time())
+            if after is None:
+                return reply
+            record = s.layout.record(s.node, name)
+            value = encode({"limit": state.limit, "data": bucket_data(after)})
+            answer = await s.sender.txn(
+                [compare_mod(record, state.record_mod)], [put(record, value)], []
+            )
+            if answer.succeeded:
+                return reply
+            # Another reservation (or change) came first: reserve after it.
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""

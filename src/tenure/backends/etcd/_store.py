@@ -38,6 +38,7 @@ import itertools
 import logging
 from typing import Protocol
 
+from tenure._core.commands import RateReservation
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant
 from tenure.backends._ledger import Pending
@@ -236,6 +237,12 @@ class EtcdStore:
     async def swap_semaphore_data(self, name: str, expected: bytes, data: bytes) -> bool:
         """See :meth:`Admin.swap_semaphore_data`."""
         return await self.admin.swap_semaphore_data(name, expected, data)
+
+    async def reserve_units(
+        self, name: str, count: float, max_wait: float | None
+    ) -> RateReservation:
+        """See :meth:`Admin.reserve_units`."""
+        return await self.admin.reserve_units(name, count, max_wait)
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """See :meth:`Admin.delete_semaphore`."""

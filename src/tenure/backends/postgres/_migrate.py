@@ -17,6 +17,7 @@ import psycopg
 from psycopg import sql
 
 from tenure.backends.postgres._ddl import HELPERS, SCHEMA_VERSION, TABLES
+from tenure.backends.postgres._sql_limiters import LIMITER_FUNCTIONS
 from tenure.backends.postgres._sql_listing import LISTING_FUNCTIONS
 from tenure.backends.postgres._sql_semaphores import SEMAPHORE_FUNCTIONS
 from tenure.backends.postgres._sql_sessions import SESSION_FUNCTIONS
@@ -36,6 +37,7 @@ def ddl(schema: str) -> str:
         + SESSION_FUNCTIONS
         + WATCH_FUNCTIONS
         + SEMAPHORE_FUNCTIONS
+        + LIMITER_FUNCTIONS
         + LISTING_FUNCTIONS
     )
     return text.replace("@S", quoted).replace("@N", literal)

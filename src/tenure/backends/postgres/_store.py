@@ -32,6 +32,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Final, Protocol
 
+from tenure._core.commands import RateReservation
 from tenure._core.values import NodeConfig, SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant
 from tenure.backends._ledger import Pending
@@ -351,6 +352,15 @@ class PgStore:
         """One function (not sent again after a lost answer: a swap that happened would
         be answered false the second time)."""
         return bool(await self.call("swap_semaphore_data", name, expected, data, idempotent=False))
+
+    async def reserve_units(
+        self, name: str, count: float, max_wait: float | None
+    ) -> RateReservation:
+        """One function, on PostgreSQL's clock (not sent again after a lost answer: a
+        reservation made twice would take twice the units)."""
+        text = await self.call("reserve_units", name, float(count), max_wait, idempotent=False)
+        granted, waited, at = str(text).split()
+        return RateReservation(granted == "1", float(waited), float(at))
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """Delete ``name``; forced, its holds are gone and its waits end (NotFound)."""

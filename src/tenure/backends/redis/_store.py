@@ -44,6 +44,7 @@ from tenure._core import (
     Granted,
     LeaseLost,
     QueuedAcquire,
+    RateReservation,
     Release,
     SessionEnded,
     SessionState,
@@ -340,6 +341,16 @@ class RedisStore(CommandStore):
         """One function (its request key makes a retry safe)."""
         key = self.backend.request_key()
         return bool(await self.invoke("swap_semaphore_data", key, name, expected, data))
+
+    async def reserve_units(
+        self, name: str, count: float, max_wait: float | None
+    ) -> RateReservation:
+        """One function, on Redis's clock (its request key makes a retry safe)."""
+        key = self.backend.request_key()
+        wait = "" if max_wait is None else repr(float(max_wait))
+        text = await self.invoke("reserve_units", key, name, repr(float(count)), wait)
+        granted, waited, at = (text.decode() if isinstance(text, bytes) else str(text)).split()
+        return RateReservation(granted == "1", float(waited), float(at))
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """One function; this client's own sessions hear of it at once (their pushes come

@@ -246,6 +246,50 @@ local function swap_semaphore_data(keys, args)
   return reply(remember(args[3], 1), more)
 end
 
+-- A rate limiter's reservation: tenure._core.rates restated (GCRA over the bucket
+-- 'limiter RATE BURST TAT' in the semaphore's data), on Redis's clock (NOW, UNIX
+-- seconds). The reply is text, 'GRANTED WAIT AT' (a Lua number would reach the
+-- client as an integer); the request key answers a retry as the first try was.
+-- args: sid, fence, request key, name, count, max wait ('': no limit).
+local function finite(x)
+  return x ~= nil and x == x and x ~= math.huge and x ~= -math.huge
+end
+
+local function g17(x)
+  return string.format('%.17g', x)
+end
+
+local function reserve_units(keys, args)
+  local more, done = begin_session(keys, args)
+  if done then return reply(done, more) end
+  local name, count, max_wait = args[4], tonumber(args[5]), args[6]
+  local m = meta(name)
+  if not m then fail(20, 'semaphore ' .. quote(name) .. ' does not exist') end
+  local rate_s, burst_s, tat_s = string.match(m.data, '^limiter (%S+) (%S+) (%S+)$')
+  local rate, burst, tat = tonumber(rate_s), tonumber(burst_s), tonumber(tat_s)
+  if not (finite(rate) and finite(burst) and finite(tat) and rate > 0 and burst > 0
+      and rate <= 1e15 and burst <= 1e15) then
+    fail(23, 'semaphore ' .. quote(name) ..
+      " is not a rate limiter (its data is not 'limiter RATE BURST TAT')")
+  end
+  if count > burst then
+    fail(22, string.format('%g', count) .. ' units exceed the burst ' ..
+      string.format('%g', burst) .. ' of rate limiter ' .. quote(name))
+  end
+  local new_tat = math.max(tat, NOW) + count / rate
+  local at = math.max(new_tat - burst / rate, NOW)
+  local wait = at - NOW
+  local granted = '0'
+  if max_wait == '' or wait <= tonumber(max_wait) then
+    granted = '1'
+    local data = 'limiter ' .. rate_s .. ' ' .. burst_s .. ' ' .. g17(new_tat)
+    redis.call('HSET', B .. 'm:' .. name, 'data', data)
+    m.data = data
+    touch(name)
+  end
+  return reply(remember(args[3], granted .. ' ' .. g17(wait) .. ' ' .. g17(at)), more)
+end
+
 -- args: sid, fence, request key, name, force ('1'/'0').
 local function delete_semaphore(keys, args)
   local more, done = begin_session(keys, args)
@@ -390,6 +434,7 @@ register('renew', renew)
 register('create_semaphore', create_semaphore)
 register('update_semaphore', update_semaphore)
 register('swap_semaphore_data', swap_semaphore_data)
+register('reserve_units', reserve_units)
 register('delete_semaphore', delete_semaphore)
 register('describe_semaphore', describe_semaphore)
 register('watch', watch)
