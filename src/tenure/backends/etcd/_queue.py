@@ -128,10 +128,10 @@ class SemState:
     name: str
     revision: int
     record: int = 0  # the record's create_revision; 0: ephemeral or missing
-    record_mod: int = 0  # the record's mod_revision (a compare-and-swap of its data)
     limit: int = MAX_COUNT
     data: bytes = b""
     entries: list[Entry] = field(default_factory=list)  # in arrival order
+    record_mod: int = 0  # the record's mod_revision (a compare-and-swap of its data)
 
     @classmethod
     def parse(cls, name: str, prefix: bytes, kvs: Any, revision: int) -> SemState:
