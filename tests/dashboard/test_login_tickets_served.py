@@ -7,20 +7,15 @@ Python's ssl."""
 from __future__ import annotations
 
 import base64
-import socket
-import ssl
 from collections.abc import Iterator
 from http.cookies import SimpleCookie
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
 import pytest
 
 from tests.server.wire import WAIT, ServerProcess, free_port
-
-if TYPE_CHECKING:
-    from playwright.sync_api import Browser
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -87,51 +82,6 @@ async def test_the_cookie_is_a_ticket_a_logout_revokes(tmp_path: Path) -> None:
             ) as response,
         ):
             assert response.status == 200
-
-
-def test_the_page_over_https_in_chromium(tmp_path: Path, browser: Browser) -> None:
-    import trustme
-
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1")
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    cert.private_key_pem.write_to_path(str(tmp_path / "key.pem"))
-    cert.cert_chain_pems[0].write_to_path(str(tmp_path / "cert.pem"))
-    tls = (
-        "--http-tls-cert",
-        str(tmp_path / "cert.pem"),
-        "--http-tls-key",
-        str(tmp_path / "key.pem"),
-    )
-    for http in serve(tmp_path, *tls):
-        # The certificate served is ours, and verifies against the test's CA.
-        context = ssl.create_default_context()
-        ca.configure_trust(context)
-        with (
-            socket.create_connection(("127.0.0.1", http), timeout=WAIT) as raw,
-            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls_sock,
-        ):
-            served = tls_sock.getpeercert(binary_form=True)
-            assert served == ssl.PEM_cert_to_DER_cert(cert.cert_chain_pems[0].bytes().decode())
-        # Chromium has no store of ours to trust: the certificate was checked above.
-        page_context = browser.new_context(ignore_https_errors=True)
-        page_context.set_default_timeout(WAIT * 1000)
-        try:
-            page = page_context.new_page()
-            page.goto(f"https://127.0.0.1:{http}/")
-            page.wait_for_selector("form#login:not([hidden])")
-            page.fill("#secret", READER)
-            page.click("form#login button")
-            page.wait_for_selector("#access:text-is('token reader (read-only)')")
-            [cookie] = page_context.cookies()
-            assert cookie["name"] == "tenure_dashboard"
-            assert cookie["secure"]
-            assert cookie["httpOnly"]
-            assert cookie["sameSite"] == "Strict"
-            assert READER not in cookie["value"]
-            page.wait_for_selector("#live.on")  # the event stream, over https too
-        finally:
-            page_context.close()
 
 
 async def test_a_logout_outlives_a_restart_and_other_logins_do_too(tmp_path: Path) -> None:
