@@ -149,8 +149,8 @@ class Acquirer:
         elif restating or (known is None and not ephemeral):
             state = await sender.read(name)
         else:  # a guess (revision 0): the Txn compares it, and its failure reads the truth
-            record, limit = known or (0, MAX_COUNT)
-            state = SemState(name, 0, record=record, limit=limit)
+            created, limit = known or (0, MAX_COUNT)
+            state = SemState(name, 0, record=created, limit=limit)
         fresh = False  # the settings were read for this acquire (not the view's)
         while True:
             config = s.view.config
