@@ -20,7 +20,7 @@ from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant, WatchStream
 from tenure.backends._ledger import Pending
 from tenure.backends._session import StoreSession
-from tenure.backends._store import QUEUED, Enqueued, Owner, Withdrawal
+from tenure.backends._store import QUEUED, Enqueued, Owner, Queued, Withdrawal
 from tenure.errors import (
     LeaseLostError,
     LostError,
@@ -78,6 +78,11 @@ class ScriptedStore:
 
     async def enqueue(self, pending: Pending) -> Enqueued:
         result: Enqueued = await self._answer("enqueue", pending.name, pending.hold)
+        return result
+
+    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
+        places = tuple((p.name, p.hold) for p in pendings)
+        result: list[Grant] | Queued | None = await self._answer("enqueue_all", places)
         return result
 
     async def await_grant(self, pending: Pending) -> Grant | None:
@@ -202,6 +207,43 @@ async def test_a_cancelled_acquire_is_withdrawn_before_its_caller_goes_on() -> N
     assert store.ops("withdraw") == [("m", 0)]
     assert store.ops("release") == []
     assert session.ledger.free_hold("m") == 0  # through: the number is free again
+
+
+async def test_a_cancelled_all_or_none_acquire_withdraws_every_member() -> None:
+    """Each name's request is withdrawn (the store withdraws the group with the first);
+    a member granted in the race is released; every hold number is free again."""
+    store = ScriptedStore()
+    session = _session(store)
+    store.answers["enqueue_all"] = [QUEUED]
+    store.answers["await_grant"] = [asyncio.Event()]  # never set: it waits
+    task = asyncio.ensure_future(
+        session.acquire_all(["a", "b"], count=1, data=b"", timeout=None, ephemeral=True)
+    )
+    await _soon(lambda: bool(store.ops("await_grant")), "the acquire queued")
+    assert store.ops("enqueue_all") == [((("a", 0), ("b", 0)),)]
+    store.answers["withdraw"] = [Withdrawal.WITHDRAWN, Withdrawal.UNKNOWN]
+    store.answers["release"] = [False]
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert sorted(store.ops("withdraw")) == [("a", 0), ("b", 0)]
+    assert store.ops("release") == [("b", 0)]  # its outcome unknown: released to be sure
+    assert (session.ledger.free_hold("a"), session.ledger.free_hold("b")) == (0, 0)
+    assert session.ledger.held == {}
+
+
+async def test_all_or_none_grants_are_held_together() -> None:
+    store = ScriptedStore()
+    session = _session(store)
+    store.answers["enqueue_all"] = [[Grant(5, 1, None, 0), Grant(6, 1, None, 0)]]
+    grants = await session.acquire_all(["a", "b"], count=1, data=b"", timeout=None, ephemeral=True)
+    assert grants == [Grant(5, 1, None, 0), Grant(6, 1, None, 0)]
+    assert set(session.ledger.held) == {("a", 0), ("b", 0)}
+    store.answers["enqueue_all"] = [None]  # busy: nothing held, nothing pending
+    assert (
+        await session.acquire_all(["c", "d"], count=1, data=b"", timeout=0, ephemeral=True) is None
+    )
+    assert session.ledger.pending == {}
 
 
 async def test_a_grant_that_raced_the_withdrawal_is_released() -> None:

@@ -15,6 +15,7 @@ import pytest
 from tenure._core import (
     MAX_COUNT,
     Acquire,
+    AcquireAll,
     AcquireFailed,
     AcquireStatus,
     AlterNode,
@@ -215,6 +216,9 @@ def test_the_state_agrees_with_the_semaphores_and_the_pushes(seed: int) -> None:
         if isinstance(command, Acquire | Release) and not isinstance(reply, tuple):
             # It succeeded: its session has seen how its last acquire there ended.
             expected.get(command.session_id, {}).pop((command.name, command.hold), None)
+        if isinstance(command, AcquireAll) and not isinstance(reply, tuple):
+            for name, hold in zip(command.names, command.holds, strict=True):
+                expected.get(command.session_id, {}).pop((name, hold), None)
         fold(expected, effects)
         for sid, session in engine.sessions.items():
             assert dict(session.missed) == expected.setdefault(sid, {})

@@ -61,8 +61,10 @@ def test_waiters_dict_exists_only_while_someone_waits() -> None:
     assert sem.waiter(3) is not None
     assert not sem.can_grant_now(4, 1, 0.0)
     sem.remove_owner(1)
-    head = next(sem.pop_grantable(0.0))
+    head = sem.head()
+    assert head is not None
     assert head.session_id == 2
+    assert sem.remove_waiter(2) is head
     assert sem.remove_waiter(3) is not None
     assert sem._waiters is None
     assert sem.waiters == {}

@@ -11,6 +11,7 @@ import pytest
 from tenure._core import (
     MAX_COUNT,
     Acquire,
+    AcquireAll,
     AttachSession,
     CloseSession,
     Command,
@@ -64,6 +65,17 @@ def random_command(
     name = rng.choice(["a", "b", "m"])
     roll = rng.random()
     hold = rng.choice([0, 0, 0, 1, 2]) if holds else 0
+    if holds and roll < 0.08:  # all or none: 2 or 3 names, one hold each
+        names = tuple(rng.sample(["a", "b", "m"], rng.randint(2, 3)))
+        return AcquireAll(
+            sid,
+            names,
+            tuple(rng.choice([0, 1, 2]) for _ in names),
+            tuple(100_000 + request_id * 8 + i for i in range(len(names))),
+            rng.choice([1, 2]),
+            b"g%d" % request_id,
+            rng.choice([0, None, 0.5, 2.0]),
+        )
     if roll < 0.45:
         count = MAX_COUNT if name == "m" else rng.randint(1, 3)
         timeout = rng.choice([0, None, 0.5, 2.0])

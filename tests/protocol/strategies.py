@@ -63,6 +63,7 @@ REPLY_RECORD_TYPES: tuple[type, ...] = (
     commands.SessionPage,
     ClusterView,
     commands.RateReservation,
+    commands.AcquireAllResult,
 )
 MESSAGE_TYPES: tuple[type, ...] = (
     Hello,

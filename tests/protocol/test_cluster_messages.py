@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tenure._core import ListNodes, ReserveUnits, SwapSemaphoreData
+from tenure._core import AcquireAll, ListNodes, ReserveUnits, SwapSemaphoreData
 from tenure._protocol import (
     PROTOCOL_VERSION,
     SUPPORTED_VERSIONS,
@@ -60,7 +60,7 @@ def test_version_5_is_spoken_and_the_older_ones_still_are() -> None:
     assert {SwapSemaphoreData} == SINCE_VERSION_4
     assert not SINCE_VERSION_3 & SINCE_VERSION_2
     assert not SINCE_VERSION_4 & (SINCE_VERSION_2 | SINCE_VERSION_3)
-    assert {ReserveUnits} == SINCE_VERSION_5
+    assert {ReserveUnits, AcquireAll} == SINCE_VERSION_5
     assert ListNodes in SINCE_VERSION_2
 
 

@@ -50,6 +50,7 @@ CLASSES: dict[type, type] = {
     tenure.client.Counter: tenure.sync.Counter,
     tenure.client.Barrier: tenure.sync.Barrier,
     tenure.client.Latch: tenure.sync.Latch,
+    tenure.client.HeldLocks: tenure.sync.HeldLocks,
     tenure.client.RateLimiter: tenure.sync.RateLimiter,
     tenure.client.RWLock: tenure.sync.RWLock,
     tenure.client.Semaphore: tenure.sync.Semaphore,
@@ -122,7 +123,7 @@ SYNC_ONLY: dict[tuple[type, str], str] = {
     (tenure.sync.Client, "closed"): "close() must refuse a second close from another thread",
     **{
         (cls, name): reason
-        for cls in (tenure.sync.Session, tenure.sync.Lease)
+        for cls in (tenure.sync.Session, tenure.sync.Lease, tenure.sync.HeldLocks)
         for name, reason in {
             "ended": "blocking code's `lost.is_set()`, under the name the docs use",
             "on_lost": (

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from tenure._core.commands import (
     Acquire,
+    AcquireAll,
+    AcquireAllResult,
     AcquireResult,
     AcquireStatus,
     AlterNode,
@@ -67,6 +69,8 @@ from tenure._core.values import (
 
 __all__ = [
     "Acquire",
+    "AcquireAll",
+    "AcquireAllResult",
     "AcquireFailed",
     "AcquireResult",
     "AcquireStatus",

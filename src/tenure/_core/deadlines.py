@@ -65,27 +65,40 @@ class LockDelayDeadline(NamedTuple):
 #: The key of a scheduled deadline: what it is for is its type.
 DeadlineKey: TypeAlias = SessionDeadline | WaiterDeadline | LeaseDeadline | LockDelayDeadline
 
-# A heap entry: (when, seq, key). ``seq`` is unique, so entries order by time, then
-# by scheduling order, and the key itself is never compared.
+# A heap entry: (when, rank, key). Entries order by time, then by a fixed order of
+# their keys (the kind's rank, then the key's own fields), never by when they were
+# scheduled: an engine loaded from a snapshot schedules its deadlines anew, in
+# another order, and must still handle deadlines of one instant in the same order as
+# the engine it was saved from (else a restart replays the log to another state).
 _Entry: TypeAlias = tuple[float, int, DeadlineKey]
 
 
-class Deadlines:
-    """Timed events, popped in time order (ties in scheduling order)."""
+def _rank(key: DeadlineKey) -> int:
+    """Which kind of deadline goes first in an instant (keys of one kind then compare)."""
+    kind = type(key)
+    if kind is SessionDeadline:
+        return 0
+    if kind is LockDelayDeadline:
+        return 1
+    if kind is WaiterDeadline:
+        return 2
+    return 3
 
-    __slots__ = ("_heap", "_seq")
+
+class Deadlines:
+    """Timed events, popped in time order (ties in a fixed order of their keys)."""
+
+    __slots__ = ("_heap",)
 
     def __init__(self) -> None:
         self._heap: list[_Entry] = []
-        self._seq = 0
 
     def __len__(self) -> int:
         return len(self._heap)
 
     def schedule(self, when: float, key: DeadlineKey) -> None:
         """Add an event for ``key`` at ``when``."""
-        self._seq += 1
-        heapq.heappush(self._heap, (when, self._seq, key))
+        heapq.heappush(self._heap, (when, _rank(key), key))
 
     def next_live(self, is_live: Callable[[float, DeadlineKey], bool]) -> float | None:
         """Earliest time of an entry that ``is_live`` accepts; dead entries are discarded."""

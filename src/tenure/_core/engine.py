@@ -43,7 +43,16 @@ from typing import Any, Final, TypeVar
 from tenure._core import commands as c
 from tenure._core.deadlines import DeadlineKey
 from tenure._core.effects import Effect
-from tenure._core.handlers import expiry, limiters, listing, nodes, semaphores, sessions, watches
+from tenure._core.handlers import (
+    expiry,
+    groups,
+    limiters,
+    listing,
+    nodes,
+    semaphores,
+    sessions,
+    watches,
+)
 from tenure._core.handlers.sessions import MAX_PROTECTION_KEY_BYTES
 from tenure._core.state import EngineState
 from tenure.errors import InvalidArgumentError
@@ -78,6 +87,7 @@ HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = MappingProxyType(
         c.ListSessions: listing.list_sessions,
         c.CreateSemaphore: semaphores.create_semaphore,
         c.Acquire: semaphores.acquire,
+        c.AcquireAll: groups.acquire_all,
         c.Release: semaphores.release,
         c.CancelAcquire: semaphores.cancel_acquire,
         c.Renew: semaphores.renew,

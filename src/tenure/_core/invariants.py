@@ -5,6 +5,8 @@ Nothing here changes state; each check raises AssertionError naming what broke.
 
 from __future__ import annotations
 
+from typing import Any
+
 from tenure._core.engine import Engine
 from tenure._core.semaphore import holder_key
 from tenure._core.values import MAX_ANNEX_BYTES, MAX_ANNEX_KEYS
@@ -44,8 +46,9 @@ def check_invariants(engine: Engine) -> None:
                 arrived = waiter.order
             if sem.waiters:
                 head = next(iter(sem.waiters.values()))
-                # Right after settling, a head that fits would have been granted.
-                blocked = sem.blocked_until > 0
+                # Right after settling, a head that fits would have been granted (unless
+                # it is a group's member, which waits for the group's other queues too).
+                blocked = sem.blocked_until > 0 or head.order in node.groups
                 assert blocked or sem.count - _held(sem, head.key) + head.count > sem.limit, (
                     f"{name}: head waiter fits but was not granted"
                 )
@@ -53,6 +56,7 @@ def check_invariants(engine: Engine) -> None:
                 assert sem.owners or sem.waiters or sem.blocked_until > 0, (
                     f"{name}: idle ephemeral semaphore was kept"
                 )
+        _check_groups(node)
     for sid, session in engine.sessions.items():
         node = engine.nodes[session.node]
         assert sid in node.sessions
@@ -64,6 +68,29 @@ def check_invariants(engine: Engine) -> None:
             for hold in session.waits_on(name):
                 key = holder_key(sid, hold)
                 assert key in node.semaphores[name].waiters, f"{sid}/{hold} thinks it waits {name}"
+
+
+def _check_groups(node: Any) -> None:
+    """Each group's members wait in their queues with its arrival number, and a group
+    whose members all head their queues and fit would have been granted."""
+    for order, members in node.groups.items():
+        assert len(members) >= 2, f"group {order} of {len(members)}"
+        ready = True
+        for name, key in members:
+            sem = node.semaphores[name]
+            waiter = sem.waiter(key)
+            assert waiter is not None, f"group {order}: {name}/{key} is not queued"
+            assert waiter.order == order, f"group {order}: {name}/{key} has order {waiter.order}"
+            head = next(iter(sem.waiters.values()))
+            fits = sem.blocked_until == 0 and (  # (a lock-delay: conservatively not)
+                sem.count - _held(sem, key) + waiter.count <= sem.limit
+            )
+            ready = ready and head is waiter and fits
+        assert not ready, f"group {order} could be granted but was not"
+    for sem in node.semaphores.values():
+        for waiter in sem.waiters.values():
+            if waiter.order in node.groups:
+                assert (sem.name, waiter.key) in node.groups[waiter.order]
 
 
 def _held(sem: object, key: int) -> int:

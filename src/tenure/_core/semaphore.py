@@ -7,7 +7,9 @@ their counts is ``self.count`` and never exceeds ``limit``. Waiters queue in arr
 order, at most one per hold of a session, and are served strictly first-in first-out: the
 head is granted as soon as its count fits, and *nothing* behind the head is granted
 while the head does not fit, however small (no barging). This is what makes a
-large request at the head starve nobody and be starved by nobody.
+large request at the head starve nobody and be starved by nobody. (A head that is a
+member of an all-or-none group waits, besides, until the group's other members
+head their queues and fit there: :meth:`tenure._core.state.EngineState.settle`.)
 
 Owners and waiters are *holders*: a session's numbered holds (:func:`holder_key`).
 A session may have several, each an owner or waiter of its own, in the queue like
@@ -25,7 +27,7 @@ emits effects and fires watches.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -270,18 +272,10 @@ class Semaphore:
             self._waiters = None
         return waiter
 
-    def pop_grantable(self, now: float) -> Iterator[Waiter]:
-        """Yield waiters from the head of the queue for as long as the head fits.
-
-        Each yielded waiter is already out of the queue; the caller must install its
-        owner before asking for the next one (the next fit depends on it).
-        """
-        while self._waiters:
-            key, head = next(iter(self._waiters.items()))
-            if not self.fits(key, head.count, now):
-                return
-            self.remove_waiter(key)
-            yield head
+    def head(self) -> Waiter | None:
+        """The first request in the queue, if any (served next, when it fits)."""
+        waiters = self._waiters
+        return None if waiters is None else next(iter(waiters.values()))
 
 
 #: The empty view of owners or waiters (shared, read-only).

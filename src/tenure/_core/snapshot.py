@@ -34,9 +34,13 @@ adds each node's annex (``"annex"``: key -> bytes, only on a node that has one;
 absent: none); the version changed so that an older server refuses such a snapshot
 instead of loading it without the annex. Version 7 adds each waiter's arrival
 number and the timeout it asked for, and the engine's last arrival number
-(``last_order``). Versions 1 (a dict per semaphore), 2 and 3 still load, every
-hold 0; versions 1 to 4 load with no identities and every time at the snapshot's
-``now``; versions 1 to 5 load with no annex; versions 1 to 6 number their waiters
+(``last_order``). Version 8 adds each node's groups (``"groups"``: the all-or-none
+requests queued, each its arrival number, its session, then a name and a hold
+number per semaphore; only on a node that has one), and changed so that an older server
+refuses such a snapshot rather than serve a group's members one by one. Versions
+1 (a dict per semaphore), 2 and 3 still load, every hold 0; versions 1 to 4 load
+with no identities and every time at the snapshot's ``now``; versions 1 to 5 load
+with no annex; versions 1 to 7 with no groups; versions 1 to 6 number their waiters
 1, 2, 3... in the order the snapshot lists them (each queue's in its order), each
 with the timeout its deadline was set from (a deadline less the time it was queued:
 no older version restated a wait).
@@ -56,7 +60,7 @@ from tenure._core.deadlines import (
 )
 from tenure._core.effects import AcquireFailed, LeaseLost
 from tenure._core.engine import Engine
-from tenure._core.semaphore import Owner, Semaphore, Waiter
+from tenure._core.semaphore import Owner, Semaphore, Waiter, holder_key
 from tenure._core.state import Node, Session
 from tenure._core.stored_config import config_from_stored, config_to_stored
 from tenure._core.values import (
@@ -68,8 +72,11 @@ from tenure._core.values import (
 )
 from tenure.errors import ErrorCode, InvalidArgumentError
 
+#: The bits of a holder key that are its session id (holder_key).
+_SESSION_BITS = (1 << 64) - 1
+
 #: Bumped when the layout changes; :func:`load` refuses layouts it does not know.
-SNAPSHOT_VERSION = 7
+SNAPSHOT_VERSION = 8
 
 #: Values per object in the flat lists (see the module docstring).
 # id, node, timeout, description, protection key, seq_no, expires_at,
@@ -183,6 +190,13 @@ def _dump_node(node: Node) -> Plain:
     }
     if node.annex:  # (most nodes have none: no key at all for them)
         plain["annex"] = dict(node.annex)
+    if node.groups:
+        # (a holder key of a hold above 0 is wider than msgpack's 64 bits: the
+        # session id, then each member's name and hold number)
+        plain["groups"] = [
+            [order, members[0][1] & _SESSION_BITS, [p for n, k in members for p in (n, k >> 64)]]
+            for order, members in node.groups.items()
+        ]
     return plain
 
 
@@ -193,7 +207,7 @@ def load(data: Plain) -> Engine:
         InvalidArgumentError: the data is not a snapshot this version can read.
     """
     version = data.get("version") if isinstance(data, dict) else None
-    if version not in (1, 2, 3, 4, 5, 6, SNAPSHOT_VERSION):
+    if version not in (1, 2, 3, 4, 5, 6, 7, SNAPSHOT_VERSION):
         raise InvalidArgumentError(
             f"not a tenure engine snapshot of version 1 to {SNAPSHOT_VERSION} (got {version!r})"
         )
@@ -222,6 +236,8 @@ def _load(data: Plain, version: int) -> Engine:
         node = Node(plain["name"], config_from_stored(plain["config"]).validated())
         if version > 5:
             node.annex = _annex(plain.get("annex"))
+        if version > 7:
+            node.groups = _groups(plain.get("groups"))
         engine.nodes[node.name] = node
     sessions = data["sessions"]
     if version > 4:
@@ -277,6 +293,23 @@ def _load(data: Plain, version: int) -> Engine:
             session.note_missed(effect, limit)
     engine.reschedule_all()
     return engine
+
+
+def _groups(plain: object) -> dict[int, tuple[tuple[str, int], ...]]:
+    """A node's queued all-or-none requests as a snapshot keeps them (absent: none)."""
+    if plain is None:
+        return {}
+    if not isinstance(plain, list):
+        raise ValueError(f"a node's groups are a list, got {type(plain).__name__}")
+    groups: dict[int, tuple[tuple[str, int], ...]] = {}
+    for order, session_id, flat in plain:
+        members = tuple(
+            (str(name), holder_key(int(session_id), int(hold))) for name, hold in _rows(flat, 2)
+        )
+        if len(members) < 2:
+            raise ValueError(f"group {order!r} has {len(members)} member(s)")
+        groups[int(order)] = members
+    return groups
 
 
 def _annex(plain: object) -> dict[str, bytes] | None:

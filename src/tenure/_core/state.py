@@ -19,13 +19,13 @@ from tenure._core.deadlines import (
     SessionDeadline,
     WaiterDeadline,
 )
-from tenure._core.effects import Effect, Granted, WatchFired
-from tenure._core.semaphore import Owner, Semaphore
+from tenure._core.effects import AcquireFailed, Effect, Granted, WatchFired
+from tenure._core.semaphore import Owner, Semaphore, Waiter
 from tenure._core.session import Missed as Missed
 from tenure._core.session import Session as Session
 from tenure._core.values import NodeConfig, SemaphoreDescription, check_name
 from tenure._core.watches import EXISTENCE, OWNERS, WAITERS, Change, Watches
-from tenure.errors import LimitExceededError, NotFoundError, SessionExpiredError
+from tenure.errors import ErrorCode, LimitExceededError, NotFoundError, SessionExpiredError
 
 
 @dataclass(slots=True)
@@ -35,6 +35,12 @@ class Node:
     ``annex`` holds opaque bytes under short keys that a face keeps with the
     node (SetNodeAnnex, GetNodeAnnex): None until the first key is set, so that a
     node nobody annotates costs no dict.
+
+    ``groups`` holds the all-or-none requests queued (AcquireAll): by their
+    arrival number (the ``order`` every member waiter shares), each member's
+    semaphore name and holder key. A member is granted only with all the others,
+    and leaves its queue only with them (:meth:`EngineState.settle`,
+    :meth:`EngineState.withdraw_group`).
     """
 
     name: str
@@ -42,6 +48,7 @@ class Node:
     semaphores: dict[str, Semaphore] = field(default_factory=dict)
     sessions: set[int] = field(default_factory=set)
     annex: dict[str, bytes] | None = None
+    groups: dict[int, tuple[tuple[str, int], ...]] = field(default_factory=dict)
 
 
 class EngineState:
@@ -138,30 +145,102 @@ class EngineState:
         return owner
 
     def settle(self, node: Node, sem: Semaphore, now: float, change: Change) -> None:
-        """Rule 5: serve the queue, drop an idle ephemeral semaphore, fire watches."""
-        for waiter in sem.pop_grantable(now):
-            sid, hold = waiter.session_id, waiter.hold
-            self.sessions[sid].discard_wait(sem.name, hold)
-            owner = self.grant(
-                node, sem, sid, waiter.count, waiter.data, waiter.lease_ttl, now, hold
-            )
-            self.effects.append(
-                Granted(
-                    sid,
-                    waiter.request_id,
-                    sem.name,
-                    owner.token,
-                    owner.count,
-                    owner.lease_ttl,
-                    hold,
-                )
-            )
+        """Rule 5: serve the queue, drop an idle ephemeral semaphore, fire watches.
+
+        The head is granted while it fits; a head that is a member of a group
+        (AcquireAll) is granted only if every member is the head of its queue and
+        fits there, and then all are at once; else it waits, and holds back its queue
+        as any head does. Since a group joins every queue in one step, queues agree
+        on the order of requests: the earliest request waiting anywhere is the head
+        of all its queues, so it is granted once its tokens are free (no deadlock).
+        """
+        groups = node.groups
+        others: list[Semaphore] = []
+        while (head := sem.head()) is not None and sem.fits(head.key, head.count, now):
+            if groups and head.order in groups:
+                members = self._ready_group(node, groups[head.order], now)
+                if members is None:
+                    break
+                del groups[head.order]
+                for member_sem, member in members:
+                    member_sem.remove_waiter(member.key)
+                    self._grant_waiter(node, member_sem, member, now)
+                    if member_sem is not sem:
+                        others.append(member_sem)
+            else:
+                sem.remove_waiter(head.key)
+                self._grant_waiter(node, sem, head, now)
             change |= OWNERS | WAITERS
         if sem.ephemeral and sem.is_idle() and now >= sem.blocked_until:
             del node.semaphores[sem.name]
             change = EXISTENCE
         if change:
             self.fire_watches(node, sem.name, change)
+        for other in others:  # (their heads changed: serve them too)
+            self.settle(node, other, now, OWNERS | WAITERS)
+
+    def _grant_waiter(self, node: Node, sem: Semaphore, waiter: Waiter, now: float) -> None:
+        """Grant ``waiter``, already out of ``sem``'s queue, and tell its session."""
+        sid, hold = waiter.session_id, waiter.hold
+        self.sessions[sid].discard_wait(sem.name, hold)
+        owner = self.grant(node, sem, sid, waiter.count, waiter.data, waiter.lease_ttl, now, hold)
+        self.effects.append(
+            Granted(
+                sid, waiter.request_id, sem.name, owner.token, owner.count, owner.lease_ttl, hold
+            )
+        )
+
+    def _ready_group(
+        self, node: Node, members: tuple[tuple[str, int], ...], now: float
+    ) -> list[tuple[Semaphore, Waiter]] | None:
+        """The group's members with their semaphores if each heads its queue and fits."""
+        ready: list[tuple[Semaphore, Waiter]] = []
+        for name, key in members:
+            member_sem = node.semaphores[name]
+            member = member_sem.head()
+            if member is None or member.key != key or not member_sem.fits(key, member.count, now):
+                return None
+            ready.append((member_sem, member))
+        return ready
+
+    @staticmethod
+    def _times_its_group(node: Node, sem: Semaphore, waiter: Waiter) -> bool:
+        """Whether ``waiter``'s deadline is scheduled: a group's members share one,
+        its first member's (one timeout, one message, the same after a restart)."""
+        members = node.groups.get(waiter.order) if node.groups else None
+        return members is None or members[0] == (sem.name, waiter.key)
+
+    def withdraw_group(
+        self,
+        node: Node,
+        waiter: Waiter,
+        code: ErrorCode,
+        message: str,
+        now: float,
+        *,
+        missed: bool = False,
+    ) -> None:
+        """``waiter`` has left its queue: if it was a member of a group, the others leave
+        theirs too, each ending with AcquireFailed(``code``, ``message``) (kept for a
+        re-attach to read when ``missed``), and their queues are served."""
+        members = node.groups.pop(waiter.order, None) if node.groups else None
+        if members is None:
+            return
+        for name, key in members:
+            member_sem = node.semaphores.get(name)
+            member = None if member_sem is None else member_sem.waiter(key)
+            if member_sem is None or member is None or member.order != waiter.order:
+                continue  # (``waiter`` itself, already out of its queue)
+            member_sem.remove_waiter(key)
+            self.sessions[member.session_id].discard_wait(name, member.hold)
+            failed = AcquireFailed(
+                member.session_id, member.request_id, name, code, message, member.hold
+            )
+            if missed:
+                self.tell_missed(failed)
+            else:
+                self.effects.append(failed)
+            self.settle(node, member_sem, now, WAITERS)
 
     def fire_watches(self, node: Node, name: str, change: Change) -> None:
         """Queue a WatchFired for every watch on ``name`` that ``change`` hits."""
@@ -208,7 +287,7 @@ class EngineState:
                     deadlines.schedule(sem.blocked_until, LockDelayDeadline(node.name, sem.name))
                 if sem.queue_length():
                     for waiter in sem.waiters.values():
-                        if waiter.deadline is not None:
+                        if waiter.deadline is not None and self._times_its_group(node, sem, waiter):
                             deadlines.schedule(
                                 waiter.deadline,
                                 WaiterDeadline(node.name, sem.name, waiter.key, waiter.request_id),

@@ -23,6 +23,11 @@ MAX_COUNT: Final = 2**64 - 1
 #: The largest hold number a session may give one of its holds on a semaphore.
 MAX_HOLD: Final = 2**32 - 1
 
+#: The most semaphores one all-or-none acquire (AcquireAll, ``session.lock_all``) may
+#: ask for: each is a waiter in its own queue, and every change to any of them looks
+#: at all of them.
+MAX_GROUP_NAMES: Final = 64
+
 #: Longest node or semaphore name, in UTF-8 bytes.
 MAX_NAME_BYTES: Final = 1024
 

@@ -21,6 +21,7 @@ import msgspec
 
 from tenure._core._dataclass import dataclass
 from tenure._core.commands import (
+    AcquireAll,
     Command,
     CreateSession,
     DescribeResult,
@@ -84,7 +85,8 @@ __all__ = [
 #: and since when on owners and waiters. Version 3 added clusters: Welcome's
 #: ``role`` and ``leader``, and ClusterStatus (:mod:`tenure._protocol.cluster`).
 #: Version 4 added SwapSemaphoreData (a compare-and-swap of a semaphore's data),
-#: version 5 ReserveUnits (a rate limiter's reservation).
+#: version 5 ReserveUnits (a rate limiter's reservation) and AcquireAll (several
+#: semaphores, all or none).
 PROTOCOL_VERSION: Final = 5
 #: The versions a server built from this code accepts in a Hello. To an older peer
 #: it sends the layouts of the peer's version (:func:`for_version`).
@@ -96,7 +98,7 @@ SINCE_VERSION_3: Final = frozenset({ClusterStatus})
 #: Commands a peer of version 1 to 3 does not know.
 SINCE_VERSION_4: Final = frozenset({SwapSemaphoreData})
 #: Commands a peer of version 1 to 4 does not know.
-SINCE_VERSION_5: Final = frozenset({ReserveUnits})
+SINCE_VERSION_5: Final = frozenset({ReserveUnits, AcquireAll})
 #: Welcome.role of a server that is not part of a cluster, of a cluster's leader,
 #: and of a standby (which answers only ClusterStatus and Ping: docs/protocol.md 16).
 STANDALONE: Final = ""

@@ -82,6 +82,7 @@ ReplyValue = (
     | c.SessionPage
     | ClusterView
     | c.RateReservation
+    | c.AcquireAllResult
     | bool
     | float
     | bytes
@@ -289,6 +290,21 @@ _COMMANDS: Final = (
         tag=32,
     ),
     Record(
+        c.AcquireAll,
+        [
+            ("session_id", UINT),
+            ("names", ArrayOf(STR)),
+            ("holds", ArrayOf(UINT)),
+            ("request_ids", ArrayOf(UINT)),
+            ("count", UINT),
+            ("data", BIN),
+            ("timeout", OPT_FLOAT),
+            ("ephemeral", BOOL),
+            ("lease_ttl", OPT_FLOAT),
+        ],
+        tag=33,
+    ),
+    Record(
         c.DescribeSemaphore,
         [
             ("session_id", UINT),
@@ -423,6 +439,11 @@ _VALUES: Final = (
     Record(c.SessionPage, [("sessions", ArrayOf(SESSION_SUMMARY))], tag=8),
     CLUSTER_VIEW,  # (version 3: tenure._protocol.cluster)
     Record(c.RateReservation, [("granted", BOOL), ("wait", FLOAT), ("at", FLOAT)], tag=10),
+    Record(
+        c.AcquireAllResult,
+        [("status", ACQUIRE_STATUS), ("tokens", ArrayOf(UINT)), ("lease_ttl", OPT_FLOAT)],
+        tag=11,
+    ),
 )
 
 _NONE = type(None)
@@ -448,6 +469,7 @@ REPLY_TYPES: Final[Mapping[type, tuple[type, ...]]] = {
     c.DeleteSemaphore: (_NONE,),
     c.SwapSemaphoreData: (bool,),
     c.ReserveUnits: (c.RateReservation,),
+    c.AcquireAll: (c.AcquireAllResult,),
     c.DescribeSemaphore: (c.DescribeResult,),
     c.CancelWatch: (bool,),
     c.ListNodes: (c.NodePage,),

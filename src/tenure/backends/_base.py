@@ -22,7 +22,7 @@ import base64
 import binascii
 import enum
 import re
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol, Self
 
@@ -75,6 +75,10 @@ class Capability(enum.Enum):
     #: expired), nobody gets its tokens for that long. Without it, a node with a
     #: non-zero lock_delay is refused.
     LOCK_DELAY = "lock_delay"
+    #: Several semaphores are acquired all or none, in one step, and a request for
+    #: several waits in all their queues with one arrival (``session.lock_all``):
+    #: requests for overlapping names in any order never deadlock.
+    ALL_OR_NONE = "all_or_none"
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,6 +296,27 @@ class BackendSession(Protocol):
         exceeds the limit or the queue is full. If the awaiting task is cancelled,
         the request is withdrawn (a grant that raced the cancellation is released),
         so a cancelled acquire never leaves a hold behind.
+        """
+
+    async def acquire_all(
+        self,
+        names: Sequence[str],
+        *,
+        count: int,
+        data: bytes,
+        timeout: float | None,
+        ephemeral: bool,
+    ) -> list[Grant] | None:
+        """A new hold of ``count`` tokens of each semaphore of ``names``, all or none.
+
+        Granted only when every one can be at once, and then all in one step (a grant
+        each, in the order of ``names``); waiting, it is in every queue with one
+        arrival (:attr:`Capability.ALL_OR_NONE`). ``timeout`` and ``ephemeral`` are
+        :meth:`acquire`'s (None: busy, with ``timeout`` 0). Cancelled, it is withdrawn
+        from every queue, and grants that raced the cancellation are released.
+
+        Raises UnsupportedError on a backend without ALL_OR_NONE, and what
+        :meth:`acquire` raises.
         """
 
     async def restate(

@@ -23,6 +23,7 @@ from typing import Any, Final, Protocol, TypeVar
 
 from tenure._core import (
     Acquire,
+    AcquireAll,
     AcquireFailed,
     AcquireStatus,
     CancelAcquire,
@@ -49,7 +50,7 @@ from tenure._core import (
 )
 from tenure.backends._base import Grant, HeldGrant, WatchStream
 from tenure.backends._ledger import Pending
-from tenure.backends._store import QUEUED, Enqueued, Owner, Withdrawal
+from tenure.backends._store import QUEUED, Enqueued, Owner, Queued, Withdrawal
 from tenure.backends._watch import EngineWatch, WatchFeed
 from tenure.errors import LostError, TenureError, error_from_code
 
@@ -130,6 +131,29 @@ class CommandStore:
         if result.status is AcquireStatus.GRANTED:
             assert result.token is not None
             return Grant(result.token, result.count, result.lease_ttl, pending.hold)
+        if result.status is AcquireStatus.BUSY:
+            return None
+        return QUEUED
+
+    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
+        """One AcquireAll: a grant each, busy, or queued (each grant is pushed)."""
+        first = pendings[0]
+        command = AcquireAll(
+            self.session_id,
+            tuple(p.name for p in pendings),
+            tuple(p.hold for p in pendings),
+            tuple(p.request_id for p in pendings),
+            first.count,
+            first.data,
+            first.timeout,
+            first.ephemeral,
+        )
+        result = await self.channel.call(command)
+        if result.status is AcquireStatus.GRANTED:
+            return [
+                Grant(token, first.count, result.lease_ttl, p.hold)
+                for token, p in zip(result.tokens, pendings, strict=True)
+            ]
         if result.status is AcquireStatus.BUSY:
             return None
         return QUEUED

@@ -319,7 +319,7 @@ class Link:
         """UnsupportedError if the connection's protocol version lacks ``command``."""
         version = conn.codec.version or PROTOCOL_VERSION
         if type(command) in SINCE_VERSION_5 and version < 5:
-            what = "reserve units of a rate limiter"
+            what = "reserve units of a rate limiter or acquire several semaphores at once"
         elif type(command) in SINCE_VERSION_4 and version < 4:
             what = "compare and swap a semaphore's data (counters, latches)"
         elif type(command) in SINCE_VERSION_3 and version < 3:

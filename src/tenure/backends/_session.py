@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Final, TypeVar, final
 
 from tenure._core.commands import RateReservation
@@ -218,6 +218,66 @@ class StoreSession:
             raise type(self.ended)(*self.ended.args)
         hold = self.ledger.free_hold(name)
         return self._acquire(name, hold, count, data, timeout, ephemeral, False)
+
+    async def acquire_all(
+        self,
+        names: Sequence[str],
+        *,
+        count: int,
+        data: bytes,
+        timeout: float | None,
+        ephemeral: bool,
+    ) -> list[Grant] | None:
+        """See :meth:`tenure.backends._base.BackendSession.acquire_all`: one pending
+        acquire per name, sent as one, each awaited and withdrawn as :meth:`acquire`'s."""
+        self.check_alive()
+        store, ledger = self._store, self.ledger
+        pendings: list[Pending] = []
+        for name in names:
+            request_id = store.new_request_id()
+            hold = ledger.free_hold(name)
+            pendings.append(ledger.open(request_id, name, hold, count, data, timeout, ephemeral))
+        withdrawing = False
+        try:
+            try:
+                enqueued = await store.enqueue_all(pendings)
+                if enqueued is QUEUED:
+                    for pending in pendings:
+                        pending.queued = True
+                    # One step grants (or fails) every member: one wait is all waits.
+                    waited = [await store.await_grant(pending) for pending in pendings]
+                    if any(grant is None for grant in waited):
+                        return None
+                    grants = [grant for grant in waited if grant is not None]
+                elif enqueued is None:
+                    return None
+                else:
+                    grants = enqueued
+            except (asyncio.CancelledError, UnavailableError):
+                if self.ended is None:
+                    withdrawing = True
+                    await asyncio.gather(*(self._give_up(pending) for pending in pendings))
+                raise
+            return self._take_all(pendings, grants)
+        finally:
+            if not withdrawing:
+                for pending in pendings:
+                    ledger.close(pending.request_id)
+
+    def _take_all(self, pendings: list[Pending], grants: list[Grant]) -> list[Grant]:
+        """Hand every grant to the caller, or none: one lost already (a loss pushed
+        right after the grants) releases those taken and raises."""
+        taken: list[tuple[str, Grant]] = []
+        try:
+            for pending, grant in zip(pendings, grants, strict=True):
+                taken.append(
+                    (pending.name, self.ledger.take(pending.request_id, pending.place, grant))
+                )
+        except LostError:
+            for name, grant in taken:
+                self._releases.start(name, grant)
+            raise
+        return [grant for _, grant in taken]
 
     async def restate(
         self, name: str, grant: Grant, *, count: int, data: bytes, timeout: float | None

@@ -149,6 +149,14 @@ class Store(Protocol):
         ``pending.state``.
         """
 
+    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
+        """Send one all-or-none acquire of the ``pendings`` (one per name): a grant each,
+        None (busy), or QUEUED (each pending's grant then comes as a queued one's does).
+
+        Raises:
+            UnsupportedError: the store has no all-or-none acquire.
+        """
+
     async def await_grant(self, pending: Pending) -> Grant | None:
         """Wait for the grant of a queued acquire; raise how it ended otherwise.
 

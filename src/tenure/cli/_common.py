@@ -61,6 +61,7 @@ PERMISSION_WORDS: Final = {
     "UpdateSemaphore": "change semaphores",
     "SwapSemaphoreData": "change semaphores",
     "ReserveUnits": "change semaphores",
+    "AcquireAll": "take locks, semaphore tokens or leadership",
     "DeleteSemaphore": "delete semaphores",
     "CreateNode": "create nodes",
     "AlterNode": "change nodes",

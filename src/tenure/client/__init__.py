@@ -8,6 +8,7 @@ from tenure.client._counter import Counter
 from tenure.client._election import Election, LeaderState
 from tenure.client._latch import Latch
 from tenure.client._lease import Leadership, Lease, Lock, ReadLock, WriteLock
+from tenure.client._lock_all import HeldLocks
 from tenure.client._loss import EndSignal
 from tenure.client._mutex import Mutex
 from tenure.client._opening import Opening
@@ -22,6 +23,7 @@ __all__ = [
     "Counter",
     "Election",
     "EndSignal",
+    "HeldLocks",
     "Latch",
     "LeaderState",
     "Leadership",

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import TypeAlias
 
 from tenure._core.values import (
+    MAX_GROUP_NAMES,
     MAX_RECOVERY_WINDOW,
     NodeConfig,
     check_count,
@@ -43,6 +44,7 @@ __all__ = [
     "flag",
     "node_changes",
     "node_config",
+    "names",
     "node_name",
     "recovery_window",
     "semaphore_name",
@@ -70,6 +72,19 @@ def node_name(name: object) -> str:
 def semaphore_name(name: object) -> str:
     """The ``name`` of a semaphore, mutex or election: "semaphore name must be..."."""
     return check_name("semaphore", name)
+
+
+def names(value: object) -> list[str]:
+    """The names of an all-or-none acquire: an iterable (not one str) of 1 to
+    MAX_GROUP_NAMES distinct names (each checked by the caller)."""
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise InvalidArgumentError(f"names must be a list of names, got {value!r:.80}")
+    listed = list(value)
+    if not 1 <= len(listed) <= MAX_GROUP_NAMES:
+        raise InvalidArgumentError(f"names must be 1 to {MAX_GROUP_NAMES} names, got {len(listed)}")
+    if len(set(map(str, listed))) != len(listed):
+        raise InvalidArgumentError(f"names must be distinct, got {listed!r:.80}")
+    return listed
 
 
 def count(value: object, what: str = "count") -> int:

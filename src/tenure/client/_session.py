@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from functools import partial
 from typing import Any, TypeVar, final, overload
 
+from tenure._core.values import MAX_COUNT
 from tenure.backends._base import BackendSession, Grant, HeldGrant, SessionTicket
 from tenure.client import _args
 from tenure.client._args import Data
@@ -15,7 +16,8 @@ from tenure.client._barrier import Barrier
 from tenure.client._counter import Counter
 from tenure.client._election import Election
 from tenure.client._latch import Latch
-from tenure.client._lease import Lease
+from tenure.client._lease import Lease, Lock
+from tenure.client._lock_all import HeldLocks
 from tenure.client._loss import CancelOnLoss, EndSignal, Guarded
 from tenure.client._mutex import Mutex
 from tenure.client._opening import Opening
@@ -125,6 +127,54 @@ class Session(Guarded):
         """The count-down latch ``name``, made with ``count`` by its first use (later
         uses find the count left): ``count_down()``, ``wait(timeout)``."""
         return Latch(self, name, count)
+
+    def lock_all(
+        self, names: Iterable[str], *, timeout: float | None = None, data: Data = b""
+    ) -> Opening[HeldLocks]:
+        """The mutexes of every name of ``names``, all at once or none; ``await`` it or
+        use ``async with`` (see :class:`HeldLocks`: ``held.tokens[name]``).
+
+        Raises:
+            TimeoutError: not all held within ``timeout`` (none is held then).
+            UnsupportedError: the backend has no Capability.ALL_OR_NONE.
+            InvalidArgumentError: at once, naming a bad argument (1 to 64 distinct names).
+        """
+        wanted = tuple(_args.semaphore_name(name) for name in _args.names(names))
+        owner_data, wait = _args.as_data(data), _args.timeout(timeout)
+        return Opening(partial(self._lock_all, wanted, owner_data, wait))
+
+    async def _lock_all(
+        self, names: tuple[str, ...], data: bytes, timeout: float | None
+    ) -> HeldLocks:
+        """Lock every name in one backend request; TimeoutError if not within ``timeout``."""
+        backend = self._backend_session()
+        task = asyncio.current_task(self._loop)
+        asking = {(name, task) for name in names}
+        if asking & self._asking:
+            raise PreconditionFailedError(
+                "this task already holds or is acquiring one of these names in this "
+                "session; tenure locks are not reentrant"
+            )
+        self._asking |= asking
+        try:
+            grants = await backend.acquire_all(
+                names, count=MAX_COUNT, data=data, timeout=timeout, ephemeral=True
+            )
+            if grants is None:
+                raise TimeoutError(f"{', '.join(map(repr, names))}: not all free (timeout=0)")
+            if self._signal.ended:  # (as in _acquire: no lease may outlive its session)
+                raise self._signal.reason or SessionClosedError(
+                    f"session on {self.node!r} is closed"
+                )
+        except BaseException:
+            self._asking -= asking
+            raise
+        locks: dict[str, Lock] = {}
+        for name, grant in zip(names, grants, strict=True):
+            lock = locks[name] = Lock(self, name, grant, data)
+            lock._task = task
+            self._leases[grant.token] = lock
+        return HeldLocks(self, locks)
 
     def mutex(self, name: str) -> Mutex:
         """The mutex ``name`` (an ephemeral semaphore taken exclusively)."""

@@ -41,6 +41,7 @@ from tenure.sync._counter import Counter
 from tenure.sync._held import EndSignal
 from tenure.sync._latch import Latch
 from tenure.sync._leases import Leadership, Lease, Lock, ReadLock, WriteLock
+from tenure.sync._lock_all import HeldLocks
 from tenure.sync._objects import Election, Mutex, Semaphore, Session, Stream
 from tenure.sync._portal import Portal
 from tenure.sync._rate_limiter import RateLimiter
@@ -52,6 +53,7 @@ __all__ = [
     "Counter",
     "Election",
     "EndSignal",
+    "HeldLocks",
     "Latch",
     "Leadership",
     "Lease",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import threading
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar, overload
 
@@ -26,6 +26,7 @@ from tenure.sync._counter import Counter
 from tenure.sync._held import ClosesOnExit, Held
 from tenure.sync._latch import Latch
 from tenure.sync._leases import Leadership, Lease, Lock, ReadLock, WriteLock
+from tenure.sync._lock_all import HeldLocks
 from tenure.sync._portal import Portal
 from tenure.sync._rate_limiter import RateLimiter
 from tenure.sync._rwlock import RWLock
@@ -100,6 +101,25 @@ class Session(Held):
     def latch(self, name: str, count: int) -> Latch:
         """The count-down latch ``name``."""
         return Latch(self, self._session.latch(name, count))
+
+    def lock_all(
+        self, names: Iterable[str], *, timeout: float | None = None, data: Data = b""
+    ) -> HeldLocks:
+        """The mutexes of every name of ``names``, all at once or none (see
+        :meth:`tenure.Session.lock_all`); use the result plain or in ``with``.
+
+        Raises:
+            TimeoutError: not all held within ``timeout`` (none is held then).
+        """
+        return self._portal.call(
+            opened,
+            lambda: self._session.lock_all(names, timeout=timeout, data=data),
+            self._wrap_all,
+        )
+
+    def _wrap_all(self, held: aio.HeldLocks) -> HeldLocks:
+        locks = {name: self._track(Lock(self, lock)) for name, lock in held.locks.items()}
+        return HeldLocks(self, held, locks)
 
     def rate_limiter(self, name: str, rate: float, burst: float) -> RateLimiter:
         """The rate limiter ``name``: ``rate`` units per second, ``burst`` at most at once."""

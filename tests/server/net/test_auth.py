@@ -13,6 +13,7 @@ import pytest
 from tenure._core import (
     MAX_COUNT,
     Acquire,
+    AcquireAll,
     AlterNode,
     AttachSession,
     CancelWatch,
@@ -125,6 +126,7 @@ def test_read_only_and_read_write_commands() -> None:
         UpdateSemaphore(1, "m", b""),
         SwapSemaphoreData(1, "m", b"", b"1"),
         ReserveUnits(1, "m", 1.0, None),
+        AcquireAll(1, ("a", "b"), (0, 0), (1, 2), 1),
         CreateNode("n"),
         AlterNode("n", {}),
         SetNodeAnnex("n", "ydb", b"x"),
@@ -135,7 +137,7 @@ def test_read_only_and_read_write_commands() -> None:
         assert why == f"token 'r' is read-only: it may not send {type(write).__name__} on node 'n'"
         assert denial(writer, write, "n") is None
     assert len(READ_ONLY_COMMANDS) == 14
-    assert len(READ_WRITE_COMMANDS) == 28
+    assert len(READ_WRITE_COMMANDS) == 29
 
 
 def test_node_patterns() -> None:

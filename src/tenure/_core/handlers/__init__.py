@@ -9,6 +9,7 @@ command type to its handler is :data:`tenure._core.engine.HANDLERS`.
 * :mod:`.nodes`: create, describe, alter, drop a node; set and get its annex.
 * :mod:`.sessions`: create, attach, detach, close, describe a session; its end.
 * :mod:`.semaphores`: create, acquire, release, cancel, renew, update, delete.
+* :mod:`.groups`: acquire several semaphores, all or none (AcquireAll).
 * :mod:`.limiters`: reserve units of a rate limiter (its bucket is a semaphore's data).
 * :mod:`.watches`: describe a semaphore (arming a watch), cancel a watch.
 * :mod:`.expiry`: what each kind of deadline does when it comes due.

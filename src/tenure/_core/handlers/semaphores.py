@@ -82,6 +82,7 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
             and (owner is None or count > owner.count)  # (else a shrink: granted below)
             # A try that cannot be granted now gives the wait up (below), as YDB's does.
             and (timeout != 0 or (sem.is_head(key) and sem.fits(key, count, now)))
+            and not (node.groups and waiting.order in node.groups)  # (a group's: superseded)
         ):
             return _restate_waiter(state, node, sem, waiting, cmd, count, data, timeout, now)
     change = NOTHING
@@ -100,6 +101,9 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
                 "superseded by a newer acquire",
                 hold,
             )
+        )
+        state.withdraw_group(
+            node, superseded, ErrorCode.CANCELLED, "superseded by a newer acquire", now
         )
         change |= WAITERS
     owner = sem.owner(key)
@@ -238,6 +242,7 @@ def release(state: EngineState, cmd: c.Release, now: float) -> bool:
                 hold,
             )
         )
+        state.withdraw_group(node, waiter, ErrorCode.CANCELLED, "released while waiting", now)
     owner = sem.remove_owner(key)
     if owner is not None:
         session.discard_hold(sem.name, hold)
@@ -267,6 +272,7 @@ def cancel_acquire(state: EngineState, cmd: c.CancelAcquire, now: float) -> bool
             hold,
         )
     )
+    state.withdraw_group(node, waiter, ErrorCode.CANCELLED, "acquire cancelled", now)
     state.settle(node, sem, now, WAITERS)
     return True
 
@@ -331,12 +337,15 @@ def delete_semaphore(state: EngineState, cmd: c.DeleteSemaphore, now: float) -> 
         )
     message = f"semaphore {sem.name!r} was deleted"
     for w in list(sem.waiters.values()):
+        sem.remove_waiter(w.key)
         state.sessions[w.session_id].discard_wait(sem.name, w.hold)
         state.tell_missed(
             AcquireFailed(
                 w.session_id, w.request_id, sem.name, ErrorCode.NOT_FOUND, message, w.hold
             )
         )
+        # (an all-or-none request cannot have this member any more: it ends whole)
+        state.withdraw_group(node, w, ErrorCode.NOT_FOUND, message, now, missed=True)
     for o in list(sem.owners.values()):
         state.sessions[o.session_id].discard_hold(sem.name, o.hold)
         state.tell_missed(

@@ -43,7 +43,7 @@ from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant
 from tenure.backends._ledger import Pending
 from tenure.backends._readback import ReadbackWatch
-from tenure.backends._store import Enqueued, Owner, Withdrawal
+from tenure.backends._store import Enqueued, Owner, Queued, Withdrawal
 from tenure.backends._turns import Turns
 from tenure.backends.etcd._acquire import Acquirer
 from tenure.backends.etcd._admin import Admin
@@ -57,7 +57,7 @@ from tenure.backends.etcd._record import Record
 from tenure.backends.etcd._streams import KeepAlive, WatchHub
 from tenure.backends.etcd._txns import TxnSender
 from tenure.backends.etcd._watch import EtcdWatch
-from tenure.errors import LostError, PreconditionFailedError
+from tenure.errors import LostError, PreconditionFailedError, UnsupportedError
 
 __all__ = ["EtcdStore", "Home"]
 
@@ -243,6 +243,13 @@ class EtcdStore:
     ) -> RateReservation:
         """See :meth:`Admin.reserve_units`."""
         return await self.admin.reserve_units(name, count, max_wait)
+
+    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
+        """Refused: etcd:// has no all-or-none acquire (no Capability.ALL_OR_NONE)."""
+        raise UnsupportedError(
+            "etcd:// has no all-or-none acquire of several semaphores (lock_all): "
+            "it does not declare Capability.ALL_OR_NONE; memory:// and tenure:// do"
+        )
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """See :meth:`Admin.delete_semaphore`."""

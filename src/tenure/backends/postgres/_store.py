@@ -36,7 +36,7 @@ from tenure._core.commands import RateReservation
 from tenure._core.values import NodeConfig, SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant
 from tenure.backends._ledger import Pending
-from tenure.backends._store import Enqueued, Owner, Withdrawal
+from tenure.backends._store import Enqueued, Owner, Queued, Withdrawal
 from tenure.backends._store_listing import killed_message
 from tenure.backends.postgres._acquire import Acquirer
 from tenure.backends.postgres._calls import Caller, first_done
@@ -361,6 +361,13 @@ class PgStore:
         text = await self.call("reserve_units", name, float(count), max_wait, idempotent=False)
         granted, waited, at = str(text).split()
         return RateReservation(granted == "1", float(waited), float(at))
+
+    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
+        """Refused: postgres:// has no all-or-none acquire (no Capability.ALL_OR_NONE)."""
+        raise UnsupportedError(
+            "postgres:// has no all-or-none acquire of several semaphores (lock_all): "
+            "it does not declare Capability.ALL_OR_NONE; memory:// and tenure:// do"
+        )
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """Delete ``name``; forced, its holds are gone and its waits end (NotFound)."""

@@ -54,7 +54,7 @@ from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant
 from tenure.backends._engine import CommandStore
 from tenure.backends._ledger import Pending
-from tenure.backends._store import Enqueued, Withdrawal
+from tenure.backends._store import Enqueued, Queued, Withdrawal
 from tenure.backends.redis._codec import decode_count as _count
 from tenure.backends.redis._codec import decode_description, encode_count
 from tenure.backends.redis._codec import decode_ttl as _ttl
@@ -68,6 +68,7 @@ from tenure.errors import (
     NotFoundError,
     TenureError,
     UnavailableError,
+    UnsupportedError,
 )
 
 R = TypeVar("R")
@@ -351,6 +352,13 @@ class RedisStore(CommandStore):
         text = await self.invoke("reserve_units", key, name, repr(float(count)), wait)
         granted, waited, at = (text.decode() if isinstance(text, bytes) else str(text)).split()
         return RateReservation(granted == "1", float(waited), float(at))
+
+    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
+        """Refused: redis:// has no all-or-none acquire (no Capability.ALL_OR_NONE)."""
+        raise UnsupportedError(
+            "redis:// has no all-or-none acquire of several semaphores (lock_all): "
+            "it does not declare Capability.ALL_OR_NONE; memory:// and tenure:// do"
+        )
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """One function; this client's own sessions hear of it at once (their pushes come

@@ -35,6 +35,7 @@ from typing import Final, Protocol
 
 from tenure._core import (
     Acquire,
+    AcquireAll,
     AlterNode,
     AttachSession,
     CancelAcquire,
@@ -104,6 +105,7 @@ READ_WRITE_COMMANDS: Final[frozenset[type[Command[object]]]] = READ_ONLY_COMMAND
     UpdateSemaphore,
     SwapSemaphoreData,
     ReserveUnits,
+    AcquireAll,
     DeleteSemaphore,
     CreateNode,
     AlterNode,
