@@ -64,12 +64,21 @@ class HeldLocks(Guarded):
         await asyncio.gather(*(lock.release() for lock in self.locks.values()))
 
     def _member_ended(self, reason: LostError | None) -> None:
-        """One ended: lost, the whole ends with its loss and the others are released."""
+        """One ended: lost, the whole ends with its loss and the others are released.
+
+        Released a moment later (the next turn of the loop), and only those still
+        held then: a loss that is the session's ends every lock with it, one after
+        the other, and those must end lost, not released.
+        """
         if reason is None or self._signal.ended:
             return
         self._signal.end(reason)
+        asyncio.get_running_loop().call_soon(self._release_the_rest)
+
+    def _release_the_rest(self) -> None:
         for lock in self.locks.values():
-            lock._release_soon()
+            if lock.held:
+                lock._release_soon()
 
     def _check_enter(self) -> None:
         if self._signal.ended and self._signal.reason is None:

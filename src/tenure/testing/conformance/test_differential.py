@@ -2,8 +2,10 @@
 
 Hypothesis generates short sequences of operations over a few sessions and two
 semaphores: open a session, create a semaphore, acquire (a count, a timeout of 0,
-a short or a long wait, or none; ephemeral or not), release, cancel a waiting
-acquire, close a session, delete a semaphore (forced or not), and, where the kit
+a short or a long wait, or none; ephemeral or not), lock both semaphores at once
+(``lock_all`` of s1 and s2, in either order, where the backend declares
+ALL_OR_NONE), release,
+cancel a waiting acquire, close a session, delete a semaphore (forced or not), and, where the kit
 drives a FakeClock (``memory://``), drop and restore a session's connection and let
 time pass, so that waits time out and sessions expire. Each operation goes to the
 backend through the public client API and to :class:`tenure._core.Engine`, the
@@ -42,7 +44,9 @@ from hypothesis import strategies as st
 
 import tenure
 from tenure._core import (
+    MAX_COUNT,
     Acquire,
+    AcquireAll,
     AcquireFailed,
     AcquireStatus,
     AttachSession,
@@ -70,6 +74,9 @@ from .support import PATIENCE, describe, eventually, spawn
 pytestmark = pytest.mark.requires(Capability.FIFO)
 
 SEMAPHORES = ("s0", "s1")
+#: What a lock_all locks together: s1, which the other operations use too, and s2,
+#: which only lock_all does (ephemeral: never created with a limit below its count).
+LOCKED_TOGETHER = ("s1", "s2")
 #: How many holds one session may have on one semaphore at once, in a sequence.
 HOLDS_PER_SESSION = 2
 #: A lease's place: the semaphore, and the session's number for the hold.
@@ -105,6 +112,13 @@ class AcquireOp:
     count: int
     wait: str
     ephemeral: bool
+
+
+@dataclass(frozen=True)
+class LockAllOp:
+    who: int
+    reverse: bool  # (s1, s0) rather than (s0, s1)
+    wait: str
 
 
 @dataclass(frozen=True)
@@ -145,9 +159,10 @@ class Advance:
     seconds: float
 
 
-def operations(fake_time: bool) -> st.SearchStrategy[Any]:
+def operations(fake_time: bool, all_or_none: bool = False) -> st.SearchStrategy[Any]:
     """One operation, acquires and releases the most likely; with ``fake_time``, also
-    waits with timeouts, disconnects and the passing of time.
+    waits with timeouts, disconnects and the passing of time; with ``all_or_none``,
+    locks of both semaphores at once.
     """
     who, sem = st.integers(0, 3), st.integers(0, len(SEMAPHORES) - 1)
     waits = sorted(WAITS) if fake_time else ["try", "forever"]
@@ -162,6 +177,8 @@ def operations(fake_time: bool) -> st.SearchStrategy[Any]:
         (1, st.builds(Close, who)),
         (1, st.builds(Delete, sem, st.booleans())),
     ]
+    if all_or_none:
+        weighted.append((2, st.builds(LockAllOp, who, st.booleans(), st.sampled_from(waits))))
     if fake_time:
         weighted += [
             (3, st.builds(Advance, st.sampled_from(ADVANCES))),
@@ -173,7 +190,7 @@ def operations(fake_time: bool) -> st.SearchStrategy[Any]:
     return st.sampled_from(kinds).flatmap(lambda strategy: strategy)
 
 
-def scenarios(fake_time: bool) -> st.SearchStrategy[list[Any]]:
+def scenarios(fake_time: bool, all_or_none: bool = False) -> st.SearchStrategy[list[Any]]:
     """Two or three sessions and a created ``s0`` to start with, then the operations."""
     start = st.tuples(
         st.lists(st.builds(Open, st.sampled_from(WINDOWS)), min_size=2, max_size=3),
@@ -182,7 +199,7 @@ def scenarios(fake_time: bool) -> st.SearchStrategy[list[Any]]:
     return st.builds(
         lambda first, then: [*first[0], first[1], *then],
         start,
-        st.lists(operations(fake_time), min_size=10, max_size=50),
+        st.lists(operations(fake_time, all_or_none), min_size=10, max_size=50),
     )
 
 
@@ -193,10 +210,13 @@ def scenarios(fake_time: bool) -> st.SearchStrategy[list[Any]]:
 class Waiting:
     """An acquire in flight: the client's task, and what the oracle says of it."""
 
-    task: asyncio.Task[tenure.Lease]
+    task: asyncio.Task[Any]  # a Lease, or HeldLocks of a lock_all
     request_id: int
     count: int
     outcome: BaseException | int | None = None  # None: still queued; int: granted token
+    #: Of a lock_all: this member's semaphore, and the places of all its members.
+    member: str | None = None
+    members: tuple[Place, ...] = ()
 
 
 @dataclass
@@ -206,6 +226,7 @@ class Held:
     lease: tenure.Lease
     token: int
     lost: BaseException | None = None
+    members: tuple[Place, ...] = ()  # of a lock_all: the places of its set
 
 
 @dataclass
@@ -243,6 +264,9 @@ class Differential:
         self.grants: list[tuple[int, int]] = []  # (oracle token, backend token), every grant
         self.request_ids = itertools.count(1)
         self.clients: list[tenure.Client] = []
+        # Locks a client releases on its own (the rest of a lock_all set whose one lock
+        # was lost): checks wait for their releases before they compare the stores.
+        self.releasing: list[tenure.Lease] = []
 
     @property
     def now(self) -> float:
@@ -303,6 +327,8 @@ class Differential:
             assert same(got, expected), f"create {name}: backend {got!r}, oracle {expected!r}"
         elif isinstance(op, AcquireOp):
             await self.acquire(op)
+        elif isinstance(op, LockAllOp):
+            await self.lock_all(op)
         elif isinstance(op, ReleaseOp):
             name = SEMAPHORES[op.sem]
             track = self.pick(op.who, lambda t: bool(t.places(name, t.held)))
@@ -325,6 +351,8 @@ class Differential:
             if waiting.outcome is not None:
                 return  # ended already (its end is checked like any other)
             del track.waiting[place]
+            for member in waiting.members:  # a lock_all's: the set goes as one
+                track.waiting.pop(member, None)
             cancel = CancelAcquire(track.oid, name, waiting.request_id, place[1])
             assert self.engine.apply(cancel, self.now)
             waiting.task.cancel()
@@ -412,6 +440,56 @@ class Differential:
             await eventually(queued, f"session {sid} queued on {name!r}")
             assert not waiting.task.done(), f"{op}: the oracle queued it, the backend ended it"
 
+    async def lock_all(self, op: LockAllOp) -> None:
+        names = LOCKED_TOGETHER[::-1] if op.reverse else LOCKED_TOGETHER
+        track = self.pick(
+            op.who,
+            lambda t: all(
+                len(t.places(name, t.waiting) + t.places(name, t.held)) < HOLDS_PER_SESSION
+                for name in names
+            ),
+        )
+        if track is None:
+            return
+        timeout = WAITS[op.wait]
+        holds = tuple(track.free_hold(name) for name in names)
+        ids = tuple(next(self.request_ids) for _ in names)
+        command = AcquireAll(track.oid, names, holds, ids, MAX_COUNT, b"", timeout)
+        expected: list[BaseException | int | None]
+        try:
+            result = self.engine.apply(command, self.now)
+        except TenureError as error:
+            expected = [error] * len(names)
+        else:
+            if result.status is AcquireStatus.GRANTED:
+                expected = list(result.tokens)
+            elif result.status is AcquireStatus.BUSY:
+                expected = [TimeoutError("busy")] * len(names)
+            else:
+                expected = [None] * len(names)
+        event(f"lock_all: {type(expected[0]).__name__}")  # (int granted, None queued...)
+        task = spawn(track.session.lock_all(list(names), timeout=timeout))
+        members = tuple(zip(names, holds, strict=True))
+        for place, request_id, outcome_ in zip(members, ids, expected, strict=True):
+            track.waiting[place] = Waiting(
+                task, request_id, MAX_COUNT, outcome_, member=place[0], members=members
+            )
+        if expected[0] is None:  # queued: wait until the backend shows it in both queues
+            sid = track.session.id
+
+            async def queued() -> bool:
+                for name in names:
+                    found = await describe(self.observer, name)
+                    mine = len(track.places(name, track.waiting))
+                    if not task.done() and (
+                        found is None or [w.session_id for w in found.waiters].count(sid) < mine
+                    ):
+                        return False
+                return True
+
+            await eventually(queued, f"session {sid} queued on {names!r}")
+            assert not task.done(), f"{op}: the oracle queued it, the backend ended it"
+
     def oracle(self, command: Any) -> BaseException | None:
         try:
             self.engine.apply(command, self.now)
@@ -438,8 +516,22 @@ class Differential:
                 held = track.held.get((effect.name, effect.hold))
                 if held is not None and held.token == effect.token:
                     held.lost = error_from_code(effect.code, effect.message)
+                    if track.ended is None:
+                        self.release_the_rest(track, held)
             elif isinstance(effect, SessionEnded):
                 self.end(track, error_from_code(effect.code, effect.message))
+
+    def release_the_rest(self, track: Track, lost: Held) -> None:
+        """One lock of a lock_all set was lost: the client releases the others (the
+        set has ended), so the oracle does too."""
+        for place in lost.members:
+            other = track.held.get(place)
+            if other is None or other is lost or other.lost is not None:
+                continue
+            del track.held[place]
+            self.releasing.append(other.lease)
+            assert self.engine.apply(Release(track.oid, *place), self.now)
+        self.take_effects()
 
     def end(self, track: Track, reason: BaseException) -> None:
         track.ended = reason
@@ -453,6 +545,9 @@ class Differential:
     # -- checking ---------------------------------------------------------------------
 
     async def check(self, where: str) -> None:
+        releasing, self.releasing = self.releasing, []
+        for lease in releasing:
+            await lease.release()  # (ended already: waits for the client's own release)
         for track in self.tracks:
             for place, waiting in list(track.waiting.items()):
                 await self.check_waiting(track, place, waiting, where)
@@ -476,7 +571,7 @@ class Differential:
                 assert track.session.lost_reason is None, f"{where}: {track.session!r} lost"
             elif not isinstance(track.ended, SessionClosedError):
                 assert same(track.session.lost_reason, track.ended), where
-        for name in SEMAPHORES:
+        for name in (*SEMAPHORES, LOCKED_TOGETHER[1]):
             await self.check_semaphore(name, where)
         if self.tokens:
             in_grant_order = [mine for _, mine in sorted(self.grants)]
@@ -496,13 +591,15 @@ class Differential:
         assert waiting.task.done(), f"{where}: the acquire of {name!r} never ended"
         got = await outcome(waiting.task)
         del track.waiting[place]
+        if waiting.member is not None and isinstance(got, tenure.HeldLocks):
+            got = got.locks[waiting.member]  # (this member's lock of the set)
         if isinstance(waiting.outcome, int):
             assert isinstance(got, tenure.Lease), (
                 f"{where}: the oracle granted {name!r} to session {track.session.id}, "
                 f"the backend ended it with {got!r}"
             )
             assert got.count == waiting.count
-            track.held[place] = Held(got, waiting.outcome)
+            track.held[place] = Held(got, waiting.outcome, members=waiting.members)
             self.grants.append((waiting.outcome, got.token))
         else:
             assert same(got, waiting.outcome), (
@@ -565,6 +662,7 @@ def same(got: Any, expected: BaseException | None) -> bool:
 def test_the_backend_agrees_with_the_engine(backend: Harness, data: st.DataObject) -> None:
     """Random operation sequences: the backend and the engine (the oracle) agree at each step."""
     fake_time = backend.can_fake_time and backend.can_disconnect
-    ops = data.draw(scenarios(fake_time), label="operations")
+    all_or_none = Capability.ALL_OR_NONE in backend.capabilities
+    ops = data.draw(scenarios(fake_time, all_or_none), label="operations")
     clock = backend.new_clock() if fake_time else None
     asyncio.run(Differential(backend, clock).run(ops))

@@ -153,9 +153,11 @@ async def test_losing_the_session_cancels_the_block_and_frees_every_name(
     one = await client.session(node, recovery_window=15.0)
     two = await client2.session(node)
     entered = asyncio.Event()
+    sets: list[tenure.HeldLocks] = []
 
     async def block() -> None:
-        async with one.lock_all(["a", "b"]):
+        async with one.lock_all(["a", "b"]) as held:
+            sets.append(held)
             entered.set()
             await asyncio.Event().wait()
 
@@ -166,6 +168,9 @@ async def test_losing_the_session_cancels_the_block_and_frees_every_name(
     await expire(one)
     with pytest.raises(SessionExpiredError):
         await within(task)
+    # Every lock of the set ended lost with the session (none "released" by the set).
+    for lock in sets[0].locks.values():
+        assert isinstance(lock.lost_reason, SessionExpiredError), lock
     held = await within(waiting)
     await held.release()
 
