@@ -42,10 +42,11 @@ from tenure.sync._held import EndSignal
 from tenure.sync._latch import Latch
 from tenure.sync._leases import Leadership, Lease, Lock, ReadLock, WriteLock
 from tenure.sync._lock_all import HeldLocks
-from tenure.sync._objects import Election, Mutex, Semaphore, Session, Stream
+from tenure.sync._objects import Election, Mutex, Semaphore, Session
 from tenure.sync._portal import Portal
 from tenure.sync._rate_limiter import RateLimiter
 from tenure.sync._rwlock import RWLock
+from tenure.sync._stream import Stream
 
 __all__ = [
     "Barrier",

@@ -19,8 +19,9 @@ from tenure.backends import Capability, SessionTicket
 from tenure.errors import LostError
 from tenure.sync._calls import opened
 from tenure.sync._held import ClosesOnExit
-from tenure.sync._objects import Session, Stream
+from tenure.sync._objects import Session
 from tenure.sync._portal import Portal, shared_portals
+from tenure.sync._stream import Stream
 
 
 class Client(ClosesOnExit):

@@ -7,29 +7,28 @@ else can happen to it.
 
 from __future__ import annotations
 
-import enum
 import threading
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from types import TracebackType
-from typing import Any, Generic, Self, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 from tenure import client as aio
 from tenure._core.values import MutexDescription, SemaphoreDescription
 from tenure.backends import SessionTicket
 from tenure.client import LeaderState
 from tenure.client._args import Data
-from tenure.errors import LostError
 from tenure.sync._barrier import Barrier
 from tenure.sync._calls import now, opened, opened_or_none
 from tenure.sync._counter import Counter
-from tenure.sync._held import ClosesOnExit, Held
+from tenure.sync._held import Held
 from tenure.sync._latch import Latch
 from tenure.sync._leases import Leadership, Lease, Lock, ReadLock, WriteLock
 from tenure.sync._lock_all import HeldLocks
 from tenure.sync._portal import Portal
 from tenure.sync._rate_limiter import RateLimiter
 from tenure.sync._rwlock import RWLock
+from tenure.sync._stream import Stream
 
 A = TypeVar("A")
 T = TypeVar("T")
@@ -390,56 +389,3 @@ class Election:
 
 def _same(value: T) -> T:
     return value
-
-
-class _End(enum.Enum):
-    END = enum.auto()
-
-
-async def _next(iterator: AsyncIterator[A], wrap: Callable[[A], T]) -> T | _End:
-    try:
-        return wrap(await anext(iterator))
-    except StopAsyncIteration:
-        return _End.END
-
-
-async def _aclose(iterator: AsyncIterator[Any]) -> None:
-    aclose: Callable[[], Awaitable[None]] | None = getattr(iterator, "aclose", None)
-    if aclose is not None:
-        await aclose()
-
-
-class Stream(ClosesOnExit, Generic[T]):
-    """A blocking iterator over an async one, each ``next()`` pulled through the portal.
-
-    ``close()`` it (or use ``with``) to stop early; it is closed for you when
-    exhausted, and when its client closes.
-    """
-
-    def __init__(self, portal: Portal, iterator: AsyncIterator[Any], wrap: Callable[[Any], T]):
-        self._portal = portal
-        self._iterator = iterator
-        self._wrap = wrap
-        self._done = False
-
-    def __iter__(self) -> Self:
-        return self
-
-    def __next__(self) -> T:
-        if self._done:
-            raise StopIteration
-        try:
-            item = self._portal.call(_next, self._iterator, self._wrap)
-        except LostError:
-            self._done = True
-            raise
-        if item is _End.END:
-            self._done = True
-            raise StopIteration
-        return item
-
-    def close(self) -> None:
-        """Stop iterating and free what the iterator holds. Idempotent."""
-        self._done = True
-        if not self._portal.closed:
-            self._portal.call(_aclose, self._iterator)
