@@ -86,6 +86,7 @@ CAPABILITIES: Final = frozenset(
         Capability.SESSION_RECOVERY,
         Capability.LEASE_TTL,
         Capability.LOCK_DELAY,
+        Capability.ALL_OR_NONE,
     }
 )
 

@@ -27,6 +27,7 @@ try was, never applied twice (:meth:`Connection.retrying`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 from contextlib import AbstractAsyncContextManager
@@ -54,7 +55,7 @@ from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant
 from tenure.backends._engine import CommandStore
 from tenure.backends._ledger import Pending
-from tenure.backends._store import Enqueued, Queued, Withdrawal
+from tenure.backends._store import QUEUED, Enqueued, Queued, Withdrawal
 from tenure.backends.redis._codec import decode_count as _count
 from tenure.backends.redis._codec import decode_description, encode_count
 from tenure.backends.redis._codec import decode_ttl as _ttl
@@ -68,7 +69,6 @@ from tenure.errors import (
     NotFoundError,
     TenureError,
     UnavailableError,
-    UnsupportedError,
 )
 
 R = TypeVar("R")
@@ -354,11 +354,36 @@ class RedisStore(CommandStore):
         return RateReservation(granted == "1", float(waited), float(at))
 
     async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
-        """Refused: redis:// has no all-or-none acquire (no Capability.ALL_OR_NONE)."""
-        raise UnsupportedError(
-            "redis:// has no all-or-none acquire of several semaphores (lock_all): "
-            "it does not declare Capability.ALL_OR_NONE; memory:// and tenure:// do"
-        )
+        """One function for every name (lua/55_groups.lua), joining each name's queue in
+        this client's order: the names' turns taken in name order (two of this client's
+        requests for overlapping names then never wait for each other's turns)."""
+        first = pendings[0]
+        members = [part for p in pendings for part in (p.name, p.hold, p.request_id)]
+        async with contextlib.AsyncExitStack() as turns:
+            for name in sorted(p.name for p in pendings):
+                await turns.enter_async_context(self.backend.joining(self.base, name))
+            result = await self.invoke(
+                "acquire_all",
+                self.backend.request_key(),  # (a retry is answered as the first try)
+                encode_count(first.count),
+                first.data,
+                _timeout(first.timeout),
+                "1" if first.ephemeral else "0",
+                len(pendings),
+                *members,
+            )
+        status = _STATUS[result[0]]
+        if status is AcquireStatus.BUSY:
+            return None
+        if status is AcquireStatus.QUEUED:
+            return QUEUED
+        ttl = _ttl(result[-1])
+        if ttl is not None:
+            self.has_leases = True
+        return [
+            Grant(int(token), first.count, ttl, p.hold)
+            for token, p in zip(result[1:-1], pendings, strict=True)
+        ]
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """One function; this client's own sessions hear of it at once (their pushes come

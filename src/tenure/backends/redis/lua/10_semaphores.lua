@@ -35,8 +35,9 @@ end
 
 local function decode_waiter(raw)
   if not raw then return nil end
-  local w = cmsgpack.unpack(raw)  -- {count hex, data, req, deadline, queued at (or nil)}
-  return {cnt = w[1], data = w[2], req = w[3], dl = w[4], at = w[5]}
+  -- {count hex, data, req, deadline, queued at (or nil), group (nil: none)}
+  local w = cmsgpack.unpack(raw)
+  return {cnt = w[1], data = w[2], req = w[3], dl = w[4], at = w[5], grp = w[6]}
 end
 
 local function waiter(name, holder)
@@ -143,12 +144,52 @@ local function delete_semaphore_keys(name)
   META[name] = false
 end
 
+-- -- groups: all-or-none requests (made by acquire_all, lua/55_groups.lua) ------------
+-- A group's members wait in their queues with one arrival number (their score in
+-- each queue, and ``grp`` in each waiter record); 'grp' maps it to the members,
+-- {name1, holder1, name2, holder2, ...}. A member is granted only with the others
+-- (settle), and leaves its queue only with them (withdraw_group): the engine's rule
+-- (tenure/_core/state.py, settle and withdraw_group).
+
+local function group_members(grp)
+  local raw = redis.call('HGET', B .. 'grp', grp)
+  if not raw then return nil end
+  return cmsgpack.unpack(raw)
+end
+
+-- The group's members, each {name, holder, waiter, hold}, if each heads its queue
+-- and fits there (all may then be granted at once); else nil.
+local function ready_group(members)
+  local ready = {}
+  for i = 1, #members, 2 do
+    local name, holder = members[i], members[i + 1]
+    local head = redis.call('ZRANGE', B .. 'q:' .. name, '0', '0')
+    if #head == 0 or head[1] ~= holder then return nil end
+    local w, o = records(name, holder)
+    if not fits(name, o, w.cnt) then return nil end
+    ready[#ready + 1] = {name, holder, w, o}
+  end
+  return ready
+end
+
+-- Grant the queued request ``w`` of ``holder`` (its hold ``o``) and tell its session.
+local function grant_waiter(name, holder, w, o)
+  remove_waiter(name, holder, w)
+  local tok, ttl = grant(name, holder, w.cnt, w.data, w.req, o)
+  local sid, hold = split_holder(holder)
+  push(sid, {'k', 'G', 'name', name, 'hold', hold, 'req', w.req, 'tok', tok, 'cnt', w.cnt, 'ttl', ttl})
+  touch(name)
+end
+
 -- Serve the queue from its head while the head fits (strict FIFO, no barging), then
--- drop an idle ephemeral semaphore.
+-- drop an idle ephemeral semaphore. A head that is a group's member goes only if
+-- every member heads its queue and fits: then all go at once, and their queues are
+-- served in turn; else it holds back its queue as any head does.
 local function settle(name)
   local m = meta(name)
   if not m then return end
   local drained = false
+  local others = {}
   while true do
     local head = redis.call('ZRANGE', B .. 'q:' .. name, '0', '0')
     if #head == 0 then
@@ -158,16 +199,45 @@ local function settle(name)
     local holder = head[1]
     local w, o = records(name, holder)
     if not fits(name, o, w.cnt) then break end
-    remove_waiter(name, holder, w)
-    local tok, ttl = grant(name, holder, w.cnt, w.data, w.req, o)
-    local sid, hold = split_holder(holder)
-    push(sid, {'k', 'G', 'name', name, 'hold', hold, 'req', w.req, 'tok', tok, 'cnt', w.cnt, 'ttl', ttl})
-    touch(name)
+    local members = w.grp and group_members(w.grp)
+    if members then
+      local ready = ready_group(members)
+      if not ready then break end
+      redis.call('HDEL', B .. 'grp', w.grp)
+      for _, r in ipairs(ready) do
+        grant_waiter(r[1], r[2], r[3], r[4])
+        if r[1] ~= name then others[#others + 1] = r[1] end
+      end
+    else
+      grant_waiter(name, holder, w, o)
+    end
   end
   m = meta(name)
   if drained and m.eph and NOW >= m.blk and m.cnt[1] == 0 and m.cnt[2] == 0 then
     delete_semaphore_keys(name)
     touch(name)
+  end
+  for _, other in ipairs(others) do settle(other) end
+end
+
+-- ``w`` (a waiter record) has left its queue: if it was a group's member, the others
+-- leave theirs too, each told AcquireFailed(``code``, ``msg``), and their queues are
+-- served.
+local function withdraw_group(w, code, msg)
+  if not w or not w.grp then return end
+  local members = group_members(w.grp)
+  if not members then return end
+  redis.call('HDEL', B .. 'grp', w.grp)
+  for i = 1, #members, 2 do
+    local name, holder = members[i], members[i + 1]
+    local other = waiter(name, holder)
+    if other and other.grp == w.grp then
+      remove_waiter(name, holder, other)
+      local sid, hold = split_holder(holder)
+      push(sid, {'k', 'F', 'name', name, 'hold', hold, 'req', other.req, 'code', code, 'msg', msg})
+      touch(name)
+      settle(name)
+    end
   end
 end
 

@@ -45,19 +45,28 @@ local function end_session(sid, code, msg, failed)
   ENDED[sid] = true
   local s = B .. 's:' .. sid
   local holdings = redis.call('HKEYS', B .. 'sh:' .. sid)
-  local names = {}
+  -- The queues are served in the engine's order (its tokens' order): the names waited
+  -- for, sorted, then those only held, sorted.
+  local waited, held, seen = {}, {}, {}
   for _, f in ipairs(holdings) do
     local kind = string.sub(f, 1, 1)
     local c = string.find(f, ':', 2, true)
     local hold, name = string.sub(f, 2, c - 1), string.sub(f, c + 1)
     local holder = sid .. ':' .. hold
     if kind == 'w' then
-      remove_waiter(name, holder)
+      local w = remove_waiter(name, holder)
+      -- (a group's every member is this session's: each leaves here)
+      if w and w.grp then redis.call('HDEL', B .. 'grp', w.grp) end
+      if not seen[name] or seen[name] == 'o' then waited[#waited + 1] = name end
+      seen[name] = 'w'
     else
       remove_owner(name, holder)
       if failed then start_lock_delay(name) end
+      if not seen[name] then
+        held[#held + 1] = name
+        seen[name] = 'o'
+      end
     end
-    names[name] = true
     touch(name)
   end
   for _, name in ipairs(redis.call('HKEYS', B .. 'sw:' .. sid)) do
@@ -90,7 +99,12 @@ local function end_session(sid, code, msg, failed)
   redis.call('ZREM', B .. 'sess', sid)
   redis.call('ZREM', B .. 'sidz', sid)
   redis.call('ZREM', B .. 'due', 's:' .. sid)
-  for name, _ in pairs(names) do settle(name) end
+  table.sort(waited)
+  table.sort(held)
+  for _, name in ipairs(waited) do settle(name) end
+  for _, name in ipairs(held) do
+    if seen[name] == 'o' then settle(name) end
+  end
 end
 
 local LAST_RELEASE  -- the session's last release: "<request key> <result>"
@@ -142,6 +156,7 @@ local function on_due(member)
       push(sid, {'k', 'F', 'name', name, 'hold', hold, 'req', w.req, 'code', 25,
         'msg', 'timed out waiting for ' .. quote(name)})
       touch(name)
+      withdraw_group(w, 25, 'timed out waiting for ' .. quote(name))
       settle(name)
     end
   elseif kind == 'l' then

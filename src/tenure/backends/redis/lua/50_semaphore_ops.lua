@@ -58,6 +58,7 @@ local function acquire(keys, args)
     push(sid, {'k', 'F', 'name', name, 'hold', hold, 'req', w.req, 'code', 26,
       'msg', 'superseded by a newer acquire'})
     touch(name)
+    withdraw_group(w, 26, 'superseded by a newer acquire')
   end
   local result
   if grantable() then
@@ -106,7 +107,8 @@ local function withdraw(keys, args)
   local w = waiter(name, holder)
   local result = 'N'
   if w and tostring(w.req) == req then
-    remove_waiter(name, holder)
+    remove_waiter(name, holder, w)
+    withdraw_group(w, 26, 'acquire cancelled')
     result = 'Q'
   elseif not w and args[7] ~= '1' and remove_owner(name, holder) then
     result = 'R'
@@ -161,6 +163,7 @@ local function release(keys, args)
     remove_waiter(name, holder, w)
     push(sid, {'k', 'F', 'name', name, 'hold', hold, 'req', w.req, 'code', 26,
       'msg', 'released while waiting'})
+    withdraw_group(w, 26, 'released while waiting')
   end
   if o then remove_owner(name, holder, o) end
   local result = 0
@@ -311,6 +314,7 @@ local function delete_semaphore(keys, args)
     local sid, hold = split_holder(holder)
     push(sid, {'k', 'F', 'name', name, 'hold', hold, 'req', w.req, 'code', 20, 'msg', msg})
     failed[#failed + 1] = {tonumber(sid), tonumber(hold), tonumber(w.req)}
+    withdraw_group(w, 20, msg)
   end
   for _, holder in ipairs(owners) do
     local o = remove_owner(name, holder)
