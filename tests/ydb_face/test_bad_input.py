@@ -104,7 +104,7 @@ async def test_a_unary_call_with_undecodable_bytes_is_invalid_argument(
     [
         "/Ydb.Coordination.V1.CoordinationService/NoSuchMethod",
         "/Ydb.Table.V1.TableService/CreateSession",
-        "/Ydb.RateLimiter.V1.RateLimiterService/AcquireResource",
+        "/Ydb.RateLimiter.V1.RateLimiterService/NoSuchMethod",
         "/nonsense/",
     ],
 )

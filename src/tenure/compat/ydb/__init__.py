@@ -9,6 +9,9 @@
 * :mod:`~tenure.compat.ydb.semaphores`: the semaphore requests and the engine
   effects that answer them;
 * :mod:`~tenure.compat.ydb.nodes`: CreateNode, AlterNode, DropNode, DescribeNode;
+* :mod:`~tenure.compat.ydb.rate_limiter`: YDB's rate limiter service, over tenure's
+  rate limiters (:mod:`~tenure.compat.ydb.resources`: resources and their buckets;
+  :mod:`~tenure.compat.ydb.steps`: a call's writes, all or none);
 * :mod:`~tenure.compat.ydb.directory`: discovery and logins;
 * :mod:`~tenure.compat.ydb.tickets`: tickets, logins, and the auth file's tokens;
 * :mod:`~tenure.compat.ydb.paths`: YDB paths and tenure node names;

@@ -22,6 +22,7 @@ try:
         ydb_discovery_pb2,
         ydb_issue_message_pb2,
         ydb_operation_pb2,
+        ydb_rate_limiter_pb2,
         ydb_scheme_pb2,
         ydb_status_codes_pb2,
     )
@@ -38,6 +39,7 @@ __all__ = [
     "discovery",
     "issues",
     "operation",
+    "rate_limiter",
     "scheme",
     "status_of",
 ]
@@ -45,6 +47,7 @@ __all__ = [
 auth: Any = ydb_auth_pb2
 coordination: Any = ydb_coordination_pb2
 discovery: Any = ydb_discovery_pb2
+rate_limiter: Any = ydb_rate_limiter_pb2
 scheme: Any = ydb_scheme_pb2
 _operations: Any = ydb_operation_pb2
 _issue: Any = ydb_issue_message_pb2

@@ -7,17 +7,20 @@ with the services YDB's SDKs use for coordination:
   SDK's driver starts; in a cluster, the leader) and ``WhoAmI``;
 * ``Ydb.Auth.V1.AuthService``: ``Login`` (static credentials, :mod:`.tickets`);
 * ``Ydb.Coordination.V1.CoordinationService``: the node calls (:mod:`.nodes`) and
-  the ``Session`` stream (:mod:`.sessions`, :mod:`.semaphores`).
+  the ``Session`` stream (:mod:`.sessions`, :mod:`.semaphores`);
+* ``Ydb.RateLimiter.V1.RateLimiterService``: resources as tenure's rate limiters
+  (:mod:`.rate_limiter`, :mod:`.resources`).
 
 Any other method is UNIMPLEMENTED, a message that cannot be decoded ends its call
 with an error status, and neither touches any other call. Every answer leaves
 after the commit that covers it, through the server's outboxes (:mod:`.pipe`).
 
 In a cluster only the leader serves coordination. On a standby, and on a leader
-stepping down, every coordination call (the node calls and the Session stream)
-ends with gRPC ``UNAVAILABLE`` before anything of it is read or done: that is what
-makes YDB's SDKs drop the endpoint and discover again, and discovery names the
-leader (docs/ydb.md, "In a cluster"). So a standby's face never starts a session:
+stepping down, every coordination call (the node calls, the Session stream and the
+rate limiter's calls) ends with gRPC ``UNAVAILABLE`` before anything of it is read
+or done: that is what makes YDB's SDKs drop the endpoint and discover again, and
+discovery names the leader (docs/ydb.md, "In a cluster"). So a standby's face
+never starts a session (nor a rate limiter call's):
 no ping timer runs and nothing asks its host, which would refuse (``NOT_LEADER``).
 A leader's streams end the same way when its term ends (:meth:`YdbFace.abort`).
 """
@@ -40,6 +43,7 @@ from tenure.compat.ydb import _protos as pb
 from tenure.compat.ydb.directory import Directory
 from tenure.compat.ydb.nodes import NodeCalls
 from tenure.compat.ydb.paths import Database
+from tenure.compat.ydb.rate_limiter import RateLimiterCalls
 from tenure.compat.ydb.sessions import YdbSessions
 from tenure.compat.ydb.stream import SessionStream
 from tenure.compat.ydb.tickets import Tickets, UnauthorizedError
@@ -107,6 +111,9 @@ class YdbFace:
             config, self.tickets, lambda: self.port, role, lambda: self.draining, self._peer
         )
         self.nodes = NodeCalls(host, self.tickets, database, lambda: self.draining)
+        self.rate_limiter = RateLimiterCalls(
+            host, self.tickets, database, lambda: self.draining, self._peer
+        )
         self.sessions = YdbSessions(
             host, database, send, finish, attach, forget, config.ydb_ping_interval, observer
         )
@@ -298,6 +305,11 @@ class YdbFace:
                         coordination.DescribeNodeResponse,
                     ),
                 },
+            ),
+            self.rate_limiter.handler(
+                lambda name, call, request, reply: unary(
+                    name, self._led(name, call), request, reply
+                )
             ),
             grpc.method_handlers_generic_handler(
                 "Ydb.Discovery.V1.DiscoveryService",
