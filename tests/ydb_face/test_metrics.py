@@ -22,6 +22,7 @@ def test_ydb_labels_come_from_fixed_sets() -> None:
     metrics.ydb_request("acquire_semaphore", "success")
     metrics.ydb_request("\x00evil", "success")
     metrics.ydb_request("create_node", "no_such_status")
+    metrics.ydb_request("acquire_resource", "timeout")  # (the RateLimiterService's)
     got = samples(metrics)
 
     def count(request: str, status: str) -> float:
@@ -31,6 +32,7 @@ def test_ydb_labels_come_from_fixed_sets() -> None:
     assert count("acquire_semaphore", "success") == 2
     assert count("other", "success") == 1
     assert count("create_node", "other") == 1
+    assert count("acquire_resource", "timeout") == 1
 
 
 def scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:

@@ -98,6 +98,8 @@ YDB_REQUESTS: Final = frozenset(
     | {"who_am_i", "login", "session_start", "session_stop", "session"}
     | {"acquire_semaphore", "release_semaphore", "describe_semaphore"}
     | {"create_semaphore", "update_semaphore", "delete_semaphore"}
+    | {"create_resource", "alter_resource", "drop_resource", "list_resources"}
+    | {"describe_resource", "acquire_resource"}
 )
 YDB_STATUSES: Final = frozenset(
     {"success", "bad_request", "unauthorized", "internal_error", "aborted", "unavailable"}
