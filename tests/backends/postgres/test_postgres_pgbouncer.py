@@ -120,3 +120,21 @@ async def test_behind_pgbouncer_watch_is_refused_and_the_rest_works(pgbouncer_ur
         async with pool.acquire(count=2, data=b"me", timeout=1.0) as lease:
             described = await pool.describe(owners=True)
             assert [(o.session_id, o.token) for o in described.owners] == [(first.id, lease.token)]
+
+
+async def test_behind_pgbouncer_a_waiting_set_is_found_granted_by_its_recheck(
+    pgbouncer_url: str,
+) -> None:
+    async with tenure.connect(pgbouncer_url) as one, tenure.connect(pgbouncer_url) as two:
+        assert Capability.ALL_OR_NONE in one.capabilities
+        await one.create_node("n")
+        first = await one.session("n")
+        second = await two.session("n")
+        lock = await first.mutex("b").lock()
+        locking = asyncio.ensure_future(second.lock_all(["a", "b"], timeout=5))
+        await asyncio.sleep(0.3)
+        assert not locking.done()
+        await lock.release()
+        held = await asyncio.wait_for(locking, 3)  # no notification: the re-check
+        assert held.tokens["b"] > lock.token
+        await held.release()

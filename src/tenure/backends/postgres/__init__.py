@@ -32,6 +32,10 @@ poolers). Options: :mod:`tenure.backends.postgres._url`.
 * **LEASE_TTL**: a node's ``default_lease`` gives each grant a deadline (database
   time) that ``renew`` moves; the reap timer at it ends a grant nobody renewed, and
   its holder's client hears ``lease_lost``.
+* **ALL_OR_NONE**: ``acquire_all`` waits in every queue with one arrival and is
+  granted all at once, in one transaction, by whichever transaction makes it fit
+  (:mod:`._sql_groups`, :mod:`._sql_queues`: the order of row locks that keeps
+  overlapping requests from deadlocking in PostgreSQL too).
 """
 
 from __future__ import annotations
@@ -85,6 +89,7 @@ ALWAYS: Final = frozenset(
         Capability.SESSION_RECOVERY,
         Capability.LOCK_DELAY,
         Capability.LEASE_TTL,
+        Capability.ALL_OR_NONE,
     }
 )
 

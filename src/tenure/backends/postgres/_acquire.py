@@ -20,6 +20,11 @@
    ``clock_timestamp()`` says it is due, and otherwise answers the time left.
 4. **Withdrawing** (the session's rule decides when): ``withdraw`` removes the
    request unless it was granted, and answers the grant if it was.
+5. **All or none** (``acquire_all``, :mod:`._sql_groups`): one call for every name
+   (each a pending of its own, with its hold and request id), under the turns of
+   all of them; queued, its members share one wait (one notification wakes it, one
+   deadline ends it) until the first member's ends: the others were granted or
+   ended in the same transaction, and each then asks once.
 
 Without notifications (a transaction-pooling pgbouncer), a waiter also re-checks
 every ``recheck_interval`` seconds: bounded, and said in the docs.
@@ -28,15 +33,22 @@ every ``recheck_interval`` seconds: bounded, and said in the docs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Final, Protocol
 
 from tenure.backends._base import Grant
 from tenure.backends._ledger import Pending
-from tenure.backends._store import QUEUED, Enqueued, Owner, Withdrawal
-from tenure.errors import AcquireCancelledError, LeaseLostError, LostError, NotFoundError
+from tenure.backends._store import QUEUED, Enqueued, Owner, Queued, Withdrawal
+from tenure.errors import (
+    AcquireCancelledError,
+    LeaseLostError,
+    LostError,
+    NotFoundError,
+    TenureError,
+)
 
 __all__ = ["AcquireHost", "Acquirer"]
 
@@ -74,28 +86,40 @@ class AcquireHost(Protocol):
 
 
 class _Waiting:
-    """What a queued request listens to: its session's grants, its semaphore's delete."""
+    """What a queued request listens to: its session's grants, its semaphores' deletes."""
 
-    def __init__(self, host: AcquireHost, name: str) -> None:
+    def __init__(self, host: AcquireHost, names: Sequence[str]) -> None:
         self.wake = asyncio.Event()
-        self.deleted = False
+        self.deleted: set[str] = set()  # semaphores deleted by force meanwhile
         self.left: float | None = None  # seconds until its deadline, by the database
 
-        def on_delete() -> None:
-            self.deleted = True
-            self.wake.set()
+        def on_delete(name: str) -> Callable[[], None]:
+            def deleted() -> None:
+                self.deleted.add(name)
+                self.wake.set()
+
+            return deleted
 
         # A waiter hears of its session's grants and timeouts (``g<sid>``) and of its
-        # semaphore's forced delete (``d<name>``); not of every change of the
-        # semaphore, which would wake every waiter for each release.
-        self._stops = (
-            host.subscribe(f"g{host.sid}", self.wake.set),
-            host.subscribe("d" + name, on_delete),
-        )
+        # semaphores' forced deletes (``d<name>``); not of every change of them,
+        # which would wake every waiter for each release.
+        self._stops = [host.subscribe(f"g{host.sid}", self.wake.set)]
+        self._stops += [host.subscribe("d" + name, on_delete(name)) for name in names]
 
     def stop(self) -> None:
         for stop in self._stops:
             stop()
+
+
+class _Group:
+    """The members of one queued all-or-none request: the wait they share, taken by
+    the first member awaited, and what later members need to ask for themselves."""
+
+    def __init__(self, waiting: _Waiting, members: int) -> None:
+        self.waiting: _Waiting | None = waiting
+        self.left = waiting.left
+        self.deleted = waiting.deleted  # (the same set: filled while the first waits)
+        self.unclaimed = members  # members whose grants are not read yet
 
 
 class Acquirer:
@@ -111,7 +135,7 @@ class Acquirer:
     async def enqueue(self, pending: Pending) -> Enqueued:
         """The acquire call (subscribed first: no notification of its wait is missed)."""
         host = self._host
-        waiting, queued = _Waiting(host, pending.name), False
+        waiting, queued = _Waiting(host, [pending.name]), False
         try:
             async with host.joining(pending.name):
                 answer = await host.call(
@@ -135,14 +159,71 @@ class Acquirer:
             if not queued:
                 waiting.stop()
 
+    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
+        """The acquire_all call for every pending (one per name, with the same count,
+        data, timeout and ephemeral), under every name's turn (taken in name order:
+        two of this client's calls never wait for each other's turns in a cycle)."""
+        host, first = self._host, pendings[0]
+        names = [pending.name for pending in pendings]
+        waiting, queued = _Waiting(host, names), False
+        try:
+            async with contextlib.AsyncExitStack() as turns:
+                for name in sorted(names):
+                    await turns.enter_async_context(host.joining(name))
+                answer = await host.call(
+                    "acquire_all",
+                    names,
+                    [pending.hold for pending in pendings],
+                    first.count,
+                    first.data,
+                    first.timeout,
+                    first.ephemeral,
+                    [pending.request_id for pending in pendings],
+                )
+            if "tokens" in answer:
+                self._check_deleted(waiting.deleted)
+                return [
+                    _grant_of({**answer, "token": token}, pending.hold)
+                    for token, pending in zip(answer["tokens"], pendings, strict=True)
+                ]
+            if answer.get("busy"):
+                return None
+            if "ended" in answer:  # sent again: it was applied, and ended since
+                raise _ended(first, answer)
+            waiting.left = answer.get("queued")
+            group = _Group(waiting, len(pendings))
+            for pending in pendings:
+                pending.state = group
+            queued = True  # the first member's wait stops it
+            return QUEUED
+        finally:
+            if not queued:
+                waiting.stop()
+
     async def await_grant(self, pending: Pending) -> Grant:
         """Wait for a notification (or the deadline, or a re-check), then ask."""
-        waiting = pending.state
+        state = pending.state
+        group = state if isinstance(state, _Group) else None
+        if group is None:
+            waiting = state
+        elif group.waiting is not None:
+            waiting, group.waiting = group.waiting, None
+        else:
+            # The first member's wait ended, and with it this one's (granted or ended
+            # in the same transaction): ask at once, and wait on only if that says so.
+            waiting = _Waiting(self._host, [pending.name])
+            waiting.left, waiting.deleted = group.left, group.deleted
+            waiting.wake.set()
         assert isinstance(waiting, _Waiting)
         try:
-            return await self._wait(pending, waiting)
+            grant = await self._wait(pending, waiting)
         finally:
             waiting.stop()
+        if group is not None:
+            group.unclaimed -= 1
+            if not group.unclaimed:  # every grant read: the caller takes them all now
+                self._check_deleted(group.deleted)
+        return grant
 
     async def _wait(self, pending: Pending, waiting: _Waiting) -> Grant:
         host, loop = self._host, asyncio.get_running_loop()
@@ -168,21 +249,19 @@ class Acquirer:
                 left = answer["queued"]
                 deadline = None if left is None else loop.time() + left + SLACK
                 continue
-            ended = answer.get("ended")
-            if ended == "timeout":
-                raise TimeoutError(f"acquire of {name!r} timed out after {pending.timeout:g}s")
-            if ended == "not_found":
-                raise NotFoundError(answer.get("message") or f"semaphore {name!r} was deleted")
-            if ended == "lease_lost":  # granted, then deleted before this client read it
-                raise LeaseLostError(answer.get("message") or f"semaphore {name!r} was deleted")
-            raise AcquireCancelledError(f"the acquire of {name!r} was withdrawn")
+            raise _ended(pending, answer)
 
     def _granted(self, pending: Pending, answer: Any, waiting: _Waiting) -> Grant:
-        if waiting.deleted:
-            # A forced delete was heard while a call was in flight: the grant it
-            # answered may be gone already. Ask the database (once it is held).
-            self._host.owner.spawn(self._host.check_holds(pending.name))
+        if not isinstance(pending.state, _Group):  # (a member's: once all are read)
+            self._check_deleted(waiting.deleted)
         return _grant_of(answer, pending.hold)
+
+    def _check_deleted(self, deleted: set[str]) -> None:
+        """A forced delete was heard while a call was in flight: the grants it answered
+        may be gone already. Ask the database (once they are held: the caller takes
+        them before this runs)."""
+        for name in sorted(deleted):
+            self._host.owner.spawn(self._host.check_holds(name))
 
     async def withdraw(self, pending: Pending) -> Grant | Withdrawal:
         """Remove the request unless it was granted; the grant if it was."""
@@ -190,6 +269,18 @@ class Acquirer:
         if "token" not in answer:
             return Withdrawal.WITHDRAWN
         return _grant_of(answer, pending.hold)
+
+
+def _ended(pending: Pending, answer: Any) -> TenureError | TimeoutError:
+    """The error of a request that ended without a grant, as the database says."""
+    name, ended, message = pending.name, answer.get("ended"), answer.get("message")
+    if ended == "timeout":
+        return TimeoutError(f"acquire of {name!r} timed out after {pending.timeout:g}s")
+    if ended == "not_found":
+        return NotFoundError(message or f"semaphore {name!r} was deleted")
+    if ended == "lease_lost":  # granted, then deleted before this client read it
+        return LeaseLostError(message or f"semaphore {name!r} was deleted")
+    return AcquireCancelledError(f"the acquire of {name!r} was withdrawn")
 
 
 def _grant_of(answer: Any, hold: int) -> Grant:

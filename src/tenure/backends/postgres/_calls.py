@@ -5,8 +5,9 @@ Every operation is one function call, one round trip, one transaction
 
 * a SQLSTATE of class ``TN`` (raised by the functions, :mod:`._ddl`) is a tenure
   error: mapped by :data:`ERRORS`;
-* a deadlock or serialization failure (40P01, 40001) rolled everything back: the
-  call is sent again;
+* a deadlock, a serialization failure or a row lock not available (40P01, 40001,
+  55P03: a function never waits for a row named before one it holds, and fails
+  instead, :mod:`._sql_queues`) rolled everything back: the call is sent again;
 * a connection that failed before the call was sent (the pool could not connect)
   is tried again until the call's retry deadline; one lost *after* sending leaves
   the call applied or not. Idempotent calls (every session call carries its fence
@@ -17,6 +18,7 @@ Every operation is one function call, one round trip, one transaction
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -56,10 +58,15 @@ ERRORS: Final[dict[str, type[TenureError]]] = {
 }
 
 #: SQLSTATEs after which the transaction was rolled back and may simply run again.
-_AGAIN: Final = frozenset({"40P01", "40001"})
+_AGAIN: Final = frozenset({"40P01", "40001", "55P03"})
 
 #: Longest pause between two tries of a call (seconds).
 MAX_BACKOFF: Final = 1.0
+
+#: Bounds of the pause before a call that met a locked row (55P03) runs again
+#: (seconds): the first, and the most it doubles to while the row stays locked.
+LOCKED_PAUSE: Final = 0.004
+MAX_LOCKED_PAUSE: Final = 0.1
 
 
 class Caller:
@@ -106,7 +113,7 @@ class Caller:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (self.connect_timeout if within is None else within)
         query = self._query(function, len(args))
-        backoff = 0.05
+        backoff, locked_pause = 0.05, LOCKED_PAUSE
         while True:
             sent: list[bool] = []
             try:
@@ -123,9 +130,14 @@ class Caller:
                     # Rolled back whole: run it again at once, within the deadline.
                     if loop.time() >= deadline:
                         raise UnavailableError(
-                            f"{function} kept meeting deadlocks or serialization failures "
-                            f"({state}) until its deadline"
+                            f"{function} kept meeting deadlocks, serialization failures or "
+                            f"locked rows ({state}) until its deadline"
                         ) from None
+                    if state == "55P03":
+                        # Its holder is mid-transaction: a moment's pause, at random so
+                        # that two calls that met this way do not meet again in step.
+                        await asyncio.sleep(random.random() * locked_pause)
+                        locked_pause = min(MAX_LOCKED_PAUSE, locked_pause * 2)
                     continue
                 if state == "57014":  # statement_timeout: rolled back, not applied
                     raise UnavailableError(

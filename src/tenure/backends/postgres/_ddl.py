@@ -30,14 +30,18 @@ Layout (in the schema ``?schema=`` names, default ``tenure``):
   lease TTL and deadline (the node's ``default_lease``; NULL: as long as the session),
   and ``granted_at`` (version 2; NULL for a grant made before).
 * ``waiters``: a queued request: ``arrival`` (service order), ``deadline`` (the
-  acquire timeout, by the database's clock), request id, ``queued_at`` (version 2).
+  acquire timeout, by the database's clock), request id, ``queued_at`` (version 2),
+  and for a member of an all-or-none request (``acquire_all``, version 4) ``grp``,
+  the arrival its members share, and ``grp_place``, its place among the request's
+  names (NULL both for a request of one semaphore; :mod:`._sql_queues`).
 * ``outcomes``: how a waiter ended without its client (timed out by another
   client's reap, or its semaphore deleted), until its client reads it.
 
 Every operation locks the rows it changes (``FOR UPDATE`` on the semaphore,
-``FOR SHARE`` on the acting session) under READ COMMITTED: no advisory locks. No
-row is written by every grant: grants of different semaphores share nothing but
-the WAL, so their commits are flushed together (group commit).
+``FOR SHARE`` on the acting session) under READ COMMITTED: no advisory locks; in
+an order that never closes a cycle of waits (:mod:`._sql_queues`). No row is
+written by every grant: grants of different semaphores share nothing but the WAL,
+so their commits are flushed together (group commit).
 
 ``@S`` stands for the quoted schema and ``@N`` for the schema's name as a
 literal (it goes into the notification channel names).
@@ -56,7 +60,11 @@ __all__ = ["HELPERS", "SCHEMA_VERSION", "TABLES"]
 #: ``tokens`` sequence instead of the ``counter`` row, and adds ``watches``; the
 #: upgrade moves the counter's last value into the sequence. A client of version 2
 #: (which would make a ``counter`` row again, from 0) refuses a version-3 schema.
-SCHEMA_VERSION: Final = 3
+#: Version 4 (issue 29) adds all-or-none requests (``waiters.grp``, ``grp_place``;
+#: NULL in the rows of a version-3 schema, which are requests of one semaphore each)
+#: and serves queues knowing them: a client of version 3, whose functions would
+#: grant a member alone, refuses a version-4 schema (its functions are not put back).
+SCHEMA_VERSION: Final = 4
 
 TABLES: Final = r"""
 CREATE TABLE IF NOT EXISTS @S.meta (
@@ -152,6 +160,13 @@ CREATE TABLE IF NOT EXISTS @S.watches (
 CREATE INDEX IF NOT EXISTS watches_sid ON @S.watches (sid);
 -- Version 3: fencing tokens from a sequence (no row that every grant updates).
 CREATE SEQUENCE IF NOT EXISTS @S.tokens;
+-- Version 4: the members of an all-or-none request share an arrival (grp) and are
+-- granted in the order of its names (grp_place). The partial indexes hold their rows
+-- only: the queues an all-or-none request waits in, and a request's members.
+ALTER TABLE @S.waiters ADD COLUMN IF NOT EXISTS grp bigint;
+ALTER TABLE @S.waiters ADD COLUMN IF NOT EXISTS grp_place smallint;
+CREATE INDEX IF NOT EXISTS waiters_grouped ON @S.waiters (node, name) WHERE grp IS NOT NULL;
+CREATE INDEX IF NOT EXISTS waiters_group ON @S.waiters (node, sid, grp) WHERE grp IS NOT NULL;
 -- The counter row of versions 1 and 2 hands its last value over and goes. Its
 -- ACCESS EXCLUSIVE lock waits for the grants that updated it to commit, so the
 -- value read is the last one ever handed out; a grant of an older client that
@@ -255,106 +270,6 @@ BEGIN
         PERFORM fail('TN413', format('%s is %s bytes; max_data_size is %s',
                                      p_what, length(p_data), allowed));
     END IF;
-END $$;
-
--- Serve the queue of a semaphore its caller has locked: grant from the head for as
--- long as the head fits (nobody behind it is granted while it does not: FIFO), drop
--- an idle ephemeral semaphore, and tell listeners when anything changed.
-CREATE OR REPLACE FUNCTION @S.settle(p_node text, p_name text, p_changed boolean)
-RETURNS void LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
-DECLARE
-    sem semaphores;
-    w waiters;
-    total numeric;
-    held numeric;
-    holders bigint;
-    ttl float8;
-BEGIN
-    SELECT * INTO sem FROM semaphores WHERE node = p_node AND name = p_name;
-    IF FOUND AND sem.blocked_until > clock_timestamp() THEN
-        NULL;  -- lock-delay: nothing is granted (nor an idle ephemeral dropped) yet
-    ELSIF FOUND THEN
-        SELECT coalesce(sum(cnt), 0), count(*) INTO total, holders FROM owners
-        WHERE node = p_node AND name = p_name;
-        -- Nobody queued (most calls): no cursor over the queue.
-        IF EXISTS (SELECT 1 FROM waiters WHERE node = p_node AND name = p_name) THEN
-            -- NULL: as long as the session.
-            ttl := (config(p_node) ->> 'default_lease')::float8;
-            FOR w IN SELECT * FROM waiters WHERE node = p_node AND name = p_name ORDER BY arrival
-            LOOP
-                SELECT cnt INTO held FROM owners
-                WHERE node = p_node AND name = p_name AND sid = w.sid AND hold = w.hold;
-                held := coalesce(held, 0);
-                EXIT WHEN total - held + w.cnt > sem.lim;
-                -- An upgrade replaces the hold: a new token, at the back of grant order.
-                DELETE FROM owners
-                WHERE node = p_node AND name = p_name AND sid = w.sid AND hold = w.hold;
-                INSERT INTO owners VALUES (p_node, p_name, w.sid, w.hold, w.cnt, w.data,
-                                           next_token(), w.request_id, ttl,
-                                           clock_timestamp() + make_interval(secs => ttl),
-                                           clock_timestamp());
-                DELETE FROM waiters
-                WHERE node = p_node AND name = p_name AND sid = w.sid AND hold = w.hold;
-                total := total - held + w.cnt;
-                p_changed := true;
-                -- Wakes only the grantee's client (its waiters read their grants), not
-                -- every waiter of the semaphore.
-                PERFORM pg_notify(channel(p_node), 'g' || w.sid);
-                holders := holders + 1;  -- says only whether anyone holds
-            END LOOP;
-        END IF;
-        IF sem.ephemeral AND holders = 0
-           AND NOT EXISTS (SELECT 1 FROM waiters WHERE node = p_node AND name = p_name) THEN
-            DELETE FROM semaphores WHERE node = p_node AND name = p_name;
-            p_changed := true;
-        END IF;
-    END IF;
-    -- Only for a registered watch (watch(), which locks what a change locks first,
-    -- so a change either sees its row here or is committed before its first read):
-    -- a NOTIFY holds a database-wide lock until the commit is flushed.
-    IF p_changed AND EXISTS (SELECT 1 FROM watches WHERE node = p_node AND name = p_name) THEN
-        PERFORM pg_notify(channel(p_node), 's' || p_name);
-    END IF;
-END $$;
-
--- End a session (expired, closed, dropped, killed): release its holds, withdraw its waits
--- (semaphores locked one by one in name order), and say so.
-CREATE OR REPLACE FUNCTION @S.end_session(p_sid bigint, p_reason text)
-RETURNS void LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
-DECLARE
-    s sessions;
-    sem record;
-    delay float8;
-BEGIN
-    UPDATE sessions SET ended = p_reason, ended_at = clock_timestamp()
-    WHERE id = p_sid AND ended IS NULL RETURNING * INTO s;
-    IF NOT FOUND THEN
-        RETURN;
-    END IF;
-    delay := coalesce((config(s.node) ->> 'lock_delay')::float8, 0);
-    FOR sem IN
-        SELECT DISTINCT x.name FROM (
-            SELECT name FROM owners WHERE sid = p_sid
-            UNION SELECT name FROM waiters WHERE sid = p_sid
-        ) x ORDER BY x.name
-    LOOP
-        PERFORM 1 FROM semaphores WHERE node = s.node AND name = sem.name FOR UPDATE;
-        DELETE FROM owners WHERE node = s.node AND name = sem.name AND sid = p_sid;
-        -- A holder that failed (expired, or ended by an operator as if it had; not
-        -- closed) holds the semaphore back for the node's lock_delay (Chubby's
-        -- lock-delay), on the database's clock.
-        IF FOUND AND p_reason IN ('expired', 'killed') AND delay > 0 THEN
-            UPDATE semaphores SET blocked_until = greatest(
-                coalesce(blocked_until, clock_timestamp()),
-                clock_timestamp() + make_interval(secs => delay))
-            WHERE node = s.node AND name = sem.name;
-        END IF;
-        DELETE FROM waiters WHERE node = s.node AND name = sem.name AND sid = p_sid;
-        PERFORM settle(s.node, sem.name, true);
-    END LOOP;
-    DELETE FROM outcomes WHERE sid = p_sid;
-    DELETE FROM watches WHERE sid = p_sid;
-    PERFORM pg_notify(channel(s.node), 'x' || p_sid);
 END $$;
 
 -- A grant's lease TTL ran out (by the database's clock): it ends as a failed holder's

@@ -17,8 +17,10 @@ import psycopg
 from psycopg import sql
 
 from tenure.backends.postgres._ddl import HELPERS, SCHEMA_VERSION, TABLES
+from tenure.backends.postgres._sql_groups import GROUP_FUNCTIONS
 from tenure.backends.postgres._sql_limiters import LIMITER_FUNCTIONS
 from tenure.backends.postgres._sql_listing import LISTING_FUNCTIONS
+from tenure.backends.postgres._sql_queues import QUEUE_FUNCTIONS
 from tenure.backends.postgres._sql_semaphores import SEMAPHORE_FUNCTIONS
 from tenure.backends.postgres._sql_sessions import SESSION_FUNCTIONS
 from tenure.backends.postgres._sql_watches import WATCH_FUNCTIONS
@@ -34,9 +36,11 @@ def ddl(schema: str) -> str:
     text = (
         TABLES
         + HELPERS
+        + QUEUE_FUNCTIONS
         + SESSION_FUNCTIONS
         + WATCH_FUNCTIONS
         + SEMAPHORE_FUNCTIONS
+        + GROUP_FUNCTIONS
         + LIMITER_FUNCTIONS
         + LISTING_FUNCTIONS
     )

@@ -1,4 +1,4 @@
-"""PL/pgSQL of the listings and of kill_session.
+"""PL/pgSQL of reads (describe_semaphore, the listings) and of kill_session.
 
 A page is sorted, starts after ``p_after`` (exclusive) and holds at most
 ``p_limit`` entries (the client checks the bounds). Names are compared and sorted
@@ -14,6 +14,43 @@ from typing import Final
 __all__ = ["LISTING_FUNCTIONS"]
 
 LISTING_FUNCTIONS: Final = r"""
+-- p_who: owners and waiters carry their session's description and identity and
+-- when they were granted or queued (version 2; the version-1 function of five
+-- arguments, without them, stays for clients of that version still running).
+CREATE OR REPLACE FUNCTION @S.describe_semaphore(
+    p_node text, p_name text, p_owners boolean, p_waiters boolean, p_missing_ok boolean,
+    p_who boolean
+) RETURNS jsonb LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
+DECLARE
+    sem semaphores;
+BEGIN
+    SELECT * INTO sem FROM semaphores WHERE node = p_node AND name = p_name;
+    IF NOT FOUND THEN
+        IF p_missing_ok THEN
+            RETURN NULL;
+        END IF;
+        PERFORM fail('TN404', format('semaphore %L does not exist', p_name));
+    END IF;
+    RETURN jsonb_build_object(
+        'limit', sem.lim, 'data', encode(sem.data, 'hex'), 'ephemeral', sem.ephemeral,
+        'count', (SELECT coalesce(sum(cnt), 0) FROM owners
+                  WHERE node = p_node AND name = p_name),
+        'owners', CASE WHEN p_owners THEN coalesce(
+            (SELECT jsonb_agg(jsonb_build_array(o.sid, o.cnt, encode(o.data, 'hex'), o.token,
+                                                extract(epoch FROM o.granted_at)::float8,
+                                                x.description, x.host, x.pid, x.client_name)
+                              ORDER BY o.token)
+             FROM owners o LEFT JOIN sessions x ON x.id = o.sid
+             WHERE o.node = p_node AND o.name = p_name), '[]') END,
+        'waiters', CASE WHEN p_waiters THEN coalesce(
+            (SELECT jsonb_agg(jsonb_build_array(w.sid, w.cnt, encode(w.data, 'hex'),
+                                                extract(epoch FROM w.queued_at)::float8,
+                                                x.description, x.host, x.pid, x.client_name)
+                              ORDER BY w.arrival)
+             FROM waiters w LEFT JOIN sessions x ON x.id = w.sid
+             WHERE w.node = p_node AND w.name = p_name), '[]') END);
+END $$;
+
 CREATE OR REPLACE FUNCTION @S.list_nodes(p_after text, p_limit int) RETURNS jsonb
 LANGUAGE sql STABLE SET search_path = @S, pg_catalog AS $$
     SELECT coalesce(jsonb_agg(name ORDER BY name COLLATE "C"), '[]') FROM (

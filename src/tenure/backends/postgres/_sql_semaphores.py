@@ -1,8 +1,9 @@
 """PL/pgSQL of semaphores: acquire, check, withdraw, release, and administration.
 
 Each takes the acting session's id, secret and ``seq`` (its fence: a session
-taken over by a resume ticket is refused), locks the semaphore's row, changes it,
-serves the queue (``settle``) and notifies the node's channel with the
+taken over by a resume ticket is refused), locks the semaphore's row (with those
+of the all-or-none requests waiting there: ``lock_semaphore``, :mod:`._sql_queues`),
+changes it, serves the queue (``settle``) and notifies the node's channel with the
 semaphore's name, all in the one transaction of its call.
 
 An acquire carries a request id chosen by the client: a call sent again because
@@ -79,6 +80,8 @@ BEGIN
     IF w.sid IS NOT NULL THEN
         DELETE FROM waiters
         WHERE node = s.node AND name = p_name AND sid = p_sid AND hold = p_hold;
+        -- A member of an all-or-none request: the others go with it (lock_also).
+        PERFORM withdraw_group(s.node, p_sid, w.grp, NULL, NULL);
         changed := true;
     END IF;
     SELECT coalesce(sum(cnt), 0) INTO total FROM owners
@@ -112,8 +115,17 @@ BEGIN
         INSERT INTO waiters VALUES (s.node, p_name, p_sid, p_hold, p_count, p_data,
             nextval('arrivals'),
             clock_timestamp() + make_interval(secs => p_timeout), p_request, clock_timestamp());
-        changed := true;
         answer := jsonb_build_object('queued', p_timeout);
+        IF w.sid IS NULL AND queued > 0 THEN
+            -- Behind others, nothing else changed: the head is as it was (one that does
+            -- not fit, or an all-or-none request not ready, which settle would try
+            -- again, locking its other semaphores), so only the watches are told.
+            IF EXISTS (SELECT 1 FROM watches WHERE node = s.node AND name = p_name) THEN
+                PERFORM pg_notify(channel(s.node), 's' || p_name);
+            END IF;
+            RETURN answer;
+        END IF;
+        changed := true;
     END IF;
     PERFORM settle(s.node, p_name, changed);
     RETURN answer;
@@ -133,10 +145,14 @@ BEGIN
     SELECT * INTO w FROM waiters WHERE node = s.node AND name = p_name AND sid = p_sid
         AND hold = p_hold AND request_id = p_request;
     IF FOUND AND w.deadline < clock_timestamp() THEN
-        PERFORM 1 FROM semaphores WHERE node = s.node AND name = p_name FOR UPDATE;
+        -- (with the rows of its all-or-none request's other semaphores, if it is one's)
+        PERFORM lock_semaphore(s.node, p_name);
         DELETE FROM waiters WHERE node = s.node AND name = p_name AND sid = p_sid
             AND hold = p_hold AND request_id = p_request;
         IF FOUND THEN
+            -- One deadline for all the members: they time out together; its client
+            -- asked of this one, and hears of no other.
+            PERFORM withdraw_group(s.node, p_sid, w.grp, NULL, NULL);
             PERFORM settle(s.node, p_name, true);
             RETURN jsonb_build_object('ended', 'timeout');
         END IF;
@@ -163,11 +179,15 @@ CREATE OR REPLACE FUNCTION @S.withdraw(
 DECLARE
     s sessions := live(p_sid, p_secret, p_seq);
     o owners;
+    w waiters;
 BEGIN
-    PERFORM 1 FROM semaphores WHERE node = s.node AND name = p_name FOR UPDATE;
+    PERFORM lock_semaphore(s.node, p_name);
     DELETE FROM waiters WHERE node = s.node AND name = p_name AND sid = p_sid
-        AND hold = p_hold AND request_id = p_request;
+        AND hold = p_hold AND request_id = p_request RETURNING * INTO w;
     IF FOUND THEN
+        -- All or none: the other members of its request go too (their withdrawals,
+        -- sent as well, find nothing left), their queues served first, as the engine's.
+        PERFORM withdraw_group(s.node, p_sid, w.grp, NULL, NULL);
         PERFORM settle(s.node, p_name, true);
         RETURN jsonb_build_object('withdrawn', true);
     END IF;
@@ -188,16 +208,22 @@ DECLARE
     s sessions := live(p_sid, p_secret, p_seq);
     had_owner boolean;
     had_waiter boolean;
+    w waiters;
 BEGIN
-    PERFORM 1 FROM semaphores WHERE node = s.node AND name = p_name FOR UPDATE;
+    PERFORM lock_semaphore(s.node, p_name);
     DELETE FROM outcomes WHERE sid = p_sid AND node = s.node AND name = p_name
         AND hold = p_hold;
+    -- A wait of the hold goes first, and with it the rest of its all-or-none request
+    -- (their queues served), then the hold: the engine's order.
+    DELETE FROM waiters WHERE node = s.node AND name = p_name AND sid = p_sid
+        AND hold = p_hold RETURNING * INTO w;
+    had_waiter := FOUND;
+    IF had_waiter THEN
+        PERFORM withdraw_group(s.node, p_sid, w.grp, NULL, NULL);
+    END IF;
     DELETE FROM owners WHERE node = s.node AND name = p_name AND sid = p_sid
         AND hold = p_hold;
     had_owner := FOUND;
-    DELETE FROM waiters WHERE node = s.node AND name = p_name AND sid = p_sid
-        AND hold = p_hold;
-    had_waiter := FOUND;
     PERFORM settle(s.node, p_name, had_owner OR had_waiter);
     RETURN had_owner OR had_waiter;
 END $$;
@@ -311,9 +337,9 @@ DECLARE
     s sessions := live(p_sid, p_secret, p_seq);
     owning bigint;
     waiting bigint;
+    w waiters;
 BEGIN
-    PERFORM 1 FROM semaphores WHERE node = s.node AND name = p_name FOR UPDATE;
-    IF NOT FOUND THEN
+    IF NOT lock_semaphore(s.node, p_name) THEN
         PERFORM fail('TN404', format('semaphore %L does not exist', p_name));
     END IF;
     SELECT count(*) INTO owning FROM owners WHERE node = s.node AND name = p_name;
@@ -337,47 +363,17 @@ BEGIN
     ON CONFLICT (sid, node, name, hold) DO UPDATE
         SET request_id = excluded.request_id, code = excluded.code,
             message = excluded.message;
+    -- In queue order, as the engine's: a member of an all-or-none request takes the
+    -- others with it (they end NotFound too: the request cannot have this member).
+    FOR w IN SELECT * FROM waiters WHERE node = s.node AND name = p_name ORDER BY arrival LOOP
+        DELETE FROM waiters WHERE node = s.node AND name = p_name AND sid = w.sid
+            AND hold = w.hold;
+        PERFORM withdraw_group(s.node, w.sid, w.grp, 'not_found',
+                               format('semaphore %L was deleted', p_name));
+    END LOOP;
     DELETE FROM owners WHERE node = s.node AND name = p_name;
-    DELETE FROM waiters WHERE node = s.node AND name = p_name;
     DELETE FROM semaphores WHERE node = s.node AND name = p_name;
     PERFORM pg_notify(channel(s.node), 'd' || p_name);
     PERFORM pg_notify(channel(s.node), 's' || p_name);
-END $$;
-
--- p_who: owners and waiters carry their session's description and identity and
--- when they were granted or queued (version 2; the version-1 function of five
--- arguments, without them, stays for clients of that version still running).
-CREATE OR REPLACE FUNCTION @S.describe_semaphore(
-    p_node text, p_name text, p_owners boolean, p_waiters boolean, p_missing_ok boolean,
-    p_who boolean
-) RETURNS jsonb LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
-DECLARE
-    sem semaphores;
-BEGIN
-    SELECT * INTO sem FROM semaphores WHERE node = p_node AND name = p_name;
-    IF NOT FOUND THEN
-        IF p_missing_ok THEN
-            RETURN NULL;
-        END IF;
-        PERFORM fail('TN404', format('semaphore %L does not exist', p_name));
-    END IF;
-    RETURN jsonb_build_object(
-        'limit', sem.lim, 'data', encode(sem.data, 'hex'), 'ephemeral', sem.ephemeral,
-        'count', (SELECT coalesce(sum(cnt), 0) FROM owners
-                  WHERE node = p_node AND name = p_name),
-        'owners', CASE WHEN p_owners THEN coalesce(
-            (SELECT jsonb_agg(jsonb_build_array(o.sid, o.cnt, encode(o.data, 'hex'), o.token,
-                                                extract(epoch FROM o.granted_at)::float8,
-                                                x.description, x.host, x.pid, x.client_name)
-                              ORDER BY o.token)
-             FROM owners o LEFT JOIN sessions x ON x.id = o.sid
-             WHERE o.node = p_node AND o.name = p_name), '[]') END,
-        'waiters', CASE WHEN p_waiters THEN coalesce(
-            (SELECT jsonb_agg(jsonb_build_array(w.sid, w.cnt, encode(w.data, 'hex'),
-                                                extract(epoch FROM w.queued_at)::float8,
-                                                x.description, x.host, x.pid, x.client_name)
-                              ORDER BY w.arrival)
-             FROM waiters w LEFT JOIN sessions x ON x.id = w.sid
-             WHERE w.node = p_node AND w.name = p_name), '[]') END);
 END $$;
 """

@@ -156,6 +156,7 @@ RETURNS jsonb LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
 DECLARE
     s sessions;
     sem record;
+    waited text[];
 BEGIN
     SELECT * INTO s FROM sessions WHERE id = p_sid FOR NO KEY UPDATE;
     IF NOT FOUND OR s.secret <> p_secret OR s.node <> p_node THEN
@@ -168,11 +169,16 @@ BEGIN
     UPDATE sessions SET seq = seq + 1,
         deadline = clock_timestamp() + make_interval(secs => win * 1.02)
     WHERE id = p_sid RETURNING * INTO s;
-    FOR sem IN SELECT name FROM waiters WHERE sid = p_sid ORDER BY name LOOP
-        PERFORM 1 FROM semaphores WHERE node = s.node AND name = sem.name FOR UPDATE;
-        DELETE FROM waiters WHERE node = s.node AND name = sem.name AND sid = p_sid;
-        PERFORM settle(s.node, sem.name, true);
-    END LOOP;
+    -- Its waits go queue by queue in name order, each queue served as it goes (the
+    -- engine's order); the semaphores are locked first (lock_semaphores).
+    SELECT array_agg(DISTINCT name) INTO waited FROM waiters WHERE sid = p_sid;
+    IF waited IS NOT NULL THEN
+        PERFORM lock_semaphores(s.node, waited);
+        FOR sem IN SELECT DISTINCT name FROM waiters WHERE sid = p_sid ORDER BY name LOOP
+            DELETE FROM waiters WHERE node = s.node AND name = sem.name AND sid = p_sid;
+            PERFORM settle(s.node, sem.name, true);
+        END LOOP;
+    END IF;
     DELETE FROM outcomes WHERE sid = p_sid;
     DELETE FROM watches WHERE sid = p_sid;  -- the old client's: its watches end
     PERFORM pg_notify(channel(s.node), 'r' || p_sid);
@@ -183,6 +189,9 @@ END $$;
 -- End what the database's clock says is due on a node: at most one expired session,
 -- 64 timed-out waiters, 64 leases past their TTL and 64 ended lock-delays per call
 -- (the caller calls again while 'more'; what is left is due at once in 'next').
+-- What it may change is chosen first and its semaphores locked in name order in one
+-- statement (lock_semaphores): the phases below lock nothing more but what serving
+-- their queues may reach (lock_also); something due only since is the next call's.
 CREATE OR REPLACE FUNCTION @S.reap(p_node text) RETURNS jsonb
 LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
 DECLARE
@@ -192,24 +201,38 @@ DECLARE
     blocked record;
     more boolean := false;
     n int := 0;
+    names text[];
 BEGIN
     SELECT id INTO due FROM sessions
     WHERE node = p_node AND ended IS NULL AND deadline < clock_timestamp()
     ORDER BY deadline LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED;
-    IF FOUND THEN
-        PERFORM end_session(due, 'expired');
+    SELECT array_agg(x.name) INTO names FROM (
+        SELECT name FROM owners WHERE sid = due
+        UNION SELECT name FROM waiters WHERE sid = due
+        UNION (SELECT name FROM waiters WHERE node = p_node AND deadline < clock_timestamp()
+               ORDER BY name, arrival LIMIT 65)
+        UNION (SELECT name FROM owners
+               WHERE node = p_node AND lease_deadline < clock_timestamp()
+               ORDER BY name LIMIT 64)
+        UNION (SELECT name FROM semaphores
+               WHERE node = p_node AND blocked_until <= clock_timestamp()
+               ORDER BY name LIMIT 64)) x;
+    IF names IS NOT NULL THEN
+        PERFORM lock_semaphores(p_node, names);
+    END IF;
+    IF due IS NOT NULL THEN
+        PERFORM finish_session(due, 'expired', true);
         more := EXISTS (SELECT 1 FROM sessions WHERE node = p_node AND ended IS NULL
                         AND deadline < clock_timestamp());
     END IF;
     FOR w IN SELECT * FROM waiters WHERE node = p_node AND deadline < clock_timestamp()
-             ORDER BY name, arrival LIMIT 65
+             AND name = ANY (names) ORDER BY name, arrival LIMIT 65
     LOOP
         n := n + 1;
         IF n > 64 THEN
             more := true;
             EXIT;
         END IF;
-        PERFORM 1 FROM semaphores WHERE node = p_node AND name = w.name FOR UPDATE;
         DELETE FROM waiters WHERE node = p_node AND name = w.name AND sid = w.sid
             AND hold = w.hold AND request_id = w.request_id;
         IF FOUND THEN
@@ -218,15 +241,16 @@ BEGIN
             ON CONFLICT (sid, node, name, hold) DO UPDATE
                 SET request_id = excluded.request_id, code = excluded.code,
                     message = excluded.message;
+            -- One deadline for an all-or-none request: its members time out together.
+            PERFORM withdraw_group(p_node, w.sid, w.grp, 'timeout', 'timed out');
             PERFORM settle(p_node, w.name, true);
             PERFORM pg_notify(channel(p_node), 'g' || w.sid);  -- its client reads why
         END IF;
     END LOOP;
     -- Leases whose TTL ran out.
     FOR o IN SELECT * FROM owners WHERE node = p_node AND lease_deadline < clock_timestamp()
-             ORDER BY name LIMIT 64
+             AND name = ANY (names) ORDER BY name LIMIT 64
     LOOP
-        PERFORM 1 FROM semaphores WHERE node = p_node AND name = o.name FOR UPDATE;
         PERFORM lease_ran_out(x) FROM owners x
         WHERE x.node = p_node AND x.name = o.name AND x.sid = o.sid AND x.hold = o.hold
             AND x.token = o.token AND x.lease_deadline < clock_timestamp();
@@ -234,7 +258,7 @@ BEGIN
     -- Lock-delays that ended: serve their queues (grants the waiters' clients hear).
     FOR blocked IN SELECT name FROM semaphores
                    WHERE node = p_node AND blocked_until <= clock_timestamp()
-                   ORDER BY name LIMIT 64
+                   AND name = ANY (names) ORDER BY name LIMIT 64
     LOOP
         UPDATE semaphores SET blocked_until = NULL
         WHERE node = p_node AND name = blocked.name AND blocked_until <= clock_timestamp();

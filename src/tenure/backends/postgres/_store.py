@@ -363,11 +363,8 @@ class PgStore:
         return RateReservation(granted == "1", float(waited), float(at))
 
     async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
-        """Refused: postgres:// has no all-or-none acquire (no Capability.ALL_OR_NONE)."""
-        raise UnsupportedError(
-            "postgres:// has no all-or-none acquire of several semaphores (lock_all): "
-            "it does not declare Capability.ALL_OR_NONE; memory:// and tenure:// do"
-        )
+        """See :meth:`Acquirer.enqueue_all`."""
+        return await self.acquirer.enqueue_all(pendings)
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """Delete ``name``; forced, its holds are gone and its waits end (NotFound)."""
