@@ -226,6 +226,9 @@ class EngineState:
         members = node.groups.pop(waiter.order, None) if node.groups else None
         if members is None:
             return
+        # Every member leaves before any queue is served: served one by one, a queue
+        # could grant a member still waiting elsewhere (its group already forgotten).
+        left: list[Semaphore] = []
         for name, key in members:
             member_sem = node.semaphores.get(name)
             member = None if member_sem is None else member_sem.waiter(key)
@@ -240,6 +243,8 @@ class EngineState:
                 self.tell_missed(failed)
             else:
                 self.effects.append(failed)
+            left.append(member_sem)
+        for member_sem in left:
             self.settle(node, member_sem, now, WAITERS)
 
     def fire_watches(self, node: Node, name: str, change: Change) -> None:

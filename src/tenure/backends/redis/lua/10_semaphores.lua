@@ -228,6 +228,8 @@ local function withdraw_group(w, code, msg)
   local members = group_members(w.grp)
   if not members then return end
   redis.call('HDEL', B .. 'grp', w.grp)
+  -- Every member leaves before any queue is served (as the engine's withdraw_group).
+  local left = {}
   for i = 1, #members, 2 do
     local name, holder = members[i], members[i + 1]
     local other = waiter(name, holder)
@@ -236,9 +238,10 @@ local function withdraw_group(w, code, msg)
       local sid, hold = split_holder(holder)
       push(sid, {'k', 'F', 'name', name, 'hold', hold, 'req', other.req, 'code', code, 'msg', msg})
       touch(name)
-      settle(name)
+      left[#left + 1] = name
     end
   end
+  for _, name in ipairs(left) do settle(name) end
 end
 
 local function start_lock_delay(name)
