@@ -15,9 +15,7 @@ import pytest
 import redis.asyncio as aioredis
 
 import tenure
-from tenure.backends._session import StoreSession
 from tenure.backends.redis import node_base
-from tenure.backends.redis._store import RedisStore
 from tenure.errors import (
     AuthenticationError,
     LeaseLostError,
@@ -207,42 +205,3 @@ async def test_the_window_keeps_its_stored_field_and_an_old_node_reads_back(
             assert await admin.hget(node_base(prefix, "old") + "cfg", "st") == b"4.0"
     finally:
         await admin.aclose()
-
-
-async def test_lock_all_times_out_on_redis_clock_and_leaves_no_member_behind(
-    redis_url: str,
-) -> None:
-    async with tenure.connect(redis_url) as client:
-        await client.create_node("n")
-        holder = await client.session("n")
-        await holder.mutex("b").lock()
-        other = await client.session("n")
-        started = time.monotonic()
-        # One deadline for the set: its first name's (Redis's clock), which ends both.
-        with pytest.raises(TimeoutError, match="timed out waiting for 'a'"):
-            await asyncio.wait_for(other.lock_all(["a", "b"], timeout=0.3), 5)
-        assert time.monotonic() - started >= 0.25
-        assert (await other.semaphore("b").describe(waiters=True)).waiters == ()
-        assert (await other.mutex("a").describe()).held is False
-
-
-async def test_a_retried_acquire_all_is_answered_as_its_first_try(redis_url: str) -> None:
-    """Its answer lost, the call is sent again with the same request key: Redis answers
-    with the first try's grants rather than refuse the holds it already made."""
-    async with tenure.connect(redis_url) as client:
-        await client.create_node("n")
-        session = await client.session("n")
-        inner = session._backend
-        assert isinstance(inner, StoreSession)
-        store = inner.store
-        assert isinstance(store, RedisStore)
-        key = "retry-test-key"
-        args = ("ffffffffffffffff", b"", "", "1", 2, "a", 7, 101, "b", 7, 102)
-        first = await store.invoke("acquire_all", key, *args)
-        again = await store.invoke("acquire_all", key, *args)
-        assert first == again
-        assert first[0] == b"G"
-        assert int(first[2]) > int(first[1])
-        for name in ("a", "b"):
-            described = await session.semaphore(name).describe(owners=True)
-            assert [(o.session_id, o.count) for o in described.owners] == [(session.id, 2**64 - 1)]

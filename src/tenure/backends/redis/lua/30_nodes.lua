@@ -74,7 +74,7 @@ local function drop_node(keys, args)
   -- The token and session-id counters ('tok', 'ids') stay: a node made again under
   -- this name keeps counting up. Inboxes stay for their clients to read.
   redis.call('DEL', B .. 'cfg', B .. 'sess', B .. 'due', B .. 'sems', B .. 'semz', B .. 'sidz',
-    B .. 'done', B .. 'donez',
+    B .. 'done', B .. 'donez', B .. 'grp',
     B .. 'ended', B .. 'endz', B .. 'inref')
   TOUCHED = {}
   return {fmt(NOW), '', 1}

@@ -49,14 +49,29 @@ local function resume_session(keys, args)
   if f[1] ~= args[2] then
     fail(11, 'session ' .. sid .. ' cannot be resumed: the ticket\'s secret is wrong')
   end
+  -- As the engine's resume: name by name in name order, the session's waits on it
+  -- leave, then its queue is served. A set's members are all this session's: its
+  -- record goes with them.
+  local waits, names = {}, {}
   for _, field in ipairs(redis.call('HKEYS', B .. 'sh:' .. sid)) do
     if string.sub(field, 1, 1) == 'w' then
       local c = string.find(field, ':', 2, true)
       local name = string.sub(field, c + 1)
-      remove_waiter(name, sid .. ':' .. string.sub(field, 2, c - 1))
-      touch(name)
-      settle(name)
+      if not waits[name] then
+        waits[name] = {}
+        names[#names + 1] = name
+      end
+      table.insert(waits[name], sid .. ':' .. string.sub(field, 2, c - 1))
     end
+  end
+  table.sort(names)
+  for _, name in ipairs(names) do
+    for _, holder in ipairs(waits[name]) do
+      local w = remove_waiter(name, holder)
+      if w and w.grp then redis.call('HDEL', B .. 'grp', w.grp) end
+    end
+    touch(name)
+    settle(name)
   end
   -- Its watches are dropped (the new owner arms its own).
   for _, name in ipairs(redis.call('HKEYS', B .. 'sw:' .. sid)) do

@@ -308,14 +308,16 @@ local function delete_semaphore(keys, args)
   end
   local msg = 'semaphore ' .. quote(name) .. ' was deleted'
   -- The caller's client hears of its own sessions' losses in the answer too, at once.
-  local failed, lost = {}, {}
-  for _, holder in ipairs(waiters) do
+  local failed, lost, left = {}, {}, {}
+  for i, holder in ipairs(waiters) do
     local w = remove_waiter(name, holder)
     local sid, hold = split_holder(holder)
     push(sid, {'k', 'F', 'name', name, 'hold', hold, 'req', w.req, 'code', 20, 'msg', msg})
-    failed[#failed + 1] = {tonumber(sid), tonumber(hold), tonumber(w.req)}
-    withdraw_group(w, 20, msg)
+    failed[i], left[i] = {tonumber(sid), tonumber(hold), tonumber(w.req)}, w
   end
+  -- Every waiter is out before a set is withdrawn: its withdrawal serves the other
+  -- queues, which could else grant a set still waiting here (and gone next).
+  for _, w in ipairs(left) do withdraw_group(w, 20, msg) end
   for _, holder in ipairs(owners) do
     local o = remove_owner(name, holder)
     local sid, hold = split_holder(holder)
