@@ -260,3 +260,22 @@ def test_random_schedules_keep_the_invariants_and_always_drain(seed: int) -> Non
         check_invariants(engine)
     assert not any(sem.queue_length() for sem in node.semaphores.values())
     assert node.groups == {}
+
+
+def test_a_forced_delete_ends_every_set_waiting_on_the_name_whole() -> None:
+    """Two sets wait on x behind a held w; deleting x ends both, in all their queues
+    (serving z's queue while the first set leaves must not grant the second)."""
+    engine = make_engine()
+    holder, one, two = (open_session(engine) for _ in range(3))
+    acquire(engine, holder, "w", MAX_COUNT, ephemeral=True)
+    lock_all(engine, one, ("w", "x", "z"))
+    lock_all(engine, two, ("x", "z"))
+    engine.take_effects()
+    engine.apply(DeleteSemaphore(holder, "x", force=True), 1.0)
+    effects = engine.take_effects()
+    assert [e for e in effects if type(e) is Granted] == []
+    failed = sorted((e.session_id, e.name) for e in effects if type(e) is AcquireFailed)
+    assert failed == [(one, "w"), (one, "x"), (one, "z"), (two, "x"), (two, "z")]
+    assert "z" not in engine.nodes["n"].semaphores  # nobody holds or waits for it
+    assert engine.nodes["n"].groups == {}
+    check_invariants(engine)

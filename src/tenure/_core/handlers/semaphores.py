@@ -336,7 +336,8 @@ def delete_semaphore(state: EngineState, cmd: c.DeleteSemaphore, now: float) -> 
             f"{len(sem.waiters)} waiter(s); use force=True"
         )
     message = f"semaphore {sem.name!r} was deleted"
-    for w in list(sem.waiters.values()):
+    gone = list(sem.waiters.values())
+    for w in gone:
         sem.remove_waiter(w.key)
         state.sessions[w.session_id].discard_wait(sem.name, w.hold)
         state.tell_missed(
@@ -344,7 +345,9 @@ def delete_semaphore(state: EngineState, cmd: c.DeleteSemaphore, now: float) -> 
                 w.session_id, w.request_id, sem.name, ErrorCode.NOT_FOUND, message, w.hold
             )
         )
-        # (an all-or-none request cannot have this member any more: it ends whole)
+    # Every waiter has left first: an all-or-none request with a member here ends
+    # whole, and serving another queue meanwhile must not grant one that still waits.
+    for w in gone:
         state.withdraw_group(node, w, ErrorCode.NOT_FOUND, message, now, missed=True)
     for o in list(sem.owners.values()):
         state.sessions[o.session_id].discard_hold(sem.name, o.hold)
