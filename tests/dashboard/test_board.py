@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
+import tenure.server._http.board as board_module
 from tenure._core import Acquire, CreateNode, CreateSemaphore, CreateSession, Engine
+from tenure._core.kinds import parties_data
+from tenure._core.rates import Bucket, bucket_data
 from tenure._core.values import MAX_COUNT, ClientIdentity
 from tenure.server._cluster.keys import Member
 from tenure.server._cluster.role import ClusterRole
@@ -276,3 +279,77 @@ def test_the_dashboard_settings_are_named_and_checked() -> None:
     ]:
         with pytest.raises(ConfigError, match=flag):
             config(flag, value)
+
+
+def engine_with_recipes() -> Engine:
+    """Node n with what each recipe writes: a readers-writer lock (two readers, a
+    writer waiting), a rate limiter, a barrier (two of four arrived after round 7), a
+    counter, and a semaphore whose data only looks like a counter's."""
+    engine = Engine()
+    engine.apply(CreateNode("n"), 0.0)
+    one, two, three = (
+        engine.apply(CreateSession("n", b"k", None), 0.0).session_id for _ in range(3)
+    )
+    for sid, count in ((one, 1), (two, 1), (three, MAX_COUNT)):
+        engine.apply(Acquire(sid, "rw", count, request_id=1, ephemeral=True), 1.0)
+    limiter = bucket_data(Bucket(50.0, 100.0, SHIFT + 10.0))
+    engine.apply(CreateSemaphore(one, "api", 1, limiter), 0.0)
+    # Tokens 1 and 2 went to the readers: the arrivals have 3 and 4, after LAST.
+    engine.apply(CreateSemaphore(one, "stage", MAX_COUNT, b"7 2"), 0.0)
+    for sid in (one, two):
+        engine.apply(Acquire(sid, "stage", 1, request_id=2, data=parties_data(4)), 2.0)
+    engine.apply(CreateSemaphore(one, "jobs", 1, b"41"), 0.0)
+    engine.apply(CreateSemaphore(one, "pool", 1, b"+41"), 0.0)
+    return engine
+
+
+def test_each_semaphore_says_its_recipe_and_facts() -> None:
+    seen = view(engine_with_recipes(), BoardLimits())
+    recipes = {s["name"]: s["recipe"] for s in seen["nodes"][0]["semaphores"]}
+    assert recipes == {
+        "api": {
+            "kind": "rate_limiter",
+            "rate": 50.0,
+            "burst": 100.0,
+            "tat": SHIFT + 10.0,
+            "counted_all": True,
+        },
+        "jobs": {"kind": "counter", "value": 41, "counted_all": True},
+        "pool": {"kind": "semaphore", "counted_all": True},
+        "rw": {
+            "kind": "rwlock",
+            "readers": 2,
+            "writer": False,
+            "readers_waiting": 0,
+            "writers_waiting": 1,
+            "counted_all": True,
+        },
+        "stage": {
+            "kind": "barrier",
+            "rounds": 7,
+            "last": 2,
+            "arrived": 2,
+            "parties": 4,
+            "counted_all": True,
+        },
+    }
+    # The kind scripts already read is unchanged.
+    kinds = {s["name"]: s["kind"] for s in seen["nodes"][0]["semaphores"]}
+    assert (kinds["rw"], kinds["api"]) == ("ephemeral", "semaphore")
+
+
+def test_a_view_of_recipes_depends_on_the_state_alone() -> None:
+    # No level worked out from a clock: an unchanged state is the same view (the
+    # server pushes only views that changed), and the page computes the level.
+    engine = engine_with_recipes()
+    assert view(engine, BoardLimits(), now=5.0) == view(engine, BoardLimits(), now=500.0)
+
+
+def test_recipe_counts_are_read_from_the_first_holders_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(board_module, "KIND_SCAN", 1)
+    seen = view(engine_with_recipes(), BoardLimits())
+    rw = next(s for s in seen["nodes"][0]["semaphores"] if s["name"] == "rw")
+    assert (rw["recipe"]["readers"], rw["recipe"]["counted_all"]) == (1, False)
+    assert rw["owners_total"] == 2

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+import tenure.sync
 from tests.cluster.harness import TenureCluster
 from tests.etcd.cluster import EtcdCluster
 from tests.server.wire import ServerProcess, free_port
@@ -164,6 +165,33 @@ def test_an_election_shows_its_leader_data_and_term(served: Served, page: Page) 
         assert primary["owners"][0]["data"] == "10.0.0.7:8080\\n<b>token 1</b>"
     finally:
         leader.close()
+
+
+def test_recipes_show_their_kind_and_facts(served: Served, page: Page) -> None:
+    # Made by the sync face (its own loop, on a thread of its own): two readers of a
+    # readers-writer lock, a counter, a rate limiter with 60 of 100 units reserved.
+    with tenure.sync.connect(served.url) as client:
+        client.create_node("jobs")
+        with client.session("jobs") as one, client.session("jobs") as two:
+            readers = [s.rwlock("catalog").read() for s in (one, two)]
+            one.counter("done").add(41)
+            one.rate_limiter("partner-api", rate=50.0, burst=100).acquire(60)
+            page.goto(served.page_url)
+            rwlock = row(page, "jobs", "catalog")
+            page.wait_for_selector(f"{rwlock} .recipe")
+            assert text(page, f"{rwlock} .kind") == "readers-writer lock"
+            assert text(page, f"{rwlock} .recipe") == "2 readers holding"
+            assert text(page, f"{row(page, 'jobs', 'done')} .kind") == "counter / latch"
+            assert text(page, f"{row(page, 'jobs', 'done')} .recipe") == "value 41"
+            limiter = f"{row(page, 'jobs', 'partner-api')} .recipe"
+            assert text(page, f"{row(page, 'jobs', 'partner-api')} .kind") == "rate limiter"
+            shown = text(page, limiter)
+            assert shown.startswith("50/s, burst 100, "), shown
+            assert shown.endswith(" available now"), shown
+            # The page fills its bucket on its own clock: all 100 within 1.2 s.
+            page.wait_for_selector(f"{limiter}:text-is('50/s, burst 100, 100 available now')")
+            for reader in readers:
+                reader.release()
 
 
 def test_a_read_only_token_sees_but_may_not_end_sessions(

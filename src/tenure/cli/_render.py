@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from tenure._core.kinds import classify_description, kind_json, kind_text
 from tenure._core.values import (
     MAX_COUNT,
     ClientIdentity,
@@ -177,11 +178,15 @@ def waiter_json(waiter: WaiterInfo) -> dict[str, object]:
     }
 
 
-def semaphore_json(node: str, found: SemaphoreDescription) -> dict[str, Any]:
+def semaphore_json(
+    node: str, found: SemaphoreDescription, now: float | None = None
+) -> dict[str, Any]:
     """A described semaphore (or mutex) with its holders and waiters, as JSON.
 
     A name nothing holds, waits for or created is a free mutex (``exists`` false), as
     ``session.mutex(name).describe()`` says: a mutex exists only while held or awaited.
+    ``recipe`` is the recipe it is and its facts (:mod:`tenure._core.kinds`), a rate
+    limiter's level at ``now`` (UNIX seconds; this machine's clock if None).
     """
     counts = [owner.count for owner in found.owners] + [w.count for w in found.waiters]
     kind = kind_of(found.limit, found.ephemeral, counts) if found.exists else "mutex"
@@ -197,6 +202,7 @@ def semaphore_json(node: str, found: SemaphoreDescription) -> dict[str, Any]:
         **data_json(found.data),
         "owners": [owner_json(owner) for owner in found.owners],
         "waiters": [waiter_json(waiter) for waiter in found.waiters],
+        "recipe": kind_json(classify_description(found), time.time() if now is None else now),
     }
 
 
@@ -301,6 +307,7 @@ def semaphore_tables(node: str, found: SemaphoreDescription) -> list[Table | Tex
     if found.data:
         heading += f"; data '{data_text(found.data)}'"
     now = time.time()
+    recipe = kind_text(classify_description(found), now)
     holders = table(
         "holders",
         ["session", "description", "client", "token", "count", "held for", "data"],
@@ -333,7 +340,7 @@ def semaphore_tables(node: str, found: SemaphoreDescription) -> list[Table | Tex
             for position, waiter in enumerate(found.waiters, 1)
         ),
     )
-    return [Text(heading), holders, waiters]
+    return [Text(heading), *([Text(safe(recipe))] if recipe else []), holders, waiters]
 
 
 def summaries_table(node: str, summaries: Sequence[SemaphoreSummary]) -> Table:
@@ -421,4 +428,5 @@ def state_line(found: SemaphoreDescription) -> str:
     line += f"; {len(found.waiters)} waiting"
     if found.data:
         line += f"; data '{data_text(found.data)}'"
-    return line
+    recipe = kind_text(classify_description(found), time.time())
+    return line + (f"; {safe(recipe)}" if recipe else "")

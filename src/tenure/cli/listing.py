@@ -65,6 +65,10 @@ def describe(node: str, semaphore: str, as_json: bool, url: str) -> int:
     Waiters are listed in the order they will be served. "held for" and "waiting
     for" compare the store's clock with this machine's. A name nobody holds, waits
     for or created is a free mutex (with --json: "exists" false, "held" false).
+
+    A recipe's semaphore also shows what the recipe says (--json: "recipe"): a
+    readers-writer lock's readers and writers, a rate limiter's rate, burst and
+    units available now, a barrier's arrivals and rounds, a counter's or latch's value.
     """
 
     async def main() -> int:

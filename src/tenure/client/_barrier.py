@@ -3,14 +3,15 @@
 The barrier ``name`` is the persistent semaphore ``name`` (limit ``MAX_COUNT``, so an
 arrival never queues). A party arrives by holding one token of it, which lives
 and dies with its session, and so has a fencing token ``T`` larger than every
-earlier grant's. The data says where the last round ended: ``"ROUND LAST"``, LAST
-being the token of the last party let through. A round trips when the live holds
-with tokens above LAST number ``parties`` or more: whoever sees it first (any
-waiting party, on every change it watches) writes ``"ROUND+1 T_p"``, T_p the
-``parties``-th of those tokens, by a compare-and-set of the data, so exactly one
-write wins. A party has passed when its own token is at most LAST: its hold was
-alive when the round that let it through was counted, and that round counted every
-live hold between the previous LAST and its own. So:
+earlier grant's (its owner data, ``parties N``, only tells people how many the
+party waits for: :mod:`tenure._core.kinds`). The data says where the last round
+ended: ``"ROUND LAST"``, LAST being the token of the last party let through. A
+round trips when the live holds with tokens above LAST number ``parties`` or more:
+whoever sees it first (any waiting party, on every change it watches) writes
+``"ROUND+1 T_p"``, T_p the ``parties``-th of those tokens, by a compare-and-set of
+the data, so exactly one write wins. A party has passed when its own token is at
+most LAST: its hold was alive when the round that let it through was counted, and
+that round counted every live hold between the previous LAST and its own. So:
 
 * nobody passes before ``parties`` arrivals of one round are all there at once;
 * a party whose session is lost before the round trips is not counted (its hold is
@@ -25,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from tenure._core.kinds import parties_data
 from tenure._core.values import MAX_COUNT, SemaphoreDescription
 from tenure.client import _args
 from tenure.client._lease import Lease
@@ -84,7 +86,9 @@ class Barrier:
         """
         wait = _args.timeout(timeout)
         await self._make()
-        arrival = await self._semaphore.acquire(1, data=b"waiting")
+        # (The arrival's data, "parties N", is for people: `tenure describe` and the
+        # dashboard show "2/4 arrived" from it. No party reads it.)
+        arrival = await self._semaphore.acquire(1, data=parties_data(self.parties))
         try:
             async with asyncio.timeout(wait):
                 await self._until_passed(arrival)

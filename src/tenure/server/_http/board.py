@@ -16,7 +16,11 @@ the store keeps nothing else that could tell them apart. So a semaphore's ``kind
 is ``mutex`` (shown "mutex / election"), ``ephemeral`` or ``semaphore``, and its
 ``limit``, ``count`` and holders' counts are what they mean: a mutex has limit 1, a
 count of 1 while held, holders of count 1; an ephemeral semaphore of no limit has
-``limit`` null. Owner and waiter data leave as text (:func:`shown_data`): invisible
+``limit`` null. Each semaphore's ``recipe`` says which recipe made it and its facts
+(:func:`tenure._core.kinds.classify`: a readers-writer lock's readers and writers, a
+rate limiter's rate, burst and TAT, a barrier's arrivals and rounds, a counter's or
+latch's value), read from the first :data:`KIND_SCAN` owners and waiters, and
+numbers only (no data). Owner and waiter data leave as text (:func:`shown_data`): invisible
 and control characters escaped, cut to ``max_data_chars`` characters.
 
 Times leave as UNIX seconds (the engine keeps them on the monotonic clock:
@@ -40,12 +44,14 @@ from typing import Final, TypeVar
 from prometheus_client.metrics_core import Metric
 
 from tenure._core import Engine
+from tenure._core.kinds import classify, kind_json
 from tenure._core.semaphore import Owner, Semaphore, Waiter
 from tenure._core.session import Session
 from tenure._core.values import MAX_COUNT, ClientIdentity
 from tenure.server._config.serve_config import ServeConfig
 
 __all__ = [
+    "KIND_SCAN",
     "RATE_SAMPLE_INTERVAL",
     "RATE_WINDOW",
     "BoardLimits",
@@ -67,6 +73,11 @@ T = TypeVar("T")
 
 #: JSON-ready data: what :func:`board` returns.
 Json = dict[str, object]
+
+#: Owners, and waiters, of one semaphore read to tell its recipe: a view does not walk
+#: a queue of 10,000 (``max_waiters``) for each semaphore it shows. Past this, a
+#: readers-writer lock's counts are of the first ones, and ``counted_all`` says so.
+KIND_SCAN: Final = 1000
 
 #: Characters of owner data a view shows by default (see :attr:`BoardLimits.max_data_chars`).
 DEFAULT_MAX_DATA_CHARS: Final = 200
@@ -175,6 +186,14 @@ def _semaphore(sem: Semaphore, engine: Engine, shift: float, limits: BoardLimits
         limit = None if sem.limit == MAX_COUNT else sem.limit  # None: no limit
         count = None if sem.count == MAX_COUNT else sem.count
     each = (kind, engine, shift, limits.max_data_chars)
+    recipe = classify(
+        sem.name,
+        limit=sem.limit,
+        ephemeral=sem.ephemeral,
+        data=sem.data,
+        owners=_first(owners.values(), KIND_SCAN),
+        waiters=_first(waiters.values(), KIND_SCAN),
+    )
     return {
         "name": sem.name,
         "kind": kind,
@@ -188,6 +207,12 @@ def _semaphore(sem: Semaphore, engine: Engine, shift: float, limits: BoardLimits
         ],
         "waiters_total": len(waiters),
         "waiters": [_holder(w, *each) for w in _first(waiters.values(), limits.max_holders)],
+        # No clock read here: a limiter's TAT is an instant (UNIX seconds, the server's
+        # wall clock), and the page works out its level from its own clock.
+        "recipe": {
+            **kind_json(recipe),
+            "counted_all": len(owners) <= KIND_SCAN and len(waiters) <= KIND_SCAN,
+        },
     }
 
 

@@ -54,6 +54,11 @@ function tickAges() {
   for (const span of document.querySelectorAll("span.age")) {
     span.textContent = ageText(Number(span.dataset.at), span.dataset.direction);
   }
+  // A rate limiter's level moves with time alone: worked out again from its TAT.
+  for (const div of document.querySelectorAll("div.recipe[data-tat]")) {
+    const { rate, burst, tat } = div.dataset;
+    div.textContent = limiterText({ rate: Number(rate), burst: Number(burst), tat: Number(tat) });
+  }
 }
 
 // Owner data as the server sent it: already escaped (control and invisible
@@ -97,13 +102,74 @@ const KINDS = {
   semaphore: ["semaphore", "created, and deleted, by a client"],
 };
 
+// The recipes a semaphore's shape tells (the server's tenure._core.kinds: numbers
+// only, never data), as docs/recipes.md names them.
+const RECIPES = {
+  rwlock: ["readers-writer lock", "readers hold 1 token each, a writer all of them"],
+  rate_limiter: ["rate limiter", "GCRA: its data is 'limiter RATE BURST TAT'"],
+  barrier: ["barrier", "its data is 'ROUND LAST'; each arrival holds 1 token"],
+  counter: ["counter / latch", "a counter's value, or a latch's count left: stored alike"],
+};
+
+function num(value) {
+  return String(Math.round(value * 100) / 100);
+}
+
+function many(count, what) {
+  return count + " " + what + (count === 1 ? "" : "s");
+}
+
+// GCRA, as tenure._core.kinds.LimiterKind.level: units that may go now, or the
+// time until every reservation made has gone.
+function limiterText(recipe) {
+  const ahead = Math.max(0, recipe.tat - serverNow());
+  const available = Math.max(0, recipe.burst - recipe.rate * ahead);
+  const backlog = Math.max(0, ahead - recipe.burst / recipe.rate);
+  const level = backlog > 0 ? "backlog " + backlog.toFixed(1) + " s (none available)"
+    : num(available) + " available now";
+  return num(recipe.rate) + "/s, burst " + num(recipe.burst) + ", " + level;
+}
+
+function recipeText(recipe) {
+  if (recipe.kind === "rwlock") {
+    const holding = recipe.readers ? [many(recipe.readers, "reader")] : [];
+    if (recipe.writer) holding.push("a writer");
+    const waiting = recipe.writers_waiting ? [many(recipe.writers_waiting, "writer")] : [];
+    if (recipe.readers_waiting) waiting.push(many(recipe.readers_waiting, "reader"));
+    return (holding.length ? holding.join(" and ") + " holding" : "nobody holding") +
+      (waiting.length ? ", " + waiting.join(" and ") + " waiting" : "");
+  }
+  if (recipe.kind === "rate_limiter") return limiterText(recipe);
+  if (recipe.kind === "barrier") {
+    return recipe.arrived + "/" + (recipe.parties === null ? "?" : recipe.parties) +
+      " arrived, " + many(recipe.rounds, "round") + " passed";
+  }
+  if (recipe.kind === "counter") return "value " + recipe.value;
+  return "";
+}
+
+// The kind cell: the recipe and its facts when the shape tells one, else the
+// semaphore's kind.
+function kindCell(sem) {
+  const recipe = sem.recipe;
+  const named = recipe && RECIPES[recipe.kind];
+  if (!named) {
+    const [kindText, kindTitle] = KINDS[sem.kind] || [sem.kind, ""];
+    return el("td", {}, el("span", { class: "kind", title: kindTitle }, kindText));
+  }
+  const facts = recipeText(recipe) + (recipe.counted_all ? "" : " (among the first holders and waiters)");
+  const attrs = { class: "recipe", "data-kind": recipe.kind };
+  if (recipe.kind === "rate_limiter") {
+    Object.assign(attrs, { "data-rate": recipe.rate, "data-burst": recipe.burst, "data-tat": recipe.tat });
+  }
+  return el("td", {}, el("span", { class: "kind", title: named[1] }, named[0]), el("div", attrs, facts));
+}
+
 function semaphoreRow(sem) {
   const tokens = sem.kind === "mutex"
     ? el("span", { class: sem.held ? "held" : "free" }, sem.held ? "held" : "free")
     : el("span", { class: "num" }, (sem.count === null ? "all" : sem.count) + " / " +
       (sem.limit === null ? "no limit" : sem.limit));
-  const [kindText, kindTitle] = KINDS[sem.kind] || [sem.kind, ""];
-  const kind = el("span", { class: "kind", title: kindTitle }, kindText);
   const owners = el("td", { class: "owners" }, ...sem.owners.map((o) => holder(o, true)),
     more(sem.owners.length, sem.owners_total, "owners"));
   if (!sem.owners.length) owners.append(el("span", { class: "muted" }, "nobody"));
@@ -111,7 +177,7 @@ function semaphoreRow(sem) {
   const waiters = el("td", { class: "waiters" }, sem.waiters.length ? queue : el("span", { class: "muted" }, "none"),
     more(sem.waiters.length, sem.waiters_total, "waiters"));
   return el("tr", { class: "semaphore", "data-name": sem.name },
-    el("td", { class: "name who" }, sem.name), el("td", {}, kind), el("td", {}, tokens), owners, waiters);
+    el("td", { class: "name who" }, sem.name), kindCell(sem), el("td", {}, tokens), owners, waiters);
 }
 
 function sessionRow(node, session) {

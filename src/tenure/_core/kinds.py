@@ -1,0 +1,355 @@
+"""Which recipe a semaphore is, read from what the recipes write into it.
+
+Every recipe of ``tenure.client`` is a semaphore with owner data and semaphore data
+(docs/recipes.md), so a semaphore's shape says what made it. :func:`classify`
+reads that shape (from a description, or from the engine's own semaphore: only
+counts, tokens and data are read) and answers one of:
+
+* ``rwlock``: an ephemeral semaphore of limit ``MAX_COUNT`` whose holds and
+  requests take 1 token (a reader) or all of them (a writer), at least one a
+  reader's. Held or awaited by writers alone it is the same hold as a ``mutex``'s
+  (``RWLock.write`` and ``Mutex.lock`` exclude each other by design), and says so.
+* ``rate_limiter``: a persistent semaphore of limit 1, held by nobody, whose data
+  is ``limiter RATE BURST TAT`` (:func:`tenure._core.rates.parse_bucket`).
+* ``barrier``: a persistent semaphore of limit ``MAX_COUNT`` whose data is
+  ``ROUND LAST`` (two decimal numbers, as ``Barrier`` writes them), held by
+  arrivals of one token each, awaited by nobody. An arrival's owner data is
+  ``parties N``, which gives the parties (None where arrivals of older clients,
+  whose data was ``waiting``, say nothing).
+* ``counter``: a persistent semaphore of limit 1, held by nobody, whose data is a
+  signed 64-bit integer in decimal. A latch stores its count left exactly so: the
+  store keeps nothing that tells the two apart, so this kind is "counter or latch".
+* ``mutex``: an ephemeral semaphore of limit ``MAX_COUNT`` every hold and request
+  of which takes every token (a mutex's, or an election's: it is one).
+* ``semaphore``: anything else. Data that only looks like a recipe's (an extra
+  space, ``+3``, a NaN rate, a hold of 2 tokens) is a plain semaphore: nothing here
+  raises on what a store holds.
+
+Pure: no I/O, and no clock. What depends on time (a limiter's units available now)
+takes ``now`` as an argument, UNIX seconds of the store's clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final, Literal, Protocol
+
+from tenure._core.rates import parse_bucket
+from tenure._core.values import MAX_COUNT, SemaphoreDescription
+from tenure.errors import PreconditionFailedError
+
+__all__ = [
+    "PARTIES_WORD",
+    "BarrierKind",
+    "CounterKind",
+    "Held",
+    "Kind",
+    "LimiterKind",
+    "LimiterLevel",
+    "PlainKind",
+    "Queued",
+    "RWLockKind",
+    "classify",
+    "classify_description",
+    "kind_json",
+    "kind_text",
+    "parties_data",
+]
+
+#: The first word of a barrier arrival's owner data: ``parties N``.
+PARTIES_WORD: Final = b"parties"
+
+# A counter's values (tenure.client._counter): signed 64-bit integers. Restated
+# here because the engine's package must not import the client's.
+_MIN_VALUE: Final = -(2**63)
+_MAX_VALUE: Final = 2**63 - 1
+
+
+class Held(Protocol):
+    """What :func:`classify` reads of a hold (an ``OwnerInfo`` or the engine's ``Owner``)."""
+
+    @property
+    def count(self) -> int:
+        """Tokens held."""
+
+    @property
+    def token(self) -> int:
+        """The hold's fencing token."""
+
+    @property
+    def data(self) -> bytes:
+        """The owner's data."""
+
+
+class Queued(Protocol):
+    """What :func:`classify` reads of a queued request (a ``WaiterInfo``, a ``Waiter``)."""
+
+    @property
+    def count(self) -> int:
+        """Tokens asked for."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlainKind:
+    """A mutex (or election) or a counting semaphore: no recipe's facts to show."""
+
+    kind: Literal["mutex", "semaphore"]
+
+
+@dataclass(frozen=True, slots=True)
+class RWLockKind:
+    """A readers-writer lock: holds of readers and of a writer, and requests of each."""
+
+    readers: int
+    writer: bool
+    readers_waiting: int
+    writers_waiting: int
+    kind: Literal["rwlock"] = "rwlock"
+
+
+@dataclass(frozen=True, slots=True)
+class LimiterLevel:
+    """A rate limiter's bucket at one moment.
+
+    ``available``: units that may go at once; ``backlog``: seconds until every
+    reservation made so far has gone (0 when units are available); ``full_in``:
+    seconds until the whole burst is available again.
+    """
+
+    available: float
+    backlog: float
+    full_in: float
+
+
+@dataclass(frozen=True, slots=True)
+class LimiterKind:
+    """A rate limiter: units per second, the most at once, and its TAT (UNIX seconds
+    of the store's clock)."""
+
+    rate: float
+    burst: float
+    tat: float
+    kind: Literal["rate_limiter"] = "rate_limiter"
+
+    def level(self, now: float) -> LimiterLevel:
+        """The bucket at ``now`` (UNIX seconds of the store's clock).
+
+        GCRA (:mod:`tenure._core.rates`): ``u`` units may go at once while
+        ``max(TAT, now) + u / rate - burst / rate <= now``, so ``burst - rate *
+        (TAT - now)`` units may go; past that, the last reservation goes at
+        ``TAT - burst / rate``.
+        """
+        ahead = max(0.0, self.tat - now)
+        available = max(0.0, self.burst - self.rate * ahead)
+        backlog = max(0.0, ahead - self.burst / self.rate)
+        return LimiterLevel(available, backlog, ahead)
+
+
+@dataclass(frozen=True, slots=True)
+class BarrierKind:
+    """A barrier: rounds passed, the token of the last party let through, the parties
+    that arrived for the next round, and how many it waits for (None: not said)."""
+
+    rounds: int
+    last: int
+    arrived: int
+    parties: int | None
+    kind: Literal["barrier"] = "barrier"
+
+
+@dataclass(frozen=True, slots=True)
+class CounterKind:
+    """A counter's value, or a latch's count left (stored alike: module docstring)."""
+
+    value: int
+    kind: Literal["counter"] = "counter"
+
+
+#: What :func:`classify` answers.
+Kind = PlainKind | RWLockKind | LimiterKind | BarrierKind | CounterKind
+
+
+def parties_data(parties: int) -> bytes:
+    """A barrier arrival's owner data: ``parties N``."""
+    return b"%s %d" % (PARTIES_WORD, parties)
+
+
+def classify(
+    name: str,
+    *,
+    limit: int,
+    ephemeral: bool,
+    data: bytes,
+    owners: Iterable[Held],
+    waiters: Iterable[Queued],
+) -> Kind:
+    """Which recipe the semaphore ``name`` is, and its facts (module docstring).
+
+    ``owners`` in grant order and ``waiters`` in service order, as a description
+    lists them; the counts of a ``rwlock`` are of those given (a caller that passes
+    only the first thousand gets the counts among them).
+    """
+    held = list(owners)
+    queued = [waiter.count for waiter in waiters]
+    if ephemeral:
+        return _ephemeral(limit, [owner.count for owner in held], queued)
+    if limit == MAX_COUNT:
+        found = _barrier(data, held, queued)
+        return found if found is not None else PlainKind("semaphore")
+    if limit != 1 or held or queued:
+        # A limiter and a counter are never held nor awaited by their recipes.
+        return PlainKind("semaphore")
+    if data.startswith(b"limiter "):
+        try:
+            bucket = parse_bucket(name, data)
+        except PreconditionFailedError:
+            return PlainKind("semaphore")
+        return LimiterKind(bucket.rate, bucket.burst, bucket.tat)
+    value = _decimal(data, signed=True)
+    if value is not None and _MIN_VALUE <= value <= _MAX_VALUE:
+        return CounterKind(value)
+    return PlainKind("semaphore")
+
+
+def classify_description(found: SemaphoreDescription) -> Kind:
+    """:func:`classify` of a description (read with owners and waiters); a semaphore
+    that does not exist is a free mutex, as ``Mutex.describe`` says."""
+    if not found.exists:
+        return PlainKind("mutex")
+    return classify(
+        found.name,
+        limit=found.limit,
+        ephemeral=found.ephemeral,
+        data=found.data,
+        owners=found.owners,
+        waiters=found.waiters,
+    )
+
+
+def _ephemeral(limit: int, held: list[int], queued: list[int]) -> Kind:
+    counts = held + queued
+    if limit != MAX_COUNT or not counts or any(c not in (1, MAX_COUNT) for c in counts):
+        return PlainKind("semaphore")
+    if all(count == MAX_COUNT for count in counts):
+        return PlainKind("mutex")
+    return RWLockKind(
+        readers=held.count(1),
+        writer=MAX_COUNT in held,
+        readers_waiting=queued.count(1),
+        writers_waiting=queued.count(MAX_COUNT),
+    )
+
+
+def _barrier(data: bytes, held: list[Held], queued: list[int]) -> BarrierKind | None:
+    # An arrival holds one token of MAX_COUNT, so it never queues.
+    if queued or any(owner.count != 1 for owner in held):
+        return None
+    words = data.split(b" ")
+    if len(words) != 2:
+        return None
+    rounds, last = _decimal(words[0], signed=False), _decimal(words[1], signed=False)
+    if rounds is None or last is None:
+        return None
+    # Arrivals of this round: holds granted after the last round's end (a party let
+    # through may still hold its arrival for a moment; it is not counted again).
+    arrived = sum(1 for owner in held if owner.token > last)
+    # Every arrival says the parties it waits for; they agree unless the barrier is
+    # used with two numbers of parties at once (then, as with none, it is not said).
+    said = {_parties(owner.data) for owner in held}
+    parties = said.pop() if len(said) == 1 else None
+    return BarrierKind(rounds, last, arrived, parties)
+
+
+def _parties(data: bytes) -> int | None:
+    words = data.split(b" ")
+    if len(words) != 2 or words[0] != PARTIES_WORD:
+        return None
+    parties = _decimal(words[1], signed=False)
+    return parties if parties is not None and parties >= 1 else None
+
+
+def _decimal(data: bytes, *, signed: bool) -> int | None:
+    """The integer ``data`` writes as ``str(int)`` does, else None (``+3``, ``03``,
+    `` 3``, ``3_0`` and non-ASCII digits are not how a recipe writes a number)."""
+    if not data or len(data) > 20:
+        return None
+    digits = data[1:] if signed and data.startswith(b"-") else data
+    if not digits.isdigit() or (digits.startswith(b"0") and digits != b"0") or data == b"-0":
+        return None  # (bytes.isdigit is ASCII-only)
+    return int(data)
+
+
+def kind_json(kind: Kind, now: float | None = None) -> dict[str, object]:
+    """``kind`` as a JSON object: ``kind`` and the facts. A rate limiter's level at
+    ``now`` (``available``, ``backlog``, ``full_in``) is included only if ``now`` is
+    given: without it, the object depends on nothing but the state."""
+    if isinstance(kind, PlainKind):
+        return {"kind": kind.kind}
+    if isinstance(kind, RWLockKind):
+        return {
+            "kind": kind.kind,
+            "readers": kind.readers,
+            "writer": kind.writer,
+            "readers_waiting": kind.readers_waiting,
+            "writers_waiting": kind.writers_waiting,
+        }
+    if isinstance(kind, LimiterKind):
+        doc: dict[str, object] = {
+            "kind": kind.kind,
+            "rate": kind.rate,
+            "burst": kind.burst,
+            "tat": kind.tat,
+        }
+        if now is not None:
+            level = kind.level(now)
+            doc.update(available=level.available, backlog=level.backlog, full_in=level.full_in)
+        return doc
+    if isinstance(kind, BarrierKind):
+        return {
+            "kind": kind.kind,
+            "rounds": kind.rounds,
+            "last": kind.last,
+            "arrived": kind.arrived,
+            "parties": kind.parties,
+        }
+    return {"kind": kind.kind, "value": kind.value}
+
+
+def kind_text(kind: Kind, now: float) -> str:
+    """``kind`` in one line for people (``now``: UNIX seconds of the store's clock), e.g.
+    ``rwlock: 3 readers, 1 writer waiting``; empty for a plain semaphore or mutex."""
+    if isinstance(kind, PlainKind):
+        return ""
+    if isinstance(kind, RWLockKind):
+        holding = [_many(kind.readers, "reader")] if kind.readers else []
+        if kind.writer:
+            holding.append("a writer")
+        text = "rwlock: " + (" and ".join(holding) + " holding" if holding else "nobody holding")
+        waiting = [_many(kind.writers_waiting, "writer")] if kind.writers_waiting else []
+        if kind.readers_waiting:
+            waiting.append(_many(kind.readers_waiting, "reader"))
+        return text + (", " + " and ".join(waiting) + " waiting" if waiting else "")
+    if isinstance(kind, LimiterKind):
+        level = kind.level(now)
+        text = f"rate limiter: {_number(kind.rate)}/s, burst {_number(kind.burst)}, "
+        if level.backlog > 0:
+            return text + f"backlog {level.backlog:.1f} s (none available)"
+        return text + f"{_number(level.available)} available now"
+    if isinstance(kind, BarrierKind):
+        parties = "?" if kind.parties is None else str(kind.parties)
+        return f"barrier: {kind.arrived}/{parties} arrived, {_many(kind.rounds, 'round')} passed"
+    return f"counter or latch: {kind.value}"
+
+
+def _many(count: int, what: str) -> str:
+    return f"{count} {what}" + ("" if count == 1 else "s")
+
+
+def _number(value: float) -> str:
+    """A rate or a number of units: at most two decimals, no trailing zeros."""
+    rounded = round(value, 2)
+    if math.isfinite(rounded) and rounded == int(rounded) and abs(rounded) < 1e15:
+        return str(int(rounded))
+    return f"{rounded:g}"
