@@ -30,6 +30,13 @@ What etcd cannot do exactly, said rather than weakened:
   on what the change's own Txn reads (or a count right after it), and a change
   that went past one is undone and refused: two clients racing for the last place
   may both be refused, but never one too many is kept.
+* **lock_all** joins every name's queue in one Txn (one arrival, as on the engine),
+  but grants its names one Txn each (each grant is a revision, so each name gets a
+  token of its own, ascending in the names' order): N round trips for N free names
+  where the engine takes one step, and a moment in which others may see some of
+  the names held and not yet the rest (nobody else can take them meanwhile).
+  The Txn carries the owner data once per name (N times it must fit etcd's
+  ``--max-request-bytes``).
 * **Fencing tokens** are etcd revisions: a cluster restored from a snapshot must be
   started with ``etcdutl snapshot restore --bump-revision`` (and
   ``--mark-compacted``), or tokens repeat.
@@ -95,6 +102,7 @@ CAPABILITIES: Final = frozenset(
         Capability.DURABLE,
         Capability.REPLICATED,
         Capability.SESSION_RECOVERY,
+        Capability.ALL_OR_NONE,
     }
 )
 

@@ -3,8 +3,9 @@
 A persistent semaphore is its record ``rec`` (limit and data, no lease); an
 ephemeral one has no record and exists while it has requests. Creating compares
 that neither exists; deleting compares the record's create_revision (and, unless
-forced, that the queue is empty) and deletes the semaphore's whole range, so
-every request and grant goes in the same revision: owners see their grant keys
+forced, that the queue is empty) and deletes the semaphore's range (all but the
+placeholders of lock_all requests being made, :mod:`._group`), so every request and
+grant goes in the same revision: owners see their grant keys
 deleted (``lease_lost``, told by the ``gone/<name>`` marker the forced delete puts
 and removes again; see :mod:`tenure.backends.etcd._node`), waiters their requests
 (``NotFoundError``).
@@ -23,8 +24,9 @@ from tenure.backends.etcd._keys import (
     compare_empty,
     compare_mod,
     delete,
-    delete_prefix,
+    delete_range,
     encode,
+    prefix_end,
     put,
 )
 from tenure.backends.etcd._types import SessionParts
@@ -165,7 +167,12 @@ class Admin:
             if not force:
                 compares.append(compare_empty(s.layout.queue(s.node, name)))
             prefix = s.layout.semaphore(s.node, name)
-            ops = [delete_prefix(prefix)]
+            # Every key but the placeholders (``p/``, :mod:`._group`): a placeholder goes
+            # only with its session or by its own lock_all, which counts on it.
+            ops = [
+                delete_range(prefix, prefix + b"p/"),
+                delete_range(prefix + b"q/", prefix_end(prefix)),
+            ]
             marker = s.layout.gone_marker(s.node, name)
             if force:  # holders elsewhere learn it from the marker, at the delete's revision
                 ops.append(put(marker, b"", s.lease_id))

@@ -132,14 +132,17 @@ class Feeds:
 
     @contextlib.contextmanager
     def subscribe(
-        self, prefix: bytes, state: SemState, suffix: bytes
+        self, prefix: bytes, state: SemState, suffix: bytes, wake: asyncio.Event | None = None
     ) -> Iterator[tuple[Feed, asyncio.Event]]:
         """Join (or start) the feed of ``state``'s semaphore (its keys under ``prefix``)
-        as waiter ``suffix``."""
+        as waiter ``suffix``, woken by ``wake`` (a new event if None: a lock_all's
+        members share one, each in its own feed)."""
         feed = self._feeds.get(prefix)
         if feed is None:
             feed = self._feeds[prefix] = Feed(self._conn, self._hub, prefix, state)
-        wake = feed.waiters[suffix] = asyncio.Event()
+        if wake is None:
+            wake = asyncio.Event()
+        feed.waiters[suffix] = wake
         wake.set()  # look once at once
         try:
             yield feed, wake

@@ -13,13 +13,14 @@ dropped, or by the lease going; when the view may have missed events,
 from __future__ import annotations
 
 import logging
+import time
 from typing import Final
 
 from aetcd.rpc import rpc_pb2
 
 from tenure.backends._base import Grant, HeldGrant
-from tenure.backends.etcd._keys import add_delete, get_prefix
-from tenure.backends.etcd._queue import SemState
+from tenure.backends.etcd._keys import add_compare_create, add_delete, add_put, encode, get_prefix
+from tenure.backends.etcd._queue import Entry, SemState
 from tenure.backends.etcd._types import SessionParts
 from tenure.errors import LeaseLostError
 
@@ -125,7 +126,10 @@ class Holds:
 
     async def take_back(self) -> list[HeldGrant]:
         """After a resume: the session's granted requests are its holds; its requests
-        that wait are withdrawn (nobody waits for them any more)."""
+        that wait are withdrawn (nobody waits for them any more), and its lock_all
+        placeholders go. A lock_all set that the previous owner had committed (a
+        member granted: the set is held, :mod:`._group_wait`) but not finished is
+        finished here: its members' grants are put, so the set is held whole."""
         parts = self._parts
         request = rpc_pb2.LeaseTimeToLiveRequest(ID=parts.lease_id, keys=True)
         reply = await parts.conn.lease_call("LeaseTimeToLive", request)
@@ -138,21 +142,44 @@ class Holds:
                 if key.startswith(prefix)
             }
         )
+        states = await self._states(names)
+        # A set's members share their create_revision; one granted means all are.
+        committed = {
+            entry.created
+            for state in states.values()
+            for entry in state.entries
+            if entry.sid == parts.lease_id and entry.group and entry.granted
+        }
         found: list[HeldGrant] = []
-        for name, state in (await self._states(names)).items():
-            waiting = []
+        for name, state in states.items():
+            semaphore = parts.layout.semaphore(parts.node, name)
+            waiting = [key for key in keys if key.startswith(semaphore + b"p/")]
             for entry in state.entries:
                 if entry.sid != parts.lease_id:
                     continue
+                if not entry.granted and entry.group and entry.created in committed:
+                    entry.granted = await self._grant_member(semaphore, entry)
                 if entry.granted:
                     grant = Grant(entry.granted, entry.count, None, entry.hold)
                     found.append(HeldGrant(name, grant, entry.data))
                 else:
-                    waiting.append(entry.suffix)
+                    waiting.append(semaphore + b"q/" + entry.suffix)
             if waiting:
                 withdraw = parts.sender.new_txn()
-                queue = parts.layout.semaphore(parts.node, name) + b"q/"
-                for suffix in waiting:
-                    add_delete(withdraw.success, queue + suffix)
+                for key in waiting:
+                    add_delete(withdraw.success, key)
                 await parts.sender.send(withdraw)
         return sorted(found, key=lambda held: (held.name, held.grant.hold))
+
+    async def _grant_member(self, semaphore: bytes, entry: Entry) -> int:
+        """Put the grant key of ``entry``, a member of a committed lock_all set (as
+        :meth:`._group_wait.GroupWaiter.finish` would have): its token, or 0 if its
+        request went meanwhile (a forced delete: then it is withdrawn as any)."""
+        parts = self._parts
+        request = parts.sender.new_txn()
+        add_compare_create(request.compare, semaphore + b"q/" + entry.suffix, entry.created)
+        add_compare_create(request.compare, semaphore + b"g/" + entry.suffix, 0)
+        value = encode({"at": time.time()})
+        add_put(request.success, semaphore + b"g/" + entry.suffix, value, parts.lease_id)
+        reply = await parts.sender.send(request)
+        return int(reply.header.revision) if reply.succeeded else 0

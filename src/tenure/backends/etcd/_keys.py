@@ -14,8 +14,11 @@ never a prefix of another's keys and each node, semaphore and queue is one range
     P n/<node>/s/<name>/rec                a persistent semaphore: limit, data (no lease)
     P n/<node>/s/<name>/q/<sid>-<hold>[+]  a request or hold (on the session's lease): count, data,
                                            at (when made; g: true if granted by the Txn that
-                                           made it)
+                                           made it; grp: how many names, of a lock_all's)
     P n/<node>/s/<name>/g/<sid>-<hold>[+]  the grant of a request that waited (same lease): at
+    P n/<node>/s/<name>/p/<sid>-<hold>     a placeholder (same lease, empty): the name is
+                                           counted while a lock_all makes its requests
+                                           (:mod:`tenure.backends.etcd._group`)
 
 ``at`` is a UNIX time by the clock of the client that wrote the key (etcd has no
 clock of its own to offer); keys written before tenure 0.14 have none.
@@ -45,6 +48,7 @@ __all__ = [
     "add_compare_create",
     "add_compare_created_before",
     "add_compare_mod",
+    "add_compare_range",
     "add_delete",
     "add_get",
     "add_get_prefix",
@@ -54,6 +58,7 @@ __all__ = [
     "decode",
     "delete",
     "delete_prefix",
+    "delete_range",
     "encode",
     "get",
     "get_prefix",
@@ -231,6 +236,12 @@ def delete_prefix(prefix: bytes) -> Any:
     return rpc_pb2.RequestOp(request_delete_range=request)
 
 
+def delete_range(key: bytes, range_end: bytes) -> Any:
+    """A Txn op: delete every key of ``[key, range_end)``."""
+    request = rpc_pb2.DeleteRangeRequest(key=key, range_end=range_end)
+    return rpc_pb2.RequestOp(request_delete_range=request)
+
+
 def get(key: bytes) -> Any:
     """A Txn op: read one key."""
     return rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=key))
@@ -277,6 +288,16 @@ def add_compare_created_before(compares: Any, prefix: bytes, revision: int) -> N
         target=CREATE,
         result=LESS,
         create_revision=revision,
+    )
+
+
+def add_compare_range(
+    compares: Any, key: bytes, range_end: bytes, result: Any, revision: int
+) -> None:
+    """Add: every key of ``[key, range_end)`` has a create_revision ``result`` (EQUAL,
+    LESS) ``revision``; an empty range is judged as one key of create_revision 0."""
+    compares.add(
+        key=key, range_end=range_end, target=CREATE, result=result, create_revision=revision
     )
 
 

@@ -28,7 +28,9 @@ off and loses the session. It never revokes a lease it no longer owns.
 The store composes the session's parts, each an object with one job over the
 narrow :class:`~tenure.backends.etcd._types.SessionParts`: the record, the Txn
 sender, the :class:`~tenure.backends.etcd._acquire.Acquirer` (and its waiter),
-the :class:`~tenure.backends.etcd._holds.Holds` and the
+the lock_all's :class:`~tenure.backends.etcd._group.GroupAcquirer` (and its
+:class:`~tenure.backends.etcd._group_wait.GroupWaiter`), the
+:class:`~tenure.backends.etcd._holds.Holds` and the
 :class:`~tenure.backends.etcd._admin.Admin`.
 """
 
@@ -49,6 +51,8 @@ from tenure.backends.etcd._acquire import Acquirer
 from tenure.backends.etcd._admin import Admin
 from tenure.backends.etcd._conn import Connection
 from tenure.backends.etcd._feed import Feeds
+from tenure.backends.etcd._group import GroupAcquirer, check_members
+from tenure.backends.etcd._group_wait import Group, GroupWaiter
 from tenure.backends.etcd._hints import Hints
 from tenure.backends.etcd._holds import Holds
 from tenure.backends.etcd._keys import Layout, name_part
@@ -57,7 +61,7 @@ from tenure.backends.etcd._record import Record
 from tenure.backends.etcd._streams import KeepAlive, WatchHub
 from tenure.backends.etcd._txns import TxnSender
 from tenure.backends.etcd._watch import EtcdWatch
-from tenure.errors import LostError, PreconditionFailedError, UnsupportedError
+from tenure.errors import LostError, PreconditionFailedError
 
 __all__ = ["EtcdStore", "Home"]
 
@@ -132,6 +136,8 @@ class EtcdStore:
         self.sender = TxnSender(self.conn, self.layout, record, view)
         self.holding = Holds(self)
         self.acquirer = Acquirer(self)
+        self.grouping = GroupWaiter(self)
+        self.grouper = GroupAcquirer(self, self.grouping)
         self.armed: set[ReadbackWatch] = set()
         self.admin = Admin(self, self.armed)
         self._confirmed = confirmed_at
@@ -205,11 +211,15 @@ class EtcdStore:
         return await self.acquirer.enqueue(pending)
 
     async def await_grant(self, pending: Pending) -> Grant | None:
-        """See :meth:`Acquirer.await_grant`."""
+        """See :meth:`Acquirer.await_grant` (of a lock_all: :meth:`GroupWaiter.await_grant`)."""
+        if isinstance(pending.state, Group):
+            return await self.grouping.await_grant(pending)
         return await self.acquirer.await_grant(pending)
 
     async def withdraw(self, pending: Pending) -> Grant | Withdrawal:
-        """See :meth:`Acquirer.withdraw`."""
+        """See :meth:`Acquirer.withdraw` (a lock_all's member: :meth:`GroupWaiter.withdraw`)."""
+        if isinstance(pending.state, Group):
+            return await self.grouping.withdraw(pending)
         return await self.acquirer.withdraw(pending)
 
     async def release(self, name: str, hold: int) -> bool:
@@ -245,11 +255,13 @@ class EtcdStore:
         return await self.admin.reserve_units(name, count, max_wait)
 
     async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
-        """Refused: etcd:// has no all-or-none acquire (no Capability.ALL_OR_NONE)."""
-        raise UnsupportedError(
-            "etcd:// has no all-or-none acquire of several semaphores (lock_all): "
-            "it does not declare Capability.ALL_OR_NONE; memory:// and tenure:// do"
-        )
+        """See :meth:`GroupAcquirer.enqueue_all`; one name is a plain acquire (as on the
+        engine, whose set of one is an ordinary request)."""
+        check_members(pendings)
+        if len(pendings) == 1:
+            enqueued = await self.acquirer.enqueue(pendings[0])
+            return [enqueued] if isinstance(enqueued, Grant) else enqueued
+        return await self.grouper.enqueue_all(pendings)
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """See :meth:`Admin.delete_semaphore`."""

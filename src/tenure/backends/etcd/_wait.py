@@ -48,7 +48,7 @@ from tenure.backends.etcd._queue import Entry, SemState
 from tenure.backends.etcd._types import SessionParts
 from tenure.errors import LeaseLostError, NotFoundError, TenureError, UnavailableError
 
-__all__ = ["Waiter"]
+__all__ = ["WITHDRAW_TRIES", "Waiter", "until"]
 
 #: Reads and withdrawals a withdrawal tries while grants race it (then it is sent
 #: again, as an unanswered one is).
@@ -83,7 +83,7 @@ class Waiter:
         prefix = parts.layout.semaphore(parts.node, name)
         with parts.feeds.subscribe(prefix, state, suffix) as (feed, wake):
             while True:
-                await _until(wake, pending.future, deadline)
+                await until(wake, pending.future, deadline)
                 if pending.future.done():  # the session ended: its future says how
                     return pending.future.result()
                 wake.clear()
@@ -218,7 +218,7 @@ class Waiter:
         )
 
 
-async def _until(wake: asyncio.Event, ended: asyncio.Future[Any], deadline: float | None) -> None:
+async def until(wake: asyncio.Event, ended: asyncio.Future[Any], deadline: float | None) -> None:
     """Until ``wake`` is set or ``ended`` is done, or ``deadline`` (loop time) passes."""
     if wake.is_set() or ended.done():
         return

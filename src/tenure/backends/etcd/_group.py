@@ -1,0 +1,429 @@
+"""All-or-none acquires (``lock_all``) on etcd: a request in every name's queue, one arrival.
+
+The engine's AcquireAll (:mod:`tenure._core.handlers.groups`) restated with Txns.
+A set of N names (2 or more: one name is a plain acquire, as on the engine) makes
+one request per name, ``q/<sid>-<hold>``, **all in one Txn**: they share one
+create_revision ``C``, the set's arrival, so every queue orders the set the same way
+against every other request, and sets of overlapping names, asked for in any order,
+never wait for each other in a circle. Each value says ``grp`` (how many names):
+an ungranted member holds its queue back (:mod:`._queue`, which argues why
+admission stays stable). The client's joins take the names' turns in name order
+(:mod:`tenure.backends._turns`; two of its sets never wait for each other's turns).
+
+**The joining Txn**, after the checks the engine makes, on what was read (or, for
+a set of names this client has not seen contended, guessed: a wrong guess fails the
+Txn, whose failure reads every name), in its order: each name exists (unless
+ephemeral) and its limit takes the count (NotFoundError, LimitExceededError), then
+max_semaphores, then max_waiters (only to queue), then BUSY (timeout 0):
+
+* **at once**, if every name would grant now (nobody waits, the count fits):
+  compares, per name, that nobody joined since the read (every key of its queue
+  and record older than the read: one range compare; for a persistent one, its
+  record too, or one range compare that only the record is there). It puts every
+  request, **the first granted by that Txn** (``g``: its token is ``C``); the
+  others' grants follow at once, one Txn each (:meth:`._group_wait.GroupWaiter.finish`):
+  each grant needs a revision of its own, for tokens ascending in the names' order.
+  That is N Txns for N names, where the engine takes one step.
+* **queued**: compares each persistent name's record (as the single enqueue does)
+  and that the first request is not there yet (the one Txn that is not safe to
+  send twice: sent again after a lost answer, it fails and its reads find the
+  requests, which are taken as made). The requests are read back (in the same Txn
+  while etcd's 128 ops allow it, else right after); what changed since the read is
+  checked there: a record made meanwhile whose limit the count exceeds
+  (LimitExceededError), a queue filled past max_waiters (withdrawn, refused).
+  :mod:`._group_wait` waits.
+
+**Placeholders, and max_semaphores.** A client skips counting the node's
+semaphores after it made one while its bound proves the limit kept
+(:meth:`._node.NodeView.semaphores_bound`), a bound that holds only if no Txn makes
+two semaphores. A set's Txn makes at most one: before it, each name without a
+record but the first gets a **placeholder** ``p/<sid>-<hold>`` of its own (one Txn
+each, sent together, each counted after as any maker of a semaphore counts), which
+keeps the name counted (every key under a name counts) until the joining Txn
+deletes it: a placeholder goes only with its session or by its own set (a delete
+of the semaphore leaves it, :mod:`._admin`), so the Txn, which compares the
+session, need not compare it. Nothing reads a placeholder as a request: it never
+holds a queue back. A name that exists with a record cannot vanish under the Txn
+(it compares the record), so at most the one name left without a placeholder is
+made by it.
+
+**Budgets.** etcd allows 128 compares and 128 ops a branch by default
+(``--max-txn-ops``): for 64 names, the queued Txn has at most 67 compares and 127
+ops plus the read-back when it fits; the at-once one takes two compares for a
+persistent name that has holders, and where that is more than 128 in all, the set
+is queued instead (and granted by its wait at once). Each request carries the
+owner data: N times the data must fit etcd's ``--max-request-bytes``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+from tenure._core.values import MAX_COUNT, MAX_GROUP_NAMES, check_data
+from tenure.backends._base import Grant
+from tenure.backends._ledger import Pending
+from tenure.backends._store import QUEUED, Queued
+from tenure.backends.etcd._group_wait import MAX_TXN_OPS, Group, GroupWaiter, parse_states
+from tenure.backends.etcd._keys import (
+    EQUAL,
+    LESS,
+    add_compare_create,
+    add_compare_mod,
+    add_compare_range,
+    add_delete,
+    add_get,
+    add_get_prefix,
+    add_put,
+    encode,
+    get,
+    get_prefix,
+    prefix_end,
+)
+from tenure.backends.etcd._queue import SemState
+from tenure.backends.etcd._types import SessionParts
+from tenure.errors import (
+    InvalidArgumentError,
+    LimitExceededError,
+    LostError,
+    NotFoundError,
+    TenureError,
+    UnavailableError,
+)
+
+__all__ = ["GroupAcquirer", "check_members"]
+
+
+def check_members(pendings: list[Pending]) -> None:
+    """1 to MAX_GROUP_NAMES pending acquires, of distinct names (the engine's check)."""
+    names = [pending.name for pending in pendings]
+    if not 1 <= len(names) <= MAX_GROUP_NAMES:
+        raise InvalidArgumentError(f"names must be 1 to {MAX_GROUP_NAMES} semaphore names")
+    if len(set(names)) != len(names):
+        raise InvalidArgumentError(f"names must be distinct, got {names!r:.80}")
+
+
+class GroupAcquirer:
+    """Joins the queues of a lock_all's names for one session (module docstring)."""
+
+    def __init__(self, parts: SessionParts, waiter: GroupWaiter) -> None:
+        self._parts = parts
+        self._waiter = waiter
+
+    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
+        """Grant every member now, queue them all, or None (busy, timeout 0).
+
+        A refusal after something was written takes it back; a cancellation or an
+        unanswered call leaves that to the session's withdrawal of each member,
+        which finds the set in ``pending.state``.
+        """
+        parts = self._parts
+        group = Group(
+            pendings,
+            [parts.prefix(pending.name) for pending in pendings],
+            [parts.suffix(pending.hold) for pending in pendings],
+        )
+        for pending in pendings:
+            pending.state = group
+        turns, taken = parts.turns, []
+        try:
+            try:
+                for prefix in sorted(group.prefixes):
+                    turn = turns.take(prefix)
+                    if turn is not None:
+                        await turns.wait(prefix, turn)
+                    taken.append(prefix)
+                joined = await self._join(group)
+            finally:
+                for prefix in taken:
+                    turns.give(prefix)
+            if isinstance(joined, Grant):  # the first granted with the join: the others now
+                return await self._waiter.finish(group, [joined])
+            if joined is None and group.placed:
+                await self._waiter.abandon(group)  # (busy: only the placeholders to take back)
+            return joined
+        except (UnavailableError, LostError):
+            raise  # withdrawn by the session (or gone with it)
+        except TenureError:
+            with contextlib.suppress(TenureError):
+                await self._waiter.abandon(group)
+            raise
+
+    async def _join(self, group: Group) -> Grant | Queued | None:
+        """Check and join (module docstring): the first member's grant (the set was granted
+        at once), QUEUED, or None (busy)."""
+        parts = self._parts
+        first = group.pendings[0]
+        count, data, timeout = first.count, first.data, first.timeout
+        states: list[SemState] | None = None
+        if not self._may_guess(group):
+            states = await self._read(group)
+        fresh = False  # the settings were read for this join (not the view's)
+        while True:
+            config = parts.view.config
+            try:
+                data = check_data("owner data", data, config.max_data_size)
+            except LimitExceededError:
+                if fresh:
+                    raise
+                await parts.sender.config()  # the view may lag a change: refuse on the settings now
+                fresh = True
+                continue
+            unplaced = self._guarded(group, states) - group.placed
+            if unplaced:
+                states = await self._place(group, unplaced)
+                continue
+            if states is None:
+                states = self._guesses(group)
+            mine = states[0].entry(group.suffixes[0])
+            if mine is not None:  # our join was made, its answer lost (sent again, it failed)
+                return await self._made(group, states, mine.created, bool(mine.granted))
+            if not self._checked(group, states):
+                states = await self._read(group)
+                continue
+            if not all(state.fits_at_tail(count) for state in states):
+                if timeout == 0:
+                    await self._room_to_refuse(group, states)
+                    return None
+                full = [s.name for s in states if len(s.waiters()) >= config.max_waiters]
+                if full:
+                    if not fresh:
+                        await parts.sender.config()
+                        fresh = True
+                        continue
+                    raise _too_many_waiters(config.max_waiters, full[0])
+                request = None
+            else:  # (None: too many compares for one Txn: queued, then granted by the wait)
+                request = self._at_once(group, states, data)
+            at_once, reads = request is not None, False
+            if request is None:
+                request = self._enqueue(group, states, data)
+                reads = len(request.success) + len(states) <= MAX_TXN_OPS
+                if reads:  # read back in the same Txn while the ops allow it
+                    for prefix in group.prefixes:
+                        add_get_prefix(request.success, prefix)
+            reply = await parts.sender.send(request)
+            revision = int(reply.header.revision)
+            if not reply.succeeded:
+                states = await self._parse_read(group, list(reply.responses)[1:], revision)
+                continue
+            if not at_once:
+                if reads:
+                    states = parse_states(group, list(reply.responses)[-len(states) :], revision)
+                else:
+                    states = await self._waiter.read(group)
+            return await self._made(group, states, revision, at_once)
+
+    async def _made(
+        self, group: Group, states: list[SemState], created: int, at_once: bool
+    ) -> Grant | Queued:
+        """The join was made at revision ``created``: check what it may have changed
+        (a semaphore made; for a queued set, ``states`` read after it: limits and queues
+        changed since the checks) and say what it was."""
+        parts = self._parts
+        first = group.pendings[0]
+        group.created = created
+        group.placed.clear()  # (the join deleted them)
+        await self._room(states, created)
+        if at_once:
+            for name in group.names:
+                parts.hints.contended(parts.node, name, False)
+            return group.grant(0, created)
+        config = parts.view.config
+        for state, suffix in zip(states, group.suffixes, strict=True):
+            parts.hints.contended(parts.node, state.name, True)
+            mine = state.entry(suffix)
+            if mine is None:
+                continue  # gone already: the wait finds out
+            if state.record and first.count > state.limit:  # a record made since the read
+                raise _over_limit(first.count, state)
+            ahead = [entry for entry in state.waiters() if entry.created < mine.created]
+            if first.timeout != 0 and len(ahead) >= config.max_waiters:
+                raise _too_many_waiters(config.max_waiters, state.name)
+        group.states, group.since = states, max(state.revision for state in states)
+        return QUEUED
+
+    def _may_guess(self, group: Group) -> bool:
+        """Whether the join may start from guesses (the hints): an ephemeral set, none of
+        whose names this client found contended when it last acquired it."""
+        parts = self._parts
+        return group.pendings[0].ephemeral and not any(
+            parts.hints.is_contended(parts.node, name) for name in group.names
+        )
+
+    def _guesses(self, group: Group) -> list[SemState]:
+        """Each name as guessed from the hints: its last record seen, nobody queued."""
+        parts = self._parts
+        guesses = []
+        for name in group.names:
+            created, limit = parts.hints.record(parts.node, name) or (0, MAX_COUNT)
+            guesses.append(SemState(name, 0, record=created, limit=limit))
+        return guesses
+
+    def _guarded(self, group: Group, states: list[SemState] | None) -> set[int]:
+        """The members that need a placeholder: every name without a record (as read, or
+        as the hints say) but the first (module docstring)."""
+        parts = self._parts
+        if states is None:
+            hints = parts.hints
+            open_ = [i for i, n in enumerate(group.names) if hints.record(parts.node, n) is None]
+        else:
+            open_ = [i for i, state in enumerate(states) if not state.record]
+        return set(open_[1:])
+
+    def _checked(self, group: Group, states: list[SemState]) -> bool:
+        """The engine's checks of each name, in order (raises); False if a guess must be
+        read first (a count above the limit last seen)."""
+        parts, first = self._parts, group.pendings[0]
+        for state in states:
+            if state.revision == 0:
+                if first.count > state.limit:
+                    return False
+                continue
+            parts.hints.remember(parts.node, state)
+            if not state.exists and not first.ephemeral:
+                raise NotFoundError(
+                    f"semaphore {state.name!r} does not exist (create it or use ephemeral)"
+                )
+            if state.exists and first.count > state.limit:
+                raise _over_limit(first.count, state)
+        return True
+
+    def _values(self, group: Group, data: bytes, at_once: bool) -> list[bytes]:
+        """Each member's request value: the first granted by its Txn if ``at_once``."""
+        first, now, n = group.pendings[0], time.time(), len(group.pendings)
+        value = {"count": first.count, "data": data, "at": now, "grp": n}
+        rest = encode(value)
+        return [encode({**value, "g": True}) if at_once else rest, *[rest] * (n - 1)]
+
+    def _at_once(self, group: Group, states: list[SemState], data: bytes) -> Any | None:
+        """The Txn that grants the set at once if nobody joined any queue since the read
+        (module docstring); None if it needs more compares than etcd allows."""
+        parts = self._parts
+        request = parts.sender.new_txn()
+        compare = request.compare
+        add_compare_mod(compare, parts.view.config_key, parts.view.config_rev)
+        for prefix, state in zip(group.prefixes, states, strict=True):
+            queue = prefix + b"q/"
+            if state.record and not state.entries:  # the record alone, still
+                add_compare_range(compare, queue, prefix + b"rec\0", EQUAL, state.record)
+                continue
+            if state.record:
+                add_compare_create(compare, prefix + b"rec", state.record)
+            add_compare_range(compare, queue, prefix_end(prefix), LESS, state.revision + 1)
+        if len(compare) > MAX_TXN_OPS:
+            return None
+        for i, value in enumerate(self._values(group, data, True)):
+            add_put(request.success, group.request(i), value, parts.lease_id)
+        self._finish_txn(group, request)
+        return request
+
+    def _enqueue(self, group: Group, states: list[SemState], data: bytes) -> Any:
+        """The Txn that queues the set (module docstring); the caller adds the read-back."""
+        parts = self._parts
+        request = parts.sender.new_txn()
+        compare = request.compare
+        add_compare_mod(compare, parts.view.config_key, parts.view.config_rev)
+        for prefix, state in zip(group.prefixes, states, strict=True):
+            if state.record:
+                add_compare_create(compare, prefix + b"rec", state.record)
+        add_compare_create(compare, group.request(0), 0)
+        for i, value in enumerate(self._values(group, data, False)):
+            add_put(request.success, group.request(i), value, parts.lease_id)
+        self._finish_txn(group, request)
+        return request
+
+    def _finish_txn(self, group: Group, request: Any) -> None:
+        """A joining Txn's last ops: the placeholders go; failing, every name is read."""
+        for i in sorted(group.placed):
+            add_delete(request.success, group.placeholder(i))
+        add_get(request.failure, self._parts.view.config_key)
+        for prefix in group.prefixes:
+            add_get_prefix(request.failure, prefix)
+
+    async def _place(self, group: Group, indexes: set[int]) -> list[SemState]:
+        """Put the placeholders of members ``indexes``, one Txn each (sent together), the
+        last also reading every name; count the node's semaphores as any maker of one
+        does (LimitExceededError past max_semaphores). The names as read."""
+        parts = self._parts
+        order = sorted(indexes)
+        group.placed.update(order)  # (before: an unanswered one may have been made)
+
+        async def put(i: int) -> Any:
+            request = parts.sender.new_txn()
+            add_put(request.success, group.placeholder(i), b"", parts.lease_id)
+            if i == order[-1]:
+                add_get(request.success, parts.view.config_key)
+                for prefix in group.prefixes:
+                    add_get_prefix(request.success, prefix)
+            return await parts.sender.send(request)
+
+        replies = await asyncio.gather(*(put(i) for i in order))
+        view, limit = parts.view, parts.view.config.max_semaphores
+        bounds = [view.semaphores_bound(int(reply.header.revision)) for reply in replies]
+        proven = all(bound is not None and bound <= limit for bound in bounds)
+        if not proven and await parts.sender.count_semaphores() > limit:
+            raise LimitExceededError(f"max_semaphores ({limit}) reached on node {parts.node!r}")
+        last = replies[-1]
+        return await self._parse_read(group, list(last.responses)[1:], int(last.header.revision))
+
+    async def _read(self, group: Group) -> list[SemState]:
+        """The node's settings and every name, read now (one Txn)."""
+        parts = self._parts
+        ops = [get(parts.view.config_key), *(get_prefix(prefix) for prefix in group.prefixes)]
+        reply = await parts.conn.txn([], ops)
+        return await self._parse_read(group, list(reply.responses), int(reply.header.revision))
+
+    async def _parse_read(
+        self, group: Group, responses: list[Any], revision: int
+    ) -> list[SemState]:
+        """The states from a read of the settings' key, then every name (the view takes
+        the settings; no settings: the node is gone)."""
+        parts = self._parts
+        config_kvs = responses[0].response_range.kvs
+        if not config_kvs:
+            await parts.record.diagnose()
+            parts.owner.check_alive()
+            raise NotFoundError(f"node {parts.node!r} does not exist")
+        parts.view.update(config_kvs[0])
+        states = parse_states(group, responses[1:], revision)
+        for state in states:
+            parts.hints.contended(parts.node, state.name, bool(state.entries))
+        return states
+
+    async def _room(self, states: list[SemState], revision: int) -> None:
+        """After the join at ``revision``: the one name without a placeholder or record
+        may have been made by it; count as any maker does, unless the bound proves it."""
+        if all(state.record for state in states):
+            return
+        parts = self._parts
+        limit = parts.view.config.max_semaphores
+        bound = parts.view.semaphores_bound(revision)
+        if bound is not None and bound <= limit:
+            return
+        if await parts.sender.count_semaphores() > limit:
+            raise LimitExceededError(f"max_semaphores ({limit}) reached on node {parts.node!r}")
+
+    async def _room_to_refuse(self, group: Group, states: list[SemState]) -> None:
+        """Before a busy answer, the engine's check of max_semaphores: the names that do
+        not exist (those with a placeholder are counted already) would not fit."""
+        parts = self._parts
+        missing = sum(not state.exists and i not in group.placed for i, state in enumerate(states))
+        if not missing:
+            return
+        limit = parts.view.config.max_semaphores
+        bound = parts.view.semaphores_bound(max(state.revision for state in states))
+        if bound is not None and bound + missing <= limit:
+            return
+        if await parts.sender.count_semaphores() + missing > limit:
+            raise LimitExceededError(f"max_semaphores ({limit}) reached on node {parts.node!r}")
+
+
+def _over_limit(count: int, state: SemState) -> LimitExceededError:
+    return LimitExceededError(f"count {count} exceeds the limit {state.limit} of {state.name!r}")
+
+
+def _too_many_waiters(limit: int, name: str) -> LimitExceededError:
+    return LimitExceededError(f"max_waiters ({limit}) reached on semaphore {name!r}")
