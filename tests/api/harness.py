@@ -114,6 +114,9 @@ class EtcdHarness(Harness):
     """
 
     name = "etcd"
+    #: Each waiter commits its own grant (one Txn): grants due at once on several
+    #: semaphores take revisions in the order their waiters get there.
+    orders_tokens_of_one_step = False
 
     def __init__(self) -> None:
         self._endpoints: list[str] = []

@@ -58,6 +58,12 @@ class Harness:
     name: str = "backend"
     can_fake_time: ClassVar[bool] = False
     can_disconnect: ClassVar[bool] = False
+    #: Whether the grants one operation makes on several semaphores at once (a
+    #: session's end, the release of a lock_all's set) take their tokens in the
+    #: engine's order. A backend whose waiters each commit their own grant (etcd://)
+    #: gives them in the order the waiters commit: the differential test then holds
+    #: them only to each semaphore's order and to the operations' order.
+    orders_tokens_of_one_step: ClassVar[bool] = True
 
     #: What the backend declares (``client.capabilities``), read by :meth:`probe`.
     capabilities: frozenset[Capability] = frozenset()

@@ -19,7 +19,10 @@ agree on:
 * every semaphore's existence, limit and count, its owners (session, count) in
   grant order and its waiters (session, count) in service order;
 * the order of fencing tokens, across every grant made so far (the numbers may
-  differ between backends; their order may not).
+  differ between backends; their order may not). Where the backend's waiters each
+  commit their own grant (etcd://, ``Harness.orders_tokens_of_one_step``), the
+  grants one step makes on different semaphores may come in either order; each
+  semaphore's grants, and the grants of different steps, may not.
 
 The backend's session ids are mapped to the oracle's as sessions are opened. A
 session may acquire a semaphore it holds or waits for already (up to
@@ -261,7 +264,9 @@ class Differential:
         self.node = unique("diff")
         self.tracks: list[Track] = []
         self.ids: dict[int, int] = {}  # backend session id -> oracle session id
-        self.grants: list[tuple[int, int]] = []  # (oracle token, backend token), every grant
+        #: Every grant: (oracle token, backend token, step, semaphore).
+        self.grants: list[tuple[int, int, int, str]] = []
+        self.step = 0
         self.request_ids = itertools.count(1)
         self.clients: list[tenure.Client] = []
         # Locks a client releases on its own (the rest of a lock_all set whose one lock
@@ -288,9 +293,9 @@ class Differential:
                 CreateSession(self.node, KEY), self.now
             ).session_id
             self.ids[self.observer.id] = self.observer_oid
-            for step, op in enumerate(ops):
+            for self.step, op in enumerate(ops):
                 await self.apply(op)
-                await self.check(f"after step {step}: {op}")
+                await self.check(f"after step {self.step}: {op}")
         finally:
             for track in self.tracks:
                 for waiting in track.waiting.values():
@@ -574,10 +579,25 @@ class Differential:
         for name in (*SEMAPHORES, LOCKED_TOGETHER[1]):
             await self.check_semaphore(name, where)
         if self.tokens:
-            in_grant_order = [mine for _, mine in sorted(self.grants)]
+            self.check_tokens(where)
+
+    def check_tokens(self, where: str) -> None:
+        """Every grant's token is above those of the grants the oracle made before it
+        (module docstring: of another step or the same semaphore, on etcd://)."""
+        grants = sorted(self.grants)
+        if self.harness.orders_tokens_of_one_step:
+            in_grant_order = [mine for _, mine, _, _ in grants]
             assert in_grant_order == sorted(set(in_grant_order)), (
-                f"{where}: fencing tokens out of the oracle's order: {sorted(self.grants)}"
+                f"{where}: fencing tokens out of the oracle's order: {grants}"
             )
+            return
+        for i, (_, earlier, step, name) in enumerate(grants):
+            for _, later, later_step, later_name in grants[i + 1 :]:
+                if later_step == step and later_name != name:
+                    continue  # made by one step on two semaphores: either order
+                assert earlier < later, (
+                    f"{where}: fencing tokens out of the oracle's order: {grants}"
+                )
 
     async def check_waiting(self, track: Track, place: Place, waiting: Waiting, where: str) -> None:
         name = place[0]
@@ -600,7 +620,7 @@ class Differential:
             )
             assert got.count == waiting.count
             track.held[place] = Held(got, waiting.outcome, members=waiting.members)
-            self.grants.append((waiting.outcome, got.token))
+            self.grants.append((waiting.outcome, got.token, self.step, name))
         else:
             assert same(got, waiting.outcome), (
                 f"{where}: acquire of {name!r} by session {track.session.id} ended with "
