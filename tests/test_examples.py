@@ -39,6 +39,7 @@ TESTED = {
     "fencing_file.py",
     "redis_periodic_job.py",
     "redis_worker_pool.py",
+    "recipes.py",
 }
 
 
@@ -252,6 +253,48 @@ def test_a_killed_worker_resumes_its_permit_by_ticket(resume_env: dict[str, str]
     (rival,) = matches(r"main: the rival got the permit, token (\d+)$", lines)
     assert int(rival[1]) > int(token)
     assert position(lines, "worker: work done") < position(lines, "main: the rival got")
+
+
+@pytest.fixture(params=["memory", "tenure", "etcd", "redis", "postgres"])
+def any_backend_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """recipes.py on each of the five backends (the README's promise: one API, many homes)."""
+    prefix = uuid.uuid4().hex[:12]
+    if request.param == "memory":
+        yield {}
+    elif request.param == "tenure":
+        with ServerProcess(tmp_path / "data", "--fsync", "off") as server:
+            yield {"TENURE_URL": f"tenure://127.0.0.1:{server.port}"}
+    elif request.param == "etcd":
+        member: EtcdCluster = request.getfixturevalue("etcd_member")
+        yield {"TENURE_URL": member.url(prefix=f"/tenure-examples/{prefix}/")}
+    elif request.param == "redis":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        yield {"TENURE_URL": f"{server.url(0)}?prefix=examples-{prefix}:"}
+    else:
+        yield {"TENURE_URL": request.getfixturevalue("postgres_database")}
+
+
+def test_every_recipe_runs_the_same_on_every_backend(any_backend_env: dict[str, str]) -> None:
+    lines = run_example("recipes.py", any_backend_env)
+    assert lines == [
+        "rwlock: two readers hold 'catalog' at once",
+        "rwlock: the writer waits for them: True",
+        "rwlock: a reader who comes after the waiting writer waits too: True",
+        "rwlock: the writer went alone, its token above the readers': True",
+        "lock_all: holds acct/1 and acct/7, a token each, in order: True",
+        "lock_all: the other session cannot have either now (TimeoutError)",
+        "lock_all: 20 sets in opposite orders, one after another, no deadlock",
+        "rate limiter: a burst of 100 goes at once: True",
+        "rate limiter: 50 more now, from the other session: False",
+        # (When each went, by the store's clock: 25 units at 50/s are 0.5 s of the bucket.)
+        "rate limiter: 25 more went 0.5 s after 1 unit (50/s)",
+        "barrier: the first party waits alone: True",
+        "barrier: both parties went on together",
+        "latch: open after 3 count-downs, 0 left",
+        "counter: 4 after four add(1) from two sessions",
+        "counter: compare_and_set(4, 100) True, then (4, 7) False",
+        "counter: now 100",
+    ]
 
 
 def test_service_discovery_watch_follows_instances(url_env: dict[str, str]) -> None:
