@@ -338,6 +338,10 @@ DECLARE
     owning bigint;
     waiting bigint;
     w waiters;
+    gone waiters[];
+    members text[];
+    member text;
+    served text[] := '{}';
 BEGIN
     IF NOT lock_semaphore(s.node, p_name) THEN
         PERFORM fail('TN404', format('semaphore %L does not exist', p_name));
@@ -363,17 +367,40 @@ BEGIN
     ON CONFLICT (sid, node, name, hold) DO UPDATE
         SET request_id = excluded.request_id, code = excluded.code,
             message = excluded.message;
-    -- In queue order, as the engine's: a member of an all-or-none request takes the
+    -- Every waiter leaves the queue; a member of an all-or-none request takes the
     -- others with it (they end NotFound too: the request cannot have this member).
-    FOR w IN SELECT * FROM waiters WHERE node = s.node AND name = p_name ORDER BY arrival LOOP
-        DELETE FROM waiters WHERE node = s.node AND name = p_name AND sid = w.sid
-            AND hold = w.hold;
-        PERFORM withdraw_group(s.node, w.sid, w.grp, 'not_found',
-                               format('semaphore %L was deleted', p_name));
+    -- Every such set leaves whole before any queue is served: settle knows a set by
+    -- its waiter rows alone, so one whose member here is gone would look complete and
+    -- be granted its other names. Then its queues are served, set by set in arrival
+    -- order, as the engine's (EngineState.withdraw_group).
+    gone := ARRAY(SELECT x FROM waiters x WHERE node = s.node AND name = p_name
+                  ORDER BY arrival);
+    DELETE FROM waiters WHERE node = s.node AND name = p_name;
+    FOREACH w IN ARRAY gone LOOP
+        CONTINUE WHEN w.grp IS NULL;
+        members := ARRAY(SELECT name FROM waiters
+                         WHERE node = s.node AND sid = w.sid AND grp = w.grp
+                         ORDER BY grp_place);
+        FOREACH member IN ARRAY members LOOP
+            PERFORM lock_also(s.node, member);
+        END LOOP;
+        INSERT INTO outcomes
+        SELECT sid, node, name, hold, request_id, 'not_found',
+               format('semaphore %L was deleted', p_name)
+        FROM waiters WHERE node = s.node AND sid = w.sid AND grp = w.grp
+        ON CONFLICT (sid, node, name, hold) DO UPDATE
+            SET request_id = excluded.request_id, code = excluded.code,
+                message = excluded.message;
+        PERFORM pg_notify(channel(s.node), 'g' || w.sid);  -- its client reads why
+        DELETE FROM waiters WHERE node = s.node AND sid = w.sid AND grp = w.grp;
+        served := served || members;
     END LOOP;
     DELETE FROM owners WHERE node = s.node AND name = p_name;
     DELETE FROM semaphores WHERE node = s.node AND name = p_name;
     PERFORM pg_notify(channel(s.node), 'd' || p_name);
     PERFORM pg_notify(channel(s.node), 's' || p_name);
+    FOREACH member IN ARRAY served LOOP
+        PERFORM settle(s.node, member, true);
+    END LOOP;
 END $$;
 """
