@@ -262,14 +262,14 @@ def any_backend_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
     if request.param == "memory":
         yield {}
     elif request.param == "tenure":
-        with ServerProcess(tmp_path / "data", "--fsync", "off") as server:
-            yield {"TENURE_URL": f"tenure://127.0.0.1:{server.port}"}
+        with ServerProcess(tmp_path / "data", "--fsync", "off") as own:
+            yield {"TENURE_URL": f"tenure://127.0.0.1:{own.port}"}
     elif request.param == "etcd":
         member: EtcdCluster = request.getfixturevalue("etcd_member")
         yield {"TENURE_URL": member.url(prefix=f"/tenure-examples/{prefix}/")}
     elif request.param == "redis":
-        server: RedisServer = request.getfixturevalue("redis_server")
-        yield {"TENURE_URL": f"{server.url(0)}?prefix=examples-{prefix}:"}
+        redis: RedisServer = request.getfixturevalue("redis_server")
+        yield {"TENURE_URL": f"{redis.url(0)}?prefix=examples-{prefix}:"}
     else:
         yield {"TENURE_URL": request.getfixturevalue("postgres_database")}
 
