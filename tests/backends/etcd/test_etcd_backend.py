@@ -195,3 +195,21 @@ async def test_the_settings_keep_their_stored_names_and_old_ones_read_back(
         assert (await client.alter_node("old", max_waiters=8)).config.recovery_window == 12.0
         stored = msgpack.unpackb((await _keys(backend))[b"n/old/cfg"].value)
         assert stored == {**OLD_SETTINGS, "max_waiters": 8}
+
+
+async def test_closing_a_client_leaves_no_task_of_its_streams_behind(etcd_url: str) -> None:
+    """The keepalive and watch streams' writers each wait on a helper task (the wake
+    event, the outbox queue); a close cancelled the writer mid-wait and left the
+    helper pending, which asyncio reported as destroyed when it was collected."""
+    before = asyncio.all_tasks()
+    async with tenure.connect(etcd_url) as one, tenure.connect(etcd_url) as two:
+        await one.create_node("n")
+        first, second = await one.session("n"), await two.session("n")
+        lock = await first.mutex("x").lock()
+        waiting = asyncio.ensure_future(second.mutex("x").lock())  # a watch is open
+        await asyncio.sleep(0.3)
+        await lock.release()
+        await (await asyncio.wait_for(waiting, 5)).release()
+    await asyncio.sleep(0.1)
+    left = asyncio.all_tasks() - before - {asyncio.current_task()}
+    assert not left, [task.get_coro() for task in left]

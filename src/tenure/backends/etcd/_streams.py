@@ -195,12 +195,14 @@ class KeepAlive(_Stream):
             self._wake.clear()
             wait = min(self._due.values(), default=now + 1.0) - loop.time()
             waker = asyncio.ensure_future(self._wake.wait())
-            # FIRST_COMPLETED: a lease added to renew at once (a resume) wakes the
-            # writer; waiting for both would sleep until the next renewal was due.
-            await asyncio.wait(
-                {reader, waker}, timeout=max(wait, 0.0), return_when=asyncio.FIRST_COMPLETED
-            )
-            waker.cancel()
+            try:
+                # FIRST_COMPLETED: a lease added to renew at once (a resume) wakes the
+                # writer; waiting for both would sleep until the next renewal was due.
+                await asyncio.wait(
+                    {reader, waker}, timeout=max(wait, 0.0), return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:  # (also when the stream is closed meanwhile: no task left behind)
+                waker.cancel()
         reader.result()  # raise what ended the stream
 
     async def _read(self, call: Any) -> None:
@@ -341,9 +343,12 @@ class WatchHub(_Stream):
     async def _write(self, call: Any, reader: asyncio.Task[None]) -> None:
         while True:
             getter = asyncio.ensure_future(self._outbox.get())
-            await asyncio.wait({reader, getter}, return_when=asyncio.FIRST_COMPLETED)
+            try:
+                await asyncio.wait({reader, getter}, return_when=asyncio.FIRST_COMPLETED)
+            finally:  # (also when the stream is closed meanwhile: no task left behind)
+                if not getter.done():
+                    getter.cancel()
             if reader.done():
-                getter.cancel()
                 reader.result()
             await call.write(getter.result())
 
