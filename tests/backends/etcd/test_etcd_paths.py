@@ -369,3 +369,42 @@ async def test_an_upgrade_with_room_replaces_its_hold_in_one_txn(etcd_url: str) 
         await taken.release()
         await lease.release()
         assert (await session.semaphore("pool").describe(owners=True)).owners == ()
+
+
+async def test_a_feed_made_from_a_stale_read_watches_from_now_and_reads_past_the_gap(
+    etcd_url: str,
+) -> None:
+    """A waiter's read is older than its feed's watch when the semaphore changed in
+    between (a contended one). A watch from the read's revision is one etcd serves
+    from its unsynced group, caught up every 100 ms: handoffs waited for it. The feed
+    watches from etcd's revision now, and reads the semaphore once past the gap."""
+    async with tenure.connect(etcd_url) as client, tenure.connect(etcd_url) as other_client:
+        await client.create_node("n")
+        backend = _backend(client)
+        holder = await other_client.session("n")
+        held = await holder.mutex("m").lock()
+        prefix = backend.layout.semaphore("n", "m")
+        reply = await backend.conn.txn([], [get_prefix(prefix)])
+        stale = SemState.parse(
+            "m", prefix, reply.responses[0].response_range.kvs, int(reply.header.revision)
+        )
+        waiting = asyncio.ensure_future((await other_client.session("n")).mutex("m").lock())
+        for _ in range(100):  # the change the stale read missed
+            reply = await backend.conn.txn([], [get_prefix(prefix)])
+            if len(reply.responses[0].response_range.kvs) == 2:
+                break
+            await asyncio.sleep(0.02)
+        changed = int(reply.header.revision)
+        assert changed > stale.revision
+        with backend.feeds.subscribe(prefix, stale, b"nobody") as (feed, _):
+            for _ in range(250):
+                if feed.state.revision >= changed:
+                    break
+                await asyncio.sleep(0.02)
+            assert feed.state.revision >= changed
+            assert len(feed.state.entries) == 2  # the holder, and the waiter it missed
+            watcher = feed._watcher
+            assert watcher.created_revision is not None
+            assert watcher.created_revision >= changed  # made from now, not from the read
+        await held.release()
+        await (await asyncio.wait_for(waiting, 5)).release()

@@ -14,6 +14,14 @@ it then waits until the feed has caught up (the events of its own request are in
 the range, so the feed gets there). A watch that may have missed events (a new
 stream, compaction) makes the feed read the semaphore again and wake every
 waiter. A feed lives while any waiter is subscribed.
+
+The watch is made from etcd's revision *now*, not from the first waiter's read:
+etcd serves a watch whose start revision has passed from its "unsynced" group,
+caught up every 100 ms, so on a semaphore that changed between that read and the
+watch (a contended one: when waiting matters) a handoff took up to 100 ms more
+(25 handoffs a second between two clients). When etcd made the watch past the
+read, the feed reads the semaphore once more, past it, and the watch's events go
+on from there.
 """
 
 from __future__ import annotations
@@ -49,7 +57,8 @@ class Feed:
         #: Why the feed stopped (a value under the prefix that is not tenure's): every
         #: waiter raises it rather than wait for a state nobody can read.
         self.failure: TenureError | None = None
-        self._watcher = hub.watch(prefix, prefix_end(prefix), state.revision + 1)
+        self._watcher = hub.watch(prefix, prefix_end(prefix), 0)  # from now (docstring)
+        self._caught_up = False  # whether the state covers what the watch missed
         self._task = asyncio.create_task(self._follow())
 
     async def _read(self) -> SemState:
@@ -62,6 +71,27 @@ class Feed:
         while True:
             await watcher.wait()
             events, reset = watcher.drain()
+            if not reset and not self._caught_up:
+                made = watcher.created_revision
+                if made is None:
+                    continue  # (nothing comes before the watch is made)
+                if made > self.state.revision:
+                    # Changes between the read and the watch: read past them. The
+                    # watch stays as made (synced); its events up to the read are
+                    # dropped below, being older than the state.
+                    try:
+                        self.state = await self._read()
+                    except ProtocolError as error:
+                        self.failure = error
+                        self._wake_all()
+                        return
+                    except TenureError as error:
+                        log.info("etcd feed of %r: read failed: %s", self.state.name, error)
+                        watcher.must_reset()  # read and watch again on the next round
+                        await asyncio.sleep(0.1)
+                        continue
+                    self._wake_all()
+                self._caught_up = True
             if reset:
                 try:
                     self.state = await self._read()
@@ -75,6 +105,7 @@ class Feed:
                     await asyncio.sleep(0.1)
                     continue
                 watcher.restart(self.state.revision + 1)
+                self._caught_up = True  # (watched again from right after the read)
                 self._wake_all()
                 continue
             state = self.state

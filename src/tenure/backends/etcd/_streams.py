@@ -236,11 +236,21 @@ class Watcher:
         self._hub = hub
         self.watch_id = watch_id
         self.key, self.end = key, end
+        #: The revision to watch from; 0: from etcd's current one, when it is made.
         self.next_revision = start
+        #: The revision etcd was at when it made the watch (None: not made yet).
+        self.created_revision: int | None = None
         self.events: list[Any] = []
         self.reset = False
         self.compacted = 0
         self._changed = asyncio.Event()
+
+    def created(self, revision: int) -> None:
+        """etcd made the watch at ``revision``: one made from "now" goes on after it."""
+        if self.next_revision == 0:
+            self.next_revision = revision + 1
+        self.created_revision = revision
+        self._changed.set()
 
     def push(self, events: list[Any]) -> None:
         """Events arrived."""
@@ -287,7 +297,13 @@ class WatchHub(_Stream):
         self._outbox: asyncio.Queue[Any] = asyncio.Queue()
 
     def watch(self, key: bytes, end: bytes, start: int) -> Watcher:
-        """Watch ``[key, end)`` from revision ``start``."""
+        """Watch ``[key, end)`` from revision ``start`` (0: from when etcd makes it).
+
+        etcd serves a watch whose start revision has passed already from its
+        "unsynced" group, which it catches up every 100 ms: such a watch hears of a
+        change up to 100 ms late. One from "now" (0) is synced at once; its owner
+        learns the revision it was made at (:attr:`Watcher.created_revision`).
+        """
         watcher = Watcher(self, next(self._ids), key, end, start)
         self._watchers[watcher.watch_id] = watcher
         self._outbox.put_nowait(self._create(watcher))
@@ -367,4 +383,6 @@ class WatchHub(_Stream):
                     log.warning("etcd cancelled watch: %s", reply.cancel_reason)
                     watcher.must_reset()
                 continue
+            if reply.created:
+                watcher.created(int(reply.header.revision))
             watcher.push(list(reply.events))
