@@ -8,6 +8,7 @@ another client (a second connection, as another process would be) does in etcd.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import signal
@@ -19,6 +20,7 @@ import tenure
 from tenure.backends.etcd import EtcdBackend
 from tenure.backends.etcd._keys import get_prefix, prefix_end, put
 from tenure.backends.etcd._queue import SemState
+from tenure.backends.etcd._streams import WatchHub
 from tenure.errors import (
     LeaseLostError,
     LimitExceededError,
@@ -408,3 +410,34 @@ async def test_a_feed_made_from_a_stale_read_watches_from_now_and_reads_past_the
             assert watcher.created_revision >= changed  # made from now, not from the read
         await held.release()
         await (await asyncio.wait_for(waiting, 5)).release()
+
+
+async def test_a_semaphore_watch_is_made_from_etcds_revision_now(
+    etcd_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a feed's: a watch from the read's revision is served from etcd's unsynced
+    group (up to 100 ms late) when anything changed since; this one is asked from
+    the revision etcd is at (0), and what it shows first is a read made after."""
+    asked: list[Any] = []
+    create = WatchHub._create
+
+    def recorded(watcher: Any) -> Any:
+        request = create(watcher)
+        asked.append(request.create_request)
+        return request
+
+    monkeypatch.setattr(WatchHub, "_create", staticmethod(recorded))
+    async with tenure.connect(etcd_url) as client:
+        await client.create_node("n")
+        session = await client.session("n")
+        lock = await session.mutex("m").lock()
+        prefix = _backend(client).layout.semaphore("n", "m")
+        states = session.semaphore("m").watch(owners=True)
+        async with contextlib.aclosing(states):
+            first = await anext(states)
+            assert [owner.session_id for owner in first.owners] == [session.id]
+            (request,) = [r for r in asked if bytes(r.key) == prefix]
+            assert request.start_revision == 0
+            await lock.release()
+            after = await asyncio.wait_for(anext(states), 5)
+            assert after.owners == ()

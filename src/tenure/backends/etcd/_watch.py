@@ -1,7 +1,11 @@
 """Semaphore watches on etcd: the latest state after each watched change.
 
-A watch reads the semaphore (one Range, revision R) and watches its whole range
-(record, requests, grants) from R + 1 on the client's one Watch stream. After each
+A watch watches the semaphore's whole range (record, requests, grants) on the
+client's one Watch stream from etcd's revision W when it makes the watch (a watch
+from a revision already past is served from etcd's unsynced group, caught up every
+100 ms: see :meth:`WatchHub.watch`), and reads the semaphore (one Range, revision
+R). A change after W comes as an event; one before R is in the read; and when etcd
+made the watch after the read (W > R), its creation is read past too. After each
 batch of events it reads the semaphore again: that is the latest state, so a
 consumer that was busy gets the newest state, never a queue of old ones. A state
 that does not differ from the last one yielded in what is watched (data, owners,
@@ -46,15 +50,28 @@ class EtcdWatch(ReadbackWatch):
         self._parts = parts
         self._armed = armed
         self._watcher: Watcher | None = None
+        #: The revision of the last read, and what it showed.
+        self._read_at = 0
+        self._shown: SemaphoreDescription | None = None
 
     async def _arm(self) -> SemaphoreDescription:
-        """Read the state and arm the watch after it."""
+        """Arm the watch from now, then read the state (module docstring)."""
         parts = self._parts
-        state = await parts.sender.read(self._name)
         prefix = parts.layout.semaphore(parts.node, self._name)
-        self._watcher = parts.hub.watch(prefix, prefix_end(prefix), state.revision + 1)
+        watcher = self._watcher = parts.hub.watch(prefix, prefix_end(prefix), 0)
         self._armed.add(self)
-        return await self._describe(state)
+        try:
+            return await self._shown_now(await parts.sender.read(self._name))
+        except BaseException:
+            watcher.cancel()
+            self._watcher = None
+            self._armed.discard(self)
+            raise
+
+    async def _shown_now(self, state: SemState) -> SemaphoreDescription:
+        self._read_at = state.revision
+        self._shown = await self._describe(state)
+        return self._shown
 
     async def _describe(self, state: SemState) -> SemaphoreDescription:
         description = state.describe(owners=self._owners, waiters=self._waiters)
@@ -68,11 +85,15 @@ class EtcdWatch(ReadbackWatch):
     async def _read(self) -> SemaphoreDescription:
         watcher = self._watcher
         assert watcher is not None
-        _, reset = watcher.drain()
+        events, reset = watcher.drain()
+        made = watcher.created_revision
+        if not events and not reset and made is not None and made <= self._read_at:
+            assert self._shown is not None
+            return self._shown  # only the watch being made: the last read covers it
         state = await self._parts.sender.read(self._name)
         if reset:
             watcher.restart(state.revision + 1)
-        return await self._describe(state)
+        return await self._shown_now(state)
 
     async def _disarm(self) -> None:
         if self._watcher is not None:
