@@ -15,11 +15,21 @@ Run it with::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 
 import tenure
 
 NODE = "recipes-demo"
+
+
+async def queued(session: tenure.Session, name: str, count: int) -> None:
+    """Until ``count`` requests wait for ``name`` (a watch yields the state first)."""
+    states = session.semaphore(name).watch(waiters=True)
+    async with contextlib.aclosing(states):
+        async for state in states:
+            if len(state.waiters) >= count:
+                return
 
 
 async def readers_and_writers(a: tenure.Session, b: tenure.Session) -> None:
@@ -35,7 +45,7 @@ async def readers_and_writers(a: tenure.Session, b: tenure.Session) -> None:
     ):
         print("rwlock: two readers hold 'catalog' at once")
         writing = asyncio.create_task(write())
-        await asyncio.sleep(0.2)
+        await queued(a, "catalog", 1)
         print(f"rwlock: the writer waits for them: {not writing.done()}")
         # FIFO: a reader who comes after the waiting writer waits too (no starvation).
         # (Another task: a task may not take one lock twice; locks are not reentrant.)
@@ -72,9 +82,11 @@ async def rate_limit(a: tenure.Session, b: tenure.Session) -> None:
     theirs = b.rate_limiter("partner-api", rate=50.0, burst=100)
     print(f"rate limiter: a burst of 100 goes at once: {await mine.try_acquire(100)}")
     print(f"rate limiter: 50 more now, from the other session: {await theirs.try_acquire(50)}")
-    first = await theirs.acquire(1, timeout=2)  # waits its turn (FIFO)
+    # Each waits its turn (FIFO); acquire returns when its units went, by the store's
+    # clock: the bucket, empty, gives 50 units in 1 s, then 25 more in 0.5 s.
+    first = await theirs.acquire(50, timeout=2)
     last = await mine.acquire(25, timeout=2)
-    print(f"rate limiter: 25 more went {last - first:.1f} s after 1 unit (50/s)")
+    print(f"rate limiter: 50 went when their turn came, 25 more {last - first:.1f} s later")
 
 
 async def barrier_and_latch(a: tenure.Session, b: tenure.Session) -> None:

@@ -287,7 +287,7 @@ def test_every_recipe_runs_the_same_on_every_backend(any_backend_env: dict[str, 
         "rate limiter: a burst of 100 goes at once: True",
         "rate limiter: 50 more now, from the other session: False",
         # (When each went, by the store's clock: 25 units at 50/s are 0.5 s of the bucket.)
-        "rate limiter: 25 more went 0.5 s after 1 unit (50/s)",
+        "rate limiter: 50 went when their turn came, 25 more 0.5 s later",
         "barrier: the first party waits alone: True",
         "barrier: both parties went on together",
         "latch: open after 3 count-downs, 0 left",
