@@ -71,28 +71,17 @@ class Feed:
         while True:
             await watcher.wait()
             events, reset = watcher.drain()
+            # Not caught up: the watch, made from etcd's revision then, is not made yet,
+            # or was made past the first waiter's read (changes in between: read past
+            # them; the watch stays as made, synced, and its events up to the read are
+            # dropped below, being older than the state).
+            stale = False
             if not reset and not self._caught_up:
                 made = watcher.created_revision
                 if made is None:
                     continue  # (nothing comes before the watch is made)
-                if made > self.state.revision:
-                    # Changes between the read and the watch: read past them. The
-                    # watch stays as made (synced); its events up to the read are
-                    # dropped below, being older than the state.
-                    try:
-                        self.state = await self._read()
-                    except ProtocolError as error:
-                        self.failure = error
-                        self._wake_all()
-                        return
-                    except TenureError as error:
-                        log.info("etcd feed of %r: read failed: %s", self.state.name, error)
-                        watcher.must_reset()  # read and watch again on the next round
-                        await asyncio.sleep(0.1)
-                        continue
-                    self._wake_all()
-                self._caught_up = True
-            if reset:
+                stale = made > self.state.revision
+            if reset or stale:
                 try:
                     self.state = await self._read()
                 except ProtocolError as error:
@@ -101,12 +90,14 @@ class Feed:
                     return
                 except TenureError as error:  # etcd unreachable: the sessions' ends wake
                     log.info("etcd feed of %r: read failed: %s", self.state.name, error)
-                    watcher.must_reset()  # try again on the next round
+                    watcher.must_reset()  # read and watch again on the next round
                     await asyncio.sleep(0.1)
                     continue
-                watcher.restart(self.state.revision + 1)
-                self._caught_up = True  # (watched again from right after the read)
+                if reset:  # (events may have been lost: watch again from after the read)
+                    watcher.restart(self.state.revision + 1)
                 self._wake_all()
+            self._caught_up = True
+            if reset:
                 continue
             state = self.state
             fresh = [e for e in events if int(e.kv.mod_revision) > state.revision]
