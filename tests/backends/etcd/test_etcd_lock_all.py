@@ -160,26 +160,6 @@ async def test_a_forced_delete_of_one_name_ends_the_waiting_set_whole(etcd_url: 
         assert not second.closed
 
 
-async def test_a_forced_delete_ends_every_set_waiting_on_the_name_whole(etcd_url: str) -> None:
-    """Two sets wait on x; deleting x ends both, each in every queue, with NotFound
-    (the second must not be granted z while its member waited on x)."""
-    async with tenure.connect(etcd_url) as client:
-        await client.create_node("n")
-        holder, first, second, deleter = [await client.session("n") for _ in range(4)]
-        await holder.mutex("w").lock()
-        waiting_first = asyncio.ensure_future(first.lock_all(["w", "x", "z"], timeout=30))
-        await _until_waiting(holder, "x", 1)
-        waiting_second = asyncio.ensure_future(second.lock_all(["x", "z"], timeout=30))
-        await _until_waiting(holder, "x", 2)
-        await deleter.semaphore("x").delete(force=True)
-        for waiting in (waiting_first, waiting_second):
-            with pytest.raises(NotFoundError, match="'x' was deleted"):
-                await asyncio.wait_for(waiting, 10)
-        await _until_waiting(deleter, "z", 0)
-        assert await _semaphore_keys(client, "n", "z") == set()
-        assert await _waiters(deleter, "w") == []
-
-
 async def test_sixty_four_names_fit_etcds_txn_limits_at_once_and_queued(etcd_url: str) -> None:
     names = [f"k{i:02d}" for i in range(64)]  # MAX_GROUP_NAMES; etcd's 128 ops a Txn
     async with tenure.connect(etcd_url) as one, tenure.connect(etcd_url) as two:

@@ -28,8 +28,6 @@ from tenure.backends.postgres._store import PgStore
 from tenure.errors import NotFoundError, SessionExpiredError
 from tenure.testing.conformance.support import (
     eventually,
-    owners,
-    spawn,
     wait_for_waiters,
     waiters,
     within,
@@ -311,28 +309,6 @@ async def test_a_forced_delete_of_one_member_ends_the_waiting_set(pg_url: str) -
         with pytest.raises(NotFoundError):
             await within(later)
         await busy.release()
-
-
-async def test_a_forced_delete_ends_every_set_waiting_on_the_name_whole(pg_url: str) -> None:
-    """Two sets wait on x; deleting x ends both, each in every queue, with NotFound.
-    (Withdrawing the first serves z, which must not grant the second while its
-    member still waits on x: redis:// and the engine once did.)"""
-    async with tenure.connect(pg_url) as client:
-        await client.create_node("n")
-        holder, first, second, deleter = [await client.session("n") for _ in range(4)]
-        await holder.mutex("w").lock()
-        waiting_first = spawn(first.lock_all(["w", "x", "z"], timeout=30))
-        await wait_for_waiters(holder, "x", 1)
-        waiting_second = spawn(second.lock_all(["x", "z"], timeout=30))
-        await wait_for_waiters(holder, "x", 2)
-        await deleter.semaphore("x").delete(force=True)
-        for waiting in (waiting_first, waiting_second):
-            with pytest.raises(NotFoundError, match="'x' was deleted"):
-                await within(waiting)
-        assert await owners(deleter, "z") == []
-        assert await waiters(deleter, "z") == []
-        assert await waiters(deleter, "w") == []
-        assert await owners(deleter, "w") == [holder.id]
 
 
 async def test_a_session_killed_while_its_set_waits_frees_every_queue(pg_url: str) -> None:

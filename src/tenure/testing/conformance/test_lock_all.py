@@ -17,6 +17,7 @@ import tenure
 from tenure.errors import (
     InvalidArgumentError,
     LeaseLostError,
+    NotFoundError,
     PreconditionFailedError,
     SessionExpiredError,
     UnsupportedError,
@@ -24,7 +25,7 @@ from tenure.errors import (
 from tenure.testing import FakeClock
 
 from .harness import Expire
-from .support import owners, spawn, wait_for_waiters, waiters, within
+from .support import eventually, owners, spawn, wait_for_waiters, waiters, within
 
 ALL_OR_NONE = pytest.mark.requires(tenure.Capability.ALL_OR_NONE)
 
@@ -187,6 +188,34 @@ async def test_one_lock_lost_ends_the_set_and_releases_the_others(
     assert not held.held
     lock = await within(two.mutex("b").lock(timeout=5))  # b was released
     await lock.release()
+
+
+@ALL_OR_NONE
+async def test_a_forced_delete_ends_every_set_waiting_on_the_name_whole(
+    client: tenure.Client, client2: tenure.Client, node: str
+) -> None:
+    """Two sets wait on x; deleting x ends both, each in every queue, with NotFound.
+    Withdrawing the first serves z, which must not grant the second while its member
+    still waits on x (the engine, redis:// and postgres:// each once did)."""
+    holder, first, second = [await client.session(node) for _ in range(3)]
+    deleter = await client2.session(node)
+    await holder.mutex("w").lock()
+    waiting_first = spawn(first.lock_all(["w", "x", "z"], timeout=30))
+    await wait_for_waiters(holder, "x", 1)
+    waiting_second = spawn(second.lock_all(["x", "z"], timeout=30))
+    await wait_for_waiters(holder, "x", 2)
+    await deleter.semaphore("x").delete(force=True)
+    for waiting in (waiting_first, waiting_second):
+        with pytest.raises(NotFoundError, match="'x' was deleted"):
+            await within(waiting)
+
+    async def z_free() -> bool:  # (etcd:// clients take their sets' other keys back)
+        return await waiters(deleter, "z") == []
+
+    await eventually(z_free, "no set left waiting on 'z'")
+    assert await owners(deleter, "z") == []
+    assert await waiters(deleter, "w") == []
+    assert await owners(deleter, "w") == [holder.id]
 
 
 @ALL_OR_NONE
