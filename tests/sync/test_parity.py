@@ -55,6 +55,9 @@ CLASSES: dict[type, type] = {
     tenure.client.RWLock: tenure.sync.RWLock,
     tenure.client.Semaphore: tenure.sync.Semaphore,
     tenure.client.Election: tenure.sync.Election,
+    tenure.client.Group: tenure.sync.Group,
+    tenure.client.GroupMember: tenure.sync.GroupMember,
+    tenure.client.Partition: tenure.sync.Partition,
     tenure.client.Lease: tenure.sync.Lease,
     tenure.client.Lock: tenure.sync.Lock,
     tenure.client.ReadLock: tenure.sync.ReadLock,
@@ -73,6 +76,8 @@ SHARED: dict[str, str] = {
     "Capability": "a value (enum); the sync face uses the same one",
     "SessionTicket": "a value (frozen dataclass) that both faces take and return as is",
     "LeaderState": "a value (frozen dataclass) that sync Election.leader/observe return as is",
+    "GroupView": "a value (frozen dataclass) that sync Group.watch yields as is",
+    "PartitionView": "a value (frozen dataclass) that sync Partition.view/changes give as is",
     "MAX_COUNT": "a constant",
     "NodeConfig": "a value, passed to create_node by both faces",
     "NodeDescription": "a value returned by both faces",
@@ -123,7 +128,13 @@ SYNC_ONLY: dict[tuple[type, str], str] = {
     (tenure.sync.Client, "closed"): "close() must refuse a second close from another thread",
     **{
         (cls, name): reason
-        for cls in (tenure.sync.Session, tenure.sync.Lease, tenure.sync.HeldLocks)
+        for cls in (
+            tenure.sync.Session,
+            tenure.sync.Lease,
+            tenure.sync.HeldLocks,
+            tenure.sync.GroupMember,
+            tenure.sync.Partition,
+        )
         for name, reason in {
             "ended": "blocking code's `lost.is_set()`, under the name the docs use",
             "on_lost": (

@@ -35,7 +35,6 @@ a URL about its cluster (``tenure cluster status``).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import heapq
 import secrets
 from collections.abc import Mapping
@@ -57,6 +56,7 @@ from tenure._core import (
     NodeDescription,
     ResumeSession,
 )
+from tenure._core.rendezvous import hash64
 from tenure._core.values import NO_IDENTITY, ClientIdentity, SemaphoreSummary, SessionSummary
 from tenure._protocol import Welcome
 from tenure._protocol.cluster import ClusterStatus, ClusterView, MemberView
@@ -114,13 +114,10 @@ class TenureBackend:
         if len(self.shards) == 1:
             return self.shards[0]
 
-        def weight(shard: Shard) -> bytes:
-            # The door as written, not the server connected: a shard's link may
-            # have followed a standby's hint elsewhere.
-            key = f"{shard.link.doors}\0{node}".encode("utf-8", "surrogatepass")
-            return hashlib.blake2b(key, digest_size=8).digest()
-
-        return max(self.shards, key=weight)
+        # The door as written, not the server connected: a shard's link may have
+        # followed a standby's hint elsewhere. (hash64 is BLAKE2b of "door NUL node",
+        # as it always was here: the partitions' rendezvous hashing shares it.)
+        return max(self.shards, key=lambda shard: hash64(str(shard.link.doors), node))
 
     async def create_node(self, name: str, config: NodeConfig) -> None:
         """Create a node on its shard."""

@@ -6,12 +6,15 @@ from tenure.client._barrier import Barrier
 from tenure.client._client import Client, SessionLoop, connect
 from tenure.client._counter import Counter
 from tenure.client._election import Election, LeaderState
+from tenure.client._group import Group
+from tenure.client._group_member import GroupMember, GroupView
 from tenure.client._latch import Latch
 from tenure.client._lease import Leadership, Lease, Lock, ReadLock, WriteLock
 from tenure.client._lock_all import HeldLocks
 from tenure.client._loss import EndSignal
 from tenure.client._mutex import Mutex
 from tenure.client._opening import Opening
+from tenure.client._partition import Partition, PartitionView
 from tenure.client._rate_limiter import RateLimiter
 from tenure.client._rwlock import RWLock
 from tenure.client._semaphore import Semaphore
@@ -23,6 +26,9 @@ __all__ = [
     "Counter",
     "Election",
     "EndSignal",
+    "Group",
+    "GroupMember",
+    "GroupView",
     "HeldLocks",
     "Latch",
     "LeaderState",
@@ -31,6 +37,8 @@ __all__ = [
     "Lock",
     "Mutex",
     "Opening",
+    "Partition",
+    "PartitionView",
     "RWLock",
     "RateLimiter",
     "ReadLock",

@@ -15,6 +15,7 @@ from tenure.client._args import Data
 from tenure.client._barrier import Barrier
 from tenure.client._counter import Counter
 from tenure.client._election import Election
+from tenure.client._group import DEFAULT_MAX_GROUP_MEMBERS, Group
 from tenure.client._latch import Latch
 from tenure.client._lease import Lease, Lock
 from tenure.client._lock_all import HeldLocks
@@ -122,6 +123,12 @@ class Session(Guarded):
         """The counter ``name``: an integer in the data of the semaphore ``name``,
         changed by compare-and-set (add, get, compare_and_set)."""
         return Counter(self, name)
+
+    def group(self, name: str, *, max_members: int = DEFAULT_MAX_GROUP_MEMBERS) -> Group:
+        """The group ``name``: members with data (``join``, ``members``, ``watch``) and
+        partitions of a key space among them (``partition``); ``max_members`` is its
+        limit when this object's join makes it (later users find the stored one)."""
+        return Group(self, name, max_members)
 
     def latch(self, name: str, count: int) -> Latch:
         """The count-down latch ``name``, made with ``count`` by its first use (later

@@ -38,6 +38,7 @@ from __future__ import annotations
 from tenure.sync._barrier import Barrier
 from tenure.sync._client import Client, SessionLoop, connect
 from tenure.sync._counter import Counter
+from tenure.sync._group import Group, GroupMember, Partition
 from tenure.sync._held import EndSignal
 from tenure.sync._latch import Latch
 from tenure.sync._leases import Leadership, Lease, Lock, ReadLock, WriteLock
@@ -54,12 +55,15 @@ __all__ = [
     "Counter",
     "Election",
     "EndSignal",
+    "Group",
+    "GroupMember",
     "HeldLocks",
     "Latch",
     "Leadership",
     "Lease",
     "Lock",
     "Mutex",
+    "Partition",
     "Portal",
     "RWLock",
     "RateLimiter",

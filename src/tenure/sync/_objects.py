@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import Any, TypeVar, overload
 
 from tenure import client as aio
+from tenure._core.members import DEFAULT_MAX_GROUP_MEMBERS
 from tenure._core.values import MutexDescription, SemaphoreDescription
 from tenure.backends import SessionTicket
 from tenure.client import LeaderState
@@ -21,6 +22,7 @@ from tenure.client._args import Data
 from tenure.sync._barrier import Barrier
 from tenure.sync._calls import now, opened, opened_or_none
 from tenure.sync._counter import Counter
+from tenure.sync._group import Group
 from tenure.sync._held import Held
 from tenure.sync._latch import Latch
 from tenure.sync._leases import Leadership, Lease, Lock, ReadLock, WriteLock
@@ -96,6 +98,10 @@ class Session(Held):
     def counter(self, name: str) -> Counter:
         """The counter ``name``."""
         return Counter(self, self._session.counter(name))
+
+    def group(self, name: str, *, max_members: int = DEFAULT_MAX_GROUP_MEMBERS) -> Group:
+        """The group ``name`` (see :meth:`tenure.Session.group`)."""
+        return Group(self, self._session.group(name, max_members=max_members))
 
     def latch(self, name: str, count: int) -> Latch:
         """The count-down latch ``name``."""
