@@ -64,6 +64,10 @@ from tenure.errors import (
 
 __all__ = ["DEFAULT_MAX_GROUP_MEMBERS", "Group", "GroupMember", "GroupView"]
 
+#: Seconds a join waits for its turn when its try found others' requests ahead of
+#: it in a group that was not full (then LimitExceededError: it filled meanwhile).
+CONTENDED_JOIN_WAIT = 10.0
+
 #: How many times a join makes the group again when it was deleted between its
 #: check and its hold (after that, NotFoundError).
 _REMAKES = 3
@@ -212,14 +216,28 @@ class Group:
         return GroupMember(self.session, self.name, member_id, data, weight, lease)
 
     async def _hold(self, record: bytes) -> Lease:
-        """One token with ``record`` as owner data, at once (TimeoutError: none free).
+        """One token with ``record`` as owner data (TimeoutError: the group is full).
 
-        Taken in a task of its own: the session refuses a task that asks again for a
-        name it holds (it would wait behind itself), but a member never waits
-        (timeout 0), and one task may be several members. A grant that lands as the
-        caller is cancelled is let go, not left held.
+        Tried at once first. A try can also fail with room left while other joins'
+        requests are ahead of it in the queue (etcd:// admits requests in queue
+        order, so concurrent tries may each see the others'): then, if the group is
+        not full, it waits its turn, :data:`CONTENDED_JOIN_WAIT` seconds at most.
         """
-        task = asyncio.ensure_future(self.session._acquire(Lease, self.name, 1, record, 0, False))
+        try:
+            return await self._acquire(record, 0)
+        except TimeoutError:
+            found = await self._describe(self.session._backend_session(), owners=False)
+            if found.count >= found.limit:
+                raise
+        return await self._acquire(record, CONTENDED_JOIN_WAIT)
+
+    async def _acquire(self, record: bytes, timeout: float) -> Lease:
+        """The acquire of :meth:`_hold`, in a task of its own: the session refuses a
+        task that asks again for a name it holds (it would wait behind itself), but a
+        member's hold is never the wait of its task, and one task may be several
+        members. A grant that lands as the caller is cancelled is let go."""
+        acquiring = self.session._acquire(Lease, self.name, 1, record, timeout, False)
+        task = asyncio.ensure_future(acquiring)
         try:
             return await task
         except asyncio.CancelledError:
