@@ -15,6 +15,7 @@ import tenure
 from tenure._core.kinds import (
     BarrierKind,
     CounterKind,
+    GroupKind,
     Kind,
     LimiterKind,
     LimiterLevel,
@@ -26,6 +27,7 @@ from tenure._core.kinds import (
     kind_text,
     parties_data,
 )
+from tenure._core.members import GROUP_DATA, member_record, members_of
 from tenure._core.rates import Bucket, bucket_data, parse_bucket
 from tenure._core.values import MAX_COUNT, SemaphoreDescription
 from tenure.client._barrier import _progress
@@ -261,11 +263,63 @@ def test_a_counter_held_awaited_or_of_another_limit_is_a_semaphore() -> None:
     assert shape(limit=3, data=b"5") == SEMAPHORE
 
 
+# -- groups -------------------------------------------------------------------------------
+
+
+def member(
+    token: int, member_id: str, *, state: str = "joined", weight: float | None = None
+) -> Hold:
+    record = member_record(member_id, b"data", weight=weight, state=state)  # type: ignore[arg-type]
+    return Hold(1, token, record)
+
+
+def test_a_group_names_its_members_in_join_order() -> None:
+    owners = (
+        member(3, "worker-1"),
+        member(5, "worker-2", weight=2),
+        member(6, "worker-1"),  # a second record of worker-1: not the member
+        member(7, "worker-3", state="joining"),
+        Hold(1, 8, b"not a member"),
+    )
+    found = shape(limit=1000, data=GROUP_DATA, owners=owners)
+    assert found == GroupKind(("worker-1", "worker-2"), 1, 1000, 1)
+    assert kind_text(found, 0.0) == (
+        "group: 2 of at most 1000 members (worker-1, worker-2), 1 in its partition, 1 joining"
+    )
+    assert kind_json(found) == {
+        "kind": "group",
+        "members": 2,
+        "ids": ["worker-1", "worker-2"],
+        "joining": 1,
+        "max_members": 1000,
+        "partition_members": 1,
+    }
+
+
+def test_an_empty_group_and_a_large_one() -> None:
+    empty = shape(limit=5, data=GROUP_DATA)
+    assert empty == GroupKind((), 0, 5, 0)
+    assert kind_text(empty, 0.0) == "group: 0 of at most 5 members"
+    many = shape(limit=100, data=GROUP_DATA, owners=tuple(member(t, f"m{t}") for t in range(12)))
+    assert kind_text(many, 0.0) == (
+        "group: 12 of at most 100 members (m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, 2 more)"
+    )
+
+
+def test_group_look_alikes_are_not_groups() -> None:
+    owners = (member(3, "a"),)
+    ephemeral = shape(limit=MAX_COUNT, ephemeral=True, data=GROUP_DATA, owners=owners)
+    assert not isinstance(ephemeral, GroupKind)  # (one reader's hold: an rwlock)
+    for data in (b"group ", b"Group", b"groups", b""):
+        assert not isinstance(shape(limit=10, data=data, owners=owners), GroupKind)
+
+
 # -- the classifier agrees with the recipes' own parsers, and never raises ---------------
 
 
 @given(
     data=st.one_of(
+        st.just(GROUP_DATA),
         st.binary(max_size=40),
         st.from_regex(rb"[-+ 0-9]{1,12}", fullmatch=True),
         st.from_regex(rb"[-+0-9]{1,6} [-+0-9]{1,6}", fullmatch=True),
@@ -276,16 +330,38 @@ def test_a_counter_held_awaited_or_of_another_limit_is_a_semaphore() -> None:
     limit=st.sampled_from([1, 2, MAX_COUNT]),
     ephemeral=st.booleans(),
     counts=st.lists(st.sampled_from([1, 2, MAX_COUNT]), max_size=4),
+    owner_data=st.lists(
+        st.one_of(
+            st.just(b"parties 2"),
+            st.binary(max_size=12),
+            st.builds(
+                lambda i, state, weight: member_record(i, b"", weight=weight, state=state),
+                st.sampled_from(["a", "b", "c d"]),
+                st.sampled_from(["joining", "joined"]),
+                st.sampled_from([None, 1, 2.5]),
+            ),
+        ),
+        min_size=4,
+        max_size=4,
+    ),
 )
 def test_any_shape_is_classified_without_raising_and_as_the_recipes_read_it(
-    data: bytes, limit: int, ephemeral: bool, counts: list[int]
+    data: bytes, limit: int, ephemeral: bool, counts: list[int], owner_data: list[bytes]
 ) -> None:
-    owners = tuple(Hold(count, token, b"parties 2") for token, count in enumerate(counts, 1))
+    owners = tuple(
+        Hold(count, token, owner_data[token - 1]) for token, count in enumerate(counts, 1)
+    )
     found = shape(limit=limit, ephemeral=ephemeral, data=data, owners=owners)
+    if isinstance(found, GroupKind):
+        assert found.members == tuple(members_of(owners))  # as the group recipe reads them
+    if not ephemeral and data == GROUP_DATA:
+        assert isinstance(found, GroupKind)
     if isinstance(found, CounterKind):
         assert counter_value("s", data) == found.value  # the counter reads the same value
     if isinstance(found, BarrierKind):
         assert _progress("s", data) == (found.rounds, found.last)
+        if all(d == b"parties 2" for d in owner_data[: len(counts)]) and found.arrived:
+            assert found.parties == 2
     if isinstance(found, LimiterKind):
         bucket = parse_bucket("s", data)
         assert (bucket.rate, bucket.burst, bucket.tat) == (found.rate, found.burst, found.tat)
@@ -358,3 +434,9 @@ async def test_each_recipe_is_classified_from_what_it_wrote() -> None:
 
             await one.semaphore("pool").create(limit=3, data=b"41")
             assert await kind("pool") == SEMAPHORE
+
+            await one.group("workers", max_members=10).join("w-1")
+            part = await two.group("workers").partition("w-2", weight=2)
+            assert await kind("workers") == GroupKind(("w-1", "w-2"), 0, 10, 1)
+            await part.leave()
+            assert await kind("workers") == GroupKind(("w-1",), 0, 10, 0)

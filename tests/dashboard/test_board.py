@@ -13,6 +13,7 @@ import pytest
 import tenure.server._http.board as board_module
 from tenure._core import Acquire, CreateNode, CreateSemaphore, CreateSession, Engine
 from tenure._core.kinds import parties_data
+from tenure._core.members import GROUP_DATA, member_record
 from tenure._core.rates import Bucket, bucket_data
 from tenure._core.values import MAX_COUNT, ClientIdentity
 from tenure.server._cluster.keys import Member
@@ -353,3 +354,24 @@ def test_recipe_counts_are_read_from_the_first_holders_only(
     rw = next(s for s in seen["nodes"][0]["semaphores"] if s["name"] == "rw")
     assert (rw["recipe"]["readers"], rw["recipe"]["counted_all"]) == (1, False)
     assert rw["owners_total"] == 2
+
+
+def test_a_group_names_its_first_members_shown_as_data_is() -> None:
+    engine = Engine()
+    engine.apply(CreateNode("n"), 0.0)
+    sids = [engine.apply(CreateSession("n", b"k", None), 0.0).session_id for _ in range(3)]
+    engine.apply(CreateSemaphore(sids[0], "workers", 10, GROUP_DATA), 0.0)
+    for sid, member_id in zip(sids, ("w-\u202e1", "w-2", "w-3"), strict=True):
+        record = member_record(member_id, b"addr", weight=None, state="joined")
+        engine.apply(Acquire(sid, "workers", 1, request_id=1, data=record), 1.0)
+    seen = view(engine, BoardLimits(max_holders=2))
+    [workers] = seen["nodes"][0]["semaphores"]
+    assert workers["recipe"] == {
+        "kind": "group",
+        "members": 3,
+        "ids": ["w-\\u202e1", "w-2"],  # the first max_holders, escaped as data is
+        "joining": 0,
+        "max_members": 10,
+        "partition_members": 0,
+        "counted_all": True,
+    }

@@ -194,6 +194,24 @@ def test_recipes_show_their_kind_and_facts(served: Served, page: Page) -> None:
                 reader.release()
 
 
+def test_a_group_shows_its_members(served: Served, page: Page) -> None:
+    with tenure.sync.connect(served.url) as client:
+        client.create_node("jobs")
+        with client.session("jobs") as one, client.session("jobs") as two:
+            one.group("workers", max_members=20).join("w-1", data=b"10.0.0.5")
+            part = two.group("workers").partition(XSS, weight=2)
+            page.goto(served.page_url)
+            workers = row(page, "jobs", "workers")
+            page.wait_for_selector(f"{workers} .recipe")
+            assert text(page, f"{workers} .kind") == "group"
+            assert text(page, f"{workers} .recipe") == (
+                f"2 of at most 20 members: w-1, {XSS}, 1 in its partition"
+            )
+            assert page.evaluate("window.__xss") is None  # an id stays text
+            part.leave()
+            page.wait_for_selector(f"{workers} .recipe:text-is('1 of at most 20 members: w-1')")
+
+
 def test_a_read_only_token_sees_but_may_not_end_sessions(
     served_with_tokens: Served, page: Page
 ) -> None:

@@ -19,6 +19,10 @@ counts, tokens and data are read) and answers one of:
 * ``counter``: a persistent semaphore of limit 1, held by nobody, whose data is a
   signed 64-bit integer in decimal. A latch stores its count left exactly so: the
   store keeps nothing that tells the two apart, so this kind is "counter or latch".
+* ``group``: a persistent semaphore whose data is ``group`` (``Group``, and a
+  ``Partition``'s group): its members, read from their holds' member records as the
+  recipe reads them (:func:`tenure._core.members.members_of`), the joins under way,
+  its most members (the limit), and how many members take partition keys.
 * ``mutex``: an ephemeral semaphore of limit ``MAX_COUNT`` every hold and request
   of which takes every token (a mutex's, or an election's: it is one).
 * ``semaphore``: anything else. Data that only looks like a recipe's (an extra
@@ -32,18 +36,21 @@ takes ``now`` as an argument, UNIX seconds of the store's clock.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
+from tenure._core.members import GROUP_DATA, joining_count, members_of
 from tenure._core.rates import parse_bucket
 from tenure._core.values import MAX_COUNT, SemaphoreDescription
 from tenure.errors import PreconditionFailedError
 
 __all__ = [
     "PARTIES_WORD",
+    "TEXT_IDS",
     "BarrierKind",
     "CounterKind",
+    "GroupKind",
     "Held",
     "Kind",
     "LimiterKind",
@@ -53,6 +60,7 @@ __all__ = [
     "RWLockKind",
     "classify",
     "classify_description",
+    "group_text",
     "kind_json",
     "kind_text",
     "parties_data",
@@ -167,8 +175,23 @@ class CounterKind:
     kind: Literal["counter"] = "counter"
 
 
+@dataclass(frozen=True, slots=True)
+class GroupKind:
+    """A group: its members' ids in the order they joined, the joins under way, its
+    most members, and how many of the members take partition keys (have a weight)."""
+
+    members: tuple[str, ...]
+    joining: int
+    max_members: int
+    partition_members: int
+    kind: Literal["group"] = "group"
+
+
 #: What :func:`classify` answers.
-Kind = PlainKind | RWLockKind | LimiterKind | BarrierKind | CounterKind
+Kind = PlainKind | RWLockKind | LimiterKind | BarrierKind | CounterKind | GroupKind
+
+#: Member ids :func:`kind_text` names before it says how many more there are.
+TEXT_IDS: Final = 10
 
 
 def parties_data(parties: int) -> bytes:
@@ -195,6 +218,10 @@ def classify(
     queued = [waiter.count for waiter in waiters]
     if ephemeral:
         return _ephemeral(limit, [owner.count for owner in held], queued)
+    if data == GROUP_DATA:
+        members = members_of(held)
+        weighted = sum(1 for member in members.values() if member.weight is not None)
+        return GroupKind(tuple(members), joining_count(held), limit, weighted)
     if limit == MAX_COUNT:
         found = _barrier(data, held, queued)
         return found if found is not None else PlainKind("semaphore")
@@ -314,6 +341,15 @@ def kind_json(kind: Kind, now: float | None = None) -> dict[str, object]:
             "arrived": kind.arrived,
             "parties": kind.parties,
         }
+    if isinstance(kind, GroupKind):
+        return {
+            "kind": kind.kind,
+            "members": len(kind.members),
+            "ids": list(kind.members),
+            "joining": kind.joining,
+            "max_members": kind.max_members,
+            "partition_members": kind.partition_members,
+        }
     return {"kind": kind.kind, "value": kind.value}
 
 
@@ -340,7 +376,29 @@ def kind_text(kind: Kind, now: float) -> str:
     if isinstance(kind, BarrierKind):
         parties = "?" if kind.parties is None else str(kind.parties)
         return f"barrier: {kind.arrived}/{parties} arrived, {_many(kind.rounds, 'round')} passed"
+    if isinstance(kind, GroupKind):
+        return group_text(
+            len(kind.members),
+            kind.members[:TEXT_IDS],
+            kind.max_members,
+            kind.joining,
+            kind.partition_members,
+        )
     return f"counter or latch: {kind.value}"
+
+
+def group_text(
+    members: int, ids: Sequence[str], max_members: int, joining: int, partition_members: int
+) -> str:
+    """A group in one line: ``group: 3 of at most 1000 members (a, b, c)``, then the
+    joins under way and the partition's members if any; the first ``ids`` named."""
+    text = f"group: {members} of at most {max_members} members"
+    if ids:
+        more = f", {members - len(ids)} more" if members > len(ids) else ""
+        text += f" ({', '.join(ids)}{more})"
+    if partition_members:
+        text += f", {partition_members} in its partition"
+    return text + (f", {joining} joining" if joining else "")
 
 
 def _many(count: int, what: str) -> str:

@@ -79,6 +79,7 @@ for _command in (
 ):
     cli.add_command(_command)
 cli.add_command(__import__("tenure.cli.repair", fromlist=["repair"]).repair)  # issue 28
+cli.add_command(__import__("tenure.cli.group", fromlist=["group"]).group)  # issue 35
 
 
 def main(argv: Sequence[str]) -> int:

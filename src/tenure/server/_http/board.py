@@ -19,9 +19,11 @@ count of 1 while held, holders of count 1; an ephemeral semaphore of no limit ha
 ``limit`` null. Each semaphore's ``recipe`` says which recipe made it and its facts
 (:func:`tenure._core.kinds.classify`: a readers-writer lock's readers and writers, a
 rate limiter's rate, burst and TAT, a barrier's arrivals and rounds, a counter's or
-latch's value), read from the first :data:`KIND_SCAN` owners and waiters, and
-numbers only (no data). Owner and waiter data leave as text (:func:`shown_data`): invisible
-and control characters escaped, cut to ``max_data_chars`` characters.
+latch's value, a group's members), read from the first :data:`KIND_SCAN` owners and
+waiters, and numbers only (no data) but a group's member ids: the first
+``max_holders``, shown as data is. Owner and waiter data leave as text
+(:func:`shown_data`): invisible and control characters escaped, cut to
+``max_data_chars`` characters.
 
 Times leave as UNIX seconds (the engine keeps them on the monotonic clock:
 :mod:`tenure._core.stamps`), as instants rather than ages, so that a view of an
@@ -44,7 +46,7 @@ from typing import Final, TypeVar
 from prometheus_client.metrics_core import Metric
 
 from tenure._core import Engine
-from tenure._core.kinds import classify, kind_json
+from tenure._core.kinds import GroupKind, Kind, classify, kind_json
 from tenure._core.semaphore import Owner, Semaphore, Waiter
 from tenure._core.session import Session
 from tenure._core.values import MAX_COUNT, ClientIdentity
@@ -210,10 +212,22 @@ def _semaphore(sem: Semaphore, engine: Engine, shift: float, limits: BoardLimits
         # No clock read here: a limiter's TAT is an instant (UNIX seconds, the server's
         # wall clock), and the page works out its level from its own clock.
         "recipe": {
-            **kind_json(recipe),
+            **_recipe_json(recipe, limits),
             "counted_all": len(owners) <= KIND_SCAN and len(waiters) <= KIND_SCAN,
         },
     }
+
+
+def _recipe_json(recipe: Kind, limits: BoardLimits) -> Json:
+    """:func:`kind_json`, but a group's member ids (which its clients chose) are the
+    first ``max_holders`` only, each shown as data is (:func:`shown_data`)."""
+    found = kind_json(recipe)
+    if isinstance(recipe, GroupKind):
+        found["ids"] = [
+            shown_data(member_id.encode(), limits.max_data_chars)[0]
+            for member_id in recipe.members[: limits.max_holders]
+        ]
+    return found
 
 
 def _holder(

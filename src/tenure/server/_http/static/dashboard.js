@@ -109,6 +109,7 @@ const RECIPES = {
   rate_limiter: ["rate limiter", "GCRA: its data is 'limiter RATE BURST TAT'"],
   barrier: ["barrier", "its data is 'ROUND LAST'; each arrival holds 1 token"],
   counter: ["counter / latch", "a counter's value, or a latch's count left: stored alike"],
+  group: ["group", "its data is 'group'; each member holds 1 token, its owner data its record"],
 };
 
 function num(value) {
@@ -145,6 +146,13 @@ function recipeText(recipe) {
       " arrived, " + many(recipe.rounds, "round") + " passed";
   }
   if (recipe.kind === "counter") return "value " + recipe.value;
+  if (recipe.kind === "group") {
+    const more = recipe.members > recipe.ids.length ? ", " + (recipe.members - recipe.ids.length) + " more" : "";
+    return recipe.members + " of at most " + recipe.max_members + " members" +
+      (recipe.ids.length ? ": " + recipe.ids.join(", ") + more : "") +
+      (recipe.partition_members ? ", " + recipe.partition_members + " in its partition" : "") +
+      (recipe.joining ? ", " + recipe.joining + " joining" : "");
+  }
   return "";
 }
 
