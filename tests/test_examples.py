@@ -40,6 +40,7 @@ TESTED = {
     "redis_periodic_job.py",
     "redis_worker_pool.py",
     "recipes.py",
+    "groups.py",
 }
 
 
@@ -294,6 +295,27 @@ def test_every_recipe_runs_the_same_on_every_backend(any_backend_env: dict[str, 
         "counter: 4 after four add(1) from two sessions",
         "counter: compare_and_set(4, 100) True, then (4, 7) False",
         "counter: now 100",
+    ]
+
+
+def test_groups_and_partitions_run_the_same_on_every_backend(
+    any_backend_env: dict[str, str],
+) -> None:
+    lines = run_example("groups.py", any_backend_env)
+    assert lines == [
+        "group: worker-1 is taken: AlreadyExistsError",
+        "group: first view: members [worker-1=10.0.0.5:8080] joined ['worker-1'] left []",
+        "group: members [worker-1=10.0.0.5:8080, worker-2=10.0.0.6:8080] "
+        "joined ['worker-2'] left []",
+        "group: members [worker-1=10.0.0.5:9090, worker-2=10.0.0.6:8080] joined [] left []",
+        "group: members [worker-1=10.0.0.5:9090] joined [] left ['worker-2']",
+        "group: members() {'worker-1': b'10.0.0.5:9090'}",
+        # The hash is fixed: the same shares on every backend and every run.
+        "partition: orders per member (weights 1, 1, 2): "
+        "{'shard-a': 271, 'shard-b': 252, 'shard-c': 477}",
+        "partition: order-17 is shard-c's; with a replica: ['shard-c', 'shard-a']",
+        "partition: a new assignment: left ['shard-b'], members ['shard-a', 'shard-c']",
+        "partition: 252 orders moved, only shard-b's: True",
     ]
 
 
