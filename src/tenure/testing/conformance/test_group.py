@@ -9,6 +9,7 @@ from collections.abc import AsyncGenerator, Callable
 import pytest
 
 import tenure
+from tenure._core.members import member_record
 from tenure.errors import (
     AlreadyExistsError,
     InvalidArgumentError,
@@ -267,3 +268,42 @@ async def test_bad_arguments_are_refused_before_anything_is_sent(
     member = await group.join("é" * 128)  # 256 bytes: the longest id
     assert list(await group.members()) == ["é" * 128]
     await member.leave()
+
+
+async def test_a_watch_of_a_missing_group_sees_it_made_and_deleted(
+    client: tenure.Client, client2: tenure.Client, node: str
+) -> None:
+    one, two = await client.session(node), await client2.session(node)
+    views = one.group("later").watch()
+    async with contextlib.aclosing(views):
+        first = await within(anext(views))
+        assert (first.members, first.joined, first.left) == ({}, set(), set())
+        member = await two.group("later").join("first", data=b"x")
+        assert (await until(views, members_are({"first": b"x"}))).joined == {"first"}
+        await two.group("later").delete(force=True)
+        assert (await until(views, members_are({}))).left == {"first"}
+    assert isinstance(await within(member.lost), LeaseLostError)
+
+
+async def test_a_join_under_way_is_no_member_but_holds_its_id(
+    client: tenure.Client, client2: tenure.Client, node: str
+) -> None:
+    # A join between its grant and its check, frozen: the hold a join makes first.
+    one, two = await client.session(node), await client2.session(node)
+    winner = await one.group("g").join("w", data=b"first")
+    joining = member_record("w", b"second", weight=None, state="joining")
+    loser = await two.semaphore("g").acquire(1, data=joining, timeout=0)
+    views = one.group("g").watch()
+    async with contextlib.aclosing(views):
+        await until(views, members_are({"w": b"first"}))
+        # The winner leaves while the loser is still letting go: nobody is "w".
+        await winner.leave()
+        assert (await until(views, members_are({}))).left == {"w"}
+        assert await one.group("g").members() == {}
+        # The id is held by the join under way: a third join of it is refused.
+        with pytest.raises(AlreadyExistsError):
+            await one.group("g").join("w")
+        await loser.release()
+        third = await one.group("g").join("w", data=b"third")
+        assert (await until(views, members_are({"w": b"third"}))).joined == {"w"}
+        assert third.token > loser.token
