@@ -120,6 +120,7 @@ class Partition(Guarded):
         self._states = states
         self._current: dict[str, Member] = {}
         self._previous: dict[str, Member] = {}
+        self._weights: dict[str, int | float] = {}  # (of _current, for owns and owners)
         self._changed = asyncio.Event()
         self._follower: asyncio.Task[None] | None = None
 
@@ -191,8 +192,9 @@ class Partition(Guarded):
 
     async def changes(self) -> AsyncGenerator[PartitionView, None]:
         """Yield the current assignment, then each new one (one per change of the
-        partition's members or weights; coalesced when you are busy: always the
-        latest, with ``joined`` and ``left`` since the view you got before).
+        partition's members, their weights or their data; coalesced when you are
+        busy: always the latest, with ``joined`` and ``left`` since the view you got
+        before).
 
         Ends when the member leaves or its session is closed; raises the loss error
         if it is lost (SessionExpiredError, LeaseLostError...).
@@ -218,15 +220,18 @@ class Partition(Guarded):
 
     # -- following the group ------------------------------------------------------------
 
-    @property
-    def _weights(self) -> dict[str, int | float]:
-        return {i: m.weight for i, m in self._current.items() if m.weight is not None}
+    def _keep(self, members: dict[str, Member]) -> None:
+        """Make ``members`` (those with a weight) the latest view."""
+        self._previous, self._current = self._current, members
+        self._weights = {i: m.weight for i, m in members.items() if m.weight is not None}
+        self._changed.set()
 
     async def _first_view(self) -> None:
         async for members in self._states:
             self.member._check_held()  # (lost meanwhile: its group was deleted, say)
             if self._has_me(members):
-                self._current = _weighted(members)
+                self._keep(_weighted(members))
+                self._previous = {}
                 return
         raise PreconditionFailedError(f"{self.member!r}: the group's watch ended")
 
@@ -243,8 +248,7 @@ class Partition(Guarded):
             async for members in self._states:
                 weighted = _weighted(members)
                 if self._has_me(weighted) and weighted != self._current:
-                    self._previous, self._current = self._current, weighted
-                    self._changed.set()
+                    self._keep(weighted)
             failure: LostError = LeaseLostError(f"{self!r}: the group's watch ended")
         except LostError:
             return  # the member ends with the session (its lease's callback)
