@@ -40,6 +40,7 @@ TESTED = {
     "redis_periodic_job.py",
     "redis_worker_pool.py",
     "recipes.py",
+    "reentrant.py",
 }
 
 
@@ -294,6 +295,23 @@ def test_every_recipe_runs_the_same_on_every_backend(any_backend_env: dict[str, 
         "counter: 4 after four add(1) from two sessions",
         "counter: compare_and_set(4, 100) True, then (4, 7) False",
         "counter: now 100",
+    ]
+
+
+def test_a_reentrant_mutex_nests_one_hold_on_every_backend(
+    any_backend_env: dict[str, str],
+) -> None:
+    lines = run_example("reentrant.py", any_backend_env)
+    assert lines == [
+        "job: two nested blocks, one token: True",
+        "job: one owner in the store, with that token: True",
+        "transfer: after debit and credit, the other session's try_lock(): None",
+        "ledger: {'alice': 70, 'bob': 30}, every step under one token: True",
+        "ledger: the other session got it after the outermost block, greater token: True",
+        "ledger: another task of the same session, try_lock(): None",
+        "ledger: a plain lock() inside the reentrant hold: PreconditionFailedError",
+        "ledger: still held: True",
+        "ledger: a third nested acquire with max_depth=2: LimitExceededError",
     ]
 
 
