@@ -134,3 +134,30 @@ def test_nesting_deeper_than_max_depth_is_refused(session: tenure.sync.Session) 
     with mutex, mutex, pytest.raises(LimitExceededError, match="max_depth"):
         mutex.lock()
     assert session.mutex("job").try_lock() is not None  # both left: released
+
+
+def test_a_thread_that_ended_holding_it_leaves_no_share_to_the_next(
+    session: tenure.sync.Session,
+) -> None:
+    """Python recycles an ended thread's ident (CPython on Linux: at once), so the
+    caller is an object per thread, not its ident."""
+    idents: list[int] = []
+    got: list[tenure.sync.Lock | None] = []
+
+    def hold_and_end() -> None:  # takes the lock and ends without releasing it
+        idents.append(threading.get_ident())
+        got.append(session.mutex("job", reentrant=True).lock())
+
+    def try_it() -> None:
+        idents.append(threading.get_ident())
+        got.append(session.mutex("job", reentrant=True).try_lock())
+
+    for target in (hold_and_end, try_it):
+        thread = threading.Thread(target=target)
+        thread.start()
+        thread.join(timeout=30)
+    held, tried = got
+    assert held is not None
+    assert held.held
+    assert tried is None, f"thread {idents[1]} shared the hold of ended thread {idents[0]}"
+    held.release()

@@ -15,27 +15,47 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import threading
 from collections.abc import Coroutine
-from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
 class ThreadCaller:
-    """A thread of the sync face, as a caller (by its ``threading.get_ident()``)."""
+    """A thread of the sync face, as a caller: one object per thread (:func:`this_thread`).
 
-    ident: int
+    An object, not the thread's ident: Python recycles the ident of a thread that
+    has ended, and a new thread must not inherit what an ended one left held.
+    """
+
+    __slots__ = ("ident",)
+
+    def __init__(self) -> None:
+        #: The thread's ``threading.get_ident()`` (for reprs).
+        self.ident = threading.get_ident()
+
+    def __repr__(self) -> str:
+        return f"<thread {self.ident}>"
 
 
 #: A caller: the task that asks (None outside any task), or the sync face's thread.
 Caller: TypeAlias = "asyncio.Task[Any] | ThreadCaller | None"
 
 #: Set by the sync face in the context of each call's task: (the calling thread, that task).
-_ACTING_FOR: contextvars.ContextVar[tuple[int, asyncio.Task[Any]] | None] = contextvars.ContextVar(
-    "tenure_acting_for", default=None
+_ACTING_FOR: contextvars.ContextVar[tuple[ThreadCaller, asyncio.Task[Any]] | None] = (
+    contextvars.ContextVar("tenure_acting_for", default=None)
 )
+
+_threads = threading.local()
+
+
+def this_thread() -> ThreadCaller:
+    """The calling thread, as a caller (the same object for every call it makes)."""
+    caller: ThreadCaller | None = getattr(_threads, "caller", None)
+    if caller is None:
+        caller = _threads.caller = ThreadCaller()
+    return caller
 
 
 def current_caller(task: asyncio.Task[Any] | None) -> Caller:
@@ -43,7 +63,7 @@ def current_caller(task: asyncio.Task[Any] | None) -> Caller:
     it for one, else the task itself."""
     acting = _ACTING_FOR.get()
     if acting is not None and acting[1] is task:
-        return ThreadCaller(acting[0])
+        return acting[0]
     return task
 
 
@@ -53,7 +73,7 @@ def named(caller: Caller) -> str:
 
 
 def start_for_thread(
-    loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T], thread: int
+    loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T], thread: ThreadCaller
 ) -> asyncio.Task[T]:
     """Run ``coro`` as a task of ``loop`` that acts for ``thread`` (a sync call's task).
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Generic, ParamSpec, TypeVar, cast
 from urllib.parse import urlsplit
 
-from tenure.client._caller import start_for_thread
+from tenure.client._caller import start_for_thread, this_thread
 from tenure.errors import ClientClosedError
 
 P = ParamSpec("P")
@@ -226,7 +226,7 @@ class _Call(Generic[T]):
     ) -> None:
         self._loop = loop
         self._make = make
-        self._thread = threading.get_ident()  # (made in the calling thread) whom it acts for
+        self._thread = this_thread()  # (made in the calling thread) whom it acts for
         self._task: asyncio.Task[T] | None = None
         self._result: T | None = None
         self._error: BaseException | None = None
