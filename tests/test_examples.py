@@ -41,6 +41,7 @@ TESTED = {
     "redis_worker_pool.py",
     "recipes.py",
     "groups.py",
+    "reentrant.py",
 }
 
 
@@ -316,6 +317,23 @@ def test_groups_and_partitions_run_the_same_on_every_backend(
         "partition: order-17 is shard-c's; with a replica: ['shard-c', 'shard-a']",
         "partition: a new assignment: left ['shard-b'], members ['shard-a', 'shard-c']",
         "partition: 252 orders moved, only shard-b's: True",
+    ]
+
+
+def test_a_reentrant_mutex_nests_one_hold_on_every_backend(
+    any_backend_env: dict[str, str],
+) -> None:
+    lines = run_example("reentrant.py", any_backend_env)
+    assert lines == [
+        "job: two nested blocks, one token: True",
+        "job: one owner in the store, with that token: True",
+        "transfer: after debit and credit, the other session's try_lock(): None",
+        "ledger: {'alice': 70, 'bob': 30}, every step under one token: True",
+        "ledger: the other session got it after the outermost block, greater token: True",
+        "ledger: another task of the same session, try_lock(): None",
+        "ledger: a plain lock() inside the reentrant hold: PreconditionFailedError",
+        "ledger: still held: True",
+        "ledger: a third nested acquire with max_depth=2: LimitExceededError",
     ]
 
 

@@ -35,6 +35,7 @@ RECIPES: Final = (
     ("test_rate_limiter", "rate limiter"),
     ("test_group", "group"),
     ("test_partition", "partition"),
+    ("test_reentrant", "reentrant mutex"),
 )
 #: The backends, as the kit's test ids name them, in the table's order.
 BACKENDS: Final = ("memory", "tenure", "tenure-cluster", "etcd", "redis", "postgres")

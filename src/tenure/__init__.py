@@ -33,6 +33,7 @@ from tenure._core.values import (
 )
 from tenure.backends import Capability, SessionTicket
 from tenure.client import (
+    MAX_REENTRANT_DEPTH,
     Barrier,
     Client,
     Counter,
@@ -80,6 +81,7 @@ __all__ = [
     "Lease",
     "Lock",
     "MAX_COUNT",
+    "MAX_REENTRANT_DEPTH",
     "Mutex",
     "MutexDescription",
     "NodeConfig",

@@ -79,6 +79,7 @@ SHARED: dict[str, str] = {
     "GroupView": "a value (frozen dataclass) that sync Group.watch yields as is",
     "PartitionView": "a value (frozen dataclass) that sync Partition.view/changes give as is",
     "MAX_COUNT": "a constant",
+    "MAX_REENTRANT_DEPTH": "a constant (the default max_depth of a reentrant mutex)",
     "NodeConfig": "a value, passed to create_node by both faces",
     "NodeDescription": "a value returned by both faces",
     "OwnerInfo": "a value (inside SemaphoreDescription)",

@@ -16,6 +16,7 @@ from tenure.client._mutex import Mutex
 from tenure.client._opening import Opening
 from tenure.client._partition import Partition, PartitionView
 from tenure.client._rate_limiter import RateLimiter
+from tenure.client._reentrant import MAX_REENTRANT_DEPTH
 from tenure.client._rwlock import RWLock
 from tenure.client._semaphore import Semaphore
 from tenure.client._session import Session
@@ -35,6 +36,7 @@ __all__ = [
     "Leadership",
     "Lease",
     "Lock",
+    "MAX_REENTRANT_DEPTH",
     "Mutex",
     "Opening",
     "Partition",

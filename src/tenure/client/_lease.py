@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from tenure.backends._base import BackendSession, Grant
 from tenure.client import _args
 from tenure.client._args import Data
+from tenure.client._caller import Caller
 from tenure.client._loss import CancelOnLoss, EndSignal, Guarded
 from tenure.errors import (
     LeaderChangedError,
@@ -81,6 +82,7 @@ class Lease(Guarded):
         self.data = data
         self._grant = grant  # the backend's, for restating, releasing and renewing
         self._task: asyncio.Task[Any] | None = None  # the task that acquired it
+        self._caller: Caller = None  # who acquired it: that task, or the sync face's thread
         self._signal = EndSignal()
         self._scopes: list[CancelOnLoss] = []
         self._renewer: asyncio.Task[None] | None = None

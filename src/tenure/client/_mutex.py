@@ -1,4 +1,5 @@
-"""Mutexes: exclusive holds of an ephemeral semaphore (no create needed)."""
+"""Mutexes: exclusive holds of an ephemeral semaphore (no create needed); reentrant
+ones (``reentrant=True``) are nested by their holder (:mod:`tenure.client._reentrant`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from tenure.client._args import Data
 from tenure.client._lease import Lock
 from tenure.client._opening import Opening
 from tenure.client._recipe_session import RecipeSession
+from tenure.client._reentrant import max_depth as checked_max_depth
 from tenure.errors import NotFoundError
 
 
@@ -21,15 +23,42 @@ class Mutex:
     ``async with session.mutex("job") as lock:`` blocks until the lock is held and
     releases it at the end; the block is cancelled (raising the loss error) if the
     lock is lost meanwhile. Waiters are served in arrival order.
+
+    Not reentrant by default: the task that holds it asking again in the same session
+    gets PreconditionFailedError (it would wait behind itself). ``reentrant=True``
+    makes it nest: the task that holds it through a reentrant acquire gets it again
+    at once, through any mutex object of the session for ``name`` (the session keeps
+    the hold, per name and task; per thread in the sync face), with no request sent.
+    Each acquisition is a :class:`~tenure.Lock` with the hold's token; leaving its
+    block, or releasing it (once; again does nothing), counts the hold down, and the
+    last one releases it. A nested acquisition keeps the hold's data (``data=`` and
+    ``timeout`` apply to the first one only). Another task, even of this session or
+    started inside the block, does not share the hold: it queues (its try fails). A
+    loss of the hold cancels every nested block with the loss error. A task holding
+    ``name`` through a plain acquire cannot nest a reentrant one in it, nor the other
+    way round (PreconditionFailedError). More than ``max_depth`` acquisitions at once
+    (MAX_REENTRANT_DEPTH by default) is a LimitExceededError.
     """
 
-    def __init__(self, session: RecipeSession, name: str) -> None:
+    def __init__(
+        self,
+        session: RecipeSession,
+        name: str,
+        reentrant: bool = False,
+        *,
+        max_depth: int | None = None,
+    ) -> None:
         self.session = session
         self.name = _args.semaphore_name(name)
+        #: Whether its holder may acquire it again, nested (see the class docstring).
+        self.reentrant = _args.flag("reentrant", reentrant)
+        #: The most acquisitions one holder may nest (None: not reentrant).
+        self.max_depth = checked_max_depth(self.reentrant, max_depth)
         self._entered: dict[asyncio.Task[object] | None, list[Lock]] = {}
 
     def __repr__(self) -> str:
-        return f"<Mutex {self.name!r} of session {self.session.id}>"
+        kind = "reentrant Mutex" if self.reentrant else "Mutex"
+        return f"<{kind} {self.name!r} of session {self.session.id}>"
 
     def lock(self, *, timeout: float | None = None, data: Data = b"") -> Opening[Lock]:
         """Wait for the lock (``timeout`` seconds at most); ``await`` it or use ``async with``.
@@ -41,11 +70,14 @@ class Mutex:
         # (session.acquire, with the name checked once, by __init__: only the call's
         # own arguments are checked here.)
         owner_data, wait = _args.as_data(data), _args.timeout(timeout)
+        if self.max_depth is not None:  # reentrant
+            nest = self.session._lock_reentrant
+            return Opening(partial(nest, self.name, owner_data, wait, self.max_depth))
         acquire = self.session._acquire
         return Opening(partial(acquire, Lock, self.name, MAX_COUNT, owner_data, wait, True))
 
     async def try_lock(self, *, data: Data = b"") -> Lock | None:
-        """Take the lock if it is free right now, else return None."""
+        """Take the lock if it is free right now (or, reentrant, held by this task), else None."""
         try:
             return await self.lock(timeout=0, data=data)
         except TimeoutError:

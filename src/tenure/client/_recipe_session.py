@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeVar, overload
 
 from tenure.backends._base import BackendSession
 from tenure.client._args import Data
-from tenure.client._lease import Lease
+from tenure.client._lease import Lease, Lock
 from tenure.client._opening import Opening
 
 L = TypeVar("L", bound=Lease)
@@ -75,6 +75,12 @@ class RecipeSession(Protocol):
         ephemeral: bool,
     ) -> L:
         """:meth:`acquire` of arguments already checked (the mutex's hot path)."""
+        ...
+
+    async def _lock_reentrant(
+        self, name: str, data: bytes, timeout: float | None, max_depth: int
+    ) -> Lock:
+        """A reentrant acquisition of the mutex ``name`` (see :class:`~tenure.Mutex`)."""
         ...
 
     def _backend_session(self) -> BackendSession:

@@ -13,6 +13,7 @@ from tenure.backends._base import BackendSession, Grant, HeldGrant, SessionTicke
 from tenure.client import _args
 from tenure.client._args import Data
 from tenure.client._barrier import Barrier
+from tenure.client._caller import Caller, current_caller
 from tenure.client._counter import Counter
 from tenure.client._election import Election
 from tenure.client._group import DEFAULT_MAX_GROUP_MEMBERS, Group
@@ -23,6 +24,7 @@ from tenure.client._loss import CancelOnLoss, EndSignal, Guarded
 from tenure.client._mutex import Mutex
 from tenure.client._opening import Opening
 from tenure.client._rate_limiter import RateLimiter
+from tenure.client._reentrant import ReentrantHolds
 from tenure.client._rwlock import RWLock
 from tenure.client._semaphore import Semaphore
 from tenure.errors import (
@@ -55,6 +57,8 @@ class Session(Guarded):
         #: Semaphores each task holds or is acquiring in this session, to refuse a
         #: task that asks again for what it holds (it would wait behind itself).
         self._asking: set[tuple[str, asyncio.Task[Any] | None]] = set()
+        #: Reentrant mutex holds, by (name, caller): session.mutex(name, reentrant=True).
+        self._reentrant = ReentrantHolds(self)
         self._loop: asyncio.AbstractEventLoop | None = None
         #: Whether the backend sends a release before it returns, ahead of whatever
         #: the client asks next (then leaving ``async with`` need not wait for it).
@@ -156,6 +160,10 @@ class Session(Guarded):
         """Lock every name in one backend request; TimeoutError if not within ``timeout``."""
         backend = self._backend_session()
         task = asyncio.current_task(self._loop)
+        caller = current_caller(task)
+        if self._reentrant.any:
+            for name in names:
+                self._reentrant.refuse_plain(name, caller)
         asking = {(name, task) for name in names}
         if asking & self._asking:
             raise PreconditionFailedError(
@@ -179,13 +187,19 @@ class Session(Guarded):
         locks: dict[str, Lock] = {}
         for name, grant in zip(names, grants, strict=True):
             lock = locks[name] = Lock(self, name, grant, data)
-            lock._task = task
+            lock._task, lock._caller = task, caller
             self._leases[grant.token] = lock
         return HeldLocks(self, locks)
 
-    def mutex(self, name: str) -> Mutex:
-        """The mutex ``name`` (an ephemeral semaphore taken exclusively)."""
-        return Mutex(self, name)
+    def mutex(self, name: str, reentrant: bool = False, *, max_depth: int | None = None) -> Mutex:
+        """The mutex ``name`` (an ephemeral semaphore taken exclusively).
+
+        With ``reentrant=True`` the task (sync face: the thread) that holds it so may
+        acquire it again, nested, at once: one hold, one token, released when the last
+        acquisition is (see :class:`Mutex`); at most ``max_depth`` deep
+        (MAX_REENTRANT_DEPTH by default).
+        """
+        return Mutex(self, name, reentrant, max_depth=max_depth)
 
     def rate_limiter(self, name: str, rate: float, burst: float) -> RateLimiter:
         """The rate limiter ``name``: ``rate`` units per second, at most ``burst`` at once,
@@ -289,7 +303,8 @@ class Session(Guarded):
         backend's FIFO queue and by its clock, like another session would. The task
         that holds (or is acquiring) ``name`` in this session cannot ask again: that
         raises PreconditionFailedError (leases are not reentrant, and it would wait
-        behind itself). To change a held lease's count or data, use
+        behind itself); a mutex made with ``reentrant=True`` nests instead (see
+        :class:`Mutex`). To change a held lease's count or data, use
         :meth:`Lease.restate`.
 
         Raises:
@@ -329,6 +344,9 @@ class Session(Guarded):
         if self._signal.ended or backend is None:  # (_backend_session(), inline)
             raise self._signal.reason or SessionClosedError(f"session on {self.node!r} is closed")
         task = asyncio.current_task(self._loop)
+        caller = current_caller(task)
+        if self._reentrant.any:
+            self._reentrant.refuse_plain(name, caller)
         if (name, task) in self._asking:
             # Waiting here would wait for ourselves, forever.
             raise PreconditionFailedError(
@@ -353,9 +371,24 @@ class Session(Guarded):
             self._asking.discard((name, task))
             raise
         lease = kind(self, name, grant, data)
-        lease._task = task
+        lease._task, lease._caller = task, caller
         self._leases[grant.token] = lease
         return lease
+
+    async def _lock_reentrant(
+        self, name: str, data: bytes, timeout: float | None, max_depth: int
+    ) -> Lock:
+        """A reentrant acquisition of the mutex ``name`` (see :class:`Mutex`)."""
+        return await self._reentrant.lock(name, data, timeout, max_depth)
+
+    def _holds_plainly(self, name: str, caller: Caller, task: asyncio.Task[Any] | None) -> bool:
+        """Whether ``caller`` (running ``task``) holds or is acquiring ``name`` through an
+        acquire that is not reentrant (its thread, for the sync face: not its task)."""
+        if (name, task) in self._asking:
+            return True
+        return any(
+            lease.name == name and lease._caller == caller for lease in self._leases.values()
+        )
 
     def _adopt(self, holds: list[HeldGrant]) -> None:
         """A resumed session's holds become its leases (see :meth:`leases`)."""

@@ -130,9 +130,10 @@ class Session(Held):
         """The rate limiter ``name``: ``rate`` units per second, ``burst`` at most at once."""
         return RateLimiter(self, self._session.rate_limiter(name, rate, burst))
 
-    def mutex(self, name: str) -> Mutex:
-        """The mutex ``name``."""
-        return Mutex(self, self._session.mutex(name))
+    def mutex(self, name: str, reentrant: bool = False, *, max_depth: int | None = None) -> Mutex:
+        """The mutex ``name``; ``reentrant=True``: the thread that holds it may nest it
+        (see :meth:`tenure.Session.mutex`), at most ``max_depth`` deep."""
+        return Mutex(self, self._session.mutex(name, reentrant, max_depth=max_depth))
 
     def rwlock(self, name: str) -> RWLock:
         """The readers-writer lock ``name``."""
@@ -220,11 +221,17 @@ class Mutex:
     """A named mutex (see :class:`tenure.Mutex`); ``with session.mutex("job") as lock:``.
 
     Waiters are served in arrival order, across threads, sessions and processes.
+    A reentrant one nests per thread: the thread that holds it takes it again at
+    once (one hold, one token); another thread queues.
     """
 
     def __init__(self, session: Session, mutex: aio.Mutex) -> None:
         self.session = session
         self.name = mutex.name
+        #: Whether the thread that holds it may acquire it again, nested.
+        self.reentrant = mutex.reentrant
+        #: The most acquisitions one thread may nest (None: not reentrant).
+        self.max_depth = mutex.max_depth
         self._mutex = mutex
         self._guard = threading.Lock()
         self._entered: dict[int, list[Lock]] = {}

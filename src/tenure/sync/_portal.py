@@ -21,6 +21,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Generic, ParamSpec, TypeVar, cast
 from urllib.parse import urlsplit
 
+from tenure.client._caller import start_for_thread, this_thread
 from tenure.errors import ClientClosedError
 
 P = ParamSpec("P")
@@ -67,6 +68,10 @@ class Portal:
         **kwargs: P.kwargs,
     ) -> T:
         """Run ``await fn(*args, **kwargs)`` on the portal's loop; block until it is done.
+
+        The call's task acts for the calling thread: to tenure's sessions, the caller
+        is this thread, as it is an asyncio task in async code (a reentrant mutex
+        nests per thread here; see :mod:`tenure.client._caller`).
 
         Returns its result or raises its exception. If the calling thread is
         interrupted (KeyboardInterrupt), wherever in the call, the coroutine is
@@ -212,6 +217,7 @@ class _Call(Generic[T]):
         "_result",
         "_submitted",
         "_task",
+        "_thread",
         "_withdrawn",
     )
 
@@ -220,6 +226,7 @@ class _Call(Generic[T]):
     ) -> None:
         self._loop = loop
         self._make = make
+        self._thread = this_thread()  # (made in the calling thread) whom it acts for
         self._task: asyncio.Task[T] | None = None
         self._result: T | None = None
         self._error: BaseException | None = None
@@ -255,7 +262,7 @@ class _Call(Generic[T]):
         if self._withdrawn:
             return
         try:
-            self._task = self._loop.create_task(self._make())
+            self._task = start_for_thread(self._loop, self._make(), self._thread)
         except BaseException as error:  # e.g. fn's arguments refused: the caller's error
             self._end(None, error)
             return

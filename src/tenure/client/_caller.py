@@ -1,0 +1,85 @@
+"""Who asks: the asyncio task, or, for the sync face, the thread a call runs for.
+
+A session refuses a caller that asks again for a semaphore it holds (it would wait
+behind itself), and a reentrant mutex lets its holder nest: both need to know who
+the caller is. In asyncio code that is the current task. The sync face runs each
+blocking call as a task of its own on the portal's loop, so there the caller is the
+thread that made the call: :func:`start_for_thread` starts that task marked as
+acting for its thread, and :func:`current_caller` reads the mark.
+
+The mark holds the task it was made for, so the tasks that task starts (which copy
+its context) are callers of their own, as any child task is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeAlias, TypeVar
+
+T = TypeVar("T")
+
+
+class ThreadCaller:
+    """A thread of the sync face, as a caller: one object per thread (:func:`this_thread`).
+
+    An object, not the thread's ident: Python recycles the ident of a thread that
+    has ended, and a new thread must not inherit what an ended one left held.
+    """
+
+    __slots__ = ("ident",)
+
+    def __init__(self) -> None:
+        #: The thread's ``threading.get_ident()`` (for reprs).
+        self.ident = threading.get_ident()
+
+    def __repr__(self) -> str:
+        return f"<thread {self.ident}>"
+
+
+#: A caller: the task that asks (None outside any task), or the sync face's thread.
+Caller: TypeAlias = "asyncio.Task[Any] | ThreadCaller | None"
+
+#: Set by the sync face in the context of each call's task: (the calling thread, that task).
+_ACTING_FOR: contextvars.ContextVar[tuple[ThreadCaller, asyncio.Task[Any]] | None] = (
+    contextvars.ContextVar("tenure_acting_for", default=None)
+)
+
+_threads = threading.local()
+
+
+def this_thread() -> ThreadCaller:
+    """The calling thread, as a caller (the same object for every call it makes)."""
+    caller: ThreadCaller | None = getattr(_threads, "caller", None)
+    if caller is None:
+        caller = _threads.caller = ThreadCaller()
+    return caller
+
+
+def current_caller(task: asyncio.Task[Any] | None) -> Caller:
+    """The caller running ``task`` (the current task): its thread if the sync face started
+    it for one, else the task itself."""
+    acting = _ACTING_FOR.get()
+    if acting is not None and acting[1] is task:
+        return acting[0]
+    return task
+
+
+def named(caller: Caller) -> str:
+    """How an error names the caller: "this task" or "this thread"."""
+    return "this thread" if isinstance(caller, ThreadCaller) else "this task"
+
+
+def start_for_thread(
+    loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T], thread: ThreadCaller
+) -> asyncio.Task[T]:
+    """Run ``coro`` as a task of ``loop`` that acts for ``thread`` (a sync call's task).
+
+    Call it on the loop's thread: the task is marked before its first step runs.
+    """
+    context = contextvars.copy_context()
+    task = loop.create_task(coro, context=context)
+    context.run(_ACTING_FOR.set, (thread, task))
+    return task
