@@ -40,6 +40,9 @@ TESTED = {
     "redis_periodic_job.py",
     "redis_worker_pool.py",
     "recipes.py",
+    "leader.py",  # these three: tests/test_examples_leader.py
+    "leader_fastapi.py",
+    "leader_apscheduler.py",
 }
 
 
