@@ -135,7 +135,8 @@ async def processes(backend: Harness, state_name: str) -> AsyncIterator[Processe
     if not backend.can_share_with_processes:
         pytest.skip(
             f"the kit cannot reach the {backend.name} backend's state from another "
-            "process (memory:// lives in the test's)"
+            "process (memory:// lives in the test's; a third party's scheme is not "
+            "assumed to reach a server)"
         )
     children = Processes(backend.url(state_name))
     try:

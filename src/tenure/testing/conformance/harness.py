@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 import pytest
 
 import tenure
-from tenure.backends import Capability
+from tenure.backends import BUILTIN, Capability
 from tenure.testing._clock import FakeClock
 from tenure.testing._connection import disconnect as memory_disconnect
 from tenure.testing._connection import reconnect as memory_reconnect
@@ -62,7 +62,7 @@ class Harness:
     can_disconnect: ClassVar[bool] = False
     #: Whether :meth:`url` reaches the same state from another process, with no
     #: connect options (:meth:`options` gives none): ``memory://`` lives in this one.
-    can_share_with_processes: ClassVar[bool] = False
+    can_share_with_processes: bool = False
     #: Whether the grants one operation makes on several semaphores at once (a
     #: session's end, the release of a lock_all's set) take their tokens in the
     #: engine's order. A backend whose waiters each commit their own grant (etcd://)
@@ -162,14 +162,16 @@ class UrlHarness(Harness):
     meet because each works in its own node, dropped at its end. Time is the
     backend's real clock (no FakeClock) and the kit cannot cut its connections, so
     the tests that need either skip, saying so. A client in another process reaches
-    the same state through the same URL.
+    the same state through the same URL when the scheme is one of tenure's own
+    backends of a server (``tenure://``, ``etcd://``, ``redis://``, ``postgres://``);
+    of a third party's scheme the kit cannot tell, and does not assume it.
     """
-
-    can_share_with_processes = True
 
     def __init__(self, url: str) -> None:
         self._url = url
-        self.name = urlsplit(url).scheme.lower() or "url"
+        scheme = urlsplit(url).scheme.lower()
+        self.name = scheme or "url"
+        self.can_share_with_processes = scheme in BUILTIN and scheme != "memory"
 
     def url(self, state: str) -> str:
         return self._url

@@ -280,6 +280,7 @@ async def test_never_two_works_at_once_through_handovers_and_killed_sessions(
         await wait_for_waiters(observer, "scheduler", 2)
         if number % 3 == 0:
             await client.kill_session(node, term.session.id)  # a loss
+            await recorder.ended(term)  # its work cancelled (by the loss, check() says)
         else:
             term.finish()  # a handover
     await recorder.term(10)
@@ -293,8 +294,10 @@ async def test_never_two_works_at_once_through_handovers_and_killed_sessions(
     if tenure.Capability.FIFO in client.capabilities:
         # Each candidate leads once in turn: one that resigned or lost waits behind
         # the two others, who were waiting already.
-        names = [term.runner for term in recorder.terms]
-        assert names[3:] == names[:-3], names
+        # (The ten terms driven: stopping the runners may grant one or two more.)
+        names = [term.runner for term in recorder.terms[:10]]
+        seen = [(t.runner, t.token, t.session.id, t.how) for t in recorder.terms]
+        assert names[3:] == names[:-3], "; ".join(map(str, seen))
 
 
 async def test_work_raising_resigns_and_the_error_propagates(
