@@ -169,9 +169,17 @@ class Terms:
             return leadership
 
     async def aclose(self) -> None:
-        """Close the session (resigning whatever it holds). Idempotent."""
+        """Close the session (resigning whatever it holds). Idempotent.
+
+        A store out of reach cannot mask what ended the runner (``work``'s error,
+        a cancellation): the session has ended here, and ends in the store once its
+        recovery window has passed.
+        """
         if self.session is not None:
-            await self.session.close()
+            try:
+                await self.session.close()
+            except UnavailableError as error:
+                log.info("election %r: could not close its session: %s", self.name, error)
 
     async def _current_session(self) -> Session:
         if self.session is None or self.session.closed:
