@@ -118,7 +118,13 @@ def test_the_kit_passes_on_memory_from_an_installed_package(
 ) -> None:
     output, counts = _kit(installed, "memory://", tmp_path)
     assert counts["passed"] > 150, output
-    assert counts.get("skipped", 0) == 0, output  # memory:// can do everything the kit asks
+    # memory:// can do everything the kit asks but live in another process too.
+    elsewhere = re.findall(
+        r"SKIPPED \[(\d+)\] .*the kit cannot reach the memory backend's state from another",
+        output,
+    )
+    assert elsewhere, output
+    assert counts.get("skipped", 0) == sum(map(int, elsewhere)), output
 
 
 def test_the_kit_passes_on_a_tenure_server(installed: Path, tmp_path: Path) -> None:

@@ -42,6 +42,9 @@ TESTED = {
     "recipes.py",
     "groups.py",
     "reentrant.py",
+    "leader.py",  # these three: tests/test_examples_leader.py
+    "leader_fastapi.py",
+    "leader_apscheduler.py",
 }
 
 

@@ -74,6 +74,7 @@ _SLOW: Final = (
     "tests/cluster/test_ydb.py::test_a_semaphore_held_through_the_leader_killed_stays_held_by_the_same_session",
     "tests/cluster/test_failover.py::test_a_dflockd_token_from_the_old_leader_is_good_on_the_new_one",
     "tests/cluster/test_failover.py::test_a_paused_leader_is_replaced_and_steps_down_when_it_wakes",
+    "tests/cluster/test_lead_failover.py::test_the_runner_leads_on_through_a_failover_and_hands_over_after_it",
     "tests/test_conformance_kit.py::test_the_kit_passes_on_memory_from_an_installed_package",
     "tests/test_conformance_kit.py::test_the_kit_passes_on_a_tenure_server",
     "tests/test_examples.py::test_redis_worker_pool_keeps_n_holders_and_resumes_a_crashed_worker",
@@ -144,6 +145,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/test_exports.py": UNIT,
     "tests/test_import_graph.py": UNIT,
     "tests/test_leaving_twice.py": UNIT,
+    "tests/test_leader_backoff.py": UNIT,
     "tests/test_listing_args.py": UNIT,
     "tests/test_netproxy.py": UNIT,  # in-process proxies
     "tests/test_tickets.py": UNIT,

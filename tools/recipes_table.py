@@ -36,6 +36,7 @@ RECIPES: Final = (
     ("test_group", "group"),
     ("test_partition", "partition"),
     ("test_reentrant", "reentrant mutex"),
+    ("test_lead", "leader runner"),
 )
 #: The backends, as the kit's test ids name them, in the table's order.
 BACKENDS: Final = ("memory", "tenure", "tenure-cluster", "etcd", "redis", "postgres")

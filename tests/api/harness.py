@@ -117,6 +117,7 @@ class EtcdHarness(Harness):
     #: Each waiter commits its own grant (one Txn): grants due at once on several
     #: semaphores take revisions in the order their waiters get there.
     orders_tokens_of_one_step = False
+    can_share_with_processes = True  # the URL names the member and the state's prefix
 
     def __init__(self) -> None:
         self._endpoints: list[str] = []
@@ -150,6 +151,7 @@ class RedisHarness(Harness):
     """
 
     name = "redis"
+    can_share_with_processes = True  # the URL names the server and the state's prefix
 
     def __init__(self) -> None:
         self._url = ""

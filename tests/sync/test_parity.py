@@ -11,9 +11,11 @@ public class and function of the async API (``tenure.__all__`` and
   :func:`inspect.signature` reads them; ``async def`` becomes a plain method;
 * return types correspond: an async class becomes its sync counterpart, an
   ``Opening[X]`` (awaitable and async context manager) becomes the sync ``X``
-  itself (a context manager), an async iterator becomes an iterator of the
-  corresponding items, a list of async objects a list of their twins; every other
-  type is the same;
+  itself (a context manager), an awaitable or coroutine of ``X`` becomes ``X``, an
+  async iterator becomes an iterator of the corresponding items, a list of async
+  objects a list of their twins, a function passed in (``Callable[[A], Awaitable[R]]``)
+  a plain function of the twins (``Callable[[sync A], R]``); every other type is the
+  same;
 * an async context manager is a context manager, an async iterator an iterator;
 * every public name of the sync classes has a docstring.
 
@@ -225,6 +227,14 @@ def to_sync(hint: object, owner: type) -> object:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is Opening:
         return to_sync(args[0], owner)
+    if origin in (collections.abc.Coroutine, collections.abc.Awaitable):  # awaited: its result
+        result = args[-1]
+        return type(None) if result is None else to_sync(result, owner)
+    if origin is collections.abc.Callable and args and isinstance(args[0], list):
+        # A function passed in (``lead``'s ``work``): it takes the sync twins and
+        # returns plainly what the async one's awaitable gives.
+        params = [to_sync(param, owner) for param in args[0]]
+        return collections.abc.Callable[params, to_sync(args[1], owner)]
     if origin is type:  # a class passed in (``kind=Lock``): its sync twin
         return type[to_sync(args[0], owner)]
     if origin in ASYNC_ITERATORS:

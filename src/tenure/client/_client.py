@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Self
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from typing import Any, Self
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tenure._core.values import (
@@ -16,7 +16,9 @@ from tenure._core.values import (
     renamed_settings,
 )
 from tenure.backends import Backend, Capability, SessionTicket, open_backend
-from tenure.client import _args, _listing
+from tenure.client import _args, _leader, _listing
+from tenure.client._args import Data
+from tenure.client._lease import Leadership
 from tenure.client._opening import ClosesOnExit, Opening
 from tenure.client._session import Session
 from tenure.errors import (
@@ -218,6 +220,48 @@ class Client(ClosesOnExit):
         """
         node, recovery_window, description = _session_args(node, recovery_window, description)
         return SessionLoop(self, node, recovery_window, description)
+
+    def lead(
+        self,
+        node: str,
+        name: str,
+        work: Callable[[Leadership], Awaitable[object]],
+        *,
+        data: Data = b"",
+        requeue: bool = True,
+        recovery_window: float | None = None,
+        description: str = "",
+    ) -> Coroutine[Any, Any, None]:
+        """Lead the election ``name`` of ``node`` for as long as this runs: ``await`` it.
+
+        Campaigns with ``data``; while leader, runs ``await work(leadership)``
+        (``leadership.token`` fences what it does). If leadership or its session is
+        lost, ``work`` is cancelled at once, and once it has ended this campaigns
+        again (in a new session if the old one is gone). When ``work`` returns, it
+        resigns; then with ``requeue`` it campaigns again, behind the candidates
+        already waiting, else it returns. It returns only then, or raises when
+        ``work`` raises (having resigned) or when cancelled (having resigned and
+        closed its session). Opening a session and campaigning are retried over
+        UnavailableError, with a capped backoff. docs/recipes.md, "Leader runner".
+
+        Args:
+            recovery_window, description: of the sessions it opens (see :meth:`session`).
+
+        Raises:
+            InvalidArgumentError: at once (before the await), naming a bad argument.
+            NotFoundError: the node does not exist (or was dropped).
+            ClientClosedError: the client was closed.
+        """
+        return _leader.lead(
+            self,
+            node,
+            name,
+            work,
+            data=data,
+            requeue=requeue,
+            recovery_window=recovery_window,
+            description=description,
+        )
 
     async def _open_session(
         self,

@@ -16,9 +16,12 @@ from tenure._core.values import (
     renamed_settings,
 )
 from tenure.backends import Capability, SessionTicket
+from tenure.client._args import Data
 from tenure.errors import LostError
+from tenure.sync import _leader
 from tenure.sync._calls import opened
 from tenure.sync._held import ClosesOnExit
+from tenure.sync._leases import Leadership
 from tenure.sync._objects import Session
 from tenure.sync._portal import Portal, shared_portals
 from tenure.sync._stream import Stream
@@ -151,6 +154,38 @@ class Client(ClosesOnExit):
         """
         loop = self._client.sessions(node, recovery_window=recovery_window, description=description)
         return SessionLoop(self._portal, loop, self._wrap)
+
+    def lead(
+        self,
+        node: str,
+        name: str,
+        work: Callable[[Leadership], object],
+        *,
+        data: Data = b"",
+        requeue: bool = True,
+        recovery_window: float | None = None,
+        description: str = "",
+    ) -> None:
+        """Lead the election ``name`` of ``node``, running ``work(leadership)`` while leader.
+
+        As :meth:`tenure.Client.lead`, with ``work`` a plain function run in this
+        thread. A loss cannot cancel it: it sets ``leadership.lost`` (and
+        ``leadership.check()`` raises it), so ``work`` must watch it, e.g.
+        ``while not leadership.lost.is_set(): step()``; the runner campaigns again
+        once ``work`` has returned. Blocks until ``work`` returns with ``requeue``
+        false, or raises what ``work`` raised (having resigned), or KeyboardInterrupt.
+        """
+        _leader.lead(
+            self._portal,
+            self._client,
+            node,
+            name,
+            work,
+            data=data,
+            requeue=requeue,
+            recovery_window=recovery_window,
+            description=description,
+        )
 
     def _wrap(self, session: aio.Session) -> Session:
         return Session(self._portal, session)

@@ -7,8 +7,9 @@ its reason:
 * what the *backend* declares: a test marked ``@pytest.mark.requires(Capability.X)``
   skips when ``client.capabilities`` lacks X (and must pass when it has it);
 * what the *test* can do to the backend, by the URL's scheme: ``clock`` (the
-  FakeClock driving it), ``network`` (drop and restore a session's connection) and
-  ``expire`` (both, to make a session expire) skip where the harness cannot.
+  FakeClock driving it), ``network`` (drop and restore a session's connection),
+  ``expire`` (both, to make a session expire) and ``processes`` (clients in child
+  processes, to ``kill -9``) skip where the harness cannot.
 
 A harness whose server is missing skips on a developer machine but *fails* in CI
 (``CI=true``): CI must never go green by not testing.
@@ -30,6 +31,7 @@ import tenure
 from tenure.testing._clock import FakeClock
 
 from .harness import Expire, Harness, MakeClient, Network, in_ci, selected_harnesses, unique
+from .processes import Processes
 from .support import reap_spawned
 
 
@@ -124,6 +126,23 @@ def expire(clock: FakeClock, network: Network) -> Expire:
         assert isinstance(session.lost_reason, tenure.errors.SessionExpiredError)
 
     return expire_session
+
+
+@pytest_asyncio.fixture
+async def processes(backend: Harness, state_name: str) -> AsyncIterator[Processes]:
+    """Clients in child processes on this test's state (killed at its end); skips where
+    the state cannot be reached from another process."""
+    if not backend.can_share_with_processes:
+        pytest.skip(
+            f"the kit cannot reach the {backend.name} backend's state from another "
+            "process (memory:// lives in the test's; a third party's scheme is not "
+            "assumed to reach a server)"
+        )
+    children = Processes(backend.url(state_name))
+    try:
+        yield children
+    finally:
+        await children.aclose()
 
 
 @pytest.fixture

@@ -7,7 +7,9 @@ and what the *test* can do to it, which is not the same as what the backend can 
 (its :class:`~tenure.Capability` set, read from the backend itself):
 
 * ``can_fake_time``: its expiry and timeouts follow a FakeClock the test moves;
-* ``can_disconnect``: a session's connection can be dropped and restored.
+* ``can_disconnect``: a session's connection can be dropped and restored;
+* ``can_share_with_processes``: a client in another process (a child interpreter the
+  test starts, and may ``kill -9``) reaches the test's state by its URL alone.
 
 ``--tenure-url=URL`` picks the harness by the URL's scheme (:func:`harness_for_url`):
 ``memory://`` can do both, any other URL (``tenure://``, a third party's scheme)
@@ -29,7 +31,7 @@ from urllib.parse import urlsplit
 import pytest
 
 import tenure
-from tenure.backends import Capability
+from tenure.backends import BUILTIN, Capability
 from tenure.testing._clock import FakeClock
 from tenure.testing._connection import disconnect as memory_disconnect
 from tenure.testing._connection import reconnect as memory_reconnect
@@ -58,6 +60,9 @@ class Harness:
     name: str = "backend"
     can_fake_time: ClassVar[bool] = False
     can_disconnect: ClassVar[bool] = False
+    #: Whether :meth:`url` reaches the same state from another process, with no
+    #: connect options (:meth:`options` gives none): ``memory://`` lives in this one.
+    can_share_with_processes: bool = False
     #: Whether the grants one operation makes on several semaphores at once (a
     #: session's end, the release of a lock_all's set) take their tokens in the
     #: engine's order. A backend whose waiters each commit their own grant (etcd://)
@@ -156,12 +161,17 @@ class UrlHarness(Harness):
     Every client connects to the same URL, so they share its state; tests do not
     meet because each works in its own node, dropped at its end. Time is the
     backend's real clock (no FakeClock) and the kit cannot cut its connections, so
-    the tests that need either skip, saying so.
+    the tests that need either skip, saying so. A client in another process reaches
+    the same state through the same URL when the scheme is one of tenure's own
+    backends of a server (``tenure://``, ``etcd://``, ``redis://``, ``postgres://``);
+    of a third party's scheme the kit cannot tell, and does not assume it.
     """
 
     def __init__(self, url: str) -> None:
         self._url = url
-        self.name = urlsplit(url).scheme.lower() or "url"
+        scheme = urlsplit(url).scheme.lower()
+        self.name = scheme or "url"
+        self.can_share_with_processes = scheme in BUILTIN and scheme != "memory"
 
     def url(self, state: str) -> str:
         return self._url
