@@ -10,6 +10,7 @@ enough.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 
 import pytest
@@ -154,3 +155,83 @@ def test_sync_client_closed_and_left_twice() -> None:
         session.close()
     client.close()
     client.__exit__(None, None, None)
+
+
+async def test_async_nested_reentrant_blocks_left_twice_count_down_once(
+    client: tenure.Client,
+) -> None:
+    """An inner block left twice leaves the outer one held, when each block has its own
+    object or its own lock: its second exit is told from the outer's exit."""
+    session, other = await client.session(NODE), await client.session(NODE)
+    outer_mutex = session.mutex("job", reentrant=True)
+    outer = await outer_mutex.__aenter__()
+    for inner_block in (session.mutex("job", reentrant=True), outer_mutex.lock()):
+        inner = await inner_block.__aenter__()
+        assert inner.token == outer.token
+        await inner_block.__aexit__(None, None, None)
+        assert await inner_block.__aexit__(None, None, None) is None  # nothing
+        assert not inner.held
+        assert outer.held
+        assert await other.mutex("job").try_lock() is None
+    await outer_mutex.__aexit__(None, None, None)
+    assert not outer.held
+    taken = await other.mutex("job").try_lock()
+    assert taken is not None
+    await outer_mutex.__aexit__(None, None, None)  # no block open: nothing
+    assert taken.held
+
+
+async def test_async_plain_lock_block_left_twice(client: tenure.Client) -> None:
+    session, other = await client.session(NODE), await client.session(NODE)
+    block = session.mutex("job").lock()
+    async with block as lock:
+        assert lock.held
+    await block.__aexit__(None, None, None)
+    taken = await other.mutex("job").try_lock()
+    assert taken is not None
+    await block.__aexit__(None, None, None)  # a stray exit leaves the other's lock alone
+    assert taken.held
+
+
+def test_sync_nested_reentrant_blocks_left_twice_count_down_once() -> None:
+    with tenure.sync.connect("memory://") as client:
+        client.create_node(NODE)
+        session, other = client.session(NODE), client.session(NODE)
+        outer_mutex = session.mutex("job", reentrant=True)
+        outer = outer_mutex.__enter__()
+        for inner_block in (session.mutex("job", reentrant=True), outer_mutex.lock()):
+            inner = inner_block.__enter__()
+            assert inner.token == outer.token
+            inner_block.__exit__(None, None, None)
+            inner_block.__exit__(None, None, None)  # nothing
+            assert not inner.held
+            assert outer.held
+            assert other.mutex("job").try_lock() is None
+        outer_mutex.__exit__(None, None, None)
+        assert not outer.held
+        outer.release()  # (until the block's release is applied)
+        taken = other.mutex("job").try_lock()
+        assert taken is not None
+        outer_mutex.__exit__(None, None, None)  # no block open: nothing
+        assert taken.held
+
+
+def test_sync_a_new_thread_does_not_leave_the_block_an_ended_thread_left_open() -> None:
+    """Python recycles an ended thread's ident (CPython on Linux: at once): a stray
+    exit from the next thread must not leave (and release) the ended thread's block."""
+    with tenure.sync.connect("memory://") as client:
+        client.create_node(NODE)
+        session, other = client.session(NODE), client.session(NODE)
+        mutex = session.mutex("job")
+        entered: list[tenure.sync.Lock] = []
+        for target in (
+            lambda: entered.append(mutex.__enter__()),  # ends with its block open
+            lambda: mutex.__exit__(None, None, None),  # this thread has none open
+        ):
+            thread = threading.Thread(target=target)
+            thread.start()
+            thread.join(timeout=30)
+        [lock] = entered
+        assert lock.held
+        assert other.mutex("job").try_lock() is None
+        lock.release()

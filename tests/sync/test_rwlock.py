@@ -17,7 +17,13 @@ def test_readers_share_and_a_writer_waits_for_them(
     with rw.read() as first, other.rwlock("catalog").read(timeout=1.0) as second:
         assert isinstance(first, tenure.sync.ReadLock)
         assert second.token > first.token
-        assert other.rwlock("catalog").try_write() is None
+        # (From another thread: this one holds a read in both sessions, and a thread
+        # asking again for what it holds in a session is refused, as a task is.)
+        tried: list[tenure.sync.WriteLock | None] = []
+        trier = threading.Thread(target=lambda: tried.append(other.rwlock("catalog").try_write()))
+        trier.start()
+        trier.join(timeout=10.0)
+        assert tried == [None]
         state = rw.describe()
         assert isinstance(state, tenure.RWLockDescription)
         assert sorted(r.session_id for r in state.readers) == sorted([session.id, other.id])

@@ -13,6 +13,7 @@ from tenure.errors import (
     LeaseLostError,
     LimitExceededError,
     NotFoundError,
+    PreconditionFailedError,
     SessionExpiredError,
 )
 from tenure.sync.testing import disconnect
@@ -195,6 +196,19 @@ def test_the_primitive_and_restating(session: tenure.sync.Session) -> None:
         assert [(o.count, o.data, o.token) for o in owners] == [(3, b"b", ticket.token)]
     lock = session.acquire("job", tenure.MAX_COUNT, ephemeral=True, kind=tenure.sync.Lock)
     assert isinstance(lock, tenure.sync.Lock)
-    with pytest.raises(TimeoutError, match="busy"):
-        session.acquire("job", ephemeral=True, timeout=0)  # this session holds it
+    with pytest.raises(PreconditionFailedError, match="this thread already holds"):
+        session.acquire("job", ephemeral=True, timeout=30)  # would wait behind itself
+    got: list[BaseException] = []
+
+    def try_it() -> None:  # another thread of this session: an ordinary "busy"
+        try:
+            session.acquire("job", ephemeral=True, timeout=0)
+        except TimeoutError as error:
+            got.append(error)
+
+    thread = threading.Thread(target=try_it)
+    thread.start()
+    thread.join(timeout=10.0)
+    assert len(got) == 1
+    assert "busy" in str(got[0])
     lock.release()

@@ -8,7 +8,9 @@ thread that made the call: :func:`start_for_thread` starts that task marked as
 acting for its thread, and :func:`current_caller` reads the mark.
 
 The mark holds the task it was made for, so the tasks that task starts (which copy
-its context) are callers of their own, as any child task is.
+its context) are callers of their own, as any child task is. A call that its thread
+withdrew (:func:`withdraw`: the thread was interrupted and left without the outcome)
+acts for nobody but itself from then on, while it winds down on the loop.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
+import weakref
 from collections.abc import Coroutine
 from typing import Any, TypeAlias, TypeVar
 
@@ -47,6 +50,9 @@ _ACTING_FOR: contextvars.ContextVar[tuple[ThreadCaller, asyncio.Task[Any]] | Non
     contextvars.ContextVar("tenure_acting_for", default=None)
 )
 
+#: Sync calls' tasks that their thread withdrew (see :func:`withdraw`).
+_WITHDRAWN: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+
 _threads = threading.local()
 
 
@@ -62,9 +68,21 @@ def current_caller(task: asyncio.Task[Any] | None) -> Caller:
     """The caller running ``task`` (the current task): its thread if the sync face started
     it for one, else the task itself."""
     acting = _ACTING_FOR.get()
-    if acting is not None and acting[1] is task:
+    if acting is not None and acting[1] is task and task not in _WITHDRAWN:
         return acting[0]
     return task
+
+
+def withdraw(task: asyncio.Task[Any]) -> None:
+    """The thread that a sync call's ``task`` acts for left without its outcome (it was
+    interrupted): the task, cancelled, acts for nobody but itself from now on, so what
+    it still claims while it winds down is not the thread's (:func:`withdrawn`)."""
+    _WITHDRAWN.add(task)
+
+
+def withdrawn(task: asyncio.Task[Any]) -> bool:
+    """Whether ``task`` is a sync call that its thread withdrew (:func:`withdraw`)."""
+    return task in _WITHDRAWN
 
 
 def named(caller: Caller) -> str:

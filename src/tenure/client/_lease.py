@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable
-from typing import Any, Protocol
+from typing import Protocol
 
 from tenure.backends._base import BackendSession, Grant
 from tenure.client import _args
@@ -81,8 +81,8 @@ class Lease(Guarded):
         self.count = grant.count
         self.data = data
         self._grant = grant  # the backend's, for restating, releasing and renewing
-        self._task: asyncio.Task[Any] | None = None  # the task that acquired it
-        self._caller: Caller = None  # who acquired it: that task, or the sync face's thread
+        # Who acquired it: the task, or the sync face's thread (None: resumed, nobody's).
+        self._caller: Caller = None
         self._signal = EndSignal()
         self._scopes: list[CancelOnLoss] = []
         self._renewer: asyncio.Task[None] | None = None

@@ -24,8 +24,9 @@ class Mutex:
     releases it at the end; the block is cancelled (raising the loss error) if the
     lock is lost meanwhile. Waiters are served in arrival order.
 
-    Not reentrant by default: the task that holds it asking again in the same session
-    gets PreconditionFailedError (it would wait behind itself). ``reentrant=True``
+    Not reentrant by default: the task (in ``tenure.sync``, the thread) that holds it
+    asking again in the same session gets PreconditionFailedError (it would wait
+    behind itself). ``reentrant=True``
     makes it nest: the task that holds it through a reentrant acquire gets it again
     at once, through any mutex object of the session for ``name`` (the session keeps
     the hold, per name and task; per thread in the sync face), with no request sent.
@@ -38,6 +39,14 @@ class Mutex:
     ``name`` through a plain acquire cannot nest a reentrant one in it, nor the other
     way round (PreconditionFailedError). More than ``max_depth`` acquisitions at once
     (MAX_REENTRANT_DEPTH by default) is a LimitExceededError.
+
+    Leaving ``async with mutex`` leaves the innermost block of this task open on this
+    object; with none open, it does nothing. One object nested in itself cannot tell
+    an inner block left twice from its outer block left: where a block may be left
+    twice (an exit stack, an ``__aexit__`` called by hand), give each block its own
+    object (``session.mutex(name, reentrant=True)`` per block) or its own lock
+    (``async with mutex.lock() as lock``): every exit but a block's first then does
+    nothing, as releasing again does.
     """
 
     def __init__(

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from typing import Any, Final, Protocol, TypeVar
+from typing import Final, Protocol, TypeVar
 
 from tenure._core.values import MAX_COUNT
 from tenure.client import _args
@@ -64,9 +64,9 @@ class HoldKeeper(LeaseKeeper, Protocol):
         """Acquire a new lease of ``kind`` (see :meth:`tenure.Session.acquire`)."""
         ...
 
-    def _holds_plainly(self, name: str, caller: Caller, task: asyncio.Task[Any] | None) -> bool:
-        """Whether ``caller`` (running ``task``) holds or is acquiring ``name`` in this
-        session through an acquire that is not reentrant."""
+    def _holds_plainly(self, name: str, caller: Caller) -> bool:
+        """Whether ``caller`` holds or is acquiring ``name`` in this session through an
+        acquire that is not reentrant."""
         ...
 
 
@@ -219,12 +219,11 @@ class ReentrantHolds:
     async def lock(self, name: str, data: bytes, timeout: float | None, depth_limit: int) -> Lock:
         """A reentrant acquisition of the mutex ``name``: at once if the caller holds it
         reentrantly already, else through a new hold (waiting ``timeout``)."""
-        task = asyncio.current_task()
-        caller = current_caller(task)
+        caller = current_caller(asyncio.current_task())
         hold = self._holds.get((name, caller))
         if hold is not None:
             return hold.enter(depth_limit)
-        if self._session._holds_plainly(name, caller, task):
+        if self._session._holds_plainly(name, caller):
             raise PreconditionFailedError(
                 f"{named(caller)} holds (or is acquiring) {name!r} in this session through "
                 "an acquire that is not reentrant: a reentrant one cannot nest in it (it "

@@ -12,6 +12,7 @@ from tenure._core.values import MAX_COUNT
 from tenure.backends._base import BackendSession, Grant, HeldGrant, SessionTicket
 from tenure.client import _args
 from tenure.client._args import Data
+from tenure.client._asking import Claims
 from tenure.client._barrier import Barrier
 from tenure.client._caller import Caller, current_caller
 from tenure.client._counter import Counter
@@ -30,7 +31,6 @@ from tenure.client._semaphore import Semaphore
 from tenure.errors import (
     InvalidArgumentError,
     LostError,
-    PreconditionFailedError,
     SessionClosedError,
 )
 
@@ -54,9 +54,9 @@ class Session(Guarded):
         self._scopes: list[CancelOnLoss] = []
         #: Leases held, by token (a lost grant is told by its token).
         self._leases: dict[int, Lease] = {}
-        #: Semaphores each task holds or is acquiring in this session, to refuse a
-        #: task that asks again for what it holds (it would wait behind itself).
-        self._asking: set[tuple[str, asyncio.Task[Any] | None]] = set()
+        #: Semaphores each caller (task; sync face: thread) holds or is acquiring in
+        #: this session, to refuse one that asks again (it would wait behind itself).
+        self._asking = Claims()
         #: Reentrant mutex holds, by (name, caller): session.mutex(name, reentrant=True).
         self._reentrant = ReentrantHolds(self)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -164,13 +164,7 @@ class Session(Guarded):
         if self._reentrant.any:
             for name in names:
                 self._reentrant.refuse_plain(name, caller)
-        asking = {(name, task) for name in names}
-        if asking & self._asking:
-            raise PreconditionFailedError(
-                "this task already holds or is acquiring one of these names in this "
-                "session; tenure locks are not reentrant"
-            )
-        self._asking |= asking
+        self._asking.claim(names, caller, task)
         try:
             grants = await backend.acquire_all(
                 names, count=MAX_COUNT, data=data, timeout=timeout, ephemeral=True
@@ -182,12 +176,12 @@ class Session(Guarded):
                     f"session on {self.node!r} is closed"
                 )
         except BaseException:
-            self._asking -= asking
+            self._asking.unclaim(names, caller, task)
             raise
         locks: dict[str, Lock] = {}
         for name, grant in zip(names, grants, strict=True):
             lock = locks[name] = Lock(self, name, grant, data)
-            lock._task, lock._caller = task, caller
+            self._asking.granted(lock, caller, task)
             self._leases[grant.token] = lock
         return HeldLocks(self, locks)
 
@@ -301,11 +295,11 @@ class Session(Guarded):
         Every acquire is a lease of its own, even in one session: a second task of
         this session asking for a semaphore queues behind the first, in the
         backend's FIFO queue and by its clock, like another session would. The task
-        that holds (or is acquiring) ``name`` in this session cannot ask again: that
-        raises PreconditionFailedError (leases are not reentrant, and it would wait
-        behind itself); a mutex made with ``reentrant=True`` nests instead (see
-        :class:`Mutex`). To change a held lease's count or data, use
-        :meth:`Lease.restate`.
+        (in ``tenure.sync``, the thread) that holds (or is acquiring) ``name`` in this
+        session cannot ask again: that raises PreconditionFailedError (leases are not
+        reentrant, and it would wait behind itself); a mutex made with
+        ``reentrant=True`` nests instead (see :class:`Mutex`). To change a held
+        lease's count or data, use :meth:`Lease.restate`.
 
         Raises:
             TimeoutError: not granted within ``timeout`` (with ``timeout=0``: busy).
@@ -347,13 +341,7 @@ class Session(Guarded):
         caller = current_caller(task)
         if self._reentrant.any:
             self._reentrant.refuse_plain(name, caller)
-        if (name, task) in self._asking:
-            # Waiting here would wait for ourselves, forever.
-            raise PreconditionFailedError(
-                f"this task already holds or is acquiring {name!r} in this session; "
-                "tenure locks and leases are not reentrant"
-            )
-        self._asking.add((name, task))
+        self._asking.claim((name,), caller, task)
         try:
             grant = await backend.acquire(
                 name, count=count, data=data, timeout=timeout, ephemeral=ephemeral
@@ -368,10 +356,10 @@ class Session(Guarded):
                     f"session on {self.node!r} is closed"
                 )
         except BaseException:
-            self._asking.discard((name, task))
+            self._asking.unclaim((name,), caller, task)
             raise
         lease = kind(self, name, grant, data)
-        lease._task, lease._caller = task, caller
+        self._asking.granted(lease, caller, task)
         self._leases[grant.token] = lease
         return lease
 
@@ -381,10 +369,10 @@ class Session(Guarded):
         """A reentrant acquisition of the mutex ``name`` (see :class:`Mutex`)."""
         return await self._reentrant.lock(name, data, timeout, max_depth)
 
-    def _holds_plainly(self, name: str, caller: Caller, task: asyncio.Task[Any] | None) -> bool:
-        """Whether ``caller`` (running ``task``) holds or is acquiring ``name`` through an
-        acquire that is not reentrant (its thread, for the sync face: not its task)."""
-        if (name, task) in self._asking:
+    def _holds_plainly(self, name: str, caller: Caller) -> bool:
+        """Whether ``caller`` holds or is acquiring ``name`` through an acquire that is
+        not reentrant (its thread, for the sync face: not its task)."""
+        if self._asking.claimed(name, caller):
             return True
         return any(
             lease.name == name and lease._caller == caller for lease in self._leases.values()
@@ -424,7 +412,7 @@ class Session(Guarded):
         """A lease ended: stop tracking it."""
         if self._leases.get(lease.token) is lease:
             del self._leases[lease.token]
-        self._asking.discard((lease.name, lease._task))
+        self._asking.forget(lease)
 
     def _end(self, reason: LostError | None) -> None:
         if self._signal.ended:

@@ -19,6 +19,7 @@ from tenure._core.values import MutexDescription, SemaphoreDescription
 from tenure.backends import SessionTicket
 from tenure.client import LeaderState
 from tenure.client._args import Data
+from tenure.client._caller import ThreadCaller, this_thread
 from tenure.sync._barrier import Barrier
 from tenure.sync._calls import now, opened, opened_or_none
 from tenure.sync._counter import Counter
@@ -222,7 +223,8 @@ class Mutex:
 
     Waiters are served in arrival order, across threads, sessions and processes.
     A reentrant one nests per thread: the thread that holds it takes it again at
-    once (one hold, one token); another thread queues.
+    once (one hold, one token); another thread queues. Leaving ``with mutex`` leaves
+    this thread's innermost block on it (see :class:`tenure.Mutex` on leaving twice).
     """
 
     def __init__(self, session: Session, mutex: aio.Mutex) -> None:
@@ -234,7 +236,9 @@ class Mutex:
         self.max_depth = mutex.max_depth
         self._mutex = mutex
         self._guard = threading.Lock()
-        self._entered: dict[int, list[Lock]] = {}
+        # Each thread's open blocks, innermost last (by thread object: a new thread may
+        # reuse an ended one's ident, and must not exit the blocks it left open).
+        self._entered: dict[ThreadCaller, list[Lock]] = {}
 
     def __repr__(self) -> str:
         return f"<sync Mutex {self.name!r} of session {self.session.id}>"
@@ -265,7 +269,7 @@ class Mutex:
     def __enter__(self) -> Lock:
         lock = self.lock().__enter__()
         with self._guard:
-            self._entered.setdefault(threading.get_ident(), []).append(lock)
+            self._entered.setdefault(this_thread(), []).append(lock)
         return lock
 
     def __exit__(
@@ -274,15 +278,16 @@ class Mutex:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        thread = this_thread()
         with self._guard:
-            stack = self._entered.get(threading.get_ident())
+            stack = self._entered.get(thread)
             if stack is None:
                 # No block of this thread is open on the mutex: leaving again does
                 # nothing, as releasing again does.
                 return
             lock = stack.pop()
             if not stack:
-                del self._entered[threading.get_ident()]
+                del self._entered[thread]
         lock.__exit__(exc_type, exc, tb)
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Generic, ParamSpec, TypeVar, cast
 from urllib.parse import urlsplit
 
-from tenure.client._caller import start_for_thread, this_thread
+from tenure.client._caller import start_for_thread, this_thread, withdraw
 from tenure.errors import ClientClosedError
 
 P = ParamSpec("P")
@@ -269,8 +269,14 @@ class _Call(Generic[T]):
         self._task.add_done_callback(self._finish)
 
     def _cancel(self) -> None:
-        """On the loop: cancel the task (if it started and has not ended)."""
+        """On the loop: cancel the task (if it started and has not ended).
+
+        It no longer acts for the calling thread, which may call again before the task
+        has wound down (a withdrawn acquire takes a round trip): what the task still
+        claims must not refuse the thread's next call (:mod:`tenure.client._asking`).
+        """
         if self._task is not None:
+            withdraw(self._task)
             self._task.cancel()
 
     def _finish(self, task: asyncio.Task[T]) -> None:
