@@ -135,23 +135,24 @@ async def test_standalone_servers_are_not_one_service(start: Start) -> None:
 
 
 async def test_a_refusal_of_an_older_hello_names_the_leader_too(start: Start) -> None:
-    # A server that refuses versions 5 to 3 and, as a standby, an older Hello NOT_LEADER.
+    # A server that refuses versions 6 to 3 and, as a standby, an older Hello NOT_LEADER.
     leader = await start("t2")
     standby = await start("t1", role=STANDBY, leader=leader.address, versions=(1, 2))
     async with tenure.connect(url_of(standby)) as client:
         await client.create_node("n")
         assert str(backend(client).shards[0].link.endpoint) == leader.address
-    assert standby.hellos == [5, 4, 3, 2]
-    assert leader.hellos == [5]  # each server its own version
+    assert standby.hellos == [6, 5, 4, 3, 2]
+    assert leader.hellos == [6]  # each server its own version
 
 
 @pytest.mark.parametrize(
     ("versions", "hellos"),
     [
-        ((1,), [5, 4, 3, 2, 1]),
-        ((1, 2), [5, 4, 3, 2]),
-        ((1, 2, 3), [5, 4, 3]),
-        ((1, 2, 3, 4), [5, 4]),
+        ((1,), [6, 5, 4, 3, 2, 1]),
+        ((1, 2), [6, 5, 4, 3, 2]),
+        ((1, 2, 3), [6, 5, 4, 3]),
+        ((1, 2, 3, 4), [6, 5, 4]),
+        ((1, 2, 3, 4, 5), [6, 5]),
     ],
 )
 async def test_an_older_server_is_spoken_to_in_its_version(
@@ -165,9 +166,17 @@ async def test_an_older_server_is_spoken_to_in_its_version(
         await session.semaphore("config").create(1, b"v1")
         await session.semaphore("api").create(1, b"limiter 1.0 1.0 0.0")
         with pytest.raises(UnsupportedError, match=f"protocol version {version}, which has no"):
-            await session._backend_session().reserve_units("api", 1, None)
-        with pytest.raises(UnsupportedError, match="ReserveUnits"):
-            await session.rate_limiter("api", 1.0, 1).try_acquire()
+            await session._backend_session().watch_prefix(
+                "config/", data=True, owners=True, waiters=False
+            )
+        with pytest.raises(UnsupportedError, match="WatchPrefix"):
+            async with client.cache("n", prefix="config/"):
+                pass
+        if version < 5:
+            with pytest.raises(UnsupportedError, match=f"version {version}, which has no"):
+                await session._backend_session().reserve_units("api", 1, None)
+            with pytest.raises(UnsupportedError, match="ReserveUnits"):
+                await session.rate_limiter("api", 1.0, 1).try_acquire()
         if version < 4:
             with pytest.raises(UnsupportedError, match=f"version {version}, which has no"):
                 await session.semaphore("config").compare_and_set(b"v1", b"v2")
