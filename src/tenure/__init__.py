@@ -34,6 +34,8 @@ from tenure._core.values import (
 from tenure.backends import Capability, SessionTicket
 from tenure.client import (
     Barrier,
+    Cache,
+    CacheChange,
     Client,
     Counter,
     Election,
@@ -59,6 +61,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Barrier",
+    "Cache",
+    "CacheChange",
     "Capability",
     "Client",
     "ClientIdentity",

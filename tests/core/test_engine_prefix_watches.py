@@ -81,7 +81,8 @@ def test_creation_data_owners_and_deletion_under_the_prefix_fire_with_the_name()
     engine.apply(DeleteSemaphore(a, "config/db"), 0.0)
     [deleted] = fired(settled(engine))
     assert deleted.name == "config/db"
-    assert deleted.description is not None and not deleted.description.exists
+    assert deleted.description is not None
+    assert not deleted.description.exists
 
 
 def test_the_firing_carries_the_state_the_change_left() -> None:
@@ -123,7 +124,8 @@ def test_an_ephemeral_semaphore_fires_when_it_appears_and_when_it_vanishes() -> 
     assert firings(engine) == [(wid, "jobs/1")]
     engine.apply(Release(a, "jobs/1"), 0.0)
     [gone] = fired(settled(engine))
-    assert gone.description is not None and not gone.description.exists
+    assert gone.description is not None
+    assert not gone.description.exists
 
 
 def test_only_watched_aspects_fire_besides_existence() -> None:

@@ -16,7 +16,9 @@ from tenure._core.values import (
     renamed_settings,
 )
 from tenure.backends import Capability, SessionTicket
+from tenure.client._cache import DEFAULT_CACHE_SIZE
 from tenure.errors import LostError
+from tenure.sync._cache import Cache
 from tenure.sync._calls import opened
 from tenure.sync._held import ClosesOnExit
 from tenure.sync._objects import Session
@@ -151,6 +153,23 @@ class Client(ClosesOnExit):
         """
         loop = self._client.sessions(node, recovery_window=recovery_window, description=description)
         return SessionLoop(self._portal, loop, self._wrap)
+
+    def cache(
+        self,
+        node: str,
+        *,
+        prefix: str,
+        max_size: int = DEFAULT_CACHE_SIZE,
+        owners: bool = True,
+    ) -> Cache:
+        """Mirror every semaphore of ``node`` under ``prefix`` here, kept current by the
+        backend's pushes (see :meth:`tenure.Client.cache`); plain (``close()`` it) or
+        ``with``."""
+        return self._portal.call(
+            opened,
+            lambda: self._client.cache(node, prefix=prefix, max_size=max_size, owners=owners),
+            lambda cache: Cache(self._portal, cache),
+        )
 
     def _wrap(self, session: aio.Session) -> Session:
         return Session(self._portal, session)
