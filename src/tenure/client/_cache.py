@@ -271,7 +271,7 @@ class Cache(ClosesOnExit):
         old, self._view = self._view, fresh
         if not first:
             for name in sorted(old.keys() | fresh.keys()):
-                if old.get(name) != fresh.get(name):
+                if not _same(old.get(name), fresh.get(name)):
                     self._tell(name, fresh.get(name))
         return set(stream.pending())
 
@@ -303,7 +303,7 @@ class Cache(ClosesOnExit):
             if self._view.pop(name, None) is not None:
                 self._tell(name, None)
             return
-        if self._view.get(name) == view:
+        if _same(self._view.get(name), view):
             return
         if name not in self._view and len(self._view) >= self.max_size:
             raise self._too_many()
@@ -319,3 +319,17 @@ class Cache(ClosesOnExit):
             f"max_size ({self.max_size}) reached: the cache of {self.prefix!r} on node "
             f"{self.node!r} holds at most {self.max_size} semaphores (Client.cache's max_size)"
         )
+
+
+def _same(a: SemaphoreDescription | None, b: SemaphoreDescription | None) -> bool:
+    """Whether two views show the same: an owner's ``since`` may differ by the drift of
+    its store's clocks between two reads (a server stamps each reply anew), so owners
+    are compared by who holds how much with which token and data."""
+    if a is None or b is None:
+        return a is b
+    return _shown(a) == _shown(b)
+
+
+def _shown(d: SemaphoreDescription) -> tuple[object, ...]:
+    owners = tuple((o.session_id, o.count, o.data, o.token) for o in d.owners)
+    return (d.exists, d.limit, d.count, d.data, d.ephemeral, owners)
