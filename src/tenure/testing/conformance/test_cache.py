@@ -98,35 +98,33 @@ async def test_changes_tell_each_change_and_a_deletion_removes(
     await writer.semaphore("config/db").create(1, b"v1")
 
     async with client.cache(node, prefix=PREFIX) as cache:
-        async with contextlib.aclosing(cache.changes()) as changes:
-            await writer.semaphore("config/db").update(b"v2")
-            change = await within(anext(changes))
-            assert change.name == "config/db"
-            assert change.view is not None
-            assert change.view.data == b"v2"
-            assert cache.get("config/db") == change.view
+        changes = cache.changes()
+        await writer.semaphore("config/db").update(b"v2")
+        change = await within(anext(changes))
+        assert change.name == "config/db"
+        assert change.view is not None
+        assert change.view.data == b"v2"
+        assert cache.get("config/db") == change.view
 
-            await writer.semaphore("config/new").create(2, b"n")
-            change = await within(anext(changes))
-            assert (change.name, change.view is not None) == ("config/new", True)
+        await writer.semaphore("config/new").create(2, b"n")
+        change = await within(anext(changes))
+        assert (change.name, change.view is not None) == ("config/new", True)
 
-            lease = await writer.semaphore("config/new").acquire(data=b"w")
-            change = await within(anext(changes))
-            assert change.view is not None
-            assert [(o.session_id, o.token) for o in change.view.owners] == [
-                (writer.id, lease.token)
-            ]
-            assert change.view.count == 1
-            await lease.release()
-            change = await within(anext(changes))
-            assert change.view is not None
-            assert (change.view.owners, change.view.count) == ((), 0)
+        lease = await writer.semaphore("config/new").acquire(data=b"w")
+        change = await within(anext(changes))
+        assert change.view is not None
+        assert [(o.session_id, o.token) for o in change.view.owners] == [(writer.id, lease.token)]
+        assert change.view.count == 1
+        await lease.release()
+        change = await within(anext(changes))
+        assert change.view is not None
+        assert (change.view.owners, change.view.count) == ((), 0)
 
-            await writer.semaphore("config/db").delete()
-            change = await within(anext(changes))
-            assert change == tenure.CacheChange("config/db", None)
-            assert cache.get("config/db") is None
-            assert [name for name, _ in cache.items()] == ["config/new"]
+        await writer.semaphore("config/db").delete()
+        change = await within(anext(changes))
+        assert change == tenure.CacheChange("config/db", None)
+        assert cache.get("config/db") is None
+        assert [name for name, _ in cache.items()] == ["config/new"]
 
 
 async def test_the_cache_converges_under_a_random_stream_of_changes(
