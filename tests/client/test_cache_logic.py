@@ -8,7 +8,6 @@ differs only in an owner's ``since``.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -100,9 +99,7 @@ class _Session:
 
 async def opened(store: Store, *, max_size: int = 100) -> Cache:
     open_session = cast(Callable[[], Awaitable[tenure.Session]], store.open)
-    cache = Cache(
-        cast(Any, store), open_session, "n", "c/", max_size=max_size, owners=True
-    )
+    cache = Cache(cast(Any, store), open_session, "n", "c/", max_size=max_size, owners=True)
     await within(cache._start())
     return cache
 
@@ -118,9 +115,7 @@ async def test_a_pushed_state_older_than_the_listing_is_read_back() -> None:
     store.before_describe = pushed_while_listing
     cache = await opened(store)
     try:
-        await eventually(
-            lambda: _true(store.described == ["c/a", "c/a"]), "the read back of c/a"
-        )
+        await eventually(lambda: _true(store.described == ["c/a", "c/a"]), "the read back of c/a")
         await settle()
         assert cache.get("c/a") == view("c/a", b"new")  # not the older pushed state
         store.feeds[0].put("c/a", view("c/a", b"newer"))  # later pushes are applied
@@ -142,7 +137,7 @@ async def test_a_lost_session_is_replaced_after_the_store_comes_back() -> None:
         store.sems["c/a"] = view("c/a", b"2")
         store.sems["c/b"] = view("c/b", b"b")
         store.feeds[0].fail(SessionExpiredError("expired"))
-        told = {}
+        told: dict[str, SemaphoreDescription | None] = {}
         while len(told) < 2:
             change = await within(anext(changes))
             told[change.name] = change.view

@@ -35,7 +35,8 @@ class Place:
 
     async def registry(self) -> dict[bytes, bytes]:
         """Node n's prefix watches: ``<sid>:<wid>`` -> prefix."""
-        return dict(await self.admin.hgetall(self.keys + "pw"))
+        found: dict[bytes, bytes] = await self.admin.hgetall(self.keys + "pw")  # type: ignore[assignment]
+        return found
 
     async def watch_count(self, session: tenure.Session) -> int:
         """What the session record counts against max_watches_per_session."""

@@ -57,9 +57,9 @@ from tenure.backends.etcd._holds import Holds
 from tenure.backends.etcd._keys import Layout, name_part
 from tenure.backends.etcd._node import NodeView
 from tenure.backends.etcd._record import Record
-from tenure.backends.etcd._types import Armed
 from tenure.backends.etcd._streams import KeepAlive, WatchHub
 from tenure.backends.etcd._txns import TxnSender
+from tenure.backends.etcd._types import Armed
 from tenure.backends.etcd._watch import EtcdWatch
 from tenure.errors import LostError, PreconditionFailedError
 

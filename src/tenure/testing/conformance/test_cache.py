@@ -138,44 +138,44 @@ async def test_the_cache_converges_under_a_random_stream_of_changes(
 
     async with client.cache(node, prefix=PREFIX) as cache:
         seen: dict[str, Shown | None] = shown_items(cache)
-        async with contextlib.aclosing(cache.changes()) as changes:
-            leases: list[tenure.Lease] = []
-            for _ in range(60):
-                name = rng.choice(names)
-                action = rng.choice(["create", "update", "delete", "acquire", "release", "lock"])
-                with contextlib.suppress(tenure.errors.TenureError):
-                    if action == "create":
-                        await writer.semaphore(name).create(rng.randint(1, 3), b"c")
-                    elif action == "update":
-                        await writer.semaphore(name).update(b"%d" % rng.randint(0, 99))
-                    elif action == "delete":
-                        await writer.semaphore(name).delete(force=True)
-                    elif action == "acquire":
-                        holder = rng.choice([writer, other])
-                        lease = await holder.semaphore(name).try_acquire(data=b"a")
-                        if lease is not None:
-                            leases.append(lease)
-                    elif action == "release" and leases:
-                        await leases.pop(rng.randrange(len(leases))).release()
-                    elif action == "lock":  # an ephemeral semaphore: comes and goes
-                        lock = await other.mutex(name).try_lock()
-                        if lock is not None:
-                            leases.append(lock)
-            await converged(cache, client, writer, node)
+        changes = cache.changes()
+        leases: list[tenure.Lease] = []
+        for _ in range(60):
+            name = rng.choice(names)
+            action = rng.choice(["create", "update", "delete", "acquire", "release", "lock"])
+            with contextlib.suppress(tenure.errors.TenureError):
+                if action == "create":
+                    await writer.semaphore(name).create(rng.randint(1, 3), b"c")
+                elif action == "update":
+                    await writer.semaphore(name).update(b"%d" % rng.randint(0, 99))
+                elif action == "delete":
+                    await writer.semaphore(name).delete(force=True)
+                elif action == "acquire":
+                    holder = rng.choice([writer, other])
+                    lease = await holder.semaphore(name).try_acquire(data=b"a")
+                    if lease is not None:
+                        leases.append(lease)
+                elif action == "release" and leases:
+                    await leases.pop(rng.randrange(len(leases))).release()
+                elif action == "lock":  # an ephemeral semaphore: comes and goes
+                    lock = await other.mutex(name).try_lock()
+                    if lock is not None:
+                        leases.append(lock)
+        await converged(cache, client, writer, node)
 
-            # What changes() told, applied to the state at entry, is the state now.
-            async def told_all() -> bool:
-                if seen == shown_items(cache):
-                    return True
-                change = await within(anext(changes), "the next change the cache applied")
-                assert change.name.startswith(PREFIX), change.name
-                if change.view is None:
-                    seen.pop(change.name, None)
-                else:
-                    seen[change.name] = shown(change.view)
-                return seen == shown_items(cache)
+        # What changes() told, applied to the state at entry, is the state now.
+        async def told_all() -> bool:
+            if seen == shown_items(cache):
+                return True
+            change = await within(anext(changes), "the next change the cache applied")
+            assert change.name.startswith(PREFIX), change.name
+            if change.view is None:
+                seen.pop(change.name, None)
+            else:
+                seen[change.name] = shown(change.view)
+            return seen == shown_items(cache)
 
-            await eventually(told_all, "changes() telling every change the cache applied")
+        await eventually(told_all, "changes() telling every change the cache applied")
         assert all(name.startswith(PREFIX) for name, _ in cache.items())
 
 
@@ -221,7 +221,7 @@ async def test_a_reset_lists_again_and_converges(
         await network.reconnect(session)  # the watch is armed again: a reset
 
         await converged(cache, client, writer, node)
-        told = {}
+        told: dict[str, bytes | None] = {}
         for _ in range(3):
             change = await within(anext(changes))
             told[change.name] = None if change.view is None else change.view.data
@@ -244,7 +244,7 @@ async def test_the_cache_outlives_the_loss_of_its_session(
         await writer.semaphore("config/b").create(1, b"b")
 
         await converged(cache, client, writer, node)
-        told = {}
+        told: dict[str, bytes | None] = {}
         while len(told) < 2:
             change = await within(anext(changes))
             told[change.name] = None if change.view is None else change.view.data
