@@ -40,6 +40,7 @@ TESTED = {
     "redis_periodic_job.py",
     "redis_worker_pool.py",
     "recipes.py",
+    "cache.py",
 }
 
 
@@ -294,6 +295,20 @@ def test_every_recipe_runs_the_same_on_every_backend(any_backend_env: dict[str, 
         "counter: 4 after four add(1) from two sessions",
         "counter: compare_and_set(4, 100) True, then (4, 7) False",
         "counter: now 100",
+    ]
+
+
+def test_the_cache_mirrors_a_config_tree_on_every_backend(any_backend_env: dict[str, str]) -> None:
+    lines = run_example("cache.py", any_backend_env)
+    assert lines == [
+        "cache: config/cache=redis://cache-1, config/db=postgres://db-1/app",
+        "change: config/db is now postgres://db-2/app",
+        "get: config/db = postgres://db-2/app",
+        "change: config/feature-x appeared: on",
+        "change: config/db held by the operator's session: [(True, 'migrating')]",
+        "change: config/db free again: True",
+        "change: config/cache deleted: True",
+        "cache: names ['config/db', 'config/feature-x']",
     ]
 
 
