@@ -64,9 +64,8 @@ async def main() -> None:
             print(f"change: {change.name} held by the operator's session: {holders}")
             await lease.release()
             change = await next_change(changes)
-            print(
-                f"change: {change.name} free again: {change.view is not None and not change.view.owners}"
-            )
+            free = change.view is not None and not change.view.owners
+            print(f"change: {change.name} free again: {free}")
 
             await writer.semaphore("config/cache").delete()
             change = await next_change(changes)
