@@ -550,17 +550,18 @@ class WatchPrefix(Command[WatchArmed]):
     with ``prefix`` (``""``: every one), those made later included.
 
     It fires a WatchFired (with the name and the state the change left) on every
-    change of a watched aspect (``data``, ``owners``, ``waiters``; a semaphore's
-    appearing or vanishing always) of any such semaphore, until CancelWatch or the
-    end of the session. The state lists owners if ``owners`` is watched and waiters
-    if ``waiters`` is. Counts against the node's ``max_watches_per_session``.
+    change of a watched aspect (``watch_data``, ``watch_owners``, ``watch_waiters``;
+    a semaphore's appearing or vanishing always) of any such semaphore, until
+    CancelWatch or the end of the session. The state lists owners if they are
+    watched and waiters if they are. Counts against the node's
+    ``max_watches_per_session``.
     """
 
     session_id: int
     prefix: str
-    data: bool = False
-    owners: bool = False
-    waiters: bool = False
+    watch_data: bool = False
+    watch_owners: bool = False
+    watch_waiters: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -325,9 +325,9 @@ _COMMANDS: Final = (
         [
             ("session_id", UINT),
             ("prefix", STR),
-            ("data", BOOL),
-            ("owners", BOOL),
-            ("waiters", BOOL),
+            ("watch_data", BOOL),
+            ("watch_owners", BOOL),
+            ("watch_waiters", BOOL),
         ],
         tag=40,
     ),

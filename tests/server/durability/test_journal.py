@@ -141,7 +141,7 @@ def test_read_only_commands_are_not_logged(tmp_path: Path) -> None:
     # A prefix watch is the connection's, as every watch: not logged either.
     step(engine, journal, CreateSession("n", KEY), 1.0)  # (session 1)
     size = sum(p.stat().st_size for p in tmp_path.glob("wal-*.log"))
-    step(engine, journal, WatchPrefix(1, "config/", data=True), 1.0)
+    step(engine, journal, WatchPrefix(1, "config/", watch_data=True), 1.0)
     assert sum(p.stat().st_size for p in tmp_path.glob("wal-*.log")) == size
     journal.close()
 

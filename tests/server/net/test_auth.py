@@ -113,7 +113,7 @@ def test_read_only_and_read_write_commands() -> None:
         DescribeSemaphore(1, "m", watch_data=True),
         DescribeSession(1),
         CancelWatch(1, 5),
-        WatchPrefix(1, "config/", data=True),
+        WatchPrefix(1, "config/", watch_data=True),
         ListNodes(),
         ListSemaphores("n"),
         ListSessions("n"),
