@@ -74,6 +74,7 @@ _SLOW: Final = (
     "tests/cluster/test_ydb.py::test_a_semaphore_held_through_the_leader_killed_stays_held_by_the_same_session",
     "tests/cluster/test_failover.py::test_a_dflockd_token_from_the_old_leader_is_good_on_the_new_one",
     "tests/cluster/test_failover.py::test_a_paused_leader_is_replaced_and_steps_down_when_it_wakes",
+    "tests/cluster/test_failover.py::test_a_prefix_cache_lists_again_on_the_next_leader",
     "tests/test_conformance_kit.py::test_the_kit_passes_on_memory_from_an_installed_package",
     "tests/test_conformance_kit.py::test_the_kit_passes_on_a_tenure_server",
     "tests/test_examples.py::test_redis_worker_pool_keeps_n_holders_and_resumes_a_crashed_worker",
