@@ -45,6 +45,7 @@ TESTED = {
     "leader.py",  # these three: tests/test_examples_leader.py
     "leader_fastapi.py",
     "leader_apscheduler.py",
+    "cache.py",
 }
 
 
@@ -337,6 +338,20 @@ def test_a_reentrant_mutex_nests_one_hold_on_every_backend(
         "ledger: a plain lock() inside the reentrant hold: PreconditionFailedError",
         "ledger: still held: True",
         "ledger: a third nested acquire with max_depth=2: LimitExceededError",
+    ]
+
+
+def test_the_cache_mirrors_a_config_tree_on_every_backend(any_backend_env: dict[str, str]) -> None:
+    lines = run_example("cache.py", any_backend_env)
+    assert lines == [
+        "cache: config/cache=redis://cache-1, config/db=postgres://db-1/app",
+        "change: config/db is now postgres://db-2/app",
+        "get: config/db = postgres://db-2/app",
+        "change: config/feature-x appeared: on",
+        "change: config/db held by the operator's session: [(True, 'migrating')]",
+        "change: config/db free again: True",
+        "change: config/cache deleted: True",
+        "cache: names ['config/db', 'config/feature-x']",
     ]
 
 

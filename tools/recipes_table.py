@@ -37,6 +37,7 @@ RECIPES: Final = (
     ("test_partition", "partition"),
     ("test_reentrant", "reentrant mutex"),
     ("test_lead", "leader runner"),
+    ("test_cache", "prefix cache"),
 )
 #: The backends, as the kit's test ids name them, in the table's order.
 BACKENDS: Final = ("memory", "tenure", "tenure-cluster", "etcd", "redis", "postgres")

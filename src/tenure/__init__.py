@@ -35,6 +35,8 @@ from tenure.backends import Capability, SessionTicket
 from tenure.client import (
     MAX_REENTRANT_DEPTH,
     Barrier,
+    Cache,
+    CacheChange,
     Client,
     Counter,
     Election,
@@ -65,6 +67,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Barrier",
+    "Cache",
+    "CacheChange",
     "Capability",
     "Client",
     "ClientIdentity",

@@ -17,7 +17,7 @@ import pytest
 
 from tenure._core.commands import RateReservation
 from tenure._core.values import SemaphoreDescription
-from tenure.backends._base import Grant, HeldGrant, WatchStream
+from tenure.backends._base import Grant, HeldGrant, PrefixWatchStream, WatchStream
 from tenure.backends._ledger import Pending
 from tenure.backends._session import StoreSession
 from tenure.backends._store import QUEUED, Enqueued, Owner, Queued, Withdrawal
@@ -142,6 +142,12 @@ class ScriptedStore:
         self, name: str, *, data: bool, owners: bool, waiters: bool
     ) -> WatchStream:
         result: WatchStream = await self._answer("watch", name)
+        return result
+
+    async def watch_prefix(
+        self, prefix: str, *, data: bool, owners: bool, waiters: bool
+    ) -> PrefixWatchStream:
+        result: PrefixWatchStream = await self._answer("watch_prefix", prefix)
         return result
 
     def stop(self, error: LostError) -> None:

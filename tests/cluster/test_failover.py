@@ -160,3 +160,29 @@ async def test_a_dflockd_token_from_the_old_leader_is_good_on_the_new_one(
         writer.write(f"r\njob\n{token}\n".encode())
         assert await asyncio.wait_for(reader.readline(), 10) == b"ok\n"
         writer.close()
+
+
+async def test_a_prefix_cache_lists_again_on_the_next_leader(cluster: TenureCluster) -> None:
+    """Watches are the connection's (a new leader has none): the cache's session
+    re-attaches there, arms its prefix watch again and lists the prefix again."""
+    url = cluster.url()
+    async with tenure.connect(url) as client, tenure.connect(url) as writer_client:
+        await client.create_node("app", exist_ok=True, recovery_window=WINDOW)
+        writer = await writer_client.session("app", recovery_window=WINDOW)
+        await writer.semaphore("config/a").create(1, b"1")
+        async with client.cache("app", prefix="config/") as cache:
+            changes = cache.changes()
+            old = cluster.leader()
+            await asyncio.to_thread(old.kill)
+            await asyncio.to_thread(cluster.leader, excluding=old)
+            await writer.semaphore("config/a").update(b"2")
+            await writer.semaphore("config/b").create(1, b"b")
+            told: dict[str, bytes | None] = {}
+            while len(told) < 2:
+                change = await asyncio.wait_for(anext(changes), 30)
+                told[change.name] = None if change.view is None else change.view.data
+            assert told == {"config/a": b"2", "config/b": b"b"}
+            await writer.semaphore("config/a").update(b"3")  # the new leader pushes it
+            change = await asyncio.wait_for(anext(changes), 30)
+            assert change.view is not None
+            assert (change.name, change.view.data) == ("config/a", b"3")

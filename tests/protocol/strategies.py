@@ -64,6 +64,7 @@ REPLY_RECORD_TYPES: tuple[type, ...] = (
     ClusterView,
     commands.RateReservation,
     commands.AcquireAllResult,
+    commands.WatchArmed,
 )
 MESSAGE_TYPES: tuple[type, ...] = (
     Hello,

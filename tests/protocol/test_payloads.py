@@ -108,8 +108,8 @@ def test_the_walk_finds_every_record():
     assert {"HeldGrant", "QueuedAcquire", "SessionState"} <= names
     assert {"ClientIdentity", "SemaphoreSummary", "SessionSummary"} <= names
     assert {"ClusterView", "MemberView"} <= names
-    # Commands, effects, 11 reply records, 10 records inside them, 10 messages.
-    assert len(ALL_RECORDS) == len(COMMAND_TYPES) + len(EFFECT_TYPES) + 11 + 10 + 10
+    # Commands, effects, 12 reply records, 10 records inside them, 10 messages.
+    assert len(ALL_RECORDS) == len(COMMAND_TYPES) + len(EFFECT_TYPES) + 12 + 10 + 10
 
 
 @pytest.mark.parametrize("record", ALL_RECORDS, ids=lambda r: r.name)
@@ -132,11 +132,11 @@ STABLE_TAGS = {
     "CreateSemaphore": 20, "Acquire": 21, "Release": 22, "CancelAcquire": 23, "Renew": 24,
     "UpdateSemaphore": 25, "DeleteSemaphore": 26, "DescribeSemaphore": 27, "CancelWatch": 28,
     "ListSemaphores": 29, "ClusterStatus": 30, "SwapSemaphoreData": 31, "ReserveUnits": 32,
-    "AcquireAll": 33,
+    "AcquireAll": 33, "WatchPrefix": 40,
     "Granted": 1, "AcquireFailed": 2, "LeaseLost": 3, "WatchFired": 4, "SessionEnded": 5,
     "SessionInfo": 1, "AcquireResult": 2, "NodeDescription": 3, "DescribeResult": 4,
     "SessionState": 5, "NodePage": 6, "SemaphorePage": 7, "SessionPage": 8, "ClusterView": 9,
-    "RateReservation": 10, "AcquireAllResult": 11,
+    "RateReservation": 10, "AcquireAllResult": 11, "WatchArmed": 16,
     "Hello": 1, "Request": 2, "Ping": 3, "Welcome": 11, "Refused": 12, "Reply": 13,
     "Failure": 14, "Push": 15, "Pong": 16, "GoingAway": 17,
 }  # fmt: skip

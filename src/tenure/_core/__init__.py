@@ -48,6 +48,8 @@ from tenure._core.commands import (
     SetNodeAnnex,
     SwapSemaphoreData,
     UpdateSemaphore,
+    WatchArmed,
+    WatchPrefix,
 )
 from tenure._core.effects import (
     AcquireFailed,
@@ -121,5 +123,7 @@ __all__ = [
     "SwapSemaphoreData",
     "UpdateSemaphore",
     "WaiterInfo",
+    "WatchArmed",
     "WatchFired",
+    "WatchPrefix",
 ]

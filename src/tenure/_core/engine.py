@@ -97,6 +97,7 @@ HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = MappingProxyType(
         c.DeleteSemaphore: semaphores.delete_semaphore,
         c.DescribeSemaphore: watches.describe_semaphore,
         c.CancelWatch: watches.cancel_watch,
+        c.WatchPrefix: watches.watch_prefix,
     }
 )
 

@@ -68,6 +68,35 @@ def check_invariants(engine: Engine) -> None:
             for hold in session.waits_on(name):
                 key = holder_key(sid, hold)
                 assert key in node.semaphores[name].waiters, f"{sid}/{hold} thinks it waits {name}"
+    _check_watches(engine)
+
+
+def _check_watches(engine: Engine) -> None:
+    """A session's watch ids are exactly the armed watches of that live session, and
+    every armed watch is found where a firing looks for it (its name, or its prefix)."""
+    watches = engine.watches
+    armed: dict[int, set[int]] = {}
+    for watch_id, watch in watches._by_id.items():
+        assert watch.watch_id == watch_id
+        session = engine.sessions.get(watch.session_id)
+        assert session is not None, f"watch {watch_id} of a session that ended"
+        assert session.node == watch.node, f"watch {watch_id} on another node"
+        armed.setdefault(watch.session_id, set()).add(watch_id)
+        if watch.prefix:
+            group = watches._by_prefix[watch.node][watch.name]
+            assert len(watch.name) in watches._prefix_lengths[watch.node]
+        else:
+            group = watches._by_target[(watch.node, watch.name)]
+        assert group[watch_id] is watch, f"watch {watch_id} not indexed"
+    for sid, session in engine.sessions.items():
+        assert set(session.watches) == armed.get(sid, set()), f"session {sid}'s watches"
+    for node, prefixes in watches._by_prefix.items():
+        lengths: dict[int, int] = {}
+        for prefix, group in prefixes.items():
+            assert group, f"{node}: empty group of prefix {prefix!r}"
+            lengths[len(prefix)] = lengths.get(len(prefix), 0) + 1
+        assert watches._prefix_lengths[node] == lengths, f"{node}: prefix lengths"
+    assert set(watches._prefix_lengths) == set(watches._by_prefix)
 
 
 def _check_groups(node: Any) -> None:

@@ -336,6 +336,16 @@ def check_name(kind: str, name: object) -> str:
     return name
 
 
+def check_prefix(prefix: object, what: str = "prefix") -> str:
+    """A prefix of semaphore names: ``""`` (every name), or what :func:`check_name`
+    takes (a prefix that no name could start with is refused, not watched in vain)."""
+    if prefix == "" and isinstance(prefix, str):
+        return prefix
+    if not isinstance(prefix, str):
+        raise InvalidArgumentError(f"{what} must be a string, got {type(prefix).__name__}")
+    return check_name(what, prefix)
+
+
 def check_annex_key(key: object) -> str:
     """A key of a node's annex: a name (see :func:`check_name`) of at most MAX_ANNEX_KEY_BYTES."""
     key = check_name("annex key", key)  # no surrogates after this: it encodes

@@ -10,6 +10,14 @@ describe reads the latest state, so changes in between coalesce. A repeating wat
 (``watch_repeat``) fires on every change until it is disarmed: no describe per
 change, for the server or the watcher; the client keeps only the latest state it
 was sent, so changes it has no time for coalesce there.
+
+A prefix watch (WatchPrefix) is a repeating watch of every semaphore of its node
+whose name starts with its prefix, those that do not exist yet included: each
+firing carries the name that changed and the state the change left. A node's
+prefix watches are kept by prefix, and a change looks up only the prefixes of
+its name's lengths that some watch uses: nothing at all on a node without prefix
+watches, one dict lookup per distinct prefix length otherwise, however many
+watches share a prefix.
 """
 
 from __future__ import annotations
@@ -36,6 +44,9 @@ class Watch:
     with_waiters: bool = False
     #: Fire on every change it watches (until disarmed), not only on the first.
     repeat: bool = False
+    #: A prefix watch: ``name`` is the prefix, and it watches every name under it
+    #: (always repeating).
+    prefix: bool = False
 
 
 #: Which aspects of a semaphore changed in one step: an int of the bits below. Every
@@ -59,13 +70,17 @@ def matches(change: Change, watch: Watch) -> bool:
 
 
 class Watches:
-    """All armed watches, indexed by target and by id."""
+    """All armed watches, indexed by target, by node and prefix, and by id."""
 
-    __slots__ = ("_by_id", "_by_target")
+    __slots__ = ("_by_id", "_by_prefix", "_by_target", "_prefix_lengths")
 
     def __init__(self) -> None:
         self._by_target: dict[tuple[str, str], dict[int, Watch]] = {}
         self._by_id: dict[int, Watch] = {}
+        #: Prefix watches: node -> prefix -> watches by id (module docstring).
+        self._by_prefix: dict[str, dict[str, dict[int, Watch]]] = {}
+        #: node -> length of a prefix -> how many of the node's watched prefixes have it.
+        self._prefix_lengths: dict[str, dict[int, int]] = {}
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -73,29 +88,68 @@ class Watches:
     def arm(self, watch: Watch) -> None:
         """Register ``watch``."""
         self._by_id[watch.watch_id] = watch
+        if watch.prefix:
+            prefixes = self._by_prefix.setdefault(watch.node, {})
+            group = prefixes.get(watch.name)
+            if group is None:
+                group = prefixes[watch.name] = {}
+                lengths = self._prefix_lengths.setdefault(watch.node, {})
+                lengths[len(watch.name)] = lengths.get(len(watch.name), 0) + 1
+            group[watch.watch_id] = watch
+            return
         self._by_target.setdefault((watch.node, watch.name), {})[watch.watch_id] = watch
 
     def disarm(self, watch_id: int) -> Watch | None:
         """Remove a watch without firing it."""
         watch = self._by_id.pop(watch_id, None)
-        if watch is not None:
-            target = (watch.node, watch.name)
-            group = self._by_target[target]
-            del group[watch_id]
-            if not group:
-                del self._by_target[target]
+        if watch is None:
+            return None
+        if watch.prefix:
+            self._disarm_prefix(watch)
+            return watch
+        target = (watch.node, watch.name)
+        group = self._by_target[target]
+        del group[watch_id]
+        if not group:
+            del self._by_target[target]
         return watch
 
-    def fire(self, node: str, name: str, change: Change) -> list[Watch]:
-        """Return, in arming order, the watches on the target that ``change`` hits.
+    def _disarm_prefix(self, watch: Watch) -> None:
+        prefixes = self._by_prefix[watch.node]
+        group = prefixes[watch.name]
+        del group[watch.watch_id]
+        if group:
+            return
+        del prefixes[watch.name]
+        lengths = self._prefix_lengths[watch.node]
+        left = lengths[len(watch.name)] - 1
+        if left:
+            lengths[len(watch.name)] = left
+        else:
+            del lengths[len(watch.name)]
+        if not prefixes:
+            del self._by_prefix[watch.node]
+            del self._prefix_lengths[watch.node]
 
-        One-shot watches are removed; repeating ones stay armed.
+    def fire(self, node: str, name: str, change: Change) -> list[Watch]:
+        """Return the watches that ``change`` of ``name`` hits: those on the name, in
+        arming order, then the prefix watches whose prefix ``name`` starts with (those
+        of one prefix in arming order).
+
+        One-shot watches are removed; repeating ones (prefix watches among them) stay armed.
         """
         group = self._by_target.get((node, name))
-        if not group:
-            return []
-        fired = [w for w in group.values() if matches(change, w)]
+        fired = [w for w in group.values() if matches(change, w)] if group else []
         for watch in fired:
             if not watch.repeat:
                 self.disarm(watch.watch_id)
+        if self._by_prefix:
+            prefixes = self._by_prefix.get(node)
+            if prefixes is not None:
+                size = len(name)
+                for length in self._prefix_lengths[node]:
+                    if length <= size:
+                        watchers = prefixes.get(name[:length])
+                        if watchers is not None:
+                            fired += [w for w in watchers.values() if matches(change, w)]
         return fired

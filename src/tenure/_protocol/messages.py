@@ -31,6 +31,7 @@ from tenure._core.commands import (
     ListSessions,
     ReserveUnits,
     SwapSemaphoreData,
+    WatchPrefix,
 )
 from tenure._core.effects import Effect, WatchFired
 from tenure._core.values import NO_IDENTITY, OwnerInfo, SemaphoreDescription, WaiterInfo
@@ -58,6 +59,7 @@ __all__ = [
     "SINCE_VERSION_3",
     "SINCE_VERSION_4",
     "SINCE_VERSION_5",
+    "SINCE_VERSION_6",
     "SUPPORTED_VERSIONS",
     "ClientMessage",
     "ConnectionClosed",
@@ -86,11 +88,12 @@ __all__ = [
 #: ``role`` and ``leader``, and ClusterStatus (:mod:`tenure._protocol.cluster`).
 #: Version 4 added SwapSemaphoreData (a compare-and-swap of a semaphore's data),
 #: version 5 ReserveUnits (a rate limiter's reservation) and AcquireAll (several
-#: semaphores, all or none).
-PROTOCOL_VERSION: Final = 5
+#: semaphores, all or none), version 6 WatchPrefix (a watch of every semaphore
+#: under a prefix).
+PROTOCOL_VERSION: Final = 6
 #: The versions a server built from this code accepts in a Hello. To an older peer
 #: it sends the layouts of the peer's version (:func:`for_version`).
-SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3, 4, PROTOCOL_VERSION})
+SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3, 4, 5, PROTOCOL_VERSION})
 #: Commands a version-1 peer does not know (a client must not send them to it).
 SINCE_VERSION_2: Final = frozenset({ListNodes, ListSemaphores, ListSessions, KillSession})
 #: Commands a version-1 or version-2 peer does not know.
@@ -99,6 +102,8 @@ SINCE_VERSION_3: Final = frozenset({ClusterStatus})
 SINCE_VERSION_4: Final = frozenset({SwapSemaphoreData})
 #: Commands a peer of version 1 to 4 does not know.
 SINCE_VERSION_5: Final = frozenset({ReserveUnits, AcquireAll})
+#: Commands a peer of version 1 to 5 does not know.
+SINCE_VERSION_6: Final = frozenset({WatchPrefix})
 #: Welcome.role of a server that is not part of a cluster, of a cluster's leader,
 #: and of a standby (which answers only ClusterStatus and Ping: docs/protocol.md 16).
 STANDALONE: Final = ""
@@ -363,7 +368,7 @@ def for_version(message: Message, version: int | None) -> Message:
     defaults they are not even sent, see wire.Record), so it reads the layouts it
     always did.
     """
-    if version is None or version >= 3:  # versions 4 and 5 changed no layout, only added commands
+    if version is None or version >= 3:  # versions 4 to 6 changed no layout, only added commands
         return message
     if type(message) is Welcome:
         return dataclasses.replace(message, role=STANDALONE, leader=None)

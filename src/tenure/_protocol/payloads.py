@@ -83,6 +83,7 @@ ReplyValue = (
     | ClusterView
     | c.RateReservation
     | c.AcquireAllResult
+    | c.WatchArmed
     | bool
     | float
     | bytes
@@ -320,6 +321,17 @@ _COMMANDS: Final = (
     ),
     Record(c.CancelWatch, [("session_id", UINT), ("watch_id", UINT)], tag=28),
     Record(
+        c.WatchPrefix,
+        [
+            ("session_id", UINT),
+            ("prefix", STR),
+            ("watch_data", BOOL),
+            ("watch_owners", BOOL),
+            ("watch_waiters", BOOL),
+        ],
+        tag=40,
+    ),
+    Record(
         c.ListSemaphores,
         [("node", STR), ("prefix", STR), ("after", STR), ("limit", UINT)],
         tag=29,
@@ -444,6 +456,7 @@ _VALUES: Final = (
         [("status", ACQUIRE_STATUS), ("tokens", ArrayOf(UINT)), ("lease_ttl", OPT_FLOAT)],
         tag=11,
     ),
+    Record(c.WatchArmed, [("watch_id", UINT)], tag=16),
 )
 
 _NONE = type(None)
@@ -472,6 +485,7 @@ REPLY_TYPES: Final[Mapping[type, tuple[type, ...]]] = {
     c.AcquireAll: (c.AcquireAllResult,),
     c.DescribeSemaphore: (c.DescribeResult,),
     c.CancelWatch: (bool,),
+    c.WatchPrefix: (c.WatchArmed,),
     c.ListNodes: (c.NodePage,),
     c.ListSemaphores: (c.SemaphorePage,),
     c.ListSessions: (c.SessionPage,),

@@ -12,7 +12,8 @@ URL                             where the state lives
 
 The contract every backend keeps is :mod:`tenure.backends._base` (re-exported here:
 :class:`Backend`, :class:`BackendSession`, :class:`SessionListener`,
-:class:`WatchStream`, :class:`Grant`, :class:`HeldGrant`, :class:`SessionTicket`,
+:class:`WatchStream`, :class:`PrefixWatchStream` with :class:`PrefixChange` and
+:class:`PrefixReset`, :class:`Grant`, :class:`HeldGrant`, :class:`SessionTicket`,
 :class:`Capability`), in prose in
 ``docs/backends.md``. Third-party backends register a module under the
 ``tenure.backends`` entry-point group; the module must define
@@ -34,6 +35,10 @@ from tenure.backends._base import (
     Capability,
     Grant,
     HeldGrant,
+    PrefixChange,
+    PrefixNews,
+    PrefixReset,
+    PrefixWatchStream,
     SessionListener,
     SessionTicket,
     WatchStream,
@@ -111,6 +116,10 @@ __all__ = [
     "Capability",
     "Grant",
     "HeldGrant",
+    "PrefixChange",
+    "PrefixNews",
+    "PrefixReset",
+    "PrefixWatchStream",
     "SessionListener",
     "SessionTicket",
     "WatchStream",

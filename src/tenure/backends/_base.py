@@ -79,6 +79,10 @@ class Capability(enum.Enum):
     #: several waits in all their queues with one arrival (``session.lock_all``):
     #: requests for overlapping names in any order never deadlock.
     ALL_OR_NONE = "all_or_none"
+    #: A session watches every semaphore under a name prefix, those made later too
+    #: (:meth:`BackendSession.watch_prefix`): creations, changes and deletions are
+    #: pushed as they happen, never found by polling.
+    PREFIX_WATCH = "prefix_watch"
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +260,63 @@ class WatchStream(Protocol):
         """Stop watching (idempotent)."""
 
 
+@dataclass(frozen=True, slots=True)
+class PrefixChange:
+    """News of a prefix watch: the semaphore ``name`` (under the prefix) changed.
+
+    ``description`` is the state the change left, listed as watched (``exists``
+    false: it was deleted), where the store pushes states (the engine's); None where
+    the store can only say *that* it changed: read it back
+    (:meth:`BackendSession.describe_semaphore`), which gives the latest state.
+    """
+
+    name: str
+    description: SemaphoreDescription | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixReset:
+    """News of a prefix watch: changes may have been missed (a re-attach after a lost
+    connection, a restarted server, a gap in the store's pushes, a compaction, a
+    consumer too far behind). List the prefix again: the watch was armed again
+    before this was yielded, so every change after it is told."""
+
+
+#: One item of a :class:`PrefixWatchStream`.
+PrefixNews = PrefixChange | PrefixReset
+
+
+class PrefixWatchStream(Protocol):
+    """What a prefix watch tells, as an async iterator of :data:`PrefixNews`.
+
+    Nothing is yielded for the state when it was armed (list the prefix after
+    :meth:`BackendSession.watch_prefix` returns); then a :class:`PrefixChange` for
+    every change, made after it was armed, of any semaphore whose name starts with
+    the prefix: its creation, its data, owners or waiters (as watched) and its
+    deletion. A name outside the prefix is never told. News coalesces per name: a
+    consumer that is busy finds one item per changed name, with the latest state
+    pushed, never a queue of stale ones (nor a promise of every intermediate state).
+    An item may tell of a change that left what is watched as it was (after a
+    reconnect, say). A :class:`PrefixReset` replaces what may have been missed,
+    pending items included. The iteration ends by raising the session's loss error
+    if the session is lost.
+    """
+
+    def __aiter__(self) -> Self:
+        """The stream itself."""
+
+    async def __anext__(self) -> PrefixNews:
+        """Wait for the next news."""
+
+    def pending(self) -> frozenset[str]:
+        """The names whose news is waiting to be taken. A consumer that has just listed
+        the prefix reads these back rather than trust their pushed states: one pushed
+        while it listed may be older than what its listing read."""
+
+    async def aclose(self) -> None:
+        """Stop watching (idempotent)."""
+
+
 class BackendSession(Protocol):
     """One session: an owner of grants, alive while its client is or for its window.
 
@@ -387,6 +448,19 @@ class BackendSession(Protocol):
 
         Every state has owners and waiters listed if watched. The stream survives
         reconnects; LimitExceededError if the session watches too much already.
+        """
+
+    async def watch_prefix(
+        self, prefix: str, *, data: bool, owners: bool, waiters: bool
+    ) -> PrefixWatchStream:
+        """Arm a watch of every semaphore whose name starts with ``prefix`` (``""``:
+        every one of the node), those made later too (:class:`PrefixWatchStream`).
+
+        Armed when this returns: every change after that is told. Existence is
+        always watched; ``data``, ``owners`` and ``waiters`` add those aspects (and
+        list owners, waiters in the states pushed). It counts as one watch against
+        the node's ``max_watches_per_session``: LimitExceededError past it.
+        UnsupportedError on a backend without :attr:`Capability.PREFIX_WATCH`.
         """
 
     async def close(self) -> None:

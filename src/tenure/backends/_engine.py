@@ -47,9 +47,11 @@ from tenure._core import (
     SwapSemaphoreData,
     UpdateSemaphore,
     WatchFired,
+    WatchPrefix,
 )
-from tenure.backends._base import Grant, HeldGrant, WatchStream
+from tenure.backends._base import Grant, HeldGrant, PrefixWatchStream, WatchStream
 from tenure.backends._ledger import Pending
+from tenure.backends._prefix import PrefixFeed, PrefixStream
 from tenure.backends._store import QUEUED, Enqueued, Owner, Queued, Withdrawal
 from tenure.backends._watch import EngineWatch, WatchFeed
 from tenure.errors import LostError, TenureError, error_from_code
@@ -91,6 +93,8 @@ class CommandStore:
         self.where = where
         self._last_request_id = 0
         self._watches: dict[int, WatchFeed] = {}
+        #: Armed prefix watches' feeds, by engine watch id.
+        self._prefix_feeds: dict[int, PrefixFeed] = {}
         self.owner: Owner
 
     def bind(self, owner: Owner) -> None:
@@ -238,16 +242,46 @@ class CommandStore:
         description, feed = await arm()
         return EngineWatch(arm, description, feed)
 
+    async def watch_prefix(
+        self, prefix: str, *, data: bool, owners: bool, waiters: bool
+    ) -> PrefixWatchStream:
+        """One engine prefix watch (WatchPrefix), whose firings carry each change's state;
+        armed anew (and the consumer told to list again) after a re-attach."""
+        feed = PrefixFeed()
+        armed: list[int] = []  # the engine watch's id (none while it is being re-armed)
+
+        async def arm() -> None:
+            self.owner.check_alive()
+            reply = await self.channel.call(
+                WatchPrefix(self.session_id, prefix, data, owners, waiters)
+            )
+            # (Before any later push: the link holds a push after a reply one turn.)
+            self._prefix_feeds[reply.watch_id] = feed
+            armed[:] = [reply.watch_id]
+
+        async def disarm() -> None:
+            for watch_id in armed:
+                if self._prefix_feeds.pop(watch_id, None) is not None and self.owner.ended is None:
+                    self.owner.spawn(self.channel.call(CancelWatch(self.session_id, watch_id)))
+            armed.clear()
+
+        await arm()
+        return PrefixStream(feed, disarm=disarm, rearm=arm)
+
     def forget_watches(self) -> list[int]:
         """Wake every watcher to arm a new watch; returns the old watches' ids to cancel.
 
         After a re-attach a firing may have been lost (and a restarted server keeps
-        no watches, and may re-use their ids): describing again reads the latest state.
+        no watches, and may re-use their ids): describing again reads the latest state;
+        a prefix watch's consumer is told to list again (a reset) once it is re-armed.
         """
         stale, self._watches = self._watches, {}
         for feed in stale.values():
             feed.put(None)
-        return list(stale)
+        prefixed, self._prefix_feeds = self._prefix_feeds, {}
+        for prefix_feed in prefixed.values():
+            prefix_feed.reset(rearm=True)
+        return [*stale, *prefixed]
 
     # -- what the engine pushes -------------------------------------------------------
 
@@ -267,6 +301,8 @@ class CommandStore:
             feed = self._watches.get(effect.watch_id)
             if feed is not None:
                 feed.put(effect.description)
+            elif (prefixed := self._prefix_feeds.get(effect.watch_id)) is not None:
+                prefixed.put(effect.name, effect.description)
         elif isinstance(effect, LeaseLost):
             error = error_from_code(effect.code, effect.message)
             assert isinstance(error, LostError)
@@ -350,6 +386,9 @@ class CommandStore:
         for feed in self._watches.values():
             feed.fail(error)
         self._watches.clear()
+        for prefixed in self._prefix_feeds.values():
+            prefixed.fail(error)
+        self._prefix_feeds.clear()
 
     async def close(self) -> None:
         """CloseSession (the session is gone if that fails)."""

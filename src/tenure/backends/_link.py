@@ -65,6 +65,7 @@ from tenure._protocol.messages import (
     SINCE_VERSION_3,
     SINCE_VERSION_4,
     SINCE_VERSION_5,
+    SINCE_VERSION_6,
     STANDALONE,
     STANDBY,
 )
@@ -111,7 +112,9 @@ DEFAULT_PING_INTERVAL: Final = 5.0
 #: A Ping unanswered for this long (at least) means the connection is dead.
 MIN_PING_PATIENCE: Final = 2.0
 #: The commands some older protocol version lacks (checked before each is sent).
-_NEWER: Final = SINCE_VERSION_2 | SINCE_VERSION_3 | SINCE_VERSION_4 | SINCE_VERSION_5
+_NEWER: Final = (
+    SINCE_VERSION_2 | SINCE_VERSION_3 | SINCE_VERSION_4 | SINCE_VERSION_5 | SINCE_VERSION_6
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,7 +321,9 @@ class Link:
     def _check_version(self, conn: LinkConnection, command: Command[R]) -> None:
         """UnsupportedError if the connection's protocol version lacks ``command``."""
         version = conn.codec.version or PROTOCOL_VERSION
-        if type(command) in SINCE_VERSION_5 and version < 5:
+        if type(command) in SINCE_VERSION_6 and version < 6:
+            what = "watch every semaphore under a prefix"
+        elif type(command) in SINCE_VERSION_5 and version < 5:
             what = "reserve units of a rate limiter or acquire several semaphores at once"
         elif type(command) in SINCE_VERSION_4 and version < 4:
             what = "compare and swap a semaphore's data (counters, latches)"

@@ -64,8 +64,15 @@ from typing import Any, Final, TypeVar, final
 
 from tenure._core.commands import RateReservation
 from tenure._core.rates import check_units
-from tenure._core.values import SemaphoreDescription, check_duration
-from tenure.backends._base import Grant, HeldGrant, SessionListener, SessionTicket, WatchStream
+from tenure._core.values import SemaphoreDescription, check_duration, check_prefix
+from tenure.backends._base import (
+    Grant,
+    HeldGrant,
+    PrefixWatchStream,
+    SessionListener,
+    SessionTicket,
+    WatchStream,
+)
 from tenure.backends._ledger import Ledger, Pending
 from tenure.backends._options import WITHDRAW_WAIT
 from tenure.backends._release import Releases
@@ -416,6 +423,16 @@ class StoreSession:
         """See :meth:`tenure.backends._base.BackendSession.watch_semaphore`."""
         self.check_alive()
         return await self._store.watch_semaphore(name, data=data, owners=owners, waiters=waiters)
+
+    async def watch_prefix(
+        self, prefix: str, *, data: bool, owners: bool, waiters: bool
+    ) -> PrefixWatchStream:
+        """See :meth:`tenure.backends._base.BackendSession.watch_prefix`."""
+        self.check_alive()
+        prefix = check_prefix(prefix)  # (checked here once for every store)
+        return await self._store.watch_prefix(
+            prefix, data=bool(data), owners=bool(owners), waiters=bool(waiters)
+        )
 
     # -- tickets ----------------------------------------------------------------------
 

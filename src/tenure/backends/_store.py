@@ -22,7 +22,7 @@ from typing import Any, Final, Literal, Protocol, TypeVar, runtime_checkable
 
 from tenure._core.commands import RateReservation
 from tenure._core.values import SemaphoreDescription
-from tenure.backends._base import Grant, HeldGrant, WatchStream
+from tenure.backends._base import Grant, HeldGrant, PrefixWatchStream, WatchStream
 from tenure.backends._ledger import Ledger, Pending
 from tenure.errors import LostError
 
@@ -217,6 +217,12 @@ class Store(Protocol):
         self, name: str, *, data: bool, owners: bool, waiters: bool
     ) -> WatchStream:
         """See :meth:`tenure.backends._base.BackendSession.watch_semaphore`."""
+
+    async def watch_prefix(
+        self, prefix: str, *, data: bool, owners: bool, waiters: bool
+    ) -> PrefixWatchStream:
+        """See :meth:`tenure.backends._base.BackendSession.watch_prefix` (``prefix``
+        checked already)."""
 
     # -- the end ----------------------------------------------------------------------
 

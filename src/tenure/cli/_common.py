@@ -50,6 +50,7 @@ PERMISSION_WORDS: Final = {
     "DescribeSemaphore": "read semaphores",
     "DescribeSession": "read sessions",
     "CancelWatch": "stop watches",
+    "WatchPrefix": "watch semaphores",
     "ListNodes": "list nodes",
     "ListSemaphores": "list semaphores",
     "ListSessions": "list sessions",

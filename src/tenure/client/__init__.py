@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from tenure.client._barrier import Barrier
+from tenure.client._cache import Cache
+from tenure.client._cache_changes import CacheChange
 from tenure.client._client import Client, SessionLoop, connect
 from tenure.client._counter import Counter
 from tenure.client._election import Election, LeaderState
@@ -23,6 +25,8 @@ from tenure.client._session import Session
 
 __all__ = [
     "Barrier",
+    "Cache",
+    "CacheChange",
     "Client",
     "Counter",
     "Election",

@@ -18,6 +18,7 @@ from tenure._core.values import (
 from tenure.backends import Backend, Capability, SessionTicket, open_backend
 from tenure.client import _args, _leader, _listing
 from tenure.client._args import Data
+from tenure.client._cache import DEFAULT_CACHE_SIZE, Cache, check_cache_args
 from tenure.client._lease import Leadership
 from tenure.client._opening import ClosesOnExit, Opening
 from tenure.client._session import Session
@@ -262,6 +263,53 @@ class Client(ClosesOnExit):
             recovery_window=recovery_window,
             description=description,
         )
+
+    def cache(
+        self,
+        node: str,
+        *,
+        prefix: str,
+        max_size: int = DEFAULT_CACHE_SIZE,
+        owners: bool = True,
+    ) -> Opening[Cache]:
+        """Mirror every semaphore of ``node`` whose name starts with ``prefix`` here,
+        kept current by the backend's pushes; ``async with`` it (or ``await`` it and
+        ``aclose()`` it). Entered, it holds the prefix's state: :meth:`Cache.get`,
+        :meth:`Cache.items`, and :meth:`Cache.changes` for what changes after.
+
+        The cache opens a session of its own (a new one if that is lost). ``owners``
+        False keeps data alone (a config tree): no owners listed, counts not kept
+        current. See docs/recipes.md, "Prefix cache".
+
+        Raises:
+            InvalidArgumentError: at once, naming a bad argument.
+            UnsupportedError: at once, on a backend without
+                :attr:`Capability.PREFIX_WATCH` (or a tenure server older than
+                protocol version 6, at entry).
+            LimitExceededError: more than ``max_size`` semaphores under the prefix
+                (at entry, or later from the cache's reads and changes()).
+            NotFoundError: the node does not exist.
+        """
+        check_cache_args(node, prefix, max_size, owners)
+        if Capability.PREFIX_WATCH not in self.backend.capabilities:
+            raise UnsupportedError(
+                f"{_redacted(self.url)} cannot watch a prefix (it lacks Capability.PREFIX_WATCH)"
+            )
+
+        async def open_cache() -> Cache:
+            self._check_open()
+            cache = Cache(
+                self.backend,
+                lambda: self._open_session(node, None, f"cache of {prefix!r}"),
+                node,
+                prefix,
+                max_size=max_size,
+                owners=owners,
+            )
+            await cache._start()
+            return cache
+
+        return Opening(open_cache)
 
     async def _open_session(
         self,

@@ -17,8 +17,10 @@ from tenure._core.values import (
 )
 from tenure.backends import Capability, SessionTicket
 from tenure.client._args import Data
+from tenure.client._cache import DEFAULT_CACHE_SIZE
 from tenure.errors import LostError
 from tenure.sync import _leader
+from tenure.sync._cache import Cache
 from tenure.sync._calls import opened
 from tenure.sync._held import ClosesOnExit
 from tenure.sync._leases import Leadership
@@ -185,6 +187,23 @@ class Client(ClosesOnExit):
             requeue=requeue,
             recovery_window=recovery_window,
             description=description,
+        )
+
+    def cache(
+        self,
+        node: str,
+        *,
+        prefix: str,
+        max_size: int = DEFAULT_CACHE_SIZE,
+        owners: bool = True,
+    ) -> Cache:
+        """Mirror every semaphore of ``node`` under ``prefix`` here, kept current by the
+        backend's pushes (see :meth:`tenure.Client.cache`); plain (``close()`` it) or
+        ``with``."""
+        return self._portal.call(
+            opened,
+            lambda: self._client.cache(node, prefix=prefix, max_size=max_size, owners=owners),
+            lambda cache: Cache(self._portal, cache),
         )
 
     def _wrap(self, session: aio.Session) -> Session:

@@ -101,12 +101,19 @@ def pgbouncer_url(postgres_server: PostgresServer) -> Iterator[str]:
 async def test_behind_pgbouncer_watch_is_refused_and_the_rest_works(pgbouncer_url: str) -> None:
     async with tenure.connect(pgbouncer_url) as one, tenure.connect(pgbouncer_url) as two:
         assert Capability.WATCH not in one.capabilities  # the probe's NOTIFY never came
+        assert Capability.PREFIX_WATCH not in one.capabilities
         assert Capability.FENCING_TOKENS in one.capabilities
         await one.create_node("n")
         first = await one.session("n")
         second = await two.session("n")
         with pytest.raises(UnsupportedError, match="pgbouncer"):
             await anext(first.semaphore("m").watch())
+        with pytest.raises(UnsupportedError, match="PREFIX_WATCH"):
+            one.cache("n", prefix="config/")
+        with pytest.raises(UnsupportedError, match="pgbouncer"):
+            await first._backend_session().watch_prefix(
+                "config/", data=True, owners=False, waiters=False
+            )
         lock = await first.mutex("m").lock()
         waiter = asyncio.ensure_future(second.mutex("m").lock())
         await asyncio.sleep(0.3)

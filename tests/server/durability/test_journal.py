@@ -130,13 +130,18 @@ def test_a_second_restart_replays_the_first_from_the_log(tmp_path: Path) -> None
 
 
 def test_read_only_commands_are_not_logged(tmp_path: Path) -> None:
-    from tenure._core import DescribeNode
+    from tenure._core import DescribeNode, WatchPrefix
 
     journal = Journal(DataDir(tmp_path))
     engine = journal.open(0.0)
     step(engine, journal, CreateNode("n"), 0.0)
     size = sum(p.stat().st_size for p in tmp_path.glob("wal-*.log"))
     step(engine, journal, DescribeNode("n"), 1.0)
+    assert sum(p.stat().st_size for p in tmp_path.glob("wal-*.log")) == size
+    # A prefix watch is the connection's, as every watch: not logged either.
+    step(engine, journal, CreateSession("n", KEY), 1.0)  # (session 1)
+    size = sum(p.stat().st_size for p in tmp_path.glob("wal-*.log"))
+    step(engine, journal, WatchPrefix(1, "config/", watch_data=True), 1.0)
     assert sum(p.stat().st_size for p in tmp_path.glob("wal-*.log")) == size
     journal.close()
 

@@ -37,6 +37,7 @@ from tenure._core import (
     SwapSemaphoreData,
     UpdateSemaphore,
     WatchFired,
+    WatchPrefix,
 )
 from tenure._protocol import ConnectionClosed, Refused
 from tenure._protocol.cluster import ClusterStatus
@@ -112,6 +113,7 @@ def test_read_only_and_read_write_commands() -> None:
         DescribeSemaphore(1, "m", watch_data=True),
         DescribeSession(1),
         CancelWatch(1, 5),
+        WatchPrefix(1, "config/", watch_data=True),
         ListNodes(),
         ListSemaphores("n"),
         ListSessions("n"),
@@ -136,8 +138,8 @@ def test_read_only_and_read_write_commands() -> None:
         why = denial(reader, write, "n")
         assert why == f"token 'r' is read-only: it may not send {type(write).__name__} on node 'n'"
         assert denial(writer, write, "n") is None
-    assert len(READ_ONLY_COMMANDS) == 14
-    assert len(READ_WRITE_COMMANDS) == 29
+    assert len(READ_ONLY_COMMANDS) == 15
+    assert len(READ_WRITE_COMMANDS) == 30
 
 
 def test_node_patterns() -> None:

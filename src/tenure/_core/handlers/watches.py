@@ -1,4 +1,5 @@
-"""Watch commands: describe a semaphore (arming a watch, if asked), cancel a watch.
+"""Watch commands: describe a semaphore (arming a watch, if asked), watch a prefix,
+cancel a watch.
 
 What a watch is and when it fires is :mod:`tenure._core.watches`; firing happens in
 :meth:`tenure._core.state.EngineState.fire_watches`, after every change.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from tenure._core import commands as c
 from tenure._core.state import EngineState
-from tenure._core.values import SemaphoreDescription, check_name
+from tenure._core.values import SemaphoreDescription, check_name, check_prefix
 from tenure._core.watches import Watch
 from tenure.errors import LimitExceededError, NotFoundError
 
@@ -47,6 +48,32 @@ def describe_semaphore(
     state.watches.arm(watch)
     session.add_watch(watch.watch_id)
     return c.DescribeResult(description, watch.watch_id)
+
+
+def watch_prefix(state: EngineState, cmd: c.WatchPrefix, now: float) -> c.WatchArmed:
+    """Arm a repeating watch of every semaphore whose name starts with the prefix."""
+    session, node = state.lookup_session_node(cmd.session_id)
+    prefix = check_prefix(cmd.prefix)
+    limit = node.config.max_watches_per_session
+    if len(session.watches) >= limit:
+        raise LimitExceededError(f"max_watches_per_session ({limit}) reached")
+    state.last_watch_id += 1
+    watch = Watch(
+        state.last_watch_id,
+        session.session_id,
+        node.name,
+        prefix,
+        bool(cmd.watch_data),
+        bool(cmd.watch_owners),
+        bool(cmd.watch_waiters),
+        with_owners=bool(cmd.watch_owners),
+        with_waiters=bool(cmd.watch_waiters),
+        repeat=True,
+        prefix=True,
+    )
+    state.watches.arm(watch)
+    session.add_watch(watch.watch_id)
+    return c.WatchArmed(watch.watch_id)
 
 
 def cancel_watch(state: EngineState, cmd: c.CancelWatch, now: float) -> bool:

@@ -103,6 +103,7 @@ CAPABILITIES: Final = frozenset(
         Capability.REPLICATED,
         Capability.SESSION_RECOVERY,
         Capability.ALL_OR_NONE,
+        Capability.PREFIX_WATCH,
     }
 )
 

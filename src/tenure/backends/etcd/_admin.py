@@ -1,4 +1,5 @@
-"""Semaphore administration on etcd: create, update, delete, describe, watch.
+"""Semaphore administration on etcd: create, update, delete, describe, watch (a semaphore,
+a prefix).
 
 A persistent semaphore is its record ``rec`` (limit and data, no lease); an
 ephemeral one has no record and exists while it has requests. Creating compares
@@ -18,7 +19,7 @@ import time
 from tenure._core.commands import RateReservation
 from tenure._core.rates import bucket_data, parse_bucket, reserve
 from tenure._core.values import SemaphoreDescription, check_count, check_data
-from tenure.backends._readback import ReadbackWatch
+from tenure.backends._prefix import PrefixStream
 from tenure.backends.etcd._keys import (
     compare_create,
     compare_empty,
@@ -29,7 +30,8 @@ from tenure.backends.etcd._keys import (
     prefix_end,
     put,
 )
-from tenure.backends.etcd._types import SessionParts
+from tenure.backends.etcd._prefix_watch import EtcdPrefixWatch
+from tenure.backends.etcd._types import Armed, SessionParts
 from tenure.backends.etcd._watch import EtcdWatch
 from tenure.backends.etcd._who import identified
 from tenure.errors import (
@@ -48,7 +50,7 @@ class Admin:
     ``armed`` is the session's set of armed watches.
     """
 
-    def __init__(self, parts: SessionParts, armed: set[ReadbackWatch]) -> None:
+    def __init__(self, parts: SessionParts, armed: set[Armed]) -> None:
         self._parts = parts
         self._armed = armed
 
@@ -205,11 +207,22 @@ class Admin:
     ) -> EtcdWatch:
         """See :meth:`tenure.backends._base.BackendSession.watch_semaphore`."""
         s = self._parts
-        config = await s.sender.config()
+        await self._check_watch_room()
+        watch = EtcdWatch(s, self._armed, name, data=data, owners=owners, waiters=waiters)
+        await watch.start()
+        return watch
+
+    async def watch_prefix(self, prefix: str) -> PrefixStream:
+        """See :meth:`tenure.backends._base.BackendSession.watch_prefix` (:mod:`._prefix_watch`)."""
+        await self._check_watch_room()
+        watch = EtcdPrefixWatch(self._parts, self._armed, prefix)
+        await watch.arm()
+        return watch.stream()
+
+    async def _check_watch_room(self) -> None:
+        """LimitExceededError at max_watches_per_session (single and prefix watches)."""
+        config = await self._parts.sender.config()
         if len(self._armed) >= config.max_watches_per_session:
             raise LimitExceededError(
                 f"max_watches_per_session ({config.max_watches_per_session}) reached"
             )
-        watch = EtcdWatch(s, self._armed, name, data=data, owners=owners, waiters=waiters)
-        await watch.start()
-        return watch

@@ -42,9 +42,8 @@ from typing import Protocol
 
 from tenure._core.commands import RateReservation
 from tenure._core.values import SemaphoreDescription
-from tenure.backends._base import Grant, HeldGrant
+from tenure.backends._base import Grant, HeldGrant, PrefixWatchStream
 from tenure.backends._ledger import Pending
-from tenure.backends._readback import ReadbackWatch
 from tenure.backends._store import Enqueued, Owner, Queued, Withdrawal
 from tenure.backends._turns import Turns
 from tenure.backends.etcd._acquire import Acquirer
@@ -60,6 +59,7 @@ from tenure.backends.etcd._node import NodeView
 from tenure.backends.etcd._record import Record
 from tenure.backends.etcd._streams import KeepAlive, WatchHub
 from tenure.backends.etcd._txns import TxnSender
+from tenure.backends.etcd._types import Armed
 from tenure.backends.etcd._watch import EtcdWatch
 from tenure.errors import LostError, PreconditionFailedError
 
@@ -138,7 +138,7 @@ class EtcdStore:
         self.acquirer = Acquirer(self)
         self.grouping = GroupWaiter(self)
         self.grouper = GroupAcquirer(self, self.grouping)
-        self.armed: set[ReadbackWatch] = set()
+        self.armed: set[Armed] = set()
         self.admin = Admin(self, self.armed)
         self._confirmed = confirmed_at
         self._requests = itertools.count(1)
@@ -278,6 +278,12 @@ class EtcdStore:
     ) -> EtcdWatch:
         """See :meth:`Admin.watch_semaphore`."""
         return await self.admin.watch_semaphore(name, data=data, owners=owners, waiters=waiters)
+
+    async def watch_prefix(
+        self, prefix: str, *, data: bool, owners: bool, waiters: bool
+    ) -> PrefixWatchStream:
+        """See :meth:`Admin.watch_prefix`."""
+        return await self.admin.watch_prefix(prefix)
 
     # -- the end ----------------------------------------------------------------------
 

@@ -16,7 +16,15 @@ from tenure.backends.etcd._record import Record
 from tenure.backends.etcd._streams import WatchHub
 from tenure.backends.etcd._txns import TxnSender
 
-__all__ = ["SessionParts"]
+__all__ = ["Armed", "SessionParts"]
+
+
+class Armed(Protocol):
+    """An armed watch of a session (a semaphore's or a prefix's), as the session's end
+    sees it: counted against max_watches_per_session, failed when the session ends."""
+
+    def fail(self, error: BaseException) -> None:
+        """The session ended: the watch's consumer hears ``error``."""
 
 
 class SessionParts(Protocol):

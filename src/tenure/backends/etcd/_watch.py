@@ -24,7 +24,7 @@ from tenure.backends._readback import ReadbackWatch, first_of
 from tenure.backends.etcd._keys import prefix_end
 from tenure.backends.etcd._queue import SemState
 from tenure.backends.etcd._streams import Watcher
-from tenure.backends.etcd._types import SessionParts
+from tenure.backends.etcd._types import Armed, SessionParts
 from tenure.backends.etcd._who import identified
 
 __all__ = ["EtcdWatch"]
@@ -39,7 +39,7 @@ class EtcdWatch(ReadbackWatch):
     def __init__(
         self,
         parts: SessionParts,
-        armed: set[ReadbackWatch],
+        armed: set[Armed],
         name: str,
         *,
         data: bool,

@@ -336,6 +336,7 @@ async def _capabilities(
             found.add(Capability.REPLICATED)
     if await listener.probe(caller, options.listen_probe_timeout):
         found.add(Capability.WATCH)
+        found.add(Capability.PREFIX_WATCH)
     return frozenset(found)
 
 

@@ -16,6 +16,9 @@ Layout (in the schema ``?schema=`` names, default ``tenure``):
   notifies ``s<name>`` only when one is registered (a NOTIFY takes a lock of the
   whole database until its transaction's commit is flushed: notifying every change
   made every change of every client wait for one WAL flush each).
+* ``prefix_watches``: one row per armed prefix watch (version 5): a change of a
+  semaphore whose name starts with a registered prefix notifies ``s<name>`` too
+  (:mod:`._sql_watches`).
 * ``nodes``: a node's settings (``config``, jsonb of NodeConfig) and ``version``.
 * ``sessions``: one row per session: its secret, ``seq`` (the fence a resume bumps),
   window, and ``deadline`` (``clock_timestamp()`` + window at the last heartbeat);
@@ -64,7 +67,10 @@ __all__ = ["HELPERS", "SCHEMA_VERSION", "TABLES"]
 #: NULL in the rows of a version-3 schema, which are requests of one semaphore each)
 #: and serves queues knowing them: a client of version 3, whose functions would
 #: grant a member alone, refuses a version-4 schema (its functions are not put back).
-SCHEMA_VERSION: Final = 4
+#: Version 5 (issue 35) adds ``prefix_watches``: a change notifies the prefix watches
+#: its name is under too; a client of version 4, whose functions would not, refuses a
+#: version-5 schema (a version-4 schema is upgraded in place: a table added).
+SCHEMA_VERSION: Final = 5
 
 TABLES: Final = r"""
 CREATE TABLE IF NOT EXISTS @S.meta (
@@ -187,6 +193,16 @@ BEGIN
         DROP TABLE @S.counter;
     END IF;
 END $$;
+-- Version 5: the armed prefix watches (a change notifies s<name> when a watch of
+-- the name or of a prefix of it is registered: watched()).
+CREATE TABLE IF NOT EXISTS @S.prefix_watches (
+    node text NOT NULL,
+    prefix text NOT NULL,
+    sid bigint NOT NULL,
+    watch bigint NOT NULL,
+    PRIMARY KEY (node, sid, watch)
+);
+CREATE INDEX IF NOT EXISTS prefix_watches_sid ON @S.prefix_watches (sid);
 CREATE TABLE IF NOT EXISTS @S.outcomes (
     sid bigint NOT NULL,
     node text NOT NULL,

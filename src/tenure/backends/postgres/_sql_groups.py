@@ -219,7 +219,7 @@ BEGIN
                 clock_timestamp());
             tokens := tokens || to_jsonb(token);
             -- Nobody was queued: settle would serve no one and drop nothing.
-            IF EXISTS (SELECT 1 FROM watches WHERE node = s.node AND name = p_names[i]) THEN
+            IF watched(s.node, p_names[i]) THEN
                 PERFORM pg_notify(channel(s.node), 's' || p_names[i]);
             END IF;
         END LOOP;
@@ -237,7 +237,7 @@ BEGIN
     FOR i IN 1 .. n LOOP
         IF behind[i] THEN
             -- Its head is as it was (see acquire): only the watches are told.
-            IF EXISTS (SELECT 1 FROM watches WHERE node = s.node AND name = p_names[i]) THEN
+            IF watched(s.node, p_names[i]) THEN
                 PERFORM pg_notify(channel(s.node), 's' || p_names[i]);
             END IF;
         ELSE

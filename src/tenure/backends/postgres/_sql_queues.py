@@ -202,10 +202,11 @@ BEGIN
             p_changed := true;
         END IF;
     END IF;
-    -- Only for a registered watch (watch(), which locks what a change locks first,
-    -- so a change either sees its row here or is committed before its first read):
+    -- Only for a registered watch of the name or of a prefix of it (watch() and
+    -- watch_prefix(), which lock what a change locks first, so a change either sees
+    -- its row here or is committed before its first read):
     -- a NOTIFY holds a database-wide lock until the commit is flushed.
-    IF p_changed AND EXISTS (SELECT 1 FROM watches WHERE node = p_node AND name = p_name) THEN
+    IF p_changed AND watched(p_node, p_name) THEN
         PERFORM pg_notify(channel(p_node), 's' || p_name);
     END IF;
     FOREACH other IN ARRAY others LOOP  -- their heads changed: serve them too
@@ -312,6 +313,7 @@ BEGIN
     END LOOP;
     DELETE FROM outcomes WHERE sid = p_sid;
     DELETE FROM watches WHERE sid = p_sid;
+    DELETE FROM prefix_watches WHERE sid = p_sid;
     PERFORM pg_notify(channel(s.node), 'x' || p_sid);
 END $$;
 

@@ -104,7 +104,7 @@ BEGIN
             clock_timestamp());
         -- Nobody is queued and the semaphore is held: settle would serve no one and
         -- drop nothing, only tell the watches.
-        IF EXISTS (SELECT 1 FROM watches WHERE node = s.node AND name = p_name) THEN
+        IF watched(s.node, p_name) THEN
             PERFORM pg_notify(channel(s.node), 's' || p_name);
         END IF;
         RETURN jsonb_build_object('token', token, 'count', p_count,
@@ -120,7 +120,7 @@ BEGIN
             -- Behind others, nothing else changed: the head is as it was (one that does
             -- not fit, or an all-or-none request not ready, which settle would try
             -- again, locking its other semaphores), so only the watches are told.
-            IF EXISTS (SELECT 1 FROM watches WHERE node = s.node AND name = p_name) THEN
+            IF watched(s.node, p_name) THEN
                 PERFORM pg_notify(channel(s.node), 's' || p_name);
             END IF;
             RETURN answer;

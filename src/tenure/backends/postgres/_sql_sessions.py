@@ -77,6 +77,7 @@ BEGIN
     DELETE FROM waiters WHERE node = p_name;
     DELETE FROM outcomes WHERE node = p_name;
     DELETE FROM watches WHERE node = p_name;
+    DELETE FROM prefix_watches WHERE node = p_name;
     DELETE FROM semaphores WHERE node = p_name;
     DELETE FROM nodes WHERE name = p_name;
     PERFORM pg_notify(channel(p_name), 'n');
@@ -181,6 +182,7 @@ BEGIN
     END IF;
     DELETE FROM outcomes WHERE sid = p_sid;
     DELETE FROM watches WHERE sid = p_sid;  -- the old client's: its watches end
+    DELETE FROM prefix_watches WHERE sid = p_sid;
     PERFORM pg_notify(channel(s.node), 'r' || p_sid);
     RETURN jsonb_build_object('seq', s.seq, 'window', s.win, 'description', s.description,
                               'next', next_due(s.node));

@@ -1,9 +1,12 @@
 """PL/pgSQL of watches, and of the lock a semaphore's creation takes (version 3).
 
 A change of a semaphore notifies ``s<name>`` only when a watch of it is
-registered (a row of ``watches``): a NOTIFY takes a lock of the whole database
-that its transaction holds until its commit is flushed, so notifying every grant
-and release made every change of every client wait for one WAL flush each.
+registered (a row of ``watches``), or a prefix watch of a prefix of its name (a
+row of ``prefix_watches``, version 5): :func:`watched` says which, one index probe
+of each table (and one comparison per prefix watch of the node). A NOTIFY takes a
+lock of the whole database that its transaction holds until its commit is flushed,
+so notifying every grant and release made every change of every client wait for one
+WAL flush each.
 
 Why no watched change is missed: ``watch`` registers the row, then locks what a
 change locks before it looks for that row. A change of an existing semaphore
@@ -13,6 +16,11 @@ exclusively and the semaphore's ``FOR SHARE``. If a change took its lock first,
 ``watch`` waits for its commit, so the watch's first read (after ``watch``
 commits) sees it; if ``watch`` did, the change waits for it, and its look for
 watches (a later statement, so a later snapshot under READ COMMITTED) finds the row.
+
+``watch_prefix`` does the same for every name under its prefix: it registers its
+row, then takes the node's row exclusively (against creations) and every semaphore
+under the prefix ``FOR SHARE`` (against changes of existing ones), so a change
+either finds the registration or is committed before the watcher lists the prefix.
 
 ``@S`` stands for the quoted schema (:mod:`._ddl`).
 """
@@ -54,6 +62,42 @@ BEGIN
         PERFORM fail('TN413', format('max_semaphores (%s) reached on node %L', p_max, p_node));
     END IF;
 END $$;
+
+-- Whether a change of p_name must notify s<p_name>: a watch of it, or of a prefix of
+-- it, is registered. Both the name's watches and the node's prefix watches are found
+-- by an index; with no prefix watch on the node, the second costs one probe.
+CREATE OR REPLACE FUNCTION @S.watched(p_node text, p_name text) RETURNS boolean
+LANGUAGE sql STABLE SET search_path = @S, pg_catalog AS $$
+    SELECT EXISTS (SELECT 1 FROM watches WHERE node = p_node AND name = p_name)
+        OR EXISTS (SELECT 1 FROM prefix_watches
+                   WHERE node = p_node AND starts_with(p_name, prefix))
+$$;
+
+-- Register prefix watch p_watch of p_prefix before the watcher lists it (module
+-- docstring): its row, then the node's row exclusively and every semaphore under the
+-- prefix shared (in name order, as every transaction that takes several of them).
+CREATE OR REPLACE FUNCTION @S.watch_prefix(
+    p_sid bigint, p_secret bytea, p_seq int, p_prefix text, p_watch bigint
+) RETURNS void LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
+DECLARE
+    s sessions := live(p_sid, p_secret, p_seq);
+BEGIN
+    INSERT INTO prefix_watches VALUES (s.node, p_prefix, p_sid, p_watch) ON CONFLICT DO NOTHING;
+    PERFORM 1 FROM nodes WHERE name = s.node FOR NO KEY UPDATE;
+    PERFORM 1 FROM semaphores
+    WHERE node = s.node AND starts_with(name COLLATE "C", p_prefix)
+    ORDER BY name COLLATE "C" FOR SHARE;
+END $$;
+
+-- The prefix watch was closed (a row left behind costs notifications nobody hears,
+-- until its session ends).
+CREATE OR REPLACE FUNCTION @S.unwatch_prefix(
+    p_sid bigint, p_secret bytea, p_watch bigint
+) RETURNS void LANGUAGE sql SET search_path = @S, pg_catalog AS $$
+    DELETE FROM prefix_watches w USING sessions x
+    WHERE x.id = p_sid AND x.secret = p_secret AND w.sid = p_sid AND w.node = x.node
+        AND w.watch = p_watch
+$$;
 
 -- Register watch p_watch of p_name before its first read (module docstring).
 CREATE OR REPLACE FUNCTION @S.watch(

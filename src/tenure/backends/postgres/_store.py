@@ -34,8 +34,9 @@ from typing import Any, Final, Protocol
 
 from tenure._core.commands import RateReservation
 from tenure._core.values import NodeConfig, SemaphoreDescription
-from tenure.backends._base import Grant, HeldGrant
+from tenure.backends._base import Grant, HeldGrant, PrefixWatchStream
 from tenure.backends._ledger import Pending
+from tenure.backends._prefix import PrefixFeed
 from tenure.backends._store import Enqueued, Owner, Queued, Withdrawal
 from tenure.backends._store_listing import killed_message
 from tenure.backends.postgres._acquire import Acquirer
@@ -43,7 +44,7 @@ from tenure.backends.postgres._calls import Caller, first_done
 from tenure.backends.postgres._describe import describe_of
 from tenure.backends.postgres._listen import Listener
 from tenure.backends.postgres._reaper import Reaper
-from tenure.backends.postgres._watch import PgWatch
+from tenure.backends.postgres._watch import PgWatch, watch_prefix
 from tenure.errors import (
     LeaseLostError,
     LimitExceededError,
@@ -128,6 +129,7 @@ class PgStore:
         self.beat_period: float | None = window / BEATS_PER_WINDOW
         self.channel = backend.listener_channel(node)
         self.watches: set[PgWatch] = set()
+        self.prefix_watches: set[PrefixFeed] = set()
         self._confirmed = confirmed_at
         self._loop = asyncio.get_running_loop()
         self._stops: list[Callable[[], None]] = []
@@ -401,6 +403,21 @@ class PgStore:
         self, name: str, *, data: bool, owners: bool, waiters: bool
     ) -> PgWatch:
         """Arm a watch (refused without notifications, or past max_watches_per_session)."""
+        await self._check_watch_room()
+        watch = PgWatch(self, name, data=data, owners=owners, waiters=waiters)
+        await watch.start()
+        return watch
+
+    async def watch_prefix(
+        self, prefix: str, *, data: bool, owners: bool, waiters: bool
+    ) -> PrefixWatchStream:
+        """Arm a prefix watch (:mod:`._watch`): every change of a semaphore under it
+        notifies its name, which the consumer reads back."""
+        await self._check_watch_room()
+        return await watch_prefix(self, prefix)
+
+    async def _check_watch_room(self) -> None:
+        """Refused without notifications, or past max_watches_per_session."""
         if not self.backend.notifications:
             raise UnsupportedError(
                 "postgres:// cannot watch here: a NOTIFY did not reach this client's LISTEN "
@@ -408,13 +425,22 @@ class PgStore:
                 "PostgreSQL directly or through session pooling"
             )
         limit = (await self.backend.node_config(self.node)).max_watches_per_session
-        if len(self.watches) >= limit:
+        if len(self.watches) + len(self.prefix_watches) >= limit:
             raise LimitExceededError(
                 f"max_watches_per_session ({limit}) reached on node {self.node!r}"
             )
-        watch = PgWatch(self, name, data=data, owners=owners, waiters=waiters)
-        await watch.start()
-        return watch
+
+    def hear_names(self, callback: Callable[[str | None], None]) -> Callable[[], None]:
+        """Call ``callback`` with each changed name (``s<name>``), None after a reconnect."""
+        return self.backend.listener.subscribe_prefix(self.channel, "s", callback)
+
+    async def register_prefix_watch(self, prefix: str, watch_id: int) -> None:
+        """Register a prefix watch (changes under it notify from then on)."""
+        await self.call("watch_prefix", prefix, watch_id)
+
+    async def unregister_prefix_watch(self, watch_id: int) -> None:
+        """Remove a prefix watch's registration (bounded by connect_timeout)."""
+        await self.caller.call("unwatch_prefix", [self.sid, self._secret, watch_id])
 
     async def register_watch(self, name: str, watch_id: int) -> None:
         """Register a watch of ``name`` (changes of it notify from then on)."""
@@ -433,6 +459,8 @@ class PgStore:
         self._stops.clear()
         for watch in list(self.watches):
             watch.fail(error)
+        for feed in list(self.prefix_watches):
+            feed.fail(error)
         self.backend.session_ended(self)
 
     async def close(self) -> None:

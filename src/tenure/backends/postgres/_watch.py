@@ -10,6 +10,12 @@ everything is read again) it reads the semaphore: that is the latest state, so a
 busy consumer gets the newest state, never a queue of old ones. A state that does
 not differ from the last one yielded in what is watched (data, owners, waiters;
 existence and limit always) is not yielded.
+
+A prefix watch (:func:`watch_prefix`) hears every ``s<name>`` of its node and keeps
+those under its prefix, registered in ``prefix_watches`` so that a change of any
+such name notifies (:mod:`._sql_watches`); its consumer reads each name back. A
+reconnect of the LISTEN connection is a reset: notifications were lost meanwhile,
+the registration was not, and the consumer lists the prefix again.
 """
 
 from __future__ import annotations
@@ -20,10 +26,11 @@ from collections.abc import Callable
 from typing import Protocol
 
 from tenure._core.values import SemaphoreDescription
+from tenure.backends._prefix import PrefixFeed, PrefixStream
 from tenure.backends._readback import ReadbackWatch
 from tenure.errors import TenureError
 
-__all__ = ["PgWatch", "WatchHost"]
+__all__ = ["PgWatch", "WatchHost", "watch_prefix"]
 
 
 class WatchHost(Protocol):
@@ -43,6 +50,19 @@ class WatchHost(Protocol):
 
     async def unregister_watch(self, name: str, watch_id: int) -> None:
         """Remove a registration (once the watch stopped listening)."""
+
+    #: The session's armed prefix watches' feeds (failed when the session ends).
+    prefix_watches: set[PrefixFeed]
+
+    def hear_names(self, callback: Callable[[str | None], None]) -> Callable[[], None]:
+        """Call ``callback`` with the name of each ``s<name>`` on the node's channel (None
+        after a reconnect of the LISTEN connection); the stop function."""
+
+    async def register_prefix_watch(self, prefix: str, watch_id: int) -> None:
+        """Register a prefix watch: from its commit on, changes under it notify."""
+
+    async def unregister_prefix_watch(self, watch_id: int) -> None:
+        """Remove a prefix watch's registration."""
 
 
 class PgWatch(ReadbackWatch):
@@ -81,3 +101,36 @@ class PgWatch(ReadbackWatch):
             self._registered = False
             with contextlib.suppress(TenureError):
                 await self._host.unregister_watch(self._name, self._id)
+
+
+async def watch_prefix(host: WatchHost, prefix: str) -> PrefixStream:
+    """Hear the node's changes, register the prefix, then return: armed (module docstring)."""
+    feed = PrefixFeed()
+    watch_id = secrets.randbits(63)
+
+    def heard(name: str | None) -> None:
+        if name is None:
+            feed.reset()  # (the registration stays: only notifications were lost)
+        elif name.startswith(prefix):
+            feed.put(name)
+
+    stop = host.hear_names(heard)
+    host.prefix_watches.add(feed)
+    registered = False
+
+    async def disarm() -> None:
+        nonlocal registered
+        stop()
+        host.prefix_watches.discard(feed)
+        if registered:
+            registered = False
+            with contextlib.suppress(TenureError):
+                await host.unregister_prefix_watch(watch_id)
+
+    try:
+        await host.register_prefix_watch(prefix, watch_id)
+    except BaseException:
+        await disarm()
+        raise
+    registered = True
+    return PrefixStream(feed, disarm=disarm)

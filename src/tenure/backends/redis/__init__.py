@@ -87,6 +87,7 @@ CAPABILITIES: Final = frozenset(
         Capability.LEASE_TTL,
         Capability.LOCK_DELAY,
         Capability.ALL_OR_NONE,
+        Capability.PREFIX_WATCH,
     }
 )
 

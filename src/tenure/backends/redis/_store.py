@@ -52,16 +52,17 @@ from tenure._core import (
 )
 from tenure._core import HeldGrant as HeldPage
 from tenure._core.values import SemaphoreDescription
-from tenure.backends._base import Grant, HeldGrant
+from tenure.backends._base import Grant, HeldGrant, PrefixWatchStream
 from tenure.backends._engine import CommandStore
 from tenure.backends._ledger import Pending
+from tenure.backends._prefix import PrefixFeed
 from tenure.backends._store import QUEUED, Enqueued, Queued, Withdrawal
 from tenure.backends.redis._codec import decode_count as _count
 from tenure.backends.redis._codec import decode_description, encode_count
 from tenure.backends.redis._codec import decode_ttl as _ttl
 from tenure.backends.redis._conn import Connection, Reply
 from tenure.backends.redis._inbox import NodeInbox
-from tenure.backends.redis._watch import RedisWatch
+from tenure.backends.redis._watch import RedisWatch, watch_prefix
 from tenure.errors import (
     ErrorCode,
     LeaseLostError,
@@ -138,6 +139,8 @@ class RedisStore(CommandStore):
         self.beat_period = window / BEATS_PER_WINDOW
         #: Armed watches by semaphore name (each is poked by the name's pushes).
         self.watches: dict[str, set[RedisWatch]] = {}
+        #: Armed prefix watches' feeds, by their id (lua/57_prefix_watches.lua).
+        self.prefix_watches: dict[int, PrefixFeed] = {}
         self.has_leases = False
         # Request ids are the session's, across its owners: a resumed session (a new
         # epoch) never reuses one (a retry is recognised by its id).
@@ -162,7 +165,7 @@ class RedisStore(CommandStore):
     def waits_for_deadlines(self) -> bool:
         """Whether this session waits for a deadline of the node to pass (see the inbox)."""
         return self.owner.ended is None and bool(
-            self.owner.ledger.pending or self.watches or self.has_leases
+            self.owner.ledger.pending or self.watches or self.prefix_watches or self.has_leases
         )
 
     # -- the channel: commands as function calls ------------------------------------
@@ -324,6 +327,10 @@ class RedisStore(CommandStore):
         elif kind == b"W":
             for watch in list(self.watches.get(push["name"].decode(), ())):
                 watch.poke()
+        elif kind == b"P":
+            feed = self.prefix_watches.get(int(push["w"]))
+            if feed is not None:
+                feed.put(push["name"].decode())
         elif kind == b"T":  # a deadline of the node this session waits for (kill_session)
             self.inbox.due_at(float(push["at"]), self)
 
@@ -422,6 +429,12 @@ class RedisStore(CommandStore):
         await watch.start()
         return watch
 
+    async def watch_prefix(
+        self, prefix: str, *, data: bool, owners: bool, waiters: bool
+    ) -> PrefixWatchStream:
+        """A prefix watch registered in the node, read back after each push (:mod:`._watch`)."""
+        return await watch_prefix(self, prefix)
+
     # -- reading the state back --------------------------------------------------------
 
     async def _describe_session(self) -> SessionState:
@@ -443,6 +456,8 @@ class RedisStore(CommandStore):
         for watches in list(self.watches.values()):
             for watch in list(watches):
                 watch.poke()
+        for feed in self.prefix_watches.values():
+            feed.reset()  # (still registered in Redis: only its consumer lists again)
         self.owner.spawn(self.reconcile(self.call))
 
     async def holds(self) -> list[HeldGrant]:
@@ -466,6 +481,9 @@ class RedisStore(CommandStore):
             for watch in watches:
                 watch.fail(error)
         self.watches.clear()
+        for feed in self.prefix_watches.values():
+            feed.fail(error)
+        self.prefix_watches.clear()
         self.inbox.sessions.pop(self.session_id, None)
         self.backend.session_ended(self)
 

@@ -8,6 +8,13 @@ a consumer that was busy gets the newest state, never a queue of old ones. A sta
 that does not differ from the last one yielded in what is watched is not yielded
 (as the engine backends fire only on a watched change). After pushes were missed
 (an inbox gap), every watch reads again.
+
+A prefix watch (:func:`watch_prefix`) is registered in the node's ``pw`` hash
+(``lua/57_prefix_watches.lua``); every function that changes a semaphore under its
+prefix pushes a ``P`` with the name, which its consumer reads back. Redis tells
+every change of such a semaphore, whatever aspects are watched (the read back shows
+what changed). An inbox gap is a reset: the registration stays in Redis, and the
+consumer lists the prefix again.
 """
 
 from __future__ import annotations
@@ -16,12 +23,13 @@ import contextlib
 from typing import Any, Protocol
 
 from tenure._core.values import SemaphoreDescription
+from tenure.backends._prefix import PrefixFeed, PrefixStream
 from tenure.backends._readback import ReadbackWatch
 from tenure.backends._store import Owner
 from tenure.backends.redis._codec import decode_description
 from tenure.errors import TenureError
 
-__all__ = ["RedisWatch", "WatchHost"]
+__all__ = ["RedisWatch", "WatchHost", "watch_prefix"]
 
 
 class WatchHost(Protocol):
@@ -29,6 +37,11 @@ class WatchHost(Protocol):
 
     #: Armed watches by semaphore name (each is poked by the name's pushes).
     watches: dict[str, set[RedisWatch]]
+    #: Armed prefix watches' feeds, by their id (each is told its pushes' names).
+    prefix_watches: dict[int, PrefixFeed]
+
+    def new_request_id(self) -> int:
+        """An id unused by the session's other requests, across its owners."""
 
     @property
     def owner(self) -> Owner:
@@ -84,3 +97,22 @@ class RedisWatch(ReadbackWatch):
             self._armed = False
             with contextlib.suppress(TenureError):
                 await self._store.invoke("watch", "", self._name, -1, "0", "0")
+
+
+async def watch_prefix(store: WatchHost, prefix: str) -> PrefixStream:
+    """Arm a prefix watch of the session (module docstring)."""
+    feed = PrefixFeed()
+    wid = store.new_request_id()  # the client's: pushes find the feed before the answer
+    store.prefix_watches[wid] = feed
+    try:
+        await store.invoke("watch_prefix", "", wid, prefix)
+    except BaseException:
+        store.prefix_watches.pop(wid, None)
+        raise
+
+    async def disarm() -> None:
+        if store.prefix_watches.pop(wid, None) is not None and store.owner.ended is None:
+            with contextlib.suppress(TenureError):
+                await store.invoke("unwatch_prefix", "", wid)
+
+    return PrefixStream(feed, disarm=disarm)

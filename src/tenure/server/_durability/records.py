@@ -38,6 +38,7 @@ from tenure._core import (
     NodeConfig,
     Release,
     Renew,
+    WatchPrefix,
 )
 from tenure._core.snapshot import resume
 from tenure._protocol.payloads import COMMAND, decode_command, encode_command
@@ -60,6 +61,7 @@ READ_ONLY: Final = frozenset(
         ListNodes,
         ListSemaphores,
         ListSessions,
+        WatchPrefix,
     }
 )
 

@@ -63,6 +63,7 @@ from tenure._core import (
     SetNodeAnnex,
     SwapSemaphoreData,
     UpdateSemaphore,
+    WatchPrefix,
 )
 from tenure._protocol.cluster import ClusterStatus
 from tenure.server._config.settings import ConfigError
@@ -89,6 +90,7 @@ READ_ONLY_COMMANDS: Final[frozenset[type[Command[object]]]] = frozenset(
         DescribeSemaphore,
         DescribeSession,
         CancelWatch,
+        WatchPrefix,
         ListNodes,
         ListSemaphores,
         ListSessions,

@@ -160,12 +160,35 @@ local function touch(name)
   TOUCHED[name] = true
 end
 
+-- The one place a change is told: each touched name's watchers get a W, and each
+-- prefix watch (B pw: '<sid>:<wid>' -> prefix) whose prefix the name starts with a P.
+-- A call that touched nothing reads nothing; one that did reads the node's prefix
+-- watches once: per touched name, one comparison per prefix watch (at most
+-- max_sessions x max_watches_per_session of them; none costs nothing).
 local function fire_watches()
+  if next(TOUCHED) == nil then return end
+  local prefixed = redis.call('HGETALL', B .. 'pw')
   for name, _ in pairs(TOUCHED) do
     local sids = redis.call('HKEYS', B .. 'wt:' .. name)
     for _, sid in ipairs(sids) do
       push(sid, {'k', 'W', 'name', name})
     end
+    for i = 1, #prefixed, 2 do
+      local prefix = prefixed[i + 1]
+      if string.sub(name, 1, #prefix) == prefix then
+        local c = string.find(prefixed[i], ':', 1, true)
+        push(string.sub(prefixed[i], 1, c - 1),
+          {'k', 'P', 'name', name, 'w', string.sub(prefixed[i], c + 1)})
+      end
+    end
   end
   TOUCHED = {}
+end
+
+-- Forget the session's prefix watches (its end, a resume, a drop).
+local function drop_prefix_watches(sid)
+  for _, wid in ipairs(redis.call('SMEMBERS', B .. 'spw:' .. sid)) do
+    redis.call('HDEL', B .. 'pw', sid .. ':' .. wid)
+  end
+  redis.call('DEL', B .. 'spw:' .. sid)
 end

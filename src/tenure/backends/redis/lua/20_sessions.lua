@@ -72,6 +72,7 @@ local function end_session(sid, code, msg, failed)
   for _, name in ipairs(redis.call('HKEYS', B .. 'sw:' .. sid)) do
     redis.call('HDEL', B .. 'wt:' .. name, sid)
   end
+  drop_prefix_watches(sid)
   if code ~= 0 then
     push(sid, {'k', 'E', 'code', code, 'msg', msg})
     redis.call('HSET', B .. 'ended', sid, code .. ' ' .. msg)

@@ -69,12 +69,12 @@ local function drop_node(keys, args)
   end
   for _, sid in ipairs(sids) do
     push(sid, {'k', 'E', 'code', 10, 'msg', msg})
-    redis.call('DEL', B .. 's:' .. sid, B .. 'sh:' .. sid, B .. 'sw:' .. sid)
+    redis.call('DEL', B .. 's:' .. sid, B .. 'sh:' .. sid, B .. 'sw:' .. sid, B .. 'spw:' .. sid)
   end
   -- The token and session-id counters ('tok', 'ids') stay: a node made again under
   -- this name keeps counting up. Inboxes stay for their clients to read.
   redis.call('DEL', B .. 'cfg', B .. 'sess', B .. 'due', B .. 'sems', B .. 'semz', B .. 'sidz',
-    B .. 'done', B .. 'donez', B .. 'grp',
+    B .. 'done', B .. 'donez', B .. 'grp', B .. 'pw',
     B .. 'ended', B .. 'endz', B .. 'inref')
   TOUCHED = {}
   return {fmt(NOW), '', 1}

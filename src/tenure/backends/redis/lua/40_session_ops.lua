@@ -78,6 +78,7 @@ local function resume_session(keys, args)
     redis.call('HDEL', B .. 'wt:' .. name, sid)
   end
   redis.call('DEL', B .. 'sw:' .. sid)
+  drop_prefix_watches(sid)
   redis.call('HSET', s, 'nw', 0)
   local old, fresh = f[2], false
   if old ~= inbox then

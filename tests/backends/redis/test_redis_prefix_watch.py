@@ -1,0 +1,153 @@
+"""Prefix watches on redis://: the node's ``pw`` registry, as the kit cannot see it.
+
+A prefix watch is a field ``<sid>:<wid>`` of the node's ``pw`` hash and a member of
+the session's ``spw:<sid>`` set (lua/57_prefix_watches.lua); every function's
+``fire_watches`` pushes a ``P`` to each watch whose prefix a touched name starts
+with. These tests read both keys, arm a watch twice with one id as a retry would,
+and lose a push on purpose to see the inbox gap make the cache list again.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+import redis.asyncio as aioredis
+
+import tenure
+from tenure.backends._session import StoreSession
+from tenure.backends.redis import RedisBackend, node_base
+from tenure.backends.redis._store import RedisStore
+from tenure.errors import LimitExceededError
+from tenure.testing.conformance.support import eventually, within
+from tests.redis.server import RedisServer
+
+
+@dataclass
+class Place:
+    """Node n under a key prefix of the test's own on the run's Redis."""
+
+    url: str
+    keys: str
+    admin: aioredis.Redis
+
+    async def registry(self) -> dict[bytes, bytes]:
+        """Node n's prefix watches: ``<sid>:<wid>`` -> prefix."""
+        found: dict[bytes, bytes] = await self.admin.hgetall(self.keys + "pw")  # type: ignore[assignment]
+        return found
+
+    async def watch_count(self, session: tenure.Session) -> int:
+        """What the session record counts against max_watches_per_session."""
+        return int(await self.admin.hget(f"{self.keys}s:{session.id}", "nw") or 0)
+
+
+@pytest.fixture
+async def place(redis_server: RedisServer) -> AsyncIterator[Place]:
+    prefix = f"test-{uuid.uuid4().hex[:12]}:"
+    url = f"{redis_server.url(0)}?prefix={prefix}"
+    admin = aioredis.Redis(port=redis_server.port)
+    try:
+        async with tenure.connect(url) as client:
+            await client.create_node("n")
+        yield Place(url, node_base(prefix, "n"), admin)
+    finally:
+        await admin.aclose()
+
+
+def _store(session: tenure.Session) -> RedisStore:
+    inner = session._backend
+    assert isinstance(inner, StoreSession)
+    assert isinstance(inner.store, RedisStore)
+    return inner.store
+
+
+async def test_a_watch_is_registered_once_counted_and_forgotten_when_closed(
+    place: Place,
+) -> None:
+    async with tenure.connect(place.url) as client:
+        session = await client.session("n")
+        stream = await session._backend_session().watch_prefix(
+            "config/", data=True, owners=False, waiters=False
+        )
+        store = _store(session)
+        [wid] = store.prefix_watches
+        assert await place.registry() == {f"{session.id}:{wid}".encode(): b"config/"}
+        assert await place.watch_count(session) == 1
+        # Sent again (its answer lost): the same id finds it armed, counted once.
+        await store.invoke("watch_prefix", "", wid, "config/")
+        assert len(await place.registry()) == 1
+        assert await place.watch_count(session) == 1
+        await stream.aclose()
+        assert await place.registry() == {}
+        assert await place.watch_count(session) == 0
+        assert await place.admin.exists(f"{place.keys}spw:{session.id}") == 0
+
+
+@pytest.mark.parametrize("end", ["close", "kill", "resume", "drop"])
+async def test_the_sessions_end_forgets_its_prefix_watches(place: Place, end: str) -> None:
+    async with tenure.connect(place.url) as client, tenure.connect(place.url) as other:
+        session = await client.session("n")
+        keep = await other.session("n")
+        await session._backend_session().watch_prefix("a/", data=True, owners=True, waiters=False)
+        await session._backend_session().watch_prefix("", data=False, owners=False, waiters=False)
+        await keep._backend_session().watch_prefix("a/", data=True, owners=True, waiters=False)
+        assert len(await place.registry()) == 3
+        if end == "close":
+            await session.close()
+        elif end == "kill":
+            await other.kill_session("n", session.id)
+        elif end == "resume":
+            async with tenure.connect(place.url) as taker:
+                taken = await taker.session("n", resume=session.ticket())
+                assert await place.watch_count(taken) == 0  # the new owner arms its own
+        else:
+            await other.drop_node("n", force=True)
+            assert await place.admin.exists(place.keys + "pw") == 0
+            assert await place.admin.exists(f"{place.keys}spw:{session.id}") == 0
+            return
+        assert [key.split(b":")[0] for key in await place.registry()] == [str(keep.id).encode()]
+        assert await place.admin.exists(f"{place.keys}spw:{session.id}") == 0
+
+
+async def test_prefix_and_single_watches_share_the_sessions_limit(place: Place) -> None:
+    async with tenure.connect(place.url) as client:
+        await client.alter_node("n", max_watches_per_session=2)
+        session = await client.session("n")
+        backend = session._backend_session()
+        await backend.watch_prefix("a/", data=True, owners=False, waiters=False)
+        await backend.watch_semaphore("x", data=True, owners=False, waiters=False)
+        with pytest.raises(LimitExceededError, match=r"max_watches_per_session \(2\)"):
+            await backend.watch_prefix("b/", data=True, owners=False, waiters=False)
+        assert _store(session).prefix_watches.keys() == {
+            int(key.split(b":")[1]) for key in await place.registry()
+        }  # the refused one left nothing behind
+
+
+async def test_an_inbox_gap_makes_the_cache_list_again(place: Place) -> None:
+    """A push lost on its way (here: the registration hidden while the change is made,
+    then the inbox's sequence moved on) is found by the next push's gap: a reset."""
+    async with tenure.connect(place.url) as client, tenure.connect(place.url) as writer_client:
+        writer = await writer_client.session("n")
+        await writer.semaphore("config/a").create(1, b"1")
+        async with client.cache("n", prefix="config/") as cache:
+            [(field, prefix)] = (await place.registry()).items()
+            await place.admin.hdel(place.keys + "pw", field)
+            await writer.semaphore("config/a").update(b"2")  # its push never made
+            await place.admin.hset(place.keys + "pw", field, prefix)
+            backend = client.backend
+            assert isinstance(backend, RedisBackend)
+            await place.admin.hincrby(place.keys + "inseq", backend.client_id, 1)
+            await writer.semaphore("config/b").create(1, b"b")  # pushed after a gap
+
+            async def listed_again() -> bool:
+                a, b = cache.get("config/a"), cache.get("config/b")
+                return a is not None and a.data == b"2" and b is not None
+
+            await eventually(listed_again, "the cache listing again after the gap")
+            changes = cache.changes()
+            await writer.semaphore("config/a").update(b"3")
+            change = await within(anext(changes))
+            assert change.view is not None
+            assert (change.name, change.view.data) == ("config/a", b"3")
