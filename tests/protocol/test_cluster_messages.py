@@ -53,9 +53,9 @@ VIEW = ClusterView(
 )
 
 
-def test_version_5_is_spoken_and_the_older_ones_still_are() -> None:
-    assert PROTOCOL_VERSION == 5
-    assert {1, 2, 3, 4, 5} == SUPPORTED_VERSIONS
+def test_version_6_is_spoken_and_the_older_ones_still_are() -> None:
+    assert PROTOCOL_VERSION == 6
+    assert {1, 2, 3, 4, 5, 6} == SUPPORTED_VERSIONS
     assert {ClusterStatus} == SINCE_VERSION_3
     assert {SwapSemaphoreData} == SINCE_VERSION_4
     assert not SINCE_VERSION_3 & SINCE_VERSION_2
@@ -68,13 +68,13 @@ def test_a_version_3_welcome_carries_the_role_and_the_leader() -> None:
     pair = ConnectionPair()
     assert pair.send(pair.client, Hello(client_name="c")) == [Hello(client_name="c")]
     data = pair.server.send(STANDBY_WELCOME)
-    assert body_of(data) == [11, 5, "t2", b"i" * 16, 1048576, 15.0, "standby", "t3:6390"]
+    assert body_of(data) == [11, 6, "t2", b"i" * 16, 1048576, 15.0, "standby", "t3:6390"]
     pair.client.receive_data(data)
     assert pair.client.next_event() == STANDBY_WELCOME
 
 
 def test_a_version_3_peer_still_receives_the_role_and_the_leader() -> None:
-    # Versions 4 and 5 changed no layout: a version-3 client reads the Welcome of version 3.
+    # Versions 4 to 6 changed no Welcome: a version-3 client reads the Welcome of version 3.
     pair = ConnectionPair()
     pair.send(pair.client, Hello(version=3))
     welcome = Welcome(version=3, server_name="t2", role=STANDBY, leader="t3:6390")
@@ -87,8 +87,8 @@ def test_a_version_3_peer_still_receives_the_role_and_the_leader() -> None:
 
 def test_a_welcome_at_its_defaults_travels_in_the_older_layout() -> None:
     # A standalone server's Welcome is byte for byte what version 2 sent.
-    assert wire_of(Welcome(server_name="s")) == [11, 5, "s", b"", 1048576, 0.0]
-    assert message_of([11, 5, "s", b"", 1048576, 0.0]) == Welcome(server_name="s")
+    assert wire_of(Welcome(server_name="s")) == [11, 6, "s", b"", 1048576, 0.0]
+    assert message_of([11, 6, "s", b"", 1048576, 0.0]) == Welcome(server_name="s")
     leader = Welcome(role=LEADER)  # a leader names nobody else: leader left out
     assert wire_of(leader)[6:] == ["leader"]
     assert message_of(wire_of(leader)) == leader

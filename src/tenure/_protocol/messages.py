@@ -21,6 +21,7 @@ import msgspec
 
 from tenure._core._dataclass import dataclass
 from tenure._core.commands import (
+    Acquire,
     AcquireAll,
     Command,
     CreateSession,
@@ -33,7 +34,13 @@ from tenure._core.commands import (
     SwapSemaphoreData,
 )
 from tenure._core.effects import Effect, WatchFired
-from tenure._core.values import NO_IDENTITY, OwnerInfo, SemaphoreDescription, WaiterInfo
+from tenure._core.values import (
+    NO_IDENTITY,
+    NodeDescription,
+    OwnerInfo,
+    SemaphoreDescription,
+    WaiterInfo,
+)
 from tenure._protocol.cluster import ClusterStatus
 from tenure._protocol.errors import LocalProtocolError
 from tenure._protocol.frames import DEFAULT_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
@@ -58,6 +65,7 @@ __all__ = [
     "SINCE_VERSION_3",
     "SINCE_VERSION_4",
     "SINCE_VERSION_5",
+    "SINCE_VERSION_6",
     "SUPPORTED_VERSIONS",
     "ClientMessage",
     "ConnectionClosed",
@@ -86,11 +94,12 @@ __all__ = [
 #: ``role`` and ``leader``, and ClusterStatus (:mod:`tenure._protocol.cluster`).
 #: Version 4 added SwapSemaphoreData (a compare-and-swap of a semaphore's data),
 #: version 5 ReserveUnits (a rate limiter's reservation) and AcquireAll (several
-#: semaphores, all or none).
-PROTOCOL_VERSION: Final = 5
+#: semaphores, all or none). Version 6 added the asking task's number to Acquire and
+#: AcquireAll (deadlock detection) and the broken deadlocks to NodeDescription.
+PROTOCOL_VERSION: Final = 6
 #: The versions a server built from this code accepts in a Hello. To an older peer
 #: it sends the layouts of the peer's version (:func:`for_version`).
-SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3, 4, PROTOCOL_VERSION})
+SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3, 4, 5, PROTOCOL_VERSION})
 #: Commands a version-1 peer does not know (a client must not send them to it).
 SINCE_VERSION_2: Final = frozenset({ListNodes, ListSemaphores, ListSessions, KillSession})
 #: Commands a version-1 or version-2 peer does not know.
@@ -99,6 +108,8 @@ SINCE_VERSION_3: Final = frozenset({ClusterStatus})
 SINCE_VERSION_4: Final = frozenset({SwapSemaphoreData})
 #: Commands a peer of version 1 to 4 does not know.
 SINCE_VERSION_5: Final = frozenset({ReserveUnits, AcquireAll})
+#: Commands a peer of version 1 to 5 does not know.
+SINCE_VERSION_6: Final[frozenset[type]] = frozenset()
 #: Welcome.role of a server that is not part of a cluster, of a cluster's leader,
 #: and of a standby (which answers only ClusterStatus and Ping: docs/protocol.md 16).
 STANDALONE: Final = ""
@@ -361,9 +372,13 @@ def for_version(message: Message, version: int | None) -> Message:
     version-1 peer also knows owners and waiters without who holds and since when,
     and CreateSession without the client's identity: they are left out (at their
     defaults they are not even sent, see wire.Record), so it reads the layouts it
-    always did.
+    always did. A peer of version 1 to 5 knows Acquire and AcquireAll without the
+    asking task, and NodeDescription without the broken deadlocks (left out alike).
     """
-    if version is None or version >= 3:  # versions 4 and 5 changed no layout, only added commands
+    if version is None or version >= 6:
+        return message
+    message = _before_version_6(message)
+    if version >= 3:  # versions 4 and 5 changed no layout, only added commands
         return message
     if type(message) is Welcome:
         return dataclasses.replace(message, role=STANDALONE, leader=None)
@@ -383,6 +398,19 @@ def for_version(message: Message, version: int | None) -> Message:
         effect = message.effect
         if effect.description is not None:
             return Push(dataclasses.replace(effect, description=_version_1(effect.description)))
+    return message
+
+
+def _before_version_6(message: Message) -> Message:
+    """``message`` without what version 6 added: the asking task, the broken deadlocks."""
+    if type(message) is Request:
+        command = message.command
+        if type(command) in (Acquire, AcquireAll) and command.task:
+            return Request(message.request_id, dataclasses.replace(command, task=0))
+    elif type(message) is Reply:
+        value = message.value
+        if type(value) is NodeDescription and value.deadlocks:
+            return Reply(message.request_id, dataclasses.replace(value, deadlocks=()))
     return message
 
 
