@@ -405,7 +405,7 @@ def _before_version_6(message: Message) -> Message:
     """``message`` without what version 6 added: the asking task, the broken deadlocks."""
     if type(message) is Request:
         command = message.command
-        if type(command) in (Acquire, AcquireAll) and command.task:
+        if (type(command) is Acquire or type(command) is AcquireAll) and command.task:
             return Request(message.request_id, dataclasses.replace(command, task=0))
     elif type(message) is Reply:
         value = message.value

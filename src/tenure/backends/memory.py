@@ -74,6 +74,7 @@ CAPABILITIES: Final = frozenset(
         Capability.LEASE_TTL,
         Capability.LOCK_DELAY,
         Capability.ALL_OR_NONE,
+        Capability.DEADLOCK_DETECTION,
     }
 )
 

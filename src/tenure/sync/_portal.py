@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import functools
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, Generic, ParamSpec, TypeVar, cast
 from urllib.parse import urlsplit
 
+from tenure.client._tasks import adopt, thread_number
 from tenure.errors import ClientClosedError
 
 P = ParamSpec("P")
@@ -68,6 +70,9 @@ class Portal:
     ) -> T:
         """Run ``await fn(*args, **kwargs)`` on the portal's loop; block until it is done.
 
+        The call's task goes by the calling thread's number (what a store that
+        detects deadlocks knows a task by): the thread's calls are one task to it.
+
         Returns its result or raises its exception. If the calling thread is
         interrupted (KeyboardInterrupt), wherever in the call, the coroutine is
         cancelled on the loop, or never started. (An outcome that came in just as the
@@ -82,7 +87,7 @@ class Portal:
                 "tenure.sync: blocking call from the portal thread (an on_lost callback?) "
                 "would deadlock; hand the work to another thread"
             )
-        call: _Call[T] = _Call(self._loop, functools.partial(fn, *args, **kwargs))
+        call: _Call[T] = _Call(self._loop, functools.partial(fn, *args, **kwargs), thread_number())
         # A Ctrl-C is raised at whichever bytecode the calling thread runs when it
         # comes, not only in the wait: from the submission on, everything is inside the
         # try, and wherever it lands the call is withdrawn.
@@ -209,6 +214,7 @@ class _Call(Generic[T]):
         "_finished",
         "_loop",
         "_make",
+        "_number",
         "_result",
         "_submitted",
         "_task",
@@ -216,10 +222,14 @@ class _Call(Generic[T]):
     )
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, make: Callable[[], Coroutine[Any, Any, T]]
+        self,
+        loop: asyncio.AbstractEventLoop,
+        make: Callable[[], Coroutine[Any, Any, T]],
+        number: int = 0,
     ) -> None:
         self._loop = loop
         self._make = make
+        self._number = number  # the calling thread's (tenure.client._tasks)
         self._task: asyncio.Task[T] | None = None
         self._result: T | None = None
         self._error: BaseException | None = None
@@ -254,11 +264,14 @@ class _Call(Generic[T]):
         """On the loop: make the coroutine and run it as a task (unless withdrawn)."""
         if self._withdrawn:
             return
+        context = contextvars.copy_context()
         try:
-            self._task = self._loop.create_task(self._make())
+            self._task = self._loop.create_task(self._make(), context=context)
         except BaseException as error:  # e.g. fn's arguments refused: the caller's error
             self._end(None, error)
             return
+        if self._number:  # (before its first step: it asks as the calling thread)
+            context.run(adopt, self._task, self._number)
         self._task.add_done_callback(self._finish)
 
     def _cancel(self) -> None:
