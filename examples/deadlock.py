@@ -57,9 +57,12 @@ async def main() -> None:
 
 
 async def waiting_for(name: str, session: tenure.Session) -> None:
-    """Until somebody waits for ``name`` (task A, behind B's hold)."""
-    while not (await session.semaphore(name).describe(waiters=True)).waiters:
-        await asyncio.sleep(0.01)
+    """Until somebody waits for ``name`` (task A, behind B's hold): a watch, no polling."""
+    watch = session.semaphore(name).watch(waiters=True)
+    async for state in watch:
+        if state.waiters:
+            break
+    await watch.aclose()
 
 
 if __name__ == "__main__":
