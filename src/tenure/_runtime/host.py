@@ -91,11 +91,8 @@ class Host:
                 if engine.deadlines_handled != handled:
                     self._ticked(now)
             self._applied(command, now)
-            if (
-                type(value) is DescribeResult
-                or type(value) is SessionPage
-                or (type(value) is NodeDescription and value.deadlocks)
-            ):
+            kind = type(value)
+            if kind is DescribeResult or kind is SessionPage or kind is NodeDescription:
                 value = stamp_reply(value, self.wall_shift())
             return value
         finally:
