@@ -92,12 +92,35 @@ def refuse_deadlock(
     ``deadlock_search_limit`` is 0 (a journal's replay: a logged request was let wait).
     """
     limit = state.deadlock_search_limit
-    if not task or limit <= 0:
+    if not task or limit <= 0 or not _waits_for_anyone(state, node, session_id, task, asked):
         return
     cycle = DeadlockSearch(state, node, limit).check(session_id, task, asked, replaced)
     if cycle is not None:
         state.note_deadlock(node, session_id, task, cycle, now)
         raise DeadlockError(f"refused: waiting would deadlock: {cycle}")
+
+
+def _waits_for_anyone(
+    state: EngineState, node: Node, session_id: int, task: int, asked: list[Asked]
+) -> bool:
+    """Whether the request would wait for a request: a holder whose task waits (the
+    asking task's own holds wait with it), a set ahead, or (an upgrade) anyone ahead.
+    Else nothing leads back to it: no search (the usual case, a holder that waits for
+    nothing, costs a look at the holders only)."""
+    if node.groups:
+        return True
+    sessions = state.sessions
+    for sem, key, _ in asked:
+        for owner in sem.each_owner():
+            if owner.key == key:
+                if sem.queue_length():
+                    return True
+            elif owner.task and (
+                (owner.task == task and owner.session_id == session_id)
+                or sessions[owner.session_id].task_waits(owner.task)
+            ):
+                return True
+    return False
 
 
 class _Request:

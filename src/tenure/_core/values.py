@@ -35,7 +35,7 @@ MAX_GROUP_NAMES: Final = 64
 #: default (``EngineState.deadlock_search_limit``, :mod:`tenure._core.deadlocks`;
 #: ``tenure serve --deadlock-search-limit``). Past it the request waits: no deadlock
 #: is reported.
-DEADLOCK_SEARCH_LIMIT: Final = 10_000
+DEADLOCK_SEARCH_LIMIT: Final = 1_000
 
 #: The most broken deadlocks a node's description shows (the latest; the engine keeps
 #: no more of them).

@@ -67,7 +67,7 @@ def test_new_settings_have_their_defaults() -> None:
 
 
 def test_the_deadlock_search_limit_is_a_setting() -> None:
-    assert parse().deadlock_search_limit == 10_000
+    assert parse().deadlock_search_limit == 1_000
     assert parse("--deadlock-search-limit", "0").deadlock_search_limit == 0  # no detection
     assert parse(env={"TENURE_DEADLOCK_SEARCH_LIMIT": "50"}).deadlock_search_limit == 50
 
