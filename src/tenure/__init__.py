@@ -20,6 +20,7 @@ from __future__ import annotations
 from tenure import errors
 from tenure._core.values import (
     MAX_COUNT,
+    BrokenDeadlock,
     ClientIdentity,
     MutexDescription,
     NodeConfig,
@@ -54,15 +55,18 @@ from tenure.client import (
     WriteLock,
     connect,
 )
+from tenure.errors import DeadlockError
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Barrier",
+    "BrokenDeadlock",
     "Capability",
     "Client",
     "ClientIdentity",
     "Counter",
+    "DeadlockError",
     "Election",
     "EndSignal",
     "HeldLocks",
