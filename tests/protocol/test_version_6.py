@@ -7,7 +7,15 @@ from tenure._core import Acquire, AcquireAll, DescribeNode, NodeConfig, NodeDesc
 from tenure._core.values import BrokenDeadlock
 from tenure._protocol import Hello, Reply, Request, Welcome
 from tenure._protocol.messages import for_version
-from tenure.errors import DeadlockError, ErrorCode, code_of, error_from_code
+from tenure.errors import (
+    AcquireCancelledError,
+    DeadlockError,
+    ErrorCode,
+    LostError,
+    TenureError,
+    code_of,
+    error_from_code,
+)
 from tests.protocol.helpers import ConnectionPair, message_of, wire_of
 
 ACQUIRE = Acquire(5, "a", 1, 9)
@@ -64,3 +72,6 @@ def test_deadlock_is_code_27() -> None:
     error = error_from_code(27, CYCLE)
     assert type(error) is DeadlockError
     assert code_of(error) is ErrorCode.DEADLOCK
+    # Its own branch of the tree: no handler of a withdrawn wait or of a loss takes it.
+    assert not isinstance(error, AcquireCancelledError | LostError)
+    assert isinstance(error, TenureError)
