@@ -46,6 +46,7 @@ TESTED = {
     "leader_fastapi.py",
     "leader_apscheduler.py",
     "cache.py",
+    "deadlock.py",
 }
 
 
@@ -406,6 +407,20 @@ def test_sessions_loop_survives_session_expiry(url_env: dict[str, str]) -> None:
     assert "starting over" in lines[lost]
     assert position(lines, f"main: session {first_session} loses its connection") < lost
     assert lost < position(lines, f"worker: session {second_session} holds")
+
+
+def test_deadlock_the_crossing_transfer_is_refused_at_once_and_retries(
+    url_env: dict[str, str],
+) -> None:
+    assert run_example("deadlock.py", url_env) == [
+        "A holds acct/1, waits for acct/2",
+        "B holds acct/2, refused acct/1 at once: DeadlockError",
+        "B let go of acct/2, tries again",
+        "A moved 10 from acct/1 to acct/2",
+        "B moved 5 from acct/2 to acct/1",
+        "node 'bank' remembers 1 broken deadlock(s)",
+        "  it waited for 'acct/1'",
+    ]
 
 
 def test_rwlock_recipe_shares_readers_fences_writers_and_downgrades(

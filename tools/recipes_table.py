@@ -38,6 +38,7 @@ RECIPES: Final = (
     ("test_reentrant", "reentrant mutex"),
     ("test_lead", "leader runner"),
     ("test_cache", "prefix cache"),
+    ("test_deadlock", "deadlock detection"),
 )
 #: The backends, as the kit's test ids name them, in the table's order.
 BACKENDS: Final = ("memory", "tenure", "tenure-cluster", "etcd", "redis", "postgres")

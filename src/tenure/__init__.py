@@ -20,6 +20,7 @@ from __future__ import annotations
 from tenure import errors
 from tenure._core.values import (
     MAX_COUNT,
+    BrokenDeadlock,
     ClientIdentity,
     MutexDescription,
     NodeConfig,
@@ -62,17 +63,20 @@ from tenure.client import (
     WriteLock,
     connect,
 )
+from tenure.errors import DeadlockError
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Barrier",
+    "BrokenDeadlock",
     "Cache",
     "CacheChange",
     "Capability",
     "Client",
     "ClientIdentity",
     "Counter",
+    "DeadlockError",
     "Election",
     "EndSignal",
     "Group",

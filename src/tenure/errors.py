@@ -10,6 +10,7 @@ Every error tenure raises on purpose derives from :class:`TenureError`::
      │    └── LeaseLostError          a lease ended: semaphore deleted, node dropped, lease TTL
      │         └── LeaderChangedError leadership ended or the observed leader changed
      ├── AcquireCancelledError        a queued acquire was withdrawn before it was granted
+     ├── DeadlockError                an acquire would close a cycle of tasks waiting on each other
      ├── NotFoundError                no such node or semaphore
      ├── AlreadyExistsError           the node or semaphore exists already
      ├── LimitExceededError           a named, configurable limit would be exceeded
@@ -61,6 +62,7 @@ class ErrorCode(enum.IntEnum):
     INVALID_ARGUMENT = 24
     TIMEOUT = 25
     CANCELLED = 26
+    DEADLOCK = 27
     AUTHENTICATION = 30
     PERMISSION_DENIED = 31
     PROTOCOL = 40
@@ -146,6 +148,28 @@ class AcquireCancelledError(TenureError):
     """
 
     code = ErrorCode.CANCELLED
+
+
+class DeadlockError(TenureError):
+    """An acquire was refused at once: waiting would close a cycle of tasks that each
+    wait for the next, none of which could ever go on (a deadlock).
+
+    The message names the cycle: the sessions and tasks, and the semaphore each waits
+    for (``session 5 (task 3) waits for 'b' held by session 7 (task 1), which waits for
+    'a' held by session 5 (task 3)``). Nothing was queued and nothing changed; the
+    others in the cycle keep waiting, and go on once this task gives up something
+    they wait for: release what the task holds, then try again (or take the names
+    together with ``session.lock_all``, which never deadlocks). Only a backend with
+    ``Capability.DEADLOCK_DETECTION`` raises it (docs/recipes.md, "Deadlock detection").
+
+    Not an :class:`AcquireCancelledError` on purpose: that one says someone withdrew
+    a queued acquire (a cancel, a release, a newer acquire), which a caller may
+    rightly ignore; a deadlock asks the caller to give something back, and an
+    ``except AcquireCancelledError`` written before this class existed must not
+    swallow it. Nothing is held by the refused acquire, so it is no :class:`LostError`.
+    """
+
+    code = ErrorCode.DEADLOCK
 
 
 class NotFoundError(TenureError):
@@ -320,6 +344,7 @@ _BY_CODE: Final[dict[ErrorCode, type[TenureError]]] = {
         LeaseLostError,
         LeaderChangedError,
         AcquireCancelledError,
+        DeadlockError,
         NotFoundError,
         AlreadyExistsError,
         LimitExceededError,
@@ -366,6 +391,7 @@ __all__ = [
     "ClientClosedError",
     "ConfigError",
     "CorruptLogError",
+    "DeadlockError",
     "ErrorCode",
     "FencedError",
     "InvalidArgumentError",

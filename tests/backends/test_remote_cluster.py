@@ -189,6 +189,20 @@ async def test_an_older_server_is_spoken_to_in_its_version(
     assert old.hellos == hellos
 
 
+async def test_a_version_5_server_is_sent_no_task_and_detects_no_deadlock(start: Start) -> None:
+    old = await start("old", role=STANDALONE, versions=(1, 2, 3, 4, 5))
+    async with tenure.connect(url_of(old)) as client:
+        assert tenure.Capability.DEADLOCK_DETECTION not in client.capabilities
+        await client.create_node("n")
+        async with client.session("n") as session:
+            # Sent as version 5 lays it out (a task field would break its codec).
+            lock = await session.mutex("job").lock()
+            await lock.release()
+    assert old.hellos == [6, 5]
+    with pytest.raises(UnsupportedError, match="deadlock_detection"):
+        await tenure.connect(url_of(old), require=[tenure.Capability.DEADLOCK_DETECTION])
+
+
 async def test_a_session_keeps_its_lock_through_a_step_down(
     start: Start, cluster: FakeCluster
 ) -> None:

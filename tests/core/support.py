@@ -73,6 +73,8 @@ def acquire(
     ephemeral: bool = False,
     lease_ttl: float | None = None,
     keep_place: bool = False,
+    hold: int = 0,
+    task: int = 0,
 ) -> AcquireResult:
     """Apply an Acquire (with a fresh request id unless one is given)."""
     rid = next(_request_ids) if request_id is None else request_id
@@ -87,6 +89,8 @@ def acquire(
             ephemeral=ephemeral,
             lease_ttl=lease_ttl,
             keep_place=keep_place,
+            hold=hold,
+            task=task,
         ),
         now,
     )

@@ -75,6 +75,7 @@ def random_command(
             rng.choice([1, 2]),
             b"g%d" % request_id,
             rng.choice([0, None, 0.5, 2.0]),
+            task=rng.choice([0, 1, 2]),  # (a task of the session: deadlocks are refused)
         )
     if roll < 0.45:
         count = MAX_COUNT if name == "m" else rng.randint(1, 3)
@@ -91,6 +92,7 @@ def random_command(
             ephemeral=True,
             hold=hold,
             keep_place=keep_place,
+            task=rng.choice([0, 1, 2]),
         )
     if roll < 0.7:
         return Release(sid, name, hold)

@@ -90,6 +90,28 @@ def test_owners_waiters_and_sessions_with_who_and_when() -> None:
     assert a["sessions"][0]["expires_at"] is None  # attached: no expiry yet
 
 
+def test_the_deadlocks_broken_on_a_node_newest_first() -> None:
+    from tenure.errors import DeadlockError
+
+    engine, sids = engine_with_queue()
+    assert view(engine, BoardLimits())["nodes"][0]["deadlocks"] == []
+    one, two = sids[0], sids[1]
+    for sid, name, task in ((one, "x", 1), (two, "y", 2), (one, "y", 1)):
+        engine.apply(Acquire(sid, name, MAX_COUNT, 7, ephemeral=True, task=task), 6.0)
+    for at in (7.0, 8.0):
+        with pytest.raises(DeadlockError):
+            engine.apply(Acquire(two, "x", MAX_COUNT, 8, ephemeral=True, task=2), at)
+    seen = view(engine, BoardLimits())
+    a, b = seen["nodes"][0], seen["nodes"][1]
+    assert [d["at"] for d in a["deadlocks"]] == [SHIFT + 8, SHIFT + 7]  # newest first
+    assert {(d["session_id"], d["task"]) for d in a["deadlocks"]} == {(two, 2)}
+    assert a["deadlocks"][0]["cycle"] == (
+        f"session {two} (task 2) waits for 'x' held by session {one} (task 1), which waits "
+        f"for 'y' held by session {two} (task 2)"
+    )
+    assert b["deadlocks"] == []
+
+
 def test_each_limit_bounds_its_list_and_the_totals_say_how_many() -> None:
     engine, sids = engine_with_queue()
     limits = BoardLimits(max_nodes=2, max_semaphores=3, max_sessions=2, max_holders=2)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+import tenure
 import tenure.sync
 from tests.cluster.harness import TenureCluster
 from tests.etcd.cluster import EtcdCluster
@@ -120,6 +121,49 @@ def test_page_shows_the_holder_then_the_release_without_reloading(
         assert page.evaluate("window.__sameDocument") is True
     finally:
         holder.close()
+
+
+def test_a_broken_deadlock_is_shown_with_its_cycle(served: Served, page: Page) -> None:
+    import asyncio
+    import concurrent.futures
+
+    from tenure.errors import DeadlockError
+    from tenure.testing.conformance.support import wait_for_waiters
+
+    name = "<b>ledger</b>"  # a name is shown as text, never made into markup
+
+    async def cross() -> int:
+        async with tenure.connect(served.url) as client:
+            await client.create_node("bank")
+            async with client.session("bank") as one, client.session("bank") as two:
+                b = await two.mutex("b").lock()
+                holds = asyncio.Event()
+
+                async def first() -> None:
+                    async with one.mutex(name).lock():
+                        holds.set()
+                        async with one.mutex("b").lock():
+                            pass
+
+                task = asyncio.create_task(first())
+                await asyncio.wait_for(holds.wait(), 10)
+                await wait_for_waiters(one, "b", 1)
+                with pytest.raises(DeadlockError):
+                    await two.mutex(name).lock()
+                await b.release()
+                await asyncio.wait_for(task, 10)
+                return two.id
+
+    # (In a thread of its own: Playwright's sync API runs an event loop in this one.)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        refused = pool.submit(asyncio.run, cross()).result(30)
+    page.goto(served.page_url)
+    found = f'section[data-node="bank"] table.deadlocks tr.deadlock[data-session-id="{refused}"]'
+    page.wait_for_selector(found)
+    cycle = text(page, f"{found} td.cycle")
+    assert cycle.startswith(f"session {refused} (task ")
+    assert f"waits for '{name}' held by session" in cycle
+    assert page.query_selector("#board b") is None
 
 
 def test_a_waiter_is_shown_in_order_behind_the_holder(served: Served, page: Page) -> None:

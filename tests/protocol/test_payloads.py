@@ -108,8 +108,8 @@ def test_the_walk_finds_every_record():
     assert {"HeldGrant", "QueuedAcquire", "SessionState"} <= names
     assert {"ClientIdentity", "SemaphoreSummary", "SessionSummary"} <= names
     assert {"ClusterView", "MemberView"} <= names
-    # Commands, effects, 12 reply records, 10 records inside them, 10 messages.
-    assert len(ALL_RECORDS) == len(COMMAND_TYPES) + len(EFFECT_TYPES) + 12 + 10 + 10
+    # Commands, effects, 12 reply records, 11 records inside them, 10 messages.
+    assert len(ALL_RECORDS) == len(COMMAND_TYPES) + len(EFFECT_TYPES) + 12 + 11 + 10
 
 
 @pytest.mark.parametrize("record", ALL_RECORDS, ids=lambda r: r.name)
@@ -152,7 +152,8 @@ def test_a_layout_renders_tag_and_typed_fields():
     acquire = COMMAND.by_type[Acquire]
     assert layout(acquire) == (
         "[21, session_id: uint, name: str, count: uint, request_id: uint, data: bin, "
-        "timeout: float|nil, ephemeral: bool, lease_ttl: float|nil, hold: uint, keep_place: bool]"
+        "timeout: float|nil, ephemeral: bool, lease_ttl: float|nil, hold: uint, "
+        "keep_place: bool, task: uint]"
     )
     assert layout(NODE_CONFIG).startswith("[recovery_window: float, lock_delay: float,")
 

@@ -96,6 +96,8 @@ SHARED: dict[str, str] = {
     "SessionSummary": "a value returned by both faces' list_sessions()",
     "Opening": "the sync face returns the opened object itself (checked via return types)",
     "errors": "one error hierarchy for both faces",
+    "DeadlockError": "an error of tenure.errors, raised by both faces",
+    "BrokenDeadlock": "a value (inside NodeDescription)",
     "__version__": "a string",
 }
 

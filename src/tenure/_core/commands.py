@@ -356,6 +356,10 @@ class Acquire(Command[AcquireResult]):
     granted at once if it is at the head and now fits (YDB's rule). Without it (the
     rule of logs and clients from before it existed), the queued request is
     superseded and this one queues at the back.
+    ``task``: the client's number of the task that asks (0: not known), kept on the
+    waiter and on the hold it becomes. A request that must wait (``timeout`` not 0)
+    and would close a cycle of tasks waiting on each other fails at once with
+    DeadlockError (:mod:`tenure._core.deadlocks`); one of task 0 is never checked.
     """
 
     session_id: int
@@ -368,6 +372,7 @@ class Acquire(Command[AcquireResult]):
     lease_ttl: float | None = None
     hold: int = 0
     keep_place: bool = False
+    task: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,8 +398,9 @@ class AcquireAll(Command[AcquireAllResult]):
     ``names[i]`` (Granted and AcquireFailed effects name them, one per name), none
     of which the session may hold or wait for already. A member that leaves its
     queue (cancelled, timed out, released, its semaphore deleted) takes the others
-    with it. ``timeout``, ``ephemeral``, ``data`` and ``lease_ttl`` are Acquire's,
-    for every name.
+    with it. ``timeout``, ``ephemeral``, ``data``, ``lease_ttl`` and ``task`` are
+    Acquire's, for every name (a request that must wait is checked for deadlocks
+    as one request waiting in every queue).
     """
 
     session_id: int
@@ -406,6 +412,7 @@ class AcquireAll(Command[AcquireAllResult]):
     timeout: float | None = None
     ephemeral: bool = True
     lease_ttl: float | None = None
+    task: int = 0
 
 
 @dataclass(frozen=True, slots=True)

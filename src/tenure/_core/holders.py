@@ -41,11 +41,15 @@ class Owner:
     Memory: a server may keep a hundred thousand of these (held mutexes), so an
     owner stores only what cannot be derived. ``key`` (:func:`holder_key`) carries
     the session id and the hold number, which are read from it; a grant without a
-    lease TTL (the usual) keeps no lease object. 80 bytes, where a dataclass of
-    every field took 104.
+    lease TTL (the usual) keeps no lease object. 88 bytes, where a dataclass of
+    every field took 112.
+
+    ``task`` is the client's number of the task that asked for the grant (0: not
+    known: an old client, a face of another protocol, a resumed session): what
+    deadlock detection reads (:mod:`tenure._core.deadlocks`).
     """
 
-    __slots__ = ("_lease", "count", "data", "key", "since", "token")
+    __slots__ = ("_lease", "count", "data", "key", "since", "task", "token")
 
     def __init__(
         self,
@@ -57,6 +61,7 @@ class Owner:
         lease_deadline: float | None = None,  # set iff lease_ttl is set
         hold: int = 0,
         since: float = 0.0,  # when the grant was made (engine time); a restate keeps it
+        task: int = 0,
     ) -> None:
         #: Its :func:`holder_key` (kept: every lookup of a hold compares it; inlined:
         #: a restart makes a hundred thousand owners).
@@ -65,6 +70,7 @@ class Owner:
         self.data = data
         self.token = token
         self.since = since
+        self.task = task
         self._lease: Lease | None = (
             None
             if lease_ttl is None and lease_deadline is None
@@ -113,7 +119,7 @@ class Owner:
 
     def _fields(self) -> tuple[object, ...]:
         lease = (self.lease_ttl, self.lease_deadline)
-        return (self.key, self.count, self.data, self.token, lease, self.since)
+        return (self.key, self.count, self.data, self.token, lease, self.since, self.task)
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not Owner:
@@ -126,7 +132,8 @@ class Owner:
         return (
             f"Owner(session_id={self.session_id}, count={self.count}, data={self.data!r}, "
             f"token={self.token}, lease_ttl={self.lease_ttl}, "
-            f"lease_deadline={self.lease_deadline}, hold={self.hold}, since={self.since})"
+            f"lease_deadline={self.lease_deadline}, hold={self.hold}, since={self.since}, "
+            f"task={self.task})"
         )
 
 
@@ -149,6 +156,9 @@ class Waiter:
     #: The timeout it asked for, in seconds (None: forever); ``deadline`` is when it
     #: runs out (a restate restarts both).
     timeout: float | None = None
+    #: The client's number of the task that asks (0: not known); the hold it becomes
+    #: keeps it (:mod:`tenure._core.deadlocks`).
+    task: int = 0
     #: Its :func:`holder_key`.
     key: int = field(init=False, repr=False, compare=False)
 

@@ -41,6 +41,9 @@ def check_invariants(engine: Engine) -> None:
                 assert waiter.key == key
                 waits = engine.sessions[waiter.session_id].waits_on(name)
                 assert waiter.hold in waits, f"{name}: waiter {key} not tracked"
+                if waiter.task:
+                    by_task = engine.sessions[waiter.session_id].task_waits(waiter.task)
+                    assert (name, waiter.hold) in by_task, f"{name}: task of {key} not tracked"
                 # Served in arrival order: the queue's arrival numbers ascend.
                 assert arrived < waiter.order <= engine.last_order, f"{name}: order {waiter.order}"
                 arrived = waiter.order
@@ -68,6 +71,14 @@ def check_invariants(engine: Engine) -> None:
             for hold in session.waits_on(name):
                 key = holder_key(sid, hold)
                 assert key in node.semaphores[name].waiters, f"{sid}/{hold} thinks it waits {name}"
+        for task, places in session.waiting_tasks.items():
+            assert task, f"session {sid}: task 0 indexed"
+            assert places, f"session {sid}: task {task} indexed with no wait"
+            assert len(set(places)) == len(places), f"session {sid}: task {task} twice"
+            for name, hold in places:
+                queued = node.semaphores[name].waiter(holder_key(sid, hold))
+                assert queued is not None, f"session {sid}: {task} thinks it waits {name}/{hold}"
+                assert queued.task == task, f"session {sid}: {name}/{hold} of {queued.task}"
     _check_watches(engine)
 
 

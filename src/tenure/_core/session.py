@@ -52,6 +52,9 @@ class Session:
     _waits: dict[str, Numbers] | None = None  # semaphore -> numbers of its waiting holds
     _watches: set[int] | None = None  # armed watch ids
     _missed: dict[tuple[str, int], Missed] | None = None  # see :attr:`missed`
+    # task number -> the (semaphore, hold) of each of its waits: only waits of a known
+    # task (not 0), for deadlock detection (:mod:`tenure._core.deadlocks`)
+    _task_waits: dict[int, list[tuple[str, int]]] | None = None
 
     # -- holds and waits ----------------------------------------------------------------
 
@@ -89,8 +92,8 @@ class Session:
         """The numbers of its holds waiting on ``name``."""
         return _each(None if self._waits is None else self._waits.get(name))
 
-    def add_wait(self, name: str, hold: int = 0) -> None:
-        """Its hold ``hold`` now waits on ``name``."""
+    def add_wait(self, name: str, hold: int = 0, task: int = 0) -> None:
+        """Its hold ``hold`` now waits on ``name``, for its client's task ``task``."""
         waits = self._waits
         if waits is None:
             self._waits = {name: hold}
@@ -98,12 +101,36 @@ class Session:
             waits[name] = hold
         else:
             _add(waits, name, hold)
+        if task:
+            if self._task_waits is None:
+                self._task_waits = {}
+            self._task_waits.setdefault(task, []).append((name, hold))
 
-    def discard_wait(self, name: str, hold: int = 0) -> None:
-        """Its hold ``hold`` no longer waits on ``name``."""
+    def discard_wait(self, name: str, hold: int = 0, task: int = 0) -> None:
+        """Its hold ``hold`` no longer waits on ``name`` (``task``: the waiter's)."""
         waits = self._waits
         if waits is not None and not _discard(waits, name, hold):
             self._waits = None
+        if task and self._task_waits is not None:
+            places = self._task_waits.get(task)
+            if places is not None:
+                places.remove((name, hold))
+                if not places:
+                    del self._task_waits[task]
+                    if not self._task_waits:
+                        self._task_waits = None
+
+    def task_waits(self, task: int) -> list[tuple[str, int]]:
+        """The (semaphore, hold) of each wait of its client's task ``task`` (not 0), in
+        the order they began (do not change the list)."""
+        if self._task_waits is None:
+            return _NO_PLACES
+        return self._task_waits.get(task, _NO_PLACES)
+
+    @property
+    def waiting_tasks(self) -> Mapping[int, list[tuple[str, int]]]:
+        """Every task of its client (not 0) that waits, with its waits (read-only)."""
+        return self._task_waits or _NO_TASKS
 
     # -- endings it did not cause ---------------------------------------------------------
 
@@ -200,3 +227,5 @@ def _each(numbers: Numbers | None) -> Iterator[int]:
 
 _NONE: AbstractSet[Any] = frozenset()
 _NO_MISSED: Mapping[tuple[str, int], Missed] = MappingProxyType({})
+_NO_PLACES: list[tuple[str, int]] = []  # (shared: never changed)
+_NO_TASKS: Mapping[int, list[tuple[str, int]]] = MappingProxyType({})

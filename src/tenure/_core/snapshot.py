@@ -37,10 +37,14 @@ number and the timeout it asked for, and the engine's last arrival number
 (``last_order``). Version 8 adds each node's groups (``"groups"``: the all-or-none
 requests queued, each its arrival number, its session, then a name and a hold
 number per semaphore; only on a node that has one), and changed so that an older server
-refuses such a snapshot rather than serve a group's members one by one. Versions
+refuses such a snapshot rather than serve a group's members one by one. Version 9
+adds the client's task number of each owner and waiter (``"tasks"``: ``[owner
+tasks, waiter tasks]``, two lists parallel to ``owners`` and ``waiters``; only on a
+node where one is not 0: deadlock detection reads them). Versions
 1 (a dict per semaphore), 2 and 3 still load, every hold 0; versions 1 to 4 load
 with no identities and every time at the snapshot's ``now``; versions 1 to 5 load
-with no annex; versions 1 to 7 with no groups; versions 1 to 6 number their waiters
+with no annex; versions 1 to 7 with no groups; versions 1 to 8 with every task 0
+(not known: no deadlock is found through them); versions 1 to 6 number their waiters
 1, 2, 3... in the order the snapshot lists them (each queue's in its order), each
 with the timeout its deadline was set from (a deadline less the time it was queued:
 no older version restated a wait).
@@ -76,7 +80,7 @@ from tenure.errors import ErrorCode, InvalidArgumentError
 _SESSION_BITS = (1 << 64) - 1
 
 #: Bumped when the layout changes; :func:`load` refuses layouts it does not know.
-SNAPSHOT_VERSION = 8
+SNAPSHOT_VERSION = 9
 
 #: Values per object in the flat lists (see the module docstring).
 # id, node, timeout, description, protection key, seq_no, expires_at,
@@ -146,6 +150,8 @@ def _dump_node(node: Node) -> Plain:
     semaphores: list[object] = []
     owners: list[object] = []
     waiters: list[object] = []
+    owner_tasks: list[int] = []
+    waiter_tasks: list[int] = []
     for sem in node.semaphores.values():
         held, queued = sem.owners, sem.waiters
         semaphores += (
@@ -168,6 +174,7 @@ def _dump_node(node: Node) -> Plain:
                 o.hold,
                 o.since,
             )
+            owner_tasks.append(o.task)
         for w in queued.values():
             waiters += (
                 w.session_id,
@@ -181,6 +188,7 @@ def _dump_node(node: Node) -> Plain:
                 w.order,
                 w.timeout,
             )
+            waiter_tasks.append(w.task)
     plain: Plain = {
         "name": node.name,
         "config": config_to_stored(node.config),  # the names snapshots always had
@@ -188,6 +196,8 @@ def _dump_node(node: Node) -> Plain:
         "owners": owners,
         "waiters": waiters,
     }
+    if any(owner_tasks) or any(waiter_tasks):  # (else every task 0: no key at all)
+        plain["tasks"] = [owner_tasks, waiter_tasks]
     if node.annex:  # (most nodes have none: no key at all for them)
         plain["annex"] = dict(node.annex)
     if node.groups:
@@ -207,7 +217,7 @@ def load(data: Plain) -> Engine:
         InvalidArgumentError: the data is not a snapshot this version can read.
     """
     version = data.get("version") if isinstance(data, dict) else None
-    if version not in (1, 2, 3, 4, 5, 6, 7, SNAPSHOT_VERSION):
+    if version not in (1, 2, 3, 4, 5, 6, 7, 8, SNAPSHOT_VERSION):
         raise InvalidArgumentError(
             f"not a tenure engine snapshot of version 1 to {SNAPSHOT_VERSION} (got {version!r})"
         )
@@ -269,7 +279,7 @@ def _load(data: Plain, version: int) -> Engine:
     for plain in data["nodes"]:
         node = engine.nodes[plain["name"]]
         if version > 6:
-            _load_semaphores(engine, node, plain, OWNER_FIELDS, WAITER_FIELDS)
+            _load_semaphores(engine, node, plain, OWNER_FIELDS, WAITER_FIELDS, _tasks(plain))
         elif version > 4:
             _load_semaphores(engine, node, plain, OWNER_FIELDS, _V6_WAITER_FIELDS)
         elif version > 3:
@@ -328,13 +338,36 @@ def _annex(plain: object) -> dict[str, bytes] | None:
     return annex or None
 
 
+def _tasks(plain: Plain) -> tuple[Iterator[int], Iterator[int]] | None:
+    """A node's owners' and waiters' task numbers (None: every one 0, or before version 9)."""
+    tasks = plain.get("tasks")
+    if tasks is None:
+        return None
+    owner_tasks, waiter_tasks = tasks
+    for task in (*owner_tasks, *waiter_tasks):
+        if type(task) is not int or task < 0:
+            raise ValueError(f"a task number is an int of 0 or more, got {task!r}")
+    if len(owner_tasks) * OWNER_FIELDS != len(plain["owners"]) or len(
+        waiter_tasks
+    ) * WAITER_FIELDS != len(plain["waiters"]):
+        raise ValueError(f"node {plain['name']!r}: not one task per owner and per waiter")
+    return iter(owner_tasks), iter(waiter_tasks)
+
+
 def _load_semaphores(
-    engine: Engine, node: Node, plain: Plain, owner_fields: int, waiter_fields: int
+    engine: Engine,
+    node: Node,
+    plain: Plain,
+    owner_fields: int,
+    waiter_fields: int,
+    tasks: tuple[Iterator[int], Iterator[int]] | None = None,
 ) -> None:
-    """Versions 4 to 7 (version 4 has no since-times: they read as the snapshot's now;
-    versions before 7 no arrival numbers: see :func:`_numbered`)."""
+    """Versions 4 to 9 (version 4 has no since-times: they read as the snapshot's now;
+    versions before 7 no arrival numbers: see :func:`_numbered`; versions before 9 no
+    task numbers, nor a node whose every task is 0)."""
     owners = _rows(plain["owners"], owner_fields)
     waiters = _rows(plain["waiters"], waiter_fields)
+    owner_tasks, waiter_tasks = tasks if tasks is not None else (None, None)
     then = shared_since = engine.now
     timed = owner_fields > _V4_OWNER_FIELDS  # version 5: each grant's time at the end
     sessions = engine.sessions
@@ -360,7 +393,8 @@ def _load_semaphores(
             shared_since = granted
             session = sessions[sid]  # its id object, not one more per hold (as the engine)
             sid = session.session_id
-            sem.set_owner(Owner(sid, count, odata, token, ttl, deadline, hold, granted))
+            task = 0 if owner_tasks is None else next(owner_tasks)
+            sem.set_owner(Owner(sid, count, odata, token, ttl, deadline, hold, granted, task))
             session.add_hold(name, hold)
         for _ in range(n_waiters):
             sid, request_id, count, wdata, deadline, ttl, hold, *rest = next(waiters)
@@ -384,8 +418,10 @@ def _load_semaphores(
                     engine,
                     Waiter(sid, request_id, _shared(count), wdata, deadline, ttl, hold, queued),
                 )
+            if waiter_tasks is not None:
+                waiter.task = next(waiter_tasks)
             sem.enqueue(waiter)
-            sessions[sid].add_wait(name, hold)
+            sessions[sid].add_wait(name, hold, waiter.task)
     if next(owners, None) is not None or next(waiters, None) is not None:
         raise ValueError(f"node {node.name!r}: owners or waiters left over")
 

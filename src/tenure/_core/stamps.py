@@ -15,7 +15,7 @@ from typing import Any
 
 from tenure._core.commands import DescribeResult, SessionPage
 from tenure._core.effects import Effect, WatchFired
-from tenure._core.values import SemaphoreDescription, SessionSummary
+from tenure._core.values import NodeDescription, SemaphoreDescription, SessionSummary
 
 
 def stamp_description(description: SemaphoreDescription, shift: float) -> SemaphoreDescription:
@@ -45,6 +45,8 @@ def stamp_reply(reply: Any, shift: float) -> Any:
         return dataclasses.replace(reply, description=stamp_description(reply.description, shift))
     if isinstance(reply, SessionPage):
         return stamp_sessions(reply, shift)
+    if isinstance(reply, NodeDescription) and reply.deadlocks:
+        return dataclasses.replace(reply, deadlocks=tuple(_at(d, shift) for d in reply.deadlocks))
     return reply
 
 
@@ -71,6 +73,11 @@ def stamp_effects(effects: list[Effect], shift: float) -> list[Effect]:
                 effect = dataclasses.replace(effect, description=stamped)
         out.append(effect)
     return out
+
+
+def _at(info: Any, shift: float) -> Any:
+    at = info.at
+    return info if at is None else dataclasses.replace(info, at=at + shift)
 
 
 def _moved(info: Any, shift: float) -> Any:

@@ -9,6 +9,7 @@ are kept.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import field
 
 from tenure._core._dataclass import dataclass
@@ -23,7 +24,14 @@ from tenure._core.effects import AcquireFailed, Effect, Granted, WatchFired
 from tenure._core.semaphore import Owner, Semaphore, Waiter
 from tenure._core.session import Missed as Missed
 from tenure._core.session import Session as Session
-from tenure._core.values import NodeConfig, SemaphoreDescription, check_name
+from tenure._core.values import (
+    DEADLOCK_SEARCH_LIMIT,
+    MAX_DEADLOCKS_SHOWN,
+    BrokenDeadlock,
+    NodeConfig,
+    SemaphoreDescription,
+    check_name,
+)
 from tenure._core.watches import EXISTENCE, OWNERS, WAITERS, Change, Watches
 from tenure.errors import ErrorCode, LimitExceededError, NotFoundError, SessionExpiredError
 
@@ -57,11 +65,21 @@ class EngineState:
     Everything here is state a snapshot keeps (nodes, sessions, the counters, the
     time), apart from what is rebuilt or belongs to the host: the deadline heap is
     rebuilt from the state (:meth:`reschedule_all`), watches belong to connections,
-    and ``effects`` are queued until the host takes them.
+    ``effects`` are queued until the host takes them, and ``broken_deadlocks`` and
+    ``deadlock_search_limit`` are the host's (what it shows, what it allows).
     """
 
-    def __init__(self, *, max_nodes: int = 10_000) -> None:
+    def __init__(
+        self, *, max_nodes: int = 10_000, deadlock_search_limit: int = DEADLOCK_SEARCH_LIMIT
+    ) -> None:
         self.max_nodes = max_nodes
+        #: How much one deadlock check may look at (:mod:`tenure._core.deadlocks`);
+        #: 0: requests are not checked (a journal's replay sets it so: a request that
+        #: was logged was let wait, whatever this engine's limit would decide).
+        self.deadlock_search_limit = deadlock_search_limit
+        #: The latest deadlocks refused on each node, oldest first (not state: a
+        #: refused command changes none, and is not logged; shown by DescribeNode).
+        self.broken_deadlocks: dict[str, deque[BrokenDeadlock]] = {}
         self.nodes: dict[str, Node] = {}
         self.sessions: dict[int, Session] = {}
         self.last_token = 0  # rule 3: the fencing counter
@@ -112,6 +130,13 @@ class EngineState:
                 f"max_semaphores ({node.config.max_semaphores}) reached on node {node.name!r}"
             )
 
+    def note_deadlock(self, node: Node, session_id: int, task: int, cycle: str, now: float) -> None:
+        """Keep a deadlock refused on ``node`` (the latest MAX_DEADLOCKS_SHOWN)."""
+        kept = self.broken_deadlocks.get(node.name)
+        if kept is None:
+            kept = self.broken_deadlocks[node.name] = deque(maxlen=MAX_DEADLOCKS_SHOWN)
+        kept.append(BrokenDeadlock(now, session_id, task, cycle))
+
     # -- the shared steps -------------------------------------------------------------
 
     def grant(
@@ -124,8 +149,10 @@ class EngineState:
         lease_ttl: float | None,
         now: float,
         hold: int = 0,
+        task: int = 0,
     ) -> Owner:
-        """Give tokens to a session's hold with a fresh fencing token (rule 3)."""
+        """Give tokens to a session's hold (asked by its client's ``task``) with a fresh
+        fencing token (rule 3)."""
         self.last_token += 1
         ttl = node.config.default_lease if lease_ttl is None else lease_ttl
         deadline = None if ttl is None else now + ttl
@@ -136,7 +163,7 @@ class EngineState:
         # The session's own id object, not the command's: a decoded request brings a
         # new int each time (above 256), which a hold would otherwise keep (32 bytes).
         sid = session.session_id
-        owner = Owner(sid, count, data, self.last_token, ttl, deadline, hold, since)
+        owner = Owner(sid, count, data, self.last_token, ttl, deadline, hold, since, task)
         sem.set_owner(owner)
         session.add_hold(sem.name, hold)
         if deadline is not None:
@@ -182,8 +209,10 @@ class EngineState:
     def _grant_waiter(self, node: Node, sem: Semaphore, waiter: Waiter, now: float) -> None:
         """Grant ``waiter``, already out of ``sem``'s queue, and tell its session."""
         sid, hold = waiter.session_id, waiter.hold
-        self.sessions[sid].discard_wait(sem.name, hold)
-        owner = self.grant(node, sem, sid, waiter.count, waiter.data, waiter.lease_ttl, now, hold)
+        self.sessions[sid].discard_wait(sem.name, hold, waiter.task)
+        owner = self.grant(
+            node, sem, sid, waiter.count, waiter.data, waiter.lease_ttl, now, hold, waiter.task
+        )
         self.effects.append(
             Granted(
                 sid, waiter.request_id, sem.name, owner.token, owner.count, owner.lease_ttl, hold
@@ -235,7 +264,7 @@ class EngineState:
             if member_sem is None or member is None or member.order != waiter.order:
                 continue  # (``waiter`` itself, already out of its queue)
             member_sem.remove_waiter(key)
-            self.sessions[member.session_id].discard_wait(name, member.hold)
+            self.sessions[member.session_id].discard_wait(name, member.hold, member.task)
             failed = AcquireFailed(
                 member.session_id, member.request_id, name, code, message, member.hold
             )

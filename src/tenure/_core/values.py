@@ -23,10 +23,23 @@ MAX_COUNT: Final = 2**64 - 1
 #: The largest hold number a session may give one of its holds on a semaphore.
 MAX_HOLD: Final = 2**32 - 1
 
+#: The largest task number a client may give the task that asks (a uint on the wire).
+MAX_TASK: Final = 2**64 - 1
+
 #: The most semaphores one all-or-none acquire (AcquireAll, ``session.lock_all``) may
 #: ask for: each is a waiter in its own queue, and every change to any of them looks
 #: at all of them.
 MAX_GROUP_NAMES: Final = 64
+
+#: How many holds, queued requests and set members one deadlock check may look at, by
+#: default (``EngineState.deadlock_search_limit``, :mod:`tenure._core.deadlocks`;
+#: ``tenure serve --deadlock-search-limit``). Past it the request waits: no deadlock
+#: is reported.
+DEADLOCK_SEARCH_LIMIT: Final = 1_000
+
+#: The most broken deadlocks a node's description shows (the latest; the engine keeps
+#: no more of them).
+MAX_DEADLOCKS_SHOWN: Final = 8
 
 #: Longest node or semaphore name, in UTF-8 bytes.
 MAX_NAME_BYTES: Final = 1024
@@ -151,13 +164,36 @@ def renamed_settings(changes: Mapping[str, object], *, stacklevel: int = 2) -> d
 
 
 @dataclass(frozen=True, slots=True)
+class BrokenDeadlock:
+    """A deadlock the store broke: an acquire it refused with DeadlockError.
+
+    Attributes:
+        at: when, in UNIX seconds by the store's clock (None where it cannot know).
+        session_id: the session whose acquire was refused.
+        task: the client's number of the task that asked (0: not known).
+        cycle: the cycle it would have closed, as DeadlockError's message names it.
+    """
+
+    at: float | None
+    session_id: int
+    task: int
+    cycle: str
+
+
+@dataclass(frozen=True, slots=True)
 class NodeDescription:
-    """A node's configuration and how much it holds right now."""
+    """A node's configuration and how much it holds right now.
+
+    ``deadlocks`` are the latest deadlocks the store broke on this node, oldest first
+    (at most MAX_DEADLOCKS_SHOWN; a store without DEADLOCK_DETECTION has none; a
+    server forgets them when it restarts or its cluster fails over).
+    """
 
     name: str
     config: NodeConfig
     sessions: int
     semaphores: int
+    deadlocks: tuple[BrokenDeadlock, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,6 +415,13 @@ def check_hold(hold: object) -> int:
     if type(hold) is not int or not 0 <= hold <= MAX_HOLD:
         raise InvalidArgumentError(f"hold must be an integer in [0, 2**32-1], got {hold!r}")
     return hold
+
+
+def check_task(task: object) -> int:
+    """A client's task number: an int in [0, MAX_TASK] (0: not known)."""
+    if type(task) is not int or not 0 <= task <= MAX_TASK:
+        raise InvalidArgumentError(f"task must be an integer in [0, 2**64-1], got {task!r}")
+    return task
 
 
 def check_description(description: object, what: str = "description") -> str:

@@ -21,6 +21,7 @@ import msgspec
 
 from tenure._core._dataclass import dataclass
 from tenure._core.commands import (
+    Acquire,
     AcquireAll,
     Command,
     CreateSession,
@@ -34,7 +35,13 @@ from tenure._core.commands import (
     WatchPrefix,
 )
 from tenure._core.effects import Effect, WatchFired
-from tenure._core.values import NO_IDENTITY, OwnerInfo, SemaphoreDescription, WaiterInfo
+from tenure._core.values import (
+    NO_IDENTITY,
+    NodeDescription,
+    OwnerInfo,
+    SemaphoreDescription,
+    WaiterInfo,
+)
 from tenure._protocol.cluster import ClusterStatus
 from tenure._protocol.errors import LocalProtocolError
 from tenure._protocol.frames import DEFAULT_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
@@ -89,7 +96,8 @@ __all__ = [
 #: Version 4 added SwapSemaphoreData (a compare-and-swap of a semaphore's data),
 #: version 5 ReserveUnits (a rate limiter's reservation) and AcquireAll (several
 #: semaphores, all or none), version 6 WatchPrefix (a watch of every semaphore
-#: under a prefix).
+#: under a prefix), the asking task's number on Acquire and AcquireAll (deadlock
+#: detection) and the broken deadlocks on NodeDescription.
 PROTOCOL_VERSION: Final = 6
 #: The versions a server built from this code accepts in a Hello. To an older peer
 #: it sends the layouts of the peer's version (:func:`for_version`).
@@ -366,9 +374,13 @@ def for_version(message: Message, version: int | None) -> Message:
     version-1 peer also knows owners and waiters without who holds and since when,
     and CreateSession without the client's identity: they are left out (at their
     defaults they are not even sent, see wire.Record), so it reads the layouts it
-    always did.
+    always did. A peer of version 1 to 5 knows Acquire and AcquireAll without the
+    asking task, and NodeDescription without the broken deadlocks (left out alike).
     """
-    if version is None or version >= 3:  # versions 4 to 6 changed no layout, only added commands
+    if version is None or version >= 6:
+        return message
+    message = _before_version_6(message)
+    if version >= 3:  # versions 4 and 5 changed no layout, only added commands
         return message
     if type(message) is Welcome:
         return dataclasses.replace(message, role=STANDALONE, leader=None)
@@ -388,6 +400,19 @@ def for_version(message: Message, version: int | None) -> Message:
         effect = message.effect
         if effect.description is not None:
             return Push(dataclasses.replace(effect, description=_version_1(effect.description)))
+    return message
+
+
+def _before_version_6(message: Message) -> Message:
+    """``message`` without what version 6 added: the asking task, the broken deadlocks."""
+    if type(message) is Request:
+        command = message.command
+        if (type(command) is Acquire or type(command) is AcquireAll) and command.task:
+            return Request(message.request_id, dataclasses.replace(command, task=0))
+    elif type(message) is Reply:
+        value = message.value
+        if type(value) is NodeDescription and value.deadlocks:
+            return Reply(message.request_id, dataclasses.replace(value, deadlocks=()))
     return message
 
 

@@ -47,6 +47,7 @@ from tenure.errors import ErrorCode
 
 __all__ = [
     "ACQUIRE_STATUS",
+    "BROKEN_DEADLOCK",
     "CLIENT_IDENTITY",
     "COMMAND",
     "EFFECT",
@@ -129,6 +130,11 @@ NODE_CONFIG: Final = Record(
 NODE_CHANGES: Final[Field] = NodeChanges()
 
 CLIENT_IDENTITY: Final = Record(v.ClientIdentity, [("host", STR), ("pid", UINT), ("name", STR)])
+
+#: A deadlock a server broke (NodeDescription's ``deadlocks``, protocol version 6).
+BROKEN_DEADLOCK: Final = Record(
+    v.BrokenDeadlock, [("at", OPT_FLOAT), ("session_id", UINT), ("task", UINT), ("cycle", STR)]
+)
 
 # Owners and waiters gained who holds and since when in protocol version 2 (``since``
 # marks the first layout's length: a version-1 peer reads and sends the short one).
@@ -257,6 +263,7 @@ _COMMANDS: Final = (
             ("lease_ttl", OPT_FLOAT),
             ("hold", UINT),
             ("keep_place", BOOL),  # gained (issue 27): restate a queued request in place
+            ("task", UINT),  # protocol version 6: who asks (deadlock detection)
         ],
         tag=21,
         since=9,
@@ -302,8 +309,10 @@ _COMMANDS: Final = (
             ("timeout", OPT_FLOAT),
             ("ephemeral", BOOL),
             ("lease_ttl", OPT_FLOAT),
+            ("task", UINT),  # protocol version 6: who asks (deadlock detection)
         ],
         tag=33,
+        since=9,
     ),
     Record(
         c.DescribeSemaphore,
@@ -429,8 +438,15 @@ _VALUES: Final = (
     ),
     Record(
         v.NodeDescription,
-        [("name", STR), ("config", NODE_CONFIG), ("sessions", UINT), ("semaphores", UINT)],
+        [
+            ("name", STR),
+            ("config", NODE_CONFIG),
+            ("sessions", UINT),
+            ("semaphores", UINT),
+            ("deadlocks", ArrayOf(BROKEN_DEADLOCK)),  # protocol version 6
+        ],
         tag=3,
+        since=4,
     ),
     Record(
         c.DescribeResult, [("description", SEMAPHORE_DESCRIPTION), ("watch_id", OPT_UINT)], tag=4

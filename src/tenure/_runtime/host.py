@@ -28,7 +28,15 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from tenure._core import Command, DescribeResult, Effect, Engine, ReserveUnits, SessionPage
+from tenure._core import (
+    Command,
+    DescribeResult,
+    Effect,
+    Engine,
+    NodeDescription,
+    ReserveUnits,
+    SessionPage,
+)
 from tenure._core.stamps import stamp_effects, stamp_reply
 from tenure._runtime.clock import Clock, TimerHandle
 
@@ -83,7 +91,8 @@ class Host:
                 if engine.deadlines_handled != handled:
                     self._ticked(now)
             self._applied(command, now)
-            if type(value) is DescribeResult or type(value) is SessionPage:
+            kind = type(value)
+            if kind is DescribeResult or kind is SessionPage or kind is NodeDescription:
                 value = stamp_reply(value, self.wall_shift())
             return value
         finally:

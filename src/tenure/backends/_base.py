@@ -83,6 +83,12 @@ class Capability(enum.Enum):
     #: (:meth:`BackendSession.watch_prefix`): creations, changes and deletions are
     #: pushed as they happen, never found by polling.
     PREFIX_WATCH = "prefix_watch"
+    #: An acquire that would close a cycle of tasks waiting on each other, none of
+    #: which could ever go on (a deadlock), fails at once with DeadlockError naming
+    #: the cycle; the others keep waiting (docs/recipes.md, "Deadlock detection").
+    #: Without it such acquires wait as they always did (until their timeouts):
+    #: ``connect(url, require=[Capability.DEADLOCK_DETECTION])`` insists on it.
+    DEADLOCK_DETECTION = "deadlock_detection"
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,7 +343,14 @@ class BackendSession(Protocol):
         as the backend keeps it (``etcd://`` rounds it up to whole seconds, 2 at least)."""
 
     async def acquire(
-        self, name: str, *, count: int, data: bytes, timeout: float | None, ephemeral: bool
+        self,
+        name: str,
+        *,
+        count: int,
+        data: bytes,
+        timeout: float | None,
+        ephemeral: bool,
+        task: int = 0,
     ) -> Grant | None:
         """A new hold of ``count`` tokens of semaphore ``name``, with owner data ``data``.
 
@@ -352,11 +365,19 @@ class BackendSession(Protocol):
         ``ephemeral`` creates a missing semaphore with the largest limit; it is
         deleted when its last owner and waiter are gone.
 
+        ``task`` is the client's number of the task that asks (0: not known; never
+        two alike among the live tasks of one session's client), kept with the
+        request and the hold it becomes: a backend with
+        :attr:`Capability.DEADLOCK_DETECTION` refuses a request that must wait and
+        would close a deadlock (DeadlockError). The client passes it only to a
+        session whose ``task_numbers`` attribute is true (optional: a backend of
+        another package may lack the parameter).
+
         Raises TimeoutError when a positive timeout passes, NotFoundError for a
         missing semaphore that is not ephemeral, LimitExceededError if ``count``
-        exceeds the limit or the queue is full. If the awaiting task is cancelled,
-        the request is withdrawn (a grant that raced the cancellation is released),
-        so a cancelled acquire never leaves a hold behind.
+        exceeds the limit or the queue is full, DeadlockError (above). If the
+        awaiting task is cancelled, the request is withdrawn (a grant that raced the
+        cancellation is released), so a cancelled acquire never leaves a hold behind.
         """
 
     async def acquire_all(
@@ -367,13 +388,15 @@ class BackendSession(Protocol):
         data: bytes,
         timeout: float | None,
         ephemeral: bool,
+        task: int = 0,
     ) -> list[Grant] | None:
         """A new hold of ``count`` tokens of each semaphore of ``names``, all or none.
 
         Granted only when every one can be at once, and then all in one step (a grant
         each, in the order of ``names``); waiting, it is in every queue with one
         arrival (:attr:`Capability.ALL_OR_NONE`). ``timeout`` and ``ephemeral`` are
-        :meth:`acquire`'s (None: busy, with ``timeout`` 0). Cancelled, it is withdrawn
+        :meth:`acquire`'s (None: busy, with ``timeout`` 0), and so is ``task`` (the set
+        is checked for deadlocks as one request in every queue). Cancelled, it is withdrawn
         from every queue, and grants that raced the cancellation are released.
 
         Raises UnsupportedError on a backend without ALL_OR_NONE, and what
@@ -381,15 +404,23 @@ class BackendSession(Protocol):
         """
 
     async def restate(
-        self, name: str, grant: Grant, *, count: int, data: bytes, timeout: float | None
+        self,
+        name: str,
+        grant: Grant,
+        *,
+        count: int,
+        data: bytes,
+        timeout: float | None,
+        task: int = 0,
     ) -> Grant | None:
         """Change the hold ``grant`` in place: its count, its data, or both.
 
         No more tokens than held, or new data, apply at once and keep the token.
-        More tokens queue as an upgrade (``timeout`` as for :meth:`acquire`) that,
-        once granted, replaces the hold with a new token; until then, and if the
-        upgrade fails or is cancelled, the hold stays as it was. Returns the hold's
-        new Grant (None: ``timeout`` 0 and the tokens are not free).
+        More tokens queue as an upgrade (``timeout`` and ``task`` as for
+        :meth:`acquire`) that, once granted, replaces the hold with a new token;
+        until then, and if the upgrade fails or is cancelled, the hold stays as it
+        was. Returns the hold's new Grant (None: ``timeout`` 0 and the tokens are
+        not free).
         """
 
     def release(self, name: str, grant: Grant) -> Awaitable[bool]:

@@ -130,6 +130,7 @@ class CommandStore:
             pending.timeout,
             pending.ephemeral,
             hold=pending.hold,
+            task=pending.task,
         )
         result = await self.channel.call(command)
         if result.status is AcquireStatus.GRANTED:
@@ -151,6 +152,7 @@ class CommandStore:
             first.data,
             first.timeout,
             first.ephemeral,
+            task=first.task,
         )
         result = await self.channel.call(command)
         if result.status is AcquireStatus.GRANTED:

@@ -53,8 +53,9 @@ class Pending:
     """An acquire in progress: what it asks, its outcome, whether it is queued.
 
     ``restating``: it asks again for a hold the session has (a restate, or an
-    upgrade that queues). ``state`` is the store's own, between its enqueue and
-    its wait (:class:`~tenure.backends._store.Store`).
+    upgrade that queues). ``task``: the client's number of the task that asks (0:
+    not known), for a store that detects deadlocks. ``state`` is the store's own,
+    between its enqueue and its wait (:class:`~tenure.backends._store.Store`).
     """
 
     request_id: int
@@ -68,6 +69,7 @@ class Pending:
     restating: bool = False
     queued: bool = False
     state: Any = None
+    task: int = 0
 
     @property
     def place(self) -> Place:
@@ -140,6 +142,7 @@ class Ledger:
         timeout: float | None = None,
         ephemeral: bool = False,
         restating: bool = False,
+        task: int = 0,
     ) -> Pending:
         """An acquire of hold ``hold`` starts (its outcome is awaited on the future)."""
         if self._loop is None:
@@ -147,7 +150,7 @@ class Ledger:
             self._loop = asyncio.get_running_loop()
         future: asyncio.Future[Grant] = self._loop.create_future()
         pending = self.pending[request_id] = Pending(
-            request_id, name, hold, future, count, data, timeout, ephemeral, restating
+            request_id, name, hold, future, count, data, timeout, ephemeral, restating, task=task
         )
         return pending
 

@@ -217,14 +217,24 @@ class StoreSession:
 
     # -- acquire, restate, release, renew -------------------------------------------
 
+    #: Acquires take the asking task's number (see the contract's ``task_numbers``).
+    task_numbers: Final = True
+
     def acquire(
-        self, name: str, *, count: int, data: bytes, timeout: float | None, ephemeral: bool
+        self,
+        name: str,
+        *,
+        count: int,
+        data: bytes,
+        timeout: float | None,
+        ephemeral: bool,
+        task: int = 0,
     ) -> Coroutine[Any, Any, Grant | None]:
         """See :meth:`tenure.backends._base.BackendSession.acquire`."""
         if self.ended is not None:  # (check_alive, inline: on every request)
             raise type(self.ended)(*self.ended.args)
         hold = self.ledger.free_hold(name)
-        return self._acquire(name, hold, count, data, timeout, ephemeral, False)
+        return self._acquire(name, hold, count, data, timeout, ephemeral, False, task)
 
     async def acquire_all(
         self,
@@ -234,6 +244,7 @@ class StoreSession:
         data: bytes,
         timeout: float | None,
         ephemeral: bool,
+        task: int = 0,
     ) -> list[Grant] | None:
         """See :meth:`tenure.backends._base.BackendSession.acquire_all`: one pending
         acquire per name, sent as one, each awaited and withdrawn as :meth:`acquire`'s."""
@@ -243,7 +254,9 @@ class StoreSession:
         for name in names:
             request_id = store.new_request_id()
             hold = ledger.free_hold(name)
-            pendings.append(ledger.open(request_id, name, hold, count, data, timeout, ephemeral))
+            pendings.append(
+                ledger.open(request_id, name, hold, count, data, timeout, ephemeral, task=task)
+            )
         withdrawing = False
         try:
             try:
@@ -287,12 +300,19 @@ class StoreSession:
         return [grant for _, grant in taken]
 
     async def restate(
-        self, name: str, grant: Grant, *, count: int, data: bytes, timeout: float | None
+        self,
+        name: str,
+        grant: Grant,
+        *,
+        count: int,
+        data: bytes,
+        timeout: float | None,
+        task: int = 0,
     ) -> Grant | None:
         """See :meth:`tenure.backends._base.BackendSession.restate`."""
         self.check_alive()
         # Not ephemeral: a semaphore deleted meanwhile must not be made anew.
-        return await self._acquire(name, grant.hold, count, data, timeout, False, True)
+        return await self._acquire(name, grant.hold, count, data, timeout, False, True, task)
 
     async def _acquire(
         self,
@@ -303,11 +323,14 @@ class StoreSession:
         timeout: float | None,
         ephemeral: bool,
         restating: bool,
+        task: int,
     ) -> Grant | None:
         """One acquire of hold ``hold``, awaited to its end (granted, busy, or raised)."""
         store, ledger = self._store, self.ledger
         request_id = store.new_request_id()
-        pending = ledger.open(request_id, name, hold, count, data, timeout, ephemeral, restating)
+        pending = ledger.open(
+            request_id, name, hold, count, data, timeout, ephemeral, restating, task
+        )
         withdrawing = False
         try:
             try:

@@ -75,6 +75,7 @@ CAPABILITIES: Final = frozenset(
         Capability.LOCK_DELAY,
         Capability.ALL_OR_NONE,
         Capability.PREFIX_WATCH,
+        Capability.DEADLOCK_DETECTION,
     }
 )
 

@@ -102,12 +102,17 @@ class TenureBackend:
     def capabilities(self) -> frozenset[Capability]:
         """Everything: the server journals state, so it survives restarts; replicated
         too when the service is a cluster (its Welcome says a role): the journal is
-        in etcd, and another member takes over from a lost one."""
+        in etcd, and another member takes over from a lost one. Deadlock detection
+        when every server speaks protocol version 6 (an older one is sent no task)."""
+        found = CAPABILITIES
+        welcomes = [shard.link.welcome for shard in self.shards]
+        if all(welcome is not None and welcome.version >= 6 for welcome in welcomes):
+            found |= {Capability.DEADLOCK_DETECTION}
         if len(self.shards) == 1:
-            welcome = self.shards[0].link.welcome
+            welcome = welcomes[0]
             if welcome is not None and welcome.role:
-                return CAPABILITIES | {Capability.REPLICATED}
-        return CAPABILITIES
+                return found | {Capability.REPLICATED}
+        return found
 
     def shard_for(self, node: str) -> Shard:
         """The shard that holds ``node``: the only one, or, sharded, the one rendezvous

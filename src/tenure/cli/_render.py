@@ -235,7 +235,7 @@ def session_json(session: SessionSummary) -> dict[str, object]:
 
 
 def node_json(found: NodeDescription) -> dict[str, object]:
-    """A node's settings and counts as JSON."""
+    """A node's settings and counts as JSON, and the deadlocks broken on it lately."""
     from dataclasses import asdict
 
     return {
@@ -243,6 +243,10 @@ def node_json(found: NodeDescription) -> dict[str, object]:
         "sessions": found.sessions,
         "semaphores": found.semaphores,
         "config": asdict(found.config),
+        "deadlocks": [
+            {"at": d.at, "session_id": d.session_id, "task": d.task, "cycle": d.cycle}
+            for d in found.deadlocks
+        ],
     }
 
 
@@ -398,6 +402,22 @@ def node_table(found: NodeDescription) -> Table:
         for key, value in config.items()
     ]
     return table(f"node {found.name!r}", ["setting", "value"], rows)
+
+
+def node_tables(found: NodeDescription) -> list[Table | Text]:
+    """``tenure node describe`` and ``tenure describe NODE``: the settings, then the
+    deadlocks the store broke on the node lately (newest first), or a line saying none."""
+    parts: list[Table | Text] = [node_table(found)]
+    if not found.deadlocks:
+        parts.append(Text("no deadlock broken lately"))
+        return parts
+    rows = [
+        [age_text(d.at), str(d.session_id), str(d.task or "?"), safe(d.cycle)]
+        for d in reversed(found.deadlocks)
+    ]
+    title = f"deadlocks broken lately ({len(found.deadlocks)}: an acquire refused each)"
+    parts.append(table(title, ["ago", "session", "task", "cycle it would have closed"], rows))
+    return parts
 
 
 def leader_text(state: LeaderState | None) -> str:

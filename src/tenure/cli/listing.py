@@ -17,6 +17,7 @@ from tenure.cli._common import (
     url_option,
 )
 from tenure.cli._status import Status
+from tenure.cli.nodes import show_node
 from tenure.errors import NotFoundError
 
 
@@ -56,11 +57,13 @@ def ls(node: str | None, prefix: str, as_json: bool, url: str) -> int:
 
 @click.command()
 @click.argument("node")
-@click.argument("semaphore")
+@click.argument("semaphore", required=False)
 @json_option
 @url_option
-def describe(node: str, semaphore: str, as_json: bool, url: str) -> int:
-    """Who holds SEMAPHORE of NODE (description, client, token, held for) and who waits.
+def describe(node: str, semaphore: str | None, as_json: bool, url: str) -> int:
+    """Who holds SEMAPHORE of NODE (description, client, token, held for) and who waits;
+    without SEMAPHORE, NODE itself, as ``tenure node describe`` prints it (its settings,
+    counts, and the deadlocks the store broke on it lately).
 
     Waiters are listed in the order they will be served. "held for" and "waiting
     for" compare the store's clock with this machine's. A name nobody holds, waits
@@ -70,6 +73,9 @@ def describe(node: str, semaphore: str, as_json: bool, url: str) -> int:
     readers-writer lock's readers and writers, a rate limiter's rate, burst and
     units available now, a barrier's arrivals and rounds, a counter's or latch's value.
     """
+
+    if semaphore is None:
+        return describe_node(node, as_json, url)
 
     async def main() -> int:
         async with (
@@ -89,6 +95,17 @@ def describe(node: str, semaphore: str, as_json: bool, url: str) -> int:
             for part in _render.semaphore_tables(node, found):
                 out.print(part)
         return Status.OK
+
+    return run(main())
+
+
+def describe_node(node: str, as_json: bool, url: str) -> int:
+    """``tenure describe NODE``: the node's description (``tenure node describe``)."""
+
+    async def main() -> int:
+        async with connect(url) as client:
+            found = await client.describe_node(node)
+        return show_node(found, as_json)
 
     return run(main())
 

@@ -106,7 +106,9 @@ def create(name: str, pairs: tuple[str, ...], exist_ok: bool, url: str) -> int:
 @json_option
 @url_option
 def describe_node(name: str, as_json: bool, url: str) -> int:
-    """Print node NAME's settings and how many sessions and semaphores it has."""
+    """Print node NAME's settings, how many sessions and semaphores it has, and the
+    deadlocks the store broke on it lately (each an acquire it refused, with the cycle
+    that acquire would have closed; a store without deadlock detection has none)."""
 
     async def main() -> int:
         async with connect(url) as client:
@@ -159,9 +161,16 @@ def drop(name: str, force: bool, url: str) -> int:
 
 
 def _show(found: NodeDescription, as_json: bool) -> int:
-    """Print a node's description (a table, or JSON)."""
+    """Print a node's description (tables, or JSON)."""
     if as_json:
         print_json(_render.node_json(found))
     else:
-        _render.console().print(_render.node_table(found))
+        out = _render.console()
+        for part in _render.node_tables(found):
+            out.print(part)
     return Status.OK
+
+
+def show_node(found: NodeDescription, as_json: bool) -> int:
+    """Print a node's description as ``tenure node describe`` does (for ``tenure describe``)."""
+    return _show(found, as_json)

@@ -11,18 +11,36 @@ The mark holds the task it was made for, so the tasks that task starts (which co
 its context) are callers of their own, as any child task is. A call that its thread
 withdrew (:func:`withdraw`: the thread was interrupted and left without the outcome)
 acts for nobody but itself from then on, while it winds down on the loop.
+
+**Numbers.** A store that detects deadlocks (``Capability.DEADLOCK_DETECTION``) must
+know which waiter and which hold belong to the same caller: a session is shared by
+many tasks, and one of them may hold ``a`` while another waits for ``b`` without any
+deadlock. So every acquire carries its caller's number (:func:`caller_number`), and
+the store keeps it with the hold the acquire becomes. Numbers come from one counter
+of this process, starting at 1, and are never given twice: a number passed on to a
+new caller while a hold of the old one lives on (a lease handed to another task)
+would make the store mistake one caller for another. A thread keeps its number on
+its :class:`ThreadCaller`, so that a thread's calls, one task each, are one caller to
+the store; a task keeps its number in a context variable with the task it belongs to
+(a weak reference: no cycle through the task's own context), one lookup on the
+mutex's hot path. A task started by another inherits its context, sees a mark that
+is not its own, and takes a number of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import itertools
 import threading
 import weakref
 from collections.abc import Coroutine
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, Final, TypeAlias, TypeVar
 
 T = TypeVar("T")
+
+#: The next caller number (thread-safe: a C iterator, advanced under the GIL).
+_numbers: Final = itertools.count(1)
 
 
 class ThreadCaller:
@@ -32,11 +50,13 @@ class ThreadCaller:
     has ended, and a new thread must not inherit what an ended one left held.
     """
 
-    __slots__ = ("ident",)
+    __slots__ = ("ident", "number")
 
     def __init__(self) -> None:
         #: The thread's ``threading.get_ident()`` (for reprs).
         self.ident = threading.get_ident()
+        #: The thread's number, as a store that detects deadlocks knows it.
+        self.number = next(_numbers)
 
     def __repr__(self) -> str:
         return f"<thread {self.ident}>"
@@ -48,6 +68,11 @@ Caller: TypeAlias = "asyncio.Task[Any] | ThreadCaller | None"
 #: Set by the sync face in the context of each call's task: (the calling thread, that task).
 _ACTING_FOR: contextvars.ContextVar[tuple[ThreadCaller, asyncio.Task[Any]] | None] = (
     contextvars.ContextVar("tenure_acting_for", default=None)
+)
+
+#: The current task's number mark: the task (weakly) and its number.
+_MARK: contextvars.ContextVar[tuple[weakref.ref[asyncio.Task[Any]], int]] = contextvars.ContextVar(
+    "tenure_task_number"
 )
 
 #: Sync calls' tasks that their thread withdrew (see :func:`withdraw`).
@@ -71,6 +96,29 @@ def current_caller(task: asyncio.Task[Any] | None) -> Caller:
     if acting is not None and acting[1] is task and task not in _WITHDRAWN:
         return acting[0]
     return task
+
+
+def task_number(task: asyncio.Task[Any] | None) -> int:
+    """The number of ``task``, the current task (made on first use; 0 outside a task).
+
+    Call it from within ``task``: the number is kept in its context.
+    """
+    if task is None:
+        return 0
+    mark = _MARK.get(None)
+    if mark is not None and mark[0]() is task:
+        return mark[1]
+    number = next(_numbers)
+    _MARK.set((weakref.ref(task), number))
+    return number
+
+
+def caller_number(caller: Caller) -> int:
+    """The number of ``caller``, the current caller, as a store that detects deadlocks
+    knows it (0: not known, outside any task)."""
+    if isinstance(caller, ThreadCaller):
+        return caller.number
+    return task_number(caller)
 
 
 def withdraw(task: asyncio.Task[Any]) -> None:

@@ -159,6 +159,8 @@ class Lease(Guarded):
 
         Raises:
             TimeoutError: the extra tokens were not granted within ``timeout``.
+            DeadlockError: waiting for them would close a deadlock (the lease stays
+                as it was: see docs/recipes.md, "Deadlock detection").
             LimitExceededError: ``count`` exceeds the semaphore's limit.
             PreconditionFailedError: the lease was released.
             LostError: the lease was lost (its error).

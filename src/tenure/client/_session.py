@@ -14,7 +14,7 @@ from tenure.client import _args
 from tenure.client._args import Data
 from tenure.client._asking import Claims
 from tenure.client._barrier import Barrier
-from tenure.client._caller import Caller, current_caller
+from tenure.client._caller import Caller, caller_number, current_caller
 from tenure.client._counter import Counter
 from tenure.client._election import Election
 from tenure.client._group import DEFAULT_MAX_GROUP_MEMBERS, Group
@@ -35,6 +35,9 @@ from tenure.errors import (
 )
 
 L = TypeVar("L", bound=Lease)
+
+#: The backend's ``task`` argument when it takes none (shared: never changed).
+_NO_TASK: dict[str, int] = {}
 
 
 class Session(Guarded):
@@ -63,12 +66,15 @@ class Session(Guarded):
         #: Whether the backend sends a release before it returns, ahead of whatever
         #: the client asks next (then leaving ``async with`` need not wait for it).
         self._releases_in_order = False
+        #: Whether the backend takes the asking task's number (deadlock detection).
+        self._task_numbers = False
 
     def _bind(self, backend_session: BackendSession) -> None:
         self._backend = backend_session
         # Optional in the protocol (a backend of another package may lack it): without
         # it, leaving a block waits for the release's answer, as it always did.
         self._releases_in_order = getattr(backend_session, "releases_in_order", False) is True
+        self._task_numbers = getattr(backend_session, "task_numbers", False) is True
         # (Named, current_task skips get_running_loop: a getpid() call in Python 3.11.)
         self._loop = asyncio.get_running_loop()
         #: The recovery window in force, in seconds: the one asked for (or the node's
@@ -147,6 +153,7 @@ class Session(Guarded):
 
         Raises:
             TimeoutError: not all held within ``timeout`` (none is held then).
+            DeadlockError: waiting would close a deadlock (none is held or queued).
             UnsupportedError: the backend has no Capability.ALL_OR_NONE.
             InvalidArgumentError: at once, naming a bad argument (1 to 64 distinct names).
         """
@@ -167,7 +174,12 @@ class Session(Guarded):
         self._asking.claim(names, caller, task)
         try:
             grants = await backend.acquire_all(
-                names, count=MAX_COUNT, data=data, timeout=timeout, ephemeral=True
+                names,
+                count=MAX_COUNT,
+                data=data,
+                timeout=timeout,
+                ephemeral=True,
+                **self._asked_by(caller),
             )
             if grants is None:
                 raise TimeoutError(f"{', '.join(map(repr, names))}: not all free (timeout=0)")
@@ -301,10 +313,15 @@ class Session(Guarded):
         ``reentrant=True`` nests instead (see :class:`Mutex`). To change a held
         lease's count or data, use :meth:`Lease.restate`.
 
+        The backend learns which task asks (in the sync face, which thread): one with
+        ``Capability.DEADLOCK_DETECTION`` refuses an acquire whose wait would close a
+        cycle of tasks waiting on each other (docs/recipes.md, "Deadlock detection").
+
         Raises:
             TimeoutError: not granted within ``timeout`` (with ``timeout=0``: busy).
             NotFoundError: the semaphore does not exist and ``ephemeral`` is false.
             LimitExceededError: ``count`` exceeds the limit, or the queue is full.
+            DeadlockError: waiting would close a deadlock (nothing is held or queued).
         """
         name = _args.semaphore_name(name)
         count = _args.count(count)
@@ -344,7 +361,12 @@ class Session(Guarded):
         self._asking.claim((name,), caller, task)
         try:
             grant = await backend.acquire(
-                name, count=count, data=data, timeout=timeout, ephemeral=ephemeral
+                name,
+                count=count,
+                data=data,
+                timeout=timeout,
+                ephemeral=ephemeral,
+                **self._asked_by(caller),
             )
             if grant is None:
                 raise TimeoutError(f"{name!r} is busy (timeout=0 only tries)")
@@ -378,6 +400,10 @@ class Session(Guarded):
             lease.name == name and lease._caller == caller for lease in self._leases.values()
         )
 
+    def _asked_by(self, caller: Caller) -> dict[str, int]:
+        """The backend's ``task`` argument: the caller's number, if it takes one."""
+        return {"task": caller_number(caller)} if self._task_numbers else _NO_TASK
+
     def _adopt(self, holds: list[HeldGrant]) -> None:
         """A resumed session's holds become its leases (see :meth:`leases`)."""
         for held in holds:
@@ -393,8 +419,9 @@ class Session(Guarded):
 
     async def _restate(self, lease: Lease, count: int, data: bytes, timeout: float | None) -> Grant:
         """Change a held lease's count or data through the backend (see Lease.restate)."""
+        asking = self._asked_by(current_caller(asyncio.current_task(self._loop)))
         grant = await self._backend_session().restate(
-            lease.name, lease._grant, count=count, data=data, timeout=timeout
+            lease.name, lease._grant, count=count, data=data, timeout=timeout, **asking
         )
         if grant is None:
             raise TimeoutError(f"{lease.name!r} has not {count} tokens free (timeout=0 only tries)")

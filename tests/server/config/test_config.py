@@ -66,6 +66,12 @@ def test_new_settings_have_their_defaults() -> None:
     assert set(config.sources.values()) == {"default"}
 
 
+def test_the_deadlock_search_limit_is_a_setting() -> None:
+    assert parse().deadlock_search_limit == 1_000
+    assert parse("--deadlock-search-limit", "0").deadlock_search_limit == 0  # no detection
+    assert parse(env={"TENURE_DEADLOCK_SEARCH_LIMIT": "50"}).deadlock_search_limit == 50
+
+
 def test_file_values_and_their_types(tmp_path: Path) -> None:
     file = write(
         tmp_path / "tenure.toml",
@@ -129,6 +135,7 @@ def test_empty_path_means_none(tmp_path: Path) -> None:
         ("batch_interval = 0\n", "must be more than 0"),
         ("max_unread = 10\n", "max_unread = 10: must be at least 65536"),
         ("max_queued_pushes = 0\n", "must be at least 1"),
+        ("deadlock_search_limit = -1\n", "deadlock_search_limit = -1: must be at least 0"),
         ("pause_unread = 4095\n", "pause_unread = 4095: must be at least 4096"),
         ('pause_unread = "64k"\n', "pause_unread = '64k': must be an integer, not a string"),
         ("max_requests_per_turn = 0\n", "max_requests_per_turn = 0: must be at least 1"),

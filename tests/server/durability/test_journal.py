@@ -261,6 +261,37 @@ def test_semaphore_commands_logged_before_holds_replay_as_hold_zero(tmp_path: Pa
     assert not sem.waiters
 
 
+def test_tasks_are_logged_and_a_replay_never_refuses_what_the_log_let_wait(
+    tmp_path: Path,
+) -> None:
+    from tenure._core import DescribeNode
+    from tenure.errors import DeadlockError
+
+    journal = Journal(DataDir(tmp_path))
+    engine = journal.open(0.0)
+    step(engine, journal, CreateNode("n"), 0.0)
+    step(engine, journal, CreateSession("n", KEY, timeout=30.0), 0.0)
+    step(engine, journal, CreateSession("n", KEY, timeout=30.0), 0.0)
+    # Session 1's task 5 holds c; tasks 7 and 9 cross a and b (the last closes it).
+    crossing = [(1, "c", 5), (1, "a", 7), (2, "b", 9), (1, "b", 7), (2, "a", 9)]
+    engine.deadlock_search_limit = 0  # (a writer whose limit let it wait)
+    for request_id, (sid, name, task) in enumerate(crossing, 1):
+        command = Acquire(sid, name, MAX_COUNT, request_id, ephemeral=True, task=task)
+        assert step(engine, journal, command, 0.0)
+    journal.abort()
+    restarted = reopen(tmp_path, 100.0)  # a replay that decided again would stop here
+    sem = restarted.nodes["n"].semaphores["a"]
+    assert [(o.session_id, o.task) for o in sem.owners.values()] == [(1, 7)]
+    assert [(w.session_id, w.task) for w in sem.waiters.values()] == [(2, 9)]
+    assert restarted.deadlock_search_limit > 0  # (what the replay set back)
+    assert restarted.apply(DescribeNode("n"), 100.0).deadlocks == ()
+    # The replay's engine decides again from now on: the tasks it read back count.
+    restarted.apply(Acquire(2, "d", MAX_COUNT, 10, ephemeral=True, task=6), 100.0)
+    restarted.apply(Acquire(2, "c", MAX_COUNT, 11, ephemeral=True, task=6), 100.0)
+    with pytest.raises(DeadlockError):  # task 5 of session 1 still holds c
+        restarted.apply(Acquire(1, "d", MAX_COUNT, 12, ephemeral=True, task=5), 100.0)
+
+
 # -- restarts, and snapshots written by a forked child --------------------------------
 
 
@@ -360,6 +391,9 @@ def test_restarts_in_a_row_replay_to_the_same_state(tmp_path: Path, seed: int) -
     for restart in range(1, 4):
         if rng.random() < 0.5 and journal.needs_snapshot(engine):
             journal.snapshot(engine)
+            # (a snapshot keeps the engine's time, moved by failed commands after the
+            # last record too: a restart resumes from it)
+            logged.append(engine.now)
         journal.abort()  # kill -9
         # (a failed command after the last record moved the time and left none)
         expected = reference_after_restart(engine, 1_000.0 * restart, logged_at=logged[-1])

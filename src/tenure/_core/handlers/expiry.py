@@ -77,7 +77,7 @@ def _time_out_waiter(state: EngineState, key: WaiterDeadline, now: float) -> Non
     sem = node.semaphores[key.semaphore]
     waiter = sem.remove_waiter(key.holder)
     assert waiter is not None
-    state.sessions[waiter.session_id].discard_wait(sem.name, waiter.hold)
+    state.sessions[waiter.session_id].discard_wait(sem.name, waiter.hold, waiter.task)
     state.tell_missed(
         AcquireFailed(
             waiter.session_id,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from tenure._core import commands as c
 from tenure._core.deadlines import WaiterDeadline
+from tenure._core.deadlocks import Asked, refuse_deadlock
 from tenure._core.semaphore import Semaphore, Waiter, holder_key
 from tenure._core.state import EngineState
 from tenure._core.values import (
@@ -21,6 +22,7 @@ from tenure._core.values import (
     check_duration,
     check_hold,
     check_name,
+    check_task,
     check_timeout,
 )
 from tenure._core.watches import EXISTENCE, WAITERS
@@ -39,6 +41,7 @@ def acquire_all(state: EngineState, cmd: c.AcquireAll, now: float) -> c.AcquireA
     count = check_count(cmd.count)
     data = check_data("owner data", cmd.data, node.config.max_data_size)
     timeout = check_timeout(cmd.timeout)
+    task = check_task(cmd.task)
     if cmd.lease_ttl is not None:
         check_duration("lease_ttl", cmd.lease_ttl)
     sid = session.session_id
@@ -72,6 +75,11 @@ def acquire_all(state: EngineState, cmd: c.AcquireAll, now: float) -> c.AcquireA
                 raise LimitExceededError(
                     f"max_waiters ({node.config.max_waiters}) reached on semaphore {name!r}"
                 )
+        if task:  # (one request, in every queue; a name it makes waits for nobody)
+            asked: list[Asked] = [
+                (sem, key, count) for sem, key in zip(sems, keys, strict=True) if sem is not None
+            ]
+            refuse_deadlock(state, node, sid, task, asked, None, now)
     # Validated: from here on the command succeeds (rule 1).
     for name, hold in zip(names, holds, strict=True):
         session.forget_missed(name, hold)  # asking again: the client settled the last one
@@ -86,7 +94,7 @@ def acquire_all(state: EngineState, cmd: c.AcquireAll, now: float) -> c.AcquireA
         tokens, ttl = [], None
         for name, hold, sem in zip(names, holds, sems, strict=True):
             assert sem is not None
-            owner = state.grant(node, sem, sid, count, data, cmd.lease_ttl, now, hold)
+            owner = state.grant(node, sem, sid, count, data, cmd.lease_ttl, now, hold, task)
             tokens.append(owner.token)
             ttl = owner.lease_ttl
             state.settle(node, sem, now, EXISTENCE if name in made else WAITERS)
@@ -97,10 +105,10 @@ def acquire_all(state: EngineState, cmd: c.AcquireAll, now: float) -> c.AcquireA
     for name, hold, request_id, sem in zip(names, holds, request_ids, sems, strict=True):
         assert sem is not None
         waiter = Waiter(
-            sid, request_id, count, data, deadline, cmd.lease_ttl, hold, now, order, timeout
+            sid, request_id, count, data, deadline, cmd.lease_ttl, hold, now, order, timeout, task
         )
         sem.enqueue(waiter)
-        session.add_wait(name, hold)
+        session.add_wait(name, hold, task)
         if deadline is not None and name == names[0]:  # (one for the group: the first's)
             state.deadlines.schedule(
                 deadline, WaiterDeadline(node.name, name, waiter.key, request_id)

@@ -38,7 +38,7 @@ def create_node(state: EngineState, cmd: c.CreateNode, now: float) -> None:
 
 def describe_node(state: EngineState, cmd: c.DescribeNode, now: float) -> NodeDescription:
     """The node's settings and how many sessions and semaphores it has."""
-    return _describe(state.lookup_node(cmd.name))
+    return _describe(state, state.lookup_node(cmd.name))
 
 
 def alter_node(state: EngineState, cmd: c.AlterNode, now: float) -> NodeDescription:
@@ -48,7 +48,7 @@ def alter_node(state: EngineState, cmd: c.AlterNode, now: float) -> NodeDescript
     if bad:
         raise InvalidArgumentError(f"node setting names must be strings, got {bad!r}")
     node.config = node.config.replace(**cmd.changes)
-    return _describe(node)
+    return _describe(state, node)
 
 
 def drop_node(state: EngineState, cmd: c.DropNode, now: float) -> None:
@@ -79,6 +79,7 @@ def drop_node(state: EngineState, cmd: c.DropNode, now: float) -> None:
             SessionEnded(session_id, ErrorCode.SESSION_CLOSED, f"node {node.name!r} was dropped")
         )
     del state.nodes[node.name]
+    state.broken_deadlocks.pop(node.name, None)
 
 
 def set_node_annex(state: EngineState, cmd: c.SetNodeAnnex, now: float) -> None:
@@ -109,5 +110,12 @@ def get_node_annex(state: EngineState, cmd: c.GetNodeAnnex, now: float) -> bytes
     return b"" if annex is None else annex.get(key, b"")
 
 
-def _describe(node: Node) -> NodeDescription:
-    return NodeDescription(node.name, node.config, len(node.sessions), len(node.semaphores))
+def _describe(state: EngineState, node: Node) -> NodeDescription:
+    broken = state.broken_deadlocks.get(node.name)
+    return NodeDescription(
+        node.name,
+        node.config,
+        len(node.sessions),
+        len(node.semaphores),
+        () if broken is None else tuple(broken),
+    )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from tenure._core import commands as c
 from tenure._core.deadlines import LeaseDeadline, WaiterDeadline
+from tenure._core.deadlocks import refuse_deadlock
 from tenure._core.effects import AcquireFailed, LeaseLost
 from tenure._core.semaphore import Owner, Semaphore, Waiter, holder_key
 from tenure._core.state import EngineState, Node
@@ -18,6 +19,7 @@ from tenure._core.values import (
     check_duration,
     check_hold,
     check_name,
+    check_task,
     check_timeout,
 )
 from tenure._core.watches import DATA, EXISTENCE, NOTHING, OWNERS, WAITERS
@@ -51,6 +53,7 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
     data = check_data("owner data", cmd.data, node.config.max_data_size)
     timeout = check_timeout(cmd.timeout)
     hold = check_hold(cmd.hold)
+    task = check_task(cmd.task)
     if cmd.lease_ttl is not None:
         check_duration("lease_ttl", cmd.lease_ttl)
     sid = session.session_id
@@ -71,6 +74,8 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
         raise LimitExceededError(
             f"max_waiters ({node.config.max_waiters}) reached on semaphore {name!r}"
         )
+    if task and timeout != 0 and sem is not None and not cmd.keep_place:
+        _refuse_deadlock(state, node, sem, sid, hold, key, count, task, now)
     # Validated: from here on the command succeeds (rule 1).
     session.forget_missed(name, hold)  # asking again: the client settled the last one
     if sem is not None and cmd.keep_place:
@@ -91,7 +96,7 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
         change = EXISTENCE
     superseded = sem.remove_waiter(key)
     if superseded is not None:
-        session.discard_wait(name, hold)
+        session.discard_wait(name, hold, superseded.task)
         state.effects.append(
             AcquireFailed(
                 sid,
@@ -119,12 +124,13 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
                 owner.lease_deadline,
                 hold,
                 owner.since,
+                owner.task,  # (the same grant: asked for by the task that asked then)
             )
             sem.set_owner(updated)
             result = c.AcquireResult(c.AcquireStatus.GRANTED, owner.token, count, owner.lease_ttl)
             moved = (owner.count, owner.data) != (count, data)
         else:
-            granted = state.grant(node, sem, sid, count, data, cmd.lease_ttl, now, hold)
+            granted = state.grant(node, sem, sid, count, data, cmd.lease_ttl, now, hold, task)
             result = c.AcquireResult(
                 c.AcquireStatus.GRANTED, granted.token, count, granted.lease_ttl
             )
@@ -148,15 +154,39 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
                 now,
                 state.last_order,
                 timeout,
+                task,
             )
         )
-        session.add_wait(name, hold)
+        session.add_wait(name, hold, task)
         if deadline is not None:
             state.deadlines.schedule(deadline, WaiterDeadline(node.name, name, key, cmd.request_id))
         result = c.AcquireResult(c.AcquireStatus.QUEUED)
         change |= WAITERS
     state.settle(node, sem, now, change)
     return result
+
+
+def _refuse_deadlock(
+    state: EngineState,
+    node: Node,
+    sem: Semaphore,
+    sid: int,
+    hold: int,
+    key: int,
+    count: int,
+    task: int,
+    now: float,
+) -> None:
+    """DeadlockError if the request would wait (as :meth:`Semaphore.can_grant_now`
+    decides once its hold's earlier request is superseded) and close a deadlock."""
+    owner = sem.owner(key)
+    if owner is not None and count <= owner.count:
+        return  # a restate in place: granted at once
+    replaced = sem.waiter(key)
+    if sem.queue_length() - (replaced is not None) == 0 and sem.fits(key, count, now):
+        return  # granted at once
+    place = None if replaced is None else (sem.name, hold)
+    refuse_deadlock(state, node, sid, task, [(sem, key, count)], place, now)
 
 
 def _restate_waiter(
@@ -201,12 +231,17 @@ def _restate_waiter(
         waiting.since,
         waiting.order,
         timeout,
+        cmd.task,
     )
     sem.restate_waiter(restated)
+    if restated.task != waiting.task:  # (the session's index of its tasks' waits)
+        session = state.sessions[sid]
+        session.discard_wait(sem.name, hold, waiting.task)
+        session.add_wait(sem.name, hold, restated.task)
     if sem.is_head(waiting.key) and sem.fits(waiting.key, count, now):
         sem.remove_waiter(waiting.key)
-        state.sessions[sid].discard_wait(sem.name, hold)
-        granted = state.grant(node, sem, sid, count, data, cmd.lease_ttl, now, hold)
+        state.sessions[sid].discard_wait(sem.name, hold, restated.task)
+        granted = state.grant(node, sem, sid, count, data, cmd.lease_ttl, now, hold, restated.task)
         state.settle(node, sem, now, OWNERS | WAITERS)
         return c.AcquireResult(c.AcquireStatus.GRANTED, granted.token, count, granted.lease_ttl)
     if deadline is not None:
@@ -231,7 +266,7 @@ def release(state: EngineState, cmd: c.Release, now: float) -> bool:
     key = holder_key(sid, hold)
     waiter = sem.remove_waiter(key)
     if waiter is not None:
-        session.discard_wait(sem.name, hold)
+        session.discard_wait(sem.name, hold, waiter.task)
         state.effects.append(
             AcquireFailed(
                 sid,
@@ -261,7 +296,7 @@ def cancel_acquire(state: EngineState, cmd: c.CancelAcquire, now: float) -> bool
     if sem is None or waiter is None or waiter.request_id != cmd.request_id:
         return False
     sem.remove_waiter(key)
-    session.discard_wait(sem.name, hold)
+    session.discard_wait(sem.name, hold, waiter.task)
     state.effects.append(
         AcquireFailed(
             session.session_id,
@@ -339,7 +374,7 @@ def delete_semaphore(state: EngineState, cmd: c.DeleteSemaphore, now: float) -> 
     gone = list(sem.waiters.values())
     for w in gone:
         sem.remove_waiter(w.key)
-        state.sessions[w.session_id].discard_wait(sem.name, w.hold)
+        state.sessions[w.session_id].discard_wait(sem.name, w.hold, w.task)
         state.tell_missed(
             AcquireFailed(
                 w.session_id, w.request_id, sem.name, ErrorCode.NOT_FOUND, message, w.hold

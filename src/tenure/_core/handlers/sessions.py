@@ -123,13 +123,21 @@ def resume_session(state: EngineState, cmd: c.ResumeSession, now: float) -> c.Se
             assert waiter is not None, "a session's wait is its semaphore's waiter"
             if node.groups:  # (every member is the session's: each leaves here)
                 node.groups.pop(waiter.order, None)
-            session.discard_wait(name, hold)
+            session.discard_wait(name, hold, waiter.task)
             state.effects.append(
                 AcquireFailed(
                     sid, waiter.request_id, name, ErrorCode.SESSION_EXPIRED, message, hold
                 )
             )
         state.settle(node, sem, now, WAITERS)
+    # The holds stay, but the tasks that asked for them were the previous owner's: no
+    # task of the new owner holds them (0: not known; no deadlock is found through them).
+    for name in session.held:
+        sem = node.semaphores[name]
+        for hold in session.holds_on(name):
+            held = sem.owner(holder_key(sid, hold))
+            assert held is not None, "a session's hold is its semaphore's owner"
+            held.task = 0
     for watch_id in list(session.watches):
         state.watches.disarm(watch_id)
         session.discard_watch(watch_id)

@@ -58,7 +58,7 @@ from tenure.backends._session import StoreSession
 from tenure.backends._store_listing import ListingModule, StoreListings
 from tenure.backends._turns import Turns
 from tenure.backends.redis import _listing
-from tenure.backends.redis._codec import CONFIG_FIELDS, config_args, decode_config
+from tenure.backends.redis._codec import CONFIG_FIELDS, config_args, decode_config, decode_node
 from tenure.backends.redis._conn import Connection
 from tenure.backends.redis._inbox import NodeInbox
 from tenure.backends.redis._store import RedisStore
@@ -88,6 +88,7 @@ CAPABILITIES: Final = frozenset(
         Capability.LOCK_DELAY,
         Capability.ALL_OR_NONE,
         Capability.PREFIX_WATCH,
+        Capability.DEADLOCK_DETECTION,
     }
 )
 
@@ -169,8 +170,7 @@ class RedisBackend(StoreListings):
 
     async def describe_node(self, name: str) -> NodeDescription:
         """A node's settings and counts, read in one call."""
-        raw = await self._describe(name)
-        return NodeDescription(name, decode_config(raw), int(raw[-2]), int(raw[-1]))
+        return decode_node(name, await self._describe(name))
 
     async def _describe(self, name: str) -> list[Any]:
         try:
@@ -192,10 +192,7 @@ class RedisBackend(StoreListings):
                 None, "alter_node", self.base(name), *old, *config_args(new)
             )
             if reply.result != 0:
-                result = list(reply.result)
-                return NodeDescription(
-                    name, decode_config(result), int(result[-2]), int(result[-1])
-                )
+                return decode_node(name, list(reply.result))
         raise UnavailableError(f"node {name!r}: its settings kept changing; try again")
 
     async def drop_node(self, name: str, force: bool) -> None:

@@ -12,8 +12,10 @@ from typing import Any, Final
 
 from tenure._core.values import (
     MAX_COUNT,
+    BrokenDeadlock,
     ClientIdentity,
     NodeConfig,
+    NodeDescription,
     OwnerInfo,
     SemaphoreDescription,
     SemaphoreSummary,
@@ -27,6 +29,7 @@ __all__ = [
     "decode_config",
     "decode_count",
     "decode_description",
+    "decode_node",
     "decode_semaphore_page",
     "decode_session_page",
     "decode_ttl",
@@ -64,6 +67,19 @@ def decode_ttl(raw: Any) -> float | None:
     """A lease TTL the functions answered (-1: none)."""
     value = float(raw)
     return None if value < 0 else value
+
+
+def decode_node(name: str, raw: list[Any]) -> NodeDescription:
+    """A node's description as the functions answered it (lua/30_nodes.lua, config_reply):
+    the settings and the node's name, the counts, and the deadlocks broken lately (newest
+    first there; oldest first here, as the engine lists them)."""
+    at = len(CONFIG_FIELDS) + 1  # (after the settings, the node's name)
+    broken = list(raw[at + 2]) if len(raw) > at + 2 else []
+    deadlocks = tuple(
+        BrokenDeadlock(float(when), int(sid), int(task), _text(cycle))
+        for when, sid, task, cycle in reversed(broken)
+    )
+    return NodeDescription(name, decode_config(raw), int(raw[at]), int(raw[at + 1]), deadlocks)
 
 
 def config_args(config: NodeConfig) -> list[str]:

@@ -208,6 +208,8 @@ class RedisStore(CommandStore):
                 command.data,
                 _timeout(command.timeout),
                 "1" if command.ephemeral else "0",
+                command.task,
+                self.conn.options.deadlock_search_limit,
             )
             status = _STATUS[result[0]]
             if status is not AcquireStatus.GRANTED:
@@ -378,6 +380,8 @@ class RedisStore(CommandStore):
                 "1" if first.ephemeral else "0",
                 len(pendings),
                 *members,
+                first.task,
+                self.conn.options.deadlock_search_limit,
             )
         status = _STATUS[result[0]]
         if status is AcquireStatus.BUSY:

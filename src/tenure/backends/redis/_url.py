@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
+from tenure._core.values import DEADLOCK_SEARCH_LIMIT
 from tenure.backends._options import merged_settings, seconds, withdraw_wait
 from tenure.errors import InvalidArgumentError
 
@@ -18,6 +19,9 @@ __all__ = ["DEFAULT_PORT", "DEFAULT_PREFIX", "RedisOptions", "parse_url"]
 
 DEFAULT_PORT: Final = 6379
 DEFAULT_PREFIX: Final = "tenure:"
+#: The largest ``deadlock_search_limit`` (a search runs inside one function call, which
+#: blocks the Redis server while it runs).
+MAX_SEARCH_LIMIT: Final = 1_000_000
 
 _OPTIONS: Final = frozenset(
     {
@@ -31,6 +35,7 @@ _OPTIONS: Final = frozenset(
         "connect_timeout",
         "withdraw_wait",
         "request_timeout",
+        "deadlock_search_limit",
     }
 )
 
@@ -53,6 +58,8 @@ class RedisOptions:
     request_timeout: float
     #: The sessions' ``withdraw_wait`` (the session core's, not the connection's).
     withdraw_wait: float
+    #: How much one deadlock check may look at (0: none is made); sent with each acquire.
+    deadlock_search_limit: int = DEADLOCK_SEARCH_LIMIT
 
     def client_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``redis.asyncio.Redis`` (no retries: tenure retries
@@ -124,4 +131,17 @@ def parse_url(url: str, options: Mapping[str, object]) -> RedisOptions:
         connect_timeout=seconds(settings, "connect_timeout", 5.0),
         request_timeout=seconds(settings, "request_timeout", 5.0),
         withdraw_wait=withdraw_wait(settings),
+        deadlock_search_limit=_search_limit(settings.get("deadlock_search_limit")),
     )
+
+
+def _search_limit(value: object) -> int:
+    """``deadlock_search_limit``: an int of 0 or more (default DEADLOCK_SEARCH_LIMIT)."""
+    if value is None:
+        return DEADLOCK_SEARCH_LIMIT
+    text = str(value)
+    if isinstance(value, bool) or not text.isdigit() or int(text) > MAX_SEARCH_LIMIT:
+        raise InvalidArgumentError(
+            f"deadlock_search_limit must be an integer in [0, {MAX_SEARCH_LIMIT}], got {value!r}"
+        )
+    return int(text)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Final
 
+from tenure._core.values import DEADLOCK_SEARCH_LIMIT
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE
 from tenure.server._config.cluster_settings import (
     DEFAULT_LEASE_TTL,
@@ -106,6 +107,7 @@ class ServeConfig:
     pause_unread: int = DEFAULT_PAUSE_UNREAD
     max_requests_per_turn: int = DEFAULT_MAX_REQUESTS_PER_TURN
     max_queued_pushes: int = DEFAULT_MAX_QUEUED_PUSHES
+    deadlock_search_limit: int = DEADLOCK_SEARCH_LIMIT  # 0: no deadlock detection
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT  # 0: never
     handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE

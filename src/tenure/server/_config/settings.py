@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
+from tenure._core.values import DEADLOCK_SEARCH_LIMIT
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE, MAX_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
 from tenure.errors import ConfigError as ConfigError  # re-exported: it lives in tenure.errors
 from tenure.server._config.cluster_settings import CLUSTER_SETTINGS
@@ -191,6 +192,15 @@ SETTINGS: Final = (
         "pushes kept for one detached session until it is re-attached; one more closes the "
         "session (default: %(default)s)",
         in_range(1),
+    ),
+    Setting(
+        "deadlock_search_limit",
+        int,
+        DEADLOCK_SEARCH_LIMIT,
+        "N",
+        "holds and queued requests one deadlock check may look at; past it an acquire "
+        "waits unchecked; 0 = no deadlock detection (default: %(default)s)",
+        in_range(0, 10_000_000),
     ),
     Setting(
         "idle_timeout",

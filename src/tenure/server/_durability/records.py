@@ -99,7 +99,13 @@ def apply_record(engine: Engine, record: bytes, what: str, where: object) -> Non
         elif kind == COMMAND_RECORD and read.command:
             command = _logged_command(read.command)
             assert isinstance(command, Command)
-            engine.apply(command, when)
+            # A logged acquire was let wait: a replay never decides a deadlock again
+            # (this engine's limit, or a later version's rule, might decide otherwise).
+            limit, engine.deadlock_search_limit = engine.deadlock_search_limit, 0
+            try:
+                engine.apply(command, when)
+            finally:
+                engine.deadlock_search_limit = limit
         elif kind == RESUME_RECORD and not read.command:
             engine.take_effects()
             resume(engine, when)

@@ -4,7 +4,8 @@
 (as ``/metrics`` does), never through a client connection. Every part is bounded by
 a :class:`BoardLimits` (the ``--dashboard-max-*`` settings): the first nodes by name,
 the first semaphores of each by name, the first sessions by id, the first owners and
-waiters of each semaphore in grant and queue order; each list comes with its total,
+waiters of each semaphore in grant and queue order, and the deadlocks broken on each
+lately (a handful: the engine keeps no more); each list comes with its total,
 so the page says "20 of 3000". Only the nodes ``may_see`` allows are shown (a token
 limited to some nodes does not learn the others' names, as with ListNodes).
 
@@ -144,6 +145,7 @@ def board(
                 "semaphores": [_semaphore(semaphores[s], engine, shift, limits) for s in sem_names],
                 "sessions_total": len(node.sessions),
                 "sessions": [_session(engine.sessions[i], now, shift) for i in session_ids],
+                "deadlocks": _deadlocks(engine, name, shift),
             }
         )
     return {"nodes_total": len(visible), "nodes": nodes}
@@ -269,6 +271,20 @@ def _session(session: Session, now: float, shift: float) -> Json:
         "holds": sum(1 for name in session.held for _ in session.holds_on(name)),
         "waits": sum(1 for name in session.waits for _ in session.waits_on(name)),
     }
+
+
+def _deadlocks(engine: Engine, node: str, shift: float) -> list[Json]:
+    """The deadlocks the server broke on ``node`` lately (the engine keeps the latest
+    MAX_DEADLOCKS_SHOWN), newest first: when (UNIX seconds), who asked, the cycle."""
+    return [
+        {
+            "at": broken.at + shift if broken.at is not None else None,
+            "session_id": broken.session_id,
+            "task": broken.task,
+            "cycle": broken.cycle,
+        }
+        for broken in reversed(engine.broken_deadlocks.get(node, ()))
+    ]
 
 
 def _identity(identity: ClientIdentity | None) -> Json:

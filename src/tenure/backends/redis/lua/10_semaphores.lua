@@ -35,9 +35,11 @@ end
 
 local function decode_waiter(raw)
   if not raw then return nil end
-  -- {count hex, data, req, deadline, queued at (or nil), group (nil: none)}
+  -- {count hex, data, req, deadline, queued at (or nil), group (nil or false: none),
+  -- task (text; nil: '0', not known: written by a library before tasks were kept)}
   local w = cmsgpack.unpack(raw)
-  return {cnt = w[1], data = w[2], req = w[3], dl = w[4], at = w[5], grp = w[6]}
+  return {cnt = w[1], data = w[2], req = w[3], dl = w[4], at = w[5], grp = w[6] or nil,
+    task = w[7] or '0'}
 end
 
 local function waiter(name, holder)
@@ -88,11 +90,49 @@ local function queue_length(name)
   return redis.call('ZCARD', B .. 'q:' .. name)
 end
 
+-- -- who asks: the client's task numbers (deadlock detection, lua/45_deadlocks.lua) ----
+-- 'ow:<name>' has each owner of ``name``: holder -> '<task>:<count hex>' (what a search
+-- reads without the queue); 'tw' has each known task's waits: '<sid>:<task>' -> the
+-- msgpack list of its '<hold>:<name>'. A task is text ('0': not known, not kept).
+
+local function tw_add(sid, task, hold, name)
+  if task == '0' then return end
+  local field = sid .. ':' .. task
+  local raw = redis.call('HGET', B .. 'tw', field)
+  local places = raw and cmsgpack.unpack(raw) or {}
+  places[#places + 1] = hold .. ':' .. name
+  redis.call('HSET', B .. 'tw', field, cmsgpack.pack(places))
+end
+
+local function tw_remove(sid, task, hold, name)
+  if task == '0' then return end
+  local field = sid .. ':' .. task
+  local raw = redis.call('HGET', B .. 'tw', field)
+  if not raw then return end
+  local place, left = hold .. ':' .. name, {}
+  for _, p in ipairs(cmsgpack.unpack(raw)) do
+    if p ~= place then left[#left + 1] = p end
+  end
+  if #left == 0 then
+    redis.call('HDEL', B .. 'tw', field)
+  else
+    redis.call('HSET', B .. 'tw', field, cmsgpack.pack(left))
+  end
+end
+
+-- The task of ``holder``'s hold on ``name`` ('0': none kept).
+local function owner_task(name, holder)
+  local v = redis.call('HGET', B .. 'ow:' .. name, holder)
+  if not v then return '0' end
+  return string.sub(v, 1, string.find(v, ':', 1, true) - 1)
+end
+
 local function remove_owner(name, holder, known)
   local o = known or owner(name, holder)
   if not o then return nil end
   local sid, hold = split_holder(holder)
   redis.call('HDEL', B .. 'r:' .. name, 'o' .. holder)
+  redis.call('HDEL', B .. 'ow:' .. name, holder)
   redis.call('HDEL', B .. 'sh:' .. sid, 'o' .. hold .. ':' .. name)
   if o.ttl > 0 then redis.call('ZREM', B .. 'due', 'l:' .. holder .. ':' .. name) end
   set_count(name, csub(meta(name).cnt, cnt(o.cnt)))
@@ -106,6 +146,7 @@ local function remove_waiter(name, holder, known)
   redis.call('HDEL', B .. 'r:' .. name, 'w' .. holder)
   redis.call('ZREM', B .. 'q:' .. name, holder)
   redis.call('HDEL', B .. 'sh:' .. sid, 'w' .. hold .. ':' .. name)
+  tw_remove(sid, w.task, hold, name)
   if w.dl >= 0 then redis.call('ZREM', B .. 'due', 'w:' .. holder .. ':' .. name) end
   return w
 end
@@ -113,7 +154,8 @@ end
 -- Give ``count`` tokens to ``holder`` with the next fencing token, replacing its
 -- hold ``old`` (nil: none; the caller has read it already). ``counted``: the
 -- semaphore was made with this grant's count (new_semaphore), nothing to add.
-local function grant(name, holder, count, data, req, old, counted)
+-- ``task``: the client's number of the task that asked ('0' or nil: not known).
+local function grant(name, holder, count, data, req, old, counted, task)
   local rest = meta(name).cnt
   if old then rest = csub(rest, cnt(old.cnt)) end
   -- The counter is its own key, which dropping the node keeps: tokens of a node
@@ -132,12 +174,13 @@ local function grant(name, holder, count, data, req, old, counted)
     cmsgpack.pack({count, data, tok, ttl, deadline, req, NOW}))
   -- Only the field's name is ever read (HKEYS): its value need not be the token.
   redis.call('HSET', B .. 'sh:' .. sid, 'o' .. hold .. ':' .. name, '1')
+  redis.call('HSET', B .. 'ow:' .. name, holder, (task or '0') .. ':' .. count)
   if not counted then set_count(name, cadd(rest, cnt(count))) end
   return tok, ttl
 end
 
 local function delete_semaphore_keys(name)
-  redis.call('DEL', B .. 'm:' .. name, B .. 'r:' .. name, B .. 'q:' .. name)
+  redis.call('DEL', B .. 'm:' .. name, B .. 'r:' .. name, B .. 'q:' .. name, B .. 'ow:' .. name)
   redis.call('SREM', B .. 'sems', name)
   redis.call('ZREM', B .. 'semz', name)
   if meta(name).blk > 0 then redis.call('ZREM', B .. 'due', 'd:' .. name) end
@@ -175,7 +218,7 @@ end
 -- Grant the queued request ``w`` of ``holder`` (its hold ``o``) and tell its session.
 local function grant_waiter(name, holder, w, o)
   remove_waiter(name, holder, w)
-  local tok, ttl = grant(name, holder, w.cnt, w.data, w.req, o)
+  local tok, ttl = grant(name, holder, w.cnt, w.data, w.req, o, false, w.task)
   local sid, hold = split_holder(holder)
   push(sid, {'k', 'G', 'name', name, 'hold', hold, 'req', w.req, 'tok', tok, 'cnt', w.cnt, 'ttl', ttl})
   touch(name)

@@ -4,10 +4,18 @@
 
 local CONFIG_FIELDS = {'st', 'ld', 'dl', 'ms', 'mx', 'mw', 'md', 'mwa', 'mm', 'name'}
 
+-- The settings, the counts of sessions and semaphores, and the deadlocks broken on
+-- the node lately, newest first: {at, session id, task, cycle} each.
 local function config_reply()
   local values = redis.call('HMGET', B .. 'cfg', unpack(CONFIG_FIELDS))
   values[#values + 1] = redis.call('ZCARD', B .. 'sess')
   values[#values + 1] = redis.call('SCARD', B .. 'sems')
+  local broken = {}
+  for _, raw in ipairs(redis.call('LRANGE', B .. 'dlk', 0, -1)) do
+    local d = cmsgpack.unpack(raw)
+    broken[#broken + 1] = {fmt(d[1]), d[2], d[3], d[4]}
+  end
+  values[#values + 1] = broken
   return values
 end
 
@@ -65,7 +73,8 @@ local function drop_node(keys, args)
       local sid, hold = split_holder(holder)
       push(sid, {'k', 'L', 'name', name, 'hold', hold, 'tok', o.tok, 'code', 12, 'msg', msg})
     end
-    redis.call('DEL', B .. 'm:' .. name, B .. 'r:' .. name, B .. 'q:' .. name, B .. 'wt:' .. name)
+    redis.call('DEL', B .. 'm:' .. name, B .. 'r:' .. name, B .. 'q:' .. name, B .. 'wt:' .. name,
+      B .. 'ow:' .. name)
   end
   for _, sid in ipairs(sids) do
     push(sid, {'k', 'E', 'code', 10, 'msg', msg})
@@ -74,7 +83,7 @@ local function drop_node(keys, args)
   -- The token and session-id counters ('tok', 'ids') stay: a node made again under
   -- this name keeps counting up. Inboxes stay for their clients to read.
   redis.call('DEL', B .. 'cfg', B .. 'sess', B .. 'due', B .. 'sems', B .. 'semz', B .. 'sidz',
-    B .. 'done', B .. 'donez', B .. 'grp', B .. 'pw',
+    B .. 'done', B .. 'donez', B .. 'grp', B .. 'pw', B .. 'tw', B .. 'dlk',
     B .. 'ended', B .. 'endz', B .. 'inref')
   TOUCHED = {}
   return {fmt(NOW), '', 1}

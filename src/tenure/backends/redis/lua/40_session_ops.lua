@@ -104,6 +104,9 @@ local function resume_session(keys, args)
     local hold, name = string.sub(field, 2, c - 1), string.sub(field, c + 1)
     local o = owner(name, sid .. ':' .. hold)
     holds[#holds + 1] = {name, tonumber(hold), o.tok, o.cnt, tostring(o.ttl), o.data}
+    -- The tasks that asked were the previous owner's: no task of the new one holds
+    -- them (as the engine's resume: no deadlock is found through them).
+    redis.call('HSET', B .. 'ow:' .. name, sid .. ':' .. hold, '0:' .. o.cnt)
   end
   local renumbered = 0
   if fresh then renumbered = 1 end

@@ -1,11 +1,13 @@
 -- tenure's engine for redis://, part 50 (the parts are one library: see 00_core.lua).
 
 -- args: sid, fence, request key, name, hold, req, count (hex), data, timeout ('' =
--- forever), ephemeral ('1'/'0').
+-- forever), ephemeral ('1'/'0'), task ('0' or missing: not known), and the deadlock
+-- search's limit (0 or missing: not checked).
 local function acquire(keys, args)
   local more = begin_session(keys, args)
   local sid, name, hold, req, count, data, timeout, eph =
     args[1], args[4], args[5], args[6], args[7], args[8], args[9], args[10]
+  local task, limit = args[11] or '0', tonumber(args[12] or '0')
   local holder = sid .. ':' .. hold
   local m = meta(name)
   local w, o = nil, nil
@@ -43,13 +45,24 @@ local function acquire(keys, args)
         fail(22, 'max_waiters (' .. mw .. ') reached on semaphore ' .. quote(name))
       end
     end
+    if task ~= '0' and timeout ~= '0' then
+      -- Would it wait, once its hold's earlier request is superseded? Then: a deadlock?
+      local ahead = queued
+      if w then ahead = ahead - 1 end
+      local at_once = (o and cle(want, cnt(o.cnt))) or (ahead == 0 and NOW >= m.blk and
+        cle(cadd(o and csub(m.cnt, cnt(o.cnt)) or m.cnt, want), m.lim))
+      if not at_once then
+        local replaced = w and (hold .. ':' .. name) or nil
+        refuse_deadlock(sid, task, {{name, holder, want}}, replaced, limit)
+      end
+    end
   end
   -- Checked: from here on the request succeeds.
   if not m then
     -- A new ephemeral semaphore is granted at once (nobody holds or waits): made
     -- with the grant's count, so its meta is written once.
     new_semaphore(name, 'ffffffffffffffff', '', '1', count)
-    local tok, ttl = grant(name, holder, count, data, req, nil, true)
+    local tok, ttl = grant(name, holder, count, data, req, nil, true, task)
     return reply({'G', tok, tostring(ttl)}, more)
   end
   if w then
@@ -66,11 +79,13 @@ local function acquire(keys, args)
       -- Shrink or restate in place: same grant, same token, same place in grant order.
       redis.call('HSET', B .. 'r:' .. name, 'o' .. holder,
         cmsgpack.pack({count, data, o.tok, o.ttl, o.dl, o.req, o.at}))
+      -- (the same grant: asked for by the task that asked then)
+      redis.call('HSET', B .. 'ow:' .. name, holder, owner_task(name, holder) .. ':' .. count)
       set_count(name, cadd(csub(m.cnt, cnt(o.cnt)), want))
       if o.cnt ~= count or o.data ~= data then touch(name) end
       result = {'G', o.tok, tostring(o.ttl)}
     else
-      local tok, ttl = grant(name, holder, count, data, req, o)
+      local tok, ttl = grant(name, holder, count, data, req, o, false, task)
       touch(name)
       result = {'G', tok, tostring(ttl)}
     end
@@ -84,8 +99,10 @@ local function acquire(keys, args)
       due_add(deadline, 'w:' .. holder .. ':' .. name)
     end
     redis.call('ZADD', B .. 'q:' .. name, seq, holder)
-    redis.call('HSET', B .. 'r:' .. name, 'w' .. holder, cmsgpack.pack({count, data, req, deadline, NOW}))
+    redis.call('HSET', B .. 'r:' .. name, 'w' .. holder,
+      cmsgpack.pack({count, data, req, deadline, NOW, false, task}))
     redis.call('HSET', B .. 'sh:' .. sid, 'w' .. hold .. ':' .. name, req)
+    tw_add(sid, task, hold, name)
     touch(name)
     result = {'Q'}
   end

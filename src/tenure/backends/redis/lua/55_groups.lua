@@ -6,12 +6,14 @@
 -- else queued in every name's queue with one arrival number (a group: 10_semaphores.lua
 -- serves and withdraws it). The request key answers a retry as the first try was.
 -- args: sid, fence, request key, count (hex), data, timeout ('' = forever), ephemeral
--- ('1'/'0'), n, then n times: name, hold, req.
+-- ('1'/'0'), n, then n times: name, hold, req; then the task ('0' or missing: not
+-- known) and the deadlock search's limit (0 or missing: not checked).
 local function acquire_all(keys, args)
   local more, done = begin_session(keys, args)
   if done then return reply(done, more) end
   local sid, count, data, timeout, eph = args[1], args[4], args[5], args[6], args[7]
   local n = tonumber(args[8])
+  local task, limit = args[9 + 3 * n] or '0', tonumber(args[10 + 3 * n] or '0')
   local md = tonumber(cfg_get('md'))
   if #data > md then
     fail(22, 'owner data is ' .. #data .. ' bytes; max_data_size is ' .. md)
@@ -53,6 +55,13 @@ local function acquire_all(keys, args)
         fail(22, 'max_waiters (' .. mw .. ') reached on semaphore ' .. quote(names[i]))
       end
     end
+    if task ~= '0' then  -- (one request, in every queue; a name it makes waits for nobody)
+      local asked = {}
+      for i = 1, n do
+        if meta(names[i]) then asked[#asked + 1] = {names[i], holders[i], want} end
+      end
+      refuse_deadlock(sid, task, asked, nil, limit)
+    end
   end
   -- Checked: from here on the request succeeds.
   local result
@@ -67,7 +76,7 @@ local function acquire_all(keys, args)
       local ttl
       for i = 1, n do
         local tok
-        tok, ttl = grant(names[i], holders[i], count, data, reqs[i], nil)
+        tok, ttl = grant(names[i], holders[i], count, data, reqs[i], nil, false, task)
         result[#result + 1] = tok
         touch(names[i])
       end
@@ -85,10 +94,10 @@ local function acquire_all(keys, args)
       for i = 1, n do
         local name, holder = names[i], holders[i]
         redis.call('ZADD', B .. 'q:' .. name, seq, holder)
-        local record = {count, data, reqs[i], deadline, NOW}
-        if n > 1 then record[6] = grp end
+        local record = {count, data, reqs[i], deadline, NOW, n > 1 and grp, task}
         redis.call('HSET', B .. 'r:' .. name, 'w' .. holder, cmsgpack.pack(record))
         redis.call('HSET', B .. 'sh:' .. sid, 'w' .. holds[i] .. ':' .. name, reqs[i])
+        tw_add(sid, task, holds[i], name)
         members[#members + 1] = name
         members[#members + 1] = holder
         touch(name)

@@ -221,10 +221,25 @@ function nodeSection(node) {
       el("thead", {}, head("id", "description", "client", "window", "expires", "holds", "waits", "")),
       el("tbody", {}, ...node.sessions.map((s) => sessionRow(node, s))))
     : el("p", { class: "muted" }, "no sessions");
-  return el("section", { class: "node", "data-node": node.name },
-    el("h2", { class: "who" }, node.name),
+  const parts = [el("h2", { class: "who" }, node.name),
     el("h3", {}, "Semaphores"), semaphores, more(node.semaphores.length, node.semaphores_total, "semaphores"),
-    el("h3", {}, "Sessions"), sessions, more(node.sessions.length, node.sessions_total, "sessions"));
+    el("h3", {}, "Sessions"), sessions, more(node.sessions.length, node.sessions_total, "sessions")];
+  if (node.deadlocks && node.deadlocks.length) parts.push(...deadlocksPart(node.deadlocks));
+  return el("section", { class: "node", "data-node": node.name }, ...parts);
+}
+
+// The deadlocks the server broke on the node lately, newest first: each an acquire it
+// refused at once, with the cycle of tasks that acquire would have closed.
+function deadlocksPart(deadlocks) {
+  const head = el("tr", {}, ...["ago", "refused session", "task", "cycle it would have closed"]
+    .map((n) => el("th", {}, n)));
+  const rows = deadlocks.map((d) => el("tr", { class: "deadlock", "data-session-id": d.session_id },
+    el("td", {}, d.at === null ? "-" : age(d.at, "since")),
+    el("td", { class: "num" }, d.session_id),
+    el("td", { class: "num" }, d.task || "?"),
+    el("td", { class: "cycle who" }, d.cycle)));
+  return [el("h3", {}, "Deadlocks broken lately"),
+    el("table", { class: "deadlocks" }, el("thead", {}, head), el("tbody", {}, ...rows))];
 }
 
 // A link only to an http(s) URL the server made (a member's dashboard), else text.
