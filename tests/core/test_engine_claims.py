@@ -80,7 +80,8 @@ def test_a_free_name_is_claimed_and_its_semaphore_records_the_claim() -> None:
     assert parse_claim("nightly", desc.data) == got
     assert desc.data.startswith(b"claim " + A.encode() + b" ")
     later = acquire(engine, s, "m2", ephemeral=True).token
-    assert later is not None and later > got.token
+    assert later is not None
+    assert later > got.token
     check_invariants(engine)
 
 

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tenure._core import AcquireAll, ListNodes, ReserveUnits, SwapSemaphoreData
+from tenure._core import (
+    AcquireAll,
+    ClaimName,
+    ListNodes,
+    ReleaseClaim,
+    ReserveUnits,
+    SwapSemaphoreData,
+)
 from tenure._protocol import (
     PROTOCOL_VERSION,
     SUPPORTED_VERSIONS,
@@ -22,6 +29,7 @@ from tenure._protocol.messages import (
     SINCE_VERSION_3,
     SINCE_VERSION_4,
     SINCE_VERSION_5,
+    SINCE_VERSION_6,
     STANDALONE,
     STANDBY,
     for_version,
@@ -53,14 +61,15 @@ VIEW = ClusterView(
 )
 
 
-def test_version_5_is_spoken_and_the_older_ones_still_are() -> None:
-    assert PROTOCOL_VERSION == 5
-    assert {1, 2, 3, 4, 5} == SUPPORTED_VERSIONS
+def test_version_6_is_spoken_and_the_older_ones_still_are() -> None:
+    assert PROTOCOL_VERSION == 6
+    assert {1, 2, 3, 4, 5, 6} == SUPPORTED_VERSIONS
     assert {ClusterStatus} == SINCE_VERSION_3
     assert {SwapSemaphoreData} == SINCE_VERSION_4
     assert not SINCE_VERSION_3 & SINCE_VERSION_2
     assert not SINCE_VERSION_4 & (SINCE_VERSION_2 | SINCE_VERSION_3)
     assert {ReserveUnits, AcquireAll} == SINCE_VERSION_5
+    assert {ClaimName, ReleaseClaim} == SINCE_VERSION_6
     assert ListNodes in SINCE_VERSION_2
 
 
@@ -68,7 +77,7 @@ def test_a_version_3_welcome_carries_the_role_and_the_leader() -> None:
     pair = ConnectionPair()
     assert pair.send(pair.client, Hello(client_name="c")) == [Hello(client_name="c")]
     data = pair.server.send(STANDBY_WELCOME)
-    assert body_of(data) == [11, 5, "t2", b"i" * 16, 1048576, 15.0, "standby", "t3:6390"]
+    assert body_of(data) == [11, 6, "t2", b"i" * 16, 1048576, 15.0, "standby", "t3:6390"]
     pair.client.receive_data(data)
     assert pair.client.next_event() == STANDBY_WELCOME
 
@@ -87,8 +96,8 @@ def test_a_version_3_peer_still_receives_the_role_and_the_leader() -> None:
 
 def test_a_welcome_at_its_defaults_travels_in_the_older_layout() -> None:
     # A standalone server's Welcome is byte for byte what version 2 sent.
-    assert wire_of(Welcome(server_name="s")) == [11, 5, "s", b"", 1048576, 0.0]
-    assert message_of([11, 5, "s", b"", 1048576, 0.0]) == Welcome(server_name="s")
+    assert wire_of(Welcome(server_name="s")) == [11, 6, "s", b"", 1048576, 0.0]
+    assert message_of([11, 6, "s", b"", 1048576, 0.0]) == Welcome(server_name="s")
     leader = Welcome(role=LEADER)  # a leader names nobody else: leader left out
     assert wire_of(leader)[6:] == ["leader"]
     assert message_of(wire_of(leader)) == leader

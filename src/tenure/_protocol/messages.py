@@ -22,6 +22,7 @@ import msgspec
 from tenure._core._dataclass import dataclass
 from tenure._core.commands import (
     AcquireAll,
+    ClaimName,
     Command,
     CreateSession,
     DescribeResult,
@@ -29,11 +30,19 @@ from tenure._core.commands import (
     ListNodes,
     ListSemaphores,
     ListSessions,
+    ReleaseClaim,
     ReserveUnits,
     SwapSemaphoreData,
 )
 from tenure._core.effects import Effect, WatchFired
-from tenure._core.values import NO_IDENTITY, OwnerInfo, SemaphoreDescription, WaiterInfo
+from tenure._core.values import (
+    NO_IDENTITY,
+    NodeConfig,
+    NodeDescription,
+    OwnerInfo,
+    SemaphoreDescription,
+    WaiterInfo,
+)
 from tenure._protocol.cluster import ClusterStatus
 from tenure._protocol.errors import LocalProtocolError
 from tenure._protocol.frames import DEFAULT_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
@@ -58,6 +67,7 @@ __all__ = [
     "SINCE_VERSION_3",
     "SINCE_VERSION_4",
     "SINCE_VERSION_5",
+    "SINCE_VERSION_6",
     "SUPPORTED_VERSIONS",
     "ClientMessage",
     "ConnectionClosed",
@@ -86,11 +96,12 @@ __all__ = [
 #: ``role`` and ``leader``, and ClusterStatus (:mod:`tenure._protocol.cluster`).
 #: Version 4 added SwapSemaphoreData (a compare-and-swap of a semaphore's data),
 #: version 5 ReserveUnits (a rate limiter's reservation) and AcquireAll (several
-#: semaphores, all or none).
-PROTOCOL_VERSION: Final = 5
+#: semaphores, all or none), version 6 ClaimName and ReleaseClaim (claims) and
+#: NodeConfig's ``max_claims``.
+PROTOCOL_VERSION: Final = 6
 #: The versions a server built from this code accepts in a Hello. To an older peer
 #: it sends the layouts of the peer's version (:func:`for_version`).
-SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3, 4, PROTOCOL_VERSION})
+SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3, 4, 5, PROTOCOL_VERSION})
 #: Commands a version-1 peer does not know (a client must not send them to it).
 SINCE_VERSION_2: Final = frozenset({ListNodes, ListSemaphores, ListSessions, KillSession})
 #: Commands a version-1 or version-2 peer does not know.
@@ -99,6 +110,8 @@ SINCE_VERSION_3: Final = frozenset({ClusterStatus})
 SINCE_VERSION_4: Final = frozenset({SwapSemaphoreData})
 #: Commands a peer of version 1 to 4 does not know.
 SINCE_VERSION_5: Final = frozenset({ReserveUnits, AcquireAll})
+#: Commands a peer of version 1 to 5 does not know.
+SINCE_VERSION_6: Final = frozenset({ClaimName, ReleaseClaim})
 #: Welcome.role of a server that is not part of a cluster, of a cluster's leader,
 #: and of a standby (which answers only ClusterStatus and Ping: docs/protocol.md 16).
 STANDALONE: Final = ""
@@ -361,9 +374,19 @@ def for_version(message: Message, version: int | None) -> Message:
     version-1 peer also knows owners and waiters without who holds and since when,
     and CreateSession without the client's identity: they are left out (at their
     defaults they are not even sent, see wire.Record), so it reads the layouts it
-    always did.
+    always did. A peer of version 1 to 5 does not know NodeConfig's ``max_claims``:
+    a node's description reaches it with the setting at its default (left out).
     """
-    if version is None or version >= 3:  # versions 4 and 5 changed no layout, only added commands
+    if version is None or version >= 6:
+        return message
+    if (
+        type(message) is Reply
+        and type(message.value) is NodeDescription
+        and message.value.config.max_claims != _DEFAULT_MAX_CLAIMS
+    ):
+        config = dataclasses.replace(message.value.config, max_claims=_DEFAULT_MAX_CLAIMS)
+        message = Reply(message.request_id, dataclasses.replace(message.value, config=config))
+    if version >= 3:  # versions 4 and 5 changed no layout, only added commands
         return message
     if type(message) is Welcome:
         return dataclasses.replace(message, role=STANDALONE, leader=None)
@@ -384,6 +407,9 @@ def for_version(message: Message, version: int | None) -> Message:
         if effect.description is not None:
             return Push(dataclasses.replace(effect, description=_version_1(effect.description)))
     return message
+
+
+_DEFAULT_MAX_CLAIMS: Final = NodeConfig().max_claims
 
 
 def _version_1(description: SemaphoreDescription) -> SemaphoreDescription:

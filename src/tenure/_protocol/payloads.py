@@ -22,6 +22,7 @@ import msgspec
 from tenure._core import commands as c
 from tenure._core import effects as fx
 from tenure._core import values as v
+from tenure._core.claims import ClaimRecord
 from tenure._protocol.cluster import CLUSTER_STATUS, CLUSTER_VIEW, ClusterStatus, ClusterView
 from tenure._protocol.node_changes import NodeChanges
 from tenure._protocol.wire import (
@@ -83,6 +84,7 @@ ReplyValue = (
     | ClusterView
     | c.RateReservation
     | c.AcquireAllResult
+    | ClaimRecord
     | bool
     | float
     | bytes
@@ -121,7 +123,9 @@ NODE_CONFIG: Final = Record(
         ("max_data_size", UINT),
         ("max_watches_per_session", UINT),
         ("max_missed_per_session", UINT),
+        ("max_claims", UINT),  # protocol version 6: left out at its default
     ],
+    since=9,
 )
 
 
@@ -305,6 +309,24 @@ _COMMANDS: Final = (
         tag=33,
     ),
     Record(
+        c.ClaimName,
+        [
+            ("session_id", UINT),
+            ("name", STR),
+            ("claim_id", STR),
+            ("at_least", FLOAT),
+            ("at_most", FLOAT),
+            ("data", BIN),
+            ("at", FLOAT),  # (set by the server's host: a client's is replaced)
+        ],
+        tag=34,
+    ),
+    Record(
+        c.ReleaseClaim,
+        [("node", STR), ("name", STR), ("claim_id", STR), ("at", FLOAT)],
+        tag=35,
+    ),
+    Record(
         c.DescribeSemaphore,
         [
             ("session_id", UINT),
@@ -444,6 +466,20 @@ _VALUES: Final = (
         [("status", ACQUIRE_STATUS), ("tokens", ArrayOf(UINT)), ("lease_ttl", OPT_FLOAT)],
         tag=11,
     ),
+    Record(
+        ClaimRecord,
+        [
+            ("id", STR),
+            ("token", UINT),
+            ("granted_at", FLOAT),
+            ("at_least", FLOAT),
+            ("at_most", FLOAT),
+            ("released_at", OPT_FLOAT),
+            ("session_id", UINT),
+            ("data", BIN),
+        ],
+        tag=12,
+    ),
 )
 
 _NONE = type(None)
@@ -470,6 +506,8 @@ REPLY_TYPES: Final[Mapping[type, tuple[type, ...]]] = {
     c.SwapSemaphoreData: (bool,),
     c.ReserveUnits: (c.RateReservation,),
     c.AcquireAll: (c.AcquireAllResult,),
+    c.ClaimName: (ClaimRecord,),
+    c.ReleaseClaim: (bool,),
     c.DescribeSemaphore: (c.DescribeResult,),
     c.CancelWatch: (bool,),
     c.ListNodes: (c.NodePage,),
