@@ -34,6 +34,7 @@ from tenure._core.values import (
 from tenure.backends import Capability, SessionTicket
 from tenure.client import (
     Barrier,
+    Claim,
     Client,
     Counter,
     Election,
@@ -60,6 +61,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Barrier",
     "Capability",
+    "Claim",
     "Client",
     "ClientIdentity",
     "Counter",

@@ -97,7 +97,7 @@ class FakeMember:
         *,
         role: str = LEADER,
         leader: str | None = None,
-        versions: Iterable[int] = (1, 2, 3, 4, 5),
+        versions: Iterable[int] = (1, 2, 3, 4, 5, 6),
     ) -> None:
         self.name = name
         self.cluster = cluster

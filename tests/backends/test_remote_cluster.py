@@ -74,7 +74,7 @@ async def test_a_client_given_a_standby_first_ends_on_the_leader(start: Start) -
         assert shard.link.welcome is not None
         assert shard.link.welcome.role == LEADER
         assert shard.link.epoch == 1  # the standby's handshake was never the link's connection
-    assert standby.hellos == [5]
+    assert standby.hellos == [6]
     assert standby.requests == []
     assert leader.requests[:1] == ["CreateNode"]
 
@@ -86,7 +86,7 @@ async def test_the_leader_a_standby_names_is_followed_outside_the_doors(start: S
     async with tenure.connect(url_of(first, second)) as client:
         await client.create_node("n")
         assert str(backend(client).shards[0].link.endpoint) == hidden.address
-    assert (first.hellos, second.hellos) == ([5], [])  # the hint went first, past t2
+    assert (first.hellos, second.hellos) == ([6], [])  # the hint went first, past t2
 
 
 async def test_standbys_naming_each_other_cost_one_connection_each(start: Start) -> None:
@@ -95,7 +95,7 @@ async def test_standbys_naming_each_other_cost_one_connection_each(start: Start)
     one.leader = two.address
     with pytest.raises(UnavailableError) as raised:
         await within(tenure.connect(url_of(one, two)))
-    assert (one.hellos, two.hellos) == ([5], [5])
+    assert (one.hellos, two.hellos) == ([6], [6])
     assert str(raised.value) == (
         f"cannot connect to any of {one.address},{two.address}: "
         f"{one.address}: a standby, naming the leader {two.address}; "
@@ -112,7 +112,7 @@ async def test_a_hint_to_another_standby_is_not_followed_further(start: Start) -
     one.leader, x.leader = x.address, y.address
     with pytest.raises(UnavailableError, match="a standby"):
         await within(tenure.connect(url_of(one, free_address())))
-    assert (one.hellos, x.hellos, y.hellos) == ([5], [5], [])
+    assert (one.hellos, x.hellos, y.hellos) == ([6], [6], [])
 
 
 async def test_open_fails_naming_every_door_and_why(start: Start) -> None:
@@ -135,23 +135,24 @@ async def test_standalone_servers_are_not_one_service(start: Start) -> None:
 
 
 async def test_a_refusal_of_an_older_hello_names_the_leader_too(start: Start) -> None:
-    # A server that refuses versions 5 to 3 and, as a standby, an older Hello NOT_LEADER.
+    # A server that refuses versions 6 to 3 and, as a standby, an older Hello NOT_LEADER.
     leader = await start("t2")
     standby = await start("t1", role=STANDBY, leader=leader.address, versions=(1, 2))
     async with tenure.connect(url_of(standby)) as client:
         await client.create_node("n")
         assert str(backend(client).shards[0].link.endpoint) == leader.address
-    assert standby.hellos == [5, 4, 3, 2]
-    assert leader.hellos == [5]  # each server its own version
+    assert standby.hellos == [6, 5, 4, 3, 2]
+    assert leader.hellos == [6]  # each server its own version
 
 
 @pytest.mark.parametrize(
     ("versions", "hellos"),
     [
-        ((1,), [5, 4, 3, 2, 1]),
-        ((1, 2), [5, 4, 3, 2]),
-        ((1, 2, 3), [5, 4, 3]),
-        ((1, 2, 3, 4), [5, 4]),
+        ((1,), [6, 5, 4, 3, 2, 1]),
+        ((1, 2), [6, 5, 4, 3, 2]),
+        ((1, 2, 3), [6, 5, 4, 3]),
+        ((1, 2, 3, 4), [6, 5, 4]),
+        ((1, 2, 3, 4, 5), [6, 5]),
     ],
 )
 async def test_an_older_server_is_spoken_to_in_its_version(
@@ -164,10 +165,20 @@ async def test_an_older_server_is_spoken_to_in_its_version(
         session = await client.session("n")
         await session.semaphore("config").create(1, b"v1")
         await session.semaphore("api").create(1, b"limiter 1.0 1.0 0.0")
-        with pytest.raises(UnsupportedError, match=f"protocol version {version}, which has no"):
-            await session._backend_session().reserve_units("api", 1, None)
-        with pytest.raises(UnsupportedError, match="ReserveUnits"):
-            await session.rate_limiter("api", 1.0, 1).try_acquire()
+        # Claims (version 6): refused whole, never sent; a node's max_claims too.
+        with pytest.raises(UnsupportedError, match=f"version {version}, which has no ClaimName"):
+            await session.claim("nightly", at_least=1.0, at_most=2.0)
+        with pytest.raises(UnsupportedError, match="ReleaseClaim"):
+            await client.release_claim("n", "nightly", "a" * 32)
+        with pytest.raises(UnsupportedError, match="no node setting max_claims"):
+            await client.create_node("m", max_claims=5)
+        assert "ClaimName" not in old.requests
+        assert "ReleaseClaim" not in old.requests
+        if version < 5:
+            with pytest.raises(UnsupportedError, match=f"protocol version {version}, which has no"):
+                await session._backend_session().reserve_units("api", 1, None)
+            with pytest.raises(UnsupportedError, match="ReserveUnits"):
+                await session.rate_limiter("api", 1.0, 1).try_acquire()
         if version < 4:
             with pytest.raises(UnsupportedError, match=f"version {version}, which has no"):
                 await session.semaphore("config").compare_and_set(b"v1", b"v2")
@@ -205,7 +216,7 @@ async def test_a_session_keeps_its_lock_through_a_step_down(
         async with client.session("n") as other:
             assert await other.mutex("job").try_lock() is None  # still held
         assert second.requests.count("AttachSession") == 1
-    assert first.hellos == [5]  # the hint went first: the old leader was not tried again
+    assert first.hellos == [6]  # the hint went first: the old leader was not tried again
 
 
 async def test_a_vanished_leader_is_replaced_through_the_doors(

@@ -112,7 +112,7 @@ async def test_a_client_speaks_version_1_to_an_old_server(old_server: OldServer)
     async with tenure.connect(url, client_name="new-client") as client:
         session = await client.session("n", description="worker")
         assert session.id == 7
-        assert old_server.hellos == [5, 4, 3, 2, 1]  # refused the newer ones, then the server's
+        assert old_server.hellos == [6, 5, 4, 3, 2, 1]  # refused the newer ones, then its own
         [create] = [c for c in old_server.raw_commands if c[0] == 10]
         assert len(create) == 5  # [10, node, key, timeout, description]: no identity
         assert create[4] == "worker"
@@ -120,5 +120,9 @@ async def test_a_client_speaks_version_1_to_an_old_server(old_server: OldServer)
             await client.list_nodes()
         with pytest.raises(UnsupportedError, match="KillSession"):
             await client.kill_session("n", 7)
+        with pytest.raises(UnsupportedError, match="ClaimName"):
+            await session.claim("nightly", at_least=1.0, at_most=2.0)
+        with pytest.raises(UnsupportedError, match="ReleaseClaim"):
+            await client.release_claim("n", "nightly", "a" * 32)
         assert {c[0] for c in old_server.raw_commands} <= {10, 13}  # nothing it cannot read
         await session.close()

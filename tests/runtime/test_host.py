@@ -167,9 +167,11 @@ def test_a_claim_and_its_release_are_given_the_hosts_wall_clock() -> None:
     sid = host.execute(CreateSession("n", KEY, timeout=10.0)).session_id
     record = host.execute(ClaimName(sid, "job", "a" * 32, 5.0, 50.0, at=42.0))  # forged
     assert record.granted_at == 1_750_000_000.0
-    assert applied[-1] == ClaimName(sid, "job", "a" * 32, 5.0, 50.0, at=1_750_000_000.0)
+    claimed = applied[-1]
+    assert claimed == ClaimName(sid, "job", "a" * 32, 5.0, 50.0, at=1_750_000_000.0)
     wall[0] += 1.0
     assert host.execute(ReleaseClaim("n", "job", "a" * 32, at=7.0))
-    assert applied[-1] == ReleaseClaim("n", "job", "a" * 32, at=1_750_000_001.0)
+    released = applied[-1]
+    assert released == ReleaseClaim("n", "job", "a" * 32, at=1_750_000_001.0)
     data = host.engine.nodes["n"].semaphores["job"].data
     assert parse_claim("job", data).released_at == 1_750_000_001.0

@@ -48,6 +48,7 @@ CLASSES: dict[type, type] = {
     tenure.client.SessionLoop: tenure.sync.SessionLoop,
     tenure.client.Mutex: tenure.sync.Mutex,
     tenure.client.Counter: tenure.sync.Counter,
+    tenure.client.Claim: tenure.sync.Claim,
     tenure.client.Barrier: tenure.sync.Barrier,
     tenure.client.Latch: tenure.sync.Latch,
     tenure.client.HeldLocks: tenure.sync.HeldLocks,

@@ -82,7 +82,7 @@ class Host:
             # A rate limiter's time, and a claim's record's, is the wall clock, passed
             # in here (whatever the client sent) and so logged with the command: see
             # tenure._core.rates and tenure._core.claims.
-            command = dataclasses.replace(command, at=self.wall_clock())  # type: ignore[call-arg]
+            command = dataclasses.replace(command, at=self.wall_clock())  # type: ignore[type-var]
         engine = self.engine
         handled = engine.deadlines_handled
         try:

@@ -55,6 +55,7 @@ from tenure._core import (
     ListSessions,
     NodeConfig,
     NodeDescription,
+    ReleaseClaim,
     ResumeSession,
 )
 from tenure._core.values import NO_IDENTITY, ClientIdentity, SemaphoreSummary, SessionSummary
@@ -84,6 +85,7 @@ CAPABILITIES: Final = frozenset(
         Capability.LEASE_TTL,
         Capability.LOCK_DELAY,
         Capability.ALL_OR_NONE,
+        Capability.CLAIMS,
     }
 )
 
@@ -162,6 +164,14 @@ class TenureBackend:
         and a second would then say NotFoundError.
         """
         await self.shard_for(node).call(KillSession(node, session_id), resend=False)
+
+    async def release_claim(self, node: str, name: str, claim_id: str) -> bool:
+        """Release a claim by its id (ReleaseClaim, version 6: UnsupportedError from an
+        older server). Not sent again after a lost connection: a first that released
+        it would make the second say False (UnavailableError says the outcome is
+        unknown; a caller that sends it again reads False as "not live now")."""
+        command = ReleaseClaim(node, name, claim_id)
+        return await self.shard_for(node).call(command, resend=False)
 
     async def open_session(
         self,

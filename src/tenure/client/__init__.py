@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tenure.client._barrier import Barrier
+from tenure.client._claim import Claim
 from tenure.client._client import Client, SessionLoop, connect
 from tenure.client._counter import Counter
 from tenure.client._election import Election, LeaderState
@@ -19,6 +20,7 @@ from tenure.client._session import Session
 
 __all__ = [
     "Barrier",
+    "Claim",
     "Client",
     "Counter",
     "Election",

@@ -36,6 +36,7 @@ For tests, pass ``clock=FakeClock()`` to ``memory://`` and move it with
 from __future__ import annotations
 
 from tenure.sync._barrier import Barrier
+from tenure.sync._claim import Claim
 from tenure.sync._client import Client, SessionLoop, connect
 from tenure.sync._counter import Counter
 from tenure.sync._held import EndSignal
@@ -50,6 +51,7 @@ from tenure.sync._stream import Stream
 
 __all__ = [
     "Barrier",
+    "Claim",
     "Client",
     "Counter",
     "Election",

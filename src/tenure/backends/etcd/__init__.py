@@ -240,6 +240,10 @@ class EtcdBackend(StoreListings):
             if reply.succeeded:
                 return await self.describe_node(name)
 
+    async def release_claim(self, node: str, name: str, claim_id: str) -> bool:
+        """Not yet: etcd:// does not declare Capability.CLAIMS."""
+        raise UnsupportedError("etcd:// has no claims (Capability.CLAIMS)")
+
     async def drop_node(self, name: str, force: bool) -> None:
         """Drop a node: revoke its sessions' leases (if ``force``), delete its keys."""
         while True:

@@ -40,6 +40,7 @@ import itertools
 import logging
 from typing import Protocol
 
+from tenure._core.claims import ClaimRecord
 from tenure._core.commands import RateReservation
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant
@@ -61,7 +62,7 @@ from tenure.backends.etcd._record import Record
 from tenure.backends.etcd._streams import KeepAlive, WatchHub
 from tenure.backends.etcd._txns import TxnSender
 from tenure.backends.etcd._watch import EtcdWatch
-from tenure.errors import LostError, PreconditionFailedError
+from tenure.errors import LostError, PreconditionFailedError, UnsupportedError
 
 __all__ = ["EtcdStore", "Home"]
 
@@ -253,6 +254,12 @@ class EtcdStore:
     ) -> RateReservation:
         """See :meth:`Admin.reserve_units`."""
         return await self.admin.reserve_units(name, count, max_wait)
+
+    async def claim(
+        self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
+    ) -> ClaimRecord:
+        """Not yet: etcd:// does not declare Capability.CLAIMS."""
+        raise UnsupportedError("etcd:// has no claims (Capability.CLAIMS)")
 
     async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
         """See :meth:`GroupAcquirer.enqueue_all`; one name is a plain acquire (as on the

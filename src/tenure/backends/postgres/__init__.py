@@ -77,6 +77,7 @@ from tenure.errors import (
     SessionExpiredError,
     TenureError,
     UnavailableError,
+    UnsupportedError,
 )
 
 __all__ = ["PgBackend", "open_backend"]
@@ -194,6 +195,10 @@ class PgBackend(StoreListings):
             if await self.caller.call("alter_node", [name, _config_json(new), answer["version"]]):
                 return await self.describe_node(name)
         raise UnavailableError(f"node {name!r}: its settings kept changing; try again")
+
+    async def release_claim(self, node: str, name: str, claim_id: str) -> bool:
+        """Not yet: postgres:// does not declare Capability.CLAIMS."""
+        raise UnsupportedError("postgres:// has no claims (Capability.CLAIMS)")
 
     async def drop_node(self, name: str, force: bool) -> None:
         """Drop a node; its sessions (live ones only with ``force``) end with it."""

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Final, Protocol
 
+from tenure._core.claims import ClaimRecord
 from tenure._core.commands import RateReservation
 from tenure._core.values import NodeConfig, SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant
@@ -361,6 +362,12 @@ class PgStore:
         text = await self.call("reserve_units", name, float(count), max_wait, idempotent=False)
         granted, waited, at = str(text).split()
         return RateReservation(granted == "1", float(waited), float(at))
+
+    async def claim(
+        self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
+    ) -> ClaimRecord:
+        """Not yet: postgres:// does not declare Capability.CLAIMS."""
+        raise UnsupportedError("postgres:// has no claims (Capability.CLAIMS)")
 
     async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
         """See :meth:`Acquirer.enqueue_all`."""

@@ -197,6 +197,10 @@ class RedisBackend(StoreListings):
                 )
         raise UnavailableError(f"node {name!r}: its settings kept changing; try again")
 
+    async def release_claim(self, node: str, name: str, claim_id: str) -> bool:
+        """Not yet: redis:// does not declare Capability.CLAIMS."""
+        raise UnsupportedError("redis:// has no claims (Capability.CLAIMS)")
+
     async def drop_node(self, name: str, force: bool) -> None:
         """Drop a node (its sessions, if ``force``, are then lost)."""
         base = self.base(name)

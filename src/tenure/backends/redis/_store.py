@@ -51,6 +51,7 @@ from tenure._core import (
     SessionState,
 )
 from tenure._core import HeldGrant as HeldPage
+from tenure._core.claims import ClaimRecord
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant
 from tenure.backends._engine import CommandStore
@@ -69,6 +70,7 @@ from tenure.errors import (
     NotFoundError,
     TenureError,
     UnavailableError,
+    UnsupportedError,
 )
 
 R = TypeVar("R")
@@ -352,6 +354,12 @@ class RedisStore(CommandStore):
         text = await self.invoke("reserve_units", key, name, repr(float(count)), wait)
         granted, waited, at = (text.decode() if isinstance(text, bytes) else str(text)).split()
         return RateReservation(granted == "1", float(waited), float(at))
+
+    async def claim(
+        self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
+    ) -> ClaimRecord:
+        """Not yet: redis:// does not declare Capability.CLAIMS."""
+        raise UnsupportedError("redis:// has no claims (Capability.CLAIMS)")
 
     async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
         """One function for every name (lua/55_groups.lua), joining each name's queue in
