@@ -421,3 +421,10 @@ async def test_each_recipe_is_classified_from_what_it_wrote() -> None:
 
             await one.semaphore("pool").create(limit=3, data=b"41")
             assert await kind("pool") == SEMAPHORE
+
+            claim = await one.claim("nightly", at_least=60.0, at_most=600.0, data=b"host-a")
+            assert claim is not None
+            found = await kind("nightly")
+            assert isinstance(found, ClaimKind)
+            assert (found.record.id, found.record.token) == (claim.id, claim.token)
+            assert found.left(claim.granted_at + 1.0) == 599.0

@@ -19,9 +19,11 @@ count of 1 while held, holders of count 1; an ephemeral semaphore of no limit ha
 ``limit`` null. Each semaphore's ``recipe`` says which recipe made it and its facts
 (:func:`tenure._core.kinds.classify`: a readers-writer lock's readers and writers, a
 rate limiter's rate, burst and TAT, a barrier's arrivals and rounds, a counter's or
-latch's value), read from the first :data:`KIND_SCAN` owners and waiters, and
-numbers only (no data). Owner and waiter data leave as text (:func:`shown_data`): invisible
-and control characters escaped, cut to ``max_data_chars`` characters.
+latch's value, a claim's token and times), read from the first :data:`KIND_SCAN`
+owners and waiters, and numbers only (no data: a claim's id and owner data are left
+out, as anyone who reads an id may release the claim). Owner and waiter data leave
+as text (:func:`shown_data`): invisible and control characters escaped, cut to
+``max_data_chars`` characters.
 
 Times leave as UNIX seconds (the engine keeps them on the monotonic clock:
 :mod:`tenure._core.stamps`), as instants rather than ages, so that a view of an
@@ -49,6 +51,9 @@ from tenure._core.semaphore import Owner, Semaphore, Waiter
 from tenure._core.session import Session
 from tenure._core.values import MAX_COUNT, ClientIdentity
 from tenure.server._config.serve_config import ServeConfig
+
+#: What :func:`kind_json` gives that the board leaves out (a claim's id and data).
+_NOT_SHOWN: Final = frozenset({"id", "data"})
 
 __all__ = [
     "KIND_SCAN",
@@ -210,7 +215,8 @@ def _semaphore(sem: Semaphore, engine: Engine, shift: float, limits: BoardLimits
         # No clock read here: a limiter's TAT is an instant (UNIX seconds, the server's
         # wall clock), and the page works out its level from its own clock.
         "recipe": {
-            **kind_json(recipe),
+            # (A claim's id and owner data are data: its id is what releases it.)
+            **{k: v for k, v in kind_json(recipe).items() if k not in _NOT_SHOWN},
             "counted_all": len(owners) <= KIND_SCAN and len(waiters) <= KIND_SCAN,
         },
     }
