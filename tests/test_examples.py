@@ -40,6 +40,7 @@ TESTED = {
     "redis_periodic_job.py",
     "redis_worker_pool.py",
     "recipes.py",
+    "claims.py",
 }
 
 
@@ -294,6 +295,22 @@ def test_every_recipe_runs_the_same_on_every_backend(any_backend_env: dict[str, 
         "counter: 4 after four add(1) from two sessions",
         "counter: compare_and_set(4, 100) True, then (4, 7) False",
         "counter: now 100",
+    ]
+
+
+def test_claims_run_once_per_slot_on_every_backend(any_backend_env: dict[str, str]) -> None:
+    lines = run_example("claims.py", any_backend_env)
+    assert lines == [
+        "race: 10 slots, each claimed once: True",
+        "race: every claim has a token of its own: True",
+        "release: released 'report/2026-01-01': True",
+        "release: a late replica still finds it claimed: True",
+        "producer: claimed 'task/17', hands its id on (its session ends)",
+        "worker: the task is claimed while it runs: True",
+        "worker: done, released it by id: True",
+        "worker: the task may be claimed again: True",
+        "at_most: the next claim got it while the first ran on: True",
+        "at_most: its token is above the first's: True",
     ]
 
 
