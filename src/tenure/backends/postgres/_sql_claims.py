@@ -187,7 +187,12 @@ BEGIN
     ON CONFLICT (node, name) DO UPDATE
         SET id = excluded.id, token = excluded.token, least_until = excluded.least_until,
             ends_at = excluded.ends_at;
-    PERFORM pg_notify(channel(s.node), 's' || p_name);
+    -- (Only for a registered watch, as settle's: a NOTIFY holds a database-wide lock
+    -- until the commit is flushed. This holds the semaphore's row, or the node's row
+    -- shared for a new one, as watch() expects of a change: _sql_watches.)
+    IF EXISTS (SELECT 1 FROM watches WHERE node = s.node AND name = p_name) THEN
+        PERFORM pg_notify(channel(s.node), 's' || p_name);
+    END IF;
     -- A new deadline of the node: its clients reap, and so arm a timer for its end.
     PERFORM pg_notify(channel(s.node), 't');
     RETURN rec;
@@ -230,7 +235,9 @@ BEGIN
     UPDATE semaphores SET data = convert_to(array_to_string(w, ' '), 'UTF8')
     WHERE node = p_node AND name = p_name;
     UPDATE claims SET ends_at = least_until WHERE node = p_node AND name = p_name;
-    PERFORM pg_notify(channel(p_node), 's' || p_name);
+    IF EXISTS (SELECT 1 FROM watches WHERE node = p_node AND name = p_name) THEN
+        PERFORM pg_notify(channel(p_node), 's' || p_name);
+    END IF;
     PERFORM pg_notify(channel(p_node), 't');  -- its end came nearer: reap then
     RETURN true;
 END $$;
