@@ -33,6 +33,7 @@ RECIPES: Final = (
     ("test_barrier", "barrier"),
     ("test_lock_all", "all-or-none locks"),
     ("test_rate_limiter", "rate limiter"),
+    ("test_claim", "claims"),
 )
 #: The backends, as the kit's test ids name them, in the table's order.
 BACKENDS: Final = ("memory", "tenure", "tenure-cluster", "etcd", "redis", "postgres")
