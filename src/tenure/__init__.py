@@ -18,6 +18,7 @@ makes a database, a Redis or a file refuse writes with stale tokens.
 from __future__ import annotations
 
 from tenure import errors
+from tenure._core.claims import MAX_CLAIM_SECONDS
 from tenure._core.values import (
     MAX_COUNT,
     ClientIdentity,
@@ -73,6 +74,7 @@ __all__ = [
     "Leadership",
     "Lease",
     "Lock",
+    "MAX_CLAIM_SECONDS",
     "MAX_COUNT",
     "Mutex",
     "MutexDescription",

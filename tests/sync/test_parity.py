@@ -75,6 +75,7 @@ SHARED: dict[str, str] = {
     "SessionTicket": "a value (frozen dataclass) that both faces take and return as is",
     "LeaderState": "a value (frozen dataclass) that sync Election.leader/observe return as is",
     "MAX_COUNT": "a constant",
+    "MAX_CLAIM_SECONDS": "a constant (the longest at_least or at_most of a claim)",
     "NodeConfig": "a value, passed to create_node by both faces",
     "NodeDescription": "a value returned by both faces",
     "OwnerInfo": "a value (inside SemaphoreDescription)",
