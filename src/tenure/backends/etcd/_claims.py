@@ -37,6 +37,7 @@ import dataclasses
 import logging
 import math
 import time
+from dataclasses import dataclass
 from typing import Any, Final
 
 from aetcd.rpc import rpc_pb2
@@ -57,6 +58,7 @@ from tenure.backends.etcd._keys import (
     get_prefix,
     put,
 )
+from tenure.backends.etcd._node import config_of
 from tenure.backends.etcd._opening import MIN_TTL
 from tenure.backends.etcd._queue import SemState
 from tenure.backends.etcd._types import SessionParts
@@ -92,14 +94,20 @@ class Claims:
     ) -> ClaimRecord:
         """See :meth:`tenure.backends._base.BackendSession.claim`."""
         s = self._parts
-        config = s.view.config
-        data = check_data("claim data", data, config.max_data_size)
         layout, node = s.layout, s.node
         record_key, marker = layout.record(node, name), layout.claim(node, name)
         leases: tuple[int, int] | None = None
         try:
             while True:
-                state, mark, count_rev, count = await _read(s.conn, layout, node, name)
+                found = await _read(s.conn, layout, node, name)
+                if found.config is None:
+                    await s.record.diagnose()  # (dropped: the session says so)
+                    s.owner.check_alive()
+                    raise NotFoundError(f"node {node!r} does not exist")
+                s.view.update(found.config)  # (read with the claims: its settings now)
+                config = config_of(found.config)
+                data = check_data("claim data", data, config.max_data_size)
+                state, mark, count_rev, count = found.state, found.mark, found.revision, found.count
                 claimed = None if mark is None else decode(mark.value)
                 live = _live(state, claimed)
                 if live is not None:
@@ -230,11 +238,20 @@ async def release_claim(
         # It changed since the read (it ended, or was released meanwhile): read again.
 
 
-async def _read(
-    conn: Connection, layout: Layout, node: str, name: str
-) -> tuple[SemState, Any, int, int]:
-    """The semaphore, its claim's key (None: none), and the node's claims: the
-    revision they were counted at and how many, in one read."""
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What a claim reads first, at one revision: the semaphore, its claim's key (None:
+    none), how many claims the node has, and its settings' key (None: no node)."""
+
+    state: SemState
+    mark: Any
+    revision: int
+    count: int
+    config: Any
+
+
+async def _read(conn: Connection, layout: Layout, node: str, name: str) -> _Read:
+    """:class:`_Read`, in one Txn of reads."""
     prefix = layout.semaphore(node, name)
     reply = await conn.txn(
         [],
@@ -242,12 +259,18 @@ async def _read(
             get_prefix(prefix),
             get(layout.claim(node, name)),
             get_prefix(layout.claims(node), count_only=True),
+            get(layout.config(node)),
         ],
     )
     revision = int(reply.header.revision)
-    sem, mark, counted = (response.response_range for response in reply.responses)
-    state = SemState.parse(name, prefix, sem.kvs, revision)
-    return state, mark.kvs[0] if mark.kvs else None, revision, int(counted.count)
+    sem, mark, counted, config = (response.response_range for response in reply.responses)
+    return _Read(
+        SemState.parse(name, prefix, sem.kvs, revision),
+        mark.kvs[0] if mark.kvs else None,
+        revision,
+        int(counted.count),
+        config.kvs[0] if config.kvs else None,
+    )
 
 
 def _live(state: SemState, claimed: dict[str, Any] | None) -> ClaimRecord | None:
