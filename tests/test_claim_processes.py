@@ -9,6 +9,7 @@ told to go at once, they claim the same slots in the same order.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import tenure
 from tests.etcd.cluster import EtcdCluster
 from tests.redis.server import RedisServer
 from tests.server.wire import ServerProcess
@@ -35,7 +37,6 @@ import tenure
 
 async def main(url, node, slots):
     async with tenure.connect(url) as client:
-        await client.create_node(node, exist_ok=True)
         async with client.session(node) as session:
             print("ready", flush=True)
             await asyncio.to_thread(sys.stdin.readline)
@@ -55,7 +56,6 @@ import tenure
 
 async def main(url, node):
     async with tenure.connect(url) as client:
-        await client.create_node(node, exist_ok=True)
         async with client.session(node) as session:
             claim = await session.claim("task-17", at_least=0.0, at_most=600.0, data=b"task 17")
             again = await session.claim("task-17", at_least=0.0, at_most=600.0)
@@ -99,6 +99,18 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield request.getfixturevalue("postgres_database")
 
 
+def new_node(url: str) -> str:
+    """A node of the test's own, made before any process uses it."""
+    node = f"claims-{uuid.uuid4().hex[:8]}"
+
+    async def create() -> None:
+        async with tenure.connect(url) as client:
+            await client.create_node(node)
+
+    asyncio.run(create())
+    return node
+
+
 def python(script: str, *args: str, stdin: int | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", script, *args],
@@ -122,12 +134,13 @@ def output(proc: subprocess.Popen[str]) -> list[str]:
 
 
 def test_two_processes_racing_for_each_slot_never_both_get_one(url: str) -> None:
-    node = f"claims-{uuid.uuid4().hex[:8]}"
+    node = new_node(url)
     racers = [python(CLAIMER, url, node, str(SLOTS), stdin=subprocess.PIPE) for _ in range(2)]
     try:
         for racer in racers:
             assert racer.stdout is not None
-            assert racer.stdout.readline().strip() == "ready"
+            ready = racer.stdout.readline().strip()
+            assert ready == "ready", (ready, racer.poll(), racer.stderr and racer.stderr.read())
         for racer in racers:  # go, both at once
             assert racer.stdin is not None
             racer.stdin.write("go\n")
@@ -137,7 +150,7 @@ def test_two_processes_racing_for_each_slot_never_both_get_one(url: str) -> None
         for racer in racers:
             if racer.poll() is None:
                 racer.kill()
-                racer.wait()
+            racer.communicate()  # (closes its pipes)
     slots = [[re.fullmatch(r"won (slot-\d+) token (\d+)", line) for line in lines] for lines in won]
     assert all(match is not None for lines in slots for match in lines), won
     first = {m[1]: int(m[2]) for m in slots[0] if m is not None}
@@ -149,7 +162,7 @@ def test_two_processes_racing_for_each_slot_never_both_get_one(url: str) -> None
 
 
 def test_a_worker_process_releases_by_id_the_claim_a_producer_process_took(url: str) -> None:
-    node = f"claims-{uuid.uuid4().hex[:8]}"
+    node = new_node(url)
     (produced,) = output(python(PRODUCER, url, node))
     found = re.fullmatch(r"claimed ([0-9a-f]{32}) token (\d+); again: None", produced)
     assert found is not None, produced  # (the producer's second try was refused)
