@@ -18,10 +18,12 @@ from aetcd.rpc import rpc_pb2
 
 import tenure
 from tenure._core.claims import parse_claim
+from tenure.backends._session import StoreSession
 from tenure.backends.etcd import EtcdBackend
 from tenure.backends.etcd._claims import LEASE_MARGIN, lease_seconds
 from tenure.backends.etcd._keys import prefix_end
-from tenure.errors import LimitExceededError
+from tenure.backends.etcd._store import EtcdStore
+from tenure.errors import LimitExceededError, UnavailableError
 
 
 def _backend(client: tenure.Client) -> EtcdBackend:
@@ -188,3 +190,34 @@ async def test_a_claim_of_a_second_or_two_still_gets_etcds_least_ttl(
         assert claim is not None
         marker = await _marker(client, "short")
         assert (await _ttl(client, marker["most"]))[1] == lease_seconds(at_most)
+
+
+async def test_a_claim_whose_txn_answer_was_lost_is_found_by_its_retry(etcd_url: str) -> None:
+    """The claim's Txn commits but its answer is lost (UnavailableError): its leases are
+    the claim's, so they stay, and the retry (the same id) finds the claim it made."""
+    async with tenure.connect(etcd_url) as client:
+        await client.create_node("n")
+        session = await client.session("n")
+        backend_session = session._backend_session()
+        assert isinstance(backend_session, StoreSession)
+        store = backend_session.store
+        assert isinstance(store, EtcdStore)
+        real = store.sender.txn
+        committed: list[int] = []
+
+        async def answer_lost(compares: Any, success: Any, failure: Any) -> Any:
+            reply = await real(compares, success, failure)
+            if reply.succeeded and not committed and len(success) == 2:
+                committed.append(int(reply.header.revision))
+                raise UnavailableError("the answer was lost")
+            return reply
+
+        store.sender.txn = answer_lost  # type: ignore[method-assign]
+        claim = await session.claim("job", at_least=30.0, at_most=600.0)
+        assert claim is not None
+        assert committed == [claim.token]  # the first Txn's claim, not a second one
+        keys = await _keys(client, b"n/n/")
+        assert int(keys[b"c/job"].create_revision) == claim.token
+        marker = await _marker(client, "job")
+        assert (await _ttl(client, marker["most"]))[0] > 0  # its leases were kept
+        assert (await _ttl(client, marker["least"]))[0] > 0

@@ -97,6 +97,7 @@ class Claims:
         layout, node = s.layout, s.node
         record_key, marker = layout.record(node, name), layout.claim(node, name)
         leases: tuple[int, int] | None = None
+        granted_at = 0.0  # (when ``leases`` were granted, on the loop's clock)
         try:
             while True:
                 found = await _read(s.conn, layout, node, name)
@@ -125,6 +126,11 @@ class Claims:
                 if not state.exists:
                     await self._check_room(state.revision)
                 loop = asyncio.get_running_loop()
+                if leases is not None and loop.time() - granted_at > LEASE_MARGIN / 2:
+                    for lease in leases:  # (tries went on: leases counting down too long)
+                        if lease:
+                            await _revoke(s.conn, lease)
+                    leases = None
                 if leases is None:
                     granted_at = loop.time()
                     leases = await _grant(s.conn, at_least, at_most)
@@ -136,6 +142,9 @@ class Claims:
                 )
                 words = text.split(b" ")
                 words[2] = b"-"
+                # Its answer lost (UnavailableError), the Txn may have made the claim:
+                # its leases are then the claim's, and a retry of the same id finds it.
+                sent, leases = leases, None
                 reply = await s.sender.txn(
                     [
                         compare_create(record_key, 0),
@@ -159,14 +168,14 @@ class Claims:
                             elapsed,
                             LEASE_MARGIN,
                         )
-                    leases = None  # they are the claim's now
                     token = int(reply.header.revision)
                     return ClaimRecord(
                         claim_id, token, at, at_least, at_most, None, s.lease_id, data
                     )
+                leases = sent  # not the claim's: kept for the next try
                 # Something changed since the read (a claim, a count, a request): again.
         finally:
-            if leases is not None:  # not the claim's: they go (none of its keys is on them)
+            if leases is not None:  # unused: they go (no key of anyone's is on them)
                 for lease in leases:
                     if lease:
                         await _revoke(s.conn, lease)
