@@ -47,6 +47,7 @@ TESTED = {
     "leader_apscheduler.py",
     "cache.py",
     "deadlock.py",
+    "claims.py",
 }
 
 
@@ -353,6 +354,22 @@ def test_the_cache_mirrors_a_config_tree_on_every_backend(any_backend_env: dict[
         "change: config/db free again: True",
         "change: config/cache deleted: True",
         "cache: names ['config/db', 'config/feature-x']",
+    ]
+
+
+def test_claims_run_once_per_slot_on_every_backend(any_backend_env: dict[str, str]) -> None:
+    lines = run_example("claims.py", any_backend_env)
+    assert lines == [
+        "race: 10 slots, each claimed once: True",
+        "race: every claim has a token of its own: True",
+        "release: released 'report/2026-01-01': True",
+        "release: a late replica still finds it claimed: True",
+        "producer: claimed 'task/17', hands its id on (its session ends)",
+        "worker: the task is claimed while it runs: True",
+        "worker: done, released it by id: True",
+        "worker: the task may be claimed again: True",
+        "at_most: the next claim got it while the first ran on: True",
+        "at_most: its token is above the first's: True",
     ]
 
 

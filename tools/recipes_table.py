@@ -39,6 +39,7 @@ RECIPES: Final = (
     ("test_lead", "leader runner"),
     ("test_cache", "prefix cache"),
     ("test_deadlock", "deadlock detection"),
+    ("test_claim", "claims"),
 )
 #: The backends, as the kit's test ids name them, in the table's order.
 BACKENDS: Final = ("memory", "tenure", "tenure-cluster", "etcd", "redis", "postgres")

@@ -18,6 +18,7 @@ makes a database, a Redis or a file refuse writes with stale tokens.
 from __future__ import annotations
 
 from tenure import errors
+from tenure._core.claims import MAX_CLAIM_SECONDS
 from tenure._core.values import (
     MAX_COUNT,
     BrokenDeadlock,
@@ -38,6 +39,7 @@ from tenure.client import (
     Barrier,
     Cache,
     CacheChange,
+    Claim,
     Client,
     Counter,
     Election,
@@ -73,6 +75,7 @@ __all__ = [
     "Cache",
     "CacheChange",
     "Capability",
+    "Claim",
     "Client",
     "ClientIdentity",
     "Counter",
@@ -88,6 +91,7 @@ __all__ = [
     "Leadership",
     "Lease",
     "Lock",
+    "MAX_CLAIM_SECONDS",
     "MAX_COUNT",
     "MAX_REENTRANT_DEPTH",
     "Mutex",

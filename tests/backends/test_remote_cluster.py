@@ -172,8 +172,17 @@ async def test_an_older_server_is_spoken_to_in_its_version(
         with pytest.raises(UnsupportedError, match="WatchPrefix"):
             async with client.cache("n", prefix="config/"):
                 pass
+        # Claims (version 6): refused whole, never sent; a node's max_claims too.
+        with pytest.raises(UnsupportedError, match=f"version {version}, which has no ClaimName"):
+            await session.claim("nightly", at_least=1.0, at_most=2.0)
+        with pytest.raises(UnsupportedError, match="ReleaseClaim"):
+            await client.release_claim("n", "nightly", "a" * 32)
+        with pytest.raises(UnsupportedError, match="no node setting max_claims"):
+            await client.create_node("m", max_claims=5)
+        assert "ClaimName" not in old.requests
+        assert "ReleaseClaim" not in old.requests
         if version < 5:
-            with pytest.raises(UnsupportedError, match=f"version {version}, which has no"):
+            with pytest.raises(UnsupportedError, match=f"protocol version {version}, which has no"):
                 await session._backend_session().reserve_units("api", 1, None)
             with pytest.raises(UnsupportedError, match="ReserveUnits"):
                 await session.rate_limiter("api", 1.0, 1).try_acquire()

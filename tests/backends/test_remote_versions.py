@@ -120,5 +120,9 @@ async def test_a_client_speaks_version_1_to_an_old_server(old_server: OldServer)
             await client.list_nodes()
         with pytest.raises(UnsupportedError, match="KillSession"):
             await client.kill_session("n", 7)
+        with pytest.raises(UnsupportedError, match="ClaimName"):
+            await session.claim("nightly", at_least=1.0, at_most=2.0)
+        with pytest.raises(UnsupportedError, match="ReleaseClaim"):
+            await client.release_claim("n", "nightly", "a" * 32)
         assert {c[0] for c in old_server.raw_commands} <= {10, 13}  # nothing it cannot read
         await session.close()

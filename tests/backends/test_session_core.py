@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tenure._core.claims import ClaimRecord
 from tenure._core.commands import RateReservation
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant, PrefixWatchStream, WatchStream
@@ -22,6 +23,7 @@ from tenure.backends._ledger import Pending
 from tenure.backends._session import StoreSession
 from tenure.backends._store import QUEUED, Enqueued, Owner, Queued, Withdrawal
 from tenure.errors import (
+    InvalidArgumentError,
     LeaseLostError,
     LostError,
     NotFoundError,
@@ -128,6 +130,12 @@ class ScriptedStore:
     ) -> RateReservation:
         granted = bool(await self._answer("reserve", name))
         return RateReservation(granted, 0.0, 0.0)
+
+    async def claim(
+        self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
+    ) -> ClaimRecord:
+        record: ClaimRecord = await self._answer("claim", name, claim_id)
+        return record
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         await self._answer("delete", name)
@@ -327,6 +335,29 @@ async def test_a_release_is_sent_until_it_is_answered(monkeypatch: pytest.Monkey
     assert await session.release("m", grant) is True
     assert len(store.ops("release")) == 3
     assert session.ledger.free_hold("m") == 0
+
+
+async def test_a_claim_is_sent_again_with_its_id_until_it_is_answered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A claim whose answer was lost (the store unreachable) is sent again with the same
+    claim id, which the store answers with the claim the first try made."""
+    monkeypatch.setattr("tenure.backends._session.RETRY_MIN", 0.001)
+    store = ScriptedStore()
+    session = _session(store)
+    record = ClaimRecord("c" * 32, 9, 1.0, 1.0, 2.0, None, 1, b"")
+    store.answers["claim"] = [UnavailableError("lost"), UnavailableError("lost"), record]
+    assert await session.claim("job", "c" * 32, 1.0, 2.0, b"") == record
+    assert store.ops("claim") == [("job", "c" * 32)] * 3
+    # Checked before anything is sent.
+    with pytest.raises(InvalidArgumentError, match="must not exceed at_most"):
+        await session.claim("job", "c" * 32, 3.0, 2.0, b"")
+    with pytest.raises(InvalidArgumentError, match="claim_id"):
+        await session.claim("job", "C" * 32, 1.0, 2.0, b"")
+    assert len(store.ops("claim")) == 3
+    session.lose(SessionExpiredError("gone"))
+    with pytest.raises(SessionExpiredError):
+        await session.claim("job", "c" * 32, 1.0, 2.0, b"")
 
 
 async def test_a_cancelled_release_goes_on_and_keeps_the_number(

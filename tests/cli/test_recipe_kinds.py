@@ -156,9 +156,34 @@ async def test_describe_shows_each_recipe_and_its_facts(url: str, node: str) -> 
             assert doc["recipe"] == {"kind": "semaphore"}
             assert "counter" not in text
 
+            # A claim: its token and the time it has left (at_least, then at_most).
+            claim = await one.claim("nightly", at_least=60.0, at_most=600.0, data=b"host-a")
+            assert claim is not None
+            doc, text = await described(url, node, "nightly")
+            recipe = doc["recipe"]
+            assert (recipe["kind"], recipe["id"], recipe["token"]) == (
+                "claim",
+                claim.id,
+                claim.token,
+            )
+            assert (recipe["at_least"], recipe["at_most"], recipe["data"]) == (
+                60.0,
+                600.0,
+                "host-a",
+            )
+            assert recipe["ends_at"] == claim.granted_at + 600.0
+            assert 590.0 < recipe["left"] <= 600.0  # (the describe ran within seconds)
+            assert f"claim: token {claim.token}, 9 min " in text
+            assert " left (at least " in text
+
             # `tenure watch` says it too, on its one line.
             watched = await asyncio.to_thread(
                 run_tenure, "watch", node, "jobs-done", "--count", "1", url=url
             )
             assert watched.returncode == 0, watched.stderr
             assert "counter or latch: 41" in watched.stdout
+            watched = await asyncio.to_thread(
+                run_tenure, "watch", node, "nightly", "--count", "1", url=url
+            )
+            assert watched.returncode == 0, watched.stderr
+            assert f"claim: token {claim.token}, 9 min " in watched.stdout

@@ -169,7 +169,8 @@ def snapshot(engine: Engine) -> Any:
                     for w in sem.waiters.values()
                 ),
             )
-        nodes[name] = (node_desc, sems, sorted(node.sessions))
+        claims = sorted((claim, repr(timer)) for claim, timer in node.claims.items())
+        nodes[name] = (node_desc, sems, sorted(node.sessions), claims)
     sessions = {
         sid: (
             s.node,

@@ -5,6 +5,7 @@ JSON and text, and the real recipes on ``memory://`` classified from what they w
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass
 
 import pytest
@@ -12,8 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tenure
+from tenure._core.claims import ClaimRecord, claim_data, parse_claim
 from tenure._core.kinds import (
     BarrierKind,
+    ClaimKind,
     CounterKind,
     GroupKind,
     Kind,
@@ -175,6 +178,56 @@ def test_a_limiter_held_awaited_or_of_another_limit_is_a_semaphore() -> None:
     )
 
 
+# -- claims -----------------------------------------------------------------------------
+
+CLAIM = ClaimRecord("a" * 32, 17, 1000.0, 60.0, 600.0, None, 3, b"host-a pid 42")
+
+
+def test_a_claim_and_what_it_has_left_at_the_time_given() -> None:
+    found = shape(limit=1, data=claim_data(CLAIM))
+    assert found == ClaimKind(CLAIM)
+    assert kind_text(found, 1010.0) == "claim: token 17, 9 min 50 s left (at least 50.0 s)"
+    assert kind_text(found, 1070.0) == "claim: token 17, 8 min 50 s left"
+    assert kind_text(found, 1600.0) == "claim: token 17, ended"  # (the store deletes it now)
+    released = ClaimKind(dataclasses.replace(CLAIM, released_at=1020.0))
+    assert kind_text(released, 1030.0) == "claim: token 17, released, 30.0 s left"
+    assert kind_json(released) == {
+        "kind": "claim",
+        "id": "a" * 32,
+        "token": 17,
+        "granted_at": 1000.0,
+        "at_least": 60.0,
+        "at_most": 600.0,
+        "released_at": 1020.0,
+        "session_id": 3,
+        "data": "host-a pid 42",
+        "ends_at": 1060.0,
+    }
+    assert kind_json(released, 1030.0)["left"] == 30.0
+    assert kind_json(found, 1000.0)["left"] == 600.0
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        claim_data(CLAIM) + b" ",
+        claim_data(CLAIM).replace(b"claim ", b"claims "),
+        claim_data(CLAIM).replace(b" 17 ", b" x "),
+        claim_data(dataclasses.replace(CLAIM, data=b"")).replace(b" -", b" --"),
+        b"claim " + b"a" * 32,
+    ],
+)
+def test_claim_look_alikes_are_semaphores(data: bytes) -> None:
+    assert shape(limit=1, data=data) == SEMAPHORE
+
+
+def test_a_claim_held_awaited_or_of_another_limit_is_a_semaphore() -> None:
+    data = claim_data(CLAIM)
+    assert shape(limit=1, data=data, owners=(READER,)) == SEMAPHORE
+    assert shape(limit=1, data=data, waiters=(Ask(1),)) == SEMAPHORE
+    assert shape(limit=2, data=data) == SEMAPHORE
+
+
 # -- barriers ---------------------------------------------------------------------------
 
 
@@ -326,6 +379,7 @@ def test_group_look_alikes_are_not_groups() -> None:
         st.from_regex(
             rb"limiter [-+.0-9a-z]{1,6} [-+.0-9a-z]{1,6} [-+.0-9a-z]{1,6}", fullmatch=True
         ),
+        st.from_regex(rb"claim [0-9a-f]{32}( [-.0-9a-f]{1,4}){6} [-0-9a-f]{1,4}", fullmatch=True),
     ),
     limit=st.sampled_from([1, 2, MAX_COUNT]),
     ephemeral=st.booleans(),
@@ -365,6 +419,15 @@ def test_any_shape_is_classified_without_raising_and_as_the_recipes_read_it(
     if isinstance(found, LimiterKind):
         bucket = parse_bucket("s", data)
         assert (bucket.rate, bucket.burst, bucket.tat) == (found.rate, found.burst, found.tat)
+    if isinstance(found, ClaimKind):
+        assert parse_claim("s", data) == found.record  # the claim's own codec reads the same
+    if not ephemeral and limit == 1 and not owners and data.startswith(b"claim "):
+        try:
+            parse_claim("s", data)
+        except PreconditionFailedError:
+            assert not isinstance(found, ClaimKind)
+        else:
+            assert isinstance(found, ClaimKind)
     if not ephemeral and limit == 1 and not owners and data:
         # What the counter recipe accepts as a value is a counter here, and only that
         # (a limiter's data is its own kind).
@@ -440,3 +503,9 @@ async def test_each_recipe_is_classified_from_what_it_wrote() -> None:
             assert await kind("workers") == GroupKind(("w-1", "w-2"), 0, 10, 1)
             await part.leave()
             assert await kind("workers") == GroupKind(("w-1",), 0, 10, 0)
+            claim = await one.claim("nightly", at_least=60.0, at_most=600.0, data=b"host-a")
+            assert claim is not None
+            found = await kind("nightly")
+            assert isinstance(found, ClaimKind)
+            assert (found.record.id, found.record.token) == (claim.id, claim.token)
+            assert found.left(claim.granted_at + 1.0) == 599.0

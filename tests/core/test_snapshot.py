@@ -13,6 +13,7 @@ from tenure._core import (
     Acquire,
     AcquireAll,
     AttachSession,
+    ClaimName,
     CloseSession,
     Command,
     CreateNode,
@@ -26,6 +27,7 @@ from tenure._core import (
     ListSessions,
     NodeConfig,
     Release,
+    ReleaseClaim,
     SetNodeAnnex,
     UpdateSemaphore,
 )
@@ -56,10 +58,17 @@ def assert_plain(value: object) -> None:
 
 
 def random_command(
-    rng: random.Random, engine: Engine, request_id: int, *, holds: bool = True, annex: bool = True
+    rng: random.Random,
+    engine: Engine,
+    request_id: int,
+    *,
+    holds: bool = True,
+    annex: bool = True,
+    claims: bool = True,
 ) -> Command[object]:
     """A random command; with ``holds``, some of a session's second or third hold; with
-    ``annex``, some that set or read the node's annex."""
+    ``annex``, some that set or read the node's annex; with ``claims``, some claims
+    and releases of claims (of ``c``, or of ``a``: refused while it is a semaphore)."""
     sessions = sorted(engine.sessions) or [1]
     sid = rng.choice(sessions)
     name = rng.choice(["a", "b", "m"])
@@ -114,10 +123,19 @@ def random_command(
         # journal's tests of this list cannot tell from a lost record.)
         key = rng.choice(ANNEX_KEYS)
         return SetNodeAnnex(NODE, key, rng.choice([b"", b"", b"cfg%d" % request_id]))
+    if claims and roll < 0.985:
+        claimed = rng.choice(["c", "c", "a"])
+        claim_id = rng.choice(CLAIM_IDS)
+        at = 1_750_000_000.0 + request_id  # (a wall clock's time, as a host sets it)
+        if rng.random() < 0.6:
+            least = rng.choice([0.0, 0.3, 1.0])
+            return ClaimName(sid, claimed, claim_id, least, least + rng.choice([0.5, 2.0]), b"", at)
+        return ReleaseClaim(NODE, claimed, claim_id, at)
     return CloseSession(sid)
 
 
 ANNEX_KEYS = ("ydb", "other")
+CLAIM_IDS = ("1" * 32, "2" * 32)
 
 
 def step(engine: Engine, command: Command[object], now: float) -> tuple[object, list[object]]:
@@ -333,7 +351,7 @@ def random_run(
     now = 0.0
     for request_id in range(1, 80):
         now += rng.choice([0.0, 0.1, 0.4])
-        command = random_command(rng, engine, request_id, holds=holds, annex=annex)
+        command = random_command(rng, engine, request_id, holds=holds, annex=annex, claims=annex)
         if lease_ttls and isinstance(command, Acquire) and rng.random() < 0.5:
             command = dataclasses.replace(command, lease_ttl=rng.choice([1.0, 30.0]))
         step(engine, command, now)

@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 
 import tenure.server._http.board as board_module
-from tenure._core import Acquire, CreateNode, CreateSemaphore, CreateSession, Engine
+from tenure._core import (
+    Acquire,
+    ClaimName,
+    CreateNode,
+    CreateSemaphore,
+    CreateSession,
+    Engine,
+)
 from tenure._core.kinds import parties_data
 from tenure._core.members import GROUP_DATA, member_record
 from tenure._core.rates import Bucket, bucket_data
@@ -307,7 +314,7 @@ def test_the_dashboard_settings_are_named_and_checked() -> None:
 def engine_with_recipes() -> Engine:
     """Node n with what each recipe writes: a readers-writer lock (two readers, a
     writer waiting), a rate limiter, a barrier (two of four arrived after round 7), a
-    counter, and a semaphore whose data only looks like a counter's."""
+    counter, a claim, and a semaphore whose data only looks like a counter's."""
     engine = Engine()
     engine.apply(CreateNode("n"), 0.0)
     one, two, three = (
@@ -323,6 +330,7 @@ def engine_with_recipes() -> Engine:
         engine.apply(Acquire(sid, "stage", 1, request_id=2, data=parties_data(4)), 2.0)
     engine.apply(CreateSemaphore(one, "jobs", 1, b"41"), 0.0)
     engine.apply(CreateSemaphore(one, "pool", 1, b"+41"), 0.0)
+    engine.apply(ClaimName(one, "nightly", "a" * 32, 60.0, 600.0, b"host-a", SHIFT + 3.0), 3.0)
     return engine
 
 
@@ -338,6 +346,18 @@ def test_each_semaphore_says_its_recipe_and_facts() -> None:
             "counted_all": True,
         },
         "jobs": {"kind": "counter", "value": 41, "counted_all": True},
+        # A claim's id and owner data are left out: who reads an id may release it.
+        "nightly": {
+            "kind": "claim",
+            "token": 5,
+            "granted_at": SHIFT + 3.0,
+            "at_least": 60.0,
+            "at_most": 600.0,
+            "released_at": None,
+            "session_id": 1,
+            "ends_at": SHIFT + 603.0,
+            "counted_all": True,
+        },
         "pool": {"kind": "semaphore", "counted_all": True},
         "rw": {
             "kind": "rwlock",

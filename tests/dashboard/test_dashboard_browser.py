@@ -220,6 +220,8 @@ def test_recipes_show_their_kind_and_facts(served: Served, page: Page) -> None:
             readers = [s.rwlock("catalog").read() for s in (one, two)]
             one.counter("done").add(41)
             one.rate_limiter("partner-api", rate=50.0, burst=100).acquire(60)
+            claim = one.claim("nightly", at_least=60.0, at_most=600.0)
+            assert claim is not None
             page.goto(served.page_url)
             rwlock = row(page, "jobs", "catalog")
             page.wait_for_selector(f"{rwlock} .recipe")
@@ -234,6 +236,15 @@ def test_recipes_show_their_kind_and_facts(served: Served, page: Page) -> None:
             assert shown.endswith(" available now"), shown
             # The page fills its bucket on its own clock: all 100 within 1.2 s.
             page.wait_for_selector(f"{limiter}:text-is('50/s, burst 100, 100 available now')")
+            # A claim: its token and the time left, counted down by the page.
+            claimed = f"{row(page, 'jobs', 'nightly')} .recipe"
+            assert text(page, f"{row(page, 'jobs', 'nightly')} .kind") == "claim"
+            shown = text(page, claimed)
+            assert shown.startswith(f"token {claim.token}, 9m 5"), shown  # of 10 minutes
+            assert "s left (at least 5" in shown, shown  # of its minute at least
+            assert claim.id not in page.content()  # its id releases it: never shown
+            claim.release()
+            page.wait_for_selector(f"{claimed}:has-text('released')")
             for reader in readers:
                 reader.release()
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from tenure._core import commands, effects, values
+from tenure._core import claims, commands, effects, values
 from tenure._protocol.cluster import ClusterStatus, ClusterView
 from tenure._protocol.messages import (
     PROTOCOL_VERSION,
@@ -65,6 +65,7 @@ REPLY_RECORD_TYPES: tuple[type, ...] = (
     commands.RateReservation,
     commands.AcquireAllResult,
     commands.WatchArmed,
+    claims.ClaimRecord,
 )
 MESSAGE_TYPES: tuple[type, ...] = (
     Hello,

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from tenure._core import AcquireAll, ListNodes, ReserveUnits, SwapSemaphoreData, WatchPrefix
+from tenure._core import (
+    AcquireAll,
+    ClaimName,
+    ListNodes,
+    ReleaseClaim,
+    ReserveUnits,
+    SwapSemaphoreData,
+    WatchPrefix,
+)
 from tenure._protocol import (
     PROTOCOL_VERSION,
     SUPPORTED_VERSIONS,
@@ -62,7 +70,7 @@ def test_version_6_is_spoken_and_the_older_ones_still_are() -> None:
     assert not SINCE_VERSION_3 & SINCE_VERSION_2
     assert not SINCE_VERSION_4 & (SINCE_VERSION_2 | SINCE_VERSION_3)
     assert {ReserveUnits, AcquireAll} == SINCE_VERSION_5
-    assert {WatchPrefix} == SINCE_VERSION_6
+    assert {WatchPrefix, ClaimName, ReleaseClaim} == SINCE_VERSION_6
     assert ListNodes in SINCE_VERSION_2
 
 

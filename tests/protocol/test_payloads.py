@@ -20,11 +20,15 @@ from tenure._core import (
     AcquireStatus,
     AlterNode,
     AttachSession,
+    ClaimName,
+    ClaimRecord,
     CreateNode,
     CreateSession,
     DescribeResult,
     NodeConfig,
+    NodeDescription,
     OwnerInfo,
+    ReleaseClaim,
     Renew,
     SemaphoreDescription,
     SessionEnded,
@@ -108,8 +112,8 @@ def test_the_walk_finds_every_record():
     assert {"HeldGrant", "QueuedAcquire", "SessionState"} <= names
     assert {"ClientIdentity", "SemaphoreSummary", "SessionSummary"} <= names
     assert {"ClusterView", "MemberView"} <= names
-    # Commands, effects, 12 reply records, 11 records inside them, 10 messages.
-    assert len(ALL_RECORDS) == len(COMMAND_TYPES) + len(EFFECT_TYPES) + 12 + 11 + 10
+    # Commands, effects, 13 reply records, 11 records inside them, 10 messages.
+    assert len(ALL_RECORDS) == len(COMMAND_TYPES) + len(EFFECT_TYPES) + 13 + 11 + 10
 
 
 @pytest.mark.parametrize("record", ALL_RECORDS, ids=lambda r: r.name)
@@ -132,11 +136,11 @@ STABLE_TAGS = {
     "CreateSemaphore": 20, "Acquire": 21, "Release": 22, "CancelAcquire": 23, "Renew": 24,
     "UpdateSemaphore": 25, "DeleteSemaphore": 26, "DescribeSemaphore": 27, "CancelWatch": 28,
     "ListSemaphores": 29, "ClusterStatus": 30, "SwapSemaphoreData": 31, "ReserveUnits": 32,
-    "AcquireAll": 33, "WatchPrefix": 40,
+    "AcquireAll": 33, "ClaimName": 34, "ReleaseClaim": 35, "WatchPrefix": 40,
     "Granted": 1, "AcquireFailed": 2, "LeaseLost": 3, "WatchFired": 4, "SessionEnded": 5,
     "SessionInfo": 1, "AcquireResult": 2, "NodeDescription": 3, "DescribeResult": 4,
     "SessionState": 5, "NodePage": 6, "SemaphorePage": 7, "SessionPage": 8, "ClusterView": 9,
-    "RateReservation": 10, "AcquireAllResult": 11, "WatchArmed": 16,
+    "RateReservation": 10, "AcquireAllResult": 11, "ClaimRecord": 12, "WatchArmed": 16,
     "Hello": 1, "Request": 2, "Ping": 3, "Welcome": 11, "Refused": 12, "Reply": 13,
     "Failure": 14, "Push": 15, "Pong": 16, "GoingAway": 17,
 }  # fmt: skip
@@ -403,6 +407,44 @@ def test_a_version_1_peer_is_sent_owners_without_identity() -> None:
     assert for_version(Reply(3, DescribeResult(description)), 2) == Reply(
         3, DescribeResult(description)
     )
+
+
+# -- protocol version 6: claims, and NodeConfig's max_claims -----------------------------
+
+
+def test_max_claims_at_its_default_travels_in_the_older_layout() -> None:
+    """A NodeConfig of version 5 had 9 fields: max_claims at its default is not sent, and
+    9 fields read as that default (an older client's CreateNode, an older journal's)."""
+    default = NodeConfig()
+    assert len(wire_of(Request(1, CreateNode("n", default)))[2][2]) == 9
+    assert len(wire_of(Request(1, CreateNode("n", NodeConfig(max_claims=5))))[2][2]) == 10
+    nine = wire_of(Request(1, CreateNode("n", default)))
+    assert message_of(nine) == Request(1, CreateNode("n", default))
+    ten = wire_of(Request(1, CreateNode("n", NodeConfig(max_claims=5))))
+    assert message_of(ten) == Request(1, CreateNode("n", NodeConfig(max_claims=5)))
+
+
+def test_a_peer_older_than_version_6_is_sent_nodes_without_max_claims() -> None:
+    described = NodeDescription("n", NodeConfig(max_claims=5, max_sessions=3), 1, 2)
+    for version in (1, 2, 3, 4, 5):
+        old = for_version(Reply(3, described), version)
+        assert isinstance(old, Reply)
+        assert old.value == NodeDescription("n", NodeConfig(max_sessions=3), 1, 2)
+        assert len(wire_of(old)[2][2]) == 9  # the layout that peer knows
+    assert for_version(Reply(3, described), 6) == Reply(3, described)
+    assert for_version(Reply(3, described), None) == Reply(3, described)
+
+
+def test_a_claim_and_its_release_travel_as_documented() -> None:
+    claim = ClaimName(4, "nightly", "a" * 32, 60.0, 600.0, b"task", 1.5)
+    assert wire_of(Request(1, claim))[2] == [34, 4, "nightly", "a" * 32, 60.0, 600.0, b"task", 1.5]
+    release = ReleaseClaim("app", "nightly", "a" * 32, 2.5)
+    assert wire_of(Request(1, release))[2] == [35, "app", "nightly", "a" * 32, 2.5]
+    record = ClaimRecord("a" * 32, 9, 1.5, 60.0, 600.0, None, 4, b"")
+    assert wire_of(Reply(1, record))[2] == [12, "a" * 32, 9, 1.5, 60.0, 600.0, None, 4, b""]
+    assert message_of(wire_of(Reply(1, record))) == Reply(1, record)
+    assert reply_fits(ClaimName, record)
+    assert reply_fits(ReleaseClaim, True)
 
 
 # -- the one-entry memo of each record ------------------------------------------------------

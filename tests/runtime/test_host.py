@@ -149,3 +149,29 @@ def test_a_reservation_is_given_the_hosts_wall_clock_whatever_the_client_sent() 
     assert applied[-1] == ReserveUnits(sid, "api", 1, None, at=1_750_000_000.0)  # as logged
     data = host.engine.nodes["n"].semaphores["api"].data
     assert parse_bucket("api", data).tat == 1_750_000_001.0
+
+
+def test_a_claim_and_its_release_are_given_the_hosts_wall_clock() -> None:
+    from tenure._core import ClaimName, ReleaseClaim
+    from tenure._core.claims import parse_claim
+
+    applied: list[object] = []
+
+    class Logging(Host):
+        def _applied(self, command: object, now: float) -> None:
+            applied.append(command)
+
+    wall = [1_750_000_000.0]
+    host = Logging(ManualClock(), wall_clock=lambda: wall[0])
+    host.execute(CreateNode("n", NodeConfig()))
+    sid = host.execute(CreateSession("n", KEY, timeout=10.0)).session_id
+    record = host.execute(ClaimName(sid, "job", "a" * 32, 5.0, 50.0, at=42.0))  # forged
+    assert record.granted_at == 1_750_000_000.0
+    claimed = applied[-1]
+    assert claimed == ClaimName(sid, "job", "a" * 32, 5.0, 50.0, at=1_750_000_000.0)
+    wall[0] += 1.0
+    assert host.execute(ReleaseClaim("n", "job", "a" * 32, at=7.0))
+    released = applied[-1]
+    assert released == ReleaseClaim("n", "job", "a" * 32, at=1_750_000_001.0)
+    data = host.engine.nodes["n"].semaphores["job"].data
+    assert parse_claim("job", data).released_at == 1_750_000_001.0

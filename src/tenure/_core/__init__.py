@@ -6,6 +6,7 @@ imports asyncio, sockets, threads, or reads a clock (a test enforces it).
 
 from __future__ import annotations
 
+from tenure._core.claims import ClaimRecord
 from tenure._core.commands import (
     Acquire,
     AcquireAll,
@@ -16,6 +17,7 @@ from tenure._core.commands import (
     AttachSession,
     CancelAcquire,
     CancelWatch,
+    ClaimName,
     CloseSession,
     Command,
     CreateNode,
@@ -38,6 +40,7 @@ from tenure._core.commands import (
     QueuedAcquire,
     RateReservation,
     Release,
+    ReleaseClaim,
     Renew,
     ReserveUnits,
     ResumeSession,
@@ -80,6 +83,8 @@ __all__ = [
     "AttachSession",
     "CancelAcquire",
     "CancelWatch",
+    "ClaimName",
+    "ClaimRecord",
     "CloseSession",
     "Command",
     "CreateNode",
@@ -110,6 +115,7 @@ __all__ = [
     "QueuedAcquire",
     "RateReservation",
     "Release",
+    "ReleaseClaim",
     "Renew",
     "ReserveUnits",
     "ResumeSession",

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
 
+from tenure._core.claims import ClaimRecord
 from tenure._core.effects import AcquireFailed, LeaseLost
 from tenure._core.values import (
     NO_IDENTITY,
@@ -499,6 +500,42 @@ class ReserveUnits(Command[RateReservation]):
     name: str
     count: float
     max_wait: float | None
+    at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimName(Command[ClaimRecord]):
+    """Claim ``name`` for at least ``at_least`` and at most ``at_most`` seconds
+    (:mod:`tenure._core.claims`); replies with the claim that holds the name now:
+    the new one (its id is ``claim_id``), the live one of that id (a retry), or
+    another's (refused: the name is claimed).
+
+    ``at`` is the store's wall clock, UNIX seconds: the host that applies the command
+    sets it (whatever a client sent), so that a replay of the journal records the
+    same grant time. The claim's end is timed on the engine's clock.
+    """
+
+    session_id: int
+    name: str
+    claim_id: str
+    at_least: float
+    at_most: float
+    data: bytes = b""
+    at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseClaim(Command[bool]):
+    """Release the claim ``claim_id`` of ``name`` in ``node``, by anyone (no session):
+    it ends at the later of now and ``at_least`` after its grant. Replies whether it
+    shortened a live claim of that id (False: none, ended, another's, released).
+
+    ``at`` is set by the host, as ClaimName's (the record's release time).
+    """
+
+    node: str
+    name: str
+    claim_id: str
     at: float = 0.0
 
 

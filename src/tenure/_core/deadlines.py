@@ -1,7 +1,7 @@
 """A min-heap of timed events with lazy cancellation, and the typed keys of its events.
 
 The engine schedules every deadline here (session expiry, acquire timeout, lease
-expiry, end of lock-delay) and never removes an entry when plans change: it asks,
+expiry, end of lock-delay, end of a claim) and never removes an entry when plans change: it asks,
 when an entry comes due, whether the entry still matches the live state. That keeps
 every reschedule O(log n) and cancellation free.
 
@@ -62,8 +62,21 @@ class LockDelayDeadline(NamedTuple):
     semaphore: str
 
 
+class ClaimDeadline(NamedTuple):
+    """A claim ends (``ClaimTimer.ends_at``): its semaphore goes.
+
+    ``token`` tells the claim that was timed from a later one of the same name.
+    """
+
+    node: str
+    semaphore: str
+    token: int
+
+
 #: The key of a scheduled deadline: what it is for is its type.
-DeadlineKey: TypeAlias = SessionDeadline | WaiterDeadline | LeaseDeadline | LockDelayDeadline
+DeadlineKey: TypeAlias = (
+    SessionDeadline | WaiterDeadline | LeaseDeadline | LockDelayDeadline | ClaimDeadline
+)
 
 # A heap entry: (when, rank, key). Entries order by time, then by a fixed order of
 # their keys (the kind's rank, then the key's own fields), never by when they were
@@ -82,7 +95,9 @@ def _rank(key: DeadlineKey) -> int:
         return 1
     if kind is WaiterDeadline:
         return 2
-    return 3
+    if kind is LeaseDeadline:
+        return 3
+    return 4
 
 
 class Deadlines:

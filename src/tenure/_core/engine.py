@@ -44,6 +44,7 @@ from tenure._core import commands as c
 from tenure._core.deadlines import DeadlineKey
 from tenure._core.effects import Effect
 from tenure._core.handlers import (
+    claims,
     expiry,
     groups,
     limiters,
@@ -94,6 +95,8 @@ HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = MappingProxyType(
         c.UpdateSemaphore: semaphores.update_semaphore,
         c.SwapSemaphoreData: semaphores.swap_semaphore_data,
         c.ReserveUnits: limiters.reserve_units,
+        c.ClaimName: claims.claim_name,
+        c.ReleaseClaim: claims.release_claim,
         c.DeleteSemaphore: semaphores.delete_semaphore,
         c.DescribeSemaphore: watches.describe_semaphore,
         c.CancelWatch: watches.cancel_watch,

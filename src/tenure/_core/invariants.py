@@ -60,6 +60,10 @@ def check_invariants(engine: Engine) -> None:
                     f"{name}: idle ephemeral semaphore was kept"
                 )
         _check_groups(node)
+        for name, timer in node.claims.items():
+            assert timer.token <= engine.last_token, f"{name}: claim token from the future"
+            assert timer.ends_at >= timer.least_until, f"{name}: claim ends before at_least"
+            assert timer.ends_at > engine.now, f"{name}: claim ended but was kept"
     for sid, session in engine.sessions.items():
         node = engine.nodes[session.node]
         assert sid in node.sessions

@@ -16,6 +16,9 @@ counts, tokens and data are read) and answers one of:
   arrivals of one token each, awaited by nobody. An arrival's owner data is
   ``parties N``, which gives the parties (None where arrivals of older clients,
   whose data was ``waiting``, say nothing).
+* ``claim``: a persistent semaphore of limit 1, held by nobody, whose data is a
+  claim's record (``claim ID TOKEN ...``, :func:`tenure._core.claims.parse_claim`):
+  its token, times, whether it was released, and (at a ``now``) how long it has left.
 * ``counter``: a persistent semaphore of limit 1, held by nobody, whose data is a
   signed 64-bit integer in decimal. A latch stores its count left exactly so: the
   store keeps nothing that tells the two apart, so this kind is "counter or latch".
@@ -40,6 +43,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
+from tenure._core.claims import ClaimRecord, parse_claim
 from tenure._core.members import GROUP_DATA, joining_count, members_of
 from tenure._core.rates import parse_bucket
 from tenure._core.values import MAX_COUNT, SemaphoreDescription
@@ -49,6 +53,7 @@ __all__ = [
     "PARTIES_WORD",
     "TEXT_IDS",
     "BarrierKind",
+    "ClaimKind",
     "CounterKind",
     "GroupKind",
     "Held",
@@ -187,8 +192,20 @@ class GroupKind:
     kind: Literal["group"] = "group"
 
 
+class ClaimKind:
+    """A claim (:mod:`tenure._core.claims`): its record. Its times are UNIX seconds of
+    the store's clock, as the record has them."""
+
+    record: ClaimRecord
+    kind: Literal["claim"] = "claim"
+
+    def left(self, now: float) -> float:
+        """Seconds until it ends, at ``now`` (0: ended; the store deletes it then)."""
+        return max(0.0, self.record.ends_at() - now)
+
+
 #: What :func:`classify` answers.
-Kind = PlainKind | RWLockKind | LimiterKind | BarrierKind | CounterKind | GroupKind
+Kind = PlainKind | RWLockKind | LimiterKind | BarrierKind | CounterKind | GroupKind | ClaimKind
 
 #: Member ids :func:`kind_text` names before it says how many more there are.
 TEXT_IDS: Final = 10
@@ -228,6 +245,11 @@ def classify(
     if limit != 1 or held or queued:
         # A limiter and a counter are never held nor awaited by their recipes.
         return PlainKind("semaphore")
+    if data.startswith(b"claim "):
+        try:
+            return ClaimKind(parse_claim(name, data))
+        except PreconditionFailedError:
+            return PlainKind("semaphore")
     if data.startswith(b"limiter "):
         try:
             bucket = parse_bucket(name, data)
@@ -350,6 +372,23 @@ def kind_json(kind: Kind, now: float | None = None) -> dict[str, object]:
             "max_members": kind.max_members,
             "partition_members": kind.partition_members,
         }
+    if isinstance(kind, ClaimKind):
+        record = kind.record
+        doc = {
+            "kind": kind.kind,
+            "id": record.id,
+            "token": record.token,
+            "granted_at": record.granted_at,
+            "at_least": record.at_least,
+            "at_most": record.at_most,
+            "released_at": record.released_at,
+            "session_id": record.session_id,
+            "data": record.data.decode("utf-8", "replace"),
+            "ends_at": record.ends_at(),
+        }
+        if now is not None:
+            doc["left"] = kind.left(now)
+        return doc
     return {"kind": kind.kind, "value": kind.value}
 
 
@@ -384,6 +423,8 @@ def kind_text(kind: Kind, now: float) -> str:
             kind.joining,
             kind.partition_members,
         )
+    if isinstance(kind, ClaimKind):
+        return _claim_text(kind, now)
     return f"counter or latch: {kind.value}"
 
 
@@ -399,6 +440,32 @@ def group_text(
     if partition_members:
         text += f", {partition_members} in its partition"
     return text + (f", {joining} joining" if joining else "")
+
+
+def _claim_text(kind: ClaimKind, now: float) -> str:
+    record, left = kind.record, kind.left(now)
+    text = f"claim: token {record.token}, "
+    if record.released_at is not None:
+        text += "released, "
+    if left <= 0:
+        return text + "ended"
+    text += f"{_seconds(left)} left"
+    if record.released_at is None:
+        least = record.granted_at + record.at_least - now
+        if least > 0:
+            text += f" (at least {_seconds(least)})"
+    return text
+
+
+def _seconds(value: float) -> str:
+    """A duration for people: ``42.5 s``, ``9 min 5 s``, ``3 h 2 min``."""
+    if value < 60:
+        return f"{value:.1f} s"
+    minutes, secs = divmod(int(value), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if hours < 48 else f"{hours // 24} d {hours % 24} h"
 
 
 def _many(count: int, what: str) -> str:

@@ -14,7 +14,8 @@ promises a restart must keep:
 * every session gets a fresh recovery window from the restart, detached until its
   client re-attaches (nobody's session ends because the server was down);
 * every lease TTL starts afresh (a holder could not renew while the server was down);
-* acquire timeouts and lock-delays keep the time they had left;
+* acquire timeouts, lock-delays and claims keep the time they had left (a claim's
+  ``at_least`` and its end both move by the downtime, as a lock-delay's end does);
 * sessions' creation times and owners' and waiters' since-times move with the
   clock, as if no time passed while the server was down (a monotonic clock cannot
   tell how long that was), so an age shown after a restart leaves the downtime out.
@@ -40,14 +41,18 @@ number per semaphore; only on a node that has one), and changed so that an older
 refuses such a snapshot rather than serve a group's members one by one. Version 9
 adds the client's task number of each owner and waiter (``"tasks"``: ``[owner
 tasks, waiter tasks]``, two lists parallel to ``owners`` and ``waiters``; only on a
-node where one is not 0: deadlock detection reads them). Versions
-1 (a dict per semaphore), 2 and 3 still load, every hold 0; versions 1 to 4 load
-with no identities and every time at the snapshot's ``now``; versions 1 to 5 load
-with no annex; versions 1 to 7 with no groups; versions 1 to 8 with every task 0
-(not known: no deadlock is found through them); versions 1 to 6 number their waiters
-1, 2, 3... in the order the snapshot lists them (each queue's in its order), each
-with the timeout its deadline was set from (a deadline less the time it was queued:
-no older version restated a wait).
+node where one is not 0: deadlock detection reads them) and each node's live claims
+(``"claims"``: per claim its semaphore's name, id, token, and the engine times its
+``at_least`` and its end fall at, flat, ``CLAIM_FIELDS`` values each; only on a node
+that has one; :mod:`tenure._core.claims`), and changed so that an older server
+refuses such a snapshot rather than keep its claims forever. Versions 1 (a dict per
+semaphore), 2 and 3 still load, every hold 0; versions 1 to 4 load with no
+identities and every time at the snapshot's ``now``; versions 1 to 5 load with no
+annex; versions 1 to 7 with no groups; versions 1 to 8 with every task 0 (not known:
+no deadlock is found through them) and no claims; versions 1 to 6 number their
+waiters 1, 2, 3... in the order the snapshot lists them (each queue's in its order),
+each with the timeout its deadline was set from (a deadline less the time it was
+queued: no older version restated a wait).
 """
 
 from __future__ import annotations
@@ -55,7 +60,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from tenure._core.claims import ClaimTimer, check_claim_id
 from tenure._core.deadlines import (
+    ClaimDeadline,
     Deadlines,
     LeaseDeadline,
     LockDelayDeadline,
@@ -95,6 +102,7 @@ WAITER_FIELDS = 10
 #: Widths before version 7 (no arrival numbers) and before version 5 (no times).
 _V6_WAITER_FIELDS = 8
 _V4_SESSION_FIELDS, _V4_OWNER_FIELDS, _V4_WAITER_FIELDS = 7, 7, 7
+CLAIM_FIELDS = 5  # name, id, token, least_until, ends_at (version 9)
 MISSED_FIELDS = 7  # session id, kind (1 failed, 2 lost), name, id, code, message, hold
 _FAILED, _LOST = 1, 2
 
@@ -207,6 +215,12 @@ def _dump_node(node: Node) -> Plain:
             [order, members[0][1] & _SESSION_BITS, [p for n, k in members for p in (n, k >> 64)]]
             for order, members in node.groups.items()
         ]
+    if node.claims:
+        plain["claims"] = [
+            value
+            for name, t in node.claims.items()
+            for value in (name, t.claim_id, t.token, t.least_until, t.ends_at)
+        ]
     return plain
 
 
@@ -248,6 +262,8 @@ def _load(data: Plain, version: int) -> Engine:
             node.annex = _annex(plain.get("annex"))
         if version > 7:
             node.groups = _groups(plain.get("groups"))
+        if version > 8:
+            node.claims = _claims(plain.get("claims"))
         engine.nodes[node.name] = node
     sessions = data["sessions"]
     if version > 4:
@@ -320,6 +336,22 @@ def _groups(plain: object) -> dict[int, tuple[tuple[str, int], ...]]:
             raise ValueError(f"group {order!r} has {len(members)} member(s)")
         groups[int(order)] = members
     return groups
+
+
+def _claims(plain: object) -> dict[str, ClaimTimer]:
+    """A node's live claims as a snapshot keeps them (absent: none)."""
+    if plain is None:
+        return {}
+    if not isinstance(plain, list):
+        raise ValueError(f"a node's claims are a list, got {type(plain).__name__}")
+    claims: dict[str, ClaimTimer] = {}
+    for name, claim_id, token, least_until, ends_at in _rows(plain, CLAIM_FIELDS):
+        if type(token) is not int or token < 1:
+            raise ValueError(f"claim of {name!r} has token {token!r}")
+        claims[str(name)] = ClaimTimer(
+            check_claim_id(claim_id), token, float(least_until), float(ends_at)
+        )
+    return claims
 
 
 def _annex(plain: object) -> dict[str, bytes] | None:
@@ -502,6 +534,10 @@ def resume(engine: Engine, now: float) -> None:
         session.created_at += shift
         deadlines.schedule(session.expires_at, SessionDeadline(session.session_id))
     for node in engine.nodes.values():
+        for name, timer in node.claims.items():
+            timer.least_until += shift
+            timer.ends_at += shift
+            deadlines.schedule(timer.ends_at, ClaimDeadline(node.name, name, timer.token))
         for sem in node.semaphores.values():
             sem.blocked_until = sem.blocked_until + shift if sem.blocked_until > engine.now else 0.0
             if sem.blocked_until:

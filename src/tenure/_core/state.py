@@ -13,7 +13,9 @@ from collections import deque
 from dataclasses import field
 
 from tenure._core._dataclass import dataclass
+from tenure._core.claims import ClaimTimer
 from tenure._core.deadlines import (
+    ClaimDeadline,
     Deadlines,
     LeaseDeadline,
     LockDelayDeadline,
@@ -49,6 +51,10 @@ class Node:
     semaphore name and holder key. A member is granted only with all the others,
     and leaves its queue only with them (:meth:`EngineState.settle`,
     :meth:`EngineState.withdraw_group`).
+
+    ``claims`` holds the live claims by semaphore name (their records are the
+    semaphores' data; :mod:`tenure._core.claims`): when each ends, on the engine's
+    clock. Empty on most nodes.
     """
 
     name: str
@@ -57,6 +63,7 @@ class Node:
     sessions: set[int] = field(default_factory=set)
     annex: dict[str, bytes] | None = None
     groups: dict[int, tuple[tuple[str, int], ...]] = field(default_factory=dict)
+    claims: dict[str, ClaimTimer] = field(default_factory=dict)
 
 
 class EngineState:
@@ -314,6 +321,8 @@ class EngineState:
             if session.expires_at is not None:
                 deadlines.schedule(session.expires_at, SessionDeadline(session.session_id))
         for node in self.nodes.values():
+            for name, timer in node.claims.items():
+                deadlines.schedule(timer.ends_at, ClaimDeadline(node.name, name, timer.token))
             for sem in node.semaphores.values():
                 if not sem.timed():
                     continue

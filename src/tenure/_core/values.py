@@ -96,6 +96,8 @@ class NodeConfig:
             cause (timeouts, deletions, lease expiries) that the node keeps for its
             client to read back after a re-attach, one per semaphore, the oldest
             dropped first (see DescribeSession).
+        max_claims: live claims (``session.claim``) in the node, released ones
+            included until they end (:mod:`tenure._core.claims`).
     """
 
     recovery_window: float = 30.0
@@ -107,6 +109,7 @@ class NodeConfig:
     max_data_size: int = 65_536
     max_watches_per_session: int = 1_000
     max_missed_per_session: int = 256
+    max_claims: int = 10_000
 
     def validated(self) -> NodeConfig:
         """Return ``self`` if every field is in range, else raise InvalidArgumentError."""
@@ -121,6 +124,7 @@ class NodeConfig:
             "max_data_size",
             "max_watches_per_session",
             "max_missed_per_session",
+            "max_claims",
         ):
             value = getattr(self, name)
             if type(value) is not int or value < 1:

@@ -23,6 +23,7 @@ from tenure._core._dataclass import dataclass
 from tenure._core.commands import (
     Acquire,
     AcquireAll,
+    ClaimName,
     Command,
     CreateSession,
     DescribeResult,
@@ -30,6 +31,7 @@ from tenure._core.commands import (
     ListNodes,
     ListSemaphores,
     ListSessions,
+    ReleaseClaim,
     ReserveUnits,
     SwapSemaphoreData,
     WatchPrefix,
@@ -37,6 +39,7 @@ from tenure._core.commands import (
 from tenure._core.effects import Effect, WatchFired
 from tenure._core.values import (
     NO_IDENTITY,
+    NodeConfig,
     NodeDescription,
     OwnerInfo,
     SemaphoreDescription,
@@ -96,8 +99,9 @@ __all__ = [
 #: Version 4 added SwapSemaphoreData (a compare-and-swap of a semaphore's data),
 #: version 5 ReserveUnits (a rate limiter's reservation) and AcquireAll (several
 #: semaphores, all or none), version 6 WatchPrefix (a watch of every semaphore
-#: under a prefix), the asking task's number on Acquire and AcquireAll (deadlock
-#: detection) and the broken deadlocks on NodeDescription.
+#: under a prefix), ClaimName and ReleaseClaim (claims), NodeConfig's ``max_claims``,
+#: the asking task's number on Acquire and AcquireAll (deadlock detection) and the
+#: broken deadlocks on NodeDescription.
 PROTOCOL_VERSION: Final = 6
 #: The versions a server built from this code accepts in a Hello. To an older peer
 #: it sends the layouts of the peer's version (:func:`for_version`).
@@ -111,7 +115,7 @@ SINCE_VERSION_4: Final = frozenset({SwapSemaphoreData})
 #: Commands a peer of version 1 to 4 does not know.
 SINCE_VERSION_5: Final = frozenset({ReserveUnits, AcquireAll})
 #: Commands a peer of version 1 to 5 does not know.
-SINCE_VERSION_6: Final = frozenset({WatchPrefix})
+SINCE_VERSION_6: Final = frozenset({WatchPrefix, ClaimName, ReleaseClaim})
 #: Welcome.role of a server that is not part of a cluster, of a cluster's leader,
 #: and of a standby (which answers only ClusterStatus and Ping: docs/protocol.md 16).
 STANDALONE: Final = ""
@@ -375,7 +379,9 @@ def for_version(message: Message, version: int | None) -> Message:
     and CreateSession without the client's identity: they are left out (at their
     defaults they are not even sent, see wire.Record), so it reads the layouts it
     always did. A peer of version 1 to 5 knows Acquire and AcquireAll without the
-    asking task, and NodeDescription without the broken deadlocks (left out alike).
+    asking task, and NodeDescription without the broken deadlocks (left out alike),
+    and does not know NodeConfig's ``max_claims``: a node's description reaches it
+    with the setting at its default (left out).
     """
     if version is None or version >= 6:
         return message
@@ -403,16 +409,26 @@ def for_version(message: Message, version: int | None) -> Message:
     return message
 
 
+#: NodeConfig's default ``max_claims``: what a peer of version 1 to 5 is told.
+_DEFAULT_MAX_CLAIMS: Final = NodeConfig().max_claims
+
+
 def _before_version_6(message: Message) -> Message:
-    """``message`` without what version 6 added: the asking task, the broken deadlocks."""
+    """``message`` without what version 6 added: the asking task, the broken deadlocks,
+    and NodeConfig's ``max_claims`` (at its default, it is not even sent)."""
     if type(message) is Request:
         command = message.command
         if (type(command) is Acquire or type(command) is AcquireAll) and command.task:
             return Request(message.request_id, dataclasses.replace(command, task=0))
     elif type(message) is Reply:
         value = message.value
-        if type(value) is NodeDescription and value.deadlocks:
-            return Reply(message.request_id, dataclasses.replace(value, deadlocks=()))
+        if type(value) is NodeDescription:
+            config = value.config
+            if config.max_claims != _DEFAULT_MAX_CLAIMS:
+                config = dataclasses.replace(config, max_claims=_DEFAULT_MAX_CLAIMS)
+            if value.deadlocks or config is not value.config:
+                described = dataclasses.replace(value, config=config, deadlocks=())
+                return Reply(message.request_id, described)
     return message
 
 

@@ -22,6 +22,7 @@ import msgspec
 from tenure._core import commands as c
 from tenure._core import effects as fx
 from tenure._core import values as v
+from tenure._core.claims import ClaimRecord
 from tenure._protocol.cluster import CLUSTER_STATUS, CLUSTER_VIEW, ClusterStatus, ClusterView
 from tenure._protocol.node_changes import NodeChanges
 from tenure._protocol.wire import (
@@ -85,6 +86,7 @@ ReplyValue = (
     | c.RateReservation
     | c.AcquireAllResult
     | c.WatchArmed
+    | ClaimRecord
     | bool
     | float
     | bytes
@@ -123,7 +125,9 @@ NODE_CONFIG: Final = Record(
         ("max_data_size", UINT),
         ("max_watches_per_session", UINT),
         ("max_missed_per_session", UINT),
+        ("max_claims", UINT),  # protocol version 6: left out at its default
     ],
+    since=9,
 )
 
 
@@ -315,6 +319,24 @@ _COMMANDS: Final = (
         since=9,
     ),
     Record(
+        c.ClaimName,
+        [
+            ("session_id", UINT),
+            ("name", STR),
+            ("claim_id", STR),
+            ("at_least", FLOAT),
+            ("at_most", FLOAT),
+            ("data", BIN),
+            ("at", FLOAT),  # (set by the server's host: a client's is replaced)
+        ],
+        tag=34,
+    ),
+    Record(
+        c.ReleaseClaim,
+        [("node", STR), ("name", STR), ("claim_id", STR), ("at", FLOAT)],
+        tag=35,
+    ),
+    Record(
         c.DescribeSemaphore,
         [
             ("session_id", UINT),
@@ -473,6 +495,20 @@ _VALUES: Final = (
         tag=11,
     ),
     Record(c.WatchArmed, [("watch_id", UINT)], tag=16),
+    Record(
+        ClaimRecord,
+        [
+            ("id", STR),
+            ("token", UINT),
+            ("granted_at", FLOAT),
+            ("at_least", FLOAT),
+            ("at_most", FLOAT),
+            ("released_at", OPT_FLOAT),
+            ("session_id", UINT),
+            ("data", BIN),
+        ],
+        tag=12,
+    ),
 )
 
 _NONE = type(None)
@@ -499,6 +535,8 @@ REPLY_TYPES: Final[Mapping[type, tuple[type, ...]]] = {
     c.SwapSemaphoreData: (bool,),
     c.ReserveUnits: (c.RateReservation,),
     c.AcquireAll: (c.AcquireAllResult,),
+    c.ClaimName: (ClaimRecord,),
+    c.ReleaseClaim: (bool,),
     c.DescribeSemaphore: (c.DescribeResult,),
     c.CancelWatch: (bool,),
     c.WatchPrefix: (c.WatchArmed,),

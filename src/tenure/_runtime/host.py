@@ -12,8 +12,9 @@ the command's time itself, so the rule that a command never sees what its time h
 ended holds for every caller, not only for hosts that remember to tick). The host
 ticks only from its timer, for time that passes while no command comes.
 
-One command is given a time of the host's besides: ReserveUnits (a rate limiter's
-reservation) carries the host's wall clock, UNIX seconds, which the host sets.
+Three commands are given a time of the host's besides: ReserveUnits (a rate
+limiter's reservation), ClaimName and ReleaseClaim (a claim's record) carry the
+host's wall clock, UNIX seconds, which the host sets (``_WALL_TIMED``).
 
 Times leave in UNIX seconds: the engine keeps them on the monotonic clock, and the
 host moves those it shows (grant and queue times, sessions' creation times) by the
@@ -26,14 +27,16 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from tenure._core import (
+    ClaimName,
     Command,
     DescribeResult,
     Effect,
     Engine,
     NodeDescription,
+    ReleaseClaim,
     ReserveUnits,
     SessionPage,
 )
@@ -44,6 +47,8 @@ R = TypeVar("R")
 
 #: Receives the effects addressed to one session.
 EffectSink = Callable[[Effect], None]
+#: The commands whose ``at`` is the host's wall clock (module docstring).
+_WALL_TIMED: Final = frozenset({ReserveUnits, ClaimName, ReleaseClaim})
 
 
 class Host:
@@ -74,10 +79,11 @@ class Host:
         engine queued is ever held back.
         """
         now = self.clock.now()
-        if type(command) is ReserveUnits:
-            # A rate limiter's time is the wall clock, passed in here (whatever the
-            # client sent) and so logged with the command: see tenure._core.rates.
-            command = dataclasses.replace(command, at=self.wall_clock())  # type: ignore[assignment]
+        if type(command) in _WALL_TIMED:
+            # A rate limiter's time, and a claim's record's, is the wall clock, passed
+            # in here (whatever the client sent) and so logged with the command: see
+            # tenure._core.rates and tenure._core.claims.
+            command = dataclasses.replace(command, at=self.wall_clock())  # type: ignore[type-var]
         engine = self.engine
         handled = engine.deadlines_handled
         try:

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol, Self
 
+from tenure._core.claims import ClaimRecord
 from tenure._core.commands import RateReservation
 from tenure._core.values import (
     NO_IDENTITY,
@@ -89,6 +90,11 @@ class Capability(enum.Enum):
     #: Without it such acquires wait as they always did (until their timeouts):
     #: ``connect(url, require=[Capability.DEADLOCK_DETECTION])`` insists on it.
     DEADLOCK_DETECTION = "deadlock_detection"
+    #: Claims of a name for a slot (``session.claim``, :mod:`tenure._core.claims`):
+    #: at most one at a time, held for at least ``at_least`` and at most ``at_most``
+    #: seconds of the store's clock, ended by the store itself (not with a session),
+    #: released by id by anyone.
+    CLAIMS = "claims"
 
 
 @dataclass(frozen=True, slots=True)
@@ -457,6 +463,23 @@ class BackendSession(Protocol):
         more than ``max_wait`` seconds; NotFoundError if missing, PreconditionFailedError
         if its data is no bucket. A lost answer may have reserved them."""
 
+    async def claim(
+        self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
+    ) -> ClaimRecord:
+        """Claim ``name`` for at least ``at_least`` and at most ``at_most`` seconds of the
+        store's clock (:mod:`tenure._core.claims`, :attr:`Capability.CLAIMS`); the claim
+        that holds the name now: this one (its id is ``claim_id``), or another's.
+
+        The claim lives in the persistent semaphore ``name``, made if missing; a
+        semaphore holding anything else but an ended claim's record refuses it
+        (PreconditionFailedError). The claim does not end with the session; the store
+        ends it (and deletes the semaphore) at ``at_most`` after its grant, or once
+        released at the later of the release and ``at_least`` after its grant. A call
+        whose answer was lost is sent again with the same ``claim_id`` and answered
+        with the same claim. LimitExceededError past the node's ``max_claims``;
+        UnsupportedError on a backend without CLAIMS.
+        """
+
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """Delete a semaphore; one with owners or waiters only with ``force``.
 
@@ -593,6 +616,14 @@ class Backend(Protocol):
         with SessionExpiredError whose message says an operator ended it.
         NotFoundError if the node or the live session does not exist;
         PermissionDeniedError without write access.
+        """
+
+    async def release_claim(self, node: str, name: str, claim_id: str) -> bool:
+        """Release the claim ``claim_id`` of ``name`` in ``node`` (no session needed):
+        it ends at the later of now and ``at_least`` after its grant. Whether it
+        shortened a live claim of that id (False: none, ended, another's, released
+        already). NotFoundError for a missing node; PermissionDeniedError without
+        write access; UnsupportedError on a backend without :attr:`Capability.CLAIMS`.
         """
 
     async def aclose(self) -> None:

@@ -28,6 +28,8 @@ from tenure._core import (
     AcquireStatus,
     CancelAcquire,
     CancelWatch,
+    ClaimName,
+    ClaimRecord,
     CloseSession,
     Command,
     CreateSemaphore,
@@ -201,6 +203,14 @@ class CommandStore:
     ) -> RateReservation:
         """ReserveUnits (its time is set by the host that applies it)."""
         return await self.channel.call(ReserveUnits(self.session_id, name, count, max_wait))
+
+    async def claim(
+        self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
+    ) -> ClaimRecord:
+        """ClaimName (its time is set by the host that applies it)."""
+        return await self.channel.call(
+            ClaimName(self.session_id, name, claim_id, at_least, at_most, data)
+        )
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """DeleteSemaphore."""

@@ -43,7 +43,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, TypeVar
 
-from tenure._core import Command, Effect
+from tenure._core import Command, CreateNode, Effect, NodeConfig, WatchPrefix
 from tenure._protocol import (
     DEFAULT_MAX_FRAME_SIZE,
     ClientConnection,
@@ -112,9 +112,16 @@ DEFAULT_PING_INTERVAL: Final = 5.0
 #: A Ping unanswered for this long (at least) means the connection is dead.
 MIN_PING_PATIENCE: Final = 2.0
 #: The commands some older protocol version lacks (checked before each is sent).
+#: (CreateNode too: a node's max_claims is version 6's.)
 _NEWER: Final = (
-    SINCE_VERSION_2 | SINCE_VERSION_3 | SINCE_VERSION_4 | SINCE_VERSION_5 | SINCE_VERSION_6
+    SINCE_VERSION_2
+    | SINCE_VERSION_3
+    | SINCE_VERSION_4
+    | SINCE_VERSION_5
+    | SINCE_VERSION_6
+    | frozenset({CreateNode})
 )
+_DEFAULT_MAX_CLAIMS: Final = NodeConfig().max_claims
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,7 +329,19 @@ class Link:
         """UnsupportedError if the connection's protocol version lacks ``command``."""
         version = conn.codec.version or PROTOCOL_VERSION
         if type(command) in SINCE_VERSION_6 and version < 6:
-            what = "watch every semaphore under a prefix"
+            if isinstance(command, WatchPrefix):
+                what = "watch every semaphore under a prefix"
+            else:
+                what = "claim names (session.claim, release_claim)"
+        elif (
+            isinstance(command, CreateNode)
+            and version < 6
+            and command.config.max_claims != _DEFAULT_MAX_CLAIMS
+        ):
+            raise UnsupportedError(
+                f"{self.endpoint} speaks protocol version {version}, which has no node "
+                "setting max_claims: upgrade the server, or create the node without it"
+            )
         elif type(command) in SINCE_VERSION_5 and version < 5:
             what = "reserve units of a rate limiter or acquire several semaphores at once"
         elif type(command) in SINCE_VERSION_4 and version < 4:

@@ -14,7 +14,9 @@ its :class:`Shard`). What the network adds lives here:
   Watches are re-armed: the old ones are cancelled (a restarted server does not
   keep watches and may re-use their ids) and each watcher is woken, so it
   describes the semaphore again and sees the latest state first.
-* **Requests cut off by a lost connection.** Idempotent commands are sent again.
+* **Requests cut off by a lost connection.** Idempotent commands are sent again
+  (a ClaimName too: it carries its claim's id, so a second is answered with the
+  claim the first made).
   An Acquire is sent again only if the re-attach found no trace of it (neither
   queued, nor granted, nor ended): re-sending one that was granted restates the
   same grant and token. Create and delete commands are not repeated; they
@@ -38,6 +40,7 @@ from tenure._core import (
     AttachSession,
     CancelAcquire,
     CancelWatch,
+    ClaimName,
     CloseSession,
     Command,
     DescribeSemaphore,
@@ -63,6 +66,7 @@ __all__ = ["RemoteStore", "Shard"]
 
 #: Commands that may be sent again when the connection was lost before their answer.
 _RESENDABLE: Final = (
+    ClaimName,  # (a retry carries the same claim id: answered with the same claim)
     Release,
     Renew,
     CancelAcquire,

@@ -62,9 +62,10 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Final, TypeVar, final
 
+from tenure._core.claims import ClaimRecord, check_claim_id, check_claim_times
 from tenure._core.commands import RateReservation
 from tenure._core.rates import check_units
-from tenure._core.values import SemaphoreDescription, check_duration, check_prefix
+from tenure._core.values import SemaphoreDescription, check_duration, check_name, check_prefix
 from tenure.backends._base import (
     Grant,
     HeldGrant,
@@ -78,6 +79,7 @@ from tenure.backends._options import WITHDRAW_WAIT
 from tenure.backends._release import Releases
 from tenure.backends._store import QUEUED, EagerRelease, Store, Withdrawal
 from tenure.errors import (
+    InvalidArgumentError,
     LeaseLostError,
     LostError,
     NotFoundError,
@@ -427,6 +429,20 @@ class StoreSession:
         if max_wait is not None:
             max_wait = check_duration("max_wait", max_wait, allow_zero=True)
         return await self._store.reserve_units(name, count, max_wait)
+
+    async def claim(
+        self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
+    ) -> ClaimRecord:
+        """See :meth:`tenure.backends._base.BackendSession.claim`: checked here once
+        for every store, then sent until answered (a retry carries the same id, and is
+        answered with the same claim) or the session ends."""
+        self.check_alive()
+        check_name("semaphore", name)
+        claim_id = check_claim_id(claim_id)
+        at_least, at_most = check_claim_times(at_least, at_most)
+        if not isinstance(data, bytes):
+            raise InvalidArgumentError(f"claim data must be bytes, got {type(data).__name__}")
+        return await self.until_answered(self._store.claim, name, claim_id, at_least, at_most, data)
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""

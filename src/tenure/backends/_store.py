@@ -20,6 +20,7 @@ import enum
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Final, Literal, Protocol, TypeVar, runtime_checkable
 
+from tenure._core.claims import ClaimRecord
 from tenure._core.commands import RateReservation
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant, PrefixWatchStream, WatchStream
@@ -204,6 +205,12 @@ class Store(Protocol):
         self, name: str, count: float, max_wait: float | None
     ) -> RateReservation:
         """See :meth:`tenure.backends._base.BackendSession.reserve_units`."""
+
+    async def claim(
+        self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
+    ) -> ClaimRecord:
+        """See :meth:`tenure.backends._base.BackendSession.claim` (arguments checked;
+        called again with the same ``claim_id`` while the store cannot be reached)."""
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""

@@ -46,6 +46,7 @@ from tenure._core import (
     NodeConfig,
     NodeDescription,
     Release,
+    ReleaseClaim,
     ResumeSession,
 )
 from tenure._core.values import NO_IDENTITY, ClientIdentity, SemaphoreSummary, SessionSummary
@@ -76,6 +77,7 @@ CAPABILITIES: Final = frozenset(
         Capability.ALL_OR_NONE,
         Capability.PREFIX_WATCH,
         Capability.DEADLOCK_DETECTION,
+        Capability.CLAIMS,
     }
 )
 
@@ -230,6 +232,10 @@ class MemoryBackend:
     async def kill_session(self, node: str, session_id: int) -> None:
         """End a live session as an expiry would (its client hears who ended it)."""
         self.host.execute(KillSession(node, session_id))
+
+    async def release_claim(self, node: str, name: str, claim_id: str) -> bool:
+        """Release a claim by its id (see :meth:`tenure.backends._base.Backend.release_claim`)."""
+        return self.host.execute(ReleaseClaim(node, name, claim_id))
 
     async def aclose(self) -> None:
         """Close every session this backend opened."""

@@ -54,6 +54,7 @@ from tenure._core import (
     ListSessions,
     NodeConfig,
     NodeDescription,
+    ReleaseClaim,
     ResumeSession,
 )
 from tenure._core.rendezvous import hash64
@@ -85,6 +86,7 @@ CAPABILITIES: Final = frozenset(
         Capability.LOCK_DELAY,
         Capability.ALL_OR_NONE,
         Capability.PREFIX_WATCH,
+        Capability.CLAIMS,
     }
 )
 
@@ -165,6 +167,14 @@ class TenureBackend:
         and a second would then say NotFoundError.
         """
         await self.shard_for(node).call(KillSession(node, session_id), resend=False)
+
+    async def release_claim(self, node: str, name: str, claim_id: str) -> bool:
+        """Release a claim by its id (ReleaseClaim, version 6: UnsupportedError from an
+        older server). Not sent again after a lost connection: a first that released
+        it would make the second say False (UnavailableError says the outcome is
+        unknown; a caller that sends it again reads False as "not live now")."""
+        command = ReleaseClaim(node, name, claim_id)
+        return await self.shard_for(node).call(command, resend=False)
 
     async def open_session(
         self,

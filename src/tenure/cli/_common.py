@@ -63,6 +63,8 @@ PERMISSION_WORDS: Final = {
     "SwapSemaphoreData": "change semaphores",
     "ReserveUnits": "change semaphores",
     "AcquireAll": "take locks, semaphore tokens or leadership",
+    "ClaimName": "claim names",
+    "ReleaseClaim": "release claims",
     "DeleteSemaphore": "delete semaphores",
     "CreateNode": "create nodes",
     "AlterNode": "change nodes",

@@ -178,15 +178,17 @@ async def supervise(
     what: str,
     grace: float,
     lost_status: int,
+    lost_words: str = "was lost",
 ) -> int:
     """Run ``command`` until it exits or ``lost`` ends; the exit status to end with.
 
-    ``what`` names what is held, for the messages ("lock 'job'"). The caller holds
-    it and releases it afterwards; ``signals`` passes signals on to the child.
+    ``what`` names what is held, for the messages ("lock 'job'", then ``lost_words``
+    and the reason). The caller holds it and releases it afterwards; ``signals``
+    passes signals on to the child.
     """
     if lost.ended:
         # Lost between the grant and now: the command must not start unprotected.
-        say(f"{what} was lost before the command started: {lost.reason}")
+        say(f"{what} {lost_words} before the command started: {lost.reason}")
         return lost_status
     child = await spawn(command, environ, grace)
     signals.child = child
@@ -197,7 +199,7 @@ async def supervise(
         if exited.done():
             return child_status(exited.result())
         say(
-            f"{what} was lost: {ended.result()}; sending SIGTERM to the command "
+            f"{what} {lost_words}: {ended.result()}; sending SIGTERM to the command "
             f"(process group {child.pid})"
         )
         child.signal(signal.SIGTERM)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import click
 
 import tenure
-from tenure.cli import cluster, election, hold, listing, nodes, server
+from tenure.cli import claim, cluster, election, hold, listing, nodes, server
 from tenure.cli._common import TRACEBACK_ENV, URL_ENV, error_line, expected, run, status_of
 from tenure.cli._status import Status
 
@@ -24,9 +24,9 @@ PASSED_THROUGH = {"context_settings": {"ignore_unknown_options": True, "help_opt
 @click.group(
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog="Exit statuses: 0 ok (for lock/elect: the command's own), 1 busy or timed out "
-    "(lock/elect) or no leader (leader, cluster status), 2 usage, 3 backend error, "
-    "4 lock or leadership lost, 126/127 the command cannot run / was not found, "
-    "128+N ended by signal N.",
+    "(lock/elect), claimed already (claim) or no leader (leader, cluster status), 2 usage, "
+    "3 backend error, 4 lock or leadership lost (claim: stopped at --at-most), 126/127 "
+    "the command cannot run / was not found, 128+N ended by signal N.",
 )
 @click.version_option(
     tenure.__version__, "--version", prog_name="tenure", message="%(prog)s %(version)s"
@@ -67,6 +67,8 @@ def demo(url: str) -> int:
 for _command in (
     hold.lock,
     hold.elect,
+    claim.claim,
+    claim.release_claim,
     election.leader,
     election.observe,
     listing.ls,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tenure.client._barrier import Barrier
 from tenure.client._cache import Cache
 from tenure.client._cache_changes import CacheChange
+from tenure.client._claim import Claim
 from tenure.client._client import Client, SessionLoop, connect
 from tenure.client._counter import Counter
 from tenure.client._election import Election, LeaderState
@@ -27,6 +28,7 @@ __all__ = [
     "Barrier",
     "Cache",
     "CacheChange",
+    "Claim",
     "Client",
     "Counter",
     "Election",

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from functools import partial
 from typing import Any, Self
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from tenure._core.claims import check_claim_id
 from tenure._core.values import (
     NO_IDENTITY,
     ClientIdentity,
@@ -151,6 +153,30 @@ class Client(ClosesOnExit):
         if type(session_id) is not int or session_id < 0:
             raise InvalidArgumentError(f"session_id must be a session's id, got {session_id!r}")
         await self.backend.kill_session(node, session_id)
+
+    async def release_claim(self, node: str, name: str, claim_id: str) -> bool:
+        """Release the claim ``claim_id`` of ``name`` in ``node``, from any process: no
+        session is needed (a producer took the claim, a worker releases it).
+
+        The claim then ends at the later of now and ``at_least`` after its grant.
+        Returns whether it shortened a live claim of that id (False: none, ended at
+        ``at_most`` already, another claim's id, released already).
+
+        Raises:
+            InvalidArgumentError: a bad node or name, an id that is not a claim's (32
+                lowercase hex digits).
+            NotFoundError: no such node.
+            PermissionDeniedError: the client's token is read-only.
+            UnsupportedError: the backend lacks Capability.CLAIMS.
+        """
+        self._check_open()
+        node, name = _args.node_name(node), _args.semaphore_name(name)
+        claim_id = check_claim_id(claim_id)
+        if Capability.CLAIMS not in self.backend.capabilities:
+            raise UnsupportedError(
+                f"{_redacted(self.url)} has no claims (it lacks Capability.CLAIMS)"
+            )
+        return await self.backend.release_claim(node, name, claim_id)
 
     def session(
         self,
@@ -333,6 +359,7 @@ class Client(ClosesOnExit):
                 node, timeout=None, description="", listener=session._listener(), resume=resume
             )
         session._bind(backend_session)
+        session._claim_releaser = partial(self.release_claim, node)
         if resume is not None:
             try:
                 session._adopt(await backend_session.holds())

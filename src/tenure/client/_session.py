@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 from collections.abc import Awaitable, Iterable
 from functools import partial
 from typing import Any, TypeVar, final, overload
 
+from tenure._core.claims import check_claim_times
 from tenure._core.values import MAX_COUNT
 from tenure.backends._base import BackendSession, Grant, HeldGrant, SessionTicket
 from tenure.client import _args
@@ -15,6 +17,7 @@ from tenure.client._args import Data
 from tenure.client._asking import Claims
 from tenure.client._barrier import Barrier
 from tenure.client._caller import Caller, caller_number, current_caller
+from tenure.client._claim import Claim, Releaser
 from tenure.client._counter import Counter
 from tenure.client._election import Election
 from tenure.client._group import DEFAULT_MAX_GROUP_MEMBERS, Group
@@ -68,6 +71,8 @@ class Session(Guarded):
         self._releases_in_order = False
         #: Whether the backend takes the asking task's number (deadlock detection).
         self._task_numbers = False
+        #: What releases a claim by its id (the client's release_claim, of this node).
+        self._claim_releaser: Releaser | None = None
 
     def _bind(self, backend_session: BackendSession) -> None:
         self._backend = backend_session
@@ -128,6 +133,39 @@ class Session(Guarded):
     def barrier(self, name: str, parties: int) -> Barrier:
         """The cyclic barrier ``name`` of ``parties`` parties: ``wait(timeout)``."""
         return Barrier(self, name, parties)
+
+    async def claim(
+        self, name: str, at_least: float, at_most: float, *, data: Data = b""
+    ) -> Claim | None:
+        """Claim ``name`` for this slot: a :class:`Claim`, or None if it is claimed.
+
+        The name then stays claimed at least ``at_least`` seconds after the grant,
+        even once released, and at most ``at_most`` seconds, whatever its holder
+        does; both are timed by the store, never by this process's clock. The claim
+        does not end with this session, and anyone with its ``id`` may release it
+        (:meth:`tenure.Client.release_claim`). ``data`` (bytes) goes with it
+        (a task id, who runs it): it shows in ``tenure describe``. A call whose answer
+        is lost is sent again with the same claim id, and answered with that claim.
+
+        Raises:
+            InvalidArgumentError: before anything is sent: ``at_least`` above
+                ``at_most``, either negative, not finite or above 366 days
+                (MAX_CLAIM_SECONDS), ``at_most`` 0, a bad name or data.
+            PreconditionFailedError: the semaphore ``name`` holds something else.
+            LimitExceededError: the node's ``max_claims`` live claims are taken.
+            UnsupportedError: the backend lacks Capability.CLAIMS.
+        """
+        name = _args.semaphore_name(name)
+        at_least, at_most = check_claim_times(at_least, at_most)
+        owner_data = _args.as_data(data)
+        backend = self._backend_session()
+        if self._claim_releaser is None:
+            raise SessionClosedError(f"session on {self.node!r} was never opened by a client")
+        claim_id = secrets.token_hex(16)  # (128 bits: the id a retry carries too)
+        record = await backend.claim(name, claim_id, at_least, at_most, owner_data)
+        if record.id != claim_id:
+            return None
+        return Claim(self.node, name, record, self._claim_releaser)
 
     def counter(self, name: str) -> Counter:
         """The counter ``name``: an integer in the data of the semaphore ``name``,

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from tenure.sync._barrier import Barrier
 from tenure.sync._cache import Cache
+from tenure.sync._claim import Claim
 from tenure.sync._client import Client, SessionLoop, connect
 from tenure.sync._counter import Counter
 from tenure.sync._group import Group, GroupMember, Partition
@@ -53,6 +54,7 @@ from tenure.sync._stream import Stream
 __all__ = [
     "Barrier",
     "Cache",
+    "Claim",
     "Client",
     "Counter",
     "Election",

@@ -112,6 +112,11 @@ class Client(ClosesOnExit):
         """End a live session as an expiry would (see :meth:`tenure.Client.kill_session`)."""
         self._portal.call(self._client.kill_session, node, session_id)
 
+    def release_claim(self, node: str, name: str, claim_id: str) -> bool:
+        """Release a claim by its id, from any process (see
+        :meth:`tenure.Client.release_claim`); whether it shortened a live claim."""
+        return self._portal.call(self._client.release_claim, node, name, claim_id)
+
     def session(
         self,
         node: str,

@@ -22,6 +22,7 @@ from tenure.client._args import Data
 from tenure.client._caller import ThreadCaller, this_thread
 from tenure.sync._barrier import Barrier
 from tenure.sync._calls import now, opened, opened_or_none
+from tenure.sync._claim import Claim
 from tenure.sync._counter import Counter
 from tenure.sync._group import Group
 from tenure.sync._held import Held
@@ -95,6 +96,16 @@ class Session(Held):
     def barrier(self, name: str, parties: int) -> Barrier:
         """The cyclic barrier ``name`` of ``parties`` parties."""
         return Barrier(self, self._session.barrier(name, parties))
+
+    def claim(
+        self, name: str, at_least: float, at_most: float, *, data: Data = b""
+    ) -> Claim | None:
+        """Claim ``name`` for this slot: a :class:`Claim`, or None if it is claimed (see
+        :meth:`tenure.Session.claim`)."""
+        found = self._portal.call(
+            self._session.claim, name, at_least=at_least, at_most=at_most, data=data
+        )
+        return None if found is None else Claim(self._portal, found)
 
     def counter(self, name: str) -> Counter:
         """The counter ``name``."""

@@ -180,7 +180,7 @@ async def test_the_settings_keep_their_stored_names_and_old_ones_read_back(
         backend = _backend(client)
         await client.create_node("new", recovery_window=9.0)
         stored = msgpack.unpackb((await _keys(backend))[b"n/new/cfg"].value)
-        assert list(stored) == list(OLD_SETTINGS)
+        assert list(stored) == [*OLD_SETTINGS, "max_claims"]  # (new with claims)
         assert stored["session_timeout"] == 9.0
         altered = await client.alter_node("new", recovery_window=5.0)
         assert altered.config.recovery_window == 5.0
@@ -190,11 +190,12 @@ async def test_the_settings_keep_their_stored_names_and_old_ones_read_back(
         await backend.conn.txn([], [put(backend.layout.config("old"), encode(OLD_SETTINGS))])
         config = (await client.describe_node("old")).config
         assert (config.recovery_window, config.max_waiters) == (12.0, 7)
+        assert config.max_claims == tenure.NodeConfig().max_claims  # it kept none
         async with client.session("old") as session:
             assert session.recovery_window == 12.0
         assert (await client.alter_node("old", max_waiters=8)).config.recovery_window == 12.0
         stored = msgpack.unpackb((await _keys(backend))[b"n/old/cfg"].value)
-        assert stored == {**OLD_SETTINGS, "max_waiters": 8}
+        assert stored == {**OLD_SETTINGS, "max_waiters": 8, "max_claims": config.max_claims}
 
 
 async def test_closing_a_client_leaves_no_task_of_its_streams_behind(etcd_url: str) -> None:

@@ -86,6 +86,7 @@ async def test_capabilities_follow_the_servers_settings(pg_url: str) -> None:
             Capability.LEASE_TTL,
             Capability.ALL_OR_NONE,
             Capability.PREFIX_WATCH,
+            Capability.CLAIMS,
         }
     with pytest.raises(UnsupportedError, match="replicated"):
         await tenure.connect(pg_url, require={Capability.REPLICATED})

@@ -193,6 +193,50 @@ def test_a_node_logged_before_max_missed_per_session_still_replays(tmp_path: Pat
     )
 
 
+def test_a_node_logged_before_max_claims_still_replays(tmp_path: Path) -> None:
+    """A CreateNode of protocol version 5 (a NodeConfig of 9 fields) replays with
+    max_claims at its default; one of 10 keeps its max_claims."""
+    journal = Journal(DataDir(tmp_path))
+    journal.open(0.0)
+    config = [30.0, 0.0, None, 5, 100, 10, 64, 3, 7]  # ..., max_missed_per_session 7
+    journal.data_dir.append(msgpack.packb([1, 1.0, [1, "old", config]]))
+    journal.data_dir.append(msgpack.packb([1, 1.0, [1, "new", [*config, 4]]]))
+    journal.commit()
+    journal.abort()
+    nodes = reopen(tmp_path, 100.0).nodes
+    assert nodes["old"].config.max_missed_per_session == 7
+    assert nodes["old"].config.max_claims == NodeConfig().max_claims
+    assert nodes["new"].config.max_claims == 4
+
+
+def test_claims_replay_at_the_times_their_host_gave_them(tmp_path: Path) -> None:
+    """ClaimName and ReleaseClaim are logged in their wire layout with the host's wall
+    clock: a replay makes the same records, and the same claims end at the same
+    engine times (the downtime left out, as the restart's resume does)."""
+    from tenure._core import ClaimName, ReleaseClaim
+
+    journal = Journal(DataDir(tmp_path))
+    engine = journal.open(0.0)
+    step(engine, journal, CreateNode("n", NodeConfig(max_claims=5)), 0.0)
+    step(engine, journal, CreateSession("n", KEY), 0.0)
+    wall = 1_750_000_000.0
+    step(engine, journal, ClaimName(1, "a", "a" * 32, 10.0, 100.0, b"t", wall), 1.0)
+    step(engine, journal, ClaimName(1, "b", "b" * 32, 10.0, 100.0, b"", wall + 1), 2.0)
+    step(engine, journal, ReleaseClaim("n", "b", "b" * 32, wall + 2), 3.0)
+    step(engine, journal, ClaimName(1, "c", "c" * 32, 0.0, 100.0, b"", wall + 3), 4.0)
+    step(engine, journal, ReleaseClaim("n", "c", "c" * 32, wall + 4), 5.0)  # ends at once
+    before = {name: sem.data for name, sem in engine.nodes["n"].semaphores.items()}
+    assert set(before) == {"a", "b"}
+    journal.abort()
+    restarted = reopen(tmp_path, 9_000.0)
+    node = restarted.nodes["n"]
+    assert {name: sem.data for name, sem in node.semaphores.items()} == before
+    assert node.config.max_claims == 5
+    # Logged at 5.0 on the old clock, resumed at 9000: 8995 s moved.
+    assert (node.claims["a"].least_until, node.claims["a"].ends_at) == (9006.0, 9096.0)
+    assert node.claims["b"].ends_at == 9007.0
+
+
 def test_the_recovery_window_is_logged_under_its_old_name(tmp_path: Path) -> None:
     """The journal's format did not change with the rename: AlterNode's key stays
     ``session_timeout`` (an older server can replay it), and such a record, written

@@ -17,6 +17,7 @@ from tenure._core import (
     AlterNode,
     AttachSession,
     CancelWatch,
+    ClaimName,
     CreateNode,
     CreateSemaphore,
     CreateSession,
@@ -31,6 +32,7 @@ from tenure._core import (
     ListSemaphores,
     ListSessions,
     Release,
+    ReleaseClaim,
     ReserveUnits,
     ResumeSession,
     SetNodeAnnex,
@@ -129,6 +131,8 @@ def test_read_only_and_read_write_commands() -> None:
         SwapSemaphoreData(1, "m", b"", b"1"),
         ReserveUnits(1, "m", 1.0, None),
         AcquireAll(1, ("a", "b"), (0, 0), (1, 2), 1),
+        ClaimName(1, "nightly", "a" * 32, 1.0, 2.0),
+        ReleaseClaim("n", "nightly", "a" * 32),
         CreateNode("n"),
         AlterNode("n", {}),
         SetNodeAnnex("n", "ydb", b"x"),
@@ -139,7 +143,7 @@ def test_read_only_and_read_write_commands() -> None:
         assert why == f"token 'r' is read-only: it may not send {type(write).__name__} on node 'n'"
         assert denial(writer, write, "n") is None
     assert len(READ_ONLY_COMMANDS) == 15
-    assert len(READ_WRITE_COMMANDS) == 30
+    assert len(READ_WRITE_COMMANDS) == 32
 
 
 def test_node_patterns() -> None:
@@ -159,6 +163,8 @@ def test_command_node_of_session_commands() -> None:
     assert command_node(DropNode("db"), sessions) == "db"
     assert command_node(SetNodeAnnex("db", "k", b"v"), sessions) == "db"
     assert command_node(GetNodeAnnex("db", "k"), sessions) == "db"
+    assert command_node(ReleaseClaim("db", "nightly", "a" * 32), sessions) == "db"
+    assert command_node(ClaimName(3, "nightly", "a" * 32, 1.0, 2.0), sessions) == "jobs"
     assert command_node(Acquire(3, "m", 1, request_id=1), sessions) == "jobs"
     assert command_node(AttachSession(3, b"k", 2), sessions) == "jobs"
     assert command_node(AttachSession(4, b"k", 2), sessions) is None

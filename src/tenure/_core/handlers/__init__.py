@@ -11,6 +11,7 @@ command type to its handler is :data:`tenure._core.engine.HANDLERS`.
 * :mod:`.semaphores`: create, acquire, release, cancel, renew, update, delete.
 * :mod:`.groups`: acquire several semaphores, all or none (AcquireAll).
 * :mod:`.limiters`: reserve units of a rate limiter (its bucket is a semaphore's data).
+* :mod:`.claims`: claim a name for a slot, release a claim by id; a claim's end.
 * :mod:`.watches`: describe a semaphore (arming a watch), cancel a watch.
 * :mod:`.expiry`: what each kind of deadline does when it comes due.
 """

@@ -3,7 +3,8 @@
 Deadlines are cancelled lazily (:mod:`tenure._core.deadlines`): an entry stays in
 the heap when its plans change, so :func:`is_live` first asks whether the state
 still matches it (the same session still detached with the same expiry, the same
-waiter request, the same grant token, the same lock-delay end). Only a live
+waiter request, the same grant token, the same lock-delay end, the same claim and
+end). Only a live
 deadline reaches :func:`on_deadline`, which dispatches on the key's type.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import assert_never
 
 from tenure._core.deadlines import (
+    ClaimDeadline,
     DeadlineKey,
     LeaseDeadline,
     LockDelayDeadline,
@@ -19,6 +21,7 @@ from tenure._core.deadlines import (
     WaiterDeadline,
 )
 from tenure._core.effects import AcquireFailed, LeaseLost
+from tenure._core.handlers.claims import claim_ended
 from tenure._core.handlers.sessions import expire_session
 from tenure._core.semaphore import Semaphore
 from tenure._core.state import EngineState
@@ -46,6 +49,10 @@ def is_live(state: EngineState, when: float, key: DeadlineKey) -> bool:
             sem = _semaphore(state, key.node, key.semaphore)
             owner = None if sem is None else sem.owner(key.holder)
             return owner is not None and (owner.token, owner.lease_deadline) == (key.token, when)
+        case ClaimDeadline():
+            node = state.nodes.get(key.node)
+            timer = None if node is None else node.claims.get(key.semaphore)
+            return timer is not None and (timer.token, timer.ends_at) == (key.token, when)
         case _:
             assert_never(key)
 
@@ -61,6 +68,8 @@ def on_deadline(state: EngineState, key: DeadlineKey, now: float) -> None:
             _time_out_waiter(state, key, now)
         case LeaseDeadline():
             _expire_lease(state, key, now)
+        case ClaimDeadline():
+            claim_ended(state, key, now)
         case _:
             assert_never(key)
 

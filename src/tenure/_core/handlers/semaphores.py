@@ -370,7 +370,15 @@ def delete_semaphore(state: EngineState, cmd: c.DeleteSemaphore, now: float) -> 
             f"semaphore {sem.name!r} has {len(sem.owners)} owner(s) and "
             f"{len(sem.waiters)} waiter(s); use force=True"
         )
-    message = f"semaphore {sem.name!r} was deleted"
+    node.claims.pop(sem.name, None)  # (a claim's semaphore deleted: the claim is over)
+    remove_semaphore(state, node, sem, f"semaphore {sem.name!r} was deleted", now)
+
+
+def remove_semaphore(
+    state: EngineState, node: Node, sem: Semaphore, message: str, now: float
+) -> None:
+    """Delete ``sem`` as a forced delete does: its waiters fail with NOT_FOUND and its
+    owners lose their grants (each told ``message``), then its watches fire."""
     gone = list(sem.waiters.values())
     for w in gone:
         sem.remove_waiter(w.key)

@@ -50,6 +50,7 @@ from typing import Any, ClassVar, Final
 
 from aetcd.rpc import rpc_pb2
 
+from tenure._core.claims import check_claim_id
 from tenure._core.stored_config import config_to_stored
 from tenure._core.values import (
     NO_IDENTITY,
@@ -58,12 +59,14 @@ from tenure._core.values import (
     NodeDescription,
     check_description,
     check_identity,
+    check_name,
 )
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends._session import StoreSession
 from tenure.backends._store_listing import ListingModule, StoreListings
 from tenure.backends._turns import Turns
 from tenure.backends.etcd import _listing, _resume
+from tenure.backends.etcd._claims import release_claim
 from tenure.backends.etcd._conn import Connection
 from tenure.backends.etcd._feed import Feeds
 from tenure.backends.etcd._hints import Hints
@@ -104,6 +107,7 @@ CAPABILITIES: Final = frozenset(
         Capability.SESSION_RECOVERY,
         Capability.ALL_OR_NONE,
         Capability.PREFIX_WATCH,
+        Capability.CLAIMS,
     }
 )
 
@@ -240,6 +244,13 @@ class EtcdBackend(StoreListings):
             )
             if reply.succeeded:
                 return await self.describe_node(name)
+
+    async def release_claim(self, node: str, name: str, claim_id: str) -> bool:
+        """See :func:`tenure.backends.etcd._claims.release_claim` (no session: the
+        claim's keys put again on its at_least lease, or deleted)."""
+        node, name = check_name("node", node), check_name("semaphore", name)
+        claim_id = check_claim_id(claim_id)
+        return await release_claim(self.conn, self.layout, node, name, claim_id)
 
     async def drop_node(self, name: str, force: bool) -> None:
         """Drop a node: revoke its sessions' leases (if ``force``), delete its keys."""

@@ -174,6 +174,7 @@ class Admin:
             ops = [
                 delete_range(prefix, prefix + b"p/"),
                 delete_range(prefix + b"q/", prefix_end(prefix)),
+                delete(s.layout.claim(s.node, name)),  # (a claim's semaphore: it ends)
             ]
             marker = s.layout.gone_marker(s.node, name)
             if force:  # holders elsewhere learn it from the marker, at the delete's revision

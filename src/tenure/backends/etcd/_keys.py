@@ -8,10 +8,13 @@ never a prefix of another's keys and each node, semaphore and queue is one range
     P n/<node>/gone/<name>                 a forced delete's marker (put, then deleted)
     P n/<node>/kill/<sid>                  why kill_session ended a session (on a lease of
                                            an hour of its own: its client reads it late)
+    P n/<node>/c/<name>                    a live claim (on its at_most or at_least lease): its
+                                           id and its leases (:mod:`._claims`)
     P n/<node>/sess/<sid>                  a session (on its lease): description, window, seq,
                                            key (its secret's SHA-256), owner (its client now),
                                            its client's identity and when it was opened
-    P n/<node>/s/<name>/rec                a persistent semaphore: limit, data (no lease)
+    P n/<node>/s/<name>/rec                a persistent semaphore: limit, data (no lease; a
+                                           claim's is on its claim's lease)
     P n/<node>/s/<name>/q/<sid>-<hold>[+]  a request or hold (on the session's lease): count, data,
                                            at (when made; g: true if granted by the Txn that
                                            made it; grp: how many names, of a lock_all's)
@@ -55,6 +58,7 @@ __all__ = [
     "add_put",
     "compare_create",
     "compare_mod",
+    "compare_unchanged_since",
     "decode",
     "delete",
     "delete_prefix",
@@ -152,6 +156,14 @@ class Layout:
         """One session's record (on its lease)."""
         return self.sessions(node) + f"{sid:016x}".encode()
 
+    def claims(self, node: str) -> bytes:
+        """The range of the node's live claims (:mod:`._claims`)."""
+        return self.node(node) + b"c/"
+
+    def claim(self, node: str, name: str) -> bytes:
+        """The key of the live claim of ``name``."""
+        return self.claims(node) + _escape(name).encode()
+
     def semaphores(self, node: str) -> bytes:
         """The range of every semaphore's keys in the node."""
         return self.node(node) + b"s/"
@@ -211,6 +223,14 @@ def compare_create(key: bytes, revision: int) -> Any:
 def compare_mod(key: bytes, revision: int) -> Any:
     """``key``'s mod_revision is ``revision`` (it has not changed since)."""
     return rpc_pb2.Compare(key=key, target=MOD, result=EQUAL, mod_revision=revision)
+
+
+def compare_unchanged_since(prefix: bytes, revision: int) -> Any:
+    """No key under ``prefix`` was made or changed after ``revision`` (every key's
+    mod_revision is at most it; a range compare holds for an empty range)."""
+    return rpc_pb2.Compare(
+        key=prefix, range_end=prefix_end(prefix), target=MOD, result=LESS, mod_revision=revision + 1
+    )
 
 
 def compare_empty(prefix: bytes) -> Any:

@@ -51,7 +51,7 @@ is stable too: the Txn that commits it compares each member key's create_revisio
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from tenure._core.values import MAX_COUNT, OwnerInfo, SemaphoreDescription, WaiterInfo
 from tenure.backends.etcd._keys import decode, parse_suffix
@@ -143,6 +143,12 @@ class Entry:
         return (self.sid, self.hold)
 
 
+#: Where a claim's record has its token (after ``claim ID ``: 6 + 32 + 1 bytes), and
+#: what it has there until the token is written: ``-`` (tenure.backends.etcd._claims).
+_TOKEN_AT: Final = 39
+_UNNUMBERED: Final = b"- "
+
+
 @dataclass(slots=True)
 class SemState:
     """A semaphore at one revision."""
@@ -183,6 +189,11 @@ class SemState:
             self.data = bytes(value["data"])
         except (KeyError, TypeError, ValueError) as error:
             raise _foreign(kv, error) from None
+        data = self.data
+        if data.startswith(b"claim ") and data.startswith(_UNNUMBERED, _TOKEN_AT):
+            # A claim's record is written before its token is known: its token is the
+            # record's create_revision (tenure.backends.etcd._claims).
+            self.data = b"%s%d%s" % (data[:_TOKEN_AT], self.record, data[_TOKEN_AT + 1 :])
 
     def apply(self, prefix: bytes, events: Any) -> None:
         """Move the state forward by watch events of its range (in revision order).

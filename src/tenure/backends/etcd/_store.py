@@ -30,8 +30,9 @@ narrow :class:`~tenure.backends.etcd._types.SessionParts`: the record, the Txn
 sender, the :class:`~tenure.backends.etcd._acquire.Acquirer` (and its waiter),
 the lock_all's :class:`~tenure.backends.etcd._group.GroupAcquirer` (and its
 :class:`~tenure.backends.etcd._group_wait.GroupWaiter`), the
-:class:`~tenure.backends.etcd._holds.Holds` and the
-:class:`~tenure.backends.etcd._admin.Admin`.
+:class:`~tenure.backends.etcd._holds.Holds`, the
+:class:`~tenure.backends.etcd._admin.Admin` and the
+:class:`~tenure.backends.etcd._claims.Claims`.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import itertools
 import logging
 from typing import Protocol
 
+from tenure._core.claims import ClaimRecord
 from tenure._core.commands import RateReservation
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant, PrefixWatchStream
@@ -48,6 +50,7 @@ from tenure.backends._store import Enqueued, Owner, Queued, Withdrawal
 from tenure.backends._turns import Turns
 from tenure.backends.etcd._acquire import Acquirer
 from tenure.backends.etcd._admin import Admin
+from tenure.backends.etcd._claims import Claims
 from tenure.backends.etcd._conn import Connection
 from tenure.backends.etcd._feed import Feeds
 from tenure.backends.etcd._group import GroupAcquirer, check_members
@@ -140,6 +143,7 @@ class EtcdStore:
         self.grouper = GroupAcquirer(self, self.grouping)
         self.armed: set[Armed] = set()
         self.admin = Admin(self, self.armed)
+        self.claims = Claims(self)
         self._confirmed = confirmed_at
         self._requests = itertools.count(1)
         self.owner: Owner
@@ -253,6 +257,12 @@ class EtcdStore:
     ) -> RateReservation:
         """See :meth:`Admin.reserve_units`."""
         return await self.admin.reserve_units(name, count, max_wait)
+
+    async def claim(
+        self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
+    ) -> ClaimRecord:
+        """See :meth:`Claims.claim` (two leases, one Txn)."""
+        return await self.claims.claim(name, claim_id, at_least, at_most, data)
 
     async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
         """See :meth:`GroupAcquirer.enqueue_all`; one name is a plain acquire (as on the

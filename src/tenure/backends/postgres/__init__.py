@@ -50,6 +50,7 @@ from typing import Any, ClassVar, Final
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from tenure._core.claims import check_claim_id
 from tenure._core.stored_config import config_to_stored, current_names
 from tenure._core.values import (
     NO_IDENTITY,
@@ -58,6 +59,7 @@ from tenure._core.values import (
     NodeDescription,
     check_description,
     check_identity,
+    check_name,
 )
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends._session import StoreSession
@@ -90,6 +92,7 @@ ALWAYS: Final = frozenset(
         Capability.LOCK_DELAY,
         Capability.LEASE_TTL,
         Capability.ALL_OR_NONE,
+        Capability.CLAIMS,
     }
 )
 
@@ -194,6 +197,15 @@ class PgBackend(StoreListings):
             if await self.caller.call("alter_node", [name, _config_json(new), answer["version"]]):
                 return await self.describe_node(name)
         raise UnavailableError(f"node {name!r}: its settings kept changing; try again")
+
+    async def release_claim(self, node: str, name: str, claim_id: str) -> bool:
+        """One function on PostgreSQL's clock (:mod:`._sql_claims`). Not sent again after
+        a lost answer: a first that released it would make the second say False
+        (UnavailableError then says the outcome is unknown)."""
+        node, name = check_name("node", node), check_name("semaphore", name)
+        claim_id = check_claim_id(claim_id)
+        released = await self.caller.call("release_claim", [node, name, claim_id], idempotent=False)
+        return bool(released)
 
     async def drop_node(self, name: str, force: bool) -> None:
         """Drop a node; its sessions (live ones only with ``force``) end with it."""

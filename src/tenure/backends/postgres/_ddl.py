@@ -39,6 +39,10 @@ Layout (in the schema ``?schema=`` names, default ``tenure``):
   names (NULL both for a request of one semaphore; :mod:`._sql_queues`).
 * ``outcomes``: how a waiter ended without its client (timed out by another
   client's reap, or its semaphore deleted), until its client reads it.
+* ``claims`` (version 5): a live claim per semaphore name (its record is the
+  semaphore's data): its id, token, and when its ``at_least`` and the claim end, by
+  the database's clock; ``claim_locks``: the row a node's claims are counted under
+  (:mod:`._sql_claims`).
 
 Every operation locks the rows it changes (``FOR UPDATE`` on the semaphore,
 ``FOR SHARE`` on the acting session) under READ COMMITTED: no advisory locks; in
@@ -67,9 +71,11 @@ __all__ = ["HELPERS", "SCHEMA_VERSION", "TABLES"]
 #: NULL in the rows of a version-3 schema, which are requests of one semaphore each)
 #: and serves queues knowing them: a client of version 3, whose functions would
 #: grant a member alone, refuses a version-4 schema (its functions are not put back).
-#: Version 5 (issue 35) adds ``prefix_watches``: a change notifies the prefix watches
-#: its name is under too; a client of version 4, whose functions would not, refuses a
-#: version-5 schema (a version-4 schema is upgraded in place: a table added).
+#: Version 5 (issue 35) adds ``prefix_watches`` (a change notifies the prefix watches
+#: its name is under too) and claims (``claims``, ``claim_locks``: :mod:`._sql_claims`);
+#: a version-4 schema is upgraded in place by adding the tables, and a client of
+#: version 4 (whose functions notify no prefix watch, and whose delete, reap and
+#: next_due know no claims) refuses a version-5 schema.
 SCHEMA_VERSION: Final = 5
 
 TABLES: Final = r"""
@@ -318,7 +324,8 @@ BEGIN
 END $$;
 
 -- Seconds until the node's next deadline (a session's window, an acquire's timeout,
--- a lock-delay's end, a lease TTL), by the database's clock; NULL when nothing is due.
+-- a lock-delay's end, a lease TTL, a claim's end), by the database's clock; NULL when
+-- nothing is due.
 CREATE OR REPLACE FUNCTION @S.next_due(p_node text) RETURNS float8
 LANGUAGE sql SET search_path = @S, pg_catalog AS $$
     SELECT seconds_until(least(
@@ -327,6 +334,7 @@ LANGUAGE sql SET search_path = @S, pg_catalog AS $$
         (SELECT min(blocked_until) FROM semaphores
          WHERE node = p_node AND blocked_until IS NOT NULL),
         (SELECT min(lease_deadline) FROM owners
-         WHERE node = p_node AND lease_deadline IS NOT NULL)))
+         WHERE node = p_node AND lease_deadline IS NOT NULL),
+        (SELECT min(ends_at) FROM claims WHERE node = p_node)))
 $$;
 """

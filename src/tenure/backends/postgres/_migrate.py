@@ -17,6 +17,7 @@ import psycopg
 from psycopg import sql
 
 from tenure.backends.postgres._ddl import HELPERS, SCHEMA_VERSION, TABLES
+from tenure.backends.postgres._sql_claims import CLAIM_FUNCTIONS, CLAIM_TABLES
 from tenure.backends.postgres._sql_groups import GROUP_FUNCTIONS
 from tenure.backends.postgres._sql_limiters import LIMITER_FUNCTIONS
 from tenure.backends.postgres._sql_listing import LISTING_FUNCTIONS
@@ -35,6 +36,7 @@ def ddl(schema: str) -> str:
     literal = sql.Literal(schema).as_string(None)
     text = (
         TABLES
+        + CLAIM_TABLES
         + HELPERS
         + QUEUE_FUNCTIONS
         + SESSION_FUNCTIONS
@@ -43,6 +45,7 @@ def ddl(schema: str) -> str:
         + GROUP_FUNCTIONS
         + LIMITER_FUNCTIONS
         + LISTING_FUNCTIONS
+        + CLAIM_FUNCTIONS
     )
     return text.replace("@S", quoted).replace("@N", literal)
 

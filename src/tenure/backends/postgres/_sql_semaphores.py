@@ -328,8 +328,7 @@ BEGIN
 END $$;
 
 -- Delete a semaphore; forced, its waiters end with NotFound and its owners lose
--- their grants (an outcome each, for a client that was still waiting for its answer;
--- 'd': holders check theirs).
+-- their grants (remove_semaphore). A claim's semaphore deleted ends its claim.
 CREATE OR REPLACE FUNCTION @S.delete_semaphore(
     p_sid bigint, p_secret bytea, p_seq int, p_name text, p_force boolean
 ) RETURNS void LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
@@ -337,11 +336,6 @@ DECLARE
     s sessions := live(p_sid, p_secret, p_seq);
     owning bigint;
     waiting bigint;
-    w waiters;
-    gone waiters[];
-    members text[];
-    member text;
-    served text[] := '{}';
 BEGIN
     IF NOT lock_semaphore(s.node, p_name) THEN
         PERFORM fail('TN404', format('semaphore %L does not exist', p_name));
@@ -352,18 +346,33 @@ BEGIN
         PERFORM fail('TN412', format('semaphore %L has %s owner(s) and %s waiter(s); '
                                      'use force=True', p_name, owning, waiting));
     END IF;
+    DELETE FROM claims WHERE node = s.node AND name = p_name;
+    PERFORM remove_semaphore(s.node, p_name, format('semaphore %L was deleted', p_name));
+END $$;
+
+-- Delete a semaphore the caller locked (lock_semaphore: with the rows of the
+-- all-or-none requests waiting in its queue) as a forced delete does: its waiters end
+-- with NotFound and its owners lose their grants (an outcome each, p_message, for a
+-- client that was still waiting for its answer; 'd': holders check theirs).
+CREATE OR REPLACE FUNCTION @S.remove_semaphore(p_node text, p_name text, p_message text)
+RETURNS void LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
+DECLARE
+    w waiters;
+    gone waiters[];
+    members text[];
+    member text;
+    served text[] := '{}';
+BEGIN
     INSERT INTO outcomes
-    SELECT sid, node, name, hold, request_id, 'not_found',
-           format('semaphore %L was deleted', p_name)
-    FROM waiters WHERE node = s.node AND name = p_name
+    SELECT sid, node, name, hold, request_id, 'not_found', p_message
+    FROM waiters WHERE node = p_node AND name = p_name
     ON CONFLICT (sid, node, name, hold) DO UPDATE
         SET request_id = excluded.request_id, code = excluded.code,
             message = excluded.message;
     -- An owner whose client has not read its grant yet (it was waiting) reads this.
     INSERT INTO outcomes
-    SELECT sid, node, name, hold, request_id, 'lease_lost',
-           format('semaphore %L was deleted', p_name)
-    FROM owners WHERE node = s.node AND name = p_name
+    SELECT sid, node, name, hold, request_id, 'lease_lost', p_message
+    FROM owners WHERE node = p_node AND name = p_name
     ON CONFLICT (sid, node, name, hold) DO UPDATE
         SET request_id = excluded.request_id, code = excluded.code,
             message = excluded.message;
@@ -373,34 +382,33 @@ BEGIN
     -- its waiter rows alone, so one whose member here is gone would look complete and
     -- be granted its other names. Then its queues are served, set by set in arrival
     -- order, as the engine's (EngineState.withdraw_group).
-    gone := ARRAY(SELECT x FROM waiters x WHERE node = s.node AND name = p_name
+    gone := ARRAY(SELECT x FROM waiters x WHERE node = p_node AND name = p_name
                   ORDER BY arrival);
-    DELETE FROM waiters WHERE node = s.node AND name = p_name;
+    DELETE FROM waiters WHERE node = p_node AND name = p_name;
     FOREACH w IN ARRAY gone LOOP
         CONTINUE WHEN w.grp IS NULL;
         members := ARRAY(SELECT name FROM waiters
-                         WHERE node = s.node AND sid = w.sid AND grp = w.grp
+                         WHERE node = p_node AND sid = w.sid AND grp = w.grp
                          ORDER BY grp_place);
         FOREACH member IN ARRAY members LOOP
-            PERFORM lock_also(s.node, member);
+            PERFORM lock_also(p_node, member);
         END LOOP;
         INSERT INTO outcomes
-        SELECT sid, node, name, hold, request_id, 'not_found',
-               format('semaphore %L was deleted', p_name)
-        FROM waiters WHERE node = s.node AND sid = w.sid AND grp = w.grp
+        SELECT sid, node, name, hold, request_id, 'not_found', p_message
+        FROM waiters WHERE node = p_node AND sid = w.sid AND grp = w.grp
         ON CONFLICT (sid, node, name, hold) DO UPDATE
             SET request_id = excluded.request_id, code = excluded.code,
                 message = excluded.message;
-        PERFORM pg_notify(channel(s.node), 'g' || w.sid);  -- its client reads why
-        DELETE FROM waiters WHERE node = s.node AND sid = w.sid AND grp = w.grp;
+        PERFORM pg_notify(channel(p_node), 'g' || w.sid);  -- its client reads why
+        DELETE FROM waiters WHERE node = p_node AND sid = w.sid AND grp = w.grp;
         served := served || members;
     END LOOP;
-    DELETE FROM owners WHERE node = s.node AND name = p_name;
-    DELETE FROM semaphores WHERE node = s.node AND name = p_name;
-    PERFORM pg_notify(channel(s.node), 'd' || p_name);
-    PERFORM pg_notify(channel(s.node), 's' || p_name);
+    DELETE FROM owners WHERE node = p_node AND name = p_name;
+    DELETE FROM semaphores WHERE node = p_node AND name = p_name;
+    PERFORM pg_notify(channel(p_node), 'd' || p_name);
+    PERFORM pg_notify(channel(p_node), 's' || p_name);
     FOREACH member IN ARRAY served LOOP
-        PERFORM settle(s.node, member, true);
+        PERFORM settle(p_node, member, true);
     END LOOP;
 END $$;
 """

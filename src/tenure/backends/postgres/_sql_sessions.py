@@ -78,6 +78,8 @@ BEGIN
     DELETE FROM outcomes WHERE node = p_name;
     DELETE FROM watches WHERE node = p_name;
     DELETE FROM prefix_watches WHERE node = p_name;
+    DELETE FROM claims WHERE node = p_name;
+    DELETE FROM claim_locks WHERE node = p_name;
     DELETE FROM semaphores WHERE node = p_name;
     DELETE FROM nodes WHERE name = p_name;
     PERFORM pg_notify(channel(p_name), 'n');
@@ -189,7 +191,8 @@ BEGIN
 END $$;
 
 -- End what the database's clock says is due on a node: at most one expired session,
--- 64 timed-out waiters, 64 leases past their TTL and 64 ended lock-delays per call
+-- 64 timed-out waiters, 64 leases past their TTL, 64 ended lock-delays and 64 ended
+-- claims per call
 -- (the caller calls again while 'more'; what is left is due at once in 'next').
 -- What it may change is chosen first and its semaphores locked in name order in one
 -- statement (lock_semaphores): the phases below lock nothing more but what serving
@@ -201,6 +204,7 @@ DECLARE
     w waiters;
     o owners;
     blocked record;
+    c claims;
     more boolean := false;
     n int := 0;
     names text[];
@@ -218,6 +222,9 @@ BEGIN
                ORDER BY name LIMIT 64)
         UNION (SELECT name FROM semaphores
                WHERE node = p_node AND blocked_until <= clock_timestamp()
+               ORDER BY name LIMIT 64)
+        UNION (SELECT name FROM claims
+               WHERE node = p_node AND ends_at <= clock_timestamp()
                ORDER BY name LIMIT 64)) x;
     IF names IS NOT NULL THEN
         PERFORM lock_semaphores(p_node, names);
@@ -268,6 +275,14 @@ BEGIN
             PERFORM settle(p_node, blocked.name, true);
         END IF;
     END LOOP;
+    -- Claims that ended (version 5): their semaphores go (tenure._core.claims).
+    FOR c IN SELECT * FROM claims WHERE node = p_node AND ends_at <= clock_timestamp()
+             AND name = ANY (names) ORDER BY name LIMIT 64
+    LOOP
+        PERFORM claim_due(c);
+    END LOOP;
+    more := more OR EXISTS (SELECT 1 FROM claims WHERE node = p_node
+                            AND ends_at <= clock_timestamp() AND NOT (name = ANY (names)));
     -- Ended sessions are kept an hour (a late client hears why), then go.
     DELETE FROM sessions WHERE id IN (
         SELECT id FROM sessions WHERE ended IS NOT NULL

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Final, Protocol
 
+from tenure._core.claims import ClaimRecord, parse_claim
 from tenure._core.commands import RateReservation
 from tenure._core.values import NodeConfig, SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant, PrefixWatchStream
@@ -363,6 +364,17 @@ class PgStore:
         text = await self.call("reserve_units", name, float(count), max_wait, idempotent=False)
         granted, waited, at = str(text).split()
         return RateReservation(granted == "1", float(waited), float(at))
+
+    async def claim(
+        self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
+    ) -> ClaimRecord:
+        """One function on PostgreSQL's clock, the semaphore's row locked
+        (:mod:`._sql_claims`); sent again after a lost answer with the same claim id,
+        which the function answers with the claim the first try made."""
+        record = await self.call(
+            "claim", name, claim_id, float(at_least), float(at_most), data, idempotent=True
+        )
+        return parse_claim(name, bytes(record))
 
     async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
         """See :meth:`Acquirer.enqueue_all`."""

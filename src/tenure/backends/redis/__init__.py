@@ -42,6 +42,7 @@ from typing import Any, ClassVar, Final
 
 from redis import exceptions as rexc
 
+from tenure._core.claims import check_claim_id
 from tenure._core.values import (
     MAX_RECOVERY_WINDOW,
     NO_IDENTITY,
@@ -58,7 +59,7 @@ from tenure.backends._session import StoreSession
 from tenure.backends._store_listing import ListingModule, StoreListings
 from tenure.backends._turns import Turns
 from tenure.backends.redis import _listing
-from tenure.backends.redis._codec import CONFIG_FIELDS, config_args, decode_config, decode_node
+from tenure.backends.redis._codec import config_args, config_text, decode_config, decode_node
 from tenure.backends.redis._conn import Connection
 from tenure.backends.redis._inbox import NodeInbox
 from tenure.backends.redis._store import RedisStore
@@ -89,6 +90,7 @@ CAPABILITIES: Final = frozenset(
         Capability.ALL_OR_NONE,
         Capability.PREFIX_WATCH,
         Capability.DEADLOCK_DETECTION,
+        Capability.CLAIMS,
     }
 )
 
@@ -187,13 +189,26 @@ class RedisBackend(StoreListings):
         for _ in range(ALTER_TRIES):
             raw = await self._describe(name)
             new = decode_config(raw).replace(**changes)
-            old = [bytes(value).decode() for value in raw[: len(CONFIG_FIELDS)]]
+            old = config_text(raw)
             reply = await self.conn.retrying(
                 None, "alter_node", self.base(name), *old, *config_args(new)
             )
             if reply.result != 0:
                 return decode_node(name, list(reply.result))
         raise UnavailableError(f"node {name!r}: its settings kept changing; try again")
+
+    async def release_claim(self, node: str, name: str, claim_id: str) -> bool:
+        """One function, on Redis's clock (lua/70_claims.lua); its request key answers a
+        retry after a lost answer as the first try was (True, not False)."""
+        node, name = check_name("node", node), check_name("semaphore", name)
+        claim_id = check_claim_id(claim_id)
+        try:
+            reply = await self.conn.retrying(
+                None, "release_claim", self.base(node), name, claim_id, self.request_key()
+            )
+        except NotFoundError:
+            raise NotFoundError(f"node {node!r} does not exist") from None
+        return bool(reply.result)
 
     async def drop_node(self, name: str, force: bool) -> None:
         """Drop a node (its sessions, if ``force``, are then lost)."""

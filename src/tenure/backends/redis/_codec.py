@@ -26,6 +26,7 @@ from tenure._core.values import (
 __all__ = [
     "CONFIG_FIELDS",
     "config_args",
+    "config_text",
     "decode_config",
     "decode_count",
     "decode_description",
@@ -49,6 +50,7 @@ CONFIG_FIELDS: Final = (
     "max_data_size",
     "max_watches_per_session",
     "max_missed_per_session",
+    "max_claims",  # (a node made before claims has none: its default)
 )
 
 
@@ -95,9 +97,11 @@ def config_args(config: NodeConfig) -> list[str]:
 
 def decode_config(raw: list[Any]) -> NodeConfig:
     """The settings the functions answered (CONFIG_FIELDS order)."""
-    text = [bytes(value).decode() for value in raw[: len(CONFIG_FIELDS)]]
+    text = config_text(raw)
     values: dict[str, Any] = {}
     for field, value in zip(CONFIG_FIELDS, text, strict=True):
+        if field == "max_claims" and not value:
+            continue  # (kept by a library before claims: the default)
         if field == "default_lease":
             values[field] = float(value) if value else None
         elif field in ("recovery_window", "lock_delay"):
@@ -105,6 +109,12 @@ def decode_config(raw: list[Any]) -> NodeConfig:
         else:
             values[field] = int(value)
     return NodeConfig(**values)
+
+
+def config_text(raw: list[Any]) -> list[str]:
+    """The settings the functions answered, as text (a setting the node's hash lacks,
+    one newer than the library that made it, is ``""``)."""
+    return ["" if value is None else bytes(value).decode() for value in raw[: len(CONFIG_FIELDS)]]
 
 
 def _text(raw: Any) -> str:

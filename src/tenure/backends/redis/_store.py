@@ -51,6 +51,7 @@ from tenure._core import (
     SessionState,
 )
 from tenure._core import HeldGrant as HeldPage
+from tenure._core.claims import ClaimRecord, parse_claim
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant, PrefixWatchStream
 from tenure.backends._engine import CommandStore
@@ -361,6 +362,16 @@ class RedisStore(CommandStore):
         text = await self.invoke("reserve_units", key, name, repr(float(count)), wait)
         granted, waited, at = (text.decode() if isinstance(text, bytes) else str(text)).split()
         return RateReservation(granted == "1", float(waited), float(at))
+
+    async def claim(
+        self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
+    ) -> ClaimRecord:
+        """One function, on Redis's clock (lua/70_claims.lua); a retry carries the same
+        claim id, and is answered with the claim the first try made."""
+        text = await self.invoke(
+            "claim", "", name, claim_id, repr(float(at_least)), repr(float(at_most)), data
+        )
+        return parse_claim(name, bytes(text))
 
     async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
         """One function for every name (lua/55_groups.lua), joining each name's queue in

@@ -20,10 +20,11 @@ count of 1 while held, holders of count 1; an ephemeral semaphore of no limit ha
 ``limit`` null. Each semaphore's ``recipe`` says which recipe made it and its facts
 (:func:`tenure._core.kinds.classify`: a readers-writer lock's readers and writers, a
 rate limiter's rate, burst and TAT, a barrier's arrivals and rounds, a counter's or
-latch's value, a group's members), read from the first :data:`KIND_SCAN` owners and
-waiters, and numbers only (no data) but a group's member ids: the first
-``max_holders``, shown as data is. Owner and waiter data leave as text
-(:func:`shown_data`): invisible and control characters escaped, cut to
+latch's value, a group's members, a claim's token and times), read from the first
+:data:`KIND_SCAN` owners and waiters, and numbers only (no data: a claim's id and
+owner data are left out, as anyone who reads an id may release the claim) but a
+group's member ids: the first ``max_holders``, shown as data is. Owner and waiter data leave
+as text (:func:`shown_data`): invisible and control characters escaped, cut to
 ``max_data_chars`` characters.
 
 Times leave as UNIX seconds (the engine keeps them on the monotonic clock:
@@ -52,6 +53,9 @@ from tenure._core.semaphore import Owner, Semaphore, Waiter
 from tenure._core.session import Session
 from tenure._core.values import MAX_COUNT, ClientIdentity
 from tenure.server._config.serve_config import ServeConfig
+
+#: What :func:`kind_json` gives that the board leaves out (a claim's id and data).
+_NOT_SHOWN: Final = frozenset({"id", "data"})
 
 __all__ = [
     "KIND_SCAN",
@@ -222,8 +226,9 @@ def _semaphore(sem: Semaphore, engine: Engine, shift: float, limits: BoardLimits
 
 def _recipe_json(recipe: Kind, limits: BoardLimits) -> Json:
     """:func:`kind_json`, but a group's member ids (which its clients chose) are the
-    first ``max_holders`` only, each shown as data is (:func:`shown_data`)."""
-    found = kind_json(recipe)
+    first ``max_holders`` only, each shown as data is (:func:`shown_data`), and a
+    claim's id and owner data are left out (its id is what releases it)."""
+    found = {k: v for k, v in kind_json(recipe).items() if k not in _NOT_SHOWN}
     if isinstance(recipe, GroupKind):
         found["ids"] = [
             shown_data(member_id.encode(), limits.max_data_chars)[0]

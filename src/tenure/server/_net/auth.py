@@ -40,6 +40,7 @@ from tenure._core import (
     AttachSession,
     CancelAcquire,
     CancelWatch,
+    ClaimName,
     CloseSession,
     Command,
     CreateNode,
@@ -57,6 +58,7 @@ from tenure._core import (
     ListSemaphores,
     ListSessions,
     Release,
+    ReleaseClaim,
     Renew,
     ReserveUnits,
     ResumeSession,
@@ -108,6 +110,8 @@ READ_WRITE_COMMANDS: Final[frozenset[type[Command[object]]]] = READ_ONLY_COMMAND
     SwapSemaphoreData,
     ReserveUnits,
     AcquireAll,
+    ClaimName,
+    ReleaseClaim,
     DeleteSemaphore,
     CreateNode,
     AlterNode,
@@ -148,7 +152,9 @@ def command_node(command: Command[object], sessions: Mapping[int, SessionLike]) 
         command, CreateNode | DescribeNode | AlterNode | DropNode | SetNodeAnnex | GetNodeAnnex
     ):
         return command.name
-    if isinstance(command, CreateSession | KillSession | ListSemaphores | ListSessions):
+    if isinstance(
+        command, CreateSession | KillSession | ListSemaphores | ListSessions | ReleaseClaim
+    ):
         return command.node
     session_id = getattr(command, "session_id", None)
     session = sessions.get(session_id) if isinstance(session_id, int) else None

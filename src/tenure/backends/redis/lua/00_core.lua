@@ -37,6 +37,8 @@ local NEXT, NEXT_S, ENDED
 -- Per call: the caller's inbox, and what this call pushed to it (the reply carries
 -- it too, so the caller's client need not wait for its inbox read).
 local CALLER_INBOX, LOCAL
+-- A claim's end (a 'c:' entry of 'due'), defined by lua/70_claims.lua.
+local claim_due
 
 local function fail(code, msg)
   error({err = 'TENURE ' .. code .. ' ' .. msg})

@@ -178,6 +178,8 @@ local function on_due(member)
       set_blocked(rest, 0)
       settle(rest)
     end
+  elseif kind == 'c' then
+    claim_due(rest)
   end
 end
 

@@ -2,7 +2,8 @@
 
 -- -- node functions --------------------------------------------------------------------
 
-local CONFIG_FIELDS = {'st', 'ld', 'dl', 'ms', 'mx', 'mw', 'md', 'mwa', 'mm', 'name'}
+-- ('mc', max_claims, came with claims: a node made before has none, read as '')
+local CONFIG_FIELDS = {'st', 'ld', 'dl', 'ms', 'mx', 'mw', 'md', 'mwa', 'mm', 'mc', 'name'}
 
 -- The settings, the counts of sessions and semaphores, and the deadlocks broken on
 -- the node lately, newest first: {at, session id, task, cycle} each.
@@ -22,7 +23,7 @@ end
 local function create_node(keys, args)
   start(keys)
   if redis.call('EXISTS', B .. 'cfg') == 1 then
-    fail(21, 'node ' .. quote(args[10]) .. ' already exists')
+    fail(21, 'node ' .. quote(args[#CONFIG_FIELDS]) .. ' already exists')
   end
   local set = {'HSET', B .. 'cfg'}
   for i, f in ipairs(CONFIG_FIELDS) do
@@ -43,7 +44,7 @@ local function alter_node(keys, args)
   local more = begin(keys)
   local now = redis.call('HMGET', B .. 'cfg', unpack(CONFIG_FIELDS))
   for i = 1, #CONFIG_FIELDS - 1 do
-    if now[i] ~= args[i] then return reply(0, more) end
+    if (now[i] or '') ~= args[i] then return reply(0, more) end
   end
   local set = {'HSET', B .. 'cfg'}
   for i = 1, #CONFIG_FIELDS - 1 do
@@ -83,7 +84,7 @@ local function drop_node(keys, args)
   -- The token and session-id counters ('tok', 'ids') stay: a node made again under
   -- this name keeps counting up. Inboxes stay for their clients to read.
   redis.call('DEL', B .. 'cfg', B .. 'sess', B .. 'due', B .. 'sems', B .. 'semz', B .. 'sidz',
-    B .. 'done', B .. 'donez', B .. 'grp', B .. 'pw', B .. 'tw', B .. 'dlk',
+    B .. 'done', B .. 'donez', B .. 'grp', B .. 'pw', B .. 'tw', B .. 'dlk', B .. 'clm',
     B .. 'ended', B .. 'endz', B .. 'inref')
   TOUCHED = {}
   return {fmt(NOW), '', 1}

@@ -310,21 +310,14 @@ local function reserve_units(keys, args)
   return reply(remember(args[3], granted .. ' ' .. g17(wait) .. ' ' .. g17(at)), more)
 end
 
--- args: sid, fence, request key, name, force ('1'/'0').
-local function delete_semaphore(keys, args)
-  local more, done = begin_session(keys, args)
-  if done then return reply(done, more) end
-  local name = args[4]
-  if not meta(name) then fail(20, 'semaphore ' .. quote(name) .. ' does not exist') end
+-- Delete ``name`` as a forced delete does: its waiters fail with NotFound and its
+-- owners lose their grants, each told ``msg``. Returns what the caller's client hears
+-- in the answer too, at once: {sid, hold, req} of each failed waiter, {sid, hold,
+-- token} of each lost grant.
+local function remove_semaphore(name, msg)
   local owners = {}
   for _, pair in ipairs(owners_in_order(name)) do owners[#owners + 1] = pair[1] end
   local waiters = redis.call('ZRANGE', B .. 'q:' .. name, 0, -1)
-  if (#owners > 0 or #waiters > 0) and args[5] ~= '1' then
-    fail(23, 'semaphore ' .. quote(name) .. ' has ' .. #owners .. ' owner(s) and ' .. #waiters
-      .. ' waiter(s); use force=True')
-  end
-  local msg = 'semaphore ' .. quote(name) .. ' was deleted'
-  -- The caller's client hears of its own sessions' losses in the answer too, at once.
   local failed, lost, left = {}, {}, {}
   for i, holder in ipairs(waiters) do
     local w = remove_waiter(name, holder)
@@ -343,6 +336,31 @@ local function delete_semaphore(keys, args)
   end
   delete_semaphore_keys(name)
   touch(name)
+  return failed, lost
+end
+
+-- args: sid, fence, request key, name, force ('1'/'0').
+local function delete_semaphore(keys, args)
+  local more, done = begin_session(keys, args)
+  if done then return reply(done, more) end
+  local name = args[4]
+  if not meta(name) then fail(20, 'semaphore ' .. quote(name) .. ' does not exist') end
+  local owners = redis.call('HLEN', B .. 'r:' .. name)
+  local waiters = redis.call('ZCARD', B .. 'q:' .. name)
+  if owners > 0 and args[5] ~= '1' then
+    -- (its record hash holds owners and waiters: count the owners alone)
+    owners = #owners_in_order(name)
+  end
+  if (owners > 0 or waiters > 0) and args[5] ~= '1' then
+    fail(23, 'semaphore ' .. quote(name) .. ' has ' .. owners .. ' owner(s) and ' .. waiters
+      .. ' waiter(s); use force=True')
+  end
+  local msg = 'semaphore ' .. quote(name) .. ' was deleted'
+  local failed, lost = remove_semaphore(name, msg)
+  -- A claim's semaphore deleted: the claim is over (lua/70_claims.lua).
+  if redis.call('HDEL', B .. 'clm', name) == 1 then
+    redis.call('ZREM', B .. 'due', 'c:' .. name)
+  end
   return reply(remember(args[3], {msg, failed, lost}), more)
 end
 

@@ -59,6 +59,10 @@ function tickAges() {
     const { rate, burst, tat } = div.dataset;
     div.textContent = limiterText({ rate: Number(rate), burst: Number(burst), tat: Number(tat) });
   }
+  // A claim's time left too, from its end.
+  for (const div of document.querySelectorAll("div.recipe[data-claim]")) {
+    div.textContent = claimText(JSON.parse(div.dataset.claim));
+  }
 }
 
 // Owner data as the server sent it: already escaped (control and invisible
@@ -110,6 +114,8 @@ const RECIPES = {
   barrier: ["barrier", "its data is 'ROUND LAST'; each arrival holds 1 token"],
   counter: ["counter / latch", "a counter's value, or a latch's count left: stored alike"],
   group: ["group", "its data is 'group'; each member holds 1 token, its owner data its record"],
+  claim: ["claim", "a name claimed once per slot: its data is the claim's record; the " +
+    "server deletes it when the claim ends"],
 };
 
 function num(value) {
@@ -129,6 +135,18 @@ function limiterText(recipe) {
   const level = backlog > 0 ? "backlog " + backlog.toFixed(1) + " s (none available)"
     : num(available) + " available now";
   return num(recipe.rate) + "/s, burst " + num(recipe.burst) + ", " + level;
+}
+
+// A claim, as tenure._core.kinds.kind_text: its token, whether it was released, and
+// the time left until it ends (at its at_most, or after a release at the later of the
+// release and its at_least), by the server's clock.
+function claimText(recipe) {
+  const left = recipe.ends_at - serverNow();
+  const text = "token " + recipe.token + (recipe.released_at === null ? "" : ", released");
+  if (left <= 0) return text + ", ended";
+  const least = recipe.granted_at + recipe.at_least - serverNow();
+  return text + ", " + duration(left) + " left" +
+    (recipe.released_at === null && least > 0 ? " (at least " + duration(least) + ")" : "");
 }
 
 function recipeText(recipe) {
@@ -153,6 +171,7 @@ function recipeText(recipe) {
       (recipe.partition_members ? ", " + recipe.partition_members + " in its partition" : "") +
       (recipe.joining ? ", " + recipe.joining + " joining" : "");
   }
+  if (recipe.kind === "claim") return claimText(recipe);
   return "";
 }
 
@@ -170,6 +189,7 @@ function kindCell(sem) {
   if (recipe.kind === "rate_limiter") {
     Object.assign(attrs, { "data-rate": recipe.rate, "data-burst": recipe.burst, "data-tat": recipe.tat });
   }
+  if (recipe.kind === "claim") attrs["data-claim"] = JSON.stringify(recipe);
   return el("td", {}, el("span", { class: "kind", title: named[1] }, named[0]), el("div", attrs, facts));
 }
 

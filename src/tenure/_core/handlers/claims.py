@@ -1,0 +1,127 @@
+"""Claim commands: claim a name for a slot, release a claim by its id; a claim's end.
+
+The rule is :mod:`tenure._core.claims`'s. Times: a claim's end is the engine's
+deadline (``now``, its monotonic clock: a server's downtime is not counted, as for
+lock-delays, :func:`tenure._core.snapshot.resume`); the record's times are the
+command's ``at``, the host's wall clock (UNIX seconds), for display.
+
+A claim is *live* while its node keeps its timer (``Node.claims``) and its
+semaphore's data is the record of that claim: a semaphore deleted, or whose data was
+replaced, holds no claim (deleting it ends the claim; replacing its data makes it a
+semaphore like any other, which a claim then refuses).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tenure._core import commands as c
+from tenure._core.claims import (
+    ClaimRecord,
+    ClaimTimer,
+    check_claim_id,
+    check_claim_times,
+    claim_data,
+    parse_claim,
+)
+from tenure._core.deadlines import ClaimDeadline
+from tenure._core.handlers.semaphores import remove_semaphore
+from tenure._core.semaphore import Semaphore
+from tenure._core.state import EngineState, Node
+from tenure._core.values import check_data, check_duration, check_name
+from tenure._core.watches import DATA, EXISTENCE
+from tenure.errors import LimitExceededError, PreconditionFailedError
+
+
+def claim_name(state: EngineState, cmd: c.ClaimName, now: float) -> ClaimRecord:
+    """Grant a claim of a free name; answer the live claim of a claimed one."""
+    session, node = state.lookup_session_node(cmd.session_id)
+    name = check_name("semaphore", cmd.name)
+    claim_id = check_claim_id(cmd.claim_id)
+    at_least, at_most = check_claim_times(cmd.at_least, cmd.at_most)
+    data = check_data("claim data", cmd.data, node.config.max_data_size)
+    at = check_duration("at", cmd.at, allow_zero=True)
+    sem = node.semaphores.get(name)
+    live = live_claim(node, name)
+    if live is not None:
+        return live  # a retry (its id) or refused (another's): the live claim either way
+    if sem is not None:
+        if sem.ephemeral or not sem.is_idle():
+            raise PreconditionFailedError(
+                f"semaphore {name!r} is held or awaited: only a free semaphore whose data is "
+                "a claim's record (or none) can be claimed"
+            )
+        parse_claim(name, sem.data)  # an ended claim's record, or PreconditionFailedError
+    stale = name in node.claims  # (its data was replaced: its timer goes now)
+    if len(node.claims) - stale >= node.config.max_claims:
+        raise LimitExceededError(
+            f"max_claims ({node.config.max_claims}) reached on node {node.name!r}"
+        )
+    if sem is None:
+        state.check_room(node)
+    # Validated: from here on the command succeeds (rule 1).
+    state.last_token += 1
+    record = ClaimRecord(
+        claim_id, state.last_token, at, at_least, at_most, None, session.session_id, data
+    )
+    if sem is None:
+        sem = node.semaphores[name] = Semaphore(name, 1, claim_data(record), ephemeral=False)
+        change = EXISTENCE
+    else:
+        sem.limit, sem.data = 1, claim_data(record)
+        change = DATA
+    node.claims[name] = ClaimTimer(claim_id, record.token, now + at_least, now + at_most)
+    state.deadlines.schedule(now + at_most, ClaimDeadline(node.name, name, record.token))
+    state.fire_watches(node, name, change)
+    return record
+
+
+def release_claim(state: EngineState, cmd: c.ReleaseClaim, now: float) -> bool:
+    """Shorten the live claim ``claim_id`` of ``name`` to the later of now and
+    ``at_least`` after its grant; whether there was one to shorten."""
+    node = state.lookup_node(cmd.node)
+    name = check_name("semaphore", cmd.name)
+    claim_id = check_claim_id(cmd.claim_id)
+    at = check_duration("at", cmd.at, allow_zero=True)
+    live = live_claim(node, name)
+    if live is None or live.id != claim_id or live.released_at is not None:
+        return False
+    timer = node.claims[name]
+    sem = node.semaphores[name]
+    if timer.least_until <= now:
+        end_claim(state, node, sem, now)
+        return True
+    timer.ends_at = timer.least_until
+    state.deadlines.schedule(timer.ends_at, ClaimDeadline(node.name, name, timer.token))
+    sem.data = claim_data(dataclasses.replace(live, released_at=at))
+    state.fire_watches(node, name, DATA)
+    return True
+
+
+def live_claim(node: Node, name: str) -> ClaimRecord | None:
+    """The live claim of ``name`` (module docstring), or None."""
+    timer = node.claims.get(name)
+    sem = node.semaphores.get(name)
+    if timer is None or sem is None or sem.ephemeral:
+        return None
+    try:
+        record = parse_claim(name, sem.data)
+    except PreconditionFailedError:
+        return None
+    return record if record.id == timer.claim_id and record.token == timer.token else None
+
+
+def end_claim(state: EngineState, node: Node, sem: Semaphore, now: float) -> None:
+    """The claim of ``sem`` ends: its timer and its semaphore go (anyone holding the
+    semaphore loses it, as on a forced delete)."""
+    del node.claims[sem.name]
+    remove_semaphore(state, node, sem, f"the claim of {sem.name!r} ended", now)
+
+
+def claim_ended(state: EngineState, key: ClaimDeadline, now: float) -> None:
+    """A claim's deadline came: it ends, if it is still a claim (else its timer goes)."""
+    node = state.nodes[key.node]
+    if live_claim(node, key.semaphore) is None:
+        del node.claims[key.semaphore]
+        return
+    end_claim(state, node, node.semaphores[key.semaphore], now)

@@ -1,0 +1,52 @@
+"""The sync claim: ``claim = session.claim("nightly-report", at_least=60, at_most=600)``."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Self
+
+from tenure import client as aio
+from tenure.sync._portal import Portal
+
+
+class Claim:
+    """A claim of a name for a slot (see :class:`tenure.Claim`); ``with claim:``
+    releases it at the end of the block."""
+
+    def __init__(self, portal: Portal, claim: aio.Claim) -> None:
+        self._portal = portal
+        self._claim = claim
+        #: The node and the name claimed.
+        self.node = claim.node
+        self.name = claim.name
+        #: The claim's id: what :meth:`tenure.sync.Client.release_claim` takes.
+        self.id = claim.id
+        #: The grant's fencing token.
+        self.token = claim.token
+        #: Seconds the name stays claimed after the grant, released or not.
+        self.at_least = claim.at_least
+        #: Seconds after the grant the claim ends, whatever its holder does.
+        self.at_most = claim.at_most
+        #: When it was granted, UNIX seconds of the store's clock.
+        self.granted_at = claim.granted_at
+        #: The owner data it was taken with.
+        self.data = claim.data
+
+    def __repr__(self) -> str:
+        return f"<sync Claim {self.name!r} id {self.id} token {self.token}>"
+
+    def release(self) -> bool:
+        """Release it (it ends at the later of now and ``at_least`` after the grant);
+        whether it shortened the live claim."""
+        return self._portal.call(self._claim.release)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
