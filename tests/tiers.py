@@ -149,6 +149,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/test_import_graph.py": UNIT,
     "tests/test_leaving_twice.py": UNIT,
     "tests/test_leader_backoff.py": UNIT,
+    "tests/test_requeue_pause.py": UNIT,
     "tests/test_listing_args.py": UNIT,
     "tests/test_netproxy.py": UNIT,  # in-process proxies
     "tests/test_tickets.py": UNIT,

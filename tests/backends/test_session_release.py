@@ -15,7 +15,12 @@ import logging
 import pytest
 
 from tenure.backends._store import EagerRelease
-from tenure.errors import NotFoundError, SessionExpiredError, UnavailableError
+from tenure.errors import (
+    NotFoundError,
+    PermissionDeniedError,
+    SessionExpiredError,
+    UnavailableError,
+)
 from tests.backends.test_session_core import ScriptedStore, _held, _session, _soon
 
 
@@ -115,3 +120,22 @@ async def test_a_failure_nobody_waits_for_is_logged(caplog: pytest.LogCaptureFix
         store.futures[0].set_exception(NotFoundError("no semaphore 'm'"))
         await _soon(lambda: session.ledger.free_hold("m") == 0, "the release ended")
     assert "release of ('m', 0) failed: no semaphore 'm'" in caplog.text
+
+
+async def test_a_refusal_that_comes_after_the_sessions_end_is_its_loss_unlogged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # tenure://'s server refuses a release that reaches it after a kill (it has
+    # forgotten the session), right behind the SessionEnded push: the end gave the
+    # hold back, so the release had nothing left to do.
+    store = EagerStore()
+    session = _session(store)
+    grant = await _held(session, store)
+    answer = session.release("m", grant)
+    session.lose(SessionExpiredError("killed"))
+    with caplog.at_level(logging.WARNING, logger="tenure.client"):
+        store.futures[0].set_exception(PermissionDeniedError("session 1 is not attached"))
+        with pytest.raises(SessionExpiredError, match="killed"):
+            await answer
+    assert session.ledger.free_hold("m") == 0
+    assert caplog.text == ""

@@ -1,5 +1,6 @@
 """``tenure elect NAME --requeue -- CMD`` against a real server: it leads until stopped,
-running CMD again after each exit and after each loss of leadership."""
+running CMD again after each exit (after a pause, without leadership) and after each
+loss of leadership."""
 
 from __future__ import annotations
 
@@ -49,6 +50,21 @@ LOGGED = (
 )
 
 
+#: Exits at once, saying its term's token and session.
+EXITS_AT_ONCE = (
+    "import os\n"
+    "print('run with token', os.environ['TENURE_TOKEN'], os.environ['TENURE_SESSION_ID'],"
+    " flush=True)\n"
+)
+
+#: A shell's CMD that exits at once, but on its third run (counted in the file $1)
+#: sleeps 2.2 s first: more than the test's --requeue-reset-after (2 s) by itself.
+THIRD_RUN_LASTS = (
+    'n=$(cat "$1" 2>/dev/null); printf x >> "$1"; echo "run $TENURE_TOKEN";'
+    ' if [ "$n" = xx ]; then sleep 2.2; fi'
+)
+
+
 def python(script: str, *args: str) -> list[str]:
     return [sys.executable, "-c", script, *args]
 
@@ -58,9 +74,10 @@ class Lines:
     lines that come together are both kept: a buffered readline would hide the
     second from the next select)."""
 
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
-        assert proc.stdout is not None
-        self._fd = proc.stdout.fileno()
+    def __init__(self, proc: subprocess.Popen[str], *, stderr: bool = False) -> None:
+        stream = proc.stderr if stderr else proc.stdout
+        assert stream is not None
+        self._fd = stream.fileno()
         self._pending = b""
         self.seen: list[str] = []
 
@@ -80,6 +97,11 @@ class Lines:
                 chunk = os.read(self._fd, 4096)
                 assert chunk, f"{text!r} never printed before the end; got {self.seen}"
                 self._pending += chunk
+
+    def all_with(self, rest: str) -> list[str]:
+        """Every line: those read so far, then what was pending, then ``rest`` (what
+        ``finish`` read after them)."""
+        return self.seen + (self._pending.decode() + rest).splitlines()
 
 
 def test_it_runs_the_command_again_after_it_exits(url: str, node: str, tmp_path: Path) -> None:
@@ -133,7 +155,10 @@ def test_two_runners_take_turns_and_never_run_the_command_at_once(
     url: str, node: str, tmp_path: Path
 ) -> None:
     log = tmp_path / "log"
-    command = ["elect", "scheduler", "--node", node, "--requeue", "--", *python(LOGGED, str(log))]
+    command = [
+        "elect", "scheduler", "--node", node, "--requeue", "--requeue-delay", "0",
+        "--", *python(LOGGED, str(log)),
+    ]  # fmt: skip
     runners = [start_tenure(*command, url=url) for _ in range(2)]
     try:
         deadline = time.monotonic() + 30
@@ -188,6 +213,109 @@ def test_usage_errors_and_a_missing_command(url: str, node: str) -> None:
     )
     assert missing.returncode == 127  # not run again and again
     assert "command not found" in one_error_line(missing)
+
+
+def test_after_cmd_exits_it_pauses_without_leadership_and_another_leads_meanwhile(
+    url: str, node: str
+) -> None:
+    runner = start_tenure(
+        "elect", "scheduler", "--node", node, "--requeue", "--requeue-delay", "60", "--",
+        *python(EXITS_AT_ONCE), url=url,
+    )  # fmt: skip
+    other = None
+    try:
+        out, err = Lines(runner), Lines(runner, stderr=True)
+        token = int(out.until("run with token").split()[3])
+        err.until(
+            "the command exited with status 0: resigning leadership of 'scheduler', "
+            "campaigning again in 60s"
+        )
+        # The pause: it resigned (closing its session) and does not campaign.
+        deadline = time.monotonic() + 10
+        while run_tenure("leader", "scheduler", "--node", node, url=url).returncode != 1:
+            assert time.monotonic() < deadline, "the runner never resigned for its pause"
+            time.sleep(0.05)
+        assert _waiters(url, node) == 0
+        # So another candidate leads at once, in the runner's pause.
+        other = start_tenure(
+            "elect", "scheduler", "--node", node, "--", *python(LEADING), url=url
+        )  # fmt: skip
+        other_token = int(Lines(other).until("leading with token").split()[3])
+        assert other_token > token
+        runner.send_signal(signal.SIGTERM)
+        status, rest, err_rest = finish(runner)
+        assert status == 128 + signal.SIGTERM, err_rest
+        assert (
+            "stopped by signal 15 while pausing before campaigning again for leadership "
+            "of 'scheduler'" in err_rest
+        )
+        runs = [line for line in out.all_with(rest) if line.startswith("run with token")]
+        assert len(runs) == 1, runs  # CMD was not run again in the pause
+    finally:
+        stop(runner)
+        if other is not None:
+            stop(other)
+
+
+def test_the_pause_doubles_while_runs_end_quickly_up_to_its_ceiling(url: str, node: str) -> None:
+    runner = start_tenure(
+        "elect", "scheduler", "--node", node, "--requeue",
+        "--requeue-delay", "0.05", "--requeue-max-delay", "0.2", "--",
+        *python(EXITS_AT_ONCE), url=url,
+    )  # fmt: skip
+    try:
+        out, err = Lines(runner), Lines(runner, stderr=True)
+        pauses = [err.until("campaigning again in").rsplit(" ", 1)[-1] for _ in range(5)]
+        runs = [out.until("run with token").split()[3:] for _ in range(5)]
+    finally:
+        stop(runner)
+    assert pauses == ["0.05s", "0.1s", "0.2s", "0.2s", "0.2s"]
+    tokens = [int(token) for token, _ in runs]
+    assert tokens == sorted(set(tokens))
+    assert len({session for _, session in runs}) == 5  # each pause closed the session
+
+
+def test_a_run_that_lasted_long_enough_brings_the_pause_back_down(
+    url: str, node: str, tmp_path: Path
+) -> None:
+    runner = start_tenure(
+        "elect", "scheduler", "--node", node, "--requeue", "--requeue-delay", "0.05",
+        "--requeue-max-delay", "10", "--requeue-reset-after", "2", "--",
+        "sh", "-c", THIRD_RUN_LASTS, "sh", str(tmp_path / "runs"), url=url,
+    )  # fmt: skip
+    try:
+        err = Lines(runner, stderr=True)
+        pauses = [err.until("campaigning again in").rsplit(" ", 1)[-1] for _ in range(5)]
+    finally:
+        stop(runner)
+    # Two short runs (0.05, 0.1), the long third (back to 0.05), short ones again.
+    assert pauses == ["0.05s", "0.1s", "0.05s", "0.05s", "0.1s"]
+
+
+def test_the_pause_options_are_checked(url: str, node: str) -> None:
+    def refused(*options: str) -> str:
+        args = ["elect", "x", "--node", node, *options, "--", "true"]
+        result = run_tenure(*args, url=url)
+        assert result.returncode == 2, result.stderr
+        return result.stderr
+
+    assert "--requeue-delay go with --requeue" in refused("--requeue-delay", "1")
+    assert "--requeue-max-delay, --requeue-reset-after go with --requeue" in refused(
+        "--requeue-max-delay", "1", "--requeue-reset-after", "1"
+    )
+    assert "--requeue-max-delay (0.5) is shorter than --requeue-delay (1)" in refused(
+        "--requeue", "--requeue-delay", "1", "--requeue-max-delay", "0.5"
+    )
+    assert "--requeue-delay must be a number of seconds, got nan" in refused(
+        "--requeue", "--requeue-delay", "nan"
+    )
+    assert "--requeue-max-delay must be a number of seconds, got inf" in refused(
+        "--requeue", "--requeue-max-delay", "inf"
+    )
+    assert "Invalid value for '--requeue-reset-after'" in refused(
+        "--requeue", "--requeue-reset-after", "-1"
+    )
+    assert "--requeue-delay" in run_tenure("elect", "--help").stdout
 
 
 def _waiters(url: str, node: str) -> int:

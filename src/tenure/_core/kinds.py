@@ -192,6 +192,7 @@ class GroupKind:
     kind: Literal["group"] = "group"
 
 
+@dataclass(frozen=True, slots=True)
 class ClaimKind:
     """A claim (:mod:`tenure._core.claims`): its record. Its times are UNIX seconds of
     the store's clock, as the record has them."""

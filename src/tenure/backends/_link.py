@@ -198,6 +198,13 @@ class Link:
         """Whether requests can go out now."""
         return self._ready.is_set()
 
+    @property
+    def ready(self) -> bool:
+        """Whether :meth:`call` sends at once (a connection up and set up), rather
+        than waiting for one first."""
+        conn = self._conn
+        return conn is not None and not conn.going_away and self._is_ready
+
     # -- life -----------------------------------------------------------------------
 
     async def open(self) -> None:

@@ -10,8 +10,9 @@ returns, and its answer's future settles the release without a task; otherwise,
 and whenever a send is not answered, a task sends it until the store answers or
 the session ends. Then the hold's number is free again, and the answer's future
 gets the store's answer, or the session's loss (at once, when the session ends
-while the release is being tried), or the store's error, which is also logged:
-nobody may be waiting to hear it.
+while the release is being tried; and when the store refuses a release that
+reaches it after the session's end, which gave the hold back already), or the
+store's error, which is also logged: nobody may be waiting to hear it.
 """
 
 from __future__ import annotations
@@ -140,6 +141,13 @@ class Releases:
         self._drop(place, held)
         error = None if outcome.cancelled() else outcome.exception()
         if error is not None and not isinstance(error, LostError):
+            if self._session.ended is not None:
+                # The session ended before the answer came: its end gave the hold
+                # back, so the release had nothing left to do, and the store's
+                # refusal says only that (tenure://'s server has forgotten a killed
+                # session: PERMISSION_DENIED, behind the SessionEnded push).
+                self._fail(answer)
+                return
             session_id = self._session.session_id
             log.warning("session %d: release of %r failed: %s", session_id, place, error)
         _settle(answer, outcome)

@@ -21,6 +21,10 @@ its :class:`Shard`). What the network adds lives here:
   queued, nor granted, nor ended): re-sending one that was granted restates the
   same grant and token. Create and delete commands are not repeated; they
   raise UnavailableError saying the outcome is unknown.
+* **A session's end is final.** A request that waits for a connection looks at
+  the session again once there is one: a session ended meanwhile sends nothing
+  more (its close, if it was closed while disconnected, has just gone out during
+  the set-up), and the request raises its loss.
 * **Confirmation.** A session is confirmed by every frame the server answers
   while it is attached (:attr:`tenure.backends._link.Link.confirmed_at`), so the
   local deadline (the session's rule) counts from there; while the connection is
@@ -113,6 +117,13 @@ class RemoteStore(CommandStore):
             link = self._link  # (the deadline inline: this runs on every request)
             base = link.confirmed_at if self._epoch == link.epoch else self._frozen
             try:
+                if not link.ready:
+                    # Wait, then look again: the session may end meanwhile, and its
+                    # close is sent during the next connection's set-up, ahead of any
+                    # request: a command of its sent after that is refused (the
+                    # server has forgotten the session), and must not be sent.
+                    await link.wait_ready(base + self._window)
+                    continue
                 return await link.call(command, wait_until=base + self._window)
             except DisconnectedError:
                 if isinstance(command, Acquire):

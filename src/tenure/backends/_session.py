@@ -52,7 +52,9 @@ sends it before ``release`` returns, so whatever the client asks next reaches th
 engine after it; others send it from a task. The hold's number stays taken until
 the store answers, so the session's next acquire of the name takes another
 number and queues behind the release if the semaphore is full. An answer that
-is an error other than the session's loss is logged: nobody may be waiting.
+is an error other than the session's loss is logged: nobody may be waiting; but
+not one that comes once the session has ended, whose end gave every hold back
+(the release had nothing left to do): its answer is the loss.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import click
@@ -19,7 +19,7 @@ from tenure.cli._common import (
     session_description,
     url_option,
 )
-from tenure.cli._requeue import elect_with_requeue
+from tenure.cli._requeue import REQUEUE_OPTIONS, refuse_given, requeue_options, with_requeue
 from tenure.cli._status import Status
 from tenure.cli._supervise import DEFAULT_GRACE, Signals, say, supervise
 from tenure.client import Lease, Session
@@ -220,6 +220,7 @@ def lock(
     help="keep leading until stopped: when CMD exits or leadership is lost, campaign "
     "again (behind the other candidates) and run CMD again",
 )
+@requeue_options
 @hold_options
 def elect(name: str, data: str, requeue: bool, **common: Any) -> int:
     """Run a command only while leader of the election NAME.
@@ -238,45 +239,29 @@ def elect(name: str, data: str, requeue: bool, **common: Any) -> int:
     With --requeue it campaigns again whenever CMD exits or leadership is lost (CMD
     stopped as above), in a new session if the old one is gone, until stopped: a
     signal while CMD runs is passed on to it, and tenure then exits with CMD's
-    status; one while it campaigns ends it with 128 + N. A CMD that cannot run
-    (126, 127) ends it too. It takes neither --try, --timeout nor the exit-code
-    options.
+    status; one while it campaigns or pauses ends it with 128 + N. A CMD that
+    cannot run (126, 127) ends it too. It takes neither --try, --timeout nor the
+    exit-code options.
+
+    After CMD exits, --requeue resigns (closing its session) and pauses before it
+    campaigns again, so that a CMD that fails at once does not loop: another
+    candidate may lead during the pause. The pause is --requeue-delay, doubled
+    after each run in a row shorter than --requeue-reset-after, up to
+    --requeue-max-delay; a longer run brings it back to --requeue-delay. After a
+    loss it campaigns again at once.
     """
     command: list[str] = click.get_current_context().meta[COMMAND_KEY]
     check_waiting(common)
+    pause = {key: common.pop(key) for key in REQUEUE_OPTIONS}
     if requeue:
-        return run(_elect_with_requeue(name, data, command, common))
+        return run(with_requeue(name, data, command, common, pause))
+    refuse_given(list(REQUEUE_OPTIONS), "go with --requeue")
 
     async def campaign(session: Session, timeout: float | None) -> Lease:
         return await session.election(name).campaign(data.encode(), timeout=timeout)
 
     what = f"leadership of {name!r}"
     return run(_hold_and_run("elect", name, what, campaign, command, {}, **common))
-
-
-def _elect_with_requeue(
-    name: str, data: str, command: list[str], common: dict[str, Any]
-) -> Coroutine[Any, Any, int]:
-    """``elect --requeue``: its options checked (usage errors), then the runner."""
-    context = click.get_current_context()
-    given = [
-        f"--{option.replace('_', '-')}"
-        for option in ("timeout", "conflict_exit_code", "lost_exit_code")
-        if context.get_parameter_source(option) is not click.core.ParameterSource.DEFAULT
-    ]
-    if common["try_only"]:
-        given.insert(0, "--try")
-    if given:
-        raise click.UsageError(f"--requeue campaigns until stopped: it takes no {', '.join(given)}")
-    return elect_with_requeue(
-        name,
-        data,
-        command,
-        url=common["url"],
-        node=common["node"],
-        grace=common["grace"],
-        recovery_window=common["recovery_window"],
-    )
 
 
 async def _hold_and_run(
