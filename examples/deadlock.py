@@ -1,29 +1,41 @@
 """Deadlock detection: two transfers lock two accounts in opposite orders.
 
 Task A locks acct/1 then waits for acct/2; task B holds acct/2 and asks for acct/1.
-Waiting would close a cycle (each waits for the other, forever), so B's acquire
-fails at once with DeadlockError naming it; B lets go of acct/2 and tries again,
-A goes on. Both run in one session: the store tells its tasks apart.
+Waiting would close a cycle (each waits for the other, forever). A backend with
+``Capability.DEADLOCK_DETECTION`` (memory://, tenure://, redis://) refuses B's
+acquire at once with DeadlockError naming the cycle; one without it (etcd://,
+postgres://) lets B wait like any other waiter, and B's timeout is what ends the
+wait. Either way B lets go of acct/2 and tries again, and A goes on. Both tasks run
+in one session: the store tells its tasks apart. Code that counts on detection
+insists on it: ``connect(url, require=[Capability.DEADLOCK_DETECTION])`` refuses a
+backend without it.
 
     python examples/deadlock.py                      # memory://
     TENURE_URL=tenure://127.0.0.1:6388 python examples/deadlock.py
+    TENURE_URL=postgres://user@127.0.0.1/db python examples/deadlock.py
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from urllib.parse import urlsplit
 
 import tenure
-from tenure.errors import DeadlockError
+from tenure import Capability
+from tenure.errors import DeadlockError, UnsupportedError
 
 URL = os.environ.get("TENURE_URL", "memory://")
 NODE = "bank"
+#: B's timeout on its second lock: where nothing detects the deadlock, this ends it.
+GIVE_UP = 0.5
 
 
 async def main() -> None:
-    # require=: refuse a backend that would let the two wait until their timeouts.
-    async with tenure.connect(URL, require=[tenure.Capability.DEADLOCK_DETECTION]) as client:
+    scheme = urlsplit(URL).scheme
+    async with tenure.connect(URL) as client:
+        detects = Capability.DEADLOCK_DETECTION in client.capabilities
+        print(f"{scheme}:// detects deadlocks: {detects}")
         await client.create_node(NODE, exist_ok=True)
         async with client.session(NODE, description="transfers") as session:
             b_holds = asyncio.Event()
@@ -40,11 +52,13 @@ async def main() -> None:
                     b_holds.set()
                     await waiting_for("acct/2", session)  # A holds acct/1 and waits
                     try:
-                        async with session.mutex("acct/1").lock():
-                            raise AssertionError("B should have been refused")
+                        async with session.mutex("acct/1").lock(timeout=GIVE_UP):
+                            raise AssertionError("B cannot hold acct/1: A holds it")
                     except DeadlockError as error:
                         print("B holds acct/2, refused acct/1 at once:", type(error).__name__)
-                print("B let go of acct/2, tries again")
+                    except TimeoutError:
+                        print(f"B holds acct/2, gave up on acct/1 after {GIVE_UP} s: TimeoutError")
+                    print("B lets go of acct/2, tries again")
                 async with session.mutex("acct/2").lock(), session.mutex("acct/1").lock():
                     print("B moved 5 from acct/2 to acct/1")
 
@@ -54,6 +68,13 @@ async def main() -> None:
         for broken in described.deadlocks:
             print("  it waited for", broken.cycle.split(" waits for ", 1)[1].split(" held")[0])
         await client.drop_node(NODE, force=True)
+
+    # Code that must not wait out a deadlock says so: a backend without it is refused.
+    try:
+        async with tenure.connect(URL, require=[Capability.DEADLOCK_DETECTION]):
+            print("require=[DEADLOCK_DETECTION]: connected")
+    except UnsupportedError as error:
+        print("require=[DEADLOCK_DETECTION]: refused:", error)
 
 
 async def waiting_for(name: str, session: tenure.Session) -> None:
