@@ -1,5 +1,7 @@
-"""Every recipe on one backend: readers-writer lock, all-or-none locks, rate limiter,
+"""Six recipes on one backend: readers-writer lock, all-or-none locks, rate limiter,
 barrier, latch and counter, each used by two sessions (two processes, as it were).
+The others have programs of their own: groups.py (groups and partitions),
+reentrant.py, leader.py, cache.py, deadlock.py and claims.py.
 
 The same code runs on every backend (docs/recipes.md has the table of which backend
 has what, made from the conformance kit's results); point it at one with
