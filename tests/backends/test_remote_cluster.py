@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import tenure
+from tenure import Capability
 from tenure._protocol.cluster import ClusterStatus
 from tenure._protocol.messages import LEADER, STANDALONE, STANDBY
 from tenure.backends.remote import TenureBackend, cluster_status
@@ -169,13 +170,16 @@ async def test_an_older_server_is_spoken_to_in_its_version(
             await session._backend_session().watch_prefix(
                 "config/", data=True, owners=True, waiters=False
             )
-        with pytest.raises(UnsupportedError, match="WatchPrefix"):
+        with pytest.raises(UnsupportedError, match=r"lacks Capability\.PREFIX_WATCH"):
             async with client.cache("n", prefix="config/"):
                 pass
+        # What the server's version lacks is not declared (require= refuses it).
+        assert {Capability.PREFIX_WATCH, Capability.CLAIMS}.isdisjoint(client.capabilities)
+        assert (Capability.ALL_OR_NONE in client.capabilities) == (version >= 5)
         # Claims (version 6): refused whole, never sent; a node's max_claims too.
         with pytest.raises(UnsupportedError, match=f"version {version}, which has no ClaimName"):
             await session.claim("nightly", at_least=1.0, at_most=2.0)
-        with pytest.raises(UnsupportedError, match="ReleaseClaim"):
+        with pytest.raises(UnsupportedError, match=r"lacks Capability\.CLAIMS"):
             await client.release_claim("n", "nightly", "a" * 32)
         with pytest.raises(UnsupportedError, match="no node setting max_claims"):
             await client.create_node("m", max_claims=5)

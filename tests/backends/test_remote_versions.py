@@ -17,6 +17,7 @@ import pytest
 import pytest_asyncio
 
 import tenure
+from tenure import Capability
 from tenure._core import CloseSession, CreateSession, SessionInfo
 from tenure._protocol.frames import FrameReader, encode_frame
 from tenure._protocol.messages import (
@@ -122,7 +123,11 @@ async def test_a_client_speaks_version_1_to_an_old_server(old_server: OldServer)
             await client.kill_session("n", 7)
         with pytest.raises(UnsupportedError, match="ClaimName"):
             await session.claim("nightly", at_least=1.0, at_most=2.0)
-        with pytest.raises(UnsupportedError, match="ReleaseClaim"):
+        with pytest.raises(UnsupportedError, match=r"lacks Capability\.CLAIMS"):
             await client.release_claim("n", "nightly", "a" * 32)
+        # What versions 5 and 6 added is not declared: require= refuses such a server.
+        for added in (Capability.ALL_OR_NONE, Capability.CLAIMS, Capability.PREFIX_WATCH):
+            assert added not in client.capabilities
+        assert Capability.DEADLOCK_DETECTION not in client.capabilities
         assert {c[0] for c in old_server.raw_commands} <= {10, 13}  # nothing it cannot read
         await session.close()

@@ -202,6 +202,7 @@ def sample_messages() -> list[Message]:
     """At least one sample of every message, every command, every reply and every effect."""
     out: list[Message] = [Hello(), Ping(7), Welcome(), Pong(7)]
     out += [Welcome(role="standby", leader="t3:6390")]  # (at their defaults, left out)
+    out += [Welcome(deadlock_detection=False)]  # (role and leader sent at their defaults)
     out += [Refused(sample(ErrorCode), "no"), GoingAway(sample(ErrorCode), "bye")]
     out += [Request(7, sample(cls)) for cls in COMMAND_TYPES]
     out += [Reply(7, sample(cls)) for cls in REPLY_RECORD_TYPES]

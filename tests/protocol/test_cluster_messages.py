@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from tenure._core import (
@@ -123,8 +125,23 @@ def test_an_older_peer_receives_welcome_without_role_and_leader(version: int) ->
 
 
 def test_a_welcome_with_a_field_too_many_is_refused() -> None:
-    with pytest.raises(ProtocolError, match="Welcome has 5 to 7 fields, got 8"):
-        message_of([11, 3, "s", b"", 1048576, 0.0, "standby", "h:1", "extra"])
+    with pytest.raises(ProtocolError, match="Welcome has 5 to 8 fields, got 9"):
+        message_of([11, 3, "s", b"", 1048576, 0.0, "standby", "h:1", False, "extra"])
+
+
+def test_a_server_without_deadlock_detection_says_so_to_a_version_6_client_only() -> None:
+    # Since version 6, after role and leader; not sent when true (the default).
+    off = Welcome(server_name="s", deadlock_detection=False)
+    assert wire_of(off) == [11, 6, "s", b"", 1048576, 0.0, "", None, False]
+    assert message_of(wire_of(off)) == off
+    assert wire_of(Welcome(server_name="s", role=LEADER))[6:] == ["leader"]
+    # An older client sends no asking task, so nothing is detected for it anyway: it
+    # reads its version's layout.
+    assert for_version(off, 6) is off
+    assert for_version(off, 5) == Welcome(server_name="s")
+    assert wire_of(for_version(dataclasses.replace(off, version=5), 5)) == [
+        11, 5, "s", b"", 1048576, 0.0
+    ]  # fmt: skip
 
 
 def test_cluster_status_and_its_view_have_their_layouts() -> None:

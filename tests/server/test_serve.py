@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+import tenure
+from tenure import Capability
 from tenure._core import (
     MAX_COUNT,
     Acquire,
@@ -38,7 +40,7 @@ from tenure._protocol import (
     encode_message,
 )
 from tenure._protocol.frames import encode_frame
-from tenure.errors import ErrorCode
+from tenure.errors import ErrorCode, UnsupportedError
 from tests.protocol.helpers import pack
 
 from .wire import Clients, ServerProcess, WireClient
@@ -97,6 +99,21 @@ async def test_config_line_flag_beats_env(tmp_path: Path, wire: Clients) -> None
     assert config["sources"]["fsync"] == "flag"
     assert (config["max_connections"], config["sources"]["max_connections"]) == (7, "env")
     assert config["host"] == "127.0.0.1"
+
+
+async def test_a_server_that_looks_for_no_deadlock_says_so(tmp_path: Path) -> None:
+    # --deadlock-search-limit 0 turns the search off: the Welcome says so, and the
+    # client then declares no DEADLOCK_DETECTION, so require= refuses the server.
+    with ServerProcess(tmp_path / "data", "--fsync", "off") as server:
+        async with tenure.connect(f"tenure://127.0.0.1:{server.port}") as client:
+            assert Capability.DEADLOCK_DETECTION in client.capabilities
+    with ServerProcess(tmp_path / "off", "--fsync", "off", "--deadlock-search-limit", "0") as off:
+        url = f"tenure://127.0.0.1:{off.port}"
+        async with tenure.connect(url) as client:
+            assert Capability.DEADLOCK_DETECTION not in client.capabilities
+            assert Capability.CLAIMS in client.capabilities  # (the rest of version 6)
+        with pytest.raises(UnsupportedError, match="deadlock_detection"):
+            await tenure.connect(url, require=[Capability.DEADLOCK_DETECTION])
 
 
 async def test_queued_waiter_gets_granted_push(tmp_path: Path, wire: Clients) -> None:

@@ -51,6 +51,7 @@ from tenure._protocol.frames import DEFAULT_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
 from tenure._protocol.payloads import COMMAND, EFFECT, ERROR_CODE, VALUE, ReplyValue
 from tenure._protocol.wire import (
     BIN,
+    BOOL,
     FLOAT,
     STR,
     UINT,
@@ -184,6 +185,11 @@ class Welcome:
     (:data:`STANDALONE`: no; :data:`LEADER`; :data:`STANDBY`: it serves no request
     but ClusterStatus, so a client goes to ``leader``, the leader's address as it
     advertises it, None when no leader is known). To an older peer both are left out.
+
+    Since version 6: ``deadlock_detection`` says whether the server looks for
+    deadlocks (``tenure serve --deadlock-search-limit 0`` turns it off), so a client
+    declares Capability.DEADLOCK_DETECTION only where it holds. Not sent when true;
+    to an older peer (which sends no asking task) it is left out.
     """
 
     version: int = PROTOCOL_VERSION
@@ -193,6 +199,7 @@ class Welcome:
     idle_timeout: float = 0.0
     role: str = STANDALONE
     leader: str | None = None
+    deadlock_detection: bool = True
 
 
 @final
@@ -290,6 +297,7 @@ MESSAGE: Final = Union(
                 ("idle_timeout", FLOAT),
                 ("role", STR),  # since version 3
                 ("leader", _OPT_STR),  # since version 3
+                ("deadlock_detection", BOOL),  # since version 6
             ],
             tag=11,
             since=5,
@@ -420,6 +428,9 @@ def _before_version_6(message: Message) -> Message:
         command = message.command
         if (type(command) is Acquire or type(command) is AcquireAll) and command.task:
             return Request(message.request_id, dataclasses.replace(command, task=0))
+    elif type(message) is Welcome:
+        if not message.deadlock_detection:
+            return dataclasses.replace(message, deadlock_detection=True)
     elif type(message) is Reply:
         value = message.value
         if type(value) is NodeDescription:

@@ -84,11 +84,13 @@ CAPABILITIES: Final = frozenset(
         Capability.SESSION_RECOVERY,
         Capability.LEASE_TTL,
         Capability.LOCK_DELAY,
-        Capability.ALL_OR_NONE,
-        Capability.PREFIX_WATCH,
-        Capability.CLAIMS,
     }
 )
+#: What a server has since a protocol version (an older one refuses its commands).
+SINCE_VERSION: Final = {
+    5: frozenset({Capability.ALL_OR_NONE}),
+    6: frozenset({Capability.PREFIX_WATCH, Capability.CLAIMS}),
+}
 
 
 class TenureBackend:
@@ -102,13 +104,19 @@ class TenureBackend:
 
     @property
     def capabilities(self) -> frozenset[Capability]:
-        """Everything: the server journals state, so it survives restarts; replicated
-        too when the service is a cluster (its Welcome says a role): the journal is
-        in etcd, and another member takes over from a lost one. Deadlock detection
-        when every server speaks protocol version 6 (an older one is sent no task)."""
+        """Everything the servers speak: the server journals state, so it survives
+        restarts; replicated too when the service is a cluster (its Welcome says a
+        role): the journal is in etcd, and another member takes over from a lost one.
+        What a protocol version added (:data:`SINCE_VERSION`) only when every server
+        speaks it; deadlock detection when every server speaks version 6 (an older one
+        is sent no task) and looks for deadlocks (its Welcome says so)."""
         found = CAPABILITIES
         welcomes = [shard.link.welcome for shard in self.shards]
-        if all(welcome is not None and welcome.version >= 6 for welcome in welcomes):
+        oldest = min((w.version if w is not None else 0 for w in welcomes), default=0)
+        for version, added in SINCE_VERSION.items():
+            if oldest >= version:
+                found |= added
+        if oldest >= 6 and all(w is not None and w.deadlock_detection for w in welcomes):
             found |= {Capability.DEADLOCK_DETECTION}
         if len(self.shards) == 1:
             welcome = welcomes[0]
@@ -331,6 +339,7 @@ async def _ask(endpoint: Endpoint, options: LinkOptions) -> DoorStatus:
 
 __all__ = [
     "CAPABILITIES",
+    "SINCE_VERSION",
     "ClusterView",
     "DoorStatus",
     "MemberView",

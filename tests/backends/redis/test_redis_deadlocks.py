@@ -242,7 +242,11 @@ async def test_keys_of_tasks_go_with_what_they_index(place: Place) -> None:
 
 async def test_the_limit_is_the_clients_and_zero_checks_nothing(place: Place) -> None:
     unchecked = place.url + "&deadlock_search_limit=0"
+    async with tenure.connect(place.url) as client:
+        assert tenure.Capability.DEADLOCK_DETECTION in client.capabilities
     async with tenure.connect(unchecked) as client:
+        # Nothing is looked for, so nothing is promised: require= refuses it.
+        assert tenure.Capability.DEADLOCK_DETECTION not in client.capabilities
         one, two = await client.session("n"), await client.session("n")
         a, b = _store(one._backend), _store(two._backend)
         await a.call(Acquire(one.id, "x", MAX_COUNT, 1, ephemeral=True, task=1))

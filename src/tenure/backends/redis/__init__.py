@@ -397,4 +397,6 @@ async def open_backend(url: str, options: Mapping[str, object]) -> RedisBackend:
     except BaseException:
         await conn.close()
         raise
+    if conn.options.deadlock_search_limit == 0:  # ?deadlock_search_limit=0: no search
+        capabilities -= {Capability.DEADLOCK_DETECTION}
     return RedisBackend(conn, capabilities)

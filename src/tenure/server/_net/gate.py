@@ -164,6 +164,7 @@ class Gate:
             idle_timeout=self.config.idle_timeout,
             role=role.name,
             leader=role.leader(),
+            deadlock_detection=self.config.deadlock_search_limit > 0,
         )
         self._emit(conn, welcome)
         opened: dict[str, object] = {
