@@ -211,10 +211,9 @@ async def elect_with_requeue(
         except StopLeadingError as stop:
             return stop.status
         except asyncio.CancelledError:
-            status = signals.stopped_status()
+            status = signals.stopped_status(f"{doing} {terms.what}")
             if status is None:
                 raise
-            say(f"stopped by signal {signals.stopped_by} while {doing} {terms.what}")
             return status
 
 

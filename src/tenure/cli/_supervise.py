@@ -178,15 +178,16 @@ class Signals:
         """The first signal that came, if any."""
         return self.received[0] if self.received else None
 
-    def stopped_status(self) -> int | None:
-        """Called on the cancellation of the task that opened it: 128 + N if a signal
-        N caused it (the cancellation undone: the task ends with that status instead),
-        else None (another cancellation, to raise)."""
+    def stopped_status(self, doing: str) -> int | None:
+        """Called on the cancellation of the task that opened it: if a signal N caused
+        it, says so (it stopped ``doing``) and returns 128 + N, the cancellation undone
+        (the task ends with that status instead); else None (another cancellation)."""
         if self.stopped_by is None:
             return None
         task = asyncio.current_task()
         if task is not None:
             task.uncancel()
+        say(f"stopped by signal {self.stopped_by} while {doing}")
         return Status.SIGNAL_BASE + self.stopped_by
 
     def _on_signal(self, signum: int) -> None:

@@ -22,7 +22,7 @@ from tenure.cli._common import (
 )
 from tenure.cli._requeue import REQUEUE_OPTIONS, refuse_given, requeue_options, with_requeue
 from tenure.cli._status import Status
-from tenure.cli._supervise import DEFAULT_GRACE, Signals, held_environ, say, supervise
+from tenure.cli._supervise import DEFAULT_GRACE, Signals, held_environ, supervise
 from tenure.client import Lease, Session
 from tenure.errors import NotFoundError
 
@@ -304,8 +304,7 @@ async def _hold_and_run(
                 finally:
                     await session.close()
         except asyncio.CancelledError:
-            status = signals.stopped_status()
+            status = signals.stopped_status(f"waiting for {what}")
             if status is None:
                 raise
-            say(f"stopped by signal {signals.stopped_by} while waiting for {what}")
             return status
