@@ -1,8 +1,8 @@
 """What a prefix cache costs on each backend: its first listing, and its lag behind a change.
 
 ``python -m bench.micro.cache`` starts each system of ``--systems`` (the peer
-benchmark's servers: ``tenure-memory``, ``tenure-off``, ``tenure-etcd``,
-``tenure-redis``, ``tenure-postgres``) on free ports, creates ``--size`` semaphores
+benchmark's servers: ``tenure-memory``, ``tenure-off``, ``tenure-redis``,
+``tenure-etcd``, ``tenure-postgres``) on free ports, creates ``--size`` semaphores
 under ``config/`` (and as many outside it), and times:
 
 * ``first listing``: entering ``client.cache(node, prefix="config/")``: its session
@@ -21,12 +21,10 @@ Internals: none: the public API only (``tenure.connect``, ``Client.cache``).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import random
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -34,28 +32,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file, too
 
 import tenure
-from bench.tools import systems
+from bench.micro._backends import each_running, p50_p99, parser, with_prefix
 
-SYSTEMS = ("tenure-memory", "tenure-off", "tenure-etcd", "tenure-redis", "tenure-postgres")
 #: Creates in flight at once while the semaphores are made.
 CREATING = 32
-
-
-def _with_prefix(url: str) -> str:
-    """The system's URL with a key prefix of this run (etcd and redis share servers);
-    memory:// named, so that both clients share its engine."""
-    prefix = uuid.uuid4().hex[:8]
-    if url == "memory://":
-        return f"memory://bench-{prefix}"
-    if url.startswith("etcd://"):
-        return f"{url}?prefix=/bench-{prefix}/"
-    if url.startswith("redis://"):
-        return f"{url}?prefix=bench-{prefix}:"
-    return url
-
-
-def _p99(samples: list[float]) -> float:
-    return sorted(samples)[min(len(samples) - 1, int(len(samples) * 0.99))]
 
 
 async def _fill(session: tenure.Session, size: int) -> list[str]:
@@ -72,7 +52,7 @@ async def _fill(session: tenure.Session, size: int) -> list[str]:
 
 
 async def _measure(url: str, size: int, n: int, listings: int) -> None:
-    url = _with_prefix(url)
+    url = with_prefix(url)
     rng = random.Random(35)
     async with tenure.connect(url) as app, tenure.connect(url) as writer_client:
         node = f"bench-{uuid.uuid4().hex[:8]}"
@@ -100,7 +80,7 @@ async def _measure(url: str, size: int, n: int, listings: int) -> None:
                 lags.append((time.perf_counter() - start) * 1000)
         print(
             f"{size:>6}  {statistics.median(entries):>10.1f}  "
-            f"{statistics.median(lags):>7.2f} / {_p99(lags):>7.2f}  "
+            f"{p50_p99(lags)}  "
             f"{statistics.median(writes):>7.2f}"
         )
         await writer.close()
@@ -108,18 +88,15 @@ async def _measure(url: str, size: int, n: int, listings: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--systems", default=",".join(SYSTEMS))
-    parser.add_argument("--size", type=int, default=1000, help="semaphores under the prefix")
-    parser.add_argument("--n", type=int, default=300, help="timed changes")
-    parser.add_argument("--listings", type=int, default=5, help="timed first listings")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-cache-") as tmp:
-        for system in args.systems.split(","):
-            with systems.running(system, Path(tmp)) as server:
-                print(f"\n{system} ({server.url})")
-                print(f"{'names':>6}  {'listing ms':>10}  {'lag ms (p50 / p99)':>17}  {'write':>7}")
-                asyncio.run(_measure(server.url, args.size, args.n, args.listings))
+    command_line = parser(__doc__)
+    command_line.add_argument("--size", type=int, default=1000, help="semaphores under the prefix")
+    command_line.add_argument("--n", type=int, default=300, help="timed changes")
+    command_line.add_argument("--listings", type=int, default=5, help="timed first listings")
+    args = command_line.parse_args()
+    for system, server in each_running(args.systems, "cache"):
+        print(f"\n{system} ({server.url})")
+        print(f"{'names':>6}  {'listing ms':>10}  {'lag ms (p50 / p99)':>17}  {'write':>7}")
+        asyncio.run(_measure(server.url, args.size, args.n, args.listings))
 
 
 if __name__ == "__main__":

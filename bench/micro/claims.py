@@ -22,50 +22,20 @@ Internals: none: the public API only (``tenure.connect``, ``Session.claim``,
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import itertools
-import statistics
 import sys
-import tempfile
-import time
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file, too
 
 import tenure
-from bench.tools import systems
-
-SYSTEMS = ("tenure-memory", "tenure-off", "tenure-redis", "tenure-etcd", "tenure-postgres")
-
-
-def _with_prefix(url: str) -> str:
-    """The system's URL with a key prefix of this run (etcd and redis share servers)."""
-    prefix = uuid.uuid4().hex[:8]
-    if url.startswith("etcd://"):
-        return f"{url}?prefix=/bench-{prefix}/"
-    if url.startswith("redis://"):
-        return f"{url}?prefix=bench-{prefix}:"
-    return url
-
-
-async def _timed(step: Callable[[], Awaitable[object]], n: int) -> str:
-    """``n`` runs of ``step`` after 10 untimed ones: ``p50 / p99`` in ms."""
-    for _ in range(10):
-        await step()
-    samples = []
-    for _ in range(n):
-        start = time.perf_counter()
-        await step()
-        samples.append((time.perf_counter() - start) * 1000)
-    p99 = sorted(samples)[min(len(samples) - 1, int(len(samples) * 0.99))]
-    return f"{statistics.median(samples):7.2f} / {p99:7.2f}"
+from bench.micro._backends import each_running, p50_p99, parser, timed, with_prefix
 
 
 async def _measure(url: str, n: int) -> None:
-    async with tenure.connect(_with_prefix(url)) as client:
+    async with tenure.connect(with_prefix(url)) as client:
         node = f"bench-{uuid.uuid4().hex[:8]}"
         await client.create_node(node)
         session = await client.session(node)
@@ -91,10 +61,10 @@ async def _measure(url: str, n: int) -> None:
             assert claim is not None
             await claim.release()
 
-        granted = await _timed(claim_new, n)
-        lost = await _timed(refused, n)
-        released = await _timed(release, n)
-        both = await _timed(pair, n)
+        granted = p50_p99(await timed(claim_new, n))
+        lost = p50_p99(await timed(refused, n))
+        released = p50_p99(await timed(release, n))
+        both = p50_p99(await timed(pair, n))
         print(f"  claim {granted}   refused {lost}   release {released}   claim+release {both}")
         await held.release()
         await session.close()
@@ -102,16 +72,13 @@ async def _measure(url: str, n: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--systems", default=",".join(SYSTEMS))
-    parser.add_argument("--n", type=int, default=200, help="timed calls of each kind")
-    args = parser.parse_args()
+    command_line = parser(__doc__)
+    command_line.add_argument("--n", type=int, default=200, help="timed calls of each kind")
+    args = command_line.parse_args()
     print("ms, p50 / p99")
-    with tempfile.TemporaryDirectory(prefix="bench-claims-") as tmp:
-        for system in args.systems.split(","):
-            with systems.running(system, Path(tmp)) as server:
-                print(f"{system} ({server.url})")
-                asyncio.run(_measure(server.url, args.n))
+    for system, server in each_running(args.systems, "claims"):
+        print(f"{system} ({server.url})")
+        asyncio.run(_measure(server.url, args.n))
 
 
 if __name__ == "__main__":

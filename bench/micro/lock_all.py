@@ -23,51 +23,16 @@ Internals: none: the public API only (``tenure.connect``, ``Session.lock_all``,
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import statistics
 import sys
-import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file, too
 
 import tenure
-from bench.tools import systems
-
-SYSTEMS = ("tenure-memory", "tenure-off", "tenure-redis", "tenure-etcd", "tenure-postgres")
-
-
-def _with_prefix(url: str) -> str:
-    """The system's URL with a key prefix of this run (etcd and redis share servers);
-    memory:// named, so that the contended run's clients share its engine."""
-    prefix = uuid.uuid4().hex[:8]
-    if url == "memory://":
-        return f"memory://bench-{prefix}"
-    if url.startswith("etcd://"):
-        return f"{url}?prefix=/bench-{prefix}/"
-    if url.startswith("redis://"):
-        return f"{url}?prefix=bench-{prefix}:"
-    return url
-
-
-async def _timed(step: Callable[[], Awaitable[None]], n: int) -> list[float]:
-    """``n`` runs of ``step``, each timed (ms), after 10 untimed ones."""
-    for _ in range(10):
-        await step()
-    samples = []
-    for _ in range(n):
-        start = time.perf_counter()
-        await step()
-        samples.append((time.perf_counter() - start) * 1000)
-    return samples
-
-
-def _p99(samples: list[float]) -> float:
-    return sorted(samples)[min(len(samples) - 1, int(len(samples) * 0.99))]
+from bench.micro._backends import each_running, p50_p99, parser, timed, with_prefix
 
 
 async def _uncontended(session: tenure.Session, names: list[str], n: int) -> tuple[str, str]:
@@ -80,11 +45,7 @@ async def _uncontended(session: tenure.Session, names: list[str], n: int) -> tup
         for lock in locks:
             await lock.release()
 
-    rows = []
-    for step in (together, one_by_one):
-        samples = await _timed(step, n)
-        rows.append(f"{statistics.median(samples):7.2f} / {_p99(samples):7.2f}")
-    return rows[0], rows[1]
+    return p50_p99(await timed(together, n)), p50_p99(await timed(one_by_one, n))
 
 
 async def _contended(url: str, node: str, names: list[str], seconds: float) -> float:
@@ -108,7 +69,7 @@ async def _contended(url: str, node: str, names: list[str], seconds: float) -> f
 
 
 async def _measure(url: str, sizes: list[int], n: int, seconds: float) -> None:
-    url = _with_prefix(url)
+    url = with_prefix(url)
     header = ("names", "lock_all ms (p50 / p99)", "one by one ms", "contended sets/s")
     print(f"{header[0]:>5}  {header[1]:>24}  {header[2]:>18}  {header[3]:>17}")
     async with tenure.connect(url) as client:
@@ -125,18 +86,15 @@ async def _measure(url: str, sizes: list[int], n: int, seconds: float) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--systems", default=",".join(SYSTEMS))
-    parser.add_argument("--sizes", default="1,2,8,32")
-    parser.add_argument("--n", type=int, default=200, help="timed pairs per size")
-    parser.add_argument("--seconds", type=float, default=2.0, help="of each contended run")
-    args = parser.parse_args()
+    command_line = parser(__doc__)
+    command_line.add_argument("--sizes", default="1,2,8,32")
+    command_line.add_argument("--n", type=int, default=200, help="timed pairs per size")
+    command_line.add_argument("--seconds", type=float, default=2.0, help="of each contended run")
+    args = command_line.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
-    with tempfile.TemporaryDirectory(prefix="bench-lock-all-") as tmp:
-        for system in args.systems.split(","):
-            with systems.running(system, Path(tmp)) as server:
-                print(f"\n{system} ({server.url})")
-                asyncio.run(_measure(server.url, sizes, args.n, args.seconds))
+    for system, server in each_running(args.systems, "lock-all"):
+        print(f"\n{system} ({server.url})")
+        asyncio.run(_measure(server.url, sizes, args.n, args.seconds))
 
 
 if __name__ == "__main__":

@@ -19,11 +19,8 @@ Internals: none: the public API only (``tenure.connect``, ``Group.partition``,
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -31,23 +28,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file, too
 
 import tenure
-from bench.tools import systems
+from bench.micro._backends import each_running, p50_p99, parser, with_prefix
 
-SYSTEMS = ("tenure-memory", "tenure-off", "tenure-redis", "tenure-etcd", "tenure-postgres")
 GROUP = "shards"
-
-
-def _with_prefix(url: str) -> str:
-    """The system's URL with a key prefix of this run (etcd and redis share servers);
-    memory:// named, so that the members' clients share its engine."""
-    prefix = uuid.uuid4().hex[:8]
-    if url == "memory://":
-        return f"memory://bench-{prefix}"
-    if url.startswith("etcd://"):
-        return f"{url}?prefix=/bench-{prefix}/"
-    if url.startswith("redis://"):
-        return f"{url}?prefix=bench-{prefix}:"
-    return url
 
 
 async def _seen(part: tenure.Partition, present: str | None, absent: str | None) -> float:
@@ -62,12 +45,8 @@ async def _seen(part: tenure.Partition, present: str | None, absent: str | None)
     raise RuntimeError(f"{part!r}: its changes ended")
 
 
-def _p99(samples: list[float]) -> float:
-    return sorted(samples)[min(len(samples) - 1, int(len(samples) * 0.99))]
-
-
 async def _measure(url: str, members: int, rounds: int) -> None:
-    url = _with_prefix(url)
+    url = with_prefix(url)
     node = f"bench-{uuid.uuid4().hex[:8]}"
     clients = [await tenure.connect(url) for _ in range(members)]
     try:
@@ -90,8 +69,7 @@ async def _measure(url: str, members: int, rounds: int) -> None:
             await asyncio.gather(*(_seen(p, leaver.id, None) for p in parts))
         print(
             f"{members:>7}  {rounds:>6}  "
-            f"{statistics.median(everyone):>9.2f} / {_p99(everyone):>8.2f}  "
-            f"{statistics.median(first):>9.2f} / {_p99(first):>8.2f}"
+            f"{p50_p99(everyone, '8.2f'):>20}  {p50_p99(first, '8.2f'):>20}"
         )
         for part in parts:
             await part.leave()
@@ -104,18 +82,15 @@ async def _measure(url: str, members: int, rounds: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--systems", default=",".join(SYSTEMS))
-    parser.add_argument("--members", type=int, default=8, help="partition members")
-    parser.add_argument("--rounds", type=int, default=50, help="leaves timed")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-rebalance-") as tmp:
-        for system in args.systems.split(","):
-            with systems.running(system, Path(tmp)) as server:
-                print(f"\n{system} ({server.url})")
-                header = ("members", "rounds", "all saw it, ms", "first saw it, ms")
-                print(f"{header[0]:>7}  {header[1]:>6}  {header[2]:>20}  {header[3]:>20}")
-                asyncio.run(_measure(server.url, args.members, args.rounds))
+    command_line = parser(__doc__)
+    command_line.add_argument("--members", type=int, default=8, help="partition members")
+    command_line.add_argument("--rounds", type=int, default=50, help="leaves timed")
+    args = command_line.parse_args()
+    for system, server in each_running(args.systems, "rebalance"):
+        print(f"\n{system} ({server.url})")
+        header = ("members", "rounds", "all saw it, ms", "first saw it, ms")
+        print(f"{header[0]:>7}  {header[1]:>6}  {header[2]:>20}  {header[3]:>20}")
+        asyncio.run(_measure(server.url, args.members, args.rounds))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """How long a leader takeover takes with the leader runner (``client.lead``), per backend.
 
 ``python -m bench.micro.takeover`` starts each system of ``--systems`` (the peer
-benchmark's servers: ``tenure-memory``, ``tenure-off``, ``tenure-etcd``,
-``tenure-redis``, ``tenure-postgres``) on free ports and times, from the moment the
+benchmark's servers: ``tenure-memory``, ``tenure-off``, ``tenure-redis``,
+``tenure-etcd``, ``tenure-postgres``) on free ports and times, from the moment the
 leader is taken away to the moment the next ``work`` runs (its first line):
 
 * ``session killed``: two runners in this process, one leading, one waiting; an
@@ -24,11 +24,8 @@ Internals: none: the public API only (``tenure.connect``, ``Client.lead``,
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -36,9 +33,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file, too
 
 import tenure
-from bench.tools import systems
+from bench.micro._backends import each_running, p50_p99, parser, with_prefix
 
-SYSTEMS = ("tenure-memory", "tenure-off", "tenure-etcd", "tenure-redis", "tenure-postgres")
 ELECTION = "takeover"
 
 #: A runner in a child process: prints "leading" when its work starts, then waits.
@@ -55,18 +51,6 @@ async def main():
 
 asyncio.run(main())
 """
-
-
-def _with_prefix(url: str) -> str:
-    """The system's URL with a key prefix of this run; memory:// named, to be shared."""
-    prefix = uuid.uuid4().hex[:8]
-    if url == "memory://":
-        return f"memory://bench-{prefix}"
-    if url.startswith("etcd://"):
-        return f"{url}?prefix=/bench-{prefix}/"
-    if url.startswith("redis://"):
-        return f"{url}?prefix=bench-{prefix}:"
-    return url
 
 
 class Terms:
@@ -138,15 +122,8 @@ async def _process_killed(url: str, node: str, kills: int) -> list[float]:
     return samples
 
 
-def _p50_p99(samples: list[float]) -> str:
-    if not samples:
-        return "n/a"
-    p99 = sorted(samples)[min(len(samples) - 1, int(len(samples) * 0.99))]
-    return f"{statistics.median(samples):8.1f} / {p99:8.1f}"
-
-
 async def _measure(system: str, url: str, n: int, kills: int, window: float) -> None:
-    url = _with_prefix(url)
+    url = with_prefix(url)
     async with tenure.connect(url) as client:
         node = f"bench-{uuid.uuid4().hex[:8]}"
         await client.create_node(node, recovery_window=window)
@@ -156,26 +133,25 @@ async def _measure(system: str, url: str, n: int, kills: int, window: float) -> 
         async with client.session(node) as session:
             granted = session.recovery_window
         print(
-            f"{system:<16}  {_p50_p99(killed):>19}  {_p50_p99(processes):>19}  "
+            f"{system:<16}  {p50_p99(killed, '8.1f'):>19}  {p50_p99(processes, '8.1f'):>19}  "
             f"{granted:>6.1f} s  ({len(killed)} kills, {len(processes)} kill -9)"
         )
         await client.drop_node(node, force=True)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--systems", default=",".join(SYSTEMS))
-    parser.add_argument("--n", type=int, default=50, help="timed session kills per system")
-    parser.add_argument("--kills", type=int, default=5, help="kill -9 rounds per system")
-    parser.add_argument("--window", type=float, default=1.0, help="the node's recovery window")
-    args = parser.parse_args()
+    command_line = parser(__doc__)
+    command_line.add_argument("--n", type=int, default=50, help="timed session kills per system")
+    command_line.add_argument("--kills", type=int, default=5, help="kill -9 rounds per system")
+    command_line.add_argument(
+        "--window", type=float, default=1.0, help="the node's recovery window"
+    )
+    args = command_line.parse_args()
     header = ("system", "session killed ms", "process killed ms", "window")
     print(f"{header[0]:<16}  {header[1]:>19}  {header[2]:>19}  {header[3]:>8}")
     print(f"{'':<16}  {'(p50 / p99)':>19}  {'(p50 / p99)':>19}")
-    with tempfile.TemporaryDirectory(prefix="bench-takeover-") as tmp:
-        for system in args.systems.split(","):
-            with systems.running(system, Path(tmp)) as server:
-                asyncio.run(_measure(system, server.url, args.n, args.kills, args.window))
+    for system, server in each_running(args.systems, "takeover"):
+        asyncio.run(_measure(system, server.url, args.n, args.kills, args.window))
 
 
 if __name__ == "__main__":

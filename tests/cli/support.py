@@ -22,6 +22,11 @@ TENURE = Path(sys.executable).with_name("tenure")
 RUN_TIMEOUT = 30.0
 
 
+def python(script: str, *args: str) -> list[str]:
+    """A command (a CMD for tenure to run) that runs the Python ``script`` with ``args``."""
+    return [sys.executable, "-c", script, *args]
+
+
 def tenure_env(url: str | None = None, **extra: str) -> dict[str, str]:
     """The environment for a ``tenure`` run: TENURE_URL set (or removed) as asked."""
     env = {key: value for key, value in os.environ.items() if key != "TENURE_URL"}

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
 from tests.cli.support import (
     finish,
     one_error_line,
+    python,
     run_tenure,
     start_tenure,
     stop,
@@ -34,10 +34,6 @@ WAITING = (
 )
 
 
-def child(script: str) -> list[str]:
-    return [sys.executable, "-c", script]
-
-
 def described(url: str, node: str, name: str) -> dict[str, object]:
     result = run_tenure("describe", node, name, "--json", url=url)
     assert result.returncode == 0, result.stderr
@@ -47,7 +43,7 @@ def described(url: str, node: str, name: str) -> dict[str, object]:
 
 def test_a_claim_runs_the_command_once_per_slot(url: str, node: str) -> None:
     args = ["claim", "report-2026-01-07", "--node", node, "--at-least", "60", "--at-most", "600"]
-    first = run_tenure(*args, "--data", "cron of host-a", "--", *child(SHOW), url=url)
+    first = run_tenure(*args, "--data", "cron of host-a", "--", *python(SHOW), url=url)
     assert first.returncode == 7, first.stderr  # the command's own status
     seen = json.loads(first.stdout)
     assert seen["TENURE_CLAIM"] == "report-2026-01-07"
@@ -56,7 +52,7 @@ def test_a_claim_runs_the_command_once_per_slot(url: str, node: str) -> None:
     assert int(seen["TENURE_TOKEN"]) > 0
     # Released when the command ended, but held until --at-least after the grant: a
     # second run of the slot (a replica whose cron fired late) exits 1.
-    second = run_tenure(*args, "--", *child(SHOW), url=url)
+    second = run_tenure(*args, "--", *python(SHOW), url=url)
     assert second.returncode == 1
     assert second.stdout == ""
     assert one_error_line(second) == "tenure: claim 'report-2026-01-07': claimed already"
@@ -79,7 +75,7 @@ def test_a_claim_runs_the_command_once_per_slot(url: str, node: str) -> None:
 def test_the_command_is_stopped_before_the_claim_ends_at_at_most(url: str, node: str) -> None:
     claim = start_tenure(
         "claim", "slow", "--node", node, "--at-least", "1", "--at-most", "3", "--grace", "1",
-        "--", *child(WAITING), url=url,
+        "--", *python(WAITING), url=url,
     )  # fmt: skip
     wait_for_line(claim, "child runs")
     status, out, err = finish(claim)
@@ -99,7 +95,7 @@ def test_the_command_is_stopped_before_the_claim_ends_at_at_most(url: str, node:
 def test_a_claim_is_released_by_id_from_another_process(url: str, node: str) -> None:
     claim = start_tenure(
         "claim", "handed", "--node", node, "--at-least", "0", "--at-most", "600",
-        "--", *child(WAITING), url=url,
+        "--", *python(WAITING), url=url,
     )  # fmt: skip
     try:
         wait_for_line(claim, "child runs")

@@ -6,36 +6,8 @@ import asyncio
 import json
 import time
 
-import pytest
-
-import tenure
-from tenure.errors import DeadlockError
-from tenure.testing.conformance.support import wait_for_waiters
+from tests.broken_deadlock import break_a_deadlock
 from tests.cli.support import run_tenure
-
-
-async def break_a_deadlock(url: str, node: str) -> tuple[int, int]:
-    """Two sessions cross two mutexes; the closing acquire is refused. Their ids."""
-    async with tenure.connect(url) as client:
-        await client.create_node(node)
-        async with client.session(node) as one, client.session(node) as two:
-            b = await two.mutex("b").lock()
-            holds = asyncio.Event()
-
-            async def first() -> None:
-                async with one.mutex("a").lock():
-                    holds.set()
-                    async with one.mutex("b").lock():
-                        pass
-
-            task = asyncio.create_task(first())
-            await asyncio.wait_for(holds.wait(), 10)
-            await wait_for_waiters(one, "b", 1)
-            with pytest.raises(DeadlockError):
-                await two.mutex("a").lock()
-            await b.release()
-            await asyncio.wait_for(task, 10)
-            return one.id, two.id
 
 
 def test_describe_node_shows_the_broken_deadlock(url: str, node: str) -> None:

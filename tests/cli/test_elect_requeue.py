@@ -9,11 +9,10 @@ import os
 import select
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-from tests.cli.support import finish, one_error_line, run_tenure, start_tenure, stop
+from tests.cli.support import finish, one_error_line, python, run_tenure, start_tenure, stop
 
 #: A leader's command: says it leads (token, session), then waits for SIGTERM, and
 #: exits 7 on it (so that tenure's exit status shows it is CMD's).
@@ -63,10 +62,6 @@ THIRD_RUN_LASTS = (
     'n=$(cat "$1" 2>/dev/null); printf x >> "$1"; echo "run $TENURE_TOKEN";'
     ' if [ "$n" = xx ]; then sleep 2.2; fi'
 )
-
-
-def python(script: str, *args: str) -> list[str]:
-    return [sys.executable, "-c", script, *args]
 
 
 class Lines:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from tests.cli.support import (
     OnTerminal,
     finish,
     one_error_line,
+    python,
     run_tenure,
     start_tenure,
     stop,
@@ -34,14 +34,9 @@ WAITING_CHILD = (
 )
 
 
-def child(script: str) -> list[str]:
-    """A Python child command running ``script``."""
-    return [sys.executable, "-c", script]
-
-
 def hold_in_background(url: str, node: str, name: str) -> subprocess.Popen[str]:
     """``tenure lock NAME`` holding the lock with a waiting child, once it runs."""
-    holder = start_tenure("lock", name, "--node", node, "--", *child(WAITING_CHILD), url=url)
+    holder = start_tenure("lock", name, "--node", node, "--", *python(WAITING_CHILD), url=url)
     wait_for_line(holder, "child runs")
     return holder
 
@@ -58,13 +53,13 @@ def waiters_of(url: str, node: str, name: str, *, until: int) -> list[dict[str, 
 
 def test_lock_runs_the_command_with_the_token_and_passes_its_status(url: str, node: str) -> None:
     show = "import json, os; print(json.dumps({k: v for k, v in os.environ.items() if k.startswith('TENURE_')})); raise SystemExit(7)"  # noqa: E501
-    first = run_tenure("lock", "job", "--node", node, "--", *child(show), url=url)
+    first = run_tenure("lock", "job", "--node", node, "--", *python(show), url=url)
     assert first.returncode == 7, first.stderr
     seen = json.loads(first.stdout)
     assert seen["TENURE_LOCK"] == "job"
     assert seen["TENURE_NODE"] == node
     assert int(seen["TENURE_SESSION_ID"]) >= 0
-    second = run_tenure("lock", "job", "--node", node, "--url", url, "--", *child(show))
+    second = run_tenure("lock", "job", "--node", node, "--url", url, "--", *python(show))
     assert second.returncode == 7, second.stderr
     # Fencing tokens grow from one holder to the next.
     assert int(json.loads(second.stdout)["TENURE_TOKEN"]) > int(seen["TENURE_TOKEN"])
@@ -119,7 +114,7 @@ COUNTING_CHILD = (
 
 
 def test_a_terminal_interrupt_reaches_the_command_once(url: str, node: str) -> None:
-    at_terminal = OnTerminal("lock", "job", "--node", node, "--", *child(COUNTING_CHILD), url=url)
+    at_terminal = OnTerminal("lock", "job", "--node", node, "--", *python(COUNTING_CHILD), url=url)
     try:
         at_terminal.wait_for("child runs")
         at_terminal.interrupt()  # to tenure and its child: one foreground process group
@@ -136,7 +131,7 @@ def test_a_terminal_interrupt_reaches_the_command_once(url: str, node: str) -> N
 
 def test_a_sigint_sent_to_tenure_alone_is_passed_on(url: str, node: str) -> None:
     # Without a terminal (a supervisor's kill -INT), the child has nothing but tenure's.
-    holder = start_tenure("lock", "job", "--node", node, "--", *child(COUNTING_CHILD), url=url)
+    holder = start_tenure("lock", "job", "--node", node, "--", *python(COUNTING_CHILD), url=url)
     try:
         wait_for_line(holder, "child runs")
         holder.send_signal(signal.SIGINT)
@@ -152,7 +147,7 @@ def test_a_sigint_sent_to_tenure_alone_is_passed_on(url: str, node: str) -> None
 def test_semaphore_tokens_are_taken_and_created_with_a_limit(url: str, node: str) -> None:
     show = "import os; print(os.environ['TENURE_COUNT'], os.environ['TENURE_LOCK'])"
     args = ["lock", "--semaphore", "pool", "--count", "2", "--limit", "3", "--node", node]
-    result = run_tenure(*args, "--", *child(show), url=url)
+    result = run_tenure(*args, "--", *python(show), url=url)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["2", "pool"]
     described = json.loads(run_tenure("describe", node, "pool", "--json", url=url).stdout)
@@ -169,7 +164,7 @@ def test_semaphore_tokens_are_taken_and_created_with_a_limit(url: str, node: str
 def test_loss_sends_sigterm_and_exits_lost(tenure_server: ServerProcess, tmp_path: Path) -> None:
     url = f"tenure://127.0.0.1:{tenure_server.port}"
     holder = start_tenure(
-        "lock", "job", "--recovery-window", "1", "--grace", "5", "--", *child(WAITING_CHILD),
+        "lock", "job", "--recovery-window", "1", "--grace", "5", "--", *python(WAITING_CHILD),
         url=url,
     )  # fmt: skip
     wait_for_line(holder, "child runs")
@@ -193,7 +188,7 @@ def test_a_child_that_ignores_sigterm_is_killed_after_the_grace(
     url = f"tenure://127.0.0.1:{tenure_server.port}"
     holder = start_tenure(
         "lock", "job", "--recovery-window", "1", "--grace", "0.5", "--lost-exit-code", "99",
-        "--", *child(stubborn), url=url,
+        "--", *python(stubborn), url=url,
     )  # fmt: skip
     wait_for_line(holder, "child runs")
     tenure_server.kill()
@@ -230,7 +225,7 @@ def test_an_unreachable_server_is_one_line(node: str, tenure_executable: object)
 
 
 def test_lock_on_memory_runs_in_one_process(tenure_executable: object) -> None:
-    result = run_tenure("lock", "job", "--", *child(SHOW_TOKEN), url="memory://")
+    result = run_tenure("lock", "job", "--", *python(SHOW_TOKEN), url="memory://")
     assert result.returncode == 0, result.stderr
     assert int(result.stdout) > 0
 
@@ -248,13 +243,13 @@ def test_help_on_memory(command: str, tenure_executable: object) -> None:
 def test_readers_share_a_lock_and_a_writer_waits_for_them(url: str, node: str) -> None:
     show = "import os; print(os.environ['TENURE_MODE'], os.environ['TENURE_TOKEN'])"
     reader = start_tenure(
-        "lock", "--read", "catalog", "--node", node, "--", *child(WAITING_CHILD), url=url
+        "lock", "--read", "catalog", "--node", node, "--", *python(WAITING_CHILD), url=url
     )
     try:
         wait_for_line(reader, "child runs")
         # A second reader gets in beside the first; a writer (or a plain lock) does not.
         second = run_tenure("lock", "--read", "catalog", "--node", node, "--try", "--",
-                            *child(show), url=url)  # fmt: skip
+                            *python(show), url=url)  # fmt: skip
         assert second.returncode == 0, second.stderr
         mode, token = second.stdout.split()
         assert mode == "read"
@@ -269,7 +264,7 @@ def test_readers_share_a_lock_and_a_writer_waits_for_them(url: str, node: str) -
     finally:
         reader.send_signal(signal.SIGTERM)
         finish(reader)
-    writer = run_tenure("lock", "--write", "catalog", "--node", node, "--", *child(show), url=url)
+    writer = run_tenure("lock", "--write", "catalog", "--node", node, "--", *python(show), url=url)
     assert writer.returncode == 0, writer.stderr
     assert writer.stdout.split()[0] == "write"
     assert int(writer.stdout.split()[1]) > int(token)

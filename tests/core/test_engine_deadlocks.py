@@ -62,12 +62,20 @@ def granted_to(engine: Engine) -> list[tuple[int, str]]:
     return [(e.session_id, e.name) for e in engine.take_effects() if isinstance(e, Granted)]
 
 
-def test_two_sessions_crossing_two_mutexes_the_closing_acquire_is_refused() -> None:
+def crossing(first_task: int = 1, second_task: int = 1) -> tuple[Engine, int, int]:
+    """Two sessions crossing two mutexes, one acquire short of a cycle: the first
+    (its task ``first_task``) holds 'a' and waits for 'b', which the second (its task
+    ``second_task``) holds. The engine and the two session ids."""
     engine = make_engine()
-    s5, s7 = open_session(engine), open_session(engine)
-    assert lock(engine, s5, 3, "a") is GRANTED
-    assert lock(engine, s7, 1, "b") is GRANTED
-    assert lock(engine, s5, 3, "b") is QUEUED  # no cycle yet: it waits
+    s1, s2 = open_session(engine), open_session(engine)
+    assert lock(engine, s1, first_task, "a") is GRANTED
+    assert lock(engine, s2, second_task, "b") is GRANTED
+    assert lock(engine, s1, first_task, "b") is QUEUED  # no cycle yet: it waits
+    return engine, s1, s2
+
+
+def test_two_sessions_crossing_two_mutexes_the_closing_acquire_is_refused() -> None:
+    engine, s5, s7 = crossing(3, 1)
     message = refused(engine, lock, s7, 1, "a")
     assert message == (
         f"refused: waiting would deadlock: session {s7} (task 1) waits for 'a' held by "
@@ -98,11 +106,8 @@ def test_three_sessions_the_third_acquire_closes_the_cycle() -> None:
 
 
 def test_a_chain_that_does_not_come_back_waits() -> None:
-    engine = make_engine()
-    s1, s2, s3 = (open_session(engine) for _ in range(3))
-    lock(engine, s1, 1, "a")
-    lock(engine, s2, 1, "b")
-    assert lock(engine, s1, 1, "b") is QUEUED
+    engine, _, _ = crossing()
+    s3 = open_session(engine)
     assert lock(engine, s3, 1, "a") is QUEUED  # s3 holds nothing s1 or s2 waits for
     assert engine.apply(DescribeNode(NODE), 0.0).deadlocks == ()
 
@@ -198,11 +203,7 @@ def test_lock_all_waiting_ahead_is_waited_for() -> None:
 
 
 def test_lock_all_closing_the_cycle_is_refused() -> None:
-    engine = make_engine()
-    s1, s2 = open_session(engine), open_session(engine)
-    lock(engine, s1, 1, "a")
-    lock(engine, s2, 1, "b")
-    assert lock(engine, s1, 1, "b") is QUEUED
+    engine, s1, s2 = crossing()
     message = refused(engine, lock_all, s2, 1, "a", "c")
     assert f"session {s2} (task 1) waits for 'a' held by session {s1} (task 1)" in message
     assert waiters_of(engine, s1, "a") == []  # nothing of the set was queued
@@ -254,11 +255,7 @@ def test_an_upgrade_is_refused_only_once_it_needs_a_stuck_holders_token() -> Non
 
 
 def test_unknown_tasks_are_never_checked() -> None:
-    engine = make_engine()
-    s1, s2 = open_session(engine), open_session(engine)
-    lock(engine, s1, 0, "a")
-    lock(engine, s2, 0, "b")
-    assert lock(engine, s1, 0, "b") is QUEUED
+    engine, s1, s2 = crossing(0, 0)
     assert lock(engine, s2, 0, "a") is QUEUED  # an old client's deadlock: not seen
     # A known task asking is checked, but a hold of task 0 counts as free.
     s3 = open_session(engine)
@@ -268,11 +265,7 @@ def test_unknown_tasks_are_never_checked() -> None:
 
 
 def test_tries_and_grants_are_never_refused() -> None:
-    engine = make_engine()
-    s1, s2 = open_session(engine), open_session(engine)
-    lock(engine, s1, 1, "a")
-    lock(engine, s2, 1, "b")
-    lock(engine, s1, 1, "b")
+    engine, _, s2 = crossing()
     assert lock(engine, s2, 1, "a", timeout=0) is BUSY  # a try waits for nobody
     assert acquire(engine, s2, "c", 1, ephemeral=True, task=1).status is GRANTED
 
@@ -336,11 +329,7 @@ def test_the_task_is_checked_like_any_argument() -> None:
 
 
 def test_the_node_keeps_its_latest_broken_deadlocks() -> None:
-    engine = make_engine()
-    s1, s2 = open_session(engine), open_session(engine)
-    lock(engine, s1, 1, "a")
-    lock(engine, s2, 1, "b")
-    lock(engine, s1, 1, "b")
+    engine, _, s2 = crossing()
     for attempt in range(MAX_DEADLOCKS_SHOWN + 2):
         with pytest.raises(DeadlockError):
             lock(engine, s2, 1, "a", now=float(attempt))
@@ -354,11 +343,7 @@ def test_the_node_keeps_its_latest_broken_deadlocks() -> None:
 
 
 def test_tasks_survive_a_snapshot_and_older_snapshots_load_with_none() -> None:
-    engine = make_engine()
-    s1, s2 = open_session(engine), open_session(engine)
-    lock(engine, s1, 3, "a")
-    lock(engine, s2, 9, "b")
-    lock(engine, s1, 3, "b")
+    engine, _, s2 = crossing(3, 9)
     plain = dump(engine)
     assert plain["version"] == 9
     copy = load(plain)

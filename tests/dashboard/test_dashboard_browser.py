@@ -127,36 +127,12 @@ def test_a_broken_deadlock_is_shown_with_its_cycle(served: Served, page: Page) -
     import asyncio
     import concurrent.futures
 
-    from tenure.errors import DeadlockError
-    from tenure.testing.conformance.support import wait_for_waiters
+    from tests.broken_deadlock import break_a_deadlock
 
     name = "<b>ledger</b>"  # a name is shown as text, never made into markup
-
-    async def cross() -> int:
-        async with tenure.connect(served.url) as client:
-            await client.create_node("bank")
-            async with client.session("bank") as one, client.session("bank") as two:
-                b = await two.mutex("b").lock()
-                holds = asyncio.Event()
-
-                async def first() -> None:
-                    async with one.mutex(name).lock():
-                        holds.set()
-                        async with one.mutex("b").lock():
-                            pass
-
-                task = asyncio.create_task(first())
-                await asyncio.wait_for(holds.wait(), 10)
-                await wait_for_waiters(one, "b", 1)
-                with pytest.raises(DeadlockError):
-                    await two.mutex(name).lock()
-                await b.release()
-                await asyncio.wait_for(task, 10)
-                return two.id
-
     # (In a thread of its own: Playwright's sync API runs an event loop in this one.)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        refused = pool.submit(asyncio.run, cross()).result(30)
+        _, refused = pool.submit(asyncio.run, break_a_deadlock(served.url, "bank", name)).result(30)
     page.goto(served.page_url)
     found = f'section[data-node="bank"] table.deadlocks tr.deadlock[data-session-id="{refused}"]'
     page.wait_for_selector(found)

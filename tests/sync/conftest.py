@@ -5,9 +5,10 @@ Tests that take ``shared_url`` run twice: on memory:// and on a real ``tenure se
 
 from __future__ import annotations
 
+import signal
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,32 @@ def wait_for_waiters(session: tenure.sync.Session, name: str, count: int) -> Non
         for description in stream:
             if len(description.waiters) >= count:
                 return
+
+
+def interrupted_once_queued(
+    watched: tenure.sync.Session, name: str, call: Callable[[], object]
+) -> threading.Thread:
+    """Run ``call()`` (an acquire of ``name`` that blocks) in this thread, the main
+    one, and Ctrl-C it (a real SIGINT, which wakes the blocked wait) once ``watched``
+    sees it queued: it must raise KeyboardInterrupt. The thread that sent the
+    signal, to join."""
+    main = threading.main_thread().ident
+    assert main is not None
+    assert threading.get_ident() == main
+
+    def interrupt_once_queued() -> None:
+        wait_for_waiters(watched, name, 1)
+        signal.pthread_kill(main, signal.SIGINT)
+
+    # Python raises KeyboardInterrupt on SIGINT only if it found SIGINT at its default
+    # when it started: a test run started in the background of a shell (`cmd &`)
+    # inherits it ignored, and the wait then went on until the test's timeout.
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    thread = threading.Thread(target=interrupt_once_queued)
+    thread.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            call()
+    finally:
+        signal.signal(signal.SIGINT, inherited)
+    return thread

@@ -12,7 +12,7 @@ from tenure.errors import LeaseLostError, LostError, SessionExpiredError
 from tenure.sync.testing import disconnect
 from tenure.testing import FakeClock
 
-from .conftest import NODE, advance, wait_for_waiters
+from .conftest import NODE, advance, interrupted_once_queued, wait_for_waiters
 
 
 def test_with_mutex_holds_and_releases(
@@ -263,27 +263,8 @@ def test_waiting_threads_get_the_mutex_in_arrival_order(shared_url: str) -> None
 def test_interrupting_a_blocked_lock_withdraws_the_request(
     session: tenure.sync.Session, other: tenure.sync.Session
 ) -> None:
-    main = threading.main_thread().ident
-    assert main is not None
-    assert threading.get_ident() == main
     holder = session.mutex("job").lock()
-
-    def interrupt_once_queued() -> None:
-        wait_for_waiters(session, "job", 1)
-        # Ctrl-C: a real SIGINT, which wakes the main thread's blocked wait.
-        signal.pthread_kill(main, signal.SIGINT)
-
-    # Python raises KeyboardInterrupt on SIGINT only if it found SIGINT at its default
-    # when it started: a test run started in the background of a shell (`cmd &`)
-    # inherits it ignored, and the wait then went on until the test's timeout.
-    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
-    thread = threading.Thread(target=interrupt_once_queued)
-    thread.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            other.mutex("job").lock()
-    finally:
-        signal.signal(signal.SIGINT, inherited)
+    thread = interrupted_once_queued(session, "job", lambda: other.mutex("job").lock())
     thread.join(timeout=10)
     with session.semaphore("job").watch(waiters=True) as stream:
         assert next(d for d in stream if not d.waiters).waiters == ()  # withdrawn

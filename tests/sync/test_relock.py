@@ -23,7 +23,7 @@ from tenure.errors import PreconditionFailedError
 from tenure.testing.conformance.support import wait_for_waiters as wait_for_waiters_async
 from tenure.testing.conformance.support import within
 
-from .conftest import NODE, wait_for_waiters
+from .conftest import NODE, interrupted_once_queued, wait_for_waiters
 
 # The message of the async face's refusal, for a thread.
 REFUSED = r"this thread already holds or is acquiring 'job' in this session; .*not reentrant"
@@ -172,27 +172,11 @@ def test_a_resumed_lease_is_no_threads_and_its_end_keeps_the_threads_claim(
 def test_a_thread_interrupted_while_it_waits_may_ask_again_at_once(shared_url: str) -> None:
     """The interrupted call's task winds down on the loop (its withdrawal takes a round
     trip) while the thread already asks again: that claim is no longer the thread's."""
-    main = threading.main_thread().ident
-    assert main is not None
-    assert threading.get_ident() == main
     with tenure.sync.connect(shared_url) as client, tenure.sync.connect(shared_url) as client2:
         client.create_node(NODE, exist_ok=True)
         session, other = client.session(NODE), client2.session(NODE)
         holder = other.mutex("job").lock()
-
-        def interrupt_once_queued() -> None:
-            wait_for_waiters(other, "job", 1)
-            signal.pthread_kill(main, signal.SIGINT)  # Ctrl-C
-
-        # (KeyboardInterrupt on SIGINT only if SIGINT is at its default: see test_mutex.)
-        inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
-        thread = threading.Thread(target=interrupt_once_queued)
-        thread.start()
-        try:
-            with pytest.raises(KeyboardInterrupt):
-                session.mutex("job").lock()
-        finally:
-            signal.signal(signal.SIGINT, inherited)
+        thread = interrupted_once_queued(other, "job", lambda: session.mutex("job").lock())
         assert session.mutex("job").try_lock() is None  # busy, not refused
         thread.join(timeout=10)
         holder.release()

@@ -218,6 +218,30 @@ def existing_node_option(function: F) -> F:
     )(function)
 
 
+def seconds_option(flag: str, *, default: float, help: str) -> Callable[[F], F]:
+    """An option of a number of seconds, 0 or more (its default shown)."""
+    return click.option(
+        flag,
+        type=click.FloatRange(0),
+        default=default,
+        show_default=True,
+        metavar="SECONDS",
+        help=help,
+    )
+
+
+def exit_status_option(flag: str, *, default: Status, help: str) -> Callable[[F], F]:
+    """An option of the exit status a command ends with in some case (0 to 255)."""
+    return click.option(
+        flag,
+        type=click.IntRange(0, 255),
+        default=default.value,
+        show_default=True,
+        metavar="N",
+        help=help,
+    )
+
+
 def connect(url: str) -> Opening[Client]:
     """A client of ``url`` whose sessions name this command as their client."""
     return tenure.connect(url, client_name=CLIENT_NAME)

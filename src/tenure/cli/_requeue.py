@@ -40,9 +40,9 @@ from typing import Any, Final
 
 import click
 
-from tenure.cli._common import F, connect, ensure_node, environ_with, session_description
+from tenure.cli._common import F, connect, ensure_node, seconds_option, session_description
 from tenure.cli._status import Status
-from tenure.cli._supervise import Signals, say, supervise
+from tenure.cli._supervise import Signals, held_environ, say, supervise
 from tenure.client import Leadership
 from tenure.errors import InvalidArgumentError
 
@@ -125,20 +125,12 @@ class Terms:
 
     async def run(self, leadership: Leadership) -> None:
         """One term: CMD until it exits (the term ends) or leadership is lost."""
-        environ = environ_with(
-            {
-                "TENURE_TOKEN": str(leadership.token),
-                "TENURE_LOCK": self.name,
-                "TENURE_NODE": self.node,
-                "TENURE_SESSION_ID": str(leadership.session.id),
-            }
-        )
         loop = asyncio.get_running_loop()
         started = loop.time()
         supervising = asyncio.ensure_future(
             supervise(
                 self.command,
-                environ,
+                held_environ(self.name, self.node, leadership),
                 leadership.lost,
                 self._signals,
                 what=self.what,
@@ -219,42 +211,30 @@ async def elect_with_requeue(
         except StopLeadingError as stop:
             return stop.status
         except asyncio.CancelledError:
-            if signals.stopped_by is None:
+            status = signals.stopped_status(f"{doing} {terms.what}")
+            if status is None:
                 raise
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
-            say(f"stopped by signal {signals.stopped_by} while {doing} {terms.what}")
-            return Status.SIGNAL_BASE + signals.stopped_by
+            return status
 
 
 def requeue_options(function: F) -> F:
     """``elect``'s options of the pause (:data:`REQUEUE_OPTIONS`), for ``--requeue`` only."""
     options = [
-        click.option(
+        seconds_option(
             "--requeue-delay",
-            type=click.FloatRange(0),
             default=DEFAULT_REQUEUE_DELAY,
-            show_default=True,
-            metavar="SECONDS",
             help="with --requeue: after CMD exits, resign and wait this long before campaigning "
             "again (another candidate may lead meanwhile); doubled after each run in a row "
             "shorter than --requeue-reset-after; 0: campaign again at once",
         ),
-        click.option(
+        seconds_option(
             "--requeue-max-delay",
-            type=click.FloatRange(0),
             default=DEFAULT_REQUEUE_MAX_DELAY,
-            show_default=True,
-            metavar="SECONDS",
             help="with --requeue: the longest that wait grows to",
         ),
-        click.option(
+        seconds_option(
             "--requeue-reset-after",
-            type=click.FloatRange(0),
             default=DEFAULT_REQUEUE_RESET_AFTER,
-            show_default=True,
-            metavar="SECONDS",
             help="with --requeue: a run of CMD that lasted this long brings the wait back to "
             "--requeue-delay",
         ),

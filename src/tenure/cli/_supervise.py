@@ -30,9 +30,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-from tenure.cli._common import CommandFailedError
+from tenure.cli._common import CommandFailedError, environ_with
 from tenure.cli._status import Status
-from tenure.client import EndSignal
+from tenure.client import EndSignal, Lease
 from tenure.errors import LostError
 
 #: Signals passed on to the child while it runs.
@@ -70,6 +70,23 @@ def take_terminal_back(group: int) -> None:
 def child_status(returncode: int) -> int:
     """The exit status a child's ``returncode`` stands for (a signal N is 128 + N)."""
     return Status.SIGNAL_BASE - returncode if returncode < 0 else returncode
+
+
+def held_environ(
+    name: str, node: str, lease: Lease, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment of a command run while ``lease`` (of ``name`` in ``node``: a
+    lock, semaphore tokens, leadership) is held: this process's, plus TENURE_TOKEN,
+    TENURE_LOCK, TENURE_NODE, TENURE_SESSION_ID and ``extra``."""
+    return environ_with(
+        {
+            "TENURE_TOKEN": str(lease.token),
+            "TENURE_LOCK": name,
+            "TENURE_NODE": node,
+            "TENURE_SESSION_ID": str(lease.session.id),
+            **(extra or {}),
+        }
+    )
 
 
 def say(message: str) -> None:
@@ -160,6 +177,18 @@ class Signals:
     def stopped_by(self) -> int | None:
         """The first signal that came, if any."""
         return self.received[0] if self.received else None
+
+    def stopped_status(self, doing: str) -> int | None:
+        """Called on the cancellation of the task that opened it: if a signal N caused
+        it, says so (it stopped ``doing``) and returns 128 + N, the cancellation undone
+        (the task ends with that status instead); else None (another cancellation)."""
+        if self.stopped_by is None:
+            return None
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        say(f"stopped by signal {self.stopped_by} while {doing}")
+        return Status.SIGNAL_BASE + self.stopped_by
 
     def _on_signal(self, signum: int) -> None:
         self.received.append(signum)

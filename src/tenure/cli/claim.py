@@ -32,8 +32,10 @@ from tenure.cli._common import (
     ensure_node,
     environ_with,
     existing_node_option,
+    exit_status_option,
     node_option,
     run,
+    seconds_option,
     session_description,
     url_option,
 )
@@ -66,29 +68,20 @@ from tenure.errors import LeaseLostError
     metavar="TEXT",
     help="owner data shown to others (default: this host's name and tenure's pid)",
 )
-@click.option(
+@seconds_option(
     "--grace",
-    type=click.FloatRange(0),
     default=DEFAULT_GRACE,
-    show_default=True,
-    metavar="SECONDS",
     help="CMD's process group gets SIGTERM this long before --at-most (at most half of "
     "it), SIGKILL at it",
 )
-@click.option(
+@exit_status_option(
     "--conflict-exit-code",
-    type=click.IntRange(0, 255),
-    default=Status.BUSY.value,
-    show_default=True,
-    metavar="N",
+    default=Status.BUSY,
     help="exit status when the name is claimed already",
 )
-@click.option(
+@exit_status_option(
     "--lost-exit-code",
-    type=click.IntRange(0, 255),
-    default=Status.LOST.value,
-    show_default=True,
-    metavar="N",
+    default=Status.LOST,
     help="exit status when CMD was stopped at --at-most",
 )
 @node_option

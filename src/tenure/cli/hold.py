@@ -13,15 +13,16 @@ from tenure.cli._common import (
     F,
     connect,
     ensure_node,
-    environ_with,
+    exit_status_option,
     node_option,
     run,
+    seconds_option,
     session_description,
     url_option,
 )
 from tenure.cli._requeue import REQUEUE_OPTIONS, refuse_given, requeue_options, with_requeue
 from tenure.cli._status import Status
-from tenure.cli._supervise import DEFAULT_GRACE, Signals, say, supervise
+from tenure.cli._supervise import DEFAULT_GRACE, Signals, held_environ, supervise
 from tenure.client import Lease, Session
 from tenure.errors import NotFoundError
 
@@ -70,12 +71,9 @@ def hold_options(function: F) -> F:
             is_flag=True,
             help="exit at once (exit 1) if it is held by somebody else",
         ),
-        click.option(
+        seconds_option(
             "--grace",
-            type=click.FloatRange(0),
             default=DEFAULT_GRACE,
-            show_default=True,
-            metavar="SECONDS",
             help="after a loss (or, for what it left behind, its end), how long the "
             "command's process group has between SIGTERM and SIGKILL",
         ),
@@ -86,20 +84,14 @@ def hold_options(function: F) -> F:
             help="how long the lock outlives a lost connection (or a crash of tenure "
             "itself); default: the node's recovery_window (30 s unless altered)",
         ),
-        click.option(
+        exit_status_option(
             "--conflict-exit-code",
-            type=click.IntRange(0, 255),
-            default=Status.BUSY.value,
-            show_default=True,
-            metavar="N",
+            default=Status.BUSY,
             help="exit status when busy (--try) or timed out (flock's -E)",
         ),
-        click.option(
+        exit_status_option(
             "--lost-exit-code",
-            type=click.IntRange(0, 255),
-            default=Status.LOST.value,
-            show_default=True,
-            metavar="N",
+            default=Status.LOST,
             help="exit status when it was lost while the command ran",
         ),
         node_option,
@@ -297,19 +289,10 @@ async def _hold_and_run(
                     except TimeoutError:
                         why = "busy (--try)" if try_only else f"not acquired within {timeout:g}s"
                         raise CommandFailedError(f"{what}: {why}", conflict_exit_code) from None
-                    environ = environ_with(
-                        {
-                            "TENURE_TOKEN": str(lease.token),
-                            "TENURE_LOCK": name,
-                            "TENURE_NODE": node,
-                            "TENURE_SESSION_ID": str(session.id),
-                            **extra,
-                        }
-                    )
                     try:
                         return await supervise(
                             command,
-                            environ,
+                            held_environ(name, node, lease, extra),
                             lease.lost,
                             signals,
                             what=what,
@@ -320,19 +303,8 @@ async def _hold_and_run(
                         await lease.release()
                 finally:
                     await session.close()
-        except asyncio.CancelledError as error:
-            status = _stopped_status(error, signals)
+        except asyncio.CancelledError:
+            status = signals.stopped_status(f"waiting for {what}")
             if status is None:
                 raise
-            say(f"stopped by signal {signals.stopped_by} while waiting for {what}")
             return status
-
-
-def _stopped_status(error: BaseException, signals: Signals) -> int | None:
-    """128 + N if ``error`` is the cancellation a signal N caused while waiting, else None."""
-    if isinstance(error, asyncio.CancelledError) and signals.stopped_by is not None:
-        task = asyncio.current_task()
-        if task is not None:
-            task.uncancel()
-        return Status.SIGNAL_BASE + signals.stopped_by
-    return None

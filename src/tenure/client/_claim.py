@@ -31,7 +31,29 @@ from tenure._core.claims import ClaimRecord
 Releaser = Callable[[str, str], Awaitable[bool]]
 
 
-class Claim:
+class ClaimFacts:
+    """What a granted claim is: its node, name, id, token, times and data (the async
+    :class:`Claim` and the sync one both are these)."""
+
+    def __init__(self, node: str, name: str, record: ClaimRecord | ClaimFacts) -> None:
+        #: The node and the name claimed.
+        self.node = node
+        self.name = name
+        #: The claim's id: what a client's ``release_claim`` takes.
+        self.id: str = record.id
+        #: The fencing token of the grant (greater than every earlier grant's of the node).
+        self.token: int = record.token
+        #: Seconds the name stays claimed after the grant, released or not.
+        self.at_least: float = record.at_least
+        #: Seconds after the grant the claim ends, whatever its holder does.
+        self.at_most: float = record.at_most
+        #: When it was granted, UNIX seconds of the store's clock (etcd://: this client's).
+        self.granted_at: float = record.granted_at
+        #: The owner data it was taken with.
+        self.data: bytes = record.data
+
+
+class Claim(ClaimFacts):
     """A claim of ``name`` in ``node`` (see the module docstring).
 
     ``async with claim:`` releases it at the end of the block; ``await
@@ -40,21 +62,7 @@ class Claim:
     """
 
     def __init__(self, node: str, name: str, record: ClaimRecord, release: Releaser) -> None:
-        #: The node and the name claimed.
-        self.node = node
-        self.name = name
-        #: The claim's id: what :meth:`tenure.Client.release_claim` takes.
-        self.id = record.id
-        #: The fencing token of the grant (greater than every earlier grant's of the node).
-        self.token = record.token
-        #: Seconds the name stays claimed after the grant, released or not.
-        self.at_least = record.at_least
-        #: Seconds after the grant the claim ends, whatever its holder does.
-        self.at_most = record.at_most
-        #: When it was granted, UNIX seconds of the store's clock (etcd://: this client's).
-        self.granted_at = record.granted_at
-        #: The owner data it was taken with.
-        self.data = record.data
+        super().__init__(node, name, record)
         self._release = release
 
     def __repr__(self) -> str:

@@ -279,16 +279,11 @@ class Client(ClosesOnExit):
             NotFoundError: the node does not exist (or was dropped).
             ClientClosedError: the client was closed.
         """
-        return _leader.lead(
-            self,
-            node,
-            name,
-            work,
-            data=data,
-            requeue=requeue,
-            recovery_window=recovery_window,
-            description=description,
+        # Checked now; the runner starts when awaited.
+        checked = _leader.checked(
+            self, node, name, work, data, requeue, recovery_window, description
         )
+        return _leader.run(*checked)
 
     def cache(
         self,

@@ -49,7 +49,7 @@ import asyncio
 import inspect
 import logging
 import random
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, Protocol
 
 from tenure.client import _args
@@ -203,24 +203,6 @@ def is_loss_of(reason: LostError | None, error: BaseException) -> bool:
     lives is ``work``'s (something else it held was lost), not the term's end.
     """
     return reason is not None and isinstance(error, LostError)
-
-
-def lead(
-    client: SessionOpener,
-    node: object,
-    name: object,
-    work: object,
-    *,
-    data: object,
-    requeue: object,
-    recovery_window: object,
-    description: object,
-) -> Coroutine[Any, Any, None]:
-    """``Client.lead``: its arguments checked at once, then the runner to await."""
-    terms, checked_work, again = checked(
-        client, node, name, work, data, requeue, recovery_window, description
-    )
-    return run(terms, checked_work, again)
 
 
 def checked(

@@ -6,31 +6,18 @@ from types import TracebackType
 from typing import Self
 
 from tenure import client as aio
+from tenure.client._claim import ClaimFacts
 from tenure.sync._portal import Portal
 
 
-class Claim:
+class Claim(ClaimFacts):
     """A claim of a name for a slot (see :class:`tenure.Claim`); ``with claim:``
     releases it at the end of the block."""
 
     def __init__(self, portal: Portal, claim: aio.Claim) -> None:
+        super().__init__(claim.node, claim.name, claim)
         self._portal = portal
         self._claim = claim
-        #: The node and the name claimed.
-        self.node = claim.node
-        self.name = claim.name
-        #: The claim's id: what :meth:`tenure.sync.Client.release_claim` takes.
-        self.id = claim.id
-        #: The grant's fencing token.
-        self.token = claim.token
-        #: Seconds the name stays claimed after the grant, released or not.
-        self.at_least = claim.at_least
-        #: Seconds after the grant the claim ends, whatever its holder does.
-        self.at_most = claim.at_most
-        #: When it was granted, UNIX seconds of the store's clock.
-        self.granted_at = claim.granted_at
-        #: The owner data it was taken with.
-        self.data = claim.data
 
     def __repr__(self) -> str:
         return f"<sync Claim {self.name!r} id {self.id} token {self.token}>"

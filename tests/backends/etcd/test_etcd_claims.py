@@ -9,7 +9,6 @@ exactly under claims made at once, and the record of an ended claim cleared.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import msgpack
@@ -23,7 +22,8 @@ from tenure.backends.etcd import EtcdBackend
 from tenure.backends.etcd._claims import LEASE_MARGIN, lease_seconds
 from tenure.backends.etcd._keys import prefix_end
 from tenure.backends.etcd._store import EtcdStore
-from tenure.errors import LimitExceededError, UnavailableError
+from tenure.errors import UnavailableError
+from tests.backends.scenarios import claimed_past_max_claims
 
 
 def _backend(client: tenure.Client) -> EtcdBackend:
@@ -133,24 +133,8 @@ async def test_the_end_is_the_leases_and_the_claim_goes_with_its_keys(etcd_url: 
 
 
 async def test_max_claims_is_counted_exactly_under_claims_made_at_once(etcd_url: str) -> None:
-    async with (
-        tenure.connect(etcd_url) as one,
-        tenure.connect(etcd_url) as two,
-        tenure.connect(etcd_url) as three,
-    ):
-        await one.create_node("n", max_claims=5)
-        sessions = [await c.session("n") for c in (one, two, three)]
-
-        async def claim(i: int) -> str:
-            try:
-                got = await sessions[i % 3].claim(f"slot-{i}", at_least=0.0, at_most=600.0)
-            except LimitExceededError as error:
-                return "limit" if "max_claims (5)" in str(error) else str(error)
-            return "claimed" if got is not None else "refused"
-
-        outcomes = await asyncio.wait_for(asyncio.gather(*(claim(i) for i in range(12))), 60)
-        assert sorted(outcomes) == ["claimed"] * 5 + ["limit"] * 7
-        assert len(await _keys(one, b"n/n/c/")) == 5
+    async with claimed_past_max_claims(etcd_url) as client:
+        assert len(await _keys(client, b"n/n/c/")) == 5
 
 
 async def test_an_ended_claims_record_put_again_without_its_lease_is_cleared(

@@ -17,6 +17,7 @@ from tenure.backends._session import StoreSession
 from tenure.backends.etcd._prefix_watch import EtcdPrefixWatch
 from tenure.backends.etcd._store import EtcdStore
 from tenure.testing.conformance.support import within
+from tests.backends.scenarios import check_a_cut_off_cache_lists_again
 from tests.etcd.cluster import EtcdCluster
 from tests.netproxy import NetProxy
 
@@ -90,17 +91,4 @@ async def test_a_broken_watch_stream_makes_the_cache_list_again(
         async with tenure.connect(etcd_url) as writer_client, tenure.connect(proxied) as client:
             await writer_client.create_node(f"n-{uuid.uuid4().hex[:6]}")
             node = (await writer_client.list_nodes())[0]
-            writer = await writer_client.session(node)
-            await writer.semaphore("config/a").create(1, b"1")
-            async with client.cache(node, prefix="config/") as cache:
-                changes = cache.changes()
-                proxy.refuse()
-                proxy.drop()  # every stream of the cache's client breaks
-                await writer.semaphore("config/a").update(b"2")
-                await writer.semaphore("config/b").create(1, b"b")
-                proxy.refuse(False)
-                told: dict[str, bytes | None] = {}
-                while len(told) < 2:
-                    change = await within(anext(changes), "the cache listing again")
-                    told[change.name] = None if change.view is None else change.view.data
-                assert told == {"config/a": b"2", "config/b": b"b"}
+            await check_a_cut_off_cache_lists_again(writer_client, client, node, proxy)

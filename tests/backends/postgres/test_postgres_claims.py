@@ -8,18 +8,15 @@ whose end no reap got to.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from typing import Any
 
-import psycopg
 import pytest
 
 import tenure
 from tenure._core.claims import parse_claim
 from tenure.backends.postgres._ddl import SCHEMA_VERSION
-from tenure.backends.postgres._migrate import schema_version
-from tenure.errors import LimitExceededError
+from tests.backends.postgres.database import back_to_version, fetch, schema_of, version_of
+from tests.backends.scenarios import claimed_past_max_claims
 from tests.postgres.server import PostgresServer
 
 #: What version 5 added (dropped to make a version-4 schema again).
@@ -34,25 +31,15 @@ _VERSION_5_FUNCTIONS = (
 )
 
 
-def _schema(url: str) -> str:
-    return url.split("schema=", 1)[1].split("&", 1)[0]
-
-
-async def _rows(dsn: str, query: str, *args: object) -> list[tuple[Any, ...]]:
-    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        cur = await conn.execute(query, args)
-        return await cur.fetchall()
-
-
 async def _now(dsn: str) -> float:
-    (row,) = await _rows(dsn, "SELECT extract(epoch FROM clock_timestamp())::float8")
+    (row,) = await fetch(dsn, "SELECT extract(epoch FROM clock_timestamp())::float8")
     return float(row[0])
 
 
 async def test_a_claim_is_its_record_and_a_row_on_the_databases_clock(
     postgres_server: PostgresServer, pg_url: str
 ) -> None:
-    schema, dsn = _schema(pg_url), postgres_server.dsn
+    schema, dsn = schema_of(pg_url), postgres_server.dsn
     async with tenure.connect(pg_url) as client:
         await client.create_node("n")
         session = await client.session("n")
@@ -61,7 +48,7 @@ async def test_a_claim_is_its_record_and_a_row_on_the_databases_clock(
         after = await _now(dsn)
         assert claim is not None
         assert before <= claim.granted_at <= after  # the database's clock
-        (row,) = await _rows(
+        (row,) = await fetch(
             dsn,
             f"SELECT id, token, extract(epoch FROM least_until)::float8,"
             f" extract(epoch FROM ends_at)::float8, s.data, s.lim"
@@ -73,7 +60,7 @@ async def test_a_claim_is_its_record_and_a_row_on_the_databases_clock(
         assert ends_at == pytest.approx(claim.granted_at + 600.0, abs=1e-3)
         assert parse_claim("nightly", bytes(data)).data == b"\x00job"
         assert await claim.release()
-        ((ends_at,),) = await _rows(
+        ((ends_at,),) = await fetch(
             dsn, f"SELECT extract(epoch FROM ends_at)::float8 FROM {schema}.claims"
         )
         assert ends_at == pytest.approx(claim.granted_at + 60.0, abs=1e-3)
@@ -82,13 +69,13 @@ async def test_a_claim_is_its_record_and_a_row_on_the_databases_clock(
 async def test_a_claim_whose_end_no_reap_got_to_is_ended_by_the_next_claim(
     postgres_server: PostgresServer, pg_url: str
 ) -> None:
-    schema, dsn = _schema(pg_url), postgres_server.dsn
+    schema, dsn = schema_of(pg_url), postgres_server.dsn
     async with tenure.connect(pg_url) as client:
         await client.create_node("n")
         session = await client.session("n")
         first = await session.claim("slot", at_least=0.0, at_most=600.0)
         assert first is not None
-        await _rows(
+        await fetch(
             dsn,
             f"UPDATE {schema}.claims SET ends_at = clock_timestamp() - interval '1 second'"
             f" RETURNING 1",
@@ -104,25 +91,9 @@ async def test_max_claims_is_counted_exactly_under_claims_made_at_once(
 ) -> None:
     """Claims of twelve names from three clients at once, on a node of max_claims 5:
     exactly five are made (each transaction counts under the node's claim lock)."""
-    async with (
-        tenure.connect(pg_url) as one,
-        tenure.connect(pg_url) as two,
-        tenure.connect(pg_url) as three,
-    ):
-        await one.create_node("n", max_claims=5)
-        sessions = [await c.session("n") for c in (one, two, three)]
-
-        async def claim(i: int) -> str:
-            try:
-                got = await sessions[i % 3].claim(f"slot-{i}", at_least=0.0, at_most=600.0)
-            except LimitExceededError as error:
-                return "limit" if "max_claims (5)" in str(error) else str(error)
-            return "claimed" if got is not None else "refused"
-
-        outcomes = await asyncio.wait_for(asyncio.gather(*(claim(i) for i in range(12))), 60)
-        assert sorted(outcomes) == ["claimed"] * 5 + ["limit"] * 7
-        ((count,),) = await _rows(
-            postgres_server.dsn, f"SELECT count(*) FROM {_schema(pg_url)}.claims"
+    async with claimed_past_max_claims(pg_url):
+        ((count,),) = await fetch(
+            postgres_server.dsn, f"SELECT count(*) FROM {schema_of(pg_url)}.claims"
         )
         assert count == 5
 
@@ -136,18 +107,16 @@ async def test_a_version_4_schema_is_upgraded_and_claims_work(
         await old_client.create_node("n")
         holder = await old_client.session("n")
         lease = await holder.mutex("m").lock()
-        async with await psycopg.AsyncConnection.connect(postgres_server.dsn) as conn:
-            # Back to version 4's shape: what the previous tenure left.
-            for function in _VERSION_5_FUNCTIONS:
-                await conn.execute(f"DROP FUNCTION {schema}.{function}")
-            await conn.execute(f"DROP TABLE {schema}.claims")
-            await conn.execute(f"DROP TABLE {schema}.claim_locks")
-            await conn.execute(f"UPDATE {schema}.meta SET version = 4, digest = 'v4'")
-            await conn.commit()
-            assert await schema_version(conn, schema) == 4
+        # Back to version 4's shape: what the previous tenure left.
+        await back_to_version(
+            postgres_server.dsn,
+            schema,
+            4,
+            [f"DROP FUNCTION {schema}.{function}" for function in _VERSION_5_FUNCTIONS]
+            + [f"DROP TABLE {schema}.claims", f"DROP TABLE {schema}.claim_locks"],
+        )
         async with tenure.connect(url) as new_client:  # first use: migrated
-            async with await psycopg.AsyncConnection.connect(postgres_server.dsn) as conn:
-                assert await schema_version(conn, schema) == SCHEMA_VERSION == 5
+            assert await version_of(postgres_server.dsn, schema) == SCHEMA_VERSION == 5
             session = await new_client.session("n")
             claim = await session.claim("nightly", at_least=0.0, at_most=60.0)
             assert claim is not None
@@ -159,11 +128,11 @@ async def test_a_version_4_schema_is_upgraded_and_claims_work(
 async def test_dropping_the_node_forgets_its_claims(
     postgres_server: PostgresServer, pg_url: str
 ) -> None:
-    schema = _schema(pg_url)
+    schema = schema_of(pg_url)
     async with tenure.connect(pg_url) as client:
         await client.create_node("n")
         async with client.session("n") as session:
             assert await session.claim("job", at_least=60.0, at_most=600.0) is not None
         await client.drop_node("n")
         for table in ("claims", "claim_locks", "semaphores"):
-            assert await _rows(postgres_server.dsn, f"SELECT * FROM {schema}.{table}") == []
+            assert await fetch(postgres_server.dsn, f"SELECT * FROM {schema}.{table}") == []

@@ -11,14 +11,13 @@ from __future__ import annotations
 import uuid
 from urllib.parse import urlsplit
 
-import psycopg
 import pytest
 
 import tenure
 from tenure._core.values import ClientIdentity
 from tenure.backends.postgres._ddl import SCHEMA_VERSION
-from tenure.backends.postgres._migrate import schema_version
 from tenure.errors import PermissionDeniedError
+from tests.backends.postgres.database import back_to_version, version_of
 from tests.backends.store_listing import (
     check_identity_and_times,
     check_kill_partitioned,
@@ -72,15 +71,18 @@ async def test_a_version_1_schema_is_upgraded_in_place(postgres_server: Postgres
         session = await old_client.session("n", description="from v1", recovery_window=20)
         lease = await session.mutex("m").lock()
         waiting = await old_client.session("n")
-        async with await psycopg.AsyncConnection.connect(postgres_server.dsn) as conn:
-            # Back to version 1's shape (its functions of these signatures never read the
-            # new columns): what a database made by the previous tenure holds.
-            for table, columns in _VERSION_2_COLUMNS.items():
-                for column in columns:
-                    await conn.execute(f"ALTER TABLE {schema}.{table} DROP COLUMN {column}")
-            await conn.execute(f"UPDATE {schema}.meta SET version = 1, digest = 'v1'")
-            await conn.commit()
-            assert await schema_version(conn, schema) == 1
+        # Back to version 1's shape (its functions of these signatures never read the
+        # new columns): what a database made by the previous tenure holds.
+        await back_to_version(
+            postgres_server.dsn,
+            schema,
+            1,
+            [
+                f"ALTER TABLE {schema}.{table} DROP COLUMN {column}"
+                for table, columns in _VERSION_2_COLUMNS.items()
+                for column in columns
+            ],
+        )
         async with tenure.connect(url) as new_client:  # first use: migrated
             backend = new_client.backend
             (listed,) = await backend.list_semaphores("n", prefix="", after="", limit=9)
@@ -101,8 +103,7 @@ async def test_a_version_1_schema_is_upgraded_in_place(postgres_server: Postgres
             (owner,) = (await waiting.semaphore("m").describe(owners=True)).owners
             assert owner.token == again.token
             assert owner.since is not None
-        async with await psycopg.AsyncConnection.connect(postgres_server.dsn) as conn:
-            assert await schema_version(conn, schema) == SCHEMA_VERSION
+        assert await version_of(postgres_server.dsn, schema) == SCHEMA_VERSION
 
 
 async def test_a_read_only_role_lists_sessions_but_cannot_kill_them(

@@ -23,7 +23,6 @@ import tenure
 from tenure._core.values import MAX_COUNT
 from tenure.backends.postgres import PgBackend
 from tenure.backends.postgres._ddl import SCHEMA_VERSION
-from tenure.backends.postgres._migrate import schema_version
 from tenure.backends.postgres._store import PgStore
 from tenure.errors import NotFoundError, SessionExpiredError
 from tenure.testing.conformance.support import (
@@ -31,6 +30,13 @@ from tenure.testing.conformance.support import (
     wait_for_waiters,
     waiters,
     within,
+)
+from tests.backends.postgres.database import (
+    back_to_version,
+    fetch,
+    schema_of,
+    version_of,
+    waits_for_a_lock,
 )
 from tests.postgres.server import PostgresServer
 
@@ -49,20 +55,10 @@ _VERSION_4_FUNCTIONS = (
 )
 
 
-def _schema(url: str) -> str:
-    return url.split("schema=", 1)[1].split("&", 1)[0]
-
-
 def _store(client: tenure.Client, session: tenure.Session) -> PgStore:
     backend = client.backend
     assert isinstance(backend, PgBackend)
     return backend.sessions[session.id]
-
-
-async def _rows(dsn: str, query: str, *args: object) -> list[tuple[Any, ...]]:
-    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        cur = await conn.execute(query, args)
-        return await cur.fetchall()
 
 
 async def test_a_version_3_schema_is_upgraded_and_its_queues_go_on(
@@ -79,19 +75,17 @@ async def test_a_version_3_schema_is_upgraded_and_its_queues_go_on(
         waiting = await old_client.session("n", recovery_window=20)
         queued = asyncio.ensure_future(waiting.mutex("m").lock(timeout=30))
         await wait_for_waiters(holder, "m", 1)
-        async with await psycopg.AsyncConnection.connect(postgres_server.dsn) as conn:
-            # Back to version 3's shape, a waiter in it: what the previous tenure left.
-            for function in _VERSION_4_FUNCTIONS:
-                await conn.execute(f"DROP FUNCTION {schema}.{function}")
-            await conn.execute(f"ALTER TABLE {schema}.waiters DROP COLUMN grp")
-            await conn.execute(f"ALTER TABLE {schema}.waiters DROP COLUMN grp_place")
-            await conn.execute(f"UPDATE {schema}.meta SET version = 3, digest = 'v3'")
-            await conn.commit()
-            assert await schema_version(conn, schema) == 3
+        # Back to version 3's shape, a waiter in it: what the previous tenure left.
+        await back_to_version(
+            postgres_server.dsn,
+            schema,
+            3,
+            [f"DROP FUNCTION {schema}.{function}" for function in _VERSION_4_FUNCTIONS]
+            + [f"ALTER TABLE {schema}.waiters DROP COLUMN {c}" for c in ("grp", "grp_place")],
+        )
         async with tenure.connect(url) as new_client:  # first use: migrated
-            async with await psycopg.AsyncConnection.connect(postgres_server.dsn) as conn:
-                assert await schema_version(conn, schema) == SCHEMA_VERSION
-            assert await _rows(
+            assert await version_of(postgres_server.dsn, schema) == SCHEMA_VERSION
+            assert await fetch(
                 postgres_server.dsn, f"SELECT name, grp, grp_place FROM {schema}.waiters"
             ) == [("m", None, None)]
             await lease.release()  # the old session goes on with the new functions
@@ -99,7 +93,7 @@ async def test_a_version_3_schema_is_upgraded_and_its_queues_go_on(
             mine = await new_client.session("n")
             locking = asyncio.ensure_future(mine.lock_all(["x", "m"], timeout=30))
             await wait_for_waiters(mine, "m", 1)
-            rows = await _rows(
+            rows = await fetch(
                 postgres_server.dsn,
                 f"SELECT name, grp, grp_place, arrival FROM {schema}.waiters ORDER BY grp_place",
             )
@@ -119,7 +113,7 @@ async def test_acquire_all_waits_for_its_rows_in_name_order(
     """Asked for ["b", "a"] while another transaction holds a's row, acquire_all waits
     for it holding nothing: b's row is free meanwhile. (Locking b first and then
     waiting for a is how two requests in opposite orders deadlock.)"""
-    schema = _schema(pg_url)
+    schema = schema_of(pg_url)
     async with tenure.connect(pg_url) as client:
         await client.create_node("n")
         one, two = await client.session("n"), await client.session("n")
@@ -129,16 +123,10 @@ async def test_acquire_all_waits_for_its_rows_in_name_order(
             await blocker.execute(f"SELECT 1 FROM {schema}.semaphores WHERE name = 'a' FOR UPDATE")
             locking = asyncio.ensure_future(two.lock_all(["b", "a"], timeout=30))
 
-            async def blocked() -> bool:
-                found = await _rows(
-                    postgres_server.dsn,
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                    " AND query LIKE %s",
-                    "%acquire_all%",
-                )
-                return bool(found[0][0])
-
-            await eventually(blocked, "acquire_all waiting for a's row")
+            await eventually(
+                lambda: waits_for_a_lock(postgres_server.dsn, "acquire_all"),
+                "acquire_all waiting for a's row",
+            )
             await blocker.execute(
                 f"SELECT 1 FROM {schema}.semaphores WHERE name = 'b' FOR UPDATE NOWAIT"
             )
@@ -193,7 +181,7 @@ async def test_overlapping_requests_in_any_order_never_deadlock_in_postgresql(
             await client.aclose()
     assert done
     conninfo = postgres_database  # (no tenure options: libpq reads it as it is)
-    [(deadlocks,)] = await _rows(
+    [(deadlocks,)] = await fetch(
         conninfo, "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
     )
     assert deadlocks == 0
@@ -202,7 +190,7 @@ async def test_overlapping_requests_in_any_order_never_deadlock_in_postgresql(
 async def test_a_waiting_set_has_one_deadline_and_times_out_whole(
     postgres_server: PostgresServer, pg_url: str
 ) -> None:
-    schema = _schema(pg_url)
+    schema = schema_of(pg_url)
     async with tenure.connect(pg_url) as client:
         await client.create_node("n")
         one, two = await client.session("n"), await client.session("n")
@@ -211,7 +199,7 @@ async def test_a_waiting_set_has_one_deadline_and_times_out_whole(
         started = loop.time()
         locking = asyncio.ensure_future(two.lock_all(["a", "b"], timeout=0.5))
         await wait_for_waiters(one, "b", 1)
-        rows = await _rows(
+        rows = await fetch(
             postgres_server.dsn, f"SELECT deadline, grp FROM {schema}.waiters ORDER BY grp_place"
         )
         assert len(rows) == 2
@@ -222,7 +210,7 @@ async def test_a_waiting_set_has_one_deadline_and_times_out_whole(
         assert await waiters(one, "a") == []
         assert await waiters(one, "b") == []
         await busy.release()
-        assert await _rows(postgres_server.dsn, f"SELECT name FROM {schema}.semaphores") == []
+        assert await fetch(postgres_server.dsn, f"SELECT name FROM {schema}.semaphores") == []
 
 
 async def test_a_reap_times_out_every_member_and_each_reads_why(
@@ -230,7 +218,7 @@ async def test_a_reap_times_out_every_member_and_each_reads_why(
 ) -> None:
     """Timed out by a reap (any client's) rather than by its own client's check, every
     member ends with an outcome its client can read."""
-    schema = _schema(pg_url)
+    schema = schema_of(pg_url)
     async with tenure.connect(pg_url) as client:
         await client.create_node("n")
         one, two = await client.session("n"), await client.session("n")
@@ -245,7 +233,7 @@ async def test_a_reap_times_out_every_member_and_each_reads_why(
             await conn.execute(f"SELECT {schema}.reap('n')")
             await conn.commit()
         assert await waiters(one, "a") == []
-        outcomes = await _rows(
+        outcomes = await fetch(
             postgres_server.dsn,
             f"SELECT name, code FROM {schema}.outcomes WHERE sid = %s ORDER BY name",
             two.id,
@@ -263,7 +251,7 @@ async def test_an_acquire_all_sent_again_applies_once(
     """A call whose answer was lost, sent again with the same request ids, answers from
     what the first left: the same grants, the same wait; and a set granted and then
     broken (one member deleted) hands nothing over and releases the rest."""
-    schema = _schema(pg_url)
+    schema = schema_of(pg_url)
     async with tenure.connect(pg_url) as client:
         await client.create_node("n")
         one, two = await client.session("n"), await client.session("n")
@@ -276,7 +264,7 @@ async def test_an_acquire_all_sent_again_applies_once(
         queued: list[Any] = [["c", "d"], [5, 5], MAX_COUNT, b"", None, True, [53, 54]]
         assert await store.call("acquire_all", *queued) == {"queued": None}
         assert await store.call("acquire_all", *queued) == {"queued": None}
-        assert await _rows(
+        assert await fetch(
             postgres_server.dsn,
             f"SELECT name FROM {schema}.waiters WHERE sid = %s ORDER BY name",
             two.id,
@@ -285,7 +273,7 @@ async def test_an_acquire_all_sent_again_applies_once(
         again = await store.call("acquire_all", *args)
         assert again["ended"] == "lease_lost"
         assert (
-            await _rows(
+            await fetch(
                 postgres_server.dsn, f"SELECT name FROM {schema}.owners WHERE sid = %s", two.id
             )
             == []

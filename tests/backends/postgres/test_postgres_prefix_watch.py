@@ -15,7 +15,6 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import psycopg
 import pytest
@@ -23,25 +22,22 @@ import pytest
 import tenure
 from tenure.backends.postgres._ddl import SCHEMA_VERSION
 from tenure.backends.postgres._listen import channel
-from tenure.backends.postgres._migrate import schema_version
 from tenure.testing.conformance.support import eventually, within
+from tests.backends.postgres.database import (
+    back_to_version,
+    fetch,
+    schema_of,
+    version_of,
+    waits_for_a_lock,
+)
+from tests.backends.scenarios import check_a_cut_off_cache_lists_again
 from tests.netproxy import NetProxy
 from tests.postgres.server import PostgresServer
 
 
-def _schema(url: str) -> str:
-    return url.split("schema=", 1)[1].split("&", 1)[0]
-
-
-async def _rows(dsn: str, query: str, *args: object) -> list[tuple[Any, ...]]:
-    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        cur = await conn.execute(query, args)
-        return await cur.fetchall()
-
-
 async def _registered(dsn: str, schema: str) -> list[tuple[str, int]]:
     """(prefix, session id) of every registered prefix watch."""
-    rows = await _rows(dsn, f"SELECT prefix, sid FROM {schema}.prefix_watches ORDER BY sid")
+    rows = await fetch(dsn, f"SELECT prefix, sid FROM {schema}.prefix_watches ORDER BY sid")
     return [(str(prefix), int(sid)) for prefix, sid in rows]
 
 
@@ -54,17 +50,16 @@ async def test_a_version_4_schema_is_upgraded_and_its_changes_notify_prefixes(
         await old_client.create_node("n")
         writer = await old_client.session("n")
         await writer.semaphore("config/a").create(1, b"1")
-    async with await psycopg.AsyncConnection.connect(postgres_server.dsn) as conn:
-        # Back to version 4's shape: what the previous tenure left.
-        for function in ("watch_prefix", "unwatch_prefix"):
-            await conn.execute(f"DROP FUNCTION {schema}.{function}")
-        await conn.execute(f"DROP TABLE {schema}.prefix_watches")
-        await conn.execute(f"UPDATE {schema}.meta SET version = 4, digest = 'v4'")
-        await conn.commit()
-        assert await schema_version(conn, schema) == 4
+    # Back to version 4's shape: what the previous tenure left.
+    await back_to_version(
+        postgres_server.dsn,
+        schema,
+        4,
+        [f"DROP FUNCTION {schema}.{function}" for function in ("watch_prefix", "unwatch_prefix")]
+        + [f"DROP TABLE {schema}.prefix_watches"],
+    )
     async with tenure.connect(url) as client:  # first use: migrated
-        async with await psycopg.AsyncConnection.connect(postgres_server.dsn) as conn:
-            assert await schema_version(conn, schema) == SCHEMA_VERSION == 5
+        assert await version_of(postgres_server.dsn, schema) == SCHEMA_VERSION == 5
         writer = await client.session("n")
         async with client.cache("n", prefix="config/") as cache:
             changes = cache.changes()
@@ -79,7 +74,7 @@ async def test_the_registration_waits_for_a_change_in_flight_under_its_prefix(
 ) -> None:
     """A change holding a semaphore's row commits before the registration does, so the
     watcher's listing (after it) reads the change."""
-    schema = _schema(pg_url)
+    schema = schema_of(pg_url)
     async with tenure.connect(pg_url) as client:
         await client.create_node("n")
         session = await client.session("n")
@@ -94,16 +89,10 @@ async def test_the_registration_waits_for_a_change_in_flight_under_its_prefix(
                 )
             )
 
-            async def blocked() -> bool:
-                found = await _rows(
-                    postgres_server.dsn,
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                    " AND query LIKE %s",
-                    "%watch_prefix%",
-                )
-                return bool(found[0][0])
-
-            await eventually(blocked, "watch_prefix waiting for config/a's row")
+            await eventually(
+                lambda: waits_for_a_lock(postgres_server.dsn, "watch_prefix"),
+                "watch_prefix waiting for config/a's row",
+            )
             assert not arming.done()
             await blocker.rollback()
         stream = await within(arming)
@@ -125,7 +114,7 @@ async def test_only_names_under_a_registered_prefix_notify(
         async with await psycopg.AsyncConnection.connect(
             postgres_server.dsn, autocommit=True
         ) as listening:
-            await listening.execute(f'LISTEN "{channel(_schema(pg_url), "n")}"')
+            await listening.execute(f'LISTEN "{channel(schema_of(pg_url), "n")}"')
             lock = await session.mutex("other/x").lock()
             await lock.release()
             lock = await session.mutex("config/x").lock()
@@ -143,7 +132,7 @@ async def test_only_names_under_a_registered_prefix_notify(
 async def test_the_rows_go_with_their_session(
     postgres_server: PostgresServer, pg_url: str, end: str
 ) -> None:
-    schema = _schema(pg_url)
+    schema = schema_of(pg_url)
     async with tenure.connect(pg_url) as client, tenure.connect(pg_url) as other:
         await client.create_node("n")
         session = await client.session("n")
@@ -189,17 +178,4 @@ async def test_changes_while_the_listen_connection_was_down_are_listed_again(
         tenure.connect(proxied) as client,
     ):
         await writer_client.create_node("n", recovery_window=30.0)
-        writer = await writer_client.session("n")
-        await writer.semaphore("config/a").create(1, b"1")
-        async with client.cache("n", prefix="config/") as cache:
-            changes = cache.changes()
-            proxy.refuse()
-            proxy.drop()  # every connection of the cache's client, LISTEN's too
-            await writer.semaphore("config/a").update(b"2")  # notified to nobody
-            await writer.semaphore("config/b").create(1, b"b")
-            proxy.refuse(False)
-            told: dict[str, bytes | None] = {}
-            while len(told) < 2:
-                change = await within(anext(changes), "the cache listing again")
-                told[change.name] = None if change.view is None else change.view.data
-            assert told == {"config/a": b"2", "config/b": b"b"}
+        await check_a_cut_off_cache_lists_again(writer_client, client, "n", proxy)

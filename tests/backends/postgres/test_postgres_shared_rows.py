@@ -20,6 +20,7 @@ from tenure.backends.postgres._ddl import SCHEMA_VERSION
 from tenure.backends.postgres._listen import channel
 from tenure.backends.postgres._migrate import schema_version
 from tenure.errors import LimitExceededError
+from tests.backends.postgres.database import back_to_version
 from tests.postgres.server import PostgresServer
 
 
@@ -34,18 +35,19 @@ async def test_a_version_2_schema_hands_its_counter_over_to_the_sequence(
         await old_client.create_node("n")
         session = await old_client.session("n", recovery_window=20)
         lease = await session.mutex("m").lock()
-        async with await psycopg.AsyncConnection.connect(postgres_server.dsn) as conn:
-            # What version 2 left: a counter row, already past every token granted.
-            last = lease.token + 1000
-            await conn.execute(
+        # What version 2 left: a counter row, already past every token granted.
+        last = lease.token + 1000
+        await back_to_version(
+            postgres_server.dsn,
+            schema,
+            2,
+            [
                 f"CREATE TABLE {schema}.counter (id int PRIMARY KEY CHECK (id = 1),"
-                " last_token bigint NOT NULL)"
-            )
-            await conn.execute(f"INSERT INTO {schema}.counter VALUES (1, %s)", [last])
-            await conn.execute(f"DROP TABLE {schema}.watches")
-            await conn.execute(f"UPDATE {schema}.meta SET version = 2, digest = 'v2'")
-            await conn.commit()
-            assert await schema_version(conn, schema) == 2
+                " last_token bigint NOT NULL)",
+                f"INSERT INTO {schema}.counter VALUES (1, {last:d})",
+                f"DROP TABLE {schema}.watches",
+            ],
+        )
         async with tenure.connect(url) as new_client:  # first use: migrated
             fresh = await (await new_client.session("n")).mutex("other").lock()
             assert fresh.token > last

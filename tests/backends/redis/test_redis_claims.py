@@ -8,30 +8,22 @@ function itself twice with one request key, and find a claim whose end no reap g
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import msgpack
 import pytest
-import redis.asyncio as aioredis
 
 import tenure
 from tenure._core.claims import parse_claim
-from tenure.backends.redis import RedisBackend, node_base
+from tenure.backends.redis import RedisBackend
 from tenure.errors import NotFoundError
+from tests.backends.redis import places
+from tests.backends.redis.places import node_place
 from tests.redis.server import RedisServer
 
 
-@dataclass
-class Place:
-    """A key prefix of the test's own on the run's Redis, node ``n`` made there."""
-
-    url: str
-    #: Node n's key prefix (every key of the node starts with it).
-    keys: str
-    #: A plain Redis client, to read what the functions stored.
-    admin: aioredis.Redis
+class Place(places.Place):
+    """Node n's place, with readers of a claim's keys."""
 
     async def now(self) -> float:
         """Redis's clock (TIME), UNIX seconds."""
@@ -57,16 +49,8 @@ class Place:
 
 @pytest.fixture
 async def place(redis_server: RedisServer) -> AsyncIterator[Place]:
-    """Node n under a key prefix of the test's own."""
-    prefix = f"test-{uuid.uuid4().hex[:12]}:"
-    url = f"{redis_server.url(0)}?prefix={prefix}"
-    admin = aioredis.Redis(port=redis_server.port)
-    try:
-        async with tenure.connect(url) as client:
-            await client.create_node("n")
-        yield Place(url, node_base(prefix, "n"), admin)
-    finally:
-        await admin.aclose()
+    async with node_place(redis_server, Place) as made:
+        yield made
 
 
 async def test_a_claim_is_its_record_an_entry_and_a_deadline_on_redis_clock(

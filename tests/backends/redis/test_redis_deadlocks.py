@@ -11,13 +11,10 @@ owners and waiters after each step. The others read the keys the search uses ('o
 from __future__ import annotations
 
 import random
-import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
 
 import tenure
 from tenure._core import (
@@ -32,41 +29,18 @@ from tenure._core import (
     Engine,
     Release,
 )
-from tenure.backends._session import StoreSession
-from tenure.backends.redis import node_base
 from tenure.backends.redis._codec import encode_count
 from tenure.backends.redis._store import _STATUS, RedisStore
 from tenure.errors import DeadlockError, TenureError
 from tests.backends.listeners import Heard
+from tests.backends.redis.places import Place, node_place, store_of
 from tests.redis.server import RedisServer
-
-
-@dataclass
-class Place:
-    """A key prefix of the test's own on the run's Redis, node ``n`` made there."""
-
-    url: str
-    keys: str
-    admin: aioredis.Redis
 
 
 @pytest.fixture
 async def place(redis_server: RedisServer) -> AsyncIterator[Place]:
-    prefix = f"test-{uuid.uuid4().hex[:12]}:"
-    url = f"{redis_server.url(0)}?prefix={prefix}"
-    admin = aioredis.Redis(port=redis_server.port)
-    try:
-        async with tenure.connect(url) as client:
-            await client.create_node("n")
-        yield Place(url, node_base(prefix, "n"), admin)
-    finally:
-        await admin.aclose()
-
-
-def _store(session: Any) -> RedisStore:
-    assert isinstance(session, StoreSession)
-    assert isinstance(session.store, RedisStore)
-    return session.store
+    async with node_place(redis_server, Place) as made:
+        yield made
 
 
 async def _redis_call(store: RedisStore, command: Any) -> Any:
@@ -141,7 +115,7 @@ async def test_redis_refuses_what_the_engine_refuses_word_for_word(place: Place,
         stores = []
         for _ in range(3):
             opened = await backend.open_session("n", timeout=30.0, description="", listener=Heard())
-            stores.append(_store(opened))
+            stores.append(store_of(opened))
             assert engine.apply(CreateSession("n", b"k"), 0.0).session_id == opened.session_id
         for name, limit in zip(names, limits, strict=True):
             await stores[0].create_semaphore(name, limit, b"")
@@ -204,8 +178,8 @@ async def test_the_node_keeps_its_latest_broken_deadlocks(place: Place) -> None:
         one, two = await client.session("n"), await client.session("n")
         for sid_session in (one, two):
             assert sid_session.id
-        a = _store(one._backend)
-        b = _store(two._backend)
+        a = store_of(one)
+        b = store_of(two)
         await a.call(Acquire(one.id, "x", MAX_COUNT, 1, ephemeral=True, task=1))
         await b.call(Acquire(two.id, "y", MAX_COUNT, 2, ephemeral=True, task=1))
         await a.call(Acquire(one.id, "y", MAX_COUNT, 3, ephemeral=True, task=1))
@@ -225,15 +199,13 @@ async def test_the_node_keeps_its_latest_broken_deadlocks(place: Place) -> None:
 
 async def test_keys_of_tasks_go_with_what_they_index(place: Place) -> None:
     async with tenure.connect(place.url) as client, client.session("n") as one:
-        store = _store(one._backend)
+        store = store_of(one)
         await store.call(Acquire(one.id, "x", MAX_COUNT, 1, ephemeral=True, task=4))
         assert await place.admin.hgetall(place.keys + "ow:x") == {
             f"{one.id}:0".encode(): b"4:ffffffffffffffff"
         }
         async with client.session("n") as two:
-            await _store(two._backend).call(
-                Acquire(two.id, "x", MAX_COUNT, 2, ephemeral=True, task=5)
-            )
+            await store_of(two).call(Acquire(two.id, "x", MAX_COUNT, 2, ephemeral=True, task=5))
             assert await place.admin.hkeys(place.keys + "tw") == [f"{two.id}:5".encode()]
         assert await place.admin.hlen(place.keys + "tw") == 0  # its session ended
         await store.call(Release(one.id, "x"))
@@ -248,7 +220,7 @@ async def test_the_limit_is_the_clients_and_zero_checks_nothing(place: Place) ->
         # Nothing is looked for, so nothing is promised: require= refuses it.
         assert tenure.Capability.DEADLOCK_DETECTION not in client.capabilities
         one, two = await client.session("n"), await client.session("n")
-        a, b = _store(one._backend), _store(two._backend)
+        a, b = store_of(one), store_of(two)
         await a.call(Acquire(one.id, "x", MAX_COUNT, 1, ephemeral=True, task=1))
         await b.call(Acquire(two.id, "y", MAX_COUNT, 2, ephemeral=True, task=1))
         await a.call(Acquire(one.id, "y", MAX_COUNT, 3, ephemeral=True, task=1))
@@ -263,7 +235,7 @@ async def test_the_limit_is_the_clients_and_zero_checks_nothing(place: Place) ->
 async def test_a_resumed_sessions_holds_are_of_no_known_task(place: Place) -> None:
     async with tenure.connect(place.url) as client:
         one, two = await client.session("n"), await client.session("n")
-        a = _store(one._backend)
+        a = store_of(one)
         await a.call(Acquire(one.id, "x", MAX_COUNT, 1, ephemeral=True, task=1))
         ticket = one.ticket()
         async with tenure.connect(place.url) as other:
@@ -271,8 +243,8 @@ async def test_a_resumed_sessions_holds_are_of_no_known_task(place: Place) -> No
             assert await place.admin.hget(place.keys + "ow:x", f"{resumed.id}:0") == (
                 b"0:ffffffffffffffff"
             )
-            b = _store(two._backend)
-            r = _store(resumed._backend)
+            b = store_of(two)
+            r = store_of(resumed)
             await b.call(Acquire(two.id, "y", MAX_COUNT, 2, ephemeral=True, task=1))
             await r.call(Acquire(resumed.id, "y", MAX_COUNT, 3, ephemeral=True, task=1))
             # x is held by no known task now: two's task asking for it closes no cycle.

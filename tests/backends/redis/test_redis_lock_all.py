@@ -10,17 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import pytest
-import redis.asyncio as aioredis
 
 import tenure
-from tenure.backends._session import StoreSession
-from tenure.backends.redis import RedisBackend, node_base
-from tenure.backends.redis._store import RedisStore
+from tenure.backends.redis import RedisBackend
 from tenure.errors import (
     NotFoundError,
     PreconditionFailedError,
@@ -29,21 +24,16 @@ from tenure.errors import (
 )
 from tenure.testing.conformance.support import owners, spawn, wait_for_waiters, waiters, within
 from tests.backends.listeners import Heard
+from tests.backends.redis import places
+from tests.backends.redis.places import node_place, store_of
 from tests.redis.server import RedisServer
 
 #: What the Redis functions take for a mutex's count (every token: lock_all's).
 ALL = "ffffffffffffffff"
 
 
-@dataclass
-class Place:
-    """A key prefix of the test's own on the run's Redis, node ``n`` made there."""
-
-    url: str
-    #: Node n's key prefix (every key of the node starts with it).
-    keys: str
-    #: A plain Redis client, to read what the functions stored.
-    admin: aioredis.Redis
+class Place(places.Place):
+    """Node n's place, with readers of its waiting sets."""
 
     async def sets(self) -> int:
         """How many waiting sets node n records."""
@@ -57,24 +47,8 @@ class Place:
 
 @pytest.fixture
 async def place(redis_server: RedisServer) -> AsyncIterator[Place]:
-    """Node n under a key prefix of the test's own."""
-    prefix = f"test-{uuid.uuid4().hex[:12]}:"
-    url = f"{redis_server.url(0)}?prefix={prefix}"
-    admin = aioredis.Redis(port=redis_server.port)
-    try:
-        async with tenure.connect(url) as client:
-            await client.create_node("n")
-        yield Place(url, node_base(prefix, "n"), admin)
-    finally:
-        await admin.aclose()
-
-
-def _store(session: tenure.Session) -> RedisStore:
-    """The session's RedisStore (to call a function as the client would)."""
-    inner = session._backend
-    assert isinstance(inner, StoreSession)
-    assert isinstance(inner.store, RedisStore)
-    return inner.store
+    async with node_place(redis_server, Place) as made:
+        yield made
 
 
 async def test_a_waiting_set_is_one_record_and_one_deadline_gone_on_every_way_out(
@@ -145,7 +119,7 @@ async def test_a_retried_acquire_all_is_answered_as_its_first_try(place: Place) 
     than refuse the holds and waits the first try made."""
     async with tenure.connect(place.url) as client:
         session = await client.session("n")
-        store = _store(session)
+        store = store_of(session)
         args = (ALL, b"", "", "1", 2, "a", 7, 101, "b", 7, 102)
         first = await store.invoke("acquire_all", "retry-granted", *args)
         again = await store.invoke("acquire_all", "retry-granted", *args)
@@ -158,14 +132,14 @@ async def test_a_retried_acquire_all_is_answered_as_its_first_try(place: Place) 
         # Queued behind another session's hold of b: the retry is queued too, once.
         other = await client.session("n")
         queued = (ALL, b"", "", "1", 2, "b", 1, 201, "c", 1, 202)
-        assert (await _store(other).invoke("acquire_all", "retry-queued", *queued))[0] == b"Q"
-        assert (await _store(other).invoke("acquire_all", "retry-queued", *queued))[0] == b"Q"
+        assert (await store_of(other).invoke("acquire_all", "retry-queued", *queued))[0] == b"Q"
+        assert (await store_of(other).invoke("acquire_all", "retry-queued", *queued))[0] == b"Q"
         assert await waiters(session, "b") == [other.id]
         assert await waiters(session, "c") == [other.id]
         assert await place.sets() == 1
         # The same call under a new key is a new request: refused, it waits already.
         with pytest.raises(PreconditionFailedError, match="already holds or waits"):
-            await _store(other).invoke("acquire_all", "another-key", *queued)
+            await store_of(other).invoke("acquire_all", "another-key", *queued)
         await other.close()
         assert await place.sets() == 0
 
@@ -201,7 +175,7 @@ async def test_a_resume_withdraws_a_waiting_set_whole_and_forgets_it(place: Plac
         await wait_for_waiters(blocker, "a", 1)
         backend = new.backend
         assert isinstance(backend, RedisBackend)
-        secret = _store(session).secret().hex()
+        secret = store_of(session).secret().hex()
         resumed = await backend.resume_session("n", session.id, secret, Heard())
         assert await waiters(blocker, "a") == []
         assert await waiters(blocker, "b") == []

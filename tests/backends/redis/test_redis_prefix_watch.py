@@ -9,29 +9,21 @@ and lose a push on purpose to see the inbox gap make the cache list again.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import pytest
-import redis.asyncio as aioredis
 
 import tenure
-from tenure.backends._session import StoreSession
-from tenure.backends.redis import RedisBackend, node_base
-from tenure.backends.redis._store import RedisStore
+from tenure.backends.redis import RedisBackend
 from tenure.errors import LimitExceededError
 from tenure.testing.conformance.support import eventually, within
+from tests.backends.redis import places
+from tests.backends.redis.places import node_place, store_of
 from tests.redis.server import RedisServer
 
 
-@dataclass
-class Place:
-    """Node n under a key prefix of the test's own on the run's Redis."""
-
-    url: str
-    keys: str
-    admin: aioredis.Redis
+class Place(places.Place):
+    """Node n's place, with readers of its prefix watches."""
 
     async def registry(self) -> dict[bytes, bytes]:
         """Node n's prefix watches: ``<sid>:<wid>`` -> prefix."""
@@ -45,22 +37,8 @@ class Place:
 
 @pytest.fixture
 async def place(redis_server: RedisServer) -> AsyncIterator[Place]:
-    prefix = f"test-{uuid.uuid4().hex[:12]}:"
-    url = f"{redis_server.url(0)}?prefix={prefix}"
-    admin = aioredis.Redis(port=redis_server.port)
-    try:
-        async with tenure.connect(url) as client:
-            await client.create_node("n")
-        yield Place(url, node_base(prefix, "n"), admin)
-    finally:
-        await admin.aclose()
-
-
-def _store(session: tenure.Session) -> RedisStore:
-    inner = session._backend
-    assert isinstance(inner, StoreSession)
-    assert isinstance(inner.store, RedisStore)
-    return inner.store
+    async with node_place(redis_server, Place) as made:
+        yield made
 
 
 async def test_a_watch_is_registered_once_counted_and_forgotten_when_closed(
@@ -71,7 +49,7 @@ async def test_a_watch_is_registered_once_counted_and_forgotten_when_closed(
         stream = await session._backend_session().watch_prefix(
             "config/", data=True, owners=False, waiters=False
         )
-        store = _store(session)
+        store = store_of(session)
         [wid] = store.prefix_watches
         assert await place.registry() == {f"{session.id}:{wid}".encode(): b"config/"}
         assert await place.watch_count(session) == 1
@@ -120,7 +98,7 @@ async def test_prefix_and_single_watches_share_the_sessions_limit(place: Place) 
         await backend.watch_semaphore("x", data=True, owners=False, waiters=False)
         with pytest.raises(LimitExceededError, match=r"max_watches_per_session \(2\)"):
             await backend.watch_prefix("b/", data=True, owners=False, waiters=False)
-        assert _store(session).prefix_watches.keys() == {
+        assert store_of(session).prefix_watches.keys() == {
             int(key.split(b":")[1]) for key in await place.registry()
         }  # the refused one left nothing behind
 
