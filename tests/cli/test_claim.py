@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import signal
+import socket
 
 import pytest
 
@@ -115,6 +117,27 @@ def test_a_claim_is_released_by_id_from_another_process(url: str, node: str) -> 
         assert free.returncode == 0, free.stderr
     finally:
         stop(claim)
+
+
+def test_a_signal_before_the_command_runs_exits_128_plus_n() -> None:
+    # A server that accepts and never answers: tenure hangs in its handshake, its
+    # signal handling already in place (it was set before connecting).
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        silent.settimeout(20)
+        port = silent.getsockname()[1]
+        args = ["claim", "nightly", "--at-least", "1", "--at-most", "10", "--", "true"]
+        claimer = start_tenure(*args, url=f"tenure://127.0.0.1:{port}")
+        try:
+            conn, _ = silent.accept()
+            with conn:
+                claimer.send_signal(signal.SIGTERM)
+                status, out, err = finish(claimer)
+        finally:
+            stop(claimer)
+    assert status == 128 + signal.SIGTERM, err
+    assert "stopped by signal" in err
+    assert "claiming 'nightly'" in err
+    assert out == ""
 
 
 def test_bad_times_are_usage_errors(url: str, node: str) -> None:

@@ -294,8 +294,8 @@ def test_the_pause_options_are_checked(url: str, node: str) -> None:
         assert result.returncode == 2, result.stderr
         return result.stderr
 
-    assert "--requeue-delay go with --requeue" in refused("--requeue-delay", "1")
-    assert "--requeue-max-delay, --requeue-reset-after go with --requeue" in refused(
+    assert "--requeue-delay: only with --requeue" in refused("--requeue-delay", "1")
+    assert "--requeue-max-delay, --requeue-reset-after: only with --requeue" in refused(
         "--requeue-max-delay", "1", "--requeue-reset-after", "1"
     )
     assert "--requeue-max-delay (0.5) is shorter than --requeue-delay (1)" in refused(

@@ -258,7 +258,7 @@ def refuse_given(options: Sequence[str], why: str) -> None:
     """A usage error naming those of ``options`` given on the command line, if any."""
     flags = given(options)
     if flags:
-        raise click.UsageError(f"{', '.join(flags)} {why}")
+        raise click.UsageError(f"{', '.join(flags)}: {why}")
 
 
 def with_requeue(

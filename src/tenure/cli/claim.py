@@ -42,7 +42,7 @@ from tenure.cli._common import (
 from tenure.cli._status import Status
 from tenure.cli._supervise import DEFAULT_GRACE, Signals, say, supervise
 from tenure.cli.hold import COMMAND_KEY, CommandAfterDash
-from tenure.client import EndSignal
+from tenure.client import Claim, EndSignal
 from tenure.errors import LeaseLostError
 
 
@@ -136,50 +136,78 @@ async def _claim_and_run(
     url: str,
     command: list[str],
 ) -> int:
-    """Claim, run ``command`` under :func:`supervise` until at_most, release."""
+    """Claim, run ``command`` under :func:`supervise` until at_most, release.
+
+    A signal before CMD runs (while connecting or claiming) exits 128 + N, as
+    ``lock`` and ``elect`` do; a claim already made is released then too.
+    """
     what = f"claim {name!r}"
     description = session_description(["claim", name, "--", *command])
     loop = asyncio.get_running_loop()
     with Signals() as signals:
-        async with connect(url) as client:
-            await ensure_node(client, node)
-            # The session only sends the claim: the claim outlives it.
-            async with client.session(node, description=description) as session:
-                sent = loop.time()
-                got = await session.claim(
-                    name, at_least=at_least, at_most=at_most, data=data.encode()
-                )
-            if got is None:
-                raise CommandFailedError(f"{what}: claimed already", conflict_exit_code)
-            end = sent + at_most  # on this machine's clock, at or before the store's end
-            environ = environ_with(
-                {
-                    "TENURE_TOKEN": str(got.token),
-                    "TENURE_CLAIM": name,
-                    "TENURE_CLAIM_ID": got.id,
-                    "TENURE_NODE": node,
-                }
-            )
-            # SIGTERM --grace before the end (at most half of at_most: a grace longer
-            # than the slot would stop CMD as it starts), SIGKILL at it.
-            term_at = max(loop.time(), end - min(grace, at_most / 2))
-            stop = EndSignal()
-            why = LeaseLostError(f"its at_most ({at_most:g} s after the grant) comes")
-            timer = loop.call_at(term_at, stop.end, why)
-            try:
-                return await supervise(
-                    command,
-                    environ,
-                    stop,
-                    signals,
-                    what=what,
-                    grace=end - term_at,
-                    lost_status=lost_exit_code,
-                    lost_words="ends",
-                )
-            finally:
-                timer.cancel()
-                await client.release_claim(node, name, got.id)
+        try:
+            async with connect(url) as client:
+                await ensure_node(client, node)
+                # The session only sends the claim: the claim outlives it.
+                async with client.session(node, description=description) as session:
+                    sent = loop.time()
+                    got = await session.claim(
+                        name, at_least=at_least, at_most=at_most, data=data.encode()
+                    )
+                if got is None:
+                    raise CommandFailedError(f"{what}: claimed already", conflict_exit_code)
+                try:
+                    return await _run_claimed(
+                        got, node, command, signals, sent + at_most, grace, lost_exit_code
+                    )
+                finally:
+                    await client.release_claim(node, name, got.id)
+        except asyncio.CancelledError:
+            status = signals.stopped_status(f"claiming {name!r}")
+            if status is None:
+                raise
+            return status
+
+
+async def _run_claimed(
+    got: Claim,
+    node: str,
+    command: list[str],
+    signals: Signals,
+    end: float,
+    grace: float,
+    lost_exit_code: int,
+) -> int:
+    """Run ``command`` under :func:`supervise` for the claim ``got``, stopped before
+    ``end`` (its at_most, on this machine's clock: at or before the store's end)."""
+    loop = asyncio.get_running_loop()
+    environ = environ_with(
+        {
+            "TENURE_TOKEN": str(got.token),
+            "TENURE_CLAIM": got.name,
+            "TENURE_CLAIM_ID": got.id,
+            "TENURE_NODE": node,
+        }
+    )
+    # SIGTERM --grace before the end (at most half of at_most: a grace longer than the
+    # slot would stop CMD as it starts), SIGKILL at it.
+    term_at = max(loop.time(), end - min(grace, got.at_most / 2))
+    stop = EndSignal()
+    why = LeaseLostError(f"its at_most ({got.at_most:g} s after the grant) comes")
+    timer = loop.call_at(term_at, stop.end, why)
+    try:
+        return await supervise(
+            command,
+            environ,
+            stop,
+            signals,
+            what=f"claim {got.name!r}",
+            grace=end - term_at,
+            lost_status=lost_exit_code,
+            lost_words="ends",
+        )
+    finally:
+        timer.cancel()
 
 
 @click.command("release-claim")
@@ -188,12 +216,13 @@ async def _claim_and_run(
 @existing_node_option
 @url_option
 def release_claim(name: str, claim_id: str, node: str, url: str) -> int:
-    """Release the claim ID of NAME (what `tenure describe NAME` shows as its id).
+    """Release the claim ID of NAME (the TENURE_CLAIM_ID its command was given).
 
     \b
     tenure release-claim NAME ID [OPTIONS]
 
-    The claim then ends at the later of now and its at_least after the grant. Exit
+    `tenure describe NODE NAME --json` shows a claim's id too (recipe.id). The
+    claim then ends at the later of now and its at_least after the grant. Exit
     status 0 if it shortened the live claim of that id, 1 if there is none (ended,
     another claim's, released already), 3 for a backend error.
     """

@@ -247,7 +247,7 @@ def elect(name: str, data: str, requeue: bool, **common: Any) -> int:
     pause = {key: common.pop(key) for key in REQUEUE_OPTIONS}
     if requeue:
         return run(with_requeue(name, data, command, common, pause))
-    refuse_given(list(REQUEUE_OPTIONS), "go with --requeue")
+    refuse_given(list(REQUEUE_OPTIONS), "only with --requeue")
 
     async def campaign(session: Session, timeout: float | None) -> Lease:
         return await session.election(name).campaign(data.encode(), timeout=timeout)
