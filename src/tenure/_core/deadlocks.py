@@ -107,7 +107,7 @@ def _waits_for_anyone(
     asking task's own holds wait with it), a set ahead, or (an upgrade) anyone ahead.
     Else nothing leads back to it: no search (the usual case, a holder that waits for
     nothing, costs a look at the holders only)."""
-    if node.groups:
+    if node.sets:
         return True
     sessions = state.sessions
     for sem, key, _ in asked:
@@ -256,7 +256,7 @@ class DeadlockSearch:
                 ahead = self._of_waiter(sem, waiter)
                 if ahead is not None and ahead is not request:
                     edges.append(_Edge(ahead, sem.name, "queued behind", True))
-        elif self._node.groups:
+        elif self._node.sets:
             for order, member_key in self._sets_on(sem.name):
                 if asking or order < request.order:
                     self._spend()
@@ -270,7 +270,7 @@ class DeadlockSearch:
         """The set members queued on semaphore ``name``: (arrival, holder key)."""
         if self._sets is None:
             self._sets = {}
-            for order, members in self._node.groups.items():
+            for order, members in self._node.sets.items():
                 self._spend(len(members))
                 for member_name, key in members:
                     self._sets.setdefault(member_name, []).append((order, key))
@@ -311,9 +311,9 @@ class DeadlockSearch:
             return request
         node = self._node
         members: list[Asked]
-        if node.groups and order in node.groups:
+        if node.sets and order in node.sets:
             members = []
-            for name, key in node.groups[order]:
+            for name, key in node.sets[order]:
                 member_sem = node.semaphores[name]
                 member = member_sem.waiter(key)
                 assert member is not None, "a set's member waits in its queue"

@@ -374,7 +374,7 @@ class RedisStore(CommandStore):
         return parse_claim(name, bytes(text))
 
     async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
-        """One function for every name (lua/55_groups.lua), joining each name's queue in
+        """One function for every name (lua/55_sets.lua), joining each name's queue in
         this client's order: the names' turns taken in name order (two of this client's
         requests for overlapping names then never wait for each other's turns)."""
         first = pendings[0]
