@@ -14,7 +14,7 @@ from tenure._core.values import MAX_COUNT
 from tenure.backends._base import BackendSession, Grant, HeldGrant, SessionTicket
 from tenure.client import _args
 from tenure.client._args import Data
-from tenure.client._asking import Claims
+from tenure.client._asking import Asking
 from tenure.client._barrier import Barrier
 from tenure.client._caller import Caller, caller_number, current_caller
 from tenure.client._claim import Claim, Releaser
@@ -62,7 +62,7 @@ class Session(Guarded):
         self._leases: dict[int, Lease] = {}
         #: Semaphores each caller (task; sync face: thread) holds or is acquiring in
         #: this session, to refuse one that asks again (it would wait behind itself).
-        self._asking = Claims()
+        self._asking = Asking()
         #: Reentrant mutex holds, by (name, caller): session.mutex(name, reentrant=True).
         self._reentrant = ReentrantHolds(self)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -209,7 +209,7 @@ class Session(Guarded):
         if self._reentrant.any:
             for name in names:
                 self._reentrant.refuse_plain(name, caller)
-        self._asking.claim(names, caller, task)
+        self._asking.stake(names, caller, task)
         try:
             grants = await backend.acquire_all(
                 names,
@@ -226,7 +226,7 @@ class Session(Guarded):
                     f"session on {self.node!r} is closed"
                 )
         except BaseException:
-            self._asking.unclaim(names, caller, task)
+            self._asking.unstake(names, caller, task)
             raise
         locks: dict[str, Lock] = {}
         for name, grant in zip(names, grants, strict=True):
@@ -396,7 +396,7 @@ class Session(Guarded):
         caller = current_caller(task)
         if self._reentrant.any:
             self._reentrant.refuse_plain(name, caller)
-        self._asking.claim((name,), caller, task)
+        self._asking.stake((name,), caller, task)
         try:
             grant = await backend.acquire(
                 name,
@@ -416,7 +416,7 @@ class Session(Guarded):
                     f"session on {self.node!r} is closed"
                 )
         except BaseException:
-            self._asking.unclaim((name,), caller, task)
+            self._asking.unstake((name,), caller, task)
             raise
         lease = kind(self, name, grant, data)
         self._asking.granted(lease, caller, task)
@@ -432,7 +432,7 @@ class Session(Guarded):
     def _holds_plainly(self, name: str, caller: Caller) -> bool:
         """Whether ``caller`` holds or is acquiring ``name`` through an acquire that is
         not reentrant (its thread, for the sync face: not its task)."""
-        if self._asking.claimed(name, caller):
+        if self._asking.staked(name, caller):
             return True
         return any(
             lease.name == name and lease._caller == caller for lease in self._leases.values()

@@ -119,7 +119,7 @@ class _Set:
         self.waiting: _Waiting | None = waiting
         self.left = waiting.left
         self.deleted = waiting.deleted  # (the same set: filled while the first waits)
-        self.unclaimed = members  # members whose grants are not read yet
+        self.unread = members  # members whose grants are not read yet
 
 
 class Acquirer:
@@ -220,8 +220,8 @@ class Acquirer:
         finally:
             waiting.stop()
         if lock_set is not None:
-            lock_set.unclaimed -= 1
-            if not lock_set.unclaimed:  # every grant read: the caller takes them all now
+            lock_set.unread -= 1
+            if not lock_set.unread:  # every grant read: the caller takes them all now
                 self._check_deleted(lock_set.deleted)
         return grant
 
