@@ -422,7 +422,7 @@ async def test_a_renewal_moves_the_deadline() -> None:
 async def test_heartbeats_are_sent_again_and_a_loss_they_hear_ends_the_session(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("tenure.backends._session.RETRY_MIN", 0.001)
+    monkeypatch.setattr("tenure.backends._liveness.RETRY_MIN", 0.001)
     store = ScriptedStore(beat_period=0.01)
     heard = Heard()
     store.answers["heartbeat"] = [
