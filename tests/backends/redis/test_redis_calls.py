@@ -158,4 +158,4 @@ async def test_a_release_is_sent_in_the_callers_turn_and_its_retry_keeps_its_key
                 proxy.lose_downstream(False)
                 proxy.drop()
             assert await asyncio.wait_for(store.release("m", hold), 10) is True
-            assert not store._release_keys
+            assert not store.releases._keys
