@@ -56,7 +56,8 @@ class Asking:
                 # Waiting here would wait for ourselves, forever.
                 raise PreconditionFailedError(
                     f"{named(caller)} already holds or is acquiring {name!r} in this "
-                    "session; tenure locks and leases are not reentrant"
+                    "session; tenure locks and leases are not reentrant (a mutex made "
+                    "with reentrant=True nests)"
                 )
         for name in names:
             self._stakes[name, caller] = task

@@ -88,7 +88,8 @@ class Session(SessionHolds, Guarded):
         the session took back: each a :class:`Lease` like any other (its ``name``,
         ``token``, ``count`` and ``data``; release it, restate it, or use it in
         ``async with`` so that its loss cancels the body). A resumed lease belongs
-        to no task: a task that holds one may still ask for the same semaphore.
+        to no caller: a task (sync face: a thread) that holds one may still ask for
+        the same semaphore.
         """
         if name is not None:
             name = _args.semaphore_name(name)

@@ -126,6 +126,7 @@ class Session(Held):
 
         Raises:
             TimeoutError: not all held within ``timeout`` (none is held then).
+            DeadlockError: waiting would close a deadlock (none is held or queued).
         """
         return self._portal.call(
             opened,
@@ -200,6 +201,7 @@ class Session(Held):
             TimeoutError: not granted within ``timeout`` (with ``timeout=0``: busy).
             NotFoundError: the semaphore does not exist and ``ephemeral`` is false.
             LimitExceededError: ``count`` exceeds the limit, or the queue is full.
+            DeadlockError: waiting would close a deadlock (nothing is held or queued).
         """
         if issubclass(kind, Leadership):
             inner: type[aio.Lease] = aio.Leadership

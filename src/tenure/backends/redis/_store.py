@@ -19,9 +19,11 @@ Redis answered.
 **Fence.** Every call carries the session's secret and epoch; a call of a stale
 client (one whose session another process took over) is refused.
 
-**Calls** go out with a request key, and the functions keep their answers for a
-while: a call sent again after its connection failed is answered as the first
-try was, never applied twice (:meth:`Connection.retrying`).
+**Calls** are sent again while the connection fails (:meth:`Connection.retrying`).
+One that must not be applied twice carries a request key, whose answer the
+functions keep for a while (a retry is answered as the first try was), or an id
+that makes a second try find the first one's work (an acquire's or a withdrawal's
+request id, a claim's id).
 """
 
 from __future__ import annotations
