@@ -411,10 +411,16 @@ local function describe_semaphore(keys, args)
 end
 
 -- Arm (delta 1) or disarm (-1) one watch of the session on a name; with the state.
--- args: sid, fence, request key, name, delta, owners, waiters.
+-- args: sid, fence, request key, name, delta, owners, waiters. The request key makes
+-- a retry whose first try was applied (its answer lost) count once: it moves no count
+-- again (an arm's retry reads the state afresh).
 local function watch(keys, args)
-  local more = begin_session(keys, args)
+  local more, done = begin_session(keys, args)
   local sid, name, delta = args[1], args[4], tonumber(args[5])
+  if done then
+    if delta < 0 then return reply(0, more) end
+    return reply(describe(name, args[6] == '1', args[7] == '1'), more)
+  end
   local s = B .. 's:' .. sid
   if delta > 0 then
     local limit = tonumber(cfg_get('mwa'))
@@ -432,6 +438,7 @@ local function watch(keys, args)
   else
     redis.call('HSET', B .. 'wt:' .. name, sid, n)
   end
+  remember(args[3], delta)  -- (only that it was done: a retry's answer is made afresh)
   if delta < 0 then return reply(0, more) end
   return reply(describe(name, args[6] == '1', args[7] == '1'), more)
 end
