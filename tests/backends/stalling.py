@@ -11,9 +11,5 @@ def stall(session: tenure.Session) -> StoreSession:
     from now on only the store can end it (its expiry, heard in a push)."""
     backend = session._backend_session()
     assert isinstance(backend, StoreSession)
-    if backend._beating is not None:
-        backend._beating.cancel()
-    if backend._timer is not None:
-        backend._timer.cancel()
-        backend._timer = None
+    backend._liveness.stop()
     return backend

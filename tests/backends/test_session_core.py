@@ -224,7 +224,7 @@ async def test_a_cancelled_acquire_is_withdrawn_before_its_caller_goes_on() -> N
 
 
 async def test_a_cancelled_all_or_none_acquire_withdraws_every_member() -> None:
-    """Each name's request is withdrawn (the store withdraws the group with the first);
+    """Each name's request is withdrawn (the store withdraws the set with the first);
     a member granted in the race is released; every hold number is free again."""
     store = ScriptedStore()
     session = _session(store)
@@ -422,7 +422,7 @@ async def test_a_renewal_moves_the_deadline() -> None:
 async def test_heartbeats_are_sent_again_and_a_loss_they_hear_ends_the_session(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("tenure.backends._session.RETRY_MIN", 0.001)
+    monkeypatch.setattr("tenure.backends._liveness.RETRY_MIN", 0.001)
     store = ScriptedStore(beat_period=0.01)
     heard = Heard()
     store.answers["heartbeat"] = [

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import tenure
 from tenure._core.claims import ClaimRecord, claim_data, parse_claim
+from tenure._core.kind_render import kind_json, kind_text
 from tenure._core.kinds import (
     BarrierKind,
     ClaimKind,
@@ -26,8 +27,6 @@ from tenure._core.kinds import (
     RWLockKind,
     classify,
     classify_description,
-    kind_json,
-    kind_text,
     parties_data,
 )
 from tenure._core.members import GROUP_DATA, member_record, members_of

@@ -31,9 +31,9 @@ def test_the_task_trails_acquire_and_acquire_all() -> None:
     task = Acquire(5, "a", 1, 9, task=3)
     assert wire_of(Request(1, task))[2][-2:] == [False, 3]  # keep_place, then task
     assert message_of(wire_of(Request(1, task))) == Request(1, task)
-    group = AcquireAll(5, ("a", "b"), (0, 0), (1, 2), 1, task=4)
-    assert wire_of(Request(2, group))[2][-1] == 4
-    assert message_of(wire_of(Request(2, group))) == Request(2, group)
+    all_or_none = AcquireAll(5, ("a", "b"), (0, 0), (1, 2), 1, task=4)
+    assert wire_of(Request(2, all_or_none))[2][-1] == 4
+    assert message_of(wire_of(Request(2, all_or_none))) == Request(2, all_or_none)
     plain = AcquireAll(5, ("a", "b"), (0, 0), (1, 2), 1)
     assert len(wire_of(Request(2, plain))[2]) == 10  # version 5's layout: no task
 
@@ -46,8 +46,8 @@ def test_a_version_5_peer_is_sent_no_task() -> None:
     pair.handshake(Hello(version=5), Welcome(version=5))
     [received] = pair.send(pair.client, task)
     assert received == Request(1, ACQUIRE)
-    group = Request(2, AcquireAll(5, ("a",), (0,), (1,), 1, task=3))
-    [received] = pair.send(pair.client, group)
+    all_or_none = Request(2, AcquireAll(5, ("a",), (0,), (1,), 1, task=3))
+    [received] = pair.send(pair.client, all_or_none)
     assert received == Request(2, AcquireAll(5, ("a",), (0,), (1,), 1))
 
 

@@ -46,12 +46,12 @@ from tenure._core.effects import Effect
 from tenure._core.handlers import (
     claims,
     expiry,
-    groups,
     limiters,
     listing,
     nodes,
     semaphores,
     sessions,
+    sets,
     watches,
 )
 from tenure._core.handlers.sessions import MAX_PROTECTION_KEY_BYTES
@@ -88,7 +88,7 @@ HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = MappingProxyType(
         c.ListSessions: listing.list_sessions,
         c.CreateSemaphore: semaphores.create_semaphore,
         c.Acquire: semaphores.acquire,
-        c.AcquireAll: groups.acquire_all,
+        c.AcquireAll: sets.acquire_all,
         c.Release: semaphores.release,
         c.CancelAcquire: semaphores.cancel_acquire,
         c.Renew: semaphores.renew,

@@ -50,8 +50,8 @@ def check_invariants(engine: Engine) -> None:
             if sem.waiters:
                 head = next(iter(sem.waiters.values()))
                 # Right after settling, a head that fits would have been granted (unless
-                # it is a group's member, which waits for the group's other queues too).
-                blocked = sem.blocked_until > 0 or head.order in node.groups
+                # it is a set's member, which waits for the set's other queues too).
+                blocked = sem.blocked_until > 0 or head.order in node.sets
                 assert blocked or sem.count - _held(sem, head.key) + head.count > sem.limit, (
                     f"{name}: head waiter fits but was not granted"
                 )
@@ -59,7 +59,7 @@ def check_invariants(engine: Engine) -> None:
                 assert sem.owners or sem.waiters or sem.blocked_until > 0, (
                     f"{name}: idle ephemeral semaphore was kept"
                 )
-        _check_groups(node)
+        _check_sets(node)
         for name, timer in node.claims.items():
             assert timer.token <= engine.last_token, f"{name}: claim token from the future"
             assert timer.ends_at >= timer.least_until, f"{name}: claim ends before at_least"
@@ -98,43 +98,43 @@ def _check_watches(engine: Engine) -> None:
         assert session.node == watch.node, f"watch {watch_id} on another node"
         armed.setdefault(watch.session_id, set()).add(watch_id)
         if watch.prefix:
-            group = watches._by_prefix[watch.node][watch.name]
+            indexed = watches._by_prefix[watch.node][watch.name]
             assert len(watch.name) in watches._prefix_lengths[watch.node]
         else:
-            group = watches._by_target[(watch.node, watch.name)]
-        assert group[watch_id] is watch, f"watch {watch_id} not indexed"
+            indexed = watches._by_target[(watch.node, watch.name)]
+        assert indexed[watch_id] is watch, f"watch {watch_id} not indexed"
     for sid, session in engine.sessions.items():
         assert set(session.watches) == armed.get(sid, set()), f"session {sid}'s watches"
     for node, prefixes in watches._by_prefix.items():
         lengths: dict[int, int] = {}
-        for prefix, group in prefixes.items():
-            assert group, f"{node}: empty group of prefix {prefix!r}"
+        for prefix, of_prefix in prefixes.items():
+            assert of_prefix, f"{node}: no watch of prefix {prefix!r} but its entry"
             lengths[len(prefix)] = lengths.get(len(prefix), 0) + 1
         assert watches._prefix_lengths[node] == lengths, f"{node}: prefix lengths"
     assert set(watches._prefix_lengths) == set(watches._by_prefix)
 
 
-def _check_groups(node: Any) -> None:
-    """Each group's members wait in their queues with its arrival number, and a group
-    whose members all head their queues and fit would have been granted."""
-    for order, members in node.groups.items():
-        assert len(members) >= 2, f"group {order} of {len(members)}"
+def _check_sets(node: Any) -> None:
+    """Each all-or-none set's members wait in their queues with its arrival number,
+    and a set whose members all head their queues and fit would have been granted."""
+    for order, members in node.sets.items():
+        assert len(members) >= 2, f"set {order} of {len(members)}"
         ready = True
         for name, key in members:
             sem = node.semaphores[name]
             waiter = sem.waiter(key)
-            assert waiter is not None, f"group {order}: {name}/{key} is not queued"
-            assert waiter.order == order, f"group {order}: {name}/{key} has order {waiter.order}"
+            assert waiter is not None, f"set {order}: {name}/{key} is not queued"
+            assert waiter.order == order, f"set {order}: {name}/{key} has order {waiter.order}"
             head = next(iter(sem.waiters.values()))
             fits = sem.blocked_until == 0 and (  # (a lock-delay: conservatively not)
                 sem.count - _held(sem, key) + waiter.count <= sem.limit
             )
             ready = ready and head is waiter and fits
-        assert not ready, f"group {order} could be granted but was not"
+        assert not ready, f"set {order} could be granted but was not"
     for sem in node.semaphores.values():
         for waiter in sem.waiters.values():
-            if waiter.order in node.groups:
-                assert (sem.name, waiter.key) in node.groups[waiter.order]
+            if waiter.order in node.sets:
+                assert (sem.name, waiter.key) in node.sets[waiter.order]
 
 
 def _held(sem: object, key: int) -> int:

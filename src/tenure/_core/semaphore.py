@@ -8,7 +8,7 @@ order, at most one per hold of a session, and are served strictly first-in first
 head is granted as soon as its count fits, and *nothing* behind the head is granted
 while the head does not fit, however small (no barging). This is what makes a
 large request at the head starve nobody and be starved by nobody. (A head that is a
-member of an all-or-none group waits, besides, until the group's other members
+member of an all-or-none set waits, besides, until the set's other members
 head their queues and fit there: :meth:`tenure._core.state.EngineState.settle`.)
 
 Owners and waiters are *holders*: a session's numbered holds (:func:`holder_key`).

@@ -35,10 +35,11 @@ adds each node's annex (``"annex"``: key -> bytes, only on a node that has one;
 absent: none); the version changed so that an older server refuses such a snapshot
 instead of loading it without the annex. Version 7 adds each waiter's arrival
 number and the timeout it asked for, and the engine's last arrival number
-(``last_order``). Version 8 adds each node's groups (``"groups"``: the all-or-none
-requests queued, each its arrival number, its session, then a name and a hold
-number per semaphore; only on a node that has one), and changed so that an older server
-refuses such a snapshot rather than serve a group's members one by one. Version 9
+(``last_order``). Version 8 adds each node's all-or-none sets (under ``"groups"``,
+the sets' old name, kept for the snapshots written with it: the sets queued, each
+its arrival number, its session, then a name and a hold number per semaphore; only
+on a node that has one), and changed so that an older server refuses such a
+snapshot rather than serve a set's members one by one. Version 9
 adds the client's task number of each owner and waiter (``"tasks"``: ``[owner
 tasks, waiter tasks]``, two lists parallel to ``owners`` and ``waiters``; only on a
 node where one is not 0: deadlock detection reads them) and each node's live claims
@@ -48,7 +49,7 @@ that has one; :mod:`tenure._core.claims`), and changed so that an older server
 refuses such a snapshot rather than keep its claims forever. Versions 1 (a dict per
 semaphore), 2 and 3 still load, every hold 0; versions 1 to 4 load with no
 identities and every time at the snapshot's ``now``; versions 1 to 5 load with no
-annex; versions 1 to 7 with no groups; versions 1 to 8 with every task 0 (not known:
+annex; versions 1 to 7 with no sets; versions 1 to 8 with every task 0 (not known:
 no deadlock is found through them) and no claims; versions 1 to 6 number their
 waiters 1, 2, 3... in the order the snapshot lists them (each queue's in its order),
 each with the timeout its deadline was set from (a deadline less the time it was
@@ -208,12 +209,13 @@ def _dump_node(node: Node) -> Plain:
         plain["tasks"] = [owner_tasks, waiter_tasks]
     if node.annex:  # (most nodes have none: no key at all for them)
         plain["annex"] = dict(node.annex)
-    if node.groups:
+    if node.sets:
         # (a holder key of a hold above 0 is wider than msgpack's 64 bits: the
-        # session id, then each member's name and hold number)
+        # session id, then each member's name and hold number). "groups": the sets'
+        # old name, kept for the snapshots written with it.
         plain["groups"] = [
             [order, members[0][1] & _SESSION_BITS, [p for n, k in members for p in (n, k >> 64)]]
-            for order, members in node.groups.items()
+            for order, members in node.sets.items()
         ]
     if node.claims:
         plain["claims"] = [
@@ -261,7 +263,7 @@ def _load(data: Plain, version: int) -> Engine:
         if version > 5:
             node.annex = _annex(plain.get("annex"))
         if version > 7:
-            node.groups = _groups(plain.get("groups"))
+            node.sets = _sets(plain.get("groups"))  # (the sets' old name)
         if version > 8:
             node.claims = _claims(plain.get("claims"))
         engine.nodes[node.name] = node
@@ -321,21 +323,21 @@ def _load(data: Plain, version: int) -> Engine:
     return engine
 
 
-def _groups(plain: object) -> dict[int, tuple[tuple[str, int], ...]]:
-    """A node's queued all-or-none requests as a snapshot keeps them (absent: none)."""
+def _sets(plain: object) -> dict[int, tuple[tuple[str, int], ...]]:
+    """A node's queued all-or-none sets as a snapshot keeps them (absent: none)."""
     if plain is None:
         return {}
     if not isinstance(plain, list):
-        raise ValueError(f"a node's groups are a list, got {type(plain).__name__}")
-    groups: dict[int, tuple[tuple[str, int], ...]] = {}
+        raise ValueError(f"a node's sets are a list, got {type(plain).__name__}")
+    sets: dict[int, tuple[tuple[str, int], ...]] = {}
     for order, session_id, flat in plain:
         members = tuple(
             (str(name), holder_key(int(session_id), int(hold))) for name, hold in _rows(flat, 2)
         )
         if len(members) < 2:
-            raise ValueError(f"group {order!r} has {len(members)} member(s)")
-        groups[int(order)] = members
-    return groups
+            raise ValueError(f"set {order!r} has {len(members)} member(s)")
+        sets[int(order)] = members
+    return sets
 
 
 def _claims(plain: object) -> dict[str, ClaimTimer]:

@@ -46,11 +46,11 @@ class Node:
     node (SetNodeAnnex, GetNodeAnnex): None until the first key is set, so that a
     node nobody annotates costs no dict.
 
-    ``groups`` holds the all-or-none requests queued (AcquireAll): by their
+    ``sets`` holds the all-or-none sets queued (AcquireAll): by their
     arrival number (the ``order`` every member waiter shares), each member's
     semaphore name and holder key. A member is granted only with all the others,
     and leaves its queue only with them (:meth:`EngineState.settle`,
-    :meth:`EngineState.withdraw_group`).
+    :meth:`EngineState.withdraw_set`).
 
     ``claims`` holds the live claims by semaphore name (their records are the
     semaphores' data; :mod:`tenure._core.claims`): when each ends, on the engine's
@@ -62,7 +62,7 @@ class Node:
     semaphores: dict[str, Semaphore] = field(default_factory=dict)
     sessions: set[int] = field(default_factory=set)
     annex: dict[str, bytes] | None = None
-    groups: dict[int, tuple[tuple[str, int], ...]] = field(default_factory=dict)
+    sets: dict[int, tuple[tuple[str, int], ...]] = field(default_factory=dict)
     claims: dict[str, ClaimTimer] = field(default_factory=dict)
 
 
@@ -181,21 +181,21 @@ class EngineState:
     def settle(self, node: Node, sem: Semaphore, now: float, change: Change) -> None:
         """Rule 5: serve the queue, drop an idle ephemeral semaphore, fire watches.
 
-        The head is granted while it fits; a head that is a member of a group
-        (AcquireAll) is granted only if every member is the head of its queue and
+        The head is granted while it fits; a head that is a member of an all-or-none
+        set (AcquireAll) is granted only if every member is the head of its queue and
         fits there, and then all are at once; else it waits, and holds back its queue
-        as any head does. Since a group joins every queue in one step, queues agree
+        as any head does. Since a set joins every queue in one step, queues agree
         on the order of requests: the earliest request waiting anywhere is the head
         of all its queues, so it is granted once its tokens are free (no deadlock).
         """
-        groups = node.groups
+        sets = node.sets
         others: list[Semaphore] = []
         while (head := sem.head()) is not None and sem.fits(head.key, head.count, now):
-            if groups and head.order in groups:
-                members = self._ready_group(node, groups[head.order], now)
+            if sets and head.order in sets:
+                members = self._ready_set(node, sets[head.order], now)
                 if members is None:
                     break
-                del groups[head.order]
+                del sets[head.order]
                 for member_sem, member in members:
                     member_sem.remove_waiter(member.key)
                     self._grant_waiter(node, member_sem, member, now)
@@ -226,10 +226,10 @@ class EngineState:
             )
         )
 
-    def _ready_group(
+    def _ready_set(
         self, node: Node, members: tuple[tuple[str, int], ...], now: float
     ) -> list[tuple[Semaphore, Waiter]] | None:
-        """The group's members with their semaphores if each heads its queue and fits."""
+        """The set's members with their semaphores if each heads its queue and fits."""
         ready: list[tuple[Semaphore, Waiter]] = []
         for name, key in members:
             member_sem = node.semaphores[name]
@@ -240,13 +240,13 @@ class EngineState:
         return ready
 
     @staticmethod
-    def _times_its_group(node: Node, sem: Semaphore, waiter: Waiter) -> bool:
-        """Whether ``waiter``'s deadline is scheduled: a group's members share one,
+    def _times_its_set(node: Node, sem: Semaphore, waiter: Waiter) -> bool:
+        """Whether ``waiter``'s deadline is scheduled: a set's members share one,
         its first member's (one timeout, one message, the same after a restart)."""
-        members = node.groups.get(waiter.order) if node.groups else None
+        members = node.sets.get(waiter.order) if node.sets else None
         return members is None or members[0] == (sem.name, waiter.key)
 
-    def withdraw_group(
+    def withdraw_set(
         self,
         node: Node,
         waiter: Waiter,
@@ -256,14 +256,14 @@ class EngineState:
         *,
         missed: bool = False,
     ) -> None:
-        """``waiter`` has left its queue: if it was a member of a group, the others leave
+        """``waiter`` has left its queue: if it was a member of a set, the others leave
         theirs too, each ending with AcquireFailed(``code``, ``message``) (kept for a
         re-attach to read when ``missed``), and their queues are served."""
-        members = node.groups.pop(waiter.order, None) if node.groups else None
+        members = node.sets.pop(waiter.order, None) if node.sets else None
         if members is None:
             return
         # Every member leaves before any queue is served: served one by one, a queue
-        # could grant a member still waiting elsewhere (its group already forgotten).
+        # could grant a member still waiting elsewhere (its set already forgotten).
         left: list[Semaphore] = []
         for name, key in members:
             member_sem = node.semaphores.get(name)
@@ -330,7 +330,7 @@ class EngineState:
                     deadlines.schedule(sem.blocked_until, LockDelayDeadline(node.name, sem.name))
                 if sem.queue_length():
                     for waiter in sem.waiters.values():
-                        if waiter.deadline is not None and self._times_its_group(node, sem, waiter):
+                        if waiter.deadline is not None and self._times_its_set(node, sem, waiter):
                             deadlines.schedule(
                                 waiter.deadline,
                                 WaiterDeadline(node.name, sem.name, waiter.key, waiter.request_id),

@@ -29,7 +29,7 @@ MAX_TASK: Final = 2**64 - 1
 #: The most semaphores one all-or-none acquire (AcquireAll, ``session.lock_all``) may
 #: ask for: each is a waiter in its own queue, and every change to any of them looks
 #: at all of them.
-MAX_GROUP_NAMES: Final = 64
+MAX_SET_NAMES: Final = 64
 
 #: How many holds, queued requests and set members one deadlock check may look at, by
 #: default (``EngineState.deadlock_search_limit``, :mod:`tenure._core.deadlocks`;

@@ -90,12 +90,12 @@ class Watches:
         self._by_id[watch.watch_id] = watch
         if watch.prefix:
             prefixes = self._by_prefix.setdefault(watch.node, {})
-            group = prefixes.get(watch.name)
-            if group is None:
-                group = prefixes[watch.name] = {}
+            of_prefix = prefixes.get(watch.name)
+            if of_prefix is None:
+                of_prefix = prefixes[watch.name] = {}
                 lengths = self._prefix_lengths.setdefault(watch.node, {})
                 lengths[len(watch.name)] = lengths.get(len(watch.name), 0) + 1
-            group[watch.watch_id] = watch
+            of_prefix[watch.watch_id] = watch
             return
         self._by_target.setdefault((watch.node, watch.name), {})[watch.watch_id] = watch
 
@@ -108,17 +108,17 @@ class Watches:
             self._disarm_prefix(watch)
             return watch
         target = (watch.node, watch.name)
-        group = self._by_target[target]
-        del group[watch_id]
-        if not group:
+        on_target = self._by_target[target]
+        del on_target[watch_id]
+        if not on_target:
             del self._by_target[target]
         return watch
 
     def _disarm_prefix(self, watch: Watch) -> None:
         prefixes = self._by_prefix[watch.node]
-        group = prefixes[watch.name]
-        del group[watch.watch_id]
-        if group:
+        of_prefix = prefixes[watch.name]
+        del of_prefix[watch.watch_id]
+        if of_prefix:
             return
         del prefixes[watch.name]
         lengths = self._prefix_lengths[watch.node]
@@ -138,8 +138,8 @@ class Watches:
 
         One-shot watches are removed; repeating ones (prefix watches among them) stay armed.
         """
-        group = self._by_target.get((node, name))
-        fired = [w for w in group.values() if matches(change, w)] if group else []
+        on_target = self._by_target.get((node, name))
+        fired = [w for w in on_target.values() if matches(change, w)] if on_target else []
         for watch in fired:
             if not watch.repeat:
                 self.disarm(watch.watch_id)

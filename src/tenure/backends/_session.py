@@ -3,7 +3,10 @@
 A session of any backend is a :class:`StoreSession` over a small
 :class:`~tenure.backends._store.Store` adapter. The store says how things are done
 where the state lives; the rules below are the same everywhere, and this module is
-the only place that states them.
+the only place that states them. Three of them are carried out by a module each,
+over a narrow view of the session: the local deadline and the heartbeats by
+:mod:`tenure.backends._liveness`, acquires (and their withdrawal) by
+:mod:`tenure.backends._acquires`, releases by :mod:`tenure.backends._release`.
 
 **Loss is told once.** The session ends once: the store says so (an expiry, a
 kill, another client resuming it), its node is dropped by force, or its local
@@ -68,6 +71,7 @@ from tenure._core.claims import ClaimRecord, check_claim_id, check_claim_times
 from tenure._core.commands import RateReservation
 from tenure._core.rates import check_units
 from tenure._core.values import SemaphoreDescription, check_duration, check_name, check_prefix
+from tenure.backends._acquires import Acquires
 from tenure.backends._base import (
     Grant,
     HeldGrant,
@@ -76,17 +80,17 @@ from tenure.backends._base import (
     SessionTicket,
     WatchStream,
 )
-from tenure.backends._ledger import Ledger, Pending
+from tenure.backends._ledger import Ledger
+from tenure.backends._liveness import RETRY_MAX, RETRY_MIN, Liveness
 from tenure.backends._options import WITHDRAW_WAIT
 from tenure.backends._release import Releases
-from tenure.backends._store import QUEUED, EagerRelease, Store, Withdrawal
+from tenure.backends._store import EagerRelease, Store
 from tenure.errors import (
     InvalidArgumentError,
     LeaseLostError,
     LostError,
     NotFoundError,
     SessionClosedError,
-    SessionExpiredError,
     TenureError,
     UnavailableError,
 )
@@ -96,10 +100,6 @@ __all__ = ["RETRY_MAX", "RETRY_MIN", "WITHDRAW_WAIT", "StoreSession"]
 log = logging.getLogger("tenure.client")
 
 R = TypeVar("R")
-
-#: Shortest and longest pause between two tries of a change the store did not answer.
-RETRY_MIN: Final = 0.05
-RETRY_MAX: Final = 1.0
 
 
 @final
@@ -134,15 +134,12 @@ class StoreSession:
         self._loop = asyncio.get_running_loop()
         self._tasks: set[asyncio.Future[Any]] = set()
         self._end_waiter: asyncio.Future[None] | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._beating: asyncio.Task[None] | None = None
         self._releases = Releases(
             self, store.release_now if isinstance(store, EagerRelease) else None
         )
+        self._acquires = Acquires(self, self._releases)
         store.bind(self)
-        self._arm_deadline()
-        if store.beat_period is not None:
-            self._beating = asyncio.create_task(self._heartbeats(store.beat_period))
+        self._liveness = Liveness(self, store, window)
 
     @property
     def session_id(self) -> int:
@@ -201,23 +198,18 @@ class StoreSession:
 
     def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
         """Run ``coro`` in the background (errors are logged: there is no caller)."""
-        self.keep(asyncio.ensure_future(self._logged(coro)))
+        self.background(coro)
+
+    def background(self, coro: Coroutine[Any, Any, object]) -> asyncio.Future[None]:
+        """:meth:`spawn`, answering the task ``coro`` runs in (to wait for it)."""
+        task = asyncio.ensure_future(self._logged(coro))
+        self.keep(task)
+        return task
 
     def deadline_passed(self) -> bool:
-        """Give the session up if its local deadline passed; whether it has ended."""
-        if self.ended is not None:
-            return True
-        if self._loop.time() < self._store.confirmed_at() + self._window:
-            return False
-        self.lose(
-            SessionExpiredError(
-                f"session {self._session_id}: {self._store.where} has not answered for its "
-                f"recovery window ({self._window:g}s); it may have expired it"
-            )
-        )
-        # The store may keep it still: end it there as soon as the store answers.
-        self.spawn(self._store.close())
-        return True
+        """Give the session up if its local deadline passed; whether it has ended
+        (:mod:`tenure.backends._liveness`)."""
+        return self._liveness.deadline_passed()
 
     # -- acquire, restate, release, renew -------------------------------------------
 
@@ -238,7 +230,7 @@ class StoreSession:
         if self.ended is not None:  # (check_alive, inline: on every request)
             raise type(self.ended)(*self.ended.args)
         hold = self.ledger.free_hold(name)
-        return self._acquire(name, hold, count, data, timeout, ephemeral, False, task)
+        return self._acquires.one(name, hold, count, data, timeout, ephemeral, False, task)
 
     async def acquire_all(
         self,
@@ -251,57 +243,9 @@ class StoreSession:
         task: int = 0,
     ) -> list[Grant] | None:
         """See :meth:`tenure.backends._base.BackendSession.acquire_all`: one pending
-        acquire per name, sent as one, each awaited and withdrawn as :meth:`acquire`'s."""
+        acquire per name, sent as one (:meth:`Acquires.all`)."""
         self.check_alive()
-        store, ledger = self._store, self.ledger
-        pendings: list[Pending] = []
-        for name in names:
-            request_id = store.new_request_id()
-            hold = ledger.free_hold(name)
-            pendings.append(
-                ledger.open(request_id, name, hold, count, data, timeout, ephemeral, task=task)
-            )
-        withdrawing = False
-        try:
-            try:
-                enqueued = await store.enqueue_all(pendings)
-                if enqueued is QUEUED:
-                    for pending in pendings:
-                        pending.queued = True
-                    # One step grants (or fails) every member: one wait is all waits.
-                    waited = [await store.await_grant(pending) for pending in pendings]
-                    if any(grant is None for grant in waited):
-                        return None
-                    grants = [grant for grant in waited if grant is not None]
-                elif enqueued is None:
-                    return None
-                else:
-                    grants = enqueued
-            except (asyncio.CancelledError, UnavailableError):
-                if self.ended is None:
-                    withdrawing = True
-                    await asyncio.gather(*(self._give_up(pending) for pending in pendings))
-                raise
-            return self._take_all(pendings, grants)
-        finally:
-            if not withdrawing:
-                for pending in pendings:
-                    ledger.close(pending.request_id)
-
-    def _take_all(self, pendings: list[Pending], grants: list[Grant]) -> list[Grant]:
-        """Hand every grant to the caller, or none: one lost already (a loss pushed
-        right after the grants) releases those taken and raises."""
-        taken: list[tuple[str, Grant]] = []
-        try:
-            for pending, grant in zip(pendings, grants, strict=True):
-                taken.append(
-                    (pending.name, self.ledger.take(pending.request_id, pending.place, grant))
-                )
-        except LostError:
-            for name, grant in taken:
-                self._releases.start(name, grant)
-            raise
-        return [grant for _, grant in taken]
+        return await self._acquires.all(names, count, data, timeout, ephemeral, task)
 
     async def restate(
         self,
@@ -316,69 +260,7 @@ class StoreSession:
         """See :meth:`tenure.backends._base.BackendSession.restate`."""
         self.check_alive()
         # Not ephemeral: a semaphore deleted meanwhile must not be made anew.
-        return await self._acquire(name, grant.hold, count, data, timeout, False, True, task)
-
-    async def _acquire(
-        self,
-        name: str,
-        hold: int,
-        count: int,
-        data: bytes,
-        timeout: float | None,
-        ephemeral: bool,
-        restating: bool,
-        task: int,
-    ) -> Grant | None:
-        """One acquire of hold ``hold``, awaited to its end (granted, busy, or raised)."""
-        store, ledger = self._store, self.ledger
-        request_id = store.new_request_id()
-        pending = ledger.open(
-            request_id, name, hold, count, data, timeout, ephemeral, restating, task
-        )
-        withdrawing = False
-        try:
-            try:
-                enqueued = await store.enqueue(pending)
-                if enqueued is QUEUED:
-                    pending.queued = True
-                    waited = await store.await_grant(pending)
-                    if waited is None:
-                        return None
-                    grant = waited
-                elif enqueued is None:
-                    return None
-                else:
-                    grant = enqueued
-            except (asyncio.CancelledError, UnavailableError):
-                # Applied or not, granted or queued: undo whatever it did.
-                if self.ended is None:
-                    withdrawing = True
-                    await self._give_up(pending)
-                raise
-            return ledger.take(request_id, pending.place, grant)
-        finally:
-            if not withdrawing:
-                ledger.close(request_id)
-
-    async def _give_up(self, pending: Pending) -> None:
-        """The caller gave up on ``pending``: withdraw it (module docstring), waiting at
-        most ``withdraw_wait``; the hold's number stays taken until it is through."""
-        task = asyncio.ensure_future(self._logged(self._withdraw(pending)))
-        task.add_done_callback(lambda _: self.ledger.close(pending.request_id))
-        self.keep(task)
-        await asyncio.wait({task}, timeout=self.withdraw_wait)
-
-    async def _withdraw(self, pending: Pending) -> None:
-        outcome = await self.until_answered(self._store.withdraw, pending)
-        if outcome is Withdrawal.WITHDRAWN:
-            return
-        grant = outcome if isinstance(outcome, Grant) else _grant_of(pending.future)
-        if pending.restating and pending.place in self.ledger.held:
-            # A restate that was granted replaced the hold, which the session keeps.
-            if grant is not None:
-                self.ledger.held[pending.place] = grant
-            return
-        await self.until_answered(self._store.release, pending.name, pending.hold)
+        return await self._acquires.one(name, grant.hold, count, data, timeout, False, True, task)
 
     def release(self, name: str, grant: Grant) -> asyncio.Future[bool]:
         """See :meth:`tenure.backends._base.BackendSession.release` (module docstring)."""
@@ -505,11 +387,7 @@ class StoreSession:
     def _end(self, error: LostError, wait_error: TenureError | None = None) -> None:
         self.ended = error
         self.ledger.end(wait_error or error)
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._beating is not None and self._beating is not asyncio.current_task():
-            self._beating.cancel()
+        self._liveness.stop()
         if self._end_waiter is not None and not self._end_waiter.done():
             self._end_waiter.set_result(None)
         self._store.stop(error)
@@ -522,38 +400,7 @@ class StoreSession:
                 self._end_waiter.set_result(None)
         return self._end_waiter
 
-    # -- timers and tasks -----------------------------------------------------------------
-
-    def _arm_deadline(self) -> None:
-        at = self._store.confirmed_at() + self._window
-        if at != float("inf"):
-            self._timer = self._loop.call_at(at, self._check_deadline)
-
-    def _check_deadline(self) -> None:
-        self._timer = None
-        if not self.deadline_passed():
-            self._arm_deadline()  # renewed meanwhile: the deadline moved
-
-    async def _heartbeats(self, period: float) -> None:
-        pause, failures = period, 0
-        while self.ended is None:
-            await asyncio.sleep(pause)
-            if self.ended is not None:
-                return
-            try:
-                await self._store.heartbeat()
-            except UnavailableError as error:
-                log.info("session %d: heartbeat not answered: %s", self._session_id, error)
-            except LostError as error:
-                self.lose(error)
-                return
-            except TenureError as error:
-                log.warning("session %d: heartbeat refused: %s", self._session_id, error)
-            else:
-                pause, failures = period, 0
-                continue
-            pause = min(period, RETRY_MAX, RETRY_MIN * 2**failures)
-            failures += 1
+    # -- background work ---------------------------------------------------------------
 
     async def _logged(self, coro: Awaitable[object]) -> None:
         try:
@@ -565,10 +412,3 @@ class StoreSession:
         """Keep a reference to background work that is already running."""
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-
-def _grant_of(future: asyncio.Future[Grant]) -> Grant | None:
-    """The grant ``future`` was resolved with, or None (pending, failed or cancelled)."""
-    if not future.done() or future.cancelled() or future.exception() is not None:
-        return None
-    return future.result()

@@ -24,7 +24,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tenure._core.kinds import classify_description, kind_json, kind_text
+from tenure._core.kind_render import kind_json, kind_text
+from tenure._core.kinds import classify_description
 from tenure._core.values import (
     MAX_COUNT,
     ClientIdentity,

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping
 from typing import TypeAlias
 
 from tenure._core.values import (
-    MAX_GROUP_NAMES,
     MAX_RECOVERY_WINDOW,
+    MAX_SET_NAMES,
     NodeConfig,
     check_count,
     check_description,
@@ -76,12 +76,12 @@ def semaphore_name(name: object) -> str:
 
 def names(value: object) -> list[str]:
     """The names of an all-or-none acquire: an iterable (not one str) of 1 to
-    MAX_GROUP_NAMES distinct names (each checked by the caller)."""
+    MAX_SET_NAMES distinct names (each checked by the caller)."""
     if isinstance(value, str | bytes) or not isinstance(value, Iterable):
         raise InvalidArgumentError(f"names must be a list of names, got {value!r:.80}")
     listed = list(value)
-    if not 1 <= len(listed) <= MAX_GROUP_NAMES:
-        raise InvalidArgumentError(f"names must be 1 to {MAX_GROUP_NAMES} names, got {len(listed)}")
+    if not 1 <= len(listed) <= MAX_SET_NAMES:
+        raise InvalidArgumentError(f"names must be 1 to {MAX_SET_NAMES} names, got {len(listed)}")
     if len(set(map(str, listed))) != len(listed):
         raise InvalidArgumentError(f"names must be distinct, got {listed!r:.80}")
     return listed

@@ -124,7 +124,7 @@ def caller_number(caller: Caller) -> int:
 def withdraw(task: asyncio.Task[Any]) -> None:
     """The thread that a sync call's ``task`` acts for left without its outcome (it was
     interrupted): the task, cancelled, acts for nobody but itself from now on, so what
-    it still claims while it winds down is not the thread's (:func:`withdrawn`)."""
+    it still holds or asks for while it winds down is not the thread's (:func:`withdrawn`)."""
     _WITHDRAWN.add(task)
 
 

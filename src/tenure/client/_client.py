@@ -1,31 +1,30 @@
-"""The client: one connection to a backend, node management, and sessions."""
+"""The client: one connection to a backend, its sessions and what runs in them.
+
+:class:`Client` opens sessions (one, or one after another: :class:`SessionLoop`),
+runs a leader (``lead``: :mod:`tenure.client._leader`) and a prefix cache
+(``cache``: :mod:`tenure.client._cache`) in sessions of their own, and releases a
+claim by its id; what it does with nodes is its base's,
+:class:`~tenure.client._node_admin.NodeAdmin`. :func:`connect` makes one.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from functools import partial
 from typing import Any, Self
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from tenure._core.claims import check_claim_id
-from tenure._core.values import (
-    NO_IDENTITY,
-    ClientIdentity,
-    NodeConfig,
-    NodeDescription,
-    SemaphoreSummary,
-    SessionSummary,
-    renamed_settings,
-)
+from tenure._core.values import NO_IDENTITY, ClientIdentity
 from tenure.backends import Backend, Capability, SessionTicket, open_backend
 from tenure.client import _args, _leader, _listing
 from tenure.client._args import Data
 from tenure.client._cache import DEFAULT_CACHE_SIZE, Cache, check_cache_args
 from tenure.client._lease import Leadership
+from tenure.client._node_admin import NodeAdmin, redacted
 from tenure.client._opening import ClosesOnExit, Opening
 from tenure.client._session import Session
 from tenure.errors import (
-    AlreadyExistsError,
     ClientClosedError,
     InvalidArgumentError,
     LostError,
@@ -33,7 +32,7 @@ from tenure.errors import (
 )
 
 
-class Client(ClosesOnExit):
+class Client(NodeAdmin, ClosesOnExit):
     """A connection to one backend. Make one with :func:`tenure.connect`.
 
     ``identity`` (host, pid, the ``client_name`` given to connect) goes with every
@@ -43,116 +42,19 @@ class Client(ClosesOnExit):
     def __init__(
         self, backend: Backend, url: str, *, identity: ClientIdentity = NO_IDENTITY
     ) -> None:
-        self.backend = backend
-        self.url = url
+        super().__init__(backend, url)
         self.identity = identity
         self._sessions: set[Session] = set()
-        self._closed = False
 
     def __repr__(self) -> str:
-        return f"<Client {_redacted(self.url)!r}{' closed' if self._closed else ''}>"
+        return f"<Client {redacted(self.url)!r}{' closed' if self._closed else ''}>"
 
     @property
     def capabilities(self) -> frozenset[Capability]:
         """What the backend can do."""
         return self.backend.capabilities
 
-    # -- nodes ----------------------------------------------------------------------
-
-    async def create_node(
-        self,
-        name: str,
-        config: NodeConfig | None = None,
-        *,
-        exist_ok: bool = False,
-        **settings: object,
-    ) -> None:
-        """Create a node, from ``config`` and/or individual settings (see NodeConfig).
-
-        ``session_timeout=`` is the old name of ``recovery_window=``: still taken,
-        with a DeprecationWarning.
-
-        Raises:
-            AlreadyExistsError: the node exists, unless ``exist_ok`` (then nothing
-                changes: an existing node keeps its settings; see alter_node).
-        """
-        name = _args.node_name(name)
-        settings = renamed_settings(settings, stacklevel=2)  # warns at the caller
-        config = _args.node_config(config, settings)
-        exist_ok = _args.flag("exist_ok", exist_ok)
-        self._check_open()
-        try:
-            await self.backend.create_node(name, config)
-        except AlreadyExistsError:
-            if not exist_ok:
-                raise
-
-    async def describe_node(self, name: str) -> NodeDescription:
-        """A node's settings and how many sessions and semaphores it has."""
-        name = _args.node_name(name)
-        self._check_open()
-        return await self.backend.describe_node(name)
-
-    async def alter_node(self, name: str, **changes: object) -> NodeDescription:
-        """Change some of a node's settings; returns the new description.
-
-        ``session_timeout=`` is the old name of ``recovery_window=``: still taken,
-        with a DeprecationWarning.
-        """
-        name = _args.node_name(name)
-        changes = _args.node_changes(renamed_settings(changes, stacklevel=2))
-        self._check_open()
-        return await self.backend.alter_node(name, changes)
-
-    async def drop_node(self, name: str, *, force: bool = False) -> None:
-        """Drop a node. With live sessions it fails unless ``force`` (they are then lost)."""
-        name = _args.node_name(name)
-        force = _args.flag("force", force)
-        self._check_open()
-        await self.backend.drop_node(name, force)
-
-    # -- sessions -------------------------------------------------------------------
-
-    # -- listing, for operators --------------------------------------------------------
-
-    async def list_nodes(self) -> list[str]:
-        """Every node's name, sorted (a token limited to some nodes sees those)."""
-        self._check_open()
-        return await _listing.all_nodes(self.backend)
-
-    async def list_semaphores(self, node: str, prefix: str = "") -> list[SemaphoreSummary]:
-        """The node's semaphores whose names start with ``prefix``, by name.
-
-        Raises:
-            NotFoundError: the node does not exist.
-        """
-        self._check_open()
-        return await _listing.all_semaphores(self.backend, node, prefix)
-
-    async def list_sessions(self, node: str) -> list[SessionSummary]:
-        """The node's live sessions, by id: who runs each, since when, what it holds.
-
-        Raises:
-            NotFoundError: the node does not exist.
-        """
-        self._check_open()
-        return await _listing.all_sessions(self.backend, node)
-
-    async def kill_session(self, node: str, session_id: int) -> None:
-        """End a live session of ``node`` as if its recovery window had passed.
-
-        Its holds are released (the node's lock-delay applies, as on an expiry), its
-        waits withdrawn, and its client's session is lost with SessionExpiredError
-        saying an operator ended it.
-
-        Raises:
-            NotFoundError: no such node, or no such live session in it.
-            PermissionDeniedError: the client's token is read-only.
-        """
-        self._check_open()
-        if type(session_id) is not int or session_id < 0:
-            raise InvalidArgumentError(f"session_id must be a session's id, got {session_id!r}")
-        await self.backend.kill_session(node, session_id)
+    # -- claims, from any process -------------------------------------------------------
 
     async def release_claim(self, node: str, name: str, claim_id: str) -> bool:
         """Release the claim ``claim_id`` of ``name`` in ``node``, from any process: no
@@ -174,9 +76,11 @@ class Client(ClosesOnExit):
         claim_id = check_claim_id(claim_id)
         if Capability.CLAIMS not in self.backend.capabilities:
             raise UnsupportedError(
-                f"{_redacted(self.url)} has no claims (it lacks Capability.CLAIMS)"
+                f"{redacted(self.url)} has no claims (it lacks Capability.CLAIMS)"
             )
         return await self.backend.release_claim(node, name, claim_id)
+
+    # -- sessions, and what runs in them ------------------------------------------------
 
     def session(
         self,
@@ -222,7 +126,7 @@ class Client(ClosesOnExit):
                 )
             if Capability.SESSION_RECOVERY not in self.backend.capabilities:
                 raise UnsupportedError(
-                    f"{_redacted(self.url)} cannot resume sessions "
+                    f"{redacted(self.url)} cannot resume sessions "
                     "(it lacks Capability.SESSION_RECOVERY)"
                 )
         return Opening(lambda: self._open_session(node, recovery_window, description, ticket))
@@ -314,7 +218,7 @@ class Client(ClosesOnExit):
         check_cache_args(node, prefix, max_size, owners)
         if Capability.PREFIX_WATCH not in self.backend.capabilities:
             raise UnsupportedError(
-                f"{_redacted(self.url)} cannot watch a prefix (it lacks Capability.PREFIX_WATCH)"
+                f"{redacted(self.url)} cannot watch a prefix (it lacks Capability.PREFIX_WATCH)"
             )
 
         async def open_cache() -> Cache:
@@ -383,10 +287,6 @@ class Client(ClosesOnExit):
             )
         await self.backend.aclose()
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ClientClosedError(f"the client is closed ({_redacted(self.url)})")
-
 
 def _session_args(
     node: object, recovery_window: object, description: object
@@ -397,15 +297,6 @@ def _session_args(
         _args.recovery_window(recovery_window),
         _args.description(description),
     )
-
-
-def _redacted(url: str) -> str:
-    """``url`` with the value of a ``token=`` option hidden (reprs end up in logs)."""
-    parts = urlsplit(url)
-    if not parts.query:
-        return url
-    query = [(k, "***" if k == "token" else v) for k, v in parse_qsl(parts.query, True)]
-    return urlunsplit(parts._replace(query=urlencode(query, safe="*/:")))
 
 
 class SessionLoop(ClosesOnExit):

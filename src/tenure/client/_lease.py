@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from tenure.backends._base import BackendSession, Grant
 from tenure.client import _args
@@ -59,6 +59,29 @@ class LeaseKeeper(Protocol):
 
     def _forget(self, lease: Lease) -> None:
         """``lease`` ended: stop tracking it."""
+        ...
+
+
+L = TypeVar("L", bound="Lease")
+
+
+class LeaseMaker(Protocol):
+    """What makes a new lease in a session (a :class:`~tenure.client.Session`): the
+    acquire of arguments already checked. Declared once, here, for the protocols of
+    those that call it: a recipe's (:class:`~tenure.client._recipe_session.RecipeSession`)
+    and reentrant holds' (:class:`~tenure.client._reentrant.HoldKeeper`)."""
+
+    async def _acquire(
+        self,
+        kind: type[L],
+        name: str,
+        count: int,
+        data: bytes,
+        timeout: float | None,
+        ephemeral: bool,
+    ) -> L:
+        """A new lease of ``kind`` (see :meth:`tenure.Session.acquire`, which checks
+        the arguments first; the mutex's hot path calls this with them checked)."""
         ...
 
 

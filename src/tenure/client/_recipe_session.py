@@ -14,15 +14,16 @@ from typing import Any, Protocol, TypeVar, overload
 
 from tenure.backends._base import BackendSession
 from tenure.client._args import Data
-from tenure.client._lease import Lease, Lock
+from tenure.client._lease import Lease, LeaseMaker, Lock
 from tenure.client._opening import Opening
 
 L = TypeVar("L", bound=Lease)
 
 
-class RecipeSession(Protocol):
+class RecipeSession(LeaseMaker, Protocol):
     """The session a recipe works in (a :class:`~tenure.client.Session`), as the recipe
-    sees it: its id, its :meth:`acquire`, and the backend's session behind it."""
+    sees it: its id, its :meth:`acquire` (and :meth:`_acquire`, its checked form:
+    :class:`~tenure.client._lease.LeaseMaker`), and the backend's session behind it."""
 
     @property
     def id(self) -> int:
@@ -63,18 +64,6 @@ class RecipeSession(Protocol):
         kind: type[Lease] = Lease,
     ) -> Opening[Any]:
         """Hold ``count`` tokens of semaphore ``name`` (see :meth:`tenure.Session.acquire`)."""
-        ...
-
-    async def _acquire(
-        self,
-        kind: type[L],
-        name: str,
-        count: int,
-        data: bytes,
-        timeout: float | None,
-        ephemeral: bool,
-    ) -> L:
-        """:meth:`acquire` of arguments already checked (the mutex's hot path)."""
         ...
 
     async def _lock_reentrant(

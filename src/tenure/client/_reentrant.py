@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from typing import Final, Protocol, TypeVar
+from typing import Final, Protocol
 
 from tenure._core.values import MAX_COUNT
 from tenure.client import _args
 from tenure.client._args import Data
 from tenure.client._caller import Caller, current_caller, named
-from tenure.client._lease import Lease, LeaseKeeper, Lock
+from tenure.client._lease import LeaseKeeper, LeaseMaker, Lock
 from tenure.errors import (
     InvalidArgumentError,
     LimitExceededError,
@@ -45,24 +45,11 @@ from tenure.errors import (
 #: recursion, which this stops with LimitExceededError before it holds without bound.
 MAX_REENTRANT_DEPTH: Final = 1000
 
-L = TypeVar("L", bound=Lease)
 
-
-class HoldKeeper(LeaseKeeper, Protocol):
+class HoldKeeper(LeaseKeeper, LeaseMaker, Protocol):
     """What reentrant holds need of their session (a :class:`~tenure.client.Session`):
-    the acquire of a new hold, and whether a caller holds a name through a plain one."""
-
-    async def _acquire(
-        self,
-        kind: type[L],
-        name: str,
-        count: int,
-        data: bytes,
-        timeout: float | None,
-        ephemeral: bool,
-    ) -> L:
-        """Acquire a new lease of ``kind`` (see :meth:`tenure.Session.acquire`)."""
-        ...
+    what its leases need, the acquire of a new hold (:class:`LeaseMaker`), and whether
+    a caller holds a name through a plain one."""
 
     def _holds_plainly(self, name: str, caller: Caller) -> bool:
         """Whether ``caller`` holds or is acquiring ``name`` in this session through an

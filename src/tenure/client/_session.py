@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import secrets
 from collections.abc import Awaitable, Iterable
@@ -10,27 +9,24 @@ from functools import partial
 from typing import Any, TypeVar, final, overload
 
 from tenure._core.claims import check_claim_times
-from tenure._core.values import MAX_COUNT
-from tenure.backends._base import BackendSession, Grant, HeldGrant, SessionTicket
+from tenure.backends._base import BackendSession, SessionTicket
 from tenure.client import _args
 from tenure.client._args import Data
-from tenure.client._asking import Claims
 from tenure.client._barrier import Barrier
-from tenure.client._caller import Caller, caller_number, current_caller
 from tenure.client._claim import Claim, Releaser
 from tenure.client._counter import Counter
 from tenure.client._election import Election
 from tenure.client._group import DEFAULT_MAX_GROUP_MEMBERS, Group
 from tenure.client._latch import Latch
-from tenure.client._lease import Lease, Lock
+from tenure.client._lease import Lease
 from tenure.client._lock_all import HeldLocks
-from tenure.client._loss import CancelOnLoss, EndSignal, Guarded
+from tenure.client._loss import CancelOnLoss, Guarded
 from tenure.client._mutex import Mutex
 from tenure.client._opening import Opening
 from tenure.client._rate_limiter import RateLimiter
-from tenure.client._reentrant import ReentrantHolds
 from tenure.client._rwlock import RWLock
 from tenure.client._semaphore import Semaphore
+from tenure.client._session_holds import SessionHolds
 from tenure.errors import (
     InvalidArgumentError,
     LostError,
@@ -39,11 +35,8 @@ from tenure.errors import (
 
 L = TypeVar("L", bound=Lease)
 
-#: The backend's ``task`` argument when it takes none (shared: never changed).
-_NO_TASK: dict[str, int] = {}
 
-
-class Session(Guarded):
+class Session(SessionHolds, Guarded):
     """A session on a node: a recovery window, a description, and what it holds.
 
     If the session is lost (the server expired it, or its node was dropped), every
@@ -52,36 +45,15 @@ class Session(Guarded):
     """
 
     def __init__(self, node: str, recovery_window: float | None, description: str) -> None:
-        self.node = node
+        super().__init__(node)
         self.recovery_window = recovery_window
         self.description = description
-        self._backend: BackendSession | None = None
-        self._signal = EndSignal()
         self._scopes: list[CancelOnLoss] = []
-        #: Leases held, by token (a lost grant is told by its token).
-        self._leases: dict[int, Lease] = {}
-        #: Semaphores each caller (task; sync face: thread) holds or is acquiring in
-        #: this session, to refuse one that asks again (it would wait behind itself).
-        self._asking = Claims()
-        #: Reentrant mutex holds, by (name, caller): session.mutex(name, reentrant=True).
-        self._reentrant = ReentrantHolds(self)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        #: Whether the backend sends a release before it returns, ahead of whatever
-        #: the client asks next (then leaving ``async with`` need not wait for it).
-        self._releases_in_order = False
-        #: Whether the backend takes the asking task's number (deadlock detection).
-        self._task_numbers = False
         #: What releases a claim by its id (the client's release_claim, of this node).
         self._claim_releaser: Releaser | None = None
 
     def _bind(self, backend_session: BackendSession) -> None:
-        self._backend = backend_session
-        # Optional in the protocol (a backend of another package may lack it): without
-        # it, leaving a block waits for the release's answer, as it always did.
-        self._releases_in_order = getattr(backend_session, "releases_in_order", False) is True
-        self._task_numbers = getattr(backend_session, "task_numbers", False) is True
-        # (Named, current_task skips get_running_loop: a getpid() call in Python 3.11.)
-        self._loop = asyncio.get_running_loop()
+        super()._bind(backend_session)
         #: The recovery window in force, in seconds: the one asked for (or the node's
         #: default) as the backend keeps it; etcd:// rounds it up to whole seconds,
         #: 2 at least (None only before the session is open).
@@ -89,13 +61,6 @@ class Session(Guarded):
 
     def __repr__(self) -> str:
         return f"<Session {self.id} on {self.node!r}>"
-
-    @property
-    def id(self) -> int:
-        """The backend's id of this session (still readable after the session ended)."""
-        if self._backend is None:
-            raise SessionClosedError(f"session on {self.node!r} was never opened")
-        return self._backend.session_id
 
     @property
     def closed(self) -> bool:
@@ -123,7 +88,8 @@ class Session(Guarded):
         the session took back: each a :class:`Lease` like any other (its ``name``,
         ``token``, ``count`` and ``data``; release it, restate it, or use it in
         ``async with`` so that its loss cancels the body). A resumed lease belongs
-        to no task: a task that holds one may still ask for the same semaphore.
+        to no caller: a task (sync face: a thread) that holds one may still ask for
+        the same semaphore.
         """
         if name is not None:
             name = _args.semaphore_name(name)
@@ -199,42 +165,6 @@ class Session(Guarded):
         owner_data, wait = _args.as_data(data), _args.timeout(timeout)
         return Opening(partial(self._lock_all, wanted, owner_data, wait))
 
-    async def _lock_all(
-        self, names: tuple[str, ...], data: bytes, timeout: float | None
-    ) -> HeldLocks:
-        """Lock every name in one backend request; TimeoutError if not within ``timeout``."""
-        backend = self._backend_session()
-        task = asyncio.current_task(self._loop)
-        caller = current_caller(task)
-        if self._reentrant.any:
-            for name in names:
-                self._reentrant.refuse_plain(name, caller)
-        self._asking.claim(names, caller, task)
-        try:
-            grants = await backend.acquire_all(
-                names,
-                count=MAX_COUNT,
-                data=data,
-                timeout=timeout,
-                ephemeral=True,
-                **self._asked_by(caller),
-            )
-            if grants is None:
-                raise TimeoutError(f"{', '.join(map(repr, names))}: not all free (timeout=0)")
-            if self._signal.ended:  # (as in _acquire: no lease may outlive its session)
-                raise self._signal.reason or SessionClosedError(
-                    f"session on {self.node!r} is closed"
-                )
-        except BaseException:
-            self._asking.unclaim(names, caller, task)
-            raise
-        locks: dict[str, Lock] = {}
-        for name, grant in zip(names, grants, strict=True):
-            lock = locks[name] = Lock(self, name, grant, data)
-            self._asking.granted(lock, caller, task)
-            self._leases[grant.token] = lock
-        return HeldLocks(self, locks)
-
     def mutex(self, name: str, reentrant: bool = False, *, max_depth: int | None = None) -> Mutex:
         """The mutex ``name`` (an ephemeral semaphore taken exclusively).
 
@@ -284,11 +214,6 @@ class Session(Guarded):
     def _listener(self) -> _Listener:
         """The listener to open this session's backend session with."""
         return _Listener(self)
-
-    def _lease_lost(self, name: str, token: int, error: LostError) -> None:
-        lease = self._leases.get(token)
-        if lease is not None and lease.name == name:
-            lease._lose(error)
 
     # -- the primitive every recipe is written over -----------------------------------
 
@@ -370,122 +295,6 @@ class Session(Guarded):
             raise InvalidArgumentError(f"kind must be a Lease subclass, got {kind!r}")
 
         return Opening(partial(self._acquire, kind, name, count, owner_data, timeout, ephemeral))
-
-    # -- used by leases and the semaphore object --------------------------------------
-
-    def _backend_session(self) -> BackendSession:
-        if self._signal.ended:
-            raise self._signal.reason or SessionClosedError(f"session on {self.node!r} is closed")
-        assert self._backend is not None
-        return self._backend
-
-    async def _acquire(
-        self,
-        kind: type[L],
-        name: str,
-        count: int,
-        data: bytes,
-        timeout: float | None,
-        ephemeral: bool,
-    ) -> L:
-        """Acquire a new lease of ``kind``; TimeoutError if a try (``timeout`` 0) found it busy."""
-        backend = self._backend
-        if self._signal.ended or backend is None:  # (_backend_session(), inline)
-            raise self._signal.reason or SessionClosedError(f"session on {self.node!r} is closed")
-        task = asyncio.current_task(self._loop)
-        caller = current_caller(task)
-        if self._reentrant.any:
-            self._reentrant.refuse_plain(name, caller)
-        self._asking.claim((name,), caller, task)
-        try:
-            grant = await backend.acquire(
-                name,
-                count=count,
-                data=data,
-                timeout=timeout,
-                ephemeral=ephemeral,
-                **self._asked_by(caller),
-            )
-            if grant is None:
-                raise TimeoutError(f"{name!r} is busy (timeout=0 only tries)")
-            if self._signal.ended:
-                # The session ended while the grant was on its way (a Granted push and
-                # the session's deadline handled in one turn of the loop): the grant
-                # ended with the session, so no lease may outlive it unnoticed.
-                raise self._signal.reason or SessionClosedError(
-                    f"session on {self.node!r} is closed"
-                )
-        except BaseException:
-            self._asking.unclaim((name,), caller, task)
-            raise
-        lease = kind(self, name, grant, data)
-        self._asking.granted(lease, caller, task)
-        self._leases[grant.token] = lease
-        return lease
-
-    async def _lock_reentrant(
-        self, name: str, data: bytes, timeout: float | None, max_depth: int
-    ) -> Lock:
-        """A reentrant acquisition of the mutex ``name`` (see :class:`Mutex`)."""
-        return await self._reentrant.lock(name, data, timeout, max_depth)
-
-    def _holds_plainly(self, name: str, caller: Caller) -> bool:
-        """Whether ``caller`` holds or is acquiring ``name`` through an acquire that is
-        not reentrant (its thread, for the sync face: not its task)."""
-        if self._asking.claimed(name, caller):
-            return True
-        return any(
-            lease.name == name and lease._caller == caller for lease in self._leases.values()
-        )
-
-    def _asked_by(self, caller: Caller) -> dict[str, int]:
-        """The backend's ``task`` argument: the caller's number, if it takes one."""
-        return {"task": caller_number(caller)} if self._task_numbers else _NO_TASK
-
-    def _adopt(self, holds: list[HeldGrant]) -> None:
-        """A resumed session's holds become its leases (see :meth:`leases`)."""
-        for held in holds:
-            if held.grant.token not in self._leases:
-                self._leases[held.grant.token] = Lease(self, held.name, held.grant, held.data)
-
-    def _release(self, lease: Lease) -> Awaitable[bool] | None:
-        """Give a lease back to the backend (the lease has already ended itself): the
-        release to await, or None if the session ended (it went with the session)."""
-        if self._backend is not None and not self._signal.ended:
-            return self._backend.release(lease.name, lease._grant)
-        return None
-
-    async def _restate(self, lease: Lease, count: int, data: bytes, timeout: float | None) -> Grant:
-        """Change a held lease's count or data through the backend (see Lease.restate)."""
-        asking = self._asked_by(current_caller(asyncio.current_task(self._loop)))
-        grant = await self._backend_session().restate(
-            lease.name, lease._grant, count=count, data=data, timeout=timeout, **asking
-        )
-        if grant is None:
-            raise TimeoutError(f"{lease.name!r} has not {count} tokens free (timeout=0 only tries)")
-        if not lease.held:
-            # The lease was lost while its upgrade waited: the grant that came anyway
-            # is nobody's, so give it back before reporting the loss.
-            with contextlib.suppress(LostError):
-                await self._backend_session().release(lease.name, grant)
-        elif grant.token != lease.token:
-            del self._leases[lease.token]
-            self._leases[grant.token] = lease
-        return grant
-
-    def _forget(self, lease: Lease) -> None:
-        """A lease ended: stop tracking it."""
-        if self._leases.get(lease.token) is lease:
-            del self._leases[lease.token]
-        self._asking.forget(lease)
-
-    def _end(self, reason: LostError | None) -> None:
-        if self._signal.ended:
-            return
-        self._signal.end(reason)
-        lease_reason = reason or SessionClosedError(f"session on {self.node!r} was closed")
-        for lease in list(self._leases.values()):
-            lease._lose(lease_reason)
 
 
 @final

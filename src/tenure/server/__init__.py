@@ -15,7 +15,7 @@ The runtime, here:
 * :mod:`tenure.server._startup`: ``tenure serve`` from start to exit, and
   :mod:`tenure.server._start_failure`: why a start failed, in one line.
 
-Grouped by concern:
+By concern:
 
 * :mod:`tenure.server._net`: connections: accepting them, the native face, the
   handshake, tokens and timeouts, the auth file, TLS, and the outboxes;

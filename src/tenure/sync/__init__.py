@@ -40,15 +40,18 @@ from tenure.sync._cache import Cache
 from tenure.sync._claim import Claim
 from tenure.sync._client import Client, SessionLoop, connect
 from tenure.sync._counter import Counter
+from tenure.sync._election import Election
 from tenure.sync._group import Group, GroupMember, Partition
 from tenure.sync._held import EndSignal
 from tenure.sync._latch import Latch
 from tenure.sync._leases import Leadership, Lease, Lock, ReadLock, WriteLock
 from tenure.sync._lock_all import HeldLocks
-from tenure.sync._objects import Election, Mutex, Semaphore, Session
+from tenure.sync._mutex import Mutex
+from tenure.sync._objects import Session
 from tenure.sync._portal import Portal
 from tenure.sync._rate_limiter import RateLimiter
 from tenure.sync._rwlock import RWLock
+from tenure.sync._semaphore import Semaphore
 from tenure.sync._stream import Stream
 
 __all__ = [

@@ -8,7 +8,7 @@ from tenure.client import CacheChange
 from tenure.sync._calls import now
 from tenure.sync._held import ClosesOnExit
 from tenure.sync._portal import Portal
-from tenure.sync._stream import Stream
+from tenure.sync._stream import Stream, same
 
 
 class Cache(ClosesOnExit):
@@ -42,13 +42,9 @@ class Cache(ClosesOnExit):
     def changes(self) -> Stream[CacheChange]:
         """The changes the cache applies from now on (see :meth:`tenure.Cache.changes`);
         each ``next()`` blocks until there is one; close the stream (or ``with``) when done."""
-        return Stream(self._portal, self._portal.call(now, self._cache.changes), _same)
+        return Stream(self._portal, self._portal.call(now, self._cache.changes), same)
 
     def close(self) -> None:
         """Stop mirroring: the cache's watch and session end. Idempotent."""
         if not self._portal.closed:
             self._portal.call(self._cache.aclose)
-
-
-def _same(change: CacheChange) -> CacheChange:
-    return change

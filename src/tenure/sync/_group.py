@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
-
 from tenure import client as aio
 from tenure.client import GroupView, PartitionView
 from tenure.client._args import Data
@@ -11,9 +9,7 @@ from tenure.errors import PreconditionFailedError
 from tenure.sync._calls import now, opened
 from tenure.sync._held import Held
 from tenure.sync._leases import LeaseSession
-from tenure.sync._stream import Stream
-
-T = TypeVar("T")
+from tenure.sync._stream import Stream, same
 
 
 class GroupMember(Held):
@@ -121,7 +117,7 @@ class Partition(Held):
 
     def changes(self) -> Stream[PartitionView]:
         """The current assignment, then each new one (see :meth:`tenure.Partition.changes`)."""
-        return Stream(self._portal, self._partition.changes(), _same)
+        return Stream(self._portal, self._partition.changes(), same)
 
     def leave(self) -> None:
         """Leave the group (idempotent); returns once the backend applied it."""
@@ -181,14 +177,10 @@ class Group:
 
     def watch(self) -> Stream[GroupView]:
         """The members now, then after every change (see :meth:`tenure.Group.watch`)."""
-        return Stream(self.session._portal, self._group.watch(), _same)
+        return Stream(self.session._portal, self._group.watch(), same)
 
     def _member(self, member: aio.GroupMember) -> GroupMember:
         return GroupMember(self.session, member)
 
     def _partitioned(self, partition: aio.Partition) -> Partition:
         return Partition(self.session, partition)
-
-
-def _same(value: T) -> T:
-    return value

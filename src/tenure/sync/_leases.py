@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from tenure import client as aio
 from tenure.client._args import Data
@@ -28,6 +28,19 @@ class LeaseSession(Protocol):
     @property
     def _portal(self) -> Portal:
         """The loop thread of the session's client."""
+        ...
+
+
+W = TypeVar("W", bound="Lease")
+
+
+class RecipeSession(LeaseSession, Protocol):
+    """The sync session as a recipe sees it: a lease session that keeps the one sync
+    wrapper of each of its leases (a :class:`tenure.sync.Session`; a protocol, so that
+    the session's module makes recipes while theirs never import it)."""
+
+    def _track(self, wrapper: W) -> W:
+        """Remember ``wrapper`` as its lease's one sync face; ``wrapper``."""
         ...
 
 

@@ -273,7 +273,7 @@ class _Call(Generic[T]):
 
         It no longer acts for the calling thread, which may call again before the task
         has wound down (a withdrawn acquire takes a round trip): what the task still
-        claims must not refuse the thread's next call (:mod:`tenure.client._asking`).
+        holds or asks for must not refuse the thread's next call (:mod:`tenure.client._asking`).
         """
         if self._task is not None:
             withdraw(self._task)

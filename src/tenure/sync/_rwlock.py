@@ -2,25 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Protocol, TypeVar
-
 from tenure import client as aio
 from tenure._core.values import RWLockDescription
 from tenure.client._args import Data
 from tenure.sync._calls import opened, opened_or_none
-from tenure.sync._leases import LeaseSession, ReadLock, WriteLock
-
-L = TypeVar("L", ReadLock, WriteLock)
-
-
-class RecipeSession(LeaseSession, Protocol):
-    """The sync session as a recipe sees it: a lease session that keeps the wrappers
-    of its leases (a :class:`tenure.sync.Session`; a protocol, so that the session's
-    module makes recipes while this one never imports it)."""
-
-    def _track(self, wrapper: L) -> L:
-        """Remember ``wrapper`` as its lease's one sync face."""
-        ...
+from tenure.sync._leases import ReadLock, RecipeSession, WriteLock
 
 
 class RWLock:

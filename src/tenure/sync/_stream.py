@@ -19,6 +19,11 @@ class _End(enum.Enum):
     END = enum.auto()
 
 
+def same(value: T) -> T:
+    """The wrap of a stream of values (descriptions, views, changes): each as it is."""
+    return value
+
+
 async def _next(iterator: AsyncIterator[A], wrap: Callable[[A], T]) -> T | _End:
     try:
         return wrap(await anext(iterator))

@@ -74,9 +74,9 @@ class Cable:
             up_reader, up_writer = await asyncio.open_connection(host, port)
             self._pipes |= {writer, up_writer}
             try:
-                async with asyncio.TaskGroup() as group:
-                    group.create_task(self._pump(reader, up_writer))
-                    group.create_task(self._pump(up_reader, writer))
+                async with asyncio.TaskGroup() as pumps:
+                    pumps.create_task(self._pump(reader, up_writer))
+                    pumps.create_task(self._pump(up_reader, writer))
             finally:
                 self._pipes -= {writer, up_writer}
                 up_writer.transport.abort()

@@ -1,4 +1,4 @@
-"""lock_all on etcd://, checked on the keys etcd holds (src/tenure/backends/etcd/_group.py).
+"""lock_all on etcd://, checked on the keys etcd holds (src/tenure/backends/etcd/_set.py).
 
 The conformance kit (``test_lock_all``) and the differential test check what every
 backend promises; these check how etcd:// keeps it: one Txn puts every member's
@@ -161,7 +161,7 @@ async def test_a_forced_delete_of_one_name_ends_the_waiting_set_whole(etcd_url: 
 
 
 async def test_sixty_four_names_fit_etcds_txn_limits_at_once_and_queued(etcd_url: str) -> None:
-    names = [f"k{i:02d}" for i in range(64)]  # MAX_GROUP_NAMES; etcd's 128 ops a Txn
+    names = [f"k{i:02d}" for i in range(64)]  # MAX_SET_NAMES; etcd's 128 ops a Txn
     async with tenure.connect(etcd_url) as one, tenure.connect(etcd_url) as two:
         await one.create_node("n")
         first, second = await one.session("n"), await two.session("n")

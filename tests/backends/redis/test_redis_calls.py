@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+import redis.asyncio as aioredis
 from redis import exceptions as rexc
 
 import tenure
@@ -15,6 +16,7 @@ from tenure.backends.redis._pipe import Pipe
 from tenure.backends.redis._store import RedisStore
 from tenure.backends.redis._url import parse_url
 from tenure.errors import UnavailableError
+from tenure.testing.conformance.support import eventually, within
 from tests.netproxy import NetProxy
 
 
@@ -158,4 +160,48 @@ async def test_a_release_is_sent_in_the_callers_turn_and_its_retry_keeps_its_key
                 proxy.lose_downstream(False)
                 proxy.drop()
             assert await asyncio.wait_for(store.release("m", hold), 10) is True
-            assert not store._release_keys
+            assert not store.releases._keys
+
+
+async def test_a_watch_arming_sent_again_after_its_answer_was_lost_counts_once(
+    redis_url: str,
+) -> None:
+    """A watch's arming whose answer is lost is sent again (the call times out): Redis
+    counts the session's watch of the name once, and the watch's end leaves no count.
+    The retry, which carried no request key, counted it twice: the session stayed a
+    watcher of the name, and one of its max_watches_per_session, for its life."""
+    port = _port(redis_url)
+    admin = aioredis.Redis(port=port)
+    try:
+        async with NetProxy("127.0.0.1", port) as proxy:
+            through = redis_url.replace(f":{port}/", f":{proxy.port}/")
+            async with tenure.connect(through, request_timeout=0.3) as client:
+                await client.create_node("n")
+                session = await client.session("n", recovery_window=30)
+                inner = session._backend
+                assert isinstance(inner, StoreSession)
+                store = inner.store
+                assert isinstance(store, RedisStore)
+                counts, record = f"{store.base}sw:{session.id}", f"{store.base}s:{session.id}"
+
+                async def armed() -> bool:
+                    return await admin.hget(counts, "w") is not None
+
+                proxy.lose_downstream()  # the arming reaches Redis; its answer does not return
+                arming = asyncio.create_task(
+                    store.watch_semaphore("w", data=True, owners=False, waiters=False)
+                )
+                try:
+                    await eventually(armed, "the first arming applied in Redis")
+                finally:
+                    proxy.lose_downstream(False)
+                    proxy.drop()
+                watch = await within(arming, "the arming, sent again")
+                assert await admin.hget(counts, "w") == b"1"
+                assert await admin.hget(record, "nw") == b"1"
+                await within(watch.aclose(), "the disarming")
+                assert await admin.hget(counts, "w") is None
+                assert await admin.hget(record, "nw") == b"0"
+                assert await admin.hget(f"{store.base}wt:w", str(session.id)) is None
+    finally:
+        await admin.aclose()

@@ -1,9 +1,9 @@
 """lock_all on redis://: what the conformance kit cannot see there.
 
 A set waiting in several queues is one record of the node's ``grp`` hash (its arrival
-number -> its members) and one deadline (its first name's ``due`` entry); these tests
-read both from Redis, retry the function call itself with one request key, and run
-the group's timeout on Redis's clock.
+number -> its members; ``grp``: the sets' old name) and one deadline (its first
+name's ``due`` entry); these tests read both from Redis, retry the function call
+itself with one request key, and run the set's timeout on Redis's clock.
 """
 
 from __future__ import annotations

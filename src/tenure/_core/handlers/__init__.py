@@ -1,4 +1,4 @@
-"""The engine's rules, one function per command, grouped by what they act on.
+"""The engine's rules: one function per command, a module per topic (what they act on).
 
 Every command handler has the shape ``handler(state, command, now) -> reply``: it
 validates ``command`` against ``state``, raising a :mod:`tenure.errors` exception
@@ -9,7 +9,7 @@ command type to its handler is :data:`tenure._core.engine.HANDLERS`.
 * :mod:`.nodes`: create, describe, alter, drop a node; set and get its annex.
 * :mod:`.sessions`: create, attach, detach, close, describe a session; its end.
 * :mod:`.semaphores`: create, acquire, release, cancel, renew, update, delete.
-* :mod:`.groups`: acquire several semaphores, all or none (AcquireAll).
+* :mod:`.sets`: acquire several semaphores, all or none (AcquireAll): an all-or-none set.
 * :mod:`.limiters`: reserve units of a rate limiter (its bucket is a semaphore's data).
 * :mod:`.claims`: claim a name for a slot, release a claim by id; a claim's end.
 * :mod:`.watches`: describe a semaphore (arming a watch), cancel a watch.

@@ -97,7 +97,7 @@ def _time_out_waiter(state: EngineState, key: WaiterDeadline, now: float) -> Non
             waiter.hold,
         )
     )
-    state.withdraw_group(
+    state.withdraw_set(
         node, waiter, ErrorCode.TIMEOUT, f"timed out waiting for {sem.name!r}", now, missed=True
     )
     state.settle(node, sem, now, WAITERS)

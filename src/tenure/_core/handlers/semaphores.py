@@ -87,7 +87,7 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
             and (owner is None or count > owner.count)  # (else a shrink: granted below)
             # A try that cannot be granted now gives the wait up (below), as YDB's does.
             and (timeout != 0 or (sem.is_head(key) and sem.fits(key, count, now)))
-            and not (node.groups and waiting.order in node.groups)  # (a group's: superseded)
+            and not (node.sets and waiting.order in node.sets)  # (a set's: superseded)
         ):
             return _restate_waiter(state, node, sem, waiting, cmd, count, data, timeout, now)
     change = NOTHING
@@ -107,7 +107,7 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
                 hold,
             )
         )
-        state.withdraw_group(
+        state.withdraw_set(
             node, superseded, ErrorCode.CANCELLED, "superseded by a newer acquire", now
         )
         change |= WAITERS
@@ -277,7 +277,7 @@ def release(state: EngineState, cmd: c.Release, now: float) -> bool:
                 hold,
             )
         )
-        state.withdraw_group(node, waiter, ErrorCode.CANCELLED, "released while waiting", now)
+        state.withdraw_set(node, waiter, ErrorCode.CANCELLED, "released while waiting", now)
     owner = sem.remove_owner(key)
     if owner is not None:
         session.discard_hold(sem.name, hold)
@@ -307,7 +307,7 @@ def cancel_acquire(state: EngineState, cmd: c.CancelAcquire, now: float) -> bool
             hold,
         )
     )
-    state.withdraw_group(node, waiter, ErrorCode.CANCELLED, "acquire cancelled", now)
+    state.withdraw_set(node, waiter, ErrorCode.CANCELLED, "acquire cancelled", now)
     state.settle(node, sem, now, WAITERS)
     return True
 
@@ -391,7 +391,7 @@ def remove_semaphore(
     # Every waiter has left first: an all-or-none request with a member here ends
     # whole, and serving another queue meanwhile must not grant one that still waits.
     for w in gone:
-        state.withdraw_group(node, w, ErrorCode.NOT_FOUND, message, now, missed=True)
+        state.withdraw_set(node, w, ErrorCode.NOT_FOUND, message, now, missed=True)
     for o in list(sem.owners.values()):
         state.sessions[o.session_id].discard_hold(sem.name, o.hold)
         state.tell_missed(

@@ -121,8 +121,8 @@ def resume_session(state: EngineState, cmd: c.ResumeSession, now: float) -> c.Se
         for hold in list(session.waits_on(name)):
             waiter = sem.remove_waiter(holder_key(sid, hold))
             assert waiter is not None, "a session's wait is its semaphore's waiter"
-            if node.groups:  # (every member is the session's: each leaves here)
-                node.groups.pop(waiter.order, None)
+            if node.sets:  # (every member is the session's: each leaves here)
+                node.sets.pop(waiter.order, None)
             session.discard_wait(name, hold, waiter.task)
             state.effects.append(
                 AcquireFailed(
@@ -248,8 +248,8 @@ def end_session(state: EngineState, session: Session, now: float, code: ErrorCod
         for hold in session.waits_on(name):
             waiter = node.semaphores[name].remove_waiter(holder_key(sid, hold))
             assert waiter is not None
-            if node.groups:  # (every member is the session's: each leaves here)
-                node.groups.pop(waiter.order, None)
+            if node.sets:  # (every member is the session's: each leaves here)
+                node.sets.pop(waiter.order, None)
             state.effects.append(AcquireFailed(sid, waiter.request_id, name, code, message, hold))
         touched[name] = WAITERS
     for name in sorted(session.held):

@@ -5,7 +5,7 @@ A persistent semaphore is its record ``rec`` (limit and data, no lease); an
 ephemeral one has no record and exists while it has requests. Creating compares
 that neither exists; deleting compares the record's create_revision (and, unless
 forced, that the queue is empty) and deletes the semaphore's range (all but the
-placeholders of lock_all requests being made, :mod:`._group`), so every request and
+placeholders of lock_all requests being made, :mod:`._set`), so every request and
 grant goes in the same revision: owners see their grant keys
 deleted (``lease_lost``, told by the ``gone/<name>`` marker the forced delete puts
 and removes again; see :mod:`tenure.backends.etcd._node`), waiters their requests
@@ -169,7 +169,7 @@ class Admin:
             if not force:
                 compares.append(compare_empty(s.layout.queue(s.node, name)))
             prefix = s.layout.semaphore(s.node, name)
-            # Every key but the placeholders (``p/``, :mod:`._group`): a placeholder goes
+            # Every key but the placeholders (``p/``, :mod:`._set`): a placeholder goes
             # only with its session or by its own lock_all, which counts on it.
             ops = [
                 delete_range(prefix, prefix + b"p/"),

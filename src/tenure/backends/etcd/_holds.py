@@ -128,7 +128,7 @@ class Holds:
         """After a resume: the session's granted requests are its holds; its requests
         that wait are withdrawn (nobody waits for them any more), and its lock_all
         placeholders go. A lock_all set that the previous owner had committed (a
-        member granted: the set is held, :mod:`._group_wait`) but not finished is
+        member granted: the set is held, :mod:`._set_wait`) but not finished is
         finished here: its members' grants are put, so the set is held whole."""
         parts = self._parts
         request = rpc_pb2.LeaseTimeToLiveRequest(ID=parts.lease_id, keys=True)
@@ -148,7 +148,7 @@ class Holds:
             entry.created
             for state in states.values()
             for entry in state.entries
-            if entry.sid == parts.lease_id and entry.group and entry.granted
+            if entry.sid == parts.lease_id and entry.set_size and entry.granted
         }
         found: list[HeldGrant] = []
         for name, state in states.items():
@@ -157,7 +157,7 @@ class Holds:
             for entry in state.entries:
                 if entry.sid != parts.lease_id:
                     continue
-                if not entry.granted and entry.group and entry.created in committed:
+                if not entry.granted and entry.set_size and entry.created in committed:
                     entry.granted = await self._grant_member(semaphore, entry)
                 if entry.granted:
                     grant = Grant(entry.granted, entry.count, None, entry.hold)
@@ -173,7 +173,7 @@ class Holds:
 
     async def _grant_member(self, semaphore: bytes, entry: Entry) -> int:
         """Put the grant key of ``entry``, a member of a committed lock_all set (as
-        :meth:`._group_wait.GroupWaiter.finish` would have): its token, or 0 if its
+        :meth:`._set_wait.SetWaiter.finish` would have): its token, or 0 if its
         request went meanwhile (a forced delete: then it is withdrawn as any)."""
         parts = self._parts
         request = parts.sender.new_txn()

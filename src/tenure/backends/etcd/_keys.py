@@ -17,11 +17,12 @@ never a prefix of another's keys and each node, semaphore and queue is one range
                                            claim's is on its claim's lease)
     P n/<node>/s/<name>/q/<sid>-<hold>[+]  a request or hold (on the session's lease): count, data,
                                            at (when made; g: true if granted by the Txn that
-                                           made it; grp: how many names, of a lock_all's)
+                                           made it; grp: how many names, of a lock_all's set:
+                                           the set's old name, kept for stored keys)
     P n/<node>/s/<name>/g/<sid>-<hold>[+]  the grant of a request that waited (same lease): at
     P n/<node>/s/<name>/p/<sid>-<hold>     a placeholder (same lease, empty): the name is
                                            counted while a lock_all makes its requests
-                                           (:mod:`tenure.backends.etcd._group`)
+                                           (:mod:`tenure.backends.etcd._set`)
 
 ``at`` is a UNIX time by the clock of the client that wrote the key (etcd has no
 clock of its own to offer); keys written before tenure 0.14 have none.

@@ -28,23 +28,24 @@ while the record exists, and the grant compares the record's create_revision
 (ephemeral semaphores have no record and the largest limit). So no prefix sum up
 to E rises, and E still fits.
 
-**All-or-none requests** (``lock_all``, :mod:`._group`): one Txn makes a request
-key in every member's queue, so the members share one create_revision (the group's
-arrival) and every queue orders the group the same way against every other
-request; each member's value says ``grp``: how many members it has. Walking a
-queue, **an ungranted group member ends the admitted prefix** (it is admitted if
+**All-or-none requests** (``lock_all``, :mod:`._set`): one Txn makes a request
+key in every member's queue, so the members share one create_revision (the set's
+arrival) and every queue orders the set the same way against every other
+request; each member's value says ``grp``: how many members its set has (the
+key is the set's old name, kept for the requests written with it). Walking a
+queue, **an ungranted set member ends the admitted prefix** (it is admitted if
 it fits; nothing behind it is): on the engine a member is granted only with all
 the others, and nothing is granted behind a request that waits, so a member that
-waits holds its queue back, whether or not it fits. Its group is granted when each
+waits holds its queue back, whether or not it fits. Its set is granted when each
 member may commit in its queue (:meth:`SemState.turn`: admitted, everything ahead
 granted), and then only by its own client: the barrier lifts as its grant keys
 appear, one member at a time and in the names' order (each grant its own
 revision, so each its own token). The rule keeps admission stable: a request's
-admission now also needs no ungranted group member ahead of it, and none can
+admission now also needs no ungranted set member ahead of it, and none can
 appear there later: a key ahead of E is older than E, its ``grp`` is written when
 it is made (an in-place restate is of a granted request), and a granted request
 never becomes ungranted (a grant key goes only with its request key). So the
-group's own admission, the AND of its members', each stable while its key exists,
+set's own admission, the AND of its members', each stable while its key exists,
 is stable too: the Txn that commits it compares each member key's create_revision.
 """
 
@@ -80,7 +81,7 @@ def _entry(suffix: bytes, kv: Any) -> Entry:
             at_once,
             at,
             at if at_once else None,
-            int(value.get("grp", 0)),
+            int(value.get("grp", 0)),  # ("grp": the set's old name, kept for stored keys)
         )
     except (KeyError, TypeError, ValueError) as error:
         raise _foreign(kv, error) from None
@@ -134,8 +135,9 @@ class Entry:
     #: of the client that wrote the key; None if it was written before times were kept).
     at: float | None = None
     granted_at: float | None = None
-    #: Of an all-or-none request (module docstring): how many members it has; 0: none.
-    group: int = 0
+    #: Of a member of an all-or-none set (module docstring): how many members the set
+    #: has; 0: of no set.
+    set_size: int = 0
 
     @property
     def place(self) -> tuple[int, int]:
@@ -258,7 +260,7 @@ class SemState:
 
     def admitted(self) -> list[Entry]:
         """The longest prefix of the queue that fits the limit and has no ungranted
-        group member but maybe its last (module docstring)."""
+        set member but maybe its last (module docstring)."""
         total = 0
         counted: dict[tuple[int, int], int] = {}
         prefix: list[Entry] = []
@@ -269,7 +271,7 @@ class SemState:
                 break
             counted[entry.place] = entry.count
             prefix.append(entry)
-            if entry.group and not entry.granted:
+            if entry.set_size and not entry.granted:
                 break  # it waits for its other queues: nothing behind it goes first
         return prefix
 

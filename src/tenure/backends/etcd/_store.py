@@ -28,8 +28,8 @@ off and loses the session. It never revokes a lease it no longer owns.
 The store composes the session's parts, each an object with one job over the
 narrow :class:`~tenure.backends.etcd._types.SessionParts`: the record, the Txn
 sender, the :class:`~tenure.backends.etcd._acquire.Acquirer` (and its waiter),
-the lock_all's :class:`~tenure.backends.etcd._group.GroupAcquirer` (and its
-:class:`~tenure.backends.etcd._group_wait.GroupWaiter`), the
+the lock_all's :class:`~tenure.backends.etcd._set.SetAcquirer` (and its
+:class:`~tenure.backends.etcd._set_wait.SetWaiter`), the
 :class:`~tenure.backends.etcd._holds.Holds`, the
 :class:`~tenure.backends.etcd._admin.Admin` and the
 :class:`~tenure.backends.etcd._claims.Claims`.
@@ -53,13 +53,13 @@ from tenure.backends.etcd._admin import Admin
 from tenure.backends.etcd._claims import Claims
 from tenure.backends.etcd._conn import Connection
 from tenure.backends.etcd._feed import Feeds
-from tenure.backends.etcd._group import GroupAcquirer, check_members
-from tenure.backends.etcd._group_wait import Group, GroupWaiter
 from tenure.backends.etcd._hints import Hints
 from tenure.backends.etcd._holds import Holds
 from tenure.backends.etcd._keys import Layout, name_part
 from tenure.backends.etcd._node import NodeView
 from tenure.backends.etcd._record import Record
+from tenure.backends.etcd._set import SetAcquirer, check_members
+from tenure.backends.etcd._set_wait import AllOrNoneSet, SetWaiter
 from tenure.backends.etcd._streams import KeepAlive, WatchHub
 from tenure.backends.etcd._txns import TxnSender
 from tenure.backends.etcd._types import Armed
@@ -139,8 +139,8 @@ class EtcdStore:
         self.sender = TxnSender(self.conn, self.layout, record, view)
         self.holding = Holds(self)
         self.acquirer = Acquirer(self)
-        self.grouping = GroupWaiter(self)
-        self.grouper = GroupAcquirer(self, self.grouping)
+        self.set_waiter = SetWaiter(self)
+        self.set_acquirer = SetAcquirer(self, self.set_waiter)
         self.armed: set[Armed] = set()
         self.admin = Admin(self, self.armed)
         self.claims = Claims(self)
@@ -215,15 +215,15 @@ class EtcdStore:
         return await self.acquirer.enqueue(pending)
 
     async def await_grant(self, pending: Pending) -> Grant | None:
-        """See :meth:`Acquirer.await_grant` (of a lock_all: :meth:`GroupWaiter.await_grant`)."""
-        if isinstance(pending.state, Group):
-            return await self.grouping.await_grant(pending)
+        """See :meth:`Acquirer.await_grant` (of a lock_all: :meth:`SetWaiter.await_grant`)."""
+        if isinstance(pending.state, AllOrNoneSet):
+            return await self.set_waiter.await_grant(pending)
         return await self.acquirer.await_grant(pending)
 
     async def withdraw(self, pending: Pending) -> Grant | Withdrawal:
-        """See :meth:`Acquirer.withdraw` (a lock_all's member: :meth:`GroupWaiter.withdraw`)."""
-        if isinstance(pending.state, Group):
-            return await self.grouping.withdraw(pending)
+        """See :meth:`Acquirer.withdraw` (a lock_all's member: :meth:`SetWaiter.withdraw`)."""
+        if isinstance(pending.state, AllOrNoneSet):
+            return await self.set_waiter.withdraw(pending)
         return await self.acquirer.withdraw(pending)
 
     async def release(self, name: str, hold: int) -> bool:
@@ -265,13 +265,13 @@ class EtcdStore:
         return await self.claims.claim(name, claim_id, at_least, at_most, data)
 
     async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
-        """See :meth:`GroupAcquirer.enqueue_all`; one name is a plain acquire (as on the
+        """See :meth:`SetAcquirer.enqueue_all`; one name is a plain acquire (as on the
         engine, whose set of one is an ordinary request)."""
         check_members(pendings)
         if len(pendings) == 1:
             enqueued = await self.acquirer.enqueue(pendings[0])
             return [enqueued] if isinstance(enqueued, Grant) else enqueued
-        return await self.grouper.enqueue_all(pendings)
+        return await self.set_acquirer.enqueue_all(pendings)
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """See :meth:`Admin.delete_semaphore`."""

@@ -34,7 +34,7 @@ poolers). Options: :mod:`tenure.backends.postgres._url`.
   its holder's client hears ``lease_lost``.
 * **ALL_OR_NONE**: ``acquire_all`` waits in every queue with one arrival and is
   granted all at once, in one transaction, by whichever transaction makes it fit
-  (:mod:`._sql_groups`, :mod:`._sql_queues`: the order of row locks that keeps
+  (:mod:`._sql_sets`, :mod:`._sql_queues`: the order of row locks that keeps
   overlapping requests from deadlocking in PostgreSQL too).
 """
 

@@ -20,7 +20,7 @@
    ``clock_timestamp()`` says it is due, and otherwise answers the time left.
 4. **Withdrawing** (the session's rule decides when): ``withdraw`` removes the
    request unless it was granted, and answers the grant if it was.
-5. **All or none** (``acquire_all``, :mod:`._sql_groups`): one call for every name
+5. **All or none** (``acquire_all``, :mod:`._sql_sets`): one call for every name
    (each a pending of its own, with its hold and request id), under the turns of
    all of them; queued, its members share one wait (one notification wakes it, one
    deadline ends it) until the first member's ends: the others were granted or
@@ -111,15 +111,15 @@ class _Waiting:
             stop()
 
 
-class _Group:
-    """The members of one queued all-or-none request: the wait they share, taken by
+class _Set:
+    """The members of one queued all-or-none set: the wait they share, taken by
     the first member awaited, and what later members need to ask for themselves."""
 
     def __init__(self, waiting: _Waiting, members: int) -> None:
         self.waiting: _Waiting | None = waiting
         self.left = waiting.left
         self.deleted = waiting.deleted  # (the same set: filled while the first waits)
-        self.unclaimed = members  # members whose grants are not read yet
+        self.unread = members  # members whose grants are not read yet
 
 
 class Acquirer:
@@ -191,9 +191,9 @@ class Acquirer:
             if "ended" in answer:  # sent again: it was applied, and ended since
                 raise _ended(first, answer)
             waiting.left = answer.get("queued")
-            group = _Group(waiting, len(pendings))
+            lock_set = _Set(waiting, len(pendings))
             for pending in pendings:
-                pending.state = group
+                pending.state = lock_set
             queued = True  # the first member's wait stops it
             return QUEUED
         finally:
@@ -203,26 +203,26 @@ class Acquirer:
     async def await_grant(self, pending: Pending) -> Grant:
         """Wait for a notification (or the deadline, or a re-check), then ask."""
         state = pending.state
-        group = state if isinstance(state, _Group) else None
-        if group is None:
+        lock_set = state if isinstance(state, _Set) else None
+        if lock_set is None:
             waiting = state
-        elif group.waiting is not None:
-            waiting, group.waiting = group.waiting, None
+        elif lock_set.waiting is not None:
+            waiting, lock_set.waiting = lock_set.waiting, None
         else:
             # The first member's wait ended, and with it this one's (granted or ended
             # in the same transaction): ask at once, and wait on only if that says so.
             waiting = _Waiting(self._host, [pending.name])
-            waiting.left, waiting.deleted = group.left, group.deleted
+            waiting.left, waiting.deleted = lock_set.left, lock_set.deleted
             waiting.wake.set()
         assert isinstance(waiting, _Waiting)
         try:
             grant = await self._wait(pending, waiting)
         finally:
             waiting.stop()
-        if group is not None:
-            group.unclaimed -= 1
-            if not group.unclaimed:  # every grant read: the caller takes them all now
-                self._check_deleted(group.deleted)
+        if lock_set is not None:
+            lock_set.unread -= 1
+            if not lock_set.unread:  # every grant read: the caller takes them all now
+                self._check_deleted(lock_set.deleted)
         return grant
 
     async def _wait(self, pending: Pending, waiting: _Waiting) -> Grant:
@@ -252,7 +252,7 @@ class Acquirer:
             raise _ended(pending, answer)
 
     def _granted(self, pending: Pending, answer: Any, waiting: _Waiting) -> Grant:
-        if not isinstance(pending.state, _Group):  # (a member's: once all are read)
+        if not isinstance(pending.state, _Set):  # (a member's: once all are read)
             self._check_deleted(waiting.deleted)
         return _grant_of(answer, pending.hold)
 

@@ -34,9 +34,10 @@ Layout (in the schema ``?schema=`` names, default ``tenure``):
   and ``granted_at`` (version 2; NULL for a grant made before).
 * ``waiters``: a queued request: ``arrival`` (service order), ``deadline`` (the
   acquire timeout, by the database's clock), request id, ``queued_at`` (version 2),
-  and for a member of an all-or-none request (``acquire_all``, version 4) ``grp``,
-  the arrival its members share, and ``grp_place``, its place among the request's
-  names (NULL both for a request of one semaphore; :mod:`._sql_queues`).
+  and for a member of an all-or-none set (``acquire_all``, version 4) ``grp``,
+  the arrival its members share, and ``grp_place``, its place among the set's
+  names (NULL both for a request of one semaphore; :mod:`._sql_queues`). Both
+  columns keep the sets' old name ("group"): they are the tables' in use.
 * ``outcomes``: how a waiter ended without its client (timed out by another
   client's reap, or its semaphore deleted), until its client reads it.
 * ``claims`` (version 5): a live claim per semaphore name (its record is the
@@ -172,9 +173,10 @@ CREATE TABLE IF NOT EXISTS @S.watches (
 CREATE INDEX IF NOT EXISTS watches_sid ON @S.watches (sid);
 -- Version 3: fencing tokens from a sequence (no row that every grant updates).
 CREATE SEQUENCE IF NOT EXISTS @S.tokens;
--- Version 4: the members of an all-or-none request share an arrival (grp) and are
+-- Version 4: the members of an all-or-none set share an arrival (grp) and are
 -- granted in the order of its names (grp_place). The partial indexes hold their rows
--- only: the queues an all-or-none request waits in, and a request's members.
+-- only: the queues an all-or-none set waits in, and a set's members. (The columns and
+-- indexes keep the sets' old name, "group": they are those of the schemas in use.)
 ALTER TABLE @S.waiters ADD COLUMN IF NOT EXISTS grp bigint;
 ALTER TABLE @S.waiters ADD COLUMN IF NOT EXISTS grp_place smallint;
 CREATE INDEX IF NOT EXISTS waiters_grouped ON @S.waiters (node, name) WHERE grp IS NOT NULL;

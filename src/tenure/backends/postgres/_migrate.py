@@ -18,12 +18,12 @@ from psycopg import sql
 
 from tenure.backends.postgres._ddl import HELPERS, SCHEMA_VERSION, TABLES
 from tenure.backends.postgres._sql_claims import CLAIM_FUNCTIONS, CLAIM_TABLES
-from tenure.backends.postgres._sql_groups import GROUP_FUNCTIONS
 from tenure.backends.postgres._sql_limiters import LIMITER_FUNCTIONS
 from tenure.backends.postgres._sql_listing import LISTING_FUNCTIONS
 from tenure.backends.postgres._sql_queues import QUEUE_FUNCTIONS
 from tenure.backends.postgres._sql_semaphores import SEMAPHORE_FUNCTIONS
 from tenure.backends.postgres._sql_sessions import SESSION_FUNCTIONS
+from tenure.backends.postgres._sql_sets import SET_FUNCTIONS
 from tenure.backends.postgres._sql_watches import WATCH_FUNCTIONS
 from tenure.errors import UnavailableError, UnsupportedError
 
@@ -42,7 +42,7 @@ def ddl(schema: str) -> str:
         + SESSION_FUNCTIONS
         + WATCH_FUNCTIONS
         + SEMAPHORE_FUNCTIONS
-        + GROUP_FUNCTIONS
+        + SET_FUNCTIONS
         + LIMITER_FUNCTIONS
         + LISTING_FUNCTIONS
         + CLAIM_FUNCTIONS

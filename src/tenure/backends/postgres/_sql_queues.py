@@ -1,13 +1,17 @@
 """PL/pgSQL that serves queues: ``settle``, all-or-none requests, and the order of locks.
 
-**All-or-none requests** (``acquire_all``, :mod:`._sql_groups`) wait in several
+**All-or-none sets** (``acquire_all``, :mod:`._sql_sets`) wait in several
 queues at once: a waiter row per member, sharing one arrival (``grp``) and placed
 in the order of the request's names (``grp_place``). ``settle`` restates
 :meth:`tenure._core.state.EngineState.settle`: a head that is a member is granted
 only if every member heads its queue and fits there, and then all at once (in the
 order of the names), the other members' queues served after; a member that cannot
 go holds its queue back as any head does. ``withdraw_group`` restates
-``withdraw_group``: a member that leaves its queue takes the others with it.
+:meth:`~tenure._core.state.EngineState.withdraw_set`: a member that leaves its
+queue takes the others with it. The column names ``grp`` and ``grp_place``, the
+functions ``group_ready`` and ``withdraw_group`` and the indexes ``waiters_grouped``
+and ``waiters_group`` keep the sets' old name: they are the database's, made by the
+schemas in use (a migration replaces functions, never drops one).
 Whatever grants or withdraws a request holds the rows of every member's semaphore
 before it commits, so under one of them a request's members stay as they are.
 
@@ -58,17 +62,17 @@ END $$;
 CREATE OR REPLACE FUNCTION @S.lock_semaphore(p_node text, p_name text)
 RETURNS boolean LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
 DECLARE
-    grouped boolean := EXISTS (SELECT 1 FROM waiters WHERE node = p_node AND name = p_name
+    in_sets boolean := EXISTS (SELECT 1 FROM waiters WHERE node = p_node AND name = p_name
                                                        AND grp IS NOT NULL);
 BEGIN
-    IF grouped THEN
+    IF in_sets THEN
         PERFORM lock_semaphores(p_node, ARRAY[p_name]);
     END IF;
     PERFORM 1 FROM semaphores WHERE node = p_node AND name = p_name FOR UPDATE;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
-    IF NOT grouped AND EXISTS (SELECT 1 FROM waiters WHERE node = p_node AND name = p_name
+    IF NOT in_sets AND EXISTS (SELECT 1 FROM waiters WHERE node = p_node AND name = p_name
                                AND grp IS NOT NULL) THEN
         -- One joined while this waited: holding this row only, it may wait for the
         -- rows named after it (those before, lock_also tries if it comes to them).
@@ -109,8 +113,8 @@ BEGIN
     PERFORM pg_notify(channel(w.node), 'g' || w.sid);
 END $$;
 
--- Whether all-or-none request p_grp of session p_sid can be granted now: each member
--- heads its queue (nothing arrived before it there) and fits (EngineState._ready_group).
+-- Whether all-or-none set p_grp of session p_sid can be granted now: each member
+-- heads its queue (nothing arrived before it there) and fits (EngineState._ready_set).
 -- Its member in p_name's queue is the caller's, found so; the others' rows are locked
 -- here (lock_also).
 CREATE OR REPLACE FUNCTION @S.group_ready(p_node text, p_sid bigint, p_grp bigint,
@@ -214,9 +218,9 @@ BEGIN
     END LOOP;
 END $$;
 
--- A member of all-or-none request p_grp (NULL: a request of one semaphore, nothing to
+-- A member of all-or-none set p_grp (NULL: a request of one semaphore, nothing to
 -- do) of session p_sid left its queue, removed by the caller, who holds its semaphore:
--- the others leave theirs too (EngineState.withdraw_group), all before any queue is
+-- the others leave theirs too (EngineState.withdraw_set), all before any queue is
 -- served, so none of them is granted. Each ends with outcome p_code for its client to
 -- read (NULL: none, the client withdrew it itself), and their queues are served in
 -- the order of the request's names.

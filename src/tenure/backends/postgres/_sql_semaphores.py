@@ -381,7 +381,7 @@ BEGIN
     -- Every such set leaves whole before any queue is served: settle knows a set by
     -- its waiter rows alone, so one whose member here is gone would look complete and
     -- be granted its other names. Then its queues are served, set by set in arrival
-    -- order, as the engine's (EngineState.withdraw_group).
+    -- order, as the engine's (EngineState.withdraw_set).
     gone := ARRAY(SELECT x FROM waiters x WHERE node = p_node AND name = p_name
                   ORDER BY arrival);
     DELETE FROM waiters WHERE node = p_node AND name = p_name;

@@ -1,4 +1,4 @@
-"""How values travel between Python and the functions: counts, TTLs, descriptions.
+"""How values travel between Python and the functions: counts, TTLs, descriptions, pushes.
 
 Counts go up to 2**64-1, past a Lua number's 53 exact bits, so they travel as 16
 hex digits (the functions add and compare them in 32-bit halves). TTLs come back
@@ -10,6 +10,15 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from tenure._core import (
+    AcquireFailed,
+    Granted,
+    LeaseLost,
+    QueuedAcquire,
+    SessionEnded,
+    SessionState,
+)
+from tenure._core import HeldGrant as HeldPage
 from tenure._core.values import (
     MAX_COUNT,
     BrokenDeadlock,
@@ -22,6 +31,8 @@ from tenure._core.values import (
     SessionSummary,
     WaiterInfo,
 )
+from tenure.backends._base import Grant, HeldGrant
+from tenure.errors import ErrorCode
 
 __all__ = [
     "CONFIG_FIELDS",
@@ -30,11 +41,15 @@ __all__ = [
     "decode_config",
     "decode_count",
     "decode_description",
+    "decode_effect",
+    "decode_holds",
     "decode_node",
     "decode_semaphore_page",
     "decode_session_page",
+    "decode_session_state",
     "decode_ttl",
     "encode_count",
+    "encode_timeout",
 ]
 
 #: NodeConfig fields in the order the functions keep them (CONFIG_FIELDS in lua/30_nodes.lua).
@@ -69,6 +84,38 @@ def decode_ttl(raw: Any) -> float | None:
     """A lease TTL the functions answered (-1: none)."""
     value = float(raw)
     return None if value < 0 else value
+
+
+#: What a session's push says happened to it, as the engine's effect.
+SessionEffect = Granted | AcquireFailed | LeaseLost | SessionEnded
+
+
+def decode_effect(session_id: int, push: dict[str, bytes]) -> SessionEffect | None:
+    """The engine's effect a push to session ``session_id`` carries (lua/00_core.lua,
+    ``push``: ``G`` granted, ``F`` an acquire failed, ``L`` a grant lost, ``E`` the
+    session ended); None for a push of another kind."""
+    kind = push["k"]
+    if kind == b"G":
+        return Granted(
+            session_id,
+            int(push["req"]),
+            "",
+            int(push["tok"]),
+            decode_count(push["cnt"]),
+            decode_ttl(push["ttl"]),
+            int(push["hold"]),
+        )
+    if kind == b"F":
+        code, message = ErrorCode(int(push["code"])), push["msg"].decode()
+        return AcquireFailed(session_id, int(push["req"]), "", code, message)
+    if kind == b"L":
+        name, hold, token = push["name"].decode(), int(push["hold"]), int(push["tok"])
+        code, message = ErrorCode(int(push["code"])), push["msg"].decode()
+        return LeaseLost(session_id, name, token, code, message, hold)
+    if kind == b"E":
+        code, message = ErrorCode(int(push["code"])), push["msg"].decode()
+        return SessionEnded(session_id, code, message)
+    return None
 
 
 def decode_node(name: str, raw: list[Any]) -> NodeDescription:
@@ -194,3 +241,29 @@ def decode_session_page(raw: Any) -> list[SessionSummary]:
         )
         for sid, description, host, pid, name, window, created, expires_in, holds, waits in raw
     ]
+
+
+def encode_timeout(timeout: float | None) -> str:
+    """A timeout as the acquire functions take it ("": forever)."""
+    return "" if timeout is None else repr(float(timeout)) if timeout else "0"
+
+
+def decode_holds(raw: Any) -> list[HeldGrant]:
+    """A session's holds as ``describe_session`` and ``resume_session`` answer them:
+    name, hold, token, count, TTL, data each."""
+    return [
+        HeldGrant(n.decode(), Grant(int(t), decode_count(c), decode_ttl(ttl), int(h)), bytes(data))
+        for n, h, t, c, ttl, data in raw
+    ]
+
+
+def decode_session_state(session_id: int, holds_raw: Any, waits_raw: Any) -> SessionState:
+    """What ``describe_session`` answered, as the engine's one page of a session."""
+    holds = tuple(
+        HeldPage(n.decode(), int(t), decode_count(c), decode_ttl(ttl), int(h))
+        for n, h, t, c, ttl, _ in holds_raw
+    )
+    waits = tuple(
+        QueuedAcquire(n.decode(), int(r), decode_count(c), int(h)) for n, h, r, c in waits_raw
+    )
+    return SessionState(session_id, holds, waits)

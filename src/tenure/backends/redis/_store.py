@@ -19,9 +19,11 @@ Redis answered.
 **Fence.** Every call carries the session's secret and epoch; a call of a stale
 client (one whose session another process took over) is refused.
 
-**Calls** go out with a request key, and the functions keep their answers for a
-while: a call sent again after its connection failed is answered as the first
-try was, never applied twice (:meth:`Connection.retrying`).
+**Calls** are sent again while the connection fails (:meth:`Connection.retrying`).
+One that must not be applied twice carries a request key, whose answer the
+functions keep for a while (a retry is answered as the first try was), or an id
+that makes a second try find the first one's work (an acquire's or a withdrawal's
+request id, a claim's id).
 """
 
 from __future__ import annotations
@@ -31,46 +33,43 @@ import contextlib
 import itertools
 import logging
 from contextlib import AbstractAsyncContextManager
-from functools import partial
 from typing import Any, Final, Protocol, TypeVar, cast
 
 from tenure._core import (
     Acquire,
-    AcquireFailed,
     AcquireResult,
     AcquireStatus,
     CancelAcquire,
     Command,
     DescribeSession,
     Granted,
-    LeaseLost,
-    QueuedAcquire,
     RateReservation,
     Release,
-    SessionEnded,
     SessionState,
 )
-from tenure._core import HeldGrant as HeldPage
-from tenure._core.claims import ClaimRecord, parse_claim
+from tenure._core.claims import ClaimRecord
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant, PrefixWatchStream
 from tenure.backends._engine import CommandStore
 from tenure.backends._ledger import Pending
 from tenure.backends._prefix import PrefixFeed
 from tenure.backends._store import QUEUED, Enqueued, Queued, Withdrawal
-from tenure.backends.redis._codec import decode_count as _count
-from tenure.backends.redis._codec import decode_description, encode_count
+from tenure.backends.redis._admin import RedisAdmin
+from tenure.backends.redis._codec import (
+    decode_effect,
+    decode_holds,
+    decode_session_state,
+    encode_count,
+    encode_timeout,
+)
 from tenure.backends.redis._codec import decode_ttl as _ttl
 from tenure.backends.redis._conn import Connection, Reply
 from tenure.backends.redis._inbox import NodeInbox
-from tenure.backends.redis._watch import RedisWatch, watch_prefix
+from tenure.backends.redis._release import KeyedReleases
+from tenure.backends.redis._watch import RedisWatch
 from tenure.errors import (
-    ErrorCode,
-    LeaseLostError,
     LostError,
-    NotFoundError,
     TenureError,
-    UnavailableError,
 )
 
 R = TypeVar("R")
@@ -147,8 +146,10 @@ class RedisStore(CommandStore):
         # epoch) never reuses one (a retry is recognised by its id).
         self._requests = itertools.count((epoch << 32) + 1)
         self._confirmed = confirmed_at
-        #: The request key of each release sent and not answered yet, by (name, hold).
-        self._release_keys: dict[tuple[str, int], str] = {}
+        #: Its releases, each with a request key kept until it is answered.
+        self.releases = KeyedReleases(self)
+        #: Its semaphore calls.
+        self.admin = RedisAdmin(self)
 
     # -- liveness --------------------------------------------------------------------
 
@@ -191,10 +192,15 @@ class RedisStore(CommandStore):
         except LostError as error:
             self.owner.lose(error)
             raise
+        self.heard(reply)
+        return reply.result
+
+    def heard(self, reply: Reply) -> None:
+        """A call of this session was answered: the inbox hears of its node's next
+        deadline and of this session's liveness, and takes the pushes it carried."""
         self.inbox.heard(reply, self)
         if reply.pushes:
             self.inbox.take_inline(reply.pushes)
-        return reply.result
 
     async def call(self, command: Command[R]) -> R:
         """The function call that does ``command`` (those the session sends)."""
@@ -207,7 +213,7 @@ class RedisStore(CommandStore):
                 command.request_id,
                 encode_count(command.count),
                 command.data,
-                _timeout(command.timeout),
+                encode_timeout(command.timeout),
                 "1" if command.ephemeral else "0",
                 command.task,
                 self.conn.options.deadlock_search_limit,
@@ -220,19 +226,7 @@ class RedisStore(CommandStore):
                 self.has_leases = True
             return cast(R, AcquireResult(status, int(result[1]), command.count, ttl))
         if isinstance(command, Release):
-            place = (command.name, command.hold)
-            key = self._release_keys.get(place)
-            if key is None:  # kept while unanswered: a retry of the release is known by it
-                key = self._release_keys[place] = self.backend.request_key()
-            try:
-                released = await self.invoke("release", key, command.name, command.hold)
-            except UnavailableError:
-                raise  # sent again, with the same key
-            except BaseException:
-                self._release_keys.pop(place, None)
-                raise
-            self._release_keys.pop(place, None)
-            return cast(R, bool(released))
+            return cast(R, await self.releases.send(command.name, command.hold))
         if isinstance(command, CancelAcquire):
             args = (command.name, command.hold, command.request_id, "1")
             return cast(R, await self.invoke("withdraw", "", *args) == b"Q")
@@ -241,47 +235,8 @@ class RedisStore(CommandStore):
         raise TypeError(f"redis:// sends no {type(command).__name__}")
 
     def release_now(self, name: str, hold: int) -> asyncio.Future[bool] | None:
-        """The release sent now, in the caller's turn of the loop
-        (:class:`~tenure.backends._store.EagerRelease`): every call of this client goes
-        over one pipelined connection, so it reaches Redis before anything asked after
-        it. None if it cannot be sent now; the session then sends it from a task, with
-        the same request key if this one went out unanswered."""
-        if self.owner.ended is not None:
-            return None
-        key = self.backend.request_key()
-        args = (self.sid_text, self.fence, key, name, hold)
-        reply = self.conn.call_now("release", self.base, *args)
-        if reply is None:
-            return None
-        place = (name, hold)
-        self._release_keys[place] = key
-        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        reply.add_done_callback(partial(self._released, place, answer))
-        return answer
-
-    def _released(
-        self, place: tuple[str, int], answer: asyncio.Future[bool], reply: asyncio.Future[Reply]
-    ) -> None:
-        """The answer to :meth:`release_now`'s release, as :meth:`invoke` takes one."""
-        if reply.cancelled():
-            answer.cancel()
-            return
-        error = reply.exception()
-        if error is None:
-            self._release_keys.pop(place, None)
-            result = reply.result()
-            self.inbox.heard(result, self)
-            if result.pushes:
-                self.inbox.take_inline(result.pushes)
-            if not answer.done():
-                answer.set_result(bool(result.result))
-            return
-        if not isinstance(error, UnavailableError):
-            self._release_keys.pop(place, None)
-        if isinstance(error, LostError):
-            self.owner.lose(error)
-        if not answer.done():
-            answer.set_exception(error)
+        """See :meth:`KeyedReleases.send_now` (:class:`~tenure.backends._store.EagerRelease`)."""
+        return self.releases.send_now(name, hold)
 
     async def enqueue(self, pending: Pending) -> Enqueued:
         """The acquire, joining the semaphore's queue in this client's order."""
@@ -302,79 +257,55 @@ class RedisStore(CommandStore):
     # -- pushes ----------------------------------------------------------------------
 
     def hear(self, push: dict[str, bytes]) -> None:
-        """One push from the inbox for this session: an engine effect in Redis's encoding."""
-        kind, sid = push["k"], self.session_id
-        if kind == b"G":
-            grant = Granted(
-                sid,
-                int(push["req"]),
-                "",
-                int(push["tok"]),
-                _count(push["cnt"]),
-                _ttl(push["ttl"]),
-                int(push["hold"]),
-            )
-            if grant.lease_ttl is not None:
-                self.has_leases = True
-            self.deliver(grant)
-        elif kind == b"F":
-            code, message = ErrorCode(int(push["code"])), push["msg"].decode()
-            self.deliver(AcquireFailed(sid, int(push["req"]), "", code, message))
-        elif kind == b"L":
-            name, hold, token = push["name"].decode(), int(push["hold"]), int(push["tok"])
-            code, message = ErrorCode(int(push["code"])), push["msg"].decode()
-            self.deliver(LeaseLost(sid, name, token, code, message, hold))
-        elif kind == b"E":
-            code, message = ErrorCode(int(push["code"])), push["msg"].decode()
-            self.deliver(SessionEnded(sid, code, message))
-        elif kind == b"W":
+        """One push from the inbox for this session: an engine effect in Redis's encoding
+        (:func:`~tenure.backends.redis._codec.decode_effect`), a watch's news, or a
+        deadline of the node this session waits for (kill_session)."""
+        kind = push["k"]
+        if kind == b"W":
             for watch in list(self.watches.get(push["name"].decode(), ())):
                 watch.poke()
         elif kind == b"P":
             feed = self.prefix_watches.get(int(push["w"]))
             if feed is not None:
                 feed.put(push["name"].decode())
-        elif kind == b"T":  # a deadline of the node this session waits for (kill_session)
+        elif kind == b"T":
             self.inbox.due_at(float(push["at"]), self)
+        else:
+            effect = decode_effect(self.session_id, push)
+            if effect is None:
+                return
+            if isinstance(effect, Granted) and effect.lease_ttl is not None:
+                self.has_leases = True
+            self.deliver(effect)
 
-    # -- semaphores -------------------------------------------------------------------
+    # -- semaphores (the admin's), all-or-none sets -------------------------------------
 
     async def create_semaphore(self, name: str, limit: int, data: bytes) -> None:
-        """One function (its request key makes a retry safe)."""
-        key = self.backend.request_key()
-        await self.invoke("create_semaphore", key, name, encode_count(limit), data)
+        """See :meth:`RedisAdmin.create_semaphore`."""
+        await self.admin.create_semaphore(name, limit, data)
 
     async def update_semaphore(self, name: str, data: bytes) -> None:
-        """One function."""
-        await self.invoke("update_semaphore", "", name, data)
+        """See :meth:`RedisAdmin.update_semaphore`."""
+        await self.admin.update_semaphore(name, data)
 
     async def swap_semaphore_data(self, name: str, expected: bytes, data: bytes) -> bool:
-        """One function (its request key makes a retry safe)."""
-        key = self.backend.request_key()
-        return bool(await self.invoke("swap_semaphore_data", key, name, expected, data))
+        """See :meth:`RedisAdmin.swap_semaphore_data`."""
+        return await self.admin.swap_semaphore_data(name, expected, data)
 
     async def reserve_units(
         self, name: str, count: float, max_wait: float | None
     ) -> RateReservation:
-        """One function, on Redis's clock (its request key makes a retry safe)."""
-        key = self.backend.request_key()
-        wait = "" if max_wait is None else repr(float(max_wait))
-        text = await self.invoke("reserve_units", key, name, repr(float(count)), wait)
-        granted, waited, at = (text.decode() if isinstance(text, bytes) else str(text)).split()
-        return RateReservation(granted == "1", float(waited), float(at))
+        """See :meth:`RedisAdmin.reserve_units`."""
+        return await self.admin.reserve_units(name, count, max_wait)
 
     async def claim(
         self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
     ) -> ClaimRecord:
-        """One function, on Redis's clock (lua/70_claims.lua); a retry carries the same
-        claim id, and is answered with the claim the first try made."""
-        text = await self.invoke(
-            "claim", "", name, claim_id, repr(float(at_least)), repr(float(at_most)), data
-        )
-        return parse_claim(name, bytes(text))
+        """See :meth:`RedisAdmin.claim`."""
+        return await self.admin.claim(name, claim_id, at_least, at_most, data)
 
     async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
-        """One function for every name (lua/55_groups.lua), joining each name's queue in
+        """One function for every name (lua/55_sets.lua), joining each name's queue in
         this client's order: the names' turns taken in name order (two of this client's
         requests for overlapping names then never wait for each other's turns)."""
         first = pendings[0]
@@ -387,7 +318,7 @@ class RedisStore(CommandStore):
                 self.backend.request_key(),  # (a retry is answered as the first try)
                 encode_count(first.count),
                 first.data,
-                _timeout(first.timeout),
+                encode_timeout(first.timeout),
                 "1" if first.ephemeral else "0",
                 len(pendings),
                 *members,
@@ -408,61 +339,33 @@ class RedisStore(CommandStore):
         ]
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
-        """One function; this client's own sessions hear of it at once (their pushes come
-        later, and count once)."""
-        key = self.backend.request_key()
-        message, failed, lost = await self.invoke(
-            "delete_semaphore", key, name, "1" if force else "0"
-        )
-        text = message.decode()
-        for sid, _hold, request_id in failed:
-            waiting = self.backend.sessions.get((self.base, int(sid)))
-            if waiting is not None:
-                waiting.owner.ledger.failed(int(request_id), NotFoundError(text))
-        for sid, hold, token in lost:
-            holder = self.backend.sessions.get((self.base, int(sid)))
-            if holder is not None:
-                holder.owner.grant_lost(name, int(hold), int(token), LeaseLostError(text))
+        """See :meth:`RedisAdmin.delete_semaphore`."""
+        await self.admin.delete_semaphore(name, force)
 
     async def describe_semaphore(
         self, name: str, *, owners: bool, waiters: bool
     ) -> SemaphoreDescription:
-        """One function; NotFoundError for a missing semaphore."""
-        raw = await self.invoke(
-            "describe_semaphore", "", name, "1" if owners else "0", "1" if waiters else "0"
-        )
-        description = decode_description(name, raw)
-        if not description.exists:
-            raise NotFoundError(f"semaphore {name!r} does not exist")
-        return description
+        """See :meth:`RedisAdmin.describe_semaphore`."""
+        return await self.admin.describe_semaphore(name, owners=owners, waiters=waiters)
 
     async def watch_semaphore(
         self, name: str, *, data: bool, owners: bool, waiters: bool
     ) -> RedisWatch:
-        """A watch read back after each push (:mod:`._watch`)."""
-        watch = RedisWatch(self, name, data=data, owners=owners, waiters=waiters)
-        await watch.start()
-        return watch
+        """See :meth:`RedisAdmin.watch_semaphore`."""
+        return await self.admin.watch_semaphore(name, data=data, owners=owners, waiters=waiters)
 
     async def watch_prefix(
         self, prefix: str, *, data: bool, owners: bool, waiters: bool
     ) -> PrefixWatchStream:
-        """A prefix watch registered in the node, read back after each push (:mod:`._watch`)."""
-        return await watch_prefix(self, prefix)
+        """See :meth:`RedisAdmin.watch_prefix`."""
+        return await self.admin.watch_prefix(prefix, data=data, owners=owners, waiters=waiters)
 
     # -- reading the state back --------------------------------------------------------
 
     async def _describe_session(self) -> SessionState:
         """What Redis keeps for this session, as the engine's one page of it."""
         holds_raw, waits_raw = await self.invoke("describe_session", "")
-        holds = tuple(
-            HeldPage(n.decode(), int(t), _count(c), _ttl(ttl), int(h))
-            for n, h, t, c, ttl, _ in holds_raw
-        )
-        waits = tuple(
-            QueuedAcquire(n.decode(), int(r), _count(c), int(h)) for n, h, r, c in waits_raw
-        )
-        return SessionState(self.session_id, holds, waits)
+        return decode_session_state(self.session_id, holds_raw, waits_raw)
 
     def missed_pushes(self) -> None:
         """Pushes were missed (an inbox gap): every watch reads again, and the session
@@ -478,11 +381,11 @@ class RedisStore(CommandStore):
     async def holds(self) -> list[HeldGrant]:
         """The session's holds as Redis keeps them now, in (name, hold) order."""
         holds_raw, _ = await self.invoke("describe_session", "")
-        return sorted(_held(holds_raw), key=lambda held: (held.name, held.grant.hold))
+        return sorted(decode_holds(holds_raw), key=lambda held: (held.name, held.grant.hold))
 
     def taken_back(self, found: Any) -> list[HeldGrant]:
         """The holds a resume found (``resume_session`` in lua/40_session_ops.lua)."""
-        held = _held(found)
+        held = decode_holds(found)
         if any(h.grant.lease_ttl is not None for h in held):
             self.has_leases = True
         return held
@@ -508,15 +411,3 @@ class RedisStore(CommandStore):
             await self.conn.retrying(None, "close_session", self.base, self.sid_text, self.fence)
         except TenureError as error:
             log.info("session %d: close not confirmed: %s", self.session_id, error)
-
-
-def _timeout(timeout: float | None) -> str:
-    """A timeout as the acquire function takes it ("": forever)."""
-    return "" if timeout is None else repr(float(timeout)) if timeout else "0"
-
-
-def _held(raw: Any) -> list[HeldGrant]:
-    return [
-        HeldGrant(n.decode(), Grant(int(t), _count(c), _ttl(ttl), int(h)), bytes(data))
-        for n, h, t, c, ttl, data in raw
-    ]

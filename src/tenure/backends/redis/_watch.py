@@ -29,11 +29,23 @@ from tenure.backends._store import Owner
 from tenure.backends.redis._codec import decode_description
 from tenure.errors import TenureError
 
-__all__ = ["RedisWatch", "WatchHost", "watch_prefix"]
+__all__ = ["KeyMaker", "RedisWatch", "WatchHost", "watch_prefix"]
+
+
+class KeyMaker(Protocol):
+    """What makes the request keys of a session's calls (the client's shared part)."""
+
+    def request_key(self) -> str:
+        """A request key unique across clients (the answers kept for retries)."""
 
 
 class WatchHost(Protocol):
     """What a watch needs of its session's store."""
+
+    @property
+    def backend(self) -> KeyMaker:
+        """The client's shared part: each arming and disarming carries a request key,
+        so that a retry of one whose answer was lost counts once."""
 
     #: Armed watches by semaphore name (each is poked by the name's pushes).
     watches: dict[str, set[RedisWatch]]
@@ -69,7 +81,8 @@ class RedisWatch(ReadbackWatch):
         store = self._store
         store.watches.setdefault(self._name, set()).add(self)  # pushes may come at once
         try:
-            raw = await store.invoke("watch", "", self._name, 1, *self._flags())
+            key = store.backend.request_key()
+            raw = await store.invoke("watch", key, self._name, 1, *self._flags())
         except BaseException:
             self._forget()
             raise
@@ -96,7 +109,8 @@ class RedisWatch(ReadbackWatch):
         if self._armed and self._store.owner.ended is None:
             self._armed = False
             with contextlib.suppress(TenureError):
-                await self._store.invoke("watch", "", self._name, -1, "0", "0")
+                key = self._store.backend.request_key()
+                await self._store.invoke("watch", key, self._name, -1, "0", "0")
 
 
 async def watch_prefix(store: WatchHost, prefix: str) -> PrefixStream:

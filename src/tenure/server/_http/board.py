@@ -48,7 +48,8 @@ from typing import Final, TypeVar
 from prometheus_client.metrics_core import Metric
 
 from tenure._core import Engine
-from tenure._core.kinds import GroupKind, Kind, classify, kind_json
+from tenure._core.kind_render import kind_json
+from tenure._core.kinds import GroupKind, Kind, classify
 from tenure._core.semaphore import Owner, Semaphore, Waiter
 from tenure._core.session import Session
 from tenure._core.values import MAX_COUNT, ClientIdentity

@@ -58,7 +58,7 @@ SERVING: Final = web.AppKey("serving", Serving)
 #: ``--metrics-auth``: whether ``/metrics`` wants a token (set when the endpoint starts).
 METRICS_AUTH: Final = web.AppKey("metrics_auth", bool)
 
-#: Adds a group of routes to the application.
+#: Adds one module's routes to the application.
 RouteSet = Callable[[web.Application], None]
 
 #: How long a stopping endpoint waits for requests in progress, in seconds.

@@ -6,7 +6,7 @@ turn's records to the journal as batch N and :meth:`Outboxes.seal`-s everything
 queued so far to N; once N is durable, :meth:`Outboxes.release` writes it (group
 commit, see :mod:`tenure.server._durable_host`), so no client ever hears of a change
 the disk does not have, not even from an answer that only reads the state. Sealed
-groups leave in the order they were sealed, so on one connection a later answer never
+batches leave in the order they were sealed, so on one connection a later answer never
 overtakes an earlier one. Writing is the only place where bytes leave, and the place
 where connections that said their last word are closed and clients that do not read
 are dropped.

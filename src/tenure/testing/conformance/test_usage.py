@@ -18,8 +18,8 @@ async def test_openings_are_coroutines_for_create_task(client: tenure.Client, no
     task = asyncio.create_task(session.mutex("job").lock())
     lock = await within(task)
     assert isinstance(lock, tenure.Lock)
-    async with asyncio.TaskGroup() as group:
-        leased = group.create_task(session.semaphore("pool").acquire(ephemeral=True))
+    async with asyncio.TaskGroup() as tasks:
+        leased = tasks.create_task(session.semaphore("pool").acquire(ephemeral=True))
     assert leased.result().token > lock.token
     assert await owners(session, "job") == [session.id]
 

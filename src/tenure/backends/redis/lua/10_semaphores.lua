@@ -35,10 +35,11 @@ end
 
 local function decode_waiter(raw)
   if not raw then return nil end
-  -- {count hex, data, req, deadline, queued at (or nil), group (nil or false: none),
+  -- {count hex, data, req, deadline, queued at (or nil), set (its all-or-none set's
+  -- arrival, as text; nil or false: of no set),
   -- task (text; nil: '0', not known: written by a library before tasks were kept)}
   local w = cmsgpack.unpack(raw)
-  return {cnt = w[1], data = w[2], req = w[3], dl = w[4], at = w[5], grp = w[6] or nil,
+  return {cnt = w[1], data = w[2], req = w[3], dl = w[4], at = w[5], set = w[6] or nil,
     task = w[7] or '0'}
 end
 
@@ -187,22 +188,23 @@ local function delete_semaphore_keys(name)
   META[name] = false
 end
 
--- -- groups: all-or-none requests (made by acquire_all, lua/55_groups.lua) ------------
--- A group's members wait in their queues with one arrival number (their score in
--- each queue, and ``grp`` in each waiter record); 'grp' maps it to the members,
--- {name1, holder1, name2, holder2, ...}. A member is granted only with the others
--- (settle), and leaves its queue only with them (withdraw_group): the engine's rule
--- (tenure/_core/state.py, settle and withdraw_group).
+-- -- sets: all-or-none requests (made by acquire_all, lua/55_sets.lua) ----------------
+-- A set's members wait in their queues with one arrival number (their score in
+-- each queue, and ``set`` in each waiter record); the node's hash 'grp' maps it to
+-- the members, {name1, holder1, name2, holder2, ...} ('grp': the sets' old name, kept
+-- for the data stored under it). A member is granted only with the others
+-- (settle), and leaves its queue only with them (withdraw_set): the engine's rule
+-- (tenure/_core/state.py, settle and withdraw_set).
 
-local function group_members(grp)
-  local raw = redis.call('HGET', B .. 'grp', grp)
+local function set_members(set)
+  local raw = redis.call('HGET', B .. 'grp', set)
   if not raw then return nil end
   return cmsgpack.unpack(raw)
 end
 
--- The group's members, each {name, holder, waiter, hold}, if each heads its queue
+-- The set's members, each {name, holder, waiter, hold}, if each heads its queue
 -- and fits there (all may then be granted at once); else nil.
-local function ready_group(members)
+local function ready_set(members)
   local ready = {}
   for i = 1, #members, 2 do
     local name, holder = members[i], members[i + 1]
@@ -225,7 +227,7 @@ local function grant_waiter(name, holder, w, o)
 end
 
 -- Serve the queue from its head while the head fits (strict FIFO, no barging), then
--- drop an idle ephemeral semaphore. A head that is a group's member goes only if
+-- drop an idle ephemeral semaphore. A head that is a set's member goes only if
 -- every member heads its queue and fits: then all go at once, and their queues are
 -- served in turn; else it holds back its queue as any head does.
 local function settle(name)
@@ -242,11 +244,11 @@ local function settle(name)
     local holder = head[1]
     local w, o = records(name, holder)
     if not fits(name, o, w.cnt) then break end
-    local members = w.grp and group_members(w.grp)
+    local members = w.set and set_members(w.set)
     if members then
-      local ready = ready_group(members)
+      local ready = ready_set(members)
       if not ready then break end
-      redis.call('HDEL', B .. 'grp', w.grp)
+      redis.call('HDEL', B .. 'grp', w.set)
       for _, r in ipairs(ready) do
         grant_waiter(r[1], r[2], r[3], r[4])
         if r[1] ~= name then others[#others + 1] = r[1] end
@@ -263,20 +265,20 @@ local function settle(name)
   for _, other in ipairs(others) do settle(other) end
 end
 
--- ``w`` (a waiter record) has left its queue: if it was a group's member, the others
+-- ``w`` (a waiter record) has left its queue: if it was a set's member, the others
 -- leave theirs too, each told AcquireFailed(``code``, ``msg``), and their queues are
 -- served.
-local function withdraw_group(w, code, msg)
-  if not w or not w.grp then return end
-  local members = group_members(w.grp)
+local function withdraw_set(w, code, msg)
+  if not w or not w.set then return end
+  local members = set_members(w.set)
   if not members then return end
-  redis.call('HDEL', B .. 'grp', w.grp)
-  -- Every member leaves before any queue is served (as the engine's withdraw_group).
+  redis.call('HDEL', B .. 'grp', w.set)
+  -- Every member leaves before any queue is served (as the engine's withdraw_set).
   local left = {}
   for i = 1, #members, 2 do
     local name, holder = members[i], members[i + 1]
     local other = waiter(name, holder)
-    if other and other.grp == w.grp then
+    if other and other.set == w.set then
       remove_waiter(name, holder, other)
       local sid, hold = split_holder(holder)
       push(sid, {'k', 'F', 'name', name, 'hold', hold, 'req', other.req, 'code', code, 'msg', msg})

@@ -55,8 +55,8 @@ local function end_session(sid, code, msg, failed)
     local holder = sid .. ':' .. hold
     if kind == 'w' then
       local w = remove_waiter(name, holder)
-      -- (a group's every member is this session's: each leaves here)
-      if w and w.grp then redis.call('HDEL', B .. 'grp', w.grp) end
+      -- (a set's every member is this session's: each leaves here)
+      if w and w.set then redis.call('HDEL', B .. 'grp', w.set) end
       if not seen[name] or seen[name] == 'o' then waited[#waited + 1] = name end
       seen[name] = 'w'
     else
@@ -157,7 +157,7 @@ local function on_due(member)
       push(sid, {'k', 'F', 'name', name, 'hold', hold, 'req', w.req, 'code', 25,
         'msg', 'timed out waiting for ' .. quote(name)})
       touch(name)
-      withdraw_group(w, 25, 'timed out waiting for ' .. quote(name))
+      withdraw_set(w, 25, 'timed out waiting for ' .. quote(name))
       settle(name)
     end
   elseif kind == 'l' then

@@ -68,7 +68,7 @@ local function resume_session(keys, args)
   for _, name in ipairs(names) do
     for _, holder in ipairs(waits[name]) do
       local w = remove_waiter(name, holder)
-      if w and w.grp then redis.call('HDEL', B .. 'grp', w.grp) end
+      if w and w.set then redis.call('HDEL', B .. 'grp', w.set) end
     end
     touch(name)
     settle(name)

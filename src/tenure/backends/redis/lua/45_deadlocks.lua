@@ -64,12 +64,12 @@ local function dl_request(name, holder, w, seq)
   local found = DL.requests[seq]
   if found then return found end
   local members = {}
-  local set = w.grp and group_members(w.grp)
-  if set then
-    for i = 1, #set, 2 do
+  local flat = w.set and set_members(w.set)
+  if flat then
+    for i = 1, #flat, 2 do
       dl_spend()
-      local member = waiter(set[i], set[i + 1])
-      members[#members + 1] = {set[i], set[i + 1], cnt(member.cnt)}
+      local member = waiter(flat[i], flat[i + 1])
+      members[#members + 1] = {flat[i], flat[i + 1], cnt(member.cnt)}
     end
   else
     members[1] = {name, holder, cnt(w.cnt)}

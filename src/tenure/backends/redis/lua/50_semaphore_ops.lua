@@ -71,7 +71,7 @@ local function acquire(keys, args)
     push(sid, {'k', 'F', 'name', name, 'hold', hold, 'req', w.req, 'code', 26,
       'msg', 'superseded by a newer acquire'})
     touch(name)
-    withdraw_group(w, 26, 'superseded by a newer acquire')
+    withdraw_set(w, 26, 'superseded by a newer acquire')
   end
   local result
   if grantable() then
@@ -125,7 +125,7 @@ local function withdraw(keys, args)
   local result = 'N'
   if w and tostring(w.req) == req then
     remove_waiter(name, holder, w)
-    withdraw_group(w, 26, 'acquire cancelled')
+    withdraw_set(w, 26, 'acquire cancelled')
     result = 'Q'
   elseif not w and args[7] ~= '1' and remove_owner(name, holder) then
     result = 'R'
@@ -180,7 +180,7 @@ local function release(keys, args)
     remove_waiter(name, holder, w)
     push(sid, {'k', 'F', 'name', name, 'hold', hold, 'req', w.req, 'code', 26,
       'msg', 'released while waiting'})
-    withdraw_group(w, 26, 'released while waiting')
+    withdraw_set(w, 26, 'released while waiting')
   end
   if o then remove_owner(name, holder, o) end
   local result = 0
@@ -327,7 +327,7 @@ local function remove_semaphore(name, msg)
   end
   -- Every waiter is out before a set is withdrawn: its withdrawal serves the other
   -- queues, which could else grant a set still waiting here (and gone next).
-  for _, w in ipairs(left) do withdraw_group(w, 20, msg) end
+  for _, w in ipairs(left) do withdraw_set(w, 20, msg) end
   for _, holder in ipairs(owners) do
     local o = remove_owner(name, holder)
     local sid, hold = split_holder(holder)
@@ -411,10 +411,16 @@ local function describe_semaphore(keys, args)
 end
 
 -- Arm (delta 1) or disarm (-1) one watch of the session on a name; with the state.
--- args: sid, fence, request key, name, delta, owners, waiters.
+-- args: sid, fence, request key, name, delta, owners, waiters. The request key makes
+-- a retry whose first try was applied (its answer lost) count once: it moves no count
+-- again (an arm's retry reads the state afresh).
 local function watch(keys, args)
-  local more = begin_session(keys, args)
+  local more, done = begin_session(keys, args)
   local sid, name, delta = args[1], args[4], tonumber(args[5])
+  if done then
+    if delta < 0 then return reply(0, more) end
+    return reply(describe(name, args[6] == '1', args[7] == '1'), more)
+  end
   local s = B .. 's:' .. sid
   if delta > 0 then
     local limit = tonumber(cfg_get('mwa'))
@@ -432,6 +438,7 @@ local function watch(keys, args)
   else
     redis.call('HSET', B .. 'wt:' .. name, sid, n)
   end
+  remember(args[3], delta)  -- (only that it was done: a retry's answer is made afresh)
   if delta < 0 then return reply(0, more) end
   return reply(describe(name, args[6] == '1', args[7] == '1'), more)
 end

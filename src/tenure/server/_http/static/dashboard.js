@@ -137,7 +137,7 @@ function limiterText(recipe) {
   return num(recipe.rate) + "/s, burst " + num(recipe.burst) + ", " + level;
 }
 
-// A claim, as tenure._core.kinds.kind_text: its token, whether it was released, and
+// A claim, as tenure._core.kind_render.kind_text: its token, whether it was released, and
 // the time left until it ends (at its at_most, or after a release at the later of the
 // release and its at_least), by the server's clock.
 function claimText(recipe) {

@@ -1,15 +1,16 @@
 """A lock_all on etcd after it joined: waiting in every queue, the grants, withdrawing.
 
-What :mod:`._group` made: one request per name, ``q/<sid>-<hold>`` in each name's
-queue, all with one create_revision ``C`` (the group's arrival) and ``grp``.
+What :mod:`._set` made: one request per name, ``q/<sid>-<hold>`` in each name's
+queue, all with one create_revision ``C`` (the set's arrival) and ``grp``
+(its size; the JSON key is the set's old name, kept for the keys written with it).
 
 1. **Wait** on this client's feed of every member's semaphore (:mod:`._feed`, one
    wake event for the members), until each member may commit in its queue
-   (:meth:`SemState.turn`: admitted, everything ahead granted). Being the group's
+   (:meth:`SemState.turn`: admitted, everything ahead granted). Being the set's
    own admission, that is stable while the member keys exist (:mod:`._queue`).
 2. **Commit**: one Txn that compares every member key's create_revision (each is
    there, so each is still admitted) and puts the first member's grant key. From
-   then on the group is granted, as the engine grants it, at once: nobody else
+   then on the set is granted, as the engine grants it, at once: nobody else
    can be admitted past a member that waits, and a member whose key is there stays
    admitted.
 3. **The other grants**, one Txn each, in the names' order: each its own revision,
@@ -60,7 +61,7 @@ from tenure.backends.etcd._types import SessionParts
 from tenure.backends.etcd._wait import WITHDRAW_TRIES, until
 from tenure.errors import LeaseLostError, NotFoundError, TenureError, UnavailableError
 
-__all__ = ["MAX_TXN_OPS", "Group", "GroupWaiter", "parse_states"]
+__all__ = ["MAX_TXN_OPS", "AllOrNoneSet", "SetWaiter", "parse_states"]
 
 #: etcd's --max-txn-ops by default: the most compares, and ops of each branch, of a Txn.
 MAX_TXN_OPS: Final = 128
@@ -69,7 +70,7 @@ MEMBERS_PER_DROP: Final = MAX_TXN_OPS // 3
 
 
 @dataclass(eq=False)
-class Group:
+class AllOrNoneSet:
     """One lock_all of a session: its members (one pending acquire per name, in the
     names' order), where their keys are, and how far it got."""
 
@@ -78,7 +79,7 @@ class Group:
     suffixes: list[bytes]
     #: The members' create_revision (the set's arrival), once made; 0 before.
     created: int = 0
-    #: Members whose placeholder was put, by index (:mod:`._group`).
+    #: Members whose placeholder was put, by index (:mod:`._set`).
     placed: set[int] = field(default_factory=set)
     #: The members' semaphores as read after they joined, at ``since`` or later.
     states: list[SemState] = field(default_factory=list)
@@ -107,7 +108,7 @@ class Group:
         return self.prefixes[i] + b"g/" + self.suffixes[i]
 
     def placeholder(self, i: int) -> bytes:
-        """Member ``i``'s placeholder key (:mod:`._group`)."""
+        """Member ``i``'s placeholder key (:mod:`._set`)."""
         return self.prefixes[i] + b"p/" + self.suffixes[i]
 
     def grant(self, i: int, token: int) -> Grant:
@@ -116,7 +117,7 @@ class Group:
         return Grant(token, pending.count, None, pending.hold)
 
 
-class GroupWaiter:
+class SetWaiter:
     """Waits, grants and withdraws the lock_all sets of one session (module docstring)."""
 
     def __init__(self, parts: SessionParts) -> None:
@@ -125,32 +126,32 @@ class GroupWaiter:
     async def await_grant(self, pending: Pending) -> Grant | None:
         """Member ``pending``'s grant: the first member's call waits for the whole set
         (one wait is every member's), the others read what it ended with."""
-        group = pending.state
-        assert isinstance(group, Group)
-        if not group.waited:
+        lock_set = pending.state
+        assert isinstance(lock_set, AllOrNoneSet)
+        if not lock_set.waited:
             try:
-                got = await self._wait(group)
+                got = await self._wait(lock_set)
             except (TenureError, TimeoutError) as error:
-                group.outcome, group.waited = error, True
+                lock_set.outcome, lock_set.waited = error, True
                 raise
-            group.outcome, group.waited = got, True
-        outcome = group.outcome
+            lock_set.outcome, lock_set.waited = got, True
+        outcome = lock_set.outcome
         if isinstance(outcome, BaseException):
             raise outcome
-        return None if outcome is None else outcome[group.index(pending)]
+        return None if outcome is None else outcome[lock_set.index(pending)]
 
-    async def _wait(self, group: Group) -> list[Grant] | None:
+    async def _wait(self, lock_set: AllOrNoneSet) -> list[Grant] | None:
         """Wait until every member may commit, then grant them (module docstring)."""
-        parts, first = self._parts, group.pendings[0]
+        parts, first = self._parts, lock_set.pendings[0]
         timeout = first.timeout
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
-        since, wake = group.since, asyncio.Event()
+        since, wake = lock_set.since, asyncio.Event()
         with contextlib.ExitStack() as stack:
             feeds = [
                 stack.enter_context(parts.feeds.subscribe(prefix, state, suffix, wake))[0]
                 for prefix, state, suffix in zip(
-                    group.prefixes, group.states, group.suffixes, strict=True
+                    lock_set.prefixes, lock_set.states, lock_set.suffixes, strict=True
                 )
             ]
             while True:
@@ -164,103 +165,103 @@ class GroupWaiter:
                 if all(feed.state.revision >= since for feed in feeds):
                     found = [
                         feed.state.entry(suffix)
-                        for feed, suffix in zip(feeds, group.suffixes, strict=True)
+                        for feed, suffix in zip(feeds, lock_set.suffixes, strict=True)
                     ]
                     entries = [entry for entry in found if entry is not None]
                     if len(entries) < len(found):
                         gone = found.index(None)
                         await self._vanished(
-                            group, gone, feeds[gone].deleted.get(group.suffixes[gone], 0)
+                            lock_set, gone, feeds[gone].deleted.get(lock_set.suffixes[gone], 0)
                         )
                     if entries[0].granted:  # committed by a Txn whose answer was lost
-                        return await self.finish(group, _leading(group, entries))
+                        return await self.finish(lock_set, _leading(lock_set, entries))
                     if all(
                         feed.state.turn(suffix)
-                        for feed, suffix in zip(feeds, group.suffixes, strict=True)
+                        for feed, suffix in zip(feeds, lock_set.suffixes, strict=True)
                     ):
-                        committed = await self._commit(group)
+                        committed = await self._commit(lock_set)
                         if isinstance(committed, list):
                             return committed
                         since = committed  # what the failed commit read: wait for it
                         wake.set()
                         continue
                 if deadline is not None and loop.time() >= deadline:
-                    withdrawn = await self.withdraw_all(group, keep_committed=True)
+                    withdrawn = await self.withdraw_all(lock_set, keep_committed=True)
                     if not any(withdrawn):
                         if timeout == 0:
                             return None
-                        names = ", ".join(map(repr, group.names))
+                        names = ", ".join(map(repr, lock_set.names))
                         raise TimeoutError(f"lock_all of {names} timed out after {timeout:g}s")
                     taken = [grant for grant in withdrawn if grant is not None]
-                    return await self.finish(group, taken)  # committed meanwhile: it stands
+                    return await self.finish(lock_set, taken)  # committed meanwhile: it stands
 
-    async def _commit(self, group: Group) -> list[Grant] | int:
+    async def _commit(self, lock_set: AllOrNoneSet) -> list[Grant] | int:
         """The Txn that grants the first member, comparing every member key: then the
         others' grants (:meth:`finish`); or the revision the failed Txn read."""
-        parts, n = self._parts, len(group.pendings)
+        parts, n = self._parts, len(lock_set.pendings)
         request = parts.sender.new_txn()
         for i in range(n):
-            add_compare_create(request.compare, group.request(i), group.created)
-        add_compare_create(request.compare, group.grant_key(0), 0)
-        add_put(request.success, group.grant_key(0), _granted_value(), parts.lease_id)
-        for prefix in group.prefixes:
+            add_compare_create(request.compare, lock_set.request(i), lock_set.created)
+        add_compare_create(request.compare, lock_set.grant_key(0), 0)
+        add_put(request.success, lock_set.grant_key(0), _granted_value(), parts.lease_id)
+        for prefix in lock_set.prefixes:
             add_get_prefix(request.failure, prefix)
         reply = await parts.sender.send(request)
         revision = int(reply.header.revision)
         if reply.succeeded:
-            return await self.finish(group, [group.grant(0, revision)])
-        states = parse_states(group, list(reply.responses)[1:], revision)
-        mine = states[0].entry(group.suffixes[0])
+            return await self.finish(lock_set, [lock_set.grant(0, revision)])
+        states = parse_states(lock_set, list(reply.responses)[1:], revision)
+        mine = states[0].entry(lock_set.suffixes[0])
         if mine is not None and mine.granted:  # our first try was applied, its answer lost
-            return await self.finish(group, [group.grant(0, mine.granted)])
+            return await self.finish(lock_set, [lock_set.grant(0, mine.granted)])
         return revision  # a member key went: the feeds tell which, and when
 
-    async def finish(self, group: Group, grants: list[Grant]) -> list[Grant]:
+    async def finish(self, lock_set: AllOrNoneSet, grants: list[Grant]) -> list[Grant]:
         """Put the grant keys of the members after the ``grants`` made, one Txn each in
         the names' order, the last comparing every member key (module docstring)."""
-        parts, n = self._parts, len(group.pendings)
+        parts, n = self._parts, len(lock_set.pendings)
         while len(grants) < n:
             i = len(grants)
             compared = range(n) if i == n - 1 else [i]
             request = parts.sender.new_txn()
             for j in compared:
-                add_compare_create(request.compare, group.request(j), group.created)
-                add_get_prefix(request.failure, group.prefixes[j])
-            add_compare_create(request.compare, group.grant_key(i), 0)
-            add_put(request.success, group.grant_key(i), _granted_value(), parts.lease_id)
+                add_compare_create(request.compare, lock_set.request(j), lock_set.created)
+                add_get_prefix(request.failure, lock_set.prefixes[j])
+            add_compare_create(request.compare, lock_set.grant_key(i), 0)
+            add_put(request.success, lock_set.grant_key(i), _granted_value(), parts.lease_id)
             reply = await parts.sender.send(request)
             revision = int(reply.header.revision)
             if reply.succeeded:
-                grants.append(group.grant(i, revision))
+                grants.append(lock_set.grant(i, revision))
                 continue
             read = list(reply.responses)[1:]
             states = {
                 j: SemState.parse(
-                    group.names[j], group.prefixes[j], read[k].response_range.kvs, revision
+                    lock_set.names[j], lock_set.prefixes[j], read[k].response_range.kvs, revision
                 )
                 for k, j in enumerate(compared)
             }
-            mine = states[i].entry(group.suffixes[i])
+            mine = states[i].entry(lock_set.suffixes[i])
             if mine is not None and mine.granted:  # applied, its answer lost
-                grants.append(group.grant(i, mine.granted))
+                grants.append(lock_set.grant(i, mine.granted))
                 continue
-            gone = next(j for j in compared if states[j].entry(group.suffixes[j]) is None)
-            await self._lost(group, group.names[gone])
+            gone = next(j for j in compared if states[j].entry(lock_set.suffixes[j]) is None)
+            await self._lost(lock_set, lock_set.names[gone])
         return grants
 
-    async def _lost(self, group: Group, name: str) -> None:
+    async def _lost(self, lock_set: AllOrNoneSet, name: str) -> None:
         """The set was granted (committed) and member ``name`` is gone before all its
         grants were put: it ends as the engine's would, granted and then lost."""
         parts = self._parts
         await parts.record.diagnose()  # the session's end is told as that
         parts.owner.check_alive()
-        await self.abandon(group)
+        await self.abandon(lock_set)
         raise LeaseLostError(f"semaphore {name!r} was deleted")
 
-    async def _vanished(self, group: Group, gone: int, gone_at: int) -> None:
+    async def _vanished(self, lock_set: AllOrNoneSet, gone: int, gone_at: int) -> None:
         """Member ``gone``'s key was deleted (at revision ``gone_at``, 0 if unknown), not
         by us: the others leave, and every member fails (module docstring)."""
-        parts, first = self._parts, group.pendings[0]
+        parts, first = self._parts, lock_set.pendings[0]
         await parts.record.diagnose()
         if first.future.done():  # the session ended: its future says how
             raise _ended(first)
@@ -270,20 +271,20 @@ class GroupWaiter:
                 replies = await asyncio.gather(
                     *(
                         parts.conn.range(range_request(prefix, revision=gone_at - 1))
-                        for prefix in group.prefixes
+                        for prefix in lock_set.prefixes
                     )
                 )
                 admitted = all(
                     SemState.parse(name, prefix, reply.kvs, gone_at - 1).is_admitted(suffix)
                     for name, prefix, suffix, reply in zip(
-                        group.names, group.prefixes, group.suffixes, replies, strict=True
+                        lock_set.names, lock_set.prefixes, lock_set.suffixes, replies, strict=True
                     )
                 )
-        withdrawn = await self.withdraw_all(group)
-        for pending, grant in zip(group.pendings, withdrawn, strict=True):
+        withdrawn = await self.withdraw_all(lock_set)
+        for pending, grant in zip(lock_set.pendings, withdrawn, strict=True):
             if grant is not None:  # (none should be: we commit, and had not)
                 await parts.release(pending.name, pending.hold)
-        message = f"semaphore {group.names[gone]!r} was deleted"
+        message = f"semaphore {lock_set.names[gone]!r} was deleted"
         if admitted:
             raise LeaseLostError(message)
         raise NotFoundError(message)
@@ -291,16 +292,16 @@ class GroupWaiter:
     async def withdraw(self, pending: Pending) -> Grant | Withdrawal:
         """Member ``pending``'s withdrawal for the session: one for the whole set, which
         every member's shares; its grant if the set was granted (the session releases it)."""
-        group = pending.state
-        assert isinstance(group, Group)
-        task = group.withdrawal
+        lock_set = pending.state
+        assert isinstance(lock_set, AllOrNoneSet)
+        task = lock_set.withdrawal
         if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
-            task = group.withdrawal = asyncio.ensure_future(self.withdraw_all(group))
-        grant = (await asyncio.shield(task))[group.index(pending)]
+            task = lock_set.withdrawal = asyncio.ensure_future(self.withdraw_all(lock_set))
+        grant = (await asyncio.shield(task))[lock_set.index(pending)]
         return Withdrawal.WITHDRAWN if grant is None else grant
 
     async def withdraw_all(
-        self, group: Group, *, keep_committed: bool = False
+        self, lock_set: AllOrNoneSet, *, keep_committed: bool = False
     ) -> list[Grant | None]:
         """Delete every member key not granted, and the placeholders, in one Txn that
         compares that none of those was granted meanwhile; each member's grant, or None.
@@ -308,14 +309,14 @@ class GroupWaiter:
         ``keep_committed``: if a member is granted (the set was committed), delete
         nothing: the set stands.
         """
-        parts, n = self._parts, len(group.pendings)
+        parts, n = self._parts, len(lock_set.pendings)
         for _ in range(WITHDRAW_TRIES):
-            states = await self.read(group)
+            states = await self.read(lock_set)
             entries = [
-                state.entry(suffix) for state, suffix in zip(states, group.suffixes, strict=True)
+                state.entry(suffix) for state, suffix in zip(states, lock_set.suffixes, strict=True)
             ]
             found = [
-                None if entry is None or not entry.granted else group.grant(i, entry.granted)
+                None if entry is None or not entry.granted else lock_set.grant(i, entry.granted)
                 for i, entry in enumerate(entries)
             ]
             if keep_committed and any(found):
@@ -323,52 +324,52 @@ class GroupWaiter:
             request = parts.sender.new_txn()
             for i, entry in enumerate(entries):
                 if entry is not None and not entry.granted:
-                    add_compare_create(request.compare, group.grant_key(i), 0)
-                    add_delete(request.success, group.request(i))
+                    add_compare_create(request.compare, lock_set.grant_key(i), 0)
+                    add_delete(request.success, lock_set.request(i))
             for i in range(n):  # (any of them may be there: an answer may have been lost)
-                add_delete(request.success, group.placeholder(i))
+                add_delete(request.success, lock_set.placeholder(i))
             if (await parts.sender.send(request)).succeeded:
-                group.placed.clear()
+                lock_set.placed.clear()
                 return found
-        names = ", ".join(map(repr, group.names))
+        names = ", ".join(map(repr, lock_set.names))
         raise UnavailableError(
             f"the lock_all of {names} kept changing while it was being withdrawn; sent again"
         )
 
-    async def abandon(self, group: Group) -> None:
+    async def abandon(self, lock_set: AllOrNoneSet) -> None:
         """Delete every key of the set: requests, grants, placeholders (a set refused
         after it joined, or granted and then lost); a few Txns for a large set."""
-        parts, n = self._parts, len(group.pendings)
+        parts, n = self._parts, len(lock_set.pendings)
         for start in range(0, n, MEMBERS_PER_DROP):
             request = parts.sender.new_txn()
             for i in range(start, min(n, start + MEMBERS_PER_DROP)):
-                add_delete(request.success, group.request(i))
-                add_delete(request.success, group.grant_key(i))
-                add_delete(request.success, group.placeholder(i))
+                add_delete(request.success, lock_set.request(i))
+                add_delete(request.success, lock_set.grant_key(i))
+                add_delete(request.success, lock_set.placeholder(i))
             await parts.sender.send(request)
-        group.placed.clear()
+        lock_set.placed.clear()
 
-    async def read(self, group: Group) -> list[SemState]:
+    async def read(self, lock_set: AllOrNoneSet) -> list[SemState]:
         """Every member's semaphore, read now (one Txn)."""
-        reply = await self._parts.conn.txn([], [get_prefix(prefix) for prefix in group.prefixes])
-        return parse_states(group, list(reply.responses), int(reply.header.revision))
+        reply = await self._parts.conn.txn([], [get_prefix(prefix) for prefix in lock_set.prefixes])
+        return parse_states(lock_set, list(reply.responses), int(reply.header.revision))
 
 
-def parse_states(group: Group, responses: list[Any], revision: int) -> list[SemState]:
+def parse_states(lock_set: AllOrNoneSet, responses: list[Any], revision: int) -> list[SemState]:
     """The members' semaphores from one range response each (in the members' order)."""
     return [
         SemState.parse(name, prefix, response.response_range.kvs, revision)
-        for name, prefix, response in zip(group.names, group.prefixes, responses, strict=True)
+        for name, prefix, response in zip(lock_set.names, lock_set.prefixes, responses, strict=True)
     ]
 
 
-def _leading(group: Group, entries: list[Entry]) -> list[Grant]:
+def _leading(lock_set: AllOrNoneSet, entries: list[Entry]) -> list[Grant]:
     """The grants of the members granted already, from the first on (in order)."""
     grants = []
     for i, entry in enumerate(entries):
         if not entry.granted:
             break
-        grants.append(group.grant(i, entry.granted))
+        grants.append(lock_set.grant(i, entry.granted))
     return grants
 
 

@@ -1,9 +1,9 @@
 -- tenure's engine for redis://, part 55 (the parts are one library: see 00_core.lua).
 
 -- -- all or none: several semaphores in one step --------------------------------------
--- The engine's AcquireAll (tenure/_core/handlers/groups.py), rule for rule: granted at
+-- The engine's AcquireAll (tenure/_core/handlers/sets.py), rule for rule: granted at
 -- once if every name can be (nobody waits, the count fits), busy with a timeout of 0,
--- else queued in every name's queue with one arrival number (a group: 10_semaphores.lua
+-- else queued in every name's queue with one arrival number (a set: 10_semaphores.lua
 -- serves and withdraws it). The request key answers a retry as the first try was.
 -- args: sid, fence, request key, count (hex), data, timeout ('' = forever), ephemeral
 -- ('1'/'0'), n, then n times: name, hold, req; then the task ('0' or missing: not
@@ -83,18 +83,18 @@ local function acquire_all(keys, args)
       result[#result + 1] = tostring(ttl)
     else
       local seq = cfg_incr('qs', 1)
-      local grp = tostring(seq)
+      local set = tostring(seq)
       local deadline = -1
       if timeout ~= '' then
         deadline = NOW + tonumber(timeout)
-        -- One deadline for the group: its first member's (its timeout ends them all).
+        -- One deadline for the set: its first member's (its timeout ends them all).
         due_add(deadline, 'w:' .. holders[1] .. ':' .. names[1])
       end
       local members = {}
       for i = 1, n do
         local name, holder = names[i], holders[i]
         redis.call('ZADD', B .. 'q:' .. name, seq, holder)
-        local record = {count, data, reqs[i], deadline, NOW, n > 1 and grp, task}
+        local record = {count, data, reqs[i], deadline, NOW, n > 1 and set, task}
         redis.call('HSET', B .. 'r:' .. name, 'w' .. holder, cmsgpack.pack(record))
         redis.call('HSET', B .. 'sh:' .. sid, 'w' .. holds[i] .. ':' .. name, reqs[i])
         tw_add(sid, task, holds[i], name)
@@ -102,7 +102,7 @@ local function acquire_all(keys, args)
         members[#members + 1] = holder
         touch(name)
       end
-      if n > 1 then redis.call('HSET', B .. 'grp', grp, cmsgpack.pack(members)) end
+      if n > 1 then redis.call('HSET', B .. 'grp', set, cmsgpack.pack(members)) end
       result = {'Q'}
     end
   end

@@ -1,13 +1,14 @@
-"""PL/pgSQL of all-or-none requests: ``acquire_all``, in one transaction.
+"""PL/pgSQL of all-or-none sets: ``acquire_all``, in one transaction.
 
-It restates :func:`tenure._core.handlers.groups.acquire_all`: the names' checks in
+It restates :func:`tenure._core.handlers.sets.acquire_all`: the names' checks in
 their order (NotFound, a count above a limit, a hold or wait of the session there
 already, then ``max_semaphores`` and ``max_waiters``); then every name granted at
 once (a token each, in the names' order) if each is free and nobody waits there,
 else busy for a timeout of 0, else a waiter row in every queue with one arrival
 (``grp``), one deadline and its place among the names (``grp_place``); queues are
 then served by ``settle`` (:mod:`._sql_queues`), which grants the members all at
-once or not at all.
+once or not at all. (``grp`` and ``grp_place`` keep the sets' old name, "group":
+they are columns of the schemas in use.)
 
 Its locks: the session's row (``live``); if it makes ephemeral semaphores, the
 node's row, exclusively (its creations are counted against ``max_semaphores``
@@ -24,9 +25,9 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["GROUP_FUNCTIONS"]
+__all__ = ["SET_FUNCTIONS"]
 
-GROUP_FUNCTIONS: Final = r"""
+SET_FUNCTIONS: Final = r"""
 -- Room for p_more new semaphores on the node (max_semaphores), counted under the node
 -- row's exclusive lock (which a watch's registration waits for too, _sql_watches);
 -- p_nowait: taken without waiting (the caller holds semaphores' rows, and watch()

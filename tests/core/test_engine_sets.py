@@ -24,7 +24,7 @@ from tenure._core import (
 )
 from tenure._core.invariants import check_invariants
 from tenure._core.snapshot import dump, load
-from tenure._core.values import MAX_GROUP_NAMES
+from tenure._core.values import MAX_SET_NAMES
 from tenure.errors import (
     InvalidArgumentError,
     LimitExceededError,
@@ -105,18 +105,18 @@ def test_overlapping_sets_in_opposite_orders_never_deadlock() -> None:
     check_invariants(engine)
 
 
-def test_a_waiting_group_holds_back_later_requests_of_each_of_its_queues() -> None:
+def test_a_waiting_set_holds_back_later_requests_of_each_of_its_queues() -> None:
     engine = make_engine()
-    holder, group, later = (open_session(engine) for _ in range(3))
+    holder, asking, later = (open_session(engine) for _ in range(3))
     acquire(engine, holder, "a", MAX_COUNT, ephemeral=True)
-    lock_all(engine, group, ("a", "b"))
-    # b is free, but the group came first and heads b's queue: no barging.
+    lock_all(engine, asking, ("a", "b"))
+    # b is free, but the set came first and heads b's queue: no barging.
     assert acquire(engine, later, "b", 1, ephemeral=True, timeout=0).status is AcquireStatus.BUSY
     assert acquire(engine, later, "b", 1, ephemeral=True).status is AcquireStatus.QUEUED
     engine.take_effects()
     engine.apply(Release(holder, "a"), 1.0)
-    assert [g[:2] for g in granted(engine)] == [(group, "a"), (group, "b")]
-    engine.apply(Release(group, "b"), 2.0)
+    assert [g[:2] for g in granted(engine)] == [(asking, "a"), (asking, "b")]
+    engine.apply(Release(asking, "b"), 2.0)
     assert [g[:2] for g in granted(engine)] == [(later, "b")]
     check_invariants(engine)
 
@@ -130,7 +130,7 @@ def test_a_member_leaving_its_queue_takes_the_others_with_it(how: str) -> None:
     acquire(engine, holder, "a", MAX_COUNT, ephemeral=True)
     reply, ids = lock_all(engine, s, ("a", "b", "c"), timeout=5.0, count_=1)
     assert reply.status is AcquireStatus.QUEUED
-    acquire(engine, other, "b", 1, ephemeral=True)  # queued behind the group on b
+    acquire(engine, other, "b", 1, ephemeral=True)  # queued behind the set on b
     engine.take_effects()
     if how == "cancel":
         assert engine.apply(CancelAcquire(s, "b", ids[1]), 1.0)
@@ -149,7 +149,7 @@ def test_a_member_leaving_its_queue_takes_the_others_with_it(how: str) -> None:
     assert failed == [("a", ids[0]), ("b", ids[1]), ("c", ids[2])]
     # b's queue moved on at once: the later request has it.
     assert [(e.session_id, e.name) for e in effects if type(e) is Granted] == [(other, "b")]
-    assert engine.nodes["n"].groups == {}
+    assert engine.nodes["n"].sets == {}
     check_invariants(engine)
 
 
@@ -163,7 +163,7 @@ def test_busy_and_bad_requests_change_nothing() -> None:
     for names, error in (
         ((), InvalidArgumentError),
         (("x", "x"), InvalidArgumentError),
-        (tuple(f"n{i}" for i in range(MAX_GROUP_NAMES + 1)), InvalidArgumentError),
+        (tuple(f"n{i}" for i in range(MAX_SET_NAMES + 1)), InvalidArgumentError),
         (("x", ""), InvalidArgumentError),
     ):
         with pytest.raises(error):
@@ -182,14 +182,14 @@ def test_busy_and_bad_requests_change_nothing() -> None:
     check_invariants(engine)
 
 
-def test_a_snapshot_keeps_groups_and_serves_them_the_same() -> None:
+def test_a_snapshot_keeps_sets_and_serves_them_the_same() -> None:
     engine = make_engine()
     holder, s = open_session(engine), open_session(engine)
     acquire(engine, holder, "a", MAX_COUNT, ephemeral=True)
     _, ids = lock_all(engine, s, ("a", "b"), holds=(2, 3), timeout=30.0)
     engine.take_effects()
     twin = load(dump(engine))
-    assert twin.nodes["n"].groups == engine.nodes["n"].groups
+    assert twin.nodes["n"].sets == engine.nodes["n"].sets
     for e in (engine, twin):
         e.apply(Release(holder, "a"), 1.0)
         assert granted(e) == [(s, "a", ids[0]), (s, "b", ids[1])]
@@ -198,7 +198,7 @@ def test_a_snapshot_keeps_groups_and_serves_them_the_same() -> None:
 
 @pytest.mark.parametrize("seed", range(30))
 def test_random_schedules_keep_the_invariants_and_always_drain(seed: int) -> None:
-    """Sessions asking for random sets (groups and single names, any order): after
+    """Sessions asking for random sets (all-or-none sets and single names, any order): after
     every step the invariants hold; then, with holders letting go as they are served,
     every request is granted in turn (nothing waits for ever: no deadlock)."""
     rng = random.Random(seed)
@@ -259,7 +259,7 @@ def test_random_schedules_keep_the_invariants_and_always_drain(seed: int) -> Non
         engine.take_effects()
         check_invariants(engine)
     assert not any(sem.queue_length() for sem in node.semaphores.values())
-    assert node.groups == {}
+    assert node.sets == {}
 
 
 def test_a_forced_delete_ends_every_set_waiting_on_the_name_whole() -> None:
@@ -277,5 +277,5 @@ def test_a_forced_delete_ends_every_set_waiting_on_the_name_whole() -> None:
     failed = sorted((e.session_id, e.name) for e in effects if type(e) is AcquireFailed)
     assert failed == [(one, "w"), (one, "x"), (one, "z"), (two, "x"), (two, "z")]
     assert "z" not in engine.nodes["n"].semaphores  # nobody holds or waits for it
-    assert engine.nodes["n"].groups == {}
+    assert engine.nodes["n"].sets == {}
     check_invariants(engine)

@@ -1,10 +1,10 @@
 """AcquireAll: several semaphores, all or none, in one step.
 
-The request joins every queue at once, with one arrival number (``order``) that its
-member waiters share and that ``node.groups`` maps to the members; the queues are
-served by :meth:`tenure._core.state.EngineState.settle`, which grants a group only
-when each member heads its queue and fits, and all at once. Members leave together
-(:meth:`tenure._core.state.EngineState.withdraw_group`).
+The request is an all-or-none *set*: it joins every queue at once, with one arrival
+number (``order``) that its member waiters share and that ``node.sets`` maps to the
+members; the queues are served by :meth:`tenure._core.state.EngineState.settle`,
+which grants a set only when each member heads its queue and fits, and all at once.
+Members leave together (:meth:`tenure._core.state.EngineState.withdraw_set`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from tenure._core.semaphore import Semaphore, Waiter, holder_key
 from tenure._core.state import EngineState
 from tenure._core.values import (
     MAX_COUNT,
-    MAX_GROUP_NAMES,
+    MAX_SET_NAMES,
     check_count,
     check_data,
     check_duration,
@@ -109,12 +109,12 @@ def acquire_all(state: EngineState, cmd: c.AcquireAll, now: float) -> c.AcquireA
         )
         sem.enqueue(waiter)
         session.add_wait(name, hold, task)
-        if deadline is not None and name == names[0]:  # (one for the group: the first's)
+        if deadline is not None and name == names[0]:  # (one for the set: the first's)
             state.deadlines.schedule(
                 deadline, WaiterDeadline(node.name, name, waiter.key, request_id)
             )
     if len(names) > 1:
-        node.groups[order] = tuple(zip(names, keys, strict=True))
+        node.sets[order] = tuple(zip(names, keys, strict=True))
     for name, sem in zip(names, sems, strict=True):
         assert sem is not None
         state.settle(node, sem, now, EXISTENCE if name in made else WAITERS)
@@ -123,10 +123,10 @@ def acquire_all(state: EngineState, cmd: c.AcquireAll, now: float) -> c.AcquireA
 
 def _members(cmd: c.AcquireAll) -> tuple[list[str], list[int], list[int]]:
     """The command's names, holds and request ids, checked: as many of each, the names
-    distinct, 1 to MAX_GROUP_NAMES of them."""
-    if not isinstance(cmd.names, tuple | list) or not 1 <= len(cmd.names) <= MAX_GROUP_NAMES:
+    distinct, 1 to MAX_SET_NAMES of them."""
+    if not isinstance(cmd.names, tuple | list) or not 1 <= len(cmd.names) <= MAX_SET_NAMES:
         raise InvalidArgumentError(
-            f"names must be 1 to {MAX_GROUP_NAMES} semaphore names, got {cmd.names!r:.80}"
+            f"names must be 1 to {MAX_SET_NAMES} semaphore names, got {cmd.names!r:.80}"
         )
     names = [check_name("semaphore", name) for name in cmd.names]
     if len(set(names)) != len(names):

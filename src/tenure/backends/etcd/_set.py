@@ -1,6 +1,6 @@
 """All-or-none acquires (``lock_all``) on etcd: a request in every name's queue, one arrival.
 
-The engine's AcquireAll (:mod:`tenure._core.handlers.groups`) restated with Txns.
+The engine's AcquireAll (:mod:`tenure._core.handlers.sets`) restated with Txns.
 A set of N names (2 or more: one name is a plain acquire, as on the engine) makes
 one request per name, ``q/<sid>-<hold>``, **all in one Txn**: they share one
 create_revision ``C``, the set's arrival, so every queue orders the set the same way
@@ -21,7 +21,7 @@ max_semaphores, then max_waiters (only to queue), then BUSY (timeout 0):
   and record older than the read: one range compare; for a persistent one, its
   record too, or one range compare that only the record is there). It puts every
   request, **the first granted by that Txn** (``g``: its token is ``C``); the
-  others' grants follow at once, one Txn each (:meth:`._group_wait.GroupWaiter.finish`):
+  others' grants follow at once, one Txn each (:meth:`._set_wait.SetWaiter.finish`):
   each grant needs a revision of its own, for tokens ascending in the names' order.
   That is N Txns for N names, where the engine takes one step.
 * **queued**: compares each persistent name's record (as the single enqueue does)
@@ -31,7 +31,7 @@ max_semaphores, then max_waiters (only to queue), then BUSY (timeout 0):
   while etcd's 128 ops allow it, else right after); what changed since the read is
   checked there: a record made meanwhile whose limit the count exceeds
   (LimitExceededError), a queue filled past max_waiters (withdrawn, refused).
-  :mod:`._group_wait` waits.
+  :mod:`._set_wait` waits.
 
 **Placeholders, and max_semaphores.** A client skips counting the node's
 semaphores after it made one while its bound proves the limit kept
@@ -62,11 +62,10 @@ import contextlib
 import time
 from typing import Any
 
-from tenure._core.values import MAX_COUNT, MAX_GROUP_NAMES, check_data
+from tenure._core.values import MAX_COUNT, MAX_SET_NAMES, check_data
 from tenure.backends._base import Grant
 from tenure.backends._ledger import Pending
 from tenure.backends._store import QUEUED, Queued
-from tenure.backends.etcd._group_wait import MAX_TXN_OPS, Group, GroupWaiter, parse_states
 from tenure.backends.etcd._keys import (
     EQUAL,
     LESS,
@@ -83,6 +82,7 @@ from tenure.backends.etcd._keys import (
     prefix_end,
 )
 from tenure.backends.etcd._queue import SemState
+from tenure.backends.etcd._set_wait import MAX_TXN_OPS, AllOrNoneSet, SetWaiter, parse_states
 from tenure.backends.etcd._types import SessionParts
 from tenure.errors import (
     InvalidArgumentError,
@@ -93,22 +93,22 @@ from tenure.errors import (
     UnavailableError,
 )
 
-__all__ = ["GroupAcquirer", "check_members"]
+__all__ = ["SetAcquirer", "check_members"]
 
 
 def check_members(pendings: list[Pending]) -> None:
-    """1 to MAX_GROUP_NAMES pending acquires, of distinct names (the engine's check)."""
+    """1 to MAX_SET_NAMES pending acquires, of distinct names (the engine's check)."""
     names = [pending.name for pending in pendings]
-    if not 1 <= len(names) <= MAX_GROUP_NAMES:
-        raise InvalidArgumentError(f"names must be 1 to {MAX_GROUP_NAMES} semaphore names")
+    if not 1 <= len(names) <= MAX_SET_NAMES:
+        raise InvalidArgumentError(f"names must be 1 to {MAX_SET_NAMES} semaphore names")
     if len(set(names)) != len(names):
         raise InvalidArgumentError(f"names must be distinct, got {names!r:.80}")
 
 
-class GroupAcquirer:
+class SetAcquirer:
     """Joins the queues of a lock_all's names for one session (module docstring)."""
 
-    def __init__(self, parts: SessionParts, waiter: GroupWaiter) -> None:
+    def __init__(self, parts: SessionParts, waiter: SetWaiter) -> None:
         self._parts = parts
         self._waiter = waiter
 
@@ -120,46 +120,46 @@ class GroupAcquirer:
         which finds the set in ``pending.state``.
         """
         parts = self._parts
-        group = Group(
+        lock_set = AllOrNoneSet(
             pendings,
             [parts.prefix(pending.name) for pending in pendings],
             [parts.suffix(pending.hold) for pending in pendings],
         )
         for pending in pendings:
-            pending.state = group
+            pending.state = lock_set
         turns, taken = parts.turns, []
         try:
             try:
-                for prefix in sorted(group.prefixes):
+                for prefix in sorted(lock_set.prefixes):
                     turn = turns.take(prefix)
                     if turn is not None:
                         await turns.wait(prefix, turn)
                     taken.append(prefix)
-                joined = await self._join(group)
+                joined = await self._join(lock_set)
             finally:
                 for prefix in taken:
                     turns.give(prefix)
             if isinstance(joined, Grant):  # the first granted with the join: the others now
-                return await self._waiter.finish(group, [joined])
-            if joined is None and group.placed:
-                await self._waiter.abandon(group)  # (busy: only the placeholders to take back)
+                return await self._waiter.finish(lock_set, [joined])
+            if joined is None and lock_set.placed:
+                await self._waiter.abandon(lock_set)  # (busy: only the placeholders to take back)
             return joined
         except (UnavailableError, LostError):
             raise  # withdrawn by the session (or gone with it)
         except TenureError:
             with contextlib.suppress(TenureError):
-                await self._waiter.abandon(group)
+                await self._waiter.abandon(lock_set)
             raise
 
-    async def _join(self, group: Group) -> Grant | Queued | None:
+    async def _join(self, lock_set: AllOrNoneSet) -> Grant | Queued | None:
         """Check and join (module docstring): the first member's grant (the set was granted
         at once), QUEUED, or None (busy)."""
         parts = self._parts
-        first = group.pendings[0]
+        first = lock_set.pendings[0]
         count, data, timeout = first.count, first.data, first.timeout
         states: list[SemState] | None = None
-        if not self._may_guess(group):
-            states = await self._read(group)
+        if not self._may_guess(lock_set):
+            states = await self._read(lock_set)
         fresh = False  # the settings were read for this join (not the view's)
         while True:
             config = parts.view.config
@@ -171,21 +171,21 @@ class GroupAcquirer:
                 await parts.sender.config()  # the view may lag a change: refuse on the settings now
                 fresh = True
                 continue
-            unplaced = self._guarded(group, states) - group.placed
+            unplaced = self._guarded(lock_set, states) - lock_set.placed
             if unplaced:
-                states = await self._place(group, unplaced)
+                states = await self._place(lock_set, unplaced)
                 continue
             if states is None:
-                states = self._guesses(group)
-            mine = states[0].entry(group.suffixes[0])
+                states = self._guesses(lock_set)
+            mine = states[0].entry(lock_set.suffixes[0])
             if mine is not None:  # our join was made, its answer lost (sent again, it failed)
-                return await self._made(group, states, mine.created, bool(mine.granted))
-            if not self._checked(group, states):
-                states = await self._read(group)
+                return await self._made(lock_set, states, mine.created, bool(mine.granted))
+            if not self._checked(lock_set, states):
+                states = await self._read(lock_set)
                 continue
             if not all(state.fits_at_tail(count) for state in states):
                 if timeout == 0:
-                    await self._room_to_refuse(group, states)
+                    await self._room_to_refuse(lock_set, states)
                     return None
                 full = [s.name for s in states if len(s.waiters()) >= config.max_waiters]
                 if full:
@@ -196,43 +196,43 @@ class GroupAcquirer:
                     raise _too_many_waiters(config.max_waiters, full[0])
                 request = None
             else:  # (None: too many compares for one Txn: queued, then granted by the wait)
-                request = self._at_once(group, states, data)
+                request = self._at_once(lock_set, states, data)
             at_once, reads = request is not None, False
             if request is None:
-                request = self._enqueue(group, states, data)
+                request = self._enqueue(lock_set, states, data)
                 reads = len(request.success) + len(states) <= MAX_TXN_OPS
                 if reads:  # read back in the same Txn while the ops allow it
-                    for prefix in group.prefixes:
+                    for prefix in lock_set.prefixes:
                         add_get_prefix(request.success, prefix)
             reply = await parts.sender.send(request)
             revision = int(reply.header.revision)
             if not reply.succeeded:
-                states = await self._parse_read(group, list(reply.responses)[1:], revision)
+                states = await self._parse_read(lock_set, list(reply.responses)[1:], revision)
                 continue
             if not at_once:
                 if reads:
-                    states = parse_states(group, list(reply.responses)[-len(states) :], revision)
+                    states = parse_states(lock_set, list(reply.responses)[-len(states) :], revision)
                 else:
-                    states = await self._waiter.read(group)
-            return await self._made(group, states, revision, at_once)
+                    states = await self._waiter.read(lock_set)
+            return await self._made(lock_set, states, revision, at_once)
 
     async def _made(
-        self, group: Group, states: list[SemState], created: int, at_once: bool
+        self, lock_set: AllOrNoneSet, states: list[SemState], created: int, at_once: bool
     ) -> Grant | Queued:
         """The join was made at revision ``created``: check what it may have changed
         (a semaphore made; for a queued set, ``states`` read after it: limits and queues
         changed since the checks) and say what it was."""
         parts = self._parts
-        first = group.pendings[0]
-        group.created = created
-        group.placed.clear()  # (the join deleted them)
+        first = lock_set.pendings[0]
+        lock_set.created = created
+        lock_set.placed.clear()  # (the join deleted them)
         await self._room(states, created)
         if at_once:
-            for name in group.names:
+            for name in lock_set.names:
                 parts.hints.contended(parts.node, name, False)
-            return group.grant(0, created)
+            return lock_set.grant(0, created)
         config = parts.view.config
-        for state, suffix in zip(states, group.suffixes, strict=True):
+        for state, suffix in zip(states, lock_set.suffixes, strict=True):
             parts.hints.contended(parts.node, state.name, True)
             mine = state.entry(suffix)
             if mine is None:
@@ -242,41 +242,41 @@ class GroupAcquirer:
             ahead = [entry for entry in state.waiters() if entry.created < mine.created]
             if first.timeout != 0 and len(ahead) >= config.max_waiters:
                 raise _too_many_waiters(config.max_waiters, state.name)
-        group.states, group.since = states, max(state.revision for state in states)
+        lock_set.states, lock_set.since = states, max(state.revision for state in states)
         return QUEUED
 
-    def _may_guess(self, group: Group) -> bool:
+    def _may_guess(self, lock_set: AllOrNoneSet) -> bool:
         """Whether the join may start from guesses (the hints): an ephemeral set, none of
         whose names this client found contended when it last acquired it."""
         parts = self._parts
-        return group.pendings[0].ephemeral and not any(
-            parts.hints.is_contended(parts.node, name) for name in group.names
+        return lock_set.pendings[0].ephemeral and not any(
+            parts.hints.is_contended(parts.node, name) for name in lock_set.names
         )
 
-    def _guesses(self, group: Group) -> list[SemState]:
+    def _guesses(self, lock_set: AllOrNoneSet) -> list[SemState]:
         """Each name as guessed from the hints: its last record seen, nobody queued."""
         parts = self._parts
         guesses = []
-        for name in group.names:
+        for name in lock_set.names:
             created, limit = parts.hints.record(parts.node, name) or (0, MAX_COUNT)
             guesses.append(SemState(name, 0, record=created, limit=limit))
         return guesses
 
-    def _guarded(self, group: Group, states: list[SemState] | None) -> set[int]:
+    def _guarded(self, lock_set: AllOrNoneSet, states: list[SemState] | None) -> set[int]:
         """The members that need a placeholder: every name without a record (as read, or
         as the hints say) but the first (module docstring)."""
         parts = self._parts
         if states is None:
             hints = parts.hints
-            open_ = [i for i, n in enumerate(group.names) if hints.record(parts.node, n) is None]
+            open_ = [i for i, n in enumerate(lock_set.names) if hints.record(parts.node, n) is None]
         else:
             open_ = [i for i, state in enumerate(states) if not state.record]
         return set(open_[1:])
 
-    def _checked(self, group: Group, states: list[SemState]) -> bool:
+    def _checked(self, lock_set: AllOrNoneSet, states: list[SemState]) -> bool:
         """The engine's checks of each name, in order (raises); False if a guess must be
         read first (a count above the limit last seen)."""
-        parts, first = self._parts, group.pendings[0]
+        parts, first = self._parts, lock_set.pendings[0]
         for state in states:
             if state.revision == 0:
                 if first.count > state.limit:
@@ -291,21 +291,22 @@ class GroupAcquirer:
                 raise _over_limit(first.count, state)
         return True
 
-    def _values(self, group: Group, data: bytes, at_once: bool) -> list[bytes]:
+    def _values(self, lock_set: AllOrNoneSet, data: bytes, at_once: bool) -> list[bytes]:
         """Each member's request value: the first granted by its Txn if ``at_once``."""
-        first, now, n = group.pendings[0], time.time(), len(group.pendings)
+        first, now, n = lock_set.pendings[0], time.time(), len(lock_set.pendings)
+        # "grp": the set's size under the set's old name, kept for the keys written with it.
         value = {"count": first.count, "data": data, "at": now, "grp": n}
         rest = encode(value)
         return [encode({**value, "g": True}) if at_once else rest, *[rest] * (n - 1)]
 
-    def _at_once(self, group: Group, states: list[SemState], data: bytes) -> Any | None:
+    def _at_once(self, lock_set: AllOrNoneSet, states: list[SemState], data: bytes) -> Any | None:
         """The Txn that grants the set at once if nobody joined any queue since the read
         (module docstring); None if it needs more compares than etcd allows."""
         parts = self._parts
         request = parts.sender.new_txn()
         compare = request.compare
         add_compare_mod(compare, parts.view.config_key, parts.view.config_rev)
-        for prefix, state in zip(group.prefixes, states, strict=True):
+        for prefix, state in zip(lock_set.prefixes, states, strict=True):
             queue = prefix + b"q/"
             if state.record and not state.entries:  # the record alone, still
                 add_compare_range(compare, queue, prefix + b"rec\0", EQUAL, state.record)
@@ -315,48 +316,48 @@ class GroupAcquirer:
             add_compare_range(compare, queue, prefix_end(prefix), LESS, state.revision + 1)
         if len(compare) > MAX_TXN_OPS:
             return None
-        for i, value in enumerate(self._values(group, data, True)):
-            add_put(request.success, group.request(i), value, parts.lease_id)
-        self._finish_txn(group, request)
+        for i, value in enumerate(self._values(lock_set, data, True)):
+            add_put(request.success, lock_set.request(i), value, parts.lease_id)
+        self._finish_txn(lock_set, request)
         return request
 
-    def _enqueue(self, group: Group, states: list[SemState], data: bytes) -> Any:
+    def _enqueue(self, lock_set: AllOrNoneSet, states: list[SemState], data: bytes) -> Any:
         """The Txn that queues the set (module docstring); the caller adds the read-back."""
         parts = self._parts
         request = parts.sender.new_txn()
         compare = request.compare
         add_compare_mod(compare, parts.view.config_key, parts.view.config_rev)
-        for prefix, state in zip(group.prefixes, states, strict=True):
+        for prefix, state in zip(lock_set.prefixes, states, strict=True):
             if state.record:
                 add_compare_create(compare, prefix + b"rec", state.record)
-        add_compare_create(compare, group.request(0), 0)
-        for i, value in enumerate(self._values(group, data, False)):
-            add_put(request.success, group.request(i), value, parts.lease_id)
-        self._finish_txn(group, request)
+        add_compare_create(compare, lock_set.request(0), 0)
+        for i, value in enumerate(self._values(lock_set, data, False)):
+            add_put(request.success, lock_set.request(i), value, parts.lease_id)
+        self._finish_txn(lock_set, request)
         return request
 
-    def _finish_txn(self, group: Group, request: Any) -> None:
+    def _finish_txn(self, lock_set: AllOrNoneSet, request: Any) -> None:
         """A joining Txn's last ops: the placeholders go; failing, every name is read."""
-        for i in sorted(group.placed):
-            add_delete(request.success, group.placeholder(i))
+        for i in sorted(lock_set.placed):
+            add_delete(request.success, lock_set.placeholder(i))
         add_get(request.failure, self._parts.view.config_key)
-        for prefix in group.prefixes:
+        for prefix in lock_set.prefixes:
             add_get_prefix(request.failure, prefix)
 
-    async def _place(self, group: Group, indexes: set[int]) -> list[SemState]:
+    async def _place(self, lock_set: AllOrNoneSet, indexes: set[int]) -> list[SemState]:
         """Put the placeholders of members ``indexes``, one Txn each (sent together), the
         last also reading every name; count the node's semaphores as any maker of one
         does (LimitExceededError past max_semaphores). The names as read."""
         parts = self._parts
         order = sorted(indexes)
-        group.placed.update(order)  # (before: an unanswered one may have been made)
+        lock_set.placed.update(order)  # (before: an unanswered one may have been made)
 
         async def put(i: int) -> Any:
             request = parts.sender.new_txn()
-            add_put(request.success, group.placeholder(i), b"", parts.lease_id)
+            add_put(request.success, lock_set.placeholder(i), b"", parts.lease_id)
             if i == order[-1]:
                 add_get(request.success, parts.view.config_key)
-                for prefix in group.prefixes:
+                for prefix in lock_set.prefixes:
                     add_get_prefix(request.success, prefix)
             return await parts.sender.send(request)
 
@@ -367,17 +368,17 @@ class GroupAcquirer:
         if not proven and await parts.sender.count_semaphores() > limit:
             raise LimitExceededError(f"max_semaphores ({limit}) reached on node {parts.node!r}")
         last = replies[-1]
-        return await self._parse_read(group, list(last.responses)[1:], int(last.header.revision))
+        return await self._parse_read(lock_set, list(last.responses)[1:], int(last.header.revision))
 
-    async def _read(self, group: Group) -> list[SemState]:
+    async def _read(self, lock_set: AllOrNoneSet) -> list[SemState]:
         """The node's settings and every name, read now (one Txn)."""
         parts = self._parts
-        ops = [get(parts.view.config_key), *(get_prefix(prefix) for prefix in group.prefixes)]
+        ops = [get(parts.view.config_key), *(get_prefix(prefix) for prefix in lock_set.prefixes)]
         reply = await parts.conn.txn([], ops)
-        return await self._parse_read(group, list(reply.responses), int(reply.header.revision))
+        return await self._parse_read(lock_set, list(reply.responses), int(reply.header.revision))
 
     async def _parse_read(
-        self, group: Group, responses: list[Any], revision: int
+        self, lock_set: AllOrNoneSet, responses: list[Any], revision: int
     ) -> list[SemState]:
         """The states from a read of the settings' key, then every name (the view takes
         the settings; no settings: the node is gone)."""
@@ -388,7 +389,7 @@ class GroupAcquirer:
             parts.owner.check_alive()
             raise NotFoundError(f"node {parts.node!r} does not exist")
         parts.view.update(config_kvs[0])
-        states = parse_states(group, responses[1:], revision)
+        states = parse_states(lock_set, responses[1:], revision)
         for state in states:
             parts.hints.contended(parts.node, state.name, bool(state.entries))
         return states
@@ -406,11 +407,13 @@ class GroupAcquirer:
         if await parts.sender.count_semaphores() > limit:
             raise LimitExceededError(f"max_semaphores ({limit}) reached on node {parts.node!r}")
 
-    async def _room_to_refuse(self, group: Group, states: list[SemState]) -> None:
+    async def _room_to_refuse(self, lock_set: AllOrNoneSet, states: list[SemState]) -> None:
         """Before a busy answer, the engine's check of max_semaphores: the names that do
         not exist (those with a placeholder are counted already) would not fit."""
         parts = self._parts
-        missing = sum(not state.exists and i not in group.placed for i, state in enumerate(states))
+        missing = sum(
+            not state.exists and i not in lock_set.placed for i, state in enumerate(states)
+        )
         if not missing:
             return
         limit = parts.view.config.max_semaphores

@@ -1,0 +1,146 @@
+"""What a client does with nodes, no session needed: make, describe, alter and drop
+them; and what operators read of them and do (listings, ``kill_session``).
+
+:class:`NodeAdmin` is the base of :class:`~tenure.client.Client`: its backend, its
+URL, whether it is still open, and these methods, which are the client's
+(``client.create_node(...)``). Every argument is checked (:mod:`tenure.client._args`)
+before anything is sent, and a closed client refuses every call with
+ClientClosedError (:meth:`NodeAdmin._check_open`), whose message names the URL
+with its token hidden (:func:`redacted`).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from tenure._core.values import (
+    NodeConfig,
+    NodeDescription,
+    SemaphoreSummary,
+    SessionSummary,
+    renamed_settings,
+)
+from tenure.backends import Backend
+from tenure.client import _args, _listing
+from tenure.errors import AlreadyExistsError, ClientClosedError, InvalidArgumentError
+
+__all__ = ["NodeAdmin", "redacted"]
+
+
+class NodeAdmin:
+    """A client's backend, whether it is open, its nodes and the operators' calls
+    (module docstring)."""
+
+    def __init__(self, backend: Backend, url: str) -> None:
+        self.backend = backend
+        self.url = url
+        self._closed = False
+
+    def _check_open(self) -> None:
+        """Raise ClientClosedError once the client is closed."""
+        if self._closed:
+            raise ClientClosedError(f"the client is closed ({redacted(self.url)})")
+
+    # -- nodes ----------------------------------------------------------------------
+
+    async def create_node(
+        self,
+        name: str,
+        config: NodeConfig | None = None,
+        *,
+        exist_ok: bool = False,
+        **settings: object,
+    ) -> None:
+        """Create a node, from ``config`` and/or individual settings (see NodeConfig).
+
+        ``session_timeout=`` is the old name of ``recovery_window=``: still taken,
+        with a DeprecationWarning.
+
+        Raises:
+            AlreadyExistsError: the node exists, unless ``exist_ok`` (then nothing
+                changes: an existing node keeps its settings; see alter_node).
+        """
+        name = _args.node_name(name)
+        settings = renamed_settings(settings, stacklevel=2)  # warns at the caller
+        config = _args.node_config(config, settings)
+        exist_ok = _args.flag("exist_ok", exist_ok)
+        self._check_open()
+        try:
+            await self.backend.create_node(name, config)
+        except AlreadyExistsError:
+            if not exist_ok:
+                raise
+
+    async def describe_node(self, name: str) -> NodeDescription:
+        """A node's settings and how many sessions and semaphores it has."""
+        name = _args.node_name(name)
+        self._check_open()
+        return await self.backend.describe_node(name)
+
+    async def alter_node(self, name: str, **changes: object) -> NodeDescription:
+        """Change some of a node's settings; returns the new description.
+
+        ``session_timeout=`` is the old name of ``recovery_window=``: still taken,
+        with a DeprecationWarning.
+        """
+        name = _args.node_name(name)
+        changes = _args.node_changes(renamed_settings(changes, stacklevel=2))
+        self._check_open()
+        return await self.backend.alter_node(name, changes)
+
+    async def drop_node(self, name: str, *, force: bool = False) -> None:
+        """Drop a node. With live sessions it fails unless ``force`` (they are then lost)."""
+        name = _args.node_name(name)
+        force = _args.flag("force", force)
+        self._check_open()
+        await self.backend.drop_node(name, force)
+
+    # -- listing, for operators --------------------------------------------------------
+
+    async def list_nodes(self) -> list[str]:
+        """Every node's name, sorted (a token limited to some nodes sees those)."""
+        self._check_open()
+        return await _listing.all_nodes(self.backend)
+
+    async def list_semaphores(self, node: str, prefix: str = "") -> list[SemaphoreSummary]:
+        """The node's semaphores whose names start with ``prefix``, by name.
+
+        Raises:
+            NotFoundError: the node does not exist.
+        """
+        self._check_open()
+        return await _listing.all_semaphores(self.backend, node, prefix)
+
+    async def list_sessions(self, node: str) -> list[SessionSummary]:
+        """The node's live sessions, by id: who runs each, since when, what it holds.
+
+        Raises:
+            NotFoundError: the node does not exist.
+        """
+        self._check_open()
+        return await _listing.all_sessions(self.backend, node)
+
+    async def kill_session(self, node: str, session_id: int) -> None:
+        """End a live session of ``node`` as if its recovery window had passed.
+
+        Its holds are released (the node's lock-delay applies, as on an expiry), its
+        waits withdrawn, and its client's session is lost with SessionExpiredError
+        saying an operator ended it.
+
+        Raises:
+            NotFoundError: no such node, or no such live session in it.
+            PermissionDeniedError: the client's token is read-only.
+        """
+        self._check_open()
+        if type(session_id) is not int or session_id < 0:
+            raise InvalidArgumentError(f"session_id must be a session's id, got {session_id!r}")
+        await self.backend.kill_session(node, session_id)
+
+
+def redacted(url: str) -> str:
+    """``url`` with the value of a ``token=`` option hidden (reprs end up in logs)."""
+    parts = urlsplit(url)
+    if not parts.query:
+        return url
+    query = [(k, "***" if k == "token" else v) for k, v in parse_qsl(parts.query, True)]
+    return urlunsplit(parts._replace(query=urlencode(query, safe="*/:")))

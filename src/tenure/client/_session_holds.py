@@ -1,0 +1,251 @@
+"""What a session holds, and how it acquires: the part of :class:`~tenure.client.Session`
+that every lease, lock and recipe works through.
+
+A session binds one backend session when it opens (:meth:`SessionHolds._bind`) and
+keeps, from then on:
+
+* its leases, by fencing token (a lost grant is told by its token), each made by
+  :meth:`~SessionHolds._acquire` (one name) or :meth:`~SessionHolds._lock_all` (an
+  all-or-none set), given back through :meth:`~SessionHolds._release`, restated
+  through :meth:`~SessionHolds._restate`, forgotten when it ends; a resumed
+  session's holds adopted as leases of no caller (:meth:`~SessionHolds._adopt`);
+* who asks (:mod:`tenure.client._caller`): what each caller holds or is acquiring
+  (:mod:`tenure.client._asking`: a caller that asks again is refused, as it would
+  wait behind itself), and the reentrant mutexes' shared holds
+  (:mod:`tenure.client._reentrant`), which refuse a plain acquire nested in them and
+  the other way round;
+* its end (:meth:`~SessionHolds._end`): every lease lost with the session's error.
+
+It satisfies the protocols its leases and reentrant holds are typed with
+(:class:`~tenure.client._lease.LeaseKeeper`, :class:`~tenure.client._reentrant.HoldKeeper`),
+so they never import the session's modules. The public face (the recipes, the
+primitive ``acquire``, ``close``) is :class:`~tenure.client.Session`'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable
+from typing import TypeVar
+
+from tenure._core.values import MAX_COUNT
+from tenure.backends._base import BackendSession, Grant, HeldGrant
+from tenure.client._asking import Asking
+from tenure.client._caller import Caller, caller_number, current_caller
+from tenure.client._lease import Lease, Lock
+from tenure.client._lock_all import HeldLocks
+from tenure.client._loss import EndSignal
+from tenure.client._reentrant import ReentrantHolds
+from tenure.errors import LostError, SessionClosedError
+
+__all__ = ["SessionHolds"]
+
+L = TypeVar("L", bound=Lease)
+
+#: The backend's ``task`` argument when it takes none (shared: never changed).
+_NO_TASK: dict[str, int] = {}
+
+
+class SessionHolds:
+    """A session's backend session, its leases, who asks, and its end (module docstring)."""
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self._backend: BackendSession | None = None
+        self._signal = EndSignal()
+        #: Leases held, by token (a lost grant is told by its token).
+        self._leases: dict[int, Lease] = {}
+        #: Semaphores each caller (task; sync face: thread) holds or is acquiring in
+        #: this session, to refuse one that asks again (it would wait behind itself).
+        self._asking = Asking()
+        #: Reentrant mutex holds, by (name, caller): session.mutex(name, reentrant=True).
+        self._reentrant = ReentrantHolds(self)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        #: Whether the backend sends a release before it returns, ahead of whatever
+        #: the client asks next (then leaving ``async with`` need not wait for it).
+        self._releases_in_order = False
+        #: Whether the backend takes the asking task's number (deadlock detection).
+        self._task_numbers = False
+
+    def _bind(self, backend_session: BackendSession) -> None:
+        """The session is open: ``backend_session`` is its backend's."""
+        self._backend = backend_session
+        # Optional in the protocol (a backend of another package may lack it): without
+        # it, leaving a block waits for the release's answer, as it always did.
+        self._releases_in_order = getattr(backend_session, "releases_in_order", False) is True
+        self._task_numbers = getattr(backend_session, "task_numbers", False) is True
+        # (Named, current_task skips get_running_loop: a getpid() call in Python 3.11.)
+        self._loop = asyncio.get_running_loop()
+
+    @property
+    def id(self) -> int:
+        """The backend's id of this session (still readable after the session ended)."""
+        if self._backend is None:
+            raise SessionClosedError(f"session on {self.node!r} was never opened")
+        return self._backend.session_id
+
+    # -- acquiring ---------------------------------------------------------------------
+
+    def _backend_session(self) -> BackendSession:
+        """The backend's session; the session's loss error once it has ended."""
+        if self._signal.ended:
+            raise self._signal.reason or SessionClosedError(f"session on {self.node!r} is closed")
+        assert self._backend is not None
+        return self._backend
+
+    async def _acquire(
+        self,
+        kind: type[L],
+        name: str,
+        count: int,
+        data: bytes,
+        timeout: float | None,
+        ephemeral: bool,
+    ) -> L:
+        """Acquire a new lease of ``kind``; TimeoutError if a try (``timeout`` 0) found it busy."""
+        backend = self._backend
+        if self._signal.ended or backend is None:  # (_backend_session(), inline)
+            raise self._signal.reason or SessionClosedError(f"session on {self.node!r} is closed")
+        task = asyncio.current_task(self._loop)
+        caller = current_caller(task)
+        if self._reentrant.any:
+            self._reentrant.refuse_plain(name, caller)
+        self._asking.stake((name,), caller, task)
+        try:
+            grant = await backend.acquire(
+                name,
+                count=count,
+                data=data,
+                timeout=timeout,
+                ephemeral=ephemeral,
+                **self._asked_by(caller),
+            )
+            if grant is None:
+                raise TimeoutError(f"{name!r} is busy (timeout=0 only tries)")
+            if self._signal.ended:
+                # The session ended while the grant was on its way (a Granted push and
+                # the session's deadline handled in one turn of the loop): the grant
+                # ended with the session, so no lease may outlive it unnoticed.
+                raise self._signal.reason or SessionClosedError(
+                    f"session on {self.node!r} is closed"
+                )
+        except BaseException:
+            self._asking.unstake((name,), caller, task)
+            raise
+        lease = kind(self, name, grant, data)
+        self._asking.granted(lease, caller, task)
+        self._leases[grant.token] = lease
+        return lease
+
+    async def _lock_all(
+        self, names: tuple[str, ...], data: bytes, timeout: float | None
+    ) -> HeldLocks:
+        """Lock every name in one backend request; TimeoutError if not within ``timeout``."""
+        backend = self._backend_session()
+        task = asyncio.current_task(self._loop)
+        caller = current_caller(task)
+        if self._reentrant.any:
+            for name in names:
+                self._reentrant.refuse_plain(name, caller)
+        self._asking.stake(names, caller, task)
+        try:
+            grants = await backend.acquire_all(
+                names,
+                count=MAX_COUNT,
+                data=data,
+                timeout=timeout,
+                ephemeral=True,
+                **self._asked_by(caller),
+            )
+            if grants is None:
+                raise TimeoutError(f"{', '.join(map(repr, names))}: not all free (timeout=0)")
+            if self._signal.ended:  # (as in _acquire: no lease may outlive its session)
+                raise self._signal.reason or SessionClosedError(
+                    f"session on {self.node!r} is closed"
+                )
+        except BaseException:
+            self._asking.unstake(names, caller, task)
+            raise
+        locks: dict[str, Lock] = {}
+        for name, grant in zip(names, grants, strict=True):
+            lock = locks[name] = Lock(self, name, grant, data)
+            self._asking.granted(lock, caller, task)
+            self._leases[grant.token] = lock
+        return HeldLocks(self, locks)
+
+    async def _lock_reentrant(
+        self, name: str, data: bytes, timeout: float | None, max_depth: int
+    ) -> Lock:
+        """A reentrant acquisition of the mutex ``name`` (see :class:`Mutex`)."""
+        return await self._reentrant.lock(name, data, timeout, max_depth)
+
+    def _holds_plainly(self, name: str, caller: Caller) -> bool:
+        """Whether ``caller`` holds or is acquiring ``name`` through an acquire that is
+        not reentrant (its thread, for the sync face: not its task)."""
+        if self._asking.staked(name, caller):
+            return True
+        return any(
+            lease.name == name and lease._caller == caller for lease in self._leases.values()
+        )
+
+    def _asked_by(self, caller: Caller) -> dict[str, int]:
+        """The backend's ``task`` argument: the caller's number, if it takes one."""
+        return {"task": caller_number(caller)} if self._task_numbers else _NO_TASK
+
+    # -- leases: adopted, given back, restated, forgotten --------------------------------
+
+    def _adopt(self, holds: list[HeldGrant]) -> None:
+        """A resumed session's holds become its leases (see :meth:`leases`)."""
+        for held in holds:
+            if held.grant.token not in self._leases:
+                self._leases[held.grant.token] = Lease(self, held.name, held.grant, held.data)
+
+    def _release(self, lease: Lease) -> Awaitable[bool] | None:
+        """Give a lease back to the backend (the lease has already ended itself): the
+        release to await, or None if the session ended (it went with the session)."""
+        if self._backend is not None and not self._signal.ended:
+            return self._backend.release(lease.name, lease._grant)
+        return None
+
+    async def _restate(self, lease: Lease, count: int, data: bytes, timeout: float | None) -> Grant:
+        """Change a held lease's count or data through the backend (see Lease.restate)."""
+        asking = self._asked_by(current_caller(asyncio.current_task(self._loop)))
+        grant = await self._backend_session().restate(
+            lease.name, lease._grant, count=count, data=data, timeout=timeout, **asking
+        )
+        if grant is None:
+            raise TimeoutError(f"{lease.name!r} has not {count} tokens free (timeout=0 only tries)")
+        if not lease.held:
+            # The lease was lost while its upgrade waited: the grant that came anyway
+            # is nobody's, so give it back before reporting the loss.
+            with contextlib.suppress(LostError):
+                await self._backend_session().release(lease.name, grant)
+        elif grant.token != lease.token:
+            del self._leases[lease.token]
+            self._leases[grant.token] = lease
+        return grant
+
+    def _forget(self, lease: Lease) -> None:
+        """A lease ended: stop tracking it."""
+        if self._leases.get(lease.token) is lease:
+            del self._leases[lease.token]
+        self._asking.forget(lease)
+
+    # -- the end -----------------------------------------------------------------------
+
+    def _end(self, reason: LostError | None) -> None:
+        """The session ended (``reason`` None: closed by its holder): every lease is
+        lost, with ``reason`` or SessionClosedError."""
+        if self._signal.ended:
+            return
+        self._signal.end(reason)
+        lease_reason = reason or SessionClosedError(f"session on {self.node!r} was closed")
+        for lease in list(self._leases.values()):
+            lease._lose(lease_reason)
+
+    def _lease_lost(self, name: str, token: int, error: LostError) -> None:
+        """The backend says the grant of ``token`` on ``name`` is gone: its lease is lost."""
+        lease = self._leases.get(token)
+        if lease is not None and lease.name == name:
+            lease._lose(error)
