@@ -119,6 +119,8 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/backends/test_turns.py": UNIT,
     "tests/backends/test_prefix_feed.py": UNIT,
     "tests/client": UNIT,
+    # A forked child opens its own default client.
+    "tests/client/test_defaults.py::test_a_forked_child_opens_its_own_sync_default": SERVICE,
     "tests/backends/test_ledger.py": UNIT,
     "tests/backends/test_session_core.py": UNIT,
     "tests/backends/test_session_release.py": UNIT,

@@ -42,6 +42,7 @@ from tenure.client import (
     Claim,
     Client,
     Counter,
+    Defaults,
     Election,
     EndSignal,
     Group,
@@ -63,7 +64,11 @@ from tenure.client import (
     Session,
     SessionLoop,
     WriteLock,
+    close_default_client,
+    configure,
+    configured,
     connect,
+    default_client,
 )
 from tenure.errors import DeadlockError
 
@@ -80,6 +85,7 @@ __all__ = [
     "ClientIdentity",
     "Counter",
     "DeadlockError",
+    "Defaults",
     "Election",
     "EndSignal",
     "Group",
@@ -115,6 +121,10 @@ __all__ = [
     "WaiterInfo",
     "WriteLock",
     "__version__",
+    "close_default_client",
+    "configure",
+    "configured",
     "connect",
+    "default_client",
     "errors",
 ]

@@ -73,6 +73,8 @@ CLASSES: dict[type, type] = {
 #: async function -> its sync counterpart.
 FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     tenure.client.connect: tenure.sync.connect,
+    tenure.client.default_client: tenure.sync.default_client,
+    tenure.client.close_default_client: tenure.sync.close_default_client,
 }
 
 #: Public async names that the sync face shares as they are (no counterpart needed).
@@ -84,6 +86,9 @@ SHARED: dict[str, str] = {
     "PartitionView": "a value (frozen dataclass) that sync Partition.view/changes give as is",
     "CacheChange": "a value (frozen dataclass) that both faces' Cache.changes() yield",
     "MAX_COUNT": "a constant",
+    "Defaults": "a value (frozen dataclass): the default backend and node, one per process",
+    "configure": "one process's settings for both faces (tenure.sync.configure is the same)",
+    "configured": "one process's settings for both faces (tenure.sync.configured is the same)",
     "MAX_REENTRANT_DEPTH": "a constant (the default max_depth of a reentrant mutex)",
     "MAX_CLAIM_SECONDS": "a constant (the longest at_least or at_most of a claim)",
     "NodeConfig": "a value, passed to create_node by both faces",

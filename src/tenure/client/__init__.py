@@ -8,6 +8,13 @@ from tenure.client._cache_changes import CacheChange
 from tenure.client._claim import Claim
 from tenure.client._client import Client, SessionLoop, connect
 from tenure.client._counter import Counter
+from tenure.client._defaults import (
+    Defaults,
+    close_default_client,
+    configure,
+    configured,
+    default_client,
+)
 from tenure.client._election import Election, LeaderState
 from tenure.client._group import Group
 from tenure.client._group_member import GroupMember, GroupView
@@ -31,6 +38,7 @@ __all__ = [
     "Claim",
     "Client",
     "Counter",
+    "Defaults",
     "Election",
     "EndSignal",
     "Group",
@@ -54,5 +62,9 @@ __all__ = [
     "Session",
     "SessionLoop",
     "WriteLock",
+    "close_default_client",
+    "configure",
+    "configured",
     "connect",
+    "default_client",
 ]

@@ -36,6 +36,11 @@ class NodeAdmin:
         self.url = url
         self._closed = False
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`aclose` was called."""
+        return self._closed
+
     def _check_open(self) -> None:
         """Raise ClientClosedError once the client is closed."""
         if self._closed:

@@ -35,11 +35,13 @@ For tests, pass ``clock=FakeClock()`` to ``memory://`` and move it with
 
 from __future__ import annotations
 
+from tenure.client import Defaults, configure, configured
 from tenure.sync._barrier import Barrier
 from tenure.sync._cache import Cache
 from tenure.sync._claim import Claim
 from tenure.sync._client import Client, SessionLoop, connect
 from tenure.sync._counter import Counter
+from tenure.sync._defaults import close_default_client, default_client
 from tenure.sync._election import Election
 from tenure.sync._group import Group, GroupMember, Partition
 from tenure.sync._held import EndSignal
@@ -60,6 +62,7 @@ __all__ = [
     "Claim",
     "Client",
     "Counter",
+    "Defaults",
     "Election",
     "EndSignal",
     "Group",
@@ -80,5 +83,9 @@ __all__ = [
     "SessionLoop",
     "Stream",
     "WriteLock",
+    "close_default_client",
+    "configure",
+    "configured",
     "connect",
+    "default_client",
 ]
