@@ -3,6 +3,6 @@
 Each module here is a short adapter over tenure's public API (no private module of
 tenure: ``tests/contrib/test_public_only.py`` reads every import), and imports its
 third-party package, which its extra installs, at the top: importing
-``tenure.contrib.celery`` without ``tenure[celery]`` fails at once, naming the
+an integration without its extra (``tenure[X]``) fails at once, naming the
 package, instead of half working.
 """
