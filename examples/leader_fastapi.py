@@ -5,14 +5,20 @@ a background task, so exactly one replica at a time runs the job (here it counts
 its runs, with the term's fencing token, which its writes would carry). When that
 replica stops (SIGTERM: uvicorn ends the lifespan, which cancels the runner: it
 resigns and closes its session), or loses its leadership, another replica's runner,
-waiting its turn, starts the job there. ``GET /status`` says what this replica does.
+waiting its turn, starts the job there at once. When its process dies (``kill -9``,
+a crash) nothing is resigned: the store ends its session once its connection has
+stayed away for the recovery window (``RECOVERY_WINDOW``, 5 s here), and then the
+next replica leads, with a greater token. ``GET /status`` says what this replica
+does.
 
 Run two replicas against one backend (``memory://`` cannot be shared by two
-processes), then stop the leader::
+processes), then stop or kill the leader::
 
+    tenure serve --port 6388
     TENURE_URL=tenure://127.0.0.1:6388 REPLICA=a PORT=8001 python examples/leader_fastapi.py
     TENURE_URL=tenure://127.0.0.1:6388 REPLICA=b PORT=8002 python examples/leader_fastapi.py
     curl -s 127.0.0.1:8001/status   # {"replica": "a", "leading": true, "token": 1, ...}
+    kill -9 <a's pid>; curl -s 127.0.0.1:8002/status  # within 5 s: b leads, token 2
 
 It needs ``pip install fastapi uvicorn``.
 """
@@ -34,6 +40,10 @@ NODE = "fastapi-demo"
 EVERY = 0.05
 
 REPLICA = os.environ.get("REPLICA", "replica")
+#: Seconds the store keeps a silent leader's session (and its leadership) before the
+#: next replica takes over: how long a leader may take to come back, against how
+#: long the fleet may go without its job.
+RECOVERY_WINDOW = float(os.environ.get("RECOVERY_WINDOW", "5"))
 
 
 class Job:
@@ -66,7 +76,14 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     async with tenure.connect(url, client_name=REPLICA) as client:
         await client.create_node(NODE, exist_ok=True)
         runner = asyncio.create_task(
-            client.lead(NODE, "background-job", job.run, data=REPLICA.encode(), description=REPLICA)
+            client.lead(
+                NODE,
+                "background-job",
+                job.run,
+                data=REPLICA.encode(),
+                recovery_window=RECOVERY_WINDOW,
+                description=REPLICA,
+            )
         )
         try:
             yield

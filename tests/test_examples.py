@@ -42,8 +42,8 @@ TESTED = {
     "recipes.py",
     "groups.py",
     "reentrant.py",
-    "leader.py",  # these three: tests/test_examples_leader.py
-    "leader_fastapi.py",
+    "leader.py",  # tests/test_examples_leader.py
+    "leader_fastapi.py",  # these two: tests/contrib/test_schedulers_and_web_apps.py
     "leader_apscheduler.py",
     "cache.py",
     "deadlock.py",
