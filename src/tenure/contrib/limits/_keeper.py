@@ -70,7 +70,9 @@ class Keeper:
         clock: Callable[[], float],
     ) -> None:
         self.url, named = tenure_url(uri)
-        self.node = check_node(node if node is not None else named or DEFAULT_NODE)
+        if node is None:
+            node = named if named is not None else DEFAULT_NODE
+        self.node = check_node(node)
         self.key_prefix = check_prefix(key_prefix)
         if recovery_window is not None and (
             not isinstance(recovery_window, int | float) or not recovery_window > 0

@@ -136,7 +136,10 @@ def _time(text: str) -> float:
 
 def _entry(text: str) -> tuple[int, int]:
     ms, _, hits = text.partition("*")
-    return int(ms), _count(hits) if hits else 1
+    count = _count(hits) if hits else 1
+    if count == 0:
+        raise ValueError(text)
+    return int(ms), count
 
 
 # -- fixed window ---------------------------------------------------------------------
@@ -144,8 +147,9 @@ def _entry(text: str) -> tuple[int, int]:
 
 def fixed_hit(record: Record, now: float, expiry: float, amount: int) -> Step[int]:
     """``incr``: add ``amount`` hits to the window running now (a new one if none
-    runs); the window's count after it."""
-    if isinstance(record, Fixed) and now < record.expires:
+    runs, or if it has no hit: limits starts the window when the count leaves 0);
+    the window's count after it."""
+    if isinstance(record, Fixed) and now < record.expires and record.count > 0:
         window = Fixed(record.count + amount, record.expires)
     else:
         window = Fixed(amount, now + expiry)
@@ -207,7 +211,7 @@ def moving_hit(record: Record, now: float, limit: int, expiry: float, amount: in
     blocking = _nth_newest(entries, limit - amount)
     if blocking is not None and blocking >= since:
         return Step(record, False, until)
-    kept = _newest(((now_ms, amount), *entries), limit, since)
+    kept = _newest(((now_ms, amount), *entries) if amount else entries, limit, since)
     if len(kept) > 1 and kept[0][0] == kept[1][0]:  # one more call in the same millisecond
         kept[1][1] += kept.pop(0)[1]
     log = Moving(tuple((ms, hits) for ms, hits in kept))
