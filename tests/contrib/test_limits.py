@@ -31,7 +31,7 @@ from limits.strategies import (
 
 import tenure.sync
 from tenure.contrib.limits import AsyncTenureStorage, TenureStorage
-from tenure.errors import LimitExceededError, PreconditionFailedError
+from tenure.errors import LimitExceededError, PreconditionFailedError, UnavailableError
 from tests.server.wire import ServerProcess
 
 STRATEGIES: list[type[RateLimiter]] = [
@@ -144,7 +144,7 @@ def test_limits_storage_checks(url: str, storages: list[TenureStorage]) -> None:
 
 async def test_the_async_storage_runs_limits_async_strategies(url: str) -> None:
     clock = Clock()
-    storage = storage_from_string("async+" + url, clock=clock)
+    storage = storage_from_string("async+" + url, clock=clock)  # type: ignore[arg-type]
     assert isinstance(storage, AsyncTenureStorage)
     try:
         assert await storage.check()
@@ -304,12 +304,19 @@ def test_data_that_is_no_record_is_refused_and_wrapped_when_asked(
     assert make(storages, url).reset() == 0  # (and reset leaves it alone)
 
 
-def test_check_is_false_while_the_server_cannot_be_reached(tmp_path: Path) -> None:
+def test_a_server_gone_is_unavailable_within_the_storages_timeout(tmp_path: Path) -> None:
     with ServerProcess(tmp_path / "data", "--fsync", "off") as server:
-        storage = TenureStorage(f"tenure://127.0.0.1:{server.port}?connect_timeout=1")
+        url = f"tenure://127.0.0.1:{server.port}"
+        storage = TenureStorage(url, timeout=0.5, wrap_exceptions=True)
         try:
             assert storage.check()
+            assert storage.incr("k", 60) == 1
             server.kill()
+            # Not the session's recovery window (30 s) that the client would wait for.
+            with pytest.raises(StorageError) as caught:
+                storage.incr("k", 60)
+            assert isinstance(caught.value.storage_error, UnavailableError)
+            assert "within 0.5 s" in str(caught.value.storage_error)
             assert not storage.check()
         finally:
             storage.close()

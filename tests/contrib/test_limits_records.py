@@ -241,6 +241,8 @@ def test_the_url_names_the_node_and_keeps_tenures_own_options() -> None:
         ("tenure://127.0.0.1:1", {"key_prefix": "x\x00"}, "key_prefix"),
         ("tenure://127.0.0.1:1", {"recovery_window": -1}, "recovery_window"),
         ("tenure://127.0.0.1:1", {"clock": 3}, "clock"),
+        ("tenure://127.0.0.1:1", {"timeout": 0}, "timeout"),
+        ("tenure://127.0.0.1:1", {"timeout": float("inf")}, "timeout"),
         ("tenure+x://127.0.0.1:1", {}, "tenure://host:port"),
     ],
 )
@@ -250,6 +252,23 @@ def test_bad_arguments_are_refused_before_anything_is_sent(
     for storage in (TenureStorage, AsyncTenureStorage):
         with pytest.raises(InvalidArgumentError, match=named):
             storage(uri, **options)  # type: ignore[arg-type]
+
+
+def test_a_calls_bad_arguments_are_refused_before_it_connects() -> None:
+    # Port 1: nothing listens there; a call that tried would be UnavailableError.
+    storage = TenureStorage("tenure://127.0.0.1:1")
+    try:
+        for call, named in (
+            (lambda: storage.incr("k", 0), "expiry"),
+            (lambda: storage.incr("k", 60, amount=-1), "amount"),
+            (lambda: storage.acquire_entry("k", 1.5, 60), "limit"),  # type: ignore[arg-type]
+            (lambda: storage.get(b"k"), "key"),  # type: ignore[arg-type]
+            (lambda: storage.get_sliding_window("k", float("nan")), "expiry"),  # type: ignore[arg-type]
+        ):
+            with pytest.raises(InvalidArgumentError, match=named):
+                call()
+    finally:
+        storage.close()
 
 
 def test_limits_finds_both_storages_by_scheme_and_they_connect_on_first_use() -> None:

@@ -25,24 +25,63 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+import functools
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import tenure
 from tenure.contrib.limits import _records as rec
-from tenure.contrib.limits._names import DEFAULT_NODE, check_node, check_prefix, name_of, tenure_url
+from tenure.contrib.limits._names import (
+    DEFAULT_NODE,
+    check_call,
+    check_node,
+    check_prefix,
+    check_seconds,
+    name_of,
+    tenure_url,
+)
 from tenure.errors import (
     InvalidArgumentError,
     LimitExceededError,
     NotFoundError,
     TenureError,
+    UnavailableError,
 )
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 #: A change of one record: from the record and ``now``, what to write and answer.
 Change = Callable[[rec.Record, float], rec.Step[T]]
+
+
+def _bounded(
+    op: Callable[Concatenate[Keeper, P], Awaitable[T]],
+) -> Callable[Concatenate[Keeper, P], Coroutine[Any, Any, T]]:
+    """A call that waits for the server at most the keeper's ``timeout``.
+
+    The tenure client waits for a server that went away to come back (a restart, a
+    cluster's next leader) for as long as the session's recovery window; a web
+    request should not. Past the timeout the call raises UnavailableError: a hit
+    sent by then may or may not have counted.
+    """
+
+    @functools.wraps(op)
+    async def bounded(keeper: Keeper, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        guard = asyncio.timeout(keeper.timeout)
+        try:
+            async with guard:
+                return await op(keeper, *args, **kwargs)
+        except TimeoutError:
+            if not guard.expired():
+                raise
+            raise UnavailableError(
+                f"the tenure server of the limits storage (node {keeper.node!r}) did not "
+                f"answer within {keeper.timeout:g} s (the storage's timeout)"
+            ) from None
+
+    return bounded
 
 
 @dataclass(eq=False)
@@ -67,6 +106,7 @@ class Keeper:
         node: str | None,
         key_prefix: str,
         recovery_window: float | None,
+        timeout: float,
         clock: Callable[[], float],
     ) -> None:
         self.url, named = tenure_url(uri)
@@ -74,15 +114,11 @@ class Keeper:
             node = named if named is not None else DEFAULT_NODE
         self.node = check_node(node)
         self.key_prefix = check_prefix(key_prefix)
-        if recovery_window is not None and (
-            not isinstance(recovery_window, int | float) or not recovery_window > 0
-        ):
-            raise InvalidArgumentError(
-                f"recovery_window must be a positive number of seconds, got {recovery_window!r}"
-            )
+        self.recovery_window = check_seconds("recovery_window", recovery_window, optional=True)
+        #: The longest a call waits for the server, in seconds.
+        self.timeout = check_seconds("timeout", timeout)
         if not callable(clock):
             raise InvalidArgumentError(f"clock must be a function of no argument, got {clock!r}")
-        self.recovery_window = recovery_window
         self.clock = clock
         self._client: tenure.Client | None = None
         self._session: tenure.Session | None = None
@@ -94,47 +130,64 @@ class Keeper:
 
     # -- limits' operations ------------------------------------------------------------
 
+    @_bounded
     async def incr(self, key: str, expiry: float, amount: int) -> int:
         """Fixed window: add ``amount`` hits; the window's count."""
+        check_call(key, expiry=expiry, amount=amount)
         return await self._change(key, lambda r, now: rec.fixed_hit(r, now, expiry, amount))
 
+    @_bounded
     async def get(self, key: str) -> int:
         """Fixed window: its count now (0: none runs; any other record: 0)."""
+        check_call(key)
         return rec.fixed_count(await self._record(key), self.clock())
 
+    @_bounded
     async def get_expiry(self, key: str) -> float:
         """Fixed window: when it ends (now: none runs)."""
+        check_call(key)
         return rec.fixed_end(await self._record(key), self.clock())
 
+    @_bounded
     async def acquire_entry(self, key: str, limit: int, expiry: float, amount: int) -> bool:
         """Moving window: log ``amount`` hits if there is room."""
+        check_call(key, expiry=expiry, limit=limit, amount=amount)
         if amount > limit:
             return False  # (it never fits: nothing to hold or write)
         return await self._change(key, lambda r, now: rec.moving_hit(r, now, limit, expiry, amount))
 
+    @_bounded
     async def get_moving_window(self, key: str, limit: int, expiry: float) -> tuple[float, int]:
         """Moving window: its oldest hit's time and its hits."""
+        check_call(key, expiry=expiry, limit=limit)
         return rec.moving_window(await self._record(key), self.clock(), limit, expiry)
 
+    @_bounded
     async def acquire_sliding_window_entry(
         self, key: str, limit: int, expiry: float, amount: int
     ) -> bool:
         """Sliding window counter: count ``amount`` hits if the weighted count has room."""
+        check_call(key, expiry=expiry, limit=limit, amount=amount)
         if amount > limit:
             return False
         return await self._change(
             key, lambda r, now: rec.sliding_hit(r, now, limit, expiry, amount)
         )
 
+    @_bounded
     async def get_sliding_window(self, key: str, expiry: float) -> tuple[int, float, int, float]:
         """Sliding window counter: both buckets' hits and times left."""
+        check_call(key, expiry=expiry)
         return rec.sliding_window(await self._record(key), self.clock(), expiry)
 
+    @_bounded
     async def clear(self, key: str) -> None:
         """Forget the key's record, whatever its strategy."""
+        check_call(key)
         session = await self._live()
         await self._clear(session, name_of(self.key_prefix, key))
 
+    @_bounded
     async def reset(self) -> int:
         """Forget every record of the storage (its key prefix in its node); how many."""
         session = await self._live()
@@ -146,14 +199,18 @@ class Keeper:
         return cleared
 
     async def check(self) -> bool:
-        """Whether the storage reaches its node."""
+        """Whether the storage reaches its node (within its timeout)."""
         try:
-            await self._live()
-            assert self._client is not None
-            await self._client.describe_node(self.node)
+            await self._reach()
         except (TenureError, OSError):
             return False
         return True
+
+    @_bounded
+    async def _reach(self) -> None:
+        await self._live()
+        assert self._client is not None
+        await self._client.describe_node(self.node)
 
     async def close(self) -> None:
         """Close the session (its holds go: records nobody else holds are deleted) and

@@ -1,4 +1,5 @@
-"""What a storage URL says, and which semaphore keeps each of limits' keys.
+"""What a storage URL says, which semaphore keeps each of limits' keys, and the
+arguments of a call, checked before anything is sent.
 
 ``tenure://host:port[,host:port...]?node=limits&token=...`` (``tenures://`` for TLS,
 ``async+`` before either for the async storage): ``node`` is the storage's node,
@@ -14,6 +15,7 @@ No key written as it is starts with ``#``, so two keys never share a semaphore.
 from __future__ import annotations
 
 import hashlib
+import math
 import unicodedata
 from typing import Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -24,6 +26,8 @@ from tenure.errors import InvalidArgumentError
 DEFAULT_NODE: Final = "limits"
 #: What every semaphore name of the storage starts with, by default.
 DEFAULT_PREFIX: Final = "limits/"
+#: The longest a call of the storage waits for the server, by default, in seconds.
+DEFAULT_TIMEOUT: Final = 5.0
 #: The longest semaphore name tenure takes, in UTF-8 bytes.
 MAX_NAME_BYTES: Final = 1024
 #: The URL schemes of the storages (``async+`` before them: the async storage).
@@ -81,3 +85,25 @@ def name_of(prefix: str, key: str) -> str:
         return prefix + key
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
     return f"{prefix}#{digest}"
+
+
+def check_seconds(what: str, value: object, *, optional: bool = False) -> float | None:
+    """A positive, finite number of seconds (None too, if ``optional``)."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgumentError(f"{what} must be a number of seconds, got {value!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise InvalidArgumentError(f"{what} must be positive and finite, got {value!r}")
+    return float(value)
+
+
+def check_call(key: object, *, expiry: object = 1, limit: object = 0, amount: object = 0) -> str:
+    """A call's key (a string), ``expiry`` (seconds), ``limit`` and ``amount`` (counts)."""
+    if not isinstance(key, str):
+        raise InvalidArgumentError(f"key must be a string, got {key!r}")
+    check_seconds("expiry", expiry)
+    for what, count in (("limit", limit), ("amount", amount)):
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise InvalidArgumentError(f"{what} must be a whole number, 0 or more, got {count!r}")
+    return key

@@ -18,7 +18,7 @@ from limits.aio import storage as aio
 from limits.storage import MovingWindowSupport, SlidingWindowCounterSupport, Storage
 
 from tenure.contrib.limits._keeper import Keeper
-from tenure.contrib.limits._names import DEFAULT_PREFIX
+from tenure.contrib.limits._names import DEFAULT_PREFIX, DEFAULT_TIMEOUT
 from tenure.errors import InvalidArgumentError, TenureError
 from tenure.sync import Portal
 
@@ -29,7 +29,7 @@ def _refuse_unknown(options: dict[str, float | str | bool]) -> None:
     if options:
         raise InvalidArgumentError(
             f"unknown option(s) of the tenure storage: {', '.join(sorted(options))} "
-            "(it takes node, key_prefix, recovery_window, clock and wrap_exceptions; "
+            "(it takes node, key_prefix, recovery_window, timeout, clock and wrap_exceptions; "
             "the tenure URL's own options go in the URL)"
         )
 
@@ -52,6 +52,9 @@ class TenureStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport):
             clears those only).
         recovery_window: of the storage's session (None: the node's): how long
             after this process dies its holds keep the records it wrote.
+        timeout: the longest a call waits for the server, in seconds (past it:
+            UnavailableError), as the client would otherwise wait for a server that
+            went away for up to the session's recovery window.
         clock: the wall clock that times the windows (UNIX seconds; tests pass
             their own).
 
@@ -70,6 +73,7 @@ class TenureStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport):
         node: str | None = None,
         key_prefix: str = DEFAULT_PREFIX,
         recovery_window: float | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
         clock: Clock = time.time,
         **options: float | str | bool,
     ) -> None:
@@ -82,6 +86,7 @@ class TenureStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport):
                 node=node,
                 key_prefix=key_prefix,
                 recovery_window=recovery_window,
+                timeout=timeout,
                 clock=clock,
             )
 
@@ -199,13 +204,19 @@ class AsyncTenureStorage(aio.Storage, aio.MovingWindowSupport, aio.SlidingWindow
         node: str | None = None,
         key_prefix: str = DEFAULT_PREFIX,
         recovery_window: float | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
         clock: Clock = time.time,
         **options: float | str | bool,
     ) -> None:
         _refuse_unknown(options)
         super().__init__(uri, wrap_exceptions=wrap_exceptions)
         self._keeper = Keeper(
-            uri, node=node, key_prefix=key_prefix, recovery_window=recovery_window, clock=clock
+            uri,
+            node=node,
+            key_prefix=key_prefix,
+            recovery_window=recovery_window,
+            timeout=timeout,
+            clock=clock,
         )
         #: The node the storage keeps its records in.
         self.node = self._keeper.node
