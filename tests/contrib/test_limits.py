@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trustme
 from limits import RateLimitItemPerHour, RateLimitItemPerMinute, RateLimitItemPerSecond
 from limits.aio import strategies as aio_strategies
 from limits.errors import StorageError
@@ -318,6 +319,26 @@ def test_a_server_gone_is_unavailable_within_the_storages_timeout(tmp_path: Path
             assert isinstance(caught.value.storage_error, UnavailableError)
             assert "within 0.5 s" in str(caught.value.storage_error)
             assert not storage.check()
+        finally:
+            storage.close()
+
+
+def test_tenures_connects_over_tls_with_the_urls_own_options(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    ca_file, cert, key = tmp_path / "ca.pem", tmp_path / "server.pem", tmp_path / "server.key"
+    ca.cert_pem.write_to_path(str(ca_file))
+    leaf = ca.issue_cert("127.0.0.1")
+    for blob in leaf.cert_chain_pems:
+        blob.write_to_path(str(cert), append=True)
+    leaf.private_key_pem.write_to_path(str(key))
+    tls = ("--tls-cert", str(cert), "--tls-key", str(key))
+    with ServerProcess(tmp_path / "data", "--fsync", "off", *tls) as server:
+        storage = storage_from_string(f"tenures://127.0.0.1:{server.port}?ca={ca_file}&node=tls")
+        assert isinstance(storage, TenureStorage)
+        try:
+            assert storage.node == "tls"
+            limiter = FixedWindowRateLimiter(storage)
+            assert [limiter.hit(RateLimitItemPerHour(1), "k") for _ in range(2)] == [True, False]
         finally:
             storage.close()
 
