@@ -297,8 +297,16 @@ def test_data_that_is_no_record_is_refused_and_wrapped_when_asked(
         admin.create_node(node)
         with admin.session(node) as session:
             session.semaphore("limits/taken").create(1, b"someone else's")
+            session.semaphore("limits/held").create(1)
+            # Refused, not waited for (it is full) nor held.
+            with (
+                session.semaphore("limits/held").acquire(),
+                pytest.raises(PreconditionFailedError, match="persistent"),
+            ):
+                make(storages, url).acquire_entry("held", 5, 60)
     with pytest.raises(PreconditionFailedError, match="not a limits record"):
         make(storages, url).incr("taken", 60)
+    assert all(s.owners == 0 for s in semaphores(url))
     with pytest.raises(StorageError) as caught:
         make(storages, url, wrap_exceptions=True).get("taken")
     assert isinstance(caught.value.storage_error, PreconditionFailedError)

@@ -45,6 +45,7 @@ from tenure.errors import (
     InvalidArgumentError,
     LimitExceededError,
     NotFoundError,
+    PreconditionFailedError,
     TenureError,
     UnavailableError,
 )
@@ -335,8 +336,21 @@ class Keeper:
                 raise failure
 
     async def _acquire(self, session: tenure.Session, name: str) -> _Hold:
+        # Looked at first: a semaphore of someone else's under the prefix (persistent,
+        # or holding other data) is refused, not held (nor waited for, if it is full).
+        try:
+            found: tenure.SemaphoreDescription | None = await session.semaphore(name).describe()
+        except NotFoundError:
+            found = None
+        if found is not None:
+            rec.parse(name, found.data)
+            if not found.ephemeral:
+                raise PreconditionFailedError(
+                    f"semaphore {name!r} is a persistent one, not a record of the limits storage"
+                )
         lease = await session.acquire(name, 1, ephemeral=True)
-        hold = _Hold(session, lease)
+        # What it held when looked at is the first write's guess (checked by the write).
+        hold = _Hold(session, lease, seen=found.data if found is not None else b"")
         self._holds[name] = hold
         return hold
 
