@@ -8,7 +8,7 @@ The storage keeps one record per key, in the data of the key's semaphore, in ASC
   starts the next (limits' rule: its Redis storage's INCR and EXPIRE).
 * ``limits moving MS[*N] MS[*N]...``: a moving window, the log of hits newest first
   (when each went, UNIX milliseconds; ``*N``: N hits of one call). A hit of
-  ``amount`` goes only if the ``limit - amount``-th newest hit is older than
+  ``amount`` goes only if the ``(limit - amount + 1)``-th newest hit is older than
   ``expiry``; the log keeps the newest ``limit`` hits of the last ``expiry`` seconds
   (limits' rule: its Redis storage's list, its ``lindex`` and ``ltrim``).
 * ``limits sliding START PREVIOUS CURRENT``: a sliding window counter, the hits of
