@@ -48,6 +48,7 @@ TESTED = {
     "cache.py",
     "deadlock.py",
     "claims.py",
+    "limits_flask.py",  # tests/contrib/test_limits_flask.py
 }
 
 
