@@ -48,6 +48,7 @@ TESTED = {
     "cache.py",
     "deadlock.py",
     "claims.py",
+    "tooz_groups.py",  # tests/contrib/test_tooz.py
 }
 
 

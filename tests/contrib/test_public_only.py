@@ -38,9 +38,7 @@ def test_an_integration_uses_the_public_api_only(
     # An integration's own modules are public to it (tenure.contrib.tooz._x is its own).
     own = "tenure.contrib." + path.relative_to(CONTRIB).parts[0].removesuffix(".py")
     found = [
-        use
-        for use in reading.private_uses(path.read_text())
-        if not use.split()[1].startswith(own)
+        use for use in reading.private_uses(path.read_text()) if not use.split()[1].startswith(own)
     ]
     assert found == [], f"{path.name} reaches past tenure's public API: {found}"
     # A relative import may reach the integration's own modules, never above them.

@@ -23,6 +23,7 @@ its portal), so the coordinator's state has one thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -71,10 +72,9 @@ class Coordinator:
 
     async def open(self) -> None:
         """Make the node if it is missing, and open the main session."""
-        try:
+        # A token that may not make nodes: the node must exist (the session says).
+        with contextlib.suppress(PermissionDeniedError):
             await self.client.create_node(self.node, exist_ok=True)
-        except PermissionDeniedError:
-            pass  # a token that may not make nodes: the node must exist (the session says)
         await self.main()
 
     async def session(self, purpose: str) -> tenure.Session:
@@ -141,7 +141,9 @@ class Coordinator:
             try:
                 await session.close()
             except TenureError as error:  # unreachable: the server ends it by its window
-                log.warning("tooz member %s: closing session %d: %s", self.member, session.id, error)
+                log.warning(
+                    "tooz member %s: closing session %d: %s", self.member, session.id, error
+                )
 
 
 async def own_caller(make: Callable[[], Awaitable[L | None]]) -> L | None:

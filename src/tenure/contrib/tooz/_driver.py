@@ -70,9 +70,12 @@ class TenureDriver(coordination.CoordinationDriverCachedRunWatchers):
         self._runtime, self._state = runtime, state
 
     def stop(self) -> None:
-        """Leave every group, resign, release every lock, close the sessions."""
-        if self._runtime is not None and self._runtime.pid != os.getpid():
-            self._joined_groups = set()  # a forked child leaves nothing of its parent's
+        """Leave every group, resign, release every lock: close the sessions."""
+        # Leaving is closing: _stop closes each membership's session. tooz's stop would
+        # call leave_group for each group joined, which, for a membership lost
+        # meanwhile (a missed heartbeat), ends the member of that id another
+        # coordinator holds now (leave_group's boot-out).
+        self._joined_groups = set()
         super().stop()
 
     def _stop(self) -> None:
@@ -221,9 +224,10 @@ class TenureDriver(coordination.CoordinationDriverCachedRunWatchers):
         """Resign the group's leadership; whether this member led it."""
         return self._call(_leaders.stand_down, group_id)
 
-    def get_leader(self, group_id: bytes) -> Result[bytes]:
-        """The group's leader's member id (None if nobody leads)."""
-        return Result.of(lambda: self._call(_leaders.leader_of, group_id))  # type: ignore[arg-type]
+    def get_leader(self, group_id: bytes) -> Result[bytes | None]:  # type: ignore[override]
+        """The group's leader's member id (None if nobody leads: tooz's drivers say so,
+        though its annotation says bytes)."""
+        return Result.of(lambda: self._call(_leaders.leader_of, group_id))
 
     def leadership_token(self, group_id: bytes) -> int | None:
         """The fencing token of this member's leadership of the group (None if it does

@@ -23,6 +23,7 @@ Each function runs on the runtime's loop, for one :class:`~._coordinator.Coordin
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 from typing import Any
 
@@ -124,10 +125,8 @@ async def leave_group(coordinator: Coordinator, group_id: bytes) -> None:
     hold = await _hold_of(await coordinator.main(), name, coordinator.member)
     if hold is None:  # it left meanwhile
         raise coordination.MemberNotJoined(group_id, coordinator.member_id)
-    try:
+    with contextlib.suppress(NotFoundError):  # its session ended meanwhile: out either way
         await coordinator.client.kill_session(coordinator.node, hold.session_id)
-    except NotFoundError:
-        pass  # its session ended meanwhile: it is out either way
 
 
 async def members(coordinator: Coordinator, group_id: bytes) -> dict[str, bytes]:
@@ -139,9 +138,7 @@ async def members(coordinator: Coordinator, group_id: bytes) -> dict[str, bytes]
         raise coordination.GroupNotCreated(group_id) from None
 
 
-async def update_capabilities(
-    coordinator: Coordinator, group_id: bytes, capabilities: Any
-) -> None:
+async def update_capabilities(coordinator: Coordinator, group_id: bytes, capabilities: Any) -> None:
     """Replace this member's capabilities (every watcher sees them)."""
     data = encode_capabilities(capabilities)
     membership = coordinator.membership(group_name(group_id))
@@ -164,9 +161,7 @@ async def member_info(
     if hold is None:  # it left meanwhile
         raise coordination.MemberNotJoined(group_id, member_id)
     joined = (
-        None
-        if hold.since is None
-        else datetime.datetime.fromtimestamp(hold.since, tz=datetime.timezone.utc)
+        None if hold.since is None else datetime.datetime.fromtimestamp(hold.since, tz=datetime.UTC)
     )
     return {
         "capabilities": decode_capabilities(found[member]),

@@ -21,6 +21,7 @@ from ._settings import LEADERS, name_of
 
 __all__ = ["election_name", "leader_of", "leadership_token", "stand_down", "try_lead"]
 
+
 def election_name(group_id: bytes) -> str:
     """The tenure election of the tooz group ``group_id``."""
     return LEADERS + name_of(group_id)

@@ -134,7 +134,9 @@ class TenureLock(locking.Lock):
 
             async def ask(rwlock: tenure.RWLock = rwlock, left: float | None = left) -> Any:
                 try:
-                    return await (rwlock.read(timeout=left) if shared else rwlock.write(timeout=left))
+                    return await (
+                        rwlock.read(timeout=left) if shared else rwlock.write(timeout=left)
+                    )
                 except TimeoutError:
                     return None
 
