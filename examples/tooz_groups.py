@@ -37,17 +37,20 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from typing import Any
 
 from tooz import coordination
+
+from tenure.contrib.tooz import TenureDriver
 
 NODE = "tooz-demo"
 TIMEOUT = 1.0  # seconds the worker that stops heartbeating stays a member
 
 
-def coordinator(url: str, member: bytes, timeout: float = 10.0) -> coordination.CoordinationDriver:
-    """A started tooz coordinator over tenure, with its heart beating."""
+def coordinator(url: str, member: bytes, timeout: float = 10.0) -> TenureDriver:
+    """A started tooz coordinator over tenure, with its heart beating (a TenureDriver:
+    its locks' ``token`` and its ``leadership_token()`` are beyond tooz's API)."""
     found = coordination.get_coordinator(f"{url}?node={NODE}&timeout={timeout:g}", member)
+    assert isinstance(found, TenureDriver)
     found.start(start_heart=True)
     return found
 
@@ -55,9 +58,13 @@ def coordinator(url: str, member: bytes, timeout: float = 10.0) -> coordination.
 def groups_and_leaders(url: str) -> None:
     """Membership with capabilities, join events, and a leader that hands over."""
     api1, api2 = coordinator(url, b"api-1"), coordinator(url, b"api-2")
-    events: list[Any] = []
+    events: list[coordination.MemberJoinedGroup] = []
+
+    def joined(event: coordination.MemberJoinedGroup) -> None:
+        events.append(event)
+
     api1.join_group_create(b"api", capabilities={"address": "10.0.0.1:8776"})
-    api1.watch_join_group(b"api", events.append)
+    api1.watch_join_group(b"api", joined)
     api2.join_group(b"api", capabilities={"address": "10.0.0.2:8776"}).get()
     api1.run_watchers()
     for event in events:
@@ -69,7 +76,7 @@ def groups_and_leaders(url: str) -> None:
     for name, coord in (("api-1", api1), ("api-2", api2)):
 
         def elected(
-            event: coordination.LeaderElected, coord: Any = coord, name: str = name
+            event: coordination.LeaderElected, coord: TenureDriver = coord, name: str = name
         ) -> None:
             token = coord.leadership_token(event.group_id)
             print(f"{name} leads {event.group_id.decode()!r} with fencing token {token}")
@@ -77,10 +84,10 @@ def groups_and_leaders(url: str) -> None:
         coord.watch_elected_as_leader(b"api", elected)
     api1.run_watchers()
     api2.run_watchers()  # api-1 leads: nothing for api-2
-    print(f"leader: {api1.get_leader(b'api').get().decode()}")
+    print(f"leader: {api1.get_leader(b'api').get()!r}")
     api1.stand_down_group_leader(b"api")
     api2.run_watchers()
-    print(f"leader: {api1.get_leader(b'api').get().decode()}")
+    print(f"leader: {api1.get_leader(b'api').get()!r}")
 
     lock1, lock2 = api1.get_lock(b"volume-7"), api2.get_lock(b"volume-7")
     with lock1:
@@ -115,8 +122,12 @@ def timeout(url: str) -> None:
     stuck = coordination.get_coordinator(f"{url}?node={NODE}&timeout={TIMEOUT:g}", b"stuck")
     stuck.start()  # no heart, and nobody calls heartbeat(): it looks stuck
     stuck.join_group(b"batch").get()
-    left: list[Any] = []
-    watcher.watch_leave_group(b"batch", left.append)
+    left: list[coordination.MemberLeftGroup] = []
+
+    def gone(event: coordination.MemberLeftGroup) -> None:
+        left.append(event)
+
+    watcher.watch_leave_group(b"batch", gone)
     watcher.run_watchers()
     print(f"members of 'batch': {sorted(m.decode() for m in watcher.get_members(b'batch').get())}")
     deadline = time.monotonic() + 10 * TIMEOUT

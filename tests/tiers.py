@@ -158,6 +158,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/test_netproxy.py": UNIT,  # in-process proxies
     "tests/test_tickets.py": UNIT,
     "tests/test_tiers.py": UNIT,
+    "tests/contrib/test_tooz_settings.py": UNIT,
 }
 
 

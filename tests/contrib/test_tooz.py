@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime
 import multiprocessing
-import os
 import re
 import signal
 import subprocess
@@ -21,6 +20,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tooz
@@ -48,7 +48,7 @@ def url(server: ServerProcess) -> str:
     return f"tenure://127.0.0.1:{server.port}?node=t{uuid.uuid4().hex[:12]}"
 
 
-def started(url: str, member: bytes, **options: object) -> TenureDriver:
+def started(url: str, member: bytes, **options: Any) -> TenureDriver:
     coord = coordination.get_coordinator(url, member, **options)
     assert isinstance(coord, TenureDriver)
     coord.start()
@@ -70,19 +70,24 @@ def test_locks_and_leaderships_carry_fencing_tokens_that_grow(url: str) -> None:
 
     assert lock1.acquire()
     first = lock1.token
-    assert first is not None and lock1.is_still_owner()
+    assert first is not None
+    assert lock1.is_still_owner()
     assert not lock2.acquire(blocking=False)
     assert lock1.release()
-    assert lock1.token is None and not lock1.is_still_owner()
+    assert lock1.token is None
+    assert not lock1.is_still_owner()
     assert lock2.acquire(blocking=False)
-    assert lock2.token is not None and lock2.token > first
+    assert lock2.token is not None
+    assert lock2.token > first
 
     # Shared holds have a token each; break_ ends them all, and the owners know.
     assert lock2.release()
-    assert lock1.acquire(shared=True) and lock2.acquire(shared=True)
+    assert lock1.acquire(shared=True)
+    assert lock2.acquire(shared=True)
     assert lock1.token != lock2.token
     assert lock2.break_()
-    assert not lock1.is_still_owner() and lock1.token is None
+    assert not lock1.is_still_owner()
+    assert lock1.token is None
     assert not lock1.release()
 
     one.create_group(b"g").get()
@@ -90,11 +95,13 @@ def test_locks_and_leaderships_carry_fencing_tokens_that_grow(url: str) -> None:
     two.watch_elected_as_leader(b"g", lambda event: None)
     one.run_watchers()
     led = one.leadership_token(b"g")
-    assert led is not None and two.leadership_token(b"g") is None
+    assert led is not None
+    assert two.leadership_token(b"g") is None
     assert one.stand_down_group_leader(b"g")
     two.run_watchers()
     after = two.leadership_token(b"g")
-    assert after is not None and after > led
+    assert after is not None
+    assert after > led
     assert two.get_leader(b"g").get() == b"two"
 
     one.join_group(b"g", {"zone": "a"}).get()
@@ -135,7 +142,8 @@ def test_a_forked_child_opens_its_own_connection_and_leaves_the_parents_alone(ur
     # membership still in the group (it stopped without touching it).
     assert isinstance(found, tuple), found
     held_by_parent, taken, token, members = found
-    assert (held_by_parent, taken) == (False, True) and isinstance(token, int)
+    assert (held_by_parent, taken) == (False, True)
+    assert isinstance(token, int)
     assert members == {b"forking"}
     assert child.exitcode == 0
     # The parent: its lock, its membership, its connection, all as they were; the
@@ -260,16 +268,18 @@ def test_the_example_runs_groups_leaders_locks_a_partitioner_and_a_timeout() -> 
     ]
     led = [re.match(r"(api-\d) leads 'api' with fencing token (\d+)$", line) for line in lines]
     terms = [(m[1], int(m[2])) for m in led if m]
-    assert [name for name, _ in terms] == ["api-1", "api-2"] and terms[0][1] < terms[1][1]
+    assert [name for name, _ in terms] == ["api-1", "api-2"]
+    assert terms[0][1] < terms[1][1]
     assert [line for line in lines if line.startswith("leader: ")] == [
-        "leader: api-1",
-        "leader: api-2",
+        "leader: b'api-1'",
+        "leader: b'api-2'",
     ]
     holds = [
         re.match(r"(api-\d) holds 'volume-7' with fencing token (\d+)$", line) for line in lines
     ]
     tokens = [int(m[2]) for m in holds if m]
-    assert len(tokens) == 2 and tokens[0] < tokens[1]
+    assert len(tokens) == 2
+    assert tokens[0] < tokens[1]
     assert "api-2 can take it meanwhile: False" in lines
     owned = [
         re.match(r"volume-\d: owned by worker-(\d), which alone says mine: \[(\d)\]$", line)

@@ -22,7 +22,7 @@ from . import _groups, _leaders
 from ._coordinator import Coordinator
 from ._lock import TenureLock
 from ._runtime import Result, Runtime, acquire_runtime, release_runtime
-from ._settings import Settings, decode_capabilities, id_of, name_of
+from ._settings import Settings, as_id, decode_capabilities, id_of, name_of
 
 __all__ = ["TenureDriver"]
 
@@ -51,7 +51,7 @@ class TenureDriver(coordination.CoordinationDriverCachedRunWatchers):
 
     def __init__(self, member_id: bytes, parsed_url: Any, options: dict[str, Any]) -> None:
         # Member ids come back from the server as bytes: compare like with like.
-        super().__init__(utils.to_binary(member_id), parsed_url, options)
+        super().__init__(as_id(member_id), parsed_url, options)
         #: What the URL says (node, timeout, max_members, the tenure:// URL).
         self.settings = Settings.of(parsed_url, utils.collapse(options))
         self._runtime: Runtime | None = None

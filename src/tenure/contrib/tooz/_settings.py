@@ -31,6 +31,7 @@ __all__ = [
     "LEADERS",
     "LOCKS",
     "Settings",
+    "as_id",
     "decode_capabilities",
     "encode_capabilities",
     "id_of",
@@ -119,9 +120,14 @@ def _number(option: str, given: str | None, default: float) -> float:
     return value
 
 
+def as_id(value: bytes | str) -> bytes:
+    """A tooz id as bytes (a str one in UTF-8, as tooz's Redis driver encodes it)."""
+    return value.encode("utf-8") if isinstance(value, str) else bytes(value)
+
+
 def name_of(value: bytes | str) -> str:
     """A tooz id (bytes, or str) as tenure text (module docstring)."""
-    return quote(utils.to_binary(value), safe=_KEPT)
+    return quote(as_id(value), safe=_KEPT)
 
 
 def id_of(name: str) -> bytes:
