@@ -65,6 +65,7 @@ class Coordinator:
         #: The member id as tenure text (a group member's id, a leader's data).
         self.member = name_of(member_id)
         self._main: tenure.Session | None = None
+        self._opening = asyncio.Lock()
         #: Groups joined, by tenure group name.
         self.memberships: dict[str, Membership] = {}
         #: Elections led, by tenure election name.
@@ -90,36 +91,56 @@ class Coordinator:
         """The main session (locks, leaderships); a new one if it was lost (what it
         held went with it)."""
         main = self._main
-        if main is None or main.closed:
-            if main is not None:
-                log.warning(
-                    "tooz member %s: session %d ended (%s); opening another",
-                    self.member,
-                    main.id,
-                    main.lost_reason,
-                )
-            main = self._main = await self.session("locks and leadership")
-        return main
+        if main is not None and not main.closed:
+            return main
+        async with self._opening:  # one new session, however many callers found it gone
+            main = self._main
+            if main is None or main.closed:
+                if main is not None:
+                    log.warning(
+                        "tooz member %s: session %d ended (%s); opening another",
+                        self.member,
+                        main.id,
+                        main.lost_reason,
+                    )
+                main = self._main = await self.session("locks and leadership")
+            return main
 
     async def renew(self) -> None:
         """The heartbeat: renew every session; forget the memberships that ended."""
         await (await self.main()).renew()
         for name, membership in list(self.memberships.items()):
-            if not membership.live:
-                del self.memberships[name]
-                continue
             try:
                 await membership.session.renew()
+                if membership.live:
+                    continue
             except LostError:
-                del self.memberships[name]
+                pass
+            log.warning(
+                "tooz member %s: its membership of %s ended (%s)",
+                self.member,
+                name,
+                membership.session.lost_reason or membership.member.lost_reason,
+            )
+            await self._forget(name, membership)
 
-    def membership(self, group: str) -> Membership | None:
+    async def membership(self, group: str) -> Membership | None:
         """The live membership of ``group`` (a lost one is forgotten)."""
         membership = self.memberships.get(group)
         if membership is not None and not membership.live:
-            del self.memberships[group]
+            await self._forget(group, membership)
             return None
         return membership
+
+    async def _forget(self, group: str, membership: Membership) -> None:
+        """Drop a membership that ended, and its session (which may live on: a group
+        deleted by force ends its members, not their sessions)."""
+        if self.memberships.get(group) is membership:  # (not left and joined again since)
+            del self.memberships[group]
+        try:
+            await membership.session.close()
+        except TenureError as error:
+            log.warning("tooz member %s: closing its session of %s: %s", self.member, group, error)
 
     def leadership(self, election: str) -> tenure.Leadership | None:
         """The live leadership of ``election`` (a lost one is forgotten)."""

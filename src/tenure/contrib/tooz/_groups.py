@@ -93,7 +93,7 @@ async def delete_group(coordinator: Coordinator, group_id: bytes) -> None:
 async def join_group(coordinator: Coordinator, group_id: bytes, capabilities: Any) -> None:
     """Join as the coordinator's member id with ``capabilities``."""
     name = group_name(group_id)
-    if coordinator.membership(name) is not None:
+    if await coordinator.membership(name) is not None:
         raise coordination.MemberAlreadyExist(group_id, coordinator.member_id)
     data = encode_capabilities(capabilities)
     await members(coordinator, group_id)  # GroupNotCreated: tooz's join never makes it
@@ -115,7 +115,7 @@ async def leave_group(coordinator: Coordinator, group_id: bytes) -> None:
     """Leave the group: this coordinator's membership, or the one another coordinator
     with the same member id holds."""
     name = group_name(group_id)
-    membership = coordinator.membership(name)
+    membership = await coordinator.membership(name)
     if membership is not None:
         del coordinator.memberships[name]
         await membership.session.close()
@@ -141,7 +141,7 @@ async def members(coordinator: Coordinator, group_id: bytes) -> dict[str, bytes]
 async def update_capabilities(coordinator: Coordinator, group_id: bytes, capabilities: Any) -> None:
     """Replace this member's capabilities (every watcher sees them)."""
     data = encode_capabilities(capabilities)
-    membership = coordinator.membership(group_name(group_id))
+    membership = await coordinator.membership(group_name(group_id))
     if membership is None:
         await members(coordinator, group_id)  # GroupNotCreated first
         raise coordination.MemberNotJoined(group_id, coordinator.member_id)
