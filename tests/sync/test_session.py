@@ -213,10 +213,10 @@ def test_a_session_is_resumed_by_ticket_with_its_leases(shared_url: str) -> None
 def test_a_ttl_session_lives_while_the_thread_renews_it(client: tenure.sync.Client) -> None:
     # The deadline is kept on the portal's thread: a calling thread that stops
     # renewing (stuck, here: waiting on the event) loses the session there.
-    session = client.session(NODE, ttl=0.3)
-    assert session.ttl == 0.3
+    session = client.session(NODE, ttl=0.6)
+    assert session.ttl == 0.6
     lock = session.mutex("job").lock()
-    for _ in range(6):  # 0.6 s: twice the ttl, renewed every 0.1 s
+    for _ in range(9):  # 0.9 s: one and a half ttls, renewed every 0.1 s
         session.renew()
         assert not session.lost.wait(0.1)
     assert lock.lost_reason is None
