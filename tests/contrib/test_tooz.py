@@ -118,7 +118,8 @@ def _in_a_forked_child(coord: TenureDriver, queue: multiprocessing.Queue[object]
         held_by_parent = coord.get_lock(b"parent's").acquire(blocking=False)
         own = coord.get_lock(b"child's")
         taken = own.acquire(blocking=False)
-        queue.put((held_by_parent, taken, own.token, coord.get_members(b"g").get()))
+        session = coord.run(coord.coordinator.main).id
+        queue.put((held_by_parent, taken, own.token, coord.get_members(b"g").get(), session))
         coord.stop()
     except BaseException as error:
         queue.put(repr(error))
@@ -138,10 +139,14 @@ def test_a_forked_child_opens_its_own_connection_and_leaves_the_parents_alone(ur
         found = queue.get(timeout=PATIENCE)
     finally:
         child.join(timeout=PATIENCE)
+        if child.is_alive():  # stuck: never left running
+            child.kill()
+            child.join(timeout=PATIENCE)
     # The child: a session of its own (the parent's lock is not its), the parent's
     # membership still in the group (it stopped without touching it).
     assert isinstance(found, tuple), found
-    held_by_parent, taken, token, members = found
+    held_by_parent, taken, token, members, session = found
+    assert session != coord.run(coord.coordinator.main).id
     assert (held_by_parent, taken) == (False, True)
     assert isinstance(token, int)
     assert members == {b"forking"}
