@@ -84,7 +84,8 @@ class Coordinator:
             self.node,
             recovery_window=self.settings.timeout,
             ttl=self.settings.timeout,
-            description=f"tooz {self.member}: {purpose}",
+            # (ASCII: ids are percent-encoded; 1024 bytes is a description's most.)
+            description=f"tooz {self.member}: {purpose}"[:1024],
         )
 
     async def main(self) -> tenure.Session:
