@@ -49,6 +49,7 @@ TESTED = {
     "deadlock.py",
     "claims.py",
     "limits_flask.py",  # tests/contrib/test_limits_flask.py
+    "tooz_groups.py",  # tests/contrib/test_tooz.py
 }
 
 

@@ -82,6 +82,9 @@ _SLOW: Final = (
     "src/tenure/testing/conformance/test_differential.py::test_the_backend_agrees_with_the_engine[postgres]",
     "src/tenure/testing/conformance/test_differential.py::test_the_backend_agrees_with_the_engine[etcd]",
     "src/tenure/testing/conformance/test_differential.py::test_the_backend_agrees_with_the_engine[redis]",
+    "tests/contrib/test_tooz_suite.py::test_tooz_suite_passes_against_a_tenure_server",
+    "tests/contrib/test_tooz_suite.py::test_tooz_suite_passes_against_a_three_member_cluster",
+    "tests/contrib/test_tooz.py::test_the_example_runs_groups_leaders_locks_a_partitioner_and_a_timeout",
 )
 
 #: Path (relative to the repository, or a test's ``path::name``) -> markers of the
@@ -158,6 +161,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/test_tickets.py": UNIT,
     "tests/test_tiers.py": UNIT,
     "tests/contrib/test_limits_records.py": UNIT,
+    "tests/contrib/test_tooz_settings.py": UNIT,
 }
 
 

@@ -208,3 +208,22 @@ def test_a_session_is_resumed_by_ticket_with_its_leases(shared_url: str) -> None
         assert resumed.lost_reason is None
         assert new.mutex("job").try_lock() is not None
         new.close()
+
+
+def test_a_ttl_session_lives_while_the_thread_renews_it(client: tenure.sync.Client) -> None:
+    # The deadline is kept on the portal's thread: a calling thread that stops
+    # renewing (stuck, here: waiting on the event) loses the session there.
+    session = client.session(NODE, ttl=0.6)
+    assert session.ttl == 0.6
+    lock = session.mutex("job").lock()
+    for _ in range(9):  # 0.9 s: one and a half ttls, renewed every 0.1 s
+        session.renew()
+        assert not session.lost.wait(0.1)
+    assert lock.lost_reason is None
+    assert session.lost.wait(5.0)
+    assert isinstance(session.lost_reason, SessionExpiredError)
+    assert isinstance(lock.lost_reason, SessionExpiredError)
+    with pytest.raises(SessionExpiredError):
+        session.renew()
+    with client.session(NODE) as other:  # closed in the store as soon as it answers
+        assert other.mutex("job").lock(timeout=5.0).held

@@ -24,6 +24,7 @@ from tenure.client._lease import Leadership
 from tenure.client._node_admin import NodeAdmin, redacted
 from tenure.client._opening import ClosesOnExit, Opening
 from tenure.client._session import Session
+from tenure.client._ttl import check_ttl
 from tenure.errors import (
     ClientClosedError,
     InvalidArgumentError,
@@ -89,6 +90,7 @@ class Client(NodeAdmin, ClosesOnExit):
         recovery_window: float | None = None,
         description: str = "",
         resume: SessionTicket | str | None = None,
+        ttl: float | None = None,
     ) -> Opening[Session]:
         """Open a session on ``node``; ``await`` it, or use ``async with`` (closes at the end).
 
@@ -96,6 +98,13 @@ class Client(NodeAdmin, ClosesOnExit):
             recovery_window: seconds the server keeps the session (and all it holds)
                 after its connection is lost; ``None`` takes the node's default.
             description: a label shown to other sessions and operators.
+            ttl: seconds (at most a day) within which the application must renew the
+                session (:meth:`Session.renew`), from its opening on, or lose it:
+                this client then ends it with SessionExpiredError, as an expiry, and
+                closes it in the store, releasing everything it held. For a process
+                that can be alive yet stuck (tooz's heartbeats, Consul's TTL
+                sessions). ``None``: no ttl. The recovery window still applies to a
+                lost connection; ``ttl`` may be given with ``resume``.
             resume: a :class:`SessionTicket` (or its ``to_str()``) from
                 :meth:`Session.ticket`: instead of opening a session, take that live
                 session back, with everything it holds (a process that crashed and
@@ -117,6 +126,7 @@ class Client(NodeAdmin, ClosesOnExit):
                 its secret does not match.
         """
         node, recovery_window, description = _session_args(node, recovery_window, description)
+        ttl = check_ttl(ttl)
         ticket = _args.ticket(resume, node)
         if ticket is not None:
             if recovery_window is not None or description:
@@ -129,7 +139,7 @@ class Client(NodeAdmin, ClosesOnExit):
                     f"{redacted(self.url)} cannot resume sessions "
                     "(it lacks Capability.SESSION_RECOVERY)"
                 )
-        return Opening(lambda: self._open_session(node, recovery_window, description, ticket))
+        return Opening(lambda: self._open_session(node, recovery_window, description, ticket, ttl))
 
     def sessions(
         self, node: str, *, recovery_window: float | None = None, description: str = ""
@@ -242,9 +252,10 @@ class Client(NodeAdmin, ClosesOnExit):
         recovery_window: float | None,
         description: str,
         resume: SessionTicket | None = None,
+        ttl: float | None = None,
     ) -> Session:
         self._check_open()
-        session = Session(node, recovery_window, description)
+        session = Session(node, recovery_window, description, ttl)
         if resume is None:
             backend_session = await self.backend.open_session(
                 node,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import secrets
 from collections.abc import Awaitable, Iterable
 from functools import partial
@@ -27,11 +29,16 @@ from tenure.client._rate_limiter import RateLimiter
 from tenure.client._rwlock import RWLock
 from tenure.client._semaphore import Semaphore
 from tenure.client._session_holds import SessionHolds
+from tenure.client._ttl import Watchdog
 from tenure.errors import (
     InvalidArgumentError,
     LostError,
     SessionClosedError,
+    SessionExpiredError,
+    TenureError,
 )
+
+log = logging.getLogger("tenure.client")
 
 L = TypeVar("L", bound=Lease)
 
@@ -44,10 +51,17 @@ class Session(SessionHolds, Guarded):
     of their ``async with`` blocks, and of the session's own, are cancelled.
     """
 
-    def __init__(self, node: str, recovery_window: float | None, description: str) -> None:
+    def __init__(
+        self, node: str, recovery_window: float | None, description: str, ttl: float | None = None
+    ) -> None:
         super().__init__(node)
         self.recovery_window = recovery_window
         self.description = description
+        #: Seconds within which :meth:`renew` must be called, or the session ends
+        #: (None: no ttl, the session lives while its connection does).
+        self.ttl = ttl
+        self._watchdog: Watchdog | None = None
+        self._ttl_close: asyncio.Task[None] | None = None
         self._scopes: list[CancelOnLoss] = []
         #: What releases a claim by its id (the client's release_claim, of this node).
         self._claim_releaser: Releaser | None = None
@@ -58,6 +72,10 @@ class Session(SessionHolds, Guarded):
         #: default) as the backend keeps it; etcd:// rounds it up to whole seconds,
         #: 2 at least (None only before the session is open).
         self.recovery_window = backend_session.recovery_window
+        if self.ttl is not None:
+            watchdog = Watchdog(self.ttl, lambda: f"session {self.id}", self._ttl_expired)
+            self._watchdog = watchdog
+            self._signal.add_callback(lambda _reason: watchdog.stop())
 
     def __repr__(self) -> str:
         return f"<Session {self.id} on {self.node!r}>"
@@ -208,6 +226,37 @@ class Session(SessionHolds, Guarded):
 
     def _end_block(self) -> Awaitable[None] | None:
         return self.close()
+
+    async def renew(self) -> None:
+        """Renew a session opened with ``ttl``: it now lives ``ttl`` seconds from now.
+
+        Call it at least every ``ttl`` seconds (every ``ttl / 3`` leaves room for a
+        slow turn); a session not renewed in time is lost with SessionExpiredError
+        and closed in the store, releasing everything it held (see
+        :meth:`Client.session`). A session without a ttl has nothing to renew.
+
+        Raises:
+            LostError: the session has ended (its loss error, SessionExpiredError
+                if its ttl ran out; SessionClosedError once closed).
+        """
+        self._backend_session()  # raises the session's end
+        if self._watchdog is not None:
+            self._watchdog.renew()
+
+    def _ttl_expired(self, error: SessionExpiredError) -> None:
+        """The ttl ran out: the session is lost now, and closed in the store."""
+        if self._signal.ended:
+            return
+        backend = self._backend
+        self._end(error)
+        if backend is not None:
+            self._ttl_close = asyncio.ensure_future(self._close_expired(backend))
+
+    async def _close_expired(self, backend: BackendSession) -> None:
+        try:
+            await backend.close()
+        except TenureError as error:  # the store ends it by its own rule, later
+            log.warning("session %d: could not close it after its ttl: %s", self.id, error)
 
     # -- what the backend tells (through a _Listener) ---------------------------------
 

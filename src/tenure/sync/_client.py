@@ -124,6 +124,7 @@ class Client(ClosesOnExit):
         recovery_window: float | None = None,
         description: str = "",
         resume: SessionTicket | str | None = None,
+        ttl: float | None = None,
     ) -> Session:
         """Open a session on ``node``; use it plain (``close()`` it) or in ``with``.
 
@@ -134,11 +135,19 @@ class Client(ClosesOnExit):
             resume: a ticket (:meth:`Session.ticket`, or its ``to_str()``): take that
                 live session back with all it holds (:meth:`Session.leases`), as
                 :meth:`tenure.Client.session` does.
+            ttl: seconds within which :meth:`Session.renew` must be called, or the
+                session is lost (SessionExpiredError) and closed, as
+                :meth:`tenure.Client.session` says. The deadline is kept on the
+                portal's thread: a calling thread that stops renewing loses it.
         """
         return self._portal.call(
             opened,
             lambda: self._client.session(
-                node, recovery_window=recovery_window, description=description, resume=resume
+                node,
+                recovery_window=recovery_window,
+                description=description,
+                resume=resume,
+                ttl=ttl,
             ),
             self._wrap,
         )

@@ -52,6 +52,8 @@ class Session(Held):
         self.node = session.node
         self.recovery_window = session.recovery_window
         self.description = session.description
+        #: Seconds within which :meth:`renew` must be called (None: no ttl).
+        self.ttl = session.ttl
         self.id = session.id
         """The backend's id of this session (kept after it ends)."""
         self._wrapped: weakref.WeakKeyDictionary[aio.Lease, Lease] = weakref.WeakKeyDictionary()
@@ -220,6 +222,10 @@ class Session(Held):
             ),
             lambda lease: self._track(kind(self, lease)),
         )
+
+    def renew(self) -> None:
+        """Renew a session opened with ``ttl`` (see :meth:`tenure.Session.renew`)."""
+        self._portal.call(self._session.renew)
 
     def close(self) -> None:
         """Close the session: everything it holds is released. Idempotent."""
