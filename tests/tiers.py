@@ -157,6 +157,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/test_netproxy.py": UNIT,  # in-process proxies
     "tests/test_tickets.py": UNIT,
     "tests/test_tiers.py": UNIT,
+    "tests/contrib/test_celery_units.py": UNIT,  # memory:// and kombu's in-memory broker
 }
 
 

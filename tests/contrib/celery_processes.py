@@ -86,7 +86,8 @@ class CeleryProcess:
 
     def log(self) -> str:
         """What it logged so far (its log file and its stdout/stderr)."""
-        self._out.flush()
+        if not self._out.closed:
+            self._out.flush()
         parts = [self.log_path, Path(self._out.name)]
         return "\n".join(path.read_text(errors="replace") for path in parts if path.exists())
 
@@ -117,8 +118,6 @@ class CeleryProcess:
         except subprocess.TimeoutExpired:
             self.kill()
             return self.proc.wait(PATIENCE)
-        finally:
-            self._out.close()
 
     def kill(self) -> None:
         """SIGKILL its whole group: a crash of the worker and its children."""
