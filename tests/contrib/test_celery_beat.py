@@ -53,7 +53,7 @@ class Beats:
     def more_ticks(self, than: int) -> Counter[int]:
         """Wait until more than ``than`` ticks were sent (a few periods), and count them."""
         return until(
-            lambda: (sent := self.senders()).total() > than and sent,
+            lambda: sent if (sent := self.senders()).total() > than else None,
             f"more than {than} ticks sent",
         )
 
@@ -100,7 +100,7 @@ def test_one_beat_ticks_a_killed_one_is_replaced_and_a_stopped_one_hands_over_at
         leader.kill()
         at_kill = beats.senders()
         after = until(
-            lambda: (sent := beats.senders())[follower.proc.pid] > 2 and sent,
+            lambda: sent if (sent := beats.senders())[follower.proc.pid] > 2 else None,
             "the follower ticks after the leader's kill",
         )
         assert set(after) == {leader.proc.pid, follower.proc.pid}

@@ -186,7 +186,7 @@ def test_a_hold_lost_while_the_task_runs_fails_it_at_its_end(
     def loses(self: Task) -> bool:
         lock = self.singleton_lock
         client.kill_session(NODE, lock.session.id)  # as an operator would
-        return lock.lost.wait(5)
+        return bool(lock.lost.wait(5))
 
     result = loses.apply()
     assert result.state == "FAILURE"
