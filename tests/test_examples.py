@@ -48,6 +48,7 @@ TESTED = {
     "cache.py",
     "deadlock.py",
     "claims.py",
+    "celery_reports.py",  # tests/contrib/test_celery_example.py
 }
 
 
