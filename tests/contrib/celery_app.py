@@ -43,7 +43,7 @@ app.conf.update(
     beat_schedule={
         "tick": {"task": "tick", "schedule": TICK_EVERY, "options": {"queue": "beat"}},
     },
-    beat_max_loop_interval=5,
+    beat_max_loop_interval=1,
     tenure_beat_election="test-beat",
     tenure_beat_recovery_window=WINDOW,
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +38,7 @@ class Beats:
 
     def __init__(self, env: dict[str, str], broker: str, directory: Path) -> None:
         self.env = env
+        self.url = env["TENURE_URL"]
         self.directory = directory
         self.redis = redis.Redis.from_url(broker)
 
@@ -49,6 +51,12 @@ class Beats:
             assert found is not None, origin
             counted[int(found[1])] += 1
         return counted
+
+    def leader(self) -> str | None:
+        """The elected beat's data (``celery beat HOST pid PID``), None if none leads."""
+        with tenure.sync.connect(self.url) as client, client.session(NODE) as session:
+            state = session.election(ELECTION).leader()
+        return None if state is None or not state.has_leader else state.data.decode()
 
     def more_ticks(self, than: int) -> Counter[int]:
         """Wait until more than ``than`` ticks were sent (a few periods), and count them."""
@@ -91,10 +99,12 @@ def test_one_beat_ticks_a_killed_one_is_replaced_and_a_stopped_one_hands_over_at
         (leader_pid,) = first  # one sender only
         leader, follower = sorted(started, key=lambda beat: beat.proc.pid != leader_pid)
         assert leader.proc.pid == leader_pid
-        # A few periods later, still the leader alone.
-        assert set(beats.more_ticks(first.total() + 3)) == {leader.proc.pid}
+        # Later (a follower's tick waits beat_max_loop_interval, 1 s, for a term, then
+        # looks again), still the leader alone.
+        assert set(beats.more_ticks(first.total() + 5)) == {leader.proc.pid}
         assert follower.running
         leader_token = token_of(leader)
+        assert beats.leader() == f"celery beat {socket.gethostname()} pid {leader.proc.pid}"
 
         # kill -9: its session ends at the end of its 2 s window; the follower takes over.
         leader.kill()
@@ -114,6 +124,9 @@ def test_one_beat_ticks_a_killed_one_is_replaced_and_a_stopped_one_hands_over_at
         third.wait_log("beat: Starting...")
         assert third.proc.pid not in beats.senders()
         assert follower.stop() == 0
+        # It resigned as it stopped: its session (which would otherwise live 2 s more)
+        # no longer leads.
+        assert beats.leader() != f"celery beat {socket.gethostname()} pid {follower.proc.pid}"
         assert "Traceback" not in follower.log()
         until(
             lambda: beats.senders()[third.proc.pid] > 2,
