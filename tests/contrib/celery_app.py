@@ -99,6 +99,12 @@ def hold_on_after_loss(self: Task, key: str, gate: str) -> dict[str, Any]:
     return hold(self, gate)
 
 
+@app.task(bind=True, base=Brief, name="hold_late", acks_late=True, reject_on_worker_lost=True)
+def hold_late(self: Task, key: str, gate: str) -> dict[str, Any]:
+    """Acknowledged at its end: a run whose worker dies is delivered again."""
+    return hold(self, gate)
+
+
 @app.task(bind=True, base=Brief, name="queued_raise", mode="enqueue", enqueue_at_most=60)
 def queued_raise(self: Task, key: str, gate: str) -> dict[str, Any]:
     return hold(self, gate)

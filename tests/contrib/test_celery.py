@@ -210,6 +210,25 @@ def test_a_prefork_child_killed_mid_task_frees_the_key_within_its_window(shared:
     assert following.get(timeout=PATIENCE)["lost"] is False
 
 
+def test_a_task_delivered_again_after_its_child_was_killed_runs_once_its_old_hold_ends(
+    shared: Env,
+) -> None:
+    # acks_late and reject_on_worker_lost: the broker delivers the task again at once,
+    # while its old hold (the dead child's session) lives on for its window. The new
+    # delivery is no duplicate of anything: it waits for its own old hold to end.
+    task = celery_app.hold_late
+    key, gate = uuid.uuid4().hex, shared.gate()
+    running = run(task, key, gate, "prefork")
+    first = shared.started(gate)
+    os.kill(first["pid"], signal.SIGKILL)
+    second = shared.started(gate)
+    assert second["id"] == running.id
+    assert second["pid"] != first["pid"]
+    assert second["token"] > first["token"]
+    shared.open(gate)
+    assert running.get(timeout=PATIENCE) == {"lost": False, "token": second["token"]}
+
+
 def test_a_solo_worker_killed_mid_task_frees_the_key_for_another_worker(
     shared: Env, tmp_path: Path
 ) -> None:

@@ -94,6 +94,8 @@ def test_a_key_refuses_what_json_cannot_hold_and_calls_that_do_not_fit(app: Cele
         task.singleton_key((7,), {"when": object()})
     with pytest.raises(InvalidArgumentError, match="the arguments do not fit task"):
         task.singleton_key((), {"nothing": 1})
+    with pytest.raises(InvalidArgumentError, match=r"names \['self'\], which a call does not"):
+        declare(app, unique_on="self").singleton_key((7,), {})
     # An argument unique_on leaves out may be anything.
     assert declare(app, unique_on="report_id").singleton_key((7,), {"when": object()})
 

@@ -106,6 +106,11 @@ def singleton_key(
     if unique_on == ():
         return f"{prefix}{task}"
     arguments = bound_arguments(run, args, kwargs, task)
+    unbound = [name for name in unique_on or () if name not in arguments]
+    if unbound:  # (a bound task's ``self``: the call does not pass it)
+        raise InvalidArgumentError(
+            f"unique_on of task {task} names {unbound!r}, which a call does not pass"
+        )
     chosen = arguments if unique_on is None else {name: arguments[name] for name in unique_on}
     try:
         canonical = json.dumps(

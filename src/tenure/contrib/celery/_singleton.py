@@ -7,6 +7,14 @@ says what it does: ``"raise"`` :class:`~tenure.errors.DuplicateTaskError` (the
 task fails, naming the running task's id), ``"return"`` the running task's id as
 its result, or ``"log"`` a warning and return None. Never dropped silently.
 
+A task delivered again while its old hold lives (``acks_late`` with
+``reject_on_worker_lost``: its worker died mid-run, and the broker hands the task
+to another) is no duplicate of itself: it waits for that hold to end with the dead
+worker's session (its window, and a little slack), then runs. If the old hold
+outlives that wait, the first delivery is alive (a Redis visibility timeout
+delivered a running task again), and this delivery is ignored (a warning; Celery
+stores nothing for it, so the running delivery's result stands).
+
 With ``mode="enqueue"`` the key is also claimed by the producer at
 ``apply_async`` (:mod:`._enqueue`), so a second enqueue while one is queued or
 running is the duplicate, answered at once in the producer.
@@ -34,7 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Final
 
 from celery import Task
-from celery.exceptions import Reject, Retry
+from celery.exceptions import Ignore, Reject, Retry
 from kombu.utils.uuid import uuid
 
 import tenure.sync
@@ -55,6 +63,9 @@ ON_DUPLICATE: Final = ("raise", "return", "log")
 MODES: Final = ("run", "enqueue")
 #: How many times a busy key whose holder ended meanwhile is tried again.
 _TRIES: Final = 3
+#: Seconds past a dead holder's window that a redelivered task waits for its key
+#: (the store's expiry check runs a little after the window ends).
+_EXPIRY_SLACK: Final = 5.0
 
 #: The lock of the Singleton run in progress in this thread (or context).
 _current_lock: contextvars.ContextVar[tenure.sync.Lock | None] = contextvars.ContextVar(
@@ -134,8 +145,8 @@ class Singleton(Task):
         keep_claim = False
         try:
             return self._run_holding(args, kwargs)
-        except Retry:
-            keep_claim = True  # the retried message carries the claim on
+        except (Retry, _SecondDelivery):
+            keep_claim = True  # the retried message (or the running delivery) has it
             raise
         except Reject as rejected:
             keep_claim = bool(rejected.requeue)
@@ -154,9 +165,13 @@ class Singleton(Task):
             lock = mutex.try_lock(data=data)
             if lock is not None:
                 break
-            holder = mutex.describe()
-            if holder.held and holder.owner is not None:
-                running = _enqueue.task_id_in(holder.owner.data)
+            holder = mutex.describe().owner
+            if holder is not None:
+                running = _enqueue.task_id_in(holder.data)
+                if running is not None and running == self.request.id:
+                    lock = _own_hold_back(mutex, data, holder.session_id)
+                    if lock is None:
+                        raise self._second_delivery(key)
                 break
         if lock is None:
             return self._duplicate(key, running)
@@ -174,6 +189,18 @@ class Singleton(Task):
         if lost is not None and self.raise_on_loss:
             raise lost
         return result
+
+    def _second_delivery(self, key: str) -> Ignore:
+        """This very task holds its key, alive: the broker delivered it twice (a Redis
+        visibility timeout). The running delivery reports; this one is dropped, loudly."""
+        log.warning(
+            "tenure: %s[%s] is delivered again while it runs (it holds %r): this delivery"
+            " is ignored",
+            self.name,
+            self.request.id,
+            key,
+        )
+        return _SecondDelivery()
 
     def _duplicate(self, key: str, running: str | None) -> str | None:
         """A run that found its key held: what ``on_duplicate`` says."""
@@ -239,6 +266,25 @@ class Singleton(Task):
         else:
             log.warning("tenure: %s: %s; not sent", self.name, error)
         return self.AsyncResult(running)
+
+
+class _SecondDelivery(Ignore):
+    """Celery's Ignore (no state is stored) for a task delivered again while it runs."""
+
+
+def _own_hold_back(
+    mutex: tenure.sync.Mutex, data: bytes, session_id: int
+) -> tenure.sync.Lock | None:
+    """Take the key this very task holds in ``session_id``, waiting at most that
+    session's window (and the store's slack): a redelivery after its worker died
+    (``acks_late``) gets it once the dead session expires; None if the holder lives."""
+    node = tenure.sync.configured().node
+    sessions = tenure.sync.default_client().list_sessions(node)
+    window = next((s.timeout for s in sessions if s.session_id == session_id), 0.0)
+    try:
+        return mutex.lock(timeout=window + _EXPIRY_SLACK, data=data)
+    except TimeoutError:
+        return None
 
 
 def _release_after_failure(lock: tenure.sync.Lock) -> None:
