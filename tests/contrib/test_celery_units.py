@@ -10,9 +10,11 @@ on ``memory://``. The real workers, broker and server are ``test_celery.py``'s.
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime
 import logging
 import pickle
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -177,6 +179,30 @@ def test_a_run_whose_key_is_held_does_what_on_duplicate_says(
     assert task.apply((8,)).get()["held"] is True  # another key runs
     held.release()
     assert task.apply((7,)).get()["held"] is True
+
+
+def test_threads_of_one_process_share_its_session_and_a_held_key_is_a_duplicate(
+    app: Celery,
+) -> None:
+    # As a threads pool runs tasks: one session per process, a run per thread.
+    holding, finish = threading.Event(), threading.Event()
+
+    @app.task(bind=True, base=Singleton, name="threaded", unique_on=[])
+    def threaded(self: Task, wait: bool) -> int:
+        if wait:
+            holding.set()
+            finish.wait(10)
+        return int(self.singleton_lock.session.id)
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        first = pool.submit(lambda: threaded.apply((True,), task_id="in-a-thread"))
+        assert holding.wait(10)
+        duplicate = threaded.apply((False,), task_id="in-another")
+        finish.set()
+        session_id = first.result(10).get()
+    assert isinstance(duplicate.result, DuplicateTaskError)
+    assert duplicate.result.running == "in-a-thread"
+    assert threaded.apply((False,)).get() == session_id
 
 
 def test_a_hold_lost_while_the_task_runs_fails_it_at_its_end(
