@@ -50,6 +50,7 @@ TESTED = {
     "claims.py",
     "limits_flask.py",  # tests/contrib/test_limits_flask.py
     "tooz_groups.py",  # tests/contrib/test_tooz.py
+    "celery_reports.py",  # tests/contrib/test_celery_example.py
 }
 
 

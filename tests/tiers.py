@@ -79,6 +79,8 @@ _SLOW: Final = (
     "tests/test_conformance_kit.py::test_the_kit_passes_on_memory_from_an_installed_package",
     "tests/test_conformance_kit.py::test_the_kit_passes_on_a_tenure_server",
     "tests/test_examples.py::test_redis_worker_pool_keeps_n_holders_and_resumes_a_crashed_worker",
+    "tests/contrib/test_celery_beat.py::test_one_beat_ticks_a_killed_one_is_replaced_and_a_stopped_one_hands_over_at_once",
+    "tests/contrib/test_celery_example.py::test_celery_reports_dedupes_runs_and_enqueues_and_outlives_a_killed_child",
     "src/tenure/testing/conformance/test_differential.py::test_the_backend_agrees_with_the_engine[postgres]",
     "src/tenure/testing/conformance/test_differential.py::test_the_backend_agrees_with_the_engine[etcd]",
     "src/tenure/testing/conformance/test_differential.py::test_the_backend_agrees_with_the_engine[redis]",
@@ -162,6 +164,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/test_tiers.py": UNIT,
     "tests/contrib/test_limits_records.py": UNIT,
     "tests/contrib/test_tooz_settings.py": UNIT,
+    "tests/contrib/test_celery_units.py": UNIT,  # memory:// and kombu's in-memory broker
 }
 
 
@@ -170,6 +173,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
 ONE_WORKER: Final[dict[str, str]] = {
     "tests/test_conformance_kit.py": "a wheel built and installed in a fresh venv (10 s)",
     "tests/dashboard/test_dashboard_browser.py": "Chromium (2-3 s)",
+    "tests/contrib/test_celery.py": "a tenure serve and two Celery workers, prefork and solo (2 s)",
 }
 
 

@@ -15,7 +15,8 @@ Every error tenure raises on purpose derives from :class:`TenureError`::
      ├── AlreadyExistsError           the node or semaphore exists already
      ├── LimitExceededError           a named, configurable limit would be exceeded
      ├── PreconditionFailedError      the object is in a state that forbids the operation
- │    └── FencedError             a guard refused a write: its fencing token is stale
+     │    ├── FencedError             a guard refused a write: its fencing token is stale
+     │    └── DuplicateTaskError      a task's unique key is held by another run of it
      ├── InvalidArgumentError         bad input, naming the argument (also a ValueError)
      │    └── ConfigError             a server setting cannot be used (names the setting)
      ├── AuthenticationError          missing or bad credentials
@@ -226,6 +227,32 @@ class FencedError(PreconditionFailedError):
         self.highest = highest
 
 
+class DuplicateTaskError(PreconditionFailedError):
+    """A task that must not run twice at once found its key taken by another run of it.
+
+    Raised by :mod:`tenure.contrib.celery`'s ``Singleton`` tasks with
+    ``on_duplicate="raise"``: in the worker, when a task starts while another with
+    the same key runs; with ``mode="enqueue"``, at ``apply_async`` while another is
+    queued or running. It never travels on the wire. Its arguments are its
+    attributes, so a Celery result backend carries it whole to the caller.
+
+    Attributes:
+        task: the task's name.
+        key: the name of the lock (or claim) the task needed.
+        running: the id of the task that holds it, None if it could not be read.
+    """
+
+    def __init__(self, task: str, key: str, running: str | None = None) -> None:
+        super().__init__(task, key, running)
+        self.task = task
+        self.key = key
+        self.running = running
+
+    def __str__(self) -> str:
+        holder = "another task" if self.running is None else f"task {self.running}"
+        return f"{self.task} is a duplicate: {self.key!r} is held by {holder}"
+
+
 class InvalidArgumentError(TenureError, ValueError):
     """An argument is malformed or out of range (the message names it)."""
 
@@ -334,7 +361,8 @@ class CorruptLogError(TenureError):
         self.problem = problem
 
 
-# ConfigError, CorruptLogError and FencedError have no code of their own (they never travel).
+# ConfigError, CorruptLogError, FencedError and DuplicateTaskError have no code of their own
+# (they never travel).
 _BY_CODE: Final[dict[ErrorCode, type[TenureError]]] = {
     cls.code: cls
     for cls in (
@@ -392,6 +420,7 @@ __all__ = [
     "ConfigError",
     "CorruptLogError",
     "DeadlockError",
+    "DuplicateTaskError",
     "ErrorCode",
     "FencedError",
     "InvalidArgumentError",
