@@ -36,6 +36,8 @@ from tenure._core.values import (
 from tenure.backends import Capability, SessionTicket
 from tenure.client import (
     MAX_REENTRANT_DEPTH,
+    Attempt,
+    AttemptObserver,
     Barrier,
     Cache,
     CacheChange,
@@ -54,6 +56,7 @@ from tenure.client import (
     Lease,
     Lock,
     Mutex,
+    Observer,
     Partition,
     PartitionView,
     RateLimiter,
@@ -63,13 +66,17 @@ from tenure.client import (
     Session,
     SessionLoop,
     WriteLock,
+    add_observer,
     connect,
+    remove_observer,
 )
 from tenure.errors import DeadlockError
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Attempt",
+    "AttemptObserver",
     "Barrier",
     "BrokenDeadlock",
     "Cache",
@@ -98,6 +105,7 @@ __all__ = [
     "MutexDescription",
     "NodeConfig",
     "NodeDescription",
+    "Observer",
     "OwnerInfo",
     "Partition",
     "PartitionView",
@@ -115,6 +123,8 @@ __all__ = [
     "WaiterInfo",
     "WriteLock",
     "__version__",
+    "add_observer",
     "connect",
     "errors",
+    "remove_observer",
 ]

@@ -16,6 +16,13 @@ from tenure.client._lease import Leadership, Lease, Lock, ReadLock, WriteLock
 from tenure.client._lock_all import HeldLocks
 from tenure.client._loss import EndSignal
 from tenure.client._mutex import Mutex
+from tenure.client._observers import (
+    Attempt,
+    AttemptObserver,
+    Observer,
+    add_observer,
+    remove_observer,
+)
 from tenure.client._opening import Opening
 from tenure.client._partition import Partition, PartitionView
 from tenure.client._rate_limiter import RateLimiter
@@ -25,6 +32,8 @@ from tenure.client._semaphore import Semaphore
 from tenure.client._session import Session
 
 __all__ = [
+    "Attempt",
+    "AttemptObserver",
     "Barrier",
     "Cache",
     "CacheChange",
@@ -44,6 +53,7 @@ __all__ = [
     "Lock",
     "MAX_REENTRANT_DEPTH",
     "Mutex",
+    "Observer",
     "Opening",
     "Partition",
     "PartitionView",
@@ -54,5 +64,7 @@ __all__ = [
     "Session",
     "SessionLoop",
     "WriteLock",
+    "add_observer",
     "connect",
+    "remove_observer",
 ]

@@ -139,13 +139,19 @@ def named(caller: Caller) -> str:
 
 
 def start_for_thread(
-    loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T], thread: ThreadCaller
+    loop: asyncio.AbstractEventLoop,
+    coro: Coroutine[Any, Any, T],
+    thread: ThreadCaller,
+    context: contextvars.Context | None = None,
 ) -> asyncio.Task[T]:
-    """Run ``coro`` as a task of ``loop`` that acts for ``thread`` (a sync call's task).
+    """Run ``coro`` as a task of ``loop`` that acts for ``thread`` (a sync call's task),
+    in ``context`` (a copy of the calling thread's, used by this task alone; None: a
+    copy of the loop thread's).
 
     Call it on the loop's thread: the task is marked before its first step runs.
     """
-    context = contextvars.copy_context()
+    if context is None:
+        context = contextvars.copy_context()
     task = loop.create_task(coro, context=context)
     context.run(_ACTING_FOR.set, (thread, task))
     return task

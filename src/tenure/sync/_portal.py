@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import functools
 import threading
 from collections.abc import Callable, Coroutine
@@ -209,6 +210,7 @@ class _Call(Generic[T]):
     """
 
     __slots__ = (
+        "_context",
         "_done",
         "_error",
         "_finished",
@@ -227,6 +229,10 @@ class _Call(Generic[T]):
         self._loop = loop
         self._make = make
         self._thread = this_thread()  # (made in the calling thread) whom it acts for
+        # The calling thread's context variables, copied: the task sees what its caller
+        # set (a trace's current span, for the client's observers), as an awaited
+        # coroutine would in async code; what the task sets stays in the copy.
+        self._context = contextvars.copy_context()
         self._task: asyncio.Task[T] | None = None
         self._result: T | None = None
         self._error: BaseException | None = None
@@ -262,7 +268,7 @@ class _Call(Generic[T]):
         if self._withdrawn:
             return
         try:
-            self._task = start_for_thread(self._loop, self._make(), self._thread)
+            self._task = start_for_thread(self._loop, self._make(), self._thread, self._context)
         except BaseException as error:  # e.g. fn's arguments refused: the caller's error
             self._end(None, error)
             return
