@@ -139,19 +139,13 @@ def named(caller: Caller) -> str:
 
 
 def start_for_thread(
-    loop: asyncio.AbstractEventLoop,
-    coro: Coroutine[Any, Any, T],
-    thread: ThreadCaller,
-    context: contextvars.Context | None = None,
+    loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T], thread: ThreadCaller
 ) -> asyncio.Task[T]:
-    """Run ``coro`` as a task of ``loop`` that acts for ``thread`` (a sync call's task),
-    in ``context`` (a copy of the calling thread's, used by this task alone; None: a
-    copy of the loop thread's).
+    """Run ``coro`` as a task of ``loop`` that acts for ``thread`` (a sync call's task).
 
     Call it on the loop's thread: the task is marked before its first step runs.
     """
-    if context is None:
-        context = contextvars.copy_context()
+    context = contextvars.copy_context()
     task = loop.create_task(coro, context=context)
     context.run(_ACTING_FOR.set, (thread, task))
     return task

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import contextvars
 import functools
 import threading
 from collections.abc import Callable, Coroutine
@@ -210,7 +209,6 @@ class _Call(Generic[T]):
     """
 
     __slots__ = (
-        "_context",
         "_done",
         "_error",
         "_finished",
@@ -229,10 +227,6 @@ class _Call(Generic[T]):
         self._loop = loop
         self._make = make
         self._thread = this_thread()  # (made in the calling thread) whom it acts for
-        # The calling thread's context variables, copied: the task sees what its caller
-        # set (a trace's current span, for the client's observers), as an awaited
-        # coroutine would in async code; what the task sets stays in the copy.
-        self._context = contextvars.copy_context()
         self._task: asyncio.Task[T] | None = None
         self._result: T | None = None
         self._error: BaseException | None = None
@@ -245,6 +239,9 @@ class _Call(Generic[T]):
     def submit(self) -> None:
         """In the calling thread: queue the start on the loop."""
         self._submitted = True  # first: interrupted after this, withdraw() asks the loop
+        # (_start runs in a copy of this thread's context, as call_soon_threadsafe takes
+        # it, and the task in a copy of that: the call sees what the calling thread set,
+        # a trace's current span for the client's observers among them.)
         self._loop.call_soon_threadsafe(self._start)
 
     def outcome(self) -> T:
@@ -268,7 +265,7 @@ class _Call(Generic[T]):
         if self._withdrawn:
             return
         try:
-            self._task = start_for_thread(self._loop, self._make(), self._thread, self._context)
+            self._task = start_for_thread(self._loop, self._make(), self._thread)
         except BaseException as error:  # e.g. fn's arguments refused: the caller's error
             self._end(None, error)
             return
