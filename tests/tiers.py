@@ -155,6 +155,9 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/test_netproxy.py": UNIT,  # in-process proxies
     "tests/test_tickets.py": UNIT,
     "tests/test_tiers.py": UNIT,
+    "tests/test_recorder.py": UNIT,
+    "tests/test_pytest_fixtures.py": UNIT,  # pytester, in this process
+    "tests/contrib/test_otel.py": UNIT,  # memory:// and the SDK's in-memory exporters
 }
 
 
