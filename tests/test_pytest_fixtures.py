@@ -26,7 +26,7 @@ RUN = (
 )
 
 #: A project's tests: its code (a worker that must run alone) and what it checks.
-PROJECT_TESTS = '''
+PROJECT_TESTS = """
 import asyncio
 
 import pytest
@@ -69,7 +69,7 @@ async def test_another_client_shares_the_state(tenure_client, tenure_url, tenure
     await tenure_client.create_node("app")
     async with tenure.connect(tenure_url, clock=tenure_clock) as other:
         assert await other.list_nodes() == ["app"]
-'''
+"""
 
 
 def test_async_tests_use_the_fixtures_in_strict_mode(pytester: pytest.Pytester) -> None:
@@ -198,7 +198,8 @@ def test_without_pytest_asyncio_the_async_client_says_what_is_missing(
     # the plugin's source run afresh (the installed one is loaded already), and
     # pytest-asyncio's plugin off.
     spec = importlib.util.spec_from_file_location("tenure_plugin_alone", plugin.__file__)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     alone = importlib.util.module_from_spec(spec)
     with monkeypatch.context() as hidden:
         hidden.setitem(sys.modules, "pytest_asyncio", None)  # type: ignore[arg-type]

@@ -105,7 +105,8 @@ async def test_an_acquire_is_told_before_it_is_sent_and_its_hold_when_it_ends(
         # A semaphore's acquire: its count and kind.
         await session.semaphore("pool").create(3)
         lease = await session.acquire("pool", 2)
-        assert told.attempts[-1].count == 2 and told.attempts[-1].kind is Lease
+        assert told.attempts[-1].count == 2
+        assert told.attempts[-1].kind is Lease
         assert told.events[-1] == ("granted", (("pool", lease.token),))
 
 
@@ -144,7 +145,8 @@ async def test_a_lost_hold_ends_with_its_error(
     await until(lambda: told.events[-1][0] == "ended", "the loss told")
     ended = told.events[-1]
     assert ended[:3] == ("ended", "job", lock.token)
-    assert isinstance(ended[3], SessionExpiredError) and isinstance(ended[3], LostError)
+    assert isinstance(ended[3], SessionExpiredError)
+    assert isinstance(ended[3], LostError)
 
 
 async def test_lock_all_is_one_acquire_granted_its_locks_in_order(
@@ -181,14 +183,17 @@ async def test_offered_data_goes_only_where_the_caller_gave_none(clock: FakeCloc
             assert (first.offered, second.offered) == ([True], [False])
             assert lock.data == b"trace-1"
             described = await session.mutex("job").describe()
-            assert described.owner is not None and described.owner.data == b"trace-1"
+            assert described.owner is not None
+            assert described.owner.data == b"trace-1"
             await lock.release()
             # The caller's data, and a recipe's (a group member's record), are kept.
             lock = await session.mutex("job").lock(data=b"mine")
-            assert lock.data == b"mine" and first.offered[-1] is False
+            assert lock.data == b"mine"
+            assert first.offered[-1] is False
             await session.group("workers").join("w1", data=b"w")
             record = first.attempts[-1].data
-            assert record.startswith(b"member ") and first.offered[-1] is False
+            assert record.startswith(b"member ")
+            assert first.offered[-1] is False
     with pytest.raises(InvalidArgumentError, match="offered data"):
         Attempt("app", 1, ("x",), 1, None, Lease, b"").offer_data("text")  # type: ignore[arg-type]
 

@@ -115,12 +115,16 @@ async def test_an_acquire_and_its_hold_are_spans_of_the_callers_trace(
     [hold] = telemetry.finished(otel.HOLD_SPAN)
     trace_id = caller.get_span_context().trace_id
     for span in (acquire, hold):
-        assert span.context is not None and span.context.trace_id == trace_id
-        assert span.parent is not None and span.parent.span_id == caller.get_span_context().span_id
-    assert acquire.kind is SpanKind.CLIENT and hold.kind is SpanKind.INTERNAL
+        assert span.context is not None
+        assert span.context.trace_id == trace_id
+        assert span.parent is not None
+        assert span.parent.span_id == caller.get_span_context().span_id
+    assert acquire.kind is SpanKind.CLIENT
+    assert hold.kind is SpanKind.INTERNAL
     asked = attributes(acquire)
     waited = asked.pop("tenure.wait.duration")
-    assert isinstance(waited, float) and waited >= 0
+    assert isinstance(waited, float)
+    assert waited >= 0
     assert asked == {
         "tenure.node": "app",
         "tenure.name": "report",
@@ -133,7 +137,8 @@ async def test_an_acquire_and_its_hold_are_spans_of_the_callers_trace(
     }
     ended = attributes(hold)
     held = ended.pop("tenure.hold.duration")
-    assert isinstance(held, float) and held >= 0
+    assert isinstance(held, float)
+    assert held >= 0
     assert ended == {
         "tenure.node": "app",
         "tenure.name": "report",
@@ -145,13 +150,16 @@ async def test_an_acquire_and_its_hold_are_spans_of_the_callers_trace(
     }
     assert [link.context for link in hold.links] == [acquire.context]
     assert acquire.status.status_code is hold.status.status_code is StatusCode.UNSET
-    assert acquire.end_time is not None and hold.start_time is not None
+    assert acquire.end_time is not None
+    assert hold.start_time is not None
     assert acquire.end_time <= hold.start_time
     # The owner data is the acquire's span context: describe shows which trace holds it.
-    assert described.owner is not None and lock.data == described.owner.data
+    assert described.owner is not None
+    assert lock.data == described.owner.data
     assert described.owner.data == otel.traceparent(acquire.context).encode()
     found = otel.span_context_of(described.owner.data)
-    assert found is not None and found.is_remote
+    assert found is not None
+    assert found.is_remote
     assert (found.trace_id, found.span_id) == (trace_id, acquire.context.span_id)
 
 
@@ -206,8 +214,10 @@ async def test_each_outcome_of_an_acquire(
                 assert span.status.status_code is StatusCode.UNSET
                 assert "error.type" not in attributes(span)
     waits = telemetry.points("tenure.wait.duration")
-    assert counted(waits, outcome="granted") == 4 and counted(waits, outcome="busy") == 1
-    assert counted(waits, outcome="timeout") == 1 and counted(waits, outcome="deadlock") == 1
+    assert counted(waits, outcome="granted") == 4
+    assert counted(waits, outcome="busy") == 1
+    assert counted(waits, outcome="timeout") == 1
+    assert counted(waits, outcome="deadlock") == 1
     assert counted(waits, outcome="cancelled") == 1
     assert all("tenure.name" not in (point.attributes or {}) for point in waits)
 
@@ -327,7 +337,8 @@ async def test_instrument_traces_every_client_once(
             )
             assert again is not installed  # replaced, not added
             await (await session.mutex("job").lock()).release()
-            assert otel.uninstrument() is True and otel.uninstrument() is False
+            assert otel.uninstrument() is True
+            assert otel.uninstrument() is False
             await (await session.mutex("job").lock()).release()
     assert len(telemetry.finished(otel.ACQUIRE_SPAN)) == 2
 
@@ -336,10 +347,12 @@ def test_the_sync_face_traces_under_the_calling_threads_span(telemetry: Telemetr
     observers = [telemetry.instrumentation()]
     with tenure.sync.connect("memory://", observers=observers) as client:
         client.create_node("app")
-        with client.session("app") as session:
-            with telemetry.tracer.start_as_current_span("request") as request:
-                with session.mutex("job") as lock:
-                    token = lock.token
+        with (
+            client.session("app") as session,
+            telemetry.tracer.start_as_current_span("request") as request,
+            session.mutex("job") as lock,
+        ):
+            token = lock.token
     [acquire] = telemetry.finished(otel.ACQUIRE_SPAN)
     [hold] = telemetry.finished(otel.HOLD_SPAN)
     for span in (acquire, hold):
