@@ -48,6 +48,8 @@ TESTED = {
     "cache.py",
     "deadlock.py",
     "claims.py",
+    "otel_tracing.py",  # these two: tests/test_examples_observers.py
+    "recorder.py",
 }
 
 
