@@ -207,7 +207,7 @@ def test_without_pytest_asyncio_the_async_client_says_what_is_missing(
     assert spec.loader is not None
     alone = importlib.util.module_from_spec(spec)
     with monkeypatch.context() as hidden:
-        hidden.setitem(sys.modules, "pytest_asyncio", None)  # type: ignore[arg-type]
+        hidden.setitem(sys.modules, "pytest_asyncio", None)
         spec.loader.exec_module(alone)
     result = pytester.runpytest(*RUN, "-p", "no:tenure", "-p", "no:asyncio", plugins=[alone])
     result.assert_outcomes(passed=1, errors=1)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import AsyncIterator, Callable, Iterator
+from functools import partial
+from typing import Any
 
 import pytest
 
@@ -28,12 +30,16 @@ class Told:
 
     def __init__(self, offer: bytes = b"") -> None:
         self.offer = offer
-        self.events: list[tuple[object, ...]] = []
+        self.events: list[tuple[Any, ...]] = []
+        self.order: list[str] | None = None  # (shared by observers: who was told first)
+        self.label = ""
         self.attempts: list[Attempt] = []
         self.offered: list[bool | None] = []  # what each offer_data answered
 
     def acquire_started(self, attempt: Attempt) -> Told.Watch:
         self.attempts.append(attempt)
+        if self.order is not None:
+            self.order.append(self.label)
         offered = attempt.offer_data(self.offer) if self.offer else None
         self.offered.append(offered)
         self.events.append(("started", attempt.names, offered))
@@ -46,14 +52,18 @@ class Told:
         def granted(self, leases: tuple[Lease, ...]) -> None:
             self.told.events.append(("granted", tuple((x.name, x.token) for x in leases)))
             for lease in leases:
-                lease.lost.add_callback(
-                    lambda reason, lease=lease: self.told.events.append(
-                        ("ended", lease.name, lease.token, reason)
-                    )
-                )
+                lease.lost.add_callback(partial(self.ended, lease.name, lease.token))
+
+        def ended(self, name: str, token: int, reason: LostError | None) -> None:
+            self.told.events.append(("ended", name, token, reason))
 
         def failed(self, error: BaseException) -> None:
             self.told.events.append(("failed", self.attempt.names, type(error)))
+
+
+def last(told: Told) -> tuple[Any, ...]:
+    """What ``told`` heard last."""
+    return told.events[-1]
 
 
 async def until(condition: Callable[[], bool], what: str) -> None:
@@ -101,13 +111,13 @@ async def test_an_acquire_is_told_before_it_is_sent_and_its_hold_when_it_ends(
         assert (attempt.node, attempt.session_id, attempt.names) == ("app", session.id, ("job",))
         assert (attempt.count, attempt.timeout, attempt.kind) == (MAX_COUNT, 5, tenure.Lock)
         assert attempt.data == b""
-        assert told.events[-1] == ("ended", "job", lock.token, None)
+        assert last(told) == ("ended", "job", lock.token, None)
         # A semaphore's acquire: its count and kind.
         await session.semaphore("pool").create(3)
         lease = await session.acquire("pool", 2)
         assert told.attempts[-1].count == 2
         assert told.attempts[-1].kind is Lease
-        assert told.events[-1] == ("granted", (("pool", lease.token),))
+        assert last(told) == ("granted", (("pool", lease.token),))
 
 
 async def test_failures_are_told_with_their_error(
@@ -116,19 +126,19 @@ async def test_failures_are_told_with_their_error(
     async with client.session("app") as first, client.session("app") as second:
         await first.mutex("job").lock()
         assert await second.mutex("job").try_lock() is None
-        assert told.events[-1] == ("failed", ("job",), TimeoutError)
+        assert last(told) == ("failed", ("job",), TimeoutError)
         waiting = asyncio.create_task(second.mutex("job").lock(timeout=10))
         await until(lambda: len(told.events) == 5, "the waiting acquire told")
         await clock.advance(11)
         with pytest.raises(TimeoutError):
             await waiting
-        assert told.events[-1] == ("failed", ("job",), TimeoutError)
+        assert last(told) == ("failed", ("job",), TimeoutError)
         cancelled = asyncio.create_task(second.mutex("job").lock())
         await until(lambda: len(told.events) == 7, "the acquire to cancel told")
         cancelled.cancel()
         with pytest.raises(asyncio.CancelledError):
             await cancelled
-        assert told.events[-1] == ("failed", ("job",), asyncio.CancelledError)
+        assert last(told) == ("failed", ("job",), asyncio.CancelledError)
         # Refused before anything is sent (the task asks again): not an acquire.
         with pytest.raises(tenure.errors.PreconditionFailedError):
             await first.mutex("job").lock()
@@ -217,7 +227,7 @@ async def test_an_observer_that_raises_changes_nothing_for_the_acquire(
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(lambda _loop, context: reported.append(str(context["exception"])))
     try:
-        observers = [Broken(), told]
+        observers: list[Any] = [Broken(), told]
         async with tenure.connect("memory://", clock=clock, observers=observers) as client:
             await client.create_node("app")
             async with client.session("app") as session, client.session("app") as other:
@@ -245,14 +255,8 @@ async def test_the_process_observers_hear_every_client_first(
         tenure.add_observer(observer)  # (once is enough)
         try:
             order: list[str] = []
-            observer.acquire_started = lambda attempt, f=observer.acquire_started: (  # type: ignore[method-assign]
-                order.append("process"),
-                f(attempt),
-            )[1]
-            told.acquire_started = lambda attempt, f=told.acquire_started: (  # type: ignore[method-assign]
-                order.append("client"),
-                f(attempt),
-            )[1]
+            observer.order, observer.label = order, "process"
+            told.order, told.label = order, "client"
             # A session opened before the observer was added tells it too.
             await session.mutex("job").lock()
             assert order == ["process", "client"]

@@ -59,7 +59,7 @@ class Telemetry:
             for scope in resource.scope_metrics
             for found in scope.metrics
             if found.name == metric
-            for point in found.data.data_points  # type: ignore[union-attr]
+            for point in found.data.data_points
             if isinstance(point, HistogramDataPoint)
         ]
 

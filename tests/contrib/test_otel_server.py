@@ -42,7 +42,8 @@ async def board(http: int) -> dict[str, Any]:
     ):
         assert response.status == 200
         answer: dict[str, Any] = await response.json(content_type=None)
-        return answer["view"]
+        view: dict[str, Any] = answer["view"]
+        return view
 
 
 async def test_describe_and_the_dashboard_show_the_trace_that_holds_a_lock(
