@@ -21,7 +21,8 @@ rounds is shown, and each setting's ratio to this checkout with no observer:
 Run: ``python -m bench.micro.observers_cost [--against REV] [--pairs N] [--rounds R]``
 (the OpenTelemetry settings need ``tenure[otel]`` and opentelemetry-sdk).
 
-It uses only the public API (``tenure.connect(observers=)``).
+Internals: none; the public API (``tenure.connect(observers=)``) and the integration
+``tenure.contrib.otel``, itself written over the public API.
 """
 
 from __future__ import annotations
