@@ -165,6 +165,9 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/contrib/test_limits_records.py": UNIT,
     "tests/contrib/test_tooz_settings.py": UNIT,
     "tests/contrib/test_celery_units.py": UNIT,  # memory:// and kombu's in-memory broker
+    "tests/test_recorder.py": UNIT,
+    "tests/test_pytest_fixtures.py": UNIT,  # pytester, in this process
+    "tests/contrib/test_otel.py": UNIT,  # memory:// and the SDK's in-memory exporters
 }
 
 

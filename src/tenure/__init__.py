@@ -36,6 +36,8 @@ from tenure._core.values import (
 from tenure.backends import Capability, SessionTicket
 from tenure.client import (
     MAX_REENTRANT_DEPTH,
+    Attempt,
+    AttemptObserver,
     Barrier,
     Cache,
     CacheChange,
@@ -55,6 +57,7 @@ from tenure.client import (
     Lease,
     Lock,
     Mutex,
+    Observer,
     Partition,
     PartitionView,
     RateLimiter,
@@ -64,17 +67,21 @@ from tenure.client import (
     Session,
     SessionLoop,
     WriteLock,
+    add_observer,
     close_default_client,
     configure,
     configured,
     connect,
     default_client,
+    remove_observer,
 )
 from tenure.errors import DeadlockError
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Attempt",
+    "AttemptObserver",
     "Barrier",
     "BrokenDeadlock",
     "Cache",
@@ -104,6 +111,7 @@ __all__ = [
     "MutexDescription",
     "NodeConfig",
     "NodeDescription",
+    "Observer",
     "OwnerInfo",
     "Partition",
     "PartitionView",
@@ -121,10 +129,12 @@ __all__ = [
     "WaiterInfo",
     "WriteLock",
     "__version__",
+    "add_observer",
     "close_default_client",
     "configure",
     "configured",
     "connect",
     "default_client",
     "errors",
+    "remove_observer",
 ]

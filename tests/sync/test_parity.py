@@ -106,6 +106,11 @@ SHARED: dict[str, str] = {
     "DeadlockError": "an error of tenure.errors, raised by both faces",
     "BrokenDeadlock": "a value (inside NodeDescription)",
     "__version__": "a string",
+    "Observer": "a protocol that both faces' connect(observers=) take (called on the loop)",
+    "AttemptObserver": "a protocol an Observer returns, called on the loop by both faces",
+    "Attempt": "a value given to observers, the same for both faces",
+    "add_observer": "process-wide: it observes the sync face's clients too",
+    "remove_observer": "process-wide: it observes the sync face's clients too",
 }
 
 #: Async names whose sync twin is spelt otherwise.

@@ -23,6 +23,13 @@ from tenure.client._lease import Leadership, Lease, Lock, ReadLock, WriteLock
 from tenure.client._lock_all import HeldLocks
 from tenure.client._loss import EndSignal
 from tenure.client._mutex import Mutex
+from tenure.client._observers import (
+    Attempt,
+    AttemptObserver,
+    Observer,
+    add_observer,
+    remove_observer,
+)
 from tenure.client._opening import Opening
 from tenure.client._partition import Partition, PartitionView
 from tenure.client._rate_limiter import RateLimiter
@@ -32,6 +39,8 @@ from tenure.client._semaphore import Semaphore
 from tenure.client._session import Session
 
 __all__ = [
+    "Attempt",
+    "AttemptObserver",
     "Barrier",
     "Cache",
     "CacheChange",
@@ -52,6 +61,7 @@ __all__ = [
     "Lock",
     "MAX_REENTRANT_DEPTH",
     "Mutex",
+    "Observer",
     "Opening",
     "Partition",
     "PartitionView",
@@ -62,9 +72,11 @@ __all__ = [
     "Session",
     "SessionLoop",
     "WriteLock",
+    "add_observer",
     "close_default_client",
     "configure",
     "configured",
     "connect",
     "default_client",
+    "remove_observer",
 ]

@@ -22,6 +22,7 @@ from tenure.client._args import Data
 from tenure.client._cache import DEFAULT_CACHE_SIZE, Cache, check_cache_args
 from tenure.client._lease import Leadership
 from tenure.client._node_admin import NodeAdmin, redacted
+from tenure.client._observers import Observer, checked_observers
 from tenure.client._opening import ClosesOnExit, Opening
 from tenure.client._session import Session
 from tenure.client._ttl import check_ttl
@@ -41,11 +42,17 @@ class Client(NodeAdmin, ClosesOnExit):
     """
 
     def __init__(
-        self, backend: Backend, url: str, *, identity: ClientIdentity = NO_IDENTITY
+        self,
+        backend: Backend,
+        url: str,
+        *,
+        identity: ClientIdentity = NO_IDENTITY,
+        observers: tuple[Observer, ...] = (),
     ) -> None:
         super().__init__(backend, url)
         self.identity = identity
         self._sessions: set[Session] = set()
+        self._observers = observers
 
     def __repr__(self) -> str:
         return f"<Client {redacted(self.url)!r}{' closed' if self._closed else ''}>"
@@ -54,6 +61,12 @@ class Client(NodeAdmin, ClosesOnExit):
     def capabilities(self) -> frozenset[Capability]:
         """What the backend can do."""
         return self.backend.capabilities
+
+    @property
+    def observers(self) -> tuple[Observer, ...]:
+        """The observers given to :func:`connect`, told of every acquire of this client's
+        sessions (after the process's: :func:`tenure.add_observer`)."""
+        return self._observers
 
     # -- claims, from any process -------------------------------------------------------
 
@@ -270,6 +283,7 @@ class Client(NodeAdmin, ClosesOnExit):
             )
         session._bind(backend_session)
         session._claim_releaser = partial(self.release_claim, node)
+        session._observers = self._observers
         if resume is not None:
             try:
                 session._adopt(await backend_session.holds())
@@ -357,6 +371,7 @@ def connect(
     *,
     require: Iterable[Capability] = (),
     client_name: str = "",
+    observers: Iterable[Observer] = (),
     **options: object,
 ) -> Opening[Client]:
     """Connect to the backend ``url`` names; ``await`` it or use ``async with``.
@@ -366,17 +381,20 @@ def connect(
     silently weakening a guarantee. ``client_name`` (at most 1024 UTF-8 bytes)
     names this client in its sessions' identity, with this host's name and this
     process's id: operators see them on owners, waiters and listings (a
-    ``tenure://`` server also logs it). Other keyword options go to the backend
-    (``memory://`` takes ``clock=``).
+    ``tenure://`` server also logs it). ``observers`` are told of every acquire of
+    the client's sessions (:class:`tenure.Observer`: tracing, metrics, the test
+    fixtures' recorder). Other keyword options go to the backend (``memory://`` takes
+    ``clock=``).
     """
 
     required = _args.capabilities(require)
+    observing = checked_observers(observers)
     identity = _listing.identity_of_this_process(client_name)
     if client_name and urlsplit(url).scheme in ("tenure", "tenures"):
         options.setdefault("client_name", client_name)  # the server's logs name it too
 
     async def open_client() -> Client:
         backend = await open_backend(url, options, require=required)
-        return Client(backend, url, identity=identity)
+        return Client(backend, url, identity=identity, observers=observing)
 
     return Opening(open_client)

@@ -14,7 +14,9 @@ keeps, from then on:
   wait behind itself), and the reentrant mutexes' shared holds
   (:mod:`tenure.client._reentrant`), which refuse a plain acquire nested in them and
   the other way round;
-* its end (:meth:`~SessionHolds._end`): every lease lost with the session's error.
+* its end (:meth:`~SessionHolds._end`): every lease lost with the session's error;
+* its client's observers (:mod:`tenure.client._observers`), told of each acquire
+  sent, granted or failed.
 
 It satisfies the protocols its leases and reentrant holds are typed with
 (:class:`~tenure.client._lease.LeaseKeeper`, :class:`~tenure.client._reentrant.HoldKeeper`),
@@ -36,6 +38,10 @@ from tenure.client._caller import Caller, caller_number, current_caller
 from tenure.client._lease import Lease, Lock
 from tenure.client._lock_all import HeldLocks
 from tenure.client._loss import EndSignal
+from tenure.client._observers import PROCESS, Attempt, AttemptObserver, Observer
+from tenure.client._observers import failed as tell_failed
+from tenure.client._observers import granted as tell_granted
+from tenure.client._observers import started as tell_started
 from tenure.client._reentrant import ReentrantHolds
 from tenure.errors import LostError, SessionClosedError
 
@@ -67,6 +73,9 @@ class SessionHolds:
         self._releases_in_order = False
         #: Whether the backend takes the asking task's number (deadlock detection).
         self._task_numbers = False
+        #: The client's observers (set by the client that opens it; the process's are
+        #: in _observers.PROCESS): with none, an acquire only tests the two tuples.
+        self._observers: tuple[Observer, ...] = ()
 
     def _bind(self, backend_session: BackendSession) -> None:
         """The session is open: ``backend_session`` is its backend's."""
@@ -112,7 +121,10 @@ class SessionHolds:
         if self._reentrant.any:
             self._reentrant.refuse_plain(name, caller)
         self._asking.stake((name,), caller, task)
+        watching: list[AttemptObserver] | None = None
         try:
+            if self._observers or PROCESS.observers:
+                watching, data = self._observe(kind, (name,), count, data, timeout)
             grant = await backend.acquire(
                 name,
                 count=count,
@@ -130,12 +142,16 @@ class SessionHolds:
                 raise self._signal.reason or SessionClosedError(
                     f"session on {self.node!r} is closed"
                 )
-        except BaseException:
+        except BaseException as error:
             self._asking.unstake((name,), caller, task)
+            if watching:
+                tell_failed(watching, error)
             raise
         lease = kind(self, name, grant, data)
         self._asking.granted(lease, caller, task)
         self._leases[grant.token] = lease
+        if watching:
+            tell_granted(watching, (lease,))
         return lease
 
     async def _lock_all(
@@ -149,7 +165,10 @@ class SessionHolds:
             for name in names:
                 self._reentrant.refuse_plain(name, caller)
         self._asking.stake(names, caller, task)
+        watching: list[AttemptObserver] | None = None
         try:
+            if self._observers or PROCESS.observers:
+                watching, data = self._observe(Lock, names, MAX_COUNT, data, timeout)
             grants = await backend.acquire_all(
                 names,
                 count=MAX_COUNT,
@@ -164,15 +183,33 @@ class SessionHolds:
                 raise self._signal.reason or SessionClosedError(
                     f"session on {self.node!r} is closed"
                 )
-        except BaseException:
+        except BaseException as error:
             self._asking.unstake(names, caller, task)
+            if watching:
+                tell_failed(watching, error)
             raise
         locks: dict[str, Lock] = {}
         for name, grant in zip(names, grants, strict=True):
             lock = locks[name] = Lock(self, name, grant, data)
             self._asking.granted(lock, caller, task)
             self._leases[grant.token] = lock
+        if watching:
+            tell_granted(watching, tuple(locks.values()))
         return HeldLocks(self, locks)
+
+    def _observe(
+        self,
+        kind: type[Lease],
+        names: tuple[str, ...],
+        count: int,
+        data: bytes,
+        timeout: float | None,
+    ) -> tuple[list[AttemptObserver], bytes]:
+        """Tell the observers of an acquire about to be sent: those that want its
+        end, and the owner data to send (one of theirs, if the caller gave none)."""
+        assert self._backend is not None
+        attempt = Attempt(self.node, self._backend.session_id, names, count, timeout, kind, data)
+        return tell_started(self._observers, attempt), attempt.data
 
     async def _lock_reentrant(
         self, name: str, data: bytes, timeout: float | None, max_depth: int

@@ -18,6 +18,7 @@ from tenure._core.values import (
 from tenure.backends import Capability, SessionTicket
 from tenure.client._args import Data
 from tenure.client._cache import DEFAULT_CACHE_SIZE
+from tenure.client._observers import Observer, checked_observers
 from tenure.errors import LostError
 from tenure.sync import _leader
 from tenure.sync._cache import Cache
@@ -61,6 +62,11 @@ class Client(ClosesOnExit):
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
         return self._closed
+
+    @property
+    def observers(self) -> tuple[Observer, ...]:
+        """The observers given to :func:`connect` (see :attr:`tenure.Client.observers`)."""
+        return self._client.observers
 
     def create_node(
         self,
@@ -267,17 +273,25 @@ class SessionLoop(Stream[Session]):
 
 
 def connect(
-    url: str, *, require: Iterable[Capability] = (), client_name: str = "", **options: object
+    url: str,
+    *,
+    require: Iterable[Capability] = (),
+    client_name: str = "",
+    observers: Iterable[Observer] = (),
+    **options: object,
 ) -> Client:
     """Connect to the backend ``url`` names (see :func:`tenure.connect`); plain or ``with``.
 
     Starts the client's loop thread. Clients of the same ``memory://NAME`` share
     one loop thread (the in-process engine is shared per event loop); the thread
     stops when the last of them closes. ``memory://`` takes ``clock=``.
+    ``observers`` are called on that thread, with the async objects
+    (:class:`tenure.Lease`), each acquire in a copy of the calling thread's context.
     """
+    observing = checked_observers(observers)
     portal, release = shared_portals.acquire(url)
     try:
-        client = portal.call(_connect, url, tuple(require), client_name, options)
+        client = portal.call(_connect, url, tuple(require), client_name, observing, options)
     except BaseException:
         release()
         raise
@@ -285,6 +299,12 @@ def connect(
 
 
 async def _connect(
-    url: str, require: tuple[Capability, ...], client_name: str, options: dict[str, object]
+    url: str,
+    require: tuple[Capability, ...],
+    client_name: str,
+    observers: tuple[Observer, ...],
+    options: dict[str, object],
 ) -> aio.Client:
-    return await tenure.connect(url, require=require, client_name=client_name, **options)
+    return await tenure.connect(
+        url, require=require, client_name=client_name, observers=observers, **options
+    )

@@ -239,6 +239,9 @@ class _Call(Generic[T]):
     def submit(self) -> None:
         """In the calling thread: queue the start on the loop."""
         self._submitted = True  # first: interrupted after this, withdraw() asks the loop
+        # (_start runs in a copy of this thread's context, as call_soon_threadsafe takes
+        # it, and the task in a copy of that: the call sees what the calling thread set,
+        # a trace's current span for the client's observers among them.)
         self._loop.call_soon_threadsafe(self._start)
 
     def outcome(self) -> T:
