@@ -68,7 +68,10 @@ from tenure.client import (
     configure,
     configured,
     connect,
+    current_lock,
     default_client,
+    default_session,
+    locked,
 )
 from tenure.errors import DeadlockError
 
@@ -125,6 +128,9 @@ __all__ = [
     "configure",
     "configured",
     "connect",
+    "current_lock",
     "default_client",
+    "default_session",
     "errors",
+    "locked",
 ]
