@@ -155,9 +155,11 @@ def test_a_forked_child_never_uses_its_parents_sync_client(server_url: str, node
         assert child_session not in (parent_session.id, explicit_session.id)
         # The parent's: untouched by the child's whole life and its exit.
         assert not parent_lock.lost.is_set()
-        assert not explicit.closed and not explicit_session.ended
+        assert not explicit.closed
+        assert not explicit_session.ended
         owner = explicit_session.mutex("parent-lock").describe().owner
-        assert owner is not None and owner.session_id == parent_session.id
+        assert owner is not None
+        assert owner.session_id == parent_session.id
         live = {summary.session_id for summary in explicit.list_sessions(node)}
         assert {parent_session.id, explicit_session.id} <= live
         assert child_session not in live  # closed by the child (the window is 120 s)
@@ -177,7 +179,9 @@ def _async_child(
     answers.put(asyncio.run(_in_async_child(client, session, lock)))
 
 
-async def _in_async_child(client: tenure.Client, session: tenure.Session, lock: tenure.Lock) -> Report:
+async def _in_async_child(
+    client: tenure.Client, session: tenure.Session, lock: tenure.Lock
+) -> Report:
     report: Report = {}
     try:
         await client.list_nodes()
@@ -214,11 +218,15 @@ async def test_a_forked_child_never_uses_its_parents_async_client(node: str) -> 
         assert report["ended"] == [True, False, "ForkedClientError"]
         assert report["child_session"] != session.id
         # The parent's: its lock held, its connection working.
-        assert lock.held and not session.closed and not client.closed
+        assert lock.held
+        assert not session.closed
+        assert not client.closed
         owner = (await session.mutex("parent-lock").describe()).owner
-        assert owner is not None and owner.session_id == session.id
+        assert owner is not None
+        assert owner.session_id == session.id
         live = {summary.session_id for summary in await client.list_sessions(node)}
-        assert session.id in live and report["child_session"] not in live
+        assert session.id in live
+        assert report["child_session"] not in live
     finally:
         await tenure.close_default_client()
 
@@ -283,7 +291,8 @@ def test_gunicorn_preload_workers_each_use_a_session_of_their_own(
         gate.release()
         hold.join(PATIENCE)
         held = holding[0]
-        assert held is not None and tried is not None
+        assert held is not None
+        assert tried is not None
         master = held["master_session"]
         assert len({held["pid"], tried["pid"], gunicorn.pid}) == 3  # two workers, the master
         assert tried["got"] is False  # "shared" was held by the other worker's session
@@ -293,16 +302,19 @@ def test_gunicorn_preload_workers_each_use_a_session_of_their_own(
         # The master's session: untouched, still holding "master".
         assert live().get(master) == "gunicorn master"
         owner = observer.mutex("master").describe().owner
-        assert owner is not None and owner.session_id == master
+        assert owner is not None
+        assert owner.session_id == master
         # A worker stops: its exit closes its own session (and, inherited, the master's
         # client in it alone); the master keeps its session and lock.
         os.kill(held["pid"], signal.SIGTERM)
         wait_until(lambda: held["session"] not in live(), "the worker's session to close")
         assert live().get(master) == "gunicorn master"
         owner = observer.mutex("master").describe().owner
-        assert owner is not None and owner.session_id == master
+        assert owner is not None
+        assert owner.session_id == master
         again = http_get(port, "/try")  # the other worker, or the one gunicorn started anew
-        assert again is not None and again["got"] is True
+        assert again is not None
+        assert again["got"] is True
         assert again["session"] not in (master, held["session"])
     finally:
         gunicorn.send_signal(signal.SIGTERM)
@@ -315,4 +327,3 @@ def test_gunicorn_preload_workers_each_use_a_session_of_their_own(
     assert gunicorn.returncode == 0, log.read_text()
     # The master's own exit closed its session, in the master.
     assert master not in live()
-

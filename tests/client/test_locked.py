@@ -17,13 +17,13 @@ from datetime import date
 import pytest
 
 import tenure
-from tenure.testing.conformance.support import wait_for_waiters
 from tenure.errors import (
     ConfigError,
     InvalidArgumentError,
     PreconditionFailedError,
     SessionExpiredError,
 )
+from tenure.testing.conformance.support import wait_for_waiters
 
 NODE = "locked"
 
@@ -100,7 +100,7 @@ def test_bad_arguments_and_functions_are_refused_at_decoration() -> None:
         tenure.locked("x", blocking="no")  # type: ignore[call-overload]
     with pytest.raises(InvalidArgumentError, match="node"):
         tenure.locked("x", node="")
-    with pytest.raises(InvalidArgumentError, match="client must be a tenure.Client"):
+    with pytest.raises(InvalidArgumentError, match=r"client must be a tenure.Client"):
         tenure.locked("x", client="memory://")  # type: ignore[call-overload]
     with pytest.raises(InvalidArgumentError, match="semaphore name"):
         tenure.locked("x" * 10_000)(_noop)  # a constant name is checked at once
@@ -110,7 +110,7 @@ def test_bad_arguments_and_functions_are_refused_at_decoration() -> None:
     async def generator() -> AsyncIterator[int]:
         yield 1
 
-    with pytest.raises(TypeError, match="decorate a plain function with tenure.sync.locked"):
+    with pytest.raises(TypeError, match=r"decorate a plain function with tenure.sync.locked"):
         tenure.locked("x")(plain)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="async generator"):
         tenure.locked("x")(generator)  # type: ignore[arg-type]
@@ -150,19 +150,19 @@ async def test_calls_of_one_name_take_turns_and_other_names_run_alongside(
     client: tenure.Client,
 ) -> None:
     inside: list[str] = []
-    release = asyncio.Event()
+    release, entered = asyncio.Event(), asyncio.Event()
 
     @tenure.locked("report-{report_id}")
     async def build(report_id: int, step: str) -> tuple[int, int]:
         inside.append(step)
         if step == "first":
+            entered.set()
             await release.wait()
         lock = tenure.current_lock()
         return lock.token, lock.session.id
 
     first = asyncio.create_task(build(1, "first"))
-    while inside != ["first"]:
-        await asyncio.sleep(0)
+    await entered.wait()
     queued = asyncio.create_task(build(1, "queued"))
     session = await tenure.default_session()
     await wait_for_waiters(session, "report-1", 1)  # it queues, in the same session
@@ -244,7 +244,8 @@ async def test_reentrant_nests_and_a_plain_nested_call_is_refused() -> None:
         return [token] + (await transfer(account, depth - 1) if depth else [])
 
     tokens = await transfer("a", 2)
-    assert len(tokens) == 3 and len(set(tokens)) == 1
+    assert len(tokens) == 3
+    assert len(set(tokens)) == 1
 
     @tenure.locked("account-{account}")
     async def plain(account: str, again: bool) -> None:
@@ -257,7 +258,7 @@ async def test_reentrant_nests_and_a_plain_nested_call_is_refused() -> None:
 
 
 async def test_current_lock_is_the_innermost_call_and_only_there() -> None:
-    with pytest.raises(PreconditionFailedError, match="no @tenure.locked function"):
+    with pytest.raises(PreconditionFailedError, match=r"no @tenure.locked function"):
         tenure.current_lock()
 
     @tenure.locked("inner")
@@ -283,24 +284,23 @@ async def _current_name() -> str:
 async def test_the_owner_data_names_the_function_and_errors_release_the_lock(
     client: tenure.Client,
 ) -> None:
-    class Failure(Exception):
+    class BuildError(Exception):
         pass
 
     @tenure.locked("report")
     async def build() -> None:
-        mutex = tenure.current_lock().session.mutex("report")
-        owner = (await mutex.describe()).owner
+        owner = (await (await tenure.default_session()).mutex("report").describe()).owner
         assert owner is not None
         assert owner.data == f"{__name__}.{build.__qualname__}".encode()
-        raise Failure
+        raise BuildError
 
     @tenure.locked("labelled", data=b"nightly run 42")
     async def labelled() -> bytes:
-        owner = (await tenure.current_lock().session.mutex("labelled").describe()).owner
+        owner = (await (await tenure.default_session()).mutex("labelled").describe()).owner
         assert owner is not None
         return owner.data
 
-    with pytest.raises(Failure):
+    with pytest.raises(BuildError):
         await build()
     assert not (await (await tenure.default_session()).mutex("report").describe()).held
     assert await labelled() == b"nightly run 42"
@@ -335,15 +335,17 @@ async def test_the_default_session_is_shared_and_replaced_once_closed(
     assert first is second
     await first.close()
     replacement = await tenure.default_session()
-    assert replacement is not first and not replacement.closed
-    with pytest.raises(InvalidArgumentError, match="client must be a tenure.Client"):
+    assert replacement is not first
+    assert not replacement.closed
+    with pytest.raises(InvalidArgumentError, match=r"client must be a tenure.Client"):
         await tenure.default_session(client="memory://")  # type: ignore[arg-type]
     with pytest.raises(tenure.errors.NotFoundError):
         await tenure.default_session("no-such-node")
     await tenure.close_default_client()
     assert replacement.closed
     fresh = await tenure.default_session()  # a new client, a new session
-    assert fresh is not replacement and not fresh.closed
+    assert fresh is not replacement
+    assert not fresh.closed
 
 
 async def test_nothing_configured_is_a_config_error_at_the_call() -> None:

@@ -118,11 +118,11 @@ def test_faces_are_not_mixed_and_reentrant_nests_per_thread() -> None:
     def generator() -> Iterator[int]:
         yield 1
 
-    with pytest.raises(TypeError, match="decorate an async function with tenure.locked"):
+    with pytest.raises(TypeError, match=r"decorate an async function with tenure.locked"):
         tenure.sync.locked("x")(coroutine_function)
     with pytest.raises(TypeError, match="generator"):
         tenure.sync.locked("x")(generator)
-    with pytest.raises(InvalidArgumentError, match="client must be a tenure.sync.Client"):
+    with pytest.raises(InvalidArgumentError, match=r"client must be a tenure.sync.Client"):
         tenure.sync.locked("x", client="memory://")  # type: ignore[call-overload]
     with pytest.raises(InvalidArgumentError, match="names no parameter"):
         tenure.sync.locked("x-{y}")(lambda z: z)
@@ -140,8 +140,9 @@ def test_faces_are_not_mixed_and_reentrant_nests_per_thread() -> None:
         return [token] + (walk(node_id, depth - 1) if depth else [])
 
     tokens = walk("root", 2)
-    assert len(tokens) == 3 and len(set(tokens)) == 1
-    with pytest.raises(PreconditionFailedError, match="no @tenure.sync.locked function"):
+    assert len(tokens) == 3
+    assert len(set(tokens)) == 1
+    with pytest.raises(PreconditionFailedError, match=r"no @tenure.sync.locked function"):
         tenure.sync.current_lock()
 
 
@@ -151,10 +152,12 @@ def test_the_default_session_is_replaced_once_closed(client: tenure.sync.Client)
     assert first.description == "tenure default session"
     first.close()
     second = tenure.sync.default_session()
-    assert second is not first and not second.ended
+    assert second is not first
+    assert not second.ended
     tenure.sync.close_default_client()
     assert second.ended
     # A new default client (a new memory:// engine: the last client of the name closed).
     tenure.sync.default_client().create_node(NODE)
     third = tenure.sync.default_session()
-    assert third is not second and not third.ended
+    assert third is not second
+    assert not third.ended

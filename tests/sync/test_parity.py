@@ -247,7 +247,7 @@ def to_sync(hint: object, owner: type) -> object:
     if origin is collections.abc.Callable and args and isinstance(args[0], typing.ParamSpec):
         # A function decorated (``locked``): the same parameters, and plainly what the
         # async one's coroutine gives.
-        return collections.abc.Callable[args[0], to_sync(args[1], owner)]  # type: ignore[misc]
+        return collections.abc.Callable[args[0], to_sync(args[1], owner)]
     if origin is collections.abc.Callable and args and isinstance(args[0], list):
         # A function passed in (``lead``'s ``work``): it takes the sync twins and
         # returns plainly what the async one's awaitable gives.

@@ -121,7 +121,9 @@ def _fields(template: str) -> Iterator[str]:
     try:
         parsed = list(string.Formatter().parse(template))
     except ValueError as error:  # a lone brace, an unclosed field
-        raise InvalidArgumentError(f"lock name {template!r} is not a format string: {error}")
+        raise InvalidArgumentError(
+            f"lock name {template!r} is not a format string: {error}"
+        ) from None
     for _literal, field, spec, conversion in parsed:
         if field is not None:
             yield field

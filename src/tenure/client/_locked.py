@@ -78,7 +78,9 @@ def locked(
     client: Client | None = None,
     reentrant: bool = False,
     data: Data | None = None,
-) -> Callable[[Callable[P, Coroutine[Any, Any, R]]], Callable[P, Coroutine[Any, Any, R | None]]]: ...
+) -> Callable[
+    [Callable[P, Coroutine[Any, Any, R]]], Callable[P, Coroutine[Any, Any, R | None]]
+]: ...
 
 
 def locked(

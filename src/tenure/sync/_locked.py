@@ -44,8 +44,7 @@ def current_lock() -> Lock:
     lock = _current.get()
     if lock is None:
         raise PreconditionFailedError(
-            "tenure.sync.current_lock(): no @tenure.sync.locked function is running "
-            "in this thread"
+            "tenure.sync.current_lock(): no @tenure.sync.locked function is running in this thread"
         )
     return lock
 
