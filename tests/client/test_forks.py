@@ -82,8 +82,8 @@ Child = tuple[multiprocessing.process.BaseProcess, "multiprocessing.Queue[Report
 def start_child(target: Callable[..., None], *args: object) -> Child:
     """Start ``target(*args, answers)`` in a child made by multiprocessing's fork.
 
-    (From the main thread: a child forked from another thread fails at its exit, in
-    threading's shutdown, on Python 3.11.)
+    (Not from an executor's thread, ``asyncio.to_thread``'s: the child's exit would
+    join the executor's threads, itself among them, and fail.)
     """
     context = multiprocessing.get_context("fork")
     answers: multiprocessing.Queue[Report] = context.Queue()
