@@ -473,8 +473,10 @@ def test_rwlock_recipe_shares_readers_fences_writers_and_downgrades(
     assert "main: 2/8 tokens held: writer=1, reader-3=1" in lines
 
 
-def test_locked_runs_each_call_holding_the_lock_of_its_arguments(url_env: dict[str, str]) -> None:
-    lines = run_example("locked.py", url_env)
+def test_locked_runs_each_call_holding_the_lock_of_its_arguments(
+    any_backend_env: dict[str, str],
+) -> None:
+    lines = run_example("locked.py", any_backend_env)
     builds = matches(r"(builder-[a-d]): building report (\d) \(.*\), token (\d+)$", lines)
     assert [(m[1], m[2]) for m in builds] == [
         ("builder-a", "7"),
