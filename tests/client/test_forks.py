@@ -25,7 +25,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -170,19 +170,27 @@ def test_a_forked_child_never_uses_its_parents_sync_client(server_url: str, node
 # -- the asyncio face ------------------------------------------------------------------
 
 
+Watch = AsyncIterator[tenure.SemaphoreDescription]
+
+
 def _async_child(
     client: tenure.Client,
     session: tenure.Session,
     lock: tenure.Lock,
+    watch: Watch,
     answers: multiprocessing.Queue[Report],
 ) -> None:
-    answers.put(asyncio.run(_in_async_child(client, session, lock)))
+    answers.put(asyncio.run(_in_async_child(client, session, lock, watch)))
 
 
 async def _in_async_child(
-    client: tenure.Client, session: tenure.Session, lock: tenure.Lock
+    client: tenure.Client, session: tenure.Session, lock: tenure.Lock, watch: Watch
 ) -> Report:
     report: Report = {}
+    try:
+        await anext(watch)  # its stream (and the watch on the server) is the parent's
+    except ForkedClientError:
+        report["watch"] = "ForkedClientError"
     try:
         await client.list_nodes()
     except ForkedClientError as error:
@@ -209,10 +217,13 @@ async def test_a_forked_child_never_uses_its_parents_async_client(node: str) -> 
     client = await tenure.default_client()
     session = await tenure.default_session()
     lock = await session.mutex("parent-lock").lock()
+    watch = session.semaphore("watched").watch(owners=True)
+    assert not (await anext(watch)).exists  # armed: the server pushes its changes
     try:
         # Forked from the running loop, as a multiprocessing pool of async code does.
-        started = start_child(_async_child, client, session, lock)
+        started = start_child(_async_child, client, session, lock, watch)
         report = await asyncio.to_thread(child_report, started)
+        assert report["watch"] == "ForkedClientError"
         assert "open a new client in the child" in report["client"].lower()
         assert report["session"] == "ForkedClientError"
         assert report["ended"] == [True, False, "ForkedClientError"]
@@ -226,8 +237,12 @@ async def test_a_forked_child_never_uses_its_parents_async_client(node: str) -> 
         assert owner.session_id == session.id
         live = {summary.session_id for summary in await client.list_sessions(node)}
         assert session.id in live
+        async with session.mutex("watched"):  # the parent's watch still fires
+            changed = await asyncio.wait_for(anext(watch), PATIENCE)
+        assert changed.owners[0].session_id == session.id
         assert report["child_session"] not in live
     finally:
+        await watch.aclose()
         await tenure.close_default_client()
 
 
