@@ -9,7 +9,9 @@ tenure.current_lock(). The sync twin: tests/sync/test_locked.py.
 from __future__ import annotations
 
 import asyncio
+import gc
 import uuid
+import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import date
@@ -346,6 +348,18 @@ async def test_the_default_session_is_shared_and_replaced_once_closed(
     fresh = await tenure.default_session()  # a new client, a new session
     assert fresh is not replacement
     assert not fresh.closed
+
+
+async def test_the_default_sessions_of_a_closed_client_do_not_keep_it() -> None:
+    other = await tenure.connect(f"memory://locked-gone-{uuid.uuid4().hex}")
+    await other.create_node("elsewhere")
+    await tenure.default_session("elsewhere", client=other)
+    gone = weakref.ref(other)
+    await other.aclose()
+    del other
+    await tenure.default_session()  # opening a session lets the closed clients' go
+    gc.collect()
+    assert gone() is None
 
 
 async def test_nothing_configured_is_a_config_error_at_the_call() -> None:

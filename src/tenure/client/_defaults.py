@@ -212,6 +212,9 @@ async def default_session(node: str | None = None, *, client: Client | None = No
             if failed or opening.result().closed:
                 opening = None
         if opening is None:
+            # (The sessions of closed clients go: a session keeps its client alive.)
+            for closed in [other for other in _sessions if other.closed]:
+                del _sessions[closed]
             session = client.session(node, description=DEFAULT_SESSION_DESCRIPTION)
             opening = loop.create_task(session, name=f"tenure default session {node}")
             of_client[node] = opening
