@@ -53,6 +53,8 @@ TESTED = {
     "celery_reports.py",  # tests/contrib/test_celery_example.py
     "otel_tracing.py",  # these two: tests/test_examples_observers.py
     "recorder.py",
+    "locked.py",
+    "fork_safety.py",
 }
 
 
@@ -474,3 +476,46 @@ def test_rwlock_recipe_shares_readers_fences_writers_and_downgrades(
     assert position(lines, "main: the writer waits") < waits < position(lines, "writer: writing")
     # reader-3 got in while the writer still held its downgraded share.
     assert "main: 2/8 tokens held: writer=1, reader-3=1" in lines
+
+
+def test_locked_runs_each_call_holding_the_lock_of_its_arguments(
+    any_backend_env: dict[str, str],
+) -> None:
+    lines = run_example("locked.py", any_backend_env)
+    builds = matches(r"(builder-[a-d]): building report (\d) \(.*\), token (\d+)$", lines)
+    assert [(m[1], m[2]) for m in builds] == [
+        ("builder-a", "7"),
+        ("builder-c", "8"),  # another report: alongside
+        ("builder-b", "7"),  # the same report: after builder-a
+        ("builder-d", "7"),
+    ]
+    tokens = [int(m[3]) for m in builds]
+    assert tokens == sorted(set(tokens))
+    assert lines[3:] == [
+        "report 7: built twice, in turn, tokens increasing: True",
+        "replica-2: the digest runs elsewhere, call skipped: True",
+        "replica-1: sent the nightly digest",
+        "ledger: busy for 0.2 s, gave up (TimeoutError)",
+        "ledger: posted",
+        "builder-x: refused: cannot read field {report.id}: AttributeError: "
+        "'object' object has no attribute 'id'",
+        "export: cancelled, its session was killed (SessionExpiredError)",
+        lines[10],  # builder-d's build (above)
+        "builder-d: built again in a new default session: True",
+    ]
+
+
+def test_fork_safety_workers_hold_their_locks_in_sessions_of_their_own() -> None:
+    lines = run_example("fork_safety.py", {"TENURE_URL": ""})  # it starts its own server
+    (parent,) = matches(r"parent: holds 'nightly-batch' in session (\d+), token \d+$", lines)
+    workers = matches(
+        r"(worker-\d): billed invoices \[.*\] in a session of its own \((\d+)\): True$", lines
+    )
+    assert [m[1] for m in workers] == ["worker-1", "worker-2"]
+    assert len({parent[1], workers[0][2], workers[1][2]}) == 3
+    for name in ("worker-1", "worker-2"):
+        assert f"{name}: the parent's client refuses it here: ForkedClientError" in lines
+        assert f"{name}: 'nightly-batch' is held by the parent: skipped: True" in lines
+    assert lines[-1] == (
+        f"parent: workers exited [0, 0]; still holds 'nightly-batch' in session {parent[1]}: True"
+    )

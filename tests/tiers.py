@@ -126,6 +126,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/client": UNIT,
     # A forked child opens its own default client.
     "tests/client/test_defaults.py::test_a_forked_child_opens_its_own_sync_default": SERVICE,
+    "tests/client/test_forks.py": SERVICE,  # forks; tenure serve; gunicorn
     "tests/backends/test_ledger.py": UNIT,
     "tests/backends/test_session_core.py": UNIT,
     "tests/backends/test_session_release.py": UNIT,

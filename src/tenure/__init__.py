@@ -72,7 +72,10 @@ from tenure.client import (
     configure,
     configured,
     connect,
+    current_lock,
     default_client,
+    default_session,
+    locked,
     remove_observer,
 )
 from tenure.errors import DeadlockError
@@ -134,7 +137,10 @@ __all__ = [
     "configure",
     "configured",
     "connect",
+    "current_lock",
     "default_client",
+    "default_session",
     "errors",
+    "locked",
     "remove_observer",
 ]

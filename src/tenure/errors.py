@@ -6,6 +6,7 @@ Every error tenure raises on purpose derives from :class:`TenureError`::
      ├── LostError                    something you held has ended without your say-so
      │    ├── SessionClosedError      the session was closed (by you, or with its client)
      │    │    └── ClientClosedError  the client was closed: its sessions went with it
+     │    │         └── ForkedClientError  a parent's client, used in a child made by fork
      │    ├── SessionExpiredError     the server expired the session (recovery window passed)
      │    └── LeaseLostError          a lease ended: semaphore deleted, node dropped, lease TTL
      │         └── LeaderChangedError leadership ended or the observed leader changed
@@ -108,6 +109,20 @@ class ClientClosedError(SessionClosedError):
     client is" is a refinement of "this session is closed", and every ``except
     SessionClosedError`` written before this class existed (it was what a closed
     client raised) still catches it. Catch ClientClosedError to tell the two apart.
+    """
+
+
+class ForkedClientError(ClientClosedError):
+    """A client opened before ``os.fork``, used in the child: there it is closed.
+
+    A child never uses its parent's connection or session (its requests would go
+    out on the parent's socket, and closing would end the parent's session), so
+    every call on an inherited client, session or lock raises this error, before
+    anything is sent; it is also the ``lost_reason`` of the inherited sessions and
+    their locks, ended in the child alone (the parent keeps them). Open a new client
+    in the child, or use the default one (``tenure.default_client()``,
+    ``tenure.sync.default_client()``), which each process opens for itself.
+    Closing an inherited client in the child only marks it closed there.
     """
 
 
@@ -423,6 +438,7 @@ __all__ = [
     "DuplicateTaskError",
     "ErrorCode",
     "FencedError",
+    "ForkedClientError",
     "InvalidArgumentError",
     "LeaderChangedError",
     "LeaseLostError",

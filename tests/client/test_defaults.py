@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -136,23 +137,36 @@ def test_the_sync_default_is_one_per_process() -> None:
     assert tenure.sync.default_client().url == "memory://defaults-sync-2"
 
 
-def _child_opens_its_own(parent_id: int, answers: multiprocessing.Queue[tuple[bool, bool]]) -> None:
+def _child_opens_its_own(
+    parent_id: int, url: str, answers: multiprocessing.Queue[tuple[bool, bool, bool]]
+) -> None:
     client = tenure.sync.default_client()
     client.create_node("app", exist_ok=True)  # its own loop thread works
-    answers.put((id(client) != parent_id, "app" in client.list_nodes()))
+    # Another client of the same memory://NAME: a portal of the child's own (the
+    # parent's shared one has no thread here).
+    with tenure.sync.connect(url) as other:
+        shares = "app" in other.list_nodes()
+    answers.put((id(client) != parent_id, "app" in client.list_nodes(), shares))
     tenure.sync.close_default_client()
 
 
 def test_a_forked_child_opens_its_own_sync_default() -> None:
-    # A private memory:// (each client its own engine and loop thread); memory://NAME
-    # is shared by a process's clients through one loop thread (fork safety's part).
-    tenure.configure("memory://", node="app")
+    # memory://NAME: a process's clients of the name share one engine through one loop
+    # thread (a portal), which the child does not have.
+    url = f"memory://defaults-fork-{uuid.uuid4().hex}"
+    tenure.configure(url, node="app")
     parent = tenure.sync.default_client()
+    parent.create_node("app")
     context = multiprocessing.get_context("fork")
-    answers: multiprocessing.Queue[tuple[bool, bool]] = context.Queue()
-    child = context.Process(target=_child_opens_its_own, args=(id(parent), answers))
+    answers: multiprocessing.Queue[tuple[bool, bool, bool]] = context.Queue()
+    child = context.Process(target=_child_opens_its_own, args=(id(parent), url, answers))
     child.start()
-    child.join(30)
-    assert child.exitcode == 0
-    assert answers.get(timeout=5) == (True, True)
+    try:
+        child.join(30)
+        assert child.exitcode == 0
+        assert answers.get(timeout=5) == (True, True, True)
+    finally:
+        if child.is_alive():  # (hung: the wait above ran out)
+            child.kill()
     assert tenure.sync.default_client() is parent  # the parent's is untouched
+    assert parent.list_nodes() == ["app"]

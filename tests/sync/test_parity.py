@@ -75,6 +75,9 @@ FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     tenure.client.connect: tenure.sync.connect,
     tenure.client.default_client: tenure.sync.default_client,
     tenure.client.close_default_client: tenure.sync.close_default_client,
+    tenure.client.default_session: tenure.sync.default_session,
+    tenure.client.locked: tenure.sync.locked,
+    tenure.client.current_lock: tenure.sync.current_lock,
 }
 
 #: Public async names that the sync face shares as they are (no counterpart needed).
@@ -246,6 +249,10 @@ def to_sync(hint: object, owner: type) -> object:
     if origin in (collections.abc.Coroutine, collections.abc.Awaitable):  # awaited: its result
         result = args[-1]
         return type(None) if result is None else to_sync(result, owner)
+    if origin is collections.abc.Callable and args and isinstance(args[0], typing.ParamSpec):
+        # A function decorated (``locked``): the same parameters, and plainly what the
+        # async one's coroutine gives.
+        return collections.abc.Callable[args[0], to_sync(args[1], owner)]
     if origin is collections.abc.Callable and args and isinstance(args[0], list):
         # A function passed in (``lead``'s ``work``): it takes the sync twins and
         # returns plainly what the async one's awaitable gives.

@@ -14,6 +14,7 @@ from tenure.client._defaults import (
     configure,
     configured,
     default_client,
+    default_session,
 )
 from tenure.client._election import Election, LeaderState
 from tenure.client._group import Group
@@ -21,6 +22,7 @@ from tenure.client._group_member import GroupMember, GroupView
 from tenure.client._latch import Latch
 from tenure.client._lease import Leadership, Lease, Lock, ReadLock, WriteLock
 from tenure.client._lock_all import HeldLocks
+from tenure.client._locked import current_lock, locked
 from tenure.client._loss import EndSignal
 from tenure.client._mutex import Mutex
 from tenure.client._observers import (
@@ -77,6 +79,9 @@ __all__ = [
     "configure",
     "configured",
     "connect",
+    "current_lock",
     "default_client",
+    "default_session",
+    "locked",
     "remove_observer",
 ]

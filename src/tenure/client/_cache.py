@@ -37,7 +37,7 @@ from typing import Final
 
 from tenure._core.values import SemaphoreDescription, check_prefix
 from tenure.backends._base import Backend, BackendSession, PrefixReset, PrefixWatchStream
-from tenure.client import _args
+from tenure.client import _args, _forks
 from tenure.client._cache_changes import CacheChange, CacheChanges
 from tenure.client._opening import ClosesOnExit
 from tenure.client._session import Session
@@ -105,6 +105,7 @@ class Cache(ClosesOnExit):
         """Whether it keeps owners (and counts) current, or data alone."""
         self._backend = backend
         self._open_session = open_session
+        self._pid = _forks.pid  # (its task runs in this process only)
         self._view: dict[str, SemaphoreDescription] = {}
         self._consumers: set[CacheChanges] = set()
         self._error: TenureError | None = None
@@ -173,6 +174,8 @@ class Cache(ClosesOnExit):
         if self._closed:
             return
         self._closed = True
+        if self._pid != _forks.pid:  # a child made by fork: the task and session are the parent's
+            return
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

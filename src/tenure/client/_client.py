@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from tenure._core.claims import check_claim_id
 from tenure._core.values import NO_IDENTITY, ClientIdentity
 from tenure.backends import Backend, Capability, SessionTicket, open_backend
-from tenure.client import _args, _leader, _listing
+from tenure.client import _args, _forks, _leader, _listing
 from tenure.client._args import Data
 from tenure.client._cache import DEFAULT_CACHE_SIZE, Cache, check_cache_args
 from tenure.client._lease import Leadership
@@ -300,7 +300,9 @@ class Client(NodeAdmin, ClosesOnExit):
     async def aclose(self) -> None:
         """Close every session (their holders see ClientClosedError) and the backend.
 
-        Every later call raises ClientClosedError.
+        Every later call raises ClientClosedError. In a child made by fork since the
+        client opened, it only marks the client and its sessions closed there: they
+        are the parent's, which keeps them (see ForkedClientError).
         """
         if self._closed:
             return
@@ -310,7 +312,8 @@ class Client(NodeAdmin, ClosesOnExit):
             await session._close(
                 ClientClosedError(f"the client was closed, and session {session.id} with it")
             )
-        await self.backend.aclose()
+        if self._pid == _forks.pid:  # (in a child made by fork, the connections are the parent's)
+            await self.backend.aclose()
 
 
 def _session_args(

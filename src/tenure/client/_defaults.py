@@ -8,6 +8,13 @@ integrations. The settings are one per process; the clients they make are one pe
 event loop (an asyncio client belongs to the loop it was opened on), opened on first
 use and kept (:func:`default_client`). The sync face keeps one blocking client per
 process (``tenure.sync.default_client``), over these same settings.
+
+Each client also keeps a *default session* per node (:func:`default_session`), which
+the ``@tenure.locked`` functions of a process share instead of opening a session per
+call: opened on first use, replaced once it has ended (lost, closed).
+
+A child made by ``os.fork`` forgets its parent's clients and sessions (its fork
+handler): its first use opens its own.
 """
 
 from __future__ import annotations
@@ -21,9 +28,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from tenure.client import _args
+from tenure.client import _args, _forks
 from tenure.client._client import Client, connect
-from tenure.errors import ConfigError
+from tenure.client._session import Session
+from tenure.errors import ConfigError, InvalidArgumentError
 
 __all__ = [
     "ENV_NODE",
@@ -33,6 +41,7 @@ __all__ = [
     "configure",
     "configured",
     "default_client",
+    "default_session",
     "on_reconfigure",
 ]
 
@@ -70,6 +79,12 @@ _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[Clie
 _closing: set[asyncio.Task[None]] = set()
 #: Told when the settings change: the sync face forgets its client there.
 _listeners: list[Callable[[], None]] = []
+#: Each client's default sessions, by node, opening or open (a task, as _clients).
+_sessions: weakref.WeakKeyDictionary[Client, dict[str, asyncio.Task[Session]]] = (
+    weakref.WeakKeyDictionary()
+)
+#: The description of the default sessions (operators see it in listings).
+DEFAULT_SESSION_DESCRIPTION = "tenure default session"
 
 
 def configure(url: str | None = None, *, node: str | None = None, **options: object) -> None:
@@ -163,6 +178,49 @@ async def close_default_client() -> None:
     await client.aclose()
 
 
+async def default_session(node: str | None = None, *, client: Client | None = None) -> Session:
+    """The default session on ``node`` of ``client``: opened on first use and kept.
+
+    ``node`` defaults to the configured node (:func:`configured`), ``client`` to this
+    event loop's default client (:func:`default_client`). Every caller of this loop
+    with the same client and node shares the one session (what ``@tenure.locked``
+    holds its locks in): concurrent first uses share one opening; a session that has
+    ended (lost, closed, or its client closed) is replaced by a new one on the next
+    call, so a loss never leaves later calls failing. It has the node's default
+    recovery window and the description ``"tenure default session"``.
+
+    Raises:
+        ConfigError: ``node`` or ``client`` is left out and nothing is configured.
+        InvalidArgumentError: a bad node name, or ``client`` is not a tenure.Client.
+        NotFoundError: the node does not exist.
+        ClientClosedError: ``client`` is closed (ForkedClientError: it is a parent's).
+    """
+    if node is not None:
+        node = _args.node_name(node)
+    if client is not None and not isinstance(client, Client):
+        raise InvalidArgumentError(f"client must be a tenure.Client, got {type(client).__name__}")
+    if node is None:
+        node = configured().node
+    if client is None:
+        client = await default_client()
+    loop = asyncio.get_running_loop()
+    with _guard:
+        of_client = _sessions.setdefault(client, {})
+        opening = of_client.get(node)
+        if opening is not None and opening.done():
+            failed = opening.cancelled() or opening.exception() is not None
+            if failed or opening.result().closed:
+                opening = None
+        if opening is None:
+            # (The sessions of closed clients go: a session keeps its client alive.)
+            for closed in [other for other in _sessions if other.closed]:
+                del _sessions[closed]
+            session = client.session(node, description=DEFAULT_SESSION_DESCRIPTION)
+            opening = loop.create_task(session, name=f"tenure default session {node}")
+            of_client[node] = opening
+    return await asyncio.shield(opening)
+
+
 def on_reconfigure(listener: Callable[[], None]) -> None:
     """Call ``listener()`` after each :func:`configure` (the sync face's default uses it)."""
     _listeners.append(listener)
@@ -182,3 +240,17 @@ def _close_when_open(opening: asyncio.Task[Client]) -> None:
             closing.add_done_callback(_closing.discard)
 
     opening.add_done_callback(close)
+
+
+def _forget_after_fork() -> None:
+    """In a child made by fork: the parent's clients and sessions are not the child's
+    (their loops do not run here), so its first use opens its own. Nothing is closed:
+    closing would act on the parent's connections."""
+    global _guard
+    _guard = threading.RLock()  # another thread may have held the old one at the fork
+    _clients.clear()
+    _closing.clear()
+    _sessions.clear()
+
+
+_forks.after_fork_in_child(_forget_after_fork)

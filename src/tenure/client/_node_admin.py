@@ -21,7 +21,7 @@ from tenure._core.values import (
     renamed_settings,
 )
 from tenure.backends import Backend
-from tenure.client import _args, _listing
+from tenure.client import _args, _forks, _listing
 from tenure.errors import AlreadyExistsError, ClientClosedError, InvalidArgumentError
 
 __all__ = ["NodeAdmin", "redacted"]
@@ -35,14 +35,20 @@ class NodeAdmin:
         self.backend = backend
         self.url = url
         self._closed = False
+        #: The process that opened it: in a child made by fork, it is closed.
+        self._pid = _forks.pid
 
     @property
     def closed(self) -> bool:
-        """Whether :meth:`aclose` was called."""
-        return self._closed
+        """Whether :meth:`aclose` was called (or this is a child made by fork since the
+        client opened: there it is closed, see ForkedClientError)."""
+        return self._closed or self._pid != _forks.pid
 
     def _check_open(self) -> None:
-        """Raise ClientClosedError once the client is closed."""
+        """Raise ClientClosedError once the client is closed; ForkedClientError in a
+        child made by fork since it opened."""
+        if self._pid != _forks.pid:
+            raise _forks.forked_error(f"the client of {redacted(self.url)}", self._pid)
         if self._closed:
             raise ClientClosedError(f"the client is closed ({redacted(self.url)})")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 
 from tenure._core.values import SemaphoreDescription
-from tenure.client import _args
+from tenure.client import _args, _forks
 from tenure.client._args import Data
 from tenure.client._lease import Lease
 from tenure.client._opening import Opening
@@ -144,15 +144,22 @@ async def watch_semaphore(
     The backend's :class:`~tenure.backends.WatchStream` brings the latest state after
     each change (a busy consumer gets the newest, never a queue); a state equal to
     the one yielded last (after a reconnect, say) is not yielded again.
+
+    Resumed or closed in a child made by fork since it started, it raises
+    ForkedClientError and leaves the stream alone: its watch is the parent's.
     """
     stream = await session._backend_session().watch_semaphore(
         name, data=data, owners=owners, waiters=waiters
     )
+    opened_by = _forks.pid
     try:
         last: SemaphoreDescription | None = None
         async for description in stream:
             if description != last:
                 last = description
                 yield description
+                if _forks.pid != opened_by:
+                    raise _forks.forked_error(f"the watch of {name!r}", opened_by)
     finally:
-        await stream.aclose()
+        if _forks.pid == opened_by:  # (disarming it would send on the parent's connection)
+            await stream.aclose()

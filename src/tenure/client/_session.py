@@ -12,7 +12,7 @@ from typing import Any, TypeVar, final, overload
 
 from tenure._core.claims import check_claim_times
 from tenure.backends._base import BackendSession, SessionTicket
-from tenure.client import _args
+from tenure.client import _args, _forks
 from tenure.client._args import Data
 from tenure.client._barrier import Barrier
 from tenure.client._claim import Claim, Releaser
@@ -82,8 +82,9 @@ class Session(SessionHolds, Guarded):
 
     @property
     def closed(self) -> bool:
-        """Whether the session has ended (closed or lost)."""
-        return self._signal.ended
+        """Whether the session has ended (closed or lost; in a child made by fork since
+        it opened, it is the parent's: closed there, see ForkedClientError)."""
+        return self._signal.ended or self._pid != _forks.pid
 
     def ticket(self) -> SessionTicket:
         """What a later process needs to take this session back (``client.session(node, resume=)``).
@@ -218,6 +219,9 @@ class Session(SessionHolds, Guarded):
     async def _close(self, reason: LostError | None) -> None:
         """Close; a ``reason`` means the session was closed from outside (its client)."""
         if self._signal.ended:
+            return
+        if self._pid != _forks.pid:  # a parent's session: ended here alone, nothing sent
+            self._left_behind()
             return
         self._end(reason)
         if self._backend is not None:

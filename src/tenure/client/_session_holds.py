@@ -33,6 +33,7 @@ from typing import TypeVar
 
 from tenure._core.values import MAX_COUNT
 from tenure.backends._base import BackendSession, Grant, HeldGrant
+from tenure.client import _forks
 from tenure.client._asking import Asking
 from tenure.client._caller import Caller, caller_number, current_caller
 from tenure.client._lease import Lease, Lock
@@ -76,6 +77,8 @@ class SessionHolds:
         #: The client's observers (set by the client that opens it; the process's are
         #: in _observers.PROCESS): with none, an acquire only tests the two tuples.
         self._observers: tuple[Observer, ...] = ()
+        #: The process that opened it: a child made by fork never uses it (_forks).
+        self._pid = _forks.pid
 
     def _bind(self, backend_session: BackendSession) -> None:
         """The session is open: ``backend_session`` is its backend's."""
@@ -98,10 +101,19 @@ class SessionHolds:
 
     def _backend_session(self) -> BackendSession:
         """The backend's session; the session's loss error once it has ended."""
+        if self._pid != _forks.pid:
+            self._left_behind()
         if self._signal.ended:
             raise self._signal.reason or SessionClosedError(f"session on {self.node!r} is closed")
         assert self._backend is not None
         return self._backend
+
+    def _left_behind(self) -> None:
+        """In a child made by fork since it opened: the session is the parent's. It ends
+        here alone, with ForkedClientError (nothing is sent: the parent keeps it)."""
+        if not self._signal.ended:
+            what = f"session {self.id} on {self.node!r}" if self._backend else "the session"
+            self._end(_forks.forked_error(what, self._pid))
 
     async def _acquire(
         self,
@@ -114,6 +126,8 @@ class SessionHolds:
     ) -> L:
         """Acquire a new lease of ``kind``; TimeoutError if a try (``timeout`` 0) found it busy."""
         backend = self._backend
+        if self._pid != _forks.pid:
+            self._left_behind()
         if self._signal.ended or backend is None:  # (_backend_session(), inline)
             raise self._signal.reason or SessionClosedError(f"session on {self.node!r} is closed")
         task = asyncio.current_task(self._loop)
@@ -241,6 +255,8 @@ class SessionHolds:
     def _release(self, lease: Lease) -> Awaitable[bool] | None:
         """Give a lease back to the backend (the lease has already ended itself): the
         release to await, or None if the session ended (it went with the session)."""
+        if self._pid != _forks.pid:  # the parent's to release, not this child's
+            self._left_behind()
         if self._backend is not None and not self._signal.ended:
             return self._backend.release(lease.name, lease._grant)
         return None

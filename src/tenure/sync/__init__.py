@@ -41,13 +41,14 @@ from tenure.sync._cache import Cache
 from tenure.sync._claim import Claim
 from tenure.sync._client import Client, SessionLoop, connect
 from tenure.sync._counter import Counter
-from tenure.sync._defaults import close_default_client, default_client
+from tenure.sync._defaults import close_default_client, default_client, default_session
 from tenure.sync._election import Election
 from tenure.sync._group import Group, GroupMember, Partition
 from tenure.sync._held import EndSignal
 from tenure.sync._latch import Latch
 from tenure.sync._leases import Leadership, Lease, Lock, ReadLock, WriteLock
 from tenure.sync._lock_all import HeldLocks
+from tenure.sync._locked import current_lock, locked
 from tenure.sync._mutex import Mutex
 from tenure.sync._objects import Session
 from tenure.sync._portal import Portal
@@ -87,5 +88,8 @@ __all__ = [
     "configure",
     "configured",
     "connect",
+    "current_lock",
     "default_client",
+    "default_session",
+    "locked",
 ]

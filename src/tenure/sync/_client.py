@@ -60,8 +60,9 @@ class Client(ClosesOnExit):
 
     @property
     def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
-        return self._closed
+        """Whether :meth:`close` was called (or this is a child made by fork since the
+        client opened: there it is closed, see ForkedClientError)."""
+        return self._closed or self._portal.forked
 
     @property
     def observers(self) -> tuple[Observer, ...]:
@@ -234,7 +235,14 @@ class Client(ClosesOnExit):
 
         The sessions, and what they hold, are lost with SessionClosedError: they did
         not choose to end, so ``lost_reason`` is that error for each of them.
+
+        In a child made by fork since the client opened, it only marks the client
+        closed there: its connection and sessions are the parent's, which keeps them.
         """
+        if self._portal.forked:
+            self._closed = True
+            self._release()
+            return
         if self._portal.in_portal_thread():
             raise RuntimeError("tenure.sync: cannot close a client from its portal thread")
         with self._guard:

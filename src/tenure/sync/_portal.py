@@ -21,6 +21,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Generic, ParamSpec, TypeVar, cast
 from urllib.parse import urlsplit
 
+from tenure.client import _forks
 from tenure.client._caller import start_for_thread, this_thread, withdraw
 from tenure.errors import ClientClosedError
 
@@ -34,12 +35,17 @@ class Portal:
     Made by :func:`tenure.sync.connect`; reach it as ``client.portal`` to run your
     own coroutines next to the client's, e.g. ``client.portal.call(clock.advance, 31)``
     to move a :class:`~tenure.testing.FakeClock`.
+
+    Its thread does not survive ``os.fork``: in a child, :meth:`call` raises
+    ForkedClientError, and :meth:`close` only marks it closed there (the loop and
+    what runs on it are the parent's).
     """
 
     def __init__(self, name: str = "tenure-portal") -> None:
         self._loop = asyncio.new_event_loop()
         self._guard = threading.Lock()
         self._closed = False
+        self._pid = _forks.pid  # the process whose thread runs the loop
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -53,8 +59,15 @@ class Portal:
 
     @property
     def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
-        return self._closed
+        """Whether :meth:`close` was called (or this is a child made by fork since it
+        started: its thread is the parent's)."""
+        return self._closed or self.forked
+
+    @property
+    def forked(self) -> bool:
+        """Whether this is a child made by ``os.fork`` since the portal started: its
+        loop thread is not here, and the client running on it is the parent's."""
+        return self._pid != _forks.pid
 
     def in_portal_thread(self) -> bool:
         """Whether the caller runs on the portal's own thread (e.g. in a loss callback)."""
@@ -80,8 +93,11 @@ class Portal:
 
         Raises:
             ClientClosedError: the portal (its client) is closed.
+            ForkedClientError: this is a child made by fork since the portal started.
             RuntimeError: called from the portal thread itself, which would deadlock.
         """
+        if self._pid != _forks.pid:
+            raise _forks.forked_error("this tenure.sync client", self._pid)
         if self.in_portal_thread():
             raise RuntimeError(
                 "tenure.sync: blocking call from the portal thread (an on_lost callback?) "
@@ -107,7 +123,14 @@ class Portal:
             raise
 
     def close(self) -> None:
-        """Stop the loop (cancelling what still runs on it) and join its thread. Idempotent."""
+        """Stop the loop (cancelling what still runs on it) and join its thread. Idempotent.
+
+        In a child made by fork since it started, it only marks the portal closed: the
+        loop is the parent's, and waking it would write to the parent's wake-up socket.
+        """
+        if self._pid != _forks.pid:
+            self._closed = True
+            return
         if self.in_portal_thread():
             raise RuntimeError("tenure.sync: cannot close the portal from its own thread")
         with self._guard:
@@ -144,6 +167,14 @@ class _SharedPortals:
     def __init__(self) -> None:
         self._guard = threading.Lock()
         self._portals: dict[str, tuple[Portal, int]] = {}
+        _forks.after_fork_in_child(self._forget)
+
+    def _forget(self) -> None:
+        """In a child made by fork: the parent's portals are not running here (their
+        threads did not survive), so the child's clients of ``memory://NAME`` start one
+        of their own. (A new lock: another thread may have held the old one at the fork.)"""
+        self._guard = threading.Lock()
+        self._portals = {}
 
     def acquire(self, url: str) -> tuple[Portal, Callable[[], None]]:
         """A portal for ``url`` and the function that gives it back (once)."""
@@ -159,9 +190,13 @@ class _SharedPortals:
                 portal, users = Portal(f"tenure-portal memory://{key}"), 0
             self._portals[key] = (portal, users + 1)
         released = False
+        registry = self._portals  # (replaced in a child made by fork)
 
         def release() -> None:
             nonlocal released
+            if self._portals is not registry:  # a parent's portal, in a child made by fork
+                portal.close()
+                return
             with self._guard:
                 if released:
                     return
