@@ -277,14 +277,19 @@ async def test_the_trace_goes_only_into_data_the_caller_left_empty(
             member = await session.group("workers").join("w1", data=b"w")
             assert await session.group("workers").members() == {"w1": b"w"}
             assert member.held
+            # An election's data is the leader's message to its observers: left alone.
             leadership = await session.election("leader").campaign(b"")
-            assert otel.span_context_of(leadership.data) is not None
+            assert leadership.data == b""
+            assert (await session.election("leader").leader()).data == b""
+            plain = await session.acquire("pool", 1, ephemeral=True)
+            assert otel.span_context_of(plain.data) is not None
     # name_in_metrics: the histograms name the semaphore.
     waits = telemetry.points("tenure.wait.duration")
     assert {(p.attributes or {}).get("tenure.name") for p in waits} == {
         "mine",
         "workers",
         "leader",
+        "pool",
     }
     # owner_data=False: never, and no tracer configured: nothing either.
     for instrumentation in (

@@ -27,7 +27,8 @@ docs/operations.md, "OpenTelemetry", is the reference):
   ``00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01``), where the caller gave
   none: ``tenure describe`` and the dashboard then show which trace holds the lock,
   and :func:`span_context_of` reads it back (to link a waiter's trace to the holder's).
-  Never over data a caller or a recipe gave (``owner_data=False``: never at all).
+  Never over data a caller or a recipe gave, nor as an election's leader data (what
+  its observers are told); ``owner_data=False``: never at all.
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ class Instrumentation:
         tracer_provider, meter_provider: where spans and measurements go (None: the
             global ones, as ``opentelemetry.trace.set_tracer_provider`` sets them).
         owner_data: send the acquire's ``traceparent`` as its owner data where the
-            caller gave none.
+            caller gave none (never a campaign's: an election's data is the leader's
+            message to its observers).
         name_in_metrics: give the histograms a ``tenure.name`` attribute too. Off by
             default: names are often many (``report-{id}``), and each is a series.
     """
@@ -136,7 +138,10 @@ class _Acquiring:
         )
         self._started = time.monotonic()
         spanned = self._span.get_span_context()
-        if instrumentation.owner_data and spanned.is_valid:
+        # Not a campaign's: an election's data is what its observers are told of the
+        # leader (election.observe(), leader()), the application's own message.
+        campaign = issubclass(attempt.kind, tenure.Leadership)
+        if instrumentation.owner_data and spanned.is_valid and not campaign:
             attempt.offer_data(traceparent(spanned).encode("ascii"))
 
     def granted(self, leases: tuple[tenure.Lease, ...]) -> None:
