@@ -280,7 +280,9 @@ async def test_the_trace_goes_only_into_data_the_caller_left_empty(
             # An election's data is the leader's message to its observers: left alone.
             leadership = await session.election("leader").campaign(b"")
             assert leadership.data == b""
-            assert (await session.election("leader").leader()).data == b""
+            leader = await session.election("leader").leader()
+            assert leader is not None
+            assert leader.data == b""
             plain = await session.acquire("pool", 1, ephemeral=True)
             assert otel.span_context_of(plain.data) is not None
     # name_in_metrics: the histograms name the semaphore.
