@@ -17,7 +17,9 @@
   a partition that keeps the connection open must not keep a lock from the next
   waiter; the client gave up on its own clock by then, docs/guarantees.md 6a).
   One timer per connection, re-armed lazily: a frame only records the time, the
-  timer checks it when it fires.
+  timer checks it when it fires. Silence is counted in time the server could hear
+  (:mod:`tenure.server._net.pauses`): a stall of the server's own loop is not the
+  client's silence (docs/guarantees.md 6e).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from tenure.errors import ErrorCode, NotLeaderError
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._net.auth import SessionLike, Token, Tokens, command_node, denial, load_tokens
 from tenure.server._net.listen import Entry
+from tenure.server._net.pauses import PauseWatch
 from tenure.server._net.throttle import Throttle, peer_host
 from tenure.server._net.tls import server_context
 from tenure.server._role import STANDALONE_ROLE, Role
@@ -75,6 +78,8 @@ class Conn:
     closing: bool = False  # stop reading; close once the outbox is written
     token: Token | None = None  # who the Hello authenticated (None: no auth file)
     last_frame: float = 0.0  # loop time the last frame was received
+    deaf_at_frame: float = 0.0  # the server's deafness (PauseWatch.deaf) at that frame
+    watched: bool = False  # whether the PauseWatch counts for it
     opened_at: float = 0.0  # loop time the connection was accepted
     timer: asyncio.TimerHandle | None = None  # the handshake, idle or silence deadline
     timer_at: float = 0.0  # when ``timer`` fires
@@ -133,12 +138,18 @@ class Gate:
         self._window_of = window_of
         self._detach = detach
         self._loop = asyncio.get_running_loop()
+        #: The server's own stalls, not counted as anybody's silence.
+        self.pauses = PauseWatch(self._loop)
 
     # -- the handshake --------------------------------------------------------------------
 
     def accepted(self, conn: Conn) -> None:
         """A new connection: its handshake clock starts."""
-        conn.last_frame = conn.opened_at = self._loop.time()
+        conn.last_frame = conn.opened_at = self.pauses.look()
+        conn.deaf_at_frame = self.pauses.deaf
+        if not conn.watched:
+            conn.watched = True
+            self.pauses.watch()
         self._arm(conn, conn.last_frame + self.config.handshake_timeout)
 
     def hello(self, conn: Conn, hello: Hello, *, stopping: bool) -> None:
@@ -212,8 +223,13 @@ class Gate:
         conn.closing = True
 
     def frame(self, conn: Conn) -> None:
-        """A frame arrived: the connection is not idle (the timer reads this when due)."""
-        conn.last_frame = self._loop.time()
+        """A frame arrived: the connection is not idle (the timer reads this when due).
+
+        The clock is looked at first, so that a stall before this frame (frames wait
+        in the socket while the loop is stalled) is counted before it, never after.
+        """
+        conn.last_frame = self.pauses.look()
+        conn.deaf_at_frame = self.pauses.deaf
 
     def attached(self, conn: Conn, window: float) -> None:
         """A session with recovery window ``window`` was attached to ``conn``."""
@@ -225,13 +241,21 @@ class Gate:
     def closed(self, conn: Conn) -> None:
         """The connection is over: its clock stops."""
         self._cancel(conn)
+        if conn.watched:
+            conn.watched = False
+            self.pauses.unwatch()
+
+    def heard_since(self, conn: Conn, now: float) -> float:
+        """Seconds since the last frame of ``conn`` that the server could hear (at ``now``)."""
+        return max(0.0, now - conn.last_frame - (self.pauses.deaf - conn.deaf_at_frame))
 
     def silent_for(self, conn: Conn) -> float:
         """How long the client of ``conn`` has been silent, as its sessions' windows count it.
 
-        From the receipt of its last frame, less the margin (:data:`SILENCE_MARGIN`).
+        From the receipt of its last frame, in time the server could hear, less the
+        margin (:data:`SILENCE_MARGIN`).
         """
-        return max(0.0, self._loop.time() - conn.last_frame) / (1 + SILENCE_MARGIN)
+        return self.heard_since(conn, self.pauses.look()) / (1 + SILENCE_MARGIN)
 
     # -- authorization --------------------------------------------------------------------
 
@@ -259,8 +283,11 @@ class Gate:
 
     def _check_silence(self, conn: Conn) -> None:
         """Close an OPEN connection silent for too long (module docstring), or look again."""
-        now = self._loop.time()
-        silent = now - conn.last_frame
+        # Look first: if this timer fired late because the loop stalled, the stall
+        # is counted now, and the frames waiting in the socket are read before the
+        # connection is judged again (the timer is re-armed past them).
+        now = self.pauses.look()
+        silent = self.heard_since(conn, now)
         if conn.window is not None and now >= self._silence_due(conn, conn.window):
             conn.window = self._window_of(conn)  # the cached one may be stale
         idle = self.config.idle_timeout
@@ -268,7 +295,7 @@ class Gate:
             fields = {"peer": conn.peer, "silent_for": round(silent, 3), "window": conn.window}
             log.info("silent for a recovery window; closing", extra={"fields": fields})
             why = f"silent for {silent:.3g} s, past the recovery window of a session here"
-        elif idle > 0 and now >= conn.last_frame + idle:
+        elif idle > 0 and silent >= idle:
             log.info("idle; closing", extra={"fields": {"peer": conn.peer, "idle_timeout": idle}})
             why = f"idle for {idle:g} s"
         else:  # a frame came meanwhile (or a session left): look again when due
@@ -281,7 +308,7 @@ class Gate:
     def _arm_open(self, conn: Conn) -> None:
         """Arm the timer of an OPEN connection for its idle or silence deadline."""
         idle = self.config.idle_timeout
-        due = [conn.last_frame + idle] if idle > 0 else []
+        due = [self._heard_from(conn) + idle] if idle > 0 else []
         if conn.window is not None:
             due.append(self._silence_due(conn, conn.window))
         if due:
@@ -289,10 +316,15 @@ class Gate:
         else:
             self._cancel(conn)
 
-    @staticmethod
-    def _silence_due(conn: Conn, window: float) -> float:
-        """When ``conn`` will have been silent for ``window``, as the server counts it."""
-        return conn.last_frame + window * (1 + SILENCE_MARGIN)
+    def _silence_due(self, conn: Conn, window: float) -> float:
+        """When ``conn`` will have been silent for ``window``, as the server counts it
+        (if the loop does not stall meanwhile: a stall moves it, checked when due)."""
+        return self._heard_from(conn) + window * (1 + SILENCE_MARGIN)
+
+    def _heard_from(self, conn: Conn) -> float:
+        """The loop time its heard silence started from: its last frame, moved on by
+        the server's deafness since."""
+        return conn.last_frame + (self.pauses.deaf - conn.deaf_at_frame)
 
     def _arm(self, conn: Conn, when: float) -> None:
         if conn.timer is not None:

@@ -1,0 +1,91 @@
+"""The server's own pauses: how long its event loop could not hear anybody.
+
+A client's silence is counted in time the server was able to hear it (issue 37;
+docs/guarantees.md 6e). While the loop is stalled (a long synchronous step, a GC
+pause, a slow disk, a SIGSTOP of the whole process) frames pile up unread in the
+sockets, and when the loop runs again its timers fire before those frames are
+read: measured on the plain clock, a client that kept pinging would look silent.
+
+:class:`PauseWatch` measures the stalls. While connections are watched, a
+heartbeat looks at the clock every :data:`BEAT` seconds; every look (the
+heartbeat's, a frame's receipt, a silence timer's) compares the clock with the
+previous look, and a gap longer than :data:`DEAF_AFTER` is a stall: the part of it
+beyond :data:`DEAF_AFTER` is added to :attr:`PauseWatch.deaf` (seconds, only ever
+growing). A connection remembers ``deaf`` at its last frame; its heard silence is
+the time since that frame less the deafness added since.
+
+The count errs one way only: a gap is at most :data:`DEAF_AFTER` longer than the
+stall in it (the loop, when free, looks at least every :data:`BEAT`), so the
+server never forgives more than it was deaf, and a client that truly went silent
+is still closed one window of heard time after its last frame (a stall only
+postpones that, by at most its own length).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Final
+
+log = logging.getLogger("tenure.server")
+
+#: Seconds between two looks of the heartbeat while connections are watched.
+BEAT: Final = 0.05
+#: A gap between two looks longer than this is a stall; the excess counts as deaf.
+#: (A busy but turning loop looks every BEAT plus one turn: its gaps stay below.)
+DEAF_AFTER: Final = 0.25
+#: A stall at least this long is logged (a warning: the operator should know).
+LOGGED_STALL: Final = 1.0
+
+
+class PauseWatch:
+    """Counts the seconds the event loop could not run (module docstring)."""
+
+    __slots__ = ("_beat", "_loop", "_seen", "_watched", "deaf", "stalls")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self._loop = loop or asyncio.get_running_loop()
+        self._seen = self._loop.time()  # the loop time of the last look
+        self._beat: asyncio.TimerHandle | None = None
+        self._watched = 0
+        #: Seconds the loop was seen unable to run, in all (only ever grows).
+        self.deaf = 0.0
+        #: How many stalls were counted (for tests and the log).
+        self.stalls = 0
+
+    def look(self) -> float:
+        """Look at the clock now (count a stall since the last look); the loop time."""
+        now = self._loop.time()
+        gap = now - self._seen
+        self._seen = now
+        if gap > DEAF_AFTER:
+            stall = gap - DEAF_AFTER
+            self.deaf += stall
+            self.stalls += 1
+            if gap >= LOGGED_STALL:
+                fields = {"stalled_for": round(gap, 3), "forgiven": round(stall, 3)}
+                log.warning(
+                    "the event loop stalled; clients' silence not counted meanwhile",
+                    extra={"event": "loop_stalled", "fields": fields},
+                )
+        return now
+
+    def watch(self) -> None:
+        """One more connection needs the count: the heartbeat runs while any does."""
+        self._watched += 1
+        if self._beat is None:
+            self._seen = self._loop.time()  # (the loop was idle, not deaf, until now)
+            self._beat = self._loop.call_at(self._seen + BEAT, self._on_beat)
+
+    def unwatch(self) -> None:
+        """A connection no longer needs the count (the heartbeat stops after the last)."""
+        self._watched -= 1
+        if self._watched <= 0:
+            self._watched = 0
+            if self._beat is not None:
+                self._beat.cancel()
+                self._beat = None
+
+    def _on_beat(self) -> None:
+        now = self.look()
+        self._beat = self._loop.call_at(now + BEAT, self._on_beat)
