@@ -336,6 +336,8 @@ async def json_body(request: web.Request) -> dict[str, object] | web.Response:
         body = json.loads(await request.read())
     except (ValueError, UnicodeError):
         return error_response(400, "the body is not JSON")
+    except RecursionError:  # e.g. 4,000 "[": deeper than Python's JSON reader goes
+        return error_response(400, "the body is JSON nested too deeply")
     if not isinstance(body, dict):
         return error_response(400, "the body must be a JSON object")
     return body
