@@ -136,6 +136,7 @@ class ServeConfig:
     http_max_connections: int = 256
     http_idle_timeout: float = 60.0
     http_header_timeout: float = 10.0
+    http_allowed_hosts: str = ""  # the dashboard's Host/Origin, besides loopback
     metrics_auth: bool = False  # /metrics wants a token
     dashboard_max_nodes: int = 50
     dashboard_max_semaphores: int = 100

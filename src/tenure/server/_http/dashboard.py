@@ -52,6 +52,7 @@ from aiohttp import web
 
 from tenure._core import KillSession
 from tenure.errors import ErrorCode, TenureError, code_of
+from tenure.server._config.hosts import LOOPBACK, allowed_hosts
 from tenure.server._http import guessing
 from tenure.server._http.board import (
     RATE_SAMPLE_INTERVAL,
@@ -62,6 +63,7 @@ from tenure.server._http.board import (
 )
 from tenure.server._http.cluster_view import cluster_view, dashboard_url
 from tenure.server._http.front import METRICS, READINESS, SERVING
+from tenure.server._http.host_check import check_host_and_origin
 from tenure.server._http.login_tickets import LOGOUTS_FILE, LoginTickets
 from tenure.server._http.viewer import Viewer, bearer, cookie_ticket
 from tenure.server._net.auth import Access
@@ -123,6 +125,15 @@ class Dashboard:
     def server(self) -> Server | None:
         """The running server (None while it starts or recovers)."""
         return self.app[SERVING].server
+
+    def allowed_hosts(self) -> frozenset[str] | None:
+        """The hosts a request may name in Host and Origin (None: any); loopback only
+        until the server runs (its configuration says the rest)."""
+        server = self.server
+        if server is None:
+            return LOOPBACK
+        config = server.config
+        return allowed_hosts(config.http_allowed_hosts, config.http_host or config.host)
 
     def interval(self) -> float:
         """Seconds between two updates of a page (1 / ``--dashboard-rate``)."""
@@ -398,6 +409,7 @@ def add_dashboard_routes(app: web.Application) -> None:
     """``/`` (the page), its files, and its API under ``/dashboard/api/``."""
     dashboard = app[DASHBOARD] = Dashboard(app)
     app.cleanup_ctx.append(dashboard.sample_forever)
+    app.middlewares.append(check_host_and_origin(dashboard.allowed_hosts))
     for path in _STATIC:
         app.router.add_get(path, static)
     app.router.add_get("/favicon.ico", no_icon)
