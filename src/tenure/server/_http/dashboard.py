@@ -60,6 +60,7 @@ from tenure.server._http.board import (
     RateMeter,
     board,
     counters,
+    shown_view,
 )
 from tenure.server._http.cluster_view import cluster_view, dashboard_url
 from tenure.server._http.front import METRICS, READINESS, SERVING
@@ -243,7 +244,12 @@ class Dashboard:
                 # A standby serves nothing: its page offers no action.
                 may_kill=viewer.may_kill if server.role.leading else _never,
             )
-        return view
+        # Every string is shown as text, escaped as the CLI escapes it: a description
+        # with a bidi override cannot turn the holder line around, nor one with a
+        # newline add a line.
+        shown = shown_view(view)
+        assert isinstance(shown, dict)
+        return shown
 
 
 DASHBOARD: Final = web.AppKey("dashboard", Dashboard)
