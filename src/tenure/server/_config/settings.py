@@ -511,6 +511,15 @@ SETTINGS: Final = (
         in_range(1, 10_000),
     ),
     Setting(
+        "dashboard_max_streams_per_token",
+        int,
+        8,
+        "N",
+        "dashboard: event streams one token may hold open at once (without --auth-file: "
+        "one address); one more is answered 429 (default: %(default)s)",
+        in_range(1, 10_000),
+    ),
+    Setting(
         "dashboard_ticket_ttl",
         float,
         28800.0,

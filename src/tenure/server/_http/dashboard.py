@@ -120,6 +120,9 @@ class Dashboard:
         self._views: dict[str, tuple[float, str]] = {}
         #: Event streams open now (at most ``--dashboard-max-streams``).
         self.streams = 0
+        #: Event streams open now by holder (:func:`_stream_holder`; at most
+        #: ``--dashboard-max-streams-per-token`` each); a holder with none is removed.
+        self.streams_of: dict[str, int] = {}
         self._tickets: LoginTickets | None = None
 
     @property
@@ -295,6 +298,14 @@ async def board_now(request: web.Request) -> web.Response:
     return web.Response(text=_message(dashboard.view(viewer)), headers=_HEADERS)
 
 
+def _stream_holder(viewer: Viewer, request: web.Request) -> str:
+    """Whose share of the event streams a request's counts against: its token's, or
+    without tokens its address's."""
+    if viewer.token is not None:
+        return "token:" + viewer.token.name
+    return "address:" + (request.remote or "")
+
+
 def _message(view: str) -> str:
     """A view with the server's time now (kept out of the view: it would always change)."""
     return f'{{"now":{time.time()!r},"view":{view}}}'
@@ -312,10 +323,21 @@ async def events(request: web.Request) -> web.StreamResponse:
         # The page's EventSource tries again after ``retry`` (its last one, or its own).
         why = f"dashboard_max_streams ({most}) event streams are open; try again later"
         return error_response(503, why)
+    holder = _stream_holder(viewer, request)
+    per_holder = server.config.dashboard_max_streams_per_token if server is not None else 1
+    if dashboard.streams_of.get(holder, 0) >= per_holder:
+        # One token (one address without tokens) must not take every stream.
+        who = "this token" if viewer.token is not None else "this address"
+        why = (
+            f"dashboard_max_streams_per_token ({per_holder}) event streams are open for "
+            f"{who}; close a page or try again later"
+        )
+        return error_response(429, why)
     response = web.StreamResponse(
         headers={**_HEADERS, "Content-Type": "text/event-stream", "X-Accel-Buffering": "no"}
     )
     dashboard.streams += 1
+    dashboard.streams_of[holder] = dashboard.streams_of.get(holder, 0) + 1
     loop = asyncio.get_running_loop()
     started = last_write = loop.time()
     sent = None
@@ -340,6 +362,11 @@ async def events(request: web.Request) -> web.StreamResponse:
         pass  # the page left
     finally:
         dashboard.streams -= 1
+        left = dashboard.streams_of[holder] - 1
+        if left:
+            dashboard.streams_of[holder] = left
+        else:
+            del dashboard.streams_of[holder]
     return response
 
 
