@@ -139,3 +139,32 @@ async def test_a_dflockd_client_that_does_not_read_is_not_read_then_dropped(
     served = fence(grant(await helper.ask("l", "probe-1", "0"))) - before - 1
     assert 0 < served < rounds  # the rest was never served (60 MB of answers)
     assert await helper.ask("ping") == "ok"
+
+
+#: Keys that are not names tenure can keep: control characters (and a lone surrogate is
+#: not even UTF-8, so it is a framing error); each is one request, answered ``error``.
+BAD_KEYS = {
+    "NUL": "k\x00ey",
+    "escape": "k\x1b[31mey",
+    "DEL": "k\x7fey",
+    "C1": "k\x85ey",
+    "bidi and bell": "\u202ek\x07",
+}
+
+
+@pytest.mark.parametrize("command", ["l", "sl", "e", "se"])
+async def test_a_key_with_control_characters_is_an_error_line_and_takes_no_key_slot(
+    serve: Serve, raw: Raws, command: str
+) -> None:
+    server = serve("--dflockd-max-locks", "1")
+    conn = await raw.connect(server.port)
+    argument = "0 1" if command in ("sl", "se") else "0"
+    for key in BAD_KEYS.values():
+        assert await conn.ask(command, key, argument) == "error"
+    assert await conn.ask("ping") == "ok"  # the connection goes on
+    # No key slot was used by the refused keys: the one slot is still free.
+    assert grant(await conn.ask("l", "good", "0"), "ok")
+    log = server.output()
+    assert "Traceback" not in log, log[-4000:]
+    for level in ("error", "critical"):
+        assert f'"level": "{level}"' not in log, log[-4000:]

@@ -12,10 +12,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
 
 from tenure._core import CreateNode, CreateSession
-from tenure._protocol import Refused
+from tenure._protocol import PROTOCOL_VERSION, Refused
+from tenure._protocol.frames import MIN_MAX_FRAME_SIZE, encode_frame
 from tenure.server import DataDir, FsyncMode, Journal
 from tenure.server._logs import JsonFormatter, TextFormatter, event_name, setup_logging
 
@@ -211,3 +213,27 @@ def test_a_server_on_a_terminal_logs_text(tmp_path: Path) -> None:
     assert "max_connections=" not in config
     assert any(f"listening: listening host=127.0.0.1 port={port} " in line for line in lines)
     assert any(" stopped: stopped exit_code=0" in line for line in lines)
+
+
+@pytest.mark.parametrize(
+    "token",
+    [SECRET.encode(), [SECRET], {"secret": SECRET}, 918273645546372819],
+    ids=["bin", "array", "map", "int"],
+)
+async def test_a_token_of_the_wrong_type_is_never_logged(
+    tmp_path: Path, wire: Clients, token: object
+) -> None:
+    # A token sent as msgpack bin (or any other type than str) is a malformed Hello:
+    # the server logs why, naming the type it got, never the value.
+    auth = tmp_path / "auth.toml"
+    auth.write_text(AUTH_FILE)
+    with ServerProcess(tmp_path / "data", "--fsync", "off", "--auth-file", str(auth)) as server:
+        raw = await wire.connect(server.port, hello=False)
+        hello = msgpack.packb([1, PROTOCOL_VERSION, "test", token, MIN_MAX_FRAME_SIZE])
+        raw.writer.write(encode_frame(hello))
+        await raw.until_closed()
+        server.wait_log('"event": "connection_closed"')
+        log = server.output()
+    assert "Hello.token: expected str|nil" in log  # the malformed Hello was logged...
+    for shown in (SECRET, "918273645546372819", SECRET.encode().hex()):
+        assert shown not in log  # ...but not its token

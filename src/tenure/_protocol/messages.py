@@ -57,6 +57,7 @@ from tenure._protocol.wire import (
     UINT,
     Optional,
     Record,
+    Secret,
     Union,
     WireError,
     explain,
@@ -280,7 +281,7 @@ MESSAGE: Final = Union(
             [
                 ("version", UINT),
                 ("client_name", STR),
-                ("token", _OPT_STR),
+                ("token", Secret(_OPT_STR)),
                 ("max_frame_size", UINT),
             ],
             tag=1,

@@ -67,6 +67,7 @@ __all__ = [
     "Field",
     "Optional",
     "Record",
+    "Secret",
     "Union",
     "WireError",
     "any_of",
@@ -157,6 +158,30 @@ class Optional(Field):
     def check(self, raw: object) -> None:
         if raw is not None:
             self.inner.check(raw)
+
+
+class Secret(Field):
+    """The inner field, holding a credential: its value is never in an error message.
+
+    An error about a field is logged by the server (a peer's malformed message): a
+    token sent as the wrong type (msgpack ``bin`` instead of ``str``, an int...) must
+    not reach the log in clear, so the error names the type it got, never the value.
+    """
+
+    def __init__(self, inner: Field) -> None:
+        self.inner = inner
+        self.wire = inner.wire
+        self.annotation = inner.annotation
+        self.dump, self.load = inner.dump, inner.load
+
+    def check(self, raw: object) -> None:
+        try:
+            self.inner.check(raw)
+        except WireError:
+            kind = describe(raw).split(" ", 1)[0]
+            raise WireError(
+                f"expected {self.wire}, got {kind} (its value is not shown: a credential)"
+            ) from None
 
 
 class EnumField(Field, Generic[E]):

@@ -32,7 +32,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from tenure._core.values import check_name
 from tenure._protocol.errors import LocalProtocolError
+from tenure.errors import InvalidArgumentError
 
 #: Payload bytes per line, the LF not counted (a CR before it counts).
 MAX_LINE: Final = 256
@@ -309,6 +311,10 @@ def parse(frame: Frame) -> Request:
         raise RequestError(BAD_KEY, "empty key")
     if any(c in key for c in " \t\r\n"):
         raise RequestError(BAD_KEY, "the key contains white space")
+    if not (key.isascii() and key.isprintable()) and not _keepable(key):
+        # A key is a semaphore's name: one tenure could not keep is refused here, before
+        # it takes a key slot or reaches the engine (which would refuse it as a fault).
+        raise RequestError(BAD_KEY, "the key contains control characters")
     usage, counts = shape
     fields = _FIELD.findall(frame.argument)
     if not fields and command in ("r", "sr"):
@@ -316,6 +322,15 @@ def parse(frame: Frame) -> Request:
     if len(fields) not in counts:
         raise RequestError(BAD_FIELDS, f"{command} takes {usage!r}, got {len(fields)} fields")
     return _build(command, key, fields)
+
+
+def _keepable(key: str) -> bool:
+    """Whether ``key`` is a name tenure keeps (no control characters, see check_name)."""
+    try:
+        check_name("key", key)
+    except InvalidArgumentError:
+        return False
+    return True
 
 
 def _integer(text: str, what: str) -> int:

@@ -136,6 +136,7 @@ class ServeConfig:
     http_max_connections: int = 256
     http_idle_timeout: float = 60.0
     http_header_timeout: float = 10.0
+    http_allowed_hosts: str = ""  # the dashboard's Host/Origin, besides loopback
     metrics_auth: bool = False  # /metrics wants a token
     dashboard_max_nodes: int = 50
     dashboard_max_semaphores: int = 100
@@ -143,6 +144,7 @@ class ServeConfig:
     dashboard_max_holders: int = 20
     dashboard_rate: float = 2.0  # updates per second per page, at most
     dashboard_max_streams: int = 64  # event streams served at once
+    dashboard_max_streams_per_token: int = 8  # per token (per address without tokens)
     dashboard_ticket_ttl: float = 28800.0  # a dashboard login's lifetime
     dashboard_actions: bool = False  # without tokens: may the dashboard end sessions?
     log_format: str = "auto"

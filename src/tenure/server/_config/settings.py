@@ -15,6 +15,7 @@ from tenure._core.values import DEADLOCK_SEARCH_LIMIT
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE, MAX_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
 from tenure.errors import ConfigError as ConfigError  # re-exported: it lives in tenure.errors
 from tenure.server._config.cluster_settings import CLUSTER_SETTINGS
+from tenure.server._config.hosts import check_hosts_setting
 from tenure.server._config.setting import Setting, in_range, one_of
 from tenure.server._durability.storage import FsyncMode
 from tenure.server._durable_host import BATCH_INTERVAL
@@ -439,6 +440,16 @@ SETTINGS: Final = (
         in_range(0.1, 3600),
     ),
     Setting(
+        "http_allowed_hosts",
+        str,
+        "",
+        "HOSTS",
+        "dashboard: host names its requests may name in Host and Origin, comma-separated, "
+        "besides loopback and --http-host; '*': any; else 421/403 (DNS rebinding) "
+        "(default: loopback and --http-host only)",
+        check_hosts_setting,
+    ),
+    Setting(
         "metrics_auth",
         bool,
         False,
@@ -497,6 +508,15 @@ SETTINGS: Final = (
         "N",
         "dashboard: event streams (open pages) served at once; one more is answered 503 "
         "and its page tries again later (default: %(default)s)",
+        in_range(1, 10_000),
+    ),
+    Setting(
+        "dashboard_max_streams_per_token",
+        int,
+        8,
+        "N",
+        "dashboard: event streams one token may hold open at once (without --auth-file: "
+        "one address); one more is answered 429 (default: %(default)s)",
         in_range(1, 10_000),
     ),
     Setting(

@@ -62,12 +62,15 @@ __all__ = [
     "KIND_SCAN",
     "RATE_SAMPLE_INTERVAL",
     "RATE_WINDOW",
+    "RAW_KEYS",
     "BoardLimits",
     "RateMeter",
     "board",
     "counters",
     "kind_of",
     "shown_data",
+    "shown_text",
+    "shown_view",
 ]
 
 #: The rates shown are averages over this many seconds.
@@ -145,6 +148,7 @@ def board(
         nodes.append(
             {
                 "name": name,
+                "node": name,  # as requests name it (RAW_KEYS: never shown)
                 "can_kill": may_kill(name),
                 "semaphores_total": len(semaphores),
                 "semaphores": [_semaphore(semaphores[s], engine, shift, limits) for s in sem_names],
@@ -180,6 +184,35 @@ def shown_data(data: bytes, max_chars: int) -> tuple[str, bool]:
     cut = len(text) > max_chars or len(data) > 4 * max_chars + 4
     text = text[:max_chars]
     return _UNSEEN.sub(lambda found: found.group().encode("unicode_escape").decode(), text), cut
+
+
+def shown_text(text: str) -> str:
+    """``text`` with every character that would not show as itself escaped, as
+    :func:`shown_data` does and as the CLI does (``tenure.cli._render.safe``: control
+    characters, bidi marks and overrides, line separators; here zero-width ones too)."""
+    if text.isascii() and text.isprintable():
+        return text  # the common case, checked in C
+    return _UNSEEN.sub(lambda found: found.group().encode("unicode_escape").decode(), text)
+
+
+#: The keys of a view whose strings are sent back as they are, never shown: a node's
+#: name as the page's requests name it (``node``; its ``name`` is the one shown).
+RAW_KEYS: Final = frozenset({"node"})
+
+
+def shown_view(value: object) -> object:
+    """``value`` (a view: dicts, lists, scalars) with every string, keys included,
+    through :func:`shown_text`, but for the values of :data:`RAW_KEYS`."""
+    if isinstance(value, str):
+        return shown_text(value)
+    if isinstance(value, dict):
+        return {
+            shown_text(key): item if key in RAW_KEYS else shown_view(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [shown_view(item) for item in value]
+    return value
 
 
 def _semaphore(sem: Semaphore, engine: Engine, shift: float, limits: BoardLimits) -> Json:

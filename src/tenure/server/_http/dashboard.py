@@ -52,6 +52,7 @@ from aiohttp import web
 
 from tenure._core import KillSession
 from tenure.errors import ErrorCode, TenureError, code_of
+from tenure.server._config.hosts import LOOPBACK, allowed_hosts
 from tenure.server._http import guessing
 from tenure.server._http.board import (
     RATE_SAMPLE_INTERVAL,
@@ -59,9 +60,11 @@ from tenure.server._http.board import (
     RateMeter,
     board,
     counters,
+    shown_view,
 )
 from tenure.server._http.cluster_view import cluster_view, dashboard_url
 from tenure.server._http.front import METRICS, READINESS, SERVING
+from tenure.server._http.host_check import check_host_and_origin
 from tenure.server._http.login_tickets import LOGOUTS_FILE, LoginTickets
 from tenure.server._http.viewer import Viewer, bearer, cookie_ticket
 from tenure.server._net.auth import Access
@@ -117,12 +120,24 @@ class Dashboard:
         self._views: dict[str, tuple[float, str]] = {}
         #: Event streams open now (at most ``--dashboard-max-streams``).
         self.streams = 0
+        #: Event streams open now by holder (:func:`_stream_holder`; at most
+        #: ``--dashboard-max-streams-per-token`` each); a holder with none is removed.
+        self.streams_of: dict[str, int] = {}
         self._tickets: LoginTickets | None = None
 
     @property
     def server(self) -> Server | None:
         """The running server (None while it starts or recovers)."""
         return self.app[SERVING].server
+
+    def allowed_hosts(self) -> frozenset[str] | None:
+        """The hosts a request may name in Host and Origin (None: any); loopback only
+        until the server runs (its configuration says the rest)."""
+        server = self.server
+        if server is None:
+            return LOOPBACK
+        config = server.config
+        return allowed_hosts(config.http_allowed_hosts, config.http_host or config.host)
 
     def interval(self) -> float:
         """Seconds between two updates of a page (1 / ``--dashboard-rate``)."""
@@ -232,7 +247,12 @@ class Dashboard:
                 # A standby serves nothing: its page offers no action.
                 may_kill=viewer.may_kill if server.role.leading else _never,
             )
-        return view
+        # Every string is shown as text, escaped as the CLI escapes it: a description
+        # with a bidi override cannot turn the holder line around, nor one with a
+        # newline add a line.
+        shown = shown_view(view)
+        assert isinstance(shown, dict)
+        return shown
 
 
 DASHBOARD: Final = web.AppKey("dashboard", Dashboard)
@@ -278,6 +298,14 @@ async def board_now(request: web.Request) -> web.Response:
     return web.Response(text=_message(dashboard.view(viewer)), headers=_HEADERS)
 
 
+def _stream_holder(viewer: Viewer, request: web.Request) -> str:
+    """Whose share of the event streams a request's counts against: its token's, or
+    without tokens its address's."""
+    if viewer.token is not None:
+        return "token:" + viewer.token.name
+    return "address:" + (request.remote or "")
+
+
 def _message(view: str) -> str:
     """A view with the server's time now (kept out of the view: it would always change)."""
     return f'{{"now":{time.time()!r},"view":{view}}}'
@@ -295,10 +323,21 @@ async def events(request: web.Request) -> web.StreamResponse:
         # The page's EventSource tries again after ``retry`` (its last one, or its own).
         why = f"dashboard_max_streams ({most}) event streams are open; try again later"
         return error_response(503, why)
+    holder = _stream_holder(viewer, request)
+    per_holder = server.config.dashboard_max_streams_per_token if server is not None else 1
+    if dashboard.streams_of.get(holder, 0) >= per_holder:
+        # One token (one address without tokens) must not take every stream.
+        who = "this token" if viewer.token is not None else "this address"
+        why = (
+            f"dashboard_max_streams_per_token ({per_holder}) event streams are open for "
+            f"{who}; close a page or try again later"
+        )
+        return error_response(429, why)
     response = web.StreamResponse(
         headers={**_HEADERS, "Content-Type": "text/event-stream", "X-Accel-Buffering": "no"}
     )
     dashboard.streams += 1
+    dashboard.streams_of[holder] = dashboard.streams_of.get(holder, 0) + 1
     loop = asyncio.get_running_loop()
     started = last_write = loop.time()
     sent = None
@@ -323,6 +362,11 @@ async def events(request: web.Request) -> web.StreamResponse:
         pass  # the page left
     finally:
         dashboard.streams -= 1
+        left = dashboard.streams_of[holder] - 1
+        if left:
+            dashboard.streams_of[holder] = left
+        else:
+            del dashboard.streams_of[holder]
     return response
 
 
@@ -336,6 +380,8 @@ async def json_body(request: web.Request) -> dict[str, object] | web.Response:
         body = json.loads(await request.read())
     except (ValueError, UnicodeError):
         return error_response(400, "the body is not JSON")
+    except RecursionError:  # e.g. 4,000 "[": deeper than Python's JSON reader goes
+        return error_response(400, "the body is JSON nested too deeply")
     if not isinstance(body, dict):
         return error_response(400, "the body must be a JSON object")
     return body
@@ -396,6 +442,7 @@ def add_dashboard_routes(app: web.Application) -> None:
     """``/`` (the page), its files, and its API under ``/dashboard/api/``."""
     dashboard = app[DASHBOARD] = Dashboard(app)
     app.cleanup_ctx.append(dashboard.sample_forever)
+    app.middlewares.append(check_host_and_origin(dashboard.allowed_hosts))
     for path in _STATIC:
         app.router.add_get(path, static)
     app.router.add_get("/favicon.ico", no_icon)

@@ -24,6 +24,7 @@ from prometheus_client.exposition import choose_encoder
 from tenure.server._http import guessing
 from tenure.server._http.listener import GuardedSite, HttpLimits
 from tenure.server._http.metrics import ServerMetrics
+from tenure.server._http.peer_faults import PeerFaultLog
 from tenure.server._http.readiness import Readiness
 from tenure.server._http.viewer import bearer
 from tenure.server._serve import Server
@@ -161,6 +162,7 @@ class HttpFront:
         runner = web.AppRunner(
             self.app,
             access_log=None,
+            logger=PeerFaultLog(),  # a peer's malformed request: one info line
             shutdown_timeout=SHUTDOWN_TIMEOUT,
             keepalive_timeout=limits.idle_timeout,
         )

@@ -215,7 +215,7 @@ function sessionRow(node, session) {
   const actions = el("td", {});
   if (node.can_kill) {
     const button = el("button", { type: "button", class: "kill" }, "end session");
-    button.addEventListener("click", () => endSession(node.name, session.session_id));
+    button.addEventListener("click", () => endSession(node.node, session.session_id));
     actions.append(button);
   }
   return el("tr", { class: "session", "data-session-id": session.session_id },
