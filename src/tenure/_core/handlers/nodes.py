@@ -33,7 +33,7 @@ def create_node(state: EngineState, cmd: c.CreateNode, now: float) -> None:
         raise AlreadyExistsError(f"node {name!r} already exists")
     if len(state.nodes) >= state.max_nodes:
         raise LimitExceededError(f"max_nodes ({state.max_nodes}) reached")
-    state.nodes[name] = Node(name, config)
+    state.add_node(Node(name, config))
 
 
 def describe_node(state: EngineState, cmd: c.DescribeNode, now: float) -> NodeDescription:
@@ -78,7 +78,7 @@ def drop_node(state: EngineState, cmd: c.DropNode, now: float) -> None:
         effects.append(
             SessionEnded(session_id, ErrorCode.SESSION_CLOSED, f"node {node.name!r} was dropped")
         )
-    del state.nodes[node.name]
+    state.drop_node(node.name)
     state.broken_deadlocks.pop(node.name, None)
 
 
