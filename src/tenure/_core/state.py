@@ -10,6 +10,7 @@ are kept.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import field
 
 from tenure._core._dataclass import dataclass
@@ -29,6 +30,7 @@ from tenure._core.session import Session as Session
 from tenure._core.sorted_keys import SortedKeys
 from tenure._core.values import (
     DEADLOCK_SEARCH_LIMIT,
+    DEFAULT_NODE_CEILINGS,
     MAX_DEADLOCKS_SHOWN,
     BrokenDeadlock,
     NodeConfig,
@@ -115,6 +117,10 @@ class EngineState:
         self, *, max_nodes: int = 10_000, deadlock_search_limit: int = DEADLOCK_SEARCH_LIMIT
     ) -> None:
         self.max_nodes = max_nodes
+        #: The most each limit of a node's NodeConfig may be (CreateNode, AlterNode):
+        #: the host's, like ``max_nodes`` (a journal's replay lifts both: what was
+        #: logged was let in, whatever this server's settings would decide now).
+        self.node_ceilings: Mapping[str, int] = DEFAULT_NODE_CEILINGS
         #: How much one deadlock check may look at (:mod:`tenure._core.deadlocks`);
         #: 0: requests are not checked (a journal's replay sets it so: a request that
         #: was logged was let wait, whatever this engine's limit would decide).

@@ -11,6 +11,7 @@ from tenure._core.values import (
     NodeConfig,
     NodeDescription,
     check_annex_key,
+    check_ceilings,
     check_data,
     check_name,
 )
@@ -29,6 +30,7 @@ def create_node(state: EngineState, cmd: c.CreateNode, now: float) -> None:
     if not isinstance(cmd.config, NodeConfig):
         raise InvalidArgumentError(f"config must be a NodeConfig, got {cmd.config!r}")
     config = cmd.config.validated()
+    check_ceilings(config, state.node_ceilings)
     if name in state.nodes:
         raise AlreadyExistsError(f"node {name!r} already exists")
     if len(state.nodes) >= state.max_nodes:
@@ -47,7 +49,10 @@ def alter_node(state: EngineState, cmd: c.AlterNode, now: float) -> NodeDescript
     bad = [name for name in cmd.changes if not isinstance(name, str)]
     if bad:
         raise InvalidArgumentError(f"node setting names must be strings, got {bad!r}")
-    node.config = node.config.replace(**cmd.changes)
+    config = node.config.replace(**cmd.changes)
+    # (Only what changes: a node made before a ceiling was lowered keeps the rest.)
+    check_ceilings(config, state.node_ceilings, only=cmd.changes)
+    node.config = config
     return _describe(state, node)
 
 
