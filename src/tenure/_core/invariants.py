@@ -15,7 +15,10 @@ from tenure._core.values import MAX_ANNEX_BYTES, MAX_ANNEX_KEYS
 def check_invariants(engine: Engine) -> None:
     """Assert every structural invariant the engine relies on."""
     tokens: set[int] = set()
+    assert engine.node_index.keys == sorted(engine.nodes), "node index out of step"
     for node in engine.nodes.values():
+        assert node.semaphore_index.keys == sorted(node.semaphores), f"{node.name}: index"
+        assert node.session_index.keys == sorted(node.sessions), f"{node.name}: session index"
         for sid in node.sessions:
             assert engine.sessions[sid].node == node.name, f"session {sid} in the wrong node"
         if node.annex is not None:  # None, or 1 to MAX_ANNEX_KEYS keys of non-empty bytes

@@ -319,6 +319,7 @@ def _load(data: Plain, version: int) -> Engine:
             session = engine.sessions[sid]
             limit = engine.nodes[session.node].config.max_missed_per_session
             session.note_missed(effect, limit)
+    engine.rebuild_indexes()  # (the dicts were filled directly: sorted once here)
     engine.reschedule_all()
     return engine
 

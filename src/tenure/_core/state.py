@@ -10,6 +10,7 @@ are kept.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import field
 
 from tenure._core._dataclass import dataclass
@@ -26,8 +27,10 @@ from tenure._core.effects import AcquireFailed, Effect, Granted, WatchFired
 from tenure._core.semaphore import Owner, Semaphore, Waiter
 from tenure._core.session import Missed as Missed
 from tenure._core.session import Session as Session
+from tenure._core.sorted_keys import SortedKeys
 from tenure._core.values import (
     DEADLOCK_SEARCH_LIMIT,
+    DEFAULT_NODE_CEILINGS,
     MAX_DEADLOCKS_SHOWN,
     BrokenDeadlock,
     NodeConfig,
@@ -55,6 +58,12 @@ class Node:
     ``claims`` holds the live claims by semaphore name (their records are the
     semaphores' data; :mod:`tenure._core.claims`): when each ends, on the engine's
     clock. Empty on most nodes.
+
+    ``semaphore_index`` and ``session_index`` keep the keys of ``semaphores`` and
+    ``sessions`` sorted, for listings (:mod:`tenure._core.sorted_keys`): a
+    semaphore is added and removed with :meth:`add_semaphore` and
+    :meth:`drop_semaphore`, a session with :meth:`add_session` and
+    :meth:`drop_session`.
     """
 
     name: str
@@ -64,6 +73,34 @@ class Node:
     annex: dict[str, bytes] | None = None
     sets: dict[int, tuple[tuple[str, int], ...]] = field(default_factory=dict)
     claims: dict[str, ClaimTimer] = field(default_factory=dict)
+    semaphore_index: SortedKeys[str] = field(default_factory=SortedKeys)
+    session_index: SortedKeys[int] = field(default_factory=SortedKeys)
+
+    def add_semaphore(self, sem: Semaphore) -> Semaphore:
+        """Keep ``sem`` (a new name) on the node, and its name in the index."""
+        self.semaphores[sem.name] = sem
+        self.semaphore_index.add(sem.name)
+        return sem
+
+    def drop_semaphore(self, name: str) -> None:
+        """Forget the semaphore ``name`` (it is there), and its name in the index."""
+        del self.semaphores[name]
+        self.semaphore_index.discard(name)
+
+    def add_session(self, session_id: int) -> None:
+        """Count the session ``session_id`` as the node's."""
+        self.sessions.add(session_id)
+        self.session_index.add(session_id)
+
+    def drop_session(self, session_id: int) -> None:
+        """The session ``session_id`` is no longer the node's."""
+        self.sessions.discard(session_id)
+        self.session_index.discard(session_id)
+
+    def rebuild_indexes(self) -> None:
+        """Sort the indexes afresh from the dicts (after a snapshot filled them)."""
+        self.semaphore_index = SortedKeys(self.semaphores)
+        self.session_index = SortedKeys(self.sessions)
 
 
 class EngineState:
@@ -80,6 +117,10 @@ class EngineState:
         self, *, max_nodes: int = 10_000, deadlock_search_limit: int = DEADLOCK_SEARCH_LIMIT
     ) -> None:
         self.max_nodes = max_nodes
+        #: The most each limit of a node's NodeConfig may be (CreateNode, AlterNode):
+        #: the host's, like ``max_nodes`` (a journal's replay lifts both: what was
+        #: logged was let in, whatever this server's settings would decide now).
+        self.node_ceilings: Mapping[str, int] = DEFAULT_NODE_CEILINGS
         #: How much one deadlock check may look at (:mod:`tenure._core.deadlocks`);
         #: 0: requests are not checked (a journal's replay sets it so: a request that
         #: was logged was let wait, whatever this engine's limit would decide).
@@ -88,6 +129,8 @@ class EngineState:
         #: refused command changes none, and is not logged; shown by DescribeNode).
         self.broken_deadlocks: dict[str, deque[BrokenDeadlock]] = {}
         self.nodes: dict[str, Node] = {}
+        #: The names of ``nodes``, sorted (for listings; :meth:`add_node`, :meth:`drop_node`).
+        self.node_index: SortedKeys[str] = SortedKeys()
         self.sessions: dict[int, Session] = {}
         self.last_token = 0  # rule 3: the fencing counter
         self.last_session_id = 0
@@ -98,6 +141,22 @@ class EngineState:
         self.watches = Watches()
         #: Effects queued since the host last took them, in the order they happened.
         self.effects: list[Effect] = []
+
+    def add_node(self, node: Node) -> None:
+        """Keep ``node`` (a new name), and its name in the index."""
+        self.nodes[node.name] = node
+        self.node_index.add(node.name)
+
+    def drop_node(self, name: str) -> None:
+        """Forget the node ``name`` (it is there), and its name in the index."""
+        del self.nodes[name]
+        self.node_index.discard(name)
+
+    def rebuild_indexes(self) -> None:
+        """Sort every index afresh from the dicts (after a snapshot filled them)."""
+        self.node_index = SortedKeys(self.nodes)
+        for node in self.nodes.values():
+            node.rebuild_indexes()
 
     # -- lookups: each raises the error a command reports when its target is missing --
 
@@ -206,7 +265,7 @@ class EngineState:
                 self._grant_waiter(node, sem, head, now)
             change |= OWNERS | WAITERS
         if sem.ephemeral and sem.is_idle() and now >= sem.blocked_until:
-            del node.semaphores[sem.name]
+            node.drop_semaphore(sem.name)
             change = EXISTENCE
         if change:
             self.fire_watches(node, sem.name, change)

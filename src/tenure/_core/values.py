@@ -145,6 +145,40 @@ class NodeConfig:
         return dataclasses.replace(self, **changes).validated()  # type: ignore[arg-type]
 
 
+#: The most each node limit may be on a server that does not set its own ceilings
+#: (``tenure serve --max-node-*``): high enough for every use, low enough that no
+#: limit is one in name only (a limit of 2**63 never stops anything).
+DEFAULT_NODE_CEILINGS: Final[Mapping[str, int]] = {
+    "max_sessions": 1_000_000,
+    "max_semaphores": 1_000_000,
+    "max_waiters": 1_000_000,
+    "max_data_size": 16 * 1024 * 1024,
+    "max_watches_per_session": 100_000,
+    "max_missed_per_session": 100_000,
+    "max_claims": 1_000_000,
+}
+
+
+def check_ceilings(
+    config: NodeConfig, ceilings: Mapping[str, int], *, only: Mapping[str, object] | None = None
+) -> None:
+    """Raise LimitExceededError if a limit of ``config`` (of those named in ``only``,
+    if given) is above its ceiling.
+
+    ``ceilings`` maps a NodeConfig field to the most it may be (a server's
+    ``--max-node-*`` setting: ``max_semaphores`` is ``--max-node-semaphores``).
+    """
+    for name, ceiling in ceilings.items():
+        if only is not None and name not in only:
+            continue
+        value = getattr(config, name)
+        if value > ceiling:
+            flag = "--max-node-" + name.removeprefix("max_").replace("_", "-")
+            raise LimitExceededError(
+                f"{name} ({value}) is above this server's ceiling of {ceiling} ({flag})"
+            )
+
+
 def renamed_settings(changes: Mapping[str, object], *, stacklevel: int = 2) -> dict[str, object]:
     """``changes`` with each old setting name (RENAMED_SETTINGS) under today's name.
 

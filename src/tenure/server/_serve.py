@@ -117,6 +117,9 @@ class Server:
         self.host = make_host(deliver=self._deliver, output=self.out, on_fatal=self._on_fatal)
         # (Not state: a replay decides no deadlock; the serving engine decides with this.)
         self.host.engine.deadlock_search_limit = config.deadlock_search_limit
+        # (Nor these: a replay lifts them; the serving engine holds new nodes to them.)
+        self.host.engine.max_nodes = config.max_nodes
+        self.host.engine.node_ceilings = config.node_ceilings
         self._table: SessionTable[Conn | Face] = SessionTable(max_queued=config.max_queued_pushes)
         self._conns: set[Connection] = set()
         #: The main port's connection cap: ``--max-connections``, or less if the

@@ -157,6 +157,13 @@ def test_node_patterns() -> None:
     assert denial(token, Release(1, "m"), None) is None  # unknown session: the engine says so
 
 
+def test_a_tokens_patterns_give_the_prefixes_its_listings_read() -> None:
+    # What every node name a pattern matches starts with: its text before a wildcard.
+    token = Token("t", nodes=("jobs", "config-*", "a?b", "x[0-9]*", "*-db"))
+    assert token.prefixes == ("jobs", "config-", "a", "x", "")
+    assert Token("all").prefixes == ("",)
+
+
 def test_command_node_of_session_commands() -> None:
     sessions = {3: FakeSession("jobs")}
     assert command_node(CreateSession("web", b"k"), sessions) == "web"

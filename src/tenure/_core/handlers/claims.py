@@ -65,7 +65,7 @@ def claim_name(state: EngineState, cmd: c.ClaimName, now: float) -> ClaimRecord:
         claim_id, state.last_token, at, at_least, at_most, None, session.session_id, data
     )
     if sem is None:
-        sem = node.semaphores[name] = Semaphore(name, 1, claim_data(record), ephemeral=False)
+        sem = node.add_semaphore(Semaphore(name, 1, claim_data(record), ephemeral=False))
         change = EXISTENCE
     else:
         sem.limit, sem.data = 1, claim_data(record)

@@ -2,13 +2,16 @@
 
 A page is sorted, starts after its ``after`` (exclusive) and holds at most ``limit``
 entries (in [1, MAX_PAGE]), so that no reply outgrows a frame however large the
-state is. Each page is picked with a bounded heap (``heapq.nsmallest``): one walk
-over the node, O(n log limit), no full sort per page.
+state is. Each page is read from a sorted index of the keys
+(:mod:`tenure._core.sorted_keys`): a bisection, then the page itself, however many
+nodes, semaphores or sessions there are (a prefix is a range of the index).
+:func:`visible_node_page` is the page of the nodes a token limited to some nodes
+may see, read from the ranges of its patterns.
 """
 
 from __future__ import annotations
 
-import heapq
+from collections.abc import Callable, Iterable
 
 from tenure._core import commands as c
 from tenure._core.state import EngineState
@@ -25,7 +28,26 @@ def list_nodes(state: EngineState, cmd: c.ListNodes, now: float) -> c.NodePage:
     """Node names after ``cmd.after``, sorted, at most ``cmd.limit``."""
     after = _check_after(cmd.after)
     limit = check_page_limit(cmd.limit)
-    return c.NodePage(tuple(heapq.nsmallest(limit, (name for name in state.nodes if name > after))))
+    return c.NodePage(tuple(state.node_index.page(after, limit)))
+
+
+def visible_node_page(
+    state: EngineState,
+    after: str,
+    limit: int,
+    prefixes: Iterable[str],
+    may_see: Callable[[str], bool],
+) -> c.NodePage:
+    """The names after ``after`` of up to ``limit`` nodes that ``may_see`` lets through,
+    sorted: a page of a token's view that the others' names do not slow down.
+
+    Every name ``may_see`` lets through starts with one of ``prefixes`` (a token's
+    pattern ``jobs-*`` is the range of ``jobs-``, ``jobs`` that of ``jobs``): only
+    those ranges are read. (``after`` and ``limit`` are checked as ListNodes' are.)
+    """
+    after = _check_after(after)
+    limit = check_page_limit(limit)
+    return c.NodePage(tuple(state.node_index.matching(prefixes, after, limit, may_see)))
 
 
 def list_semaphores(state: EngineState, cmd: c.ListSemaphores, now: float) -> c.SemaphorePage:
@@ -34,10 +56,7 @@ def list_semaphores(state: EngineState, cmd: c.ListSemaphores, now: float) -> c.
     prefix = _check_after(cmd.prefix, "prefix")
     after = _check_after(cmd.after)
     limit = check_page_limit(cmd.limit)
-    names = heapq.nsmallest(
-        limit,
-        (name for name in node.semaphores if name > after and name.startswith(prefix)),
-    )
+    names = node.semaphore_index.prefixed(prefix, after, limit)
     page = []
     for name in names:
         sem = node.semaphores[name]
@@ -62,7 +81,7 @@ def list_sessions(state: EngineState, cmd: c.ListSessions, now: float) -> c.Sess
         raise InvalidArgumentError(f"after must be a non-negative session id, got {after!r}")
     limit = check_page_limit(cmd.limit)
     page = []
-    for sid in heapq.nsmallest(limit, (sid for sid in node.sessions if sid > after)):
+    for sid in node.session_index.page(after, limit):
         session = state.sessions[sid]
         holds = sum(len(list(session.holds_on(name))) for name in session.held)
         waits = sum(len(list(session.waits_on(name))) for name in session.waits)

@@ -11,6 +11,7 @@ from tenure._core.values import (
     NodeConfig,
     NodeDescription,
     check_annex_key,
+    check_ceilings,
     check_data,
     check_name,
 )
@@ -29,11 +30,12 @@ def create_node(state: EngineState, cmd: c.CreateNode, now: float) -> None:
     if not isinstance(cmd.config, NodeConfig):
         raise InvalidArgumentError(f"config must be a NodeConfig, got {cmd.config!r}")
     config = cmd.config.validated()
+    check_ceilings(config, state.node_ceilings)
     if name in state.nodes:
         raise AlreadyExistsError(f"node {name!r} already exists")
     if len(state.nodes) >= state.max_nodes:
         raise LimitExceededError(f"max_nodes ({state.max_nodes}) reached")
-    state.nodes[name] = Node(name, config)
+    state.add_node(Node(name, config))
 
 
 def describe_node(state: EngineState, cmd: c.DescribeNode, now: float) -> NodeDescription:
@@ -47,7 +49,10 @@ def alter_node(state: EngineState, cmd: c.AlterNode, now: float) -> NodeDescript
     bad = [name for name in cmd.changes if not isinstance(name, str)]
     if bad:
         raise InvalidArgumentError(f"node setting names must be strings, got {bad!r}")
-    node.config = node.config.replace(**cmd.changes)
+    config = node.config.replace(**cmd.changes)
+    # (Only what changes: a node made before a ceiling was lowered keeps the rest.)
+    check_ceilings(config, state.node_ceilings, only=cmd.changes)
+    node.config = config
     return _describe(state, node)
 
 
@@ -78,7 +83,7 @@ def drop_node(state: EngineState, cmd: c.DropNode, now: float) -> None:
         effects.append(
             SessionEnded(session_id, ErrorCode.SESSION_CLOSED, f"node {node.name!r} was dropped")
         )
-    del state.nodes[node.name]
+    state.drop_node(node.name)
     state.broken_deadlocks.pop(node.name, None)
 
 

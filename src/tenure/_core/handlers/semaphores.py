@@ -41,7 +41,7 @@ def create_semaphore(state: EngineState, cmd: c.CreateSemaphore, now: float) -> 
     if name in node.semaphores:
         raise AlreadyExistsError(f"semaphore {name!r} already exists")
     state.check_room(node)
-    sem = node.semaphores[name] = Semaphore(name, limit, data, ephemeral=False)
+    sem = node.add_semaphore(Semaphore(name, limit, data, ephemeral=False))
     state.fire_watches(node, sem.name, EXISTENCE)
 
 
@@ -92,7 +92,7 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
             return _restate_waiter(state, node, sem, waiting, cmd, count, data, timeout, now)
     change = NOTHING
     if sem is None:
-        sem = node.semaphores[name] = Semaphore(name, MAX_COUNT, b"", ephemeral=True)
+        sem = node.add_semaphore(Semaphore(name, MAX_COUNT, b"", ephemeral=True))
         change = EXISTENCE
     superseded = sem.remove_waiter(key)
     if superseded is not None:
@@ -397,5 +397,5 @@ def remove_semaphore(
         state.tell_missed(
             LeaseLost(o.session_id, sem.name, o.token, ErrorCode.LEASE_LOST, message, o.hold)
         )
-    del node.semaphores[sem.name]
+    node.drop_semaphore(sem.name)
     state.fire_watches(node, sem.name, EXISTENCE)

@@ -62,7 +62,7 @@ def create_session(state: EngineState, cmd: c.CreateSession, now: float) -> c.Se
         created_at=now,
     )
     state.sessions[session.session_id] = session
-    node.sessions.add(session.session_id)
+    node.add_session(session.session_id)
     return c.SessionInfo(session.session_id, timeout, session.seq_no)
 
 
@@ -239,7 +239,7 @@ def end_session(state: EngineState, session: Session, now: float, code: ErrorCod
     failed = code == ErrorCode.SESSION_EXPIRED
     sid = session.session_id
     del state.sessions[sid]
-    node.sessions.discard(sid)
+    node.drop_session(sid)
     for watch_id in session.watches:
         state.watches.disarm(watch_id)
     touched: dict[str, Change] = {}

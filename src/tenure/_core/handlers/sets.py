@@ -88,7 +88,7 @@ def acquire_all(state: EngineState, cmd: c.AcquireAll, now: float) -> c.AcquireA
     made = []
     for i, name in enumerate(names):
         if sems[i] is None:
-            sems[i] = node.semaphores[name] = Semaphore(name, MAX_COUNT, b"", ephemeral=True)
+            sems[i] = node.add_semaphore(Semaphore(name, MAX_COUNT, b"", ephemeral=True))
             made.append(name)
     if at_once:
         tokens, ttl = [], None

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Final
 
-from tenure._core.values import DEADLOCK_SEARCH_LIMIT
+from tenure._core.values import DEADLOCK_SEARCH_LIMIT, DEFAULT_NODE_CEILINGS
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE
 from tenure.server._config.cluster_settings import (
     DEFAULT_LEASE_TTL,
@@ -108,6 +108,15 @@ class ServeConfig:
     max_requests_per_turn: int = DEFAULT_MAX_REQUESTS_PER_TURN
     max_queued_pushes: int = DEFAULT_MAX_QUEUED_PUSHES
     deadlock_search_limit: int = DEADLOCK_SEARCH_LIMIT  # 0: no deadlock detection
+    max_nodes: int = 10_000
+    # The ceilings of NodeConfig's limits (DEFAULT_NODE_CEILINGS; --max-node-*).
+    max_node_sessions: int = 1_000_000
+    max_node_semaphores: int = 1_000_000
+    max_node_waiters: int = 1_000_000
+    max_node_data_size: int = 16 * 1024 * 1024
+    max_node_watches_per_session: int = 100_000
+    max_node_missed_per_session: int = 100_000
+    max_node_claims: int = 1_000_000
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT  # 0: never
     handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
@@ -164,6 +173,14 @@ class ServeConfig:
         if not self.http_port:
             return None
         return (self.http_host or self.host, self.http_port)
+
+    @property
+    def node_ceilings(self) -> dict[str, int]:
+        """The most each limit of a NodeConfig may be (``--max-node-*``), by field."""
+        return {
+            name: getattr(self, "max_node_" + name.removeprefix("max_"))
+            for name in DEFAULT_NODE_CEILINGS
+        }
 
     def given(self) -> dict[str, object]:
         """The settings given (by a flag, a variable or the config file) as :meth:`fields`

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
-from tenure._core.values import DEADLOCK_SEARCH_LIMIT
+from tenure._core.values import DEADLOCK_SEARCH_LIMIT, DEFAULT_NODE_CEILINGS
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE, MAX_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
 from tenure.errors import ConfigError as ConfigError  # re-exported: it lives in tenure.errors
 from tenure.server._config.cluster_settings import CLUSTER_SETTINGS
@@ -26,6 +26,8 @@ DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 6388
 DEFAULT_DATA_DIR: Final = "./tenure-data"
 DEFAULT_MAX_CONNECTIONS: Final = 1024
+#: ``--max-nodes``: the nodes one server keeps (the engine's own default).
+DEFAULT_MAX_NODES: Final = 10_000
 #: ``--fsync batch``: how often what was committed is made durable, in seconds.
 DEFAULT_BATCH_INTERVAL: Final = BATCH_INTERVAL
 #: How long a shutdown waits for clients to hang up after GoingAway, in seconds.
@@ -193,6 +195,27 @@ SETTINGS: Final = (
         "pushes kept for one detached session until it is re-attached; one more closes the "
         "session (default: %(default)s)",
         in_range(1),
+    ),
+    Setting(
+        "max_nodes",
+        int,
+        DEFAULT_MAX_NODES,
+        "N",
+        "nodes the server keeps; one more CreateNode is refused with LIMIT_EXCEEDED, "
+        "1 to 1000000 (default: %(default)s)",
+        in_range(1, 1_000_000),
+    ),
+    *(
+        Setting(
+            "max_node_" + field.removeprefix("max_"),
+            int,
+            ceiling,
+            "N",
+            f"the most a node's {field} may be (CreateNode, AlterNode); above it "
+            "LIMIT_EXCEEDED, 1 to 1000000000 (default: %(default)s)",
+            in_range(1, 1_000_000_000),
+        )
+        for field, ceiling in DEFAULT_NODE_CEILINGS.items()
     ),
     Setting(
         "deadlock_search_limit",

@@ -16,6 +16,7 @@ log in etcd (:mod:`tenure.server._cluster`) hold the same records.
 
 from __future__ import annotations
 
+import sys
 from typing import Final
 
 import msgspec
@@ -102,10 +103,15 @@ def apply_record(engine: Engine, record: bytes, what: str, where: object) -> Non
             # A logged acquire was let wait: a replay never decides a deadlock again
             # (this engine's limit, or a later version's rule, might decide otherwise).
             limit, engine.deadlock_search_limit = engine.deadlock_search_limit, 0
+            # Nor refuses a node the server let in (its --max-nodes or --max-node-*
+            # may have been higher then).
+            max_nodes, ceilings = engine.max_nodes, engine.node_ceilings
+            engine.max_nodes, engine.node_ceilings = sys.maxsize, {}
             try:
                 engine.apply(command, when)
             finally:
                 engine.deadlock_search_limit = limit
+                engine.max_nodes, engine.node_ceilings = max_nodes, ceilings
         elif kind == RESUME_RECORD and not read.command:
             engine.take_effects()
             resume(engine, when)

@@ -27,6 +27,7 @@ import enum
 import fnmatch
 import hashlib
 import hmac
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -121,6 +122,8 @@ READ_WRITE_COMMANDS: Final[frozenset[type[Command[object]]]] = READ_ONLY_COMMAND
 }
 _ALLOWED: Final = {Access.READ_ONLY: READ_ONLY_COMMANDS, Access.READ_WRITE: READ_WRITE_COMMANDS}
 _KEYS: Final = frozenset({"name", "secret", "secret_sha256", "access", "nodes"})
+#: Where a pattern's literal text ends (fnmatch's wildcards: ``*``, ``?``, ``[...]``).
+_WILDCARD: Final = re.compile(r"[*?\[]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +138,15 @@ class Token:
     def may_touch(self, node: str) -> bool:
         """Whether ``node`` matches one of the token's node patterns."""
         return self.nodes is None or any(fnmatch.fnmatchcase(node, p) for p in self.nodes)
+
+    @property
+    def prefixes(self) -> tuple[str, ...]:
+        """What every node name the token may touch starts with: each pattern's text
+        before its first wildcard (``jobs-*``: ``jobs-``; ``jobs``: ``jobs``), so that
+        a listing of its view reads those ranges of the sorted names only."""
+        if self.nodes is None:
+            return ("",)
+        return tuple(_WILDCARD.split(pattern, maxsplit=1)[0] for pattern in self.nodes)
 
 
 class SessionLike(Protocol):
@@ -159,13 +171,6 @@ def command_node(command: Command[object], sessions: Mapping[int, SessionLike]) 
     session_id = getattr(command, "session_id", None)
     session = sessions.get(session_id) if isinstance(session_id, int) else None
     return session.node if session is not None else None
-
-
-def visible_nodes(token: Token | None, names: tuple[str, ...]) -> tuple[str, ...]:
-    """The node names of a ListNodes page that ``token`` may see (those it may touch)."""
-    if token is None or token.nodes is None:
-        return names
-    return tuple(name for name in names if token.may_touch(name))
 
 
 def denial(token: Token, command: Command[object], node: str | None) -> str | None:

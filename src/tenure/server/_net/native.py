@@ -28,6 +28,7 @@ from tenure._core import (
     ResumeSession,
     SessionInfo,
 )
+from tenure._core.handlers.listing import visible_node_page
 from tenure._protocol import (
     NEED_DATA,
     ConnectionClosed,
@@ -47,7 +48,7 @@ from tenure._protocol.frames import HEADER_SIZE
 from tenure.errors import ErrorCode, NotLeaderError, ProtocolError, TenureError, code_of
 from tenure.server._durable_host import DurableHost
 from tenure.server._net.accept import AcceptedProtocol
-from tenure.server._net.auth import Token, visible_nodes
+from tenure.server._net.auth import Token
 from tenure.server._net.gate import Conn, Gate
 from tenure.server._net.outbox import Outboxes
 from tenure.server._observe import Observer
@@ -219,18 +220,17 @@ class NativeFace:
     def _visible_nodes(self, token: Token, command: ListNodes) -> NodePage:
         """A page of the nodes ``token`` may touch (it does not learn the others' names).
 
-        Reads the engine's pages on past the nodes it may not see, so that a page
-        shorter than the limit is still the last one; bounded by the number of nodes.
+        Read from the ranges of the engine's sorted node names that the token's
+        patterns cover (:func:`~tenure._core.handlers.listing.visible_node_page`): the
+        nodes it may not see outside them cost nothing, and a page shorter than the
+        limit is still the last one.
         """
-        names: list[str] = []
-        after = command.after
-        for _ in range(self.host.engine.max_nodes // command.limit + 2 if command.limit > 0 else 1):
-            page = self.host.execute(ListNodes(after, command.limit)).names
-            names += visible_nodes(token, page)
-            if len(page) < command.limit or len(names) >= command.limit:
-                break
-            after = page[-1]
-        return NodePage(tuple(names[: command.limit]))
+        page = self.host.execute(command)  # (the host's say first: a standby refuses)
+        if token.nodes is None:
+            return page
+        return visible_node_page(
+            self.host.engine, command.after, command.limit, token.prefixes, token.may_touch
+        )
 
     def _fail(self, conn: Conn, request: Request, code: ErrorCode, why: str) -> None:
         """Answer ``request`` with a Failure (and count it)."""
