@@ -110,9 +110,7 @@ class Tickets:
             if peer:
                 throttle.failed(addr, now)
             raise
-        if peer:
-            throttle.succeeded(addr)
-        return token
+        return token  # (a success forgets no failure: see the throttle)
 
     def _token_of(self, metadata: Iterable[tuple[str, str | bytes]]) -> Token:
         assert self.tokens is not None
