@@ -207,7 +207,8 @@ async def test_a_success_with_ones_own_token_does_not_forget_the_guesses(
             assert isinstance(await hello(server.port, f"guess-{attempt}"), Refused)
             assert isinstance(await hello(server.port, SECRET), Welcome)
         answer = await hello(server.port, "guess-2")  # the third failure of the minute
-        assert isinstance(answer, Refused) and answer.message == "unknown token", answer
+        assert isinstance(answer, Refused), answer
+        assert answer.message == "unknown token"
         answer = await hello(server.port, SECRET)  # blocked: its own good token too
         assert isinstance(answer, Refused), answer
         assert "too many authentication failures" in answer.message

@@ -125,6 +125,25 @@ def test_a_ticket_dies_with_its_token() -> None:
         Tickets(fewer, key, 60).token_of([(TICKET_HEADER, ticket)])
 
 
+def test_a_ticket_dies_when_its_tokens_secret_changes() -> None:
+    # Issue 37: the ticket was signed over the name only, so rotating a leaked
+    # secret left the logins made with it good for up to --ydb-ticket-ttl.
+    key = b"k" * 32
+    ticket = Tickets(_tokens(), key, 60).login("deployer", "s3cret")
+    rotated = Tokens(
+        [
+            Token("deployer", hashlib.sha256(b"n3w").digest(), Access.READ_WRITE)
+            if t.name == "deployer"
+            else t
+            for t in _tokens().tokens
+        ]
+    )
+    with pytest.raises(UnauthorizedError, match="secret changed"):
+        Tickets(rotated, key, 60).token_of([(TICKET_HEADER, ticket)])
+    # Another server with the same key and auth file (a cluster's member) takes it.
+    assert Tickets(_tokens(), key, 60).token_of([(TICKET_HEADER, ticket)]) is not None
+
+
 class Call:
     """What a pipe writes to: the messages it was given, in order."""
 
