@@ -147,8 +147,7 @@ class Tickets:
                     "changed since: log in again"
                 )
             raise UnauthorizedError(
-                "the ticket was not made by this server, or its token is no longer "
-                "in the auth file"
+                "the ticket was not made by this server, or its token is no longer in the auth file"
             )
         if not expires.isdigit() or int(expires) <= self._clock():
             raise UnauthorizedError("the ticket expired: log in again")
