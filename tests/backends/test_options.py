@@ -126,3 +126,22 @@ async def test_memory_sessions_wait_as_long_as_withdraw_wait_says() -> None:
 async def test_a_withdraw_wait_out_of_bounds_is_refused_before_connecting(url: str) -> None:
     with pytest.raises(InvalidArgumentError, match=r"withdraw_wait must be in \(0, 3600\]"):
         await tenure.connect(url, withdraw_wait=0)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "tenure://[bad?token=s3cr3t-token",  # urlsplit cannot split it
+        "tenure://h:99999?token=s3cr3t-token",  # a port out of range
+        "tenure://a,a?token=s3cr3t-token",  # a server listed twice
+        "postgres:///db?password=s3cr3t-token",  # no host
+        "nonsense?token=s3cr3t-token",  # not a URL
+    ],
+)
+async def test_a_bad_url_is_invalid_argument_and_its_secrets_are_not_shown(url: str) -> None:
+    # Issue 37: a malformed URL was a ValueError (the CLI's "internal error"), and a
+    # bad one quoted its ?token= in the error.
+    with pytest.raises(InvalidArgumentError) as raised:
+        await tenure.connect(url)
+    assert "s3cr3t-token" not in str(raised.value)
+    assert "***" in str(raised.value)

@@ -63,3 +63,22 @@ async def test_failed_secrets_block_their_address(tmp_path: Path) -> None:
         assert (await call(http, "127.0.0.3", "/board", secret=READER)).status == 200
         log = server.output()
         assert log.count('"auth_throttled"') == 2, log  # one line per block
+
+
+async def test_good_logins_between_guesses_do_not_forget_them(tmp_path: Path) -> None:
+    # Issue 37: a guesser with a token of its own logged in with it between wrong
+    # guesses at another secret, which wiped its address's count.
+    (tmp_path / "auth.toml").write_text(
+        f'[[token]]\nname = "reader"\nsecret = "{READER}"\naccess = "read-only"\n'
+    )
+    http = free_port()
+    args = ("--http-port", str(http), "--auth-file", str(tmp_path / "auth.toml"))
+    limits = ("--auth-failures-per-minute", "3", "--auth-block-time", "30")
+    with ServerProcess(tmp_path / "data", "--fsync", "off", *args, *limits):
+        for guess in range(3):
+            answer = await call(http, "127.0.0.2", "/login", {"secret": f"guess-{guess}"})
+            assert answer.status == 401
+            if guess < 2:
+                ok = await call(http, "127.0.0.2", "/login", {"secret": READER})
+                assert ok.status == 200
+        assert (await call(http, "127.0.0.2", "/login", {"secret": "guess-3"})).status == 429

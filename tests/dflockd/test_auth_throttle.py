@@ -48,3 +48,21 @@ async def test_wrong_secrets_block_the_address_for_auth(
     blocks = [line for line in lines if line.get("event") == "auth_throttled"]
     assert [line["peer"] for line in blocks] == ["127.0.0.1"]
     assert len([line for line in lines if line.get("event") == "auth_failed"]) == 2
+
+
+async def test_good_secrets_between_wrong_ones_do_not_forget_them(
+    serve: Serve, raw: Raws, auth_file: Path
+) -> None:
+    # Issue 37: a login with one's own secret used to wipe the address's failures.
+    server = serve(
+        *("--auth-file", str(auth_file)),
+        *("--auth-failures-per-minute", "2", "--auth-block-time", "600"),
+    )
+    for guess in ("wrong-1", "wrong-2"):
+        good = await raw.connect(server.port)
+        assert await good.ask("auth", "_", SECRET) == "ok"
+        conn = await raw.connect(server.port)
+        assert await conn.ask("auth", "_", guess) == "error_auth"
+    blocked = await raw.connect(server.port)
+    assert await blocked.ask("auth", "_", SECRET) == "error_auth"
+    assert await blocked.closed()

@@ -196,14 +196,24 @@ async def test_wrong_tokens_block_the_address_and_only_that_one(tmp_path: Path) 
         assert value(after, "tenure_auth_blocked_addresses") == 1.0
 
 
-async def test_a_success_forgets_the_failures(tmp_path: Path) -> None:
+async def test_a_success_with_ones_own_token_does_not_forget_the_guesses(
+    tmp_path: Path,
+) -> None:
+    # Issue 37: a guesser holding one valid token logged in with it between guesses,
+    # which used to wipe its address's count: 540 guesses went unblocked.
     flags = ("--fsync", "off", "--auth-file", str(auth_file(tmp_path)))
     with ServerProcess(tmp_path / "data", *flags, "--auth-failures-per-minute", "3") as server:
-        for _ in range(3):
-            for attempt in range(2):
-                assert isinstance(await hello(server.port, f"typo-{attempt}"), Refused)
+        for attempt in range(2):
+            assert isinstance(await hello(server.port, f"guess-{attempt}"), Refused)
             assert isinstance(await hello(server.port, SECRET), Welcome)
-        assert not events(server, "auth_throttled")
+        answer = await hello(server.port, "guess-2")  # the third failure of the minute
+        assert isinstance(answer, Refused), answer
+        assert answer.message == "unknown token"
+        answer = await hello(server.port, SECRET)  # blocked: its own good token too
+        assert isinstance(answer, Refused), answer
+        assert "too many authentication failures" in answer.message
+        [blocked] = events(server, "auth_throttled")
+        assert blocked["peer"] == "127.0.0.1"
 
 
 async def test_max_connections_per_address(tmp_path: Path, wire: Clients) -> None:

@@ -23,18 +23,17 @@ def test_an_address_is_blocked_after_its_failures_and_freed_after_the_block() ->
     assert throttle.refused_total == 2
 
 
-def test_failures_are_counted_per_minute_and_forgotten_on_success() -> None:
+def test_failures_are_counted_per_minute() -> None:
     throttle = Throttle(3, 30.0)
     throttle.failed("a", 0.0)
     throttle.failed("a", 1.0)
     throttle.failed("a", 61.0)  # a new minute: one failure in it
     assert throttle.check("a", 62.0)
     throttle.failed("a", 62.0)
-    throttle.succeeded("a")
-    throttle.failed("a", 63.0)
-    throttle.failed("a", 64.0)
-    assert throttle.check("a", 65.0)
-    assert throttle.blocks_total == 0
+    assert throttle.check("a", 63.0)
+    throttle.failed("a", 63.0)  # the third of this minute
+    assert not throttle.check("a", 64.0)
+    assert throttle.blocks_total == 1
 
 
 def test_one_log_line_per_burst(caplog: pytest.LogCaptureFixture) -> None:

@@ -247,6 +247,21 @@ async def test_a_ticket_survives_a_restart_and_dies_with_its_token(
     assert "no longer in the auth file" in refused.issues[0].message
 
 
+async def test_a_ticket_dies_when_its_tokens_secret_is_rotated(
+    serve: Callable[..., YdbServer], tmp_path: Path
+) -> None:
+    # Issue 37: a leaked secret rotated in the auth file must cut its logins too.
+    first = serve("--auth-file", str(auth_file(tmp_path)))
+    admin = await login_ticket(first, "admin", ADMIN)
+    first.process.kill()
+    rotated = AUTH_FILE.replace(ADMIN, "ydb-admin-secret-rotated")
+    again = serve("--auth-file", str(auth_file(tmp_path, rotated)), ydb_port=first.ydb_port)
+    refused = await who_am_i(again, ticket(admin))
+    assert refused.status == Status.UNAUTHORIZED
+    assert "secret changed" in refused.issues[0].message
+    assert user_of(await who_am_i(again, ticket("ydb-admin-secret-rotated"))) == "admin"
+
+
 async def test_an_expired_ticket_is_refused(
     serve: Callable[..., YdbServer], tmp_path: Path
 ) -> None:

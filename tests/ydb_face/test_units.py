@@ -13,6 +13,7 @@ from tenure.compat.ydb.paths import Database, OutsideDatabaseError
 from tenure.compat.ydb.pipe import Pipe, frame
 from tenure.compat.ydb.tickets import TICKET_HEADER, Tickets, UnauthorizedError
 from tenure.server._net.auth import Access, Token, Tokens
+from tenure.server._net.throttle import Throttle
 
 
 @pytest.mark.parametrize(
@@ -123,6 +124,39 @@ def test_a_ticket_dies_with_its_token() -> None:
     fewer = Tokens([t for t in _tokens().tokens if t.name != "deployer"])
     with pytest.raises(UnauthorizedError, match="no longer in the auth file"):
         Tickets(fewer, key, 60).token_of([(TICKET_HEADER, ticket)])
+
+
+def test_a_ticket_dies_when_its_tokens_secret_changes() -> None:
+    # Issue 37: the ticket was signed over the name only, so rotating a leaked
+    # secret left the logins made with it good for up to --ydb-ticket-ttl.
+    key = b"k" * 32
+    ticket = Tickets(_tokens(), key, 60).login("deployer", "s3cret")
+    rotated = Tokens(
+        [
+            Token("deployer", hashlib.sha256(b"n3w").digest(), Access.READ_WRITE)
+            if t.name == "deployer"
+            else t
+            for t in _tokens().tokens
+        ]
+    )
+    with pytest.raises(UnauthorizedError, match="secret changed"):
+        Tickets(rotated, key, 60).token_of([(TICKET_HEADER, ticket)])
+    # Another server with the same key and auth file (a cluster's member) takes it.
+    assert Tickets(_tokens(), key, 60).token_of([(TICKET_HEADER, ticket)]) is not None
+
+
+def test_good_logins_between_wrong_ones_do_not_forget_them() -> None:
+    # Issue 37: a login with one's own token used to wipe the address's failures.
+    tokens = _tokens()
+    tokens.throttle = Throttle(3, 600.0)
+    tickets = Tickets(tokens, b"k" * 32, 60)
+    for guess in range(3):
+        with pytest.raises(UnauthorizedError, match="wrong password"):
+            tickets.login("deployer", f"guess-{guess}", peer="ipv4:10.0.0.9:5000")
+        if guess < 2:
+            tickets.login("viewer", "look", peer="ipv4:10.0.0.9:5001")
+    with pytest.raises(UnauthorizedError, match="too many"):
+        tickets.login("viewer", "look", peer="ipv4:10.0.0.9:5002")
 
 
 class Call:

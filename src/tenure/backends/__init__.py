@@ -43,6 +43,7 @@ from tenure.backends._base import (
     SessionTicket,
     WatchStream,
 )
+from tenure.backends._options import shown_url
 from tenure.errors import InvalidArgumentError, UnsupportedError
 
 #: Built-in schemes and the modules that implement them.
@@ -99,8 +100,11 @@ async def open_backend(
 ) -> Backend:
     """Open the backend ``url`` names, refusing it if it lacks a ``require``-d capability."""
     if not isinstance(url, str) or "://" not in url:
-        raise InvalidArgumentError(f"expected a URL like 'memory://', got {url!r}")
-    scheme = urlsplit(url).scheme.lower()
+        raise InvalidArgumentError(f"expected a URL like 'memory://', got {shown_url(url)}")
+    try:
+        scheme = urlsplit(url).scheme.lower()
+    except ValueError as error:  # e.g. tenure://[bad: "Invalid IPv6 URL"
+        raise InvalidArgumentError(f"malformed URL {shown_url(url)}: {error}") from None
     backend: Backend = await _module_for(scheme).open_backend(url, dict(options or {}))
     missing = require - backend.capabilities
     if missing:

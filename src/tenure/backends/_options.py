@@ -7,13 +7,21 @@ name, and reads durations as seconds within one named bound.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Set
 from typing import Final
 from urllib.parse import SplitResult, parse_qsl
 
 from tenure.errors import InvalidArgumentError
 
-__all__ = ["MAX_SECONDS", "WITHDRAW_WAIT", "merged_settings", "seconds", "withdraw_wait"]
+__all__ = [
+    "MAX_SECONDS",
+    "WITHDRAW_WAIT",
+    "merged_settings",
+    "seconds",
+    "shown_url",
+    "withdraw_wait",
+]
 
 #: The longest duration an option may name, in seconds.
 MAX_SECONDS: Final = 3600.0
@@ -21,6 +29,22 @@ MAX_SECONDS: Final = 3600.0
 #: caller of a cancelled (or unanswered) acquire waits for its withdrawal before
 #: leaving it to finish in the background (``tenure.backends._session``).
 WITHDRAW_WAIT: Final = 1.0
+
+#: A URL's secrets: a password in its user part (``redis://:pw@h``), and the values
+#: of its query's ``token``, ``password`` and ``secret`` options.
+_USER_SECRET: Final = re.compile(r"(://[^/?#@]*?:)[^/?#@]*@")
+_QUERY_SECRET: Final = re.compile(r"([?&](?:token|password|secret)=)[^&#]*", re.IGNORECASE)
+
+
+def shown_url(url: object) -> str:
+    """``repr(url)`` with its secrets replaced by ``***``: what an error may quote.
+
+    Works on malformed URLs too (a pattern, not a parse), since those are the ones
+    errors quote.
+    """
+    if not isinstance(url, str):
+        return repr(url)
+    return repr(_QUERY_SECRET.sub(r"\1***", _USER_SECRET.sub(r"\1***@", url)))
 
 
 def merged_settings(

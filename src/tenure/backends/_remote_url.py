@@ -9,7 +9,7 @@ from typing import Final
 from urllib.parse import parse_qsl, urlsplit
 
 from tenure.backends._link import Endpoint, LinkOptions
-from tenure.backends._options import withdraw_wait
+from tenure.backends._options import shown_url, withdraw_wait
 from tenure.errors import InvalidArgumentError
 
 __all__ = ["DEFAULT_PORT", "OPTIONS", "Settings", "flag", "parse", "servers_of", "tls_context"]
@@ -40,7 +40,7 @@ def servers_of(url: str, context: ssl.SSLContext | None, hostname: str | None) -
     parts = urlsplit(url)
     if parts.path not in ("", "/") or parts.fragment or "@" in parts.netloc:
         raise InvalidArgumentError(
-            f"expected tenure://host:port[,host:port...][?options], got {url!r}"
+            f"expected tenure://host:port[,host:port...][?options], got {shown_url(url)}"
         )
     found: list[Endpoint] = []
     for item in parts.netloc.split(","):
@@ -48,12 +48,14 @@ def servers_of(url: str, context: ssl.SSLContext | None, hostname: str | None) -
             one = urlsplit(f"//{item.strip()}")
             host, port = one.hostname, one.port or DEFAULT_PORT
         except ValueError as error:
-            raise InvalidArgumentError(f"bad server address {item!r} in {url!r}: {error}") from None
+            raise InvalidArgumentError(
+                f"bad server address {item!r} in {shown_url(url)}: {error}"
+            ) from None
         if not host:
-            raise InvalidArgumentError(f"a server address in {url!r} has no host")
+            raise InvalidArgumentError(f"a server address in {shown_url(url)} has no host")
         found.append(Endpoint(host, port, context, hostname or host if context else None))
     if len({str(e) for e in found}) != len(found):
-        raise InvalidArgumentError(f"a server is listed twice in {url!r}")
+        raise InvalidArgumentError(f"a server is listed twice in {shown_url(url)}")
     return found
 
 
@@ -103,8 +105,12 @@ def flag(settings: Mapping[str, object], option: str) -> bool:
 def parse(url: str, options: Mapping[str, object]) -> Settings:
     """What ``url`` and ``options`` (keywords, over the URL's query) say; an
     InvalidArgumentError naming what is wrong."""
-    scheme = urlsplit(url).scheme.lower()
-    merged: dict[str, object] = dict(parse_qsl(urlsplit(url).query, keep_blank_values=True))
+    try:
+        parts = urlsplit(url)
+    except ValueError as error:  # e.g. tenure://[bad: "Invalid IPv6 URL"
+        raise InvalidArgumentError(f"malformed URL {shown_url(url)}: {error}") from None
+    scheme = parts.scheme.lower()
+    merged: dict[str, object] = dict(parse_qsl(parts.query, keep_blank_values=True))
     merged.update(options)
     unknown = sorted(set(merged) - OPTIONS)
     if unknown:

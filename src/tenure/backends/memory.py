@@ -54,7 +54,7 @@ from tenure._runtime.clock import Clock, LoopClock
 from tenure._runtime.host import Host
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends._engine import CommandStore
-from tenure.backends._options import WITHDRAW_WAIT, withdraw_wait
+from tenure.backends._options import WITHDRAW_WAIT, shown_url, withdraw_wait
 from tenure.backends._session import StoreSession
 from tenure.errors import (
     ClientClosedError,
@@ -295,7 +295,7 @@ async def open_backend(url: str, options: Mapping[str, object]) -> MemoryBackend
     if unknown or parts.query or parts.path not in ("", "/"):
         raise InvalidArgumentError(
             "memory:// takes only an optional name and the clock= and withdraw_wait= options; "
-            f"got {url!r} {unknown}"
+            f"got {shown_url(url)} {unknown}"
         )
     wait = withdraw_wait(options)
     clock = options.get("clock") or LoopClock()

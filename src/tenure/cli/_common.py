@@ -15,11 +15,13 @@ import shlex
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, Final, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 import click
 
 import tenure
 from tenure._core.values import MAX_DESCRIPTION_BYTES
+from tenure.cli._auth_token import child_environ, connect_token, redact, token_file_option
 from tenure.cli._render import safe
 from tenure.cli._status import Status
 from tenure.client import Client, Opening
@@ -129,8 +131,9 @@ def error_line(error: BaseException) -> str:
             f"(set {TRACEBACK_ENV}=1 for the traceback, and please report it)"
         )
     # Server and backend messages quote names and descriptions any client chose:
-    # their control characters are shown escaped, never sent to the terminal.
-    return safe(" ".join(text.split()))
+    # their control characters are shown escaped, never sent to the terminal. And
+    # no secret is ever shown (a URL's ?token=, a token read from a file).
+    return safe(redact(" ".join(text.split())))
 
 
 def permission_words(message: str) -> str:
@@ -142,16 +145,30 @@ def permission_words(message: str) -> str:
     return _SEND.sub(lambda found: PERMISSION_WORDS[found.group(1)], message)
 
 
+def _checked_url(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """``--url`` as given, or a usage error if it cannot even be split (``tenure://[bad``)."""
+    try:
+        urlsplit(value)
+    except ValueError as error:
+        raise click.BadParameter(f"malformed URL {redact(repr(value))}: {error}") from None
+    return value
+
+
 def url_option(function: F) -> F:
-    """``--url``: the backend, from ``TENURE_URL`` by default, else the local server."""
-    return click.option(
-        "--url",
-        envvar=URL_ENV,
-        default=DEFAULT_URL,
-        show_default=True,
-        metavar="URL",
-        help=f"backend URL (tenure://, memory://, etcd://, redis://, postgres://); env {URL_ENV}",
-    )(function)
+    """``--url``: the backend, from ``TENURE_URL`` by default, else the local server;
+    and ``--token-file``, the ``tenure://`` servers' auth token (``cli._auth_token``)."""
+    return token_file_option(
+        click.option(
+            "--url",
+            envvar=URL_ENV,
+            default=DEFAULT_URL,
+            show_default=True,
+            metavar="URL",
+            callback=_checked_url,
+            help="backend URL (tenure://, memory://, etcd://, redis://, postgres://); "
+            f"env {URL_ENV}",
+        )(function)
+    )
 
 
 #: The options of ``tenure://`` URLs that :func:`tenure_options` also takes as flags.
@@ -243,8 +260,12 @@ def exit_status_option(flag: str, *, default: Status, help: str) -> Callable[[F]
 
 
 def connect(url: str) -> Opening[Client]:
-    """A client of ``url`` whose sessions name this command as their client."""
-    return tenure.connect(url, client_name=CLIENT_NAME)
+    """A client of ``url`` whose sessions name this command as their client, with the
+    auth token of ``--token-file`` or ``TENURE_AUTH_TOKEN`` (``cli._auth_token``)."""
+    token = connect_token(url)
+    if token is None:
+        return tenure.connect(url, client_name=CLIENT_NAME)
+    return tenure.connect(url, client_name=CLIENT_NAME, token=token)
 
 
 def run(main: Coroutine[Any, Any, T]) -> T:
@@ -280,8 +301,9 @@ def session_description(words: list[str]) -> str:
 
 
 def environ_with(extra: dict[str, str]) -> dict[str, str]:
-    """This process's environment plus ``extra`` (what a supervised command gets)."""
-    return {**os.environ, **extra}
+    """This process's environment plus ``extra`` (what a supervised command gets),
+    without the auth token unless ``--pass-token`` (:func:`child_environ`)."""
+    return {**child_environ(os.environ), **extra}
 
 
 class States(Protocol[S_co]):

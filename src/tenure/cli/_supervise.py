@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
+from tenure.cli._auth_token import redact
 from tenure.cli._common import CommandFailedError, environ_with
 from tenure.cli._status import Status
 from tenure.client import EndSignal, Lease
@@ -91,7 +92,7 @@ def held_environ(
 
 def say(message: str) -> None:
     """One line on stderr, prefixed ``tenure:`` (what happened to the lock or the child)."""
-    print(f"tenure: {message}", file=sys.stderr, flush=True)
+    print(f"tenure: {redact(message)}", file=sys.stderr, flush=True)  # (no secret shown)
 
 
 class Child:

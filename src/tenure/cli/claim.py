@@ -26,6 +26,7 @@ import socket
 
 import click
 
+from tenure.cli._auth_token import pass_token_option
 from tenure.cli._common import (
     CommandFailedError,
     connect,
@@ -86,6 +87,7 @@ from tenure.errors import LeaseLostError
 )
 @node_option
 @url_option
+@pass_token_option
 def claim(
     name: str,
     at_least: float,

@@ -15,6 +15,7 @@ import click
 from rich.text import Text
 
 from tenure.cli import _render
+from tenure.cli._auth_token import connect_token, redact
 from tenure.cli._common import (
     CLIENT_NAME,
     CommandFailedError,
@@ -54,9 +55,14 @@ def status(url: str, as_json: bool, **flags: Any) -> int:
     """
     if urlsplit(url).scheme.lower() not in ("tenure", "tenures"):
         raise click.BadParameter(
-            f"cluster status asks tenure:// servers, got {url!r}", param_hint="--url"
+            f"cluster status asks tenure:// servers, got {redact(repr(url))}", param_hint="--url"
         )
-    options = {**tenure_flags(flags), "client_name": CLIENT_NAME}
+    token = connect_token(url)
+    options = {
+        **({} if token is None else {"token": token}),
+        **tenure_flags(flags),
+        "client_name": CLIENT_NAME,
+    }
 
     async def main() -> list[DoorStatus]:
         from tenure.backends.remote import cluster_status  # (see the module docstring)

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from tenure.cli._auth_token import pass_token_option
 from tenure.cli._common import (
     CommandFailedError,
     F,
@@ -96,6 +97,7 @@ def hold_options(function: F) -> F:
         ),
         node_option,
         url_option,
+        pass_token_option,
     ]
     for option in reversed(options):
         function = option(function)

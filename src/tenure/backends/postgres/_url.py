@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
-from tenure.backends._options import merged_settings, seconds, withdraw_wait
+from tenure.backends._options import merged_settings, seconds, shown_url, withdraw_wait
 from tenure.errors import InvalidArgumentError
 
 __all__ = ["PgOptions", "parse_url"]
@@ -138,10 +138,10 @@ def parse_url(url: str, options: Mapping[str, object]) -> PgOptions:
     """The options of ``postgres://...`` (keywords in ``options`` win over the query)."""
     parts = urlsplit(url)
     if parts.scheme.lower() not in ("postgres", "postgresql"):
-        raise InvalidArgumentError(f"expected a postgres:// URL, got {url!r}")
+        raise InvalidArgumentError(f"expected a postgres:// URL, got {shown_url(url)}")
     settings = merged_settings("postgres", parts, options, _OWN | LIBPQ)
     if not parts.hostname and "host" not in settings:
-        raise InvalidArgumentError(f"postgres:// needs a host: {url!r}")
+        raise InvalidArgumentError(f"postgres:// needs a host: {shown_url(url)}")
     schema = str(settings.get("schema", "tenure"))
     if not _SCHEMA.fullmatch(schema):
         raise InvalidArgumentError(

@@ -154,8 +154,7 @@ class LineLoop:
                     await asyncio.sleep(AUTH_PAUSE)
                     self._answered(conn, frame.command, wire.ERROR_AUTH)
                     return
-                if self._auth_ok(request.secret):
-                    throttle.succeeded(addr)
+                if self._auth_ok(request.secret):  # (forgets no failure: see the throttle)
                     conn.authenticated = True
                     self._answered(conn, frame.command, wire.OK)
                     return

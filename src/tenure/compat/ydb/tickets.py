@@ -9,8 +9,12 @@ YDB face takes two kinds, both checked against the server's auth file
 * a ticket from a login (``ydb.StaticCredentials(user, password)``, whose
   ``AuthService/Login`` gives the user a ticket): the user is a token's name, the
   password its secret. The ticket names the token and when it expires
-  (``--ydb-ticket-ttl``), signed with this data directory's secret, so it outlives
-  a restart of the server, and dies with its token when the auth file drops it.
+  (``--ydb-ticket-ttl``), signed with this data directory's secret (a cluster's
+  shared one), so it outlives a restart of the server. The digest of the token's
+  secret is mixed into the signed text and checked against the auth file at every
+  call, so a ticket dies with its token when the auth file drops it *or changes its
+  secret* (issue 37: rotating a leaked secret must cut the logins made with it), on
+  every server that checks it.
 
 Without an auth file every call is anonymous and may do anything, as on a YDB
 without authentication. With one, a call without a valid ticket is refused
@@ -77,10 +81,10 @@ class Tickets:
                 raise UnauthorizedError("unknown user or wrong password")
             return token
 
-        self._throttled(peer, check)
+        token = self._throttled(peer, check)
         expires = int(self._clock() + self._ttl)
         body = f"{_b64(user.encode())}.{expires}"
-        return f"{_TICKET_PREFIX}{body}.{self._sign(body)}"
+        return f"{_TICKET_PREFIX}{body}.{self._sign(body, token)}"
 
     def token_of(self, metadata: Iterable[tuple[str, str | bytes]], peer: str = "") -> Token | None:
         """The token a call acts as (None: anonymous, when the server has no auth file).
@@ -110,9 +114,7 @@ class Tickets:
             if peer:
                 throttle.failed(addr, now)
             raise
-        if peer:
-            throttle.succeeded(addr)
-        return token
+        return token  # (a success forgets no failure: see the throttle)
 
     def _token_of(self, metadata: Iterable[tuple[str, str | bytes]]) -> Token:
         assert self.tokens is not None
@@ -128,20 +130,33 @@ class Tickets:
 
     def _ticket_token(self, ticket: str) -> Token:
         body, _, signature = ticket.rpartition(".")
-        if not hmac.compare_digest(signature, self._sign(body)):
-            raise UnauthorizedError("the ticket was not made by this server")
         name_b64, _, expires = body.partition(".")
+        try:
+            name = base64.urlsafe_b64decode(name_b64 + "=" * (-len(name_b64) % 4)).decode()
+        except (ValueError, UnicodeError):
+            raise UnauthorizedError("the ticket was not made by this server") from None
+        assert self.tokens is not None
+        named = [token for token in self.tokens.tokens if token.name == name]
+        for token in named:  # (the name is unique in an auth file: at most one)
+            if hmac.compare_digest(signature, self._sign(body, token)):
+                break
+        else:
+            if named:  # a ticket of an earlier secret and a forgery look alike
+                raise UnauthorizedError(
+                    "the ticket was not made by this server, or its token's secret "
+                    "changed since: log in again"
+                )
+            raise UnauthorizedError(
+                "the ticket was not made by this server, or its token is no longer in the auth file"
+            )
         if not expires.isdigit() or int(expires) <= self._clock():
             raise UnauthorizedError("the ticket expired: log in again")
-        name = base64.urlsafe_b64decode(name_b64 + "=" * (-len(name_b64) % 4)).decode()
-        assert self.tokens is not None
-        for token in self.tokens.tokens:
-            if token.name == name:
-                return token
-        raise UnauthorizedError(f"token {name!r} is no longer in the auth file")
+        return token
 
-    def _sign(self, body: str) -> str:
-        return _b64(hmac.new(self._key, body.encode(), hashlib.sha256).digest())
+    def _sign(self, body: str, token: Token) -> str:
+        """The signature of ``body`` for ``token``: over its secret's digest too."""
+        text = body.encode() + b"\0" + token.digest
+        return _b64(hmac.new(self._key, text, hashlib.sha256).digest())
 
 
 def _b64(data: bytes) -> str:

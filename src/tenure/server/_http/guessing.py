@@ -42,8 +42,7 @@ def blocked(request: web.Request, tokens: Tokens) -> web.Response | None:
 
 
 def attempt(request: web.Request, tokens: Tokens, good: bool) -> None:
-    """Count one checked secret: a good one forgets its address's failures."""
-    if good:
-        tokens.throttle.succeeded(_address(request))
-    else:
+    """Count one checked secret: a wrong one is a failure of its address (a good one
+    forgets nothing: the throttle's docstring says why)."""
+    if not good:
         tokens.throttle.failed(_address(request), time.monotonic())

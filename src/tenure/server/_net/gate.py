@@ -208,8 +208,7 @@ class Gate:
             )
         conn.token = tokens.authenticate(hello.token)
         if conn.token is not None:
-            throttle.succeeded(addr)
-            return None
+            return None  # (its address's failures are not forgotten: see the throttle)
         throttle.failed(addr, now)
         why = "a token is required" if hello.token is None else "unknown token"
         fields = {"peer": conn.peer, "client_name": hello.client_name, "why": why}

@@ -2,12 +2,16 @@
 
 Every listener that checks a credential (native Hello, dflockd's ``auth``, YDB's
 tickets and Login, the HTTP dashboard's login) asks :meth:`Throttle.check` before
-it looks at the credential, and tells :meth:`Throttle.failed` or
-:meth:`Throttle.succeeded` after. An address that fails ``per_minute`` times
-within a minute is *blocked* for ``block_time`` seconds: every attempt from it is
-refused then, a good credential included, so that guessing costs the guesser
-``block_time`` per ``per_minute`` guesses, and a correct guess cannot be told
-from a wrong one while blocked.
+it looks at the credential, and tells :meth:`Throttle.failed` after a failure. An
+address that fails ``per_minute`` times within a minute is *blocked* for
+``block_time`` seconds: every attempt from it is refused then, a good credential
+included, so that guessing costs the guesser ``block_time`` per ``per_minute``
+guesses, and a correct guess cannot be told from a wrong one while blocked.
+
+A success forgets nothing: the failures were made with other secrets than the one
+that succeeded, and a guesser holding one valid token of its own must not be able
+to wipe its count by logging in with it between guesses (issue 37: 540 guesses
+went unblocked that way). Failures leave the count only as the minute passes.
 
 Memory is bounded: at most ``max_addresses`` addresses are tracked, the one
 touched least recently forgotten first (a forgotten address starts afresh: an
@@ -130,11 +134,6 @@ class Throttle:
                 extra={"event": "auth_throttled", "fields": fields},
             )
             peer.refused = 0
-
-    def succeeded(self, addr: str) -> None:
-        """An attempt from ``addr`` succeeded: its failures are forgotten."""
-        # (Only asked after ``check`` allowed it: the address is not blocked.)
-        self._peers.pop(addr, None)
 
     def blocked(self, now: float) -> int:
         """How many addresses are blocked at ``now`` (the gauge)."""
