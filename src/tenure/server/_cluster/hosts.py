@@ -166,8 +166,7 @@ class StandbyHost(DurableHost):
             output=output,
             on_fatal=on_fatal,
             observer=observer,
-            clock=clock,
-        )
+        )  # (``clock`` unused: a standby ticks nothing, its engine is on the leader's)
         self._leader = leader
         self._shift = shift
 
