@@ -216,3 +216,24 @@ async def test_the_tenure_client_still_gives_up_first_and_its_lock_goes_on(
             # The holder's application may start again, with a new session.
             again = await holding_client.session("n", recovery_window=30.0)
             assert again.id != holder.id
+
+
+async def test_a_detached_session_still_expires_with_no_connection_open(
+    tmp_path: Path, wire: Clients
+) -> None:
+    """Idle time is not deafness: with no connection open the server still tells a
+    stall from idle time (its host keeps the heartbeat running), so a detached
+    session's window ends when it should. (Without the heartbeat each look would
+    take the idle time before it for a stall, and a window of 3 s would end only
+    after about 20 s, past the bounded wait.)"""
+    with ServerProcess(tmp_path / "data") as server:
+        holder = await wire.connect(server.port)
+        await holder.call(CreateNode("n"))
+        kept = int((await holder.call(CreateSession("n", b"k1", timeout=3.0))).session_id)
+        got = await holder.call(Acquire(kept, "m", MAX_COUNT, 1, ephemeral=True))
+        assert got.status is AcquireStatus.GRANTED
+        await holder.close()  # no connection is left open
+        await asyncio.to_thread(server.wait_log, '"msg": "session expired"')
+        back = await wire.connect(server.port)
+        gone = await back.fail(AttachSession(kept, b"k1", 2))
+        assert gone.code is ErrorCode.SESSION_EXPIRED

@@ -6,8 +6,9 @@ pause, a slow disk, a SIGSTOP of the whole process) frames pile up unread in the
 sockets, and when the loop runs again its timers fire before those frames are
 read: measured on the plain clock, a client that kept pinging would look silent.
 
-:class:`PauseWatch` measures the stalls. While connections are watched, a
-heartbeat looks at the clock every :data:`BEAT` seconds; every look (the
+:class:`PauseWatch` measures the stalls. While anything is watched (a
+connection; the server's host, through its :class:`HeardClock`, for as long as it
+serves), a heartbeat looks at the clock every :data:`BEAT` seconds; every look (the
 heartbeat's, a frame's receipt, a silence timer's) compares the clock with the
 previous look, and a gap longer than :data:`DEAF_AFTER` is a stall: the part of it
 beyond :data:`DEAF_AFTER` is added to :attr:`PauseWatch.deaf` (seconds, only ever
