@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
+from pathlib import Path
 
 import pytest
 
+from tenure.server._config.serve_config import ConfigError, ServeConfig, add_arguments, resolve
+from tenure.server._net.gate import Gate
 from tenure.server._net.throttle import Throttle, peer_host
 
 
@@ -56,6 +60,41 @@ def test_memory_is_bounded_the_oldest_address_forgotten() -> None:
     assert not throttle.check("10.0.3.231", 1.0)  # the newest: blocked
 
 
+def test_failures_at_one_name_from_many_addresses_block_the_name() -> None:
+    throttle = Throttle(3, 30.0)
+    for n in range(3):
+        assert throttle.check(f"10.0.0.{n}", n, "deployer")
+        throttle.failed(f"10.0.0.{n}", n, "deployer")
+    assert throttle.check("10.0.0.0", 3.0)  # no address is blocked...
+    assert not throttle.check("10.0.0.7", 3.0, "deployer")  # ...but the name is,
+    assert throttle.check("10.0.0.7", 3.0, "viewer")  # and only that name
+    assert (throttle.blocked(3.0), throttle.blocked_names(3.0)) == (0, 1)
+    assert throttle.check("10.0.0.7", 33.1, "deployer")  # for the block time
+    assert throttle.refused_total == 1
+
+
+def test_a_blocked_name_still_hears_its_owners_addresses() -> None:
+    throttle = Throttle(2, 30.0, names=frozenset({"deployer"}))
+    throttle.succeeded("10.9.9.9", "deployer")  # its owner logged in before
+    throttle.failed("10.0.0.1", 1.0, "deployer")
+    throttle.failed("10.0.0.2", 1.0, "deployer")
+    assert not throttle.check("10.0.0.3", 2.0, "deployer")
+    assert throttle.check("10.9.9.9", 2.0, "deployer")
+    throttle.succeeded("10.0.0.1", "other")  # a success forgets no failure
+    assert not throttle.check("10.0.0.3", 2.0, "deployer")
+
+
+def test_a_name_the_auth_file_has_is_never_pushed_out() -> None:
+    throttle = Throttle(2, 30.0, max_addresses=10, names=frozenset({"deployer"}))
+    throttle.failed("10.0.0.1", 0.0, "deployer")
+    for n in range(100):  # a guesser naming ever new users
+        throttle.failed("10.0.0.2", 0.0, f"user-{n}")
+    assert throttle.tracked_targets() == 11  # ten others, and the token's own name
+    throttle.failed("10.0.0.3", 1.0, "deployer")  # its second failure: still counted
+    assert not throttle.check("10.0.0.4", 2.0, "deployer")
+    assert throttle.check("10.0.0.4", 2.0, "user-0")  # forgotten, the oldest other
+
+
 def test_zero_never_throttles() -> None:
     throttle = Throttle(0, 60.0)
     for _ in range(100):
@@ -78,3 +117,37 @@ def test_zero_never_throttles() -> None:
 )
 def test_peer_host(peer: object, host: str) -> None:
     assert peer_host(peer) == host
+
+
+def test_the_tracked_entries_are_a_setting(tmp_path: Path) -> None:
+    """``--auth-max-tracked`` (TENURE_AUTH_MAX_TRACKED, ``auth_max_tracked``): how many
+    addresses and how many other names the throttle tracks; at least 1."""
+
+    def parse(*argv: str, env: dict[str, str] | None = None) -> ServeConfig:
+        parser = argparse.ArgumentParser()
+        add_arguments(parser)
+        return resolve(parser.parse_args(argv), env or {})
+
+    assert parse().auth_max_tracked == 10_000
+    assert parse("--auth-max-tracked", "5").auth_max_tracked == 5
+    assert parse(env={"TENURE_AUTH_MAX_TRACKED": "6"}).auth_max_tracked == 6
+    file = tmp_path / "tenure.toml"
+    file.write_text("auth_max_tracked = 7\n")
+    assert parse("--config", str(file)).auth_max_tracked == 7
+    with pytest.raises(ConfigError, match="--auth-max-tracked='0'"):
+        parse("--auth-max-tracked", "0")
+
+
+async def test_the_servers_throttle_tracks_what_the_setting_says(tmp_path: Path) -> None:
+    auth = tmp_path / "auth.toml"
+    auth.write_text('[[token]]\nname = "deployer"\nsecret = "s3cret"\naccess = "read-write"\n')
+    config = ServeConfig(port=0, auth_file=auth, auth_max_tracked=2)
+    gate = Gate(
+        config, b"1" * 16, lambda conn, message: None, window_of=lambda c: None, detach=print
+    )
+    assert gate.tokens is not None
+    throttle = gate.tokens.throttle
+    throttle.failed("10.0.0.1", 0.0, "deployer")
+    for n in range(5):
+        throttle.failed(f"10.0.1.{n}", 0.0, f"user-{n}")
+    assert (throttle.tracked(), throttle.tracked_targets()) == (2, 3)  # and "deployer"

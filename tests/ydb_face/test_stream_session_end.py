@@ -225,3 +225,29 @@ async def test_a_session_timeout_of_0_expires_as_its_stream_ends(
         assert response.session_started.timeout_millis == 1
         stream.call.cancel()
         await asyncio.sleep(0.05)
+
+
+async def test_a_pong_sent_while_the_server_was_stopped_is_no_ping_timeout(
+    serve: Callable[..., YdbServer], raw: Raw
+) -> None:
+    # Issue 37 (docs/guarantees.md 6e): the server stopped (SIGSTOP) right after its
+    # ping, for longer than the ping interval; the client answered at once, into the
+    # socket. Its next look must come after it reads that answer: the interval is
+    # counted in time the server could hear. (Before: the ping timer fired first, and
+    # the stream ended "Ping timeout".)
+    interval = 1.0
+    fast = serve("--ydb-ping-interval", str(interval))
+    session = await open_session(raw, await new_node(fast), fast, timeout_millis=1_800_000)
+    ping = await session.stream.next(skip_pings=False)
+    assert kind(ping) == "ping", ping
+    fast.process.proc.send_signal(signal.SIGSTOP)
+    try:
+        await session.stream.send(pong={"opaque": ping.ping.opaque})
+        await asyncio.sleep(2.5 * interval)  # (the stop under test)
+    finally:
+        fast.process.proc.send_signal(signal.SIGCONT)
+    # The stream lives on: the next ping comes, and a request is answered.
+    again = await session.stream.next(skip_pings=False)
+    assert kind(again) == "ping", again
+    await session.stream.send(pong={"opaque": again.ping.opaque})
+    assert (await session.ok("create_semaphore", name="after", limit=1)) is not None

@@ -159,6 +159,25 @@ def test_good_logins_between_wrong_ones_do_not_forget_them() -> None:
         tickets.login("viewer", "look", peer="ipv4:10.0.0.9:5002")
 
 
+def test_guesses_at_one_user_from_many_addresses_are_blocked_but_not_its_owner() -> None:
+    # Issue 37: failures were counted per address only, so a guesser spreading its
+    # guesses at one token's secret over many addresses was never blocked.
+    tokens = _tokens()
+    tokens.throttle = Throttle(3, 600.0, names=frozenset(tokens.names))
+    tickets = Tickets(tokens, b"k" * 32, 60)
+    tickets.login("deployer", "s3cret", peer="ipv4:10.0.0.1:5000")  # its owner, earlier
+    for guesser in range(3):  # one guess per address: no address is blocked
+        with pytest.raises(UnauthorizedError, match="wrong password"):
+            tickets.login("deployer", f"guess-{guesser}", peer=f"ipv4:10.0.1.{guesser}:5000")
+    with pytest.raises(UnauthorizedError, match="too many"):  # the name is: the right
+        tickets.login("deployer", "s3cret", peer="ipv4:10.0.1.9:5000")  # secret too
+    with pytest.raises(UnauthorizedError, match="too many"):
+        tickets.login("deployer", "guess-9", peer="ipv4:10.0.1.10:5000")
+    assert tickets.login("viewer", "look", peer="ipv4:10.0.1.9:5000")  # another name is not
+    # Its owner's address, which logged in as it before, is still heard.
+    assert tickets.login("deployer", "s3cret", peer="ipv4:10.0.0.1:5001")
+
+
 class Call:
     """What a pipe writes to: the messages it was given, in order."""
 

@@ -41,12 +41,13 @@ from collections.abc import Callable
 from typing import Final, Protocol, TypeVar
 
 from tenure._core import Command, Effect, Engine
-from tenure._runtime.clock import LoopClock
+from tenure._runtime.clock import Clock, LoopClock
 from tenure._runtime.host import Host
 from tenure.errors import UnavailableError
 from tenure.server._durability.journal import Journal
 from tenure.server._durability.storage import FsyncMode
 from tenure.server._durability.writer import Writer
+from tenure.server._net.pauses import HeardClock
 from tenure.server._observe import Observer
 
 log = logging.getLogger("tenure.server")
@@ -158,11 +159,14 @@ class DurableHost(Host):
         batch_interval: float = BATCH_INTERVAL,
         slow_commit: float = 0.0,
         observer: Observer | None = None,
+        clock: Clock | None = None,
     ) -> None:
         """``slow_commit``: a commit slower than this many seconds is logged (0: none);
         ``observer``: told of every command applied, every step's effects and every
-        commit (None: nobody measures)."""
-        super().__init__(LoopClock(), engine)
+        commit (None: nobody measures); ``clock``: the engine's (a server's is its
+        :class:`~tenure.server._net.pauses.HeardClock`, on which the server's own
+        stalls do not count; None: the loop's)."""
+        super().__init__(clock if clock is not None else LoopClock(), engine)
         self.journal = journal
         self.dead = False  # the journal failed: nothing more is applied or acknowledged
         self.stopped = False  # shutting down: no more commands or ticks
@@ -188,6 +192,8 @@ class DurableHost(Host):
         self._writer = self._make_writer()
         if self._writer is None and self.journal.fsync is FsyncMode.BATCH:
             self._sync_task = asyncio.ensure_future(self._sync_batches())
+        if isinstance(self.clock, HeardClock):
+            self.clock.start()  # (stalls told from idle time while deadlines run)
         self._arm_timer()
 
     def _make_writer(self) -> BatchWriter | None:
@@ -324,6 +330,11 @@ class DurableHost(Host):
         """No more commands or ticks (the state stays as it is for :meth:`close`)."""
         self.stopped = True
         self._cancel_timer()
+        self._stop_clock()
+
+    def _stop_clock(self) -> None:
+        if isinstance(self.clock, HeardClock):
+            self.clock.stop()
 
     def shutdown(self) -> bool:
         """Stop, then commit and close the journal; False if that failed (logged)."""
@@ -434,6 +445,7 @@ class DurableHost(Host):
         except OSError:
             log.exception("aborting the journal failed too")
         self._cancel_timer()
+        self._stop_clock()
 
     async def _sync_batches(self) -> None:
         """``--fsync batch``: make what was committed durable every ``batch_interval``."""

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 from tenure._core import CloseSession, DetachSession, Effect, Engine, SessionEnded
 from tenure._protocol import GoingAway, LocalProtocolError, Refused, ServerConnection, State
 from tenure._protocol.fanout import FiredPushes
+from tenure._runtime.clock import Clock
 from tenure.errors import ErrorCode, NotLeaderError, TenureError
 from tenure.server import _faces
 from tenure.server._config.serve_config import ServeConfig
@@ -50,6 +51,7 @@ from tenure.server._net.gate import Conn, Gate
 from tenure.server._net.listen import Admission, Entry, Listener, bind
 from tenure.server._net.native import NativeFace
 from tenure.server._net.outbox import Connection, Outboxes
+from tenure.server._net.pauses import HeardClock
 from tenure.server._net.throttle import peer_host
 from tenure.server._observe import Observer
 from tenure.server._role import STANDALONE_ROLE, Role
@@ -114,7 +116,14 @@ class Server:
                 slow_commit=config.slow_commit,
                 observer=observer,
             )
-        self.host = make_host(deliver=self._deliver, output=self.out, on_fatal=self._on_fatal)
+        # The engine's deadlines run on heard time: the server's own stalls do not
+        # count against its clients (docs/guarantees.md 6e).
+        self.host = make_host(
+            deliver=self._deliver,
+            output=self.out,
+            on_fatal=self._on_fatal,
+            clock=HeardClock(self.gate.pauses),
+        )
         # (Not state: a replay decides no deadlock; the serving engine decides with this.)
         self.host.engine.deadlock_search_limit = config.deadlock_search_limit
         # (Nor these: a replay lifts them; the serving engine holds new nodes to them.)
@@ -608,6 +617,7 @@ class HostMaker(Protocol):
         deliver: Callable[[list[Effect]], None],
         output: DurableOutput,
         on_fatal: Callable[[], None],
+        clock: Clock,
     ) -> DurableHost: ...
 
 

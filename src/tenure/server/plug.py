@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from tenure._core import Command, Effect, Engine
+from tenure._runtime.clock import Clock
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._net.auth import Access, Token, Tokens, denial
 from tenure.server._net.outbox import Connection, reset
@@ -81,6 +82,13 @@ class HostCalls(Protocol):
     @property
     def dead(self) -> bool:
         """Whether the journal failed: nothing more is applied or acknowledged."""
+        ...
+
+    @property
+    def clock(self) -> Clock:
+        """The engine's clock: time the server could hear (its own stalls left out,
+        docs/guarantees.md 6e). A face times its clients' silence on it, so that a
+        stall of the server is not taken for theirs."""
         ...
 
     def execute(self, command: Command[R]) -> R:

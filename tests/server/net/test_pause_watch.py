@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import Callable
 from typing import cast
 
-from tenure.server._net.pauses import BEAT, DEAF_AFTER, PauseWatch
+from tenure.server._net.pauses import BEAT, DEAF_AFTER, HeardClock, PauseWatch
 
 
 class Timer:
@@ -94,3 +94,62 @@ def test_the_heartbeat_runs_only_while_something_is_watched() -> None:
     loop.now += BEAT
     loop.run_due()
     assert (watch.deaf, watch.stalls) == (0.0, 0)
+
+
+def test_heard_time_leaves_stalls_out_and_never_runs_back() -> None:
+    loop = HandLoop()
+    clock = HeardClock(watch_on(loop))
+    start = clock.now()
+    loop.now += 0.1  # a turn: heard as it is
+    assert clock.now() == start + 0.1
+    loop.now += 10.0  # a stall: only DEAF_AFTER of it is heard
+    assert clock.now() == start + 0.1 + DEAF_AFTER
+    readings = [clock.now()]
+    for step in (0.0, 0.2, 3.0, 0.05):
+        loop.now += step
+        readings.append(clock.now())
+    assert readings == sorted(readings)
+
+
+def test_a_heard_timer_waits_out_a_stall_before_it_runs() -> None:
+    loop = HandLoop()
+    clock = HeardClock(watch_on(loop))
+    fired: list[float] = []
+    clock.call_at(clock.now() + 1.0, lambda: fired.append(clock.now()))
+    due = clock.now() + 1.0
+    loop.now += 5.0  # a stall: the loop's timer is late, and runs
+    loop.run_due()
+    assert fired == []  # heard time is short of it: re-armed for the rest
+    ((when, _, _),) = loop.live()
+    assert when == loop.now + (due - clock.now())
+    clock.start()  # the heartbeat, as the host runs it: a free loop's turns
+    while loop.now < when:
+        loop.now = min(when, loop.now + BEAT)
+        loop.run_due()
+    assert len(fired) == 1
+    assert fired[0] >= due
+
+
+def test_a_cancelled_heard_timer_never_runs_even_when_re_armed() -> None:
+    loop = HandLoop()
+    clock = HeardClock(watch_on(loop))
+    fired: list[bool] = []
+    timer = clock.call_at(clock.now() + 1.0, lambda: fired.append(True))
+    loop.now += 5.0
+    loop.run_due()  # re-armed past the stall
+    timer.cancel()
+    loop.now += 5.0
+    loop.run_due()
+    assert fired == []
+    assert loop.live() == []
+
+
+def test_a_started_heard_clock_keeps_the_heartbeat_until_stopped() -> None:
+    loop = HandLoop()
+    clock = HeardClock(watch_on(loop))
+    clock.start()
+    clock.start()  # (idempotent)
+    assert len(loop.live()) == 1
+    clock.stop()
+    clock.stop()
+    assert loop.live() == []

@@ -11,16 +11,16 @@ session keeps tenure's rules underneath: its key is the YDB key behind a prefix
 the rule survives a restart.
 
 The server pings every stream (a third of its session's timeout, at most
-``--ydb-ping-interval``); a stream that sent nothing since the last ping is ended
-with TIMEOUT. Any message counts as an answer: YDB's Python SDK answers a ping
-with a ping. A stream ends with a ``Failure`` (YDB's session-level errors) or with
+``--ydb-ping-interval``, in time the server could hear: its own stalls are not
+counted); a stream that sent nothing since the last ping is ended with TIMEOUT.
+Any message counts as an answer: YDB's Python SDK answers a ping with a ping. A
+stream ends with a ``Failure`` (YDB's session-level errors) or with
 ``SessionStopped``; its session is detached when it ends any other way, and expires
 if no stream re-attaches it within its timeout.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import secrets
 from collections.abc import Callable
@@ -256,8 +256,10 @@ class YdbSessions:
         # (A LeaseLost is not told: YDB's owners lose a force-deleted semaphore silently.)
 
     def _schedule_ping(self, stream: SessionStream, interval: float) -> None:
-        loop = asyncio.get_running_loop()
-        stream.pinger = loop.call_later(interval, self._ping, stream, interval)
+        # On the engine's clock: a stall of the server moves the next look on, so the
+        # answers that waited in the socket meanwhile are read first (guarantees 6e).
+        clock = self.host.clock
+        stream.pinger = clock.call_at(clock.now() + interval, lambda: self._ping(stream, interval))
 
     def _ping(self, stream: SessionStream, interval: float) -> None:
         stream.pinger = None

@@ -54,7 +54,7 @@ class SessionStream:
     watches: dict[str, ArmedWatch] = field(default_factory=dict)
     heard: bool = True  # a message came since the server's last ping
     last_heard: float = 0.0  # loop time of the client's latest message
-    pinger: Any = None  # the ping timer (an asyncio.TimerHandle)
+    pinger: Any = None  # the ping timer (a TimerHandle of the host's clock)
 
     @property
     def started(self) -> bool:

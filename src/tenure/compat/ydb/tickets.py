@@ -81,7 +81,9 @@ class Tickets:
                 raise UnauthorizedError("unknown user or wrong password")
             return token
 
-        token = self._throttled(peer, check)
+        # (Counted per address and per the name guessed at: guesses at one token's
+        # secret from many addresses are blocked too; see the throttle.)
+        token = self._throttled(peer, check, target=user)
         expires = int(self._clock() + self._ttl)
         body = f"{_b64(user.encode())}.{expires}"
         return f"{_TICKET_PREFIX}{body}.{self._sign(body, token)}"
@@ -99,22 +101,26 @@ class Tickets:
             return None
         return self._throttled(peer, lambda: self._token_of(metadata))
 
-    def _throttled(self, peer: str, check: Callable[[], Token]) -> Token:
-        """``check()``, unless ``peer``'s address is blocked; its outcome told to the
+    def _throttled(self, peer: str, check: Callable[[], Token], target: str | None = None) -> Token:
+        """``check()``, unless ``peer``'s address (or the token name ``target`` the
+        credential is aimed at, if it names one) is blocked; its outcome told to the
         throttle (issue 28: guessing costs the guesser a block per few failures)."""
         assert self.tokens is not None
         throttle, addr, now = self.tokens.throttle, peer_host(peer), time.monotonic()
-        if peer and not throttle.check(addr, now):
+        if peer and not throttle.check(addr, now, target):
             raise UnauthorizedError(
-                "too many authentication failures from this address; try again later"
+                "too many authentication failures from this address or for this user; "
+                "try again later"
             )
         try:
             token = check()
         except UnauthorizedError:
             if peer:
-                throttle.failed(addr, now)
+                throttle.failed(addr, now, target)
             raise
-        return token  # (a success forgets no failure: see the throttle)
+        if peer and target is not None:
+            throttle.succeeded(addr, target)  # (its owner's address: forgets no failure)
+        return token
 
     def _token_of(self, metadata: Iterable[tuple[str, str | bytes]]) -> Token:
         assert self.tokens is not None

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Final, TypeVar
 
 from tenure._core import Command, Effect, Engine
+from tenure._runtime.clock import Clock
 from tenure.errors import NotLeaderError, UnavailableError
 from tenure.server._cluster.appender import Appender
 from tenure.server._cluster.journal import ClusterJournal
@@ -64,6 +65,7 @@ class LeaderHost(DurableHost):
         slow_commit: float = 0.0,
         observer: Observer | None = None,
         max_pending: int = MAX_PENDING,
+        clock: Clock | None = None,
     ) -> None:
         """``deadline()``: the loop time when this leader's lease could end in etcd;
         ``max_pending``: see :data:`MAX_PENDING`."""
@@ -76,6 +78,7 @@ class LeaderHost(DurableHost):
             batch_interval=batch_interval,
             slow_commit=slow_commit,
             observer=observer,
+            clock=clock,
         )
         self.cluster_journal = journal
         self.appender: Appender = journal.appender
@@ -151,6 +154,7 @@ class StandbyHost(DurableHost):
         output: DurableOutput,
         on_fatal: Callable[[], None],
         observer: Observer | None = None,
+        clock: Clock | None = None,
     ) -> None:
         """``leader()``: the leader's native address (None: unknown), for the refusals;
         ``shift()``: what turns the engine's times (the leader's clock) into UNIX time
@@ -162,7 +166,7 @@ class StandbyHost(DurableHost):
             output=output,
             on_fatal=on_fatal,
             observer=observer,
-        )
+        )  # (``clock`` unused: a standby ticks nothing, its engine is on the leader's)
         self._leader = leader
         self._shift = shift
 

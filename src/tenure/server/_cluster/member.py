@@ -339,7 +339,13 @@ class ClusterMember:
         me = self._role().me
         applied = self._role().applied()
         now = time.time()
-        shift = now - self.loop.time()  # (as the host's wall_shift: the loop is its clock)
+        server = self.server
+        if server is not None and isinstance(server.host, LeaderHost):
+            # The engine's times are on the leader's heard time (its own stalls left
+            # out, server/_net/pauses.py): its host says what turns them into UNIX time.
+            shift = server.host.wall_shift()
+        else:
+            shift = now - self.loop.time()  # (as a host's wall_shift before any stall)
         return Member(me.name, me.address, role, applied, now, me.http, me.ydb, me.dflockd, shift)
 
     def _current_record(self) -> tuple[Member, int] | None:

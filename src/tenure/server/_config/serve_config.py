@@ -65,6 +65,7 @@ from tenure.server._config.settings import (
 )
 from tenure.server._durability.storage import FsyncMode
 from tenure.server._net.auth import load_tokens
+from tenure.server._net.throttle import DEFAULT_MAX_TRACKED
 from tenure.server._net.tls import server_context
 
 __all__ = [
@@ -103,6 +104,7 @@ class ServeConfig:
     max_connections_per_address: int = 0  # 0: no cap
     auth_failures_per_minute: int = 10  # 0: never throttle
     auth_block_time: float = 60.0
+    auth_max_tracked: int = DEFAULT_MAX_TRACKED
     max_unread: int = DEFAULT_MAX_UNREAD
     pause_unread: int = DEFAULT_PAUSE_UNREAD
     max_requests_per_turn: int = DEFAULT_MAX_REQUESTS_PER_TURN

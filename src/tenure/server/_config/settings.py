@@ -20,6 +20,7 @@ from tenure.server._config.setting import Setting, in_range, one_of
 from tenure.server._durability.storage import FsyncMode
 from tenure.server._durable_host import BATCH_INTERVAL
 from tenure.server._logs import LOG_FORMATS
+from tenure.server._net.throttle import DEFAULT_MAX_TRACKED
 from tenure.server._session_table import DEFAULT_MAX_QUEUED
 
 DEFAULT_HOST: Final = "127.0.0.1"
@@ -156,6 +157,16 @@ SETTINGS: Final = (
         "how long an address past --auth-failures-per-minute is refused, even with a good "
         "token (default: %(default)s)",
         in_range(0, 86400),
+    ),
+    Setting(
+        "auth_max_tracked",
+        int,
+        DEFAULT_MAX_TRACKED,
+        "N",
+        "how many client addresses, and how many attempted token names (YDB logins), the "
+        "guessing throttle tracks each; past it the least recently touched is forgotten "
+        "(default: %(default)s)",
+        in_range(1),
     ),
     Setting(
         "max_unread",

@@ -133,7 +133,12 @@ class Gate:
             load_tokens(config.auth_file) if config.auth_file is not None else None
         )
         if self.tokens is not None:
-            self.tokens.throttle = Throttle(config.auth_failures_per_minute, config.auth_block_time)
+            self.tokens.throttle = Throttle(
+                config.auth_failures_per_minute,
+                config.auth_block_time,
+                max_addresses=config.auth_max_tracked,
+                names=frozenset(self.tokens.names),
+            )
         self._emit = emit
         self._window_of = window_of
         self._detach = detach

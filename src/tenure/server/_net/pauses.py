@@ -6,8 +6,9 @@ pause, a slow disk, a SIGSTOP of the whole process) frames pile up unread in the
 sockets, and when the loop runs again its timers fire before those frames are
 read: measured on the plain clock, a client that kept pinging would look silent.
 
-:class:`PauseWatch` measures the stalls. While connections are watched, a
-heartbeat looks at the clock every :data:`BEAT` seconds; every look (the
+:class:`PauseWatch` measures the stalls. While anything is watched (a
+connection; the server's host, through its :class:`HeardClock`, for as long as it
+serves), a heartbeat looks at the clock every :data:`BEAT` seconds; every look (the
 heartbeat's, a frame's receipt, a silence timer's) compares the clock with the
 previous look, and a gap longer than :data:`DEAF_AFTER` is a stall: the part of it
 beyond :data:`DEAF_AFTER` is added to :attr:`PauseWatch.deaf` (seconds, only ever
@@ -19,12 +20,22 @@ stall in it (the loop, when free, looks at least every :data:`BEAT`), so the
 server never forgives more than it was deaf, and a client that truly went silent
 is still closed one window of heard time after its last frame (a stall only
 postpones that, by at most its own length).
+
+:class:`HeardClock` is the engine's clock in a server: the loop's time less the
+deafness counted so far (*heard time*). The engine's deadlines (a detached
+session's recovery window, lease TTLs, acquire timeouts, lock-delays, claims) run
+on it, so a stall of the server moves them all on by its length: the frames that
+waited in the sockets (a reconnecting client's attach, a renewal, a release) are
+read before any of them is judged (docs/guarantees.md 6e says which deadlines
+forgive and why). It only ever runs forward, and never faster than the loop's
+clock: the engine's time, journaled and replayed, stays monotonic.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Final
 
 log = logging.getLogger("tenure.server")
@@ -89,3 +100,75 @@ class PauseWatch:
     def _on_beat(self) -> None:
         now = self.look()
         self._beat = self._loop.call_at(now + BEAT, self._on_beat)
+
+
+class HeardClock:
+    """The engine's clock in a server: loop time less :attr:`PauseWatch.deaf`
+    (module docstring). A :class:`tenure._runtime.clock.Clock`.
+
+    While started (:meth:`start`, by the host) it keeps the pause watch's heartbeat
+    running, so that a stall is told from idle time even with no connection open
+    (a detached session's window runs then too).
+    """
+
+    __slots__ = ("_loop", "_pauses", "_started")
+
+    def __init__(self, pauses: PauseWatch) -> None:
+        self._pauses = pauses
+        self._loop = pauses._loop
+        self._started = False
+
+    def now(self) -> float:
+        """Heard time: the loop's time less the server's deafness so far."""
+        return self._pauses.look() - self._pauses.deaf
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> _HeardTimer:
+        """Run ``callback`` once heard time reaches ``when`` (a stall postpones it)."""
+        return _HeardTimer(self, when, callback)
+
+    def loop_time_of(self, when: float) -> float:
+        """The loop time at which heard time reaches ``when`` if no stall comes first."""
+        return when + self._pauses.deaf
+
+    def start(self) -> None:
+        """Keep the heartbeat running (idempotent)."""
+        if not self._started:
+            self._started = True
+            self._pauses.watch()
+
+    def stop(self) -> None:
+        """Let the heartbeat stop (idempotent)."""
+        if self._started:
+            self._started = False
+            self._pauses.unwatch()
+
+
+class _HeardTimer:
+    """One callback at a heard time: re-armed when a stall moved that time on."""
+
+    __slots__ = ("_callback", "_clock", "_handle", "_when")
+
+    def __init__(self, clock: HeardClock, when: float, callback: Callable[[], None]) -> None:
+        self._clock, self._when, self._callback = clock, when, callback
+        self._handle: asyncio.TimerHandle | None = None
+        self._arm()
+
+    def _arm(self) -> None:
+        clock = self._clock
+        self._handle = clock._loop.call_at(clock.loop_time_of(self._when), self._fire)
+
+    def _fire(self) -> None:
+        # Looking at the clock counts a stall that delayed this call: heard time may
+        # be short of the deadline still (the stall moved it on): wait for the rest,
+        # so that what waited in the sockets is read first.
+        if self._clock.now() < self._when:
+            self._arm()
+            return
+        self._handle = None
+        self._callback()
+
+    def cancel(self) -> None:
+        """Stop the callback from running, if it has not run yet."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None

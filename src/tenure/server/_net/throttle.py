@@ -1,4 +1,4 @@
-"""Authentication failures throttled per peer address (sans I/O: time is passed in).
+"""Authentication failures throttled per peer address and per attempted token (sans I/O).
 
 Every listener that checks a credential (native Hello, dflockd's ``auth``, YDB's
 tickets and Login, the HTTP dashboard's login) asks :meth:`Throttle.check` before
@@ -8,16 +8,33 @@ address that fails ``per_minute`` times within a minute is *blocked* for
 included, so that guessing costs the guesser ``block_time`` per ``per_minute``
 guesses, and a correct guess cannot be told from a wrong one while blocked.
 
+**Per attempted token.** Where the credential names the token it is aimed at (YDB's
+Login: a user, the token's name, and a password, its secret), the failures are
+also counted per that name, from every address together: guesses at one token's
+secret spread over many addresses are blocked too, past ``per_minute`` of them in a
+minute, for ``block_time``. (A credential that is a secret alone, as a native
+Hello's, names no token: a guess there is aimed at every token at once, and each
+guess is a different secret, so no count per secret could grow; those are counted
+per address only. docs/operations.md, "Throttled guessing".) A blocked name is not
+blocked for its owner: the addresses that logged in as it successfully (the
+latest :data:`KNOWN_ADDRESSES` of them) are still checked, so a guesser cannot
+lock the owner out; a guesser at such an address would have logged in with the
+secret already.
+
 A success forgets nothing: the failures were made with other secrets than the one
 that succeeded, and a guesser holding one valid token of its own must not be able
 to wipe its count by logging in with it between guesses (issue 37: 540 guesses
 went unblocked that way). Failures leave the count only as the minute passes.
 
-Memory is bounded: at most ``max_addresses`` addresses are tracked, the one
-touched least recently forgotten first (a forgotten address starts afresh: an
-attacker spreading over more addresses than that gains nothing it would not
-gain from that many addresses anyway). A block is logged once, when it begins:
-one line per burst per address, not one per attempt.
+Memory is bounded: at most ``max_tracked`` addresses and as many names are
+tracked (``--auth-max-tracked``), the one touched least recently forgotten first
+(a forgotten address starts afresh: an attacker spreading over more addresses than
+that gains nothing it would not gain from that many addresses anyway). Names are
+tracked whether a token has them or not, so that a block tells no guesser which
+names exist; the auth file's own names are tracked besides and never forgotten,
+so that naming ever new users cannot push a real name's count out. A block is
+logged once, when it begins: one line per burst per address or name, not one per
+attempt.
 
 The counters (:attr:`Throttle.refused_total`, :meth:`Throttle.blocked`) are what
 a metrics collector reads.
@@ -27,25 +44,31 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 log = logging.getLogger("tenure.server")
 
 #: The window failures are counted in, in seconds.
 WINDOW: Final = 60.0
-#: How many addresses are tracked at most (each costs a few hundred bytes).
-DEFAULT_MAX_ADDRESSES: Final = 10_000
+#: How many addresses, and how many attempted names, are tracked at most (each costs
+#: a few hundred bytes): the default of ``--auth-max-tracked``.
+DEFAULT_MAX_TRACKED: Final = 10_000
+#: How many addresses that logged in as a name are remembered per name (its owner's:
+#: they are not refused while the name is blocked).
+KNOWN_ADDRESSES: Final = 16
 
 
 @dataclass
-class _Peer:
-    """What is known of one address: its recent failures and its block."""
+class _Count:
+    """What is known of one address or name: its recent failures and its block."""
 
     window_start: float
     failures: int = 0
     blocked_until: float = 0.0
     refused: int = 0  # attempts refused during the current block
+    #: For a name: the addresses that logged in as it, most recent last.
+    known: list[str] = field(default_factory=list)
 
 
 def peer_host(peer: object) -> str:
@@ -70,9 +93,8 @@ def peer_host(peer: object) -> str:
 
 
 class Throttle:
-    """Failures per address; blocks an address past ``per_minute`` (module docstring).
-
-    ``per_minute`` 0: never blocks (``check`` always allows).
+    """Failures per address and per attempted name; blocks either past ``per_minute``
+    (module docstring). ``per_minute`` 0: never blocks (``check`` always allows).
     """
 
     def __init__(
@@ -80,65 +102,115 @@ class Throttle:
         per_minute: int,
         block_time: float,
         *,
-        max_addresses: int = DEFAULT_MAX_ADDRESSES,
+        max_addresses: int = DEFAULT_MAX_TRACKED,
         listener: str = "",
+        names: frozenset[str] = frozenset(),
     ) -> None:
+        """``max_addresses``: ``--auth-max-tracked``, how many addresses and how many
+        other names are tracked each; ``names``: the tokens' names, tracked besides
+        and never forgotten (a guesser naming ever new users cannot push a real one's
+        count out)."""
         self.per_minute = per_minute
         self.block_time = block_time
         self.max_addresses = max_addresses
         self.listener = listener  # for the log: which listener's throttle (if one per)
-        self._peers: OrderedDict[str, _Peer] = OrderedDict()
-        #: Attempts refused because their address was blocked, since the start.
+        self.names = names
+        self._peers: OrderedDict[str, _Count] = OrderedDict()
+        self._targets: OrderedDict[str, _Count] = OrderedDict()
+        #: Attempts refused because their address or their name was blocked, since the start.
         self.refused_total = 0
-        #: Blocks begun since the start.
+        #: Blocks begun since the start (of addresses and of names).
         self.blocks_total = 0
 
-    def check(self, addr: str, now: float) -> bool:
-        """Whether an attempt from ``addr`` may go on (False: refuse it, it is blocked)."""
+    def check(self, addr: str, now: float, target: str | None = None) -> bool:
+        """Whether an attempt from ``addr`` (at the token named ``target``, when the
+        credential names one) may go on (False: refuse it, it is blocked)."""
         if self.per_minute <= 0:
             return True
         peer = self._peers.get(addr)
-        if peer is None or now >= peer.blocked_until:
+        if peer is not None and now < peer.blocked_until:
+            peer.refused += 1
+            self.refused_total += 1
+            self._peers.move_to_end(addr)
+            return False
+        if target is None:
             return True
-        peer.refused += 1
+        aimed = self._targets.get(target)
+        if aimed is None or now >= aimed.blocked_until or addr in aimed.known:
+            return True  # (its owner's addresses are still heard: module docstring)
+        aimed.refused += 1
         self.refused_total += 1
-        self._peers.move_to_end(addr)
+        self._targets.move_to_end(target)
         return False
 
-    def failed(self, addr: str, now: float) -> None:
-        """An attempt from ``addr`` failed (a wrong or missing credential)."""
+    def failed(self, addr: str, now: float, target: str | None = None) -> None:
+        """An attempt from ``addr`` (at the token named ``target``, when the credential
+        names one) failed: a wrong or missing credential."""
         if self.per_minute <= 0:
             return
-        peer = self._peers.get(addr)
-        if peer is None:
-            peer = self._peers[addr] = _Peer(window_start=now)
-            while len(self._peers) > self.max_addresses:
-                self._peers.popitem(last=False)  # the least recently touched
+        self._count(self._peers, addr, now, "peer")
+        if target is not None:
+            self._count(self._targets, target, now, "target")
+
+    def succeeded(self, addr: str, target: str) -> None:
+        """``addr`` logged in as the token named ``target``: its owner's address, heard
+        while the name is blocked. Forgets no failure (module docstring)."""
+        if self.per_minute <= 0:
+            return
+        aimed = self._targets.get(target)
+        if aimed is None:
+            # (A token's name: bounded by the auth file, never forgotten.)
+            aimed = self._targets[target] = _Count(window_start=-WINDOW)
+        if addr in aimed.known:
+            aimed.known.remove(addr)
+        aimed.known.append(addr)
+        del aimed.known[:-KNOWN_ADDRESSES]
+
+    def _count(self, table: OrderedDict[str, _Count], key: str, now: float, kind: str) -> None:
+        count = table.get(key)
+        if count is None:
+            count = table[key] = _Count(window_start=now)
+            kept = self.names if table is self._targets else frozenset()
+            if len(table) > self.max_addresses + len(kept):
+                # The least recently touched, a token's name excepted (at most
+                # len(kept) of those are in the table: the others are within the bound).
+                oldest = next(other for other in table if other not in kept)
+                del table[oldest]
         else:
-            self._peers.move_to_end(addr)
-        if now - peer.window_start >= WINDOW:
-            peer.window_start, peer.failures = now, 0
-        peer.failures += 1
-        if peer.failures >= self.per_minute and now >= peer.blocked_until:
-            peer.blocked_until = now + self.block_time
-            peer.window_start, peer.failures = now, 0
+            table.move_to_end(key)
+        if now - count.window_start >= WINDOW:
+            count.window_start, count.failures = now, 0
+        count.failures += 1
+        if count.failures >= self.per_minute and now >= count.blocked_until:
+            count.blocked_until = now + self.block_time
+            count.window_start, count.failures = now, 0
             self.blocks_total += 1
             fields = {
-                "peer": addr,
+                # (A name is the guesser's text: logged as an ASCII literal, bounded.)
+                kind: key if kind == "peer" else ascii(key)[:80],
                 "failures": self.per_minute,
                 "block_time": self.block_time,
                 **({"listener": self.listener} if self.listener else {}),
             }
+            what = "address" if kind == "peer" else "token name"
             log.warning(
-                "authentication failures; address blocked",
+                f"authentication failures; {what} blocked",
                 extra={"event": "auth_throttled", "fields": fields},
             )
-            peer.refused = 0
+            count.refused = 0
 
     def blocked(self, now: float) -> int:
         """How many addresses are blocked at ``now`` (the gauge)."""
         return sum(1 for peer in self._peers.values() if now < peer.blocked_until)
 
+    def blocked_names(self, now: float) -> int:
+        """How many attempted names are blocked at ``now``."""
+        return sum(1 for aimed in self._targets.values() if now < aimed.blocked_until)
+
     def tracked(self) -> int:
         """How many addresses are tracked (at most ``max_addresses``)."""
         return len(self._peers)
+
+    def tracked_targets(self) -> int:
+        """How many attempted names are tracked (at most ``max_addresses``)."""
+        return len(self._targets)
