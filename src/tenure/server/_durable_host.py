@@ -41,6 +41,7 @@ from collections.abc import Callable
 from typing import Final, Protocol, TypeVar
 
 from tenure._core import Command, Effect, Engine
+from tenure._core.engine import DEFAULT_STEP_BUDGET
 from tenure._runtime.clock import LoopClock
 from tenure._runtime.host import Host
 from tenure.errors import UnavailableError
@@ -158,11 +159,13 @@ class DurableHost(Host):
         batch_interval: float = BATCH_INTERVAL,
         slow_commit: float = 0.0,
         observer: Observer | None = None,
+        step_budget: int | None = DEFAULT_STEP_BUDGET,
     ) -> None:
         """``slow_commit``: a commit slower than this many seconds is logged (0: none);
         ``observer``: told of every command applied, every step's effects and every
-        commit (None: nobody measures)."""
-        super().__init__(LoopClock(), engine)
+        commit (None: nobody measures); ``step_budget``: items of deadline work per
+        turn of the loop (``--step-budget``; :class:`~tenure._runtime.host.Host`)."""
+        super().__init__(LoopClock(), engine, step_budget=step_budget)
         self.journal = journal
         self.dead = False  # the journal failed: nothing more is applied or acknowledged
         self.stopped = False  # shutting down: no more commands or ticks
@@ -324,6 +327,7 @@ class DurableHost(Host):
         """No more commands or ticks (the state stays as it is for :meth:`close`)."""
         self.stopped = True
         self._cancel_timer()
+        self._wake_caught_up()  # (what waited is refused now: the server is shutting down)
 
     def shutdown(self) -> bool:
         """Stop, then commit and close the journal; False if that failed (logged)."""
@@ -434,6 +438,7 @@ class DurableHost(Host):
         except OSError:
             log.exception("aborting the journal failed too")
         self._cancel_timer()
+        self._wake_caught_up()
 
     async def _sync_batches(self) -> None:
         """``--fsync batch``: make what was committed durable every ``batch_interval``."""

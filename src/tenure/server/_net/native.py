@@ -115,12 +115,35 @@ class NativeFace:
         conn.closing = True
 
     def serve_one(self, conn: Conn, accepted: AcceptedProtocol) -> bool:
-        """Handle the next message of a native connection; whether another may follow."""
+        """Handle the next message of a native connection; whether another may follow.
+
+        A request read while the host is behind with due deadlines (a mass expiry
+        being done in slices, a slice per turn of the loop) is held back until it has
+        caught up, and the connection with it: the engine would otherwise do all the
+        rest in this request's step (a command never sees what its time has ended).
+        Pings of other connections, and their requests read earlier, are served
+        meanwhile.
+        """
         ended = self.host.dead or conn.closing
         try:
-            event = None if ended else conn.codec.next_event()
-            if event is NEED_DATA:
-                return False
+            event: Hello | Request | Ping | ConnectionClosed | None = None
+            if ended:
+                pass
+            elif conn.held_back is not None:
+                if self.host.behind():
+                    self._wait_for_host(conn, accepted)
+                    return False
+                event, conn.held_back = conn.held_back, None
+            else:
+                read = conn.codec.next_event()
+                if read is NEED_DATA:
+                    return False
+                if type(read) is Request and self.host.behind():
+                    self.gate.frame(conn)  # heard now, served later
+                    conn.held_back = read
+                    self._wait_for_host(conn, accepted)
+                    return False
+                event = read
             if isinstance(event, ConnectionClosed):
                 ended = True
             elif event is not None:
@@ -131,6 +154,18 @@ class NativeFace:
             accepted.finish()
             return False
         return True
+
+    def _wait_for_host(self, conn: Conn, accepted: AcceptedProtocol) -> None:
+        """Serve ``conn`` again once the host has caught up (asked once at a time)."""
+        if conn.awaits_host:
+            return
+        conn.awaits_host = True
+
+        def wake() -> None:
+            conn.awaits_host = False
+            accepted.serve_later()
+
+        self.host.when_caught_up(wake)
 
     def _on_message(self, conn: Conn, message: Hello | Request | Ping) -> None:
         self.gate.frame(conn)

@@ -1,0 +1,247 @@
+"""The longest step each big-but-allowed request or piece of server work takes (issue 37).
+
+``python -m bench.micro.steps`` builds engines (pure or compiled: whichever this
+checkout imports; the first line says which) with state at the sizes issue 37
+names and times, once each (the state changes), what the event loop would run as
+one step: one ``Engine.apply`` (a request) or one ``Engine.tick`` (the server's
+timer), in ms. ``tick, sliced`` rows tick as the server's host does since the
+step budget (``--step-budget`` items per turn): the longest slice is shown, with
+the number of slices.
+
+Rows (``--scale`` divides every size, for a quick look):
+
+* mass expiry: ``--sessions`` (10,000) detached sessions ending at one instant,
+  each holding a mutex another session waits for (each end grants a waiter);
+* one session holding ``--holds`` (10,000) mutexes, each with a waiter: its
+  expiry (a tick), CloseSession, KillSession;
+* DropNode(force) of a node of ``--semaphores`` (100,000) semaphores;
+* DescribeSemaphore with owners and waiters of a mutex with ``--waiters``
+  (10,000) waiters; ListSessions(limit=1000) of sessions holding 10 each;
+* WatchPrefix("") on the big node (its first answer);
+* AcquireAll of 64 names (its most);
+* ListNodes of a token whose pattern starts with a wildcard (``*-jobs``: the
+  range of "" is every node) among ``--nodes`` (100,000) nodes;
+* snapshot.dump of the big node's engine (a snapshot is dumped in a forked child
+  since issue 12: shown for scale, not a step of the loop).
+
+Internals: the engine (``tenure._core``), its snapshot and the listing handler,
+directly: the engine's own work per step, without a network (a request's codec
+and outbox add little beside these).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file, too
+
+from tenure._core import (
+    MAX_COUNT,
+    Acquire,
+    AcquireAll,
+    CloseSession,
+    CreateNode,
+    CreateSemaphore,
+    CreateSession,
+    DescribeSemaphore,
+    DetachSession,
+    DropNode,
+    Engine,
+    KillSession,
+    ListSessions,
+    NodeConfig,
+    WatchPrefix,
+)
+from tenure._core import engine as engine_module
+from tenure._core.handlers.listing import visible_node_page
+
+KEY = b"bench-key"
+BIG = NodeConfig(
+    max_semaphores=1_000_000,
+    max_sessions=1_000_000,
+    max_waiters=1_000_000,
+    max_watches_per_session=100_000,
+)
+_ids = iter(range(1, 10**12))
+
+
+def _ms(run: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    run()
+    return (time.perf_counter() - start) * 1000
+
+
+def _session(engine: Engine, node: str) -> int:
+    return engine.apply(CreateSession(node, KEY), engine.now).session_id
+
+
+def _hold(engine: Engine, sid: int, name: str) -> None:
+    engine.apply(Acquire(sid, name, MAX_COUNT, request_id=next(_ids), ephemeral=True), engine.now)
+
+
+def _wait(engine: Engine, sid: int, name: str) -> None:
+    engine.apply(
+        Acquire(sid, name, MAX_COUNT, request_id=next(_ids), timeout=1e6, ephemeral=True),
+        engine.now,
+    )
+
+
+def _sliced(engine: Engine, now: float, budget: int | None) -> tuple[float, int]:
+    """Tick to ``now`` as the host does: slices of ``budget`` items (the longest, how many)."""
+    worst, slices = 0.0, 0
+    while True:
+        start = time.perf_counter()
+        if budget is None:
+            engine.tick(now)
+        else:
+            engine.tick(now, budget)
+        worst = max(worst, (time.perf_counter() - start) * 1000)
+        slices += 1
+        if budget is None or not engine.behind():
+            return worst, slices
+
+
+def mass_expiry(sessions: int, budget: int | None) -> tuple[float, int]:
+    """``sessions`` holders ending at one instant, each with a waiter behind it."""
+    engine = Engine()
+    engine.apply(CreateNode("n", BIG), 0.0)
+    waiter = _session(engine, "n")
+    for i in range(sessions):
+        sid = _session(engine, "n")
+        _hold(engine, sid, f"m{i:06d}")
+        _wait(engine, waiter, f"m{i:06d}")
+        engine.apply(DetachSession(sid), 0.0)  # all due at the node's window, one instant
+    return _sliced(engine, 1e5, budget)
+
+
+def big_session(holds: int) -> tuple[Engine, int]:
+    """A session holding ``holds`` mutexes, each with a waiter of another session."""
+    engine = Engine()
+    engine.apply(CreateNode("n", BIG), 0.0)
+    sid, other = _session(engine, "n"), _session(engine, "n")
+    for i in range(holds):
+        _hold(engine, sid, f"m{i:06d}")
+        _wait(engine, other, f"m{i:06d}")
+    return engine, sid
+
+
+def big_node(semaphores: int) -> tuple[Engine, int]:
+    """A node of ``semaphores`` semaphores (made by one session)."""
+    engine = Engine()
+    engine.apply(CreateNode("big", BIG), 0.0)
+    sid = _session(engine, "big")
+    for i in range(semaphores):
+        engine.apply(CreateSemaphore(sid, f"s{i:06d}", 1), 0.0)
+    return engine, sid
+
+
+def main() -> None:
+    """Build each state, time each row, print one line per row."""
+    args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    args.add_argument("--sessions", type=int, default=10_000)
+    args.add_argument("--holds", type=int, default=10_000)
+    args.add_argument("--waiters", type=int, default=10_000)
+    args.add_argument("--semaphores", type=int, default=100_000)
+    args.add_argument("--nodes", type=int, default=100_000)
+    args.add_argument("--budget", type=int, help="step budget (default: the server's)")
+    args.add_argument("--scale", type=int, default=1, help="divide every size by this")
+    o = args.parse_args()
+    s = o.scale
+    compiled = not engine_module.__file__ or not engine_module.__file__.endswith(".py")
+    budget = o.budget
+    if budget is None:
+        try:
+            from tenure._core.engine import DEFAULT_STEP_BUDGET
+        except ImportError:
+            DEFAULT_STEP_BUDGET = None  # noqa: N806  (an engine before the budget)
+        budget = DEFAULT_STEP_BUDGET
+    sliced = budget is not None and hasattr(Engine, "behind")
+    print(f"engine: {'compiled' if compiled else 'pure'}; step budget: {budget}; ms per step")
+    rows: list[tuple[str, str]] = []
+
+    def timed(name: str, run: Callable[[], object]) -> None:
+        rows.append((name, f"{_ms(run):.1f}"))
+
+    worst, _ = mass_expiry(o.sessions // s, None)
+    rows.append((f"mass expiry of {o.sessions // s} sessions, one tick", f"{worst:.1f}"))
+    if sliced:
+        worst, slices = mass_expiry(o.sessions // s, budget)
+        name = f"mass expiry of {o.sessions // s} sessions, sliced"
+        rows.append((name, f"{worst:.1f} ({slices} slices)"))
+
+    engine, sid = big_session(o.holds // s)
+    engine.apply(DetachSession(sid), 0.0)
+    due = engine.sessions[sid].expires_at
+    assert due is not None
+    worst, _ = _sliced(engine, due, None)
+    rows.append((f"expiry of a session holding {o.holds // s}", f"{worst:.1f}"))
+    engine, sid = big_session(o.holds // s)
+    timed(
+        f"CloseSession of a session holding {o.holds // s}",
+        lambda: engine.apply(CloseSession(sid), 0.0),
+    )
+    engine, sid = big_session(o.holds // s)
+    timed(
+        f"KillSession of a session holding {o.holds // s}",
+        lambda: engine.apply(KillSession("n", sid), 0.0),
+    )
+
+    engine = Engine()
+    engine.apply(CreateNode("n", BIG), 0.0)
+    owner = _session(engine, "n")
+    _hold(engine, owner, "m")
+    for _ in range(o.waiters // s):
+        _wait(engine, _session(engine, "n"), "m")
+    describe = DescribeSemaphore(owner, "m", owners=True, waiters=True)
+    timed(
+        f"DescribeSemaphore of a mutex with {o.waiters // s} waiters",
+        lambda: engine.apply(describe, 0.0),
+    )
+    many = _session(engine, "n")
+    for i in range(10):
+        _hold(engine, many, f"h{i}")
+    timed("ListSessions(limit=1000)", lambda: engine.apply(ListSessions("n", 0, 1000), 0.0))
+
+    engine, sid = big_node(o.semaphores // s)
+    timed(
+        f"WatchPrefix('') on a node of {o.semaphores // s}",
+        lambda: engine.apply(WatchPrefix(sid, ""), 0.0),
+    )
+    names = tuple(f"a{i:04d}" for i in range(64))
+    acquire_all = AcquireAll(sid, names, (0,) * 64, tuple(next(_ids) for _ in names), MAX_COUNT)
+    timed("AcquireAll of 64 names (its most)", lambda: engine.apply(acquire_all, 0.0))
+    from tenure._core import snapshot
+
+    timed(
+        f"snapshot.dump of a node of {o.semaphores // s} (in a child)",
+        lambda: snapshot.dump(engine),
+    )
+    timed(
+        f"DropNode(force) of a node of {o.semaphores // s}",
+        lambda: engine.apply(DropNode("big", force=True), 0.0),
+    )
+
+    engine = Engine(max_nodes=o.nodes // s + 2)
+    for i in range(o.nodes // s):
+        engine.apply(CreateNode(f"n{i:06d}"), 0.0)
+    engine.apply(CreateNode("z-jobs"), 0.0)
+
+    def may_see(name: str) -> bool:
+        return fnmatch.fnmatchcase(name, "*-jobs")
+
+    timed(
+        f"ListNodes(limit=1) of a '*-jobs' token among {o.nodes // s} nodes",
+        lambda: visible_node_page(engine, "", 1, ("",), may_see),
+    )
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value:>18}")
+
+
+if __name__ == "__main__":
+    main()
