@@ -4,9 +4,9 @@
 checkout imports; the first line says which) with state at the sizes issue 37
 names and times, once each (the state changes), what the event loop would run as
 one step: one ``Engine.apply`` (a request) or one ``Engine.tick`` (the server's
-timer), in ms. ``tick, sliced`` rows tick as the server's host does since the
-step budget (``--step-budget`` items per turn): the longest slice is shown, with
-the number of slices.
+timer), in ms. ``sliced`` rows work as the server does since the step budget
+(``--step-budget`` items per turn of its loop): the longest slice is shown, with
+the number of slices (the loop serves everybody else between two).
 
 Rows (``--scale`` divides every size, for a quick look):
 
@@ -20,7 +20,8 @@ Rows (``--scale`` divides every size, for a quick look):
 * WatchPrefix("") on the big node (its first answer);
 * AcquireAll of 64 names (its most);
 * ListNodes of a token whose pattern starts with a wildcard (``*-jobs``: the
-  range of "" is every node) among ``--nodes`` (100,000) nodes;
+  range of "" is every node) among ``--nodes`` (100,000) nodes, read whole and
+  (``sliced``) a step budget of names per turn, as the server reads it now;
 * snapshot.dump of the big node's engine (a snapshot is dumped in a forked child
   since issue 12: shown for scale, not a step of the loop).
 
@@ -238,6 +239,23 @@ def main() -> None:
         f"ListNodes(limit=1) of a '*-jobs' token among {o.nodes // s} nodes",
         lambda: visible_node_page(engine, "", 1, ("",), may_see),
     )
+    if budget is not None:
+        try:
+            from tenure._core.handlers.listing import visible_node_slice
+        except ImportError:
+            pass
+        else:
+            worst, slices, after = 0.0, 0, ""
+            while True:
+                start = time.perf_counter()
+                _, resume = visible_node_slice(engine, after, 1, ("",), may_see, budget)
+                worst = max(worst, (time.perf_counter() - start) * 1000)
+                slices += 1
+                if resume is None:
+                    break
+                after = resume
+            name = f"ListNodes(limit=1) of a '*-jobs' token among {o.nodes // s}, sliced"
+            rows.append((name, f"{worst:.1f} ({slices} slices)"))
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value:>18}")

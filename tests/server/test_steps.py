@@ -11,6 +11,9 @@ another sends a request. Shown by order and by counts, never by time:
   past it), the request read in the middle included: it was held back until the
   host had caught up (before, it did all that was left in its own step);
 * the held-back request's answer does not show a session its time had ended.
+
+And a node-scoped token whose pattern starts with a wildcard has its ListNodes page
+read a budget of names per turn, other connections' Pings answered between turns.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from tenure._core import (
     CreateSession,
     DescribeNode,
     DetachSession,
+    ListNodes,
     ListSessions,
     NodeConfig,
 )
@@ -48,11 +52,15 @@ BIG = NodeConfig(max_sessions=100_000, max_semaphores=100_000, max_waiters=100_0
 
 
 @asynccontextmanager
-async def running(path: Path) -> AsyncIterator[tuple[Server, int]]:
+async def running(
+    path: Path, *, auth_file: Path | None = None
+) -> AsyncIterator[tuple[Server, int]]:
     """A real Server in this process with a small step budget; stopped at the end."""
     journal = Journal(DataDir(path))
     engine = journal.open(asyncio.get_running_loop().time())
-    config = ServeConfig(port=0, data_dir=path, fsync=FsyncMode.OFF, step_budget=BUDGET)
+    config = ServeConfig(
+        port=0, data_dir=path, fsync=FsyncMode.OFF, step_budget=BUDGET, auth_file=auth_file
+    )
     server = Server(config, journal, engine, b"1" * 16)
     _, port = await server.start()
     try:
@@ -112,3 +120,41 @@ async def test_a_mass_expiry_is_sliced_and_pings_are_answered_between_slices(
     assert 0 < host.most_deadline_work <= BUDGET + 1
     assert answer is not None
     assert [s.session_id for s in answer.value.sessions] == [waiter]
+
+
+async def test_a_wildcard_led_tokens_listing_is_read_in_slices_between_others_pings(
+    tmp_path: Path,
+) -> None:
+    # A token limited to "*-jobs" has the range of "", every node: its ListNodes
+    # looks at --step-budget names a turn, and another connection's Pings are
+    # answered between the turns (before, the whole scan was one step).
+    auth = tmp_path / "auth.toml"
+    auth.write_text(
+        "[[token]]\nname = 'ops'\nsecret = 'OPS-SECRET'\naccess = 'read-write'\n"
+        "[[token]]\nname = 'jobs'\nsecret = 'JOBS-SECRET'\naccess = 'read-only'\n"
+        "nodes = ['*-jobs']\n"
+    )
+    clients = Clients()
+    nodes = 5_000
+    try:
+        async with running(tmp_path / "data", auth_file=auth) as (server, port):
+            host, index = server.host, server.host.engine.node_index
+            for i in range(nodes):
+                host.execute(CreateNode(f"n{i:05d}" + ("-jobs" if i % 1_000 == 999 else "")))
+            expected = [f"n{i:05d}-jobs" for i in range(999, nodes, 1_000)]
+            pinger = await clients.connect(port, token="OPS-SECRET")
+            lister = await clients.connect(port, token="JOBS-SECRET")
+            start = index.looked_at
+            asked = lister.send(ListNodes("", 1000))
+            answer = asyncio.ensure_future(lister.answer(asked))
+            looked_at_pongs: list[int] = []
+            nonce = 0
+            while not answer.done():
+                nonce += 1
+                assert isinstance(await pinger.ping(nonce), Pong)
+                looked_at_pongs.append(index.looked_at - start)
+            reply = await answer
+    finally:
+        await clients.close_all()
+    assert list(reply.value.names) == expected
+    assert any(0 < looked < nodes for looked in looked_at_pongs), looked_at_pongs

@@ -96,6 +96,9 @@ class Conn:
     #: has caught up (``tenure.server._net.native``), the connection's later ones after it.
     held_back: Request | None = None
     awaits_host: bool = False  # a wake-up is asked of the host (when_caught_up)
+    #: A scoped ListNodes answered in slices: its request, the names found so far, the
+    #: name to go on after (``tenure.server._net.native``).
+    listing: tuple[Request, list[str], str] | None = None
 
     def __post_init__(self) -> None:
         # Read once, now: a closed uvloop transport raises instead of answering.
