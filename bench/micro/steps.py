@@ -22,6 +22,8 @@ Rows (``--scale`` divides every size, for a quick look):
 * ListNodes of a token whose pattern starts with a wildcard (``*-jobs``: the
   range of "" is every node) among ``--nodes`` (100,000) nodes, read whole and
   (``sliced``) a step budget of names per turn, as the server reads it now;
+* a /metrics scrape (its collector walks every semaphore) of the big node; the
+  dashboard's view for a '*-jobs' token and for an unscoped one among the nodes;
 * snapshot.dump of the big node's engine (a snapshot is dumped in a forked child
   since issue 12: shown for scale, not a step of the loop).
 
@@ -33,11 +35,13 @@ and outbox add little beside these).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import fnmatch
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file, too
 
@@ -141,6 +145,47 @@ def big_node(semaphores: int) -> tuple[Engine, int]:
     return engine, sid
 
 
+def _collector(engine: Engine) -> Any:
+    """The server's /metrics collector over ``engine`` (the server extra's)."""
+    from tenure.server._http.collector import StateCollector
+    from tenure.server._http.metrics import ServerMetrics
+    from tenure.server._http.readiness import Readiness
+
+    metrics = ServerMetrics(version="bench")
+    return StateCollector(Readiness(), metrics, lambda: engine, lambda: {"native": 1})
+
+
+async def _longest_turn(work: Callable[[], Awaitable[None]]) -> tuple[float, int]:
+    """The longest time (ms) another task waited for its turn while ``work`` ran, and
+    how many turns it had: the longest slice of ``work`` on the loop."""
+    gaps: list[float] = []
+    done = False
+
+    async def ticker() -> None:
+        last = time.perf_counter()
+        while not done:
+            await asyncio.sleep(0)
+            now = time.perf_counter()
+            gaps.append((now - last) * 1000)
+            last = now
+
+    task = asyncio.ensure_future(ticker())
+    await asyncio.sleep(0)
+    await work()
+    done = True
+    await task
+    return max(gaps), len(gaps)
+
+
+def _board(engine: Engine, may_see: Callable[[str], bool]) -> object:
+    """The dashboard's view of ``engine`` for a viewer who sees what ``may_see`` lets by."""
+    from tenure.server._http.board import BoardLimits, board
+
+    return board(
+        engine, now=0.0, shift=0.0, limits=BoardLimits(), may_see=may_see, may_kill=may_see
+    )
+
+
 def main() -> None:
     """Build each state, time each row, print one line per row."""
     args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -216,6 +261,15 @@ def main() -> None:
     names = tuple(f"a{i:04d}" for i in range(64))
     acquire_all = AcquireAll(sid, names, (0,) * 64, tuple(next(_ids) for _ in names), MAX_COUNT)
     timed("AcquireAll of 64 names (its most)", lambda: engine.apply(acquire_all, 0.0))
+    timed(
+        f"/metrics scrape (StateCollector) of {o.semaphores // s} semaphores",
+        lambda: list(_collector(engine).collect()),
+    )
+    collector = _collector(engine)
+    if budget is not None and hasattr(collector, "count"):
+        worst, turns = asyncio.run(_longest_turn(lambda: collector.count(budget)))
+        name = f"/metrics scrape of {o.semaphores // s} semaphores, counted in slices"
+        rows.append((name, f"{worst:.1f} ({turns} turns)"))
     from tenure._core import snapshot
 
     timed(
@@ -256,6 +310,14 @@ def main() -> None:
                 after = resume
             name = f"ListNodes(limit=1) of a '*-jobs' token among {o.nodes // s}, sliced"
             rows.append((name, f"{worst:.1f} ({slices} slices)"))
+    timed(
+        f"dashboard view (board) of a '*-jobs' token among {o.nodes // s} nodes",
+        lambda: _board(engine, may_see),
+    )
+    timed(
+        f"dashboard view (board) of an unscoped token among {o.nodes // s} nodes",
+        lambda: _board(engine, lambda name: True),
+    )
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value:>18}")
