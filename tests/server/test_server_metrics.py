@@ -228,7 +228,7 @@ async def test_a_scrape_counts_the_semaphores_a_step_budget_at_a_time() -> None:
             engine.apply(Acquire(owner, f"s{i:04d}", 1, i + 1), 0.0)
             engine.apply(Acquire(other, f"s{i:04d}", 1, i + 1, timeout=1e6), 0.0)
     metrics = ServerMetrics(version="0")
-    collector = StateCollector(Readiness(), metrics, lambda: engine, lambda: {})
+    collector = StateCollector(Readiness(), metrics, lambda: engine, dict)
     metrics.registry.register(collector)
     inline = samples(metrics)
     assert inline[("tenure_semaphores", frozenset())] == 2_000

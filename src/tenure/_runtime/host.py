@@ -124,8 +124,13 @@ class Host:
 
     def behind(self) -> bool:
         """Whether deadlines due by now are left for the timer's next slices (a command
-        applied now would do them all in its own step)."""
-        return self.engine.deadlines.any_due(self.clock.now())
+        applied now would do them all in its own step). Never without a step budget
+        (the timer does everything due at once), nor when the timer may not run."""
+        return (
+            self.step_budget is not None
+            and self.engine.deadlines.any_due(self.clock.now())
+            and self._timer_allowed()
+        )
 
     def when_caught_up(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once nothing due is left (after the step that ends it)."""

@@ -270,6 +270,19 @@ class DurableHost(Host):
         self._waiting.append((self._handed, done))
         await done
 
+    async def caught_up(self) -> None:
+        """Until no due deadline is left for the timer's slices (at once if none is),
+        or the host stops (see :class:`tenure.server.plug.HostCalls`)."""
+        while self.behind() and not (self.dead or self.stopped):
+            done: asyncio.Future[None] = self._loop.create_future()
+
+            def wake(done: asyncio.Future[None] = done) -> None:
+                if not done.done():
+                    done.set_result(None)
+
+            self.when_caught_up(wake)
+            await done
+
     def settle(self) -> None:
         """:meth:`flush` and wait (blocking) for the writer: everything logged is durable
         and every answer written out. For shutting down (or a failure, see :attr:`dead`)."""
