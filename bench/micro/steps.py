@@ -207,13 +207,9 @@ def main() -> None:
     o = args.parse_args()
     s = o.scale
     compiled = not engine_module.__file__ or not engine_module.__file__.endswith(".py")
-    budget = o.budget
-    if budget is None:
-        try:
-            from tenure._core.engine import DEFAULT_STEP_BUDGET
-        except ImportError:
-            DEFAULT_STEP_BUDGET = None  # noqa: N806  (an engine before the budget)
-        budget = DEFAULT_STEP_BUDGET
+    budget: int | None = o.budget
+    if budget is None:  # (None with an engine from before the budget)
+        budget = getattr(engine_module, "DEFAULT_STEP_BUDGET", None)
     sliced = budget is not None and hasattr(Engine, "behind")
     print(f"engine: {'compiled' if compiled else 'pure'}; step budget: {budget}; ms per step")
     rows: list[tuple[str, str]] = []

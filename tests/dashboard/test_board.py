@@ -433,7 +433,7 @@ def test_a_view_reads_the_nodes_it_shows_or_its_tokens_ranges_not_every_node() -
         return True
 
     before = index.looked_at
-    view = board(
+    every: dict[str, Any] = board(
         engine,
         now=0.0,
         shift=0.0,
@@ -443,16 +443,18 @@ def test_a_view_reads_the_nodes_it_shows_or_its_tokens_ranges_not_every_node() -
         prefixes=None,
     )
     assert index.looked_at - before <= 50
-    assert view["nodes_total"] == 20_001
-    assert [node["name"] for node in view["nodes"]] == ["jobs-1"] + [f"n{i:05d}" for i in range(49)]
+    assert every["nodes_total"] == 20_001
+    assert [node["name"] for node in every["nodes"]] == ["jobs-1"] + [
+        f"n{i:05d}" for i in range(49)
+    ]
 
     def jobs(name: str) -> bool:
         return name.startswith("jobs-")
 
     before = index.looked_at
-    view = board(
+    scoped: dict[str, Any] = board(
         engine, now=0.0, shift=0.0, limits=limits, may_see=jobs, may_kill=jobs, prefixes=("jobs-",)
     )
     assert index.looked_at - before <= 2
-    assert view["nodes_total"] == 1
-    assert [node["name"] for node in view["nodes"]] == ["jobs-1"]
+    assert scoped["nodes_total"] == 1
+    assert [node["name"] for node in scoped["nodes"]] == ["jobs-1"]

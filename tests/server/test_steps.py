@@ -36,8 +36,10 @@ from tenure._core import (
     ListNodes,
     ListSessions,
     NodeConfig,
+    NodePage,
+    SessionPage,
 )
-from tenure._protocol import Pong
+from tenure._protocol import Pong, Reply
 from tenure.server import DataDir, Journal
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._durability.storage import FsyncMode
@@ -49,6 +51,8 @@ pytestmark = pytest.mark.timeout(120)
 
 SESSIONS = 2_000
 BUDGET = 100
+#: Pings a test sends at most (each waits for its Pong; the waits are bounded).
+MAX_PINGS = 1_000_000
 BIG = NodeConfig(max_sessions=100_000, max_semaphores=100_000, max_waiters=100_000)
 
 
@@ -105,9 +109,7 @@ async def test_a_mass_expiry_is_sliced_and_pings_are_answered_between_slices(
                 return sum(1 for sid in sids if sid in engine.sessions)
 
             asked: int | None = None
-            nonce = 0
-            while True:
-                nonce += 1
+            for nonce in range(1, MAX_PINGS):  # (the expiry is due half a second in)
                 pong = await pinger.ping(nonce)
                 assert isinstance(pong, Pong)
                 left = still()
@@ -119,6 +121,8 @@ async def test_a_mass_expiry_is_sliced_and_pings_are_answered_between_slices(
                     caught.add_done_callback(lambda _: left_when_caught.append(still()))
                 if left == 0:
                     break
+            else:
+                raise AssertionError(f"the sessions never ended: {left_at_pongs[-1]} left")
             answer = await asker.answer(asked) if asked is not None else None
     finally:
         await clients.close_all()
@@ -127,7 +131,8 @@ async def test_a_mass_expiry_is_sliced_and_pings_are_answered_between_slices(
     # No step did the rest at once: the request read in the middle waited.
     assert asked is not None
     assert 0 < host.most_deadline_work <= BUDGET + 1
-    assert answer is not None
+    assert isinstance(answer, Reply)
+    assert isinstance(answer.value, SessionPage)
     assert [s.session_id for s in answer.value.sessions] == [waiter]
     assert left_when_caught == [0]  # caught_up() ended with the last slice, not before
 
@@ -158,13 +163,15 @@ async def test_a_wildcard_led_tokens_listing_is_read_in_slices_between_others_pi
             asked = lister.send(ListNodes("", 1000))
             answer = asyncio.ensure_future(lister.answer(asked))
             looked_at_pongs: list[int] = []
-            nonce = 0
-            while not answer.done():
-                nonce += 1
+            for nonce in range(1, MAX_PINGS):
+                if answer.done():
+                    break
                 assert isinstance(await pinger.ping(nonce), Pong)
                 looked_at_pongs.append(index.looked_at - start)
             reply = await answer
     finally:
         await clients.close_all()
+    assert isinstance(reply, Reply)
+    assert isinstance(reply.value, NodePage)
     assert list(reply.value.names) == expected
     assert any(0 < looked < nodes for looked in looked_at_pongs), looked_at_pongs
