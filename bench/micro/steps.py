@@ -15,17 +15,20 @@ Rows (``--scale`` divides every size, for a quick look):
 * one session holding ``--holds`` (10,000) mutexes, each with a waiter: its
   expiry (a tick), CloseSession, KillSession;
 * DropNode(force) of a node of ``--semaphores`` (100,000) semaphores;
-* DescribeSemaphore with owners and waiters of a mutex with ``--waiters``
-  (10,000) waiters; ListSessions(limit=1000) of sessions holding 10 each;
-* WatchPrefix("") on the big node (its first answer);
+* a Release that grants ``--waiters`` (10,000) waiters at once (a semaphore of
+  that limit, held whole); DescribeSemaphore with owners and waiters of a mutex
+  with ``--waiters`` waiters; ListSessions(limit=1000) of sessions holding 10 each;
+* WatchPrefix("") on the big node (its first answer); one change of a semaphore
+  that ``--watches`` (100,000) watches wait on (1,000 per session);
 * AcquireAll of 64 names (its most);
 * ListNodes of a token whose pattern starts with a wildcard (``*-jobs``: the
   range of "" is every node) among ``--nodes`` (100,000) nodes, read whole and
   (``sliced``) a step budget of names per turn, as the server reads it now;
 * a /metrics scrape (its collector walks every semaphore) of the big node; the
   dashboard's view for a '*-jobs' token and for an unscoped one among the nodes;
-* snapshot.dump of the big node's engine (a snapshot is dumped in a forked child
-  since issue 12: shown for scale, not a step of the loop).
+* snapshot.dump of the big node's engine (a snapshot is dumped in a forked child:
+  shown for scale, not a step of the loop), and the fork itself (which is), with
+  the child's wait.
 
 Internals: the engine (``tenure._core``), its snapshot and the listing handler,
 directly: the engine's own work per step, without a network (a request's codec
@@ -37,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import fnmatch
+import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -60,6 +64,8 @@ from tenure._core import (
     KillSession,
     ListSessions,
     NodeConfig,
+    Release,
+    UpdateSemaphore,
     WatchPrefix,
 )
 from tenure._core import engine as engine_module
@@ -155,6 +161,14 @@ def _collector(engine: Engine) -> Any:
     return StateCollector(Readiness(), metrics, lambda: engine, lambda: {"native": 1})
 
 
+def _fork() -> None:
+    """What starting a snapshot's child costs the loop: the fork (the child leaves at once)."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+
 async def _longest_turn(work: Callable[[], Awaitable[None]]) -> tuple[float, int]:
     """The longest time (ms) another task waited for its turn while ``work`` ran, and
     how many turns it had: the longest slice of ``work`` on the loop."""
@@ -202,6 +216,7 @@ def main() -> None:
     args.add_argument("--waiters", type=int, default=10_000)
     args.add_argument("--semaphores", type=int, default=100_000)
     args.add_argument("--nodes", type=int, default=100_000)
+    args.add_argument("--watches", type=int, default=100_000)
     args.add_argument("--budget", type=int, help="step budget (default: the server's)")
     args.add_argument("--scale", type=int, default=1, help="divide every size by this")
     o = args.parse_args()
@@ -247,6 +262,15 @@ def main() -> None:
     _hold(engine, owner, "m")
     for _ in range(o.waiters // s):
         _wait(engine, _session(engine, "n"), "m")
+    shared = o.waiters // s
+    engine.apply(CreateSemaphore(owner, "shared", shared), 0.0)
+    engine.apply(Acquire(owner, "shared", shared, next(_ids)), 0.0)
+    for _ in range(shared):
+        engine.apply(Acquire(_session(engine, "n"), "shared", 1, next(_ids), timeout=1e6), 0.0)
+    timed(
+        f"Release granting {shared} waiters at once",
+        lambda: engine.apply(Release(owner, "shared"), 0.0),
+    )
     describe = DescribeSemaphore(owner, "m", owners=True, waiters=True)
     timed(
         f"DescribeSemaphore of a mutex with {o.waiters // s} waiters",
@@ -256,6 +280,19 @@ def main() -> None:
     for i in range(10):
         _hold(engine, many, f"h{i}")
     timed("ListSessions(limit=1000)", lambda: engine.apply(ListSessions("n", 0, 1000), 0.0))
+
+    engine = Engine()
+    engine.apply(CreateNode("n", BIG), 0.0)
+    watchers = [_session(engine, "n") for _ in range(o.watches // s // 1000 or 1)]
+    changer = _session(engine, "n")
+    engine.apply(CreateSemaphore(changer, "w", 1), 0.0)
+    for watcher in watchers:
+        for _ in range(min(1000, o.watches // s)):
+            engine.apply(DescribeSemaphore(watcher, "w", watch_data=True), 0.0)
+    timed(
+        f"one change firing {len(engine.watches)} watches",
+        lambda: engine.apply(UpdateSemaphore(changer, "w", b"x"), 0.0),
+    )
 
     engine, sid = big_node(o.semaphores // s)
     timed(
@@ -280,6 +317,7 @@ def main() -> None:
         f"snapshot.dump of a node of {o.semaphores // s} (in a child)",
         lambda: snapshot.dump(engine),
     )
+    timed("fork() of the process holding it (a snapshot's child, on the loop)", _fork)
     timed(
         f"DropNode(force) of a node of {o.semaphores // s}",
         lambda: engine.apply(DropNode("big", force=True), 0.0),
