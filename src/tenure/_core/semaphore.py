@@ -55,8 +55,9 @@ class Semaphore:
     (two or more, in grant order); ``_waiters`` is None while nobody waits, else an
     OrderedDict by session id in service order (a plain dict's first entry is found
     past every slot emptied at its front: serving a queue of n waiters in one step
-    cost n**2 / 2 of those, 0.3 s for 10,000; an OrderedDict's head is O(1)). Read them through :meth:`owner`,
-    :meth:`waiter` and the read-only :attr:`owners` / :attr:`waiters` views.
+    cost n**2 / 2 of those, 0.3 s for 10,000; an OrderedDict's head is O(1)). Read
+    them through :meth:`owner`, :meth:`waiter` and the read-only :attr:`owners` /
+    :attr:`waiters` views.
     """
 
     __slots__ = (

@@ -288,7 +288,7 @@ class NativeFace:
         names, resume = visible_node_slice(
             self.host.engine,
             after,
-            command.limit - len(found),
+            command.limit - len(found) if found else command.limit,  # (checked there)
             token.prefixes,
             token.may_touch,
             budget,
