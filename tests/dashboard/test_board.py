@@ -417,3 +417,44 @@ def test_a_group_names_its_first_members_shown_as_data_is() -> None:
         "partition_members": 0,
         "counted_all": True,
     }
+
+
+def test_a_view_reads_the_nodes_it_shows_or_its_tokens_ranges_not_every_node() -> None:
+    # Issue 37: the view of 20,000 nodes read every name (and matched it against the
+    # viewer's patterns) to show the first 50. Counted by the node index's looked_at.
+    engine = Engine(max_nodes=20_001)
+    for i in range(20_000):
+        engine.apply(CreateNode(f"n{i:05d}"), 0.0)
+    engine.apply(CreateNode("jobs-1"), 0.0)
+    index = engine.node_index
+    limits = BoardLimits(max_nodes=50)
+
+    def everything(name: str) -> bool:
+        return True
+
+    before = index.looked_at
+    every: dict[str, Any] = board(
+        engine,
+        now=0.0,
+        shift=0.0,
+        limits=limits,
+        may_see=everything,
+        may_kill=everything,
+        prefixes=None,
+    )
+    assert index.looked_at - before <= 50
+    assert every["nodes_total"] == 20_001
+    assert [node["name"] for node in every["nodes"]] == ["jobs-1"] + [
+        f"n{i:05d}" for i in range(49)
+    ]
+
+    def jobs(name: str) -> bool:
+        return name.startswith("jobs-")
+
+    before = index.looked_at
+    scoped: dict[str, Any] = board(
+        engine, now=0.0, shift=0.0, limits=limits, may_see=jobs, may_kill=jobs, prefixes=("jobs-",)
+    )
+    assert index.looked_at - before <= 2
+    assert scoped["nodes_total"] == 1
+    assert [node["name"] for node in scoped["nodes"]] == ["jobs-1"]

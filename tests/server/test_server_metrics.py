@@ -3,6 +3,8 @@ time from a cluster's role (no process, no HTTP)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -15,7 +17,13 @@ from tenure._core import (
     AcquireStatus,
     CancelAcquire,
     CloseSession,
+    CreateNode,
+    CreateSemaphore,
+    CreateSession,
+    DropNode,
+    Engine,
     Granted,
+    NodeConfig,
     SessionEnded,
 )
 from tenure.errors import ErrorCode
@@ -201,3 +209,51 @@ def test_the_leader_reports_itself_leading_without_lag() -> None:
     assert gauge(got, "tenure_cluster_log_index") == 11
     assert gauge(got, "tenure_cluster_applied_index") == 11
     assert gauge(got, "tenure_cluster_lag_entries") == 0
+
+
+async def test_a_scrape_counts_the_semaphores_a_step_budget_at_a_time() -> None:
+    # /metrics counts with StateCollector.count before it encodes: a budget of
+    # semaphores per turn of the loop, other tasks served between (issue 37: the
+    # whole walk was one step). Shown by order: a task that counts loop turns runs
+    # during the walk, and drops a node part-way, which the walk survives.
+    engine = Engine()
+    big = NodeConfig(max_semaphores=10_000, max_waiters=10_000)
+    for node in ("a", "b"):
+        engine.apply(CreateNode(node, big), 0.0)
+        owner = engine.apply(CreateSession(node, b"k"), 0.0).session_id
+        other = engine.apply(CreateSession(node, b"k"), 0.0).session_id
+        for i in range(1_000):
+            engine.apply(CreateSemaphore(owner, f"s{i:04d}", 1), 0.0)
+        for i in range(300):
+            engine.apply(Acquire(owner, f"s{i:04d}", 1, i + 1), 0.0)
+            engine.apply(Acquire(other, f"s{i:04d}", 1, i + 1, timeout=1e6), 0.0)
+    metrics = ServerMetrics(version="0")
+    collector = StateCollector(Readiness(), metrics, lambda: engine, dict)
+    metrics.registry.register(collector)
+    inline = samples(metrics)
+    assert inline[("tenure_semaphores", frozenset())] == 2_000
+    assert inline[("tenure_holds", frozenset())] == 600
+    assert inline[("tenure_waiters", frozenset())] == 600
+
+    turns = 0
+
+    async def meanwhile() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            if turns == 15:  # part-way through node b
+                engine.apply(DropNode("b", force=True), 0.0)
+            await asyncio.sleep(0)
+
+    task = asyncio.ensure_future(meanwhile())
+    await asyncio.sleep(0)
+    before = turns
+    await collector.count(100)
+    during = turns - before
+    task.cancel()
+    assert during >= 14  # 2,000 semaphores a hundred at a time: a turn for others each
+    walked = samples(metrics)
+    assert 1_000 <= walked[("tenure_semaphores", frozenset())] < 2_000
+    assert walked[("tenure_nodes", frozenset())] == 1
+    # The counts serve one scrape: the next one counts again (here inline).
+    assert samples(metrics)[("tenure_semaphores", frozenset())] == 1_000

@@ -32,6 +32,17 @@ Rules (each enforced in exactly one place):
    in that order.
 6. A command at ``now`` never sees a session, lease or waiter that ``now`` has
    already ended: :meth:`Engine.apply` ticks to ``now`` first (see there).
+
+Steps: a host may tick in slices (``tick(now, budget)``: at most ``budget`` items of
+work, :func:`~tenure._core.handlers.expiry.cost`), so that ten thousand sessions
+ending at one instant do not hold its event loop for the whole of their ends; it
+ticks again on its next turn while :meth:`Engine.behind`. Slices change nothing of
+the outcome: deadlines are handled one at a time, in the heap's fixed order, each
+at its own time, so a tick cut anywhere and resumed ends in the state one tick
+would (a journal replays each slice's record as a whole tick: the same state).
+Rule 6 still holds: ``apply`` ticks to its time unbudgeted, so a host that applies
+a command while behind pays for the rest there (the server holds its clients'
+commands back until it has caught up instead: ``tenure.server._net.native``).
 """
 
 from __future__ import annotations
@@ -58,7 +69,14 @@ from tenure._core.handlers.sessions import MAX_PROTECTION_KEY_BYTES
 from tenure._core.state import EngineState
 from tenure.errors import InvalidArgumentError
 
-__all__ = ["HANDLERS", "MAX_PROTECTION_KEY_BYTES", "Engine", "Handler"]
+__all__ = ["DEFAULT_STEP_BUDGET", "HANDLERS", "MAX_PROTECTION_KEY_BYTES", "Engine", "Handler"]
+
+#: Items of deadline work one slice of a tick does at most (``tenure serve
+#: --step-budget``): a deadline is one item, plus one per hold, wait and watch that a
+#: session's end lets go. 1,000 items are about 5 ms of the pure engine on the
+#: bench's machine (bench/micro/steps.py); a deadline is never cut in two, so one
+#: session of more items than this is a slice of its own.
+DEFAULT_STEP_BUDGET: Final = 1_000
 
 R = TypeVar("R")
 
@@ -117,6 +135,9 @@ class Engine(EngineState):
         #: host compares it around :meth:`apply` to learn whether time changed the
         #: state before the command did.
         self.deadlines_handled = 0
+        #: Items of deadline work done since this engine was made (not state): what a
+        #: tick's budget counts (:func:`~tenure._core.handlers.expiry.cost`).
+        self.deadline_work = 0
 
     # -- the three verbs ------------------------------------------------------------
 
@@ -140,25 +161,38 @@ class Engine(EngineState):
         reply: R = handler(self, command, now)
         return reply
 
-    def tick(self, now: float) -> int:
+    def tick(self, now: float, budget: int | None = None) -> int:
         """Let time pass up to ``now``: expire sessions, waiters and leases; end lock-delays.
 
-        Returns how many deadlines it handled (0: the state did not change), so a
-        durable host knows when a tick must be logged.
+        With a ``budget``, stop once that many items of work are done (module
+        docstring: a slice); :meth:`behind` then says that due work is left for the
+        next slice. Returns how many deadlines it handled (0: the state did not
+        change), so a durable host knows when a tick must be logged.
         """
         if now > self.now:
             self.now = now
         if not self.deadlines.any_due(now):
             return 0  # the common case, on every command: O(1)
-        handled = 0
+        handled = spent = 0
         for when, key in self.deadlines.pop_due(now):
             if expiry.is_live(self, when, key):
+                spent += expiry.cost(self, key)
                 # Each deadline is handled at its own time, so one coarse tick ends in
                 # the same state as ticking at every deadline on the way.
                 expiry.on_deadline(self, key, when)
                 handled += 1
+            else:
+                spent += 1  # (a dead entry costs its pop)
+            if budget is not None and spent >= budget:
+                break  # the rest stays in the heap, in order, for the next slice
         self.deadlines_handled += handled
+        self.deadline_work += spent
         return handled
+
+    def behind(self) -> bool:
+        """Whether deadlines due by the engine's time are left (a budgeted tick stopped
+        short of them): the host ticks again before anything else changes."""
+        return self.deadlines.any_due(self.now)
 
     def take_effects(self) -> list[Effect]:
         """Effects queued since the last call, in the order they happened."""

@@ -27,6 +27,7 @@ emits effects and fires watches.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -51,9 +52,12 @@ class Semaphore:
     Memory: a server may hold a hundred thousand of these (mostly held mutexes), so
     the common shapes cost no container of their own. ``_owners`` is None (nobody
     holds), the one Owner (the usual case: a held mutex), or a dict by session id
-    (two or more, in grant order); ``_waiters`` is None while nobody waits, else a
-    dict by session id in service order. Read them through :meth:`owner`,
-    :meth:`waiter` and the read-only :attr:`owners` / :attr:`waiters` views.
+    (two or more, in grant order); ``_waiters`` is None while nobody waits, else an
+    OrderedDict by session id in service order (a plain dict's first entry is found
+    past every slot emptied at its front: serving a queue of n waiters in one step
+    cost n**2 / 2 of those, 0.3 s for 10,000; an OrderedDict's head is O(1)). Read
+    them through :meth:`owner`, :meth:`waiter` and the read-only :attr:`owners` /
+    :attr:`waiters` views.
     """
 
     __slots__ = (
@@ -75,7 +79,7 @@ class Semaphore:
         # Invariant: count == sum of owner counts <= limit.
         self._owners: Owner | dict[int, Owner] | None = None
         self.count = 0
-        self._waiters: dict[int, Waiter] | None = None
+        self._waiters: OrderedDict[int, Waiter] | None = None
         # Lock-delay: no grant while now < blocked_until.
         self.blocked_until = 0.0
 
@@ -244,7 +248,7 @@ class Semaphore:
     def enqueue(self, waiter: Waiter) -> Waiter | None:
         """Queue ``waiter`` at the back; returns its holder's earlier waiter it replaces."""
         if self._waiters is None:
-            self._waiters = {}
+            self._waiters = OrderedDict()
         key = waiter.key
         old = self._waiters.pop(key, None)
         self._waiters[key] = waiter

@@ -154,6 +154,29 @@ class SortedKeys(Generic[K]):
                     break
         return page
 
+    def matching_within(
+        self,
+        prefixes: Iterable[str],
+        after: str,
+        limit: int,
+        match: Callable[[str], bool],
+        budget: int,
+    ) -> tuple[list[str], str | None]:
+        """:meth:`matching`, looking at ``budget`` keys at most: the keys found, and
+        where to go on (None: nowhere, the page is whole). A token whose pattern
+        starts with a wildcard (``*-jobs``) has the range of ``""``, every key: its
+        page is read a budget at a time, from the last key looked at.
+        """
+        page: list[str] = []
+        for looked, key in enumerate(self._in_ranges(_outermost(prefixes), after), 1):
+            if match(key):
+                page.append(key)
+                if len(page) >= limit:
+                    return page, None
+            if looked >= budget:
+                return page, key
+        return page, None
+
     def _in_ranges(self, prefixes: list[str], after: str) -> Iterator[str]:
         """The keys greater than ``after`` under ``prefixes`` (sorted, none under another)."""
         for prefix in prefixes:

@@ -12,6 +12,15 @@ the command's time itself, so the rule that a command never sees what its time h
 ended holds for every caller, not only for hosts that remember to tick). The host
 ticks only from its timer, for time that passes while no command comes.
 
+Slices. With a ``step_budget`` (the server's ``--step-budget``), the timer ticks in
+slices of at most that many items of work (``Engine.tick``'s budget) and, while due
+work is left (:meth:`Host.behind`), ticks again at the next turn of the loop: a
+timer at a time already past, which the loop runs after the I/O it polled, so ten
+thousand sessions ending at one instant are ended a slice per turn and everybody
+else is heard between slices. A command still sees none of what its time ended
+(the engine ticks to it first, whole); the server's own face holds its clients'
+commands back until the host has caught up (:meth:`Host.when_caught_up`).
+
 Three commands are given a time of the host's besides: ReserveUnits (a rate
 limiter's reservation), ClaimName and ReleaseClaim (a claim's record) carry the
 host's wall clock, UNIX seconds, which the host sets (``_WALL_TIMED``).
@@ -64,8 +73,16 @@ class Host:
         engine: Engine | None = None,
         *,
         wall_clock: Callable[[], float] = time.time,
+        step_budget: int | None = None,
     ) -> None:
+        """``step_budget``: items of deadline work per turn of the timer (None: a tick
+        does everything due at once)."""
         self.clock = clock
+        self.step_budget = step_budget
+        #: The most items of deadline work one step (a command, a slice of the timer)
+        #: has done: what the budget bounds, shown by a count, for tests and metrics.
+        self.most_deadline_work = 0
+        self._caught_up: list[Callable[[], None]] = []
         self.wall_clock = wall_clock
         self.engine = engine if engine is not None else Engine()
         self._sinks: dict[int, EffectSink] = {}
@@ -85,11 +102,12 @@ class Host:
             # tenure._core.rates and tenure._core.claims.
             command = dataclasses.replace(command, at=self.wall_clock())  # type: ignore[type-var]
         engine = self.engine
-        handled = engine.deadlines_handled
+        handled, work = engine.deadlines_handled, engine.deadline_work
         try:
             try:
                 value = engine.apply(command, now)
             finally:
+                self._count_work(engine.deadline_work - work)
                 # apply ticked to ``now`` first (the engine's job, not ours: see the
                 # module docstring). If that changed the state, report it before the
                 # command, and even when the command then failed: a failed command is
@@ -103,6 +121,20 @@ class Host:
             return value
         finally:
             self._after_step()
+
+    def behind(self) -> bool:
+        """Whether deadlines due by now are left for the timer's next slices (a command
+        applied now would do them all in its own step). Never without a step budget
+        (the timer does everything due at once), nor when the timer may not run."""
+        return (
+            self.step_budget is not None
+            and self.engine.deadlines.any_due(self.clock.now())
+            and self._timer_allowed()
+        )
+
+    def when_caught_up(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once nothing due is left (after the step that ends it)."""
+        self._caught_up.append(callback)
 
     def wall_shift(self) -> float:
         """What to add to an engine time to make it UNIX seconds (wall clock minus clock)."""
@@ -148,6 +180,18 @@ class Host:
             effects = stamp_effects(self.engine.take_effects(), self.wall_shift())
             self._deliver(effects)
         self._arm_timer()
+        if self._caught_up and not (self._timer_allowed() and self.behind()):
+            self._wake_caught_up()
+
+    def _count_work(self, work: int) -> None:
+        if work > self.most_deadline_work:
+            self.most_deadline_work = work
+
+    def _wake_caught_up(self) -> None:
+        """Call what waits for the host to catch up (it may wait again: a new list)."""
+        waiting, self._caught_up = self._caught_up, []
+        for callback in waiting:
+            callback()
 
     def _arm_timer(self) -> None:
         if not self._timer_allowed():
@@ -169,7 +213,11 @@ class Host:
         if not self._timer_allowed():
             return
         now = self.clock.now()
-        # The host's only tick: time passed with no command to carry it in.
-        if self.engine.tick(now):
+        # The host's only tick: time passed with no command to carry it in (a slice of
+        # it, with a step budget: the timer is armed again at once if work is left).
+        work = self.engine.deadline_work
+        handled = self.engine.tick(now, self.step_budget)
+        self._count_work(self.engine.deadline_work - work)
+        if handled:
             self._ticked(now)
         self._after_step()

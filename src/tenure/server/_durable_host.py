@@ -41,6 +41,7 @@ from collections.abc import Callable
 from typing import Final, Protocol, TypeVar
 
 from tenure._core import Command, Effect, Engine
+from tenure._core.engine import DEFAULT_STEP_BUDGET
 from tenure._runtime.clock import Clock, LoopClock
 from tenure._runtime.host import Host
 from tenure.errors import UnavailableError
@@ -160,13 +161,17 @@ class DurableHost(Host):
         slow_commit: float = 0.0,
         observer: Observer | None = None,
         clock: Clock | None = None,
+        step_budget: int | None = DEFAULT_STEP_BUDGET,
     ) -> None:
         """``slow_commit``: a commit slower than this many seconds is logged (0: none);
         ``observer``: told of every command applied, every step's effects and every
         commit (None: nobody measures); ``clock``: the engine's (a server's is its
         :class:`~tenure.server._net.pauses.HeardClock`, on which the server's own
-        stalls do not count; None: the loop's)."""
-        super().__init__(clock if clock is not None else LoopClock(), engine)
+        stalls do not count; None: the loop's); ``step_budget``: items of deadline
+        work per turn of the loop (``--step-budget``; :class:`~tenure._runtime.host.Host`)."""
+        super().__init__(
+            clock if clock is not None else LoopClock(), engine, step_budget=step_budget
+        )
         self.journal = journal
         self.dead = False  # the journal failed: nothing more is applied or acknowledged
         self.stopped = False  # shutting down: no more commands or ticks
@@ -273,6 +278,19 @@ class DurableHost(Host):
         self._waiting.append((self._handed, done))
         await done
 
+    async def caught_up(self) -> None:
+        """Until no due deadline is left for the timer's slices (at once if none is),
+        or the host stops (see :class:`tenure.server.plug.HostCalls`)."""
+        while self.behind() and not (self.dead or self.stopped):
+            done: asyncio.Future[None] = self._loop.create_future()
+
+            def wake(done: asyncio.Future[None] = done) -> None:
+                if not done.done():
+                    done.set_result(None)
+
+            self.when_caught_up(wake)
+            await done
+
     def settle(self) -> None:
         """:meth:`flush` and wait (blocking) for the writer: everything logged is durable
         and every answer written out. For shutting down (or a failure, see :attr:`dead`)."""
@@ -331,6 +349,7 @@ class DurableHost(Host):
         self.stopped = True
         self._cancel_timer()
         self._stop_clock()
+        self._wake_caught_up()  # (what waited is refused now: the server is shutting down)
 
     def _stop_clock(self) -> None:
         if isinstance(self.clock, HeardClock):
@@ -446,6 +465,7 @@ class DurableHost(Host):
             log.exception("aborting the journal failed too")
         self._cancel_timer()
         self._stop_clock()
+        self._wake_caught_up()
 
     async def _sync_batches(self) -> None:
         """``--fsync batch``: make what was committed durable every ``batch_interval``."""

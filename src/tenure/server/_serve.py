@@ -129,6 +129,8 @@ class Server:
         # (Nor these: a replay lifts them; the serving engine holds new nodes to them.)
         self.host.engine.max_nodes = config.max_nodes
         self.host.engine.node_ceilings = config.node_ceilings
+        # (Nor this: slices end in the state one tick would; a replay ticks whole.)
+        self.host.step_budget = config.step_budget
         self._table: SessionTable[Conn | Face] = SessionTable(max_queued=config.max_queued_pushes)
         self._conns: set[Connection] = set()
         #: The main port's connection cap: ``--max-connections``, or less if the

@@ -103,6 +103,13 @@ class HostCalls(Protocol):
         """Until what was applied so far is durable (or the journal failed: :attr:`dead`)."""
         ...
 
+    async def caught_up(self) -> None:
+        """Until no due deadline is left for the host's slices (at once, mostly): a face
+        awaits it before a request's commands, which would otherwise do the rest of a
+        mass expiry in their own step (``--step-budget``; the native face holds its
+        requests back the same way)."""
+        ...
+
 
 class Front(Protocol):
     """The server accepting on a listening face's port for it (``--max-connections-per-address``

@@ -57,6 +57,20 @@ def is_live(state: EngineState, when: float, key: DeadlineKey) -> bool:
             assert_never(key)
 
 
+def cost(state: EngineState, key: DeadlineKey) -> int:
+    """Items of work a live deadline is, for a tick's budget: one, and for a session's
+    end one more per semaphore it holds or waits for and per watch it has armed (what
+    its end lets go, grants and tells).
+
+    A measure, not a time (the engine is deterministic): it bounds how much of a mass
+    expiry one slice of the host's event loop does (``Engine.tick``'s budget).
+    """
+    if type(key) is SessionDeadline:
+        session = state.sessions[key.session_id]
+        return 1 + len(session.held) + len(session.waits) + len(session.watches)
+    return 1
+
+
 def on_deadline(state: EngineState, key: DeadlineKey, now: float) -> None:
     """Handle a live deadline at its own time ``now``."""
     match key:

@@ -50,6 +50,24 @@ def visible_node_page(
     return c.NodePage(tuple(state.node_index.matching(prefixes, after, limit, may_see)))
 
 
+def visible_node_slice(
+    state: EngineState,
+    after: str,
+    limit: int,
+    prefixes: Iterable[str],
+    may_see: Callable[[str], bool],
+    budget: int,
+) -> tuple[list[str], str | None]:
+    """:func:`visible_node_page` a slice at a time: the names found after ``after``
+    (up to ``limit``) among at most ``budget`` names looked at, and the name to go
+    on after (None: the page is whole). The server answers a token's page over as
+    many turns of its loop as its ranges take (``tenure.server._net.native``).
+    """
+    after = _check_after(after)
+    limit = check_page_limit(limit)
+    return state.node_index.matching_within(prefixes, after, limit, may_see, budget)
+
+
 def list_semaphores(state: EngineState, cmd: c.ListSemaphores, now: float) -> c.SemaphorePage:
     """A page of the node's semaphores whose names start with ``cmd.prefix``."""
     node = state.lookup_node(cmd.node)

@@ -161,6 +161,7 @@ class DflockdFace:
         """The answer to an authenticated request."""
         if self.draining or self.host.dead:
             return wire.ERROR_DRAINING
+        await self.host.caught_up()  # (a mass expiry's slices first: --step-budget)
         try:
             return await self._handle(conn, request)
         except Exception:  # a bug must cost this request, never the server

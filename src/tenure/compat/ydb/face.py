@@ -357,6 +357,7 @@ class YdbFace:
 
         async def handler(request: Any, context: Any) -> Any:
             await self._lead_or_leave(name, context)
+            await self.host.caught_up()  # (a mass expiry's slices first: --step-budget)
             return await call(request, context)
 
         return handler
@@ -467,6 +468,7 @@ class YdbFace:
                 return
             if request is grpc.aio.EOF:
                 return
+            await self.host.caught_up()  # (a mass expiry's slices first: --step-budget)
             try:
                 self.sessions.handle(stream, request)
             except Exception:  # a bug must cost this stream, never the server

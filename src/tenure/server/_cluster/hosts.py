@@ -178,6 +178,11 @@ class StandbyHost(DurableHost):
     def start(self) -> None:
         """No timer and no writer: only the log changes the engine."""
 
+    def behind(self) -> bool:
+        """Never: no timer slices here (the log changes the engine), and every command
+        is refused at once."""
+        return False
+
     def execute(self, command: Command[R]) -> R:
         """Refused: this server does not lead.
 

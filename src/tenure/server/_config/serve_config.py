@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Final
 
+from tenure._core.engine import DEFAULT_STEP_BUDGET
 from tenure._core.values import DEADLOCK_SEARCH_LIMIT, DEFAULT_NODE_CEILINGS
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE
 from tenure.server._config.cluster_settings import (
@@ -111,6 +112,7 @@ class ServeConfig:
     max_queued_pushes: int = DEFAULT_MAX_QUEUED_PUSHES
     deadlock_search_limit: int = DEADLOCK_SEARCH_LIMIT  # 0: no deadlock detection
     max_nodes: int = 10_000
+    step_budget: int = DEFAULT_STEP_BUDGET  # items of deadline work per turn of the loop
     # The ceilings of NodeConfig's limits (DEFAULT_NODE_CEILINGS; --max-node-*).
     max_node_sessions: int = 1_000_000
     max_node_semaphores: int = 1_000_000

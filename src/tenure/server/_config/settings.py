@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
+from tenure._core.engine import DEFAULT_STEP_BUDGET
 from tenure._core.values import DEADLOCK_SEARCH_LIMIT, DEFAULT_NODE_CEILINGS
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE, MAX_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
 from tenure.errors import ConfigError as ConfigError  # re-exported: it lives in tenure.errors
@@ -215,6 +216,16 @@ SETTINGS: Final = (
         "nodes the server keeps; one more CreateNode is refused with LIMIT_EXCEEDED, "
         "1 to 1000000 (default: %(default)s)",
         in_range(1, 1_000_000),
+    ),
+    Setting(
+        "step_budget",
+        int,
+        DEFAULT_STEP_BUDGET,
+        "N",
+        "items of expiry work (a deadline; each hold, wait and watch a session's end lets "
+        "go) the server does per turn of its event loop; due work beyond it is done in the "
+        "next turns, clients heard between them, 100 to 10000000 (default: %(default)s)",
+        in_range(100, 10_000_000),
     ),
     *(
         Setting(

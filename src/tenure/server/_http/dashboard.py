@@ -246,6 +246,7 @@ class Dashboard:
                 may_see=viewer.may_see,
                 # A standby serves nothing: its page offers no action.
                 may_kill=viewer.may_kill if server.role.leading else _never,
+                prefixes=viewer.prefixes,
             )
         # Every string is shown as text, escaped as the CLI escapes it: a description
         # with a bidi override cannot turn the holder line around, nor one with a

@@ -14,7 +14,7 @@ from tenure._core import Engine
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._http.collector import StateCollector
 from tenure.server._http.dashboard import add_dashboard_routes
-from tenure.server._http.front import ROUTE_SETS, HttpFront
+from tenure.server._http.front import ROUTE_SETS, STATE, HttpFront
 from tenure.server._http.listener import HttpLimits, http_tls_context
 from tenure.server._http.login import add_login_routes
 from tenure.server._http.metrics import ServerMetrics
@@ -36,16 +36,16 @@ class Endpoint:
             self.readiness, self.metrics, (*ROUTE_SETS, add_dashboard_routes, add_login_routes)
         )
         registry = self.metrics.registry
-        registry.register(
-            StateCollector(
-                self.readiness,
-                self.metrics,
-                self._engine,
-                self._connections,
-                self._role,
-                self._throttle,
-            )
+        state = StateCollector(
+            self.readiness,
+            self.metrics,
+            self._engine,
+            self._connections,
+            self._role,
+            self._throttle,
         )
+        registry.register(state)
+        self.front.app[STATE] = state  # (/metrics counts with it before a scrape)
         # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds...
         ProcessCollector(registry=registry)
 

@@ -21,7 +21,9 @@ from typing import Final
 from aiohttp import web
 from prometheus_client.exposition import choose_encoder
 
+from tenure._core.engine import DEFAULT_STEP_BUDGET
 from tenure.server._http import guessing
+from tenure.server._http.collector import StateCollector
 from tenure.server._http.listener import GuardedSite, HttpLimits
 from tenure.server._http.metrics import ServerMetrics
 from tenure.server._http.peer_faults import PeerFaultLog
@@ -35,6 +37,7 @@ __all__ = [
     "READINESS",
     "ROUTE_SETS",
     "SERVING",
+    "STATE",
     "HttpFront",
     "RouteSet",
     "Serving",
@@ -56,6 +59,8 @@ READINESS: Final = web.AppKey("readiness", Readiness)
 METRICS: Final = web.AppKey("metrics", ServerMetrics)
 #: The running server (``app[SERVING].server``; None while it starts or recovers).
 SERVING: Final = web.AppKey("serving", Serving)
+#: The gauges read from the engine (counted a step budget at a time before a scrape).
+STATE: Final = web.AppKey("state", StateCollector)
 #: ``--metrics-auth``: whether ``/metrics`` wants a token (set when the endpoint starts).
 METRICS_AUTH: Final = web.AppKey("metrics_auth", bool)
 
@@ -103,6 +108,10 @@ async def metrics(request: web.Request) -> web.Response:
                 text="--metrics-auth: send Authorization: Bearer with a token's secret\n",
                 headers={"WWW-Authenticate": 'Bearer realm="tenure metrics"'},
             )
+    state = request.app.get(STATE)
+    if state is not None:  # (counted in slices, the loop serving others between)
+        server = request.app[SERVING].server
+        await state.count(DEFAULT_STEP_BUDGET if server is None else server.config.step_budget)
     encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
     body = encoder(request.app[METRICS].registry)
     return web.Response(body=body, headers={"Content-Type": content_type})

@@ -45,6 +45,14 @@ class Viewer:
             return self.token.access.value
         return "open, actions enabled" if self.actions else "open, read-only"
 
+    @property
+    def prefixes(self) -> tuple[str, ...] | None:
+        """What the names of the nodes the viewer may see start with (a token's
+        patterns' prefixes); None: every node."""
+        if self.token is None or self.token.nodes is None:
+            return None
+        return self.token.prefixes
+
     def may_see(self, node: str) -> bool:
         """Whether the viewer may see ``node`` (a token's node patterns)."""
         return self.token is None or self.token.may_touch(node)

@@ -99,6 +99,16 @@ class AcceptedProtocol(asyncio.StreamReaderProtocol):
                 break  # the handler said its last word (finish)
             self._received(data)
 
+    def serve_later(self) -> None:
+        """Native: serve again at the loop's next turn (a message held back by the
+        handler may be served now), and read no more until then."""
+        if self._step is None or self.done.done():
+            return
+        self._waiting = True
+        if self._next_turn is None and not self._unsent:
+            self._next_turn = self._loop.call_soon(self._serve_turn)
+        self._update_reading()
+
     def finish(self) -> None:
         """Native: stop reading (the handler has seen its last byte); ``done`` resolves."""
         self._feed = self._step = None

@@ -39,6 +39,7 @@ from tenure._protocol import (
     Hello,
     LocalProtocolError,
     Refused,
+    Request,
     ServerConnection,
     ServerMessage,
     State,
@@ -91,6 +92,13 @@ class Conn:
     hello_head: bytes = b""  # the Hello's length prefix, as far as received
     #: How the listener counts it (``--max-handshaking`` until its Welcome; None: not counted).
     entry: Entry | None = None
+    #: A request read while the host was behind with due deadlines: served once it
+    #: has caught up (``tenure.server._net.native``), the connection's later ones after it.
+    held_back: Request | None = None
+    awaits_host: bool = False  # a wake-up is asked of the host (when_caught_up)
+    #: A scoped ListNodes answered in slices: its request, the names found so far, the
+    #: name to go on after (``tenure.server._net.native``).
+    listing: tuple[Request, list[str], str] | None = None
 
     def __post_init__(self) -> None:
         # Read once, now: a closed uvloop transport raises instead of answering.

@@ -28,7 +28,8 @@ from tenure._core import (
     ResumeSession,
     SessionInfo,
 )
-from tenure._core.handlers.listing import visible_node_page
+from tenure._core.engine import DEFAULT_STEP_BUDGET
+from tenure._core.handlers.listing import visible_node_slice
 from tenure._protocol import (
     NEED_DATA,
     ConnectionClosed,
@@ -115,22 +116,60 @@ class NativeFace:
         conn.closing = True
 
     def serve_one(self, conn: Conn, accepted: AcceptedProtocol) -> bool:
-        """Handle the next message of a native connection; whether another may follow."""
+        """Handle the next message of a native connection; whether another may follow.
+
+        A request read while the host is behind with due deadlines (a mass expiry
+        being done in slices, a slice per turn of the loop) is held back until it has
+        caught up, and the connection with it: the engine would otherwise do all the
+        rest in this request's step (a command never sees what its time has ended).
+        Pings of other connections, and their requests read earlier, are served
+        meanwhile.
+        """
         ended = self.host.dead or conn.closing
         try:
-            event = None if ended else conn.codec.next_event()
-            if event is NEED_DATA:
-                return False
+            event: Hello | Request | Ping | ConnectionClosed | None = None
+            if ended:
+                pass
+            elif conn.held_back is not None:
+                if self.host.behind():
+                    self._wait_for_host(conn, accepted)
+                    return False
+                event, conn.held_back = conn.held_back, None
+            else:
+                read = conn.codec.next_event()
+                if read is NEED_DATA:
+                    return False
+                if type(read) is Request and self.host.behind():
+                    self.gate.frame(conn)  # heard now, served later
+                    conn.held_back = read
+                    self._wait_for_host(conn, accepted)
+                    return False
+                event = read
             if isinstance(event, ConnectionClosed):
                 ended = True
             elif event is not None:
                 self._on_message(conn, event)
+                if conn.held_back is not None:  # a listing goes on at the next turn
+                    accepted.serve_later()
+                    return False
         except ProtocolError as error:
             self._last_word(conn, error)
         if ended or conn.closing or conn.codec.their_error is not None:
             accepted.finish()
             return False
         return True
+
+    def _wait_for_host(self, conn: Conn, accepted: AcceptedProtocol) -> None:
+        """Serve ``conn`` again once the host has caught up (asked once at a time)."""
+        if conn.awaits_host:
+            return
+        conn.awaits_host = True
+
+        def wake() -> None:
+            conn.awaits_host = False
+            accepted.serve_later()
+
+        self.host.when_caught_up(wake)
 
     def _on_message(self, conn: Conn, message: Hello | Request | Ping) -> None:
         self.gate.frame(conn)
@@ -182,7 +221,11 @@ class NativeFace:
         value: object
         try:
             if isinstance(command, ListNodes) and conn.token is not None:
-                value = self._visible_nodes(conn.token, command)
+                page = self._visible_nodes(conn, request, conn.token, command)
+                if page is None:
+                    conn.held_back = request  # more to read: at the connection's next turn
+                    return
+                value = page
             else:
                 value = self.host.execute(command)
         except Exception as error:
@@ -217,20 +260,44 @@ class NativeFace:
         if self.observer is not None:
             self.observer.request(request.command, None)
 
-    def _visible_nodes(self, token: Token, command: ListNodes) -> NodePage:
-        """A page of the nodes ``token`` may touch (it does not learn the others' names).
+    def _visible_nodes(
+        self, conn: Conn, request: Request, token: Token, command: ListNodes
+    ) -> NodePage | None:
+        """A page of the nodes ``token`` may touch (it does not learn the others' names),
+        or None while it is being read: the rest at the connection's next turn.
 
         Read from the ranges of the engine's sorted node names that the token's
-        patterns cover (:func:`~tenure._core.handlers.listing.visible_node_page`): the
+        patterns cover (:func:`~tenure._core.handlers.listing.visible_node_slice`): the
         nodes it may not see outside them cost nothing, and a page shorter than the
-        limit is still the last one.
+        limit is still the last one. A range may be all the nodes (a pattern that
+        starts with a wildcard, ``*-jobs``): a turn looks at ``--step-budget`` names at
+        most, and the page goes on from there at the next turn (every other
+        connection is served between), so no page holds the loop for long.
         """
-        page = self.host.execute(command)  # (the host's say first: a standby refuses)
-        if token.nodes is None:
-            return page
-        return visible_node_page(
-            self.host.engine, command.after, command.limit, token.prefixes, token.may_touch
+        found: list[str] = []
+        after = command.after
+        listing = conn.listing
+        conn.listing = None
+        if listing is not None and listing[0] is request:
+            _, found, after = listing  # going on with this request's page
+        elif token.nodes is None:
+            return self.host.execute(command)
+        else:  # (the host's say first: a standby refuses; a page of one, not read)
+            self.host.execute(ListNodes(command.after, 1))
+        budget = self.host.step_budget or DEFAULT_STEP_BUDGET
+        names, resume = visible_node_slice(
+            self.host.engine,
+            after,
+            command.limit - len(found) if found else command.limit,  # (checked there)
+            token.prefixes,
+            token.may_touch,
+            budget,
         )
+        found += names
+        if resume is None:
+            return NodePage(tuple(found))
+        conn.listing = (request, found, resume)
+        return None
 
     def _fail(self, conn: Conn, request: Request, code: ErrorCode, why: str) -> None:
         """Answer ``request`` with a Failure (and count it)."""
