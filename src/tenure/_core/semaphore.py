@@ -234,6 +234,9 @@ class Semaphore:
                 del owners[sid]
             owners[sid] = owner
         assert self.count <= self.limit, "grant beyond the limit"
+        _charge(owner.usage, len(owner.data))
+        if old is not None:
+            _charge(old.usage, -len(old.data))
         return old
 
     def remove_owner(self, key: int) -> Owner | None:
@@ -246,11 +249,13 @@ class Semaphore:
                 return None
             self._owners = None
             self.count = 0
+            _charge(owners.usage, -len(owners.data))
             return owners
         assert isinstance(owners, dict)
         owner = owners.pop(key, None)
         if owner is not None:
             self.count -= owner.count
+            _charge(owner.usage, -len(owner.data))
             if len(owners) == 1:
                 self._owners = next(iter(owners.values()))
         return owner
@@ -262,6 +267,9 @@ class Semaphore:
         key = waiter.key
         old = self._waiters.pop(key, None)
         self._waiters[key] = waiter
+        _charge(waiter.usage, len(waiter.data))
+        if old is not None:
+            _charge(old.usage, -len(old.data))
         return old
 
     def restate_waiter(self, waiter: Waiter) -> None:
@@ -269,7 +277,10 @@ class Semaphore:
         waiters = self._waiters
         assert waiters is not None, "restating a request of an empty queue"
         assert waiter.key in waiters, "restating a request not queued"
+        old = waiters[waiter.key]
         waiters[waiter.key] = waiter  # (an existing key keeps its place in a dict)
+        _charge(old.usage, -len(old.data))
+        _charge(waiter.usage, len(waiter.data))
 
     def is_head(self, key: int) -> bool:
         """Whether holder ``key``'s request is first in the queue."""
@@ -284,7 +295,16 @@ class Semaphore:
         waiter = waiters.pop(key, None)
         if not waiters:
             self._waiters = None
+        if waiter is not None:
+            _charge(waiter.usage, -len(waiter.data))
         return waiter
+
+    def forget_holders_data(self) -> None:
+        """It is dropped with its owners and waiters: their data counts no longer."""
+        for owner in self.each_owner():
+            _charge(owner.usage, -len(owner.data))
+        for waiter in self.waiters.values():
+            _charge(waiter.usage, -len(waiter.data))
 
     def head(self) -> Waiter | None:
         """The first request in the queue, if any (served next, when it fits)."""
@@ -294,6 +314,12 @@ class Semaphore:
 
 #: The empty view of owners or waiters (shared, read-only).
 _NOBODY: Mapping[int, Any] = MappingProxyType({})
+
+
+def _charge(usage: Usage | None, amount: int) -> None:
+    """Count ``amount`` more data bytes (less if negative) against ``usage``'s owner."""
+    if amount and usage is not None:
+        usage.add(Q_DATA_BYTES, amount)
 
 
 def _who(session: Session | None) -> tuple[str, ClientIdentity]:
