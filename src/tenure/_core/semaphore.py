@@ -234,8 +234,9 @@ class Semaphore:
                 del owners[sid]
             owners[sid] = owner
         assert self.count <= self.limit, "grant beyond the limit"
-        _charge(owner.usage, len(owner.data))
-        if old is not None:
+        if owner.data:  # (most holds have none: no call)
+            _charge(owner.usage, len(owner.data))
+        if old is not None and old.data:  # (most holds have none: no call)
             _charge(old.usage, -len(old.data))
         return old
 
@@ -249,13 +250,15 @@ class Semaphore:
                 return None
             self._owners = None
             self.count = 0
-            _charge(owners.usage, -len(owners.data))
+            if owners.data:  # (most holds have none: no call)
+                _charge(owners.usage, -len(owners.data))
             return owners
         assert isinstance(owners, dict)
         owner = owners.pop(key, None)
         if owner is not None:
             self.count -= owner.count
-            _charge(owner.usage, -len(owner.data))
+            if owner.data:  # (most holds have none: no call)
+                _charge(owner.usage, -len(owner.data))
             if len(owners) == 1:
                 self._owners = next(iter(owners.values()))
         return owner
@@ -267,8 +270,9 @@ class Semaphore:
         key = waiter.key
         old = self._waiters.pop(key, None)
         self._waiters[key] = waiter
-        _charge(waiter.usage, len(waiter.data))
-        if old is not None:
+        if waiter.data:  # (most holds have none: no call)
+            _charge(waiter.usage, len(waiter.data))
+        if old is not None and old.data:  # (most holds have none: no call)
             _charge(old.usage, -len(old.data))
         return old
 
@@ -279,8 +283,10 @@ class Semaphore:
         assert waiter.key in waiters, "restating a request not queued"
         old = waiters[waiter.key]
         waiters[waiter.key] = waiter  # (an existing key keeps its place in a dict)
-        _charge(old.usage, -len(old.data))
-        _charge(waiter.usage, len(waiter.data))
+        if old.data:  # (most holds have none: no call)
+            _charge(old.usage, -len(old.data))
+        if waiter.data:  # (most holds have none: no call)
+            _charge(waiter.usage, len(waiter.data))
 
     def is_head(self, key: int) -> bool:
         """Whether holder ``key``'s request is first in the queue."""
@@ -295,16 +301,18 @@ class Semaphore:
         waiter = waiters.pop(key, None)
         if not waiters:
             self._waiters = None
-        if waiter is not None:
+        if waiter is not None and waiter.data:  # (most holds have none: no call)
             _charge(waiter.usage, -len(waiter.data))
         return waiter
 
     def forget_holders_data(self) -> None:
         """It is dropped with its owners and waiters: their data counts no longer."""
         for owner in self.each_owner():
-            _charge(owner.usage, -len(owner.data))
+            if owner.data:  # (most holds have none: no call)
+                _charge(owner.usage, -len(owner.data))
         for waiter in self.waiters.values():
-            _charge(waiter.usage, -len(waiter.data))
+            if waiter.data:  # (most holds have none: no call)
+                _charge(waiter.usage, -len(waiter.data))
 
     def head(self) -> Waiter | None:
         """The first request in the queue, if any (served next, when it fits)."""
