@@ -111,6 +111,18 @@ class Node:
             usage.add(Q_SEMAPHORES, -1)
             usage.add(Q_DATA_BYTES, -len(sem.data))
 
+    def uncount_semaphores(self) -> None:
+        """Its semaphores (and their holders' data) count against nobody any more: the
+        node is dropped with them (one pass, no index kept up meanwhile)."""
+        for sem in self.semaphores.values():
+            if not sem.is_idle():
+                sem.forget_holders_data()
+            usage = sem.usage
+            if usage is not None:
+                usage.add(Q_SEMAPHORES, -1)
+                usage.add(Q_DATA_BYTES, -len(sem.data))
+            sem.usage = None
+
     def annex_bytes(self) -> int:
         """The bytes of its annex's values (what its owner's ``data_bytes`` counts)."""
         return sum(map(len, self.annex.values())) if self.annex else 0

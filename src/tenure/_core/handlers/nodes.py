@@ -87,8 +87,7 @@ def drop_node(state: EngineState, cmd: c.DropNode, now: float) -> None:
         effects.append(
             SessionEnded(session_id, ErrorCode.SESSION_CLOSED, f"node {node.name!r} was dropped")
         )
-    for name in list(node.semaphores):
-        node.drop_semaphore(name)
+    node.uncount_semaphores()
     state.drop_node(node.name)
     state.broken_deadlocks.pop(node.name, None)
 
