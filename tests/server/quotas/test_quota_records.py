@@ -7,10 +7,15 @@ what was logged was let in.
 
 from __future__ import annotations
 
+import dataclasses
+
 import msgspec
+import pytest
 
 from tenure._core import CreateNode, CreateSemaphore, CreateSession, Engine
 from tenure._core.quotas import COUNTED, Quota
+from tenure._protocol.payloads import decode_command, encode_command
+from tenure._protocol.wire import WireError
 from tenure.server._durability.records import apply_record, command_record
 
 KEY = b"k"
@@ -70,3 +75,16 @@ def test_records_without_an_owner_still_replay_as_nobodys() -> None:
     engine = _replayed([r for r in records if r is not None])
     assert engine.ledger.of("").counts[0] == 1
     assert set(engine.ledger.usage) == {""}
+
+
+def test_a_client_cannot_name_an_owner() -> None:
+    """No command carries an owner: a CreateSession with one more field (an owner a
+    client would like counted against another token) is not a command at all, and
+    what a token makes is owned by the token its connection authenticated (the host
+    sets ``engine.actor``; the served tests check the counts land there)."""
+    layout = msgspec.msgpack.decode(encode_command(CreateSession("n", KEY)))
+    forged = msgspec.msgpack.encode([*layout, "admin"])
+    with pytest.raises(WireError):
+        decode_command(forged)
+    assert "owner" not in {f.name for f in dataclasses.fields(CreateSession)}
+    assert "owner" not in {f.name for f in dataclasses.fields(CreateNode)}
