@@ -3,7 +3,7 @@
 ``python -m bench.micro.memory_budget`` prints two tables:
 
 * **per object**: the Python heap each counted object of the engine costs (a
-  session, a semaphore, a node, a queued acquire, a watch; tracemalloc's growth over
+  session, a semaphore, a node, a queued acquire, a watch, a hold; tracemalloc's growth over
   ``--objects`` of each, divided), beside the cost the budget charges for it
   (:data:`tenure._core.quotas.OBJECT_BYTES`, rounded up from these);
 * **a server filled to its budget**: a real ``tenure serve --fsync off
@@ -46,7 +46,7 @@ from tenure._core import (
     Engine,
     NodeConfig,
 )
-from tenure._core.quotas import COUNTED, OBJECT_BYTES
+from tenure._core.quotas import OBJECT_BYTES, TRACKED
 from tenure._protocol import Failure
 
 KEY = b"bench-key"
@@ -87,6 +87,12 @@ def _held(engine: Engine) -> int:
     return sid
 
 
+def _wide(engine: Engine) -> int:
+    sid = _session(engine)
+    engine.apply(CreateSemaphore(sid, "wide", MAX_COUNT, b""), 0.0)
+    return sid
+
+
 def per_object(objects: int) -> dict[str, float]:
     """Heap bytes per counted object (module docstring)."""
     return {
@@ -109,6 +115,11 @@ def per_object(objects: int) -> dict[str, float]:
             objects,
             _session,
             lambda e, sid, i: e.apply(CreateSemaphore(sid, f"s{i}", 1, b""), 0.0),
+        ),
+        "holds": _heap_per(
+            objects,
+            _wide,
+            lambda e, sid, i: e.apply(Acquire(sid, "wide", 1, i + 1, hold=i + 1), 0.0),
         ),
         "nodes": _heap_per(
             objects, lambda e: None, lambda e, _, i: e.apply(CreateNode(f"n{i}"), 0.0)
@@ -161,7 +172,7 @@ def main() -> None:
     measured = per_object(args.objects)
     measured["waiters"] -= measured["sessions"]
     for name, heap in measured.items():
-        charged = OBJECT_BYTES[COUNTED.index(name)]
+        charged = OBJECT_BYTES[TRACKED.index(name)]
         print(f"  {name:<11} {heap:>8,.0f}   charged {charged:>6,}")
     print("  data_bytes          1   charged      1 (each byte of data, besides its object)")
     print("a server filled to its budget:")

@@ -35,7 +35,7 @@ from tenure._core import (
 )
 from tenure._core.invariants import check_invariants
 from tenure._core.ownership import counted_usage
-from tenure._core.quotas import COUNTED, OBJECT_BYTES, Q_DATA_BYTES, Q_SESSIONS, Quota
+from tenure._core.quotas import OBJECT_BYTES, Q_DATA_BYTES, Q_HOLDS, Q_SESSIONS, TRACKED, Quota
 from tenure._core.snapshot import dump, load
 from tenure.errors import LimitExceededError
 
@@ -52,7 +52,7 @@ def _as(engine: Engine, actor: str, command: Any, now: float = 0.0) -> Any:
 
 
 def _usage(engine: Engine, owner: str) -> dict[str, int]:
-    return dict(zip(COUNTED, engine.ledger.of(owner).counts, strict=True))
+    return dict(zip(TRACKED, engine.ledger.of(owner).counts, strict=True))
 
 
 def _engine(**quota: Any) -> Engine:
@@ -207,7 +207,7 @@ def test_dropping_a_node_gives_back_all_it_held() -> None:
     engine.apply(DescribeSemaphore(other, "a", watch_data=True), 0.0)
     engine.apply(SetNodeAnnex("tmp", "k", b"v"), 0.0)
     engine.apply(DropNode("tmp", force=True), 0.0)
-    assert _usage(engine, "batch") == dict.fromkeys(COUNTED, 0)
+    assert _usage(engine, "batch") == dict.fromkeys(TRACKED, 0)
     check_invariants(engine)
 
 
@@ -230,7 +230,7 @@ def test_a_snapshot_keeps_owners_and_counts() -> None:
     del plain["owners"]
     old = load(plain)
     check_invariants(old)
-    assert old.ledger.of("batch").counts == [0] * len(COUNTED)
+    assert old.ledger.of("batch").counts == [0] * len(TRACKED)
     assert old.ledger.of("").counts[Q_SESSIONS] == 2
 
 
@@ -288,7 +288,7 @@ def test_the_running_counts_match_a_full_count_through_a_busy_life() -> None:
         engine.apply(CloseSession(sid), 100.0)
         check_invariants(engine)
     counted = counted_usage(engine)
-    assert all(counts == [0] * len(COUNTED) for owner, counts in counted.items() if owner)
+    assert all(counts == [0] * len(TRACKED) for owner, counts in counted.items() if owner)
 
 
 def test_data_bytes_counts_each_holds_and_waits_data() -> None:
@@ -311,4 +311,22 @@ def test_data_bytes_counts_each_holds_and_waits_data() -> None:
     engine.apply(Release(sid, "a"), 1.0)
     engine.apply(Release(sid, "c"), 1.0)
     assert _usage(engine, "batch")["data_bytes"] == 0
+    check_invariants(engine)
+
+
+def test_the_memory_budget_counts_holds() -> None:
+    """A session may hold one semaphore many times (hold numbers): each hold counts for
+    the budget, so holds cannot grow the state past it either."""
+    engine = make_engine()
+    sid = engine.apply(CreateSession(NODE, KEY), 0.0).session_id
+    engine.apply(CreateSemaphore(sid, "wide", 1_000, b""), 0.0)
+    engine.ledger.budget = engine.ledger.estimate() + 3 * OBJECT_BYTES[Q_HOLDS]
+    for hold in (1, 2, 3):
+        assert acquire(engine, sid, "wide", hold=hold).status is AcquireStatus.GRANTED
+    with pytest.raises(LimitExceededError, match="memory budget"):
+        acquire(engine, sid, "wide", hold=4)
+    assert acquire(engine, sid, "wide", 2, hold=3).status is AcquireStatus.GRANTED  # restated
+    assert engine.ledger.total.counts[Q_HOLDS] == 3
+    engine.apply(Release(sid, "wide", hold=1), 0.0)
+    assert acquire(engine, sid, "wide", hold=4).status is AcquireStatus.GRANTED
     check_invariants(engine)

@@ -9,7 +9,7 @@ from typing import Any
 
 from tenure._core.engine import Engine
 from tenure._core.ownership import counted_usage
-from tenure._core.quotas import COUNTED
+from tenure._core.quotas import TRACKED
 from tenure._core.semaphore import holder_key
 from tenure._core.values import MAX_ANNEX_BYTES, MAX_ANNEX_KEYS
 
@@ -157,9 +157,9 @@ def _check_usage(engine: Engine) -> None:
     counted = counted_usage(engine)
     ledger = engine.ledger
     for owner, usage in ledger.usage.items():
-        expected = counted.get(owner, [0] * len(COUNTED))
+        expected = counted.get(owner, [0] * len(TRACKED))
         assert usage.counts == expected, f"usage of {owner!r}: {usage.counts} != {expected}"
     assert set(counted) <= set(ledger.usage), "an owner the ledger does not know"
     owners = ledger.usage.values()
-    total = [sum(usage.counts[i] for usage in owners) for i in range(len(COUNTED))]
+    total = [sum(usage.counts[i] for usage in owners) for i in range(len(TRACKED))]
     assert ledger.total.counts == total, f"total usage {ledger.total.counts} != {total}"

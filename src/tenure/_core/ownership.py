@@ -12,13 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 from tenure._core.quotas import (
-    COUNTED,
     Q_DATA_BYTES,
+    Q_HOLDS,
     Q_NODES,
     Q_SEMAPHORES,
     Q_SESSIONS,
     Q_WAITERS,
     Q_WATCHES,
+    TRACKED,
     Usage,
 )
 from tenure._core.state import EngineState
@@ -35,7 +36,7 @@ def counted_usage(state: EngineState) -> dict[str, list[int]]:
 
     def count(usage: Usage | None, index: int, amount: int) -> None:
         if usage is not None:
-            counts.setdefault(usage.owner, [0] * len(COUNTED))[index] += amount
+            counts.setdefault(usage.owner, [0] * len(TRACKED))[index] += amount
 
     for session in state.sessions.values():
         usage = session.usage
@@ -50,6 +51,7 @@ def counted_usage(state: EngineState) -> dict[str, list[int]]:
             count(sem.usage, Q_SEMAPHORES, 1)
             count(sem.usage, Q_DATA_BYTES, len(sem.data))
             for owner in sem.each_owner():
+                count(owner.usage, Q_HOLDS, 1)
                 count(owner.usage, Q_DATA_BYTES, len(owner.data))
             for waiter in sem.waiters.values():
                 count(waiter.usage, Q_DATA_BYTES, len(waiter.data))

@@ -42,9 +42,11 @@ __all__ = [
     "COUNTED",
     "NO_QUOTA",
     "Q_DATA_BYTES",
+    "Q_HOLDS",
     "Q_NODES",
     "OBJECT_BYTES",
     "QUOTA_NAMES",
+    "TRACKED",
     "Q_SEMAPHORES",
     "Q_SESSIONS",
     "Q_WAITERS",
@@ -61,18 +63,23 @@ Q_WAITERS: Final = 2
 Q_SEMAPHORES: Final = 3
 Q_NODES: Final = 4
 Q_DATA_BYTES: Final = 5
+#: Holds (grants held): counted for the memory budget only (no quota: a token's holds
+#: are bounded by its sessions and the semaphores' limits).
+Q_HOLDS: Final = 6
 #: The counted quotas, in the order of :attr:`Usage.counts`.
 COUNTED: Final = ("sessions", "watches", "waiters", "semaphores", "nodes", "data_bytes")
+#: Everything :attr:`Usage.counts` counts: the counted quotas, then ``holds``.
+TRACKED: Final = (*COUNTED, "holds")
 #: Every quota of a token (the auth file's ``[token.quota]`` keys), counted or not.
 QUOTA_NAMES: Final = (*COUNTED, "recovery_window", "requests_per_second")
 
 #: What one counted object costs the server's memory, in bytes, besides its data:
 #: the heap each took when measured with ``python -m bench.micro.memory_budget`` (a
-#: session about 330, a watch 650, a queued acquire 370, a semaphore 190, a node 1150,
-#: with their indexes), rounded up about twice (a real client's session has its own
-#: key, description and identity; the allocator's slack). The memory budget is
-#: charged these plus every data byte.
-OBJECT_BYTES: Final = (600, 1000, 600, 400, 2000, 1)
+#: session about 330, a watch 650, a queued acquire 370, a semaphore 190, a node
+#: 1150, a hold 280, with their indexes), rounded up about twice (a real client's
+#: session has its own key, description and identity; the allocator's slack). The
+#: memory budget is charged these (in :data:`TRACKED` order) plus every data byte.
+OBJECT_BYTES: Final = (600, 1000, 600, 400, 2000, 1, 500)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +100,10 @@ class Quota:
     requests_per_second: float | None = None
 
     def limit(self, index: int) -> int | None:
-        """The quota on the counted thing ``index`` (:data:`Q_SESSIONS`...)."""
+        """The quota on the counted thing ``index`` (:data:`Q_SESSIONS`...; None for
+        :data:`Q_HOLDS`, which has none)."""
+        if index >= len(COUNTED):
+            return None
         return (
             self.sessions,
             self.watches,
@@ -185,7 +195,7 @@ class Usage:
 
     def __init__(self, owner: str, total: Usage | None = None) -> None:
         self.owner = owner
-        self.counts = [0, 0, 0, 0, 0, 0]
+        self.counts = [0] * len(TRACKED)
         self.total = total
 
     def add(self, index: int, amount: int = 1) -> None:
@@ -196,7 +206,7 @@ class Usage:
             total.counts[index] += amount
 
     def __repr__(self) -> str:
-        return f"Usage({self.owner!r}, {dict(zip(COUNTED, self.counts, strict=True))})"
+        return f"Usage({self.owner!r}, {dict(zip(TRACKED, self.counts, strict=True))})"
 
 
 class Ledger:
@@ -235,8 +245,8 @@ class Ledger:
     def check(self, usage: Usage, index: int, amount: int = 1) -> None:
         """Raise LimitExceededError if ``usage``'s owner may not hold ``amount`` more
         of ``index``, or if the memory budget would be passed (nothing is counted)."""
-        if not self.enforcing or amount <= 0:
-            return
+        if not self.enforcing or amount <= 0 or not (self.quotas or self.budget):
+            return  # (no quota and no budget: not even a lookup)
         quota = self.quotas.get(usage.owner)
         if quota is not None:
             limit = quota.limit(index)
@@ -275,8 +285,8 @@ class Ledger:
         """Set every count to ``counts`` (per owner; absent: zero), after a snapshot's
         load. The :class:`Usage` objects stay the same (the state refers to them)."""
         for owner, usage in self.usage.items():
-            usage.counts[:] = counts.get(owner, [0] * len(COUNTED))
+            usage.counts[:] = counts.get(owner, [0] * len(TRACKED))
         for owner, values in counts.items():
             self.of(owner).counts[:] = values
         owners = self.usage.values()
-        self.total.counts[:] = [sum(u.counts[i] for u in owners) for i in range(len(COUNTED))]
+        self.total.counts[:] = [sum(u.counts[i] for u in owners) for i in range(len(TRACKED))]

@@ -35,7 +35,7 @@ from tenure._core.holders import Lease as Lease
 from tenure._core.holders import Owner as Owner
 from tenure._core.holders import Waiter as Waiter
 from tenure._core.holders import holder_key as holder_key
-from tenure._core.quotas import Q_DATA_BYTES, Usage
+from tenure._core.quotas import Q_DATA_BYTES, Q_HOLDS, Usage
 from tenure._core.session import Session
 from tenure._core.values import (
     NO_IDENTITY,
@@ -234,6 +234,8 @@ class Semaphore:
                 del owners[sid]
             owners[sid] = owner
         assert self.count <= self.limit, "grant beyond the limit"
+        if old is None and owner.usage is not None:  # (a new hold, not a restated one)
+            owner.usage.add(Q_HOLDS, 1)
         if owner.data:  # (most holds have none: no call)
             _charge(owner.usage, len(owner.data))
         if old is not None and old.data:  # (most holds have none: no call)
@@ -250,15 +252,13 @@ class Semaphore:
                 return None
             self._owners = None
             self.count = 0
-            if owners.data:  # (most holds have none: no call)
-                _charge(owners.usage, -len(owners.data))
+            _forget(owners)
             return owners
         assert isinstance(owners, dict)
         owner = owners.pop(key, None)
         if owner is not None:
             self.count -= owner.count
-            if owner.data:  # (most holds have none: no call)
-                _charge(owner.usage, -len(owner.data))
+            _forget(owner)
             if len(owners) == 1:
                 self._owners = next(iter(owners.values()))
         return owner
@@ -308,8 +308,7 @@ class Semaphore:
     def forget_holders_data(self) -> None:
         """It is dropped with its owners and waiters: their data counts no longer."""
         for owner in self.each_owner():
-            if owner.data:  # (most holds have none: no call)
-                _charge(owner.usage, -len(owner.data))
+            _forget(owner)
         for waiter in self.waiters.values():
             if waiter.data:  # (most holds have none: no call)
                 _charge(waiter.usage, -len(waiter.data))
@@ -322,6 +321,15 @@ class Semaphore:
 
 #: The empty view of owners or waiters (shared, read-only).
 _NOBODY: Mapping[int, Any] = MappingProxyType({})
+
+
+def _forget(owner: Owner) -> None:
+    """``owner`` is no longer held: it and its data count no longer."""
+    usage = owner.usage
+    if usage is not None:
+        usage.add(Q_HOLDS, -1)
+        if owner.data:
+            usage.add(Q_DATA_BYTES, -len(owner.data))
 
 
 def _charge(usage: Usage | None, amount: int) -> None:

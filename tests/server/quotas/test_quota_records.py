@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from tenure._core import CreateNode, CreateSemaphore, CreateSession, Engine
-from tenure._core.quotas import COUNTED, Quota
+from tenure._core.quotas import COUNTED, TRACKED, Quota
 from tenure._protocol.payloads import decode_command, encode_command
 from tenure._protocol.wire import WireError
 from tenure.server._durability.records import apply_record, command_record
@@ -41,7 +41,7 @@ def test_the_owner_is_logged_with_what_it_makes_and_replayed() -> None:
     assert msgspec.msgpack.decode(logged[1])[3] == "batch"
     assert len(msgspec.msgpack.decode(logged[2])) == 3
     engine = _replayed(logged)
-    usage = dict(zip(COUNTED, engine.ledger.of("batch").counts, strict=True))
+    usage = dict(zip(TRACKED, engine.ledger.of("batch").counts, strict=True))
     assert usage == {
         "sessions": 1,
         "watches": 0,
@@ -49,6 +49,7 @@ def test_the_owner_is_logged_with_what_it_makes_and_replayed() -> None:
         "semaphores": 1,
         "nodes": 0,
         "data_bytes": 5,
+        "holds": 0,
     }
     assert engine.ledger.of("admin").counts[COUNTED.index("nodes")] == 1
     assert engine.actor == ""  # (known while a record is applied only)

@@ -10,7 +10,7 @@ from tenure._core import commands as c
 from tenure._core.deadlines import LeaseDeadline, WaiterDeadline
 from tenure._core.deadlocks import refuse_deadlock
 from tenure._core.effects import AcquireFailed, LeaseLost
-from tenure._core.quotas import Q_DATA_BYTES, Q_SEMAPHORES, Q_WAITERS
+from tenure._core.quotas import Q_DATA_BYTES, Q_HOLDS, Q_SEMAPHORES, Q_WAITERS
 from tenure._core.semaphore import Owner, Semaphore, Waiter, holder_key
 from tenure._core.state import EngineState, Node
 from tenure._core.values import (
@@ -76,8 +76,10 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
                 f"max_waiters ({node.config.max_waiters}) reached on semaphore {name!r}"
             )
         state.check_quota(session.usage, Q_WAITERS)
+    held = sem.owner(key) if sem is not None else None
+    if held is None and (sem is None or sem.can_grant_now(key, count, now)):
+        state.check_quota(session.usage, Q_HOLDS)  # (a new hold: the memory budget counts it)
     if data:  # (its hold's or its wait's data: more than the hold it restates has)
-        held = sem.owner(key) if sem is not None else None
         grown = len(data) - (len(held.data) if held is not None else 0)
         state.check_quota(session.usage, Q_DATA_BYTES, grown)
     if task and timeout != 0 and sem is not None and not cmd.keep_place:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from tenure._core import commands as c
 from tenure._core.deadlines import WaiterDeadline
 from tenure._core.deadlocks import Asked, refuse_deadlock
-from tenure._core.quotas import Q_DATA_BYTES, Q_SEMAPHORES, Q_WAITERS
+from tenure._core.quotas import Q_DATA_BYTES, Q_HOLDS, Q_SEMAPHORES, Q_WAITERS
 from tenure._core.semaphore import Semaphore, Waiter, holder_key
 from tenure._core.state import EngineState
 from tenure._core.values import (
@@ -68,6 +68,7 @@ def acquire_all(state: EngineState, cmd: c.AcquireAll, now: float) -> c.AcquireA
         )
     state.check_quota(session.usage, Q_SEMAPHORES, missing)
     state.check_quota(session.usage, Q_DATA_BYTES, len(data) * len(names))  # (each member's)
+    state.check_quota(session.usage, Q_HOLDS, len(names))  # (the memory budget's)
     at_once = all(
         sem is None or sem.can_grant_now(key, count, now)
         for sem, key in zip(sems, keys, strict=True)
