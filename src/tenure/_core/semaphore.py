@@ -36,6 +36,7 @@ from tenure._core.holders import Lease as Lease
 from tenure._core.holders import Owner as Owner
 from tenure._core.holders import Waiter as Waiter
 from tenure._core.holders import holder_key as holder_key
+from tenure._core.quotas import Q_DATA_BYTES, Q_HOLDS, Usage
 from tenure._core.session import Session
 from tenure._core.values import (
     NO_IDENTITY,
@@ -69,13 +70,19 @@ class Semaphore:
         "ephemeral",
         "limit",
         "name",
+        "usage",
     )
 
-    def __init__(self, name: str, limit: int, data: bytes, *, ephemeral: bool) -> None:
+    def __init__(
+        self, name: str, limit: int, data: bytes, *, ephemeral: bool, usage: Usage | None = None
+    ) -> None:
         self.name = name
         self.limit = limit
         self.data = data
         self.ephemeral = ephemeral
+        #: Its owner's usage (:mod:`tenure._core.quotas`): it counts there, with its
+        #: data, from :meth:`Node.add_semaphore` to :meth:`Node.drop_semaphore`.
+        self.usage = usage
         # Invariant: count == sum of owner counts <= limit.
         self._owners: Owner | dict[int, Owner] | None = None
         self.count = 0
@@ -84,6 +91,13 @@ class Semaphore:
         self.blocked_until = 0.0
 
     # -- queries --------------------------------------------------------------------
+
+    def set_data(self, data: bytes) -> None:
+        """Its data is now ``data`` (counted against its owner's ``data_bytes``)."""
+        usage = self.usage
+        if usage is not None:
+            usage.add(Q_DATA_BYTES, len(data) - len(self.data))
+        self.data = data
 
     def owner(self, key: int) -> Owner | None:
         """The hold of holder ``key`` (:func:`holder_key`), if it has one."""
@@ -224,6 +238,12 @@ class Semaphore:
                 del owners[sid]
             owners[sid] = owner
         assert self.count <= self.limit, "grant beyond the limit"
+        if old is None and owner.usage is not None:  # (a new hold, not a restated one)
+            owner.usage.add(Q_HOLDS, 1)
+        if owner.data:  # (most holds have none: no call)
+            _charge(owner.usage, len(owner.data))
+        if old is not None and old.data:  # (most holds have none: no call)
+            _charge(old.usage, -len(old.data))
         return old
 
     def remove_owner(self, key: int) -> Owner | None:
@@ -236,11 +256,13 @@ class Semaphore:
                 return None
             self._owners = None
             self.count = 0
+            _forget(owners)
             return owners
         assert isinstance(owners, dict)
         owner = owners.pop(key, None)
         if owner is not None:
             self.count -= owner.count
+            _forget(owner)
             if len(owners) == 1:
                 self._owners = next(iter(owners.values()))
         return owner
@@ -252,6 +274,10 @@ class Semaphore:
         key = waiter.key
         old = self._waiters.pop(key, None)
         self._waiters[key] = waiter
+        if waiter.data:  # (most holds have none: no call)
+            _charge(waiter.usage, len(waiter.data))
+        if old is not None and old.data:  # (most holds have none: no call)
+            _charge(old.usage, -len(old.data))
         return old
 
     def restate_waiter(self, waiter: Waiter) -> None:
@@ -259,7 +285,12 @@ class Semaphore:
         waiters = self._waiters
         assert waiters is not None, "restating a request of an empty queue"
         assert waiter.key in waiters, "restating a request not queued"
+        old = waiters[waiter.key]
         waiters[waiter.key] = waiter  # (an existing key keeps its place in a dict)
+        if old.data:  # (most holds have none: no call)
+            _charge(old.usage, -len(old.data))
+        if waiter.data:  # (most holds have none: no call)
+            _charge(waiter.usage, len(waiter.data))
 
     def is_head(self, key: int) -> bool:
         """Whether holder ``key``'s request is first in the queue."""
@@ -274,7 +305,17 @@ class Semaphore:
         waiter = waiters.pop(key, None)
         if not waiters:
             self._waiters = None
+        if waiter is not None and waiter.data:  # (most holds have none: no call)
+            _charge(waiter.usage, -len(waiter.data))
         return waiter
+
+    def forget_holders_data(self) -> None:
+        """It is dropped with its owners and waiters: their data counts no longer."""
+        for owner in self.each_owner():
+            _forget(owner)
+        for waiter in self.waiters.values():
+            if waiter.data:  # (most holds have none: no call)
+                _charge(waiter.usage, -len(waiter.data))
 
     def head(self) -> Waiter | None:
         """The first request in the queue, if any (served next, when it fits)."""
@@ -284,6 +325,21 @@ class Semaphore:
 
 #: The empty view of owners or waiters (shared, read-only).
 _NOBODY: Mapping[int, Any] = MappingProxyType({})
+
+
+def _forget(owner: Owner) -> None:
+    """``owner`` is no longer held: it and its data count no longer."""
+    usage = owner.usage
+    if usage is not None:
+        usage.add(Q_HOLDS, -1)
+        if owner.data:
+            usage.add(Q_DATA_BYTES, -len(owner.data))
+
+
+def _charge(usage: Usage | None, amount: int) -> None:
+    """Count ``amount`` more data bytes (less if negative) against ``usage``'s owner."""
+    if amount and usage is not None:
+        usage.add(Q_DATA_BYTES, amount)
 
 
 def _who(session: Session | None) -> tuple[str, ClientIdentity]:

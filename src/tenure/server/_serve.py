@@ -39,6 +39,7 @@ from tenure._protocol.fanout import FiredPushes
 from tenure._runtime.clock import Clock
 from tenure.errors import ErrorCode, NotLeaderError, TenureError
 from tenure.server import _faces
+from tenure.server._config.quota_settings import default_quota
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._durability.identity import server_secret
 from tenure.server._durability.journal import Journal
@@ -53,6 +54,7 @@ from tenure.server._net.native import NativeFace
 from tenure.server._net.outbox import Connection, Outboxes
 from tenure.server._net.pauses import HeardClock
 from tenure.server._net.throttle import peer_host
+from tenure.server._net.token_rates import TokenRates
 from tenure.server._observe import Observer
 from tenure.server._role import STANDALONE_ROLE, Role
 from tenure.server._session_table import SessionTable
@@ -131,6 +133,13 @@ class Server:
         self.host.engine.node_ceilings = config.node_ceilings
         # (Nor this: slices end in the state one tick would; a replay ticks whole.)
         self.host.step_budget = config.step_budget
+        # (Nor the quotas and the memory budget: tenure._core.quotas. The request rates
+        # are the host's, checked before the engine sees a token's command.)
+        ledger = self.host.engine.ledger
+        ledger.budget = config.memory_budget
+        if self.gate.tokens is not None:
+            ledger.quotas = self.gate.tokens.quotas(default_quota(config))
+            self.host.rates = TokenRates(ledger.quotas, ledger.refused)
         self._table: SessionTable[Conn | Face] = SessionTable(max_queued=config.max_queued_pushes)
         self._conns: set[Connection] = set()
         #: The main port's connection cap: ``--max-connections``, or less if the

@@ -10,6 +10,7 @@ from tenure._core import commands as c
 from tenure._core.deadlines import LeaseDeadline, WaiterDeadline
 from tenure._core.deadlocks import refuse_deadlock
 from tenure._core.effects import AcquireFailed, LeaseLost
+from tenure._core.quotas import Q_DATA_BYTES, Q_HOLDS, Q_SEMAPHORES, Q_WAITERS
 from tenure._core.semaphore import Owner, Semaphore, Waiter, holder_key
 from tenure._core.state import EngineState, Node
 from tenure._core.values import (
@@ -34,14 +35,17 @@ from tenure.errors import (
 
 def create_semaphore(state: EngineState, cmd: c.CreateSemaphore, now: float) -> None:
     """Create a (persistent) semaphore with a limit and data."""
-    _, node = state.lookup_session_node(cmd.session_id)
+    session, node = state.lookup_session_node(cmd.session_id)
     name = check_name("semaphore", cmd.name)
     limit = check_count(cmd.limit, what="limit")
     data = check_data("semaphore data", cmd.data, node.config.max_data_size)
     if name in node.semaphores:
         raise AlreadyExistsError(f"semaphore {name!r} already exists")
     state.check_room(node)
-    sem = node.add_semaphore(Semaphore(name, limit, data, ephemeral=False))
+    usage = session.usage  # (its owner: its session's)
+    state.check_quota(usage, Q_SEMAPHORES)
+    state.check_quota(usage, Q_DATA_BYTES, len(data))
+    sem = node.add_semaphore(Semaphore(name, limit, data, ephemeral=False, usage=usage))
     state.fire_watches(node, sem.name, EXISTENCE)
 
 
@@ -63,17 +67,21 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
         raise NotFoundError(f"semaphore {name!r} does not exist (create it or use ephemeral)")
     if sem is None:
         state.check_room(node)
+        state.check_quota(session.usage, Q_SEMAPHORES)
     elif count > sem.limit:
         raise LimitExceededError(f"count {count} exceeds the limit {sem.limit} of {name!r}")
-    elif (
-        timeout != 0
-        and sem.waiter(key) is None
-        and not sem.can_grant_now(key, count, now)
-        and sem.queue_length() >= node.config.max_waiters
-    ):
-        raise LimitExceededError(
-            f"max_waiters ({node.config.max_waiters}) reached on semaphore {name!r}"
-        )
+    elif timeout != 0 and sem.waiter(key) is None and not sem.can_grant_now(key, count, now):
+        if sem.queue_length() >= node.config.max_waiters:
+            raise LimitExceededError(
+                f"max_waiters ({node.config.max_waiters}) reached on semaphore {name!r}"
+            )
+        state.check_quota(session.usage, Q_WAITERS)
+    held = sem.owner(key) if sem is not None else None
+    if held is None and (sem is None or sem.can_grant_now(key, count, now)):
+        state.check_quota(session.usage, Q_HOLDS)  # (a new hold: the memory budget counts it)
+    if data:  # (its hold's or its wait's data: more than the hold it restates has)
+        grown = len(data) - (len(held.data) if held is not None else 0)
+        state.check_quota(session.usage, Q_DATA_BYTES, grown)
     if task and timeout != 0 and sem is not None and not cmd.keep_place:
         _refuse_deadlock(state, node, sem, sid, hold, key, count, task, now)
     # Validated: from here on the command succeeds (rule 1).
@@ -92,7 +100,9 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
             return _restate_waiter(state, node, sem, waiting, cmd, count, data, timeout, now)
     change = NOTHING
     if sem is None:
-        sem = node.add_semaphore(Semaphore(name, MAX_COUNT, b"", ephemeral=True))
+        sem = node.add_semaphore(
+            Semaphore(name, MAX_COUNT, b"", ephemeral=True, usage=session.usage)
+        )
         change = EXISTENCE
     superseded = sem.remove_waiter(key)
     if superseded is not None:
@@ -125,6 +135,7 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
                 hold,
                 owner.since,
                 owner.task,  # (the same grant: asked for by the task that asked then)
+                usage=session.usage,
             )
             sem.set_owner(updated)
             result = c.AcquireResult(c.AcquireStatus.GRANTED, owner.token, count, owner.lease_ttl)
@@ -155,6 +166,7 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
                 state.last_order,
                 timeout,
                 task,
+                usage=session.usage,
             )
         )
         session.add_wait(name, hold, task)
@@ -232,6 +244,7 @@ def _restate_waiter(
         waiting.order,
         timeout,
         cmd.task,
+        usage=waiting.usage,
     )
     sem.restate_waiter(restated)
     if restated.task != waiting.task:  # (the session's index of its tasks' waits)
@@ -340,7 +353,8 @@ def update_semaphore(state: EngineState, cmd: c.UpdateSemaphore, now: float) -> 
     sem = state.lookup_semaphore(node, cmd.name)
     data = check_data("semaphore data", cmd.data, node.config.max_data_size)
     if data != sem.data:
-        sem.data = data
+        state.check_quota(sem.usage, Q_DATA_BYTES, len(data) - len(sem.data))
+        sem.set_data(data)
         state.fire_watches(node, sem.name, DATA)
 
 
@@ -356,7 +370,8 @@ def swap_semaphore_data(state: EngineState, cmd: c.SwapSemaphoreData, now: float
     if sem.data != cmd.expected:
         return False
     if data != sem.data:
-        sem.data = data
+        state.check_quota(sem.usage, Q_DATA_BYTES, len(data) - len(sem.data))
+        sem.set_data(data)
         state.fire_watches(node, sem.name, DATA)
     return True
 

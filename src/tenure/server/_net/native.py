@@ -220,14 +220,17 @@ class NativeFace:
             return
         value: object
         try:
-            if isinstance(command, ListNodes) and conn.token is not None:
-                page = self._visible_nodes(conn, request, conn.token, command)
+            token = conn.token
+            if token is None:
+                value = self.host.execute(command)
+            elif isinstance(command, ListNodes):
+                page = self._visible_nodes(conn, request, token, command)
                 if page is None:
                     conn.held_back = request  # more to read: at the connection's next turn
                     return
                 value = page
-            else:
-                value = self.host.execute(command)
+            else:  # (what it makes is the token's: the host tells the engine)
+                value = self.host.execute(command, token.name)
         except Exception as error:
             if not isinstance(error, TenureError | TimeoutError):
                 log.exception("command %s failed unexpectedly", type(command).__name__)
@@ -281,9 +284,11 @@ class NativeFace:
         if listing is not None and listing[0] is request:
             _, found, after = listing  # going on with this request's page
         elif token.nodes is None:
-            return self.host.execute(command)
-        else:  # (the host's say first: a standby refuses; a page of one, not read)
-            self.host.execute(ListNodes(command.after, 1))
+            return self.host.execute(command, token.name)
+        else:
+            # (The host's say first: a standby refuses, a token over its rate is
+            # refused; a page of one, not read.)
+            self.host.execute(ListNodes(command.after, 1), token.name)
         budget = self.host.step_budget or DEFAULT_STEP_BUDGET
         names, resume = visible_node_slice(
             self.host.engine,
