@@ -22,8 +22,12 @@ and the loop writes the records itself (cheaper than a hand-over).
 
 When a snapshot is due it starts one there, written by a forked child while the
 loop goes on (:meth:`Journal.start_snapshot`), and puts it in place when the child
-is done; the writer is drained first, so the new segment starts after every record
-handed over.
+is done. The new segment must start after every record handed over, so the writer
+must have nothing in flight: a due snapshot waits for the writer's report that the
+last batch handed over is durable (and nothing logged since), and starts then,
+rather than blocking the loop on the writer's fsync (issue 37: under a tenant's
+writes, snapshots are frequent and each such wait stalled every client). Only a
+writer never idle for :data:`SNAPSHOT_WAIT` is drained on the loop, as before.
 
 A journal that cannot be written or committed is fatal: the journal is aborted
 (what is not committed is forgotten, as a crash would), ``on_fatal`` is called, and
@@ -63,6 +67,9 @@ BATCH_INTERVAL: Final = 0.05
 #: event loop (``--fsync always``): a lone request (a sequential client) would only
 #: wait longer for the writer thread's two wake-ups, and nothing else is waiting.
 INLINE_MAX_STEPS: Final = 1
+#: Seconds a due snapshot waits for the writer to have nothing in flight before it
+#: drains it on the loop instead (a writer kept busy by a load that never pauses).
+SNAPSHOT_WAIT: Final = 1.0
 
 
 class DurableOutput(Protocol):
@@ -194,6 +201,9 @@ class DurableHost(Host):
         self._durable = 0  # the last batch the writer made durable
         self._waiting: list[tuple[int, asyncio.Future[None]]] = []  # for :meth:`committed`
         self._steps = 0  # engine steps (commands, ticks) since the last flush
+        #: Loop time a snapshot fell due while the writer had batches in flight
+        #: (None: none waits; :meth:`_start_snapshot`).
+        self._snapshot_due_at: float | None = None
 
     def start(self) -> None:
         """Arm the timer (deadlines carried over by recovery) and the fsync mode's helper:
@@ -259,10 +269,7 @@ class DurableHost(Host):
                 else:
                     self._commit(self.journal.commit)
                 if self.journal.needs_snapshot(self.engine):
-                    self._before_snapshot()
-                    fd = self.journal.start_snapshot(self.engine)
-                    if fd is not None:  # a child writes it: hear when it is done
-                        self._loop.add_reader(fd, self._snapshot_written)
+                    self._start_snapshot()
             except Exception as error:
                 self._fatal("committing the journal", error)
                 return
@@ -270,6 +277,22 @@ class DurableHost(Host):
             self._unsynced = True
         self._steps = 0
         self._output.seal(self._handed, self._durable)
+
+    def _start_snapshot(self) -> None:
+        """Start the due snapshot, unless the writer has batches in flight: then
+        :meth:`_written` starts it once they are durable (or, after
+        :data:`SNAPSHOT_WAIT`, the writer is drained here: module docstring)."""
+        now = self._loop.time()
+        if self._snapshot_due_at is None:
+            self._snapshot_due_at = now
+        in_flight = self._writer is not None and self._handed > self._durable
+        if in_flight and now - self._snapshot_due_at < SNAPSHOT_WAIT:
+            return
+        self._snapshot_due_at = None
+        self._before_snapshot()
+        fd = self.journal.start_snapshot(self.engine)
+        if fd is not None:  # a child writes it: hear when it is done
+            self._loop.add_reader(fd, self._snapshot_written)
 
     def _before_snapshot(self) -> None:
         """Drain the writer: the log's new segment starts after every record handed over."""
@@ -345,6 +368,20 @@ class DurableHost(Host):
                 elif not done.done():
                     done.set_result(None)
             self._waiting = still
+        if (
+            self._snapshot_due_at is not None
+            and batch == self._handed
+            and not (self._dirty or self.stopped)
+        ):
+            # The writer has nothing in flight and nothing is logged since: the
+            # snapshot that waited for it starts now (still due: none began meanwhile).
+            try:
+                if self.journal.needs_snapshot(self.engine):
+                    self._start_snapshot()
+                else:
+                    self._snapshot_due_at = None
+            except Exception as error:
+                self._fatal("starting a snapshot", error)
 
     def _writer_failed(self, error: BaseException) -> None:
         self._fatal("committing the journal", error)
