@@ -14,6 +14,7 @@ etcd test does; so do the Redis and PostgreSQL runs.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,7 @@ from tests.etcd.fixtures import require_etcd
 from tests.faults.conftest import require_tools
 from tests.postgres.fixtures import require_postgres
 from tests.redis.fixtures import require_redis
+from tools.faults.abuses import ABUSES
 from tools.faults.check_locks import Violation
 from tools.faults.cluster_target import TenureClusterTarget
 from tools.faults.db_targets import PostgresTarget, RedisTarget
@@ -135,8 +137,27 @@ async def test_scenario_keeps_every_promise(target_name: str, name: str, tmp_pat
         loss = losses(load(sorted((tmp_path / "history").glob("*.jsonl"))))
         assert loss.cuts >= 2, verdict.stats
         assert (loss.lost_grants, loss.lost) == (0, 0), loss
+    if name == "tenant":
+        _tenant_evidence(verdict.stats["tenant"])
     if known:
         pytest.xfail(f"a known finding (tools/faults/findings.md): {known[0].message}")
+
+
+def _tenant_evidence(tenant: dict[str, Any]) -> None:
+    """Every abuse ran and was answered; the ceilings and the throttle refused it."""
+    assert tenant["hostile_phases"] >= 2, tenant
+    assert set(tenant["abuses"]) == set(ABUSES), tenant
+    for name, got in tenant["abuses"].items():
+        answered = got["done"] + sum(got["refused"].values()) + sum(got["failed"].values())
+        assert answered > 0, (name, tenant)
+    # A node's limits of 2**63 are past the server's ceilings: refused, every phase.
+    assert tenant["abuses"]["nodes"]["refused"].get("max_sessions", 0) >= 2, tenant
+    # No wrong secret is ever welcomed, and the guesses were answered.
+    guessed = tenant["abuses"]["guesses"]["failed"]
+    assert "wrong welcome" not in guessed, tenant
+    assert sum(n for answer, n in guessed.items() if answer.startswith("wrong")) > 0, tenant
+    assert tenant["latency_ms"]["samples"]["hostile"] > 0, tenant
+    assert tenant["rss_peak_mib"] > 0, tenant
 
 
 def _known(target: str, scenario: str, violation: Violation) -> bool:

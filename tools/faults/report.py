@@ -136,6 +136,13 @@ RULES: Final = (
     ("wall-clock", "a client whose wall clock jumps loses nothing (expiry follows the "
      "server's clock)"),
     ("client-error", "no client's loop dies of an exception the workload does not expect"),
+    ("honest-session-lost", "with a hostile tenant (`tenant`), no honest client loses a "
+     "session"),
+    ("honest-lock-lost", "with a hostile tenant, every honest critical section ends released"),
+    ("honest-refused", "with a hostile tenant, no honest operation fails"),
+    ("honest-latency", "the honest clients' p99 with the hostile tenant is at most 2 x their "
+     "p99 without it in the same run (quiet phases between hostile ones; the quiet p99 taken "
+     "as at least 20 ms; at least 200 probes of each)"),
 )  # fmt: skip
 
 
@@ -234,6 +241,38 @@ def _failover_table(results: list[Result]) -> list[str]:
     return ["", "### Failover times", "", *_table(header, rows)[:-1]]
 
 
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{name} {n}" for name, n in counts.items()) or "none"
+
+
+def _tenant_lines(stats: dict[str, Any]) -> list[str]:
+    """A scenario section's lines on the hostile tenant (none for other scenarios)."""
+    tenant: dict[str, Any] | None = stats.get("tenant")
+    if tenant is None:
+        return []
+    latency = tenant["latency_ms"]
+    quiet, hostile, samples = latency["quiet"], latency["hostile"], latency["samples"]
+    served = tenant.get("quota_metrics")
+    metrics = "not served by this server" if served is None else _counts(served)
+    abuses = "; ".join(
+        f"{name}: {got['done']} answered, refused {_counts(got['refused'])}"
+        + (f", failed {_counts(got['failed'])}" if got["failed"] else "")
+        for name, got in tenant["abuses"].items()
+    )
+    return [
+        f"* honest probes without the tenant: p50 {quiet['p50']} ms, p99 {quiet['p99']} ms, "
+        f"max {quiet['max']} ms ({samples['quiet']} probes); with it: p50 {hostile['p50']} "
+        f"ms, p99 {hostile['p99']} ms, max {hostile['max']} ms ({samples['hostile']} "
+        f"probes); bound {latency.get('bound_ms', '-')} ms",
+        f"* server RSS: {tenant.get('rss_before_mib', '-')} MiB before the first hostile "
+        f"phase, peak {tenant.get('rss_peak_mib', '-')} MiB; "
+        f"{tenant['hostile_phases']} hostile phases",
+        f"* refusals by quota or limit (the tenant's LimitExceededError): "
+        f"{_counts(tenant['refusals'])}; the server's tenure_quota_refusals_total: {metrics}",
+        f"* abuses: {abuses}",
+    ]
+
+
 def _order(result: Result) -> tuple[int, str, int, str]:
     targets, names = list(TARGETS), list(SCENARIOS)
     target = targets.index(result.target) if result.target in targets else len(targets)
@@ -324,6 +363,7 @@ def render(results: list[Result], generated: str, commit: str | None = None) -> 
             f"compared, {s['fifo_skipped']} waiters not matched to one acquire",
             f"* register reads checked {s['register_reads']}; server restarts {s['restarts']}",
             *_failover_lines(s),
+            *_tenant_lines(s),
             f"* violations: {r.violation_count}",
         ]
         lines += [f"  * `{line}`" for line in r.violations]
