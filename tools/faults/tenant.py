@@ -45,6 +45,7 @@ from tools.faults.tokens import (
     JOBS_NODE,
     MAX_NODES,
     OTHER_NODES,
+    OTHER_PREFIX,
     Tenancy,
     write_auth_file,
 )
@@ -93,7 +94,7 @@ async def fill(tenancy: Tenancy) -> None:
 
     async with asyncio.timeout(120.0):
         async with tenure.connect(with_token(tenancy.url, ADMIN.secret)) as client:
-            names = [f"other-{i:05d}" for i in range(OTHER_NODES)] + [JOBS_NODE, BIG_NODE]
+            names = [f"{OTHER_PREFIX}{i:05d}" for i in range(OTHER_NODES)] + [JOBS_NODE, BIG_NODE]
             await asyncio.gather(*(node(client, name) for name in names))
             async with client.session(BIG_NODE) as session:
                 await asyncio.gather(

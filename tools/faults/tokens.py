@@ -34,8 +34,10 @@ HONEST_NODE: Final = "faults"
 #: with :data:`BIG_SEMAPHORES` semaphores for its listings.
 JOBS_NODE: Final = "jobs-0"
 BIG_NODE: Final = "jobs-big"
-#: Nodes of others that ``mallory`` cannot see (its ListNodes filters them out), and
+#: Nodes of others that ``mallory`` cannot see (its ListNodes filters them out), named
+#: to sort before its own (a page of its nodes is found past all of them), and
 #: semaphores in its big node (its ListSemaphores pages through them).
+OTHER_PREFIX: Final = "batch-"
 OTHER_NODES: Final = 10_000
 BIG_SEMAPHORES: Final = 20_000
 #: ``--max-nodes`` of the scenario's server: the others' nodes, and room for the rest.
