@@ -158,6 +158,16 @@ class ServeConfig:
     dashboard_actions: bool = False  # without tokens: may the dashboard end sessions?
     log_format: str = "auto"
     slow_commit: float = DEFAULT_SLOW_COMMIT  # 0: never logged
+    # Quotas per token (0: none) and the memory budget (0: none): quota_settings.py.
+    quota_sessions: int = 0
+    quota_watches: int = 0
+    quota_waiters: int = 0
+    quota_semaphores: int = 0
+    quota_nodes: int = 0
+    quota_data_bytes: int = 0
+    quota_recovery_window: float = 0.0
+    quota_requests_per_second: float = 0.0
+    memory_budget: int = 0
     cluster: str = ""  # empty: not a member of a cluster
     advertise: str = ""  # empty: host and the port bound
     member_name: str = ""  # empty: the advertised address

@@ -16,6 +16,7 @@ from tenure._protocol import DEFAULT_MAX_FRAME_SIZE, MAX_MAX_FRAME_SIZE, MIN_MAX
 from tenure.errors import ConfigError as ConfigError  # re-exported: it lives in tenure.errors
 from tenure.server._config.cluster_settings import CLUSTER_SETTINGS
 from tenure.server._config.hosts import check_hosts_setting
+from tenure.server._config.quota_settings import QUOTA_SETTINGS
 from tenure.server._config.setting import Setting, in_range, one_of
 from tenure.server._durability.storage import FsyncMode
 from tenure.server._durable_host import BATCH_INTERVAL
@@ -579,6 +580,8 @@ SETTINGS: Final = (
         "takes longer than this; 0: never (default: %(default)s)",
         in_range(0, 3600),
     ),
+    # -- quotas per token and the memory budget (issue 37): their own table -------------
+    *QUOTA_SETTINGS,
     # -- a member of a cluster (tenure.server._cluster): their own table ------------------
     *CLUSTER_SETTINGS,
 )

@@ -7,9 +7,17 @@ The auth file (``--auth-file``, TOML) lists the tokens the server accepts::
     secret = "s3cr3t..."           # or: secret_sha256 = "<hex digest of the secret>"
     access = "read-write"          # or "read-only"
     nodes = ["jobs", "config-*"]   # optional (omitted: every node); fnmatch patterns
+    [token.quota]                  # optional, every key too (omitted: the server's default)
+    sessions = 1000                # sessions, watches, waiters, semaphores, nodes,
+    data_bytes = 67108864          # data_bytes, recovery_window, requests_per_second
 
 Only SHA-256 digests of the secrets are kept in memory; a Hello's token is hashed
 and compared with each with :func:`hmac.compare_digest`.
+
+A token's quotas (:func:`Tokens.quotas`) are its own ``[token.quota]`` values over
+the server-wide defaults (``--quota-*``); a read-only token's defaults are at most
+:data:`~tenure.server._config.quota_settings.READ_ONLY_QUOTA`'s. What each counts is
+in :mod:`tenure._core.quotas`.
 
 Authorization is pure policy (no sockets, no engine): :func:`denial` says why a
 token may not send a command about a node, or None if it may. Read-only tokens may
@@ -68,7 +76,10 @@ from tenure._core import (
     UpdateSemaphore,
     WatchPrefix,
 )
+from tenure._core.quotas import NO_QUOTA, Quota
 from tenure._protocol.cluster import ClusterStatus
+from tenure.errors import InvalidArgumentError
+from tenure.server._config.quota_settings import READ_ONLY_QUOTA
 from tenure.server._config.settings import ConfigError
 from tenure.server._net.throttle import Throttle
 
@@ -121,7 +132,7 @@ READ_WRITE_COMMANDS: Final[frozenset[type[Command[object]]]] = READ_ONLY_COMMAND
     KillSession,
 }
 _ALLOWED: Final = {Access.READ_ONLY: READ_ONLY_COMMANDS, Access.READ_WRITE: READ_WRITE_COMMANDS}
-_KEYS: Final = frozenset({"name", "secret", "secret_sha256", "access", "nodes"})
+_KEYS: Final = frozenset({"name", "secret", "secret_sha256", "access", "nodes", "quota"})
 #: Where a pattern's literal text ends (fnmatch's wildcards: ``*``, ``?``, ``[...]``).
 _WILDCARD: Final = re.compile(r"[*?\[]")
 
@@ -134,6 +145,16 @@ class Token:
     digest: bytes = b""  # sha256 of the secret; the secret itself is not kept
     access: Access = Access.READ_WRITE
     nodes: tuple[str, ...] | None = None
+    #: Its own ``[token.quota]`` table (the quotas it gives; none: every default).
+    quota: Quota = NO_QUOTA
+
+    def quotas(self, default: Quota) -> Quota:
+        """Its quotas: its own, over ``default`` (the server's ``--quota-*``); for a
+        read-only token, each default at most :data:`READ_ONLY_QUOTA`'s."""
+        if self.access is Access.READ_ONLY:
+            pairs = zip(default.values(), READ_ONLY_QUOTA.values(), strict=True)
+            default = Quota.of([_least(server, small) for server, small in pairs])
+        return self.quota.over(default)
 
     def may_touch(self, node: str) -> bool:
         """Whether ``node`` matches one of the token's node patterns."""
@@ -198,6 +219,10 @@ class Tokens:
         #: Failures per peer address, shared by every listener that checks these
         #: tokens (set by the server from its settings; by default it never blocks).
         self.throttle = Throttle(0, 0.0)
+
+    def quotas(self, default: Quota) -> dict[str, Quota]:
+        """Every token's quotas by its name (:meth:`Token.quotas`), for the engine."""
+        return {token.name: token.quotas(default) for token in self.tokens}
 
     @property
     def names(self) -> list[str]:
@@ -289,4 +314,18 @@ def _token(entry: Mapping[str, object]) -> Token:
             f"{name!r}: nodes must be a non-empty array of node names or patterns "
             "(omit it for every node)"
         )
-    return Token(name, digest, access, tuple(nodes) if nodes is not None else None)
+    quota = entry.get("quota", {})
+    if not isinstance(quota, dict):
+        raise ValueError(f"{name!r}: quota must be a table ([token.quota])")
+    try:
+        quotas = Quota.from_mapping(quota, f"{name!r}: [token.quota]")
+    except InvalidArgumentError as error:
+        raise ValueError(str(error)) from None
+    return Token(name, digest, access, tuple(nodes) if nodes is not None else None, quotas)
+
+
+def _least(server: float | None, small: float | None) -> float | None:
+    """The smaller of two quotas (None: none)."""
+    if server is None:
+        return small
+    return server if small is None else min(server, small)

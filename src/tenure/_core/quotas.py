@@ -1,0 +1,275 @@
+"""Quotas per owner and the server's memory budget: what each owner holds, counted as it changes.
+
+An *owner* is who a session, semaphore or node belongs to: the name of the token
+that created it (a server with an auth file sets it, never a client), or ``""``
+(nobody: no auth file, or a test). The engine keeps, per owner, how much of each
+countable thing it holds now (:data:`COUNTED`), updated at every change (O(1), never
+a scan), and the same summed over everybody (``total``), from which the state's
+size is estimated for the memory budget.
+
+What each owner may hold is data the host gives (:attr:`Ledger.quotas`, by owner;
+an owner with no entry has no quota), like the node ceilings: a journal's replay
+lifts them (:attr:`Ledger.enforcing` False), since what was logged was let in.
+
+What counts against whom:
+
+* ``sessions``: sessions open (attached or detached), against the session's owner;
+* ``watches``: watches armed (semaphore and prefix watches), against the owner of
+  the session that armed them;
+* ``waiters``: acquires queued, against the owner of the waiting session;
+* ``semaphores``: semaphores that exist, against the owner of the session that
+  created them (CreateSemaphore, or an acquire of a new ephemeral one);
+* ``nodes``: nodes that exist, against who created them;
+* ``data_bytes``: bytes of data held: a semaphore's data against the semaphore's
+  owner, each holder's and waiter's data against its session's owner, a session's
+  description against the session's owner, a node's annex values against the
+  node's owner.
+
+``recovery_window`` (the longest session timeout an owner may ask) is a check, not
+a count; ``requests_per_second`` is the server's (its gate), not the engine's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+from tenure._core._dataclass import dataclass
+from tenure.errors import InvalidArgumentError, LimitExceededError
+
+__all__ = [
+    "COUNTED",
+    "NO_QUOTA",
+    "DATA_BYTES",
+    "NODES",
+    "OBJECT_BYTES",
+    "QUOTA_NAMES",
+    "SEMAPHORES",
+    "SESSIONS",
+    "WAITERS",
+    "WATCHES",
+    "Ledger",
+    "Quota",
+    "Usage",
+]
+
+#: Indexes of :attr:`Usage.counts` (one list per owner: an int each, no attribute lookups).
+SESSIONS: Final = 0
+WATCHES: Final = 1
+WAITERS: Final = 2
+SEMAPHORES: Final = 3
+NODES: Final = 4
+DATA_BYTES: Final = 5
+#: The counted quotas, in the order of :attr:`Usage.counts`.
+COUNTED: Final = ("sessions", "watches", "waiters", "semaphores", "nodes", "data_bytes")
+#: Every quota of a token (the auth file's ``[token.quota]`` keys), counted or not.
+QUOTA_NAMES: Final = (*COUNTED, "recovery_window", "requests_per_second")
+
+#: What one counted object costs the server's memory, in bytes, besides its data:
+#: measured once with ``python -m bench.micro.memory_budget`` (a session, a watch,
+#: a queued acquire, a semaphore, a node, each with its indexes and journal share),
+#: rounded up. The memory budget is charged these plus every data byte.
+OBJECT_BYTES: Final = (1200, 400, 500, 900, 3000, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    """What one owner may hold at once; None: no quota on that.
+
+    ``recovery_window`` is in seconds; ``requests_per_second`` is checked by the
+    server (a token bucket whose burst is one second's worth).
+    """
+
+    sessions: int | None = None
+    watches: int | None = None
+    waiters: int | None = None
+    semaphores: int | None = None
+    nodes: int | None = None
+    data_bytes: int | None = None
+    recovery_window: float | None = None
+    requests_per_second: float | None = None
+
+    def limit(self, index: int) -> int | None:
+        """The quota on the counted thing ``index`` (:data:`SESSIONS`...)."""
+        return (
+            self.sessions,
+            self.watches,
+            self.waiters,
+            self.semaphores,
+            self.nodes,
+            self.data_bytes,
+        )[index]
+
+    @staticmethod
+    def from_mapping(values: Mapping[str, object], where: str) -> Quota:
+        """A quota from a table (an auth file's ``[token.quota]``); every key optional.
+
+        Raises:
+            InvalidArgumentError: an unknown key, or a value that is not a number in
+                range (``where`` names the table).
+        """
+        unknown = sorted(set(values) - set(QUOTA_NAMES))
+        if unknown:
+            raise InvalidArgumentError(
+                f"{where}: unknown quota {unknown[0]!r} (known: {', '.join(QUOTA_NAMES)})"
+            )
+        read: list[int | float | None] = []
+        for name in QUOTA_NAMES:
+            value = values.get(name)
+            if value is None:
+                read.append(None)
+            elif name in COUNTED:
+                if type(value) is not int or value < 0:
+                    raise InvalidArgumentError(f"{where}: {name} must be an integer >= 0")
+                read.append(value)
+            else:
+                number = float(value) if type(value) in (int, float) else math.nan  # type: ignore[arg-type]
+                if not math.isfinite(number) or number <= 0:
+                    raise InvalidArgumentError(f"{where}: {name} must be a number > 0")
+                read.append(number)
+        return Quota.of(read)
+
+    @staticmethod
+    def of(values: Sequence[int | float | None]) -> Quota:
+        """A quota from its values in :data:`QUOTA_NAMES` order (counts are ints)."""
+        sessions, watches, waiters, semaphores, nodes, data_bytes = (
+            None if value is None else int(value) for value in values[: len(COUNTED)]
+        )
+        window, rate = values[len(COUNTED) :]
+        return Quota(
+            sessions,
+            watches,
+            waiters,
+            semaphores,
+            nodes,
+            data_bytes,
+            recovery_window=None if window is None else float(window),
+            requests_per_second=None if rate is None else float(rate),
+        )
+
+    def over(self, base: Quota) -> Quota:
+        """This quota, with ``base``'s value wherever this one has none."""
+        return Quota.of(
+            [
+                mine if mine is not None else theirs
+                for mine, theirs in zip(self.values(), base.values(), strict=True)
+            ]
+        )
+
+    def values(self) -> tuple[int | float | None, ...]:
+        """Every quota, in :data:`QUOTA_NAMES` order."""
+        return (
+            self.sessions,
+            self.watches,
+            self.waiters,
+            self.semaphores,
+            self.nodes,
+            self.data_bytes,
+            self.recovery_window,
+            self.requests_per_second,
+        )
+
+
+#: No quota at all.
+NO_QUOTA: Final = Quota()
+
+
+class Usage:
+    """What one owner holds now: one count per :data:`COUNTED`."""
+
+    __slots__ = ("counts", "owner")
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+        self.counts = [0, 0, 0, 0, 0, 0]
+
+    def __repr__(self) -> str:
+        return f"Usage({self.owner!r}, {dict(zip(COUNTED, self.counts, strict=True))})"
+
+
+class Ledger:
+    """Every owner's usage, the total, the quotas and the memory budget (module docstring).
+
+    State and not state: the counts follow the state (a snapshot's load counts them
+    afresh, a replay counts as it applies), the quotas and the budget are the host's,
+    and ``refusals`` (how many commands each quota refused, per quota and owner) is
+    for the metrics.
+    """
+
+    __slots__ = ("budget", "enforcing", "quotas", "refusals", "total", "usage")
+
+    def __init__(self) -> None:
+        self.usage: dict[str, Usage] = {}
+        self.total = Usage("")
+        #: The quotas by owner (an owner without one has none): the host's.
+        self.quotas: Mapping[str, Quota] = {}
+        #: The memory budget in estimated bytes (:meth:`estimate`); 0: none.
+        self.budget = 0
+        #: False while a journal is replayed: what was logged was let in.
+        self.enforcing = True
+        self.refusals: dict[tuple[str, str], int] = {}
+
+    def of(self, owner: str) -> Usage:
+        """The usage of ``owner`` (made on first use)."""
+        usage = self.usage.get(owner)
+        if usage is None:
+            usage = self.usage[owner] = Usage(owner)
+        return usage
+
+    def estimate(self) -> int:
+        """The state's estimated size, in bytes: :data:`OBJECT_BYTES` per object plus data."""
+        return sum(n * size for n, size in zip(self.total.counts, OBJECT_BYTES, strict=True))
+
+    def check(self, usage: Usage, index: int, amount: int = 1) -> None:
+        """Raise LimitExceededError if ``usage``'s owner may not hold ``amount`` more
+        of ``index``, or if the memory budget would be passed (nothing is counted)."""
+        if not self.enforcing or amount <= 0:
+            return
+        quota = self.quotas.get(usage.owner)
+        if quota is not None:
+            limit = quota.limit(index)
+            if limit is not None and usage.counts[index] + amount > limit:
+                self.refused(COUNTED[index], usage.owner)
+                raise LimitExceededError(
+                    f"token {usage.owner!r} is over its quota {COUNTED[index]} ({limit})"
+                )
+        budget = self.budget
+        if budget and self.estimate() + amount * OBJECT_BYTES[index] > budget:
+            self.refused("memory_budget", usage.owner)
+            raise LimitExceededError(
+                f"the server's memory budget ({budget} bytes) is used up "
+                f"(its state is estimated at {self.estimate()} bytes)"
+            )
+
+    def check_window(self, owner: str, timeout: float) -> None:
+        """Raise LimitExceededError if ``owner`` may not ask a recovery window of ``timeout``."""
+        if not self.enforcing:
+            return
+        quota = self.quotas.get(owner)
+        window = quota.recovery_window if quota is not None else None
+        if window is not None and timeout > window:
+            self.refused("recovery_window", owner)
+            raise LimitExceededError(
+                f"token {owner!r} is over its quota recovery_window ({window:g} s): "
+                f"it asked {timeout:g} s"
+            )
+
+    def add(self, usage: Usage, index: int, amount: int = 1) -> None:
+        """``usage``'s owner now holds ``amount`` more (less if negative) of ``index``."""
+        usage.counts[index] += amount
+        self.total.counts[index] += amount
+
+    def refused(self, quota: str, owner: str) -> None:
+        """Count a refusal by ``quota`` (or ``memory_budget``) of a command of ``owner``."""
+        key = (quota, owner)
+        self.refusals[key] = self.refusals.get(key, 0) + 1
+
+    def recount(self, counts: Mapping[str, list[int]]) -> None:
+        """Replace every count with ``counts`` (per owner), after a snapshot's load."""
+        self.usage = {}
+        self.total = Usage("")
+        for owner, values in counts.items():
+            usage = self.of(owner)
+            for index, value in enumerate(values):
+                self.add(usage, index, value)
