@@ -14,8 +14,10 @@ Four tokens share one ``tenure serve`` (``--auth-file``):
 The quotas (``[token.quota]``, issue 37) are set small for ``mallory`` and ``reader``
 so that the bounded abuses of :mod:`tools.faults.abuses` run into them: a refusal
 naming the quota and the token is what the scenario counts. :data:`WITH_QUOTAS`
-says whether the auth file carries them: a server without quotas refuses to load an
-auth file with a ``[token.quota]`` table, so it is off until the quotas are merged.
+says whether the auth file carries them (a server that does not know ``[token.quota]``
+refuses to load such a file: switch it off to run the scenario against one).
+``requests_per_second`` is left high enough for ``mallory``'s other abuses to get
+answers between the refusals of its flood.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Final
 
 #: Whether the auth file gives ``mallory`` and ``reader`` the quotas of :data:`QUOTAS`
 #: (on: once ``tenure serve`` understands ``[token.quota]``; see the module docstring).
-WITH_QUOTAS: Final = False
+WITH_QUOTAS: Final = True
 
 #: The workload's node (the harness's :data:`~tools.faults.harness.NODE`).
 HONEST_NODE: Final = "faults"
@@ -53,7 +55,7 @@ QUOTAS: Final[dict[str, dict[str, int]]] = {
         "nodes": 5,
         "data_bytes": 2 * 1024 * 1024,
         "recovery_window": 600,
-        "requests_per_second": 500,
+        "requests_per_second": 2000,
     },
     "reader": {"sessions": 60, "watches": 300, "recovery_window": 300},
 }
