@@ -8,6 +8,7 @@ from tests.faults.test_checkers import Build
 from tools.faults.abuses import refusal_name
 from tools.faults.check_tenant import FLOOR, MIN_SAMPLES, RATIO, percentile
 from tools.faults.checker import Verdict
+from tools.faults.report import TENANT_NOTES, Result, render
 from tools.faults.tenant import quota_refusals
 
 
@@ -182,3 +183,21 @@ def test_the_servers_quota_refusals_are_read_from_its_metrics() -> None:
     )
     assert quota_refusals(text) == {"sessions reader": 40, "data_bytes mallory": 3}
     assert quota_refusals("tenure_requests_total 1.0\n") == {}
+
+
+def test_the_report_shows_the_tenants_numbers() -> None:
+    b = tenant_build()
+    phases(b, 0.002, 0.004)
+    b.note("tenant", "abuse", 15.0, abuse="sessions", phase=0, done=3,
+           refused={"sessions": 2}, failed={})  # fmt: skip
+    b.note("tenant", "server-memory", 40.0, peak_kib=102400, before_kib=51200, rss_kib=6000)
+    b.note("tenant", "quota-metrics", 40.0, refusals={"sessions mallory": 2}, served=True)
+    verdict = b.verdict()
+    result = Result("tenant", 3.0, 8, 2, verdict.stats, [], 0)
+    page = render([result], "2026-11-25 04:00 UTC", "abc1234")
+    assert "p99 2.0 ms" in page
+    assert "p99 4.0 ms" in page
+    assert "peak 100.0 MiB" in page
+    assert "sessions 2; the server's tenure_quota_refusals_total: sessions mallory 2" in page
+    assert "sessions: 3 answered, refused sessions 2" in page
+    assert TENANT_NOTES in page

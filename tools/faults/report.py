@@ -83,6 +83,24 @@ CLUSTER_NOTES: Final = (
     "log)."
 )
 
+#: What the hostile-tenant scenario measures, said once under the results.
+TENANT_NOTES: Final = (
+    "The `tenant` scenario injects no fault but a hostile tenant (tools/faults/abuses.py, "
+    "tools/faults/tokens.py): the honest clients use a token of their own limited to their "
+    "node, with a 2 s recovery window, and each reads its register's description every "
+    "50 ms (a probe: one round trip, no disk); the tenant's tokens are a read-write one "
+    "limited to its own `jobs-*` nodes and a read-only one of the honest node, with small "
+    "quotas. Quiet phases (3 s) and hostile ones (5 s of every abuse at once, then undone) "
+    "alternate, and the honest p99 of each kind of phase is compared within the run: a "
+    "machine that gets busier weighs on both alike. The quiet p99 is taken as at least "
+    "20 ms (below that a ratio measures the scheduler of a shared two-core machine, where "
+    "the tenant's own process takes CPU from the clients). The RSS peak is the kernel's "
+    "VmHWM of the server at the end (the large state of 10,000 nodes and 20,000 "
+    "semaphores included); the refusals are the tenant's LimitExceededErrors by the quota "
+    "or limit they name, and the server's own `tenure_quota_refusals_total` where it is "
+    "served."
+)
+
 FINDINGS: Final = Path(__file__).with_name("findings.md")
 #: The power scenario's own section (its layer, its runs per --fsync mode): kept by
 #: hand beside the shim, since its batch and off runs are not long-mode results.
@@ -336,6 +354,8 @@ def render(results: list[Result], generated: str, commit: str | None = None) -> 
         lines += ["", DATABASE_NOTES]
     if any(r.target == "tenure-cluster" for r in results):
         lines += ["", CLUSTER_NOTES]
+    if any(r.scenario == "tenant" for r in results):
+        lines += ["", TENANT_NOTES]
     lines += _failover_table(results)
     lines += ["", "## Scenarios", ""]
     for r in results:
