@@ -13,7 +13,8 @@ message names) or failed (any other tenure error, by its type). The tokens are
   while 10,000 nodes it cannot see exist (a scan per page stalled the loop 3.5 s);
 * ``list-semaphores``: ListSemaphores pages of one, at random places of a node of
   20,000 semaphores, and a whole listing;
-* ``sessions``: ``mallory`` opens sessions with a day's recovery window in its node;
+* ``sessions``: ``mallory`` opens sessions in its node, a few with a day's recovery
+  window, many with ten minutes;
 * ``reader-sessions``: ``reader`` opens sessions in the workload's node (where the
   honest clients must keep opening theirs): many with a 5-minute window, a few with
   a day's;
@@ -180,8 +181,9 @@ async def _hoard(
 
 
 async def sessions(tenant: Tenant, tally: Tally, deadline: float) -> None:
-    """``sessions`` (module docstring): 150 sessions with a day's window."""
-    await _hoard(tenant, tally, MALLORY.secret, JOBS_NODE, [DAY] * 150, deadline)
+    """``sessions`` (module docstring): 10 sessions with a day's window, 140 with 10 min."""
+    windows = [DAY] * 10 + [600.0] * 140
+    await _hoard(tenant, tally, MALLORY.secret, JOBS_NODE, windows, deadline)
 
 
 async def reader_sessions(tenant: Tenant, tally: Tally, deadline: float) -> None:

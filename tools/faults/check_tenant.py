@@ -21,9 +21,15 @@ Why this comparison holds on a shared, noisy two-core machine: both percentiles
 come from one run, whose quiet and hostile phases alternate every few seconds, so a
 machine that gets busier or quieter weighs on both alike; each has hundreds of
 samples or more (a p99 of fewer is one unlucky sample); and the quiet percentile is
-taken as at least :data:`FLOOR`, a couple of the kernel's scheduling periods, below
-which a ratio measures the scheduler, not the server (the tenant's process itself
-takes CPU from the clients on two cores).
+taken as at least :data:`FLOOR`, a few of the kernel's scheduling periods: below it a
+ratio measures the machine's scheduler, not the server. On two cores shared with other
+jobs (a load of 4 and more), every extra runnable process (the tenant's, the server
+busy with it) delays the honest clients' processes by whole time slices: runs there
+measured quiet p99s of 2-16 ms and hostile ones of 15-50 ms with the same code, while
+what the rule exists to catch, the server's loop stalled by one request (issue 37: a
+scoped ListNodes scanning 10,000 nodes per page), takes seconds and expires the
+honest sessions (2 s windows). The tenant's own process runs niced
+(:mod:`tools.faults.hostile`).
 
 Also counted (not judged): each abuse's answers, the refusals by quota (from the
 tenant's ``LimitExceededError``\\ s, and from the server's
@@ -44,7 +50,7 @@ from tools.faults.history import History, Op
 #: The most the hostile phases' p99 may be, in quiet p99s (the issue's "within 2x").
 RATIO: Final = 2.0
 #: The least the quiet p99 is taken to be, in seconds (module docstring).
-FLOOR: Final = 0.02
+FLOOR: Final = 0.05
 #: Probes each kind of phase needs at least for a p99 to be judged.
 MIN_SAMPLES: Final = 200
 #: Kinds of honest operations that must not fail.

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Final
 
+from tools.faults.check_tenant import FLOOR, MIN_SAMPLES, RATIO
 from tools.faults.scenarios import SCENARIOS, liveness_bound
 
 #: The targets, in the page's order, and what each is.
@@ -92,9 +93,10 @@ TENANT_NOTES: Final = (
     "limited to its own `jobs-*` nodes and a read-only one of the honest node, with small "
     "quotas. Quiet phases (3 s) and hostile ones (5 s of every abuse at once, then undone) "
     "alternate, and the honest p99 of each kind of phase is compared within the run: a "
-    "machine that gets busier weighs on both alike. The quiet p99 is taken as at least "
-    "20 ms (below that a ratio measures the scheduler of a shared two-core machine, where "
-    "the tenant's own process takes CPU from the clients). The RSS peak is the kernel's "
+    "machine that gets busier weighs on both alike. The tenant runs in a process of its "
+    "own at nice 10 (its client-side work is not the server's doing), and the quiet p99 is "
+    f"taken as at least {FLOOR * 1000:g} ms (below that a ratio measures the scheduler of a "
+    "shared two-core machine; tools/faults/check_tenant.py says why). The RSS peak is the kernel's "
     "VmHWM of the server at the end (the large state of 10,000 nodes and 20,000 "
     "semaphores included); the refusals are the tenant's LimitExceededErrors by the quota "
     "or limit they name, and the server's own `tenure_quota_refusals_total` where it is "
@@ -158,9 +160,9 @@ RULES: Final = (
      "session"),
     ("honest-lock-lost", "with a hostile tenant, every honest critical section ends released"),
     ("honest-refused", "with a hostile tenant, no honest operation fails"),
-    ("honest-latency", "the honest clients' p99 with the hostile tenant is at most 2 x their "
-     "p99 without it in the same run (quiet phases between hostile ones; the quiet p99 taken "
-     "as at least 20 ms; at least 200 probes of each)"),
+    ("honest-latency", f"the honest clients' p99 with the hostile tenant is at most {RATIO:g} x "
+     f"their p99 without it in the same run (quiet phases between hostile ones; the quiet p99 "
+     f"taken as at least {FLOOR * 1000:g} ms; at least {MIN_SAMPLES} probes of each)"),
 )  # fmt: skip
 
 

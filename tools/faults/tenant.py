@@ -11,8 +11,9 @@ answer took (``probe`` operations).
 :func:`tenant` is the nemesis: it alternates *quiet* phases (:data:`QUIET` s; the
 honest clients alone) and *hostile* phases, in which every abuse of
 :mod:`tools.faults.abuses` runs at once for :data:`HOSTILE` s, each bounded by its
-own count too, then undoes what it made. Each phase is noted (``phase``: which, its
-start and end) and each abuse's answers (``abuse``: done, refused by quota, failed);
+own count too, then undoes what it made (in a process of its own, niced:
+:mod:`tools.faults.hostile`). Each phase is noted (``phase``: which, its start and
+end) and each abuse's answers (``abuse``: done, refused by quota, failed);
 alternating spreads both kinds of phase over the same run, so that a machine that
 gets busier or quieter meanwhile (other jobs on its two cores) weighs on both alike
 (:mod:`tools.faults.check_tenant` compares their latencies). The server's resident
@@ -27,17 +28,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import re
+import signal
+import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 from typing import Final, cast
 
 import tenure
 from tenure.errors import AlreadyExistsError
-from tools.faults.abuses import ABUSES, Tally, Tenant
 from tools.faults.history import now
+from tools.faults.hostile import TENANT
 from tools.faults.nemesis import Stage, sleep_until
-from tools.faults.target import TOKENS, Target, TenureTarget, with_token
+from tools.faults.target import REPO, TOKENS, Target, TenureTarget, with_token
 from tools.faults.tokens import (
     ADMIN,
     BIG_NODE,
@@ -50,12 +55,14 @@ from tools.faults.tokens import (
     write_auth_file,
 )
 
-#: The hostile tenant's process label in the history.
-TENANT: Final = "tenant"
 #: Seconds of a quiet phase, and of a hostile one (each abuse stops by then, then
 #: undoes what it made).
 QUIET: Final = 3.0
 HOSTILE: Final = 5.0
+#: How long a hostile phase's process may run past :data:`HOSTILE` (its start, the
+#: undoing of what it made) before it is killed and the run fails.
+PHASE_GRACE: Final = 60.0
+_PR_SET_PDEATHSIG: Final = 1
 #: Seconds between two samples of the server's resident memory.
 SAMPLE_EVERY: Final = 0.5
 #: Requests at once while the large state is made.
@@ -130,19 +137,33 @@ def _scrape(port: int) -> str:
         return cast(bytes, answer.read()).decode()
 
 
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when the thread that started it dies (a killed harness)."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 async def _hostile(stage: Stage, tenancy: Tenancy, phase: int) -> None:
-    """One hostile phase: every abuse at once, each noted with what it got."""
-    tenant = Tenant(tenancy.url, stage.rng)
-    start = now()
-    deadline = start + HOSTILE
-
-    async def run(name: str) -> None:
-        tally = Tally()
-        await ABUSES[name](tenant, tally, deadline)
-        stage.recorder.note(TENANT, "abuse", abuse=name, phase=phase, **tally.fields())
-
-    await asyncio.gather(*(run(name) for name in ABUSES))
-    stage.recorder.note(TENANT, "phase", phase="hostile", start=start, end=now())
+    """One hostile phase: :mod:`tools.faults.hostile`'s process, waited for (bounded)."""
+    history = stage.recorder.path.parent
+    args = [
+        *(tenancy.url, str(stage.rng.getrandbits(32)), str(phase), str(HOSTILE)),
+        str(history / f"tenant-{phase}.jsonl"),
+    ]
+    with (history.parent / "tenant.log").open("ab") as log:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tools.faults.hostile", *args,
+            cwd=REPO, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,
+        )  # fmt: skip
+    try:
+        async with asyncio.timeout(HOSTILE + PHASE_GRACE):
+            code = await proc.wait()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    if code != 0:
+        raise RuntimeError(f"the hostile phase {phase} exited {code} (see tenant.log)")
 
 
 async def tenant(stage: Stage, until: float) -> None:
