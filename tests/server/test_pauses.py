@@ -241,10 +241,10 @@ async def stall_while_pinging(tmp_path: Path, *, window: float, idle_timeout: fl
         async with running(tmp_path / "data", idle_timeout) as (server, port):
             execute = server.host.execute
 
-            def slow_execute(command: Command[Any]) -> Any:
+            def slow_execute(command: Command[Any], actor: str = "") -> Any:
                 if command == CreateNode("slow"):
                     time.sleep(STALL)  # blocks the loop inside a read: nothing else is read
-                return execute(command)
+                return execute(command, actor)
 
             server.host.execute = slow_execute  # type: ignore[method-assign]
             waiter = await clients.connect(port)

@@ -8,12 +8,15 @@ from __future__ import annotations
 from typing import Any
 
 from tenure._core.engine import Engine
+from tenure._core.ownership import counted_usage
+from tenure._core.quotas import COUNTED
 from tenure._core.semaphore import holder_key
 from tenure._core.values import MAX_ANNEX_BYTES, MAX_ANNEX_KEYS
 
 
 def check_invariants(engine: Engine) -> None:
     """Assert every structural invariant the engine relies on."""
+    _check_usage(engine)
     tokens: set[int] = set()
     assert engine.node_index.keys == sorted(engine.nodes), "node index out of step"
     for node in engine.nodes.values():
@@ -146,3 +149,17 @@ def _held(sem: object, key: int) -> int:
     assert isinstance(sem, Semaphore)
     owner = sem.owner(key)
     return 0 if owner is None else owner.count
+
+
+def _check_usage(engine: Engine) -> None:
+    """Every owner's running usage is what counting the whole state gives, and the
+    total is their sum (:mod:`tenure._core.quotas`)."""
+    counted = counted_usage(engine)
+    ledger = engine.ledger
+    for owner, usage in ledger.usage.items():
+        expected = counted.get(owner, [0] * len(COUNTED))
+        assert usage.counts == expected, f"usage of {owner!r}: {usage.counts} != {expected}"
+    assert set(counted) <= set(ledger.usage), "an owner the ledger does not know"
+    owners = ledger.usage.values()
+    total = [sum(usage.counts[i] for usage in owners) for i in range(len(COUNTED))]
+    assert ledger.total.counts == total, f"total usage {ledger.total.counts} != {total}"

@@ -41,26 +41,26 @@ from tenure.errors import InvalidArgumentError, LimitExceededError
 __all__ = [
     "COUNTED",
     "NO_QUOTA",
-    "DATA_BYTES",
-    "NODES",
+    "Q_DATA_BYTES",
+    "Q_NODES",
     "OBJECT_BYTES",
     "QUOTA_NAMES",
-    "SEMAPHORES",
-    "SESSIONS",
-    "WAITERS",
-    "WATCHES",
+    "Q_SEMAPHORES",
+    "Q_SESSIONS",
+    "Q_WAITERS",
+    "Q_WATCHES",
     "Ledger",
     "Quota",
     "Usage",
 ]
 
 #: Indexes of :attr:`Usage.counts` (one list per owner: an int each, no attribute lookups).
-SESSIONS: Final = 0
-WATCHES: Final = 1
-WAITERS: Final = 2
-SEMAPHORES: Final = 3
-NODES: Final = 4
-DATA_BYTES: Final = 5
+Q_SESSIONS: Final = 0
+Q_WATCHES: Final = 1
+Q_WAITERS: Final = 2
+Q_SEMAPHORES: Final = 3
+Q_NODES: Final = 4
+Q_DATA_BYTES: Final = 5
 #: The counted quotas, in the order of :attr:`Usage.counts`.
 COUNTED: Final = ("sessions", "watches", "waiters", "semaphores", "nodes", "data_bytes")
 #: Every quota of a token (the auth file's ``[token.quota]`` keys), counted or not.
@@ -91,7 +91,7 @@ class Quota:
     requests_per_second: float | None = None
 
     def limit(self, index: int) -> int | None:
-        """The quota on the counted thing ``index`` (:data:`SESSIONS`...)."""
+        """The quota on the counted thing ``index`` (:data:`Q_SESSIONS`...)."""
         return (
             self.sessions,
             self.watches,
@@ -176,13 +176,22 @@ NO_QUOTA: Final = Quota()
 
 
 class Usage:
-    """What one owner holds now: one count per :data:`COUNTED`."""
+    """What one owner holds now: one count per :data:`COUNTED`; ``total`` is the
+    everybody's usage that each change is added to as well (None: this is it)."""
 
-    __slots__ = ("counts", "owner")
+    __slots__ = ("counts", "owner", "total")
 
-    def __init__(self, owner: str) -> None:
+    def __init__(self, owner: str, total: Usage | None = None) -> None:
         self.owner = owner
         self.counts = [0, 0, 0, 0, 0, 0]
+        self.total = total
+
+    def add(self, index: int, amount: int = 1) -> None:
+        """Its owner now holds ``amount`` more (less if negative) of ``index``."""
+        self.counts[index] += amount
+        total = self.total
+        if total is not None:
+            total.counts[index] += amount
 
     def __repr__(self) -> str:
         return f"Usage({self.owner!r}, {dict(zip(COUNTED, self.counts, strict=True))})"
@@ -214,7 +223,7 @@ class Ledger:
         """The usage of ``owner`` (made on first use)."""
         usage = self.usage.get(owner)
         if usage is None:
-            usage = self.usage[owner] = Usage(owner)
+            usage = self.usage[owner] = Usage(owner, self.total)
         return usage
 
     def estimate(self) -> int:
@@ -255,21 +264,17 @@ class Ledger:
                 f"it asked {timeout:g} s"
             )
 
-    def add(self, usage: Usage, index: int, amount: int = 1) -> None:
-        """``usage``'s owner now holds ``amount`` more (less if negative) of ``index``."""
-        usage.counts[index] += amount
-        self.total.counts[index] += amount
-
     def refused(self, quota: str, owner: str) -> None:
         """Count a refusal by ``quota`` (or ``memory_budget``) of a command of ``owner``."""
         key = (quota, owner)
         self.refusals[key] = self.refusals.get(key, 0) + 1
 
     def recount(self, counts: Mapping[str, list[int]]) -> None:
-        """Replace every count with ``counts`` (per owner), after a snapshot's load."""
-        self.usage = {}
-        self.total = Usage("")
+        """Set every count to ``counts`` (per owner; absent: zero), after a snapshot's
+        load. The :class:`Usage` objects stay the same (the state refers to them)."""
+        for owner, usage in self.usage.items():
+            usage.counts[:] = counts.get(owner, [0] * len(COUNTED))
         for owner, values in counts.items():
-            usage = self.of(owner)
-            for index, value in enumerate(values):
-                self.add(usage, index, value)
+            self.of(owner).counts[:] = values
+        owners = self.usage.values()
+        self.total.counts[:] = [sum(u.counts[i] for u in owners) for i in range(len(COUNTED))]

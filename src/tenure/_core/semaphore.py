@@ -35,6 +35,7 @@ from tenure._core.holders import Lease as Lease
 from tenure._core.holders import Owner as Owner
 from tenure._core.holders import Waiter as Waiter
 from tenure._core.holders import holder_key as holder_key
+from tenure._core.quotas import Q_DATA_BYTES, Usage
 from tenure._core.session import Session
 from tenure._core.values import (
     NO_IDENTITY,
@@ -65,13 +66,19 @@ class Semaphore:
         "ephemeral",
         "limit",
         "name",
+        "usage",
     )
 
-    def __init__(self, name: str, limit: int, data: bytes, *, ephemeral: bool) -> None:
+    def __init__(
+        self, name: str, limit: int, data: bytes, *, ephemeral: bool, usage: Usage | None = None
+    ) -> None:
         self.name = name
         self.limit = limit
         self.data = data
         self.ephemeral = ephemeral
+        #: Its owner's usage (:mod:`tenure._core.quotas`): it counts there, with its
+        #: data, from :meth:`Node.add_semaphore` to :meth:`Node.drop_semaphore`.
+        self.usage = usage
         # Invariant: count == sum of owner counts <= limit.
         self._owners: Owner | dict[int, Owner] | None = None
         self.count = 0
@@ -80,6 +87,13 @@ class Semaphore:
         self.blocked_until = 0.0
 
     # -- queries --------------------------------------------------------------------
+
+    def set_data(self, data: bytes) -> None:
+        """Its data is now ``data`` (counted against its owner's ``data_bytes``)."""
+        usage = self.usage
+        if usage is not None:
+            usage.add(Q_DATA_BYTES, len(data) - len(self.data))
+        self.data = data
 
     def owner(self, key: int) -> Owner | None:
         """The hold of holder ``key`` (:func:`holder_key`), if it has one."""

@@ -16,6 +16,7 @@ from typing import Any, TypeAlias
 
 from tenure._core._dataclass import dataclass
 from tenure._core.effects import AcquireFailed, LeaseLost
+from tenure._core.quotas import Q_WAITERS, Q_WATCHES, Usage
 from tenure._core.values import NO_IDENTITY, ClientIdentity
 
 #: What :attr:`Session.missed` keeps: a queued acquire that failed, or a lost grant.
@@ -37,6 +38,9 @@ class Session:
     ``held``, ``waits``, ``watches`` and ``missed`` are read-only views; change them
     with the methods. Many sessions never hold, wait or watch: their tables are made
     on first use.
+
+    ``usage`` counts what its owner holds (:mod:`tenure._core.quotas`): the methods
+    count its waits and watches there as they change (None: counted nowhere).
     """
 
     session_id: int
@@ -55,6 +59,7 @@ class Session:
     # task number -> the (semaphore, hold) of each of its waits: only waits of a known
     # task (not 0), for deadlock detection (:mod:`tenure._core.deadlocks`)
     _task_waits: dict[int, list[tuple[str, int]]] | None = None
+    usage: Usage | None = None
 
     # -- holds and waits ----------------------------------------------------------------
 
@@ -80,8 +85,10 @@ class Session:
     def discard_hold(self, name: str, hold: int = 0) -> None:
         """Its hold ``hold`` no longer owns tokens of ``name``."""
         holds = self._holds
-        if holds is not None and not _discard(holds, name, hold):
-            self._holds = None
+        if holds is not None:
+            _discard(holds, name, hold)
+            if not holds:
+                self._holds = None
 
     @property
     def waits(self) -> AbstractSet[str]:
@@ -92,15 +99,29 @@ class Session:
         """The numbers of its holds waiting on ``name``."""
         return _each(None if self._waits is None else self._waits.get(name))
 
+    def wait_count(self) -> int:
+        """How many of its holds wait (on every semaphore)."""
+        waits = self._waits
+        if not waits:
+            return 0
+        count = 0
+        for numbers in waits.values():
+            count += len(numbers) if isinstance(numbers, set) else 1
+        return count
+
     def add_wait(self, name: str, hold: int = 0, task: int = 0) -> None:
         """Its hold ``hold`` now waits on ``name``, for its client's task ``task``."""
         waits = self._waits
         if waits is None:
             self._waits = {name: hold}
+            added = True
         elif name not in waits:
             waits[name] = hold
+            added = True
         else:
-            _add(waits, name, hold)
+            added = _add(waits, name, hold)
+        if added and self.usage is not None:
+            self.usage.add(Q_WAITERS, 1)
         if task:
             if self._task_waits is None:
                 self._task_waits = {}
@@ -109,8 +130,11 @@ class Session:
     def discard_wait(self, name: str, hold: int = 0, task: int = 0) -> None:
         """Its hold ``hold`` no longer waits on ``name`` (``task``: the waiter's)."""
         waits = self._waits
-        if waits is not None and not _discard(waits, name, hold):
-            self._waits = None
+        if waits is not None:
+            if _discard(waits, name, hold) and self.usage is not None:
+                self.usage.add(Q_WAITERS, -1)
+            if not waits:
+                self._waits = None
         if task and self._task_waits is not None:
             places = self._task_waits.get(task)
             if places is not None:
@@ -178,42 +202,57 @@ class Session:
         """It armed watch ``watch_id``."""
         if self._watches is None:
             self._watches = set()
-        self._watches.add(watch_id)
+        if watch_id not in self._watches:
+            self._watches.add(watch_id)
+            if self.usage is not None:
+                self.usage.add(Q_WATCHES, 1)
 
     def discard_watch(self, watch_id: int) -> None:
         """Watch ``watch_id`` fired or was cancelled."""
         if self._watches is not None:
-            self._watches.discard(watch_id)
+            if watch_id in self._watches:
+                self._watches.discard(watch_id)
+                if self.usage is not None:
+                    self.usage.add(Q_WATCHES, -1)
             if not self._watches:
                 self._watches = None
 
 
-def _add(table: dict[str, Numbers], name: str, number: int) -> None:
+def _add(table: dict[str, Numbers], name: str, number: int) -> bool:
+    """Add ``number`` under ``name``; whether it was not there."""
     numbers = table.get(name)
     if numbers is None:
         table[name] = number
-    elif type(numbers) is int:
-        if numbers != number:
-            table[name] = {numbers, number}
-    else:
-        assert isinstance(numbers, set)
-        numbers.add(number)
+        return True
+    if type(numbers) is int:
+        if numbers == number:
+            return False
+        table[name] = {numbers, number}
+        return True
+    assert isinstance(numbers, set)
+    if number in numbers:
+        return False
+    numbers.add(number)
+    return True
 
 
 def _discard(table: dict[str, Numbers], name: str, number: int) -> bool:
-    """Drop ``number`` under ``name``; whether the table still has anything."""
+    """Drop ``number`` under ``name``; whether it was there."""
     numbers = table.get(name)
     if numbers is None:
-        pass
-    elif type(numbers) is int:
-        if numbers == number:
-            del table[name]
-    else:
-        assert isinstance(numbers, set)
-        numbers.discard(number)
-        if len(numbers) == 1:
-            table[name] = next(iter(numbers))
-    return bool(table)
+        return False
+    if type(numbers) is int:
+        if numbers != number:
+            return False
+        del table[name]
+        return True
+    assert isinstance(numbers, set)
+    if number not in numbers:
+        return False
+    numbers.discard(number)
+    if len(numbers) == 1:
+        table[name] = next(iter(numbers))
+    return True
 
 
 def _each(numbers: Numbers | None) -> Iterator[int]:

@@ -46,7 +46,12 @@ node where one is not 0: deadlock detection reads them) and each node's live cla
 (``"claims"``: per claim its semaphore's name, id, token, and the engine times its
 ``at_least`` and its end fall at, flat, ``CLAIM_FIELDS`` values each; only on a node
 that has one; :mod:`tenure._core.claims`), and changed so that an older server
-refuses such a snapshot rather than keep its claims forever. Versions 1 (a dict per
+refuses such a snapshot rather than keep its claims forever. Version 10 adds who
+owns each session, node and semaphore (``"owners"``: flat lists of ``sessions``
+(id, owner), ``nodes`` (name, owner) and ``semaphores`` (node, name, owner), only
+of those whose owner is a token; :mod:`tenure._core.ownership`), and changed so
+that an older server refuses such a snapshot rather than forget whose they are (and
+so the quotas). Versions 1 to 9 load with every object nobody's. Versions 1 (a dict per
 semaphore), 2 and 3 still load, every hold 0; versions 1 to 4 load with no
 identities and every time at the snapshot's ``now``; versions 1 to 5 load with no
 annex; versions 1 to 7 with no sets; versions 1 to 8 with every task 0 (not known:
@@ -72,6 +77,7 @@ from tenure._core.deadlines import (
 )
 from tenure._core.effects import AcquireFailed, LeaseLost
 from tenure._core.engine import Engine
+from tenure._core.ownership import dump_owners, load_owners
 from tenure._core.semaphore import Owner, Semaphore, Waiter, holder_key
 from tenure._core.state import Node, Session
 from tenure._core.stored_config import config_from_stored, config_to_stored
@@ -88,7 +94,7 @@ from tenure.errors import ErrorCode, InvalidArgumentError
 _SESSION_BITS = (1 << 64) - 1
 
 #: Bumped when the layout changes; :func:`load` refuses layouts it does not know.
-SNAPSHOT_VERSION = 9
+SNAPSHOT_VERSION = 10
 
 #: Values per object in the flat lists (see the module docstring).
 # id, node, timeout, description, protection key, seq_no, expires_at,
@@ -152,6 +158,7 @@ def dump(engine: Engine) -> Plain:
         "nodes": [_dump_node(node) for node in engine.nodes.values()],
         "sessions": sessions,
         "missed": missed,
+        "owners": dump_owners(engine),
     }
 
 
@@ -233,7 +240,7 @@ def load(data: Plain) -> Engine:
         InvalidArgumentError: the data is not a snapshot this version can read.
     """
     version = data.get("version") if isinstance(data, dict) else None
-    if version not in (1, 2, 3, 4, 5, 6, 7, 8, SNAPSHOT_VERSION):
+    if version not in (1, 2, 3, 4, 5, 6, 7, 8, 9, SNAPSHOT_VERSION):
         raise InvalidArgumentError(
             f"not a tenure engine snapshot of version 1 to {SNAPSHOT_VERSION} (got {version!r})"
         )
@@ -321,6 +328,7 @@ def _load(data: Plain, version: int) -> Engine:
             session.note_missed(effect, limit)
     engine.rebuild_indexes()  # (the dicts were filled directly: sorted once here)
     engine.reschedule_all()
+    load_owners(engine, data.get("owners") if version > 9 else None)
     return engine
 
 

@@ -24,6 +24,16 @@ from tenure._core.deadlines import (
     WaiterDeadline,
 )
 from tenure._core.effects import AcquireFailed, Effect, Granted, WatchFired
+from tenure._core.quotas import (
+    Q_DATA_BYTES,
+    Q_NODES,
+    Q_SEMAPHORES,
+    Q_SESSIONS,
+    Q_WAITERS,
+    Q_WATCHES,
+    Ledger,
+    Usage,
+)
 from tenure._core.semaphore import Owner, Semaphore, Waiter
 from tenure._core.session import Missed as Missed
 from tenure._core.session import Session as Session
@@ -75,17 +85,33 @@ class Node:
     claims: dict[str, ClaimTimer] = field(default_factory=dict)
     semaphore_index: SortedKeys[str] = field(default_factory=SortedKeys)
     session_index: SortedKeys[int] = field(default_factory=SortedKeys)
+    #: Its owner's usage (:mod:`tenure._core.quotas`; None: counted nowhere): the node
+    #: counts there from :meth:`EngineState.add_node` on, with its annex's bytes.
+    usage: Usage | None = None
 
     def add_semaphore(self, sem: Semaphore) -> Semaphore:
-        """Keep ``sem`` (a new name) on the node, and its name in the index."""
+        """Keep ``sem`` (a new name) on the node, and its name in the index; it counts
+        against its owner (its ``usage``) with its data from now on."""
         self.semaphores[sem.name] = sem
         self.semaphore_index.add(sem.name)
+        usage = sem.usage
+        if usage is not None:
+            usage.add(Q_SEMAPHORES, 1)
+            usage.add(Q_DATA_BYTES, len(sem.data))
         return sem
 
     def drop_semaphore(self, name: str) -> None:
         """Forget the semaphore ``name`` (it is there), and its name in the index."""
-        del self.semaphores[name]
+        sem = self.semaphores.pop(name)
         self.semaphore_index.discard(name)
+        usage = sem.usage
+        if usage is not None:
+            usage.add(Q_SEMAPHORES, -1)
+            usage.add(Q_DATA_BYTES, -len(sem.data))
+
+    def annex_bytes(self) -> int:
+        """The bytes of its annex's values (what its owner's ``data_bytes`` counts)."""
+        return sum(map(len, self.annex.values())) if self.annex else 0
 
     def add_session(self, session_id: int) -> None:
         """Count the session ``session_id`` as the node's."""
@@ -139,6 +165,12 @@ class EngineState:
         self.now = 0.0  # the latest time the engine was given
         self.deadlines = Deadlines()
         self.watches = Watches()
+        #: What each owner holds, their quotas and the memory budget (tenure._core.quotas).
+        self.ledger = Ledger()
+        #: Who sends the command being applied: its token's name, set by the host
+        #: (never by a client) and logged with the commands that make what it owns
+        #: (CreateSession, CreateNode); "" (nobody): no quotas apply.
+        self.actor = ""
         #: Effects queued since the host last took them, in the order they happened.
         self.effects: list[Effect] = []
 
@@ -146,11 +178,42 @@ class EngineState:
         """Keep ``node`` (a new name), and its name in the index."""
         self.nodes[node.name] = node
         self.node_index.add(node.name)
+        if node.usage is not None:
+            node.usage.add(Q_NODES, 1)
+            node.usage.add(Q_DATA_BYTES, node.annex_bytes())
 
     def drop_node(self, name: str) -> None:
-        """Forget the node ``name`` (it is there), and its name in the index."""
-        del self.nodes[name]
+        """Forget the node ``name`` (it is there, with no session and no semaphore
+        left), and its name in the index."""
+        node = self.nodes.pop(name)
         self.node_index.discard(name)
+        if node.usage is not None:
+            node.usage.add(Q_NODES, -1)
+            node.usage.add(Q_DATA_BYTES, -node.annex_bytes())
+
+    def add_session(self, session: Session, node: Node) -> None:
+        """Keep the new ``session`` of ``node``; it counts against its owner (its
+        ``usage``) with its description's bytes from now on."""
+        self.sessions[session.session_id] = session
+        node.add_session(session.session_id)
+        usage = session.usage
+        if usage is not None:
+            usage.add(Q_SESSIONS, 1)
+            usage.add(Q_DATA_BYTES, len(session.description.encode()))
+
+    def forget_session(self, session: Session, node: Node) -> None:
+        """Forget ``session`` of ``node``, and what it counted against its owner: itself,
+        its description, its watches (disarmed by the caller) and its waits (taken out
+        of their queues by the caller)."""
+        sid = session.session_id
+        del self.sessions[sid]
+        node.drop_session(sid)
+        usage = session.usage
+        if usage is not None:
+            usage.add(Q_SESSIONS, -1)
+            usage.add(Q_DATA_BYTES, -len(session.description.encode()))
+            usage.add(Q_WATCHES, -len(session.watches))
+            usage.add(Q_WAITERS, -session.wait_count())
 
     def rebuild_indexes(self) -> None:
         """Sort every index afresh from the dicts (after a snapshot filled them)."""
@@ -188,6 +251,12 @@ class EngineState:
         if sem is None:
             raise NotFoundError(f"semaphore {name!r} does not exist")
         return sem
+
+    def check_quota(self, usage: Usage | None, index: int, amount: int = 1) -> None:
+        """Raise LimitExceededError if ``usage``'s owner may not hold ``amount`` more of
+        ``index`` (a :mod:`tenure._core.quotas` index), or the memory budget is used up."""
+        if usage is not None:
+            self.ledger.check(usage, index, amount)
 
     def check_room(self, node: Node) -> None:
         """Raise LimitExceededError if ``node`` cannot take one more semaphore."""

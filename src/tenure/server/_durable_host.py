@@ -47,6 +47,7 @@ from tenure.errors import UnavailableError
 from tenure.server._durability.journal import Journal
 from tenure.server._durability.storage import FsyncMode
 from tenure.server._durability.writer import Writer
+from tenure.server._net.token_rates import TokenRates
 from tenure.server._observe import Observer
 
 log = logging.getLogger("tenure.server")
@@ -88,7 +89,7 @@ class HostJournal(Protocol):
         """While a snapshot is being written apart: a descriptor readable once done."""
         ...
 
-    def log_command(self, command: Command[object], now: float) -> None:
+    def log_command(self, command: Command[object], now: float, actor: str = "") -> None:
         """Queue a record of a command that succeeded."""
 
     def log_tick(self, now: float) -> None:
@@ -172,6 +173,9 @@ class DurableHost(Host):
         self.batch_interval = batch_interval
         self.slow_commit = slow_commit
         self.observer = observer
+        #: The ``requests_per_second`` quotas of the tokens (None: none), checked
+        #: before a token's command is applied (set by the server).
+        self.rates: TokenRates | None = None
         self._loop = asyncio.get_running_loop()
         self._dirty = self._unsynced = False
         self._flush_handle: asyncio.Handle | None = None
@@ -197,15 +201,29 @@ class DurableHost(Host):
             return None
         return Writer(journal.data_dir, self._loop, self._written, self._writer_failed)
 
-    def execute(self, command: Command[R]) -> R:
+    def execute(self, command: Command[R], actor: str = "") -> R:
         """Apply ``command`` now, logged; its effects are delivered even if it fails.
+
+        ``actor`` is who sends it: the name of its connection's token ("" without an
+        auth file). What it makes is that token's, and counts against its quotas
+        (:mod:`tenure._core.quotas`); the engine knows it only while it applies it.
 
         Raises:
             The command's error; UnavailableError once stopped or dead.
         """
         if self.dead or self.stopped:
             raise UnavailableError("the server is shutting down")
-        value = super().execute(command)
+        if actor:
+            if self.rates is not None:
+                self.rates.take(actor, self.clock.now())
+            engine = self.engine
+            engine.actor = actor
+            try:
+                value = super().execute(command)
+            finally:
+                engine.actor = ""
+        else:
+            value = super().execute(command)
         if self.observer is not None:
             self.observer.applied(command, value)
         return value
@@ -350,7 +368,7 @@ class DurableHost(Host):
     def _applied(self, command: Command[R], now: float) -> None:
         # (What _log does, inline: this runs for every command.)
         try:
-            self.journal.log_command(command, now)
+            self.journal.log_command(command, now, self.engine.actor)
         except Exception as error:
             self._fatal("writing to the journal", error)
             raise UnavailableError("the server failed to log a change") from None

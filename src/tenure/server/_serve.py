@@ -38,6 +38,7 @@ from tenure._protocol import GoingAway, LocalProtocolError, Refused, ServerConne
 from tenure._protocol.fanout import FiredPushes
 from tenure.errors import ErrorCode, NotLeaderError, TenureError
 from tenure.server import _faces
+from tenure.server._config.quota_settings import default_quota
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._durability.identity import server_secret
 from tenure.server._durability.journal import Journal
@@ -51,6 +52,7 @@ from tenure.server._net.listen import Admission, Entry, Listener, bind
 from tenure.server._net.native import NativeFace
 from tenure.server._net.outbox import Connection, Outboxes
 from tenure.server._net.throttle import peer_host
+from tenure.server._net.token_rates import TokenRates
 from tenure.server._observe import Observer
 from tenure.server._role import STANDALONE_ROLE, Role
 from tenure.server._session_table import SessionTable
@@ -120,6 +122,13 @@ class Server:
         # (Nor these: a replay lifts them; the serving engine holds new nodes to them.)
         self.host.engine.max_nodes = config.max_nodes
         self.host.engine.node_ceilings = config.node_ceilings
+        # (Nor the quotas and the memory budget: tenure._core.quotas. The request rates
+        # are the host's, checked before the engine sees a token's command.)
+        ledger = self.host.engine.ledger
+        ledger.budget = config.memory_budget
+        if self.gate.tokens is not None:
+            ledger.quotas = self.gate.tokens.quotas(default_quota(config))
+            self.host.rates = TokenRates(ledger.quotas, ledger.refused)
         self._table: SessionTable[Conn | Face] = SessionTable(max_queued=config.max_queued_pushes)
         self._conns: set[Connection] = set()
         #: The main port's connection cap: ``--max-connections``, or less if the

@@ -83,8 +83,11 @@ class HostCalls(Protocol):
         """Whether the journal failed: nothing more is applied or acknowledged."""
         ...
 
-    def execute(self, command: Command[R]) -> R:
+    def execute(self, command: Command[R], actor: str = "") -> R:
         """Apply ``command`` now, journaled; its effects are delivered even if it fails.
+
+        ``actor``: the name of the token that sends it ("" without an auth file): what
+        it makes is that token's, and counts against its quotas.
 
         Raises:
             The command's error; UnavailableError once the server stops or the journal failed.

@@ -26,6 +26,7 @@ from tenure._core.claims import (
 )
 from tenure._core.deadlines import ClaimDeadline
 from tenure._core.handlers.semaphores import remove_semaphore
+from tenure._core.quotas import Q_DATA_BYTES, Q_SEMAPHORES
 from tenure._core.semaphore import Semaphore
 from tenure._core.state import EngineState, Node
 from tenure._core.values import check_data, check_duration, check_name
@@ -59,16 +60,21 @@ def claim_name(state: EngineState, cmd: c.ClaimName, now: float) -> ClaimRecord:
         )
     if sem is None:
         state.check_room(node)
+        state.check_quota(session.usage, Q_SEMAPHORES)
+        state.check_quota(session.usage, Q_DATA_BYTES, len(data))
     # Validated: from here on the command succeeds (rule 1).
     state.last_token += 1
     record = ClaimRecord(
         claim_id, state.last_token, at, at_least, at_most, None, session.session_id, data
     )
     if sem is None:
-        sem = node.add_semaphore(Semaphore(name, 1, claim_data(record), ephemeral=False))
+        sem = node.add_semaphore(
+            Semaphore(name, 1, claim_data(record), ephemeral=False, usage=session.usage)
+        )
         change = EXISTENCE
     else:
-        sem.limit, sem.data = 1, claim_data(record)
+        sem.limit = 1
+        sem.set_data(claim_data(record))
         change = DATA
     node.claims[name] = ClaimTimer(claim_id, record.token, now + at_least, now + at_most)
     state.deadlines.schedule(now + at_most, ClaimDeadline(node.name, name, record.token))
@@ -93,7 +99,7 @@ def release_claim(state: EngineState, cmd: c.ReleaseClaim, now: float) -> bool:
         return True
     timer.ends_at = timer.least_until
     state.deadlines.schedule(timer.ends_at, ClaimDeadline(node.name, name, timer.token))
-    sem.data = claim_data(dataclasses.replace(live, released_at=at))
+    sem.set_data(claim_data(dataclasses.replace(live, released_at=at)))
     state.fire_watches(node, name, DATA)
     return True
 

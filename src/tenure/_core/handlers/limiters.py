@@ -26,6 +26,6 @@ def reserve_units(state: EngineState, cmd: c.ReserveUnits, now: float) -> c.Rate
     at = check_duration("at", cmd.at, allow_zero=True)
     reply, after = reserve(sem.name, parse_bucket(sem.name, sem.data), count, max_wait, at)
     if after is not None:
-        sem.data = bucket_data(after)
+        sem.set_data(bucket_data(after))
         state.fire_watches(node, sem.name, DATA)
     return reply

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tenure._core import commands as c
 from tenure._core.effects import AcquireFailed, LeaseLost, SessionEnded
+from tenure._core.quotas import Q_DATA_BYTES, Q_NODES
 from tenure._core.state import EngineState, Node
 from tenure._core.values import (
     MAX_ANNEX_BYTES,
@@ -35,7 +36,9 @@ def create_node(state: EngineState, cmd: c.CreateNode, now: float) -> None:
         raise AlreadyExistsError(f"node {name!r} already exists")
     if len(state.nodes) >= state.max_nodes:
         raise LimitExceededError(f"max_nodes ({state.max_nodes}) reached")
-    state.add_node(Node(name, config))
+    usage = state.ledger.of(state.actor)  # its owner: who sends the command
+    state.check_quota(usage, Q_NODES)
+    state.add_node(Node(name, config, usage=usage))
 
 
 def describe_node(state: EngineState, cmd: c.DescribeNode, now: float) -> NodeDescription:
@@ -77,12 +80,15 @@ def drop_node(state: EngineState, cmd: c.DropNode, now: float) -> None:
                 LeaseLost(owner.session_id, sem.name, owner.token, ErrorCode.LEASE_LOST, message)
             )
     for session_id in sorted(node.sessions):
-        session = state.sessions.pop(session_id)
+        session = state.sessions[session_id]
+        state.forget_session(session, node)
         for watch_id in session.watches:
             state.watches.disarm(watch_id)
         effects.append(
             SessionEnded(session_id, ErrorCode.SESSION_CLOSED, f"node {node.name!r} was dropped")
         )
+    for name in list(node.semaphores):
+        node.drop_semaphore(name)
     state.drop_node(node.name)
     state.broken_deadlocks.pop(node.name, None)
 
@@ -93,18 +99,25 @@ def set_node_annex(state: EngineState, cmd: c.SetNodeAnnex, now: float) -> None:
     key = check_annex_key(cmd.key)
     value = check_data(f"annex value of {key!r}", cmd.value, MAX_ANNEX_BYTES, "MAX_ANNEX_BYTES")
     annex = node.annex
+    old = b"" if annex is None else annex.get(key, b"")
+    usage = node.usage  # (its annex counts against the node's owner)
     if not value:
         if annex is not None and annex.pop(key, None) is not None and not annex:
             node.annex = None  # an empty annex is no annex (as a new node has)
+        if usage is not None:
+            usage.add(Q_DATA_BYTES, -len(old))
         return
-    if annex is None:
-        node.annex = {key: value}
-        return
-    if key not in annex and len(annex) >= MAX_ANNEX_KEYS:
+    if annex is not None and key not in annex and len(annex) >= MAX_ANNEX_KEYS:
         raise LimitExceededError(
             f"the annex of node {node.name!r} has {MAX_ANNEX_KEYS} keys, the most it may"
         )
-    annex[key] = value
+    state.check_quota(usage, Q_DATA_BYTES, len(value) - len(old))
+    if annex is None:
+        node.annex = {key: value}
+    else:
+        annex[key] = value
+    if usage is not None:
+        usage.add(Q_DATA_BYTES, len(value) - len(old))
 
 
 def get_node_annex(state: EngineState, cmd: c.GetNodeAnnex, now: float) -> bytes:

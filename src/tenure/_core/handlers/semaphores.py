@@ -10,6 +10,7 @@ from tenure._core import commands as c
 from tenure._core.deadlines import LeaseDeadline, WaiterDeadline
 from tenure._core.deadlocks import refuse_deadlock
 from tenure._core.effects import AcquireFailed, LeaseLost
+from tenure._core.quotas import Q_DATA_BYTES, Q_SEMAPHORES, Q_WAITERS
 from tenure._core.semaphore import Owner, Semaphore, Waiter, holder_key
 from tenure._core.state import EngineState, Node
 from tenure._core.values import (
@@ -34,14 +35,17 @@ from tenure.errors import (
 
 def create_semaphore(state: EngineState, cmd: c.CreateSemaphore, now: float) -> None:
     """Create a (persistent) semaphore with a limit and data."""
-    _, node = state.lookup_session_node(cmd.session_id)
+    session, node = state.lookup_session_node(cmd.session_id)
     name = check_name("semaphore", cmd.name)
     limit = check_count(cmd.limit, what="limit")
     data = check_data("semaphore data", cmd.data, node.config.max_data_size)
     if name in node.semaphores:
         raise AlreadyExistsError(f"semaphore {name!r} already exists")
     state.check_room(node)
-    sem = node.add_semaphore(Semaphore(name, limit, data, ephemeral=False))
+    usage = session.usage  # (its owner: its session's)
+    state.check_quota(usage, Q_SEMAPHORES)
+    state.check_quota(usage, Q_DATA_BYTES, len(data))
+    sem = node.add_semaphore(Semaphore(name, limit, data, ephemeral=False, usage=usage))
     state.fire_watches(node, sem.name, EXISTENCE)
 
 
@@ -63,17 +67,15 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
         raise NotFoundError(f"semaphore {name!r} does not exist (create it or use ephemeral)")
     if sem is None:
         state.check_room(node)
+        state.check_quota(session.usage, Q_SEMAPHORES)
     elif count > sem.limit:
         raise LimitExceededError(f"count {count} exceeds the limit {sem.limit} of {name!r}")
-    elif (
-        timeout != 0
-        and sem.waiter(key) is None
-        and not sem.can_grant_now(key, count, now)
-        and sem.queue_length() >= node.config.max_waiters
-    ):
-        raise LimitExceededError(
-            f"max_waiters ({node.config.max_waiters}) reached on semaphore {name!r}"
-        )
+    elif timeout != 0 and sem.waiter(key) is None and not sem.can_grant_now(key, count, now):
+        if sem.queue_length() >= node.config.max_waiters:
+            raise LimitExceededError(
+                f"max_waiters ({node.config.max_waiters}) reached on semaphore {name!r}"
+            )
+        state.check_quota(session.usage, Q_WAITERS)
     if task and timeout != 0 and sem is not None and not cmd.keep_place:
         _refuse_deadlock(state, node, sem, sid, hold, key, count, task, now)
     # Validated: from here on the command succeeds (rule 1).
@@ -92,7 +94,9 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
             return _restate_waiter(state, node, sem, waiting, cmd, count, data, timeout, now)
     change = NOTHING
     if sem is None:
-        sem = node.add_semaphore(Semaphore(name, MAX_COUNT, b"", ephemeral=True))
+        sem = node.add_semaphore(
+            Semaphore(name, MAX_COUNT, b"", ephemeral=True, usage=session.usage)
+        )
         change = EXISTENCE
     superseded = sem.remove_waiter(key)
     if superseded is not None:
@@ -340,7 +344,8 @@ def update_semaphore(state: EngineState, cmd: c.UpdateSemaphore, now: float) -> 
     sem = state.lookup_semaphore(node, cmd.name)
     data = check_data("semaphore data", cmd.data, node.config.max_data_size)
     if data != sem.data:
-        sem.data = data
+        state.check_quota(sem.usage, Q_DATA_BYTES, len(data) - len(sem.data))
+        sem.set_data(data)
         state.fire_watches(node, sem.name, DATA)
 
 
@@ -356,7 +361,8 @@ def swap_semaphore_data(state: EngineState, cmd: c.SwapSemaphoreData, now: float
     if sem.data != cmd.expected:
         return False
     if data != sem.data:
-        sem.data = data
+        state.check_quota(sem.usage, Q_DATA_BYTES, len(data) - len(sem.data))
+        sem.set_data(data)
         state.fire_watches(node, sem.name, DATA)
     return True
 

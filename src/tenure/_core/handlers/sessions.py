@@ -12,6 +12,7 @@ import hmac
 from tenure._core import commands as c
 from tenure._core.deadlines import SessionDeadline
 from tenure._core.effects import AcquireFailed, SessionEnded
+from tenure._core.quotas import Q_DATA_BYTES, Q_SESSIONS
 from tenure._core.semaphore import holder_key
 from tenure._core.state import EngineState, Session
 from tenure._core.values import (
@@ -50,6 +51,12 @@ def create_session(state: EngineState, cmd: c.CreateSession, now: float) -> c.Se
         raise LimitExceededError(
             f"max_sessions ({node.config.max_sessions}) reached on node {node.name!r}"
         )
+    # Its owner is who sends the command (the host says: tenure._core.quotas).
+    ledger = state.ledger
+    usage = ledger.of(state.actor)
+    ledger.check_window(state.actor, timeout)
+    ledger.check(usage, Q_SESSIONS)
+    ledger.check(usage, Q_DATA_BYTES, len(cmd.description.encode()))
     state.last_session_id += 1
     session = Session(
         state.last_session_id,
@@ -60,9 +67,9 @@ def create_session(state: EngineState, cmd: c.CreateSession, now: float) -> c.Se
         1,
         identity=identity,
         created_at=now,
+        usage=usage,
     )
-    state.sessions[session.session_id] = session
-    node.add_session(session.session_id)
+    state.add_session(session, node)
     return c.SessionInfo(session.session_id, timeout, session.seq_no)
 
 
@@ -81,13 +88,19 @@ def attach_session(state: EngineState, cmd: c.AttachSession, now: float) -> c.Se
     timeout = session.timeout
     if cmd.timeout is not None:
         timeout = check_duration("recovery_window", cmd.timeout, maximum=MAX_RECOVERY_WINDOW)
+        state.ledger.check_window(state.actor, timeout)
+    grown = 0
     if cmd.description is not None:
         check_description(cmd.description)
+        grown = len(cmd.description.encode()) - len(session.description.encode())
+        state.check_quota(session.usage, Q_DATA_BYTES, grown)
     # Validated: from here on the command succeeds (rule 1).
     session.seq_no = cmd.seq_no
     session.timeout = timeout
     if cmd.description is not None:
         session.description = cmd.description
+        if session.usage is not None:
+            session.usage.add(Q_DATA_BYTES, grown)
     session.expires_at = None  # its deadline, if any, is now dead (see expiry.is_live)
     return c.SessionInfo(session.session_id, session.timeout, session.seq_no)
 
@@ -238,8 +251,7 @@ def end_session(state: EngineState, session: Session, now: float, code: ErrorCod
     node = state.nodes[session.node]
     failed = code == ErrorCode.SESSION_EXPIRED
     sid = session.session_id
-    del state.sessions[sid]
-    node.drop_session(sid)
+    state.forget_session(session, node)
     for watch_id in session.watches:
         state.watches.disarm(watch_id)
     touched: dict[str, Change] = {}

@@ -12,6 +12,7 @@ from __future__ import annotations
 from tenure._core import commands as c
 from tenure._core.deadlines import WaiterDeadline
 from tenure._core.deadlocks import Asked, refuse_deadlock
+from tenure._core.quotas import Q_SEMAPHORES, Q_WAITERS
 from tenure._core.semaphore import Semaphore, Waiter, holder_key
 from tenure._core.state import EngineState
 from tenure._core.values import (
@@ -65,6 +66,7 @@ def acquire_all(state: EngineState, cmd: c.AcquireAll, now: float) -> c.AcquireA
         raise LimitExceededError(
             f"max_semaphores ({node.config.max_semaphores}) reached on node {node.name!r}"
         )
+    state.check_quota(session.usage, Q_SEMAPHORES, missing)
     at_once = all(
         sem is None or sem.can_grant_now(key, count, now)
         for sem, key in zip(sems, keys, strict=True)
@@ -75,6 +77,7 @@ def acquire_all(state: EngineState, cmd: c.AcquireAll, now: float) -> c.AcquireA
                 raise LimitExceededError(
                     f"max_waiters ({node.config.max_waiters}) reached on semaphore {name!r}"
                 )
+        state.check_quota(session.usage, Q_WAITERS, len(names))
         if task:  # (one request, in every queue; a name it makes waits for nobody)
             asked: list[Asked] = [
                 (sem, key, count) for sem, key in zip(sems, keys, strict=True) if sem is not None
@@ -88,7 +91,9 @@ def acquire_all(state: EngineState, cmd: c.AcquireAll, now: float) -> c.AcquireA
     made = []
     for i, name in enumerate(names):
         if sems[i] is None:
-            sems[i] = node.add_semaphore(Semaphore(name, MAX_COUNT, b"", ephemeral=True))
+            sems[i] = node.add_semaphore(
+                Semaphore(name, MAX_COUNT, b"", ephemeral=True, usage=session.usage)
+            )
             made.append(name)
     if at_once:
         tokens, ttl = [], None

@@ -8,6 +8,7 @@ What a watch is and when it fires is :mod:`tenure._core.watches`; firing happens
 from __future__ import annotations
 
 from tenure._core import commands as c
+from tenure._core.quotas import Q_WATCHES
 from tenure._core.state import EngineState
 from tenure._core.values import SemaphoreDescription, check_name, check_prefix
 from tenure._core.watches import Watch
@@ -26,6 +27,8 @@ def describe_semaphore(
     limit = node.config.max_watches_per_session
     if cmd.watches and len(session.watches) >= limit:
         raise LimitExceededError(f"max_watches_per_session ({limit}) reached")
+    if cmd.watches:
+        state.check_quota(session.usage, Q_WATCHES)
     if sem is None:
         description = SemaphoreDescription.missing(name)
     else:
@@ -57,6 +60,7 @@ def watch_prefix(state: EngineState, cmd: c.WatchPrefix, now: float) -> c.WatchA
     limit = node.config.max_watches_per_session
     if len(session.watches) >= limit:
         raise LimitExceededError(f"max_watches_per_session ({limit}) reached")
+    state.check_quota(session.usage, Q_WATCHES)
     state.last_watch_id += 1
     watch = Watch(
         state.last_watch_id,

@@ -209,15 +209,20 @@ class DflockdFace:
         if error is not None:
             return None, error
         lease = lease or self.settings.default_lease
-        info = self.host.execute(
-            CreateSession(node_of(semaphore), self.keeper.key, None, SESSION_DESCRIPTION)
-        )
+        try:  # (what it makes is its token's: it counts against that token's quotas)
+            info = self.host.execute(
+                CreateSession(node_of(semaphore), self.keeper.key, None, SESSION_DESCRIPTION),
+                conn.token,
+            )
+        except LimitExceededError as error:  # a quota of its token, or the memory budget
+            log.info("dflockd: %s", error)
+            return None, wire.ERROR
         hold = Hold(info.session_id, key, semaphore, lease, conn.conn_id)
         self.keeper.own(hold)
         try:
             if semaphore:
                 with contextlib.suppress(AlreadyExistsError):
-                    self.host.execute(CreateSemaphore(hold.session_id, key, limit, b""))
+                    self.host.execute(CreateSemaphore(hold.session_id, key, limit, b""), conn.token)
             result = self.host.execute(
                 Acquire(
                     hold.session_id,
@@ -234,6 +239,9 @@ class DflockdFace:
             self._end(hold)
             if "max_waiters" in str(error):
                 return None, wire.ERROR_MAX_WAITERS
+            if "quota" in str(error) or "memory budget" in str(error):
+                log.info("dflockd: %s", error)
+                return None, wire.ERROR
             return None, wire.ERROR_LIMIT_MISMATCH  # the key is a semaphore of another limit
         except TenureError:
             self._end(hold)

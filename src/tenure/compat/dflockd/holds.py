@@ -144,6 +144,9 @@ class DflockdConn:
     outbox: list[bytes] = field(default_factory=list)
     closing: bool = False
     authenticated: bool = False
+    #: The name of the token its ``auth`` gave ("" without an auth file): what its
+    #: locks make is that token's, and counts against its quotas.
+    token: str = ""
     stable_ref: bool = False
     pending: dict[tuple[bool, str], Hold] = field(default_factory=dict)  # `e` awaiting `w`
 

@@ -30,7 +30,7 @@ from typing import Final
 
 from tenure.compat.dflockd import codec as wire
 from tenure.compat.dflockd.holds import DflockdConn, DflockdSettings, node_of
-from tenure.server.plug import Access, FaceObserver, Tokens, peer_host, reset
+from tenure.server.plug import Access, FaceObserver, Token, Tokens, peer_host, reset
 
 log = logging.getLogger("tenure.server")
 
@@ -154,8 +154,10 @@ class LineLoop:
                     await asyncio.sleep(AUTH_PAUSE)
                     self._answered(conn, frame.command, wire.ERROR_AUTH)
                     return
-                if self._auth_ok(request.secret):  # (forgets no failure: see the throttle)
+                token = self._authorized(request.secret)
+                if token is not None:  # (forgets no failure: see the throttle)
                     conn.authenticated = True
+                    conn.token = token.name
                     self._answered(conn, frame.command, wire.OK)
                     return
                 throttle.failed(addr, now)
@@ -169,13 +171,16 @@ class LineLoop:
         if self.observer is not None:
             self.observer.dflockd_request(command, answer)
 
-    def _auth_ok(self, secret: str) -> bool:
+    def _authorized(self, secret: str) -> Token | None:
+        """The token of ``secret`` if it may use dflockd's nodes, else None."""
         token = None if self.tokens is None else self.tokens.authenticate(secret)
-        return (
+        if (
             token is not None
             and token.access is Access.READ_WRITE
             and all(token.may_touch(node_of(kind)) for kind in (False, True))
-        )
+        ):
+            return token
+        return None
 
     async def _refuse_auth(self, conn: DflockdConn, command: str = "") -> None:
         fields = {"peer": conn.peer, "protocol": "dflockd"}

@@ -135,8 +135,8 @@ class NodeCalls:
     def _create(self, node: str, token: Token | None, config: Any) -> Outcome:
         _authorize(token, CreateNode(node), node)
         _no_path(config)
-        try:
-            self.host.execute(CreateNode(node))
+        try:  # (the node is the token's: it counts against its quotas)
+            self.host.execute(CreateNode(node), token.name if token else "")
         except AlreadyExistsError:
             # YDB's scheme accepts creating what exists (its settings unchanged).
             return None, ("path exist, request accepts it",)

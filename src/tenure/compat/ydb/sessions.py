@@ -278,8 +278,9 @@ class YdbSessions:
             why = denial(stream.token, command, node)
             if why is not None:
                 raise pb.StatusError(pb.Status.UNAUTHORIZED, why)
-        # (The server's metrics count what the engine applied, from any protocol.)
-        return self.host.execute(command)
+        # (The server's metrics count what the engine applied, from any protocol; what
+        # the command makes is the token's, and counts against its quotas.)
+        return self.host.execute(command, stream.token.name if stream.token else "")
 
 
 #: The responses that answer a request, and the request they answer (for metrics).

@@ -84,7 +84,7 @@ class WriteStep:
     def _run(self, command: Command[Any]) -> Any:
         """Apply ``command``, as the call's token may (UNAUTHORIZED if it may not)."""
         authorize(self.token, command, self.node)
-        return self.host.execute(command)
+        return self.host.execute(command, self.token.name if self.token else "")
 
     def __exit__(
         self,

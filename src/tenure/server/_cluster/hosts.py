@@ -82,7 +82,7 @@ class LeaderHost(DurableHost):
         self._deadline = deadline
         self.max_pending = max_pending
 
-    def execute(self, command: Command[R]) -> R:
+    def execute(self, command: Command[R], actor: str = "") -> R:
         """As a single server's, unless etcd is too far behind (:data:`MAX_PENDING`).
 
         Raises:
@@ -94,7 +94,7 @@ class LeaderHost(DurableHost):
                 f"the cluster's log in etcd is {pending} bytes behind (more than "
                 f"{self.max_pending}): try again once etcd has caught up"
             )
-        return super().execute(command)
+        return super().execute(command, actor)
 
     def _make_writer(self) -> BatchWriter | None:
         self.appender.start(self._written, self._writer_failed)
@@ -174,7 +174,7 @@ class StandbyHost(DurableHost):
     def start(self) -> None:
         """No timer and no writer: only the log changes the engine."""
 
-    def execute(self, command: Command[R]) -> R:
+    def execute(self, command: Command[R], actor: str = "") -> R:
         """Refused: this server does not lead.
 
         Raises:
@@ -197,7 +197,7 @@ class _NoJournal:
     fsync = FsyncMode.OFF
     snapshot_fd = None
 
-    def log_command(self, command: Command[object], now: float) -> None:
+    def log_command(self, command: Command[object], now: float, actor: str = "") -> None:
         raise AssertionError("a standby applies nothing")
 
     def log_tick(self, now: float) -> None:

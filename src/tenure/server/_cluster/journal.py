@@ -62,9 +62,10 @@ class ClusterJournal:
 
     # -- records ----------------------------------------------------------------------
 
-    def log_command(self, command: Command[object], now: float) -> None:
-        """Queue the record of a command that succeeded (read-only ones are skipped)."""
-        record = command_record(command, now)
+    def log_command(self, command: Command[object], now: float, actor: str = "") -> None:
+        """Queue the record of a command that succeeded (read-only ones are skipped),
+        sent by ``actor`` (its token's name; :func:`command_record`)."""
+        record = command_record(command, now, actor)
         if record is not None:
             self._pending += framed(record)
             self._since_snapshot += 1

@@ -159,9 +159,10 @@ class Journal:
     def _replay(self, engine: Engine, record: bytes, index: int) -> None:
         apply_record(engine, record, f"logged record {index}", self.data_dir.path)
 
-    def log_command(self, command: Command[object], now: float) -> None:
-        """Queue a record of a command that succeeded (read-only ones are skipped)."""
-        record = command_record(command, now)
+    def log_command(self, command: Command[object], now: float, actor: str = "") -> None:
+        """Queue a record of a command that succeeded (read-only ones are skipped),
+        sent by ``actor`` (its token's name; :func:`command_record`)."""
+        record = command_record(command, now, actor)
         if record is not None:
             self._append(record)
 

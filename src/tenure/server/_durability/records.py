@@ -5,6 +5,10 @@ ticks that changed it, each with its time. A record is one msgpack array:
 
 * ``[1, now, command]``: a command that succeeded and can change state (read-only
   commands and watches are not logged: watches belong to connections);
+  ``[1, now, command, actor]`` for a command that makes something its sender owns
+  (:data:`OWNED_BY_SENDER`) when the server knows who sent it: the name of its
+  connection's token (:mod:`tenure._core.quotas`), so that a replay gives it the
+  same owner. (Older records have no actor: nobody's.)
 * ``[2, now]``: a tick that handled at least one deadline;
 * ``[3, now]``: a restart: the engine was resumed on a new process's clock, whose
   time was ``now`` (fresh recovery windows and lease TTLs, see
@@ -27,6 +31,7 @@ from tenure._core import (
     CancelWatch,
     Command,
     CreateNode,
+    CreateSession,
     DescribeNode,
     DescribeSemaphore,
     DescribeSession,
@@ -51,6 +56,9 @@ TICK_RECORD: Final = 2
 RESUME_RECORD: Final = 3
 
 
+#: Commands whose record names who sent them: what they make is the sender's.
+OWNED_BY_SENDER: Final = frozenset({CreateSession, CreateNode})
+
 #: Commands that change nothing the journal keeps.
 READ_ONLY: Final = frozenset(
     {
@@ -67,12 +75,16 @@ READ_ONLY: Final = frozenset(
 )
 
 
-def command_record(command: Command[object], now: float) -> bytes | None:
-    """The record of a command that succeeded at ``now`` (None: read-only, not logged)."""
+def command_record(command: Command[object], now: float, actor: str = "") -> bytes | None:
+    """The record of a command that succeeded at ``now`` (None: read-only, not logged),
+    sent by ``actor`` (its token's name; "": nobody's)."""
     if type(command) in READ_ONLY:
         return None
     # The command in its wire layout, as encoded (and checked) by the protocol's codec.
-    return msgspec.msgpack.encode([COMMAND_RECORD, now, msgspec.Raw(encode_command(command))])
+    raw = msgspec.Raw(encode_command(command))
+    if actor and type(command) in OWNED_BY_SENDER:
+        return msgspec.msgpack.encode([COMMAND_RECORD, now, raw, actor])
+    return msgspec.msgpack.encode([COMMAND_RECORD, now, raw])
 
 
 def tick_record(now: float) -> bytes:
@@ -107,11 +119,16 @@ def apply_record(engine: Engine, record: bytes, what: str, where: object) -> Non
             # may have been higher then).
             max_nodes, ceilings = engine.max_nodes, engine.node_ceilings
             engine.max_nodes, engine.node_ceilings = sys.maxsize, {}
+            # Nor a quota or the memory budget (they may have been higher then); and
+            # what the command makes is its logged sender's, as it was.
+            enforcing, actor = engine.ledger.enforcing, engine.actor
+            engine.ledger.enforcing, engine.actor = False, read.actor
             try:
                 engine.apply(command, when)
             finally:
                 engine.deadlock_search_limit = limit
                 engine.max_nodes, engine.node_ceilings = max_nodes, ceilings
+                engine.ledger.enforcing, engine.actor = enforcing, actor
         elif kind == RESUME_RECORD and not read.command:
             engine.take_effects()
             resume(engine, when)
@@ -124,11 +141,12 @@ def apply_record(engine: Engine, record: bytes, what: str, where: object) -> Non
 
 
 class _Record(msgspec.Struct, array_like=True, forbid_unknown_fields=True, gc=False):
-    """A logged record as read back: ``[kind, now]``, or ``[1, now, command]``."""
+    """A logged record as read back: ``[kind, now]``, or ``[1, now, command(, actor)]``."""
 
     kind: int
     when: float
     command: msgspec.Raw = msgspec.Raw()  # the command's own msgpack, decoded apart
+    actor: str = ""
 
 
 _RECORD: Final = msgspec.msgpack.Decoder(_Record)

@@ -9,6 +9,9 @@ that touches the engine; a few milliseconds per 10,000 semaphores). The series:
 * ``tenure_holds``: grants held (a session's hold on a semaphore is one);
 * ``tenure_waiters``: acquires queued; ``tenure_watches``: watches armed;
 * ``tenure_connections{protocol}``: client connections open (``native``, ``dflockd``);
+* ``tenure_quota_refusals_total{quota,token}``: commands refused by each quota of each
+  token (``memory_budget`` too: :mod:`tenure._core.quotas`), and
+  ``tenure_state_estimate_bytes``: the state's size as the memory budget counts it;
 * with an auth file, the throttle of authentication failures
   (:mod:`tenure.server._net.throttle`): ``tenure_auth_blocks_total`` (addresses
   blocked since the start), ``tenure_auth_refused_total`` (attempts refused while
@@ -96,6 +99,7 @@ class StateCollector:
         }
         for name, (value, documentation) in counts.items():
             yield GaugeMetricFamily(f"tenure_{name}", documentation, value=float(value))
+        yield from _quota_families(engine)
         connections = GaugeMetricFamily(
             "tenure_connections",
             "Client connections open, by protocol.",
@@ -104,6 +108,24 @@ class StateCollector:
         for protocol, count in sorted(self._connections().items()):
             connections.add_metric([protocol], float(count))
         yield connections
+
+
+def _quota_families(engine: Engine) -> Iterator[Metric]:
+    """The quotas' refusals and the memory budget's estimate (module docstring)."""
+    ledger = engine.ledger
+    refusals = CounterMetricFamily(
+        "tenure_quota_refusals",
+        "Commands refused LIMIT_EXCEEDED by a quota of a token, or by the memory budget.",
+        labels=["quota", "token"],
+    )
+    for (quota, token), count in sorted(ledger.refusals.items()):
+        refusals.add_metric([quota, token], float(count))
+    yield refusals
+    yield GaugeMetricFamily(
+        "tenure_state_estimate_bytes",
+        "The state's size as --memory-budget counts it (a cost per object plus its data).",
+        value=float(ledger.estimate()),
+    )
 
 
 def _throttle_families(throttle: Throttle) -> Iterator[Metric]:

@@ -181,10 +181,13 @@ class NativeFace:
             return
         value: object
         try:
-            if isinstance(command, ListNodes) and conn.token is not None:
-                value = self._visible_nodes(conn.token, command)
-            else:
+            token = conn.token
+            if token is None:
                 value = self.host.execute(command)
+            elif isinstance(command, ListNodes):
+                value = self._visible_nodes(token, command)
+            else:  # (what it makes is the token's: the host tells the engine)
+                value = self.host.execute(command, token.name)
         except Exception as error:
             if not isinstance(error, TenureError | TimeoutError):
                 log.exception("command %s failed unexpectedly", type(command).__name__)

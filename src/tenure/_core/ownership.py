@@ -1,0 +1,100 @@
+"""Who owns what, kept in a snapshot, and every owner's usage counted afresh.
+
+The engine counts each owner's usage as its state changes (:mod:`tenure._core.quotas`);
+these are the slow, whole-state counterparts, for the rare moments that need them: a
+snapshot keeps each session's, semaphore's and node's owner (:func:`dump_owners`,
+:func:`load_owners`, which counts everything once after a load), and the invariant
+checks compare the running counts with :func:`counted_usage`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenure._core.quotas import (
+    COUNTED,
+    Q_DATA_BYTES,
+    Q_NODES,
+    Q_SEMAPHORES,
+    Q_SESSIONS,
+    Q_WAITERS,
+    Q_WATCHES,
+    Usage,
+)
+from tenure._core.state import EngineState
+
+
+def owner_of(usage: Usage | None) -> str:
+    """The owner a usage counts for ("" for none)."""
+    return "" if usage is None else usage.owner
+
+
+def counted_usage(state: EngineState) -> dict[str, list[int]]:
+    """Every owner's usage, counted from the whole state (O(state): not for commands)."""
+    counts: dict[str, list[int]] = {}
+
+    def count(usage: Usage | None, index: int, amount: int) -> None:
+        if usage is not None:
+            counts.setdefault(usage.owner, [0] * len(COUNTED))[index] += amount
+
+    for session in state.sessions.values():
+        usage = session.usage
+        count(usage, Q_SESSIONS, 1)
+        count(usage, Q_DATA_BYTES, len(session.description.encode()))
+        count(usage, Q_WATCHES, len(session.watches))
+        count(usage, Q_WAITERS, session.wait_count())
+    for node in state.nodes.values():
+        count(node.usage, Q_NODES, 1)
+        count(node.usage, Q_DATA_BYTES, node.annex_bytes())
+        for sem in node.semaphores.values():
+            count(sem.usage, Q_SEMAPHORES, 1)
+            count(sem.usage, Q_DATA_BYTES, len(sem.data))
+    return counts
+
+
+def dump_owners(state: EngineState) -> dict[str, list[Any]]:
+    """The owners a snapshot keeps (only of what has one): flat lists of ``sessions``
+    (id, owner), ``nodes`` (name, owner) and ``semaphores`` (node, name, owner)."""
+    sessions: list[Any] = []
+    nodes: list[Any] = []
+    semaphores: list[Any] = []
+    for session in state.sessions.values():
+        if owner_of(session.usage):
+            sessions += (session.session_id, owner_of(session.usage))
+    for node in state.nodes.values():
+        if owner_of(node.usage):
+            nodes += (node.name, owner_of(node.usage))
+        for sem in node.semaphores.values():
+            if owner_of(sem.usage):
+                semaphores += (node.name, sem.name, owner_of(sem.usage))
+    return {"sessions": sessions, "nodes": nodes, "semaphores": semaphores}
+
+
+def load_owners(state: EngineState, plain: dict[str, list[Any]] | None) -> None:
+    """Give every session, node and semaphore its owner (``plain`` as
+    :func:`dump_owners` made it; absent: nobody's), then count every owner's usage."""
+    ledger = state.ledger
+    nobody = ledger.of("")
+    for session in state.sessions.values():
+        session.usage = nobody
+    for node in state.nodes.values():
+        node.usage = nobody
+        for sem in node.semaphores.values():
+            sem.usage = nobody
+    if plain is not None:
+        sessions, nodes, semaphores = plain["sessions"], plain["nodes"], plain["semaphores"]
+        for sid, owner in zip(sessions[::2], sessions[1::2], strict=True):
+            state.sessions[sid].usage = ledger.of(_owner(owner))
+        for name, owner in zip(nodes[::2], nodes[1::2], strict=True):
+            state.nodes[name].usage = ledger.of(_owner(owner))
+        for node, name, owner in zip(
+            semaphores[::3], semaphores[1::3], semaphores[2::3], strict=True
+        ):
+            state.nodes[node].semaphores[name].usage = ledger.of(_owner(owner))
+    ledger.recount(counted_usage(state))
+
+
+def _owner(owner: object) -> str:
+    if not isinstance(owner, str):
+        raise ValueError(f"an owner must be a token's name, not {owner!r}")
+    return owner

@@ -1,0 +1,61 @@
+"""The ``requests_per_second`` quota: a token bucket per token, over all its connections.
+
+Each token with the quota has a bucket that holds at most one second's worth of
+commands (``requests_per_second``, at least one) and fills at that rate; each command
+its connections send (on any listener: native, YDB, dflockd) takes one, and a command
+that finds the bucket empty is refused ``LIMIT_EXCEEDED`` naming the quota and the
+token, before the engine sees it. The buckets are the server's, not state: a restart
+fills them. One dict lookup per command when the token has no such quota.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from tenure._core.quotas import Quota
+from tenure.errors import LimitExceededError
+
+__all__ = ["TokenRates"]
+
+
+class TokenRates:
+    """Buckets by token name (module docstring); ``refused(quota, token)`` counts a refusal."""
+
+    __slots__ = ("_buckets", "_rates", "_refused")
+
+    def __init__(
+        self, quotas: Mapping[str, Quota], refused: Callable[[str, str], None] | None = None
+    ) -> None:
+        self._rates = {
+            name: quota.requests_per_second
+            for name, quota in quotas.items()
+            if quota.requests_per_second is not None
+        }
+        #: name -> [commands left, when it was last filled]
+        self._buckets: dict[str, list[float]] = {}
+        self._refused = refused
+
+    def take(self, token: str, now: float) -> None:
+        """Take one command of ``token``'s bucket at ``now`` (seconds, monotonic).
+
+        Raises:
+            LimitExceededError: the bucket is empty (the message names the quota and
+                the token).
+        """
+        rate = self._rates.get(token)
+        if rate is None:
+            return
+        burst = max(rate, 1.0)
+        bucket = self._buckets.get(token)
+        if bucket is None:
+            bucket = self._buckets[token] = [burst, now]
+        left = min(burst, bucket[0] + max(0.0, now - bucket[1]) * rate)
+        bucket[1] = now
+        if left < 1.0:
+            bucket[0] = left
+            if self._refused is not None:
+                self._refused("requests_per_second", token)
+            raise LimitExceededError(
+                f"token {token!r} is over its quota requests_per_second ({rate:g})"
+            )
+        bucket[0] = left - 1.0
