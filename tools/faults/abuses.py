@@ -22,7 +22,7 @@ message names) or failed (any other tenure error, by its type). The tokens are
   clients' registers (every honest update is pushed to it) and on absent names;
 * ``waiters``: ``mallory`` holds some mutexes of its node from one session and
   queues acquires on each from four more;
-* ``big-data``: ``mallory`` creates semaphores holding 64 KiB of data each;
+* ``big-data``: ``mallory`` creates semaphores, every other one holding 64 KiB of data;
 * ``nodes``: ``mallory`` asks for a node with limits of 2**63, then makes nodes of
   its own;
 * ``flood``: ``mallory`` sends DescribeNode from 32 tasks as fast as answers come;
@@ -241,15 +241,22 @@ async def waiters(tenant: Tenant, tally: Tally, deadline: float) -> None:
                 if lock is not FAILED
             ]
         # Queued until the phase ends (a refusal ends its task at once); then withdrawn.
-        await asyncio.wait(queued, timeout=max(0.0, min(deadline - now(), 2.0)))
+        if queued:
+            await asyncio.wait(queued, timeout=max(0.0, min(deadline - now(), 2.0)))
         for task in queued:
             task.cancel()
         await asyncio.gather(*queued, return_exceptions=True)
         await _in_batches([_quietly(s.close()) for s in [*others, holder]], 10)
 
 
+def _data(name: str) -> bytes:
+    """64 KiB for every other semaphore of ``big-data`` (by its number), none for the rest."""
+    return BIG_DATA if int(name.rsplit("-", 1)[1]) % 2 == 0 else b""
+
+
 async def big_data(tenant: Tenant, tally: Tally, deadline: float) -> None:
-    """``big-data`` (module docstring): 120 semaphores of 64 KiB, deleted at the end."""
+    """``big-data`` (module docstring): 120 semaphores, every other one holding 64 KiB
+    (the data quota refuses those first, the semaphore quota the rest), deleted after."""
     async with await tenant.client(MALLORY.secret) as client:
         session = await tenant.ask(tally, client.session(JOBS_NODE, recovery_window=60.0))
         if session is FAILED:
@@ -261,7 +268,7 @@ async def big_data(tenant: Tenant, tally: Tally, deadline: float) -> None:
                     break
                 names = [f"big-{i}" for i in range(start, start + 20)]
                 created = await asyncio.gather(
-                    *(tenant.ask(tally, session.semaphore(n).create(1, BIG_DATA)) for n in names)
+                    *(tenant.ask(tally, session.semaphore(n).create(1, _data(n))) for n in names)
                 )
                 made += [n for n, got in zip(names, created, strict=True) if got is not FAILED]
             await _in_batches([_quietly(session.semaphore(n).delete(force=True)) for n in made], 20)

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+from tenure.errors import TenureError
 from tools.faults.abuses import ABUSES, Tally, Tenant
 from tools.faults.history import Recorder, now
 
@@ -42,7 +43,11 @@ async def run(url: str, seed: int, phase: int, seconds: float, recorder: Recorde
 
     async def one(name: str) -> None:
         tally = Tally()
-        await ABUSES[name](tenant, tally, deadline)
+        try:
+            await ABUSES[name](tenant, tally, deadline)
+        except (TenureError, OSError, TimeoutError) as error:
+            # Outside one counted request (its client's connect, say): counted too.
+            tally.failed[f"abuse ended: {type(error).__name__}"] += 1
         recorder.note(TENANT, "abuse", abuse=name, phase=phase, **tally.fields())
 
     await asyncio.gather(*(one(name) for name in ABUSES))

@@ -51,9 +51,9 @@ QUOTAS: Final[dict[str, dict[str, int]]] = {
     "mallory": {
         "sessions": 100,
         "waiters": 100,
-        "semaphores": 50,
+        "semaphores": 100,
         "nodes": 5,
-        "data_bytes": 2 * 1024 * 1024,
+        "data_bytes": 1024 * 1024,
         "recovery_window": 600,
         "requests_per_second": 2000,
     },
