@@ -32,6 +32,7 @@ from tools.faults.history import load
 from tools.faults.power import losses
 from tools.faults.scenarios import SCENARIOS, applies
 from tools.faults.target import Target, TenureTarget
+from tools.faults.tokens import QUOTAS, WITH_QUOTAS
 
 #: Generous: the faults, the heal phase (bounded by the liveness bound) and the stop.
 pytestmark = pytest.mark.timeout(240)
@@ -163,6 +164,12 @@ def _tenant_evidence(tenant: dict[str, Any]) -> None:
     assert guessed.get("wrong blocked", 0) > 0, tenant
     assert tenant["latency_ms"]["samples"]["hostile"] > 0, tenant
     assert tenant["rss_peak_mib"] > 0, tenant
+    if WITH_QUOTAS:
+        # Every quota of the tenant's tokens refused it, as the server counted too.
+        quotas = {quota for kinds in QUOTAS.values() for quota in kinds}
+        assert quotas <= set(tenant["refusals"]), tenant
+        counted = {key.split()[0] for key in tenant["quota_metrics"] or {}}
+        assert quotas <= counted, tenant
 
 
 def _known(target: str, scenario: str, violation: Violation) -> bool:
