@@ -155,8 +155,9 @@ def _tenant_evidence(tenant: dict[str, Any]) -> None:
     for name, got in tenant["abuses"].items():
         answered = got["done"] + sum(got["refused"].values()) + sum(got["failed"].values())
         assert answered > 0, (name, tenant)
-    # A node's limits of 2**63 are past the server's ceilings: refused, every phase.
-    assert tenant["abuses"]["nodes"]["refused"].get("max_sessions", 0) >= 2, tenant
+    # A node's limits of 2**63 are past the server's ceilings: refused (its request may
+    # also meet the tenant's exhausted requests_per_second first, in a phase).
+    assert tenant["abuses"]["nodes"]["refused"].get("max_sessions", 0) >= 1, tenant
     # No wrong secret is ever welcomed, and the guesser's address is blocked once past
     # the throttle's count (its good secret between guesses does not reset it).
     guessed = tenant["abuses"]["guesses"]["failed"]
