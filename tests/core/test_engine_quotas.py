@@ -289,3 +289,26 @@ def test_the_running_counts_match_a_full_count_through_a_busy_life() -> None:
         check_invariants(engine)
     counted = counted_usage(engine)
     assert all(counts == [0] * len(COUNTED) for owner, counts in counted.items() if owner)
+
+
+def test_data_bytes_counts_each_holds_and_waits_data() -> None:
+    """A hold's data (an acquire's ``data``) is its session's owner's, on anybody's
+    semaphore: 14,000 ephemeral locks of 64 KiB are refused at data_bytes too."""
+    engine = _engine(data_bytes=100)
+    sid = _as(engine, "batch", CreateSession(NODE, KEY)).session_id
+    holder = _as(engine, "other", CreateSession(NODE, KEY)).session_id
+    acquire(engine, sid, "a", MAX_COUNT, ephemeral=True, data=b"x" * 60)
+    with pytest.raises(LimitExceededError, match="token 'batch' is over its quota data_bytes"):
+        acquire(engine, sid, "b", MAX_COUNT, ephemeral=True, data=b"x" * 41)
+    acquire(engine, holder, "c", MAX_COUNT, ephemeral=True, data=b"y" * 500)  # not batch's
+    queued = acquire(engine, sid, "c", MAX_COUNT, ephemeral=True, data=b"x" * 40, timeout=5.0)
+    assert queued.status is AcquireStatus.QUEUED
+    assert _usage(engine, "batch")["data_bytes"] == 100
+    # Restating its own hold with the same data is no growth.
+    assert acquire(engine, sid, "a", MAX_COUNT, data=b"x" * 60).status is AcquireStatus.GRANTED
+    engine.apply(Release(holder, "c"), 1.0)  # the wait is granted: its data, now a hold's
+    assert _usage(engine, "batch")["data_bytes"] == 100
+    engine.apply(Release(sid, "a"), 1.0)
+    engine.apply(Release(sid, "c"), 1.0)
+    assert _usage(engine, "batch")["data_bytes"] == 0
+    check_invariants(engine)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import field
 
 from tenure._core._dataclass import dataclass
+from tenure._core.quotas import Usage
 
 
 def holder_key(session_id: int, hold: int) -> int:
@@ -47,9 +48,12 @@ class Owner:
     ``task`` is the client's number of the task that asked for the grant (0: not
     known: an old client, a face of another protocol, a resumed session): what
     deadlock detection reads (:mod:`tenure._core.deadlocks`).
+
+    ``usage`` is its session's owner's (:mod:`tenure._core.quotas`): its data counts
+    there while its semaphore keeps it (None: counted nowhere).
     """
 
-    __slots__ = ("_lease", "count", "data", "key", "since", "task", "token")
+    __slots__ = ("_lease", "count", "data", "key", "since", "task", "token", "usage")
 
     def __init__(
         self,
@@ -62,7 +66,9 @@ class Owner:
         hold: int = 0,
         since: float = 0.0,  # when the grant was made (engine time); a restate keeps it
         task: int = 0,
+        usage: Usage | None = None,
     ) -> None:
+        self.usage = usage
         #: Its :func:`holder_key` (kept: every lookup of a hold compares it; inlined:
         #: a restart makes a hundred thousand owners).
         self.key = session_id | hold << 64 if hold else session_id
@@ -159,6 +165,9 @@ class Waiter:
     #: The client's number of the task that asks (0: not known); the hold it becomes
     #: keeps it (:mod:`tenure._core.deadlocks`).
     task: int = 0
+    #: Its session's owner's usage: its data counts there while it is queued
+    #: (:mod:`tenure._core.quotas`; None: counted nowhere).
+    usage: Usage | None = field(default=None, repr=False, compare=False)
     #: Its :func:`holder_key`.
     key: int = field(init=False, repr=False, compare=False)
 

@@ -49,6 +49,10 @@ def counted_usage(state: EngineState) -> dict[str, list[int]]:
         for sem in node.semaphores.values():
             count(sem.usage, Q_SEMAPHORES, 1)
             count(sem.usage, Q_DATA_BYTES, len(sem.data))
+            for owner in sem.each_owner():
+                count(owner.usage, Q_DATA_BYTES, len(owner.data))
+            for waiter in sem.waiters.values():
+                count(waiter.usage, Q_DATA_BYTES, len(waiter.data))
     return counts
 
 
@@ -91,6 +95,13 @@ def load_owners(state: EngineState, plain: dict[str, list[Any]] | None) -> None:
             semaphores[::3], semaphores[1::3], semaphores[2::3], strict=True
         ):
             state.nodes[node].semaphores[name].usage = ledger.of(_owner(owner))
+    live = state.sessions
+    for each in state.nodes.values():  # (a holder's data: its session's owner's)
+        for sem in each.semaphores.values():
+            for holder in sem.each_owner():
+                holder.usage = live[holder.session_id].usage
+            for waiter in sem.waiters.values():
+                waiter.usage = live[waiter.session_id].usage
     ledger.recount(counted_usage(state))
 
 

@@ -67,10 +67,12 @@ COUNTED: Final = ("sessions", "watches", "waiters", "semaphores", "nodes", "data
 QUOTA_NAMES: Final = (*COUNTED, "recovery_window", "requests_per_second")
 
 #: What one counted object costs the server's memory, in bytes, besides its data:
-#: measured once with ``python -m bench.micro.memory_budget`` (a session, a watch,
-#: a queued acquire, a semaphore, a node, each with its indexes and journal share),
-#: rounded up. The memory budget is charged these plus every data byte.
-OBJECT_BYTES: Final = (1200, 400, 500, 900, 3000, 1)
+#: the heap each took when measured with ``python -m bench.micro.memory_budget`` (a
+#: session about 330, a watch 650, a queued acquire 370, a semaphore 190, a node 1150,
+#: with their indexes), rounded up about twice (a real client's session has its own
+#: key, description and identity; the allocator's slack). The memory budget is
+#: charged these plus every data byte.
+OBJECT_BYTES: Final = (600, 1000, 600, 400, 2000, 1)
 
 
 @dataclass(frozen=True, slots=True)

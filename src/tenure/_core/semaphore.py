@@ -234,6 +234,10 @@ class Semaphore:
                 del owners[sid]
             owners[sid] = owner
         assert self.count <= self.limit, "grant beyond the limit"
+        if owner.data:  # (most holds have none: no call)
+            _charge(owner.usage, len(owner.data))
+        if old is not None and old.data:  # (most holds have none: no call)
+            _charge(old.usage, -len(old.data))
         return old
 
     def remove_owner(self, key: int) -> Owner | None:
@@ -246,11 +250,15 @@ class Semaphore:
                 return None
             self._owners = None
             self.count = 0
+            if owners.data:  # (most holds have none: no call)
+                _charge(owners.usage, -len(owners.data))
             return owners
         assert isinstance(owners, dict)
         owner = owners.pop(key, None)
         if owner is not None:
             self.count -= owner.count
+            if owner.data:  # (most holds have none: no call)
+                _charge(owner.usage, -len(owner.data))
             if len(owners) == 1:
                 self._owners = next(iter(owners.values()))
         return owner
@@ -262,6 +270,10 @@ class Semaphore:
         key = waiter.key
         old = self._waiters.pop(key, None)
         self._waiters[key] = waiter
+        if waiter.data:  # (most holds have none: no call)
+            _charge(waiter.usage, len(waiter.data))
+        if old is not None and old.data:  # (most holds have none: no call)
+            _charge(old.usage, -len(old.data))
         return old
 
     def restate_waiter(self, waiter: Waiter) -> None:
@@ -269,7 +281,12 @@ class Semaphore:
         waiters = self._waiters
         assert waiters is not None, "restating a request of an empty queue"
         assert waiter.key in waiters, "restating a request not queued"
+        old = waiters[waiter.key]
         waiters[waiter.key] = waiter  # (an existing key keeps its place in a dict)
+        if old.data:  # (most holds have none: no call)
+            _charge(old.usage, -len(old.data))
+        if waiter.data:  # (most holds have none: no call)
+            _charge(waiter.usage, len(waiter.data))
 
     def is_head(self, key: int) -> bool:
         """Whether holder ``key``'s request is first in the queue."""
@@ -284,7 +301,18 @@ class Semaphore:
         waiter = waiters.pop(key, None)
         if not waiters:
             self._waiters = None
+        if waiter is not None and waiter.data:  # (most holds have none: no call)
+            _charge(waiter.usage, -len(waiter.data))
         return waiter
+
+    def forget_holders_data(self) -> None:
+        """It is dropped with its owners and waiters: their data counts no longer."""
+        for owner in self.each_owner():
+            if owner.data:  # (most holds have none: no call)
+                _charge(owner.usage, -len(owner.data))
+        for waiter in self.waiters.values():
+            if waiter.data:  # (most holds have none: no call)
+                _charge(waiter.usage, -len(waiter.data))
 
     def head(self) -> Waiter | None:
         """The first request in the queue, if any (served next, when it fits)."""
@@ -294,6 +322,12 @@ class Semaphore:
 
 #: The empty view of owners or waiters (shared, read-only).
 _NOBODY: Mapping[int, Any] = MappingProxyType({})
+
+
+def _charge(usage: Usage | None, amount: int) -> None:
+    """Count ``amount`` more data bytes (less if negative) against ``usage``'s owner."""
+    if amount and usage is not None:
+        usage.add(Q_DATA_BYTES, amount)
 
 
 def _who(session: Session | None) -> tuple[str, ClientIdentity]:

@@ -104,6 +104,8 @@ class Node:
         """Forget the semaphore ``name`` (it is there), and its name in the index."""
         sem = self.semaphores.pop(name)
         self.semaphore_index.discard(name)
+        if not sem.is_idle():  # (a forced delete, a dropped node)
+            sem.forget_holders_data()
         usage = sem.usage
         if usage is not None:
             usage.add(Q_SEMAPHORES, -1)
@@ -298,7 +300,10 @@ class EngineState:
         # The session's own id object, not the command's: a decoded request brings a
         # new int each time (above 256), which a hold would otherwise keep (32 bytes).
         sid = session.session_id
-        owner = Owner(sid, count, data, self.last_token, ttl, deadline, hold, since, task)
+        usage = self.sessions[sid].usage  # (its data counts against its session's owner)
+        owner = Owner(
+            sid, count, data, self.last_token, ttl, deadline, hold, since, task, usage=usage
+        )
         sem.set_owner(owner)
         session.add_hold(sem.name, hold)
         if deadline is not None:

@@ -76,6 +76,10 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
                 f"max_waiters ({node.config.max_waiters}) reached on semaphore {name!r}"
             )
         state.check_quota(session.usage, Q_WAITERS)
+    if data:  # (its hold's or its wait's data: more than the hold it restates has)
+        held = sem.owner(key) if sem is not None else None
+        grown = len(data) - (len(held.data) if held is not None else 0)
+        state.check_quota(session.usage, Q_DATA_BYTES, grown)
     if task and timeout != 0 and sem is not None and not cmd.keep_place:
         _refuse_deadlock(state, node, sem, sid, hold, key, count, task, now)
     # Validated: from here on the command succeeds (rule 1).
@@ -129,6 +133,7 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
                 hold,
                 owner.since,
                 owner.task,  # (the same grant: asked for by the task that asked then)
+                usage=session.usage,
             )
             sem.set_owner(updated)
             result = c.AcquireResult(c.AcquireStatus.GRANTED, owner.token, count, owner.lease_ttl)
@@ -159,6 +164,7 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
                 state.last_order,
                 timeout,
                 task,
+                usage=session.usage,
             )
         )
         session.add_wait(name, hold, task)
@@ -236,6 +242,7 @@ def _restate_waiter(
         waiting.order,
         timeout,
         cmd.task,
+        usage=waiting.usage,
     )
     sem.restate_waiter(restated)
     if restated.task != waiting.task:  # (the session's index of its tasks' waits)

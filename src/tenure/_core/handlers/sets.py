@@ -12,7 +12,7 @@ from __future__ import annotations
 from tenure._core import commands as c
 from tenure._core.deadlines import WaiterDeadline
 from tenure._core.deadlocks import Asked, refuse_deadlock
-from tenure._core.quotas import Q_SEMAPHORES, Q_WAITERS
+from tenure._core.quotas import Q_DATA_BYTES, Q_SEMAPHORES, Q_WAITERS
 from tenure._core.semaphore import Semaphore, Waiter, holder_key
 from tenure._core.state import EngineState
 from tenure._core.values import (
@@ -67,6 +67,7 @@ def acquire_all(state: EngineState, cmd: c.AcquireAll, now: float) -> c.AcquireA
             f"max_semaphores ({node.config.max_semaphores}) reached on node {node.name!r}"
         )
     state.check_quota(session.usage, Q_SEMAPHORES, missing)
+    state.check_quota(session.usage, Q_DATA_BYTES, len(data) * len(names))  # (each member's)
     at_once = all(
         sem is None or sem.can_grant_now(key, count, now)
         for sem, key in zip(sems, keys, strict=True)
@@ -110,7 +111,18 @@ def acquire_all(state: EngineState, cmd: c.AcquireAll, now: float) -> c.AcquireA
     for name, hold, request_id, sem in zip(names, holds, request_ids, sems, strict=True):
         assert sem is not None
         waiter = Waiter(
-            sid, request_id, count, data, deadline, cmd.lease_ttl, hold, now, order, timeout, task
+            sid,
+            request_id,
+            count,
+            data,
+            deadline,
+            cmd.lease_ttl,
+            hold,
+            now,
+            order,
+            timeout,
+            task,
+            usage=session.usage,
         )
         sem.enqueue(waiter)
         session.add_wait(name, hold, task)

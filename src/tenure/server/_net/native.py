@@ -228,7 +228,8 @@ class NativeFace:
         nodes it may not see outside them cost nothing, and a page shorter than the
         limit is still the last one.
         """
-        page = self.host.execute(command)  # (the host's say first: a standby refuses)
+        # (The host's say first: a standby refuses, a token over its rate is refused.)
+        page = self.host.execute(command, token.name)
         if token.nodes is None:
             return page
         return visible_node_page(
