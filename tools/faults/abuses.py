@@ -20,8 +20,8 @@ message names) or failed (any other tenure error, by its type). The tokens are
   a day's;
 * ``watches``: ``reader`` arms data watches in the workload's node, on the honest
   clients' registers (every honest update is pushed to it) and on absent names;
-* ``waiters``: ``mallory`` holds some mutexes of its node from one session and
-  queues acquires on each from four more;
+* ``waiters``: ``mallory`` holds 60 semaphores of its node (the admin's) from one
+  session and queues acquires on each from two more;
 * ``big-data``: ``mallory`` creates semaphores, every other one holding 64 KiB of data;
 * ``nodes``: ``mallory`` asks for a node with limits of 2**63, then makes nodes of
   its own;
@@ -52,6 +52,7 @@ from tools.faults.tokens import (
     HONEST_NODE,
     JOBS_NODE,
     MALLORY,
+    QUEUES,
     READER,
 )
 
@@ -220,25 +221,40 @@ async def watches(tenant: Tenant, tally: Tally, deadline: float) -> None:
         await _in_batches([_quietly(session.close()) for session in opened], 10)
 
 
+async def _session_soon(
+    tenant: Tenant, tally: Tally, client: tenure.Client, deadline: float
+) -> Any:
+    """A session of ``mallory``'s node, asked again every 0.2 s while its quota refuses
+    (the ``sessions`` abuse holds them all for a moment), until ``deadline``."""
+    while True:
+        session = await tenant.ask(tally, client.session(JOBS_NODE, recovery_window=60.0))
+        if session is not FAILED or now() >= deadline:
+            return session
+        await asyncio.sleep(0.2)
+
+
 async def waiters(tenant: Tenant, tally: Tally, deadline: float) -> None:
-    """``waiters`` (module docstring): 40 mutexes held, 4 x 40 acquires queued on them."""
+    """``waiters`` (module docstring): the admin's 60 queue semaphores held, and 2 x 60
+    acquires queued on them."""
     async with await tenant.client(MALLORY.secret) as client:
-        holder = await tenant.ask(tally, client.session(JOBS_NODE, recovery_window=60.0))
+        holder = await _session_soon(tenant, tally, client, deadline)
         if holder is FAILED:
             return
-        names = [f"queue-{i}" for i in range(40)]
-        held = await asyncio.gather(*(tenant.ask(tally, holder.mutex(n).lock()) for n in names))
+        names = [f"queue-{i}" for i in range(QUEUES)]
+        held = await asyncio.gather(
+            *(tenant.ask(tally, holder.semaphore(n).acquire()) for n in names)
+        )
         queued: list[asyncio.Task[Any]] = []
         others: list[tenure.Session] = []
-        for _ in range(4):
-            other = await tenant.ask(tally, client.session(JOBS_NODE, recovery_window=60.0))
+        for _ in range(2):
+            other = await _session_soon(tenant, tally, client, deadline)
             if other is FAILED:
                 continue
             others.append(other)
             queued += [
-                asyncio.create_task(tenant.ask(tally, other.mutex(n).lock()))
-                for n, lock in zip(names, held, strict=True)
-                if lock is not FAILED
+                asyncio.create_task(tenant.ask(tally, other.semaphore(n).acquire()))
+                for n, lease in zip(names, held, strict=True)
+                if lease is not FAILED
             ]
         # Queued until the phase ends (a refusal ends its task at once); then withdrawn.
         if queued:

@@ -2,11 +2,12 @@
 
 :func:`prepare` gives the target the scenario's tokens (:mod:`tools.faults.tokens`)
 before it starts; :func:`fill` makes the large state once it serves: 10,000 nodes
-of others (which ``mallory`` cannot see) and ``mallory``'s own node of 20,000
-semaphores. The honest clients are the suite's workers (:mod:`tools.faults.worker`)
-with the ``honest`` token, a short recovery window, and a probe: each client reads
-its register's description every ``probe_every`` seconds and records how long the
-answer took (``probe`` operations).
+of others (which ``mallory`` cannot see), ``mallory``'s own node of 20,000
+semaphores, and the semaphores it queues on in its working node. The honest
+clients are the suite's workers (:mod:`tools.faults.worker`) with the ``honest``
+token, a short recovery window, and a probe: each client reads its register's
+description every ``probe_every`` seconds and records how long the answer took
+(``probe`` operations).
 
 :func:`tenant` is the nemesis: it alternates *quiet* phases (:data:`QUIET` s; the
 honest clients alone) and *hostile* phases, in which every abuse of
@@ -51,6 +52,7 @@ from tools.faults.tokens import (
     MAX_NODES,
     OTHER_NODES,
     OTHER_PREFIX,
+    QUEUES,
     Tenancy,
     write_auth_file,
 )
@@ -107,6 +109,8 @@ async def fill(tenancy: Tenancy) -> None:
                 await asyncio.gather(
                     *(semaphore(session, f"s{i:06d}") for i in range(BIG_SEMAPHORES))
                 )
+            async with client.session(JOBS_NODE) as session:
+                await asyncio.gather(*(semaphore(session, f"queue-{i}") for i in range(QUEUES)))
 
 
 def _memory(pid: int | None) -> tuple[int, int]:

@@ -42,6 +42,9 @@ BIG_NODE: Final = "jobs-big"
 OTHER_PREFIX: Final = "batch-"
 OTHER_NODES: Final = 10_000
 BIG_SEMAPHORES: Final = 20_000
+#: Semaphores (limit 1) the admin makes in ``mallory``'s node for its queued acquires:
+#: made by the admin, they are not ``mallory``'s to count against its semaphore quota.
+QUEUES: Final = 60
 #: ``--max-nodes`` of the scenario's server: the others' nodes, and room for the rest.
 MAX_NODES: Final = OTHER_NODES + 1_000
 
@@ -51,7 +54,7 @@ QUOTAS: Final[dict[str, dict[str, int]]] = {
     "mallory": {
         "sessions": 100,
         "waiters": 100,
-        "semaphores": 100,
+        "semaphores": 60,
         "nodes": 5,
         "data_bytes": 1024 * 1024,
         "recovery_window": 600,
