@@ -93,7 +93,13 @@ def test_a_wrong_argument_is_refused_before_anything_is_installed(
     assert installs(repo) == []
 
 
-def test_right_arguments_go_on_to_the_install(repo: Path) -> None:
-    done = faults(repo, "--target", "tenure", "--only", "crash", "--minutes", "1")
+@pytest.mark.parametrize("flag", ["--only", "--scenario"])
+def test_right_arguments_go_on_to_the_install(repo: Path, flag: str) -> None:
+    done = faults(repo, "--target", "tenure", flag, "tenant", "--minutes", "1")
     assert done.returncode == 9  # the stand-in's failure: the run stops there
     assert installs(repo) == ["install test"]
+
+
+def test_scenario_is_another_name_of_only() -> None:
+    args = cli.parser().parse_args(["--scenario", "tenant", "--only", "crash"])
+    assert args.only == ["tenant", "crash"]

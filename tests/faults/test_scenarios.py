@@ -14,6 +14,7 @@ etcd test does; so do the Redis and PostgreSQL runs.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,7 @@ from tests.etcd.fixtures import require_etcd
 from tests.faults.conftest import require_tools
 from tests.postgres.fixtures import require_postgres
 from tests.redis.fixtures import require_redis
+from tools.faults.abuses import ABUSES
 from tools.faults.check_locks import Violation
 from tools.faults.cluster_target import TenureClusterTarget
 from tools.faults.db_targets import PostgresTarget, RedisTarget
@@ -30,6 +32,7 @@ from tools.faults.history import load
 from tools.faults.power import losses
 from tools.faults.scenarios import SCENARIOS, applies
 from tools.faults.target import Target, TenureTarget
+from tools.faults.tokens import QUOTAS, WITH_QUOTAS
 
 #: Generous: the faults, the heal phase (bounded by the liveness bound) and the stop.
 pytestmark = pytest.mark.timeout(240)
@@ -48,7 +51,11 @@ CLUSTER_SHORT: tuple[str, ...] = ("failover",)
 #: a phrase of the message of the violations it causes. A run whose violations are all
 #: of its finding xfails (after its evidence was checked); any other violation fails.
 #: Remove an entry once its finding is fixed.
-KNOWN: dict[tuple[str, str], tuple[str, str]] = {}
+KNOWN: dict[tuple[str, str], tuple[str, str]] = {
+    # Finding 3 of tools/faults/findings.md: the honest clients all delayed together,
+    # 100-180 ms at a time, while the hostile tenant writes (the loop not running).
+    ("tenure", "tenant"): ("honest-latency", "with the hostile tenant"),
+}
 
 
 def _make(target: str, tmp_path: Path, idle_timeout: float) -> Target:
@@ -135,8 +142,35 @@ async def test_scenario_keeps_every_promise(target_name: str, name: str, tmp_pat
         loss = losses(load(sorted((tmp_path / "history").glob("*.jsonl"))))
         assert loss.cuts >= 2, verdict.stats
         assert (loss.lost_grants, loss.lost) == (0, 0), loss
+    if name == "tenant":
+        _tenant_evidence(verdict.stats["tenant"])
     if known:
         pytest.xfail(f"a known finding (tools/faults/findings.md): {known[0].message}")
+
+
+def _tenant_evidence(tenant: dict[str, Any]) -> None:
+    """Every abuse ran and was answered; the ceilings and the throttle refused it."""
+    assert tenant["hostile_phases"] >= 2, tenant
+    assert set(tenant["abuses"]) == set(ABUSES), tenant
+    for name, got in tenant["abuses"].items():
+        answered = got["done"] + sum(got["refused"].values()) + sum(got["failed"].values())
+        assert answered > 0, (name, tenant)
+    # A node's limits of 2**63 are past the server's ceilings: refused (its request may
+    # also meet the tenant's exhausted requests_per_second first, in a phase).
+    assert tenant["abuses"]["nodes"]["refused"].get("max_sessions", 0) >= 1, tenant
+    # No wrong secret is ever welcomed, and the guesser's address is blocked once past
+    # the throttle's count (its good secret between guesses does not reset it).
+    guessed = tenant["abuses"]["guesses"]["failed"]
+    assert "wrong welcome" not in guessed, tenant
+    assert guessed.get("wrong blocked", 0) > 0, tenant
+    assert tenant["latency_ms"]["samples"]["hostile"] > 0, tenant
+    assert tenant["rss_peak_mib"] > 0, tenant
+    if WITH_QUOTAS:
+        # Every quota of the tenant's tokens refused it, as the server counted too.
+        quotas = {quota for kinds in QUOTAS.values() for quota in kinds}
+        assert quotas <= set(tenant["refusals"]), tenant
+        counted = {key.split()[0] for key in tenant["quota_metrics"] or {}}
+        assert quotas <= counted, tenant
 
 
 def _known(target: str, scenario: str, violation: Violation) -> bool:

@@ -3,10 +3,12 @@
 The rules live in :mod:`~tools.faults.check_locks` (mutual exclusion, fencing
 tokens, fenced writes), :mod:`~tools.faults.check_queue` (FIFO),
 :mod:`~tools.faults.check_data` (durability, disk faults),
-:mod:`~tools.faults.check_live` (liveness) and :mod:`~tools.faults.check_failover`
+:mod:`~tools.faults.check_live` (liveness), :mod:`~tools.faults.check_failover`
 (a replicated service's failovers, which it also measures: ``stats["failover"]``,
-present only then); each module's docstring states its rules precisely. One rule
-is specific to the clock nemesis:
+present only then) and :mod:`~tools.faults.check_tenant` (the hostile-tenant
+scenario's honest clients, measured in ``stats["tenant"]``, present only then);
+each module's docstring states its rules precisely. One rule is specific to the
+clock nemesis:
 
 * ``wall-clock``: a worker whose wall clock jumped (its monotonic clock left
   alone) lost no session and no lease: expiry follows the server's clock, and
@@ -35,6 +37,7 @@ from tools.faults.check_locks import (
     sections,
 )
 from tools.faults.check_queue import check_fifo
+from tools.faults.check_tenant import check_tenant
 from tools.faults.history import History
 
 
@@ -105,6 +108,8 @@ def check(history: History) -> Verdict:
     violations += check_wall_clock(history) + check_client_errors(history)
     failover, failovers = check_failovers(history)
     violations += failover
+    hostile, tenant = check_tenant(history)
+    violations += hostile
     outcomes: Counter[str] = Counter(
         f"{op.kind}:{op.outcome or 'pending'}" for op in history.ops if op.kind != "snapshot"
     )
@@ -125,4 +130,6 @@ def check(history: History) -> Verdict:
     }
     if failovers:
         stats["failover"] = failovers
+    if tenant is not None:
+        stats["tenant"] = tenant
     return Verdict(sorted(violations, key=lambda v: v.t), stats)

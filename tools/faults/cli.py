@@ -31,6 +31,7 @@ SCENARIO_NAMES: Final = (
     "pause-clock",
     "disk",
     "power",
+    "tenant",
 )
 
 DESCRIPTION: Final = """\
@@ -38,9 +39,10 @@ Long mode of the fault suite (tools/faults): each scenario runs for --minutes of
 faults against a fresh server of each target it applies to, with more workers than
 short mode (pytest tests/faults), then docs/reliability.md (and its JSON) is
 written: the results of the (target, scenario) pairs run replace earlier ones, the
-others stay. On tenure: crash, network, pause-clock, disk, power; on tenure-cluster:
+others stay. On tenure: crash, network, pause-clock, disk, power, tenant (a hostile
+tenant among honest clients, its tokens limited); on tenure-cluster:
 failover, network, pause-clock; on etcd: cluster-crash, network, pause-clock; on
-redis and postgres: crash, network, pause-clock (170 min of faults in all at the
+redis and postgres: crash, network, pause-clock (180 min of faults in all at the
 default --minutes). Needs root (the disk scenario mounts a tmpfs) and Debian's
 etcd-server, redis-server and postgresql (scripts/bootstrap test installs them).
 Exits 1 if a rule was broken, 2 if a target cannot run here.
@@ -82,8 +84,10 @@ def parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--only",
+        "--scenario",
         choices=SCENARIO_NAMES,
         action="append",
+        dest="only",
         help="repeatable; scenarios that do not apply to a target are left out",
     )
     parser.add_argument(

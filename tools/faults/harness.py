@@ -38,7 +38,16 @@ from tools.faults.power import compile_shim as compile_power_shim
 from tools.faults.progress import Progress
 from tools.faults.proxies import ProxyGroup
 from tools.faults.scenarios import NEMESES, Scenario, liveness_bound
-from tools.faults.target import IDLE_TIMEOUT, REPLICATED, Address, Target, as_replicated
+from tools.faults.target import (
+    IDLE_TIMEOUT,
+    REPLICATED,
+    Address,
+    Target,
+    as_replicated,
+    with_token,
+)
+from tools.faults.tenant import fill, prepare
+from tools.faults.tokens import HONEST
 from tools.faults.worker import WorkerConfig, register_of
 
 NODE: Final = "faults"
@@ -193,8 +202,12 @@ async def run_scenario(
                 cut_in_sync=scenario.cut_in_sync,
             )
             target.env.update(env)
+        # The hostile-tenant scenario: tokens, and the large state they cannot see.
+        tenancy = prepare(target, work_dir) if scenario.tokens else None
         await asyncio.to_thread(target.start)
         await _create_node(target.url())
+        if tenancy is not None:
+            await fill(tenancy)
         keys = [f"m{k}" for k in range(scenario.keys)]
         labels: list[str] = []
         clock_files: dict[int, Path] = {}
@@ -212,9 +225,12 @@ async def run_scenario(
                 clock_file.write_text("+0\n")
                 kind = "wall" if index == scenario.workers - 2 else "monotonic"
                 rec.note(HARNESS, "role", worker=index, clock=kind)
+            url = target.url(addresses)
+            if tenancy is not None:  # the honest clients' own token, not the admin's
+                url = with_token(url.split("?")[0], HONEST.secret)
             config = WorkerConfig(
                 index=index,
-                url=target.url(addresses),
+                url=url,
                 node=NODE,
                 keys=keys,
                 clients=scenario.clients,
@@ -223,6 +239,7 @@ async def run_scenario(
                 history=str(history_dir / f"w{index}.jsonl"),
                 fence_port=fence.port,
                 seed=seed * 1000 + index,
+                probe_every=scenario.probe_every,
             )
             labels += config.labels()
             path = work_dir / f"w{index}.json"
@@ -239,11 +256,12 @@ async def run_scenario(
             target, rec, rng, scenario.window, idle_timeout, observer,
             proxies=proxies, workers=workers, clock_files=clock_files,
             pausable=[i for i in range(scenario.workers) if i not in clock_files],
-            owner_of=progress.worker_of, in_body=progress.in_body,
+            owner_of=progress.worker_of, in_body=progress.in_body, tenancy=tenancy,
         )  # fmt: skip
         rec.note(
             HARNESS, "params",
             scenario=scenario.name, target=target.name, liveness_bound=bound, seconds=seconds,
+            tokens=scenario.tokens,
         )  # fmt: skip
         await progress.wait(labels, since=now(), grants=1, until=now() + bound)
         rec.note(HARNESS, "faults-start")

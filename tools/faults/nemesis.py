@@ -31,6 +31,7 @@ from tools.faults.history import Recorder, now
 from tools.faults.observer import Observer
 from tools.faults.proxies import ProxyGroup
 from tools.faults.target import Target
+from tools.faults.tokens import Tenancy
 
 NEMESIS: Final = "nemesis"
 
@@ -59,6 +60,8 @@ class Stage:
     in_body: Callable[[], list[int]] = list
     counts: Counter[str] = field(default_factory=Counter)
     paused: set[int] = field(default_factory=set)
+    #: The hostile-tenant scenario's server and ports (None in the other scenarios).
+    tenancy: Tenancy | None = None
 
     def note(self, kind: str, **fields: Any) -> None:
         """Record a nemesis note."""

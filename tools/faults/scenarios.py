@@ -17,9 +17,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Final
 
-from tools.faults import disk, failover, members, nemesis, power
+from tools.faults import disk, failover, members, nemesis, power, tenant
 from tools.faults.nemesis import Stage
-from tools.faults.target import DATA_DIR, IDLE_TIMEOUT, MEMBERS, PRELOAD, REPLICATED, Target
+from tools.faults.target import (
+    DATA_DIR,
+    IDLE_TIMEOUT,
+    MEMBERS,
+    PRELOAD,
+    REPLICATED,
+    TOKENS,
+    Target,
+)
 
 Nemesis = Callable[[Stage, float], Awaitable[None]]
 
@@ -33,6 +41,7 @@ NEMESES: Final[dict[str, Nemesis]] = {
     "members": members.members,
     "failover": failover.failover,
     "power": power.power,
+    "tenant": tenant.tenant,
 }
 
 #: Tools a scenario may need on the machine (scripts/bootstrap installs them).
@@ -72,6 +81,11 @@ class Scenario:
     #: power goes during it (part of it on disk, then SIGKILL); 0: never.
     cut_in_sync: float = 0.0
     short_seconds: float = 20.0
+    #: The server takes the hostile-tenant scenario's auth file (tools/faults/tokens.py):
+    #: the workers use the ``honest`` token, the harness the ``admin`` one.
+    tokens: bool = False
+    #: Seconds between two latency probes of each client (0: none; tools/faults/worker.py).
+    probe_every: float = 0.0
     #: Target capabilities the scenario needs (target.py's constants).
     requires: frozenset[str] = frozenset()
     #: Capabilities of targets it is not run against, because another scenario
@@ -200,6 +214,26 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             cut_in_sync=power.CUT_IN_SYNC,
             short_seconds=10.0,
             requires=frozenset({DATA_DIR, PRELOAD}),
+        ),
+        Scenario(
+            "tenant",
+            "a hostile tenant: in turn 3 s quiet and 5 s of every abuse at once, each "
+            "bounded and undone after (tools/faults/abuses.py), by a read-write token "
+            "limited to its own nodes and a read-only token of the honest node: listings "
+            "one name a page among 10,000 nodes it cannot see and 20,000 semaphores, "
+            "sessions with a day's window, watches, queued acquires, semaphores of 64 KiB, "
+            "a node with limits of 2**63 and nodes of its own, requests as fast as answers "
+            "come, wrong secrets; the honest clients, with their own token, probe the "
+            "server every 50 ms",
+            ("tenant",),
+            workers=3,
+            window=2.0,
+            idle_timeout=5.0,
+            hold=(0.01, 0.05),
+            short_seconds=18.0,
+            tokens=True,
+            probe_every=0.05,
+            requires=frozenset({TOKENS}),
         ),
     )
 }

@@ -44,6 +44,7 @@ PRELOAD = "preload"  # its server is a dynamically linked process that honours L
 IDLE_TIMEOUT = "idle-timeout"  # it closes idle connections after ``idle_timeout``
 MEMBERS = "members"  # a cluster whose members fail one at a time (:class:`Cluster`)
 REPLICATED = "replicated"  # servers of one service, one leading, over etcd (:class:`Replicated`)
+TOKENS = "tokens"  # it takes an auth file of tokens, and serves /metrics (:class:`TenureTarget`)
 
 #: A host and port.
 Address = tuple[str, int]
@@ -188,6 +189,11 @@ class Replicated(Target, Protocol):
         """Start stopped etcd members again on their data; waits until each serves (bounded)."""
 
 
+def with_token(url: str, token: str | None) -> str:
+    """``url`` (``tenure://host:port``, no query) with ``?token=`` (unchanged for None)."""
+    return url if token is None else f"{url}?token={token}"
+
+
 def as_replicated(target: Target) -> Replicated:
     """``target`` as a :class:`Replicated`; raises if it lacks the ``replicated`` capability."""
     if REPLICATED not in target.capabilities:
@@ -207,9 +213,12 @@ class TenureTarget:
 
     ``launcher`` is what runs after the Python interpreter: ``["-m", "tenure"]``, or
     a mutant wrapper such as ``["-m", "tools.faults.mutant", "token-reset"]``.
+
+    With :meth:`use_tokens` (before :meth:`start`) it serves with an auth file, its
+    :meth:`url` carries a token, and it serves HTTP (``/metrics``) on :attr:`http_port`.
     """
 
-    capabilities: frozenset[str] = frozenset({DATA_DIR, PRELOAD, IDLE_TIMEOUT})
+    capabilities: frozenset[str] = frozenset({DATA_DIR, PRELOAD, IDLE_TIMEOUT, TOKENS})
 
     def __init__(
         self,
@@ -233,6 +242,18 @@ class TenureTarget:
         self.log_path = data_dir.parent / f"{data_dir.name}-server.log"
         self.starts = 0
         self._proc: subprocess.Popen[bytes] | None = None
+        #: The auth file and the token of :meth:`url` (:meth:`use_tokens`).
+        self.auth_file: Path | None = None
+        self.token: str | None = None
+        #: The HTTP endpoint's port (/metrics), with an auth file.
+        self.http_port: int | None = None
+
+    def use_tokens(self, auth_file: Path, token: str) -> None:
+        """Serve with ``auth_file`` (and /metrics on :attr:`http_port`); :meth:`url`
+        carries ``token``. Takes effect at the next (re)start."""
+        self.auth_file = auth_file
+        self.token = token
+        self.http_port = self.http_port or free_port()
 
     @property
     def address(self) -> Address:
@@ -247,7 +268,7 @@ class TenureTarget:
     def url(self, addresses: Sequence[Address] | None = None) -> str:
         """See :class:`Target` (one address: the first given)."""
         host, port = addresses[0] if addresses else self.address
-        return f"tenure://{host}:{port}"
+        return with_token(f"tenure://{host}:{port}", self.token)
 
     def liveness_margin(self, window: float) -> float:
         """See :class:`Target`: none; the bound's terms are this server's."""
@@ -269,6 +290,8 @@ class TenureTarget:
             *("--fsync", self.fsync, "--idle-timeout", str(self.idle_timeout)),
             *self.extra_args,
         ]
+        if self.auth_file is not None:
+            args += ["--auth-file", str(self.auth_file), "--http-port", str(self.http_port)]
         with self.log_path.open("ab") as log:
             self._proc = subprocess.Popen(
                 [sys.executable, *self.launcher, "serve", *args],

@@ -21,6 +21,11 @@ session, process label ``w<index>c<n>``) loops until the worker is told to stop
 3. write the next number into its own persistent semaphore's data (``update``),
    the register the durability check reads back.
 
+With ``probe_every`` (the hostile-tenant scenario) each session also runs a probe
+beside that loop: every ``probe_every`` seconds it reads its register's description
+(``probe``, a read that touches no disk), so that the history holds how long the
+server took to answer an honest client, all through the run.
+
 A lost session (``SessionExpiredError`` and friends) is recorded and replaced by a
 new one. Every wait is bounded by the stop: after SIGTERM the clients get a grace
 period to finish their step, then they are cancelled (what was pending ends
@@ -71,6 +76,8 @@ class WorkerConfig:
     connect_timeout: float = 2.0
     mutant: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    #: Seconds between two probes of a client (0: no probe; see :meth:`Client._probe`).
+    probe_every: float = 0.0
 
     def labels(self) -> list[str]:
         """The process labels of this worker's clients."""
@@ -153,6 +160,9 @@ class Client:
             await _sleep_unless(stop, self.rng.uniform(0.1, 0.3))
             return
         self.rec.complete(self.process, op, "ok", session=session.id)
+        probe = None
+        if self.config.probe_every > 0:
+            probe = asyncio.create_task(self._probe(session, stop))
         try:
             while not stop.is_set() and not session.closed:
                 await self._step(session)
@@ -160,12 +170,33 @@ class Client:
         except SessionGoneError:
             pass
         finally:
+            if probe is not None:
+                probe.cancel()
+                await asyncio.gather(probe, return_exceptions=True)
             reason = session.lost_reason
             if reason is not None:
                 self.rec.note(self.process, "session-lost", session=session.id, error=repr(reason))
             with contextlib.suppress(TenureError, OSError, TimeoutError):
                 async with asyncio.timeout(CLOSE_WAIT):
                     await session.close()
+
+    async def _probe(self, session: tenure.Session, stop: asyncio.Event) -> None:
+        """Read the register's description every ``probe_every`` s (module docstring)."""
+        semaphore = session.semaphore(register_of(self.process))
+        while not stop.is_set() and not session.closed:
+            op = self.rec.invoke(self.process, "probe", session=session.id)
+            try:
+                await semaphore.describe()
+            except asyncio.CancelledError:
+                self.rec.complete(self.process, op, "info", error="stopped")
+                raise
+            except (TenureError, OSError) as error:
+                self.rec.complete(self.process, op, "info", error=repr(error))
+                if isinstance(error, LostError):
+                    return  # the session's loop sees the loss too, and opens a new one
+            else:
+                self.rec.complete(self.process, op, "ok")
+            await asyncio.sleep(self.config.probe_every)
 
     async def _step(self, session: tenure.Session) -> None:
         if self.config.registers and not self.created:

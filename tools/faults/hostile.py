@@ -1,0 +1,76 @@
+"""One hostile phase of the tenant scenario, in a process of its own.
+
+``python -m tools.faults.hostile URL SEED PHASE SECONDS HISTORY``: every abuse of
+:mod:`tools.faults.abuses` at once against the ``tenure://`` server at ``URL``, for
+``SECONDS`` (each also bounded by its own count, and undone after), recorded in the
+history file ``HISTORY`` (process label ``tenant``): an ``abuse`` note per abuse
+(what it got back) and a ``phase`` note (``hostile``, from the abuses' start to their
+end). Exits 0 once every abuse has returned.
+
+It runs at :data:`NICE`: on a real deployment the hostile tenant's client runs on a
+machine of its own, and here, on two shared cores, its client-side work (encoding and
+decoding tens of thousands of requests) would otherwise take the CPU from the honest
+clients' processes and be measured as the server's doing. The server's work for it
+is untouched (the server runs at the normal priority), and that is what the scenario
+judges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+from tenure.errors import TenureError
+from tools.faults.abuses import ABUSES, Tally, Tenant
+from tools.faults.history import Recorder, now
+
+#: The hostile tenant's process label in the history.
+TENANT: Final = "tenant"
+#: The niceness the phase's process runs at (module docstring).
+NICE: Final = 10
+
+
+async def run(url: str, seed: int, phase: int, seconds: float, recorder: Recorder) -> None:
+    """Every abuse at once until ``seconds`` from now, each noted (module docstring)."""
+    tenant = Tenant(url, random.Random(seed))
+    start = now()
+    deadline = start + seconds
+
+    async def one(name: str) -> None:
+        tally = Tally()
+        try:
+            await ABUSES[name](tenant, tally, deadline)
+        except (TenureError, OSError, TimeoutError) as error:
+            # Outside one counted request (its client's connect, say): counted too.
+            tally.failed[f"abuse ended: {type(error).__name__}"] += 1
+        recorder.note(TENANT, "abuse", abuse=name, phase=phase, **tally.fields())
+
+    await asyncio.gather(*(one(name) for name in ABUSES))
+    recorder.note(TENANT, "phase", phase="hostile", start=start, end=now())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point (module docstring)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 5:
+        print(
+            "usage: python -m tools.faults.hostile URL SEED PHASE SECONDS HISTORY", file=sys.stderr
+        )
+        return 2
+    url, seed, phase, seconds, history = args
+    os.nice(NICE)
+    recorder = Recorder(Path(history))
+    try:
+        asyncio.run(run(url, int(seed), int(phase), float(seconds), recorder))
+    finally:
+        recorder.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""The tokens of the hostile-tenant scenario: who may do what, and the auth file saying so.
+
+Four tokens share one ``tenure serve`` (``--auth-file``):
+
+* ``admin``: read-write, every node. The harness makes the nodes and the large state
+  with it, and the observer reads with it.
+* ``honest``: read-write, limited to the workload's node (``faults``). The worker
+  processes' clients use it: they hold and pass the locks, with short windows.
+* ``mallory``: read-write, limited to its own nodes (``jobs-*``): the hostile tenant.
+  It cannot see the workload's node nor the 10,000 nodes of others.
+* ``reader``: read-only, limited to the workload's node: a monitoring token that may
+  open sessions and watch there, and nothing else.
+
+The quotas (``[token.quota]``, issue 37) are set small for ``mallory`` and ``reader``
+so that the bounded abuses of :mod:`tools.faults.abuses` run into them: a refusal
+naming the quota and the token is what the scenario counts. :data:`WITH_QUOTAS`
+says whether the auth file carries them (a server that does not know ``[token.quota]``
+refuses to load such a file: switch it off to run the scenario against one).
+``requests_per_second`` is left high enough for ``mallory``'s other abuses to get
+answers between the refusals of its flood.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+#: Whether the auth file gives ``mallory`` and ``reader`` the quotas of :data:`QUOTAS`
+#: (on: once ``tenure serve`` understands ``[token.quota]``; see the module docstring).
+WITH_QUOTAS: Final = True
+
+#: The workload's node (the harness's :data:`~tools.faults.harness.NODE`).
+HONEST_NODE: Final = "faults"
+#: The hostile tenant's own nodes: the one it works in, and the one the admin filled
+#: with :data:`BIG_SEMAPHORES` semaphores for its listings.
+JOBS_NODE: Final = "jobs-0"
+BIG_NODE: Final = "jobs-big"
+#: Nodes of others that ``mallory`` cannot see (its ListNodes filters them out), named
+#: to sort before its own (a page of its nodes is found past all of them), and
+#: semaphores in its big node (its ListSemaphores pages through them).
+OTHER_PREFIX: Final = "batch-"
+OTHER_NODES: Final = 10_000
+BIG_SEMAPHORES: Final = 20_000
+#: Semaphores (limit 1) the admin makes in ``mallory``'s node for its queued acquires:
+#: made by the admin, they are not ``mallory``'s to count against its semaphore quota.
+QUEUES: Final = 60
+#: ``--max-nodes`` of the scenario's server: the others' nodes, and room for the rest.
+MAX_NODES: Final = OTHER_NODES + 1_000
+
+#: Each token's quotas when :data:`WITH_QUOTAS`; chosen below what one round of
+#: abuses asks (tools/faults/abuses.py's counts), so that each quota refuses.
+QUOTAS: Final[dict[str, dict[str, int]]] = {
+    "mallory": {
+        "sessions": 100,
+        "waiters": 100,
+        "semaphores": 60,
+        "nodes": 5,
+        "data_bytes": 1024 * 1024,
+        "recovery_window": 600,
+        "requests_per_second": 2000,
+    },
+    "reader": {"sessions": 60, "watches": 300, "recovery_window": 300},
+}
+
+
+@dataclass(frozen=True)
+class Token:
+    """One token of the auth file."""
+
+    name: str
+    secret: str
+    access: str
+    nodes: tuple[str, ...] = ()
+
+    def toml(self, quotas: dict[str, int] | None) -> str:
+        """Its ``[[token]]`` table (and ``[token.quota]`` if ``quotas``)."""
+        lines = [
+            "[[token]]",
+            f'name = "{self.name}"',
+            f'secret = "{self.secret}"',
+            f'access = "{self.access}"',
+        ]
+        if self.nodes:
+            lines.append("nodes = [" + ", ".join(f'"{node}"' for node in self.nodes) + "]")
+        if quotas:
+            lines += ["[token.quota]", *(f"{key} = {value}" for key, value in quotas.items())]
+        return "\n".join(lines) + "\n"
+
+
+ADMIN: Final = Token("admin", "admin-9f3c2e7a41d8b6", "read-write")
+HONEST: Final = Token("honest", "honest-5b1e8d2c7f4a93", "read-write", (HONEST_NODE,))
+MALLORY: Final = Token("mallory", "mallory-c4a7e19b3d6f20", "read-write", ("jobs-*",))
+READER: Final = Token("reader", "reader-2d8f6a0c5e1b74", "read-only", (HONEST_NODE,))
+TOKENS: Final = (ADMIN, HONEST, MALLORY, READER)
+
+
+def auth_file_text(with_quotas: bool = WITH_QUOTAS) -> str:
+    """The auth file of the scenario's server (quotas as :data:`WITH_QUOTAS` says)."""
+    return "\n".join(
+        token.toml(QUOTAS.get(token.name) if with_quotas else None) for token in TOKENS
+    )
+
+
+def write_auth_file(path: Path) -> Path:
+    """Write the auth file to ``path`` (owner-readable only: it holds secrets)."""
+    path.write_text(auth_file_text())
+    path.chmod(0o600)
+    return path
+
+
+@dataclass(frozen=True)
+class Tenancy:
+    """What the tenant nemesis needs of a run: where to reach the server, as whom."""
+
+    #: ``tenure://host:port`` without a token (:func:`~tools.faults.target.with_token`).
+    url: str
+    #: The server's HTTP port (``/metrics``).
+    http_port: int
