@@ -51,11 +51,7 @@ CLUSTER_SHORT: tuple[str, ...] = ("failover",)
 #: a phrase of the message of the violations it causes. A run whose violations are all
 #: of its finding xfails (after its evidence was checked); any other violation fails.
 #: Remove an entry once its finding is fixed.
-KNOWN: dict[tuple[str, str], tuple[str, str]] = {
-    # Finding 3 of tools/faults/findings.md: the honest clients all delayed together,
-    # 100-180 ms at a time, while the hostile tenant writes (the loop not running).
-    ("tenure", "tenant"): ("honest-latency", "with the hostile tenant"),
-}
+KNOWN: dict[tuple[str, str], tuple[str, str]] = {}
 
 
 def _make(target: str, tmp_path: Path, idle_timeout: float) -> Target:
