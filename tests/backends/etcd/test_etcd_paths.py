@@ -17,9 +17,13 @@ from typing import Any
 import pytest
 
 import tenure
+from tenure.backends._ledger import Pending
+from tenure.backends._session import StoreSession
+from tenure.backends._store import Enqueued
 from tenure.backends.etcd import EtcdBackend
 from tenure.backends.etcd._keys import get_prefix, prefix_end, put
 from tenure.backends.etcd._queue import SemState
+from tenure.backends.etcd._store import EtcdStore
 from tenure.backends.etcd._streams import WatchHub
 from tenure.errors import (
     LeaseLostError,
@@ -57,6 +61,49 @@ async def test_a_forced_delete_by_another_client_ends_the_holders_leases(etcd_ur
         prefix = _backend(admin).layout.gone("n")
         reply = await _backend(admin).conn.txn([], [get_prefix(prefix)])
         assert not reply.responses[0].response_range.kvs
+
+
+async def test_a_grant_answered_after_the_forced_delete_was_heard_is_lost(
+    etcd_url: str,
+) -> None:
+    """A waiter commits its own grant; the node's view may tell of a forced delete of
+    the semaphore (made after that grant) before the grant's Txn is answered. The
+    acquire must not then return a lease etcd has already taken back: it raises
+    LeaseLostError. (The conformance kit's test_lost_pushes saw this once under load.)
+    Here the answer is held back until the view has told of the delete."""
+    async with tenure.connect(etcd_url) as holder, tenure.connect(etcd_url) as admin:
+        await holder.create_node("n")
+        session = await holder.session("n")
+        inner = session._backend
+        assert isinstance(inner, StoreSession)
+        store = inner.store
+        assert isinstance(store, EtcdStore)
+        heard, granted = asyncio.Event(), asyncio.Event()
+        told = store.forced_delete
+        enqueue = store.acquirer.enqueue
+
+        def forced_delete(name: str, revision: int) -> None:
+            told(name, revision)
+            heard.set()
+
+        async def late_enqueue(pending: Pending) -> Enqueued:
+            enqueued = await enqueue(pending)
+            granted.set()
+            await heard.wait()  # its answer arrives after the view's event of the delete
+            return enqueued
+
+        store.forced_delete = forced_delete  # type: ignore[method-assign]
+        store.acquirer.enqueue = late_enqueue  # type: ignore[method-assign]
+        acquiring = asyncio.ensure_future(session.mutex("m").lock())
+        await asyncio.wait_for(granted.wait(), 5)
+        killer = await admin.session("n")
+        await killer.semaphore("m").delete(force=True)
+        with pytest.raises(LeaseLostError, match="was deleted"):
+            await asyncio.wait_for(acquiring, 5)
+        # The next acquire of the name is a new semaphore's grant, and kept.
+        again = await session.mutex("m").lock()
+        await asyncio.sleep(0.3)
+        assert not again.lost.ended
 
 
 async def test_settings_changed_by_another_client_apply_to_the_next_acquire(

@@ -212,13 +212,18 @@ class EtcdStore:
 
     async def enqueue(self, pending: Pending) -> Enqueued:
         """See :meth:`Acquirer.enqueue`."""
-        return await self.acquirer.enqueue(pending)
+        enqueued = await self.acquirer.enqueue(pending)
+        if isinstance(enqueued, Grant):
+            return self.holding.judge(pending.name, enqueued)
+        return enqueued
 
     async def await_grant(self, pending: Pending) -> Grant | None:
         """See :meth:`Acquirer.await_grant` (of a lock_all: :meth:`SetWaiter.await_grant`)."""
         if isinstance(pending.state, AllOrNoneSet):
-            return await self.set_waiter.await_grant(pending)
-        return await self.acquirer.await_grant(pending)
+            grant = await self.set_waiter.await_grant(pending)
+        else:
+            grant = await self.acquirer.await_grant(pending)
+        return None if grant is None else self.holding.judge(pending.name, grant)
 
     async def withdraw(self, pending: Pending) -> Grant | Withdrawal:
         """See :meth:`Acquirer.withdraw` (a lock_all's member: :meth:`SetWaiter.withdraw`)."""
