@@ -40,19 +40,19 @@ from tenure.errors import InvalidArgumentError, LimitExceededError
 
 __all__ = [
     "COUNTED",
+    "Ledger",
     "NO_QUOTA",
+    "OBJECT_BYTES",
+    "QUOTA_NAMES",
     "Q_DATA_BYTES",
     "Q_HOLDS",
     "Q_NODES",
-    "OBJECT_BYTES",
-    "QUOTA_NAMES",
-    "TRACKED",
     "Q_SEMAPHORES",
     "Q_SESSIONS",
     "Q_WAITERS",
     "Q_WATCHES",
-    "Ledger",
     "Quota",
+    "TRACKED",
     "Usage",
 ]
 
