@@ -104,14 +104,9 @@ class Quota:
         :data:`Q_HOLDS`, which has none)."""
         if index >= len(COUNTED):
             return None
-        return (
-            self.sessions,
-            self.watches,
-            self.waiters,
-            self.semaphores,
-            self.nodes,
-            self.data_bytes,
-        )[index]
+        limit = self.values()[index]
+        assert limit is None or isinstance(limit, int)  # (the counted ones are ints)
+        return limit
 
     @staticmethod
     def from_mapping(values: Mapping[str, object], where: str) -> Quota:
