@@ -1,4 +1,4 @@
-"""A min-heap of timed events with lazy cancellation, and the typed keys of its events.
+"""A min-heap of timed events with lazy cancellation, and the typed keys of its events. [compiled]
 
 The engine schedules every deadline here (session expiry, acquire timeout, lease
 expiry, end of lock-delay, end of a claim) and never removes an entry when plans change: it asks,

@@ -1,4 +1,4 @@
-"""Effects: what the engine tells parties other than the caller of a command.
+"""Effects: what the engine tells parties other than the caller of a command. [compiled]
 
 A command's own answer is its reply. Everything else it causes (a waiter granted
 later, a watch fired, a session expired by ``tick``) comes out of

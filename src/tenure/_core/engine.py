@@ -1,4 +1,4 @@
-"""The coordination engine: nodes, sessions, semaphores, fencing tokens and watches.
+"""The coordination engine: nodes, sessions, semaphores, fencing tokens and watches. [compiled]
 
 Theory of operation
 -------------------

@@ -1,4 +1,4 @@
-"""A semaphore's holders: owners (holds that have tokens) and waiters (queued acquires).
+"""A semaphore's holders: owners (holds that have tokens) and waiters (queued acquires). [compiled]
 
 Both are keyed by :func:`holder_key`: a session's numbered hold. A server may keep a
 hundred thousand owners (held mutexes), so :class:`Owner` stores only what cannot be

@@ -1,4 +1,4 @@
-"""One semaphore: its holders, its FIFO queue, and the rule that serves the queue.
+"""One semaphore: its holders, its FIFO queue, and the rule that serves the queue. [compiled]
 
 Theory of operation
 -------------------

@@ -1,4 +1,4 @@
-"""A session's state in the engine: what it holds, waits for, watches and missed.
+"""A session's state in the engine: what it holds, waits for, watches and missed. [compiled]
 
 A session may hold a semaphore more than once: each of its holds has a number
 (``hold``, chosen by its client; 0 when it keeps one, as YDB's sessions do), and is

@@ -1,4 +1,4 @@
-"""Engine times shown as UNIX seconds: what a host does to a reply before it leaves.
+"""Engine times shown as UNIX seconds: what a host does to a reply before it leaves. [compiled]
 
 The engine keeps every time on its host's monotonic clock (it never reads a wall
 clock: that would make it depend on something other than its inputs). Owners'

@@ -1,4 +1,4 @@
-"""The engine's state and the steps every command shares.
+"""The engine's state and the steps every command shares. [compiled]
 
 :class:`EngineState` holds nodes, sessions, the fencing counter, deadlines,
 watches and queued effects. The command handlers (:mod:`tenure._core.handlers`)

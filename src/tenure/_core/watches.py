@@ -1,4 +1,4 @@
-"""Watches on a semaphore's data, owners and waiters.
+"""Watches on a semaphore's data, owners and waiters. [compiled]
 
 A watch is armed by a describe and fires on a change of an aspect it watches (or
 of the semaphore's existence, which changes every aspect). Firing carries the state

@@ -1,4 +1,4 @@
-"""The sans-I/O codec of tenure's native protocol (``tenure://``).
+"""The sans-I/O codec of tenure's native protocol (``tenure://``). [compiled]
 
 Frames are a 4-byte big-endian length and one msgpack array; the messages, their
 layouts and the connection state machine are specified in docs/protocol.md. Like

@@ -1,4 +1,4 @@
-"""The two ends of a connection, sans-I/O: bytes in, messages out, messages in, bytes out.
+"""A connection's two ends, sans-I/O: bytes in, messages out, messages in, bytes out. [compiled]
 
 A :class:`Connection` owns no socket, timer or task. Its driver does three things::
 

@@ -1,4 +1,4 @@
-"""Whose fault: the two ways a protocol operation can fail on *this* side.
+"""Whose fault: the two ways a protocol operation can fail on *this* side. [compiled]
 
 * :class:`tenure.errors.ProtocolError`: the **peer** broke the protocol (bad bytes,
   a message not allowed now, a reply to a request never made). ``next_event`` raises

@@ -1,4 +1,4 @@
-"""One change, many watchers: the pushes of its watch firings encoded once.
+"""One change, many watchers: the pushes of its watch firings encoded once. [compiled]
 
 A change of a semaphore that a thousand sessions watch fires a thousand watches.
 Their pushes differ only in the session and watch ids; the rest (the name and the

@@ -1,4 +1,4 @@
-"""Framing: a 4-byte big-endian length, then that many bytes of one msgpack value.
+"""Framing: a 4-byte big-endian length, then that many bytes of one msgpack value. [compiled]
 
 ::
 

@@ -1,4 +1,4 @@
-"""The messages of tenure's native protocol, and their wire layout.
+"""The messages of tenure's native protocol, and their wire layout. [compiled]
 
 A frame body is one msgpack array ``[type, field, ...]``: the message type number,
 then the message's fields in the order listed here. Client to server: Hello,

@@ -1,4 +1,4 @@
-"""AlterNode's changes: the one map the native protocol carries."""
+"""AlterNode's changes: the one map the native protocol carries. [compiled]"""
 
 from __future__ import annotations
 

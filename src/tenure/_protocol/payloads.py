@@ -1,4 +1,4 @@
-"""What requests, replies and pushes carry: engine commands, reply values, effects.
+"""What requests, replies and pushes carry: engine commands, reply values, effects. [compiled]
 
 Every :mod:`tenure._core` command, reply value and effect has one schema here, a
 :class:`~tenure._protocol.wire.Record` listing its fields in dataclass order with

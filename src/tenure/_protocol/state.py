@@ -1,4 +1,4 @@
-"""The connection state machine, as data.
+"""The connection state machine, as data. [compiled]
 
 Theory of operation
 -------------------

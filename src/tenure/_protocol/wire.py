@@ -1,4 +1,4 @@
-"""The wire schema: every record a msgspec ``Struct``, and its way to and from a dataclass.
+"""The wire schema: every record a msgspec ``Struct``, made to and from a dataclass. [compiled]
 
 msgspec encodes and decodes the frames, in C, straight between msgpack and these
 Structs, checking every value on the way in. What this module adds is the mapping

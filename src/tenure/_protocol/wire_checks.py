@@ -1,4 +1,4 @@
-"""Why a value does not fit the wire: the cold path of :mod:`tenure._protocol.wire`.
+"""Why a value does not fit the wire: the cold path of :mod:`tenure._protocol.wire`. [compiled]
 
 msgspec decides whether a value fits, in C; when it refuses one, the field's
 ``check`` (in the schema's words, with the field's path) says why, from the value

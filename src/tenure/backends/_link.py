@@ -1,4 +1,4 @@
-"""One connection to one tenure service at a time, made again whenever it is lost.
+"""One connection to one tenure service at a time, made again whenever it is lost. [compiled]
 
 A :class:`Link` is the I/O shell around :class:`~tenure._protocol.ClientConnection`:
 it connects (TCP or TLS), says Hello, pipelines requests on the one connection,

@@ -1,4 +1,4 @@
-"""One connection of a link: bytes in, events out, frames out in few writes.
+"""One connection of a link: bytes in, events out, frames out in few writes. [compiled]
 
 :class:`LinkProtocol` is the asyncio protocol of a link's connection: it waits for
 the handshake's answer, then hands each decoded event to its link (a

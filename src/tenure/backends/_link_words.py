@@ -1,4 +1,4 @@
-"""What a link says about connections that failed: in words, never empty.
+"""What a link says about connections that failed: in words, never empty. [compiled]
 
 :func:`describe_error` says what went wrong with one connection (the str of an
 OSError names a system call, that of a timeout is empty); :func:`attempt_error` is

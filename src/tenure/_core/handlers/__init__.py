@@ -1,4 +1,4 @@
-"""The engine's rules: one function per command, a module per topic (what they act on).
+"""The engine's rules: one function per command, a module per topic (what they act on). [compiled]
 
 Every command handler has the shape ``handler(state, command, now) -> reply``: it
 validates ``command`` against ``state``, raising a :mod:`tenure.errors` exception

@@ -1,4 +1,4 @@
-"""What each kind of deadline does when it comes due, and whether it still should.
+"""What each kind of deadline does when it comes due, and whether it still should. [compiled]
 
 Deadlines are cancelled lazily (:mod:`tenure._core.deadlines`): an entry stays in
 the heap when its plans change, so :func:`is_live` first asks whether the state

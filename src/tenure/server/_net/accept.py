@@ -1,4 +1,4 @@
-"""What each accepted connection on the main port is: native frames or the accepted face's.
+"""What a connection accepted on the main port is: native frames or the accepted face's. [compiled]
 
 The first byte tells (a native Hello's length prefix starts with a zero byte; a
 dflockd command with a letter). An accepted face's connection (dflockd's,

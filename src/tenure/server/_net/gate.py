@@ -1,4 +1,4 @@
-"""Who gets in, what they may do, and how long they may stay silent.
+"""Who gets in, what they may do, and how long they may stay silent. [compiled]
 
 :class:`Gate` holds the connection-level policy of :class:`~tenure.server._serve.Server`:
 

@@ -1,4 +1,4 @@
-"""The native face: the native protocol's messages, each handled in order, per connection.
+"""The native face: the native protocol's messages, handled in order, per connection. [compiled]
 
 :class:`NativeFace` is what :class:`~tenure.server._serve.Server` does with the
 frames of a native connection (docs/protocol.md): the handshake and Pings go to the

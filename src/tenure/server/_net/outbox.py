@@ -1,4 +1,4 @@
-"""The outboxes: what each connection is owed, written only after the commit covering it.
+"""The outboxes: what each connection is owed, written only after the commit covering it. [compiled]
 
 Replies, pushes and the other faces' answers (dflockd's, YDB's) are queued per
 connection as they are made. At the end of each loop turn the server's host hands the
