@@ -105,6 +105,10 @@ class Ledger:
         # Grants lost before their caller took them (a LeaseLost right after the
         # Granted, before the waiting task ran): request id -> the loss to raise.
         self._doomed: dict[int, LostError] = {}
+        # Grants of a name ended below a token (a store heard a forced delete of the
+        # semaphore at that token before an acquire of it took its grant: its answer
+        # came later): name -> (token, the loss). Kept while an acquire of it is open.
+        self._ended_below: dict[str, tuple[int, LostError]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -159,6 +163,9 @@ class Ledger:
         lost = self._doomed.pop(request_id, None)
         if lost is not None:
             raise lost
+        ended = self._ended_below.get(place[0]) if self._ended_below else None
+        if ended is not None and grant.token < ended[0]:
+            raise type(ended[1])(*ended[1].args)
         self.held[place] = grant
         return grant
 
@@ -166,6 +173,8 @@ class Ledger:
         """The acquire is over, however it ended (its hold number is free again)."""
         pending = self.pending.pop(request_id, None)
         self._doomed.pop(request_id, None)
+        if self._ended_below and pending is not None and not self._opened(pending.name):
+            self._ended_below.pop(pending.name, None)
         if pending is not None and pending.future.done() and not pending.future.cancelled():
             pending.future.exception()  # retrieved: its caller may have left before it ended
 
@@ -196,6 +205,20 @@ class Ledger:
             if pending.place == place and _granted(pending.future) == token:
                 self._doomed[request_id] = error
         return False
+
+    def lose_below(self, name: str, token: int, error: LostError) -> None:
+        """Every grant of ``name`` with a token below ``token`` ended (a forced delete
+        the store heard at ``token``). The held ones are the store's to tell
+        (:meth:`lose`); this covers an open acquire whose grant is older but whose
+        answer comes later: its :meth:`take` raises ``error``'s kind."""
+        if self._opened(name):
+            kept = self._ended_below.get(name)
+            if kept is None or kept[0] < token:
+                self._ended_below[name] = (token, error)
+
+    def _opened(self, name: str) -> bool:
+        """Whether an acquire of ``name`` is open."""
+        return any(pending.name == name for pending in self.pending.values())
 
     def end(self, error: TenureError) -> None:
         """The session is gone: every acquire still waiting fails with ``error``."""

@@ -37,10 +37,6 @@ class Holds:
 
     def __init__(self, parts: SessionParts) -> None:
         self._parts = parts
-        #: Semaphore name -> the revision it was last deleted by force at, kept while
-        #: an acquire of it is open: its grant may predate the delete though its caller
-        #: learns of the grant after the view told of the delete (:meth:`judge`).
-        self._deleted_at: dict[str, int] = {}
 
     async def drop(self, name: str, hold: int) -> bool:
         """Delete every key of hold ``hold`` (both requests, both grants); whether any was.
@@ -71,31 +67,8 @@ class Holds:
             if before is not None and grant.token >= before:
                 continue  # granted after the delete: a new semaphore's
             owner.grant_lost(name, hold, grant.token, LeaseLostError(message))
-        if before is not None and self._acquiring(name):
-            self._deleted_at[name] = max(before, self._deleted_at.get(name, 0))
-
-    def judge(self, name: str, grant: Grant) -> Grant:
-        """``grant``, which an acquire of ``name`` just got; or LeaseLostError if a
-        forced delete of ``name`` after it was heard first (a waiter commits its own
-        grant, and the view's event of the delete can come before the Txn's answer).
-
-        Raises:
-            LeaseLostError: the semaphore was deleted after this grant.
-        """
-        deleted = self._deleted_at.get(name)
-        if deleted is None:
-            return grant
-        if self._acquiring(name) <= 1:  # (this acquire is the last open one of it)
-            del self._deleted_at[name]
-        if grant.token < deleted:
-            raise LeaseLostError(f"semaphore {name!r} was deleted")
-        return grant
-
-    def _acquiring(self, name: str) -> int:
-        """How many acquires of ``name`` are open in this session."""
-        return sum(
-            1 for pending in self._parts.owner.ledger.pending.values() if pending.name == name
-        )
+        if before is not None:  # (an open acquire's older grant, answered later)
+            owner.ledger.lose_below(name, before, LeaseLostError(message))
 
     async def _states(self, names: list[str]) -> dict[str, SemState]:
         """Each semaphore of ``names``, read now (a few Txns)."""

@@ -212,18 +212,13 @@ class EtcdStore:
 
     async def enqueue(self, pending: Pending) -> Enqueued:
         """See :meth:`Acquirer.enqueue`."""
-        enqueued = await self.acquirer.enqueue(pending)
-        if isinstance(enqueued, Grant):
-            return self.holding.judge(pending.name, enqueued)
-        return enqueued
+        return await self.acquirer.enqueue(pending)
 
     async def await_grant(self, pending: Pending) -> Grant | None:
         """See :meth:`Acquirer.await_grant` (of a lock_all: :meth:`SetWaiter.await_grant`)."""
         if isinstance(pending.state, AllOrNoneSet):
-            grant = await self.set_waiter.await_grant(pending)
-        else:
-            grant = await self.acquirer.await_grant(pending)
-        return None if grant is None else self.holding.judge(pending.name, grant)
+            return await self.set_waiter.await_grant(pending)
+        return await self.acquirer.await_grant(pending)
 
     async def withdraw(self, pending: Pending) -> Grant | Withdrawal:
         """See :meth:`Acquirer.withdraw` (a lock_all's member: :meth:`SetWaiter.withdraw`)."""
