@@ -1,0 +1,62 @@
+"""Listing commands: read-only and paged (sorted, ``after`` exclusive, ``limit`` up to MAX_PAGE)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tenure._core.commands.base import Command
+from tenure._core.values import (
+    SemaphoreSummary,
+    SessionSummary,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NodePage:
+    """Reply to ListNodes: node names, sorted."""
+
+    names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SemaphorePage:
+    """Reply to ListSemaphores: summaries, by name."""
+
+    semaphores: tuple[SemaphoreSummary, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPage:
+    """Reply to ListSessions: summaries, by session id."""
+
+    sessions: tuple[SessionSummary, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ListNodes(Command[NodePage]):
+    """Up to ``limit`` node names greater than ``after``, sorted."""
+
+    after: str = ""
+    limit: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class ListSemaphores(Command[SemaphorePage]):
+    """Up to ``limit`` semaphores of ``node`` named with ``prefix`` and after ``after``, sorted."""
+
+    node: str
+    prefix: str = ""
+    after: str = ""
+    limit: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class ListSessions(Command[SessionPage]):
+    """Up to ``limit`` live sessions of ``node`` with ids above ``after``, by id.
+
+    ``created_at`` in the reply is engine time; the host shows it in UNIX seconds.
+    """
+
+    node: str
+    after: int = 0
+    limit: int = 1000
