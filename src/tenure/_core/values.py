@@ -1,71 +1,49 @@
-"""Public value types of the engine, and the validation of user input.
+"""Public value types of the engine: node settings, descriptions, a client's identity.
 
 These frozen dataclasses cross every boundary unchanged: the engine returns them,
-the wire carries them, and the client hands them to users.
+the wire carries them, and the client hands them to users. The fixed limits
+(:mod:`tenure._core.limits`) and the checks of user input (:mod:`tenure._core.checks`)
+have modules of their own; this one re-exports them, where their users import them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import unicodedata
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from tenure._core.checks import (
+    check_annex_key,
+    check_count,
+    check_data,
+    check_description,
+    check_duration,
+    check_hold,
+    check_name,
+    check_page_limit,
+    check_prefix,
+    check_task,
+    check_timeout,
+)
+from tenure._core.limits import (
+    DEADLOCK_SEARCH_LIMIT,
+    MAX_ANNEX_BYTES,
+    MAX_ANNEX_KEY_BYTES,
+    MAX_ANNEX_KEYS,
+    MAX_COUNT,
+    MAX_DEADLOCKS_SHOWN,
+    MAX_DESCRIPTION_BYTES,
+    MAX_HOLD,
+    MAX_NAME_BYTES,
+    MAX_PAGE,
+    MAX_PID,
+    MAX_RECOVERY_WINDOW,
+    MAX_SET_NAMES,
+    MAX_TASK,
+)
 from tenure.errors import InvalidArgumentError, LimitExceededError
-
-#: The largest token count. An ephemeral semaphore has this limit, and a mutex
-#: acquires this many tokens, so "exclusive" needs no special case anywhere.
-MAX_COUNT: Final = 2**64 - 1
-
-#: The largest hold number a session may give one of its holds on a semaphore.
-MAX_HOLD: Final = 2**32 - 1
-
-#: The largest task number a client may give the task that asks (a uint on the wire).
-MAX_TASK: Final = 2**64 - 1
-
-#: The most semaphores one all-or-none acquire (AcquireAll, ``session.lock_all``) may
-#: ask for: each is a waiter in its own queue, and every change to any of them looks
-#: at all of them.
-MAX_SET_NAMES: Final = 64
-
-#: How many holds, queued requests and set members one deadlock check may look at, by
-#: default (``EngineState.deadlock_search_limit``, :mod:`tenure._core.deadlocks`;
-#: ``tenure serve --deadlock-search-limit``). Past it the request waits: no deadlock
-#: is reported.
-DEADLOCK_SEARCH_LIMIT: Final = 1_000
-
-#: The most broken deadlocks a node's description shows (the latest; the engine keeps
-#: no more of them).
-MAX_DEADLOCKS_SHOWN: Final = 8
-
-#: Longest node or semaphore name, in UTF-8 bytes.
-MAX_NAME_BYTES: Final = 1024
-
-#: Longest key of a node's annex, in UTF-8 bytes (checked like a name otherwise).
-MAX_ANNEX_KEY_BYTES: Final = 64
-
-#: Largest value one key of a node's annex holds, in bytes.
-MAX_ANNEX_BYTES: Final = 4096
-
-#: Most keys one node's annex holds. With the two limits above, a node's annex is at
-#: most about 65 KiB: small enough for any snapshot, journal record and reply frame.
-MAX_ANNEX_KEYS: Final = 16
-
-#: Longest session description, in UTF-8 bytes.
-MAX_DESCRIPTION_BYTES: Final = 1024
-
-#: Largest process id a client identity carries (fits the wire's 32-bit field).
-MAX_PID: Final = 2**32 - 1
-
-#: Most entries one page of a listing (list_nodes, list_semaphores, list_sessions)
-#: returns, so that no reply outgrows a frame.
-MAX_PAGE: Final = 10_000
-
-#: Longest recovery window a node or a session accepts, in seconds.
-MAX_RECOVERY_WINDOW: Final = 24 * 3600.0
 
 #: Settings of NodeConfig that were renamed: the old name -> today's. The old name
 #: still works where users type it (NodeConfig.replace, create_node, alter_node, the
@@ -390,91 +368,6 @@ class RWLockDescription:
         return self.writer is not None or bool(self.readers)
 
 
-# -- validation -----------------------------------------------------------------------
-
-
-def check_name(kind: str, name: object) -> str:
-    """A node or semaphore name: a non-empty str, no control characters, bounded length."""
-    if not isinstance(name, str) or not name:
-        raise InvalidArgumentError(f"{kind} name must be a non-empty string, got {name!r}")
-    if name.isascii() and name.isprintable() and len(name) <= MAX_NAME_BYTES:
-        return name  # the common case, checked in C: printable ASCII has no Cc and no Cs
-    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
-        raise InvalidArgumentError(f"{kind} name is longer than {MAX_NAME_BYTES} bytes")
-    # Control characters (Cc) confuse logs and terminals; lone surrogates (Cs) are
-    # not text. Every other character, non-ASCII spaces included, is allowed.
-    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in name):
-        raise InvalidArgumentError(
-            f"{kind} name must not contain control characters or surrogates: {name!r}"
-        )
-    return name
-
-
-def check_prefix(prefix: object, what: str = "prefix") -> str:
-    """A prefix of semaphore names: ``""`` (every name), or what :func:`check_name`
-    takes (a prefix that no name could start with is refused, not watched in vain)."""
-    if prefix == "" and isinstance(prefix, str):
-        return prefix
-    if not isinstance(prefix, str):
-        raise InvalidArgumentError(f"{what} must be a string, got {type(prefix).__name__}")
-    return check_name(what, prefix)
-
-
-def check_annex_key(key: object) -> str:
-    """A key of a node's annex: a name (see :func:`check_name`) of at most MAX_ANNEX_KEY_BYTES."""
-    key = check_name("annex key", key)  # no surrogates after this: it encodes
-    # (Bytes, not characters: a key of 64 characters may be up to 256 bytes.)
-    if len(key.encode("utf-8")) > MAX_ANNEX_KEY_BYTES:
-        raise InvalidArgumentError(f"annex key is longer than {MAX_ANNEX_KEY_BYTES} bytes")
-    return key
-
-
-def check_data(what: str, data: object, limit: int, limit_name: str = "max_data_size") -> bytes:
-    """Opaque user data: bytes of at most ``limit`` bytes (``limit_name`` names the limit)."""
-    if not isinstance(data, bytes | bytearray | memoryview):
-        raise InvalidArgumentError(f"{what} must be bytes, got {type(data).__name__}")
-    data = bytes(data)
-    if len(data) > limit:
-        raise LimitExceededError(f"{what} is {len(data)} bytes; {limit_name} is {limit}")
-    return data
-
-
-def check_count(count: object, *, allow_zero: bool = False, what: str = "count") -> int:
-    """A token count: an int in [1, MAX_COUNT] (or 0 when allowed); ``what`` names it."""
-    low = 0 if allow_zero else 1
-    if type(count) is not int or not low <= count <= MAX_COUNT:
-        raise InvalidArgumentError(f"{what} must be an integer in [{low}, 2**64-1], got {count!r}")
-    # Every mutex holds MAX_COUNT: one shared int object instead of one per hold.
-    return MAX_COUNT if count == MAX_COUNT else count
-
-
-def check_hold(hold: object) -> int:
-    """A hold number: an int in [0, MAX_HOLD]."""
-    if type(hold) is not int or not 0 <= hold <= MAX_HOLD:
-        raise InvalidArgumentError(f"hold must be an integer in [0, 2**32-1], got {hold!r}")
-    return hold
-
-
-def check_task(task: object) -> int:
-    """A client's task number: an int in [0, MAX_TASK] (0: not known)."""
-    if type(task) is not int or not 0 <= task <= MAX_TASK:
-        raise InvalidArgumentError(f"task must be an integer in [0, 2**64-1], got {task!r}")
-    return task
-
-
-def check_description(description: object, what: str = "description") -> str:
-    """A session description: a str of at most MAX_DESCRIPTION_BYTES UTF-8 bytes."""
-    if not isinstance(description, str):
-        raise InvalidArgumentError(f"{what} must be a string, got {type(description).__name__}")
-    try:
-        size = len(description.encode("utf-8"))
-    except UnicodeEncodeError:  # a lone surrogate: not text, and no wire can carry it
-        raise InvalidArgumentError(f"{what} must not contain surrogates: {description!r}") from None
-    if size > MAX_DESCRIPTION_BYTES:
-        raise InvalidArgumentError(f"{what} is longer than {MAX_DESCRIPTION_BYTES} bytes")
-    return description
-
-
 def check_identity(identity: object) -> ClientIdentity:
     """A client identity: host and name bounded like names and descriptions, pid >= 0."""
     if not isinstance(identity, ClientIdentity):
@@ -492,29 +385,48 @@ def check_identity(identity: object) -> ClientIdentity:
     return identity
 
 
-def check_page_limit(limit: object) -> int:
-    """A listing page's size: an int in [1, MAX_PAGE]."""
-    if type(limit) is not int or not 1 <= limit <= MAX_PAGE:
-        raise InvalidArgumentError(f"limit must be an integer in [1, {MAX_PAGE}], got {limit!r}")
-    return limit
-
-
-def check_duration(
-    what: str, value: object, *, allow_zero: bool = False, maximum: float = math.inf
-) -> float:
-    """A finite, positive (or zero when allowed) number of seconds, at most ``maximum``."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidArgumentError(f"{what} must be a number of seconds, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        raise InvalidArgumentError(f"{what} must be a finite positive number, got {value!r}")
-    if value > maximum:
-        raise InvalidArgumentError(f"{what} must be at most {maximum} seconds, got {value!r}")
-    return value
-
-
-def check_timeout(timeout: object) -> float | None:
-    """An acquire timeout: ``None`` waits forever, ``0`` only tries, else seconds."""
-    if timeout is None:
-        return None
-    return check_duration("timeout", timeout, allow_zero=True)
+#: The limits and the checks live in their own modules; importers find them here too.
+__all__ = [
+    "BrokenDeadlock",
+    "ClientIdentity",
+    "DEADLOCK_SEARCH_LIMIT",
+    "DEFAULT_NODE_CEILINGS",
+    "MAX_ANNEX_BYTES",
+    "MAX_ANNEX_KEYS",
+    "MAX_ANNEX_KEY_BYTES",
+    "MAX_COUNT",
+    "MAX_DEADLOCKS_SHOWN",
+    "MAX_DESCRIPTION_BYTES",
+    "MAX_HOLD",
+    "MAX_NAME_BYTES",
+    "MAX_PAGE",
+    "MAX_PID",
+    "MAX_RECOVERY_WINDOW",
+    "MAX_SET_NAMES",
+    "MAX_TASK",
+    "MutexDescription",
+    "NO_IDENTITY",
+    "NodeConfig",
+    "NodeDescription",
+    "OwnerInfo",
+    "RENAMED_SETTINGS",
+    "RWLockDescription",
+    "SemaphoreDescription",
+    "SemaphoreSummary",
+    "SessionSummary",
+    "WaiterInfo",
+    "check_annex_key",
+    "check_ceilings",
+    "check_count",
+    "check_data",
+    "check_description",
+    "check_duration",
+    "check_hold",
+    "check_identity",
+    "check_name",
+    "check_page_limit",
+    "check_prefix",
+    "check_task",
+    "check_timeout",
+    "renamed_settings",
+]

@@ -1,0 +1,134 @@
+"""The validation of user input: each check answers the value or InvalidArgumentError.
+
+Checks of names, prefixes, data, counts, holds, tasks, descriptions, page sizes and
+durations against the fixed limits (:mod:`tenure._core.limits`); the engine, the
+backends and the client call them before anything is sent or changed
+(:mod:`tenure._core.values` re-exports them, with ``check_identity`` beside the type
+it checks).
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+
+from tenure._core.limits import (
+    MAX_ANNEX_KEY_BYTES,
+    MAX_COUNT,
+    MAX_DESCRIPTION_BYTES,
+    MAX_HOLD,
+    MAX_NAME_BYTES,
+    MAX_PAGE,
+    MAX_TASK,
+)
+from tenure.errors import InvalidArgumentError, LimitExceededError
+
+
+def check_name(kind: str, name: object) -> str:
+    """A node or semaphore name: a non-empty str, no control characters, bounded length."""
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError(f"{kind} name must be a non-empty string, got {name!r}")
+    if name.isascii() and name.isprintable() and len(name) <= MAX_NAME_BYTES:
+        return name  # the common case, checked in C: printable ASCII has no Cc and no Cs
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        raise InvalidArgumentError(f"{kind} name is longer than {MAX_NAME_BYTES} bytes")
+    # Control characters (Cc) confuse logs and terminals; lone surrogates (Cs) are
+    # not text. Every other character, non-ASCII spaces included, is allowed.
+    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in name):
+        raise InvalidArgumentError(
+            f"{kind} name must not contain control characters or surrogates: {name!r}"
+        )
+    return name
+
+
+def check_prefix(prefix: object, what: str = "prefix") -> str:
+    """A prefix of semaphore names: ``""`` (every name), or what :func:`check_name`
+    takes (a prefix that no name could start with is refused, not watched in vain)."""
+    if prefix == "" and isinstance(prefix, str):
+        return prefix
+    if not isinstance(prefix, str):
+        raise InvalidArgumentError(f"{what} must be a string, got {type(prefix).__name__}")
+    return check_name(what, prefix)
+
+
+def check_annex_key(key: object) -> str:
+    """A key of a node's annex: a name (see :func:`check_name`) of at most MAX_ANNEX_KEY_BYTES."""
+    key = check_name("annex key", key)  # no surrogates after this: it encodes
+    # (Bytes, not characters: a key of 64 characters may be up to 256 bytes.)
+    if len(key.encode("utf-8")) > MAX_ANNEX_KEY_BYTES:
+        raise InvalidArgumentError(f"annex key is longer than {MAX_ANNEX_KEY_BYTES} bytes")
+    return key
+
+
+def check_data(what: str, data: object, limit: int, limit_name: str = "max_data_size") -> bytes:
+    """Opaque user data: bytes of at most ``limit`` bytes (``limit_name`` names the limit)."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise InvalidArgumentError(f"{what} must be bytes, got {type(data).__name__}")
+    data = bytes(data)
+    if len(data) > limit:
+        raise LimitExceededError(f"{what} is {len(data)} bytes; {limit_name} is {limit}")
+    return data
+
+
+def check_count(count: object, *, allow_zero: bool = False, what: str = "count") -> int:
+    """A token count: an int in [1, MAX_COUNT] (or 0 when allowed); ``what`` names it."""
+    low = 0 if allow_zero else 1
+    if type(count) is not int or not low <= count <= MAX_COUNT:
+        raise InvalidArgumentError(f"{what} must be an integer in [{low}, 2**64-1], got {count!r}")
+    # Every mutex holds MAX_COUNT: one shared int object instead of one per hold.
+    return MAX_COUNT if count == MAX_COUNT else count
+
+
+def check_hold(hold: object) -> int:
+    """A hold number: an int in [0, MAX_HOLD]."""
+    if type(hold) is not int or not 0 <= hold <= MAX_HOLD:
+        raise InvalidArgumentError(f"hold must be an integer in [0, 2**32-1], got {hold!r}")
+    return hold
+
+
+def check_task(task: object) -> int:
+    """A client's task number: an int in [0, MAX_TASK] (0: not known)."""
+    if type(task) is not int or not 0 <= task <= MAX_TASK:
+        raise InvalidArgumentError(f"task must be an integer in [0, 2**64-1], got {task!r}")
+    return task
+
+
+def check_description(description: object, what: str = "description") -> str:
+    """A session description: a str of at most MAX_DESCRIPTION_BYTES UTF-8 bytes."""
+    if not isinstance(description, str):
+        raise InvalidArgumentError(f"{what} must be a string, got {type(description).__name__}")
+    try:
+        size = len(description.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate: not text, and no wire can carry it
+        raise InvalidArgumentError(f"{what} must not contain surrogates: {description!r}") from None
+    if size > MAX_DESCRIPTION_BYTES:
+        raise InvalidArgumentError(f"{what} is longer than {MAX_DESCRIPTION_BYTES} bytes")
+    return description
+
+
+def check_page_limit(limit: object) -> int:
+    """A listing page's size: an int in [1, MAX_PAGE]."""
+    if type(limit) is not int or not 1 <= limit <= MAX_PAGE:
+        raise InvalidArgumentError(f"limit must be an integer in [1, {MAX_PAGE}], got {limit!r}")
+    return limit
+
+
+def check_duration(
+    what: str, value: object, *, allow_zero: bool = False, maximum: float = math.inf
+) -> float:
+    """A finite, positive (or zero when allowed) number of seconds, at most ``maximum``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgumentError(f"{what} must be a number of seconds, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        raise InvalidArgumentError(f"{what} must be a finite positive number, got {value!r}")
+    if value > maximum:
+        raise InvalidArgumentError(f"{what} must be at most {maximum} seconds, got {value!r}")
+    return value
+
+
+def check_timeout(timeout: object) -> float | None:
+    """An acquire timeout: ``None`` waits forever, ``0`` only tries, else seconds."""
+    if timeout is None:
+        return None
+    return check_duration("timeout", timeout, allow_zero=True)

@@ -1,0 +1,60 @@
+"""The engine's fixed limits: the largest counts, names, pages and windows it accepts.
+
+Each is named here once; the checks (:mod:`tenure._core.checks`), the engine and the
+wire read them from here (or from :mod:`tenure._core.values`, which re-exports them).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+#: The largest token count. An ephemeral semaphore has this limit, and a mutex
+#: acquires this many tokens, so "exclusive" needs no special case anywhere.
+MAX_COUNT: Final = 2**64 - 1
+
+#: The largest hold number a session may give one of its holds on a semaphore.
+MAX_HOLD: Final = 2**32 - 1
+
+#: The largest task number a client may give the task that asks (a uint on the wire).
+MAX_TASK: Final = 2**64 - 1
+
+#: The most semaphores one all-or-none acquire (AcquireAll, ``session.lock_all``) may
+#: ask for: each is a waiter in its own queue, and every change to any of them looks
+#: at all of them.
+MAX_SET_NAMES: Final = 64
+
+#: How many holds, queued requests and set members one deadlock check may look at, by
+#: default (``EngineState.deadlock_search_limit``, :mod:`tenure._core.deadlocks`;
+#: ``tenure serve --deadlock-search-limit``). Past it the request waits: no deadlock
+#: is reported.
+DEADLOCK_SEARCH_LIMIT: Final = 1_000
+
+#: The most broken deadlocks a node's description shows (the latest; the engine keeps
+#: no more of them).
+MAX_DEADLOCKS_SHOWN: Final = 8
+
+#: Longest node or semaphore name, in UTF-8 bytes.
+MAX_NAME_BYTES: Final = 1024
+
+#: Longest key of a node's annex, in UTF-8 bytes (checked like a name otherwise).
+MAX_ANNEX_KEY_BYTES: Final = 64
+
+#: Largest value one key of a node's annex holds, in bytes.
+MAX_ANNEX_BYTES: Final = 4096
+
+#: Most keys one node's annex holds. With the two limits above, a node's annex is at
+#: most about 65 KiB: small enough for any snapshot, journal record and reply frame.
+MAX_ANNEX_KEYS: Final = 16
+
+#: Longest session description, in UTF-8 bytes.
+MAX_DESCRIPTION_BYTES: Final = 1024
+
+#: Largest process id a client identity carries (fits the wire's 32-bit field).
+MAX_PID: Final = 2**32 - 1
+
+#: Most entries one page of a listing (list_nodes, list_semaphores, list_sessions)
+#: returns, so that no reply outgrows a frame.
+MAX_PAGE: Final = 10_000
+
+#: Longest recovery window a node or a session accepts, in seconds.
+MAX_RECOVERY_WINDOW: Final = 24 * 3600.0
