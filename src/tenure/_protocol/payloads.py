@@ -8,8 +8,10 @@ layout is a new protocol version. The tests check that every dataclass field is
 listed, in order (tests/protocol/test_payloads.py), and that docs/protocol.md shows
 each layout exactly as :func:`layout` renders it (tests/protocol/test_docs.py).
 
-Commands also travel on their own: :func:`encode_command` and :func:`decode_command`
-are the journal's codec (it logs each command in its wire layout).
+The commands' layouts and the journal's codec of a command are
+:mod:`~tenure._protocol.payload_commands`'s, the untagged records inside commands and
+replies :mod:`~tenure._protocol.payload_records`'s; this module has the effects and the
+reply values, and re-exports the others' names.
 """
 
 from __future__ import annotations
@@ -23,8 +25,27 @@ from tenure._core import commands as c
 from tenure._core import effects as fx
 from tenure._core import values as v
 from tenure._core.claims import ClaimRecord
-from tenure._protocol.cluster import CLUSTER_STATUS, CLUSTER_VIEW, ClusterStatus, ClusterView
-from tenure._protocol.node_changes import NodeChanges
+from tenure._protocol.cluster import CLUSTER_VIEW, ClusterStatus, ClusterView
+from tenure._protocol.payload_commands import (
+    COMMAND,
+    decode_command,
+    encode_command,
+)
+from tenure._protocol.payload_records import (
+    ACQUIRE_STATUS,
+    BROKEN_DEADLOCK,
+    CLIENT_IDENTITY,
+    ERROR_CODE,
+    NODE_CHANGES,
+    NODE_CONFIG,
+    OPT_FLOAT,
+    OPT_UINT,
+    OWNER_INFO,
+    SEMAPHORE_DESCRIPTION,
+    SEMAPHORE_SUMMARY,
+    SESSION_SUMMARY,
+    WAITER_INFO,
+)
 from tenure._protocol.wire import (
     BIN,
     BOOL,
@@ -32,7 +53,6 @@ from tenure._protocol.wire import (
     STR,
     UINT,
     ArrayOf,
-    EnumField,
     Field,
     Optional,
     Record,
@@ -41,10 +61,7 @@ from tenure._protocol.wire import (
     any_of,
     as_float,
     describe,
-    explain,
-    plain,
 )
-from tenure.errors import ErrorCode
 
 __all__ = [
     "ACQUIRE_STATUS",
@@ -92,286 +109,6 @@ ReplyValue = (
     | bytes
     | None
 )
-
-OPT_FLOAT: Final = Optional(FLOAT)
-OPT_UINT: Final = Optional(UINT)
-OPT_STR: Final = Optional(STR)
-
-#: Error codes travel as their number. A number this side does not know loads as
-#: INTERNAL (the message is kept), so a newer peer never breaks an older one.
-ERROR_CODE: Final = EnumField(
-    "code", {code: int(code) for code in ErrorCode}, unknown=ErrorCode.INTERNAL
-)
-
-#: The outcome of an Acquire, as a small number.
-ACQUIRE_STATUS: Final = EnumField(
-    "status",
-    {c.AcquireStatus.GRANTED: 0, c.AcquireStatus.QUEUED: 1, c.AcquireStatus.BUSY: 2},
-)
-
-# -- values inside replies (untagged: their position says what they are) ---------------
-
-# Positional on the wire, so the renamed first field (``session_timeout`` before) kept
-# its place and its layout: only the attribute it reads changed.
-NODE_CONFIG: Final = Record(
-    v.NodeConfig,
-    [
-        ("recovery_window", FLOAT),
-        ("lock_delay", FLOAT),
-        ("default_lease", OPT_FLOAT),
-        ("max_sessions", UINT),
-        ("max_semaphores", UINT),
-        ("max_waiters", UINT),
-        ("max_data_size", UINT),
-        ("max_watches_per_session", UINT),
-        ("max_missed_per_session", UINT),
-        ("max_claims", UINT),  # protocol version 6: left out at its default
-    ],
-    since=9,
-)
-
-
-NODE_CHANGES: Final[Field] = NodeChanges()
-
-CLIENT_IDENTITY: Final = Record(v.ClientIdentity, [("host", STR), ("pid", UINT), ("name", STR)])
-
-#: A deadlock a server broke (NodeDescription's ``deadlocks``, protocol version 6).
-BROKEN_DEADLOCK: Final = Record(
-    v.BrokenDeadlock, [("at", OPT_FLOAT), ("session_id", UINT), ("task", UINT), ("cycle", STR)]
-)
-
-# Owners and waiters gained who holds and since when in protocol version 2 (``since``
-# marks the first layout's length: a version-1 peer reads and sends the short one).
-OWNER_INFO: Final = Record(
-    v.OwnerInfo,
-    [
-        ("session_id", UINT),
-        ("count", UINT),
-        ("data", BIN),
-        ("token", UINT),
-        ("description", STR),
-        ("identity", CLIENT_IDENTITY),
-        ("since", OPT_FLOAT),
-    ],
-    since=4,
-)
-WAITER_INFO: Final = Record(
-    v.WaiterInfo,
-    [
-        ("session_id", UINT),
-        ("count", UINT),
-        ("data", BIN),
-        ("description", STR),
-        ("identity", CLIENT_IDENTITY),
-        ("since", OPT_FLOAT),
-    ],
-    since=3,
-)
-SEMAPHORE_SUMMARY: Final = Record(
-    v.SemaphoreSummary,
-    [
-        ("name", STR),
-        ("limit", UINT),
-        ("count", UINT),
-        ("owners", UINT),
-        ("waiters", UINT),
-        ("ephemeral", BOOL),
-    ],
-)
-SESSION_SUMMARY: Final = Record(
-    v.SessionSummary,
-    [
-        ("session_id", UINT),
-        ("description", STR),
-        ("identity", CLIENT_IDENTITY),
-        ("timeout", FLOAT),
-        ("created_at", OPT_FLOAT),
-        ("expires_in", OPT_FLOAT),
-        ("holds", UINT),
-        ("waits", UINT),
-    ],
-)
-
-SEMAPHORE_DESCRIPTION: Final = Record(
-    v.SemaphoreDescription,
-    [
-        ("name", STR),
-        ("limit", UINT),
-        ("count", UINT),
-        ("data", BIN),
-        ("ephemeral", BOOL),
-        ("owners", ArrayOf(OWNER_INFO)),
-        ("waiters", ArrayOf(WAITER_INFO)),
-        ("exists", BOOL),
-    ],
-)
-
-# -- commands ---------------------------------------------------------------------------
-
-_COMMANDS: Final = (
-    # nodes: 1..9
-    Record(c.CreateNode, [("name", STR), ("config", NODE_CONFIG)], tag=1),
-    Record(c.DescribeNode, [("name", STR)], tag=2),
-    Record(c.AlterNode, [("name", STR), ("changes", NODE_CHANGES)], tag=3),
-    Record(c.DropNode, [("name", STR), ("force", BOOL)], tag=4),
-    Record(c.ListNodes, [("after", STR), ("limit", UINT)], tag=5),
-    Record(c.SetNodeAnnex, [("name", STR), ("key", STR), ("value", BIN)], tag=6),
-    Record(c.GetNodeAnnex, [("name", STR), ("key", STR)], tag=7),
-    # sessions: 10..19
-    Record(
-        c.CreateSession,
-        [
-            ("node", STR),
-            ("protection_key", BIN),
-            ("timeout", OPT_FLOAT),
-            ("description", STR),
-            ("identity", CLIENT_IDENTITY),  # protocol version 2
-        ],
-        tag=10,
-        since=4,
-    ),
-    Record(
-        c.AttachSession,
-        [
-            ("session_id", UINT),
-            ("protection_key", BIN),
-            ("seq_no", UINT),
-            ("timeout", OPT_FLOAT),  # gained (issue 27): a restated recovery window
-            ("description", OPT_STR),  # gained (issue 27)
-        ],
-        tag=11,
-        since=3,
-    ),
-    Record(c.DetachSession, [("session_id", UINT), ("silent_for", FLOAT)], tag=12),
-    Record(c.CloseSession, [("session_id", UINT)], tag=13),
-    Record(c.DescribeSession, [("session_id", UINT), ("after", STR), ("limit", UINT)], tag=14),
-    Record(c.ResumeSession, [("session_id", UINT), ("protection_key", BIN), ("node", STR)], tag=15),
-    Record(c.KillSession, [("node", STR), ("session_id", UINT)], tag=16),
-    Record(c.ListSessions, [("node", STR), ("after", UINT), ("limit", UINT)], tag=17),
-    # semaphores: 20..39
-    Record(
-        c.CreateSemaphore,
-        [("session_id", UINT), ("name", STR), ("limit", UINT), ("data", BIN)],
-        tag=20,
-    ),
-    Record(
-        c.Acquire,
-        [
-            ("session_id", UINT),
-            ("name", STR),
-            ("count", UINT),
-            ("request_id", UINT),
-            ("data", BIN),
-            ("timeout", OPT_FLOAT),
-            ("ephemeral", BOOL),
-            ("lease_ttl", OPT_FLOAT),
-            ("hold", UINT),
-            ("keep_place", BOOL),  # gained (issue 27): restate a queued request in place
-            ("task", UINT),  # protocol version 6: who asks (deadlock detection)
-        ],
-        tag=21,
-        since=9,
-    ),
-    Record(c.Release, [("session_id", UINT), ("name", STR), ("hold", UINT)], tag=22),
-    Record(
-        c.CancelAcquire,
-        [("session_id", UINT), ("name", STR), ("request_id", UINT), ("hold", UINT)],
-        tag=23,
-    ),
-    Record(
-        c.Renew,
-        [("session_id", UINT), ("name", STR), ("lease_ttl", OPT_FLOAT), ("hold", UINT)],
-        tag=24,
-    ),
-    Record(c.UpdateSemaphore, [("session_id", UINT), ("name", STR), ("data", BIN)], tag=25),
-    Record(c.DeleteSemaphore, [("session_id", UINT), ("name", STR), ("force", BOOL)], tag=26),
-    Record(
-        c.SwapSemaphoreData,
-        [("session_id", UINT), ("name", STR), ("expected", BIN), ("data", BIN)],
-        tag=31,
-    ),
-    Record(
-        c.ReserveUnits,
-        [
-            ("session_id", UINT),
-            ("name", STR),
-            ("count", FLOAT),
-            ("max_wait", OPT_FLOAT),
-            ("at", FLOAT),  # (set by the server's host: a client's is replaced)
-        ],
-        tag=32,
-    ),
-    Record(
-        c.AcquireAll,
-        [
-            ("session_id", UINT),
-            ("names", ArrayOf(STR)),
-            ("holds", ArrayOf(UINT)),
-            ("request_ids", ArrayOf(UINT)),
-            ("count", UINT),
-            ("data", BIN),
-            ("timeout", OPT_FLOAT),
-            ("ephemeral", BOOL),
-            ("lease_ttl", OPT_FLOAT),
-            ("task", UINT),  # protocol version 6: who asks (deadlock detection)
-        ],
-        tag=33,
-        since=9,
-    ),
-    Record(
-        c.ClaimName,
-        [
-            ("session_id", UINT),
-            ("name", STR),
-            ("claim_id", STR),
-            ("at_least", FLOAT),
-            ("at_most", FLOAT),
-            ("data", BIN),
-            ("at", FLOAT),  # (set by the server's host: a client's is replaced)
-        ],
-        tag=34,
-    ),
-    Record(
-        c.ReleaseClaim,
-        [("node", STR), ("name", STR), ("claim_id", STR), ("at", FLOAT)],
-        tag=35,
-    ),
-    Record(
-        c.DescribeSemaphore,
-        [
-            ("session_id", UINT),
-            ("name", STR),
-            ("owners", BOOL),
-            ("waiters", BOOL),
-            ("watch_data", BOOL),
-            ("watch_owners", BOOL),
-            ("watch_waiters", BOOL),
-            ("watch_repeat", BOOL),
-        ],
-        tag=27,
-    ),
-    Record(c.CancelWatch, [("session_id", UINT), ("watch_id", UINT)], tag=28),
-    Record(
-        c.WatchPrefix,
-        [
-            ("session_id", UINT),
-            ("prefix", STR),
-            ("watch_data", BOOL),
-            ("watch_owners", BOOL),
-            ("watch_waiters", BOOL),
-        ],
-        tag=40,
-    ),
-    Record(
-        c.ListSemaphores,
-        [("node", STR), ("prefix", STR), ("after", STR), ("limit", UINT)],
-        tag=29,
-    ),
-    CLUSTER_STATUS,  # (version 3: not the engine's, the server answers it: _protocol.cluster)
-)
-
-#: Any engine command, as ``[tag, field, ...]``.
-COMMAND: Final = Union("command", _COMMANDS)
 
 # -- effects ----------------------------------------------------------------------------
 
@@ -602,43 +339,6 @@ class _Value(Field):
 
 #: A reply value.
 VALUE: Final = _Value()
-
-
-_command_encoder: Final = msgspec.msgpack.Encoder()
-_command_decoder: Final = msgspec.msgpack.Decoder(COMMAND.annotation)
-_dump_command: Final = COMMAND.to_wire
-_load_command: Final = COMMAND.from_wire
-
-
-def encode_command(command: object) -> bytes:
-    """The msgpack of ``command``'s wire layout ``[tag, field, ...]``.
-
-    Raises:
-        WireError: a field does not fit its wire type (the error names it).
-    """
-    struct = _dump_command(command)
-    try:
-        body = _command_encoder.encode(struct)
-        _command_decoder.decode(body)  # checks it as a peer would
-    except (msgspec.MsgspecError, TypeError, ValueError, OverflowError) as error:
-        raise explain(COMMAND, plain(struct), error) from None
-    return body
-
-
-def decode_command(body: bytes | msgspec.Raw) -> Any:
-    """The command whose wire layout ``body`` holds (the journal passes a Raw of it).
-
-    Raises:
-        WireError: ``body`` is not one valid command (the error names the field).
-    """
-    try:
-        return _load_command(_command_decoder.decode(body))
-    except (msgspec.MsgspecError, UnicodeDecodeError) as error:
-        try:
-            raw = msgspec.msgpack.decode(body)
-        except (msgspec.MsgspecError, UnicodeDecodeError) as unreadable:
-            raise WireError(f"not valid msgpack: {unreadable}") from None
-        raise explain(COMMAND, raw, error) from None
 
 
 def layout(record: Record) -> str:
