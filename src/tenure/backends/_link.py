@@ -12,6 +12,9 @@ then every door; a standby (its Welcome says so, or it refuses an older client's
 Hello with NOT_LEADER) is left at once for the leader it names. The leader that
 steps down (GoingAway(NOT_LEADER)), like a lost connection, sends the link through
 the doors again. A link of one door is a link to one server, as it always was.
+Opening one connection (TCP or TLS, Hello in the newest version both speak, a
+standby left for its leader) is :mod:`tenure.backends._link_dial`'s, with the
+commands each older protocol version lacks.
 
 It also keeps the one number the client's safety rests on: :attr:`confirmed_at`,
 the monotonic time at which the client *sent* the latest request or ping that the
@@ -40,16 +43,12 @@ import logging
 import random
 import ssl
 from collections.abc import Awaitable
-from dataclasses import dataclass
 from typing import Any, Final, Protocol, TypeVar
 
-from tenure._core import Command, CreateNode, Effect, NodeConfig, WatchPrefix
+from tenure._core import Command, Effect
 from tenure._protocol import (
-    DEFAULT_MAX_FRAME_SIZE,
-    ClientConnection,
     Failure,
     GoingAway,
-    Hello,
     LocalProtocolError,
     Ping,
     Pong,
@@ -61,32 +60,23 @@ from tenure._protocol import (
 )
 from tenure._protocol.messages import (
     PROTOCOL_VERSION,
-    SINCE_VERSION_2,
-    SINCE_VERSION_3,
-    SINCE_VERSION_4,
-    SINCE_VERSION_5,
-    SINCE_VERSION_6,
-    STANDALONE,
-    STANDBY,
 )
 from tenure.backends._doors import Doors, Endpoint
-from tenure.backends._link_conn import DisconnectedError, LinkConnection, LinkProtocol
+from tenure.backends._link_conn import DisconnectedError, LinkConnection
+from tenure.backends._link_dial import NEWER, LinkOptions, check_version, greet
 from tenure.backends._link_words import (
     attempt_error,
     describe_error,
     failure_words,
-    not_a_cluster,
     refused_locally,
     standby_words,
 )
 from tenure.errors import (
     ClientClosedError,
     ErrorCode,
-    InvalidArgumentError,
     NotLeaderError,
     TenureError,
     UnavailableError,
-    UnsupportedError,
     error_from_code,
     leader_named,
 )
@@ -111,32 +101,6 @@ MIN_PING_INTERVAL: Final = 0.02
 DEFAULT_PING_INTERVAL: Final = 5.0
 #: A Ping unanswered for this long (at least) means the connection is dead.
 MIN_PING_PATIENCE: Final = 2.0
-#: The commands some older protocol version lacks (checked before each is sent).
-#: (CreateNode too: a node's max_claims is version 6's.)
-_NEWER: Final = (
-    SINCE_VERSION_2
-    | SINCE_VERSION_3
-    | SINCE_VERSION_4
-    | SINCE_VERSION_5
-    | SINCE_VERSION_6
-    | frozenset({CreateNode})
-)
-_DEFAULT_MAX_CLAIMS: Final = NodeConfig().max_claims
-
-
-@dataclass(frozen=True, slots=True)
-class LinkOptions:
-    """How a link behaves; the same for every server of a client."""
-
-    token: str | None = None
-    client_name: str = "tenure-python"
-    connect_timeout: float = 5.0
-    backoff_initial: float = 0.05
-    backoff_max: float = 2.0
-    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
-    #: Keep a connection to a standby too (``tenure cluster status`` asks each member
-    #: about the cluster); a client's link goes on to the leader instead.
-    accept_standby: bool = False
 
 
 class LinkOwner(Protocol):
@@ -318,8 +282,8 @@ class Link:
         and awaiting costs one future (no coroutine of its own). If the caller is
         cancelled, the entry stays until the answer comes.
         """
-        if type(command) in _NEWER:
-            self._check_version(conn, command)
+        if type(command) in NEWER:
+            check_version(self.endpoint, conn.codec.version or PROTOCOL_VERSION, command)
         self._last_id += 1
         request_id = self._last_id
         try:
@@ -332,38 +296,6 @@ class Link:
         conn.send(data, defer=defer)
         return future
 
-    def _check_version(self, conn: LinkConnection, command: Command[R]) -> None:
-        """UnsupportedError if the connection's protocol version lacks ``command``."""
-        version = conn.codec.version or PROTOCOL_VERSION
-        if type(command) in SINCE_VERSION_6 and version < 6:
-            if isinstance(command, WatchPrefix):
-                what = "watch every semaphore under a prefix"
-            else:
-                what = "claim names (session.claim, release_claim)"
-        elif (
-            isinstance(command, CreateNode)
-            and version < 6
-            and command.config.max_claims != _DEFAULT_MAX_CLAIMS
-        ):
-            raise UnsupportedError(
-                f"{self.endpoint} speaks protocol version {version}, which has no node "
-                "setting max_claims: upgrade the server, or create the node without it"
-            )
-        elif type(command) in SINCE_VERSION_5 and version < 5:
-            what = "reserve units of a rate limiter or acquire several semaphores at once"
-        elif type(command) in SINCE_VERSION_4 and version < 4:
-            what = "compare and swap a semaphore's data (counters, latches)"
-        elif type(command) in SINCE_VERSION_3 and version < 3:
-            what = "ask it about its cluster"
-        elif type(command) in SINCE_VERSION_2 and version < 2:
-            what = "list or kill sessions"
-        else:
-            return
-        raise UnsupportedError(
-            f"{self.endpoint} speaks protocol version {version}, which has no "
-            f"{type(command).__name__}: upgrade the server to {what}"
-        )
-
     # -- connecting -----------------------------------------------------------------
 
     async def _connect(self) -> None:
@@ -373,7 +305,9 @@ class Link:
         errors: list[BaseException] = []
         while (endpoint := attempt.next()) is not None:
             try:
-                conn, welcome, sent_at = await self._greet(endpoint)
+                conn, welcome, sent_at = await greet(
+                    self, self.options, self._versions, len(self.doors.doors) > 1, endpoint
+                )
             except NotLeaderError as error:
                 self.doors.heard(error.leader)
                 attempt.failed(endpoint, standby_words(error.leader), standby=True)
@@ -389,80 +323,6 @@ class Link:
                 await self._set_up(endpoint, conn, welcome, sent_at)
                 return
         raise attempt_error(self.doors, attempt, errors)
-
-    async def _greet(self, endpoint: Endpoint) -> tuple[LinkConnection, Welcome, float]:
-        """A connection to ``endpoint`` past its handshake, in the newest version both
-        speak, and when its Hello was sent; NotLeaderError if it is a standby."""
-        while True:
-            version = self._versions.get(str(endpoint), PROTOCOL_VERSION)
-            try:
-                return await self._handshake(endpoint, version)
-            except UnsupportedError:
-                if version == 1:
-                    raise
-                # A server older than this client refuses its version: speak the next
-                # older one, down to 1 (each server its own: a cluster's members all
-                # speak the newest, and one old server must not hide their roles).
-                log.info(
-                    "%s does not speak protocol version %d; using %d",
-                    endpoint,
-                    version,
-                    version - 1,
-                )
-                self._versions[str(endpoint)] = version - 1
-
-    async def _handshake(
-        self, endpoint: Endpoint, version: int
-    ) -> tuple[LinkConnection, Welcome, float]:
-        options = self.options
-        codec = ClientConnection(max_frame_size=options.max_frame_size)
-        protocol = LinkProtocol(self, codec, endpoint)
-        transport: asyncio.BaseTransport | None = None
-        try:
-            async with asyncio.timeout(options.connect_timeout) as deadline:
-                transport, _ = await self._loop.create_connection(
-                    lambda: protocol,
-                    endpoint.host,
-                    endpoint.port,
-                    ssl=endpoint.ssl,
-                    server_hostname=endpoint.server_hostname if endpoint.ssl else None,
-                )
-                try:
-                    hello = Hello(
-                        version=version,
-                        client_name=options.client_name,
-                        token=options.token,
-                        max_frame_size=options.max_frame_size,
-                    )
-                    sent_at = self._loop.time()
-                    transport.write(codec.send(hello))
-                    welcome = await protocol.handshake
-                except BaseException:
-                    transport.abort()
-                    raise
-        except OSError as error:  # TimeoutError included
-            if isinstance(error, TenureError):
-                raise
-            seconds = f"{options.connect_timeout:g} s"
-            if not (isinstance(error, TimeoutError) and deadline.expired()):
-                why = describe_error(error)  # (an OS timeout too: ETIMEDOUT)
-            elif transport is None:
-                tls = " (TCP and TLS handshake)" if endpoint.ssl else ""
-                why = f"the connection{tls} was not established within {seconds}"
-            else:
-                why = f"connected, but no answer to Hello within {seconds}"
-            raise UnavailableError(f"cannot connect to {endpoint}: {why}") from error
-        if welcome.role == STANDBY and not options.accept_standby:
-            # It serves nothing but ClusterStatus: leave it for the leader it names.
-            transport.close()
-            raise NotLeaderError.pointing_to(welcome.leader, f"{endpoint} is a standby")
-        if welcome.role == STANDALONE and len(self.doors.doors) > 1:
-            # Servers that are not one cluster's hold states of their own: a client
-            # moving between them (or clients that still shard over them) could
-            # both hold one lock. Said, not guessed.
-            transport.close()
-            raise InvalidArgumentError(not_a_cluster(version))
-        return LinkConnection(self._loop, transport, protocol, codec), welcome, sent_at
 
     async def _set_up(
         self, endpoint: Endpoint, conn: LinkConnection, welcome: Welcome, sent_at: float
