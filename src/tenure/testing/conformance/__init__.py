@@ -17,9 +17,10 @@ What is skipped, and why, follows two rules (``-rs`` lists the reasons):
 
 ``test_differential.py`` runs random operation sequences on the backend and on the
 engine (:class:`tenure._core.Engine`) as an oracle, and compares them after every
-step. Against a persistent backend each test works in a fresh node of its own,
-dropped at its end. The pieces: :mod:`.plugin` (the ``--tenure-url`` option, loaded
-through the ``pytest11`` entry point), ``conftest.py`` (the fixtures),
-:mod:`.harness` (how a URL is reached), :mod:`.support` (waiting helpers).
-See docs/testing.md.
+step (its operations in :mod:`.differential_ops`, what it tracks of both sides and
+its checks in :mod:`.differential_sides`). Against a persistent backend each test
+works in a fresh node of its own, dropped at its end. The pieces: :mod:`.plugin`
+(the ``--tenure-url`` option, loaded through the ``pytest11`` entry point),
+``conftest.py`` (the fixtures), :mod:`.harness` (how a URL is reached),
+:mod:`.support` (waiting helpers). See docs/testing.md.
 """

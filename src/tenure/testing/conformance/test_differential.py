@@ -38,8 +38,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -59,7 +58,6 @@ from tenure._core import (
     CreateSemaphore,
     CreateSession,
     DeleteSemaphore,
-    DescribeSemaphore,
     DetachSession,
     Engine,
     Granted,
@@ -68,190 +66,45 @@ from tenure._core import (
     SessionEnded,
 )
 from tenure.backends import Capability
-from tenure.errors import NotFoundError, SessionClosedError, TenureError, error_from_code
+from tenure.errors import SessionClosedError, TenureError, error_from_code
 from tenure.testing._clock import FakeClock
 
+from .differential_ops import (
+    HOLDS_PER_SESSION,
+    LOCKED_TOGETHER,
+    SEMAPHORES,
+    WAITS,
+    AcquireOp,
+    Advance,
+    Cancel,
+    Close,
+    Create,
+    Delete,
+    Disconnect,
+    LockAllOp,
+    Open,
+    Reconnect,
+    ReleaseOp,
+    scenarios,
+)
+from .differential_sides import (
+    Held,
+    Track,
+    Waiting,
+    check_semaphore,
+    check_tokens,
+    check_waiting,
+    outcome,
+    same,
+)
 from .harness import Harness, unique
-from .support import PATIENCE, describe, eventually, spawn
+from .support import describe, eventually, spawn
 
 pytestmark = pytest.mark.requires(Capability.FIFO)
 
-SEMAPHORES = ("s0", "s1")
-#: What a lock_all locks together: s1, which the other operations use too, and s2,
-#: which only lock_all does (ephemeral: never created with a limit below its count).
-LOCKED_TOGETHER = ("s1", "s2")
-#: How many holds one session may have on one semaphore at once, in a sequence.
-HOLDS_PER_SESSION = 2
-#: A lease's place: the semaphore, and the session's number for the hold.
-Place: TypeAlias = tuple[str, int]
+
 KEY = b"differential"
-#: Windows and waits are chosen so that no wait's deadline falls on a time an Advance
-#: can reach (multiples of 0.5) or on another deadline (see ``acquire``): the order
-#: of deadlines due at the same instant is not something a client can be held to.
-WINDOWS = (2.0, 5.0)
-ADVANCES = (0.5, 1.0, 2.5, 6.0)
-WAITS: dict[str, float | None] = {"try": 0.0, "short": 1.25, "long": 3.75, "forever": None}
-LIMITS = st.sampled_from((1, 2, 2, 3))
 EXAMPLES = int(os.environ.get("TENURE_DIFFERENTIAL_EXAMPLES", "50"))
-
-# -- operations: abstract, resolved against the state when they run -------------------
-
-
-@dataclass(frozen=True)
-class Open:
-    window: float
-
-
-@dataclass(frozen=True)
-class Create:
-    sem: int
-    limit: int
-
-
-@dataclass(frozen=True)
-class AcquireOp:
-    who: int
-    sem: int
-    count: int
-    wait: str
-    ephemeral: bool
-
-
-@dataclass(frozen=True)
-class LockAllOp:
-    who: int
-    reverse: bool  # (s1, s0) rather than (s0, s1)
-    wait: str
-
-
-@dataclass(frozen=True)
-class ReleaseOp:
-    who: int
-    sem: int
-
-
-@dataclass(frozen=True)
-class Cancel:
-    who: int
-    sem: int
-
-
-@dataclass(frozen=True)
-class Close:
-    who: int
-
-
-@dataclass(frozen=True)
-class Delete:
-    sem: int
-    force: bool
-
-
-@dataclass(frozen=True)
-class Disconnect:
-    who: int
-
-
-@dataclass(frozen=True)
-class Reconnect:
-    who: int
-
-
-@dataclass(frozen=True)
-class Advance:
-    seconds: float
-
-
-def operations(fake_time: bool, all_or_none: bool = False) -> st.SearchStrategy[Any]:
-    """One operation, acquires and releases the most likely; with ``fake_time``, also
-    waits with timeouts, disconnects and the passing of time; with ``all_or_none``,
-    locks of both semaphores at once.
-    """
-    who, sem = st.integers(0, 3), st.integers(0, len(SEMAPHORES) - 1)
-    waits = sorted(WAITS) if fake_time else ["try", "forever"]
-    counts = st.sampled_from((1, 1, 1, 2, 3))
-    acquire = st.builds(AcquireOp, who, sem, counts, st.sampled_from(waits), st.booleans())
-    weighted: list[tuple[int, st.SearchStrategy[Any]]] = [
-        (6, acquire),
-        (3, st.builds(ReleaseOp, who, sem)),
-        (1, st.builds(Cancel, who, sem)),
-        (1, st.builds(Open, st.sampled_from(WINDOWS))),
-        (1, st.builds(Create, sem, LIMITS)),
-        (1, st.builds(Close, who)),
-        (1, st.builds(Delete, sem, st.booleans())),
-    ]
-    if all_or_none:
-        weighted.append((2, st.builds(LockAllOp, who, st.booleans(), st.sampled_from(waits))))
-    if fake_time:
-        weighted += [
-            (3, st.builds(Advance, st.sampled_from(ADVANCES))),
-            (1, st.builds(Disconnect, who)),
-            (1, st.builds(Reconnect, who)),
-        ]
-    # sampled_from, not one_of: it picks uniformly from the list, so weights hold.
-    kinds = [strategy for weight, strategy in weighted for _ in range(weight)]
-    return st.sampled_from(kinds).flatmap(lambda strategy: strategy)
-
-
-def scenarios(fake_time: bool, all_or_none: bool = False) -> st.SearchStrategy[list[Any]]:
-    """Two or three sessions and a created ``s0`` to start with, then the operations."""
-    start = st.tuples(
-        st.lists(st.builds(Open, st.sampled_from(WINDOWS)), min_size=2, max_size=3),
-        st.builds(Create, st.just(0), LIMITS),
-    )
-    return st.builds(
-        lambda first, then: [*first[0], first[1], *then],
-        start,
-        st.lists(operations(fake_time, all_or_none), min_size=10, max_size=50),
-    )
-
-
-# -- the run ----------------------------------------------------------------------------
-
-
-@dataclass
-class Waiting:
-    """An acquire in flight: the client's task, and what the oracle says of it."""
-
-    task: asyncio.Task[Any]  # a Lease, or HeldLocks of a lock_all
-    request_id: int
-    count: int
-    outcome: BaseException | int | None = None  # None: still queued; int: granted token
-    #: Of a lock_all: this member's semaphore, and the places of all its members.
-    member: str | None = None
-    members: tuple[Place, ...] = ()
-
-
-@dataclass
-class Held:
-    """A lease the client holds, and its oracle token; ``lost``: why the oracle ended it."""
-
-    lease: tenure.Lease
-    token: int
-    lost: BaseException | None = None
-    members: tuple[Place, ...] = ()  # of a lock_all: the places of its set
-
-
-@dataclass
-class Track:
-    """One session on both sides."""
-
-    session: tenure.Session
-    oid: int
-    seq_no: int
-    attached: bool = True
-    ended: BaseException | None = None  # why the oracle ended it
-    waiting: dict[Place, Waiting] = field(default_factory=dict)
-    held: dict[Place, Held] = field(default_factory=dict)
-
-    def places(self, name: str, table: dict[Place, Any]) -> list[Place]:
-        """The places of ``table`` on semaphore ``name``, by hold number."""
-        return sorted(place for place in table if place[0] == name)
-
-    def free_hold(self, name: str) -> int:
-        """The hold number the client gives its next acquire of ``name``: the lowest free."""
-        busy = {hold for n, hold in (*self.waiting, *self.held) if n == name}
-        return min(set(range(len(busy) + 1)) - busy)
 
 
 class Differential:
@@ -555,7 +408,7 @@ class Differential:
             await lease.release()  # (ended already: waits for the client's own release)
         for track in self.tracks:
             for place, waiting in list(track.waiting.items()):
-                await self.check_waiting(track, place, waiting, where)
+                await check_waiting(track, place, waiting, where, self.grants, self.step)
             for place, held in list(track.held.items()):
                 name = place[0]
                 if held.lost is not None:
@@ -577,98 +430,18 @@ class Differential:
             elif not isinstance(track.ended, SessionClosedError):
                 assert same(track.session.lost_reason, track.ended), where
         for name in (*SEMAPHORES, LOCKED_TOGETHER[1]):
-            await self.check_semaphore(name, where)
+            await check_semaphore(
+                self.observer,
+                self.observer_oid,
+                self.engine,
+                self.now,
+                self.ids,
+                self.tokens,
+                name,
+                where,
+            )
         if self.tokens:
-            self.check_tokens(where)
-
-    def check_tokens(self, where: str) -> None:
-        """Every grant's token is above those of the grants the oracle made before it
-        (module docstring: of another step or the same semaphore, on etcd://)."""
-        grants = sorted(self.grants)
-        if self.harness.orders_tokens_of_one_step:
-            in_grant_order = [mine for _, mine, _, _ in grants]
-            assert in_grant_order == sorted(set(in_grant_order)), (
-                f"{where}: fencing tokens out of the oracle's order: {grants}"
-            )
-            return
-        for i, (_, earlier, step, name) in enumerate(grants):
-            for _, later, later_step, later_name in grants[i + 1 :]:
-                if later_step == step and later_name != name:
-                    continue  # made by one step on two semaphores: either order
-                assert earlier < later, (
-                    f"{where}: fencing tokens out of the oracle's order: {grants}"
-                )
-
-    async def check_waiting(self, track: Track, place: Place, waiting: Waiting, where: str) -> None:
-        name = place[0]
-        if waiting.outcome is None:
-            assert not waiting.task.done(), (
-                f"{where}: the oracle still queues {name!r} for session {track.session.id}, "
-                f"the backend ended it: {await outcome(waiting.task)!r}"
-            )
-            return
-        await asyncio.wait({waiting.task}, timeout=PATIENCE)
-        assert waiting.task.done(), f"{where}: the acquire of {name!r} never ended"
-        got = await outcome(waiting.task)
-        del track.waiting[place]
-        if waiting.member is not None and isinstance(got, tenure.HeldLocks):
-            got = got.locks[waiting.member]  # (this member's lock of the set)
-        if isinstance(waiting.outcome, int):
-            assert isinstance(got, tenure.Lease), (
-                f"{where}: the oracle granted {name!r} to session {track.session.id}, "
-                f"the backend ended it with {got!r}"
-            )
-            assert got.count == waiting.count
-            track.held[place] = Held(got, waiting.outcome, members=waiting.members)
-            self.grants.append((waiting.outcome, got.token, self.step, name))
-        else:
-            assert same(got, waiting.outcome), (
-                f"{where}: acquire of {name!r} by session {track.session.id} ended with "
-                f"{got!r}, oracle {waiting.outcome!r}"
-            )
-
-    async def check_semaphore(self, name: str, where: str) -> None:
-        mine = await describe(self.observer, name)
-        try:
-            command = DescribeSemaphore(self.observer_oid, name, owners=True, waiters=True)
-            theirs = self.engine.apply(command, self.now).description
-        except NotFoundError:
-            assert mine is None, f"{where}: {name!r} exists on the backend only"
-            return
-        assert mine is not None, f"{where}: {name!r} exists in the oracle only"
-        ids = self.ids
-        got = (
-            mine.limit,
-            mine.count,
-            [(ids[o.session_id], o.count) for o in mine.owners],
-            [(ids[w.session_id], w.count) for w in mine.waiters],
-        )
-        want = (
-            theirs.limit,
-            theirs.count,
-            [(o.session_id, o.count) for o in theirs.owners],
-            [(w.session_id, w.count) for w in theirs.waiters],
-        )
-        assert got == want, f"{where}: {name!r} (limit, count, owners, waiters) {got} != {want}"
-        if self.tokens:
-            order = sorted(range(len(mine.owners)), key=lambda i: mine.owners[i].token)
-            oracle = sorted(range(len(theirs.owners)), key=lambda i: theirs.owners[i].token)
-            assert order == oracle, f"{where}: {name!r} owners' tokens in another order"
-
-
-async def outcome(awaitable: Any) -> Any:
-    """What awaiting gives: the result, or the exception (a cancellation included)."""
-    try:
-        return await awaitable
-    except BaseException as error:  # the outcome is what is compared
-        return error
-
-
-def same(got: Any, expected: BaseException | None) -> bool:
-    """The same outcome: both nothing, or errors of the same class."""
-    if expected is None:
-        return got is None
-    return type(got) is type(expected)
+            check_tokens(self.grants, self.harness.orders_tokens_of_one_step, where)
 
 
 @settings(
