@@ -120,3 +120,26 @@ async def wait_for_owner(session: tenure.Session, name: str, owner: tenure.Sessi
 async def exists(session: tenure.Session, name: str) -> bool:
     """Whether the semaphore ``name`` exists."""
     return await describe(session, name) is not None
+
+
+class Body:
+    """A block body that marks where it got to, and blocks until cancelled."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.finished = False
+
+    async def run(self) -> None:
+        """Say the body was entered, then wait until cancelled (``finished`` stays False)."""
+        self.entered.set()
+        await asyncio.Event().wait()
+        self.finished = True
+
+
+async def run_block(block: Callable[[Body], Awaitable[None]]) -> tuple[asyncio.Task[None], Body]:
+    """Run ``block`` (an ``async with`` around ``body.run()``) in a task, until its body
+    is entered: the task and the body."""
+    body = Body()
+    task = spawn(block(body))
+    await within(body.entered.wait(), "the block to start")
+    return task, body
