@@ -13,7 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tenure
+from tenure._core.barrier_data import barrier_progress
 from tenure._core.claims import ClaimRecord, claim_data, parse_claim
+from tenure._core.counter_data import counter_value
 from tenure._core.kind_render import kind_json, kind_text
 from tenure._core.kinds import (
     BarrierKind,
@@ -32,8 +34,6 @@ from tenure._core.kinds import (
 from tenure._core.members import GROUP_DATA, member_record, members_of
 from tenure._core.rates import Bucket, bucket_data, parse_bucket
 from tenure._core.values import MAX_COUNT, SemaphoreDescription
-from tenure.client._barrier import _progress
-from tenure.client._counter import counter_value
 from tenure.errors import PreconditionFailedError
 
 
@@ -412,7 +412,7 @@ def test_any_shape_is_classified_without_raising_and_as_the_recipes_read_it(
     if isinstance(found, CounterKind):
         assert counter_value("s", data) == found.value  # the counter reads the same value
     if isinstance(found, BarrierKind):
-        assert _progress("s", data) == (found.rounds, found.last)
+        assert barrier_progress("s", data) == (found.rounds, found.last)
         if all(d == b"parties 2" for d in owner_data[: len(counts)]) and found.arrived:
             assert found.parties == 2
     if isinstance(found, LimiterKind):

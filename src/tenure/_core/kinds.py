@@ -12,7 +12,7 @@ counts, tokens and data are read) and answers one of:
 * ``rate_limiter``: a persistent semaphore of limit 1, held by nobody, whose data
   is ``limiter RATE BURST TAT`` (:func:`tenure._core.rates.parse_bucket`).
 * ``barrier``: a persistent semaphore of limit ``MAX_COUNT`` whose data is
-  ``ROUND LAST`` (two decimal numbers, as ``Barrier`` writes them), held by
+  ``ROUND LAST`` (two decimal numbers: :mod:`tenure._core.barrier_data`), held by
   arrivals of one token each, awaited by nobody. An arrival's owner data is
   ``parties N``, which gives the parties (None where arrivals of older clients,
   whose data was ``waiting``, say nothing).
@@ -20,8 +20,9 @@ counts, tokens and data are read) and answers one of:
   claim's record (``claim ID TOKEN ...``, :func:`tenure._core.claims.parse_claim`):
   its token, times, whether it was released, and (at a ``now``) how long it has left.
 * ``counter``: a persistent semaphore of limit 1, held by nobody, whose data is a
-  signed 64-bit integer in decimal. A latch stores its count left exactly so: the
-  store keeps nothing that tells the two apart, so this kind is "counter or latch".
+  signed 64-bit integer in decimal (:mod:`tenure._core.counter_data`). A latch stores
+  its count left exactly so: the store keeps nothing that tells the two apart, so
+  this kind is "counter or latch".
 * ``group``: a persistent semaphore whose data is ``group`` (``Group``, and a
   ``Partition``'s group): its members, read from their holds' member records as the
   recipe reads them (:func:`tenure._core.members.members_of`), the joins under way,
@@ -40,9 +41,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final, Literal, Protocol
+from typing import Literal, Protocol
 
+from tenure._core.barrier_data import PARTIES_WORD, parties_data, read_parties, read_progress
 from tenure._core.claims import ClaimRecord, parse_claim
+from tenure._core.counter_data import read_value
 from tenure._core.members import GROUP_DATA, joining_count, members_of
 from tenure._core.rates import parse_bucket
 from tenure._core.values import MAX_COUNT, SemaphoreDescription
@@ -65,14 +68,6 @@ __all__ = [
     "classify_description",
     "parties_data",
 ]
-
-#: The first word of a barrier arrival's owner data: ``parties N``.
-PARTIES_WORD: Final = b"parties"
-
-# A counter's values (tenure.client._counter): signed 64-bit integers. Restated
-# here because the engine's package must not import the client's.
-_MIN_VALUE: Final = -(2**63)
-_MAX_VALUE: Final = 2**63 - 1
 
 
 class Held(Protocol):
@@ -204,11 +199,6 @@ class ClaimKind:
 Kind = PlainKind | RWLockKind | LimiterKind | BarrierKind | CounterKind | GroupKind | ClaimKind
 
 
-def parties_data(parties: int) -> bytes:
-    """A barrier arrival's owner data: ``parties N``."""
-    return b"%s %d" % (PARTIES_WORD, parties)
-
-
 def classify(
     name: str,
     *,
@@ -249,8 +239,8 @@ def classify(
         except PreconditionFailedError:
             return PlainKind("semaphore")
         return LimiterKind(bucket.rate, bucket.burst, bucket.tat)
-    value = _decimal(data, signed=True)
-    if value is not None and _MIN_VALUE <= value <= _MAX_VALUE:
+    value = read_value(data)
+    if value is not None:
         return CounterKind(value)
     return PlainKind("semaphore")
 
@@ -288,36 +278,15 @@ def _barrier(data: bytes, held: list[Held], queued: list[int]) -> BarrierKind | 
     # An arrival holds one token of MAX_COUNT, so it never queues.
     if queued or any(owner.count != 1 for owner in held):
         return None
-    words = data.split(b" ")
-    if len(words) != 2:
+    progress = read_progress(data)
+    if progress is None:
         return None
-    rounds, last = _decimal(words[0], signed=False), _decimal(words[1], signed=False)
-    if rounds is None or last is None:
-        return None
+    rounds, last = progress
     # Arrivals of this round: holds granted after the last round's end (a party let
     # through may still hold its arrival for a moment; it is not counted again).
     arrived = sum(1 for owner in held if owner.token > last)
     # Every arrival says the parties it waits for; they agree unless the barrier is
     # used with two numbers of parties at once (then, as with none, it is not said).
-    said = {_parties(owner.data) for owner in held}
+    said = {read_parties(owner.data) for owner in held}
     parties = said.pop() if len(said) == 1 else None
     return BarrierKind(rounds, last, arrived, parties)
-
-
-def _parties(data: bytes) -> int | None:
-    words = data.split(b" ")
-    if len(words) != 2 or words[0] != PARTIES_WORD:
-        return None
-    parties = _decimal(words[1], signed=False)
-    return parties if parties is not None and parties >= 1 else None
-
-
-def _decimal(data: bytes, *, signed: bool) -> int | None:
-    """The integer ``data`` writes as ``str(int)`` does, else None (``+3``, ``03``,
-    `` 3``, ``3_0`` and non-ASCII digits are not how a recipe writes a number)."""
-    if not data or len(data) > 20:
-        return None
-    digits = data[1:] if signed and data.startswith(b"-") else data
-    if not digits.isdigit() or (digits.startswith(b"0") and digits != b"0") or data == b"-0":
-        return None  # (bytes.isdigit is ASCII-only)
-    return int(data)

@@ -1,17 +1,18 @@
 """Barriers: ``parties`` waiters go together, then the barrier is ready for the next round.
 
-The barrier ``name`` is the persistent semaphore ``name`` (limit ``MAX_COUNT``, so an
-arrival never queues). A party arrives by holding one token of it, which lives
+The barrier ``name`` is the persistent semaphore ``name`` (limit ``MAX_COUNT``, so
+an arrival never queues). A party arrives by holding one token of it, which lives
 and dies with its session, and so has a fencing token ``T`` larger than every
-earlier grant's (its owner data, ``parties N``, only tells people how many the
-party waits for: :mod:`tenure._core.kinds`). The data says where the last round
-ended: ``"ROUND LAST"``, LAST being the token of the last party let through. A
-round trips when the live holds with tokens above LAST number ``parties`` or more:
-whoever sees it first (any waiting party, on every change it watches) writes
-``"ROUND+1 T_p"``, T_p the ``parties``-th of those tokens, by a compare-and-set of
-the data, so exactly one write wins. A party has passed when its own token is at
-most LAST: its hold was alive when the round that let it through was counted, and
-that round counted every live hold between the previous LAST and its own. So:
+earlier grant's (its owner data, ``parties N``, only tells people how many the party
+waits for: :mod:`tenure._core.kinds`). The data says where the last round ended:
+``"ROUND LAST"``, LAST being the token of the last party let through (the format's
+one home: :mod:`tenure._core.barrier_data`). A round trips when the live holds with
+tokens above LAST number ``parties`` or more: whoever sees it first (any waiting
+party, on every change it watches) writes ``"ROUND+1 T_p"``, T_p the ``parties``-th
+of those tokens, by a compare-and-set of the data, so exactly one write wins. A
+party has passed when its own token is at most LAST: its hold was alive when the
+round that let it through was counted, and that round counted every live hold
+between the previous LAST and its own. So:
 
 * nobody passes before ``parties`` arrivals of one round are all there at once;
 * a party whose session is lost before the round trips is not counted (its hold is
@@ -26,27 +27,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from tenure._core.kinds import parties_data
+from tenure._core.barrier_data import START, barrier_progress, parties_data, progress_data
 from tenure._core.values import MAX_COUNT, SemaphoreDescription
 from tenure.client import _args
 from tenure.client._lease import Lease
 from tenure.client._recipe_session import RecipeSession
 from tenure.client._semaphore import Semaphore
-from tenure.errors import InvalidArgumentError, NotFoundError, PreconditionFailedError
-
-#: The data of a barrier no round has passed yet.
-START = b"0 0"
-
-
-def _progress(name: str, data: bytes) -> tuple[int, int]:
-    """(rounds passed, the token of the last party let through) from the data."""
-    try:
-        rounds, last = (int(part) for part in data.decode("ascii").split(" "))
-    except (UnicodeDecodeError, ValueError):
-        raise PreconditionFailedError(
-            f"semaphore {name!r} holds data that is not a barrier's: {data[:40]!r}"
-        ) from None
-    return rounds, last
+from tenure.errors import InvalidArgumentError, NotFoundError
 
 
 class Barrier:
@@ -71,7 +58,7 @@ class Barrier:
     async def rounds(self) -> int:
         """How many rounds have passed."""
         await self._make()
-        return _progress(self.name, (await self._semaphore.describe()).data)[0]
+        return barrier_progress(self.name, (await self._semaphore.describe()).data)[0]
 
     async def wait(self, timeout: float | None = None) -> None:
         """Arrive, and return when ``parties`` parties are here (this one included).
@@ -113,12 +100,12 @@ class Barrier:
 
     async def _check(self, state: SemaphoreDescription, token: int) -> bool:
         """Whether the party of ``token`` has passed; trips the round if it is full."""
-        rounds, last = _progress(self.name, state.data)
+        rounds, last = barrier_progress(self.name, state.data)
         if token <= last:
             return True
         waiting = sorted(owner.token for owner in state.owners if owner.token > last)
         if len(waiting) >= self.parties:
-            new = f"{rounds + 1} {waiting[self.parties - 1]}".encode()
+            new = progress_data(rounds + 1, waiting[self.parties - 1])
             await self._semaphore.compare_and_set(state.data, new)
             # Won or lost, the watch brings the data that decides (this party's
             # token is among the first ``parties`` only if it was counted).
@@ -129,7 +116,7 @@ class Barrier:
             data = (await self._semaphore.describe()).data
         except NotFoundError:
             return False
-        return token <= _progress(self.name, data)[1]
+        return token <= barrier_progress(self.name, data)[1]
 
     async def _make(self) -> None:
         """Create the barrier if nobody did (once per object)."""

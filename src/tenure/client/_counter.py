@@ -1,7 +1,8 @@
 """Counters: a named integer in a semaphore's data, changed by compare-and-set.
 
 The counter ``name`` is the persistent semaphore ``name`` (limit 1, held by nobody)
-whose data is the value in decimal; a counter never written reads 0, and its first
+whose data is the value in decimal (:mod:`tenure._core.counter_data`, the format's
+one home); a counter never written reads 0, and its first
 change creates the semaphore. Every change is a compare-and-set of that data
 (:meth:`Semaphore.compare_and_set`, one atomic step in every store), retried when
 another change came between the read and the write, as etcd's STM does: an add
@@ -12,6 +13,7 @@ follows the value.
 
 from __future__ import annotations
 
+from tenure._core.counter_data import MAX_VALUE, MIN_VALUE, counter_value, value_data
 from tenure.client import _args
 from tenure.client._recipe_session import RecipeSession
 from tenure.errors import (
@@ -19,28 +21,7 @@ from tenure.errors import (
     InvalidArgumentError,
     LimitExceededError,
     NotFoundError,
-    PreconditionFailedError,
 )
-
-#: A counter's values: signed 64-bit integers, as Redis's INCRBY and most stores keep.
-MIN_VALUE = -(2**63)
-MAX_VALUE = 2**63 - 1
-
-
-def counter_value(name: str, data: bytes) -> int:
-    """The value a counter's semaphore data holds (empty: 0); PreconditionFailedError
-    for data that is not a value."""
-    if data == b"":
-        return 0
-    try:
-        value = int(data.decode("ascii"))
-    except (UnicodeDecodeError, ValueError):
-        value = None
-    if value is None or str(value).encode() != data or not MIN_VALUE <= value <= MAX_VALUE:
-        raise PreconditionFailedError(
-            f"semaphore {name!r} holds data that is not a counter's value: {data[:40]!r}"
-        )
-    return value
 
 
 def _whole(what: str, value: object) -> int:
@@ -111,7 +92,7 @@ class Counter:
         """Compare-and-set the semaphore's data from ``data`` to ``value``; creates the
         semaphore first if it is missing (``data`` empty: the counter was never written)."""
         backend = self.session._backend_session()
-        new = str(value).encode()
+        new = value_data(value)
         try:
             return await backend.swap_semaphore_data(self.name, data, new)
         except NotFoundError:

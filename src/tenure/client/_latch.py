@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from tenure._core.counter_data import counter_value, value_data
 from tenure.client import _args
-from tenure.client._counter import counter_value
 from tenure.client._recipe_session import RecipeSession
 from tenure.client._semaphore import Semaphore
 from tenure.errors import InvalidArgumentError, NotFoundError
@@ -51,7 +51,7 @@ class Latch:
             left = counter_value(self.name, data)
             if left <= 0:
                 return 0
-            if await self._semaphore.compare_and_set(data, str(left - 1).encode()):
+            if await self._semaphore.compare_and_set(data, value_data(left - 1)):
                 return left - 1
 
     async def remaining(self) -> int:
@@ -85,7 +85,7 @@ class Latch:
     async def _make(self) -> None:
         """Create the latch with ``count`` if nobody did (once per object)."""
         if not self._made:
-            await self._semaphore.create(1, str(self.count).encode(), exist_ok=True)
+            await self._semaphore.create(1, value_data(self.count), exist_ok=True)
             self._made = True
 
     async def _data(self) -> bytes:
