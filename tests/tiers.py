@@ -154,6 +154,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     **dict.fromkeys(_SLOW, SLOW),
     "tests/test_errors.py": UNIT,
     "tests/test_exports.py": UNIT,
+    "tests/test_recipe_registry.py": UNIT,
     "tests/test_import_graph.py": UNIT,
     "tests/test_layout_table.py": UNIT,
     "tests/test_leaving_twice.py": UNIT,

@@ -25,22 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-#: The recipes (their conformance module, the row's name), in the table's order.
-RECIPES: Final = (
-    ("test_rwlock", "readers-writer lock"),
-    ("test_counter", "counter, compare-and-set"),
-    ("test_latch", "latch"),
-    ("test_barrier", "barrier"),
-    ("test_lock_all", "all-or-none locks"),
-    ("test_rate_limiter", "rate limiter"),
-    ("test_group", "group"),
-    ("test_partition", "partition"),
-    ("test_reentrant", "reentrant mutex"),
-    ("test_lead", "leader runner"),
-    ("test_cache", "prefix cache"),
-    ("test_deadlock", "deadlock detection"),
-    ("test_claim", "claims"),
-)
+from tenure.client._recipes import RECIPES as REGISTRY
+
+#: The recipes (their conformance module, the row's name), in the table's order: the
+#: recipe registry's lines that have a row (tenure.client._recipes).
+RECIPES: Final = tuple((recipe.kit, recipe.row) for recipe in REGISTRY if recipe.row is not None)
 #: The backends, as the kit's test ids name them, in the table's order.
 BACKENDS: Final = ("memory", "tenure", "tenure-cluster", "etcd", "redis", "postgres")
 BEGIN: Final = "<!-- recipes-table: made by tools/recipes_table.py from a run of the kit -->"

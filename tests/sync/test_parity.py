@@ -42,26 +42,14 @@ import tenure
 import tenure.client
 import tenure.sync
 from tenure.client import Opening
+from tenure.client._recipes import RECIPES
 
 #: async class -> its sync counterpart.
 CLASSES: dict[type, type] = {
     tenure.client.Client: tenure.sync.Client,
     tenure.client.Session: tenure.sync.Session,
     tenure.client.SessionLoop: tenure.sync.SessionLoop,
-    tenure.client.Mutex: tenure.sync.Mutex,
-    tenure.client.Counter: tenure.sync.Counter,
-    tenure.client.Claim: tenure.sync.Claim,
-    tenure.client.Barrier: tenure.sync.Barrier,
-    tenure.client.Cache: tenure.sync.Cache,
-    tenure.client.Latch: tenure.sync.Latch,
-    tenure.client.HeldLocks: tenure.sync.HeldLocks,
-    tenure.client.RateLimiter: tenure.sync.RateLimiter,
-    tenure.client.RWLock: tenure.sync.RWLock,
-    tenure.client.Semaphore: tenure.sync.Semaphore,
-    tenure.client.Election: tenure.sync.Election,
-    tenure.client.Group: tenure.sync.Group,
     tenure.client.GroupMember: tenure.sync.GroupMember,
-    tenure.client.Partition: tenure.sync.Partition,
     tenure.client.Lease: tenure.sync.Lease,
     tenure.client.Lock: tenure.sync.Lock,
     tenure.client.ReadLock: tenure.sync.ReadLock,
@@ -69,6 +57,15 @@ CLASSES: dict[type, type] = {
     tenure.client.Leadership: tenure.sync.Leadership,
     tenure.client.EndSignal: tenure.sync.EndSignal,
 }
+
+#: Each recipe's class -> its sync twin, from the recipe registry (one line per recipe).
+CLASSES.update(
+    {
+        getattr(tenure.client, recipe.cls): getattr(tenure.sync, recipe.cls)
+        for recipe in RECIPES
+        if recipe.cls is not None
+    }
+)
 
 #: async function -> its sync counterpart.
 FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
