@@ -155,6 +155,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/test_errors.py": UNIT,
     "tests/test_exports.py": UNIT,
     "tests/test_import_graph.py": UNIT,
+    "tests/test_layers.py": UNIT,
     "tests/test_layout_table.py": UNIT,
     "tests/test_leaving_twice.py": UNIT,
     "tests/test_leader_backoff.py": UNIT,
