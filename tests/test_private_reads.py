@@ -113,12 +113,6 @@ FRIENDS: tuple[Friend, ...] = (
         "the session's backend listener tells its base of a loss",
     ),
     Friend(
-        "tenure.client._group",
-        "tenure.client._partition",
-        ("_start",),
-        "a group makes its partitions",
-    ),
-    Friend(
         "tenure.client._partition",
         "tenure.client._group_member",
         ("_fail", "_lease"),
