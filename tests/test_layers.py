@@ -16,12 +16,11 @@ tree, which every layer may raise). The block's own comment says the syntax; in 
   adds to the next line up the tree (whose "own modules" it shares), so a finer rule
   for one module is one short line.
 
-Every import of every module is read with :mod:`ast`, as ``tests/test_import_graph.py``
-reads them (which also forbids circles, a rule the table cannot say): at module level,
-inside functions, and under ``TYPE_CHECKING`` (an import for types only is still an
-import a layer makes: it is allowed only where the line allows it, with or without
-``(types)``). ``from pkg import name`` imports ``pkg.name`` if that is a module, else
-``pkg`` itself; relative imports resolve against the importing module's package.
+Every import of every module is read with :mod:`ast` (``tests/imports.py``, the reading
+``tests/test_import_graph.py`` shares, which also forbids circles: a rule the table
+cannot say): at module level, inside functions, and under ``TYPE_CHECKING``. An import
+for types only is still an import a layer makes: allowed only where the line allows it,
+with or without ``(types)``.
 
 The test fails on an import its module's rule does not allow (naming the file, the
 line and the rule), on a module no line covers (a new package gets its line), and on
@@ -30,21 +29,25 @@ a line or an entry that names no module (a stale rule after a rename).
 
 from __future__ import annotations
 
-import ast
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.test_import_graph import SOURCE, modules
+from tests.imports import (
+    AT_IMPORT,
+    FOR_TYPES,
+    IN_FUNCTION,
+    SOURCE,
+    Imported,
+    imports_of,
+    modules,
+)
 
 CONTRIBUTING = SOURCE.parent.parent / "CONTRIBUTING.md"
 #: What every module may import, whatever its line says.
 EVERYONE = ("tenure.errors",)
-#: Where an import runs: when the module is imported, inside a function, for types only.
-AT_IMPORT, IN_FUNCTION, FOR_TYPES = "at import", "in a function", "under TYPE_CHECKING"
 QUALIFIERS = {
     "": (AT_IMPORT, IN_FUNCTION, FOR_TYPES),
     "lazily": (IN_FUNCTION, FOR_TYPES),
@@ -97,16 +100,6 @@ class Line:
         """How specific it is: deeper first; ``pkg.__init__`` before ``pkg``."""
         exact = self.key.endswith(".__init__")
         return self.key.removesuffix(".__init__").count("."), exact
-
-
-@dataclass(frozen=True, slots=True)
-class Imported:
-    """One import: ``source`` imports ``target`` at ``line``, run ``where``."""
-
-    source: str
-    target: str
-    line: int
-    where: str
 
 
 def parse(text: str, first_line: int = 1) -> list[Line]:
@@ -179,47 +172,6 @@ def verdict(rules: list[Line], imported: Imported) -> str | None:
     if own(lines[-1], imported.target):
         return None
     return f"not in the rule of {lines[0].key} (line {lines[0].number})"
-
-
-def _is_type_checking(test: ast.expr) -> bool:
-    return ast.unparse(test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
-
-
-def _imports(tree: ast.AST, where: str) -> Iterator[tuple[ast.Import | ast.ImportFrom, str]]:
-    """Every import statement under ``tree``, with where it runs."""
-    for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            yield node, where
-        elif isinstance(node, ast.If) and _is_type_checking(node.test):
-            for child in node.body:
-                yield from _imports(ast.Module([child], []), FOR_TYPES)
-            for child in node.orelse:
-                yield from _imports(ast.Module([child], []), where)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-            yield from _imports(node, FOR_TYPES if where == FOR_TYPES else IN_FUNCTION)
-        else:
-            yield from _imports(node, where)
-
-
-def imports_of(name: str, path: Path, known: dict[str, Path]) -> Iterator[Imported]:
-    """What module ``name`` (at ``path``) imports of the modules ``known``."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node, where in _imports(ast.parse(path.read_text(), str(path)), AT_IMPORT):
-        pairs: list[tuple[str, str | None]]
-        if isinstance(node, ast.Import):
-            pairs = [(alias.name, None) for alias in node.names]
-        else:
-            base = node.module or ""
-            if node.level:  # relative: from the module's package, up level - 1
-                parts = package.split(".")
-                parts = parts[: len(parts) - (node.level - 1)]
-                base = ".".join([*parts, base] if base else parts)
-            pairs = [(base, alias.name) for alias in node.names]
-        for module, attribute in pairs:
-            submodule = f"{module}.{attribute}" if attribute is not None else None
-            target = submodule if submodule in known else module
-            if target in known:
-                yield Imported(name, target, node.lineno, where)
 
 
 def breaches(rules: list[Line], package: Path) -> list[str]:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from tests.test_import_graph import SOURCE, modules
+from tests.imports import SOURCE, absolute, modules, package_of
 
 #: Public names with a leading underscore, by the standard library's convention.
 PUBLIC_BY_CONVENTION = frozenset({"_replace", "_asdict", "_fields", "_make", "_exit"})
@@ -227,7 +227,7 @@ def private_reads(package: Path) -> tuple[Read, ...]:
     found: list[Read] = []
     for name, (own, candidates) in scans.items():
         path = known[name]
-        module_package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        package_name = package_of(name, path)
         for node in candidates:
             if isinstance(node, ast.Attribute):
                 if node.attr not in own:
@@ -235,11 +235,7 @@ def private_reads(package: Path) -> tuple[Read, ...]:
                     text = ast.unparse(node)
                     found.append(Read(name, node.attr, text, path, node.lineno, owners))
                 continue
-            base = node.module or ""
-            if node.level:  # relative: from the module's package, up level - 1
-                parts = module_package.split(".")
-                parts = parts[: len(parts) - (node.level - 1)]
-                base = ".".join([*parts, base] if base else parts)
+            base = absolute(package_name, node)
             for alias in node.names:
                 if private(alias.name) and f"{base}.{alias.name}" not in known:
                     text = f"from {base} import {alias.name}"
