@@ -24,7 +24,7 @@ AT_IMPORT, IN_FUNCTION, FOR_TYPES = "at import", "in a function", "under TYPE_CH
 
 
 @dataclass(frozen=True, slots=True)
-class Imported:
+class Import:
     """One import: ``source`` imports ``target`` at ``line`` of ``path``, run ``where``."""
 
     source: str
@@ -81,7 +81,7 @@ def statements(tree: ast.AST, where: str = AT_IMPORT) -> Iterator[tuple[ast.stmt
             yield from statements(node, where)
 
 
-def imports_of(name: str, path: Path, known: dict[str, Path]) -> Iterator[Imported]:
+def imports_of(name: str, path: Path, known: dict[str, Path]) -> Iterator[Import]:
     """What module ``name`` (at ``path``) imports of the modules ``known``, in order."""
     package = package_of(name, path)
     for node, where in statements(ast.parse(path.read_text(), str(path))):
@@ -96,4 +96,4 @@ def imports_of(name: str, path: Path, known: dict[str, Path]) -> Iterator[Import
             submodule = f"{module}.{attribute}" if attribute is not None else None
             target = submodule if submodule in known else module
             if target in known:
-                yield Imported(name, target, path, node.lineno, where)
+                yield Import(name, target, path, node.lineno, where)

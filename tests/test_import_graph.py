@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.imports import SOURCE, Imported, imports_of, modules
+from tests.imports import SOURCE, Import, imports_of, modules
 
 
-def import_graph(package: Path) -> dict[str, list[Imported]]:
+def import_graph(package: Path) -> dict[str, list[Import]]:
     """The imports of each module of ``package`` of another of its modules."""
     known = modules(package)
-    graph: dict[str, list[Imported]] = {name: [] for name in known}
+    graph: dict[str, list[Import]] = {name: [] for name in known}
     for name, path in known.items():
         seen: set[str] = set()
         for edge in imports_of(name, path, known):
@@ -35,7 +35,7 @@ def import_graph(package: Path) -> dict[str, list[Imported]]:
     return graph
 
 
-def circles(graph: dict[str, list[Imported]]) -> list[list[str]]:
+def circles(graph: dict[str, list[Import]]) -> list[list[str]]:
     """The strongly connected components of more than one module, each sorted
     (Tarjan's algorithm, iterative: no recursion limit to meet)."""
     index: dict[str, int] = {}
@@ -82,7 +82,7 @@ def circles(graph: dict[str, list[Imported]]) -> list[list[str]]:
     return sorted(found)
 
 
-def report(graph: dict[str, list[Imported]], circle: list[str], root: Path) -> str:
+def report(graph: dict[str, list[Import]], circle: list[str], root: Path) -> str:
     """A circle's modules, then every import between them (file and line)."""
     members = set(circle)
     lines = [f"{len(circle)} modules: {', '.join(circle)}"]
@@ -118,7 +118,7 @@ def write(root: Path, files: dict[str, str]) -> Path:
     return root / "pkg"
 
 
-def edges(graph: dict[str, list[Imported]]) -> set[tuple[str, str]]:
+def edges(graph: dict[str, list[Import]]) -> set[tuple[str, str]]:
     return {(edge.source, edge.target) for imports in graph.values() for edge in imports}
 
 

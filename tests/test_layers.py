@@ -40,7 +40,7 @@ from tests.imports import (
     FOR_TYPES,
     IN_FUNCTION,
     SOURCE,
-    Imported,
+    Import,
     imports_of,
     modules,
 )
@@ -150,7 +150,7 @@ def own(line: Line, target: str) -> bool:
     return Entry(line.key).covers(target)
 
 
-def verdict(rules: list[Line], imported: Imported) -> str | None:
+def verdict(rules: list[Line], imported: Import) -> str | None:
     """Why ``imported`` breaks its module's rule; None when the rule allows it."""
     if imported.target in EVERYONE or imported.target == imported.source:
         return None
