@@ -2,7 +2,8 @@
 
 Used by ``tests/test_import_graph.py`` (no circle), ``tests/test_layers.py`` (what each
 layer may import) and ``tests/test_private_reads.py`` (whose privates a module reads).
-A module's imports are every ``import`` and ``from ... import`` in its source: at
+A module's imports are every ``import`` and ``from ... import`` in its source, and
+every ``importlib.import_module("...")`` or ``__import__("...")`` of a literal name: at
 module level, inside functions, and under ``if TYPE_CHECKING:`` (each with where it
 runs). ``from pkg import name`` imports ``pkg.name`` if that is a module, else ``pkg``
 itself; relative imports resolve against the importing module's package; the parents
@@ -65,11 +66,34 @@ def _is_type_checking(test: ast.expr) -> bool:
     return ast.unparse(test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
 
 
-def statements(tree: ast.AST, where: str = AT_IMPORT) -> Iterator[tuple[ast.stmt, str]]:
-    """Every import statement under ``tree``, with where it runs."""
+#: The functions that import the module their first argument names.
+IMPORTERS = ("import_module", "__import__")
+
+
+def _named_import(node: ast.AST) -> str | None:
+    """The module ``importlib.import_module("a.b")`` or ``__import__("a.b")`` names."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    first = node.args[0]
+    if name in IMPORTERS and isinstance(first, ast.Constant) and isinstance(first.value, str):
+        return first.value
+    return None
+
+
+def statements(
+    tree: ast.AST, where: str = AT_IMPORT
+) -> Iterator[tuple[ast.Import | ast.ImportFrom | ast.Call, str]]:
+    """Every import under ``tree`` (a statement, or a call that imports a module named
+    by a literal string), with where it runs."""
     for node in ast.iter_child_nodes(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
             yield node, where
+        elif _named_import(node) is not None:
+            assert isinstance(node, ast.Call)
+            yield node, where
+            yield from statements(node, where)
         elif isinstance(node, ast.If) and _is_type_checking(node.test):
             for child in node.body:
                 yield from statements(ast.Module([child], []), FOR_TYPES)
@@ -86,10 +110,11 @@ def imports_of(name: str, path: Path, known: dict[str, Path]) -> Iterator[Import
     package = package_of(name, path)
     for node, where in statements(ast.parse(path.read_text(), str(path))):
         pairs: list[tuple[str, str | None]]
-        if isinstance(node, ast.Import):
+        if isinstance(node, ast.Call):
+            pairs = [(str(_named_import(node)), None)]
+        elif isinstance(node, ast.Import):
             pairs = [(alias.name, None) for alias in node.names]
         else:
-            assert isinstance(node, ast.ImportFrom)
             base = absolute(package, node)
             pairs = [(base, alias.name) for alias in node.names]
         for module, attribute in pairs:

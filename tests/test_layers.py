@@ -338,3 +338,26 @@ def test_a_module_outside_every_line_is_named(tmp_path: Path) -> None:
 def test_an_unreadable_entry_is_refused(word: str) -> None:
     with pytest.raises(ValueError, match="cannot read"):
         parse(f"pkg.mid   pkg.low {word}\n")
+
+
+def test_an_import_by_name_is_read_as_one(tmp_path: Path) -> None:
+    package = write(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "low.py": "",
+            "mid/__init__.py": "",
+            "mid/secret.py": "",
+            "mid/a.py": (
+                "import importlib\n"
+                "def f():\n"
+                "    return importlib.import_module('pkg.mid.secret')\n"  # allowed: lazily
+                "LOW = __import__('pkg.top', fromlist=['x'])\n"  # runs on import: no
+                "NAME = importlib.import_module(name)\n"  # not a literal: not read
+            ),
+            "top/__init__.py": "",
+        },
+    )
+    assert [line.split(": ", 1)[1] for line in breaches(parse(RULES), package)] == [
+        "pkg.mid.a -> pkg.top: pkg.top.__init__ only types, not at import (line 5: pkg.mid.a)"
+    ]
