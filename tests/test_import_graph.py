@@ -2,8 +2,9 @@
 
 The graph's nodes are the modules of the package (a package is its ``__init__``);
 its edges are every import one of them makes of another, read from the source with
-:mod:`ast`: at module level, inside functions, and under ``if TYPE_CHECKING:`` (a
-circle of types is a circle too). ``from pkg import name`` is an edge to
+:mod:`ast` (``tests/imports.py``, the reading ``tests/test_layers.py`` shares): at
+module level, inside functions, and under ``if TYPE_CHECKING:`` (a circle of types is
+a circle too). ``from pkg import name`` is an edge to
 ``pkg.name`` if that is a module, else to ``pkg``; relative imports resolve against
 the importing module's package; the parents that importing ``a.b.c`` also runs do
 not count. A lower layer that needs something of a higher one declares a narrow
@@ -16,56 +17,9 @@ than one module) with the imports inside it, each with its file and line.
 
 from __future__ import annotations
 
-import ast
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import tenure
-
-SOURCE = Path(tenure.__file__).parent
-
-
-@dataclass(frozen=True, slots=True)
-class Import:
-    """One edge: ``source`` imports ``target`` at ``line`` of ``path``."""
-
-    source: str
-    target: str
-    path: Path
-    line: int
-
-
-def modules(package: Path) -> dict[str, Path]:
-    """Every module of the package in directory ``package``, by dotted name."""
-    found: dict[str, Path] = {}
-    for path in sorted(package.rglob("*.py")):
-        parts = path.relative_to(package.parent).with_suffix("").parts
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        found[".".join(parts)] = path
-    return found
-
-
-def imported_names(name: str, path: Path) -> Iterator[tuple[int, str, str | None]]:
-    """What module ``name`` (at ``path``) imports: (line, module, attribute or None).
-
-    ``import a.b`` gives ("a.b", None); ``from a import b`` gives ("a", "b"): ``b``
-    is a module or a name of ``a``, which only the list of modules tells.
-    """
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield node.lineno, alias.name, None
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:  # relative: from the module's package, up level - 1
-                parts = package.split(".")
-                parts = parts[: len(parts) - (node.level - 1)]
-                base = ".".join([*parts, base] if base else parts)
-            for alias in node.names:
-                yield node.lineno, base, alias.name
+from tests.imports import SOURCE, Import, imports_of, modules
 
 
 def import_graph(package: Path) -> dict[str, list[Import]]:
@@ -74,12 +28,10 @@ def import_graph(package: Path) -> dict[str, list[Import]]:
     graph: dict[str, list[Import]] = {name: [] for name in known}
     for name, path in known.items():
         seen: set[str] = set()
-        for line, module, attribute in imported_names(name, path):
-            submodule = f"{module}.{attribute}" if attribute is not None else None
-            target = submodule if submodule in known else module
-            if target in known and target != name and target not in seen:
-                seen.add(target)  # (the first import of it names the edge)
-                graph[name].append(Import(name, target, path, line))
+        for edge in imports_of(name, path, known):
+            if edge.target != name and edge.target not in seen:
+                seen.add(edge.target)  # (the first import of it names the edge)
+                graph[name].append(edge)
     return graph
 
 

@@ -95,6 +95,11 @@ class Owner:
         return self.key >> 64
 
     @property
+    def leased(self) -> bool:
+        """Whether the grant has a lease of its own (a TTL, renewed apart from its session)."""
+        return self._lease is not None
+
+    @property
     def lease_ttl(self) -> float | None:
         """The lease TTL of the grant, or None: it lasts as long as its session."""
         lease = self._lease

@@ -96,28 +96,15 @@ def _check_watches(engine: Engine) -> None:
     """A session's watch ids are exactly the armed watches of that live session, and
     every armed watch is found where a firing looks for it (its name, or its prefix)."""
     watches = engine.watches
+    watches.check_index()
     armed: dict[int, set[int]] = {}
-    for watch_id, watch in watches._by_id.items():
-        assert watch.watch_id == watch_id
+    for watch in watches.armed():
         session = engine.sessions.get(watch.session_id)
-        assert session is not None, f"watch {watch_id} of a session that ended"
-        assert session.node == watch.node, f"watch {watch_id} on another node"
-        armed.setdefault(watch.session_id, set()).add(watch_id)
-        if watch.prefix:
-            indexed = watches._by_prefix[watch.node][watch.name]
-            assert len(watch.name) in watches._prefix_lengths[watch.node]
-        else:
-            indexed = watches._by_target[(watch.node, watch.name)]
-        assert indexed[watch_id] is watch, f"watch {watch_id} not indexed"
+        assert session is not None, f"watch {watch.watch_id} of a session that ended"
+        assert session.node == watch.node, f"watch {watch.watch_id} on another node"
+        armed.setdefault(watch.session_id, set()).add(watch.watch_id)
     for sid, session in engine.sessions.items():
         assert set(session.watches) == armed.get(sid, set()), f"session {sid}'s watches"
-    for node, prefixes in watches._by_prefix.items():
-        lengths: dict[int, int] = {}
-        for prefix, of_prefix in prefixes.items():
-            assert of_prefix, f"{node}: no watch of prefix {prefix!r} but its entry"
-            lengths[len(prefix)] = lengths.get(len(prefix), 0) + 1
-        assert watches._prefix_lengths[node] == lengths, f"{node}: prefix lengths"
-    assert set(watches._prefix_lengths) == set(watches._by_prefix)
 
 
 def _check_sets(node: Any) -> None:

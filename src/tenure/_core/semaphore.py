@@ -152,8 +152,8 @@ class Semaphore:
         if owners is None:
             return False
         if type(owners) is Owner:
-            return owners._lease is not None
-        return any(o._lease is not None for o in owners.values())  # type: ignore[union-attr]
+            return owners.leased
+        return any(o.leased for o in owners.values())  # type: ignore[union-attr]
 
     def is_idle(self) -> bool:
         """No owners and no waiters (an ephemeral semaphore may then vanish)."""

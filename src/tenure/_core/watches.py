@@ -85,6 +85,30 @@ class Watches:
     def __len__(self) -> int:
         return len(self._by_id)
 
+    def armed(self) -> list[Watch]:
+        """Every armed watch (a copy, in the order armed)."""
+        return list(self._by_id.values())
+
+    def check_index(self) -> None:
+        """Assert that the three indexes agree: each armed watch is where a firing looks
+        for it (its name, or its prefix), and the prefix lengths count the prefixes (a
+        cross-check for tests: :mod:`tenure._core.invariants`)."""
+        for watch_id, watch in self._by_id.items():
+            assert watch.watch_id == watch_id
+            if watch.prefix:
+                indexed = self._by_prefix[watch.node][watch.name]
+                assert len(watch.name) in self._prefix_lengths[watch.node]
+            else:
+                indexed = self._by_target[(watch.node, watch.name)]
+            assert indexed[watch_id] is watch, f"watch {watch_id} not indexed"
+        for node, prefixes in self._by_prefix.items():
+            lengths: dict[int, int] = {}
+            for prefix, of_prefix in prefixes.items():
+                assert of_prefix, f"{node}: no watch of prefix {prefix!r} but its entry"
+                lengths[len(prefix)] = lengths.get(len(prefix), 0) + 1
+            assert self._prefix_lengths[node] == lengths, f"{node}: prefix lengths"
+        assert set(self._prefix_lengths) == set(self._by_prefix)
+
     def arm(self, watch: Watch) -> None:
         """Register ``watch``."""
         self._by_id[watch.watch_id] = watch

@@ -53,7 +53,7 @@ from tenure.client._args import Data
 from tenure.client._group_member import GroupMember, GroupView, group_view, member_states
 from tenure.client._lease import Lease
 from tenure.client._opening import Opening
-from tenure.client._partition import Partition
+from tenure.client._partition import Partition, start_partition
 from tenure.client._recipe_session import RecipeSession
 from tenure.errors import (
     AlreadyExistsError,
@@ -154,7 +154,7 @@ class Group:
 
     async def _partition(self, member_id: str, data: bytes, weight: int | float) -> Partition:
         member = await self._join(member_id, data, weight)
-        return await Partition._start(member)
+        return await start_partition(member)
 
     async def members(self) -> dict[str, bytes]:
         """Each member's id and data, in the order they joined.

@@ -124,25 +124,6 @@ class Partition(Guarded):
         self._changed = asyncio.Event()
         self._follower: asyncio.Task[None] | None = None
 
-    @classmethod
-    async def _start(cls, member: GroupMember) -> Partition:
-        """Follow the group for ``member``; returns once a view has ``member`` in it.
-
-        If that fails, the member leaves.
-        """
-        states = member_states(member.session, member.group)
-        partition = cls(member, states)
-        try:
-            await partition._first_view()
-        except BaseException:
-            with contextlib.suppress(Exception):
-                await states.aclose()
-            member._lease._release_soon()
-            raise
-        partition._follower = asyncio.ensure_future(partition._follow())
-        member.lost.add_callback(partition._ended)
-        return partition
-
     def __repr__(self) -> str:
         return f"<Partition {self.id!r} of {self.member.group!r} weight={self.weight}>"
 
@@ -278,3 +259,20 @@ class Partition(Guarded):
 
     def _end_block(self) -> Awaitable[None] | None:
         return self.member._end_block()
+
+
+async def start_partition(member: GroupMember) -> Partition:
+    """The partition of ``member``'s group, following it; returns once a view has
+    ``member`` in it (the group's ``partition``). If that fails, the member leaves."""
+    states = member_states(member.session, member.group)
+    partition = Partition(member, states)
+    try:
+        await partition._first_view()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await states.aclose()
+        member._lease._release_soon()
+        raise
+    partition._follower = asyncio.ensure_future(partition._follow())
+    member.lost.add_callback(partition._ended)
+    return partition

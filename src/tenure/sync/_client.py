@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 
-import tenure
 from tenure import client as aio
 from tenure._core.values import (
     ClientIdentity,
@@ -313,6 +312,6 @@ async def _connect(
     observers: tuple[Observer, ...],
     options: dict[str, object],
 ) -> aio.Client:
-    return await tenure.connect(
+    return await aio.connect(
         url, require=require, client_name=client_name, observers=observers, **options
     )
