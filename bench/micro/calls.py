@@ -120,8 +120,8 @@ class Recorder:
             if callee is None:
                 return
             self.tenure_calls += 1
-            if callee == EXECUTE:
-                name = type(frame.f_locals.get("command")).__name__
+            if callee == EXECUTE:  # (its first argument after self: the command)
+                name = type(frame.f_locals.get(frame.f_code.co_varnames[1])).__name__
                 self.commands.append((name, self.counts()))
             caller = None if frame.f_back is None else self._step(frame.f_back)
             if caller is not None and caller[0] != callee[0]:
@@ -242,6 +242,8 @@ def _line(side: str, counts: tuple[float, float, float]) -> str:
 def report(client: Recorder, server: Recorder, count: int) -> None:
     """Print the calls per block of each side and the server's hops, per command too."""
     acquires = [i for i, (name, _) in enumerate(server.commands) if name == "Acquire"]
+    if len(acquires) <= count:  # (EXECUTE names where a command starts: has it moved?)
+        raise RuntimeError(f"{len(acquires)} Acquires seen at {EXECUTE}, {count + 1} sent")
     window = server.commands[acquires[0] : acquires[count] + 1]
     first, end = window[0][1], window[-1][1]
     mine = [n / count for n in client.counts()[:3]]
