@@ -1,14 +1,15 @@
-"""The two long-lived streams: one LeaseKeepAlive for every session, one Watch for every watch.
+"""The etcd client's streams: one LeaseKeepAlive for every lease, one Watch for every watch.
 
 Both run as a task that (re)opens its stream on the client's current channel
 (:class:`~tenure._etcd.client.EtcdClient`). When a stream breaks (the member died,
 the network dropped) the client fails over to the next endpoint and the stream is
 opened again there, with backoff:
 
-* **keepalive**: each lease is renewed at a third of its TTL; the answer tells the
-  session when the server last heard it (:meth:`Renewable.renewed`, with the send
-  time of the request it answers) or that the lease is gone (TTL <= 0). After a
-  new stream opens, every session re-attaches (:meth:`Renewable.reconnected`).
+* **keepalive**: each lease is renewed at a third of its TTL; the answer tells its
+  holder (an ``etcd://`` session, a cluster member) when etcd last heard it
+  (:meth:`Renewable.renewed`, with the send time of the request it answers) or that
+  the lease is gone (TTL <= 0). After a new stream opens, every holder checks its
+  lease (:meth:`Renewable.reconnected`: a session re-attaches).
 * **watch**: every watch is created with our own id (etcd >= 3.4) from the
   revision after the last event it saw, so a new stream misses nothing; a watch
   that etcd cancels because that revision was compacted is told so, and its owner
@@ -35,7 +36,7 @@ log = logging.getLogger("tenure.etcd")
 
 
 class Renewable(Protocol):
-    """A lease the keepalive stream renews (a session)."""
+    """A lease the keepalive stream renews (an ``etcd://`` session's, a cluster member's)."""
 
     lease_id: int
     ttl: int
@@ -127,7 +128,7 @@ class _Stream:
                 await self._write(call, reader)
             except _STREAM_ENDED as error:
                 log.info("etcd %s stream lost: %s", self.what, error)
-            except Exception:  # never let the stream's task die: every session needs it
+            except Exception:  # never let the stream's task die: every lease needs it
                 log.exception("etcd %s stream failed; opening it again", self.what)
             finally:
                 call.cancel()
