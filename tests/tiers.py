@@ -137,7 +137,8 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/cluster/test_parts.py": UNIT,
     "tests/cluster/test_appender.py": UNIT,  # a scripted store: nothing is started
     "tests/backends/redis/test_redis_url.py": UNIT,
-    "tests/backends/etcd/test_keepalive.py": UNIT,
+    "tests/etcd_client": UNIT,
+    "tests/etcd_client/test_client.py": SERVICE,  # the run's etcd member
     "tests/dflockd/test_codec.py": UNIT,
     "tests/ydb_face/test_units.py": UNIT,
     "tests/dashboard/test_board.py": UNIT,

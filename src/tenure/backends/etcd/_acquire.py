@@ -46,10 +46,7 @@ import time
 from typing import Any, NamedTuple
 
 from tenure._core.values import MAX_COUNT, check_data
-from tenure.backends._base import Grant
-from tenure.backends._ledger import Pending
-from tenure.backends._store import QUEUED, Enqueued, Withdrawal
-from tenure.backends.etcd._keys import (
+from tenure._etcd.requests import (
     EQUAL,
     MOD,
     add_compare_create,
@@ -60,9 +57,12 @@ from tenure.backends.etcd._keys import (
     add_get_prefix,
     add_put,
     compare_create,
-    encode,
     put,
 )
+from tenure.backends._base import Grant
+from tenure.backends._ledger import Pending
+from tenure.backends._store import QUEUED, Enqueued, Withdrawal
+from tenure.backends.etcd._keys import encode
 from tenure.backends.etcd._queue import Entry, SemState
 from tenure.backends.etcd._types import SessionParts
 from tenure.backends.etcd._wait import Waiter

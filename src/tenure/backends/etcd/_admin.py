@@ -19,17 +19,17 @@ import time
 from tenure._core.commands import RateReservation
 from tenure._core.rates import bucket_data, parse_bucket, reserve
 from tenure._core.values import SemaphoreDescription, check_count, check_data
-from tenure.backends._prefix import PrefixStream
-from tenure.backends.etcd._keys import (
+from tenure._etcd.requests import (
     compare_create,
     compare_empty,
     compare_mod,
     delete,
     delete_range,
-    encode,
     prefix_end,
     put,
 )
+from tenure.backends._prefix import PrefixStream
+from tenure.backends.etcd._keys import encode
 from tenure.backends.etcd._prefix_watch import EtcdPrefixWatch
 from tenure.backends.etcd._types import Armed, SessionParts
 from tenure.backends.etcd._watch import EtcdWatch

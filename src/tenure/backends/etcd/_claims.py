@@ -44,20 +44,18 @@ from aetcd.rpc import rpc_pb2
 
 from tenure._core.claims import ClaimRecord, claim_data, parse_claim
 from tenure._core.values import check_data
-from tenure.backends.etcd._conn import Connection, LeaseNotFoundError
-from tenure.backends.etcd._keys import (
-    Layout,
+from tenure._etcd.client import EtcdClient, LeaseNotFoundError
+from tenure._etcd.requests import (
     compare_create,
     compare_empty,
     compare_mod,
     compare_unchanged_since,
-    decode,
     delete,
-    encode,
     get,
     get_prefix,
     put,
 )
+from tenure.backends.etcd._keys import Layout, decode, encode
 from tenure.backends.etcd._node import config_of
 from tenure.backends.etcd._opening import MIN_TTL
 from tenure.backends.etcd._queue import SemState
@@ -205,7 +203,7 @@ class Claims:
 
 
 async def release_claim(
-    conn: Connection, layout: Layout, node: str, name: str, claim_id: str
+    conn: EtcdClient, layout: Layout, node: str, name: str, claim_id: str
 ) -> bool:
     """See :meth:`tenure.backends._base.Backend.release_claim`: the claim's keys are
     put again on its ``at_least`` lease, or deleted if that lease is gone (or there is
@@ -259,7 +257,7 @@ class _Read:
     config: Any
 
 
-async def _read(conn: Connection, layout: Layout, node: str, name: str) -> _Read:
+async def _read(conn: EtcdClient, layout: Layout, node: str, name: str) -> _Read:
     """:class:`_Read`, in one Txn of reads."""
     prefix = layout.semaphore(node, name)
     reply = await conn.txn(
@@ -304,7 +302,7 @@ def _check_free(name: str, state: SemState) -> None:
         parse_claim(name, state.data)  # PreconditionFailedError if it is none
 
 
-async def _grant(conn: Connection, at_least: float, at_most: float) -> tuple[int, int]:
+async def _grant(conn: EtcdClient, at_least: float, at_most: float) -> tuple[int, int]:
     """The claim's leases: ``at_least``'s (0: none, a release ends it at once) and
     ``at_most``'s, granted together."""
 
@@ -318,7 +316,7 @@ async def _grant(conn: Connection, at_least: float, at_most: float) -> tuple[int
     return 0, await grant(at_most)
 
 
-async def _revoke(conn: Connection, lease: int) -> None:
+async def _revoke(conn: EtcdClient, lease: int) -> None:
     """Revoke a lease no key is on (unreachable: it expires by itself)."""
     with contextlib.suppress(TenureError):
         await conn.lease_call("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=lease))

@@ -18,8 +18,9 @@ from typing import Final
 
 from aetcd.rpc import rpc_pb2
 
+from tenure._etcd.requests import add_compare_create, add_delete, add_put, get_prefix
 from tenure.backends._base import Grant, HeldGrant
-from tenure.backends.etcd._keys import add_compare_create, add_delete, add_put, encode, get_prefix
+from tenure.backends.etcd._keys import encode
 from tenure.backends.etcd._queue import Entry, SemState
 from tenure.backends.etcd._types import SessionParts
 from tenure.errors import LeaseLostError

@@ -37,6 +37,8 @@ from tenure._core.values import (
     check_name,
     check_page_limit,
 )
+from tenure._etcd.client import EtcdClient, LeaseNotFoundError
+from tenure._etcd.requests import get, prefix_end, put, range_request
 from tenure.backends._store_listing import (
     check_bound,
     check_session_after,
@@ -44,16 +46,7 @@ from tenure.backends._store_listing import (
     killed_message,
     page_args,
 )
-from tenure.backends.etcd._conn import Connection, LeaseNotFoundError
-from tenure.backends.etcd._keys import (
-    Layout,
-    decode,
-    encode,
-    get,
-    prefix_end,
-    put,
-    range_request,
-)
+from tenure.backends.etcd._keys import Layout, decode, encode
 from tenure.backends.etcd._queue import SemState
 from tenure.backends.etcd._record import Record, identity_of
 from tenure.backends.etcd._who import GETS_PER_TXN
@@ -95,7 +88,7 @@ class Lister(Protocol):
     """What the listings need of the backend."""
 
     @property
-    def conn(self) -> Connection:
+    def conn(self) -> EtcdClient:
         """The channel to etcd."""
 
     @property

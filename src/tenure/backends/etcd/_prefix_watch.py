@@ -26,10 +26,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from tenure._etcd.requests import prefix_end
+from tenure._etcd.streams import Watcher
 from tenure.backends._prefix import PrefixFeed, PrefixStream
 from tenure.backends._readback import first_of
-from tenure.backends.etcd._keys import prefix_end
-from tenure.backends.etcd._streams import Watcher
 from tenure.backends.etcd._types import Armed, SessionParts
 
 __all__ = ["EtcdPrefixWatch"]

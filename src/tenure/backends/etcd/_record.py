@@ -26,11 +26,12 @@ from typing import Any, Final
 from aetcd.rpc import rpc_pb2
 
 from tenure._core.values import ClientIdentity
+from tenure._etcd.client import EtcdClient
+from tenure._etcd.requests import compare_mod, delete, get, put
+from tenure._etcd.streams import Watcher, WatchHub
 from tenure.backends._store import Owner
 from tenure.backends._store_listing import killed_message
-from tenure.backends.etcd._conn import Connection
-from tenure.backends.etcd._keys import Layout, compare_mod, decode, delete, encode, get, put
-from tenure.backends.etcd._streams import Watcher, WatchHub
+from tenure.backends.etcd._keys import Layout, decode, encode
 from tenure.errors import SessionExpiredError, TenureError
 
 __all__ = ["ATTEMPTS", "Record", "identity_fields", "identity_of", "key_digest"]
@@ -83,7 +84,7 @@ class Record:
 
     def __init__(
         self,
-        conn: Connection,
+        conn: EtcdClient,
         layout: Layout,
         node: str,
         lease_id: int,

@@ -32,13 +32,14 @@ from typing import Any, Final
 
 from aetcd.rpc import rpc_pb2
 
+from tenure._etcd.client import EtcdClient
+from tenure._etcd.requests import compare_mod, get, put
+from tenure._etcd.streams import KeepAlive
 from tenure.backends._base import SessionTicket
-from tenure.backends.etcd._conn import Connection
-from tenure.backends.etcd._keys import Layout, compare_mod, decode, encode, get, put
+from tenure.backends.etcd._keys import Layout, decode, encode
 from tenure.backends.etcd._node import NodeView
 from tenure.backends.etcd._opening import Opened
 from tenure.backends.etcd._record import Record, identity_of, key_digest
-from tenure.backends.etcd._streams import KeepAlive
 from tenure.errors import SessionExpiredError, UnavailableError
 
 __all__ = ["RESUME_ATTEMPTS", "take"]
@@ -49,7 +50,7 @@ RESUME_ATTEMPTS: Final = 5
 
 
 async def take(
-    conn: Connection,
+    conn: EtcdClient,
     layout: Layout,
     keepalive: KeepAlive,
     node: str,
@@ -113,7 +114,7 @@ async def take(
 
 
 class _FirstRenewal:
-    """A :class:`~tenure.backends.etcd._streams.Renewable` for one renewal, awaited."""
+    """A :class:`~tenure._etcd.streams.Renewable` for one renewal, awaited."""
 
     def __init__(self, lease_id: int, ttl: int) -> None:
         self.lease_id, self.ttl = lease_id, ttl

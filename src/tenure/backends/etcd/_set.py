@@ -63,10 +63,7 @@ import time
 from typing import Any
 
 from tenure._core.values import MAX_COUNT, MAX_SET_NAMES, check_data
-from tenure.backends._base import Grant
-from tenure.backends._ledger import Pending
-from tenure.backends._store import QUEUED, Queued
-from tenure.backends.etcd._keys import (
+from tenure._etcd.requests import (
     EQUAL,
     LESS,
     add_compare_create,
@@ -76,11 +73,14 @@ from tenure.backends.etcd._keys import (
     add_get,
     add_get_prefix,
     add_put,
-    encode,
     get,
     get_prefix,
     prefix_end,
 )
+from tenure.backends._base import Grant
+from tenure.backends._ledger import Pending
+from tenure.backends._store import QUEUED, Queued
+from tenure.backends.etcd._keys import encode
 from tenure.backends.etcd._queue import SemState
 from tenure.backends.etcd._set_wait import MAX_TXN_OPS, AllOrNoneSet, SetWaiter, parse_states
 from tenure.backends.etcd._types import SessionParts

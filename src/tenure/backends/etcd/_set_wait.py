@@ -44,18 +44,18 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from tenure.backends._base import Grant
-from tenure.backends._ledger import Pending
-from tenure.backends._store import Withdrawal
-from tenure.backends.etcd._keys import (
+from tenure._etcd.requests import (
     add_compare_create,
     add_delete,
     add_get_prefix,
     add_put,
-    encode,
     get_prefix,
     range_request,
 )
+from tenure.backends._base import Grant
+from tenure.backends._ledger import Pending
+from tenure.backends._store import Withdrawal
+from tenure.backends.etcd._keys import encode
 from tenure.backends.etcd._queue import Entry, SemState
 from tenure.backends.etcd._types import SessionParts
 from tenure.backends.etcd._wait import WITHDRAW_TRIES, until

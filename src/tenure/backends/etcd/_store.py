@@ -44,6 +44,8 @@ from typing import Protocol
 from tenure._core.claims import ClaimRecord
 from tenure._core.commands import RateReservation
 from tenure._core.values import SemaphoreDescription
+from tenure._etcd.client import EtcdClient
+from tenure._etcd.streams import KeepAlive, WatchHub
 from tenure.backends._base import Grant, HeldGrant, PrefixWatchStream
 from tenure.backends._ledger import Pending
 from tenure.backends._store import Enqueued, Owner, Queued, Withdrawal
@@ -51,7 +53,6 @@ from tenure.backends._turns import Turns
 from tenure.backends.etcd._acquire import Acquirer
 from tenure.backends.etcd._admin import Admin
 from tenure.backends.etcd._claims import Claims
-from tenure.backends.etcd._conn import Connection
 from tenure.backends.etcd._feed import Feeds
 from tenure.backends.etcd._hints import Hints
 from tenure.backends.etcd._holds import Holds
@@ -60,7 +61,6 @@ from tenure.backends.etcd._node import NodeView
 from tenure.backends.etcd._record import Record
 from tenure.backends.etcd._set import SetAcquirer, check_members
 from tenure.backends.etcd._set_wait import AllOrNoneSet, SetWaiter
-from tenure.backends.etcd._streams import KeepAlive, WatchHub
 from tenure.backends.etcd._txns import TxnSender
 from tenure.backends.etcd._types import Armed
 from tenure.backends.etcd._watch import EtcdWatch
@@ -75,7 +75,7 @@ class Home(Protocol):
     """What a session on etcd shares with the other sessions of its client."""
 
     @property
-    def conn(self) -> Connection:
+    def conn(self) -> EtcdClient:
         """The channel to etcd."""
 
     @property

@@ -16,8 +16,9 @@ from typing import Any
 from aetcd.rpc import rpc_pb2
 
 from tenure._core.values import NodeConfig
-from tenure.backends.etcd._conn import Connection
-from tenure.backends.etcd._keys import EQUAL, MOD, Layout, get_prefix
+from tenure._etcd.client import EtcdClient
+from tenure._etcd.requests import EQUAL, MOD, get_prefix
+from tenure.backends.etcd._keys import Layout
 from tenure.backends.etcd._node import NodeView, config_of
 from tenure.backends.etcd._queue import SemState
 from tenure.backends.etcd._record import Record
@@ -31,7 +32,7 @@ _parse_txn = rpc_pb2.TxnRequest.FromString
 class TxnSender:
     """Sends one session's Txns and reads (module docstring)."""
 
-    def __init__(self, conn: Connection, layout: Layout, record: Record, view: NodeView) -> None:
+    def __init__(self, conn: EtcdClient, layout: Layout, record: Record, view: NodeView) -> None:
         self.conn = conn
         self.layout = layout
         self.record = record
@@ -56,7 +57,7 @@ class TxnSender:
         """A TxnRequest with the session's compare and read in place (:meth:`send` it).
 
         Callers add their compares and ops in place (``request.compare.add(...)``,
-        :func:`~tenure.backends.etcd._keys.add_put`...): building a request in one
+        :func:`~tenure._etcd.requests.add_put`...): building a request in one
         message, not from messages copied into it, is most of what an acquire costs
         this client. The session's part is parsed from its bytes, made once per bump
         of ``seq`` (a quarter of the cost of adding it).

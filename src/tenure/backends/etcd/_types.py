@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from tenure._etcd.client import EtcdClient
+from tenure._etcd.streams import WatchHub
 from tenure.backends._store import Owner
 from tenure.backends._turns import Turns
-from tenure.backends.etcd._conn import Connection
 from tenure.backends.etcd._feed import Feeds
 from tenure.backends.etcd._hints import Hints
 from tenure.backends.etcd._keys import Layout
 from tenure.backends.etcd._node import NodeView
 from tenure.backends.etcd._record import Record
-from tenure.backends.etcd._streams import WatchHub
 from tenure.backends.etcd._txns import TxnSender
 
 __all__ = ["Armed", "SessionParts"]
@@ -39,7 +39,7 @@ class SessionParts(Protocol):
         """The session's lease: its id, and what its keys are put on."""
 
     @property
-    def conn(self) -> Connection:
+    def conn(self) -> EtcdClient:
         """The client's channel to etcd."""
 
     @property

@@ -33,17 +33,16 @@ import contextlib
 import time
 from typing import Any, Final
 
-from tenure.backends._base import Grant
-from tenure.backends._ledger import Pending
-from tenure.backends.etcd._keys import (
+from tenure._etcd.requests import (
     add_compare_create,
     add_delete,
     add_get_prefix,
     add_put,
-    encode,
-    parse_suffix,
     range_request,
 )
+from tenure.backends._base import Grant
+from tenure.backends._ledger import Pending
+from tenure.backends.etcd._keys import encode, parse_suffix
 from tenure.backends.etcd._queue import Entry, SemState
 from tenure.backends.etcd._types import SessionParts
 from tenure.errors import LeaseLostError, NotFoundError, TenureError, UnavailableError
@@ -126,7 +125,7 @@ class Waiter:
         request = parts.sender.new_txn()
         add_compare_create(request.compare, queue + entry.suffix, entry.created)
         add_compare_create(request.compare, prefix + b"rec", state.record)
-        # Not granted yet: a Txn the connection sends again because its answer was lost
+        # Not granted yet: a Txn the etcd client sends again because its answer was lost
         # must not put the grant a second time (the token would then be the retry's
         # revision, not the grant key's create_revision).
         add_compare_create(request.compare, grants + entry.suffix, 0)

@@ -20,10 +20,10 @@ the latest state first (never replaying from an old revision: etcd-io/etcd#13156
 from __future__ import annotations
 
 from tenure._core.values import SemaphoreDescription
+from tenure._etcd.requests import prefix_end
+from tenure._etcd.streams import Watcher
 from tenure.backends._readback import ReadbackWatch, first_of
-from tenure.backends.etcd._keys import prefix_end
 from tenure.backends.etcd._queue import SemState
-from tenure.backends.etcd._streams import Watcher
 from tenure.backends.etcd._types import Armed, SessionParts
 from tenure.backends.etcd._who import identified
 
