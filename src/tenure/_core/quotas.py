@@ -7,9 +7,9 @@ countable thing it holds now (:data:`COUNTED`), updated at every change (O(1), n
 a scan), and the same summed over everybody (``total``), from which the state's
 size is estimated for the memory budget.
 
-What each owner may hold is data the host gives (:attr:`Ledger.quotas`, by owner;
+What each owner may hold is data the host gives (:attr:`QuotaLedger.quotas`, by owner;
 an owner with no entry has no quota), like the node ceilings: a journal's replay
-lifts them (:attr:`Ledger.enforcing` False), since what was logged was let in.
+lifts them (:attr:`QuotaLedger.enforcing` False), since what was logged was let in.
 
 What counts against whom:
 
@@ -40,7 +40,7 @@ from tenure.errors import InvalidArgumentError, LimitExceededError
 
 __all__ = [
     "COUNTED",
-    "Ledger",
+    "QuotaLedger",
     "NO_QUOTA",
     "OBJECT_BYTES",
     "QUOTA_NAMES",
@@ -204,7 +204,7 @@ class Usage:
         return f"Usage({self.owner!r}, {dict(zip(TRACKED, self.counts, strict=True))})"
 
 
-class Ledger:
+class QuotaLedger:
     """Every owner's usage, the total, the quotas and the memory budget (module docstring).
 
     State and not state: the counts follow the state (a snapshot's load counts them
