@@ -49,7 +49,7 @@ class Owner:
     known: an old client, a face of another protocol, a resumed session): what
     deadlock detection reads (:mod:`tenure._core.deadlocks`).
 
-    ``usage`` is its session's owner's (:mod:`tenure._core.quotas`): its data counts
+    ``usage`` is its session's quota owner's (:mod:`tenure._core.quotas`): its data counts
     there while its semaphore keeps it (None: counted nowhere).
     """
 

@@ -1,11 +1,13 @@
 """Quotas per owner and the server's memory budget: what each owner holds, counted as it changes.
 
-An *owner* is who a session, semaphore or node belongs to: the name of the token
+An *owner* here is who a session, semaphore or node belongs to: the name of the token
 that created it (a server with an auth file sets it, never a client), or ``""``
-(nobody: no auth file, or a test). The engine keeps, per owner, how much of each
-countable thing it holds now (:data:`COUNTED`), updated at every change (O(1), never
-a scan), and the same summed over everybody (``total``), from which the state's
-size is estimated for the memory budget.
+(nobody: no auth file, or a test). CONTRIBUTING's glossary calls it a *quota owner*
+where the engine's :class:`~tenure._core.holders.Owner` (a hold) could be meant.
+The engine keeps, per owner, how much of each countable thing it holds now
+(:data:`COUNTED`), updated at every change (O(1), never a scan), and the same summed
+over everybody (``total``), from which the state's size is estimated for the memory
+budget.
 
 What each owner may hold is data the host gives (:attr:`QuotaLedger.quotas`, by owner;
 an owner with no entry has no quota), like the node ceilings: a journal's replay
