@@ -160,6 +160,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/test_import_graph.py": UNIT,
     "tests/test_layers.py": UNIT,
     "tests/test_private_reads.py": UNIT,
+    "tests/test_names.py": UNIT,
     "tests/test_examples_public.py": UNIT,
     "tests/test_layout_table.py": UNIT,
     "tests/test_leaving_twice.py": UNIT,
