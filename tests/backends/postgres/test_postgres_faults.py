@@ -394,7 +394,7 @@ async def test_a_grant_made_while_the_holds_were_read_is_not_declared_lost(
         backend = client.backend
         assert isinstance(backend, PgBackend)
         store = backend.sessions[session.id]
-        store.owner.spawn(store.check_holds(None))
+        store.session.spawn(store.check_holds(None))
         await asyncio.wait_for(answered.wait(), 5)
         lock = await session.mutex("m").lock()
         go_on.set()

@@ -152,14 +152,14 @@ async def test_a_release_is_sent_in_the_callers_turn_and_its_retry_keeps_its_key
             ((_, hold),) = inner.ledger.held  # the lock's hold (released below, by hand)
             proxy.lose_downstream()  # the release reaches Redis; its answer does not come back
             try:
-                first = store.release_now("m", hold)
+                first = store.commands.release_now("m", hold)
                 assert first is not None
                 with pytest.raises(UnavailableError):
                     await asyncio.wait_for(first, 10)
             finally:
                 proxy.lose_downstream(False)
                 proxy.drop()
-            assert await asyncio.wait_for(store.release("m", hold), 10) is True
+            assert await asyncio.wait_for(store.commands.release("m", hold), 10) is True
             assert not store.releases._keys
 
 
@@ -189,7 +189,7 @@ async def test_a_watch_arming_sent_again_after_its_answer_was_lost_counts_once(
 
                 proxy.lose_downstream()  # the arming reaches Redis; its answer does not return
                 arming = asyncio.create_task(
-                    store.watch_semaphore("w", data=True, owners=False, waiters=False)
+                    store.watches.watch_semaphore("w", data=True, owners=False, waiters=False)
                 )
                 try:
                     await eventually(armed, "the first arming applied in Redis")

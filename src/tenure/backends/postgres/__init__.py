@@ -212,7 +212,7 @@ class PgBackend(StoreListings):
         await self.caller.call("drop_node", [name, force], idempotent=False)
         for store in list(self.sessions.values()):
             if store.node == name:
-                store.owner.dropped()
+                store.session.dropped()
 
     async def open_session(
         self,
@@ -259,6 +259,9 @@ class PgBackend(StoreListings):
         session = StoreSession(
             store,
             listener,
+            acquiring=store.acquirer,
+            admin=store.admin,
+            watching=store.admin,
             scheme=SCHEME,
             node=store.node,
             session_id=store.sid,
@@ -284,7 +287,7 @@ class PgBackend(StoreListings):
             raise
         old = self.sessions.get(ticket.session_id)
         if old is not None:  # its owner is this very client: fenced off all the same
-            old.owner.lose(
+            old.session.lose(
                 SessionExpiredError(
                     f"session {ticket.session_id} was taken over by a resumed client"
                 )
@@ -300,7 +303,7 @@ class PgBackend(StoreListings):
         )
         session = self._opened(store, listener)
         self.reaper.due(node, answer.get("next"))
-        session.adopt(await store.holds())
+        session.adopt(await store.acquirer.holds())
         return session
 
     def session_ended(self, store: PgStore) -> None:
@@ -318,7 +321,7 @@ class PgBackend(StoreListings):
         connect_timeout), then the LISTEN connection and the pool."""
         stores = list(self.sessions.values())
         results = await asyncio.gather(
-            *(store.owner.close() for store in stores), return_exceptions=True
+            *(store.session.close() for store in stores), return_exceptions=True
         )
         for result in results:
             if isinstance(result, BaseException) and not isinstance(result, TenureError):

@@ -221,7 +221,7 @@ class RedisBackend(StoreListings):
             raise
         for (session_base, _), store in list(self.sessions.items()):
             if session_base == base:
-                store.owner.dropped()
+                store.session.dropped()
 
     # -- sessions --------------------------------------------------------------------
 
@@ -289,6 +289,9 @@ class RedisBackend(StoreListings):
         session = StoreSession(
             store,
             listener,
+            acquiring=store.commands,
+            admin=store.commands,
+            watching=store.watches,
             scheme="redis",
             node=store.node,
             session_id=store.session_id,
@@ -321,7 +324,7 @@ class RedisBackend(StoreListings):
             inbox.renumbered()
         stale = self.sessions.get((base, session_id))
         if stale is not None:  # this very client had it: the old object is fenced off
-            stale.owner.lose(SessionExpiredError(f"session {session_id} was resumed"))
+            stale.session.lose(SessionExpiredError(f"session {session_id} was resumed"))
         store = RedisStore(
             self,
             inbox,
@@ -343,7 +346,7 @@ class RedisBackend(StoreListings):
         self._closed = True
         for store in list(self.sessions.values()):
             with contextlib.suppress(Exception):
-                await store.owner.close()
+                await store.session.close()
         self.sessions.clear()
         for inbox in list(self.inboxes.values()):
             await inbox.close(delete_inbox=True)
