@@ -21,7 +21,7 @@ from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant, PrefixWatchStream, WatchStream
 from tenure.backends._ledger import Pending
 from tenure.backends._session import StoreSession
-from tenure.backends._store import QUEUED, BoundSession, Enqueued, Queued, Withdrawal
+from tenure.backends._store import QUEUED, BoundSession, Enqueued, InQueue, Withdrawal
 from tenure.errors import (
     InvalidArgumentError,
     LeaseLostError,
@@ -83,9 +83,9 @@ class ScriptedStore:
         result: Enqueued = await self._answer("enqueue", pending.name, pending.hold)
         return result
 
-    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
+    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | InQueue | None:
         places = tuple((p.name, p.hold) for p in pendings)
-        result: list[Grant] | Queued | None = await self._answer("enqueue_all", places)
+        result: list[Grant] | InQueue | None = await self._answer("enqueue_all", places)
         return result
 
     async def await_grant(self, pending: Pending) -> Grant | None:

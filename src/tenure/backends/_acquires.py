@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Protocol, TypeVar
 
 from tenure.backends._base import Grant
-from tenure.backends._ledger import Ledger, Pending
+from tenure.backends._ledger import HoldLedger, Pending
 from tenure.backends._release import Releases
 from tenure.backends._store import QUEUED, Acquiring, Withdrawal
 from tenure.errors import LostError, UnavailableError
@@ -35,7 +35,7 @@ class AcquiresHome(Protocol):
     """What :class:`Acquires` may ask of its home, the session (a
     :class:`~tenure.backends._session.StoreSession`, which imports this module)."""
 
-    ledger: Ledger
+    ledger: HoldLedger
     ended: LostError | None
     withdraw_wait: float
 

@@ -17,7 +17,7 @@ functions push that a semaphore changed, not its state.
 A push is sent once: one written to a connection that then died, or queued by a
 server that then restarted, is lost. So after every re-attach the session reads
 its state back page by page (DescribeSession) and settles each page with the
-:class:`~tenure.backends._ledger.Ledger`'s rules (:meth:`CommandStore.reconcile`).
+:class:`~tenure.backends._ledger.HoldLedger`'s rules (:meth:`CommandStore.reconcile`).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ from tenure._core import (
 )
 from tenure.backends._base import Grant, HeldGrant
 from tenure.backends._ledger import Pending
-from tenure.backends._store import QUEUED, BoundSession, Enqueued, Queued, Withdrawal
+from tenure.backends._store import QUEUED, BoundSession, Enqueued, InQueue, Withdrawal
 from tenure.backends._watch import EngineCalls, EngineWatches
 from tenure.errors import LostError, TenureError, error_from_code
 
@@ -154,7 +154,7 @@ class CommandStore:
             return None
         return QUEUED
 
-    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
+    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | InQueue | None:
         """One AcquireAll: a grant each, busy, or queued (each grant is pushed)."""
         first = pendings[0]
         command = AcquireAll(
@@ -317,7 +317,7 @@ class CommandStore:
             after = page.next_after
 
     def settle(self, page: SessionState, after: str) -> list[Command[Any]]:
-        """Agree with one page of the session's state, read just now (:meth:`Ledger.settle`).
+        """Agree with one page of the session's state, read just now (:meth:`HoldLedger.settle`).
 
         Returns the commands that drop what the engine keeps for this session that
         nobody asked for: send them now, before anything else.

@@ -24,7 +24,7 @@ from functools import partial
 from typing import Any, Final, Protocol, TypeVar
 
 from tenure.backends._base import Grant
-from tenure.backends._ledger import Ledger, Place
+from tenure.backends._ledger import HoldLedger, Place
 from tenure.backends._store import Acquiring
 from tenure.errors import LostError, UnavailableError
 
@@ -47,7 +47,7 @@ class ReleasesHome(Protocol):
         """The store's id of the session, for the log."""
         ...
 
-    ledger: Ledger
+    ledger: HoldLedger
     ended: LostError | None
 
     def ending(self) -> asyncio.Future[None]:

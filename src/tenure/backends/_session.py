@@ -32,7 +32,7 @@ is sent a heartbeat each period; one that is not answered is sent again after a
 pause (growing from :data:`RETRY_MIN` to :data:`RETRY_MAX`); the deadline decides
 when to give up.
 
-**Hold numbers** are the :class:`~tenure.backends._ledger.Ledger`'s: each hold of a
+**Hold numbers** are the :class:`~tenure.backends._ledger.HoldLedger`'s: each hold of a
 semaphore has its own; a new acquire takes the lowest not in use (asked for, held,
 being released, or being withdrawn).
 
@@ -83,7 +83,7 @@ from tenure.backends._base import (
     SessionTicket,
     WatchStream,
 )
-from tenure.backends._ledger import Ledger
+from tenure.backends._ledger import HoldLedger
 from tenure.backends._liveness import RETRY_MAX, RETRY_MIN, Liveness
 from tenure.backends._options import WITHDRAW_WAIT
 from tenure.backends._release import Releases
@@ -141,7 +141,7 @@ class StoreSession:
         #: (the backend's ``withdraw_wait`` option).
         self.withdraw_wait = withdraw_wait
         #: Acquires in progress, grants held and being released.
-        self.ledger = Ledger(session_id)
+        self.ledger = HoldLedger(session_id)
         #: How the session ended (None while it lives).
         self.ended: LostError | None = None
         self._loop = asyncio.get_running_loop()
@@ -199,7 +199,7 @@ class StoreSession:
         """The grant ``token`` of hold ``hold`` on ``name`` ended without a release.
 
         Told to the listener once, if a caller held it; a grant its caller has not
-        taken yet makes that acquire raise instead (:meth:`Ledger.lose`).
+        taken yet makes that acquire raise instead (:meth:`HoldLedger.lose`).
         """
         if self.ledger.lose((name, hold), token, error):
             self._listener.lease_lost(name, token, error)

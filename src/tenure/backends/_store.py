@@ -38,7 +38,7 @@ from tenure._core.claims import ClaimRecord
 from tenure._core.commands import RateReservation
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant, PrefixWatchStream, WatchStream
-from tenure.backends._ledger import Ledger, Pending
+from tenure.backends._ledger import HoldLedger, Pending
 from tenure.errors import LostError
 
 __all__ = [
@@ -48,7 +48,7 @@ __all__ = [
     "BoundSession",
     "EagerRelease",
     "Enqueued",
-    "Queued",
+    "InQueue",
     "Store",
     "Watching",
     "Withdrawal",
@@ -57,17 +57,17 @@ __all__ = [
 R = TypeVar("R")
 
 
-class Queued(enum.Enum):
+class InQueue(enum.Enum):
     """An acquire joined the queue: its grant is to be awaited (:meth:`Acquiring.await_grant`)."""
 
     QUEUED = "queued"
 
 
 #: What :meth:`Acquiring.enqueue` returns for a request that waits.
-QUEUED: Final = Queued.QUEUED
+QUEUED: Final = InQueue.QUEUED
 
 #: :meth:`Acquiring.enqueue`'s outcome: granted at once, busy (``timeout=0``), or queued.
-Enqueued = Grant | None | Literal[Queued.QUEUED]
+Enqueued = Grant | None | Literal[InQueue.QUEUED]
 
 
 class Withdrawal(enum.Enum):
@@ -97,7 +97,7 @@ class BoundSession(Protocol):
         """How the session ended, or None while it lives."""
 
     @property
-    def ledger(self) -> Ledger:
+    def ledger(self) -> HoldLedger:
         """The session's acquires in progress, grants held and being released."""
 
     def lose(self, error: LostError) -> None:
@@ -190,7 +190,7 @@ class Acquiring(Protocol):
         ``pending.state``.
         """
 
-    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
+    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | InQueue | None:
         """Send one all-or-none acquire of the ``pendings`` (one per name): a grant each,
         None (busy), or QUEUED (each pending's grant then comes as a queued one's does).
 

@@ -65,7 +65,7 @@ from typing import Any
 from tenure._core.values import MAX_COUNT, MAX_SET_NAMES, check_data
 from tenure.backends._base import Grant
 from tenure.backends._ledger import Pending
-from tenure.backends._store import QUEUED, Queued
+from tenure.backends._store import QUEUED, InQueue
 from tenure.backends.etcd._keys import (
     EQUAL,
     LESS,
@@ -112,7 +112,7 @@ class SetAcquirer:
         self._store = store
         self._waiter = waiter
 
-    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
+    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | InQueue | None:
         """Grant every member now, queue them all, or None (busy, timeout 0).
 
         A refusal after something was written takes it back; a cancellation or an
@@ -151,7 +151,7 @@ class SetAcquirer:
                 await self._waiter.abandon(lock_set)
             raise
 
-    async def _join(self, lock_set: AllOrNoneSet) -> Grant | Queued | None:
+    async def _join(self, lock_set: AllOrNoneSet) -> Grant | InQueue | None:
         """Check and join (module docstring): the first member's grant (the set was granted
         at once), QUEUED, or None (busy)."""
         store = self._store
@@ -218,7 +218,7 @@ class SetAcquirer:
 
     async def _made(
         self, lock_set: AllOrNoneSet, states: list[SemState], created: int, at_once: bool
-    ) -> Grant | Queued:
+    ) -> Grant | InQueue:
         """The join was made at revision ``created``: check what it may have changed
         (a semaphore made; for a queued set, ``states`` read after it: limits and queues
         changed since the checks) and say what it was."""

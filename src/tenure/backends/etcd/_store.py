@@ -48,7 +48,7 @@ from typing import Protocol
 
 from tenure.backends._base import Grant, HeldGrant
 from tenure.backends._ledger import Pending
-from tenure.backends._store import BoundSession, Enqueued, Queued, Withdrawal
+from tenure.backends._store import BoundSession, Enqueued, InQueue, Withdrawal
 from tenure.backends._turns import Turns
 from tenure.backends.etcd._acquire import SingleAcquirer
 from tenure.backends.etcd._admin import Admin
@@ -212,7 +212,7 @@ class EtcdStore:
         """See :meth:`SingleAcquirer.enqueue`."""
         return await self.acquirer.enqueue(pending)
 
-    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
+    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | InQueue | None:
         """See :meth:`SetAcquirer.enqueue_all`; one name is a plain acquire (as on the
         engine, whose set of one is an ordinary request)."""
         check_members(pendings)

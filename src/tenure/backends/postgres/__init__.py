@@ -67,7 +67,7 @@ from tenure.backends._store_listing import ListingModule, StoreListings
 from tenure.backends._turns import Turns
 from tenure.backends.postgres import _listing
 from tenure.backends.postgres._calls import Caller
-from tenure.backends.postgres._listen import Listener, channel
+from tenure.backends.postgres._listen import PgListener, channel
 from tenure.backends.postgres._migrate import migrate
 from tenure.backends.postgres._reaper import Reaper
 from tenure.backends.postgres._reclaim import check_pooled, configure_reclaim, refused_for_slots
@@ -128,7 +128,7 @@ class PgBackend(StoreListings):
         self,
         options: PgOptions,
         pool: AsyncConnectionPool[Any],
-        listener: Listener,
+        listener: PgListener,
         capabilities: frozenset[Capability],
     ) -> None:
         self.options = options
@@ -334,7 +334,7 @@ class PgBackend(StoreListings):
 
 
 async def _capabilities(
-    caller: Caller, listener: Listener, options: PgOptions
+    caller: Caller, listener: PgListener, options: PgOptions
 ) -> frozenset[Capability]:
     async with caller.pool.connection(timeout=options.connect_timeout) as conn:
         cursor = await conn.execute(
@@ -381,7 +381,7 @@ async def open_backend(url: str, options: Mapping[str, object]) -> PgBackend:
         open=False,
         timeout=parsed.connect_timeout,
     )
-    listener = Listener(parsed)
+    listener = PgListener(parsed)
     try:
         try:
             # The LISTEN connection first: it is not pooled, so a refusal reaches us

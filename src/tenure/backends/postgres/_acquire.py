@@ -47,7 +47,7 @@ from typing import Any, Final, Protocol
 
 from tenure.backends._base import Grant, HeldGrant
 from tenure.backends._ledger import Pending
-from tenure.backends._store import QUEUED, BoundSession, Enqueued, Queued, Withdrawal
+from tenure.backends._store import QUEUED, BoundSession, Enqueued, InQueue, Withdrawal
 from tenure.errors import (
     AcquireCancelledError,
     LeaseLostError,
@@ -170,7 +170,7 @@ class PgAcquirer:
             if not queued:
                 waiting.stop()
 
-    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
+    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | InQueue | None:
         """The acquire_all call for every pending (one per name, with the same count,
         data, timeout and ephemeral), under every name's turn (taken in name order:
         two of this client's calls never wait for each other's turns in a cycle)."""

@@ -40,7 +40,7 @@ from tenure.backends._store_listing import killed_message
 from tenure.backends.postgres._acquire import PgAcquirer
 from tenure.backends.postgres._admin import PgAdmin
 from tenure.backends.postgres._calls import Caller, first_done
-from tenure.backends.postgres._listen import Listener
+from tenure.backends.postgres._listen import PgListener
 from tenure.backends.postgres._reaper import Reaper
 from tenure.errors import (
     LeaseLostError,
@@ -67,7 +67,7 @@ class PgHome(Protocol):
         """Runs the schema's functions."""
 
     @property
-    def listener(self) -> Listener:
+    def listener(self) -> PgListener:
         """The client's LISTEN connection."""
 
     @property

@@ -60,7 +60,7 @@ from tenure.backends._store_listing import ListingModule, StoreListings
 from tenure.backends._turns import Turns
 from tenure.backends.redis import _listing
 from tenure.backends.redis._codec import config_args, config_text, decode_config, decode_node
-from tenure.backends.redis._conn import Connection
+from tenure.backends.redis._conn import RedisFunctions
 from tenure.backends.redis._inbox import NodeInbox
 from tenure.backends.redis._store import RedisStore
 from tenure.backends.redis._url import parse_url
@@ -113,7 +113,7 @@ class RedisBackend(StoreListings):
 
     listing: ClassVar[ListingModule] = _listing  # its listings (StoreListings)
 
-    def __init__(self, conn: Connection, capabilities: frozenset[Capability]) -> None:
+    def __init__(self, conn: RedisFunctions, capabilities: frozenset[Capability]) -> None:
         self.conn = conn
         self._capabilities = capabilities
         self.client_id = secrets.token_hex(8)
@@ -354,7 +354,7 @@ class RedisBackend(StoreListings):
         await self.conn.close()
 
 
-async def _server_capabilities(conn: Connection) -> frozenset[Capability]:
+async def _server_capabilities(conn: RedisFunctions) -> frozenset[Capability]:
     """Read the server's persistence and eviction settings: DURABLE, or a refusal."""
     client = conn.client
     try:
@@ -393,7 +393,7 @@ def _text(value: object) -> str:
 
 async def open_backend(url: str, options: Mapping[str, object]) -> RedisBackend:
     """Open ``redis://host[:port][/db]?options`` (``rediss://`` for TLS)."""
-    conn = Connection(parse_url(url, options))
+    conn = RedisFunctions(parse_url(url, options))
     try:
         capabilities = await _server_capabilities(conn)
         await conn.load()

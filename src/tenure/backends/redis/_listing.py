@@ -27,7 +27,7 @@ from tenure.backends._store_listing import (
     page_args,
 )
 from tenure.backends.redis._codec import decode_semaphore_page, decode_session_page
-from tenure.backends.redis._conn import Connection
+from tenure.backends.redis._conn import RedisFunctions
 from tenure.errors import NotFoundError, PermissionDeniedError, UnavailableError
 
 __all__ = [
@@ -65,7 +65,7 @@ class RedisListingHome(Protocol):
     """What the listings ask of their home, the backend they list for."""
 
     @property
-    def conn(self) -> Connection:
+    def conn(self) -> RedisFunctions:
         """The connection to Redis."""
 
     def base(self, node: str) -> str:

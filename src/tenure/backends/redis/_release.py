@@ -19,7 +19,7 @@ from functools import partial
 from typing import Any, Protocol
 
 from tenure.backends._store import BoundSession
-from tenure.backends.redis._conn import Connection, Reply
+from tenure.backends.redis._conn import FunctionReply, RedisFunctions
 from tenure.errors import LostError, UnavailableError
 
 __all__ = ["KeyMaker", "KeyedReleases", "KeyedReleasesHome"]
@@ -45,7 +45,7 @@ class KeyedReleasesHome(Protocol):
         """The client's shared part."""
 
     @property
-    def conn(self) -> Connection:
+    def conn(self) -> RedisFunctions:
         """The connection to Redis."""
 
     base: str
@@ -55,7 +55,7 @@ class KeyedReleasesHome(Protocol):
     async def invoke(self, op: str, key: str, *args: str | bytes | int) -> Any:
         """Call function ``op`` for the session (sent again until its deadline)."""
 
-    def heard(self, reply: Reply) -> None:
+    def heard(self, reply: FunctionReply) -> None:
         """A call of the session was answered (its pushes taken)."""
 
 
@@ -105,7 +105,10 @@ class KeyedReleases:
         return answer
 
     def _released(
-        self, place: tuple[str, int], answer: asyncio.Future[bool], reply: asyncio.Future[Reply]
+        self,
+        place: tuple[str, int],
+        answer: asyncio.Future[bool],
+        reply: asyncio.Future[FunctionReply],
     ) -> None:
         """The answer to :meth:`send_now`'s release, taken as the store takes any."""
         if reply.cancelled():

@@ -36,7 +36,7 @@ from tenure.backends._engine import CommandStore
 from tenure.backends._store import BoundSession
 from tenure.backends.redis._codec import decode_effect, decode_holds
 from tenure.backends.redis._commands import apply
-from tenure.backends.redis._conn import Connection, Reply
+from tenure.backends.redis._conn import FunctionReply, RedisFunctions
 from tenure.backends.redis._inbox import NodeInbox
 from tenure.backends.redis._release import KeyedReleases
 from tenure.backends.redis._watch import RedisWatches
@@ -56,7 +56,7 @@ class RedisHome(Protocol):
     """What a session on Redis asks of its home, the client (the sessions' shared part)."""
 
     @property
-    def conn(self) -> Connection:
+    def conn(self) -> RedisFunctions:
         """The connection to Redis."""
 
     @property
@@ -177,7 +177,7 @@ class RedisStore:
         """Call function ``op`` for this session (sent again until its deadline); its result."""
         self.session.check_alive()
         try:
-            reply: Reply = await self.conn.retrying(
+            reply: FunctionReply = await self.conn.retrying(
                 self._confirmed + self.window,
                 op,
                 self.base,
@@ -192,7 +192,7 @@ class RedisStore:
         self.heard(reply)
         return reply.result
 
-    def heard(self, reply: Reply) -> None:
+    def heard(self, reply: FunctionReply) -> None:
         """A call of this session was answered: the inbox hears of its node's next
         deadline and of this session's liveness, and takes the pushes it carried."""
         self.inbox.heard(reply, self)
