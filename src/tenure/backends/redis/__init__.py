@@ -307,7 +307,7 @@ class RedisBackend(StoreListings):
     ) -> StoreSession:
         """Take back the live session ``session_id`` of ``node`` by its ``secret``.
 
-        Its holds stay with their tokens (:meth:`RedisStore.holds`), its queued
+        Its holds stay with their tokens (:meth:`RedisStore.taken_back`), its queued
         requests are withdrawn, and the client that had it is fenced off and told
         (``session_lost``). SessionExpiredError if it ended or the secret is wrong.
         """
