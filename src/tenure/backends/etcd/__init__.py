@@ -281,7 +281,7 @@ class EtcdBackend(StoreListings):
         for sid in sids:
             local = self.sessions.get(sid)
             if local is not None:
-                local.owner.dropped()
+                local.session.dropped()
             await revoke(self.conn, sid)
 
     async def open_session(
@@ -335,6 +335,9 @@ class EtcdBackend(StoreListings):
         session = StoreSession(
             store,
             listener,
+            acquiring=store,
+            admin=store.admin,
+            watching=store.admin,
             scheme="etcd",
             node=opened.record.node,
             session_id=store.lease_id,
@@ -354,7 +357,7 @@ class EtcdBackend(StoreListings):
         self._closed = True
         for store in list(self.sessions.values()):
             with contextlib.suppress(Exception):
-                await store.owner.close()
+                await store.session.close()
         self.sessions.clear()
         self.feeds.close()
         for view in list(self.views.values()):

@@ -59,7 +59,7 @@ from tenure.backends.etcd._keys import Layout, decode, encode
 from tenure.backends.etcd._node import config_of
 from tenure.backends.etcd._opening import MIN_TTL
 from tenure.backends.etcd._queue import SemState
-from tenure.backends.etcd._types import SessionParts
+from tenure.backends.etcd._types import ClaimsHome
 from tenure.errors import (
     LimitExceededError,
     NotFoundError,
@@ -84,15 +84,15 @@ def lease_seconds(seconds: float) -> int:
 class Claims:
     """One session's claims (module docstring)."""
 
-    def __init__(self, parts: SessionParts) -> None:
-        self._parts = parts
+    def __init__(self, store: ClaimsHome) -> None:
+        self._store = store
 
     async def claim(
         self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
     ) -> ClaimRecord:
         """See :meth:`tenure.backends._base.BackendSession.claim`."""
-        s = self._parts
-        layout, node = s.layout, s.node
+        s = self._store
+        layout, node = s.keys.layout, s.keys.node
         record_key, marker = layout.record(node, name), layout.claim(node, name)
         leases: tuple[int, int] | None = None
         granted_at = 0.0  # (when ``leases`` were granted, on the loop's clock)
@@ -101,7 +101,7 @@ class Claims:
                 found = await _read(s.conn, layout, node, name)
                 if found.config is None:
                     await s.record.diagnose()  # (dropped: the session says so)
-                    s.owner.check_alive()
+                    s.session.check_alive()
                     raise NotFoundError(f"node {node!r} does not exist")
                 s.view.update(found.config)  # (read with the claims: its settings now)
                 config = config_of(found.config)
@@ -136,7 +136,7 @@ class Claims:
                 at = time.time()
                 # The token's place is '-': the Txn's revision, not known before it.
                 text = claim_data(
-                    ClaimRecord(claim_id, 1, at, at_least, at_most, None, s.lease_id, data)
+                    ClaimRecord(claim_id, 1, at, at_least, at_most, None, s.keys.lease_id, data)
                 )
                 words = text.split(b" ")
                 words[2] = b"-"
@@ -168,7 +168,7 @@ class Claims:
                         )
                     token = int(reply.header.revision)
                     return ClaimRecord(
-                        claim_id, token, at, at_least, at_most, None, s.lease_id, data
+                        claim_id, token, at, at_least, at_most, None, s.keys.lease_id, data
                     )
                 leases = sent  # not the claim's: kept for the next try
                 # Something changed since the read (a claim, a count, a request): again.
@@ -181,17 +181,17 @@ class Claims:
     async def _check_room(self, revision: int) -> None:
         """LimitExceededError if the node has ``max_semaphores`` semaphores (counted only
         when the view's bound does not prove room, as an acquire's check)."""
-        s = self._parts
+        s = self._store
         limit = s.view.config.max_semaphores
         bound = s.view.semaphores_bound(revision)
         if (bound is None or bound >= limit) and await s.sender.count_semaphores() >= limit:
-            raise LimitExceededError(f"max_semaphores ({limit}) reached on node {s.node!r}")
+            raise LimitExceededError(f"max_semaphores ({limit}) reached on node {s.keys.node!r}")
 
     async def _drop_stale(self, state: SemState, mark: Any) -> None:
         """Delete what is left of an ended claim (a record of a claim, a claim's key)
         if it is still what was read."""
-        s = self._parts
-        record_key = s.layout.record(s.node, state.name)
+        s = self._store
+        record_key = s.keys.layout.record(s.keys.node, state.name)
         compares, ops = [], []
         if state.record:
             compares.append(compare_mod(record_key, state.record_mod))

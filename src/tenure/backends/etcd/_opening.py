@@ -23,7 +23,7 @@ from tenure._etcd.client import EtcdClient, LeaseNotFoundError
 from tenure._etcd.requests import compare_mod, get, get_prefix, put
 from tenure.backends.etcd._keys import Layout
 from tenure.backends.etcd._node import NodeView
-from tenure.backends.etcd._record import Record
+from tenure.backends.etcd._record import SessionRecord
 from tenure.errors import LimitExceededError, NotFoundError
 
 __all__ = ["MIN_TTL", "Opened", "lease_ttl", "open_new", "revoke"]
@@ -36,7 +36,7 @@ class Opened(NamedTuple):
     """A session made in etcd: its record, its lease's TTL, and the loop time the lease
     was granted at (its local deadline's base)."""
 
-    record: Record
+    record: SessionRecord
     ttl: int
     confirmed_at: float
 
@@ -77,7 +77,7 @@ async def open_new(
             sent_at = asyncio.get_running_loop().time()
             grant = await conn.lease_call("LeaseGrant", rpc_pb2.LeaseGrantRequest(TTL=ttl))
             lease_id = int(grant.ID)
-            record = Record(
+            record = SessionRecord(
                 conn,
                 layout,
                 node,
