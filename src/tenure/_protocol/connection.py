@@ -51,6 +51,7 @@ from tenure._protocol.messages import (
     decode_message,
     encode_message,
     for_version,
+    request_command_bytes,
 )
 from tenure._protocol.payloads import reply_fits
 from tenure._protocol.state import LAST_WORDS, TRANSITIONS, Direction, Role, State
@@ -109,6 +110,9 @@ class Connection(Generic[InT]):
         self._version: int | None = None
         # Until the peer says otherwise, it accepts what every peer must accept.
         self._peer_max_frame_size = MIN_MAX_FRAME_SIZE
+        # The last Request received, and its frame body (ServerConnection.command_bytes).
+        self._request: Request | None = None
+        self._request_body = b""
 
     # -- what the driver may look at ----------------------------------------------------
 
@@ -192,6 +196,8 @@ class Connection(Generic[InT]):
             self._their_error = error
             raise
         self._commit(Direction.RECEIVE, event, after)
+        if type(event) is Request and body is not None:
+            self._request, self._request_body = event, body
         # The transition table admits only the peer's messages (Rule 1), so ``event``
         # is an InT or the end of the stream.
         return cast("InT | ConnectionClosed", event)
@@ -341,3 +347,15 @@ class ServerConnection(Connection[ClientMessage]):
     def __init__(self, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         """See :class:`Connection`."""
         super().__init__(Role.SERVER, max_frame_size=max_frame_size)
+
+    def command_bytes(self, request: Request) -> bytes | None:
+        """The bytes of ``request``'s command as the client encoded them in its frame, so
+        that a journal logs them as they are instead of encoding the command again.
+
+        None unless ``request`` is the last Request :meth:`next_event` returned, from a
+        client of this protocol version (an older one's layouts are read, and logged,
+        as the codec makes them): then the command is to be encoded.
+        """
+        if request is not self._request or self._version != PROTOCOL_VERSION:
+            return None
+        return request_command_bytes(self._request_body)
