@@ -3,40 +3,35 @@
 :class:`GroupCommit` is the writer of a server's :class:`~tenure._runtime.host.Host`
 (a :class:`~tenure._runtime.host.HostWriter`): the host applies a command and logs
 it to the journal; nothing the engine did may reach a client before it is committed,
-so effects and answers are only *queued* by the server (its
-:class:`DurableOutput`); :meth:`GroupCommit.flush`, scheduled once per loop
-iteration, commits everything logged in that iteration at once and *seals* the
-output queued so far to that commit: it leaves once the commit is durable.
+so effects and answers are only *queued* by the server (its outboxes);
+:meth:`GroupCommit.flush`, scheduled once per loop iteration, commits everything
+logged in that iteration at once and *seals* the output queued so far to that
+commit: it leaves once the commit is durable.
 
-How a turn's records become durable is its :class:`BatchWriter`'s, one plain object
-per way: for the data directory (:mod:`tenure.server._durability.fsync_modes`), the
-writer thread of ``--fsync always``, or the loop writing each turn itself
-(``batch``, whose syncer makes it durable every ``--batch-interval``, and ``off``);
-for a cluster's leader, the fenced appender to etcd
-(:mod:`tenure.server._cluster.appender`). A writer that takes the records off the
-loop hands them over as batch N and reports N durable later; the output sealed to N
-(and to every batch before it) is released then, in the order it was queued, so an
-answer never overtakes an earlier one. A turn of one step with nothing in flight (a
-sequential client) is committed on the loop instead when the writer can
-(:data:`INLINE_MAX_STEPS`): nothing else waits then, and the hand-over's two thread
-wake-ups would only lengthen its answer's wait.
+How a turn's records become durable is its writer's (a ``BatchWriter``,
+:mod:`tenure.server._commit_seams`), one plain object per way: the writer thread of
+``--fsync always``, or the loop writing each turn itself (``batch``, whose syncer
+makes it durable every ``--batch-interval``, and ``off``)
+(:mod:`tenure.server._durability.fsync_modes`); for a cluster's leader, the fenced
+appender to etcd (:mod:`tenure.server._cluster.appender`). A writer that takes the
+records off the loop hands them over as batch N and reports N durable later; the
+output sealed to N (and to every batch before it) is released then, in the order it
+was queued, so an answer never overtakes an earlier one. A turn of one step with
+nothing in flight (a sequential client) is committed on the loop instead when the
+writer can (:data:`INLINE_MAX_STEPS`): the thread's two wake-ups would only lengthen
+its answer's wait.
 
-A leader's writer says besides until when what it committed may leave
-(:meth:`BatchWriter.deadline`, its lease: a flush past it releases nothing, and the
-journal fails, so the server steps down; an answer that only reads the state is
-released at the flush that follows it, so a leader paused past its lease answers no
-read when it wakes), and how far behind it may fall before commands are refused
-(:attr:`BatchWriter.max_pending`). A writer that fails with NotLeaderError or
+A leader's writer says besides until when what it committed may leave (its lease: a
+flush past it releases nothing, and the journal fails, so the server steps down; an
+answer that only reads the state is released at the flush that follows it, so a
+leader paused past its lease answers no read when it wakes), and how far behind it
+may fall before commands are refused. A writer that fails with NotLeaderError or
 UnavailableError (only a leader's: its fence refused, or etcd was out of reach until
 its lease could end) lost the lead, which is said as a warning; any other failure is
-the disk's, critical. Either way the same end follows.
-
-When a snapshot is due it starts one there (:mod:`tenure.server._snapshots`).
-
-A journal that cannot be written or committed is fatal: the journal is aborted
-(what is not committed is forgotten, as a crash would), ``on_fatal`` is called, and
-every later command fails with UnavailableError; output sealed to a batch not yet
-durable never leaves.
+the disk's, critical. Either way the same end follows: the journal is aborted (what
+is not committed is forgotten, as a crash would), ``on_fatal`` is called, and every
+later command fails with UnavailableError; output sealed to a batch not yet durable
+never leaves. A due snapshot is begun after a commit (:mod:`tenure.server._snapshots`).
 
 A group commit without a journal is a standby's: only the log in etcd changes its
 engine, so no command is applied here (each fails NotLeaderError naming the
@@ -49,16 +44,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Final, Protocol
+from typing import Final
 
 from tenure._core import Command, Engine
-from tenure._runtime.host import HostJournal
 from tenure.errors import NotLeaderError, UnavailableError
-from tenure.server._durability.storage import FsyncMode
+from tenure.server._commit_seams import BatchWriter, CommitJournal, DurableOutput
 from tenure.server._net.token_rates import TokenRates
 from tenure.server._observe import Observer
 from tenure.server._role import STANDALONE_ROLE, Role
-from tenure.server._snapshots import SnapshotJournal, Snapshots
+from tenure.server._snapshots import Snapshots
 
 log = logging.getLogger("tenure.server")
 leader_log = logging.getLogger("tenure.cluster")
@@ -67,93 +61,6 @@ leader_log = logging.getLogger("tenure.cluster")
 #: event loop when its writer can: a lone request (a sequential client) would only
 #: wait longer for the writer thread's two wake-ups, and nothing else is waiting.
 INLINE_MAX_STEPS: Final = 1
-
-
-class DurableOutput(Protocol):
-    """What the server owes its clients, sealed to commits (the server's Outboxes)."""
-
-    def seal(self, batch: int, durable: int) -> None:
-        """Everything queued so far leaves once ``batch`` is durable (now, if ``durable``
-        already covers it)."""
-
-    def release(self, durable: int) -> None:
-        """Batches up to ``durable`` are durable: write what was sealed to them."""
-
-
-class CommitJournal(SnapshotJournal, Protocol):
-    """What a group commit asks of its journal (the data directory's
-    :class:`~tenure.server._durability.journal.Journal`, or a cluster leader's
-    :class:`~tenure.server._cluster.journal.ClusterJournal`), besides the records its
-    host logs to it and its snapshots."""
-
-    @property
-    def fsync(self) -> FsyncMode:
-        """When what is logged is durable (a cluster's: ``always``, in etcd)."""
-        ...
-
-    def take_pending(self) -> bytes:
-        """The records logged since the last call, framed, for the writer."""
-        ...
-
-    def close(self, engine: Engine | None = None) -> None:
-        """Commit and close."""
-
-    def abort(self) -> None:
-        """Close without committing what is queued."""
-
-
-class ServerJournal(HostJournal, CommitJournal, Protocol):
-    """A server's journal: what its host logs each change to, and its group commit
-    commits and snapshots."""
-
-
-class BatchWriter(Protocol):
-    """How a turn's records become durable (module docstring)."""
-
-    @property
-    def pending(self) -> int:
-        """Bytes handed over and not durable yet (0: none are, the loop writes them)."""
-        ...
-
-    @property
-    def max_pending(self) -> int | None:
-        """Beyond this many :attr:`pending` bytes commands are refused, UnavailableError
-        ("try again"), instead of handed over (None: never; a writer that waits)."""
-        ...
-
-    def start(
-        self,
-        durable: Callable[[int, float | None], None],
-        failed: Callable[[str, BaseException], None],
-    ) -> None:
-        """Begin; on the event loop, ``durable(batch, seconds)`` once batches up to
-        ``batch`` are durable (``seconds``: how long that took; None: not measured),
-        ``failed(what, error)`` once if the writer fails doing ``what`` (it has stopped
-        then)."""
-
-    def write(self, data: bytes, lone: bool) -> int:
-        """Make one turn's records (``data``, maybe none) durable, or hand them over to
-        be; the number of the batch the turn's output waits for (durable already when
-        it is at most the last one reported). ``lone``: the turn is one step with
-        nothing in flight (module docstring).
-
-        Raises:
-            Whatever stops the writer (fatal to the journal).
-        """
-        ...
-
-    def drain(self) -> None:
-        """Block until what was handed over is durable, where that can be waited for
-        on the loop (a snapshot's new segment starts after it); may raise as
-        :meth:`write`."""
-
-    def deadline(self) -> float:
-        """Until when (loop time) what this writer made durable may leave: a leader's
-        lease (:data:`math.inf`: for ever, a data directory's)."""
-        ...
-
-    def stop(self, *, discard: bool = False) -> None:
-        """Finish (or with ``discard``, drop) what was handed over, then stop."""
 
 
 class GroupCommit:

@@ -28,10 +28,11 @@ from dataclasses import dataclass
 from tenure._core import Effect, Engine
 from tenure._runtime.clock import Clock, LoopClock
 from tenure._runtime.host import Host
+from tenure.server._commit_seams import BatchWriter, DurableOutput, ServerJournal
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._durability.fsync_modes import fsync_writer
 from tenure.server._durability.journal import Journal
-from tenure.server._group_commit import BatchWriter, DurableOutput, GroupCommit, ServerJournal
+from tenure.server._group_commit import GroupCommit
 from tenure.server._net.pauses import HeardClock, PauseWatch
 from tenure.server._observe import Observer
 from tenure.server._role import STANDALONE_ROLE, Role

@@ -1,7 +1,7 @@
 """The leader's writer: group commit to the cluster's log in etcd.
 
 The leader's group commit (:mod:`tenure.server._group_commit`, whose
-:class:`~tenure.server._group_commit.BatchWriter` the appender is) hands each turn's
+:class:`~tenure.server._commit_seams.BatchWriter` the appender is) hands each turn's
 records to :meth:`Appender.write` as batch N and goes on serving (as it hands them
 to the journal's writer thread in a single server). One append is in flight at a
 time: while it is, later batches accumulate, and the next append carries all of

@@ -1,7 +1,7 @@
 """The leader's journal: the same records as a single server's, kept in etcd.
 
 :class:`ClusterJournal` is what the leader's host logs to
-(a :class:`~tenure.server._group_commit.ServerJournal`): each command that succeeded
+(a :class:`~tenure.server._commit_seams.ServerJournal`): each command that succeeded
 and each tick that changed the state is a record, exactly as in the data
 directory's log (:mod:`tenure.server._durability.records`), framed the same way,
 and the :class:`~tenure.server._cluster.appender.Appender` makes them durable by
@@ -39,7 +39,7 @@ __all__ = ["ClusterJournal"]
 
 
 class ClusterJournal:
-    """See the module docstring (a :class:`~tenure.server._group_commit.ServerJournal`)."""
+    """See the module docstring (a :class:`~tenure.server._commit_seams.ServerJournal`)."""
 
     fsync = FsyncMode.ALWAYS  # an entry is acknowledged once etcd has it
 

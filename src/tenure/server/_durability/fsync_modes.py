@@ -1,6 +1,6 @@
 """How the data directory's records become durable: one writer per ``--fsync`` mode.
 
-Each is the :class:`~tenure.server._group_commit.BatchWriter` of a single server's
+Each is the :class:`~tenure.server._commit_seams.BatchWriter` of a single server's
 group commit, given each turn's records (:meth:`write`):
 
 * :class:`WriterThread` (``always``): the turn is handed to the writer thread
