@@ -103,9 +103,10 @@ class BatchWriter(Protocol):
         on the loop (a snapshot's new segment starts after it); may raise as
         :meth:`write`."""
 
-    def deadline(self) -> float:
-        """Until when (loop time) what this writer made durable may leave: a leader's
-        lease (:data:`math.inf`: for ever, a data directory's)."""
+    @property
+    def valid_until(self) -> Callable[[], float] | None:
+        """The loop time until which what this writer made durable may leave, asked at
+        every flush: a leader's lease (None: for ever, a data directory's)."""
         ...
 
     def stop(self, *, discard: bool = False) -> None:

@@ -188,7 +188,8 @@ class GroupCommit:
         if self.dead:
             return
         writer, journal = self.writer, self.journal
-        if writer is not None and self._loop.time() >= writer.deadline():
+        valid_until = None if writer is None else writer.valid_until
+        if valid_until is not None and self._loop.time() >= valid_until():
             why = NotLeaderError.pointing_to(None, "this leader's lease may have ended in etcd")
             self._fatal("holding the lease", why)
             return

@@ -17,7 +17,7 @@ longer leads, it fails, and the group commit is told the journal failed: it step
 nothing of those batches is acknowledged. An etcd that cannot be reached is tried
 again until the leader's lease could have run out (``deadline``), then it fails
 the same way. Until that deadline, and never after it, what the appender made
-durable may leave (:meth:`Appender.deadline`); and while more than ``max_pending``
+durable may leave (:attr:`Appender.valid_until`); and while more than ``max_pending``
 bytes wait for etcd, the leader refuses commands (:data:`MAX_PENDING`).
 
 A snapshot needs the index of the last entry that holds its records and none after
@@ -76,6 +76,8 @@ class Appender:
         #: The index the next entry gets (one past the last appended).
         self.next_index = next_index
         self._deadline = deadline
+        #: Until when what it appended may leave: the leader's lease (BatchWriter's).
+        self.valid_until: Callable[[], float] | None = deadline
         self._loop = asyncio.get_running_loop()
         self._queue: list[tuple[int, bytes]] = []
         #: Bytes handed over and not appended yet (queued, or in the append in flight).
@@ -121,11 +123,6 @@ class Appender:
             NotLeaderError: as :meth:`submit`.
         """
         return self.submit(data) if data else self._handed
-
-    def deadline(self) -> float:
-        """The loop time when the leader's lease could end: nothing it appended may leave
-        from then on."""
-        return self._deadline()
 
     def submit(self, data: bytes) -> int:
         """Hand one batch of framed records over; returns its number at once.

@@ -13,14 +13,14 @@ group commit, given each turn's records (:meth:`write`):
   mode asks at once; with ``batch`` a task makes what was written durable every
   ``--batch-interval`` (the syncer).
 
-Neither holds a lease (:meth:`deadline` is for ever) nor refuses commands: the
-thread's hand-over waits instead when too much is queued (``MAX_QUEUED``).
+Neither holds a lease (what they made durable may leave for ever) nor refuses
+commands: the thread's hand-over waits instead when too much is queued
+(``MAX_QUEUED``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import Callable
 from typing import Final
@@ -48,6 +48,8 @@ class WriterThread:
 
     #: (Never refuses: its hand-over waits while too much is queued.)
     max_pending: int | None = None
+    #: (What it made durable may leave for ever: a data directory holds no lease.)
+    valid_until: Callable[[], float] | None = None
 
     def __init__(self, data_dir: DataDir) -> None:
         self.data_dir = data_dir
@@ -96,10 +98,6 @@ class WriterThread:
         if self._thread is not None:
             self._thread.drain()
 
-    def deadline(self) -> float:
-        """For ever: a data directory holds no lease."""
-        return math.inf
-
     def stop(self, *, discard: bool = False) -> None:
         """Let the thread finish what it was handed (or drop it), then end it."""
         if self._thread is not None:
@@ -114,6 +112,8 @@ class LoopCommit:
     pending: int = 0
     #: (Never refuses.)
     max_pending: int | None = None
+    #: (What it wrote may leave for ever: a data directory holds no lease.)
+    valid_until: Callable[[], float] | None = None
 
     def __init__(self, data_dir: DataDir, sync_every: float | None) -> None:
         self.data_dir = data_dir
@@ -145,10 +145,6 @@ class LoopCommit:
 
     def drain(self) -> None:
         """Nothing: nothing is ever in flight."""
-
-    def deadline(self) -> float:
-        """For ever: a data directory holds no lease."""
-        return math.inf
 
     def stop(self, *, discard: bool = False) -> None:
         """Stop the syncer (the data directory's close makes the rest durable)."""
