@@ -136,6 +136,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/backends/test_remote_cluster.py": UNIT,  # in-process fake cluster members
     "tests/cluster/test_parts.py": UNIT,
     "tests/cluster/test_appender.py": UNIT,  # a scripted store: nothing is started
+    "tests/cluster/test_hosts.py": UNIT,  # plain objects: nothing is started
     "tests/backends/redis/test_redis_url.py": UNIT,
     "tests/backends/etcd/test_keepalive.py": UNIT,
     "tests/dflockd/test_codec.py": UNIT,

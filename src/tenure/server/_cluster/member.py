@@ -319,9 +319,10 @@ class ClusterMember:
         applied = self._role().applied()
         now = time.time()
         server = self.server
-        if server is not None and server.role.leading:
-            # The engine's times are on the leader's heard time (its own stalls left
-            # out, server/_net/pauses.py): its host says what turns them into UNIX time.
+        if server is not None and isinstance(server.served.commit.writer, Appender):
+            # A leader's server (its host appends to etcd). The engine's times are on
+            # the leader's heard time (its own stalls left out, server/_net/pauses.py):
+            # its host says what turns them into UNIX time.
             shift = server.host.wall_shift()
         else:
             shift = now - self.loop.time()  # (as a host's wall_shift before any stall)
