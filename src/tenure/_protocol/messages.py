@@ -90,7 +90,6 @@ __all__ = [
     "decode_message",
     "encode_message",
     "for_version",
-    "request_command_bytes",
     "version_refusal",
 ]
 
@@ -356,26 +355,6 @@ def decode_message(body: bytes) -> Message:
     if type(message) is Hello and message.version not in SUPPORTED_VERSIONS:
         return Hello(message.version, max_frame_size=MIN_MAX_FRAME_SIZE)
     return message
-
-
-#: How a Request's frame body starts: an array of three (``[2, request_id, command]``)
-#: and the Request's tag.
-_REQUEST_HEAD: Final = b"\x93\x02"
-#: Where the command starts in a Request's body, by the first byte of its request id
-#: (a positive fixint, or a uint 8, 16, 32 or 64).
-_COMMAND_START: Final = {0xCC: 4, 0xCD: 5, 0xCE: 7, 0xCF: 11}
-
-
-def request_command_bytes(body: bytes) -> bytes | None:
-    """The command's bytes in ``body``, the frame body of a Request (decoded whole
-    already, so the command is the rest of it after the request id), as the peer
-    encoded them; None if ``body`` does not start as this codec lays a Request out
-    (a whole array of three), and the command is to be encoded afresh."""
-    if not body.startswith(_REQUEST_HEAD) or len(body) < 4:
-        return None
-    first = body[2]
-    start = 3 if first < 0x80 else _COMMAND_START.get(first, 0)
-    return body[start:] if start else None
 
 
 def _refused(body: bytes, refusal: Exception) -> Message:

@@ -43,13 +43,13 @@ NATIVE_COMMANDS = tuple(cls for cls in COMMAND_TYPES if cls is not ClusterStatus
 
 
 def received(
-    command: Command[Any], *, version: int = PROTOCOL_VERSION
+    command: Command[Any], *, version: int = PROTOCOL_VERSION, request_id: int = 7
 ) -> tuple[Command[Any], bytes | None]:
     """``command`` sent by a client over a connection (of protocol ``version``: this
     codec's, by default), as the server's end decodes it, and the bytes it hands on."""
     pair = ConnectionPair()
     pair.handshake(Hello(version=version), Welcome(version=version))
-    (request,) = pair.send(pair.client, Request(7, command))
+    (request,) = pair.send(pair.client, Request(request_id, command))
     assert isinstance(request, Request)
     return request.command, pair.server.command_bytes(request)
 
@@ -76,6 +76,11 @@ def test_any_native_command_is_logged_from_its_frame_as_it_would_be_encoded(
         assume(False)
         raise
     assert_same_record(decoded, raw)
+
+
+@pytest.mark.parametrize("request_id", [0, 127, 128, 255, 256, 65_535, 65_536, 2**32, 2**64 - 1])
+def test_the_command_is_found_after_a_request_id_of_any_width(request_id: int) -> None:
+    assert_same_record(*received(CreateNode("n", NodeConfig()), request_id=request_id))
 
 
 def test_an_older_clients_command_is_encoded_afresh() -> None:

@@ -151,9 +151,8 @@ class ClusterMember:
             self._fresh = True
         follower.start()
         role.applied = lambda: follower.applied
-        engine = follower.engine
         metrics = self._metrics()
-        host = standby_host(self.config, engine, role, metrics)
+        host = standby_host(self.config, follower.engine, role, metrics)
         server = Server(
             self.config, host, self.instance_id, observer=metrics, role=role, secret=self.secret
         )
@@ -320,9 +319,8 @@ class ClusterMember:
         now = time.time()
         server = self.server
         if server is not None and isinstance(server.served.commit.writer, Appender):
-            # A leader's server (its host appends to etcd). The engine's times are on
-            # the leader's heard time (its own stalls left out, server/_net/pauses.py):
-            # its host says what turns them into UNIX time.
+            # A leader's (it appends to etcd): the engine's times are on its heard time
+            # (server/_net/pauses.py), which its host turns into UNIX time.
             shift = server.host.wall_shift()
         else:
             shift = now - self.loop.time()  # (as a host's wall_shift before any stall)
