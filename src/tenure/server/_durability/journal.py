@@ -177,10 +177,6 @@ class Journal:
         """Make every queued record durable (as the fsync mode says)."""
         self.data_dir.commit()
 
-    def sync(self) -> None:
-        """Make what was committed durable (fsync), whatever the mode (``--fsync batch``)."""
-        self.data_dir.commit(sync=True)
-
     def take_pending(self) -> bytes:
         """The queued records' bytes, for a writer thread to commit (see DataDir.write)."""
         return self.data_dir.take_pending()
