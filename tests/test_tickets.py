@@ -10,6 +10,7 @@ import pytest
 
 import tenure
 from tenure import SessionTicket
+from tenure._core import Engine
 from tenure._runtime.clock import LoopClock
 from tenure._runtime.host import Host
 from tenure.backends import Capability
@@ -98,7 +99,9 @@ class _NoRecovery(MemoryBackend):
 
 
 async def test_resume_on_a_backend_without_session_recovery_is_unsupported() -> None:
-    async with tenure.Client(_NoRecovery(Host(LoopClock()), owns_host=True), "x://") as client:
+    async with tenure.Client(
+        _NoRecovery(Host(Engine(), LoopClock()), owns_host=True), "x://"
+    ) as client:
         await client.create_node("n")
         ticket = dataclasses.replace(TICKET, scheme="memory", node="n")
         with pytest.raises(UnsupportedError, match="SESSION_RECOVERY"):

@@ -136,6 +136,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/backends/test_remote_cluster.py": UNIT,  # in-process fake cluster members
     "tests/cluster/test_parts.py": UNIT,
     "tests/cluster/test_appender.py": UNIT,  # a scripted store: nothing is started
+    "tests/cluster/test_hosts.py": UNIT,  # plain objects: nothing is started
     "tests/backends/redis/test_redis_url.py": UNIT,
     "tests/etcd_client": UNIT,
     "tests/etcd_client/test_client.py": SERVICE,  # the run's etcd member

@@ -12,7 +12,7 @@ shown is the worst case a real server sees.
 
 Run: ``python -m bench.micro.metrics_cost [--pairs N] [--repeats R]``.
 
-Internals: ``tenure._core``'s commands, the server's ``DurableHost``,
+Internals: ``tenure._core``'s commands, the server's host (``wal_host``),
 ``tenure.server._http.metrics.ServerMetrics`` and ``tenure.server._observe.Observer``:
 the cost measured is the metrics' own, on the server's hot path, without the
 network and codec a client would add.
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tenure import __version__
 from tenure._core import MAX_COUNT, Acquire, CreateNode, CreateSession, Release
-from tenure.server import DataDir, DurableHost, FsyncMode, Journal
+from tenure.server import DataDir, FsyncMode, Journal, ServeConfig, wal_host
 from tenure.server._http.metrics import ServerMetrics
 from tenure.server._observe import Observer
 
@@ -51,14 +51,11 @@ async def seconds_per_pair(pairs: int, batch: int, observer: Observer | None) ->
     """CPU seconds per pair (module docstring), with ``observer`` or without (None)."""
     with tempfile.TemporaryDirectory() as tmp:
         journal = Journal(DataDir(Path(tmp), FsyncMode.OFF), compact_every=10**9)
-        host = DurableHost(
-            journal,
-            journal.open(0.0),
-            deliver=lambda effects: None,
-            output=_NoClients(),
-            on_fatal=lambda: None,
-            observer=observer,
-        )
+        config = ServeConfig(data_dir=Path(tmp), fsync=FsyncMode.OFF)
+        served = wal_host(config, journal, journal.open(0.0), observer)
+        served.attach(lambda effects: None, _NoClients(), lambda: None)
+        served.start()
+        host = served.host
         host.execute(CreateNode("bench"))
         mine = host.execute(CreateSession("bench", b"a")).session_id
         other = host.execute(CreateSession("bench", b"b")).session_id
@@ -79,10 +76,10 @@ async def seconds_per_pair(pairs: int, batch: int, observer: Observer | None) ->
                     observer.request(command, None)  # what NativeFace adds
                 commands += 1
                 if commands % batch == 0:
-                    host.flush()
-        host.flush()
+                    served.flush()
+        served.flush()
         elapsed = time.process_time() - started
-        host.shutdown()
+        served.shutdown()
         return elapsed / pairs
 
 

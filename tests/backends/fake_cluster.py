@@ -29,6 +29,7 @@ from tenure._core import (
     CreateSession,
     DetachSession,
     Effect,
+    Engine,
     ResumeSession,
     SessionInfo,
 )
@@ -60,7 +61,7 @@ class FakeCluster:
     """The state the members share: one engine (a Host), one instance id."""
 
     def __init__(self, instance_id: bytes = b"c" * 16) -> None:
-        self.host = Host(LoopClock())
+        self.host = Host(Engine(), LoopClock())
         self.instance_id = instance_id
         self.term = 1
         #: session id -> the connection it is attached to (over every member).

@@ -12,10 +12,12 @@ import pytest
 from tenure._core import CreateNode, Engine, NodeConfig
 from tenure.errors import NotLeaderError, UnavailableError
 from tenure.server._cluster.appender import Appender
-from tenure.server._cluster.hosts import LeaderHost
+from tenure.server._cluster.hosts import leader_host
 from tenure.server._cluster.journal import ClusterJournal
-from tenure.server._cluster.keys import Entry
+from tenure.server._cluster.keys import Entry, Member
+from tenure.server._cluster.role import ClusterRole
 from tenure.server._cluster.store import Appended, ClusterStore
+from tenure.server._config.serve_config import ServeConfig
 from tenure.server._durability.storage import framed
 
 
@@ -47,11 +49,11 @@ class ScriptedStore:
         self.gates.pop(0).set_result(outcome)
 
 
-def _unexpected(error: BaseException) -> None:
-    raise AssertionError(f"the appender failed: {error!r}")
+def _unexpected(what: str, error: BaseException) -> None:
+    raise AssertionError(f"the appender failed {what}: {error!r}")
 
 
-def _appender(store: ScriptedStore, deadline: float = 1e12) -> Appender:
+def _appender(store: ScriptedStore, deadline: float = 1e12, max_pending: int = 10**9) -> Appender:
     return Appender(
         cast(ClusterStore, store),
         lease=1,
@@ -59,6 +61,7 @@ def _appender(store: ScriptedStore, deadline: float = 1e12) -> Appender:
         next_index=5,
         max_entry=10_000,
         deadline=lambda: deadline,
+        max_pending=max_pending,
     )
 
 
@@ -114,7 +117,10 @@ async def test_a_refused_fence_fails_the_appender_and_it_takes_nothing_more() ->
     store = ScriptedStore()
     appender = _appender(store)
     failed: list[BaseException] = []
-    appender.start(lambda batch, seconds: pytest.fail("nothing is durable"), failed.append)
+    appender.start(
+        lambda batch, seconds: pytest.fail("nothing is durable"),
+        lambda what, error: failed.append(error),
+    )
     appender.submit(framed(b"x"))
     await _turns()
     store.let(Appended.DEPOSED)
@@ -132,7 +138,7 @@ async def test_etcd_out_of_reach_is_tried_again_until_the_lease_could_end() -> N
     loop = asyncio.get_running_loop()
     appender = _appender(store, deadline=loop.time() + 0.3)
     failed: asyncio.Future[BaseException] = loop.create_future()
-    appender.start(lambda batch, seconds: None, failed.set_result)
+    appender.start(lambda batch, seconds: None, lambda what, error: failed.set_result(error))
     appender.submit(framed(b"x"))
     error = await asyncio.wait_for(failed, 5)
     assert isinstance(error, UnavailableError)
@@ -141,21 +147,17 @@ async def test_etcd_out_of_reach_is_tried_again_until_the_lease_could_end() -> N
 
 async def test_the_leader_refuses_commands_while_too_much_waits_for_etcd(tmp_path: Path) -> None:
     store = ScriptedStore()
-    appender = _appender(store)
+    appender = _appender(store, max_pending=10)
     journal = ClusterJournal(cast(ClusterStore, store), appender, snapshot_every=10)
     output: Any = type("Out", (), {"seal": lambda *a: None, "release": lambda *a: None})()
-    host = LeaderHost(
-        journal,
-        Engine(),
-        deadline=lambda: 1e12,
-        deliver=lambda effects: None,
-        output=output,
-        on_fatal=lambda: None,
-        max_pending=10,
-    )
-    host.start()
+    role = ClusterRole("c", Member("m", "127.0.0.1:1"))
+    role.lead(7)
+    served = leader_host(ServeConfig(data_dir=tmp_path), journal, Engine(), role)
+    served.attach(lambda effects: None, output, lambda: None)
+    served.start()
+    host = served.host
     host.execute(CreateNode("a", NodeConfig()))
-    host.flush()  # handed to the appender, which waits for etcd
+    served.flush()  # handed to the appender, which waits for etcd
     assert appender.pending > 10
     with pytest.raises(UnavailableError, match="behind"):
         host.execute(CreateNode("b", NodeConfig()))
@@ -164,4 +166,4 @@ async def test_the_leader_refuses_commands_while_too_much_waits_for_etcd(tmp_pat
     await appender.idle()
     assert appender.pending == 0
     host.execute(CreateNode("b", NodeConfig()))
-    host.abandon()
+    served.abandon()

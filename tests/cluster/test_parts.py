@@ -23,7 +23,7 @@ from tenure.server._cluster.keys import (
     decode_pointer,
     encode,
 )
-from tenure.server._cluster.lease import DRIFT, MARGIN, LeaseKeeper
+from tenure.server._cluster.lease import DRIFT, MARGIN, MemberLease
 from tenure.server._cluster.role import ClusterRole
 from tenure.server._cluster.store import Leader
 from tenure.server._config.cluster_url import parse_cluster_url, without_secrets
@@ -88,7 +88,7 @@ def test_values_round_trip_and_foreign_ones_are_corrupt_data() -> None:
 
 
 def test_the_lease_deadline_counts_from_the_last_renewal_sent_and_ends_when_lost() -> None:
-    lease = LeaseKeeper(1, 10, granted_at=100.0)
+    lease = MemberLease(1, 10, granted_at=100.0)
     assert lease.deadline() == pytest.approx(100.0 + 10 * (1 - DRIFT) - MARGIN)
     lease.renewed(103.0)
     lease.renewed(101.0)  # an older answer never moves it back

@@ -1,30 +1,37 @@
-"""Host: who advances time, and what a durable host is told.
+"""Host: who advances time, and what its journal and writer are told.
 
 Time reaches the engine in exactly one place per path: ``Engine.apply`` ticks to a
-command's time itself, and the host ticks only from its timer. A durable host still
-learns (``_ticked``, before ``_applied``) when a command's way in changed the state,
-also when the command then fails: that is what the journal logs.
+command's time itself, and the host ticks only from its timer. A host's journal
+still learns (``log_tick``, before ``log_command``) when a command's way in changed
+the state, also when the command then fails: that is what the journal logs. Its
+writer is told of every step, and whether it logged anything.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from tenure._core import (
     Acquire,
     AttachSession,
+    Command,
     CreateNode,
     CreateSemaphore,
     CreateSession,
+    DescribeNode,
     DetachSession,
     Effect,
+    Engine,
+    KillSession,
     NodeConfig,
     SessionEnded,
 )
+from tenure._protocol.payloads import encode_command
 from tenure._runtime.host import Host
-from tenure.errors import SessionExpiredError
+from tenure.errors import SessionExpiredError, UnavailableError
 
 KEY = b"protection-key"
 
@@ -47,22 +54,63 @@ class ManualClock:
         self.timers.clear()
 
 
-class RecordingHost(Host):
-    """Records the durable-host hooks, in order."""
+class RecordingJournal:
+    """Records what the host logs, in order."""
 
-    def __init__(self, clock: ManualClock) -> None:
-        super().__init__(clock)
+    def __init__(self) -> None:
         self.calls: list[tuple[str, float]] = []
-        self.delivered: list[Effect] = []
+        self.commands: list[object] = []
+        self.raw: list[bytes | None] = []
 
-    def _ticked(self, now: float) -> None:
+    def log_command(
+        self, command: Command[object], now: float, actor: str, raw: bytes | None
+    ) -> None:
+        self.calls.append((type(command).__name__, now))
+        self.commands.append(command)
+        self.raw.append(raw)
+
+    def log_tick(self, now: float) -> None:
         self.calls.append(("ticked", now))
 
-    def _applied(self, command: object, now: float) -> None:
-        self.calls.append((type(command).__name__, now))
 
-    def _deliver(self, effects: list[Effect]) -> None:
-        self.delivered += effects
+class RecordingWriter:
+    """Admits everything and records the steps it is told of."""
+
+    ticking = True
+    dead = False
+
+    def __init__(self) -> None:
+        self.steps: list[bool] = []
+        self.failures: list[str] = []
+
+    def admit(self, command: Command[object], actor: str, now: float) -> None:
+        pass
+
+    def stepped(self, logged: bool) -> None:
+        self.steps.append(logged)
+
+    def failed(self, what: str, error: BaseException) -> None:
+        self.failures.append(what)
+        self.dead = True
+        self.ticking = False
+
+    async def committed(self) -> None:
+        pass
+
+
+class RecordingHost(Host):
+    """A host given a recording journal and writer; effects kept as routed."""
+
+    def __init__(self, clock: ManualClock, **options: Any) -> None:
+        self.log = RecordingJournal()
+        self.writer_seen = RecordingWriter()
+        super().__init__(Engine(), clock, self.log, self.writer_seen, **options)
+        self.delivered: list[Effect] = []
+        self.route = self.delivered.extend
+
+    @property
+    def calls(self) -> list[tuple[str, float]]:
+        return self.log.calls
 
 
 def detached_session(host: RecordingHost) -> int:
@@ -134,19 +182,16 @@ def test_a_reservation_is_given_the_hosts_wall_clock_whatever_the_client_sent() 
     from tenure._core import CreateSemaphore, ReserveUnits
     from tenure._core.rates import Bucket, bucket_data, parse_bucket
 
-    applied: list[object] = []
-
-    class Logging(Host):
-        def _applied(self, command: object, now: float) -> None:
-            applied.append(command)
-
-    host = Logging(ManualClock(), wall_clock=lambda: 1_750_000_000.0)
+    host = RecordingHost(ManualClock(), wall_clock=lambda: 1_750_000_000.0)
+    applied = host.log.commands
     host.execute(CreateNode("n", NodeConfig()))
     sid = host.execute(CreateSession("n", KEY, timeout=10.0)).session_id
     host.execute(CreateSemaphore(sid, "api", 1, bucket_data(Bucket(1.0, 1.0, 0.0))))
-    reply = host.execute(ReserveUnits(sid, "api", 1, None, at=42.0))  # a forged time
+    forged = ReserveUnits(sid, "api", 1, None, at=42.0)
+    reply = host.execute(forged, "", encode_command(forged))  # a forged time, as sent
     assert reply.at == 1_750_000_000.0
     assert applied[-1] == ReserveUnits(sid, "api", 1, None, at=1_750_000_000.0)  # as logged
+    assert host.log.raw[-1] is None  # (encoded as the host made it, not logged as sent)
     data = host.engine.nodes["n"].semaphores["api"].data
     assert parse_bucket("api", data).tat == 1_750_000_001.0
 
@@ -155,14 +200,9 @@ def test_a_claim_and_its_release_are_given_the_hosts_wall_clock() -> None:
     from tenure._core import ClaimName, ReleaseClaim
     from tenure._core.claims import parse_claim
 
-    applied: list[object] = []
-
-    class Logging(Host):
-        def _applied(self, command: object, now: float) -> None:
-            applied.append(command)
-
     wall = [1_750_000_000.0]
-    host = Logging(ManualClock(), wall_clock=lambda: wall[0])
+    host = RecordingHost(ManualClock(), wall_clock=lambda: wall[0])
+    applied = host.log.commands
     host.execute(CreateNode("n", NodeConfig()))
     sid = host.execute(CreateSession("n", KEY, timeout=10.0)).session_id
     record = host.execute(ClaimName(sid, "job", "a" * 32, 5.0, 50.0, at=42.0))  # forged
@@ -175,3 +215,57 @@ def test_a_claim_and_its_release_are_given_the_hosts_wall_clock() -> None:
     assert released == ReleaseClaim("n", "job", "a" * 32, at=1_750_000_001.0)
     data = host.engine.nodes["n"].semaphores["job"].data
     assert parse_claim("job", data).released_at == 1_750_000_001.0
+
+
+def test_the_writer_hears_each_step_and_whether_it_logged() -> None:
+    clock = ManualClock()
+    host = RecordingHost(clock)
+    detached_session(host)
+    host.writer_seen.steps.clear()
+    with pytest.raises(SessionExpiredError):
+        host.execute(Acquire(999, "s", 1, 1))  # failed, nothing due: nothing logged
+    host.execute(DescribeNode("n"))  # succeeded (the journal skips what only reads)
+    assert host.writer_seen.steps == [False, True]
+
+
+def test_the_bytes_a_client_sent_are_handed_to_the_journal() -> None:
+    host = RecordingHost(ManualClock())
+    command = CreateNode("n", NodeConfig())
+    host.execute(command, "", encode_command(command))
+    assert host.log.raw == [encode_command(command)]
+
+
+def test_a_journal_that_fails_makes_the_writer_stop_and_the_command_unavailable() -> None:
+    class Failing(RecordingJournal):
+        def log_command(
+            self, command: Command[object], now: float, actor: str, raw: bytes | None
+        ) -> None:
+            raise OSError("disk full")
+
+    clock = ManualClock()
+    writer = RecordingWriter()
+    host = Host(Engine(), clock, Failing(), writer)
+    with pytest.raises(UnavailableError, match="failed to log"):
+        host.execute(CreateNode("n", NodeConfig()))
+    assert writer.failures == ["writing to the journal"]
+    assert host.dead
+
+
+def test_a_journal_needs_a_writer() -> None:
+    with pytest.raises(ValueError, match="needs a writer"):
+        Host(Engine(), ManualClock(), RecordingJournal())
+
+
+def test_memory_hosts_route_to_the_sessions_sinks() -> None:
+    host = Host(Engine(), ManualClock())  # (memory://'s: no journal, no writer)
+    sid = detached_session_of(host)
+    heard: list[Effect] = []
+    host.subscribe(sid, heard.append)
+    host.execute(KillSession("n", sid))
+    assert [type(effect) for effect in heard] == [SessionEnded]
+    assert not host.dead
+
+
+def detached_session_of(host: Host) -> int:
+    host.execute(CreateNode("n", NodeConfig()))
+    return host.execute(CreateSession("n", KEY, timeout=10.0)).session_id

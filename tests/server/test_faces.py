@@ -23,6 +23,7 @@ from tenure.server import DataDir, Journal
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._faces import FACES, check, enabled, port_setting
 from tenure.server._serve import Server
+from tenure.server._server_host import wal_host
 from tenure.server.plug import FaceFactory
 
 from .wire import WAIT, Clients, free_port
@@ -66,7 +67,7 @@ async def serving(
     engine = journal.open(asyncio.get_running_loop().time())
     config = ServeConfig(**{"port": 0, "data_dir": path, **settings})  # type: ignore[arg-type]
     try:
-        server = Server(config, journal, engine, b"f" * 16, faces=faces)
+        server = Server(config, wal_host(config, journal, engine), b"f" * 16, faces=faces)
     except ValueError:
         journal.close()
         raise
@@ -119,7 +120,7 @@ async def test_a_face_that_cannot_listen_leaves_nothing_listening(tmp_path: Path
         taken.bind(("127.0.0.1", free_port()))
         taken.listen()
         config = ServeConfig(port=main, data_dir=path, ydb_port=taken.getsockname()[1])
-        server = Server(config, journal, engine, b"f" * 16)
+        server = Server(config, wal_host(config, journal, engine), b"f" * 16)
         with pytest.raises(OSError, match="cannot listen"):
             await server.start()
     assert server.binding == "ydb"

@@ -46,6 +46,7 @@ from tenure._protocol import (
 from tenure.server import DataDir, Journal
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._serve import Server
+from tenure.server._server_host import wal_host
 
 from .wire import WAIT, Clients, ServerProcess, WireClient
 
@@ -210,7 +211,7 @@ async def running(path: Path, idle_timeout: float) -> AsyncIterator[tuple[Server
     journal = Journal(DataDir(path))
     engine = journal.open(asyncio.get_running_loop().time())
     config = ServeConfig(port=0, data_dir=path, idle_timeout=idle_timeout)
-    server = Server(config, journal, engine, b"1" * 16)
+    server = Server(config, wal_host(config, journal, engine), b"1" * 16)
     _, port = await server.start()
     try:
         yield server, port
@@ -241,10 +242,12 @@ async def stall_while_pinging(tmp_path: Path, *, window: float, idle_timeout: fl
         async with running(tmp_path / "data", idle_timeout) as (server, port):
             execute = server.host.execute
 
-            def slow_execute(command: Command[Any], actor: str = "") -> Any:
+            def slow_execute(
+                command: Command[Any], actor: str = "", raw: bytes | None = None
+            ) -> Any:
                 if command == CreateNode("slow"):
                     time.sleep(STALL)  # blocks the loop inside a read: nothing else is read
-                return execute(command, actor)
+                return execute(command, actor, raw)
 
             server.host.execute = slow_execute  # type: ignore[method-assign]
             waiter = await clients.connect(port)

@@ -33,6 +33,7 @@ from tenure.server._config.serve_config import ConfigError, ServeConfig, add_arg
 from tenure.server._durability.identity import instance_id
 from tenure.server._durability.storage import FsyncMode
 from tenure.server._serve import Server
+from tenure.server._server_host import wal_host
 from tenure.server._session_table import SessionTable
 
 from .wire import WAIT, Clients
@@ -170,7 +171,7 @@ async def test_failed_commit_is_fatal_and_nothing_is_acknowledged(
     journal = Journal(data_dir)
     engine = journal.open(loop.time())
     config = ServeConfig(port=0, data_dir=tmp_path / "data")
-    server = Server(config, journal, engine, b"0" * 16)
+    server = Server(config, wal_host(config, journal, engine), b"0" * 16)
     _, port = await server.start()
     clients = Clients()
     try:
@@ -221,7 +222,8 @@ async def test_answers_leave_in_order_and_only_once_their_records_are_durable(
     data_dir = SlowDataDir(tmp_path / "data")
     journal = Journal(data_dir)
     engine = journal.open(loop.time())
-    server = Server(ServeConfig(port=0, data_dir=data_dir.path), journal, engine, b"3" * 16)
+    config = ServeConfig(port=0, data_dir=data_dir.path)
+    server = Server(config, wal_host(config, journal, engine), b"3" * 16)
     _, port = await server.start()
     clients = Clients()
     try:
@@ -254,7 +256,8 @@ async def running(path: Path, *, compact_every: int = 100_000) -> AsyncIterator[
     """A real Server in this process (so a test can reach its knobs); stopped at the end."""
     journal = Journal(DataDir(path), compact_every=compact_every)
     engine = journal.open(asyncio.get_running_loop().time())
-    server = Server(ServeConfig(port=0, data_dir=path), journal, engine, b"1" * 16)
+    config = ServeConfig(port=0, data_dir=path)
+    server = Server(config, wal_host(config, journal, engine), b"1" * 16)
     _, port = await server.start()
     try:
         yield server, port
@@ -269,10 +272,12 @@ async def test_snapshots_are_taken_while_serving(tmp_path: Path) -> None:
         async with running(tmp_path / "data", compact_every=3) as (server, port):
             client = await clients.connect(port)
             data = tmp_path / "data"
+            journal = server.served.commit.journal
+            assert journal is not None
             for n in range(7):
                 await client.call(CreateNode(f"n{n}"))
                 # A forked child writes each snapshot while the server goes on serving.
-                await until(lambda: server.host.journal.snapshot_fd is None)
+                await until(lambda: journal.snapshot_fd is None)
             snapshots = sorted(data.glob("snapshot-*.bin"))
             assert len(snapshots) == 1  # the older ones (and their segments) are gone
             assert snapshots[0].name > "snapshot-0000000000000001.bin"

@@ -24,8 +24,11 @@ from tenure._core import CreateNode, ListNodes, NodePage
 from tenure._protocol import Reply
 from tenure.server import DataDir, Journal
 from tenure.server._config.serve_config import ServeConfig
+from tenure.server._durability.fsync_modes import WriterThread
 from tenure.server._durability.storage import FsyncMode
+from tenure.server._durability.writer import DRAIN_TIMEOUT
 from tenure.server._serve import Server
+from tenure.server._server_host import wal_host
 
 from .wire import WAIT, Clients
 
@@ -40,7 +43,7 @@ async def _serve(path: Path) -> tuple[Server, Journal, int]:
     journal = Journal(DataDir(path), compact_every=COMPACT_EVERY)
     engine = journal.open(asyncio.get_running_loop().time())
     config = ServeConfig(port=0, data_dir=path, fsync=FsyncMode.ALWAYS)
-    server = Server(config, journal, engine, b"1" * 16)
+    server = Server(config, wal_host(config, journal, engine), b"1" * 16)
     _, port = await server.start()
     return server, journal, port
 
@@ -49,22 +52,22 @@ async def test_a_due_snapshot_starts_when_the_writer_has_nothing_in_flight(
     tmp_path: Path, wire: Clients
 ) -> None:
     server, journal, port = await _serve(tmp_path)
-    host = server.host
-    # (handed, durable) of the host each time a snapshot starts, and each time the
-    # loop drains the writer (the wait this test is about).
+    commit = server.served.commit
+    # (handed, durable) of the group commit each time a snapshot starts, and each time
+    # the loop drains the writer thread (the wait this test is about).
     starts: list[tuple[int, int]] = []
     drains: list[tuple[int, int]] = []
-    start_snapshot, writer = journal.start_snapshot, host._writer
-    assert writer is not None
+    assert isinstance(commit.writer, WriterThread)
+    start_snapshot, writer = journal.start_snapshot, commit.writer.thread
     drain = writer.drain
 
     def recording_start(engine: object) -> int | None:
-        starts.append((host._handed, host._durable))
-        return start_snapshot(host.engine)
+        starts.append((commit._handed, commit._durable))
+        return start_snapshot(server.host.engine)
 
-    def recording_drain() -> None:
-        drains.append((host._handed, host._durable))
-        drain()
+    def recording_drain(timeout: float = DRAIN_TIMEOUT) -> None:
+        drains.append((commit._handed, commit._durable))
+        drain(timeout)
 
     journal.start_snapshot = recording_start  # type: ignore[method-assign]
     writer.drain = recording_drain  # type: ignore[method-assign]

@@ -44,6 +44,7 @@ from tenure.server import DataDir, Journal
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._durability.storage import FsyncMode
 from tenure.server._serve import Server
+from tenure.server._server_host import wal_host
 
 from .wire import WAIT, Clients
 
@@ -66,7 +67,7 @@ async def running(
     config = ServeConfig(
         port=0, data_dir=path, fsync=FsyncMode.OFF, step_budget=BUDGET, auth_file=auth_file
     )
-    server = Server(config, journal, engine, b"1" * 16)
+    server = Server(config, wal_host(config, journal, engine), b"1" * 16)
     _, port = await server.start()
     try:
         yield server, port

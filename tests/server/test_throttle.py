@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from tenure.server._config.serve_config import ConfigError, ServeConfig, add_arguments, resolve
 from tenure.server._net.gate import Gate
+from tenure.server._net.pauses import PauseWatch
 from tenure.server._net.throttle import Throttle, peer_host
 
 
@@ -143,7 +145,12 @@ async def test_the_servers_throttle_tracks_what_the_setting_says(tmp_path: Path)
     auth.write_text('[[token]]\nname = "deployer"\nsecret = "s3cret"\naccess = "read-write"\n')
     config = ServeConfig(port=0, auth_file=auth, auth_max_tracked=2)
     gate = Gate(
-        config, b"1" * 16, lambda conn, message: None, window_of=lambda c: None, detach=print
+        config,
+        b"1" * 16,
+        lambda conn, message: None,
+        window_of=lambda c: None,
+        detach=print,
+        pauses=PauseWatch(asyncio.get_running_loop()),
     )
     assert gate.tokens is not None
     throttle = gate.tokens.throttle

@@ -109,6 +109,9 @@ class ConnectionEnd(Generic[InT]):
         self._version: int | None = None
         # Until the peer says otherwise, it accepts what every peer must accept.
         self._peer_max_frame_size = MIN_MAX_FRAME_SIZE
+        # The last Request received, and its frame body (ServerConnection.command_bytes).
+        self._request: Request | None = None
+        self._request_body = b""
 
     # -- what the driver may look at ----------------------------------------------------
 
@@ -192,6 +195,8 @@ class ConnectionEnd(Generic[InT]):
             self._their_error = error
             raise
         self._commit(Direction.RECEIVE, event, after)
+        if type(event) is Request and body is not None:
+            self._request, self._request_body = event, body
         # The transition table admits only the peer's messages (Rule 1), so ``event``
         # is an InT or the end of the stream.
         return cast("InT | ConnectionClosed", event)
@@ -341,3 +346,35 @@ class ServerConnection(ConnectionEnd[ClientMessage]):
     def __init__(self, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         """See :class:`ConnectionEnd`."""
         super().__init__(Side.SERVER, max_frame_size=max_frame_size)
+
+    def command_bytes(self, request: Request) -> bytes | None:
+        """The bytes of ``request``'s command as the client encoded them in its frame, so
+        that a journal logs them as they are instead of encoding the command again.
+
+        None unless ``request`` is the last Request :meth:`next_event` returned, from a
+        client of this protocol version (an older one's layouts are read, and logged,
+        as the codec makes them): then the command is to be encoded.
+        """
+        if request is not self._request or self._version != PROTOCOL_VERSION:
+            return None
+        return _command_in(self._request_body)
+
+
+#: How a Request's frame body starts: an array of three (``[2, request_id, command]``)
+#: and the Request's tag.
+_REQUEST_HEAD: Final = b"\x93\x02"
+#: Where the command starts in a Request's body, by the first byte of its request id
+#: (a positive fixint, or a uint 8, 16, 32 or 64).
+_COMMAND_START: Final = {0xCC: 4, 0xCD: 5, 0xCE: 7, 0xCF: 11}
+
+
+def _command_in(body: bytes) -> bytes | None:
+    """The command's bytes in ``body``, the frame body of a Request (decoded whole
+    already, so the command is the rest of it after the request id), as the peer
+    encoded them; None if ``body`` does not start as this codec lays a Request out
+    (a whole array of three), and the command is to be encoded afresh."""
+    if not body.startswith(_REQUEST_HEAD) or len(body) < 4:
+        return None
+    first = body[2]
+    start = 3 if first < 0x80 else _COMMAND_START.get(first, 0)
+    return body[start:] if start else None

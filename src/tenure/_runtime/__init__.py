@@ -4,7 +4,8 @@
 applies commands to it at the time a :class:`~tenure._runtime.clock.Clock` gives,
 wakes it at its next deadline, and hands each effect to the sink of the session it
 is addressed to. ``memory://`` (:mod:`tenure.backends.memory`) runs one in the
-client's process; ``tenure serve`` runs a durable one (the server's
-``DurableHost``, whose every change is journaled). Nothing here adds semantics: the
-rules are all in :mod:`tenure._core`.
+client's process, with no journal; ``tenure serve`` runs one given a journal and a
+writer (:mod:`tenure.server._server_host`), so that its every change is journaled
+and group-committed. Nothing here adds semantics: the rules are all in
+:mod:`tenure._core`.
 """

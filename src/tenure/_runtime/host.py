@@ -1,16 +1,32 @@
-"""The host: what drives an engine on an event loop, shared by ``memory://`` and ``tenure serve``.
+"""The host: what drives an engine on an event loop, for ``memory://`` and every server.
 
 The host owns one :class:`~tenure._core.Engine`, a
 :class:`~tenure._runtime.clock.Clock` and one timer. ``execute`` applies a command
 at the clock's current time and returns the reply; afterwards (and whenever the
-timer fires) the engine's effects are handed to the sink registered for the
-session each one is addressed to. The host adds no semantics of its own: it only
-moves commands in, time forward and effects out.
+timer fires) the engine's effects are routed: to the sink registered for the
+session each one is addressed to, or wherever a server routes them
+(:attr:`Host.route`). The host adds no semantics of its own: it only moves commands
+in, time forward and effects out.
+
+Composition. Besides its engine and clock a host is given two plain objects, or
+none: its *journal* (:class:`HostJournal`), to which it logs every change before
+anybody hears of it, and its *writer* (:class:`HostWriter`), which admits commands
+(or refuses them: a server shutting down, a standby, a leader whose etcd is too far
+behind), says whether deadlines run here, and commits what each step logged (a
+server's group commit, :mod:`tenure.server._group_commit`, over the data
+directory's log or a cluster's appender to etcd). The host calls them at fixed
+points of a step and nothing of it is overridden. ``memory://`` has neither: its
+engine lives in this process, a change is as durable as it will ever be once
+applied, and the host says so by having no journal and no writer, rather than
+objects whose methods would do nothing. A server's host has both; a standby's only
+a writer, which admits nothing (only the log in etcd changes its engine).
 
 Who advances time: before a command, the engine does (``Engine.apply`` ticks to
 the command's time itself, so the rule that a command never sees what its time has
 ended holds for every caller, not only for hosts that remember to tick). The host
-ticks only from its timer, for time that passes while no command comes.
+ticks only from its timer, for time that passes while no command comes. A tick that
+changed the state is logged before the command that carried it in, and even when
+that command then fails: a failed command is not logged, the tick must be.
 
 Slices. With a ``step_budget`` (the server's ``--step-budget``), the timer ticks in
 slices of at most that many items of work (``Engine.tick``'s budget) and, while due
@@ -23,7 +39,8 @@ commands back until the host has caught up (:meth:`Host.when_caught_up`).
 
 Three commands are given a time of the host's besides: ReserveUnits (a rate
 limiter's reservation), ClaimName and ReleaseClaim (a claim's record) carry the
-host's wall clock, UNIX seconds, which the host sets (``_WALL_TIMED``).
+host's wall clock, UNIX seconds, which the host sets (``_WALL_TIMED``); such a
+command is logged as the host made it, never as the bytes a client sent.
 
 Times leave in UNIX seconds: the engine keeps them on the monotonic clock, and the
 host moves those it shows (grant and queue times, sessions' creation times) by the
@@ -33,10 +50,11 @@ difference between its wall clock and that clock when it hands them out
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import Final, TypeVar
+from typing import Final, Protocol, TypeVar
 
 from tenure._core import (
     ClaimName,
@@ -51,76 +69,184 @@ from tenure._core import (
 )
 from tenure._core.stamps import stamp_effects, stamp_reply
 from tenure._runtime.clock import Clock, TimerHandle
+from tenure.errors import UnavailableError
 
 R = TypeVar("R")
 
 #: Receives the effects addressed to one session.
 EffectSink = Callable[[Effect], None]
+#: Receives the effects of one step, stamped (a server's routing, or the sessions' sinks).
+Route = Callable[[list[Effect]], None]
 #: The commands whose ``at`` is the host's wall clock (module docstring).
 _WALL_TIMED: Final = frozenset({ReserveUnits, ClaimName, ReleaseClaim})
 
 
-class Host:
-    """Drives an engine on a clock and routes its effects to per-session sinks.
+class HostJournal(Protocol):
+    """What a host logs every change to, before anybody hears of it: a server's
+    journal (the data directory's, or a cluster leader's in etcd)."""
 
-    ``memory://`` runs one as is; the server runs a durable one, whose hooks journal
-    every change (:class:`tenure.server._durable_host.DurableHost`).
-    """
+    def log_command(
+        self, command: Command[object], now: float, actor: str, raw: bytes | None
+    ) -> None:
+        """Queue the record of ``command``, which succeeded at ``now``, sent by ``actor``
+        (its token's name; "": nobody's). ``raw``: the command's bytes as the client
+        encoded them, to be logged as they are (None: the journal encodes it)."""
+
+    def log_tick(self, now: float) -> None:
+        """Queue the record of a tick at ``now`` that changed the state."""
+
+
+class HostWriter(Protocol):
+    """What a host's steps answer to: who may step, and the commit of what they logged
+    (a server's group commit)."""
+
+    @property
+    def ticking(self) -> bool:
+        """Whether the host's timer may run (not once stopped or failed, never on a
+        standby)."""
+        ...
+
+    @property
+    def dead(self) -> bool:
+        """Whether the journal failed: nothing more is applied or acknowledged."""
+        ...
+
+    def admit(self, command: Command[object], actor: str, now: float) -> None:
+        """Raise the error ``command`` is refused with, if it is (before it is applied)."""
+
+    def stepped(self, logged: bool) -> None:
+        """A step (a command, a tick) is done; ``logged``: it logged a change (a command
+        that succeeded, a tick that changed the state), to be committed with its turn."""
+
+    def failed(self, what: str, error: BaseException) -> None:
+        """Logging a change failed (``what`` was being done): nothing more may be
+        acknowledged."""
+
+    async def committed(self) -> None:
+        """Until what was applied so far is durable (or :attr:`dead`)."""
+
+
+class StepObserver(Protocol):
+    """Who is told of each step (a server's metrics)."""
+
+    def applied(self, command: Command[object], value: object) -> None:
+        """The engine applied ``command`` (from any protocol) and it returned ``value``."""
+
+    def effects(self, effects: list[Effect]) -> None:
+        """The engine's effects of one step."""
+
+
+class Host:
+    """Drives an engine on a clock and routes its effects (see the module docstring)."""
 
     def __init__(
         self,
+        engine: Engine,
         clock: Clock,
-        engine: Engine | None = None,
+        journal: HostJournal | None = None,
+        writer: HostWriter | None = None,
         *,
         wall_clock: Callable[[], float] = time.time,
         step_budget: int | None = None,
+        observer: StepObserver | None = None,
     ) -> None:
-        """``step_budget``: items of deadline work per turn of the timer (None: a tick
-        does everything due at once)."""
+        """``journal`` needs a ``writer`` (what commits what it logs); ``step_budget``:
+        items of deadline work per turn of the timer (None: a tick does everything
+        due at once); ``observer``: told of each command applied and each step's
+        effects (None: nobody measures).
+
+        Raises:
+            ValueError: a journal without a writer.
+        """
+        if journal is not None and writer is None:
+            raise ValueError("a host's journal needs a writer to commit what it logs")
+        self.engine = engine
         self.clock = clock
+        self.journal = journal
+        self.writer = writer
+        self.wall_clock = wall_clock
         self.step_budget = step_budget
+        self.observer = observer
         #: The most items of deadline work one step (a command, a slice of the timer)
         #: has done: what the budget bounds, shown by a count, for tests and metrics.
         self.most_deadline_work = 0
-        self._caught_up: list[Callable[[], None]] = []
-        self.wall_clock = wall_clock
-        self.engine = engine if engine is not None else Engine()
+        #: Where each step's effects go: the sessions' sinks (:meth:`subscribe`), or a
+        #: server's routing, which it sets once it is built around this host.
+        self.route: Route = self._to_sinks
         self._sinks: dict[int, EffectSink] = {}
+        self._caught_up: list[Callable[[], None]] = []
         self._timer: TimerHandle | None = None
         self._timer_at: float | None = None
 
-    def execute(self, command: Command[R]) -> R:
-        """Apply ``command`` now; deliver the effects it caused; re-arm the timer.
+    @property
+    def dead(self) -> bool:
+        """Whether the writer's journal failed: nothing more is applied or acknowledged."""
+        return self.writer is not None and self.writer.dead
+
+    def execute(self, command: Command[R], actor: str = "", raw: bytes | None = None) -> R:
+        """Apply ``command`` now, logged; deliver the effects it caused; re-arm the timer.
+
+        ``actor`` is who sends it: the name of its connection's token ("" without an
+        auth file). What it makes is that token's, and counts against its quotas
+        (:mod:`tenure._core.quotas`); the engine knows it only while it applies it.
+        ``raw``: the command's bytes as decoded from its client's frame, which the
+        journal logs as they are (None: it encodes the command).
 
         Effects are delivered even when the command fails, so that nothing the
         engine queued is ever held back.
+
+        Raises:
+            The command's error; the writer's refusal; UnavailableError if the
+            journal could not log it.
         """
+        writer, engine = self.writer, self.engine
         now = self.clock.now()
+        if writer is not None:
+            writer.admit(command, actor, now)
         if type(command) in _WALL_TIMED:
             # A rate limiter's time, and a claim's record's, is the wall clock, passed
             # in here (whatever the client sent) and so logged with the command: see
             # tenure._core.rates and tenure._core.claims.
             command = dataclasses.replace(command, at=self.wall_clock())  # type: ignore[type-var]
-        engine = self.engine
+            raw = None  # (the client's bytes carry the client's time)
         handled, work = engine.deadlines_handled, engine.deadline_work
+        logged = False
         try:
+            if actor:
+                engine.actor = actor
             try:
                 value = engine.apply(command, now)
             finally:
-                self._count_work(engine.deadline_work - work)
+                if actor:
+                    engine.actor = ""
+                work = engine.deadline_work - work
+                if work > self.most_deadline_work:
+                    self.most_deadline_work = work
                 # apply ticked to ``now`` first (the engine's job, not ours: see the
-                # module docstring). If that changed the state, report it before the
-                # command, and even when the command then failed: a failed command is
-                # not logged, so a durable host must log the tick on its own.
+                # module docstring). If that changed the state, log it before the
+                # command, and even when the command then failed.
                 if engine.deadlines_handled != handled:
-                    self._ticked(now)
-            self._applied(command, now)
+                    self._log_tick(now)
+                    logged = True
+            journal = self.journal
+            if journal is not None:
+                try:
+                    journal.log_command(command, now, actor, raw)
+                except Exception as error:
+                    self._failed(error)
+            logged = True
             kind = type(value)
             if kind is DescribeResult or kind is SessionPage or kind is NodeDescription:
                 value = stamp_reply(value, self.wall_shift())
-            return value
         finally:
-            self._after_step()
+            self._after_step(logged)
+        if self.observer is not None:
+            self.observer.applied(command, value)
+        return value
+
+    def start(self) -> None:
+        """Arm the timer (for the deadlines a recovered engine carries)."""
+        self._arm_timer()
 
     def behind(self) -> bool:
         """Whether deadlines due by now are left for the timer's next slices (a command
@@ -129,12 +255,31 @@ class Host:
         return (
             self.step_budget is not None
             and self.engine.deadlines.any_due(self.clock.now())
-            and self._timer_allowed()
+            and (self.writer is None or self.writer.ticking)
         )
 
     def when_caught_up(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` once nothing due is left (after the step that ends it)."""
+        """Call ``callback`` once nothing due is left (after the step that ends it), or
+        once the host closes."""
         self._caught_up.append(callback)
+
+    async def caught_up(self) -> None:
+        """Until no due deadline is left for the timer's slices (at once if none is),
+        or the host stops ticking (see :class:`tenure.server.plug.HostCalls`)."""
+        while self.behind():
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+            def wake(done: asyncio.Future[None] = done) -> None:
+                if not done.done():
+                    done.set_result(None)
+
+            self.when_caught_up(wake)
+            await done
+
+    async def committed(self) -> None:
+        """Until what was applied so far is durable (at once without a writer)."""
+        if self.writer is not None:
+            await self.writer.committed()
 
     def wall_shift(self) -> float:
         """What to add to an engine time to make it UNIX seconds (wall clock minus clock)."""
@@ -150,42 +295,50 @@ class Host:
             self._sinks.pop(session_id, None)
 
     def close(self) -> None:
-        """Cancel the timer; the engine's state is left as it is."""
+        """Cancel the timer, and wake whoever waits for the host to catch up (they find
+        it stopped); the engine's state is left as it is."""
         self._cancel_timer()
+        self._wake_caught_up()
 
-    # -- hooks for a durable host (tenure.server's DurableHost) ---------------------------
+    # -- inside -----------------------------------------------------------------------
 
-    def _ticked(self, now: float) -> None:
-        """A tick at ``now`` changed the state (called before ``_applied`` of a command
-        that ticked on its way in)."""
-
-    def _applied(self, command: Command[R], now: float) -> None:
-        """``command`` succeeded at ``now``."""
-
-    def _deliver(self, effects: list[Effect]) -> None:
+    def _to_sinks(self, effects: list[Effect]) -> None:
         """Hand effects to the sinks of their sessions."""
         for effect in effects:
             sink = self._sinks.get(effect.session_id)
             if sink is not None:
                 sink(effect)
 
-    def _timer_allowed(self) -> bool:
-        """Whether the timer may run (a durable host stops it when it shuts down)."""
-        return True
+    def _log_tick(self, now: float) -> None:
+        journal = self.journal
+        if journal is not None:
+            try:
+                journal.log_tick(now)
+            except Exception as error:
+                self._failed(error)
 
-    # -- inside -----------------------------------------------------------------------
+    def _failed(self, error: Exception) -> None:
+        """The journal could not log a change: the writer stops acknowledging anything.
 
-    def _after_step(self) -> None:
-        if self.engine.effects:  # (most steps cause none: then nothing to take or deliver)
-            effects = stamp_effects(self.engine.take_effects(), self.wall_shift())
-            self._deliver(effects)
+        Raises:
+            UnavailableError: always (the change happened, and will never be told).
+        """
+        assert self.writer is not None  # (a journal has one: __init__)
+        self.writer.failed("writing to the journal", error)
+        raise UnavailableError("the server failed to log a change") from None
+
+    def _after_step(self, logged: bool) -> None:
+        engine = self.engine
+        if engine.effects:  # (most steps cause none: then nothing to take or deliver)
+            effects = stamp_effects(engine.take_effects(), self.wall_shift())
+            if self.observer is not None:
+                self.observer.effects(effects)
+            self.route(effects)
         self._arm_timer()
-        if self._caught_up and not (self._timer_allowed() and self.behind()):
+        if self._caught_up and not self.behind():
             self._wake_caught_up()
-
-    def _count_work(self, work: int) -> None:
-        if work > self.most_deadline_work:
-            self.most_deadline_work = work
+        if self.writer is not None:
+            self.writer.stepped(logged)
 
     def _wake_caught_up(self) -> None:
         """Call what waits for the host to catch up (it may wait again: a new list)."""
@@ -194,7 +347,7 @@ class Host:
             callback()
 
     def _arm_timer(self) -> None:
-        if not self._timer_allowed():
+        if self.writer is not None and not self.writer.ticking:
             return
         when = self.engine.next_deadline()
         if when == self._timer_at:
@@ -210,14 +363,20 @@ class Host:
 
     def _on_timer(self) -> None:
         self._timer = self._timer_at = None
-        if not self._timer_allowed():
+        if self.writer is not None and not self.writer.ticking:
             return
         now = self.clock.now()
         # The host's only tick: time passed with no command to carry it in (a slice of
         # it, with a step budget: the timer is armed again at once if work is left).
-        work = self.engine.deadline_work
-        handled = self.engine.tick(now, self.step_budget)
-        self._count_work(self.engine.deadline_work - work)
+        engine = self.engine
+        work = engine.deadline_work
+        handled = engine.tick(now, self.step_budget)
+        work = engine.deadline_work - work
+        if work > self.most_deadline_work:
+            self.most_deadline_work = work
         if handled:
-            self._ticked(now)
-        self._after_step()
+            try:
+                self._log_tick(now)
+            except UnavailableError:
+                return  # the journal failed: the writer stopped everything already
+        self._after_step(bool(handled))

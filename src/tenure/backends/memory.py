@@ -39,6 +39,7 @@ from tenure._core import (
     DetachSession,
     DropNode,
     Effect,
+    Engine,
     KillSession,
     ListNodes,
     ListSemaphores,
@@ -367,6 +368,6 @@ def _host(clock: Clock) -> Host:
     then follow the clock that drives expiry, as they follow the loop's otherwise.
     """
     if isinstance(clock, LoopClock):
-        return Host(clock)
+        return Host(Engine(), clock)
     base, start = time.time(), clock.now()
-    return Host(clock, wall_clock=lambda: base + (clock.now() - start))
+    return Host(Engine(), clock, wall_clock=lambda: base + (clock.now() - start))

@@ -3,8 +3,11 @@
 The runtime, here:
 
 * :mod:`tenure.server._serve`: the network server, which runs the rest;
-* :mod:`tenure.server._durable_host`: the server's host: the engine on the event loop,
-  every change journaled (group commit);
+* :mod:`tenure.server._server_host`: the server's host, built before the server: the
+  runtime's :class:`~tenure._runtime.host.Host` given the server's journal and its
+  group commit (:mod:`tenure.server._group_commit`), every change journaled;
+* :mod:`tenure.server._reception`: the server's sockets admitted and connections
+  served; :mod:`tenure.server._routing`: where the engine's effects go;
 * :mod:`tenure.server._session_table`: which connection owns which session;
 * :mod:`tenure.server.plug`: the boundary with the faces of other lock services
   (:mod:`tenure.compat`): what the server lends a face, and what a face must be; the
@@ -33,19 +36,20 @@ from __future__ import annotations
 from tenure.server._config.serve_config import ConfigError, ServeConfig
 from tenure.server._durability.journal import Journal
 from tenure.server._durability.storage import CorruptLogError, DataDir, FsyncMode, Recovered
-from tenure.server._durable_host import DurableHost
 from tenure.server._serve import Server
+from tenure.server._server_host import ServerHost, wal_host
 from tenure.server._startup import serve
 
 __all__ = [
     "ConfigError",
     "CorruptLogError",
     "DataDir",
-    "DurableHost",
     "FsyncMode",
     "Journal",
     "Recovered",
     "ServeConfig",
     "Server",
+    "ServerHost",
     "serve",
+    "wal_host",
 ]

@@ -37,6 +37,7 @@ from tenure.server._logs import JsonFormatter as JsonFormatter  # where it used 
 from tenure.server._logs import setup_logging
 from tenure.server._net.tls import describe
 from tenure.server._serve import Server
+from tenure.server._server_host import wal_host
 from tenure.server._start_failure import data_dir_failure, listen_failure
 
 if TYPE_CHECKING:  # the server extra: imported only with --http-port
@@ -163,10 +164,10 @@ async def _recover_and_serve(
         data_dir_failure(config.data_dir, error).log(log)
         journal.abort()
         return 1
+    observer = endpoint.metrics if endpoint else None
     try:
-        server = Server(
-            config, journal, engine, ident, observer=endpoint.metrics if endpoint else None
-        )
+        served = wal_host(config, journal, engine, observer)
+        server = Server(config, served, ident, observer=observer)
     except ConfigError as error:
         log.critical("%s", error)
         journal.close()

@@ -70,9 +70,9 @@ ConnT = TypeVar("ConnT", bound=Connection)
 
 
 class HostCalls(Protocol):
-    """What a face may ask of the server's host (a
-    :class:`~tenure.server._durable_host.DurableHost`): the engine's state to read,
-    and its commands, journaled and group-committed like the native protocol's."""
+    """What a face may ask of the server's host (a :class:`~tenure._runtime.host.Host`):
+    the engine's state to read, and its commands, journaled and group-committed like
+    the native protocol's."""
 
     @property
     def engine(self) -> Engine:

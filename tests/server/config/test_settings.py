@@ -26,7 +26,8 @@ from tenure._core import (
 )
 from tenure._protocol import ConnectionClosed, GoingAway, Request
 from tenure.errors import ErrorCode
-from tenure.server import DataDir, Journal, ServeConfig, Server
+from tenure.server import DataDir, Journal, ServeConfig, Server, wal_host
+from tenure.server._durability.fsync_modes import LoopCommit
 from tenure.server._durability.storage import FsyncMode
 
 from ..wire import WAIT, Clients, ServerProcess
@@ -118,8 +119,10 @@ async def test_batch_interval_syncs_batches(tmp_path: Path) -> None:
     journal = Journal(data_dir)
     engine = journal.open(loop.time())
     config = ServeConfig(port=0, data_dir=data_dir.path, fsync=FsyncMode.BATCH, batch_interval=0.01)
-    server = Server(config, journal, engine, b"2" * 16)
-    assert server.host.batch_interval == 0.01
+    server = Server(config, wal_host(config, journal, engine), b"2" * 16)
+    writer = server.served.commit.writer
+    assert isinstance(writer, LoopCommit)
+    assert writer.sync_every == 0.01
     _, port = await server.start()
     clients = Clients()
     try:

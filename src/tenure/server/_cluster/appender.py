@@ -1,20 +1,24 @@
 """The leader's writer: group commit to the cluster's log in etcd.
 
-The server's host hands each turn's records to :meth:`Appender.submit` as batch N
-and goes on serving (as it hands them to the journal's writer thread in a single
-server). One append is in flight at a time: while it is, later batches accumulate,
-and the next append carries all of them, so the busier the leader, the more
-batches share one Txn. An append is one log entry, or several in a row when the
-records exceed ``max_entry`` bytes (a record is never split: the configuration
-keeps every record within the limit, :mod:`tenure.server._cluster.settings`). Once
-every entry of a round is in etcd, the host hears that batches up to the last one
-taken are durable, and their answers leave.
+The leader's group commit (:mod:`tenure.server._group_commit`, whose
+:class:`~tenure.server._commit_seams.BatchWriter` the appender is) hands each turn's
+records to :meth:`Appender.write` as batch N and goes on serving (as it hands them
+to the journal's writer thread in a single server). One append is in flight at a
+time: while it is, later batches accumulate, and the next append carries all of
+them, so the busier the leader, the more batches share one Txn. An append is one
+log entry, or several in a row when the records exceed ``max_entry`` bytes (a
+record is never split: the configuration keeps every record within the limit,
+:mod:`tenure.server._cluster.settings`). Once every entry of a round is in etcd,
+the group commit hears that batches up to the last one taken are durable, and
+their answers leave.
 
 Each append is a fenced Txn (:meth:`ClusterStore.append`): if this server no
-longer leads, it fails, and the host is told the journal failed: it steps down, and
+longer leads, it fails, and the group commit is told the journal failed: it steps down, and
 nothing of those batches is acknowledged. An etcd that cannot be reached is tried
 again until the leader's lease could have run out (``deadline``), then it fails
-the same way.
+the same way. Until that deadline, and never after it, what the appender made
+durable may leave (:attr:`Appender.valid_until`); and while more than ``max_pending``
+bytes wait for etcd, the leader refuses commands (:data:`MAX_PENDING`).
 
 A snapshot needs the index of the last entry that holds its records and none after
 (:meth:`Appender.barrier`): a round never takes batches on both sides of a barrier.
@@ -27,6 +31,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from typing import Final
 
 from tenure.errors import NotLeaderError, UnavailableError
 from tenure.server._cluster.keys import Entry
@@ -35,16 +40,22 @@ from tenure.server._durability.storage import unframed
 
 log = logging.getLogger("tenure.cluster")
 
-__all__ = ["Appender"]
+__all__ = ["MAX_PENDING", "Appender"]
+
+#: Bytes of records handed to the appender and not in etcd yet beyond which the leader
+#: refuses commands (UnavailableError, "try again") instead of queueing more: an etcd
+#: that answers slower than clients ask cannot make the leader's memory grow without
+#: bound (a single server's writer thread stops the loop at the same size).
+MAX_PENDING: Final = 64 * 1024 * 1024
 
 #: The pause between two tries of an append etcd did not answer, in seconds.
 RETRY_PAUSE = 0.05
 
 
 class Appender:
-    """See the module docstring. ``on_durable(batch, seconds)`` and ``on_failed(error)``
-    are called on the event loop; ``deadline()`` is when the leader's lease could end
-    (loop time)."""
+    """See the module docstring. ``on_durable(batch, seconds)`` and
+    ``on_failed(what, error)`` are called on the event loop; ``deadline()`` is when the
+    leader's lease could end (loop time); ``max_pending``: see :data:`MAX_PENDING`."""
 
     def __init__(
         self,
@@ -55,14 +66,18 @@ class Appender:
         next_index: int,
         max_entry: int,
         deadline: Callable[[], float],
+        max_pending: int = MAX_PENDING,
     ) -> None:
         self.store = store
+        self.max_pending: int | None = max_pending
         self.lease = lease
         self.term = term
         self.max_entry = max_entry
         #: The index the next entry gets (one past the last appended).
         self.next_index = next_index
         self._deadline = deadline
+        #: Until when what it appended may leave: the leader's lease (BatchWriter's).
+        self.valid_until: Callable[[], float] | None = deadline
         self._loop = asyncio.get_running_loop()
         self._queue: list[tuple[int, bytes]] = []
         #: Bytes handed over and not appended yet (queued, or in the append in flight).
@@ -75,8 +90,8 @@ class Appender:
         self._barriers: list[tuple[int, asyncio.Future[int]]] = []
         self._task: asyncio.Task[None] | None = None
         self._failed: BaseException | None = None
-        self.on_durable: Callable[[int, float], None] = lambda batch, seconds: None
-        self.on_failed: Callable[[BaseException], None] = lambda error: None
+        self.on_durable: Callable[[int, float | None], None] = lambda batch, seconds: None
+        self.on_failed: Callable[[str, BaseException], None] = lambda what, error: None
 
     @property
     def handed(self) -> int:
@@ -89,13 +104,25 @@ class Appender:
         return self.next_index - 1
 
     def start(
-        self, on_durable: Callable[[int, float], None], on_failed: Callable[[BaseException], None]
+        self,
+        on_durable: Callable[[int, float | None], None],
+        on_failed: Callable[[str, BaseException], None],
     ) -> None:
-        """Begin appending what is submitted, telling the host through these two."""
+        """Begin appending what is submitted, telling the group commit through these two."""
         self.on_durable, self.on_failed = on_durable, on_failed
         self._task = asyncio.ensure_future(self._run())
 
     # -- BatchWriter ------------------------------------------------------------------
+
+    def write(self, data: bytes, lone: bool) -> int:
+        """Hand one turn's records over (:meth:`submit`; never appended here: an append is
+        a round trip to etcd, made by the appender's task); the batch its output waits
+        for (the last one handed, if ``data`` is empty).
+
+        Raises:
+            NotLeaderError: as :meth:`submit`.
+        """
+        return self.submit(data) if data else self._handed
 
     def submit(self, data: bytes) -> int:
         """Hand one batch of framed records over; returns its number at once.
@@ -111,10 +138,6 @@ class Appender:
         self._idle.clear()
         self._wake.set()
         return self._handed
-
-    def commit_here(self, data: bytes) -> bool:
-        """Never: an append is a round trip to etcd, made by the appender's task."""
-        return False
 
     def drain(self) -> None:
         """Nothing to do here: the loop cannot block for etcd (await :meth:`idle`)."""
@@ -177,7 +200,7 @@ class Appender:
             self._failed = error
             self._queue.clear()
             self._idle.set()
-            self.on_failed(error)
+            self.on_failed("committing the journal", error)
 
     async def _append(self, entry: Entry) -> None:
         """Append one entry at the next index, trying again while the lease may last.

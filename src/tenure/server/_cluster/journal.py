@@ -1,7 +1,7 @@
 """The leader's journal: the same records as a single server's, kept in etcd.
 
 :class:`ClusterJournal` is what the leader's host logs to
-(:class:`~tenure.server._durable_host.HostJournal`): each command that succeeded
+(a :class:`~tenure.server._commit_seams.ServerJournal`): each command that succeeded
 and each tick that changed the state is a record, exactly as in the data
 directory's log (:mod:`tenure.server._durability.records`), framed the same way,
 and the :class:`~tenure.server._cluster.appender.Appender` makes them durable by
@@ -39,7 +39,7 @@ __all__ = ["ClusterJournal"]
 
 
 class ClusterJournal:
-    """See the module docstring (a :class:`~tenure.server._durable_host.HostJournal`)."""
+    """See the module docstring (a :class:`~tenure.server._commit_seams.ServerJournal`)."""
 
     fsync = FsyncMode.ALWAYS  # an entry is acknowledged once etcd has it
 
@@ -62,10 +62,13 @@ class ClusterJournal:
 
     # -- records ----------------------------------------------------------------------
 
-    def log_command(self, command: Command[object], now: float, actor: str = "") -> None:
+    def log_command(
+        self, command: Command[object], now: float, actor: str = "", raw: bytes | None = None
+    ) -> None:
         """Queue the record of a command that succeeded (read-only ones are skipped),
-        sent by ``actor`` (its token's name; :func:`command_record`)."""
-        record = command_record(command, now, actor)
+        sent by ``actor`` (its token's name), ``raw`` its bytes as a client sent them
+        (None: encoded here; :func:`command_record`)."""
+        record = command_record(command, now, actor, raw)
         if record is not None:
             self._pending += framed(record)
             self._since_snapshot += 1
@@ -85,13 +88,6 @@ class ClusterJournal:
         data = bytes(self._pending)
         self._pending.clear()
         return data
-
-    def commit(self) -> None:
-        """Unused: the leader's host commits through its appender only."""
-        raise RuntimeError("a cluster's journal commits through its appender")
-
-    def sync(self) -> None:
-        """Nothing: an entry is durable once etcd has it."""
 
     # -- snapshots --------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ keepalive stream (:class:`~tenure._etcd.streams.KeepAlive`) renews it at a
 third of its TTL. etcd ends a lease no sooner than its TTL after the renewal it
 last *processed*, which came after our request was *sent*: so from the send time
 of the last renewal etcd answered, the lease holds for at least the TTL. A leader
-stops serving before that (:meth:`LeaseKeeper.deadline`), less a margin for clocks
+stops serving before that (:meth:`MemberLease.deadline`), less a margin for clocks
 that run at slightly different rates (:data:`DRIFT`) and a constant for the
 scheduling of the step down itself (:data:`MARGIN`). The fence on every append
 does not depend on any of this; the deadline is what keeps a paused or cut-off
@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import Final
 
-__all__ = ["DRIFT", "MARGIN", "LeaseKeeper"]
+__all__ = ["DRIFT", "MARGIN", "MemberLease"]
 
 #: How much faster this machine's clock may run than etcd's leader's (2%).
 DRIFT: Final = 0.02
@@ -25,7 +25,7 @@ DRIFT: Final = 0.02
 MARGIN: Final = 0.25
 
 
-class LeaseKeeper:
+class MemberLease:
     """One lease, renewed by the keepalive stream (a
     :class:`~tenure._etcd.streams.Renewable`)."""
 

@@ -7,14 +7,14 @@ and the :class:`~tenure.server._cluster.follower.Follower`. Each term is one
 :class:`~tenure.server._serve.Server` on those sockets:
 
 * **Standby.** The follower keeps the engine warm from the log; the server's
-  :class:`~tenure.server._cluster.hosts.StandbyHost` refuses every command, naming the
-  leader. Meanwhile the member is a candidate (a key on its lease, as etcd's
+  host (:func:`~tenure.server._cluster.hosts.standby_host`) refuses every command,
+  naming the leader. Meanwhile the member is a candidate (a key on its lease, as etcd's
   ``concurrency.Election``) and waits until no candidate is ahead of it.
 * **Leader.** Elected, it reads the log's tail the watch had not brought, appends
   one record of its takeover (the engine resumed on its clock: every session's
   window starts afresh, as after a restart of a single server), and serves the same
-  engine through a :class:`~tenure.server._cluster.hosts.LeaderHost`, every change
-  appended to etcd under the fence of its term.
+  engine through the leader's host (:func:`~tenure.server._cluster.hosts.leader_host`),
+  every change appended to etcd under the fence of its term.
 * **Stepping down.** When its lease could have ended (no renewal answered in time),
   etcd says it is gone, or an append is refused, the server stops at once (nothing
   more is acknowledged, clients are told ``NOT_LEADER``), the member revokes its
@@ -42,10 +42,10 @@ from tenure._etcd.streams import KeepAlive, WatchHub
 from tenure.errors import TenureError, UnavailableError
 from tenure.server._cluster.appender import Appender
 from tenure.server._cluster.follower import Follower
-from tenure.server._cluster.hosts import LeaderHost, StandbyHost
+from tenure.server._cluster.hosts import leader_host, standby_host
 from tenure.server._cluster.journal import ClusterJournal
 from tenure.server._cluster.keys import ClusterKeys, Entry, Member
-from tenure.server._cluster.lease import LeaseKeeper
+from tenure.server._cluster.lease import MemberLease
 from tenure.server._cluster.lookout import Lookout
 from tenure.server._cluster.role import ClusterRole
 from tenure.server._cluster.store import Appended, ClusterStore
@@ -90,14 +90,14 @@ class ClusterMember:
         self.instance_id = b""
         self.secret = b""  # the cluster's, which the faces sign with
         self.server: Server | None = None
-        self.lease: LeaseKeeper | None = None
+        self.lease: MemberLease | None = None
         self.term = 0
         #: Set when a candidate key came or went (the lookout's, once it runs).
         self._candidates = asyncio.Event()
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._fresh = True  # the follower's engine is the log's (not a leader's since)
-        self._standing: LeaseKeeper | None = None  # the lease of the latest candidacy
+        self._standing: MemberLease | None = None  # the lease of the latest candidacy
 
     # -- the whole life -------------------------------------------------------------------
 
@@ -151,21 +151,13 @@ class ClusterMember:
             self._fresh = True
         follower.start()
         role.applied = lambda: follower.applied
-        engine = follower.engine
+        metrics = self._metrics()
+        host = standby_host(self.config, follower.engine, role, metrics)
         server = Server(
-            self.config,
-            None,
-            None,
-            self.instance_id,
-            observer=self._metrics(),
-            role=role,
-            secret=self.secret,
-            make_host=partial(
-                StandbyHost, engine, leader=role.leader, shift=lambda: role.leader_shift
-            ),
+            self.config, host, self.instance_id, observer=metrics, role=role, secret=self.secret
         )
         await self._start(server, sockets)
-        follower.on_load = partial(setattr, server.host, "engine")  # (a reload: a new engine)
+        follower.on_load = partial(setattr, host.host, "engine")  # (a reload: a new engine)
         try:
             while not self._stop.is_set():
                 lease = await self._new_lease()
@@ -182,7 +174,7 @@ class ClusterMember:
             if self._stop.is_set() and self._standing is not None:
                 await self._resign(self._standing)  # no stale candidate ahead of the others
 
-    async def _until_elected(self, lease: LeaseKeeper, term: int) -> bool:
+    async def _until_elected(self, lease: MemberLease, term: int) -> bool:
         """Wait until no candidate is ahead of ``term`` (True), or the lease is lost or
         the member stops (False)."""
         while not (self._stop.is_set() or lease.lost.is_set()):
@@ -249,40 +241,26 @@ class ClusterMember:
             journal.on_snapshot = self.endpoint.metrics.snapshot_written
         role.lead(term)
         role.applied = lambda: appender.last_index
+        host = leader_host(self.config, journal, engine, role, metrics)
         server = Server(
-            self.config,
-            None,
-            None,
-            self.instance_id,
-            observer=metrics,
-            role=role,
-            secret=self.secret,
-            make_host=partial(
-                LeaderHost,
-                journal,
-                engine,
-                deadline=lease.deadline,
-                batch_interval=self.config.batch_interval,
-                slow_commit=self.config.slow_commit,
-                observer=metrics,
-            ),
+            self.config, host, self.instance_id, observer=metrics, role=role, secret=self.secret
         )
         await self._start(server, sockets)
         fields: dict[str, object] = {"term": term, "index": index, "sessions": len(engine.sessions)}
         log.info("leading the cluster", extra={"event": "cluster_leading", "fields": fields})
         why = await self._while_leading(server, lease)
         if self._stop.is_set():
-            server.host.flush()
+            host.flush()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.config.shutdown_grace):
-                    await server.host.settled()  # what it owes reaches etcd and its clients
+                    await host.settled()  # what it owes reaches etcd and its clients
         await server.step_down(why)
         role.stand_by()
         fields = {"term": term, "why": why, "index": appender.last_index}
         log.warning("stepped down", extra={"event": "cluster_stepped_down", "fields": fields})
         await self._resign(lease)
 
-    async def _while_leading(self, server: Server, lease: LeaseKeeper) -> str:
+    async def _while_leading(self, server: Server, lease: MemberLease) -> str:
         """Until this leader must stop; why."""
         done = asyncio.ensure_future(server.wait())
         try:
@@ -300,12 +278,12 @@ class ClusterMember:
         finally:
             done.cancel()
 
-    async def _until_deadline(self, call: Awaitable[T], lease: LeaseKeeper) -> T:
+    async def _until_deadline(self, call: Awaitable[T], lease: MemberLease) -> T:
         """``call``, given up (TimeoutError) once the lease could have ended."""
         async with asyncio.timeout_at(lease.deadline()):
             return await call
 
-    async def _resign(self, lease: LeaseKeeper) -> None:
+    async def _resign(self, lease: MemberLease) -> None:
         """Let go of ``lease`` (and with it the candidacy): a successor is elected at once.
 
         Best effort: a lease etcd already ended (its TTL ran out while this member was
@@ -319,12 +297,12 @@ class ClusterMember:
                 await self.store.revoke(lease.lease_id)
         self.lease = None
 
-    async def _new_lease(self) -> LeaseKeeper:
+    async def _new_lease(self) -> MemberLease:
         """A new lease, kept alive from now on."""
         ttl = self.config.cluster_lease_ttl
         sent_at = self.loop.time()
         lease_id = await self._retrying(lambda: self.store.grant(ttl), "granting a lease")
-        lease = LeaseKeeper(lease_id, ttl, sent_at)
+        lease = MemberLease(lease_id, ttl, sent_at)
         self.keepalive.add(lease)
         self._standing = lease
         return lease
@@ -340,9 +318,9 @@ class ClusterMember:
         applied = self._role().applied()
         now = time.time()
         server = self.server
-        if server is not None and isinstance(server.host, LeaderHost):
-            # The engine's times are on the leader's heard time (its own stalls left
-            # out, server/_net/pauses.py): its host says what turns them into UNIX time.
+        if server is not None and isinstance(server.served.commit.writer, Appender):
+            # A leader's (it appends to etcd): the engine's times are on its heard time
+            # (server/_net/pauses.py), which its host turns into UNIX time.
             shift = server.host.wall_shift()
         else:
             shift = now - self.loop.time()  # (as a host's wall_shift before any stall)

@@ -19,8 +19,8 @@ from tenure.server._config.cluster_settings import CLUSTER_SETTINGS
 from tenure.server._config.http_settings import HTTP_SETTINGS
 from tenure.server._config.quota_settings import QUOTA_SETTINGS
 from tenure.server._config.setting import Setting, in_range, one_of
+from tenure.server._durability.fsync_modes import BATCH_INTERVAL
 from tenure.server._durability.storage import FsyncMode
-from tenure.server._durable_host import BATCH_INTERVAL
 from tenure.server._logs import LOG_FORMATS
 from tenure.server._net.throttle import DEFAULT_MAX_TRACKED
 from tenure.server._session_table import DEFAULT_MAX_QUEUED

@@ -159,10 +159,13 @@ class Journal:
     def _replay(self, engine: Engine, record: bytes, index: int) -> None:
         apply_record(engine, record, f"logged record {index}", self.data_dir.path)
 
-    def log_command(self, command: Command[object], now: float, actor: str = "") -> None:
+    def log_command(
+        self, command: Command[object], now: float, actor: str = "", raw: bytes | None = None
+    ) -> None:
         """Queue a record of a command that succeeded (read-only ones are skipped),
-        sent by ``actor`` (its token's name; :func:`command_record`)."""
-        record = command_record(command, now, actor)
+        sent by ``actor`` (its token's name), ``raw`` its bytes as a client sent them
+        (None: encoded here; :func:`command_record`)."""
+        record = command_record(command, now, actor, raw)
         if record is not None:
             self._append(record)
 
@@ -173,10 +176,6 @@ class Journal:
     def commit(self) -> None:
         """Make every queued record durable (as the fsync mode says)."""
         self.data_dir.commit()
-
-    def sync(self) -> None:
-        """Make what was committed durable (fsync), whatever the mode (``--fsync batch``)."""
-        self.data_dir.commit(sync=True)
 
     def take_pending(self) -> bytes:
         """The queued records' bytes, for a writer thread to commit (see DataDir.write)."""

@@ -75,16 +75,29 @@ READ_ONLY: Final = frozenset(
 )
 
 
-def command_record(command: Command[object], now: float, actor: str = "") -> bytes | None:
+def command_record(
+    command: Command[object], now: float, actor: str = "", raw: bytes | None = None
+) -> bytes | None:
     """The record of a command that succeeded at ``now`` (None: read-only, not logged),
-    sent by ``actor`` (its token's name; "": nobody's)."""
+    sent by ``actor`` (its token's name; "": nobody's).
+
+    ``raw``: the command's wire layout as a client's frame carried it, decoded once
+    and logged as it is (the native face's; see
+    :meth:`tenure._protocol.connection.ServerConnection.command_bytes`). Encoded by
+    tenure's codec, as every client of this project encodes it, those are the very
+    bytes :func:`encode_command` would make (``tests/server/durability/test_raw_records.py``
+    shows it for every command the native face takes); another encoder's equivalent
+    layout (an int for a whole float) replays to the same command. None: the
+    command is encoded here (a command of another face, or of the server's own, or
+    one the host rewrote).
+    """
     if type(command) in READ_ONLY:
         return None
     # The command in its wire layout, as encoded (and checked) by the protocol's codec.
-    raw = msgspec.Raw(encode_command(command))
+    layout = msgspec.Raw(encode_command(command) if raw is None else raw)
     if actor and type(command) in OWNED_BY_SENDER:
-        return msgspec.msgpack.encode([COMMAND_RECORD, now, raw, actor])
-    return msgspec.msgpack.encode([COMMAND_RECORD, now, raw])
+        return msgspec.msgpack.encode([COMMAND_RECORD, now, layout, actor])
+    return msgspec.msgpack.encode([COMMAND_RECORD, now, layout])
 
 
 def tick_record(now: float) -> bytes:

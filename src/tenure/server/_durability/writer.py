@@ -90,6 +90,11 @@ class Writer:
         """The number of the last batch submitted (0: none yet)."""
         return self._handed
 
+    @property
+    def queued(self) -> int:
+        """Bytes handed over that the thread has not taken yet."""
+        return self._queued
+
     def submit(self, data: bytes, timeout: float = DRAIN_TIMEOUT) -> int:
         """Hand one batch of records' bytes to the thread; returns its number.
 

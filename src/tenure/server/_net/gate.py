@@ -126,11 +126,13 @@ class Gate:
         window_of: Callable[[Conn], float | None],
         detach: Callable[[Conn], None],
         role: Role = STANDALONE_ROLE,
+        pauses: PauseWatch,
     ) -> None:
         """``window_of(conn)``: the shortest recovery window of the sessions attached to
         ``conn`` now (None: none); ``detach(conn)``: detach them, counting their windows
         from its last frame; ``role``: whether this server leads its cluster (a
-        standby's Welcome says so, and an older client's Hello is refused NOT_LEADER)."""
+        standby's Welcome says so, and an older client's Hello is refused NOT_LEADER);
+        ``pauses``: the server's own stalls, which its host's clock leaves out too."""
         self.config = config
         self.instance_id = instance_id
         self.role = role
@@ -152,7 +154,7 @@ class Gate:
         self._detach = detach
         self._loop = asyncio.get_running_loop()
         #: The server's own stalls, not counted as anybody's silence.
-        self.pauses = PauseWatch(self._loop)
+        self.pauses = pauses
 
     # -- the handshake --------------------------------------------------------------------
 

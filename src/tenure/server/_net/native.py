@@ -46,8 +46,8 @@ from tenure._protocol import (
 )
 from tenure._protocol.cluster import ClusterStatus
 from tenure._protocol.frames import HEADER_SIZE
+from tenure._runtime.host import Host
 from tenure.errors import ErrorCode, NotLeaderError, ProtocolError, TenureError, code_of
-from tenure.server._durable_host import DurableHost
 from tenure.server._net.accept import AcceptedProtocol
 from tenure.server._net.auth import Token
 from tenure.server._net.gate import Conn, Gate
@@ -71,7 +71,7 @@ class NativeFace:
 
     def __init__(
         self,
-        host: DurableHost,
+        host: Host,
         gate: Gate,
         out: Outboxes,
         table: SessionTable[Conn | Face],
@@ -221,8 +221,10 @@ class NativeFace:
         value: object
         try:
             token = conn.token
+            # (The command's bytes as decoded from its frame: the journal logs them as
+            # they are, encoding nothing again: tenure._durability.records.)
             if token is None:
-                value = self.host.execute(command)
+                value = self.host.execute(command, "", conn.codec.command_bytes(request))
             elif isinstance(command, ListNodes):
                 page = self._visible_nodes(conn, request, token, command)
                 if page is None:
@@ -230,7 +232,7 @@ class NativeFace:
                     return
                 value = page
             else:  # (what it makes is the token's: the host tells the engine)
-                value = self.host.execute(command, token.name)
+                value = self.host.execute(command, token.name, conn.codec.command_bytes(request))
         except Exception as error:
             if not isinstance(error, TenureError | TimeoutError):
                 log.exception("command %s failed unexpectedly", type(command).__name__)

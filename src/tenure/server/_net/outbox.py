@@ -4,7 +4,7 @@ Replies, pushes and the other faces' answers (dflockd's, YDB's) are queued per
 connection as they are made. At the end of each loop turn the server's host hands the
 turn's records to the journal as batch N and :meth:`Outboxes.seal`-s everything
 queued so far to N; once N is durable, :meth:`Outboxes.release` writes it (group
-commit, see :mod:`tenure.server._durable_host`), so no client ever hears of a change
+commit, see :mod:`tenure.server._group_commit`), so no client ever hears of a change
 the disk does not have, not even from an answer that only reads the state. Sealed
 batches leave in the order they were sealed, so on one connection a later answer never
 overtakes an earlier one. Writing is the only place where bytes leave, and the place

@@ -106,9 +106,9 @@ class HeardClock:
     """The engine's clock in a server: loop time less :attr:`PauseWatch.deaf`
     (module docstring). A :class:`tenure._runtime.clock.Clock`.
 
-    While started (:meth:`start`, by the host) it keeps the pause watch's heartbeat
-    running, so that a stall is told from idle time even with no connection open
-    (a detached session's window runs then too).
+    While started (:meth:`start`, by the server's host, while its deadlines run) it
+    keeps the pause watch's heartbeat running, so that a stall is told from idle time
+    even with no connection open (a detached session's window runs then too).
     """
 
     __slots__ = ("_loop", "_pauses", "_started")

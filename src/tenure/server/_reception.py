@@ -1,0 +1,379 @@
+"""A server's reception: sockets accepted, admitted or refused, their connections made, served.
+
+:class:`Reception` runs the listeners of the main port and of the accepted face's own
+port (dflockd's ``--dflockd-port``), on sockets bound already (a cluster member's,
+kept across its terms) or bound here. Each socket accepted is admitted or refused
+at once (``--max-connections-per-address``), counted while in its handshake
+(``--max-handshaking``: past it the listeners stop accepting,
+:mod:`tenure.server._net.listen`) and against ``--max-connections``, and its
+connection made (TLS within ``--handshake-timeout``). A connection of the main port
+is native or the accepted face's, told by its first byte
+(:mod:`tenure.server._net.accept`): native messages go to the
+:class:`~tenure.server._net.native.NativeFace` in fair turns, the others to the
+face. A connection the server cannot serve is turned away in its own protocol. When
+a connection is lost, the sessions it owns are detached (their windows counted from
+its last frame) and it is closed once what it is owed is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from tenure._protocol import LocalProtocolError, Refused, ServerConnection
+from tenure._runtime.host import Host
+from tenure.errors import ErrorCode
+from tenure.server._config.serve_config import ServeConfig
+from tenure.server._net.accept import READ_LIMIT, AcceptedProtocol, FaceProtocol, Kind
+from tenure.server._net.fds import native_share
+from tenure.server._net.front import Front
+from tenure.server._net.gate import Conn, Gate
+from tenure.server._net.listen import Admission, Entry, Listener, bind
+from tenure.server._net.native import NativeFace
+from tenure.server._net.outbox import Connection, Outboxes
+from tenure.server._net.throttle import peer_host
+from tenure.server._role import Role
+from tenure.server.plug import AcceptedFace
+
+log = logging.getLogger("tenure.server")
+
+__all__ = ["Reception", "Sockets"]
+
+
+@dataclass(frozen=True, slots=True)
+class Sockets:
+    """Listening sockets a server is started on (a cluster's, kept across its terms):
+    the main port's, and the accepted face's own port's (None: none)."""
+
+    native: socket.socket
+    accepted: socket.socket | None = None
+
+
+class Reception:
+    """See the module docstring. ``stopping()``: whether the server is shutting down;
+    ``detach(conn)``: detach the sessions a lost native connection owns."""
+
+    def __init__(
+        self,
+        config: ServeConfig,
+        host: Host,
+        gate: Gate,
+        out: Outboxes,
+        native: NativeFace,
+        role: Role,
+        *,
+        stopping: Callable[[], bool],
+        detach: Callable[[Conn], None],
+    ) -> None:
+        self.config = config
+        self.host = host
+        self.gate = gate
+        self.out = out
+        self.native = native
+        self.role = role
+        self._stopping = stopping
+        self._detach = detach
+        #: The connections served now: native ones and the accepted face's.
+        self.conns: set[Connection] = set()
+        #: Set while no connection is open.
+        self.idle = asyncio.Event()
+        self.idle.set()
+        #: The face the main port hands its other connections to (set by :meth:`open`).
+        self.accepted: AcceptedFace[Any] | None = None
+        #: The main port's connection cap: ``--max-connections``, or less if the
+        #: process's file descriptors cannot also hold the HTTP port's (fds.py).
+        self.max_connections = native_share(
+            config.max_connections, config.http_max_connections if config.http_port else 0
+        )
+        #: The main and dflockd ports' connections, counted from their accept():
+        #: handshaking (``--max-handshaking``: past it, the listeners stop accepting),
+        #: per address, and against ``max_connections`` (:mod:`tenure.server._net.listen`).
+        self.admission = Admission(config.max_handshaking, config.max_connections_per_address)
+        #: The addresses refused by ``--max-connections-per-address`` now (each
+        #: logged once per burst, until a connection is admitted again).
+        self._refusing: set[str] = set()
+        #: The accepted sockets whose connection (its TLS handshake) is being made.
+        self._connecting: set[asyncio.Task[None]] = set()
+        self._listeners: list[Listener] = []
+
+    def open(
+        self,
+        sockets: Sockets | None,
+        accepted: AcceptedFace[Any] | None,
+        binding: Callable[[str], None],
+        accepted_name: str = "",
+    ) -> tuple[str, int]:
+        """Listen on the main port, and on ``accepted``'s own if it has one: on
+        ``sockets`` (duplicated: the caller keeps its own) or bound here. Returns the
+        main port's address. ``binding(which)`` is told each listener before it is
+        bound (``native``, or ``accepted_name``).
+
+        Raises:
+            OSError: a port cannot be bound (then nothing listens).
+        """
+        config = self.config
+        self.accepted = accepted
+        binding("native")
+        native = [sockets.native.dup()] if sockets is not None else bind(config.host, config.port)
+        listener = Listener(native, partial(self.admit, native=True))
+        self._listen(listener)
+        if accepted is not None and accepted.port:
+            binding(accepted_name)
+            own = (
+                [sockets.accepted.dup()]
+                if sockets is not None and sockets.accepted is not None
+                else bind(config.host, accepted.port)
+            )
+            self._listen(Listener(own, partial(self.admit, native=False)))
+        host, port = listener.sockets[0].getsockname()[:2]
+        return str(host), int(port)
+
+    def _listen(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+        self.admission.add(listener)
+
+    def close(self) -> None:
+        """Stop listening (the connections stay)."""
+        for listener in self._listeners:
+            listener.close()
+
+    def close_main(self) -> None:
+        """Stop listening on the main port (the journal failed: nothing more is served)."""
+        if self._listeners:
+            self._listeners[0].close()
+
+    def served(self) -> int:
+        """How many connections are served now."""
+        return len(self.conns)
+
+    # -- admitting ----------------------------------------------------------------------
+
+    def admit(self, sock: socket.socket, *, native: bool) -> None:
+        """A socket just accepted on the main port (``native``) or the accepted face's
+        own: closed at once past ``--max-connections-per-address``; otherwise counted
+        (in its handshake from now: its TLS handshake too) and its connection made."""
+        try:
+            peer = sock.getpeername()
+        except OSError:  # (reset already)
+            sock.close()
+            return
+        host = peer_host(peer)
+        if self.admission.over_address_cap(host):
+            # At once, not after a first byte: waiting would let the peer hold the
+            # descriptor that the cap is there to save.
+            self.refuse_address(sock, host, native=native)
+            return
+        self._refusing.discard(host)
+        entry = self.admission.enter(host)
+        task = asyncio.ensure_future(self._connect(sock, entry, native=native))
+        self._connecting.add(task)
+        task.add_done_callback(self._connecting.discard)
+
+    def front(self, port: int, backend: int) -> Front:
+        """Accept on ``port`` for a listening face (YDB's) whose listener is on loopback
+        port ``backend``, counted against ``--max-connections-per-address``."""
+        front = Front(self.admission, backend, partial(self.refuse_address, native=False))
+        front.start(self.config.host, port)
+        return front
+
+    def refuse_address(self, sock: socket.socket, host: str, *, native: bool) -> None:
+        """Close ``sock``: its address has ``--max-connections-per-address`` already."""
+        cap = self.config.max_connections_per_address
+        if host not in self._refusing:  # once per burst: a flood must not flood the log
+            self._refusing.add(host)
+            fields = {"peer": host, "max_connections_per_address": cap}
+            log.warning(
+                "too many connections from one address; refusing",
+                extra={"event": "connections_refused", "fields": fields},
+            )
+        if native and self.accepted is None and self.gate.tls is None:
+            # Only native clients here, in the clear: say why (no wait: best effort).
+            refusal = Refused(
+                ErrorCode.LIMIT_EXCEEDED, f"max_connections_per_address ({cap}) reached"
+            )
+            with contextlib.suppress(OSError, LocalProtocolError):
+                sock.send(ServerConnection().send(refusal))
+        with contextlib.suppress(OSError):  # what came already: closing on it would reset
+            sock.recv(READ_LIMIT)
+        sock.close()
+
+    async def _connect(self, sock: socket.socket, entry: Entry, *, native: bool) -> None:
+        """Make the connection of an accepted socket (its TLS handshake, within
+        ``--handshake-timeout``); its protocol releases ``entry`` when it is lost."""
+        config, tls = self.config, self.gate.tls
+        factory: Callable[[], asyncio.Protocol]
+        if native:
+            factory = partial(
+                AcceptedProtocol,
+                partial(self._serve_connection, entry),
+                turn=config.max_requests_per_turn,
+                pause_unread=config.pause_unread,
+                on_lost=entry.closed,
+            )
+        else:
+            factory = partial(
+                FaceProtocol,
+                partial(self._serve_accepted_only, entry),
+                on_made=entry.passed,  # (dflockd's clients have no handshake of their own)
+                on_lost=entry.closed,
+            )
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(
+                factory,
+                sock,
+                ssl=tls,
+                ssl_handshake_timeout=config.handshake_timeout if tls is not None else None,
+            )
+        except Exception:  # a failed or timed-out TLS handshake (not logged), a reset
+            entry.closed()
+            sock.close()
+
+    def _closed_to_new(self) -> bool:
+        return self._stopping() or self.host.dead
+
+    # -- serving ------------------------------------------------------------------------
+
+    async def _serve_connection(
+        self,
+        entry: Entry,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        accepted: AcceptedProtocol,
+    ) -> None:
+        conn = Conn(reader, writer, ServerConnection(max_frame_size=self.config.max_frame_size))
+        conn.entry = entry
+        if self._closed_to_new() or self.admission.served > self.max_connections:
+            entry.unserved()  # (still handshaking: --max-handshaking bounds those turned away)
+            code, why = (
+                (ErrorCode.UNAVAILABLE, "the server is shutting down")
+                if self._closed_to_new()
+                else (
+                    ErrorCode.LIMIT_EXCEEDED,
+                    f"max_connections ({self.max_connections}) reached",
+                )
+            )
+            await self._turn_away(conn, accepted, Refused(code, why))
+            return
+        await self._serve_native_port(conn, reader, writer, accepted)
+
+    async def _serve_native_port(
+        self,
+        conn: Conn,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        accepted: AcceptedProtocol,
+    ) -> None:
+        """Serve a connection of the main port: native, or the accepted face's."""
+        self.conns.add(conn)
+        self.idle.clear()
+        self.gate.accepted(conn)
+        kind = await accepted.kind
+        # A native client's first frame is a Hello, whose 4-byte length starts with a
+        # zero byte; a dflockd request starts with a command letter. Without an
+        # accepted face, a connection that is not native is closed; on a standby too
+        # (dflockd's clients reconnect, through a balancer that finds the leader).
+        face = self.accepted if self.role.leading else None
+        if kind is Kind.OTHER and face is not None and not conn.closing:
+            # From here the face's connection owns the streams: the native one must
+            # not close them (it raced the face's last answer out of the door).
+            self.conns.discard(conn)
+            self.gate.closed(conn)
+            entry = conn.entry
+            if entry is not None:
+                entry.passed()
+            await self._serve_accepted(face, reader, writer, conn.peer)
+            return
+        try:
+            if kind is Kind.NATIVE:
+                # (partials: called once per message, they add no Python frame)
+                accepted.feed_to(
+                    partial(self.native.on_data, conn),
+                    partial(self.native.serve_one, conn, accepted),
+                )
+                await accepted.done
+        finally:
+            accepted.finish()
+            self._lost(conn)
+
+    async def _turn_away(self, conn: Conn, accepted: AcceptedProtocol, refusal: Refused) -> None:
+        """Refuse a connection we cannot serve, in its own protocol.
+
+        Which one is known only from its first bytes (bounded by the handshake
+        timeout): a native client gets the Refused; an accepted face's (dflockd) client
+        gets nothing but the close, as dflockd does at its limits.
+        """
+        with contextlib.suppress(OSError, TimeoutError):
+            async with asyncio.timeout(self.config.handshake_timeout):
+                kind = await accepted.kind
+            if kind is Kind.NATIVE:
+                conn.writer.write(conn.codec.send(refusal))
+            else:
+                await conn.reader.read(READ_LIMIT)  # all of it: no reset
+        accepted.finish()
+        conn.writer.close()
+
+    async def _serve_accepted_only(
+        self, entry: Entry, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """The accepted face's own port (``--dflockd-port``): every connection speaks its
+        protocol."""
+        if (
+            self._closed_to_new()
+            or not self.role.leading
+            or self.admission.served > self.max_connections  # (itself included)
+        ):
+            entry.unserved()
+            writer.close()  # as dflockd does at its limit (or a standby): nothing written
+            return
+        assert self.accepted is not None  # (its port is why this listens)
+        peer = writer.get_extra_info("peername")
+        await self._serve_accepted(self.accepted, reader, writer, str(peer) if peer else "?")
+
+    async def _serve_accepted(
+        self,
+        face: AcceptedFace[Any],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        peer: str,
+    ) -> None:
+        writer.transport.set_write_buffer_limits(high=self.config.pause_unread)
+        fconn = face.connect(reader, writer, peer)
+        self.conns.add(fconn)
+        self.idle.clear()
+        protocol, opened_at = face.protocol, asyncio.get_running_loop().time()
+        fields = {"peer": peer, "protocol": protocol}
+        log.info("connection opened", extra={"event": "connection_opened", "fields": fields})
+        try:
+            await face.serve(fconn)
+        except OSError:
+            pass  # the connection broke: the face lets go of what it held (dflockd: its
+            # waiters, and its grants with auto-release)
+        finally:
+            _log_closed(peer, protocol, opened_at)
+            self.conns.discard(fconn)
+            if not self.conns:
+                self.idle.set()
+            self.out.finish(fconn)
+
+    def _lost(self, conn: Conn) -> None:
+        """The connection is over: detach the sessions it still owns, then close it."""
+        _log_closed(conn.peer, "native", conn.opened_at)
+        self.conns.discard(conn)
+        self.gate.closed(conn)
+        if not self.conns:
+            self.idle.set()
+        conn.closing = True
+        self._detach(conn)
+        self.out.finish(conn)
+
+
+def _log_closed(peer: str, protocol: str, opened_at: float) -> None:
+    seconds = round(asyncio.get_running_loop().time() - opened_at, 3)
+    fields = {"peer": peer, "protocol": protocol, "seconds": seconds}
+    log.info("connection closed", extra={"event": "connection_closed", "fields": fields})
