@@ -178,13 +178,12 @@ class Server:
             forget=self._table.forget,
             connections=lambda: len(self._conns),
             secret=self.secret,
-            observer=observer,
             role=role,
             front=self._front if config.max_connections_per_address else None,
         )
         makers = _faces.factories(config) if faces is None else faces
         #: The faces of other lock services this server speaks.
-        self.faces = FaceSet(makers, lend, route=self._table.attach)
+        self.faces = FaceSet(makers, lend, route=self._table.attach, observer=observer)
         self._accepted_listener: Listener | None = None
         #: The listener :meth:`start` was binding when it failed: ``native`` (the main
         #: port) or a face's name (its own port); None: none failed.

@@ -1,7 +1,8 @@
 """The settings of ``tenure serve``: flags, environment variables and a TOML config file.
 
-Every setting (the table is :data:`tenure.server._config.settings.SETTINGS`; the operator's
-list is docs/operations.md) has
+Every setting (the server's table is :data:`tenure.server._config.settings.SETTINGS`;
+each face's, in its own folder, is a :class:`~.face_settings.FaceSettings` the face
+registry lists; the operator's list is docs/operations.md) has
 
 * a flag ``--name`` (dashes for underscores),
 * an environment variable ``TENURE_NAME`` (upper case),
@@ -19,11 +20,13 @@ TLS or auth file that cannot be loaded (it loads them once to find out, so that 
 bad file stops ``tenure serve`` at once, with exit code 2). Secrets live only in
 the auth file; :meth:`ServeConfig.fields` (what the server logs) holds paths only.
 
-The settings of the faces of other lock services are checked by their caller, through
-the face registry (:func:`tenure.server._faces.check`, which ``tenure serve`` runs
-after :func:`resolve`: :func:`tenure.server._startup.configure`): the registry makes
-the faces, which build on the plug, which holds a :class:`ServeConfig`, so this module
-imports none of them (``tests/test_import_graph.py`` fails on an import circle).
+The faces of other lock services are given to :func:`resolve` and :func:`add_arguments`
+by their caller, as are their checks run (:func:`tenure.server._faces.check`, after
+:func:`resolve`: :func:`tenure.server._startup.configure`), all through the face
+registry: the registry reads the faces, which build on the plug, which holds a
+:class:`ServeConfig`, so this module imports none of them (``tests/test_import_graph.py``
+fails on an import circle). Each face's values are kept in :attr:`ServeConfig.faces`,
+by face name, as the typed object its settings make (:meth:`ServeConfig.face`).
 """
 
 from __future__ import annotations
@@ -31,10 +34,10 @@ from __future__ import annotations
 import argparse
 import difflib
 import tomllib
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from tenure._core.engine import DEFAULT_STEP_BUDGET
 from tenure._core.values import DEADLOCK_SEARCH_LIMIT, DEFAULT_NODE_CEILINGS
@@ -46,8 +49,9 @@ from tenure.server._config.cluster_settings import (
     ENTRY_OVERHEAD,
 )
 from tenure.server._config.cluster_url import without_secrets
+from tenure.server._config.face_settings import FaceSettings, S
+from tenure.server._config.setting import Setting
 from tenure.server._config.settings import (
-    BY_NAME,
     DEFAULT_BATCH_INTERVAL,
     DEFAULT_DATA_DIR,
     DEFAULT_HANDSHAKE_TIMEOUT,
@@ -77,6 +81,7 @@ __all__ = [
     "check_http",
     "check_ports",
     "env_name",
+    "every_row",
     "resolve",
 ]
 
@@ -129,19 +134,6 @@ class ServeConfig:
     tls_client_ca: Path | None = None
     auth_file: Path | None = None
     event_loop: str = "auto"
-    dflockd_port: int = 0
-    dflockd_default_lease: int = 33
-    dflockd_max_locks: int = 1024
-    dflockd_max_waiters: int = 0
-    dflockd_auto_release: bool = True
-    dflockd_gc_interval: float = 5.0
-    dflockd_gc_max_idle: float = 60.0
-    ydb_port: int = 0  # 0: no YDB face
-    ydb_database: str = "/local"
-    ydb_advertise: str = ""  # empty: --host, or the machine's name for a wildcard
-    ydb_ping_interval: float = 1.0
-    ydb_ticket_ttl: float = 43200.0
-    ydb_max_message_size: int = 64 * 1024 * 1024
     http_port: int = 0  # 0: no HTTP endpoint
     http_host: str = ""  # empty: the same as ``host``
     http_tls_cert: Path | None = None  # both or neither: https on the HTTP port
@@ -178,6 +170,9 @@ class ServeConfig:
     cluster_lease_ttl: int = DEFAULT_LEASE_TTL
     cluster_max_entry: int = DEFAULT_MAX_ENTRY
     cluster_snapshot_every: int = DEFAULT_SNAPSHOT_EVERY
+    #: Each face's settings, by face name (:mod:`.face_settings`; read typed with
+    #: :meth:`face`): a face not here has its defaults.
+    faces: Mapping[str, object] = field(default_factory=dict)
     config_file: Path | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
 
@@ -196,6 +191,22 @@ class ServeConfig:
             for name in DEFAULT_NODE_CEILINGS
         }
 
+    def face(self, settings: FaceSettings[S]) -> S:
+        """The settings of face ``settings.face``, typed (its defaults if none are here).
+
+        Raises:
+            TypeError: what is kept under that name is not a ``settings.kind``.
+        """
+        kept = self.faces.get(settings.face)
+        if kept is None:
+            return settings.kind()
+        if not isinstance(kept, settings.kind):
+            raise TypeError(
+                f"the {settings.face} face's settings are a {type(kept).__name__}, "
+                f"not a {settings.kind.__name__}"
+            )
+        return kept
+
     def given(self) -> dict[str, object]:
         """The settings given (by a flag, a variable or the config file) as :meth:`fields`
         has them, and ``sources``: where each came from (the config line for people)."""
@@ -211,16 +222,26 @@ class ServeConfig:
         values: dict[str, object] = {}
         for item in fields(self):
             value = getattr(self, item.name)
-            if isinstance(value, Path):
-                value = str(value.resolve())
-            elif isinstance(value, FsyncMode):
-                value = value.value
-            elif item.name == "sources":
+            if item.name == "faces":  # each face's values under their settings' names
+                for face, settings in sorted(value.items()):
+                    for name, field_value in asdict(settings).items():
+                        values[f"{face}_{name}"] = _shown(field_value)
+                continue
+            if item.name == "sources":
                 value = dict(value)
             elif item.name == "cluster" and value:
                 value = without_secrets(value)
-            values[item.name] = value
+            values[item.name] = _shown(value)
         return values
+
+
+def _shown(value: object) -> object:
+    """A setting's value as JSON-ready data (a path resolved, a mode's word)."""
+    if isinstance(value, Path):
+        return str(value.resolve())
+    if isinstance(value, FsyncMode):
+        return value.value
+    return value
 
 
 def env_name(name: str) -> str:
@@ -228,8 +249,10 @@ def env_name(name: str) -> str:
     return ENV_PREFIX + name.upper()
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare the flags of ``tenure serve`` on ``parser`` (all default to None: unset)."""
+def add_arguments(parser: argparse.ArgumentParser, faces: Sequence[FaceSettings[Any]] = ()) -> None:
+    """Declare the flags of ``tenure serve`` on ``parser`` (all default to None: unset):
+    the server's settings, then those of ``faces`` (the face registry's:
+    :func:`tenure.server._faces.settings`)."""
     parser.add_argument(
         "--config",
         dest="config",
@@ -239,7 +262,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         'with underscores (max_connections = 10, fsync = "batch"); flags and environment '
         f"variables win over it; env {CONFIG_ENV}",
     )
-    for setting in SETTINGS:
+    for setting in every_row(faces):
         default = setting.default
         if isinstance(default, FsyncMode):
             default = default.value
@@ -260,18 +283,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> ServeConfig:
-    """Merge flags (first), environment (second), config file (third) and defaults.
+def every_row(faces: Sequence[FaceSettings[Any]] = ()) -> tuple[Setting, ...]:
+    """The server's settings, then those of ``faces``, in order.
+
+    Raises:
+        ValueError: two rows have one name.
+    """
+    rows = (*SETTINGS, *(row for face in faces for row in face.rows))
+    names = [row.name for row in rows]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"settings named twice: {', '.join(twice)}")
+    return rows
+
+
+def resolve(
+    args: argparse.Namespace,
+    environ: Mapping[str, str],
+    faces: Sequence[FaceSettings[Any]] = (),
+) -> ServeConfig:
+    """Merge flags (first), environment (second), config file (third) and defaults,
+    for the server's settings and those of ``faces`` (the face registry's:
+    :func:`tenure.server._faces.settings`; each face's kept typed in
+    :attr:`ServeConfig.faces`).
 
     Raises:
         ConfigError: a flag, variable or file key does not parse or is out of range,
             or a TLS or auth file cannot be loaded; the message names it.
     """
+    rows = every_row(faces)
     config_file, config_source = _config_path(args, environ)
-    in_file = _load_file(config_file) if config_file is not None else {}
+    in_file = _load_file(config_file, {row.name for row in rows}) if config_file else {}
     values: dict[str, object] = {}
     sources: dict[str, str] = {"config_file": config_source}
-    for setting in SETTINGS:
+    for setting in rows:
         flag = getattr(args, setting.name, None)
         env = environ.get(env_name(setting.name))
         try:
@@ -294,7 +339,9 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> ServeConfig
                 sources[setting.name] = "default"
         except ValueError as error:
             raise ConfigError(f"{where}: {error}") from None
-    config = ServeConfig(**values, config_file=config_file, sources=sources)  # type: ignore[arg-type]
+    kept = {face.face: face.make(values) for face in faces}
+    own = {setting.name: values[setting.name] for setting in SETTINGS}
+    config = ServeConfig(**own, faces=kept, config_file=config_file, sources=sources)  # type: ignore[arg-type]
     check_files(config)
     check_ports(config)
     check_http(config)
@@ -398,8 +445,8 @@ def _config_path(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[
     return None, "default"
 
 
-def _load_file(path: Path) -> dict[str, object]:
-    """The settings in config file ``path``; unknown keys are an error."""
+def _load_file(path: Path, known: Collection[str]) -> dict[str, object]:
+    """The settings in config file ``path``; a key not ``known`` is an error."""
     try:
         with path.open("rb") as file:
             data = tomllib.load(file)
@@ -408,8 +455,8 @@ def _load_file(path: Path) -> dict[str, object]:
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"config file {path}: not valid TOML: {error}") from None
     for key in data:
-        if key not in BY_NAME:
-            close = difflib.get_close_matches(key, BY_NAME, n=1)
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"config file {path}: unknown setting {key!r}{hint}")
     return data

@@ -11,6 +11,7 @@ from __future__ import annotations
 from prometheus_client import ProcessCollector
 
 from tenure._core import Engine
+from tenure.server import _faces
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._http.collector import StateCollector
 from tenure.server._http.dashboard import add_dashboard_routes
@@ -31,7 +32,8 @@ class Endpoint:
 
     def __init__(self, version: str) -> None:
         self.readiness = Readiness()
-        self.metrics = ServerMetrics(version=version)
+        # Every face's counters, on or off: /metrics lists the same series either way.
+        self.metrics = ServerMetrics(version=version, faces=_faces.observers())
         self.front = HttpFront(
             self.readiness, self.metrics, (*ROUTE_SETS, add_dashboard_routes, add_login_routes)
         )
