@@ -11,9 +11,10 @@ faces each server makes (:func:`factories`). Adding a face is its folder and its
 
 The entries are imported when first read, not with this module: the faces build on
 the server's plug (:mod:`tenure.server.plug`), so the server must not import them
-first; an entry's module imports nothing its face needs besides (YDB's loads without
-the ``ydb`` extra, its face only when made). This module is the one place the server
-imports :mod:`tenure.compat` (``tests/server/test_boundary.py`` holds it to that).
+first; an entry's module imports nothing its face needs besides (a face that needs an
+extra's library is listed without it, and imported only when made). This module is
+the one place the server imports :mod:`tenure.compat` (``tests/server/test_boundary.py``
+holds it to that).
 """
 
 from __future__ import annotations

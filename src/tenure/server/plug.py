@@ -24,12 +24,12 @@ Both sides of the boundary are here.
   :class:`Access` and :func:`denial` (the auth file's policy, as on the native
   protocol), :class:`Connection` (what the outboxes write to), :func:`reset`.
 * What the server asks of a face: a :class:`Face`, of one of two kinds by how its
-  clients reach it. An :class:`AcceptedFace` (dflockd's, say) is served on connections
-  the server accepts: on the main port, where a first byte that cannot start a native
-  frame hands the connection to it, and on the face's own port if it has one. The
+  clients reach it. An :class:`AcceptedFace` is served on connections the server
+  accepts: on the main port, where a first byte that cannot start a native frame
+  hands the connection to it, and on the face's own port if it has one. The
   server counts them against ``--max-connections``, writes their outboxes after each
-  commit and closes them at shutdown. A :class:`ListeningFace` (YDB's, say) listens on
-  its own (a gRPC server), and its streams are written by the same outboxes.
+  commit and closes them at shutdown. A :class:`ListeningFace` listens on its own (a
+  gRPC server, say), and its streams are written by the same outboxes.
 
 Either way the server routes to :meth:`Face.deliver` the effects of the engine
 sessions the face attached (:attr:`Plug.attach`); what a request means, and the
@@ -291,8 +291,8 @@ class FaceEntry(Generic[S]):
     """A face's line in the server's face registry (:mod:`tenure.server._faces`).
 
     The face's folder defines it, in a module that imports nothing the face itself
-    needs besides (YDB's loads without grpc: its settings and help are listed without
-    the ``ydb`` extra); ``factory`` imports the face.
+    needs besides (a face that needs an extra's library loads without it: its settings
+    and help are listed without the extra); ``factory`` imports the face.
 
     ``settings``: its settings, named ``<name>_...``; ``port_setting``: the row of its
     own port (the server checks that no two of its listeners share one; 0: none);

@@ -61,11 +61,11 @@ class FaceSettings(Generic[S]):
 
     @property
     def prefix(self) -> str:
-        """What each row's name starts with (``ydb_``)."""
+        """What each row's name starts with (``<face>_``)."""
         return self.face + "_"
 
     def row(self, name: str) -> Setting:
-        """The row named ``name`` (``ydb_port``).
+        """The row named ``name`` (``<face>_port``, say).
 
         Raises:
             KeyError: no row has that name.
