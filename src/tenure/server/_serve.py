@@ -11,11 +11,10 @@ journal is aborted, every connection dropped, and the server exits non-zero.
 The server speaks several protocols, its faces (:mod:`tenure.server.plug`). Native
 messages are handled by :class:`~tenure.server._net.native.NativeFace` (in fair
 turns, :mod:`tenure.server._net.accept`); the faces of other lock services are made
-from what the settings turn on (:mod:`tenure.server._faces`): an accepted face
-(dflockd's, :mod:`tenure.compat.dflockd`) is handed the connections whose first byte
-is not a native frame's, and those of its own port; a listening face (YDB's on
-``--ydb-port``, :mod:`tenure.compat.ydb`) runs a listener of its own, whose streams the
-outboxes write like connections. Session ownership and the queues of detached
+from what the settings turn on (:mod:`tenure.server._faces`): an accepted face is
+handed the connections whose first byte is not a native frame's, and those of its own
+port; a listening face runs a listener of its own, whose streams the outboxes write
+like connections. Session ownership and the queues of detached
 sessions are in
 :class:`~tenure.server._session_table.SessionTable` (docs/protocol.md section 11);
 the handshake, tokens, authorization and the handshake, idle and silence timeouts
@@ -147,7 +146,8 @@ class Server:
         self.max_connections = native_share(
             config.max_connections, config.http_max_connections if config.http_port else 0
         )
-        #: The main and dflockd ports' connections, counted from their accept():
+        #: The main port's and the accepted face's own port's connections, counted
+        #: from their accept():
         #: handshaking (``--max-handshaking``: past it, the listeners stop accepting),
         #: per address, and against ``max_connections`` (:mod:`tenure.server._net.listen`).
         self.admission = Admission(config.max_handshaking, config.max_connections_per_address)
@@ -254,8 +254,8 @@ class Server:
         return self._stopping or self.host.dead or self._done.is_set()
 
     def connections(self) -> dict[str, int]:
-        """The client connections open now, by face (``native``, ``dflockd``; ``ydb``:
-        its streams)."""
+        """The client connections open now, by face (``native``, the accepted face's,
+        and each listening face's streams)."""
         native = sum(1 for conn in self._conns if isinstance(conn, Conn))
         counts = {"native": native}
         if self.faces.accepted is not None:
@@ -307,7 +307,7 @@ class Server:
         Nothing that is not durable leaves: the host acknowledges nothing more, and what
         was sealed to a batch not yet in the log is dropped. Native clients are told
         ``NOT_LEADER`` (GoingAway; Refused during the handshake), naming the leader if
-        one is known; dflockd's connections and YDB's streams are dropped (their
+        one is known; the other faces' connections and streams are dropped (their
         clients reconnect, and find the leader). The listeners close (a cluster keeps
         the sockets for its next server), then :meth:`wait` returns 0.
         """
@@ -417,7 +417,7 @@ class Server:
             factory = partial(
                 FaceProtocol,
                 partial(self._serve_accepted_only, entry),
-                on_made=entry.passed,  # (dflockd's clients have no handshake of their own)
+                on_made=entry.passed,  # (an accepted face's clients: no handshake of ours)
                 on_lost=entry.closed,
             )
         try:
@@ -471,9 +471,9 @@ class Server:
         self.gate.accepted(conn)
         kind = await accepted.kind
         # A native client's first frame is a Hello, whose 4-byte length starts with a
-        # zero byte; a dflockd request starts with a command letter. Without an
+        # zero byte; an accepted face's request starts with another. Without an
         # accepted face, a connection that is not native is closed; on a standby too
-        # (dflockd's clients reconnect, through a balancer that finds the leader).
+        # (the face's clients reconnect, through a balancer that finds the leader).
         face = self.faces.accepted if self.role.leading else None
         if kind is Kind.OTHER and face is not None and not conn.closing:
             # From here the face's connection owns the streams: the native one must
@@ -501,8 +501,8 @@ class Server:
         """Refuse a connection we cannot serve, in its own protocol.
 
         Which one is known only from its first bytes (bounded by the handshake
-        timeout): a native client gets the Refused; an accepted face's (dflockd) client
-        gets nothing but the close, as dflockd does at its limits.
+        timeout): a native client gets the Refused; an accepted face's client gets
+        nothing but the close (as its own server would do at its limits).
         """
         with contextlib.suppress(OSError, TimeoutError):
             async with asyncio.timeout(self.config.handshake_timeout):
@@ -517,8 +517,7 @@ class Server:
     async def _serve_accepted_only(
         self, entry: Entry, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        """The accepted face's own port (``--dflockd-port``): every connection speaks its
-        protocol."""
+        """The accepted face's own port: every connection speaks its protocol."""
         if (
             self._stopping
             or self.host.dead
@@ -526,7 +525,7 @@ class Server:
             or self.admission.served > self.max_connections  # (itself included)
         ):
             entry.unserved()
-            writer.close()  # as dflockd does at its limit (or a standby): nothing written
+            writer.close()  # at the limit (or a standby): nothing written, the close says it
             return
         assert self.faces.accepted is not None  # (its port is why this listens)
         peer = writer.get_extra_info("peername")
@@ -549,8 +548,8 @@ class Server:
         try:
             await face.serve(fconn)
         except OSError:
-            pass  # the connection broke: the face lets go of what it held (dflockd: its
-            # waiters, and its grants with auto-release)
+            pass  # the connection broke: the face lets go of what it held (its waiters,
+            # say, and what it releases on a close)
         finally:
             _log_closed(peer, protocol, opened_at)
             self._conns.discard(fconn)
