@@ -80,7 +80,9 @@ def test_the_guard_refuses_a_process_and_keeps_the_refusal() -> None:
         ("tests/core/test_purity.py", False),
         ("tests/backends", True),  # test_ledger.py, test_turns.py...
         ("tests/backends/postgres", False),
-        ("tests/backends/etcd", True),  # test_keepalive.py
+        ("tests/backends/etcd", False),
+        ("tests/etcd_client", True),  # test_keepalive.py, test_url.py...
+        ("tests/etcd_client/test_client.py", False),
         ("tests/backends/redis", True),  # test_redis_url.py
         ("tests/backends/redis/test_redis_backend.py", False),
         ("tests/faults", True),  # a test of test_cli.py

@@ -137,12 +137,14 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/cluster/test_parts.py": UNIT,
     "tests/cluster/test_appender.py": UNIT,  # a scripted store: nothing is started
     "tests/backends/redis/test_redis_url.py": UNIT,
-    "tests/backends/etcd/test_keepalive.py": UNIT,
+    "tests/etcd_client": UNIT,
+    "tests/etcd_client/test_client.py": SERVICE,  # the run's etcd member
     "tests/dflockd/test_codec.py": UNIT,
     "tests/ydb_face/test_units.py": UNIT,
     "tests/dashboard/test_board.py": UNIT,
     "tests/dashboard/test_dashboard_browser.py": ("browser", "service"),
     "tests/bench/test_targets.py": UNIT,
+    "tests/bench/test_calls.py": UNIT,
     "tests/faults": ("faults", "service"),
     "tests/faults/test_scenarios.py": ("faults", "service", "slow"),  # 20-40 s each
     "tests/faults/test_mutants.py": ("faults", "service", "slow"),  # 7-30 s each
@@ -158,6 +160,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/test_import_graph.py": UNIT,
     "tests/test_layers.py": UNIT,
     "tests/test_private_reads.py": UNIT,
+    "tests/test_names.py": UNIT,
     "tests/test_examples_public.py": UNIT,
     "tests/test_layout_table.py": UNIT,
     "tests/test_leaving_twice.py": UNIT,

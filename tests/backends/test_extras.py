@@ -15,10 +15,10 @@ async def test_etcd_without_its_extra_names_the_extra(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # As on a client installed without tenure[etcd]: aetcd cannot be imported, and
-    # the backend's modules were never loaded.
+    # the backend's modules and the etcd client's were never loaded.
     for name in ["aetcd", *(m for m in sys.modules if m.startswith("aetcd."))]:
         monkeypatch.setitem(sys.modules, name, None)
-    for name in [m for m in sys.modules if m.startswith("tenure.backends.etcd")]:
+    for name in [m for m in sys.modules if m.startswith(("tenure.backends.etcd", "tenure._etcd"))]:
         monkeypatch.delitem(sys.modules, name)
     with pytest.raises(UnsupportedError, match=r"pip install 'tenure\[etcd\]'") as raised:
         await tenure.connect(url)

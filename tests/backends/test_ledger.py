@@ -14,7 +14,7 @@ from tenure._core import (
     SessionState,
 )
 from tenure.backends._base import Grant
-from tenure.backends._ledger import Ledger
+from tenure.backends._ledger import HoldLedger
 from tenure.errors import ErrorCode, LeaseLostError, UnavailableError
 
 SID = 7
@@ -30,7 +30,7 @@ def page(
 
 
 async def test_an_acquire_the_engine_lists_as_waiting_is_queued() -> None:
-    ledger = Ledger(SID)
+    ledger = HoldLedger(SID)
     assert ledger.empty
     pending = ledger.open(1, "a", 0)  # its QUEUED answer was lost
     settled = ledger.settle(page(waits=(QueuedAcquire("a", 1, 1),)), "")
@@ -42,7 +42,7 @@ async def test_an_acquire_the_engine_lists_as_waiting_is_queued() -> None:
 
 
 async def test_a_hold_with_a_token_the_client_has_not_seen_is_the_grant() -> None:
-    ledger = Ledger(SID)
+    ledger = HoldLedger(SID)
     pending = ledger.open(1, "a", 0)
     ledger.settle(page(holds=(HeldGrant("a", 42, 3, 9.0),)), "")
     assert pending.future.result() == Grant(42, 3, 9.0)
@@ -51,7 +51,7 @@ async def test_a_hold_with_a_token_the_client_has_not_seen_is_the_grant() -> Non
 
 
 async def test_a_hold_being_released_is_not_a_new_grant() -> None:
-    ledger = Ledger(SID)
+    ledger = HoldLedger(SID)
     ledger.releasing["a", 0] = Grant(42, 1)
     pending = ledger.open(1, "a", 0)
     settled = ledger.settle(page(holds=(HeldGrant("a", 42, 1),)), "")
@@ -60,7 +60,7 @@ async def test_a_hold_being_released_is_not_a_new_grant() -> None:
 
 
 async def test_an_acquire_that_may_never_have_arrived_is_left_to_send_again() -> None:
-    ledger = Ledger(SID)
+    ledger = HoldLedger(SID)
     pending = ledger.open(1, "a", 0)
     assert ledger.settle(page(), "").drop == []
     assert not pending.future.done()
@@ -68,7 +68,7 @@ async def test_an_acquire_that_may_never_have_arrived_is_left_to_send_again() ->
 
 
 async def test_a_queued_acquire_granted_and_lost_again_raises_the_loss() -> None:
-    ledger = Ledger(SID)
+    ledger = HoldLedger(SID)
     pending = ledger.open(1, "a", 0)
     pending.queued = True
     gone = LeaseLost(SID, "a", 42, ErrorCode.LEASE_LOST, "semaphore 'a' was deleted")
@@ -78,7 +78,7 @@ async def test_a_queued_acquire_granted_and_lost_again_raises_the_loss() -> None
 
 
 async def test_a_queued_acquire_with_no_trace_fails_rather_than_waits_for_ever() -> None:
-    ledger = Ledger(SID)
+    ledger = HoldLedger(SID)
     pending = ledger.open(1, "a", 0)
     pending.queued = True
     ledger.settle(page(), "")
@@ -87,7 +87,7 @@ async def test_a_queued_acquire_with_no_trace_fails_rather_than_waits_for_ever()
 
 
 async def test_a_held_grant_the_engine_does_not_list_is_lost() -> None:
-    ledger = Ledger(SID)
+    ledger = HoldLedger(SID)
     ledger.held.update({("a", 0): Grant(5, 1), ("b", 0): Grant(6, 1), ("c", 0): Grant(7, 1)})
     settled = ledger.settle(page(holds=(HeldGrant("a", 5, 1), HeldGrant("b", 60, 1))), "")
     assert [(place, token) for place, token, _ in settled.lost] == [(("b", 0), 6), (("c", 0), 7)]
@@ -99,7 +99,7 @@ async def test_a_held_grant_the_engine_does_not_list_is_lost() -> None:
 
 
 async def test_what_nobody_asked_for_is_dropped() -> None:
-    ledger = Ledger(SID)
+    ledger = HoldLedger(SID)
     pending = ledger.open(2, "a", 0)  # a newer acquire of "a", not applied yet
     settled = ledger.settle(
         page(
@@ -117,7 +117,7 @@ async def test_what_nobody_asked_for_is_dropped() -> None:
 
 
 async def test_a_page_settles_only_the_semaphores_it_covers() -> None:
-    ledger = Ledger(SID)
+    ledger = HoldLedger(SID)
     ledger.held.update({("a", 0): Grant(1, 1), ("m", 0): Grant(2, 1), ("z", 0): Grant(3, 1)})
     early, late = ledger.open(10, "b", 0), ledger.open(11, "y", 0)
     early.queued = late.queued = True
@@ -133,7 +133,7 @@ async def test_a_page_settles_only_the_semaphores_it_covers() -> None:
 
 
 async def test_a_grant_lost_before_its_caller_took_it_is_raised_by_take() -> None:
-    ledger = Ledger(SID)
+    ledger = HoldLedger(SID)
     pending = ledger.open(1, "a", 0)
     ledger.granted(1, Grant(42, 1))
     error = LeaseLostError("semaphore 'a' was deleted")
@@ -144,7 +144,7 @@ async def test_a_grant_lost_before_its_caller_took_it_is_raised_by_take() -> Non
 
 
 async def test_pushes_are_idempotent() -> None:
-    ledger = Ledger(SID)
+    ledger = HoldLedger(SID)
     pending = ledger.open(1, "a", 0)
     ledger.granted(1, Grant(42, 1))
     ledger.granted(1, Grant(43, 1))
@@ -157,7 +157,7 @@ async def test_pushes_are_idempotent() -> None:
 
 
 async def test_holds_of_one_semaphore_are_told_apart_by_number() -> None:
-    ledger = Ledger(SID)
+    ledger = HoldLedger(SID)
     assert ledger.free_hold("a") == 0
     first = ledger.open(1, "a", ledger.free_hold("a"))
     second = ledger.open(2, "a", ledger.free_hold("a"))  # a second task of the session

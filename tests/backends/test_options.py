@@ -8,7 +8,8 @@ from urllib.parse import urlsplit
 import pytest
 
 import tenure
-from tenure.backends._options import MAX_SECONDS, WITHDRAW_WAIT, merged_settings, seconds
+from tenure._url_options import MAX_SECONDS, merged_settings, seconds
+from tenure.backends._options import WITHDRAW_WAIT
 from tenure.backends._session import StoreSession
 from tenure.backends.etcd._url import parse_url as parse_etcd
 from tenure.backends.postgres._url import parse_url as parse_postgres

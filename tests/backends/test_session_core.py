@@ -21,7 +21,7 @@ from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant, PrefixWatchStream, WatchStream
 from tenure.backends._ledger import Pending
 from tenure.backends._session import StoreSession
-from tenure.backends._store import QUEUED, Enqueued, Owner, Queued, Withdrawal
+from tenure.backends._store import QUEUED, BoundSession, Enqueued, InQueue, Withdrawal
 from tenure.errors import (
     InvalidArgumentError,
     LeaseLostError,
@@ -39,7 +39,8 @@ WINDOW = 60.0
 class ScriptedStore:
     """A store whose every answer the test sets: ``answers[op]`` is a list of what each
     call returns (an exception is raised; an asyncio.Event is waited for first, then
-    the next item is taken)."""
+    the next item is taken). It is all four parts of the adapter: the session's
+    Store, its Acquiring, Administering and Watching."""
 
     where = "the scripted store"
 
@@ -51,10 +52,10 @@ class ScriptedStore:
         self.stopped: LostError | None = None
         self.closed = 0
         self._requests = 0
-        self.owner: Owner
+        self.session: BoundSession
 
-    def bind(self, owner: Owner) -> None:
-        self.owner = owner
+    def bind(self, session: BoundSession) -> None:
+        self.session = session
 
     async def _answer(self, op: str, *args: Any) -> Any:
         self.calls.append((op, args))
@@ -82,9 +83,9 @@ class ScriptedStore:
         result: Enqueued = await self._answer("enqueue", pending.name, pending.hold)
         return result
 
-    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
+    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | InQueue | None:
         places = tuple((p.name, p.hold) for p in pendings)
-        result: list[Grant] | Queued | None = await self._answer("enqueue_all", places)
+        result: list[Grant] | InQueue | None = await self._answer("enqueue_all", places)
         return result
 
     async def await_grant(self, pending: Pending) -> Grant | None:
@@ -183,6 +184,9 @@ def _session(
     return StoreSession(
         store,
         heard or Heard(),
+        acquiring=store,
+        admin=store,
+        watching=store,
         scheme="test",
         node="n",
         session_id=7,

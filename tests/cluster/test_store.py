@@ -11,8 +11,8 @@ import pytest
 
 from tenure._core import Command, CreateNode, CreateSession, Engine, NodeConfig
 from tenure._core.snapshot import dump
-from tenure.backends.etcd._conn import Connection, ConnectionOptions
-from tenure.backends.etcd._streams import WatchHub
+from tenure._etcd.client import EtcdClient, EtcdClientOptions
+from tenure._etcd.streams import WatchHub
 from tenure.server._cluster.follower import Follower
 from tenure.server._cluster.keys import ClusterKeys, Entry, Member
 from tenure.server._cluster.store import Appended, ClusterStore
@@ -23,7 +23,7 @@ from tests.etcd.cluster import EtcdCluster
 
 @pytest.fixture
 async def store(etcd_member: EtcdCluster) -> AsyncIterator[ClusterStore]:
-    conn = Connection(ConnectionOptions(endpoints=tuple(etcd_member.endpoints)))
+    conn = EtcdClient(EtcdClientOptions(endpoints=tuple(etcd_member.endpoints)))
     keys = ClusterKeys.of("/tenure-test/", f"c{uuid.uuid4().hex[:10]}")
     try:
         yield ClusterStore(conn, keys)

@@ -14,7 +14,7 @@ from tenure._core.members import (
     MAX_MEMBER_ID_BYTES,
     MAX_WEIGHT,
     Member,
-    Record,
+    MemberRecord,
     check_member_id,
     check_weight,
     joining_count,
@@ -54,7 +54,7 @@ def test_a_record_reads_back_as_written(
     member_id: str, data: bytes, weight: int | float | None, state: str
 ) -> None:
     record = member_record(member_id, data, weight=weight, state=state)  # type: ignore[arg-type]
-    assert parse_record(record) == Record(state, member_id, weight, data)  # type: ignore[arg-type]
+    assert parse_record(record) == MemberRecord(state, member_id, weight, data)  # type: ignore[arg-type]
 
 
 def reads_back_exactly_or_not_at_all(data: bytes) -> None:
@@ -86,7 +86,7 @@ def test_the_written_form() -> None:
     assert member_record("é", b"", weight=2.5, state="joining") == b"member joining 2:\xc3\xa9 2.5 "
     # The length prefix keeps ids and data with spaces and colons unambiguous.
     record = member_record("a b:c", b"x y 3:z", weight=3, state="joined")
-    assert parse_record(record) == Record("joined", "a b:c", 3, b"x y 3:z")
+    assert parse_record(record) == MemberRecord("joined", "a b:c", 3, b"x y 3:z")
 
 
 @pytest.mark.parametrize(

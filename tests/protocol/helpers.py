@@ -11,8 +11,8 @@ import msgpack
 from tenure._protocol import (
     NEED_DATA,
     ClientConnection,
-    Connection,
     ConnectionClosed,
+    ConnectionEnd,
     Hello,
     Message,
     ServerConnection,
@@ -26,7 +26,7 @@ from tenure._protocol.wire import ArrayOf, Field, Optional, Record, Union
 Event = Message | ConnectionClosed
 
 
-def drain(conn: Connection[Any]) -> list[Event]:
+def drain(conn: ConnectionEnd[Any]) -> list[Event]:
     """Every event ``conn`` can produce from what it has received, until NEED_DATA.
 
     Bounded, so a connection that never says NEED_DATA fails the test instead of
@@ -95,13 +95,13 @@ class ConnectionPair:
             else ServerConnection(max_frame_size=server_max)
         )
 
-    def peer(self, conn: Connection[Any]) -> Connection[Any]:
+    def peer(self, conn: ConnectionEnd[Any]) -> ConnectionEnd[Any]:
         """The other end of ``conn``."""
         return self.server if conn is self.client else self.client
 
     def send(
         self,
-        sender: Connection[Any],
+        sender: ConnectionEnd[Any],
         messages: Message | Iterable[Message],
         *,
         split: Callable[[bytes], Iterable[bytes]] | None = None,

@@ -30,8 +30,8 @@ from tenure._protocol import (
     NEED_DATA,
     PROTOCOL_VERSION,
     ClientConnection,
-    Connection,
     ConnectionClosed,
+    ConnectionEnd,
     Failure,
     FrameTooLargeError,
     GoingAway,
@@ -44,8 +44,8 @@ from tenure._protocol import (
     Refused,
     Reply,
     Request,
-    Role,
     ServerConnection,
+    Side,
     State,
     Welcome,
     version_refusal,
@@ -362,7 +362,7 @@ def test_frames_before_the_end_of_stream_are_still_delivered():
         server.next_event()
 
 
-# -- every (role, state, direction, message type), as the table says (h2 style) --------
+# -- every (side, state, direction, message type), as the table says (h2 style) --------
 
 SAMPLES: dict[type, Message] = {
     Hello: Hello(),
@@ -378,10 +378,10 @@ SAMPLES: dict[type, Message] = {
 }
 
 
-def _in_state(role: Role, state: State) -> Connection[Any]:
-    """A connection of ``role`` in ``state``, with request 1 (a Release) in flight when open."""
+def _in_state(side: Side, state: State) -> ConnectionEnd[Any]:
+    """The ``side`` end of a connection in ``state``; request 1 (a Release) in flight if open."""
     pair = ConnectionPair()
-    conn = pair.client if role is Role.CLIENT else pair.server
+    conn = pair.client if side is Side.CLIENT else pair.server
     if state is State.CLOSED:
         pair.send(pair.server, Refused(ErrorCode.UNAVAILABLE, "no"))
         return conn
@@ -398,8 +398,8 @@ def _in_state(role: Role, state: State) -> Connection[Any]:
 
 
 CASES = [
-    (role, state, direction, kind)
-    for role in Role
+    (side, state, direction, kind)
+    for side in Side
     for state in State
     for direction in Direction
     for kind in SAMPLES
@@ -407,15 +407,15 @@ CASES = [
 
 
 @pytest.mark.parametrize(
-    ("role", "state", "direction", "kind"),
+    ("side", "state", "direction", "kind"),
     CASES,
     ids=[f"{r.value}-{s.value}-{d.value}-{k.__name__}" for r, s, d, k in CASES],
 )
-def test_every_state_and_message_does_what_the_table_says(role, state, direction, kind):
-    conn = _in_state(role, state)
+def test_every_state_and_message_does_what_the_table_says(side, state, direction, kind):
+    conn = _in_state(side, state)
     assert conn.state is state
     message = SAMPLES[kind]
-    expected = TRANSITIONS[role].get((state, direction, kind))
+    expected = TRANSITIONS[side].get((state, direction, kind))
     if direction is Direction.SEND:
         if expected is None:
             with pytest.raises(LocalProtocolError, match=f"may not send {kind.__name__}"):
@@ -436,7 +436,7 @@ def test_every_state_and_message_does_what_the_table_says(role, state, direction
 
 def test_the_server_refuses_every_request_before_a_welcome():
     for state in (State.HANDSHAKE, State.GREETING):
-        server = _in_state(Role.SERVER, state)
+        server = _in_state(Side.SERVER, state)
         server.receive_data(raw_frame(Request(1, Release(1, "x"))))
         with pytest.raises(
             ProtocolError, match=f"client may not send Request in state {state.value}"
@@ -444,10 +444,10 @@ def test_the_server_refuses_every_request_before_a_welcome():
             server.next_event()
 
 
-@pytest.mark.parametrize("role", list(Role))
-def test_the_end_of_stream_is_allowed_in_every_state(role):
+@pytest.mark.parametrize("side", list(Side))
+def test_the_end_of_stream_is_allowed_in_every_state(side):
     for state in State:
-        conn = _in_state(role, state)
+        conn = _in_state(side, state)
         conn.receive_data(b"")
         assert conn.next_event() == ConnectionClosed()
         assert conn.state is State.CLOSED
@@ -470,7 +470,7 @@ def test_random_conversations_arrive_whole_and_both_ends_agree(data):
             ids = [next(next_id) for _ in range(data.draw(st.integers(1, 4)))]
             batch = [Request(i, Release(1, "n")) for i in ids]
             client_ids |= set(ids)
-            sender: Connection[Any] = pair.client
+            sender: ConnectionEnd[Any] = pair.client
         elif action == "ping":
             batch, sender = [Ping(data.draw(st.integers(0, 2**64 - 1)))], pair.client
         elif action == "answer" and client_ids:
@@ -513,8 +513,8 @@ def test_a_badly_typed_message_is_a_local_error_in_any_state(case, make):
         # is made, so such a message never reaches send.
         assert compiled_build()
         return
-    for role, state in itertools.product(Role, State):
-        conn = _in_state(role, state)
+    for side, state in itertools.product(Side, State):
+        conn = _in_state(side, state)
         with pytest.raises(LocalProtocolError):
             conn.send(message)
         assert conn.state is state

@@ -16,7 +16,7 @@ from tenure._protocol import (
     Message,
     Reply,
     Request,
-    Role,
+    Side,
 )
 from tenure._protocol.cluster import MEMBER_VIEW
 from tenure._protocol.messages import MESSAGE, version_refusal
@@ -56,9 +56,9 @@ def test_every_layout_is_documented_exactly(record):
     assert f"\n{record.name} = {layout(record)}\n" in DOC
 
 
-@pytest.mark.parametrize("role", list(Role))
-def test_the_state_tables_are_the_codec_tables(role):
-    assert render(role) in DOC
+@pytest.mark.parametrize("side", list(Side))
+def test_the_state_tables_are_the_codec_tables(side):
+    assert render(side) in DOC
 
 
 @pytest.mark.parametrize("code", list(ErrorCode), ids=lambda c: c.name)

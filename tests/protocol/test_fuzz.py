@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from tenure._core import Release
 from tenure._protocol import (
     ClientConnection,
-    Connection,
     ConnectionClosed,
+    ConnectionEnd,
     Hello,
     Ping,
     Request,
@@ -65,7 +65,7 @@ def fresh_server(after_handshake: bool) -> ServerConnection:
     return pair.server
 
 
-def check(conn: Connection[Any], data: bytes, *, eof: bool, allowed: tuple[type, ...]) -> None:
+def check(conn: ConnectionEnd[Any], data: bytes, *, eof: bool, allowed: tuple[type, ...]) -> None:
     """Feed ``data`` (then the end of the stream, if ``eof``) and check every outcome."""
     conn.receive_data(data)
     if eof:

@@ -46,7 +46,7 @@ PREFIX: Final = "/faults/"
 ELECTION: Final = 2.0
 #: A call in flight when the leader dies: the member that forwarded it drops it
 #: silently, and the client tries again (or another member) only once its own
-#: deadline passes (the backend's request timeout, 5 s: backends/etcd/_conn.py).
+#: deadline passes (the etcd client's request timeout, 5 s: src/tenure/_etcd/client.py).
 REQUEST_TIMEOUT: Final = 5.0
 
 

@@ -58,7 +58,7 @@ from typing import Final
 from tenure._core.semaphore import Semaphore
 from tenure._core.state import EngineState, Node
 from tenure._core.values import DEADLOCK_SEARCH_LIMIT
-from tenure._core.wait_graph import ASKING, Asked, Edge, OverLimitError, Request, WaitGraph
+from tenure._core.wait_graph import ASKING, Asked, Edge, OverLimitError, PendingRequest, WaitGraph
 from tenure.errors import DeadlockError
 
 __all__ = ["DEADLOCK_SEARCH_LIMIT", "Asked", "DeadlockSearch", "refuse_deadlock"]
@@ -148,10 +148,10 @@ class DeadlockSearch:
 
     # -- the answer --------------------------------------------------------------------
 
-    def _cycle(self, asking: Request, stuck: set[int] | None) -> list[Edge] | None:
+    def _cycle(self, asking: PendingRequest, stuck: set[int] | None) -> list[Edge] | None:
         """The shortest cycle from ``asking`` back to it: along hard edges (``stuck``
         None), or through the requests ``stuck`` (by arrival number) only."""
-        parents: dict[int, tuple[Request, Edge]] = {}
+        parents: dict[int, tuple[PendingRequest, Edge]] = {}
         frontier = deque([asking])
         seen = {asking.order}
         while frontier:
@@ -174,7 +174,7 @@ class DeadlockSearch:
                     frontier.append(target)
         return None
 
-    def _unreduced(self, asking: Request) -> set[int]:
+    def _unreduced(self, asking: PendingRequest) -> set[int]:
         """Holt's reduction with FIFO (module docstring) over the queues the walk
         reached, each as far as its furthest request the walk expanded: the arrival
         numbers of the requests that can never be granted."""
@@ -185,9 +185,9 @@ class DeadlockSearch:
                 known = reach.get(sem.name)
                 if known is None or known[1] < bound:
                     reach[sem.name] = (sem, bound)
-        queues: dict[str, list[tuple[Request, int, int]]] = {}
+        queues: dict[str, list[tuple[PendingRequest, int, int]]] = {}
         for name, (sem, bound) in reach.items():
-            queue: list[tuple[Request, int, int]] = []
+            queue: list[tuple[PendingRequest, int, int]] = []
             for waiter in sem.waiters.values():
                 if waiter.order > bound:
                     break
@@ -216,14 +216,14 @@ class DeadlockSearch:
         reduced: set[int] = set()
         position = dict.fromkeys(queues, 0)
 
-        def head(name: str) -> tuple[Request, int, int] | None:
+        def head(name: str) -> tuple[PendingRequest, int, int] | None:
             queue, at = queues[name], position[name]
             while at < len(queue) and queue[at][0].order in reduced:
                 at += 1
             position[name] = at
             return queue[at] if at < len(queue) else None
 
-        def ready(request: Request) -> bool:
+        def ready(request: PendingRequest) -> bool:
             for sem, key, count in request.members:
                 first = head(sem.name) if sem.name in queues else None
                 if first is None or first[0] is not request:
@@ -247,7 +247,7 @@ class DeadlockSearch:
         return units - reduced
 
 
-def _text(asking: Request, path: list[Edge]) -> str:
+def _text(asking: PendingRequest, path: list[Edge]) -> str:
     """``session 5 (task 3) waits for 'b' held by session 7 (task 1), which waits for ...``."""
     steps = [f"waits for {edge.name!r} {edge.verb} {edge.target.label}" for edge in path]
     return f"{asking.label} " + ", which ".join(steps)

@@ -26,7 +26,7 @@ def holder_key(session_id: int, hold: int) -> int:
 _SESSION_BITS = (1 << 64) - 1
 
 
-class Lease:
+class OwnerLease:
     """An owner's lease: its TTL and when it runs out unless renewed (engine time)."""
 
     __slots__ = ("deadline", "ttl")
@@ -49,7 +49,7 @@ class Owner:
     known: an old client, a face of another protocol, a resumed session): what
     deadlock detection reads (:mod:`tenure._core.deadlocks`).
 
-    ``usage`` is its session's owner's (:mod:`tenure._core.quotas`): its data counts
+    ``usage`` is its session's quota owner's (:mod:`tenure._core.quotas`): its data counts
     there while its semaphore keeps it (None: counted nowhere).
     """
 
@@ -77,10 +77,10 @@ class Owner:
         self.token = token
         self.since = since
         self.task = task
-        self._lease: Lease | None = (
+        self._lease: OwnerLease | None = (
             None
             if lease_ttl is None and lease_deadline is None
-            else Lease(lease_ttl, lease_deadline)  # type: ignore[arg-type]
+            else OwnerLease(lease_ttl, lease_deadline)  # type: ignore[arg-type]
         )
 
     @property
@@ -124,7 +124,7 @@ class Owner:
         if ttl is None and deadline is None:
             self._lease = None
         elif lease is None:
-            self._lease = Lease(ttl, deadline)  # type: ignore[arg-type]
+            self._lease = OwnerLease(ttl, deadline)  # type: ignore[arg-type]
         else:  # a renewal: the same lease, restarted
             lease.ttl, lease.deadline = ttl, deadline  # type: ignore[assignment]
 

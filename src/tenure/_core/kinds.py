@@ -46,7 +46,7 @@ from typing import Literal, Protocol
 from tenure._core.barrier_data import PARTIES_WORD, parties_data, read_parties, read_progress
 from tenure._core.claims import ClaimRecord, parse_claim
 from tenure._core.counter_data import read_value
-from tenure._core.members import GROUP_DATA, joining_count, members_of
+from tenure._core.members import GROUP_DATA, Hold, joining_count, members_of
 from tenure._core.rates import parse_bucket
 from tenure._core.values import MAX_COUNT, SemaphoreDescription
 from tenure.errors import PreconditionFailedError
@@ -55,14 +55,14 @@ __all__ = [
     "PARTIES_WORD",
     "BarrierKind",
     "ClaimKind",
+    "CountedHold",
+    "CountedWaiter",
     "CounterKind",
     "GroupKind",
-    "Held",
     "Kind",
     "LimiterKind",
     "LimiterLevel",
     "PlainKind",
-    "Queued",
     "RWLockKind",
     "classify",
     "classify_description",
@@ -70,23 +70,17 @@ __all__ = [
 ]
 
 
-class Held(Protocol):
-    """What :func:`classify` reads of a hold (an ``OwnerInfo`` or the engine's ``Owner``)."""
+class CountedHold(Hold, Protocol):
+    """What :func:`classify` reads of a hold (an ``OwnerInfo`` or the engine's ``Owner``):
+    what a group's members are read from (:class:`~tenure._core.members.Hold`), and the
+    tokens it holds."""
 
     @property
     def count(self) -> int:
         """Tokens held."""
 
-    @property
-    def token(self) -> int:
-        """The hold's fencing token."""
 
-    @property
-    def data(self) -> bytes:
-        """The owner's data."""
-
-
-class Queued(Protocol):
+class CountedWaiter(Protocol):
     """What :func:`classify` reads of a queued request (a ``WaiterInfo``, a ``Waiter``)."""
 
     @property
@@ -205,8 +199,8 @@ def classify(
     limit: int,
     ephemeral: bool,
     data: bytes,
-    owners: Iterable[Held],
-    waiters: Iterable[Queued],
+    owners: Iterable[CountedHold],
+    waiters: Iterable[CountedWaiter],
 ) -> Kind:
     """Which recipe the semaphore ``name`` is, and its facts (module docstring).
 
@@ -274,7 +268,7 @@ def _ephemeral(limit: int, held: list[int], queued: list[int]) -> Kind:
     )
 
 
-def _barrier(data: bytes, held: list[Held], queued: list[int]) -> BarrierKind | None:
+def _barrier(data: bytes, held: list[CountedHold], queued: list[int]) -> BarrierKind | None:
     # An arrival holds one token of MAX_COUNT, so it never queues.
     if queued or any(owner.count != 1 for owner in held):
         return None

@@ -44,7 +44,7 @@ __all__ = [
     "MAX_MEMBER_ID_BYTES",
     "MAX_WEIGHT",
     "Member",
-    "Record",
+    "MemberRecord",
     "check_member_id",
     "check_weight",
     "joining_count",
@@ -82,7 +82,7 @@ class Hold(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Record:
+class MemberRecord:
     """A member record's fields (module docstring)."""
 
     state: State
@@ -151,7 +151,7 @@ def _weight_bytes(weight: int | float) -> bytes:
     return (str(weight) if type(weight) is int else repr(float(weight))).encode("ascii")
 
 
-def parse_record(data: bytes) -> Record | None:
+def parse_record(data: bytes) -> MemberRecord | None:
     """The record in ``data``, or None if ``data`` is not one :func:`member_record`
     writes (never raises)."""
     if not data.startswith(_PREFIX):
@@ -177,7 +177,7 @@ def parse_record(data: bytes) -> Record | None:
     weight = _parse_weight(data[id_end + 1 : weight_end])
     if weight is False:
         return None
-    return Record(
+    return MemberRecord(
         "joining" if state == b"joining" else "joined",
         member_id,
         weight,

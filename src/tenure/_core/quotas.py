@@ -1,15 +1,17 @@
 """Quotas per owner and the server's memory budget: what each owner holds, counted as it changes.
 
-An *owner* is who a session, semaphore or node belongs to: the name of the token
+An *owner* here is who a session, semaphore or node belongs to: the name of the token
 that created it (a server with an auth file sets it, never a client), or ``""``
-(nobody: no auth file, or a test). The engine keeps, per owner, how much of each
-countable thing it holds now (:data:`COUNTED`), updated at every change (O(1), never
-a scan), and the same summed over everybody (``total``), from which the state's
-size is estimated for the memory budget.
+(nobody: no auth file, or a test). CONTRIBUTING's glossary calls it a *quota owner*
+where the engine's :class:`~tenure._core.holders.Owner` (a hold) could be meant.
+The engine keeps, per owner, how much of each countable thing it holds now
+(:data:`COUNTED`), updated at every change (O(1), never a scan), and the same summed
+over everybody (``total``), from which the state's size is estimated for the memory
+budget.
 
-What each owner may hold is data the host gives (:attr:`Ledger.quotas`, by owner;
+What each owner may hold is data the host gives (:attr:`QuotaLedger.quotas`, by owner;
 an owner with no entry has no quota), like the node ceilings: a journal's replay
-lifts them (:attr:`Ledger.enforcing` False), since what was logged was let in.
+lifts them (:attr:`QuotaLedger.enforcing` False), since what was logged was let in.
 
 What counts against whom:
 
@@ -40,7 +42,7 @@ from tenure.errors import InvalidArgumentError, LimitExceededError
 
 __all__ = [
     "COUNTED",
-    "Ledger",
+    "QuotaLedger",
     "NO_QUOTA",
     "OBJECT_BYTES",
     "QUOTA_NAMES",
@@ -204,7 +206,7 @@ class Usage:
         return f"Usage({self.owner!r}, {dict(zip(TRACKED, self.counts, strict=True))})"
 
 
-class Ledger:
+class QuotaLedger:
     """Every owner's usage, the total, the quotas and the memory budget (module docstring).
 
     State and not state: the counts follow the state (a snapshot's load counts them

@@ -32,8 +32,8 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from tenure._core.holders import Lease as Lease
 from tenure._core.holders import Owner as Owner
+from tenure._core.holders import OwnerLease as OwnerLease
 from tenure._core.holders import Waiter as Waiter
 from tenure._core.holders import holder_key as holder_key
 from tenure._core.quotas import Q_DATA_BYTES, Q_HOLDS, Usage

@@ -31,7 +31,7 @@ from tenure._core.quotas import (
     Q_SESSIONS,
     Q_WAITERS,
     Q_WATCHES,
-    Ledger,
+    QuotaLedger,
     Usage,
 )
 from tenure._core.semaphore import Owner, Semaphore, Waiter
@@ -180,7 +180,7 @@ class EngineState:
         self.deadlines = Deadlines()
         self.watches = Watches()
         #: What each owner holds, their quotas and the memory budget (tenure._core.quotas).
-        self.ledger = Ledger()
+        self.ledger = QuotaLedger()
         #: Who sends the command being applied: its token's name, set by the host
         #: (never by a client) and logged with the commands that make what it owns
         #: (CreateSession, CreateNode); "" (nobody): no quotas apply.

@@ -1,6 +1,6 @@
 """The graph a deadlock check walks: who waits for whom, read from one node's state.
 
-Its nodes are pending requests (:class:`Request`: a waiter, or an all-or-none set's
+Its nodes are pending requests (:class:`PendingRequest`: a waiter, or an all-or-none set's
 members, which share one arrival number); the holds of a task with exactly one
 pending request wait with that request. A request on semaphore S waits for every
 holder of S (but its own hold, which an upgrade replaces) and for every request
@@ -28,7 +28,7 @@ from typing import Final
 from tenure._core.semaphore import Semaphore, Waiter, holder_key
 from tenure._core.state import EngineState, Node
 
-__all__ = ["ASKING", "Asked", "Edge", "OverLimitError", "Request", "WaitGraph", "label"]
+__all__ = ["ASKING", "Asked", "Edge", "OverLimitError", "PendingRequest", "WaitGraph", "label"]
 
 #: The arrival number the request being asked goes by (it has none yet).
 ASKING: Final = -1
@@ -37,7 +37,7 @@ ASKING: Final = -1
 Asked = tuple[Semaphore, int, int]
 
 
-class Request:
+class PendingRequest:
     """A pending request: one waiter, or the members of one all-or-none set.
 
     ``task`` is whose holds wait with it: the (session, task) of a known task with
@@ -58,7 +58,7 @@ class Edge:
 
     __slots__ = ("hard", "name", "target", "verb")
 
-    def __init__(self, target: Request, name: str, verb: str, hard: bool) -> None:
+    def __init__(self, target: PendingRequest, name: str, verb: str, hard: bool) -> None:
         self.target = target
         self.name = name
         self.verb = verb
@@ -79,11 +79,11 @@ class WaitGraph:
         self._node = node
         self._budget = limit
         #: Requests met, by arrival number.
-        self.requests: dict[int, Request] = {}
+        self.requests: dict[int, PendingRequest] = {}
         #: What each expanded request waits for, by its arrival number.
         self.edges: dict[int, list[Edge]] = {}
         #: Known tasks met: (session, task) -> their one request, or None (free).
-        self._tasks: dict[tuple[int, int], Request | None] = {}
+        self._tasks: dict[tuple[int, int], PendingRequest | None] = {}
         #: Each semaphore's set members, (arrival, holder key), made on first use.
         self._sets: dict[str, list[tuple[int, int]]] | None = None
         #: The arrival number of the request the asked one supersedes (gone if it queues).
@@ -91,7 +91,7 @@ class WaitGraph:
 
     def ask(
         self, session_id: int, task: int, asked: list[Asked], replaced: tuple[str, int] | None
-    ) -> Request | None:
+    ) -> PendingRequest | None:
         """The request being asked, as the graph's node :data:`ASKING`; None if its
         task waits for something else already (it is not one request, whose holds
         would wait with it).
@@ -105,7 +105,7 @@ class WaitGraph:
             waiter = self._node.semaphores[name].waiter(holder_key(session_id, hold))
             assert waiter is not None, "a task's wait is its semaphore's waiter"
             self._gone = waiter.order
-        asking = Request(ASKING, asked, label(session_id, task))
+        asking = PendingRequest(ASKING, asked, label(session_id, task))
         asking.task = (session_id, task)
         self.requests[ASKING] = asking
         self._tasks[asking.task] = asking
@@ -117,7 +117,7 @@ class WaitGraph:
         if self._budget < 0:
             raise OverLimitError
 
-    def walk(self, asking: Request) -> bool:
+    def walk(self, asking: PendingRequest) -> bool:
         """Expand every request reachable from ``asking``; whether one waits for it."""
         todo = [asking]
         back = False
@@ -135,7 +135,7 @@ class WaitGraph:
                         todo.append(edge.target)
         return back
 
-    def _out_of(self, request: Request, sem: Semaphore, key: int, count: int) -> list[Edge]:
+    def _out_of(self, request: PendingRequest, sem: Semaphore, key: int, count: int) -> list[Edge]:
         """What ``request`` waits for on ``sem``: its holders, the sets ahead of it, and,
         for an upgrade, every request ahead of it (module docstring)."""
         edges: list[Edge] = []
@@ -179,7 +179,7 @@ class WaitGraph:
                     self._sets.setdefault(member_name, []).append((order, key))
         return self._sets.get(name, [])
 
-    def of_task(self, session_id: int, task: int) -> Request | None:
+    def of_task(self, session_id: int, task: int) -> PendingRequest | None:
         """The one request the known task ``(session_id, task)`` waits with; None if it
         has none (free), or several (its holds count as free), or is not known (0)."""
         if not task:
@@ -204,7 +204,7 @@ class WaitGraph:
         self._tasks[tid] = found
         return found
 
-    def of_waiter(self, sem: Semaphore, waiter: Waiter) -> Request | None:
+    def of_waiter(self, sem: Semaphore, waiter: Waiter) -> PendingRequest | None:
         """The request ``waiter`` (of ``sem``) belongs to; None if the asked one supersedes it."""
         order = waiter.order
         if order == self._gone:
@@ -223,7 +223,7 @@ class WaitGraph:
                 members.append((member_sem, key, member.count))
         else:
             members = [(sem, waiter.key, waiter.count)]
-        request = self.requests[order] = Request(
+        request = self.requests[order] = PendingRequest(
             order, members, label(waiter.session_id, waiter.task)
         )
         if waiter.task:

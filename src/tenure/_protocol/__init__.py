@@ -12,7 +12,7 @@ from __future__ import annotations
 from tenure._protocol.connection import (
     NEED_DATA,
     ClientConnection,
-    Connection,
+    ConnectionEnd,
     NeedData,
     ServerConnection,
 )
@@ -44,7 +44,7 @@ from tenure._protocol.messages import (
     version_refusal,
 )
 from tenure._protocol.payloads import ReplyValue
-from tenure._protocol.state import Role, State
+from tenure._protocol.state import Side, State
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
@@ -55,8 +55,8 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "ClientConnection",
     "ClientMessage",
-    "Connection",
     "ConnectionClosed",
+    "ConnectionEnd",
     "Failure",
     "FrameTooLargeError",
     "GoingAway",
@@ -71,9 +71,9 @@ __all__ = [
     "Reply",
     "ReplyValue",
     "Request",
-    "Role",
     "ServerConnection",
     "ServerMessage",
+    "Side",
     "State",
     "Welcome",
     "decode_message",

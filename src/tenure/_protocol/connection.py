@@ -1,6 +1,6 @@
 """A connection's two ends, sans-I/O: bytes in, messages out, messages in, bytes out. [compiled]
 
-A :class:`Connection` owns no socket, timer or task. Its driver does three things::
+A :class:`ConnectionEnd` owns no socket, timer or task. Its driver does three things::
 
     conn.receive_data(data)          # bytes from the socket (b"" at end of stream)
     event = conn.next_event()        # a message, ConnectionClosed, or NEED_DATA
@@ -53,10 +53,10 @@ from tenure._protocol.messages import (
     for_version,
 )
 from tenure._protocol.payloads import reply_fits
-from tenure._protocol.state import LAST_WORDS, TRANSITIONS, Direction, Role, State
+from tenure._protocol.state import LAST_WORDS, TRANSITIONS, Direction, Side, State
 from tenure.errors import ProtocolError
 
-__all__ = ["NEED_DATA", "ClientConnection", "Connection", "NeedData", "ServerConnection"]
+__all__ = ["NEED_DATA", "ClientConnection", "ConnectionEnd", "NeedData", "ServerConnection"]
 
 #: What a connection can hand its driver: a message, or the end of the stream.
 Event = Message | ConnectionClosed
@@ -83,25 +83,25 @@ class _RefusalError(Exception):
 InT = TypeVar("InT", bound=Message)
 
 
-class Connection(Generic[InT]):
+class ConnectionEnd(Generic[InT]):
     """One end of a tenure protocol connection (see the module docstring)."""
 
-    def __init__(self, role: Role, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+    def __init__(self, side: Side, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         """Start in HANDSHAKE.
 
         Args:
-            role: which end this is.
+            side: which end this is.
             max_frame_size: the largest frame body this end accepts, in bytes
                 (MIN_MAX_FRAME_SIZE to MAX_MAX_FRAME_SIZE); a client announces it in
                 Hello, a server in Welcome.
         """
-        self._role = role
-        self._moves = _moves_of(role)
+        self._side = side
+        self._moves = _moves_of(side)
         self._state = State.HANDSHAKE
         self._may_send, self._may_receive = self._moves[self._state]
         self._reader = FrameReader(max_frame_size)
         # A client decodes a change's run of watch pushes once (tenure._protocol.fanout).
-        self._decode = FiredPushReader().decode if role is Role.CLIENT else decode_message
+        self._decode = FiredPushReader().decode if side is Side.CLIENT else decode_message
         self._their_error: ProtocolError | None = None
         # Requests sent (client) or received (server) and not yet answered, with the
         # type of their command: Rule 2 and Rule 3.
@@ -113,9 +113,9 @@ class Connection(Generic[InT]):
     # -- what the driver may look at ----------------------------------------------------
 
     @property
-    def role(self) -> Role:
+    def side(self) -> Side:
         """Which end this is."""
-        return self._role
+        return self._side
 
     @property
     def state(self) -> State:
@@ -230,7 +230,7 @@ class Connection(Generic[InT]):
         kind = type(event)
         after = (self._may_send if direction is Direction.SEND else self._may_receive).get(kind)
         if after is None:
-            sender = self._role if direction is Direction.SEND else _other(self._role)
+            sender = self._side if direction is Direction.SEND else _other(self._side)
             raise _RefusalError(
                 f"the {sender.value} may not send {kind.__name__} in state {self._state.value}"
             )
@@ -298,46 +298,46 @@ class Connection(Generic[InT]):
 
 
 _Moves = dict[type, State]
-_MOVES: dict[Role, dict[State, tuple[_Moves, _Moves]]] = {}
+_MOVES: dict[Side, dict[State, tuple[_Moves, _Moves]]] = {}
 
 
-def _moves_of(role: Role) -> dict[State, tuple[_Moves, _Moves]]:
-    """TRANSITIONS[role] regrouped by state: (what may be sent, what may be received).
+def _moves_of(side: Side) -> dict[State, tuple[_Moves, _Moves]]:
+    """TRANSITIONS[side] regrouped by state: (what may be sent, what may be received).
 
     The rules look up every event in the moves of the current state; a lookup by
     message type alone is much cheaper than one by a (state, direction, type) key.
     """
-    if role not in _MOVES:
+    if side not in _MOVES:
         moves: dict[State, tuple[_Moves, _Moves]] = {state: ({}, {}) for state in State}
-        for (state, direction, kind), after in TRANSITIONS[role].items():
+        for (state, direction, kind), after in TRANSITIONS[side].items():
             moves[state][0 if direction is Direction.SEND else 1][kind] = after
-        _MOVES[role] = moves
-    return _MOVES[role]
+        _MOVES[side] = moves
+    return _MOVES[side]
 
 
 _LAST_WORDS: Final = " or ".join(sorted(kind.__name__ for kind in LAST_WORDS))
 
 
-def _other(role: Role) -> Role:
-    return Role.SERVER if role is Role.CLIENT else Role.CLIENT
+def _other(side: Side) -> Side:
+    return Side.SERVER if side is Side.CLIENT else Side.CLIENT
 
 
 @final
-class ClientConnection(Connection[ServerMessage]):
+class ClientConnection(ConnectionEnd[ServerMessage]):
     """The client's end: sends Hello, Request, Ping; receives the server's messages."""
 
     def __init__(self, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
-        """See :class:`Connection`."""
-        super().__init__(Role.CLIENT, max_frame_size=max_frame_size)
+        """See :class:`ConnectionEnd`."""
+        super().__init__(Side.CLIENT, max_frame_size=max_frame_size)
 
 
 @final
-class ServerConnection(Connection[ClientMessage]):
+class ServerConnection(ConnectionEnd[ClientMessage]):
     """The server's end: receives Hello, Request, Ping; sends the server's messages.
 
     Every Request before a successful handshake (Welcome sent) is a ProtocolError.
     """
 
     def __init__(self, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
-        """See :class:`Connection`."""
-        super().__init__(Role.SERVER, max_frame_size=max_frame_size)
+        """See :class:`ConnectionEnd`."""
+        super().__init__(Side.SERVER, max_frame_size=max_frame_size)

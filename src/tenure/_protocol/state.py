@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 A connection has one :class:`State`, kept by each end. Both ends walk the same
 states, the server a little ahead: it leaves GREETING when it *sends* Welcome, the
-client when it *receives* it. For each role, :data:`TRANSITIONS` lists every
+client when it *receives* it. For each side, :data:`TRANSITIONS` lists every
 (state, direction, message type) that is allowed, and the state it leads to.
 Anything not listed is an error: :class:`~tenure._protocol.errors.LocalProtocolError`
 when this side tries to send it, :class:`~tenure.errors.ProtocolError` when the
@@ -20,7 +20,7 @@ a test keeps the two equal).
 
 Rule 1: everything that decides whether a message may go is in this file. The
 tables say which message types; the rules they cannot say are these, and
-:class:`~tenure._protocol.connection.Connection` enforces each in one place:
+:class:`~tenure._protocol.connection.ConnectionEnd` enforces each in one place:
 
 Rule 2 (request ids): a Request's id must not be in flight (sent and not yet
 answered); a Reply or Failure must answer a request in flight, and ends it.
@@ -60,10 +60,10 @@ from tenure._protocol.messages import (
     Welcome,
 )
 
-__all__ = ["LAST_WORDS", "TRANSITIONS", "Direction", "Role", "State", "render"]
+__all__ = ["LAST_WORDS", "TRANSITIONS", "Direction", "Side", "State", "render"]
 
 
-class Role(enum.Enum):
+class Side(enum.Enum):
     """Which end of the connection this is."""
 
     CLIENT = "client"
@@ -90,7 +90,7 @@ class Direction(enum.Enum):
 _H, _G, _O, _C, _X = State.HANDSHAKE, State.GREETING, State.OPEN, State.CLOSING, State.CLOSED
 _SEND, _RECV = Direction.SEND, Direction.RECEIVE
 
-#: One role's table: (state, direction, message type) -> next state.
+#: One side's table: (state, direction, message type) -> next state.
 Table = Mapping[tuple[State, Direction, type], State]
 
 _ANSWERS: Final = (Reply, Failure, Push, Pong)
@@ -127,22 +127,22 @@ _SERVER: Final[dict[tuple[State, Direction, type], State]] = {
 for _table in (_CLIENT, _SERVER):
     _table.update({(state, _RECV, ConnectionClosed): _X for state in State})
 
-#: Every allowed (state, direction, message type) of each role, and the state it leads to.
-TRANSITIONS: Final[Mapping[Role, Table]] = {Role.CLIENT: _CLIENT, Role.SERVER: _SERVER}
+#: Every allowed (state, direction, message type) of each side, and the state it leads to.
+TRANSITIONS: Final[Mapping[Side, Table]] = {Side.CLIENT: _CLIENT, Side.SERVER: _SERVER}
 
 #: What may still be sent after the peer broke the protocol (Rule 5).
 LAST_WORDS: Final = frozenset({Refused, GoingAway})
 
 
-def render(role: Role) -> str:
-    """One role's table as the Markdown docs/protocol.md shows it."""
+def render(side: Side) -> str:
+    """One side's table as the Markdown docs/protocol.md shows it."""
     lines = ["| state | sends | receives |", "| --- | --- | --- |"]
     for state in State:
         cells = []
         for direction in Direction:
             moves = [
                 kind.__name__ if after is state else f"{kind.__name__} → {after.value}"
-                for (before, way, kind), after in TRANSITIONS[role].items()
+                for (before, way, kind), after in TRANSITIONS[side].items()
                 if before is state and way is direction
             ]
             cells.append(", ".join(moves) or "—")

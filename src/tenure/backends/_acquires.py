@@ -4,13 +4,14 @@ The rules are :mod:`tenure.backends._session`'s (its docstring: "Hold numbers", 
 cancelled acquire"); this module carries them out for one
 :class:`~tenure.backends._session.StoreSession`. An acquire opens a
 :class:`~tenure.backends._ledger.Pending` under a hold number the session chose,
-asks the store (:meth:`Store.enqueue`, or :meth:`Store.enqueue_all` for a set: one
-pending per name, sent as one), waits for the grant if it was queued, and hands the
-grant to the caller through the ledger. If the caller is cancelled, or the store
-could not be reached (UnavailableError: applied or not, granted or queued), the
-request is withdrawn in a task of its own (a second cancellation cannot stop it),
-and a grant that raced it is released, except a restate's, which replaced the hold
-and is kept as the hold; the caller waits for that at most ``withdraw_wait``.
+asks the store's :class:`~tenure.backends._store.Acquiring` (``enqueue``, or
+``enqueue_all`` for a set: one pending per name, sent as one), waits for the grant
+if it was queued, and hands the grant to the caller through the ledger. If the
+caller is cancelled, or the store could not be reached (UnavailableError: applied
+or not, granted or queued), the request is withdrawn in a task of its own (a second
+cancellation cannot stop it), and a grant that raced it is released, except a
+restate's, which replaced the hold and is kept as the hold; the caller waits for
+that at most ``withdraw_wait``.
 """
 
 from __future__ import annotations
@@ -20,26 +21,21 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Protocol, TypeVar
 
 from tenure.backends._base import Grant
-from tenure.backends._ledger import Ledger, Pending
+from tenure.backends._ledger import HoldLedger, Pending
 from tenure.backends._release import Releases
-from tenure.backends._store import QUEUED, Store, Withdrawal
+from tenure.backends._store import QUEUED, Acquiring, Withdrawal
 from tenure.errors import LostError, UnavailableError
 
-__all__ = ["AcquireOwner", "Acquires"]
+__all__ = ["Acquires", "AcquiresHome"]
 
 R = TypeVar("R")
 
 
-class AcquireOwner(Protocol):
-    """What :class:`Acquires` needs of its session (a
+class AcquiresHome(Protocol):
+    """What :class:`Acquires` may ask of its home, the session (a
     :class:`~tenure.backends._session.StoreSession`, which imports this module)."""
 
-    @property
-    def store(self) -> Store:
-        """The store adapter: where requests are made and withdrawn."""
-        ...
-
-    ledger: Ledger
+    ledger: HoldLedger
     ended: LostError | None
     withdraw_wait: float
 
@@ -53,12 +49,13 @@ class AcquireOwner(Protocol):
 
 
 class Acquires:
-    """The acquires of one session (module docstring)."""
+    """The acquires of one session (module docstring), made in the store by ``acquiring``."""
 
-    __slots__ = ("_releases", "_session")
+    __slots__ = ("_acquiring", "_releases", "_session")
 
-    def __init__(self, session: AcquireOwner, releases: Releases) -> None:
+    def __init__(self, session: AcquiresHome, acquiring: Acquiring, releases: Releases) -> None:
         self._session = session
+        self._acquiring = acquiring
         self._releases = releases
 
     async def one(
@@ -73,8 +70,8 @@ class Acquires:
         task: int,
     ) -> Grant | None:
         """One acquire of hold ``hold``, awaited to its end (granted, busy, or raised)."""
-        session = self._session
-        store, ledger = session.store, session.ledger
+        session, store = self._session, self._acquiring
+        ledger = session.ledger
         request_id = store.new_request_id()
         pending = ledger.open(
             request_id, name, hold, count, data, timeout, ephemeral, restating, task
@@ -115,8 +112,8 @@ class Acquires:
     ) -> list[Grant] | None:
         """An all-or-none set: one pending acquire per name, sent as one, each awaited
         and withdrawn as :meth:`one`'s; every grant, or None (busy)."""
-        session = self._session
-        store, ledger = session.store, session.ledger
+        session, store = self._session, self._acquiring
+        ledger = session.ledger
         pendings: list[Pending] = []
         for name in names:
             request_id = store.new_request_id()
@@ -174,8 +171,8 @@ class Acquires:
         await asyncio.wait({task}, timeout=session.withdraw_wait)
 
     async def _withdraw(self, pending: Pending) -> None:
-        session = self._session
-        outcome = await session.until_answered(session.store.withdraw, pending)
+        session, store = self._session, self._acquiring
+        outcome = await session.until_answered(store.withdraw, pending)
         if outcome is Withdrawal.WITHDRAWN:
             return
         grant = outcome if isinstance(outcome, Grant) else _grant_of(pending.future)
@@ -184,7 +181,7 @@ class Acquires:
             if grant is not None:
                 session.ledger.held[pending.place] = grant
             return
-        await session.until_answered(session.store.release, pending.name, pending.hold)
+        await session.until_answered(store.release, pending.name, pending.hold)
 
 
 def _grant_of(future: asyncio.Future[Grant]) -> Grant | None:

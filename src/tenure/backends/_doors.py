@@ -4,7 +4,7 @@ A ``tenure://`` URL that lists several servers without ``?sharded=true`` names o
 service with several *doors*: the servers of one ``tenure serve --cluster``, of which
 one leads and the others are standbys (docs/protocol.md section 16). A link
 (:mod:`tenure.backends._link`) holds one :class:`Doors` and connects through one
-:class:`Attempt` at a time; a URL of one server is a link with one door, which
+:class:`DoorRound` at a time; a URL of one server is a link with one door, which
 behaves as a link always did.
 
 The order of one attempt:
@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-__all__ = ["Attempt", "Doors", "Endpoint"]
+__all__ = ["DoorRound", "Doors", "Endpoint"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,15 +106,15 @@ class Doors:
         if endpoint in self.doors:
             self._at = self.doors.index(endpoint)
 
-    def attempt(self) -> Attempt:
+    def attempt(self) -> DoorRound:
         """A new round over the doors (the module docstring says in which order)."""
         first = [self.hint] if self.hint is not None else []
         if self.current not in self.doors:
             first.append(self.current)
-        return Attempt(self, [*first, *self.doors[self._at :], *self.doors[: self._at]])
+        return DoorRound(self, [*first, *self.doors[self._at :], *self.doors[: self._at]])
 
 
-class Attempt:
+class DoorRound:
     """One round over the doors: what to try next, and why each endpoint failed."""
 
     def __init__(self, doors: Doors, order: Sequence[Endpoint]) -> None:

@@ -2,24 +2,32 @@
 
 ``memory://`` (an in-process engine), ``tenure://`` (an engine in a server) and
 ``redis://`` (the engine's rules as Redis functions) all take the engine's
-commands (:mod:`tenure._core`) and push its effects. So one adapter,
-:class:`CommandStore`, does a session's work there over a :class:`CommandChannel`
-(what carries a command to the engine and brings back its reply); each backend
-gives the channel, and passes every effect addressed to the session to
-:meth:`CommandStore.deliver`.
+commands (:mod:`tenure._core`) and push its effects. So one object,
+:class:`CommandStore`, does a session's acquires and semaphore calls there (its
+:class:`~tenure.backends._store.Acquiring` and
+:class:`~tenure.backends._store.Administering`), each a command over a
+:class:`CommandChannel` (what carries a command to the engine and brings back its
+reply). Each backend gives the channel, and its own
+:class:`~tenure.backends._store.Store` (how the session is kept alive there, and
+ended), and passes every effect addressed to the session to
+:meth:`CommandStore.deliver`. Watches are the engine's
+(:class:`~tenure.backends._watch.EngineWatches`), but on ``redis://``, whose
+functions push that a semaphore changed, not its state.
 
 A push is sent once: one written to a connection that then died, or queued by a
 server that then restarted, is lost. So after every re-attach the session reads
 its state back page by page (DescribeSession) and settles each page with the
-:class:`~tenure.backends._ledger.Ledger`'s rules (:meth:`CommandStore.reconcile`).
+:class:`~tenure.backends._ledger.HoldLedger`'s rules (:meth:`CommandStore.reconcile`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import itertools
 import logging
 from collections.abc import Awaitable, Callable, Generator
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 
 from tenure._core import (
     Acquire,
@@ -27,10 +35,8 @@ from tenure._core import (
     AcquireFailed,
     AcquireStatus,
     CancelAcquire,
-    CancelWatch,
     ClaimName,
     ClaimRecord,
-    CloseSession,
     Command,
     CreateSemaphore,
     DeleteSemaphore,
@@ -49,18 +55,16 @@ from tenure._core import (
     SwapSemaphoreData,
     UpdateSemaphore,
     WatchFired,
-    WatchPrefix,
 )
-from tenure.backends._base import Grant, HeldGrant, PrefixWatchStream, WatchStream
+from tenure.backends._base import Grant, HeldGrant
 from tenure.backends._ledger import Pending
-from tenure.backends._prefix import PrefixFeed, PrefixStream
-from tenure.backends._store import QUEUED, Enqueued, Owner, Queued, Withdrawal
-from tenure.backends._watch import EngineWatch, WatchFeed
+from tenure.backends._store import QUEUED, BoundSession, Enqueued, InQueue, Withdrawal
+from tenure.backends._watch import EngineCalls, EngineWatches
 from tenure.errors import LostError, TenureError, error_from_code
 
 R = TypeVar("R")
 
-__all__ = ["RECONCILE_PAGE", "CommandChannel", "CommandStore", "read_holds"]
+__all__ = ["RECONCILE_PAGE", "CommandChannel", "CommandStore", "HoldsReader", "read_holds"]
 
 log = logging.getLogger("tenure.client")
 
@@ -69,57 +73,65 @@ log = logging.getLogger("tenure.client")
 RECONCILE_PAGE: Final = 128
 
 
-class CommandChannel(Protocol):
-    """Carries one command to the engine and brings back its reply (or raises its error)."""
+class CommandChannel(EngineCalls, Protocol):
+    """What carries a session's commands to the engine: one command's reply (or its
+    error, raised), and a release sent at once (:class:`~tenure.backends._store.EagerRelease`).
 
-    async def call(self, command: Command[R]) -> R:
-        """Apply ``command`` and return the reply."""
+    The engine's pushes come back the other way: whoever receives them hands those of
+    the session to :meth:`CommandStore.deliver`.
+    """
+
+    def send_now(self, release: Release) -> asyncio.Future[bool] | None:
+        """``release`` sent now, in the caller's turn of the loop: its answer's future;
+        None if it cannot be sent now (it is then sent with :meth:`call`)."""
+
+
+@runtime_checkable
+class HoldsReader(Protocol):
+    """A channel that reads the session's holds with their data in one call
+    (``redis://``); over any other, :func:`read_holds` asks the engine page by page."""
+
+    async def read_holds(self) -> list[HeldGrant]:
+        """The session's holds as the engine keeps them now, in (name, hold) order."""
 
 
 class CommandStore:
-    """A :class:`~tenure.backends._store.Store` that is an engine (module docstring).
+    """The :class:`~tenure.backends._store.Acquiring` and
+    :class:`~tenure.backends._store.Administering` of a store that is an engine
+    (module docstring): each a command over ``channel``.
 
-    ``secret`` is the session's protection key; ``seq_no`` its sequence number
-    (each re-attach uses the next).
+    ``first_request_id`` is the session's first request id (a channel whose ids must
+    stay unused across the session's owners starts each owner's elsewhere);
+    ``page_size`` the semaphores per DescribeSession page; ``watches``, the session's
+    engine watches, whose firings :meth:`deliver` hands on (None: the channel's
+    engine keeps none, and pushes no WatchFired).
     """
 
-    beat_period: float | None = None  # the channel keeps the session alive
-
     def __init__(
-        self, channel: CommandChannel, session_id: int, *, secret: bytes, seq_no: int, where: str
+        self,
+        channel: CommandChannel,
+        session_id: int,
+        *,
+        first_request_id: int = 1,
+        page_size: int = RECONCILE_PAGE,
+        watches: EngineWatches | None = None,
     ) -> None:
         self.channel = channel
         self.session_id = session_id
-        self.protection_key = secret
-        self.seq_no = seq_no
-        self.where = where
-        self._last_request_id = 0
-        self._watches: dict[int, WatchFeed] = {}
-        #: Armed prefix watches' feeds, by engine watch id.
-        self._prefix_feeds: dict[int, PrefixFeed] = {}
-        self.owner: Owner
+        self.page_size = page_size
+        self._requests = itertools.count(first_request_id)
+        self._watches = watches
+        self.session: BoundSession
 
-    def bind(self, owner: Owner) -> None:
-        """The session this store works for."""
-        self.owner = owner
-
-    def confirmed_at(self) -> float:
-        """Never in doubt (a channel that can be lost says otherwise)."""
-        return float("inf")
-
-    async def heartbeat(self) -> None:
-        """Nothing to send: the channel keeps the session alive."""
-
-    def secret(self) -> bytes:
-        """The session's protection key."""
-        return self.protection_key
+    def bind(self, session: BoundSession) -> None:
+        """The session this store works for (bound by its :class:`Store`)."""
+        self.session = session
 
     # -- acquiring ------------------------------------------------------------------
 
     def new_request_id(self) -> int:
         """The next request id of this session."""
-        self._last_request_id += 1
-        return self._last_request_id
+        return next(self._requests)
 
     async def enqueue(self, pending: Pending) -> Enqueued:
         """One Acquire: granted, busy, or queued (its grant is pushed)."""
@@ -142,7 +154,7 @@ class CommandStore:
             return None
         return QUEUED
 
-    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
+    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | InQueue | None:
         """One AcquireAll: a grant each, busy, or queued (each grant is pushed)."""
         first = pendings[0]
         command = AcquireAll(
@@ -180,9 +192,20 @@ class CommandStore:
         """Release the hold (and a queued upgrade of it)."""
         return await self.channel.call(Release(self.session_id, name, hold))
 
+    def release_now(self, name: str, hold: int) -> asyncio.Future[bool] | None:
+        """The Release sent now (:class:`~tenure.backends._store.EagerRelease`)."""
+        return self.channel.send_now(Release(self.session_id, name, hold))
+
     async def renew(self, name: str, grant: Grant) -> float:
         """Renew the grant's lease TTL."""
         return await self.channel.call(Renew(self.session_id, name, hold=grant.hold))
+
+    async def holds(self) -> list[HeldGrant]:
+        """The session's holds as the engine keeps them now (:func:`read_holds`, or the
+        channel's own read)."""
+        if isinstance(self.channel, HoldsReader):
+            return await self.channel.read_holds()
+        return await read_holds(self.channel, self.session_id, self.page_size)
 
     # -- semaphores -------------------------------------------------------------------
 
@@ -223,78 +246,6 @@ class CommandStore:
         command = DescribeSemaphore(self.session_id, name, owners=owners, waiters=waiters)
         return (await self.channel.call(command)).description
 
-    async def watch_semaphore(
-        self, name: str, *, data: bool, owners: bool, waiters: bool
-    ) -> WatchStream:
-        """One repeating engine watch, armed anew whenever the old one is gone."""
-
-        async def arm() -> tuple[SemaphoreDescription, WatchFeed]:
-            self.owner.check_alive()
-            command = DescribeSemaphore(
-                self.session_id,
-                name,
-                owners=owners,
-                waiters=waiters,
-                watch_data=data,
-                watch_owners=owners,
-                watch_waiters=waiters,
-                watch_repeat=True,
-            )
-            result = await self.channel.call(command)
-            assert result.watch_id is not None
-            watch_id = result.watch_id
-
-            def disarm() -> None:
-                if self._watches.pop(watch_id, None) is not None and self.owner.ended is None:
-                    self.owner.spawn(self.channel.call(CancelWatch(self.session_id, watch_id)))
-
-            feed = self._watches[watch_id] = WatchFeed(disarm)
-            return result.description, feed
-
-        description, feed = await arm()
-        return EngineWatch(arm, description, feed)
-
-    async def watch_prefix(
-        self, prefix: str, *, data: bool, owners: bool, waiters: bool
-    ) -> PrefixWatchStream:
-        """One engine prefix watch (WatchPrefix), whose firings carry each change's state;
-        armed anew (and the consumer told to list again) after a re-attach."""
-        feed = PrefixFeed()
-        armed: list[int] = []  # the engine watch's id (none while it is being re-armed)
-
-        async def arm() -> None:
-            self.owner.check_alive()
-            reply = await self.channel.call(
-                WatchPrefix(self.session_id, prefix, data, owners, waiters)
-            )
-            # (Before any later push: the link holds a push after a reply one turn.)
-            self._prefix_feeds[reply.watch_id] = feed
-            armed[:] = [reply.watch_id]
-
-        async def disarm() -> None:
-            for watch_id in armed:
-                if self._prefix_feeds.pop(watch_id, None) is not None and self.owner.ended is None:
-                    self.owner.spawn(self.channel.call(CancelWatch(self.session_id, watch_id)))
-            armed.clear()
-
-        await arm()
-        return PrefixStream(feed, disarm=disarm, rearm=arm)
-
-    def forget_watches(self) -> list[int]:
-        """Wake every watcher to arm a new watch; returns the old watches' ids to cancel.
-
-        After a re-attach a firing may have been lost (and a restarted server keeps
-        no watches, and may re-use their ids): describing again reads the latest state;
-        a prefix watch's consumer is told to list again (a reset) once it is re-armed.
-        """
-        stale, self._watches = self._watches, {}
-        for feed in stale.values():
-            feed.put(None)
-        prefixed, self._prefix_feeds = self._prefix_feeds, {}
-        for prefix_feed in prefixed.values():
-            prefix_feed.reset(rearm=True)
-        return [*stale, *prefixed]
-
     # -- what the engine pushes -------------------------------------------------------
 
     def deliver(self, effect: Effect) -> None:
@@ -303,36 +254,25 @@ class CommandStore:
         Delivering an effect twice does nothing more (a re-attach may settle what a
         late push tells again).
         """
-        owner = self.owner
+        session = self.session
         if isinstance(effect, Granted):
             grant = Grant(effect.token, effect.count, effect.lease_ttl, effect.hold)
-            owner.ledger.granted(effect.request_id, grant)
+            session.ledger.granted(effect.request_id, grant)
         elif isinstance(effect, AcquireFailed):
-            owner.ledger.failed(effect.request_id, error_from_code(effect.code, effect.message))
+            session.ledger.failed(effect.request_id, error_from_code(effect.code, effect.message))
         elif isinstance(effect, WatchFired):
-            feed = self._watches.get(effect.watch_id)
-            if feed is not None:
-                feed.put(effect.description)
-            elif (prefixed := self._prefix_feeds.get(effect.watch_id)) is not None:
-                prefixed.put(effect.name, effect.description)
+            if self._watches is not None:
+                self._watches.fired(effect)
         elif isinstance(effect, LeaseLost):
             error = error_from_code(effect.code, effect.message)
             assert isinstance(error, LostError)
-            owner.grant_lost(effect.name, effect.hold, effect.token, error)
+            session.grant_lost(effect.name, effect.hold, effect.token, error)
         elif isinstance(effect, SessionEnded):
             error = error_from_code(effect.code, effect.message)
             assert isinstance(error, LostError)
-            owner.lose(error)
+            session.lose(error)
 
     # -- reading the state back ----------------------------------------------------------
-
-    def page_size(self) -> int:
-        """Semaphores per DescribeSession page."""
-        return RECONCILE_PAGE
-
-    async def holds(self) -> list[HeldGrant]:
-        """The session's holds as the engine keeps them now (:func:`read_holds`)."""
-        return await read_holds(self.channel, self.session_id, self.page_size())
 
     async def reconcile(self, call: Callable[[Command[Any]], Awaitable[Any]]) -> None:
         """Read the session's state back through ``call`` and settle it, page by page."""
@@ -367,8 +307,8 @@ class CommandStore:
         command that fails is fine (what it drops may have ended meanwhile).
         """
         after = ""
-        while self.owner.ended is None and not self.owner.ledger.empty:
-            page = yield DescribeSession(self.session_id, after, self.page_size())
+        while self.session.ended is None and not self.session.ledger.empty:
+            page = yield DescribeSession(self.session_id, after, self.page_size)
             for command in self.settle(page, after):
                 with contextlib.suppress(TenureError):
                     yield command
@@ -377,38 +317,22 @@ class CommandStore:
             after = page.next_after
 
     def settle(self, page: SessionState, after: str) -> list[Command[Any]]:
-        """Agree with one page of the session's state, read just now (:meth:`Ledger.settle`).
+        """Agree with one page of the session's state, read just now (:meth:`HoldLedger.settle`).
 
         Returns the commands that drop what the engine keeps for this session that
         nobody asked for: send them now, before anything else.
         """
         for missed in page.missed:
             self.deliver(missed)  # failed acquires and lost grants, as their push told
-        settled = self.owner.ledger.settle(page, after)
+        settled = self.session.ledger.settle(page, after)
         for (name, hold), token, error in settled.lost:
-            self.owner.grant_lost(name, hold, token, error)
+            self.session.grant_lost(name, hold, token, error)
         for command in settled.drop:
             log.warning("session %d drops %r: nobody asked for it", self.session_id, command)
         return settled.drop
 
-    # -- the end ----------------------------------------------------------------------
 
-    def stop(self, error: LostError) -> None:
-        """The session ended: every watch ends with ``error``."""
-        for feed in self._watches.values():
-            feed.fail(error)
-        self._watches.clear()
-        for prefixed in self._prefix_feeds.values():
-            prefixed.fail(error)
-        self._prefix_feeds.clear()
-
-    async def close(self) -> None:
-        """CloseSession (the session is gone if that fails)."""
-        with contextlib.suppress(TenureError):
-            await self.channel.call(CloseSession(self.session_id))
-
-
-async def read_holds(channel: CommandChannel, session_id: int, page_size: int) -> list[HeldGrant]:
+async def read_holds(channel: EngineCalls, session_id: int, page_size: int) -> list[HeldGrant]:
     """The session's holds as the engine keeps them now, in (name, hold) order.
 
     After a resume the client knows nothing of what the session holds: it reads the

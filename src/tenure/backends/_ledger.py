@@ -1,14 +1,15 @@
 """What a client believes one engine session holds and waits for, and how it agrees again.
 
-:class:`Ledger` is the bookkeeping of :class:`~tenure.backends._engine.EngineSession`,
-with no I/O: the acquires in progress (by request id), the grants handed to callers
-and not released or lost (by :data:`Place`: semaphore name and hold number), which
-hold numbers are free, and the rules that settle it against a page of the engine's
-own account (:class:`~tenure._core.SessionState`).
+:class:`HoldLedger` is the bookkeeping of every
+:class:`~tenure.backends._session.StoreSession`, with no I/O: the acquires in
+progress (by request id), the grants handed to callers and not released or lost (by
+:data:`Place`: semaphore name and hold number), which hold numbers are free, and the
+rules that settle it against a page of the engine's own account
+(:class:`~tenure._core.SessionState`).
 
 A push is sent once: one written to a connection that then died, or queued by a
 server that then restarted, is lost. So after every re-attach the session reads
-its state back page by page, and :meth:`Ledger.settle` each page as it arrives,
+its state back page by page, and :meth:`HoldLedger.settle` each page as it arrives,
 before any later push (which is newer, and applies on top):
 
 * an acquire still waiting to hear is queued (the engine lists its request id),
@@ -42,7 +43,7 @@ from tenure.errors import (
     error_from_code,
 )
 
-__all__ = ["Ledger", "Pending", "Place", "Settled"]
+__all__ = ["HoldLedger", "Pending", "Place", "Settled"]
 
 #: Where a grant is: the semaphore's name and the session's hold number there.
 Place: TypeAlias = tuple[str, int]
@@ -82,7 +83,7 @@ class Settled:
     """What settling a page asks of the session: grants to declare lost, commands to send.
 
     ``lost`` are ``(place, token, error)`` of grants the client holds that the
-    engine no longer has (the session tells them lost: :meth:`Ledger.lose`);
+    engine no longer has (the session tells them lost: :meth:`HoldLedger.lose`);
     ``drop`` are the Releases and CancelAcquires of what the engine keeps that
     nobody asked for (send them before anything else).
     """
@@ -91,7 +92,7 @@ class Settled:
     drop: list[Command[Any]] = field(default_factory=list)
 
 
-class Ledger:
+class HoldLedger:
     """See the module docstring."""
 
     def __init__(self, session_id: int) -> None:

@@ -2,7 +2,7 @@
 
 A :class:`Link` is the I/O shell around :class:`~tenure._protocol.ClientConnection`:
 it connects (TCP or TLS), says Hello, pipelines requests on the one connection,
-hands pushes to its owner, pings within the server's idle timeout, and, when the
+hands pushes to its home, pings within the server's idle timeout, and, when the
 connection is lost, reconnects with jittered exponential backoff for as long as it
 is open.
 
@@ -29,10 +29,10 @@ link leaves that connection at once (its requests in flight fail as cut off), an
 a connection to a standby is never the link's connection (unless the link was made
 to ask any member about the cluster, ``LinkOptions.accept_standby``).
 
-The owner (:mod:`tenure.backends.remote`) gets three calls: ``push(effect)`` for
-each Push, ``connected(welcome)``, awaited after each handshake before any waiting
-request may go out (it re-attaches sessions with :meth:`Link.call_now`), and
-``disconnected()`` when a connection is lost.
+Its home (:class:`LinkHome`: a shard of :mod:`tenure.backends.remote`) gets three
+calls: ``push(effect)`` for each Push, ``connected(welcome)``, awaited after each
+handshake before any waiting request may go out (it re-attaches sessions with
+:meth:`Link.call_now`), and ``disconnected()`` when a connection is lost.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ __all__ = [
     "Endpoint",
     "Link",
     "LinkOptions",
-    "LinkOwner",
+    "LinkHome",
     "describe_error",
     "refused_locally",
 ]
@@ -103,8 +103,8 @@ DEFAULT_PING_INTERVAL: Final = 5.0
 MIN_PING_PATIENCE: Final = 2.0
 
 
-class LinkOwner(Protocol):
-    """What a link tells its owner (see the module docstring)."""
+class LinkHome(Protocol):
+    """What a link tells its home, the object that made it (see the module docstring)."""
 
     def push(self, effect: Effect) -> None:
         """An effect for one of the sessions of this link."""
@@ -119,11 +119,11 @@ class LinkOwner(Protocol):
 class Link:
     """See the module docstring."""
 
-    def __init__(self, doors: Doors | Endpoint, options: LinkOptions, owner: LinkOwner) -> None:
+    def __init__(self, doors: Doors | Endpoint, options: LinkOptions, home: LinkHome) -> None:
         #: The service's doors, the endpoint connected last, the leader named last.
         self.doors = doors if isinstance(doors, Doors) else Doors([doors])
         self.options = options
-        self._owner = owner
+        self._home = home
         self._loop = asyncio.get_running_loop()
         self._conn: LinkConnection | None = None
         self._ready = asyncio.Event()  # a connection is up and its sessions re-attached
@@ -268,7 +268,7 @@ class Link:
         return self._conn
 
     async def call_now(self, command: Command[R]) -> R:
-        """Send on the connection being set up (for ``LinkOwner.connected``)."""
+        """Send on the connection being set up (for ``LinkHome.connected``)."""
         if self._conn is None:
             raise DisconnectedError("the connection was lost")
         return await self._request(self._conn, command)
@@ -327,7 +327,7 @@ class Link:
     async def _set_up(
         self, endpoint: Endpoint, conn: LinkConnection, welcome: Welcome, sent_at: float
     ) -> None:
-        """Make ``conn`` the link's connection; ready once its owner has set it up."""
+        """Make ``conn`` the link's connection; ready once its home has set it up."""
         self._conn = conn
         self.doors.connected(endpoint)
         self.epoch += 1
@@ -339,7 +339,7 @@ class Link:
             why = "closed at once" if self.last_error is None else describe_error(self.last_error)
             raise DisconnectedError(f"lost the connection to {endpoint}: {why}")
         try:
-            await self._owner.connected(welcome)
+            await self._home.connected(welcome)
         except BaseException as error:
             self.lost(conn, error)
             raise
@@ -365,7 +365,7 @@ class Link:
     def receive(self, conn: LinkConnection, event: ServerMessage) -> bool:
         """Handle one event of ``conn``; whether ``conn`` is still this link's after it."""
         if isinstance(event, Push):
-            self._owner.push(event.effect)
+            self._home.push(event.effect)
         elif type(event) is Reply or type(event) is Failure:
             future, sent_at = conn.pending.pop(event.request_id)
             if isinstance(event, Reply):
@@ -428,7 +428,7 @@ class Link:
         why = describe_error(error)
         self._fail(conn, DisconnectedError(f"lost the connection to {self.endpoint}: {why}"))
         log.info("lost the connection to %s: %s", self.endpoint, why)
-        self._owner.disconnected()
+        self._home.disconnected()
         if not self._closing and (self._reconnector is None or self._reconnector.done()):
             self._reconnector = asyncio.ensure_future(self._reconnect())
             self._tasks.add(self._reconnector)

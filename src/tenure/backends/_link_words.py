@@ -15,7 +15,7 @@ import ssl
 from typing import Final
 
 from tenure._protocol import LocalProtocolError
-from tenure.backends._doors import Attempt, Doors, Endpoint
+from tenure.backends._doors import DoorRound, Doors, Endpoint
 from tenure.errors import InvalidArgumentError, TenureError, UnavailableError
 
 __all__ = [
@@ -103,7 +103,7 @@ def standby_words(leader: str | None) -> str:
     return f"a standby, naming the leader {leader}"
 
 
-def attempt_error(doors: Doors, attempt: Attempt, errors: list[BaseException]) -> BaseException:
+def attempt_error(doors: Doors, attempt: DoorRound, errors: list[BaseException]) -> BaseException:
     """The error of an attempt that connected nowhere.
 
     One server tried: its own error, as a link of one door always raised. Several:

@@ -22,7 +22,7 @@ from typing import Any, Final, Protocol
 from tenure.backends._store import Store
 from tenure.errors import LostError, SessionExpiredError, TenureError, UnavailableError
 
-__all__ = ["RETRY_MAX", "RETRY_MIN", "Liveness", "LivenessOwner"]
+__all__ = ["RETRY_MAX", "RETRY_MIN", "Liveness", "LivenessHome"]
 
 log = logging.getLogger("tenure.client")
 
@@ -31,8 +31,8 @@ RETRY_MIN: Final = 0.05
 RETRY_MAX: Final = 1.0
 
 
-class LivenessOwner(Protocol):
-    """What :class:`Liveness` needs of its session (a
+class LivenessHome(Protocol):
+    """What :class:`Liveness` may ask of its home, the session (a
     :class:`~tenure.backends._session.StoreSession`, which imports this module)."""
 
     @property
@@ -56,7 +56,7 @@ class Liveness:
 
     __slots__ = ("_beating", "_loop", "_session", "_store", "_timer", "_window")
 
-    def __init__(self, session: LivenessOwner, store: Store, window: float) -> None:
+    def __init__(self, session: LivenessHome, store: Store, window: float) -> None:
         self._session = session
         self._store = store
         self._window = window

@@ -1,30 +1,21 @@
-"""URL options shared by the backends that parse their own URLs.
+"""What the backends' URLs share: the ``withdraw_wait`` option, and a URL quoted safely.
 
 Every backend takes its options from the URL query and from keyword arguments of
 :func:`tenure.connect` (the keywords win), refuses an option it does not know by
-name, and reads durations as seconds within one named bound.
+name, and reads durations as seconds within one named bound: the rules of
+:mod:`tenure._url_options`, which the etcd client's URLs (a cluster's too) share.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Set
+from collections.abc import Mapping
 from typing import Final
-from urllib.parse import SplitResult, parse_qsl
 
-from tenure.errors import InvalidArgumentError
+from tenure._url_options import seconds
 
-__all__ = [
-    "MAX_SECONDS",
-    "WITHDRAW_WAIT",
-    "merged_settings",
-    "seconds",
-    "shown_url",
-    "withdraw_wait",
-]
+__all__ = ["WITHDRAW_WAIT", "shown_url", "withdraw_wait"]
 
-#: The longest duration an option may name, in seconds.
-MAX_SECONDS: Final = 3600.0
 #: The default of every backend's ``withdraw_wait`` option: the most seconds the
 #: caller of a cancelled (or unanswered) acquire waits for its withdrawal before
 #: leaving it to finish in the background (``tenure.backends._session``).
@@ -45,32 +36,6 @@ def shown_url(url: object) -> str:
     if not isinstance(url, str):
         return repr(url)
     return repr(_QUERY_SECRET.sub(r"\1***", _USER_SECRET.sub(r"\1***@", url)))
-
-
-def merged_settings(
-    scheme: str, parts: SplitResult, options: Mapping[str, object], known: Set[str]
-) -> dict[str, object]:
-    """The URL's query with ``options`` over it; InvalidArgumentError naming every
-    option not in ``known`` (``scheme`` says whose options they are)."""
-    query: dict[str, object] = dict(parse_qsl(parts.query, keep_blank_values=True))
-    settings = {**query, **options}
-    unknown = sorted(set(settings) - set(known))
-    if unknown:
-        raise InvalidArgumentError(f"unknown {scheme}:// option(s): {', '.join(unknown)}")
-    return settings
-
-
-def seconds(settings: Mapping[str, object], option: str, default: float) -> float:
-    """The duration ``option`` in seconds (``default`` if absent), in (0, MAX_SECONDS]."""
-    try:
-        value = float(settings.get(option, default))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InvalidArgumentError(f"{option} must be a number of seconds") from None
-    if not 0 < value <= MAX_SECONDS:
-        raise InvalidArgumentError(
-            f"{option} must be in (0, {MAX_SECONDS:g}] seconds, got {value:g}"
-        )
-    return value
 
 
 def withdraw_wait(settings: Mapping[str, object]) -> float:

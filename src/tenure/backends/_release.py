@@ -24,11 +24,11 @@ from functools import partial
 from typing import Any, Final, Protocol, TypeVar
 
 from tenure.backends._base import Grant
-from tenure.backends._ledger import Ledger, Place
-from tenure.backends._store import Store
+from tenure.backends._ledger import HoldLedger, Place
+from tenure.backends._store import Acquiring
 from tenure.errors import LostError, UnavailableError
 
-__all__ = ["ReleaseOwner", "Releases"]
+__all__ = ["Releases", "ReleasesHome"]
 
 log = logging.getLogger("tenure.client")
 
@@ -38,8 +38,8 @@ R = TypeVar("R")
 SendNow = Callable[[str, int], "asyncio.Future[bool] | None"]
 
 
-class ReleaseOwner(Protocol):
-    """What :class:`Releases` needs of its session (a
+class ReleasesHome(Protocol):
+    """What :class:`Releases` may ask of its home, the session (a
     :class:`~tenure.backends._session.StoreSession`, which imports this module)."""
 
     @property
@@ -47,12 +47,7 @@ class ReleaseOwner(Protocol):
         """The store's id of the session, for the log."""
         ...
 
-    @property
-    def store(self) -> Store:
-        """The store adapter: what sends a release the slow way."""
-        ...
-
-    ledger: Ledger
+    ledger: HoldLedger
     ended: LostError | None
 
     def ending(self) -> asyncio.Future[None]:
@@ -69,12 +64,16 @@ class ReleaseOwner(Protocol):
 
 
 class Releases:
-    """The releases of one session (module docstring)."""
+    """The releases of one session (module docstring): ``acquiring`` sends one the slow
+    way, ``send_now`` (if the store has it) at once."""
 
-    __slots__ = ("_loop", "_send_now", "_session")
+    __slots__ = ("_acquiring", "_loop", "_send_now", "_session")
 
-    def __init__(self, session: ReleaseOwner, send_now: SendNow | None) -> None:
+    def __init__(
+        self, session: ReleasesHome, acquiring: Acquiring, send_now: SendNow | None
+    ) -> None:
         self._session = session
+        self._acquiring = acquiring
         self._send_now: Final = send_now
         self._loop = asyncio.get_running_loop()
 
@@ -120,7 +119,7 @@ class Releases:
     def _send(self, place: Place, held: Grant | None, answer: asyncio.Future[bool]) -> None:
         """Send the release from a task until the store answers or the session ends."""
         session = self._session
-        tries = asyncio.ensure_future(session.until_answered(session.store.release, *place))
+        tries = asyncio.ensure_future(session.until_answered(self._acquiring.release, *place))
         session.keep(tries)
         ending = session.ending()
         # The answer's waiter hears of the session's end at once; the tries may linger.

@@ -1,16 +1,18 @@
 """Sessions on a tenure server, kept by the client across lost connections.
 
 A session of ``tenure://`` is a :class:`~tenure.backends._session.StoreSession`
-over a :class:`RemoteStore`: a :class:`~tenure.backends._engine.CommandStore`
-whose channel is the network (one :class:`~tenure.backends._link.Link` per server,
-its :class:`Shard`). What the network adds lives here:
+over a :class:`RemoteStore`: its :class:`~tenure.backends._store.Store`, and the
+channel of a :class:`~tenure.backends._engine.CommandStore` and of the engine's
+watches, whose channel is the network (one :class:`~tenure.backends._link.Link` per
+server, its :class:`Shard`). What the network adds lives here:
 
 * **Re-attach.** After each new connection the shard re-attaches the session with
   its protection key and the next sequence number, before any other request goes
   out. Pushes the server queued meanwhile arrive first. Then the session reads its
   state back and agrees with the server on what it holds and waits for
-  (:meth:`CommandStore.reconcile`): pushes written to the dead connection, or
-  queued by a server that restarted, are lost, but what they told is there.
+  (:meth:`~tenure.backends._engine.CommandStore.reconcile`): pushes written to the
+  dead connection, or queued by a server that restarted, are lost, but what they
+  told is there.
   Watches are re-armed: the old ones are cancelled (a restarted server does not
   keep watches and may re-use their ids) and each watcher is woken, so it
   describes the semaphore again and sees the latest state first.
@@ -57,6 +59,8 @@ from tenure._core import (
 from tenure._protocol import Welcome
 from tenure.backends._engine import RECONCILE_PAGE, CommandStore
 from tenure.backends._link import DisconnectedError, Doors, Endpoint, Link, LinkOptions
+from tenure.backends._store import BoundSession
+from tenure.backends._watch import EngineWatches
 from tenure.errors import (
     LostError,
     SessionExpiredError,
@@ -83,19 +87,44 @@ _RESENDABLE: Final = (
 PINGS_PER_WINDOW: Final = 4
 
 
-class RemoteStore(CommandStore):
+class RemoteStore:
     """See the module docstring. Made by :meth:`TenureBackend.open_session`."""
 
+    beat_period: float | None = None  # the link's pings keep the session alive
+
     def __init__(self, shard: Shard, info: SessionInfo, key: bytes) -> None:
-        super().__init__(
-            self, info.session_id, secret=key, seq_no=info.seq_no, where=str(shard.link.endpoint)
-        )
+        self.session_id = info.session_id
+        self.protection_key = key
+        self.seq_no = info.seq_no  # each re-attach uses the next
+        self.where = str(shard.link.endpoint)
         self._shard = shard
         self._link = shard.link
         self._window = info.timeout
         self._epoch = self._link.epoch  # the connection this session is attached to
         self._frozen = self._link.confirmed_at  # confirmed_at when that connection was lost
         self._link.need_pings_every(info.timeout / PINGS_PER_WINDOW)
+        #: Its watches, and its acquires and semaphore calls (DescribeSession pages of
+        #: at most about 8 KiB per semaphore: names of up to 1 KiB in a hold, a wait and
+        #: a missed ending, well within our frames).
+        self.watches = EngineWatches(self, self.session_id)
+        page_size = max(1, min(RECONCILE_PAGE, self._link.options.max_frame_size // 8192))
+        self.commands = CommandStore(
+            self, self.session_id, page_size=page_size, watches=self.watches
+        )
+        self.session: BoundSession
+
+    def bind(self, session: BoundSession) -> None:
+        """The session this store works for (its commands' and watches' too)."""
+        self.session = session
+        self.commands.bind(session)
+        self.watches.bind(session)
+
+    def secret(self) -> bytes:
+        """The session's protection key."""
+        return self.protection_key
+
+    async def heartbeat(self) -> None:
+        """Nothing to send: the link's pings keep the session alive."""
 
     @property
     def attached(self) -> bool:
@@ -111,7 +140,7 @@ class RemoteStore(CommandStore):
     async def call(self, command: Command[R]) -> R:
         """Send ``command`` for this session, through lost connections (module docstring)."""
         while True:
-            ended = self.owner.ended
+            ended = self.session.ended
             if ended is not None and not isinstance(command, CloseSession):
                 raise type(ended)(*ended.args)
             link = self._link  # (the deadline inline: this runs on every request)
@@ -136,16 +165,16 @@ class RemoteStore(CommandStore):
                         "been applied"
                     ) from None
             except UnavailableError:
-                if self.owner.deadline_passed() and self.owner.ended is not None:
-                    raise type(self.owner.ended)(*self.owner.ended.args) from None
+                if self.session.deadline_passed() and self.session.ended is not None:
+                    raise type(self.session.ended)(*self.session.ended.args) from None
                 raise
 
-    def release_now(self, name: str, hold: int) -> asyncio.Future[bool] | None:
+    def send_now(self, release: Release) -> asyncio.Future[bool] | None:
         """The Release written now on the session's connection, if it is attached and
         ready: behind it on the wire comes whatever the client asks next."""
-        if self._epoch != self._link.epoch or self.owner.ended is not None:
+        if self._epoch != self._link.epoch or self.session.ended is not None:
             return None
-        return self._link.call_if_ready(Release(self.session_id, name, hold))
+        return self._link.call_if_ready(release)
 
     async def _still_queued(self, command: Acquire) -> bool:
         """Whether an Acquire cut off by a lost connection is waiting (or done) anyway.
@@ -155,21 +184,16 @@ class RemoteStore(CommandStore):
         (queued, granted, or failed), so one that is not was never applied, or only
         answered BUSY, and is sent again.
         """
-        pending = self.owner.ledger.pending.get(command.request_id)
+        pending = self.session.ledger.pending.get(command.request_id)
         if pending is None or pending.future.done():
             return True  # its outcome is known: the session reads it from the future
         try:
             await self._link.wait_ready(self.confirmed_at() + self._window)
         except UnavailableError:
-            if not self.owner.deadline_passed():
+            if not self.session.deadline_passed():
                 raise
         # Ended: the loss failed its future, which the session reads.
-        return self.owner.ended is not None or pending.future.done() or pending.queued
-
-    def page_size(self) -> int:
-        """A page costs at most about 8 KiB per semaphore (names of up to 1 KiB in a
-        hold, a wait and a missed ending): keep it well within our frames."""
-        return max(1, min(RECONCILE_PAGE, self._link.options.max_frame_size // 8192))
+        return self.session.ended is not None or pending.future.done() or pending.queued
 
     # -- connection events (from the shard) -----------------------------------------
 
@@ -180,7 +204,7 @@ class RemoteStore(CommandStore):
 
     async def reattach(self) -> None:
         """Attach to the new connection (during its set-up), then re-arm the watches."""
-        if self.owner.deadline_passed():
+        if self.session.deadline_passed():
             return
         self.seq_no += 1
         try:
@@ -191,11 +215,11 @@ class RemoteStore(CommandStore):
             raise
         except TenureError as error:
             reason = error if isinstance(error, LostError) else SessionExpiredError(str(error))
-            self.owner.lose(reason)
+            self.session.lose(reason)
             return
         self._epoch = self._link.epoch
-        await self.reconcile(self._link.call_now)
-        for watch_id in self.forget_watches():
+        await self.commands.reconcile(self._link.call_now)
+        for watch_id in self.watches.forget():
             with contextlib.suppress(TenureError):
                 await self._link.call_now(CancelWatch(self.session_id, watch_id))
 
@@ -203,7 +227,7 @@ class RemoteStore(CommandStore):
 
     def stop(self, error: LostError) -> None:
         """Fail the watches and leave the shard."""
-        super().stop(error)
+        self.watches.stop(error)
         if self._shard.sessions.get(self.session_id) is self:
             del self._shard.sessions[self.session_id]
 
@@ -250,13 +274,13 @@ class Shard:
                         "been applied"
                     ) from None
 
-    # -- LinkOwner ------------------------------------------------------------------
+    # -- LinkHome -------------------------------------------------------------------
 
     def push(self, effect: Effect) -> None:
         """Route an effect to its session (effects of forgotten sessions are dropped)."""
         store = self.sessions.get(effect.session_id)
         if store is not None:
-            store.deliver(effect)
+            store.commands.deliver(effect)
 
     async def connected(self, welcome: Welcome) -> None:
         """Re-attach every live session, and close the ones given up, before requests flow."""
@@ -265,7 +289,7 @@ class Shard:
         live = list(self.sessions.values())
         if reset:
             for store in live:
-                store.owner.lose(
+                store.session.lose(
                     SessionExpiredError(
                         f"{self.link.endpoint} runs a new state (instance changed): "
                         f"session {store.session_id} is gone"

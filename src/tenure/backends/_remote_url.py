@@ -12,7 +12,7 @@ from tenure.backends._link import Endpoint, LinkOptions
 from tenure.backends._options import shown_url, withdraw_wait
 from tenure.errors import InvalidArgumentError
 
-__all__ = ["DEFAULT_PORT", "OPTIONS", "Settings", "flag", "parse", "servers_of", "tls_context"]
+__all__ = ["DEFAULT_PORT", "OPTIONS", "RemoteOptions", "flag", "parse", "servers_of", "tls_context"]
 
 DEFAULT_PORT: Final = 6388
 
@@ -79,7 +79,7 @@ def tls_context(scheme: str, options: Mapping[str, object]) -> ssl.SSLContext | 
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
+class RemoteOptions:
     """What a ``tenure://`` URL and its options say."""
 
     endpoints: list[Endpoint]
@@ -102,7 +102,7 @@ def flag(settings: Mapping[str, object], option: str) -> bool:
     return found
 
 
-def parse(url: str, options: Mapping[str, object]) -> Settings:
+def parse(url: str, options: Mapping[str, object]) -> RemoteOptions:
     """What ``url`` and ``options`` (keywords, over the URL's query) say; an
     InvalidArgumentError naming what is wrong."""
     try:
@@ -134,4 +134,4 @@ def parse(url: str, options: Mapping[str, object]) -> Settings:
     given = merged.get("server_hostname")
     hostname = None if given is None else str(given)
     context = tls_context(scheme, merged)
-    return Settings(servers_of(url, context, hostname), hostname, link_options, sharded, wait)
+    return RemoteOptions(servers_of(url, context, hostname), hostname, link_options, sharded, wait)

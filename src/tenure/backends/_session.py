@@ -1,12 +1,16 @@
 """The one backend session: what every store's session promises, written once.
 
-A session of any backend is a :class:`StoreSession` over a small
-:class:`~tenure.backends._store.Store` adapter. The store says how things are done
-where the state lives; the rules below are the same everywhere, and this module is
-the only place that states them. Three of them are carried out by a module each,
-over a narrow view of the session: the local deadline and the heartbeats by
-:mod:`tenure.backends._liveness`, acquires (and their withdrawal) by
-:mod:`tenure.backends._acquires`, releases by :mod:`tenure.backends._release`.
+A session of any backend is a :class:`StoreSession` over a small adapter of its
+store, in four parts by purpose (:mod:`tenure.backends._store`: the
+:class:`~tenure.backends._store.Store`, the session's life there; its
+:class:`~tenure.backends._store.Acquiring`, :class:`~tenure.backends._store.Administering`
+and :class:`~tenure.backends._store.Watching`), each used through its own protocol.
+The adapter says how things are done where the state lives; the rules below are the
+same everywhere, and this module is the only place that states them. Three of them
+are carried out by a module each, over a narrow view of the session: the local
+deadline and the heartbeats by :mod:`tenure.backends._liveness`, acquires (and their
+withdrawal) by :mod:`tenure.backends._acquires`, releases by
+:mod:`tenure.backends._release`.
 
 **Loss is told once.** The session ends once: the store says so (an expiry, a
 kill, another client resuming it), its node is dropped by force, or its local
@@ -28,7 +32,7 @@ is sent a heartbeat each period; one that is not answered is sent again after a
 pause (growing from :data:`RETRY_MIN` to :data:`RETRY_MAX`); the deadline decides
 when to give up.
 
-**Hold numbers** are the :class:`~tenure.backends._ledger.Ledger`'s: each hold of a
+**Hold numbers** are the :class:`~tenure.backends._ledger.HoldLedger`'s: each hold of a
 semaphore has its own; a new acquire takes the lowest not in use (asked for, held,
 being released, or being withdrawn).
 
@@ -50,8 +54,7 @@ find it. :meth:`StoreSession.release` starts it and returns its answer's future:
 the caller need not wait (a lease's ``release()`` does not), and one that waits
 and is cancelled stops only its own wait. A store that can send at once
 (:class:`~tenure.backends._store.EagerRelease`: ``tenure://``, ``memory://``,
-``redis://``)
-sends it before ``release`` returns, so whatever the client asks next reaches the
+``redis://``) sends it before ``release`` returns, so whatever the client asks next reaches the
 engine after it; others send it from a task. The hold's number stays taken until
 the store answers, so the session's next acquire of the name takes another
 number and queues behind the release if the semaphore is full. An answer that
@@ -80,11 +83,11 @@ from tenure.backends._base import (
     SessionTicket,
     WatchStream,
 )
-from tenure.backends._ledger import Ledger
+from tenure.backends._ledger import HoldLedger
 from tenure.backends._liveness import RETRY_MAX, RETRY_MIN, Liveness
 from tenure.backends._options import WITHDRAW_WAIT
 from tenure.backends._release import Releases
-from tenure.backends._store import EagerRelease, Store
+from tenure.backends._store import Acquiring, Administering, EagerRelease, Store, Watching
 from tenure.errors import (
     InvalidArgumentError,
     LeaseLostError,
@@ -104,13 +107,20 @@ R = TypeVar("R")
 
 @final
 class StoreSession:
-    """A :class:`~tenure.backends._base.BackendSession` over a store adapter (module docstring)."""
+    """A :class:`~tenure.backends._base.BackendSession` over a store adapter (module docstring).
+
+    ``store`` is the session's life in the store; ``acquiring``, ``admin`` and
+    ``watching`` do its acquires, its semaphore calls and its watches there.
+    """
 
     def __init__(
         self,
         store: Store,
         listener: SessionListener,
         *,
+        acquiring: Acquiring,
+        admin: Administering,
+        watching: Watching,
         scheme: str,
         node: str,
         session_id: int,
@@ -118,6 +128,9 @@ class StoreSession:
         withdraw_wait: float = WITHDRAW_WAIT,
     ) -> None:
         self._store = store
+        self._acquiring = acquiring
+        self._admin = admin
+        self._watching = watching
         self._listener = listener
         #: The kind of backend, as tickets name it (``memory``, ``tenure``, ``etcd``...).
         self.scheme = scheme
@@ -128,16 +141,16 @@ class StoreSession:
         #: (the backend's ``withdraw_wait`` option).
         self.withdraw_wait = withdraw_wait
         #: Acquires in progress, grants held and being released.
-        self.ledger = Ledger(session_id)
+        self.ledger = HoldLedger(session_id)
         #: How the session ended (None while it lives).
         self.ended: LostError | None = None
         self._loop = asyncio.get_running_loop()
         self._tasks: set[asyncio.Future[Any]] = set()
         self._end_waiter: asyncio.Future[None] | None = None
         self._releases = Releases(
-            self, store.release_now if isinstance(store, EagerRelease) else None
+            self, acquiring, acquiring.release_now if isinstance(acquiring, EagerRelease) else None
         )
-        self._acquires = Acquires(self, self._releases)
+        self._acquires = Acquires(self, acquiring, self._releases)
         store.bind(self)
         self._liveness = Liveness(self, store, window)
 
@@ -159,10 +172,10 @@ class StoreSession:
 
     @property
     def store(self) -> Store:
-        """The store adapter (for its backend and for tests)."""
+        """The store adapter's :class:`Store` (for its backend and for tests)."""
         return self._store
 
-    # -- what the store tells (Owner) ------------------------------------------------
+    # -- what the store tells (BoundSession) -----------------------------------------
 
     def lose(self, error: LostError) -> None:
         """The session is lost: end it and tell the listener (once)."""
@@ -186,7 +199,7 @@ class StoreSession:
         """The grant ``token`` of hold ``hold`` on ``name`` ended without a release.
 
         Told to the listener once, if a caller held it; a grant its caller has not
-        taken yet makes that acquire raise instead (:meth:`Ledger.lose`).
+        taken yet makes that acquire raise instead (:meth:`HoldLedger.lose`).
         """
         if self.ledger.lose((name, hold), token, error):
             self._listener.lease_lost(name, token, error)
@@ -285,24 +298,24 @@ class StoreSession:
     async def renew(self, name: str, grant: Grant) -> float:
         """See :meth:`tenure.backends._base.BackendSession.renew`."""
         self.check_alive()
-        return await self._store.renew(name, grant)
+        return await self._acquiring.renew(name, grant)
 
     # -- semaphores -------------------------------------------------------------------
 
     async def create_semaphore(self, name: str, limit: int, data: bytes) -> None:
         """See :meth:`tenure.backends._base.BackendSession.create_semaphore`."""
         self.check_alive()
-        await self._store.create_semaphore(name, limit, data)
+        await self._admin.create_semaphore(name, limit, data)
 
     async def update_semaphore(self, name: str, data: bytes) -> None:
         """See :meth:`tenure.backends._base.BackendSession.update_semaphore`."""
         self.check_alive()
-        await self._store.update_semaphore(name, data)
+        await self._admin.update_semaphore(name, data)
 
     async def swap_semaphore_data(self, name: str, expected: bytes, data: bytes) -> bool:
         """See :meth:`tenure.backends._base.BackendSession.swap_semaphore_data`."""
         self.check_alive()
-        return await self._store.swap_semaphore_data(name, expected, data)
+        return await self._admin.swap_semaphore_data(name, expected, data)
 
     async def reserve_units(
         self, name: str, count: float, max_wait: float | None
@@ -312,7 +325,7 @@ class StoreSession:
         count = check_units(count)  # (checked here once for every store)
         if max_wait is not None:
             max_wait = check_duration("max_wait", max_wait, allow_zero=True)
-        return await self._store.reserve_units(name, count, max_wait)
+        return await self._admin.reserve_units(name, count, max_wait)
 
     async def claim(
         self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
@@ -326,26 +339,26 @@ class StoreSession:
         at_least, at_most = check_claim_times(at_least, at_most)
         if not isinstance(data, bytes):
             raise InvalidArgumentError(f"claim data must be bytes, got {type(data).__name__}")
-        return await self.until_answered(self._store.claim, name, claim_id, at_least, at_most, data)
+        return await self.until_answered(self._admin.claim, name, claim_id, at_least, at_most, data)
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""
         self.check_alive()
-        await self._store.delete_semaphore(name, force)
+        await self._admin.delete_semaphore(name, force)
 
     async def describe_semaphore(
         self, name: str, *, owners: bool, waiters: bool
     ) -> SemaphoreDescription:
         """See :meth:`tenure.backends._base.BackendSession.describe_semaphore`."""
         self.check_alive()
-        return await self._store.describe_semaphore(name, owners=owners, waiters=waiters)
+        return await self._admin.describe_semaphore(name, owners=owners, waiters=waiters)
 
     async def watch_semaphore(
         self, name: str, *, data: bool, owners: bool, waiters: bool
     ) -> WatchStream:
         """See :meth:`tenure.backends._base.BackendSession.watch_semaphore`."""
         self.check_alive()
-        return await self._store.watch_semaphore(name, data=data, owners=owners, waiters=waiters)
+        return await self._watching.watch_semaphore(name, data=data, owners=owners, waiters=waiters)
 
     async def watch_prefix(
         self, prefix: str, *, data: bool, owners: bool, waiters: bool
@@ -353,7 +366,7 @@ class StoreSession:
         """See :meth:`tenure.backends._base.BackendSession.watch_prefix`."""
         self.check_alive()
         prefix = check_prefix(prefix)  # (checked here once for every store)
-        return await self._store.watch_prefix(
+        return await self._watching.watch_prefix(
             prefix, data=bool(data), owners=bool(owners), waiters=bool(waiters)
         )
 
@@ -367,7 +380,7 @@ class StoreSession:
     async def holds(self) -> list[HeldGrant]:
         """See :meth:`tenure.backends._base.BackendSession.holds` (read from the store now)."""
         self.check_alive()
-        return await self._store.holds()
+        return await self._acquiring.holds()
 
     def adopt(self, holds: list[HeldGrant]) -> None:
         """After a resume: what the store holds for the session is this client's now."""

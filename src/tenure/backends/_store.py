@@ -1,16 +1,30 @@
-"""What a session asks of the store its state lives in, and what a store may tell it.
+"""What a session asks of the store its state lives in, by purpose, and what a store may tell it.
 
 Every backend session is one :class:`~tenure.backends._session.StoreSession`: the
 policies every store shares (loss told once, the local deadline, heartbeats,
 background work, hold numbers, the acquire skeleton with its one cancel-vs-grant
 rule, release until answered) are written there, once. What differs between
-stores is a small adapter, a :class:`Store`: how to enqueue an acquire, wait for
-its grant, withdraw it, release a hold, renew the session, read the session's
-holds back, administer semaphores, and end the session in the store.
+stores is a small adapter, in four parts by purpose, each a protocol of its own:
 
-A store talks back to its session through :class:`Owner`, the narrow part of the
-session it may see. This module is a leaf (it imports no backend module but the
-contract and the ledger), so a store's parts can depend on it without circles.
+* :class:`Store`, the session's life there: where it is, how it is kept alive,
+  its ticket's secret, its end;
+* :class:`Acquiring`: enqueue an acquire, await its grant, withdraw it, release a
+  hold, renew a grant, read the holds back;
+* :class:`Administering`: create, change, reserve, claim, delete and describe
+  semaphores;
+* :class:`Watching`: watch a semaphore, or every semaphore under a prefix.
+
+An adapter gives each part as the object that does it: one object may do several
+(``postgres://``'s store is its own :class:`Store`, its acquirer the
+:class:`Acquiring`), and a store that is an engine spoken to in commands does
+:class:`Acquiring` and :class:`Administering` with one
+:class:`~tenure.backends._engine.CommandStore` over its channel. The
+:class:`Store` is bound to its session (:meth:`Store.bind`), and binds whatever
+part of its own needs the session.
+
+A store talks back to its session through :class:`BoundSession`, the narrow part
+of the session it may see. This module is a leaf (it imports no backend module but
+the contract and the ledger), so a store's parts can depend on it without circles.
 """
 
 from __future__ import annotations
@@ -24,29 +38,40 @@ from tenure._core.claims import ClaimRecord
 from tenure._core.commands import RateReservation
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import Grant, HeldGrant, PrefixWatchStream, WatchStream
-from tenure.backends._ledger import Ledger, Pending
+from tenure.backends._ledger import HoldLedger, Pending
 from tenure.errors import LostError
 
-__all__ = ["QUEUED", "EagerRelease", "Enqueued", "Owner", "Queued", "Store", "Withdrawal"]
+__all__ = [
+    "QUEUED",
+    "Acquiring",
+    "Administering",
+    "BoundSession",
+    "EagerRelease",
+    "Enqueued",
+    "InQueue",
+    "Store",
+    "Watching",
+    "Withdrawal",
+]
 
 R = TypeVar("R")
 
 
-class Queued(enum.Enum):
-    """An acquire joined the queue: its grant is to be awaited (:meth:`Store.await_grant`)."""
+class InQueue(enum.Enum):
+    """An acquire joined the queue: its grant is to be awaited (:meth:`Acquiring.await_grant`)."""
 
     QUEUED = "queued"
 
 
-#: What :meth:`Store.enqueue` returns for a request that waits.
-QUEUED: Final = Queued.QUEUED
+#: What :meth:`Acquiring.enqueue` returns for a request that waits.
+QUEUED: Final = InQueue.QUEUED
 
-#: :meth:`Store.enqueue`'s outcome: granted at once, busy (``timeout=0``), or queued.
-Enqueued = Grant | None | Literal[Queued.QUEUED]
+#: :meth:`Acquiring.enqueue`'s outcome: granted at once, busy (``timeout=0``), or queued.
+Enqueued = Grant | None | Literal[InQueue.QUEUED]
 
 
 class Withdrawal(enum.Enum):
-    """What :meth:`Store.withdraw` found, when it did not find a grant it can name."""
+    """What :meth:`Acquiring.withdraw` found, when it did not find a grant it can name."""
 
     #: The request is gone from the store, and it was never granted.
     WITHDRAWN = "withdrawn"
@@ -55,8 +80,9 @@ class Withdrawal(enum.Enum):
     UNKNOWN = "unknown"
 
 
-class Owner(Protocol):
-    """The session a store adapter works for: what the adapter may read and tell."""
+class BoundSession(Protocol):
+    """The session a store adapter is bound to (:meth:`Store.bind`): what the adapter
+    may read of it and tell it."""
 
     @property
     def session_id(self) -> int:
@@ -71,7 +97,7 @@ class Owner(Protocol):
         """How the session ended, or None while it lives."""
 
     @property
-    def ledger(self) -> Ledger:
+    def ledger(self) -> HoldLedger:
         """The session's acquires in progress, grants held and being released."""
 
     def lose(self, error: LostError) -> None:
@@ -103,14 +129,14 @@ class Owner(Protocol):
         """End the session as its client would (when the backend closes)."""
 
 
-class Store(Protocol):
-    """One store's adapter: how a session's operations are done there.
+# The errors of every part: a call that could not reach the store raises
+# ``UnavailableError`` (the session decides whether to send it again); one that finds
+# the session gone raises its ``LostError`` or tells the session; the others raise the
+# contract's errors (NotFoundError, LimitExceededError...).
 
-    Errors: a call that could not reach the store raises ``UnavailableError``
-    (the session decides whether to send it again); one that finds the session
-    gone raises its ``LostError`` or tells the owner; the others raise the
-    contract's errors (NotFoundError, LimitExceededError...).
-    """
+
+class Store(Protocol):
+    """The session's life in one store: where, kept alive how, its secret, its end."""
 
     #: Where the store is, for messages ("etcd (127.0.0.1:2379)").
     where: str
@@ -118,10 +144,9 @@ class Store(Protocol):
     #: session by other means (a keepalive stream, a connection's pings).
     beat_period: float | None
 
-    def bind(self, owner: Owner) -> None:
-        """The session this adapter works for (called once, by the session)."""
-
-    # -- liveness -------------------------------------------------------------------
+    def bind(self, session: BoundSession) -> None:
+        """The session this adapter works for (called once, by the session); the store
+        binds its parts that need it."""
 
     def confirmed_at(self) -> float:
         """The send time (loop time) of the last renewal the store answered.
@@ -133,11 +158,26 @@ class Store(Protocol):
     async def heartbeat(self) -> None:
         """Renew the session (when :attr:`beat_period` is set): return once renewed.
 
-        News that the session ended is told to the owner (``lose``, ``dropped``);
+        News that the session ended is told to the session (``lose``, ``dropped``);
         UnavailableError if the store could not be reached.
         """
 
-    # -- acquiring ------------------------------------------------------------------
+    def secret(self) -> bytes:
+        """The ticket's secret: the store's proof that a resumer owns the session."""
+
+    def stop(self, error: LostError) -> None:
+        """The session ended here: stop what the store runs for it, fail its watches."""
+
+    async def close(self) -> None:
+        """End the session in the store (it ended here already): best effort, bounded.
+
+        Called after the client's close, and after the session was given up on its
+        local deadline (the store may still keep it). Raises nothing.
+        """
+
+
+class Acquiring(Protocol):
+    """How a session's acquires and holds are done in one store."""
 
     def new_request_id(self) -> int:
         """An id for a new acquire, unused by this session's other acquires (the ledger
@@ -150,7 +190,7 @@ class Store(Protocol):
         ``pending.state``.
         """
 
-    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
+    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | InQueue | None:
         """Send one all-or-none acquire of the ``pendings`` (one per name): a grant each,
         None (busy), or QUEUED (each pending's grant then comes as a queued one's does).
 
@@ -182,15 +222,29 @@ class Store(Protocol):
     async def renew(self, name: str, grant: Grant) -> float:
         """Extend a grant's lease TTL; the TTL now in force."""
 
-    # -- reading back, tickets ------------------------------------------------------
-
     async def holds(self) -> list[HeldGrant]:
         """The session's holds as the store keeps them now, in (name, hold) order."""
 
-    def secret(self) -> bytes:
-        """The ticket's secret: the store's proof that a resumer owns the session."""
 
-    # -- semaphores -------------------------------------------------------------------
+@runtime_checkable
+class EagerRelease(Protocol):
+    """An :class:`Acquiring` whose release can be sent at once, in the caller's turn of
+    the loop.
+
+    Such a store (``tenure://``, ``memory://``, ``redis://``) carries a client's requests
+    in the order they are asked, so a release sent before ``release()`` returns reaches
+    the engine before anything the client asks afterwards. A store without it sends the
+    release from a task of its own.
+    """
+
+    def release_now(self, name: str, hold: int) -> asyncio.Future[bool] | None:
+        """The release sent now: its answer's future; None if it cannot be sent now."""
+
+
+class Administering(Protocol):
+    """How a session administers semaphores in one store (each as the contract's
+    :class:`~tenure.backends._base.BackendSession` method of the same name, whose
+    arguments the session checked)."""
 
     async def create_semaphore(self, name: str, limit: int, data: bytes) -> None:
         """See :meth:`tenure.backends._base.BackendSession.create_semaphore`."""
@@ -209,8 +263,8 @@ class Store(Protocol):
     async def claim(
         self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
     ) -> ClaimRecord:
-        """See :meth:`tenure.backends._base.BackendSession.claim` (arguments checked;
-        called again with the same ``claim_id`` while the store cannot be reached)."""
+        """See :meth:`tenure.backends._base.BackendSession.claim` (called again with the
+        same ``claim_id`` while the store cannot be reached)."""
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""
@@ -219,6 +273,11 @@ class Store(Protocol):
         self, name: str, *, owners: bool, waiters: bool
     ) -> SemaphoreDescription:
         """See :meth:`tenure.backends._base.BackendSession.describe_semaphore`."""
+
+
+class Watching(Protocol):
+    """How a session watches semaphores in one store (the store's :meth:`Store.stop`
+    fails its watches when the session ends)."""
 
     async def watch_semaphore(
         self, name: str, *, data: bool, owners: bool, waiters: bool
@@ -230,29 +289,3 @@ class Store(Protocol):
     ) -> PrefixWatchStream:
         """See :meth:`tenure.backends._base.BackendSession.watch_prefix` (``prefix``
         checked already)."""
-
-    # -- the end ----------------------------------------------------------------------
-
-    def stop(self, error: LostError) -> None:
-        """The session ended here: stop what the store runs for it, fail its watches."""
-
-    async def close(self) -> None:
-        """End the session in the store (it ended here already): best effort, bounded.
-
-        Called after the client's close, and after the session was given up on its
-        local deadline (the store may still keep it). Raises nothing.
-        """
-
-
-@runtime_checkable
-class EagerRelease(Protocol):
-    """A store whose release can be sent at once, in the caller's turn of the loop.
-
-    Such a store (``tenure://``, ``memory://``, ``redis://``) carries a client's requests in the
-    order they are asked, so a release sent before ``release()`` returns reaches the
-    engine before anything the client asks afterwards. A store without it sends the
-    release from a task of its own.
-    """
-
-    def release_now(self, name: str, hold: int) -> asyncio.Future[bool] | None:
-        """The release sent now: its answer's future; None if it cannot be sent now."""

@@ -1,22 +1,41 @@
-"""Watches of the engine-driven backends: one-shot engine watches made into a stream.
+"""Watches of the engine-driven backends: engine watches made into streams.
 
 The engine's watch fires with the state a change left and, being repeating, stays
 armed. :class:`WatchFeed` keeps the latest state a firing brought for one watcher;
 :class:`EngineWatch` turns feeds into the contract's
 :class:`~tenure.backends._base.WatchStream`, arming a new engine watch whenever the
 old one is gone (after a re-attach, a firing may have been lost, and a restarted
-server keeps no watches).
+server keeps no watches). :class:`EngineWatches` is a session's
+:class:`~tenure.backends._store.Watching` on ``memory://`` and ``tenure://``: its
+watches and prefix watches, armed in the engine, fed by its firings (a WatchFired
+push, which :meth:`CommandStore.deliver <tenure.backends._engine.CommandStore.deliver>`
+hands on).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Self
+from typing import Protocol, Self, TypeVar
 
+from tenure._core import CancelWatch, Command, DescribeSemaphore, WatchFired, WatchPrefix
 from tenure._core.values import SemaphoreDescription
+from tenure.backends._base import PrefixWatchStream, WatchStream
+from tenure.backends._prefix import PrefixFeed, PrefixStream
+from tenure.backends._store import BoundSession
+from tenure.errors import LostError
 
-__all__ = ["EngineWatch", "WatchFeed"]
+__all__ = ["EngineCalls", "EngineWatch", "EngineWatches", "WatchFeed"]
+
+R = TypeVar("R")
+
+
+class EngineCalls(Protocol):
+    """What carries one command to the engine and brings back its reply (or raises its
+    error): all that watches, and reading holds back, need of a channel."""
+
+    async def call(self, command: Command[R]) -> R:
+        """Apply ``command`` and return the reply."""
 
 
 class WatchFeed:
@@ -119,3 +138,109 @@ class EngineWatch:
         if self._feed is not None:
             self._feed.close()
             self._feed = None
+
+
+class EngineWatches:
+    """A session's watches in its engine (module docstring), over ``channel``."""
+
+    def __init__(self, channel: EngineCalls, session_id: int) -> None:
+        self._channel = channel
+        self._session_id = session_id
+        #: Armed watches' feeds, by engine watch id.
+        self._feeds: dict[int, WatchFeed] = {}
+        #: Armed prefix watches' feeds, by engine watch id.
+        self._prefix_feeds: dict[int, PrefixFeed] = {}
+        self._session: BoundSession
+
+    def bind(self, session: BoundSession) -> None:
+        """The session these watches are of (bound by its store)."""
+        self._session = session
+
+    async def watch_semaphore(
+        self, name: str, *, data: bool, owners: bool, waiters: bool
+    ) -> WatchStream:
+        """One repeating engine watch, armed anew whenever the old one is gone."""
+        session, session_id, channel = self._session, self._session_id, self._channel
+
+        async def arm() -> tuple[SemaphoreDescription, WatchFeed]:
+            session.check_alive()
+            command = DescribeSemaphore(
+                session_id,
+                name,
+                owners=owners,
+                waiters=waiters,
+                watch_data=data,
+                watch_owners=owners,
+                watch_waiters=waiters,
+                watch_repeat=True,
+            )
+            result = await channel.call(command)
+            assert result.watch_id is not None
+            watch_id = result.watch_id
+
+            def disarm() -> None:
+                if self._feeds.pop(watch_id, None) is not None and session.ended is None:
+                    session.spawn(channel.call(CancelWatch(session_id, watch_id)))
+
+            feed = self._feeds[watch_id] = WatchFeed(disarm)
+            return result.description, feed
+
+        description, feed = await arm()
+        return EngineWatch(arm, description, feed)
+
+    async def watch_prefix(
+        self, prefix: str, *, data: bool, owners: bool, waiters: bool
+    ) -> PrefixWatchStream:
+        """One engine prefix watch (WatchPrefix), whose firings carry each change's state;
+        armed anew (and the consumer told to list again) after a re-attach."""
+        session, session_id, channel = self._session, self._session_id, self._channel
+        feed = PrefixFeed()
+        armed: list[int] = []  # the engine watch's id (none while it is being re-armed)
+
+        async def arm() -> None:
+            session.check_alive()
+            reply = await channel.call(WatchPrefix(session_id, prefix, data, owners, waiters))
+            # (Before any later push: the link holds a push after a reply one turn.)
+            self._prefix_feeds[reply.watch_id] = feed
+            armed[:] = [reply.watch_id]
+
+        async def disarm() -> None:
+            for watch_id in armed:
+                if self._prefix_feeds.pop(watch_id, None) is not None and session.ended is None:
+                    session.spawn(channel.call(CancelWatch(session_id, watch_id)))
+            armed.clear()
+
+        await arm()
+        return PrefixStream(feed, disarm=disarm, rearm=arm)
+
+    def fired(self, effect: WatchFired) -> None:
+        """A firing of one of these watches: its feed gets the state it carries."""
+        feed = self._feeds.get(effect.watch_id)
+        if feed is not None:
+            feed.put(effect.description)
+        elif (prefixed := self._prefix_feeds.get(effect.watch_id)) is not None:
+            prefixed.put(effect.name, effect.description)
+
+    def forget(self) -> list[int]:
+        """Wake every watcher to arm a new watch; returns the old watches' ids to cancel.
+
+        After a re-attach a firing may have been lost (and a restarted server keeps
+        no watches, and may re-use their ids): describing again reads the latest state;
+        a prefix watch's consumer is told to list again (a reset) once it is re-armed.
+        """
+        stale, self._feeds = self._feeds, {}
+        for feed in stale.values():
+            feed.put(None)
+        prefixed, self._prefix_feeds = self._prefix_feeds, {}
+        for prefix_feed in prefixed.values():
+            prefix_feed.reset(rearm=True)
+        return [*stale, *prefixed]
+
+    def stop(self, error: LostError) -> None:
+        """The session ended: every watch ends with ``error``."""
+        for feed in self._feeds.values():
+            feed.fail(error)
+        self._feeds.clear()
+        for prefixed in self._prefix_feeds.values():
+            prefixed.fail(error)
+        self._prefix_feeds.clear()

@@ -56,6 +56,8 @@ from tenure.backends._base import Capability, SessionListener, SessionTicket, ch
 from tenure.backends._engine import CommandStore
 from tenure.backends._options import WITHDRAW_WAIT, shown_url, withdraw_wait
 from tenure.backends._session import StoreSession
+from tenure.backends._store import BoundSession
+from tenure.backends._watch import EngineWatches
 from tenure.errors import (
     ClientClosedError,
     InvalidArgumentError,
@@ -88,22 +90,63 @@ SCHEME: Final = "memory"
 _SHARED: weakref.WeakValueDictionary[tuple[int, str], Host] = weakref.WeakValueDictionary()
 
 
-class MemoryStore(CommandStore):
-    """The engine's commands applied in the host of a :class:`MemoryBackend`.
+class MemoryStore:
+    """A session in the host of a :class:`MemoryBackend`: its
+    :class:`~tenure.backends._store.Store`, and the
+    :class:`~tenure.backends._engine.CommandChannel` of its :attr:`commands`.
 
-    It is its own channel: calls go straight into the host, as long as the session
-    is still this client's. A session resumed by another client (with its ticket)
-    has a greater ``seq_no`` in the engine than this one's: on a server the
-    session would have moved to another connection, and this one's calls would be
-    refused; here the same fence is the ``seq_no`` check.
+    Calls go straight into the host, as long as the session is still this client's.
+    A session resumed by another client (with its ticket) has a greater ``seq_no``
+    in the engine than this one's: on a server the session would have moved to
+    another connection, and this one's calls would be refused; here the same fence
+    is the ``seq_no`` check.
     """
+
+    where = "memory://"
+    beat_period: float | None = None  # attached while its client is open: never in doubt
 
     def __init__(
         self, backend: MemoryBackend, session_id: int, *, secret: bytes, seq_no: int
     ) -> None:
-        super().__init__(self, session_id, secret=secret, seq_no=seq_no, where="memory://")
         self.backend = backend
+        self.session_id = session_id
+        self.protection_key = secret
+        self.seq_no = seq_no
         self.deaf = False  # its pushes are lost, as on a dead connection
+        #: Its watches, and its acquires and semaphore calls.
+        self.watches = EngineWatches(self, session_id)
+        self.commands = CommandStore(self, session_id, watches=self.watches)
+        self.session: BoundSession
+
+    # -- the session's life (Store) ------------------------------------------------------
+
+    def bind(self, session: BoundSession) -> None:
+        """The session this store works for (its commands' and watches' too)."""
+        self.session = session
+        self.commands.bind(session)
+        self.watches.bind(session)
+
+    def confirmed_at(self) -> float:
+        """Never in doubt."""
+        return float("inf")
+
+    async def heartbeat(self) -> None:
+        """Nothing to send: the session is attached while its client is open."""
+
+    def secret(self) -> bytes:
+        """The session's protection key."""
+        return self.protection_key
+
+    def stop(self, error: LostError) -> None:
+        """The session ended: every watch ends with ``error``."""
+        self.watches.stop(error)
+
+    async def close(self) -> None:
+        """CloseSession (the session is gone if that fails)."""
+        with contextlib.suppress(TenureError):
+            self._apply(CloseSession(self.session_id))
+
+    # -- the channel ---------------------------------------------------------------------
 
     async def call(self, command: Command[R]) -> R:
         """Apply ``command`` in the host, unless the session was resumed elsewhere.
@@ -113,11 +156,11 @@ class MemoryStore(CommandStore):
         """
         return self._apply(command)
 
-    def release_now(self, name: str, hold: int) -> asyncio.Future[bool] | None:
+    def send_now(self, release: Release) -> asyncio.Future[bool] | None:
         """The Release applied now: its answer, as a future that is done already."""
         answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         try:
-            answer.set_result(self._apply(Release(self.session_id, name, hold)))
+            answer.set_result(self._apply(release))
         except Exception as error:  # (the engine's refusal, or the session's loss)
             answer.set_exception(error)
         return answer
@@ -127,19 +170,19 @@ class MemoryStore(CommandStore):
         if engine_session is not None and engine_session.seq_no != self.seq_no:
             if isinstance(command, CloseSession):
                 return cast(R, None)
-            self.owner.lose(
+            self.session.lose(
                 SessionExpiredError(
                     f"session {self.session_id} was resumed by another client (with its "
                     "ticket): this client is fenced off"
                 )
             )
-            self.owner.check_alive()
+            self.session.check_alive()
         return self.backend.host.execute(command)
 
     def hear(self, effect: Effect) -> None:
         """The sink of this session's effects (see :attr:`deaf`)."""
         if not self.deaf:
-            self.deliver(effect)
+            self.commands.deliver(effect)
 
 
 class MemoryBackend:
@@ -203,6 +246,9 @@ class MemoryBackend:
         session = StoreSession(
             store,
             listener,
+            acquiring=store.commands,
+            admin=store.commands,
+            watching=store.watches,
             scheme=SCHEME,
             node=node,
             session_id=info.session_id,
@@ -212,7 +258,7 @@ class MemoryBackend:
         self._sessions[info.session_id] = session
         self.host.subscribe(info.session_id, store.hear)
         if resume is not None:
-            session.adopt(await store.holds())
+            session.adopt(await store.commands.holds())
         return session
 
     async def list_nodes(self, *, after: str, limit: int) -> list[str]:
@@ -276,9 +322,9 @@ class MemoryBackend:
         except TenureError as error:  # resumed elsewhere: a stale seq_no
             session.lose(SessionExpiredError(f"session {session_id} cannot re-attach: {error}"))
             return
-        store.reconcile_now(self.host.execute)
+        store.commands.reconcile_now(self.host.execute)
         if was_deaf:  # a firing may have been lost: every watcher reads the latest state
-            for watch_id in store.forget_watches():
+            for watch_id in store.watches.forget():
                 with contextlib.suppress(TenureError):
                     self.host.execute(CancelWatch(session_id, watch_id))
 

@@ -217,6 +217,9 @@ class TenureBackend:
         session = StoreSession(
             store,
             listener,
+            acquiring=store.commands,
+            admin=store.commands,
+            watching=store.watches,
             scheme="tenure",
             node=node,
             session_id=info.session_id,
@@ -226,7 +229,7 @@ class TenureBackend:
         shard.sessions[info.session_id] = store
         if resume is not None:
             try:
-                session.adopt(await store.holds())
+                session.adopt(await store.commands.holds())
             except BaseException:
                 await session.close()
                 raise
@@ -238,7 +241,7 @@ class TenureBackend:
             return
         self._closed = True
         stores = [store for shard in self.shards for store in shard.sessions.values()]
-        await asyncio.gather(*(store.owner.close() for store in stores), return_exceptions=True)
+        await asyncio.gather(*(store.session.close() for store in stores), return_exceptions=True)
         for shard in self.shards:
             await shard.aclose()
 
@@ -286,8 +289,8 @@ class DoorStatus:
     error: TenureError | None = None
 
 
-class _Listener:
-    """The owner of a link that only asks about the cluster: nothing to route or re-attach."""
+class _StatusLinkHome:
+    """The home of a link that only asks about the cluster: nothing to route or re-attach."""
 
     def push(self, effect: Effect) -> None:
         """No session lives on this link: nothing is pushed to it."""
@@ -315,7 +318,7 @@ async def cluster_status(url: str, options: Mapping[str, object]) -> list[DoorSt
 
 
 async def _ask(endpoint: Endpoint, options: LinkOptions) -> DoorStatus:
-    link = Link(endpoint, options, _Listener())
+    link = Link(endpoint, options, _StatusLinkHome())
     role: str | None = None
     try:
         await link.open()

@@ -105,7 +105,7 @@ class StopLeadingError(Exception):
         self.status = status
 
 
-class Terms:
+class TermCommand:
     """What each term runs: CMD, supervised, with the term's variables."""
 
     def __init__(
@@ -187,7 +187,7 @@ async def elect_with_requeue(
     """Lead ``name`` term after term until stopped (see the module docstring); the status."""
     description = session_description(["elect", name, "--requeue", "--", *command])
     with Signals() as signals:
-        terms = Terms(name, node, command, signals, grace, pause)
+        term_command = TermCommand(name, node, command, signals, grace, pause)
         doing = "campaigning for"
         try:
             async with connect(url) as client:
@@ -198,7 +198,7 @@ async def elect_with_requeue(
                         await client.lead(
                             node,
                             name,
-                            terms.run,
+                            term_command.run,
                             data=data.encode(),
                             requeue=True,
                             recovery_window=recovery_window,
@@ -211,7 +211,7 @@ async def elect_with_requeue(
         except StopLeadingError as stop:
             return stop.status
         except asyncio.CancelledError:
-            status = signals.stopped_status(f"{doing} {terms.what}")
+            status = signals.stopped_status(f"{doing} {term_command.what}")
             if status is None:
                 raise
             return status

@@ -262,11 +262,11 @@ class Session(SessionHolds, Guarded):
         except TenureError as error:  # the store ends it by its own rule, later
             log.warning("session %d: could not close it after its ttl: %s", self.id, error)
 
-    # -- what the backend tells (through a _Listener) ---------------------------------
+    # -- what the backend tells (through a _BackendListener) ---------------------------------
 
-    def _listener(self) -> _Listener:
+    def _listener(self) -> _BackendListener:
         """The listener to open this session's backend session with."""
-        return _Listener(self)
+        return _BackendListener(self)
 
     # -- the primitive every recipe is written over -----------------------------------
 
@@ -351,7 +351,7 @@ class Session(SessionHolds, Guarded):
 
 
 @final
-class _Listener:
+class _BackendListener:
     """The :class:`~tenure.backends.SessionListener` of one session: the backend's news
     reaches the session through it, not through public methods a user could call."""
 

@@ -10,8 +10,9 @@ import pytest
 from aetcd.rpc import rpc_pb2
 
 import tenure
+from tenure._etcd.requests import prefix_end, put
 from tenure.backends.etcd import EtcdBackend, lease_ttl
-from tenure.backends.etcd._keys import encode, prefix_end, put
+from tenure.backends.etcd._keys import encode
 from tenure.errors import InvalidArgumentError, SessionExpiredError, UnsupportedError
 
 

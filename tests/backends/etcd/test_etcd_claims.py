@@ -17,10 +17,10 @@ from aetcd.rpc import rpc_pb2
 
 import tenure
 from tenure._core.claims import parse_claim
+from tenure._etcd.requests import prefix_end
 from tenure.backends._session import StoreSession
 from tenure.backends.etcd import EtcdBackend
 from tenure.backends.etcd._claims import LEASE_MARGIN, lease_seconds
-from tenure.backends.etcd._keys import prefix_end
 from tenure.backends.etcd._store import EtcdStore
 from tenure.errors import UnavailableError
 from tests.backends.scenarios import claimed_past_max_claims

@@ -16,9 +16,10 @@ import pytest
 
 import tenure
 from tenure._core.values import ClientIdentity
+from tenure._etcd.requests import get_prefix, put
 from tenure.backends.etcd import EtcdBackend
 from tenure.backends.etcd import _listing as etcd_listing
-from tenure.backends.etcd._keys import decode, encode, get_prefix, put
+from tenure.backends.etcd._keys import decode, encode
 from tests.backends.store_listing import (
     check_identity_and_times,
     check_kill_partitioned,

@@ -17,8 +17,8 @@ import pytest
 from aetcd.rpc import rpc_pb2
 
 import tenure
+from tenure._etcd.requests import prefix_end
 from tenure.backends.etcd import EtcdBackend
-from tenure.backends.etcd._keys import prefix_end
 from tenure.errors import LimitExceededError, NotFoundError
 from tests.netproxy import NetProxy
 

@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 
 import tenure
+from tenure._etcd.requests import get_prefix, prefix_end, put
+from tenure._etcd.streams import WatchHub
 from tenure.backends._ledger import Pending
 from tenure.backends._session import StoreSession
 from tenure.backends._store import Enqueued
 from tenure.backends.etcd import EtcdBackend
-from tenure.backends.etcd._keys import get_prefix, prefix_end, put
 from tenure.backends.etcd._queue import SemState
 from tenure.backends.etcd._store import EtcdStore
-from tenure.backends.etcd._streams import WatchHub
 from tenure.errors import (
     LeaseLostError,
     LimitExceededError,

@@ -18,12 +18,12 @@ from aetcd.rpc import rpc_pb2
 import tenure
 from tenure.backends._session import StoreSession
 from tenure.backends.etcd import EtcdBackend
-from tenure.backends.etcd._record import Record
+from tenure.backends.etcd._record import SessionRecord
 from tenure.backends.etcd._store import EtcdStore
 from tenure.errors import SessionExpiredError
 
 
-def _etcd_session(session: tenure.Session) -> Record:
+def _etcd_session(session: tenure.Session) -> SessionRecord:
     """The session's record, as its client keeps it."""
     inner = session._backend
     assert isinstance(inner, StoreSession)
@@ -31,7 +31,7 @@ def _etcd_session(session: tenure.Session) -> Record:
     return inner.store.record
 
 
-async def _record(backend: EtcdBackend, session: Record) -> dict[str, object]:
+async def _record(backend: EtcdBackend, session: SessionRecord) -> dict[str, object]:
     reply = await backend.conn.range(rpc_pb2.RangeRequest(key=session.key))
     assert reply.kvs, "the session's record is there"
     value: dict[str, object] = msgpack.unpackb(reply.kvs[0].value)

@@ -26,7 +26,7 @@ import pytest
 
 import tenure
 from tenure.backends.etcd import EtcdBackend
-from tenure.backends.etcd._record import Record
+from tenure.backends.etcd._record import SessionRecord
 from tenure.errors import SessionExpiredError
 from tests.etcd.cluster import EtcdCluster, EtcdMember
 from tests.netproxy import NetProxy
@@ -93,7 +93,7 @@ def _backend(client: tenure.Client) -> EtcdBackend:
     return backend
 
 
-def _session(client: tenure.Client, session: tenure.Session) -> Record:
+def _session(client: tenure.Client, session: tenure.Session) -> SessionRecord:
     """The session's record, as its client keeps it (its seq)."""
     return _backend(client).sessions[session.id].record
 

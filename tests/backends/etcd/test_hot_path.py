@@ -11,9 +11,10 @@ import asyncio
 import pytest
 
 import tenure
+from tenure._etcd.requests import get_prefix
 from tenure.backends._turns import Turns
 from tenure.backends.etcd import EtcdBackend
-from tenure.backends.etcd._keys import Layout, _escape, get_prefix, name_part
+from tenure.backends.etcd._keys import Layout, _escape, name_part
 from tenure.errors import TenureError
 
 

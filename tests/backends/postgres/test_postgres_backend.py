@@ -105,7 +105,7 @@ async def test_a_lease_ttl_is_kept_alive_by_renewals(pg_url: str) -> None:
         assert not waiting.done()
         assert not lease.lost.ended
         backend_session = _backend(client).sessions[session.id]
-        assert await backend_session.renew("m", lease._grant) == 1.5
+        assert await backend_session.acquirer.renew("m", lease._grant) == 1.5
         await lease.release()
         granted = await asyncio.wait_for(waiting, 5)
         assert granted.token > lease.token
@@ -114,7 +114,7 @@ async def test_a_lease_ttl_is_kept_alive_by_renewals(pg_url: str) -> None:
         plain = await client.session("plain")
         untimed = await plain.mutex("m").lock()
         with pytest.raises(PreconditionFailedError, match="no lease TTL"):
-            await _backend(client).sessions[plain.id].renew("m", untimed._grant)
+            await _backend(client).sessions[plain.id].acquirer.renew("m", untimed._grant)
 
 
 def test_the_schema_is_made_on_first_use_and_by_the_cli(

@@ -150,7 +150,7 @@ async def test_a_silent_client_expires_by_the_databases_clock(
         await granted.release()
 
 
-class _ElsewhereListener(_listen.Listener):
+class _ElsewhereListener(_listen.PgListener):
     """A LISTEN connection to another database: NOTIFYs of ours never reach it."""
 
     elsewhere = ""
@@ -164,7 +164,7 @@ async def test_without_notifications_watches_are_refused_and_waiters_still_serve
 ) -> None:
     other_db = f"t_{uuid.uuid4().hex[:16]}"
     _ElsewhereListener.elsewhere = postgres_server.create_database(other_db)
-    monkeypatch.setattr("tenure.backends.postgres.Listener", _ElsewhereListener)
+    monkeypatch.setattr("tenure.backends.postgres.PgListener", _ElsewhereListener)
     url = postgres_server.url(
         schema=_schema(), pool_size="2", listen_probe_timeout="0.5", recheck_interval="0.2"
     )
@@ -394,7 +394,7 @@ async def test_a_grant_made_while_the_holds_were_read_is_not_declared_lost(
         backend = client.backend
         assert isinstance(backend, PgBackend)
         store = backend.sessions[session.id]
-        store.owner.spawn(store.check_holds(None))
+        store.session.spawn(store.check_holds(None))
         await asyncio.wait_for(answered.wait(), 5)
         lock = await session.mutex("m").lock()
         go_on.set()

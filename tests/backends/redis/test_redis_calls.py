@@ -1,4 +1,4 @@
-"""The one pipelined connection redis:// calls its functions over (``_pipe.Pipe``):
+"""The one pipelined connection redis:// calls its functions over (``_pipe.RedisPipe``):
 answers matched to calls in order, a call cut short never leaves its answer for
 another, a silent server times calls out, a lost connection is made again."""
 
@@ -12,7 +12,7 @@ from redis import exceptions as rexc
 
 import tenure
 from tenure.backends._session import StoreSession
-from tenure.backends.redis._pipe import Pipe
+from tenure.backends.redis._pipe import RedisPipe
 from tenure.backends.redis._store import RedisStore
 from tenure.backends.redis._url import parse_url
 from tenure.errors import UnavailableError
@@ -26,7 +26,7 @@ def _port(url: str) -> int:
 
 async def test_calls_at_once_get_their_own_answers(redis_url: str) -> None:
     """Many calls in flight on the one connection: each gets the answer to its command."""
-    pipe = Pipe(parse_url(redis_url, {}))
+    pipe = RedisPipe(parse_url(redis_url, {}))
     try:
         answers = await asyncio.gather(*(pipe.exchange("ECHO", str(i)) for i in range(200)))
         assert answers == [str(i).encode() for i in range(200)]
@@ -37,7 +37,7 @@ async def test_calls_at_once_get_their_own_answers(redis_url: str) -> None:
 async def test_a_cancelled_call_leaves_no_answer_behind(redis_url: str) -> None:
     """A call cancelled while its answer is on the way: the answer is dropped when it
     comes, and the next call reads its own."""
-    pipe = Pipe(parse_url(redis_url, {}))
+    pipe = RedisPipe(parse_url(redis_url, {}))
     try:
         slow = asyncio.create_task(pipe.exchange("BLPOP", "tenure-test-no-such-list", "0.3"))
         await asyncio.sleep(0.05)
@@ -51,7 +51,7 @@ async def test_a_cancelled_call_leaves_no_answer_behind(redis_url: str) -> None:
 
 async def test_an_error_answer_is_its_calls_alone(redis_url: str) -> None:
     """An error answer fails its own call; the connection carries on."""
-    pipe = Pipe(parse_url(redis_url, {}))
+    pipe = RedisPipe(parse_url(redis_url, {}))
     try:
         bad = pipe.exchange("NO-SUCH-COMMAND")
         good = pipe.exchange("ECHO", "after")
@@ -71,7 +71,7 @@ async def test_a_silent_server_times_the_calls_out_and_a_new_connection_follows(
     port = _port(redis_url)
     async with NetProxy("127.0.0.1", port) as proxy:
         through = redis_url.replace(f":{port}/", f":{proxy.port}/")
-        pipe = Pipe(parse_url(through, {"request_timeout": 0.3}))
+        pipe = RedisPipe(parse_url(through, {"request_timeout": 0.3}))
         try:
             assert await pipe.exchange("PING") == b"PONG"
             proxy.stall()
@@ -86,7 +86,7 @@ async def test_a_silent_server_times_the_calls_out_and_a_new_connection_follows(
 
 async def test_a_closed_pipe_refuses_calls(redis_url: str) -> None:
     """After close, a call fails at once instead of connecting again."""
-    pipe = Pipe(parse_url(redis_url, {}))
+    pipe = RedisPipe(parse_url(redis_url, {}))
     await pipe.exchange("PING")
     await pipe.close()
     with pytest.raises(rexc.ConnectionError):
@@ -99,7 +99,7 @@ def test_the_pipe_on_uvloop(redis_url: str) -> None:
     uvloop = pytest.importorskip("uvloop")
 
     async def calls() -> list[bytes]:
-        pipe = Pipe(parse_url(redis_url, {}))
+        pipe = RedisPipe(parse_url(redis_url, {}))
         try:
             return list(await asyncio.gather(*(pipe.exchange("ECHO", str(i)) for i in range(3))))
         finally:
@@ -152,14 +152,14 @@ async def test_a_release_is_sent_in_the_callers_turn_and_its_retry_keeps_its_key
             ((_, hold),) = inner.ledger.held  # the lock's hold (released below, by hand)
             proxy.lose_downstream()  # the release reaches Redis; its answer does not come back
             try:
-                first = store.release_now("m", hold)
+                first = store.commands.release_now("m", hold)
                 assert first is not None
                 with pytest.raises(UnavailableError):
                     await asyncio.wait_for(first, 10)
             finally:
                 proxy.lose_downstream(False)
                 proxy.drop()
-            assert await asyncio.wait_for(store.release("m", hold), 10) is True
+            assert await asyncio.wait_for(store.commands.release("m", hold), 10) is True
             assert not store.releases._keys
 
 
@@ -189,7 +189,7 @@ async def test_a_watch_arming_sent_again_after_its_answer_was_lost_counts_once(
 
                 proxy.lose_downstream()  # the arming reaches Redis; its answer does not return
                 arming = asyncio.create_task(
-                    store.watch_semaphore("w", data=True, owners=False, waiters=False)
+                    store.watches.watch_semaphore("w", data=True, owners=False, waiters=False)
                 )
                 try:
                     await eventually(armed, "the first arming applied in Redis")

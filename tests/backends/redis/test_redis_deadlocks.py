@@ -30,7 +30,8 @@ from tenure._core import (
     Release,
 )
 from tenure.backends.redis._codec import encode_count
-from tenure.backends.redis._store import _STATUS, RedisStore
+from tenure.backends.redis._commands import STATUS
+from tenure.backends.redis._store import RedisStore
 from tenure.errors import DeadlockError, TenureError
 from tests.backends.listeners import Heard
 from tests.backends.redis.places import Place, node_place, store_of
@@ -66,7 +67,7 @@ async def _redis_call(store: RedisStore, command: Any) -> Any:
         command.task,
         store.conn.options.deadlock_search_limit,
     )
-    return AcquireAllResult(_STATUS[result[0]])
+    return AcquireAllResult(STATUS[result[0]])
 
 
 async def _apply(store: RedisStore, engine: Engine, command: Any) -> tuple[str, str]:
@@ -97,7 +98,7 @@ def _state(engine: Engine, sid: int, name: str) -> tuple[list[Any], list[Any]]:
 
 
 async def _redis_state(store: RedisStore, name: str) -> tuple[list[Any], list[Any]]:
-    description = await store.describe_semaphore(name, owners=True, waiters=True)
+    description = await store.commands.describe_semaphore(name, owners=True, waiters=True)
     return (
         sorted((o.session_id, o.count) for o in description.owners),
         [(w.session_id, w.count) for w in description.waiters],
@@ -118,7 +119,7 @@ async def test_redis_refuses_what_the_engine_refuses_word_for_word(place: Place,
             stores.append(store_of(opened))
             assert engine.apply(CreateSession("n", b"k"), 0.0).session_id == opened.session_id
         for name, limit in zip(names, limits, strict=True):
-            await stores[0].create_semaphore(name, limit, b"")
+            await stores[0].commands.create_semaphore(name, limit, b"")
             engine.apply(CreateSemaphore(stores[0].session_id, name, limit), 0.0)
         request_ids = iter(range(1, 10_000))
         refused = 0

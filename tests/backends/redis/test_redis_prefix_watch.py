@@ -50,7 +50,7 @@ async def test_a_watch_is_registered_once_counted_and_forgotten_when_closed(
             "config/", data=True, owners=False, waiters=False
         )
         store = store_of(session)
-        [wid] = store.prefix_watches
+        [wid] = store.watches.prefixed
         assert await place.registry() == {f"{session.id}:{wid}".encode(): b"config/"}
         assert await place.watch_count(session) == 1
         # Sent again (its answer lost): the same id finds it armed, counted once.
@@ -98,7 +98,7 @@ async def test_prefix_and_single_watches_share_the_sessions_limit(place: Place) 
         await backend.watch_semaphore("x", data=True, owners=False, waiters=False)
         with pytest.raises(LimitExceededError, match=r"max_watches_per_session \(2\)"):
             await backend.watch_prefix("b/", data=True, owners=False, waiters=False)
-        assert store_of(session).prefix_watches.keys() == {
+        assert store_of(session).watches.prefixed.keys() == {
             int(key.split(b":")[1]) for key in await place.registry()
         }  # the refused one left nothing behind
 

@@ -61,30 +61,29 @@ from tenure._core.values import (
     check_identity,
     check_name,
 )
+from tenure._etcd.client import EtcdClient
+from tenure._etcd.requests import (
+    compare_create,
+    compare_mod,
+    delete_prefix,
+    get,
+    get_prefix,
+    prefix_end,
+    put,
+)
+from tenure._etcd.streams import KeepAlive, WatchHub
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
 from tenure.backends._session import StoreSession
 from tenure.backends._store_listing import ListingModule, StoreListings
 from tenure.backends._turns import Turns
 from tenure.backends.etcd import _listing, _resume
 from tenure.backends.etcd._claims import release_claim
-from tenure.backends.etcd._conn import Connection
 from tenure.backends.etcd._feed import Feeds
 from tenure.backends.etcd._hints import Hints
-from tenure.backends.etcd._keys import (
-    Layout,
-    compare_create,
-    compare_mod,
-    delete_prefix,
-    encode,
-    get,
-    get_prefix,
-    prefix_end,
-    put,
-)
+from tenure.backends.etcd._keys import Layout, encode
 from tenure.backends.etcd._node import NodeView, config_of, read_config
 from tenure.backends.etcd._opening import Opened, lease_ttl, open_new, revoke
 from tenure.backends.etcd._store import EtcdStore
-from tenure.backends.etcd._streams import KeepAlive, WatchHub
 from tenure.backends.etcd._url import parse_url
 from tenure.errors import (
     AlreadyExistsError,
@@ -135,9 +134,11 @@ class EtcdBackend(StoreListings):
 
     listing: ClassVar[ListingModule] = _listing  # its listings (StoreListings)
 
-    def __init__(self, conn: Connection, layout: Layout) -> None:
+    def __init__(self, conn: EtcdClient, layout: Layout, withdraw_wait: float) -> None:
         self.conn = conn
         self.layout = layout
+        #: The sessions' ``withdraw_wait`` (the URL's option).
+        self.withdraw_wait = withdraw_wait
         self.keepalive = KeepAlive(conn)
         self.watches = WatchHub(conn)
         #: The stores of this client's live sessions, by lease id.
@@ -280,7 +281,7 @@ class EtcdBackend(StoreListings):
         for sid in sids:
             local = self.sessions.get(sid)
             if local is not None:
-                local.owner.dropped()
+                local.session.dropped()
             await revoke(self.conn, sid)
 
     async def open_session(
@@ -334,11 +335,14 @@ class EtcdBackend(StoreListings):
         session = StoreSession(
             store,
             listener,
+            acquiring=store,
+            admin=store.admin,
+            watching=store.admin,
             scheme="etcd",
             node=opened.record.node,
             session_id=store.lease_id,
             window=float(opened.ttl),
-            withdraw_wait=self.conn.options.withdraw_wait,
+            withdraw_wait=self.withdraw_wait,
         )
         self.sessions[store.lease_id] = store
         self.keepalive.add(store)
@@ -353,7 +357,7 @@ class EtcdBackend(StoreListings):
         self._closed = True
         for store in list(self.sessions.values()):
             with contextlib.suppress(Exception):
-                await store.owner.close()
+                await store.session.close()
         self.sessions.clear()
         self.feeds.close()
         for view in list(self.views.values()):
@@ -366,13 +370,13 @@ class EtcdBackend(StoreListings):
 
 async def open_backend(url: str, options: Mapping[str, object]) -> EtcdBackend:
     """Open ``etcd://host[:port][,...]?options`` (``etcds://`` for TLS)."""
-    connection, prefix = parse_url(url, options)
-    conn = Connection(connection)
+    parsed = parse_url(url, options)
+    conn = EtcdClient(parsed.client)
     try:
         await conn.authenticate()
         # One cheap read proves the cluster answers (and our rights on the prefix).
-        await conn.range(rpc_pb2.RangeRequest(key=prefix.encode(), count_only=True))
+        await conn.range(rpc_pb2.RangeRequest(key=parsed.prefix.encode(), count_only=True))
     except BaseException:
         await conn.close()
         raise
-    return EtcdBackend(conn, Layout(prefix.encode()))
+    return EtcdBackend(conn, Layout(parsed.prefix.encode()), parsed.withdraw_wait)

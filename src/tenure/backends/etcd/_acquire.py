@@ -18,12 +18,12 @@ one Txn** that compares exactly those assumptions, and the session's ``seq``:
   an uncontended acquire's Txn stays small, in the Raft log too.
 
 So an uncontended acquire is one round trip, and a contended one joins the queue
-in one. The uncontended one (:meth:`Acquirer._at_once`) is built in one go, with
+in one. The uncontended one (:meth:`SingleAcquirer._at_once`) is built in one go, with
 three compares: the session's record, the settings' mod_revision, and nothing
 under the semaphore at all (one range compare: no record, nobody queued), or, for
 a persistent semaphore, its record's create_revision and an empty queue (four).
 A client's joins of one semaphore take turns (:mod:`._turns`). Waiting, granting
-in turn, timeouts and withdrawing are the :class:`~tenure.backends.etcd._wait.Waiter`'s.
+in turn, timeouts and withdrawing are the :class:`~tenure.backends.etcd._wait.SingleWaiter`'s.
 
 **Checks** (what the engine refuses, etcd:// refuses): a count above the limit,
 data above ``max_data_size``, a full queue (``max_waiters``, checked on the state
@@ -46,10 +46,7 @@ import time
 from typing import Any, NamedTuple
 
 from tenure._core.values import MAX_COUNT, check_data
-from tenure.backends._base import Grant
-from tenure.backends._ledger import Pending
-from tenure.backends._store import QUEUED, Enqueued, Withdrawal
-from tenure.backends.etcd._keys import (
+from tenure._etcd.requests import (
     EQUAL,
     MOD,
     add_compare_create,
@@ -60,15 +57,18 @@ from tenure.backends.etcd._keys import (
     add_get_prefix,
     add_put,
     compare_create,
-    encode,
     put,
 )
-from tenure.backends.etcd._queue import Entry, SemState
-from tenure.backends.etcd._types import SessionParts
-from tenure.backends.etcd._wait import Waiter
+from tenure.backends._base import Grant
+from tenure.backends._ledger import Pending
+from tenure.backends._store import QUEUED, Enqueued, Withdrawal
+from tenure.backends.etcd._keys import encode
+from tenure.backends.etcd._queue import QueueEntry, SemState
+from tenure.backends.etcd._types import SingleAcquirerHome
+from tenure.backends.etcd._wait import SingleWaiter
 from tenure.errors import LimitExceededError, NotFoundError
 
-__all__ = ["Acquirer"]
+__all__ = ["SingleAcquirer"]
 
 
 class _Queued(NamedTuple):
@@ -77,32 +77,33 @@ class _Queued(NamedTuple):
 
     state: SemState
     suffix: bytes
-    old: Entry | None
+    old: QueueEntry | None
 
 
-class Acquirer:
-    """Enqueue, wait and withdraw for one session on etcd (module docstring)."""
+class SingleAcquirer:
+    """Enqueue, wait and withdraw the single acquires of one session on etcd (module
+    docstring); a lock_all's set is :class:`~tenure.backends.etcd._set.SetAcquirer`'s."""
 
-    def __init__(self, parts: SessionParts) -> None:
-        self._parts = parts
-        self._waiter = Waiter(parts)
+    def __init__(self, store: SingleAcquirerHome, waiter: SingleWaiter) -> None:
+        self._store = store
+        self._waiter = waiter
 
     async def enqueue(self, pending: Pending) -> Enqueued:
         """The one Txn that joins the queue, granted at once when the request fits."""
-        prefix = self._parts.prefix(pending.name)
-        turns = self._parts.turns
+        prefix = self._store.keys.prefix(pending.name)
+        turns = self._store.turns
         turn = turns.take(prefix)
         if turn is not None:
             await turns.wait(prefix, turn)
         try:
-            s, name = self._parts, pending.name
+            s, name = self._store, pending.name
             hints = s.hints
-            known = hints.record(s.node, name)
+            known = hints.record(s.keys.node, name)
             raced = None
             if (
                 (known is not None or pending.ephemeral)
-                and not hints.is_contended(s.node, name)
-                and pending.place not in s.owner.ledger.held
+                and not hints.is_contended(s.keys.node, name)
+                and pending.place not in s.session.ledger.held
             ):
                 raced = await self._at_once(pending, prefix, known)
             if isinstance(raced, Grant):
@@ -117,7 +118,7 @@ class Acquirer:
         return QUEUED
 
     async def await_grant(self, pending: Pending) -> Grant | None:
-        """Wait for admission, then commit the grant (:class:`Waiter`)."""
+        """Wait for admission, then commit the grant (:class:`SingleWaiter`)."""
         queued = pending.state
         assert isinstance(queued, _Queued)
         return await self._waiter.wait(pending, queued.state, queued.suffix, queued.old)
@@ -136,14 +137,14 @@ class Acquirer:
         ``raced``: the state read by :meth:`_at_once`'s Txn, which failed (None: it was
         not sent, or declined).
         """
-        s = self._parts
+        s = self._store
         name, hold, count, data = pending.name, pending.hold, pending.count, pending.data
         timeout, ephemeral = pending.timeout, pending.ephemeral
-        restating = pending.place in s.owner.ledger.held
+        restating = pending.place in s.session.ledger.held
         hints, sender = s.hints, s.sender
         queue, record = prefix + b"q/", prefix + b"rec"
         config_key = s.view.config_key
-        known = hints.record(s.node, name)
+        known = hints.record(s.keys.node, name)
         if raced is not None:
             state = raced
         elif restating or (known is None and not ephemeral):
@@ -172,7 +173,7 @@ class Acquirer:
                     state = await sender.read(name)
                     continue
             else:
-                hints.remember(s.node, state)
+                hints.remember(s.keys.node, state)
                 if not state.exists and not ephemeral:
                     raise NotFoundError(
                         f"semaphore {name!r} does not exist (create it or use ephemeral)"
@@ -181,7 +182,7 @@ class Acquirer:
                     raise LimitExceededError(
                         f"count {count} exceeds the limit {state.limit} of {name!r}"
                     )
-                old = state.held((s.lease_id, hold)) if restating else None
+                old = state.held((s.keys.lease_id, hold)) if restating else None
                 if old is not None and count <= old.count:
                     # Restate in place: same key (a put keeps its create_revision), same
                     # grant, same times.
@@ -193,13 +194,13 @@ class Acquirer:
                     value = encode(kept)
                     key = queue + old.suffix
                     reply = await sender.txn(
-                        [compare_create(key, old.created)], [put(key, value, s.lease_id)], []
+                        [compare_create(key, old.created)], [put(key, value, s.keys.lease_id)], []
                     )
                     if reply.succeeded:
                         return Grant(old.granted, count, None, hold)
                     state = await sender.read(name)
                     continue
-            suffix = s.suffix(hold, old is not None and not old.upgrade)
+            suffix = s.keys.suffix(hold, old is not None and not old.upgrade)
             existing = None if guess else state.entry(suffix)
             if existing is not None:  # an enqueue of ours whose answer was lost: resume it
                 return _Queued(state, existing.suffix, old)
@@ -222,13 +223,13 @@ class Acquirer:
                 # last acquire), the nested Txn enqueues: still one round trip; a guess
                 # about a name not known to be contended reads instead (a nested Txn
                 # costs every uncontended acquire its bytes, in the Raft log too).
-                nest = not guess or hints.is_contended(s.node, name)
+                nest = not guess or hints.is_contended(s.keys.node, name)
                 _assumptions(request.compare, config_key, config_rev, record, state.record)
                 add_compare_created_before(request.compare, queue, state.revision + 1)
                 # The request says it is granted: one key, whose create_revision (this
                 # Txn's revision) is the token, as a grant key's would be.
                 granted_value = encode({"count": count, "data": data, "g": True, "at": now})
-                add_put(request.success, queue + suffix, granted_value, s.lease_id)
+                add_put(request.success, queue + suffix, granted_value, s.keys.lease_id)
                 if old is not None:  # an upgrade replaces the hold: its old keys go
                     add_delete(request.success, queue + old.suffix)
                     add_delete(request.success, prefix + b"g/" + old.suffix)
@@ -243,7 +244,7 @@ class Acquirer:
                 revision = int(reply.header.revision)
                 if reply.succeeded:
                     if guess:
-                        hints.contended(s.node, name, False)
+                        hints.contended(s.keys.node, name, False)
                     if creating:
                         await self._check_semaphores(name, hold, revision)
                     return Grant(revision, count, None, hold)
@@ -263,7 +264,7 @@ class Acquirer:
                 state = await self._raced(name, prefix, read, revision)
                 continue
             state = SemState.parse(name, prefix, read[1].response_range.kvs, revision)
-            hints.contended(s.node, name, True)
+            hints.contended(s.keys.node, name, True)
             mine = state.entry(suffix)
             if mine is not None and timeout != 0 and not mine.granted:
                 ahead = [e for e in state.waiters() if e.created < mine.created]
@@ -285,7 +286,7 @@ class Acquirer:
         count fits the limit last seen, nobody is queued (so no queue is full and the
         request fits at the tail).
         """
-        s = self._parts
+        s = self._store
         view, data, count = s.view, pending.data, pending.count
         record, limit = known or (0, MAX_COUNT)
         if type(data) is not bytes or len(data) > view.config.max_data_size or count > limit:
@@ -301,9 +302,9 @@ class Acquirer:
             # (a range compare holds for an empty range; any key has a create_revision >= 1).
             add_compare_created_before(compare, prefix, 1)
         put = request.success.add().request_put
-        put.key = prefix + b"q/" + s.suffix(pending.hold)
+        put.key = prefix + b"q/" + s.keys.suffix(pending.hold)
         put.value = encode({"count": count, "data": data, "g": True, "at": time.time()})
-        put.lease = s.lease_id
+        put.lease = s.keys.lease_id
         failure = request.failure
         failure.add().request_range.key = view.config_key
         add_get_prefix(failure, prefix)
@@ -320,15 +321,15 @@ class Acquirer:
     async def _raced(self, name: str, prefix: bytes, read: list[Any], revision: int) -> SemState:
         """A join's Txn failed on what it assumed: take the settings and the state it read
         (the node's settings' key, then the semaphore's range) instead."""
-        s = self._parts
+        s = self._store
         config_kvs = read[0].response_range.kvs
         if not config_kvs:
             await s.record.diagnose()
-            s.owner.check_alive()
-            raise NotFoundError(f"node {s.node!r} does not exist")
+            s.session.check_alive()
+            raise NotFoundError(f"node {s.keys.node!r} does not exist")
         s.view.update(config_kvs[0])
         state = SemState.parse(name, prefix, read[1].response_range.kvs, revision)
-        s.hints.contended(s.node, name, bool(state.entries))
+        s.hints.contended(s.keys.node, name, bool(state.entries))
         return state
 
     async def _check_semaphores(self, name: str, hold: int, revision: int) -> None:
@@ -338,7 +339,7 @@ class Acquirer:
         prove the limit kept. Two creators racing past the limit both undo: never one
         too many.
         """
-        s = self._parts
+        s = self._store
         limit = s.view.config.max_semaphores
         bound = s.view.semaphores_bound(revision)
         if bound is not None and bound <= limit:
@@ -346,7 +347,7 @@ class Acquirer:
         if await s.sender.count_semaphores() <= limit:
             return
         await s.release(name, hold)
-        raise LimitExceededError(f"max_semaphores ({limit}) reached on node {s.node!r}")
+        raise LimitExceededError(f"max_semaphores ({limit}) reached on node {s.keys.node!r}")
 
 
 def _assumptions(
@@ -359,7 +360,7 @@ def _assumptions(
 
 def _enqueue(
     request: Any,
-    s: SessionParts,
+    s: SingleAcquirerHome,
     prefix: bytes,
     suffix: bytes,
     value: bytes,
@@ -371,7 +372,7 @@ def _enqueue(
     key, config_key = prefix + b"q/" + suffix, s.view.config_key
     _assumptions(request.compare, config_key, config_rev, prefix + b"rec", record_rev)
     add_compare_create(request.compare, key, 0)
-    add_put(request.success, key, value, s.lease_id)
+    add_put(request.success, key, value, s.keys.lease_id)
     add_get_prefix(request.success, prefix)
     add_get(request.failure, config_key)
     add_get_prefix(request.failure, prefix)

@@ -1,5 +1,5 @@
 """Semaphore administration on etcd: create, update, delete, describe, watch (a semaphore,
-a prefix).
+a prefix); claims are :class:`~tenure.backends.etcd._claims.Claims`'s.
 
 A persistent semaphore is its record ``rec`` (limit and data, no lease); an
 ephemeral one has no record and exists while it has requests. Creating compares
@@ -16,22 +16,24 @@ from __future__ import annotations
 
 import time
 
+from tenure._core.claims import ClaimRecord
 from tenure._core.commands import RateReservation
 from tenure._core.rates import bucket_data, parse_bucket, reserve
 from tenure._core.values import SemaphoreDescription, check_count, check_data
-from tenure.backends._prefix import PrefixStream
-from tenure.backends.etcd._keys import (
+from tenure._etcd.requests import (
     compare_create,
     compare_empty,
     compare_mod,
     delete,
     delete_range,
-    encode,
     prefix_end,
     put,
 )
+from tenure.backends._prefix import PrefixStream
+from tenure.backends.etcd._claims import Claims
+from tenure.backends.etcd._keys import encode
 from tenure.backends.etcd._prefix_watch import EtcdPrefixWatch
-from tenure.backends.etcd._types import Armed, SessionParts
+from tenure.backends.etcd._types import AdminHome, Armed
 from tenure.backends.etcd._watch import EtcdWatch
 from tenure.backends.etcd._who import identified
 from tenure.errors import (
@@ -45,29 +47,32 @@ __all__ = ["Admin"]
 
 
 class Admin:
-    """One session's administration of semaphores (module docstring).
+    """One session's administration of semaphores (module docstring): its
+    :class:`~tenure.backends._store.Administering` and
+    :class:`~tenure.backends._store.Watching`.
 
-    ``armed`` is the session's set of armed watches.
+    ``armed`` is the session's set of armed watches; ``claims`` its claims.
     """
 
-    def __init__(self, parts: SessionParts, armed: set[Armed]) -> None:
-        self._parts = parts
+    def __init__(self, store: AdminHome, armed: set[Armed], claims: Claims) -> None:
+        self._store = store
         self._armed = armed
+        self._claims = claims
 
     async def create_semaphore(self, name: str, limit: int, data: bytes) -> None:
         """See :meth:`tenure.backends._base.BackendSession.create_semaphore`."""
-        s = self._parts
+        s = self._store
         config = await s.sender.config()
         limit = check_count(limit, what="limit")
         data = check_data("semaphore data", data, config.max_data_size)
         if await s.sender.count_semaphores() >= config.max_semaphores:
             raise LimitExceededError(
-                f"max_semaphores ({config.max_semaphores}) reached on node {s.node!r}"
+                f"max_semaphores ({config.max_semaphores}) reached on node {s.keys.node!r}"
             )
-        record = s.layout.record(s.node, name)
+        record = s.keys.layout.record(s.keys.node, name)
         reply = await s.sender.txn(
             # An ephemeral semaphore of that name exists while it has requests.
-            [compare_create(record, 0), compare_empty(s.layout.queue(s.node, name))],
+            [compare_create(record, 0), compare_empty(s.keys.layout.queue(s.keys.node, name))],
             [put(record, encode({"limit": limit, "data": data}))],
             [],
         )
@@ -76,7 +81,7 @@ class Admin:
 
     async def update_semaphore(self, name: str, data: bytes) -> None:
         """See :meth:`tenure.backends._base.BackendSession.update_semaphore`."""
-        s = self._parts
+        s = self._store
         config = await s.sender.config()
         data = check_data("semaphore data", data, config.max_data_size)
         while True:
@@ -87,7 +92,7 @@ class Admin:
                 raise PreconditionFailedError(
                     f"semaphore {name!r} is ephemeral: etcd:// keeps no data for it"
                 )
-            record = s.layout.record(s.node, name)
+            record = s.keys.layout.record(s.keys.node, name)
             value = encode({"limit": state.limit, "data": data})
             reply = await s.sender.txn(
                 [compare_create(record, state.record)], [put(record, value)], []
@@ -98,7 +103,7 @@ class Admin:
     async def swap_semaphore_data(self, name: str, expected: bytes, data: bytes) -> bool:
         """See :meth:`tenure.backends._base.BackendSession.swap_semaphore_data`: one Txn
         that puts the record only if its mod_revision is the one whose data was read."""
-        s = self._parts
+        s = self._store
         config = await s.sender.config()
         data = check_data("semaphore data", data, config.max_data_size)
         while True:
@@ -111,7 +116,7 @@ class Admin:
                 )
             if state.data != expected:
                 return False
-            record = s.layout.record(s.node, name)
+            record = s.keys.layout.record(s.keys.node, name)
             value = encode({"limit": state.limit, "data": data})
             reply = await s.sender.txn(
                 [compare_mod(record, state.record_mod)], [put(record, value)], []
@@ -133,7 +138,7 @@ class Admin:
         one whose clock runs ``d`` seconds ahead of the others' can take up to
         ``rate * d`` units more at once (docs/recipes.md).
         """
-        s = self._parts
+        s = self._store
         while True:
             state = await s.sender.read(name)
             if not state.exists:
@@ -142,7 +147,7 @@ class Admin:
             reply, after = reserve(name, bucket, count, max_wait, time.time())
             if after is None:
                 return reply
-            record = s.layout.record(s.node, name)
+            record = s.keys.layout.record(s.keys.node, name)
             value = encode({"limit": state.limit, "data": bucket_data(after)})
             answer = await s.sender.txn(
                 [compare_mod(record, state.record_mod)], [put(record, value)], []
@@ -151,9 +156,15 @@ class Admin:
                 return reply
             # Another reservation (or change) came first: reserve after it.
 
+    async def claim(
+        self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
+    ) -> ClaimRecord:
+        """See :meth:`Claims.claim` (two leases, one Txn)."""
+        return await self._claims.claim(name, claim_id, at_least, at_most, data)
+
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""
-        s = self._parts
+        s = self._store
         while True:
             state = await s.sender.read(name)
             if not state.exists:
@@ -164,24 +175,24 @@ class Admin:
                     f"semaphore {name!r} has {owners} owner(s) and {waiters} waiter(s); "
                     "use force=True"
                 )
-            record = s.layout.record(s.node, name)
+            record = s.keys.layout.record(s.keys.node, name)
             compares = [compare_create(record, state.record)]
             if not force:
-                compares.append(compare_empty(s.layout.queue(s.node, name)))
-            prefix = s.layout.semaphore(s.node, name)
+                compares.append(compare_empty(s.keys.layout.queue(s.keys.node, name)))
+            prefix = s.keys.prefix(name)
             # Every key but the placeholders (``p/``, :mod:`._set`): a placeholder goes
             # only with its session or by its own lock_all, which counts on it.
             ops = [
                 delete_range(prefix, prefix + b"p/"),
                 delete_range(prefix + b"q/", prefix_end(prefix)),
-                delete(s.layout.claim(s.node, name)),  # (a claim's semaphore: it ends)
+                delete(s.keys.layout.claim(s.keys.node, name)),  # (a claim's semaphore: it ends)
             ]
-            marker = s.layout.gone_marker(s.node, name)
+            marker = s.keys.layout.gone_marker(s.keys.node, name)
             if force:  # holders elsewhere learn it from the marker, at the delete's revision
-                ops.append(put(marker, b"", s.lease_id))
+                ops.append(put(marker, b"", s.keys.lease_id))
             reply = await s.sender.txn(compares, ops, [])
             if reply.succeeded:
-                s.hints.forget(s.node, name)
+                s.hints.forget(s.keys.node, name)
                 # Our client's holders hear it before this returns, as on the engine
                 # (others from their node's view of the marker).
                 s.tell_deleted(name)
@@ -195,34 +206,37 @@ class Admin:
         self, name: str, *, owners: bool, waiters: bool
     ) -> SemaphoreDescription:
         """See :meth:`tenure.backends._base.BackendSession.describe_semaphore`."""
-        s = self._parts
+        s = self._store
         state = await s.sender.read(name)
         if not state.exists:
             raise NotFoundError(f"semaphore {name!r} does not exist")
         return await identified(
-            s.conn, s.layout, s.node, state.describe(owners=owners, waiters=waiters)
+            s.conn, s.keys.layout, s.keys.node, state.describe(owners=owners, waiters=waiters)
         )
 
     async def watch_semaphore(
         self, name: str, *, data: bool, owners: bool, waiters: bool
     ) -> EtcdWatch:
         """See :meth:`tenure.backends._base.BackendSession.watch_semaphore`."""
-        s = self._parts
+        s = self._store
         await self._check_watch_room()
         watch = EtcdWatch(s, self._armed, name, data=data, owners=owners, waiters=waiters)
         await watch.start()
         return watch
 
-    async def watch_prefix(self, prefix: str) -> PrefixStream:
-        """See :meth:`tenure.backends._base.BackendSession.watch_prefix` (:mod:`._prefix_watch`)."""
+    async def watch_prefix(
+        self, prefix: str, *, data: bool, owners: bool, waiters: bool
+    ) -> PrefixStream:
+        """See :meth:`tenure.backends._base.BackendSession.watch_prefix` (:mod:`._prefix_watch`):
+        etcd tells every change under it, whatever aspects are watched."""
         await self._check_watch_room()
-        watch = EtcdPrefixWatch(self._parts, self._armed, prefix)
+        watch = EtcdPrefixWatch(self._store, self._armed, prefix)
         await watch.arm()
         return watch.stream()
 
     async def _check_watch_room(self) -> None:
         """LimitExceededError at max_watches_per_session (single and prefix watches)."""
-        config = await self._parts.sender.config()
+        config = await self._store.sender.config()
         if len(self._armed) >= config.max_watches_per_session:
             raise LimitExceededError(
                 f"max_watches_per_session ({config.max_watches_per_session}) reached"

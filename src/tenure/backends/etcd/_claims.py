@@ -44,24 +44,22 @@ from aetcd.rpc import rpc_pb2
 
 from tenure._core.claims import ClaimRecord, claim_data, parse_claim
 from tenure._core.values import check_data
-from tenure.backends.etcd._conn import Connection, LeaseNotFoundError
-from tenure.backends.etcd._keys import (
-    Layout,
+from tenure._etcd.client import EtcdClient, LeaseNotFoundError
+from tenure._etcd.requests import (
     compare_create,
     compare_empty,
     compare_mod,
     compare_unchanged_since,
-    decode,
     delete,
-    encode,
     get,
     get_prefix,
     put,
 )
+from tenure.backends.etcd._keys import Layout, decode, encode
 from tenure.backends.etcd._node import config_of
 from tenure.backends.etcd._opening import MIN_TTL
 from tenure.backends.etcd._queue import SemState
-from tenure.backends.etcd._types import SessionParts
+from tenure.backends.etcd._types import ClaimsHome
 from tenure.errors import (
     LimitExceededError,
     NotFoundError,
@@ -86,15 +84,15 @@ def lease_seconds(seconds: float) -> int:
 class Claims:
     """One session's claims (module docstring)."""
 
-    def __init__(self, parts: SessionParts) -> None:
-        self._parts = parts
+    def __init__(self, store: ClaimsHome) -> None:
+        self._store = store
 
     async def claim(
         self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
     ) -> ClaimRecord:
         """See :meth:`tenure.backends._base.BackendSession.claim`."""
-        s = self._parts
-        layout, node = s.layout, s.node
+        s = self._store
+        layout, node = s.keys.layout, s.keys.node
         record_key, marker = layout.record(node, name), layout.claim(node, name)
         leases: tuple[int, int] | None = None
         granted_at = 0.0  # (when ``leases`` were granted, on the loop's clock)
@@ -103,7 +101,7 @@ class Claims:
                 found = await _read(s.conn, layout, node, name)
                 if found.config is None:
                     await s.record.diagnose()  # (dropped: the session says so)
-                    s.owner.check_alive()
+                    s.session.check_alive()
                     raise NotFoundError(f"node {node!r} does not exist")
                 s.view.update(found.config)  # (read with the claims: its settings now)
                 config = config_of(found.config)
@@ -138,7 +136,7 @@ class Claims:
                 at = time.time()
                 # The token's place is '-': the Txn's revision, not known before it.
                 text = claim_data(
-                    ClaimRecord(claim_id, 1, at, at_least, at_most, None, s.lease_id, data)
+                    ClaimRecord(claim_id, 1, at, at_least, at_most, None, s.keys.lease_id, data)
                 )
                 words = text.split(b" ")
                 words[2] = b"-"
@@ -170,7 +168,7 @@ class Claims:
                         )
                     token = int(reply.header.revision)
                     return ClaimRecord(
-                        claim_id, token, at, at_least, at_most, None, s.lease_id, data
+                        claim_id, token, at, at_least, at_most, None, s.keys.lease_id, data
                     )
                 leases = sent  # not the claim's: kept for the next try
                 # Something changed since the read (a claim, a count, a request): again.
@@ -183,17 +181,17 @@ class Claims:
     async def _check_room(self, revision: int) -> None:
         """LimitExceededError if the node has ``max_semaphores`` semaphores (counted only
         when the view's bound does not prove room, as an acquire's check)."""
-        s = self._parts
+        s = self._store
         limit = s.view.config.max_semaphores
         bound = s.view.semaphores_bound(revision)
         if (bound is None or bound >= limit) and await s.sender.count_semaphores() >= limit:
-            raise LimitExceededError(f"max_semaphores ({limit}) reached on node {s.node!r}")
+            raise LimitExceededError(f"max_semaphores ({limit}) reached on node {s.keys.node!r}")
 
     async def _drop_stale(self, state: SemState, mark: Any) -> None:
         """Delete what is left of an ended claim (a record of a claim, a claim's key)
         if it is still what was read."""
-        s = self._parts
-        record_key = s.layout.record(s.node, state.name)
+        s = self._store
+        record_key = s.keys.layout.record(s.keys.node, state.name)
         compares, ops = [], []
         if state.record:
             compares.append(compare_mod(record_key, state.record_mod))
@@ -205,7 +203,7 @@ class Claims:
 
 
 async def release_claim(
-    conn: Connection, layout: Layout, node: str, name: str, claim_id: str
+    conn: EtcdClient, layout: Layout, node: str, name: str, claim_id: str
 ) -> bool:
     """See :meth:`tenure.backends._base.Backend.release_claim`: the claim's keys are
     put again on its ``at_least`` lease, or deleted if that lease is gone (or there is
@@ -259,7 +257,7 @@ class _Read:
     config: Any
 
 
-async def _read(conn: Connection, layout: Layout, node: str, name: str) -> _Read:
+async def _read(conn: EtcdClient, layout: Layout, node: str, name: str) -> _Read:
     """:class:`_Read`, in one Txn of reads."""
     prefix = layout.semaphore(node, name)
     reply = await conn.txn(
@@ -304,7 +302,7 @@ def _check_free(name: str, state: SemState) -> None:
         parse_claim(name, state.data)  # PreconditionFailedError if it is none
 
 
-async def _grant(conn: Connection, at_least: float, at_most: float) -> tuple[int, int]:
+async def _grant(conn: EtcdClient, at_least: float, at_most: float) -> tuple[int, int]:
     """The claim's leases: ``at_least``'s (0: none, a release ends it at once) and
     ``at_most``'s, granted together."""
 
@@ -318,7 +316,7 @@ async def _grant(conn: Connection, at_least: float, at_most: float) -> tuple[int
     return 0, await grant(at_most)
 
 
-async def _revoke(conn: Connection, lease: int) -> None:
+async def _revoke(conn: EtcdClient, lease: int) -> None:
     """Revoke a lease no key is on (unreachable: it expires by itself)."""
     with contextlib.suppress(TenureError):
         await conn.lease_call("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=lease))

@@ -31,10 +31,10 @@ import contextlib
 import logging
 from collections.abc import Iterator
 
-from tenure.backends.etcd._conn import Connection
-from tenure.backends.etcd._keys import get_prefix, prefix_end
+from tenure._etcd.client import EtcdClient
+from tenure._etcd.requests import get_prefix, prefix_end
+from tenure._etcd.streams import WatchHub
 from tenure.backends.etcd._queue import SemState
-from tenure.backends.etcd._streams import WatchHub
 from tenure.errors import ProtocolError, TenureError
 
 __all__ = ["Feed", "Feeds"]
@@ -46,7 +46,7 @@ _DELETE = 1  # mvccpb.Event.DELETE
 class Feed:
     """A semaphore's state as this client follows it (module docstring)."""
 
-    def __init__(self, conn: Connection, hub: WatchHub, prefix: bytes, state: SemState) -> None:
+    def __init__(self, conn: EtcdClient, hub: WatchHub, prefix: bytes, state: SemState) -> None:
         self._conn = conn
         self.prefix = prefix
         self.state = state
@@ -147,7 +147,7 @@ class Feed:
 class Feeds:
     """This client's feeds of the semaphores its requests wait on, by key prefix."""
 
-    def __init__(self, conn: Connection, hub: WatchHub) -> None:
+    def __init__(self, conn: EtcdClient, hub: WatchHub) -> None:
         self._conn = conn
         self._hub = hub
         self._feeds: dict[bytes, Feed] = {}

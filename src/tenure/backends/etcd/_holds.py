@@ -18,10 +18,11 @@ from typing import Final
 
 from aetcd.rpc import rpc_pb2
 
+from tenure._etcd.requests import add_compare_create, add_delete, add_put, get_prefix
 from tenure.backends._base import Grant, HeldGrant
-from tenure.backends.etcd._keys import add_compare_create, add_delete, add_put, encode, get_prefix
-from tenure.backends.etcd._queue import Entry, SemState
-from tenure.backends.etcd._types import SessionParts
+from tenure.backends.etcd._keys import encode
+from tenure.backends.etcd._queue import QueueEntry, SemState
+from tenure.backends.etcd._types import HoldsHome
 from tenure.errors import LeaseLostError
 
 __all__ = ["Holds"]
@@ -35,8 +36,8 @@ READS_PER_TXN: Final = 64
 class Holds:
     """The holds of one session (module docstring)."""
 
-    def __init__(self, parts: SessionParts) -> None:
-        self._parts = parts
+    def __init__(self, store: HoldsHome) -> None:
+        self._store = store
 
     async def drop(self, name: str, hold: int) -> bool:
         """Delete every key of hold ``hold`` (both requests, both grants); whether any was.
@@ -46,38 +47,38 @@ class Holds:
         starts with it (fixed-width ids), so each range is ``[key, key + ",")`` (``,``
         is the byte after ``+``).
         """
-        parts = self._parts
-        prefix, suffix = parts.prefix(name), parts.suffix(hold)
-        request = parts.sender.new_txn()
+        store = self._store
+        prefix, suffix = store.keys.prefix(name), store.keys.suffix(hold)
+        request = store.sender.new_txn()
         success = request.success
         delete = success.add().request_delete_range
         delete.key, delete.range_end = prefix + b"q/" + suffix, prefix + b"q/" + suffix + b","
         delete = success.add().request_delete_range
         delete.key, delete.range_end = prefix + b"g/" + suffix, prefix + b"g/" + suffix + b","
-        reply = await parts.sender.send(request)
+        reply = await store.sender.send(request)
         return any(r.response_delete_range.deleted for r in reply.responses)
 
     def grants_gone(self, name: str, before: int | None) -> None:
         """``name`` was deleted by force (at revision ``before``): its grants are lost."""
-        owner = self._parts.owner
+        session = self._store.session
         message = f"semaphore {name!r} was deleted"
-        for (held_name, hold), grant in list(owner.ledger.held.items()):
-            if held_name != name or owner.ended is not None:
+        for (held_name, hold), grant in list(session.ledger.held.items()):
+            if held_name != name or session.ended is not None:
                 continue
             if before is not None and grant.token >= before:
                 continue  # granted after the delete: a new semaphore's
-            owner.grant_lost(name, hold, grant.token, LeaseLostError(message))
+            session.grant_lost(name, hold, grant.token, LeaseLostError(message))
         if before is not None:  # (an open acquire's older grant, answered later)
-            owner.ledger.lose_below(name, before, LeaseLostError(message))
+            session.ledger.lose_below(name, before, LeaseLostError(message))
 
     async def _states(self, names: list[str]) -> dict[str, SemState]:
         """Each semaphore of ``names``, read now (a few Txns)."""
-        parts = self._parts
+        store = self._store
         states: dict[str, SemState] = {}
         for start in range(0, len(names), READS_PER_TXN):
             chunk = names[start : start + READS_PER_TXN]
-            prefixes = [parts.layout.semaphore(parts.node, name) for name in chunk]
-            reply = await parts.conn.txn([], [get_prefix(prefix) for prefix in prefixes])
+            prefixes = [store.keys.prefix(name) for name in chunk]
+            reply = await store.conn.txn([], [get_prefix(prefix) for prefix in prefixes])
             revision = int(reply.header.revision)
             for name, prefix, response in zip(chunk, prefixes, reply.responses, strict=True):
                 kvs = response.response_range.kvs
@@ -87,15 +88,15 @@ class Holds:
     def _found(self, state: SemState, hold: int, token: int) -> int | None:
         """The count of hold ``hold``'s grant ``token`` in ``state`` (None: not there)."""
         for entry in state.entries:
-            if entry.place == (self._parts.lease_id, hold) and entry.granted == token:
+            if entry.place == (self._store.keys.lease_id, hold) and entry.granted == token:
                 return entry.count
         return None
 
     async def check_grants(self) -> None:
         """Events of the node may have been missed: is every grant still there?"""
-        parts, owner = self._parts, self._parts.owner
-        judged = dict(owner.ledger.held)
-        if not judged or owner.ended is not None:
+        store, session = self._store, self._store.session
+        judged = dict(session.ledger.held)
+        if not judged or session.ended is not None:
             return
         states = await self._states(sorted({name for name, _ in judged}))
         missing = [
@@ -105,22 +106,23 @@ class Holds:
         ]
         if not missing:
             return
-        await parts.record.diagnose()  # a session that is gone is lost as a whole
-        if owner.ended is not None:
+        await store.record.diagnose()  # a session that is gone is lost as a whole
+        if session.ended is not None:
             return
         for (name, hold), grant in missing:
-            if owner.ledger.held.get((name, hold)) is grant:
+            if session.ledger.held.get((name, hold)) is grant:
                 message = f"semaphore {name!r} was deleted"
-                owner.grant_lost(name, hold, grant.token, LeaseLostError(message))
+                session.grant_lost(name, hold, grant.token, LeaseLostError(message))
 
     async def read(self) -> list[HeldGrant]:
         """Each grant the session holds, as its request key says now (count and data)."""
-        held = sorted(self._parts.owner.ledger.held.items())
+        lease_id = self._store.keys.lease_id
+        held = sorted(self._store.session.ledger.held.items())
         states = await self._states(sorted({name for (name, _), _ in held}))
         found: list[HeldGrant] = []
         for (name, hold), grant in held:
             for entry in states[name].entries:
-                if entry.place == (self._parts.lease_id, hold) and entry.granted == grant.token:
+                if entry.place == (lease_id, hold) and entry.granted == grant.token:
                     found.append(
                         HeldGrant(name, Grant(grant.token, entry.count, None, hold), entry.data)
                     )
@@ -132,14 +134,14 @@ class Holds:
         placeholders go. A lock_all set that the previous owner had committed (a
         member granted: the set is held, :mod:`._set_wait`) but not finished is
         finished here: its members' grants are put, so the set is held whole."""
-        parts = self._parts
-        request = rpc_pb2.LeaseTimeToLiveRequest(ID=parts.lease_id, keys=True)
-        reply = await parts.conn.lease_call("LeaseTimeToLive", request)
+        store, lease_id = self._store, self._store.keys.lease_id
+        request = rpc_pb2.LeaseTimeToLiveRequest(ID=lease_id, keys=True)
+        reply = await store.conn.lease_call("LeaseTimeToLive", request)
         keys = [bytes(key) for key in reply.keys]  # read after the fence: what is there to stay
-        prefix = parts.layout.semaphores(parts.node)
+        prefix = store.keys.root
         names = sorted(
             {
-                parts.layout.unescape(key[len(prefix) :].split(b"/", 1)[0].decode())
+                store.keys.layout.unescape(key[len(prefix) :].split(b"/", 1)[0].decode())
                 for key in keys
                 if key.startswith(prefix)
             }
@@ -150,14 +152,14 @@ class Holds:
             entry.created
             for state in states.values()
             for entry in state.entries
-            if entry.sid == parts.lease_id and entry.set_size and entry.granted
+            if entry.sid == lease_id and entry.set_size and entry.granted
         }
         found: list[HeldGrant] = []
         for name, state in states.items():
-            semaphore = parts.layout.semaphore(parts.node, name)
+            semaphore = store.keys.prefix(name)
             waiting = [key for key in keys if key.startswith(semaphore + b"p/")]
             for entry in state.entries:
-                if entry.sid != parts.lease_id:
+                if entry.sid != lease_id:
                     continue
                 if not entry.granted and entry.set_size and entry.created in committed:
                     entry.granted = await self._grant_member(semaphore, entry)
@@ -167,21 +169,21 @@ class Holds:
                 else:
                     waiting.append(semaphore + b"q/" + entry.suffix)
             if waiting:
-                withdraw = parts.sender.new_txn()
+                withdraw = store.sender.new_txn()
                 for key in waiting:
                     add_delete(withdraw.success, key)
-                await parts.sender.send(withdraw)
+                await store.sender.send(withdraw)
         return sorted(found, key=lambda held: (held.name, held.grant.hold))
 
-    async def _grant_member(self, semaphore: bytes, entry: Entry) -> int:
+    async def _grant_member(self, semaphore: bytes, entry: QueueEntry) -> int:
         """Put the grant key of ``entry``, a member of a committed lock_all set (as
         :meth:`._set_wait.SetWaiter.finish` would have): its token, or 0 if its
         request went meanwhile (a forced delete: then it is withdrawn as any)."""
-        parts = self._parts
-        request = parts.sender.new_txn()
+        store = self._store
+        request = store.sender.new_txn()
         add_compare_create(request.compare, semaphore + b"q/" + entry.suffix, entry.created)
         add_compare_create(request.compare, semaphore + b"g/" + entry.suffix, 0)
         value = encode({"at": time.time()})
-        add_put(request.success, semaphore + b"g/" + entry.suffix, value, parts.lease_id)
-        reply = await parts.sender.send(request)
+        add_put(request.success, semaphore + b"g/" + entry.suffix, value, store.keys.lease_id)
+        reply = await store.sender.send(request)
         return int(reply.header.revision) if reply.succeeded else 0

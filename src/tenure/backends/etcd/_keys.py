@@ -1,4 +1,4 @@
-"""Where ``etcd://`` keeps things: the key layout, the values, and request builders.
+"""Where ``etcd://`` keeps things: the key layout and the values.
 
 Everything lives under the prefix ``P`` (``/tenure/`` by default); node and
 semaphore names are percent-encoded (``/`` and ``%`` only), so that one name is
@@ -33,7 +33,8 @@ watch cover its record, queue and grants. ``<sid>`` is the session's lease id in
 16 hex digits, ``<hold>`` the hold number in 8; a trailing ``+`` marks a hold's
 second request (an upgrade), see :mod:`tenure.backends.etcd._queue`.
 
-Values are msgpack maps.
+Values are msgpack maps. The requests that read and write these keys are built
+with :mod:`tenure._etcd.requests`.
 """
 
 from __future__ import annotations
@@ -45,39 +46,15 @@ from typing import Any, Final
 from urllib.parse import quote, unquote
 
 import msgpack
-from aetcd.rpc import rpc_pb2
 
 __all__ = [
     "Layout",
-    "add_compare_create",
-    "add_compare_created_before",
-    "add_compare_mod",
-    "add_compare_range",
-    "add_delete",
-    "add_get",
-    "add_get_prefix",
-    "add_put",
-    "compare_create",
-    "compare_mod",
-    "compare_unchanged_since",
     "decode",
-    "delete",
-    "delete_prefix",
-    "delete_range",
     "encode",
-    "get",
-    "get_prefix",
+    "entry_suffix",
     "name_part",
-    "prefix_end",
-    "put",
+    "parse_suffix",
 ]
-
-#: The comparisons and targets of etcd's Txn.
-EQUAL: Final = rpc_pb2.Compare.EQUAL
-LESS: Final = rpc_pb2.Compare.LESS
-CREATE: Final = rpc_pb2.Compare.CREATE
-MOD: Final = rpc_pb2.Compare.MOD
-
 
 #: A name ``quote`` leaves as it is (its always-safe characters).
 _PLAIN: Final = re.compile(r"[A-Za-z0-9_.~-]*")
@@ -98,19 +75,6 @@ def name_part(name: str) -> bytes:
     if _PLAIN.fullmatch(name):
         return (name + "/").encode()
     return (_escape(name) + "/").encode()
-
-
-def prefix_end(prefix: bytes) -> bytes:
-    """The end of the range of every key that starts with ``prefix`` (etcd's rule)."""
-    if prefix and prefix[-1] < 0xFF:  # every prefix of ours: its last byte, plus one
-        return prefix[:-1] + bytes((prefix[-1] + 1,))
-    end = bytearray(prefix)
-    while end:
-        if end[-1] < 0xFF:
-            end[-1] += 1
-            return bytes(end)
-        end.pop()
-    return b"\0"  # every key
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,137 +175,3 @@ def decode(raw: bytes) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError("not a map")
     return value
-
-
-# -- request builders (etcd's protobuf messages) --------------------------------------
-
-
-def compare_create(key: bytes, revision: int) -> Any:
-    """``key``'s create_revision is ``revision`` (0: the key does not exist)."""
-    return rpc_pb2.Compare(key=key, target=CREATE, result=EQUAL, create_revision=revision)
-
-
-def compare_mod(key: bytes, revision: int) -> Any:
-    """``key``'s mod_revision is ``revision`` (it has not changed since)."""
-    return rpc_pb2.Compare(key=key, target=MOD, result=EQUAL, mod_revision=revision)
-
-
-def compare_unchanged_since(prefix: bytes, revision: int) -> Any:
-    """No key under ``prefix`` was made or changed after ``revision`` (every key's
-    mod_revision is at most it; a range compare holds for an empty range)."""
-    return rpc_pb2.Compare(
-        key=prefix, range_end=prefix_end(prefix), target=MOD, result=LESS, mod_revision=revision + 1
-    )
-
-
-def compare_empty(prefix: bytes) -> Any:
-    """No key starts with ``prefix`` (a range compare holds for an empty range)."""
-    return rpc_pb2.Compare(
-        key=prefix, range_end=prefix_end(prefix), target=CREATE, result=EQUAL, create_revision=0
-    )
-
-
-def put(key: bytes, value: bytes, lease: int = 0) -> Any:
-    """A Txn op: put."""
-    return rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=key, value=value, lease=lease))
-
-
-def delete(key: bytes) -> Any:
-    """A Txn op: delete one key."""
-    return rpc_pb2.RequestOp(request_delete_range=rpc_pb2.DeleteRangeRequest(key=key))
-
-
-def delete_prefix(prefix: bytes) -> Any:
-    """A Txn op: delete every key under ``prefix``."""
-    request = rpc_pb2.DeleteRangeRequest(key=prefix, range_end=prefix_end(prefix))
-    return rpc_pb2.RequestOp(request_delete_range=request)
-
-
-def delete_range(key: bytes, range_end: bytes) -> Any:
-    """A Txn op: delete every key of ``[key, range_end)``."""
-    request = rpc_pb2.DeleteRangeRequest(key=key, range_end=range_end)
-    return rpc_pb2.RequestOp(request_delete_range=request)
-
-
-def get(key: bytes) -> Any:
-    """A Txn op: read one key."""
-    return rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=key))
-
-
-def get_prefix(prefix: bytes, *, count_only: bool = False, keys_only: bool = False) -> Any:
-    """A Txn op: read every key under ``prefix``."""
-    request = range_request(prefix, count_only=count_only, keys_only=keys_only)
-    return rpc_pb2.RequestOp(request_range=request)
-
-
-def range_request(
-    prefix: bytes, *, count_only: bool = False, keys_only: bool = False, revision: int = 0
-) -> Any:
-    """A RangeRequest of every key under ``prefix``."""
-    return rpc_pb2.RangeRequest(
-        key=prefix,
-        range_end=prefix_end(prefix),
-        count_only=count_only,
-        keys_only=keys_only,
-        revision=revision,
-    )
-
-
-# -- in place: ops and compares added to a request's repeated fields ------------------
-# (A message given to a repeated field is copied into it; these build it there.)
-
-
-def add_compare_create(compares: Any, key: bytes, revision: int) -> None:
-    """Add :func:`compare_create` to ``compares``."""
-    compares.add(key=key, target=CREATE, result=EQUAL, create_revision=revision)
-
-
-def add_compare_mod(compares: Any, key: bytes, revision: int) -> None:
-    """Add :func:`compare_mod` to ``compares``."""
-    compares.add(key=key, target=MOD, result=EQUAL, mod_revision=revision)
-
-
-def add_compare_created_before(compares: Any, prefix: bytes, revision: int) -> None:
-    """Add :func:`compare_created_before` to ``compares``."""
-    compares.add(
-        key=prefix,
-        range_end=prefix_end(prefix),
-        target=CREATE,
-        result=LESS,
-        create_revision=revision,
-    )
-
-
-def add_compare_range(
-    compares: Any, key: bytes, range_end: bytes, result: Any, revision: int
-) -> None:
-    """Add: every key of ``[key, range_end)`` has a create_revision ``result`` (EQUAL,
-    LESS) ``revision``; an empty range is judged as one key of create_revision 0."""
-    compares.add(
-        key=key, range_end=range_end, target=CREATE, result=result, create_revision=revision
-    )
-
-
-def add_put(ops: Any, key: bytes, value: bytes, lease: int = 0) -> None:
-    """Add a put to ``ops``."""
-    request = ops.add().request_put
-    request.key = key
-    request.value = value
-    request.lease = lease
-
-
-def add_delete(ops: Any, key: bytes) -> None:
-    """Add a delete of one key to ``ops``."""
-    ops.add().request_delete_range.key = key
-
-
-def add_get(ops: Any, key: bytes) -> None:
-    """Add a read of one key to ``ops``."""
-    ops.add().request_range.key = key
-
-
-def add_get_prefix(ops: Any, prefix: bytes) -> None:
-    """Add a read of every key under ``prefix`` to ``ops``."""
-    request = ops.add().request_range
-    request.key = prefix
-    request.range_end = prefix_end(prefix)

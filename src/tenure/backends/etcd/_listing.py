@@ -37,6 +37,8 @@ from tenure._core.values import (
     check_name,
     check_page_limit,
 )
+from tenure._etcd.client import EtcdClient, LeaseNotFoundError
+from tenure._etcd.requests import get, prefix_end, put, range_request
 from tenure.backends._store_listing import (
     check_bound,
     check_session_after,
@@ -44,18 +46,9 @@ from tenure.backends._store_listing import (
     killed_message,
     page_args,
 )
-from tenure.backends.etcd._conn import Connection, LeaseNotFoundError
-from tenure.backends.etcd._keys import (
-    Layout,
-    decode,
-    encode,
-    get,
-    prefix_end,
-    put,
-    range_request,
-)
+from tenure.backends.etcd._keys import Layout, decode, encode
 from tenure.backends.etcd._queue import SemState
-from tenure.backends.etcd._record import Record, identity_of
+from tenure.backends.etcd._record import SessionRecord, identity_of
 from tenure.backends.etcd._who import GETS_PER_TXN
 from tenure.errors import NotFoundError, UnavailableError
 
@@ -87,15 +80,15 @@ class Local(Protocol):
     """A session of this client."""
 
     @property
-    def record(self) -> Record:
+    def record(self) -> SessionRecord:
         """Its record (which diagnoses its end)."""
 
 
-class Lister(Protocol):
-    """What the listings need of the backend."""
+class EtcdListingHome(Protocol):
+    """What the listings ask of their home, the backend they list for."""
 
     @property
-    def conn(self) -> Connection:
+    def conn(self) -> EtcdClient:
         """The channel to etcd."""
 
     @property
@@ -110,7 +103,7 @@ class Lister(Protocol):
         """Revoke a lease (gone already: nothing to do)."""
 
 
-async def list_nodes(backend: Lister, after: str, limit: int) -> list[str]:
+async def list_nodes(backend: EtcdListingHome, after: str, limit: int) -> list[str]:
     """See :meth:`tenure.backends._base.Backend.list_nodes` (module docstring)."""
     after, limit = check_bound(after), check_page_limit(limit)
     layout = backend.layout
@@ -134,7 +127,7 @@ async def list_nodes(backend: Lister, after: str, limit: int) -> list[str]:
     raise UnavailableError(f"listing nodes walked more than {NODES_SCANNED_MAX} nodes")
 
 
-async def _require_node(backend: Lister, node: str) -> None:
+async def _require_node(backend: EtcdListingHome, node: str) -> None:
     reply = await backend.conn.range(
         rpc_pb2.RangeRequest(key=backend.layout.config(node), count_only=True)
     )
@@ -143,7 +136,7 @@ async def _require_node(backend: Lister, node: str) -> None:
 
 
 async def list_semaphores(
-    backend: Lister, node: str, prefix: str, after: str, limit: int
+    backend: EtcdListingHome, node: str, prefix: str, after: str, limit: int
 ) -> list[SemaphoreSummary]:
     """See :meth:`tenure.backends._base.Backend.list_semaphores` (module docstring)."""
     node = check_name("node", node)
@@ -203,7 +196,9 @@ async def list_semaphores(
     return summaries
 
 
-async def list_sessions(backend: Lister, node: str, after: int, limit: int) -> list[SessionSummary]:
+async def list_sessions(
+    backend: EtcdListingHome, node: str, after: int, limit: int
+) -> list[SessionSummary]:
     """See :meth:`tenure.backends._base.Backend.list_sessions` (module docstring)."""
     node = check_name("node", node)
     after, limit = check_session_after(after), check_page_limit(limit)
@@ -252,7 +247,9 @@ async def list_sessions(backend: Lister, node: str, after: int, limit: int) -> l
     return [entry for entry in found if entry is not None]
 
 
-async def _holds_and_waits(backend: Lister, node: str, keys: list[bytes]) -> tuple[int, int]:
+async def _holds_and_waits(
+    backend: EtcdListingHome, node: str, keys: list[bytes]
+) -> tuple[int, int]:
     """How many of a session's requests (its keys on its lease) are granted, and wait."""
     semaphores = backend.layout.semaphores(node)
     requests: list[bytes] = []
@@ -282,7 +279,7 @@ async def _holds_and_waits(backend: Lister, node: str, keys: list[bytes]) -> tup
     return holds, len(requests) - holds
 
 
-async def kill_session(backend: Lister, node: str, session_id: int) -> None:
+async def kill_session(backend: EtcdListingHome, node: str, session_id: int) -> None:
     """See :meth:`tenure.backends._base.Backend.kill_session` (module docstring)."""
     node, session_id = check_session_id(node, session_id)
     layout, conn = backend.layout, backend.conn

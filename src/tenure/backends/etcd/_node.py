@@ -32,9 +32,10 @@ from aetcd.rpc import rpc_pb2
 
 from tenure._core.stored_config import config_from_stored
 from tenure._core.values import NodeConfig
-from tenure.backends.etcd._conn import Connection
-from tenure.backends.etcd._keys import Layout, decode, prefix_end
-from tenure.backends.etcd._streams import WatchHub
+from tenure._etcd.client import EtcdClient
+from tenure._etcd.requests import prefix_end
+from tenure._etcd.streams import WatchHub
+from tenure.backends.etcd._keys import Layout, decode
 from tenure.errors import InvalidArgumentError, NotFoundError, ProtocolError, TenureError
 
 __all__ = ["NodeMember", "NodeView", "config_of", "read_config"]
@@ -62,7 +63,7 @@ class NodeView:
 
     def __init__(
         self,
-        conn: Connection,
+        conn: EtcdClient,
         hub: WatchHub,
         layout: Layout,
         node: str,
@@ -166,7 +167,7 @@ def config_of(kv: Any) -> NodeConfig:
         ) from None
 
 
-async def read_config(conn: Connection, layout: Layout, node: str) -> tuple[Any, int]:
+async def read_config(conn: EtcdClient, layout: Layout, node: str) -> tuple[Any, int]:
     """The node's settings key and the revision it was read at."""
     reply = await conn.range(rpc_pb2.RangeRequest(key=layout.config(node)))
     if not reply.kvs:

@@ -19,10 +19,11 @@ from typing import Final, NamedTuple
 from aetcd.rpc import rpc_pb2
 
 from tenure._core.values import ClientIdentity
-from tenure.backends.etcd._conn import Connection, LeaseNotFoundError
-from tenure.backends.etcd._keys import Layout, compare_mod, get, get_prefix, put
+from tenure._etcd.client import EtcdClient, LeaseNotFoundError
+from tenure._etcd.requests import compare_mod, get, get_prefix, put
+from tenure.backends.etcd._keys import Layout
 from tenure.backends.etcd._node import NodeView
-from tenure.backends.etcd._record import Record
+from tenure.backends.etcd._record import SessionRecord
 from tenure.errors import LimitExceededError, NotFoundError
 
 __all__ = ["MIN_TTL", "Opened", "lease_ttl", "open_new", "revoke"]
@@ -35,7 +36,7 @@ class Opened(NamedTuple):
     """A session made in etcd: its record, its lease's TTL, and the loop time the lease
     was granted at (its local deadline's base)."""
 
-    record: Record
+    record: SessionRecord
     ttl: int
     confirmed_at: float
 
@@ -45,14 +46,14 @@ def lease_ttl(window: float) -> int:
     return max(MIN_TTL, math.ceil(window))
 
 
-async def revoke(conn: Connection, lease_id: int) -> None:
+async def revoke(conn: EtcdClient, lease_id: int) -> None:
     """Revoke a lease (gone already: nothing to do)."""
     with contextlib.suppress(LeaseNotFoundError):
         await conn.lease_call("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=lease_id))
 
 
 async def open_new(
-    conn: Connection,
+    conn: EtcdClient,
     layout: Layout,
     node: str,
     view: NodeView,
@@ -76,7 +77,7 @@ async def open_new(
             sent_at = asyncio.get_running_loop().time()
             grant = await conn.lease_call("LeaseGrant", rpc_pb2.LeaseGrantRequest(TTL=ttl))
             lease_id = int(grant.ID)
-            record = Record(
+            record = SessionRecord(
                 conn,
                 layout,
                 node,

@@ -26,11 +26,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from tenure._etcd.requests import prefix_end
+from tenure._etcd.streams import Watcher
 from tenure.backends._prefix import PrefixFeed, PrefixStream
 from tenure.backends._readback import first_of
-from tenure.backends.etcd._keys import prefix_end
-from tenure.backends.etcd._streams import Watcher
-from tenure.backends.etcd._types import Armed, SessionParts
+from tenure.backends.etcd._types import Armed, PrefixWatchHome
 
 __all__ = ["EtcdPrefixWatch"]
 
@@ -41,12 +41,12 @@ class EtcdPrefixWatch:
     ``armed`` is the session's set of armed watches (failed when the session ends).
     """
 
-    def __init__(self, parts: SessionParts, armed: set[Armed], prefix: str) -> None:
-        self._parts = parts
+    def __init__(self, store: PrefixWatchHome, armed: set[Armed], prefix: str) -> None:
+        self._store = store
         self._armed = armed
         self.feed = PrefixFeed()
-        self._root = parts.layout.semaphores(parts.node)
-        self._key = self._root + parts.layout.escape(prefix).encode()
+        self._root = store.keys.root
+        self._key = self._root + store.keys.layout.escape(prefix).encode()
         self._watcher: Watcher | None = None
         self._pump: asyncio.Task[None] | None = None
 
@@ -57,11 +57,11 @@ class EtcdPrefixWatch:
     async def arm(self) -> None:
         """Make the etcd watch from now and wait until etcd made it; then follow it."""
         self._armed.add(self)
-        watcher = self._watcher = self._parts.hub.watch(self._key, prefix_end(self._key), 0)
+        watcher = self._watcher = self._store.hub.watch(self._key, prefix_end(self._key), 0)
         try:
             while watcher.created_revision is None:
-                await first_of(watcher.wait(), asyncio.shield(self._parts.owner.ending()))
-                self._parts.owner.check_alive()
+                await first_of(watcher.wait(), asyncio.shield(self._store.session.ending()))
+                self._store.session.check_alive()
                 watcher.drain()  # (nothing but its making can come before it is made)
         except BaseException:
             await self.disarm()
@@ -81,7 +81,7 @@ class EtcdPrefixWatch:
                 key = bytes(event.kv.key)
                 if key.startswith(root):
                     escaped = key[size:].split(b"/", 1)[0]
-                    self.feed.put(self._parts.layout.unescape(escaped.decode()))
+                    self.feed.put(self._store.keys.layout.unescape(escaped.decode()))
 
     async def _rearm(self) -> None:
         await self._stop()

@@ -58,18 +58,18 @@ from tenure._core.values import MAX_COUNT, OwnerInfo, SemaphoreDescription, Wait
 from tenure.backends.etcd._keys import decode, parse_suffix
 from tenure.errors import ProtocolError
 
-__all__ = ["Entry", "Held", "SemState"]
+__all__ = ["QueueEntry", "SemState"]
 
 _DELETE = 1  # mvccpb.Event.DELETE
 
 
-def _entry(suffix: bytes, kv: Any) -> Entry:
+def _entry(suffix: bytes, kv: Any) -> QueueEntry:
     try:
         value = decode(kv.value)
         sid, hold, upgrade = parse_suffix(suffix)
         created, at_once = int(kv.create_revision), bool(value.get("g"))
         at = _time(value.get("at"))
-        return Entry(
+        return QueueEntry(
             suffix,
             sid,
             hold,
@@ -108,17 +108,8 @@ def _foreign(kv: Any, error: Exception) -> ProtocolError:
     )
 
 
-class Held:
-    """A grant a session holds: its request key's suffix, its token and its count."""
-
-    __slots__ = ("count", "suffix", "token")
-
-    def __init__(self, suffix: bytes, token: int, count: int) -> None:
-        self.suffix, self.token, self.count = suffix, token, count
-
-
 @dataclass(slots=True)
-class Entry:
+class QueueEntry:
     """One request: whose, how many tokens, its data, and whether it is granted."""
 
     suffix: bytes
@@ -160,7 +151,7 @@ class SemState:
     record: int = 0  # the record's create_revision; 0: ephemeral or missing
     limit: int = MAX_COUNT
     data: bytes = b""
-    entries: list[Entry] = field(default_factory=list)  # in arrival order
+    entries: list[QueueEntry] = field(default_factory=list)  # in arrival order
     record_mod: int = 0  # the record's mod_revision (a compare-and-swap of its data)
 
     @classmethod
@@ -232,7 +223,7 @@ class SemState:
                     entry.granted_at = None if deleted else grant_time(kv)
             self.revision = max(self.revision, int(kv.mod_revision))
 
-    def fits_at_tail(self, count: int, replacing: Entry | None = None) -> bool:
+    def fits_at_tail(self, count: int, replacing: QueueEntry | None = None) -> bool:
         """Whether a new request for ``count`` would be granted at once: every request
         queued now is granted and the sum of their counts and ``count`` fits (without
         the hold it ``replacing``, for an upgrade, which goes when it is granted)."""
@@ -244,26 +235,26 @@ class SemState:
         """A record, or (ephemeral) a request."""
         return bool(self.record or self.entries)
 
-    def entry(self, suffix: bytes) -> Entry | None:
+    def entry(self, suffix: bytes) -> QueueEntry | None:
         """The request with key suffix ``suffix``."""
         for entry in self.entries:
             if entry.suffix == suffix:
                 return entry
         return None
 
-    def held(self, place: tuple[int, int]) -> Entry | None:
+    def held(self, place: tuple[int, int]) -> QueueEntry | None:
         """The granted request of hold ``place``."""
         for entry in self.entries:
             if entry.granted and entry.place == place:
                 return entry
         return None
 
-    def admitted(self) -> list[Entry]:
+    def admitted(self) -> list[QueueEntry]:
         """The longest prefix of the queue that fits the limit and has no ungranted
         set member but maybe its last (module docstring)."""
         total = 0
         counted: dict[tuple[int, int], int] = {}
-        prefix: list[Entry] = []
+        prefix: list[QueueEntry] = []
         for entry in self.entries:
             before = counted.get(entry.place, 0)  # the hold it replaces, if an upgrade
             total += entry.count - before
@@ -290,11 +281,11 @@ class SemState:
         """Whether the request ``suffix`` is in the admitted prefix."""
         return any(entry.suffix == suffix for entry in self.admitted())
 
-    def owners(self) -> list[Entry]:
+    def owners(self) -> list[QueueEntry]:
         """Granted requests in grant (token) order."""
         return sorted((e for e in self.entries if e.granted), key=lambda e: e.granted)
 
-    def waiters(self) -> list[Entry]:
+    def waiters(self) -> list[QueueEntry]:
         """Requests not granted, in arrival order."""
         return [e for e in self.entries if not e.granted]
 

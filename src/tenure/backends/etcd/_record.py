@@ -26,14 +26,15 @@ from typing import Any, Final
 from aetcd.rpc import rpc_pb2
 
 from tenure._core.values import ClientIdentity
-from tenure.backends._store import Owner
+from tenure._etcd.client import EtcdClient
+from tenure._etcd.requests import compare_mod, delete, get, put
+from tenure._etcd.streams import Watcher, WatchHub
+from tenure.backends._store import BoundSession
 from tenure.backends._store_listing import killed_message
-from tenure.backends.etcd._conn import Connection
-from tenure.backends.etcd._keys import Layout, compare_mod, decode, delete, encode, get, put
-from tenure.backends.etcd._streams import Watcher, WatchHub
+from tenure.backends.etcd._keys import Layout, decode, encode
 from tenure.errors import SessionExpiredError, TenureError
 
-__all__ = ["ATTEMPTS", "Record", "identity_fields", "identity_of", "key_digest"]
+__all__ = ["ATTEMPTS", "SessionRecord", "identity_fields", "identity_of", "key_digest"]
 
 log = logging.getLogger("tenure.etcd")
 _DELETE = 1  # mvccpb.Event.DELETE
@@ -71,7 +72,7 @@ def identity_of(value: dict[str, Any]) -> tuple[str, ClientIdentity, float | Non
     )
 
 
-class Record:
+class SessionRecord:
     """One session's record, and this client object's claim on it (module docstring).
 
     ``seq_rev`` is the record's mod_revision after our last bump (every mutating
@@ -83,7 +84,7 @@ class Record:
 
     def __init__(
         self,
-        conn: Connection,
+        conn: EtcdClient,
         layout: Layout,
         node: str,
         lease_id: int,
@@ -113,13 +114,13 @@ class Record:
         self.window = window
         self.identity = identity
         self.created_at = created_at
-        self.owner: Owner
+        self.session: BoundSession
         self._watcher: Watcher | None = None
         self._following: asyncio.Task[None] | None = None
 
-    def bind(self, owner: Owner) -> None:
+    def bind(self, session: BoundSession) -> None:
         """The session this record is of."""
-        self.owner = owner
+        self.session = session
 
     def value(self, seq: int) -> bytes:
         """The record with ``seq``, owned by this client object."""
@@ -143,7 +144,7 @@ class Record:
 
     def fenced(self) -> None:
         """Another client resumed this session with its ticket: lose it, let nothing go."""
-        self.owner.lose(
+        self.session.lose(
             SessionExpiredError(
                 f"session {self.lease_id} was resumed by another client (with its ticket): "
                 "this client is fenced off"
@@ -167,7 +168,7 @@ class Record:
 
     async def diagnose(self) -> None:
         """The record or the lease may be gone: lose the session, as dropped or expired."""
-        if self.owner.ended is not None:
+        if self.session.ended is not None:
             return
         layout = self._layout
         reply = await self._conn.txn(
@@ -184,11 +185,13 @@ class Record:
                 self.fenced()  # resumed by another client: alive, but not ours
             return  # alive after all
         if not config.kvs or int(config.kvs[0].create_revision) != self.node_rev:
-            self.owner.dropped()
+            self.session.dropped()
         elif reply.responses[2].response_range.kvs:  # kill_session's marker
-            self.owner.lose(SessionExpiredError(killed_message(self.lease_id)))
+            self.session.lose(SessionExpiredError(killed_message(self.lease_id)))
         else:
-            self.owner.lose(SessionExpiredError(f"session {self.lease_id}: its etcd lease expired"))
+            self.session.lose(
+                SessionExpiredError(f"session {self.lease_id}: its etcd lease expired")
+            )
 
     async def reattach(self) -> None:
         """After a new keepalive stream: keep the lease if it lives, and bump ``seq``.
@@ -197,11 +200,11 @@ class Record:
         may still be choosing a leader), until done or the session ends: a re-attach
         given up would leave Txns of the replaced connection able to act.
         """
-        if self.owner.ended is None:
-            await self.owner.until_answered(self._reattach)
+        if self.session.ended is None:
+            await self.session.until_answered(self._reattach)
 
     async def _reattach(self) -> None:
-        if self.owner.ended is not None:
+        if self.session.ended is not None:
             return
         request = rpc_pb2.LeaseTimeToLiveRequest(ID=self.lease_id)
         reply = await self._conn.lease_call("LeaseTimeToLive", request)
@@ -256,7 +259,7 @@ class Record:
         self._following = asyncio.create_task(self._follow(self._watcher))
 
     async def _follow(self, watcher: Watcher) -> None:
-        while self.owner.ended is None:
+        while self.session.ended is None:
             await watcher.wait()
             events, reset = watcher.drain()
             if reset or any(event.type == _DELETE or not self.owns(event.kv) for event in events):
@@ -264,7 +267,7 @@ class Record:
                     await self.diagnose()
                 except TenureError as error:  # etcd unreachable: the deadline decides
                     log.info("session %d: record check failed: %s", self.lease_id, error)
-                if reset and self.owner.ended is None:
+                if reset and self.session.ended is None:
                     watcher.restart(self.seq_rev + 1)
 
     def stop(self) -> None:

@@ -10,7 +10,7 @@ keeps the secret's SHA-256 (:func:`~tenure.backends.etcd._record.key_digest`).
 2. **Fence.** One Txn bumps ``seq`` and writes this client's ``owner`` into the
    record, comparing the mod_revision just read. Every later Txn of the previous
    owner compares its own bump's revision and fails; it sees a record that is not
-   its own and loses the session (``Record.fenced``). From here no call of the
+   its own and loses the session (``SessionRecord.fenced``). From here no call of the
    previous owner acts on the session, so what follows reads a settled state.
 3. **Keep alive.** The lease is renewed right away on this client's keepalive
    stream (the previous owner may have been dead for most of a TTL: etcd's
@@ -32,13 +32,14 @@ from typing import Any, Final
 
 from aetcd.rpc import rpc_pb2
 
+from tenure._etcd.client import EtcdClient
+from tenure._etcd.requests import compare_mod, get, put
+from tenure._etcd.streams import KeepAlive
 from tenure.backends._base import SessionTicket
-from tenure.backends.etcd._conn import Connection
-from tenure.backends.etcd._keys import Layout, compare_mod, decode, encode, get, put
+from tenure.backends.etcd._keys import Layout, decode, encode
 from tenure.backends.etcd._node import NodeView
 from tenure.backends.etcd._opening import Opened
-from tenure.backends.etcd._record import Record, identity_of, key_digest
-from tenure.backends.etcd._streams import KeepAlive
+from tenure.backends.etcd._record import SessionRecord, identity_of, key_digest
 from tenure.errors import SessionExpiredError, UnavailableError
 
 __all__ = ["RESUME_ATTEMPTS", "take"]
@@ -49,7 +50,7 @@ RESUME_ATTEMPTS: Final = 5
 
 
 async def take(
-    conn: Connection,
+    conn: EtcdClient,
     layout: Layout,
     keepalive: KeepAlive,
     node: str,
@@ -93,7 +94,7 @@ async def take(
     description, identity, created_at = identity_of(value)
     ttl = int(lease.grantedTTL)
     renewed_at = await _renew_now(keepalive, sid, ttl, gone)
-    taken = Record(
+    taken = SessionRecord(
         conn,
         layout,
         node,
@@ -113,7 +114,7 @@ async def take(
 
 
 class _FirstRenewal:
-    """A :class:`~tenure.backends.etcd._streams.Renewable` for one renewal, awaited."""
+    """A :class:`~tenure._etcd.streams.Renewable` for one renewal, awaited."""
 
     def __init__(self, lease_id: int, ttl: int) -> None:
         self.lease_id, self.ttl = lease_id, ttl

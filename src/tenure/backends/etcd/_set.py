@@ -63,10 +63,7 @@ import time
 from typing import Any
 
 from tenure._core.values import MAX_COUNT, MAX_SET_NAMES, check_data
-from tenure.backends._base import Grant
-from tenure.backends._ledger import Pending
-from tenure.backends._store import QUEUED, Queued
-from tenure.backends.etcd._keys import (
+from tenure._etcd.requests import (
     EQUAL,
     LESS,
     add_compare_create,
@@ -76,14 +73,17 @@ from tenure.backends.etcd._keys import (
     add_get,
     add_get_prefix,
     add_put,
-    encode,
     get,
     get_prefix,
     prefix_end,
 )
+from tenure.backends._base import Grant
+from tenure.backends._ledger import Pending
+from tenure.backends._store import QUEUED, InQueue
+from tenure.backends.etcd._keys import encode
 from tenure.backends.etcd._queue import SemState
 from tenure.backends.etcd._set_wait import MAX_TXN_OPS, AllOrNoneSet, SetWaiter, parse_states
-from tenure.backends.etcd._types import SessionParts
+from tenure.backends.etcd._types import SetAcquirerHome
 from tenure.errors import (
     InvalidArgumentError,
     LimitExceededError,
@@ -108,26 +108,26 @@ def check_members(pendings: list[Pending]) -> None:
 class SetAcquirer:
     """Joins the queues of a lock_all's names for one session (module docstring)."""
 
-    def __init__(self, parts: SessionParts, waiter: SetWaiter) -> None:
-        self._parts = parts
+    def __init__(self, store: SetAcquirerHome, waiter: SetWaiter) -> None:
+        self._store = store
         self._waiter = waiter
 
-    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
+    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | InQueue | None:
         """Grant every member now, queue them all, or None (busy, timeout 0).
 
         A refusal after something was written takes it back; a cancellation or an
         unanswered call leaves that to the session's withdrawal of each member,
         which finds the set in ``pending.state``.
         """
-        parts = self._parts
+        store = self._store
         lock_set = AllOrNoneSet(
             pendings,
-            [parts.prefix(pending.name) for pending in pendings],
-            [parts.suffix(pending.hold) for pending in pendings],
+            [store.keys.prefix(pending.name) for pending in pendings],
+            [store.keys.suffix(pending.hold) for pending in pendings],
         )
         for pending in pendings:
             pending.state = lock_set
-        turns, taken = parts.turns, []
+        turns, taken = store.turns, []
         try:
             try:
                 for prefix in sorted(lock_set.prefixes):
@@ -151,10 +151,10 @@ class SetAcquirer:
                 await self._waiter.abandon(lock_set)
             raise
 
-    async def _join(self, lock_set: AllOrNoneSet) -> Grant | Queued | None:
+    async def _join(self, lock_set: AllOrNoneSet) -> Grant | InQueue | None:
         """Check and join (module docstring): the first member's grant (the set was granted
         at once), QUEUED, or None (busy)."""
-        parts = self._parts
+        store = self._store
         first = lock_set.pendings[0]
         count, data, timeout = first.count, first.data, first.timeout
         states: list[SemState] | None = None
@@ -162,13 +162,13 @@ class SetAcquirer:
             states = await self._read(lock_set)
         fresh = False  # the settings were read for this join (not the view's)
         while True:
-            config = parts.view.config
+            config = store.view.config
             try:
                 data = check_data("owner data", data, config.max_data_size)
             except LimitExceededError:
                 if fresh:
                     raise
-                await parts.sender.config()  # the view may lag a change: refuse on the settings now
+                await store.sender.config()  # the view may lag a change: refuse on the settings now
                 fresh = True
                 continue
             unplaced = self._guarded(lock_set, states) - lock_set.placed
@@ -190,7 +190,7 @@ class SetAcquirer:
                 full = [s.name for s in states if len(s.waiters()) >= config.max_waiters]
                 if full:
                     if not fresh:
-                        await parts.sender.config()
+                        await store.sender.config()
                         fresh = True
                         continue
                     raise _too_many_waiters(config.max_waiters, full[0])
@@ -204,7 +204,7 @@ class SetAcquirer:
                 if reads:  # read back in the same Txn while the ops allow it
                     for prefix in lock_set.prefixes:
                         add_get_prefix(request.success, prefix)
-            reply = await parts.sender.send(request)
+            reply = await store.sender.send(request)
             revision = int(reply.header.revision)
             if not reply.succeeded:
                 states = await self._parse_read(lock_set, list(reply.responses)[1:], revision)
@@ -218,22 +218,22 @@ class SetAcquirer:
 
     async def _made(
         self, lock_set: AllOrNoneSet, states: list[SemState], created: int, at_once: bool
-    ) -> Grant | Queued:
+    ) -> Grant | InQueue:
         """The join was made at revision ``created``: check what it may have changed
         (a semaphore made; for a queued set, ``states`` read after it: limits and queues
         changed since the checks) and say what it was."""
-        parts = self._parts
+        store = self._store
         first = lock_set.pendings[0]
         lock_set.created = created
         lock_set.placed.clear()  # (the join deleted them)
         await self._room(states, created)
         if at_once:
             for name in lock_set.names:
-                parts.hints.contended(parts.node, name, False)
+                store.hints.contended(store.keys.node, name, False)
             return lock_set.grant(0, created)
-        config = parts.view.config
+        config = store.view.config
         for state, suffix in zip(states, lock_set.suffixes, strict=True):
-            parts.hints.contended(parts.node, state.name, True)
+            store.hints.contended(store.keys.node, state.name, True)
             mine = state.entry(suffix)
             if mine is None:
                 continue  # gone already: the wait finds out
@@ -248,27 +248,29 @@ class SetAcquirer:
     def _may_guess(self, lock_set: AllOrNoneSet) -> bool:
         """Whether the join may start from guesses (the hints): an ephemeral set, none of
         whose names this client found contended when it last acquired it."""
-        parts = self._parts
+        store = self._store
         return lock_set.pendings[0].ephemeral and not any(
-            parts.hints.is_contended(parts.node, name) for name in lock_set.names
+            store.hints.is_contended(store.keys.node, name) for name in lock_set.names
         )
 
     def _guesses(self, lock_set: AllOrNoneSet) -> list[SemState]:
         """Each name as guessed from the hints: its last record seen, nobody queued."""
-        parts = self._parts
+        store = self._store
         guesses = []
         for name in lock_set.names:
-            created, limit = parts.hints.record(parts.node, name) or (0, MAX_COUNT)
+            created, limit = store.hints.record(store.keys.node, name) or (0, MAX_COUNT)
             guesses.append(SemState(name, 0, record=created, limit=limit))
         return guesses
 
     def _guarded(self, lock_set: AllOrNoneSet, states: list[SemState] | None) -> set[int]:
         """The members that need a placeholder: every name without a record (as read, or
         as the hints say) but the first (module docstring)."""
-        parts = self._parts
+        store = self._store
         if states is None:
-            hints = parts.hints
-            open_ = [i for i, n in enumerate(lock_set.names) if hints.record(parts.node, n) is None]
+            hints = store.hints
+            open_ = [
+                i for i, n in enumerate(lock_set.names) if hints.record(store.keys.node, n) is None
+            ]
         else:
             open_ = [i for i, state in enumerate(states) if not state.record]
         return set(open_[1:])
@@ -276,13 +278,13 @@ class SetAcquirer:
     def _checked(self, lock_set: AllOrNoneSet, states: list[SemState]) -> bool:
         """The engine's checks of each name, in order (raises); False if a guess must be
         read first (a count above the limit last seen)."""
-        parts, first = self._parts, lock_set.pendings[0]
+        store, first = self._store, lock_set.pendings[0]
         for state in states:
             if state.revision == 0:
                 if first.count > state.limit:
                     return False
                 continue
-            parts.hints.remember(parts.node, state)
+            store.hints.remember(store.keys.node, state)
             if not state.exists and not first.ephemeral:
                 raise NotFoundError(
                     f"semaphore {state.name!r} does not exist (create it or use ephemeral)"
@@ -302,10 +304,10 @@ class SetAcquirer:
     def _at_once(self, lock_set: AllOrNoneSet, states: list[SemState], data: bytes) -> Any | None:
         """The Txn that grants the set at once if nobody joined any queue since the read
         (module docstring); None if it needs more compares than etcd allows."""
-        parts = self._parts
-        request = parts.sender.new_txn()
+        store = self._store
+        request = store.sender.new_txn()
         compare = request.compare
-        add_compare_mod(compare, parts.view.config_key, parts.view.config_rev)
+        add_compare_mod(compare, store.view.config_key, store.view.config_rev)
         for prefix, state in zip(lock_set.prefixes, states, strict=True):
             queue = prefix + b"q/"
             if state.record and not state.entries:  # the record alone, still
@@ -317,22 +319,22 @@ class SetAcquirer:
         if len(compare) > MAX_TXN_OPS:
             return None
         for i, value in enumerate(self._values(lock_set, data, True)):
-            add_put(request.success, lock_set.request(i), value, parts.lease_id)
+            add_put(request.success, lock_set.request(i), value, store.keys.lease_id)
         self._finish_txn(lock_set, request)
         return request
 
     def _enqueue(self, lock_set: AllOrNoneSet, states: list[SemState], data: bytes) -> Any:
         """The Txn that queues the set (module docstring); the caller adds the read-back."""
-        parts = self._parts
-        request = parts.sender.new_txn()
+        store = self._store
+        request = store.sender.new_txn()
         compare = request.compare
-        add_compare_mod(compare, parts.view.config_key, parts.view.config_rev)
+        add_compare_mod(compare, store.view.config_key, store.view.config_rev)
         for prefix, state in zip(lock_set.prefixes, states, strict=True):
             if state.record:
                 add_compare_create(compare, prefix + b"rec", state.record)
         add_compare_create(compare, lock_set.request(0), 0)
         for i, value in enumerate(self._values(lock_set, data, False)):
-            add_put(request.success, lock_set.request(i), value, parts.lease_id)
+            add_put(request.success, lock_set.request(i), value, store.keys.lease_id)
         self._finish_txn(lock_set, request)
         return request
 
@@ -340,7 +342,7 @@ class SetAcquirer:
         """A joining Txn's last ops: the placeholders go; failing, every name is read."""
         for i in sorted(lock_set.placed):
             add_delete(request.success, lock_set.placeholder(i))
-        add_get(request.failure, self._parts.view.config_key)
+        add_get(request.failure, self._store.view.config_key)
         for prefix in lock_set.prefixes:
             add_get_prefix(request.failure, prefix)
 
@@ -348,33 +350,35 @@ class SetAcquirer:
         """Put the placeholders of members ``indexes``, one Txn each (sent together), the
         last also reading every name; count the node's semaphores as any maker of one
         does (LimitExceededError past max_semaphores). The names as read."""
-        parts = self._parts
+        store = self._store
         order = sorted(indexes)
         lock_set.placed.update(order)  # (before: an unanswered one may have been made)
 
         async def put(i: int) -> Any:
-            request = parts.sender.new_txn()
-            add_put(request.success, lock_set.placeholder(i), b"", parts.lease_id)
+            request = store.sender.new_txn()
+            add_put(request.success, lock_set.placeholder(i), b"", store.keys.lease_id)
             if i == order[-1]:
-                add_get(request.success, parts.view.config_key)
+                add_get(request.success, store.view.config_key)
                 for prefix in lock_set.prefixes:
                     add_get_prefix(request.success, prefix)
-            return await parts.sender.send(request)
+            return await store.sender.send(request)
 
         replies = await asyncio.gather(*(put(i) for i in order))
-        view, limit = parts.view, parts.view.config.max_semaphores
+        view, limit = store.view, store.view.config.max_semaphores
         bounds = [view.semaphores_bound(int(reply.header.revision)) for reply in replies]
         proven = all(bound is not None and bound <= limit for bound in bounds)
-        if not proven and await parts.sender.count_semaphores() > limit:
-            raise LimitExceededError(f"max_semaphores ({limit}) reached on node {parts.node!r}")
+        if not proven and await store.sender.count_semaphores() > limit:
+            raise LimitExceededError(
+                f"max_semaphores ({limit}) reached on node {store.keys.node!r}"
+            )
         last = replies[-1]
         return await self._parse_read(lock_set, list(last.responses)[1:], int(last.header.revision))
 
     async def _read(self, lock_set: AllOrNoneSet) -> list[SemState]:
         """The node's settings and every name, read now (one Txn)."""
-        parts = self._parts
-        ops = [get(parts.view.config_key), *(get_prefix(prefix) for prefix in lock_set.prefixes)]
-        reply = await parts.conn.txn([], ops)
+        store = self._store
+        ops = [get(store.view.config_key), *(get_prefix(prefix) for prefix in lock_set.prefixes)]
+        reply = await store.conn.txn([], ops)
         return await self._parse_read(lock_set, list(reply.responses), int(reply.header.revision))
 
     async def _parse_read(
@@ -382,16 +386,16 @@ class SetAcquirer:
     ) -> list[SemState]:
         """The states from a read of the settings' key, then every name (the view takes
         the settings; no settings: the node is gone)."""
-        parts = self._parts
+        store = self._store
         config_kvs = responses[0].response_range.kvs
         if not config_kvs:
-            await parts.record.diagnose()
-            parts.owner.check_alive()
-            raise NotFoundError(f"node {parts.node!r} does not exist")
-        parts.view.update(config_kvs[0])
+            await store.record.diagnose()
+            store.session.check_alive()
+            raise NotFoundError(f"node {store.keys.node!r} does not exist")
+        store.view.update(config_kvs[0])
         states = parse_states(lock_set, responses[1:], revision)
         for state in states:
-            parts.hints.contended(parts.node, state.name, bool(state.entries))
+            store.hints.contended(store.keys.node, state.name, bool(state.entries))
         return states
 
     async def _room(self, states: list[SemState], revision: int) -> None:
@@ -399,29 +403,33 @@ class SetAcquirer:
         may have been made by it; count as any maker does, unless the bound proves it."""
         if all(state.record for state in states):
             return
-        parts = self._parts
-        limit = parts.view.config.max_semaphores
-        bound = parts.view.semaphores_bound(revision)
+        store = self._store
+        limit = store.view.config.max_semaphores
+        bound = store.view.semaphores_bound(revision)
         if bound is not None and bound <= limit:
             return
-        if await parts.sender.count_semaphores() > limit:
-            raise LimitExceededError(f"max_semaphores ({limit}) reached on node {parts.node!r}")
+        if await store.sender.count_semaphores() > limit:
+            raise LimitExceededError(
+                f"max_semaphores ({limit}) reached on node {store.keys.node!r}"
+            )
 
     async def _room_to_refuse(self, lock_set: AllOrNoneSet, states: list[SemState]) -> None:
         """Before a busy answer, the engine's check of max_semaphores: the names that do
         not exist (those with a placeholder are counted already) would not fit."""
-        parts = self._parts
+        store = self._store
         missing = sum(
             not state.exists and i not in lock_set.placed for i, state in enumerate(states)
         )
         if not missing:
             return
-        limit = parts.view.config.max_semaphores
-        bound = parts.view.semaphores_bound(max(state.revision for state in states))
+        limit = store.view.config.max_semaphores
+        bound = store.view.semaphores_bound(max(state.revision for state in states))
         if bound is not None and bound + missing <= limit:
             return
-        if await parts.sender.count_semaphores() + missing > limit:
-            raise LimitExceededError(f"max_semaphores ({limit}) reached on node {parts.node!r}")
+        if await store.sender.count_semaphores() + missing > limit:
+            raise LimitExceededError(
+                f"max_semaphores ({limit}) reached on node {store.keys.node!r}"
+            )
 
 
 def _over_limit(count: int, state: SemState) -> LimitExceededError:

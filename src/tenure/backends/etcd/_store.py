@@ -25,13 +25,18 @@ its own ``owner``: from then on every Txn of the previous owner fails its compar
 and the previous owner, seeing a record that is not its own, knows it was fenced
 off and loses the session. It never revokes a lease it no longer owns.
 
-The store composes the session's parts, each an object with one job over the
-narrow :class:`~tenure.backends.etcd._types.SessionParts`: the record, the Txn
-sender, the :class:`~tenure.backends.etcd._acquire.Acquirer` (and its waiter),
-the lock_all's :class:`~tenure.backends.etcd._set.SetAcquirer` (and its
+The store is the session's :class:`~tenure.backends._store.Store` and its
+:class:`~tenure.backends._store.Acquiring`, and composes the session's parts, each
+an object with one job, given only what it uses (its narrow protocol in
+:mod:`._types`): the record, the Txn sender, the
+:class:`~tenure.backends.etcd._acquire.SingleAcquirer` (and its
+:class:`~tenure.backends.etcd._wait.SingleWaiter`), the lock_all's
+:class:`~tenure.backends.etcd._set.SetAcquirer` (and its
 :class:`~tenure.backends.etcd._set_wait.SetWaiter`), the
-:class:`~tenure.backends.etcd._holds.Holds`, the
-:class:`~tenure.backends.etcd._admin.Admin` and the
+:class:`~tenure.backends.etcd._holds.Holds`, and the
+:class:`~tenure.backends.etcd._admin.Admin` (the session's
+:class:`~tenure.backends._store.Administering` and
+:class:`~tenure.backends._store.Watching`) with its
 :class:`~tenure.backends.etcd._claims.Claims`.
 """
 
@@ -41,41 +46,39 @@ import itertools
 import logging
 from typing import Protocol
 
-from tenure._core.claims import ClaimRecord
-from tenure._core.commands import RateReservation
-from tenure._core.values import SemaphoreDescription
-from tenure.backends._base import Grant, HeldGrant, PrefixWatchStream
+from tenure._etcd.client import EtcdClient
+from tenure._etcd.streams import KeepAlive, WatchHub
+from tenure.backends._base import Grant, HeldGrant
 from tenure.backends._ledger import Pending
-from tenure.backends._store import Enqueued, Owner, Queued, Withdrawal
+from tenure.backends._store import BoundSession, Enqueued, InQueue, Withdrawal
 from tenure.backends._turns import Turns
-from tenure.backends.etcd._acquire import Acquirer
+from tenure.backends.etcd._acquire import SingleAcquirer
 from tenure.backends.etcd._admin import Admin
 from tenure.backends.etcd._claims import Claims
-from tenure.backends.etcd._conn import Connection
 from tenure.backends.etcd._feed import Feeds
 from tenure.backends.etcd._hints import Hints
 from tenure.backends.etcd._holds import Holds
-from tenure.backends.etcd._keys import Layout, name_part
+from tenure.backends.etcd._keys import Layout
 from tenure.backends.etcd._node import NodeView
-from tenure.backends.etcd._record import Record
+from tenure.backends.etcd._record import SessionRecord
+from tenure.backends.etcd._session_keys import SessionKeys
 from tenure.backends.etcd._set import SetAcquirer, check_members
 from tenure.backends.etcd._set_wait import AllOrNoneSet, SetWaiter
-from tenure.backends.etcd._streams import KeepAlive, WatchHub
 from tenure.backends.etcd._txns import TxnSender
 from tenure.backends.etcd._types import Armed
-from tenure.backends.etcd._watch import EtcdWatch
+from tenure.backends.etcd._wait import SingleWaiter
 from tenure.errors import LostError, PreconditionFailedError
 
-__all__ = ["EtcdStore", "Home"]
+__all__ = ["EtcdHome", "EtcdStore"]
 
 log = logging.getLogger("tenure.etcd")
 
 
-class Home(Protocol):
-    """What a session on etcd shares with the other sessions of its client."""
+class EtcdHome(Protocol):
+    """What a session on etcd asks of its home, the client (the sessions' shared part)."""
 
     @property
-    def conn(self) -> Connection:
+    def conn(self) -> EtcdClient:
         """The channel to etcd."""
 
     @property
@@ -111,16 +114,21 @@ class Home(Protocol):
 
 
 class EtcdStore:
-    """A :class:`~tenure.backends._store.Store` on etcd (module docstring)."""
+    """A session on etcd (module docstring)."""
 
     beat_period: float | None = None  # the client's keepalive stream renews the lease
 
     def __init__(
-        self, home: Home, record: Record, ttl: int, view: NodeView, *, confirmed_at: float
+        self,
+        home: EtcdHome,
+        record: SessionRecord,
+        ttl: int,
+        view: NodeView,
+        *,
+        confirmed_at: float,
     ):
         self._home = home
         self.conn = home.conn
-        self.layout = home.layout
         self.hints = home.hints
         self.feeds = home.feeds
         self.hub = home.watches
@@ -128,43 +136,33 @@ class EtcdStore:
         self.record = record
         self.node = record.node
         self.lease_id = record.lease_id
-        #: Where the node's semaphores are, and this session's part of its requests'
-        #: keys (computed once: every acquire and release spells them).
-        self._root = self.layout.semaphores(self.node)
-        self._sid = f"{self.lease_id:016x}-".encode()
+        #: Where the session's keys are (computed once: every acquire and release
+        #: spells them).
+        self.keys = SessionKeys(home.layout, self.node, self.lease_id)
         #: The lease's TTL in seconds: the recovery window rounded up (at least 2).
         self.ttl = ttl
         self.view = view
         self.where = f"etcd ({self.conn.endpoint})"
-        self.sender = TxnSender(self.conn, self.layout, record, view)
+        self.sender = TxnSender(self.conn, home.layout, record, view)
         self.holding = Holds(self)
-        self.acquirer = Acquirer(self)
+        self.acquirer = SingleAcquirer(self, SingleWaiter(self))
         self.set_waiter = SetWaiter(self)
         self.set_acquirer = SetAcquirer(self, self.set_waiter)
         self.armed: set[Armed] = set()
-        self.admin = Admin(self, self.armed)
-        self.claims = Claims(self)
+        self.admin = Admin(self, self.armed, Claims(self))
         self._confirmed = confirmed_at
         self._requests = itertools.count(1)
-        self.owner: Owner
+        self.session: BoundSession
 
-    def bind(self, owner: Owner) -> None:
+    def bind(self, session: BoundSession) -> None:
         """The session this store works for: start following its record."""
-        self.owner = owner
-        self.record.bind(owner)
+        self.session = session
+        self.record.bind(session)
         self.record.follow(self.hub)
 
     def secret(self) -> bytes:
         """The ticket's secret (the record keeps its digest)."""
         return self.record.secret
-
-    def prefix(self, name: str) -> bytes:
-        """The range of semaphore ``name``'s keys (:meth:`Layout.semaphore`)."""
-        return self._root + name_part(name)
-
-    def suffix(self, hold: int, upgrade: bool = False) -> bytes:
-        """The last part of hold ``hold``'s request key (:func:`._keys.entry_suffix`)."""
-        return self._sid + (b"%08x+" if upgrade else b"%08x") % hold
 
     # -- the lease (Renewable, for the keepalive stream) --------------------------------
 
@@ -181,17 +179,17 @@ class EtcdStore:
 
     def lease_gone(self) -> None:
         """etcd says the lease is gone: find out why, then lose the session."""
-        self.owner.spawn(self.record.diagnose())
+        self.session.spawn(self.record.diagnose())
 
     def reconnected(self) -> None:
         """A new keepalive stream: keep the lease if it lives, and bump ``seq``."""
-        self.owner.spawn(self.record.reattach())
+        self.session.spawn(self.record.reattach())
 
     # -- the node's news (NodeMember) -------------------------------------------------
 
     def node_changed(self, alive: bool) -> None:
         """Events of the node may have been missed (check the grants), or it went."""
-        self.owner.spawn(self.holding.check_grants() if alive else self.record.diagnose())
+        self.session.spawn(self.holding.check_grants() if alive else self.record.diagnose())
 
     def forced_delete(self, name: str, revision: int) -> None:
         """``name`` was deleted by force at ``revision``: older grants of it are lost."""
@@ -203,7 +201,7 @@ class EtcdStore:
             if store.node == self.node:
                 store.holding.grants_gone(name, None)
 
-    # -- acquire, release, renew ------------------------------------------------------
+    # -- acquire, release, renew, read back (Acquiring) ---------------------------------
 
     def new_request_id(self) -> int:
         """The next id of an acquire here (etcd knows a request by its key: the id only
@@ -211,17 +209,27 @@ class EtcdStore:
         return next(self._requests)
 
     async def enqueue(self, pending: Pending) -> Enqueued:
-        """See :meth:`Acquirer.enqueue`."""
+        """See :meth:`SingleAcquirer.enqueue`."""
         return await self.acquirer.enqueue(pending)
 
+    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | InQueue | None:
+        """See :meth:`SetAcquirer.enqueue_all`; one name is a plain acquire (as on the
+        engine, whose set of one is an ordinary request)."""
+        check_members(pendings)
+        if len(pendings) == 1:
+            enqueued = await self.acquirer.enqueue(pendings[0])
+            return [enqueued] if isinstance(enqueued, Grant) else enqueued
+        return await self.set_acquirer.enqueue_all(pendings)
+
     async def await_grant(self, pending: Pending) -> Grant | None:
-        """See :meth:`Acquirer.await_grant` (of a lock_all: :meth:`SetWaiter.await_grant`)."""
+        """See :meth:`SingleAcquirer.await_grant` (a lock_all's member:
+        :meth:`SetWaiter.await_grant`)."""
         if isinstance(pending.state, AllOrNoneSet):
             return await self.set_waiter.await_grant(pending)
         return await self.acquirer.await_grant(pending)
 
     async def withdraw(self, pending: Pending) -> Grant | Withdrawal:
-        """See :meth:`Acquirer.withdraw` (a lock_all's member: :meth:`SetWaiter.withdraw`)."""
+        """See :meth:`SingleAcquirer.withdraw` (a lock_all's member: :meth:`SetWaiter.withdraw`)."""
         if isinstance(pending.state, AllOrNoneSet):
             return await self.set_waiter.withdraw(pending)
         return await self.acquirer.withdraw(pending)
@@ -237,63 +245,6 @@ class EtcdStore:
     async def holds(self) -> list[HeldGrant]:
         """Each grant the session holds, read now."""
         return await self.holding.read()
-
-    # -- semaphores (the admin's) -------------------------------------------------------
-
-    async def create_semaphore(self, name: str, limit: int, data: bytes) -> None:
-        """See :meth:`Admin.create_semaphore`."""
-        await self.admin.create_semaphore(name, limit, data)
-
-    async def update_semaphore(self, name: str, data: bytes) -> None:
-        """See :meth:`Admin.update_semaphore`."""
-        await self.admin.update_semaphore(name, data)
-
-    async def swap_semaphore_data(self, name: str, expected: bytes, data: bytes) -> bool:
-        """See :meth:`Admin.swap_semaphore_data`."""
-        return await self.admin.swap_semaphore_data(name, expected, data)
-
-    async def reserve_units(
-        self, name: str, count: float, max_wait: float | None
-    ) -> RateReservation:
-        """See :meth:`Admin.reserve_units`."""
-        return await self.admin.reserve_units(name, count, max_wait)
-
-    async def claim(
-        self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
-    ) -> ClaimRecord:
-        """See :meth:`Claims.claim` (two leases, one Txn)."""
-        return await self.claims.claim(name, claim_id, at_least, at_most, data)
-
-    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
-        """See :meth:`SetAcquirer.enqueue_all`; one name is a plain acquire (as on the
-        engine, whose set of one is an ordinary request)."""
-        check_members(pendings)
-        if len(pendings) == 1:
-            enqueued = await self.acquirer.enqueue(pendings[0])
-            return [enqueued] if isinstance(enqueued, Grant) else enqueued
-        return await self.set_acquirer.enqueue_all(pendings)
-
-    async def delete_semaphore(self, name: str, force: bool) -> None:
-        """See :meth:`Admin.delete_semaphore`."""
-        await self.admin.delete_semaphore(name, force)
-
-    async def describe_semaphore(
-        self, name: str, *, owners: bool, waiters: bool
-    ) -> SemaphoreDescription:
-        """See :meth:`Admin.describe_semaphore`."""
-        return await self.admin.describe_semaphore(name, owners=owners, waiters=waiters)
-
-    async def watch_semaphore(
-        self, name: str, *, data: bool, owners: bool, waiters: bool
-    ) -> EtcdWatch:
-        """See :meth:`Admin.watch_semaphore`."""
-        return await self.admin.watch_semaphore(name, data=data, owners=owners, waiters=waiters)
-
-    async def watch_prefix(
-        self, prefix: str, *, data: bool, owners: bool, waiters: bool
-    ) -> PrefixWatchStream:
-        """See :meth:`Admin.watch_prefix`."""
-        return await self.admin.watch_prefix(prefix)
 
     # -- the end ----------------------------------------------------------------------
 

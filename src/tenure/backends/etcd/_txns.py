@@ -2,7 +2,7 @@
 
 Every mutating Txn of a session first compares the session's record's
 mod_revision with the revision of this client's last bump of ``seq``
-(:class:`~tenure.backends.etcd._record.Record`), and reads the record when that
+(:class:`~tenure.backends.etcd._record.SessionRecord`), and reads the record when that
 fails. A Txn that failed because our own re-attach bumped ``seq`` meanwhile (in
 flight, or its answer lost) is sent again at the new revision; one that finds
 the record gone, or another client's, loses the session (diagnosed: dropped,
@@ -16,11 +16,12 @@ from typing import Any
 from aetcd.rpc import rpc_pb2
 
 from tenure._core.values import NodeConfig
-from tenure.backends.etcd._conn import Connection
-from tenure.backends.etcd._keys import EQUAL, MOD, Layout, get_prefix
+from tenure._etcd.client import EtcdClient
+from tenure._etcd.requests import EQUAL, MOD, get_prefix
+from tenure.backends.etcd._keys import Layout
 from tenure.backends.etcd._node import NodeView, config_of
 from tenure.backends.etcd._queue import SemState
-from tenure.backends.etcd._record import Record
+from tenure.backends.etcd._record import SessionRecord
 from tenure.errors import NotFoundError
 
 __all__ = ["TxnSender"]
@@ -31,7 +32,9 @@ _parse_txn = rpc_pb2.TxnRequest.FromString
 class TxnSender:
     """Sends one session's Txns and reads (module docstring)."""
 
-    def __init__(self, conn: Connection, layout: Layout, record: Record, view: NodeView) -> None:
+    def __init__(
+        self, conn: EtcdClient, layout: Layout, record: SessionRecord, view: NodeView
+    ) -> None:
         self.conn = conn
         self.layout = layout
         self.record = record
@@ -56,7 +59,7 @@ class TxnSender:
         """A TxnRequest with the session's compare and read in place (:meth:`send` it).
 
         Callers add their compares and ops in place (``request.compare.add(...)``,
-        :func:`~tenure.backends.etcd._keys.add_put`...): building a request in one
+        :func:`~tenure._etcd.requests.add_put`...): building a request in one
         message, not from messages copied into it, is most of what an acquire costs
         this client. The session's part is parsed from its bytes, made once per bump
         of ``seq`` (a quarter of the cost of adding it).
@@ -72,9 +75,9 @@ class TxnSender:
 
     async def send(self, request: Any) -> Any:
         """Send a request of :meth:`new_txn` (see :meth:`txn`)."""
-        record, owner = self.record, self.record.owner
+        record, session = self.record, self.record.session
         while True:
-            owner.check_alive()
+            session.check_alive()
             used = request.compare[0].mod_revision = record.seq_rev
             reply = await self.conn.send_txn(request)
             if reply.succeeded:
@@ -82,7 +85,7 @@ class TxnSender:
             found = reply.responses[0].response_range
             if not found.kvs:
                 await record.diagnose()
-                owner.check_alive()
+                session.check_alive()
                 continue
             if int(found.kvs[0].mod_revision) != used:
                 if record.seq_rev != used:
@@ -91,7 +94,7 @@ class TxnSender:
                 # its revision; or by a resume elsewhere: fenced off, raise the loss.
                 if not record.adopt(found.kvs[0]):
                     await record.diagnose()
-                    owner.check_alive()
+                    session.check_alive()
                 continue
             return reply
 
@@ -100,7 +103,7 @@ class TxnSender:
         reply = await self.conn.range(rpc_pb2.RangeRequest(key=self.layout.config(self.node)))
         if not reply.kvs:
             await self.record.diagnose()
-            self.record.owner.check_alive()
+            self.record.session.check_alive()
             raise NotFoundError(f"node {self.node!r} does not exist")
         self.view.update(reply.kvs[0])
         return config_of(reply.kvs[0])

@@ -33,40 +33,40 @@ import contextlib
 import time
 from typing import Any, Final
 
-from tenure.backends._base import Grant
-from tenure.backends._ledger import Pending
-from tenure.backends.etcd._keys import (
+from tenure._etcd.requests import (
     add_compare_create,
     add_delete,
     add_get_prefix,
     add_put,
-    encode,
-    parse_suffix,
     range_request,
 )
-from tenure.backends.etcd._queue import Entry, SemState
-from tenure.backends.etcd._types import SessionParts
+from tenure.backends._base import Grant
+from tenure.backends._ledger import Pending
+from tenure.backends.etcd._keys import encode, parse_suffix
+from tenure.backends.etcd._queue import QueueEntry, SemState
+from tenure.backends.etcd._types import SingleWaiterHome
 from tenure.errors import LeaseLostError, NotFoundError, TenureError, UnavailableError
 
-__all__ = ["WITHDRAW_TRIES", "Waiter", "until"]
+__all__ = ["WITHDRAW_TRIES", "SingleWaiter", "until"]
 
 #: Reads and withdrawals a withdrawal tries while grants race it (then it is sent
 #: again, as an unanswered one is).
 WITHDRAW_TRIES: Final = 5
 
 
-class Waiter:
-    """Waits, grants and withdraws for one session (module docstring)."""
+class SingleWaiter:
+    """Waits, grants and withdraws the single acquires of one session (module docstring);
+    a lock_all's set is :class:`~tenure.backends.etcd._set_wait.SetWaiter`'s."""
 
-    def __init__(self, parts: SessionParts) -> None:
-        self._parts = parts
+    def __init__(self, store: SingleWaiterHome) -> None:
+        self._store = store
 
     async def wait(
         self,
         pending: Pending,
         state: SemState,
         suffix: bytes,
-        old: Entry | None,
+        old: QueueEntry | None,
     ) -> Grant | None:
         """Wait until request ``suffix`` is admitted and granted, times out, or ends.
 
@@ -75,13 +75,13 @@ class Waiter:
         granted, gone, or its turn has come. ``since`` is the oldest revision the feed
         must have reached for its state to be at least as new as what this waiter read.
         """
-        parts, name, timeout = self._parts, pending.name, pending.timeout
+        store, name, timeout = self._store, pending.name, pending.timeout
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         _, hold, _ = parse_suffix(suffix)
         since = state.revision
-        prefix = parts.layout.semaphore(parts.node, name)
-        with parts.feeds.subscribe(prefix, state, suffix) as (feed, wake):
+        prefix = store.keys.prefix(name)
+        with store.feeds.subscribe(prefix, state, suffix) as (feed, wake):
             while True:
                 await until(wake, pending.future, deadline)
                 if pending.future.done():  # the session ended: its future says how
@@ -109,7 +109,7 @@ class Waiter:
                         if timeout == 0:
                             return None
                         raise TimeoutError(f"acquire of {name!r} timed out after {timeout:g}s")
-                    read = await parts.sender.read(name)  # granted meanwhile: the grant stands
+                    read = await store.sender.read(name)  # granted meanwhile: the grant stands
                     mine = read.entry(suffix)
                     if mine is not None and mine.granted:
                         return Grant(mine.granted, mine.count, None, hold)
@@ -117,33 +117,35 @@ class Waiter:
                     wake.set()
 
     async def _grant(
-        self, pending: Pending, state: SemState, entry: Entry, old: Entry | None
+        self, pending: Pending, state: SemState, entry: QueueEntry, old: QueueEntry | None
     ) -> Grant | SemState:
         """Commit the grant of admitted request ``entry``, or the state to go on from."""
-        parts, name = self._parts, pending.name
-        prefix = parts.layout.semaphore(parts.node, name)
+        store, name = self._store, pending.name
+        prefix = store.keys.prefix(name)
         queue, grants = prefix + b"q/", prefix + b"g/"
-        request = parts.sender.new_txn()
+        request = store.sender.new_txn()
         add_compare_create(request.compare, queue + entry.suffix, entry.created)
         add_compare_create(request.compare, prefix + b"rec", state.record)
-        # Not granted yet: a Txn the connection sends again because its answer was lost
+        # Not granted yet: a Txn the etcd client sends again because its answer was lost
         # must not put the grant a second time (the token would then be the retry's
         # revision, not the grant key's create_revision).
         add_compare_create(request.compare, grants + entry.suffix, 0)
         # When it was granted, by this client's clock (etcd has none to offer).
-        add_put(request.success, grants + entry.suffix, encode({"at": time.time()}), parts.lease_id)
+        add_put(
+            request.success, grants + entry.suffix, encode({"at": time.time()}), store.keys.lease_id
+        )
         if old is not None:  # an upgrade replaces the hold: its old request and grant go
             add_delete(request.success, queue + old.suffix)
             add_delete(request.success, grants + old.suffix)
         add_get_prefix(request.failure, prefix)
-        reply = await parts.sender.send(request)
+        reply = await store.sender.send(request)
         if reply.succeeded:
             return Grant(int(reply.header.revision), entry.count, None, entry.hold)
         now = SemState.parse(
             name, prefix, reply.responses[1].response_range.kvs, int(reply.header.revision)
         )
         mine = now.entry(entry.suffix)
-        if mine is not None and mine.granted and entry.sid == parts.lease_id:
+        if mine is not None and mine.granted and entry.sid == store.keys.lease_id:
             # Our first try was applied and its answer lost: the grant stands, and its
             # token is the revision that created it.
             return Grant(mine.granted, entry.count, None, entry.hold)
@@ -160,16 +162,16 @@ class Waiter:
         as good as granted on the engine, which grants at once: it ends with
         LeaseLostError there, and here too, rather than NotFoundError.
         """
-        parts, name = self._parts, pending.name
-        await parts.record.diagnose()
+        store, name = self._store, pending.name
+        await store.record.diagnose()
         if pending.future.done():  # the session ended: its future says how
             pending.future.result()
         message = f"semaphore {name!r} was deleted"
         admitted = False
         if gone_at:
-            prefix = parts.layout.semaphore(parts.node, name)
+            prefix = store.keys.prefix(name)
             with contextlib.suppress(TenureError):  # compacted already: say what we know
-                reply = await parts.conn.range(range_request(prefix, revision=gone_at - 1))
+                reply = await store.conn.range(range_request(prefix, revision=gone_at - 1))
                 admitted = SemState.parse(name, prefix, reply.kvs, gone_at - 1).is_admitted(suffix)
         if admitted:
             raise LeaseLostError(message)
@@ -177,12 +179,12 @@ class Waiter:
 
     async def withdraw(self, name: str, suffix: bytes) -> bool:
         """Delete request ``suffix`` unless it was granted; whether it was withdrawn."""
-        parts = self._parts
-        prefix = parts.layout.semaphore(parts.node, name)
-        request = parts.sender.new_txn()
+        store = self._store
+        prefix = store.keys.prefix(name)
+        request = store.sender.new_txn()
         add_compare_create(request.compare, prefix + b"g/" + suffix, 0)
         add_delete(request.success, prefix + b"q/" + suffix)
-        reply = await parts.sender.send(request)
+        reply = await store.sender.send(request)
         return bool(reply.succeeded)
 
     async def withdraw_request(self, name: str, hold: int) -> Grant | None:
@@ -194,23 +196,23 @@ class Waiter:
         key, no grant key), so one granted meanwhile is read again, not deleted (a
         grant at once is made with its key, never later).
         """
-        parts = self._parts
-        held = parts.owner.ledger.held.get((name, hold))
+        store = self._store
+        held = store.session.ledger.held.get((name, hold))
         kept = held.token if held is not None else 0
-        prefix = parts.layout.semaphore(parts.node, name)
+        prefix = store.keys.prefix(name)
         for _ in range(WITHDRAW_TRIES):
-            state = await parts.sender.read(name)
+            state = await store.sender.read(name)
             raced = False
             for entry in state.entries:
-                if entry.place != (parts.lease_id, hold) or (kept and entry.granted == kept):
+                if entry.place != (store.keys.lease_id, hold) or (kept and entry.granted == kept):
                     continue
                 if entry.granted:
                     return Grant(entry.granted, entry.count, None, hold)
-                request = parts.sender.new_txn()
+                request = store.sender.new_txn()
                 add_compare_create(request.compare, prefix + b"q/" + entry.suffix, entry.created)
                 add_compare_create(request.compare, prefix + b"g/" + entry.suffix, 0)
                 add_delete(request.success, prefix + b"q/" + entry.suffix)
-                raced = raced or not (await parts.sender.send(request)).succeeded
+                raced = raced or not (await store.sender.send(request)).succeeded
             if not raced:
                 return None
         raise UnavailableError(

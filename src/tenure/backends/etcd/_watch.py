@@ -20,11 +20,11 @@ the latest state first (never replaying from an old revision: etcd-io/etcd#13156
 from __future__ import annotations
 
 from tenure._core.values import SemaphoreDescription
+from tenure._etcd.requests import prefix_end
+from tenure._etcd.streams import Watcher
 from tenure.backends._readback import ReadbackWatch, first_of
-from tenure.backends.etcd._keys import prefix_end
 from tenure.backends.etcd._queue import SemState
-from tenure.backends.etcd._streams import Watcher
-from tenure.backends.etcd._types import Armed, SessionParts
+from tenure.backends.etcd._types import Armed, EtcdWatchHome
 from tenure.backends.etcd._who import identified
 
 __all__ = ["EtcdWatch"]
@@ -38,7 +38,7 @@ class EtcdWatch(ReadbackWatch):
 
     def __init__(
         self,
-        parts: SessionParts,
+        store: EtcdWatchHome,
         armed: set[Armed],
         name: str,
         *,
@@ -47,7 +47,7 @@ class EtcdWatch(ReadbackWatch):
         waiters: bool,
     ) -> None:
         super().__init__(name, data=data, owners=owners, waiters=waiters)
-        self._parts = parts
+        self._store = store
         self._armed = armed
         self._watcher: Watcher | None = None
         #: The revision of the last read, and what it showed.
@@ -56,12 +56,12 @@ class EtcdWatch(ReadbackWatch):
 
     async def _arm(self) -> SemaphoreDescription:
         """Arm the watch from now, then read the state (module docstring)."""
-        parts = self._parts
-        prefix = parts.layout.semaphore(parts.node, self._name)
-        watcher = self._watcher = parts.hub.watch(prefix, prefix_end(prefix), 0)
+        store = self._store
+        prefix = store.keys.prefix(self._name)
+        watcher = self._watcher = store.hub.watch(prefix, prefix_end(prefix), 0)
         self._armed.add(self)
         try:
-            return await self._shown_now(await parts.sender.read(self._name))
+            return await self._shown_now(await store.sender.read(self._name))
         except BaseException:
             watcher.cancel()
             self._watcher = None
@@ -75,8 +75,8 @@ class EtcdWatch(ReadbackWatch):
 
     async def _describe(self, state: SemState) -> SemaphoreDescription:
         description = state.describe(owners=self._owners, waiters=self._waiters)
-        parts = self._parts
-        return await identified(parts.conn, parts.layout, parts.node, description)
+        store = self._store
+        return await identified(store.conn, store.keys.layout, store.keys.node, description)
 
     async def _wait(self) -> None:
         assert self._watcher is not None
@@ -90,7 +90,7 @@ class EtcdWatch(ReadbackWatch):
         if not events and not reset and made is not None and made <= self._read_at:
             assert self._shown is not None
             return self._shown  # only the watch being made: the last read covers it
-        state = await self._parts.sender.read(self._name)
+        state = await self._store.sender.read(self._name)
         if reset:
             watcher.restart(state.revision + 1)
         return await self._shown_now(state)

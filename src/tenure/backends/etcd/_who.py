@@ -13,11 +13,12 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
 from tenure._core.values import NO_IDENTITY, ClientIdentity, SemaphoreDescription
-from tenure.backends.etcd._keys import decode, get
+from tenure._etcd.requests import get
+from tenure.backends.etcd._keys import decode
 from tenure.backends.etcd._record import identity_of
 
 if TYPE_CHECKING:
-    from tenure.backends.etcd._conn import Connection
+    from tenure._etcd.client import EtcdClient
     from tenure.backends.etcd._keys import Layout
 
 __all__ = ["GETS_PER_TXN", "identified", "read_records"]
@@ -27,7 +28,7 @@ GETS_PER_TXN: Final = 64
 
 
 async def read_records(
-    conn: Connection, layout: Layout, node: str, sids: Iterable[int]
+    conn: EtcdClient, layout: Layout, node: str, sids: Iterable[int]
 ) -> dict[int, dict[str, Any]]:
     """The records of sessions ``sids`` that exist, decoded, by lease id."""
     wanted = sorted(set(sids))
@@ -46,7 +47,7 @@ async def read_records(
 
 
 async def identified(
-    conn: Connection, layout: Layout, node: str, description: SemaphoreDescription
+    conn: EtcdClient, layout: Layout, node: str, description: SemaphoreDescription
 ) -> SemaphoreDescription:
     """``description`` with its owners' and waiters' descriptions and identities."""
     sids = [o.session_id for o in description.owners] + [w.session_id for w in description.waiters]

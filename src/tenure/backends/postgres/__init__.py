@@ -67,7 +67,7 @@ from tenure.backends._store_listing import ListingModule, StoreListings
 from tenure.backends._turns import Turns
 from tenure.backends.postgres import _listing
 from tenure.backends.postgres._calls import Caller
-from tenure.backends.postgres._listen import Listener, channel
+from tenure.backends.postgres._listen import PgListener, channel
 from tenure.backends.postgres._migrate import migrate
 from tenure.backends.postgres._reaper import Reaper
 from tenure.backends.postgres._reclaim import check_pooled, configure_reclaim, refused_for_slots
@@ -128,7 +128,7 @@ class PgBackend(StoreListings):
         self,
         options: PgOptions,
         pool: AsyncConnectionPool[Any],
-        listener: Listener,
+        listener: PgListener,
         capabilities: frozenset[Capability],
     ) -> None:
         self.options = options
@@ -212,7 +212,7 @@ class PgBackend(StoreListings):
         await self.caller.call("drop_node", [name, force], idempotent=False)
         for store in list(self.sessions.values()):
             if store.node == name:
-                store.owner.dropped()
+                store.session.dropped()
 
     async def open_session(
         self,
@@ -259,6 +259,9 @@ class PgBackend(StoreListings):
         session = StoreSession(
             store,
             listener,
+            acquiring=store.acquirer,
+            admin=store.admin,
+            watching=store.admin,
             scheme=SCHEME,
             node=store.node,
             session_id=store.sid,
@@ -284,7 +287,7 @@ class PgBackend(StoreListings):
             raise
         old = self.sessions.get(ticket.session_id)
         if old is not None:  # its owner is this very client: fenced off all the same
-            old.owner.lose(
+            old.session.lose(
                 SessionExpiredError(
                     f"session {ticket.session_id} was taken over by a resumed client"
                 )
@@ -300,7 +303,7 @@ class PgBackend(StoreListings):
         )
         session = self._opened(store, listener)
         self.reaper.due(node, answer.get("next"))
-        session.adopt(await store.holds())
+        session.adopt(await store.acquirer.holds())
         return session
 
     def session_ended(self, store: PgStore) -> None:
@@ -318,7 +321,7 @@ class PgBackend(StoreListings):
         connect_timeout), then the LISTEN connection and the pool."""
         stores = list(self.sessions.values())
         results = await asyncio.gather(
-            *(store.owner.close() for store in stores), return_exceptions=True
+            *(store.session.close() for store in stores), return_exceptions=True
         )
         for result in results:
             if isinstance(result, BaseException) and not isinstance(result, TenureError):
@@ -331,7 +334,7 @@ class PgBackend(StoreListings):
 
 
 async def _capabilities(
-    caller: Caller, listener: Listener, options: PgOptions
+    caller: Caller, listener: PgListener, options: PgOptions
 ) -> frozenset[Capability]:
     async with caller.pool.connection(timeout=options.connect_timeout) as conn:
         cursor = await conn.execute(
@@ -378,7 +381,7 @@ async def open_backend(url: str, options: Mapping[str, object]) -> PgBackend:
         open=False,
         timeout=parsed.connect_timeout,
     )
-    listener = Listener(parsed)
+    listener = PgListener(parsed)
     try:
         try:
             # The LISTEN connection first: it is not pooled, so a refusal reaches us

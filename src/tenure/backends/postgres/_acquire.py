@@ -1,5 +1,8 @@
 """Acquiring on PostgreSQL: one call to be granted or queued, then wait for a push.
 
+:class:`PgAcquirer` is a session's :class:`~tenure.backends._store.Acquiring` here:
+its acquires (below), its releases and renewals, and its holds read back.
+
 1. ``acquire(...)`` locks the semaphore's row and grants at once when nobody is
    queued and the count fits (a new token from the ``tokens`` sequence, under the
    semaphore's row lock), restates a hold in place when it asks for no more than it holds
@@ -28,6 +31,9 @@
 
 Without notifications (a transaction-pooling pgbouncer), a waiter also re-checks
 every ``recheck_interval`` seconds: bounded, and said in the docs.
+
+A **release** deletes the hold's owner row (and a queued upgrade of it); a
+**renewal** restarts a grant's lease on the database's clock.
 """
 
 from __future__ import annotations
@@ -39,9 +45,9 @@ from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Final, Protocol
 
-from tenure.backends._base import Grant
+from tenure.backends._base import Grant, HeldGrant
 from tenure.backends._ledger import Pending
-from tenure.backends._store import QUEUED, Enqueued, Owner, Queued, Withdrawal
+from tenure.backends._store import QUEUED, BoundSession, Enqueued, InQueue, Withdrawal
 from tenure.errors import (
     AcquireCancelledError,
     LeaseLostError,
@@ -50,18 +56,19 @@ from tenure.errors import (
     TenureError,
 )
 
-__all__ = ["AcquireHost", "Acquirer"]
+__all__ = ["PgAcquirer", "PgAcquirerHome"]
 
 #: Seconds past the database's deadline at which a waiter asks (timers fire early
 #: and clocks differ a little; asking too early only costs one more call).
 SLACK: Final = 0.002
 
 
-class AcquireHost(Protocol):
-    """What acquiring needs of the session's store."""
+class PgAcquirerHome(Protocol):
+    """What acquiring asks of its home, the session's store (a
+    :class:`~tenure.backends.postgres._store.PgStore`)."""
 
     @property
-    def owner(self) -> Owner:
+    def session(self) -> BoundSession:
         """The session."""
 
     @property
@@ -84,11 +91,14 @@ class AcquireHost(Protocol):
     def check_holds(self, name: str | None) -> Coroutine[Any, Any, None]:
         """Read the holds back: those of ``name`` the database no longer has are lost."""
 
+    def reap_now(self) -> None:
+        """Let the database end what is due on the node now (a reap)."""
+
 
 class _Waiting:
     """What a queued request listens to: its session's grants, its semaphores' deletes."""
 
-    def __init__(self, host: AcquireHost, names: Sequence[str]) -> None:
+    def __init__(self, store: PgAcquirerHome, names: Sequence[str]) -> None:
         self.wake = asyncio.Event()
         self.deleted: set[str] = set()  # semaphores deleted by force meanwhile
         self.left: float | None = None  # seconds until its deadline, by the database
@@ -103,8 +113,8 @@ class _Waiting:
         # A waiter hears of its session's grants and timeouts (``g<sid>``) and of its
         # semaphores' forced deletes (``d<name>``); not of every change of them,
         # which would wake every waiter for each release.
-        self._stops = [host.subscribe(f"g{host.sid}", self.wake.set)]
-        self._stops += [host.subscribe("d" + name, on_delete(name)) for name in names]
+        self._stops = [store.subscribe(f"g{store.sid}", self.wake.set)]
+        self._stops += [store.subscribe("d" + name, on_delete(name)) for name in names]
 
     def stop(self) -> None:
         for stop in self._stops:
@@ -122,11 +132,12 @@ class _Set:
         self.unread = members  # members whose grants are not read yet
 
 
-class Acquirer:
-    """Acquire, wait, withdraw (module docstring) for one session's store."""
+class PgAcquirer:
+    """Acquire, wait, withdraw, release, renew, read back (module docstring) for one
+    session's store."""
 
-    def __init__(self, host: AcquireHost) -> None:
-        self._host = host
+    def __init__(self, store: PgAcquirerHome) -> None:
+        self._store = store
 
     def new_request_id(self) -> int:
         """A random request id (63 bits): unused by this session across its owners."""
@@ -134,11 +145,11 @@ class Acquirer:
 
     async def enqueue(self, pending: Pending) -> Enqueued:
         """The acquire call (subscribed first: no notification of its wait is missed)."""
-        host = self._host
-        waiting, queued = _Waiting(host, [pending.name]), False
+        store = self._store
+        waiting, queued = _Waiting(store, [pending.name]), False
         try:
-            async with host.joining(pending.name):
-                answer = await host.call(
+            async with store.joining(pending.name):
+                answer = await store.call(
                     "acquire",
                     pending.name,
                     pending.hold,
@@ -159,18 +170,18 @@ class Acquirer:
             if not queued:
                 waiting.stop()
 
-    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | Queued | None:
+    async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | InQueue | None:
         """The acquire_all call for every pending (one per name, with the same count,
         data, timeout and ephemeral), under every name's turn (taken in name order:
         two of this client's calls never wait for each other's turns in a cycle)."""
-        host, first = self._host, pendings[0]
+        store, first = self._store, pendings[0]
         names = [pending.name for pending in pendings]
-        waiting, queued = _Waiting(host, names), False
+        waiting, queued = _Waiting(store, names), False
         try:
             async with contextlib.AsyncExitStack() as turns:
                 for name in sorted(names):
-                    await turns.enter_async_context(host.joining(name))
-                answer = await host.call(
+                    await turns.enter_async_context(store.joining(name))
+                answer = await store.call(
                     "acquire_all",
                     names,
                     [pending.hold for pending in pendings],
@@ -211,7 +222,7 @@ class Acquirer:
         else:
             # The first member's wait ended, and with it this one's (granted or ended
             # in the same transaction): ask at once, and wait on only if that says so.
-            waiting = _Waiting(self._host, [pending.name])
+            waiting = _Waiting(self._store, [pending.name])
             waiting.left, waiting.deleted = lock_set.left, lock_set.deleted
             waiting.wake.set()
         assert isinstance(waiting, _Waiting)
@@ -226,11 +237,11 @@ class Acquirer:
         return grant
 
     async def _wait(self, pending: Pending, waiting: _Waiting) -> Grant:
-        host, loop = self._host, asyncio.get_running_loop()
+        store, loop = self._store, asyncio.get_running_loop()
         name = pending.name
         left = waiting.left
         deadline = None if left is None else loop.time() + left + SLACK
-        recheck = host.recheck
+        recheck = store.recheck
         while True:
             pause = None if deadline is None else max(0.0, deadline - loop.time())
             if recheck is not None:
@@ -240,7 +251,7 @@ class Acquirer:
                 return pending.future.result()
             waiting.wake.clear()
             try:
-                answer = await host.call("check_request", name, pending.hold, pending.request_id)
+                answer = await store.call("check_request", name, pending.hold, pending.request_id)
             except LostError:
                 return await pending.future  # the session ended (NotFound if dropped)
             if "token" in answer:
@@ -261,14 +272,39 @@ class Acquirer:
         may be gone already. Ask the database (once they are held: the caller takes
         them before this runs)."""
         for name in sorted(deleted):
-            self._host.owner.spawn(self._host.check_holds(name))
+            self._store.session.spawn(self._store.check_holds(name))
 
     async def withdraw(self, pending: Pending) -> Grant | Withdrawal:
         """Remove the request unless it was granted; the grant if it was."""
-        answer = await self._host.call("withdraw", pending.name, pending.hold, pending.request_id)
+        answer = await self._store.call("withdraw", pending.name, pending.hold, pending.request_id)
         if "token" not in answer:
             return Withdrawal.WITHDRAWN
         return _grant_of(answer, pending.hold)
+
+    async def release(self, name: str, hold: int) -> bool:
+        """Delete the hold's owner row (and a queued upgrade of it)."""
+        return bool(await self._store.call("release", name, hold))
+
+    async def renew(self, name: str, grant: Grant) -> float:
+        """Restart the lease of a grant that has a TTL (the node's ``default_lease``)."""
+        ttl = float(await self._store.call("renew", name, grant.hold))
+        if ttl < 0:  # ran out already, by the database's clock: its reap ends it now
+            self._store.reap_now()
+            raise LeaseLostError(f"the lease of {name!r} ran out before it was renewed")
+        return ttl
+
+    async def holds(self) -> list[HeldGrant]:
+        """The session's holds as the database keeps them, in (name, hold) order."""
+        rows = await self._store.call("holds")
+        found = [
+            HeldGrant(
+                name,
+                Grant(int(token), int(count), None if ttl is None else float(ttl), int(hold)),
+                bytes.fromhex(data),
+            )
+            for name, hold, token, count, data, ttl in rows
+        ]
+        return sorted(found, key=lambda held: (held.name, held.grant.hold))
 
 
 def _ended(pending: Pending, answer: Any) -> TenureError | TimeoutError:

@@ -43,7 +43,7 @@ from tenure.backends.postgres._calls import Caller
 from tenure.backends.postgres._reclaim import configure_reclaim
 from tenure.backends.postgres._url import PgOptions
 
-__all__ = ["Listener", "channel"]
+__all__ = ["PgListener", "channel"]
 
 log = logging.getLogger("tenure.postgres")
 
@@ -69,7 +69,7 @@ def channel(schema: str, node: str) -> str:
     return "tn_" + digest[:24]
 
 
-class Listener:
+class PgListener:
     """The client's LISTEN connection and its subscribers (see the module docstring)."""
 
     def __init__(self, options: PgOptions) -> None:

@@ -22,22 +22,22 @@ from tenure.backends.postgres._calls import Caller
 __all__ = ["kill_session", "list_nodes", "list_semaphores", "list_sessions"]
 
 
-class Lister(Protocol):
-    """What the listings need of the backend."""
+class PgListingHome(Protocol):
+    """What the listings ask of their home, the backend they list for."""
 
     @property
     def caller(self) -> Caller:
         """Runs the schema's functions."""
 
 
-async def list_nodes(backend: Lister, after: str, limit: int) -> list[str]:
+async def list_nodes(backend: PgListingHome, after: str, limit: int) -> list[str]:
     """See :meth:`tenure.backends._base.Backend.list_nodes`."""
     after, limit = check_bound(after), check_page_limit(limit)
     return [str(name) for name in await backend.caller.call("list_nodes", [after, limit])]
 
 
 async def list_semaphores(
-    backend: Lister, node: str, prefix: str, after: str, limit: int
+    backend: PgListingHome, node: str, prefix: str, after: str, limit: int
 ) -> list[SemaphoreSummary]:
     """See :meth:`tenure.backends._base.Backend.list_semaphores`."""
     node = check_name("node", node)
@@ -63,7 +63,9 @@ def _session(row: list[Any]) -> SessionSummary:
     )
 
 
-async def list_sessions(backend: Lister, node: str, after: int, limit: int) -> list[SessionSummary]:
+async def list_sessions(
+    backend: PgListingHome, node: str, after: int, limit: int
+) -> list[SessionSummary]:
     """See :meth:`tenure.backends._base.Backend.list_sessions`."""
     node = check_name("node", node)
     after, limit = check_session_after(after), check_page_limit(limit)
@@ -71,7 +73,7 @@ async def list_sessions(backend: Lister, node: str, after: int, limit: int) -> l
     return [_session(row) for row in rows]
 
 
-async def kill_session(backend: Lister, node: str, session_id: int) -> None:
+async def kill_session(backend: PgListingHome, node: str, session_id: int) -> None:
     """See :meth:`tenure.backends._base.Backend.kill_session`: ended in the database as
     its expiry would be; its client hears of it by the notification that sends."""
     node, session_id = check_session_id(node, session_id)

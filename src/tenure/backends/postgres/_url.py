@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
-from tenure.backends._options import merged_settings, seconds, shown_url, withdraw_wait
+from tenure._url_options import merged_settings, seconds
+from tenure.backends._options import shown_url, withdraw_wait
 from tenure.errors import InvalidArgumentError
 
 __all__ = ["PgOptions", "parse_url"]

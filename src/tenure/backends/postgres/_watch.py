@@ -30,11 +30,12 @@ from tenure.backends._prefix import PrefixFeed, PrefixStream
 from tenure.backends._readback import ReadbackWatch
 from tenure.errors import TenureError
 
-__all__ = ["PgWatch", "WatchHost", "watch_prefix"]
+__all__ = ["PgWatch", "PgWatchHome", "watch_prefix"]
 
 
-class WatchHost(Protocol):
-    """What a watch needs of its session's store."""
+class PgWatchHome(Protocol):
+    """What a watch asks of its home, the session's administration (a
+    :class:`~tenure.backends.postgres._admin.PgAdmin`)."""
 
     #: The session's armed watches (the store fails them when the session ends).
     watches: set[PgWatch]
@@ -69,20 +70,20 @@ class PgWatch(ReadbackWatch):
     """A :class:`~tenure.backends._base.WatchStream` over the node's notifications."""
 
     def __init__(
-        self, host: WatchHost, name: str, *, data: bool, owners: bool, waiters: bool
+        self, home: PgWatchHome, name: str, *, data: bool, owners: bool, waiters: bool
     ) -> None:
         super().__init__(name, data=data, owners=owners, waiters=waiters)
-        self._host = host
+        self._home = home
         self._stop: Callable[[], None] | None = None
         self._id = secrets.randbits(63)
         self._registered = False
 
     async def _arm(self) -> SemaphoreDescription:
         """Subscribe, register, then read the state."""
-        self._stop = self._host.subscribe("s" + self._name, self.poke)
-        self._host.watches.add(self)
+        self._stop = self._home.subscribe("s" + self._name, self.poke)
+        self._home.watches.add(self)
         try:
-            await self._host.register_watch(self._name, self._id)
+            await self._home.register_watch(self._name, self._id)
             self._registered = True
             return await self._read()
         except BaseException:
@@ -90,20 +91,20 @@ class PgWatch(ReadbackWatch):
             raise
 
     async def _read(self) -> SemaphoreDescription:
-        return await self._host.read(self._name, owners=self._owners, waiters=self._waiters)
+        return await self._home.read(self._name, owners=self._owners, waiters=self._waiters)
 
     async def _disarm(self) -> None:
         if self._stop is not None:
             self._stop()
             self._stop = None
-        self._host.watches.discard(self)
+        self._home.watches.discard(self)
         if self._registered and self._error is None:  # a session that ended has none
             self._registered = False
             with contextlib.suppress(TenureError):
-                await self._host.unregister_watch(self._name, self._id)
+                await self._home.unregister_watch(self._name, self._id)
 
 
-async def watch_prefix(host: WatchHost, prefix: str) -> PrefixStream:
+async def watch_prefix(home: PgWatchHome, prefix: str) -> PrefixStream:
     """Hear the node's changes, register the prefix, then return: armed (module docstring)."""
     feed = PrefixFeed()
     watch_id = secrets.randbits(63)
@@ -114,21 +115,21 @@ async def watch_prefix(host: WatchHost, prefix: str) -> PrefixStream:
         elif name.startswith(prefix):
             feed.put(name)
 
-    stop = host.hear_names(heard)
-    host.prefix_watches.add(feed)
+    stop = home.hear_names(heard)
+    home.prefix_watches.add(feed)
     registered = False
 
     async def disarm() -> None:
         nonlocal registered
         stop()
-        host.prefix_watches.discard(feed)
+        home.prefix_watches.discard(feed)
         if registered:
             registered = False
             with contextlib.suppress(TenureError):
-                await host.unregister_prefix_watch(watch_id)
+                await home.unregister_prefix_watch(watch_id)
 
     try:
-        await host.register_prefix_watch(prefix, watch_id)
+        await home.register_prefix_watch(prefix, watch_id)
     except BaseException:
         await disarm()
         raise

@@ -60,7 +60,7 @@ from tenure.backends._store_listing import ListingModule, StoreListings
 from tenure.backends._turns import Turns
 from tenure.backends.redis import _listing
 from tenure.backends.redis._codec import config_args, config_text, decode_config, decode_node
-from tenure.backends.redis._conn import Connection
+from tenure.backends.redis._conn import RedisFunctions
 from tenure.backends.redis._inbox import NodeInbox
 from tenure.backends.redis._store import RedisStore
 from tenure.backends.redis._url import parse_url
@@ -113,7 +113,7 @@ class RedisBackend(StoreListings):
 
     listing: ClassVar[ListingModule] = _listing  # its listings (StoreListings)
 
-    def __init__(self, conn: Connection, capabilities: frozenset[Capability]) -> None:
+    def __init__(self, conn: RedisFunctions, capabilities: frozenset[Capability]) -> None:
         self.conn = conn
         self._capabilities = capabilities
         self.client_id = secrets.token_hex(8)
@@ -221,7 +221,7 @@ class RedisBackend(StoreListings):
             raise
         for (session_base, _), store in list(self.sessions.items()):
             if session_base == base:
-                store.owner.dropped()
+                store.session.dropped()
 
     # -- sessions --------------------------------------------------------------------
 
@@ -289,6 +289,9 @@ class RedisBackend(StoreListings):
         session = StoreSession(
             store,
             listener,
+            acquiring=store.commands,
+            admin=store.commands,
+            watching=store.watches,
             scheme="redis",
             node=store.node,
             session_id=store.session_id,
@@ -304,7 +307,7 @@ class RedisBackend(StoreListings):
     ) -> StoreSession:
         """Take back the live session ``session_id`` of ``node`` by its ``secret``.
 
-        Its holds stay with their tokens (:meth:`RedisStore.holds`), its queued
+        Its holds stay with their tokens (:meth:`RedisStore.taken_back`), its queued
         requests are withdrawn, and the client that had it is fenced off and told
         (``session_lost``). SessionExpiredError if it ended or the secret is wrong.
         """
@@ -321,7 +324,7 @@ class RedisBackend(StoreListings):
             inbox.renumbered()
         stale = self.sessions.get((base, session_id))
         if stale is not None:  # this very client had it: the old object is fenced off
-            stale.owner.lose(SessionExpiredError(f"session {session_id} was resumed"))
+            stale.session.lose(SessionExpiredError(f"session {session_id} was resumed"))
         store = RedisStore(
             self,
             inbox,
@@ -343,7 +346,7 @@ class RedisBackend(StoreListings):
         self._closed = True
         for store in list(self.sessions.values()):
             with contextlib.suppress(Exception):
-                await store.owner.close()
+                await store.session.close()
         self.sessions.clear()
         for inbox in list(self.inboxes.values()):
             await inbox.close(delete_inbox=True)
@@ -351,7 +354,7 @@ class RedisBackend(StoreListings):
         await self.conn.close()
 
 
-async def _server_capabilities(conn: Connection) -> frozenset[Capability]:
+async def _server_capabilities(conn: RedisFunctions) -> frozenset[Capability]:
     """Read the server's persistence and eviction settings: DURABLE, or a refusal."""
     client = conn.client
     try:
@@ -390,7 +393,7 @@ def _text(value: object) -> str:
 
 async def open_backend(url: str, options: Mapping[str, object]) -> RedisBackend:
     """Open ``redis://host[:port][/db]?options`` (``rediss://`` for TLS)."""
-    conn = Connection(parse_url(url, options))
+    conn = RedisFunctions(parse_url(url, options))
     try:
         capabilities = await _server_capabilities(conn)
         await conn.load()

@@ -14,7 +14,7 @@ call's client CPU otherwise), and calls made at once share a write. Other comman
 (the inbox's trims, listings' scans, ``INFO``) use redis-py's client as usual.
 
 A call whose connection fails raises :class:`~tenure.errors.UnavailableError`;
-:meth:`Connection.retrying` sends it again (same arguments, so the same request
+:meth:`RedisFunctions.retrying` sends it again (same arguments, so the same request
 key: the server answers a retried change as it answered the first try) until its
 deadline.
 """
@@ -34,11 +34,11 @@ from redis import exceptions as rexc
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from tenure.backends.redis._pipe import Pipe
+from tenure.backends.redis._pipe import RedisPipe
 from tenure.backends.redis._url import RedisOptions
 from tenure.errors import PermissionDeniedError, TenureError, UnavailableError, error_from_code
 
-__all__ = ["LIBRARY", "VERSION", "Connection", "Reply"]
+__all__ = ["LIBRARY", "VERSION", "RedisFunctions", "FunctionReply"]
 
 _PARTS: Final = files("tenure.backends.redis").joinpath("lua")
 #: The library's source: the parts in ``lua/``, joined in name order.
@@ -71,7 +71,7 @@ _TENURE_ERROR = re.compile(r"^TENURE (\d+) (.*?)(?: script: \S+, on @user_functi
 _CONNECTION_ERRORS: Final = (rexc.ConnectionError, rexc.TimeoutError, OSError)
 
 
-class Reply:
+class FunctionReply:
     """One function's answer: the result, the server's time, when the next deadline is
     due, and what it pushed to the caller's inbox."""
 
@@ -93,7 +93,7 @@ def _error(error: rexc.ResponseError) -> BaseException:
     return error_from_code(int(match[1]), match[2])
 
 
-class Connection:
+class RedisFunctions:
     """A pool of connections to one Redis server, calling the library's functions."""
 
     def __init__(self, options: RedisOptions) -> None:
@@ -102,7 +102,7 @@ class Connection:
             **options.client_kwargs(), retry=Retry(NoBackoff(), 0), max_connections=64
         )
         #: The connection every function call goes over (pipelined).
-        self.calls = Pipe(options)
+        self.calls = RedisPipe(options)
         self._loaded = False
         self._loading: asyncio.Lock | None = None
         self.closed = False
@@ -135,7 +135,7 @@ class Connection:
                 raise UnavailableError(f"Redis at {self.endpoint} unreachable: {error}") from None
             self._loaded = True
 
-    async def call(self, op: str, base: str, *args: str | bytes | int) -> Reply:
+    async def call(self, op: str, base: str, *args: str | bytes | int) -> FunctionReply:
         """Call function ``op`` on the node at key prefix ``base`` (once)."""
         if self.closed:
             raise UnavailableError("the client is closed")
@@ -162,7 +162,7 @@ class Connection:
             if self.closed:  # the pool was closed under the call (redis-py's own errors)
                 raise UnavailableError("the client is closed") from None
             raise
-        reply = Reply(raw)
+        reply = FunctionReply(raw)
         self.offset = sent - reply.now  # the send time: never later than the server's
         return reply
 
@@ -181,7 +181,7 @@ class Connection:
 
     def call_now(
         self, op: str, base: str, *args: str | bytes | int
-    ) -> asyncio.Future[Reply] | None:
+    ) -> asyncio.Future[FunctionReply] | None:
         """Call function ``op`` now, in the caller's turn of the loop, so that it goes
         out before any later call: its reply's future (errors as :meth:`call` raises
         them), or None if it cannot be sent now (not connected, or the library not
@@ -193,12 +193,12 @@ class Connection:
         raw = self.calls.send_now("FCALL", function_name(op), 1, base, *args)
         if raw is None:
             return None
-        reply: asyncio.Future[Reply] = loop.create_future()
+        reply: asyncio.Future[FunctionReply] = loop.create_future()
         raw.add_done_callback(partial(self._replied, op, sent, reply))
         return reply
 
     def _replied(
-        self, op: str, sent: float, reply: asyncio.Future[Reply], raw: asyncio.Future[Any]
+        self, op: str, sent: float, reply: asyncio.Future[FunctionReply], raw: asyncio.Future[Any]
     ) -> None:
         """The answer of :meth:`call_now`'s call, as :meth:`call` would give it."""
         if raw.cancelled():
@@ -209,7 +209,7 @@ class Connection:
         if reply.done():
             return
         if error is None:
-            answer = Reply(raw.result())
+            answer = FunctionReply(raw.result())
             self.offset = sent - answer.now
             reply.set_result(answer)
         elif isinstance(error, rexc.ResponseError) and "Function not found" in str(error):
@@ -232,7 +232,7 @@ class Connection:
 
     async def retrying(
         self, deadline: float | None, op: str, base: str, *args: str | bytes | int
-    ) -> Reply:
+    ) -> FunctionReply:
         """:meth:`call`, sent again while Redis cannot be reached, until ``deadline``
         (the loop's clock; None: one connect timeout from now)."""
         loop = asyncio.get_running_loop()

@@ -29,8 +29,8 @@ from typing import Any, Final, Protocol
 
 from redis import exceptions as rexc
 
-from tenure.backends.redis._conn import RETRY_MAX, RETRY_MIN, Connection, Reply
-from tenure.backends.redis._pipe import Pipe
+from tenure.backends.redis._conn import RETRY_MAX, RETRY_MIN, FunctionReply, RedisFunctions
+from tenure.backends.redis._pipe import RedisPipe
 from tenure.errors import TenureError
 
 __all__ = ["NodeInbox", "Recipient"]
@@ -64,7 +64,7 @@ class Recipient(Protocol):
 class NodeInbox:
     """See the module docstring."""
 
-    def __init__(self, conn: Connection, base: str, client_id: str) -> None:
+    def __init__(self, conn: RedisFunctions, base: str, client_id: str) -> None:
         self.conn = conn
         self.base = base
         self.inbox = client_id
@@ -81,7 +81,7 @@ class NodeInbox:
         # The reader's connection of its own (a blocked XREAD holds it): its answer
         # may take BLOCK_MS, plus the usual wait.
         timeout = BLOCK_MS / 1000 + conn.options.request_timeout
-        self._stream = Pipe(dataclasses.replace(conn.options, request_timeout=timeout))
+        self._stream = RedisPipe(dataclasses.replace(conn.options, request_timeout=timeout))
         self._closing = False
 
     def start(self) -> None:
@@ -165,7 +165,7 @@ class NodeInbox:
 
     # -- deadlines -------------------------------------------------------------------
 
-    def heard(self, reply: Reply, session: Recipient | None = None) -> None:
+    def heard(self, reply: FunctionReply, session: Recipient | None = None) -> None:
         """A reply (to ``session``'s call, or a tick) told when the node's next deadline
         is due: arm the timer if the session (a tick: any session) waits for one."""
         if reply.next_due is not None:

@@ -27,7 +27,7 @@ from tenure.backends._store_listing import (
     page_args,
 )
 from tenure.backends.redis._codec import decode_semaphore_page, decode_session_page
-from tenure.backends.redis._conn import Connection
+from tenure.backends.redis._conn import RedisFunctions
 from tenure.errors import NotFoundError, PermissionDeniedError, UnavailableError
 
 __all__ = [
@@ -61,11 +61,11 @@ def _node_of(key: bytes, head: bytes) -> str | None:
     return _UNESCAPE.sub(lambda match: _ESCAPED[match[1]], text)
 
 
-class Lister(Protocol):
-    """What the listings need of the backend."""
+class RedisListingHome(Protocol):
+    """What the listings ask of their home, the backend they list for."""
 
     @property
-    def conn(self) -> Connection:
+    def conn(self) -> RedisFunctions:
         """The connection to Redis."""
 
     def base(self, node: str) -> str:
@@ -75,7 +75,7 @@ class Lister(Protocol):
         """A request key unique across clients."""
 
 
-async def list_nodes(backend: Lister, after: str, limit: int) -> list[str]:
+async def list_nodes(backend: RedisListingHome, after: str, limit: int) -> list[str]:
     """See :meth:`tenure.backends._base.Backend.list_nodes` (one SCAN pass per page)."""
     after = check_bound(after)
     limit = check_page_limit(limit)
@@ -103,7 +103,7 @@ async def list_nodes(backend: Lister, after: str, limit: int) -> list[str]:
 
 
 async def list_semaphores(
-    backend: Lister, node: str, prefix: str, after: str, limit: int
+    backend: RedisListingHome, node: str, prefix: str, after: str, limit: int
 ) -> list[SemaphoreSummary]:
     """See :meth:`tenure.backends._base.Backend.list_semaphores`."""
     prefix, after, limit = page_args(prefix, after, limit)
@@ -121,7 +121,9 @@ async def list_semaphores(
     return decode_semaphore_page(reply.result)
 
 
-async def list_sessions(backend: Lister, node: str, after: int, limit: int) -> list[SessionSummary]:
+async def list_sessions(
+    backend: RedisListingHome, node: str, after: int, limit: int
+) -> list[SessionSummary]:
     """See :meth:`tenure.backends._base.Backend.list_sessions`."""
     after = check_session_after(after)
     limit = check_page_limit(limit)
@@ -134,7 +136,7 @@ async def list_sessions(backend: Lister, node: str, after: int, limit: int) -> l
     return decode_session_page(reply.result)
 
 
-async def kill_session(backend: Lister, node: str, session_id: int) -> None:
+async def kill_session(backend: RedisListingHome, node: str, session_id: int) -> None:
     """See :meth:`tenure.backends._base.Backend.kill_session`: the function ends it
     as its expiry does, and pushes the news to its client."""
     node, session_id = check_session_id(node, session_id)

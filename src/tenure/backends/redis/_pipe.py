@@ -34,7 +34,7 @@ from redis import exceptions as rexc
 
 from tenure.backends.redis._url import RedisOptions
 
-__all__ = ["Pipe"]
+__all__ = ["RedisPipe"]
 
 #: hiredis's command packer (hiredis 2.1 and newer), else None.
 _PACK: Final = getattr(hiredis, "pack_command", None)
@@ -61,7 +61,7 @@ def _error(message: str) -> rexc.ResponseError:
 class _Protocol(asyncio.Protocol):
     """The connection's bytes: answers parsed and handed to the calls in order."""
 
-    def __init__(self, pipe: Pipe) -> None:
+    def __init__(self, pipe: RedisPipe) -> None:
         self.pipe = pipe
         self.reader = hiredis.Reader(replyError=Exception)
         self.transport: asyncio.Transport | None = None
@@ -94,7 +94,7 @@ class _Protocol(asyncio.Protocol):
         self.pipe.fail(self, rexc.ConnectionError(f"Connection to Redis lost: {exc or 'closed'}"))
 
 
-class Pipe:
+class RedisPipe:
     """See the module docstring."""
 
     def __init__(self, options: RedisOptions) -> None:

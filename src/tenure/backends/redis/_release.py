@@ -18,34 +18,34 @@ import asyncio
 from functools import partial
 from typing import Any, Protocol
 
-from tenure.backends._store import Owner
-from tenure.backends.redis._conn import Connection, Reply
+from tenure.backends._store import BoundSession
+from tenure.backends.redis._conn import FunctionReply, RedisFunctions
 from tenure.errors import LostError, UnavailableError
 
-__all__ = ["KeyedReleases", "ReleaseHost"]
+__all__ = ["KeyMaker", "KeyedReleases", "KeyedReleasesHome"]
 
 
-class ReleaseHome(Protocol):
-    """What releases need of the client's sessions' shared part."""
+class KeyMaker(Protocol):
+    """What makes the request keys of a session's calls (the client's shared part)."""
 
     def request_key(self) -> str:
         """A request key unique across clients (the answers kept for retries)."""
 
 
-class ReleaseHost(Protocol):
-    """What releases need of their session's store (a
+class KeyedReleasesHome(Protocol):
+    """What releases ask of their home, the session's store (a
     :class:`~tenure.backends.redis._store.RedisStore`)."""
 
     @property
-    def owner(self) -> Owner:
+    def session(self) -> BoundSession:
         """The session."""
 
     @property
-    def backend(self) -> ReleaseHome:
+    def backend(self) -> KeyMaker:
         """The client's shared part."""
 
     @property
-    def conn(self) -> Connection:
+    def conn(self) -> RedisFunctions:
         """The connection to Redis."""
 
     base: str
@@ -55,7 +55,7 @@ class ReleaseHost(Protocol):
     async def invoke(self, op: str, key: str, *args: str | bytes | int) -> Any:
         """Call function ``op`` for the session (sent again until its deadline)."""
 
-    def heard(self, reply: Reply) -> None:
+    def heard(self, reply: FunctionReply) -> None:
         """A call of the session was answered (its pushes taken)."""
 
 
@@ -64,7 +64,7 @@ class KeyedReleases:
 
     __slots__ = ("_keys", "_store")
 
-    def __init__(self, store: ReleaseHost) -> None:
+    def __init__(self, store: KeyedReleasesHome) -> None:
         self._store = store
         #: The request key of each release sent and not answered yet, by (name, hold).
         self._keys: dict[tuple[str, int], str] = {}
@@ -91,7 +91,7 @@ class KeyedReleases:
         its answer's future. None if it cannot be sent now: the session then sends it
         from a task (:meth:`send`), with this key if this one went out unanswered."""
         store = self._store
-        if store.owner.ended is not None:
+        if store.session.ended is not None:
             return None
         key = store.backend.request_key()
         args = (store.sid_text, store.fence, key, name, hold)
@@ -105,7 +105,10 @@ class KeyedReleases:
         return answer
 
     def _released(
-        self, place: tuple[str, int], answer: asyncio.Future[bool], reply: asyncio.Future[Reply]
+        self,
+        place: tuple[str, int],
+        answer: asyncio.Future[bool],
+        reply: asyncio.Future[FunctionReply],
     ) -> None:
         """The answer to :meth:`send_now`'s release, taken as the store takes any."""
         if reply.cancelled():
@@ -122,6 +125,6 @@ class KeyedReleases:
         if not isinstance(error, UnavailableError):
             self._keys.pop(place, None)
         if isinstance(error, LostError):
-            self._store.owner.lose(error)
+            self._store.session.lose(error)
         if not answer.done():
             answer.set_exception(error)

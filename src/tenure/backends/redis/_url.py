@@ -12,7 +12,8 @@ from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
 from tenure._core.values import DEADLOCK_SEARCH_LIMIT
-from tenure.backends._options import merged_settings, seconds, withdraw_wait
+from tenure._url_options import merged_settings, seconds
+from tenure.backends._options import withdraw_wait
 from tenure.errors import InvalidArgumentError
 
 __all__ = ["DEFAULT_PORT", "DEFAULT_PREFIX", "RedisOptions", "parse_url"]

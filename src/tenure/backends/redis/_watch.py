@@ -9,7 +9,7 @@ that does not differ from the last one yielded in what is watched is not yielded
 (as the engine backends fire only on a watched change). After pushes were missed
 (an inbox gap), every watch reads again.
 
-A prefix watch (:func:`watch_prefix`) is registered in the node's ``pw`` hash
+A prefix watch (:meth:`RedisWatches.watch_prefix`) is registered in the node's ``pw`` hash
 (``lua/57_prefix_watches.lua``); every function that changes a semaphore under its
 prefix pushes a ``P`` with the name, which its consumer reads back. Redis tells
 every change of such a semaphore, whatever aspects are watched (the read back shows
@@ -25,52 +25,119 @@ from typing import Any, Protocol
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._prefix import PrefixFeed, PrefixStream
 from tenure.backends._readback import ReadbackWatch
-from tenure.backends._store import Owner
+from tenure.backends._store import BoundSession
 from tenure.backends.redis._codec import decode_description
-from tenure.errors import TenureError
+from tenure.backends.redis._release import KeyMaker
+from tenure.errors import LostError, TenureError
 
-__all__ = ["KeyMaker", "RedisWatch", "WatchHost", "watch_prefix"]
-
-
-class KeyMaker(Protocol):
-    """What makes the request keys of a session's calls (the client's shared part)."""
-
-    def request_key(self) -> str:
-        """A request key unique across clients (the answers kept for retries)."""
+__all__ = ["RedisWatch", "RedisWatches", "RedisWatchesHome"]
 
 
-class WatchHost(Protocol):
-    """What a watch needs of its session's store."""
+class RedisWatchesHome(Protocol):
+    """What a session's watches ask of their home, the session's store (a
+    :class:`~tenure.backends.redis._store.RedisStore`)."""
 
     @property
     def backend(self) -> KeyMaker:
         """The client's shared part: each arming and disarming carries a request key,
         so that a retry of one whose answer was lost counts once."""
 
-    #: Armed watches by semaphore name (each is poked by the name's pushes).
-    watches: dict[str, set[RedisWatch]]
-    #: Armed prefix watches' feeds, by their id (each is told its pushes' names).
-    prefix_watches: dict[int, PrefixFeed]
+    @property
+    def session(self) -> BoundSession:
+        """The session."""
 
     def new_request_id(self) -> int:
         """An id unused by the session's other requests, across its owners."""
 
-    @property
-    def owner(self) -> Owner:
-        """The session."""
-
     async def invoke(self, op: str, key: str, *args: str | bytes | int) -> Any:
         """Call function ``op`` for the session; its result."""
+
+
+class RedisWatches:
+    """A session's watches on Redis (module docstring): its
+    :class:`~tenure.backends._store.Watching`, told each push that concerns them."""
+
+    def __init__(self, store: RedisWatchesHome) -> None:
+        self.store = store
+        #: Armed watches by semaphore name (each is poked by the name's pushes).
+        self.by_name: dict[str, set[RedisWatch]] = {}
+        #: Armed prefix watches' feeds, by their id (lua/57_prefix_watches.lua).
+        self.prefixed: dict[int, PrefixFeed] = {}
+
+    @property
+    def armed(self) -> bool:
+        """Whether any watch is armed (the session then waits for the node's deadlines)."""
+        return bool(self.by_name or self.prefixed)
+
+    async def watch_semaphore(
+        self, name: str, *, data: bool, owners: bool, waiters: bool
+    ) -> RedisWatch:
+        """A watch read back after each push."""
+        watch = RedisWatch(self, name, data=data, owners=owners, waiters=waiters)
+        await watch.start()
+        return watch
+
+    async def watch_prefix(
+        self, prefix: str, *, data: bool, owners: bool, waiters: bool
+    ) -> PrefixStream:
+        """A prefix watch registered in the node, read back after each push (Redis
+        tells every change under it, whatever aspects are watched)."""
+        store, feed = self.store, PrefixFeed()
+        wid = store.new_request_id()  # the client's: pushes find the feed before the answer
+        self.prefixed[wid] = feed
+        try:
+            await store.invoke("watch_prefix", "", wid, prefix)
+        except BaseException:
+            self.prefixed.pop(wid, None)
+            raise
+
+        async def disarm() -> None:
+            if self.prefixed.pop(wid, None) is not None and store.session.ended is None:
+                with contextlib.suppress(TenureError):
+                    await store.invoke("unwatch_prefix", "", wid)
+
+        return PrefixStream(feed, disarm=disarm)
+
+    def changed(self, name: str) -> None:
+        """A ``W`` push: ``name`` changed; its watches read it again."""
+        for watch in list(self.by_name.get(name, ())):
+            watch.poke()
+
+    def changed_under(self, watch_id: int, name: str) -> None:
+        """A ``P`` push: ``name``, under prefix watch ``watch_id``, changed."""
+        feed = self.prefixed.get(watch_id)
+        if feed is not None:
+            feed.put(name)
+
+    def missed(self) -> None:
+        """Pushes were missed (an inbox gap): every watch reads again, and every prefix
+        watch's consumer lists again (still registered in Redis)."""
+        for watches in list(self.by_name.values()):
+            for watch in list(watches):
+                watch.poke()
+        for feed in self.prefixed.values():
+            feed.reset()
+
+    def stop(self, error: LostError) -> None:
+        """The session ended: every watch ends with ``error``."""
+        for watches in self.by_name.values():
+            for watch in watches:
+                watch.fail(error)
+        self.by_name.clear()
+        for feed in self.prefixed.values():
+            feed.fail(error)
+        self.prefixed.clear()
 
 
 class RedisWatch(ReadbackWatch):
     """A :class:`~tenure.backends._base.WatchStream` over the pushes of one semaphore."""
 
     def __init__(
-        self, store: WatchHost, name: str, *, data: bool, owners: bool, waiters: bool
+        self, watches: RedisWatches, name: str, *, data: bool, owners: bool, waiters: bool
     ) -> None:
         super().__init__(name, data=data, owners=owners, waiters=waiters)
-        self._store = store
+        self._watches = watches
+        self._store = watches.store
         self._armed = False
 
     def _flags(self) -> tuple[str, str]:
@@ -79,7 +146,7 @@ class RedisWatch(ReadbackWatch):
     async def _arm(self) -> SemaphoreDescription:
         """Register as a watcher and read the state (one call)."""
         store = self._store
-        store.watches.setdefault(self._name, set()).add(self)  # pushes may come at once
+        self._watches.by_name.setdefault(self._name, set()).add(self)  # pushes may come at once
         try:
             key = store.backend.request_key()
             raw = await store.invoke("watch", key, self._name, 1, *self._flags())
@@ -98,35 +165,17 @@ class RedisWatch(ReadbackWatch):
         return decode_description(self._name, raw)
 
     def _forget(self) -> None:
-        watches = self._store.watches.get(self._name)
+        by_name = self._watches.by_name
+        watches = by_name.get(self._name)
         if watches is not None:
             watches.discard(self)
             if not watches:
-                del self._store.watches[self._name]
+                del by_name[self._name]
 
     async def _disarm(self) -> None:
         self._forget()
-        if self._armed and self._store.owner.ended is None:
+        if self._armed and self._store.session.ended is None:
             self._armed = False
             with contextlib.suppress(TenureError):
                 key = self._store.backend.request_key()
                 await self._store.invoke("watch", key, self._name, -1, "0", "0")
-
-
-async def watch_prefix(store: WatchHost, prefix: str) -> PrefixStream:
-    """Arm a prefix watch of the session (module docstring)."""
-    feed = PrefixFeed()
-    wid = store.new_request_id()  # the client's: pushes find the feed before the answer
-    store.prefix_watches[wid] = feed
-    try:
-        await store.invoke("watch_prefix", "", wid, prefix)
-    except BaseException:
-        store.prefix_watches.pop(wid, None)
-        raise
-
-    async def disarm() -> None:
-        if store.prefix_watches.pop(wid, None) is not None and store.owner.ended is None:
-            with contextlib.suppress(TenureError):
-                await store.invoke("unwatch_prefix", "", wid)
-
-    return PrefixStream(feed, disarm=disarm)

@@ -1,4 +1,4 @@
-"""The storage's work, once, in asyncio: both storages run a :class:`Keeper`.
+"""The storage's work, once, in asyncio: both storages run a :class:`LimitsKeeper`.
 
 Each key's record (:mod:`._records`) is the data of an *ephemeral* semaphore of the
 storage's node, changed by compare-and-set (``semaphore.compare_and_set``: one
@@ -58,8 +58,8 @@ Change = Callable[[rec.Record, float], rec.Step[T]]
 
 
 def _bounded(
-    op: Callable[Concatenate[Keeper, P], Awaitable[T]],
-) -> Callable[Concatenate[Keeper, P], Coroutine[Any, Any, T]]:
+    op: Callable[Concatenate[LimitsKeeper, P], Awaitable[T]],
+) -> Callable[Concatenate[LimitsKeeper, P], Coroutine[Any, Any, T]]:
     """A call that waits for the server at most the keeper's ``timeout``.
 
     The tenure client waits for a server that went away to come back (a restart, a
@@ -69,7 +69,7 @@ def _bounded(
     """
 
     @functools.wraps(op)
-    async def bounded(keeper: Keeper, /, *args: P.args, **kwargs: P.kwargs) -> T:
+    async def bounded(keeper: LimitsKeeper, /, *args: P.args, **kwargs: P.kwargs) -> T:
         guard = asyncio.timeout(keeper.timeout)
         try:
             async with guard:
@@ -97,7 +97,7 @@ class _Hold:
     timer: asyncio.TimerHandle | None = None
 
 
-class Keeper:
+class LimitsKeeper:
     """Connects lazily, keeps a session on the node, and does limits' operations."""
 
     def __init__(

@@ -1,6 +1,6 @@
 """The two storages limits finds by URL scheme: blocking and asyncio.
 
-Both are the same :class:`~._keeper.Keeper`: the asyncio storage runs it on the
+Both are the same :class:`~._keeper.LimitsKeeper`: the asyncio storage runs it on the
 caller's event loop, the blocking one on a :class:`tenure.sync.Portal` of its own
 (an event loop in a background thread, as ``tenure.sync`` runs its clients), so
 Flask's threads, slowapi's and any other caller share one connection and session.
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from limits.aio import storage as aio
 from limits.storage import MovingWindowSupport, SlidingWindowCounterSupport, Storage
 
-from tenure.contrib.limits._keeper import Keeper
+from tenure.contrib.limits._keeper import LimitsKeeper
 from tenure.contrib.limits._names import DEFAULT_PREFIX, DEFAULT_TIMEOUT
 from tenure.errors import InvalidArgumentError, TenureError
 from tenure.sync import Portal
@@ -80,8 +80,8 @@ class TenureStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport):
         _refuse_unknown(options)
         super().__init__(uri, wrap_exceptions=wrap_exceptions)
 
-        def keeper() -> Keeper:
-            return Keeper(
+        def keeper() -> LimitsKeeper:
+            return LimitsKeeper(
                 uri,
                 node=node,
                 key_prefix=key_prefix,
@@ -103,7 +103,7 @@ class TenureStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport):
         """What limits wraps in its StorageError when asked: tenure's errors."""
         return TenureError
 
-    def _running(self) -> tuple[Portal, Keeper]:
+    def _running(self) -> tuple[Portal, LimitsKeeper]:
         if self._pid != os.getpid():
             # Forked: the parent's portal thread is not here, and its connection and
             # session are the parent's. Start afresh, leaving theirs alone.
@@ -210,7 +210,7 @@ class AsyncTenureStorage(aio.Storage, aio.MovingWindowSupport, aio.SlidingWindow
     ) -> None:
         _refuse_unknown(options)
         super().__init__(uri, wrap_exceptions=wrap_exceptions)
-        self._keeper = Keeper(
+        self._keeper = LimitsKeeper(
             uri,
             node=node,
             key_prefix=key_prefix,
@@ -227,7 +227,7 @@ class AsyncTenureStorage(aio.Storage, aio.MovingWindowSupport, aio.SlidingWindow
         """What limits wraps in its StorageError when asked: tenure's errors."""
         return TenureError
 
-    def _on_loop(self) -> Keeper:
+    def _on_loop(self) -> LimitsKeeper:
         loop = asyncio.get_running_loop()
         if self._loop is None:
             self._loop = loop

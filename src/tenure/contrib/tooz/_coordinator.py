@@ -32,7 +32,7 @@ from typing import TypeVar
 import tenure
 from tenure.errors import LostError, PermissionDeniedError, TenureError
 
-from ._settings import Settings, name_of
+from ._settings import ToozSettings, name_of
 
 __all__ = ["Coordinator", "Membership", "own_caller"]
 
@@ -57,7 +57,7 @@ class Membership:
 class Coordinator:
     """One tooz coordinator's sessions, memberships and leaderships (module docstring)."""
 
-    def __init__(self, client: tenure.Client, settings: Settings, member_id: bytes) -> None:
+    def __init__(self, client: tenure.Client, settings: ToozSettings, member_id: bytes) -> None:
         self.client = client
         self.settings = settings
         self.node = settings.node

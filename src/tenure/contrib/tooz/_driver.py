@@ -22,7 +22,7 @@ from . import _groups, _leaders
 from ._coordinator import Coordinator
 from ._lock import TenureLock
 from ._runtime import Result, Runtime, acquire_runtime, release_runtime
-from ._settings import Settings, as_id, decode_capabilities, id_of, name_of
+from ._settings import ToozSettings, as_id, decode_capabilities, id_of, name_of
 
 __all__ = ["TenureDriver"]
 
@@ -53,7 +53,7 @@ class TenureDriver(coordination.CoordinationDriverCachedRunWatchers):
         # Member ids come back from the server as bytes: compare like with like.
         super().__init__(as_id(member_id), parsed_url, options)
         #: What the URL says (node, timeout, max_members, the tenure:// URL).
-        self.settings = Settings.of(parsed_url, utils.collapse(options))
+        self.settings = ToozSettings.of(parsed_url, utils.collapse(options))
         self._runtime: Runtime | None = None
         self._state: Coordinator | None = None
 

@@ -41,12 +41,12 @@ from tenure.errors import NotFoundError
 from ._coordinator import Coordinator, own_caller
 from ._settings import LOCKS, name_of
 
-__all__ = ["LockHome", "TenureLock"]
+__all__ = ["LockDriver", "TenureLock"]
 
 T = TypeVar("T")
 
 
-class LockHome(Protocol):
+class LockDriver(Protocol):
     """What a lock needs of its driver: the coordinator, and a way onto its loop."""
 
     @property
@@ -62,9 +62,9 @@ class LockHome(Protocol):
 class TenureLock(locking.Lock):
     """A tooz lock: tenure's readers-writer lock ``tooz/lock/<name>`` (module docstring)."""
 
-    def __init__(self, home: LockHome, name: bytes) -> None:
+    def __init__(self, driver: LockDriver, name: bytes) -> None:
         super().__init__(name)
-        self._home = home
+        self._driver = driver
         #: The tenure readers-writer lock (semaphore) behind it.
         self.tenure_name = LOCKS + name_of(name)
         self._guard = threading.Lock()
@@ -91,7 +91,7 @@ class TenureLock(locking.Lock):
         """
         blocking, timeout = utils.convert_blocking(blocking, timeout)
         wait = timeout if blocking else 0.0
-        lease = self._home.run(self._take, bool(shared), wait)
+        lease = self._driver.run(self._take, bool(shared), wait)
         if lease is None:
             return False
         with self._guard:
@@ -106,18 +106,18 @@ class TenureLock(locking.Lock):
                 return False
             lease = live[-1]
             self._holds = [(pid, held) for pid, held in self._holds if held is not lease]
-        self._home.run(lease.release)
+        self._driver.run(lease.release)
         return lease.lost_reason is None  # a loss told before the release came first
 
     def is_still_owner(self) -> bool:
         """Whether the server still counts one of this object's holds among the owners."""
         with self._guard:
             tokens = {lease.token for lease in self._live()}
-        return bool(tokens) and self._home.run(self._owned, tokens)
+        return bool(tokens) and self._driver.run(self._owned, tokens)
 
     def break_(self) -> bool:
         """Delete the lock by force, whoever holds it; whether it existed."""
-        return self._home.run(self._break)
+        return self._driver.run(self._break)
 
     def _live(self) -> list[tenure.Lease]:
         """The holds of this process still held (a parent's, after a fork, are not)."""
@@ -129,7 +129,7 @@ class TenureLock(locking.Lock):
         loop = asyncio.get_running_loop()
         deadline = None if wait is None else loop.time() + wait
         while True:
-            rwlock = (await self._home.coordinator.main()).rwlock(self.tenure_name)
+            rwlock = (await self._driver.coordinator.main()).rwlock(self.tenure_name)
             left = None if deadline is None else max(0.0, deadline - loop.time())
 
             async def ask(rwlock: tenure.RWLock = rwlock, left: float | None = left) -> Any:
@@ -149,7 +149,7 @@ class TenureLock(locking.Lock):
                     return None
 
     async def _owned(self, tokens: set[int]) -> bool:
-        main = await self._home.coordinator.main()
+        main = await self._driver.coordinator.main()
         try:
             found = await main.semaphore(self.tenure_name).describe(owners=True)
         except NotFoundError:
@@ -157,7 +157,7 @@ class TenureLock(locking.Lock):
         return any(owner.token in tokens for owner in found.owners)
 
     async def _break(self) -> bool:
-        main = await self._home.coordinator.main()
+        main = await self._driver.coordinator.main()
         try:
             await main.semaphore(self.tenure_name).delete(force=True)
         except NotFoundError:

@@ -30,7 +30,7 @@ __all__ = [
     "GROUPS",
     "LEADERS",
     "LOCKS",
-    "Settings",
+    "ToozSettings",
     "as_id",
     "decode_capabilities",
     "encode_capabilities",
@@ -72,7 +72,7 @@ _KEPT: Final = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
+class ToozSettings:
     """A tooz URL, read: where to connect, which node, a member's window, a group's size."""
 
     #: The ``tenure://`` URL to connect to (its own options only).
@@ -85,7 +85,7 @@ class Settings:
     max_members: int
 
     @classmethod
-    def of(cls, parsed_url: Any, options: dict[str, Any]) -> Settings:
+    def of(cls, parsed_url: Any, options: dict[str, Any]) -> ToozSettings:
         """Read tooz's parsed URL and its options (the query, collapsed to one value
         each, with the caller's keyword arguments over it); ToozError naming a bad one."""
         unknown = sorted(set(options) - _OWN - _TENURE)

@@ -27,8 +27,8 @@ import msgpack
 
 from tenure._core import Engine
 from tenure._core.snapshot import load
-from tenure.backends.etcd._keys import prefix_end
-from tenure.backends.etcd._streams import WatchHub
+from tenure._etcd.requests import prefix_end
+from tenure._etcd.streams import WatchHub
 from tenure.errors import CorruptLogError, UnavailableError
 from tenure.server._cluster.keys import ClusterDataError, Entry, decode_entry
 from tenure.server._cluster.store import ClusterStore

@@ -1,7 +1,7 @@
 """A member's lease in etcd, and the last moment it may believe it still holds it.
 
-The member's election key and record live on this lease; the etcd backend's
-keepalive stream (:class:`~tenure.backends.etcd._streams.KeepAlive`) renews it at a
+The member's election key and record live on this lease; the etcd client's
+keepalive stream (:class:`~tenure._etcd.streams.KeepAlive`) renews it at a
 third of its TTL. etcd ends a lease no sooner than its TTL after the renewal it
 last *processed*, which came after our request was *sent*: so from the send time
 of the last renewal etcd answered, the lease holds for at least the TTL. A leader
@@ -27,7 +27,7 @@ MARGIN: Final = 0.25
 
 class LeaseKeeper:
     """One lease, renewed by the keepalive stream (a
-    :class:`~tenure.backends.etcd._streams.Renewable`)."""
+    :class:`~tenure._etcd.streams.Renewable`)."""
 
     def __init__(self, lease_id: int, ttl: int, granted_at: float) -> None:
         """``granted_at``: the loop time the grant request was sent."""

@@ -20,8 +20,8 @@ import logging
 from collections.abc import Callable
 from typing import Final
 
-from tenure.backends.etcd._keys import prefix_end
-from tenure.backends.etcd._streams import Watcher, WatchHub
+from tenure._etcd.requests import prefix_end
+from tenure._etcd.streams import Watcher, WatchHub
 from tenure.errors import TenureError, UnavailableError
 from tenure.server._cluster.keys import ClusterDataError, Member
 from tenure.server._cluster.role import ClusterRole

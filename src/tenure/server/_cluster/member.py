@@ -37,8 +37,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from tenure._core.snapshot import resume
-from tenure.backends.etcd._conn import Connection
-from tenure.backends.etcd._streams import KeepAlive, WatchHub
+from tenure._etcd.client import EtcdClient
+from tenure._etcd.streams import KeepAlive, WatchHub
 from tenure.errors import TenureError, UnavailableError
 from tenure.server._cluster.appender import Appender
 from tenure.server._cluster.follower import Follower
@@ -81,7 +81,7 @@ class ClusterMember:
         self.url = url
         self.endpoint = endpoint
         self.loop = asyncio.get_running_loop()
-        self.conn = Connection(url.connection)
+        self.conn = EtcdClient(url.connection)
         self.store = ClusterStore(self.conn, ClusterKeys.of(url.prefix, url.name))
         self.hub = WatchHub(self.conn)
         self.keepalive = KeepAlive(self.conn)

@@ -7,7 +7,7 @@ An append also holds only if its entry's key does not exist yet, so two writers 
 never fork the log. Reads that must agree with each other (a snapshot and the log
 after it) are made at one revision.
 
-Every call goes through :class:`~tenure.backends.etcd._conn.Connection` (failover
+Every call goes through :class:`~tenure._etcd.client.EtcdClient` (failover
 between the endpoints, auth, TLS), which tries an unanswered call again: a Txn
 applied once fails its compare the second time, and :meth:`ClusterStore.append`
 reads back what is there to tell "mine" from "someone else's".
@@ -24,15 +24,8 @@ from typing import Any, Final
 
 from aetcd.rpc import rpc_pb2
 
-from tenure.backends.etcd._conn import Connection
-from tenure.backends.etcd._keys import (
-    compare_create,
-    delete_prefix,
-    get,
-    prefix_end,
-    put,
-    range_request,
-)
+from tenure._etcd.client import EtcdClient
+from tenure._etcd.requests import compare_create, delete_prefix, get, prefix_end, put, range_request
 from tenure.server._cluster.keys import (
     ClusterDataError,
     ClusterKeys,
@@ -90,7 +83,7 @@ class LogPage:
 class ClusterStore:
     """The cluster's keys in etcd, read and written (module docstring)."""
 
-    def __init__(self, conn: Connection, keys: ClusterKeys) -> None:
+    def __init__(self, conn: EtcdClient, keys: ClusterKeys) -> None:
         self.conn = conn
         self.keys = keys
 

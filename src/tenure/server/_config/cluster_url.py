@@ -1,6 +1,6 @@
 """``--cluster etcd://h1:2379,h2:2379/NAME?options``: where a cluster's log lives.
 
-The hosts and options are the ``etcd://`` backend's (:mod:`tenure.backends.etcd`:
+The hosts and options are every etcd URL's (:mod:`tenure._etcd.url`, as ``etcd://``:
 ``etcds://`` and ``ca``, ``cert``, ``key`` for TLS, ``user`` and ``password``,
 ``prefix``, ``connect_timeout``, ``request_timeout``); the path names the cluster,
 so that several clusters share one etcd. The etcd client (grpc, the ``etcd``
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 if TYPE_CHECKING:
-    from tenure.backends.etcd._conn import ConnectionOptions
+    from tenure._etcd.client import EtcdClientOptions
 
 __all__ = ["ClusterUrl", "parse_cluster_url", "without_secrets"]
 
@@ -32,7 +32,7 @@ MAX_RECEIVE: Final = 64 * 1024 * 1024
 class ClusterUrl:
     """A parsed ``--cluster``: how to reach etcd, under which prefix, which cluster."""
 
-    connection: ConnectionOptions
+    connection: EtcdClientOptions
     prefix: str
     name: str
 
@@ -56,7 +56,7 @@ def parse_cluster_url(url: str) -> ClusterUrl:
             "starting with a letter or digit"
         )
     try:
-        from tenure.backends.etcd._url import parse_url
+        from tenure._etcd.url import parse_url
     except ImportError as error:
         raise ValueError(
             f"a cluster needs the etcd extra ({(error.name or 'grpc').split('.')[0]} is "

@@ -44,7 +44,7 @@ class Waiting:
 
 
 @dataclass
-class Held:
+class HeldLease:
     """A lease the client holds, and its oracle token; ``lost``: why the oracle ended it."""
 
     lease: tenure.Lease
@@ -63,7 +63,7 @@ class Track:
     attached: bool = True
     ended: BaseException | None = None  # why the oracle ended it
     waiting: dict[Place, Waiting] = field(default_factory=dict)
-    held: dict[Place, Held] = field(default_factory=dict)
+    held: dict[Place, HeldLease] = field(default_factory=dict)
 
     def places(self, name: str, table: dict[Place, Any]) -> list[Place]:
         """The places of ``table`` on semaphore ``name``, by hold number."""
@@ -123,7 +123,7 @@ async def check_waiting(
             f"the backend ended it with {got!r}"
         )
         assert got.count == waiting.count
-        track.held[place] = Held(got, waiting.outcome, members=waiting.members)
+        track.held[place] = HeldLease(got, waiting.outcome, members=waiting.members)
         grants.append((waiting.outcome, got.token, step, name))
     else:
         assert same(got, waiting.outcome), (

@@ -27,7 +27,7 @@ from .support import PATIENCE
 _TENURE_HOME = str(Path(tenure.__file__).resolve().parent.parent)
 
 
-class Child:
+class ChildInterpreter:
     """One child interpreter: its printed lines, and its end."""
 
     def __init__(self, process: asyncio.subprocess.Process, what: str) -> None:
@@ -37,7 +37,7 @@ class Child:
         self.lines: list[str] = []
 
     def __repr__(self) -> str:
-        return f"<Child {self.pid} {self._what}>"
+        return f"<ChildInterpreter {self.pid} {self._what}>"
 
     async def line(self, prefix: str) -> str:
         """The next line it prints that starts with ``prefix`` (fails, with its stderr,
@@ -82,9 +82,9 @@ class Processes:
     def __init__(self, url: str) -> None:
         #: The URL of the test's state, as the children get it (their first argument).
         self.url = url
-        self._children: list[Child] = []
+        self._children: list[ChildInterpreter] = []
 
-    async def python(self, source: str, *args: str, what: str = "") -> Child:
+    async def python(self, source: str, *args: str, what: str = "") -> ChildInterpreter:
         """Start ``python -c source URL args...`` (this interpreter, this tenure)."""
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [_TENURE_HOME, env.get("PYTHONPATH")]))
@@ -99,7 +99,7 @@ class Processes:
             stderr=asyncio.subprocess.PIPE,
             env=env,
         )
-        child = Child(process, what or " ".join(args))
+        child = ChildInterpreter(process, what or " ".join(args))
         self._children.append(child)
         return child
 

@@ -88,7 +88,7 @@ from .differential_ops import (
     scenarios,
 )
 from .differential_sides import (
-    Held,
+    HeldLease,
     Track,
     Waiting,
     check_semaphore,
@@ -379,7 +379,7 @@ class Differential:
             elif isinstance(effect, SessionEnded):
                 self.end(track, error_from_code(effect.code, effect.message))
 
-    def release_the_rest(self, track: Track, lost: Held) -> None:
+    def release_the_rest(self, track: Track, lost: HeldLease) -> None:
         """One lock of a lock_all set was lost: the client releases the others (the
         set has ended), so the oracle does too."""
         for place in lost.members:

@@ -84,7 +84,7 @@ class Term:
         self.done.set()
 
 
-class Recorder:
+class TermRecorder:
     """The terms of every runner of a test, in the order they started."""
 
     def __init__(self) -> None:
@@ -161,7 +161,7 @@ async def live_sessions(client: tenure.Client, node: str) -> list[int]:
 async def test_work_runs_while_leader_and_without_requeue_lead_returns_after_it(
     client: tenure.Client, client2: tenure.Client, node: str
 ) -> None:
-    recorder = Recorder()
+    recorder = TermRecorder()
     work = recorder.work("a")
     running = spawn(client.lead(node, "scheduler", work, data=b"host-a", requeue=False))
     term = await recorder.term(1)
@@ -184,7 +184,7 @@ async def test_work_runs_while_leader_and_without_requeue_lead_returns_after_it(
 async def test_requeue_resigns_and_campaigns_again_behind_the_next_candidate(
     client: tenure.Client, client2: tenure.Client, node: str
 ) -> None:
-    recorder = Recorder()
+    recorder = TermRecorder()
     observer = await client2.session(node)
     a = spawn(client.lead(node, "scheduler", recorder.work("a"), data=b"a"))
     first = await recorder.term(1)
@@ -209,7 +209,7 @@ async def test_requeue_resigns_and_campaigns_again_behind_the_next_candidate(
 async def test_a_killed_session_cancels_work_and_the_runner_leads_again_in_a_new_session(
     client: tenure.Client, client2: tenure.Client, node: str
 ) -> None:
-    recorder = Recorder()
+    recorder = TermRecorder()
     running = spawn(client.lead(node, "scheduler", recorder.work("a"), requeue=False))
     first = await recorder.term(1)
 
@@ -230,7 +230,7 @@ async def test_a_killed_session_cancels_work_and_the_runner_leads_again_in_a_new
 async def test_an_expired_session_cancels_work_and_the_runner_leads_again_in_a_new_session(
     client: tenure.Client, node: str, expire: Expire
 ) -> None:
-    recorder = Recorder()
+    recorder = TermRecorder()
     running = spawn(client.lead(node, "scheduler", recorder.work("a"), recovery_window=15.0))
     first = await recorder.term(1)
     assert first.session.recovery_window == 15.0
@@ -249,7 +249,7 @@ async def test_an_expired_session_cancels_work_and_the_runner_leads_again_in_a_n
 async def test_a_forced_delete_of_the_election_ends_the_term_and_it_campaigns_again(
     client: tenure.Client, client2: tenure.Client, node: str
 ) -> None:
-    recorder = Recorder()
+    recorder = TermRecorder()
     running = spawn(client.lead(node, "scheduler", recorder.work("a")))
     first = await recorder.term(1)
     admin = await client2.session(node)
@@ -267,7 +267,7 @@ async def test_a_forced_delete_of_the_election_ends_the_term_and_it_campaigns_ag
 async def test_never_two_works_at_once_through_handovers_and_killed_sessions(
     client: tenure.Client, make_client: MakeClient, node: str
 ) -> None:
-    recorder = Recorder()
+    recorder = TermRecorder()
     clients = [client, await make_client(), await make_client()]
     observer = await client.session(node)
     runners = [
@@ -303,7 +303,7 @@ async def test_never_two_works_at_once_through_handovers_and_killed_sessions(
 async def test_work_raising_resigns_and_the_error_propagates(
     client: tenure.Client, client2: tenure.Client, node: str
 ) -> None:
-    recorder = Recorder()
+    recorder = TermRecorder()
     observer = await client2.session(node)
     fail = asyncio.Event()
 
@@ -351,7 +351,7 @@ async def test_a_loss_of_something_else_work_holds_is_its_error_not_the_terms_en
 async def test_cancelling_the_runner_resigns_and_closes_its_session(
     client: tenure.Client, client2: tenure.Client, node: str
 ) -> None:
-    recorder = Recorder()
+    recorder = TermRecorder()
     observer = await client2.session(node)
     a = spawn(client.lead(node, "scheduler", recorder.work("a")))
     first = await recorder.term(1)
@@ -381,7 +381,7 @@ async def test_a_runner_killed_by_sigkill_is_followed_after_the_recovery_window(
     await client.alter_node(node, recovery_window=SHORT_WINDOW)
     child = await processes.python(CHILD_RUNNER, node, "scheduler", what="a runner")
     _, child_token, child_session = (await child.line("leading")).split()
-    recorder = Recorder()
+    recorder = TermRecorder()
     follower = spawn(client2.lead(node, "scheduler", recorder.work("follower")))
     observer = await client.session(node)
     await wait_for_waiters(observer, "scheduler", 1)

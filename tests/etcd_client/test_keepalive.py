@@ -1,11 +1,12 @@
-"""The keepalive stream's writer, driven without etcd: what it sends, and when."""
+"""The etcd client's keepalive stream (``tenure/_etcd/streams.py``), driven without
+etcd: what its writer sends, and when; a close while the stream is broken."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from tenure.backends.etcd._streams import KeepAlive
+from tenure._etcd.streams import KeepAlive
 
 
 class Lease:
@@ -39,7 +40,7 @@ async def test_a_lease_added_to_renew_at_once_wakes_the_writer() -> None:
     """A resumed lease may have little of its TTL left: its first renewal goes out at
     once, even while the writer sleeps until another lease's next renewal (it slept a
     third of that TTL before, and a resume in the same client took 10 s)."""
-    keepalive = KeepAlive(conn=None)  # type: ignore[arg-type]  # the stream is ours
+    keepalive = KeepAlive(client=None)  # type: ignore[arg-type]  # the stream is ours
     keepalive._start = lambda: None  # type: ignore[method-assign]  # no etcd here
     call, reader = Call(), asyncio.get_running_loop().create_future()
     keepalive.add(Lease(1, 30))  # due in 10 s
@@ -64,7 +65,7 @@ async def test_a_stream_closed_while_it_waits_for_its_broken_reader_stops() -> N
     reader_ending = asyncio.Event()
     reader_cancelled = asyncio.Event()
 
-    class Conn:
+    class Client:
         generation = 0
         endpoint = "nowhere:2379"
 
@@ -87,7 +88,7 @@ async def test_a_stream_closed_while_it_waits_for_its_broken_reader_stops() -> N
                 await reader_ending.wait()  # slow to end: the task waits for it
                 raise
 
-    stream = Broken(Conn())  # type: ignore[arg-type]
+    stream = Broken(Client())  # type: ignore[arg-type]
     stream._start()
     await asyncio.wait_for(reader_cancelled.wait(), 5)  # the task waits for its reader
     task = stream._task

@@ -1,16 +1,16 @@
-"""The connection to an etcd cluster: one ``grpc.aio`` channel, failover, auth, errors.
+"""The etcd client: one ``grpc.aio`` channel to an etcd cluster, failover, auth, errors.
 
-The client holds one channel at a time, to one of the endpoints of the URL. A
+:class:`EtcdClient` holds one channel at a time, to one of the endpoints given. A
 unary call that fails with UNAVAILABLE or DEADLINE_EXCEEDED moves the channel to
 the next endpoint and is tried again there, until ``connect_timeout`` has passed
 since the first try; then it raises :class:`~tenure.errors.UnavailableError`
 naming the endpoints and the last reason. The long-lived streams
-(:mod:`tenure.backends.etcd._streams`) follow the channel the same way.
+(:mod:`tenure._etcd.streams`) follow the channel the same way.
 
 Every call that is tried again here is safe to repeat: reads, lease calls, and
 Txns, which all compare what they expect (a Txn applied once fails its compare the
 second time, and its caller reads why). The one Txn that is not is the enqueue of a
-request; its caller knows to check (see ``_session``).
+request (the ``etcd://`` backend's); its caller knows to check.
 
 gRPC keepalive pings every 10 s (answered within 5 s) so that a member that died
 without closing its sockets is noticed (etcd#8980: a watch on such a member hangs).
@@ -29,7 +29,6 @@ from typing import Any, Final
 import grpc
 from aetcd.rpc import rpc_pb2, rpc_pb2_grpc
 
-from tenure.backends._options import WITHDRAW_WAIT
 from tenure.errors import (
     AuthenticationError,
     NotFoundError,
@@ -38,7 +37,7 @@ from tenure.errors import (
     UnavailableError,
 )
 
-__all__ = ["Connection", "ConnectionOptions", "LeaseNotFoundError"]
+__all__ = ["EtcdClient", "EtcdClientOptions", "LeaseNotFoundError"]
 
 #: gRPC keepalive: a member that vanished without closing its sockets is noticed
 #: within 10 s + 5 s (etcd-io/etcd#8980: a watch on a dead member hung without it).
@@ -60,8 +59,8 @@ class LeaseNotFoundError(NotFoundError):
 
 
 @dataclass(frozen=True, slots=True)
-class ConnectionOptions:
-    """How to reach the cluster."""
+class EtcdClientOptions:
+    """How to reach the cluster (:mod:`tenure._etcd.url` reads them from a URL)."""
 
     endpoints: tuple[str, ...]
     credentials: Any = None  # grpc.ChannelCredentials for etcds://, else None
@@ -70,17 +69,16 @@ class ConnectionOptions:
     password: str | None = None
     connect_timeout: float = 5.0
     request_timeout: float = 5.0
-    #: The sessions' ``withdraw_wait`` (the session core's, not the channel's).
-    withdraw_wait: float = WITHDRAW_WAIT
     #: The largest answer the channel accepts, in bytes (0: gRPC's default, 4 MiB). A
     #: cluster's server reads its log in pages of many entries (tenure.server._cluster).
     max_receive: int = 0
 
 
-class Connection:
-    """One channel to one endpoint at a time, with the stubs etcd's v3 API needs."""
+class EtcdClient:
+    """One gRPC channel to an etcd cluster, to one endpoint at a time (failing over to
+    the next), with auth and the stubs etcd's v3 API needs."""
 
-    def __init__(self, options: ConnectionOptions) -> None:
+    def __init__(self, options: EtcdClientOptions) -> None:
         self.options = options
         self._index = 0
         self._token: str | None = None

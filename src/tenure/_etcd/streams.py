@@ -1,13 +1,15 @@
-"""The two long-lived streams: one LeaseKeepAlive for every session, one Watch for every watch.
+"""The etcd client's streams: one LeaseKeepAlive for every lease, one Watch for every watch.
 
-Both run as a task that (re)opens its stream on the connection's current channel.
-When a stream breaks (the member died, the network dropped) the connection fails
-over to the next endpoint and the stream is opened again there, with backoff:
+Both run as a task that (re)opens its stream on the client's current channel
+(:class:`~tenure._etcd.client.EtcdClient`). When a stream breaks (the member died,
+the network dropped) the client fails over to the next endpoint and the stream is
+opened again there, with backoff:
 
-* **keepalive**: each lease is renewed at a third of its TTL; the answer tells the
-  session when the server last heard it (:meth:`Renewable.renewed`, with the send
-  time of the request it answers) or that the lease is gone (TTL <= 0). After a
-  new stream opens, every session re-attaches (:meth:`Renewable.reconnected`).
+* **keepalive**: each lease is renewed at a third of its TTL; the answer tells its
+  holder (an ``etcd://`` session, a cluster member) when etcd last heard it
+  (:meth:`Renewable.renewed`, with the send time of the request it answers) or that
+  the lease is gone (TTL <= 0). After a new stream opens, every holder checks its
+  lease (:meth:`Renewable.reconnected`: a session re-attaches).
 * **watch**: every watch is created with our own id (etcd >= 3.4) from the
   revision after the last event it saw, so a new stream misses nothing; a watch
   that etcd cancels because that revision was compacted is told so, and its owner
@@ -26,7 +28,7 @@ from typing import Any, Protocol
 import grpc
 from aetcd.rpc import rpc_pb2
 
-from tenure.backends.etcd._conn import Connection
+from tenure._etcd.client import EtcdClient
 
 __all__ = ["KeepAlive", "Renewable", "WatchHub", "Watcher"]
 
@@ -34,7 +36,7 @@ log = logging.getLogger("tenure.etcd")
 
 
 class Renewable(Protocol):
-    """A lease the keepalive stream renews (a session)."""
+    """A lease the keepalive stream renews (an ``etcd://`` session's, a cluster member's)."""
 
     lease_id: int
     ttl: int
@@ -76,11 +78,11 @@ class _Stream:
 
     what = "stream"
 
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
+    def __init__(self, client: EtcdClient) -> None:
+        self._client = client
         self._task: asyncio.Task[None] | None = None
         #: The member the stream was last opened on (None: never opened). A stream
-        #: stays where it was opened until it breaks, while the connection's unary
+        #: stays where it was opened until it breaks, while the client's unary
         #: calls may fail over meanwhile: the two need not be on the same member.
         self.endpoint: str | None = None
 
@@ -115,9 +117,9 @@ class _Stream:
         delay = 0.05
         first = True
         while True:
-            generation = self._conn.generation
+            generation = self._client.generation
             call = self._open()
-            self.endpoint = self._conn.endpoint
+            self.endpoint = self._client.endpoint
             reader = asyncio.create_task(self._read(call))
             try:
                 if not first:
@@ -126,7 +128,7 @@ class _Stream:
                 await self._write(call, reader)
             except _STREAM_ENDED as error:
                 log.info("etcd %s stream lost: %s", self.what, error)
-            except Exception:  # never let the stream's task die: every session needs it
+            except Exception:  # never let the stream's task die: every lease needs it
                 log.exception("etcd %s stream failed; opening it again", self.what)
             finally:
                 call.cancel()
@@ -136,7 +138,7 @@ class _Stream:
                 # swallowed here would keep the stream reopening, and close() waiting).
                 await asyncio.gather(reader, return_exceptions=True)
             self._broken()
-            self._conn.failover(generation)
+            self._client.failover(generation)
             delay = await _backoff(delay)
 
 
@@ -145,8 +147,8 @@ class KeepAlive(_Stream):
 
     what = "keepalive"
 
-    def __init__(self, conn: Connection) -> None:
-        super().__init__(conn)
+    def __init__(self, client: EtcdClient) -> None:
+        super().__init__(client)
         self._leases: dict[int, Renewable] = {}
         self._due: dict[int, float] = {}
         self._sent: dict[int, collections.deque[float]] = {}
@@ -172,7 +174,7 @@ class KeepAlive(_Stream):
         self._sent.pop(lease_id, None)
 
     def _open(self) -> Any:
-        return self._conn.lease.LeaseKeepAlive(metadata=self._conn.metadata())
+        return self._client.lease.LeaseKeepAlive(metadata=self._client.metadata())
 
     def _reopened(self) -> None:
         for lease in list(self._leases.values()):
@@ -290,8 +292,8 @@ class WatchHub(_Stream):
 
     what = "watch"
 
-    def __init__(self, conn: Connection) -> None:
-        super().__init__(conn)
+    def __init__(self, client: EtcdClient) -> None:
+        super().__init__(client)
         self._watchers: dict[int, Watcher] = {}
         self._ids = itertools.count(1)  # 0 asks etcd to choose: never ours
         self._outbox: asyncio.Queue[Any] = asyncio.Queue()
@@ -345,7 +347,7 @@ class WatchHub(_Stream):
         return rpc_pb2.WatchRequest(cancel_request=rpc_pb2.WatchCancelRequest(watch_id=watch_id))
 
     def _open(self) -> Any:
-        return self._conn.watch.Watch(metadata=self._conn.metadata())
+        return self._client.watch.Watch(metadata=self._client.metadata())
 
     def _reopened(self) -> None:
         # A new stream: create every watch again from where it was, and have every
