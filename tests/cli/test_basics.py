@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 import tenure
-from tenure.server._config.settings import SETTINGS
+from tenure.server._faces import every_setting
 from tests.cli.support import one_error_line, run_tenure
 from tests.server.wire import ServerProcess, free_port
 
@@ -64,7 +64,7 @@ def test_demo_runs_twice_against_one_server(url: str) -> None:
 def test_serve_help_lists_every_setting(tenure_executable: object) -> None:
     result = run_tenure("serve", "--help")
     assert result.returncode == 0, result.stderr
-    for setting in SETTINGS:
+    for setting in every_setting():
         assert setting.flag in result.stdout
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+import msgspec
 import pytest
 
 from tenure._protocol.cluster import ClusterView
@@ -13,6 +14,7 @@ from tenure.errors import ConfigError, NotLeaderError, leader_named
 from tenure.server._cluster import advertised
 from tenure.server._cluster.appender import _chunks
 from tenure.server._cluster.keys import (
+    FIELD_FACES,
     ClusterDataError,
     ClusterKeys,
     Entry,
@@ -29,6 +31,7 @@ from tenure.server._cluster.store import Leader
 from tenure.server._config.cluster_url import parse_cluster_url, without_secrets
 from tenure.server._config.serve_config import ServeConfig, add_arguments, resolve
 from tenure.server._durability.storage import framed, unframed
+from tenure.server._faces import settings
 
 
 def _records(*sizes: int) -> bytes:
@@ -81,10 +84,42 @@ def test_values_round_trip_and_foreign_ones_are_corrupt_data() -> None:
     assert decode_entry(encode(entry)) == entry
     pointer = Pointer(10, 7, 3, 300, 12345)
     assert decode_pointer(encode(pointer)) == pointer
-    member = Member("a", "h:1", "leader", 5, 1.5, "h:2", "h:3", "h:1")
+    faces = {"ydb": "h:3", "dflockd": "h:1", "another": "h:4"}
+    member = Member("a", "h:1", "leader", 5, 1.5, "h:2", faces=faces, shift=2.5)
     assert decode_member(encode(member)) == member
     with pytest.raises(ClusterDataError, match="unreadable log entry"):
         decode_entry(b"\x81\xa1x\x01")
+
+
+class FirstLayoutMember(msgspec.Struct, array_like=True, frozen=True):
+    """A member's record as the first layout stored it (before the face registry):
+    two faces' addresses in fields of their own, no other face."""
+
+    name: str
+    address: str
+    role: str = ""
+    applied: int = 0
+    written: float = 0.0
+    http: str = ""
+    ydb: str = ""
+    dflockd: str = ""
+    shift: float = 0.0
+
+
+def test_members_of_either_layout_read_each_other_s_records() -> None:
+    """A record of the first layout reads as the same member, and one written now
+    reads, to a member of the first layout, with the two faces where it kept them (a
+    face it did not know is what it leaves unread)."""
+    old = FirstLayoutMember("a", "h:1", "leader", 5, 1.5, "h:2", "h:3", "h:1", 2.5)
+    read = decode_member(msgspec.msgpack.encode(old))
+    assert read == Member(
+        "a", "h:1", "leader", 5, 1.5, "h:2", faces={"ydb": "h:3", "dflockd": "h:1"}, shift=2.5
+    )
+    no_ydb = FirstLayoutMember("b", "h:5", dflockd="h:5")
+    assert decode_member(msgspec.msgpack.encode(no_ydb)).faces == {"dflockd": "h:5"}
+    now = Member("a", "h:1", "leader", 5, 1.5, "h:2", faces={**read.faces, "x": "h:9"}, shift=2.5)
+    assert msgspec.msgpack.decode(encode(now), type=FirstLayoutMember) == old
+    assert FIELD_FACES == ("ydb", "dflockd")  # (stored data: this never changes)
 
 
 def test_the_lease_deadline_counts_from_the_last_renewal_sent_and_ends_when_lost() -> None:
@@ -101,17 +136,18 @@ def test_a_standby_names_the_leader_for_each_face_and_the_status_holds_every_mem
     me = Member("b", "h:2", http="h:12")
     role = ClusterRole("prod", me)
     assert role.leader() is None  # nobody leads yet
-    leader = Member("a", "h:1", "leader", 9, 0.0, http="h:11", ydb="h:21", dflockd="h:1")
+    leader = Member("a", "h:1", "leader", 9, 0.0, "h:11", faces={"ydb": "h:21", "dflockd": "h:1"})
     role.saw(Leader(leader, term=42, lease=7))
     role.members = [leader]
     role.applied = lambda: 8
     assert (role.leader(), role.leader("http"), role.leader("ydb")) == ("h:1", "h:11", "h:21")
+    assert (role.leader("dflockd"), role.leader("another")) == ("h:1", None)
     view = role.status()
     assert isinstance(view, ClusterView)
     assert (view.leader, view.term, view.index, view.answered_by) == ("a", 42, 9, "b")
-    assert [(m.name, m.role, m.applied) for m in view.members] == [
-        ("a", "leader", 9),
-        ("b", "standby", 8),
+    assert [(m.name, m.role, m.applied, m.ydb) for m in view.members] == [
+        ("a", "leader", 9, "h:21"),
+        ("b", "standby", 8, ""),
     ]
     role.saw(Leader(leader, term=50, lease=8))
     assert role.leader_changes == 1
@@ -126,8 +162,8 @@ def test_not_leader_errors_name_the_leader_in_the_form_clients_read() -> None:
 
 def _config(*flags: str) -> ServeConfig:
     parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    return resolve(parser.parse_args(list(flags)), {})
+    add_arguments(parser, settings())
+    return resolve(parser.parse_args(list(flags)), {}, settings())
 
 
 def test_cluster_urls_name_the_cluster_and_hide_passwords() -> None:
@@ -166,12 +202,11 @@ def test_cluster_settings_are_checked_when_read() -> None:
 def test_a_member_advertises_each_face_where_its_clients_reach_it() -> None:
     plain = _config("--cluster", "etcd://a/prod", "--host", "10.0.0.5")
     member = advertised(plain, 6388)
-    assert (member.name, member.address, member.dflockd, member.http, member.ydb) == (
+    assert (member.name, member.address, member.http, member.faces) == (
         "10.0.0.5:6388",
         "10.0.0.5:6388",
-        "10.0.0.5:6388",  # dflockd's clients share the main port
         "",
-        "",
+        {"dflockd": "10.0.0.5:6388"},  # dflockd's clients share the main port; no YDB
     )
     faces = _config(
         "--cluster",
@@ -186,13 +221,15 @@ def test_a_member_advertises_each_face_where_its_clients_reach_it() -> None:
         "8080",
         "--dflockd-port",
         "7001",
+        "--ydb-port",
+        "2136",
     )
     member = advertised(faces, 6388)
-    assert (member.name, member.address, member.http, member.dflockd) == (
+    assert (member.name, member.address, member.http, member.faces) == (
         "t1",
         "t1.example:7000",
         "t1.example:8080",
-        "t1.example:7001",
+        {"dflockd": "t1.example:7001", "ydb": "t1.example:2136"},
     )
 
 

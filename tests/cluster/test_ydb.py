@@ -27,6 +27,7 @@ from ydb.coordination import CoordinationClient
 from tenure._protocol.cluster import ClusterView
 from tenure.compat.ydb import _protos as pb
 from tenure.compat.ydb.directory import NO_LEADER, Directory
+from tenure.compat.ydb.settings import YdbSettings
 from tenure.compat.ydb.tickets import Tickets
 from tenure.server.plug import ServeConfig
 from tests.cluster.harness import WAIT, ClusterServer, TenureCluster, until
@@ -161,7 +162,13 @@ async def test_discovery_without_a_leader_known_is_unavailable_and_calls_are_sen
     # (in process: a standby before any election; a leader stepping down)
     role = FakeRole(name, leader)
     tickets = Tickets(None, b"k" * 32, 60)
-    directory = Directory(ServeConfig(ydb_port=2136), tickets, lambda: 2136, role, lambda: draining)
+    directory = Directory(
+        ServeConfig(faces={"ydb": YdbSettings(port=2136)}),
+        tickets,
+        lambda: 2136,
+        role,
+        lambda: draining,
+    )
     operation = await list_endpoints(directory)
     assert operation.status == pb.Status.UNAVAILABLE
     assert [issue.message for issue in operation.issues] == [NO_LEADER]
@@ -171,7 +178,9 @@ async def test_discovery_without_a_leader_known_is_unavailable_and_calls_are_sen
 async def test_a_server_outside_a_cluster_is_its_own_endpoint_and_serves() -> None:
     tickets = Tickets(None, b"k" * 32, 60)
     for role in (None, FakeRole("", None)):  # (name "": standalone)
-        directory = Directory(ServeConfig(ydb_port=2136), tickets, lambda: 2136, role)
+        directory = Directory(
+            ServeConfig(faces={"ydb": YdbSettings(port=2136)}), tickets, lambda: 2136, role
+        )
         operation = await list_endpoints(directory)
         assert operation.status == pb.Status.SUCCESS
         result = pb.discovery.ListEndpointsResult()

@@ -5,7 +5,7 @@ Every module of :mod:`tenure.compat` may import, of tenure, only the engine's va
 runtime (``tenure._runtime``), its own packages, and :mod:`tenure.server.plug`; and
 the server imports :mod:`tenure.compat` only in its face registry
 (``tenure/server/_faces.py``). Read from the source with ``ast``, so an import inside
-a function or under TYPE_CHECKING counts too.
+a function or under TYPE_CHECKING counts too, as does ``import_module`` of a name.
 """
 
 from __future__ import annotations
@@ -31,11 +31,20 @@ REGISTRY = SOURCE / "server" / "_faces.py"
 
 def imports(path: Path, root: Path = SOURCE.parent) -> Iterator[tuple[int, str]]:
     """Every module ``path`` (a module under ``root``) imports: (line, absolute name);
-    ``from a import b`` names ``a.b`` too, as ``b`` may be a module."""
+    ``from a import b`` names ``a.b`` too, as ``b`` may be a module; and the module an
+    ``import_module("a.b")`` names (the face registry's lines)."""
     tree = ast.parse(path.read_text(), str(path))
     package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
+        if (
+            isinstance(node, ast.Call)
+            and ast.unparse(node.func) in ("import_module", "importlib.import_module")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            yield node.lineno, node.args[0].value
+        elif isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name
         elif isinstance(node, ast.ImportFrom):
@@ -86,6 +95,7 @@ def test_the_checks_see_what_they_must_refuse(tmp_path: Path) -> None:
         "    from tenure.server._net import auth\n"
         "from ..dflockd import codec\n"
         "import tenure.server._serve\n"
+        "load = lambda: import_module('tenure.server._startup')\n"
     )
     sample = tmp_path / "tenure" / "compat" / "ydb" / "sample.py"
     sample.parent.mkdir(parents=True)
@@ -94,5 +104,6 @@ def test_the_checks_see_what_they_must_refuse(tmp_path: Path) -> None:
     assert "tenure.server._net.auth" in names
     assert "tenure.compat.dflockd.codec" in names
     assert "tenure.server._serve" in names
+    assert "tenure.server._startup" in names
     assert not within("tenure.server._net.auth", COMPAT_MAY_IMPORT)
     assert within("tenure.server.plug", COMPAT_MAY_IMPORT)

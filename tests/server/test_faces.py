@@ -3,7 +3,8 @@
 A real :class:`~tenure.server._serve.Server` in this process, with real sockets: the
 faces the registry makes for a configuration, a server given none (the main port is
 then native only), one given two faces that would both take the main port, and one
-whose listening face cannot bind its port (nothing is left listening).
+whose listening face cannot bind its port (nothing is left listening). The registry's
+own reading of the faces is ``test_face_registry.py``'s.
 """
 
 from __future__ import annotations
@@ -18,10 +19,9 @@ import pytest
 
 from tenure._core import CreateNode
 from tenure.compat.dflockd.face import DflockdFace
-from tenure.errors import ConfigError
+from tenure.compat.ydb.settings import YdbSettings
 from tenure.server import DataDir, Journal
 from tenure.server._config.serve_config import ServeConfig
-from tenure.server._faces import FACES, check, enabled, port_setting
 from tenure.server._serve import Server
 from tenure.server._server_host import wal_host
 from tenure.server.plug import FaceFactory
@@ -29,32 +29,6 @@ from tenure.server.plug import FaceFactory
 from .wire import WAIT, Clients, free_port
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def test_the_settings_turn_the_faces_on() -> None:
-    assert [entry.name for entry in enabled(ServeConfig())] == ["dflockd"]
-    assert [entry.name for entry in enabled(ServeConfig(ydb_port=2136))] == ["dflockd", "ydb"]
-    assert {entry.name: port_setting(entry.name) for entry in FACES} == {
-        "dflockd": "dflockd_port",
-        "ydb": "ydb_port",
-    }
-
-
-@pytest.mark.parametrize(
-    ("settings", "message"),
-    [
-        ({"port": 7000, "dflockd_port": 7000}, "--dflockd-port=7000: --port is that port too"),
-        ({"http_port": 7001, "ydb_port": 7001}, "--ydb-port=7001: --http-port is that port too"),
-        ({"dflockd_port": 7002, "ydb_port": 7002}, "--ydb-port=7002: --dflockd-port is"),
-    ],
-)
-def test_the_registry_refuses_a_face_port_another_listener_has(
-    settings: dict[str, int], message: str
-) -> None:
-    """The settings do not know the faces: their caller checks each face's port here."""
-    with pytest.raises(ConfigError) as caught:
-        check(ServeConfig(**settings))  # type: ignore[arg-type]
-    assert message in str(caught.value)
 
 
 @asynccontextmanager
@@ -119,7 +93,8 @@ async def test_a_face_that_cannot_listen_leaves_nothing_listening(tmp_path: Path
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", free_port()))
         taken.listen()
-        config = ServeConfig(port=main, data_dir=path, ydb_port=taken.getsockname()[1])
+        ydb = YdbSettings(port=taken.getsockname()[1])
+        config = ServeConfig(port=main, data_dir=path, faces={"ydb": ydb})
         server = Server(config, wal_host(config, journal, engine), b"f" * 16)
         with pytest.raises(OSError, match="cannot listen"):
             await server.start()

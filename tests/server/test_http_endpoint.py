@@ -33,6 +33,7 @@ from tenure._core import (
 from tenure._protocol import GoingAway, Reply
 from tenure.server import DataDir, FsyncMode, Journal
 from tenure.server._config.serve_config import ConfigError, add_arguments
+from tenure.server._faces import settings
 from tenure.server._startup import configure
 
 from .http import get, scrape, value
@@ -228,7 +229,7 @@ async def test_readyz_is_503_while_the_log_is_replayed(tmp_path: Path) -> None:
 def resolved(*argv: str) -> None:
     """The settings as ``tenure serve`` checks them (a face's port through the registry)."""
     parser = argparse.ArgumentParser()
-    add_arguments(parser)
+    add_arguments(parser, settings())
     configure(parser.parse_args(argv), {})
 
 

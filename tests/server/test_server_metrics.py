@@ -26,6 +26,7 @@ from tenure._core import (
     NodeConfig,
     SessionEnded,
 )
+from tenure.compat.dflockd.metrics import DflockdCounts
 from tenure.errors import ErrorCode
 from tenure.server._cluster.keys import Member
 from tenure.server._cluster.role import ClusterRole
@@ -79,13 +80,15 @@ def test_every_way_a_wait_ends_stops_timing_it() -> None:
 
 
 def test_dflockd_labels_come_from_fixed_sets() -> None:
-    metrics = ServerMetrics(version="0")
-    metrics.dflockd_request("l", b"ok 00ff 33\n")
-    metrics.dflockd_request("l", b"ok 00aa 33\n")
-    metrics.dflockd_request("\x00evil-label", b"error\n")
-    metrics.dflockd_request("", b"error_auth\n")
-    metrics.dflockd_request("stats", b'ok {"locks":[]}\n')
-    metrics.dflockd_request("se", b"surprise\n")
+    counts = DflockdCounts()
+    metrics = ServerMetrics(version="0", faces={"dflockd": counts})
+    assert metrics.face("dflockd") is counts
+    counts.request("l", b"ok 00ff 33\n")
+    counts.request("l", b"ok 00aa 33\n")
+    counts.request("\x00evil-label", b"error\n")
+    counts.request("", b"error_auth\n")
+    counts.request("stats", b'ok {"locks":[]}\n')
+    counts.request("se", b"surprise\n")
     got = samples(metrics)
 
     def count(command: str, result: str) -> float:

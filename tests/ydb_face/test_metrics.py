@@ -10,6 +10,7 @@ import ydb
 from prometheus_client.parser import text_string_to_metric_families
 from ydb.coordination import CoordinationClient
 
+from tenure.compat.ydb.metrics import YdbCounts
 from tenure.server._http.metrics import ServerMetrics
 from tests.server.test_server_metrics import samples
 from tests.server.wire import WAIT, free_port
@@ -17,12 +18,13 @@ from tests.ydb_face.conftest import DATABASE, YdbServer, unique
 
 
 def test_ydb_labels_come_from_fixed_sets() -> None:
-    metrics = ServerMetrics(version="0")
-    metrics.ydb_request("acquire_semaphore", "success")
-    metrics.ydb_request("acquire_semaphore", "success")
-    metrics.ydb_request("\x00evil", "success")
-    metrics.ydb_request("create_node", "no_such_status")
-    metrics.ydb_request("acquire_resource", "timeout")  # (the RateLimiterService's)
+    counts = YdbCounts()
+    metrics = ServerMetrics(version="0", faces={"ydb": counts})
+    counts.request("acquire_semaphore", "success")
+    counts.request("acquire_semaphore", "success")
+    counts.request("\x00evil", "success")
+    counts.request("create_node", "no_such_status")
+    counts.request("acquire_resource", "timeout")  # (the RateLimiterService's)
     got = samples(metrics)
 
     def count(request: str, status: str) -> float:

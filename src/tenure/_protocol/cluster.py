@@ -14,6 +14,7 @@ itself, on a standby as on the leader, and never journals it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -51,6 +52,21 @@ class MemberView:
     age: float | None = None
     http: str = ""
     ydb: str = ""
+
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        role: str,
+        address: str,
+        applied: int,
+        age: float | None,
+        http: str,
+        faces: Mapping[str, str],
+    ) -> MemberView:
+        """The view of a member whose faces of other lock services listen at ``faces``
+        (by face name): the view carries YDB's (its clients' discovery), as ``ydb``."""
+        return cls(name, role, address, applied, age, http, faces.get("ydb", ""))
 
 
 @dataclass(frozen=True, slots=True)

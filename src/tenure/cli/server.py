@@ -3,7 +3,8 @@
 ``serve`` and ``migrate`` parse their arguments with argparse and import neither
 click nor rich, so that a server (``pip install tenure``) runs without the ``cli``
 extra. ``serve``'s flags are generated from the settings table
-(:data:`tenure.server._config.settings.SETTINGS`), never copied by hand.
+(:data:`tenure.server._config.settings.SETTINGS`, and each face's rows, which the face
+registry lists: :func:`tenure.server._faces.settings`), never copied by hand.
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ def serve_main(argv: Sequence[str]) -> int:
     """``tenure serve ARGS``: run a server until SIGTERM or SIGINT; the exit status."""
     from tenure.server._config.serve_config import ConfigError
     from tenure.server._config.serve_config import add_arguments as add_serve_arguments
+    from tenure.server._faces import settings as face_settings
     from tenure.server._startup import configure as configure_server
     from tenure.server._startup import run as run_server
 
     parser = argparse.ArgumentParser(prog="tenure serve", description=SERVE_DESCRIPTION)
-    add_serve_arguments(parser)
+    add_serve_arguments(parser, face_settings())
     args = parser.parse_args(list(argv))
     try:
         config = configure_server(args, os.environ)

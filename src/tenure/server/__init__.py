@@ -12,9 +12,10 @@ The runtime, here:
 * :mod:`tenure.server.plug`: the boundary with the faces of other lock services
   (:mod:`tenure.compat`): what the server lends a face, and what a face must be; the
   only module of the server they import;
-* :mod:`tenure.server._faces`: the face registry (which settings turn each face on,
-  its checks, how to make it: the one place the server imports :mod:`tenure.compat`),
-  and :mod:`tenure.server._face_set`: the faces one server runs;
+* :mod:`tenure.server._faces`: the face registry, one line per face naming its entry
+  in its own folder (its settings, counters, advertised address and maker: the one
+  place the server imports :mod:`tenure.compat`), and :mod:`tenure.server._face_set`:
+  the faces one server runs;
 * :mod:`tenure.server._startup`: ``tenure serve`` from start to exit, and
   :mod:`tenure.server._start_failure`: why a start failed, in one line.
 

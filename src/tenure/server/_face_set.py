@@ -12,14 +12,31 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
-from tenure.server.plug import AcceptedFace, Face, FaceFactory, ListeningFace, Plug
+from tenure.server._observe import Observer
+from tenure.server.plug import (
+    AcceptedFace,
+    Face,
+    FaceFactory,
+    FaceObserver,
+    ListeningFace,
+    Plug,
+)
+
+
+class Lend(Protocol):
+    """Makes the plug the server lends one face: its ``attach`` and its ``observer``."""
+
+    def __call__(self, attach: Callable[[int], None], *, observer: FaceObserver | None) -> Plug:
+        """The plug (see :class:`~tenure.server.plug.Plug`)."""
+        ...
 
 
 class FaceSet:
-    """The faces made by ``makers`` (by name), each from the plug ``lend(attach)``
-    makes; ``route(session_id, face)`` sends a session's effects to ``face`` from now on.
+    """The faces made by ``makers`` (by name), each from the plug ``lend(attach,
+    observer=...)`` makes, with what ``observer`` has it count its requests in;
+    ``route(session_id, face)`` sends a session's effects to ``face`` from now on.
 
     Raises (at construction):
         ValueError: two of them are accepted faces: the main port tells only native
@@ -29,18 +46,20 @@ class FaceSet:
     def __init__(
         self,
         makers: Mapping[str, FaceFactory],
-        lend: Callable[[Callable[[int], None]], Plug],
+        lend: Lend,
         route: Callable[[int, Face], object],
+        observer: Observer | None = None,
     ) -> None:
-        #: The face the main port hands its other connections to (dflockd's); None: none.
+        #: The face the main port hands its other connections to; None: none.
         self.accepted: AcceptedFace[Any] | None = None
-        #: The faces with a listener of their own (YDB's, with ``--ydb-port``).
+        #: The faces with a listener of their own.
         self.listening: list[ListeningFace] = []
         self._by_name: dict[str, Face] = {}
         self._names: dict[Face, str] = {}
         self._route = route
         for name, make in makers.items():
-            face = make(lend(partial(self._attach, name)))
+            counts = None if observer is None else observer.face(name)
+            face = make(lend(partial(self._attach, name), observer=counts))
             self._by_name[name] = face
             self._names[face] = name
             if not isinstance(face, AcceptedFace):
@@ -98,7 +117,7 @@ class FaceSet:
         return {face.protocol: face.connections() for face in self.listening}
 
     def ports(self) -> dict[str, int]:
-        """The port of each face with one of its own, by name (``dflockd``, ``ydb``)."""
+        """The port of each face with one of its own, by name."""
         ports = {face.protocol: face.port for face in self.listening}
         if self.accepted is not None and self.accepted.port:
             ports[self.accepted.protocol] = self.accepted.port

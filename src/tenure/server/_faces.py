@@ -1,90 +1,95 @@
-"""The face registry: each face of another lock service the server can speak, in one table.
+"""The face registry: the faces of other lock services the server can speak, one line each.
 
-A :class:`FaceEntry` says which settings turn its face on, which setting is the port
-of its own (the server checks that no two of its listeners share a port), how its
-settings are checked, and how it is made. Both are imported only when called: the
-faces live in :mod:`tenure.compat`, which builds on the server's plug
-(:mod:`tenure.server.plug`), so the server must not import them first, and YDB's
-needs the ``ydb`` extra. This module is the one place the server imports
-:mod:`tenure.compat` (``tests/server/test_boundary.py`` holds it to that).
+Each line names the module of a face's :class:`~tenure.server.plug.FaceEntry`, in the
+face's own folder of :mod:`tenure.compat`: its settings, which of them turn it on and
+which is its own port, its checks, the address a cluster's member advertises for it,
+what it counts its requests in, and its maker. Everything the server does per face is
+read from here: the settings' flags, variables, config-file keys and help
+(:func:`settings`), their checks (:func:`check`), the faces' own ports, ``/metrics``'
+counters (:func:`observers`), a cluster member's record (:func:`advertised`) and the
+faces each server makes (:func:`factories`). Adding a face is its folder and its line.
+
+The entries are imported when first read, not with this module: the faces build on
+the server's plug (:mod:`tenure.server.plug`), so the server must not import them
+first; an entry's module imports nothing its face needs besides (a face that needs an
+extra's library is listed without it, and imported only when made). This module is
+the one place the server imports :mod:`tenure.compat` (``tests/server/test_boundary.py``
+holds it to that).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Final
+from importlib import import_module
+from types import ModuleType
+from typing import Any, Final
 
-from tenure.server._config.serve_config import ServeConfig, check_ports
-from tenure.server.plug import FaceFactory
+from tenure.server._config.serve_config import ServeConfig, check_ports, every_row
+from tenure.server._config.setting import Setting
+from tenure.server.plug import FaceEntry, FaceFactory, FaceObserver, FaceSettings
 
-#: Checks a face's settings. Raises ConfigError naming the setting.
-Check = Callable[[ServeConfig], None]
-
-
-@dataclass(frozen=True, slots=True)
-class FaceEntry:
-    """One face: its name, when it runs, its port setting, its checks, its maker.
-
-    ``check`` and ``factory`` import the face when called (the module docstring);
-    ``check`` is None for a face whose settings the table's ranges cover.
-    """
-
-    name: str
-    enabled: Callable[[ServeConfig], bool]
-    port_setting: str  # the setting of the face's own port (its value 0: none)
-    check: Callable[[], Check] | None
-    factory: Callable[[], FaceFactory]
-
-    @property
-    def flag(self) -> str:
-        """The flag of the face's port setting (``--dflockd-port``)."""
-        return "--" + self.port_setting.replace("_", "-")
-
-    def port(self, config: ServeConfig) -> int:
-        """The face's own port in ``config`` (0: none)."""
-        port = getattr(config, self.port_setting)
-        assert isinstance(port, int)
-        return port
-
-
-def _dflockd() -> FaceFactory:
-    from tenure.compat.dflockd.face import DflockdFace
-
-    return DflockdFace.plugged
-
-
-def _ydb_check() -> Check:
-    from tenure.compat.ydb.settings import check  # without grpc: it says if that is missing
-
-    return check
-
-
-def _ydb() -> FaceFactory:
-    from tenure.compat.ydb.face import YdbFace
-
-    return YdbFace.plugged
-
-
-FACES: Final = (
-    # The main port tells dflockd's clients from native ones by their first byte, so
-    # dflockd's face always runs (--dflockd-port adds a port of its own).
-    FaceEntry("dflockd", lambda config: True, "dflockd_port", None, _dflockd),
-    FaceEntry("ydb", lambda config: config.ydb_port != 0, "ydb_port", _ydb_check, _ydb),
+#: The faces, in order (the main port's flags in ``--help``, ``/metrics``): each line
+#: imports the module that defines the face's ``ENTRY``.
+FACES: Final[tuple[Callable[[], ModuleType], ...]] = (
+    lambda: import_module("tenure.compat.dflockd.entry"),
+    lambda: import_module("tenure.compat.ydb.entry"),
 )
-#: The table by name.
-BY_NAME: Final = {entry.name: entry for entry in FACES}
 
 
-def enabled(config: ServeConfig) -> list[FaceEntry]:
-    """The faces ``config`` turns on, in the table's order."""
-    return [entry for entry in FACES if entry.enabled(config)]
+@functools.cache
+def entries() -> tuple[FaceEntry[Any], ...]:
+    """Every face's entry, in the table's order (importing each entry's module once).
+
+    Raises:
+        TypeError: a module's ``ENTRY`` is not a FaceEntry.
+        ValueError: two faces have one name, or a setting's name is taken twice.
+    """
+    found: list[FaceEntry[Any]] = []
+    for load in FACES:
+        entry = load().ENTRY
+        if not isinstance(entry, FaceEntry):
+            raise TypeError(f"{entry!r} is not a FaceEntry")
+        found.append(entry)
+    names = [entry.name for entry in found]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two faces share a name: {names}")
+    every_row([entry.settings for entry in found])  # (raises on a name taken twice)
+    return tuple(found)
+
+
+def entry(name: str) -> FaceEntry[Any]:
+    """The entry of face ``name``.
+
+    Raises:
+        KeyError: no face has that name.
+    """
+    for face in entries():
+        if face.name == name:
+            return face
+    raise KeyError(name)
+
+
+def settings() -> list[FaceSettings[Any]]:
+    """Every face's settings, in order: what ``tenure serve`` reads besides its own
+    (:func:`~tenure.server._config.serve_config.resolve`)."""
+    return [face.settings for face in entries()]
+
+
+def every_setting() -> tuple[Setting, ...]:
+    """The server's settings, then every face's: each one ``tenure serve`` takes."""
+    return every_row(settings())
+
+
+def enabled(config: ServeConfig) -> list[FaceEntry[Any]]:
+    """The faces ``config`` turns on, in order."""
+    return [face for face in entries() if face.enabled(face.typed(config))]
 
 
 def check(config: ServeConfig) -> None:
     """The settings of each face ``config`` turns on: its own port is none of the
     server's other listeners' (:func:`~tenure.server._config.serve_config.check_ports`),
-    and the face's own checks (YDB's: its database, the ydb extra).
+    and the face's own checks.
 
     ``tenure serve`` runs it after :func:`~tenure.server._config.serve_config.resolve`
     (:func:`tenure.server._startup.configure`): the settings do not import the registry.
@@ -93,21 +98,48 @@ def check(config: ServeConfig) -> None:
         ConfigError: naming the setting, or the extra to install.
     """
     faces = enabled(config)
-    check_ports(config, [(entry.flag, entry.port(config)) for entry in faces])
-    for entry in faces:
-        if entry.check is not None:
-            entry.check()(config)
+    check_ports(config, [(face.flag, face.port(config)) for face in faces])
+    for face in faces:
+        if face.check is not None:
+            face.check(face.typed(config))
 
 
-def port_setting(name: str) -> str:
-    """The setting of the port of face ``name``'s own (``dflockd_port``).
+def own_port(config: ServeConfig, name: str) -> tuple[str, int]:
+    """Face ``name``'s own port in ``config``: (its setting's name, its value; 0: none).
 
     Raises:
         KeyError: no face has that name.
     """
-    return BY_NAME[name].port_setting
+    face = entry(name)
+    return face.port_setting, face.port(config)
+
+
+def accepted_port(config: ServeConfig) -> int:
+    """The own port of the accepted face ``config`` turns on (0: none, or no such face):
+    the one port of a face's the server binds itself."""
+    ports = [face.port(config) for face in enabled(config) if face.accepted]
+    return ports[0] if ports else 0
+
+
+def advertised(config: ServeConfig, host: str, address: str) -> dict[str, str]:
+    """Where a cluster's member that advertises ``host`` and its main ``address``
+    (``HOST:PORT``) says the clients of each face ``config`` turns on reach it, by
+    face name (a face with nowhere to say is left out)."""
+    found: dict[str, str] = {}
+    for face in enabled(config):
+        if face.advertise is not None:
+            where = face.advertise(face.typed(config), host, address)
+            if where:
+                found[face.name] = where
+    return found
+
+
+def observers() -> dict[str, FaceObserver]:
+    """A new observer of each face that counts its requests, by name: every face's, on
+    or off, so that ``/metrics`` always lists the same series."""
+    return {face.name: face.observer() for face in entries() if face.observer is not None}
 
 
 def factories(config: ServeConfig) -> dict[str, FaceFactory]:
     """The makers of the faces ``config`` turns on, by name (importing each face)."""
-    return {entry.name: entry.factory() for entry in enabled(config)}
+    return {face.name: face.factory() for face in enabled(config)}

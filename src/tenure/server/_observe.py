@@ -6,32 +6,51 @@ places cost one ``is None`` test. The Prometheus implementation is
 :class:`tenure.server._http.metrics.ServerMetrics`: this module imports nothing
 of it, so a server without the ``server`` extra never loads prometheus-client.
 
+A face of another lock service counts its own requests, in a :class:`FaceObserver`
+its registry entry makes (:attr:`tenure.server.plug.FaceEntry.observer`): the face
+calls its own methods, and ``/metrics`` shows the :class:`CounterFamily` series each
+one lists. The server knows neither its labels nor its names.
+
 Every method runs on the event loop, inside the step it reports: it must be quick
 and must not raise.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 from tenure._core import Command, Effect
 from tenure.errors import ErrorCode
 
 
+@dataclass(frozen=True, slots=True)
+class CounterFamily:
+    """A face's counter as ``/metrics`` shows it: ``name`` (``tenure_<face>_requests``;
+    the series is ``<name>_total``), its help line, its label names, and a count for
+    each tuple of label values (one per label name, from bounded sets)."""
+
+    name: str
+    help: str
+    labels: tuple[str, ...]
+    counts: Mapping[tuple[str, ...], int]
+
+
 class FaceObserver(Protocol):
-    """The hooks a face of another lock service calls (dflockd's, YDB's): lent to it
-    through :class:`tenure.server.plug.Plug`."""
+    """What a face counts its requests in (module docstring); lent to it through
+    :class:`tenure.server.plug.Plug`."""
 
-    def dflockd_request(self, command: str, answer: bytes) -> None:
-        """A dflockd request (its command line, as sent) was answered ``answer``."""
-
-    def ydb_request(self, request: str, status: str) -> None:
-        """A YDB request or call (``acquire_semaphore``, ``create_node``...) was answered
-        with a YDB status (``success``, ``not_found``...)."""
+    def families(self) -> Iterable[CounterFamily]:
+        """The face's counters as they are now (read when ``/metrics`` is scraped)."""
+        ...
 
 
-class Observer(FaceObserver, Protocol):
-    """The hooks the server calls (see the module docstring), the faces' included."""
+class Observer(Protocol):
+    """The hooks the server calls (see the module docstring)."""
+
+    def face(self, name: str) -> FaceObserver | None:
+        """What face ``name`` counts its requests in (None: nothing counts them)."""
 
     def request(self, command: Command[object], code: ErrorCode | None) -> None:
         """A native request was answered: ``code`` None for a Reply, else its Failure's."""

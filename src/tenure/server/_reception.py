@@ -1,7 +1,7 @@
 """A server's reception: sockets accepted, admitted or refused, their connections made, served.
 
 :class:`Reception` runs the listeners of the main port and of the accepted face's own
-port (dflockd's ``--dflockd-port``), on sockets bound already (a cluster member's,
+port, on sockets bound already (a cluster member's,
 kept across its terms) or bound here. Each socket accepted is admitted or refused
 at once (``--max-connections-per-address``), counted while in its handshake
 (``--max-handshaking``: past it the listeners stop accepting,
@@ -91,7 +91,8 @@ class Reception:
         self.max_connections = native_share(
             config.max_connections, config.http_max_connections if config.http_port else 0
         )
-        #: The main and dflockd ports' connections, counted from their accept():
+        #: The main port's and the accepted face's own port's connections, counted
+        #: from their accept():
         #: handshaking (``--max-handshaking``: past it, the listeners stop accepting),
         #: per address, and against ``max_connections`` (:mod:`tenure.server._net.listen`).
         self.admission = Admission(config.max_handshaking, config.max_connections_per_address)
@@ -176,7 +177,7 @@ class Reception:
         task.add_done_callback(self._connecting.discard)
 
     def front(self, port: int, backend: int) -> Front:
-        """Accept on ``port`` for a listening face (YDB's) whose listener is on loopback
+        """Accept on ``port`` for a listening face whose listener is on loopback
         port ``backend``, counted against ``--max-connections-per-address``."""
         front = Front(self.admission, backend, partial(self.refuse_address, native=False))
         front.start(self.config.host, port)
@@ -220,7 +221,7 @@ class Reception:
             factory = partial(
                 FaceProtocol,
                 partial(self._serve_accepted_only, entry),
-                on_made=entry.passed,  # (dflockd's clients have no handshake of their own)
+                on_made=entry.passed,  # (an accepted face's clients: no handshake of ours)
                 on_lost=entry.closed,
             )
         try:
@@ -275,9 +276,9 @@ class Reception:
         self.gate.accepted(conn)
         kind = await accepted.kind
         # A native client's first frame is a Hello, whose 4-byte length starts with a
-        # zero byte; a dflockd request starts with a command letter. Without an
+        # zero byte; an accepted face's request starts with another. Without an
         # accepted face, a connection that is not native is closed; on a standby too
-        # (dflockd's clients reconnect, through a balancer that finds the leader).
+        # (the face's clients reconnect, through a balancer that finds the leader).
         face = self.accepted if self.role.leading else None
         if kind is Kind.OTHER and face is not None and not conn.closing:
             # From here the face's connection owns the streams: the native one must
@@ -305,8 +306,8 @@ class Reception:
         """Refuse a connection we cannot serve, in its own protocol.
 
         Which one is known only from its first bytes (bounded by the handshake
-        timeout): a native client gets the Refused; an accepted face's (dflockd) client
-        gets nothing but the close, as dflockd does at its limits.
+        timeout): a native client gets the Refused; an accepted face's client gets
+        nothing but the close (as its own server would do at its limits).
         """
         with contextlib.suppress(OSError, TimeoutError):
             async with asyncio.timeout(self.config.handshake_timeout):
@@ -321,15 +322,14 @@ class Reception:
     async def _serve_accepted_only(
         self, entry: Entry, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        """The accepted face's own port (``--dflockd-port``): every connection speaks its
-        protocol."""
+        """The accepted face's own port: every connection speaks its protocol."""
         if (
             self._closed_to_new()
             or not self.role.leading
             or self.admission.served > self.max_connections  # (itself included)
         ):
             entry.unserved()
-            writer.close()  # as dflockd does at its limit (or a standby): nothing written
+            writer.close()  # at the limit (or a standby): nothing written, the close says it
             return
         assert self.accepted is not None  # (its port is why this listens)
         peer = writer.get_extra_info("peername")
@@ -352,8 +352,8 @@ class Reception:
         try:
             await face.serve(fconn)
         except OSError:
-            pass  # the connection broke: the face lets go of what it held (dflockd: its
-            # waiters, and its grants with auto-release)
+            pass  # the connection broke: the face lets go of what it held (its waiters,
+            # say, and what it releases on a close)
         finally:
             _log_closed(peer, protocol, opened_at)
             self.conns.discard(fconn)

@@ -32,9 +32,9 @@ class Role(Protocol):
         ...
 
     def leader(self, face: str = "native") -> str | None:
-        """The leader's address for clients of ``face`` (``native``, ``ydb``,
-        ``dflockd``, ``http``): ``HOST:PORT`` as it advertises it; None when no leader
-        is known (or it has no such face)."""
+        """The leader's address for clients of ``face`` (``native``, ``http``, or a face
+        of another lock service by its registry name): ``HOST:PORT`` as it advertises
+        it; None when no leader is known (or it has no such face)."""
         ...
 
     def status(self) -> ClusterView | None:

@@ -20,11 +20,10 @@ bound once, or bound at :meth:`Server.start`.
 The server speaks several protocols, its faces (:mod:`tenure.server.plug`). Native
 messages are handled by :class:`~tenure.server._net.native.NativeFace` (in fair
 turns, :mod:`tenure.server._net.accept`); the faces of other lock services are made
-from what the settings turn on (:mod:`tenure.server._faces`): an accepted face
-(dflockd's, :mod:`tenure.compat.dflockd`) is handed the connections whose first byte
-is not a native frame's, and those of its own port; a listening face (YDB's on
-``--ydb-port``, :mod:`tenure.compat.ydb`) runs a listener of its own, whose streams the
-outboxes write like connections. Session ownership and the queues of detached
+from what the settings turn on (:mod:`tenure.server._faces`): an accepted face is
+handed the connections whose first byte is not a native frame's, and those of its own
+port; a listening face runs a listener of its own, whose streams the outboxes write
+like connections. Session ownership and the queues of detached
 sessions are in :class:`~tenure.server._session_table.SessionTable` (docs/protocol.md
 section 11); the handshake, tokens, authorization and the handshake, idle and
 silence timeouts in :class:`~tenure.server._net.gate.Gate`; TLS in
@@ -152,13 +151,12 @@ class Server:
             forget=self._table.forget,
             connections=self.reception.served,
             secret=self.secret,
-            observer=observer,
             role=role,
             front=self.reception.front if config.max_connections_per_address else None,
         )
         makers = _faces.factories(config) if faces is None else faces
         #: The faces of other lock services this server speaks.
-        self.faces = FaceSet(makers, lend, route=self._table.attach)
+        self.faces = FaceSet(makers, lend, route=self._table.attach, observer=observer)
         #: The listener :meth:`start` was binding when it failed: ``native`` (the main
         #: port) or a face's name (its own port); None: none failed.
         self.binding: str | None = None
@@ -208,8 +206,8 @@ class Server:
         return self._stopping or self.served.dead or self._done.is_set()
 
     def connections(self) -> dict[str, int]:
-        """The client connections open now, by face (``native``, ``dflockd``; ``ydb``:
-        its streams)."""
+        """The client connections open now, by face (``native``, the accepted face's,
+        and each listening face's streams)."""
         conns = self.reception.conns
         native = sum(1 for conn in conns if isinstance(conn, Conn))
         counts = {"native": native}
@@ -264,7 +262,7 @@ class Server:
         Nothing that is not durable leaves: the host acknowledges nothing more, and what
         was sealed to a batch not yet in the log is dropped. Native clients are told
         ``NOT_LEADER`` (GoingAway; Refused during the handshake), naming the leader if
-        one is known; dflockd's connections and YDB's streams are dropped (their
+        one is known; the other faces' connections and streams are dropped (their
         clients reconnect, and find the leader). The listeners close (a cluster keeps
         the sockets for its next server), then :meth:`wait` returns 0.
         """

@@ -53,8 +53,8 @@ def listen_failure(
 ) -> StartFailure:
     """Why a listener could not be bound on ``host``:``port``, the value of ``setting``.
 
-    An error without an errno (gRPC's, for ``--ydb-port``) is told by binding a socket
-    there once more, to find out.
+    An error without an errno (a listening face's library's, such as gRPC's) is told
+    by binding a socket there once more, to find out.
     """
     code = error.errno if error.errno is not None else _bind_errno(host, port)
     where = f"port {port} on {host}"

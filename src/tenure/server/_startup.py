@@ -176,8 +176,8 @@ async def _recover_and_serve(
         host, port = await server.start()
     except OSError as error:
         binding = server.binding or "native"
-        setting = "port" if binding == "native" else _faces.port_setting(binding)
-        listen_failure(error, config.host, getattr(config, setting), setting=setting).log(log)
+        own = ("port", config.port) if binding == "native" else _faces.own_port(config, binding)
+        listen_failure(error, config.host, own[1], setting=own[0]).log(log)
         return 1  # (the server closed the journal)
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, server.stop)
@@ -228,8 +228,8 @@ def configure(args: Namespace, environ: Mapping[str, str]) -> ServeConfig:
     Raises:
         ConfigError: naming the flag, variable or file key, or the extra to install.
     """
-    config = resolve(args, environ)
-    _faces.check(config)  # each face's port and own checks (YDB's: its database, the extra)
+    config = resolve(args, environ, _faces.settings())  # the server's and the faces'
+    _faces.check(config)  # each face's port and own checks
     return config
 
 

@@ -1,28 +1,35 @@
 """The boundary between the server and its faces: all :mod:`tenure.compat` may import of it.
 
 A **face** is one protocol the server speaks to its clients: the native one
-(:mod:`tenure.server._net.native`), dflockd's (:mod:`tenure.compat.dflockd`) and
-YDB's (:mod:`tenure.compat.ydb`). The faces of other lock services live in
+(:mod:`tenure.server._net.native`) and those of other lock services, which live in
 :mod:`tenure.compat` and meet the server here only: ``tests/server/test_boundary.py``
 fails on any other import of :mod:`tenure.server` from :mod:`tenure.compat`, and on
 any import of :mod:`tenure.compat` by the server outside its face registry
-(:mod:`tenure.server._faces`, which makes each face from its settings).
+(:mod:`tenure.server._faces`, one line per face).
 
 Both sides of the boundary are here.
 
+* What a face tells the server: its :class:`FaceEntry`, in its own folder: its
+  settings (:class:`FaceSettings`, rows of the server's own :class:`Setting` type:
+  flags, environment variables, config-file keys, help, ranges), which of them turn
+  it on and which is its own port, its checks, the address a cluster's member
+  advertises for it, what it counts its requests in (a :class:`FaceObserver`, whose
+  :class:`CounterFamily` series ``/metrics`` shows), and its maker. The server's
+  settings, ``/metrics`` and a cluster's member records are built from the entries.
 * What the server lends a face: a :class:`Plug`, that is its host as the
   :class:`HostCalls` a face may make, the auth file's :class:`Tokens`, the outboxes'
   ``send`` and ``finish``, the routing of an engine session's effects to the face, the
-  settings and an observer; and the few things a face works with besides:
-  :class:`Token`, :class:`Access` and :func:`denial` (the auth file's policy, as on the
-  native protocol), :class:`Connection` (what the outboxes write to), :func:`reset`.
+  settings (the face reads its own typed: ``plug.config.face(its FaceSettings)``) and
+  its observer; and the few things a face works with besides: :class:`Token`,
+  :class:`Access` and :func:`denial` (the auth file's policy, as on the native
+  protocol), :class:`Connection` (what the outboxes write to), :func:`reset`.
 * What the server asks of a face: a :class:`Face`, of one of two kinds by how its
-  clients reach it. An :class:`AcceptedFace` (dflockd's) is served on connections the
-  server accepts: on the main port, where a first byte that cannot start a native
-  frame hands the connection to it, and on the face's own port if it has one. The
+  clients reach it. An :class:`AcceptedFace` is served on connections the server
+  accepts: on the main port, where a first byte that cannot start a native frame
+  hands the connection to it, and on the face's own port if it has one. The
   server counts them against ``--max-connections``, writes their outboxes after each
-  commit and closes them at shutdown. A :class:`ListeningFace` (YDB's) listens on its
-  own (a gRPC server), and its streams are written by the same outboxes.
+  commit and closes them at shutdown. A :class:`ListeningFace` listens on its own (a
+  gRPC server, say), and its streams are written by the same outboxes.
 
 Either way the server routes to :meth:`Face.deliver` the effects of the engine
 sessions the face attached (:attr:`Plug.attach`); what a request means, and the
@@ -34,38 +41,47 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from tenure._core import Command, Effect, Engine
 from tenure._runtime.clock import Clock
+from tenure.server._config.face_settings import FaceSettings, S
 from tenure.server._config.serve_config import ServeConfig
+from tenure.server._config.setting import Setting, in_range, one_of
 from tenure.server._net.auth import Access, Token, Tokens, denial
 from tenure.server._net.outbox import Connection, reset
 from tenure.server._net.throttle import peer_host
-from tenure.server._observe import FaceObserver
+from tenure.server._observe import CounterFamily, FaceObserver
 from tenure.server._role import STANDALONE_ROLE, Role
 
 __all__ = [
     "AcceptedFace",
     "Access",
     "Connection",
+    "CounterFamily",
     "Face",
+    "FaceEntry",
     "FaceFactory",
     "FaceObserver",
+    "FaceSettings",
     "Front",
     "HostCalls",
     "ListeningFace",
     "Plug",
     "Role",
     "ServeConfig",
+    "Setting",
     "Token",
     "Tokens",
     "denial",
+    "in_range",
+    "one_of",
     "peer_host",
     "reset",
 ]
 
 R = TypeVar("R")
+ObserverT = TypeVar("ObserverT")
 ConnT = TypeVar("ConnT", bound=Connection)
 
 
@@ -142,10 +158,11 @@ class Plug:
     on disk, ``finish(conn)`` closes it once they are; ``attach(session_id)`` routes
     the effects of an engine session to the face's :meth:`Face.deliver`,
     ``forget(session_id)`` drops that route; ``connections()`` is how many client
-    connections the server has open; ``observer`` is told of each request the face
-    answers (None: not measured); ``secret`` is what the face signs what it hands out
-    with (dflockd's tokens, YDB's tickets: the data directory's, or, in a cluster,
-    the one every member shares), so that they stay valid across restarts and
+    connections the server has open; ``observer`` is what the face counts its
+    requests in, as its entry made it (:attr:`FaceEntry.observer`; None: not measured;
+    :meth:`observer_as` gives it typed); ``secret`` is what the face signs what it hands
+    out with (tokens, tickets: the data directory's, or, in a cluster, the one every
+    member shares), so that they stay valid across restarts and
     failovers; ``role`` says whether the server leads its
     cluster, and where the leader is (a face sends its clients there, as its
     protocol can: YDB's discovery names the leader's endpoint); ``front(port,
@@ -167,6 +184,19 @@ class Plug:
     role: Role = STANDALONE_ROLE
     front: Callable[[int, int], Front] | None = None
 
+    def observer_as(self, kind: type[ObserverT]) -> ObserverT | None:
+        """:attr:`observer` as the type the face's entry makes (None: not measured).
+
+        Raises:
+            TypeError: it is of another type (the entry and the face disagree).
+        """
+        observer = self.observer
+        if observer is None or isinstance(observer, kind):
+            return observer
+        raise TypeError(
+            f"the face's observer is a {type(observer).__name__}, not a {kind.__name__}"
+        )
+
 
 class Face(Hashable, Protocol):
     """A face of another lock service, as the server sees it (see the module
@@ -175,7 +205,7 @@ class Face(Hashable, Protocol):
 
     @property
     def protocol(self) -> str:
-        """The protocol's name, in the server's logs and metrics (``dflockd``, ``ydb``)."""
+        """The protocol's name, in the server's logs and metrics: its entry's name."""
         ...
 
     def deliver(self, effect: Effect) -> None:
@@ -250,3 +280,63 @@ class ListeningFace(Face, Protocol):
 
 #: Makes a face from what the server lends it.
 FaceFactory = Callable[[Plug], AcceptedFace[Any] | ListeningFace]
+
+
+def _always(settings: object) -> bool:
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class FaceEntry(Generic[S]):
+    """A face's line in the server's face registry (:mod:`tenure.server._faces`).
+
+    The face's folder defines it, in a module that imports nothing the face itself
+    needs besides (a face that needs an extra's library loads without it: its settings
+    and help are listed without the extra); ``factory`` imports the face.
+
+    ``settings``: its settings, named ``<name>_...``; ``port_setting``: the row of its
+    own port (the server checks that no two of its listeners share one; 0: none);
+    ``factory()``: its maker, the face imported; ``enabled(settings)``: whether its
+    settings turn it on; ``accepted``: it is an :class:`AcceptedFace`, whose own port
+    the server binds (a cluster's member once, for all its terms); ``check(settings)``:
+    its checks beyond the rows' ranges (raises ConfigError naming the setting, or the
+    extra to install); ``advertise(settings, host, address)``: where a cluster's member
+    that advertises ``host`` and its main ``address`` (``HOST:PORT``) says the face's
+    clients reach it ("" for nowhere); ``observer()``: makes what it counts its
+    requests in (None: it counts nothing), once per server process.
+
+    Raises (at construction):
+        KeyError: ``port_setting`` is not one of its rows.
+    """
+
+    settings: FaceSettings[S]
+    port_setting: str
+    factory: Callable[[], FaceFactory]
+    enabled: Callable[[S], bool] = _always
+    accepted: bool = False
+    check: Callable[[S], None] | None = None
+    advertise: Callable[[S, str, str], str] | None = None
+    observer: Callable[[], FaceObserver] | None = None
+
+    def __post_init__(self) -> None:
+        self.settings.row(self.port_setting)
+
+    @property
+    def name(self) -> str:
+        """The face's name: its settings' prefix, its protocol in logs and metrics."""
+        return self.settings.face
+
+    @property
+    def flag(self) -> str:
+        """The flag of its own port (``--<name>-port``)."""
+        return self.settings.row(self.port_setting).flag
+
+    def typed(self, config: ServeConfig) -> S:
+        """Its settings in ``config``."""
+        return config.face(self.settings)
+
+    def port(self, config: ServeConfig) -> int:
+        """Its own port in ``config`` (0: none)."""
+        port = self.settings.values(self.typed(config))[self.port_setting]
+        assert isinstance(port, int)
+        return port

@@ -14,8 +14,8 @@ import pytest
 from tenure._protocol import ConnectionClosed, Refused, Welcome
 from tenure.errors import ErrorCode
 from tenure.server._config.serve_config import ConfigError, ServeConfig, add_arguments, resolve
-from tenure.server._config.settings import SETTINGS
 from tenure.server._durability.storage import FsyncMode
+from tenure.server._faces import every_setting, settings
 
 from ..wire import Clients, ServerProcess
 
@@ -24,8 +24,8 @@ pytestmark = pytest.mark.timeout(60)
 
 def parse(*argv: str, env: dict[str, str] | None = None) -> ServeConfig:
     parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    return resolve(parser.parse_args(argv), env or {})
+    add_arguments(parser, settings())
+    return resolve(parser.parse_args(argv), env or {}, settings())
 
 
 def write(path: Path, text: str) -> Path:
@@ -188,7 +188,7 @@ def test_help_explains_every_setting_and_the_file() -> None:
     result = serve("--help")
     assert result.returncode == 0, result.stderr
     text = " ".join(result.stdout.split())
-    for setting in SETTINGS:
+    for setting in every_setting():
         assert setting.flag in text
         assert f"TENURE_{setting.name.upper()}" in text
     assert "--config PATH" in text
@@ -232,7 +232,7 @@ async def test_idle_timeout_zero_announces_never(tmp_path: Path, wire: Clients) 
 
 def test_every_setting_is_documented_in_operations_md() -> None:
     page = (Path(__file__).resolve().parents[3] / "docs" / "operations.md").read_text()
-    for setting in SETTINGS:
+    for setting in every_setting():
         env = "TENURE_" + setting.name.upper()
         assert f"`{setting.flag} " in page or f"`{setting.flag}`" in page, setting.flag
         assert f"`{env}`" in page, env

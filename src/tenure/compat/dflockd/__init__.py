@@ -9,7 +9,11 @@
 * :mod:`~tenure.compat.dflockd.holds`: what the face keeps besides the engine
   (holds, keys, tokens);
 * :mod:`~tenure.compat.dflockd.keeper`: its housekeeping: its nodes, the key limits,
-  the idle-key collector, the sessions an earlier run left, ``stats``.
+  the idle-key collector, the sessions an earlier run left, ``stats``;
+* :mod:`~tenure.compat.dflockd.entry`: what the server's face registry reads of it:
+  its settings (:mod:`~tenure.compat.dflockd.settings`, ``--dflockd-*``), its counts
+  (:mod:`~tenure.compat.dflockd.metrics`), its address in a cluster member's record,
+  and its maker.
 
 Nothing is imported here, so that the codec stays importable on its own.
 """

@@ -48,16 +48,17 @@ from tenure.compat.dflockd import codec as wire
 from tenure.compat.dflockd.holds import (
     SESSION_DESCRIPTION,
     DflockdConn,
-    DflockdSettings,
     Hold,
     Registry,
     TokenMint,
     node_of,
 )
 from tenure.compat.dflockd.keeper import Keeper, session_key
-from tenure.compat.dflockd.loop import READ_SIZE, LineLoop
+from tenure.compat.dflockd.loop import READ_SIZE, LineLoop, Pace
+from tenure.compat.dflockd.metrics import DflockdCounts
+from tenure.compat.dflockd.settings import SETTINGS, DflockdSettings
 from tenure.errors import AlreadyExistsError, ErrorCode, LimitExceededError, TenureError
-from tenure.server.plug import FaceObserver, HostCalls, Plug, Tokens
+from tenure.server.plug import HostCalls, Plug, Tokens
 
 log = logging.getLogger("tenure.server")
 
@@ -74,13 +75,14 @@ class DflockdFace:
         self,
         host: HostCalls,
         settings: DflockdSettings,
+        pace: Pace,
         secret: bytes,
         tokens: Tokens | None,
         send: Callable[[DflockdConn, bytes], None],
         attach: Callable[[int], None],
         forget: Callable[[int], None],
         connections: Callable[[], int],
-        observer: FaceObserver | None = None,
+        observer: DflockdCounts | None = None,
     ) -> None:
         self.host = host
         self.settings = settings
@@ -94,7 +96,7 @@ class DflockdFace:
         #: How many client connections the server has open (``stats`` reports it).
         self.connections = connections
         self.lines = LineLoop(
-            settings,
+            pace,
             tokens,
             answer=self._answer_request,
             send=send,
@@ -111,14 +113,15 @@ class DflockdFace:
         failovers)."""
         return cls(
             plug.host,
-            DflockdSettings.from_config(plug.config),
+            plug.config.face(SETTINGS),
+            Pace.from_config(plug.config),
             plug.secret,
             plug.tokens,
             plug.send,
             attach=plug.attach,
             forget=plug.forget,
             connections=plug.connections,
-            observer=plug.observer,
+            observer=plug.observer_as(DflockdCounts),
         )
 
     # -- the face, as the server sees it ------------------------------------------------

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from tenure.compat.dflockd import codec as wire
-from tenure.server.plug import ServeConfig
 
 LOCK_NODE: Final = "dflockd"
 SEMAPHORE_NODE: Final = "dflockd-semaphores"
@@ -149,35 +148,3 @@ class DflockdConn:
     token: str = ""
     stable_ref: bool = False
     pending: dict[tuple[bool, str], Hold] = field(default_factory=dict)  # `e` awaiting `w`
-
-
-@dataclass(frozen=True, slots=True)
-class DflockdSettings:
-    """The ``--dflockd-*`` settings."""
-
-    port: int = 0  # a listener for dflockd clients only (0: the main port only)
-    default_lease: int = 33
-    max_locks: int = 1024
-    max_waiters: int = 0  # 0: no limit of dflockd's own (the node's max_waiters still holds)
-    auto_release: bool = True
-    gc_interval: float = 5.0
-    gc_max_idle: float = 60.0
-    frame_timeout: float = 15.0  # a request must arrive whole within this (0: no limit)
-    turn: int = 64  # requests served in a row before the other connections' turn
-    pause_unread: int = 65536  # bytes of answers unsent before reading stops
-
-    @classmethod
-    def from_config(cls, config: ServeConfig) -> DflockdSettings:
-        """The dflockd share of the server's settings."""
-        return cls(
-            port=config.dflockd_port,
-            default_lease=config.dflockd_default_lease,
-            max_locks=config.dflockd_max_locks,
-            max_waiters=config.dflockd_max_waiters,
-            auto_release=config.dflockd_auto_release,
-            gc_interval=config.dflockd_gc_interval,
-            gc_max_idle=config.dflockd_gc_max_idle,
-            frame_timeout=config.idle_timeout,
-            turn=config.max_requests_per_turn,
-            pause_unread=config.pause_unread,
-        )

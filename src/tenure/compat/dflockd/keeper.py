@@ -45,7 +45,7 @@ from tenure.errors import TenureError
 from tenure.server.plug import HostCalls
 
 if TYPE_CHECKING:
-    from tenure.compat.dflockd.holds import DflockdSettings
+    from tenure.compat.dflockd.settings import DflockdSettings
 
 log = logging.getLogger("tenure.server")
 

@@ -17,7 +17,7 @@ from its first byte to its end; what each request means is the face's. Here:
   ``turn`` requests in a row the other connections go first, and while
   ``pause_unread`` bytes of answers wait unsent (the client does not read) nothing
   more is read or served; a client that leaves them unread for ``frame_timeout``
-  is dropped.
+  is dropped. These three are the server's settings (:class:`Pace`).
 """
 
 from __future__ import annotations
@@ -26,17 +26,33 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Final
 
 from tenure.compat.dflockd import codec as wire
-from tenure.compat.dflockd.holds import DflockdConn, DflockdSettings, node_of
-from tenure.server.plug import Access, FaceObserver, Token, Tokens, peer_host, reset
+from tenure.compat.dflockd.holds import DflockdConn, node_of
+from tenure.compat.dflockd.metrics import DflockdCounts
+from tenure.server.plug import Access, ServeConfig, Token, Tokens, peer_host, reset
 
 log = logging.getLogger("tenure.server")
 
 READ_SIZE: Final = 65536
 #: How long a failed ``auth`` waits before the close (brute-force damping, as dflockd).
 AUTH_PAUSE: Final = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class Pace:
+    """The server's settings a dflockd connection is read by (the module docstring)."""
+
+    frame_timeout: float = 15.0  # a request must arrive whole within this (0: no limit)
+    turn: int = 64  # requests served in a row before the other connections' turn
+    pause_unread: int = 65536  # bytes of answers unsent before reading stops
+
+    @classmethod
+    def from_config(cls, config: ServeConfig) -> Pace:
+        """``--idle-timeout``, ``--max-requests-per-turn`` and ``--pause-unread``."""
+        return cls(config.idle_timeout, config.max_requests_per_turn, config.pause_unread)
 
 
 class LineLoop:
@@ -49,15 +65,15 @@ class LineLoop:
 
     def __init__(
         self,
-        settings: DflockdSettings,
+        pace: Pace,
         tokens: Tokens | None,
         *,
         answer: Callable[[DflockdConn, wire.Request], Awaitable[bytes]],
         send: Callable[[DflockdConn, bytes], None],
         disconnected: Callable[[DflockdConn], None],
-        observer: FaceObserver | None = None,
+        observer: DflockdCounts | None = None,
     ) -> None:
-        self.settings = settings
+        self.pace = pace
         self.observer = observer  # told of each answered request (None: not measured)
         self.tokens = tokens
         self._answer = answer
@@ -78,7 +94,7 @@ class LineLoop:
                     conn.codec.feed(await self._read_more(conn))
                     continue
                 served += 1
-                if served >= self.settings.turn:
+                if served >= self.pace.turn:
                     served = 0
                     await asyncio.sleep(0)  # every other connection's turn first
                 if not await self._answers_taken(conn):
@@ -96,9 +112,9 @@ class LineLoop:
         Within ``frame_timeout`` (dflockd's write timeout: a client that does not read
         is dropped), or for ever without one.
         """
-        if conn.writer.transport.get_write_buffer_size() <= self.settings.pause_unread:
+        if conn.writer.transport.get_write_buffer_size() <= self.pace.pause_unread:
             return True
-        limit = self.settings.frame_timeout
+        limit = self.pace.frame_timeout
         try:
             async with asyncio.timeout(limit if limit > 0 else None):
                 await conn.writer.drain()
@@ -110,7 +126,7 @@ class LineLoop:
 
     async def _read_more(self, conn: DflockdConn) -> bytes:
         """The next bytes; between requests no limit, within one ``frame_timeout``."""
-        limit = self.settings.frame_timeout
+        limit = self.pace.frame_timeout
         if not conn.codec.in_frame or limit <= 0:
             return await conn.reader.read(READ_SIZE)
         try:
@@ -169,7 +185,7 @@ class LineLoop:
         """Send ``answer`` to a request whose command line was ``command`` (and count it)."""
         self._send(conn, answer)
         if self.observer is not None:
-            self.observer.dflockd_request(command, answer)
+            self.observer.request(command, answer)
 
     def _authorized(self, secret: str) -> Token | None:
         """The token of ``secret`` if it may use dflockd's nodes, else None."""

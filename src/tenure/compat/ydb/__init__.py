@@ -1,9 +1,13 @@
 """YDB compatibility: YDB's coordination clients served by a tenure server (docs/ydb.md).
 
-* :mod:`~tenure.compat.ydb.face`: the gRPC services of ``--ydb-port``, and the
-  face as the server sees it;
-* :mod:`~tenure.compat.ydb.settings`: the checks of its settings, before the server
-  starts;
+* :mod:`~tenure.compat.ydb.face`: the face as the server sees it, listening on
+  ``--ydb-port``; :mod:`~tenure.compat.ydb.services`: its gRPC services, which method
+  is which call; :mod:`~tenure.compat.ydb.session_calls`: a Session stream from its
+  start to its end;
+* :mod:`~tenure.compat.ydb.entry`: what the server's face registry reads of it: its
+  settings and their checks (:mod:`~tenure.compat.ydb.settings`, ``--ydb-*``), its
+  counts (:mod:`~tenure.compat.ydb.metrics`), its address in a cluster member's
+  record, and its maker (none of them imports grpc);
 * :mod:`~tenure.compat.ydb.sessions`: Session streams: start and re-attach, pings,
   stop, the end of a stream;
 * :mod:`~tenure.compat.ydb.semaphores`: the semaphore requests and the engine
@@ -19,7 +23,8 @@
   state, and how the server's outboxes write to it.
 
 Nothing of the face is imported here: it needs the ``ydb`` extra (``pip install
-'tenure[ydb]'``), and only a server with ``--ydb-port`` loads it.
+'tenure[ydb]'``), and only a server with ``--ydb-port`` loads it (its entry, settings
+and counts load without it).
 """
 
 import os

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from tenure.compat.ydb import _protos as pb
 from tenure.compat.ydb.paths import split_advertised
+from tenure.compat.ydb.settings import SETTINGS
 from tenure.compat.ydb.tickets import Tickets, UnauthorizedError
 from tenure.server.plug import Role, ServeConfig
 
@@ -50,6 +51,7 @@ class Directory:
         peer: Callable[[Any], str] = lambda context: str(context.peer()),
     ) -> None:
         self.config = config
+        self.settings = config.face(SETTINGS)
         self._peer = peer
         self.tickets = tickets
         self._port = port
@@ -66,7 +68,7 @@ class Directory:
         member of a cluster knows of no leader with a YDB endpoint (or is stepping down)."""
         role = self.member()
         if role is None:
-            host, port = advertised(self.config)
+            host, port = advertised(self.config.host, self.settings.advertise)
             return host, port or self._port(), STANDALONE_NODE_ID
         if role.leading and self._draining():
             return None  # a leader stepping down: whoever follows is not known yet
@@ -102,7 +104,7 @@ class Directory:
         has no node to offer (its discovery's RESOLVE_ERROR): YDB's SDKs then keep what
         they had and discover again a second or two later (docs/ydb.md, "In a cluster").
         """
-        database = self.config.ydb_database
+        database = self.settings.database
         if request.database and request.database != database:
             why = (
                 f"database {request.database!r} is not served here (--ydb-database is {database!r})"
@@ -149,13 +151,12 @@ class Directory:
         return pb.auth.LoginResponse(operation=pb.operation(pb.Status.SUCCESS, result))
 
 
-def advertised(config: ServeConfig) -> tuple[str, int]:
+def advertised(host: str, given: str) -> tuple[str, int]:
     """The host and port discovery gives clients (port 0: the one the face listens on).
 
-    ``--ydb-advertise`` is ``HOST`` or ``HOST:PORT`` (``[V6]:PORT``); without it, a
-    dialable ``--host``, or the machine's name for a wildcard one.
+    ``given`` (``--ydb-advertise``) is ``HOST`` or ``HOST:PORT`` (``[V6]:PORT``);
+    without it, a dialable ``host`` (``--host``), or the machine's name for a wildcard one.
     """
-    given = config.ydb_advertise
     if not given:
-        return (config.host if config.host not in _WILDCARDS else socket.gethostname()), 0
+        return (host if host not in _WILDCARDS else socket.gethostname()), 0
     return split_advertised(given)

@@ -7,13 +7,16 @@ with the services YDB's SDKs use for coordination:
   SDK's driver starts; in a cluster, the leader) and ``WhoAmI``;
 * ``Ydb.Auth.V1.AuthService``: ``Login`` (static credentials, :mod:`.tickets`);
 * ``Ydb.Coordination.V1.CoordinationService``: the node calls (:mod:`.nodes`) and
-  the ``Session`` stream (:mod:`.sessions`, :mod:`.semaphores`);
+  the ``Session`` stream (:mod:`.session_calls`, :mod:`.sessions`, :mod:`.semaphores`);
 * ``Ydb.RateLimiter.V1.RateLimiterService``: resources as tenure's rate limiters
   (:mod:`.rate_limiter`, :mod:`.resources`).
 
-Any other method is UNIMPLEMENTED, a message that cannot be decoded ends its call
-with an error status, and neither touches any other call. Every answer leaves
-after the commit that covers it, through the server's outboxes (:mod:`.pipe`).
+Which method is which call is :mod:`.services`'; any other method is UNIMPLEMENTED, a
+message that cannot be decoded ends its call with an error status, and neither
+touches any other call. Every answer leaves after the commit that covers it, through
+the server's outboxes (:mod:`.pipe`). This module is the face as the server sees it
+(:class:`tenure.server.plug.ListeningFace`): its parts made from the server's plug,
+its listener (with the server's TLS), its stop and abort.
 
 In a cluster only the leader serves coordination. On a standby, and on a leader
 stepping down, every coordination call (the node calls, the Session stream and the
@@ -29,28 +32,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
 import grpc
-from google.protobuf.message import DecodeError
 
 from tenure._core import Effect
-from tenure.compat.ydb import _protos as pb
 from tenure.compat.ydb.directory import Directory
+from tenure.compat.ydb.metrics import YdbCounts
 from tenure.compat.ydb.nodes import NodeCalls
 from tenure.compat.ydb.paths import Database
 from tenure.compat.ydb.rate_limiter import RateLimiterCalls
+from tenure.compat.ydb.services import Services
+from tenure.compat.ydb.session_calls import SessionCalls
 from tenure.compat.ydb.sessions import YdbSessions
-from tenure.compat.ydb.stream import SessionStream
-from tenure.compat.ydb.tickets import Tickets, UnauthorizedError
+from tenure.compat.ydb.settings import SETTINGS
+from tenure.compat.ydb.tickets import Tickets
 from tenure.errors import ConfigError
 from tenure.server.plug import (
     Connection,
-    FaceObserver,
     Front,
     HostCalls,
     Plug,
@@ -61,18 +63,9 @@ from tenure.server.plug import (
 
 log = logging.getLogger("tenure.server")
 
-#: Why a Session stream ends when a message cannot be decoded.
-_UNDECODABLE: Final = "a message on the Session stream is not a Ydb.Coordination.SessionRequest"
-#: Why a stream ends when the face is aborted (a cluster's term ended, or the journal failed).
-_ABORTED: Final = "this server stopped serving; discover the database's endpoint again"
 #: How long an aborted face lets its streams end UNAVAILABLE before it stops listening,
 #: in seconds: each ends at once, unless a write to a client that does not read holds it.
 ABORT_GRACE: Final = 1.0
-
-
-def _identity(data: bytes) -> bytes:
-    """The Session stream's answers are encoded already (by the outbox's writer)."""
-    return data
 
 
 class YdbFace:
@@ -90,7 +83,7 @@ class YdbFace:
         finish: Callable[[Connection], None],
         attach: Callable[[int], None],
         forget: Callable[[int], None],
-        observer: FaceObserver | None = None,
+        observer: YdbCounts | None = None,
         role: Role | None = None,
         *,
         secret: bytes,
@@ -103,10 +96,11 @@ class YdbFace:
         server's, which accepts on ``--ydb-port`` for gRPC (a per-address cap is set:
         :class:`tenure.server.plug.Front`; None: gRPC listens there itself)."""
         self.config = config
+        self.settings = settings = config.face(SETTINGS)
         self.observer = observer
         self.host = host
-        database = Database(config.ydb_database)
-        self.tickets = Tickets(tokens, secret, config.ydb_ticket_ttl)
+        database = Database(settings.database)
+        self.tickets = Tickets(tokens, secret, settings.ticket_ttl)
         self.directory = Directory(
             config, self.tickets, lambda: self.port, role, lambda: self.draining, self._peer
         )
@@ -115,19 +109,26 @@ class YdbFace:
             host, self.tickets, database, lambda: self.draining, self._peer
         )
         self.sessions = YdbSessions(
-            host, database, send, finish, attach, forget, config.ydb_ping_interval, observer
+            host, database, send, finish, attach, forget, settings.ping_interval, observer
         )
-        self.streams: set[SessionStream] = set()
-        self._opening = 0  # streams not started yet (their first message not read)
-        self.draining = False
-        self.aborted = False  # abort() was called: streams end UNAVAILABLE
+        #: The Session streams, served and kept.
+        self.calls = SessionCalls(
+            config, host, self.tickets, self.directory, self.sessions, self._peer, observer
+        )
+        self.services = Services(
+            host,
+            self.directory,
+            self.nodes,
+            self.rate_limiter,
+            self.calls.serve,
+            self._peer,
+            observer,
+        )
         self.port = 0  # bound by start()
         self._server: grpc.aio.Server | None = None
         self._make_front = front
         self._front: Front | None = None
         self._stopping: asyncio.Future[None] | None = None  # abort()'s stop, kept alive
-        self._idle = asyncio.Event()
-        self._idle.set()
 
     @classmethod
     def plugged(cls, plug: Plug) -> YdbFace:
@@ -140,11 +141,16 @@ class YdbFace:
             plug.finish,
             attach=plug.attach,
             forget=plug.forget,
-            observer=plug.observer,
+            observer=plug.observer_as(YdbCounts),
             role=plug.role,
             secret=plug.secret,
             front=plug.front,
         )
+
+    @property
+    def draining(self) -> bool:
+        """Whether the server is stopping (:meth:`stop`): new calls are refused."""
+        return self.calls.draining
 
     # -- as the server sees it -----------------------------------------------------------
 
@@ -154,15 +160,15 @@ class YdbFace:
         Raises:
             OSError: the port cannot be bound.
         """
-        config = self.config
+        config, settings = self.config, self.settings
         server = grpc.aio.server(
             options=[
                 ("grpc.so_reuseport", 0),  # a port taken is an error, not shared
                 # Not --max-frame-size: what YDB's SDKs may send (64 MiB) must arrive,
                 # so that a request over the node's limits is answered with its own
                 # error on a stream that lives on; gRPC would end the stream instead.
-                ("grpc.max_receive_message_length", config.ydb_max_message_size),
-                ("grpc.max_send_message_length", config.ydb_max_message_size),
+                ("grpc.max_receive_message_length", settings.max_message_size),
+                ("grpc.max_send_message_length", settings.max_message_size),
                 # HTTP/2 pings find clients that vanished without a word.
                 ("grpc.keepalive_time_ms", 10_000),
                 ("grpc.keepalive_timeout_ms", 5_000),
@@ -171,8 +177,8 @@ class YdbFace:
                 ("grpc.server_handshake_timeout_ms", int(config.handshake_timeout * 1000)),
             ]
         )
-        server.add_generic_rpc_handlers(self._handlers())
-        address = f"{config.host}:{config.ydb_port}"
+        server.add_generic_rpc_handlers(self.services.handlers())
+        address = f"{config.host}:{settings.port}"
         # With a per-address cap, the server accepts on --ydb-port and relays to gRPC
         # on a loopback port (tenure.server.plug.Front): gRPC has no such cap.
         listen = address if self._make_front is None else "127.0.0.1:0"
@@ -188,7 +194,7 @@ class YdbFace:
         self._server, self.port = server, int(port)
         if self._make_front is not None:
             try:
-                self._front = self._make_front(config.ydb_port, self.port)
+                self._front = self._make_front(settings.port, self.port)
             except OSError as error:
                 await server.stop(0)
                 self._server = None
@@ -204,10 +210,7 @@ class YdbFace:
         Sessions are detached, not closed: their clients re-attach them to the next
         run of the server within their timeouts.
         """
-        self.draining = True
-        for stream in list(self.streams):
-            if not stream.closing:
-                self.sessions.fail(stream, pb.Status.UNAVAILABLE, "the server is shutting down")
+        self.calls.stop()
 
     async def close(self, grace: float) -> None:
         """Wait (up to ``grace`` seconds) for the streams to end, then stop listening
@@ -217,7 +220,7 @@ class YdbFace:
             return
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(grace):
-                await self._idle.wait()
+                await self.calls.idle.wait()
         if self._front is not None:
             self._front.close()
         if self._server is not None:
@@ -230,9 +233,7 @@ class YdbFace:
         (YDB's SDKs then discover again: a cluster's next leader), before the listener
         stops (within :data:`ABORT_GRACE`).
         """
-        self.aborted = True
-        for stream in self.streams:
-            stream.writer.abort()
+        self.calls.abort()
         if self._server is not None and self._stopping is None:
             self._stopping = asyncio.ensure_future(self._stop_after_streams(self._server))
 
@@ -240,7 +241,7 @@ class YdbFace:
         """Stop listening once every stream has ended (bounded: :data:`ABORT_GRACE`)."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(ABORT_GRACE):
-                await self._idle.wait()
+                await self.calls.idle.wait()
         if self._front is not None:
             self._front.close()
         await server.stop(0)
@@ -253,266 +254,11 @@ class YdbFace:
 
     def connections(self) -> int:
         """The Session streams open now."""
-        return len(self.streams)
+        return len(self.calls.streams)
 
     def deliver(self, effect: Effect) -> None:
         """An engine effect for a session a YDB stream started or attached."""
         self.sessions.deliver(effect)
-
-    # -- the calls ---------------------------------------------------------------------------
-
-    def _handlers(self) -> tuple[grpc.GenericRpcHandler, ...]:
-        def unary(name: str, call: Callable[[Any, Any], Any], request: Any, reply: Any) -> Any:
-            return grpc.unary_unary_rpc_method_handler(
-                _decoded(self._observed(name, call), request),
-                request_deserializer=functools.partial(_decode_or_none, request),
-                response_serializer=reply.SerializeToString,
-            )
-
-        coordination, discovery, auth = pb.coordination, pb.discovery, pb.auth
-        nodes = self.nodes
-        return (
-            grpc.method_handlers_generic_handler(
-                "Ydb.Coordination.V1.CoordinationService",
-                {
-                    "Session": grpc.stream_stream_rpc_method_handler(
-                        self._session,
-                        request_deserializer=coordination.SessionRequest.FromString,
-                        response_serializer=_identity,
-                    ),
-                    "CreateNode": unary(
-                        "create_node",
-                        self._led("create_node", _node_call(self._peer, nodes.create)),
-                        coordination.CreateNodeRequest,
-                        coordination.CreateNodeResponse,
-                    ),
-                    "AlterNode": unary(
-                        "alter_node",
-                        self._led("alter_node", _node_call(self._peer, nodes.alter)),
-                        coordination.AlterNodeRequest,
-                        coordination.AlterNodeResponse,
-                    ),
-                    "DropNode": unary(
-                        "drop_node",
-                        self._led("drop_node", _node_call(self._peer, nodes.drop)),
-                        coordination.DropNodeRequest,
-                        coordination.DropNodeResponse,
-                    ),
-                    "DescribeNode": unary(
-                        "describe_node",
-                        self._led("describe_node", _node_call(self._peer, nodes.describe)),
-                        coordination.DescribeNodeRequest,
-                        coordination.DescribeNodeResponse,
-                    ),
-                },
-            ),
-            self.rate_limiter.handler(
-                lambda name, call, request, reply: unary(
-                    name, self._led(name, call), request, reply
-                )
-            ),
-            grpc.method_handlers_generic_handler(
-                "Ydb.Discovery.V1.DiscoveryService",
-                {
-                    "ListEndpoints": unary(
-                        "list_endpoints",
-                        self.directory.list_endpoints,
-                        discovery.ListEndpointsRequest,
-                        discovery.ListEndpointsResponse,
-                    ),
-                    "WhoAmI": unary(
-                        "who_am_i",
-                        self.directory.who_am_i,
-                        discovery.WhoAmIRequest,
-                        discovery.WhoAmIResponse,
-                    ),
-                },
-            ),
-            grpc.method_handlers_generic_handler(
-                "Ydb.Auth.V1.AuthService",
-                {
-                    "Login": unary(
-                        "login", self.directory.login, auth.LoginRequest, auth.LoginResponse
-                    )
-                },
-            ),
-        )
-
-    def _observed(self, name: str, call: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-        """A unary call that tells the observer its status (as is, without one)."""
-        observer = self.observer
-        if observer is None:
-            return call
-
-        async def counted(request: Any, context: Any) -> Any:
-            response = await call(request, context)
-            status = response.operation.status
-            observer.ydb_request(name, pb.Status.StatusCode.Name(status).lower())
-            return response
-
-        return counted
-
-    def _led(self, name: str, call: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-        """A coordination call, served only where the cluster is led (module docstring)."""
-
-        async def handler(request: Any, context: Any) -> Any:
-            await self._lead_or_leave(name, context)
-            await self.host.caught_up()  # (a mass expiry's slices first: --step-budget)
-            return await call(request, context)
-
-        return handler
-
-    async def _lead_or_leave(self, name: str, context: Any) -> None:
-        """End the call with gRPC UNAVAILABLE unless it is served here (the leader, or a
-        server that is not part of a cluster): a gRPC status, not a YDB one, as only
-        that makes YDB's SDKs drop the endpoint and discover again (docs/ydb.md).
-
-        Raises:
-            grpc.aio.AbortError: the call was ended (gRPC's way out of a handler).
-        """
-        why = self.directory.elsewhere()
-        if why is not None:
-            if self.observer is not None:
-                self.observer.ydb_request(name, "unavailable")
-            await context.abort(grpc.StatusCode.UNAVAILABLE, why)
-
-    async def _session(self, requests: Any, context: Any) -> None:
-        """One ``Session`` stream, from its SessionStart to its end.
-
-        A standby reads the SessionStart before it ends the stream UNAVAILABLE: ended
-        while the client's first write is on its way, the client's gRPC sees a crossed
-        write (INTERNAL, grpc/grpc#36066), which YDB's SDK does not take for "go
-        elsewhere"."""
-        try:
-            token = self.tickets.token_of(context.invocation_metadata(), self._peer(context))
-            refusal = self._refusal()
-        except UnauthorizedError as error:
-            refusal = pb.Status.UNAUTHORIZED, str(error)
-        if refusal is not None:
-            await context.write(_failure(*refusal))
-            return
-        self._opening += 1  # (a stream waiting for its start counts against the limit)
-        try:
-            async with asyncio.timeout(self.config.handshake_timeout):
-                first = await context.read()
-        except TimeoutError:
-            why = f"no SessionStart within {self.config.handshake_timeout:g} s"
-            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, why)
-        except DecodeError:  # (grpc would end the call UNKNOWN, naming the exception)
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _UNDECODABLE)
-        finally:
-            self._opening -= 1
-        if first is grpc.aio.EOF:
-            return
-        await self._lead_or_leave("session", context)  # (the term may have ended meanwhile)
-        if first.WhichOneof("request") != "session_start":
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, "First message must be a SessionStart"
-            )
-        stream = SessionStream(self._peer(context), token)
-        self.streams.add(stream)
-        self._idle.clear()
-        try:
-            try:
-                self.sessions.start(stream, first.session_start)
-                await self._serve(stream, context)
-            finally:
-                stream.writer.gone = True
-                if not stream.closing:  # the call was cancelled (its client vanished)
-                    self.sessions.end(stream)
-                self.streams.discard(stream)
-            if self.aborted:  # (said before the listener stops: idle is set after it)
-                await context.abort(grpc.StatusCode.UNAVAILABLE, _ABORTED)
-            if stream.writer.aborted:
-                await context.abort(
-                    grpc.StatusCode.RESOURCE_EXHAUSTED, "the client does not read its answers"
-                )
-        finally:
-            if not self.streams:
-                self._idle.set()
-
-    def _refusal(self) -> tuple[int, str] | None:
-        """Why a new stream is refused at once (a Failure), or None."""
-        if self.draining or self.host.dead:
-            return pb.Status.UNAVAILABLE, "the server is shutting down"
-        if len(self.streams) + self._opening >= self.config.max_connections:
-            return (
-                pb.Status.OVERLOADED,
-                f"max_connections ({self.config.max_connections}) streams are open",
-            )
-        return None
-
-    async def _serve(self, stream: SessionStream, context: Any) -> None:
-        """Read the stream's requests and write its answers, until one side ends it."""
-        reader = asyncio.ensure_future(self._read(stream, context))
-        sender = asyncio.ensure_future(stream.writer.drain(context))
-        try:
-            await asyncio.wait((reader, sender), return_when=asyncio.FIRST_COMPLETED)
-            if reader.done() and not sender.done():
-                if not stream.closing:  # the client hung up: the session waits for it
-                    self.sessions.end(stream)
-                with contextlib.suppress(TimeoutError):  # what it is owed, then done
-                    async with asyncio.timeout(self.config.shutdown_grace):
-                        await asyncio.shield(sender)
-        finally:
-            for task in (reader, sender):
-                task.cancel()
-            await asyncio.gather(reader, sender, return_exceptions=True)
-
-    async def _read(self, stream: SessionStream, context: Any) -> None:
-        while not stream.closing:
-            try:
-                request = await context.read()
-            except DecodeError:
-                self.sessions.fail(stream, pb.Status.BAD_REQUEST, _UNDECODABLE)
-                return
-            if request is grpc.aio.EOF:
-                return
-            await self.host.caught_up()  # (a mass expiry's slices first: --step-budget)
-            try:
-                self.sessions.handle(stream, request)
-            except Exception:  # a bug must cost this stream, never the server
-                log.exception("ydb: a session request failed unexpectedly")
-                self.sessions.fail(stream, pb.Status.INTERNAL_ERROR, "internal error")
-
-
-def _node_call(
-    peer: Callable[[Any], str], call: Callable[[Any, Any], Any]
-) -> Callable[[Any, Any], Any]:
-    """A node call as a gRPC handler: the request, the call's metadata and its client."""
-
-    async def handler(request: Any, context: Any) -> Any:
-        return await call(request, (context.invocation_metadata(), peer(context)))
-
-    return handler
-
-
-def _decode_or_none(message: Any, data: bytes) -> Any:
-    """``data`` as a ``message``; None if it is not one (see :func:`_decoded`)."""
-    try:
-        return message.FromString(data)
-    except DecodeError:
-        return None
-
-
-def _decoded(call: Callable[[Any, Any], Any], request: Any) -> Callable[[Any, Any], Any]:
-    """``call``, ending INVALID_ARGUMENT for a request that was not a ``request``.
-
-    (A deserializer that raises ends the call UNKNOWN, naming Python's exception.)
-    """
-    why = f"the request is not a {request.DESCRIPTOR.full_name}"
-
-    async def handler(message: Any, context: Any) -> Any:
-        if message is None:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, why)
-        return await call(message, context)
-
-    return handler
-
-
-def _failure(status: int, why: str) -> bytes:
-    response = pb.coordination.SessionResponse(failure={"status": status, "issues": pb.issues(why)})
-    return bytes(response.SerializeToString())
 
 
 def _credentials(config: ServeConfig) -> grpc.ServerCredentials | None:

@@ -41,12 +41,13 @@ from tenure._core import (
 )
 from tenure._core.values import ClientIdentity
 from tenure.compat.ydb import _protos as pb
+from tenure.compat.ydb.metrics import YdbCounts
 from tenure.compat.ydb.paths import Database, OutsideDatabaseError
 from tenure.compat.ydb.pipe import frame
 from tenure.compat.ydb.semaphores import SEMAPHORE_REQUESTS, SemaphoreRequests
 from tenure.compat.ydb.stream import SessionStream
 from tenure.errors import ErrorCode, TenureError, code_of
-from tenure.server.plug import Connection, FaceObserver, HostCalls, denial
+from tenure.server.plug import Connection, HostCalls, denial
 
 #: The longest session timeout YDB takes (30 minutes), in milliseconds.
 MAX_SESSION_TIMEOUT_MS: Final = 1_800_000
@@ -74,7 +75,7 @@ class YdbSessions:
         attach: Callable[[int], None],
         forget: Callable[[int], None],
         ping_interval: float,
-        observer: FaceObserver | None = None,
+        observer: YdbCounts | None = None,
     ) -> None:
         """``observer``: told of each request answered (None: not measured)."""
         self.host = host
@@ -99,7 +100,7 @@ class YdbSessions:
         if self.observer is not None:
             answered = _answered(response)
             if answered is not None:
-                self.observer.ydb_request(*answered)
+                self.observer.request(*answered)
 
     def fail(self, stream: SessionStream, status: int, why: str) -> None:
         """End the stream with a ``Failure`` (its session, if any, is detached)."""

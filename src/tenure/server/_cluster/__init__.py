@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import signal
 import socket
 from typing import TYPE_CHECKING
 
+from tenure.server import _faces
 from tenure.server._cluster.keys import Member
 from tenure.server._cluster.member import ClusterMember
 from tenure.server._config.cluster_url import parse_cluster_url
@@ -39,27 +39,20 @@ log = logging.getLogger("tenure.cluster")
 
 
 def advertised(config: ServeConfig, port: int) -> Member:
-    """This server's record as its clients reach it (``port``: the main port bound)."""
+    """This server's record as its clients reach it (``port``: the main port bound):
+    its faces' addresses as each face's registry entry says."""
     address = config.advertise or f"{_bracketed(config.host)}:{port}"
     host = address.rpartition(":")[0]
     http = ""
     if config.http_port:
         http_host = config.http_host if config.http_host not in ("", "0.0.0.0", "::") else ""
         http = f"{_bracketed(http_host) if http_host else host}:{config.http_port}"
-    ydb = _with_port(config.ydb_advertise or host, config.ydb_port) if config.ydb_port else ""
-    dflockd = f"{host}:{config.dflockd_port}" if config.dflockd_port else address
-    return Member(config.member_name or address, address, http=http, ydb=ydb, dflockd=dflockd)
+    faces = _faces.advertised(config, host, address)
+    return Member(config.member_name or address, address, http=http, faces=faces)
 
 
 def _bracketed(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
-
-
-def _with_port(address: str, port: int) -> str:
-    """``HOST:PORT`` as given, or ``HOST`` with ``port`` added."""
-    if re.match(r"^(\[[^\]]*\]|[^:]+):\d+$", address):
-        return address
-    return f"{_bracketed(address)}:{port}"
 
 
 async def run(config: ServeConfig, endpoint: Endpoint | None) -> int:
@@ -93,7 +86,7 @@ def listening_sockets(config: ServeConfig) -> Sockets:
     """
     native = _bind(config.host, config.port)
     accepted = None
-    port = config.dflockd_port  # (the accepted face's own port)
+    port = _faces.accepted_port(config)
     if port:
         try:
             accepted = _bind(config.host, port)

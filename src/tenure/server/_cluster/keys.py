@@ -6,8 +6,8 @@ clusters, and the ``etcd://`` backend's keys (``<prefix>n/...``), share one etcd
 
     P id                        the cluster's instance id (16 bytes, made once)
     P secret                    what the faces sign with (32 bytes, made once): the
-                                same on every member, so a dflockd token or a YDB
-                                ticket one leader handed out is good on the next
+                                same on every member, so a token or a ticket one
+                                leader handed out is good on the next
     P leader/<lease>            a candidate: its lease (16 hex digits), on that lease;
                                 the lowest create_revision leads, and that revision is
                                 its term (etcd's concurrency.Election)
@@ -20,13 +20,15 @@ clusters, and the ``etcd://`` backend's keys (``<prefix>n/...``), share one etcd
                                 how many chunks, its size and crc32
     P chunks/<index>-<term>/<n> the snapshot's bytes, in chunks (6 digits)
 
-Values are msgpack arrays (:class:`Entry`, :class:`Pointer`, :class:`Member`),
-decoded into typed structs; an unreadable one is :class:`ClusterDataError`.
+Values are msgpack arrays (:class:`Entry`, :class:`Pointer`, a :class:`Member` as
+:class:`StoredMember`), decoded into typed structs; an unreadable one is
+:class:`ClusterDataError`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Final, TypeVar
 from urllib.parse import quote
 
@@ -35,12 +37,14 @@ import msgspec
 from tenure.errors import CorruptLogError
 
 __all__ = [
+    "FIELD_FACES",
     "INDEX_DIGITS",
     "ClusterDataError",
     "ClusterKeys",
     "Entry",
     "Member",
     "Pointer",
+    "StoredMember",
     "decode_entry",
     "decode_member",
     "decode_pointer",
@@ -149,13 +153,16 @@ class Pointer(msgspec.Struct, array_like=True, frozen=True):
     crc: int
 
 
-class Member(msgspec.Struct, array_like=True, frozen=True):
+@dataclass(frozen=True, slots=True)
+class Member:
     """A member's record (and a candidate's election value).
 
-    ``address``: its native face as clients reach it (``--advertise``); ``http``,
-    ``ydb``, ``dflockd``: its other listeners' addresses (empty: none); ``role``:
-    ``leader`` or ``standby``; ``applied``: the last log index its engine holds;
-    ``written``: the UNIX time it wrote the record (its own clock: for display);
+    ``address``: its native face as clients reach it (``--advertise``); ``http``: its
+    HTTP endpoint's address (empty: none); ``role``: ``leader`` or ``standby``;
+    ``applied``: the last log index its engine holds; ``written``: the UNIX time it
+    wrote the record (its own clock: for display); ``faces``: the address of each of
+    its faces of other lock services as their clients reach it, by face name (the
+    face registry's :func:`~tenure.server._faces.advertised`; a face not there: none);
     ``shift``: its wall clock less its monotonic clock, what turns the times of an
     engine it leads into UNIX time (standbys show their replica's times with the
     leader's: its engine's times are on the leader's clock).
@@ -167,20 +174,80 @@ class Member(msgspec.Struct, array_like=True, frozen=True):
     applied: int = 0
     written: float = 0.0
     http: str = ""
-    ydb: str = ""
-    dflockd: str = ""
+    _: KW_ONLY
+    faces: Mapping[str, str] = field(default_factory=dict)
     shift: float = 0.0
+
+    def rewritten(self, role: str, applied: int, written: float, shift: float) -> Member:
+        """This record as its member writes it again: its addresses and name kept."""
+        return replace(self, role=role, applied=applied, written=written, shift=shift)
+
+
+#: The faces whose addresses the first layout of a member's record kept in fields of
+#: their own (its array's positions 6 and 7, in this order). A record still keeps them
+#: there, and every other face's in a map after ``shift``: so that members of either
+#: layout read each other's records (stored data keeps its form, as the snapshot's).
+FIELD_FACES: Final = ("ydb", "dflockd")
+
+
+class StoredMember(msgspec.Struct, array_like=True, frozen=True):
+    """A :class:`Member` as stored: its fields in order, :data:`FIELD_FACES`' addresses
+    in fields of their own (``field_face_0``, ``field_face_1``), the rest in ``faces``."""
+
+    name: str
+    address: str
+    role: str = ""
+    applied: int = 0
+    written: float = 0.0
+    http: str = ""
+    field_face_0: str = ""
+    field_face_1: str = ""
+    shift: float = 0.0
+    faces: dict[str, str] = {}
+
+    @classmethod
+    def of(cls, member: Member) -> StoredMember:
+        """``member`` as stored."""
+        first, second = (member.faces.get(name, "") for name in FIELD_FACES)
+        others = {name: at for name, at in member.faces.items() if name not in FIELD_FACES}
+        return cls(
+            member.name,
+            member.address,
+            member.role,
+            member.applied,
+            member.written,
+            member.http,
+            first,
+            second,
+            member.shift,
+            others,
+        )
+
+    def member(self) -> Member:
+        """The record this stores (a face with an empty address: none)."""
+        faces = dict(zip(FIELD_FACES, (self.field_face_0, self.field_face_1), strict=True))
+        faces |= self.faces
+        return Member(
+            self.name,
+            self.address,
+            self.role,
+            self.applied,
+            self.written,
+            self.http,
+            faces={name: at for name, at in faces.items() if at},
+            shift=self.shift,
+        )
 
 
 _encoder: Final = msgspec.msgpack.Encoder()
 _entries: Final = msgspec.msgpack.Decoder(Entry)
 _pointers: Final = msgspec.msgpack.Decoder(Pointer)
-_members: Final = msgspec.msgpack.Decoder(Member)
+_members: Final = msgspec.msgpack.Decoder(StoredMember)
 
 
 def encode(value: Entry | Pointer | Member) -> bytes:
     """A value as stored."""
-    return _encoder.encode(value)
+    return _encoder.encode(StoredMember.of(value) if isinstance(value, Member) else value)
 
 
 def _decoded(decoder: msgspec.msgpack.Decoder[T], raw: bytes, what: str) -> T:
@@ -202,4 +269,4 @@ def decode_pointer(raw: bytes) -> Pointer:
 
 def decode_member(raw: bytes) -> Member:
     """A member's record as stored (raises :class:`ClusterDataError`)."""
-    return _decoded(_members, raw, "member record")
+    return _decoded(_members, raw, "member record").member()

@@ -324,7 +324,7 @@ class ClusterMember:
             shift = server.host.wall_shift()
         else:
             shift = now - self.loop.time()  # (as a host's wall_shift before any stall)
-        return Member(me.name, me.address, role, applied, now, me.http, me.ydb, me.dflockd, shift)
+        return me.rewritten(role, applied, now, shift)
 
     def _current_record(self) -> tuple[Member, int] | None:
         """This member's record now, and the lease it lives on (None: no lease)."""

@@ -55,12 +55,12 @@ class ClusterRole:
             return None
         else:
             member = current.member
-        address = {
-            "native": member.address,
-            "ydb": member.ydb,
-            "dflockd": member.dflockd,
-            "http": member.http,
-        }.get(face, "")
+        if face == "native":
+            address = member.address
+        elif face == "http":
+            address = member.http
+        else:  # a face of another lock service (its registry entry's name)
+            address = member.faces.get(face, "")
         return address or None
 
     def lead(self, term: int) -> None:
@@ -114,14 +114,14 @@ class ClusterRole:
             record = records[name]
             mine_now = name == self.me.name
             views.append(
-                MemberView(
+                MemberView.of(
                     name=name,
                     role=self.name if mine_now else record.role,
                     address=record.address,
                     applied=mine if mine_now else record.applied,
                     age=0.0 if mine_now else max(0.0, now - record.written),
                     http=record.http,
-                    ydb=record.ydb,
+                    faces=record.faces,
                 )
             )
         current = self.current

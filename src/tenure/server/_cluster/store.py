@@ -98,8 +98,8 @@ class ClusterStore:
         return await self._made_once(self.keys.id, ID_BYTES, "instance id")
 
     async def secret(self) -> bytes:
-        """The cluster's secret, which the faces sign with (dflockd's tokens, YDB's
-        tickets): made by the first server to ask, the same on every member after.
+        """The cluster's secret, which the faces sign with (the tokens and tickets they
+        hand out): made by the first server to ask, the same on every member after.
 
         Raises:
             ClusterDataError: the key holds something else.

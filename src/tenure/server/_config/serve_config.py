@@ -1,7 +1,10 @@
-"""The settings of ``tenure serve``: flags, environment variables and a TOML config file.
+"""The settings of ``tenure serve`` read: flags, environment variables and a TOML config
+file, merged into a :class:`ServeConfig` (:mod:`tenure.server._config.config`, re-exported
+here), and checked.
 
-Every setting (the table is :data:`tenure.server._config.settings.SETTINGS`; the operator's
-list is docs/operations.md) has
+Every setting (the server's table is :data:`tenure.server._config.settings.SETTINGS`;
+each face's, in its own folder, is a :class:`~.face_settings.FaceSettings` the face
+registry lists; the operator's list is docs/operations.md) has
 
 * a flag ``--name`` (dashes for underscores),
 * an environment variable ``TENURE_NAME`` (upper case),
@@ -19,11 +22,13 @@ TLS or auth file that cannot be loaded (it loads them once to find out, so that 
 bad file stops ``tenure serve`` at once, with exit code 2). Secrets live only in
 the auth file; :meth:`ServeConfig.fields` (what the server logs) holds paths only.
 
-The settings of the faces of other lock services are checked by their caller, through
-the face registry (:func:`tenure.server._faces.check`, which ``tenure serve`` runs
-after :func:`resolve`: :func:`tenure.server._startup.configure`): the registry makes
-the faces, which build on the plug, which holds a :class:`ServeConfig`, so this module
-imports none of them (``tests/test_import_graph.py`` fails on an import circle).
+The faces of other lock services are given to :func:`resolve` and :func:`add_arguments`
+by their caller, as are their checks run (:func:`tenure.server._faces.check`, after
+:func:`resolve`: :func:`tenure.server._startup.configure`), all through the face
+registry: the registry reads the faces, which build on the plug, which holds a
+:class:`ServeConfig`, so this module imports none of them (``tests/test_import_graph.py``
+fails on an import circle). Each face's values are kept in :attr:`ServeConfig.faces`,
+by face name, as the typed object its settings make (:meth:`ServeConfig.face`).
 """
 
 from __future__ import annotations
@@ -31,42 +36,18 @@ from __future__ import annotations
 import argparse
 import difflib
 import tomllib
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
-from tenure._core.engine import DEFAULT_STEP_BUDGET
-from tenure._core.values import DEADLOCK_SEARCH_LIMIT, DEFAULT_NODE_CEILINGS
-from tenure._protocol import DEFAULT_MAX_FRAME_SIZE
-from tenure.server._config.cluster_settings import (
-    DEFAULT_LEASE_TTL,
-    DEFAULT_MAX_ENTRY,
-    DEFAULT_SNAPSHOT_EVERY,
-    ENTRY_OVERHEAD,
-)
+from tenure.server._config.cluster_settings import ENTRY_OVERHEAD
 from tenure.server._config.cluster_url import without_secrets
-from tenure.server._config.settings import (
-    BY_NAME,
-    DEFAULT_BATCH_INTERVAL,
-    DEFAULT_DATA_DIR,
-    DEFAULT_HANDSHAKE_TIMEOUT,
-    DEFAULT_HOST,
-    DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_QUEUED_PUSHES,
-    DEFAULT_MAX_REQUESTS_PER_TURN,
-    DEFAULT_MAX_UNREAD,
-    DEFAULT_PAUSE_UNREAD,
-    DEFAULT_PORT,
-    DEFAULT_SHUTDOWN_GRACE,
-    DEFAULT_SLOW_COMMIT,
-    SETTINGS,
-    ConfigError,
-)
+from tenure.server._config.config import ServeConfig
+from tenure.server._config.face_settings import FaceSettings
+from tenure.server._config.setting import Setting
+from tenure.server._config.settings import DEFAULT_DATA_DIR, SETTINGS, ConfigError
 from tenure.server._durability.storage import FsyncMode
 from tenure.server._net.auth import load_tokens
-from tenure.server._net.throttle import DEFAULT_MAX_TRACKED
 from tenure.server._net.tls import server_context
 
 __all__ = [
@@ -77,6 +58,7 @@ __all__ = [
     "check_http",
     "check_ports",
     "env_name",
+    "every_row",
     "resolve",
 ]
 
@@ -84,152 +66,15 @@ ENV_PREFIX: Final = "TENURE_"
 CONFIG_ENV: Final = "TENURE_CONFIG"
 
 
-@dataclass(frozen=True, slots=True)
-class ServeConfig:
-    """Everything ``tenure serve`` needs to start. ``sources`` says where each came from.
-
-    Durations are in seconds. ``tls_cert`` and ``tls_key`` are both set or both None;
-    ``tls_client_ca`` needs them. ``config_file`` is the file the settings were read
-    from, if any.
-    """
-
-    host: str = DEFAULT_HOST
-    port: int = DEFAULT_PORT
-    data_dir: Path = Path(DEFAULT_DATA_DIR)
-    fsync: FsyncMode = FsyncMode.ALWAYS
-    batch_interval: float = DEFAULT_BATCH_INTERVAL
-    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
-    max_connections: int = DEFAULT_MAX_CONNECTIONS
-    max_hello_size: int = 16384  # the largest Hello frame, its length prefix included
-    max_handshaking: int = 1024  # connections not yet past Hello
-    max_connections_per_address: int = 0  # 0: no cap
-    auth_failures_per_minute: int = 10  # 0: never throttle
-    auth_block_time: float = 60.0
-    auth_max_tracked: int = DEFAULT_MAX_TRACKED
-    max_unread: int = DEFAULT_MAX_UNREAD
-    pause_unread: int = DEFAULT_PAUSE_UNREAD
-    max_requests_per_turn: int = DEFAULT_MAX_REQUESTS_PER_TURN
-    max_queued_pushes: int = DEFAULT_MAX_QUEUED_PUSHES
-    deadlock_search_limit: int = DEADLOCK_SEARCH_LIMIT  # 0: no deadlock detection
-    max_nodes: int = 10_000
-    step_budget: int = DEFAULT_STEP_BUDGET  # items of deadline work per turn of the loop
-    # The ceilings of NodeConfig's limits (DEFAULT_NODE_CEILINGS; --max-node-*).
-    max_node_sessions: int = 1_000_000
-    max_node_semaphores: int = 1_000_000
-    max_node_waiters: int = 1_000_000
-    max_node_data_size: int = 16 * 1024 * 1024
-    max_node_watches_per_session: int = 100_000
-    max_node_missed_per_session: int = 100_000
-    max_node_claims: int = 1_000_000
-    idle_timeout: float = DEFAULT_IDLE_TIMEOUT  # 0: never
-    handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
-    shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
-    tls_cert: Path | None = None
-    tls_key: Path | None = None
-    tls_client_ca: Path | None = None
-    auth_file: Path | None = None
-    event_loop: str = "auto"
-    dflockd_port: int = 0
-    dflockd_default_lease: int = 33
-    dflockd_max_locks: int = 1024
-    dflockd_max_waiters: int = 0
-    dflockd_auto_release: bool = True
-    dflockd_gc_interval: float = 5.0
-    dflockd_gc_max_idle: float = 60.0
-    ydb_port: int = 0  # 0: no YDB face
-    ydb_database: str = "/local"
-    ydb_advertise: str = ""  # empty: --host, or the machine's name for a wildcard
-    ydb_ping_interval: float = 1.0
-    ydb_ticket_ttl: float = 43200.0
-    ydb_max_message_size: int = 64 * 1024 * 1024
-    http_port: int = 0  # 0: no HTTP endpoint
-    http_host: str = ""  # empty: the same as ``host``
-    http_tls_cert: Path | None = None  # both or neither: https on the HTTP port
-    http_tls_key: Path | None = None
-    http_max_connections: int = 256
-    http_idle_timeout: float = 60.0
-    http_header_timeout: float = 10.0
-    http_allowed_hosts: str = ""  # the dashboard's Host/Origin, besides loopback
-    metrics_auth: bool = False  # /metrics wants a token
-    dashboard_max_nodes: int = 50
-    dashboard_max_semaphores: int = 100
-    dashboard_max_sessions: int = 100
-    dashboard_max_holders: int = 20
-    dashboard_rate: float = 2.0  # updates per second per page, at most
-    dashboard_max_streams: int = 64  # event streams served at once
-    dashboard_max_streams_per_token: int = 8  # per token (per address without tokens)
-    dashboard_ticket_ttl: float = 28800.0  # a dashboard login's lifetime
-    dashboard_actions: bool = False  # without tokens: may the dashboard end sessions?
-    log_format: str = "auto"
-    slow_commit: float = DEFAULT_SLOW_COMMIT  # 0: never logged
-    # Quotas per token (0: none) and the memory budget (0: none): quota_settings.py.
-    quota_sessions: int = 0
-    quota_watches: int = 0
-    quota_waiters: int = 0
-    quota_semaphores: int = 0
-    quota_nodes: int = 0
-    quota_data_bytes: int = 0
-    quota_recovery_window: float = 0.0
-    quota_requests_per_second: float = 0.0
-    memory_budget: int = 0
-    cluster: str = ""  # empty: not a member of a cluster
-    advertise: str = ""  # empty: host and the port bound
-    member_name: str = ""  # empty: the advertised address
-    cluster_lease_ttl: int = DEFAULT_LEASE_TTL
-    cluster_max_entry: int = DEFAULT_MAX_ENTRY
-    cluster_snapshot_every: int = DEFAULT_SNAPSHOT_EVERY
-    config_file: Path | None = None
-    sources: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def http_address(self) -> tuple[str, int] | None:
-        """Where the HTTP endpoint listens (``--http-host``, else ``--host``); None: off."""
-        if not self.http_port:
-            return None
-        return (self.http_host or self.host, self.http_port)
-
-    @property
-    def node_ceilings(self) -> dict[str, int]:
-        """The most each limit of a NodeConfig may be (``--max-node-*``), by field."""
-        return {
-            name: getattr(self, "max_node_" + name.removeprefix("max_"))
-            for name in DEFAULT_NODE_CEILINGS
-        }
-
-    def given(self) -> dict[str, object]:
-        """The settings given (by a flag, a variable or the config file) as :meth:`fields`
-        has them, and ``sources``: where each came from (the config line for people)."""
-        every = self.fields()
-        sources = {name: where for name, where in self.sources.items() if where != "default"}
-        return {name: every[name] for name in sources} | {"sources": sources}
-
-    def fields(self) -> dict[str, object]:
-        """Every setting as JSON-ready data, and where each came from (for the log).
-
-        Paths only: the secrets in the auth file are never part of the config.
-        """
-        values: dict[str, object] = {}
-        for item in fields(self):
-            value = getattr(self, item.name)
-            if isinstance(value, Path):
-                value = str(value.resolve())
-            elif isinstance(value, FsyncMode):
-                value = value.value
-            elif item.name == "sources":
-                value = dict(value)
-            elif item.name == "cluster" and value:
-                value = without_secrets(value)
-            values[item.name] = value
-        return values
-
-
 def env_name(name: str) -> str:
     """The environment variable of setting ``name`` (``data_dir`` -> ``TENURE_DATA_DIR``)."""
     return ENV_PREFIX + name.upper()
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare the flags of ``tenure serve`` on ``parser`` (all default to None: unset)."""
+def add_arguments(parser: argparse.ArgumentParser, faces: Sequence[FaceSettings[Any]] = ()) -> None:
+    """Declare the flags of ``tenure serve`` on ``parser`` (all default to None: unset):
+    the server's settings, then those of ``faces`` (the face registry's:
+    :func:`tenure.server._faces.settings`)."""
     parser.add_argument(
         "--config",
         dest="config",
@@ -239,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         'with underscores (max_connections = 10, fsync = "batch"); flags and environment '
         f"variables win over it; env {CONFIG_ENV}",
     )
-    for setting in SETTINGS:
+    for setting in every_row(faces):
         default = setting.default
         if isinstance(default, FsyncMode):
             default = default.value
@@ -260,18 +105,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> ServeConfig:
-    """Merge flags (first), environment (second), config file (third) and defaults.
+def every_row(faces: Sequence[FaceSettings[Any]] = ()) -> tuple[Setting, ...]:
+    """The server's settings, then those of ``faces``, in order.
+
+    Raises:
+        ValueError: two rows have one name.
+    """
+    rows = (*SETTINGS, *(row for face in faces for row in face.rows))
+    names = [row.name for row in rows]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"settings named twice: {', '.join(twice)}")
+    return rows
+
+
+def resolve(
+    args: argparse.Namespace,
+    environ: Mapping[str, str],
+    faces: Sequence[FaceSettings[Any]] = (),
+) -> ServeConfig:
+    """Merge flags (first), environment (second), config file (third) and defaults,
+    for the server's settings and those of ``faces`` (the face registry's:
+    :func:`tenure.server._faces.settings`; each face's kept typed in
+    :attr:`ServeConfig.faces`).
 
     Raises:
         ConfigError: a flag, variable or file key does not parse or is out of range,
             or a TLS or auth file cannot be loaded; the message names it.
     """
+    rows = every_row(faces)
     config_file, config_source = _config_path(args, environ)
-    in_file = _load_file(config_file) if config_file is not None else {}
+    in_file = _load_file(config_file, {row.name for row in rows}) if config_file else {}
     values: dict[str, object] = {}
     sources: dict[str, str] = {"config_file": config_source}
-    for setting in SETTINGS:
+    for setting in rows:
         flag = getattr(args, setting.name, None)
         env = environ.get(env_name(setting.name))
         try:
@@ -294,7 +161,9 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> ServeConfig
                 sources[setting.name] = "default"
         except ValueError as error:
             raise ConfigError(f"{where}: {error}") from None
-    config = ServeConfig(**values, config_file=config_file, sources=sources)  # type: ignore[arg-type]
+    kept = {face.face: face.make(values) for face in faces}
+    own = {setting.name: values[setting.name] for setting in SETTINGS}
+    config = ServeConfig(**own, faces=kept, config_file=config_file, sources=sources)  # type: ignore[arg-type]
     check_files(config)
     check_ports(config)
     check_http(config)
@@ -398,8 +267,8 @@ def _config_path(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[
     return None, "default"
 
 
-def _load_file(path: Path) -> dict[str, object]:
-    """The settings in config file ``path``; unknown keys are an error."""
+def _load_file(path: Path, known: Collection[str]) -> dict[str, object]:
+    """The settings in config file ``path``; a key not ``known`` is an error."""
     try:
         with path.open("rb") as file:
             data = tomllib.load(file)
@@ -408,8 +277,8 @@ def _load_file(path: Path) -> dict[str, object]:
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"config file {path}: not valid TOML: {error}") from None
     for key in data:
-        if key not in BY_NAME:
-            close = difflib.get_close_matches(key, BY_NAME, n=1)
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"config file {path}: unknown setting {key!r}{hint}")
     return data

@@ -1,9 +1,11 @@
 """One setting of ``tenure serve``: how it reads a flag, a variable or a config-file value.
 
 :class:`Setting` is the row type of the table in
-:mod:`tenure.server._config.settings`; the checks here (:func:`in_range`,
-:func:`one_of`) are what its rows use. A value that cannot be used raises
-ValueError (the caller names the flag, variable or file key).
+:mod:`tenure.server._config.settings`, and of each face's settings
+(:mod:`tenure.server._config.face_settings`, lent through :mod:`tenure.server.plug`);
+the checks here (:func:`in_range`, :func:`one_of`) are what the rows use. A value
+that cannot be used raises ValueError (the caller names the flag, variable or file
+key).
 """
 
 from __future__ import annotations
@@ -130,6 +132,8 @@ def _toml_type(value: object) -> str:
 
 
 def one_of(*choices: str) -> Callable[[str], None]:
+    """A check that a text is one of ``choices``."""
+
     def check(value: str) -> None:
         if value not in choices:
             raise ValueError(f"must be one of {', '.join(choices)}")

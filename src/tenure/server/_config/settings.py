@@ -1,9 +1,12 @@
-"""The table of ``tenure serve`` settings: name, type, default, range and help text.
+"""The table of ``tenure serve``'s own settings: name, type, default, range and help text.
 
 Each row is a :class:`~tenure.server._config.setting.Setting`, which reads its value
 from text (a flag or an environment variable) and from a TOML value (the config
 file), and checks the range either way; :mod:`tenure.server._config.serve_config`
-merges the sources.
+merges the sources. The faces' settings are not here: each face declares its own rows
+in its folder (:mod:`tenure.server._config.face_settings`), listed by the face
+registry (:func:`tenure.server._faces.settings`). The help of a few rows below names
+the faces whose connections they count, as an operator reads them.
 """
 
 from __future__ import annotations
@@ -301,122 +304,6 @@ SETTINGS: Final = (
         "secret_sha256, access, nodes); without it tokens are ignored",
     ),
     Setting(
-        "dflockd_port",
-        int,
-        0,
-        "N",
-        "also listen here for dflockd clients only (the main port serves both protocols, "
-        "told apart by the first byte); 0: no extra listener (default: %(default)s)",
-        in_range(0, 65535),
-    ),
-    Setting(
-        "dflockd_default_lease",
-        int,
-        33,
-        "S",
-        "dflockd: lease of a grant that names none, and of a renew without one, in whole "
-        "seconds (default: %(default)s)",
-        in_range(1, 9_223_372_036),
-    ),
-    Setting(
-        "dflockd_max_locks",
-        int,
-        1024,
-        "N",
-        "dflockd: distinct keys (locks and semaphores; idle ones count until collected) "
-        "before new keys get error_max_locks (default: %(default)s)",
-        in_range(1, 10_000_000),
-    ),
-    Setting(
-        "dflockd_max_waiters",
-        int,
-        0,
-        "N",
-        "dflockd: queued requests per key before error_max_waiters; 0: no limit "
-        "(default: %(default)s)",
-        in_range(0, 1_000_000),
-    ),
-    Setting(
-        "dflockd_auto_release",
-        bool,
-        True,
-        "BOOL",
-        "dflockd: release what a connection holds when it closes; false keeps each grant "
-        "until its lease ends (also across a restart) (default: %(default)s)",
-    ),
-    Setting(
-        "dflockd_gc_interval",
-        float,
-        5.0,
-        "S",
-        "dflockd: how often idle keys are collected, in seconds (default: %(default)s)",
-        in_range(0, 3600, above=True),
-    ),
-    Setting(
-        "dflockd_gc_max_idle",
-        float,
-        60.0,
-        "S",
-        "dflockd: a key idle this long is forgotten (and a semaphore's limit may change) "
-        "(default: %(default)s)",
-        in_range(0, 86400),
-    ),
-    Setting(
-        "ydb_port",
-        int,
-        0,
-        "N",
-        "also serve YDB's coordination clients (gRPC) on this port; 0: off "
-        "(default: %(default)s; needs pip install 'tenure[ydb]')",
-        in_range(0, 65535),
-    ),
-    Setting(
-        "ydb_database",
-        str,
-        "/local",
-        "PATH",
-        "YDB: the database the YDB face answers for; node /DB/a/b is tenure node a/b "
-        "(default: %(default)s)",
-    ),
-    Setting(
-        "ydb_advertise",
-        str,
-        "",
-        "HOST",
-        "YDB: where discovery sends clients: HOST or HOST:PORT (behind a proxy or a port "
-        "mapping); empty: --host, or the machine's name when --host is a wildcard, and "
-        "--ydb-port (default: empty)",
-    ),
-    Setting(
-        "ydb_ping_interval",
-        float,
-        1.0,
-        "S",
-        "YDB: the longest time between the server's pings on a session stream (a third of "
-        "the session's timeout if shorter); YDB's Python SDK drops a stream silent for 3 s "
-        "(default: %(default)s)",
-        in_range(0.01, 60),
-    ),
-    Setting(
-        "ydb_ticket_ttl",
-        float,
-        43200.0,
-        "S",
-        "YDB: how long a ticket from a login (static credentials) is good for, in seconds "
-        "(default: %(default)s)",
-        in_range(1, 30 * 86400),
-    ),
-    Setting(
-        "ydb_max_message_size",
-        int,
-        64 * 1024 * 1024,
-        "BYTES",
-        "YDB: the largest gRPC message the YDB face reads or writes, 1 MiB to 1 GiB; at "
-        "least what YDB's SDKs send (64 MiB), so that an oversized request gets its own "
-        "error on a live session stream (default: %(default)s)",
-        in_range(1024 * 1024, 1024 * 1024 * 1024),
-    ),
-    Setting(
         "event_loop",
         str,
         "auto",
@@ -452,6 +339,3 @@ SETTINGS: Final = (
     # -- a member of a cluster (tenure.server._cluster): their own table ------------------
     *CLUSTER_SETTINGS,
 )
-
-#: The settings by name (also the keys a config file may have).
-BY_NAME: Final = {setting.name: setting for setting in SETTINGS}

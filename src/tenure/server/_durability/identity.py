@@ -4,7 +4,7 @@
 server runs, so that two servers never write one log. :func:`instance_id` names the state
 the directory holds: a client that reconnects to a server with another id knows
 its sessions are gone (docs/protocol.md section 11). :func:`server_secret` is what
-the faces sign with (dflockd's tokens, YDB's login tickets), so that what they hand
+the faces sign with (the tokens and tickets they hand out), so that what they hand
 out outlives a restart (a cluster's members share one kept in etcd instead).
 """
 
@@ -88,7 +88,7 @@ def lock_data_dir(path: Path) -> DataDirLock:
 def server_secret(path: Path) -> bytes:
     """The data directory's secret, made on first use (mode 0600; the file and its
     directory fsynced, so a power cut soon after cannot make the next start mint
-    another and void every ticket and dflockd token signed with this one)."""
+    another and void every token and ticket signed with this one)."""
     file = path / SECRET_FILE
     try:
         secret = file.read_bytes()

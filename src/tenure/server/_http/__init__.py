@@ -2,7 +2,7 @@
 health and logs"). Needs the ``server`` extra (aiohttp, prometheus-client), so it is
 imported only when the endpoint is asked for.
 
-* :mod:`~tenure.server._http.front`: the aiohttp application, its routes
+* :mod:`~tenure.server._http.application`: the aiohttp application, its routes
   (``/metrics``, ``/healthz``, ``/readyz``) and how more are added;
 * :mod:`~tenure.server._http.metrics`: the counters and histograms the server
   updates as it works (its :class:`~tenure.server._observe.Observer`);
@@ -22,9 +22,9 @@ imported only when the endpoint is asked for.
 
 from __future__ import annotations
 
+from tenure.server._http.application import HttpApplication
 from tenure.server._http.collector import StateCollector
-from tenure.server._http.front import HttpFront
 from tenure.server._http.metrics import ServerMetrics
 from tenure.server._http.readiness import Phase, Readiness
 
-__all__ = ["HttpFront", "Phase", "Readiness", "ServerMetrics", "StateCollector"]
+__all__ = ["HttpApplication", "Phase", "Readiness", "ServerMetrics", "StateCollector"]

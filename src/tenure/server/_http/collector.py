@@ -12,7 +12,7 @@ counts; any other caller of ``collect`` has them counted there, at once. The ser
 * ``tenure_nodes``, ``tenure_semaphores``, ``tenure_sessions``: how many exist;
 * ``tenure_holds``: grants held (a session's hold on a semaphore is one);
 * ``tenure_waiters``: acquires queued; ``tenure_watches``: watches armed;
-* ``tenure_connections{protocol}``: client connections open (``native``, ``dflockd``);
+* ``tenure_connections{protocol}``: client connections open (``native``, and each face's);
 * ``tenure_quota_refusals_total{quota,token}``: commands refused by each quota of each
   token (``memory_budget`` too: :mod:`tenure._core.quotas`), and
   ``tenure_state_estimate_bytes``: the state's size as the memory budget counts it;

@@ -54,6 +54,7 @@ from tenure._core import KillSession
 from tenure.errors import ErrorCode, TenureError, code_of
 from tenure.server._config.hosts import LOOPBACK, allowed_hosts
 from tenure.server._http import guessing
+from tenure.server._http.application import METRICS, READINESS, SERVING
 from tenure.server._http.board import (
     RATE_SAMPLE_INTERVAL,
     BoardLimits,
@@ -63,7 +64,6 @@ from tenure.server._http.board import (
     shown_view,
 )
 from tenure.server._http.cluster_view import cluster_view, dashboard_url
-from tenure.server._http.front import METRICS, READINESS, SERVING
 from tenure.server._http.host_check import check_host_and_origin
 from tenure.server._http.login_tickets import LOGOUTS_FILE, LoginTickets
 from tenure.server._http.viewer import Viewer, bearer, cookie_ticket

@@ -11,10 +11,11 @@ from __future__ import annotations
 from prometheus_client import ProcessCollector
 
 from tenure._core import Engine
+from tenure.server import _faces
 from tenure.server._config.serve_config import ServeConfig
+from tenure.server._http.application import ROUTE_SETS, STATE, HttpApplication
 from tenure.server._http.collector import StateCollector
 from tenure.server._http.dashboard import add_dashboard_routes
-from tenure.server._http.front import ROUTE_SETS, STATE, HttpFront
 from tenure.server._http.listener import HttpLimits, http_tls_context
 from tenure.server._http.login import add_login_routes
 from tenure.server._http.metrics import ServerMetrics
@@ -31,8 +32,9 @@ class Endpoint:
 
     def __init__(self, version: str) -> None:
         self.readiness = Readiness()
-        self.metrics = ServerMetrics(version=version)
-        self.front = HttpFront(
+        # Every face's counters, on or off: /metrics lists the same series either way.
+        self.metrics = ServerMetrics(version=version, faces=_faces.observers())
+        self.application = HttpApplication(
             self.readiness, self.metrics, (*ROUTE_SETS, add_dashboard_routes, add_login_routes)
         )
         registry = self.metrics.registry
@@ -45,7 +47,7 @@ class Endpoint:
             self._throttle,
         )
         registry.register(state)
-        self.front.app[STATE] = state  # (/metrics counts with it before a scrape)
+        self.application.app[STATE] = state  # (/metrics counts with it before a scrape)
         # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds...
         ProcessCollector(registry=registry)
 
@@ -66,7 +68,7 @@ class Endpoint:
             header_timeout=config.http_header_timeout,
             tls=http_tls_context(config.http_tls_cert, config.http_tls_key),
         )
-        return await self.front.start(host, port, limits, metrics_auth=config.metrics_auth)
+        return await self.application.start(host, port, limits, metrics_auth=config.metrics_auth)
 
     def recovering(self) -> None:
         """The data directory is being replayed."""
@@ -75,7 +77,7 @@ class Endpoint:
     def serving(self, server: Server) -> None:
         """``server`` listens and serves: ready until it stops (a cluster's member tells
         of each term's server, a standby's and a leader's, on the same endpoint)."""
-        self.front.serving.server = server
+        self.application.serving.server = server
         self.metrics.identify(server.instance_id.hex())
         if server.role.name != STANDALONE:
             self.metrics.in_cluster()
@@ -84,21 +86,21 @@ class Endpoint:
     async def stop(self) -> None:
         """The server has stopped: so does the endpoint."""
         self.readiness.advance(Phase.STOPPING)
-        await self.front.stop()
+        await self.application.stop()
 
     def _engine(self) -> Engine | None:
-        server = self.front.serving.server
+        server = self.application.serving.server
         return None if server is None else server.host.engine
 
     def _role(self) -> Role | None:
-        server = self.front.serving.server
+        server = self.application.serving.server
         return None if server is None else server.role
 
     def _throttle(self) -> Throttle | None:
-        server = self.front.serving.server
+        server = self.application.serving.server
         tokens = None if server is None else server.gate.tokens
         return None if tokens is None else tokens.throttle
 
     def _connections(self) -> dict[str, int]:
-        server = self.front.serving.server
+        server = self.application.serving.server
         return {} if server is None else server.connections()

@@ -18,7 +18,9 @@ counts as the server works:
   ``tenure_cluster_append_seconds`` instead: each round of appends to the cluster's
   log in etcd (the leader's group commit);
 * ``tenure_snapshot_seconds`` and ``tenure_snapshot_size_bytes``: snapshots written;
-* ``tenure_dflockd_requests_total{command,result}``: dflockd requests answered.
+* each face's counters (``tenure_<face>_requests_total``), as the observer its registry
+  entry makes counts them (:class:`~tenure.server._observe.FaceObserver`: their names,
+  labels and bounded label values are the face's).
 
 The gauges (sessions, holds, waiters, watches, connections, readiness) are read
 from the engine at scrape time by :class:`tenure.server._http.collector.StateCollector`.
@@ -32,7 +34,7 @@ from __future__ import annotations
 import functools
 import re
 import time
-from collections.abc import Container, Iterator
+from collections.abc import Container, Iterator, Mapping
 from typing import Final
 
 from prometheus_client import CollectorRegistry
@@ -57,6 +59,7 @@ from tenure._core import (
 )
 from tenure.errors import ErrorCode
 from tenure.server._http.tally import LoopHistogram
+from tenure.server._observe import FaceObserver
 
 __all__ = ["MAX_TIMED_WAITS", "ServerMetrics"]
 
@@ -79,35 +82,6 @@ APPEND_BUCKETS: Final = (
 )  # fmt: skip
 SNAPSHOT_BUCKETS: Final = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
-#: dflockd's commands (other command lines count as ``unknown``, unframable ones as
-#: ``invalid``) and the first words of its answers: the label values are bounded.
-DFLOCKD_COMMANDS: Final = frozenset(
-    {"l", "sl", "r", "sr", "n", "sn", "e", "se", "w", "sw"}
-    | {"stats", "ping", "barrier", "auth", "stable-ref"}
-)
-DFLOCKD_RESULTS: Final = frozenset(
-    {"ok", "acquired", "queued", "timeout", "error", "error_auth", "error_max_locks"}
-    | {"error_max_waiters", "error_limit_mismatch", "error_not_enqueued"}
-    | {"error_already_enqueued", "error_lease_expired", "error_draining"}
-)
-
-#: The YDB face's requests and calls (label values: a bounded set; others count as
-#: ``other``), and its statuses (YDB's status names, lower case; others: ``other``).
-YDB_REQUESTS: Final = frozenset(
-    {"create_node", "alter_node", "drop_node", "describe_node", "list_endpoints"}
-    | {"who_am_i", "login", "session_start", "session_stop", "session"}
-    | {"acquire_semaphore", "release_semaphore", "describe_semaphore"}
-    | {"create_semaphore", "update_semaphore", "delete_semaphore"}
-    | {"create_resource", "alter_resource", "drop_resource", "list_resources"}
-    | {"describe_resource", "acquire_resource"}
-)
-YDB_STATUSES: Final = frozenset(
-    {"success", "bad_request", "unauthorized", "internal_error", "aborted", "unavailable"}
-    | {"overloaded", "scheme_error", "generic_error", "timeout", "bad_session"}
-    | {"precondition_failed", "already_exists", "not_found", "session_expired"}
-    | {"cancelled", "unsupported"}
-)
-
 _CAMEL: Final = re.compile(r"(?<!^)(?=[A-Z])")
 
 
@@ -129,16 +103,21 @@ class ServerMetrics:
     says why), exposed by :meth:`collect`, a collector of its own :attr:`registry`.
     """
 
-    def __init__(self, *, version: str, instance_id: str = "") -> None:
-        """``instance_id``: the data directory's (hex), if known yet (:meth:`identify`)."""
+    def __init__(
+        self,
+        *,
+        version: str,
+        instance_id: str = "",
+        faces: Mapping[str, FaceObserver] | None = None,
+    ) -> None:
+        """``instance_id``: the data directory's (hex), if known yet (:meth:`identify`);
+        ``faces``: what each face counts its requests in, by name (the face registry's
+        :func:`~tenure.server._faces.observers`), shown in that order."""
         self.version = version
         self.instance_id = instance_id
         #: (command type, error code or None) -> native requests answered.
         self._requests: dict[tuple[type, ErrorCode | None], int] = {}
-        #: (command, first word of the answer) -> dflockd requests answered.
-        self._dflockd: dict[tuple[str, str], int] = {}
-        #: (request, status) -> YDB requests and calls answered.
-        self._ydb: dict[tuple[str, str], int] = {}
+        self._faces = dict(faces or {})
         #: ErrorCode -> sessions the server ended with it.
         self._sessions_ended: dict[ErrorCode, int] = {}
         self._grant_wait = LoopHistogram(
@@ -193,6 +172,10 @@ class ServerMetrics:
 
     # -- the Observer hooks -----------------------------------------------------------
 
+    def face(self, name: str) -> FaceObserver | None:
+        """What face ``name`` counts its requests in (None: it counts nothing)."""
+        return self._faces.get(name)
+
     def request(self, command: Command[object], code: ErrorCode | None) -> None:
         """Count a native request's answer."""
         key = (type(command), code)
@@ -234,23 +217,6 @@ class ServerMetrics:
         self._snapshot.observe(seconds)
         self._snapshot_size = size
 
-    def dflockd_request(self, command: str, answer: bytes) -> None:
-        """Count a dflockd request's answer (label values from fixed sets only)."""
-        word = answer.split(maxsplit=1)[0].decode("ascii", "replace") if answer.strip() else ""
-        key = (
-            command if command in DFLOCKD_COMMANDS else ("unknown" if command else "invalid"),
-            word if word in DFLOCKD_RESULTS else "other",
-        )
-        self._dflockd[key] = self._dflockd.get(key, 0) + 1
-
-    def ydb_request(self, request: str, status: str) -> None:
-        """Count a YDB answer (label values from fixed sets only)."""
-        key = (
-            request if request in YDB_REQUESTS else "other",
-            status if status in YDB_STATUSES else "other",
-        )
-        self._ydb[key] = self._ydb.get(key, 0) + 1
-
     # -- the scrape -------------------------------------------------------------------
 
     def collect(self) -> Iterator[Metric]:
@@ -285,22 +251,12 @@ class ServerMetrics:
             "Size of the latest snapshot written, in bytes (0: none since start-up).",
             value=float(self._snapshot_size),
         )
-        dflockd = CounterMetricFamily(
-            "tenure_dflockd_requests",
-            "dflockd requests answered, by command and the first word of the answer.",
-            labels=["command", "result"],
-        )
-        for (command, result), count in sorted(self._dflockd.items()):
-            dflockd.add_metric([command, result], float(count))
-        yield dflockd
-        ydb = CounterMetricFamily(
-            "tenure_ydb_requests",
-            "YDB requests and calls answered (--ydb-port), by request and YDB status.",
-            labels=["request", "status"],
-        )
-        for (request, status), count in sorted(self._ydb.items()):
-            ydb.add_metric([request, status], float(count))
-        yield ydb
+        for observer in self._faces.values():
+            for family in observer.families():
+                counter = CounterMetricFamily(family.name, family.help, labels=family.labels)
+                for values, count in sorted(family.counts.items()):
+                    counter.add_metric(values, float(count))
+                yield counter
 
     # -- housekeeping -----------------------------------------------------------------
 

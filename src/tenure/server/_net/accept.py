@@ -1,8 +1,8 @@
 """What a connection accepted on the main port is: native frames or the accepted face's. [compiled]
 
-The first byte tells (a native Hello's length prefix starts with a zero byte; a
-dflockd command with a letter). An accepted face's connection (dflockd's,
-:class:`tenure.server.plug.AcceptedFace`) is served through asyncio streams, as every
+The first byte tells (a native Hello's length prefix starts with a zero byte; an
+accepted face's request with any other). An accepted face's connection
+(:class:`tenure.server.plug.AcceptedFace`) is served through asyncio streams, as every
 line protocol is. A native one is read straight from the event
 loop's ``data_received`` callback instead: its bytes go to the server's handler as
 they arrive, with no reader task to wake and no stream buffer in between, which is
@@ -35,7 +35,7 @@ class Kind(enum.Enum):
     """What the first bytes of a connection said."""
 
     NATIVE = "native"
-    OTHER = "other"  # any other first byte: the accepted face's (dflockd's), if any
+    OTHER = "other"  # any other first byte: the accepted face's, if any
     CLOSED = "closed"  # the peer closed (or the connection broke) before a byte
 
 

@@ -1,7 +1,7 @@
 """The process's file descriptors, shared by its listeners (issue 28).
 
-Each listener caps its own connections (``--max-connections`` on the main and
-dflockd ports together, one count, of which ``--max-handshaking`` bounds those not
+Each listener caps its own connections (``--max-connections`` on the main port and
+the accepted face's own together, one count, of which ``--max-handshaking`` bounds those not
 yet past their handshake; ``--http-max-connections`` on the HTTP port). Those
 caps only keep one listener from starving another if their sum fits in the
 descriptors the process may open: otherwise 1,010 half-sent HTTP requests use up

@@ -1,16 +1,16 @@
 """``--max-connections-per-address`` for a listener the server does not own (issue 28).
 
-YDB's face listens through gRPC's C core, which accepts on its own and has no cap per
-client address (and no hook at accept). With a per-address cap set, the server accepts
-on ``--ydb-port`` itself instead (:class:`~tenure.server._net.listen.Listener`), counts
-each connection against the cap shared with the main and dflockd ports
+A listening face's server may accept on its own with no cap per client address (and
+no hook at accept): gRPC's C core does. With a per-address cap set, the server accepts
+on the face's own port itself instead (:class:`~tenure.server._net.listen.Listener`),
+counts each connection against the cap shared with its other listeners
 (:class:`~tenure.server._net.listen.Admission`, from ``accept()``), closes one too many
-at once, and relays the others' bytes, untouched (TLS included), to the gRPC server
-listening on a loopback port. gRPC then sees every client as the relay's loopback
-address: :meth:`Front.peer` names the client behind each relayed connection, by the
-relay's own port, for what the face counts by address (failed logins, a session's
-client). Without a per-address cap (the default) nothing of this runs: gRPC listens on
-``--ydb-port`` itself.
+at once, and relays the others' bytes, untouched (TLS included), to the face's server
+listening on a loopback port. That server then sees every client as the relay's
+loopback address: :meth:`Front.peer` names the client behind each relayed connection,
+by the relay's own port, for what the face counts by address (failed logins, a
+session's client). Without a per-address cap (the default) nothing of this runs: the
+face's server listens on its port itself.
 """
 
 from __future__ import annotations

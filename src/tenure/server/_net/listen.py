@@ -1,7 +1,7 @@
 """The server's own accept loop, which can stop accepting (issue 28).
 
 ``--max-handshaking`` caps the connections not yet past their handshake (a TLS
-handshake, then the Hello, or a dflockd client's first byte). Past it the server
+handshake, then the Hello, or an accepted face's first byte). Past it the server
 **stops accepting** instead of closing what it accepted: new connections wait in
 the kernel's listen backlog, where they cost the server nothing, and are accepted
 as handshakes end (nginx's ``worker_connections``, uvicorn's
@@ -192,7 +192,7 @@ class Entry:
 
 class Admission:
     """The counts of the connections the server accepted on its listeners (the main
-    port, a dflockd port): handshaking (``--max-handshaking``: at the cap, every
+    port, the accepted face's own): handshaking (``--max-handshaking``: at the cap, every
     listener pauses), per address (``--max-connections-per-address``; 0: no cap),
     and served (what ``--max-connections`` caps)."""
 

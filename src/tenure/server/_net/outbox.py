@@ -1,6 +1,6 @@
 """The outboxes: what each connection is owed, written only after the commit covering it. [compiled]
 
-Replies, pushes and the other faces' answers (dflockd's, YDB's) are queued per
+Replies, pushes and the other faces' answers are queued per
 connection as they are made. At the end of each loop turn the server's host hands the
 turn's records to the journal as batch N and :meth:`Outboxes.seal`-s everything
 queued so far to N; once N is durable, :meth:`Outboxes.release` writes it (group
@@ -100,7 +100,7 @@ class Outboxes:
             log.warning("dropped a push to %s", conn.peer, exc_info=True)
 
     def send(self, conn: Connection, data: bytes) -> None:
-        """Queue bytes already encoded (another face's answer: dflockd's, YDB's)."""
+        """Queue bytes already encoded (another face's answer)."""
         self._queue(conn, data)
 
     def finish(self, conn: Connection) -> None:

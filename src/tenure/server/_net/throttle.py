@@ -1,7 +1,7 @@
 """Authentication failures throttled per peer address and per attempted token (sans I/O).
 
-Every listener that checks a credential (native Hello, dflockd's ``auth``, YDB's
-tickets and Login, the HTTP dashboard's login) asks :meth:`Throttle.check` before
+Every listener that checks a credential (native Hello, a face's own logins and
+tickets, the HTTP dashboard's login) asks :meth:`Throttle.check` before
 it looks at the credential, and tells :meth:`Throttle.failed` after a failure. An
 address that fails ``per_minute`` times within a minute is *blocked* for
 ``block_time`` seconds: every attempt from it is refused then, a good credential

@@ -2,7 +2,7 @@
 
 Each token with the quota has a bucket that holds at most one second's worth of
 commands (``requests_per_second``, at least one) and fills at that rate; each command
-its connections send (on any listener: native, YDB, dflockd) takes one, and a command
+its connections send (on any listener: native or a face's) takes one, and a command
 that finds the bucket empty is refused ``LIMIT_EXCEEDED`` naming the quota and the
 token, before the engine sees it. The buckets are the server's, not state: a restart
 fills them. One dict lookup per command when the token has no such quota.

@@ -14,8 +14,8 @@ __all__ = ["Connection", "Transport", "Writer"]
 
 
 class Transport(Protocol):
-    """What the outboxes ask of a connection's transport (an asyncio one, or a YDB
-    stream's :class:`~tenure.compat.ydb.pipe.Pipe`)."""
+    """What the outboxes ask of a connection's transport (an asyncio one, or what a
+    listening face writes a stream of its own through)."""
 
     def is_closing(self) -> bool:
         """Whether nothing more can be written."""
@@ -52,7 +52,8 @@ class Writer(Protocol):
 
 
 class Connection(Protocol):
-    """What the outboxes write to: a native connection, a dflockd one, or a YDB stream."""
+    """What the outboxes write to: a native connection, an accepted face's, or a
+    listening face's stream."""
 
     @property
     def writer(self) -> Writer:

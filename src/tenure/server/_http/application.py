@@ -38,7 +38,7 @@ __all__ = [
     "ROUTE_SETS",
     "SERVING",
     "STATE",
-    "HttpFront",
+    "HttpApplication",
     "RouteSet",
     "Serving",
     "add_health_routes",
@@ -132,7 +132,7 @@ def add_metrics_routes(app: web.Application) -> None:
 ROUTE_SETS: Final[tuple[RouteSet, ...]] = (add_health_routes, add_metrics_routes)
 
 
-class HttpFront:
+class HttpApplication:
     """The HTTP endpoint (module docstring): :attr:`app`, started and stopped here."""
 
     def __init__(
