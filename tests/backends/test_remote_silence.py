@@ -28,7 +28,7 @@ IDLE_TIMEOUT = 15.0
 
 
 def logged(server: ServerProcess, msg: str) -> list[dict[str, object]]:
-    lines = [json.loads(line) for line in server.output().splitlines() if line.startswith("{")]
+    lines = [json.loads(line) for line in server.lines() if line.startswith("{")]
     return [line for line in lines if line["msg"] == msg]
 
 

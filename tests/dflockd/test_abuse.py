@@ -134,7 +134,7 @@ async def test_a_dflockd_client_that_does_not_read_is_not_read_then_dropped(
         assert flooder.wait_dropped()  # after --idle-timeout without reading
     finally:
         flooder.finish()
-    lines = [json.loads(line) for line in server.output().splitlines() if line.startswith("{")]
+    lines = [json.loads(line) for line in server.lines() if line.startswith("{")]
     assert any(line["msg"] == "dflockd: answers unread; closing" for line in lines)
     served = fence(grant(await helper.ask("l", "probe-1", "0"))) - before - 1
     assert 0 < served < rounds  # the rest was never served (60 MB of answers)

@@ -44,7 +44,7 @@ async def test_wrong_secrets_block_the_address_for_auth(
     raw.opened.append(other)
     assert await other.ask("auth", "_", SECRET) == "ok"
     assert await other.ask("ping") == "ok"
-    lines = [json.loads(line) for line in server.output().splitlines() if line.startswith("{")]
+    lines = [json.loads(line) for line in server.lines() if line.startswith("{")]
     blocks = [line for line in lines if line.get("event") == "auth_throttled"]
     assert [line["peer"] for line in blocks] == ["127.0.0.1"]
     assert len([line for line in lines if line.get("event") == "auth_failed"]) == 2

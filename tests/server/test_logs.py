@@ -116,7 +116,7 @@ def test_a_snapshot_is_logged_and_reported(
 
 def events(server: ServerProcess) -> list[dict[str, Any]]:
     """Every line of the server's log, each parsed as JSON (a line that is not fails)."""
-    return [json.loads(line) for line in server.output().splitlines()]
+    return [json.loads(line) for line in server.lines()]
 
 
 async def test_json_log_names_connections_auth_failures_expiry_and_slow_commits(

@@ -58,7 +58,7 @@ STALL = 3 * WINDOW  # how long the server cannot hear: longer than the window
 
 
 def stalls_logged(server: ServerProcess) -> list[dict[str, Any]]:
-    lines = [json.loads(line) for line in server.output().splitlines() if line.startswith("{")]
+    lines = [json.loads(line) for line in server.lines() if line.startswith("{")]
     return [line for line in lines if line["msg"].startswith("the event loop stalled")]
 
 

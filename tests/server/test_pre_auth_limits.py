@@ -72,7 +72,7 @@ async def hello(port: int, token: str, source: str = "127.0.0.1") -> Welcome | R
 
 def events(server: ServerProcess, name: str) -> list[dict[str, object]]:
     """The server's JSON log lines of event ``name``."""
-    lines = [json.loads(line) for line in server.output().splitlines() if line.startswith("{")]
+    lines = [json.loads(line) for line in server.lines() if line.startswith("{")]
     return [line for line in lines if line.get("event") == name]
 
 

@@ -93,7 +93,7 @@ async def test_config_line_flag_beats_env(tmp_path: Path, wire: Clients) -> None
         assert client.welcome is not None
         assert len(client.welcome.instance_id) == 16
         await client.close()
-        lines = [json.loads(line) for line in server.output().splitlines()]
+        lines = [json.loads(line) for line in server.lines()]
     config = next(line for line in lines if line["msg"] == "config")
     assert config["fsync"] == "batch"
     assert config["sources"]["fsync"] == "flag"

@@ -35,7 +35,7 @@ WINDOW = 0.3  # seconds: the shortest recovery window of the silent client
 
 
 def log_lines(server: ServerProcess, msg: str) -> list[dict[str, object]]:
-    lines = [json.loads(line) for line in server.output().splitlines() if line.startswith("{")]
+    lines = [json.loads(line) for line in server.lines() if line.startswith("{")]
     return [line for line in lines if line["msg"] == msg]
 
 

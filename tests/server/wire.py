@@ -94,6 +94,12 @@ class ServerProcess:
             self._log.flush()
         return self.log_path.read_text(errors="replace")
 
+    def lines(self) -> list[str]:
+        """The lines the server logged so far, each whole: a line it is still writing
+        (read while it runs, under load) is left out."""
+        output = self.output()
+        return output[: output.rfind("\n") + 1].splitlines()
+
     def signal(self, signum: int) -> int:
         """Send ``signum`` and wait (bounded) for the exit code."""
         self.proc.send_signal(signum)

@@ -215,7 +215,7 @@ async def test_server_runs_on_its_config_file(tmp_path: Path, wire: Clients) -> 
         assert isinstance(refusal, Refused)
         assert refusal.code is ErrorCode.LIMIT_EXCEEDED
         assert isinstance((await second.until_closed())[-1], ConnectionClosed)
-        lines = [json.loads(line) for line in server.output().splitlines()]
+        lines = [json.loads(line) for line in server.lines()]
     config = next(line for line in lines if line["msg"] == "config")
     assert (config["max_connections"], config["sources"]["max_connections"]) == (1, "file")
     assert (config["idle_timeout"], config["sources"]["idle_timeout"]) == (42.5, "file")
