@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from .wire import Clients
+from .wire import BOUND, Clients
 
 
 @pytest.fixture
@@ -17,3 +17,13 @@ async def wire() -> AsyncIterator[Clients]:
         yield clients
     finally:
         await clients.close_all()
+
+
+@pytest.fixture(autouse=True)
+def close_bound() -> Iterator[None]:
+    """Close the listening sockets a test bound for its servers (``wire.bound``)."""
+    try:
+        yield
+    finally:
+        while BOUND:
+            BOUND.pop().close()

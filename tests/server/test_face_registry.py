@@ -25,7 +25,7 @@ from tenure.server._config.setting import Setting
 from tenure.server._config.settings import SETTINGS
 from tenure.server._faces import (
     FACES,
-    accepted_port,
+    accepted_own_port,
     advertised,
     check,
     enabled,
@@ -96,7 +96,7 @@ def test_a_face_is_advertised_as_its_entry_says() -> None:
     it too); YDB's only with its port, at --ydb-advertise's host or the member's."""
     plain = ServeConfig()
     assert advertised(plain, "10.0.0.1", "10.0.0.1:6388") == {"dflockd": "10.0.0.1:6388"}
-    assert accepted_port(plain) == 0
+    assert accepted_own_port(plain) is None
     both = ServeConfig(
         faces=faces(DflockdSettings(port=7000), YdbSettings(port=2136, advertise="db.example"))
     )
@@ -104,7 +104,7 @@ def test_a_face_is_advertised_as_its_entry_says() -> None:
         "dflockd": "[::1]:7000",
         "ydb": "db.example:2136",
     }
-    assert accepted_port(both) == 7000
+    assert accepted_own_port(both) == ("dflockd", 7000)
     proxied = ServeConfig(faces=faces(ydb=YdbSettings(port=2136, advertise="[::2]:9000")))
     assert advertised(proxied, "h", "h:1")["ydb"] == "[::2]:9000"
     v6 = ServeConfig(faces=faces(ydb=YdbSettings(port=2136)))

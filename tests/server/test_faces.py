@@ -22,11 +22,12 @@ from tenure.compat.dflockd.face import DflockdFace
 from tenure.compat.ydb.settings import YdbSettings
 from tenure.server import DataDir, Journal
 from tenure.server._config.serve_config import ServeConfig
+from tenure.server._reception import listening_sockets
 from tenure.server._serve import Server
 from tenure.server._server_host import wal_host
 from tenure.server.plug import FaceFactory
 
-from .wire import WAIT, Clients, free_port
+from .wire import WAIT, Clients, bound, free_port
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -41,7 +42,9 @@ async def serving(
     engine = journal.open(asyncio.get_running_loop().time())
     config = ServeConfig(**{"port": 0, "data_dir": path, **settings})  # type: ignore[arg-type]
     try:
-        server = Server(config, wal_host(config, journal, engine), b"f" * 16, faces=faces)
+        server = Server(
+            config, wal_host(config, journal, engine), bound(config), b"f" * 16, faces=faces
+        )
     except ValueError:
         journal.close()
         raise
@@ -95,10 +98,12 @@ async def test_a_face_that_cannot_listen_leaves_nothing_listening(tmp_path: Path
         taken.listen()
         ydb = YdbSettings(port=taken.getsockname()[1])
         config = ServeConfig(port=main, data_dir=path, faces={"ydb": ydb})
-        server = Server(config, wal_host(config, journal, engine), b"f" * 16)
+        sockets = listening_sockets(config)
+        server = Server(config, wal_host(config, journal, engine), sockets, b"f" * 16)
         with pytest.raises(OSError, match="cannot listen"):
             await server.start()
     assert server.binding == "ydb"
+    sockets.close()  # (as tenure serve does then): the server kept no duplicate open
     with pytest.raises(ConnectionRefusedError):  # the main port is let go of too
         await asyncio.open_connection("127.0.0.1", main)
     with pytest.raises(OSError, match="not open"):

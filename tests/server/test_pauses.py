@@ -48,7 +48,7 @@ from tenure.server._config.serve_config import ServeConfig
 from tenure.server._serve import Server
 from tenure.server._server_host import wal_host
 
-from .wire import WAIT, Clients, ServerProcess, WireClient
+from .wire import WAIT, Clients, ServerProcess, WireClient, bound
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -211,7 +211,7 @@ async def running(path: Path, idle_timeout: float) -> AsyncIterator[tuple[Server
     journal = Journal(DataDir(path))
     engine = journal.open(asyncio.get_running_loop().time())
     config = ServeConfig(port=0, data_dir=path, idle_timeout=idle_timeout)
-    server = Server(config, wal_host(config, journal, engine), b"1" * 16)
+    server = Server(config, wal_host(config, journal, engine), bound(config), b"1" * 16)
     _, port = await server.start()
     try:
         yield server, port

@@ -36,7 +36,7 @@ from tenure.server._serve import Server
 from tenure.server._server_host import wal_host
 from tenure.server._session_table import SessionTable
 
-from .wire import WAIT, Clients
+from .wire import WAIT, Clients, bound
 
 
 def parse(*argv: str, env: dict[str, str] | None = None) -> ServeConfig:
@@ -171,7 +171,7 @@ async def test_failed_commit_is_fatal_and_nothing_is_acknowledged(
     journal = Journal(data_dir)
     engine = journal.open(loop.time())
     config = ServeConfig(port=0, data_dir=tmp_path / "data")
-    server = Server(config, wal_host(config, journal, engine), b"0" * 16)
+    server = Server(config, wal_host(config, journal, engine), bound(config), b"0" * 16)
     _, port = await server.start()
     clients = Clients()
     try:
@@ -223,7 +223,7 @@ async def test_answers_leave_in_order_and_only_once_their_records_are_durable(
     journal = Journal(data_dir)
     engine = journal.open(loop.time())
     config = ServeConfig(port=0, data_dir=data_dir.path)
-    server = Server(config, wal_host(config, journal, engine), b"3" * 16)
+    server = Server(config, wal_host(config, journal, engine), bound(config), b"3" * 16)
     _, port = await server.start()
     clients = Clients()
     try:
@@ -257,7 +257,7 @@ async def running(path: Path, *, compact_every: int = 100_000) -> AsyncIterator[
     journal = Journal(DataDir(path), compact_every=compact_every)
     engine = journal.open(asyncio.get_running_loop().time())
     config = ServeConfig(port=0, data_dir=path)
-    server = Server(config, wal_host(config, journal, engine), b"1" * 16)
+    server = Server(config, wal_host(config, journal, engine), bound(config), b"1" * 16)
     _, port = await server.start()
     try:
         yield server, port

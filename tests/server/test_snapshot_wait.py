@@ -30,7 +30,7 @@ from tenure.server._durability.writer import DRAIN_TIMEOUT
 from tenure.server._serve import Server
 from tenure.server._server_host import wal_host
 
-from .wire import WAIT, Clients
+from .wire import WAIT, Clients, bound
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -43,7 +43,7 @@ async def _serve(path: Path) -> tuple[Server, Journal, int]:
     journal = Journal(DataDir(path), compact_every=COMPACT_EVERY)
     engine = journal.open(asyncio.get_running_loop().time())
     config = ServeConfig(port=0, data_dir=path, fsync=FsyncMode.ALWAYS)
-    server = Server(config, wal_host(config, journal, engine), b"1" * 16)
+    server = Server(config, wal_host(config, journal, engine), bound(config), b"1" * 16)
     _, port = await server.start()
     return server, journal, port
 

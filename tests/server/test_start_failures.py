@@ -73,14 +73,15 @@ def test_a_port_in_use_says_so_and_how_to_pick_another(tmp_path: Path, busy_port
     )
 
 
-@pytest.mark.parametrize(
-    ("flag", "variable"),
-    [
-        ("--dflockd-port", "TENURE_DFLOCKD_PORT"),
-        ("--http-port", "TENURE_HTTP_PORT"),
-        ("--ydb-port", "TENURE_YDB_PORT"),
-    ],
-)
+#: The listeners besides the main port: their flags and variables.
+LISTENERS = [
+    ("--dflockd-port", "TENURE_DFLOCKD_PORT"),
+    ("--http-port", "TENURE_HTTP_PORT"),
+    ("--ydb-port", "TENURE_YDB_PORT"),
+]
+
+
+@pytest.mark.parametrize(("flag", "variable"), LISTENERS)
 def test_another_listener_on_a_port_in_use_names_its_own_setting(
     tmp_path: Path, busy_port: int, flag: str, variable: str
 ) -> None:
@@ -90,6 +91,19 @@ def test_another_listener_on_a_port_in_use_names_its_own_setting(
         f"port {busy_port} on 127.0.0.1 is in use: pick another with {flag} or {variable}, "
         "or stop what listens there"
     )
+
+
+@pytest.mark.parametrize(("flag", "variable"), [("--port", "TENURE_PORT"), *LISTENERS[:1]])
+def test_a_cluster_member_names_the_setting_of_its_port_in_use(
+    tmp_path: Path, busy_port: int, flag: str, variable: str
+) -> None:
+    # The member binds its ports before it reaches etcd (none listens at this URL).
+    ports = {"--port": str(free_port()), flag: str(busy_port)}
+    cluster = ("--cluster", f"etcd://127.0.0.1:{free_port()}/ports")
+    failed = failed_start(tmp_path / "data", *cluster, *(x for kv in ports.items() for x in kv))
+    assert failed["reason"] == "port_in_use"
+    assert failed["msg"].startswith(f"port {busy_port} on 127.0.0.1 is in use: pick another with ")
+    assert f"with {flag} or {variable}" in failed["msg"]
 
 
 def test_an_address_not_of_this_machine_says_to_pick_another_host(tmp_path: Path) -> None:

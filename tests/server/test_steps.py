@@ -46,7 +46,7 @@ from tenure.server._durability.storage import FsyncMode
 from tenure.server._serve import Server
 from tenure.server._server_host import wal_host
 
-from .wire import WAIT, Clients
+from .wire import WAIT, Clients, bound
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -67,7 +67,7 @@ async def running(
     config = ServeConfig(
         port=0, data_dir=path, fsync=FsyncMode.OFF, step_budget=BUDGET, auth_file=auth_file
     )
-    server = Server(config, wal_host(config, journal, engine), b"1" * 16)
+    server = Server(config, wal_host(config, journal, engine), bound(config), b"1" * 16)
     _, port = await server.start()
     try:
         yield server, port

@@ -34,6 +34,8 @@ from tenure._protocol import (
     ServerMessage,
     Welcome,
 )
+from tenure.server._config.serve_config import ServeConfig
+from tenure.server._reception import Sockets, listening_sockets
 from tests.ports import free_port as free_port  # re-exported: ports apart between xdist workers
 
 #: Upper bound of any single wait in these tests, in seconds.
@@ -238,3 +240,16 @@ class Clients:
     async def close_all(self) -> None:
         for client in self.opened:
             await client.close()
+
+
+#: The listening sockets tests of this process bound (:func:`bound`), closed after each
+#: test by tests/server/conftest.py's ``close_bound``.
+BOUND: list[Sockets] = []
+
+
+def bound(config: ServeConfig) -> Sockets:
+    """The listening sockets of ``config``'s ports, for a Server in a test's own process
+    (``tenure serve`` and a cluster member bind their own): closed after the test."""
+    sockets = listening_sockets(config)
+    BOUND.append(sockets)
+    return sockets

@@ -114,11 +114,15 @@ def own_port(config: ServeConfig, name: str) -> tuple[str, int]:
     return face.port_setting, face.port(config)
 
 
-def accepted_port(config: ServeConfig) -> int:
-    """The own port of the accepted face ``config`` turns on (0: none, or no such face):
-    the one port of a face's the server binds itself."""
-    ports = [face.port(config) for face in enabled(config) if face.accepted]
-    return ports[0] if ports else 0
+def accepted_own_port(config: ServeConfig) -> tuple[str, int] | None:
+    """The name and own port of the accepted face ``config`` turns on (None: no such
+    face, or none of its own): the one port of a face's that the server binds itself
+    (a listening face binds its own)."""
+    for face in enabled(config):
+        port = face.port(config) if face.accepted else 0
+        if port:
+            return face.name, port
+    return None
 
 
 def advertised(config: ServeConfig, host: str, address: str) -> dict[str, str]:

@@ -1,11 +1,11 @@
 """A server's reception: sockets accepted, admitted or refused, their connections made, served.
 
 :class:`Reception` runs the listeners of the main port and of the accepted face's own
-port, on sockets bound already (a cluster member's,
-kept across its terms) or bound here. Each socket accepted is admitted or refused
-at once (``--max-connections-per-address``), counted while in its handshake
-(``--max-handshaking``: past it the listeners stop accepting,
-:mod:`tenure.server._net.listen`) and against ``--max-connections``, and its
+port, on the sockets the server is given, bound already (:func:`listening_sockets`,
+by ``tenure serve`` or a cluster member, which keeps them across its terms). Each
+socket accepted is admitted or refused at once (``--max-connections-per-address``),
+counted while in its handshake (``--max-handshaking``: past it the listeners stop
+accepting, :mod:`tenure.server._net.listen`) and against ``--max-connections``, and its
 connection made (TLS within ``--handshake-timeout``). A connection of the main port
 is native or the accepted face's, told by its first byte
 (:mod:`tenure.server._net.accept`): native messages go to the
@@ -22,13 +22,14 @@ import contextlib
 import logging
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from tenure._protocol import LocalProtocolError, Refused, ServerConnection
 from tenure._runtime.host import Host
 from tenure.errors import ErrorCode
+from tenure.server import _faces
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._net.accept import READ_LIMIT, AcceptedProtocol, FaceProtocol, Kind
 from tenure.server._net.fds import native_share
@@ -43,16 +44,57 @@ from tenure.server.plug import AcceptedFace
 
 log = logging.getLogger("tenure.server")
 
-__all__ = ["Reception", "Sockets"]
+__all__ = ["ListenError", "Reception", "Sockets", "listening_sockets"]
 
 
 @dataclass(frozen=True, slots=True)
 class Sockets:
-    """Listening sockets a server is started on (a cluster's, kept across its terms):
-    the main port's, and the accepted face's own port's (None: none)."""
+    """The listening sockets a server is given, bound already by whoever starts it
+    (:func:`listening_sockets`): the main port's, and the accepted face's own port's
+    (empty: none). Whoever bound them closes them (:meth:`close`) once the server is
+    done: a cluster member keeps them across its terms, so that a connection that
+    arrives between two terms waits in the backlog."""
 
-    native: socket.socket
-    accepted: socket.socket | None = None
+    native: list[socket.socket]
+    accepted: list[socket.socket] = field(default_factory=list)
+
+    def close(self) -> None:
+        """Close every socket (the server listens on duplicates of its own)."""
+        for sock in (*self.native, *self.accepted):
+            sock.close()
+
+
+class ListenError(OSError):
+    """A listener's port could not be bound: ``listener`` says which (``native``: the
+    main port; else the name of the face whose own port it is), ``error`` why."""
+
+    def __init__(self, listener: str, error: OSError) -> None:
+        super().__init__(error.errno, error.strerror)
+        self.listener = listener
+        self.error = error
+
+
+def listening_sockets(config: ServeConfig) -> Sockets:
+    """Bind the main port and the own port of the accepted face ``config`` turns on (the
+    face registry's), on every address of ``--host``.
+
+    Raises:
+        ListenError: a port cannot be bound (then none is left open).
+    """
+    try:
+        native = bind(config.host, config.port)
+    except OSError as error:
+        raise ListenError("native", error) from error
+    own = _faces.accepted_own_port(config)
+    if own is None:
+        return Sockets(native)
+    name, port = own
+    try:
+        return Sockets(native, bind(config.host, port))
+    except OSError as error:
+        for sock in native:
+            sock.close()
+        raise ListenError(name, error) from error
 
 
 class Reception:
@@ -103,34 +145,17 @@ class Reception:
         self._connecting: set[asyncio.Task[None]] = set()
         self._listeners: list[Listener] = []
 
-    def open(
-        self,
-        sockets: Sockets | None,
-        accepted: AcceptedFace[Any] | None,
-        binding: Callable[[str], None],
-        accepted_name: str = "",
-    ) -> tuple[str, int]:
-        """Listen on the main port, and on ``accepted``'s own if it has one: on
-        ``sockets`` (duplicated: the caller keeps its own) or bound here. Returns the
-        main port's address. ``binding(which)`` is told each listener before it is
-        bound (``native``, or ``accepted_name``).
-
-        Raises:
-            OSError: a port cannot be bound (then nothing listens).
-        """
-        config = self.config
+    def open(self, sockets: Sockets, accepted: AcceptedFace[Any] | None) -> tuple[str, int]:
+        """Listen on ``sockets`` (duplicates: the caller keeps and closes its own): the
+        main port's, and the accepted face's own port's if ``accepted`` is given one.
+        Returns the main port's address."""
         self.accepted = accepted
-        binding("native")
-        native = [sockets.native.dup()] if sockets is not None else bind(config.host, config.port)
-        listener = Listener(native, partial(self.admit, native=True))
+        listener = Listener(
+            [sock.dup() for sock in sockets.native], partial(self.admit, native=True)
+        )
         self._listen(listener)
-        if accepted is not None and accepted.port:
-            binding(accepted_name)
-            own = (
-                [sockets.accepted.dup()]
-                if sockets is not None and sockets.accepted is not None
-                else bind(config.host, accepted.port)
-            )
+        if accepted is not None and sockets.accepted:
+            own = [sock.dup() for sock in sockets.accepted]
             self._listen(Listener(own, partial(self.admit, native=False)))
         host, port = listener.sockets[0].getsockname()[:2]
         return str(host), int(port)

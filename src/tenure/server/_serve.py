@@ -13,9 +13,11 @@ A :class:`Server` is given its host built already (:mod:`tenure.server._server_h
 a single server's over its data directory, or a cluster member's, leader or
 standby), and attaches what only it owns: the routing of effects
 (:mod:`tenure.server._routing`), its outboxes and what to do once the journal fails.
-It listens through its :class:`~tenure.server._reception.Reception` (sockets
-admitted, connections made and handed to their face), on sockets a cluster member
-bound once, or bound at :meth:`Server.start`.
+It is given its listening sockets too, bound already
+(:func:`~tenure.server._reception.listening_sockets`, by ``tenure serve`` or a cluster
+member, which binds them once for all its terms), and listens on them through its
+:class:`~tenure.server._reception.Reception` (sockets admitted, connections made and
+handed to their face); a listening face binds its own port when the server starts.
 
 The server speaks several protocols, its faces (:mod:`tenure.server.plug`). Native
 messages are handled by :class:`~tenure.server._net.native.NativeFace` (in fair
@@ -80,6 +82,7 @@ class Server:
         self,
         config: ServeConfig,
         served: ServerHost,
+        sockets: Sockets,
         instance_id: bytes,
         faces: Mapping[str, FaceFactory] | None = None,
         observer: Observer | None = None,
@@ -88,6 +91,8 @@ class Server:
         secret: bytes | None = None,
     ) -> None:
         """``served``: the host, built for this server (:mod:`tenure.server._server_host`);
+        ``sockets``: the main port's and the accepted face's, bound already (the caller
+        closes them once the server is done);
         ``observer``: told of requests, commands, effects and commits (the metrics of
         ``--http-port``; None: nobody measures); ``role``: whether it leads a cluster (a
         server of a cluster steps down instead of exiting when its journal fails, see
@@ -95,6 +100,7 @@ class Server:
         directory's, made on first use)."""
         self.config = config
         self.served = served
+        self.sockets = sockets
         self.host = served.host
         self.instance_id = instance_id
         self.exit_code = 0
@@ -157,8 +163,8 @@ class Server:
         makers = _faces.factories(config) if faces is None else faces
         #: The faces of other lock services this server speaks.
         self.faces = FaceSet(makers, lend, route=self._table.attach, observer=observer)
-        #: The listener :meth:`start` was binding when it failed: ``native`` (the main
-        #: port) or a face's name (its own port); None: none failed.
+        #: The listening face :meth:`start` was binding when it failed (its name);
+        #: None: none failed.
         self.binding: str | None = None
         self._shutdown_task: asyncio.Task[None] | None = None
         #: Why the server stepped down (a cluster's: it no longer leads, or a standby's
@@ -168,26 +174,17 @@ class Server:
 
     # -- lifecycle ----------------------------------------------------------------------
 
-    async def start(self, sockets: Sockets | None = None) -> tuple[str, int]:
-        """Listen; returns the address actually bound (``--port 0`` picks one).
-
-        ``sockets``: listen on these, bound already (a cluster's server keeps its ports
-        across its terms: a connection that arrives between two waits in the backlog).
+    async def start(self) -> tuple[str, int]:
+        """Listen; returns the main port's address (``--port 0`` picks one).
 
         Raises:
-            OSError: a port cannot be bound (:attr:`binding` says which); then nothing
-                listens, no face runs and the journal is closed.
+            OSError: a listening face cannot bind its port (:attr:`binding` says which);
+                then nothing listens, no face runs and the journal is closed.
         """
-        accepted = self.faces.accepted
         try:
             # Our own accept loops (tenure.server._net.listen): they stop accepting
             # while --max-handshaking connections are in their handshake.
-            address = self.reception.open(
-                sockets,
-                accepted,
-                partial(setattr, self, "binding"),
-                self.faces.name_of(accepted) if accepted is not None else "",
-            )
+            address = self.reception.open(self.sockets, self.faces.accepted)
             self.served.start()
             self.faces.start()
             await self.faces.listen(partial(setattr, self, "binding"))

@@ -36,6 +36,7 @@ from tenure.server._durability.storage import CorruptLogError, DataDir
 from tenure.server._logs import JsonFormatter as JsonFormatter  # where it used to be
 from tenure.server._logs import setup_logging
 from tenure.server._net.tls import describe
+from tenure.server._reception import ListenError, Sockets, listening_sockets
 from tenure.server._serve import Server
 from tenure.server._server_host import wal_host
 from tenure.server._start_failure import data_dir_failure, listen_failure
@@ -112,9 +113,8 @@ async def _serve_in_cluster(config: ServeConfig, endpoint: Endpoint | None) -> i
             extra={"event": "cluster_failed", "fields": fields},
         )
         return 1
-    except OSError as error:
-        port = config.port
-        listen_failure(error, config.host, port, setting="port").log(log)
+    except ListenError as failed:
+        _listen_failed(config, failed.listener, failed.error)
         return 1
 
 
@@ -164,10 +164,32 @@ async def _recover_and_serve(
         data_dir_failure(config.data_dir, error).log(log)
         journal.abort()
         return 1
+    try:
+        sockets = listening_sockets(config)
+    except ListenError as failed:
+        _listen_failed(config, failed.listener, failed.error)
+        journal.close()
+        return 1
+    try:
+        return await _serve_on(config, journal, engine, ident, sockets, endpoint)
+    finally:
+        sockets.close()
+
+
+async def _serve_on(
+    config: ServeConfig,
+    journal: Journal,
+    engine: Engine,
+    ident: bytes,
+    sockets: Sockets,
+    endpoint: Endpoint | None,
+) -> int:
+    """Serve the recovered ``engine`` on ``sockets`` until stopped; the exit code."""
+    loop = asyncio.get_running_loop()
     observer = endpoint.metrics if endpoint else None
     try:
         served = wal_host(config, journal, engine, observer)
-        server = Server(config, served, ident, observer=observer)
+        server = Server(config, served, sockets, ident, observer=observer)
     except ConfigError as error:
         log.critical("%s", error)
         journal.close()
@@ -175,9 +197,7 @@ async def _recover_and_serve(
     try:
         host, port = await server.start()
     except OSError as error:
-        binding = server.binding or "native"
-        own = ("port", config.port) if binding == "native" else _faces.own_port(config, binding)
-        listen_failure(error, config.host, own[1], setting=own[0]).log(log)
+        _listen_failed(config, server.binding or "native", error)
         return 1  # (the server closed the journal)
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, server.stop)
@@ -201,6 +221,12 @@ async def _recover_and_serve(
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
+
+
+def _listen_failed(config: ServeConfig, binding: str, error: OSError) -> None:
+    """Log why listener ``binding`` (``native``, or a face's name) could not listen."""
+    own = ("port", config.port) if binding == "native" else _faces.own_port(config, binding)
+    listen_failure(error, config.host, own[1], setting=own[0]).log(log)
 
 
 def loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:

@@ -30,7 +30,7 @@ from tenure.server import DataDir, Journal, ServeConfig, Server, wal_host
 from tenure.server._durability.fsync_modes import LoopCommit
 from tenure.server._durability.storage import FsyncMode
 
-from ..wire import WAIT, Clients, ServerProcess
+from ..wire import WAIT, Clients, ServerProcess, bound
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -119,7 +119,7 @@ async def test_batch_interval_syncs_batches(tmp_path: Path) -> None:
     journal = Journal(data_dir)
     engine = journal.open(loop.time())
     config = ServeConfig(port=0, data_dir=data_dir.path, fsync=FsyncMode.BATCH, batch_interval=0.01)
-    server = Server(config, wal_host(config, journal, engine), b"2" * 16)
+    server = Server(config, wal_host(config, journal, engine), bound(config), b"2" * 16)
     writer = server.served.commit.writer
     assert isinstance(writer, LoopCommit)
     assert writer.sync_every == 0.01

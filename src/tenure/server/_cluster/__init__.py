@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import socket
 from typing import TYPE_CHECKING
 
 from tenure.server import _faces
@@ -28,7 +27,7 @@ from tenure.server._cluster.keys import Member
 from tenure.server._cluster.member import ClusterMember
 from tenure.server._config.cluster_url import parse_cluster_url
 from tenure.server._config.serve_config import ServeConfig
-from tenure.server._serve import Sockets
+from tenure.server._reception import listening_sockets
 
 if TYPE_CHECKING:
     from tenure.server._http.endpoint import Endpoint
@@ -59,54 +58,20 @@ async def run(config: ServeConfig, endpoint: Endpoint | None) -> int:
     """Serve as a member of ``config.cluster`` until stopped; the exit code.
 
     Raises:
-        OSError: a port cannot be bound.
+        ListenError: a port cannot be bound.
     """
     url = parse_cluster_url(config.cluster)
-    sockets = listening_sockets(config)
-    port = int(sockets.native.getsockname()[1])
-    member = ClusterMember(config, url, endpoint)
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, member.stop)
+    sockets = listening_sockets(config)  # once, for every term
     try:
-        return await member.run(sockets, advertised(config, port))
-    finally:
+        port = int(sockets.native[0].getsockname()[1])
+        member = ClusterMember(config, url, endpoint)
+        loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(signum)
-        sockets.native.close()
-        if sockets.accepted is not None:
-            sockets.accepted.close()
-
-
-def listening_sockets(config: ServeConfig) -> Sockets:
-    """Bind the main port (and the accepted face's own) once, for every term.
-
-    Raises:
-        OSError: a port cannot be bound.
-    """
-    native = _bind(config.host, config.port)
-    accepted = None
-    port = _faces.accepted_port(config)
-    if port:
+            loop.add_signal_handler(signum, member.stop)
         try:
-            accepted = _bind(config.host, port)
-        except OSError:
-            native.close()
-            raise
-    return Sockets(native, accepted)
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    family, kind, proto, _, address = socket.getaddrinfo(
-        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(1024)
-        sock.setblocking(False)
-    except OSError:
-        sock.close()
-        raise
-    return sock
+            return await member.run(sockets, advertised(config, port))
+        finally:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(signum)
+    finally:
+        sockets.close()

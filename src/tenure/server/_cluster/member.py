@@ -54,8 +54,9 @@ from tenure.server._config.serve_config import ServeConfig
 from tenure.server._durability.records import resume_record
 from tenure.server._durability.storage import framed
 from tenure.server._observe import Observer
+from tenure.server._reception import ListenError, Sockets
 from tenure.server._role import STANDBY
-from tenure.server._serve import Server, Sockets
+from tenure.server._serve import Server
 
 if TYPE_CHECKING:  # the server extra: only with --http-port
     from tenure.server._http.endpoint import Endpoint
@@ -154,9 +155,15 @@ class ClusterMember:
         metrics = self._metrics()
         host = standby_host(self.config, follower.engine, role, metrics)
         server = Server(
-            self.config, host, self.instance_id, observer=metrics, role=role, secret=self.secret
+            self.config,
+            host,
+            sockets,
+            self.instance_id,
+            observer=metrics,
+            role=role,
+            secret=self.secret,
         )
-        await self._start(server, sockets)
+        await self._start(server)
         follower.on_load = partial(setattr, host.host, "engine")  # (a reload: a new engine)
         try:
             while not self._stop.is_set():
@@ -243,9 +250,15 @@ class ClusterMember:
         role.applied = lambda: appender.last_index
         host = leader_host(self.config, journal, engine, role, metrics)
         server = Server(
-            self.config, host, self.instance_id, observer=metrics, role=role, secret=self.secret
+            self.config,
+            host,
+            sockets,
+            self.instance_id,
+            observer=metrics,
+            role=role,
+            secret=self.secret,
         )
-        await self._start(server, sockets)
+        await self._start(server)
         fields: dict[str, object] = {"term": term, "index": index, "sessions": len(engine.sessions)}
         log.info("leading the cluster", extra={"event": "cluster_leading", "fields": fields})
         why = await self._while_leading(server, lease)
@@ -336,10 +349,18 @@ class ClusterMember:
     def _metrics(self) -> Observer | None:
         return None if self.endpoint is None else self.endpoint.metrics
 
-    async def _start(self, server: Server, sockets: Sockets) -> None:
+    async def _start(self, server: Server) -> None:
+        """Start a term's server on the member's sockets.
+
+        Raises:
+            ListenError: a listening face cannot bind its port.
+        """
         first = self.server is None
         self.server = server
-        host, port = await server.start(sockets)
+        try:
+            host, port = await server.start()
+        except OSError as error:
+            raise ListenError(server.binding or "native", error) from error
         if self.endpoint is not None:
             self.endpoint.serving(server)
         if first:  # (as a single server says it, once: the ports stay across terms)
