@@ -13,7 +13,7 @@ shown is the worst case a real server sees.
 Run: ``python -m bench.micro.metrics_cost [--pairs N] [--repeats R]``.
 
 Internals: ``tenure._core``'s commands, the server's host (``wal_host``),
-``tenure.server._http.metrics.ServerMetrics`` and ``tenure.server._observe.Observer``:
+``tenure.server._http.metrics.ServerMetrics`` and ``tenure.server._observe.ServerObserver``:
 the cost measured is the metrics' own, on the server's hot path, without the
 network and codec a client would add.
 """
@@ -34,7 +34,7 @@ from tenure import __version__
 from tenure._core import MAX_COUNT, Acquire, CreateNode, CreateSession, Release
 from tenure.server import DataDir, FsyncMode, Journal, ServeConfig, wal_host
 from tenure.server._http.metrics import ServerMetrics
-from tenure.server._observe import Observer
+from tenure.server._observe import ServerObserver
 
 
 class _NoClients:
@@ -47,7 +47,7 @@ class _NoClients:
         """Nothing was sealed: nothing to write."""
 
 
-async def seconds_per_pair(pairs: int, batch: int, observer: Observer | None) -> float:
+async def seconds_per_pair(pairs: int, batch: int, observer: ServerObserver | None) -> float:
     """CPU seconds per pair (module docstring), with ``observer`` or without (None)."""
     with tempfile.TemporaryDirectory() as tmp:
         journal = Journal(DataDir(Path(tmp), FsyncMode.OFF), compact_every=10**9)

@@ -12,7 +12,7 @@ import asyncio
 from typing import Any, cast
 
 from tenure._protocol.connection import ClientConnection
-from tenure.backends._doors import Endpoint
+from tenure.backends._doors import Door
 from tenure.backends._link_conn import LinkConnection, LinkProtocol
 
 
@@ -35,7 +35,7 @@ def _connection(transport: Recorder) -> LinkConnection:
     # Real codec and protocol objects (the compiled build checks their types); the
     # link is never reached: nothing is received here.
     codec = ClientConnection()
-    protocol = LinkProtocol(cast(Any, None), codec, Endpoint("127.0.0.1", 1))
+    protocol = LinkProtocol(cast(Any, None), codec, Door("127.0.0.1", 1))
     return LinkConnection(loop, cast(Any, transport), protocol, codec)
 
 

@@ -14,7 +14,7 @@ from tenure.errors import NotLeaderError, UnavailableError
 from tenure.server._cluster.appender import Appender
 from tenure.server._cluster.hosts import leader_host
 from tenure.server._cluster.journal import ClusterJournal
-from tenure.server._cluster.keys import Entry, Member
+from tenure.server._cluster.keys import LogEntry, ServerRecord
 from tenure.server._cluster.role import ClusterRole
 from tenure.server._cluster.store import Appended, ClusterStore
 from tenure.server._config.serve_config import ServeConfig
@@ -25,12 +25,12 @@ class ScriptedStore:
     """Appends wait until the test lets them through (:meth:`let`), or answer at once."""
 
     def __init__(self, *, hold: bool = True) -> None:
-        self.entries: dict[int, Entry] = {}
+        self.entries: dict[int, LogEntry] = {}
         self.hold = hold
         self.gates: list[asyncio.Future[Appended | BaseException]] = []
         self.answer: Appended | BaseException = Appended.DONE
 
-    async def append(self, index: int, entry: Entry, lease: int) -> Appended:
+    async def append(self, index: int, entry: LogEntry, lease: int) -> Appended:
         if self.hold:
             gate: asyncio.Future[Appended | BaseException] = (
                 asyncio.get_running_loop().create_future()
@@ -150,7 +150,7 @@ async def test_the_leader_refuses_commands_while_too_much_waits_for_etcd(tmp_pat
     appender = _appender(store, max_pending=10)
     journal = ClusterJournal(cast(ClusterStore, store), appender, snapshot_every=10)
     output: Any = type("Out", (), {"seal": lambda *a: None, "release": lambda *a: None})()
-    role = ClusterRole("c", Member("m", "127.0.0.1:1"))
+    role = ClusterRole("c", ServerRecord("m", "127.0.0.1:1"))
     role.lead(7)
     served = leader_host(ServeConfig(data_dir=tmp_path), journal, Engine(), role)
     served.attach(lambda effects: None, output, lambda: None)

@@ -14,7 +14,7 @@ from tenure.errors import NotLeaderError
 from tenure.server._cluster.appender import Appender
 from tenure.server._cluster.hosts import leader_host, standby_host
 from tenure.server._cluster.journal import ClusterJournal
-from tenure.server._cluster.keys import Member
+from tenure.server._cluster.keys import ServerRecord
 from tenure.server._cluster.role import ClusterRole
 from tenure.server._cluster.store import ClusterStore, Leader
 from tenure.server._config.serve_config import ServeConfig
@@ -34,8 +34,8 @@ class Sealed:
 
 
 def _standby_role() -> ClusterRole:
-    role = ClusterRole("c", Member("me", "127.0.0.1:1"))
-    leader = Member("them", "10.0.0.2:6388", shift=1_000.0)
+    role = ClusterRole("c", ServerRecord("me", "127.0.0.1:1"))
+    leader = ServerRecord("them", "10.0.0.2:6388", shift=1_000.0)
     role.current = Leader(leader, 3, 9)
     role.members = [leader]
     return role
@@ -75,7 +75,7 @@ async def test_a_leaders_host_steps_down_once_its_lease_may_have_ended(tmp_path:
         deadline=lambda: lease_ends[0],
     )
     journal = ClusterJournal(cast(ClusterStore, object()), appender, snapshot_every=100)
-    role = ClusterRole("c", Member("me", "127.0.0.1:1"))
+    role = ClusterRole("c", ServerRecord("me", "127.0.0.1:1"))
     role.lead(3)
     served = leader_host(ServeConfig(data_dir=tmp_path), journal, Engine(), role)
     stepped_down: list[Any] = []

@@ -17,9 +17,9 @@ from tenure.server._cluster.keys import (
     FIELD_FACES,
     ClusterDataError,
     ClusterKeys,
-    Entry,
-    Member,
+    LogEntry,
     Pointer,
+    ServerRecord,
     decode_entry,
     decode_member,
     decode_pointer,
@@ -80,12 +80,12 @@ def test_keys_sort_as_indexes_and_clusters_do_not_share_keys() -> None:
 
 
 def test_values_round_trip_and_foreign_ones_are_corrupt_data() -> None:
-    entry = Entry(7, b"records")
+    entry = LogEntry(7, b"records")
     assert decode_entry(encode(entry)) == entry
     pointer = Pointer(10, 7, 3, 300, 12345)
     assert decode_pointer(encode(pointer)) == pointer
     faces = {"ydb": "h:3", "dflockd": "h:1", "another": "h:4"}
-    member = Member("a", "h:1", "leader", 5, 1.5, "h:2", faces=faces, shift=2.5)
+    member = ServerRecord("a", "h:1", "leader", 5, 1.5, "h:2", faces=faces, shift=2.5)
     assert decode_member(encode(member)) == member
     with pytest.raises(ClusterDataError, match="unreadable log entry"):
         decode_entry(b"\x81\xa1x\x01")
@@ -112,12 +112,14 @@ def test_members_of_either_layout_read_each_other_s_records() -> None:
     face it did not know is what it leaves unread)."""
     old = FirstLayoutMember("a", "h:1", "leader", 5, 1.5, "h:2", "h:3", "h:1", 2.5)
     read = decode_member(msgspec.msgpack.encode(old))
-    assert read == Member(
+    assert read == ServerRecord(
         "a", "h:1", "leader", 5, 1.5, "h:2", faces={"ydb": "h:3", "dflockd": "h:1"}, shift=2.5
     )
     no_ydb = FirstLayoutMember("b", "h:5", dflockd="h:5")
     assert decode_member(msgspec.msgpack.encode(no_ydb)).faces == {"dflockd": "h:5"}
-    now = Member("a", "h:1", "leader", 5, 1.5, "h:2", faces={**read.faces, "x": "h:9"}, shift=2.5)
+    now = ServerRecord(
+        "a", "h:1", "leader", 5, 1.5, "h:2", faces={**read.faces, "x": "h:9"}, shift=2.5
+    )
     assert msgspec.msgpack.decode(encode(now), type=FirstLayoutMember) == old
     assert FIELD_FACES == ("ydb", "dflockd")  # (stored data: this never changes)
 
@@ -133,10 +135,12 @@ def test_the_lease_deadline_counts_from_the_last_renewal_sent_and_ends_when_lost
 
 
 def test_a_standby_names_the_leader_for_each_face_and_the_status_holds_every_member() -> None:
-    me = Member("b", "h:2", http="h:12")
+    me = ServerRecord("b", "h:2", http="h:12")
     role = ClusterRole("prod", me)
     assert role.leader() is None  # nobody leads yet
-    leader = Member("a", "h:1", "leader", 9, 0.0, "h:11", faces={"ydb": "h:21", "dflockd": "h:1"})
+    leader = ServerRecord(
+        "a", "h:1", "leader", 9, 0.0, "h:11", faces={"ydb": "h:21", "dflockd": "h:1"}
+    )
     role.saw(Leader(leader, term=42, lease=7))
     role.members = [leader]
     role.applied = lambda: 8
@@ -234,12 +238,12 @@ def test_a_member_advertises_each_face_where_its_clients_reach_it() -> None:
 
 
 def test_a_standby_shows_times_with_the_leaders_clock_once_it_has_read_its_record() -> None:
-    role = ClusterRole("prod", Member("b", "h:2"))
-    leader = Member("a", "h:1", "leader", shift=1_700_000_000.5)
+    role = ClusterRole("prod", ServerRecord("b", "h:2"))
+    leader = ServerRecord("a", "h:1", "leader", shift=1_700_000_000.5)
     assert role.leader_shift is None  # no leader known
-    role.saw(Leader(Member("a", "h:1"), term=3, lease=1))
+    role.saw(Leader(ServerRecord("a", "h:1"), term=3, lease=1))
     assert role.leader_shift is None  # its record not read yet
-    role.members = [leader, Member("b", "h:2", shift=123.0)]
+    role.members = [leader, ServerRecord("b", "h:2", shift=123.0)]
     assert role.leader_shift == 1_700_000_000.5
     role.lead(9)
     assert (role.term, role.status().term) == (9, 9)  # a new leader says its own term at once

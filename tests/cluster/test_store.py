@@ -14,7 +14,7 @@ from tenure._core.snapshot import dump
 from tenure._etcd.client import EtcdClient, EtcdClientOptions
 from tenure._etcd.streams import WatchHub
 from tenure.server._cluster.follower import Follower
-from tenure.server._cluster.keys import ClusterKeys, Entry, Member
+from tenure.server._cluster.keys import ClusterKeys, LogEntry, ServerRecord
 from tenure.server._cluster.store import Appended, ClusterStore
 from tenure.server._durability.records import command_record
 from tenure.server._durability.storage import framed
@@ -33,16 +33,16 @@ async def store(etcd_member: EtcdCluster) -> AsyncIterator[ClusterStore]:
 
 async def _candidate(store: ClusterStore, name: str) -> tuple[int, int]:
     lease = await store.grant(30)
-    return lease, await store.stand(lease, Member(name, f"{name}:1"))
+    return lease, await store.stand(lease, ServerRecord(name, f"{name}:1"))
 
 
-def _entry(term: int, *commands: Command[object]) -> Entry:
+def _entry(term: int, *commands: Command[object]) -> LogEntry:
     records = b""
     for command in commands:
         record = command_record(command, 1.0)
         assert record is not None
         records += framed(record)
-    return Entry(term, records)
+    return LogEntry(term, records)
 
 
 async def test_the_first_candidate_leads_and_the_next_waits_behind_it(store: ClusterStore) -> None:
@@ -55,7 +55,9 @@ async def test_the_first_candidate_leads_and_the_next_waits_behind_it(store: Clu
     assert (leader.member.name, leader.term, leader.lease) == ("a", first_term, first)
     await store.revoke(first)
     assert await store.ahead_of(second_term) is None
-    assert await store.stand(second, Member("b", "b:1")) == second_term  # standing again: same
+    assert (
+        await store.stand(second, ServerRecord("b", "b:1")) == second_term
+    )  # standing again: same
 
 
 async def test_a_deposed_leader_cannot_append_and_two_writers_never_fork_the_log(

@@ -23,7 +23,7 @@ from tenure._core.kinds import parties_data
 from tenure._core.members import GROUP_DATA, member_record
 from tenure._core.rates import Bucket, bucket_data
 from tenure._core.values import MAX_COUNT, ClientIdentity
-from tenure.server._cluster.keys import Member
+from tenure.server._cluster.keys import ServerRecord
 from tenure.server._cluster.role import ClusterRole
 from tenure.server._cluster.store import Leader
 from tenure.server._config.serve_config import ConfigError, add_arguments, resolve
@@ -231,9 +231,9 @@ def test_rates_are_per_second_over_the_window() -> None:
 
 def test_a_standby_names_the_leader_and_links_its_dashboard() -> None:
     written = 1_700_000_000.25
-    leader = Member("a", "10.0.0.1:6388", "leader", 8, written, http="10.0.0.1:9100")
-    role = ClusterRole("prod", Member("b", "10.0.0.2:6388", http="10.0.0.2:9100"))
-    role.members = [leader, Member("c", "10.0.0.3:6388", "standby", 6, written)]
+    leader = ServerRecord("a", "10.0.0.1:6388", "leader", 8, written, http="10.0.0.1:9100")
+    role = ClusterRole("prod", ServerRecord("b", "10.0.0.2:6388", http="10.0.0.2:9100"))
+    role.members = [leader, ServerRecord("c", "10.0.0.3:6388", "standby", 6, written)]
     role.applied = lambda: 7
     role.saw(Leader(leader, term=42, lease=1))
     seen = cluster_view(role)
@@ -270,7 +270,7 @@ def test_a_standby_names_the_leader_and_links_its_dashboard() -> None:
 
 
 def test_no_leader_known_and_no_cluster() -> None:
-    role = ClusterRole("prod", Member("b", "10.0.0.2:6388"))
+    role = ClusterRole("prod", ServerRecord("b", "10.0.0.2:6388"))
     seen = cluster_view(role)
     assert seen is not None
     assert (seen["leader"], seen["term"], seen["role"]) == (None, 0, "standby")

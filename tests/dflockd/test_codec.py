@@ -22,7 +22,6 @@ from tenure.compat.dflockd.codec import (
     MAX_SECONDS,
     Acquire,
     Auth,
-    Barrier,
     Enqueue,
     Frame,
     FrameError,
@@ -30,6 +29,7 @@ from tenure.compat.dflockd.codec import (
     Ping,
     Release,
     Renew,
+    ReplicationBarrier,
     Request,
     RequestError,
     StableRef,
@@ -110,7 +110,7 @@ def error_code(command: str, key: str, argument: str) -> int:
         ("stats", "_", "_", Stats()),
         ("stats", "_", "", Stats()),
         ("ping", "_", "_", Ping()),
-        ("barrier", "_", "_", Barrier()),
+        ("barrier", "_", "_", ReplicationBarrier()),
         ("stable-ref", "client-7f3a", "_", StableRef("client-7f3a")),
         # the rest of the semaphore family (§6.5)
         ("sr", "pool", TOKEN, Release("pool", TOKEN, True)),
@@ -182,7 +182,7 @@ def test_three_lines_are_read_before_validation_and_a_bad_request_keeps_framing(
 def test_some_commands_ignore_key_and_argument(command, key, argument):
     assert (
         request(command, key, argument)
-        == {"stats": Stats(), "ping": Ping(), "barrier": Barrier()}[command]
+        == {"stats": Stats(), "ping": Ping(), "barrier": ReplicationBarrier()}[command]
     )
 
 
@@ -677,7 +677,7 @@ requests = st.one_of(
     st.builds(Enqueue, keys, st.just(1), leases, st.just(False)),
     st.builds(Enqueue, keys, limits, leases, st.just(True)),
     st.builds(Wait, keys, seconds, st.booleans()),
-    st.sampled_from([Stats(), Ping(), Barrier()]),
+    st.sampled_from([Stats(), Ping(), ReplicationBarrier()]),
     st.builds(Auth, secrets),
     st.builds(StableRef, refs.map(str.strip).filter(bool)),
 )
@@ -705,7 +705,7 @@ def encode(item: Request, gap: str) -> tuple[str, str, str]:
             return "stats", "_", "_"
         case Ping():
             return "ping", "_", "_"
-        case Barrier():
+        case ReplicationBarrier():
             return "barrier", "_", "_"
         case Auth(secret):
             return "auth", "_", secret

@@ -28,7 +28,7 @@ from tenure._core import (
 )
 from tenure.compat.dflockd.metrics import DflockdCounts
 from tenure.errors import ErrorCode
-from tenure.server._cluster.keys import Member
+from tenure.server._cluster.keys import ServerRecord
 from tenure.server._cluster.role import ClusterRole
 from tenure.server._cluster.store import Leader
 from tenure.server._http.collector import StateCollector
@@ -170,11 +170,11 @@ def test_a_standalone_server_shows_no_cluster_series() -> None:
 
 
 def three_members() -> ClusterRole:
-    """Member b's role as a standby that applied 5 entries, with a leads (term 42,
+    """ServerRecord b's role as a standby that applied 5 entries, with a leads (term 42,
     recorded 8 applied) and c (recorded 7)."""
-    leader = Member("a", "10.0.0.1:6388", "leader", 8, 0.0, http="10.0.0.1:9100")
-    role = ClusterRole("prod", Member("b", "10.0.0.2:6388", http="10.0.0.2:9100"))
-    role.members = [leader, Member("c", "10.0.0.3:6388", "standby", 7, 0.0)]
+    leader = ServerRecord("a", "10.0.0.1:6388", "leader", 8, 0.0, http="10.0.0.1:9100")
+    role = ClusterRole("prod", ServerRecord("b", "10.0.0.2:6388", http="10.0.0.2:9100"))
+    role.members = [leader, ServerRecord("c", "10.0.0.3:6388", "standby", 7, 0.0)]
     role.applied = lambda: 5
     role.saw(Leader(leader, term=42, lease=1))
     return role

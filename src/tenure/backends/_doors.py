@@ -32,11 +32,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-__all__ = ["DoorRound", "Doors", "Endpoint"]
+__all__ = ["DoorRound", "Doors", "Door"]
 
 
 @dataclass(frozen=True, slots=True)
-class Endpoint:
+class Door:
     """Where one server listens, and how to reach it."""
 
     host: str
@@ -57,22 +57,22 @@ class Doors:
     against the host of its advertised address).
     """
 
-    def __init__(self, doors: Sequence[Endpoint], *, server_hostname: str | None = None) -> None:
+    def __init__(self, doors: Sequence[Door], *, server_hostname: str | None = None) -> None:
         if not doors:
             raise ValueError("a link needs at least one door")
         #: The endpoints the URL lists, in its order.
-        self.doors: tuple[Endpoint, ...] = tuple(doors)
+        self.doors: tuple[Door, ...] = tuple(doors)
         self._server_hostname = server_hostname
         #: The endpoint connected now, or last (the first door before any connection).
         self.current = self.doors[0]
         #: The leader an answer named since the last connection (tried first).
-        self.hint: Endpoint | None = None
+        self.hint: Door | None = None
         self._at = 0  # the door each attempt starts its round of the doors from
 
     def __str__(self) -> str:
         return ",".join(map(str, self.doors))
 
-    def endpoint_of(self, address: str) -> Endpoint | None:
+    def endpoint_of(self, address: str) -> Door | None:
         """The endpoint of an advertised ``HOST:PORT`` (None if it is not one).
 
         A door's own address is that door; any other is reached as the doors are
@@ -86,20 +86,20 @@ class Doors:
             return None
         if not host or port is None or parts.path or parts.query or parts.username:
             return None
-        found = Endpoint(host, port)
+        found = Door(host, port)
         for door in self.doors:
             if str(door) == str(found):
                 return door
         context = self.doors[0].ssl
         if context is None:
             return found
-        return Endpoint(host, port, context, self._server_hostname or host)
+        return Door(host, port, context, self._server_hostname or host)
 
     def heard(self, leader: str | None) -> None:
         """An answer named ``leader`` (None: no leader is known): go there first next time."""
         self.hint = None if leader is None else self.endpoint_of(leader)
 
-    def connected(self, endpoint: Endpoint) -> None:
+    def connected(self, endpoint: Door) -> None:
         """A connection to ``endpoint`` is up: the next attempt starts from it."""
         self.current = endpoint
         self.hint = None
@@ -117,16 +117,16 @@ class Doors:
 class DoorRound:
     """One round over the doors: what to try next, and why each endpoint failed."""
 
-    def __init__(self, doors: Doors, order: Sequence[Endpoint]) -> None:
+    def __init__(self, doors: Doors, order: Sequence[Door]) -> None:
         self._doors = doors
         # (endpoint, reached through a hint): such an endpoint grants no further hop.
-        self._queue: deque[tuple[Endpoint, bool]] = deque((e, False) for e in order)
+        self._queue: deque[tuple[Door, bool]] = deque((e, False) for e in order)
         self._tried: set[str] = set()
         self._hinted = False  # whether the endpoint being tried was reached through a hint
         #: Each endpoint tried and why it failed, in the order tried.
-        self.failures: list[tuple[Endpoint, str]] = []
+        self.failures: list[tuple[Door, str]] = []
 
-    def next(self) -> Endpoint | None:
+    def next(self) -> Door | None:
         """The next endpoint to try; None once every one was."""
         while self._queue:
             endpoint, self._hinted = self._queue.popleft()
@@ -135,7 +135,7 @@ class DoorRound:
                 return endpoint
         return None
 
-    def failed(self, endpoint: Endpoint, why: str, *, standby: bool = False) -> None:
+    def failed(self, endpoint: Door, why: str, *, standby: bool = False) -> None:
         """``endpoint`` (the last :meth:`next` gave) could not be used, for ``why``.
 
         ``standby``: it is a standby; the leader it named (:meth:`Doors.heard`, called

@@ -61,7 +61,7 @@ from tenure._protocol import (
 from tenure._protocol.messages import (
     PROTOCOL_VERSION,
 )
-from tenure.backends._doors import Doors, Endpoint
+from tenure.backends._doors import Door, Doors
 from tenure.backends._link_conn import DisconnectedError, LinkConnection
 from tenure.backends._link_dial import NEWER, LinkOptions, check_version, greet
 from tenure.backends._link_words import (
@@ -86,7 +86,7 @@ R = TypeVar("R")
 __all__ = [
     "DisconnectedError",
     "Doors",
-    "Endpoint",
+    "Door",
     "Link",
     "LinkOptions",
     "LinkHome",
@@ -119,7 +119,7 @@ class LinkHome(Protocol):
 class Link:
     """See the module docstring."""
 
-    def __init__(self, doors: Doors | Endpoint, options: LinkOptions, home: LinkHome) -> None:
+    def __init__(self, doors: Doors | Door, options: LinkOptions, home: LinkHome) -> None:
         #: The service's doors, the endpoint connected last, the leader named last.
         self.doors = doors if isinstance(doors, Doors) else Doors([doors])
         self.options = options
@@ -148,7 +148,7 @@ class Link:
         self._reconnector: asyncio.Task[None] | None = None
 
     @property
-    def endpoint(self) -> Endpoint:
+    def endpoint(self) -> Door:
         """The server connected now, or last (before any connection: the first door)."""
         return self.doors.current
 
@@ -325,7 +325,7 @@ class Link:
         raise attempt_error(self.doors, attempt, errors)
 
     async def _set_up(
-        self, endpoint: Endpoint, conn: LinkConnection, welcome: Welcome, sent_at: float
+        self, endpoint: Door, conn: LinkConnection, welcome: Welcome, sent_at: float
     ) -> None:
         """Make ``conn`` the link's connection; ready once its home has set it up."""
         self._conn = conn

@@ -24,7 +24,7 @@ from tenure._protocol import (
     ServerMessage,
     Welcome,
 )
-from tenure.backends._doors import Endpoint
+from tenure.backends._doors import Door
 from tenure.backends._link_errors import DisconnectedError
 from tenure.errors import ProtocolError, UnavailableError, error_from_code
 
@@ -115,7 +115,7 @@ class LinkProtocol(asyncio.Protocol):
     records a grant) before later pushes are delivered.
     """
 
-    def __init__(self, link: Receiver, codec: ClientConnection, endpoint: Endpoint) -> None:
+    def __init__(self, link: Receiver, codec: ClientConnection, endpoint: Door) -> None:
         self._link = link
         self.codec = codec
         self.endpoint = endpoint  # (the link's may be another door's while this one greets)

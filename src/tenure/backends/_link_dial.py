@@ -32,7 +32,7 @@ from tenure._protocol.messages import (
     STANDALONE,
     STANDBY,
 )
-from tenure.backends._doors import Endpoint
+from tenure.backends._doors import Door
 from tenure.backends._link_conn import LinkConnection, LinkProtocol, Receiver
 from tenure.backends._link_words import (
     describe_error,
@@ -83,7 +83,7 @@ async def greet(
     options: LinkOptions,
     versions: dict[str, int],
     several_doors: bool,
-    endpoint: Endpoint,
+    endpoint: Door,
 ) -> tuple[LinkConnection, Welcome, float]:
     """A connection to ``endpoint`` past its handshake, in the newest version both
     speak, and when its Hello was sent; NotLeaderError if it is a standby."""
@@ -110,7 +110,7 @@ async def _handshake(
     receiver: Receiver,
     options: LinkOptions,
     several_doors: bool,
-    endpoint: Endpoint,
+    endpoint: Door,
     version: int,
 ) -> tuple[LinkConnection, Welcome, float]:
     loop = asyncio.get_running_loop()
@@ -164,7 +164,7 @@ async def _handshake(
     return LinkConnection(loop, transport, protocol, codec), welcome, sent_at
 
 
-def check_version(endpoint: Endpoint, version: int, command: Command[R]) -> None:
+def check_version(endpoint: Door, version: int, command: Command[R]) -> None:
     """UnsupportedError if protocol ``version`` (spoken to ``endpoint``) lacks ``command``."""
     if type(command) in SINCE_VERSION_6 and version < 6:
         if isinstance(command, WatchPrefix):

@@ -15,7 +15,7 @@ import ssl
 from typing import Final
 
 from tenure._protocol import LocalProtocolError
-from tenure.backends._doors import DoorRound, Doors, Endpoint
+from tenure.backends._doors import Door, DoorRound, Doors
 from tenure.errors import InvalidArgumentError, TenureError, UnavailableError
 
 __all__ = [
@@ -77,7 +77,7 @@ def refused_locally(error: LocalProtocolError) -> InvalidArgumentError:
     return InvalidArgumentError(text)
 
 
-def failure_words(endpoint: Endpoint, error: BaseException) -> str:
+def failure_words(endpoint: Door, error: BaseException) -> str:
     """Why ``endpoint`` could not be used, without naming it again."""
     text = describe_error(error)
     for prefix in (f"cannot connect to {endpoint}: ", f"{endpoint} "):

@@ -58,7 +58,7 @@ from tenure._core import (
 )
 from tenure._protocol import Welcome
 from tenure.backends._engine import RECONCILE_PAGE, CommandStore
-from tenure.backends._link import DisconnectedError, Doors, Endpoint, Link, LinkOptions
+from tenure.backends._link import DisconnectedError, Door, Doors, Link, LinkOptions
 from tenure.backends._store import BoundSession
 from tenure.backends._watch import EngineWatches
 from tenure.errors import (
@@ -250,7 +250,7 @@ class Shard:
     """One service (a server, or a cluster's doors): its link, the sessions opened
     on it, and sessions to close there."""
 
-    def __init__(self, doors: Doors | Endpoint, options: LinkOptions) -> None:
+    def __init__(self, doors: Doors | Door, options: LinkOptions) -> None:
         self.link = Link(doors, options, self)
         self.sessions: dict[int, RemoteStore] = {}
         self._to_close: dict[int, RemoteStore] = {}

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import parse_qsl, urlsplit
 
-from tenure.backends._link import Endpoint, LinkOptions
+from tenure.backends._link import Door, LinkOptions
 from tenure.backends._options import shown_url, withdraw_wait
 from tenure.errors import InvalidArgumentError
 
@@ -35,14 +35,14 @@ OPTIONS: Final = frozenset(
 FLAGS: Final = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
-def servers_of(url: str, context: ssl.SSLContext | None, hostname: str | None) -> list[Endpoint]:
+def servers_of(url: str, context: ssl.SSLContext | None, hostname: str | None) -> list[Door]:
     """The servers ``url`` lists, in its order, reached with ``context`` (TLS, or None)."""
     parts = urlsplit(url)
     if parts.path not in ("", "/") or parts.fragment or "@" in parts.netloc:
         raise InvalidArgumentError(
             f"expected tenure://host:port[,host:port...][?options], got {shown_url(url)}"
         )
-    found: list[Endpoint] = []
+    found: list[Door] = []
     for item in parts.netloc.split(","):
         try:
             one = urlsplit(f"//{item.strip()}")
@@ -53,7 +53,7 @@ def servers_of(url: str, context: ssl.SSLContext | None, hostname: str | None) -
             ) from None
         if not host:
             raise InvalidArgumentError(f"a server address in {shown_url(url)} has no host")
-        found.append(Endpoint(host, port, context, hostname or host if context else None))
+        found.append(Door(host, port, context, hostname or host if context else None))
     if len({str(e) for e in found}) != len(found):
         raise InvalidArgumentError(f"a server is listed twice in {shown_url(url)}")
     return found
@@ -82,7 +82,7 @@ def tls_context(scheme: str, options: Mapping[str, object]) -> ssl.SSLContext | 
 class RemoteOptions:
     """What a ``tenure://`` URL and its options say."""
 
-    endpoints: list[Endpoint]
+    endpoints: list[Door]
     server_hostname: str | None
     link: LinkOptions
     sharded: bool

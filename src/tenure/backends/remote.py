@@ -62,7 +62,7 @@ from tenure._core.values import NO_IDENTITY, ClientIdentity, SemaphoreSummary, S
 from tenure._protocol import Welcome
 from tenure._protocol.cluster import ClusterStatus, ClusterView, MemberView
 from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
-from tenure.backends._link import Doors, Endpoint, Link, LinkOptions, describe_error
+from tenure.backends._link import Door, Doors, Link, LinkOptions, describe_error
 from tenure.backends._options import WITHDRAW_WAIT
 from tenure.backends._remote_session import RemoteStore, Shard
 from tenure.backends._remote_url import parse
@@ -317,7 +317,7 @@ async def cluster_status(url: str, options: Mapping[str, object]) -> list[DoorSt
     )
 
 
-async def _ask(endpoint: Endpoint, options: LinkOptions) -> DoorStatus:
+async def _ask(endpoint: Door, options: LinkOptions) -> DoorStatus:
     link = Link(endpoint, options, _StatusLinkHome())
     role: str | None = None
     try:

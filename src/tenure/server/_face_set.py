@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, Protocol
 
-from tenure.server._observe import Observer
+from tenure.server._observe import ServerObserver
 from tenure.server.plug import (
     AcceptedFace,
     Face,
@@ -48,7 +48,7 @@ class FaceSet:
         makers: Mapping[str, FaceFactory],
         lend: Lend,
         route: Callable[[int, Face], object],
-        observer: Observer | None = None,
+        observer: ServerObserver | None = None,
     ) -> None:
         #: The face the main port hands its other connections to; None: none.
         self.accepted: AcceptedFace[Any] | None = None

@@ -50,7 +50,7 @@ from tenure._core import Command, Engine
 from tenure.errors import NotLeaderError, UnavailableError
 from tenure.server._commit_seams import BatchWriter, CommitJournal, DurableOutput
 from tenure.server._net.token_rates import TokenRates
-from tenure.server._observe import Observer
+from tenure.server._observe import ServerObserver
 from tenure.server._role import STANDALONE_ROLE, Role
 from tenure.server._snapshots import Snapshots
 
@@ -81,7 +81,7 @@ class GroupCommit:
         *,
         role: Role = STANDALONE_ROLE,
         slow_commit: float = 0.0,
-        observer: Observer | None = None,
+        observer: ServerObserver | None = None,
     ) -> None:
         """``engine``: the one whose changes ``journal`` logs (snapshots are of it);
         ``role``: whom a standby's refusals name; ``slow_commit``: a commit slower than

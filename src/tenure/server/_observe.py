@@ -1,6 +1,6 @@
 """What the server reports as it works, for whoever measures it (``--http-port``'s metrics).
 
-The server's parts call an :class:`Observer` at the few places where something
+The server's parts call an :class:`ServerObserver` at the few places where something
 worth counting happens; with no HTTP endpoint there is none (``None``), and those
 places cost one ``is None`` test. The Prometheus implementation is
 :class:`tenure.server._http.metrics.ServerMetrics`: this module imports nothing
@@ -46,7 +46,7 @@ class FaceObserver(Protocol):
         ...
 
 
-class Observer(Protocol):
+class ServerObserver(Protocol):
     """The hooks the server calls (see the module docstring)."""
 
     def face(self, name: str) -> FaceObserver | None:

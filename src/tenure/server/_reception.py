@@ -35,7 +35,7 @@ from tenure.server._net.accept import READ_LIMIT, AcceptedProtocol, FaceProtocol
 from tenure.server._net.fds import native_share
 from tenure.server._net.front import Front
 from tenure.server._net.gate import Conn, Gate
-from tenure.server._net.listen import Admission, Entry, Listener, bind
+from tenure.server._net.listen import Admission, Admitted, Listener, bind
 from tenure.server._net.native import NativeFace
 from tenure.server._net.outbox import Connection, Outboxes
 from tenure.server._net.throttle import peer_host
@@ -229,7 +229,7 @@ class Reception:
             sock.recv(READ_LIMIT)
         sock.close()
 
-    async def _connect(self, sock: socket.socket, entry: Entry, *, native: bool) -> None:
+    async def _connect(self, sock: socket.socket, entry: Admitted, *, native: bool) -> None:
         """Make the connection of an accepted socket (its TLS handshake, within
         ``--handshake-timeout``); its protocol releases ``entry`` when it is lost."""
         config, tls = self.config, self.gate.tls
@@ -267,7 +267,7 @@ class Reception:
 
     async def _serve_connection(
         self,
-        entry: Entry,
+        entry: Admitted,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         accepted: AcceptedProtocol,
@@ -345,7 +345,7 @@ class Reception:
         conn.writer.close()
 
     async def _serve_accepted_only(
-        self, entry: Entry, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self, entry: Admitted, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         """The accepted face's own port: every connection speaks its protocol."""
         if (

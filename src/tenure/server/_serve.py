@@ -52,7 +52,7 @@ from tenure.server._net.gate import Conn, Gate
 from tenure.server._net.native import NativeFace
 from tenure.server._net.outbox import Outboxes
 from tenure.server._net.token_rates import TokenRates
-from tenure.server._observe import Observer
+from tenure.server._observe import ServerObserver
 from tenure.server._reception import Reception, Sockets
 from tenure.server._role import STANDALONE_ROLE, Role
 from tenure.server._routing import Routing
@@ -85,7 +85,7 @@ class Server:
         sockets: Sockets,
         instance_id: bytes,
         faces: Mapping[str, FaceFactory] | None = None,
-        observer: Observer | None = None,
+        observer: ServerObserver | None = None,
         *,
         role: Role = STANDALONE_ROLE,
         secret: bytes | None = None,

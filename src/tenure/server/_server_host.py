@@ -34,7 +34,7 @@ from tenure.server._durability.fsync_modes import fsync_writer
 from tenure.server._durability.journal import Journal
 from tenure.server._group_commit import GroupCommit
 from tenure.server._net.pauses import HeardClock, PauseWatch
-from tenure.server._observe import Observer
+from tenure.server._observe import ServerObserver
 from tenure.server._role import STANDALONE_ROLE, Role
 
 __all__ = ["ServerHost", "server_host", "wal_host"]
@@ -116,7 +116,7 @@ def server_host(
     journal: ServerJournal | None,
     writer: BatchWriter | None,
     *,
-    observer: Observer | None = None,
+    observer: ServerObserver | None = None,
     role: Role = STANDALONE_ROLE,
     leader_shift: Callable[[], float | None] | None = None,
 ) -> ServerHost:
@@ -163,7 +163,7 @@ def server_host(
 
 
 def wal_host(
-    config: ServeConfig, journal: Journal, engine: Engine, observer: Observer | None = None
+    config: ServeConfig, journal: Journal, engine: Engine, observer: ServerObserver | None = None
 ) -> ServerHost:
     """A single server's host: ``engine`` recovered from ``journal`` (the data
     directory's), each turn made durable as its ``--fsync`` mode says."""

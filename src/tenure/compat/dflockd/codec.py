@@ -254,7 +254,7 @@ class Ping:
 
 
 @dataclass(frozen=True, slots=True)
-class Barrier:
+class ReplicationBarrier:
     """``barrier``: answered ``ok`` at once by a single node."""
 
 
@@ -272,7 +272,18 @@ class StableRef:
     ref: str  # 1..64 printable ASCII (space included), trimmed, from the key line
 
 
-Request = Acquire | Release | Renew | Enqueue | Wait | Stats | Ping | Barrier | Auth | StableRef
+Request = (
+    Acquire
+    | Release
+    | Renew
+    | Enqueue
+    | Wait
+    | Stats
+    | Ping
+    | ReplicationBarrier
+    | Auth
+    | StableRef
+)
 
 
 class RequestError(Exception):
@@ -366,7 +377,11 @@ def _limit(text: str) -> int:
 
 
 # The commands that ignore their key and argument lines entirely.
-_IGNORING: Final[Mapping[str, Request]] = {"stats": Stats(), "ping": Ping(), "barrier": Barrier()}
+_IGNORING: Final[Mapping[str, Request]] = {
+    "stats": Stats(),
+    "ping": Ping(),
+    "barrier": ReplicationBarrier(),
+}
 # command: (the argument it takes, the numbers of fields accepted).
 _SHAPES: Final[Mapping[str, tuple[str, tuple[int, ...]]]] = {
     "l": ("<timeout> [<lease>]", (1, 2)),

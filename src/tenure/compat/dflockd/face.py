@@ -185,7 +185,7 @@ class DflockdFace:
                 return self._renew(request.key, request.token, request.semaphore, request.lease)
             case wire.Stats():
                 return wire.stats(self.keeper.stats(self.connections()))
-            case wire.Ping() | wire.Barrier():
+            case wire.Ping() | wire.ReplicationBarrier():
                 return wire.OK
             case wire.StableRef():
                 if conn.stable_ref:

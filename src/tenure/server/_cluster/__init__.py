@@ -23,7 +23,7 @@ import signal
 from typing import TYPE_CHECKING
 
 from tenure.server import _faces
-from tenure.server._cluster.keys import Member
+from tenure.server._cluster.keys import ServerRecord
 from tenure.server._cluster.member import ClusterMember
 from tenure.server._config.cluster_url import parse_cluster_url
 from tenure.server._config.serve_config import ServeConfig
@@ -37,7 +37,7 @@ __all__ = ["ClusterMember", "advertised", "run"]
 log = logging.getLogger("tenure.cluster")
 
 
-def advertised(config: ServeConfig, port: int) -> Member:
+def advertised(config: ServeConfig, port: int) -> ServerRecord:
     """This server's record as its clients reach it (``port``: the main port bound):
     its faces' addresses as each face's registry entry says."""
     address = config.advertise or f"{_bracketed(config.host)}:{port}"
@@ -47,7 +47,7 @@ def advertised(config: ServeConfig, port: int) -> Member:
         http_host = config.http_host if config.http_host not in ("", "0.0.0.0", "::") else ""
         http = f"{_bracketed(http_host) if http_host else host}:{config.http_port}"
     faces = _faces.advertised(config, host, address)
-    return Member(config.member_name or address, address, http=http, faces=faces)
+    return ServerRecord(config.member_name or address, address, http=http, faces=faces)
 
 
 def _bracketed(host: str) -> str:

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import Final
 
 from tenure.errors import NotLeaderError, UnavailableError
-from tenure.server._cluster.keys import Entry
+from tenure.server._cluster.keys import LogEntry
 from tenure.server._cluster.store import Appended, ClusterStore
 from tenure.server._durability.storage import unframed
 
@@ -186,7 +186,7 @@ class Appender:
                 started = time.perf_counter()
                 data = b"".join(taken)
                 for chunk in _chunks(data, self.max_entry):
-                    await self._append(Entry(self.term, chunk))
+                    await self._append(LogEntry(self.term, chunk))
                 self.pending -= len(data)
                 self._busy = False
                 self.on_durable(upto, time.perf_counter() - started)
@@ -202,7 +202,7 @@ class Appender:
             self._idle.set()
             self.on_failed("committing the journal", error)
 
-    async def _append(self, entry: Entry) -> None:
+    async def _append(self, entry: LogEntry) -> None:
         """Append one entry at the next index, trying again while the lease may last.
 
         Raises:

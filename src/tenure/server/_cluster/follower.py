@@ -30,7 +30,7 @@ from tenure._core.snapshot import load
 from tenure._etcd.requests import prefix_end
 from tenure._etcd.streams import WatchHub
 from tenure.errors import CorruptLogError, UnavailableError
-from tenure.server._cluster.keys import ClusterDataError, Entry, decode_entry
+from tenure.server._cluster.keys import ClusterDataError, LogEntry, decode_entry
 from tenure.server._cluster.store import ClusterStore
 from tenure.server._durability.journal import collector_paused
 from tenure.server._durability.records import apply_record
@@ -115,7 +115,7 @@ class Follower:
         if pointer is not None and pointer.index > self.applied:
             await self.load()
 
-    def _apply(self, index: int, entry: Entry) -> None:
+    def _apply(self, index: int, entry: LogEntry) -> None:
         if entry.term < self.term:
             raise CorruptLogError(
                 "etcd", None, f"log entry {index} has term {entry.term} after {self.term}"
@@ -198,7 +198,7 @@ class Follower:
             pause = min(pause * 2, MAX_PAUSE)
 
 
-def _entry(raw: bytes, index: int) -> Entry:
+def _entry(raw: bytes, index: int) -> LogEntry:
     try:
         return decode_entry(raw)
     except ClusterDataError as error:

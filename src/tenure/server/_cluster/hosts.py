@@ -27,7 +27,7 @@ from tenure.server._cluster.appender import Appender
 from tenure.server._cluster.journal import ClusterJournal
 from tenure.server._cluster.role import ClusterRole
 from tenure.server._config.serve_config import ServeConfig
-from tenure.server._observe import Observer
+from tenure.server._observe import ServerObserver
 from tenure.server._server_host import ServerHost, server_host
 
 __all__ = ["leader_host", "standby_host"]
@@ -38,7 +38,7 @@ def leader_host(
     journal: ClusterJournal,
     engine: Engine,
     role: ClusterRole,
-    observer: Observer | None = None,
+    observer: ServerObserver | None = None,
 ) -> ServerHost:
     """The leader's host: ``engine`` (the follower's, resumed on this leader's clock),
     every change logged to ``journal`` and appended by its appender."""
@@ -47,7 +47,7 @@ def leader_host(
 
 
 def standby_host(
-    config: ServeConfig, engine: Engine, role: ClusterRole, observer: Observer | None = None
+    config: ServeConfig, engine: Engine, role: ClusterRole, observer: ServerObserver | None = None
 ) -> ServerHost:
     """The standby's host: ``engine`` (the follower's), shown, never changed here."""
     return server_host(

@@ -20,7 +20,7 @@ clusters, and the ``etcd://`` backend's keys (``<prefix>n/...``), share one etcd
                                 how many chunks, its size and crc32
     P chunks/<index>-<term>/<n> the snapshot's bytes, in chunks (6 digits)
 
-Values are msgpack arrays (:class:`Entry`, :class:`Pointer`, a :class:`Member` as
+Values are msgpack arrays (:class:`LogEntry`, :class:`Pointer`, a :class:`ServerRecord` as
 :class:`StoredMember`), decoded into typed structs; an unreadable one is
 :class:`ClusterDataError`.
 """
@@ -41,8 +41,8 @@ __all__ = [
     "INDEX_DIGITS",
     "ClusterDataError",
     "ClusterKeys",
-    "Entry",
-    "Member",
+    "LogEntry",
+    "ServerRecord",
     "Pointer",
     "StoredMember",
     "decode_entry",
@@ -136,7 +136,7 @@ class ClusterKeys:
         return self.chunks(index, term) + f"{number:06d}".encode()
 
 
-class Entry(msgspec.Struct, array_like=True, frozen=True):
+class LogEntry(msgspec.Struct, array_like=True, frozen=True):
     """A log entry: the term (the leader's election revision) and framed records."""
 
     term: int
@@ -154,7 +154,7 @@ class Pointer(msgspec.Struct, array_like=True, frozen=True):
 
 
 @dataclass(frozen=True, slots=True)
-class Member:
+class ServerRecord:
     """A member's record (and a candidate's election value).
 
     ``address``: its native face as clients reach it (``--advertise``); ``http``: its
@@ -178,7 +178,7 @@ class Member:
     faces: Mapping[str, str] = field(default_factory=dict)
     shift: float = 0.0
 
-    def rewritten(self, role: str, applied: int, written: float, shift: float) -> Member:
+    def rewritten(self, role: str, applied: int, written: float, shift: float) -> ServerRecord:
         """This record as its member writes it again: its addresses and name kept."""
         return replace(self, role=role, applied=applied, written=written, shift=shift)
 
@@ -191,7 +191,7 @@ FIELD_FACES: Final = ("ydb", "dflockd")
 
 
 class StoredMember(msgspec.Struct, array_like=True, frozen=True):
-    """A :class:`Member` as stored: its fields in order, :data:`FIELD_FACES`' addresses
+    """A :class:`ServerRecord` as stored: its fields in order, :data:`FIELD_FACES`' addresses
     in fields of their own (``field_face_0``, ``field_face_1``), the rest in ``faces``."""
 
     name: str
@@ -206,7 +206,7 @@ class StoredMember(msgspec.Struct, array_like=True, frozen=True):
     faces: dict[str, str] = {}
 
     @classmethod
-    def of(cls, member: Member) -> StoredMember:
+    def of(cls, member: ServerRecord) -> StoredMember:
         """``member`` as stored."""
         first, second = (member.faces.get(name, "") for name in FIELD_FACES)
         others = {name: at for name, at in member.faces.items() if name not in FIELD_FACES}
@@ -223,11 +223,11 @@ class StoredMember(msgspec.Struct, array_like=True, frozen=True):
             others,
         )
 
-    def member(self) -> Member:
+    def member(self) -> ServerRecord:
         """The record this stores (a face with an empty address: none)."""
         faces = dict(zip(FIELD_FACES, (self.field_face_0, self.field_face_1), strict=True))
         faces |= self.faces
-        return Member(
+        return ServerRecord(
             self.name,
             self.address,
             self.role,
@@ -240,14 +240,14 @@ class StoredMember(msgspec.Struct, array_like=True, frozen=True):
 
 
 _encoder: Final = msgspec.msgpack.Encoder()
-_entries: Final = msgspec.msgpack.Decoder(Entry)
+_entries: Final = msgspec.msgpack.Decoder(LogEntry)
 _pointers: Final = msgspec.msgpack.Decoder(Pointer)
 _members: Final = msgspec.msgpack.Decoder(StoredMember)
 
 
-def encode(value: Entry | Pointer | Member) -> bytes:
+def encode(value: LogEntry | Pointer | ServerRecord) -> bytes:
     """A value as stored."""
-    return _encoder.encode(StoredMember.of(value) if isinstance(value, Member) else value)
+    return _encoder.encode(StoredMember.of(value) if isinstance(value, ServerRecord) else value)
 
 
 def _decoded(decoder: msgspec.msgpack.Decoder[T], raw: bytes, what: str) -> T:
@@ -257,7 +257,7 @@ def _decoded(decoder: msgspec.msgpack.Decoder[T], raw: bytes, what: str) -> T:
         raise ClusterDataError(f"unreadable {what}: {error}") from None
 
 
-def decode_entry(raw: bytes) -> Entry:
+def decode_entry(raw: bytes) -> LogEntry:
     """A log entry as stored (raises :class:`ClusterDataError`)."""
     return _decoded(_entries, raw, "log entry")
 
@@ -267,6 +267,6 @@ def decode_pointer(raw: bytes) -> Pointer:
     return _decoded(_pointers, raw, "snapshot pointer")
 
 
-def decode_member(raw: bytes) -> Member:
+def decode_member(raw: bytes) -> ServerRecord:
     """A member's record as stored (raises :class:`ClusterDataError`)."""
     return _decoded(_members, raw, "member record").member()

@@ -23,7 +23,7 @@ from typing import Final
 from tenure._etcd.requests import prefix_end
 from tenure._etcd.streams import Watcher, WatchHub
 from tenure.errors import TenureError, UnavailableError
-from tenure.server._cluster.keys import ClusterDataError, Member
+from tenure.server._cluster.keys import ClusterDataError, ServerRecord
 from tenure.server._cluster.role import ClusterRole
 from tenure.server._cluster.store import ClusterStore
 
@@ -44,7 +44,7 @@ class Lookout:
         store: ClusterStore,
         hub: WatchHub,
         role: ClusterRole,
-        record: Callable[[], tuple[Member, int] | None],
+        record: Callable[[], tuple[ServerRecord, int] | None],
     ) -> None:
         self.store = store
         self.hub = hub

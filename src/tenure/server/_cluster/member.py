@@ -44,7 +44,7 @@ from tenure.server._cluster.appender import Appender
 from tenure.server._cluster.follower import Follower
 from tenure.server._cluster.hosts import leader_host, standby_host
 from tenure.server._cluster.journal import ClusterJournal
-from tenure.server._cluster.keys import ClusterKeys, Entry, Member
+from tenure.server._cluster.keys import ClusterKeys, LogEntry, ServerRecord
 from tenure.server._cluster.lease import MemberLease
 from tenure.server._cluster.lookout import Lookout
 from tenure.server._cluster.role import ClusterRole
@@ -53,7 +53,7 @@ from tenure.server._config.cluster_url import ClusterUrl, without_secrets
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._durability.records import resume_record
 from tenure.server._durability.storage import framed
-from tenure.server._observe import Observer
+from tenure.server._observe import ServerObserver
 from tenure.server._reception import ListenError, Sockets
 from tenure.server._role import STANDBY
 from tenure.server._serve import Server
@@ -106,7 +106,7 @@ class ClusterMember:
         """End the member (a signal): see the module docstring."""
         self._stop.set()
 
-    async def run(self, sockets: Sockets, me: Member) -> int:
+    async def run(self, sockets: Sockets, me: ServerRecord) -> int:
         """Serve as a member until :meth:`stop`; the exit code."""
         self.role = ClusterRole(self.url.name, me)
         self.role.applied = lambda: self.follower.applied
@@ -220,7 +220,7 @@ class ClusterMember:
             now = self.loop.time()
             engine.take_effects()
             resume(engine, now)  # every window and lease TTL starts afresh, as after a restart
-            entry = Entry(term, framed(resume_record(now)))
+            entry = LogEntry(term, framed(resume_record(now)))
             result = await self._until_deadline(
                 self.store.append(index, entry, lease.lease_id), lease
             )
@@ -326,7 +326,7 @@ class ClusterMember:
         assert self.role is not None, "run() first"
         return self.role
 
-    def _record(self, role: str) -> Member:
+    def _record(self, role: str) -> ServerRecord:
         me = self._role().me
         applied = self._role().applied()
         now = time.time()
@@ -339,14 +339,14 @@ class ClusterMember:
             shift = now - self.loop.time()  # (as a host's wall_shift before any stall)
         return me.rewritten(role, applied, now, shift)
 
-    def _current_record(self) -> tuple[Member, int] | None:
+    def _current_record(self) -> tuple[ServerRecord, int] | None:
         """This member's record now, and the lease it lives on (None: no lease)."""
         lease = self.lease if self.lease is not None else self._standing
         if lease is None or lease.lost.is_set():
             return None
         return self._record(self._role().name), lease.lease_id
 
-    def _metrics(self) -> Observer | None:
+    def _metrics(self) -> ServerObserver | None:
         return None if self.endpoint is None else self.endpoint.metrics
 
     async def _start(self, server: Server) -> None:

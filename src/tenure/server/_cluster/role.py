@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 
 from tenure._protocol.cluster import ClusterView, MemberView
-from tenure.server._cluster.keys import Member
+from tenure.server._cluster.keys import ServerRecord
 from tenure.server._cluster.store import Leader
 from tenure.server._role import LEADER, STANDBY
 
@@ -24,7 +24,7 @@ __all__ = ["ClusterRole"]
 class ClusterRole:
     """See the module docstring."""
 
-    def __init__(self, cluster: str, me: Member) -> None:
+    def __init__(self, cluster: str, me: ServerRecord) -> None:
         self.cluster = cluster
         #: This member's record (its addresses and name; role and applied as it writes).
         self.me = me
@@ -32,7 +32,7 @@ class ClusterRole:
         #: The leader as the election keys said when last read (None: no candidate).
         self.current: Leader | None = None
         #: Every member's record, as last read.
-        self.members: list[Member] = []
+        self.members: list[ServerRecord] = []
         #: The index of the last log entry this member's engine holds.
         self.applied: Callable[[], int] = lambda: 0
         #: Leader changes this member has seen (a new term), for the metrics.

@@ -29,9 +29,9 @@ from tenure._etcd.requests import compare_create, delete_prefix, get, prefix_end
 from tenure.server._cluster.keys import (
     ClusterDataError,
     ClusterKeys,
-    Entry,
-    Member,
+    LogEntry,
     Pointer,
+    ServerRecord,
     decode_entry,
     decode_member,
     decode_pointer,
@@ -66,7 +66,7 @@ class Appended(enum.Enum):
 class Leader:
     """The current leader, as its election key says: its record and its term."""
 
-    member: Member
+    member: ServerRecord
     term: int
     lease: int
 
@@ -75,7 +75,7 @@ class Leader:
 class LogPage:
     """Log entries read at one revision, in index order, and whether more follow."""
 
-    entries: list[tuple[int, Entry]]
+    entries: list[tuple[int, LogEntry]]
     revision: int
     more: bool
 
@@ -131,7 +131,7 @@ class ClusterStore:
         """Revoke ``lease`` (its keys go at once: a resigning leader's successor is next)."""
         await self.conn.lease_call("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=lease))
 
-    async def stand(self, lease: int, me: Member) -> int:
+    async def stand(self, lease: int, me: ServerRecord) -> int:
         """Be a candidate (on ``lease``); the create revision of its key (its term, once
         it leads)."""
         key = self.keys.candidate(lease)
@@ -169,7 +169,7 @@ class ClusterStore:
 
     # -- the log --------------------------------------------------------------------------
 
-    async def append(self, index: int, entry: Entry, lease: int) -> Appended:
+    async def append(self, index: int, entry: LogEntry, lease: int) -> Appended:
         """Put log entry ``index``, if this server still leads in ``entry.term`` (the fence)."""
         candidate, key = self.keys.candidate(lease), self.keys.entry(index)
         value = encode(entry)
@@ -274,11 +274,11 @@ class ClusterStore:
 
     # -- members ---------------------------------------------------------------------------
 
-    async def record(self, member: Member, lease: int) -> None:
+    async def record(self, member: ServerRecord, lease: int) -> None:
         """Write this member's record (on its lease)."""
         await self.conn.txn([], [put(self.keys.member(member.name), encode(member), lease)])
 
-    async def members(self) -> list[Member]:
+    async def members(self) -> list[ServerRecord]:
         """Every member's record, by name (unreadable ones left out)."""
         reply = await self.conn.range(range_request(self.keys.members))
         found = []

@@ -5,7 +5,7 @@ imported only when the endpoint is asked for.
 * :mod:`~tenure.server._http.application`: the aiohttp application, its routes
   (``/metrics``, ``/healthz``, ``/readyz``) and how more are added;
 * :mod:`~tenure.server._http.metrics`: the counters and histograms the server
-  updates as it works (its :class:`~tenure.server._observe.Observer`);
+  updates as it works (its :class:`~tenure.server._observe.ServerObserver`);
 * :mod:`~tenure.server._http.collector`: the gauges, read from the engine at scrape time;
 * :mod:`~tenure.server._http.cluster_view`: what a cluster's server shows of its
   cluster (``--cluster``): the ``tenure_cluster_*`` gauges and the dashboard's

@@ -1,6 +1,6 @@
 """The server's Prometheus metrics: what the hot path counts, in a registry of its own.
 
-:class:`ServerMetrics` is the server's :class:`~tenure.server._observe.Observer`.
+:class:`ServerMetrics` is the server's :class:`~tenure.server._observe.ServerObserver`.
 It keeps its series in its own ``CollectorRegistry`` (never prometheus-client's
 global one), so that one process may run several servers (the tests do). What it
 counts as the server works:
@@ -170,7 +170,7 @@ class ServerMetrics:
         """Whether :meth:`in_cluster` was called."""
         return self._commits is self._append
 
-    # -- the Observer hooks -----------------------------------------------------------
+    # -- the ServerObserver hooks -----------------------------------------------------------
 
     def face(self, name: str) -> FaceObserver | None:
         """What face ``name`` counts its requests in (None: it counts nothing)."""

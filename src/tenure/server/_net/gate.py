@@ -49,7 +49,7 @@ from tenure._protocol import (
 from tenure.errors import ErrorCode, NotLeaderError
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._net.auth import SessionLike, Token, Tokens, command_node, denial, load_tokens
-from tenure.server._net.listen import Entry
+from tenure.server._net.listen import Admitted
 from tenure.server._net.pauses import PauseWatch
 from tenure.server._net.throttle import Throttle, peer_host
 from tenure.server._net.tls import server_context
@@ -91,7 +91,7 @@ class Conn:
     host: str = field(init=False)  # the client's address (what limits count by)
     hello_head: bytes = b""  # the Hello's length prefix, as far as received
     #: How the listener counts it (``--max-handshaking`` until its Welcome; None: not counted).
-    entry: Entry | None = None
+    entry: Admitted | None = None
     #: A request read while the host was behind with due deadlines: served once it
     #: has caught up (``tenure.server._net.native``), the connection's later ones after it.
     held_back: Request | None = None

@@ -155,7 +155,7 @@ class Listener:
         self._update()
 
 
-class Entry:
+class Admitted:
     """One accepted connection, as :class:`Admission` counts it."""
 
     __slots__ = ("_admission", "handshaking", "host", "open", "served")
@@ -213,7 +213,7 @@ class Admission:
         cap = self.per_address_cap
         return bool(cap) and self.per_address[host] >= cap
 
-    def enter(self, host: str) -> Entry:
+    def enter(self, host: str) -> Admitted:
         """Count a connection just accepted (in its handshake)."""
         self.handshaking += 1
         self.most_handshaking = max(self.most_handshaking, self.handshaking)
@@ -231,7 +231,7 @@ class Admission:
                 )
             for listener in self.listeners:
                 listener.pause()
-        return Entry(self, host)
+        return Admitted(self, host)
 
     def hold(self, host: str) -> None:
         """Count a connection from ``host`` against the per-address cap only (one the

@@ -52,7 +52,7 @@ from tenure.server._net.accept import AcceptedProtocol
 from tenure.server._net.auth import Token
 from tenure.server._net.gate import Conn, Gate
 from tenure.server._net.outbox import Outboxes
-from tenure.server._observe import Observer
+from tenure.server._observe import ServerObserver
 from tenure.server._session_table import SessionTable
 from tenure.server.plug import Face
 
@@ -76,7 +76,7 @@ class NativeFace:
         out: Outboxes,
         table: SessionTable[Conn | Face],
         stopping: Callable[[], bool],
-        observer: Observer | None = None,
+        observer: ServerObserver | None = None,
     ) -> None:
         self.host = host
         self.observer = observer  # told of each request's outcome (None: not measured)

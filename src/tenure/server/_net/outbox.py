@@ -40,8 +40,8 @@ from tenure.server._net.gate import Conn
 # The shapes the outboxes write to, in a module of their own that mypyc does not
 # compile (a compiled class keeps no docstring; Connection is public through plug).
 from tenure.server._net.writers import Connection as Connection
+from tenure.server._net.writers import ConnectionWriter as ConnectionWriter
 from tenure.server._net.writers import Transport as Transport
-from tenure.server._net.writers import Writer as Writer
 
 log = logging.getLogger("tenure.server")
 

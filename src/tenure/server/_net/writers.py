@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-__all__ = ["Connection", "Transport", "Writer"]
+__all__ = ["Connection", "Transport", "ConnectionWriter"]
 
 
 class Transport(Protocol):
@@ -34,7 +34,7 @@ class Transport(Protocol):
         ...
 
 
-class Writer(Protocol):
+class ConnectionWriter(Protocol):
     """What the outboxes write to (an asyncio.StreamWriter, or a YDB stream's pipe)."""
 
     @property
@@ -56,7 +56,7 @@ class Connection(Protocol):
     listening face's stream."""
 
     @property
-    def writer(self) -> Writer:
+    def writer(self) -> ConnectionWriter:
         """Where its bytes go."""
         ...
 
