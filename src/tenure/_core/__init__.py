@@ -2,6 +2,8 @@
 
 Commands in, replies and effects out; time is an argument. Nothing in this package
 imports asyncio, sockets, threads, or reads a clock (a test enforces it).
+
+Layer (CONTRIBUTING.md): its modules may import each other and tenure.errors.
 """
 
 from __future__ import annotations
