@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from tenure._core.values import MAX_COUNT, SemaphoreDescription
 from tenure.client import _args
 from tenure.client._args import Data
-from tenure.client._lease import Leadership
+from tenure.client._lease import Leadership, open_lease
 from tenure.client._opening import Opening
 from tenure.client._recipe_session import RecipeSession
 from tenure.client._semaphore import Semaphore
@@ -57,9 +57,7 @@ class Election:
         LeaderChangedError (or the session's loss error). Leaving the block resigns.
         Bad arguments raise InvalidArgumentError at once (before the await).
         """
-        return self.session.acquire(
-            self.name, MAX_COUNT, data=data, timeout=timeout, ephemeral=True, kind=Leadership
-        )
+        return open_lease(self.session, self.name, MAX_COUNT, data, timeout, True, Leadership)
 
     async def leader(self) -> LeaderState | None:
         """The current leader, or None when nobody leads."""

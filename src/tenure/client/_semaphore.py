@@ -7,7 +7,7 @@ from collections.abc import AsyncGenerator
 from tenure._core.values import SemaphoreDescription
 from tenure.client import _args, _forks
 from tenure.client._args import Data
-from tenure.client._lease import Lease
+from tenure.client._lease import Lease, open_lease
 from tenure.client._opening import Opening
 from tenure.client._recipe_session import RecipeSession
 from tenure.errors import AlreadyExistsError, PreconditionFailedError
@@ -74,9 +74,7 @@ class Semaphore:
             LimitExceededError: ``count`` exceeds the limit, or the queue is full.
             InvalidArgumentError: at once (before the await), naming a bad argument.
         """
-        return self.session.acquire(
-            self.name, count, data=data, timeout=timeout, ephemeral=ephemeral
-        )
+        return open_lease(self.session, self.name, count, data, timeout, ephemeral, Lease)
 
     async def try_acquire(
         self, count: int = 1, *, data: Data = b"", ephemeral: bool = False
