@@ -7,7 +7,7 @@ from tenure.client import GroupView, PartitionView
 from tenure.client._args import Data
 from tenure.errors import PreconditionFailedError
 from tenure.sync._calls import now, opened
-from tenure.sync._held import Held
+from tenure.sync._held import Held, end_block
 from tenure.sync._leases import LeaseSession
 from tenure.sync._recipe import SyncRecipe
 from tenure.sync._stream import Stream, same
@@ -58,12 +58,7 @@ class GroupMember(Held):
 
     def _finish(self) -> None:
         if not self.ended:
-            self._portal.call(self._leave)
-
-    async def _leave(self) -> None:
-        waiting = self._member._end_block()
-        if waiting is not None:
-            await waiting
+            self._portal.call(end_block, self._member)
 
 
 class Partition(Held):
