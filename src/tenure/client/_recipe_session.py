@@ -8,6 +8,8 @@ the backend's session. It is typed with this protocol, never with
 :class:`~tenure.client.Session`, so that the session may make recipes
 (``session.mutex(name)``) while no recipe imports the session: the client's modules
 form layers (``tests/test_import_graph.py`` fails on an import circle).
+
+:class:`NamedRecipe` is what a recipe object is made of: its session and its name.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from typing import Protocol, TypeVar
 
 from tenure.backends._base import BackendSession
+from tenure.client import _args
 from tenure.client._lease import Lease, LeaseMaker, Lock
 
 L = TypeVar("L", bound=Lease)
@@ -39,3 +42,16 @@ class RecipeSession(LeaseMaker, Protocol):
     def _backend_session(self) -> BackendSession:
         """The backend's session; the session's loss error once it has ended."""
         ...
+
+
+class NamedRecipe:
+    """A recipe object (a semaphore, a counter, an election...): the session it works in
+    and its name, checked as a semaphore's (InvalidArgumentError), shown as
+    ``<Counter 'jobs' of session 7>``."""
+
+    def __init__(self, session: RecipeSession, name: str) -> None:
+        self.session = session
+        self.name = _args.semaphore_name(name)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} of session {self.session.id}>"

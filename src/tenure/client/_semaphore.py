@@ -9,11 +9,11 @@ from tenure.client import _args, _forks
 from tenure.client._args import Data
 from tenure.client._lease import Lease, open_lease
 from tenure.client._opening import Opening
-from tenure.client._recipe_session import RecipeSession
+from tenure.client._recipe_session import NamedRecipe, RecipeSession
 from tenure.errors import AlreadyExistsError, PreconditionFailedError
 
 
-class Semaphore:
+class Semaphore(NamedRecipe):
     """A named counting semaphore in the session's node.
 
     Acquires are served strictly first-in first-out across all sessions; a request
@@ -21,11 +21,7 @@ class Semaphore:
     """
 
     def __init__(self, session: RecipeSession, name: str) -> None:
-        self.session = session
-        self.name = _args.semaphore_name(name)
-
-    def __repr__(self) -> str:
-        return f"<Semaphore {self.name!r} of session {self.session.id}>"
+        super().__init__(session, name)
 
     async def create(self, limit: int, data: Data = b"", *, exist_ok: bool = False) -> None:
         """Create the semaphore with ``limit`` tokens.
