@@ -160,6 +160,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/test_recipe_registry.py": UNIT,
     "tests/test_import_graph.py": UNIT,
     "tests/test_layers.py": UNIT,
+    "tests/test_layers_stated.py": UNIT,
     "tests/test_private_reads.py": UNIT,
     "tests/test_names.py": UNIT,
     "tests/test_examples_public.py": UNIT,

@@ -13,6 +13,8 @@ fencing token, over one API whatever the backend::
 
 The synchronous face of the same API is :mod:`tenure.sync`; :mod:`tenure.fencing`
 makes a database, a Redis or a file refuse writes with stale tokens.
+
+Layer (CONTRIBUTING.md): this module may import anything.
 """
 
 from __future__ import annotations

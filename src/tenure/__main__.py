@@ -2,6 +2,9 @@
 
 ``serve`` and ``migrate`` run without the ``cli`` extra (click, rich): a server
 install needs neither. Every other command needs it, and says so in one line.
+
+Layer (CONTRIBUTING.md): this module may import tenure.cli._status, tenure.cli (lazily)
+and tenure.errors.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ Every URL tenure parses itself (the backends', ``etcd://`` and ``redis://`` and
 from keyword arguments (the keywords win), refuses an option it does not know by
 name, and reads durations as seconds within one bound (:data:`MAX_SECONDS`). The
 options of each URL are its parser's; these are only the rules they share.
+
+Layer (CONTRIBUTING.md): this module may import tenure.errors.
 """
 
 from __future__ import annotations

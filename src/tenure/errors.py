@@ -40,6 +40,8 @@ Each class carries an :class:`ErrorCode`, the number that travels on the wire,
 so the core, the server and every client agree on one vocabulary. Two never
 travel: :class:`ConfigError` and :class:`CorruptLogError` stop a server from
 starting (``tenure serve`` reports them and exits).
+
+Layer (CONTRIBUTING.md): this module may import nothing of tenure.
 """
 
 from __future__ import annotations

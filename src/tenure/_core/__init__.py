@@ -5,6 +5,8 @@ imports asyncio, sockets, threads, or reads a clock (a test enforces it).
 
 Re-exported here: every command and reply (those of :mod:`tenure._core.commands`,
 its ``__all__``), the effects, the engine, and the values most callers need.
+
+Layer (CONTRIBUTING.md): its modules may import each other and tenure.errors.
 """
 
 from __future__ import annotations

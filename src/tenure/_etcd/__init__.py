@@ -11,4 +11,7 @@ user's: the backend's layout is :mod:`tenure.backends.etcd._keys`, a cluster's
 
 It needs the ``etcd`` extra (aetcd's generated stubs, grpc); nothing imports it unless
 it uses etcd.
+
+Layer (CONTRIBUTING.md): its modules may import each other, tenure._url_options and
+tenure.errors.
 """

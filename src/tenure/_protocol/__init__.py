@@ -5,6 +5,9 @@ layouts and the connection state machine are specified in docs/protocol.md. Like
 :mod:`tenure._core`, nothing here does I/O, reads a clock or starts a thread (a
 test enforces it): a driver feeds bytes in with ``receive_data``, takes messages
 out with ``next_event`` and writes what ``send`` returns.
+
+Layer (CONTRIBUTING.md): its modules may import each other, tenure._core and
+tenure.errors.
 """
 
 from __future__ import annotations

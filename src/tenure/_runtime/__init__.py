@@ -8,4 +8,7 @@ client's process, with no journal; ``tenure serve`` runs one given a journal and
 writer (:mod:`tenure.server._server_host`), so that its every change is journaled
 and group-committed. Nothing here adds semantics: the rules are all in
 :mod:`tenure._core`.
+
+Layer (CONTRIBUTING.md): its modules may import each other, tenure._core and
+tenure.errors.
 """

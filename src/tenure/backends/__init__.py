@@ -18,6 +18,9 @@ The contract every backend keeps is :mod:`tenure.backends._base` (re-exported he
 ``docs/backends.md``. Third-party backends register a module under the
 ``tenure.backends`` entry-point group; the module must define
 ``async def open_backend(url, options) -> Backend``.
+
+Layer (CONTRIBUTING.md): its modules may import each other, tenure._core,
+tenure._runtime, tenure._protocol, tenure._url_options and tenure.errors.
 """
 
 from __future__ import annotations

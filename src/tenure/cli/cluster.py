@@ -4,6 +4,8 @@ Each door of ``--url`` is asked on a connection of its own (a standby answers
 too), through :func:`tenure.backends.remote.cluster_status`, imported when the
 command runs: the CLI otherwise stays on the public API, and this is the one
 command that speaks to servers rather than to a backend.
+
+Layer (CONTRIBUTING.md): this module may also import tenure.backends.remote (lazily).
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ the damage it refuses to start on: a bad record followed by good ones, or a torn
 segment that is not the last (docs/operations.md, "A start that fails"). Cutting
 there drops every record after the damage, acknowledged ones too: it is the
 operator's call, made with the server stopped (this takes the directory's lock).
+
+Layer (CONTRIBUTING.md): this module may also import tenure.server._durability (lazily).
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ click nor rich, so that a server (``pip install tenure``) runs without the ``cli
 extra. ``serve``'s flags are generated from the settings table
 (:data:`tenure.server._config.settings.SETTINGS`, and each face's rows, which the face
 registry lists: :func:`tenure.server._faces.settings`), never copied by hand.
+
+Layer (CONTRIBUTING.md): this module may also import tenure.server (lazily) and
+tenure.backends.postgres._migrate (lazily).
 """
 
 from __future__ import annotations

@@ -25,6 +25,8 @@ reach is tried again (50 ms, doubling to 2 s) for as long as the cache is open.
 given): one more under the prefix ends the cache with LimitExceededError naming it
 (at entry, from :meth:`Cache.changes`, and from every read after). Its watch counts
 against the node's ``max_watches_per_session`` (in its own session: one of them).
+
+Layer (CONTRIBUTING.md): this module may also import tenure.client._session.
 """
 
 from __future__ import annotations

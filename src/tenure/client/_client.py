@@ -5,6 +5,8 @@ runs a leader (``lead``: :mod:`tenure.client._leader`) and a prefix cache
 (``cache``: :mod:`tenure.client._cache`) in sessions of their own, and releases a
 claim by its id; what it does with nodes is its base's,
 :class:`~tenure.client._node_admin.NodeAdmin`. :func:`connect` makes one.
+
+Layer (CONTRIBUTING.md): this module may also import tenure.client._session.
 """
 
 from __future__ import annotations

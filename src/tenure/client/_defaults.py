@@ -15,6 +15,8 @@ call: opened on first use, replaced once it has ended (lost, closed).
 
 A child made by ``os.fork`` forgets its parent's clients and sessions (its fork
 handler): its first use opens its own.
+
+Layer (CONTRIBUTING.md): this module may also import tenure.client._session.
 """
 
 from __future__ import annotations

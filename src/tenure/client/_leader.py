@@ -41,6 +41,8 @@ arrives, which a node's ``lock_delay`` covers. A process paused past that, or a
 ``work`` that ignores its cancellation, can still act late: fence with the token.
 A cluster's failover is not a loss: sessions re-attach to the new leader within
 their recovery window, with their leadership and the term's ``work`` going on.
+
+Layer (CONTRIBUTING.md): this module may also import tenure.client._session.
 """
 
 from __future__ import annotations

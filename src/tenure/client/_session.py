@@ -1,4 +1,7 @@
-"""Sessions: the unit of liveness. Everything a session holds ends with it."""
+"""Sessions: the unit of liveness. Everything a session holds ends with it.
+
+Layer (CONTRIBUTING.md): this module may also import tenure.client._session_holds.
+"""
 
 from __future__ import annotations
 

@@ -12,4 +12,7 @@ its face registry. What the protocol means stays in its package here.
   server's main port (and ``--dflockd-port``);
 * :mod:`tenure.compat.ydb`: YDB's coordination protocol over gRPC (docs/ydb.md), a
   listener of its own (``--ydb-port``).
+
+Layer (CONTRIBUTING.md): its modules may import each other, tenure._core,
+tenure._protocol, tenure._runtime, tenure.server.plug and tenure.errors.
 """

@@ -22,6 +22,8 @@ the highest token its resource has accepted and refuses a lower one with
 redis-py and psycopg are imported only inside the calls that use them: this package
 imports without either, and a guard uses the client it is handed.
 ``docs/fencing.md`` says what each guarantees, and what not.
+
+Layer (CONTRIBUTING.md): its modules may import each other and tenure.errors.
 """
 
 from __future__ import annotations

@@ -30,6 +30,9 @@ By concern:
 * :mod:`tenure.server._http`: the HTTP endpoint of ``--http-port`` (``/metrics``,
   ``/healthz``, ``/readyz``; the ``server`` extra), fed through the hooks of
   :mod:`tenure.server._observe`; :mod:`tenure.server._logs`: the log's formats.
+
+Layer (CONTRIBUTING.md): its modules may import each other, tenure._core,
+tenure._runtime, tenure._protocol and tenure.errors.
 """
 
 from __future__ import annotations

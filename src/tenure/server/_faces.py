@@ -15,6 +15,8 @@ first; an entry's module imports nothing its face needs besides (a face that nee
 extra's library is listed without it, and imported only when made). This module is
 the one place the server imports :mod:`tenure.compat` (``tests/server/test_boundary.py``
 holds it to that).
+
+Layer (CONTRIBUTING.md): this module may also import tenure.compat (lazily).
 """
 
 from __future__ import annotations

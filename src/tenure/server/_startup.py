@@ -11,6 +11,8 @@ server may not use, a damaged log, a port in use) says why in one line
 (:mod:`tenure.server._start_failure`) and exits 1; a TLS or auth file that stopped
 loading since the settings were checked exits 2. The log names the auth file and
 its tokens' names, never a secret.
+
+Layer (CONTRIBUTING.md): this module may also import tenure.__init__.
 """
 
 from __future__ import annotations

@@ -31,6 +31,12 @@ Errors are the :mod:`tenure.errors` classes; timeouts raise :class:`TimeoutError
 For tests, pass ``clock=FakeClock()`` to ``memory://`` and move it with
 ``client.portal.call(clock.advance, seconds)``; :mod:`tenure.sync.testing` has
 ``disconnect``/``reconnect`` for sync sessions.
+
+Layer (CONTRIBUTING.md): its modules may import each other, tenure.client,
+tenure.backends.__init__, tenure._core.values, tenure._core.members,
+tenure.testing.__init__ and tenure.errors; never tenure.sync._objects.
+
+Layer (CONTRIBUTING.md): this module may also import tenure.sync._objects.
 """
 
 from __future__ import annotations

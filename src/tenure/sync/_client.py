@@ -1,4 +1,7 @@
-"""The sync client: an async :class:`tenure.Client` driven through its own portal."""
+"""The sync client: an async :class:`tenure.Client` driven through its own portal.
+
+Layer (CONTRIBUTING.md): this module may also import tenure.sync._objects.
+"""
 
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ one serves the whole process; so does each of its default sessions
 process's threads share. A child process made by ``fork`` never uses its parent's
 (that client's loop thread did not survive the fork, and its sessions are the
 parent's): the child's first use opens one of its own.
+
+Layer (CONTRIBUTING.md): this module may also import tenure.sync._objects.
 """
 
 from __future__ import annotations

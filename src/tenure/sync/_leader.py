@@ -12,6 +12,8 @@ campaigns again only once ``work`` has returned, so one process never runs two.
 A ``work`` that returns after its leadership was lost ran a while unprotected:
 the block's end raises the loss, the term counts as lost, and the runner
 campaigns again (with or without ``requeue``), as the async runner does.
+
+Layer (CONTRIBUTING.md): this module may also import tenure.sync._objects.
 """
 
 from __future__ import annotations

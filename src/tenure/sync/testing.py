@@ -1,6 +1,8 @@
 """Test helpers for sync sessions: tenure.testing's disconnect/reconnect through the portal.
 
 Move a :class:`~tenure.testing.FakeClock` with ``client.portal.call(clock.advance, seconds)``.
+
+Layer (CONTRIBUTING.md): this module may also import tenure.sync._objects.
 """
 
 from __future__ import annotations

@@ -17,6 +17,8 @@
       python -m pytest --pyargs tenure.testing.conformance --tenure-url=tenure://127.0.0.1:6388
 
   (docs/testing.md says what it checks and why a test skips).
+
+Layer (CONTRIBUTING.md): this module may import anything.
 """
 
 from __future__ import annotations

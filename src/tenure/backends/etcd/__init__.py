@@ -40,6 +40,10 @@ What etcd cannot do exactly, said rather than weakened:
 * **Fencing tokens** are etcd revisions: a cluster restored from a snapshot must be
   started with ``etcdutl snapshot restore --bump-revision`` (and
   ``--mark-compacted``), or tokens repeat.
+
+Layer (CONTRIBUTING.md): its modules may import each other, tenure.backends,
+tenure._core, tenure._etcd, tenure._url_options and tenure.errors; never
+tenure.backends._engine or tenure._core.engine.
 """
 
 from __future__ import annotations

@@ -36,6 +36,9 @@ poolers). Options: :mod:`tenure.backends.postgres._url`.
   granted all at once, in one transaction, by whichever transaction makes it fit
   (:mod:`._sql_sets`, :mod:`._sql_queues`: the order of row locks that keeps
   overlapping requests from deadlocking in PostgreSQL too).
+
+Layer (CONTRIBUTING.md): its modules may import each other, tenure.backends,
+tenure._core, tenure._url_options and tenure.errors.
 """
 
 from __future__ import annotations

@@ -29,6 +29,9 @@ What Redis cannot do, said rather than weakened:
   failover to a replica that missed the last writes, tokens may repeat.
 * **One server**: Redis Cluster is not supported by this client (every key of a
   node shares one hash tag, ``{node}``, so the layout is cluster-safe).
+
+Layer (CONTRIBUTING.md): its modules may import each other, tenure.backends,
+tenure._core, tenure._url_options and tenure.errors.
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ tenure adds the fence on every append and the lease discipline of a leader.
   hosts;
 * :mod:`.member`: one server's life from standby to leader and back;
   :func:`run`: ``tenure serve``'s entry point.
+
+Layer (CONTRIBUTING.md): its modules may import each other, tenure._core,
+tenure._runtime, tenure._protocol, tenure.server, tenure._etcd and tenure.errors.
 """
 
 from __future__ import annotations

@@ -8,4 +8,7 @@
   (recovery at start-up, compaction in a child process);
 * :mod:`~tenure.server._durability.identity`: the data directory's lock and the
   instance id of its state.
+
+Layer (CONTRIBUTING.md): its modules may import each other, tenure._core,
+tenure._protocol and tenure.errors.
 """

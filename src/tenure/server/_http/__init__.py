@@ -18,6 +18,9 @@ imported only when the endpoint is asked for.
   ticket of :mod:`~tenure.server._http.login_tickets`;
 * :mod:`~tenure.server._http.listener`: the port's listener (TLS, the connection
   limit, idle and header timeouts).
+
+Layer (CONTRIBUTING.md): its modules may import each other, tenure._core,
+tenure._protocol, tenure.server and tenure.errors.
 """
 
 from __future__ import annotations

@@ -12,4 +12,7 @@
 * :mod:`~tenure.server._net.tls`: TLS and mutual TLS;
 * :mod:`~tenure.server._net.outbox`: what each connection is owed, written only after
   the commit that covers it.
+
+Layer (CONTRIBUTING.md): its modules may import each other, tenure._core,
+tenure._protocol, tenure.server._config, tenure.server._role and tenure.errors.
 """

@@ -8,6 +8,9 @@ connection's outbox. :class:`~tenure.server._net.accept.AcceptedProtocol` calls
 :meth:`NativeFace.serve_one` once per message, in fair turns. (The native face is
 the server's own: it is no :class:`tenure.server.plug.Face`, and its connections are
 routed their effects directly, on the hot path.)
+
+Layer (CONTRIBUTING.md): this module may also import tenure._runtime,
+tenure.server._session_table, tenure.server._observe and tenure.server.plug.
 """
 
 from __future__ import annotations
