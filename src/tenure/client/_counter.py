@@ -14,7 +14,7 @@ follows the value.
 from __future__ import annotations
 
 from tenure._core.counter_data import MAX_VALUE, MIN_VALUE, counter_value, value_data
-from tenure.client._recipe_session import NamedRecipe, RecipeSession
+from tenure.client._recipe_session import NamedRecipe
 from tenure.errors import (
     AlreadyExistsError,
     InvalidArgumentError,
@@ -37,9 +37,6 @@ class Counter(NamedRecipe):
     ``await counter.add(1)`` returns the new value; ``get()`` reads it;
     ``compare_and_set(expected, new)`` sets it only if it is ``expected``.
     """
-
-    def __init__(self, session: RecipeSession, name: str) -> None:
-        super().__init__(session, name)
 
     async def get(self) -> int:
         """The value now (0 for a counter never written)."""

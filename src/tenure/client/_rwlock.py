@@ -18,7 +18,7 @@ from tenure.client import _args
 from tenure.client._args import Data
 from tenure.client._lease import ReadLock, WriteLock
 from tenure.client._opening import Opening
-from tenure.client._recipe_session import NamedRecipe, RecipeSession
+from tenure.client._recipe_session import NamedRecipe
 from tenure.errors import NotFoundError
 
 
@@ -32,9 +32,6 @@ class RWLock(NamedRecipe):
     ``await w.restate(1)``, keeping its token and letting the readers queued behind
     it in at once.
     """
-
-    def __init__(self, session: RecipeSession, name: str) -> None:
-        super().__init__(session, name)
 
     def read(self, *, timeout: float | None = None, data: Data = b"") -> Opening[ReadLock]:
         """Wait for a reader's share (``timeout`` seconds at most); ``await`` it or use

@@ -20,9 +20,6 @@ class Semaphore(NamedRecipe):
     for more tokens than the limit is an error, not a wait forever.
     """
 
-    def __init__(self, session: RecipeSession, name: str) -> None:
-        super().__init__(session, name)
-
     async def create(self, limit: int, data: Data = b"", *, exist_ok: bool = False) -> None:
         """Create the semaphore with ``limit`` tokens.
 
