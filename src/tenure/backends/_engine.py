@@ -51,20 +51,30 @@ from tenure._core import (
     ReserveUnits,
     SemaphoreDescription,
     SessionEnded,
+    SessionInfo,
     SessionState,
     SwapSemaphoreData,
     UpdateSemaphore,
     WatchFired,
 )
-from tenure.backends._base import Grant, HeldGrant
+from tenure.backends._base import Grant, HeldGrant, SessionListener
 from tenure.backends._ledger import Pending
-from tenure.backends._store import QUEUED, BoundSession, Enqueued, InQueue, Withdrawal
+from tenure.backends._session import StoreSession
+from tenure.backends._store import QUEUED, BoundSession, Enqueued, InQueue, Store, Withdrawal
 from tenure.backends._watch import EngineCalls, EngineWatches
 from tenure.errors import LostError, TenureError, error_from_code
 
 R = TypeVar("R")
 
-__all__ = ["RECONCILE_PAGE", "CommandChannel", "CommandStore", "HoldsReader", "read_holds"]
+__all__ = [
+    "RECONCILE_PAGE",
+    "CommandChannel",
+    "CommandStore",
+    "EngineStore",
+    "HoldsReader",
+    "engine_session",
+    "read_holds",
+]
 
 log = logging.getLogger("tenure.client")
 
@@ -355,3 +365,36 @@ async def read_holds(channel: EngineCalls, session_id: int, page_size: int) -> l
         if page.next_after is None:
             return found
         after = page.next_after
+
+
+class EngineStore(Store, Protocol):
+    """The store of a session in an engine (``memory://``, ``tenure://``): its acquires
+    and semaphore calls are its :attr:`commands`, its watches the engine's."""
+
+    commands: CommandStore
+    watches: EngineWatches
+
+
+def engine_session(
+    store: EngineStore,
+    listener: SessionListener,
+    scheme: str,
+    node: str,
+    info: SessionInfo,
+    withdraw_wait: float,
+) -> StoreSession:
+    """The session of ``node`` that ``info`` (the engine's answer to CreateSession or
+    ResumeSession) names, over ``store``, told to ``listener``; ``scheme`` and
+    ``withdraw_wait`` are its backend's."""
+    return StoreSession(
+        store,
+        listener,
+        acquiring=store.commands,
+        admin=store.commands,
+        watching=store.watches,
+        scheme=scheme,
+        node=node,
+        session_id=info.session_id,
+        window=info.timeout,
+        withdraw_wait=withdraw_wait,
+    )

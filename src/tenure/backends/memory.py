@@ -24,7 +24,7 @@ import secrets
 import time
 import weakref
 from collections.abc import Mapping
-from typing import Final, TypeVar, cast
+from typing import ClassVar, Final, TypeVar, cast
 from urllib.parse import urlsplit
 
 from tenure._core import (
@@ -49,18 +49,19 @@ from tenure._core import (
     Release,
     ReleaseClaim,
     ResumeSession,
+    SessionInfo,
 )
-from tenure._core.values import NO_IDENTITY, ClientIdentity, SemaphoreSummary, SessionSummary
+from tenure._core.values import SemaphoreSummary, SessionSummary
 from tenure._runtime.clock import Clock, LoopClock
 from tenure._runtime.host import Host
-from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
-from tenure.backends._engine import CommandStore
+from tenure.backends._base import Capability, SessionListener, SessionTicket
+from tenure.backends._engine import CommandStore, engine_session
+from tenure.backends._opener import NewSession, SessionFactory
 from tenure.backends._options import WITHDRAW_WAIT, shown_url, withdraw_wait
 from tenure.backends._session import StoreSession
 from tenure.backends._store import BoundSession
 from tenure.backends._watch import EngineWatches
 from tenure.errors import (
-    ClientClosedError,
     InvalidArgumentError,
     LostError,
     SessionExpiredError,
@@ -186,8 +187,10 @@ class MemoryStore:
             self.commands.deliver(effect)
 
 
-class MemoryBackend:
+class MemoryBackend(SessionFactory):
     """A backend whose state lives in an in-process engine."""
+
+    scheme: ClassVar[str] = SCHEME
 
     def __init__(
         self, host: Host, *, owns_host: bool = False, withdraw_wait: float = WITHDRAW_WAIT
@@ -219,47 +222,32 @@ class MemoryBackend:
         """Drop a node."""
         self.host.execute(DropNode(name, force))
 
-    async def open_session(
-        self,
-        node: str,
-        *,
-        timeout: float | None,
-        description: str,
-        listener: SessionListener,
-        resume: SessionTicket | None = None,
-        identity: ClientIdentity = NO_IDENTITY,
+    async def create_session(self, asked: NewSession, listener: SessionListener) -> StoreSession:
+        """Open an attached session (see :meth:`SessionFactory.open_session`)."""
+        key = secrets.token_bytes(16)
+        command = CreateSession(asked.node, key, asked.timeout, asked.description, asked.identity)
+        return self._attached(asked.node, self.host.execute(command), key, listener)
+
+    async def resume_session(
+        self, node: str, ticket: SessionTicket, listener: SessionListener
     ) -> StoreSession:
-        """Open an attached session, or (``resume``) take one back by its ticket.
+        """Take a session back by its ticket, with its holds.
 
         A ticket works in every client of the same engine: ``memory://NAME`` clients
         of this process on this event loop (a private ``memory://`` has one client).
         """
-        if self._closed:
-            raise ClientClosedError("the client is closed")
-        if resume is None:
-            key = secrets.token_bytes(16)
-            info = self.host.execute(CreateSession(node, key, timeout, description, identity))
-        else:
-            check_ticket(resume, SCHEME, node)
-            key = resume.secret
-            info = self.host.execute(ResumeSession(resume.session_id, key, node))
+        info = self.host.execute(ResumeSession(ticket.session_id, ticket.secret, node))
+        session = self._attached(node, info, ticket.secret, listener)
+        session.adopt(await self._store(info.session_id).commands.holds())
+        return session
+
+    def _attached(
+        self, node: str, info: SessionInfo, key: bytes, listener: SessionListener
+    ) -> StoreSession:
         store = MemoryStore(self, info.session_id, secret=key, seq_no=info.seq_no)
-        session = StoreSession(
-            store,
-            listener,
-            acquiring=store.commands,
-            admin=store.commands,
-            watching=store.watches,
-            scheme=SCHEME,
-            node=node,
-            session_id=info.session_id,
-            window=info.timeout,
-            withdraw_wait=self.withdraw_wait,
-        )
+        session = engine_session(store, listener, SCHEME, node, info, self.withdraw_wait)
         self._sessions[info.session_id] = session
         self.host.subscribe(info.session_id, store.hear)
-        if resume is not None:
-            session.adopt(await store.commands.holds())
         return session
 
     async def list_nodes(self, *, after: str, limit: int) -> list[str]:

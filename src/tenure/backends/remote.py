@@ -39,7 +39,7 @@ import heapq
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Final, TypeVar
+from typing import ClassVar, Final, TypeVar
 
 from tenure._core import (
     AlterNode,
@@ -56,19 +56,21 @@ from tenure._core import (
     NodeDescription,
     ReleaseClaim,
     ResumeSession,
+    SessionInfo,
 )
 from tenure._core.rendezvous import hash64
-from tenure._core.values import NO_IDENTITY, ClientIdentity, SemaphoreSummary, SessionSummary
+from tenure._core.values import SemaphoreSummary, SessionSummary
 from tenure._protocol import Welcome
 from tenure._protocol.cluster import ClusterStatus, ClusterView, MemberView
-from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
+from tenure.backends._base import Capability, SessionListener, SessionTicket
+from tenure.backends._engine import engine_session
 from tenure.backends._link import Door, Doors, Link, LinkOptions, describe_error
+from tenure.backends._opener import NewSession, SessionFactory
 from tenure.backends._options import WITHDRAW_WAIT
 from tenure.backends._remote_session import RemoteStore, Shard
 from tenure.backends._remote_url import parse
 from tenure.backends._session import StoreSession
 from tenure.errors import (
-    ClientClosedError,
     TenureError,
     UnavailableError,
 )
@@ -93,9 +95,11 @@ SINCE_VERSION: Final = {
 }
 
 
-class TenureBackend:
+class TenureBackend(SessionFactory):
     """A backend whose state lives in ``tenure serve`` processes: one service (a
     server, or a cluster's doors), or independent shards."""
+
+    scheme: ClassVar[str] = "tenure"
 
     def __init__(self, shards: list[Shard], *, withdraw_wait: float = WITHDRAW_WAIT) -> None:
         self.shards = shards
@@ -184,55 +188,38 @@ class TenureBackend:
         command = ReleaseClaim(node, name, claim_id)
         return await self.shard_for(node).call(command, resend=False)
 
-    async def open_session(
-        self,
-        node: str,
-        *,
-        timeout: float | None,
-        description: str,
-        listener: SessionListener,
-        resume: SessionTicket | None = None,
-        identity: ClientIdentity = NO_IDENTITY,
-    ) -> StoreSession:
-        """Open a session on the node's shard (a session lost in transit expires there).
+    async def create_session(self, asked: NewSession, listener: SessionListener) -> StoreSession:
+        """Open a session on the node's shard (a session lost in transit expires there)."""
+        shard = self.shard_for(asked.node)
+        key = secrets.token_bytes(16)
+        create = CreateSession(asked.node, key, asked.timeout, asked.description, asked.identity)
+        info = await shard.call(create, resend=True)
+        return self._attached(shard, asked.node, info, key, listener)
 
-        With ``resume``, take the ticket's session back (ResumeSession, sent again
-        after a lost connection: taking it twice is taking it once): the server
-        moves it to this connection, withdraws its waits, and tells its previous
-        connection that it ended; this client then owns its holds.
-        """
-        if self._closed:
-            raise ClientClosedError("the client is closed")
+    async def resume_session(
+        self, node: str, ticket: SessionTicket, listener: SessionListener
+    ) -> StoreSession:
+        """Take the ticket's session back (ResumeSession, sent again after a lost
+        connection: taking it twice is taking it once): the server moves it to this
+        connection, withdraws its waits, and tells its previous connection that it
+        ended; this client then owns its holds."""
         shard = self.shard_for(node)
-        if resume is None:
-            key = secrets.token_bytes(16)
-            create = CreateSession(node, key, timeout, description, identity)
-            info = await shard.call(create, resend=True)
-        else:
-            check_ticket(resume, "tenure", node)
-            key = resume.secret
-            command = ResumeSession(resume.session_id, key, node)
-            info = await shard.call(command, resend=True)
+        command = ResumeSession(ticket.session_id, ticket.secret, node)
+        info = await shard.call(command, resend=True)
+        session = self._attached(shard, node, info, ticket.secret, listener)
+        try:
+            session.adopt(await shard.sessions[info.session_id].commands.holds())
+        except BaseException:
+            await session.close()
+            raise
+        return session
+
+    def _attached(
+        self, shard: Shard, node: str, info: SessionInfo, key: bytes, listener: SessionListener
+    ) -> StoreSession:
         store = RemoteStore(shard, info, key)
-        session = StoreSession(
-            store,
-            listener,
-            acquiring=store.commands,
-            admin=store.commands,
-            watching=store.watches,
-            scheme="tenure",
-            node=node,
-            session_id=info.session_id,
-            window=info.timeout,
-            withdraw_wait=self.withdraw_wait,
-        )
+        session = engine_session(store, listener, "tenure", node, info, self.withdraw_wait)
         shard.sessions[info.session_id] = store
-        if resume is not None:
-            try:
-                session.adopt(await store.commands.holds())
-            except BaseException:
-                await session.close()
-                raise
         return session
 
     async def aclose(self) -> None:

@@ -31,12 +31,12 @@ from tenure._core.barrier_data import START, barrier_progress, parties_data, pro
 from tenure._core.values import MAX_COUNT, SemaphoreDescription
 from tenure.client import _args
 from tenure.client._lease import Lease
-from tenure.client._recipe_session import RecipeSession
+from tenure.client._recipe_session import NamedRecipe, RecipeSession
 from tenure.client._semaphore import Semaphore
 from tenure.errors import InvalidArgumentError, NotFoundError
 
 
-class Barrier:
+class Barrier(NamedRecipe):
     """A named cyclic barrier in the session's node (see the module docstring).
 
     ``await barrier.wait(timeout=60)``: returns once ``parties`` parties, in any
@@ -46,8 +46,7 @@ class Barrier:
     def __init__(self, session: RecipeSession, name: str, parties: int) -> None:
         if type(parties) is not int or parties < 1:
             raise InvalidArgumentError(f"parties must be an int of 1 or more, got {parties!r}")
-        self.session = session
-        self.name = _args.semaphore_name(name)
+        super().__init__(session, name)
         self.parties = parties
         self._semaphore = Semaphore(session, self.name)
         self._made = False

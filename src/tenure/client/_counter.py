@@ -14,8 +14,7 @@ follows the value.
 from __future__ import annotations
 
 from tenure._core.counter_data import MAX_VALUE, MIN_VALUE, counter_value, value_data
-from tenure.client import _args
-from tenure.client._recipe_session import RecipeSession
+from tenure.client._recipe_session import NamedRecipe
 from tenure.errors import (
     AlreadyExistsError,
     InvalidArgumentError,
@@ -32,19 +31,12 @@ def _whole(what: str, value: object) -> int:
     return value
 
 
-class Counter:
+class Counter(NamedRecipe):
     """A named integer shared by every session of the node (module docstring).
 
     ``await counter.add(1)`` returns the new value; ``get()`` reads it;
     ``compare_and_set(expected, new)`` sets it only if it is ``expected``.
     """
-
-    def __init__(self, session: RecipeSession, name: str) -> None:
-        self.session = session
-        self.name = _args.semaphore_name(name)
-
-    def __repr__(self) -> str:
-        return f"<Counter {self.name!r} of session {self.session.id}>"
 
     async def get(self) -> int:
         """The value now (0 for a counter never written)."""

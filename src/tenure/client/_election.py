@@ -11,11 +11,10 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 from tenure._core.values import MAX_COUNT, SemaphoreDescription
-from tenure.client import _args
 from tenure.client._args import Data
-from tenure.client._lease import Leadership
+from tenure.client._lease import Leadership, open_lease
 from tenure.client._opening import Opening
-from tenure.client._recipe_session import RecipeSession
+from tenure.client._recipe_session import NamedRecipe, RecipeSession
 from tenure.client._semaphore import Semaphore
 from tenure.errors import NotFoundError
 
@@ -38,17 +37,13 @@ class LeaderState:
         return self.session_id is not None
 
 
-class Election:
+class Election(NamedRecipe):
     """The election ``name`` in the session's node."""
 
     def __init__(self, session: RecipeSession, name: str) -> None:
-        self.session = session
-        self.name = _args.semaphore_name(name)
+        super().__init__(session, name)
         # The semaphore behind the election, to read and watch who holds it.
         self._semaphore = Semaphore(session, self.name)
-
-    def __repr__(self) -> str:
-        return f"<Election {self.name!r} of session {self.session.id}>"
 
     def campaign(self, data: Data = b"", *, timeout: float | None = None) -> Opening[Leadership]:
         """Wait to become leader with ``data``; ``await`` it or use ``async with``.
@@ -57,9 +52,7 @@ class Election:
         LeaderChangedError (or the session's loss error). Leaving the block resigns.
         Bad arguments raise InvalidArgumentError at once (before the await).
         """
-        return self.session.acquire(
-            self.name, MAX_COUNT, data=data, timeout=timeout, ephemeral=True, kind=Leadership
-        )
+        return open_lease(self.session, self.name, MAX_COUNT, data, timeout, True, Leadership)
 
     async def leader(self) -> LeaderState | None:
         """The current leader, or None when nobody leads."""

@@ -54,7 +54,7 @@ from tenure.client._group_member import GroupMember, GroupView, group_view, memb
 from tenure.client._lease import Lease
 from tenure.client._opening import Opening
 from tenure.client._partition import Partition, start_partition
-from tenure.client._recipe_session import RecipeSession
+from tenure.client._recipe_session import NamedRecipe, RecipeSession
 from tenure.errors import (
     AlreadyExistsError,
     LimitExceededError,
@@ -73,7 +73,7 @@ CONTENDED_JOIN_WAIT = 10.0
 _REMAKES = 3
 
 
-class Group:
+class Group(NamedRecipe):
     """The group ``name`` in the session's node (see the module docstring).
 
     ``me = await group.join("worker-1", data=b"10.0.0.5:8080")`` (or ``async with``),
@@ -82,14 +82,10 @@ class Group:
     """
 
     def __init__(self, session: RecipeSession, name: str, max_members: int) -> None:
-        self.session = session
-        self.name = _args.semaphore_name(name)
+        super().__init__(session, name)
         #: The most members, if this object's join or :meth:`create` makes the group.
         self.max_members = _args.count(max_members, "max_members")
         self._made = False
-
-    def __repr__(self) -> str:
-        return f"<Group {self.name!r} of session {self.session.id}>"
 
     async def create(self, *, exist_ok: bool = False) -> None:
         """Make the group with no members (a join makes it too).

@@ -16,12 +16,12 @@ import contextlib
 
 from tenure._core.counter_data import counter_value, value_data
 from tenure.client import _args
-from tenure.client._recipe_session import RecipeSession
+from tenure.client._recipe_session import NamedRecipe, RecipeSession
 from tenure.client._semaphore import Semaphore
 from tenure.errors import InvalidArgumentError, NotFoundError
 
 
-class Latch:
+class Latch(NamedRecipe):
     """A named count-down latch in the session's node (see the module docstring).
 
     ``await latch.count_down()`` by the parties that must finish first;
@@ -31,14 +31,10 @@ class Latch:
     def __init__(self, session: RecipeSession, name: str, count: int) -> None:
         if type(count) is not int or count < 0:
             raise InvalidArgumentError(f"count must be an int of 0 or more, got {count!r}")
-        self.session = session
-        self.name = _args.semaphore_name(name)
+        super().__init__(session, name)
         self.count = count
         self._semaphore = Semaphore(session, self.name)
         self._made = False
-
-    def __repr__(self) -> str:
-        return f"<Latch {self.name!r} of session {self.session.id}>"
 
     async def count_down(self) -> int:
         """Take one off the count (not below zero); the count left.

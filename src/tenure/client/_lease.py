@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable
+from functools import partial
 from typing import Protocol, TypeVar
 
 from tenure.backends._base import BackendSession, Grant
@@ -17,7 +18,9 @@ from tenure.client import _args
 from tenure.client._args import Data
 from tenure.client._caller import Caller
 from tenure.client._loss import CancelOnLoss, EndSignal, Guarded
+from tenure.client._opening import Opening
 from tenure.errors import (
+    InvalidArgumentError,
     LeaderChangedError,
     LeaseLostError,
     LostError,
@@ -83,6 +86,28 @@ class LeaseMaker(Protocol):
         """A new lease of ``kind`` (see :meth:`tenure.Session.acquire`, which checks
         the arguments first; the mutex's hot path calls this with them checked)."""
         ...
+
+
+def open_lease(
+    maker: LeaseMaker,
+    name: str,
+    count: int,
+    data: Data,
+    timeout: float | None,
+    ephemeral: bool,
+    kind: type[L],
+) -> Opening[L]:
+    """A new lease of ``kind`` in ``maker``'s session, its arguments checked now (the
+    one acquire :meth:`tenure.Session.acquire` and the recipes make; see it): bad
+    ones raise InvalidArgumentError before anything is awaited."""
+    name = _args.semaphore_name(name)
+    count = _args.count(count)
+    owner_data = _args.as_data(data)
+    timeout = _args.timeout(timeout)
+    ephemeral = _args.flag("ephemeral", ephemeral)
+    if not (isinstance(kind, type) and issubclass(kind, Lease)):
+        raise InvalidArgumentError(f"kind must be a Lease subclass, got {kind!r}")
+    return Opening(partial(maker._acquire, kind, name, count, owner_data, timeout, ephemeral))
 
 
 class Lease(Guarded):

@@ -24,12 +24,12 @@ import asyncio
 from tenure._core.commands import RateReservation
 from tenure._core.rates import Bucket, bucket_data, check_rate, check_units, parse_bucket
 from tenure.client import _args
-from tenure.client._recipe_session import RecipeSession
+from tenure.client._recipe_session import NamedRecipe, RecipeSession
 from tenure.client._semaphore import Semaphore
 from tenure.errors import PreconditionFailedError
 
 
-class RateLimiter:
+class RateLimiter(NamedRecipe):
     """A named rate limiter of the session's node (see the module docstring).
 
     ``await limiter.acquire(1, timeout=2)`` waits its turn; ``await
@@ -37,8 +37,7 @@ class RateLimiter:
     """
 
     def __init__(self, session: RecipeSession, name: str, rate: float, burst: float) -> None:
-        self.session = session
-        self.name = _args.semaphore_name(name)
+        super().__init__(session, name)
         rate, burst = check_rate(rate, burst)
         #: Units per second, and the most units at once (as the limiter has them).
         self.rate = rate

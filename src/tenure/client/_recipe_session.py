@@ -1,69 +1,36 @@
 """What a recipe needs of its session: the one primitive, and the backend's session.
 
-A recipe (mutex, semaphore, election; one file each) is written over
-:meth:`RecipeSession.acquire`, the primitive every hold is made with, and reads or
-changes a semaphore through the backend's session. It is typed with this protocol,
-never with :class:`~tenure.client.Session`, so that the session may make recipes
+A recipe (mutex, semaphore, election; one file each) is written over the session's
+``_acquire`` (:class:`~tenure.client._lease.LeaseMaker`), the primitive every hold is
+made with (:func:`~tenure.client._lease.open_lease` checks a caller's arguments for
+it, as :meth:`tenure.Session.acquire` does), and reads or changes a semaphore through
+the backend's session. It is typed with this protocol, never with
+:class:`~tenure.client.Session`, so that the session may make recipes
 (``session.mutex(name)``) while no recipe imports the session: the client's modules
 form layers (``tests/test_import_graph.py`` fails on an import circle).
+
+:class:`NamedRecipe` is what a recipe object is made of: its session and its name.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol, TypeVar, overload
+from typing import Protocol, TypeVar
 
 from tenure.backends._base import BackendSession
-from tenure.client._args import Data
+from tenure.client import _args
 from tenure.client._lease import Lease, LeaseMaker, Lock
-from tenure.client._opening import Opening
 
 L = TypeVar("L", bound=Lease)
 
 
 class RecipeSession(LeaseMaker, Protocol):
     """The session a recipe works in (a :class:`~tenure.client.Session`), as the recipe
-    sees it: its id, its :meth:`acquire` (and :meth:`_acquire`, its checked form:
-    :class:`~tenure.client._lease.LeaseMaker`), and the backend's session behind it."""
+    sees it: its id, its ``_acquire`` (:class:`~tenure.client._lease.LeaseMaker`), its
+    reentrant locking, and the backend's session behind it."""
 
     @property
     def id(self) -> int:
         """The backend's id of the session."""
-        ...
-
-    @overload
-    def acquire(
-        self,
-        name: str,
-        count: int = 1,
-        *,
-        data: Data = b"",
-        timeout: float | None = None,
-        ephemeral: bool = False,
-    ) -> Opening[Lease]: ...
-
-    @overload
-    def acquire(
-        self,
-        name: str,
-        count: int = 1,
-        *,
-        data: Data = b"",
-        timeout: float | None = None,
-        ephemeral: bool = False,
-        kind: type[L],
-    ) -> Opening[L]: ...
-
-    def acquire(
-        self,
-        name: str,
-        count: int = 1,
-        *,
-        data: Data = b"",
-        timeout: float | None = None,
-        ephemeral: bool = False,
-        kind: type[Lease] = Lease,
-    ) -> Opening[Any]:
-        """Hold ``count`` tokens of semaphore ``name`` (see :meth:`tenure.Session.acquire`)."""
         ...
 
     async def _lock_reentrant(
@@ -75,3 +42,16 @@ class RecipeSession(LeaseMaker, Protocol):
     def _backend_session(self) -> BackendSession:
         """The backend's session; the session's loss error once it has ended."""
         ...
+
+
+class NamedRecipe:
+    """A recipe object (a semaphore, a counter, an election...): the session it works in
+    and its name, checked as a semaphore's (InvalidArgumentError), shown as
+    ``<Counter 'jobs' of session 7>``."""
+
+    def __init__(self, session: RecipeSession, name: str) -> None:
+        self.session = session
+        self.name = _args.semaphore_name(name)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} of session {self.session.id}>"

@@ -18,11 +18,11 @@ from tenure.client import _args
 from tenure.client._args import Data
 from tenure.client._lease import ReadLock, WriteLock
 from tenure.client._opening import Opening
-from tenure.client._recipe_session import RecipeSession
+from tenure.client._recipe_session import NamedRecipe
 from tenure.errors import NotFoundError
 
 
-class RWLock:
+class RWLock(NamedRecipe):
     """A named readers-writer lock in the session's node.
 
     ``async with session.rwlock("catalog").read() as r:`` shares the lock with other
@@ -32,13 +32,6 @@ class RWLock:
     ``await w.restate(1)``, keeping its token and letting the readers queued behind
     it in at once.
     """
-
-    def __init__(self, session: RecipeSession, name: str) -> None:
-        self.session = session
-        self.name = _args.semaphore_name(name)
-
-    def __repr__(self) -> str:
-        return f"<RWLock {self.name!r} of session {self.session.id}>"
 
     def read(self, *, timeout: float | None = None, data: Data = b"") -> Opening[ReadLock]:
         """Wait for a reader's share (``timeout`` seconds at most); ``await`` it or use

@@ -7,25 +7,18 @@ from collections.abc import AsyncGenerator
 from tenure._core.values import SemaphoreDescription
 from tenure.client import _args, _forks
 from tenure.client._args import Data
-from tenure.client._lease import Lease
+from tenure.client._lease import Lease, open_lease
 from tenure.client._opening import Opening
-from tenure.client._recipe_session import RecipeSession
+from tenure.client._recipe_session import NamedRecipe, RecipeSession
 from tenure.errors import AlreadyExistsError, PreconditionFailedError
 
 
-class Semaphore:
+class Semaphore(NamedRecipe):
     """A named counting semaphore in the session's node.
 
     Acquires are served strictly first-in first-out across all sessions; a request
     for more tokens than the limit is an error, not a wait forever.
     """
-
-    def __init__(self, session: RecipeSession, name: str) -> None:
-        self.session = session
-        self.name = _args.semaphore_name(name)
-
-    def __repr__(self) -> str:
-        return f"<Semaphore {self.name!r} of session {self.session.id}>"
 
     async def create(self, limit: int, data: Data = b"", *, exist_ok: bool = False) -> None:
         """Create the semaphore with ``limit`` tokens.
@@ -74,9 +67,7 @@ class Semaphore:
             LimitExceededError: ``count`` exceeds the limit, or the queue is full.
             InvalidArgumentError: at once (before the await), naming a bad argument.
         """
-        return self.session.acquire(
-            self.name, count, data=data, timeout=timeout, ephemeral=ephemeral
-        )
+        return open_lease(self.session, self.name, count, data, timeout, ephemeral, Lease)
 
     async def try_acquire(
         self, count: int = 1, *, data: Data = b"", ephemeral: bool = False

@@ -23,7 +23,7 @@ from tenure.client._counter import Counter
 from tenure.client._election import Election
 from tenure.client._group import DEFAULT_MAX_GROUP_MEMBERS, Group
 from tenure.client._latch import Latch
-from tenure.client._lease import Lease
+from tenure.client._lease import Lease, open_lease
 from tenure.client._lock_all import HeldLocks
 from tenure.client._loss import CancelOnLoss, Guarded
 from tenure.client._mutex import Mutex
@@ -34,7 +34,6 @@ from tenure.client._semaphore import Semaphore
 from tenure.client._session_holds import SessionHolds
 from tenure.client._ttl import Watchdog
 from tenure.errors import (
-    InvalidArgumentError,
     LostError,
     SessionClosedError,
     SessionExpiredError,
@@ -342,15 +341,7 @@ class Session(SessionHolds, Guarded):
             LimitExceededError: ``count`` exceeds the limit, or the queue is full.
             DeadlockError: waiting would close a deadlock (nothing is held or queued).
         """
-        name = _args.semaphore_name(name)
-        count = _args.count(count)
-        owner_data = _args.as_data(data)
-        timeout = _args.timeout(timeout)
-        ephemeral = _args.flag("ephemeral", ephemeral)
-        if not (isinstance(kind, type) and issubclass(kind, Lease)):
-            raise InvalidArgumentError(f"kind must be a Lease subclass, got {kind!r}")
-
-        return Opening(partial(self._acquire, kind, name, count, owner_data, timeout, ephemeral))
+        return open_lease(self, name, count, data, timeout, ephemeral, kind)
 
 
 @final

@@ -7,19 +7,12 @@ from tenure.client import LeaderState
 from tenure.client._args import Data
 from tenure.sync._calls import opened
 from tenure.sync._leases import Leadership, RecipeSession
+from tenure.sync._recipe import SyncRecipe
 from tenure.sync._stream import Stream, same
 
 
-class Election:
+class Election(SyncRecipe[RecipeSession, aio.Election]):
     """The election ``name`` (see :class:`tenure.Election`)."""
-
-    def __init__(self, session: RecipeSession, election: aio.Election) -> None:
-        self.session = session
-        self.name = election.name
-        self._election = election
-
-    def __repr__(self) -> str:
-        return f"<sync Election {self.name!r} of session {self.session.id}>"
 
     def campaign(self, data: Data = b"", *, timeout: float | None = None) -> Leadership:
         """Wait to become leader with ``data``; plain, or ``with`` (resigns at the end).
@@ -28,7 +21,7 @@ class Election:
             TimeoutError: not leader within ``timeout``.
         """
         return self.session._portal.call(
-            opened, lambda: self._election.campaign(data, timeout=timeout), self._wrap
+            opened, lambda: self._recipe.campaign(data, timeout=timeout), self._wrap
         )
 
     def _wrap(self, leadership: aio.Leadership) -> Leadership:
@@ -36,8 +29,8 @@ class Election:
 
     def leader(self) -> LeaderState | None:
         """The current leader, or None when nobody leads."""
-        return self.session._portal.call(self._election.leader)
+        return self.session._portal.call(self._recipe.leader)
 
     def observe(self) -> Stream[LeaderState]:
         """The leader state now, then on every change of leader or data."""
-        return Stream(self.session._portal, self._election.observe(), same)
+        return Stream(self.session._portal, self._recipe.observe(), same)

@@ -7,8 +7,9 @@ from tenure.client import GroupView, PartitionView
 from tenure.client._args import Data
 from tenure.errors import PreconditionFailedError
 from tenure.sync._calls import now, opened
-from tenure.sync._held import Held
+from tenure.sync._held import Held, end_block
 from tenure.sync._leases import LeaseSession
+from tenure.sync._recipe import SyncRecipe
 from tenure.sync._stream import Stream, same
 
 
@@ -57,12 +58,7 @@ class GroupMember(Held):
 
     def _finish(self) -> None:
         if not self.ended:
-            self._portal.call(self._leave)
-
-    async def _leave(self) -> None:
-        waiting = self._member._end_block()
-        if waiting is not None:
-            await waiting
+            self._portal.call(end_block, self._member)
 
 
 class Partition(Held):
@@ -131,25 +127,20 @@ class Partition(Held):
         self.member._finish()
 
 
-class Group:
+class Group(SyncRecipe[LeaseSession, aio.Group]):
     """The group ``name`` (see :class:`tenure.Group`): members with data, and partitions."""
 
     def __init__(self, session: LeaseSession, group: aio.Group) -> None:
-        self.session = session
-        self.name = group.name
+        super().__init__(session, group)
         self.max_members = group.max_members
-        self._group = group
-
-    def __repr__(self) -> str:
-        return f"<sync Group {self.name!r} of session {self.session.id}>"
 
     def create(self, *, exist_ok: bool = False) -> None:
         """Make the group with no members (see :meth:`tenure.Group.create`)."""
-        self.session._portal.call(self._group.create, exist_ok=exist_ok)
+        self.session._portal.call(self._recipe.create, exist_ok=exist_ok)
 
     def delete(self, *, force: bool = False) -> None:
         """Delete the group; with ``force`` even with members (they are lost)."""
-        self.session._portal.call(self._group.delete, force=force)
+        self.session._portal.call(self._recipe.delete, force=force)
 
     def join(self, member_id: str, data: Data = b"") -> GroupMember:
         """Join as ``member_id`` with ``data``; plain, or ``with`` (leaves at the end).
@@ -159,7 +150,7 @@ class Group:
             LimitExceededError: the group has its most members (``max_members``).
         """
         return self.session._portal.call(
-            opened, lambda: self._group.join(member_id, data), self._member
+            opened, lambda: self._recipe.join(member_id, data), self._member
         )
 
     def partition(self, member_id: str, *, weight: int | float = 1, data: Data = b"") -> Partition:
@@ -167,17 +158,17 @@ class Group:
         or ``with`` (leaves at the end). See :meth:`tenure.Group.partition`."""
         return self.session._portal.call(
             opened,
-            lambda: self._group.partition(member_id, weight=weight, data=data),
+            lambda: self._recipe.partition(member_id, weight=weight, data=data),
             self._partitioned,
         )
 
     def members(self) -> dict[str, bytes]:
         """Each member's id and data, in the order they joined."""
-        return self.session._portal.call(self._group.members)
+        return self.session._portal.call(self._recipe.members)
 
     def watch(self) -> Stream[GroupView]:
         """The members now, then after every change (see :meth:`tenure.Group.watch`)."""
-        return Stream(self.session._portal, self._group.watch(), same)
+        return Stream(self.session._portal, self._recipe.watch(), same)
 
     def _member(self, member: aio.GroupMember) -> GroupMember:
         return GroupMember(self.session, member)

@@ -17,7 +17,7 @@ from types import TracebackType
 from typing import Self, cast
 
 from tenure.client import EndSignal as AsyncEndSignal
-from tenure.client._loss import LossCallback, report_callback_error
+from tenure.client._loss import Guarded, LossCallback, report_callback_error
 from tenure.errors import LostError
 from tenure.sync._portal import Portal
 
@@ -183,6 +183,14 @@ class Held:
         self._finish()
         if exc_type is None:
             self.check()
+
+
+async def end_block(guarded: Guarded) -> None:
+    """What leaving ``guarded``'s ``async with`` does, awaited (on the portal's loop):
+    a sync held thing's ``with`` ends its async twin so."""
+    waiting = guarded._end_block()
+    if waiting is not None:
+        await waiting
 
 
 class ClosesOnExit:

@@ -7,7 +7,7 @@ from types import MappingProxyType
 
 from tenure import client as aio
 from tenure.errors import PreconditionFailedError
-from tenure.sync._held import Held
+from tenure.sync._held import Held, end_block
 from tenure.sync._leases import LeaseSession, Lock
 
 
@@ -50,10 +50,4 @@ class HeldLocks(Held):
 
     def _finish(self) -> None:
         if not self.ended:
-            self._portal.call(self._leave)
-
-    async def _leave(self) -> None:
-        """What leaving ``async with`` does, awaited (on the portal's loop)."""
-        waiting = self._held._end_block()
-        if waiting is not None:
-            await waiting
+            self._portal.call(end_block, self._held)

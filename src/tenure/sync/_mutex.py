@@ -11,9 +11,10 @@ from tenure.client._args import Data
 from tenure.client._caller import ThreadCaller, this_thread
 from tenure.sync._calls import opened, opened_or_none
 from tenure.sync._leases import Lock, RecipeSession
+from tenure.sync._recipe import SyncRecipe
 
 
-class Mutex:
+class Mutex(SyncRecipe[RecipeSession, aio.Mutex]):
     """A named mutex (see :class:`tenure.Mutex`); ``with session.mutex("job") as lock:``.
 
     Waiters are served in arrival order, across threads, sessions and processes.
@@ -23,20 +24,15 @@ class Mutex:
     """
 
     def __init__(self, session: RecipeSession, mutex: aio.Mutex) -> None:
-        self.session = session
-        self.name = mutex.name
+        super().__init__(session, mutex)
         #: Whether the thread that holds it may acquire it again, nested.
         self.reentrant = mutex.reentrant
         #: The most acquisitions one thread may nest (None: not reentrant).
         self.max_depth = mutex.max_depth
-        self._mutex = mutex
         self._guard = threading.Lock()
         # Each thread's open blocks, innermost last (by thread object: a new thread may
         # reuse an ended one's ident, and must not exit the blocks it left open).
         self._entered: dict[ThreadCaller, list[Lock]] = {}
-
-    def __repr__(self) -> str:
-        return f"<sync Mutex {self.name!r} of session {self.session.id}>"
 
     def lock(self, *, timeout: float | None = None, data: Data = b"") -> Lock:
         """Wait for the lock (``timeout`` seconds at most); use the Lock plain or in ``with``.
@@ -45,18 +41,18 @@ class Mutex:
             TimeoutError: not held within ``timeout``.
         """
         return self.session._portal.call(
-            opened, lambda: self._mutex.lock(timeout=timeout, data=data), self._wrap
+            opened, lambda: self._recipe.lock(timeout=timeout, data=data), self._wrap
         )
 
     def try_lock(self, *, data: Data = b"") -> Lock | None:
         """Take the lock if it is free right now, else return None."""
         return self.session._portal.call(
-            opened_or_none, lambda: self._mutex.try_lock(data=data), self._wrap
+            opened_or_none, lambda: self._recipe.try_lock(data=data), self._wrap
         )
 
     def describe(self) -> MutexDescription:
         """Held or not, by whom, and who waits (see :meth:`tenure.Mutex.describe`)."""
-        return self.session._portal.call(self._mutex.describe)
+        return self.session._portal.call(self._recipe.describe)
 
     def _wrap(self, lock: aio.Lock) -> Lock:
         return self.session._track(Lock(self.session, lock))

@@ -7,22 +7,15 @@ from tenure._core.values import RWLockDescription
 from tenure.client._args import Data
 from tenure.sync._calls import opened, opened_or_none
 from tenure.sync._leases import ReadLock, RecipeSession, WriteLock
+from tenure.sync._recipe import SyncRecipe
 
 
-class RWLock:
+class RWLock(SyncRecipe[RecipeSession, aio.RWLock]):
     """A named readers-writer lock (see :class:`tenure.RWLock`).
 
     Readers share it, a writer holds it alone; both wait in one queue, in arrival
     order, across threads, sessions and processes.
     """
-
-    def __init__(self, session: RecipeSession, rwlock: aio.RWLock) -> None:
-        self.session = session
-        self.name = rwlock.name
-        self._rwlock = rwlock
-
-    def __repr__(self) -> str:
-        return f"<sync RWLock {self.name!r} of session {self.session.id}>"
 
     def read(self, *, timeout: float | None = None, data: Data = b"") -> ReadLock:
         """Wait for a reader's share (``timeout`` seconds at most); plain or in ``with``.
@@ -31,7 +24,7 @@ class RWLock:
             TimeoutError: not held within ``timeout``.
         """
         return self.session._portal.call(
-            opened, lambda: self._rwlock.read(timeout=timeout, data=data), self._reader
+            opened, lambda: self._recipe.read(timeout=timeout, data=data), self._reader
         )
 
     def write(self, *, timeout: float | None = None, data: Data = b"") -> WriteLock:
@@ -41,24 +34,24 @@ class RWLock:
             TimeoutError: not held within ``timeout``.
         """
         return self.session._portal.call(
-            opened, lambda: self._rwlock.write(timeout=timeout, data=data), self._writer
+            opened, lambda: self._recipe.write(timeout=timeout, data=data), self._writer
         )
 
     def try_read(self, *, data: Data = b"") -> ReadLock | None:
         """A reader's share if it can be had right now, else None."""
         return self.session._portal.call(
-            opened_or_none, lambda: self._rwlock.try_read(data=data), self._reader
+            opened_or_none, lambda: self._recipe.try_read(data=data), self._reader
         )
 
     def try_write(self, *, data: Data = b"") -> WriteLock | None:
         """The whole lock if it is free right now, else None."""
         return self.session._portal.call(
-            opened_or_none, lambda: self._rwlock.try_write(data=data), self._writer
+            opened_or_none, lambda: self._recipe.try_write(data=data), self._writer
         )
 
     def describe(self) -> RWLockDescription:
         """Who reads, who writes, who waits (see :meth:`tenure.RWLock.describe`)."""
-        return self.session._portal.call(self._rwlock.describe)
+        return self.session._portal.call(self._recipe.describe)
 
     def _reader(self, lease: aio.ReadLock) -> ReadLock:
         return self.session._track(ReadLock(self.session, lease))

@@ -7,23 +7,16 @@ from tenure._core.values import SemaphoreDescription
 from tenure.client._args import Data
 from tenure.sync._calls import opened, opened_or_none
 from tenure.sync._leases import Lease, RecipeSession
+from tenure.sync._recipe import SyncRecipe
 from tenure.sync._stream import Stream, same
 
 
-class Semaphore:
+class Semaphore(SyncRecipe[RecipeSession, aio.Semaphore]):
     """A named counting semaphore (see :class:`tenure.Semaphore`); acquires are FIFO."""
-
-    def __init__(self, session: RecipeSession, semaphore: aio.Semaphore) -> None:
-        self.session = session
-        self.name = semaphore.name
-        self._semaphore = semaphore
-
-    def __repr__(self) -> str:
-        return f"<sync Semaphore {self.name!r} of session {self.session.id}>"
 
     def create(self, limit: int, data: Data = b"", *, exist_ok: bool = False) -> None:
         """Create the semaphore (see :meth:`tenure.Semaphore.create`)."""
-        self.session._portal.call(self._semaphore.create, limit, data, exist_ok=exist_ok)
+        self.session._portal.call(self._recipe.create, limit, data, exist_ok=exist_ok)
 
     def acquire(
         self,
@@ -42,7 +35,7 @@ class Semaphore:
         """
         return self.session._portal.call(
             opened,
-            lambda: self._semaphore.acquire(count, data=data, timeout=timeout, ephemeral=ephemeral),
+            lambda: self._recipe.acquire(count, data=data, timeout=timeout, ephemeral=ephemeral),
             self._wrap,
         )
 
@@ -52,7 +45,7 @@ class Semaphore:
         """Take ``count`` tokens if they are free right now, else return None."""
         return self.session._portal.call(
             opened_or_none,
-            lambda: self._semaphore.try_acquire(count, data=data, ephemeral=ephemeral),
+            lambda: self._recipe.try_acquire(count, data=data, ephemeral=ephemeral),
             self._wrap,
         )
 
@@ -61,20 +54,20 @@ class Semaphore:
 
     def describe(self, *, owners: bool = False, waiters: bool = False) -> SemaphoreDescription:
         """The semaphore's limit, count and data, and its owners and waiters if asked."""
-        return self.session._portal.call(self._semaphore.describe, owners=owners, waiters=waiters)
+        return self.session._portal.call(self._recipe.describe, owners=owners, waiters=waiters)
 
     def update(self, data: Data) -> None:
         """Replace the semaphore's data."""
-        self.session._portal.call(self._semaphore.update, data)
+        self.session._portal.call(self._recipe.update, data)
 
     def compare_and_set(self, expected: Data, data: Data) -> bool:
         """Replace the data with ``data`` if it is ``expected`` now, atomically; whether
         it did (see :meth:`tenure.Semaphore.compare_and_set`)."""
-        return self.session._portal.call(self._semaphore.compare_and_set, expected, data)
+        return self.session._portal.call(self._recipe.compare_and_set, expected, data)
 
     def delete(self, *, force: bool = False) -> None:
         """Delete the semaphore; with ``force``, even while held (its owners lose their leases)."""
-        self.session._portal.call(self._semaphore.delete, force=force)
+        self.session._portal.call(self._recipe.delete, force=force)
 
     def watch(
         self, *, data: bool = False, owners: bool = False, waiters: bool = False
@@ -86,6 +79,6 @@ class Semaphore:
         """
         return Stream(
             self.session._portal,
-            self._semaphore.watch(data=data, owners=owners, waiters=waiters),
+            self._recipe.watch(data=data, owners=owners, waiters=waiters),
             same,
         )

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 import tenure
+from tenure.backends import SessionTicket
 from tenure.backends.redis import RedisBackend
 from tenure.errors import (
     NotFoundError,
@@ -175,8 +176,8 @@ async def test_a_resume_withdraws_a_waiting_set_whole_and_forgets_it(place: Plac
         await wait_for_waiters(blocker, "a", 1)
         backend = new.backend
         assert isinstance(backend, RedisBackend)
-        secret = store_of(session).secret().hex()
-        resumed = await backend.resume_session("n", session.id, secret, Heard())
+        ticket = SessionTicket("redis", "n", session.id, store_of(session).secret())
+        resumed = await backend.resume_session("n", ticket, Heard())
         assert await waiters(blocker, "a") == []
         assert await waiters(blocker, "b") == []
         assert await place.sets() == 0

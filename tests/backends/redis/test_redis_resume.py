@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 import tenure
+from tenure.backends import SessionTicket
 from tenure.backends._session import StoreSession
 from tenure.backends.redis import RedisBackend
 from tenure.backends.redis._store import RedisStore
@@ -14,13 +15,18 @@ from tenure.errors import SessionExpiredError
 from tests.backends.listeners import Heard
 
 
-def _parts(client: tenure.Client, session: tenure.Session) -> tuple[RedisBackend, str]:
-    """The client's Redis backend, and the session's secret (hex, as Redis keeps it)."""
+def _parts(client: tenure.Client, session: tenure.Session) -> tuple[RedisBackend, bytes]:
+    """The client's Redis backend, and the session's secret."""
     backend, inner = client.backend, session._backend
     assert isinstance(backend, RedisBackend)
     assert isinstance(inner, StoreSession)
     assert isinstance(inner.store, RedisStore)
-    return backend, inner.store.secret().hex()
+    return backend, inner.store.secret()
+
+
+def _ticket(session: tenure.Session, secret: bytes) -> SessionTicket:
+    """A ticket of ``session`` on node ``n`` with ``secret`` (its own, or a wrong one)."""
+    return SessionTicket("redis", "n", session.id, secret)
 
 
 async def test_a_resume_keeps_the_holds_withdraws_the_waits_and_fences_the_old_client(
@@ -40,7 +46,7 @@ async def test_a_resume_keeps_the_holds_withdraws_the_waits_and_fences_the_old_c
         _, secret = _parts(old, session)
         backend, _ = _parts(new, blocker)
         heard = Heard()
-        resumed = await backend.resume_session("n", session.id, secret, heard)
+        resumed = await backend.resume_session("n", _ticket(session, secret), heard)
         taken_back = await resumed.holds()
         assert [(h.name, h.grant.token, h.data) for h in taken_back] == [("m", lock.token, b"mine")]
         waiters = (await blocker.semaphore("busy").describe(waiters=True)).waiters
@@ -67,7 +73,7 @@ async def test_a_wrong_secret_or_an_ended_session_cannot_be_resumed(redis_url: s
         session = await client.session("n")
         backend, secret = _parts(client, session)
         with pytest.raises(SessionExpiredError, match="secret is wrong"):
-            await backend.resume_session("n", session.id, "00" * 16, Heard())
+            await backend.resume_session("n", _ticket(session, bytes(16)), Heard())
         await session.close()
         with pytest.raises(SessionExpiredError, match="cannot be resumed"):
-            await backend.resume_session("n", session.id, secret, Heard())
+            await backend.resume_session("n", _ticket(session, secret), Heard())

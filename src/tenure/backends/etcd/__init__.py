@@ -49,7 +49,8 @@ tenure.backends._engine or tenure._core.engine.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from typing import Any, ClassVar, Final
 
 from aetcd.rpc import rpc_pb2
@@ -57,8 +58,6 @@ from aetcd.rpc import rpc_pb2
 from tenure._core.claims import check_claim_id
 from tenure._core.stored_config import config_to_stored
 from tenure._core.values import (
-    NO_IDENTITY,
-    ClientIdentity,
     NodeConfig,
     NodeDescription,
     check_description,
@@ -76,7 +75,8 @@ from tenure._etcd.requests import (
     put,
 )
 from tenure._etcd.streams import KeepAlive, WatchHub
-from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
+from tenure.backends._base import Capability, SessionListener, SessionTicket
+from tenure.backends._opener import NewSession, SessionFactory
 from tenure.backends._session import StoreSession
 from tenure.backends._store_listing import ListingModule, StoreListings
 from tenure.backends._turns import Turns
@@ -91,7 +91,6 @@ from tenure.backends.etcd._store import EtcdStore
 from tenure.backends.etcd._url import parse_url
 from tenure.errors import (
     AlreadyExistsError,
-    ClientClosedError,
     InvalidArgumentError,
     NotFoundError,
     PreconditionFailedError,
@@ -133,8 +132,10 @@ def _config_value(config: NodeConfig) -> bytes:
     return encode(config_to_stored(config))
 
 
-class EtcdBackend(StoreListings):
+class EtcdBackend(StoreListings, SessionFactory):
     """A backend whose state lives in etcd."""
+
+    scheme: ClassVar[str] = "etcd"
 
     listing: ClassVar[ListingModule] = _listing  # its listings (StoreListings)
 
@@ -288,51 +289,39 @@ class EtcdBackend(StoreListings):
                 local.session.dropped()
             await revoke(self.conn, sid)
 
-    async def open_session(
-        self,
-        node: str,
-        *,
-        timeout: float | None,
-        description: str,
-        listener: SessionListener,
-        resume: SessionTicket | None = None,
-        identity: ClientIdentity = NO_IDENTITY,
-    ) -> StoreSession:
-        """Open a session: grant a lease, put the session's record on it.
+    async def create_session(self, asked: NewSession, listener: SessionListener) -> StoreSession:
+        """Open a session: grant a lease, put the session's record on it."""
+        check_description(asked.description)
+        check_identity(asked.identity)
+        return await self._open_in_view(
+            asked.node, listener, partial(open_new, self.conn, self.layout, asked)
+        )
 
-        With ``resume``, take the ticket's live session back instead
-        (:mod:`tenure.backends.etcd._resume`).
-        """
-        if self._closed:
-            raise ClientClosedError("the client is closed")
-        if resume is not None:
-            check_ticket(resume, "etcd", node)
-        else:
-            check_description(description)
-            check_identity(identity)
+    async def resume_session(
+        self, node: str, ticket: SessionTicket, listener: SessionListener
+    ) -> StoreSession:
+        """Take the ticket's live session back (:mod:`tenure.backends.etcd._resume`)."""
+        take = partial(_resume.take, self.conn, self.layout, self.keepalive, node, ticket=ticket)
+        session = await self._open_in_view(node, listener, take)
+        store = session.store
+        assert isinstance(store, EtcdStore)
+        try:
+            session.adopt(await store.holding.take_back())
+        except BaseException:
+            await session.close()
+            raise
+        return session
+
+    async def _open_in_view(
+        self, node: str, listener: SessionListener, opening: Callable[[NodeView], Awaitable[Opened]]
+    ) -> StoreSession:
         view = await self.view(node)
         try:
-            if resume is None:
-                opened = await open_new(
-                    self.conn, self.layout, node, view, timeout, description, identity
-                )
-            else:
-                opened = await _resume.take(
-                    self.conn, self.layout, self.keepalive, node, view, resume
-                )
+            opened = await opening(view)
         except BaseException:
             self.release_view(view)  # (once made, the session releases it as it ends)
             raise
-        session = self._opened(opened, view, listener)
-        if resume is not None:
-            store = session.store
-            assert isinstance(store, EtcdStore)
-            try:
-                session.adopt(await store.holding.take_back())
-            except BaseException:
-                await session.close()
-                raise
-        return session
+        return self._opened(opened, view, listener)
 
     def _opened(self, opened: Opened, view: NodeView, listener: SessionListener) -> StoreSession:
         store = EtcdStore(self, opened.record, opened.ttl, view, confirmed_at=opened.confirmed_at)

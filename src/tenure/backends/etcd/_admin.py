@@ -81,28 +81,22 @@ class Admin:
 
     async def update_semaphore(self, name: str, data: bytes) -> None:
         """See :meth:`tenure.backends._base.BackendSession.update_semaphore`."""
-        s = self._store
-        config = await s.sender.config()
-        data = check_data("semaphore data", data, config.max_data_size)
-        while True:
-            state = await s.sender.read(name)
-            if not state.exists:
-                raise NotFoundError(f"semaphore {name!r} does not exist")
-            if not state.record:
-                raise PreconditionFailedError(
-                    f"semaphore {name!r} is ephemeral: etcd:// keeps no data for it"
-                )
-            record = s.keys.layout.record(s.keys.node, name)
-            value = encode({"limit": state.limit, "data": data})
-            reply = await s.sender.txn(
-                [compare_create(record, state.record)], [put(record, value)], []
-            )
-            if reply.succeeded:
-                return
+        await self._put_data(name, data, None)
 
     async def swap_semaphore_data(self, name: str, expected: bytes, data: bytes) -> bool:
         """See :meth:`tenure.backends._base.BackendSession.swap_semaphore_data`: one Txn
         that puts the record only if its mod_revision is the one whose data was read."""
+        return await self._put_data(name, data, expected)
+
+    async def _put_data(self, name: str, data: bytes, expected: bytes | None) -> bool:
+        """Put ``data`` in the semaphore's record, if its data is ``expected`` now (None:
+        whatever it is); whether it did.
+
+        The Txn compares the record's create_revision (an update: the same record) or,
+        to swap, its mod_revision (the data compared is the data replaced). A record
+        that changed since it was read (its data, its limit, or it went) is read again,
+        and its data compared as it is now.
+        """
         s = self._store
         config = await s.sender.config()
         data = check_data("semaphore data", data, config.max_data_size)
@@ -114,17 +108,17 @@ class Admin:
                 raise PreconditionFailedError(
                     f"semaphore {name!r} is ephemeral: etcd:// keeps no data for it"
                 )
-            if state.data != expected:
+            if expected is not None and state.data != expected:
                 return False
             record = s.keys.layout.record(s.keys.node, name)
             value = encode({"limit": state.limit, "data": data})
-            reply = await s.sender.txn(
-                [compare_mod(record, state.record_mod)], [put(record, value)], []
-            )
+            if expected is None:
+                compare = compare_create(record, state.record)
+            else:
+                compare = compare_mod(record, state.record_mod)
+            reply = await s.sender.txn([compare], [put(record, value)], [])
             if reply.succeeded:
                 return True
-            # The record changed since it was read (its data, its limit, or it went):
-            # read again, and compare the data as it is now.
 
     async def reserve_units(
         self, name: str, count: float, max_wait: float | None

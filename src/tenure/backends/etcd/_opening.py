@@ -18,9 +18,9 @@ from typing import Final, NamedTuple
 
 from aetcd.rpc import rpc_pb2
 
-from tenure._core.values import ClientIdentity
 from tenure._etcd.client import EtcdClient, LeaseNotFoundError
 from tenure._etcd.requests import compare_mod, get, get_prefix, put
+from tenure.backends._opener import NewSession
 from tenure.backends.etcd._keys import Layout
 from tenure.backends.etcd._node import NodeView
 from tenure.backends.etcd._record import SessionRecord
@@ -52,17 +52,11 @@ async def revoke(conn: EtcdClient, lease_id: int) -> None:
         await conn.lease_call("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=lease_id))
 
 
-async def open_new(
-    conn: EtcdClient,
-    layout: Layout,
-    node: str,
-    view: NodeView,
-    timeout: float | None,
-    description: str,
-    identity: ClientIdentity,
-) -> Opened:
-    """Open a new session on ``node``: grant a lease, put the session's record on it
-    (and count the node's sessions at the same revision, for max_sessions)."""
+async def open_new(conn: EtcdClient, layout: Layout, asked: NewSession, view: NodeView) -> Opened:
+    """Open the session ``asked`` for on its node (``view``): grant a lease, put the
+    session's record on it (and count the node's sessions at the same revision, for
+    max_sessions)."""
+    node, timeout = asked.node, asked.timeout
     sessions, config_key = layout.sessions(node), layout.config(node)
     secret, owner = secrets.token_bytes(16), secrets.token_bytes(8)
     created_at = time.time()
@@ -88,9 +82,9 @@ async def open_new(
                 node_rev=view.node_rev,
                 secret=secret,
                 owner_id=owner,
-                description=description,
+                description=asked.description,
                 window=window,
-                identity=identity,
+                identity=asked.identity,
                 created_at=created_at,
             )
             # Put the record and count the node's sessions with it, at one revision:

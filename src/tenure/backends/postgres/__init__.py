@@ -56,15 +56,14 @@ from psycopg_pool import AsyncConnectionPool
 from tenure._core.claims import check_claim_id
 from tenure._core.stored_config import config_to_stored, current_names
 from tenure._core.values import (
-    NO_IDENTITY,
-    ClientIdentity,
     NodeConfig,
     NodeDescription,
     check_description,
     check_identity,
     check_name,
 )
-from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
+from tenure.backends._base import Capability, SessionListener, SessionTicket
+from tenure.backends._opener import NewSession, SessionFactory
 from tenure.backends._session import StoreSession
 from tenure.backends._store_listing import ListingModule, StoreListings
 from tenure.backends._turns import Turns
@@ -77,7 +76,6 @@ from tenure.backends.postgres._reclaim import check_pooled, configure_reclaim, r
 from tenure.backends.postgres._store import PgStore
 from tenure.backends.postgres._url import PgOptions, parse_url
 from tenure.errors import (
-    ClientClosedError,
     InvalidArgumentError,
     SessionExpiredError,
     TenureError,
@@ -122,8 +120,10 @@ def config_of(value: Mapping[str, Any]) -> NodeConfig:
     return NodeConfig(**fields)
 
 
-class PgBackend(StoreListings):
+class PgBackend(StoreListings, SessionFactory):
     """A backend whose state lives in PostgreSQL (module docstring)."""
+
+    scheme: ClassVar[str] = SCHEME
 
     listing: ClassVar[ListingModule] = _listing  # its listings (StoreListings)
 
@@ -217,24 +217,10 @@ class PgBackend(StoreListings):
             if store.node == name:
                 store.session.dropped()
 
-    async def open_session(
-        self,
-        node: str,
-        *,
-        timeout: float | None,
-        description: str,
-        listener: SessionListener,
-        resume: SessionTicket | None = None,
-        identity: ClientIdentity = NO_IDENTITY,
-    ) -> StoreSession:
-        """Open a session: its row, its heartbeat, its node's channel; or, with
-        ``resume``, take the ticket's live session back (``resume_session``: its
-        fence bumped, its waits withdrawn, its holds kept)."""
-        if self._closed:
-            raise ClientClosedError("the client is closed")
-        if resume is not None:
-            check_ticket(resume, SCHEME, node)
-            return await self._resume(node, resume, listener)
+    async def create_session(self, asked: NewSession, listener: SessionListener) -> StoreSession:
+        """Open a session: its row, its heartbeat, its node's channel."""
+        node, timeout = asked.node, asked.timeout
+        description, identity = asked.description, asked.identity
         check_description(description)
         check_identity(identity)
         await self.listener.listen(node)
@@ -274,9 +260,11 @@ class PgBackend(StoreListings):
         self.sessions[store.sid] = store
         return session
 
-    async def _resume(
+    async def resume_session(
         self, node: str, ticket: SessionTicket, listener: SessionListener
     ) -> StoreSession:
+        """Take the ticket's live session back (``resume_session``: its fence bumped,
+        its waits withdrawn, its holds kept)."""
         await self.listener.listen(node)
         self.reaper.add(node)
         try:

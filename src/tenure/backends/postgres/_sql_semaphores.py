@@ -284,27 +284,9 @@ BEGIN
     PERFORM pg_notify(channel(s.node), 's' || p_name);
 END $$;
 
-CREATE OR REPLACE FUNCTION @S.update_semaphore(
-    p_sid bigint, p_secret bytea, p_seq int, p_name text, p_data bytea
-) RETURNS void LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
-DECLARE
-    s sessions := live(p_sid, p_secret, p_seq);
-    old bytea;
-BEGIN
-    SELECT data INTO old FROM semaphores WHERE node = s.node AND name = p_name FOR UPDATE;
-    IF NOT FOUND THEN
-        PERFORM fail('TN404', format('semaphore %L does not exist', p_name));
-    END IF;
-    PERFORM check_data('semaphore data', p_data, s.node);
-    IF old <> p_data THEN
-        UPDATE semaphores SET data = p_data WHERE node = s.node AND name = p_name;
-        PERFORM pg_notify(channel(s.node), 's' || p_name);
-    END IF;
-END $$;
-
--- Compare and swap: replace the data only if it is p_expected now (the row locked
--- FOR UPDATE, so no other change comes between the compare and the write); whether
--- it did.
+-- Compare and swap: replace the data only if it is p_expected now (NULL: whatever it
+-- is; the row locked FOR UPDATE, so no other change comes between the compare and the
+-- write); whether it did.
 CREATE OR REPLACE FUNCTION @S.swap_semaphore_data(
     p_sid bigint, p_secret bytea, p_seq int, p_name text, p_expected bytea, p_data bytea
 ) RETURNS boolean LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
@@ -317,7 +299,7 @@ BEGIN
         PERFORM fail('TN404', format('semaphore %L does not exist', p_name));
     END IF;
     PERFORM check_data('semaphore data', p_data, s.node);
-    IF old <> p_expected THEN
+    IF p_expected IS NOT NULL AND old <> p_expected THEN
         RETURN false;
     END IF;
     IF old <> p_data THEN
@@ -325,6 +307,14 @@ BEGIN
         PERFORM pg_notify(channel(s.node), 's' || p_name);
     END IF;
     RETURN true;
+END $$;
+
+-- Replace the data, whatever it is: the swap without its compare.
+CREATE OR REPLACE FUNCTION @S.update_semaphore(
+    p_sid bigint, p_secret bytea, p_seq int, p_name text, p_data bytea
+) RETURNS void LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
+BEGIN
+    PERFORM swap_semaphore_data(p_sid, p_secret, p_seq, p_name, NULL, p_data);
 END $$;
 
 -- Delete a semaphore; forced, its waiters end with NotFound and its owners lose

@@ -48,8 +48,6 @@ from redis import exceptions as rexc
 from tenure._core.claims import check_claim_id
 from tenure._core.values import (
     MAX_RECOVERY_WINDOW,
-    NO_IDENTITY,
-    ClientIdentity,
     NodeConfig,
     NodeDescription,
     check_description,
@@ -57,7 +55,8 @@ from tenure._core.values import (
     check_identity,
     check_name,
 )
-from tenure.backends._base import Capability, SessionListener, SessionTicket, check_ticket
+from tenure.backends._base import Capability, SessionListener, SessionTicket
+from tenure.backends._opener import NewSession, SessionFactory
 from tenure.backends._session import StoreSession
 from tenure.backends._store_listing import ListingModule, StoreListings
 from tenure.backends._turns import Turns
@@ -69,7 +68,6 @@ from tenure.backends.redis._store import RedisStore
 from tenure.backends.redis._url import parse_url
 from tenure.errors import (
     AuthenticationError,
-    ClientClosedError,
     InvalidArgumentError,
     NotFoundError,
     PermissionDeniedError,
@@ -111,8 +109,10 @@ def node_base(prefix: str, node: str) -> str:
     return f"{prefix}{{{escaped}}}:"
 
 
-class RedisBackend(StoreListings):
+class RedisBackend(StoreListings, SessionFactory):
     """A backend whose state lives in Redis (module docstring)."""
+
+    scheme: ClassVar[str] = "redis"
 
     listing: ClassVar[ListingModule] = _listing  # its listings (StoreListings)
 
@@ -228,26 +228,10 @@ class RedisBackend(StoreListings):
 
     # -- sessions --------------------------------------------------------------------
 
-    async def open_session(
-        self,
-        node: str,
-        *,
-        timeout: float | None,
-        description: str,
-        listener: SessionListener,
-        resume: SessionTicket | None = None,
-        identity: ClientIdentity = NO_IDENTITY,
-    ) -> StoreSession:
-        """Open a session: its record, with a secret only this client knows.
-
-        With ``resume``, take the ticket's live session back instead
-        (:meth:`resume_session`).
-        """
-        if self._closed:
-            raise ClientClosedError("the client is closed")
-        if resume is not None:
-            check_ticket(resume, "redis", node)
-            return await self.resume_session(node, resume.session_id, resume.secret.hex(), listener)
+    async def create_session(self, asked: NewSession, listener: SessionListener) -> StoreSession:
+        """Open a session: its record, with a secret only this client knows."""
+        node, timeout = asked.node, asked.timeout
+        description, identity = asked.description, asked.identity
         base = self.base(node)
         check_description(description)
         check_identity(identity)
@@ -306,16 +290,15 @@ class RedisBackend(StoreListings):
         return session
 
     async def resume_session(
-        self, node: str, session_id: int, secret: str, listener: SessionListener
+        self, node: str, ticket: SessionTicket, listener: SessionListener
     ) -> StoreSession:
-        """Take back the live session ``session_id`` of ``node`` by its ``secret``.
+        """Take back the live session the ticket names, by its secret.
 
         Its holds stay with their tokens (:meth:`RedisStore.taken_back`), its queued
         requests are withdrawn, and the client that had it is fenced off and told
         (``session_lost``). SessionExpiredError if it ended or the secret is wrong.
         """
-        if self._closed:
-            raise ClientClosedError("the client is closed")
+        session_id, secret = ticket.session_id, ticket.secret.hex()
         base = self.base(node)
         inbox = self.inbox(base)
         sent = asyncio.get_running_loop().time()

@@ -57,6 +57,7 @@ from tenure.server._observe import ServerObserver
 from tenure.server._reception import ListenError, Sockets
 from tenure.server._role import STANDBY
 from tenure.server._serve import Server
+from tenure.server._server_host import ServerHost
 
 if TYPE_CHECKING:  # the server extra: only with --http-port
     from tenure.server._http.endpoint import Endpoint
@@ -154,16 +155,7 @@ class ClusterMember:
         role.applied = lambda: follower.applied
         metrics = self._metrics()
         host = standby_host(self.config, follower.engine, role, metrics)
-        server = Server(
-            self.config,
-            host,
-            sockets,
-            self.instance_id,
-            observer=metrics,
-            role=role,
-            secret=self.secret,
-        )
-        await self._start(server)
+        server = await self._start(host, sockets, role, metrics)
         follower.on_load = partial(setattr, host.host, "engine")  # (a reload: a new engine)
         try:
             while not self._stop.is_set():
@@ -249,16 +241,7 @@ class ClusterMember:
         role.lead(term)
         role.applied = lambda: appender.last_index
         host = leader_host(self.config, journal, engine, role, metrics)
-        server = Server(
-            self.config,
-            host,
-            sockets,
-            self.instance_id,
-            observer=metrics,
-            role=role,
-            secret=self.secret,
-        )
-        await self._start(server)
+        server = await self._start(host, sockets, role, metrics)
         fields: dict[str, object] = {"term": term, "index": index, "sessions": len(engine.sessions)}
         log.info("leading the cluster", extra={"event": "cluster_leading", "fields": fields})
         why = await self._while_leading(server, lease)
@@ -349,14 +332,28 @@ class ClusterMember:
     def _metrics(self) -> ServerObserver | None:
         return None if self.endpoint is None else self.endpoint.metrics
 
-    async def _start(self, server: Server) -> None:
-        """Start a term's server on the member's sockets.
+    async def _start(
+        self,
+        served: ServerHost,
+        sockets: Sockets,
+        role: ClusterRole,
+        metrics: ServerObserver | None,
+    ) -> Server:
+        """Start a term's server of ``served`` (its host) on the member's sockets; the server.
 
         Raises:
             ListenError: a listening face cannot bind its port.
         """
         first = self.server is None
-        self.server = server
+        server = self.server = Server(
+            self.config,
+            served,
+            sockets,
+            self.instance_id,
+            observer=metrics,
+            role=role,
+            secret=self.secret,
+        )
         try:
             host, port = await server.start()
         except OSError as error:
@@ -373,6 +370,7 @@ class ClusterMember:
                 "member": self._role().me.name,
             }
             log.info("listening", extra={"fields": fields})
+        return server
 
     async def _retrying(self, make: Callable[[], Awaitable[T]], what: str) -> T:
         """``make()`` until etcd answers it (the member waits for etcd, as a standby

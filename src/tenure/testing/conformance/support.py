@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import TypeVar
 
 import tenure
@@ -143,3 +144,19 @@ async def run_block(block: Callable[[Body], Awaitable[None]]) -> tuple[asyncio.T
     task = spawn(block(body))
     await within(body.entered.wait(), "the block to start")
     return task, body
+
+
+async def hold_in_block(
+    holding: AbstractAsyncContextManager[T],
+) -> tuple[asyncio.Task[None], Body, T]:
+    """Run ``async with holding as held: await body.run()`` in a task, until its body is
+    entered: the task, the body, and ``held`` (a session, a lease, a lock...)."""
+    entered: list[T] = []
+
+    async def block(body: Body) -> None:
+        async with holding as held:
+            entered.append(held)
+            await body.run()
+
+    task, body = await run_block(block)
+    return task, body, entered[0]

@@ -25,7 +25,7 @@ from tenure.errors import (
 from tenure.testing import FakeClock
 
 from .harness import Expire
-from .support import eventually, owners, spawn, wait_for_waiters, waiters, within
+from .support import eventually, hold_in_block, owners, spawn, wait_for_waiters, waiters, within
 
 ALL_OR_NONE = pytest.mark.requires(tenure.Capability.ALL_OR_NONE)
 
@@ -153,24 +153,14 @@ async def test_losing_the_session_cancels_the_block_and_frees_every_name(
 ) -> None:
     one = await client.session(node, recovery_window=15.0)
     two = await client2.session(node)
-    entered = asyncio.Event()
-    sets: list[tenure.HeldLocks] = []
-
-    async def block() -> None:
-        async with one.lock_all(["a", "b"]) as held:
-            sets.append(held)
-            entered.set()
-            await asyncio.Event().wait()
-
-    task = spawn(block())
-    await within(entered.wait())
+    task, _, lock_set = await hold_in_block(one.lock_all(["a", "b"]))
     waiting = spawn(two.lock_all(["b", "a"]))
     await wait_for_waiters(two, "a", 1)
     await expire(one)
     with pytest.raises(SessionExpiredError):
         await within(task)
     # Every lock of the set ended lost with the session (none "released" by the set).
-    for lock in sets[0].locks.values():
+    for lock in lock_set.locks.values():
         assert isinstance(lock.lost_reason, SessionExpiredError), lock
     held = await within(waiting)
     await held.release()

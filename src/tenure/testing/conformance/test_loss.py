@@ -21,7 +21,7 @@ from tenure.errors import (
 )
 
 from .harness import Expire
-from .support import Body, run_block, within
+from .support import Body, hold_in_block, run_block, within
 
 # -- each kind of holder --------------------------------------------------------------
 
@@ -29,23 +29,16 @@ from .support import Body, run_block, within
 async def test_session_loss_cancels_the_session_block(
     client: tenure.Client, node: str, expire: Expire
 ) -> None:
-    sessions: list[tenure.Session] = []
-
-    async def block(body: Body) -> None:
-        async with client.session(node, recovery_window=15.0) as session:
-            sessions.append(session)
-            await body.run()
-
-    task, body = await run_block(block)
-    await expire(sessions[0])
+    task, body, session = await hold_in_block(client.session(node, recovery_window=15.0))
+    await expire(session)
 
     with pytest.raises(SessionExpiredError) as raised:
         await within(task)
     assert not body.finished
     assert isinstance(raised.value.__cause__, asyncio.CancelledError)
-    assert sessions[0].lost_reason is not None
-    assert type(sessions[0].lost_reason) is SessionExpiredError
-    assert await sessions[0].lost is sessions[0].lost_reason
+    assert session.lost_reason is not None
+    assert type(session.lost_reason) is SessionExpiredError
+    assert await session.lost is session.lost_reason
 
 
 async def test_lease_loss_cancels_the_lease_block(
@@ -54,24 +47,17 @@ async def test_lease_loss_cancels_the_lease_block(
     session = await client.session(node)
     admin = await client2.session(node)
     await session.semaphore("pool").create(limit=2)
-    leases: list[tenure.Lease] = []
-
-    async def block(body: Body) -> None:
-        async with session.semaphore("pool").acquire(count=2) as lease:
-            leases.append(lease)
-            await body.run()
-
-    task, body = await run_block(block)
+    task, body, lease = await hold_in_block(session.semaphore("pool").acquire(count=2))
     await admin.semaphore("pool").delete(force=True)
 
     with pytest.raises(LeaseLostError) as raised:
         await within(task)
     assert type(raised.value) is LeaseLostError
     assert not body.finished
-    assert leases[0].lost_reason is not None
-    assert type(leases[0].lost_reason) is LeaseLostError
-    assert await leases[0].lost is leases[0].lost_reason
-    assert not leases[0].held
+    assert lease.lost_reason is not None
+    assert type(lease.lost_reason) is LeaseLostError
+    assert await lease.lost is lease.lost_reason
+    assert not lease.held
     assert session.lost_reason is None  # only the lease was lost
 
 
@@ -81,23 +67,16 @@ async def test_lock_loss_cancels_the_lock_block(
 ) -> None:
     session = await client.session(node)
     admin = await client2.session(node)
-    locks: list[tenure.Lock] = []
-
-    async def block(body: Body) -> None:
-        async with session.mutex("job") as lock:
-            locks.append(lock)
-            await body.run()
-
-    task, body = await run_block(block)
+    task, body, lock = await hold_in_block(session.mutex("job"))
     await admin.semaphore("job").delete(force=True)  # a mutex is a semaphore
 
     with pytest.raises(LeaseLostError):
         await within(task)
     assert not body.finished
-    assert isinstance(locks[0].lost_reason, LeaseLostError)
+    assert isinstance(lock.lost_reason, LeaseLostError)
     relock = await session.mutex("job").try_lock()  # the local turn was given back
     assert relock is not None
-    assert relock.token > locks[0].token
+    assert relock.token > lock.token
 
 
 async def test_leadership_loss_cancels_the_campaign_block(
@@ -105,21 +84,14 @@ async def test_leadership_loss_cancels_the_campaign_block(
 ) -> None:
     session = await client.session(node)
     admin = await client2.session(node)
-    leaderships: list[tenure.Leadership] = []
-
-    async def block(body: Body) -> None:
-        async with session.election("primary").campaign(b"me") as leadership:
-            leaderships.append(leadership)
-            await body.run()
-
-    task, body = await run_block(block)
+    task, body, leadership = await hold_in_block(session.election("primary").campaign(b"me"))
     await admin.semaphore("primary").delete(force=True)
 
     with pytest.raises(LeaderChangedError):
         await within(task)
     assert not body.finished
-    assert isinstance(leaderships[0].lost_reason, LeaderChangedError)
-    assert await leaderships[0].lost is leaderships[0].lost_reason
+    assert isinstance(leadership.lost_reason, LeaderChangedError)
+    assert await leadership.lost is leadership.lost_reason
     assert await session.election("primary").leader() is None
 
 
@@ -137,11 +109,7 @@ async def test_session_expiry_ends_every_holder_with_session_expired(
     else:
         held = await session.election("primary").campaign(b"me")
 
-    async def block(body: Body) -> None:
-        async with held:
-            await body.run()
-
-    task, body = await run_block(block)
+    task, body, _ = await hold_in_block(held)
     await expire(session)
 
     with pytest.raises(SessionExpiredError):  # not LeaderChangedError: the session went

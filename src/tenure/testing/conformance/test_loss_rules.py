@@ -21,7 +21,7 @@ from tenure.errors import (
 from tenure.testing import FakeClock
 
 from .harness import Expire
-from .support import Body, run_block, settle, spawn, wait_for_waiters, within
+from .support import Body, hold_in_block, run_block, settle, spawn, wait_for_waiters, within
 
 # -- what is and is not a loss --------------------------------------------------------
 
@@ -31,21 +31,14 @@ async def test_a_cancellation_from_elsewhere_stays_a_cancelled_error(
 ) -> None:
     session = await client.session(node)
     other = await client2.session(node)
-    locks: list[tenure.Lock] = []
-
-    async def block(body: Body) -> None:
-        async with session.mutex("job") as lock:
-            locks.append(lock)
-            await body.run()
-
-    task, _ = await run_block(block)
+    task, _, lock = await hold_in_block(session.mutex("job"))
     task.cancel()
 
     with pytest.raises(asyncio.CancelledError):
         await within(task)
-    assert locks[0].lost_reason is None  # released on the way out, not lost
-    assert await locks[0].lost is None
-    await locks[0].release()  # until the block's release is applied: then all see it
+    assert lock.lost_reason is None  # released on the way out, not lost
+    assert await lock.lost is None
+    await lock.release()  # until the block's release is applied: then all see it
     assert await other.mutex("job").try_lock() is not None
 
 
@@ -176,14 +169,7 @@ async def test_closing_the_client_tells_holders_session_closed(
 ) -> None:
     session = await client2.session(node)
     other = await client.session(node)
-    locks: list[tenure.Lock] = []
-
-    async def block(body: Body) -> None:
-        async with session.mutex("job") as lock:
-            locks.append(lock)
-            await body.run()
-
-    task, body = await run_block(block)
+    task, body, lock = await hold_in_block(session.mutex("job"))
     waiting = spawn(other.mutex("job").lock())
     await wait_for_waiters(other, "job", 1)
 
@@ -192,11 +178,11 @@ async def test_closing_the_client_tells_holders_session_closed(
     with pytest.raises(SessionClosedError):
         await within(task)
     assert not body.finished
-    assert isinstance(locks[0].lost_reason, SessionClosedError)
+    assert isinstance(lock.lost_reason, SessionClosedError)
     assert session.closed
     # Closed from outside (by its client), not by its own close(): a loss for it too.
     assert isinstance(session.lost_reason, SessionClosedError)
-    assert (await within(waiting)).token > locks[0].token
+    assert (await within(waiting)).token > lock.token
     with pytest.raises(SessionClosedError):
         await client2.session(node)
 
@@ -278,14 +264,7 @@ async def test_a_lease_not_renewed_within_its_ttl_is_lost(
     await client.alter_node(node, default_lease=10.0)
     session = await client.session(node)
     other = await client2.session(node)
-    locks: list[tenure.Lock] = []
-
-    async def block(body: Body) -> None:
-        async with session.mutex("job") as lock:
-            locks.append(lock)
-            await body.run()
-
-    task, body = await run_block(block)
+    task, body, lock = await hold_in_block(session.mutex("job"))
     waiting = spawn(other.mutex("job").lock())
     await wait_for_waiters(other, "job", 1)
 
@@ -294,9 +273,9 @@ async def test_a_lease_not_renewed_within_its_ttl_is_lost(
     with pytest.raises(LeaseLostError):
         await within(task)
     assert not body.finished
-    assert isinstance(locks[0].lost_reason, LeaseLostError)
+    assert isinstance(lock.lost_reason, LeaseLostError)
     assert session.lost_reason is None  # only the lease ran out, not the session
-    assert (await within(waiting)).token > locks[0].token
+    assert (await within(waiting)).token > lock.token
 
 
 async def test_closing_the_client_cancels_a_session_block(

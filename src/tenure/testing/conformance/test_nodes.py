@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 import tenure
@@ -16,7 +14,7 @@ from tenure.errors import (
 )
 
 from .harness import unique
-from .support import spawn, wait_for_waiters, within
+from .support import hold_in_block, spawn, wait_for_waiters, within
 
 
 async def test_create_node_with_settings_and_describe_it(client: tenure.Client) -> None:
@@ -135,15 +133,7 @@ async def test_drop_node_with_force_ends_its_sessions_and_their_holds(
     session = await client2.session(node)
     waiter = await client2.session(node)
     lock = await session.mutex("job").lock()
-    entered = asyncio.Event()
-
-    async def hold() -> None:
-        async with lock:
-            entered.set()
-            await asyncio.Event().wait()
-
-    holder = spawn(hold())
-    await within(entered.wait())
+    holder, _, _ = await hold_in_block(lock)
     waiting = spawn(waiter.mutex("job").lock())
     await wait_for_waiters(session, "job", 1)
 
