@@ -189,6 +189,12 @@ async def test_a_client_that_does_not_read_is_dropped_past_max_unread(
             break
         with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
             await session.stream.send(describe_semaphore={"req_id": req_id, "name": "s"})
+    # Nothing is read until the server says it dropped the stream: a client that read
+    # once it had sent would take what a slow server (a loaded machine) writes after.
+    for _ in range(int(WAIT / 0.01)):
+        if "does not read its replies" in small.process.output():
+            break
+        await asyncio.sleep(0.01)
     answers, code, details = await call_status(session.stream.call)
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert details == "the client does not read its answers"
