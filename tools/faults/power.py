@@ -75,7 +75,6 @@ def shim_env(
     *,
     torn: float = 0.0,
     writeback: float | None = None,
-    cut_in_sync: float = 0.0,
 ) -> dict[str, str]:
     """The server's environment for the shim: ``LD_PRELOAD`` and its variables."""
     env = {
@@ -87,8 +86,6 @@ def shim_env(
         env[TORN_VARIABLE] = str(torn)
     if writeback is not None:
         env[WRITEBACK_VARIABLE] = str(writeback)
-    if cut_in_sync:
-        env[CUT_IN_SYNC_VARIABLE] = str(cut_in_sync)
     return env
 
 
