@@ -256,7 +256,7 @@ async def test_a_state_moved_by_events_equals_a_fresh_read(etcd_url: str) -> Non
             # mark: other tests write to the same etcd, and the range's last change
             # may be a delete no read shows.
             moved, start = first, first.revision  # apply moves it in place
-            while True:
+            for _ in range(50):
                 try:
                     await asyncio.wait_for(watcher.wait(), 1)
                 except TimeoutError:
@@ -264,6 +264,8 @@ async def test_a_state_moved_by_events_equals_a_fresh_read(etcd_url: str) -> Non
                 events, reset = watcher.drain()
                 assert not reset
                 moved.apply(prefix, events)
+            else:
+                pytest.fail("the range never went quiet: 50 rounds of events after the changes")
             assert moved.revision > start
             at_events = await _read(backend, prefix, revision=moved.revision)
             assert _shape(moved) == _shape(at_events)
