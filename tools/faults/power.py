@@ -76,7 +76,11 @@ def shim_env(
     torn: float = 0.0,
     writeback: float | None = None,
 ) -> dict[str, str]:
-    """The server's environment for the shim: ``LD_PRELOAD`` and its variables."""
+    """The server's environment for the shim: ``LD_PRELOAD`` and its variables.
+
+    All but the cut in a sync (:data:`CUT_IN_SYNC_VARIABLE`), which the harness adds
+    once its setup is done (:func:`tools.faults.harness.run_scenario`).
+    """
     env = {
         "LD_PRELOAD": str(library),
         DIR_VARIABLE: str(data_dir.resolve()),
