@@ -1,7 +1,7 @@
 """Which build of tenure this run imports: the compiled one (mypyc) or the pure one.
 
 ``scripts/compile`` compiles the modules that ``pyproject.toml`` lists under
-``[tool.hatch.build.targets.wheel.hooks.mypyc]``; an extension beside a ``.py`` is what
+``[tool.hatch.build.targets.wheel.hooks.custom]``; an extension beside a ``.py`` is what
 Python imports. A test whose expectation differs between the builds (a compiled
 class checks its fields' types when made) asks :func:`compiled_build`.
 """
@@ -19,7 +19,7 @@ def compiled_sources() -> list[Path]:
     """The ``.py`` files the compiled build compiles (the wheel hook's ``include``)."""
     with (ROOT / "pyproject.toml").open("rb") as f:
         project = tomllib.load(f)
-    hook = project["tool"]["hatch"]["build"]["targets"]["wheel"]["hooks"]["mypyc"]
+    hook = project["tool"]["hatch"]["build"]["targets"]["wheel"]["hooks"]["custom"]
     return [ROOT / path for path in hook["include"]]
 
 

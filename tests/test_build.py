@@ -14,6 +14,7 @@ import os
 
 import pytest
 
+from tenure._build import build
 from tests.compiled import compiled_sources, is_extension, module_name
 
 EXPECT = os.environ.get("TENURE_EXPECT_COMPILED")
@@ -24,6 +25,12 @@ EXPECT = os.environ.get("TENURE_EXPECT_COMPILED")
 def test_each_listed_module_is_of_the_build_asked_for(source):
     module = importlib.import_module(module_name(source))
     assert is_extension(module.__file__) == (EXPECT == "1"), module.__file__
+
+
+@pytest.mark.skipif(EXPECT is None, reason="TENURE_EXPECT_COMPILED not set: either build")
+def test_the_build_said_at_run_time_is_the_build_asked_for() -> None:
+    """What ``tenure --version`` and ``tenure serve`` say runs (tenure._build)."""
+    assert build() == ("compiled" if EXPECT == "1" else "pure")
 
 
 def _bound_names(tree: ast.Module) -> set[str]:

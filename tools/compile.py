@@ -1,7 +1,7 @@
 """Compile tenure's hot path with mypyc, in place, for this checkout's venv.
 
 ``scripts/compile`` runs this: each module listed under
-``[tool.hatch.build.targets.wheel.hooks.mypyc] include`` in ``pyproject.toml`` (the
+``[tool.hatch.build.targets.wheel.hooks.custom] include`` in ``pyproject.toml`` (the
 list the compiled wheel is built from, so the two cannot drift) becomes a C
 extension beside its source (``engine.cpython-311-x86_64-linux-gnu.so`` next to
 ``engine.py``), plus one shared library of mypyc's runtime at the top of ``src/``
@@ -42,7 +42,7 @@ def _hook_config() -> dict[str, list[str]]:
     with (ROOT / "pyproject.toml").open("rb") as f:
         project = tomllib.load(f)
     hook: dict[str, list[str]] = project["tool"]["hatch"]["build"]["targets"]["wheel"]["hooks"][
-        "mypyc"
+        "custom"
     ]
     return hook
 

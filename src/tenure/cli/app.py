@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import click
 
 import tenure
+from tenure._build import build
 from tenure.cli import claim, cluster, election, hold, listing, nodes, server
 from tenure.cli._common import TRACEBACK_ENV, URL_ENV, error_line, expected, run, status_of
 from tenure.cli._status import Status
@@ -29,7 +30,10 @@ PASSED_THROUGH = {"context_settings": {"ignore_unknown_options": True, "help_opt
     "the command cannot run / was not found, 128+N ended by signal N.",
 )
 @click.version_option(
-    tenure.__version__, "--version", prog_name="tenure", message="%(prog)s %(version)s"
+    tenure.__version__,
+    "--version",
+    prog_name="tenure",
+    message=f"%(prog)s %(version)s ({build()} build)",
 )
 def cli() -> None:
     """tenure: distributed coordination for Python (locks, semaphores, elections)."""

@@ -12,7 +12,7 @@ server may not use, a damaged log, a port in use) says why in one line
 loading since the settings were checked exits 2. The log names the auth file and
 its tokens' names, never a secret.
 
-Layer (CONTRIBUTING.md): this module may also import tenure.__init__.
+Layer (CONTRIBUTING.md): this module may also import tenure.__init__ and tenure._build.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import tenure
+from tenure._build import build
 from tenure._core import Engine
 from tenure.errors import TenureError
 from tenure.server import _faces
@@ -216,8 +217,16 @@ async def _serve_on(
         "auth_file": str(config.auth_file) if config.auth_file is not None else None,
         "auth_tokens": server.gate.tokens.names if server.gate.tokens is not None else None,
         "event_loop": "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio",
+        "build": build(),
     }
     log.info("listening", extra={"fields": fields})
+    if fields["build"] != "compiled":
+        log.warning(
+            "the %s build runs: its hot path is not compiled, and serves about half as "
+            "fast (docs/operations.md, \"Installing\")",
+            fields["build"],
+            extra={"event": "pure_build"},
+        )
     try:
         return await server.wait()
     finally:
