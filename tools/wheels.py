@@ -1,13 +1,15 @@
 """Build tenure's compiled wheels, one per CPython, and check each in a fresh venv.
 
 ``scripts/wheels`` runs this. For each interpreter (``--python``, repeatable; by
-default ``python3.11``, ``python3.12`` and ``python3.13``, each where it is found, and a
-missing one said):
+default ``python3.11``, ``python3.12`` and ``python3.13``, each where it is found: on
+PATH, or among pyenv's versions; a missing one is said):
 
 1. the wheel, built by pip with ``TENURE_COMPILE=always`` (a wheel that could not be
    compiled fails rather than coming out pure) from an export of ``HEAD`` (``git
    archive``: a compiled build writes into the tree it builds, which must not be the
-   checkout), into ``dist/``;
+   checkout) in a temporary directory outside it (mypy would read this checkout's
+   ``pyproject.toml`` from a directory below it: its strict settings, not the
+   hook's), into ``dist/``;
 2. a fresh venv with that wheel and the test suite's extras;
 3. the check that the venv loads the compiled build: every module of the hook's list
    is an extension there, and ``tenure --version`` says ``compiled build``;
@@ -27,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,9 +82,8 @@ def _run(
 
 
 def _export(into: Path) -> Path:
-    """``HEAD``'s tracked files, extracted into ``into/src-tree``."""
-    tree = into / "src-tree"
-    shutil.rmtree(tree, ignore_errors=True)
+    """``HEAD``'s tracked files, extracted into ``into/tree``."""
+    tree = into / "tree"
     tree.mkdir(parents=True)
     archive = into / "head.tar"
     subprocess.run(
@@ -96,7 +98,7 @@ def _export(into: Path) -> Path:
 def _one(python: str, tests: bool) -> Outcome:
     """Build, install, check and test with ``python`` (see the module docstring)."""
     outcome = Outcome(python)
-    interpreter = shutil.which(python)
+    interpreter = _find(python)
     if interpreter is None:
         outcome.verdict = "not found"
         return outcome
@@ -113,10 +115,11 @@ def _one(python: str, tests: bool) -> Outcome:
     work.mkdir(parents=True)
     log = work / "log.txt"
     try:
-        tree = _export(work)
         built = work / "dist"
-        pip_wheel = [interpreter, "-m", "pip", "wheel", "--no-deps", "-w", str(built), str(tree)]
-        _run(pip_wheel, log, env={**_environ(), "TENURE_COMPILE": "always"})
+        with tempfile.TemporaryDirectory(prefix="tenure-wheel-") as outside:
+            tree = _export(Path(outside))
+            pip_wheel = [interpreter, "-m", "pip", "wheel", "--no-deps", "-w", str(built)]
+            _run([*pip_wheel, str(tree)], log, env={**_environ(), "TENURE_COMPILE": "always"})
         (wheel,) = built.glob("tenure-*.whl")
         DIST.mkdir(exist_ok=True)
         shutil.copy2(wheel, DIST / wheel.name)
@@ -165,6 +168,28 @@ def _one(python: str, tests: bool) -> Outcome:
         outcome.verdict = str(error)
     outcome.seconds = time.monotonic() - started
     return outcome
+
+
+def _find(python: str) -> str | None:
+    """The interpreter ``python`` names: a path, a command that runs, or pyenv's newest
+    version of that name (``python3.12`` -> ``$(pyenv root)/versions/3.12.*``)."""
+    candidates = [shutil.which(python)]
+    pyenv = shutil.which("pyenv")
+    wanted = python.removeprefix("python")
+    if pyenv is not None and wanted:
+        root = subprocess.run([pyenv, "root"], capture_output=True, text=True).stdout.strip()
+        versions = sorted(
+            Path(root, "versions").glob(f"{wanted}.*"),
+            key=lambda path: [int(part) for part in path.name.split(".") if part.isdigit()],
+        )
+        candidates += [str(path / "bin" / python) for path in reversed(versions)]
+    for candidate in candidates:
+        if candidate is None:
+            continue
+        ran = subprocess.run([candidate, "-c", "pass"], capture_output=True, env=_environ())
+        if ran.returncode == 0:
+            return candidate
+    return None
 
 
 def _environ() -> dict[str, str]:
