@@ -86,7 +86,10 @@ class CompileWhereACompilerIs(MypycBuildHook):  # type: ignore[misc]
                 'reinstall (docs/operations.md, "Installing")'
             )
             return
-        self._say(f"compiling {len(self.config_include)} modules with mypyc (about a minute)")
+        # (From the raw config: hatch-mypyc builds its include filter only if its
+        # config_include was not read before; read first, every module is compiled.)
+        count = len(self.config.get("include", []))
+        self._say(f"compiling {count} modules with mypyc (about a minute)")
         super().initialize(version, build_data)
 
     def _say(self, message: str) -> None:
