@@ -41,13 +41,23 @@ WORK = ROOT / "build" / "wheels"
 DIST = ROOT / "dist"
 DEFAULT_PYTHONS = ("python3.11", "python3.12", "python3.13")
 
-#: Run in each venv: every listed module must load as an extension.
+#: Run in each venv: every listed module must load as an extension, and no other.
 CHECK = """
-import importlib, importlib.machinery, sys
+import importlib, importlib.machinery, pathlib, sys, tenure
 suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
-pure = [n for n in sys.argv[1:] if not importlib.import_module(n).__file__.endswith(suffixes)]
+listed = sys.argv[1:]
+pure = [n for n in listed if not importlib.import_module(n).__file__.endswith(suffixes)]
 if pure:
     sys.exit("pure, not compiled: " + ", ".join(pure))
+package = pathlib.Path(tenure.__file__).parent
+found = {
+    ".".join(("tenure", *path.relative_to(package).parts)).split(".cpython")[0]
+    for path in package.rglob("*") if path.name.endswith(suffixes)
+}
+found = {name.removesuffix(".__init__") for name in found}
+extra = sorted(found - set(listed))
+if extra:
+    sys.exit("compiled, but not in the list: " + ", ".join(extra))
 """
 
 
