@@ -62,6 +62,13 @@ class Asking:
         for name in names:
             self._stakes[name, caller] = task
 
+    def stake_one(self, name: str, caller: Caller, task: asyncio.Task[Any] | None) -> None:
+        """:meth:`stake` of one name (a lease's acquire: no tuple, no loop)."""
+        key = (name, caller)
+        if key in self._stakes and self.staked(name, caller):
+            self.stake((name,), caller, task)  # (raises, saying so)
+        self._stakes[key] = task
+
     def unstake(
         self, names: tuple[str, ...], caller: Caller, task: asyncio.Task[Any] | None
     ) -> None:

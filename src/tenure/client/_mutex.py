@@ -7,7 +7,7 @@ import asyncio
 from functools import partial
 from types import TracebackType
 
-from tenure._core.values import MAX_COUNT, MutexDescription
+from tenure._core.values import MAX_COUNT, MutexDescription, check_name
 from tenure.client import _args
 from tenure.client._args import Data
 from tenure.client._lease import Lock
@@ -58,11 +58,15 @@ class Mutex:
         max_depth: int | None = None,
     ) -> None:
         self.session = session
-        self.name = _args.semaphore_name(name)
-        #: Whether its holder may acquire it again, nested (see the class docstring).
-        self.reentrant = _args.flag("reentrant", reentrant)
-        #: The most acquisitions one holder may nest (None: not reentrant).
-        self.max_depth = checked_max_depth(self.reentrant, max_depth)
+        self.name = check_name("semaphore", name)  # (_args.semaphore_name, one call less)
+        if reentrant is False and max_depth is None:  # the common case, nothing to check
+            #: Whether its holder may acquire it again, nested (see the class docstring).
+            self.reentrant = False
+            #: The most acquisitions one holder may nest (None: not reentrant).
+            self.max_depth: int | None = None
+        else:
+            self.reentrant = _args.flag("reentrant", reentrant)
+            self.max_depth = checked_max_depth(self.reentrant, max_depth)
         self._entered: dict[asyncio.Task[object] | None, list[Lock]] = {}
 
     def __repr__(self) -> str:
@@ -78,7 +82,9 @@ class Mutex:
         """
         # (session.acquire, with the name checked once, by __init__: only the call's
         # own arguments are checked here.)
-        owner_data, wait = _args.as_data(data), _args.timeout(timeout)
+        # (Inline for the common arguments, bytes and no timeout: one acquire each.)
+        owner_data = data if type(data) is bytes else _args.as_data(data)
+        wait = None if timeout is None else _args.timeout(timeout)
         if self.max_depth is not None:  # reentrant
             nest = self.session._lock_reentrant
             return Opening(partial(nest, self.name, owner_data, wait, self.max_depth))

@@ -52,7 +52,10 @@ class Opening(Coroutine[Any, Any, T]):
         return self._coro
 
     def __await__(self) -> Generator[Any, None, T]:
-        return self._started().__await__()
+        coro = self._coro  # (_started, inline: every awaited acquire comes here)
+        if coro is None:
+            coro = self._coro = self._opener()
+        return coro.__await__()
 
     def send(self, value: Any) -> Any:
         """Coroutine protocol: step the opening."""

@@ -134,19 +134,25 @@ class SessionHolds:
         caller = current_caller(task)
         if self._reentrant.any:
             self._reentrant.refuse_plain(name, caller)
-        self._asking.stake((name,), caller, task)
+        self._asking.stake_one(name, caller, task)
         watching: list[AttemptObserver] | None = None
         try:
             if self._observers or PROCESS.observers:
                 watching, data = self._observe(kind, (name,), count, data, timeout)
-            grant = await backend.acquire(
-                name,
-                count=count,
-                data=data,
-                timeout=timeout,
-                ephemeral=ephemeral,
-                **self._asked_by(caller),
-            )
+            if self._task_numbers:  # (_asked_by, inline: no dict to build and unpack)
+                acquiring = backend.acquire(
+                    name,
+                    count=count,
+                    data=data,
+                    timeout=timeout,
+                    ephemeral=ephemeral,
+                    task=caller_number(caller),
+                )
+            else:
+                acquiring = backend.acquire(
+                    name, count=count, data=data, timeout=timeout, ephemeral=ephemeral
+                )
+            grant = await acquiring
             if grant is None:
                 raise TimeoutError(f"{name!r} is busy (timeout=0 only tries)")
             if self._signal.ended:
