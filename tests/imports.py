@@ -17,9 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import tenure
-
-SOURCE = Path(tenure.__file__).parent
+#: The checkout's source (what the rules read: the source, whichever build is installed).
+SOURCE = Path(__file__).resolve().parent.parent / "src" / "tenure"
 #: Where an import runs: when the module is imported, inside a function, for types only.
 AT_IMPORT, IN_FUNCTION, FOR_TYPES = "at import", "in a function", "under TYPE_CHECKING"
 

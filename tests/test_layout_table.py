@@ -28,9 +28,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import tenure
-
-ROOT = Path(tenure.__file__).parent.parent.parent
+ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "src" / "tenure"
 CONTRIBUTING = ROOT / "CONTRIBUTING.md"
 

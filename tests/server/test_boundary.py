@@ -14,9 +14,8 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import tenure
-
-SOURCE = Path(tenure.__file__).parent
+#: The checkout's source (what the rule reads: the source, whichever build is installed).
+SOURCE = Path(__file__).resolve().parents[2] / "src" / "tenure"
 #: What a face may import of tenure (a module, or a package and everything under it).
 COMPAT_MAY_IMPORT = (
     "tenure._core",
