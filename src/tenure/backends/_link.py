@@ -14,11 +14,10 @@ steps down (GoingAway(NOT_LEADER)), like a lost connection, sends the link throu
 the doors again. A link of one door is a link to one server, as it always was.
 Opening one connection (TCP or TLS, Hello in the newest version both speak, a
 standby left for its leader) is :mod:`tenure.backends._link_dial`'s, with the
-commands each older protocol version lacks. A paused leader (SIGSTOP) closes
-nothing: once a Ping is unanswered for a ping interval, the link asks the other
-doors each interval (``leader_elsewhere``) and leaves for the leader one names,
-not waiting for it to wake (it is then left out of attempts: ``Doors.went_silent``).
-While standbys answer but no leader is reached, attempts are ``FOLLOW_PAUSE`` apart.
+commands each older protocol version lacks. A stopped leader (SIGSTOP) closes
+nothing: once a Ping waits a ping interval, the link asks the other doors who leads
+every ``FOLLOW_PAUSE`` and leaves for the one named (then skipping the silent one:
+``Doors.went_silent``); attempts are that far apart while only standbys answer.
 
 It also keeps the one number the client's safety rests on: :attr:`confirmed_at`,
 the monotonic time at which the client *sent* the latest request or ping that the
@@ -484,13 +483,15 @@ class Link:
 
     async def _leave_if_elsewhere(self, conn: LinkConnection) -> None:
         """Leave ``conn``, whose server has not answered a Ping, for the leader another
-        door names, if one does and the Ping is still unanswered (module docstring)."""
+        door names once one does: asked every FOLLOW_PAUSE while the Ping is unanswered."""
         silent = self.endpoint
-        leader = await leader_elsewhere(self, self.options, self._versions, self.doors, silent)
-        if leader is not None and self._conn is conn and conn.pings:
-            self.doors.went_silent(silent, self._loop.time() + self.options.connect_timeout)
-            self.doors.hint = leader
-            self.lost(conn, DisconnectedError(f"{silent} answers no Ping; {leader} leads now"))
+        while self._conn is conn and conn.pings:
+            leader = await leader_elsewhere(self, self.options, self._versions, self.doors, silent)
+            if leader is not None and self._conn is conn and conn.pings:
+                self.doors.went_silent(silent, self._loop.time() + self.options.connect_timeout)
+                self.doors.hint = leader
+                self.lost(conn, DisconnectedError(f"{silent} answers no Ping; {leader} leads now"))
+            await asyncio.sleep(FOLLOW_PAUSE)
 
     def _spawn(self, coro: Any) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.ensure_future(coro)
