@@ -15,9 +15,9 @@ the doors again. A link of one door is a link to one server, as it always was.
 Opening one connection (TCP or TLS, Hello in the newest version both speak, a
 standby left for its leader) is :mod:`tenure.backends._link_dial`'s, with the
 commands each older protocol version lacks. A stopped leader (SIGSTOP) closes
-nothing: once a Ping waits a ping interval, the link asks the other doors who leads
-every ``FOLLOW_PAUSE`` and leaves for the one named (then skipping the silent one:
-``Doors.went_silent``); attempts are that far apart while only standbys answer.
+nothing: once a Ping waits a ping interval (``_link_pings``), the link asks the other
+doors who leads every ``FOLLOW_PAUSE`` and leaves for the one named (then skipping the
+silent one: ``Doors.went_silent``); attempts are that far apart while only standbys answer.
 
 It also keeps the one number the client's safety rests on: :attr:`confirmed_at`,
 the monotonic time at which the client *sent* the latest request or ping that the
@@ -67,6 +67,7 @@ from tenure._protocol.messages import (
 from tenure.backends._doors import Door, Doors
 from tenure.backends._link_conn import DisconnectedError, LinkConnection
 from tenure.backends._link_dial import NEWER, LinkOptions, check_version, greet, leader_elsewhere
+from tenure.backends._link_pings import GIVE_UP, LOOK, PING, next_step
 from tenure.backends._link_words import (
     attempt_error,
     describe_error,
@@ -456,34 +457,33 @@ class Link:
         conn.pending.clear()
 
     async def _keepalive(self) -> None:
-        nonce = 0
+        """Ping, look for a leader elsewhere, give up: each when due (``_link_pings``)."""
+        nonce, wake = 0, self._loop.time() + self.ping_interval
         while not self._closing:
             self._wake_keepalive.clear()
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.ping_interval):
+                async with asyncio.timeout_at(wake):
                     await self._wake_keepalive.wait()
             conn, now = self._conn, self._loop.time()
+            wake = now + self.ping_interval
             if conn is None or not self._ready.is_set():
                 continue
             patience = max(2 * self.ping_interval, MIN_PING_PATIENCE)
-            if conn.pings:
-                unanswered = now - min(conn.pings.values())
-                if unanswered > patience:
-                    self.doors.went_silent(self.endpoint, now + self.options.connect_timeout)
-                    why = f"no Pong from {self.endpoint} in {patience:g}s"
-                    self.lost(conn, DisconnectedError(why))
-                elif unanswered >= self.ping_interval - MIN_PING_INTERVAL and (
-                    len(self.doors.doors) > 1 and (self._looking is None or self._looking.done())
-                ):  # (less the tick's slack)
+            pinged = min(conn.pings.values()) if conn.pings else None
+            step, wake = next_step(now, self.confirmed_at, pinged, self.ping_interval, patience)
+            if step == GIVE_UP:
+                self.doors.went_silent(self.endpoint, now + self.options.connect_timeout)
+                self.lost(conn, DisconnectedError(f"no Pong from {self.endpoint} in {patience:g}s"))
+            elif step == LOOK and len(self.doors.doors) > 1:
+                if self._looking is None or self._looking.done():
                     self._looking = self._spawn(self._leave_if_elsewhere(conn))
-            elif now - self.confirmed_at >= self.ping_interval:
+            elif step == PING:
                 nonce += 1
                 conn.pings[nonce] = now
                 conn.send(conn.codec.send(Ping(nonce)))
 
     async def _leave_if_elsewhere(self, conn: LinkConnection) -> None:
-        """Leave ``conn``, whose server has not answered a Ping, for the leader another
-        door names once one does: asked every FOLLOW_PAUSE while the Ping is unanswered."""
+        """Leave ``conn`` (a Ping unanswered) for the leader another door names, if one does."""
         silent = self.endpoint
         while self._conn is conn and conn.pings:
             leader = await leader_elsewhere(self, self.options, self._versions, self.doors, silent)
