@@ -16,10 +16,21 @@ def test_a_ping_leaves_one_interval_after_the_last_answer_not_on_a_fixed_tick() 
 
 def test_a_ping_unanswered_for_an_interval_is_looked_into_then_given_up_at_its_patience() -> None:
     assert next_step(12.0, 9.9, 11.9, INTERVAL, PATIENCE) == (WAIT, 13.9)
-    step, wake = next_step(13.9, 9.9, 11.9, INTERVAL, PATIENCE)
+    assert next_step(13.9, 9.9, 11.9, INTERVAL, PATIENCE) == (LOOK, 15.9)
+    step, wake = next_step(15.9, 9.9, 11.9, INTERVAL, PATIENCE)
     assert step == LOOK
     assert wake > 11.9 + PATIENCE  # the next wake finds the patience passed
     assert next_step(wake, 9.9, 11.9, INTERVAL, PATIENCE)[0] == GIVE_UP
+
+
+def test_a_late_pong_is_followed_by_the_next_ping_within_an_interval() -> None:
+    """A slow network (a round trip longer than the interval) is no loss: the wake
+    after a LOOK is an interval on, where the Ping answered meanwhile is followed by
+    the next (not at the patience, which would let a short window run out)."""
+    step, wake = next_step(0.5, 0.0, 0.25, 0.25, 2.0)
+    assert step == LOOK
+    assert wake == 0.75
+    assert next_step(wake, 0.25, None, 0.25, 2.0)[0] == PING  # answered meanwhile
 
 
 def test_a_stopped_server_is_looked_into_within_two_intervals_of_its_last_answer() -> None:

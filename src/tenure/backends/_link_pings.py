@@ -9,8 +9,9 @@ next step is due, so that
   that found the connection just confirmed would otherwise wait a whole interval
   more), and
 * a Ping unanswered for one interval is noticed then (``LOOK``: the link asks the
-  other doors of a cluster who leads), and given up at its patience (``GIVE_UP``:
-  the connection is lost).
+  other doors of a cluster who leads), looked at again each interval (a late Pong
+  and the next Ping), and given up at its patience (``GIVE_UP``: the connection is
+  lost).
 
 So a client whose leader stopped (SIGSTOP) starts asking at most two ping
 intervals after the leader's last answer. Plain arithmetic on loop times.
@@ -50,6 +51,6 @@ def next_step(
         return WAIT, due
     if now - pinged_at > patience:
         return GIVE_UP, now + interval
-    if now >= pinged_at + interval - SLACK:
-        return LOOK, pinged_at + patience + SLACK
+    if now >= pinged_at + interval - SLACK:  # (again an interval on: its Pong may come)
+        return LOOK, min(now + interval, pinged_at + patience + SLACK)
     return WAIT, pinged_at + interval
