@@ -133,6 +133,8 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/backends/test_session_core.py": UNIT,
     "tests/backends/test_session_release.py": UNIT,
     "tests/backends/test_link_turns.py": UNIT,
+    "tests/backends/test_doors.py": UNIT,
+    "tests/backends/test_link_pings.py": UNIT,
     "tests/backends/test_options.py": UNIT,
     "tests/backends/test_remote_versions.py": UNIT,  # an in-process fake server
     "tests/backends/test_remote_cluster.py": UNIT,  # in-process fake cluster members

@@ -8,8 +8,9 @@ part, which a test changes as it goes: the **leader** serves requests on a
 instance id; a **standby** greets a version-3 to -6 client with ``role="standby"`` and the
 leader's address, refuses an older Hello ``NOT_LEADER``, and answers every request
 but ClusterStatus ``Failure(NOT_LEADER)``; a **standalone** server serves requests
-and answers ClusterStatus ``UNSUPPORTED``. ``versions`` makes it an older server,
-which refuses a newer Hello ``UNSUPPORTED``.
+and answers ClusterStatus ``UNSUPPORTED``. A **silent** member (``silent = True``)
+answers nothing, as a stopped process whose sockets still accept. ``versions``
+makes it an older server, which refuses a newer Hello ``UNSUPPORTED``.
 
 Sessions are kept as the real server keeps them: the connection that creates,
 attaches or resumes one receives its pushes, and a lost connection detaches the
@@ -116,6 +117,8 @@ class FakeMember:
         self.tokens: list[str | None] = []
         #: The type name of every request received, in order.
         self.requests: list[str] = []
+        #: Whether it answers nothing (a stopped process: what it receives is dropped).
+        self.silent = False
         self._server: asyncio.Server | None = None
         self._conns: set[_Conn] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -172,7 +175,8 @@ class FakeMember:
                 while (event := conn.codec.next_event()) is not NEED_DATA:
                     if isinstance(event, ConnectionClosed):
                         return
-                    self._handle(conn, event)
+                    if not self.silent:
+                        self._handle(conn, event)
                 if not data:
                     return
         except (ConnectionError, TenureError):

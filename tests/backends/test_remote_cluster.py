@@ -8,6 +8,7 @@ sessions come through a change of leader. Real clusters are tests/server's.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ import tenure
 from tenure import Capability
 from tenure._protocol.cluster import ClusterStatus
 from tenure._protocol.messages import LEADER, STANDALONE, STANDBY
+from tenure.backends._link import FOLLOW_PAUSE
 from tenure.backends.remote import TenureBackend, cluster_status
 from tenure.errors import InvalidArgumentError, UnavailableError, UnsupportedError
 from tests.api.support import eventually, owners, within
@@ -358,3 +360,83 @@ async def test_cluster_status_asks_every_door_standbys_included(start: Start) ->
     assert standby.requests == leader.requests == alone.requests == ["ClusterStatus"]
     assert old.requests == []  # never sent to a server that cannot read it
     assert standby.tokens == ["t"]
+
+
+async def test_a_silent_leader_is_left_for_the_one_a_standby_names_before_its_patience(
+    start: Start, cluster: FakeCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A leader that answers nothing (SIGSTOP) closes nothing: once a Ping waited a ping
+    interval, the client asks the other doors and leaves for the leader they name."""
+    first = await start("t1")
+    second = await start("t2", role=STANDBY, leader=first.address)
+    third = await start("t3", role=STANDBY, leader=first.address)
+    caplog.set_level(logging.INFO, logger="tenure.client")
+    async with tenure.connect(url_of(first, second, third), connect_timeout=30) as client:
+        await client.create_node("n")
+        session = await client.session("n", recovery_window=2.0)  # a Ping every 0.5 s
+        lock = await session.mutex("job").lock()
+        link = backend(client).shards[0].link
+        first.silent = True
+        second.role, second.leader = LEADER, None
+        third.leader = second.address
+
+        async def moved() -> bool:
+            return link.connected and str(link.endpoint) == second.address
+
+        await eventually(moved, "the client on the new leader")
+        assert lock.held
+        assert cluster.owners[session.id].member is second
+    said = [record.getMessage() for record in caplog.records]
+    assert any("answers no Ping" in line for line in said), said
+    assert not any("no Pong from" in line for line in said), said  # (not the patience)
+
+
+async def test_a_silent_leader_is_kept_while_no_other_door_names_another(
+    start: Start, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Asking the other doors moves nothing while they name the silent leader itself."""
+    first = await start("t1")
+    second = await start("t2", role=STANDBY, leader=first.address)
+    caplog.set_level(logging.INFO, logger="tenure.client")
+    async with tenure.connect(url_of(first, second)) as client:
+        await client.create_node("n")
+        await client.session("n", recovery_window=2.0)
+        link = backend(client).shards[0].link
+        hellos = len(second.hellos)
+        first.silent = True
+
+        async def asked_twice() -> bool:
+            return len(second.hellos) >= hellos + 2
+
+        await eventually(asked_twice, "the standby asked about the leader twice")
+        first.silent = False  # (its Pongs dropped meanwhile: the patience may still end it)
+        assert not any("answers no Ping" in r.getMessage() for r in caplog.records)
+        assert str(link.endpoint) == first.address
+
+
+async def test_reconnects_stay_frequent_while_standbys_answer_and_no_leader_does(
+    start: Start,
+) -> None:
+    """A leader killed: its standby names it until the election; the pause between two
+    attempts stops growing at FOLLOW_PAUSE while standbys answer (not the backoff's 2 s)."""
+    first = await start("t1")
+    second = await start("t2", role=STANDBY, leader=first.address)
+    async with tenure.connect(url_of(first, second)) as client:
+        await client.create_node("n")
+        session = await client.session("n", recovery_window=30.0)
+        link = backend(client).shards[0].link
+        await first.close()  # a crash; the standby still names it
+        hellos = len(second.hellos)
+
+        async def many_attempts() -> bool:  # past the attempt whose backoff would be 0.8 s
+            return len(second.hellos) >= hellos + 7
+
+        await eventually(many_attempts, "seven attempts through the standby")
+        assert 0 < link.pause <= FOLLOW_PAUSE
+        second.role, second.leader = LEADER, None
+
+        async def moved() -> bool:
+            return link.connected and str(link.endpoint) == second.address
+
+        await eventually(moved, "the client on the new leader")
+        assert not session.closed

@@ -186,3 +186,35 @@ async def test_a_prefix_cache_lists_again_on_the_next_leader(cluster: TenureClus
             change = await asyncio.wait_for(anext(changes), 30)
             assert change.view is not None
             assert (change.name, change.view.data) == ("config/a", b"3")
+
+
+async def test_a_client_leaves_a_paused_leader_for_the_new_one_while_it_is_still_stopped(
+    cluster: TenureCluster,
+) -> None:
+    """A stopped leader closes nothing: its clients ask the other members once a Ping
+    waited a ping interval, and go to the leader a standby names, without waiting for
+    the old one to wake (before: they stayed until it did)."""
+    async with tenure.connect(cluster.url(), connect_timeout=30) as client:
+        await client.create_node("app", exist_ok=True)
+        # A Ping every 2 s; a window long enough that only the move can serve the lock.
+        async with client.session("app", recovery_window=8.0) as session:
+            async with session.mutex("before") as lock:
+                before = lock.token
+            old = cluster.leader()
+            old.pause()
+            try:
+                new = await asyncio.to_thread(cluster.leader, excluding=old)
+                lock = await asyncio.wait_for(session.mutex("while-paused").lock(), 30)
+                assert _stopped(old.pid), "the old leader woke before the grant"
+                assert lock.token > before
+                assert (await cluster.status(new)).leader == new.address
+                await lock.release()
+            finally:
+                old.resume()
+
+
+def _stopped(pid: int | None) -> bool:
+    """Whether process ``pid`` is stopped (SIGSTOP): its state in /proc is ``T``."""
+    assert pid is not None
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] == "T"

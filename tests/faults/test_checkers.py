@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 from typing import Any
 
+import pytest
+
+from tools.faults import failover
 from tools.faults.checker import Verdict, check
 from tools.faults.history import parse
 
@@ -266,3 +270,72 @@ def test_a_cluster_that_loses_a_server_a_leader_or_a_session_is_caught() -> None
     verdict = b.verdict()
     assert verdict.rules() == {"stepped-down", "no-leader", "server-died", "session-kept"}
     assert len([v for v in verdict.violations if v.rule == "session-kept"]) == 2
+
+
+def test_a_sigstop_holders_kill_is_measured_apart_from_a_plain_kill_of_the_leader() -> None:
+    """The fault suite's one 10.3 s failover: the leader killed while a worker was
+    stopped in a body. Its clients held every key the others waited for, so the first
+    grant came when the successor ended their sessions, a window (8 s) after it took
+    over: the stopped holder's, not a failover's time. Measured as its own kind, it no
+    longer counts as a kill -9 of the leader."""
+    window = 8.0
+    b = Build()
+    b.note("nemesis", "fault", 2.0, fault="kill-9-leader", member="t0")
+    b.note("nemesis", "elected", 4.5, fault="kill-9-leader", since=2.0, led=4.0)
+    b.hold("w1c0", 2, 3, 4.4, 4.5)
+    b.note("nemesis", "fault", 9.9, fault="sigstop-holder", worker=0, in_body=True)
+    b.note("nemesis", "fault", 10.0, fault="kill-9-leader", member="t1")
+    b.note("nemesis", "elected", 12.5, fault="sigstop-holder", since=10.0, led=12.3)
+    b.hold("w1c0", 2, 4, 12.3 + window + 0.01, 20.5)  # once the stopped worker's sessions ended
+    verdict = b.verdict(stop=40.0)
+    failover = verdict.stats["failover"]
+    assert failover["kill-9-leader"]["failover"] == {"p50": 2.4, "max": 2.4}
+    assert failover["sigstop-holder"]["failover"]["max"] > window
+
+
+async def test_the_sigstop_holder_fault_notes_its_kill_under_its_own_kind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The nemesis side of the test above: the ``elected`` note of the kill that
+    ``sigstop-holder`` makes names ``sigstop-holder`` (its fault note stays a kill)."""
+    notes: list[tuple[str, dict[str, Any]]] = []
+
+    class Stage:
+        window = 0.0
+        rng = random.Random(0)
+
+        def note(self, kind: str, **fields: Any) -> None:
+            notes.append((kind, fields))
+
+        def fault(self, name: str, **fields: Any) -> float:
+            notes.append(("fault", {"fault": name, **fields}))
+            return 1.0
+
+    class Target:
+        def leader(self, excluding: list[str] | None = None, timeout: float = 0.0) -> str:
+            return "t1" if excluding else "t0"
+
+        def kill_server(self, name: str) -> None:
+            notes.append(("killed", {"member": name}))
+
+        def led_since(self, name: str, since: float) -> float:
+            return since + 2.0
+
+    async def caught(stage: object) -> int:
+        return 0
+
+    async def nothing(*args: object) -> None:
+        return None
+
+    monkeypatch.setattr(failover, "stop_in_body", caught)
+    monkeypatch.setattr(failover, "_restore", nothing)
+    monkeypatch.setattr(failover, "sleep_until", nothing)
+    monkeypatch.setattr(failover, "resume_worker", lambda stage, index: None)
+    monkeypatch.setattr(failover, "as_replicated", lambda target: target)
+    await failover.FAILOVER_FAULTS["sigstop-holder"](Stage(), Target())  # type: ignore[arg-type]
+    faults = [fields["fault"] for kind, fields in notes if kind == "fault"]
+    assert faults == ["sigstop-holder", "kill-9-leader"]
+    elected = [fields for kind, fields in notes if kind == "elected"]
+    assert [(e["fault"], e["deposed"], e["led"]) for e in elected] == [
+        ("sigstop-holder", "t0", 3.0)
+    ]

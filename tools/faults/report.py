@@ -81,7 +81,10 @@ CLUSTER_NOTES: Final = (
     "afresh). The **failover time** is measured from the fault that deposed the leader "
     "(killed, cut off from etcd, stopped) to the first grant any client saw after the "
     "successor began to lead; the **election time** to that beginning (the successor's "
-    "log)."
+    "log). A kill of the leader while a worker is stopped in a body is measured as "
+    "`sigstop-holder`'s, not `kill-9-leader`'s: when the stopped worker's clients hold "
+    "every key the others wait for, the first grant comes once the successor ends their "
+    "sessions, a window after it took over."
 )
 
 #: What the hostile-tenant scenario measures, said once under the results.

@@ -15,6 +15,13 @@ The order of one attempt:
    reached through a hint);
 3. every door in turn, from the one connected last (the first door at first).
 
+An endpoint that stopped answering (a Ping unanswered, :meth:`Doors.went_silent`)
+is left out of the attempts for as long as a greeting would have waited for it
+(the connect timeout), when the link has other doors: a paused leader accepts TCP
+into its backlog but answers no Hello, and a client that waited there would stay
+on it until it wakes, though a standby may lead by then. Its turn comes once that
+time has passed (a server that was only slow is reached again).
+
 When a server answers that it is a standby and names the leader, that leader is
 tried next, before the rest. Only an endpoint tried in its own right grants such a
 hop: a leader reached through a hint that turns out to be a standby too is not
@@ -68,6 +75,10 @@ class Doors:
         #: The leader an answer named since the last connection (tried first).
         self.hint: Door | None = None
         self._at = 0  # the door each attempt starts its round of the doors from
+        #: The endpoint that stopped answering, and the loop time until which
+        #: attempts leave it out (module docstring).
+        self.silent: Door | None = None
+        self.silent_until = 0.0
 
     def __str__(self) -> str:
         return ",".join(map(str, self.doors))
@@ -105,26 +116,44 @@ class Doors:
         self.hint = None
         if endpoint in self.doors:
             self._at = self.doors.index(endpoint)
+        if self.silent is not None and str(self.silent) == str(endpoint):
+            self.silent = None
 
-    def attempt(self) -> DoorRound:
-        """A new round over the doors (the module docstring says in which order)."""
+    def went_silent(self, endpoint: Door, until: float) -> None:
+        """``endpoint`` stopped answering: leave it out of attempts until loop time
+        ``until`` (module docstring; not on a link of one door)."""
+        if len(self.doors) > 1:
+            self.silent, self.silent_until = endpoint, until
+
+    def attempt(self, now: float = 0.0) -> DoorRound:
+        """A new round over the doors (the module docstring says in which order);
+        ``now``: the loop time, to tell whether a silent endpoint is still left out."""
         first = [self.hint] if self.hint is not None else []
         if self.current not in self.doors:
             first.append(self.current)
-        return DoorRound(self, [*first, *self.doors[self._at :], *self.doors[: self._at]])
+        order = [*first, *self.doors[self._at :], *self.doors[: self._at]]
+        silent = self.silent
+        if silent is None or now >= self.silent_until:
+            self.silent = None
+            return DoorRound(self, order)
+        return DoorRound(self, [door for door in order if str(door) != str(silent)], str(silent))
 
 
 class DoorRound:
     """One round over the doors: what to try next, and why each endpoint failed."""
 
-    def __init__(self, doors: Doors, order: Sequence[Door]) -> None:
+    def __init__(self, doors: Doors, order: Sequence[Door], silent: str = "") -> None:
+        """``silent``: an endpoint left out of this round, even when a standby names it."""
         self._doors = doors
         # (endpoint, reached through a hint): such an endpoint grants no further hop.
         self._queue: deque[tuple[Door, bool]] = deque((e, False) for e in order)
-        self._tried: set[str] = set()
+        self._tried: set[str] = {silent} if silent else set()
         self._hinted = False  # whether the endpoint being tried was reached through a hint
         #: Each endpoint tried and why it failed, in the order tried.
         self.failures: list[tuple[Door, str]] = []
+        #: Whether a standby answered in this round (the service is up: a leader is
+        #: being elected, or the one named cannot be reached from here).
+        self.heard_standby = False
 
     def next(self) -> Door | None:
         """The next endpoint to try; None once every one was."""
@@ -143,6 +172,7 @@ class DoorRound:
         """
         self.failures.append((endpoint, why))
         hint = self._doors.hint
+        self.heard_standby = self.heard_standby or standby
         if not standby:
             if hint is not None and str(hint) == str(endpoint):
                 self._doors.hint = None  # a leader that cannot be reached is no hint

@@ -14,7 +14,10 @@ steps down (GoingAway(NOT_LEADER)), like a lost connection, sends the link throu
 the doors again. A link of one door is a link to one server, as it always was.
 Opening one connection (TCP or TLS, Hello in the newest version both speak, a
 standby left for its leader) is :mod:`tenure.backends._link_dial`'s, with the
-commands each older protocol version lacks.
+commands each older protocol version lacks. A stopped leader (SIGSTOP) closes
+nothing: once a Ping waits a ping interval (``_link_pings``), the link asks the other
+doors who leads every ``FOLLOW_PAUSE`` and leaves for the one named (then skipping the
+silent one: ``Doors.went_silent``); attempts are that far apart while only standbys answer.
 
 It also keeps the one number the client's safety rests on: :attr:`confirmed_at`,
 the monotonic time at which the client *sent* the latest request or ping that the
@@ -63,7 +66,8 @@ from tenure._protocol.messages import (
 )
 from tenure.backends._doors import Door, Doors
 from tenure.backends._link_conn import DisconnectedError, LinkConnection
-from tenure.backends._link_dial import NEWER, LinkOptions, check_version, greet
+from tenure.backends._link_dial import NEWER, LinkOptions, check_version, greet, leader_elsewhere
+from tenure.backends._link_pings import GIVE_UP, LOOK, PING, next_step
 from tenure.backends._link_words import (
     attempt_error,
     describe_error,
@@ -101,6 +105,8 @@ MIN_PING_INTERVAL: Final = 0.02
 DEFAULT_PING_INTERVAL: Final = 5.0
 #: A Ping unanswered for this long (at least) means the connection is dead.
 MIN_PING_PATIENCE: Final = 2.0
+#: The longest pause between attempts while standbys answer and no leader does (s).
+FOLLOW_PAUSE: Final = 0.5
 
 
 class LinkHome(Protocol):
@@ -146,6 +152,10 @@ class Link:
         self.ping_interval = DEFAULT_PING_INTERVAL
         self._wanted_interval = DEFAULT_PING_INTERVAL
         self._reconnector: asyncio.Task[None] | None = None
+        #: The pause before the next connection attempt while reconnecting, in seconds.
+        self.pause = 0.0
+        self._heard_standby = False  # whether the last attempt heard a standby
+        self._looking: asyncio.Task[None] | None = None  # asking the other doors
 
     @property
     def endpoint(self) -> Door:
@@ -301,7 +311,7 @@ class Link:
     async def _connect(self) -> None:
         """One attempt: the doors in turn (:mod:`tenure.backends._doors`) until a
         connection is up and set up; else what stopped it, naming every door tried."""
-        attempt = self.doors.attempt()
+        attempt = self.doors.attempt(self._loop.time())
         errors: list[BaseException] = []
         while (endpoint := attempt.next()) is not None:
             try:
@@ -322,6 +332,7 @@ class Link:
             else:
                 await self._set_up(endpoint, conn, welcome, sent_at)
                 return
+        self._heard_standby = attempt.heard_standby
         raise attempt_error(self.doors, attempt, errors)
 
     async def _set_up(
@@ -351,13 +362,17 @@ class Link:
     async def _reconnect(self) -> None:
         delay = self.options.backoff_initial
         while not self._closing:
+            self._heard_standby = False
             try:
                 await self._connect()
                 return
             except (OSError, TimeoutError, TenureError) as error:
                 self.last_error = error
                 log.debug("reconnecting to %s failed: %s", self.doors, error)
-            await asyncio.sleep(random.uniform(delay / 2, delay))
+            if self._heard_standby:  # a leader is being elected: look again soon
+                delay = min(delay, FOLLOW_PAUSE)
+            self.pause = random.uniform(delay / 2, delay)
+            await asyncio.sleep(self.pause)
             delay = min(delay * 2, self.options.backoff_max)
 
     # -- the connection's life ------------------------------------------------------
@@ -442,24 +457,44 @@ class Link:
         conn.pending.clear()
 
     async def _keepalive(self) -> None:
-        nonce = 0
+        """Ping, look for a leader elsewhere, give up: each when due (``_link_pings``)."""
+        nonce, wake = 0, self._loop.time() + self.ping_interval
         while not self._closing:
             self._wake_keepalive.clear()
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.ping_interval):
+                async with asyncio.timeout_at(wake):
                     await self._wake_keepalive.wait()
             conn, now = self._conn, self._loop.time()
+            wake = now + self.ping_interval
             if conn is None or not self._ready.is_set():
                 continue
             patience = max(2 * self.ping_interval, MIN_PING_PATIENCE)
-            if conn.pings and now - min(conn.pings.values()) > patience:
+            pinged = min(conn.pings.values()) if conn.pings else None
+            step, wake = next_step(now, self.confirmed_at, pinged, self.ping_interval, patience)
+            if step == GIVE_UP:
+                self.doors.went_silent(self.endpoint, now + self.options.connect_timeout)
                 self.lost(conn, DisconnectedError(f"no Pong from {self.endpoint} in {patience:g}s"))
-            elif not conn.pings and now - self.confirmed_at >= self.ping_interval:
+            elif step == LOOK and len(self.doors.doors) > 1:
+                if self._looking is None or self._looking.done():
+                    self._looking = self._spawn(self._leave_if_elsewhere(conn))
+            elif step == PING:
                 nonce += 1
                 conn.pings[nonce] = now
                 conn.send(conn.codec.send(Ping(nonce)))
 
-    def _spawn(self, coro: Any) -> None:
+    async def _leave_if_elsewhere(self, conn: LinkConnection) -> None:
+        """Leave ``conn`` (a Ping unanswered) for the leader another door names, if one does."""
+        silent = self.endpoint
+        while self._conn is conn and conn.pings:
+            leader = await leader_elsewhere(self, self.options, self._versions, self.doors, silent)
+            if leader is not None and self._conn is conn and conn.pings:
+                self.doors.went_silent(silent, self._loop.time() + self.options.connect_timeout)
+                self.doors.hint = leader
+                self.lost(conn, DisconnectedError(f"{silent} answers no Ping; {leader} leads now"))
+            await asyncio.sleep(FOLLOW_PAUSE)
+
+    def _spawn(self, coro: Any) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task

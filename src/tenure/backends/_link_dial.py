@@ -4,8 +4,10 @@
 both sides speak (a server that refuses a version is spoken to in the next older
 one, remembered per address for the link's life); a standby is left at once for the
 leader it names (NotLeaderError), and servers that are not one cluster's are refused
-as the doors of one link. :func:`check_version` says which commands an older version
-lacks, before one is sent. :class:`~tenure.backends._link.Link` calls both.
+as the doors of one link. :func:`leader_elsewhere` greets the other doors of a link
+whose server stopped answering, to learn whether another member leads now.
+:func:`check_version` says which commands an older version lacks, before one is
+sent. :class:`~tenure.backends._link.Link` calls them.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from tenure._protocol.messages import (
     STANDALONE,
     STANDBY,
 )
-from tenure.backends._doors import Door
+from tenure.backends._doors import Door, Doors
 from tenure.backends._link_conn import LinkConnection, LinkProtocol, Receiver
 from tenure.backends._link_words import (
     describe_error,
@@ -162,6 +164,38 @@ async def _handshake(
         transport.close()
         raise InvalidArgumentError(not_a_cluster(version))
     return LinkConnection(loop, transport, protocol, codec), welcome, sent_at
+
+
+async def leader_elsewhere(
+    receiver: Receiver,
+    options: LinkOptions,
+    versions: dict[str, int],
+    doors: Doors,
+    silent: Door,
+) -> Door | None:
+    """The leader another door of ``doors`` knows of, when it is not ``silent`` (the
+    endpoint that stopped answering); None if none says so.
+
+    Each other door is greeted in turn, as a connection attempt would: a standby
+    names its leader (its Welcome), a door that leads says so itself (that probe's
+    connection is closed: the link connects again through its doors). A door that
+    cannot be reached, or names ``silent`` or no leader, says nothing.
+    """
+    for door in doors.doors:
+        if str(door) == str(silent):
+            continue
+        try:
+            conn, _welcome, _sent_at = await greet(receiver, options, versions, True, door)
+        except NotLeaderError as error:
+            named = doors.endpoint_of(error.leader) if error.leader else None
+            if named is not None and str(named) != str(silent):
+                return named
+            continue
+        except (OSError, TenureError):  # TimeoutError included
+            continue
+        conn.transport.close()  # (never the link's: its protocol was not started)
+        return door
+    return None
 
 
 def check_version(endpoint: Door, version: int, command: Command[R]) -> None:
