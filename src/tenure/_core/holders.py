@@ -147,7 +147,8 @@ class Owner:
             return NotImplemented
         return self._fields() == other._fields()
 
-    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
+    # Mutable, compared by value: unhashable, as a class with __eq__ and no __hash__
+    # is (no ``__hash__ = None`` here: mypyc would keep it in a field of every owner).
 
     def __repr__(self) -> str:
         return (
