@@ -78,9 +78,7 @@ class Semaphore:
         self._owners: Owner | dict[int, Owner] | None = None
         self.count = 0
         self._rest: _Rest | None = (
-            None
-            if limit == MAX_COUNT and not data and ephemeral
-            else _Rest(limit, data, ephemeral)
+            None if limit == MAX_COUNT and not data and ephemeral else _Rest(limit, data, ephemeral)
         )
 
     # -- what an ephemeral mutex keeps in no field of its own -------------------------
