@@ -116,19 +116,43 @@ def test_an_owner_keeps_its_key_and_derives_session_and_hold() -> None:
     assert (big.session_id, big.hold) == (2**64 - 1, 3)
 
 
-def test_an_owner_without_a_lease_keeps_no_lease_object() -> None:
+def test_an_owner_without_data_or_a_lease_keeps_no_rest() -> None:
     owner = Owner(1, 1, b"", 1)
-    assert owner._lease is None
-    assert (owner.lease_ttl, owner.lease_deadline) == (None, None)
+    assert owner._rest is None
+    assert (owner.lease_ttl, owner.lease_deadline, owner.data) == (None, None, b"")
+    assert not owner.leased
+    with_data = Owner(1, 1, b"d", 1)
+    assert with_data._rest is not None
+    assert (with_data.data, with_data.leased) == (b"d", False)
     leased = Owner(1, 1, b"", 2, 5.0, 15.0)
-    lease = leased._lease
-    assert (leased.lease_ttl, leased.lease_deadline) == (5.0, 15.0)
+    lease = leased._rest
+    assert (leased.lease_ttl, leased.lease_deadline, leased.leased) == (5.0, 15.0, True)
     leased.lease_ttl, leased.lease_deadline = 8.0, 20.0  # what a renewal does
-    assert leased._lease is lease
+    assert leased._rest is lease
     assert (leased.lease_ttl, leased.lease_deadline) == (8.0, 20.0)
     assert Owner(1, 1, b"", 2, 8.0, 20.0) == leased
     assert Owner(1, 1, b"", 2, 8.0, 21.0) != leased
     assert "lease_ttl=8.0" in repr(leased)
+
+
+def test_an_ephemeral_mutex_keeps_no_rest_until_it_differs() -> None:
+    sem = Semaphore("m", MAX_COUNT, b"", ephemeral=True)
+    assert sem._rest is None
+    assert (sem.limit, sem.data, sem.ephemeral, sem.blocked_until) == (MAX_COUNT, b"", True, 0.0)
+    sem.set_owner(owner(1, MAX_COUNT, 1))
+    sem.enqueue(Waiter(2, 1, MAX_COUNT, b"", None, None))
+    assert sem._rest is not None
+    assert list(sem.waiters) == [2]
+    sem.remove_waiter(2)
+    assert sem._rest is None  # the queue emptied: the defaults again
+    sem.blocked_until = 5.0
+    assert (sem._rest is not None, sem.blocked_until) == (True, 5.0)
+    sem.blocked_until = 0.0
+    assert sem._rest is None
+    sem.set_data(b"x")
+    assert (sem._rest is not None, sem.data) == (True, b"x")
+    created = Semaphore("s", 3, b"", ephemeral=False)
+    assert (created._rest is not None, created.limit, created.ephemeral) == (True, 3, False)
 
 
 def test_renewing_through_the_engine_restarts_the_same_grant() -> None:

@@ -398,7 +398,8 @@ def test_a_restored_mutex_shares_the_engines_counts() -> None:
     acquire(engine, a, "m", MAX_COUNT, ephemeral=True)
     restored = load(dump(engine))
     sem = restored.nodes["n"].semaphores["m"]
-    assert sem.limit is MAX_COUNT
+    assert sem._rest is None  # its limit is the default's: none of its own
+    assert sem.limit == MAX_COUNT
     assert sem.count is MAX_COUNT
 
 

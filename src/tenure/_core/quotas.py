@@ -76,11 +76,13 @@ TRACKED: Final = (*COUNTED, "holds")
 QUOTA_NAMES: Final = (*COUNTED, "recovery_window", "requests_per_second")
 
 #: What one counted object costs the server's memory, in bytes, besides its data:
-#: the heap each took when measured with ``python -m bench.micro.memory_budget`` (a
-#: session about 330, a watch 650, a queued acquire 370, a semaphore 190, a node
-#: 1150, a hold 280, with their indexes), rounded up about twice (a real client's
-#: session has its own key, description and identity; the allocator's slack). The
-#: memory budget is charged these (in :data:`TRACKED` order) plus every data byte.
+#: the heap each took when measured with ``python -m bench.micro.memory_budget`` on
+#: the compiled build (a session about 410, a watch 670, a queued acquire 440, a
+#: created semaphore 240, a node 1160, a numbered hold on a shared semaphore 300,
+#: with their indexes; a held mutex, its semaphore and hold together, about 320:
+#: ``bench.micro.memory_holds``), rounded up (a real client's session has its own
+#: key, description and identity; the allocator's slack). The memory budget is
+#: charged these (in :data:`TRACKED` order) plus every data byte.
 OBJECT_BYTES: Final = (600, 1000, 600, 400, 2000, 1, 500)
 
 

@@ -33,12 +33,12 @@ from types import MappingProxyType
 from typing import Any
 
 from tenure._core.holders import Owner as Owner
-from tenure._core.holders import OwnerLease as OwnerLease
 from tenure._core.holders import Waiter as Waiter
 from tenure._core.holders import holder_key as holder_key
 from tenure._core.quotas import Q_DATA_BYTES, Q_HOLDS, Usage
 from tenure._core.session import Session
 from tenure._core.values import (
+    MAX_COUNT,
     NO_IDENTITY,
     ClientIdentity,
     OwnerInfo,
@@ -50,45 +50,98 @@ from tenure._core.values import (
 class Semaphore:
     """State of one semaphore. See the module docstring for the rules.
 
-    Memory: a server may hold a hundred thousand of these (mostly held mutexes), so
-    the common shapes cost no container of their own. ``_owners`` is None (nobody
+    Memory: a server may hold a million of these (mostly held mutexes), so the
+    common shapes cost no container of their own. ``_owners`` is None (nobody
     holds), the one Owner (the usual case: a held mutex), or a dict by session id
-    (two or more, in grant order); ``_waiters`` is None while nobody waits, else an
-    OrderedDict by session id in service order (a plain dict's first entry is found
-    past every slot emptied at its front: serving a queue of n waiters in one step
-    cost n**2 / 2 of those, 0.3 s for 10,000; an OrderedDict's head is O(1)). Read
-    them through :meth:`owner`, :meth:`waiter` and the read-only :attr:`owners` /
+    (two or more, in grant order). What an ephemeral mutex never changes (its
+    limit MAX_COUNT, no data), its queue (None while nobody waits) and its
+    lock-delay are in ``_rest``, a :class:`_Rest` made only for a semaphore that
+    differs (a created one, one with waiters or a lock-delay): a held mutex is
+    then five fields, 80 bytes where nine took 112. The queue is an OrderedDict
+    by holder key in service order (a plain dict's first entry is found past every
+    slot emptied at its front: serving a queue of n waiters in one step cost n**2
+    / 2 of those, 0.3 s for 10,000; an OrderedDict's head is O(1)). Read them
+    through :meth:`owner`, :meth:`waiter` and the read-only :attr:`owners` /
     :attr:`waiters` views.
     """
 
-    __slots__ = (
-        "_owners",
-        "_waiters",
-        "blocked_until",
-        "count",
-        "data",
-        "ephemeral",
-        "limit",
-        "name",
-        "usage",
-    )
+    __slots__ = ("_owners", "_rest", "count", "name", "usage")
 
     def __init__(
         self, name: str, limit: int, data: bytes, *, ephemeral: bool, usage: Usage | None = None
     ) -> None:
         self.name = name
-        self.limit = limit
-        self.data = data
-        self.ephemeral = ephemeral
         #: Its owner's usage (:mod:`tenure._core.quotas`): it counts there, with its
         #: data, from :meth:`Node.add_semaphore` to :meth:`Node.drop_semaphore`.
         self.usage = usage
         # Invariant: count == sum of owner counts <= limit.
         self._owners: Owner | dict[int, Owner] | None = None
         self.count = 0
-        self._waiters: OrderedDict[int, Waiter] | None = None
-        # Lock-delay: no grant while now < blocked_until.
-        self.blocked_until = 0.0
+        self._rest: _Rest | None = (
+            None if limit == MAX_COUNT and not data and ephemeral else _Rest(limit, data, ephemeral)
+        )
+
+    # -- what an ephemeral mutex keeps in no field of its own -------------------------
+
+    def _own_rest(self) -> _Rest:
+        """Its :class:`_Rest`, made (with the defaults) if it had none."""
+        rest = self._rest
+        if rest is None:
+            rest = self._rest = _Rest(MAX_COUNT, b"", True)
+        return rest
+
+    def _tidy(self) -> None:
+        """Drop ``_rest`` when it says only the defaults again."""
+        rest = self._rest
+        if (
+            rest is not None
+            and rest.waiters is None
+            and not rest.blocked_until
+            and rest.limit == MAX_COUNT
+            and not rest.data
+            and rest.ephemeral
+        ):
+            self._rest = None
+
+    @property
+    def limit(self) -> int:
+        """How many tokens it has."""
+        rest = self._rest
+        return MAX_COUNT if rest is None else rest.limit
+
+    @limit.setter
+    def limit(self, limit: int) -> None:
+        self._own_rest().limit = limit
+        self._tidy()
+
+    @property
+    def data(self) -> bytes:
+        """Its data (change it with :meth:`set_data`, which counts it)."""
+        rest = self._rest
+        return b"" if rest is None else rest.data
+
+    @property
+    def ephemeral(self) -> bool:
+        """Whether it vanishes when nobody holds or waits for it."""
+        rest = self._rest
+        return True if rest is None else rest.ephemeral
+
+    @property
+    def blocked_until(self) -> float:
+        """Lock-delay: no grant while now < blocked_until (0.0: none)."""
+        rest = self._rest
+        return 0.0 if rest is None else rest.blocked_until
+
+    @blocked_until.setter
+    def blocked_until(self, when: float) -> None:
+        if when or self._rest is not None:
+            self._own_rest().blocked_until = when
+            self._tidy()
+
+    @property
+    def _waiters(self) -> OrderedDict[int, Waiter] | None:
+        rest = self._rest
+        return None if rest is None else rest.waiters
 
     # -- queries --------------------------------------------------------------------
 
@@ -97,7 +150,8 @@ class Semaphore:
         usage = self.usage
         if usage is not None:
             usage.add(Q_DATA_BYTES, len(data) - len(self.data))
-        self.data = data
+        self._own_rest().data = data
+        self._tidy()
 
     def owner(self, key: int) -> Owner | None:
         """The hold of holder ``key`` (:func:`holder_key`), if it has one."""
@@ -269,11 +323,13 @@ class Semaphore:
 
     def enqueue(self, waiter: Waiter) -> Waiter | None:
         """Queue ``waiter`` at the back; returns its holder's earlier waiter it replaces."""
-        if self._waiters is None:
-            self._waiters = OrderedDict()
+        rest = self._own_rest()
+        waiters = rest.waiters
+        if waiters is None:
+            waiters = rest.waiters = OrderedDict()
         key = waiter.key
-        old = self._waiters.pop(key, None)
-        self._waiters[key] = waiter
+        old = waiters.pop(key, None)
+        waiters[key] = waiter
         if waiter.data:  # (most holds have none: no call)
             _charge(waiter.usage, len(waiter.data))
         if old is not None and old.data:  # (most holds have none: no call)
@@ -304,7 +360,8 @@ class Semaphore:
             return None
         waiter = waiters.pop(key, None)
         if not waiters:
-            self._waiters = None
+            self._own_rest().waiters = None
+            self._tidy()
         if waiter is not None and waiter.data:  # (most holds have none: no call)
             _charge(waiter.usage, -len(waiter.data))
         return waiter
@@ -321,6 +378,21 @@ class Semaphore:
         """The first request in the queue, if any (served next, when it fits)."""
         waiters = self._waiters
         return None if waiters is None else next(iter(waiters.values()))
+
+
+class _Rest:
+    """What a semaphore keeps beyond an ephemeral mutex's defaults (see :class:`Semaphore`)."""
+
+    __slots__ = ("blocked_until", "data", "ephemeral", "limit", "waiters")
+
+    def __init__(self, limit: int, data: bytes, ephemeral: bool) -> None:
+        self.limit = limit
+        self.data = data
+        self.ephemeral = ephemeral
+        #: The queue (None while nobody waits): see :class:`Semaphore`.
+        self.waiters: OrderedDict[int, Waiter] | None = None
+        # Lock-delay: no grant while now < blocked_until.
+        self.blocked_until = 0.0
 
 
 #: The empty view of owners or waiters (shared, read-only).
