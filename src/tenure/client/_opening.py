@@ -63,6 +63,10 @@ class Opening(Coroutine[Any, Any, T]):
 
     def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
         """Coroutine protocol: raise into the opening."""
+        if val is None and tb is None:
+            # (One argument, as asyncio throws: the three-argument form is deprecated
+            # since Python 3.12, a DeprecationWarning on every cancelled acquire.)
+            return self._started().throw(typ)
         return self._started().throw(typ, val, tb)
 
     def close(self) -> None:
