@@ -334,11 +334,17 @@ class Host:
             if self.observer is not None:
                 self.observer.effects(effects)
             self.route(effects)
-        self._arm_timer()
+        # (_arm_timer's first look, here: most steps leave the next deadline where it
+        # was, and a call per step to learn that costs more than the look.)
+        writer = self.writer
+        if writer is None or writer.ticking:
+            when = engine.next_deadline()
+            if when != self._timer_at:
+                self._rearm_timer(when)
         if self._caught_up and not self.behind():
             self._wake_caught_up()
-        if self.writer is not None:
-            self.writer.stepped(logged)
+        if writer is not None:
+            writer.stepped(logged)
 
     def _wake_caught_up(self) -> None:
         """Call what waits for the host to catch up (it may wait again: a new list)."""
@@ -350,8 +356,11 @@ class Host:
         if self.writer is not None and not self.writer.ticking:
             return
         when = self.engine.next_deadline()
-        if when == self._timer_at:
-            return
+        if when != self._timer_at:
+            self._rearm_timer(when)
+
+    def _rearm_timer(self, when: float | None) -> None:
+        """Arm the timer for ``when`` (None: none), in place of the one armed."""
         self._cancel_timer()
         self._timer_at = when
         self._timer = None if when is None else self.clock.call_at(when, self._on_timer)

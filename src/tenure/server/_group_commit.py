@@ -1,4 +1,4 @@
-"""The server's group commit: each turn's records made durable at once, and nothing told before.
+"""The group commit: each turn's records made durable at once, and nothing told before. [compiled]
 
 :class:`GroupCommit` is the writer of a server's :class:`~tenure._runtime.host.Host`
 (a :class:`~tenure._runtime.host.HostWriter`): the host applies a command and logs

@@ -166,8 +166,9 @@ class Journal:
         sent by ``actor`` (its token's name), ``raw`` its bytes as a client sent them
         (None: encoded here; :func:`command_record`)."""
         record = command_record(command, now, actor, raw)
-        if record is not None:
-            self._append(record)
+        if record is not None:  # (_append, inline: once per request served)
+            self.data_dir.append(record)
+            self._since_snapshot += 1
 
     def log_tick(self, now: float) -> None:
         """Queue a record of a tick that handled deadlines."""

@@ -275,13 +275,18 @@ class DataDir:
 
     def write(self, data: bytes | bytearray) -> None:
         """Write records' bytes (from :meth:`take_pending`) after the last ones."""
-        fd = self._open_fd()
-        view = memoryview(data)
-        while view:
-            written = os.pwrite(fd, view, self._end)
-            self._end += written
-            view = view[written:]
-        self._size = max(self._size, self._end)
+        fd = self._fd if self._fd is not None else self._open_fd()  # (it raises)
+        # Once per turn served: the common whole write costs no view and no loop.
+        written = os.pwrite(fd, data, self._end)
+        self._end += written
+        if written < len(data):
+            view = memoryview(data)[written:]
+            while view:
+                written = os.pwrite(fd, view, self._end)
+                self._end += written
+                view = view[written:]
+        if self._end > self._size:
+            self._size = self._end
 
     def sync(self) -> None:
         """Make what was written durable (fdatasync)."""

@@ -87,6 +87,9 @@ class Conn:
     # The shortest recovery window of the sessions attached here (None: none); it
     # may be stale and too short (a session left), never too long: checked when due.
     window: float | None = None
+    #: The writer's transport, read once (the outboxes write a native connection's
+    #: bytes to it directly: the stream writer's ``write`` would only pass them on).
+    transport: asyncio.WriteTransport = field(init=False)
     peer: str = field(init=False)  # the client's address and port, for the log
     host: str = field(init=False)  # the client's address (what limits count by)
     hello_head: bytes = b""  # the Hello's length prefix, as far as received
@@ -101,6 +104,7 @@ class Conn:
     listing: tuple[Request, list[str], str] | None = None
 
     def __post_init__(self) -> None:
+        self.transport = self.writer.transport
         # Read once, now: a closed uvloop transport raises instead of answering.
         try:
             peer = self.writer.get_extra_info("peername")

@@ -145,7 +145,14 @@ class Outboxes:
 
     def _write(self, conn: Connection, data: bytes, closing: bool) -> None:
         """Write ``data`` to ``conn`` (close it after, if ``closing``); drop a non-reader."""
-        transport = conn.writer.transport
+        # A native connection's transport is at hand: its bytes are written to it
+        # directly (its stream writer's ``write`` would only pass them on).
+        native: asyncio.WriteTransport | None = None
+        transport: Transport
+        if isinstance(conn, Conn):
+            native = transport = conn.transport
+        else:
+            transport = conn.writer.transport
         if transport.is_closing():
             # The peer is gone (or going): nothing more can reach it. (uvloop even
             # raises on such a write, which must never stop the other outboxes.)
@@ -153,7 +160,10 @@ class Outboxes:
             return
         if data:
             try:
-                conn.writer.write(data)
+                if native is not None:
+                    native.write(data)
+                else:
+                    conn.writer.write(data)
             except Exception:  # one broken transport must never stop the others
                 log.exception("cannot write to %s; disconnecting", conn.peer)
                 transport.abort()

@@ -1,4 +1,4 @@
-"""The server's own pauses: how long its event loop could not hear anybody.
+"""The server's own pauses: how long its event loop could not hear anybody. [compiled]
 
 A client's silence is counted in time the server was able to hear it (issue 37;
 docs/guarantees.md 6e). While the loop is stalled (a long synchronous step, a GC
@@ -51,8 +51,6 @@ LOGGED_STALL: Final = 1.0
 
 class PauseWatch:
     """Counts the seconds the event loop could not run (module docstring)."""
-
-    __slots__ = ("_beat", "_loop", "_seen", "_watched", "deaf", "stalls")
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._loop = loop or asyncio.get_running_loop()
@@ -111,8 +109,6 @@ class HeardClock:
     even with no connection open (a detached session's window runs then too).
     """
 
-    __slots__ = ("_loop", "_pauses", "_started")
-
     def __init__(self, pauses: PauseWatch) -> None:
         self._pauses = pauses
         self._loop = pauses._loop
@@ -145,8 +141,6 @@ class HeardClock:
 
 class _HeardTimer:
     """One callback at a heard time: re-armed when a stall moved that time on."""
-
-    __slots__ = ("_callback", "_clock", "_handle", "_when")
 
     def __init__(self, clock: HeardClock, when: float, callback: Callable[[], None]) -> None:
         self._clock, self._when, self._callback = clock, when, callback
