@@ -20,7 +20,7 @@ import tenure
 from tenure._etcd.requests import prefix_end
 from tenure.backends.etcd import EtcdBackend
 from tenure.errors import LimitExceededError, NotFoundError
-from tests.netproxy import NetProxy
+from tests.backends.etcd.proxied import proxied_session
 
 
 def _backend(client: tenure.Client) -> EtcdBackend:
@@ -199,38 +199,30 @@ async def test_a_withdrawal_whose_answers_are_lost_is_sent_until_answered(
 ) -> None:
     """A waiting set is cancelled while etcd's answers are lost: the withdrawal (a read,
     then one Txn for every member) is sent again until answered, and leaves nothing."""
-    endpoint = etcd_member.endpoints[0]
-    host, port = endpoint.rsplit(":", 1)
-    async with NetProxy(host, int(port)) as proxy:
-        through = etcd_url.replace(endpoint, f"127.0.0.1:{proxy.port}")
-        async with (
-            tenure.connect(through, connect_timeout=1, request_timeout=1) as client,
-            tenure.connect(etcd_url) as other_client,
-        ):
-            await client.create_node("n")
-            other = await other_client.session("n")
-            session = await client.session("n", recovery_window=30)
-            busy = await other.mutex("b").lock()
-            locking = asyncio.ensure_future(session.lock_all(["a", "b"], timeout=30))
-            await _until_waiting(other, "a", 1)
-            proxy.lose_downstream()  # requests reach etcd; no answer comes back
-            try:
-                locking.cancel()
-                await asyncio.sleep(2.5)  # past connect_timeout: its first try failed
-                assert await _waiters(other, "a") == [session.id]  # (it reads first)
-            finally:
-                proxy.lose_downstream(False)
-            with pytest.raises(asyncio.CancelledError):
-                await asyncio.wait_for(locking, 10)
-            await _until_waiting(other, "a", 0)  # sent again, and answered
-            assert await _waiters(other, "b") == []
-            await busy.release()
-            held = await asyncio.wait_for(session.lock_all(["a", "b"], timeout=5), 10)
-            assert held.tokens["b"] > busy.token
-            await held.release()
-            assert not session.closed
-            for name in ("a", "b"):
-                assert await _semaphore_keys(other_client, "n", name) == set()
+    async with proxied_session(etcd_member, etcd_url) as opened:
+        proxy, session, other = opened.proxy, opened.session, opened.other
+        other_client = opened.other_client
+        busy = await other.mutex("b").lock()
+        locking = asyncio.ensure_future(session.lock_all(["a", "b"], timeout=30))
+        await _until_waiting(other, "a", 1)
+        proxy.lose_downstream()  # requests reach etcd; no answer comes back
+        try:
+            locking.cancel()
+            await asyncio.sleep(2.5)  # past connect_timeout: its first try failed
+            assert await _waiters(other, "a") == [session.id]  # (it reads first)
+        finally:
+            proxy.lose_downstream(False)
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(locking, 10)
+        await _until_waiting(other, "a", 0)  # sent again, and answered
+        assert await _waiters(other, "b") == []
+        await busy.release()
+        held = await asyncio.wait_for(session.lock_all(["a", "b"], timeout=5), 10)
+        assert held.tokens["b"] > busy.token
+        await held.release()
+        assert not session.closed
+        for name in ("a", "b"):
+            assert await _semaphore_keys(other_client, "n", name) == set()
 
 
 async def test_a_resume_finishes_a_committed_set_and_withdraws_a_waiting_one(

@@ -30,7 +30,7 @@ from tenure.errors import (
     SessionClosedError,
     UnavailableError,
 )
-from tests.netproxy import NetProxy
+from tests.backends.etcd.proxied import proxied_session
 
 
 def _backend(client: tenure.Client) -> EtcdBackend:
@@ -319,41 +319,32 @@ async def test_a_release_etcd_did_not_answer_is_sent_again(etcd_member: Any, etc
     it was stopped, for no reason found in the client; the partition is the fault
     this test is about, without a signal to a process other tests share.
     """
-    endpoint = etcd_member.endpoints[0]
-    host, port = endpoint.rsplit(":", 1)
-    async with NetProxy(host, int(port)) as proxy:
-        through = etcd_url.replace(endpoint, f"127.0.0.1:{proxy.port}")
-        async with (
-            tenure.connect(through, connect_timeout=1, request_timeout=1) as client,
-            tenure.connect(etcd_url) as other_client,
-        ):
-            await client.create_node("n")
-            other = await other_client.session("n")
-            session = await client.session("n", recovery_window=30)
-            lock = await session.mutex("m").lock()
-            proxy.stall()  # etcd hears nothing of this client, and answers nothing
-            try:
-                release = asyncio.create_task(lock.release())
-                await asyncio.sleep(2.5)  # past connect_timeout: the first try failed
-                if release.done():  # said in full: how it ended, while nothing got through
-                    outcome = lock._releasing
-                    ended = (
-                        outcome
-                        if outcome is None or outcome.cancelled()
-                        else (outcome.exception() or outcome.result())
-                    )
-                    pytest.fail(
-                        f"answered during the partition: {ended!r}; session lost "
-                        f"{session.lost_reason!r}, closed {session.closed}"
-                    )
-                held = (await other.semaphore("m").describe(owners=True)).owners
-                assert [o.session_id for o in held] == [session.id]  # not released yet
-            finally:
-                proxy.resume()
-            await asyncio.wait_for(release, 10)  # sent again, and answered
-            taken = await other.mutex("m").lock(timeout=5)
-            assert taken.token > lock.token
-            assert not session.closed
+    async with proxied_session(etcd_member, etcd_url) as opened:
+        proxy, session, other = opened.proxy, opened.session, opened.other
+        lock = await session.mutex("m").lock()
+        proxy.stall()  # etcd hears nothing of this client, and answers nothing
+        try:
+            release = asyncio.create_task(lock.release())
+            await asyncio.sleep(2.5)  # past connect_timeout: the first try failed
+            if release.done():  # said in full: how it ended, while nothing got through
+                outcome = lock._releasing
+                ended = (
+                    outcome
+                    if outcome is None or outcome.cancelled()
+                    else (outcome.exception() or outcome.result())
+                )
+                pytest.fail(
+                    f"answered during the partition: {ended!r}; session lost "
+                    f"{session.lost_reason!r}, closed {session.closed}"
+                )
+            held = (await other.semaphore("m").describe(owners=True)).owners
+            assert [o.session_id for o in held] == [session.id]  # not released yet
+        finally:
+            proxy.resume()
+        await asyncio.wait_for(release, 10)  # sent again, and answered
+        taken = await other.mutex("m").lock(timeout=5)
+        assert taken.token > lock.token
+        assert not session.closed
 
 
 async def test_an_acquire_whose_answer_was_lost_leaves_nothing_behind(
@@ -362,32 +353,23 @@ async def test_an_acquire_whose_answer_was_lost_leaves_nothing_behind(
     """etcd applies an acquire's Txn and its answers are lost until the client gives
     up (UnavailableError): the client first takes back what the Txn left, so the
     grant does not stay for as long as the session lives."""
-    endpoint = etcd_member.endpoints[0]
-    host, port = endpoint.rsplit(":", 1)
-    async with NetProxy(host, int(port)) as proxy:
-        through = etcd_url.replace(endpoint, f"127.0.0.1:{proxy.port}")
-        async with (
-            tenure.connect(through, connect_timeout=1, request_timeout=1) as client,
-            tenure.connect(etcd_url) as other_client,
-        ):
-            await client.create_node("n")
-            other = await other_client.session("n")
-            session = await client.session("n", recovery_window=30)
-            proxy.lose_downstream()  # requests reach etcd; no answer comes back
-            try:
-                acquire = asyncio.create_task(session.mutex("m").lock())
-                await asyncio.sleep(0.5)  # applied, unanswered
-                owners = (await other.semaphore("m").describe(owners=True)).owners
-                assert [o.session_id for o in owners] == [session.id]
-                await asyncio.sleep(2.0)  # the client gave up on it (connect_timeout)
-            finally:
-                proxy.lose_downstream(False)
-            with pytest.raises(UnavailableError):
-                await asyncio.wait_for(acquire, 10)
-            taken = await other.mutex("m").lock(timeout=5)  # nothing of it was left
-            await taken.release()
-            again = await session.mutex("m").lock(timeout=5)  # its hold number is free
-            assert again.token > taken.token
+    async with proxied_session(etcd_member, etcd_url) as opened:
+        proxy, session, other = opened.proxy, opened.session, opened.other
+        proxy.lose_downstream()  # requests reach etcd; no answer comes back
+        try:
+            acquire = asyncio.create_task(session.mutex("m").lock())
+            await asyncio.sleep(0.5)  # applied, unanswered
+            owners = (await other.semaphore("m").describe(owners=True)).owners
+            assert [o.session_id for o in owners] == [session.id]
+            await asyncio.sleep(2.0)  # the client gave up on it (connect_timeout)
+        finally:
+            proxy.lose_downstream(False)
+        with pytest.raises(UnavailableError):
+            await asyncio.wait_for(acquire, 10)
+        taken = await other.mutex("m").lock(timeout=5)  # nothing of it was left
+        await taken.release()
+        again = await session.mutex("m").lock(timeout=5)  # its hold number is free
+        assert again.token > taken.token
 
 
 async def test_requests_made_at_once_by_one_client_queue_in_call_order(etcd_url: str) -> None:
