@@ -5,6 +5,13 @@ connection pool, a gRPC channel to etcd); a :class:`LockSession` is one client o
 the lock service (a tenure session, a Redis lock user, an etcd lease, a PostgreSQL
 connection, a dflockd connection). Every wait is bounded by ``timeout`` seconds.
 etcd's client is :mod:`bench.peers.etcd_lock`.
+
+A session's :meth:`LockSession.awaited` is the same session in the form whose
+release waits for the service's answer. tenure's block form (``async with
+session.mutex(key):``) does not wait where the release is sent ahead of the next
+request; ``lock = await session.mutex(key).lock()`` ... ``await lock.release()``
+does, as every peer's release here does (redis-py's ``lock.release()``, etcd's
+Unlock, ``pg_advisory_unlock``, dflockd's release).
 """
 
 from __future__ import annotations
@@ -30,6 +37,13 @@ class LockSession:
 
     async def close(self) -> None:
         """End the session (what it holds is released)."""
+
+    def awaited(self) -> LockSession:
+        """This session in the form whose release waits for the service's answer.
+
+        Itself by default: every peer's release waits for its answer already.
+        """
+        return self
 
 
 class LockClient:
@@ -74,6 +88,28 @@ class _TenureSession(LockSession):
         await self._session.close()
         if self._own is not None:
             await self._own.aclose()
+
+    def awaited(self) -> LockSession:
+        return _TenureAwaitedSession(self._session, self)
+
+
+class _TenureAwaitedSession(LockSession):
+    """``lock = await session.mutex(key).lock()``, then ``await lock.release()``: the
+    release returns once the backend has applied it (docs/concepts.md, "Releasing"),
+    as redis-py's ``lock.release()`` returns with Redis's answer."""
+
+    def __init__(self, session: tenure.Session, block: _TenureSession) -> None:
+        self._session = session
+        self._block = block  # the same session in the block form: closing it closes all
+
+    async def acquire(self, key: str) -> Any:
+        return await self._session.mutex(key).lock()
+
+    async def release(self, handle: Any) -> None:
+        await handle.release()
+
+    async def close(self) -> None:
+        await self._block.close()
 
 
 class TenureClient(LockClient):

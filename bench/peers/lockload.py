@@ -1,8 +1,8 @@
 """The lock workloads (seq, par, cont), run in a client process of their own.
 
-``python -m bench.peers.lockload --system S --url U --workload seq|par|cont --n N`` runs
-one repeat against a server the orchestrator started and prints its Measures as a
-JSON list on stdout (one sample each). ``--workload seq,par,cont --n
+``python -m bench.peers.lockload --system S --url U --workload W --n N`` (W: seq,
+seq-awaited, par or cont) runs one repeat against a server the orchestrator started
+and prints its Measures as a JSON list on stdout (one sample each). ``--workload seq,par,cont --n
 seq=2000,par=5000,cont=1500`` runs several in turn on one client (quick mode: one
 process per repeat instead of three); ``--max-seconds S`` caps each one's timed
 part. A run longer than ``--timeout`` seconds fails (exit status 2, the reason on
@@ -12,6 +12,10 @@ stderr) instead of hanging.
   the CPU time per pair of this client process and (``--server-pid``) the server's
   (``--server-pid P,P,...``: a system of several processes, tenure-cluster's members
   and their etcd, added up).
+* seq-awaited: seq in the form whose release waits for its answer (``lock = await
+  m.lock()`` ... ``await lock.release()`` on tenure, :meth:`LockSession.awaited`): two
+  round trips a pair on every system, as redis-py's ``acquire()`` and ``release()``.
+  The same metrics as seq.
 * par: ``--clients`` sessions at once, distinct keys, ``n`` pairs in all.
 * cont: ``--clients`` sessions loop acquire -> release on one key until ``n``
   grants: wait percentiles, Jain's fairness index over grants per client, and the
@@ -76,14 +80,17 @@ class Load:
     server: ServerCpu | None = None
 
 
-async def seq(client: LockClient, load: Load) -> Outcome:
+async def seq(client: LockClient, load: Load, *, awaited: bool = False) -> Outcome:
     """One session: acquire + release of ``n`` distinct keys, one pair at a time.
 
     Besides the rate and latencies: the CPU time this client process, and the
     server's processes if ``load.server`` is given, spent per pair over the timed loop.
+    ``awaited``: in the form whose release waits for its answer (:func:`seq_awaited`).
     """
     prefix, server = load.prefix, load.server
     session = await client.session()
+    if awaited:
+        session = session.awaited()
     await warm_up([session], 50, prefix)
     acquires: list[float] = []
     releases: list[float] = []
@@ -120,6 +127,15 @@ async def seq(client: LockClient, load: Load) -> Outcome:
     if server_cpu is not None:
         outcome.append(("server_cpu_us", server_cpu / n * 1e6, "µs/pair"))
     return outcome
+
+
+async def seq_awaited(client: LockClient, load: Load) -> Outcome:
+    """seq with every release awaited: what ``await lock.release()`` costs a user.
+
+    The same session, keys and metrics as :func:`seq`; only tenure's release differs
+    (its block form sends the release ahead of the next request without waiting).
+    """
+    return await seq(client, load, awaited=True)
 
 
 async def _sessions(client: LockClient, count: int) -> list[LockSession]:
@@ -252,6 +268,7 @@ async def cont(client: LockClient, load: Load) -> Outcome:
 
 WORKLOADS: dict[str, Callable[[LockClient, Load], Awaitable[Outcome]]] = {
     "seq": seq,
+    "seq-awaited": seq_awaited,
     "par": par,
     "cont": cont,
 }
@@ -329,10 +346,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--system", required=True)
     parser.add_argument("--url", required=True)
     parser.add_argument(
-        "--workload", type=_workloads, required=True, help="seq, par, cont, or several: seq,par"
+        "--workload",
+        type=_workloads,
+        required=True,
+        help="seq, seq-awaited, par, cont, or several: seq,par",
     )
     parser.add_argument(
-        "--n", type=_sizes, required=True, help="pairs (seq, par) or grants (cont): N or seq=N,..."
+        "--n",
+        type=_sizes,
+        required=True,
+        help="pairs (seq, seq-awaited, par) or grants (cont): N or seq=N,...",
     )
     parser.add_argument(
         "--max-seconds",
@@ -352,8 +375,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--server-pid",
         type=_pids,
-        help="seq: also measure this server's CPU per pair: PID, or PID,PID,... (the"
-        " processes of a system of several, their CPU added up)",
+        help="seq, seq-awaited: also measure this server's CPU per pair: PID, or PID,PID,..."
+        " (the processes of a system of several, their CPU added up)",
     )
     args = parser.parse_args(argv)
     missing = [w for w in args.workload if w not in args.n]

@@ -26,11 +26,13 @@ from bench.tools import report, systems
 from bench.tools.results import Measure, client_each, loads, median_measure, to_json
 
 REPO = Path(__file__).resolve().parents[2]
-LOCK_WORKLOADS = ("seq", "par", "cont")
+LOCK_WORKLOADS = ("seq", "seq-awaited", "par", "cont")
+#: The workloads of one session (so of one client shape).
+ONE_SESSION = ("seq", "seq-awaited")
 RESOURCE_WORKLOADS = ("hold", "sessions", "recovery")
 WORKLOADS = (*LOCK_WORKLOADS, *RESOURCE_WORKLOADS, "watch", "ceiling")
-#: Full sizes: pairs (seq, par) and grants (cont); round trips (ceiling).
-SIZES = {"seq": 2_000, "par": 10_000, "cont": 3_000, "ceiling": 20_000}
+#: Full sizes: pairs (seq, seq-awaited, par) and grants (cont); round trips (ceiling).
+SIZES = {"seq": 2_000, "seq-awaited": 2_000, "par": 10_000, "cont": 3_000, "ceiling": 20_000}
 #: Quick mode halves par and cont (and the echo ceiling): at full sizes the
 #: whole run (with the resource workloads) takes over 5 minutes on 2 cores.
 QUICK_SIZES = {**SIZES, "par": 5_000, "cont": 1_500, "ceiling": 10_000}
@@ -48,6 +50,18 @@ RUN_TIMEOUT = 120.0  # one repeat, in seconds; longer is reported as a failure
 #: (tenure-etcd, tenure-redis, tenure-postgres) are set for the shared client.
 #: tenure-cluster is judged against etcd as durable tenure is: in both shapes.
 EACH_SHAPE: tuple[str, ...] = ("tenure-always", "tenure-off", "tenure-cluster", "redis", "etcd")
+#: The systems seq-awaited runs on: tenure where leaving ``async with`` does not wait
+#: for the release's answer (tenure://, one server or a cluster, and redis://; not
+#: memory://, which has no round trip to wait for), and redis-py's Lock, the peer that
+#: form is judged against. Elsewhere (etcd, PostgreSQL, dflockd, tenure on etcd:// and
+#: postgres://) every release waits already: seq-awaited would be seq again.
+AWAITED_FORM: tuple[str, ...] = (
+    "tenure-always",
+    "tenure-off",
+    "tenure-cluster",
+    "tenure-redis",
+    "redis",
+)
 
 _started = time.monotonic()
 
@@ -104,23 +118,27 @@ def aggregate(runs: list[list[Measure]]) -> list[Measure]:
 def lock_workloads(
     system: str, workloads: Sequence[str], repeats: int, workdir: Path, quick: bool
 ) -> list[Measure]:
-    """seq/par/cont on ``system``: one server, ``repeats`` client processes each.
+    """The lock workloads on ``system``: one server, ``repeats`` client processes each.
 
     par and cont run in both shapes on the systems of :data:`EACH_SHAPE`, reported
-    under :func:`~bench.tools.results.client_each`'s name; seq has one session, so one shape.
+    under :func:`~bench.tools.results.client_each`'s name; seq and seq-awaited have one
+    session, so one shape. seq-awaited runs on the systems of :data:`AWAITED_FORM` only.
     Full mode runs every (workload, shape, repeat) in a client process of its own;
     quick mode a process per (shape, repeat) doing its workloads in turn, each capped
     at :data:`QUICK_SECONDS` (process starts were most of a quick run's time).
     """
     measures: list[Measure] = []
+    workloads = [w for w in workloads if w != "seq-awaited" or system in AWAITED_FORM]
+    if not workloads:
+        return measures
     try:
         server = systems.start(system, workdir)
     except Exception as exc:
         return [failure(w, system, f"server did not start: {exc}") for w in workloads]
     try:
         shapes = [(system, "one", list(workloads))]
-        if system in EACH_SHAPE and (each := [w for w in workloads if w != "seq"]):
-            shapes.append((client_each(system), "each", each))  # seq: one session, one shape
+        if system in EACH_SHAPE and (each := [w for w in workloads if w not in ONE_SESSION]):
+            shapes.append((client_each(system), "each", each))
         # A process's work: (name, shape, its workloads), in the order they run.
         if quick:
             plan = shapes
@@ -153,7 +171,7 @@ def _lock_run(
     argv += ["--clients", str(CLIENTS), "--timeout", str(RUN_TIMEOUT), "--shape", shape]
     if quick:
         argv += ["--max-seconds", str(QUICK_SECONDS)]
-    if "seq" in wanted and (pids := server.pids()):
+    if any(w in ONE_SESSION for w in wanted) and (pids := server.pids()):
         argv += ["--server-pid", ",".join(map(str, pids))]
     run = client_run(argv, ",".join(wanted), name)
     out = []
