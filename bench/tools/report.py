@@ -31,6 +31,12 @@ WORKLOADS = {
     " timed loop, per pair; *server cpu*: the server process's (PostgreSQL: with its"
     " backends; tenure-cluster: its three members and their etcd, added up), read with"
     " psutil by the client process around the same loop",
+    "seq-awaited": "seq with every release awaited: on tenure `lock = await"
+    " session.mutex(key).lock()`, then `await lock.release()`, which returns once the server"
+    " has applied the release (two round trips a pair, where the block form sends the release"
+    " ahead of the next acquire); redis-py's `lock.release()` waits for Redis's answer in"
+    " both, so its row is seq again, measured beside them. Run on tenure-off, tenure-redis"
+    " and redis only",
     "par": "32 concurrent clients (a session each), distinct keys, all at once; the rows"
     " *(client each)*: each of the 32 has its own client and connection, the others share one",
     "cont": "32 clients on one key, acquire -> release in a loop (*(client each)* as in par)."
@@ -275,7 +281,8 @@ def render(
         "",
         SETUP_TEXT,
         "",
-        f"Sizes: seq {sizes.get('seq', '?'):,} pairs, par {sizes.get('par', '?'):,} pairs,"
+        f"Sizes: seq {sizes.get('seq', '?'):,} pairs (seq-awaited too),"
+        f" par {sizes.get('par', '?'):,} pairs,"
         f" cont {sizes.get('cont', '?'):,} grants, {sizes.get('clients', 32)} clients for par"
         f" and cont, ceiling {sizes.get('ceiling', '?'):,} round trips.",
         "",
