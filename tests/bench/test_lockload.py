@@ -38,6 +38,18 @@ def test_several_workloads_in_one_process_each_report_their_own_metrics() -> Non
     assert 0.99 <= cont["jain"] <= 1.0
 
 
+def test_seq_awaited_reports_what_seq_reports() -> None:
+    found = lockload("--workload", "seq,seq-awaited", "--n", "64")
+    metrics: dict[str, set[str]] = {}
+    for m in found:
+        metrics.setdefault(m["workload"], set()).add(m["metric"])
+    assert metrics["seq-awaited"] == metrics["seq"]
+    assert {"pairs_per_s", "release_p50_ms", "client_cpu_us"} <= metrics["seq-awaited"]
+    rate = next(m for m in found if (m["workload"], m["metric"]) == ("seq-awaited", "pairs_per_s"))
+    assert rate["value"] > 0
+    assert rate["unit"] == "pairs/s"
+
+
 def test_the_cap_stops_a_workload_early_and_the_note_says_so() -> None:
     # Ten million pairs cannot be done in a tenth of a second: the cap ends the loop.
     found = lockload("--workload", "seq", "--n", "10000000", "--max-seconds", "0.1")
@@ -60,4 +72,4 @@ def test_an_unknown_workload_is_refused(workload: str) -> None:
     argv += ["--url", "memory://", "--workload", workload, "--n", "10"]
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
-    assert "workloads of seq, par, cont" in done.stderr
+    assert "workloads of seq, seq-awaited, par, cont" in done.stderr
