@@ -223,7 +223,7 @@ async def _serve_on(
     if fields["build"] != "compiled":
         log.warning(
             "the %s build runs: its hot path is not compiled, and serves about half as "
-            "fast (docs/operations.md, \"Installing\")",
+            'fast (docs/operations.md, "Installing")',
             fields["build"],
             extra={"event": "pure_build"},
         )
