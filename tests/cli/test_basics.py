@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import tenure
+from tenure._build import build
 from tenure.server._faces import every_setting
 from tests.cli.support import one_error_line, run_tenure
 from tests.server.wire import ServerProcess, free_port
@@ -17,7 +18,8 @@ from tests.server.wire import ServerProcess, free_port
 def test_version(tenure_executable: object) -> None:
     result = run_tenure("--version")
     assert result.returncode == 0
-    assert result.stdout.strip() == f"tenure {tenure.__version__}"
+    # The build that runs, said (docs/operations.md, "Installing").
+    assert result.stdout.strip() == f"tenure {tenure.__version__} ({build()} build)"
 
 
 def test_no_command_prints_help_and_fails(tenure_executable: object) -> None:
