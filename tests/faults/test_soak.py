@@ -85,10 +85,19 @@ def test_a_load_kind_that_stopped_is_named() -> None:
 
 
 def test_a_short_soak_runs_every_load_and_fault_and_writes_its_report(tmp_path: Path) -> None:
+    # The time gives two turns; the server's pause and crash come after it, as owed
+    # (the rule that keeps a loaded machine's short run testing every fault).
     soak = Soak(
-        tmp_path / "work", seconds=24.0, fault_every=3.5, crash_every=12.0, sample_every=1.0
+        tmp_path / "work", seconds=8.0, fault_every=3.0, crash_every=60.0, sample_every=1.0
     )
     run = soak.execute()
+    assert [f.kind for f in run.faults] == [
+        "client-kill",
+        "client-pause",
+        "server-pause",
+        "server-crash",
+    ]
+    assert all(f.t >= 8.0 for f in run.faults[2:])
     assert soak.server.exit_code() is not None  # stopped
     assert {f.kind for f in run.faults} == {
         "client-kill",

@@ -18,7 +18,9 @@ Every ``sample_every`` seconds: the server's RSS, open files and threads (from
 open connections (``/metrics``), and each load kind's operations so far. At the
 end :mod:`tools.faults.soak_report` judges that each stayed bounded and writes the
 report (a page, its plot, the samples). Everything stops by itself: the run lasts
-the hours asked, every wait is bounded, the processes are stopped by PID.
+the hours asked (and, where a slow machine left a kind of fault without its turn,
+one fault of each such kind more), every wait is bounded, the processes are stopped
+by PID.
 """
 
 from __future__ import annotations
@@ -337,6 +339,28 @@ class Soak:
                 f"connections, log {log / 2**20:.1f} MiB, ops {sum(ops.values())}"
             )
 
+    def _owed_faults(self) -> None:
+        """Inject, once each, the kinds of fault the run's time did not reach.
+
+        A slow machine (a loaded CI runner: a restart or a pause taking longer than
+        planned) can spend the run's seconds before every kind had its turn; a run
+        that never paused the server has not tested what it reports. So the run goes
+        past its duration by at most one fault of each missing kind, each bounded.
+        """
+        kinds = {
+            "client-kill": self._client_kill,
+            "client-pause": self._client_pause,
+            "server-pause": self._server_pause,
+            "server-crash": self._server_crash,
+        }
+        owed = [kind for kind in kinds if kind not in {f.kind for f in self.run.faults}]
+        for kind in owed:
+            self.progress(f"{self._now():8.0f}s past the duration: {kind} had no turn yet")
+            self._wait(min(self.fault_every, 1.0))  # a reading between two faults
+            kinds[kind]()
+        if owed:  # the last reading is of the load back at work, not of the fault
+            self._wait(WINDOW)
+
     def execute(self) -> SoakRun:
         """Run the soak for its seconds; always stops what it started."""
         self.stats_dir.mkdir(parents=True, exist_ok=True)
@@ -361,6 +385,7 @@ class Soak:
                 else:
                     turns[turn % len(turns)]()
                     turn += 1
+            self._owed_faults()
             self._sample()  # the last reading, under load
         finally:
             self._stop_loads()

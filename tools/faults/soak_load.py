@@ -48,6 +48,8 @@ import tenure
 STATS_EVERY: Final = 5.0
 #: Bound of any one step of a client (an acquire's own timeout is shorter).
 STEP: Final = 20.0
+#: How long a client has, after SIGTERM, to end on its own before it is cancelled.
+STOP_GRACE: Final = 2.0
 #: Operations per session, sessions per connection (the churn).
 OPS_PER_SESSION: Final = 40
 SESSIONS_PER_CONNECTION: Final = 4
@@ -328,10 +330,14 @@ async def run(config: SoakConfig, kind: str, tally: Tally) -> None:
     while not stop.is_set():
         tally.write()
         await _pause(stop, STATS_EVERY)
-    with contextlib.suppress(TimeoutError):  # each step is bounded; this bounds the lot
-        await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), STEP + 5.0)
-    for task in tasks:
+    # A client between two steps sees ``stop`` and ends; one waiting on others (a
+    # watcher for the writer's next change, an observer for the next leader) would
+    # wait out its STEP, since the others have stopped: after a grace it is cancelled,
+    # which closes its session and connection as an exception would.
+    _, pending = await asyncio.wait(tasks, timeout=STOP_GRACE)
+    for task in pending:
         task.cancel()
+    await asyncio.wait(tasks, timeout=STEP)  # cancelled: each close is bounded
     tally.write()
 
 
