@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from tools.faults import failover
+from tools.faults import failover, report
+from tools.faults.check_failover import percentiles
 from tools.faults.checker import Verdict, check
 from tools.faults.history import parse
 
@@ -246,8 +247,8 @@ def test_failover_times_are_measured_from_the_fault_to_the_first_grant_of_the_su
     failover = verdict.stats["failover"]
     assert failover["kill-9-leader"] == {
         "count": 2,
-        "failover": {"p50": 3.5, "max": 4.0},
-        "election": {"p50": 2.0, "max": 2.0},
+        "failover": {"p50": 3.5, "p99": 4.0, "max": 4.0},
+        "election": {"p50": 2.0, "p99": 2.0, "max": 2.0},
         "unmeasured": 0,
     }
     assert failover["cut-leader-from-etcd"]["unmeasured"] == 1
@@ -289,7 +290,7 @@ def test_a_sigstop_holders_kill_is_measured_apart_from_a_plain_kill_of_the_leade
     b.hold("w1c0", 2, 4, 12.3 + window + 0.01, 20.5)  # once the stopped worker's sessions ended
     verdict = b.verdict(stop=40.0)
     failover = verdict.stats["failover"]
-    assert failover["kill-9-leader"]["failover"] == {"p50": 2.4, "max": 2.4}
+    assert failover["kill-9-leader"]["failover"] == {"p50": 2.4, "p99": 2.4, "max": 2.4}
     assert failover["sigstop-holder"]["failover"]["max"] > window
 
 
@@ -338,4 +339,27 @@ async def test_the_sigstop_holder_fault_notes_its_kill_under_its_own_kind(
     elected = [fields for kind, fields in notes if kind == "elected"]
     assert [(e["fault"], e["deposed"], e["led"]) for e in elected] == [
         ("sigstop-holder", "t0", 3.0)
+    ]
+
+
+def test_failover_p99_is_the_nearest_rank_not_the_maximum_once_there_are_enough() -> None:
+    assert percentiles([2.0, 3.0, 9.0]) == {"p50": 3.0, "p99": 9.0, "max": 9.0}
+    # 200 failovers, two of them slow: the p99 leaves exactly those two above it.
+    values = [2.0 + n / 100 for n in range(198)] + [10.0, 11.0]
+    assert percentiles(values) == {"p50": 2.995, "p99": 3.97, "max": 11.0}
+    assert percentiles([]) == {}
+
+
+def test_the_report_shows_p99_and_a_dash_for_results_saved_before_it() -> None:
+    now = {"failover": percentiles([2.0, 2.5]), "election": percentiles([1.5, 2.0])}
+    before = {"failover": {"p50": 2.544, "max": 10.344}, "election": {"p50": 1.88, "max": 2.338}}
+    lines = report._failover_lines(
+        {"failover": {"kill-9-leader": {**now, "count": 2, "unmeasured": 0},
+                      "all": {**before, "count": 32, "unmeasured": 1}}}
+    )  # fmt: skip
+    assert lines == [
+        "* failover after kill-9-leader (2): p50 2.25 s, p99 2.5 s, max 2.5 s; "
+        "election p50 1.75 s, p99 2 s, max 2 s",
+        "* failover after all (32, 1 with no grant before the next fault): p50 2.544 s, "
+        "max 10.344 s; election p50 1.88 s, max 2.338 s",
     ]

@@ -108,10 +108,8 @@ class Releases:
         """The release sent at once was answered, or could not be: done, or sent
         again until answered (also when ``answer``'s waiter has given up)."""
         if not first.cancelled() and (error := first.exception()) is None:
-            # Applied (the common case): _released with nothing to log, inline.
-            releasing = self._session.ledger.releasing
-            if held is not None and releasing.get(place) is held:
-                del releasing[place]
+            # Applied (the common case): _released with nothing to log.
+            self._drop(place, held)
             if not answer.done():
                 answer.set_result(first.result())
         elif not first.cancelled() and not isinstance(error, UnavailableError):

@@ -29,14 +29,24 @@ PASSED_THROUGH = {"context_settings": {"ignore_unknown_options": True, "help_opt
     "3 backend error, 4 lock or leadership lost (claim: stopped at --at-most), 126/127 "
     "the command cannot run / was not found, 128+N ended by signal N.",
 )
-@click.version_option(
-    tenure.__version__,
+@click.option(
     "--version",
-    prog_name="tenure",
-    message=f"%(prog)s %(version)s ({build()} build)",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=lambda context, _, asked: _show_version(context, asked),
+    help="Show the version and the build (compiled or pure), and exit.",
 )
 def cli() -> None:
     """tenure: distributed coordination for Python (locks, semaphores, elections)."""
+
+
+def _show_version(context: click.Context, asked: bool) -> None:
+    # Asked only here, not when the CLI is imported: the build is found by looking up
+    # modules on the path, which every other command has no use for.
+    if asked and not context.resilient_parsing:
+        click.echo(f"tenure {tenure.__version__} ({build()} build)")
+        context.exit()
 
 
 @cli.command(**PASSED_THROUGH)
