@@ -87,9 +87,7 @@ def test_a_load_kind_that_stopped_is_named() -> None:
 def test_a_short_soak_runs_every_load_and_fault_and_writes_its_report(tmp_path: Path) -> None:
     # The time gives two turns; the server's pause and crash come after it, as owed
     # (the rule that keeps a loaded machine's short run testing every fault).
-    soak = Soak(
-        tmp_path / "work", seconds=8.0, fault_every=3.0, crash_every=60.0, sample_every=1.0
-    )
+    soak = Soak(tmp_path / "work", seconds=8.0, fault_every=3.0, crash_every=60.0, sample_every=1.0)
     run = soak.execute()
     assert [f.kind for f in run.faults] == [
         "client-kill",
