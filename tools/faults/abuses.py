@@ -62,6 +62,8 @@ DAY: Final = 86_400.0
 BIG_DATA: Final = b"x" * 65_536
 #: Bound of any one request of an abuse (a stuck answer must not stall the phase).
 STEP: Final = 10.0
+#: The quota a token's requests beyond its rate are refused by.
+RATE_QUOTA: Final = "requests_per_second"
 #: Names in the refusal of a quota, and of the memory budget (the quota interface).
 _QUOTA: Final = re.compile(r"over its quota (\w+)")
 _LIMIT: Final = re.compile(r"^(\w+)")
@@ -116,17 +118,37 @@ class Tenant:
     async def ask(self, tally: Tally, request: Awaitable[Any]) -> Any:
         """``request``'s answer, counted in ``tally`` (:data:`FAILED` if it was refused
         or failed)."""
+        answer, _ = await self._answer(tally, request)
+        return answer
+
+    async def ask_admitted(
+        self, tally: Tally, make: Callable[[], Awaitable[Any]], deadline: float
+    ) -> Any:
+        """``make()``'s answer as :meth:`ask` counts it, asked again every 0.2 s while the
+        token's ``requests_per_second`` refuses it, until ``deadline``. ``flood`` spends
+        the same token's requests: an abuse about another quota must reach that quota,
+        not stop at the rate (a run's ``waiters`` once had half its acquires refused by
+        the rate, too few queued left to meet the waiters quota)."""
+        while True:
+            answer, refusal = await self._answer(tally, make())
+            if refusal != RATE_QUOTA or now() >= deadline:
+                return answer
+            await asyncio.sleep(0.2)
+
+    async def _answer(self, tally: Tally, request: Awaitable[Any]) -> tuple[Any, str | None]:
+        """:meth:`ask`'s answer, and the quota or limit that refused it (None: not refused)."""
         try:
             async with asyncio.timeout(STEP):
                 answer = await request
         except LimitExceededError as error:
-            tally.refused[refusal_name(error)] += 1
-            return FAILED
+            refusal = refusal_name(error)
+            tally.refused[refusal] += 1
+            return FAILED, refusal
         except (TenureError, OSError, TimeoutError) as error:
             tally.failed[type(error).__name__] += 1
-            return FAILED
+            return FAILED, None
         tally.done += 1
-        return answer
+        return answer, None
 
 
 Abuse = Callable[[Tenant, Tally, float], Coroutine[Any, Any, None]]
@@ -242,7 +264,7 @@ async def waiters(tenant: Tenant, tally: Tally, deadline: float) -> None:
             return
         names = [f"queue-{i}" for i in range(QUEUES)]
         held = await asyncio.gather(
-            *(tenant.ask(tally, holder.semaphore(n).acquire()) for n in names)
+            *(tenant.ask_admitted(tally, holder.semaphore(n).acquire, deadline) for n in names)
         )
         queued: list[asyncio.Task[Any]] = []
         others: list[tenure.Session] = []
@@ -252,7 +274,9 @@ async def waiters(tenant: Tenant, tally: Tally, deadline: float) -> None:
                 continue
             others.append(other)
             queued += [
-                asyncio.create_task(tenant.ask(tally, other.semaphore(n).acquire()))
+                asyncio.create_task(
+                    tenant.ask_admitted(tally, other.semaphore(n).acquire, deadline)
+                )
                 for n, lease in zip(names, held, strict=True)
                 if lease is not FAILED
             ]
