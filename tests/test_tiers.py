@@ -98,7 +98,14 @@ def test_unit_tier_runs_collect_only_what_may_hold_the_unit_tier(path: str, hold
 
 def test_the_fault_suite_and_the_costly_files_keep_to_one_worker() -> None:
     faults = ("faults", "service", "slow")
-    assert tiers.xdist_group_of("tests/faults/test_scenarios.py::t[x]", faults) == "faults"
+    scenarios = "tests/faults/test_scenarios.py::test_scenario_keeps_every_promise"
+    assert tiers.xdist_group_of(f"{scenarios}[tenure-crash]", faults) == "faults"
+    assert tiers.xdist_group_of(f"{scenarios}[tenure-cluster-failover]", faults) == (
+        "faults: other targets"
+    )
+    assert tiers.xdist_group_of(f"{scenarios}[postgres-crash]", faults) == "faults: other targets"
+    mutant = "tests/faults/test_mutants.py::test_a_dropped_push_is_caught_as_a_hang"
+    assert tiers.xdist_group_of(mutant, faults) == "faults"
     kit = "tests/test_conformance_kit.py"
     assert tiers.xdist_group_of(f"{kit}::test_x", SERVICE) == kit
     assert tiers.xdist_group_of("tests/server/test_serve.py::test_x", SERVICE) is None

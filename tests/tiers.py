@@ -40,6 +40,7 @@ import pytest
 __all__ = [
     "MARKERS",
     "ONE_WORKER",
+    "OTHER_TARGETS",
     "SERVER_PARAMETERS",
     "TIERS",
     "UNIT_TIER",
@@ -194,11 +195,22 @@ ONE_WORKER: Final[dict[str, str]] = {
 }
 
 
+#: The scenarios of the fault suite against another target than one ``tenure serve``
+#: (their ids start with the target: ``tests/faults/test_scenarios.py``): a group of
+#: their own, run beside the rest of the suite (about 220 s and 280 s of the 500 s
+#: the suite takes on one worker here).
+OTHER_TARGETS: Final = ("tenure-cluster-", "etcd-", "redis-", "postgres-")
+
+
 def xdist_group_of(nodeid: str, markers: tuple[str, ...]) -> str | None:
-    """The ``xdist_group`` of a test: the fault suite is one (its scenarios load both
-    cores: one at a time), a file of :data:`ONE_WORKER` one each; None: any worker."""
+    """The ``xdist_group`` of a test: the fault suite is two (the scenarios of
+    :data:`OTHER_TARGETS`, and the rest: each group runs one scenario at a time, so at
+    most two run at once; the scenarios' processes took about a quarter of a core here:
+    105 s of CPU over their 390 s), a file of :data:`ONE_WORKER` one each;
+    None: any worker."""
     if "faults" in markers:
-        return "faults"
+        param = nodeid.partition("[")[2]
+        return "faults: other targets" if param.startswith(OTHER_TARGETS) else "faults"
     path = nodeid.partition("::")[0]
     return path if path in ONE_WORKER else None
 

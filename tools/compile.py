@@ -16,7 +16,12 @@ skipped when the extensions are newer than every listed source and than
 ``pyproject.toml`` (``--force`` builds anyway); ``--check`` says whether the compiled
 build is present and current, with no build.
 
-Run: ``python -m tools.compile [--clean | --check | --force]``.
+A build is two steps, which ``--stage`` and ``--install`` run apart: the extensions
+are built in ``build/mypyc/lib/`` (touching nothing that imports), then copied into
+``src/``. ``scripts/test`` stages the build while the pure build's unit tier runs on
+the other core, and installs it after.
+
+Run: ``python -m tools.compile [--clean | --check | --force | --stage | --install]``.
 """
 
 from __future__ import annotations
@@ -97,25 +102,47 @@ setup(
 """
 
 
-def build() -> None:
-    """Compile the listed modules and copy the extensions beside their sources."""
+#: Where a build's extensions wait to be installed, laid out as ``src/``.
+LIB = BUILD / "lib"
+
+
+def stage() -> None:
+    """Compile the listed modules into :data:`LIB` (``src/`` is not touched)."""
     BUILD.mkdir(parents=True, exist_ok=True)
     (BUILD / "setup.py").write_text(textwrap.dedent(SETUP))
-    lib = BUILD / "lib"
-    shutil.rmtree(lib, ignore_errors=True)
+    shutil.rmtree(LIB, ignore_errors=True)
     mypy_args = _hook_config().get("mypy-args", [])
     files = [str(source) for source in sources()]
     # The same mypy flags as the wheel's hook (which cannot read pyproject.toml: it
     # hides it from setuptools), so the dev build and the wheel compile alike.
-    cmd = [sys.executable, "setup.py", str(lib), str(BUILD / "tmp"), *mypy_args, *files]
+    cmd = [sys.executable, "setup.py", str(LIB), str(BUILD / "tmp"), *mypy_args, *files]
     subprocess.run(cmd, cwd=BUILD, check=True, env=dict(os.environ, PYTHONPATH=str(SRC)))
+    print(f"compiled {len(files)} modules into {LIB.relative_to(ROOT)}")
+
+
+def install() -> None:
+    """Copy the staged extensions beside their sources (the compiled build imports).
+
+    Refused when a listed module has no staged extension, or one older than its
+    source or pyproject.toml: a stage of other sources is not this checkout's build.
+    """
+    newest_input = max(p.stat().st_mtime for p in [*sources(), ROOT / "pyproject.toml"])
+    for source in sources():
+        staged = LIB / source.with_suffix(EXT_SUFFIX).relative_to(SRC)
+        if not staged.exists() or staged.stat().st_mtime < newest_input:
+            raise SystemExit(f"no current staged build of {source.relative_to(ROOT)}: stage first")
     clean()
     copied = 0
-    for ext in lib.rglob(f"*{EXT_SUFFIX}"):
-        target = SRC / ext.relative_to(lib)
-        shutil.copy2(ext, target)
+    for ext in LIB.rglob(f"*{EXT_SUFFIX}"):
+        shutil.copy2(ext, SRC / ext.relative_to(LIB))
         copied += 1
-    print(f"compiled {len(files)} modules: {copied} extensions in src/")
+    print(f"installed {copied} extensions in src/")
+
+
+def build() -> None:
+    """Compile the listed modules and copy the extensions beside their sources."""
+    stage()
+    install()
 
 
 def main() -> None:
@@ -125,9 +152,15 @@ def main() -> None:
     group.add_argument("--clean", action="store_true", help="remove the compiled build")
     group.add_argument("--check", action="store_true", help="exit 1 unless it is current")
     group.add_argument("--force", action="store_true", help="build even when current")
+    group.add_argument("--stage", action="store_true", help="build into build/mypyc/lib only")
+    group.add_argument("--install", action="store_true", help="copy a staged build into src/")
     args = parser.parse_args()
     if args.clean:
         clean()
+    elif args.stage:
+        stage()
+    elif args.install:
+        install()
     elif args.check:
         ok = current()
         print("the compiled build is current" if ok else "the compiled build is missing or stale")
