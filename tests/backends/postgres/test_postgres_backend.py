@@ -23,6 +23,7 @@ from tenure.errors import (
     LeaseLostError,
     LimitExceededError,
     NotFoundError,
+    PermissionDeniedError,
     PreconditionFailedError,
     SessionClosedError,
     UnavailableError,
@@ -257,6 +258,43 @@ async def test_a_call_the_database_does_not_answer_in_request_timeout_is_unavail
         lease = await session.semaphore("s").acquire(1, timeout=0)  # nothing was applied
         assert lease is not None
         assert lease.count == 1
+
+
+async def test_a_first_use_waits_for_another_migration_past_request_timeout(
+    postgres_server: PostgresServer,
+) -> None:
+    # Another client's migration holds the schema's DDL guard for longer than a call
+    # may take: the first use waits for it, not failing at request_timeout.
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    url = postgres_server.url(schema=schema, request_timeout="0.5")
+    async with await psycopg.AsyncConnection.connect(postgres_server.dsn) as other:
+        await other.execute("SELECT pg_advisory_lock(hashtext(%s))", [f"tenure:{schema}"])
+        opening = asyncio.ensure_future(tenure.connect(url))
+        await asyncio.sleep(1.5)
+        assert not opening.done()
+        await other.execute("SELECT pg_advisory_unlock(hashtext(%s))", [f"tenure:{schema}"])
+        async with await opening as client:
+            await client.create_node("n")
+        assert await schema_version(other, schema) == SCHEMA_VERSION
+
+
+async def test_a_role_that_may_not_create_the_schema_is_told_so(
+    postgres_server: PostgresServer,
+) -> None:
+    role = f"nc_{uuid.uuid4().hex[:12]}"
+    postgres_server.psql(
+        f"CREATE ROLE {role} LOGIN PASSWORD 'no-create'",
+        f"REVOKE CREATE ON DATABASE tenure FROM {role}",
+        db="tenure",
+    )
+    try:
+        url = postgres_server.url(schema=f"t_{uuid.uuid4().hex[:12]}")
+        auth = url.split("//", 1)[1].split("@", 1)[0]
+        with pytest.raises(PermissionDeniedError, match="may not create or upgrade schema"):
+            async with tenure.connect(url.replace(auth, f"{role}:no-create", 1)):
+                pass
+    finally:
+        postgres_server.psql(f"DROP OWNED BY {role}", f"DROP ROLE {role}", db="tenure")
 
 
 async def test_functions_of_another_build_are_replaced_on_first_use(

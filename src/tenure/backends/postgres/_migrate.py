@@ -6,6 +6,13 @@ database for the first time at once do not race: the second waits, then finds
 the version in place. That lock is a short DDL guard that ends with the
 transaction, not a coordination lock (those are rows, never advisory locks).
 Every statement is idempotent (``IF NOT EXISTS``, ``CREATE OR REPLACE``).
+
+A migration is not bounded by ``request_timeout``, which is the pooled connections'
+``statement_timeout``: it is DDL run once, which waits for another client's
+migration and, on an upgrade, for the grants holding a table, and which a loaded
+server takes longer over than over a call (a 0.5 s bound once cancelled a first
+use's ``CREATE`` under load). What the database refuses is one of tenure's errors:
+``PermissionDeniedError`` where the role may not create, ``UnavailableError`` else.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from tenure.backends.postgres._sql_semaphores import SEMAPHORE_FUNCTIONS
 from tenure.backends.postgres._sql_sessions import SESSION_FUNCTIONS
 from tenure.backends.postgres._sql_sets import SET_FUNCTIONS
 from tenure.backends.postgres._sql_watches import WATCH_FUNCTIONS
-from tenure.errors import UnavailableError, UnsupportedError
+from tenure.errors import PermissionDeniedError, UnavailableError, UnsupportedError
 
 __all__ = ["ddl", "digest", "migrate", "migrate_url", "schema_version"]
 
@@ -83,6 +90,18 @@ async def migrate(conn: psycopg.AsyncConnection[Any], schema: str) -> bool:
 
     UnsupportedError if the database holds a newer version than this client knows.
     """
+    try:
+        return await _migrate(conn, schema)
+    except psycopg.errors.InsufficientPrivilege as error:
+        raise PermissionDeniedError(
+            f"the role may not create or upgrade schema {schema!r} (run `tenure migrate "
+            f"URL` as one that may): {error}"
+        ) from None
+    except psycopg.Error as error:
+        raise UnavailableError(f"creating or upgrading schema {schema!r} failed: {error}") from None
+
+
+async def _migrate(conn: psycopg.AsyncConnection[Any], schema: str) -> bool:
     wanted = (SCHEMA_VERSION, digest(schema))
     found = await _stamp(conn, schema)
     if found == wanted:
@@ -90,6 +109,7 @@ async def migrate(conn: psycopg.AsyncConnection[Any], schema: str) -> bool:
     if found is not None and found[0] > SCHEMA_VERSION:
         raise _newer(schema, found[0])
     async with conn.transaction():
+        await conn.execute("SET LOCAL statement_timeout = 0")  # (the module docstring)
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"tenure:{schema}"])
         found = await _stamp(conn, schema)  # another client may have done it
         if found == wanted:

@@ -43,17 +43,20 @@ async def test_a_burst_goes_at_once_then_units_go_at_the_rate_in_turn(
     client: tenure.Client, client2: tenure.Client, node: str
 ) -> None:
     one, two = await client.session(node), await client2.session(node)
-    limiter = one.rate_limiter("partner-api", rate=20.0, burst=3)
+    limiter = one.rate_limiter("partner-api", rate=4.0, burst=3)
     assert [await limiter.try_acquire() for _ in range(3)] == [True] * 3
-    other = two.rate_limiter("partner-api", rate=20.0, burst=3)
+    other = two.rate_limiter("partner-api", rate=4.0, burst=3)
     assert not await other.try_acquire()  # the burst is spent, for every process
     first = await other.acquire(1, timeout=5)
     second = await limiter.acquire(1, timeout=5)
-    # Each in turn, one unit per 1/20 s of the store's clock after the one before.
-    assert second - first == pytest.approx(0.05, abs=_SLACK)
+    # Each in turn, one unit per 1/4 s of the store's clock after the one before. (A
+    # request that reaches the store after its unit was due finds a unit saved up and
+    # goes at once: at 20 a second, a loaded machine's 3 ms late arrival made the gap
+    # 47 ms. A quarter of a second leaves that much room.)
+    assert second - first == pytest.approx(0.25, abs=_SLACK)
     # The data shows the bucket: what an operator's describe shows.
     data = (await one.semaphore("partner-api").describe()).data
-    assert data.startswith(b"limiter 20.0 3.0 ")
+    assert data.startswith(b"limiter 4.0 3.0 ")
 
 
 async def test_a_wait_past_the_timeout_fails_at_once_and_reserves_nothing(
