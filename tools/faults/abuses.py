@@ -25,7 +25,8 @@ message names) or failed (any other tenure error, by its type). The tokens are
 * ``big-data``: ``mallory`` creates semaphores, every other one holding 64 KiB of data;
 * ``nodes``: ``mallory`` asks for a node with limits of 2**63, then makes nodes of
   its own;
-* ``flood``: ``mallory`` sends DescribeNode from 32 tasks as fast as answers come;
+* ``flood``: ``flooder`` (the tenant's token for it: tools/faults/tokens.py) sends
+  DescribeNode from 32 tasks as fast as answers come;
 * ``guesses``: Hellos with wrong secrets (a good one, ``mallory``'s, every third)
   from another loopback address (127.0.0.2): the throttle blocks an address, good
   secrets too, and blocking the honest clients' address is not what this measures.
@@ -49,6 +50,7 @@ from tools.faults.history import now
 from tools.faults.tokens import (
     BIG_NODE,
     BIG_SEMAPHORES,
+    FLOODER,
     HONEST_NODE,
     JOBS_NODE,
     MALLORY,
@@ -62,8 +64,6 @@ DAY: Final = 86_400.0
 BIG_DATA: Final = b"x" * 65_536
 #: Bound of any one request of an abuse (a stuck answer must not stall the phase).
 STEP: Final = 10.0
-#: The quota a token's requests beyond its rate are refused by.
-RATE_QUOTA: Final = "requests_per_second"
 #: Names in the refusal of a quota, and of the memory budget (the quota interface).
 _QUOTA: Final = re.compile(r"over its quota (\w+)")
 _LIMIT: Final = re.compile(r"^(\w+)")
@@ -118,37 +118,17 @@ class Tenant:
     async def ask(self, tally: Tally, request: Awaitable[Any]) -> Any:
         """``request``'s answer, counted in ``tally`` (:data:`FAILED` if it was refused
         or failed)."""
-        answer, _ = await self._answer(tally, request)
-        return answer
-
-    async def ask_admitted(
-        self, tally: Tally, make: Callable[[], Awaitable[Any]], deadline: float
-    ) -> Any:
-        """``make()``'s answer as :meth:`ask` counts it, asked again every 0.2 s while the
-        token's ``requests_per_second`` refuses it, until ``deadline``. ``flood`` spends
-        the same token's requests: an abuse about another quota must reach that quota,
-        not stop at the rate (a run's ``waiters`` once had half its acquires refused by
-        the rate, too few queued left to meet the waiters quota)."""
-        while True:
-            answer, refusal = await self._answer(tally, make())
-            if refusal != RATE_QUOTA or now() >= deadline:
-                return answer
-            await asyncio.sleep(0.2)
-
-    async def _answer(self, tally: Tally, request: Awaitable[Any]) -> tuple[Any, str | None]:
-        """:meth:`ask`'s answer, and the quota or limit that refused it (None: not refused)."""
         try:
             async with asyncio.timeout(STEP):
                 answer = await request
         except LimitExceededError as error:
-            refusal = refusal_name(error)
-            tally.refused[refusal] += 1
-            return FAILED, refusal
+            tally.refused[refusal_name(error)] += 1
+            return FAILED
         except (TenureError, OSError, TimeoutError) as error:
             tally.failed[type(error).__name__] += 1
-            return FAILED, None
+            return FAILED
         tally.done += 1
-        return answer, None
+        return answer
 
 
 Abuse = Callable[[Tenant, Tally, float], Coroutine[Any, Any, None]]
@@ -264,7 +244,7 @@ async def waiters(tenant: Tenant, tally: Tally, deadline: float) -> None:
             return
         names = [f"queue-{i}" for i in range(QUEUES)]
         held = await asyncio.gather(
-            *(tenant.ask_admitted(tally, holder.semaphore(n).acquire, deadline) for n in names)
+            *(tenant.ask(tally, holder.semaphore(n).acquire()) for n in names)
         )
         queued: list[asyncio.Task[Any]] = []
         others: list[tenure.Session] = []
@@ -274,9 +254,7 @@ async def waiters(tenant: Tenant, tally: Tally, deadline: float) -> None:
                 continue
             others.append(other)
             queued += [
-                asyncio.create_task(
-                    tenant.ask_admitted(tally, other.semaphore(n).acquire, deadline)
-                )
+                asyncio.create_task(tenant.ask(tally, other.semaphore(n).acquire()))
                 for n, lease in zip(names, held, strict=True)
                 if lease is not FAILED
             ]
@@ -335,7 +313,7 @@ async def nodes(tenant: Tenant, tally: Tally, deadline: float) -> None:
 
 async def flood(tenant: Tenant, tally: Tally, deadline: float) -> None:
     """``flood`` (module docstring): 32 tasks of DescribeNode, 20,000 requests at most."""
-    async with await tenant.client(MALLORY.secret) as client:
+    async with await tenant.client(FLOODER.secret) as client:
         left = [20_000]
 
         async def one() -> None:

@@ -223,7 +223,8 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             "one name a page among 10,000 nodes it cannot see and 20,000 semaphores, "
             "sessions with a day's window, watches, queued acquires, semaphores of 64 KiB, "
             "a node with limits of 2**63 and nodes of its own, requests as fast as answers "
-            "come, wrong secrets; the honest clients, with their own token, probe the "
+            "come (from a token of their own, with its own rate), wrong secrets; the "
+            "honest clients, with their own token, probe the "
             "server every 50 ms",
             ("tenant",),
             workers=3,
