@@ -42,6 +42,10 @@ from typing import Any
 import psutil
 from tests.etcd import cluster as etcd
 
+# (Ports apart from other pytest-xdist workers' when a test starts a system: a port
+# handed to two workers at once failed a cluster's start with "port in use".)
+from tests.ports import free_port
+
 #: Every system, in the order of the report's tables.
 SYSTEMS: tuple[str, ...] = (
     "tenure-always",
@@ -154,13 +158,6 @@ class Server:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=STOP_TIMEOUT)
-
-
-def free_port() -> int:
-    """A TCP port of 127.0.0.1 the OS says is free right now."""
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 class ClusterParts:
