@@ -98,6 +98,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "src/tenure/testing/conformance": UNIT,  # by harness: SERVER_PARAMETERS
     "tests/core": UNIT,
     "tests/test_build.py": UNIT,
+    "tests/test_compile_tool.py": UNIT,
     "tests/test_wheel_hook.py": UNIT,
     "tests/test_wheel_hook.py::test_a_wheel_built_without_a_compiler_is_pure_and_says_so": SERVICE,
     "tests/core/test_purity.py": SERVICE,  # imports in a child interpreter
