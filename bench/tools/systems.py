@@ -44,7 +44,7 @@ from tests.etcd import cluster as etcd
 
 # (Ports apart from other pytest-xdist workers' when a test starts a system: a port
 # handed to two workers at once failed a cluster's start with "port in use".)
-from tests.ports import free_port
+from tests.ports import free_port as free_port
 
 #: Every system, in the order of the report's tables.
 SYSTEMS: tuple[str, ...] = (
