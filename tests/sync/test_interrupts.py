@@ -11,6 +11,7 @@ time the request must be withdrawn and the portal must still answer.
 
 from __future__ import annotations
 
+import _thread
 import dis
 import inspect
 import sys
@@ -20,10 +21,12 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+import pytest
+
 import tenure.sync
 from tenure.testing import FakeClock
 
-from .conftest import advance
+from .conftest import advance, wait_for_waiters
 
 Tracer = Callable[[FrameType, str, Any], Any]
 
@@ -145,5 +148,33 @@ def test_an_interrupt_anywhere_in_a_blocked_lock_withdraws_it(
             break
         point += 1
     assert point > 10  # it did walk the call
+    held.release()
+    assert other.mutex("job").try_lock() is not None
+
+
+@pytest.mark.timeout(30)
+def test_a_ctrl_c_that_came_before_the_wait_blocked_is_not_lost(
+    session: tenure.sync.Session, other: tenure.sync.Session
+) -> None:
+    # _thread.interrupt_main() trips SIGINT's flag and sends no signal, so it wakes no
+    # blocked wait: as a real SIGINT does not that lands after the main thread's last
+    # look for signals and before its wait blocks (CPython runs the handler only when
+    # the wait returns). The fake clock stands still: nothing but the interrupt can end
+    # this wait, which the portal's main-thread wait looks past every SIGNAL_LOOK.
+    held = session.mutex("job").lock()
+
+    def interrupt_once_queued() -> None:
+        wait_for_waiters(session, "job", 1)
+        _thread.interrupt_main()
+
+    thread = threading.Thread(target=interrupt_once_queued)
+    thread.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            other.mutex("job").lock()
+    finally:
+        thread.join(10)
+    problem = withdrawn_and_answering(session.mutex("job"))
+    assert problem is None, problem
     held.release()
     assert other.mutex("job").try_lock() is not None
