@@ -219,6 +219,42 @@ def test_a_wall_clock_jump_must_cost_nothing() -> None:
     assert b.verdict().ok
     b.note("w3c1", "session-lost", 5.0, session=4, error="SessionExpiredError()")
     assert b.verdict().rules() == {"wall-clock"}
+    b.hold("w3c0", 1, 3, 6.0, 7.0, outcome="lost")
+    assert [v.rule for v in b.verdict().violations] == ["wall-clock", "wall-clock"]
+
+
+def _wall_clock_loss(window: float = 3.0) -> Build:
+    """Worker 3's wall clock jumps, worker 4's monotonic one leaps; worker 3 loses a
+    session and a lease at 10.0."""
+    b = Build()
+    b.note("harness", "params", 0.0, liveness_bound=10.0, window=window)
+    b.note("harness", "role", 0.0, worker=3, clock="wall")
+    b.note("harness", "role", 0.0, worker=4, clock="monotonic")
+    b.hold("w3c0", 1, 1, 9.0, 10.0, outcome="lost")
+    b.note("w3c0", "session-lost", 10.0, session=1, error="SessionExpiredError()")
+    return b
+
+
+def test_a_wall_clock_loss_a_true_clock_client_shares_is_the_machines() -> None:
+    b = _wall_clock_loss()  # the control, worker 1, lost one too: the machine stalled
+    b.note("w1c0", "session-lost", 12.5, session=7, error="SessionExpiredError()")
+    assert b.verdict().ok, b.verdict().summary()
+    b = _wall_clock_loss()  # a window away from the control's: the clock's
+    b.note("w1c0", "session-lost", 13.5, session=7, error="SessionExpiredError()")
+    assert b.verdict().rules() == {"wall-clock"}
+    b = _wall_clock_loss()  # the faked monotonic clock's worker is no control
+    b.note("w4c0", "session-lost", 10.0, session=8, error="SessionExpiredError()")
+    assert b.verdict().rules() == {"wall-clock"}
+    b = _wall_clock_loss()  # the control was paused then, until a window after resuming
+    b.note("nemesis", "fault", 5.0, fault="sigstop-holder", worker=1, seconds=4.0)
+    b.note("nemesis", "healed", 9.0, fault="sigstop", worker=1)
+    b.note("w1c0", "session-lost", 11.5, session=7, error="SessionExpiredError()")
+    assert b.verdict().rules() == {"wall-clock"}
+    b.note("w2c0", "session-lost", 11.5, session=9, error="SessionExpiredError()")
+    assert b.verdict().ok  # ... but worker 2 was not
+    b = _wall_clock_loss(window=0.0)  # no window told: no control
+    b.note("w1c0", "session-lost", 10.0, session=7, error="SessionExpiredError()")
+    assert b.verdict().rules() == {"wall-clock"}
 
 
 def test_a_client_loop_that_died_is_reported() -> None:

@@ -5,16 +5,11 @@ tokens, fenced writes), :mod:`~tools.faults.check_queue` (FIFO),
 :mod:`~tools.faults.check_data` (durability, disk faults),
 :mod:`~tools.faults.check_live` (liveness), :mod:`~tools.faults.check_failover`
 (a replicated service's failovers, which it also measures: ``stats["failover"]``,
-present only then) and :mod:`~tools.faults.check_tenant` (the hostile-tenant
-scenario's honest clients, measured in ``stats["tenant"]``, present only then);
-each module's docstring states its rules precisely. One rule is specific to the
-clock nemesis:
-
-* ``wall-clock``: a worker whose wall clock jumped (its monotonic clock left
-  alone) lost no session and no lease: expiry follows the server's clock, and
-  the client measures its own deadlines on the monotonic clock only.
-
-And one about the run itself: ``client-error``, a client's loop died of an
+present only then), :mod:`~tools.faults.check_tenant` (the hostile-tenant
+scenario's honest clients, measured in ``stats["tenant"]``, present only then) and
+:mod:`~tools.faults.check_clock` (``wall-clock``: a client whose wall clock alone
+jumps loses nothing by it); each module's docstring states its rules precisely.
+And one rule is about the run itself: ``client-error``, a client's loop died of an
 exception the workload does not expect (tenure raised something it must not, or
 the harness is broken); the rest of that client's history is then missing.
 """
@@ -25,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from tools.faults.check_clock import check_wall_clock
 from tools.faults.check_data import check_registers, check_server_exits
 from tools.faults.check_failover import check_failovers
 from tools.faults.check_live import check_liveness
@@ -62,29 +58,6 @@ class Verdict:
         lines = [f"{len(self.violations)} violation(s): {sorted(self.rules())}"]
         lines += [f"  [{v.rule}] t={v.t:.3f} {v.message}" for v in self.violations[:limit]]
         return "\n".join(lines)
-
-
-def check_wall_clock(history: History) -> list[Violation]:
-    """The ``wall-clock`` rule (module docstring)."""
-    wall = {
-        note.fields["worker"]
-        for note in history.notes_of("role")
-        if note.fields.get("clock") == "wall"
-    }
-    prefixes = tuple(f"w{index}c" for index in wall)
-    if not prefixes:
-        return []
-    violations = [
-        Violation("wall-clock", f"{note.process} lost its session: {note.fields}", note.t)
-        for note in history.notes_of("session-lost")
-        if note.process.startswith(prefixes)
-    ]
-    violations += [
-        Violation("wall-clock", f"{op.process} lost its lease on {op.key}: {op.error}", op.t0)
-        for op in history.of_kind("section")
-        if op.process.startswith(prefixes) and op.outcome == "lost"
-    ]
-    return violations
 
 
 def check_client_errors(history: History) -> list[Violation]:

@@ -92,7 +92,7 @@ def _worker_env(scenario: Scenario, index: int, clock_file: Path | None) -> dict
     env.update(
         LD_PRELOAD=str(library), FAKETIME_TIMESTAMP_FILE=str(clock_file), FAKETIME_NO_CACHE="1"
     )
-    if index == scenario.workers - 2:  # the wall-clock-only worker
+    if scenario.clocks[index] == "wall":
         env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
     return env
 
@@ -224,11 +224,10 @@ async def run_scenario(
                 await group.start()
                 addresses = group.addresses
             clock_file = None
-            if scenario.faketime and index >= scenario.workers - 2:
+            if index in scenario.clocks:
                 clock_file = clock_files[index] = work_dir / f"clock-{index}.txt"
                 clock_file.write_text("+0\n")
-                kind = "wall" if index == scenario.workers - 2 else "monotonic"
-                rec.note(HARNESS, "role", worker=index, clock=kind)
+                rec.note(HARNESS, "role", worker=index, clock=scenario.clocks[index])
             url = target.url(addresses)
             if tenancy is not None:  # the honest clients' own token, not the admin's
                 url = with_token(url.split("?")[0], HONEST.secret)
@@ -259,13 +258,14 @@ async def run_scenario(
         stage = Stage(
             target, rec, rng, scenario.window, idle_timeout, observer,
             proxies=proxies, workers=workers, clock_files=clock_files,
+            monotonic_clocks=frozenset(i for i, c in scenario.clocks.items() if c != "wall"),
             pausable=[i for i in range(scenario.workers) if i not in clock_files],
             owner_of=progress.worker_of, in_body=progress.in_body, tenancy=tenancy,
         )  # fmt: skip
         rec.note(
             HARNESS, "params",
             scenario=scenario.name, target=target.name, liveness_bound=bound, seconds=seconds,
-            tokens=scenario.tokens,
+            tokens=scenario.tokens, window=scenario.window,
         )  # fmt: skip
         await progress.wait(labels, since=now(), grants=1, until=now() + bound)
         rec.note(HARNESS, "faults-start")

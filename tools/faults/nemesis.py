@@ -2,7 +2,7 @@
 
 Every nemesis is ``async def nemesis(stage, until)``: it injects faults one after
 another until the monotonic time ``until`` and returns with everything healed
-that it broke (server running, network flowing, processes resumed, clocks true).
+that it broke (server running, network flowing, processes resumed, wall clocks true).
 Each fault is recorded as notes (``fault`` when it starts, ``healed`` when it
 ends) and counted in ``stage.counts``.
 
@@ -51,6 +51,10 @@ class Stage:
     workers: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
     #: Worker index -> its libfaketime timestamp file (the workers whose clock moves).
     clock_files: dict[int, Path] = field(default_factory=dict)
+    #: Of those, the workers whose monotonic clock is faked too (the rest: wall only).
+    monotonic_clocks: frozenset[int] = frozenset()
+    #: How far the faked monotonic clocks are ahead of true, in seconds (:func:`clock`).
+    monotonic_ahead: int = 0
     #: Worker indexes the pause nemesis may stop (not the clock workers).
     pausable: list[int] = field(default_factory=list)
     #: Session id -> worker index, as far as the histories tell (set by the harness).
@@ -353,35 +357,64 @@ async def _still_holds(stage: Stage, index: int) -> bool:
     return index in _holders(stage)
 
 
+def _write_clock(path: Path, offset: str) -> None:
+    temp = path.with_suffix(".tmp")
+    temp.write_text(offset + "\n")
+    os.replace(temp, path)  # whole: the worker reads the file on every clock call
+
+
 def set_clock(stage: Stage, offset: str) -> None:
-    """Set every faked clock to ``offset`` (libfaketime syntax: ``+0``, ``-1h``...)."""
-    for path in stage.clock_files.values():
-        temp = path.with_suffix(".tmp")
-        temp.write_text(offset + "\n")
-        os.replace(temp, path)  # whole: the worker reads the file on every clock call
+    """Set every faked wall clock to ``offset`` (libfaketime syntax: ``+0``, ``-1h``...).
+
+    The faked monotonic clocks are left where they are: only :func:`clock` moves
+    them, and only forward."""
+    for index, path in stage.clock_files.items():
+        if index not in stage.monotonic_clocks:
+            _write_clock(path, offset)
+
+
+#: A jump's offset (libfaketime syntax) -> its size in seconds.
+JUMPS: Final = {"+1h": 3600, "-1h": 3600, "+10m": 600, "-10m": 600}
 
 
 async def clock(stage: Stage, until: float) -> None:
-    """Jump the clocks of the faketime workers an hour forward or back, then back to true.
+    """Jump the faked clocks: a wall clock an hour or ten minutes forward or back, then
+    back to true; a monotonic clock as far forward, for good.
 
-    Once a clock is true again its worker gets SIGUSR1, which only wakes its event
-    loop: a loop that computed its poll's timeout from the jumped clock (a timer
-    an hour away) would otherwise sleep until I/O arrives, which a real clock
-    coming back never needs. On tenure:// the server's idle timeout closing the
-    silent connection used to be that I/O, unless it came while the clock was
-    still wrong and the client, its connection gone, had only timers left.
+    A monotonic clock never goes back (the kernel's promise for CLOCK_MONOTONIC); the
+    most it does is leap forward, as a virtual machine's does when it is resumed. So
+    the worker whose monotonic clock is faked leaps at every jump, by the jump's
+    size, and stays ahead (fault ``clock-leap``). Moved back, its clock told it that
+    no time had passed, and a client that cannot count time cannot give its lease up
+    before the server ends it (promise 6a is measured on that clock): it held on to
+    a mutex another client had been granted until the news of its loss arrived, and
+    the timers it set while ahead were an hour away once the clock was true again
+    (tools/faults/findings.md, "The monotonic clock only leaps forward").
+
+    Once a clock has moved, its worker gets SIGUSR1, which only wakes its event loop:
+    a loop that computed its poll's timeout from the clock before (a timer an hour
+    away while a wall clock was back, a leap's overdue timers) would otherwise sleep
+    until I/O arrives, which a clock moving never needs.
     """
+    walls = sorted(set(stage.clock_files) - stage.monotonic_clocks)
     while now() < until:
         await asyncio.sleep(stage.rng.uniform(2.0, 4.0))
         if now() >= until:
             break
-        offset = stage.rng.choice(["+1h", "-1h", "+10m", "-10m"])
-        stage.fault(f"clock{offset[0]}jump", offset=offset, workers=sorted(stage.clock_files))
+        offset = stage.rng.choice(list(JUMPS))
+        stage.fault(f"clock{offset[0]}jump", offset=offset, workers=walls)
         set_clock(stage, offset)
+        if stage.monotonic_clocks:
+            stage.monotonic_ahead += JUMPS[offset]
+            ahead = f"+{stage.monotonic_ahead}"
+            stage.fault("clock-leap", offset=ahead, workers=sorted(stage.monotonic_clocks))
+            for index in stage.monotonic_clocks:
+                _write_clock(stage.clock_files[index], ahead)
+                _signal(stage, index, signal.SIGUSR1)
         try:
             await asyncio.sleep(stage.rng.uniform(2.0, 5.0))
         finally:
             set_clock(stage, "+0")
-            for index in stage.clock_files:
+            for index in walls:
                 _signal(stage, index, signal.SIGUSR1)
         stage.note("healed", fault="clock")

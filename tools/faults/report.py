@@ -158,7 +158,8 @@ RULES: Final = (
     ("hang", "no client waits longer than the liveness bound for one answer"),
     ("no-progress", "after the faults stop, every client takes a lock within the bound"),
     ("wall-clock", "a client whose wall clock jumps loses nothing (expiry follows the "
-     "server's clock)"),
+     "server's clock), unless a client on true clocks, not paused, lost a session within "
+     "a window of it (the machine stalled)"),
     ("client-error", "no client's loop dies of an exception the workload does not expect"),
     ("honest-session-lost", "with a hostile tenant (`tenant`), no honest client loses a "
      "session"),

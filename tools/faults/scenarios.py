@@ -63,7 +63,8 @@ class Scenario:
     window: float = 3.0
     idle_timeout: float = 5.0
     hold: tuple[float, float] = (0.01, 0.1)
-    #: The last two workers run under libfaketime: wall clock only, then monotonic too.
+    #: The last two workers run under libfaketime: wall clock only, then monotonic too
+    #: (:attr:`clocks`).
     faketime: bool = False
     #: The data directory is a small tmpfs (needs root).
     tmpfs: bool = False
@@ -100,6 +101,14 @@ class Scenario:
             *((MOUNT,) if self.tmpfs else ()),
             *((GCC,) if self.fsync_shim or self.power_shim else ()),
         )
+
+    @property
+    def clocks(self) -> dict[int, str]:
+        """The workers under libfaketime, by index: the last but one's wall clock only
+        (``wall``), the last one's monotonic clock too (``monotonic``)."""
+        if not self.faketime:
+            return {}
+        return {self.workers - 2: "wall", self.workers - 1: "monotonic"}
 
     def long(self, workers: int = 8) -> Scenario:
         """The long-mode version: ``workers`` worker processes of two clients each."""
@@ -176,9 +185,10 @@ SCENARIOS: Final[dict[str, Scenario]] = {
         Scenario(
             "pause-clock",
             "SIGSTOP of a lock holder past its window (idle timeout + window + 1-3 s); "
-            "libfaketime jumps of two clients' clocks (clock+jump: +1 h or +10 min, "
-            "clock-jump: -1 h or -10 min, each for 2-5 s): one wall clock only, one "
-            "monotonic too",
+            "libfaketime jumps of two clients' clocks: one's wall clock (clock+jump: "
+            "+1 h or +10 min, clock-jump: -1 h or -10 min, each for 2-5 s), the other's "
+            "wall and monotonic clocks leaping as far forward at each jump and staying "
+            "there (clock-leap: a monotonic clock never goes back)",
             ("pause", "clock"),
             workers=6,
             window=3.0,

@@ -326,10 +326,12 @@ class Client:
 async def _pause(seconds: float) -> None:
     """Pause between two steps: a relative ``select`` timeout in a thread, not a loop timer.
 
-    A loop timer set while libfaketime holds the monotonic clock an hour ahead is an
-    hour away once the clock is true again (nothing brings it nearer; the clock
-    nemesis's SIGUSR1 only wakes the loop): a client caught in this pause when
-    its clock heals would sleep through the rest of the run.
+    The pause must not hang on the worker's faked clock. When the clock nemesis moved
+    a faked monotonic clock back, a loop timer set while the clock was ahead was an
+    hour away once it was true again: a client caught in this pause would have slept
+    through the rest of the run. The nemesis now only leaps that clock forward
+    (nemesis.clock), which leaves no timer stranded; the pause stays independent of
+    the faked clocks all the same.
     """
     if seconds > 0:
         await asyncio.to_thread(select.select, [], [], [], seconds)
@@ -347,7 +349,7 @@ async def run(config: WorkerConfig) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
-    # The clock nemesis wakes the loop once a faked clock is true again (nemesis.clock).
+    # The clock nemesis wakes the loop once its faked clock has moved (nemesis.clock).
     loop.add_signal_handler(signal.SIGUSR1, lambda: None)
     clients = [Client(config, process, recorder) for process in config.labels()]
     tasks = [asyncio.create_task(client.run(stop)) for client in clients]
