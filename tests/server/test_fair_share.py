@@ -11,6 +11,7 @@ server went quiet for a window), and the abuser's requests stop being served.
 
 from __future__ import annotations
 
+import signal
 import socket
 from collections.abc import Sequence
 from pathlib import Path
@@ -124,10 +125,17 @@ async def test_pipelining_clients_take_turns(tmp_path: Path, wire: Clients) -> N
                     Release(sid, name),
                 ]
             floods.append(pipelined(client.codec, commands, 1))
-        # Both floods leave together: written one await apart, a busy machine could
-        # let the server serve all of the first before the second arrived.
-        a.writer.write(floods[0])
-        b.writer.write(floods[1])
+        # Both floods wait in the server's sockets before it reads either: written
+        # while it ran, a busy machine could stop this process between the two writes
+        # for longer than the server takes to serve the first flood (4 ms; a run of
+        # every test on four workers did: all of a's grants came before b's).
+        s.proc.send_signal(signal.SIGSTOP)
+        try:
+            for client, flood in ((a, floods[0]), (b, floods[1])):
+                client.writer.write(flood)
+                await client.writer.drain()
+        finally:
+            s.proc.send_signal(signal.SIGCONT)
         tokens: list[list[int]] = []
         for client in (a, b):
             answers = [await client.answer(1000 + n) for n in range(2 * pairs)]  # in order
