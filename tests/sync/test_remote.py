@@ -7,7 +7,9 @@ while the test's event loop keeps the fault-injecting proxy running.
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
+from pathlib import Path
 
 import tenure.sync
 from tenure.errors import LostError, SessionExpiredError
@@ -78,3 +80,29 @@ async def test_a_lost_connection_beyond_the_window_reaches_blocking_code(
     assert isinstance(reason, SessionExpiredError)
     assert len(callbacks) == 1
     assert isinstance(callbacks[0], SessionExpiredError)
+
+
+def test_release_after_with_waits_for_the_release_that_leaving_started(tmp_path: Path) -> None:
+    """Leaving ``with`` starts the release without waiting for its answer; a
+    ``release()`` after it waits for that answer, as the async face's does (it
+    returned at once: another client could still find the mutex taken)."""
+    with ServerProcess(tmp_path / "data", "--fsync", "off") as server:
+        url = f"tenure://127.0.0.1:{server.port}"
+        with tenure.sync.connect(url) as client, tenure.sync.connect(url) as client2:
+            client.create_node("n")
+            session = client.session("n", recovery_window=60.0)
+            with session.mutex("job") as lock:
+                server.proc.send_signal(signal.SIGSTOP)  # no answer until SIGCONT
+            try:
+                releasing = threading.Thread(target=lock.release)
+                releasing.start()
+                releasing.join(0.5)
+                # The server cannot have answered: the release is still waited for.
+                assert releasing.is_alive()
+            finally:
+                server.proc.send_signal(signal.SIGCONT)
+            releasing.join(WAIT)
+            assert not releasing.is_alive()
+            taken = client2.session("n").mutex("job").try_lock()
+            assert taken is not None
+            assert taken.token > lock.token

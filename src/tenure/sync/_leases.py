@@ -88,10 +88,16 @@ class Lease(Held):
         """Give the tokens back. Idempotent; a no-op once lost.
 
         Returns once the backend has applied it; ``wait=False``: once it is under
-        way, as leaving ``with`` does (see :meth:`tenure.Lease.release`).
+        way, as leaving ``with`` does (see :meth:`tenure.Lease.release`). After
+        leaving ``with``, whose release is under way, it waits for that release.
         """
-        if not self.ended:
-            self._portal.call(self._lease.release, wait=wait)
+        # Ended, it may still have a release to wait for: the one leaving ``with``
+        # started, not applied yet. (A done future's state is read from this thread:
+        # a stale "not done" only costs the call, which then finds it done.)
+        releasing = self._lease._releasing
+        if self.ended and (releasing is None or releasing.done()):
+            return  # lost, or released and applied: nothing to do or wait for
+        self._portal.call(self._lease.release, wait=wait)
 
     def _check_enter(self) -> None:
         if self.ended and self.lost_reason is None:
