@@ -134,8 +134,8 @@ FRIENDS: tuple[Friend, ...] = (
     Friend(
         "tenure.sync._leases",
         "tenure.client._lease",
-        ("_leave", "_releasing"),
-        "a sync lease leaves through its async lease, and waits for the release under way",
+        ("_leave",),
+        "a sync lease leaves through its async lease",
     ),
     Friend(
         "tenure.sync._objects",

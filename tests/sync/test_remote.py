@@ -11,6 +11,8 @@ import signal
 import threading
 from pathlib import Path
 
+import pytest
+
 import tenure.sync
 from tenure.errors import LostError, SessionExpiredError
 from tests.netproxy import NetProxy
@@ -82,19 +84,33 @@ async def test_a_lost_connection_beyond_the_window_reaches_blocking_code(
     assert isinstance(callbacks[0], SessionExpiredError)
 
 
-def test_release_after_with_waits_for_the_release_that_leaving_started(tmp_path: Path) -> None:
-    """Leaving ``with`` starts the release without waiting for its answer; a
-    ``release()`` after it waits for that answer, as the async face's does (it
-    returned at once: another client could still find the mutex taken)."""
+@pytest.mark.parametrize("held", ["mutex", "lock_all", "group"])
+def test_release_after_with_waits_for_the_release_that_leaving_started(
+    tmp_path: Path, held: str
+) -> None:
+    """Leaving ``with`` starts the release (a group's leave) without waiting for its
+    answer; a ``release()`` (``leave()``) after it waits for that answer, as the async
+    face's does (it returned at once: another client could still find the mutex
+    taken, the member in the group)."""
     with ServerProcess(tmp_path / "data", "--fsync", "off") as server:
         url = f"tenure://127.0.0.1:{server.port}"
         with tenure.sync.connect(url) as client, tenure.sync.connect(url) as client2:
             client.create_node("n")
             session = client.session("n", recovery_window=60.0)
-            with session.mutex("job") as lock:
+            if held == "group":
+                session.group("g").create()
+            taking: tenure.sync.Lock | tenure.sync.HeldLocks | tenure.sync.GroupMember = (
+                session.mutex("job").lock()
+                if held == "mutex"
+                else session.lock_all(["job"])
+                if held == "lock_all"
+                else session.group("g").join("a")
+            )
+            with taking:
                 server.proc.send_signal(signal.SIGSTOP)  # no answer until SIGCONT
+            ending = taking.leave if isinstance(taking, tenure.sync.GroupMember) else taking.release
             try:
-                releasing = threading.Thread(target=lock.release)
+                releasing = threading.Thread(target=ending)
                 releasing.start()
                 releasing.join(0.5)
                 # The server cannot have answered: the release is still waited for.
@@ -103,6 +119,11 @@ def test_release_after_with_waits_for_the_release_that_leaving_started(tmp_path:
                 server.proc.send_signal(signal.SIGCONT)
             releasing.join(WAIT)
             assert not releasing.is_alive()
-            taken = client2.session("n").mutex("job").try_lock()
+            other = client2.session("n")
+            if isinstance(taking, tenure.sync.GroupMember):
+                assert other.group("g").members() == {}
+                return
+            taken = other.mutex("job").try_lock()
             assert taken is not None
-            assert taken.token > lock.token
+            first = taking.token if isinstance(taking, tenure.sync.Lock) else taking.tokens["job"]
+            assert taken.token > first

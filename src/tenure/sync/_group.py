@@ -48,9 +48,11 @@ class GroupMember(Held):
         self._portal.call(self._member.update, data)
 
     def leave(self) -> None:
-        """Leave the group (idempotent); returns once the backend applied it."""
-        if not self.ended:
-            self._portal.call(self._member.leave)
+        """Leave the group (idempotent); returns once the backend applied it. After
+        leaving ``with``, whose leave is under way, it waits for that leave."""
+        if self.ended and self._portal.closed:
+            return  # the client closed: every leave ended with it
+        self._portal.call(self._member.leave)
 
     def _check_enter(self) -> None:
         if self.ended and self.lost_reason is None:

@@ -91,12 +91,10 @@ class Lease(Held):
         way, as leaving ``with`` does (see :meth:`tenure.Lease.release`). After
         leaving ``with``, whose release is under way, it waits for that release.
         """
-        # Ended, it may still have a release to wait for: the one leaving ``with``
-        # started, not applied yet. (A done future's state is read from this thread:
-        # a stale "not done" only costs the call, which then finds it done.)
-        releasing = self._lease._releasing
-        if self.ended and (releasing is None or releasing.done()):
-            return  # lost, or released and applied: nothing to do or wait for
+        # Ended, it may still have a release to wait for (the one leaving ``with``
+        # started): the async release knows, and returns at once if none is under way.
+        if self.ended and self._portal.closed:
+            return  # the client closed: every release ended with it
         self._portal.call(self._lease.release, wait=wait)
 
     def _check_enter(self) -> None:

@@ -40,9 +40,14 @@ class HeldLocks(Held):
         return not self.ended
 
     def release(self) -> None:
-        """Release every one (idempotent); returns once the backend applied them."""
-        if not self.ended:
-            self._portal.call(self._held.release)
+        """Release every one (idempotent); returns once the backend applied them.
+
+        After leaving ``with``, whose releases are under way, it waits for them.
+        """
+        # Ended, each may still have a release under way: the async release waits.
+        if self.ended and self._portal.closed:
+            return  # the client closed: every release ended with it
+        self._portal.call(self._held.release)
 
     def _check_enter(self) -> None:
         if self.ended and self.lost_reason is None:
