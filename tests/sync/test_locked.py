@@ -36,7 +36,7 @@ def client(monkeypatch: pytest.MonkeyPatch) -> Iterator[tenure.sync.Client]:
 
 
 def test_threads_take_turns_in_the_one_default_session(client: tenure.sync.Client) -> None:
-    release = threading.Event()
+    release, holding = threading.Event(), threading.Event()
     results: dict[str, tuple[int, int]] = {}
 
     @tenure.sync.locked("report-{report_id}")
@@ -44,13 +44,17 @@ def test_threads_take_turns_in_the_one_default_session(client: tenure.sync.Clien
         lock = tenure.sync.current_lock()
         results[step] = (lock.token, lock.session.id)
         if step == "first":
+            holding.set()
             assert release.wait(30)
 
     first = threading.Thread(target=build, args=(1, "first"))
     first.start()
+    # The first thread holds the lock and is in its body before the second asks (a
+    # wait for no waiters passed at once: under load the second could be granted
+    # first, or the first not yet in its body when the results were looked at).
+    assert holding.wait(30)
     session = tenure.sync.default_session()
     queued = threading.Thread(target=build, args=(1, "queued"))
-    wait_for_waiters(session, "report-1", 0)
     queued.start()
     wait_for_waiters(session, "report-1", 1)  # the other thread queues, in the same session
     build(2, "other")  # another name runs meanwhile
