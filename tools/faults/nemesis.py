@@ -391,10 +391,11 @@ async def clock(stage: Stage, until: float) -> None:
     the timers it set while ahead were an hour away once the clock was true again
     (tools/faults/findings.md, "The monotonic clock only leaps forward").
 
-    Once a clock has moved, its worker gets SIGUSR1, which only wakes its event loop:
-    a loop that computed its poll's timeout from the clock before (a timer an hour
-    away while a wall clock was back, a leap's overdue timers) would otherwise sleep
-    until I/O arrives, which a clock moving never needs.
+    After a leap its worker gets SIGUSR1, which only wakes its event loop: the leap
+    made its timers overdue, but a loop asleep in its poll would sleep on for the
+    timeout it computed before, or until I/O arrives. The wall-clock worker gets it
+    once its clock is true again (its loop runs on the true monotonic clock, so
+    nothing should need it there; it costs a turn of the loop).
     """
     walls = sorted(set(stage.clock_files) - stage.monotonic_clocks)
     while now() < until:
