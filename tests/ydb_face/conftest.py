@@ -69,9 +69,12 @@ def start_server(data_dir: Path, *flags: str, ydb_port: int | None = None) -> Yd
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[YdbServer]:
-    """One server for the module."""
-    running = start_server(tmp_path_factory.mktemp("ydb") / "data")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[YdbServer]:
+    """One server for the module, started with the module's ``SERVER_FLAGS`` (if any)."""
+    flags: tuple[str, ...] = getattr(request.module, "SERVER_FLAGS", ())
+    running = start_server(tmp_path_factory.mktemp("ydb") / "data", *flags)
     try:
         yield running
     finally:

@@ -19,14 +19,13 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
 import pytest
 
 from tests.servers import require
-from tests.ydb_face.conftest import DATABASE, YdbServer, start_server, unique
+from tests.ydb_face.conftest import DATABASE, YdbServer, unique
 
 JS_DIR: Final = Path(__file__).resolve().parent / "js"
 PROGRAM: Final = JS_DIR / "coordination.mjs"
@@ -96,18 +95,12 @@ def require_js() -> None:
     require(js_unavailable(), "node or @ydbjs package")
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[YdbServer]:
-    """One server for the module, pinging every 10 s (a third of the scenarios' 30 s
-    sessions) rather than every second: a stream's pong waits behind a 64 MiB request
-    on it, which a loaded machine took over two seconds to carry and the server to
-    read (its stream ended "Ping timeout"). The pings' own rules are
-    tests/ydb_face/test_stream_session_end.py's."""
-    running = start_server(tmp_path_factory.mktemp("ydb") / "data", "--ydb-ping-interval", "10")
-    try:
-        yield running
-    finally:
-        running.process.kill()
+#: The module's server (conftest's ``server``) pings every 10 s (a third of the
+#: scenarios' 30 s sessions) rather than every second: a stream's pong waits behind a
+#: 64 MiB request on it, which a loaded machine took over two seconds to carry and the
+#: server to read (its stream ended "Ping timeout"). The pings' own rules are
+#: tests/ydb_face/test_stream_session_end.py's.
+SERVER_FLAGS: Final = ("--ydb-ping-interval", "10")
 
 
 def run_js(server: YdbServer, scenario: str, *args: str) -> list[Event]:
