@@ -12,6 +12,9 @@ with the check and without (the best of three runs each), and their ratio:
 * ``chain of K``: K tasks each hold a mutex and wait for the next one's; a new task
   asks for the first (the walk goes down the whole chain, finds no way back);
 * ``refused 2-cycle``: the acquire that closes a two-task cycle (refused each time);
+* ``big semaphore (50,000 holds)``: a semaphore whose 50,000 tokens are held by free
+  tasks; another task's acquire (which queues: the check runs) and its cancel (the
+  look at the holders before the search is spent from the search's limit: issue 47);
 * ``reduction, N ahead``: a 2-token semaphore, one token held by a free task, one by
   a task waiting for the asker: a cycle, but not a deadlock, confirmed by reducing
   a queue of N requests ahead (the worst case: the check reads the whole queue);
@@ -116,6 +119,23 @@ def chain(check: bool, k: int, n: int = 2_000) -> float:
     return (time.perf_counter() - start) / n * 1e6
 
 
+def big_semaphore(check: bool, holds: int = 50_000, n: int = 200) -> float:
+    """µs per queued acquire + cancel of a semaphore whose ``holds`` tokens are all held
+    by tasks that wait for nothing."""
+    engine, sid = _engine(check)
+    engine.apply(CreateSemaphore(sid, "pool", holds), 0.0)
+    for hold in range(holds):
+        engine.apply(Acquire(sid, "pool", 1, next(_ids), hold=hold, task=hold + 1), 0.0)
+    asker = engine.apply(CreateSession("n", b"k"), 0.0).session_id
+    start = time.perf_counter()
+    for _ in range(n):
+        rid = next(_ids)
+        engine.apply(Acquire(asker, "pool", 1, rid, task=1), 0.0)
+        engine.apply(CancelAcquire(asker, "pool", rid), 0.0)
+        engine.take_effects()
+    return (time.perf_counter() - start) / n * 1e6
+
+
 def refused(n: int = 20_000) -> float:
     """µs per acquire refused for closing a two-task cycle."""
     engine, one = _engine(True)
@@ -198,6 +218,7 @@ def main() -> None:
         ("chain of 1000", lambda c: chain(c, 1000, n=200)),
         ("reduction, 100 ahead", lambda c: reduction(c, 100)),
         ("reduction, 5000 ahead", lambda c: reduction(c, 5000, n=20)),
+        ("big semaphore (50,000 holds)", big_semaphore),
     ]
     for label, case in cases:  # (the best of 3 each way, taken in turn: least noise)
         runs = [(case(True), case(False)) for _ in range(3)]

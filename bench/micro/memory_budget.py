@@ -1,7 +1,19 @@
 """What ``--memory-budget`` counts, and the RSS of a server filled to it (issue 37).
 
-``python -m bench.micro.memory_budget`` prints two tables:
+``python -m bench.micro.memory_budget`` prints three tables (``--kinds-only``: the
+first alone):
 
+* **per kind, on a real server**: a fresh ``tenure serve --fsync off`` for each kind
+  of object whose size a client chooses (:data:`KINDS`: sessions with a real
+  client's key, description and identity, and with the largest ones; semaphores,
+  nodes and watches with 1 KiB names, and semaphores whose 1 KiB name has an emoji),
+  given ``--objects`` of it; then the growth of its RSS beside the growth of the
+  estimate (the same commands applied to an engine here: the estimate is a function
+  of the state), per object, and their ratio (the memory budget is honest where it
+  is near 1: above, it undercounts what a token can make; well below, it refuses
+  early). Issue 47: before names, identities and keys were counted, 1.4 for real
+  sessions, 2.5 for the largest, 3.2 for semaphores with 1 KiB names, 11 with an
+  emoji in them; now 0.8 to 1.2 (the pure build);
 * **per object**: the Python heap each counted object of the engine costs (a
   session, a semaphore, a node, a queued acquire, a watch, a hold; tracemalloc's growth over
   ``--objects`` of each, divided), beside the cost the budget charges for it
@@ -25,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import secrets
 import sys
 import tempfile
 import tracemalloc
@@ -46,8 +59,10 @@ from tenure._core import (
     Engine,
     NodeConfig,
 )
+from tenure._core.commands import Command
 from tenure._core.quotas import OBJECT_BYTES, TRACKED
-from tenure._protocol import Failure
+from tenure._core.values import ClientIdentity
+from tenure._protocol import Failure, Reply
 
 KEY = b"bench-key"
 KIB64 = b"x" * 65536
@@ -163,11 +178,133 @@ async def filled(budget: int, big_first: bool) -> tuple[int, int, int, int, str]
                 await clients.close_all()
 
 
+#: A node roomy enough for every kind below.
+ROOMY = NodeConfig(
+    max_sessions=1_000_000, max_semaphores=1_000_000, max_watches_per_session=100_000
+)
+#: The most nodes a server keeps by default (``--max-nodes``): the nodes' kind makes fewer.
+MAX_NODES = 10_000
+#: 1 KiB: the longest name (``MAX_NAME_BYTES``), description and client name.
+KIB = 1024
+
+
+def _realistic_session(i: int, _: int) -> Command[Any]:
+    """What a real client opens: a 16-byte key (as tenure's clients draw), a
+    description and an identity of the lengths a deployment shows."""
+    host = f"orders-worker-7d9f8c6b5-{i:06d}.prod.eu-west-1.internal"
+    identity = ClientIdentity(host, 1000 + i, "orders-service/lock-client")
+    description = f"orders worker {i} (deploy 2026-11-26.3, shard {i % 64})"
+    return CreateSession("n", secrets.token_bytes(16), description=description, identity=identity)
+
+
+def _largest_session(i: int, _: int) -> Command[Any]:
+    """The largest session a client may open: 1 KiB description, host and client name,
+    a 256-byte key."""
+    tag = f"{i:08d}"
+    identity = ClientIdentity(tag + "h" * (KIB - 8), 1000 + i, tag + "c" * (KIB - 8))
+    description = tag + "d" * (KIB - 8)
+    return CreateSession("n", secrets.token_bytes(256), description=description, identity=identity)
+
+
+def _long_semaphore(i: int, sid: int) -> Command[Any]:
+    return CreateSemaphore(sid, f"{i:08d}" + "s" * (KIB - 8), 1, b"")
+
+
+def _wide_semaphore(i: int, sid: int) -> Command[Any]:
+    # (One emoji: the interpreter keeps the whole name in 4 bytes a character.)
+    return CreateSemaphore(sid, f"{i:08d}" + "s" * (KIB - 12) + "\N{GRINNING FACE}", 1, b"")
+
+
+def _long_node(i: int, _: int) -> Command[Any]:
+    return CreateNode(f"{i:08d}" + "n" * (KIB - 8))
+
+
+def _long_watch(i: int, sid: int) -> Command[Any]:
+    # (A semaphore watch: a node's prefix watches are bounded, a few hundred at most.)
+    return DescribeSemaphore(sid, f"{i:08d}" + "w" * (KIB - 8), watch_data=True)
+
+
+#: Each kind measured on a real server: its maker (the object's number, the session
+#: id), and the most objects made of it (None: ``--objects``).
+KINDS: dict[str, tuple[Callable[[int, int], Command[Any]], int | None]] = {
+    "sessions (a real client's)": (_realistic_session, None),
+    "sessions (the largest)": (_largest_session, None),
+    "semaphores (1 KiB names)": (_long_semaphore, None),
+    "semaphores (1 KiB, 1 emoji)": (_wide_semaphore, None),
+    "nodes (1 KiB names)": (_long_node, MAX_NODES - 10),
+    "watches (1 KiB names)": (_long_watch, None),
+}
+
+
+async def _made_on_server(
+    make: Callable[[int, int], Command[Any]], objects: int
+) -> tuple[int, int]:
+    """A fresh server given ``objects`` of ``make``'s: (its RSS before, after)."""
+    clients = Clients()
+    with tempfile.TemporaryDirectory() as scratch:
+        data_dir = Path(scratch) / "data"
+        with ServerProcess(data_dir, "--fsync", "off") as server:
+            try:
+                client = await clients.connect(server.port)
+                await client.call(CreateNode("n", ROOMY))
+                sid = (await client.call(CreateSession("n", KEY))).session_id
+                before = _rss(server.proc.pid)
+                batch = 500  # (pipelined: each batch's answers read before the next)
+                for start in range(0, objects, batch):
+                    sent = [
+                        client.send(make(i, sid)) for i in range(start, min(objects, start + batch))
+                    ]
+                    for request_id in sent:
+                        answer = await client.answer(request_id)
+                        if not isinstance(answer, Reply):
+                            raise RuntimeError(f"refused: {answer}")
+                    client.events.clear()  # (the bench's own memory, not the server's)
+                return before, _rss(server.proc.pid)
+            finally:
+                await clients.close_all()
+
+
+def _estimated(make: Callable[[int, int], Command[Any]], objects: int) -> tuple[int, int]:
+    """The estimate of an engine given what the server was: (before, after)."""
+    engine = Engine()
+    engine.apply(CreateNode("n", ROOMY), 0.0)
+    sid = int(engine.apply(CreateSession("n", KEY), 0.0).session_id)
+    before = engine.ledger.estimate()
+    for i in range(objects):
+        engine.apply(make(i, sid), 0.0)
+    return before, engine.ledger.estimate()
+
+
+def per_kind(objects: int) -> dict[str, tuple[int, float, float]]:
+    """Per kind (:data:`KINDS`): (objects made, RSS growth per object, estimate's
+    growth per object), on a fresh server each."""
+    measured: dict[str, tuple[int, float, float]] = {}
+    for kind, (make, most) in KINDS.items():
+        count = objects if most is None else min(objects, most)
+        rss_before, rss_after = asyncio.run(_made_on_server(make, count))
+        estimate_before, estimate_after = _estimated(make, count)
+        measured[kind] = (
+            count,
+            (rss_after - rss_before) / count,
+            (estimate_after - estimate_before) / count,
+        )
+    return measured
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--objects", type=int, default=20_000)
     parser.add_argument("--budget", type=int, action="append", help="bytes (repeatable)")
+    parser.add_argument("--kinds-only", action="store_true", help="only the per-kind table")
     args = parser.parse_args()
+    print("per kind, on a real server: RSS growth vs the estimate's, per object:")
+    for kind, (count, rss, estimate) in per_kind(args.objects).items():
+        print(
+            f"  {kind:<27} {count:>7,} made: RSS {rss:>7,.0f}  estimate {estimate:>7,.0f}"
+            f"  RSS/estimate {rss / estimate:.2f}"
+        )
+    if args.kinds_only:
+        return
     print(f"per object ({args.objects:,} of each), heap bytes vs what the budget charges:")
     measured = per_object(args.objects)
     measured["waiters"] -= measured["sessions"]

@@ -11,6 +11,7 @@ import pytest
 import trustme
 
 import tenure
+import tenure.sync
 from tenure.errors import (
     AuthenticationError,
     PermissionDeniedError,
@@ -188,3 +189,13 @@ async def test_a_tls_and_token_client_reconnects_and_reattaches(
                 await eventually(again, "a new TLS connection")
                 assert lock.held
                 assert await within(owners(session, "job")) == [session.id]
+
+
+def test_a_sync_clients_repr_shows_no_secret(auth_server: ServerProcess) -> None:
+    """Issue 47: the sync client's repr (the client Celery's beat holds, in its log
+    lines) showed the URL's token in clear, where the async client's masked it: both
+    show the URL as tenure.backends.masked_url says."""
+    url = f"tenure://127.0.0.1:{auth_server.port}?token={WRITER}"
+    with tenure.sync.connect(url) as client:
+        assert WRITER not in repr(client)
+        assert f"127.0.0.1:{auth_server.port}?token=***" in repr(client)

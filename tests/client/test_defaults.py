@@ -170,3 +170,13 @@ def test_a_forked_child_opens_its_own_sync_default() -> None:
             child.kill()
     assert tenure.sync.default_client() is parent  # the parent's is untouched
     assert parent.list_nodes() == ["app"]
+
+
+def test_the_settings_show_no_secret() -> None:
+    """Issue 47: the defaults integrations run on (Celery's tasks and beat,
+    ``@tenure.locked``) showed the URL's token, and a token given as an option, in their
+    repr: the URL shows as tenure's backends show it, the options by name."""
+    tenure.configure("tenure://h:1?token=s3cr3t-in-url", node="jobs", token="s3cr3t-option")
+    shown = repr(tenure.configured())
+    assert "s3cr3t" not in shown
+    assert shown == "Defaults(url='tenure://h:1?token=***', node='jobs', options=['token'])"

@@ -279,3 +279,23 @@ def test_limits_finds_both_storages_by_scheme_and_they_connect_on_first_use() ->
     assert type(found) is AsyncTenureStorage
     assert found.node == "limits"
     assert time.time() > T0 - 10**9  # (the clock the storages use by default)
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "tenure+x://127.0.0.1:1?token=s3cr3t-token",  # not a tenure storage URL
+        "redis://:s3cr3t-token@127.0.0.1:1",  # its password, before @
+        "tenure://127.0.0.1:1?node=a&token=s3cr3t-token&node=b",  # node twice
+        "tenure://[bad?token=s3cr3t-token",  # urlsplit cannot split it
+        "tenure://127.0.0.1:1?node=a&node=b&password=s3cr3t-token",
+    ],
+)
+def test_a_bad_storage_url_is_shown_without_its_secrets(uri: str) -> None:
+    """Issue 47: the storage's URL errors quoted ``?token=`` in clear (``tenure.connect``
+    masks it): they show the URL as tenure's backends do (tenure.backends.shown_url)."""
+    for storage in (TenureStorage, AsyncTenureStorage):
+        with pytest.raises(InvalidArgumentError) as raised:
+            storage(uri)
+        assert "s3cr3t-token" not in str(raised.value)
+        assert "***" in str(raised.value)

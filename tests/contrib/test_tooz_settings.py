@@ -85,6 +85,17 @@ def test_the_url_gives_the_driver_its_options_and_tenure_its_own() -> None:
     assert driver("tenure://a:1?timeout=5", timeout=7).settings.timeout == 7.0
 
 
+def test_the_settings_show_the_url_without_its_token() -> None:
+    """Issue 47: the driver's settings showed the URL's token in clear (their repr, which
+    a log line of the coordinator's quotes): masked as tenure's backends mask it."""
+    settings = driver("tenure://a:1?token=s3cr3t-token&node=cinder").settings
+    assert settings.url == "tenure://a:1?token=s3cr3t-token"  # (what it connects with)
+    shown = repr(settings)
+    assert "s3cr3t-token" not in shown
+    assert "tenure://a:1?token=***" in shown
+    assert "'cinder'" in shown
+
+
 @pytest.mark.parametrize(
     ("url", "why"),
     [

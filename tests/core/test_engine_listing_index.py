@@ -203,3 +203,17 @@ def test_sorted_keys_agree_with_a_sorted_list_through_many_changes() -> None:
     assert len(keys) == len(ordered)
     for after in (-1, 0, 777, 10_000, 19_999, 20_000):
         assert keys.page(after, 50) == [key for key in ordered if key > after][:50]
+
+
+def test_sorted_keys_under_a_prefix_from_a_key_on_read_one_at_a_time() -> None:
+    # What a walk that decides as it goes reads (the YDB face's resource scan): the
+    # keys under a prefix from a bound, with it or after it, each counted as taken.
+    keys: SortedKeys[str] = SortedKeys(["a", "a-b", "a/b", "a/c", "a0", "b"])
+    assert list(keys.under("a/", "a/b")) == ["a/c"]
+    assert list(keys.under("a/", "a/b", inclusive=True)) == ["a/b", "a/c"]
+    assert list(keys.under("a", "a0", inclusive=True)) == ["a0"]
+    assert list(keys.under("a/", "")) == ["a/b", "a/c"]  # (a bound before the range)
+    keys.looked_at = 0
+    walk = keys.under("", "")
+    assert next(walk) == "a"
+    assert keys.looked_at == 1  # nothing read ahead of what was taken

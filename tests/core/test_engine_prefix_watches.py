@@ -228,6 +228,40 @@ def test_prefix_watches_count_against_max_watches_per_session() -> None:
     watch_prefix(engine, w, "b/")  # a cancelled one frees its slot
 
 
+def test_a_node_s_prefix_watches_are_bounded_whoever_armed_them() -> None:
+    """Issue 47: each of a node's prefix watches may fire on every change of the node,
+    so the engine bounds how many the node has (``max_prefix_watches_per_node``, the
+    server's ``--max-prefix-watches-per-node``), over all its sessions together."""
+    engine, a, w = _setup()
+    engine.max_prefix_watches_per_node = 3
+    first = watch_prefix(engine, w, "")
+    watch_prefix(engine, w, "a/")
+    engine.apply(DescribeSemaphore(w, "x", watch_data=True), 0.0)  # (not a prefix watch)
+    watch_prefix(engine, a, "")
+    before = snapshot(engine)
+    for session in (a, w):
+        with pytest.raises(
+            LimitExceededError, match=r"max_prefix_watches_per_node \(3\) reached on node"
+        ):
+            watch_prefix(engine, session, "b/")
+    assert snapshot(engine) == before
+    assert engine.ledger.refusals == {("max_prefix_watches_per_node", ""): 2}
+    assert engine.watches.prefix_count(NODE) == 3
+    # Another node has its own; a cancel, and a session's end, give room back.
+    engine.apply(CreateNode("other"), 0.0)
+    elsewhere = engine.apply(CreateSession("other", KEY), 0.0).session_id
+    for _ in range(3):
+        watch_prefix(engine, elsewhere, "")
+    engine.apply(CancelWatch(w, first), 0.0)
+    watch_prefix(engine, a, "b/")
+    check_invariants(engine)
+    engine.apply(CloseSession(a), 0.0)
+    assert engine.watches.prefix_count(NODE) == 1
+    watch_prefix(engine, w, "c/")
+    watch_prefix(engine, w, "d/")
+    check_invariants(engine)
+
+
 @pytest.mark.parametrize("prefix", [7, None, b"c/", "bad\nname", "x" * 1025])
 def test_a_bad_prefix_is_refused_naming_it(prefix: object) -> None:
     engine, _, w = _setup()

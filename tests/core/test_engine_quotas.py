@@ -17,6 +17,7 @@ from tenure._core import (
     MAX_COUNT,
     AcquireStatus,
     CancelAcquire,
+    CancelWatch,
     CloseSession,
     CreateNode,
     CreateSemaphore,
@@ -120,6 +121,30 @@ def test_watches_quota_counts_semaphore_and_prefix_watches() -> None:
     check_invariants(engine)
 
 
+def test_prefix_watches_quota_counts_prefix_watches_only() -> None:
+    """Issue 47: a prefix watch fires on every change under its prefix, so a token's
+    prefix watches are a quota of their own (within ``watches``, which counts them too)."""
+    engine = _engine(prefix_watches=2)
+    sid = _as(engine, "batch", CreateSession(NODE, KEY)).session_id
+    first = engine.apply(WatchPrefix(sid, ""), 0.0).watch_id
+    engine.apply(WatchPrefix(sid, "jobs/"), 0.0)
+    _refused(engine, "batch", WatchPrefix(sid, "x/"), "prefix_watches")
+    # Semaphore watches are not prefix watches; another token has its own count.
+    engine.apply(DescribeSemaphore(sid, "a", watch_data=True), 0.0)
+    other = _as(engine, "other", CreateSession(NODE, KEY)).session_id
+    engine.apply(WatchPrefix(other, ""), 0.0)
+    assert engine.ledger.refusals == {("prefix_watches", "batch"): 1}
+    assert (_usage(engine, "batch")["prefix_watches"], _usage(engine, "batch")["watches"]) == (2, 3)
+    # A cancel gives its place back; so does the session's end (and a re-attach's).
+    engine.apply(CancelWatch(sid, first), 0.0)
+    assert _usage(engine, "batch")["prefix_watches"] == 1
+    engine.apply(WatchPrefix(sid, "x/"), 0.0)
+    check_invariants(engine)
+    engine.apply(CloseSession(sid), 0.0)
+    assert _usage(engine, "batch")["prefix_watches"] == 0
+    check_invariants(engine)
+
+
 def test_waiters_quota() -> None:
     engine = _engine(waiters=1)
     holder = _as(engine, "other", CreateSession(NODE, KEY)).session_id
@@ -170,19 +195,20 @@ def test_nodes_quota() -> None:
 
 def test_data_bytes_quota_counts_data_descriptions_and_annexes() -> None:
     engine = _engine(data_bytes=100)
-    sid = _as(engine, "batch", CreateSession(NODE, KEY, description="d" * 10)).session_id
+    sid = _as(engine, "batch", CreateSession(NODE, b"k", description="d" * 10)).session_id
     engine.apply(CreateSemaphore(sid, "a", 1, b"x" * 60), 0.0)
-    assert _usage(engine, "batch")["data_bytes"] == 70
-    _refused(engine, "batch", CreateSemaphore(sid, "b", 1, b"y" * 31), "data_bytes")
-    _refused(engine, "batch", UpdateSemaphore(sid, "a", b"x" * 91), "data_bytes")
-    engine.apply(UpdateSemaphore(sid, "a", b"x" * 90), 0.0)  # exactly the quota
+    # Its session's key (1) and description (10), the semaphore's name (1) and data (60).
+    assert _usage(engine, "batch")["data_bytes"] == 72
+    _refused(engine, "batch", CreateSemaphore(sid, "b", 1, b"y" * 28), "data_bytes")
+    _refused(engine, "batch", UpdateSemaphore(sid, "a", b"x" * 89), "data_bytes")
+    engine.apply(UpdateSemaphore(sid, "a", b"x" * 88), 0.0)  # exactly the quota
     engine.apply(UpdateSemaphore(sid, "a", b"x"), 0.0)  # smaller: always
-    _as(engine, "batch", CreateNode("own"))
+    _as(engine, "batch", CreateNode("own"))  # (its name: 3)
     engine.apply(SetNodeAnnex("own", "k", b"z" * 80), 0.0)  # the node's owner pays
     _refused(engine, "batch", SetNodeAnnex("own", "k2", b"z" * 10), "data_bytes")
     engine.apply(SetNodeAnnex("own", "k", b""), 0.0)
-    _refused(engine, "batch", CreateSession(NODE, KEY, description="d" * 100), "data_bytes")
-    assert _usage(engine, "batch")["data_bytes"] == 11
+    _refused(engine, "batch", CreateSession(NODE, b"k", description="d" * 100), "data_bytes")
+    assert _usage(engine, "batch")["data_bytes"] == 16
     check_invariants(engine)
 
 
@@ -222,7 +248,8 @@ def test_a_snapshot_keeps_owners_and_counts() -> None:
     loaded = load(plain)
     check_invariants(loaded)
     assert _usage(loaded, "batch") == _usage(engine, "batch")
-    assert _usage(loaded, "batch")["data_bytes"] == 8
+    # A description and data (8), two sessions' keys, a semaphore's and a node's names.
+    assert _usage(loaded, "batch")["data_bytes"] == 8 + 2 * len(KEY) + len("a") + len("mine")
     loaded.ledger.quotas = {"batch": Quota(sessions=2)}
     _refused(loaded, "batch", CreateSession(NODE, KEY), "sessions")
     # A version 9 snapshot (before owners) loads with everything nobody's.
@@ -294,7 +321,8 @@ def test_the_running_counts_match_a_full_count_through_a_busy_life() -> None:
 def test_data_bytes_counts_each_holds_and_waits_data() -> None:
     """A hold's data (an acquire's ``data``) is its session's owner's, on anybody's
     semaphore: 14,000 ephemeral locks of 64 KiB are refused at data_bytes too."""
-    engine = _engine(data_bytes=100)
+    own = len(KEY) + len("a")  # (its session's key, the name of the semaphore it makes)
+    engine = _engine(data_bytes=100 + own)
     sid = _as(engine, "batch", CreateSession(NODE, KEY)).session_id
     holder = _as(engine, "other", CreateSession(NODE, KEY)).session_id
     acquire(engine, sid, "a", MAX_COUNT, ephemeral=True, data=b"x" * 60)
@@ -303,14 +331,14 @@ def test_data_bytes_counts_each_holds_and_waits_data() -> None:
     acquire(engine, holder, "c", MAX_COUNT, ephemeral=True, data=b"y" * 500)  # not batch's
     queued = acquire(engine, sid, "c", MAX_COUNT, ephemeral=True, data=b"x" * 40, timeout=5.0)
     assert queued.status is AcquireStatus.QUEUED
-    assert _usage(engine, "batch")["data_bytes"] == 100
+    assert _usage(engine, "batch")["data_bytes"] == 100 + own
     # Restating its own hold with the same data is no growth.
     assert acquire(engine, sid, "a", MAX_COUNT, data=b"x" * 60).status is AcquireStatus.GRANTED
     engine.apply(Release(holder, "c"), 1.0)  # the wait is granted: its data, now a hold's
-    assert _usage(engine, "batch")["data_bytes"] == 100
+    assert _usage(engine, "batch")["data_bytes"] == 100 + own
     engine.apply(Release(sid, "a"), 1.0)
     engine.apply(Release(sid, "c"), 1.0)
-    assert _usage(engine, "batch")["data_bytes"] == 0
+    assert _usage(engine, "batch")["data_bytes"] == len(KEY)  # (its session's, still open)
     check_invariants(engine)
 
 

@@ -343,9 +343,10 @@ def test_each_semaphore_says_its_recipe_and_facts() -> None:
             "rate": 50.0,
             "burst": 100.0,
             "tat": SHIFT + 10.0,
+            "scanned": 0,
             "counted_all": True,
         },
-        "jobs": {"kind": "counter", "value": 41, "counted_all": True},
+        "jobs": {"kind": "counter", "value": 41, "scanned": 0, "counted_all": True},
         # A claim's id and owner data are left out: who reads an id may release it.
         "nightly": {
             "kind": "claim",
@@ -356,15 +357,17 @@ def test_each_semaphore_says_its_recipe_and_facts() -> None:
             "released_at": None,
             "session_id": 1,
             "ends_at": SHIFT + 603.0,
+            "scanned": 0,
             "counted_all": True,
         },
-        "pool": {"kind": "semaphore", "counted_all": True},
+        "pool": {"kind": "semaphore", "scanned": 0, "counted_all": True},
         "rw": {
             "kind": "rwlock",
             "readers": 2,
             "writer": False,
             "readers_waiting": 0,
             "writers_waiting": 1,
+            "scanned": 3,  # two readers holding, a writer waiting
             "counted_all": True,
         },
         "stage": {
@@ -373,6 +376,7 @@ def test_each_semaphore_says_its_recipe_and_facts() -> None:
             "last": 2,
             "arrived": 2,
             "parties": 4,
+            "scanned": 2,
             "counted_all": True,
         },
     }
@@ -415,6 +419,7 @@ def test_a_group_names_its_first_members_shown_as_data_is() -> None:
         "joining": 0,
         "max_members": 10,
         "partition_members": 0,
+        "scanned": 3,
         "counted_all": True,
     }
 

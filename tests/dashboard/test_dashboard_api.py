@@ -268,3 +268,35 @@ async def test_event_streams_are_bounded_by_dashboard_max_streams(tmp_path: Path
                 await asyncio.sleep(0.1)
             else:
                 raise AssertionError(f"a closed stream's slot never came back: {statuses}")
+
+
+async def test_a_kill_counts_against_its_tokens_requests_per_second(tmp_path: Path) -> None:
+    """Issue 47: a kill from the dashboard is a request of its token's, as KillSession is
+    on the wire: past its ``requests_per_second`` it is refused 429 and ends nothing."""
+    auth = tmp_path / "auth.toml"
+    auth.write_text(
+        AUTH_FILE
+        + """
+[[token]]
+name = "slow-operator"
+secret = "slow-operator-secret"
+access = "read-write"
+[token.quota]
+requests_per_second = 0.01
+"""
+    )
+    for served in serve(tmp_path, "--auth-file", str(auth)):
+        url = f"{served.url}?token={JOBS_ONLY}"
+        async with holding(url, "jobs", "m"), tenure.connect(url) as client:
+            [sid] = [session.session_id for session in await client.list_sessions("jobs")]
+            gone = {"node": "jobs", "session_id": sid + 1000}
+            slow = "slow-operator-secret"
+            assert (await served.request("POST", "/kill", gone, slow))[0] == 404  # its burst
+            body = {"node": "jobs", "session_id": sid}
+            status, answer = await served.request("POST", "/kill", body, slow)
+            assert status == 429, answer
+            assert answer["error"] == (
+                "token 'slow-operator' is over its quota requests_per_second (0.01)"
+            )
+            [node] = (await served.view(JOBS_ONLY))["board"]["nodes"]
+            assert node["sessions_total"] == 1  # not ended

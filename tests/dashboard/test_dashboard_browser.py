@@ -10,6 +10,7 @@ standby, links to the leader's and offers no action on its replica.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -324,3 +325,25 @@ def test_a_standby_says_so_links_to_the_leader_and_offers_no_action(
             assert text(page, f"{member} .role") == "leader"
         finally:
             holder.close()
+
+
+def test_a_sampled_recipe_and_a_cut_view_say_so(tmp_path: Path, page: Page) -> None:
+    # Issue 47: a view reads --dashboard-max-scan holders in all (each semaphore one at
+    # least) and is at most --dashboard-max-bytes: the page says how many it read of
+    # how many, and that the rest was left out.
+    limits = ("--dashboard-max-scan", "1", "--dashboard-max-bytes", "16384")
+    for served in serve(tmp_path, *limits):
+        with tenure.sync.connect(served.url) as client, contextlib.ExitStack() as stack:
+            client.create_node("jobs")
+            for i in range(3):  # each member's 1,000-byte description is in every group
+                session = stack.enter_context(client.session("jobs", description="d" * 1000))
+                for name in ("a-workers", *(f"b-{g}" for g in range(10))):
+                    session.group(name, max_members=20).join(f"w-{i}")
+            page.goto(served.page_url)
+            workers = row(page, "jobs", "a-workers")
+            page.wait_for_selector(f"{workers} .recipe")
+            assert text(page, f"{workers} .recipe") == (
+                "1 of at most 20 members: w-0 (among the first 1 of 3 holders and waiters)"
+            )
+            assert "left out" in text(page, "p.cut")
+            assert page.query_selector(row(page, "jobs", "b-9")) is None

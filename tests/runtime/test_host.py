@@ -86,6 +86,9 @@ class RecordingWriter:
     def admit(self, command: Command[object], actor: str, now: float) -> None:
         pass
 
+    def admit_request(self, actor: str, now: float) -> None:
+        pass
+
     def stepped(self, logged: bool) -> None:
         self.steps.append(logged)
 

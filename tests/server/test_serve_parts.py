@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 import pytest
 
@@ -26,9 +29,10 @@ from tenure._core import (
     SessionEnded,
     WatchFired,
 )
+from tenure._core.values import MAX_PREFIX_WATCHES_PER_NODE
 from tenure._protocol import Failure, GoingAway, Reply
 from tenure.errors import ErrorCode
-from tenure.server import DataDir, Journal
+from tenure.server import DataDir, Journal, _session_table
 from tenure.server._config.serve_config import ConfigError, ServeConfig, add_arguments, resolve
 from tenure.server._durability.identity import instance_id
 from tenure.server._durability.storage import FsyncMode
@@ -74,6 +78,21 @@ def test_flag_beats_env_beats_default() -> None:
 def test_bad_values_name_their_setting(argv: list[str], env: dict[str, str], named: str) -> None:
     with pytest.raises(ConfigError, match=named):
         parse(*argv, env=env)
+
+
+def test_the_prefix_watch_bounds_are_settings() -> None:
+    """Issue 47's bounds: ``--max-prefix-watches-per-node`` (1 to 1000000, the engine's
+    default) and ``--quota-prefix-watches`` (0: none), by flag and environment."""
+    default = parse()
+    assert default.max_prefix_watches_per_node == MAX_PREFIX_WATCHES_PER_NODE == 1_000
+    assert default.quota_prefix_watches == 0
+    assert parse("--max-prefix-watches-per-node", "7").max_prefix_watches_per_node == 7
+    env = {"TENURE_MAX_PREFIX_WATCHES_PER_NODE": "8", "TENURE_QUOTA_PREFIX_WATCHES": "9"}
+    both = parse(env=env)
+    assert (both.max_prefix_watches_per_node, both.quota_prefix_watches) == (8, 9)
+    for bad in ("0", "1000001"):
+        with pytest.raises(ConfigError, match="--max-prefix-watches-per-node"):
+            parse("--max-prefix-watches-per-node", bad)
 
 
 def grant(session_id: int, request_id: int = 1) -> Granted:
@@ -136,6 +155,59 @@ def test_a_detached_watcher_keeps_only_the_latest_firing_of_each_watch() -> None
     )
     assert (routed, overflowed) == ([], [])
     assert table.attach(7, "a") == [grant(7, 1), fired(1, 999), fired(2, 999)]
+
+
+def _lines_run(call: Callable[[], object], module: str) -> int:
+    """How many lines of ``module``'s code ``call`` runs (its functions' and their
+    comprehensions'): the work done, counted, not timed."""
+    lines = 0
+
+    def local(frame: FrameType, event: str, arg: object) -> Any:
+        nonlocal lines
+        if event == "line":
+            lines += 1
+        return local
+
+    def calls(frame: FrameType, event: str, arg: object) -> Any:
+        return local if event == "call" and frame.f_code.co_filename == module else None
+
+    before = sys.gettrace()  # (a coverage run's tracer: put back after)
+    sys.settrace(calls)
+    try:
+        call()
+    finally:
+        sys.settrace(before)
+    return lines
+
+
+def test_a_detached_session_s_firings_replace_in_constant_work_per_firing() -> None:
+    """Issue 47: each firing replaced its watch's older one by scanning the whole queue,
+    so one change of a node cost the square of a detached session's prefix watches.
+    A change that fires every one of 400 watches, routed to a detached session that
+    has each one's firing queued, runs the same lines per firing as the first change:
+    no scan of what is queued. The order: a replaced firing moves to the end."""
+    table: SessionTable[str] = SessionTable()
+    watches = range(1, 401)
+
+    def change(n: int) -> list[WatchFired]:
+        return [
+            WatchFired(7, w, "s", SemaphoreDescription("s", 1, 0, b"%d" % n, False))
+            for w in watches
+        ]
+
+    first = _lines_run(lambda: table.route(change(0)), _session_table.__file__)
+    table.route([grant(7, 1)])
+    second = _lines_run(lambda: table.route(change(1)), _session_table.__file__)
+    assert table.queued(7) == 401
+    # About ten lines per firing, whatever is queued (the old scan: about 400 more).
+    assert first <= 20 * len(watches)
+    assert second <= first + 10, (first, second)
+    table.route([WatchFired(7, 5, "s", None)])
+    assert table.attach(7, "a") == [
+        grant(7, 1),
+        *[fired for fired in change(1) if fired.watch_id != 5],
+        WatchFired(7, 5, "s", None),
+    ]
 
 
 def test_instance_id_is_kept_unless_the_state_is_fresh(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from tenure._core import (
     SessionEnded,
 )
 from tenure.compat.dflockd.metrics import DflockdCounts
-from tenure.errors import ErrorCode
+from tenure.errors import DeadlockError, ErrorCode
 from tenure.server._cluster.keys import ServerRecord
 from tenure.server._cluster.role import ClusterRole
 from tenure.server._cluster.store import Leader
@@ -260,3 +260,34 @@ async def test_a_scrape_counts_the_semaphores_a_step_budget_at_a_time() -> None:
     assert walked[("tenure_nodes", frozenset())] == 1
     # The counts serve one scrape: the next one counts again (here inline).
     assert samples(metrics)[("tenure_semaphores", frozenset())] == 1_000
+
+
+def test_deadlock_checks_are_shown_by_the_token_that_asked() -> None:
+    # A refused acquire costs its sender no quota and may be asked again at once
+    # (issue 47): the series say whose acquires made the server search, and how much.
+    engine = Engine()
+    engine.apply(CreateNode("n", NodeConfig()), 0.0)
+    engine.actor = "evil"  # (the sessions' quota owner, as a server's host sets it)
+    one, two = (engine.apply(CreateSession("n", b"k"), 0.0).session_id for _ in range(2))
+    engine.actor = ""
+
+    def lock(sid: int, name: str) -> None:
+        engine.apply(Acquire(sid, name, MAX_COUNT, 1, ephemeral=True, task=1), 0.0)
+
+    lock(one, "a")
+    lock(two, "b")
+    lock(one, "b")
+    for _ in range(2):
+        with pytest.raises(DeadlockError):
+            lock(two, "a")
+    metrics = ServerMetrics(version="0")
+    metrics.registry.register(StateCollector(Readiness(), metrics, lambda: engine, dict))
+    got = samples(metrics)
+    refused = (
+        "tenure_deadlock_checks_total",
+        frozenset({("outcome", "refused"), ("token", "evil")}),
+    )
+    assert got[refused] == 2
+    work = got[("tenure_deadlock_search_work_total", frozenset({("token", "evil")}))]
+    assert work == sum(n for (what, _), n in engine.deadlock_counts.items() if what == "looked")
+    assert work >= 2 * 4  # (each check: two holds and two requests at least)

@@ -58,6 +58,7 @@ def test_a_bad_ydb_database_exits_2(tmp_path: Path, database: str) -> None:
         ("--ydb-ticket-ttl", "0.5"),
         ("--ydb-max-message-size", "1048575"),
         ("--ydb-max-message-size", str(2**30 + 1)),
+        ("--ydb-max-listed-resources", "0"),
     ],
 )
 def test_ydb_limits_out_of_range_exit_2(tmp_path: Path, flag: str, value: str) -> None:

@@ -27,8 +27,13 @@ wait (Acquire, AcquireAll, an upgrade; never a request that is granted or only
 tries). It walks from the new request along the edges, only as far as can lead
 back to it (:class:`~tenure._core.wait_graph.WaitGraph`: linear in what it
 touches). Every hold, request and set member it looks at counts against the
-search's limit (``EngineState.deadlock_search_limit``); past it, no deadlock is
-reported and the request waits as it would have.
+search's limit (``EngineState.deadlock_search_limit``), and so does the look at the
+asked semaphores' holders that decides whether to search at all (below): past it, no
+deadlock is reported and the request waits as it would have. So one acquire's check
+looks at no more than the limit, however many holds its semaphores have (a search
+whose first step alone would pass it, one request's holders, is not begun); the
+things looked at, and the checks that refused or stopped at the limit, are counted
+per quota owner of the asking session (``EngineState.deadlock_counts``, /metrics).
 
 **The answer.** No path back to the new request: no deadlock (the common case,
 after a look at the holders of the semaphores asked for). A cycle of hard edges
@@ -42,9 +47,12 @@ task is free); a lock-delay counts as over; repeat. A request left unreduced can
 never be granted, whatever order the others release in. The new request is refused
 iff it is unreduced and closes a cycle through unreduced requests only: then the
 message names that cycle (the shortest), and nothing changed (engine rule 1; the
-caller records the broken deadlock). A request stuck only behind a deadlock it did
-not close waits (such a deadlock can only be one nobody could detect: past the
-limit, or through holds of unknown tasks).
+caller records the broken deadlock). The message names the cycle's first
+:data:`~tenure._core.limits.MAX_DEADLOCK_LINKS` waits, each semaphore's name cut to
+:data:`~tenure._core.limits.MAX_DEADLOCK_NAME_BYTES`, and how many more there are: at
+most about 1.5 KB, however long the cycle and its names (:func:`cycle_text`). A
+request stuck only behind a deadlock it did not close waits (such a deadlock can
+only be one nobody could detect: past the limit, or through holds of unknown tasks).
 
 Timeouts do not matter (a wait with a timeout is waited for as long as it lasts, as
 PostgreSQL's detector also decides regardless of ``lock_timeout``).
@@ -55,16 +63,33 @@ from __future__ import annotations
 from collections import deque
 from typing import Final
 
+from tenure._core.limits import DEADLOCK_SEARCH_LIMIT, MAX_DEADLOCK_LINKS, MAX_DEADLOCK_NAME_BYTES
 from tenure._core.semaphore import Semaphore
 from tenure._core.state import EngineState, Node
-from tenure._core.values import DEADLOCK_SEARCH_LIMIT
 from tenure._core.wait_graph import ASKING, Asked, Edge, OverLimitError, PendingRequest, WaitGraph
 from tenure.errors import DeadlockError
 
-__all__ = ["DEADLOCK_SEARCH_LIMIT", "Asked", "DeadlockSearch", "refuse_deadlock"]
+__all__ = [
+    "CUT",
+    "DEADLOCK_SEARCH_LIMIT",
+    "LOOKED",
+    "REFUSED",
+    "Asked",
+    "DeadlockSearch",
+    "cut_name",
+    "cycle_text",
+    "refuse_deadlock",
+]
 
 #: Past every arrival number: where the request being asked would queue.
 _LAST: Final = 1 << 70
+
+#: What ``EngineState.deadlock_counts`` counts per quota owner (:func:`_tally`): the
+#: holds, requests and set members checks looked at; the acquires refused for a
+#: deadlock; the checks that stopped at the limit (the acquire then waits unchecked).
+LOOKED: Final = "looked"
+REFUSED: Final = "refused"
+CUT: Final = "cut"
 
 
 def refuse_deadlock(
@@ -81,37 +106,77 @@ def refuse_deadlock(
 
     A request of task 0 (not known) is not checked, nor any while the state's
     ``deadlock_search_limit`` is 0 (a journal's replay: a logged request was let wait).
+    The look at the holders before the search and the search share that limit; what
+    they look at, and whether they refused or stopped at the limit, is counted for
+    the asking session's quota owner (:func:`_tally`).
     """
     limit = state.deadlock_search_limit
-    if not task or limit <= 0 or not _waits_for_anyone(state, node, session_id, task, asked):
+    if not task or limit <= 0:
         return
-    cycle = DeadlockSearch(state, node, limit).check(session_id, task, asked, replaced)
+    # The walk's first step looks at every holder of every semaphore asked (and at the
+    # request): a search that could not get past it is not begun (a big semaphore's
+    # holders would be looked at twice, for nothing; an O(1) count per semaphore).
+    if sum(len(sem.owners) for sem, _, _ in asked) >= limit:
+        _tally(state, session_id, 0, CUT)
+        return
+    leads_back, looked = _holders_looked_at(state, node, session_id, task, asked)
+    if not leads_back:
+        _tally(state, session_id, looked, None)
+        return
+    search = DeadlockSearch(state, node, limit - looked)
+    cycle = search.check(session_id, task, asked, replaced)
+    outcome = CUT if search.cut else None if cycle is None else REFUSED
+    _tally(state, session_id, looked + search.spent, outcome)
     if cycle is not None:
         state.note_deadlock(node, session_id, task, cycle, now)
         raise DeadlockError(f"refused: waiting would deadlock: {cycle}")
 
 
-def _waits_for_anyone(
+def _tally(state: EngineState, session_id: int, looked: int, outcome: str | None) -> None:
+    """Count one check of an acquire of ``session_id``'s quota owner in
+    ``state.deadlock_counts``: the things it ``looked`` at, and its ``outcome`` if it
+    refused the acquire (:data:`REFUSED`) or stopped at the limit (:data:`CUT`).
+
+    A refused acquire changes nothing and costs its sender no quota, and the sender
+    may ask it again at once, as often as its ``requests_per_second`` lets it: each
+    time up to a whole search's worth of work for the server. These counts say whose
+    acquires made the server do that work (``/metrics``), as PostgreSQL counts
+    deadlocks per database and InnoDB its deadlocks and searches cut short."""
+    usage = state.sessions[session_id].usage
+    owner = "" if usage is None else usage.owner
+    counts = state.deadlock_counts
+    if looked:
+        key = (LOOKED, owner)
+        counts[key] = counts.get(key, 0) + looked
+    if outcome is not None:
+        key = (outcome, owner)
+        counts[key] = counts.get(key, 0) + 1
+
+
+def _holders_looked_at(
     state: EngineState, node: Node, session_id: int, task: int, asked: list[Asked]
-) -> bool:
+) -> tuple[bool, int]:
     """Whether the request would wait for a request: a holder whose task waits (the
-    asking task's own holds wait with it), a set ahead, or (an upgrade) anyone ahead.
-    Else nothing leads back to it: no search (the usual case, a holder that waits for
-    nothing, costs a look at the holders only)."""
+    asking task's own holds wait with it), a set ahead, or (an upgrade) anyone ahead;
+    and how many holders were looked at to know. If not, nothing leads back to it: no
+    search (the usual case, a holder that waits for nothing, costs a look at the
+    holders only)."""
     if node.sets:
-        return True
+        return True, 1  # (the look at the node's sets)
     sessions = state.sessions
+    looked = 0
     for sem, key, _ in asked:
         for owner in sem.each_owner():
+            looked += 1
             if owner.key == key:
                 if sem.queue_length():
-                    return True
+                    return True, looked
             elif owner.task and (
                 (owner.task == task and owner.session_id == session_id)
                 or sessions[owner.session_id].task_waits(owner.task)
             ):
-                return True
-    return False
+                return True, looked
+    return False, looked
 
 
 class DeadlockSearch:
@@ -119,6 +184,13 @@ class DeadlockSearch:
 
     def __init__(self, state: EngineState, node: Node, limit: int) -> None:
         self._graph = WaitGraph(state, node, limit)
+        #: Whether :meth:`check` stopped at the limit (then it answered None).
+        self.cut = False
+
+    @property
+    def spent(self) -> int:
+        """How many holds, requests and set members it has looked at (at most its limit)."""
+        return self._graph.spent
 
     def check(
         self, session_id: int, task: int, asked: list[Asked], replaced: tuple[str, int] | None
@@ -143,8 +215,9 @@ class DeadlockSearch:
                     return None
                 path = self._cycle(asking, stuck)
         except OverLimitError:
+            self.cut = True
             return None
-        return None if path is None else _text(asking, path)
+        return None if path is None else cycle_text(asking.label, path)
 
     # -- the answer --------------------------------------------------------------------
 
@@ -247,7 +320,29 @@ class DeadlockSearch:
         return units - reduced
 
 
-def _text(asking: PendingRequest, path: list[Edge]) -> str:
-    """``session 5 (task 3) waits for 'b' held by session 7 (task 1), which waits for ...``."""
-    steps = [f"waits for {edge.name!r} {edge.verb} {edge.target.label}" for edge in path]
-    return f"{asking.label} " + ", which ".join(steps)
+def cycle_text(asking: str, path: list[Edge]) -> str:
+    """``session 5 (task 3) waits for 'b' held by session 7 (task 1), which waits for ...``:
+    the cycle ``path`` from the request ``asking`` (its label) back to it, bounded.
+
+    It names the first :data:`MAX_DEADLOCK_LINKS` waits, each name cut
+    (:func:`cut_name`); a longer cycle's text ends ``, and K more waits back to
+    <asking>: a cycle of N`` (a hostile cycle of a thousand waits on names of a KiB
+    would otherwise make a megabyte of text, kept by the node and sent to every
+    client that describes it).
+    """
+    shown = path[:MAX_DEADLOCK_LINKS]
+    steps = [f"waits for {cut_name(edge.name)} {edge.verb} {edge.target.label}" for edge in shown]
+    text = f"{asking} " + ", which ".join(steps)
+    more = len(path) - len(shown)
+    if more:
+        text += f", and {more} more waits back to {asking}: a cycle of {len(path)}"
+    return text
+
+
+def cut_name(name: str) -> str:
+    """``name`` quoted (its ``repr``), cut to its first :data:`MAX_DEADLOCK_NAME_BYTES`
+    UTF-8 bytes (at a character's boundary) and followed by ``...`` if longer."""
+    raw = name.encode()
+    if len(raw) <= MAX_DEADLOCK_NAME_BYTES:
+        return repr(name)
+    return repr(raw[:MAX_DEADLOCK_NAME_BYTES].decode(errors="ignore")) + "..."

@@ -93,18 +93,23 @@ def check_invariants(engine: Engine) -> None:
 
 
 def _check_watches(engine: Engine) -> None:
-    """A session's watch ids are exactly the armed watches of that live session, and
-    every armed watch is found where a firing looks for it (its name, or its prefix)."""
+    """A session's watch ids are exactly the armed watches of that live session (its
+    prefix watches counted right), and every armed watch is found where a firing looks
+    for it (its name, or its prefix)."""
     watches = engine.watches
     watches.check_index()
     armed: dict[int, set[int]] = {}
+    prefix: dict[int, int] = {}
     for watch in watches.armed():
         session = engine.sessions.get(watch.session_id)
         assert session is not None, f"watch {watch.watch_id} of a session that ended"
         assert session.node == watch.node, f"watch {watch.watch_id} on another node"
         armed.setdefault(watch.session_id, set()).add(watch.watch_id)
+        if watch.prefix:
+            prefix[watch.session_id] = prefix.get(watch.session_id, 0) + 1
     for sid, session in engine.sessions.items():
         assert set(session.watches) == armed.get(sid, set()), f"session {sid}'s watches"
+        assert session.prefix_watches == prefix.get(sid, 0), f"session {sid}'s prefix watches"
 
 
 def _check_sets(node: Any) -> None:

@@ -29,9 +29,28 @@ MAX_SET_NAMES: Final = 64
 #: is reported.
 DEADLOCK_SEARCH_LIMIT: Final = 1_000
 
+#: How many prefix watches may be armed on one node, by default
+#: (``EngineState.max_prefix_watches_per_node``; ``tenure serve
+#: --max-prefix-watches-per-node``), whoever armed them. Each fires on every change
+#: under its prefix (a prefix of "" on every change of the node): this bounds the
+#: pushes one change of a node makes through them (docs/operations.md, "Prefix watches").
+MAX_PREFIX_WATCHES_PER_NODE: Final = 1_000
+
 #: The most broken deadlocks a node's description shows (the latest; the engine keeps
 #: no more of them).
 MAX_DEADLOCKS_SHOWN: Final = 8
+
+#: The most waits of a cycle its text names (DeadlockError's message, a broken
+#: deadlock's ``cycle``): the first ones from the refused request; a longer cycle's
+#: text says how many more there are and how long it is.
+MAX_DEADLOCK_LINKS: Final = 4
+
+#: The most UTF-8 bytes of a semaphore's name a cycle's text shows (a longer name is
+#: cut there, followed by ``...``). With :data:`MAX_DEADLOCK_LINKS`, a cycle's text is
+#: at most about 1.5 KB (a few hundred bytes with plain names), and a node's broken
+#: deadlocks at most :data:`MAX_DEADLOCKS_SHOWN` times that, however long the cycle
+#: and its names.
+MAX_DEADLOCK_NAME_BYTES: Final = 64
 
 #: Longest node or semaphore name, in UTF-8 bytes.
 MAX_NAME_BYTES: Final = 1024

@@ -15,14 +15,16 @@ from tenure._core.quotas import (
     Q_DATA_BYTES,
     Q_HOLDS,
     Q_NODES,
+    Q_PREFIX_WATCHES,
     Q_SEMAPHORES,
     Q_SESSIONS,
     Q_WAITERS,
     Q_WATCHES,
     TRACKED,
     Usage,
+    text_bytes,
 )
-from tenure._core.state import EngineState
+from tenure._core.state import EngineState, semaphore_bytes
 
 
 def owner_of(usage: Usage | None) -> str:
@@ -41,15 +43,20 @@ def counted_usage(state: EngineState) -> dict[str, list[int]]:
     for session in state.sessions.values():
         usage = session.usage
         count(usage, Q_SESSIONS, 1)
-        count(usage, Q_DATA_BYTES, len(session.description.encode()))
+        count(usage, Q_DATA_BYTES, session.counted_bytes())
         count(usage, Q_WATCHES, len(session.watches))
         count(usage, Q_WAITERS, session.wait_count())
+    for watch in state.watches.armed():  # (the index's, not what each session counted)
+        watcher = state.sessions[watch.session_id].usage
+        count(watcher, Q_DATA_BYTES, text_bytes(watch.name))
+        if watch.prefix:
+            count(watcher, Q_PREFIX_WATCHES, 1)
     for node in state.nodes.values():
         count(node.usage, Q_NODES, 1)
-        count(node.usage, Q_DATA_BYTES, node.annex_bytes())
+        count(node.usage, Q_DATA_BYTES, node.counted_bytes())
         for sem in node.semaphores.values():
             count(sem.usage, Q_SEMAPHORES, 1)
-            count(sem.usage, Q_DATA_BYTES, len(sem.data))
+            count(sem.usage, Q_DATA_BYTES, semaphore_bytes(sem))
             for owner in sem.each_owner():
                 count(owner.usage, Q_HOLDS, 1)
                 count(owner.usage, Q_DATA_BYTES, len(owner.data))

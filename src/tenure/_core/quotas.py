@@ -18,14 +18,22 @@ What counts against whom:
 * ``sessions``: sessions open (attached or detached), against the session's owner;
 * ``watches``: watches armed (semaphore and prefix watches), against the owner of
   the session that armed them;
+* ``prefix_watches``: prefix watches armed (counted in ``watches`` as well), against
+  the owner of the session that armed them: each fires on every change under its
+  prefix, so a token's few cost every writer of the node (issue 47);
 * ``waiters``: acquires queued, against the owner of the waiting session;
 * ``semaphores``: semaphores that exist, against the owner of the session that
-  created them (CreateSemaphore, or an acquire of a new ephemeral one);
+  created them (CreateSemaphore, an acquire of a new ephemeral one, or a claim; a
+  claim of an ended claim's semaphore takes it over from its maker);
 * ``nodes``: nodes that exist, against who created them;
-* ``data_bytes``: bytes of data held: a semaphore's data against the semaphore's
-  owner, each holder's and waiter's data against its session's owner, a session's
-  description against the session's owner, a node's annex values against the
-  node's owner.
+* ``data_bytes``: bytes of data held, and of every name, key and identity a client
+  chose (the variable-size parts of what it makes, :func:`text_bytes` each): a
+  semaphore's name and data against the semaphore's owner, each holder's and
+  waiter's data against its session's owner, a session's description, client
+  identity (host and name) and protection key against the session's owner, a
+  watch's name (or prefix) against its session's owner, a node's name and annex
+  values against the node's owner. A quota on bytes that 1 KiB names could pass
+  around would be none: a name costs the server what data does.
 
 ``recovery_window`` (the longest session timeout an owner may ask) is a check, not
 a count; ``requests_per_second`` is the server's (its gate), not the engine's.
@@ -49,6 +57,7 @@ __all__ = [
     "Q_DATA_BYTES",
     "Q_HOLDS",
     "Q_NODES",
+    "Q_PREFIX_WATCHES",
     "Q_SEMAPHORES",
     "Q_SESSIONS",
     "Q_WAITERS",
@@ -56,6 +65,7 @@ __all__ = [
     "Quota",
     "TRACKED",
     "Usage",
+    "text_bytes",
 ]
 
 #: Indexes of :attr:`Usage.counts` (one list per owner: an int each, no attribute lookups).
@@ -65,11 +75,20 @@ Q_WAITERS: Final = 2
 Q_SEMAPHORES: Final = 3
 Q_NODES: Final = 4
 Q_DATA_BYTES: Final = 5
+Q_PREFIX_WATCHES: Final = 6
 #: Holds (grants held): counted for the memory budget only (no quota: a token's holds
 #: are bounded by its sessions and the semaphores' limits).
-Q_HOLDS: Final = 6
+Q_HOLDS: Final = 7
 #: The counted quotas, in the order of :attr:`Usage.counts`.
-COUNTED: Final = ("sessions", "watches", "waiters", "semaphores", "nodes", "data_bytes")
+COUNTED: Final = (
+    "sessions",
+    "watches",
+    "waiters",
+    "semaphores",
+    "nodes",
+    "data_bytes",
+    "prefix_watches",
+)
 #: Everything :attr:`Usage.counts` counts: the counted quotas, then ``holds``.
 TRACKED: Final = (*COUNTED, "holds")
 #: Every quota of a token (the auth file's ``[token.quota]`` keys), counted or not.
@@ -80,10 +99,28 @@ QUOTA_NAMES: Final = (*COUNTED, "recovery_window", "requests_per_second")
 #: the compiled build (a session about 410, a watch 670, a queued acquire 440, a
 #: created semaphore 240, a node 1160, a numbered hold on a shared semaphore 300,
 #: with their indexes; a held mutex, its semaphore and hold together, about 320:
-#: ``bench.micro.memory_holds``), rounded up (a real client's session has its own
-#: key, description and identity; the allocator's slack). The memory budget is
-#: charged these (in :data:`TRACKED` order) plus every data byte.
-OBJECT_BYTES: Final = (600, 1000, 600, 400, 2000, 1, 500)
+#: ``bench.micro.memory_holds``), rounded up (the allocator's slack; measured with
+#: short names, which these cover). The memory budget is charged these (in
+#: :data:`TRACKED` order) plus every data byte, which counts what a client chooses
+#: the size of: data, names, keys, identities (:func:`text_bytes`). A prefix watch
+#: is charged as a watch (it is one), nothing more.
+OBJECT_BYTES: Final = (600, 1000, 600, 400, 2000, 1, 0, 500)
+
+
+def text_bytes(text: str) -> int:
+    """What a name, description or identity's string counts in ``data_bytes``.
+
+    An ASCII string (the usual case), its length: O(1), ``isascii`` reads a flag the
+    string keeps. Any other, what the interpreter keeps of it (a scan of at most a
+    few KiB): 1, 2 or 4 bytes a character (by its widest character), and its UTF-8
+    beside, made the first time it is sent (a reply, a push) and kept. Not its UTF-8
+    alone: one emoji makes a 1 KiB name cost 4 KiB.
+    """
+    if text.isascii():
+        return len(text)
+    widest = ord(max(text))
+    width = 1 if widest < 0x100 else 2 if widest < 0x10000 else 4
+    return width * len(text) + len(text.encode("utf-8", "surrogatepass"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +137,7 @@ class Quota:
     semaphores: int | None = None
     nodes: int | None = None
     data_bytes: int | None = None
+    prefix_watches: int | None = None
     recovery_window: float | None = None
     requests_per_second: float | None = None
 
@@ -144,7 +182,7 @@ class Quota:
     @staticmethod
     def of(values: Sequence[int | float | None]) -> Quota:
         """A quota from its values in :data:`QUOTA_NAMES` order (counts are ints)."""
-        sessions, watches, waiters, semaphores, nodes, data_bytes = (
+        sessions, watches, waiters, semaphores, nodes, data_bytes, prefix_watches = (
             None if value is None else int(value) for value in values[: len(COUNTED)]
         )
         window, rate = values[len(COUNTED) :]
@@ -155,6 +193,7 @@ class Quota:
             semaphores,
             nodes,
             data_bytes,
+            prefix_watches,
             recovery_window=None if window is None else float(window),
             requests_per_second=None if rate is None else float(rate),
         )
@@ -177,6 +216,7 @@ class Quota:
             self.semaphores,
             self.nodes,
             self.data_bytes,
+            self.prefix_watches,
             self.recovery_window,
             self.requests_per_second,
         )
@@ -217,7 +257,7 @@ class QuotaLedger:
     for the metrics.
     """
 
-    __slots__ = ("budget", "enforcing", "quotas", "refusals", "total", "usage")
+    __slots__ = ("budget", "enforcing", "kept_bytes", "quotas", "refusals", "total", "usage")
 
     def __init__(self) -> None:
         self.usage: dict[str, Usage] = {}
@@ -229,6 +269,9 @@ class QuotaLedger:
         #: False while a journal is replayed: what was logged was let in.
         self.enforcing = True
         self.refusals: dict[tuple[str, str], int] = {}
+        #: Bytes the host keeps beside the state, counted in the estimate too: the
+        #: deadlocks each node shows (``EngineState.note_deadlock``; no owner's).
+        self.kept_bytes = 0
 
     def of(self, owner: str) -> Usage:
         """The usage of ``owner`` (made on first use)."""
@@ -238,14 +281,33 @@ class QuotaLedger:
         return usage
 
     def estimate(self) -> int:
-        """The state's estimated size, in bytes: :data:`OBJECT_BYTES` per object plus data."""
-        return sum(n * size for n, size in zip(self.total.counts, OBJECT_BYTES, strict=True))
+        """The state's estimated size, in bytes: :data:`OBJECT_BYTES` per object plus
+        data, plus :attr:`kept_bytes`."""
+        counts = self.total.counts
+        return self.kept_bytes + sum(n * size for n, size in zip(counts, OBJECT_BYTES, strict=True))
 
     def check(self, usage: Usage, index: int, amount: int = 1) -> None:
         """Raise LimitExceededError if ``usage``'s owner may not hold ``amount`` more
         of ``index``, or if the memory budget would be passed (nothing is counted)."""
         if not self.enforcing or amount <= 0 or not (self.quotas or self.budget):
             return  # (no quota and no budget: not even a lookup)
+        self._check_quota(usage, index, amount)
+        self._check_budget(usage, amount * OBJECT_BYTES[index])
+
+    def check_made(self, usage: Usage, index: int, amount: int, size: int) -> None:
+        """:meth:`check` of ``amount`` new ones of ``index`` that come with ``size``
+        bytes of ``data_bytes`` (their names, keys, identities, data: :func:`text_bytes`),
+        the memory budget asked for both at once (asked apart, each would pass where
+        the two together do not)."""
+        if not self.enforcing or not (self.quotas or self.budget):
+            return  # (no quota and no budget: not even a lookup)
+        if amount > 0:
+            self._check_quota(usage, index, amount)
+        if size > 0:
+            self._check_quota(usage, Q_DATA_BYTES, size)
+        self._check_budget(usage, amount * OBJECT_BYTES[index] + size)
+
+    def _check_quota(self, usage: Usage, index: int, amount: int) -> None:
         quota = self.quotas.get(usage.owner)
         if quota is not None:
             limit = quota.limit(index)
@@ -254,8 +316,10 @@ class QuotaLedger:
                 raise LimitExceededError(
                     f"token {usage.owner!r} is over its quota {COUNTED[index]} ({limit})"
                 )
+
+    def _check_budget(self, usage: Usage, cost: int) -> None:
         budget = self.budget
-        if budget and self.estimate() + amount * OBJECT_BYTES[index] > budget:
+        if budget and cost > 0 and self.estimate() + cost > budget:
             self.refused("memory_budget", usage.owner)
             raise LimitExceededError(
                 f"the server's memory budget ({budget} bytes) is used up "

@@ -16,8 +16,16 @@ from typing import Any, TypeAlias
 
 from tenure._core._dataclass import dataclass
 from tenure._core.effects import AcquireFailed, LeaseLost
-from tenure._core.quotas import Q_WAITERS, Q_WATCHES, Usage
+from tenure._core.quotas import (
+    Q_DATA_BYTES,
+    Q_PREFIX_WATCHES,
+    Q_WAITERS,
+    Q_WATCHES,
+    Usage,
+    text_bytes,
+)
 from tenure._core.values import NO_IDENTITY, ClientIdentity
+from tenure._core.watches import Watch
 
 #: What :attr:`Session.missed` keeps: a queued acquire that failed, or a lost grant.
 Missed = AcquireFailed | LeaseLost
@@ -40,7 +48,8 @@ class Session:
     on first use.
 
     ``usage`` counts what its owner holds (:mod:`tenure._core.quotas`): the methods
-    count its waits and watches there as they change (None: counted nowhere).
+    count its waits and watches (with their names' bytes) there as they change (None:
+    counted nowhere); the engine counts the session itself (:meth:`counted_bytes`).
     """
 
     session_id: int
@@ -60,6 +69,7 @@ class Session:
     # task (not 0), for deadlock detection (:mod:`tenure._core.deadlocks`)
     _task_waits: dict[int, list[tuple[str, int]]] | None = None
     usage: Usage | None = None
+    _prefix_watches: int = 0  # how many of ``_watches`` are prefix watches
 
     # -- holds and waits ----------------------------------------------------------------
 
@@ -198,24 +208,57 @@ class Session:
         """Ids of its armed watches."""
         return self._watches or _NONE
 
-    def add_watch(self, watch_id: int) -> None:
-        """It armed watch ``watch_id``."""
+    @property
+    def prefix_watches(self) -> int:
+        """How many of its armed watches are prefix watches."""
+        return self._prefix_watches
+
+    def add_watch(self, watch: Watch) -> None:
+        """It armed ``watch`` (a prefix watch or not): counted with its name's bytes."""
+        watch_id = watch.watch_id
         if self._watches is None:
             self._watches = set()
         if watch_id not in self._watches:
             self._watches.add(watch_id)
-            if self.usage is not None:
-                self.usage.add(Q_WATCHES, 1)
+            if watch.prefix:
+                self._prefix_watches += 1
+            usage = self.usage
+            if usage is not None:
+                usage.add(Q_WATCHES, 1)
+                usage.add(Q_DATA_BYTES, text_bytes(watch.name))
+                if watch.prefix:
+                    usage.add(Q_PREFIX_WATCHES, 1)
 
-    def discard_watch(self, watch_id: int) -> None:
-        """Watch ``watch_id`` fired or was cancelled."""
+    def discard_watch(self, watch: Watch) -> None:
+        """``watch`` fired or was cancelled (and disarmed)."""
+        watch_id = watch.watch_id
         if self._watches is not None:
             if watch_id in self._watches:
                 self._watches.discard(watch_id)
-                if self.usage is not None:
-                    self.usage.add(Q_WATCHES, -1)
+                if watch.prefix:
+                    self._prefix_watches -= 1
+                usage = self.usage
+                if usage is not None:
+                    usage.add(Q_WATCHES, -1)
+                    usage.add(Q_DATA_BYTES, -text_bytes(watch.name))
+                    if watch.prefix:
+                        usage.add(Q_PREFIX_WATCHES, -1)
             if not self._watches:
                 self._watches = None
+
+    # -- what it counts ---------------------------------------------------------------
+
+    def counted_bytes(self) -> int:
+        """What it counts in its owner's ``data_bytes`` (:mod:`tenure._core.quotas`):
+        what its client chose the size of, its description, its identity's host and
+        name, and its protection key (its resume ticket's secret)."""
+        identity = self.identity
+        return (
+            text_bytes(self.description)
+            + text_bytes(identity.host)
+            + text_bytes(identity.name)
+            + len(self.protection_key)
+        )
 
 
 def _add(table: dict[str, Numbers], name: str, number: int) -> bool:

@@ -177,16 +177,25 @@ class SortedKeys(Generic[K]):
                 return page, key
         return page, None
 
+    def under(self, prefix: str, start: str, *, inclusive: bool = False) -> Iterator[str]:
+        """The keys that start with ``prefix`` and are greater than ``start`` (or equal
+        to it: ``inclusive``), in order, read one at a time as the caller takes them
+        (each counted in ``looked_at``): for a walk that decides as it goes where to
+        go on. Valid only while the keys do not change (within one step).
+        """
+        return self._under(prefix, start, inclusive)
+
     def _in_ranges(self, prefixes: list[str], after: str) -> Iterator[str]:
         """The keys greater than ``after`` under ``prefixes`` (sorted, none under another)."""
         for prefix in prefixes:
             yield from self._under(prefix, after)
 
-    def _under(self, prefix: str, after: str) -> Iterator[str]:
-        """The keys greater than ``after`` that start with ``prefix``, in order."""
+    def _under(self, prefix: str, after: str, inclusive: bool = False) -> Iterator[str]:
+        """The keys greater than ``after`` (or equal: ``inclusive``) that start with
+        ``prefix``, in order."""
         keys: SortedKeys[str] = self  # type: ignore[assignment]  # (str keys only)
         if after >= prefix:
-            start = keys._from(after, inclusive=False)
+            start = keys._from(after, inclusive=inclusive)
         else:
             start = keys._from(prefix, inclusive=True)
         for key in start:  # (the keys under a prefix are next to each other)

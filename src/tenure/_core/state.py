@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import field
+from typing import Final
 
 from tenure._core._dataclass import dataclass
 from tenure._core.claims import ClaimTimer
@@ -30,9 +31,9 @@ from tenure._core.quotas import (
     Q_SEMAPHORES,
     Q_SESSIONS,
     Q_WAITERS,
-    Q_WATCHES,
     QuotaLedger,
     Usage,
+    text_bytes,
 )
 from tenure._core.semaphore import Owner, Semaphore, Waiter
 from tenure._core.session import Missed as Missed
@@ -42,6 +43,7 @@ from tenure._core.values import (
     DEADLOCK_SEARCH_LIMIT,
     DEFAULT_NODE_CEILINGS,
     MAX_DEADLOCKS_SHOWN,
+    MAX_PREFIX_WATCHES_PER_NODE,
     BrokenDeadlock,
     NodeConfig,
     SemaphoreDescription,
@@ -94,10 +96,7 @@ class Node:
         against its owner (its ``usage``) with its data from now on."""
         self.semaphores[sem.name] = sem
         self.semaphore_index.add(sem.name)
-        usage = sem.usage
-        if usage is not None:
-            usage.add(Q_SEMAPHORES, 1)
-            usage.add(Q_DATA_BYTES, len(sem.data))
+        _count_semaphore(sem, 1)
         return sem
 
     def drop_semaphore(self, name: str) -> None:
@@ -106,10 +105,17 @@ class Node:
         self.semaphore_index.discard(name)
         if not sem.is_idle():  # (a forced delete, a dropped node)
             sem.forget_holders_data()
-        usage = sem.usage
-        if usage is not None:
-            usage.add(Q_SEMAPHORES, -1)
-            usage.add(Q_DATA_BYTES, -len(sem.data))
+        _count_semaphore(sem, -1)
+
+    def hand_over(self, sem: Semaphore, usage: Usage | None) -> None:
+        """``sem`` (kept here) counts against ``usage``'s owner from now on, all that
+        :func:`_count_semaphore` counts of it, and no longer against its owner until now
+        (a claim takes over an ended claim's semaphore:
+        :func:`tenure._core.handlers.claims.claim_name`)."""
+        if sem.usage is not usage:
+            _count_semaphore(sem, -1)
+            sem.usage = usage
+            _count_semaphore(sem, 1)
 
     def uncount_semaphores(self) -> None:
         """Its semaphores (and their holders' data) count against nobody any more: the
@@ -117,15 +123,16 @@ class Node:
         for sem in self.semaphores.values():
             if not sem.is_idle():
                 sem.forget_holders_data()
-            usage = sem.usage
-            if usage is not None:
-                usage.add(Q_SEMAPHORES, -1)
-                usage.add(Q_DATA_BYTES, -len(sem.data))
+            _count_semaphore(sem, -1)
             sem.usage = None
 
     def annex_bytes(self) -> int:
         """The bytes of its annex's values (what its owner's ``data_bytes`` counts)."""
         return sum(map(len, self.annex.values())) if self.annex else 0
+
+    def counted_bytes(self) -> int:
+        """What it counts in its owner's ``data_bytes``: its name and its annex's values."""
+        return text_bytes(self.name) + self.annex_bytes()
 
     def add_session(self, session_id: int) -> None:
         """Count the session ``session_id`` as the node's."""
@@ -141,6 +148,32 @@ class Node:
         """Sort the indexes afresh from the dicts (after a snapshot filled them)."""
         self.semaphore_index = SortedKeys(self.semaphores)
         self.session_index = SortedKeys(self.sessions)
+
+
+def _count_semaphore(sem: Semaphore, sign: int) -> None:
+    """Count ``sem`` with its name and data (:func:`semaphore_bytes`) once more (``sign``
+    1) or once less (-1) against its owner (:mod:`tenure._core.quotas`): what a
+    semaphore costs its owner, in one place."""
+    usage = sem.usage
+    if usage is not None:
+        usage.add(Q_SEMAPHORES, sign)
+        usage.add(Q_DATA_BYTES, sign * semaphore_bytes(sem))
+
+
+def semaphore_bytes(sem: Semaphore) -> int:
+    """What ``sem`` counts in its owner's ``data_bytes``: its name and its data."""
+    return text_bytes(sem.name) + len(sem.data)
+
+
+#: What one kept broken deadlock costs the server's memory besides its text's bytes:
+#: the record and its numbers, a share of its node's deque (about 250 measured with
+#: ``sys.getsizeof``; rounded up, as :data:`~tenure._core.quotas.OBJECT_BYTES` are).
+BROKEN_DEADLOCK_BYTES: Final = 300
+
+
+def kept_deadlock_bytes(broken: BrokenDeadlock) -> int:
+    """What keeping ``broken`` costs in the memory budget's estimate."""
+    return BROKEN_DEADLOCK_BYTES + len(broken.cycle.encode())
 
 
 class EngineState:
@@ -165,9 +198,18 @@ class EngineState:
         #: 0: requests are not checked (a journal's replay sets it so: a request that
         #: was logged was let wait, whatever this engine's limit would decide).
         self.deadlock_search_limit = deadlock_search_limit
+        #: How many prefix watches one node may have armed (whoever armed them): the
+        #: host's, like ``max_nodes`` (watches are not logged: no replay arms one).
+        self.max_prefix_watches_per_node = MAX_PREFIX_WATCHES_PER_NODE
         #: The latest deadlocks refused on each node, oldest first (not state: a
         #: refused command changes none, and is not logged; shown by DescribeNode).
+        #: Their bytes count in the memory budget's estimate (:meth:`note_deadlock`).
         self.broken_deadlocks: dict[str, deque[BrokenDeadlock]] = {}
+        #: What deadlock checks did since this engine was made, per (what, quota owner
+        #: of the asking session): "looked" (holds, requests and set members looked
+        #: at: each check at most ``deadlock_search_limit``), "refused", "cut" (at the
+        #: limit): :mod:`tenure._core.deadlocks`; not state (shown by /metrics).
+        self.deadlock_counts: dict[tuple[str, str], int] = {}
         self.nodes: dict[str, Node] = {}
         #: The names of ``nodes``, sorted (for listings; :meth:`add_node`, :meth:`drop_node`).
         self.node_index: SortedKeys[str] = SortedKeys()
@@ -194,7 +236,7 @@ class EngineState:
         self.node_index.add(node.name)
         if node.usage is not None:
             node.usage.add(Q_NODES, 1)
-            node.usage.add(Q_DATA_BYTES, node.annex_bytes())
+            node.usage.add(Q_DATA_BYTES, node.counted_bytes())
 
     def drop_node(self, name: str) -> None:
         """Forget the node ``name`` (it is there, with no session and no semaphore
@@ -203,31 +245,38 @@ class EngineState:
         self.node_index.discard(name)
         if node.usage is not None:
             node.usage.add(Q_NODES, -1)
-            node.usage.add(Q_DATA_BYTES, -node.annex_bytes())
+            node.usage.add(Q_DATA_BYTES, -node.counted_bytes())
 
     def add_session(self, session: Session, node: Node) -> None:
         """Keep the new ``session`` of ``node``; it counts against its owner (its
-        ``usage``) with its description's bytes from now on."""
+        ``usage``) with its description's, identity's and key's bytes from now on."""
         self.sessions[session.session_id] = session
         node.add_session(session.session_id)
         usage = session.usage
         if usage is not None:
             usage.add(Q_SESSIONS, 1)
-            usage.add(Q_DATA_BYTES, len(session.description.encode()))
+            usage.add(Q_DATA_BYTES, session.counted_bytes())
 
     def forget_session(self, session: Session, node: Node) -> None:
         """Forget ``session`` of ``node``, and what it counted against its owner: itself,
-        its description, its watches (disarmed by the caller) and its waits (taken out
-        of their queues by the caller)."""
+        its description, identity and key, its watches (disarmed here) and its waits
+        (taken out of their queues by the caller)."""
         sid = session.session_id
         del self.sessions[sid]
         node.drop_session(sid)
+        self.disarm_watches(session)
         usage = session.usage
         if usage is not None:
             usage.add(Q_SESSIONS, -1)
-            usage.add(Q_DATA_BYTES, -len(session.description.encode()))
-            usage.add(Q_WATCHES, -len(session.watches))
+            usage.add(Q_DATA_BYTES, -session.counted_bytes())
             usage.add(Q_WAITERS, -session.wait_count())
+
+    def disarm_watches(self, session: Session) -> None:
+        """Disarm every watch of ``session``: each uncounted with its name's bytes."""
+        for watch_id in list(session.watches):
+            watch = self.watches.disarm(watch_id)
+            assert watch is not None, "a session's watch is armed"
+            session.discard_watch(watch)
 
     def rebuild_indexes(self) -> None:
         """Sort every index afresh from the dicts (after a snapshot filled them)."""
@@ -272,6 +321,13 @@ class EngineState:
         if usage is not None:
             self.ledger.check(usage, index, amount)
 
+    def check_made(self, usage: Usage | None, index: int, size: int, amount: int = 1) -> None:
+        """:meth:`check_quota` of ``amount`` new ones of ``index`` that come with ``size``
+        bytes (their names, keys, data: what ``data_bytes`` counts of them), asked of
+        the memory budget together (:meth:`QuotaLedger.check_made`)."""
+        if usage is not None:
+            self.ledger.check_made(usage, index, amount, size)
+
     def check_room(self, node: Node) -> None:
         """Raise LimitExceededError if ``node`` cannot take one more semaphore."""
         if len(node.semaphores) >= node.config.max_semaphores:
@@ -280,11 +336,28 @@ class EngineState:
             )
 
     def note_deadlock(self, node: Node, session_id: int, task: int, cycle: str, now: float) -> None:
-        """Keep a deadlock refused on ``node`` (the latest MAX_DEADLOCKS_SHOWN)."""
+        """Keep a deadlock refused on ``node`` (the latest MAX_DEADLOCKS_SHOWN), its
+        bytes counted in the memory budget's estimate (the one it pushes out uncounted);
+        not kept if that would pass the budget (which is for the state: a refusal goes
+        unrecorded rather than have others' commands refused)."""
         kept = self.broken_deadlocks.get(node.name)
+        ledger = self.ledger
+        broken = BrokenDeadlock(now, session_id, task, cycle)
+        cost = kept_deadlock_bytes(broken)
+        if kept is not None and len(kept) == MAX_DEADLOCKS_SHOWN:
+            cost -= kept_deadlock_bytes(kept[0])  # (pushed out by this one)
+        if ledger.budget and ledger.estimate() + cost > ledger.budget:
+            return
         if kept is None:
             kept = self.broken_deadlocks[node.name] = deque(maxlen=MAX_DEADLOCKS_SHOWN)
-        kept.append(BrokenDeadlock(now, session_id, task, cycle))
+        kept.append(broken)
+        ledger.kept_bytes += cost
+
+    def forget_deadlocks(self, name: str) -> None:
+        """Forget the deadlocks broken on node ``name`` (dropped), uncounted."""
+        kept = self.broken_deadlocks.pop(name, None)
+        if kept is not None:
+            self.ledger.kept_bytes -= sum(kept_deadlock_bytes(broken) for broken in kept)
 
     # -- the shared steps -------------------------------------------------------------
 
@@ -435,7 +508,7 @@ class EngineState:
         sem = node.semaphores.get(name)
         for watch in self.watches.fire(node.name, name, change):
             if not watch.repeat:
-                self.sessions[watch.session_id].discard_watch(watch.watch_id)
+                self.sessions[watch.session_id].discard_watch(watch)
             shape = (watch.with_owners, watch.with_waiters)
             description = shapes.get(shape)
             if description is None:

@@ -77,6 +77,7 @@ class WaitGraph:
     def __init__(self, state: EngineState, node: Node, limit: int) -> None:
         self._sessions = state.sessions
         self._node = node
+        self._limit = limit
         self._budget = limit
         #: Requests met, by arrival number.
         self.requests: dict[int, PendingRequest] = {}
@@ -112,10 +113,16 @@ class WaitGraph:
         return asking
 
     def spend(self, amount: int = 1) -> None:
-        """Count ``amount`` more things looked at; OverLimitError past the limit."""
-        self._budget -= amount
-        if self._budget < 0:
+        """Count ``amount`` more things looked at; OverLimitError past the limit (the
+        things that would pass it are not counted: they are not looked at)."""
+        if amount > self._budget:
             raise OverLimitError
+        self._budget -= amount
+
+    @property
+    def spent(self) -> int:
+        """How many things it has looked at (:meth:`spend`): at most its limit."""
+        return self._limit - self._budget
 
     def walk(self, asking: PendingRequest) -> bool:
         """Expand every request reachable from ``asking``; whether one waits for it."""

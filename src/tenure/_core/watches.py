@@ -17,7 +17,10 @@ firing carries the name that changed and the state the change left. A node's
 prefix watches are kept by prefix, and a change looks up only the prefixes of
 its name's lengths that some watch uses: nothing at all on a node without prefix
 watches, one dict lookup per distinct prefix length otherwise, however many
-watches share a prefix.
+watches share a prefix. But every prefix watch a change hits fires, each a push to
+its session: a node's prefix watches are counted (:meth:`Watches.prefix_count`),
+and the engine bounds them (``EngineState.max_prefix_watches_per_node``), so that
+one change's fan-out is bounded too, whoever armed them.
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ def matches(change: Change, watch: Watch) -> bool:
 class Watches:
     """All armed watches, indexed by target, by node and prefix, and by id."""
 
-    __slots__ = ("_by_id", "_by_prefix", "_by_target", "_prefix_lengths")
+    __slots__ = ("_by_id", "_by_prefix", "_by_target", "_prefix_counts", "_prefix_lengths")
 
     def __init__(self) -> None:
         self._by_target: dict[tuple[str, str], dict[int, Watch]] = {}
@@ -81,9 +84,16 @@ class Watches:
         self._by_prefix: dict[str, dict[str, dict[int, Watch]]] = {}
         #: node -> length of a prefix -> how many of the node's watched prefixes have it.
         self._prefix_lengths: dict[str, dict[int, int]] = {}
+        #: node -> how many prefix watches it has armed.
+        self._prefix_counts: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self._by_id)
+
+    def prefix_count(self, node: str) -> int:
+        """How many prefix watches of ``node`` are armed: each fires on a change of
+        any name under its prefix."""
+        return self._prefix_counts.get(node, 0)
 
     def armed(self) -> list[Watch]:
         """Every armed watch (a copy, in the order armed)."""
@@ -107,7 +117,9 @@ class Watches:
                 assert of_prefix, f"{node}: no watch of prefix {prefix!r} but its entry"
                 lengths[len(prefix)] = lengths.get(len(prefix), 0) + 1
             assert self._prefix_lengths[node] == lengths, f"{node}: prefix lengths"
-        assert set(self._prefix_lengths) == set(self._by_prefix)
+            count = sum(len(of_prefix) for of_prefix in prefixes.values())
+            assert self._prefix_counts[node] == count, f"{node}: prefix watches counted"
+        assert set(self._prefix_lengths) == set(self._by_prefix) == set(self._prefix_counts)
 
     def arm(self, watch: Watch) -> None:
         """Register ``watch``."""
@@ -120,6 +132,7 @@ class Watches:
                 lengths = self._prefix_lengths.setdefault(watch.node, {})
                 lengths[len(watch.name)] = lengths.get(len(watch.name), 0) + 1
             of_prefix[watch.watch_id] = watch
+            self._prefix_counts[watch.node] = self._prefix_counts.get(watch.node, 0) + 1
             return
         self._by_target.setdefault((watch.node, watch.name), {})[watch.watch_id] = watch
 
@@ -142,6 +155,7 @@ class Watches:
         prefixes = self._by_prefix[watch.node]
         of_prefix = prefixes[watch.name]
         del of_prefix[watch.watch_id]
+        self._prefix_counts[watch.node] -= 1
         if of_prefix:
             return
         del prefixes[watch.name]
@@ -154,6 +168,7 @@ class Watches:
         if not prefixes:
             del self._by_prefix[watch.node]
             del self._prefix_lengths[watch.node]
+            del self._prefix_counts[watch.node]
 
     def fire(self, node: str, name: str, change: Change) -> list[Watch]:
         """Return the watches that ``change`` of ``name`` hits: those on the name, in

@@ -114,6 +114,10 @@ class HostWriter(Protocol):
     def admit(self, command: Command[object], actor: str, now: float) -> None:
         """Raise the error ``command`` is refused with, if it is (before it is applied)."""
 
+    def admit_request(self, actor: str, now: float) -> None:
+        """Raise the error a request of token ``actor`` at ``now`` is refused with, if
+        it is: its ``requests_per_second`` (:meth:`Host.admit_request`)."""
+
     def stepped(self, logged: bool) -> None:
         """A step (a command, a tick) is done; ``logged``: it logged a change (a command
         that succeeded, a tick that changed the state), to be committed with its turn."""
@@ -183,12 +187,30 @@ class Host:
         """Whether the writer's journal failed: nothing more is applied or acknowledged."""
         return self.writer is not None and self.writer.dead
 
+    def admit_request(self, actor: str) -> None:
+        """Count one request a client of token ``actor`` sent ("": nobody's, not counted)
+        against the token's ``requests_per_second``, before any of its work.
+
+        A request is counted once, at its face's door, however many commands it makes
+        (a dflockd ``l`` is three, a native request one, a ping none), so that the
+        quota means requests on every face; :meth:`execute` counts nothing.
+
+        Raises:
+            LimitExceededError: the token is over its quota (the message names it and
+                the token).
+        """
+        writer = self.writer
+        if actor and writer is not None:
+            writer.admit_request(actor, self.clock.now())
+
     def execute(self, command: Command[R], actor: str = "", raw: bytes | None = None) -> R:
         """Apply ``command`` now, logged; deliver the effects it caused; re-arm the timer.
 
         ``actor`` is who sends it: the name of its connection's token ("" without an
         auth file). What it makes is that token's, and counts against its quotas
         (:mod:`tenure._core.quotas`); the engine knows it only while it applies it.
+        (Its rate is not counted here: the request that carries the command was, at
+        its door, :meth:`admit_request`.)
         ``raw``: the command's bytes as decoded from its client's frame, which the
         journal logs as they are (None: it encodes the command).
 

@@ -17,7 +17,9 @@ The contract every backend keeps is :mod:`tenure.backends._base` (re-exported he
 :class:`Capability`), in prose in
 ``docs/backends.md``. Third-party backends register a module under the
 ``tenure.backends`` entry-point group; the module must define
-``async def open_backend(url, options) -> Backend``.
+``async def open_backend(url, options) -> Backend``. What a URL may show, in an error,
+a log line or a repr, is :func:`masked_url`'s (:func:`shown_url`: quoted): its
+secrets as ``***``, one rule for tenure's backends, clients and integrations.
 
 Layer (CONTRIBUTING.md): its modules may import each other, tenure._core,
 tenure._runtime, tenure._protocol, tenure._url_options and tenure.errors.
@@ -46,7 +48,7 @@ from tenure.backends._base import (
     SessionTicket,
     WatchStream,
 )
-from tenure.backends._options import shown_url
+from tenure.backends._options import masked_url, shown_url
 from tenure.errors import InvalidArgumentError, UnsupportedError
 
 #: Built-in schemes and the modules that implement them.
@@ -130,5 +132,7 @@ __all__ = [
     "SessionListener",
     "SessionTicket",
     "WatchStream",
+    "masked_url",
     "open_backend",
+    "shown_url",
 ]

@@ -14,7 +14,7 @@ from typing import Final
 
 from tenure._url_options import seconds
 
-__all__ = ["WITHDRAW_WAIT", "shown_url", "withdraw_wait"]
+__all__ = ["WITHDRAW_WAIT", "masked_url", "shown_url", "withdraw_wait"]
 
 #: The default of every backend's ``withdraw_wait`` option: the most seconds the
 #: caller of a cancelled (or unanswered) acquire waits for its withdrawal before
@@ -27,15 +27,22 @@ _USER_SECRET: Final = re.compile(r"(://[^/?#@]*?:)[^/?#@]*@")
 _QUERY_SECRET: Final = re.compile(r"([?&](?:token|password|secret)=)[^&#]*", re.IGNORECASE)
 
 
-def shown_url(url: object) -> str:
-    """``repr(url)`` with its secrets replaced by ``***``: what an error may quote.
+def masked_url(url: str) -> str:
+    """``url`` with its secrets replaced by ``***``: the one rule of what a URL may show
+    (errors, log lines, reprs, span attributes; tenure's own and its integrations').
 
     Works on malformed URLs too (a pattern, not a parse), since those are the ones
     errors quote.
     """
+    return _QUERY_SECRET.sub(r"\1***", _USER_SECRET.sub(r"\1***@", url))
+
+
+def shown_url(url: object) -> str:
+    """``repr(url)`` with its secrets replaced by ``***`` (:func:`masked_url`): what an
+    error may quote."""
     if not isinstance(url, str):
         return repr(url)
-    return repr(_QUERY_SECRET.sub(r"\1***", _USER_SECRET.sub(r"\1***@", url)))
+    return repr(masked_url(url))
 
 
 def withdraw_wait(settings: Mapping[str, object]) -> float:

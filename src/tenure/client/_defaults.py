@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from tenure.backends import shown_url
 from tenure.client import _args, _forks
 from tenure.client._client import Client, connect
 from tenure.client._session import Session
@@ -64,6 +65,12 @@ class Defaults:
     def connect_options(self) -> dict[str, Any]:
         """:attr:`options` as keyword arguments of :func:`tenure.connect` (checked there)."""
         return dict(self.options)
+
+    def __repr__(self) -> str:
+        # (Integrations log what they run on: the URL's secrets masked, and the options
+        # named, not shown, as a token may be one of them.)
+        names = sorted(self.options)
+        return f"Defaults(url={shown_url(self.url)}, node={self.node!r}, options={names})"
 
 
 #: Reentrant: default_client() reads configured() while it holds it.

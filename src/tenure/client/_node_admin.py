@@ -11,8 +11,6 @@ with its token hidden (:func:`redacted`).
 
 from __future__ import annotations
 
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
 from tenure._core.values import (
     NodeConfig,
     NodeDescription,
@@ -20,7 +18,7 @@ from tenure._core.values import (
     SessionSummary,
     renamed_settings,
 )
-from tenure.backends import Backend
+from tenure.backends import Backend, masked_url
 from tenure.client import _args, _forks, _listing
 from tenure.errors import AlreadyExistsError, ClientClosedError, InvalidArgumentError
 
@@ -149,9 +147,7 @@ class NodeAdmin:
 
 
 def redacted(url: str) -> str:
-    """``url`` with the value of a ``token=`` option hidden (reprs end up in logs)."""
-    parts = urlsplit(url)
-    if not parts.query:
-        return url
-    query = [(k, "***" if k == "token" else v) for k, v in parse_qsl(parts.query, True)]
-    return urlunsplit(parts._replace(query=urlencode(query, safe="*/:")))
+    """``url`` with its secrets hidden (reprs end up in logs): the backends' one rule,
+    :func:`tenure.backends.masked_url` (``token=``, ``password=``, ``secret=``, a
+    password before ``@``)."""
+    return masked_url(url)

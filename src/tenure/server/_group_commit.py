@@ -99,8 +99,9 @@ class GroupCommit:
         self.stopped = False  # shutting down: no more commands or ticks
         #: Whether deadlines run (a standby's never do: ticks must be logged).
         self.ticking = journal is not None
-        #: The ``requests_per_second`` quotas of the tokens (None: none), checked
-        #: before a token's command is applied (set by the server).
+        #: The ``requests_per_second`` quotas of the tokens (None: none), which every
+        #: request of a token's, on any face, is counted against at its door
+        #: (:meth:`admit_request`; set by the server).
         self.rates: TokenRates | None = None
         self._loop = asyncio.get_running_loop()
         self._dirty = False
@@ -129,13 +130,12 @@ class GroupCommit:
     # -- HostWriter ---------------------------------------------------------------------
 
     def admit(self, command: Command[object], actor: str, now: float) -> None:
-        """Refuse ``command`` (raise) if this server may not apply it now, or its token
-        ``actor`` is over its ``requests_per_second``.
+        """Refuse ``command`` (raise) if this server may not apply it now. (Its token's
+        ``requests_per_second`` counted the request it is part of: :meth:`admit_request`.)
 
         Raises:
             NotLeaderError: a standby's, naming the leader.
             UnavailableError: stopped, dead, or the writer too far behind.
-            LimitExceededError: the token's rate.
         """
         writer = self.writer
         if writer is None:
@@ -148,7 +148,15 @@ class GroupCommit:
             )
         if self.dead or self.stopped:
             raise UnavailableError("the server is shutting down")
-        if actor and self.rates is not None:
+
+    def admit_request(self, actor: str, now: float) -> None:
+        """Count one request of token ``actor`` at ``now`` against its
+        ``requests_per_second`` (:class:`~tenure.server._net.token_rates.TokenRates`).
+
+        Raises:
+            LimitExceededError: the token is over it.
+        """
+        if self.rates is not None:
             self.rates.take(actor, now)
 
     def stepped(self, logged: bool) -> None:

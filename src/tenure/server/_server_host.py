@@ -135,6 +135,7 @@ def server_host(
     # memory budget are the server's: tenure._core.quotas.)
     engine.deadlock_search_limit = config.deadlock_search_limit
     engine.max_nodes = config.max_nodes
+    engine.max_prefix_watches_per_node = config.max_prefix_watches_per_node
     engine.node_ceilings = config.node_ceilings
     engine.ledger.budget = config.memory_budget
     commit = GroupCommit(

@@ -8,11 +8,18 @@ The wait is bounded by what the session holds and waits for (a detached session
 cannot ask for anything new), but a server must never trust that blindly: past
 ``max_queued`` effects the session is reported as *overflowed* and the server ends
 it (see docs/operations.md); its queue is dropped.
+
+A repeating watch fires on every change, and only its latest firing matters: a
+newer one replaces the older one still queued, at the end of the queue (where it
+would have been queued had the older one never been). So the queue is a dict in
+insertion order, a WatchFired keyed by twice its watch id and every other effect
+by an odd number of its own (so the two never meet): a replacement is one pop and
+one insertion, O(1) however many watches the session has (a scan of the queue per
+firing made one change cost the square of a detached session's watches: issue 47).
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Hashable, Iterable
 from typing import Generic, TypeVar
 
@@ -33,7 +40,10 @@ class SessionTable(Generic[C]):
         # A dict as an ordered set: a set of a connection's 100,000 sessions costs
         # three times the memory (sets grow fourfold).
         self._owned: dict[C, dict[int, None]] = {}
-        self._queued: dict[int, deque[Effect]] = {}
+        #: Per detached session, its effects in order (module docstring: the keys).
+        self._queued: dict[int, dict[int, Effect]] = {}
+        #: The key of the latest effect queued that is not a WatchFired (odd ones).
+        self._last_key = -1
 
     def owner(self, session_id: int) -> C | None:
         """The connection the session is attached to, or None."""
@@ -48,7 +58,8 @@ class SessionTable(Generic[C]):
         self._release(session_id)
         self._owner[session_id] = conn
         self._owned.setdefault(conn, {})[session_id] = None
-        return list(self._queued.pop(session_id, ()))
+        queue = self._queued.pop(session_id, None)
+        return [] if queue is None else list(queue.values())
 
     def detach(self, session_id: int) -> None:
         """The session has no connection now: its effects will be queued."""
@@ -84,18 +95,22 @@ class SessionTable(Generic[C]):
             elif conn is not None:
                 out.append((conn, effect))
             else:
-                queue = self._queued.setdefault(sid, deque())
+                queue = self._queued.get(sid)
+                if queue is None:
+                    queue = self._queued[sid] = {}
                 if isinstance(effect, WatchFired):
                     # A repeating watch fires on every change; only its latest state
                     # matters, so a busy semaphore cannot overflow a detached watcher.
-                    for old in [e for e in queue if _same_watch(e, effect)]:
-                        queue.remove(old)
+                    key = effect.watch_id << 1
+                    queue.pop(key, None)
+                else:
+                    key = self._last_key = self._last_key + 2
                 if len(queue) >= self.max_queued:
                     if sid not in overflowed:
                         overflowed.append(sid)
                     queue.clear()
                 else:
-                    queue.append(effect)
+                    queue[key] = effect
         return out, overflowed
 
     def queued(self, session_id: int) -> int:
@@ -110,7 +125,3 @@ class SessionTable(Generic[C]):
                 owned.pop(session_id, None)
                 if not owned:
                     del self._owned[conn]
-
-
-def _same_watch(effect: Effect, fired: WatchFired) -> bool:
-    return isinstance(effect, WatchFired) and effect.watch_id == fired.watch_id

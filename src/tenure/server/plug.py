@@ -107,11 +107,23 @@ class HostCalls(Protocol):
         stall of the server is not taken for theirs."""
         ...
 
+    def admit_request(self, actor: str) -> None:
+        """Count one request of token ``actor`` ("": none, not counted) against its
+        ``requests_per_second``: a face calls it once per request its clients send, at
+        the request's door, before any of its work (and never for what it does on its
+        own: a disconnect's cleanup, its timers).
+
+        Raises:
+            LimitExceededError: the token is over its quota (naming it and the token).
+        """
+        ...
+
     def execute(self, command: Command[R], actor: str = "") -> R:
         """Apply ``command`` now, journaled; its effects are delivered even if it fails.
 
         ``actor``: the name of the token that sends it ("" without an auth file): what
-        it makes is that token's, and counts against its quotas.
+        it makes is that token's, and counts against its quotas (not its rate: the
+        request was counted at its door, :meth:`admit_request`).
 
         Raises:
             The command's error; UnavailableError once the server stops or the journal failed.

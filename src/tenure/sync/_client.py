@@ -17,7 +17,7 @@ from tenure._core.values import (
     SessionSummary,
     renamed_settings,
 )
-from tenure.backends import Capability, SessionTicket
+from tenure.backends import Capability, SessionTicket, shown_url
 from tenure.client._args import Data
 from tenure.client._cache import DEFAULT_CACHE_SIZE
 from tenure.client._observers import Observer, checked_observers
@@ -48,7 +48,7 @@ class Client(ClosesOnExit):
         self.url = client.url
 
     def __repr__(self) -> str:
-        return f"<sync Client {self.url!r}{' closed' if self._closed else ''}>"
+        return f"<sync Client {shown_url(self.url)}{' closed' if self._closed else ''}>"
 
     @property
     def portal(self) -> Portal:

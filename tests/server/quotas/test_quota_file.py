@@ -24,6 +24,7 @@ waiters = 10000
 semaphores = 10000
 nodes = 100
 data_bytes = 67108864
+prefix_watches = 50
 recovery_window = 3600
 requests_per_second = 5000
 
@@ -62,6 +63,7 @@ def test_every_key_of_the_interface_is_read(tmp_path: Path) -> None:
         semaphores=10000,
         nodes=100,
         data_bytes=67108864,
+        prefix_watches=50,
         recovery_window=3600.0,
         requests_per_second=5000.0,
     )
@@ -74,7 +76,7 @@ def test_read_only_tokens_get_small_defaults_unless_their_table_says_otherwise(
     quotas = _tokens(tmp_path)
     assert quotas["viewer"] == READ_ONLY_QUOTA
     assert (quotas["viewer"].sessions, quotas["viewer"].recovery_window) == (100, 300.0)
-    assert quotas["viewer"].watches == 10_000
+    assert (quotas["viewer"].watches, quotas["viewer"].prefix_watches) == (10_000, 100)
     wide = quotas["wide-viewer"]
     assert (wide.sessions, wide.recovery_window, wide.watches) == (5000, 86400.0, 10_000)
 
@@ -90,6 +92,24 @@ def test_server_defaults_fill_what_a_token_leaves_out(tmp_path: Path) -> None:
     assert quotas["viewer"].sessions == 7
     assert quotas["viewer"].recovery_window == 300.0
     assert quotas["viewer"].data_bytes == 1024
+
+
+def test_the_prefix_watches_default_is_a_flag_and_a_read_only_token_s_at_most_100(
+    tmp_path: Path,
+) -> None:
+    """Issue 47: ``--quota-prefix-watches`` (TENURE_QUOTA_PREFIX_WATCHES), the smaller
+    of it and 100 for a read-only token."""
+    for config in (ServeConfig(quota_prefix_watches=30), ServeConfig(quota_prefix_watches=500)):
+        quotas = load_tokens(_written(tmp_path)).quotas(default_quota(config))
+        assert quotas["plain"].prefix_watches == config.quota_prefix_watches
+        assert quotas["batch"].prefix_watches == 50  # its own wins
+        assert quotas["viewer"].prefix_watches == min(config.quota_prefix_watches, 100)
+
+
+def _written(tmp_path: Path) -> Path:
+    path = tmp_path / "auth.toml"
+    path.write_text(FILE)
+    return path
 
 
 @pytest.mark.parametrize(

@@ -48,7 +48,8 @@ def test_the_owner_is_logged_with_what_it_makes_and_replayed() -> None:
         "waiters": 0,
         "semaphores": 1,
         "nodes": 0,
-        "data_bytes": 5,
+        "data_bytes": len(KEY) + len("s") + 5,  # (its session's key, a name, data)
+        "prefix_watches": 0,
         "holds": 0,
     }
     assert engine.ledger.of("admin").counts[COUNTED.index("nodes")] == 1

@@ -27,6 +27,7 @@ from tenure._core import (
     Renew,
 )
 from tenure._protocol import Failure
+from tenure._protocol.cluster import ClusterStatus
 from tenure.errors import ErrorCode
 
 from ...ports import free_port
@@ -131,7 +132,9 @@ async def test_a_write_token_cannot_fill_the_server_with_data(
         sid = (await batch.call(CreateSession("jobs-1", b"k"))).session_id
         fills = (CreateSemaphore(sid, f"s{i}", 1, KIB64) for i in range(14_000))
         made, refused = await _until_refused(batch, fills)
-        assert made == 16  # 16 x 64 KiB = 1 MiB, its data_bytes quota
+        # 1 MiB, its data_bytes quota, is 16 x 64 KiB: with their names, its node's name
+        # and its session's key (what it chose the size of counts too), 15 fit.
+        assert made == 15
         _limit(refused, "data_bytes", "batch")
         # Its own deletes give room back; others' writes never counted against it.
         await batch.call(DeleteSemaphore(sid, "s0"))
@@ -144,7 +147,7 @@ async def test_a_write_token_cannot_fill_the_server_with_data(
     with ServerProcess(tmp_path / "data", "--auth-file", str(auth_file)) as server:
         batch = await wire.connect(server.port, token=BATCH)
         sid = (await batch.call(CreateSession("jobs-1", b"k2"))).session_id
-        _limit(await batch.fail(CreateSemaphore(sid, "more", 1, b"y")), "data_bytes", "batch")
+        _limit(await batch.fail(CreateSemaphore(sid, "more", 1, KIB64)), "data_bytes", "batch")
 
 
 async def test_the_memory_budget_refuses_writes_and_lets_the_rest_work(
@@ -192,3 +195,18 @@ async def test_requests_per_second_is_a_token_bucket_per_token(
         admin = await wire.connect(server.port, token=ADMIN)
         for name in ("a", "b", "c"):
             await admin.call(CreateNode(name))
+
+
+async def test_every_native_request_counts_once_and_a_ping_never(
+    tmp_path: Path, wire: Clients, auth_file: Path
+) -> None:
+    """Issue 47: the rate is counted per request, on every face. A native request is one
+    (ClusterStatus too, which the server answers itself: it was not counted); a Ping is
+    a keepalive, never counted (refusing it would end an honest session)."""
+    with ServerProcess(tmp_path / "data", "--auth-file", str(auth_file)) as server:
+        slow = await wire.connect(server.port, token=SLOW)
+        for nonce in range(1, 51):  # pings take nothing of its burst of one
+            assert (await slow.ping(nonce)).nonce == nonce
+        await slow.call(CreateNode("n"))  # its burst: one request (0.01 a second)
+        _limit(await slow.fail(ClusterStatus()), "requests_per_second", "slow")
+        assert (await slow.ping(51)).nonce == 51  # and pings still go when it is spent

@@ -9,6 +9,16 @@ A claim is *live* while its node keeps its timer (``Node.claims``) and its
 semaphore's data is the record of that claim: a semaphore deleted, or whose data was
 replaced, holds no claim (deleting it ends the claim; replacing its data makes it a
 semaphore like any other, which a claim then refuses).
+
+What a claim costs is paid by its claimer's token (:mod:`tenure._core.quotas`), on
+both paths, for the record as stored (its owner data in hex, twice its bytes, and
+the words around it), checked before anything changes: a claim of a free name counts
+its semaphore and record against the claimer; a claim of an ended claim's semaphore
+takes the semaphore over, so that it counts against the claimer from then on and no
+longer against whoever made it (a claimer never makes another token's usage grow).
+A release that shortens a claim writes its time into the record (some 20 bytes
+more), checked against the claim's owner's (the releaser has no session); the claim's
+end deletes the semaphore.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ from tenure._core.claims import (
 )
 from tenure._core.deadlines import ClaimDeadline
 from tenure._core.handlers.semaphores import remove_semaphore
-from tenure._core.quotas import Q_DATA_BYTES, Q_SEMAPHORES
+from tenure._core.quotas import Q_DATA_BYTES, Q_SEMAPHORES, text_bytes
 from tenure._core.semaphore import Semaphore
 from tenure._core.state import EngineState, Node
 from tenure._core.values import check_data, check_duration, check_name
@@ -58,23 +68,30 @@ def claim_name(state: EngineState, cmd: c.ClaimName, now: float) -> ClaimRecord:
         raise LimitExceededError(
             f"max_claims ({node.config.max_claims}) reached on node {node.name!r}"
         )
+    record = ClaimRecord(
+        claim_id, state.last_token + 1, at, at_least, at_most, None, session.session_id, data
+    )
+    stored = claim_data(record)  # (what it costs: about twice the data, and the words)
+    usage = session.usage  # (who pays: the claimer, on either path)
     if sem is None:
         state.check_room(node)
-        state.check_quota(session.usage, Q_SEMAPHORES)
-        state.check_quota(session.usage, Q_DATA_BYTES, len(data))
+        state.check_made(usage, Q_SEMAPHORES, text_bytes(name) + len(stored))  # (its name too)
+    elif sem.usage is usage:
+        state.check_quota(usage, Q_DATA_BYTES, len(stored) - len(sem.data))
+    else:
+        # Taken over: the semaphore is the claimer's from now on (as if the claim had
+        # made it), its former owner's count drops by it, its name and its data. The
+        # budget is asked for the whole of it, a little more than the state grows by.
+        state.check_made(usage, Q_SEMAPHORES, text_bytes(name) + len(stored))
     # Validated: from here on the command succeeds (rule 1).
     state.last_token += 1
-    record = ClaimRecord(
-        claim_id, state.last_token, at, at_least, at_most, None, session.session_id, data
-    )
     if sem is None:
-        sem = node.add_semaphore(
-            Semaphore(name, 1, claim_data(record), ephemeral=False, usage=session.usage)
-        )
+        sem = node.add_semaphore(Semaphore(name, 1, stored, ephemeral=False, usage=usage))
         change = EXISTENCE
     else:
+        node.hand_over(sem, usage)
         sem.limit = 1
-        sem.set_data(claim_data(record))
+        sem.set_data(stored)
         change = DATA
     node.claims[name] = ClaimTimer(claim_id, record.token, now + at_least, now + at_most)
     state.deadlines.schedule(now + at_most, ClaimDeadline(node.name, name, record.token))
@@ -97,9 +114,14 @@ def release_claim(state: EngineState, cmd: c.ReleaseClaim, now: float) -> bool:
     if timer.least_until <= now:
         end_claim(state, node, sem, now)
         return True
+    # The record grows by the release's time (some 20 bytes), paid by the claim's
+    # owner (the releaser has no session: anyone who knows the id may release).
+    stored = claim_data(dataclasses.replace(live, released_at=at))
+    state.check_quota(sem.usage, Q_DATA_BYTES, len(stored) - len(sem.data))
+    # Validated: from here on the command succeeds (rule 1).
     timer.ends_at = timer.least_until
     state.deadlines.schedule(timer.ends_at, ClaimDeadline(node.name, name, timer.token))
-    sem.set_data(claim_data(dataclasses.replace(live, released_at=at)))
+    sem.set_data(stored)
     state.fire_watches(node, name, DATA)
     return True
 

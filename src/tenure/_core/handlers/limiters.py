@@ -9,6 +9,7 @@ engine's clock (:mod:`tenure._core.snapshot`).
 from __future__ import annotations
 
 from tenure._core import commands as c
+from tenure._core.quotas import Q_DATA_BYTES
 from tenure._core.rates import bucket_data, check_units, parse_bucket, reserve
 from tenure._core.state import EngineState
 from tenure._core.values import check_duration
@@ -26,6 +27,10 @@ def reserve_units(state: EngineState, cmd: c.ReserveUnits, now: float) -> c.Rate
     at = check_duration("at", cmd.at, allow_zero=True)
     reply, after = reserve(sem.name, parse_bucket(sem.name, sem.data), count, max_wait, at)
     if after is not None:
-        sem.set_data(bucket_data(after))
+        # The TAT's digits may grow the data (a bucket written ``limiter 1 1 0`` is
+        # rewritten with each number's repr): the limiter's owner pays, as for an update.
+        stored = bucket_data(after)
+        state.check_quota(sem.usage, Q_DATA_BYTES, len(stored) - len(sem.data))
+        sem.set_data(stored)
         state.fire_watches(node, sem.name, DATA)
     return reply

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tenure._core import commands as c
 from tenure._core.effects import AcquireFailed, LeaseLost, SessionEnded
-from tenure._core.quotas import Q_DATA_BYTES, Q_NODES
+from tenure._core.quotas import Q_DATA_BYTES, Q_NODES, text_bytes
 from tenure._core.state import EngineState, Node
 from tenure._core.values import (
     MAX_ANNEX_BYTES,
@@ -37,7 +37,7 @@ def create_node(state: EngineState, cmd: c.CreateNode, now: float) -> None:
     if len(state.nodes) >= state.max_nodes:
         raise LimitExceededError(f"max_nodes ({state.max_nodes}) reached")
     usage = state.ledger.of(state.actor)  # its owner: who sends the command
-    state.check_quota(usage, Q_NODES)
+    state.check_made(usage, Q_NODES, text_bytes(name))  # (with its name)
     state.add_node(Node(name, config, usage=usage))
 
 
@@ -81,15 +81,13 @@ def drop_node(state: EngineState, cmd: c.DropNode, now: float) -> None:
             )
     for session_id in sorted(node.sessions):
         session = state.sessions[session_id]
-        state.forget_session(session, node)
-        for watch_id in session.watches:
-            state.watches.disarm(watch_id)
+        state.forget_session(session, node)  # (its watches disarmed with it)
         effects.append(
             SessionEnded(session_id, ErrorCode.SESSION_CLOSED, f"node {node.name!r} was dropped")
         )
     node.uncount_semaphores()
     state.drop_node(node.name)
-    state.broken_deadlocks.pop(node.name, None)
+    state.forget_deadlocks(node.name)
 
 
 def set_node_annex(state: EngineState, cmd: c.SetNodeAnnex, now: float) -> None:

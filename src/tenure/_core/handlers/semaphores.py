@@ -10,7 +10,7 @@ from tenure._core import commands as c
 from tenure._core.deadlines import LeaseDeadline, WaiterDeadline
 from tenure._core.deadlocks import refuse_deadlock
 from tenure._core.effects import AcquireFailed, LeaseLost
-from tenure._core.quotas import Q_DATA_BYTES, Q_HOLDS, Q_SEMAPHORES, Q_WAITERS
+from tenure._core.quotas import Q_DATA_BYTES, Q_HOLDS, Q_SEMAPHORES, Q_WAITERS, text_bytes
 from tenure._core.semaphore import Owner, Semaphore, Waiter, holder_key
 from tenure._core.state import EngineState, Node
 from tenure._core.values import (
@@ -43,8 +43,7 @@ def create_semaphore(state: EngineState, cmd: c.CreateSemaphore, now: float) -> 
         raise AlreadyExistsError(f"semaphore {name!r} already exists")
     state.check_room(node)
     usage = session.usage  # (its owner: its session's)
-    state.check_quota(usage, Q_SEMAPHORES)
-    state.check_quota(usage, Q_DATA_BYTES, len(data))
+    state.check_made(usage, Q_SEMAPHORES, text_bytes(name) + len(data))  # (its name too)
     sem = node.add_semaphore(Semaphore(name, limit, data, ephemeral=False, usage=usage))
     state.fire_watches(node, sem.name, EXISTENCE)
 
@@ -67,7 +66,7 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
         raise NotFoundError(f"semaphore {name!r} does not exist (create it or use ephemeral)")
     if sem is None:
         state.check_room(node)
-        state.check_quota(session.usage, Q_SEMAPHORES)
+        state.check_made(session.usage, Q_SEMAPHORES, text_bytes(name))  # (with its name)
     elif count > sem.limit:
         raise LimitExceededError(f"count {count} exceeds the limit {sem.limit} of {name!r}")
     elif timeout != 0 and sem.waiter(key) is None and not sem.can_grant_now(key, count, now):
@@ -79,9 +78,8 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
     held = sem.owner(key) if sem is not None else None
     if held is None and (sem is None or sem.can_grant_now(key, count, now)):
         state.check_quota(session.usage, Q_HOLDS)  # (a new hold: the memory budget counts it)
-    if data:  # (its hold's or its wait's data: more than the hold it restates has)
-        grown = len(data) - (len(held.data) if held is not None else 0)
-        state.check_quota(session.usage, Q_DATA_BYTES, grown)
+    if data:  # (its hold's or its wait's data, in place of what that replaces)
+        state.check_quota(session.usage, Q_DATA_BYTES, len(data) - _replaced(sem, key, count, now))
     if task and timeout != 0 and sem is not None and not cmd.keep_place:
         _refuse_deadlock(state, node, sem, sid, hold, key, count, task, now)
     # Validated: from here on the command succeeds (rule 1).
@@ -169,13 +167,31 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
                 usage=session.usage,
             )
         )
-        session.add_wait(name, hold, task)
+        # The semaphore's own name object, not the command's: a wait on a long name
+        # would otherwise keep one more copy of it (twice, with its deadline).
+        session.add_wait(sem.name, hold, task)
         if deadline is not None:
-            state.deadlines.schedule(deadline, WaiterDeadline(node.name, name, key, cmd.request_id))
+            state.deadlines.schedule(
+                deadline, WaiterDeadline(node.name, sem.name, key, cmd.request_id)
+            )
         result = c.AcquireResult(c.AcquireStatus.QUEUED)
         change |= WAITERS
     state.settle(node, sem, now, change)
     return result
+
+
+def _replaced(sem: Semaphore | None, key: int, count: int, now: float) -> int:
+    """The data bytes an acquire's data replaces: its hold's earlier request's (which
+    it supersedes or restates), and its hold's if granted at once (a queued upgrade
+    keeps its hold, and its data, beside the new request's)."""
+    if sem is None:
+        return 0
+    waiting = sem.waiter(key)
+    held = sem.owner(key)
+    replaced = 0 if waiting is None else len(waiting.data)
+    if held is not None and sem.can_grant_now(key, count, now):
+        replaced += len(held.data)  # (granted: the new hold replaces it)
+    return replaced
 
 
 def _refuse_deadlock(

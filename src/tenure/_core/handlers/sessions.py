@@ -12,7 +12,7 @@ import hmac
 from tenure._core import commands as c
 from tenure._core.deadlines import SessionDeadline
 from tenure._core.effects import AcquireFailed, SessionEnded
-from tenure._core.quotas import Q_DATA_BYTES, Q_SESSIONS
+from tenure._core.quotas import Q_DATA_BYTES, Q_SESSIONS, text_bytes
 from tenure._core.semaphore import holder_key
 from tenure._core.state import EngineState, Session
 from tenure._core.values import (
@@ -55,11 +55,8 @@ def create_session(state: EngineState, cmd: c.CreateSession, now: float) -> c.Se
     ledger = state.ledger
     usage = ledger.of(state.actor)
     ledger.check_window(state.actor, timeout)
-    ledger.check(usage, Q_SESSIONS)
-    ledger.check(usage, Q_DATA_BYTES, len(cmd.description.encode()))
-    state.last_session_id += 1
     session = Session(
-        state.last_session_id,
+        state.last_session_id + 1,
         node.name,
         timeout,
         cmd.description,
@@ -69,6 +66,9 @@ def create_session(state: EngineState, cmd: c.CreateSession, now: float) -> c.Se
         created_at=now,
         usage=usage,
     )
+    # (With what its client chose the size of: description, identity, key.)
+    ledger.check_made(usage, Q_SESSIONS, 1, session.counted_bytes())
+    state.last_session_id = session.session_id
     state.add_session(session, node)
     return c.SessionInfo(session.session_id, timeout, session.seq_no)
 
@@ -92,7 +92,7 @@ def attach_session(state: EngineState, cmd: c.AttachSession, now: float) -> c.Se
     grown = 0
     if cmd.description is not None:
         check_description(cmd.description)
-        grown = len(cmd.description.encode()) - len(session.description.encode())
+        grown = text_bytes(cmd.description) - text_bytes(session.description)
         state.check_quota(session.usage, Q_DATA_BYTES, grown)
     # Validated: from here on the command succeeds (rule 1).
     session.seq_no = cmd.seq_no
@@ -151,9 +151,7 @@ def resume_session(state: EngineState, cmd: c.ResumeSession, now: float) -> c.Se
             held = sem.owner(holder_key(sid, hold))
             assert held is not None, "a session's hold is its semaphore's owner"
             held.task = 0
-    for watch_id in list(session.watches):
-        state.watches.disarm(watch_id)
-        session.discard_watch(watch_id)
+    state.disarm_watches(session)
     for key in list(session.missed):
         session.forget_missed(*key)
     state.effects.append(
@@ -251,9 +249,7 @@ def end_session(state: EngineState, session: Session, now: float, code: ErrorCod
     node = state.nodes[session.node]
     failed = code == ErrorCode.SESSION_EXPIRED
     sid = session.session_id
-    state.forget_session(session, node)
-    for watch_id in session.watches:
-        state.watches.disarm(watch_id)
+    state.forget_session(session, node)  # (its watches disarmed with it)
     touched: dict[str, Change] = {}
     message = "session expired" if failed else "session closed"
     for name in sorted(session.waits):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from tenure._core import commands as c
 from tenure._core.deadlines import WaiterDeadline
 from tenure._core.deadlocks import Asked, refuse_deadlock
-from tenure._core.quotas import Q_DATA_BYTES, Q_HOLDS, Q_SEMAPHORES, Q_WAITERS
+from tenure._core.quotas import Q_HOLDS, Q_SEMAPHORES, Q_WAITERS, text_bytes
 from tenure._core.semaphore import Semaphore, Waiter, holder_key
 from tenure._core.state import EngineState
 from tenure._core.values import (
@@ -66,8 +66,9 @@ def acquire_all(state: EngineState, cmd: c.AcquireAll, now: float) -> c.AcquireA
         raise LimitExceededError(
             f"max_semaphores ({node.config.max_semaphores}) reached on node {node.name!r}"
         )
-    state.check_quota(session.usage, Q_SEMAPHORES, missing)
-    state.check_quota(session.usage, Q_DATA_BYTES, len(data) * len(names))  # (each member's)
+    made_bytes = sum(text_bytes(name) for name, sem in zip(names, sems, strict=True) if sem is None)
+    # (The names it makes, and each member's data.)
+    state.check_made(session.usage, Q_SEMAPHORES, made_bytes + len(data) * len(names), missing)
     state.check_quota(session.usage, Q_HOLDS, len(names))  # (the memory budget's)
     at_once = all(
         sem is None or sem.can_grant_now(key, count, now)
@@ -109,6 +110,7 @@ def acquire_all(state: EngineState, cmd: c.AcquireAll, now: float) -> c.AcquireA
     deadline = None if timeout is None else now + timeout
     state.last_order += 1
     order = state.last_order
+    members: list[tuple[str, int]] = []
     for name, hold, request_id, sem in zip(names, holds, request_ids, sems, strict=True):
         assert sem is not None
         waiter = Waiter(
@@ -126,13 +128,15 @@ def acquire_all(state: EngineState, cmd: c.AcquireAll, now: float) -> c.AcquireA
             usage=session.usage,
         )
         sem.enqueue(waiter)
-        session.add_wait(name, hold, task)
+        # The semaphore's own name object, not the command's (no copy kept of it).
+        session.add_wait(sem.name, hold, task)
+        members.append((sem.name, waiter.key))
         if deadline is not None and name == names[0]:  # (one for the set: the first's)
             state.deadlines.schedule(
-                deadline, WaiterDeadline(node.name, name, waiter.key, request_id)
+                deadline, WaiterDeadline(node.name, sem.name, waiter.key, request_id)
             )
     if len(names) > 1:
-        node.sets[order] = tuple(zip(names, keys, strict=True))
+        node.sets[order] = tuple(members)
     for name, sem in zip(names, sems, strict=True):
         assert sem is not None
         state.settle(node, sem, now, EXISTENCE if name in made else WAITERS)

@@ -8,7 +8,7 @@ What a watch is and when it fires is :mod:`tenure._core.watches`; firing happens
 from __future__ import annotations
 
 from tenure._core import commands as c
-from tenure._core.quotas import Q_WATCHES
+from tenure._core.quotas import Q_PREFIX_WATCHES, Q_WATCHES, text_bytes
 from tenure._core.state import EngineState
 from tenure._core.values import SemaphoreDescription, check_name, check_prefix
 from tenure._core.watches import Watch
@@ -28,7 +28,7 @@ def describe_semaphore(
     if cmd.watches and len(session.watches) >= limit:
         raise LimitExceededError(f"max_watches_per_session ({limit}) reached")
     if cmd.watches:
-        state.check_quota(session.usage, Q_WATCHES)
+        state.check_made(session.usage, Q_WATCHES, text_bytes(name))  # (with its name)
     if sem is None:
         description = SemaphoreDescription.missing(name)
     else:
@@ -49,18 +49,32 @@ def describe_semaphore(
         repeat=cmd.watch_repeat,
     )
     state.watches.arm(watch)
-    session.add_watch(watch.watch_id)
+    session.add_watch(watch)
     return c.DescribeResult(description, watch.watch_id)
 
 
 def watch_prefix(state: EngineState, cmd: c.WatchPrefix, now: float) -> c.WatchArmed:
-    """Arm a repeating watch of every semaphore whose name starts with the prefix."""
+    """Arm a repeating watch of every semaphore whose name starts with the prefix.
+
+    Bounded by the session's node (``max_watches_per_session``), its owner's quotas
+    (``watches``, ``prefix_watches``) and the engine's ``max_prefix_watches_per_node``:
+    every one of a node's prefix watches may fire on each of its changes.
+    """
     session, node = state.lookup_session_node(cmd.session_id)
     prefix = check_prefix(cmd.prefix)
     limit = node.config.max_watches_per_session
     if len(session.watches) >= limit:
         raise LimitExceededError(f"max_watches_per_session ({limit}) reached")
-    state.check_quota(session.usage, Q_WATCHES)
+    per_node = state.max_prefix_watches_per_node
+    if state.watches.prefix_count(node.name) >= per_node:
+        # (Shown with the quotas' refusals, by token: who keeps hitting the bound.)
+        usage = session.usage
+        state.ledger.refused("max_prefix_watches_per_node", "" if usage is None else usage.owner)
+        raise LimitExceededError(
+            f"max_prefix_watches_per_node ({per_node}) reached on node {node.name!r}"
+        )
+    state.check_made(session.usage, Q_WATCHES, text_bytes(prefix))  # (with its prefix)
+    state.check_quota(session.usage, Q_PREFIX_WATCHES)
     state.last_watch_id += 1
     watch = Watch(
         state.last_watch_id,
@@ -76,7 +90,7 @@ def watch_prefix(state: EngineState, cmd: c.WatchPrefix, now: float) -> c.WatchA
         prefix=True,
     )
     state.watches.arm(watch)
-    session.add_watch(watch.watch_id)
+    session.add_watch(watch)
     return c.WatchArmed(watch.watch_id)
 
 
@@ -85,6 +99,7 @@ def cancel_watch(state: EngineState, cmd: c.CancelWatch, now: float) -> bool:
     session = state.lookup_session(cmd.session_id)
     if cmd.watch_id not in session.watches:
         return False
-    session.discard_watch(cmd.watch_id)
-    state.watches.disarm(cmd.watch_id)
+    watch = state.watches.disarm(cmd.watch_id)
+    assert watch is not None, "a session's watch is armed"
+    session.discard_watch(watch)
     return True

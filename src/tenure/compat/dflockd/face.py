@@ -17,7 +17,10 @@ renew, two-phase enqueue/wait bound to the connection, release on disconnect
 fencing tokens, an idle-key collector and ``--dflockd-max-locks``. There is no
 idle timeout between requests: a client that holds a lease or waits is never
 dropped for being quiet (the spec's §9.6 trap); a request that stalls halfway is
-(``--idle-timeout``). Reading, the ``auth`` handshake and each connection's fair
+(``--idle-timeout``). Every request after ``auth`` (a renew and a ping as much as an
+acquire) counts against its token's ``requests_per_second`` before any of its work,
+once however many commands it makes; past it the answer is ``error``, as for the
+token's other quotas. Reading, the ``auth`` handshake and each connection's fair
 share are :mod:`tenure.compat.dflockd.loop`'s; the nodes, key limits, idle-key
 collector and the sessions an earlier run left, :mod:`tenure.compat.dflockd.keeper`'s.
 """
@@ -164,6 +167,13 @@ class DflockdFace:
         """The answer to an authenticated request."""
         if self.draining or self.host.dead:
             return wire.ERROR_DRAINING
+        try:  # every request, whatever it is, counts against its token's rate first
+            self.host.admit_request(conn.token)
+        except LimitExceededError as error:
+            # (Counted in /metrics, tenure_quota_refusals_total: a line per refusal
+            # would let a token write the server's log at the rate it is refused.)
+            log.debug("dflockd: %s", error)
+            return wire.ERROR
         await self.host.caught_up()  # (a mass expiry's slices first: --step-budget)
         try:
             return await self._handle(conn, request)

@@ -106,7 +106,13 @@ class YdbFace:
         )
         self.nodes = NodeCalls(host, self.tickets, database, lambda: self.draining)
         self.rate_limiter = RateLimiterCalls(
-            host, self.tickets, database, lambda: self.draining, self._peer
+            host,
+            self.tickets,
+            database,
+            lambda: self.draining,
+            self._peer,
+            step_budget=config.step_budget,
+            max_listed=settings.max_listed_resources,
         )
         self.sessions = YdbSessions(
             host, database, send, finish, attach, forget, settings.ping_interval, observer

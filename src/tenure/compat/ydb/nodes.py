@@ -31,6 +31,7 @@ from tenure._core import (
 from tenure._core.values import MAX_ANNEX_BYTES
 from tenure.compat.ydb import _protos as pb
 from tenure.compat.ydb.paths import Database, OutsideDatabaseError
+from tenure.compat.ydb.steps import admit_request
 from tenure.compat.ydb.tickets import Tickets, UnauthorizedError
 from tenure.errors import AlreadyExistsError, ErrorCode, TenureError, code_of
 from tenure.server.plug import HostCalls, Token, denial
@@ -114,6 +115,7 @@ class NodeCalls:
                 raise pb.StatusError(pb.Status.UNAVAILABLE, "the server is shutting down")
             # (``metadata``: the call's metadata and its peer, as _node_call passes them)
             token = self.tickets.token_of(*metadata)
+            admit_request(self.host, token)
             node = self.database.node_of(path)
             result, notes = call(node, token, config)
             answer = pb.operation(pb.Status.SUCCESS, result, why=notes)

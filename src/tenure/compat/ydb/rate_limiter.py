@@ -14,6 +14,13 @@ same step (:mod:`.steps`); a call that writes nothing (a describe, a list, a
 refused acquire) opens none. Every answer leaves after the commit that covers it;
 an acquire's answer then waits, on the event loop, until its units may go.
 
+A call reads the range of the node's sorted names that it needs (a resource's, its
+descendants'), never every semaphore of the node. ``ListResources``, which writes
+nothing, reads its range over several steps: ``--step-budget`` names per step,
+every other request served between (:mod:`.resource_scan`). YDB's call has no
+pages, so the list is answered whole, up to ``--ydb-max-listed-resources`` paths:
+past them it is refused (``PRECONDITION_FAILED``, naming the setting).
+
 Statuses are YDB's (``ydb/core/grpc_services/rpc_rate_limiter_api.cpp`` and the
 kesus tablet's ``tx_quoter_resource_*.cpp``): a path that is not canonical, bad
 settings, a missing parent, dropping a resource with children, creating one that
@@ -28,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import grpc
@@ -41,7 +48,9 @@ from tenure._core import (
     ReserveUnits,
     UpdateSemaphore,
 )
+from tenure._core.engine import DEFAULT_STEP_BUDGET
 from tenure._core.rates import Bucket, bucket_data, check_units
+from tenure._core.state import Node
 from tenure.compat.ydb import _protos as pb
 from tenure.compat.ydb.paths import Database, OutsideDatabaseError
 from tenure.compat.ydb.resources import (
@@ -54,9 +63,10 @@ from tenure.compat.ydb.resources import (
     settings_data,
     take,
 )
-from tenure.compat.ydb.steps import WriteStep, authorize
+from tenure.compat.ydb.settings import DEFAULT_MAX_LISTED_RESOURCES
+from tenure.compat.ydb.steps import WriteStep, admit_request, authorize
 from tenure.compat.ydb.tickets import Tickets, UnauthorizedError
-from tenure.errors import TenureError, code_of
+from tenure.errors import LimitExceededError, TenureError, code_of
 from tenure.server.plug import HostCalls, Token
 
 #: The gRPC service.
@@ -74,8 +84,9 @@ METHODS: Final = {
 #: What a call answers: its result message (None: none), and how long after the
 #: commit (seconds from the call's step) the answer waits.
 Outcome = tuple[Any, float]
-#: One call's work: of its node, token, request and gRPC context.
-Work = Callable[[str, Token | None, Any, Any], Outcome]
+#: One call's work: of its node, token, request and gRPC context (awaited: a listing,
+#: which reads its range over several steps).
+Work = Callable[[str, Token | None, Any, Any], Outcome | Awaitable[Outcome]]
 #: How the face makes a unary method: its metric's name, the call, the request's and
 #: the response's message types.
 Unary = Callable[[str, Callable[[Any, Any], Any], Any, Any], grpc.RpcMethodHandler]
@@ -87,7 +98,8 @@ class RateLimiterCalls:
     """The six calls of YDB's rate limiter service (see the module docstring).
 
     ``draining()``: whether the server is stopping; ``peer(context)``: the client of
-    a call (as the face names it).
+    a call (as the face names it); ``step_budget``: the names a listing reads per step
+    (the server's ``--step-budget``); ``max_listed``: the most paths it answers.
     """
 
     def __init__(
@@ -97,10 +109,15 @@ class RateLimiterCalls:
         database: Database,
         draining: Callable[[], bool],
         peer: Callable[[Any], str],
+        *,
+        step_budget: int = DEFAULT_STEP_BUDGET,
+        max_listed: int = DEFAULT_MAX_LISTED_RESOURCES,
     ) -> None:
         self.host = host
         self.tickets = tickets
         self.database = database
+        self.step_budget = step_budget
+        self.max_listed = max_listed
         self._draining = draining
         self._peer = peer
 
@@ -164,9 +181,11 @@ class RateLimiterCalls:
             if self._draining():
                 raise pb.StatusError(_Status.UNAVAILABLE, "the server is shutting down")
             token = self.tickets.token_of(context.invocation_metadata(), self._peer(context))
+            admit_request(self.host, token)
             node = self._node_of(request.coordination_node_path)
             started = loop.time()  # (when the work's step reads the clock: its wait's start)
-            result, wait = work(node, token, request, context)
+            done = work(node, token, request, context)
+            result, wait = done if isinstance(done, tuple) else await done
             answer = pb.operation(_Status.SUCCESS, result)
         except UnauthorizedError as error:
             answer = pb.operation(_Status.UNAUTHORIZED, why=[str(error)])
@@ -230,7 +249,7 @@ class RateLimiterCalls:
         found = tree.get(path)
         if found is None:
             raise pb.StatusError(_Status.NOT_FOUND, f'Resource "{path}" doesn\'t exist.')
-        if tree.paths(path):
+        if tree.has_children(path):
             raise pb.StatusError(_Status.BAD_REQUEST, f'Resource "{path}" has children.')
         kept = tree.semaphores.get(SETTINGS_PREFIX + path)
         with WriteStep(self.host, token, node, self._peer(context)) as step:
@@ -239,19 +258,36 @@ class RateLimiterCalls:
                 step.delete(SETTINGS_PREFIX + path, kept.data)
         return None, 0.0
 
-    def _list(self, node: str, token: Token | None, request: Any, context: Any) -> Outcome:
+    async def _list(self, node: str, token: Token | None, request: Any, context: Any) -> Outcome:
         path = request.resource_path
         if path:
             check_path(path)
         authorize(token, ListSemaphores(node, LIMITER_PREFIX), node)
         tree = self._resources(node)
-        if not path:
-            paths = tree.paths() if request.recursive else tree.roots()
-        elif tree.get(path) is None:
-            why = f'Resource with path "{path}" doesn\'t exist.'
-            raise pb.StatusError(_Status.NOT_FOUND, why)
-        else:
-            paths = [path, *tree.paths(path)] if request.recursive else [path]
+        paths: list[str] = []
+        if path:
+            if tree.get(path) is None:
+                why = f'Resource with path "{path}" doesn\'t exist.'
+                raise pb.StatusError(_Status.NOT_FOUND, why)
+            paths.append(path)
+        if request.recursive or not path:
+            # The range, a step at a time: the node is looked up again after each
+            # yield (it may be gone), and the list is refused once past its most.
+            scan = tree.scan(path, roots=not path and not request.recursive)
+            found = tree.node
+            while True:
+                paths += (resource.path for resource in scan.step(found, self.step_budget))
+                if len(paths) > self.max_listed:
+                    raise LimitExceededError(
+                        f"ListResources would answer more than {self.max_listed} resources "
+                        "(--ydb-max-listed-resources); list a resource's own instead"
+                    )
+                if scan.done:
+                    break
+                await asyncio.sleep(0)  # (every other request's turn)
+                if self._draining():
+                    raise pb.StatusError(_Status.UNAVAILABLE, "the server is shutting down")
+                found = self._node(node)
         return pb.rate_limiter.ListResourcesResult(resource_paths=paths), 0.0
 
     def _describe(self, node: str, token: Token | None, request: Any, context: Any) -> Outcome:
@@ -303,11 +339,15 @@ class RateLimiterCalls:
 
     def _resources(self, node: str) -> Resources:
         """The resources of ``node`` (SCHEME_ERROR if it is missing)."""
+        return Resources(self._node(node))
+
+    def _node(self, node: str) -> Node:
+        """The engine's node ``node`` (SCHEME_ERROR if it is missing)."""
         found = self.host.engine.nodes.get(node)
         if found is None:
             why = f"Coordination node {self.database.path_of(node)!r} not found"
             raise pb.StatusError(_Status.SCHEME_ERROR, why)
-        return Resources(found.semaphores)
+        return found
 
 
 def _keep(step: WriteStep, tree: Resources, path: str, settings: Any) -> None:

@@ -19,13 +19,16 @@ ancestor that is a resource.
 An acquire goes when the resource's bucket and each of its ancestors' let it: at
 the latest of their turns, which each of them then counts as the time the units
 went (:func:`take`). So a parent's limit holds for its children together.
+
+A resource's descendants are read from the range of its name in the node's sorted
+names (:mod:`.resource_scan`), never by a walk of every semaphore of the node.
 """
 
 from __future__ import annotations
 
 import math
 import string
-from collections.abc import Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -34,8 +37,10 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 
 from tenure._core.rates import LIMITER_WORD, Bucket, bucket_data, check_rate, parse_bucket, reserve
 from tenure._core.semaphore import Semaphore
+from tenure._core.state import Node
 from tenure._core.values import MAX_NAME_BYTES
 from tenure.compat.ydb import _protos as pb
+from tenure.compat.ydb.resource_scan import ResourceScan
 from tenure.errors import InvalidArgumentError
 
 #: Before a resource's path in the name of its limiter semaphore.
@@ -44,6 +49,8 @@ LIMITER_PREFIX: Final = "ratelimiter/"
 SETTINGS_PREFIX: Final = "ydb.ratelimiter/"
 #: The characters of a resource path (YDB's ``ValidResourcePathSymbols``).
 _PATH_SYMBOLS: Final = frozenset(string.ascii_letters + string.digits + "._-/:#")
+#: The same, as the bytes :func:`_is_path` deletes.
+_PATH_BYTES: Final = "".join(sorted(_PATH_SYMBOLS)).encode()
 #: The longest resource path: both its semaphores' names must fit tenure's limit.
 MAX_PATH_BYTES: Final = MAX_NAME_BYTES - max(len(LIMITER_PREFIX), len(SETTINGS_PREFIX))
 #: The burst of a resource that sets no ``max_burst_size_coefficient``, in seconds of
@@ -188,8 +195,9 @@ class Resource:
 class Resources:
     """The resources of one node, read from its semaphores (which this never changes)."""
 
-    def __init__(self, semaphores: Mapping[str, Semaphore]) -> None:
-        self.semaphores = semaphores
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.semaphores = node.semaphores
 
     def get(self, path: str) -> Resource | None:
         """The resource at ``path`` (None: there is none).
@@ -224,29 +232,26 @@ class Resources:
 
     def parent(self, path: str) -> Resource | None:
         """The nearest resource above ``path`` (None: there is none)."""
-        above = self.ancestors(path)
-        return above[0] if above else None
+        for above in _proper_prefixes(path):
+            if self._is_resource(above):
+                return self.get(above)
+        return None
 
-    def paths(self, under: str = "") -> list[str]:
-        """The paths of the resources below ``under`` (every one for ``""``), sorted.
+    def scan(self, under: str = "", *, roots: bool = False) -> ResourceScan:
+        """A pass over the resources below ``under`` (every one for ``""``; ``roots``:
+        those without a resource above them), in path order, read a budget of names at
+        a time from the range of their names (:mod:`.resource_scan`).
 
         Only limiters whose names are resource paths count: a tenure semaphore under
         the prefix that holds no bucket, or whose name YDB could not give, does not.
         """
-        prefix = LIMITER_PREFIX + (under + "/" if under else "")
-        found = []
-        for name, sem in self.semaphores.items():
-            if name.startswith(prefix) and _holds_bucket(sem):
-                path = name[len(LIMITER_PREFIX) :]
-                if _is_path(path):
-                    found.append(path)
-        return sorted(found)
+        return ResourceScan(LIMITER_PREFIX, under, _is_limiter, roots=roots)
 
-    def roots(self) -> list[str]:
-        """The paths of the resources that have no resource above them, sorted."""
-        every = self.paths()
-        known = set(every)
-        return [p for p in every if not any(a in known for a in _proper_prefixes(p))]
+    def has_children(self, path: str) -> bool:
+        """Whether a resource is below ``path`` (the names below it read up to the first
+        resource, in one step)."""
+        every = len(self.node.semaphore_index) + 2  # (a budget that ends no step)
+        return bool(self.scan(path).step(self.node, every, first=True))
 
     def described(self, resource: Resource) -> Any:
         """The ``HierarchicalDrrSettings`` DescribeResource answers for ``resource``: as
@@ -278,31 +283,28 @@ class Resources:
         """
         parent = self.parent(resource.path)
         rate, burst = effective(settings, None if parent is None else parent.bucket)
-        buckets = {resource.path: Bucket(rate, burst, resource.bucket.tat)}
-        writes = [(LIMITER_PREFIX + resource.path, resource.data, buckets[resource.path])]
-        # Parents before their children: each one's bucket is known when its children's are made.
-        for path in sorted(self.paths(resource.path), key=lambda p: p.count("/")):
-            below = self.get(path)
-            if below is None or below.settings is None:  # (made otherwise: keeps its own)
+        top = Bucket(rate, burst, resource.bucket.tat)
+        writes = [(LIMITER_PREFIX + resource.path, resource.data, top)]
+        # Each one's bucket as it is to be: read in path order, a parent comes first.
+        buckets: dict[str, Bucket] = {}
+        for found in self.scan(resource.path).rest(self.node):
+            below = self.get(found.path)
+            assert below is not None, "a resource the scan found"
+            over = top if found.parent is None else buckets[found.parent.path]
+            buckets[found.path] = below.bucket
+            if below.settings is None:  # (made otherwise: keeps its own)
                 continue
-            above = next(p for p in _proper_prefixes(path) if p in buckets or self._is_resource(p))
-            over = buckets[above] if above in buckets else self._bucket(above)
             rate, burst = effective(below.settings, over)
             old = below.bucket
             if (rate, burst) != (old.rate, old.burst):
-                buckets[path] = Bucket(rate, burst, old.tat)
-                writes.append((LIMITER_PREFIX + path, below.data, buckets[path]))
+                buckets[found.path] = Bucket(rate, burst, old.tat)
+                writes.append((LIMITER_PREFIX + found.path, below.data, buckets[found.path]))
         return [(name, data, bucket_data(bucket)) for name, data, bucket in writes]
 
     def _is_resource(self, path: str) -> bool:
         """Whether a limiter is at ``path`` (not another kind of semaphore)."""
         sem = self.semaphores.get(LIMITER_PREFIX + path)
         return sem is not None and _holds_bucket(sem)
-
-    def _bucket(self, path: str) -> Bucket:
-        resource = self.get(path)
-        assert resource is not None, "a path found among the resources"
-        return resource.bucket
 
 
 def settings_data(settings: Any) -> bytes:
@@ -315,15 +317,27 @@ def _holds_bucket(sem: Semaphore) -> bool:
     return not sem.ephemeral and sem.data.startswith(_BUCKET_START)
 
 
+def _is_limiter(path: str, sem: Semaphore) -> bool:
+    """Whether ``sem``, named ``LIMITER_PREFIX + path``, is a resource's limiter."""
+    return _holds_bucket(sem) and _is_path(path)
+
+
 def _is_path(path: str) -> bool:
-    try:
-        check_path(path)
-    except pb.StatusError:
-        return False
-    return True
+    """Whether :func:`check_path` takes ``path``: the same rules, at a small cost per
+    byte (a scan asks it of every name it reads)."""
+    return (
+        0 < len(path) <= MAX_PATH_BYTES
+        and path.isascii()
+        and not path.encode().translate(None, _PATH_BYTES)
+        and path[0] != "/"
+        and path[-1] != "/"
+        and "//" not in path
+    )
 
 
-def _proper_prefixes(path: str) -> list[str]:
+def _proper_prefixes(path: str) -> Iterator[str]:
     """The paths above ``path``, nearest first (``a/b/c``: ``a/b``, ``a``)."""
-    parts = path.split("/")
-    return ["/".join(parts[:end]) for end in range(len(parts) - 1, 0, -1)]
+    end = path.rfind("/")
+    while end > 0:
+        yield path[:end]
+        end = path.rfind("/", 0, end)

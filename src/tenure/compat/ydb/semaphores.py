@@ -46,6 +46,7 @@ from tenure._core import (
 )
 from tenure._core.holders import Waiter, holder_key
 from tenure.compat.ydb import _protos as pb
+from tenure.compat.ydb.steps import admit_request
 from tenure.compat.ydb.stream import ArmedWatch, QueuedAcquire, SessionStream
 from tenure.errors import ErrorCode, TenureError, code_of
 from tenure.server.plug import HostCalls
@@ -86,6 +87,7 @@ class SemaphoreRequests:
         """Answer one semaphore request (``kind``: its field in ``SessionRequest``)."""
         result_kind, answer = _HANDLERS[kind]
         try:
+            admit_request(self.host, stream.token)  # (its token's rate: one per request)
             answer(self, stream, request)
         except (TenureError, TimeoutError) as error:
             status = pb.status_of(code_of(error))

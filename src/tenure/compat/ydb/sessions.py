@@ -45,6 +45,7 @@ from tenure.compat.ydb.metrics import YdbCounts
 from tenure.compat.ydb.paths import Database, OutsideDatabaseError
 from tenure.compat.ydb.pipe import frame
 from tenure.compat.ydb.semaphores import SEMAPHORE_REQUESTS, SemaphoreRequests
+from tenure.compat.ydb.steps import admit_request
 from tenure.compat.ydb.stream import SessionStream
 from tenure.errors import ErrorCode, TenureError, code_of
 from tenure.server.plug import Connection, HostCalls, denial
@@ -128,6 +129,7 @@ class YdbSessions:
     def start(self, stream: SessionStream, start: Any) -> None:
         """The stream's first message: start a session, or re-attach one."""
         try:
+            admit_request(self.host, stream.token)  # (its token's rate: one per request)
             if start.timeout_millis > MAX_SESSION_TIMEOUT_MS:
                 raise pb.StatusError(pb.Status.BAD_REQUEST, "Session timeout is out of range")
             if len(start.protection_key) > MAX_PROTECTION_KEY_BYTES:
@@ -206,6 +208,11 @@ class YdbSessions:
     def stop(self, stream: SessionStream) -> None:
         """``SessionStop``: close the session (releasing all it holds), then end the stream."""
         sid = stream.session_id
+        try:
+            admit_request(self.host, stream.token)  # (refused: the stream ends, detached)
+        except pb.StatusError as error:
+            self.fail(stream, error.status, str(error))
+            return
         stream.acquires.clear()  # YDB answers none of a stopped session's queued acquires
         try:
             self._execute(stream, CloseSession(sid))
@@ -225,6 +232,8 @@ class YdbSessions:
         if kind in SEMAPHORE_REQUESTS:
             self.semaphores.handle(stream, kind, getattr(request, kind))
         elif kind == "ping":
+            # (Keepalives are no requests: no token's rate counts a ping or a pong, as
+            # refusing one would end an honest session: tenure.server._net.token_rates.)
             self.send(stream, _Response(pong={"opaque": request.ping.opaque}))
         elif kind == "pong":
             pass  # heard: enough (see the module docstring)

@@ -20,6 +20,9 @@ from tenure.compat.ydb.paths import split_advertised
 from tenure.errors import ConfigError
 from tenure.server.plug import FaceSettings, Setting, in_range
 
+#: The most resource paths one ListResources answers, unless set (``--ydb-max-listed-resources``).
+DEFAULT_MAX_LISTED_RESOURCES: Final = 10_000
+
 
 @dataclass(frozen=True, slots=True)
 class YdbSettings:
@@ -31,6 +34,7 @@ class YdbSettings:
     ping_interval: float = 1.0
     ticket_ttl: float = 43200.0
     max_message_size: int = 64 * 1024 * 1024
+    max_listed_resources: int = DEFAULT_MAX_LISTED_RESOURCES
 
 
 _DEFAULT: Final = YdbSettings()
@@ -94,6 +98,16 @@ SETTINGS: Final = FaceSettings(
             "least what YDB's SDKs send (64 MiB), so that an oversized request gets its own "
             "error on a live session stream (default: %(default)s)",
             in_range(1024 * 1024, 1024 * 1024 * 1024),
+        ),
+        Setting(
+            "ydb_max_listed_resources",
+            int,
+            _DEFAULT.max_listed_resources,
+            "N",
+            "YDB: the most resource paths one ListResources answers (YDB's call has no "
+            "pages); a listing past it is refused, naming this setting. The listing reads "
+            "--step-budget names per turn of the loop (default: %(default)s)",
+            in_range(1, 1_000_000),
         ),
     ),
 )

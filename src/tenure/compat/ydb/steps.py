@@ -8,6 +8,9 @@ outlives the call. A crash between the two (a commit that kept the one and not t
 other) would leave it to expire :data:`_WINDOW` after the restart; no answer was
 sent then. A write that fails (a node's limit, a token's access) undoes the ones
 before it, in the same step, before its error goes on.
+
+What every request of a token's goes through, on any of the face's calls, is here
+too: its rate first (:func:`admit_request`), then its access (:func:`authorize`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from tenure._core import (
 )
 from tenure._core.values import ClientIdentity
 from tenure.compat.ydb import _protos as pb
+from tenure.errors import LimitExceededError
 from tenure.server.plug import HostCalls, Token, denial, peer_host
 
 #: The protection key of a step's session (nobody attaches it).
@@ -105,3 +109,20 @@ def authorize(token: Token | None, command: Command[Any], node: str) -> None:
     why = None if token is None else denial(token, command, node)
     if why is not None:
         raise pb.StatusError(pb.Status.UNAUTHORIZED, why)
+
+
+def admit_request(host: HostCalls, token: Token | None) -> None:
+    """Count one request of ``token``'s (a unary call, a Session stream's start or
+    message; None: anonymous, not counted) against its ``requests_per_second``, before
+    any of its work (:meth:`tenure.server.plug.HostCalls.admit_request`).
+
+    Raises:
+        pb.StatusError: OVERLOADED past it (YDB's status for a throughput limit, which
+            its SDKs retry after a backoff), naming the quota and the token.
+    """
+    if token is None:
+        return
+    try:
+        host.admit_request(token.name)
+    except LimitExceededError as error:
+        raise pb.StatusError(pb.Status.OVERLOADED, str(error)) from None

@@ -10,6 +10,9 @@ the storage's ``key_prefix`` followed by the key, when that is a name tenure tak
 (no control character, at most ``MAX_NAME_BYTES`` UTF-8 bytes) and the key does not
 start with ``#``; any other key in ``PREFIX#`` and the SHA-256 of the key, in hex.
 No key written as it is starts with ``#``, so two keys never share a semaphore.
+
+An error that quotes the URL shows it as tenure's backends do, its secrets (``token=``,
+a password) as ``***`` (:func:`tenure.backends.shown_url`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import unicodedata
 from typing import Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from tenure.backends import shown_url
 from tenure.errors import InvalidArgumentError
 
 #: The node the storage uses when the URL names none (created if missing).
@@ -38,16 +42,20 @@ def tenure_url(uri: str) -> tuple[str, str | None]:
     """The tenure URL in the storage's ``uri`` (without ``async+`` and ``node``), and
     the node it names (None: none)."""
     if not isinstance(uri, str):
-        raise InvalidArgumentError(f"the storage URL must be a string, got {uri!r}")
-    parts = urlsplit(uri.removeprefix("async+"))
+        raise InvalidArgumentError(f"the storage URL must be a string, got {shown_url(uri)}")
+    try:
+        parts = urlsplit(uri.removeprefix("async+"))
+    except ValueError as error:  # e.g. tenure://[bad: "Invalid IPv6 URL"
+        raise InvalidArgumentError(f"malformed storage URL {shown_url(uri)}: {error}") from None
     if parts.scheme not in SCHEMES:
         raise InvalidArgumentError(
-            f"a tenure storage URL is tenure://host:port or tenures://host:port, got {uri!r}"
+            "a tenure storage URL is tenure://host:port or tenures://host:port, "
+            f"got {shown_url(uri)}"
         )
     pairs = parse_qsl(parts.query, keep_blank_values=True)
     nodes = [value for key, value in pairs if key == "node"]
     if len(nodes) > 1:
-        raise InvalidArgumentError(f"the storage URL names node twice: {uri!r}")
+        raise InvalidArgumentError(f"the storage URL names node twice: {shown_url(uri)}")
     rest = urlencode([(key, value) for key, value in pairs if key != "node"])
     return urlunsplit(parts._replace(query=rest)), nodes[0] if nodes else None
 

@@ -23,6 +23,8 @@ from urllib.parse import quote, unquote_to_bytes, urlencode
 import tooz
 from tooz import utils
 
+from tenure.backends import shown_url
+
 __all__ = [
     "DEFAULT_MAX_MEMBERS",
     "DEFAULT_NODE",
@@ -83,6 +85,13 @@ class ToozSettings:
     timeout: float
     #: The limit of the groups this driver makes (``GroupMember``'s ``max_members``).
     max_members: int
+
+    def __repr__(self) -> str:
+        # (tooz and its users log their drivers' settings: the URL's token masked.)
+        return (
+            f"ToozSettings(url={shown_url(self.url)}, node={self.node!r}, "
+            f"timeout={self.timeout!r}, max_members={self.max_members!r})"
+        )
 
     @classmethod
     def of(cls, parsed_url: Any, options: dict[str, Any]) -> ToozSettings:

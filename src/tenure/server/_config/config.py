@@ -16,7 +16,11 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from tenure._core.engine import DEFAULT_STEP_BUDGET
-from tenure._core.values import DEADLOCK_SEARCH_LIMIT, DEFAULT_NODE_CEILINGS
+from tenure._core.values import (
+    DEADLOCK_SEARCH_LIMIT,
+    DEFAULT_NODE_CEILINGS,
+    MAX_PREFIX_WATCHES_PER_NODE,
+)
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE
 from tenure.server._config.cluster_settings import (
     DEFAULT_LEASE_TTL,
@@ -74,6 +78,7 @@ class ServeConfig:
     max_queued_pushes: int = DEFAULT_MAX_QUEUED_PUSHES
     deadlock_search_limit: int = DEADLOCK_SEARCH_LIMIT  # 0: no deadlock detection
     max_nodes: int = 10_000
+    max_prefix_watches_per_node: int = MAX_PREFIX_WATCHES_PER_NODE
     step_budget: int = DEFAULT_STEP_BUDGET  # items of deadline work per turn of the loop
     # The ceilings of NodeConfig's limits (DEFAULT_NODE_CEILINGS; --max-node-*).
     max_node_sessions: int = 1_000_000
@@ -104,6 +109,8 @@ class ServeConfig:
     dashboard_max_semaphores: int = 100
     dashboard_max_sessions: int = 100
     dashboard_max_holders: int = 20
+    dashboard_max_scan: int = 10_000  # holders read per view to tell recipes, in all
+    dashboard_max_bytes: int = 512 * 1024  # a view's most bytes of JSON
     dashboard_rate: float = 2.0  # updates per second per page, at most
     dashboard_max_streams: int = 64  # event streams served at once
     dashboard_max_streams_per_token: int = 8  # per token (per address without tokens)
@@ -118,6 +125,7 @@ class ServeConfig:
     quota_semaphores: int = 0
     quota_nodes: int = 0
     quota_data_bytes: int = 0
+    quota_prefix_watches: int = 0
     quota_recovery_window: float = 0.0
     quota_requests_per_second: float = 0.0
     memory_budget: int = 0

@@ -131,6 +131,25 @@ HTTP_SETTINGS: Final = (
         in_range(1, 10_000),
     ),
     Setting(
+        "dashboard_max_scan",
+        int,
+        10_000,
+        "N",
+        "dashboard: owners and waiters one view reads to tell the semaphores' recipes, in "
+        "all: each semaphore shown reads a fair share, at most 1000; its recipe says how "
+        "many it read (default: %(default)s)",
+        in_range(1, 1_000_000),
+    ),
+    Setting(
+        "dashboard_max_bytes",
+        int,
+        512 * 1024,
+        "BYTES",
+        "dashboard: the most bytes of one view (JSON); the semaphores, sessions and nodes "
+        "past it are left out, the totals still counted (default: %(default)s)",
+        in_range(16 * 1024, 64 * 1024 * 1024),
+    ),
+    Setting(
         "dashboard_rate",
         float,
         2.0,

@@ -18,9 +18,13 @@ from tenure.server._config.setting import Setting, in_range
 __all__ = ["QUOTA_SETTINGS", "READ_ONLY_QUOTA", "default_quota"]
 
 #: What a read-only token may hold unless its own ``[token.quota]`` says otherwise
-#: (it may watch, not hoard): at most 100 sessions, a 5-minute recovery window and
-#: 10,000 watches (each lower if the server-wide default is lower).
-READ_ONLY_QUOTA: Final = Quota(sessions=100, watches=10_000, recovery_window=300.0)
+#: (it may watch, not hoard): at most 100 sessions, a 5-minute recovery window,
+#: 10,000 watches and 100 prefix watches of them (a prefix watch fires on every
+#: change under its prefix: each costs every writer of its node a push; each lower if
+#: the server-wide default is lower).
+READ_ONLY_QUOTA: Final = Quota(
+    sessions=100, watches=10_000, prefix_watches=100, recovery_window=300.0
+)
 
 
 def _count(name: str, what: str) -> Setting:
@@ -44,7 +48,13 @@ QUOTA_SETTINGS: Final = (
     _count("nodes", "nodes it created that exist"),
     _count(
         "data_bytes",
-        "bytes of data (semaphore, holder and waiter data, session descriptions, node annexes)",
+        "bytes of data, names, identities and keys (semaphore names and data, holder and "
+        "waiter data, sessions' descriptions, identities and keys, watched names, node "
+        "names and annexes)",
+    ),
+    _count(
+        "prefix_watches",
+        "prefix watches armed (also counted in --quota-watches; read-only tokens: 100)",
     ),
     Setting(
         "quota_recovery_window",
@@ -73,7 +83,8 @@ QUOTA_SETTINGS: Final = (
         0,
         "BYTES",
         "the most the server's state may take, as the engine estimates it (a cost per "
-        "session, semaphore, node, waiter and watch, plus every data byte; "
+        "session, semaphore, node, waiter, watch and hold, plus every byte data_bytes "
+        "counts: data, names, identities, keys; "
         "docs/operations.md): past it, commands that add state are refused "
         "LIMIT_EXCEEDED naming the budget, while reads, renewals, releases, detaches, "
         "closes and deletes keep working; 0: no budget (default: %(default)s)",

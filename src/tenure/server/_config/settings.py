@@ -15,7 +15,11 @@ from pathlib import Path
 from typing import Final
 
 from tenure._core.engine import DEFAULT_STEP_BUDGET
-from tenure._core.values import DEADLOCK_SEARCH_LIMIT, DEFAULT_NODE_CEILINGS
+from tenure._core.values import (
+    DEADLOCK_SEARCH_LIMIT,
+    DEFAULT_NODE_CEILINGS,
+    MAX_PREFIX_WATCHES_PER_NODE,
+)
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE, MAX_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
 from tenure.errors import ConfigError as ConfigError  # re-exported: it lives in tenure.errors
 from tenure.server._config.cluster_settings import CLUSTER_SETTINGS
@@ -219,6 +223,16 @@ SETTINGS: Final = (
         "N",
         "nodes the server keeps; one more CreateNode is refused with LIMIT_EXCEEDED, "
         "1 to 1000000 (default: %(default)s)",
+        in_range(1, 1_000_000),
+    ),
+    Setting(
+        "max_prefix_watches_per_node",
+        int,
+        MAX_PREFIX_WATCHES_PER_NODE,
+        "N",
+        "prefix watches armed on one node, by all its sessions together (each fires on "
+        "every change under its prefix: this bounds a change's pushes); one more "
+        "WatchPrefix is refused with LIMIT_EXCEEDED, 1 to 1000000 (default: %(default)s)",
         in_range(1, 1_000_000),
     ),
     Setting(

@@ -16,6 +16,12 @@ counts; any other caller of ``collect`` has them counted there, at once. The ser
 * ``tenure_quota_refusals_total{quota,token}``: commands refused by each quota of each
   token (``memory_budget`` too: :mod:`tenure._core.quotas`), and
   ``tenure_state_estimate_bytes``: the state's size as the memory budget counts it;
+* ``tenure_deadlock_search_work_total{token}``: holds, queued requests and set members
+  the deadlock checks of each token's acquires looked at (each check at most
+  ``--deadlock-search-limit``), and ``tenure_deadlock_checks_total{outcome,token}``:
+  those that refused an acquire (``refused``) or stopped at the limit (``cut``): a
+  refused acquire costs its sender no quota and may be asked again at once, so this
+  is what says whose acquires make the server search (:mod:`tenure._core.deadlocks`);
 * with an auth file, the throttle of authentication failures
   (:mod:`tenure.server._net.throttle`): ``tenure_auth_blocks_total`` (addresses
   blocked since the start), ``tenure_auth_refused_total`` (attempts refused while
@@ -38,6 +44,7 @@ from dataclasses import dataclass
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from tenure._core import Engine
+from tenure._core.deadlocks import LOOKED
 from tenure.server._http.cluster_view import cluster_families
 from tenure.server._http.metrics import ServerMetrics
 from tenure.server._http.readiness import Readiness
@@ -166,6 +173,7 @@ class StateCollector:
         for name, (value, documentation) in counts.items():
             yield GaugeMetricFamily(f"tenure_{name}", documentation, value=float(value))
         yield from _quota_families(engine)
+        yield from _deadlock_families(engine)
         connections = GaugeMetricFamily(
             "tenure_connections",
             "Client connections open, by protocol.",
@@ -192,6 +200,29 @@ def _quota_families(engine: Engine) -> Iterator[Metric]:
         "The state's size as --memory-budget counts it (a cost per object plus its data).",
         value=float(ledger.estimate()),
     )
+
+
+def _deadlock_families(engine: Engine) -> Iterator[Metric]:
+    """What the deadlock checks of each token's acquires did (module docstring)."""
+    work = CounterMetricFamily(
+        "tenure_deadlock_search_work",
+        "Holds, queued requests and set members deadlock checks looked at, by the token "
+        "of the session whose acquire was checked.",
+        labels=["token"],
+    )
+    checks = CounterMetricFamily(
+        "tenure_deadlock_checks",
+        "Deadlock checks that refused an acquire (refused) or stopped at "
+        "--deadlock-search-limit (cut), by the token of the session that asked.",
+        labels=["outcome", "token"],
+    )
+    for (what, token), count in sorted(engine.deadlock_counts.items()):
+        if what == LOOKED:
+            work.add_metric([token], float(count))
+        else:
+            checks.add_metric([what, token], float(count))
+    yield work
+    yield checks
 
 
 def _throttle_families(throttle: Throttle) -> Iterator[Metric]:

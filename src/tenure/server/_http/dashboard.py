@@ -58,8 +58,9 @@ from tenure.server._http.application import METRICS, READINESS, SERVING
 from tenure.server._http.board import (
     RATE_SAMPLE_INTERVAL,
     BoardLimits,
+    BoardWork,
     RateMeter,
-    board,
+    board_in_slices,
     counters,
     shown_view,
 )
@@ -118,6 +119,11 @@ class Dashboard:
         self.rates = RateMeter()
         #: viewer key -> (monotonic time built, the view's JSON text).
         self._views: dict[str, tuple[float, str]] = {}
+        #: viewer key -> the view being built for it (in slices: every request for it
+        #: meanwhile awaits this one).
+        self._building: dict[str, asyncio.Future[str]] = {}
+        #: What building the latest view did (:class:`BoardWork`: its scan, slices, bytes).
+        self.work = BoardWork()
         #: Event streams open now (at most ``--dashboard-max-streams``).
         self.streams = 0
         #: Event streams open now by holder (:func:`_stream_holder`; at most
@@ -186,13 +192,30 @@ class Dashboard:
             )
         return self._tickets
 
-    def view(self, viewer: Viewer) -> str:
-        """The view ``viewer`` sees now, as JSON text (rebuilt at most once per interval)."""
+    async def view(self, viewer: Viewer) -> str:
+        """The view ``viewer`` sees now, as JSON text (rebuilt at most once per interval,
+        in slices of ``--step-budget`` items: :func:`board_in_slices`)."""
         now = time.monotonic()
-        cached = self._views.get(viewer.key)
+        key = viewer.key
+        cached = self._views.get(key)
         if cached is not None and now - cached[0] < self.interval():
             return cached[1]
-        text = json.dumps(self._build(viewer, now), separators=(",", ":"))
+        building = self._building.get(key)
+        if building is None:
+            building = self._building[key] = asyncio.ensure_future(self._text(viewer, now))
+            building.add_done_callback(functools.partial(self._built, key))
+        # (Shielded: a page that leaves does not cancel the view others await.)
+        return await asyncio.shield(building)
+
+    def _built(self, key: str, building: asyncio.Future[str]) -> None:
+        """The view for ``key`` is built (or failed: its error is raised to whoever
+        awaits it, and marked seen here, should every page have left meanwhile)."""
+        self._building.pop(key, None)
+        if not building.cancelled():
+            building.exception()
+
+    async def _text(self, viewer: Viewer, now: float) -> str:
+        text = json.dumps(await self._build(viewer, now), separators=(",", ":"))
         self._views[viewer.key] = (now, text)
         return text
 
@@ -217,7 +240,7 @@ class Dashboard:
             self.sample_rates()
             await asyncio.sleep(RATE_SAMPLE_INTERVAL)
 
-    def _build(self, viewer: Viewer, now: float) -> dict[str, object]:
+    async def _build(self, viewer: Viewer, now: float) -> dict[str, object]:
         grant_rate, expiry_rate = self.rates.rates()
         view: dict[str, object] = {
             "state": self.app[READINESS].state,
@@ -237,8 +260,12 @@ class Dashboard:
                 "semaphores": config.dashboard_max_semaphores,
                 "sessions": config.dashboard_max_sessions,
                 "holders": config.dashboard_max_holders,
+                "scan": config.dashboard_max_scan,
+                "bytes": config.dashboard_max_bytes,
             }
-            view["board"] = board(
+            self.work = BoardWork()
+            # (Shown as text entry by entry, as it is built.)
+            built = await board_in_slices(
                 server.host.engine,
                 now=server.host.clock.now(),
                 shift=server.host.wall_shift(),
@@ -247,12 +274,17 @@ class Dashboard:
                 # A standby serves nothing: its page offers no action.
                 may_kill=viewer.may_kill if server.role.leading else _never,
                 prefixes=viewer.prefixes,
+                budget=config.step_budget,
+                work=self.work,
             )
+        else:
+            built = None
         # Every string is shown as text, escaped as the CLI escapes it: a description
         # with a bidi override cannot turn the holder line around, nor one with a
         # newline add a line.
         shown = shown_view(view)
         assert isinstance(shown, dict)
+        shown["board"] = built
         return shown
 
 
@@ -296,7 +328,7 @@ async def board_now(request: web.Request) -> web.Response:
     viewer = dashboard.viewer(request)
     if not isinstance(viewer, Viewer):
         return viewer
-    return web.Response(text=_message(dashboard.view(viewer)), headers=_HEADERS)
+    return web.Response(text=_message(await dashboard.view(viewer)), headers=_HEADERS)
 
 
 def _stream_holder(viewer: Viewer, request: web.Request) -> str:
@@ -351,7 +383,7 @@ async def events(request: web.Request) -> web.StreamResponse:
                 break
             if request.transport is None or request.transport.is_closing():
                 break  # the page left: give its slot back now, not at the next write
-            view = dashboard.view(viewer)
+            view = await dashboard.view(viewer)
             if view != sent:
                 await response.write(f"data: {_message(view)}\n\n".encode())
                 sent, last_write = view, loop.time()
@@ -414,6 +446,8 @@ async def kill(request: web.Request) -> web.Response:
     if why is not None:
         return error_response(403, why)
     try:
+        if viewer.token is not None:  # (a request of its token's, as on the wire: its rate)
+            server.host.admit_request(viewer.token.name)
         server.host.execute(KillSession(node, session_id))
         await server.host.committed()  # durable before it is acknowledged
     except TenureError as error:
@@ -436,6 +470,7 @@ _STATUS: Final = {
     ErrorCode.PERMISSION_DENIED: 403,
     ErrorCode.UNAVAILABLE: 503,
     ErrorCode.NOT_LEADER: 503,  # (it stopped leading since the check above)
+    ErrorCode.LIMIT_EXCEEDED: 429,  # (its token's requests_per_second)
 }
 
 

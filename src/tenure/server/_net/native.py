@@ -50,7 +50,14 @@ from tenure._protocol import (
 from tenure._protocol.cluster import ClusterStatus
 from tenure._protocol.frames import HEADER_SIZE
 from tenure._runtime.host import Host
-from tenure.errors import ErrorCode, NotLeaderError, ProtocolError, TenureError, code_of
+from tenure.errors import (
+    ErrorCode,
+    LimitExceededError,
+    NotLeaderError,
+    ProtocolError,
+    TenureError,
+    code_of,
+)
 from tenure.server._net.accept import AcceptedProtocol
 from tenure.server._net.auth import Token
 from tenure.server._net.gate import Conn, Gate
@@ -179,6 +186,8 @@ class NativeFace:
         if isinstance(message, Request):
             self._on_request(conn, message)
         elif isinstance(message, Ping):
+            # (A keepalive, not a request: no token's rate counts it, as refusing it
+            # would end an honest session: tenure.server._net.token_rates.)
             self.out.emit(conn, Pong(message.nonce))
         else:
             self.gate.hello(conn, message, stopping=self._stopping())
@@ -235,6 +244,7 @@ class NativeFace:
                     return
                 value = page
             else:  # (what it makes is the token's: the host tells the engine)
+                self.host.admit_request(token.name)  # (its rate: one per request)
                 value = self.host.execute(command, token.name, conn.codec.command_bytes(request))
         except Exception as error:
             if not isinstance(error, TenureError | TimeoutError):
@@ -259,6 +269,12 @@ class NativeFace:
 
     def _cluster_status(self, conn: Conn, request: Request) -> None:
         """Answer ClusterStatus: the cluster as this server knows it (any role)."""
+        if conn.token is not None:
+            try:
+                self.host.admit_request(conn.token.name)  # (a request like any other)
+            except LimitExceededError as error:
+                self._fail(conn, request, ErrorCode.LIMIT_EXCEEDED, str(error))
+                return
         view = self.gate.role.status()
         if view is None:
             why = "this server is not part of a cluster (tenure serve --cluster)"
@@ -287,12 +303,12 @@ class NativeFace:
         listing = conn.listing
         conn.listing = None
         if listing is not None and listing[0] is request:
-            _, found, after = listing  # going on with this request's page
-        elif token.nodes is None:
-            return self.host.execute(command, token.name)
+            _, found, after = listing  # going on with this request's page (counted once)
         else:
-            # (The host's say first: a standby refuses, a token over its rate is
-            # refused; a page of one, not read.)
+            self.host.admit_request(token.name)  # (its rate: one per request)
+            if token.nodes is None:
+                return self.host.execute(command, token.name)
+            # (The host's say first: a standby refuses; a page of one, not read.)
             self.host.execute(ListNodes(command.after, 1), token.name)
         budget = self.host.step_budget or DEFAULT_STEP_BUDGET
         names, resume = visible_node_slice(

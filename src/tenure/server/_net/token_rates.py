@@ -1,11 +1,16 @@
 """The ``requests_per_second`` quota: a token bucket per token, over all its connections.
 
 Each token with the quota has a bucket that holds at most one second's worth of
-commands (``requests_per_second``, at least one) and fills at that rate; each command
-its connections send (on any listener: native or a face's) takes one, and a command
-that finds the bucket empty is refused ``LIMIT_EXCEEDED`` naming the quota and the
-token, before the engine sees it. The buckets are the server's, not state: a restart
-fills them. One dict lookup per command when the token has no such quota.
+requests (``requests_per_second``, at least one) and fills at that rate; each request
+its connections send (on any face: native, dflockd, YDB, the dashboard's actions)
+takes one at its door (:meth:`tenure._runtime.host.Host.admit_request`), however many
+engine commands it then makes, and a request that finds the bucket empty is refused
+``LIMIT_EXCEEDED`` (in its face's words) naming the quota and the token, before any of
+its work. Keepalives are not requests: a native Ping, a YDB session's ping and pong
+(refusing one would end an honest session; they touch no state, are never journaled,
+and are bounded as every message is, by the connection's fair turn and its unread
+answers). The buckets are the server's, not state: a restart fills them. One dict
+lookup per request when the token has no such quota.
 """
 
 from __future__ import annotations

@@ -184,7 +184,8 @@ function kindCell(sem) {
     const [kindText, kindTitle] = KINDS[sem.kind] || [sem.kind, ""];
     return el("td", {}, el("span", { class: "kind", title: kindTitle }, kindText));
   }
-  const facts = recipeText(recipe) + (recipe.counted_all ? "" : " (among the first holders and waiters)");
+  const among = "among the first " + recipe.scanned + " of " + (sem.owners_total + sem.waiters_total);
+  const facts = recipeText(recipe) + (recipe.counted_all ? "" : " (" + among + " holders and waiters)");
   const attrs = { class: "recipe", "data-kind": recipe.kind };
   if (recipe.kind === "rate_limiter") {
     Object.assign(attrs, { "data-rate": recipe.rate, "data-burst": recipe.burst, "data-tat": recipe.tat });
@@ -340,7 +341,11 @@ function render(message) {
   const sections = view.board.nodes.map(nodeSection);
   if (!sections.length) sections.push(el("p", { class: "muted" }, "no nodes"));
   const rest = more(view.board.nodes.length, view.board.nodes_total, "nodes");
-  main.replaceChildren(...sections, ...(rest ? [rest] : []));
+  // The view reached --dashboard-max-bytes: what follows was left out (the totals say how much).
+  const cut = view.board.cut
+    ? el("p", { class: "more cut" }, "the rest is left out: the view reached --dashboard-max-bytes")
+    : null;
+  main.replaceChildren(...sections, ...(rest ? [rest] : []), ...(cut ? [cut] : []));
 }
 
 function notice(text) {
