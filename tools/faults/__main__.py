@@ -128,7 +128,7 @@ def _soak(args: argparse.Namespace) -> int:
     for c in broken:
         print(f"not bounded: {c.quantity} over {c.stretch}: {c.last_max:g} > {c.limit:g}")
     if stalled:
-        print(f"no progress in the last third: {', '.join(stalled)}")
+        print(f"no operation in the last third and since the last fault: {', '.join(stalled)}")
     print(f"wrote {soak_report.SOAK_PAGE}, {args.out}")
     return 1 if broken or stalled else 0
 

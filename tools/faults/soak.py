@@ -15,12 +15,22 @@ judged over each of its lives (:mod:`tools.faults.soak_report`).
 
 Every ``sample_every`` seconds: the server's RSS, open files and threads (from
 ``/proc``), the data directory's log and snapshot bytes, the engine's gauges and
-open connections (``/metrics``), and each load kind's operations so far. At the
-end :mod:`tools.faults.soak_report` judges that each stayed bounded and writes the
-report (a page, its plot, the samples). Everything stops by itself: the run lasts
-the hours asked (and, where a slow machine left a kind of fault without its turn,
-one fault of each such kind more), every wait is bounded, the processes are stopped
-by PID.
+open connections (``/metrics``), each load kind's operations so far and each
+client's latest operation (when). No reading is taken while the server is stopped:
+a stopped server cannot answer ``/metrics``, and waiting for it would stretch the
+pause past what it is meant to be (a 3 s pause held for the reading's 5 s timeout
+is a recovery window: every client gives its sessions up, rule 6a).
+
+After the last fault the run waits, at most ``heal_within`` seconds, for every
+client to work again (:meth:`Soak._heal`): how long the load takes to come back
+depends on the machine (a restart, a window for the sessions nobody resumes to
+expire, a timed-out acquire asked again), whether it comes back does not. At the
+end :mod:`tools.faults.soak_report` judges that each quantity stayed bounded and
+every client progressed, and writes the report (a page, its plot, the samples).
+Everything stops by itself: the run lasts the hours asked (and, where a slow
+machine left a kind of fault without its turn, one fault of each such kind more,
+and the wait for the load to heal), every wait is bounded, the processes are
+stopped by PID.
 """
 
 from __future__ import annotations
@@ -36,7 +46,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Final
 
@@ -44,7 +54,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.server.wire import free_port
 
 import tenure
-from tools.faults.soak_load import KINDS, WINDOW, SoakConfig
+from tools.faults.soak_load import CLIENT_NAMES, KINDS, STEP, WINDOW, SoakConfig
+from tools.faults.soak_run import Fault, Sample, SoakRun
 from tools.faults.target import REPO, TenureTarget
 
 NODE: Final = "soak"
@@ -57,58 +68,11 @@ SERVER_PAUSE: Final = 3.0
 LOAD_EXIT: Final = 40.0
 #: The engine's gauges sampled from /metrics.
 GAUGES: Final = ("sessions", "semaphores", "holds", "waiters", "watches")
-
-
-@dataclass
-class Sample:
-    """One reading (times in seconds since the soak began)."""
-
-    t: float
-    life: int  # which start of the server this is (1: the first)
-    rss_kib: int
-    fds: int
-    threads: int
-    log_bytes: int
-    snapshot_bytes: int
-    data_bytes: int
-    connections: int
-    gauges: dict[str, int] = field(default_factory=dict)
-    ops: dict[str, int] = field(default_factory=dict)
-    errors: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass
-class Fault:
-    """A fault injected at ``t``."""
-
-    t: float
-    kind: str  # client-kill, client-pause, server-pause, server-crash
-    what: str
-
-
-@dataclass
-class SoakRun:
-    """What a soak recorded."""
-
-    seconds: float
-    settings: dict[str, float]
-    samples: list[Sample] = field(default_factory=list)
-    faults: list[Fault] = field(default_factory=list)
-
-    def dump(self, path: Path) -> None:
-        """Save the run as JSON."""
-        path.write_text(json.dumps(asdict(self)) + "\n")
-
-    @classmethod
-    def load(cls, path: Path) -> SoakRun:
-        """A run saved by :meth:`dump`."""
-        raw = json.loads(path.read_text())
-        return cls(
-            seconds=raw["seconds"],
-            settings=raw["settings"],
-            samples=[Sample(**s) for s in raw["samples"]],
-            faults=[Fault(**f) for f in raw["faults"]],
-        )
+#: How long, after the last fault, every client has to work again before it is
+#: judged stuck: a step's bound (a request lost with its connection), two windows
+#: (sessions restored by a restart that nobody resumes, holding what others wait
+#: for, and the acquire that timed out behind them), with room for a loaded machine.
+HEAL_WITHIN: Final = 2 * (STEP + 2 * WINDOW)
 
 
 def _proc_status(pid: int) -> tuple[int, int]:
@@ -161,6 +125,7 @@ class Soak:
         fault_every: float,
         crash_every: float,
         sample_every: float,
+        heal_within: float = HEAL_WITHIN,
         seed: int = 7,
         progress: Callable[[str], None] = lambda line: print(line, flush=True),
     ) -> None:
@@ -169,6 +134,7 @@ class Soak:
         self.fault_every = fault_every
         self.crash_every = crash_every
         self.sample_every = sample_every
+        self.heal_within = heal_within
         self.rng = random.Random(seed)
         self.progress = progress
         self.dflockd_port, self.ydb_port, self.http_port = free_port(), free_port(), free_port()
@@ -198,6 +164,7 @@ class Soak:
                 "crash_every": crash_every,
                 "sample_every": sample_every,
                 "recovery_window": WINDOW,
+                "heal_within": heal_within,
             },
         )
 
@@ -247,7 +214,7 @@ class Soak:
         return time.monotonic() - self.began
 
     def _fault(self, kind: str, what: str) -> None:
-        self.run.faults.append(Fault(round(self._now(), 1), kind, what))
+        self.run.faults.append(Fault(round(self._now(), 2), kind, what))
         self.progress(f"{self._now():8.0f}s fault {kind}: {what}")
 
     def _client_kill(self) -> None:
@@ -274,7 +241,7 @@ class Soak:
         self._fault("server-pause", f"{SERVER_PAUSE:g} s")
         os.kill(pid, signal.SIGSTOP)
         try:
-            self._wait(SERVER_PAUSE)
+            self._wait(SERVER_PAUSE, sample=False)  # (no reading of a stopped server)
         finally:
             os.kill(pid, signal.SIGCONT)
 
@@ -284,17 +251,21 @@ class Soak:
 
     # -- the run -----------------------------------------------------------------------
 
-    def _wait(self, seconds: float) -> None:
-        """Sleep ``seconds``, sampling on time meanwhile."""
+    def _wait(self, seconds: float, *, sample: bool = True) -> None:
+        """Sleep ``seconds``, sampling on time meanwhile (unless not to ``sample``)."""
+        if not sample:
+            time.sleep(seconds)
+            return
         until = time.monotonic() + seconds
         while (left := until - time.monotonic()) > 0:
             if self._now() >= self._next_sample:
                 self._sample()
             time.sleep(min(left, max(0.0, self._next_sample - self._now()), 1.0))
 
-    def _counts(self) -> tuple[dict[str, int], dict[str, int]]:
+    def _counts(self) -> tuple[dict[str, int], dict[str, int], dict[str, float]]:
         ops: dict[str, int] = dict.fromkeys(KINDS, 0)
         errors: dict[str, int] = {}
+        last_op: dict[str, float] = {}
         for path in self.stats_dir.glob("*.json"):
             with contextlib.suppress(OSError, ValueError):  # replaced whole; may be new
                 stats = json.loads(path.read_text())
@@ -302,10 +273,15 @@ class Soak:
                 ops[kind] += stats["ops"]
                 for name, n in stats["errors"].items():
                     errors[name] = errors.get(name, 0) + n
-        return ops, errors
+                for index, at in stats["last"].items():  # (monotonic: this machine's clock)
+                    client, when = f"{kind}-{index}", round(at - self.began, 2)
+                    last_op[client] = max(last_op.get(client, when), when)
+        return ops, errors, last_op
 
     def _sample(self) -> None:
         self._next_sample += self.sample_every
+        if self._next_sample <= self._now():  # a slow reading: the next is a slot on, not at once
+            self._next_sample = self._now() + self.sample_every
         pid = self.server.pid
         if pid is None:
             return
@@ -316,7 +292,7 @@ class Soak:
         except (OSError, ValueError):  # stopped, restarting: no reading this time
             return
         log, snapshot, total = _data_sizes(self.server.data_dir)
-        ops, errors = self._counts()
+        ops, errors, last_op = self._counts()
         self.run.samples.append(
             Sample(
                 round(self._now(), 1),
@@ -331,6 +307,7 @@ class Soak:
                 gauges,
                 ops,
                 errors,
+                last_op,
             )
         )
         if len(self.run.samples) % 30 == 1:
@@ -357,9 +334,33 @@ class Soak:
         for kind in owed:
             self.progress(f"{self._now():8.0f}s past the duration: {kind} had no turn yet")
             self._wait(min(self.fault_every, 1.0))  # a reading between two faults
-            kinds[kind]()
-        if owed:  # the last reading is of the load back at work, not of the fault
-            self._wait(WINDOW)
+            self._inject(kinds[kind])
+
+    def _inject(self, fault: Callable[[], None]) -> None:
+        """Run ``fault``; note when it was over (the load must work again from there)."""
+        count = len(self.run.faults)
+        fault()
+        if len(self.run.faults) > count:  # (a pause of a server not running is no fault)
+            self.run.faults[-1].ended = round(self._now(), 2)
+
+    def _heal(self) -> None:
+        """Wait, sampling, until every client has worked since the last fault was over,
+        ``heal_within`` seconds at most (those still waiting then are judged stuck)."""
+        if not self.run.faults:
+            return
+        since = self.run.faults[-1].over
+        until = time.monotonic() + self.heal_within
+        while True:
+            last_op = self._counts()[2]
+            waiting = [c for c in CLIENT_NAMES if last_op.get(c, since) <= since]
+            if not waiting or (left := until - time.monotonic()) <= 0:
+                break
+            self._wait(min(left, 1.0))
+        if waiting:
+            self.progress(
+                f"{self._now():8.0f}s no operation since the last fault within "
+                f"{self.heal_within:g}s: {', '.join(waiting)}"
+            )
 
     def execute(self) -> SoakRun:
         """Run the soak for its seconds; always stops what it started."""
@@ -380,12 +381,13 @@ class Soak:
                 if self._now() >= self.seconds:
                     break
                 if self._now() >= next_crash:
-                    self._server_crash()
+                    self._inject(self._server_crash)
                     next_crash += self.crash_every
                 else:
-                    turns[turn % len(turns)]()
+                    self._inject(turns[turn % len(turns)])
                     turn += 1
             self._owed_faults()
+            self._heal()
             self._sample()  # the last reading, under load
         finally:
             self._stop_loads()

@@ -5,8 +5,9 @@ what users run against one ``tenure serve`` at once:
 
 * ``locks``: tenure clients taking mutexes among 20 names (ephemeral semaphores:
   each vanishes with its last holder), holding each a few milliseconds;
-* ``semaphores``: tenure clients sharing a 3-token pool, 1 or 2 tokens at a time,
-  and rewriting the pool's data (1 KiB) now and then;
+* ``semaphores``: tenure clients sharing a 3-token pool, 1 or 2 tokens at a time
+  (a grant is an operation), and rewriting the pool's data (1 KiB) now and then
+  (not one: a pool whose tokens are never given back must show as no progress);
 * ``watches``: tenure clients watching a semaphore's data, and one writer changing
   it ten times a second;
 * ``elections``: tenure candidates campaigning for one office, leading a moment and
@@ -24,7 +25,11 @@ server keeps, and that the load goes on, not each answer (the fault suite's
 scenarios check those). Every wait is bounded; SIGTERM stops the process.
 
 Counts are written to ``STATS.json`` (replaced whole) every ``STATS_EVERY`` s and
-at the end: ``{"ops": N, "timeouts": N, "errors": {type: N}}``.
+at the end: ``{"ops": N, "timeouts": N, "errors": {type: N}, "last": {client: T}}``,
+where ``last`` is, per client (its index), the ``time.monotonic()`` of its latest
+operation (the machine's clock, the soak's too): each client's own progress, dated,
+so the soak can tell a client that worked since a fault from one that did not,
+however late the counts were written.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import os
 import random
 import signal
 import sys
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -84,13 +90,19 @@ class Tally:
         self.ops = 0
         self.timeouts = 0
         self.errors: Counter[str] = Counter()
+        #: Client index -> ``time.monotonic()`` of its latest operation.
+        self.last: dict[int, float] = {}
+
+    def done(self, client: int) -> None:
+        """Count one operation of client ``client``, dated now."""
+        self.ops += 1
+        self.last[client] = time.monotonic()
 
     def write(self) -> None:
         """Replace the stats file with the counts (atomically: the soak reads it live)."""
         temp = self.path.with_suffix(".tmp")
-        temp.write_text(
-            json.dumps({"ops": self.ops, "timeouts": self.timeouts, "errors": self.errors})
-        )
+        stats = {"ops": self.ops, "timeouts": self.timeouts, "errors": self.errors}
+        temp.write_text(json.dumps({**stats, "last": self.last}))
         os.replace(temp, self.path)
 
 
@@ -143,7 +155,7 @@ async def locks(config: SoakConfig, stop: asyncio.Event, tally: Tally, index: in
             try:
                 async with session.mutex(f"m{rng.randrange(20)}").lock(timeout=5.0):
                     await asyncio.sleep(rng.uniform(0.002, 0.03))
-                tally.ops += 1
+                tally.done(index)
             except TimeoutError:
                 tally.timeouts += 1
             await asyncio.sleep(rng.uniform(0.01, 0.1))
@@ -165,13 +177,12 @@ async def semaphores(config: SoakConfig, stop: asyncio.Event, tally: Tally, inde
             try:
                 async with pool.acquire(rng.choice((1, 1, 2)), timeout=5.0, data=b"w%d" % index):
                     await asyncio.sleep(rng.uniform(0.005, 0.05))
-                tally.ops += 1
+                tally.done(index)
             except TimeoutError:
                 tally.timeouts += 1
             if n % 10 == index % 10:
                 async with asyncio.timeout(STEP):
                     await pool.update(rng.randbytes(1024))
-                tally.ops += 1
             await asyncio.sleep(rng.uniform(0.01, 0.1))
 
     await forever(
@@ -192,7 +203,7 @@ async def watches(config: SoakConfig, stop: asyncio.Event, tally: Tally, index: 
                 return
             async with asyncio.timeout(STEP):
                 await config_semaphore.update(b"version %d" % rng.randrange(1 << 30))
-            tally.ops += 1
+            tally.done(index)
             await asyncio.sleep(0.1)
 
     async def watch(session: tenure.Session) -> None:
@@ -203,7 +214,7 @@ async def watches(config: SoakConfig, stop: asyncio.Event, tally: Tally, index: 
                 async with asyncio.timeout(STEP):  # the writer changes it 10 times a second
                     await anext(states)
                 seen += 1
-                tally.ops += 1
+                tally.done(index)
 
     body = write if index == 0 else watch
     await forever(stop, tally, rng, lambda: _tenure_lives(config, stop, f"watches-{index}", body))
@@ -221,7 +232,7 @@ async def elections(config: SoakConfig, stop: asyncio.Event, tally: Tally, index
             try:
                 async with office.campaign(b"candidate %d" % index, timeout=10.0):
                     await asyncio.sleep(rng.uniform(0.1, 0.5))
-                tally.ops += 1
+                tally.done(index)
             except TimeoutError:
                 tally.timeouts += 1
 
@@ -233,7 +244,7 @@ async def elections(config: SoakConfig, stop: asyncio.Event, tally: Tally, index
                 async with asyncio.timeout(STEP):
                     await anext(changes)
                 seen += 1
-                tally.ops += 1
+                tally.done(index)
 
     body = observe if index == 0 else campaign
     await forever(stop, tally, rng, lambda: _tenure_lives(config, stop, f"elections-{index}", body))
@@ -263,7 +274,7 @@ async def dflockd(config: SoakConfig, stop: asyncio.Event, tally: Tally, index: 
             try:
                 async with asyncio.timeout(STEP), held:
                     await asyncio.sleep(rng.uniform(0.005, 0.05))
-                tally.ops += 1
+                tally.done(index)
             except DflockdTimeoutError:
                 tally.timeouts += 1
             await asyncio.sleep(rng.uniform(0.01, 0.1))
@@ -300,7 +311,7 @@ async def ydb_sessions(config: SoakConfig, stop: asyncio.Event, tally: Tally, in
                             await slots.acquire(1)
                             await asyncio.sleep(rng.uniform(0.005, 0.05))
                             await slots.release()
-                        tally.ops += 1
+                        tally.done(index)
                         await asyncio.sleep(rng.uniform(0.01, 0.1))
         finally:
             with contextlib.suppress(Exception):  # the driver of a dead server
@@ -319,6 +330,10 @@ CLIENTS: Final[dict[str, tuple[Callable[[SoakConfig, asyncio.Event, Tally, int],
     "dflockd": (dflockd, 4),
     "ydb": (ydb_sessions, 3),
 }
+#: Every client of the load, by name (``kind-index``): each must keep making progress.
+CLIENT_NAMES: Final = tuple(
+    f"{kind}-{index}" for kind, (_, count) in CLIENTS.items() for index in range(count)
+)
 
 
 async def run(config: SoakConfig, kind: str, tally: Tally) -> None:

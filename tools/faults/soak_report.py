@@ -7,8 +7,11 @@ keeps raising the later maximum; a sawtooth (a log compacted by snapshots, a hea
 that the allocator returns in bursts) does not. The stretch is each of the server's
 lives for what a restart resets (memory, open files, threads), the whole run for
 what survives one (the data directory) and for the engine's gauges (its state is
-replayed at a restart). The load must also go on: every kind of client made
-progress in the run's last third.
+replayed at a restart). The load must also go on: every client (each of every
+kind, :data:`~tools.faults.soak_load.CLIENT_NAMES`) made an operation after the
+start of the run's last third and after the last fault was over, by the time of its
+latest one (the soak waited for that, boundedly: a client slow to come back is
+given the time, one stuck is not).
 
 :func:`judge` gives the checks, :func:`write` the page (``tools/faults/soak.md``,
 included by :mod:`tools.faults.report` in docs/reliability.md), its plot and the
@@ -25,8 +28,8 @@ from pathlib import Path
 from typing import Final
 
 from tools.faults.report import SOAK
-from tools.faults.soak import Sample, SoakRun
-from tools.faults.soak_load import KINDS
+from tools.faults.soak_load import CLIENT_NAMES, KINDS
+from tools.faults.soak_run import Sample, SoakRun
 
 #: Per quantity: (what it is, its unit's divisor and name, growth, slack, per life?).
 LIMITS: Final[dict[str, tuple[str, float, str, float, float, bool]]] = {
@@ -121,13 +124,19 @@ def judge(run: SoakRun) -> list[Check]:
 
 
 def stalled(run: SoakRun) -> list[str]:
-    """The load kinds that made no progress in the run's last third."""
+    """The clients (``kind-index``) with no operation since :func:`progress_since`."""
     if not run.samples:
-        return list(KINDS)
-    end = run.samples[-1]
-    mark = [s for s in run.samples if s.t <= end.t - (end.t - run.samples[0].t) / 3]
-    before = mark[-1] if mark else run.samples[0]
-    return [kind for kind in KINDS if end.ops.get(kind, 0) <= before.ops.get(kind, 0)]
+        return list(CLIENT_NAMES)
+    since, last_op = progress_since(run), run.samples[-1].last_op
+    return [client for client in CLIENT_NAMES if last_op.get(client, since) <= since]
+
+
+def progress_since(run: SoakRun) -> float:
+    """After when every client must have made an operation: the later of the start of
+    the run's last third and the end of its last fault (run time)."""
+    first, end = run.samples[0].t, run.samples[-1].t
+    since = end - (end - first) / 3
+    return max(since, run.faults[-1].over) if run.faults else since
 
 
 def _shown(quantity: str, value: float) -> str:
@@ -213,11 +222,14 @@ def page(run: SoakRun, checks: list[Check], generated: str, commit: str, image: 
         f"A sample every {s['sample_every']:g} s; the rule (`tools/faults/soak_report.py`): "
         "past a 5-minute warm-up, the highest reading of a stretch's last third is at most "
         "that of its first third plus the growth and slack shown; memory, files and threads "
-        "are judged per life of the server (a restart resets them), the rest over the run.",
+        "are judged per life of the server (a restart resets them), the rest over the run; "
+        "every client made an operation in the last third and after the last fault (the run "
+        f"waited up to {s.get('heal_within', 0):g} s after it for every client to work again).",
         "",
         f"**Verdict: {'bounded' if not broken and not lost else 'NOT bounded'}.** "
         f"{len(run.samples)} samples, {len(checks)} checks, {len(broken)} broken; "
-        f"load kinds without progress in the last third: {', '.join(lost) or 'none'}.",
+        "clients without an operation in the last third and since the last fault: "
+        f"{', '.join(lost) or 'none'}.",
         "",
         f"![the soak's samples]({image})",
         "",
