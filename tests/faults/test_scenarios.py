@@ -47,6 +47,9 @@ DATABASE_SHORT: tuple[str, ...] = ("crash",)
 #: and pause-clock run in long mode.
 CLUSTER_SHORT: tuple[str, ...] = ("failover",)
 
+#: The YDB calls of the ``limiters`` abuse (its failures are counted as ``CALL STATUS``).
+YDB_CALLS = frozenset({"ListResources", "CreateResource", "AlterResource", "DropResource"})
+
 #: Findings not fixed yet (tools/faults/findings.md): (target, scenario) -> the rule and
 #: a phrase of the message of the violations it causes. A run whose violations are all
 #: of its finding xfails (after its evidence was checked); any other violation fails.
@@ -161,12 +164,32 @@ def _tenant_evidence(tenant: dict[str, Any]) -> None:
     assert guessed.get("wrong blocked", 0) > 0, tenant
     assert tenant["latency_ms"]["samples"]["hostile"] > 0, tenant
     assert tenant["rss_peak_mib"] > 0, tenant
+    _surfaces_evidence(tenant)
     if WITH_QUOTAS:
         # Every quota of the tenant's tokens refused it, as the server counted too.
         quotas = {quota for kinds in QUOTAS.values() for quota in kinds}
         assert quotas <= set(tenant["refusals"]), tenant
         counted = {key.split()[0] for key in tenant["quota_metrics"] or {}}
         assert quotas <= counted, tenant
+
+
+def _surfaces_evidence(tenant: dict[str, Any]) -> None:
+    """Issue 47's abuses (tools/faults/abuses_surfaces.py) met their bounds, and the
+    bystander held its lock to the end (the rules judge its keeping it)."""
+    abuses = tenant["abuses"]
+    # A read-only token's 100 prefix watches (it asked 10 x 1,000).
+    assert abuses["prefix-watches"]["refused"].get("prefix_watches", 0) > 0, tenant
+    # 32 claims of 64 KiB against a 1 MiB data quota: refused by it (or by the budget).
+    refused = abuses["claims"]["refused"]
+    assert refused.get("data_bytes", 0) + refused.get("memory_budget", 0) > 0, tenant
+    # Every YDB listing, create, alter and drop among the deep resources was answered.
+    assert not [k for k in abuses["limiters"]["failed"] if k.split()[0] in YDB_CALLS], tenant
+    # The cycles were refused as deadlocks, and the node's description still answered.
+    assert abuses["deadlocks"]["failed"].get("DeadlockError", 0) > 0, tenant
+    assert not [k for k in abuses["deadlocks"]["failed"] if k.startswith("describe-node")], tenant
+    assert abuses["board"]["done"] > 0, tenant
+    assert tenant["bystander_kept"] is not None, tenant
+    assert tenant["stalls"]["hostile"] >= 0, tenant
 
 
 def _known(target: str, scenario: str, violation: Violation) -> bool:

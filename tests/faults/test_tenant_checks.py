@@ -6,7 +6,7 @@ from __future__ import annotations
 from tenure.errors import LimitExceededError
 from tests.faults.test_checkers import Build
 from tools.faults.abuses import refusal_name
-from tools.faults.check_tenant import FLOOR, MIN_SAMPLES, RATIO, percentile
+from tools.faults.check_tenant import FLOOR, MIN_SAMPLES, RATIO, STALL, percentile
 from tools.faults.checker import Verdict
 from tools.faults.report import TENANT_NOTES, Result, render
 from tools.faults.tenant import quota_refusals
@@ -35,7 +35,8 @@ def phases(b: Build, quiet: float, hostile: float, n: int = MIN_SAMPLES, rounds:
 
 def rules(verdict: Verdict) -> set[str]:
     return verdict.rules() & {
-        "honest-latency", "honest-session-lost", "honest-lock-lost", "honest-refused"
+        "honest-latency", "honest-session-lost", "honest-lock-lost", "honest-refused",
+        "honest-stall",
     }  # fmt: skip
 
 
@@ -108,11 +109,61 @@ def test_the_quiet_p99_is_taken_as_at_least_the_floor() -> None:
 def test_one_slow_probe_in_a_hundred_is_the_p99() -> None:
     b = tenant_build()
     phases(b, 0.002, 0.002)
-    # 1% of the hostile probes stalled (a scan of every node): the p99 is theirs.
+    # 1% of the hostile probes stalled (a scan of every node): the p99 is theirs
+    # (and each is a stall past the absolute bound too).
     for i in range(MIN_SAMPLES // 100 + 1):
         b.op("w1c1", "probe", 12.0 + i, 12.0 + i + 3.5, "ok", session=2)
     verdict = b.verdict()
-    assert rules(verdict) == {"honest-latency"}, verdict.summary()
+    assert rules(verdict) == {"honest-latency", "honest-stall"}, verdict.summary()
+
+
+def test_one_hostile_probe_past_the_stall_bound_breaks_the_stall_rule() -> None:
+    b = tenant_build()
+    phases(b, 0.002, 0.002)
+    # One honest probe of a hostile phase took 0.6 s: the p99 does not see one in
+    # two hundred, the absolute bound does (issue 47: answers under 0.5 s throughout).
+    b.op("w2c1", "probe", 13.0, 13.0 + STALL + 0.1, "ok", session=3)
+    verdict = b.verdict()
+    assert rules(verdict) == {"honest-stall"}, verdict.summary()
+    (stall,) = [v for v in verdict.violations if v.rule == "honest-stall"]
+    assert "1 honest probes took more than 500 ms with the hostile tenant" in stall.message
+    assert "600.0 ms (w2c1)" in stall.message
+    assert verdict.stats["tenant"]["stalls"] == {"over_ms": 500.0, "quiet": 0, "hostile": 1}
+
+
+def test_probes_within_the_stall_bound_pass() -> None:
+    b = tenant_build()
+    phases(b, 0.002, 0.002)
+    b.op("w2c1", "probe", 13.0, 13.0 + STALL - 0.05, "ok", session=3)
+    verdict = b.verdict()
+    assert verdict.ok, verdict.summary()
+    assert verdict.stats["tenant"]["stalls"]["hostile"] == 0
+
+
+def test_a_stall_in_a_quiet_phase_too_is_the_machines_not_the_tenants() -> None:
+    b = tenant_build()
+    phases(b, 0.002, 0.002)
+    b.op("w2c1", "probe", 13.0, 13.0 + STALL + 0.1, "ok", session=3)  # hostile
+    b.op("w0c0", "probe", 23.0, 23.0 + STALL + 0.2, "ok", session=1)  # quiet (20-30 s)
+    verdict = b.verdict()
+    assert verdict.ok, verdict.summary()
+    assert verdict.stats["tenant"]["stalls"] == {"over_ms": 500.0, "quiet": 1, "hostile": 1}
+
+
+def test_the_bystander_must_keep_its_lock() -> None:
+    kept = tenant_build()
+    phases(kept, 0.002, 0.002)
+    kept.note("bystander", "bystander", 40.0, kept=True, error=None)
+    verdict = kept.verdict()
+    assert verdict.ok, verdict.summary()
+    assert verdict.stats["tenant"]["bystander_kept"] is True
+    lost = tenant_build()
+    phases(lost, 0.002, 0.002)
+    lost.note("bystander", "bystander", 40.0, kept=False, error="LeaseLostError('...')")
+    verdict = lost.verdict()
+    assert rules(verdict) == {"honest-lock-lost"}, verdict.summary()
+    assert "the bystander did not keep its lock: LeaseLostError" in verdict.violations[0].message
+    assert verdict.stats["tenant"]["bystander_kept"] is False
 
 
 def test_too_few_probes_cannot_pass() -> None:
@@ -197,6 +248,7 @@ def test_the_report_shows_the_tenants_numbers() -> None:
     page = render([result], "2026-11-25 04:00 UTC", "abc1234")
     assert "p99 2.0 ms" in page
     assert "p99 4.0 ms" in page
+    assert "honest probes over 500 ms: 0 without the tenant, 0 with it" in page
     assert "peak 100.0 MiB" in page
     assert "sessions 2; the server's tenure_quota_refusals_total: sessions mallory 2" in page
     assert "sessions: 3 answered, refused sessions 2" in page

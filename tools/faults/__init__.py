@@ -18,8 +18,9 @@ three-member etcd cluster (:class:`~tools.faults.etcd_target.EtcdTarget`, whose
 members also fail one at a time: :mod:`~tools.faults.members`), a ``redis-server``
 or a PostgreSQL (:mod:`~tools.faults.db_targets`). The ``tenant`` scenario's
 nemesis is a hostile tenant (:mod:`~tools.faults.tenant`, its abuses
-:mod:`~tools.faults.abuses`, its tokens :mod:`~tools.faults.tokens`) among honest
-clients, judged by :mod:`~tools.faults.check_tenant`.
+:mod:`~tools.faults.abuses` and :mod:`~tools.faults.abuses_surfaces`, its tokens
+:mod:`~tools.faults.tokens`) among honest clients, judged by
+:mod:`~tools.faults.check_tenant`.
 
 Short mode is ``pytest tests/faults`` (part of every test run); long mode is
 ``scripts/faults``, which writes docs/reliability.md.

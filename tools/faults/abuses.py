@@ -1,11 +1,13 @@
 """The hostile tenant's abuses (issue 37): what a valid but limited token may try.
 
-Each abuse is ``async def abuse(tenant, deadline) -> None``: it runs until its own
-count is reached or the monotonic time ``deadline`` passes, whichever is first, then
-undoes what it made (closes its sessions, cancels its waits and watches, deletes its
-semaphores and nodes) and returns. Every answer is counted in the abuse's
-:class:`Tally`: done, refused (a ``LimitExceededError``, by the quota or limit its
-message names) or failed (any other tenure error, by its type). The tokens are
+Each abuse is ``async def abuse(tenant, tally, deadline) -> None``
+(:mod:`tools.faults.abuse_kit`): it runs until its own count is reached or the
+monotonic time ``deadline`` passes, whichever is first, then undoes what it made
+(closes its sessions, cancels its waits and watches, deletes its semaphores and
+nodes) and returns. Every answer is counted in the abuse's :class:`Tally`: done,
+refused (a ``LimitExceededError``, by the quota or limit its message names) or
+failed (any other tenure error, by its type). :data:`ABUSES` has them all, those of
+issue 47 (:mod:`tools.faults.abuses_surfaces`) included. The tokens are
 :mod:`tools.faults.tokens`'s: ``mallory`` (read-write, its own ``jobs-*`` nodes) and
 ``reader`` (read-only, the workload's node).
 
@@ -36,16 +38,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
-import re
-from collections import Counter
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator
 from typing import Any, Final
 
 import tenure
 from tenure._protocol import NEED_DATA, ClientConnection, ConnectionClosed, Hello, Refused, Welcome
-from tenure.errors import LimitExceededError, TenureError
+from tools.faults.abuse_kit import (
+    FAILED,
+    STEP,
+    Abuse,
+    Tally,
+    Tenant,
+    in_batches,
+    quietly,
+    refusal_name,
+)
+from tools.faults.abuses_surfaces import SURFACES
 from tools.faults.history import now
 from tools.faults.tokens import (
     BIG_NODE,
@@ -58,88 +66,12 @@ from tools.faults.tokens import (
     READER,
 )
 
+__all__ = ["ABUSES", "FAILED", "Abuse", "Tally", "Tenant", "refusal_name"]
+
 #: A day, the recovery window the hoarding sessions ask for.
 DAY: Final = 86_400.0
 #: The 64 KiB a semaphore's data may hold by default (a node's max_data_size).
 BIG_DATA: Final = b"x" * 65_536
-#: Bound of any one request of an abuse (a stuck answer must not stall the phase).
-STEP: Final = 10.0
-#: Names in the refusal of a quota, and of the memory budget (the quota interface).
-_QUOTA: Final = re.compile(r"over its quota (\w+)")
-_LIMIT: Final = re.compile(r"^(\w+)")
-
-
-class _Failed:
-    """The type of :data:`FAILED`."""
-
-
-#: What :meth:`Tenant.ask` answers for a request refused or failed.
-FAILED: Final = _Failed()
-
-
-def refusal_name(error: LimitExceededError) -> str:
-    """The quota or limit a refusal names: ``sessions`` for "token 'x' is over its
-    quota sessions (1000)", ``memory_budget`` for the server's budget, else the first
-    word of the message (``max_nodes`` for "max_nodes (10000) reached")."""
-    text = str(error)
-    if found := _QUOTA.search(text):
-        return found.group(1)
-    if "memory budget" in text:
-        return "memory_budget"
-    found = _LIMIT.match(text)
-    return found.group(1) if found else "unnamed"
-
-
-@dataclass
-class Tally:
-    """What one run of one abuse got back."""
-
-    done: int = 0
-    refused: Counter[str] = field(default_factory=Counter)
-    failed: Counter[str] = field(default_factory=Counter)
-
-    def fields(self) -> dict[str, Any]:
-        """As a history note's fields."""
-        return {"done": self.done, "refused": dict(self.refused), "failed": dict(self.failed)}
-
-
-class Tenant:
-    """The hostile tenant: where the server is, and its dice."""
-
-    def __init__(self, url: str, rng: random.Random) -> None:
-        #: ``tenure://host:port`` without a token.
-        self.url = url
-        self.rng = rng
-
-    async def client(self, secret: str) -> tenure.Client:
-        """A new client with ``secret``."""
-        return await tenure.connect(f"{self.url}?token={secret}", connect_timeout=STEP)
-
-    async def ask(self, tally: Tally, request: Awaitable[Any]) -> Any:
-        """``request``'s answer, counted in ``tally`` (:data:`FAILED` if it was refused
-        or failed)."""
-        try:
-            async with asyncio.timeout(STEP):
-                answer = await request
-        except LimitExceededError as error:
-            tally.refused[refusal_name(error)] += 1
-            return FAILED
-        except (TenureError, OSError, TimeoutError) as error:
-            tally.failed[type(error).__name__] += 1
-            return FAILED
-        tally.done += 1
-        return answer
-
-
-Abuse = Callable[[Tenant, Tally, float], Coroutine[Any, Any, None]]
-
-
-async def _in_batches(coros: list[Coroutine[Any, Any, Any]], size: int) -> list[Any]:
-    """Run ``coros`` ``size`` at a time (a burst, but not all at once)."""
-    results: list[Any] = []
-    for start in range(0, len(coros), size):
-        results += await asyncio.gather(*coros[start : start + size])
-    return results
 
 
 async def list_nodes(tenant: Tenant, tally: Tally, deadline: float) -> None:
@@ -180,7 +112,7 @@ async def _hoard(
                 *(tenant.ask(tally, client.session(node, recovery_window=w)) for w in batch)
             )
             sessions += [session for session in opened if session is not FAILED]
-        await _in_batches([_quietly(session.close()) for session in sessions], 50)
+        await in_batches([quietly(session.close()) for session in sessions], 50)
 
 
 async def sessions(tenant: Tenant, tally: Tally, deadline: float) -> None:
@@ -199,7 +131,7 @@ async def _arm(tenant: Tenant, tally: Tally, session: tenure.Session, name: str)
     """A data watch of ``name`` armed (its first description read), or None."""
     watch = session.semaphore(name).watch(data=True)
     if await tenant.ask(tally, anext(watch)) is FAILED:
-        await _quietly(watch.aclose())
+        await quietly(watch.aclose())
         return None
     return watch
 
@@ -217,10 +149,10 @@ async def watches(tenant: Tenant, tally: Tally, deadline: float) -> None:
                 continue
             opened.append(session)
             names = [f"reg-w{i % 8}c{i % 2}" if i % 4 == 0 else f"absent-{i}" for i in range(400)]
-            found = await _in_batches([_arm(tenant, tally, session, n) for n in names], 100)
+            found = await in_batches([_arm(tenant, tally, session, n) for n in names], 100)
             armed += [watch for watch in found if watch is not None]
-        await _in_batches([_quietly(watch.aclose()) for watch in armed], 100)
-        await _in_batches([_quietly(session.close()) for session in opened], 10)
+        await in_batches([quietly(watch.aclose()) for watch in armed], 100)
+        await in_batches([quietly(session.close()) for session in opened], 10)
 
 
 async def _session_soon(
@@ -264,7 +196,7 @@ async def waiters(tenant: Tenant, tally: Tally, deadline: float) -> None:
         for task in queued:
             task.cancel()
         await asyncio.gather(*queued, return_exceptions=True)
-        await _in_batches([_quietly(s.close()) for s in [*others, holder]], 10)
+        await in_batches([quietly(s.close()) for s in [*others, holder]], 10)
 
 
 def _data(name: str) -> bytes:
@@ -289,7 +221,7 @@ async def big_data(tenant: Tenant, tally: Tally, deadline: float) -> None:
                     *(tenant.ask(tally, session.semaphore(n).create(1, _data(n))) for n in names)
                 )
                 made += [n for n, got in zip(names, created, strict=True) if got is not FAILED]
-            await _in_batches([_quietly(session.semaphore(n).delete(force=True)) for n in made], 20)
+            await in_batches([quietly(session.semaphore(n).delete(force=True)) for n in made], 20)
 
 
 async def nodes(tenant: Tenant, tally: Tally, deadline: float) -> None:
@@ -308,7 +240,7 @@ async def nodes(tenant: Tenant, tally: Tally, deadline: float) -> None:
             if await tenant.ask(tally, client.create_node(name, exist_ok=True)) is not FAILED:
                 made.append(name)
         for name in [*made, "jobs-huge"]:
-            await _quietly(client.drop_node(name, force=True))
+            await quietly(client.drop_node(name, force=True))
 
 
 async def flood(tenant: Tenant, tally: Tally, deadline: float) -> None:
@@ -372,13 +304,6 @@ async def guesses(tenant: Tenant, tally: Tally, deadline: float) -> None:
             tally.failed[f"{'good' if good else 'wrong'} {said}"] += 1
 
 
-async def _quietly(step: Awaitable[Any]) -> None:
-    """Undo one thing (bounded); a failure there is the server's business, not ours."""
-    with contextlib.suppress(TenureError, OSError, TimeoutError):
-        async with asyncio.timeout(STEP):
-            await step
-
-
 #: Every abuse by name, in the report's order.
 ABUSES: Final[dict[str, Abuse]] = {
     "list-nodes": list_nodes,
@@ -391,4 +316,5 @@ ABUSES: Final[dict[str, Abuse]] = {
     "nodes": nodes,
     "flood": flood,
     "guesses": guesses,
+    **SURFACES,
 }

@@ -1,7 +1,8 @@
 """One hostile phase of the tenant scenario, in a process of its own.
 
-``python -m tools.faults.hostile URL SEED PHASE SECONDS HISTORY``: every abuse of
-:mod:`tools.faults.abuses` at once against the ``tenure://`` server at ``URL``, for
+``python -m tools.faults.hostile URL SEED PHASE SECONDS HISTORY HTTP_PORT YDB_PORT``:
+every abuse of :mod:`tools.faults.abuses` at once against the ``tenure://`` server at
+``URL`` (its HTTP endpoint and YDB face on those ports), for
 ``SECONDS`` (each also bounded by its own count, and undone after), recorded in the
 history file ``HISTORY`` (process label ``tenant``): an ``abuse`` note per abuse
 (what it got back) and a ``phase`` note (``hostile``, from the abuses' start to their
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Final
 
 from tenure.errors import TenureError
+from tools.faults.abuse_kit import Ports
 from tools.faults.abuses import ABUSES, Tally, Tenant
 from tools.faults.history import Recorder, now
 
@@ -35,9 +37,11 @@ TENANT: Final = "tenant"
 NICE: Final = 10
 
 
-async def run(url: str, seed: int, phase: int, seconds: float, recorder: Recorder) -> None:
+async def run(
+    url: str, seed: int, phase: int, seconds: float, recorder: Recorder, ports: Ports
+) -> None:
     """Every abuse at once until ``seconds`` from now, each noted (module docstring)."""
-    tenant = Tenant(url, random.Random(seed))
+    tenant = Tenant(url, random.Random(seed), ports)
     start = now()
     deadline = start + seconds
 
@@ -57,16 +61,19 @@ async def run(url: str, seed: int, phase: int, seconds: float, recorder: Recorde
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point (module docstring)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 5:
+    if len(args) != 7:
         print(
-            "usage: python -m tools.faults.hostile URL SEED PHASE SECONDS HISTORY", file=sys.stderr
+            "usage: python -m tools.faults.hostile URL SEED PHASE SECONDS HISTORY HTTP_PORT "
+            "YDB_PORT",
+            file=sys.stderr,
         )
         return 2
-    url, seed, phase, seconds, history = args
+    url, seed, phase, seconds, history, http_port, ydb_port = args
+    ports = Ports(http=int(http_port), ydb=int(ydb_port))
     os.nice(NICE)
     recorder = Recorder(Path(history))
     try:
-        asyncio.run(run(url, int(seed), int(phase), float(seconds), recorder))
+        asyncio.run(run(url, int(seed), int(phase), float(seconds), recorder, ports))
     finally:
         recorder.close()
     return 0

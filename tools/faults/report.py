@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Final
 
-from tools.faults.check_tenant import FLOOR, MIN_SAMPLES, RATIO
+from tools.faults.check_tenant import FLOOR, MIN_SAMPLES, RATIO, STALL
 from tools.faults.scenarios import SCENARIOS, liveness_bound
 
 #: The targets, in the page's order, and what each is.
@@ -94,13 +94,19 @@ TENANT_NOTES: Final = (
     "node, with a 2 s recovery window, and each reads its register's description every "
     "50 ms (a probe: one round trip, no disk); the tenant's tokens are a read-write one "
     "limited to its own `jobs-*` nodes, another for its flood of requests (a rate of its "
-    "own) and a read-only one of the honest node, with small quotas. Quiet phases (3 s) "
+    "own) and a read-only one of the honest node, with small quotas, and those of issue 47's "
+    "abuses (tools/faults/abuses_surfaces.py: detached prefix watches, claims, deep YDB "
+    "rate-limiter resources listed, 300-link deadlock cycles of 1 KB names, the dashboard's "
+    "view of 60 groups of 1,000 members), each a bucket of its own. A bystander holds one "
+    "honest lock all along with a 3 s recovery window. Quiet phases (3 s) "
     "and hostile ones (5 s of every abuse at once, then undone) "
     "alternate, and the honest p99 of each kind of phase is compared within the run: a "
     "machine that gets busier weighs on both alike. The tenant runs in a process of its "
     "own at nice 10 (its client-side work is not the server's doing), and the quiet p99 is "
     f"taken as at least {FLOOR * 1000:g} ms (below that a ratio measures the scheduler of a "
-    "shared two-core machine; tools/faults/check_tenant.py says why). The RSS peak is the kernel's "
+    "shared two-core machine; tools/faults/check_tenant.py says why); and no honest probe "
+    f"of a hostile phase may take more than {STALL * 1000:g} ms unless one of a quiet phase "
+    "did (the machine's stall, not the tenant's). The RSS peak is the kernel's "
     "VmHWM of the server at the end (the large state of 10,000 nodes and 20,000 "
     "semaphores included); the refusals are the tenant's LimitExceededErrors by the quota "
     "or limit they name, and the server's own `tenure_quota_refusals_total` where it is "
@@ -163,8 +169,11 @@ RULES: Final = (
     ("client-error", "no client's loop dies of an exception the workload does not expect"),
     ("honest-session-lost", "with a hostile tenant (`tenant`), no honest client loses a "
      "session"),
-    ("honest-lock-lost", "with a hostile tenant, every honest critical section ends released"),
+    ("honest-lock-lost", "with a hostile tenant, every honest critical section ends released, "
+     "and the bystander (one lock held all along, a 3 s recovery window) keeps its lock"),
     ("honest-refused", "with a hostile tenant, no honest operation fails"),
+    ("honest-stall", f"with a hostile tenant, no honest probe takes more than "
+     f"{STALL * 1000:g} ms (unless one in a quiet phase of the run did: the machine stalled)"),
     ("honest-latency", f"the honest clients' p99 with the hostile tenant is at most {RATIO:g} x "
      f"their p99 without it in the same run (quiet phases between hostile ones; the quiet p99 "
      f"taken as at least {FLOOR * 1000:g} ms; at least {MIN_SAMPLES} probes of each)"),
@@ -277,6 +286,10 @@ def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{name} {n}" for name, n in counts.items()) or "none"
 
 
+def _kept(kept: bool | None) -> str:
+    return "not run" if kept is None else ("yes" if kept else "no")
+
+
 def _tenant_lines(stats: dict[str, Any]) -> list[str]:
     """A scenario section's lines on the hostile tenant (none for other scenarios)."""
     tenant: dict[str, Any] | None = stats.get("tenant")
@@ -285,6 +298,7 @@ def _tenant_lines(stats: dict[str, Any]) -> list[str]:
     latency = tenant["latency_ms"]
     quiet, hostile, samples = latency["quiet"], latency["hostile"], latency["samples"]
     served = tenant.get("quota_metrics")
+    stalls: dict[str, Any] = tenant.get("stalls") or {}
     metrics = "not served by this server" if served is None else _counts(served)
     abuses = "; ".join(
         f"{name}: {got['done']} answered, refused {_counts(got['refused'])}"
@@ -296,6 +310,9 @@ def _tenant_lines(stats: dict[str, Any]) -> list[str]:
         f"max {quiet['max']} ms ({samples['quiet']} probes); with it: p50 {hostile['p50']} "
         f"ms, p99 {hostile['p99']} ms, max {hostile['max']} ms ({samples['hostile']} "
         f"probes); bound {latency.get('bound_ms', '-')} ms",
+        f"* honest probes over {STALL * 1000:g} ms: {stalls.get('quiet', '-')} without the "
+        f"tenant, {stalls.get('hostile', '-')} with it; the bystander kept its lock: "
+        f"{_kept(tenant.get('bystander_kept'))}",
         f"* server RSS: {tenant.get('rss_before_mib', '-')} MiB before the first hostile "
         f"phase, peak {tenant.get('rss_peak_mib', '-')} MiB; "
         f"{tenant['hostile_phases']} hostile phases",

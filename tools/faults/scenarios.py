@@ -233,9 +233,13 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             "one name a page among 10,000 nodes it cannot see and 20,000 semaphores, "
             "sessions with a day's window, watches, queued acquires, semaphores of 64 KiB, "
             "a node with limits of 2**63 and nodes of its own, requests as fast as answers "
-            "come (from a token of their own, with its own rate), wrong secrets; the "
-            "honest clients, with their own token, probe the "
-            "server every 50 ms",
+            "come (from a token of their own, with its own rate), wrong secrets; and issue "
+            "47's (tools/faults/abuses_surfaces.py): 10 x 1,000 prefix watches left "
+            "detached, claims of 64 KiB over ended claims' semaphores, 2,000 deep YDB "
+            "rate-limiter resources listed through the YDB face, 300-link deadlock cycles "
+            "of 1 KB names, the dashboard's view of 60 groups of 1,000 members; the "
+            "honest clients, with their own token, probe the server every 50 ms, and a "
+            "bystander holds one lock all along with a 3 s recovery window",
             ("tenant",),
             workers=3,
             window=2.0,

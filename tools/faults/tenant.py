@@ -3,7 +3,10 @@
 :func:`prepare` gives the target the scenario's tokens (:mod:`tools.faults.tokens`)
 before it starts; :func:`fill` makes the large state once it serves: 10,000 nodes
 of others (which ``mallory`` cannot see), ``mallory``'s own node of 20,000
-semaphores, and the semaphores it queues on in its working node. The honest
+semaphores, and the semaphores it queues on in its working node; and for issue 47's
+abuses, a node of 60 groups of 1,000 members (held by a detached session of the
+admin's) and the tenant's 2,000 deep rate-limiter resources (made by ``bulk``,
+:func:`tools.faults.abuses_surfaces.fill_limiters`). The honest
 clients are the suite's workers (:mod:`tools.faults.worker`) with the ``honest``
 token, a short recovery window, and a probe: each client reads its register's
 description every ``probe_every`` seconds and records how long the answer took
@@ -11,7 +14,9 @@ description every ``probe_every`` seconds and records how long the answer took
 
 :func:`tenant` is the nemesis: it alternates *quiet* phases (:data:`QUIET` s; the
 honest clients alone) and *hostile* phases, in which every abuse of
-:mod:`tools.faults.abuses` runs at once for :data:`HOSTILE` s, each bounded by its
+:mod:`tools.faults.abuses` (those of issue 47 included: detached prefix watches,
+claims, deep YDB rate-limiter resources listed, long deadlock cycles, the dashboard's
+view of a node of big groups) runs at once for :data:`HOSTILE` s, each bounded by its
 own count too, then undoes what it made (in a process of its own, niced:
 :mod:`tools.faults.hostile`). Each phase is noted (``phase``: which, its start and
 end) and each abuse's answers (``abuse``: done, refused by quota, failed);
@@ -23,6 +28,13 @@ memory is sampled all along (``server-memory``: the peak, from the kernel's
 ``/metrics`` is read at the end for the quotas' own refusal counts
 (``quota-metrics``: ``tenure_quota_refusals_total{quota,token}``, where the server
 has it).
+
+The bystander (issue 47): from before the first hostile phase to the end, one more
+honest client holds the mutex :data:`BYSTANDER_LOCK` of the workload's node, its
+session's recovery window :data:`BYSTANDER_WINDOW` (the issue's ``tenure lock
+--recovery-window 3``): a stall of the server that long loses it. It notes
+``bystander`` at the end (``kept``, and the loss if not):
+:mod:`tools.faults.check_tenant` fails the run if it lost its lock.
 """
 
 from __future__ import annotations
@@ -30,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import random
 import re
 import signal
 import subprocess
@@ -38,8 +51,12 @@ import urllib.request
 from pathlib import Path
 from typing import Final, cast
 
+from tests.server.wire import free_port
+
 import tenure
-from tenure.errors import AlreadyExistsError
+from tenure.errors import AlreadyExistsError, TenureError
+from tools.faults.abuse_kit import Tenant
+from tools.faults.abuses_surfaces import fill_groups, fill_limiters
 from tools.faults.history import now
 from tools.faults.hostile import TENANT
 from tools.faults.nemesis import Stage, sleep_until
@@ -48,7 +65,12 @@ from tools.faults.tokens import (
     ADMIN,
     BIG_NODE,
     BIG_SEMAPHORES,
+    CYCLE_NODE,
+    GROUPS_NODE,
+    HONEST,
+    HONEST_NODE,
     JOBS_NODE,
+    LIMITS_NODE,
     MAX_NODES,
     OTHER_NODES,
     OTHER_PREFIX,
@@ -71,8 +93,15 @@ PHASE_GRACE: Final = 60.0
 _PR_SET_PDEATHSIG: Final = 1
 #: Seconds between two samples of the server's resident memory.
 SAMPLE_EVERY: Final = 0.5
-#: Requests at once while the large state is made.
+#: Requests at once while the large state is made, and the bound of making it all
+#: (60,000 group members of issue 47 included: 13 s on an idle machine).
 FILL_CONCURRENCY: Final = 64
+FILL_TIMEOUT: Final = 240.0
+#: The bystander's process label, its lock, and its session's recovery window
+#: (module docstring).
+BYSTANDER: Final = "bystander"
+BYSTANDER_LOCK: Final = "bystander-lock"
+BYSTANDER_WINDOW: Final = 3.0
 _REFUSALS: Final = re.compile(
     r'^tenure_quota_refusals_total\{(?=[^}]*quota="([^"]*)")(?=[^}]*token="([^"]*)")[^}]*\}'
     r"\s+([0-9.e+]+)$",
@@ -81,19 +110,22 @@ _REFUSALS: Final = re.compile(
 
 
 def prepare(target: Target, work_dir: Path) -> Tenancy:
-    """Give ``target`` the scenario's auth file and ``--max-nodes`` (before it starts)."""
+    """Give ``target`` the scenario's auth file, ``--max-nodes`` and the YDB face's
+    ``--ydb-port`` (before it starts)."""
     if TOKENS not in target.capabilities:
         raise TypeError(f"target {target.name} takes no auth file")
     server = cast(TenureTarget, target)
     server.use_tokens(write_auth_file(work_dir / "auth.toml"), ADMIN.secret)
-    server.extra_args += ["--max-nodes", str(MAX_NODES)]
+    ydb_port = free_port()
+    server.extra_args += ["--max-nodes", str(MAX_NODES), "--ydb-port", str(ydb_port)]
     assert server.http_port is not None
     host, port = server.address
-    return Tenancy(url=f"tenure://{host}:{port}", http_port=server.http_port)
+    return Tenancy(url=f"tenure://{host}:{port}", http_port=server.http_port, ydb_port=ydb_port)
 
 
 async def fill(tenancy: Tenancy) -> None:
-    """Make the large state with the admin token (module docstring); bounded."""
+    """Make the large state with the admin token (and ``bulk``'s resources: module
+    docstring); bounded."""
     gate = asyncio.Semaphore(FILL_CONCURRENCY)
 
     async def node(client: tenure.Client, name: str) -> None:
@@ -105,9 +137,10 @@ async def fill(tenancy: Tenancy) -> None:
         async with gate:
             await session.semaphore(name).create(1, exist_ok=True)
 
-    async with asyncio.timeout(120.0):
+    async with asyncio.timeout(FILL_TIMEOUT):
         async with tenure.connect(with_token(tenancy.url, ADMIN.secret)) as client:
-            names = [f"{OTHER_PREFIX}{i:05d}" for i in range(OTHER_NODES)] + [JOBS_NODE, BIG_NODE]
+            names = [f"{OTHER_PREFIX}{i:05d}" for i in range(OTHER_NODES)]
+            names += [JOBS_NODE, BIG_NODE, LIMITS_NODE, CYCLE_NODE, GROUPS_NODE]
             await asyncio.gather(*(node(client, name) for name in names))
             async with client.session(BIG_NODE) as session:
                 await asyncio.gather(
@@ -115,6 +148,9 @@ async def fill(tenancy: Tenancy) -> None:
                 )
             async with client.session(JOBS_NODE) as session:
                 await asyncio.gather(*(semaphore(session, f"queue-{i}") for i in range(QUEUES)))
+        tenant = Tenant(tenancy.url, random.Random(0))
+        await fill_groups(tenant, ADMIN.secret)
+        await fill_limiters(tenant)
 
 
 def _memory(pid: int | None) -> tuple[int, int]:
@@ -156,6 +192,7 @@ async def _hostile(stage: Stage, tenancy: Tenancy, phase: int) -> None:
     args = [
         *(tenancy.url, str(stage.rng.getrandbits(32)), str(phase), str(HOSTILE)),
         str(history / f"tenant-{phase}.jsonl"),
+        *(str(tenancy.http_port), str(tenancy.ydb_port)),
     ]
     with (history.parent / "tenant.log").open("ab") as log:
         proc = await asyncio.create_subprocess_exec(
@@ -172,6 +209,26 @@ async def _hostile(stage: Stage, tenancy: Tenancy, phase: int) -> None:
             await proc.wait()
     if code != 0:
         raise RuntimeError(f"the hostile phase {phase} exited {code} (see tenant.log)")
+
+
+async def _bystander(stage: Stage, tenancy: Tenancy, done: asyncio.Event) -> None:
+    """The bystander (module docstring): its lock held until ``done``, then noted."""
+    kept, error = False, "never held"
+    try:
+        async with tenure.connect(with_token(tenancy.url, HONEST.secret)) as client:
+            session = await client.session(HONEST_NODE, recovery_window=BYSTANDER_WINDOW)
+            lock = await session.mutex(BYSTANDER_LOCK).lock()
+            stage.recorder.note(BYSTANDER, "bystander-held", window=BYSTANDER_WINDOW)
+            await done.wait()
+            reason = lock.lost_reason
+            kept, error = reason is None, repr(reason)
+            with contextlib.suppress(TenureError, OSError, TimeoutError):
+                async with asyncio.timeout(10.0):
+                    await lock.release()
+                    await session.close()
+    except (TenureError, OSError, TimeoutError) as failure:
+        error = repr(failure)
+    stage.recorder.note(BYSTANDER, "bystander", kept=kept, error=None if kept else error)
 
 
 async def tenant(stage: Stage, until: float) -> None:
@@ -198,6 +255,7 @@ async def tenant(stage: Stage, until: float) -> None:
         )  # fmt: skip
 
     sampler = asyncio.create_task(sample())
+    bystander = asyncio.create_task(_bystander(stage, tenancy, done))
     phase = 0
     try:
         while True:
@@ -215,6 +273,7 @@ async def tenant(stage: Stage, until: float) -> None:
     finally:
         done.set()
         await sampler
+        await bystander
     try:
         metrics = await asyncio.to_thread(_scrape, tenancy.http_port)
     except OSError as error:

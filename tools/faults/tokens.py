@@ -1,6 +1,6 @@
 """The tokens of the hostile-tenant scenario: who may do what, and the auth file saying so.
 
-Five tokens share one ``tenure serve`` (``--auth-file``):
+Ten tokens share one ``tenure serve`` (``--auth-file``):
 
 * ``admin``: read-write, every node. The harness makes the nodes and the large state
   with it, and the observer reads with it.
@@ -12,6 +12,16 @@ Five tokens share one ``tenure serve`` (``--auth-file``):
   so that the flood's ``requests_per_second`` is a bucket of its own, below).
 * ``reader``: read-only, limited to the workload's node: a monitoring token that may
   open sessions and watch there, and nothing else.
+* ``watcher``: as ``reader``, with no quota table of its own (a read-only token's
+  defaults: its prefix watches, issue 47), for the detached prefix watches.
+* ``bulk``: read-write, limited to ``jobs-*``, with no quota table: the writer of
+  issue 47 that makes deep rate-limiter resources and long wait cycles, each within
+  what it may (its own bucket, so that ``mallory``'s quotas count only its abuses).
+* ``claimer``: read-write, limited to ``jobs-*``, with a data quota of its own (1 MiB):
+  its claims of 64 KiB each must stop at it (issue 47: claims skipped it).
+* ``auditor``: read-only, limited to the node of those resources (YDB's
+  ``ListResources``); ``ops``: read-only, limited to the node of big groups (the
+  dashboard's view of it).
 
 The quotas (``[token.quota]``, issue 37) are set small for ``mallory``, ``flooder``
 and ``reader`` so that the bounded abuses of :mod:`tools.faults.abuses` run into them:
@@ -51,6 +61,15 @@ BIG_SEMAPHORES: Final = 20_000
 #: Semaphores (limit 1) the admin makes in ``mallory``'s node for its queued acquires:
 #: made by the admin, they are not ``mallory``'s to count against its semaphore quota.
 QUEUES: Final = 60
+#: The nodes of issue 47's abuses (tools/faults/abuses_surfaces.py), made by the
+#: admin: the deep rate-limiter resources', the long wait cycles', and the one of
+#: :data:`GROUPS` groups of :data:`MEMBERS` members each (the admin's detached
+#: sessions hold them: :func:`tools.faults.tenant.fill`).
+LIMITS_NODE: Final = "jobs-limits"
+CYCLE_NODE: Final = "jobs-cycle"
+GROUPS_NODE: Final = "jobs-groups"
+GROUPS: Final = 60
+MEMBERS: Final = 1_000
 #: ``--max-nodes`` of the scenario's server: the others' nodes, and room for the rest.
 MAX_NODES: Final = OTHER_NODES + 1_000
 
@@ -67,6 +86,7 @@ QUOTAS: Final[dict[str, dict[str, int]]] = {
     },
     "flooder": {"requests_per_second": 100},
     "reader": {"sessions": 60, "watches": 300, "recovery_window": 300},
+    "claimer": {"data_bytes": 1024 * 1024},
 }
 
 
@@ -99,7 +119,15 @@ HONEST: Final = Token("honest", "honest-5b1e8d2c7f4a93", "read-write", (HONEST_N
 MALLORY: Final = Token("mallory", "mallory-c4a7e19b3d6f20", "read-write", ("jobs-*",))
 FLOODER: Final = Token("flooder", "flooder-7e2b9d4c1a5f38", "read-write", ("jobs-*",))
 READER: Final = Token("reader", "reader-2d8f6a0c5e1b74", "read-only", (HONEST_NODE,))
-TOKENS: Final = (ADMIN, HONEST, MALLORY, FLOODER, READER)
+WATCHER: Final = Token("watcher", "watcher-8c3f1a6e2d9b57", "read-only", (HONEST_NODE,))
+CLAIMER: Final = Token("claimer", "claimer-9d4b2f7e1a6c35", "read-write", ("jobs-*",))
+BULK: Final = Token("bulk", "bulk-3e9a7c1f5b2d86", "read-write", ("jobs-*",))
+AUDITOR: Final = Token("auditor", "auditor-6b2d8f4a1c7e39", "read-only", (LIMITS_NODE,))
+OPS: Final = Token("ops", "ops-1f7c5a9e3b8d24", "read-only", (GROUPS_NODE,))
+TOKENS: Final = (
+    *(ADMIN, HONEST, MALLORY, FLOODER, READER),
+    *(WATCHER, CLAIMER, BULK, AUDITOR, OPS),
+)
 
 
 def auth_file_text(with_quotas: bool = WITH_QUOTAS) -> str:
@@ -122,5 +150,7 @@ class Tenancy:
 
     #: ``tenure://host:port`` without a token (:func:`~tools.faults.target.with_token`).
     url: str
-    #: The server's HTTP port (``/metrics``).
+    #: The server's HTTP port (``/metrics``, the dashboard).
     http_port: int
+    #: The YDB face's port (``--ydb-port``: the rate-limiter resources' listing).
+    ydb_port: int
