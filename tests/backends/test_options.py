@@ -8,8 +8,9 @@ from urllib.parse import urlsplit
 import pytest
 
 import tenure
+from tenure._core.limits import MAX_PREFIX_WATCHES_PER_NODE
 from tenure._url_options import MAX_SECONDS, merged_settings, seconds
-from tenure.backends._options import WITHDRAW_WAIT
+from tenure.backends._options import MOST_PREFIX_WATCHES_PER_NODE, WITHDRAW_WAIT
 from tenure.backends._session import StoreSession
 from tenure.backends.etcd._url import parse_url as parse_etcd
 from tenure.backends.postgres._url import parse_url as parse_postgres
@@ -100,6 +101,23 @@ def test_each_store_takes_withdraw_wait_from_the_query_or_a_keyword(parse: Parse
     assert _withdraw_wait(parse(url + sep + "withdraw_wait=0.25", {"withdraw_wait": 3})) == 3.0
     with pytest.raises(InvalidArgumentError, match=r"withdraw_wait must be in \(0, 3600\]"):
         parse(url + sep + "withdraw_wait=0", {})
+
+
+@pytest.mark.parametrize(
+    ("parse", "url"), [(parse_redis, "redis://h"), (parse_postgres, "postgres://h/db")]
+)
+def test_the_stores_that_scan_prefix_watches_bound_them_as_the_engine(
+    parse: Parse, url: str
+) -> None:
+    """``max_prefix_watches_per_node``: the engine's bound by default, one rule for both."""
+    option = "max_prefix_watches_per_node"  # (two option types: read by name)
+    assert getattr(parse(url, {}), option) == MAX_PREFIX_WATCHES_PER_NODE
+    assert getattr(parse(f"{url}?{option}=5", {option: 7}), option) == 7  # (a keyword wins)
+    for bad in ("0", "x", str(MOST_PREFIX_WATCHES_PER_NODE + 1)):
+        with pytest.raises(InvalidArgumentError, match=f"{option} must be"):
+            parse(f"{url}?{option}={bad}", {})
+    with pytest.raises(InvalidArgumentError, match="unknown etcd:// option"):
+        parse_etcd(f"etcd://h?{option}=5", {})  # (not etcd's: docs/backends.md says why)
 
 
 def _withdraw_wait(parsed: object) -> float:

@@ -31,6 +31,7 @@ from aetcd.rpc import rpc_pb2, rpc_pb2_grpc
 
 from tenure.errors import (
     AuthenticationError,
+    LimitExceededError,
     NotFoundError,
     PermissionDeniedError,
     TenureError,
@@ -52,6 +53,8 @@ _KEEPALIVE: Final = [
 ]
 #: Codes after which another endpoint may do better.
 _RETRY: Final = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+#: What etcd says of a request larger than its ``--max-request-bytes`` (INVALID_ARGUMENT).
+_TOO_LARGE: Final = "request is too large"
 
 
 class LeaseNotFoundError(NotFoundError):
@@ -248,6 +251,10 @@ def translate(error: grpc.aio.AioRpcError, endpoint: str) -> TenureError:
         return AuthenticationError(where)
     if code == grpc.StatusCode.PERMISSION_DENIED:
         return PermissionDeniedError(where)
+    if code == grpc.StatusCode.INVALID_ARGUMENT and _TOO_LARGE in details:
+        # Past etcd's --max-request-bytes (1.5 MiB by default): the same request would be
+        # refused again however often it is sent. Refused at once, saying which bound.
+        return LimitExceededError(f"{where} (a request passed etcd's --max-request-bytes)")
     if code in _RETRY:
         return UnavailableError(where)
     return UnavailableError(f"{where} ({code.name})")

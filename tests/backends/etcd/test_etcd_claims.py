@@ -9,6 +9,7 @@ exactly under claims made at once, and the record of an ended claim cleared.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgpack
@@ -22,7 +23,8 @@ from tenure.backends._session import StoreSession
 from tenure.backends.etcd import EtcdBackend
 from tenure.backends.etcd._claims import LEASE_MARGIN, lease_seconds
 from tenure.backends.etcd._store import EtcdStore
-from tenure.errors import UnavailableError
+from tenure.errors import LimitExceededError, UnavailableError
+from tenure.testing.conformance.support import within
 from tests.backends.scenarios import claimed_past_max_claims
 
 
@@ -205,3 +207,25 @@ async def test_a_claim_whose_txn_answer_was_lost_is_found_by_its_retry(etcd_url:
         marker = await _marker(client, "job")
         assert (await _ttl(client, marker["most"]))[0] > 0  # its leases were kept
         assert (await _ttl(client, marker["least"]))[0] > 0
+
+
+async def test_a_claim_past_etcds_request_size_is_refused_at_once(etcd_url: str) -> None:
+    # The record carries the data in hex (twice its bytes): within a node's
+    # max_data_size (up to 16 MiB), past etcd's --max-request-bytes (1.5 MiB by
+    # default). etcd refuses such a Txn whatever the retry: LimitExceededError at once,
+    # nothing kept, the session goes on (it was sent again, and hung, before).
+    async with tenure.connect(etcd_url) as client:
+        await client.create_node("n", max_data_size=4 * 1024 * 1024)
+        session = await client.session("n")
+        sent: list[Callable[[], Awaitable[object]]] = [
+            lambda: session.claim("x", at_least=1.0, at_most=5.0, data=b"d" * 1_000_000),
+            lambda: session.semaphore("y").create(1, b"d" * 2_000_000),
+            lambda: session.acquire("z", 1, ephemeral=True, data=b"d" * 2_000_000),
+        ]
+        for send in sent:
+            with pytest.raises(LimitExceededError, match="--max-request-bytes"):
+                await within(send(), "a request etcd refuses for its size")
+        assert await _keys(client, b"n/n/c/") == {}  # no claim was kept
+        claim = await session.claim("x", at_least=1.0, at_most=5.0, data=b"small")
+        assert claim is not None
+        await claim.release()

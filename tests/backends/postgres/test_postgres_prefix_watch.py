@@ -22,6 +22,7 @@ import pytest
 import tenure
 from tenure.backends.postgres._ddl import SCHEMA_VERSION
 from tenure.backends.postgres._listen import channel
+from tenure.errors import LimitExceededError
 from tenure.testing.conformance.support import eventually, within
 from tests.backends.postgres.database import (
     back_to_version,
@@ -126,6 +127,34 @@ async def test_only_names_under_a_registered_prefix_notify(
         assert heard == ["sconfig/x"]
         await lock.release()
         await stream.aclose()
+
+
+async def test_a_node_arms_no_more_prefix_watches_than_its_bound_whoever_asks(
+    postgres_server: PostgresServer, pg_url: str
+) -> None:
+    # The engine's max_prefix_watches_per_node, in the database: every change of the
+    # node compares its name with each of the node's prefix watches (watched()), so
+    # their count is bounded, whichever sessions and clients armed them.
+    schema, bound = schema_of(pg_url), f"{pg_url}&max_prefix_watches_per_node=3"
+    async with tenure.connect(bound) as client, tenure.connect(bound) as other:
+        await client.create_node("n")
+        sessions = [await client.session("n"), await other.session("n")]
+        backends = [session._backend_session() for session in sessions]
+        streams = [
+            await backends[i % 2].watch_prefix(f"p{i}/", data=True, owners=False, waiters=False)
+            for i in range(3)
+        ]
+        for backend in backends:  # neither session is near its own limit (1,000)
+            with pytest.raises(
+                LimitExceededError, match=r"max_prefix_watches_per_node \(3\) reached on node 'n'"
+            ):
+                await backend.watch_prefix("q/", data=True, owners=False, waiters=False)
+        assert len(await _registered(postgres_server.dsn, schema)) == 3  # none left behind
+        await streams[0].aclose()  # one closed: room for one more
+        await backends[1].watch_prefix("q/", data=True, owners=False, waiters=False)
+        assert len(await _registered(postgres_server.dsn, schema)) == 3
+        lock = await sessions[0].mutex("q/x").lock()  # the node goes on serving
+        await lock.release()
 
 
 @pytest.mark.parametrize("end", ["close", "kill", "resume", "drop", "unwatch"])

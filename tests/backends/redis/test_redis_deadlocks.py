@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
@@ -105,10 +105,25 @@ async def _redis_state(store: RedisStore, name: str) -> tuple[list[Any], list[An
     )
 
 
-@pytest.mark.parametrize("seed", range(12))
-async def test_redis_refuses_what_the_engine_refuses_word_for_word(place: Place, seed: int) -> None:
+#: Names a cycle's text cuts (past MAX_DEADLOCK_NAME_BYTES), each where a character of
+#: another width would be split, and quoted as Python's repr quotes them: a single
+#: quote (double quotes then), both quotes (an escaped single one), a backslash.
+LONG_NAMES: Final = (
+    "'" + "a" * 70,
+    "b'\"" + "\N{LATIN SMALL LETTER E WITH ACUTE}" * 40,
+    "\\" + "\N{GRINNING FACE}" * 20 + "\N{EURO SIGN}" * 300,
+)
+
+
+@pytest.mark.parametrize(
+    ("seed", "names"),
+    [(seed, ("a", "b", "c")) for seed in range(12)] + [(seed, LONG_NAMES) for seed in range(4)],
+)
+async def test_redis_refuses_what_the_engine_refuses_word_for_word(
+    place: Place, seed: int, names: tuple[str, ...]
+) -> None:
     rng = random.Random(seed)
-    names, limits = ["a", "b", "c"], [rng.randint(1, 3) for _ in range(3)]
+    limits = [rng.randint(1, 3) for _ in range(3)]
     engine = Engine()
     engine.apply(CreateNode("n"), 0.0)
     async with tenure.connect(place.url) as client:

@@ -103,6 +103,34 @@ async def test_prefix_and_single_watches_share_the_sessions_limit(place: Place) 
         }  # the refused one left nothing behind
 
 
+async def test_a_node_arms_no_more_prefix_watches_than_its_bound_whoever_asks(
+    place: Place,
+) -> None:
+    # The engine's max_prefix_watches_per_node, on Redis: every call of the node that
+    # changes a name compares it with each of them (fire_watches), so the node's count
+    # is bounded, whichever sessions and clients armed them.
+    bound = f"{place.url}&max_prefix_watches_per_node=3"
+    async with tenure.connect(bound) as client, tenure.connect(bound) as other:
+        sessions = [await client.session("n"), await other.session("n")]
+        backends = [session._backend_session() for session in sessions]
+        streams = [
+            await backends[i % 2].watch_prefix(f"p{i}/", data=True, owners=False, waiters=False)
+            for i in range(3)
+        ]
+        for backend in backends:  # neither session is near its own limit (1,000)
+            with pytest.raises(
+                LimitExceededError, match=r"max_prefix_watches_per_node \(3\) reached on node 'n'"
+            ):
+                await backend.watch_prefix("q/", data=True, owners=False, waiters=False)
+        assert len(await place.registry()) == 3  # the refused ones left nothing behind
+        assert await place.watch_count(sessions[1]) == 1
+        await streams[0].aclose()  # one closed: room for one more
+        await backends[1].watch_prefix("q/", data=True, owners=False, waiters=False)
+        assert len(await place.registry()) == 3
+        lock = await sessions[0].mutex("q/x").lock()  # the node goes on serving
+        await lock.release()
+
+
 async def test_an_inbox_gap_makes_the_cache_list_again(place: Place) -> None:
     """A push lost on its way (here: the registration hidden while the change is made,
     then the inbox's sequence moved on) is found by the next push's gap: a reset."""

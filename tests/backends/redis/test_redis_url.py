@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 import tenure
+from tenure._core.limits import (
+    DEADLOCK_SEARCH_LIMIT,
+    MAX_DEADLOCK_LINKS,
+    MAX_DEADLOCK_NAME_BYTES,
+    MAX_DEADLOCKS_SHOWN,
+    MAX_PREFIX_WATCHES_PER_NODE,
+)
 from tenure.backends.redis import node_base
+from tenure.backends.redis._conn import LIBRARY, LIMITS
 from tenure.backends.redis._url import parse_url
 from tenure.errors import InvalidArgumentError, UnavailableError
 
@@ -21,6 +30,30 @@ def test_the_parts_of_a_url() -> None:
     assert (options.connect_timeout, options.request_timeout) == (5.0, 5.0)
     default = parse_url("redis://localhost", {})
     assert (default.port, default.db, default.prefix) == (6379, 0, "tenure:")
+
+
+def test_the_bounds_sent_with_calls_are_the_engines_by_default() -> None:
+    default = parse_url("redis://h", {})
+    assert default.deadlock_search_limit == DEADLOCK_SEARCH_LIMIT
+    assert default.max_prefix_watches_per_node == MAX_PREFIX_WATCHES_PER_NODE
+    assert parse_url("redis://h?max_prefix_watches_per_node=7", {}).max_prefix_watches_per_node == 7
+    for bad in ("0", "-1", "x", "1000001"):
+        with pytest.raises(InvalidArgumentError, match="max_prefix_watches_per_node must be"):
+            parse_url(f"redis://h?max_prefix_watches_per_node={bad}", {})
+
+
+def test_the_library_states_the_engines_limits() -> None:
+    # The limits the functions keep (a cycle's text, the deadlocks a node keeps) are
+    # the engine's, put in from tenure._core.limits: none left unfilled.
+    assert LIMITS == {
+        "MAX_DEADLOCKS_SHOWN": MAX_DEADLOCKS_SHOWN,
+        "MAX_DEADLOCK_LINKS": MAX_DEADLOCK_LINKS,
+        "MAX_DEADLOCK_NAME_BYTES": MAX_DEADLOCK_NAME_BYTES,
+    }
+    assert not re.search(r"@[A-Z_]+@", LIBRARY)
+    assert f"local DL_LINKS = {MAX_DEADLOCK_LINKS}\n" in LIBRARY
+    assert f"local DL_NAME_BYTES = {MAX_DEADLOCK_NAME_BYTES}\n" in LIBRARY
+    assert f"local DL_KEEP = {MAX_DEADLOCKS_SHOWN}\n" in LIBRARY
 
 
 def test_keywords_win_over_the_url() -> None:

@@ -163,6 +163,12 @@ class PgBackend(StoreListings, SessionFactory):
         return self.options.recheck_interval
 
     @property
+    def max_prefix_watches_per_node(self) -> int:
+        """How many prefix watches one node may have armed (the option; sent with each
+        arming, counted in the database)."""
+        return self.options.max_prefix_watches_per_node
+
+    @property
     def capabilities(self) -> frozenset[Capability]:
         """What this database, as configured, lets tenure promise (module docstring)."""
         return self._capabilities

@@ -47,6 +47,10 @@ class PgAdminHome(Protocol):
     def notifications(self) -> bool:
         """Whether notifications reach this client (watches need them)."""
 
+    @property
+    def max_prefix_watches_per_node(self) -> int:
+        """How many prefix watches the node may have armed (the URL's option)."""
+
     def tell_deleted(self, name: str) -> None:
         """``name`` was deleted by force here: this client's holders of it hear it now."""
 
@@ -200,7 +204,8 @@ class PgAdmin:
 
     async def register_prefix_watch(self, prefix: str, watch_id: int) -> None:
         """Register a prefix watch (changes under it notify from then on)."""
-        await self._store.call("watch_prefix", prefix, watch_id)
+        store = self._store
+        await store.call("watch_prefix", prefix, watch_id, store.max_prefix_watches_per_node)
 
     async def unregister_prefix_watch(self, watch_id: int) -> None:
         """Remove a prefix watch's registration (bounded by connect_timeout)."""

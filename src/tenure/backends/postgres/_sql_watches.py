@@ -76,14 +76,21 @@ $$;
 -- Register prefix watch p_watch of p_prefix before the watcher lists it (module
 -- docstring): its row, then the node's row exclusively and every semaphore under the
 -- prefix shared (in name order, as every transaction that takes several of them).
+-- Refused past p_max prefix watches on the node (max_prefix_watches_per_node, the
+-- client's: every change of the node compares its name with each, in watched()),
+-- counted under the node's row, so two armings at once are counted one after the other.
 CREATE OR REPLACE FUNCTION @S.watch_prefix(
-    p_sid bigint, p_secret bytea, p_seq int, p_prefix text, p_watch bigint
+    p_sid bigint, p_secret bytea, p_seq int, p_prefix text, p_watch bigint, p_max bigint
 ) RETURNS void LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
 DECLARE
     s sessions := live(p_sid, p_secret, p_seq);
 BEGIN
     INSERT INTO prefix_watches VALUES (s.node, p_prefix, p_sid, p_watch) ON CONFLICT DO NOTHING;
     PERFORM 1 FROM nodes WHERE name = s.node FOR NO KEY UPDATE;
+    IF (SELECT count(*) FROM prefix_watches WHERE node = s.node) > p_max THEN
+        PERFORM fail('TN413', format('max_prefix_watches_per_node (%s) reached on node %L',
+            p_max, s.node));
+    END IF;
     PERFORM 1 FROM semaphores
     WHERE node = s.node AND starts_with(name COLLATE "C", p_prefix)
     ORDER BY name COLLATE "C" FOR SHARE;

@@ -79,6 +79,10 @@ class PgHome(Protocol):
         """Whether notifications reach this client."""
 
     @property
+    def max_prefix_watches_per_node(self) -> int:
+        """How many prefix watches one node may have armed (the URL's option)."""
+
+    @property
     def recheck_interval(self) -> float:
         """Seconds between re-checks of a waiter without notifications."""
 
@@ -162,6 +166,11 @@ class PgStore:
     def notifications(self) -> bool:
         """Whether notifications reach this client."""
         return self.backend.notifications
+
+    @property
+    def max_prefix_watches_per_node(self) -> int:
+        """How many prefix watches the node may have armed (the URL's option)."""
+        return self.backend.max_prefix_watches_per_node
 
     async def node_config(self) -> NodeConfig:
         """The node's settings, read now."""

@@ -11,7 +11,8 @@ re-checks of a waiter when notifications do not arrive, default 1),
 server before it closes it, default 60, 0: never; see :mod:`._reclaim`) and
 ``server_keepalives_idle`` (seconds of silence before the server probes our end
 of a connection, default 30), ``withdraw_wait`` (as every backend's:
-docs/backends.md, "Cancellation"). libpq's own
+docs/backends.md, "Cancellation"), ``max_prefix_watches_per_node`` (prefix watches one
+node may have armed, default the engine's 1,000). libpq's own
 parameters (``sslmode`` and friends) pass through; anything else is refused.
 """
 
@@ -23,8 +24,9 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
+from tenure._core.limits import MAX_PREFIX_WATCHES_PER_NODE
 from tenure._url_options import merged_settings, seconds
-from tenure.backends._options import shown_url, withdraw_wait
+from tenure.backends._options import max_prefix_watches_per_node, shown_url, withdraw_wait
 from tenure.errors import InvalidArgumentError
 
 __all__ = ["PgOptions", "parse_url"]
@@ -79,6 +81,7 @@ _OWN: Final = frozenset(
         "recheck_interval",
         "idle_session_timeout",
         "server_keepalives_idle",
+        "max_prefix_watches_per_node",
     }
 )
 
@@ -108,6 +111,10 @@ class PgOptions:
     idle_session_timeout: float
     #: Seconds of silence before the server probes the peer of a connection.
     server_keepalives_idle: float
+    #: How many prefix watches one node may have armed, by all its sessions (each is
+    #: compared with every name a change of the node makes): the engine's bound by
+    #: default (``tenure serve --max-prefix-watches-per-node``); sent with each arming.
+    max_prefix_watches_per_node: int = MAX_PREFIX_WATCHES_PER_NODE
 
 
 def _bounded(
@@ -184,4 +191,5 @@ def parse_url(url: str, options: Mapping[str, object]) -> PgOptions:
         server_keepalives_idle=_bounded(
             settings, "server_keepalives_idle", 30.0, SERVER_KEEPALIVES_IDLE_BOUNDS
         ),
+        max_prefix_watches_per_node=max_prefix_watches_per_node(settings),
     )

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from importlib.resources import files
 from typing import Any, Final
@@ -34,20 +34,36 @@ from redis import exceptions as rexc
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from tenure._core.limits import (
+    MAX_DEADLOCK_LINKS,
+    MAX_DEADLOCK_NAME_BYTES,
+    MAX_DEADLOCKS_SHOWN,
+)
 from tenure.backends.redis._pipe import RedisPipe
 from tenure.backends.redis._url import RedisOptions
 from tenure.errors import PermissionDeniedError, TenureError, UnavailableError, error_from_code
 
-__all__ = ["LIBRARY", "VERSION", "RedisFunctions", "FunctionReply"]
+__all__ = ["LIBRARY", "LIMITS", "VERSION", "RedisFunctions", "FunctionReply"]
 
 _PARTS: Final = files("tenure.backends.redis").joinpath("lua")
-#: The library's source: the parts in ``lua/``, joined in name order.
-_SOURCE: Final = "\n".join(
-    part.read_text("utf-8")
-    for part in sorted(_PARTS.iterdir(), key=lambda part: part.name)
-    if part.name.endswith(".lua")
+#: The engine's fixed limits the library keeps too, each written ``@NAME@`` in ``lua/``
+#: (its name in :mod:`tenure._core.limits`): one value, stated there, for both.
+LIMITS: Final[Mapping[str, int]] = {
+    "MAX_DEADLOCKS_SHOWN": MAX_DEADLOCKS_SHOWN,
+    "MAX_DEADLOCK_LINKS": MAX_DEADLOCK_LINKS,
+    "MAX_DEADLOCK_NAME_BYTES": MAX_DEADLOCK_NAME_BYTES,
+}
+_LIMIT: Final = re.compile(r"@(MAX_[A-Z_]+)@")
+#: The library's source: the parts in ``lua/``, joined in name order, the limits in it.
+_SOURCE: Final = _LIMIT.sub(
+    lambda found: str(LIMITS[found[1]]),
+    "\n".join(
+        part.read_text("utf-8")
+        for part in sorted(_PARTS.iterdir(), key=lambda part: part.name)
+        if part.name.endswith(".lua")
+    ),
 )
-#: The library's version: the hash of its code (in every function's name).
+#: The library's version: the hash of its code, limits included (in every function's name).
 VERSION: Final = hashlib.sha1(_SOURCE.encode()).hexdigest()[:12]
 #: The library's code, as loaded.
 LIBRARY: Final = _SOURCE.replace("@V@", VERSION)

@@ -173,6 +173,10 @@ class RedisStore:
         """How far an acquire that must wait looks for a deadlock (the URL's option)."""
         return self.conn.options.deadlock_search_limit
 
+    def prefix_watch_limit(self) -> int:
+        """How many prefix watches the node may have armed (the URL's option)."""
+        return self.conn.options.max_prefix_watches_per_node
+
     async def invoke(self, op: str, key: str, *args: str | bytes | int) -> Any:
         """Call function ``op`` for this session (sent again until its deadline); its result."""
         self.session.check_alive()

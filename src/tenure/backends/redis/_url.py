@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
+from tenure._core.limits import MAX_PREFIX_WATCHES_PER_NODE
 from tenure._core.values import DEADLOCK_SEARCH_LIMIT
 from tenure._url_options import merged_settings, seconds
-from tenure.backends._options import withdraw_wait
+from tenure.backends._options import max_prefix_watches_per_node, withdraw_wait
 from tenure.errors import InvalidArgumentError
 
 __all__ = ["DEFAULT_PORT", "DEFAULT_PREFIX", "RedisOptions", "parse_url"]
@@ -37,6 +38,7 @@ _OPTIONS: Final = frozenset(
         "withdraw_wait",
         "request_timeout",
         "deadlock_search_limit",
+        "max_prefix_watches_per_node",
     }
 )
 
@@ -61,6 +63,10 @@ class RedisOptions:
     withdraw_wait: float
     #: How much one deadlock check may look at (0: none is made); sent with each acquire.
     deadlock_search_limit: int = DEADLOCK_SEARCH_LIMIT
+    #: How many prefix watches one node may have armed, by all its sessions (each is
+    #: compared with every name a call of the node changes, inside Redis): the engine's
+    #: bound (``tenure serve --max-prefix-watches-per-node``); sent with each arming.
+    max_prefix_watches_per_node: int = MAX_PREFIX_WATCHES_PER_NODE
 
     def client_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``redis.asyncio.Redis`` (no retries: tenure retries
@@ -133,6 +139,7 @@ def parse_url(url: str, options: Mapping[str, object]) -> RedisOptions:
         request_timeout=seconds(settings, "request_timeout", 5.0),
         withdraw_wait=withdraw_wait(settings),
         deadlock_search_limit=_search_limit(settings.get("deadlock_search_limit")),
+        max_prefix_watches_per_node=max_prefix_watches_per_node(settings),
     )
 
 

@@ -49,6 +49,9 @@ class RedisWatchesHome(Protocol):
     def new_request_id(self) -> int:
         """An id unused by the session's other requests, across its owners."""
 
+    def prefix_watch_limit(self) -> int:
+        """How many prefix watches the node may have armed (the URL's option)."""
+
     async def invoke(self, op: str, key: str, *args: str | bytes | int) -> Any:
         """Call function ``op`` for the session; its result."""
 
@@ -86,7 +89,7 @@ class RedisWatches:
         wid = store.new_request_id()  # the client's: pushes find the feed before the answer
         self.prefixed[wid] = feed
         try:
-            await store.invoke("watch_prefix", "", wid, prefix)
+            await store.invoke("watch_prefix", "", wid, prefix, store.prefix_watch_limit())
         except BaseException:
             self.prefixed.pop(wid, None)
             raise

@@ -18,6 +18,12 @@ import pytest
 
 import tenure
 import tenure.sync
+from tenure._core.limits import (
+    MAX_DEADLOCK_LINKS,
+    MAX_DEADLOCK_NAME_BYTES,
+    MAX_DEADLOCKS_SHOWN,
+    MAX_NAME_BYTES,
+)
 from tenure.client import Opening
 from tenure.errors import DeadlockError
 
@@ -219,6 +225,67 @@ async def test_counting_semaphores_a_free_holder_breaks_no_cycle_stuck_ones_do(
     assert re.search(cycle((two, "pool"), (one, "x")), str(refused.value))
     await x.release()
     await within(asyncio.gather(stuck, other), "the tasks waiting for x")
+
+
+def _long_name(i: int) -> tuple[str, str]:
+    """The ``i``-th name of a long cycle, MAX_NAME_BYTES long, and what a cycle's text
+    shows of it: a quote and a backslash (quoted as Python's ``repr`` quotes them),
+    then 3-byte characters, so the cut at MAX_DEADLOCK_NAME_BYTES falls inside one (it
+    is left out whole), then ``...``."""
+    head = f"{i}'\\"
+    body = "\N{EURO SIGN}" * ((MAX_NAME_BYTES - len(head)) // 3)
+    name = head + body + "x" * (MAX_NAME_BYTES - len((head + body).encode()))
+    assert len(name.encode()) == MAX_NAME_BYTES
+    fits = (MAX_DEADLOCK_NAME_BYTES - len(head)) // 3
+    assert (len(head) + 3 * fits) % MAX_DEADLOCK_NAME_BYTES  # (a cut inside a character)
+    return name, repr(head + "\N{EURO SIGN}" * fits) + "..."
+
+
+@DEADLOCKS
+async def test_a_long_cycle_of_long_names_is_named_bounded_the_same_everywhere(
+    client: tenure.Client, client2: tenure.Client, node: str
+) -> None:
+    # A cycle of more waits than a text names, each on a name of the longest kind:
+    # the text names the first MAX_DEADLOCK_LINKS, each name cut, and counts the rest
+    # (whole, it would be the names' many KiB, kept by the node and sent to every
+    # client that describes it).
+    length = MAX_DEADLOCK_LINKS + 2
+    names, shown = zip(*(_long_name(i) for i in range(length)), strict=True)
+    one, two = await client.session(node), await client2.session(node)
+    closer = await two.mutex(names[0]).lock()  # this task of two holds the first name
+    tasks = []
+    for i in reversed(range(1, length)):  # task i of one: names[i], then the next one
+        tasks.append(await holding_then_waiting(one, names[i], names[(i + 1) % length]))
+        await wait_for_waiters(one, names[(i + 1) % length], 1)
+    refusals = []
+    for _ in range(MAX_DEADLOCKS_SHOWN + 1):  # (the node keeps the latest only)
+        with pytest.raises(DeadlockError) as refused:
+            await within(two.mutex(names[1]).lock())
+        refusals.append(str(refused.value))
+    task = r" \(task (\d+)\)"
+    links = [
+        f"waits for {re.escape(shown[i])} held by session {one.id} \\(task \\d+\\)"
+        for i in range(1, MAX_DEADLOCK_LINKS + 1)
+    ]
+    expected = (
+        f"session {two.id}{task} "
+        + ", which ".join(links)
+        + f", and {length - MAX_DEADLOCK_LINKS} more waits back to session {two.id}"
+        + rf" \(task \1\): a cycle of {length}"
+    )
+    prefix = "refused: waiting would deadlock: "
+    message = refusals[-1]
+    assert message.startswith(prefix), message
+    assert re.fullmatch(expected, message[len(prefix) :]), message
+    assert len(set(refusals)) == 1
+    # Bounded: the names shown, the labels and the words, not the names' KiB.
+    assert len(message.encode()) < MAX_DEADLOCK_LINKS * (MAX_DEADLOCK_NAME_BYTES + 96) + 128
+    kept = (await client.describe_node(node)).deadlocks
+    assert len(kept) == MAX_DEADLOCKS_SHOWN
+    assert {d.cycle for d in kept} == {message[len(prefix) :]}
+    assert {(d.session_id, d.task) for d in kept} == {(two.id, kept[0].task)}
+    await closer.release()  # the cycle unwinds from the last task to the first
+    await within(asyncio.gather(*tasks), "the tasks of the cycle, once its first was let go")
 
 
 @DEADLOCKS

@@ -13,9 +13,11 @@
 -- no deadlock is reported. One function call: nothing changes between its reads.
 
 local DL_LAST = 2 ^ 60   -- past every arrival number: where the asked request queues
-local DL_KEEP = 8        -- broken deadlocks a node keeps (MAX_DEADLOCKS_SHOWN)
 local DL_OVER = {}       -- raised when a search looked at more than its limit
 local DL                 -- the search under way
+-- The broken deadlocks a node keeps: the engine's MAX_DEADLOCKS_SHOWN (put in from
+-- tenure/_core/limits.py as the library is made: tenure/backends/redis/_conn.py).
+local DL_KEEP = @MAX_DEADLOCKS_SHOWN@
 
 local function dl_spend(n)
   DL.budget = DL.budget - (n or 1)
@@ -336,15 +338,12 @@ local function dl_check(sid, task, asked, replaced)
     path = dl_cycle(asking, stuck)
   end
   if not path then return nil end
-  local steps = {}
-  for _, e in ipairs(path) do
-    steps[#steps + 1] = 'waits for ' .. quote(e[2]) .. ' ' .. e[3] .. ' ' .. e[1].label
-  end
-  return asking.label .. ' ' .. table.concat(steps, ', which ')
+  return dl_text(asking.label, path)
 end
 
 -- Fail the request (DeadlockError, 27) if it would close a deadlock, and keep it in
--- the node's 'dlk' (the latest DL_KEEP); ``limit`` 0: not checked.
+-- the node's 'dlk' (the latest DL_KEEP, each text bounded: dl_text, lua/44_deadlock_texts.lua); ``limit`` 0: not
+-- checked.
 local function refuse_deadlock(sid, task, asked, replaced, limit)
   if task == '0' or limit <= 0 then return end
   DL = {budget = limit, requests = {}, edges = {}, tasks = {}, owners = {}, queues = {}}

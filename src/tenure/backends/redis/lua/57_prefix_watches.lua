@@ -9,10 +9,13 @@
 -- request id of the session: unique across its owners), so the client knows where a
 -- push goes before its arming is answered, and a retried arming finds itself armed.
 
--- Arm the prefix watch <wid>. args: sid, fence, request key, wid, prefix.
+-- Arm the prefix watch <wid>. args: sid, fence, request key, wid, prefix, and the most
+-- prefix watches the node may have (max_prefix_watches_per_node, the client's: every
+-- call of the node that changes a name compares it with each of them, inside Redis;
+-- absent from an older client: not checked).
 local function watch_prefix(keys, args)
   local more = begin_session(keys, args)
-  local sid, wid, prefix = args[1], args[4], args[5]
+  local sid, wid, prefix, per_node = args[1], args[4], args[5], tonumber(args[6])
   if redis.call('SISMEMBER', B .. 'spw:' .. sid, wid) == 1 then
     return reply(1, more)  -- a retry: armed already
   end
@@ -20,6 +23,9 @@ local function watch_prefix(keys, args)
   local limit = tonumber(cfg_get('mwa'))
   if tonumber(redis.call('HGET', s, 'nw') or '0') >= limit then
     fail(22, 'max_watches_per_session (' .. limit .. ') reached')
+  end
+  if per_node and redis.call('HLEN', B .. 'pw') >= per_node then
+    fail(22, 'max_prefix_watches_per_node (' .. per_node .. ') reached on node ' .. node_name())
   end
   redis.call('HINCRBY', s, 'nw', 1)
   redis.call('SADD', B .. 'spw:' .. sid, wid)
