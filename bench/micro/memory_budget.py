@@ -17,7 +17,10 @@ first alone):
 * **per object**: the Python heap each counted object of the engine costs (a
   session, a semaphore, a node, a queued acquire, a watch, a hold; tracemalloc's growth over
   ``--objects`` of each, divided), beside the cost the budget charges for it
-  (:data:`tenure._core.quotas.OBJECT_BYTES`, rounded up from these);
+  (:data:`tenure._core.quotas.OBJECT_BYTES`, rounded up from these); and the
+  endings a session keeps for a re-attach (``Session.missed``: timed-out acquires,
+  with a short name and a 1 KiB one), beside what the estimate counts of them
+  (:func:`tenure._core.session.missed_bytes`; issue 47, round two);
 * **a server filled to its budget**: a real ``tenure serve --fsync off
   --memory-budget B`` for each ``--budget`` (default 64 MiB and 256 MiB), filled
   with semaphores of 64 KiB of data until one is refused, then with empty ones
@@ -60,7 +63,7 @@ from tenure._core import (
     NodeConfig,
 )
 from tenure._core.commands import Command
-from tenure._core.quotas import OBJECT_BYTES, TRACKED
+from tenure._core.quotas import OBJECT_BYTES, Q_MISSED_BYTES, TRACKED
 from tenure._core.values import ClientIdentity
 from tenure._protocol import Failure, Reply
 
@@ -140,6 +143,39 @@ def per_object(objects: int) -> dict[str, float]:
             objects, lambda e: None, lambda e, _, i: e.apply(CreateNode(f"n{i}"), 0.0)
         ),
     }
+
+
+def per_missed(objects: int, name: str) -> tuple[float, float]:
+    """Per ending a session keeps (a queued acquire on ``name``, held by another
+    session, that timed out): (heap bytes, the estimate's bytes). Each ending is of a
+    hold of its own (the session keeps one per hold); the semaphore, and so its
+    name, stays (held): the heap is the ending's alone."""
+    engine = Engine()
+    engine.apply(
+        CreateNode(
+            "n",
+            NodeConfig(max_waiters=objects + 10, max_missed_per_session=objects + 10),
+        ),
+        0.0,
+    )
+    holder = _session(engine)
+    engine.apply(Acquire(holder, name, MAX_COUNT, 1, ephemeral=True), 0.0)
+    waiter = _session(engine)
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    estimate = engine.ledger.total.counts[Q_MISSED_BYTES]
+    for i in range(objects):
+        engine.apply(
+            Acquire(waiter, name, MAX_COUNT, 1, ephemeral=True, timeout=1.0, hold=i + 1), 0.0
+        )
+    engine.tick(2.0)
+    engine.take_effects()
+    gc.collect()
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    estimated = engine.ledger.total.counts[Q_MISSED_BYTES] - estimate
+    return (after - before) / objects, estimated / objects
 
 
 def _rss(pid: int) -> int:
@@ -312,6 +348,12 @@ def main() -> None:
         charged = OBJECT_BYTES[TRACKED.index(name)]
         print(f"  {name:<11} {heap:>8,.0f}   charged {charged:>6,}")
     print("  data_bytes          1   charged      1 (each byte of data, besides its object)")
+    for label, name in (("short name", "busy"), ("1 KiB name", "b" * KIB)):
+        heap, estimated = per_missed(args.objects, name)
+        print(
+            f"  ending, {label:<10} {heap:>6,.0f}   charged {estimated:>6,.0f}"
+            " (kept for a re-attach)"
+        )
     print("a server filled to its budget:")
     for budget in args.budget or [64 * 1024 * 1024, 256 * 1024 * 1024]:
         for big_first in (True, False):

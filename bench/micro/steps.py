@@ -19,13 +19,16 @@ Rows (``--scale`` divides every size, for a quick look):
   that limit, held whole); DescribeSemaphore with owners and waiters of a mutex
   with ``--waiters`` waiters; ListSessions(limit=1000) of sessions holding 10 each;
 * WatchPrefix("") on the big node (its first answer); one change of a semaphore
-  that ``--watches`` (100,000) watches wait on (1,000 per session);
+  that ``--watches`` (100,000) watches wait on (1,000 per session; the bound per
+  token and name lifted), and of one that a token's most
+  (``--max-watches-per-semaphore``, 1,000) wait on;
 * AcquireAll of 64 names (its most);
 * ListNodes of a token whose pattern starts with a wildcard (``*-jobs``: the
   range of "" is every node) among ``--nodes`` (100,000) nodes, read whole and
   (``sliced``) a step budget of names per turn, as the server reads it now;
 * a /metrics scrape (its collector walks every semaphore) of the big node; the
-  dashboard's view for a '*-jobs' token and for an unscoped one among the nodes;
+  dashboard's view for a '*-jobs' token (in one go, and as the server builds it: a
+  step budget of names per turn) and for an unscoped one among the nodes;
 * snapshot.dump of the big node's engine (a snapshot is dumped in a forked child:
   shown for scale, not a step of the loop), and the fork itself (which is), with
   the child's wait.
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import fnmatch
 import os
 import sys
@@ -70,6 +74,7 @@ from tenure._core import (
 )
 from tenure._core import engine as engine_module
 from tenure._core.handlers.listing import visible_node_page
+from tenure.errors import LimitExceededError
 
 KEY = b"bench-key"
 BIG = NodeConfig(
@@ -191,6 +196,11 @@ async def _longest_turn(work: Callable[[], Awaitable[None]]) -> tuple[float, int
     return max(gaps), len(gaps)
 
 
+def _applying(engine: Engine, command: Any) -> Callable[[], object]:
+    """What applies ``command`` to ``engine`` when called (bound now, not in a loop's end)."""
+    return lambda: engine.apply(command, 0.0)
+
+
 def _board(engine: Engine, may_see: Callable[[str], bool], *, every: bool = False) -> object:
     """The dashboard's view of ``engine`` for a viewer who sees what ``may_see`` lets by
     (``every``: every node, told to a board that can be told)."""
@@ -281,18 +291,25 @@ def main() -> None:
         _hold(engine, many, f"h{i}")
     timed("ListSessions(limit=1000)", lambda: engine.apply(ListSessions("n", 0, 1000), 0.0))
 
-    engine = Engine()
-    engine.apply(CreateNode("n", BIG), 0.0)
-    watchers = [_session(engine, "n") for _ in range(o.watches // s // 1000 or 1)]
-    changer = _session(engine, "n")
-    engine.apply(CreateSemaphore(changer, "w", 1), 0.0)
-    for watcher in watchers:
-        for _ in range(min(1000, o.watches // s)):
-            engine.apply(DescribeSemaphore(watcher, "w", watch_data=True), 0.0)
-    timed(
-        f"one change firing {len(engine.watches)} watches",
-        lambda: engine.apply(UpdateSemaphore(changer, "w", b"x"), 0.0),
-    )
+    for bound in (o.watches // s, None):
+        # First what any number of tokens' watches on one name cost (the bound lifted
+        # to fit them), then what one token may arm now (--max-watches-per-semaphore).
+        engine = Engine()
+        if bound is not None and hasattr(engine, "max_watches_per_semaphore"):
+            engine.max_watches_per_semaphore = bound
+        engine.apply(CreateNode("n", BIG), 0.0)
+        watchers = [_session(engine, "n") for _ in range(o.watches // s // 1000 or 1)]
+        changer = _session(engine, "n")
+        engine.apply(CreateSemaphore(changer, "w", 1), 0.0)
+        with contextlib.suppress(LimitExceededError):  # (one token's room is full)
+            for watcher in watchers:
+                for _ in range(min(1000, o.watches // s)):
+                    engine.apply(DescribeSemaphore(watcher, "w", watch_data=True), 0.0)
+        whose = "any tokens'" if bound is not None else "one token's (its most)"
+        change = UpdateSemaphore(changer, "w", b"x")
+        timed(
+            f"one change firing {len(engine.watches)} watches, {whose}", _applying(engine, change)
+        )
 
     engine, sid = big_node(o.semaphores // s)
     timed(
@@ -356,6 +373,18 @@ def main() -> None:
         f"dashboard view (board) of a '*-jobs' token among {o.nodes // s} nodes",
         lambda: _board(engine, may_see),
     )
+    if budget is not None:
+        from tenure.server._http.board import BoardLimits, board_in_slices
+
+        async def sliced_board() -> None:
+            await board_in_slices(
+                engine, now=0.0, shift=0.0, limits=BoardLimits(), may_see=may_see,
+                may_kill=may_see, budget=budget,
+            )  # fmt: skip
+
+        worst, turns = asyncio.run(_longest_turn(sliced_board))
+        name = f"dashboard view (board) of a '*-jobs' token among {o.nodes // s}, sliced"
+        rows.append((name, f"{worst:.1f} ({turns} turns)"))
     timed(
         f"dashboard view (board) of an unscoped token among {o.nodes // s} nodes",
         lambda: _board(engine, lambda name: True, every=True),

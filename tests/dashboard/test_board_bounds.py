@@ -263,3 +263,67 @@ def test_a_sessions_holds_are_counted_exactly_up_to_a_bound() -> None:
     sessions = view(engine, BoardLimits(max_semaphores=1), work)["nodes"][0]["sessions"]
     assert [s["holds"] for s in sessions] == [2, HOLDS_SCAN + 1]
     assert work.items < 3 * HOLDS_SCAN  # not one per hold of every session
+
+
+async def test_a_wildcard_viewer_s_walk_of_every_node_name_is_sliced() -> None:
+    # Issue 47, round two: a token whose pattern starts with a wildcard (``*-jobs``)
+    # has the range of "", every node's name, which its view read (and matched) in
+    # one step, however many nodes the others have. Counted in names matched per
+    # turn of the loop, never timed.
+    nodes, budget = 3_000, 100
+    engine = Engine(max_nodes=nodes + 2)
+    for i in range(nodes):
+        engine.apply(CreateNode(f"n{i:05d}"), 0.0)
+    for name in ("a-jobs", "z-jobs"):
+        engine.apply(CreateNode(name), 0.0)
+    matched = 0
+
+    def jobs(name: str) -> bool:
+        nonlocal matched
+        matched += 1
+        return name.endswith("-jobs")
+
+    matched_at_turns: list[int] = []
+    done = False
+
+    async def bystander() -> None:
+        while not done:
+            matched_at_turns.append(matched)
+            await asyncio.sleep(0)
+
+    task = asyncio.ensure_future(bystander())
+    await asyncio.sleep(0)
+    work = BoardWork()
+    seen: dict[str, Any] = await board_in_slices(
+        engine,
+        now=0.0,
+        shift=0.0,
+        limits=BoardLimits(max_nodes=1),
+        may_see=jobs,
+        may_kill=lambda node: False,
+        prefixes=("",),
+        budget=budget,
+        work=work,
+    )
+    done = True
+    await task
+    assert matched == nodes + 2  # every name, once: the total is exact
+    assert seen["nodes_total"] == 2
+    assert [node["name"] for node in seen["nodes"]] == ["a-jobs"]
+    # No turn matched more than a budget of names (before: all 3,002 in one).
+    per_turn = [
+        b - a for a, b in zip(matched_at_turns, [*matched_at_turns[1:], matched], strict=True)
+    ]
+    assert max(per_turn) <= budget, max(per_turn)
+    assert work.slices > nodes // budget
+    assert work.most_in_a_slice < budget + work.largest_entry
+    matched = 0
+    assert seen == board(
+        engine,
+        now=0.0,
+        shift=0.0,
+        limits=BoardLimits(max_nodes=1),
+        may_see=jobs,
+        may_kill=lambda node: False,
+        prefixes=("",),
+    )  # the same view as in one go

@@ -174,3 +174,49 @@ async def test_a_burst_of_renews_is_refused_past_the_rate_and_not_journaled(
     damage, records = examine(server.data_dir)
     assert damage is None
     assert records < renewed + 100, (records, renewed)
+
+
+HOARDER, NEIGHBOUR = "dflockd-hoarder-secret", "dflockd-neighbour-secret"
+KEYS_FILE = f"""
+[[token]]
+name = "hoarder"
+secret = "{HOARDER}"
+access = "read-write"
+
+[[token]]
+name = "neighbour"
+secret = "{NEIGHBOUR}"
+access = "read-write"
+"""
+
+
+async def test_one_tokens_keys_leave_the_others_room(
+    serve: Serve, raw: Raws, tmp_path: Path
+) -> None:
+    """The key registry (``--dflockd-max-locks``) is the server's: a key counts, idle,
+    until the collector forgets it (a minute by default). One token that locks and
+    releases key after key filled it, and every other token's new keys were refused
+    ``error_max_locks``; ``--dflockd-max-locks-per-token`` keeps its share to itself."""
+    auth = tmp_path / "auth.toml"
+    auth.write_text(KEYS_FILE)
+    flags = ("--dflockd-max-locks", "6", "--dflockd-max-locks-per-token", "4")
+    server = serve(*server_args("--auth-file", str(auth), *flags))
+    hoarder = await raw.connect(server.port)
+    assert await hoarder.ask("auth", "_", HOARDER) == "ok"
+    registered: list[str] = []
+    for _ in range(6):  # each locked and released at once: idle keys, kept until collected
+        key = unique("hoard")
+        answer = await hoarder.ask("l", key, "0 60")
+        if answer == "error_max_locks":
+            break
+        assert await hoarder.ask("r", key, grant(answer, lease=60)) == "ok"
+        registered.append(key)
+    assert len(registered) == 4
+    server.wait_log("token 'hoarder' has registered 4 keys (--dflockd-max-locks-per-token)")
+    # Its keys still work for it (a key it registered is no new key).
+    grant(await hoarder.ask("l", registered[0], "0 60"), lease=60)
+    neighbour = await raw.connect(server.port)
+    assert await neighbour.ask("auth", "_", NEIGHBOUR) == "ok"
+    for _ in range(2):  # the room the hoarder left: the server's 6, less its 4
+        grant(await neighbour.ask("l", unique("mine"), "0 60"), lease=60)
+    assert await neighbour.ask("l", unique("mine"), "0 60") == "error_max_locks"

@@ -29,7 +29,12 @@ from tenure._core import (
     SessionEnded,
     WatchFired,
 )
-from tenure._core.values import MAX_PREFIX_WATCHES_PER_NODE
+from tenure._core.values import (
+    MAX_PREFIX_WATCHES_PER_NODE,
+    MAX_WATCHES_PER_SEMAPHORE,
+    NO_IDENTITY,
+    OwnerInfo,
+)
 from tenure._protocol import Failure, GoingAway, Reply
 from tenure.errors import ErrorCode
 from tenure.server import DataDir, Journal, _session_table
@@ -95,6 +100,18 @@ def test_the_prefix_watch_bounds_are_settings() -> None:
             parse("--max-prefix-watches-per-node", bad)
 
 
+def test_the_watches_per_semaphore_bound_is_a_setting() -> None:
+    """Issue 47, round two: ``--max-watches-per-semaphore`` (1 to 1000000, the
+    engine's default), by flag and environment."""
+    assert parse().max_watches_per_semaphore == MAX_WATCHES_PER_SEMAPHORE == 1_000
+    assert parse("--max-watches-per-semaphore", "7").max_watches_per_semaphore == 7
+    env = {"TENURE_MAX_WATCHES_PER_SEMAPHORE": "8"}
+    assert parse(env=env).max_watches_per_semaphore == 8
+    for bad in ("0", "1000001"):
+        with pytest.raises(ConfigError, match="--max-watches-per-semaphore"):
+            parse("--max-watches-per-semaphore", bad)
+
+
 def grant(session_id: int, request_id: int = 1) -> Granted:
     return Granted(session_id, request_id, "m", 10 + request_id, 1)
 
@@ -154,7 +171,26 @@ def test_a_detached_watcher_keeps_only_the_latest_firing_of_each_watch() -> None
         [grant(7, 1)] + [fired(watch_id, n) for n in range(1_000) for watch_id in (1, 2)]
     )
     assert (routed, overflowed) == ([], [])
-    assert table.attach(7, "a") == [grant(7, 1), fired(1, 999), fired(2, 999)]
+    # (Queued without their state: the client describes after its re-attach.)
+    assert table.attach(7, "a") == [grant(7, 1), WatchFired(7, 1, "cfg"), WatchFired(7, 2, "cfg")]
+
+
+def test_a_detached_session_s_firings_wait_without_their_state() -> None:
+    """Issue 47: each queued firing of a distinct change held a description of its
+    own, as big as the group it lists (no estimate counted them: 500 detached
+    watchers of a 2,000-holder semaphore's owners kept 96 MB). A firing waits as its
+    ids and name (nil: the client describes to learn it); an attached one keeps its
+    state."""
+    table: SessionTable[str] = SessionTable()
+    table.attach(8, "a")
+    owners = tuple(
+        OwnerInfo(sid, 1, b"x" * 100, sid, "", NO_IDENTITY, 0.0) for sid in range(1, 2_001)
+    )
+    listed = SemaphoreDescription("g", MAX_COUNT, 2_000, b"", False, owners)
+    routed, _ = table.route([WatchFired(7, 3, "g", listed), WatchFired(8, 4, "g", listed)])
+    assert routed == [("a", WatchFired(8, 4, "g", listed))]
+    (kept,) = table.attach(7, "b")
+    assert kept == WatchFired(7, 3, "g", None)
 
 
 def _lines_run(call: Callable[[], object], module: str) -> int:
@@ -205,7 +241,7 @@ def test_a_detached_session_s_firings_replace_in_constant_work_per_firing() -> N
     table.route([WatchFired(7, 5, "s", None)])
     assert table.attach(7, "a") == [
         grant(7, 1),
-        *[fired for fired in change(1) if fired.watch_id != 5],
+        *[WatchFired(7, w, "s") for w in watches if w != 5],
         WatchFired(7, 5, "s", None),
     ]
 

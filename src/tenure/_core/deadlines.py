@@ -5,6 +5,15 @@ expiry, end of lock-delay, end of a claim) and never removes an entry when plans
 when an entry comes due, whether the entry still matches the live state. That keeps
 every reschedule O(log n) and cancellation free.
 
+A dead entry stays until its time, and a client chooses that time: each renew of a
+lease of a day (or of 10**9 seconds: a lease's TTL has no most), each acquire with a
+long timeout that it cancels, left one behind (issue 47: 100,000 renews of one lease
+kept 17 MB that no quota or budget saw). So the heap is compacted (its dead entries
+dropped, :meth:`Deadlines.compact`) once it is twice what it kept at the last
+compaction and at least :data:`COMPACT_AT_LEAST`: dead entries are then at most
+about as many as live ones (plus that floor), and each compaction's cost, O(heap),
+is paid by the schedules since the last one (amortized O(1) each).
+
 What a deadline is for is its key's *type*: one small immutable value per kind,
 carrying what is needed to find the thing it times and to tell whether that thing
 is still the one that was timed (a waiter's request id, a grant's token). The
@@ -15,7 +24,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterator
-from typing import NamedTuple, TypeAlias
+from typing import Final, NamedTuple, TypeAlias
 
 # The keys are NamedTuples rather than frozen dataclasses: they are made on the hot
 # path (every timed acquire, every lease) and a tuple is the cheapest immutable
@@ -100,13 +109,20 @@ def _rank(key: DeadlineKey) -> int:
     return 4
 
 
+#: The fewest entries the heap holds when it is compacted (module docstring): below
+#: it, dead entries wait for their time (a few hundred KiB at most).
+COMPACT_AT_LEAST: Final = 4096
+
+
 class Deadlines:
     """Timed events, popped in time order (ties in a fixed order of their keys)."""
 
-    __slots__ = ("_heap",)
+    __slots__ = ("_compact_at", "_heap")
 
     def __init__(self) -> None:
         self._heap: list[_Entry] = []
+        #: The heap's size at which :meth:`crowded` says to compact it.
+        self._compact_at = COMPACT_AT_LEAST
 
     def __len__(self) -> int:
         return len(self._heap)
@@ -124,6 +140,26 @@ class Deadlines:
                 return when
             heapq.heappop(heap)
         return None
+
+    def crowded(self) -> bool:
+        """Whether the heap has doubled since its last compaction (and holds at least
+        :data:`COMPACT_AT_LEAST`): O(1), asked after every command."""
+        return len(self._heap) >= self._compact_at
+
+    def compact(self, is_live: Callable[[float, DeadlineKey], bool]) -> int:
+        """Drop every entry ``is_live`` refuses, and every copy of a kept one (a renew
+        or a restated wait in the same instant schedules the same entry again): each
+        would be dropped when due (the first copy handled, the rest dead then), so
+        what is handled, and in which order, is the same. Returns how many went.
+
+        O(heap): :meth:`crowded` asks for it once the heap has doubled.
+        """
+        heap = self._heap
+        kept = list(dict.fromkeys(entry for entry in heap if is_live(entry[0], entry[2])))
+        heapq.heapify(kept)  # (entries order by their own fields: the same order)
+        self._heap = kept
+        self._compact_at = max(COMPACT_AT_LEAST, 2 * len(kept))
+        return len(heap) - len(kept)
 
     def any_due(self, now: float) -> bool:
         """Whether some entry (live or not) is due at ``now``: O(1), for the hot path."""

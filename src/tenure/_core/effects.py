@@ -55,8 +55,10 @@ class WatchFired:
     """An armed one-shot watch saw its semaphore change; the watch is gone.
 
     ``description`` is the state the change left, listing owners and waiters as the
-    arming describe asked (``exists`` false if the semaphore is gone). Describe again
-    (with a watch) to go on watching: that reads the latest state.
+    arming describe asked (``exists`` false if the semaphore is gone), or None when
+    it is not sent (more to list than ``max_listed_per_firing``; larger than the
+    watcher's frames; queued for a detached session): describe to learn it. Describe
+    again (with a watch) to go on watching: that reads the latest state.
     """
 
     session_id: int

@@ -159,6 +159,8 @@ class Engine(EngineState):
         # learns from ``deadlines_handled`` whether this tick must be logged.
         self.tick(now)
         reply: R = handler(self, command, now)
+        if self.deadlines.crowded():  # (dead entries a client's renews left: O(1) to ask)
+            self.deadlines.compact(self._is_live)
         return reply
 
     def tick(self, now: float, budget: int | None = None) -> int:

@@ -36,6 +36,25 @@ DEADLOCK_SEARCH_LIMIT: Final = 1_000
 #: pushes one change of a node makes through them (docs/operations.md, "Prefix watches").
 MAX_PREFIX_WATCHES_PER_NODE: Final = 1_000
 
+#: How many watches (one-shot or repeating, not prefix watches) one quota owner (a
+#: token; ``""`` without an auth file) may have armed on one semaphore name, by default
+#: (``EngineState.max_watches_per_semaphore``; ``tenure serve
+#: --max-watches-per-semaphore``). Every watch on a name may fire on each change of
+#: it, in the changer's step: this bounds the pushes one token's watches add to
+#: another's change (about 2 us each), and, counted per owner, no token's watches
+#: can use up another's room on the name (docs/operations.md, "Prefix watches").
+MAX_WATCHES_PER_SEMAPHORE: Final = 1_000
+
+#: The most owners and waiters a watch firing lists, by default
+#: (``EngineState.max_listed_per_firing``; ``tenure serve --max-listed-per-firing``).
+#: A watch armed by a describe that lists them fires with them listed, built in the
+#: step of whoever changed the semaphore: past this many (owners and waiters, as the
+#: watch asked), the firing carries no description (nil: docs/protocol.md section 8)
+#: and its watcher describes the semaphore itself, in a request of its own. So one
+#: change's firings cost at most this much listing, however big the group and
+#: whoever armed them (docs/operations.md, "Watches that list").
+MAX_LISTED_PER_FIRING: Final = 1_000
+
 #: The most broken deadlocks a node's description shows (the latest; the engine keeps
 #: no more of them).
 MAX_DEADLOCKS_SHOWN: Final = 8

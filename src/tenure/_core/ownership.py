@@ -14,6 +14,7 @@ from typing import Any
 from tenure._core.quotas import (
     Q_DATA_BYTES,
     Q_HOLDS,
+    Q_MISSED_BYTES,
     Q_NODES,
     Q_PREFIX_WATCHES,
     Q_SEMAPHORES,
@@ -46,6 +47,7 @@ def counted_usage(state: EngineState) -> dict[str, list[int]]:
         count(usage, Q_DATA_BYTES, session.counted_bytes())
         count(usage, Q_WATCHES, len(session.watches))
         count(usage, Q_WAITERS, session.wait_count())
+        count(usage, Q_MISSED_BYTES, session.kept_missed_bytes())
     for watch in state.watches.armed():  # (the index's, not what each session counted)
         watcher = state.sessions[watch.session_id].usage
         count(watcher, Q_DATA_BYTES, text_bytes(watch.name))

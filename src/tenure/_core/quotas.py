@@ -35,6 +35,14 @@ What counts against whom:
   values against the node's owner. A quota on bytes that 1 KiB names could pass
   around would be none: a name costs the server what data does.
 
+Counted for the memory budget only (no quota: each is bounded otherwise): ``holds``
+(bounded by an owner's sessions and the semaphores' limits) and ``missed_bytes``, the
+estimated bytes of the endings each session keeps for its client to read back after a
+re-attach (:attr:`tenure._core.session.Session.missed`; at most the node's
+``max_missed_per_session`` a session), against the session's owner. An ending is kept
+when it happens (a timeout, a deletion: never refused), and counted then, so that
+whatever is asked next sees it in the estimate.
+
 ``recovery_window`` (the longest session timeout an owner may ask) is a check, not
 a count; ``requests_per_second`` is the server's (its gate), not the engine's.
 """
@@ -56,6 +64,7 @@ __all__ = [
     "QUOTA_NAMES",
     "Q_DATA_BYTES",
     "Q_HOLDS",
+    "Q_MISSED_BYTES",
     "Q_NODES",
     "Q_PREFIX_WATCHES",
     "Q_SEMAPHORES",
@@ -79,6 +88,9 @@ Q_PREFIX_WATCHES: Final = 6
 #: Holds (grants held): counted for the memory budget only (no quota: a token's holds
 #: are bounded by its sessions and the semaphores' limits).
 Q_HOLDS: Final = 7
+#: The estimated bytes of the endings its sessions keep (``Session.missed``): counted
+#: for the memory budget only, as they are (one byte each in :data:`OBJECT_BYTES`).
+Q_MISSED_BYTES: Final = 8
 #: The counted quotas, in the order of :attr:`Usage.counts`.
 COUNTED: Final = (
     "sessions",
@@ -89,8 +101,9 @@ COUNTED: Final = (
     "data_bytes",
     "prefix_watches",
 )
-#: Everything :attr:`Usage.counts` counts: the counted quotas, then ``holds``.
-TRACKED: Final = (*COUNTED, "holds")
+#: Everything :attr:`Usage.counts` counts: the counted quotas, then ``holds`` and
+#: ``missed_bytes`` (the memory budget's only).
+TRACKED: Final = (*COUNTED, "holds", "missed_bytes")
 #: Every quota of a token (the auth file's ``[token.quota]`` keys), counted or not.
 QUOTA_NAMES: Final = (*COUNTED, "recovery_window", "requests_per_second")
 
@@ -103,8 +116,8 @@ QUOTA_NAMES: Final = (*COUNTED, "recovery_window", "requests_per_second")
 #: short names, which these cover). The memory budget is charged these (in
 #: :data:`TRACKED` order) plus every data byte, which counts what a client chooses
 #: the size of: data, names, keys, identities (:func:`text_bytes`). A prefix watch
-#: is charged as a watch (it is one), nothing more.
-OBJECT_BYTES: Final = (600, 1000, 600, 400, 2000, 1, 0, 500)
+#: is charged as a watch (it is one), nothing more; a kept ending's bytes as counted.
+OBJECT_BYTES: Final = (600, 1000, 600, 400, 2000, 1, 0, 500, 1)
 
 
 def text_bytes(text: str) -> int:
@@ -299,13 +312,22 @@ class QuotaLedger:
         bytes of ``data_bytes`` (their names, keys, identities, data: :func:`text_bytes`),
         the memory budget asked for both at once (asked apart, each would pass where
         the two together do not)."""
+        self.check_all(usage, ((index, amount), (Q_DATA_BYTES, size)))
+
+    def check_all(self, usage: Usage, asks: Sequence[tuple[int, int]]) -> None:
+        """:meth:`check` of everything one command makes at once: ``amount`` more of
+        each ``index`` in ``asks`` (amounts of 0 or less ask nothing), each quota
+        asked apart and the memory budget for their sum (asked one by one, each would
+        pass where all together do not: an ephemeral acquire's semaphore, its hold
+        and its data)."""
         if not self.enforcing or not (self.quotas or self.budget):
             return  # (no quota and no budget: not even a lookup)
-        if amount > 0:
-            self._check_quota(usage, index, amount)
-        if size > 0:
-            self._check_quota(usage, Q_DATA_BYTES, size)
-        self._check_budget(usage, amount * OBJECT_BYTES[index] + size)
+        cost = 0
+        for index, amount in asks:
+            if amount > 0:
+                self._check_quota(usage, index, amount)
+                cost += amount * OBJECT_BYTES[index]
+        self._check_budget(usage, cost)
 
     def _check_quota(self, usage: Usage, index: int, amount: int) -> None:
         quota = self.quotas.get(usage.owner)

@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from types import MappingProxyType
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 from tenure._core._dataclass import dataclass
 from tenure._core.effects import AcquireFailed, LeaseLost
 from tenure._core.quotas import (
     Q_DATA_BYTES,
+    Q_MISSED_BYTES,
     Q_PREFIX_WATCHES,
     Q_WAITERS,
     Q_WATCHES,
@@ -29,6 +30,21 @@ from tenure._core.watches import Watch
 
 #: What :attr:`Session.missed` keeps: a queued acquire that failed, or a lost grant.
 Missed = AcquireFailed | LeaseLost
+
+#: What one kept ending costs the server's memory besides its name's and message's
+#: text: the effect, its key (name, hold), its numbers, its message's string and its
+#: share of the session's table (about 250 measured on the pure build: ``python -m
+#: bench.micro.memory_budget``'s per-object table; rounded up, as
+#: :data:`~tenure._core.quotas.OBJECT_BYTES` are).
+MISSED_BYTES: Final = 300
+
+
+def missed_bytes(effect: Missed) -> int:
+    """What keeping ``effect`` in a session's :attr:`Session.missed` costs in the memory
+    budget's estimate (its owner's ``missed_bytes``): the name and the message are
+    counted as kept (a message names the semaphore: a 1 KiB name, twice)."""
+    return MISSED_BYTES + text_bytes(effect.name) + text_bytes(effect.message)
+
 
 #: The numbers of a session's holds (or waits) on one semaphore: one int, the usual
 #: case (a set costs 216 bytes, and a server may keep a hundred thousand held
@@ -179,7 +195,8 @@ class Session:
         ending per hold until the session acquires or releases that hold again (so
         the client has seen it), so a client that re-attaches can read back what it
         may have missed (DescribeSession). At most the node's
-        ``max_missed_per_session`` are kept, the oldest dropped first.
+        ``max_missed_per_session`` are kept, the oldest dropped first, each
+        counted in the memory budget's estimate (:func:`missed_bytes`).
         """
         return self._missed or _NO_MISSED
 
@@ -189,17 +206,30 @@ class Session:
             self._missed = {}
         missed = self._missed
         key = (effect.name, effect.hold)
-        missed.pop(key, None)  # re-inserted last: the newest
+        grown = missed_bytes(effect)
+        replaced = missed.pop(key, None)  # re-inserted last: the newest
+        if replaced is not None:
+            grown -= missed_bytes(replaced)
         missed[key] = effect
         while len(missed) > limit:  # (a node's limit may have been lowered)
-            del missed[next(iter(missed))]
+            grown -= missed_bytes(missed.pop(next(iter(missed))))
+        # Counted, never refused: an ending happens (a timeout, a deletion); what is
+        # asked next sees it in the estimate (tenure._core.quotas).
+        if self.usage is not None:
+            self.usage.add(Q_MISSED_BYTES, grown)
 
     def forget_missed(self, name: str, hold: int = 0) -> None:
         """It acted on that hold again: its client knows how the last one ended."""
         if self._missed is not None:
-            self._missed.pop((name, hold), None)
+            forgotten = self._missed.pop((name, hold), None)
+            if forgotten is not None and self.usage is not None:
+                self.usage.add(Q_MISSED_BYTES, -missed_bytes(forgotten))
             if not self._missed:
                 self._missed = None
+
+    def kept_missed_bytes(self) -> int:
+        """What its kept endings count in its owner's ``missed_bytes`` (O(kept))."""
+        return sum(map(missed_bytes, self._missed.values())) if self._missed else 0
 
     # -- watches ------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from tenure._core.deadlines import (
 from tenure._core.effects import AcquireFailed, Effect, Granted, WatchFired
 from tenure._core.quotas import (
     Q_DATA_BYTES,
+    Q_MISSED_BYTES,
     Q_NODES,
     Q_SEMAPHORES,
     Q_SESSIONS,
@@ -43,7 +44,9 @@ from tenure._core.values import (
     DEADLOCK_SEARCH_LIMIT,
     DEFAULT_NODE_CEILINGS,
     MAX_DEADLOCKS_SHOWN,
+    MAX_LISTED_PER_FIRING,
     MAX_PREFIX_WATCHES_PER_NODE,
+    MAX_WATCHES_PER_SEMAPHORE,
     BrokenDeadlock,
     NodeConfig,
     SemaphoreDescription,
@@ -127,11 +130,15 @@ class Node:
             sem.usage = None
 
     def annex_bytes(self) -> int:
-        """The bytes of its annex's values (what its owner's ``data_bytes`` counts)."""
-        return sum(map(len, self.annex.values())) if self.annex else 0
+        """The bytes of its annex's keys and values (what its owner's ``data_bytes``
+        counts of it: :func:`annex_entry_bytes` each)."""
+        if not self.annex:
+            return 0
+        return sum(annex_entry_bytes(key, value) for key, value in self.annex.items())
 
     def counted_bytes(self) -> int:
-        """What it counts in its owner's ``data_bytes``: its name and its annex's values."""
+        """What it counts in its owner's ``data_bytes``: its name and its annex's keys
+        and values."""
         return text_bytes(self.name) + self.annex_bytes()
 
     def add_session(self, session_id: int) -> None:
@@ -148,6 +155,13 @@ class Node:
         """Sort the indexes afresh from the dicts (after a snapshot filled them)."""
         self.semaphore_index = SortedKeys(self.semaphores)
         self.session_index = SortedKeys(self.sessions)
+
+
+def annex_entry_bytes(key: str, value: bytes) -> int:
+    """What one key of a node's annex counts in the node's owner's ``data_bytes``: the
+    key as a name is counted (:func:`text_bytes`, at most 64 bytes of UTF-8), and
+    its value."""
+    return text_bytes(key) + len(value)
 
 
 def _count_semaphore(sem: Semaphore, sign: int) -> None:
@@ -201,6 +215,14 @@ class EngineState:
         #: How many prefix watches one node may have armed (whoever armed them): the
         #: host's, like ``max_nodes`` (watches are not logged: no replay arms one).
         self.max_prefix_watches_per_node = MAX_PREFIX_WATCHES_PER_NODE
+        #: How many watches one quota owner may have armed on one semaphore name (each
+        #: fires on a change of it, in the changer's step): the host's, like
+        #: ``max_prefix_watches_per_node``.
+        self.max_watches_per_semaphore = MAX_WATCHES_PER_SEMAPHORE
+        #: The most owners and waiters a watch firing lists (a bigger listing is left
+        #: to the watcher's own describe: :meth:`fire_watches`): the host's, like
+        #: ``max_watches_per_semaphore``.
+        self.max_listed_per_firing = MAX_LISTED_PER_FIRING
         #: The latest deadlocks refused on each node, oldest first (not state: a
         #: refused command changes none, and is not logged; shown by DescribeNode).
         #: Their bytes count in the memory budget's estimate (:meth:`note_deadlock`).
@@ -259,8 +281,8 @@ class EngineState:
 
     def forget_session(self, session: Session, node: Node) -> None:
         """Forget ``session`` of ``node``, and what it counted against its owner: itself,
-        its description, identity and key, its watches (disarmed here) and its waits
-        (taken out of their queues by the caller)."""
+        its description, identity and key, its watches (disarmed here), its waits
+        (taken out of their queues by the caller) and the endings it kept."""
         sid = session.session_id
         del self.sessions[sid]
         node.drop_session(sid)
@@ -270,6 +292,7 @@ class EngineState:
             usage.add(Q_SESSIONS, -1)
             usage.add(Q_DATA_BYTES, -session.counted_bytes())
             usage.add(Q_WAITERS, -session.wait_count())
+            usage.add(Q_MISSED_BYTES, -session.kept_missed_bytes())
 
     def disarm_watches(self, session: Session) -> None:
         """Disarm every watch of ``session``: each uncounted with its name's bytes."""
@@ -327,6 +350,12 @@ class EngineState:
         the memory budget together (:meth:`QuotaLedger.check_made`)."""
         if usage is not None:
             self.ledger.check_made(usage, index, amount, size)
+
+    def check_all(self, usage: Usage | None, asks: list[tuple[int, int]]) -> None:
+        """:meth:`check_quota` of everything one command makes at once, the memory
+        budget asked for the sum (:meth:`QuotaLedger.check_all`)."""
+        if usage is not None:
+            self.ledger.check_all(usage, asks)
 
     def check_room(self, node: Node) -> None:
         """Raise LimitExceededError if ``node`` cannot take one more semaphore."""
@@ -502,22 +531,37 @@ class EngineState:
             self.settle(node, member_sem, now, WAITERS)
 
     def fire_watches(self, node: Node, name: str, change: Change) -> None:
-        """Queue a WatchFired for every watch on ``name`` that ``change`` hits."""
+        """Queue a WatchFired for every watch on ``name`` that ``change`` hits.
+
+        A firing that would list more than ``max_listed_per_firing`` owners and
+        waiters carries no description (its watcher describes the semaphore itself):
+        this step is another's change, and its listing work is bounded so.
+        """
         # One description per shape asked for, shared by every watch that asked for it.
-        shapes: dict[tuple[bool, bool], SemaphoreDescription] = {}
+        shapes: dict[tuple[bool, bool], SemaphoreDescription | None] = {}
         sem = node.semaphores.get(name)
         for watch in self.watches.fire(node.name, name, change):
             if not watch.repeat:
                 self.sessions[watch.session_id].discard_watch(watch)
             shape = (watch.with_owners, watch.with_waiters)
-            description = shapes.get(shape)
-            if description is None:
-                description = shapes[shape] = (
-                    SemaphoreDescription.missing(name)
-                    if sem is None
-                    else sem.describe(owners=shape[0], waiters=shape[1], sessions=self.sessions)
-                )
+            if shape in shapes:
+                description = shapes[shape]
+            else:
+                description = shapes[shape] = self._fired_description(name, sem, shape)
             self.effects.append(WatchFired(watch.session_id, watch.watch_id, name, description))
+
+    def _fired_description(
+        self, name: str, sem: Semaphore | None, shape: tuple[bool, bool]
+    ) -> SemaphoreDescription | None:
+        """What a firing of ``shape`` (owners listed, waiters listed) carries: the state,
+        or None past ``max_listed_per_firing`` (counted in O(1), before any listing)."""
+        if sem is None:
+            return SemaphoreDescription.missing(name)
+        owners, waiters = shape
+        listed = (len(sem.owners) if owners else 0) + (sem.queue_length() if waiters else 0)
+        if listed > self.max_listed_per_firing:
+            return None
+        return sem.describe(owners=owners, waiters=waiters, sessions=self.sessions)
 
     def tell_missed(self, effect: Missed) -> None:
         """Queue an ending the session did not cause, and keep it for a re-attach to read."""

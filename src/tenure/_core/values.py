@@ -36,6 +36,7 @@ from tenure._core.limits import (
     MAX_DEADLOCKS_SHOWN,
     MAX_DESCRIPTION_BYTES,
     MAX_HOLD,
+    MAX_LISTED_PER_FIRING,
     MAX_NAME_BYTES,
     MAX_PAGE,
     MAX_PID,
@@ -43,6 +44,7 @@ from tenure._core.limits import (
     MAX_RECOVERY_WINDOW,
     MAX_SET_NAMES,
     MAX_TASK,
+    MAX_WATCHES_PER_SEMAPHORE,
 )
 from tenure.errors import InvalidArgumentError, LimitExceededError
 
@@ -399,6 +401,7 @@ __all__ = [
     "MAX_DEADLOCKS_SHOWN",
     "MAX_DESCRIPTION_BYTES",
     "MAX_HOLD",
+    "MAX_LISTED_PER_FIRING",
     "MAX_NAME_BYTES",
     "MAX_PAGE",
     "MAX_PID",
@@ -406,6 +409,7 @@ __all__ = [
     "MAX_RECOVERY_WINDOW",
     "MAX_SET_NAMES",
     "MAX_TASK",
+    "MAX_WATCHES_PER_SEMAPHORE",
     "MutexDescription",
     "NO_IDENTITY",
     "NodeConfig",

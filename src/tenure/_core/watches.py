@@ -3,7 +3,9 @@
 A watch is armed by a describe and fires on a change of an aspect it watches (or
 of the semaphore's existence, which changes every aspect). Firing carries the state
 the change left (described as the arming describe asked: with owners and waiters
-or without), so a watcher sees it without another round trip.
+or without), so a watcher sees it without another round trip; a firing that would
+list more owners and waiters than ``EngineState.max_listed_per_firing`` carries
+none (the listing would be built in another's step), and its watcher describes.
 
 A one-shot watch fires once: the watcher describes again to arm the next, and that
 describe reads the latest state, so changes in between coalesce. A repeating watch
@@ -21,6 +23,12 @@ watches share a prefix. But every prefix watch a change hits fires, each a push 
 its session: a node's prefix watches are counted (:meth:`Watches.prefix_count`),
 and the engine bounds them (``EngineState.max_prefix_watches_per_node``), so that
 one change's fan-out is bounded too, whoever armed them.
+
+The watches on one name fire on each change of it, in the step that made the
+change, whoever owns the semaphore: a name's watches are counted per quota owner
+of the sessions that armed them (:meth:`Watches.target_count`), and the engine
+bounds each quota owner's (``EngineState.max_watches_per_semaphore``), so that no
+token's watches add more than that to another's change, nor use up its room.
 """
 
 from __future__ import annotations
@@ -50,6 +58,9 @@ class Watch:
     #: A prefix watch: ``name`` is the prefix, and it watches every name under it
     #: (always repeating).
     prefix: bool = False
+    #: The quota owner of the session that armed it (its token's name; ``""``:
+    #: none): a name's watches are counted per quota owner (:meth:`Watches.target_count`).
+    quota_owner: str = ""
 
 
 #: Which aspects of a semaphore changed in one step: an int of the bits below. Every
@@ -75,7 +86,14 @@ def matches(change: Change, watch: Watch) -> bool:
 class Watches:
     """All armed watches, indexed by target, by node and prefix, and by id."""
 
-    __slots__ = ("_by_id", "_by_prefix", "_by_target", "_prefix_counts", "_prefix_lengths")
+    __slots__ = (
+        "_by_id",
+        "_by_prefix",
+        "_by_target",
+        "_prefix_counts",
+        "_prefix_lengths",
+        "_target_counts",
+    )
 
     def __init__(self) -> None:
         self._by_target: dict[tuple[str, str], dict[int, Watch]] = {}
@@ -86,6 +104,8 @@ class Watches:
         self._prefix_lengths: dict[str, dict[int, int]] = {}
         #: node -> how many prefix watches it has armed.
         self._prefix_counts: dict[str, int] = {}
+        #: (node, name, quota owner) -> how many watches on the name its sessions armed.
+        self._target_counts: dict[tuple[str, str, str], int] = {}
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -94,6 +114,11 @@ class Watches:
         """How many prefix watches of ``node`` are armed: each fires on a change of
         any name under its prefix."""
         return self._prefix_counts.get(node, 0)
+
+    def target_count(self, node: str, name: str, quota_owner: str) -> int:
+        """How many watches on ``name`` of ``node`` (not prefix watches) the sessions of
+        ``quota_owner`` have armed: each fires on a change of the name."""
+        return self._target_counts.get((node, name, quota_owner), 0)
 
     def armed(self) -> list[Watch]:
         """Every armed watch (a copy, in the order armed)."""
@@ -120,6 +145,13 @@ class Watches:
             count = sum(len(of_prefix) for of_prefix in prefixes.values())
             assert self._prefix_counts[node] == count, f"{node}: prefix watches counted"
         assert set(self._prefix_lengths) == set(self._by_prefix) == set(self._prefix_counts)
+        counts: dict[tuple[str, str, str], int] = {}
+        for (node, name), on_target in self._by_target.items():
+            assert on_target, f"{node}: no watch of {name!r} but its entry"
+            for watch in on_target.values():
+                key = (node, name, watch.quota_owner)
+                counts[key] = counts.get(key, 0) + 1
+        assert self._target_counts == counts, "watches on a name counted per quota owner"
 
     def arm(self, watch: Watch) -> None:
         """Register ``watch``."""
@@ -135,6 +167,8 @@ class Watches:
             self._prefix_counts[watch.node] = self._prefix_counts.get(watch.node, 0) + 1
             return
         self._by_target.setdefault((watch.node, watch.name), {})[watch.watch_id] = watch
+        key = (watch.node, watch.name, watch.quota_owner)
+        self._target_counts[key] = self._target_counts.get(key, 0) + 1
 
     def disarm(self, watch_id: int) -> Watch | None:
         """Remove a watch without firing it."""
@@ -149,6 +183,12 @@ class Watches:
         del on_target[watch_id]
         if not on_target:
             del self._by_target[target]
+        key = (watch.node, watch.name, watch.quota_owner)
+        left = self._target_counts[key] - 1
+        if left:
+            self._target_counts[key] = left
+        else:
+            del self._target_counts[key]
         return watch
 
     def _disarm_prefix(self, watch: Watch) -> None:

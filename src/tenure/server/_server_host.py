@@ -136,6 +136,8 @@ def server_host(
     engine.deadlock_search_limit = config.deadlock_search_limit
     engine.max_nodes = config.max_nodes
     engine.max_prefix_watches_per_node = config.max_prefix_watches_per_node
+    engine.max_watches_per_semaphore = config.max_watches_per_semaphore
+    engine.max_listed_per_firing = config.max_listed_per_firing
     engine.node_ceilings = config.node_ceilings
     engine.ledger.budget = config.memory_budget
     commit = GroupCommit(

@@ -16,6 +16,14 @@ insertion order, a WatchFired keyed by twice its watch id and every other effect
 by an odd number of its own (so the two never meet): a replacement is one pop and
 one insertion, O(1) however many watches the session has (a scan of the queue per
 firing made one change cost the square of a detached session's watches: issue 47).
+
+A firing waits here without the state it carried (nil, "describe to learn it":
+docs/protocol.md section 8). A client reads its watches' state after every
+re-attach anyway (section 11: a push may have been lost), so the state would
+only be read and dropped; kept, each firing of a distinct change held a
+description of its own, as big as the group it lists (500 detached watchers of a
+2,000-holder semaphore's owners: 96 MB that no estimate counted; now a few dozen
+bytes each, within ``max_queued``: bench.micro.listing_watch).
 """
 
 from __future__ import annotations
@@ -103,6 +111,10 @@ class SessionTable(Generic[C]):
                     # matters, so a busy semaphore cannot overflow a detached watcher.
                     key = effect.watch_id << 1
                     queue.pop(key, None)
+                    if effect.description is not None:
+                        # Kept without its state (module docstring): the client
+                        # describes after its re-attach, as it must anyway.
+                        effect = WatchFired(sid, effect.watch_id, effect.name)
                 else:
                     key = self._last_key = self._last_key + 2
                 if len(queue) >= self.max_queued:

@@ -51,6 +51,7 @@ def test_the_owner_is_logged_with_what_it_makes_and_replayed() -> None:
         "data_bytes": len(KEY) + len("s") + 5,  # (its session's key, a name, data)
         "prefix_watches": 0,
         "holds": 0,
+        "missed_bytes": 0,
     }
     assert engine.ledger.of("admin").counts[COUNTED.index("nodes")] == 1
     assert engine.actor == ""  # (known while a record is applied only)

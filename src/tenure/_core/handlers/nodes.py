@@ -5,7 +5,7 @@ from __future__ import annotations
 from tenure._core import commands as c
 from tenure._core.effects import AcquireFailed, LeaseLost, SessionEnded
 from tenure._core.quotas import Q_DATA_BYTES, Q_NODES, text_bytes
-from tenure._core.state import EngineState, Node
+from tenure._core.state import EngineState, Node, annex_entry_bytes
 from tenure._core.values import (
     MAX_ANNEX_BYTES,
     MAX_ANNEX_KEYS,
@@ -96,25 +96,28 @@ def set_node_annex(state: EngineState, cmd: c.SetNodeAnnex, now: float) -> None:
     key = check_annex_key(cmd.key)
     value = check_data(f"annex value of {key!r}", cmd.value, MAX_ANNEX_BYTES, "MAX_ANNEX_BYTES")
     annex = node.annex
-    old = b"" if annex is None else annex.get(key, b"")
-    usage = node.usage  # (its annex counts against the node's owner)
+    old = None if annex is None else annex.get(key)
+    # (Its key counts as its value does, against the node's owner: annex_entry_bytes.)
+    counted = 0 if old is None else annex_entry_bytes(key, old)
+    usage = node.usage
     if not value:
         if annex is not None and annex.pop(key, None) is not None and not annex:
             node.annex = None  # an empty annex is no annex (as a new node has)
         if usage is not None:
-            usage.add(Q_DATA_BYTES, -len(old))
+            usage.add(Q_DATA_BYTES, -counted)
         return
     if annex is not None and key not in annex and len(annex) >= MAX_ANNEX_KEYS:
         raise LimitExceededError(
             f"the annex of node {node.name!r} has {MAX_ANNEX_KEYS} keys, the most it may"
         )
-    state.check_quota(usage, Q_DATA_BYTES, len(value) - len(old))
+    grown = annex_entry_bytes(key, value) - counted
+    state.check_quota(usage, Q_DATA_BYTES, grown)
     if annex is None:
         node.annex = {key: value}
     else:
         annex[key] = value
     if usage is not None:
-        usage.add(Q_DATA_BYTES, len(value) - len(old))
+        usage.add(Q_DATA_BYTES, grown)
 
 
 def get_node_annex(state: EngineState, cmd: c.GetNodeAnnex, now: float) -> bytes:

@@ -64,9 +64,12 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
     sem = node.semaphores.get(name)
     if sem is None and not cmd.ephemeral:
         raise NotFoundError(f"semaphore {name!r} does not exist (create it or use ephemeral)")
+    # What it makes, asked of the quotas each and of the memory budget at once (asked
+    # apart, a new ephemeral semaphore and its hold would each pass where both do not).
+    made = made_bytes = waits = holds = 0
     if sem is None:
         state.check_room(node)
-        state.check_made(session.usage, Q_SEMAPHORES, text_bytes(name))  # (with its name)
+        made, made_bytes = 1, text_bytes(name)  # (with its name)
     elif count > sem.limit:
         raise LimitExceededError(f"count {count} exceeds the limit {sem.limit} of {name!r}")
     elif timeout != 0 and sem.waiter(key) is None and not sem.can_grant_now(key, count, now):
@@ -74,12 +77,23 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
             raise LimitExceededError(
                 f"max_waiters ({node.config.max_waiters}) reached on semaphore {name!r}"
             )
-        state.check_quota(session.usage, Q_WAITERS)
+        waits = 1
     held = sem.owner(key) if sem is not None else None
     if held is None and (sem is None or sem.can_grant_now(key, count, now)):
-        state.check_quota(session.usage, Q_HOLDS)  # (a new hold: the memory budget counts it)
+        holds = 1  # (a new hold: the memory budget counts it)
     if data:  # (its hold's or its wait's data, in place of what that replaces)
-        state.check_quota(session.usage, Q_DATA_BYTES, len(data) - _replaced(sem, key, count, now))
+        made_bytes += len(data) - _replaced(sem, key, count, now)
+    ledger = state.ledger  # (no quota and no budget, the usual case: no list made)
+    if (ledger.quotas or ledger.budget) and (made or waits or holds or made_bytes > 0):
+        state.check_all(
+            session.usage,
+            [
+                (Q_SEMAPHORES, made),
+                (Q_WAITERS, waits),
+                (Q_HOLDS, holds),
+                (Q_DATA_BYTES, made_bytes),
+            ],
+        )
     if task and timeout != 0 and sem is not None and not cmd.keep_place:
         _refuse_deadlock(state, node, sem, sid, hold, key, count, task, now)
     # Validated: from here on the command succeeds (rule 1).

@@ -12,7 +12,7 @@ from __future__ import annotations
 from tenure._core import commands as c
 from tenure._core.deadlines import WaiterDeadline
 from tenure._core.deadlocks import Asked, refuse_deadlock
-from tenure._core.quotas import Q_HOLDS, Q_SEMAPHORES, Q_WAITERS, text_bytes
+from tenure._core.quotas import Q_DATA_BYTES, Q_HOLDS, Q_SEMAPHORES, Q_WAITERS, text_bytes
 from tenure._core.semaphore import Semaphore, Waiter, holder_key
 from tenure._core.state import EngineState
 from tenure._core.values import (
@@ -67,25 +67,34 @@ def acquire_all(state: EngineState, cmd: c.AcquireAll, now: float) -> c.AcquireA
             f"max_semaphores ({node.config.max_semaphores}) reached on node {node.name!r}"
         )
     made_bytes = sum(text_bytes(name) for name, sem in zip(names, sems, strict=True) if sem is None)
-    # (The names it makes, and each member's data.)
-    state.check_made(session.usage, Q_SEMAPHORES, made_bytes + len(data) * len(names), missing)
-    state.check_quota(session.usage, Q_HOLDS, len(names))  # (the memory budget's)
     at_once = all(
         sem is None or sem.can_grant_now(key, count, now)
         for sem, key in zip(sems, keys, strict=True)
     )
+    waits = 0
     if not at_once and timeout != 0:
         for name, sem in zip(names, sems, strict=True):
             if sem is not None and sem.queue_length() >= node.config.max_waiters:
                 raise LimitExceededError(
                     f"max_waiters ({node.config.max_waiters}) reached on semaphore {name!r}"
                 )
-        state.check_quota(session.usage, Q_WAITERS, len(names))
-        if task:  # (one request, in every queue; a name it makes waits for nobody)
-            asked: list[Asked] = [
-                (sem, key, count) for sem, key in zip(sems, keys, strict=True) if sem is not None
-            ]
-            refuse_deadlock(state, node, sid, task, asked, None, now)
+        waits = len(names)
+    # Each quota asked apart, the memory budget for all it makes at once (asked one by
+    # one, each would pass where all do not).
+    state.check_all(
+        session.usage,
+        [
+            (Q_SEMAPHORES, missing),
+            (Q_HOLDS, len(names)),  # (the memory budget's)
+            (Q_WAITERS, waits),
+            (Q_DATA_BYTES, made_bytes + len(data) * len(names)),  # (names made, data)
+        ],
+    )
+    if waits and task:  # (one request, in every queue; a name it makes waits for nobody)
+        asked: list[Asked] = [
+            (sem, key, count) for sem, key in zip(sems, keys, strict=True) if sem is not None
+        ]
+        refuse_deadlock(state, node, sid, task, asked, None, now)
     # Validated: from here on the command succeeds (rule 1).
     for name, hold in zip(names, holds, strict=True):
         session.forget_missed(name, hold)  # asking again: the client settled the last one

@@ -18,7 +18,13 @@ from tenure.errors import LimitExceededError, NotFoundError
 def describe_semaphore(
     state: EngineState, cmd: c.DescribeSemaphore, now: float
 ) -> c.DescribeResult:
-    """Describe a semaphore and, if asked, arm a watch on it (a missing one too)."""
+    """Describe a semaphore and, if asked, arm a watch on it (a missing one too).
+
+    A watch is bounded by the session's node (``max_watches_per_session``), its
+    quota owner's quota (``watches``) and the engine's ``max_watches_per_semaphore``,
+    per quota owner: every watch on the name fires on each change of it, whoever
+    changes it.
+    """
     session, node = state.lookup_session_node(cmd.session_id)
     name = check_name("semaphore", cmd.name)
     sem = node.semaphores.get(name)
@@ -27,8 +33,18 @@ def describe_semaphore(
     limit = node.config.max_watches_per_session
     if cmd.watches and len(session.watches) >= limit:
         raise LimitExceededError(f"max_watches_per_session ({limit}) reached")
+    usage = session.usage
+    owner = "" if usage is None else usage.owner
     if cmd.watches:
-        state.check_made(session.usage, Q_WATCHES, text_bytes(name))  # (with its name)
+        per_name = state.max_watches_per_semaphore
+        if state.watches.target_count(node.name, name, owner) >= per_name:
+            # Counted per quota owner: another token's watches never use up its room.
+            state.ledger.refused("max_watches_per_semaphore", owner)
+            raise LimitExceededError(
+                f"max_watches_per_semaphore ({per_name}) reached on {name!r} of node "
+                f"{node.name!r}" + (f" for token {owner!r}" if owner else "")
+            )
+        state.check_made(usage, Q_WATCHES, text_bytes(name))  # (with its name)
     if sem is None:
         description = SemaphoreDescription.missing(name)
     else:
@@ -47,6 +63,7 @@ def describe_semaphore(
         with_owners=cmd.owners,
         with_waiters=cmd.waiters,
         repeat=cmd.watch_repeat,
+        quota_owner=owner,
     )
     state.watches.arm(watch)
     session.add_watch(watch)
@@ -88,6 +105,7 @@ def watch_prefix(state: EngineState, cmd: c.WatchPrefix, now: float) -> c.WatchA
         with_waiters=bool(cmd.watch_waiters),
         repeat=True,
         prefix=True,
+        quota_owner="" if session.usage is None else session.usage.owner,
     )
     state.watches.arm(watch)
     session.add_watch(watch)

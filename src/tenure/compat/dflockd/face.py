@@ -219,7 +219,7 @@ class DflockdFace:
     ) -> tuple[Hold | None, bytes | None]:
         """Open a hold's session and ask the engine; (hold, None) or (None, error line)."""
         now = self._loop.time()
-        error = self.keeper.admit(semaphore, key, limit, now)
+        error = self.keeper.admit(semaphore, key, limit, now, conn.token)
         if error is not None:
             return None, error
         lease = lease or self.settings.default_lease

@@ -16,7 +16,10 @@ so a token cannot be guessed from its fence, and the server can check one after 
 restart, or a new leader after a failover, without having stored it.
 
 The key registry is dflockd's: ``--dflockd-max-locks`` counts every key, idle ones
-too, until the idle-key collector forgets it (``--dflockd-gc-max-idle``).
+too, until the idle-key collector forgets it (``--dflockd-gc-max-idle``). Each key
+counts as well against the token whose client registered it, for
+``--dflockd-max-locks-per-token`` (issue 47: one token's keys filled the registry,
+and every other token's new keys were refused until they were collected).
 """
 
 from __future__ import annotations
@@ -89,6 +92,8 @@ class KeyUse:
 
     last_active: float
     limit: int = 1
+    #: The token whose client registered it (it counts in :attr:`Registry.keys_of`).
+    token: str = ""
 
 
 @dataclass
@@ -98,6 +103,8 @@ class Registry:
     by_session: dict[int, Hold] = field(default_factory=dict)
     by_fence: dict[int, Hold] = field(default_factory=dict)
     keys: dict[tuple[bool, str], KeyUse] = field(default_factory=dict)
+    #: How many of ``keys`` each token registered (a token with none is not here).
+    keys_of: dict[str, int] = field(default_factory=dict)
 
     def add(self, hold: Hold) -> None:
         """Track ``hold`` by its session."""
@@ -118,13 +125,23 @@ class Registry:
         """The holds a connection asked for, in session order."""
         return [hold for hold in self.by_session.values() if hold.conn_id == conn_id]
 
-    def touch(self, semaphore: bool, key: str, now: float, limit: int = 1) -> None:
-        """Note activity on a key (registering it if new)."""
+    def touch(self, semaphore: bool, key: str, now: float, limit: int = 1, token: str = "") -> None:
+        """Note activity on a key (registering it if new, as ``token``'s)."""
         use = self.keys.get((semaphore, key))
         if use is None:
-            self.keys[(semaphore, key)] = KeyUse(now, limit)
+            self.keys[(semaphore, key)] = KeyUse(now, limit, token)
+            self.keys_of[token] = self.keys_of.get(token, 0) + 1
         else:
             use.last_active = now
+
+    def forget_key(self, semaphore: bool, key: str) -> None:
+        """The collector forgot ``key`` (it is registered): its token has one fewer."""
+        use = self.keys.pop((semaphore, key))
+        left = self.keys_of[use.token] - 1
+        if left:
+            self.keys_of[use.token] = left
+        else:
+            del self.keys_of[use.token]
 
     def busy_keys(self) -> set[tuple[bool, str]]:
         """Keys with a hold or a waiting request."""

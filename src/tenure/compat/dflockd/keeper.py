@@ -4,8 +4,9 @@
   sessions an earlier run left are dealt with: closed, as their connections are
   gone, or, with auto-release off, kept with their leases running (their tokens
   still work, since the token secret is in the data directory).
-* ``admit`` applies ``--dflockd-max-locks`` (keys count until the collector forgets
-  them) and the semaphore limit fixed by a key's first caller.
+* ``admit`` applies ``--dflockd-max-locks`` and ``--dflockd-max-locks-per-token``
+  (keys count until the collector forgets them, against the token that registered
+  them too) and the semaphore limit fixed by a key's first caller.
 * The collector runs every ``--dflockd-gc-interval`` seconds and forgets keys idle
   for longer than ``--dflockd-gc-max-idle`` (deleting an idle dflockd semaphore, so
   that a later caller may choose another limit).
@@ -156,16 +157,28 @@ class Keeper:
 
     # -- holds --------------------------------------------------------------------------
 
-    def admit(self, semaphore: bool, key: str, limit: int, now: float) -> bytes | None:
-        """None if a new hold on ``key`` may start, else the dflockd error line."""
+    def admit(
+        self, semaphore: bool, key: str, limit: int, now: float, token: str = ""
+    ) -> bytes | None:
+        """None if a new hold on ``key`` (asked by a client of ``token``) may start, else
+        the dflockd error line."""
         use = self.holds.keys.get((semaphore, key))
-        if use is None and len(self.holds.keys) >= self.settings.max_locks:
-            return wire.ERROR_MAX_LOCKS
+        if use is None:
+            if len(self.holds.keys) >= self.settings.max_locks:
+                return wire.ERROR_MAX_LOCKS
+            share = self.settings.max_locks_per_token
+            if share and self.holds.keys_of.get(token, 0) >= share:
+                log.info(
+                    "dflockd: token %r has registered %d keys (--dflockd-max-locks-per-token)",
+                    token,
+                    share,
+                )
+                return wire.ERROR_MAX_LOCKS
         if semaphore:
             found = self.host.engine.nodes[SEMAPHORE_NODE].semaphores.get(key)
             if found is not None and found.limit != limit:
                 return wire.ERROR_LIMIT_MISMATCH
-        self.holds.touch(semaphore, key, now, limit)
+        self.holds.touch(semaphore, key, now, limit, token)
         return None
 
     def own(self, hold: Hold) -> None:
@@ -197,7 +210,7 @@ class Keeper:
             found = node.semaphores.get(key)
             if found is not None and (found.owners or found.waiters):
                 continue  # native clients use it: not idle
-            del self.holds.keys[(semaphore, key)]
+            self.holds.forget_key(semaphore, key)
             if semaphore and found is not None:
                 with contextlib.suppress(TenureError):
                     self.host.execute(DeleteSemaphore(self._admin[SEMAPHORE_NODE], key, False))

@@ -23,6 +23,7 @@ class DflockdSettings:
     port: int = 0  # a listener for dflockd clients only (0: the main port only)
     default_lease: int = 33
     max_locks: int = 1024
+    max_locks_per_token: int = 0  # 0: no share of one token's (only max_locks)
     max_waiters: int = 0  # 0: no limit of dflockd's own (the node's max_waiters still holds)
     auto_release: bool = True
     gc_interval: float = 5.0
@@ -62,6 +63,17 @@ SETTINGS: Final = FaceSettings(
             "dflockd: distinct keys (locks and semaphores; idle ones count until collected) "
             "before new keys get error_max_locks (default: %(default)s)",
             in_range(1, 10_000_000),
+        ),
+        Setting(
+            "dflockd_max_locks_per_token",
+            int,
+            _DEFAULT.max_locks_per_token,
+            "N",
+            "dflockd: distinct keys one token's clients may have registered (idle ones count "
+            "until collected; every client is one token without --auth-file) before its new "
+            "keys get error_max_locks, so that one token cannot take --dflockd-max-locks "
+            "from the others; 0: no limit of its own (default: %(default)s)",
+            in_range(0, 10_000_000),
         ),
         Setting(
             "dflockd_max_waiters",

@@ -19,7 +19,9 @@ from tenure._core.engine import DEFAULT_STEP_BUDGET
 from tenure._core.values import (
     DEADLOCK_SEARCH_LIMIT,
     DEFAULT_NODE_CEILINGS,
+    MAX_LISTED_PER_FIRING,
     MAX_PREFIX_WATCHES_PER_NODE,
+    MAX_WATCHES_PER_SEMAPHORE,
 )
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE
 from tenure.server._config.cluster_settings import (
@@ -79,6 +81,8 @@ class ServeConfig:
     deadlock_search_limit: int = DEADLOCK_SEARCH_LIMIT  # 0: no deadlock detection
     max_nodes: int = 10_000
     max_prefix_watches_per_node: int = MAX_PREFIX_WATCHES_PER_NODE
+    max_watches_per_semaphore: int = MAX_WATCHES_PER_SEMAPHORE
+    max_listed_per_firing: int = MAX_LISTED_PER_FIRING
     step_budget: int = DEFAULT_STEP_BUDGET  # items of deadline work per turn of the loop
     # The ceilings of NodeConfig's limits (DEFAULT_NODE_CEILINGS; --max-node-*).
     max_node_sessions: int = 1_000_000

@@ -18,7 +18,9 @@ from tenure._core.engine import DEFAULT_STEP_BUDGET
 from tenure._core.values import (
     DEADLOCK_SEARCH_LIMIT,
     DEFAULT_NODE_CEILINGS,
+    MAX_LISTED_PER_FIRING,
     MAX_PREFIX_WATCHES_PER_NODE,
+    MAX_WATCHES_PER_SEMAPHORE,
 )
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE, MAX_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
 from tenure.errors import ConfigError as ConfigError  # re-exported: it lives in tenure.errors
@@ -234,6 +236,27 @@ SETTINGS: Final = (
         "every change under its prefix: this bounds a change's pushes); one more "
         "WatchPrefix is refused with LIMIT_EXCEEDED, 1 to 1000000 (default: %(default)s)",
         in_range(1, 1_000_000),
+    ),
+    Setting(
+        "max_watches_per_semaphore",
+        int,
+        MAX_WATCHES_PER_SEMAPHORE,
+        "N",
+        "watches one token (every client, without --auth-file) may have armed on one "
+        "semaphore name (each fires on a change of it: this bounds the pushes one token's "
+        "watches add to another's change); one more is refused with LIMIT_EXCEEDED, "
+        "1 to 1000000 (default: %(default)s)",
+        in_range(1, 1_000_000),
+    ),
+    Setting(
+        "max_listed_per_firing",
+        int,
+        MAX_LISTED_PER_FIRING,
+        "N",
+        "owners and waiters a watch firing lists (it is built in the step of whoever "
+        "changed the semaphore): a firing that would list more carries no state, and its "
+        "watcher describes the semaphore itself, 0 to 1000000 (default: %(default)s)",
+        in_range(0, 1_000_000),
     ),
     Setting(
         "step_budget",

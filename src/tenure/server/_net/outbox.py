@@ -79,7 +79,8 @@ class Outboxes:
         except (FrameTooLargeError, LocalProtocolError) as error:
             if not isinstance(message, Reply):
                 raise
-            code, why = ErrorCode.LIMIT_EXCEEDED, "the reply is larger than your max_frame_size"
+            code = ErrorCode.LIMIT_EXCEEDED
+            why = f"the reply is larger than your max_frame_size ({error})"
             if not isinstance(error, FrameTooLargeError):  # a bug: the reply cannot be encoded
                 log.error("cannot send %r: %s", message, error)
                 code, why = ErrorCode.INTERNAL, "the server could not encode the reply"
@@ -90,13 +91,24 @@ class Outboxes:
         """Queue an effect for the native connection its session is attached to.
 
         ``fired``: where the watch firings of one delivery share their encoding.
+
+        A watch firing whose state does not fit the watcher's frames is sent without
+        it (nil: "describe to learn it", docs/protocol.md section 8): the watcher is
+        told, never skipped, and its describe of the latest state is refused with
+        LIMIT_EXCEEDED naming the sizes while that state is still too large.
         """
         try:
             if fired is not None and type(effect) is WatchFired:
                 self.emit(conn, Push(effect), fired.body(effect, conn.codec.version))
             else:
                 self.emit(conn, Push(effect))
-        except (LocalProtocolError, FrameTooLargeError):
+        except FrameTooLargeError:
+            if type(effect) is not WatchFired or effect.description is None:
+                log.warning("dropped a push to %s", conn.peer, exc_info=True)
+                return
+            bare = WatchFired(effect.session_id, effect.watch_id, effect.name)
+            self.emit(conn, Push(bare))
+        except LocalProtocolError:
             log.warning("dropped a push to %s", conn.peer, exc_info=True)
 
     def send(self, conn: Connection, data: bytes) -> None:
