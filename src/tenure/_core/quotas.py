@@ -117,7 +117,10 @@ QUOTA_NAMES: Final = (*COUNTED, "recovery_window", "requests_per_second")
 #: :data:`TRACKED` order) plus every data byte, which counts what a client chooses
 #: the size of: data, names, keys, identities (:func:`text_bytes`). A prefix watch
 #: is charged as a watch (it is one), nothing more; a kept ending's bytes as counted.
-OBJECT_BYTES: Final = (600, 1000, 600, 400, 2000, 1, 0, 500, 1)
+#: A session is 700: a real client's (a 16-byte key, a description and identity of
+#: some 50 characters) grew the compiled server's RSS by 979 bytes against 746 charged
+#: at 600, past the 1.3 the budget promises (``--kinds-only``; 1.16 at 700).
+OBJECT_BYTES: Final = (700, 1000, 600, 400, 2000, 1, 0, 500, 1)
 
 
 def text_bytes(text: str) -> int:
