@@ -23,6 +23,12 @@ server, its :class:`Shard`). What the network adds lives here:
   queued, nor granted, nor ended): re-sending one that was granted restates the
   same grant and token. Create and delete commands are not repeated; they
   raise UnavailableError saying the outcome is unknown.
+* **A release goes before what the session asks next.** One that could not be
+  written at once (``send_now``: no connection), or whose connection was lost
+  before its answer, is *owed*: written again ahead of the session's next request.
+  Its own task, resending it, may wake after that request is sent, and the server
+  would then see the task hold what it asks for again and refuse it as a deadlock
+  that is none. (A second Release of a released hold changes nothing.)
 * **A session's end is final.** A request that waits for a connection looks at
   the session again once there is one: a session ended meanwhile sends nothing
   more (its close, if it was closed while disconnected, has just gone out during
@@ -37,7 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from tenure._core import (
     Acquire,
@@ -112,6 +118,9 @@ class RemoteStore:
             self, self.session_id, page_size=page_size, watches=self.watches
         )
         self.session: BoundSession
+        #: Releases to write ahead of the session's next request (module docstring),
+        #: by (name, hold), in the order they were owed.
+        self._owed: dict[tuple[str, int], None] = {}
 
     def bind(self, session: BoundSession) -> None:
         """The session this store works for (its commands' and watches' too)."""
@@ -153,6 +162,8 @@ class RemoteStore:
                     # server has forgotten the session), and must not be sent.
                     await link.wait_ready(base + self._window)
                     continue
+                if self._owed:
+                    self._write_owed(command)
                 return await link.call(command, wait_until=base + self._window)
             except DisconnectedError:
                 if isinstance(command, Acquire):
@@ -171,10 +182,29 @@ class RemoteStore:
 
     def send_now(self, release: Release) -> asyncio.Future[bool] | None:
         """The Release written now on the session's connection, if it is attached and
-        ready: behind it on the wire comes whatever the client asks next."""
-        if self._epoch != self._link.epoch or self.session.ended is not None:
+        ready: behind it on the wire comes whatever the client asks next. If it is
+        not, the release is owed (module docstring)."""
+        if self.session.ended is not None:
             return None
-        return self._link.call_if_ready(release)
+        sent = self._link.call_if_ready(release) if self._epoch == self._link.epoch else None
+        if sent is None:
+            self._owed[(release.name, release.hold)] = None
+        return sent
+
+    def _write_owed(self, command: Command[Any]) -> None:
+        """Write the releases owed ahead of ``command`` (the connection is ready): each
+        still being released, but ``command``'s own if it is one of them. Their
+        answers are not awaited: each release's own sending settles it."""
+        if self._epoch != self._link.epoch:
+            return  # not attached to this connection: nothing of it may go out here
+        owed, self._owed = self._owed, {}
+        releasing = self.session.ledger.releasing
+        itself = (command.name, command.hold) if isinstance(command, Release) else None
+        for place in owed:
+            if place in releasing and place != itself:
+                sent = self._link.call_if_ready(Release(self.session_id, *place))
+                if sent is not None:
+                    sent.add_done_callback(_retrieve)
 
     async def _still_queued(self, command: Acquire) -> bool:
         """Whether an Acquire cut off by a lost connection is waiting (or done) anyway.
@@ -198,9 +228,11 @@ class RemoteStore:
     # -- connection events (from the shard) -----------------------------------------
 
     def connection_lost(self) -> None:
-        """Freeze the last confirmation of the connection this session was attached to."""
+        """Freeze the last confirmation of the connection this session was attached to;
+        the releases written on it and not answered are owed (module docstring)."""
         if self._epoch == self._link.epoch:
             self._frozen = self._link.confirmed_at
+            self._owed.update(dict.fromkeys(self.session.ledger.releasing))
 
     async def reattach(self) -> None:
         """Attach to the new connection (during its set-up), then re-arm the watches."""
@@ -232,18 +264,15 @@ class RemoteStore:
             del self._shard.sessions[self.session_id]
 
     async def close(self) -> None:
-        """Close the session on the server; if it cannot be reached now, as soon as it can."""
+        """Close the session on the server: now (its answer awaited) if it is attached;
+        else as soon as it can be reached, at the latest while its client closes
+        (:meth:`Shard.aclose`)."""
         if self.attached:
-            try:
-                await self._link.call(
-                    CloseSession(self.session_id), wait_until=self._shard.deadline()
-                )
-                return
-            except UnavailableError:
-                pass
-            except TenureError:
-                return  # already gone on the server
-        self._shard.close_later(self)
+            # A task of the shard's: the client's close waits for it (shielded from
+            # a caller cancelled meanwhile, as the session's close is).
+            await asyncio.shield(self._shard.closing(self))
+        else:
+            self._shard.close_later(self)
 
 
 class Shard:
@@ -311,37 +340,94 @@ class Shard:
     def close_later(self, store: RemoteStore) -> None:
         """End the session of ``store`` on the server as soon as possible (best effort)."""
         self.sessions.pop(store.session_id, None)
-        if self.link.connected and store.attached:
-            task = asyncio.ensure_future(self._close_quietly(store))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+        if self.link.ready:
+            self.closing(store)
         else:
             self._to_close[store.session_id] = store
 
-    async def _close_quietly(self, store: RemoteStore) -> None:
+    def closing(self, store: RemoteStore) -> asyncio.Task[None]:
+        """Close the session of ``store`` on the server now (:meth:`_close`): the task
+        doing it, which :meth:`aclose` waits for."""
+        self.sessions.pop(store.session_id, None)
+        # Written at once if it can be, ahead of whatever the client asks next.
+        sent = self.link.call_if_ready(CloseSession(store.session_id)) if store.attached else None
+        task = asyncio.ensure_future(self._close(store, sent))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _close(self, store: RemoteStore, sent: asyncio.Future[None] | None) -> None:
+        """Close the session (its CloseSession ``sent`` already, or not yet): on the
+        live connection, attached there first if it is not (a session given up stays
+        with the connection it had, and the server takes a session's commands only on
+        its own connection); if there is no connection within ``connect_timeout``, or
+        it is lost before the answer, at the next connection's set-up."""
         try:
-            await self.link.call(CloseSession(store.session_id), wait_until=self.deadline())
-        except UnavailableError:  # the connection went first: close after the next attach
+            if sent is not None:
+                await sent
+                return
+            await self.link.wait_ready(self.deadline())
+            if store.attached:
+                await self.link.call_now(CloseSession(store.session_id))
+            else:
+                await self._attach_and_close(store)
+        except UnavailableError:  # (DisconnectedError too)
             if not self.link.closing:
                 self._to_close[store.session_id] = store
         except TenureError:
-            pass  # already expired or closed on the server
+            pass  # already expired or closed on the server (or the client closed)
+
+    async def _attach_and_close(self, store: RemoteStore) -> None:
+        """Attach the session to the connection up now (the next sequence number),
+        then close it there."""
+        epoch = self.link.epoch
+        store.seq_no += 1
+        await self.link.call_now(
+            AttachSession(store.session_id, store.protection_key, store.seq_no)
+        )
+        if self.link.epoch != epoch:  # (its CloseSession would be refused on another)
+            raise DisconnectedError("the connection was lost")
+        await self.link.call_now(CloseSession(store.session_id))
 
     async def _close_after_attach(self, store: RemoteStore) -> None:
-        store.seq_no += 1
-        attach = AttachSession(store.session_id, store.protection_key, store.seq_no)
         try:
-            await self.link.call_now(attach)
-            await self.link.call_now(CloseSession(store.session_id))
+            await self._attach_and_close(store)
         except DisconnectedError:
             self._to_close[store.session_id] = store
             raise
         except TenureError:
             pass  # already expired or closed: nothing left to end
 
-    async def aclose(self) -> None:
-        """Close the link; sessions still open are left to expire on the server."""
+    async def aclose(self, until: float | None = None) -> None:
+        """Close the sessions still to close, then the link.
+
+        Those are the sessions given up (rule 6a) and those whose close a lost
+        connection cut off. Until ``until`` (loop time: the client's ``close_wait``
+        from the start of its close; None: not at all) it waits for a connection and
+        closes each there, so what they hold goes to the next waiter now, not a
+        window later (or a fresh window after a restart of the server), as etcd's
+        session close revokes its lease. What is still open then is left to expire.
+        """
+        if until is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout_at(until):
+                    await self._close_all()
+        await self.link.aclose()
         for task in list(self._tasks):
             with contextlib.suppress(TenureError, OSError):
                 await task
-        await self.link.aclose()
+
+    async def _close_all(self) -> None:
+        """Until no session is left to close: the closes under way, then the rest."""
+        while self._tasks or self._to_close:
+            if not self._tasks:
+                doomed, self._to_close = list(self._to_close.values()), {}
+                for store in doomed:
+                    self.closing(store)
+            await asyncio.wait(set(self._tasks))
+
+
+def _retrieve(future: asyncio.Future[bool]) -> None:
+    """Mark an owed release's answer as seen: its release's own sending hears it."""
+    if not future.cancelled():
+        future.exception()

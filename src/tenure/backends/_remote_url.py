@@ -8,13 +8,28 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import parse_qsl, urlsplit
 
+from tenure._url_options import seconds
 from tenure.backends._link import Door, LinkOptions
 from tenure.backends._options import shown_url, withdraw_wait
 from tenure.errors import InvalidArgumentError
 
-__all__ = ["DEFAULT_PORT", "OPTIONS", "RemoteOptions", "flag", "parse", "servers_of", "tls_context"]
+__all__ = [
+    "CLOSE_WAIT",
+    "DEFAULT_PORT",
+    "OPTIONS",
+    "RemoteOptions",
+    "flag",
+    "parse",
+    "servers_of",
+    "tls_context",
+]
 
 DEFAULT_PORT: Final = 6388
+#: The default of ``close_wait``: the most seconds a client's close waits for a
+#: connection, and for the server's answers, to close the sessions it gave up (or
+#: whose close a lost connection cut off); those left are dropped, to expire on the
+#: server (:meth:`tenure.backends._remote_session.Shard.aclose`).
+CLOSE_WAIT: Final = 5.0
 
 #: Every option of tenure:// URLs.
 OPTIONS: Final = frozenset(
@@ -29,6 +44,7 @@ OPTIONS: Final = frozenset(
         "client_name",
         "sharded",
         "withdraw_wait",
+        "close_wait",
     }
 )
 #: How ``sharded`` may be spelt, and what each spelling means.
@@ -87,6 +103,7 @@ class RemoteOptions:
     link: LinkOptions
     sharded: bool
     withdraw_wait: float
+    close_wait: float = CLOSE_WAIT
 
 
 def flag(settings: Mapping[str, object], option: str) -> bool:
@@ -124,6 +141,7 @@ def parse(url: str, options: Mapping[str, object]) -> RemoteOptions:
     if not 0 < timeout < float("inf"):
         raise InvalidArgumentError("connect_timeout must be a positive number of seconds")
     wait = withdraw_wait(merged)
+    close_wait = seconds(merged, "close_wait", CLOSE_WAIT)
     sharded = flag(merged, "sharded")
     token = merged.get("token")
     link_options = LinkOptions(
@@ -134,4 +152,5 @@ def parse(url: str, options: Mapping[str, object]) -> RemoteOptions:
     given = merged.get("server_hostname")
     hostname = None if given is None else str(given)
     context = tls_context(scheme, merged)
-    return RemoteOptions(servers_of(url, context, hostname), hostname, link_options, sharded, wait)
+    endpoints = servers_of(url, context, hostname)
+    return RemoteOptions(endpoints, hostname, link_options, sharded, wait, close_wait)

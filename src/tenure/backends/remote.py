@@ -23,8 +23,10 @@ implies TLS), ``cert`` and ``key`` (a client certificate, for mTLS),
 ``server_hostname`` (the name the server's certificate must carry),
 ``ssl`` (a ready :class:`ssl.SSLContext`, keyword only), ``connect_timeout``
 (seconds, default 5), ``client_name`` (shown in the server's logs), ``sharded``
-(true/false, 1/0, yes/no; default false) and ``withdraw_wait`` (as every
-backend's: docs/backends.md, "Cancellation").
+(true/false, 1/0, yes/no; default false), ``withdraw_wait`` (as every
+backend's: docs/backends.md, "Cancellation") and ``close_wait`` (seconds the
+client's close waits to close on the server the sessions it gave up: default 5;
+:meth:`~tenure.backends._remote_session.Shard.aclose`).
 
 Each service gets one multiplexed, pipelined connection (see
 :mod:`tenure.backends._link`); sessions survive its loss for their recovery window
@@ -68,7 +70,7 @@ from tenure.backends._link import Door, Doors, Link, LinkOptions, describe_error
 from tenure.backends._opener import NewSession, SessionFactory
 from tenure.backends._options import WITHDRAW_WAIT
 from tenure.backends._remote_session import RemoteStore, Shard
-from tenure.backends._remote_url import parse
+from tenure.backends._remote_url import CLOSE_WAIT, parse
 from tenure.backends._session import StoreSession
 from tenure.errors import (
     TenureError,
@@ -101,9 +103,17 @@ class TenureBackend(SessionFactory):
 
     scheme: ClassVar[str] = "tenure"
 
-    def __init__(self, shards: list[Shard], *, withdraw_wait: float = WITHDRAW_WAIT) -> None:
+    def __init__(
+        self,
+        shards: list[Shard],
+        *,
+        withdraw_wait: float = WITHDRAW_WAIT,
+        close_wait: float = CLOSE_WAIT,
+    ) -> None:
         self.shards = shards
         self.withdraw_wait = withdraw_wait
+        #: Seconds :meth:`aclose` may wait to close the sessions given up (``close_wait``).
+        self.close_wait = close_wait
         self._closed = False
 
     @property
@@ -223,14 +233,15 @@ class TenureBackend(SessionFactory):
         return session
 
     async def aclose(self) -> None:
-        """Close every session, then every connection."""
+        """Close every session, then every connection: within ``close_wait`` of the
+        start, the sessions given up too (:meth:`Shard.aclose`)."""
         if self._closed:
             return
         self._closed = True
+        until = asyncio.get_running_loop().time() + self.close_wait
         stores = [store for shard in self.shards for store in shard.sessions.values()]
         await asyncio.gather(*(store.session.close() for store in stores), return_exceptions=True)
-        for shard in self.shards:
-            await shard.aclose()
+        await asyncio.gather(*(shard.aclose(until) for shard in self.shards))
 
 
 async def open_backend(url: str, options: Mapping[str, object]) -> TenureBackend:
@@ -254,7 +265,9 @@ async def open_backend(url: str, options: Mapping[str, object]) -> TenureBackend
         for shard in opened:
             await shard.aclose()
         raise
-    return TenureBackend(shards, withdraw_wait=settings.withdraw_wait)
+    return TenureBackend(
+        shards, withdraw_wait=settings.withdraw_wait, close_wait=settings.close_wait
+    )
 
 
 # -- tenure cluster status ----------------------------------------------------------

@@ -67,6 +67,7 @@ _TENURE: Final = frozenset(
         "client_name",
         "sharded",
         "withdraw_wait",
+        "close_wait",
     }
 )
 #: Printable ASCII but ``%`` (the escape) and space: kept as they are in names.
