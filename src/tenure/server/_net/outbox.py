@@ -31,6 +31,7 @@ from tenure._protocol import (
     Push,
     Reply,
     ServerMessage,
+    State,
 )
 from tenure._protocol.fanout import FiredPushes
 from tenure.errors import ErrorCode
@@ -96,7 +97,16 @@ class Outboxes:
         it (nil: "describe to learn it", docs/protocol.md section 8): the watcher is
         told, never skipped, and its describe of the latest state is refused with
         LIMIT_EXCEEDED naming the sizes while that state is still too large.
+
+        A connection already closed (its end of stream read, its sessions not yet
+        detached) takes nothing: pushes in flight die with a connection, and its
+        client lists again after its re-attach (section 11). Skipped quietly: a
+        warning with a traceback for each of them let a tenant that closes
+        connections with many watches armed write the server's log (600 in one
+        run of the fault suite's tenant scenario) at a cost to everyone.
         """
+        if conn.codec.state is State.CLOSED:
+            return
         try:
             if fired is not None and type(effect) is WatchFired:
                 self.emit(conn, Push(effect), fired.body(effect, conn.codec.version))
