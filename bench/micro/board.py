@@ -31,13 +31,14 @@ import json
 import math
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file, too
 
+from bench.micro._common import longest_turn
 from tenure._core import (
     MAX_COUNT,
     Acquire,
@@ -100,28 +101,6 @@ def _kwargs() -> dict[str, Any]:
     }
 
 
-async def _longest_turn(work: Callable[[], Awaitable[object]]) -> tuple[float, int]:
-    """The longest time (ms) another task waited for its turn while ``work`` ran, and
-    how many turns it had."""
-    gaps: list[float] = []
-    done = False
-
-    async def ticker() -> None:
-        last = time.perf_counter()
-        while not done:
-            await asyncio.sleep(0)
-            now = time.perf_counter()
-            gaps.append((now - last) * 1000)
-            last = now
-
-    task = asyncio.ensure_future(ticker())
-    await asyncio.sleep(0)
-    await work()
-    done = True
-    await task
-    return max(gaps), len(gaps)
-
-
 def rows_of(label: str, engine: Engine, budget: int, repeats: int) -> list[tuple[str, str]]:
     """The rows of one state (module docstring): the least time of ``repeats`` runs of
     each (the machine is noisy: the least is the one least disturbed)."""
@@ -159,7 +138,7 @@ def rows_of(label: str, engine: Engine, budget: int, repeats: int) -> list[tuple
         runs = []
         for _ in range(repeats):
             start = time.perf_counter()
-            worst, turns = asyncio.run(_longest_turn(build))
+            _, worst, turns, _ = asyncio.run(longest_turn(build))
             runs.append((worst, turns, (time.perf_counter() - start) * 1000))
         worst, turns, total = min(runs)
         rows.append(

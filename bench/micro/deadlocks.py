@@ -119,6 +119,17 @@ def chain(check: bool, k: int, n: int = 2_000) -> float:
     return (time.perf_counter() - start) / n * 1e6
 
 
+def _queued_and_cancelled(engine: Engine, asker: int, n: int) -> float:
+    """µs per acquire of ``pool`` by ``asker`` (which waits: it is queued) and its cancel."""
+    start = time.perf_counter()
+    for _ in range(n):
+        rid = next(_ids)
+        engine.apply(Acquire(asker, "pool", 1, rid, task=1), 0.0)
+        engine.apply(CancelAcquire(asker, "pool", rid), 0.0)
+        engine.take_effects()
+    return (time.perf_counter() - start) / n * 1e6
+
+
 def big_semaphore(check: bool, holds: int = 50_000, n: int = 200) -> float:
     """µs per queued acquire + cancel of a semaphore whose ``holds`` tokens are all held
     by tasks that wait for nothing."""
@@ -127,13 +138,7 @@ def big_semaphore(check: bool, holds: int = 50_000, n: int = 200) -> float:
     for hold in range(holds):
         engine.apply(Acquire(sid, "pool", 1, next(_ids), hold=hold, task=hold + 1), 0.0)
     asker = engine.apply(CreateSession("n", b"k"), 0.0).session_id
-    start = time.perf_counter()
-    for _ in range(n):
-        rid = next(_ids)
-        engine.apply(Acquire(asker, "pool", 1, rid, task=1), 0.0)
-        engine.apply(CancelAcquire(asker, "pool", rid), 0.0)
-        engine.take_effects()
-    return (time.perf_counter() - start) / n * 1e6
+    return _queued_and_cancelled(engine, asker, n)
 
 
 def refused(n: int = 20_000) -> float:
@@ -162,13 +167,7 @@ def reduction(check: bool, ahead: int, n: int = 200) -> float:
     others = [engine.apply(CreateSession("n", b"k"), 0.0).session_id for _ in range(ahead)]
     for sid in others:
         engine.apply(Acquire(sid, "pool", 1, next(_ids), task=1), 0.0)
-    start = time.perf_counter()
-    for _ in range(n):
-        rid = next(_ids)
-        engine.apply(Acquire(asker, "pool", 1, rid, task=1), 0.0)
-        engine.apply(CancelAcquire(asker, "pool", rid), 0.0)
-        engine.take_effects()
-    return (time.perf_counter() - start) / n * 1e6
+    return _queued_and_cancelled(engine, asker, n)
 
 
 async def ping_pong(check: bool, seconds: float = 3.0) -> float:

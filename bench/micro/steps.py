@@ -47,12 +47,13 @@ import fnmatch
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file, too
 
+from bench.micro._common import longest_turn
 from tenure._core import (
     MAX_COUNT,
     Acquire,
@@ -172,28 +173,6 @@ def _fork() -> None:
     if pid == 0:
         os._exit(0)
     os.waitpid(pid, 0)
-
-
-async def _longest_turn(work: Callable[[], Awaitable[None]]) -> tuple[float, int]:
-    """The longest time (ms) another task waited for its turn while ``work`` ran, and
-    how many turns it had: the longest slice of ``work`` on the loop."""
-    gaps: list[float] = []
-    done = False
-
-    async def ticker() -> None:
-        last = time.perf_counter()
-        while not done:
-            await asyncio.sleep(0)
-            now = time.perf_counter()
-            gaps.append((now - last) * 1000)
-            last = now
-
-    task = asyncio.ensure_future(ticker())
-    await asyncio.sleep(0)
-    await work()
-    done = True
-    await task
-    return max(gaps), len(gaps)
 
 
 def _applying(engine: Engine, command: Any) -> Callable[[], object]:
@@ -325,7 +304,7 @@ def main() -> None:
     )
     collector = _collector(engine)
     if budget is not None and hasattr(collector, "count"):
-        worst, turns = asyncio.run(_longest_turn(lambda: collector.count(budget)))
+        _, worst, turns, _ = asyncio.run(longest_turn(lambda: collector.count(budget)))
         name = f"/metrics scrape of {o.semaphores // s} semaphores, counted in slices"
         rows.append((name, f"{worst:.1f} ({turns} turns)"))
     from tenure._core import snapshot
@@ -382,7 +361,7 @@ def main() -> None:
                 may_kill=may_see, budget=budget,
             )  # fmt: skip
 
-        worst, turns = asyncio.run(_longest_turn(sliced_board))
+        _, worst, turns, _ = asyncio.run(longest_turn(sliced_board))
         name = f"dashboard view (board) of a '*-jobs' token among {o.nodes // s}, sliced"
         rows.append((name, f"{worst:.1f} ({turns} turns)"))
     timed(

@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file, too
 
+from bench.micro._common import longest_turn
 from tenure._core import (
     Command,
     CreateNode,
@@ -117,35 +118,11 @@ def deep_roots(limiters: int) -> Engine:
     return engine
 
 
-async def _longest_turn(work: Callable[[], Awaitable[Any]]) -> tuple[float, float, int, Any]:
-    """``work``'s time, the longest another task waited for its turn meanwhile (ms),
-    that task's turns, and what ``work`` answered."""
-    gaps: list[float] = [0.0]
-    done = False
-
-    async def ticker() -> None:
-        last = time.perf_counter()
-        while not done:
-            await asyncio.sleep(0)
-            now = time.perf_counter()
-            gaps.append((now - last) * 1000)
-            last = now
-
-    task = asyncio.ensure_future(ticker())
-    await asyncio.sleep(0)
-    start = time.perf_counter()
-    answer = await work()
-    took = (time.perf_counter() - start) * 1000
-    done = True
-    await task
-    return took, max(gaps), len(gaps) - 1, answer
-
-
 def _row(
     rows: list[tuple[str, str]], name: str, work: Callable[[], Awaitable[Any]], check: str
 ) -> None:
     gc.collect()  # (the rows before leave garbage: not this row's pause)
-    took, worst, turns, response = asyncio.run(_longest_turn(work))
+    took, worst, turns, response = asyncio.run(longest_turn(work))
     status = pb.Status.StatusCode.Name(response.operation.status)
     assert status == check, response.operation
     rows.append((name, f"{took:.1f}  {worst:.1f} ({turns} turns)"))

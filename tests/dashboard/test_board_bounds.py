@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
@@ -70,16 +70,23 @@ class Reads:
         monkeypatch.setattr(kinds_module, "members_of", counted)
 
 
+def view_args(
+    limits: BoardLimits, may_see: Callable[[str], bool] = lambda node: True, **more: Any
+) -> dict[str, Any]:
+    """The keywords of a view (``board`` and ``board_in_slices`` alike) at time 0 by a
+    viewer who sees the nodes ``may_see`` names and may kill nothing; ``more`` added."""
+    return {
+        "now": 0.0,
+        "shift": 0.0,
+        "limits": limits,
+        "may_see": may_see,
+        "may_kill": lambda node: False,
+        **more,
+    }
+
+
 def view(engine: Engine, limits: BoardLimits, work: BoardWork | None = None) -> dict[str, Any]:
-    seen: dict[str, Any] = board(
-        engine,
-        now=0.0,
-        shift=0.0,
-        limits=limits,
-        may_see=lambda node: True,
-        may_kill=lambda node: False,
-        work=work,
-    )
+    seen: dict[str, Any] = board(engine, **view_args(limits), work=work)
     return seen
 
 
@@ -147,14 +154,7 @@ async def test_a_view_is_built_in_slices_of_the_budget_others_run_between(
     work = BoardWork()
     budget = 1_000
     seen: dict[str, Any] = await board_in_slices(
-        sixty_groups,
-        now=0.0,
-        shift=0.0,
-        limits=BoardLimits(),
-        may_see=lambda node: True,
-        may_kill=lambda node: False,
-        budget=budget,
-        work=work,
+        sixty_groups, **view_args(BoardLimits()), budget=budget, work=work
     )
     done = True
     await task
@@ -175,16 +175,7 @@ def test_a_semaphore_past_the_budget_is_a_slice_of_its_own() -> None:
     limits = BoardLimits(max_holders=5)
 
     async def sliced() -> object:
-        return await board_in_slices(
-            engine,
-            now=0.0,
-            shift=0.0,
-            limits=limits,
-            may_see=lambda node: True,
-            may_kill=lambda node: False,
-            budget=10,
-            work=work,
-        )
+        return await board_in_slices(engine, **view_args(limits), budget=10, work=work)
 
     asyncio.run(sliced())
     assert work.scanned == 600
@@ -294,17 +285,8 @@ async def test_a_wildcard_viewer_s_walk_of_every_node_name_is_sliced() -> None:
     task = asyncio.ensure_future(bystander())
     await asyncio.sleep(0)
     work = BoardWork()
-    seen: dict[str, Any] = await board_in_slices(
-        engine,
-        now=0.0,
-        shift=0.0,
-        limits=BoardLimits(max_nodes=1),
-        may_see=jobs,
-        may_kill=lambda node: False,
-        prefixes=("",),
-        budget=budget,
-        work=work,
-    )
+    args = view_args(BoardLimits(max_nodes=1), jobs, prefixes=("",))
+    seen: dict[str, Any] = await board_in_slices(engine, **args, budget=budget, work=work)
     done = True
     await task
     assert matched == nodes + 2  # every name, once: the total is exact
@@ -318,12 +300,4 @@ async def test_a_wildcard_viewer_s_walk_of_every_node_name_is_sliced() -> None:
     assert work.slices > nodes // budget
     assert work.most_in_a_slice < budget + work.largest_entry
     matched = 0
-    assert seen == board(
-        engine,
-        now=0.0,
-        shift=0.0,
-        limits=BoardLimits(max_nodes=1),
-        may_see=jobs,
-        may_kill=lambda node: False,
-        prefixes=("",),
-    )  # the same view as in one go
+    assert seen == board(engine, **args)  # the same view as in one go

@@ -13,30 +13,18 @@ import pytest
 
 from tenure.server._durability.examine import examine
 from tests.dflockd.conftest import Raws, Serve, grant, server_args, unique
+from tests.server.tenants import slow_tokens, token, write_auth_file
 
 pytestmark = pytest.mark.timeout(60)
 
 SMALL, OTHER = "dflockd-small-secret", "dflockd-other-secret"
-AUTH_FILE = f"""
-[[token]]
-name = "small"
-secret = "{SMALL}"
-access = "read-write"
-[token.quota]
-sessions = 2
-
-[[token]]
-name = "other"
-secret = "{OTHER}"
-access = "read-write"
-"""
+TOKENS = (token("small", SMALL, quota={"sessions": 2}), token("other", OTHER))
 
 
 async def test_a_tokens_sessions_quota_bounds_its_locks(
     serve: Serve, raw: Raws, tmp_path: Path
 ) -> None:
-    auth = tmp_path / "auth.toml"
-    auth.write_text(AUTH_FILE)
+    auth = write_auth_file(tmp_path, *TOKENS)
     server = serve(*server_args("--auth-file", str(auth)))
     small = await raw.connect(server.port)
     assert await small.ask("auth", "_", SMALL) == "ok"
@@ -74,31 +62,10 @@ KINDS: Final[dict[str, tuple[list[tuple[str, str, str]], tuple[str, str, str], s
     "barrier": ([], ("barrier", "_", "_"), "ok"),
     "stable-ref": ([], ("stable-ref", "my-ref", "_"), "ok"),
 }
-RATES_FILE = (
-    "".join(
-        f"""
-[[token]]
-name = "slow-{kind}"
-secret = "dflockd-slow-{kind}-secret"
-access = "read-write"
-[token.quota]
-requests_per_second = 0.01
-"""
-        for kind in KINDS
-    )
-    + f"""
-[[token]]
-name = "bursty"
-secret = "{BURSTY}"
-access = "read-write"
-[token.quota]
-requests_per_second = 20
-
-[[token]]
-name = "free"
-secret = "{FREE}"
-access = "read-write"
-"""
+RATED_TOKENS = (
+    *slow_tokens(KINDS, "dflockd"),
+    token("bursty", BURSTY, quota={"requests_per_second": 20}),
+    token("free", FREE),
 )
 
 
@@ -113,8 +80,7 @@ async def test_every_request_kind_counts_against_requests_per_second(
     """Issue 47: renews (and pings, stats, releases, waits...) skipped the quota. A token
     of 0.01 a second has a burst of one request: whatever that one was, its next
     request of any kind is refused ``error`` and does nothing."""
-    auth = tmp_path / "auth.toml"
-    auth.write_text(RATES_FILE)
+    auth = write_auth_file(tmp_path, *RATED_TOKENS)
     server = serve(*server_args("--auth-file", str(auth)))
     free = await raw.connect(server.port)
     assert await free.ask("auth", "_", FREE) == "ok"
@@ -147,8 +113,7 @@ async def test_a_burst_of_renews_is_refused_past_the_rate_and_not_journaled(
 ) -> None:
     """The abuse of issue 47: 3,000 renews in one burst under a quota of 20 a second were
     all served, and each journaled."""
-    auth = tmp_path / "auth.toml"
-    auth.write_text(RATES_FILE)
+    auth = write_auth_file(tmp_path, *RATED_TOKENS)
     server = serve(*server_args("--auth-file", str(auth)))
     bursty = await raw.connect(server.port)
     assert await bursty.ask("auth", "_", BURSTY) == "ok"
@@ -177,17 +142,7 @@ async def test_a_burst_of_renews_is_refused_past_the_rate_and_not_journaled(
 
 
 HOARDER, NEIGHBOUR = "dflockd-hoarder-secret", "dflockd-neighbour-secret"
-KEYS_FILE = f"""
-[[token]]
-name = "hoarder"
-secret = "{HOARDER}"
-access = "read-write"
-
-[[token]]
-name = "neighbour"
-secret = "{NEIGHBOUR}"
-access = "read-write"
-"""
+KEY_TOKENS = (token("hoarder", HOARDER), token("neighbour", NEIGHBOUR))
 
 
 async def test_one_tokens_keys_leave_the_others_room(
@@ -197,8 +152,7 @@ async def test_one_tokens_keys_leave_the_others_room(
     until the collector forgets it (a minute by default). One token that locks and
     releases key after key filled it, and every other token's new keys were refused
     ``error_max_locks``; ``--dflockd-max-locks-per-token`` keeps its share to itself."""
-    auth = tmp_path / "auth.toml"
-    auth.write_text(KEYS_FILE)
+    auth = write_auth_file(tmp_path, *KEY_TOKENS)
     flags = ("--dflockd-max-locks", "6", "--dflockd-max-locks-per-token", "4")
     server = serve(*server_args("--auth-file", str(auth), *flags))
     hoarder = await raw.connect(server.port)

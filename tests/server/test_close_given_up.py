@@ -62,6 +62,38 @@ async def session_ids(client: tenure.Client) -> set[int]:
     return {summary.session_id for summary in await client.list_sessions("n")}
 
 
+async def close_while_stopped(
+    server: ServerProcess,
+    shard: Shard,
+    given_up: Callable[[], Awaitable[None]],
+    close: Callable[[], Awaitable[None]],
+) -> None:
+    """Stop the server (SIGSTOP), wait (``given_up``) for the client to give its session
+    up, and ``close`` the client: the close must wait, its closes of sessions under way
+    with the server still stopped; then let the server go on and await the close."""
+    server.proc.send_signal(signal.SIGSTOP)
+    try:
+        await given_up()
+        closing = asyncio.ensure_future(close())
+        # Before: the close returned at once, the session dropped. Now it
+        # waits for a connection, its close under way (the server still stopped).
+        await eventually(started(closing, shard), "the close started")
+    finally:
+        server.proc.send_signal(signal.SIGCONT)
+    async with asyncio.timeout(WAIT):
+        await closing
+
+
+async def assert_closed_and_free(other: tenure.Client, session_id: int, held: int) -> None:
+    """Gone from the server when the close returns: the next holder takes the lock (held
+    with fencing token ``held``) now, not a recovery window later."""
+    assert session_id not in await session_ids(other)
+    mine = await other.session("n")
+    taken = await mine.mutex("job").try_lock()
+    assert taken is not None
+    assert taken.token > held
+
+
 async def test_closing_the_client_closes_the_session_it_gave_up(tmp_path: Path) -> None:
     with ServerProcess(tmp_path / "data", "--fsync", "off") as server:
         url = f"tenure://127.0.0.1:{server.port}"
@@ -72,28 +104,14 @@ async def test_closing_the_client_closes_the_session_it_gave_up(tmp_path: Path) 
             lock = await session.mutex("job").lock()
             shard = shard_of(client)
 
-            server.proc.send_signal(signal.SIGSTOP)
-            try:
+            async def given_up() -> None:
                 async with asyncio.timeout(WAIT):
                     reason = await session.lost  # given up on the client's clock
                 assert isinstance(reason, SessionExpiredError)
                 assert not shard.link.connected  # nothing to close it on now
-                closing = asyncio.ensure_future(client.aclose())
-                # Before: the close returned at once, the session dropped. Now it
-                # waits for a connection, its close under way (the server still stopped).
-                await eventually(started(closing, shard), "the close started")
-            finally:
-                server.proc.send_signal(signal.SIGCONT)
-            async with asyncio.timeout(WAIT):
-                await closing
 
-            # Gone from the server when the close returns: the next holder takes the
-            # lock now, not a recovery window later.
-            assert session.id not in await session_ids(other)
-            mine = await other.session("n")
-            taken = await mine.mutex("job").try_lock()
-            assert taken is not None
-            assert taken.token > lock.token
+            await close_while_stopped(server, shard, given_up, client.aclose)
+            await assert_closed_and_free(other, session.id, lock.token)
 
 
 async def test_the_sync_face_closes_the_session_it_gave_up(tmp_path: Path) -> None:
@@ -105,25 +123,18 @@ async def test_the_sync_face_closes_the_session_it_gave_up(tmp_path: Path) -> No
             session = await asyncio.to_thread(client.session, "n", recovery_window=WINDOW)
             lock = await asyncio.to_thread(session.mutex("job").lock)
             shard = shard_of(client._client)
-            given_up = threading.Event()
-            session.on_lost(lambda _reason: given_up.set())
+            lost = threading.Event()
+            session.on_lost(lambda _reason: lost.set())
 
-            server.proc.send_signal(signal.SIGSTOP)
-            try:
-                assert await asyncio.to_thread(given_up.wait, WAIT)
+            async def given_up() -> None:
+                assert await asyncio.to_thread(lost.wait, WAIT)
                 assert isinstance(session.lost_reason, SessionExpiredError)
-                closing = asyncio.ensure_future(asyncio.to_thread(client.close))
-                await eventually(started(closing, shard), "the close started")
-            finally:
-                server.proc.send_signal(signal.SIGCONT)
-            async with asyncio.timeout(WAIT):
-                await closing
 
-            assert session.id not in await session_ids(other)
-            mine = await other.session("n")
-            taken = await mine.mutex("job").try_lock()
-            assert taken is not None
-            assert taken.token > lock.token
+            async def close() -> None:
+                await asyncio.to_thread(client.close)
+
+            await close_while_stopped(server, shard, given_up, close)
+            await assert_closed_and_free(other, session.id, lock.token)
 
 
 async def test_a_close_that_cannot_reach_the_server_gives_up_at_close_wait(

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from tenure._core import Command
 from tenure._protocol import (
@@ -61,7 +61,7 @@ class ServerProcess:
             env={**os.environ, **(env or {})},
         )
 
-    def __enter__(self) -> ServerProcess:
+    def __enter__(self) -> Self:
         try:
             self.wait_listening()
         except BaseException:

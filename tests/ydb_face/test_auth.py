@@ -20,6 +20,7 @@ import ydb
 from ydb.coordination import CoordinationClient
 
 from tenure.compat.ydb import _protos as pb
+from tests.server.tenants import auth_text, token
 from tests.server.wire import WAIT
 from tests.ydb_face.conftest import DATABASE, YdbServer, start_server, unique
 from tests.ydb_face.raw import (
@@ -38,23 +39,11 @@ Raw = Callable[..., Any]
 
 ADMIN, READER, JOBS = "ydb-admin-secret-1", "ydb-reader-secret-2", "ydb-jobs-secret-3"
 
-AUTH_FILE = f"""
-[[token]]
-name = "admin"
-secret = "{ADMIN}"
-access = "read-write"
-
-[[token]]
-name = "reader"
-secret = "{READER}"
-access = "read-only"
-
-[[token]]
-name = "jobs-deployer"
-secret = "{JOBS}"
-access = "read-write"
-nodes = ["jobs-*"]
-"""
+AUTH_FILE = auth_text(
+    token("admin", ADMIN),
+    token("reader", READER, "read-only"),
+    token("jobs-deployer", JOBS, nodes=["jobs-*"]),
+)
 
 LOGIN = "/Ydb.Auth.V1.AuthService/Login"
 WHO_AM_I = "/Ydb.Discovery.V1.DiscoveryService/WhoAmI"

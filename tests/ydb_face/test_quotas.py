@@ -11,6 +11,7 @@ from typing import Any, Final
 import pytest
 
 from tenure.compat.ydb import _protos as pb
+from tests.server.tenants import slow_tokens, token, write_auth_file
 from tests.ydb_face.conftest import DATABASE, start_server, unique
 from tests.ydb_face.raw import (
     QUIET,
@@ -25,20 +26,7 @@ from tests.ydb_face.raw import (
 pytestmark = pytest.mark.timeout(60)
 
 JOBS, ADMIN = "ydb-jobs-quota-secret", "ydb-admin-quota-secret"
-AUTH_FILE = f"""
-[[token]]
-name = "jobs"
-secret = "{JOBS}"
-access = "read-write"
-[token.quota]
-nodes = 1
-sessions = 2
-
-[[token]]
-name = "admin"
-secret = "{ADMIN}"
-access = "read-write"
-"""
+TOKENS = (token("jobs", JOBS, quota={"nodes": 1, "sessions": 2}), token("admin", ADMIN))
 
 
 def ticket(secret: str) -> list[tuple[str, str]]:
@@ -48,8 +36,7 @@ def ticket(secret: str) -> list[tuple[str, str]]:
 async def test_nodes_and_sessions_quotas_on_the_ydb_face(
     tmp_path: Path, raw: Callable[..., Any]
 ) -> None:
-    auth = tmp_path / "tokens.toml"
-    auth.write_text(AUTH_FILE)
+    auth = write_auth_file(tmp_path, *TOKENS, name="tokens.toml")
     server = start_server(tmp_path / "data", "--auth-file", str(auth), *QUIET)
     try:
         path = f"{DATABASE}/{unique()}"
@@ -135,25 +122,7 @@ STREAM: Final[dict[str, dict[str, Any]]] = {
 }
 #: A token of its own per request kind, each of 0.01 requests a second: a burst of one.
 KINDS: Final = [*UNARY, *STREAM, "session_start", "session_reattach", "session_stop"]
-RATES_FILE = (
-    "".join(
-        f"""
-[[token]]
-name = "slow-{kind}"
-secret = "ydb-slow-{kind}-secret"
-access = "read-write"
-[token.quota]
-requests_per_second = 0.01
-"""
-        for kind in KINDS
-    )
-    + f"""
-[[token]]
-name = "admin"
-secret = "{ADMIN}"
-access = "read-write"
-"""
-)
+RATED_TOKENS = (*slow_tokens(KINDS, "ydb"), token("admin", ADMIN))
 
 
 def refused(operation: Any, kind: str) -> None:
@@ -182,8 +151,7 @@ async def test_every_request_kind_counts_against_requests_per_second(
     burst of one) is refused OVERLOADED (YDB's status for a throughput limit) at its
     second, whatever the two are, and the refused request does nothing; pings are no
     requests (refusing them would end an honest session)."""
-    auth = tmp_path / "tokens.toml"
-    auth.write_text(RATES_FILE)
+    auth = write_auth_file(tmp_path, *RATED_TOKENS, name="tokens.toml")
     server = start_server(tmp_path / "data", "--auth-file", str(auth), *QUIET)
     try:
         for kind in KINDS:

@@ -55,6 +55,7 @@ from tenure.server._net.auth import (
     load_tokens,
 )
 
+from ..tenants import TenantServer, auth_text, token
 from ..wire import Clients, ServerProcess
 
 pytestmark = pytest.mark.timeout(60)
@@ -62,29 +63,12 @@ pytestmark = pytest.mark.timeout(60)
 ADMIN, READER, JOBS = "admin-secret-1", "reader-secret-2", "jobs-secret-3"
 HASHED = "hashed-secret-4"
 
-AUTH_FILE = f"""
-[[token]]
-name = "admin"
-secret = "{ADMIN}"
-access = "read-write"
-
-[[token]]
-name = "reader"
-secret = "{READER}"
-access = "read-only"
-
-[[token]]
-name = "jobs-deployer"
-secret = "{JOBS}"
-access = "read-write"
-nodes = ["jobs", "config-*"]
-
-[[token]]
-name = "hashed"
-secret_sha256 = "{hashlib.sha256(HASHED.encode()).hexdigest()}"
-access = "read-only"
-nodes = ["jobs"]
-"""
+AUTH_FILE = auth_text(
+    token("admin", ADMIN),
+    token("reader", READER, "read-only"),
+    token("jobs-deployer", JOBS, nodes=["jobs", "config-*"]),
+    token("hashed", HASHED, "read-only", nodes=["jobs"], hashed=True),
+)
 
 
 @pytest.fixture
@@ -274,7 +258,7 @@ def test_bad_auth_file_exits_2_with_a_clear_message(tmp_path: Path) -> None:
 async def test_no_or_wrong_token_is_refused_and_nothing_else(
     tmp_path: Path, wire: Clients, auth_file: Path, token: str | None
 ) -> None:
-    with ServerProcess(tmp_path / "data", "--auth-file", str(auth_file)) as server:
+    with TenantServer(tmp_path, auth_file) as server:
         client = await wire.connect(server.port, hello=False)
         await client.hello(token=token)
         await client.until_closed()
@@ -298,7 +282,7 @@ async def test_tokens_are_ignored_without_an_auth_file(tmp_path: Path, wire: Cli
 async def test_read_only_token_may_describe_and_watch_but_not_acquire(
     tmp_path: Path, wire: Clients, auth_file: Path
 ) -> None:
-    with ServerProcess(tmp_path / "data", "--auth-file", str(auth_file)) as server:
+    with TenantServer(tmp_path, auth_file) as server:
         admin = await wire.connect(server.port, token=ADMIN)
         await admin.call(CreateNode("n"))
         writer = (await admin.call(CreateSession("n", b"kw"))).session_id
@@ -331,7 +315,7 @@ async def test_read_only_token_may_describe_and_watch_but_not_acquire(
 async def test_node_limited_token_is_denied_other_nodes(
     tmp_path: Path, wire: Clients, auth_file: Path
 ) -> None:
-    with ServerProcess(tmp_path / "data", "--auth-file", str(auth_file)) as server:
+    with TenantServer(tmp_path, auth_file) as server:
         admin = await wire.connect(server.port, token=ADMIN)
         await admin.call(CreateNode("billing"))
         foreign = (await admin.call(CreateSession("billing", b"kb"))).session_id
@@ -367,7 +351,7 @@ async def test_node_limited_token_is_denied_other_nodes(
 async def test_the_annex_is_read_like_describe_and_set_like_alter(
     tmp_path: Path, wire: Clients, auth_file: Path
 ) -> None:
-    with ServerProcess(tmp_path / "data", "--auth-file", str(auth_file)) as server:
+    with TenantServer(tmp_path, auth_file) as server:
         admin = await wire.connect(server.port, token=ADMIN)
         for node in ("jobs", "billing"):
             await admin.call(CreateNode(node))

@@ -26,22 +26,12 @@ from tenure._core import (
 from tenure._core.limits import MAX_DEADLOCKS_SHOWN
 from tenure.errors import ErrorCode
 
-from ..wire import Clients, ServerProcess
+from ..tenants import TenantServer, token, write_auth_file
+from ..wire import Clients
 
 pytestmark = pytest.mark.timeout(120)
 
 ADMIN, HOSTILE = "admin-secret", "hostile-secret"
-AUTH_FILE = f"""
-[[token]]
-name = "admin"
-secret = "{ADMIN}"
-access = "read-write"
-
-[[token]]
-name = "hostile"
-secret = "{HOSTILE}"
-access = "read-write"
-"""
 LINKS = 300
 
 
@@ -57,9 +47,8 @@ def _lock(sid: int, i: int, request_id: int) -> Acquire:
 async def test_a_long_cycle_of_long_names_leaves_the_node_describable(
     tmp_path: Path, wire: Clients
 ) -> None:
-    auth_file = tmp_path / "auth.toml"
-    auth_file.write_text(AUTH_FILE)
-    with ServerProcess(tmp_path / "data", "--auth-file", str(auth_file)) as server:
+    auth_file = write_auth_file(tmp_path, token("admin", ADMIN), token("hostile", HOSTILE))
+    with TenantServer(tmp_path, auth_file) as server:
         admin = await wire.connect(server.port, token=ADMIN)
         await admin.call(CreateNode("n", NodeConfig(max_sessions=LINKS + 10)))
         hostile = await wire.connect(server.port, token=HOSTILE)

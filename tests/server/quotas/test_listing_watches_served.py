@@ -27,22 +27,12 @@ from tenure._core import (
 from tenure._core.values import MAX_LISTED_PER_FIRING
 from tenure.server._config.serve_config import ConfigError, ServeConfig, add_arguments, resolve
 
-from ..wire import Clients, ServerProcess, WireClient
+from ..tenants import TenantServer, token, write_auth_file
+from ..wire import Clients, WireClient
 
 pytestmark = pytest.mark.timeout(120)
 
 ADMIN, READER = "admin-secret", "reader-secret"
-AUTH_FILE = f"""
-[[token]]
-name = "admin"
-secret = "{ADMIN}"
-access = "read-write"
-
-[[token]]
-name = "reader"
-secret = "{READER}"
-access = "read-only"
-"""
 #: The server's ``--max-listed-per-firing``.
 LISTED = 20
 #: The bystander's queue behind its one holder: more than LISTED.
@@ -74,10 +64,10 @@ async def _enqueue(admin: WireClient, request_id: int) -> int:
 async def test_a_reader_s_listing_watch_adds_no_listing_to_the_bystander_s_changes(
     tmp_path: Path, wire: Clients
 ) -> None:
-    auth_file = tmp_path / "auth.toml"
-    auth_file.write_text(AUTH_FILE)
-    flags = ("--auth-file", str(auth_file), "--max-listed-per-firing", str(LISTED))
-    with ServerProcess(tmp_path / "data", *flags) as server:
+    auth_file = write_auth_file(
+        tmp_path, token("admin", ADMIN), token("reader", READER, "read-only")
+    )
+    with TenantServer(tmp_path, auth_file, "--max-listed-per-firing", str(LISTED)) as server:
         admin = await wire.connect(server.port, token=ADMIN)
         await admin.call(CreateNode("n"))
         holder = (await admin.call(CreateSession("n", b"a"))).session_id

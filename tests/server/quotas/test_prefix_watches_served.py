@@ -33,36 +33,19 @@ from tenure._core import (
 from tenure._protocol import Failure
 from tenure.errors import ErrorCode
 
-from ...ports import free_port
-from ..http import scrape, value
-from ..wire import Clients, ServerProcess, WireClient
+from ..http import value
+from ..tenants import TenantServer, token, write_auth_file
+from ..wire import Clients, WireClient
 
 pytestmark = pytest.mark.timeout(120)
 
 ADMIN, READER, BATCH, CALM = "admin-secret", "reader-secret", "batch-secret", "calm-secret"
-AUTH_FILE = f"""
-[[token]]
-name = "admin"
-secret = "{ADMIN}"
-access = "read-write"
-
-[[token]]
-name = "reader"
-secret = "{READER}"
-access = "read-only"
-
-[[token]]
-name = "batch"
-secret = "{BATCH}"
-access = "read-write"
-nodes = ["jobs-*"]
-
-[[token]]
-name = "calm"
-secret = "{CALM}"
-access = "read-write"
-nodes = ["calm"]
-"""
+TOKENS = (
+    token("admin", ADMIN),
+    token("reader", READER, "read-only"),
+    token("batch", BATCH, nodes=["jobs-*"]),
+    token("calm", CALM, nodes=["calm"]),
+)
 #: Each hostile session asks this many prefix watches (a node's max_watches_per_session
 #: is 1,000 by default: each session could have had them all): the reader's, the batch's.
 READER_ASKS, BATCH_ASKS = 150, 500
@@ -93,13 +76,9 @@ async def _keep_pinging(client: WireClient) -> None:
 async def test_hostile_prefix_watches_are_bounded_and_a_bystander_keeps_its_lock(
     tmp_path: Path, wire: Clients
 ) -> None:
-    auth_file = tmp_path / "auth.toml"
-    auth_file.write_text(AUTH_FILE)
-    flags = (
-        *("--auth-file", str(auth_file), "--http-port", str(http := free_port())),
-        *("--max-prefix-watches-per-node", str(PER_NODE)),
-    )
-    with ServerProcess(tmp_path / "data", *flags) as server:
+    auth_file = write_auth_file(tmp_path, *TOKENS)
+    flags = ("--max-prefix-watches-per-node", str(PER_NODE))
+    with TenantServer(tmp_path, auth_file, *flags, http=True) as server:
         admin = await wire.connect(server.port, token=ADMIN)
         await admin.call(CreateNode("n"))
         # The bystander: a lock on its own node, with a recovery window of 3 s.
@@ -155,7 +134,7 @@ async def test_hostile_prefix_watches_are_bounded_and_a_bystander_keeps_its_lock
         assert await calm.call(Release(bystander, "lock"))
         again = await calm.call(Acquire(bystander, "lock", MAX_COUNT, 2, ephemeral=True))
         assert again.token > held.token
-        samples = await scrape(http)
+        samples = await server.metrics()
         refusals = "tenure_quota_refusals_total"
         assert value(samples, refusals, quota="prefix_watches", token="reader") == len(
             reader_refusals

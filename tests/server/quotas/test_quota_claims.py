@@ -26,28 +26,15 @@ from tenure._core.claims import claim_data
 from tenure._protocol import Failure
 from tenure.errors import ErrorCode
 
-from ...ports import free_port
-from ..http import scrape, value
-from ..wire import Clients, ServerProcess
+from ..http import value
+from ..tenants import TenantServer, token, write_auth_file
+from ..wire import Clients
 
 pytestmark = pytest.mark.timeout(120)
 
 ADMIN, HOSTILE = "admin-secret", "hostile-secret"
 QUOTA = 1_048_576
 BUDGET = 3_000_000
-AUTH_FILE = f"""
-[[token]]
-name = "admin"
-secret = "{ADMIN}"
-access = "read-write"
-
-[[token]]
-name = "hostile"
-secret = "{HOSTILE}"
-access = "read-write"
-[token.quota]
-data_bytes = {QUOTA}
-"""
 KIB64 = b"x" * 65536
 ESTIMATE = "tenure_state_estimate_bytes"
 
@@ -55,12 +42,9 @@ ESTIMATE = "tenure_state_estimate_bytes"
 async def test_claims_of_ended_claims_semaphores_stop_at_the_claimers_quota(
     tmp_path: Path, wire: Clients
 ) -> None:
-    auth_file = tmp_path / "auth.toml"
-    auth_file.write_text(AUTH_FILE)
-    flags = ("--auth-file", str(auth_file), "--memory-budget", str(BUDGET))
-    with ServerProcess(
-        tmp_path / "data", *flags, "--http-port", str(http := free_port())
-    ) as server:
+    hostile_token = token("hostile", HOSTILE, quota={"data_bytes": QUOTA})
+    auth_file = write_auth_file(tmp_path, token("admin", ADMIN), hostile_token)
+    with TenantServer(tmp_path, auth_file, "--memory-budget", str(BUDGET), http=True) as server:
         admin = await wire.connect(server.port, token=ADMIN)
         await admin.call(CreateNode("n"))
         hostile = await wire.connect(server.port, token=HOSTILE)
@@ -68,7 +52,7 @@ async def test_claims_of_ended_claims_semaphores_stop_at_the_claimers_quota(
         ended = claim_data(ClaimRecord("f" * 32, 1, 1.0, 1.0, 2.0, None, sid, b""))
         for i in range(40):  # 40 x about 100 bytes: well within its quota
             await hostile.call(CreateSemaphore(sid, f"slot{i}", 1, ended))
-        before = value(await scrape(http), ESTIMATE)
+        before = value(await server.metrics(), ESTIMATE)
         granted, refusals = 0, []
         for i in range(40):  # each would store 128 KiB and the words: 5 MB in all
             answer = await hostile.answer(
@@ -86,7 +70,7 @@ async def test_claims_of_ended_claims_semaphores_stop_at_the_claimers_quota(
         for refused in refusals:
             assert refused.code is ErrorCode.LIMIT_EXCEEDED, refused
             assert "token 'hostile' is over its quota data_bytes " in refused.message
-        samples = await scrape(http)
+        samples = await server.metrics()
         assert value(samples, ESTIMATE) - before <= QUOTA
         assert value(samples, "tenure_quota_refusals_total", quota="data_bytes", token="hostile")
         # A bystander still adds state: a session, a semaphore with data, a hold.
@@ -94,4 +78,4 @@ async def test_claims_of_ended_claims_semaphores_stop_at_the_claimers_quota(
         await admin.call(CreateSemaphore(other, "mine", 1, KIB64))
         assert (await admin.call(Acquire(other, "mine", 1, 1))).token
         assert (await admin.call(Acquire(other, "lock", 1, 2, ephemeral=True))).token
-        assert value(await scrape(http), ESTIMATE) <= BUDGET
+        assert value(await server.metrics(), ESTIMATE) <= BUDGET

@@ -20,26 +20,14 @@ from tenure._core.values import ClientIdentity
 from tenure._protocol import Failure
 from tenure.errors import ErrorCode
 
-from ..wire import Clients, ServerProcess
+from ..tenants import TenantServer, token, write_auth_file
+from ..wire import Clients
 
 pytestmark = pytest.mark.timeout(120)
 
 ADMIN, HOSTILE = "admin-secret", "hostile-secret"
 KIB = 1024
 QUOTA = 64 * KIB
-AUTH_FILE = f"""
-[[token]]
-name = "admin"
-secret = "{ADMIN}"
-access = "read-write"
-
-[[token]]
-name = "hostile"
-secret = "{HOSTILE}"
-access = "read-write"
-[token.quota]
-data_bytes = {QUOTA}
-"""
 
 
 def _limit(failure: Failure) -> None:
@@ -55,9 +43,9 @@ def _name(i: int) -> str:
 async def test_1_kib_names_and_identities_stop_at_the_tokens_data_quota(
     tmp_path: Path, wire: Clients
 ) -> None:
-    auth_file = tmp_path / "auth.toml"
-    auth_file.write_text(AUTH_FILE)
-    with ServerProcess(tmp_path / "data", "--auth-file", str(auth_file)) as server:
+    hostile_token = token("hostile", HOSTILE, quota={"data_bytes": QUOTA})
+    auth_file = write_auth_file(tmp_path, token("admin", ADMIN), hostile_token)
+    with TenantServer(tmp_path, auth_file) as server:
         admin = await wire.connect(server.port, token=ADMIN)
         await admin.call(CreateNode("n"))
         hostile = await wire.connect(server.port, token=HOSTILE)
@@ -81,7 +69,7 @@ async def test_1_kib_names_and_identities_stop_at_the_tokens_data_quota(
         for i in range(100):
             await admin.call(CreateSemaphore(other, "o" + _name(i)[1:], 1, b""))
     # A restart replays the journal: the names count again, and the next is refused.
-    with ServerProcess(tmp_path / "data", "--auth-file", str(auth_file)) as server:
+    with TenantServer(tmp_path, auth_file) as server:
         hostile = await wire.connect(server.port, token=HOSTILE)
         again = (await hostile.call(CreateSession("n", b"k2"))).session_id  # (2 bytes more)
         _limit(await hostile.fail(CreateSemaphore(again, _name(made), 1, b"")))

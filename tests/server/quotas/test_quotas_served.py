@@ -30,49 +30,26 @@ from tenure._protocol import Failure
 from tenure._protocol.cluster import ClusterStatus
 from tenure.errors import ErrorCode
 
-from ...ports import free_port
-from ..http import scrape, value
+from ..http import value
+from ..tenants import TenantServer, token, write_auth_file
 from ..wire import Clients, ServerProcess, WireClient
 
 pytestmark = pytest.mark.timeout(120)
 
 ADMIN, READER, BATCH, SLOW = "admin-secret", "reader-secret", "batch-secret", "slow-secret"
-AUTH_FILE = f"""
-[[token]]
-name = "admin"
-secret = "{ADMIN}"
-access = "read-write"
-
-[[token]]
-name = "reader"
-secret = "{READER}"
-access = "read-only"
-
-[[token]]
-name = "batch"
-secret = "{BATCH}"
-access = "read-write"
-nodes = ["jobs-*"]
-[token.quota]
-data_bytes = 1048576
-semaphores = 1000
-
-[[token]]
-name = "slow"
-secret = "{SLOW}"
-access = "read-write"
-[token.quota]
-requests_per_second = 0.01
-"""
 DAY = 86400.0
 KIB64 = b"x" * 65536
 
 
 @pytest.fixture
 def auth_file(tmp_path: Path) -> Path:
-    path = tmp_path / "auth.toml"
-    path.write_text(AUTH_FILE)
-    return path
+    return write_auth_file(
+        tmp_path,
+        token("admin", ADMIN),
+        token("reader", READER, "read-only"),
+        token("batch", BATCH, nodes=["jobs-*"], quota={"data_bytes": 1048576, "semaphores": 1000}),
+        token("slow", SLOW, quota={"requests_per_second": 0.01}),
+    )
 
 
 def _limit(failure: Failure, quota: str, token: str) -> None:
@@ -95,8 +72,7 @@ async def test_a_read_only_token_cannot_lock_writers_out_for_a_day(
     tmp_path: Path, wire: Clients, auth_file: Path
 ) -> None:
     """The abuse: a read-only token opening 10,000 sessions of 24 h windows."""
-    flags = ("--auth-file", str(auth_file), "--http-port", str(http := free_port()))
-    with ServerProcess(tmp_path / "data", *flags) as server:
+    with TenantServer(tmp_path, auth_file, http=True) as server:
         admin = await wire.connect(server.port, token=ADMIN)
         await admin.call(CreateNode("n"))
         reader = await wire.connect(server.port, token=READER)
@@ -110,12 +86,12 @@ async def test_a_read_only_token_cannot_lock_writers_out_for_a_day(
         # Writers are not locked out, nor is anybody else; the reader's sessions work.
         writer = (await admin.call(CreateSession("n", b"w", timeout=DAY))).session_id
         assert (await admin.call(Acquire(writer, "m", 1, 1, ephemeral=True))).token
-        samples = await scrape(http)
+        samples = await server.metrics()
         quota_refusals = "tenure_quota_refusals_total"
         assert value(samples, quota_refusals, quota="sessions", token="reader") == 1
         assert value(samples, quota_refusals, quota="recovery_window", token="reader") == 1
     # The sessions survive a restart, and so does their count: still 100.
-    with ServerProcess(tmp_path / "data", "--auth-file", str(auth_file)) as server:
+    with TenantServer(tmp_path, auth_file) as server:
         reader = await wire.connect(server.port, token=READER)
         _limit(await reader.fail(CreateSession("n", b"k")), "sessions", "reader")
         admin = await wire.connect(server.port, token=ADMIN)
@@ -126,7 +102,7 @@ async def test_a_write_token_cannot_fill_the_server_with_data(
     tmp_path: Path, wire: Clients, auth_file: Path
 ) -> None:
     """The abuse: 14,000 semaphores of 64 KiB by a token limited to jobs-*."""
-    with ServerProcess(tmp_path / "data", "--auth-file", str(auth_file)) as server:
+    with TenantServer(tmp_path, auth_file) as server:
         batch = await wire.connect(server.port, token=BATCH)
         await batch.call(CreateNode("jobs-1"))
         sid = (await batch.call(CreateSession("jobs-1", b"k"))).session_id
@@ -144,7 +120,7 @@ async def test_a_write_token_cannot_fill_the_server_with_data(
         other = (await admin.call(CreateSession("other", b"k"))).session_id
         for i in range(20):  # (more than batch's quota: admin has none)
             await admin.call(CreateSemaphore(other, f"big{i}", 1, KIB64))
-    with ServerProcess(tmp_path / "data", "--auth-file", str(auth_file)) as server:
+    with TenantServer(tmp_path, auth_file) as server:
         batch = await wire.connect(server.port, token=BATCH)
         sid = (await batch.call(CreateSession("jobs-1", b"k2"))).session_id
         _limit(await batch.fail(CreateSemaphore(sid, "more", 1, KIB64)), "data_bytes", "batch")
@@ -185,7 +161,7 @@ async def test_the_memory_budget_refuses_writes_and_lets_the_rest_work(
 async def test_requests_per_second_is_a_token_bucket_per_token(
     tmp_path: Path, wire: Clients, auth_file: Path
 ) -> None:
-    with ServerProcess(tmp_path / "data", "--auth-file", str(auth_file)) as server:
+    with TenantServer(tmp_path, auth_file) as server:
         slow = await wire.connect(server.port, token=SLOW)
         await slow.call(CreateNode("n"))  # its burst: one command (0.01 a second)
         _limit(await slow.fail(CreateNode("m")), "requests_per_second", "slow")
@@ -203,7 +179,7 @@ async def test_every_native_request_counts_once_and_a_ping_never(
     """Issue 47: the rate is counted per request, on every face. A native request is one
     (ClusterStatus too, which the server answers itself: it was not counted); a Ping is
     a keepalive, never counted (refusing it would end an honest session)."""
-    with ServerProcess(tmp_path / "data", "--auth-file", str(auth_file)) as server:
+    with TenantServer(tmp_path, auth_file) as server:
         slow = await wire.connect(server.port, token=SLOW)
         for nonce in range(1, 51):  # pings take nothing of its burst of one
             assert (await slow.ping(nonce)).nonce == nonce

@@ -26,24 +26,13 @@ from tenure._core import (
 from tenure._protocol import Failure
 from tenure.errors import ErrorCode
 
-from ...ports import free_port
-from ..http import scrape, value
-from ..wire import Clients, ServerProcess, WireClient
+from ..http import value
+from ..tenants import TenantServer, token, write_auth_file
+from ..wire import Clients, WireClient
 
 pytestmark = pytest.mark.timeout(120)
 
 ADMIN, READER = "admin-secret", "reader-secret"
-AUTH_FILE = f"""
-[[token]]
-name = "admin"
-secret = "{ADMIN}"
-access = "read-write"
-
-[[token]]
-name = "reader"
-secret = "{READER}"
-access = "read-only"
-"""
 #: The server's ``--max-watches-per-semaphore``.
 PER_NAME = 40
 #: The reader's sessions, each asking this many repeating watches of the register
@@ -64,13 +53,11 @@ async def _arm(client: WireClient, sid: int, name: str, asked: int) -> list[Fail
 async def test_a_token_s_watches_on_another_s_register_are_bounded(
     tmp_path: Path, wire: Clients
 ) -> None:
-    auth_file = tmp_path / "auth.toml"
-    auth_file.write_text(AUTH_FILE)
-    flags = (
-        *("--auth-file", str(auth_file), "--http-port", str(http := free_port())),
-        *("--max-watches-per-semaphore", str(PER_NAME)),
+    auth_file = write_auth_file(
+        tmp_path, token("admin", ADMIN), token("reader", READER, "read-only")
     )
-    with ServerProcess(tmp_path / "data", *flags) as server:
+    flags = ("--max-watches-per-semaphore", str(PER_NAME))
+    with TenantServer(tmp_path, auth_file, *flags, http=True) as server:
         admin = await wire.connect(server.port, token=ADMIN)
         await admin.call(CreateNode("n"))
         owner = (await admin.call(CreateSession("n", b"a"))).session_id
@@ -102,7 +89,7 @@ async def test_a_token_s_watches_on_another_s_register_are_bounded(
             firings = [await reader.next_push() for _ in range(armed)]
             assert all(type(firing) is WatchFired for firing in firings), firings
             assert {firing.name for firing in firings} <= {"config"}
-        samples = await scrape(http)
+        samples = await server.metrics()
         refusals_seen = value(
             samples,
             "tenure_quota_refusals_total",
