@@ -64,8 +64,9 @@ from collections import deque
 from typing import Final
 
 from tenure._core.limits import DEADLOCK_SEARCH_LIMIT, MAX_DEADLOCK_LINKS, MAX_DEADLOCK_NAME_BYTES
+from tenure._core.node import Node
 from tenure._core.semaphore import Semaphore
-from tenure._core.state import EngineState, Node
+from tenure._core.state import EngineState
 from tenure._core.wait_graph import ASKING, Asked, Edge, OverLimitError, PendingRequest, WaitGraph
 from tenure.errors import DeadlockError
 

@@ -21,13 +21,13 @@ Rules (each enforced in exactly one place):
    (:mod:`tenure._core.semaphore`).
 3. Every grant gets a fencing token greater than every earlier token of this
    engine (one counter for all nodes, so a dropped and re-created node cannot
-   reuse old tokens either; ``EngineState.grant``). The counter is state: persist
+   reuse old tokens either; ``shared_steps.grant``). The counter is state: persist
    it with the rest.
 4. An attached session never expires. A detached one expires ``timeout`` seconds
    after its client was last heard from (the detach, less its ``silent_for``)
    unless it is re-attached first; expiry releases all it holds (starting
    lock-delay) and cancels all it waits for (:mod:`tenure._core.handlers.sessions`).
-5. After any change to a semaphore, ``EngineState.settle`` serves its queue,
+5. After any change to a semaphore, ``shared_steps.settle`` serves its queue,
    removes it if it is ephemeral and idle, and fires the watches the change hit,
    in that order.
 6. A command at ``now`` never sees a session, lease or waiter that ``now`` has
@@ -55,6 +55,7 @@ from tenure._core import commands as c
 from tenure._core.deadlines import DeadlineKey
 from tenure._core.effects import Effect
 from tenure._core.handlers import (
+    acquire,
     claims,
     expiry,
     limiters,
@@ -105,7 +106,7 @@ HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = MappingProxyType(
         c.ListSemaphores: listing.list_semaphores,
         c.ListSessions: listing.list_sessions,
         c.CreateSemaphore: semaphores.create_semaphore,
-        c.Acquire: semaphores.acquire,
+        c.Acquire: acquire.acquire,
         c.AcquireAll: sets.acquire_all,
         c.Release: semaphores.release,
         c.CancelAcquire: semaphores.cancel_acquire,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tenure._core.node import semaphore_bytes
 from tenure._core.quotas import (
     Q_DATA_BYTES,
     Q_HOLDS,
@@ -25,7 +26,7 @@ from tenure._core.quotas import (
     Usage,
     text_bytes,
 )
-from tenure._core.state import EngineState, semaphore_bytes
+from tenure._core.state import EngineState
 
 
 def owner_of(usage: Usage | None) -> str:

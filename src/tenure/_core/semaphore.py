@@ -9,7 +9,7 @@ head is granted as soon as its count fits, and *nothing* behind the head is gran
 while the head does not fit, however small (no barging). This is what makes a
 large request at the head starve nobody and be starved by nobody. (A head that is a
 member of an all-or-none set waits, besides, until the set's other members
-head their queues and fit there: :meth:`tenure._core.state.EngineState.settle`.)
+head their queues and fit there: :func:`tenure._core.shared_steps.settle`.)
 
 Owners and waiters are *holders*: a session's numbered holds (:func:`holder_key`).
 A session may have several, each an owner or waiter of its own, in the queue like

@@ -36,6 +36,7 @@ from tenure._core.deadlines import (
 )
 from tenure._core.effects import AcquireFailed
 from tenure._core.engine import Engine
+from tenure._core.node import Node
 from tenure._core.ownership import dump_owners
 from tenure._core.snapshot_layout import (
     CLAIM_FIELDS,
@@ -54,7 +55,6 @@ from tenure._core.snapshot_layout import (
     Plain,
 )
 from tenure._core.snapshot_load import load
-from tenure._core.state import Node
 from tenure._core.stored_config import config_to_stored
 
 #: The bits of a holder key that are its session id (holder_key).

@@ -11,6 +11,7 @@ from typing import Any
 from tenure._core.claims import ClaimTimer, check_claim_id
 from tenure._core.effects import AcquireFailed, LeaseLost
 from tenure._core.engine import Engine
+from tenure._core.node import Node
 from tenure._core.ownership import load_owners
 from tenure._core.semaphore import Owner, Semaphore, Waiter, holder_key
 from tenure._core.snapshot_layout import (
@@ -29,7 +30,7 @@ from tenure._core.snapshot_layout import (
     WAITER_FIELDS,
     Plain,
 )
-from tenure._core.state import Node, Session
+from tenure._core.state import Session
 from tenure._core.stored_config import config_from_stored
 from tenure._core.values import (
     MAX_ANNEX_BYTES,

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 from typing import Final
 
+from tenure._core.node import Node
 from tenure._core.semaphore import Semaphore, Waiter, holder_key
-from tenure._core.state import EngineState, Node
+from tenure._core.state import EngineState
 
 __all__ = ["ASKING", "Asked", "Edge", "OverLimitError", "PendingRequest", "WaitGraph", "label"]
 

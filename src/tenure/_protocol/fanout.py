@@ -3,7 +3,7 @@
 A change of a semaphore that a thousand sessions watch fires a thousand watches.
 Their pushes differ only in the session and watch ids; the rest (the name and the
 state the change left, shared by every watch that asked for the same shape, see
-:meth:`tenure._core.state.EngineState.fire_watches`) is the same bytes in each.
+:func:`tenure._core.shared_steps.fire_watches`) is the same bytes in each.
 :class:`FiredPushes` encodes the first push of each shared description in full
 (checked as :func:`~tenure._protocol.messages.encode_message` checks every
 message), keeps the bytes after the two ids, and makes each further push from a

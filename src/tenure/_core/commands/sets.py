@@ -26,7 +26,7 @@ class AcquireAll(Command[AcquireAllResult]):
     The request is granted only when it can have every one at once, and is queued
     in every queue at once (one arrival across names: queues then agree on the
     order of requests, so requests for overlapping names in any order never
-    deadlock; :meth:`tenure._core.state.EngineState.settle`). Each name is a hold of
+    deadlock; :func:`tenure._core.shared_steps.settle`). Each name is a hold of
     its own: ``holds[i]`` and ``request_ids[i]`` are the hold and the request id of
     ``names[i]`` (Granted and AcquireFailed effects name them, one per name), none
     of which the session may hold or wait for already. A member that leaves its

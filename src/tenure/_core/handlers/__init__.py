@@ -8,7 +8,8 @@ command type to its handler is :data:`tenure._core.engine.HANDLERS`.
 
 * :mod:`.nodes`: create, describe, alter, drop a node; set and get its annex.
 * :mod:`.sessions`: create, attach, detach, close, describe a session; its end.
-* :mod:`.semaphores`: create, acquire, release, cancel, renew, update, delete.
+* :mod:`.acquire`: take a semaphore's tokens, queue for them, or answer BUSY.
+* :mod:`.semaphores`: create, release, cancel, renew, update, delete a semaphore.
 * :mod:`.sets`: acquire several semaphores, all or none (AcquireAll): an all-or-none set.
 * :mod:`.limiters`: reserve units of a rate limiter (its bucket is a semaphore's data).
 * :mod:`.claims`: claim a name for a slot, release a claim by id; a claim's end.

@@ -36,9 +36,11 @@ from tenure._core.claims import (
 )
 from tenure._core.deadlines import ClaimDeadline
 from tenure._core.handlers.semaphores import remove_semaphore
+from tenure._core.node import Node
 from tenure._core.quotas import Q_DATA_BYTES, Q_SEMAPHORES, text_bytes
 from tenure._core.semaphore import Semaphore
-from tenure._core.state import EngineState, Node
+from tenure._core.shared_steps import fire_watches
+from tenure._core.state import EngineState
 from tenure._core.values import check_data, check_duration, check_name
 from tenure._core.watches import DATA, EXISTENCE
 from tenure.errors import LimitExceededError, PreconditionFailedError
@@ -95,7 +97,7 @@ def claim_name(state: EngineState, cmd: c.ClaimName, now: float) -> ClaimRecord:
         change = DATA
     node.claims[name] = ClaimTimer(claim_id, record.token, now + at_least, now + at_most)
     state.deadlines.schedule(now + at_most, ClaimDeadline(node.name, name, record.token))
-    state.fire_watches(node, name, change)
+    fire_watches(state, node, name, change)
     return record
 
 
@@ -122,7 +124,7 @@ def release_claim(state: EngineState, cmd: c.ReleaseClaim, now: float) -> bool:
     timer.ends_at = timer.least_until
     state.deadlines.schedule(timer.ends_at, ClaimDeadline(node.name, name, timer.token))
     sem.set_data(stored)
-    state.fire_watches(node, name, DATA)
+    fire_watches(state, node, name, DATA)
     return True
 
 

@@ -24,6 +24,7 @@ from tenure._core.effects import AcquireFailed, LeaseLost
 from tenure._core.handlers.claims import claim_ended
 from tenure._core.handlers.sessions import expire_session
 from tenure._core.semaphore import Semaphore
+from tenure._core.shared_steps import settle, start_lock_delay, tell_missed, withdraw_set
 from tenure._core.state import EngineState
 from tenure._core.watches import NOTHING, OWNERS, WAITERS
 from tenure.errors import ErrorCode
@@ -92,7 +93,7 @@ def _end_lock_delay(state: EngineState, key: LockDelayDeadline, now: float) -> N
     node = state.nodes[key.node]
     sem = node.semaphores[key.semaphore]
     sem.blocked_until = 0.0
-    state.settle(node, sem, now, NOTHING)
+    settle(state, node, sem, now, NOTHING)
 
 
 def _time_out_waiter(state: EngineState, key: WaiterDeadline, now: float) -> None:
@@ -101,7 +102,8 @@ def _time_out_waiter(state: EngineState, key: WaiterDeadline, now: float) -> Non
     waiter = sem.remove_waiter(key.holder)
     assert waiter is not None
     state.sessions[waiter.session_id].discard_wait(sem.name, waiter.hold, waiter.task)
-    state.tell_missed(
+    tell_missed(
+        state,
         AcquireFailed(
             waiter.session_id,
             waiter.request_id,
@@ -109,12 +111,18 @@ def _time_out_waiter(state: EngineState, key: WaiterDeadline, now: float) -> Non
             ErrorCode.TIMEOUT,
             f"timed out waiting for {sem.name!r}",
             waiter.hold,
-        )
+        ),
     )
-    state.withdraw_set(
-        node, waiter, ErrorCode.TIMEOUT, f"timed out waiting for {sem.name!r}", now, missed=True
+    withdraw_set(
+        state,
+        node,
+        waiter,
+        ErrorCode.TIMEOUT,
+        f"timed out waiting for {sem.name!r}",
+        now,
+        missed=True,
     )
-    state.settle(node, sem, now, WAITERS)
+    settle(state, node, sem, now, WAITERS)
 
 
 def _expire_lease(state: EngineState, key: LeaseDeadline, now: float) -> None:
@@ -123,7 +131,8 @@ def _expire_lease(state: EngineState, key: LeaseDeadline, now: float) -> None:
     owner = sem.remove_owner(key.holder)
     assert owner is not None
     state.sessions[owner.session_id].discard_hold(sem.name, owner.hold)
-    state.tell_missed(
+    tell_missed(
+        state,
         LeaseLost(
             owner.session_id,
             sem.name,
@@ -131,10 +140,10 @@ def _expire_lease(state: EngineState, key: LeaseDeadline, now: float) -> None:
             ErrorCode.LEASE_LOST,
             f"lease on {sem.name!r} expired without renewal",
             owner.hold,
-        )
+        ),
     )
-    state.start_lock_delay(node, sem, now)  # its holder may not know it lost it
-    state.settle(node, sem, now, OWNERS)
+    start_lock_delay(state, node, sem, now)  # its holder may not know it lost it
+    settle(state, node, sem, now, OWNERS)
 
 
 def _semaphore(state: EngineState, node_name: str, name: str) -> Semaphore | None:

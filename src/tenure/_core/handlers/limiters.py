@@ -11,6 +11,7 @@ from __future__ import annotations
 from tenure._core import commands as c
 from tenure._core.quotas import Q_DATA_BYTES
 from tenure._core.rates import bucket_data, check_units, parse_bucket, reserve
+from tenure._core.shared_steps import fire_watches
 from tenure._core.state import EngineState
 from tenure._core.values import check_duration
 from tenure._core.watches import DATA
@@ -32,5 +33,5 @@ def reserve_units(state: EngineState, cmd: c.ReserveUnits, now: float) -> c.Rate
         stored = bucket_data(after)
         state.check_quota(sem.usage, Q_DATA_BYTES, len(stored) - len(sem.data))
         sem.set_data(stored)
-        state.fire_watches(node, sem.name, DATA)
+        fire_watches(state, node, sem.name, DATA)
     return reply

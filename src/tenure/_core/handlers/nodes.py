@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from tenure._core import commands as c
 from tenure._core.effects import AcquireFailed, LeaseLost, SessionEnded
+from tenure._core.node import Node, annex_entry_bytes
 from tenure._core.quotas import Q_DATA_BYTES, Q_NODES, text_bytes
-from tenure._core.state import EngineState, Node, annex_entry_bytes
+from tenure._core.state import EngineState
 from tenure._core.values import (
     MAX_ANNEX_BYTES,
     MAX_ANNEX_KEYS,

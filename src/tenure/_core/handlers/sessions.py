@@ -14,6 +14,7 @@ from tenure._core.deadlines import SessionDeadline
 from tenure._core.effects import AcquireFailed, SessionEnded
 from tenure._core.quotas import Q_DATA_BYTES, Q_SESSIONS, text_bytes
 from tenure._core.semaphore import holder_key
+from tenure._core.shared_steps import settle, start_lock_delay
 from tenure._core.state import EngineState, Session
 from tenure._core.values import (
     MAX_RECOVERY_WINDOW,
@@ -142,7 +143,7 @@ def resume_session(state: EngineState, cmd: c.ResumeSession, now: float) -> c.Se
                     sid, waiter.request_id, name, ErrorCode.SESSION_EXPIRED, message, hold
                 )
             )
-        state.settle(node, sem, now, WAITERS)
+        settle(state, node, sem, now, WAITERS)
     # The holds stay, but the tasks that asked for them were the previous owner's: no
     # task of the new owner holds them (0: not known; no deadlock is found through them).
     for name in session.held:
@@ -265,7 +266,7 @@ def end_session(state: EngineState, session: Session, now: float, code: ErrorCod
         for hold in session.holds_on(name):
             sem.remove_owner(holder_key(sid, hold))
         if failed:
-            state.start_lock_delay(node, sem, now)
+            start_lock_delay(state, node, sem, now)
         touched[name] = OWNERS | touched.get(name, NOTHING)
     for name, change in touched.items():
-        state.settle(node, node.semaphores[name], now, change)
+        settle(state, node, node.semaphores[name], now, change)

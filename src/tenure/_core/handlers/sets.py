@@ -2,9 +2,9 @@
 
 The request is an all-or-none *set*: it joins every queue at once, with one arrival
 number (``order``) that its member waiters share and that ``node.sets`` maps to the
-members; the queues are served by :meth:`tenure._core.state.EngineState.settle`,
+members; the queues are served by :func:`tenure._core.shared_steps.settle`,
 which grants a set only when each member heads its queue and fits, and all at once.
-Members leave together (:meth:`tenure._core.state.EngineState.withdraw_set`).
+Members leave together (:func:`tenure._core.shared_steps.withdraw_set`).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from tenure._core.deadlines import WaiterDeadline
 from tenure._core.deadlocks import Asked, refuse_deadlock
 from tenure._core.quotas import Q_DATA_BYTES, Q_HOLDS, Q_SEMAPHORES, Q_WAITERS, text_bytes
 from tenure._core.semaphore import Semaphore, Waiter, holder_key
+from tenure._core.shared_steps import grant, settle
 from tenure._core.state import EngineState
 from tenure._core.values import (
     MAX_COUNT,
@@ -111,10 +112,10 @@ def acquire_all(state: EngineState, cmd: c.AcquireAll, now: float) -> c.AcquireA
         tokens, ttl = [], None
         for name, hold, sem in zip(names, holds, sems, strict=True):
             assert sem is not None
-            owner = state.grant(node, sem, sid, count, data, cmd.lease_ttl, now, hold, task)
+            owner = grant(state, node, sem, sid, count, data, cmd.lease_ttl, now, hold, task)
             tokens.append(owner.token)
             ttl = owner.lease_ttl
-            state.settle(node, sem, now, EXISTENCE if name in made else WAITERS)
+            settle(state, node, sem, now, EXISTENCE if name in made else WAITERS)
         return c.AcquireAllResult(c.AcquireStatus.GRANTED, tuple(tokens), ttl)
     deadline = None if timeout is None else now + timeout
     state.last_order += 1
@@ -148,7 +149,7 @@ def acquire_all(state: EngineState, cmd: c.AcquireAll, now: float) -> c.AcquireA
         node.sets[order] = tuple(members)
     for name, sem in zip(names, sems, strict=True):
         assert sem is not None
-        state.settle(node, sem, now, EXISTENCE if name in made else WAITERS)
+        settle(state, node, sem, now, EXISTENCE if name in made else WAITERS)
     return c.AcquireAllResult(c.AcquireStatus.QUEUED)
 
 

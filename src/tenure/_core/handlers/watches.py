@@ -2,7 +2,7 @@
 cancel a watch.
 
 What a watch is and when it fires is :mod:`tenure._core.watches`; firing happens in
-:meth:`tenure._core.state.EngineState.fire_watches`, after every change.
+:func:`tenure._core.shared_steps.fire_watches`, after every change.
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@
 **All-or-none sets** (``acquire_all``, :mod:`._sql_sets`) wait in several
 queues at once: a waiter row per member, sharing one arrival (``grp``) and placed
 in the order of the request's names (``grp_place``). ``settle`` restates
-:meth:`tenure._core.state.EngineState.settle`: a head that is a member is granted
+:func:`tenure._core.shared_steps.settle`: a head that is a member is granted
 only if every member heads its queue and fits there, and then all at once (in the
 order of the names), the other members' queues served after; a member that cannot
 go holds its queue back as any head does. ``withdraw_group`` restates
-:meth:`~tenure._core.state.EngineState.withdraw_set`: a member that leaves its
+:func:`~tenure._core.shared_steps.withdraw_set`: a member that leaves its
 queue takes the others with it. The column names ``grp`` and ``grp_place``, the
 functions ``group_ready`` and ``withdraw_group`` and the indexes ``waiters_grouped``
 and ``waiters_group`` keep the sets' old name: they are the database's, made by the

@@ -32,7 +32,7 @@ from tenure._core import (
     DeleteSemaphore,
     NodeConfig,
 )
-from tenure._core.state import Node
+from tenure._core.node import Node
 from tenure.compat.dflockd import codec as wire
 from tenure.compat.dflockd.holds import (
     LOCK_NODE,

@@ -49,8 +49,8 @@ from tenure._core import (
     UpdateSemaphore,
 )
 from tenure._core.engine import DEFAULT_STEP_BUDGET
+from tenure._core.node import Node
 from tenure._core.rates import Bucket, bucket_data, check_units
-from tenure._core.state import Node
 from tenure.compat.ydb import _protos as pb
 from tenure.compat.ydb.paths import Database, OutsideDatabaseError
 from tenure.compat.ydb.resources import (

@@ -34,8 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from tenure._core.node import Node
 from tenure._core.semaphore import Semaphore
-from tenure._core.state import Node
 
 #: The character right after ``/``: a path's range of names below it ends before
 #: the path followed by it.

@@ -35,9 +35,9 @@ from typing import Any, Final
 from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 
+from tenure._core.node import Node
 from tenure._core.rates import LIMITER_WORD, Bucket, bucket_data, check_rate, parse_bucket, reserve
 from tenure._core.semaphore import Semaphore
-from tenure._core.state import Node
 from tenure._core.values import MAX_NAME_BYTES
 from tenure.compat.ydb import _protos as pb
 from tenure.compat.ydb.resource_scan import ResourceScan
