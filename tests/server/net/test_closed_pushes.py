@@ -11,9 +11,9 @@ re-attach), so nothing is owed to it, and nothing is logged.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from types import SimpleNamespace
-from typing import cast
+import socket
 
 import pytest
 
@@ -24,20 +24,26 @@ from tenure.server._net.gate import Conn
 from tenure.server._net.outbox import Outboxes
 
 
-def test_a_push_to_a_closed_connection_is_skipped_without_a_log_line(
+async def test_a_push_to_a_closed_connection_is_skipped_without_a_log_line(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    codec = ServerConnection()
-    codec.receive_data(b"")  # its end of stream, before any Hello
-    codec.next_event()  # read: ConnectionClosed
-    assert codec.state is State.CLOSED
-    conn = cast(Conn, SimpleNamespace(codec=codec, peer="127.0.0.1:1", outbox=[]))
-    flushes: list[None] = []
-    outboxes = Outboxes(ServeConfig(), lambda: flushes.append(None))
-    fired = WatchFired(1, 7, "s", SemaphoreDescription.missing("s"))
-    with caplog.at_level(logging.DEBUG):
-        for _ in range(100):
-            outboxes.push(conn, fired)
-    assert [r.getMessage() for r in caplog.records] == []
-    assert conn.outbox == []
-    assert flushes == []
+    ours, theirs = socket.socketpair()
+    reader, writer = await asyncio.open_connection(sock=ours)
+    try:
+        codec = ServerConnection()
+        codec.receive_data(b"")  # its end of stream, before any Hello
+        codec.next_event()  # read: ConnectionClosed
+        assert codec.state is State.CLOSED
+        conn = Conn(reader, writer, codec)  # (a real one: the compiled build checks)
+        flushes: list[None] = []
+        outboxes = Outboxes(ServeConfig(), lambda: flushes.append(None))
+        fired = WatchFired(1, 7, "s", SemaphoreDescription.missing("s"))
+        with caplog.at_level(logging.DEBUG):
+            for _ in range(100):
+                outboxes.push(conn, fired)
+        assert [r.getMessage() for r in caplog.records] == []
+        assert conn.outbox == []
+        assert flushes == []
+    finally:
+        writer.close()
+        theirs.close()
