@@ -198,10 +198,8 @@ def board(
         engine, now, shift, limits, may_see, may_kill, prefixes, None, work or BoardWork()
     )
     while True:
-        try:
-            next(building)
-        except StopIteration as built:
-            view: Json = built.value
+        view = _slice(building)
+        if view is not None:
             return view
 
 
@@ -223,12 +221,20 @@ async def board_in_slices(
         engine, now, shift, limits, may_see, may_kill, prefixes, budget, work or BoardWork()
     )
     while True:
-        try:
-            next(building)
-        except StopIteration as built:
-            view: Json = built.value
+        view = _slice(building)
+        if view is not None:
             return view
         await asyncio.sleep(0)  # everybody else's turn
+
+
+def _slice(building: Generator[None, None, Json]) -> Json | None:
+    """Build one slice of a view: the view once it is whole, else None."""
+    try:
+        next(building)
+    except StopIteration as built:
+        view: Json = built.value
+        return view
+    return None
 
 
 class _Slices:
