@@ -99,7 +99,7 @@ TENANT_NOTES: Final = (
     "rate-limiter resources listed, 300-link deadlock cycles of 1 KB names, the dashboard's "
     "view of 60 groups of 1,000 members), each a bucket of its own. A bystander holds one "
     "honest lock all along with a 3 s recovery window. Quiet phases (3 s) "
-    "and hostile ones (5 s of every abuse at once, then undone) "
+    "and hostile ones (5 s of issue 37's abuses at once, or of issue 47's, in turn; then undone) "
     "alternate, and the honest p99 of each kind of phase is compared within the run: a "
     "machine that gets busier weighs on both alike. The tenant runs in a process of its "
     "own at nice 10 (its client-side work is not the server's doing), and the quiet p99 is "

@@ -227,7 +227,8 @@ SCENARIOS: Final[dict[str, Scenario]] = {
         ),
         Scenario(
             "tenant",
-            "a hostile tenant: in turn 3 s quiet and 5 s of every abuse at once, each "
+            "a hostile tenant: in turn 3 s quiet and 5 s of one group of abuses at once "
+            "(issue 37's and issue 47's in turn), each "
             "bounded and undone after (tools/faults/abuses.py), by a read-write token "
             "limited to its own nodes and a read-only token of the honest node: listings "
             "one name a page among 10,000 nodes it cannot see and 20,000 semaphores, "
