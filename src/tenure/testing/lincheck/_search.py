@@ -1,0 +1,203 @@
+"""The search for a linearization of one key's operations (Wing and Gong, with Lowe's
+and porcupine's improvements).
+
+The calls and returns of the operations form one list in real-time order (a call
+before a return at the same time: intervals are closed). The search walks it: at a
+call, it tries to take that operation next (``lift`` it out of the list) if the
+model allows it from the current states; at a return it has found an operation that
+had to be taken by then and was not, so it undoes its latest choice and tries the
+next operation instead. Lowe's cache makes it polynomial in practice: a set of
+operations taken that reaches a set of states already reached that way is not
+searched twice (each key a pair (the taken set as an integer's bits, the states)).
+
+The search is bounded: past ``deadline`` (a :func:`time.monotonic` instant) or past
+``max_bytes`` of cache, it stops and answers *unknown*, never *linearizable*.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from tenure.testing.lincheck._history import Operation
+from tenure.testing.lincheck._models import Model, State
+
+#: Outcomes of one key's search.
+LINEARIZABLE: Final = "linearizable"
+NOT_LINEARIZABLE: Final = "not linearizable"
+UNKNOWN: Final = "unknown"
+
+#: How many steps between two looks at the clock.
+_CLOCK_EVERY: Final = 2048
+#: What a cache entry costs besides its bit set (a tuple, a set slot, the state set).
+_ENTRY_BYTES: Final = 200
+
+
+@dataclass
+class Blocked:
+    """Where a search that failed got furthest: what it had taken, and what it could not.
+
+    ``prefix`` is the longest sequence of operations it could take in order, each with
+    the state after it; ``stuck`` the operation that had to be taken next (its
+    return came) and could not be; ``pending`` the operations that were open then
+    (concurrent with ``stuck``; each one tried); ``state`` what the prefix left.
+    """
+
+    prefix: list[tuple[Operation, State]]
+    stuck: Operation
+    pending: list[Operation]
+    state: State
+
+
+@dataclass
+class KeyResult:
+    """One key's verdict, what it cost, and its witness (a linearization, or where the
+    search got furthest when none exists)."""
+
+    key: str | None
+    verdict: str
+    operations: int
+    steps: int
+    cache_entries: int
+    seconds: float
+    #: With LINEARIZABLE: the operations in a linearized order, with the state after each.
+    linearization: list[tuple[Operation, State]] = field(default_factory=list)
+    #: With NOT_LINEARIZABLE: where it got furthest.
+    blocked: Blocked | None = None
+    #: With UNKNOWN: why (the bound that was passed).
+    reason: str = ""
+
+
+def search(
+    model: Model,
+    key: str | None,
+    operations: Sequence[Operation],
+    initial: State,
+    deadline: float = math.inf,
+    max_bytes: float = math.inf,
+) -> KeyResult:
+    """Whether ``operations`` (one key's) have a linearization from ``initial`` (module
+    docstring); the verdict and its witness."""
+    started = time.monotonic()
+    count = len(operations)
+    # The list: node 0 is the head; node 2i+1 is operation i's call, 2i+2 its return.
+    order = sorted(
+        [(op.call, 0, i) for i, op in enumerate(operations)]
+        + [(op.ret, 1, i) for i, op in enumerate(operations)]
+    )
+    size = 2 * count + 1
+    following = [0] * (size + 1)  # next node; `size` is the end
+    preceding = [0] * (size + 1)
+    previous = 0
+    for _, is_return, i in order:
+        node = 2 * i + 1 + is_return
+        following[previous] = node
+        preceding[node] = previous
+        previous = node
+    end = size
+    following[previous] = end
+    preceding[end] = previous
+
+    step = model.step
+    prepared = [model.prepare(op) for op in operations]
+    state = initial
+    taken = 0  # the operations taken, as bits
+    cache: set[tuple[int, State]] = set()
+    cache_bytes = 0.0
+    chosen: list[tuple[int, State, int]] = []  # (call node, state before, taken before)
+    best = -1
+    blocked: Blocked | None = None
+    steps = 0
+    node = following[0]
+
+    def finish(verdict: str, reason: str = "") -> KeyResult:
+        return KeyResult(
+            key,
+            verdict,
+            count,
+            steps,
+            len(cache),
+            time.monotonic() - started,
+            blocked=blocked,
+            reason=reason,
+        )
+
+    while following[0] != end:
+        steps += 1
+        if steps % _CLOCK_EVERY == 0 and time.monotonic() > deadline:
+            return finish(UNKNOWN, "the timeout passed")
+        if node & 1:  # a call: try to take its operation now
+            i = node >> 1
+            legal, after = step(state, prepared[i])
+            if legal:
+                now_taken = taken | (1 << i)
+                entry = (now_taken, after)
+                if entry not in cache:
+                    cache.add(entry)
+                    cache_bytes += now_taken.__sizeof__() + _ENTRY_BYTES
+                    if cache_bytes > max_bytes:
+                        return finish(UNKNOWN, "the memory bound passed")
+                    chosen.append((node, state, taken))
+                    state, taken = after, now_taken
+                    # lift the call and its return out of the list
+                    ret = node + 1
+                    following[preceding[node]] = following[node]
+                    preceding[following[node]] = preceding[node]
+                    following[preceding[ret]] = following[ret]
+                    preceding[following[ret]] = preceding[ret]
+                    node = following[0]
+                    continue
+            node = following[node]
+            continue
+        # A return: its operation had to be taken by now. Undo the latest choice.
+        if len(chosen) > best:
+            best = len(chosen)
+            blocked = _blocked(operations, chosen, state, node, following)
+        if not chosen:
+            return finish(NOT_LINEARIZABLE)
+        node, state, taken = chosen.pop()
+        ret = node + 1
+        # put the return, then the call, back where they were
+        following[preceding[ret]] = ret
+        preceding[following[ret]] = ret
+        following[preceding[node]] = node
+        preceding[following[node]] = node
+        node = following[node]
+    result = finish(LINEARIZABLE)
+    result.blocked = None
+    result.linearization = _taken(operations, chosen, state)
+    return result
+
+
+def _taken(
+    operations: Sequence[Operation],
+    chosen: list[tuple[int, State, int]],
+    state: State,
+) -> list[tuple[Operation, State]]:
+    """The operations taken so far, in order, each with the state it left."""
+    if not chosen:
+        return []
+    afters = [before for _, before, _ in chosen[1:]] + [state]
+    return [
+        (operations[node >> 1], after) for (node, _, _), after in zip(chosen, afters, strict=True)
+    ]
+
+
+def _blocked(
+    operations: Sequence[Operation],
+    chosen: list[tuple[int, State, int]],
+    state: State,
+    stuck_return: int,
+    following: list[int],
+) -> Blocked:
+    pending: list[Operation] = []
+    node = following[0]
+    while node != stuck_return:
+        if node & 1:
+            pending.append(operations[node >> 1])
+        node = following[node]
+    stuck = operations[(stuck_return - 1) >> 1]
+    return Blocked(_taken(operations, chosen, state), stuck, pending, state)

@@ -1,0 +1,132 @@
+"""Recording a history in the JSON-lines format, as it happens.
+
+:class:`HistoryWriter` writes one event a line and flushes each, so a process
+killed mid-run leaves every line it began (an invoke with no completion reads as
+``info``: it may or may not have happened). Several processes may write their own
+files of one history: their times must come from one clock (the default,
+``time.monotonic_ns``, is the machine's monotonic clock, shared by its processes)
+and their ``process`` ids must differ; the files are read back with
+:func:`read_histories`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from tenure.testing.lincheck._history import (
+    FAIL,
+    INFO,
+    INVOKE,
+    OK,
+    History,
+    HistoryError,
+    from_events,
+)
+
+
+class HistoryWriter:
+    """Appends events to ``path`` (module docstring); safe to share between threads.
+
+    ``header`` (a semaphore's ``limit``...) is written first when the file is new.
+    ``clock`` gives each event's ``time`` (integer nanoseconds).
+    """
+
+    def __init__(
+        self,
+        path: Path | str,
+        header: dict[str, Any] | None = None,
+        clock: Callable[[], int] = time.monotonic_ns,
+    ) -> None:
+        self.path = Path(path)
+        self._clock = clock
+        self._lock = threading.Lock()
+        new = not self.path.exists() or self.path.stat().st_size == 0
+        self._file: IO[str] = self.path.open("a", buffering=1, encoding="utf-8")
+        if header and new:
+            self._file.write(json.dumps(header, separators=(",", ":")) + "\n")
+
+    def __enter__(self) -> HistoryWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def invoke(self, process: int | str, f: str, value: Any = None, key: str | None = None) -> None:
+        """``process`` calls ``f`` with ``value`` (on ``key``)."""
+        self._event(INVOKE, process, f, value, key)
+
+    def ok(self, process: int | str, f: str, value: Any = None, key: str | None = None) -> None:
+        """``process``'s ``f`` returned ``value``."""
+        self._event(OK, process, f, value, key)
+
+    def fail(self, process: int | str, f: str, value: Any = None, key: str | None = None) -> None:
+        """``process``'s ``f`` certainly did not take effect (a cas that did not swap)."""
+        self._event(FAIL, process, f, value, key)
+
+    def info(self, process: int | str, f: str, value: Any = None, key: str | None = None) -> None:
+        """``process``'s ``f`` ended without telling whether it took effect."""
+        self._event(INFO, process, f, value, key)
+
+    def close(self) -> None:
+        """Close the file (idempotent); later events are dropped."""
+        with self._lock:
+            self._file.close()
+
+    def _event(self, kind: str, process: int | str, f: str, value: Any, key: str | None) -> None:
+        event: dict[str, Any] = {"process": process, "type": kind, "f": f}
+        if key is not None:
+            event["key"] = key
+        event["value"] = value
+        with self._lock:
+            if self._file.closed:
+                return
+            event["time"] = self._clock()
+            self._file.write(json.dumps(event, separators=(",", ":")) + "\n")
+
+
+def read_histories(paths: Iterable[Path | str]) -> History:
+    """One history of several files written by :class:`HistoryWriter` (each process's
+    own), merged by ``time``; the first file's header is the history's.
+
+    Raises:
+        HistoryError: a line that breaks the format, naming its file and line.
+    """
+    merged: list[tuple[float, int, int, Any]] = []  # (time, file, line, event)
+    header: dict[str, Any] = {}
+    sources: list[str] = []
+    for index, path in enumerate(paths):
+        sources.append(str(path))
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as error:
+            raise HistoryError(f"{path}: {error.strerror or error}") from None
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                if number == len(text.splitlines()):
+                    continue  # a process killed mid-line: its last line cut short
+                raise HistoryError(f"{path}:{number}: not JSON") from None
+            if isinstance(event, dict) and "type" not in event:
+                header = header or event
+                continue
+            stamp = event.get("time") if isinstance(event, dict) else None
+            if not isinstance(stamp, int | float):
+                raise HistoryError(f"{path}:{number}: merged files need every event's 'time'")
+            merged.append((stamp, index, number, event))
+    merged.sort(key=lambda item: (item[0], item[1], item[2]))
+
+    def events() -> Iterator[tuple[int, Any]]:
+        if header:
+            yield 0, header
+        for position, (_, _, _, event) in enumerate(merged, start=1):
+            yield position, event
+
+    return from_events(events(), " + ".join(sources))
