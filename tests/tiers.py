@@ -182,6 +182,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/contrib/test_tooz_settings.py": UNIT,
     "tests/contrib/test_celery_units.py": UNIT,  # memory:// and kombu's in-memory broker
     "tests/test_recorder.py": UNIT,
+    "tests/lincheck": UNIT,  # the checker: pure code, histories in files
     "tests/test_pytest_fixtures.py": UNIT,  # pytester, in this process
     "tests/contrib/test_otel.py": UNIT,  # memory:// and the SDK's in-memory exporters
 }
