@@ -157,6 +157,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/faults/test_mutants.py": ("faults", "service", "slow"),  # 7-30 s each
     "tests/faults/test_cli.py": SERVICE,  # scripts/faults, not a scenario
     "tests/faults/test_cli.py::test_the_names_are_those_of_the_report_and_the_scenarios": UNIT,
+    "tests/faults/test_lin_events.py": UNIT,  # hand-made histories, converted and checked
     # 5 s or more alone on the project's machine (2 cores), and worth it: elections
     # and whole-cluster restarts, a wheel built and installed, a partition reclaimed,
     # many examples against the engine, a whole kit run.

@@ -2,8 +2,10 @@
 
 Each mutant (:mod:`tools.faults.mutant`) is started through its wrapper module, in
 a short run of the scenario that makes its bug bite, and the rule that claims to
-catch it must be among the violations. (Synthetic histories test each rule on
-its own in test_checkers.py.)
+catch it must be among the violations; a double grant and a token regression must
+also be caught by lincheck's mutex model (``linearizable:mutex``), whose witness
+file reproduces the verdict. (Synthetic histories test each rule on its own in
+test_checkers.py, the conversion to lincheck's histories in test_lin_events.py.)
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tenure.testing import lincheck
 from tools.faults.harness import run_scenario
 from tools.faults.mutant import launcher
 from tools.faults.scenarios import Scenario
@@ -53,15 +56,27 @@ async def _run(
     return outcome.verdict.rules()
 
 
+def _reproduced(tmp_path: Path, model: str) -> None:
+    """The run's lincheck history of ``model`` is not linearizable when read back from
+    its file (as ``python -m tenure.testing.lincheck --model MODEL FILE`` reads it), and
+    the witness was written beside it."""
+    found = lincheck.check(lincheck.read_history(tmp_path / "lincheck" / f"{model}.jsonl"), model)
+    assert found.verdict == "not linearizable", found.explain()
+    assert "could not linearize" in (tmp_path / "lincheck" / f"{model}.txt").read_text()
+
+
 async def test_a_grant_beyond_the_limit_is_caught_as_an_overlap(tmp_path: Path) -> None:
-    assert "overlap" in await _run(replace(QUIET, keys=1), tmp_path, server="limit")
+    rules = await _run(replace(QUIET, keys=1), tmp_path, server="limit")
+    assert {"overlap", "linearizable:mutex"} <= rules, rules
+    _reproduced(tmp_path, "mutex")
 
 
 async def test_a_fencing_counter_lost_in_a_restart_is_caught(tmp_path: Path) -> None:
     # The crash nemesis kills the server 3-8 s into the run: 12 s sees one restart.
     crash = Scenario("crash", "kill -9", ("crash",), workers=3, keys=1, short_seconds=12.0)
     rules = await _run(crash, tmp_path, server="token-reset")
-    assert {"token-order", "fenced-write-refused"} <= rules
+    assert {"token-order", "fenced-write-refused", "linearizable:mutex"} <= rules, rules
+    _reproduced(tmp_path, "mutex")
 
 
 async def test_a_dropped_push_is_caught_as_a_hang(tmp_path: Path) -> None:

@@ -7,7 +7,9 @@ Worker processes (:mod:`~tools.faults.worker`) take mutexes and update registers
 against a real server while nemeses (:mod:`~tools.faults.nemesis`,
 :mod:`~tools.faults.disk`) crash it, break the network, pause clients, move
 their clocks and fill or break the disk. Everything is recorded
-(:mod:`~tools.faults.history`) and judged at the end (:mod:`~tools.faults.checker`).
+(:mod:`~tools.faults.history`) and judged at the end (:mod:`~tools.faults.checker`),
+by the suite's own rules and by lincheck's models over each model's whole history
+(:mod:`~tools.faults.check_lin`, :mod:`~tools.faults.lin_events`).
 The backend is reached through :class:`~tools.faults.target.Target` only:
 ``tenure serve`` (:class:`~tools.faults.target.TenureTarget`), three ``tenure
 serve --cluster`` over a three-member etcd cluster

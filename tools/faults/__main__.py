@@ -9,7 +9,9 @@ pairs it ran and keeping the others. Targets: ``tenure`` (a ``tenure serve``),
 cluster), ``etcd`` (a three-member etcd cluster), ``redis`` (a ``redis-server``) and
 ``postgres`` (a PostgreSQL 15); all by default. Exits 1 if any rule was broken, 2 if
 a target cannot run here. Each run's directory is removed afterwards unless
-``--keep``.
+``--keep``, or unless lincheck found a model's history not linearizable (or could not
+tell): then its lincheck histories and witness stay there (``lincheck/``), named in
+the result.
 """
 
 from __future__ import annotations
@@ -71,12 +73,18 @@ async def _one(target_name: str, name: str, minutes: float, workers: int, keep: 
     target = _make(target_name, work_dir, scenario.idle_timeout)
     bound = liveness_bound(scenario, target)
     started = time.monotonic()
+    outcome = None
     try:
         outcome = await run_scenario(
             scenario, target, work_dir, seconds=minutes * 60, seed=97, bound=bound
         )
     finally:
         target.close()
+        # A witness is kept with its history: `python -m tenure.testing.lincheck` replays it.
+        witness = outcome is not None and any(
+            v.rule.startswith("linearizable:") for v in outcome.verdict.violations
+        )
+        keep = keep or witness
         if not keep:
             shutil.rmtree(work_dir, ignore_errors=True)
     verdict = outcome.verdict

@@ -6,9 +6,12 @@ tokens, fenced writes), :mod:`~tools.faults.check_queue` (FIFO),
 :mod:`~tools.faults.check_live` (liveness), :mod:`~tools.faults.check_failover`
 (a replicated service's failovers, which it also measures: ``stats["failover"]``,
 present only then), :mod:`~tools.faults.check_tenant` (the hostile-tenant
-scenario's honest clients, measured in ``stats["tenant"]``, present only then) and
+scenario's honest clients, measured in ``stats["tenant"]``, present only then),
 :mod:`~tools.faults.check_clock` (``wall-clock``: a client whose wall clock alone
-jumps loses nothing by it); each module's docstring states its rules precisely.
+jumps loses nothing by it) and :mod:`~tools.faults.check_lin` (``linearizable:mutex``,
+``linearizable:register``: the whole history of each model checked by
+:mod:`tenure.testing.lincheck`, its numbers in ``stats["linearizability"]``); each
+module's docstring states its rules precisely.
 And one rule is about the run itself: ``client-error``, a client's loop died of an
 exception the workload does not expect (tenure raised something it must not, or
 the harness is broken); the rest of that client's history is then missing.
@@ -18,11 +21,13 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tools.faults.check_clock import check_wall_clock
 from tools.faults.check_data import check_registers, check_server_exits
 from tools.faults.check_failover import check_failovers
+from tools.faults.check_lin import check_linearizability
 from tools.faults.check_live import check_liveness
 from tools.faults.check_locks import (
     Violation,
@@ -68,8 +73,9 @@ def check_client_errors(history: History) -> list[Violation]:
     ]
 
 
-def check(history: History) -> Verdict:
-    """Run every rule over ``history``."""
+def check(history: History, lincheck_dir: Path | None = None) -> Verdict:
+    """Run every rule over ``history``; ``lincheck_dir``: where each model's lincheck
+    history (and a witness) is written (:func:`~tools.faults.check_lin.check_linearizability`)."""
     stop = max([note.t for note in history.notes_of("stop")] or [0.0])
     found = sections(history, stop)
     violations = check_overlap(found) + check_loss_cancels(found) + check_tokens(history)
@@ -83,6 +89,8 @@ def check(history: History) -> Verdict:
     violations += failover
     hostile, tenant = check_tenant(history)
     violations += hostile
+    linear, models = check_linearizability(history, lincheck_dir)
+    violations += linear
     outcomes: Counter[str] = Counter(
         f"{op.kind}:{op.outcome or 'pending'}" for op in history.ops if op.kind != "snapshot"
     )
@@ -100,6 +108,7 @@ def check(history: History) -> Verdict:
         "restarts": stalls.restarts,
         "longest_stall_after_restart": round(stalls.longest_stall_after_restart, 3),
         "longest_gap": round(stalls.longest_gap, 3),
+        "linearizability": models,
     }
     if failovers:
         stats["failover"] = failovers

@@ -291,5 +291,5 @@ async def run_scenario(
         if mounted:
             unmount(target.data_dir)
         rec.close()
-    verdict = check(load(sorted(history_dir.glob("*.jsonl"))))
+    verdict = check(load(sorted(history_dir.glob("*.jsonl"))), work_dir / "lincheck")
     return Outcome(scenario.name, seconds, verdict, work_dir)

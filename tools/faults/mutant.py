@@ -7,10 +7,10 @@ mutants. Each mutant names the checker rule that must catch it:
 
 * ``limit`` (server): a grant skips the limit check, so a busy mutex is granted
   again (run with ``python -O``: the engine's own assertion would stop it
-  first). Caught by ``overlap``.
+  first). Caught by ``overlap`` and ``linearizable:mutex``.
 * ``token-reset`` (server): the fencing counter is not persisted across a
-  restart (it starts again from 0). Caught by ``token-order`` and
-  ``fenced-write-refused``.
+  restart (it starts again from 0). Caught by ``token-order``,
+  ``fenced-write-refused`` and ``linearizable:mutex``.
 * ``drop-push`` (server): one Granted push in ten is never written (as when a
   connection dies with it in flight). The waiter hangs, and everyone queued
   behind it. Caught by ``hang`` and ``no-progress``.

@@ -122,11 +122,15 @@ SOAK: Final = Path(__file__).with_name("soak.md")
 
 #: Which rule caught which mutant (held by tests/faults/test_mutants.py).
 MUTANTS: Final = (
-    ("a grant that skips the limit check", "`Semaphore.fits` ignores the count", "`overlap`"),
+    (
+        "a grant that skips the limit check",
+        "`Semaphore.fits` ignores the count",
+        "`overlap`, `linearizable:mutex`",
+    ),
     (
         "the fencing counter not persisted across a restart",
         "`resume` sets `last_token` to 0",
-        "`token-order`, `fenced-write-refused`",
+        "`token-order`, `fenced-write-refused`, `linearizable:mutex`",
     ),
     ("a dropped push", "one `Granted` push in ten is never written", "`hang`, `no-progress`"),
     (
@@ -167,6 +171,13 @@ RULES: Final = (
      "server's clock), unless a client on true clocks, not paused, lost a session within "
      "a window of it (the machine stalled)"),
     ("client-error", "no client's loop dies of an exception the workload does not expect"),
+    ("linearizable:mutex", "the grants, releases and told losses of each mutex are those of "
+     "a lock with fencing tokens (lincheck's `mutex` model over the whole history: one holder "
+     "at a time, tokens strictly increasing); past the search's bound the verdict is unknown, "
+     "which breaks the rule too"),
+    ("linearizable:register", "the creates, updates and reads of each register (a semaphore's "
+     "data) are those of one register (lincheck's `register` model): no read goes back in "
+     "time, none is lost or made up"),
     ("honest-session-lost", "with a hostile tenant (`tenant`), no honest client loses a "
      "session"),
     ("honest-lock-lost", "with a hostile tenant, every honest critical section ends released, "
@@ -227,6 +238,30 @@ def _checked(stats: dict[str, Any]) -> int:
     return sum(n for name, n in ops.items() if not name.startswith("read:")) + int(
         stats["register_reads"]
     )
+
+
+def _linearizability(stats: dict[str, Any]) -> str:
+    """Per model, the operations and keys lincheck checked ("-": a result saved before)."""
+    models: dict[str, dict[str, Any]] = stats.get("linearizability") or {}
+    shown = [
+        f"{model} {m.get('checked_operations', 0)} / {m.get('keys', 0)}"
+        + ("" if m.get("verdict") == "linearizable" else f" ({m.get('verdict')})")
+        for model, m in models.items()
+    ]
+    return ", ".join(shown) or "-"
+
+
+def _linearizability_lines(stats: dict[str, Any]) -> list[str]:
+    """A scenario section's line on lincheck's verdicts (none for a result saved before)."""
+    models: dict[str, dict[str, Any]] = stats.get("linearizability") or {}
+    if not models:
+        return []
+    told = "; ".join(
+        f"{model}: {m.get('verdict')}, {m.get('checked_operations', 0)} operations on "
+        f"{m.get('keys', 0)} keys in {m.get('seconds', 0)} s"
+        for model, m in models.items()
+    )
+    return [f"* linearizability (lincheck, the whole history of each model): {told}"]
 
 
 def _faults(stats: dict[str, Any]) -> str:
@@ -369,15 +404,17 @@ def render(results: list[Result], generated: str, commit: str | None = None) -> 
         "## Results",
         "",
         "| target | scenario | minutes | clients | faults injected | operations checked | "
+        "linearizability checked (operations / keys) | "
         "longest stall after a restart (s) | longest time without a grant (s) | violations |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
         s = r.stats
         verdict = "0" if not r.violation_count else f"**{r.violation_count}**"
         lines.append(
             f"| {r.target} | {r.scenario} | {r.minutes:g} | {r.workers * r.clients} | "
-            f"{_faults(s)} | {_checked(s)} | {_stall(s)} | {s['longest_gap']} | {verdict} |"
+            f"{_faults(s)} | {_checked(s)} | {_linearizability(s)} | {_stall(s)} | "
+            f"{s['longest_gap']} | {verdict} |"
         )
     if any(r.target == "etcd" for r in results):
         lines += ["", ETCD_NOTES]
@@ -413,6 +450,7 @@ def render(results: list[Result], generated: str, commit: str | None = None) -> 
             f"* FIFO: {s['fifo_snapshots']} queue snapshots, {s['fifo_pairs']} waiter pairs "
             f"compared, {s['fifo_skipped']} waiters not matched to one acquire",
             f"* register reads checked {s['register_reads']}; server restarts {s['restarts']}",
+            *_linearizability_lines(s),
             *_failover_lines(s),
             *_tenant_lines(s),
             f"* violations: {r.violation_count}",

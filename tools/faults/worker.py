@@ -17,7 +17,10 @@ session, process label ``w<index>c<n>``) loops until the worker is told to stop
    after the body had ended, before the release landed: nothing was running to
    cancel), or ``release-failed`` (the body ran to its end,
    then the release raised, e.g. ``UnavailableError`` on a backend it could not
-   reach; the client goes on with the same session, as an application would);
+   reach; the client goes on with the same session, as an application would).
+   Its end's time is the body's end; when the block's exit returned (the release
+   answered, or the loss told) is ``returned`` (lincheck's histories need both:
+   :mod:`tools.faults.lin_events`);
 3. write the next number into its own persistent semaphore's data (``update``),
    the register the durability check reads back.
 
@@ -251,15 +254,18 @@ class Client:
             end = now() if body_end is None else body_end
             self.rec.complete(self.process, op, "release-failed", t=end, error=repr(error))
             return
+        # When the block's exit (the release) returned: the section's time is its body's end.
+        returned = now()
         reason = lock.lost_reason
         if reason is None:
-            self.rec.complete(self.process, op, "released", t=body_end)
+            self.rec.complete(self.process, op, "released", t=body_end, returned=returned)
         else:
             late = body_end is not None and bool(lost_at) and lost_at[0] > body_end
             outcome = "lost-after-body" if late else "lost-not-cancelled"
             self.rec.complete(
-                self.process, op, outcome, t=body_end, error=repr(reason), lost_at=lost_at[:1]
-            )
+                self.process, op, outcome, t=body_end, error=repr(reason), lost_at=lost_at[:1],
+                returned=returned,
+            )  # fmt: skip
 
     async def _write(self, session: tenure.Session, key: str, token: int, section: int) -> None:
         op = self.rec.invoke(

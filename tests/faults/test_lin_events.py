@@ -1,0 +1,184 @@
+"""The suite's histories as lincheck's: hand-made histories, converted and checked.
+
+Each case is a small history in the suite's own lines (:class:`Build`, as the workers
+and the observer write them), converted by :mod:`tools.faults.lin_events` and judged
+by :mod:`tools.faults.check_lin`; no process is started.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from tenure.testing import lincheck
+from tests.faults.test_checkers import Build
+from tools.faults import check_lin
+from tools.faults.check_lin import check_linearizability
+from tools.faults.history import parse
+from tools.faults.lin_events import events, mutex_ops, register_ops, stamp
+
+
+def _rules(b: Build, out_dir: Path | None = None) -> set[str]:
+    violations, _ = check_linearizability(parse(b.lines), out_dir)
+    return {v.rule for v in violations}
+
+
+def test_a_released_hold_is_an_acquire_and_a_release_over_their_own_intervals() -> None:
+    b = Build()
+    b.hold("w0c0", 1, 7, 1.0, 2.0)
+    acquire, release = mutex_ops(parse(b.lines))
+    assert (acquire.f, acquire.call, acquire.ret, acquire.result) == ("acquire", 0.99, 1.0, 7)
+    # Invoked when the body ended, returned when the block's exit did.
+    assert (release.f, release.value, release.call, release.ret) == ("release", 7, 2.0, 2.01)
+    assert (acquire.process, release.process) == ("w0c0", "w0c0")
+    assert _rules(b) == set()
+
+
+def test_a_second_grant_while_the_first_is_held_is_not_linearizable(tmp_path: Path) -> None:
+    b = Build()
+    b.hold("w0c0", 1, 1, 1.0, 3.0)
+    b.hold("w1c0", 2, 2, 2.0, 4.0)
+    violations, stats = check_linearizability(parse(b.lines), tmp_path)
+    assert [v.rule for v in violations] == ["linearizable:mutex"]
+    assert "key 'm0': not linearizable" in violations[0].message
+    assert violations[0].t == 1.99  # the grant that could not follow
+    assert stats["mutex"]["verdict"] == "not linearizable"
+    assert (stats["mutex"]["checked_operations"], stats["mutex"]["keys"]) == (4, 1)
+    # The file written reproduces the verdict, as `python -m tenure.testing.lincheck` reads it.
+    again = lincheck.check(lincheck.read_history(tmp_path / "mutex.jsonl"), "mutex")
+    assert again.verdict == "not linearizable"
+    assert "could not linearize" in (tmp_path / "mutex.txt").read_text()
+    assert stats["register"]["verdict"] == "linearizable"
+    assert not (tmp_path / "register.txt").exists()
+
+
+def test_a_token_below_one_seen_before_is_not_linearizable() -> None:
+    b = Build()
+    b.hold("w0c0", 1, 5, 1.0, 2.0)
+    b.hold("w1c0", 2, 3, 3.0, 4.0)
+    assert _rules(b) == {"linearizable:mutex"}
+
+
+def test_a_told_loss_frees_the_lock_between_the_grant_seen_and_the_telling() -> None:
+    b = Build()  # lost while the next holder was granted: fine, it was told
+    b.hold("w0c0", 1, 1, 1.0, 3.0, outcome="lost")
+    b.hold("w1c0", 2, 2, 2.0, 4.0)
+    lost = [op for op in mutex_ops(parse(b.lines)) if op.f == "lost"]
+    assert [(op.process, op.call, op.outcome, op.ret) for op in lost] == [
+        ("w0c0/lost1", 1.0, "ok", 3.0)
+    ]
+    assert _rules(b) == set()
+    # Told after the body ended (lost_at): the same, the loss's end is when it was told.
+    b = Build()
+    b.op("w0c0", "acquire", 0.9, 1.0, "ok", key="m0", session=1, done={"token": 1})
+    b.op("w0c0", "section", 1.0, 2.0, "lost-after-body", key="m0", session=1, token=1,
+         done={"lost_at": [2.5], "returned": 2.6})  # fmt: skip
+    b.hold("w1c0", 2, 2, 2.4, 4.0)
+    assert [op.ret for op in mutex_ops(parse(b.lines)) if op.f == "lost"] == [2.5]
+    assert _rules(b) == set()
+
+
+def test_a_grant_to_another_before_the_holder_saw_its_own_is_not_linearizable() -> None:
+    """The loss is invoked at the client's confirmation of its grant: a hold cannot
+    end before its client saw it granted, even a hold it lost later."""
+    b = Build()
+    b.op("w0c0", "acquire", 0.5, 3.0, "ok", key="m0", session=1, done={"token": 1})
+    b.op("w0c0", "section", 3.0, 3.5, "lost", key="m0", session=1, token=1)
+    b.hold("w1c0", 2, 2, 2.0, 2.5)
+    assert _rules(b) == {"linearizable:mutex"}
+
+
+def test_a_hold_never_ended_or_ended_unknown_may_end_any_time_after_its_grant() -> None:
+    b = Build()
+    b.op("w0c0", "acquire", 0.9, 1.0, "ok", key="m0", session=1, done={"token": 1})
+    b.op("w0c0", "section", 1.0, key="m0", session=1, token=1)  # its worker was killed
+    b.hold("w1c0", 2, 2, 5.0, 6.0)
+    b.hold("w2c0", 3, 3, 7.0, 8.0, outcome="release-failed")  # may land late, or never
+    b.op("w2c0", "acquire", 8.5, 9.0, "ok", key="m0", session=3, done={"token": 4})
+    b.op("w2c0", "section", 9.0, 10.0, "info", key="m0", session=3, token=4,
+         done={"error": "stopped"})  # fmt: skip
+    ops = mutex_ops(parse(b.lines))
+    assert [(op.f, op.outcome) for op in ops if op.f != "acquire"] == [
+        ("lost", None), ("release", "ok"), ("release", "info"), ("lost", None),
+    ]  # fmt: skip
+    # The client that did not hear its release's answer goes on as another process.
+    assert [op.process for op in ops if op.f == "acquire"] == ["w0c0", "w1c0", "w2c0", "w2c0.1"]
+    # ... and a granted acquire whose section was never recorded holds till a loss too.
+    b.op("w1c0", "acquire", 12.0, 12.5, "ok", key="m0", session=2, done={"token": 5})
+    b.hold("w0c0", 4, 6, 13.0, 14.0)
+    assert _rules(b) == set()
+
+
+def test_a_register_is_written_by_its_create_and_updates_and_read_by_the_observer() -> None:
+    b = Build()
+    b.op("observer", "read", 0.1, 0.2, "ok", key="reg-w0c0", done={"value": None})
+    b.op("w0c0", "create", 0.5, 0.6, "info", key="reg-w0c0")
+    b.op("w0c0", "create", 0.7, 0.8, "ok", key="reg-w0c0")
+    b.op("w0c0", "update", 1.0, 1.1, "ok", key="reg-w0c0", value=1)
+    b.op("observer", "read", 0.75, 1.05, "ok", key="reg-w0c0", done={"value": 0})
+    b.op("observer", "read", 1.2, 1.3, "info", key="reg-w0c0")  # observed nothing
+    b.op("w0c0", "update", 2.0, key="reg-w0c0", value=2)  # never answered
+    b.op("observer", "read", 2.5, 2.6, "ok", key="reg-w0c0", done={"value": 2})
+    ops = register_ops(parse(b.lines))
+    assert [(op.process, op.f, op.value if op.f == "write" else op.result, op.outcome)
+            for op in ops] == [
+        ("observer", "read", None, "ok"),
+        ("w0c0", "write", 0, "info"),
+        ("w0c0.1", "write", 0, "ok"),
+        ("observer", "read", 0, "ok"),
+        ("w0c0.1", "write", 1, "ok"),
+        ("w0c0.1", "write", 2, None),
+        ("observer.1", "read", 2, "ok"),
+    ]  # fmt: skip
+    assert _rules(b) == set()
+    b.op("observer", "read", 3.0, 3.1, "ok", key="reg-w0c0", done={"value": 1})  # back in time
+    assert _rules(b) == {"linearizable:register"}
+
+
+def test_a_register_read_of_nothing_after_its_create_was_acknowledged_is_caught() -> None:
+    b = Build()
+    b.op("w0c0", "create", 0.5, 0.6, "ok", key="reg-w0c0")
+    b.op("observer", "read", 1.0, 1.1, "ok", key="reg-w0c0", done={"value": None})
+    assert _rules(b) == {"linearizable:register"}
+
+
+def test_the_events_are_in_time_order_each_process_one_operation_at_a_time() -> None:
+    b = Build()
+    b.hold("w0c0", 1, 1, 1.0, 2.0)
+    b.op("w0c0", "acquire", 2.01, 2.5, "ok", key="m0", session=1, done={"token": 2})  # at once
+    b.op("w0c0", "section", 2.5, 2.6, "release-failed", key="m0", session=1, token=2)
+    found = events(mutex_ops(parse(b.lines)))
+    assert [e["time"] for e in found] == sorted(e["time"] for e in found)
+    # The release returned at the instant the next acquire was called: in that order.
+    assert [(e["f"], e["type"]) for e in found] == [
+        ("acquire", "invoke"), ("acquire", "ok"), ("release", "invoke"), ("release", "ok"),
+        ("acquire", "invoke"), ("acquire", "ok"), ("release", "invoke"), ("release", "info"),
+    ]  # fmt: skip
+    assert found[3]["time"] == found[4]["time"] == stamp(2.01)
+    history = lincheck.from_events(enumerate(found, start=1))
+    assert all(math.isinf(op.ret) for op in history.operations if op.outcome == "info")
+
+
+def test_a_search_past_its_bound_breaks_the_rule_as_unknown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(check_lin, "MEMORY_MB", 1e-9)
+    b = Build()
+    b.hold("w0c0", 1, 1, 1.0, 2.0)
+    violations, stats = check_linearizability(parse(b.lines))
+    assert {v.rule for v in violations} == {"linearizable:mutex"}
+    assert violations[0].message.startswith("unknown")
+    assert stats["mutex"]["verdict"] == "unknown"
+
+
+def test_a_token_granted_twice_to_one_client_keeps_each_grant_with_its_own_section() -> None:
+    b = Build()  # the token-reset mutant's history: the counter began again after a restart
+    b.hold("w0c0", 1, 7, 1.0, 2.0)
+    b.hold("w0c0", 2, 7, 3.0, 4.0, outcome="lost")
+    ops = mutex_ops(parse(b.lines))
+    assert [(op.f, op.call) for op in ops] == [
+        ("acquire", 0.99), ("release", 2.0), ("acquire", 2.99), ("lost", 3.0),
+    ]  # fmt: skip
+    assert _rules(b) == {"linearizable:mutex"}
