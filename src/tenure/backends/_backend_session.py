@@ -181,6 +181,16 @@ class BackendSession(Protocol):
         the answer.
         """
 
+    def deadline_passed(self) -> bool:
+        """Give the session up if its local deadline passed (the listener hears
+        :meth:`session_lost` before this returns); whether the session has ended.
+
+        The deadline's timer may not have run yet when the client asks (its event
+        loop was blocked past the window): a client that is about to act as a holder
+        (a release) asks first, so that it never believes in its holds longer than
+        the store could keep them.
+        """
+
     async def renew(self, name: str, grant: Grant) -> float:
         """Extend the hold ``grant``, which has a lease TTL; the TTL now in force (LEASE_TTL)."""
 

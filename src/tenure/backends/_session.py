@@ -220,7 +220,7 @@ class StoreSession:
         return task
 
     def deadline_passed(self) -> bool:
-        """Give the session up if its local deadline passed; whether it has ended
+        """See :meth:`tenure.backends._base.BackendSession.deadline_passed`
         (:mod:`tenure.backends._liveness`)."""
         return self._liveness.deadline_passed()
 

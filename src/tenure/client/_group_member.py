@@ -138,6 +138,9 @@ class GroupMember(Guarded):
         if self._signal.ended and self._signal.reason is None:
             raise PreconditionFailedError(f"{self!r} left the group; join it again")
 
+    def _confirm_held(self) -> None:
+        self._lease._confirm_held()
+
     def _end_block(self) -> Awaitable[None] | None:
         return self._lease._end_block()
 

@@ -50,6 +50,11 @@ class LeaseKeeper(Protocol):
         """Give ``lease``'s grant back: the release to await (None: it ended with the session)."""
         ...
 
+    def _deadline_passed(self) -> bool:
+        """Give the session up if its local deadline passed, its timer not run yet (its
+        leases end lost, with its loss); whether the session has ended."""
+        ...
+
     @property
     def _releases_in_order(self) -> bool:
         """Whether the backend sends a release ahead of the client's next request."""
@@ -179,6 +184,11 @@ class Lease(Guarded):
         """
         if self._signal.ended:
             return None
+        # A loop blocked past the session's window (its deadline's timer not run yet)
+        # must not release as a holder what the server may have expired and granted
+        # to another meanwhile: the lease was lost, and says so (promise 6a).
+        if self.session._deadline_passed() and self._signal.ended:
+            return None
         if self._renewer is not None:  # (_finish, inline: on every release)
             self._renewer.cancel()
             self._renewer = None
@@ -245,6 +255,10 @@ class Lease(Guarded):
     def _check_enter(self) -> None:
         if self._signal.ended and self._signal.reason is None:
             raise PreconditionFailedError(f"{self!r} was released; acquire it again")
+
+    def _confirm_held(self) -> None:
+        if not self._signal.ended:
+            self.session._deadline_passed()  # a loss found ends this lease too
 
     def _end_block(self) -> Awaitable[None] | None:
         # Where the backend sends the release ahead of the client's next request,

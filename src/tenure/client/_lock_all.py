@@ -60,6 +60,7 @@ class HeldLocks(Guarded):
 
     async def release(self) -> None:
         """Release every one (idempotent); returns once the backend applied them."""
+        self._confirm_held()
         self._signal.end(None)
         await asyncio.gather(*(lock.release() for lock in self.locks.values()))
 
@@ -84,7 +85,12 @@ class HeldLocks(Guarded):
         if self._signal.ended and self._signal.reason is None:
             raise PreconditionFailedError(f"{self!r} was released; lock them again")
 
+    def _confirm_held(self) -> None:
+        for lock in self.locks.values():
+            lock._confirm_held()  # a loss found ends them all lost, and this with them
+
     def _end_block(self) -> Awaitable[object] | None:
+        self._confirm_held()
         self._signal.end(None)
         waits = [w for lock in self.locks.values() if (w := lock._end_block()) is not None]
         return asyncio.gather(*waits) if waits else None

@@ -214,6 +214,11 @@ class Guarded:
     def _check_enter(self) -> None:
         """Refuse to guard a block (the default allows it)."""
 
+    def _confirm_held(self) -> None:
+        """As its block ends, find a loss not told yet (its session's deadline passed
+        while the loop was blocked), so that the block's exit raises it; the default
+        finds none."""
+
     def _end_block(self) -> Awaitable[object] | None:
         """End ``obj`` as leaving its block does: what to await for it (shielded), or
         None if there is nothing to wait for."""
@@ -238,6 +243,7 @@ class Guarded:
             return
         scope = self._scopes.pop()
         try:
+            self._confirm_held()
             await scope.aexit(exc_type, exc, tb)
         finally:
             ending = self._end_block()

@@ -257,6 +257,9 @@ class Partition(Guarded):
     def _check_enter(self) -> None:
         self.member._check_enter()
 
+    def _confirm_held(self) -> None:
+        self.member._confirm_held()
+
     def _end_block(self) -> Awaitable[None] | None:
         return self.member._end_block()
 

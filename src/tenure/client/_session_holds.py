@@ -267,6 +267,14 @@ class SessionHolds:
             return self._backend.release(lease.name, lease._grant)
         return None
 
+    def _deadline_passed(self) -> bool:
+        """Give the session up if its local deadline passed (see LeaseKeeper): its loss,
+        told by the backend, ends every lease; whether the session has ended."""
+        backend = self._backend
+        if backend is not None and not self._signal.ended:
+            backend.deadline_passed()
+        return self._signal.ended
+
     async def _restate(self, lease: Lease, count: int, data: bytes, timeout: float | None) -> Grant:
         """Change a held lease's count or data through the backend (see Lease.restate)."""
         asking = self._asked_by(current_caller(asyncio.current_task(self._loop)))
