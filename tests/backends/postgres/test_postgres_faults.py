@@ -14,8 +14,9 @@ import psycopg
 import pytest
 
 import tenure
+from tenure._core.values import MAX_COUNT
 from tenure.backends import Capability
-from tenure.backends.postgres import _listen
+from tenure.backends.postgres import PgBackend, _listen
 from tenure.backends.postgres._url import PgOptions
 from tenure.errors import (
     LeaseLostError,
@@ -118,6 +119,31 @@ async def test_an_acquire_whose_answer_was_lost_is_applied_once(
         with pytest.raises(UnavailableError, match="may or may not have been applied"):
             await asyncio.wait_for(creating, 10)
         assert (await look.semaphore("s").describe()).exists  # it was, this time
+
+
+async def test_a_timeout_read_again_after_its_answer_was_lost_is_still_a_timeout(
+    pg_url: str,
+) -> None:
+    """Found by the fault suite's linearizable scenario: a waiter past its deadline asks
+    ``check_request``, which ends the wait there and then; that answer lost with its
+    connection, the call is sent again, and found neither the wait, nor a grant, nor an
+    outcome: "gone", which the client told its caller as AcquireCancelledError (a
+    withdrawal nobody made), not TimeoutError. The ending is now left as an outcome for
+    a call sent again to read."""
+    async with tenure.connect(pg_url) as client:
+        await client.create_node("n")
+        one, two = await client.session("n"), await client.session("n")
+        busy = await one.mutex("m").lock()
+        backend = client.backend
+        assert isinstance(backend, PgBackend)
+        store = backend.sessions[two.id]
+        queued = await store.call("acquire", "m", 7, MAX_COUNT, b"", 0.2, True, 77)
+        assert queued == {"queued": 0.2}
+        await asyncio.sleep(0.3)
+        first = await store.call("check_request", "m", 7, 77)
+        again = await store.call("check_request", "m", 7, 77)  # its answer was lost
+        assert (first["ended"], again["ended"]) == ("timeout", "timeout")
+        await busy.release()
 
 
 async def test_a_silent_client_expires_by_the_databases_clock(

@@ -150,6 +150,13 @@ BEGIN
         DELETE FROM waiters WHERE node = s.node AND name = p_name AND sid = p_sid
             AND hold = p_hold AND request_id = p_request;
         IF FOUND THEN
+            -- Its ending stays, as a reap's would, for this call sent again after its
+            -- answer was lost (read then, or gone with the hold's next request).
+            INSERT INTO outcomes VALUES (p_sid, s.node, p_name, p_hold, p_request,
+                'timeout', 'timed out')
+            ON CONFLICT (sid, node, name, hold) DO UPDATE
+                SET request_id = excluded.request_id, code = excluded.code,
+                    message = excluded.message;
             -- One deadline for all the members: they time out together; its client
             -- asked of this one, and hears of no other.
             PERFORM withdraw_group(s.node, p_sid, w.grp, NULL, NULL);
