@@ -72,6 +72,10 @@ def freeze(value: Any) -> Any:
 
 # What every prepared operation starts with: its kind of step (an int, compared fast).
 _NOTHING: Final = 0  # observed and changed nothing (a failed or unknown read...)
+#: What ``prepare`` gives an operation that is legal in every state and changes none
+#: (a failed or unknown read, a failed write, an acquire not granted): the search
+#: leaves it out, as it could go anywhere.
+INERT: Final = (_NOTHING,)
 _READ: Final = 1  # (kind, value): the state must be value
 _SET: Final = 2  # (kind, value): the state becomes value
 _CAS_OK: Final = 3  # (kind, from, to): the state was from, becomes to

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from tenure.testing.lincheck._history import Operation
-from tenure.testing.lincheck._models import Model, State
+from tenure.testing.lincheck._models import INERT, Model, State
 
 #: Outcomes of one key's search.
 LINEARIZABLE: Final = "linearizable"
@@ -82,6 +82,13 @@ def search(
     """Whether ``operations`` (one key's) have a linearization from ``initial`` (module
     docstring); the verdict and its witness."""
     started = time.monotonic()
+    checked = len(operations)
+    # An inert operation (legal anywhere, changing nothing) could go anywhere in its
+    # interval: the search leaves it out, and with it every choice of where it goes.
+    prepared_all = [model.prepare(op) for op in operations]
+    kept = [i for i, prepared in enumerate(prepared_all) if prepared != INERT]
+    operations = [operations[i] for i in kept]
+    prepared = [prepared_all[i] for i in kept]
     count = len(operations)
     # The list: node 0 is the head; node 2i+1 is operation i's call, 2i+2 its return.
     order = sorted(
@@ -102,7 +109,6 @@ def search(
     preceding[end] = previous
 
     step = model.step
-    prepared = [model.prepare(op) for op in operations]
     state = initial
     taken = 0  # the operations taken, as bits
     cache: set[tuple[int, State]] = set()
@@ -117,7 +123,7 @@ def search(
         return KeyResult(
             key,
             verdict,
-            count,
+            checked,
             steps,
             len(cache),
             time.monotonic() - started,
