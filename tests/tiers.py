@@ -184,6 +184,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/contrib/test_celery_units.py": UNIT,  # memory:// and kombu's in-memory broker
     "tests/test_recorder.py": UNIT,
     "tests/lincheck": UNIT,  # the checker: pure code, histories in files
+    "tests/lincheck/test_html_browser.py": ("browser", "service"),
     "tests/test_pytest_fixtures.py": UNIT,  # pytester, in this process
     "tests/contrib/test_otel.py": UNIT,  # memory:// and the SDK's in-memory exporters
 }
@@ -194,6 +195,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
 ONE_WORKER: Final[dict[str, str]] = {
     "tests/test_conformance_kit.py": "a wheel built and installed in a fresh venv (10 s)",
     "tests/dashboard/test_dashboard_browser.py": "Chromium (2-3 s)",
+    "tests/lincheck/test_html_browser.py": "Chromium (2-3 s)",
     "tests/contrib/test_celery.py": "a tenure serve and two Celery workers, prefork and solo (2 s)",
 }
 
