@@ -64,6 +64,7 @@ from tenure.testing.lincheck._search import (
     Blocked,
     KeyResult,
 )
+from tenure.testing.lincheck._watches import WatchCheck, WatchRecord, check_watches, read_watches
 from tenure.testing.lincheck._writer import HistoryWriter, read_histories
 
 __all__ = [
@@ -85,12 +86,16 @@ __all__ = [
     "KeyResult",
     "Model",
     "Operation",
+    "WatchCheck",
+    "WatchRecord",
     "CheckResult",
     "check",
+    "check_watches",
     "from_events",
     "read_histories",
     "read_history",
     "read_jepsen_log",
     "read_jsonl",
     "read_porcupine_kv",
+    "read_watches",
 ]

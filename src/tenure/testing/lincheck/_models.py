@@ -40,7 +40,9 @@ class Model:
 
     ``operations`` maps each ``f`` the model knows to its description (what ``value``
     holds at the invoke and at ``ok``); ``validate`` says why an operation is not one
-    of them (called before ``prepare``); ``show`` writes a state for people.
+    of them (called before ``prepare``); ``show`` writes a state for people;
+    ``observe`` makes the value a watch saw comparable with a state (None: nothing of
+    the model can be watched).
     """
 
     name: str
@@ -51,6 +53,7 @@ class Model:
     step: Step
     validate: Validate
     show: Callable[[State], str] = repr
+    observe: Callable[[Any], State] | None = None
 
 
 def _is_int(value: object) -> bool:
@@ -145,6 +148,7 @@ REGISTER: Final = Model(
     _prepare_register,
     _register_step,
     _register_validate,
+    observe=freeze,
 )
 
 
@@ -182,6 +186,7 @@ KV: Final = Model(
     _prepare_kv,
     _kv_step,
     lambda op: None,
+    observe=lambda value: value or "",
 )
 
 
@@ -234,6 +239,7 @@ COUNTER: Final = Model(
     _prepare_counter,
     _counter_step,
     _counter_validate,
+    observe=lambda value: value,
 )
 
 
@@ -402,6 +408,7 @@ MEMBERSHIP: Final = Model(
     _membership_step,
     _membership_validate,
     lambda state: repr(sorted(state, key=repr)),
+    lambda value: frozenset(freeze(value)),
 )
 
 #: Every model by name (``--model NAME``).
