@@ -184,6 +184,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/contrib/test_celery_units.py": UNIT,  # memory:// and kombu's in-memory broker
     "tests/test_recorder.py": UNIT,
     "tests/lincheck": UNIT,  # the checker: pure code, histories in files
+    "tests/lincheck/test_cli_process.py": SERVICE,  # python -m, a process
     "tests/lincheck/test_html_browser.py": ("browser", "service"),
     "tests/test_pytest_fixtures.py": UNIT,  # pytester, in this process
     "tests/contrib/test_otel.py": UNIT,  # memory:// and the SDK's in-memory exporters
