@@ -57,6 +57,7 @@ async def test_reports_run_one_at_a_time_in_order(tenure_client, tenure_recorder
     assert len(tenure_recorder.holds("report")) == 5
     tenure_recorder.assert_never_overlap()
     tenure_recorder.assert_fifo()
+    tenure_recorder.assert_linearizable()
 
 
 @pytest.mark.asyncio

@@ -43,6 +43,11 @@ async def test_contending_tasks_hold_one_at_a_time_first_come_first_served() -> 
     recorder.assert_fifo()
     # Readers share "doc" rightly: it is left out by naming what to check.
     assert len(recorder.holds("doc")) == 30
+    # lincheck's semaphore model over all of it: the mutex's holds take every token,
+    # the readers one each; tokens grow in grant order.
+    recorder.assert_linearizable()
+    history = recorder.linearizable_history("job")
+    assert [op.f for op in history.operations].count("release") == 30
 
 
 async def test_two_holds_at_once_fail_assert_never_overlap() -> None:
@@ -62,6 +67,13 @@ async def test_two_holds_at_once_fail_assert_never_overlap() -> None:
     assert "two holds of 'printer' (node 'app') at once" in str(failed.value)
     assert "token 1 of session 1: #2..#6 released still held when" in str(failed.value)
     recorder.assert_fifo()  # (served in order all the same)
+    recorder.assert_linearizable(limits={"printer": 2})  # two tokens held of two
+    with pytest.raises(AssertionError) as failed:
+        recorder.assert_linearizable(limits={"printer": 1})
+    message = str(failed.value)
+    assert "what the recorder saw is not linearizable" in message
+    assert "key 'app/printer': not linearizable" in message
+    assert "could not linearize" in message
 
 
 async def test_an_acquire_overtaken_fails_assert_fifo() -> None:
@@ -88,6 +100,9 @@ async def test_an_acquire_overtaken_fails_assert_fifo() -> None:
     assert "session 1: #4 granted #5 overtook" in message
     assert "#3 granted #8" in message
     recorder.assert_fifo("other")  # a name never acquired: nothing to check
+    # Two holds of "job" at once, and the second state's token 1 after the first's 1.
+    with pytest.raises(AssertionError, match="key 'app/job': not linearizable"):
+        recorder.assert_linearizable()
 
 
 async def test_a_lost_hold_ends_before_the_next_one_is_granted() -> None:
@@ -108,6 +123,14 @@ async def test_a_lost_hold_ends_before_the_next_one_is_granted() -> None:
     assert lost.ended < taken.granted
     recorder.assert_never_overlap()
     recorder.assert_fifo()
+    recorder.assert_linearizable()  # the loss ended the first hold before the grant
+    # In call order: a loss is called at its hold's grant (the store may end it from then).
+    assert [op.f for op in recorder.linearizable_history().operations] == [
+        "acquire",
+        "lost",
+        "acquire",
+        "release",
+    ]
     assert [str(record).split(":")[0] for record in recorder.acquires] == [
         f"Lock 'job' by session {first.id}",
         f"Lock 'job' by session {second.id}",

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 
 from tenure import MAX_COUNT, Attempt, Lease
 from tenure.errors import LostError
+from tenure.testing.lincheck import History, check, from_events
 
 
 @dataclass
@@ -216,6 +218,69 @@ class Recorder:
                         f"served: {record} overtook {latest}, which started earlier"
                     )
                 latest = record
+
+    def linearizable_history(self, *names: str) -> History:
+        """What the recorder saw as a :mod:`tenure.testing.lincheck` history of the
+        ``semaphore`` model, a key ``NODE/NAME`` per semaphore (each name given, or
+        every name recorded), timed by the recorder's sequence numbers.
+
+        Each granted hold is an ``acquire`` from the acquire's start to its grant (its
+        count, its token); a release a ``release`` at the instant it was told; a loss a
+        ``lost`` from the grant to the telling (the store ended it in between). Failed
+        and pending acquires constrain nothing and are left out.
+        """
+        events: list[tuple[int, dict[str, object]]] = []
+        with self._guard:
+            records = list(self.acquires)
+        for index, record in enumerate(records):
+            for part, hold in enumerate(record.holds):
+                if names and hold.name not in names:
+                    continue
+                key, process = f"{hold.node}/{hold.name}", f"{index}.{part}"
+                assert record.granted is not None  # (it has holds)
+                acquired = {"process": process, "f": "acquire", "key": key}
+                events.append((0, {**acquired, "type": "invoke", "value": hold.count}))
+                events[-1][1]["time"] = record.started
+                events.append((0, {**acquired, "type": "ok", "value": hold.token}))
+                events[-1][1]["time"] = record.granted
+                if hold.ended is None:
+                    continue
+                how = "release" if hold.lost is None else "lost"
+                ended = {"process": process, "f": how, "key": key, "value": hold.token}
+                told_from = hold.ended if hold.lost is None else record.granted + 0.5
+                events.append((0, {**ended, "type": "invoke", "time": told_from}))
+                events.append((0, {**ended, "type": "ok", "time": hold.ended}))
+        events.sort(key=lambda item: float(str(item[1]["time"])))
+        numbered = [(number, event) for number, (_, event) in enumerate(events, start=1)]
+        return from_events(numbered, "<recorder>")
+
+    def assert_linearizable(
+        self, *names: str, limits: Mapping[str, int] | None = None, timeout: float = 30.0
+    ) -> None:
+        """What the code under test did with its semaphores is linearizable: no more
+        tokens held than a semaphore's limit at any instant, each release and loss of
+        a hold that was held, tokens strictly increasing in grant order
+        (:meth:`linearizable_history`, checked by :mod:`tenure.testing.lincheck`).
+
+        Checks each name given, or every name recorded. ``limits`` maps a semaphore's
+        name to its limit (a mutex, a writer or an election takes every token: theirs
+        need none); a semaphore not in it is held to ``tenure.MAX_COUNT``. As for
+        :meth:`assert_never_overlap`, what is checked is what this process saw: exact
+        on ``memory://``; over a network, grants and ends told to different clients
+        may arrive in another order than the store's.
+
+        Raises:
+            AssertionError: with lincheck's witness (the semaphore, the longest
+                linearizable prefix, the operation that could not follow it).
+        """
+        history = self.linearizable_history(*names)
+        given = limits or {}
+        per_key = {
+            key: given.get(str(key).split("/", 1)[1], MAX_COUNT) for key in history.key_names()
+        }
+        result = check(history, "semaphore", timeout=timeout, header={"limit": per_key})
+        if not result.ok:
+            raise AssertionError("what the recorder saw is not linearizable\n" + result.explain())
 
 
 class _Watch:

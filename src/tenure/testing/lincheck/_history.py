@@ -75,7 +75,7 @@ class History:
     operations: list[Operation]
     header: dict[str, Any] = field(default_factory=dict)
 
-    def keys(self) -> list[str | None]:
+    def key_names(self) -> list[str | None]:
         """The keys the operations touch, in the order first seen."""
         return list(dict.fromkeys(op.key for op in self.operations))
 
