@@ -372,7 +372,7 @@ async def test_the_sigstop_holder_fault_notes_its_kill_under_its_own_kind(
         return None
 
     monkeypatch.setattr(failover, "stop_in_body", caught)
-    monkeypatch.setattr(failover, "_restore", nothing)
+    monkeypatch.setattr(failover, "restore", nothing)
     monkeypatch.setattr(failover, "sleep_until", nothing)
     monkeypatch.setattr(failover, "resume_worker", lambda stage, index: None)
     monkeypatch.setattr(failover, "as_replicated", lambda target: target)

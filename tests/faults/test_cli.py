@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tools.faults import cli
-from tools.faults.report import TARGETS
+from tools.faults.report_texts import TARGETS
 from tools.faults.scenarios import SCENARIOS
 
 ROOT = Path(__file__).resolve().parents[2]

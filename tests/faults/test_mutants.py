@@ -4,8 +4,10 @@ Each mutant (:mod:`tools.faults.mutant`) is started through its wrapper module, 
 a short run of the scenario that makes its bug bite, and the rule that claims to
 catch it must be among the violations; a double grant and a token regression must
 also be caught by lincheck's mutex model (``linearizable:mutex``), whose witness
-file reproduces the verdict. (Synthetic histories test each rule on its own in
-test_checkers.py, the conversion to lincheck's histories in test_lin_events.py.)
+file reproduces the verdict; a compare-and-set answered but not applied, by the
+``linearizable`` scenario's counter and register models. (Synthetic histories test
+each rule on its own in test_checkers.py, the conversion to lincheck's histories in
+test_lin_events.py.)
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import pytest
 
 from tenure.testing import lincheck
 from tools.faults.harness import run_scenario
+from tools.faults.lin_harness import run_linearizable
 from tools.faults.mutant import launcher
-from tools.faults.scenarios import Scenario
+from tools.faults.scenarios import SCENARIOS, Scenario
 from tools.faults.target import TenureTarget
 
 pytestmark = pytest.mark.timeout(180)
@@ -94,3 +97,23 @@ async def test_a_loss_that_does_not_cancel_the_body_is_caught(tmp_path: Path) ->
         idle_timeout=2.0, hold=(1.0, 1.5), short_seconds=14.0,
     )  # fmt: skip
     assert "loss-not-cancelled" in await _run(pause, tmp_path, client="no-cancel")
+
+
+async def test_a_swap_answered_but_not_applied_is_caught_by_the_counter_and_register_models(
+    tmp_path: Path,
+) -> None:
+    # No faults: the mutant alone loses adds and writes, which no rule but lincheck's
+    # sees (the suite's own workload never swaps).
+    scenario = replace(SCENARIOS["linearizable"], nemeses=(), workers=2, short_seconds=8.0)
+    target = TenureTarget(
+        tmp_path / "data", idle_timeout=scenario.idle_timeout, launcher=launcher("lost-swap")
+    )
+    try:
+        outcome = await run_linearizable(
+            scenario, target, tmp_path, seconds=scenario.short_seconds, seed=5
+        )
+    finally:
+        target.kill()
+    rules = outcome.verdict.rules()
+    assert {"linearizable:counter", "linearizable:register"} <= rules, rules
+    _reproduced(tmp_path, "counter")

@@ -8,7 +8,8 @@ from tests.faults.test_checkers import Build
 from tools.faults.abuses import refusal_name
 from tools.faults.check_tenant import FLOOR, MIN_SAMPLES, RATIO, STALL, percentile
 from tools.faults.checker import Verdict
-from tools.faults.report import TENANT_NOTES, Result, render
+from tools.faults.report import Result, render
+from tools.faults.report_texts import TENANT_NOTES
 from tools.faults.tenant import quota_refusals
 
 

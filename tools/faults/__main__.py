@@ -34,8 +34,10 @@ from tools.faults.cluster_target import TenureClusterTarget
 from tools.faults.db_targets import PostgresTarget, RedisTarget
 from tools.faults.etcd_target import EtcdTarget
 from tools.faults.harness import run_scenario
-from tools.faults.report import TARGETS, Result, commit_of_checkout, write
-from tools.faults.scenarios import SCENARIOS, applies, liveness_bound
+from tools.faults.lin_harness import run_linearizable
+from tools.faults.report import Result, commit_of_checkout, write
+from tools.faults.report_texts import TARGETS
+from tools.faults.scenarios import LINEARIZABLE, SCENARIOS, applies, liveness_bound
 from tools.faults.target import Target, TenureTarget
 
 #: Each target's capabilities, known before one is made (scenarios are chosen by them).
@@ -75,9 +77,8 @@ async def _one(target_name: str, name: str, minutes: float, workers: int, keep: 
     started = time.monotonic()
     outcome = None
     try:
-        outcome = await run_scenario(
-            scenario, target, work_dir, seconds=minutes * 60, seed=97, bound=bound
-        )
+        run = run_linearizable if scenario.workload == LINEARIZABLE else run_scenario
+        outcome = await run(scenario, target, work_dir, seconds=minutes * 60, seed=97, bound=bound)
     finally:
         target.close()
         # A witness is kept with its history: `python -m tenure.testing.lincheck` replays it.

@@ -58,44 +58,53 @@ def check_linearizability(
     violations: list[Violation] = []
     stats: dict[str, dict[str, Any]] = {}
     for model, derive in MODELS.items():
-        found = events(derive(history))
-        rule = f"linearizable:{model}"
-        history_file = None
-        if out_dir is not None:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            history_file = out_dir / f"{model}.jsonl"
-            history_file.write_text(
-                "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in found)
-            )
-        try:
-            result = lincheck.check(
-                lincheck.from_events(enumerate(found, start=1), str(history_file or model)),
-                model,
-                timeout=TIMEOUT,
-                memory_mb=MEMORY_MB,
-            )
-        except lincheck.HistoryError as error:  # the derivation's bug, not tenure's
-            violations.append(Violation(rule, f"the derived history is malformed: {error}", 0.0))
-            stats[model] = {"model": model, "verdict": "malformed", "error": str(error)}
-            continue
-        numbers = result.to_dict()
-        numbers.pop("witness", None)  # in the explanation's file and the message
-        if history_file is not None:
-            numbers["history"] = str(history_file)
-        stats[model] = numbers
-        if result.ok:
-            continue
-        explanation = result.explain()
-        where = ""
-        if out_dir is not None:
-            explained = out_dir / f"{model}.txt"
-            explained.write_text(explanation + "\n")
-            numbers["explanation"] = str(explained)
-            where = f" (history {history_file}, witness {explained})"
-        violations.append(
-            Violation(rule, f"{_shortened(explanation)}{where}", _when(result, found))
-        )
+        broken, stats[model] = check_events(model, events(derive(history)), out_dir)
+        violations += broken
     return violations, stats
+
+
+def check_events(
+    model: str,
+    found: list[dict[str, Any]],
+    out_dir: Path | None = None,
+    header: dict[str, Any] | None = None,
+) -> tuple[list[Violation], dict[str, Any]]:
+    """The ``linearizable:<model>`` rule on lincheck's events ``found`` (in time order),
+    and lincheck's numbers; with ``out_dir``, the history written there as
+    ``<model>.jsonl`` (``header`` first) and, if it is not linearizable, the
+    explanation as ``<model>.txt`` (module docstring)."""
+    rule = f"linearizable:{model}"
+    history_file = None
+    lines = ([header] if header else []) + found
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        history_file = out_dir / f"{model}.jsonl"
+        history_file.write_text("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in lines))
+    try:
+        result = lincheck.check(
+            lincheck.from_events(enumerate(lines, start=1), str(history_file or model)),
+            model,
+            timeout=TIMEOUT,
+            memory_mb=MEMORY_MB,
+        )
+    except lincheck.HistoryError as error:  # the recording's bug, not tenure's
+        broken = Violation(rule, f"the history is malformed: {error}", 0.0)
+        return [broken], {"model": model, "verdict": "malformed", "error": str(error)}
+    numbers = result.to_dict()
+    numbers.pop("witness", None)  # in the explanation's file and the message
+    if history_file is not None:
+        numbers["history"] = str(history_file)
+    if result.ok:
+        return [], numbers
+    explanation = result.explain()
+    where = ""
+    if out_dir is not None:
+        explained = out_dir / f"{model}.txt"
+        explained.write_text(explanation + "\n")
+        numbers["explanation"] = str(explained)
+        where = f" (history {history_file}, witness {explained})"
+    message = f"{_shortened(explanation)}{where}"
+    return [Violation(rule, message, _when(result, found))], numbers
 
 
 def _shortened(explanation: str) -> str:

@@ -5,7 +5,7 @@ package: ``scripts/faults`` checks its arguments with the system's Python
 (``python3 -m tools.faults.cli ARGS``: the help for ``--help``, exit status 2 and
 the reason for a wrong argument) before it installs anything. The names of the
 targets and scenarios are repeated here for that reason; a test keeps them equal
-to :data:`tools.faults.report.TARGETS` and :data:`tools.faults.scenarios.SCENARIOS`.
+to :data:`tools.faults.report_texts.TARGETS` and :data:`tools.faults.scenarios.SCENARIOS`.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ SCENARIO_NAMES: Final = (
     "disk",
     "power",
     "tenant",
+    "linearizable",
 )
 
 DESCRIPTION: Final = """\
@@ -42,9 +43,11 @@ written: the results of the (target, scenario) pairs run replace earlier ones, t
 others stay. On tenure: crash, network, pause-clock, disk, power, tenant (a hostile
 tenant among honest clients, its tokens limited); on tenure-cluster:
 failover, network, pause-clock; on etcd: cluster-crash, network, pause-clock; on
-redis and postgres: crash, network, pause-clock (180 min of faults in all at the
-default --minutes). Needs root (the disk scenario mounts a tmpfs) and Debian's
-etcd-server, redis-server and postgresql (scripts/bootstrap test installs them).
+redis and postgres: crash, network, pause-clock; and on every target linearizable
+(random operations of registers, counters, mutexes, groups and watches, checked by
+lincheck; 230 min of faults in all at the default --minutes). Needs root (the disk
+scenario mounts a tmpfs) and Debian's etcd-server, redis-server and postgresql
+(scripts/bootstrap test installs them).
 Exits 1 if a rule was broken, 2 if a target cannot run here.
 """
 

@@ -134,7 +134,7 @@ async def _sigstop_holder(stage: Stage, target: Replicated) -> None:
     )
     try:
         led = await _kill_leader(stage, target, "sigstop-holder")
-        await _restore(stage, target)  # the old leader back, as a standby, meanwhile
+        await restore(stage, target)  # the old leader back, as a standby, meanwhile
         # The successor started the stopped worker's window afresh when it took over.
         await sleep_until((led or now()) + stage.window + stage.rng.uniform(1.0, 2.0))
     finally:
@@ -221,7 +221,7 @@ FAILOVER_FAULTS: Final[dict[str, FailoverFault]] = {
 _DEPOSING: Final = frozenset({"kill-9-leader", "sigstop-holder"})
 
 
-async def _restore(stage: Stage, target: Replicated) -> None:
+async def restore(stage: Stage, target: Replicated) -> None:
     """Start whatever is down (etcd first: the servers need it), then wait for a leader.
 
     A server found down that no fault killed is noted ``server-died`` first.
@@ -272,7 +272,7 @@ async def failover(stage: Stage, until: float) -> None:
         try:
             await FAILOVER_FAULTS[name](stage, target)
         finally:
-            await _restore(stage, target)
+            await restore(stage, target)
             if await asyncio.to_thread(target.leader, timeout=ELECTION_WAIT) is None:
                 stage.note("no-leader", after=name, waited=ELECTION_WAIT)
         stage.note("healed", fault=name)

@@ -75,7 +75,8 @@ def faketime_library() -> Path | None:
     return found[0] if found else None
 
 
-async def _create_node(url: str) -> None:
+async def create_node(url: str) -> None:
+    """Create the run's node (:data:`NODE`) at ``url`` (bounded; there already is fine)."""
     async with asyncio.timeout(30.0):
         async with tenure.connect(url) as client:
             with contextlib.suppress(AlreadyExistsError):
@@ -102,7 +103,9 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _spawn(args: list[str], log_path: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+def spawn(args: list[str], log_path: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """Start ``python ARGS`` in the repository, its output to ``log_path``; it gets
+    SIGTERM when the thread that started it dies."""
     # Started from the event loop's thread, which lives as long as the run: if the
     # harness is killed, the workers stop by themselves instead of running on.
     with log_path.open("ab") as log:
@@ -144,7 +147,8 @@ def rotated(addresses: list[Address], index: int) -> list[Address]:
     return addresses[shift:] + addresses[:shift]
 
 
-async def _stop_workers(workers: dict[int, subprocess.Popen[bytes]]) -> None:
+async def stop_workers(workers: dict[int, subprocess.Popen[bytes]]) -> None:
+    """Resume and SIGTERM every worker, then reap each (killed past :data:`WORKER_EXIT`)."""
     for proc in workers.values():
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGCONT)
@@ -204,7 +208,7 @@ async def run_scenario(
         # The hostile-tenant scenario: tokens, and the large state they cannot see.
         tenancy = prepare(target, work_dir) if scenario.tokens else None
         await asyncio.to_thread(target.start)
-        await _create_node(target.url())
+        await create_node(target.url())
         if tenancy is not None:
             await fill(tenancy)
         if scenario.power_shim and scenario.cut_in_sync:
@@ -248,7 +252,7 @@ async def run_scenario(
             path = work_dir / f"w{index}.json"
             config.dump(path)
             env = _worker_env(scenario, index, clock_file)
-            workers[index] = _spawn([*worker_launcher, str(path)], work_dir / f"w{index}.log", env)
+            workers[index] = spawn([*worker_launcher, str(path)], work_dir / f"w{index}.log", env)
         registers = [register_of(label) for label in labels]
         observer = Observer(target.url(), NODE, keys, registers, rec)
         observer_task = asyncio.create_task(observer.run(stop_observer))
@@ -279,7 +283,7 @@ async def run_scenario(
         await observer.read_registers()
     finally:
         rec.note(HARNESS, "stop")
-        await _stop_workers(workers)
+        await stop_workers(workers)
         stop_observer.set()
         if observer_task is not None:
             with contextlib.suppress(Exception):

@@ -54,14 +54,26 @@ _NUMBER: Final = _syscall_number()
 
 def now() -> float:
     """Seconds on the machine's monotonic clock, past any libfaketime (module docstring)."""
+    seconds, nanoseconds = _monotonic()
+    return float(seconds) + float(nanoseconds) / 1e9
+
+
+def now_ns() -> int:
+    """:func:`now` in integer nanoseconds (lincheck's histories' times)."""
+    seconds, nanoseconds = _monotonic()
+    return seconds * 1_000_000_000 + nanoseconds
+
+
+def _monotonic() -> tuple[int, int]:
     if _NUMBER < 0:  # an architecture we do not know the number of: the libc path
         import time
 
-        return time.clock_gettime(time.CLOCK_MONOTONIC)
+        total = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        return total // 1_000_000_000, total % 1_000_000_000
     spec = _Timespec()
     if _LIBC.syscall(_NUMBER, _CLOCK_MONOTONIC, ctypes.byref(spec)) != 0:
         raise OSError(ctypes.get_errno(), "clock_gettime failed")
-    return float(spec.tv_sec) + float(spec.tv_nsec) / 1e9
+    return int(spec.tv_sec), int(spec.tv_nsec)
 
 
 class Recorder:

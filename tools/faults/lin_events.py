@@ -36,6 +36,16 @@ ended:
   killed), or never begun: a ``lost`` invoked at the grant and never completed,
   which the model may place anywhere after it, or nowhere.
 
+A loss the client declared itself (its session's window passed on its own clock,
+promise 6a) ends the hold on the server a little *after* the telling, not before:
+completing it then claims an end earlier than the real one. That is sound for this
+model all the same: only a grant to another client, which must come after the end,
+and the holder's own release, which it no longer makes, are ordered against a hold's
+end; an end placed earlier than the real one contradicts neither. (The
+``linearizable`` scenario's membership reads do see a member after its client gave
+it up, so its workload completes only the losses the service told:
+:mod:`tools.faults.lin_client`.)
+
 Acquires that were not granted, or whose outcome is unknown, are left out: the
 mutex model takes them as doing nothing (a grant nobody heard of binds nobody).
 

@@ -16,6 +16,10 @@ mutants. Each mutant names the checker rule that must catch it:
   behind it. Caught by ``hang`` and ``no-progress``.
 * ``no-cancel`` (client): a lost lease no longer cancels the body of
   ``async with``. Caught by ``loss-not-cancelled`` (and ``overlap``).
+* ``lost-swap`` (server): one compare-and-set of a semaphore's data in five that
+  should swap answers that it did, and changes nothing (a lost write, a counter's
+  lost add). Run by the ``linearizable`` scenario; caught by
+  ``linearizable:counter`` and ``linearizable:register``.
 
 A mutant imports tenure's pure build even where the compiled one is built
 (scripts/compile): a patch of a class or function mypyc compiled does not take.
@@ -80,12 +84,31 @@ def _no_cancel() -> None:
     CancelOnLoss.cancel_body = cancel_body  # type: ignore[method-assign]
 
 
+def _lost_swap() -> None:
+    from tenure._core import commands as c
+    from tenure._core import engine
+    from tenure._core.state import EngineState
+
+    original = engine._HANDLERS[c.SwapSemaphoreData]
+    chance = random.Random(11)
+
+    def swap(state: EngineState, cmd: c.SwapSemaphoreData, now: float) -> object:
+        _, node = state.lookup_session_node(cmd.session_id)
+        sem = node.semaphores.get(cmd.name)
+        if sem is not None and sem.data == cmd.expected and chance.random() < 0.2:
+            return True  # "swapped", and nothing changed
+        return original(state, cmd, now)
+
+    engine._HANDLERS[c.SwapSemaphoreData] = swap
+
+
 #: Mutant name -> (the process it patches, the patch).
 MUTANTS: Final[dict[str, tuple[str, Callable[[], None]]]] = {
     "limit": ("serve", _limit),
     "token-reset": ("serve", _token_reset),
     "drop-push": ("serve", _drop_push),
     "no-cancel": ("worker", _no_cancel),
+    "lost-swap": ("serve", _lost_swap),
 }
 
 

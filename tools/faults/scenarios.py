@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Final
 
-from tools.faults import disk, failover, members, nemesis, power, tenant
+from tools.faults import disk, failover, lin_nemesis, members, nemesis, power, tenant
 from tools.faults.nemesis import Stage
 from tools.faults.target import (
     DATA_DIR,
@@ -42,7 +42,15 @@ NEMESES: Final[dict[str, Nemesis]] = {
     "failover": failover.failover,
     "power": power.power,
     "tenant": tenant.tenant,
+    "linearizable": lin_nemesis.linearizable,
 }
+
+#: The workloads: the suite's own (worker processes taking mutexes and updating their
+#: registers: tools/faults/worker.py, run by tools/faults/harness.py), and the
+#: ``linearizable`` scenario's (random operations of every model, recorded for
+#: lincheck: tools/faults/lin_worker.py, run by tools/faults/lin_harness.py).
+LOCKS: Final = "locks"
+LINEARIZABLE: Final = "linearizable"
 
 #: Tools a scenario may need on the machine (scripts/bootstrap installs them).
 FAKETIME = "faketime"
@@ -92,6 +100,8 @@ class Scenario:
     #: Capabilities of targets it is not run against, because another scenario
     #: covers it there (said in its ``summary``).
     excludes: frozenset[str] = frozenset()
+    #: Its workload: :data:`LOCKS` or :data:`LINEARIZABLE`.
+    workload: str = LOCKS
 
     @property
     def needs(self) -> tuple[str, ...]:
@@ -250,6 +260,28 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             tokens=True,
             probe_every=0.05,
             requires=frozenset({TOKENS}),
+        ),
+        Scenario(
+            "linearizable",
+            "clients through every door (each address of the target alone, and all of "
+            "them) doing random operations, each recorded for lincheck: registers (a "
+            "semaphore's data: describe, update, compare_and_set), counters (add, get), "
+            "mutexes with expiry (recovery window 4 s; one worker's loop blocked past it "
+            "every 8 s while a client holds), membership (join and leave ids of a small "
+            "pool, members) and watches of the registers; a request whose answer was lost "
+            "sent again. One fault at a time, 1-2 s apart (tools/faults/lin_nemesis.py): "
+            "answers lost and connections reset, some clients cut from the leader alone; "
+            "on a cluster the leader killed, stopped past its lease and resumed, cut from "
+            "etcd (not from its clients), etcd's leader and another etcd member killed; on "
+            "etcd its leader and a member killed; on a single server kill -9 and SIGSTOP",
+            ("linearizable",),
+            workers=4,
+            clients=3,
+            window=4.0,
+            hold=(0.01, 0.1),
+            proxied=True,
+            short_seconds=25.0,
+            workload=LINEARIZABLE,
         ),
     )
 }

@@ -1,0 +1,174 @@
+"""Checking the ``linearizable`` scenario: each model's files merged, closed and checked.
+
+The workers of the scenario record their operations in lincheck's format themselves
+(:mod:`tools.faults.lin_books`), a file per worker and model. For each model
+(:data:`~tools.faults.lin_books.MODELS`) the files are
+
+1. **merged** into one history by time (a loss is written when it is told but
+   invoked at the grant seen: it sorts to its place);
+2. **closed**: a hold whose client never recorded its end (its worker was stopped
+   holding it, or its session ended untold) gets a ``lost`` invoked at its grant and
+   never completed; a membership whose client never recorded its end, or a ``join``
+   whose outcome is unknown (it may have joined), gets a ``leave`` invoked at the
+   join and never completed. Either may take effect any time after, or never
+   (``info``): without it the model would keep the hold or the member for ever,
+   though its session ended;
+3. **checked** by :func:`~tools.faults.check_lin.check_events`: the rule
+   ``linearizable:<model>``, its numbers, and the merged history written to the
+   run's ``lincheck/`` directory with its witness.
+
+And the workload's liveness, from the same files (the suite's own rules have no
+operation of these workers to judge):
+
+* ``no-progress``: a client with no operation answered (``ok`` or ``fail``) between
+  the heal and ``bound`` after it (or the stop);
+* ``hang``: an operation still unanswered at the stop, invoked more than ``bound``
+  before it (a watch waits for a change by design, and is left out).
+
+The watchers' files (``watch-*.jsonl``) are counted, not judged: lincheck's watch
+check is to judge them against the register's linearization.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Final
+
+from tools.faults.check_lin import check_events
+from tools.faults.check_locks import Violation
+from tools.faults.lin_books import MODELS
+
+#: The operations whose end closes a hold, per model (module docstring).
+_ENDS: Final = {"mutex": ("release", "lost"), "membership": ("leave",)}
+
+
+def read_events(paths: list[Path]) -> list[dict[str, Any]]:
+    """Every event of ``paths``, merged by time (headers dropped; a line cut short by a
+    killed process skipped)."""
+    found: list[tuple[int, int, int, dict[str, Any]]] = []
+    for index, path in enumerate(paths):
+        if not path.exists():
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(event, dict) and "type" in event and "time" in event:
+                found.append((int(event["time"]), index, number, event))
+    found.sort(key=lambda item: item[:3])
+    return [event for _, _, _, event in found]
+
+
+def _label(process: str) -> str:
+    """The client of a process id (``w0c1.3`` and ``w0c1/lost-m0-7``: ``w0c1``)."""
+    return process.split("/")[0].split(".")[0]
+
+
+def close_holds(model: str, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``events`` with an end never completed for every hold or membership left open
+    (module docstring), in time order."""
+    if model not in _ENDS:
+        return events
+    grant_f, end_fs = ("acquire", _ENDS["mutex"]) if model == "mutex" else ("join", ("leave",))
+    invoked: dict[str, dict[str, Any]] = {}
+    open_holds: dict[tuple[str, str, Any], dict[str, Any]] = {}
+    added: list[dict[str, Any]] = []
+    for event in events:
+        process, kind, f = str(event["process"]), event["type"], event["f"]
+        if kind == "invoke":
+            invoked[process] = event
+            if f in end_fs:
+                open_holds.pop(_hold(model, event, process), None)
+            continue
+        call = invoked.pop(process, None)
+        if call is None or f != grant_f:
+            continue
+        if kind == "ok":
+            value = event["value"] if model == "mutex" else call["value"]
+            opened = {**event, "value": value}
+            open_holds[_hold(model, opened, process)] = opened
+        elif kind == "info" and model == "membership":
+            added.append(_end(call, "leave", call["value"], "maybe"))
+    for (_, _, value), opened in open_holds.items():
+        added.append(_end(opened, end_fs[-1], value, "open"))
+    merged = events + added
+    merged.sort(key=lambda event: int(event["time"]))
+    return merged
+
+
+def _hold(model: str, event: dict[str, Any], process: str) -> tuple[str, str, Any]:
+    """A hold's identity: its client, key and token (mutex) or member id (membership)."""
+    return (_label(process), str(event.get("key")), event["value"])
+
+
+def _end(start: dict[str, Any], f: str, value: Any, why: str) -> dict[str, Any]:
+    """An end of a hold, invoked at ``start``'s time and never completed."""
+    process = f"{_label(str(start['process']))}/{why}-{start.get('key')}-{value}"
+    return {"process": process, "type": "invoke", "f": f, "key": start.get("key"),
+            "value": value, "time": start["time"]}  # fmt: skip
+
+
+def check_workload(
+    lin_dir: Path, out_dir: Path | None
+) -> tuple[list[Violation], dict[str, dict[str, Any]]]:
+    """Every ``linearizable:<model>`` rule of the workload (module docstring), and each
+    model's numbers (with the watchers' counts under ``watch``)."""
+    violations: list[Violation] = []
+    stats: dict[str, dict[str, Any]] = {}
+    for model, header in MODELS.items():
+        found = close_holds(model, read_events(sorted(lin_dir.glob(f"w*-{model}.jsonl"))))
+        broken, stats[model] = check_events(model, found, out_dir, header)
+        violations += broken
+    watches = sorted(lin_dir.glob("watch-*.jsonl"))
+    seen = [e for e in read_events(watches) if e["type"] == "ok"]
+    stats["watch"] = {"watchers": len(watches), "states_seen": len(seen), "verdict": "recorded"}
+    return violations, stats
+
+
+def check_progress(
+    lin_dir: Path, heal: float, stop: float, bound: float
+) -> tuple[list[Violation], dict[str, int]]:
+    """The ``no-progress`` and ``hang`` rules (module docstring); times in seconds of the
+    suite's clock. Also how many operations each model's clients had answered."""
+    answered: dict[str, list[float]] = {}
+    pending: dict[str, dict[str, Any]] = {}
+    counts: dict[str, int] = {}
+    for model in MODELS:
+        events = read_events(sorted(lin_dir.glob(f"w*-{model}.jsonl")))
+        counts[model] = sum(1 for e in events if e["type"] in ("ok", "fail"))
+        for event in events:
+            process = str(event["process"])
+            if "/" in process:
+                continue  # a loss's own process: not a request of the client
+            if event["type"] == "invoke":
+                pending[process] = event
+                continue
+            pending.pop(process, None)
+            if event["type"] in ("ok", "fail"):
+                answered.setdefault(_label(process), []).append(int(event["time"]) / 1e9)
+    violations = []
+    end = min(stop, heal + bound)
+    for client, times in sorted(answered.items()):
+        if not any(heal <= t <= end for t in times):
+            violations.append(
+                Violation(
+                    "no-progress",
+                    f"{client}: no operation answered within {end - heal:.1f}s of the heal "
+                    f"phase (bound {bound:g}s)",
+                    heal,
+                )
+            )
+    for process, event in sorted(pending.items()):
+        invoked = int(event["time"]) / 1e9
+        if invoked < stop - bound:
+            violations.append(
+                Violation(
+                    "hang",
+                    f"{process}: {event['f']} {event.get('key')} was still waiting "
+                    f"{stop - invoked:.1f}s after it was invoked (bound {bound:g}s)",
+                    invoked,
+                )
+            )
+    return violations, counts

@@ -1,0 +1,108 @@
+"""Where a worker of the ``linearizable`` scenario records its operations: lincheck's files.
+
+A worker process keeps one :class:`~tenure.testing.lincheck.HistoryWriter` per model
+(``w<index>-<model>.jsonl``: ``register``, ``counter``, ``mutex``, ``membership``) and
+one per watcher (``watch-w<index>c<n>.jsonl``, the ``watch`` events' shape in
+:mod:`tools.faults.lin_watch`), all in one directory of the run. Every event's time is
+the suite's clock (:func:`tools.faults.history.now_ns`: the raw ``CLOCK_MONOTONIC``,
+shared by every process and out of libfaketime's reach), so the files of every worker
+merge into one history per model (:mod:`tools.faults.check_lin_workload`).
+
+A loss (a mutex's ``lost``, a member's ``leave`` when its session ended it) is
+written when the client hears of it, but invoked at the client's last confirmation
+that it held (the grant it saw): :meth:`Books.record_at` writes an event at a time
+of the past (the writer's clock returns it for that one event; a worker's writers
+are used from one thread, its event loop).
+
+A client's process ids are its label (``w0c1``) and a generation after each
+operation whose outcome is unknown (``w0c1.3``: that one may still be in flight, so
+the client's next is another process's, lincheck's rule); a loss has a process of its
+own (``w0c1/lost-<key>-<token>``), since it spans the client's other steps.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Final
+
+from tenure.testing.lincheck import HistoryWriter
+from tools.faults.history import now_ns
+
+#: The models a worker records, with the header of each one's files.
+MODELS: Final[dict[str, dict[str, Any] | None]] = {
+    "register": {"initial": 0},  # the harness creates each register with data "0"
+    "counter": None,  # a counter never written reads 0: the model's own start
+    "mutex": None,
+    "membership": None,
+}
+
+
+def model_file(out_dir: Path, worker: int, model: str) -> Path:
+    """The file of worker ``worker``'s operations of ``model``."""
+    return out_dir / f"w{worker}-{model}.jsonl"
+
+
+def watch_file(out_dir: Path, label: str) -> Path:
+    """The file of what watcher ``label`` saw."""
+    return out_dir / f"watch-{label}.jsonl"
+
+
+class Books:
+    """A worker's writers, one per model (module docstring)."""
+
+    def __init__(self, out_dir: Path, worker: int) -> None:
+        self.out_dir = out_dir
+        self._at: int | None = None
+        self.writers = {
+            model: HistoryWriter(model_file(out_dir, worker, model), header, clock=self._clock)
+            for model, header in MODELS.items()
+        }
+
+    def _clock(self) -> int:
+        return now_ns() if self._at is None else self._at
+
+    def writer(self, model: str) -> HistoryWriter:
+        """The writer of ``model``."""
+        return self.writers[model]
+
+    def watcher(self, label: str, key: str) -> HistoryWriter:
+        """A new writer for what watcher ``label`` sees of ``key``."""
+        header = {"watch": "data", "model": "register", "key": key, "initial": 0}
+        return HistoryWriter(watch_file(self.out_dir, label), header, clock=now_ns)
+
+    def record_at(
+        self, at: int, model: str, kind: str, process: str, f: str, value: Any, key: str
+    ) -> None:
+        """Write one event of ``kind`` (invoke, ok, fail, info) with time ``at`` (ns)."""
+        writer = self.writers[model]
+        self._at = at
+        try:
+            getattr(writer, kind)(process, f, value, key)
+        finally:
+            self._at = None
+
+    def close(self) -> None:
+        """Close every writer (idempotent)."""
+        for writer in self.writers.values():
+            writer.close()
+
+
+class Processes:
+    """A client's lincheck process ids (module docstring)."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.generation = 0
+
+    @property
+    def current(self) -> str:
+        """The process id of the client's next operation."""
+        return self.label if self.generation == 0 else f"{self.label}.{self.generation}"
+
+    def unknown(self) -> None:
+        """The last operation's outcome is unknown: the next one is another process's."""
+        self.generation += 1
+
+    def loss(self, key: str, token: int) -> str:
+        """The process id of the loss of the hold of ``token`` on ``key``."""
+        return f"{self.label}/lost-{key}-{token}"

@@ -1,0 +1,70 @@
+"""What one worker process of the ``linearizable`` scenario is given (written as JSON).
+
+Each client of a worker reaches the service through its *door*: one address of the
+target (a cluster's member: its reads and writes go there first, and follow the
+leader it names from there), or every address at once. :attr:`LinConfig.doors` lists
+the URLs, each single door and then all of them; client ``n`` of worker ``i`` takes
+the ``(i * clients + n)``-th, round the list, so every door has clients and some
+have every door.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class LinConfig:
+    """One worker's clients, keys and bounds (see the module docstring)."""
+
+    index: int
+    #: The URLs of the doors a client may be given (module docstring).
+    doors: list[str]
+    node: str
+    clients: int
+    #: Where the lincheck files go (:mod:`tools.faults.lin_books`).
+    out_dir: str
+    #: The suite's history file of the worker's notes (client errors, pauses).
+    history: str
+    seed: int
+    registers: list[str]
+    counters: list[str]
+    mutexes: list[str]
+    groups: list[str]
+    member_ids: list[str]
+    #: The sessions' recovery window, in seconds (short: holds expire under pauses).
+    window: float = 3.0
+    #: Seconds a hold lasts before its release, at random between the two.
+    hold: tuple[float, float] = (0.01, 0.2)
+    #: Seconds a lock is waited for before the acquire gives up (``fail``).
+    acquire_wait: float = 1.0
+    #: Seconds one request may take before its answer counts as lost (``info``).
+    op_timeout: float = 5.0
+    #: Seconds between two pauses of the worker's loop past the window (0: none).
+    pause_every: float = 0.0
+    #: Clients (the first ones) that watch a register instead (:mod:`tools.faults.lin_watch`).
+    watchers: int = 0
+    #: Operations per client at most (the loop is also bounded by the run's time).
+    max_ops: int = 100_000
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def labels(self) -> list[str]:
+        """The process labels of the worker's clients."""
+        return [f"w{self.index}c{n}" for n in range(self.clients)]
+
+    def door_of(self, number: int) -> str:
+        """The URL client ``number`` connects through (module docstring)."""
+        return self.doors[(self.index * self.clients + number) % len(self.doors)]
+
+    def dump(self, path: Path) -> None:
+        """Write the config as JSON."""
+        path.write_text(json.dumps(asdict(self)))
+
+    @classmethod
+    def read(cls, path: Path) -> LinConfig:
+        """Read a config written by :meth:`dump`."""
+        data = json.loads(path.read_text())
+        data["hold"] = tuple(data["hold"])
+        return cls(**data)

@@ -1,0 +1,175 @@
+"""One run of the ``linearizable`` scenario, from start to verdict.
+
+:func:`run_linearizable` starts the target, makes the node and the registers (each a
+persistent semaphore of data ``0``), gives every worker a fault proxy per address of
+the target and starts the workers (:mod:`tools.faults.lin_worker`: clients through
+every door, some watching, one worker pausing now and then past the window); waits
+until every client has had an answer; lets the nemesis run (:mod:`tools.faults.lin_nemesis`)
+for the given time; heals everything and waits until every client has had an answer
+again (bounded by the liveness bound); stops everything it started (by PID, also
+when something failed) and checks:
+
+* the suite's rules over its own history (the harness's, the nemesis's and the
+  workers' notes: a restart that failed, a server that died, no leader, a client
+  whose loop died...: :func:`tools.faults.checker.check`);
+* each model's lincheck history (:func:`tools.faults.check_lin_workload.check_workload`)
+  and the workload's liveness (:func:`~tools.faults.check_lin_workload.check_progress`).
+
+Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import subprocess
+from pathlib import Path
+from typing import Final
+
+import tenure
+from tenure.errors import AlreadyExistsError
+from tools.faults.check_lin_workload import check_progress, check_workload
+from tools.faults.checker import check
+from tools.faults.harness import HARNESS, NODE, Outcome, create_node, heal, spawn, stop_workers
+from tools.faults.history import Recorder, load, now
+from tools.faults.lin_config import LinConfig
+from tools.faults.nemesis import Stage, sleep_until
+from tools.faults.observer import Observer
+from tools.faults.proxies import ProxyGroup
+from tools.faults.scenarios import NEMESES, Scenario, liveness_bound
+from tools.faults.target import Target
+
+#: The keys of each model.
+REGISTERS: Final = [f"reg-{n}" for n in range(3)]
+COUNTERS: Final = [f"cnt-{n}" for n in range(2)]
+MUTEXES: Final = [f"mtx-{n}" for n in range(3)]
+GROUPS: Final = [f"grp-{n}" for n in range(2)]
+MEMBER_IDS: Final = [f"id-{n}" for n in range(4)]
+#: Workers whose first client watches a register.
+WATCHING_WORKERS: Final = 2
+#: Seconds between two pauses of the first worker's loop past the window.
+PAUSE_EVERY: Final = 8.0
+
+
+async def _create_registers(url: str) -> None:
+    async with asyncio.timeout(30.0):
+        async with tenure.connect(url) as client, await client.session(NODE) as session:
+            for name in REGISTERS:
+                with contextlib.suppress(AlreadyExistsError):
+                    await session.semaphore(name).create(limit=1, data=b"0")
+
+
+class _Answers:
+    """Reads the workers' lincheck files as they grow: when each client last had an
+    answer (an ``ok`` or ``fail`` of one of its processes)."""
+
+    def __init__(self, lin_dir: Path) -> None:
+        self.lin_dir = lin_dir
+        self._offsets: dict[Path, int] = {}
+        self.last: dict[str, float] = {}
+
+    def refresh(self) -> None:
+        for path in self.lin_dir.glob("w*-*.jsonl"):
+            offset = self._offsets.get(path, 0)
+            with path.open("rb") as file:
+                file.seek(offset)
+                data = file.read()
+            complete = data.rfind(b"\n") + 1
+            self._offsets[path] = offset + complete
+            for line in data[:complete].splitlines():
+                with contextlib.suppress(ValueError):
+                    event = json.loads(line)
+                    if event.get("type") in ("ok", "fail") and "/" not in event["process"]:
+                        label = str(event["process"]).split(".")[0]
+                        self.last[label] = max(self.last.get(label, 0.0), event["time"] / 1e9)
+
+    async def wait(self, labels: list[str], since: float, until: float) -> bool:
+        """Wait (until ``until`` at most) for every client of ``labels`` to have had an
+        answer since ``since``; whether they all had."""
+        while True:
+            self.refresh()
+            if all(self.last.get(label, 0.0) >= since for label in labels):
+                return True
+            if now() >= until:
+                return False
+            await asyncio.sleep(0.2)
+
+
+async def run_linearizable(
+    scenario: Scenario,
+    target: Target,
+    work_dir: Path,
+    *,
+    seconds: float,
+    seed: int = 1,
+    bound: float | None = None,
+) -> Outcome:
+    """Run the ``linearizable`` ``scenario`` against ``target`` (module docstring)."""
+    bound = liveness_bound(scenario, target) if bound is None else bound
+    history_dir, lin_dir = work_dir / "history", work_dir / "lin"
+    history_dir.mkdir(parents=True, exist_ok=True)
+    lin_dir.mkdir(parents=True, exist_ok=True)
+    rec = Recorder(history_dir / "harness.jsonl")
+    workers: dict[int, subprocess.Popen[bytes]] = {}
+    proxies: dict[int, ProxyGroup] = {}
+    answers = _Answers(lin_dir)
+    healed = stopped = 0.0
+    labels: list[str] = []
+    try:
+        await asyncio.to_thread(target.start)
+        await create_node(target.url())
+        await _create_registers(target.url())
+        for index in range(scenario.workers):
+            proxies[index] = group = ProxyGroup(target.addresses)
+            await group.start()
+            doors = [target.url([address]) for address in group.addresses]
+            if len(doors) > 1:
+                doors.append(target.url(group.addresses))
+            config = LinConfig(
+                index=index, doors=doors, node=NODE, clients=scenario.clients,
+                out_dir=str(lin_dir), history=str(history_dir / f"w{index}.jsonl"),
+                seed=seed * 1000 + index, registers=REGISTERS, counters=COUNTERS,
+                mutexes=MUTEXES, groups=GROUPS, member_ids=MEMBER_IDS, window=scenario.window,
+                hold=scenario.hold, pause_every=PAUSE_EVERY if index == 0 else 0.0,
+                watchers=1 if index < WATCHING_WORKERS else 0,
+            )  # fmt: skip
+            labels += config.labels()[config.watchers :]
+            path = work_dir / f"w{index}.json"
+            config.dump(path)
+            args = ["-m", "tools.faults.lin_worker", str(path)]
+            workers[index] = spawn(args, work_dir / f"w{index}.log", dict(os.environ))
+        stage = Stage(
+            target, rec, random.Random(seed), scenario.window, 0.0,
+            Observer(target.url(), NODE, [], [], rec), proxies=proxies, workers=workers,
+        )  # fmt: skip
+        rec.note(
+            HARNESS, "params", scenario=scenario.name, target=target.name,
+            liveness_bound=bound, seconds=seconds, window=scenario.window,
+        )  # fmt: skip
+        await answers.wait(labels, since=now(), until=now() + bound)
+        rec.note(HARNESS, "faults-start")
+        until = now() + seconds
+        await asyncio.gather(*(NEMESES[name](stage, until) for name in scenario.nemeses))
+        await sleep_until(until)
+        await heal(stage)
+        healed = now()
+        rec.note(HARNESS, "heal", t=healed)
+        await answers.wait(labels, since=healed, until=healed + bound + 5.0)
+    finally:
+        stopped = now()
+        rec.note(HARNESS, "stop")
+        await stop_workers(workers)
+        for proxy in proxies.values():
+            await proxy.aclose()
+        await asyncio.to_thread(target.stop)
+        rec.close()
+    verdict = check(load(sorted(history_dir.glob("*.jsonl"))))
+    models, stats = check_workload(lin_dir, work_dir / "lincheck")
+    progress, answered = check_progress(lin_dir, healed, stopped, bound)
+    verdict.violations = sorted(verdict.violations + models + progress, key=lambda v: v.t)
+    verdict.stats["linearizability"] = stats
+    verdict.stats["answered"] = answered
+    return Outcome(scenario.name, seconds, verdict, work_dir)

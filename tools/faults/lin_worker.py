@@ -1,0 +1,74 @@
+"""A worker process of the ``linearizable`` scenario: its clients, until told to stop.
+
+``python -m tools.faults.lin_worker CONFIG.json`` (:class:`~tools.faults.lin_config.LinConfig`).
+The first :attr:`~tools.faults.lin_config.LinConfig.watchers` clients watch a
+register (:mod:`tools.faults.lin_watch`); the others loop on random operations
+(:mod:`tools.faults.lin_client`). Every operation goes to lincheck's files
+(:mod:`tools.faults.lin_books`); what is not an operation (a pause, a client's loop
+dying of an unexpected error) to the suite's history as notes.
+
+On SIGTERM the clients get :data:`STOP_GRACE` seconds to finish their step, then
+they are cancelled (what was pending ends ``info``), their clients closed, the files
+closed, and the process exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+from tools.faults.history import Recorder
+from tools.faults.lin_books import Books
+from tools.faults.lin_client import LinClient, Pauses
+from tools.faults.lin_config import LinConfig
+from tools.faults.lin_watch import Watcher
+
+#: After SIGTERM, how long clients may finish their step before they are cancelled.
+STOP_GRACE: Final = 3.0
+
+
+async def run(config: LinConfig) -> None:
+    """Run every client of the worker until SIGTERM (see the module docstring)."""
+    recorder = Recorder(Path(config.history))
+    books = Books(Path(config.out_dir), config.index)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    pauses = Pauses(config, recorder)
+    runners = [
+        Watcher(config, n, books, recorder)
+        if n < config.watchers
+        else LinClient(config, n, books, pauses, recorder)
+        for n in range(config.clients)
+    ]
+    tasks = [asyncio.create_task(runner.run(stop)) for runner in runners]
+    recorder.note(f"w{config.index}", "worker-start")
+    try:
+        await stop.wait()
+        recorder.note(f"w{config.index}", "stop")
+        _, pending = await asyncio.wait(tasks, timeout=STOP_GRACE)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        recorder.note(f"w{config.index}", "worker-end")
+        books.close()
+        recorder.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: ``python -m tools.faults.lin_worker CONFIG.json``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        print("usage: python -m tools.faults.lin_worker CONFIG.json", file=sys.stderr)
+        return 2
+    asyncio.run(run(LinConfig.read(Path(args[0]))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
