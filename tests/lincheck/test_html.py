@@ -176,6 +176,7 @@ def test_a_violation_marks_the_stuck_operation_the_concurrent_one_and_numbers_th
     assert "state before: None" in ops[blocked.prefix[0][0].index].attrs["data-tip"]
     # the stuck operation's return is marked, and the summary names it and the other
     assert page.find("line", "deadline")
+    assert page.find("span", "stuck")  # (the legend's swatch)
     summary = page.find("div", "failure")[0]
     assert "[line 7] p0 read() -> ok 1" in summary.all_text()
     assert "[line 8] p3 read() -> ok 1" in summary.all_text()
@@ -201,6 +202,7 @@ def test_a_linearizable_history_numbers_every_operation_in_the_linearization_s_o
     assert "linearizable" in header.find("span", "verdict")[0].all_text()
     assert not page.find("g", "stuck")
     assert not page.find("div", "failure")
+    assert not page.find("span", "stuck")  # nor its swatch in the legend
     ops = ops_of(page)
     linearization = result.keys[0].linearization
     for place, (op, state) in enumerate(linearization, start=1):

@@ -40,7 +40,7 @@ h1 { font-size: 18px; margin: 0 0 2px; }
 .sw.plain { background: var(--plain); border-color: var(--plain-s); }
 .sw.info { width: 26px; border-style: dashed; border-right: none;
   background: linear-gradient(to right, var(--plain), #fff); border-color: var(--plain-s); }
-.zoom { margin-left: 16px; }
+.zoom { margin-left: 16px; white-space: nowrap; }
 section.key { margin: 0 20px; border-bottom: 1px solid #eee; }
 summary { cursor: pointer; padding: 7px 0; }
 summary .verdict { font-weight: 600; }
