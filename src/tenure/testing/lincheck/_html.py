@@ -33,7 +33,7 @@ from typing import Final
 
 from tenure.testing.lincheck._check import CheckResult
 from tenure.testing.lincheck._history import History, Operation
-from tenure.testing.lincheck._html_assets import SCRIPT, STYLE
+from tenure.testing.lincheck._html_assets import SCRIPT, STYLE, legend
 from tenure.testing.lincheck._models import State
 from tenure.testing.lincheck._search import LINEARIZABLE, NOT_LINEARIZABLE, UNKNOWN, KeyResult
 from tenure.testing.lincheck._timeline import (
@@ -107,34 +107,13 @@ def render_html(
         f"<title>lincheck: {escape(result.verdict)}</title>\n<style>{STYLE}</style></head>\n"
         f'<body><header class="{_verdict_class(result.verdict)}">\n'
         f'<h1>lincheck: <span class="verdict">{escape(result.verdict)}</span></h1>\n'
-        f'<p class="facts">{escape(facts)}</p>\n{failure}{_legend(failed is not None)}</header>\n'
+        f'<p class="facts">{escape(facts)}</p>\n{failure}{legend(failed is not None)}</header>\n'
         f"<main>\n{''.join(sections)}</main>\n"
         '<div id="tip" hidden></div>\n'
         '<svg class="defs" width="0" height="0" aria-hidden="true"><defs>'
         '<linearGradient id="lincheck-fade"><stop offset="0" stop-color="#fff" stop-opacity="0"/>'
         '<stop offset="1" stop-color="#fff" stop-opacity="1"/></linearGradient></defs></svg>\n'
         f"<script>{SCRIPT}</script>\n</body></html>\n"
-    )
-
-
-def _legend(failing: bool) -> str:
-    """The legend: the marks (those of a violation only on a page that has one), the
-    zoom, and how to read the timeline."""
-    marks = '<span class="sw lin">1</span> linearized, in order '
-    if failing:
-        marks += (
-            '<span class="sw stuck"></span> could not be linearized next '
-            '<span class="sw concurrent"></span> concurrent with it, not linearized '
-            '<span class="sw later"></span> after the failure '
-        )
-    return (
-        f'<p class="legend">{marks}<span class="sw plain"></span> in no order '
-        '<span class="sw info"></span> info: no return, may have taken effect'
-        '<label class="zoom">zoom <select id="zoom"><option value="1">100%</option>'
-        '<option value="0.5">50%</option><option value="0.25">25%</option></select></label>'
-        '</p>\n<p class="hint">Time is warped: the order of calls and returns is kept, not '
-        "durations. Hover an operation for its times and states (its neighbours in the "
-        "order are ringed).</p>\n"
     )
 
 

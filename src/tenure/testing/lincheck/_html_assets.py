@@ -1,4 +1,4 @@
-"""The timeline page's style and script (:mod:`~tenure.testing.lincheck._html`), inline.
+"""The timeline page's style, script and legend (:mod:`~tenure.testing.lincheck._html`), inline.
 
 The script never parses markup: each tooltip's text is an operation's ``data-tip``
 attribute (escaped when written, decoded by the browser), set as ``textContent``.
@@ -137,3 +137,24 @@ SCRIPT: Final = """
   if (stuck) { reveal(stuck); }
 })();
 """
+
+
+def legend(failing: bool) -> str:
+    """The legend: the marks (those of a violation only on a page that has one), the
+    zoom, and how to read the timeline."""
+    marks = '<span class="sw lin">1</span> linearized, in order '
+    if failing:
+        marks += (
+            '<span class="sw stuck"></span> could not be linearized next '
+            '<span class="sw concurrent"></span> concurrent with it, not linearized '
+            '<span class="sw later"></span> after the failure '
+        )
+    return (
+        f'<p class="legend">{marks}<span class="sw plain"></span> in no order '
+        '<span class="sw info"></span> info: no return, may have taken effect'
+        '<label class="zoom">zoom <select id="zoom"><option value="1">100%</option>'
+        '<option value="0.5">50%</option><option value="0.25">25%</option></select></label>'
+        '</p>\n<p class="hint">Time is warped: the order of calls and returns is kept, not '
+        "durations. Hover an operation for its times and states (its neighbours in the "
+        "order are ringed).</p>\n"
+    )
