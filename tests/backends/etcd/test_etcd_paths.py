@@ -495,3 +495,42 @@ async def test_a_semaphore_watch_is_made_from_etcds_revision_now(
             await lock.release()
             after = await asyncio.wait_for(anext(states), 5)
             assert after.owners == ()
+
+
+async def test_a_swap_whose_txn_was_sent_again_after_a_lost_answer_says_it_swapped(
+    etcd_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (fault suite, linearizable): the etcd client sends a Txn again when
+    its answer is lost (another member may answer), safe because a Txn applied once
+    fails its compare the second time. A compare-and-set of a semaphore's data read
+    that failed compare as "the data changed": it read the data again, found its own
+    new data, not the expected, and answered False though it had swapped (reads saw
+    its value); a counter's add then added again. A create so sent said the semaphore
+    existed (a counter's first add, which creates it, added twice). Here every Txn that
+    puts the record is sent twice, the second answer returned, as after a lost one."""
+    async with tenure.connect(etcd_url) as client:
+        await client.create_node("n")
+        session = await client.session("n")
+        await session.semaphore("r").create(limit=1, data=b"0")
+        backend = _backend(client)
+        conn, original = backend.conn, backend.conn.send_txn
+        records = (backend.layout.record("n", "r"), backend.layout.record("n", "c"))
+        sent_twice: list[bytes] = []
+
+        async def send_twice(request: Any, *, timeout: float | None = None) -> Any:
+            puts = [op.request_put.key for op in request.success if op.HasField("request_put")]
+            if not any(key in records for key in puts):
+                return await original(request, timeout=timeout)
+            await original(request, timeout=timeout)  # applied; its answer lost
+            sent_twice.append(bytes(puts[0]))
+            return await original(request, timeout=timeout)
+
+        monkeypatch.setattr(conn, "send_txn", send_twice)
+        assert await session.semaphore("r").compare_and_set(b"0", b"1")
+        assert (await session.semaphore("r").describe()).data == b"1"
+        assert not await session.semaphore("r").compare_and_set(b"0", b"2")  # truly not
+        counter = session.counter("c")
+        await counter.add(1)  # (its first change creates it: a create, not a swap)
+        assert await counter.add(1) == 2
+        assert await counter.get() == 2
+        assert sent_twice  # the swaps' Txns were sent twice

@@ -1,8 +1,9 @@
 """Semaphore administration on etcd: create, update, delete, describe, watch (a semaphore,
 a prefix); claims are :class:`~tenure.backends.etcd._claims.Claims`'s.
 
-A persistent semaphore is its record ``rec`` (limit and data, no lease); an
-ephemeral one has no record and exists while it has requests. Creating compares
+A persistent semaphore is its record ``rec`` (limit and data, no lease, and the id
+of the put that wrote it, ``w``: see :meth:`Admin._put_data`); an ephemeral one
+has no record and exists while it has requests. Creating compares
 that neither exists; deleting compares the record's create_revision (and, unless
 forced, that the queue is empty) and deletes the semaphore's range (all but the
 placeholders of lock_all requests being made, :mod:`._set`), so every request and
@@ -14,6 +15,7 @@ and removes again; see :mod:`tenure.backends.etcd._node`), waiters their request
 
 from __future__ import annotations
 
+import secrets
 import time
 
 from tenure._core.claims import ClaimRecord
@@ -70,13 +72,15 @@ class Admin:
                 f"max_semaphores ({config.max_semaphores}) reached on node {s.keys.node!r}"
             )
         record = s.keys.layout.record(s.keys.node, name)
+        put_id = secrets.token_hex(8)
         reply = await s.sender.txn(
             # An ephemeral semaphore of that name exists while it has requests.
             [compare_create(record, 0), compare_empty(s.keys.layout.queue(s.keys.node, name))],
-            [put(record, encode({"limit": limit, "data": data}))],
+            [put(record, encode({"limit": limit, "data": data, "w": put_id}))],
             [],
         )
-        if not reply.succeeded:
+        if not reply.succeeded and (await s.sender.read(name)).writer != put_id:
+            # (Made by this call if it holds this put: a try whose answer was lost.)
             raise AlreadyExistsError(f"semaphore {name!r} already exists")
 
     async def update_semaphore(self, name: str, data: bytes) -> None:
@@ -95,13 +99,19 @@ class Admin:
         The Txn compares the record's create_revision (an update: the same record) or,
         to swap, its mod_revision (the data compared is the data replaced). A record
         that changed since it was read (its data, its limit, or it went) is read again,
-        and its data compared as it is now.
+        and its data compared as it is now: unless the change is this call's own put.
+        The etcd client sends a Txn again when its answer was lost, and a swap applied
+        the first time fails its compare the second; the record then holds this put,
+        marked with its id (``w``), and the swap was made.
         """
         s = self._store
         config = await s.sender.config()
         data = check_data("semaphore data", data, config.max_data_size)
+        put_id = secrets.token_hex(8)
         while True:
             state = await s.sender.read(name)
+            if state.writer == put_id:
+                return True  # applied by a try whose answer was lost
             if not state.exists:
                 raise NotFoundError(f"semaphore {name!r} does not exist")
             if not state.record:
@@ -111,7 +121,7 @@ class Admin:
             if expected is not None and state.data != expected:
                 return False
             record = s.keys.layout.record(s.keys.node, name)
-            value = encode({"limit": state.limit, "data": data})
+            value = encode({"limit": state.limit, "data": data, "w": put_id})
             if expected is None:
                 compare = compare_create(record, state.record)
             else:
@@ -133,8 +143,11 @@ class Admin:
         ``rate * d`` units more at once (docs/recipes.md).
         """
         s = self._store
+        put_id, sent = secrets.token_hex(8), None
         while True:
             state = await s.sender.read(name)
+            if sent is not None and state.writer == put_id:
+                return sent  # applied by a try whose answer was lost (_put_data says how)
             if not state.exists:
                 raise NotFoundError(f"semaphore {name!r} does not exist")
             bucket = parse_bucket(name, state.data if state.record else b"")
@@ -142,13 +155,14 @@ class Admin:
             if after is None:
                 return reply
             record = s.keys.layout.record(s.keys.node, name)
-            value = encode({"limit": state.limit, "data": bucket_data(after)})
+            value = encode({"limit": state.limit, "data": bucket_data(after), "w": put_id})
             answer = await s.sender.txn(
                 [compare_mod(record, state.record_mod)], [put(record, value)], []
             )
             if answer.succeeded:
                 return reply
             # Another reservation (or change) came first: reserve after it.
+            sent = reply
 
     async def claim(
         self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
