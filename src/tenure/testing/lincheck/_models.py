@@ -15,7 +15,8 @@ Each model checks one key; the checker splits a history by key.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -31,6 +32,9 @@ Prepare = Callable[[Operation], Prepared]
 Step = Callable[[State, Prepared], tuple[bool, State]]
 #: Why an operation is malformed for a model (None: it is not).
 Validate = Callable[[Operation], "str | None"]
+#: The latest each operation can take effect, where the model can tell more than its
+#: return (an unknown write observed later took effect before its observer returned).
+BoundReturns = Callable[[Sequence[Operation], Sequence[Any], State], list[float]]
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,8 @@ class Model:
     holds at the invoke and at ``ok``); ``validate`` says why an operation is not one
     of them (called before ``prepare``); ``show`` writes a state for people;
     ``observe`` makes the value a watch saw comparable with a state (None: nothing of
-    the model can be watched).
+    the model can be watched); ``bound_returns`` (optional) says by when each operation
+    must have taken effect, where that is earlier than its return.
     """
 
     name: str
@@ -54,6 +59,7 @@ class Model:
     validate: Validate
     show: Callable[[State], str] = repr
     observe: Callable[[Any], State] | None = None
+    bound_returns: BoundReturns | None = None
 
 
 def _is_int(value: object) -> bool:
@@ -136,6 +142,34 @@ def _register_validate(op: Operation) -> str | None:
     return None
 
 
+def _register_bound_returns(
+    operations: Sequence[Operation], prepared: Sequence[Prepared], initial: State
+) -> list[float]:
+    """An unknown write of a value nothing else writes (nor was the initial one), which
+    an operation observed (a read of it, a cas from it), took effect before that
+    observer returned: nothing else could have made the value. Its return is that
+    observer's (the earliest)."""
+    returns = [op.ret for op in operations]
+    writers: dict[Any, list[int]] = {}
+    for i, step in enumerate(prepared):
+        if step[0] == _SET:
+            writers.setdefault(step[1], []).append(i)
+        elif step[0] in (_CAS_OK, _CAS_MAYBE):
+            writers.setdefault(step[2], []).append(i)
+    observed: dict[Any, float] = {}
+    for i, step in enumerate(prepared):
+        if step[0] in (_READ, _CAS_OK):
+            seen = step[1]
+            observed[seen] = min(observed.get(seen, math.inf), operations[i].ret)
+    for value, made_by in writers.items():
+        if len(made_by) != 1 or value not in observed or value == initial:
+            continue
+        i = made_by[0]
+        if prepared[i][0] == _SET and returns[i] == math.inf:
+            returns[i] = max(observed[value], operations[i].call)
+    return returns
+
+
 REGISTER: Final = Model(
     "register",
     "one value per key, null until written (Knossos's cas-register)",
@@ -149,6 +183,7 @@ REGISTER: Final = Model(
     _register_step,
     _register_validate,
     observe=freeze,
+    bound_returns=_register_bound_returns,
 )
 
 

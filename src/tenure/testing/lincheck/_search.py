@@ -20,7 +20,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from tenure.testing.lincheck._history import Operation
 from tenure.testing.lincheck._models import INERT, Model, State
@@ -90,10 +90,14 @@ def search(
     operations = [operations[i] for i in kept]
     prepared = [prepared_all[i] for i in kept]
     count = len(operations)
+    returns = [op.ret for op in operations]
+    if model.bound_returns is not None:
+        returns = model.bound_returns(operations, prepared, initial)
+    waits_for = _symmetry(operations, prepared, returns)
     # The list: node 0 is the head; node 2i+1 is operation i's call, 2i+2 its return.
     order = sorted(
         [(op.call, 0, i) for i, op in enumerate(operations)]
-        + [(op.ret, 1, i) for i, op in enumerate(operations)]
+        + [(ret, 1, i) for i, ret in enumerate(returns)]
     )
     size = 2 * count + 1
     following = [0] * (size + 1)  # next node; `size` is the end
@@ -137,6 +141,9 @@ def search(
             return finish(UNKNOWN, "the timeout passed")
         if node & 1:  # a call: try to take its operation now
             i = node >> 1
+            if waits_for[i] and not taken & waits_for[i]:
+                node = following[node]  # its twin called earlier goes first
+                continue
             legal, after = step(state, prepared[i])
             if legal:
                 now_taken = taken | (1 << i)
@@ -144,8 +151,6 @@ def search(
                 if entry not in cache:
                     cache.add(entry)
                     cache_bytes += now_taken.__sizeof__() + _ENTRY_BYTES
-                    if cache_bytes > max_bytes:
-                        return finish(UNKNOWN, "the memory bound passed")
                     chosen.append((node, state, taken))
                     state, taken = after, now_taken
                     # lift the call and its return out of the list
@@ -159,6 +164,9 @@ def search(
             node = following[node]
             continue
         # A return: its operation had to be taken by now. Undo the latest choice.
+        # (Past the memory bound the search stops; looked at here, where it backs up.)
+        if cache_bytes > max_bytes:
+            return finish(UNKNOWN, "the memory bound passed")
         if len(chosen) > best:
             best = len(chosen)
             blocked = _blocked(operations, chosen, state, node, following)
@@ -176,6 +184,31 @@ def search(
     result.blocked = None
     result.linearization = _taken(operations, chosen, state)
     return result
+
+
+def _symmetry(
+    operations: Sequence[Operation], prepared: Sequence[Any], returns: Sequence[float]
+) -> list[int]:
+    """For each operation, the bit of the one it must follow (0: none): operations of
+    unknown outcome that are twins (the same step, never returning) are taken in the
+    order of their calls.
+
+    Twins are interchangeable once both are called: a linearization that takes the
+    later one at some point and the earlier one later (or never) becomes one that
+    takes them the other way round, with the same states all along (each is called
+    by then). So only one of the orders is searched: with k twins, k + 1 choices of
+    how many are taken instead of 2**k sets (a counter's unknown adds of one delta).
+    """
+    waits_for = [0] * len(operations)
+    last: dict[Any, int] = {}
+    for i in sorted(range(len(operations)), key=lambda i: (operations[i].call, i)):
+        if returns[i] != math.inf:
+            continue
+        twin = last.get(prepared[i])
+        if twin is not None:
+            waits_for[i] = 1 << twin
+        last[prepared[i]] = i
+    return waits_for
 
 
 def _taken(
