@@ -127,3 +127,23 @@ def test_past_the_memory_bound_the_verdict_is_unknown() -> None:
     result = lincheck.check(lincheck.read_jsonl(lines(events)), "register", memory_mb=0.001)
     assert result.verdict == lincheck.UNKNOWN
     assert result.to_dict()["reason"] == "the memory bound passed"
+
+
+def test_unknown_twins_are_searched_as_one_count_not_as_sets() -> None:
+    # 16 unknown adds of 1, then reads that pin how many took effect: without the
+    # twins' order, 2**16 sets of them would each be a configuration of its own.
+    events = []
+    for process in range(16):
+        events.append({"process": process, "type": "invoke", "f": "add", "value": 1})
+        events.append({"process": process, "type": "info", "f": "add", "value": 1})
+    for total in (3, 9, 15):
+        events.append({"process": 100 + total, "type": "invoke", "f": "read", "value": None})
+        events.append({"process": 100 + total, "type": "ok", "f": "read", "value": total})
+    events.append({"process": 99, "type": "invoke", "f": "read", "value": None})
+    events.append({"process": 99, "type": "ok", "f": "read", "value": 2})  # back in time
+    result = lincheck.check(lincheck.read_jsonl(map(json.dumps, events)), "counter")
+    assert result.verdict == lincheck.NOT_LINEARIZABLE
+    [key] = result.keys
+    assert key.cache_entries < 1_000
+    ok = lincheck.check(lincheck.read_jsonl(map(json.dumps, events[:-2])), "counter")
+    assert ok.verdict == lincheck.LINEARIZABLE
