@@ -25,6 +25,7 @@ from tenure.errors import (
     UnavailableError,
     UnsupportedError,
 )
+from tests.backends.postgres.database import fetch, schema_of
 from tests.netproxy import NetProxy
 from tests.postgres.server import PostgresServer
 
@@ -122,14 +123,15 @@ async def test_an_acquire_whose_answer_was_lost_is_applied_once(
 
 
 async def test_a_timeout_read_again_after_its_answer_was_lost_is_still_a_timeout(
-    pg_url: str,
+    postgres_server: PostgresServer, pg_url: str
 ) -> None:
     """Found by the fault suite's linearizable scenario: a waiter past its deadline asks
-    ``check_request``, which ends the wait there and then; that answer lost with its
-    connection, the call is sent again, and found neither the wait, nor a grant, nor an
-    outcome: "gone", which the client told its caller as AcquireCancelledError (a
-    withdrawal nobody made), not TimeoutError. The ending is now left as an outcome for
-    a call sent again to read."""
+    ``check_request``, which ends the wait there and then (or reads the timeout another
+    client's reap left, and took it); that answer lost with its connection, the call
+    is sent again, and found neither the wait, nor a grant, nor an outcome: "gone",
+    which the client told its caller as AcquireCancelledError (a withdrawal nobody
+    made), not TimeoutError. The ending is now left as an outcome, and reading it
+    leaves it: a call sent again reads it again."""
     async with tenure.connect(pg_url) as client:
         await client.create_node("n")
         one, two = await client.session("n"), await client.session("n")
@@ -142,6 +144,13 @@ async def test_a_timeout_read_again_after_its_answer_was_lost_is_still_a_timeout
         await asyncio.sleep(0.3)
         first = await store.call("check_request", "m", 7, 77)
         again = await store.call("check_request", "m", 7, 77)  # its answer was lost
+        assert (first["ended"], again["ended"]) == ("timeout", "timeout")
+        # Timed out by a reap (any client's) instead: read twice, the same.
+        assert await store.call("acquire", "m", 8, MAX_COUNT, b"", 0.2, True, 88) == {"queued": 0.2}
+        await asyncio.sleep(0.3)
+        await fetch(postgres_server.dsn, f"SELECT {schema_of(pg_url)}.reap('n')")
+        first = await store.call("check_request", "m", 8, 88)
+        again = await store.call("check_request", "m", 8, 88)
         assert (first["ended"], again["ended"]) == ("timeout", "timeout")
         await busy.release()
 

@@ -150,8 +150,8 @@ BEGIN
         DELETE FROM waiters WHERE node = s.node AND name = p_name AND sid = p_sid
             AND hold = p_hold AND request_id = p_request;
         IF FOUND THEN
-            -- Its ending stays, as a reap's would, for this call sent again after its
-            -- answer was lost (read then, or gone with the hold's next request).
+            -- Its ending stays, as a reap's does, for this call sent again after its
+            -- answer was lost (below).
             INSERT INTO outcomes VALUES (p_sid, s.node, p_name, p_hold, p_request,
                 'timeout', 'timed out')
             ON CONFLICT (sid, node, name, hold) DO UPDATE
@@ -171,8 +171,10 @@ BEGIN
     IF FOUND THEN
         RETURN jsonb_build_object('token', o.token, 'count', o.cnt, 'ttl', o.lease_ttl);
     END IF;
-    DELETE FROM outcomes WHERE sid = p_sid AND node = s.node AND name = p_name
-        AND hold = p_hold AND request_id = p_request RETURNING * INTO r;
+    -- Read, not taken: this call sent again after its answer was lost reads it again.
+    -- It goes with the hold's next request (acquire, withdraw, release) or the session.
+    SELECT * INTO r FROM outcomes WHERE sid = p_sid AND node = s.node AND name = p_name
+        AND hold = p_hold AND request_id = p_request;
     IF FOUND THEN
         RETURN jsonb_build_object('ended', r.code, 'message', r.message);
     END IF;
