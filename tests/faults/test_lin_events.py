@@ -2,20 +2,25 @@
 
 Each case is a small history in the suite's own lines (:class:`Build`, as the workers
 and the observer write them), converted by :mod:`tools.faults.lin_events` and judged
-by :mod:`tools.faults.check_lin`; no process is started.
+by :mod:`tools.faults.check_lin`; and the ``linearizable`` scenario's own files, as its
+workers write them, closed and judged by :mod:`tools.faults.check_lin_workload`. No
+process is started.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tenure.testing import lincheck
 from tests.faults.test_checkers import Build
 from tools.faults import check_lin
-from tools.faults.check_lin import check_linearizability
+from tools.faults.check_lin import check_events, check_linearizability
+from tools.faults.check_lin_workload import check_progress, check_workload, close_holds
 from tools.faults.history import parse
 from tools.faults.lin_events import events, mutex_ops, register_ops, stamp
 
@@ -165,8 +170,9 @@ def test_a_search_past_its_bound_breaks_the_rule_as_unknown(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(check_lin, "MEMORY_MB", 1e-9)
-    b = Build()
-    b.hold("w0c0", 1, 1, 1.0, 2.0)
+    b = Build()  # the search tries token 2 first (called first), and must back up
+    b.op("w0c0", "acquire", 1.0, 3.0, "ok", key="m0", session=1, done={"token": 2})
+    b.hold("w1c0", 2, 1, 2.5, 2.6)
     violations, stats = check_linearizability(parse(b.lines))
     assert {v.rule for v in violations} == {"linearizable:mutex"}
     assert violations[0].message.startswith("unknown")
@@ -182,3 +188,75 @@ def test_a_token_granted_twice_to_one_client_keeps_each_grant_with_its_own_secti
         ("acquire", 0.99), ("release", 2.0), ("acquire", 2.99), ("lost", 3.0),
     ]  # fmt: skip
     assert _rules(b) == {"linearizable:mutex"}
+
+
+# -- the linearizable scenario's own files (tools/faults/check_lin_workload.py) -----------
+
+
+def _event(process: str, kind: str, f: str, key: str, value: object, time: float) -> dict[str, Any]:
+    return {"process": process, "type": kind, "f": f, "key": key, "value": value,
+            "time": stamp(time)}  # fmt: skip
+
+
+def test_a_hold_or_a_membership_left_open_gets_an_end_never_completed() -> None:
+    events = [
+        _event("w0c0", "invoke", "acquire", "m", None, 1.0),
+        _event("w0c0", "ok", "acquire", "m", 7, 1.1),  # its worker stopped holding it
+        _event("w0c1", "invoke", "acquire", "m", None, 2.0),
+        _event("w0c1", "ok", "acquire", "m", 8, 2.1),
+        _event("w0c1", "invoke", "release", "m", 8, 2.5),
+        _event("w0c1", "ok", "release", "m", 8, 2.6),
+    ]
+    closed = close_holds("mutex", events)
+    added = [e for e in closed if e not in events]
+    assert added == [
+        {"process": "w0c0/open-m-7", "type": "invoke", "f": "lost", "key": "m", "value": 7,
+         "time": stamp(1.1)}
+    ]  # fmt: skip
+    assert check_events("mutex", closed)[0] == []  # without it token 8 was granted while 7 held
+    assert check_events("mutex", events)[0][0].rule == "linearizable:mutex"
+    joins = [
+        _event("w0c0", "invoke", "join", "g", "a", 1.0),
+        _event("w0c0", "info", "join", "g", "a", 1.2),  # it may have joined
+        _event("w0c0.1", "invoke", "join", "g", "b", 1.3),
+        _event("w0c0.1", "ok", "join", "g", "b", 1.4),  # its session ended untold
+        _event("w1c0", "invoke", "members", "g", None, 2.0),
+        _event("w1c0", "ok", "members", "g", ["a"], 2.1),
+        _event("w1c0", "invoke", "members", "g", None, 3.0),
+        _event("w1c0", "ok", "members", "g", [], 3.1),
+    ]
+    closed = close_holds("membership", joins)
+    assert sorted((e["process"], e["f"]) for e in closed if e not in joins) == [
+        ("w0c0/maybe-g-a", "leave"), ("w0c0/open-g-b", "leave"),
+    ]  # fmt: skip
+    assert check_events("membership", closed)[0] == []
+
+
+def test_a_client_with_no_answer_after_the_heal_or_a_request_unanswered_is_caught(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "w0-counter.jsonl").write_text(
+        "".join(
+            json.dumps(e) + "\n"
+            for e in (
+                _event("w0c0", "invoke", "add", "c", 1, 1.0),
+                _event("w0c0", "ok", "add", "c", 1, 1.1),
+                _event("w0c0", "invoke", "add", "c", 1, 20.0),
+                _event("w0c0", "ok", "add", "c", 3, 20.1),
+                _event("w0c1", "invoke", "add", "c", 1, 1.0),
+                _event("w0c1", "ok", "add", "c", 2, 1.2),
+                _event("w0c1", "invoke", "read", "c", None, 2.0),  # never answered
+            )
+        )
+    )
+    clients = ["w0c0", "w0c1", "w0c2"]  # w0c2 never had an answer
+    violations, answered = check_progress(
+        tmp_path, heal=15.0, stop=40.0, bound=10.0, clients=clients
+    )
+    assert [(v.rule, v.message.split(":")[0]) for v in violations] == [
+        ("no-progress", "w0c1"), ("no-progress", "w0c2"), ("hang", "w0c1"),
+    ]  # fmt: skip
+    assert answered["counter"] == 3
+    found, stats = check_workload(tmp_path, tmp_path / "lincheck")
+    assert found == []
+    assert stats["counter"]["checked_operations"] == 4

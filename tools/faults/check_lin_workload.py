@@ -128,10 +128,11 @@ def check_workload(
 
 
 def check_progress(
-    lin_dir: Path, heal: float, stop: float, bound: float
+    lin_dir: Path, heal: float, stop: float, bound: float, clients: list[str]
 ) -> tuple[list[Violation], dict[str, int]]:
-    """The ``no-progress`` and ``hang`` rules (module docstring); times in seconds of the
-    suite's clock. Also how many operations each model's clients had answered."""
+    """The ``no-progress`` and ``hang`` rules (module docstring) for ``clients`` (their
+    labels); times in seconds of the suite's clock. Also how many operations each
+    model's clients had answered."""
     answered: dict[str, list[float]] = {}
     pending: dict[str, dict[str, Any]] = {}
     counts: dict[str, int] = {}
@@ -150,8 +151,8 @@ def check_progress(
                 answered.setdefault(_label(process), []).append(int(event["time"]) / 1e9)
     violations = []
     end = min(stop, heal + bound)
-    for client, times in sorted(answered.items()):
-        if not any(heal <= t <= end for t in times):
+    for client in sorted(clients):
+        if not any(heal <= t <= end for t in answered.get(client, [])):
             violations.append(
                 Violation(
                     "no-progress",

@@ -47,6 +47,7 @@ import asyncio
 import contextlib
 import random
 import time
+import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
@@ -103,10 +104,19 @@ class LinClient:
     """One client's loop (see the module docstring)."""
 
     def __init__(
-        self, config: LinConfig, number: int, books: Books, pauses: Pauses, recorder: Recorder
+        self,
+        config: LinConfig,
+        number: int,
+        books: Books,
+        pauses: Pauses,
+        recorder: Recorder,
+        steps: dict[str, tuple[Step, int]] | None = None,
     ) -> None:
         self.config = config
+        self.number = number
         self.label = f"w{config.index}c{number}"
+        #: The steps it draws from, with their weights (:data:`STEPS` by default).
+        self.steps = STEPS if steps is None else steps
         self.url = config.door_of(number)
         self.books = books
         self.pauses = pauses
@@ -131,7 +141,9 @@ class LinClient:
             while client is not None and not stop.is_set() and self.ops < self.config.max_ops:
                 await self._one_session(client, stop)
         except Exception as error:
-            self.rec.note(self.label, "client-error", error=repr(error))
+            # (where it was raised: the note is all that is left of it)
+            where = traceback.format_exc(limit=-12)
+            self.rec.note(self.label, "client-error", error=repr(error), where=where)
             raise
         finally:
             if client is not None:
@@ -147,11 +159,11 @@ class LinClient:
             self.rec.note(self.label, "session-failed", error=repr(error))
             await _sleep_unless(stop, self.rng.uniform(0.1, 0.3))
             return
-        steps = list(STEPS)
-        weights = [STEPS[name][1] for name in steps]
+        steps = list(self.steps)
+        weights = [self.steps[name][1] for name in steps]
         try:
             while not stop.is_set() and not session.closed and self.ops < self.config.max_ops:
-                step = STEPS[self.rng.choices(steps, weights)[0]][0]
+                step = self.steps[self.rng.choices(steps, weights)[0]][0]
                 await step(self, session)
                 self.ops += 1
         except SessionGoneError:
@@ -205,9 +217,7 @@ class LinClient:
     def _value(self) -> int:
         """A value no other write of the run carries."""
         self._values += 1
-        return (self.config.index * 1000 + int(self.label.split("c")[-1])) * 1_000_000 + (
-            self._values
-        )
+        return (self.config.index * 1000 + self.number) * 1_000_000 + self._values
 
     # -- registers --------------------------------------------------------------------
 

@@ -48,6 +48,10 @@ class LinConfig:
     watchers: int = 0
     #: Operations per client at most (the loop is also bounded by the run's time).
     max_ops: int = 100_000
+    #: ``host:port`` of each door that serves dflockd's protocol (none: no dflockd
+    #: steps; :mod:`tools.faults.lin_dflockd`), and the mutexes taken through it.
+    dflockd: list[str] = field(default_factory=list)
+    dflockd_keys: list[str] = field(default_factory=list)
     extra: dict[str, str] = field(default_factory=dict)
 
     def labels(self) -> list[str]:
@@ -57,6 +61,12 @@ class LinConfig:
     def door_of(self, number: int) -> str:
         """The URL client ``number`` connects through (module docstring)."""
         return self.doors[(self.index * self.clients + number) % len(self.doors)]
+
+    def dflockd_door_of(self, number: int) -> tuple[str, int]:
+        """Where client ``number`` speaks dflockd's protocol (as :meth:`door_of` picks)."""
+        door = self.dflockd[(self.index * self.clients + number) % len(self.dflockd)]
+        host, _, port = door.rpartition(":")
+        return host, int(port)
 
     def dump(self, path: Path) -> None:
         """Write the config as JSON."""

@@ -3,7 +3,8 @@
 :func:`run_linearizable` starts the target, makes the node and the registers (each a
 persistent semaphore of data ``0``), gives every worker a fault proxy per address of
 the target and starts the workers (:mod:`tools.faults.lin_worker`: clients through
-every door, some watching, one worker pausing now and then past the window); waits
+every door, some watching, one worker pausing now and then past the window; through
+dflockd's face too, where the target serves it); waits
 until every client has had an answer; lets the nemesis run (:mod:`tools.faults.lin_nemesis`)
 for the given time; heals everything and waits until every client has had an answer
 again (bounded by the liveness bound); stops everything it started (by PID, also
@@ -40,7 +41,7 @@ from tools.faults.nemesis import Stage, sleep_until
 from tools.faults.observer import Observer
 from tools.faults.proxies import ProxyGroup
 from tools.faults.scenarios import NEMESES, Scenario, liveness_bound
-from tools.faults.target import Target
+from tools.faults.target import DFLOCKD, Target
 
 #: The keys of each model.
 REGISTERS: Final = [f"reg-{n}" for n in range(3)]
@@ -48,6 +49,8 @@ COUNTERS: Final = [f"cnt-{n}" for n in range(2)]
 MUTEXES: Final = [f"mtx-{n}" for n in range(3)]
 GROUPS: Final = [f"grp-{n}" for n in range(2)]
 MEMBER_IDS: Final = [f"id-{n}" for n in range(4)]
+#: The mutexes taken through dflockd's face (tools/faults/lin_dflockd.py), where served.
+DFLOCKD_KEYS: Final = [f"dfl-{n}" for n in range(2)]
 #: Workers whose first client watches a register.
 WATCHING_WORKERS: Final = 2
 #: Seconds between two pauses of the first worker's loop past the window.
@@ -136,6 +139,9 @@ async def run_linearizable(
                 hold=scenario.hold, pause_every=PAUSE_EVERY if index == 0 else 0.0,
                 watchers=1 if index < WATCHING_WORKERS else 0,
             )  # fmt: skip
+            if DFLOCKD in target.capabilities:
+                config.dflockd = [f"{host}:{port}" for host, port in group.addresses]
+                config.dflockd_keys = DFLOCKD_KEYS
             labels += config.labels()[config.watchers :]
             path = work_dir / f"w{index}.json"
             config.dump(path)
@@ -168,7 +174,7 @@ async def run_linearizable(
         rec.close()
     verdict = check(load(sorted(history_dir.glob("*.jsonl"))))
     models, stats = check_workload(lin_dir, work_dir / "lincheck")
-    progress, answered = check_progress(lin_dir, healed, stopped, bound)
+    progress, answered = check_progress(lin_dir, healed, stopped, bound, labels)
     verdict.violations = sorted(verdict.violations + models + progress, key=lambda v: v.t)
     verdict.stats["linearizability"] = stats
     verdict.stats["answered"] = answered

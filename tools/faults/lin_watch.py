@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import traceback
 from collections.abc import AsyncGenerator
 from typing import Final
 
@@ -63,7 +64,9 @@ class Watcher:
                     async with asyncio.timeout(self.rng.uniform(*AGAIN)):
                         await stop.wait()
         except Exception as error:
-            self.rec.note(self.label, "client-error", error=repr(error))
+            # (where it was raised: the note is all that is left of it)
+            where = traceback.format_exc(limit=-12)
+            self.rec.note(self.label, "client-error", error=repr(error), where=where)
             raise
         finally:
             self.writer.close()

@@ -3,7 +3,8 @@
 ``python -m tools.faults.lin_worker CONFIG.json`` (:class:`~tools.faults.lin_config.LinConfig`).
 The first :attr:`~tools.faults.lin_config.LinConfig.watchers` clients watch a
 register (:mod:`tools.faults.lin_watch`); the others loop on random operations
-(:mod:`tools.faults.lin_client`). Every operation goes to lincheck's files
+(:mod:`tools.faults.lin_client`; through dflockd's face too where the target serves
+it: :mod:`tools.faults.lin_dflockd`). Every operation goes to lincheck's files
 (:mod:`tools.faults.lin_books`); what is not an operation (a pause, a client's loop
 dying of an unexpected error) to the suite's history as notes.
 
@@ -23,8 +24,9 @@ from typing import Final
 
 from tools.faults.history import Recorder
 from tools.faults.lin_books import Books
-from tools.faults.lin_client import LinClient, Pauses
+from tools.faults.lin_client import STEPS, LinClient, Pauses
 from tools.faults.lin_config import LinConfig
+from tools.faults.lin_dflockd import DFLOCKD_STEPS
 from tools.faults.lin_watch import Watcher
 
 #: After SIGTERM, how long clients may finish their step before they are cancelled.
@@ -39,10 +41,11 @@ async def run(config: LinConfig) -> None:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     pauses = Pauses(config, recorder)
+    steps = {**STEPS, **(DFLOCKD_STEPS if config.dflockd else {})}
     runners = [
         Watcher(config, n, books, recorder)
         if n < config.watchers
-        else LinClient(config, n, books, pauses, recorder)
+        else LinClient(config, n, books, pauses, recorder, steps)
         for n in range(config.clients)
     ]
     tasks = [asyncio.create_task(runner.run(stop)) for runner in runners]

@@ -45,6 +45,7 @@ IDLE_TIMEOUT = "idle-timeout"  # it closes idle connections after ``idle_timeout
 MEMBERS = "members"  # a cluster whose members fail one at a time (:class:`Cluster`)
 REPLICATED = "replicated"  # servers of one service, one leading, over etcd (:class:`Replicated`)
 TOKENS = "tokens"  # it takes an auth file of tokens, and serves /metrics (:class:`TenureTarget`)
+DFLOCKD = "dflockd"  # it speaks dflockd's protocol on its port too (the face, by the first byte)
 
 #: A host and port.
 Address = tuple[str, int]
@@ -218,7 +219,7 @@ class TenureTarget:
     :meth:`url` carries a token, and it serves HTTP (``/metrics``) on :attr:`http_port`.
     """
 
-    capabilities: frozenset[str] = frozenset({DATA_DIR, PRELOAD, IDLE_TIMEOUT, TOKENS})
+    capabilities: frozenset[str] = frozenset({DATA_DIR, PRELOAD, IDLE_TIMEOUT, TOKENS, DFLOCKD})
 
     def __init__(
         self,
