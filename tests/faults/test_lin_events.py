@@ -260,3 +260,30 @@ def test_a_client_with_no_answer_after_the_heal_or_a_request_unanswered_is_caugh
     found, stats = check_workload(tmp_path, tmp_path / "lincheck")
     assert found == []
     assert stats["counter"]["checked_operations"] == 4
+
+
+def test_a_watcher_that_saw_a_register_go_back_in_time_is_caught(tmp_path: Path) -> None:
+    writes = [
+        _event("w0c1", "invoke", "write", "reg-0", 1, 1.0),
+        _event("w0c1", "ok", "write", "reg-0", 1, 1.1),
+        _event("w0c1", "invoke", "write", "reg-0", 2, 2.0),
+        _event("w0c1", "ok", "write", "reg-0", 2, 2.1),
+    ]
+    (tmp_path / "w0-register.jsonl").write_text("".join(json.dumps(e) + "\n" for e in writes))
+    seen = [
+        _event("w0c0", "invoke", "watch", "reg-0", None, 0.5),
+        _event("w0c0", "ok", "watch", "reg-0", 0, 0.6),
+        _event("w0c0", "invoke", "watch", "reg-0", None, 0.6),
+        _event("w0c0", "ok", "watch", "reg-0", 2, 2.2),
+        _event("w0c0", "invoke", "watch", "reg-0", None, 2.2),
+    ]
+    watch = tmp_path / "watch-w0c0.jsonl"
+    watch.write_text("".join(json.dumps(e) + "\n" for e in seen))
+    violations, stats = check_workload(tmp_path, None)
+    assert violations == []
+    assert stats["watch"] == {"watchers": 1, "states_seen": 2, "verdict": "ok"}
+    back = [_event("w0c0", "ok", "watch", "reg-0", 1, 2.3)]  # after 2: back in time
+    watch.write_text("".join(json.dumps(e) + "\n" for e in [*seen, *back]))
+    violations, stats = check_workload(tmp_path, None)
+    assert [v.rule for v in violations] == ["linearizable:watch"]
+    assert "again or out of order" in violations[0].message

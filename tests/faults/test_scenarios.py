@@ -179,6 +179,7 @@ async def test_the_linearizable_scenario_checks_every_model(
         assert checked[model]["checked_operations"] >= 100, checked
         assert (tmp_path / "lincheck" / f"{model}.jsonl").exists()
     assert checked["watch"]["states_seen"] > 0, checked
+    assert checked["watch"]["verdict"] == "ok", checked
 
 
 def _tenant_evidence(tenant: dict[str, Any]) -> None:

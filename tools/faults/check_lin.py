@@ -58,7 +58,7 @@ def check_linearizability(
     violations: list[Violation] = []
     stats: dict[str, dict[str, Any]] = {}
     for model, derive in MODELS.items():
-        broken, stats[model] = check_events(model, events(derive(history)), out_dir)
+        broken, stats[model], _ = check_events(model, events(derive(history)), out_dir)
         violations += broken
     return violations, stats
 
@@ -68,11 +68,12 @@ def check_events(
     found: list[dict[str, Any]],
     out_dir: Path | None = None,
     header: dict[str, Any] | None = None,
-) -> tuple[list[Violation], dict[str, Any]]:
+) -> tuple[list[Violation], dict[str, Any], lincheck.CheckResult | None]:
     """The ``linearizable:<model>`` rule on lincheck's events ``found`` (in time order),
-    and lincheck's numbers; with ``out_dir``, the history written there as
-    ``<model>.jsonl`` (``header`` first) and, if it is not linearizable, the
-    explanation as ``<model>.txt`` (module docstring)."""
+    lincheck's numbers and its result (None: the history is malformed); with
+    ``out_dir``, the history written there as ``<model>.jsonl`` (``header`` first)
+    and, if it is not linearizable, the explanation as ``<model>.txt`` (module
+    docstring)."""
     rule = f"linearizable:{model}"
     history_file = None
     lines = ([header] if header else []) + found
@@ -89,13 +90,13 @@ def check_events(
         )
     except lincheck.HistoryError as error:  # the recording's bug, not tenure's
         broken = Violation(rule, f"the history is malformed: {error}", 0.0)
-        return [broken], {"model": model, "verdict": "malformed", "error": str(error)}
+        return [broken], {"model": model, "verdict": "malformed", "error": str(error)}, None
     numbers = result.to_dict()
     numbers.pop("witness", None)  # in the explanation's file and the message
     if history_file is not None:
         numbers["history"] = str(history_file)
     if result.ok:
-        return [], numbers
+        return [], numbers, result
     explanation = result.explain()
     where = ""
     if out_dir is not None:
@@ -104,7 +105,7 @@ def check_events(
         numbers["explanation"] = str(explained)
         where = f" (history {history_file}, witness {explained})"
     message = f"{_shortened(explanation)}{where}"
-    return [Violation(rule, message, _when(result, found))], numbers
+    return [Violation(rule, message, _when(result, found))], numbers, result
 
 
 def _shortened(explanation: str) -> str:

@@ -25,8 +25,13 @@ operation of these workers to judge):
 * ``hang``: an operation still unanswered at the stop, invoked more than ``bound``
   before it (a watch waits for a change by design, and is left out).
 
-The watchers' files (``watch-*.jsonl``) are counted, not judged: lincheck's watch
-check is to judge them against the register's linearization.
+And the watchers (``watch-*.jsonl``, :mod:`tools.faults.lin_watch`): each watch (a
+process of a watcher, from its first call for a state) is a lincheck watch record,
+armed at that call, each state it was given seen when it came;
+:func:`tenure.testing.lincheck.check_watches` holds them to the register's
+linearization (``linearizable:watch``: in order, none repeated, none before the
+write that made it, none older than at arming). No watch is taken as watched to the
+end (``final``): the workers stop while the registers are still written.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import json
 from pathlib import Path
 from typing import Any, Final
 
+from tenure.testing import lincheck
 from tools.faults.check_lin import check_events
 from tools.faults.check_locks import Violation
 from tools.faults.lin_books import MODELS
@@ -117,14 +123,49 @@ def check_workload(
     model's numbers (with the watchers' counts under ``watch``)."""
     violations: list[Violation] = []
     stats: dict[str, dict[str, Any]] = {}
+    registers: lincheck.CheckResult | None = None
     for model, header in MODELS.items():
         found = close_holds(model, read_events(sorted(lin_dir.glob(f"w*-{model}.jsonl"))))
-        broken, stats[model] = check_events(model, found, out_dir, header)
+        broken, stats[model], result = check_events(model, found, out_dir, header)
         violations += broken
-    watches = sorted(lin_dir.glob("watch-*.jsonl"))
-    seen = [e for e in read_events(watches) if e["type"] == "ok"]
-    stats["watch"] = {"watchers": len(watches), "states_seen": len(seen), "verdict": "recorded"}
-    return violations, stats
+        if model == "register":
+            registers = result
+    records = watch_records(sorted(lin_dir.glob("watch-*.jsonl")))
+    watched, stats["watch"] = check_watchers(records, registers)
+    return violations + watched, stats
+
+
+def watch_records(paths: list[Path]) -> list[lincheck.WatchRecord]:
+    """The watch records of the watchers' files (module docstring)."""
+    records: dict[str, lincheck.WatchRecord] = {}
+    for event in read_events(paths):
+        process, key = str(event["process"]), event.get("key")
+        record = records.get(process)
+        if record is None and event["type"] == "invoke":
+            records[process] = lincheck.WatchRecord(process, key, float(event["time"]))
+        elif record is not None and event["type"] == "ok":
+            record.seen.append((event["value"], float(event["time"])))
+    return list(records.values())
+
+
+def check_watchers(
+    records: list[lincheck.WatchRecord], registers: lincheck.CheckResult | None
+) -> tuple[list[Violation], dict[str, Any]]:
+    """The ``linearizable:watch`` rule (module docstring), and its numbers. Unjudged
+    (said so) when the registers have no linearization to hold the watchers to."""
+    seen = sum(len(record.seen) for record in records)
+    numbers: dict[str, Any] = {"watchers": len(records), "states_seen": seen}
+    if registers is None or not registers.ok:
+        numbers["verdict"] = "not judged (the registers are not linearizable)"
+        return [], numbers
+    found = lincheck.check_watches(registers, records)
+    numbers["verdict"] = "ok" if found.ok else "violated"
+    if found.ok:
+        return [], numbers
+    numbers["violations"] = found.violations[:10]
+    shown = "; ".join(found.violations[:3])
+    more = f" (and {len(found.violations) - 3} more)" if len(found.violations) > 3 else ""
+    return [Violation("linearizable:watch", f"{shown}{more}", 0.0)], numbers
 
 
 def check_progress(

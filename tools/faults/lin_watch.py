@@ -16,8 +16,10 @@ and writes each state it is given to its own file (``watch-w<index>c<n>.jsonl``,
   watch (a new session if the old one was lost) as a new process (``w0c1.2``), whose
   first state is the register's state when it opened.
 
-The register's own operations are in the workers' ``register`` files; lincheck's
-watch check judges the watchers' files against their linearization.
+The register's own operations are in the workers' ``register`` files;
+:func:`tools.faults.check_lin_workload.check_watchers` makes each watch a lincheck
+watch record and holds it to the registers' linearization
+(:func:`tenure.testing.lincheck.check_watches`).
 """
 
 from __future__ import annotations

@@ -136,8 +136,8 @@ def _workload_lines(s: dict[str, Any]) -> list[str]:
     return [
         f"* operations answered (ok or fail), per model: {_counts(answered)}; server "
         f"restarts {s['restarts']}",
-        f"* watches: {watch.get('watchers', 0)} watchers saw {watch.get('states_seen', 0)} "
-        "states (recorded for lincheck's watch check)",
+        f"* watches: {watch.get('watchers', 0)} watches saw {watch.get('states_seen', 0)} "
+        f"states; lincheck's watch check: {watch.get('verdict', '-')}",
     ]
 
 

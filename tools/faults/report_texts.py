@@ -115,9 +115,11 @@ LINEARIZABLE_NOTES: Final = (
     "(three mutexes; a 4 s recovery window, and one worker's loop blocked past it every "
     "8 s while one of its clients holds), `membership` (two groups, ids of a pool of "
     "four: join, leave, members); on `tenure`, two more mutexes through the dflockd face, "
-    "taken with `dflockd-client` (its leases expire by themselves: every grant's end is "
-    "unknown but a release the face answered). Two clients watch a register: what they saw is "
-    "recorded (lincheck's watch check is to judge it). **Operations checked** is the sum "
+    "taken with `dflockd-client` (a grant whose release the face did not answer may have "
+    "ended any time after it was seen: its lease runs out by itself). Two clients watch "
+    "a register: what they saw is held to the registers' linearization (lincheck's "
+    "`check_watches`: in order, none repeated, none before its write, none older than at "
+    "arming). **Operations checked** is the sum "
     "over the models, whose numbers (operations / keys) are in the next column. In the "
     "other scenarios the same models judge the suite's own workload: `mutex` over its "
     "grants, releases and losses, `register` over each client's register."
@@ -184,6 +186,10 @@ RULES: Final = (
     ("linearizable:counter", "in `linearizable`: every add returns the total before it plus "
      "its delta, every read the total (lincheck's `counter` model): no add lost or counted "
      "twice, a retried one included"),
+    ("linearizable:watch", "in `linearizable`: what each watcher of a register saw are "
+     "states of the register in its linearized order (a subsequence: watches coalesce), "
+     "none repeated, none seen before the write that made it was called, none older than "
+     "the state when the watch was armed"),
     ("linearizable:membership", "in `linearizable`: joins, leaves and members() of each "
      "group are those of one set of ids (lincheck's `membership` model): an id joins only "
      "if absent, leaves only if present, members() is the set"),
