@@ -14,7 +14,7 @@ from tenure.testing import lincheck
 
 DATA: Final = Path(__file__).parent / "data" / "porcupine"
 VERDICTS: Final[dict[str, bool]] = json.loads((DATA / "verdicts.json").read_text())["linearizable"]
-#: What the issue allows one history here (the slowest took 0.5 s on this machine).
+#: What the issue allows one history here (the slowest took 0.2 s on this machine).
 EACH_SECONDS: Final = 10.0
 
 
