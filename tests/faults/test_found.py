@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 import tenure
-from tenure.errors import SessionExpiredError
+from tenure.errors import SessionExpiredError, UnavailableError
 from tests.api.support import wait_for_waiters
+from tests.netproxy import NetProxy
 from tests.server.wire import ServerProcess
 
 
@@ -77,3 +78,38 @@ async def test_a_release_after_the_loop_stalled_past_the_window_reports_the_loss
             _stall_the_loop(1.5)
             await member.leave()
             assert isinstance(member.lost_reason, SessionExpiredError)
+
+
+async def test_an_update_whose_answer_was_lost_is_not_applied_again_after_another(
+    tmp_path: Path,
+) -> None:
+    # Found by the linearizable scenario (lincheck's watch check, tenure-cluster): an
+    # update of a semaphore's data sent to a leader that died applied it (appended
+    # before it died); its client sent it again to the next leader once it had
+    # re-attached, after two other clients' updates: the data went back to it, and a
+    # watcher saw the value twice with others between. An update is not idempotent
+    # under other writers: it is no longer sent again (UnavailableError: its outcome
+    # is unknown). Here the answer is lost in a proxy, and another client updates
+    # before the connection is reset.
+    with ServerProcess(tmp_path / "data", "--fsync", "off") as server:
+        url = f"tenure://127.0.0.1:{server.port}"
+        async with (
+            NetProxy("127.0.0.1", server.port) as proxy,
+            tenure.connect(f"tenure://127.0.0.1:{proxy.port}") as client,
+            tenure.connect(url) as other_client,
+        ):
+            await client.create_node("n")
+            session = await client.session("n", recovery_window=30.0)
+            other = await other_client.session("n")
+            await other.semaphore("r").create(limit=1, data=b"0")
+            proxy.lose_downstream()  # the update reaches the server, its answer not
+            updating = asyncio.ensure_future(session.semaphore("r").update(b"mine"))
+            await asyncio.sleep(0.5)
+            assert (await other.semaphore("r").describe()).data == b"mine"
+            await other.semaphore("r").update(b"theirs")
+            proxy.lose_downstream(False)
+            proxy.drop()
+            with pytest.raises(UnavailableError, match="may or may not have been applied"):
+                await asyncio.wait_for(updating, 10)
+            await asyncio.sleep(0.5)  # (a copy sent again would be applied by now)
+            assert (await other.semaphore("r").describe()).data == b"theirs"

@@ -21,8 +21,10 @@ server, its :class:`Shard`). What the network adds lives here:
   claim the first made).
   An Acquire is sent again only if the re-attach found no trace of it (neither
   queued, nor granted, nor ended): re-sending one that was granted restates the
-  same grant and token. Create and delete commands are not repeated; they
-  raise UnavailableError saying the outcome is unknown.
+  same grant and token. Create, delete and update commands are not repeated;
+  they raise UnavailableError saying the outcome is unknown. (An update of a
+  semaphore's data is no idempotent command: applied, then overwritten by another
+  client's, a second copy would take effect again after it, undoing that update.)
 * **A release goes before what the session asks next.** One that could not be
   written at once (``send_now``: no connection), or whose connection was lost
   before its answer, is *owed*: written again ahead of the session's next request.
@@ -60,7 +62,6 @@ from tenure._core import (
     Release,
     Renew,
     SessionInfo,
-    UpdateSemaphore,
 )
 from tenure._protocol import Welcome
 from tenure.backends._engine import RECONCILE_PAGE, CommandStore
@@ -84,7 +85,6 @@ _RESENDABLE: Final = (
     Release,
     Renew,
     CancelAcquire,
-    UpdateSemaphore,
     DescribeSemaphore,
     CancelWatch,
     CloseSession,

@@ -89,7 +89,14 @@ class Semaphore(NamedRecipe):
         )
 
     async def update(self, data: Data) -> None:
-        """Replace the semaphore's data (watchers of data see it)."""
+        """Replace the semaphore's data (watchers of data see it).
+
+        Raises:
+            NotFoundError: the semaphore does not exist.
+            UnavailableError: the answer was lost; whether the data changed is unknown
+                (an update is not sent again by itself: applied, then overwritten by
+                another client's, a second copy would undo that update).
+        """
         data = _args.as_data(data)
         await self.session._backend_session().update_semaphore(self.name, data)
 

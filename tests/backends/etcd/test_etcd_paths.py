@@ -534,3 +534,32 @@ async def test_a_swap_whose_txn_was_sent_again_after_a_lost_answer_says_it_swapp
         assert await counter.add(1) == 2
         assert await counter.get() == 2
         assert sent_twice  # the swaps' Txns were sent twice
+
+
+async def test_an_update_whose_txn_was_sent_again_is_not_applied_after_another(
+    etcd_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (fault suite, linearizable): an update's Txn compared only that the
+    record was the same one (its create_revision), so sent again after a lost answer
+    it was applied a second time after another client's update, undoing it. It now
+    compares the mod_revision read, and an update whose record changed since is done
+    (ordered before the change that overwrote it)."""
+    async with tenure.connect(etcd_url) as client, tenure.connect(etcd_url) as other_client:
+        await client.create_node("n")
+        session, other = await client.session("n"), await other_client.session("n")
+        await session.semaphore("r").create(limit=1, data=b"0")
+        backend = _backend(client)
+        conn, original = backend.conn, backend.conn.send_txn
+        record = backend.layout.record("n", "r")
+
+        async def send_twice(request: Any, *, timeout: float | None = None) -> Any:
+            puts = [op.request_put.key for op in request.success if op.HasField("request_put")]
+            if record not in puts:
+                return await original(request, timeout=timeout)
+            await original(request, timeout=timeout)  # applied; its answer lost
+            await other.semaphore("r").update(b"theirs")
+            return await original(request, timeout=timeout)
+
+        monkeypatch.setattr(conn, "send_txn", send_twice)
+        await session.semaphore("r").update(b"mine")
+        assert (await other.semaphore("r").describe()).data == b"theirs"

@@ -155,6 +155,36 @@ async def test_a_timeout_read_again_after_its_answer_was_lost_is_still_a_timeout
         await busy.release()
 
 
+async def test_an_update_whose_answer_was_lost_is_not_applied_again_after_another(
+    postgres_server: PostgresServer,
+) -> None:
+    """Found by the fault suite's linearizable scenario (on tenure://, then looked for
+    here): an update sent again after its answer was lost was applied a second time
+    after another client's update, undoing it. It is no longer sent again: its outcome
+    is unknown (UnavailableError)."""
+    url = postgres_server.url(schema=_schema(), pool_size="1")
+    async with (
+        _through_proxy(postgres_server, url) as (proxy, proxied),
+        tenure.connect(proxied) as client,
+        tenure.connect(url) as other_client,
+    ):
+        await client.create_node("n")
+        session = await client.session("n", recovery_window=10.0)
+        other = await other_client.session("n")
+        await other.semaphore("r").create(limit=1, data=b"0")
+        proxy.lose_downstream()
+        updating = asyncio.ensure_future(session.semaphore("r").update(b"mine"))
+        await asyncio.sleep(0.5)  # applied by the database, its answer thrown away
+        assert (await other.semaphore("r").describe()).data == b"mine"
+        await other.semaphore("r").update(b"theirs")
+        proxy.lose_downstream(False)
+        proxy.drop()
+        with pytest.raises(UnavailableError, match="may or may not have been applied"):
+            await asyncio.wait_for(updating, 10)
+        await asyncio.sleep(0.5)
+        assert (await other.semaphore("r").describe()).data == b"theirs"
+
+
 async def test_a_silent_client_expires_by_the_databases_clock(
     postgres_server: PostgresServer,
 ) -> None:

@@ -45,6 +45,38 @@ async def test_an_acquire_whose_answers_were_lost_is_granted_once(redis_url: str
             assert taken.token > lease.token
 
 
+async def test_an_update_whose_answers_were_lost_is_not_applied_again_after_another(
+    redis_url: str,
+) -> None:
+    """Found by the fault suite's linearizable scenario (on tenure://, then looked for
+    here): an update sent again after its answers were lost was applied a second time
+    after another client's update, undoing it. It now carries a request key, so the
+    retry is answered as the first try was."""
+    port = int(redis_url.split("//", 1)[1].split(":", 1)[1].split("/", 1)[0])
+    async with NetProxy("127.0.0.1", port) as proxy:
+        through = redis_url.replace(f":{port}/", f":{proxy.port}/")
+        async with (
+            tenure.connect(through, request_timeout=0.3) as client,
+            tenure.connect(redis_url) as other_client,
+        ):
+            await client.create_node("n")
+            other = await other_client.session("n")
+            session = await client.session("n", recovery_window=30)
+            await other.semaphore("r").create(limit=1, data=b"0")
+            proxy.lose_downstream()  # requests reach Redis; no answer comes back
+            try:
+                updating = asyncio.create_task(session.semaphore("r").update(b"mine"))
+                await asyncio.sleep(0.5)  # applied, and sent again, unanswered
+                assert (await other.semaphore("r").describe()).data == b"mine"
+                await other.semaphore("r").update(b"theirs")
+                await asyncio.sleep(0.5)  # sent again meanwhile
+            finally:
+                proxy.lose_downstream(False)
+                proxy.drop()
+            await asyncio.wait_for(updating, 10)
+            assert (await other.semaphore("r").describe()).data == b"theirs"
+
+
 async def test_a_partition_within_the_window_loses_nothing(redis_url: str) -> None:
     """The client is cut off for less than its window: its session carries on, and a
     grant pushed meanwhile is read from its inbox once the partition heals."""

@@ -96,13 +96,16 @@ class Admin:
         """Put ``data`` in the semaphore's record, if its data is ``expected`` now (None:
         whatever it is); whether it did.
 
-        The Txn compares the record's create_revision (an update: the same record) or,
-        to swap, its mod_revision (the data compared is the data replaced). A record
-        that changed since it was read (its data, its limit, or it went) is read again,
-        and its data compared as it is now: unless the change is this call's own put.
-        The etcd client sends a Txn again when its answer was lost, and a swap applied
-        the first time fails its compare the second; the record then holds this put,
-        marked with its id (``w``), and the swap was made.
+        The Txn compares the record's mod_revision with the one read: the data
+        compared (a swap) is the data replaced, and a put is never applied after a
+        change it did not see. The etcd client sends a Txn again when its answer was
+        lost, and one applied the first time fails its compare the second: the record
+        then holds this put, marked with its id (``w``), and it was made. A swap whose
+        record changed otherwise since it was read is read again, and its data
+        compared as it is now. An update whose record changed is done: it is ordered
+        just before the change that came after its read, which overwrote it (or, for
+        a delete, ended it); putting it again would apply it a second time, after
+        that change, undoing it.
         """
         s = self._store
         config = await s.sender.config()
@@ -122,12 +125,10 @@ class Admin:
                 return False
             record = s.keys.layout.record(s.keys.node, name)
             value = encode({"limit": state.limit, "data": data, "w": put_id})
-            if expected is None:
-                compare = compare_create(record, state.record)
-            else:
-                compare = compare_mod(record, state.record_mod)
-            reply = await s.sender.txn([compare], [put(record, value)], [])
-            if reply.succeeded:
+            reply = await s.sender.txn(
+                [compare_mod(record, state.record_mod)], [put(record, value)], []
+            )
+            if reply.succeeded or expected is None:
                 return True
 
     async def reserve_units(

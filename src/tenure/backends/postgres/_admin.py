@@ -91,8 +91,9 @@ class PgAdmin:
         await self._store.call("create_semaphore", name, limit, data, idempotent=False)
 
     async def update_semaphore(self, name: str, data: bytes) -> None:
-        """One function."""
-        await self._store.call("update_semaphore", name, data)
+        """One function (not sent again after a lost answer: applied, then overwritten by
+        another client's update, a second copy would undo that update)."""
+        await self._store.call("update_semaphore", name, data, idempotent=False)
 
     async def swap_semaphore_data(self, name: str, expected: bytes, data: bytes) -> bool:
         """One function (not sent again after a lost answer: a swap that happened would

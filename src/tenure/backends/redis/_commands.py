@@ -204,7 +204,10 @@ async def _create(home: CommandsHome, command: CreateSemaphore) -> None:
 
 
 async def _update(home: CommandsHome, command: UpdateSemaphore) -> None:
-    await home.invoke("update_semaphore", "", command.name, command.data)
+    # A request key: a retry after a lost answer is answered as the first try was, not
+    # applied again (after another client's update, a second copy would undo it).
+    key = home.backend.request_key()
+    await home.invoke("update_semaphore", key, command.name, command.data)
 
 
 async def _swap(home: CommandsHome, command: SwapSemaphoreData) -> bool:

@@ -225,9 +225,13 @@ local function create_semaphore(keys, args)
   return reply(remember(args[3], 1), more)
 end
 
+-- The request key answers a retry as the first try was answered: an update applied,
+-- then overwritten by another client's, must not be applied again when its answer was
+-- lost and it is sent again.
 -- args: sid, fence, request key, name, data.
 local function update_semaphore(keys, args)
-  local more = begin_session(keys, args)
+  local more, done = begin_session(keys, args)
+  if done then return reply(done, more) end
   local name, data = args[4], args[5]
   local m = meta(name)
   if not m then fail(20, 'semaphore ' .. quote(name) .. ' does not exist') end
@@ -240,7 +244,7 @@ local function update_semaphore(keys, args)
     m.data = data
     touch(name)
   end
-  return reply(1, more)
+  return reply(remember(args[3], 1), more)
 end
 
 -- Compare and swap: the data replaced only if it is `expected` now; 1 if it was, else
