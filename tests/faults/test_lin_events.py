@@ -262,7 +262,7 @@ def test_a_client_with_no_answer_after_the_heal_or_a_request_unanswered_is_caugh
     assert stats["counter"]["checked_operations"] == 4
 
 
-def test_a_watcher_that_saw_a_register_go_back_in_time_is_caught(tmp_path: Path) -> None:
+def test_a_watcher_that_saw_what_no_linearization_explains_is_caught(tmp_path: Path) -> None:
     writes = [
         _event("w0c1", "invoke", "write", "reg-0", 1, 1.0),
         _event("w0c1", "ok", "write", "reg-0", 1, 1.1),
@@ -285,5 +285,13 @@ def test_a_watcher_that_saw_a_register_go_back_in_time_is_caught(tmp_path: Path)
     back = [_event("w0c0", "ok", "watch", "reg-0", 1, 2.3)]  # after 2: back in time
     watch.write_text("".join(json.dumps(e) + "\n" for e in [*seen, *back]))
     violations, stats = check_workload(tmp_path, None)
+    # Out of order in the one linearization lincheck found: counted, not a violation
+    # (here no other linearization explains it, but lincheck does not tell these apart).
+    assert violations == []
+    assert stats["watch"]["unconfirmed"] == 1
+    assert "again or out of order" in stats["watch"]["unconfirmed_first"][0]
+    made = [_event("w0c0", "ok", "watch", "reg-0", 7, 2.3)]  # nobody wrote 7
+    watch.write_text("".join(json.dumps(e) + "\n" for e in [*seen, *made]))
+    violations, stats = check_workload(tmp_path, None)
     assert [v.rule for v in violations] == ["linearizable:watch"]
-    assert "again or out of order" in violations[0].message
+    assert "never held" in violations[0].message

@@ -12,11 +12,14 @@ lease renewed by the library), recorded in the ``mutex`` model as the native one
 * ``release`` (``release()``): ``ok`` when the face answered it. The library says
   False for every other end (the lease had run out, the connection was lost: the
   face releases a dropped connection's locks itself): ``info``, and with it a
-  ``lost`` invoked when the grant was seen and never completed: a dflockd lease ends
-  by itself, on the face's clock, when its renewals stop (a paused worker, a cut
-  link), perhaps long before the release, and nothing tells the holder when. (Not
-  for every grant: a hold released ``ok`` ended at its release, and an open loss on
-  each costs the search dearly, every one of them placeable anywhere.)
+  ``lost`` invoked when the acquire was called and never completed: a dflockd lease
+  ends by itself, on the face's clock, when its renewals stop (a paused worker, a cut
+  link), perhaps long before the release, and nothing tells the holder when; it may
+  even have ended before the grant reached the client, which the library still
+  returns as held (a grant held 4.4 s by a cut link, its 3 s lease run out and the
+  key granted to others meanwhile: the next grants carried higher tokens, as fencing
+  needs). (Not for every grant: a hold released ``ok`` ended at its release, and an
+  open loss on each costs the search dearly, every one of them placeable anywhere.)
 
 A cluster of tenure servers is left out: dflockd's client dials one address (a
 standby closes its connections at once), and its ``servers`` list shards keys, it
@@ -53,8 +56,8 @@ async def hold_through_dflockd(client: LinClient, session: tenure.Session) -> No
     )
     writer = client.books.writer("mutex")
     try:
-        process = client.procs.current
-        writer.invoke(process, "acquire", None, key)
+        process, called = client.procs.current, now_ns()
+        client.books.record_at(called, "mutex", "invoke", process, "acquire", None, key)
         try:
             async with asyncio.timeout(config.op_timeout + config.acquire_wait):
                 granted = await lock.acquire()
@@ -82,7 +85,7 @@ async def hold_through_dflockd(client: LinClient, session: tenure.Session) -> No
             writer.info(process, "release", token, key)
             client.procs.unknown()
             loss = client.procs.loss(key, token)
-            client.books.record_at(seen, "mutex", "invoke", loss, "lost", token, key)
+            client.books.record_at(called, "mutex", "invoke", loss, "lost", token, key)
     finally:
         with contextlib.suppress(DflockdError, *ANSWER_LOST):
             async with asyncio.timeout(config.op_timeout):

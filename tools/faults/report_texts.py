@@ -119,7 +119,8 @@ LINEARIZABLE_NOTES: Final = (
     "ended any time after it was seen: its lease runs out by itself). Two clients watch "
     "a register: what they saw is held to the registers' linearization (lincheck's "
     "`check_watches`: in order, none repeated, none before its write, none older than at "
-    "arming). **Operations checked** is the sum "
+    "arming; what is out of order only in the one linearization found is counted as "
+    "unconfirmed). **Operations checked** is the sum "
     "over the models, whose numbers (operations / keys) are in the next column. In the "
     "other scenarios the same models judge the suite's own workload: `mutex` over its "
     "grants, releases and losses, `register` over each client's register."
@@ -186,10 +187,10 @@ RULES: Final = (
     ("linearizable:counter", "in `linearizable`: every add returns the total before it plus "
      "its delta, every read the total (lincheck's `counter` model): no add lost or counted "
      "twice, a retried one included"),
-    ("linearizable:watch", "in `linearizable`: what each watcher of a register saw are "
-     "states of the register in its linearized order (a subsequence: watches coalesce), "
-     "none repeated, none seen before the write that made it was called, none older than "
-     "the state when the watch was armed"),
+    ("linearizable:watch", "in `linearizable`: no watcher of a register sees a value the "
+     "register never held, or sees it before the write that made it was called (lincheck's "
+     "`check_watches`; what it finds out of order in the one linearization its search "
+     "found is counted as unconfirmed: another may explain it)"),
     ("linearizable:membership", "in `linearizable`: joins, leaves and members() of each "
      "group are those of one set of ids (lincheck's `membership` model): an id joins only "
      "if absent, leaves only if present, members() is the set"),
