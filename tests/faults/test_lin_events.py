@@ -285,11 +285,10 @@ def test_a_watcher_that_saw_what_no_linearization_explains_is_caught(tmp_path: P
     back = [_event("w0c0", "ok", "watch", "reg-0", 1, 2.3)]  # after 2: back in time
     watch.write_text("".join(json.dumps(e) + "\n" for e in [*seen, *back]))
     violations, stats = check_workload(tmp_path, None)
-    # Out of order in the one linearization lincheck found: counted, not a violation
-    # (here no other linearization explains it, but lincheck does not tell these apart).
-    assert violations == []
-    assert stats["watch"]["unconfirmed"] == 1
-    assert "again or out of order" in stats["watch"]["unconfirmed_first"][0]
+    # Out of order: no linearization of the writes explains 2 then 1.
+    assert [v.rule for v in violations] == ["linearizable:watch"]
+    assert "out of order" in violations[0].message
+    assert stats["watch"]["verdict"] == "violated"
     made = [_event("w0c0", "ok", "watch", "reg-0", 7, 2.3)]  # nobody wrote 7
     watch.write_text("".join(json.dumps(e) + "\n" for e in [*seen, *made]))
     violations, stats = check_workload(tmp_path, None)

@@ -124,7 +124,7 @@ def test_watches_and_a_timeline(tmp_path: Path, capsys: pytest.CaptureFixture[st
         + json.dumps({"watcher": "w", "event": "ended", "final": True, "time": 30})
     )
     assert main(["--model", "register", "--watches", str(watches), history]) == 1
-    assert "last saw nothing, not the final state" in capsys.readouterr().out
+    assert "watched to the end and saw nothing" in capsys.readouterr().out
 
 
 def test_the_models_are_listed(capsys: pytest.CaptureFixture[str]) -> None:

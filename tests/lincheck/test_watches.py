@@ -59,13 +59,13 @@ def test_a_lagging_watcher_is_no_violation() -> None:
 @pytest.mark.parametrize(
     ("lines", "says"),
     [
-        (watcher(0, (1, 25), (1, 26)), "again or out of order"),
-        (watcher(0, (2, 45), (1, 46)), "again or out of order"),
-        (watcher(0, (7, 45)), "which the key never held"),
-        (watcher(0, (3, 45)), "before the operation that made it was called"),
+        (watcher(0, (1, 25), (1, 26)), "saw 1 again (one change, seen twice)"),
+        (watcher(0, (2, 45), (1, 46)), "ok 1 (item 2 of watcher 'w'): out of order"),
+        (watcher(0, (7, 45)), "ok 7 (item 1 of watcher 'w'): a value the key never held"),
+        (watcher(0, (3, 45)), "seen before the operation that made it was called"),
         (watcher(45, (1, 46)), "older than the state when it was armed"),
-        (watcher(0, (1, 25), (2, 45), final=True), "not the final state"),
-        (watcher(0, final=True), "last saw nothing"),
+        (watcher(0, (1, 25), (2, 45), final=True), "(item 2 of watcher 'w'): out of order"),
+        (watcher(0, final=True), "watched to the end and saw nothing"),
     ],
 )
 def test_what_a_watcher_could_not_have_seen(lines: list[str], says: str) -> None:
@@ -89,3 +89,29 @@ def test_a_model_with_nothing_to_watch_is_refused() -> None:
     mutex = lincheck.check(lincheck.read_jsonl([]), "mutex")
     with pytest.raises(lincheck.HistoryError, match="no state a watch can see"):
         lincheck.check_watches(mutex, [])
+
+
+def test_concurrent_writes_seen_in_either_order_are_explained() -> None:
+    # write 1 is called first, write 2 returns first: either order is a linearization
+    both = [
+        {"process": 0, "type": "invoke", "f": "write", "value": 1, "time": 10},
+        {"process": 1, "type": "invoke", "f": "write", "value": 2, "time": 12},
+        {"process": 1, "type": "ok", "f": "write", "value": 2, "time": 14},
+        {"process": 0, "type": "ok", "f": "write", "value": 1, "time": 16},
+    ]
+    checked = lincheck.check(lincheck.read_jsonl(map(json.dumps, both)), "register")
+    for order in ((1, 2), (2, 1)):
+        lines = [{"watcher": "w", "event": "armed", "time": 0}]
+        lines += [{"watcher": "w", "event": "saw", "value": v, "time": 20 + v} for v in order]
+        lines.append({"watcher": "w", "event": "ended", "final": True, "time": 30})
+        records = lincheck.read_watches(map(json.dumps, lines))
+        found = lincheck.check_watches(checked, records)
+        assert found.ok, (order, found.violations)
+    # ...but not both orders at once, by two watchers that watched to the end
+    lines = [{"watcher": w, "event": "armed", "time": 0} for w in ("a", "b")]
+    lines += [{"watcher": "a", "event": "saw", "value": v, "time": 20 + v} for v in (1, 2)]
+    lines += [{"watcher": "b", "event": "saw", "value": v, "time": 20 + v} for v in (2, 1)]
+    lines += [{"watcher": w, "event": "ended", "final": True, "time": 30} for w in ("a", "b")]
+    found = lincheck.check_watches(checked, lincheck.read_watches(map(json.dumps, lines)))
+    assert not found.ok
+    assert "no linearization explains what they saw" in found.violations[0]

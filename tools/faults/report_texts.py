@@ -118,9 +118,9 @@ LINEARIZABLE_NOTES: Final = (
     "taken with `dflockd-client` (a grant whose release the face did not answer may have "
     "ended any time after it was seen: its lease runs out by itself). Two clients watch "
     "a register: what they saw is held to the registers' linearization (lincheck's "
-    "`check_watches`: in order, none repeated, none before its write, none older than at "
-    "arming; what is out of order only in the one linearization found is counted as "
-    "unconfirmed). **Operations checked** is the sum "
+    "`check_watches`: the register searched again with every item they saw, which some "
+    "linearization must explain: in order, none repeated, none before its write, none "
+    "older than at arming). **Operations checked** is the sum "
     "over the models, whose numbers (operations / keys) are in the next column. In the "
     "other scenarios the same models judge the suite's own workload: `mutex` over its "
     "grants, releases and losses, `register` over each client's register."
@@ -187,10 +187,11 @@ RULES: Final = (
     ("linearizable:counter", "in `linearizable`: every add returns the total before it plus "
      "its delta, every read the total (lincheck's `counter` model): no add lost or counted "
      "twice, a retried one included"),
-    ("linearizable:watch", "in `linearizable`: no watcher of a register sees a value the "
-     "register never held, or sees it before the write that made it was called (lincheck's "
-     "`check_watches`; what it finds out of order in the one linearization its search "
-     "found is counted as unconfirmed: another may explain it)"),
+    ("linearizable:watch", "in `linearizable`: what the watchers of a register saw is "
+     "explained by some linearization of the register's operations (lincheck's "
+     "`check_watches`, the register searched again with each item seen as a read after "
+     "the watch was armed, before the item came, after the item before it): no value the "
+     "register never held, none before the write that made it, none out of order or twice"),
     ("linearizable:membership", "in `linearizable`: joins, leaves and members() of each "
      "group are those of one set of ids (lincheck's `membership` model): an id joins only "
      "if absent, leaves only if present, members() is the set"),

@@ -136,9 +136,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(result.explain())
         if watched is not None:
             print(f"watches: {watched.watchers} watcher(s), {watched.items} item(s) seen")
-            print("\n".join(f"  {violation}" for violation in watched.violations))
+            print("\n".join(f"  {line}" for line in watched.violations + watched.unknown))
     if result.verdict == LINEARIZABLE:
-        return EXIT_LINEARIZABLE if watched is None or watched.ok else EXIT_NOT_LINEARIZABLE
+        if watched is not None and watched.violations:
+            return EXIT_NOT_LINEARIZABLE
+        return EXIT_UNKNOWN if watched is not None and watched.unknown else EXIT_LINEARIZABLE
     return EXIT_NOT_LINEARIZABLE if result.verdict == NOT_LINEARIZABLE else EXIT_UNKNOWN
 
 

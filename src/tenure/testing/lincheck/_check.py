@@ -43,6 +43,10 @@ class CheckResult:
     keys: list[KeyResult]
     seconds: float
     header: dict[str, Any] = field(default_factory=dict)
+    #: Each key's operations, as checked (what a check of watchers searches again).
+    by_key: dict[str | None, list[Operation]] = field(default_factory=dict)
+    #: The bounds it was checked within: seconds, MiB (0: none).
+    bounds: tuple[float, float] = (DEFAULT_TIMEOUT, DEFAULT_MEMORY_MB)
 
     @property
     def ok(self) -> bool:
@@ -181,7 +185,15 @@ def check(
         verdict = NOT_LINEARIZABLE
     elif any(r.verdict == UNKNOWN for r in results):
         verdict = UNKNOWN
-    return CheckResult(chosen, verdict, results, time.monotonic() - started, facts)
+    return CheckResult(
+        chosen,
+        verdict,
+        results,
+        time.monotonic() - started,
+        facts,
+        by_key,
+        (timeout, memory_mb),
+    )
 
 
 def result_json(result: CheckResult) -> str:

@@ -92,6 +92,17 @@ _CAS_FAIL: Final = 4  # (kind, from): the state was not from
 _CAS_MAYBE: Final = 5  # (kind, from, to): to if the state was from
 
 
+#: The ``f`` of an item a watcher saw, checked as a read of that value.
+WATCH: Final = "watch"
+
+
+def watch_step(model: Model, value: Any) -> Prepared:
+    """What a watcher seeing ``value`` asks of ``model``'s state: to be it."""
+    if model.observe is None:
+        raise ValueError(f"model {model.name} has no state a watch can see")
+    return (_READ, model.observe(value))
+
+
 def _cas_step(state: State, prepared: Prepared) -> tuple[bool, State] | None:
     """The steps registers and counters share (None: not one of them)."""
     kind = prepared[0]

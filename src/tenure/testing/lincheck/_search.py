@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from tenure.testing.lincheck._history import Operation
-from tenure.testing.lincheck._models import INERT, Model, State
+from tenure.testing.lincheck._models import INERT, WATCH, Model, State, watch_step
 
 #: Outcomes of one key's search.
 LINEARIZABLE: Final = "linearizable"
@@ -78,15 +78,25 @@ def search(
     initial: State,
     deadline: float = math.inf,
     max_bytes: float = math.inf,
+    after: Mapping[int, Sequence[int]] | None = None,
 ) -> KeyResult:
     """Whether ``operations`` (one key's) have a linearization from ``initial`` (module
-    docstring); the verdict and its witness."""
+    docstring); the verdict and its witness.
+
+    ``after`` orders some operations beyond real time: operation i (an index into
+    ``operations``) is taken only after every one of ``after[i]`` (a watcher's
+    items, in the order it saw them). A ``watch`` operation is a read of the value it
+    saw (its ``output``), through the model's ``observe``.
+    """
     started = time.monotonic()
     checked = len(operations)
     # An inert operation (legal anywhere, changing nothing) could go anywhere in its
     # interval: the search leaves it out, and with it every choice of where it goes.
-    prepared_all = [model.prepare(op) for op in operations]
+    prepared_all = [
+        watch_step(model, op.output) if op.f == WATCH else model.prepare(op) for op in operations
+    ]
     kept = [i for i, prepared in enumerate(prepared_all) if prepared != INERT]
+    place = {old: new for new, old in enumerate(kept)}
     operations = [operations[i] for i in kept]
     prepared = [prepared_all[i] for i in kept]
     count = len(operations)
@@ -94,6 +104,11 @@ def search(
     if model.bound_returns is not None:
         returns = model.bound_returns(operations, prepared, initial)
     waits_for = _symmetry(operations, prepared, returns)
+    for first, befores in (after or {}).items():
+        if first in place:
+            for before in befores:
+                if before in place:
+                    waits_for[place[first]] |= 1 << place[before]
     # The list: node 0 is the head; node 2i+1 is operation i's call, 2i+2 its return.
     order = sorted(
         [(op.call, 0, i) for i, op in enumerate(operations)]
@@ -141,8 +156,8 @@ def search(
             return finish(UNKNOWN, "the timeout passed")
         if node & 1:  # a call: try to take its operation now
             i = node >> 1
-            if waits_for[i] and not taken & waits_for[i]:
-                node = following[node]  # its twin called earlier goes first
+            if taken & waits_for[i] != waits_for[i]:
+                node = following[node]  # what must go first has not (a twin, a watch)
                 continue
             legal, after = step(state, prepared[i])
             if legal:
