@@ -542,8 +542,9 @@ async def test_an_update_whose_txn_was_sent_again_is_not_applied_after_another(
     """Regression (fault suite, linearizable): an update's Txn compared only that the
     record was the same one (its create_revision), so sent again after a lost answer
     it was applied a second time after another client's update, undoing it. It now
-    compares the mod_revision read, and an update whose record changed since is done
-    (ordered before the change that overwrote it)."""
+    compares the mod_revision read; when that fails, the record's history says
+    whether its put was applied (then it is done), and if not (another client's
+    change came between its read and its Txn) it is put again after that change."""
     async with tenure.connect(etcd_url) as client, tenure.connect(etcd_url) as other_client:
         await client.create_node("n")
         session, other = await client.session("n"), await other_client.session("n")
@@ -563,3 +564,19 @@ async def test_an_update_whose_txn_was_sent_again_is_not_applied_after_another(
         monkeypatch.setattr(conn, "send_txn", send_twice)
         await session.semaphore("r").update(b"mine")
         assert (await other.semaphore("r").describe()).data == b"theirs"
+
+        # Another client's compare-and-set between this update's read and its Txn: not
+        # applied, so the update is put again after it (an update "done" without a put
+        # would leave the swap's value, though the swap expected the old one).
+        swapped: list[bool] = []
+
+        async def swap_first(request: Any, *, timeout: float | None = None) -> Any:
+            puts = [op.request_put.key for op in request.success if op.HasField("request_put")]
+            if record in puts and not swapped:
+                swapped.append(await other.semaphore("r").compare_and_set(b"theirs", b"swap"))
+            return await original(request, timeout=timeout)
+
+        monkeypatch.setattr(conn, "send_txn", swap_first)
+        await session.semaphore("r").update(b"mine again")
+        assert swapped == [True]
+        assert (await other.semaphore("r").describe()).data == b"mine again"

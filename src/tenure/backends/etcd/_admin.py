@@ -2,8 +2,8 @@
 a prefix); claims are :class:`~tenure.backends.etcd._claims.Claims`'s.
 
 A persistent semaphore is its record ``rec`` (limit and data, no lease, and the id
-of the put that wrote it, ``w``: see :meth:`Admin._put_data`); an ephemeral one
-has no record and exists while it has requests. Creating compares
+of the put that wrote it, ``w``: :mod:`._landed`); an ephemeral one has no record
+and exists while it has requests. Creating compares
 that neither exists; deleting compares the record's create_revision (and, unless
 forced, that the queue is empty) and deletes the semaphore's range (all but the
 placeholders of lock_all requests being made, :mod:`._set`), so every request and
@@ -15,7 +15,6 @@ and removes again; see :mod:`tenure.backends.etcd._node`), waiters their request
 
 from __future__ import annotations
 
-import secrets
 import time
 
 from tenure._core.claims import ClaimRecord
@@ -34,6 +33,7 @@ from tenure._etcd.requests import (
 from tenure.backends._prefix import PrefixStream
 from tenure.backends.etcd._claims import Claims
 from tenure.backends.etcd._keys import encode
+from tenure.backends.etcd._landed import landed, put_id
 from tenure.backends.etcd._prefix_watch import EtcdPrefixWatch
 from tenure.backends.etcd._types import AdminHome, Armed
 from tenure.backends.etcd._watch import EtcdWatch
@@ -72,15 +72,18 @@ class Admin:
                 f"max_semaphores ({config.max_semaphores}) reached on node {s.keys.node!r}"
             )
         record = s.keys.layout.record(s.keys.node, name)
-        put_id = secrets.token_hex(8)
+        made = put_id()
         reply = await s.sender.txn(
             # An ephemeral semaphore of that name exists while it has requests.
             [compare_create(record, 0), compare_empty(s.keys.layout.queue(s.keys.node, name))],
-            [put(record, encode({"limit": limit, "data": data, "w": put_id}))],
+            [put(record, encode({"limit": limit, "data": data, "w": made}))],
             [],
         )
-        if not reply.succeeded and (await s.sender.read(name)).writer != put_id:
-            # (Made by this call if it holds this put: a try whose answer was lost.)
+        if reply.succeeded:
+            return
+        # Made by this call if the record's first version is its put (:mod:`._landed`).
+        state = await s.sender.read(name)
+        if not state.record or not await landed(s.sender.conn, record, made, state.record - 1):
             raise AlreadyExistsError(f"semaphore {name!r} already exists")
 
     async def update_semaphore(self, name: str, data: bytes) -> None:
@@ -97,24 +100,18 @@ class Admin:
         whatever it is); whether it did.
 
         The Txn compares the record's mod_revision with the one read: the data
-        compared (a swap) is the data replaced, and a put is never applied after a
-        change it did not see. The etcd client sends a Txn again when its answer was
-        lost, and one applied the first time fails its compare the second: the record
-        then holds this put, marked with its id (``w``), and it was made. A swap whose
-        record changed otherwise since it was read is read again, and its data
-        compared as it is now. An update whose record changed is done: it is ordered
-        just before the change that came after its read, which overwrote it (or, for
-        a delete, ended it); putting it again would apply it a second time, after
-        that change, undoing it.
+        compared (a swap) is the data replaced, and the put is the first change after
+        that read. When the compare failed, the record's history says whether the put
+        was applied anyway (its Txn sent again after a lost answer: :mod:`._landed`);
+        if not, the record changed since it was read: it is read again (and a swap's
+        data compared as it is now).
         """
         s = self._store
         config = await s.sender.config()
         data = check_data("semaphore data", data, config.max_data_size)
-        put_id = secrets.token_hex(8)
+        made = put_id()
         while True:
             state = await s.sender.read(name)
-            if state.writer == put_id:
-                return True  # applied by a try whose answer was lost
             if not state.exists:
                 raise NotFoundError(f"semaphore {name!r} does not exist")
             if not state.record:
@@ -124,11 +121,11 @@ class Admin:
             if expected is not None and state.data != expected:
                 return False
             record = s.keys.layout.record(s.keys.node, name)
-            value = encode({"limit": state.limit, "data": data, "w": put_id})
+            value = encode({"limit": state.limit, "data": data, "w": made})
             reply = await s.sender.txn(
                 [compare_mod(record, state.record_mod)], [put(record, value)], []
             )
-            if reply.succeeded or expected is None:
+            if reply.succeeded or await landed(s.sender.conn, record, made, state.record_mod):
                 return True
 
     async def reserve_units(
@@ -136,7 +133,8 @@ class Admin:
     ) -> RateReservation:
         """See :meth:`tenure.backends._base.BackendSession.reserve_units`: the rule of
         :mod:`tenure._core.rates`, then one Txn that puts the new bucket only if the
-        record's mod_revision is the one read (else read again).
+        record's mod_revision is the one read (else read again; applied anyway, its
+        answer lost, when the record's history says so, as :meth:`_put_data`'s).
 
         etcd has no clock a Txn can read, so the time is this process's wall clock
         (UNIX seconds): every client of a limiter then decides by its own clock, and
@@ -144,11 +142,9 @@ class Admin:
         ``rate * d`` units more at once (docs/recipes.md).
         """
         s = self._store
-        put_id, sent = secrets.token_hex(8), None
+        made = put_id()
         while True:
             state = await s.sender.read(name)
-            if sent is not None and state.writer == put_id:
-                return sent  # applied by a try whose answer was lost (_put_data says how)
             if not state.exists:
                 raise NotFoundError(f"semaphore {name!r} does not exist")
             bucket = parse_bucket(name, state.data if state.record else b"")
@@ -156,14 +152,13 @@ class Admin:
             if after is None:
                 return reply
             record = s.keys.layout.record(s.keys.node, name)
-            value = encode({"limit": state.limit, "data": bucket_data(after), "w": put_id})
+            value = encode({"limit": state.limit, "data": bucket_data(after), "w": made})
             answer = await s.sender.txn(
                 [compare_mod(record, state.record_mod)], [put(record, value)], []
             )
-            if answer.succeeded:
+            if answer.succeeded or await landed(s.sender.conn, record, made, state.record_mod):
                 return reply
             # Another reservation (or change) came first: reserve after it.
-            sent = reply
 
     async def claim(
         self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes

@@ -153,10 +153,6 @@ class SemState:
     data: bytes = b""
     entries: list[QueueEntry] = field(default_factory=list)  # in arrival order
     record_mod: int = 0  # the record's mod_revision (a compare-and-swap of its data)
-    #: The id of the write that put the record's value ("": its create, or a client
-    #: before it was kept): a writer whose Txn was sent again after a lost answer
-    #: knows from it that the first one was applied (tenure.backends.etcd._admin).
-    writer: str = ""
 
     @classmethod
     def parse(cls, name: str, prefix: bytes, kvs: Any, revision: int) -> SemState:
@@ -184,8 +180,6 @@ class SemState:
             self.record, self.limit = int(kv.create_revision), int(value["limit"])
             self.record_mod = int(kv.mod_revision)
             self.data = bytes(value["data"])
-            writer = value.get("w", "")
-            self.writer = writer if isinstance(writer, str) else ""
         except (KeyError, TypeError, ValueError) as error:
             raise _foreign(kv, error) from None
         data = self.data
