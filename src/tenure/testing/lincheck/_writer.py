@@ -11,6 +11,7 @@ and their ``process`` ids must differ; the files are read back with
 
 from __future__ import annotations
 
+import heapq
 import json
 import threading
 import time
@@ -33,7 +34,8 @@ class HistoryWriter:
     """Appends events to ``path`` (module docstring); safe to share between threads.
 
     ``header`` (a semaphore's ``limit``...) is written first when the file is new.
-    ``clock`` gives each event's ``time`` (integer nanoseconds).
+    ``clock`` gives each event's ``time`` (integer nanoseconds), unless the event is
+    given one (``time=``: something learnt later, e.g. when a loss began).
     """
 
     def __init__(
@@ -56,28 +58,64 @@ class HistoryWriter:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def invoke(self, process: int | str, f: str, value: Any = None, key: str | None = None) -> None:
-        """``process`` calls ``f`` with ``value`` (on ``key``)."""
-        self._event(INVOKE, process, f, value, key)
+    def invoke(
+        self,
+        process: int | str,
+        f: str,
+        value: Any = None,
+        key: str | None = None,
+        *,
+        time: int | None = None,
+    ) -> None:
+        """``process`` calls ``f`` with ``value`` (on ``key``). ``time``: when, if not now."""
+        self._event(INVOKE, process, f, value, key, time)
 
-    def ok(self, process: int | str, f: str, value: Any = None, key: str | None = None) -> None:
-        """``process``'s ``f`` returned ``value``."""
-        self._event(OK, process, f, value, key)
+    def ok(
+        self,
+        process: int | str,
+        f: str,
+        value: Any = None,
+        key: str | None = None,
+        *,
+        time: int | None = None,
+    ) -> None:
+        """``process``'s ``f`` returned ``value``. ``time``: when, if not now."""
+        self._event(OK, process, f, value, key, time)
 
-    def fail(self, process: int | str, f: str, value: Any = None, key: str | None = None) -> None:
-        """``process``'s ``f`` certainly did not take effect (a cas that did not swap)."""
-        self._event(FAIL, process, f, value, key)
+    def fail(
+        self,
+        process: int | str,
+        f: str,
+        value: Any = None,
+        key: str | None = None,
+        *,
+        time: int | None = None,
+    ) -> None:
+        """``process``'s ``f`` certainly did not take effect (a cas that did not swap).
+        ``time``: when, if not now."""
+        self._event(FAIL, process, f, value, key, time)
 
-    def info(self, process: int | str, f: str, value: Any = None, key: str | None = None) -> None:
-        """``process``'s ``f`` ended without telling whether it took effect."""
-        self._event(INFO, process, f, value, key)
+    def info(
+        self,
+        process: int | str,
+        f: str,
+        value: Any = None,
+        key: str | None = None,
+        *,
+        time: int | None = None,
+    ) -> None:
+        """``process``'s ``f`` ended without telling whether it took effect. ``time``:
+        when, if not now."""
+        self._event(INFO, process, f, value, key, time)
 
     def close(self) -> None:
         """Close the file (idempotent); later events are dropped."""
         with self._lock:
             self._file.close()
 
-    def _event(self, kind: str, process: int | str, f: str, value: Any, key: str | None) -> None:
+    def _event(
+        self, kind: str, process: int | str, f: str, value: Any, key: str | None, at: int | None
+    ) -> None:
         event: dict[str, Any] = {"process": process, "type": kind, "f": f}
         if key is not None:
             event["key"] = key
@@ -85,18 +123,19 @@ class HistoryWriter:
         with self._lock:
             if self._file.closed:
                 return
-            event["time"] = self._clock()
+            event["time"] = self._clock() if at is None else at
             self._file.write(json.dumps(event, separators=(",", ":")) + "\n")
 
 
 def read_histories(paths: Iterable[Path | str]) -> History:
     """One history of several files written by :class:`HistoryWriter` (each process's
-    own), merged by ``time``; the first file's header is the history's.
+    own), interleaved by ``time`` (each file's own order kept); the first file's header
+    is the history's.
 
     Raises:
         HistoryError: a line that breaks the format, naming its file and line.
     """
-    merged: list[tuple[float, int, int, Any]] = []  # (time, file, line, event)
+    files: list[list[tuple[float, int, int, Any]]] = []  # each (time, file, line, event)
     header: dict[str, Any] = {}
     sources: list[str] = []
     for index, path in enumerate(paths):
@@ -105,13 +144,15 @@ def read_histories(paths: Iterable[Path | str]) -> History:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as error:
             raise HistoryError(f"{path}: {error.strerror or error}") from None
-        for number, line in enumerate(text.splitlines(), start=1):
+        lines = text.splitlines()
+        found: list[tuple[float, int, int, Any]] = []
+        for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             try:
                 event = json.loads(line)
             except json.JSONDecodeError:
-                if number == len(text.splitlines()):
+                if number == len(lines):
                     continue  # a process killed mid-line: its last line cut short
                 raise HistoryError(f"{path}:{number}: not JSON") from None
             if isinstance(event, dict) and "type" not in event:
@@ -120,8 +161,11 @@ def read_histories(paths: Iterable[Path | str]) -> History:
             stamp = event.get("time") if isinstance(event, dict) else None
             if not isinstance(stamp, int | float):
                 raise HistoryError(f"{path}:{number}: merged files need every event's 'time'")
-            merged.append((stamp, index, number, event))
-    merged.sort(key=lambda item: (item[0], item[1], item[2]))
+            found.append((stamp, index, number, event))
+        files.append(found)
+    # Each file keeps its own order (a process's events pair in the order written, even
+    # one given an earlier time); the files are interleaved by time.
+    merged = heapq.merge(*files, key=lambda item: (item[0], item[1], item[2]))
 
     def events() -> Iterator[tuple[int, Any]]:
         if header:
