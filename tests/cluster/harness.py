@@ -40,12 +40,27 @@ _OPENER: Final = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 class ClusterServer:
     """One member: ``python -m tenure serve --cluster URL`` on fixed ports (``ydb``:
-    with ``--ydb-port``, on a port of its own too)."""
+    with ``--ydb-port``, on a port of its own too).
+
+    ``host``: the address it listens (and is reached) on; ``prefix``: what its
+    command line runs under (``ip netns exec NAME``: tools/faults/netns.py), which
+    execs it in place (its PID is the server's).
+    """
 
     def __init__(
-        self, index: int, root: Path, cluster: str, extra: tuple[str, ...], *, ydb: bool = False
+        self,
+        index: int,
+        root: Path,
+        cluster: str,
+        extra: tuple[str, ...],
+        *,
+        ydb: bool = False,
+        host: str = "127.0.0.1",
+        prefix: tuple[str, ...] = (),
     ) -> None:
         self.index = index
+        self.host = host
+        self.prefix = prefix
         self.port = free_port()
         self.http_port = free_port()
         #: Its YDB face's port (0: it has none).
@@ -59,14 +74,14 @@ class ClusterServer:
 
     @property
     def address(self) -> str:
-        """``127.0.0.1:PORT``: its native face (and its name in the cluster)."""
-        return f"127.0.0.1:{self.port}"
+        """``HOST:PORT``: its native face (and its name in the cluster)."""
+        return f"{self.host}:{self.port}"
 
     @property
     def ydb_address(self) -> str:
-        """``127.0.0.1:PORT``: its YDB face (as discovery names it)."""
+        """``HOST:PORT``: its YDB face (as discovery names it)."""
         assert self.ydb_port, f"member {self.index} has no YDB face"
-        return f"127.0.0.1:{self.ydb_port}"
+        return f"{self.host}:{self.ydb_port}"
 
     @property
     def ydb_endpoint(self) -> str:
@@ -98,6 +113,7 @@ class ClusterServer:
             "--log-format",
             "json",
             *(("--ydb-port", str(self.ydb_port)) if self.ydb_port else ()),
+            *(("--host", self.host) if self.host != "127.0.0.1" else ()),
             *self.extra,
         ]
         self.starts += 1
@@ -105,7 +121,7 @@ class ClusterServer:
             out.write(f"== start {self.starts}\n".encode())
             out.flush()
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tenure", "serve", *args],
+                [*self.prefix, sys.executable, "-m", "tenure", "serve", *args],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -132,7 +148,7 @@ class ClusterServer:
     def ready(self) -> bool:
         """Whether ``/readyz`` answers 200 (it leads)."""
         try:
-            with _OPENER.open(f"http://127.0.0.1:{self.http_port}/readyz", timeout=2) as reply:
+            with _OPENER.open(f"http://{self.host}:{self.http_port}/readyz", timeout=2) as reply:
                 return bool(reply.status == 200)
         except (urllib.error.URLError, OSError):
             return False
@@ -238,7 +254,7 @@ class TenureCluster:
 
     async def status(self, server: ClusterServer) -> ClusterView:
         """What ``server`` answers ClusterStatus (raw protocol, version 3)."""
-        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        reader, writer = await asyncio.open_connection(server.host, server.port)
         try:
             client = WireClient(reader, writer)
             await client.hello()

@@ -1,8 +1,9 @@
 """Real ``etcd`` members on loopback: one, or a static cluster of three.
 
 :class:`EtcdCluster` starts ``etcd`` processes (Debian's ``etcd-server``; the
-binary is ``$TENURE_ETCD``, else ``etcd`` on PATH) on free ports of 127.0.0.1, each
-with its data directory in a temporary directory, and waits until each serves
+binary is ``$TENURE_ETCD``, else ``etcd`` on PATH) on free ports of 127.0.0.1 (or
+each member on an address of its own, run in a network namespace: ``hosts`` and
+``prefixes``), each with its data directory in a temporary directory, and waits until each serves
 (``/health`` on its client URL: a leader, and a quorum read answered). Members are
 stopped by PID: SIGTERM, then SIGKILL when the process outlives a bounded wait.
 Every process started here is tracked in one registry (:func:`live_pids`) and
@@ -107,14 +108,15 @@ def member_argv(
     heartbeat_ms: int | None = None,
     election_ms: int | None = None,
     extra: Sequence[str] = (),
+    host: str = HOST,
 ) -> list[str]:
-    """The command line of one member listening on ``HOST`` only.
+    """The command line of one member listening on ``host`` only (``HOST`` by default).
 
     ``initial_cluster`` (``name=peer_url,...``) defaults to this member alone; the
     Raft timers to etcd's defaults (the benchmarks run etcd as shipped).
     """
-    client = f"http://{HOST}:{client_port}"
-    peer = f"http://{HOST}:{peer_port}"
+    client = f"http://{host}:{client_port}"
+    peer = f"http://{host}:{peer_port}"
     argv = [binary, "--name", name, "--data-dir", str(data_dir), "--logger", "zap"]
     argv += ["--listen-client-urls", client, "--advertise-client-urls", client]
     argv += ["--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer]
@@ -217,10 +219,23 @@ def _child_env() -> dict[str, str]:
 
 
 class EtcdMember:
-    """One member: its ports and data directory, and its process while it runs."""
+    """One member: its ports and data directory, and its process while it runs.
 
-    def __init__(self, name: str, data_dir: Path, log_path: Path) -> None:
+    ``host``: the address it listens on; ``prefix``: what its command line runs
+    under (``ip netns exec NAME``: tools/faults/netns.py), exec'ing it in place.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        data_dir: Path,
+        log_path: Path,
+        host: str = HOST,
+        prefix: Sequence[str] = (),
+    ) -> None:
         self.name = name
+        self.host = host
+        self.prefix = list(prefix)
         self.data_dir = data_dir
         self.log_path = log_path
         self.client_port = 0
@@ -232,18 +247,18 @@ class EtcdMember:
 
     @property
     def endpoint(self) -> str:
-        """``127.0.0.1:port`` of its client URL (what ``etcd://`` URLs list)."""
-        return f"{HOST}:{self.client_port}"
+        """``host:port`` of its client URL (what ``etcd://`` URLs list)."""
+        return f"{self.host}:{self.client_port}"
 
     @property
     def client_url(self) -> str:
-        """``http://127.0.0.1:port``."""
+        """``http://host:port``."""
         return f"http://{self.endpoint}"
 
     @property
     def peer_url(self) -> str:
-        """``http://127.0.0.1:port`` where the other members reach it."""
-        return f"http://{HOST}:{self.peer_port}"
+        """``http://host:port`` where the other members reach it."""
+        return f"http://{self.host}:{self.peer_port}"
 
     @property
     def pid(self) -> int | None:
@@ -276,7 +291,7 @@ class EtcdMember:
             log.write(f"== {' '.join(self.argv)}\n".encode())
             log.flush()
             proc = subprocess.Popen(
-                self.argv,
+                [*self.prefix, *self.argv],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -312,8 +327,11 @@ class EtcdCluster:
         heartbeat_ms: int = HEARTBEAT_MS,
         election_ms: int = ELECTION_MS,
         extra: Sequence[str] = (),
+        hosts: Sequence[str] = (),
+        prefixes: Sequence[Sequence[str]] = (),
     ) -> None:
-        """``extra``: more command-line flags of every member."""
+        """``extra``: more command-line flags of every member; ``hosts`` and
+        ``prefixes``: each member's (by index; :data:`HOST` and none when not given)."""
         if size < 1:
             raise ValueError(f"a cluster has at least one member, not {size}")
         binary = etcd_binary()
@@ -325,7 +343,14 @@ class EtcdCluster:
         self._timers = (heartbeat_ms, election_ms)
         self._extra = tuple(extra)
         self.members = [
-            EtcdMember(f"m{i}", self.root / f"m{i}", self.root / f"m{i}.log") for i in range(size)
+            EtcdMember(
+                f"m{i}",
+                self.root / f"m{i}",
+                self.root / f"m{i}.log",
+                hosts[i] if i < len(hosts) else HOST,
+                prefixes[i] if i < len(prefixes) else (),
+            )
+            for i in range(size)
         ]
         self._closed = False
         self._configure()
@@ -354,13 +379,14 @@ class EtcdCluster:
                 heartbeat_ms=heartbeat,
                 election_ms=election,
                 extra=self._extra,
+                host=member.host,
             )
 
     # -- what clients see -------------------------------------------------------------
 
     @property
     def endpoints(self) -> list[str]:
-        """``127.0.0.1:port`` of every member, in member order."""
+        """``host:port`` of every member, in member order."""
         return [member.endpoint for member in self.members]
 
     def url(self, *, prefix: str | None = None, scheme: str = "etcd") -> str:

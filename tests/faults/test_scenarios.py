@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 
 from tests.etcd.fixtures import require_etcd
-from tests.faults.conftest import require_tools
+from tests.faults.conftest import require_netns, require_tools
 from tests.postgres.fixtures import require_postgres
 from tests.redis.fixtures import require_redis
+from tools.faults import lin_cuts
 from tools.faults.abuses import ABUSES
 from tools.faults.check_locks import Violation
 from tools.faults.cluster_target import TenureClusterTarget
@@ -33,7 +34,7 @@ from tools.faults.lin_books import MODELS
 from tools.faults.lin_harness import run_linearizable
 from tools.faults.power import losses
 from tools.faults.scenarios import LINEARIZABLE, SCENARIOS, applies
-from tools.faults.target import Target, TenureTarget
+from tools.faults.target import NETNS, Target, TenureTarget
 from tools.faults.tokens import QUOTAS, WITH_QUOTAS
 
 #: Generous: the faults, the heal phase (bounded by the liveness bound) and the stop.
@@ -59,13 +60,18 @@ YDB_CALLS = frozenset({"ListResources", "CreateResource", "AlterResource", "Drop
 KNOWN: dict[tuple[str, str], tuple[str, str]] = {}
 
 
-def _make(target: str, tmp_path: Path, idle_timeout: float) -> Target:
+def _make(target: str, tmp_path: Path, idle_timeout: float, netns: bool = False) -> Target:
     if target == "tenure-cluster":
         require_etcd()
-        return TenureClusterTarget(tmp_path / "cluster", idle_timeout=idle_timeout)
+        if netns:
+            require_netns(f"{target}'s linearizable scenario")
+        cluster = tmp_path / "cluster"
+        return TenureClusterTarget(cluster, idle_timeout=idle_timeout, netns=netns)
     if target == "etcd":
         require_etcd()
-        return EtcdTarget(tmp_path / "etcd")
+        if netns:
+            require_netns(f"{target}'s linearizable scenario")
+        return EtcdTarget(tmp_path / "etcd", netns=netns)
     if target == "redis":
         require_redis()
         return RedisTarget(tmp_path / "redis")
@@ -161,7 +167,7 @@ async def test_the_linearizable_scenario_checks_every_model(
     target_name: str, tmp_path: Path
 ) -> None:
     scenario = SCENARIOS["linearizable"]
-    target = _make(target_name, tmp_path, scenario.idle_timeout)
+    target = _make(target_name, tmp_path, scenario.idle_timeout, scenario.netns)
     try:
         outcome = await run_linearizable(
             scenario, target, tmp_path, seconds=scenario.short_seconds, seed=11
@@ -180,6 +186,11 @@ async def test_the_linearizable_scenario_checks_every_model(
         assert (tmp_path / "lincheck" / f"{model}.jsonl").exists()
     assert checked["watch"]["states_seen"] > 0, checked
     assert checked["watch"]["verdict"] == "ok", checked
+    if NETNS in target.capabilities:
+        # The kernel's cuts (tools/faults/lin_cuts.py), first in the first round: the
+        # leader cut from etcd, clients from the leader, the leader from everything.
+        for fault in lin_cuts.FIRST:
+            assert verdict.stats["faults"].get(fault, 0) > 0, verdict.stats
 
 
 def _tenant_evidence(tenant: dict[str, Any]) -> None:

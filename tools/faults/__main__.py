@@ -35,10 +35,11 @@ from tools.faults.db_targets import PostgresTarget, RedisTarget
 from tools.faults.etcd_target import EtcdTarget
 from tools.faults.harness import run_scenario
 from tools.faults.lin_harness import run_linearizable
+from tools.faults.netns import unavailable as netns_unavailable
 from tools.faults.report import Result, commit_of_checkout, write
 from tools.faults.report_texts import TARGETS
 from tools.faults.scenarios import LINEARIZABLE, SCENARIOS, applies, liveness_bound
-from tools.faults.target import Target, TenureTarget
+from tools.faults.target import NETNS, Target, TenureTarget
 
 #: Each target's capabilities, known before one is made (scenarios are chosen by them).
 CAPABILITIES = {
@@ -57,11 +58,11 @@ UNAVAILABLE = {
 }
 
 
-def _make(target: str, work_dir: Path, idle_timeout: float) -> Target:
+def _make(target: str, work_dir: Path, idle_timeout: float, netns: bool) -> Target:
     if target == "tenure-cluster":
-        return TenureClusterTarget(work_dir / "cluster", idle_timeout=idle_timeout)
+        return TenureClusterTarget(work_dir / "cluster", idle_timeout=idle_timeout, netns=netns)
     if target == "etcd":
-        return EtcdTarget(work_dir / "etcd")
+        return EtcdTarget(work_dir / "etcd", netns=netns)
     if target == "redis":
         return RedisTarget(work_dir / "redis")
     if target == "postgres":
@@ -72,7 +73,8 @@ def _make(target: str, work_dir: Path, idle_timeout: float) -> Target:
 async def _one(target_name: str, name: str, minutes: float, workers: int, keep: bool) -> Result:
     scenario = SCENARIOS[name].long(workers)
     work_dir = Path(tempfile.mkdtemp(prefix=f"tenure-faults-{target_name}-{name}-"))
-    target = _make(target_name, work_dir, scenario.idle_timeout)
+    netns = scenario.netns and NETNS in CAPABILITIES[target_name]
+    target = _make(target_name, work_dir, scenario.idle_timeout, netns)
     bound = liveness_bound(scenario, target)
     started = time.monotonic()
     outcome = None
@@ -160,6 +162,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     if not runs:
         print("scripts/faults: no chosen scenario applies to the chosen targets", file=sys.stderr)
+        return 2
+    in_netns = [f"{t} {n}" for t, n in runs if SCENARIOS[n].netns and NETNS in CAPABILITIES[t]]
+    if in_netns and (reason := netns_unavailable()) is not None:
+        print(f"scripts/faults: {', '.join(in_netns)} run in network namespaces: {reason}",
+              file=sys.stderr)  # fmt: skip
         return 2
     print("runs: " + ", ".join(f"{t} {n}" for t, n in runs), flush=True)
     commit = commit_of_checkout()  # the code that runs (HEAD may move while it does)

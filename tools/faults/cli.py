@@ -46,7 +46,8 @@ failover, network, pause-clock; on etcd: cluster-crash, network, pause-clock; on
 redis and postgres: crash, network, pause-clock; and on every target linearizable
 (random operations of registers, counters, mutexes, groups and watches, checked by
 lincheck; 230 min of faults in all at the default --minutes). Needs root (the disk
-scenario mounts a tmpfs) and Debian's etcd-server, redis-server and postgresql
+scenario mounts a tmpfs; linearizable runs tenure-cluster in network namespaces, cut
+by the kernel), iproute2 and Debian's etcd-server, redis-server and postgresql
 (scripts/bootstrap test installs them).
 Exits 1 if a rule was broken, 2 if a target cannot run here.
 """

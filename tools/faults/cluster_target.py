@@ -11,6 +11,12 @@ so one server can be cut off from etcd alone.
 Clients get every server as a door (``tenure://h1:p1,h2:p2,h3:p3``): they find the
 leader, follow it when it changes, and re-attach their sessions there.
 
+With ``netns`` (the ``linearizable`` scenario's) every etcd member and every server
+runs in a network namespace of its own, named as it is (``m0``, ``t0``...), in one
+:class:`~tools.faults.netns.Net` (:attr:`TenureClusterTarget.net`), each listening on
+its own address; the servers reach etcd directly, and a cut from etcd is the
+kernel's (:meth:`TenureClusterTarget.cut_from_etcd`). Nothing is proxied then.
+
 For the :class:`~tools.faults.target.Target` interface "the server" is the whole
 service: :meth:`TenureClusterTarget.kill` is ``kill -9`` of every server and every etcd
 member at once, :meth:`TenureClusterTarget.restart` starts them all again on their
@@ -44,7 +50,8 @@ from tests.etcd.cluster import EtcdCluster, EtcdError, EtcdMember
 from tools.faults.etcd_links import EtcdLinks
 from tools.faults.etcd_target import ELECTION, REQUEST_TIMEOUT, start_members
 from tools.faults.history import now
-from tools.faults.target import IDLE_TIMEOUT, REPLICATED, START_WAIT, Address
+from tools.faults.netns import Net
+from tools.faults.target import IDLE_TIMEOUT, NETNS, REPLICATED, START_WAIT, Address
 
 #: Servers of the service, and members of etcd.
 SIZE: Final = 3
@@ -66,11 +73,18 @@ def _history_offset() -> float:
 class TenureClusterTarget:
     """Three ``tenure serve --cluster`` over three etcd members (see the module docstring)."""
 
-    capabilities: frozenset[str] = frozenset({IDLE_TIMEOUT, REPLICATED})
+    capabilities: frozenset[str] = frozenset({IDLE_TIMEOUT, REPLICATED, NETNS})
 
     def __init__(
-        self, data_dir: Path, *, idle_timeout: float = 5.0, lease_ttl: int = LEASE_TTL
+        self,
+        data_dir: Path,
+        *,
+        idle_timeout: float = 5.0,
+        lease_ttl: int = LEASE_TTL,
+        netns: bool = False,
     ) -> None:
+        """``netns``: in network namespaces (module docstring; made here, so :meth:`close`
+        must follow)."""
         self.name = "tenure-cluster"
         #: The target's root: etcd's members and the servers keep their data and logs inside.
         self.data_dir = data_dir
@@ -78,7 +92,15 @@ class TenureClusterTarget:
         #: Unused: the servers are started by ClusterServer, never preloaded.
         self.env: dict[str, str] = {}
         self.lease_ttl = lease_ttl
-        self.etcd = EtcdCluster(SIZE, root=data_dir / "etcd")
+        #: The namespaces everything runs in (None: on loopback, etcd through proxies).
+        self.net = Net().open() if netns else None
+        places = [self._place(f"m{index}") for index in range(SIZE)]
+        self.etcd = EtcdCluster(
+            SIZE,
+            root=data_dir / "etcd",
+            hosts=[host for host, _ in places],
+            prefixes=[prefix for _, prefix in places],
+        )
         (data_dir / "servers").mkdir(exist_ok=True)
         self._servers: dict[str, ClusterServer] = {}
         for index in range(SIZE):
@@ -87,11 +109,21 @@ class TenureClusterTarget:
                 *("--member-name", name, "--cluster-lease-ttl", str(lease_ttl)),
                 *("--idle-timeout", f"{idle_timeout:g}"),
             )
-            # The cluster URL is known once the proxies listen (start).
-            self._servers[name] = ClusterServer(index, data_dir / "servers", "", extra)
+            host, prefix = self._place(name)
+            # The cluster URL is known once etcd listens, and the proxies (start).
+            self._servers[name] = ClusterServer(
+                index, data_dir / "servers", "", extra, host=host, prefix=tuple(prefix)
+            )
         self.links: EtcdLinks | None = None
         self._paused: set[str] = set()
         self._opened = False
+
+    def _place(self, name: str) -> tuple[str, list[str]]:
+        """Where ``name`` (a server, an etcd member) listens, and what runs it there:
+        its namespace in :attr:`net`, made now; loopback without."""
+        if self.net is None:
+            return "127.0.0.1", []
+        return self.net.add(name), self.net.command(name, [])
 
     # -- what clients see ---------------------------------------------------------------
 
@@ -103,7 +135,7 @@ class TenureClusterTarget:
     @property
     def addresses(self) -> list[Address]:
         """See :class:`~tools.faults.target.Target`: every server's native port."""
-        return [("127.0.0.1", server.port) for server in self._servers.values()]
+        return [(server.host, server.port) for server in self._servers.values()]
 
     def url(self, addresses: Sequence[Address] | None = None) -> str:
         """See :class:`~tools.faults.target.Target`: ``tenure://`` with every door given."""
@@ -151,11 +183,13 @@ class TenureClusterTarget:
             if not self._opened:
                 self._opened = True
                 self.etcd.open()  # (it may pick other ports: the proxies come after)
-                etcd = [("127.0.0.1", member.client_port) for member in self.etcd.members]
-                self.links = EtcdLinks(etcd, self.servers)
-                self.links.start()
+                etcd = [(member.host, member.client_port) for member in self.etcd.members]
+                if self.net is None:
+                    self.links = EtcdLinks(etcd, self.servers)
+                    self.links.start()
                 for name, server in self._servers.items():
-                    hosts = ",".join(f"{h}:{p}" for h, p in self.links.addresses(name))
+                    links = etcd if self.links is None else self.links.addresses(name)
+                    hosts = ",".join(f"{h}:{p}" for h, p in links)
                     server.cluster = f"etcd://{hosts}/{CLUSTER}"
             else:
                 self.etcd.start_all()
@@ -209,11 +243,16 @@ class TenureClusterTarget:
         return next((code for code in codes if code), 0)
 
     def close(self) -> None:
-        """Kill everything, close the proxies, remove etcd's data (the logs stay)."""
-        self.kill()
-        if self.links is not None:
-            self.links.close()
-        self.etcd.close()
+        """Kill everything, close the proxies, remove etcd's data (the logs stay) and
+        the namespaces."""
+        try:
+            self.kill()
+            if self.links is not None:
+                self.links.close()
+            self.etcd.close()
+        finally:
+            if self.net is not None:
+                self.net.close()
 
     # -- the servers one at a time ------------------------------------------------------
 
@@ -303,7 +342,12 @@ class TenureClusterTarget:
             self._paused.discard(name)
 
     def cut_from_etcd(self, name: str, cut: bool = True) -> None:
-        """See :class:`~tools.faults.target.Replicated`."""
+        """See :class:`~tools.faults.target.Replicated`: in namespaces, the kernel drops
+        every packet between server ``name`` and etcd's members, both ways (nothing is
+        held: TCP retransmits once healed); else its proxies stall."""
+        if self.net is not None:
+            self.net.cut_between([name], self.etcd_members, cut)
+            return
         assert self.links is not None, "start() first"
         self.links.cut(name, cut)
 

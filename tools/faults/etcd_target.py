@@ -17,6 +17,11 @@ simply runs out).
 Clients get every member's address (``etcd://h1:p1,h2:p2,h3:p3``), each worker
 in its own rotation (the harness's doing), so that they spread over the members
 and fail over from one to the next, as they would in production.
+
+With ``netns`` (the ``linearizable`` scenario's) each member runs in a network
+namespace of its own, named as it is (``m0``...), in one
+:class:`~tools.faults.netns.Net` (:attr:`EtcdTarget.net`), listening on its own
+address, so that the kernel may cut a member off (tools/faults/lin_cuts.py).
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ from typing import Final
 
 from tests.etcd.cluster import WAIT, EtcdCluster, EtcdError, EtcdMember
 
-from tools.faults.target import MEMBERS, Address
+from tools.faults.netns import Net
+from tools.faults.target import MEMBERS, NETNS, Address
 
 #: Members of the cluster.
 SIZE: Final = 3
@@ -58,9 +64,11 @@ def lease_ttl(window: float) -> int:
 class EtcdTarget:
     """A three-member etcd cluster as a :class:`~tools.faults.target.Cluster` (module doc)."""
 
-    capabilities: frozenset[str] = frozenset({MEMBERS})
+    capabilities: frozenset[str] = frozenset({MEMBERS, NETNS})
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *, netns: bool = False) -> None:
+        """``netns``: in network namespaces (module docstring; made here, so
+        :meth:`close` must follow)."""
         self.name = "etcd"
         #: The cluster's root: each member's data directory and log are inside.
         self.data_dir = data_dir
@@ -72,8 +80,16 @@ class EtcdTarget:
         # in the tenure target: the client whose monotonic clock pause-clock moves
         # back sleeps in the event loop's poll through any timer until the network
         # brings something (etcd's default interval, 10 min, would leave it there).
+        #: The namespaces the members run in (None: on loopback).
+        self.net = Net().open() if netns else None
+        names = [f"m{index}" for index in range(SIZE)]
+        net = self.net
         self.cluster = EtcdCluster(
-            SIZE, root=data_dir, extra=("--experimental-watch-progress-notify-interval", "1s")
+            SIZE,
+            root=data_dir,
+            extra=("--experimental-watch-progress-notify-interval", "1s"),
+            hosts=[net.add(name) for name in names] if net is not None else (),
+            prefixes=[net.command(name, []) for name in names] if net is not None else (),
         )
         self._opened = False
 
@@ -93,7 +109,7 @@ class EtcdTarget:
     @property
     def addresses(self) -> list[Address]:
         """See :class:`~tools.faults.target.Target`: every member's client port."""
-        return [("127.0.0.1", member.client_port) for member in self.cluster.members]
+        return [(member.host, member.client_port) for member in self.cluster.members]
 
     def url(self, addresses: Sequence[Address] | None = None) -> str:
         """See :class:`~tools.faults.target.Target`: ``etcd://`` listing ``addresses``."""
@@ -185,9 +201,14 @@ class EtcdTarget:
         return next((code for code in codes if code), 0)
 
     def close(self) -> None:
-        """Kill every member and remove their data directories (the logs stay)."""
-        self.kill()
-        self.cluster.close()
+        """Kill every member and remove their data directories (the logs stay), and
+        the namespaces."""
+        try:
+            self.kill()
+            self.cluster.close()
+        finally:
+            if self.net is not None:
+                self.net.close()
 
     # -- one member at a time -----------------------------------------------------------
 

@@ -143,14 +143,14 @@ async def _sigstop_holder(stage: Stage, target: Replicated) -> None:
 
 
 async def _cut_leader(stage: Stage, target: Replicated) -> None:
-    await _depose(stage, target, "cut-leader-from-etcd", target.cut_from_etcd, (0.5, 1.5))
+    await depose(stage, target, "cut-leader-from-etcd", target.cut_from_etcd, (0.5, 1.5))
 
 
 async def _sigstop_leader(stage: Stage, target: Replicated) -> None:
-    await _depose(stage, target, "sigstop-leader", target.pause_server, (1.0, 2.0))
+    await depose(stage, target, "sigstop-leader", target.pause_server, (1.0, 2.0))
 
 
-async def _depose(
+async def depose(
     stage: Stage,
     target: Replicated,
     fault: str,

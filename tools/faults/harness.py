@@ -20,6 +20,7 @@ import random
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -32,6 +33,7 @@ from tools.faults.failover import note_deaths
 from tools.faults.fence import FenceServer
 from tools.faults.history import Recorder, load, now
 from tools.faults.nemesis import Stage, restart, set_clock, sleep_until
+from tools.faults.netns import net_of
 from tools.faults.observer import Observer
 from tools.faults.power import CUT_IN_SYNC_VARIABLE, KERNEL_WRITEBACK, shim_env
 from tools.faults.power import compile_shim as compile_power_shim
@@ -103,14 +105,17 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def spawn(args: list[str], log_path: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """Start ``python ARGS`` in the repository, its output to ``log_path``; it gets
-    SIGTERM when the thread that started it dies."""
+def spawn(
+    args: list[str], log_path: Path, env: dict[str, str], prefix: Sequence[str] = ()
+) -> subprocess.Popen[bytes]:
+    """Start ``python ARGS`` in the repository (under ``prefix``, which execs it in
+    place: ``ip netns exec NAME``), its output to ``log_path``; it gets SIGTERM when
+    the thread that started it dies."""
     # Started from the event loop's thread, which lives as long as the run: if the
     # harness is killed, the workers stop by themselves instead of running on.
     with log_path.open("ab") as log:
         return subprocess.Popen(
-            [sys.executable, *args],
+            [*prefix, sys.executable, *args],
             cwd=REPO,
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -129,6 +134,9 @@ async def heal(stage: Stage) -> None:
     if REPLICATED in stage.target.capabilities:
         note_deaths(stage, as_replicated(stage.target))
     set_clock(stage, "+0")
+    net = net_of(stage.target)
+    if net is not None:
+        await asyncio.to_thread(net.heal)
     for proxy in stage.proxies.values():
         proxy.delay = 0.0
         proxy.lose_downstream(False)

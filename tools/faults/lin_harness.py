@@ -2,9 +2,11 @@
 
 :func:`run_linearizable` starts the target, makes the node and the registers (each a
 persistent semaphore of data ``0``), gives every worker a fault proxy per address of
-the target and starts the workers (:mod:`tools.faults.lin_worker`: clients through
-every door, some watching, one worker pausing now and then past the window; through
-dflockd's face too, where the target serves it); waits
+the target (where it runs in network namespaces, a namespace of its own instead:
+:func:`tools.faults.lin_cuts.worker_path`) and starts the workers
+(:mod:`tools.faults.lin_worker`: clients through every door, some watching, one
+worker pausing now and then past the window; through dflockd's face too, where the
+target serves it); waits
 until every client has had an answer; lets the nemesis run (:mod:`tools.faults.lin_nemesis`)
 for the given time; heals everything and waits until every client has had an answer
 again (bounded by the liveness bound); stops everything it started (by PID, also
@@ -37,6 +39,7 @@ from tools.faults.checker import check
 from tools.faults.harness import HARNESS, NODE, Outcome, create_node, heal, spawn, stop_workers
 from tools.faults.history import Recorder, load, now
 from tools.faults.lin_config import LinConfig
+from tools.faults.lin_cuts import worker_path
 from tools.faults.nemesis import Stage, sleep_until
 from tools.faults.observer import Observer
 from tools.faults.proxies import ProxyGroup
@@ -126,11 +129,12 @@ async def run_linearizable(
         await create_node(target.url())
         await _create_registers(target.url())
         for index in range(scenario.workers):
-            proxies[index] = group = ProxyGroup(target.addresses)
-            await group.start()
-            doors = [target.url([address]) for address in group.addresses]
+            way = await worker_path(target, index)
+            if way.proxies is not None:
+                proxies[index] = way.proxies
+            doors = [target.url([address]) for address in way.addresses]
             if len(doors) > 1:
-                doors.append(target.url(group.addresses))
+                doors.append(target.url(way.addresses))
             config = LinConfig(
                 index=index, doors=doors, node=NODE, clients=scenario.clients,
                 out_dir=str(lin_dir), history=str(history_dir / f"w{index}.jsonl"),
@@ -140,13 +144,14 @@ async def run_linearizable(
                 watchers=1 if index < WATCHING_WORKERS else 0,
             )  # fmt: skip
             if DFLOCKD in target.capabilities:
-                config.dflockd = [f"{host}:{port}" for host, port in group.addresses]
+                config.dflockd = [f"{host}:{port}" for host, port in way.addresses]
                 config.dflockd_keys = DFLOCKD_KEYS
             labels += config.labels()[config.watchers :]
             path = work_dir / f"w{index}.json"
             config.dump(path)
             args = ["-m", "tools.faults.lin_worker", str(path)]
-            workers[index] = spawn(args, work_dir / f"w{index}.log", dict(os.environ))
+            log = work_dir / f"w{index}.log"
+            workers[index] = spawn(args, log, dict(os.environ), way.prefix)
         stage = Stage(
             target, rec, random.Random(seed), scenario.window, 0.0,
             Observer(target.url(), NODE, [], [], rec), proxies=proxies, workers=workers,

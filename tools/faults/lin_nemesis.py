@@ -4,7 +4,9 @@ One nemesis, :func:`linearizable`, injects one fault at a time, every 1-2 s afte
 last one healed, in rounds (the first in the order below, later ones shuffled), of
 the faults the target can take (:func:`faults_of`):
 
-on every target, through each worker's fault proxies (one per address of the target):
+on every target, through each worker's fault proxies (one per address of the target),
+or on a target in network namespaces (``tenure-cluster``, ``etcd``) by the kernel's
+cuts, with ``isolate-leader`` besides (:mod:`tools.faults.lin_cuts`, which says why):
 
 * ``answers-lost``: what the service writes to some workers is lost for 0.1-0.8 s,
   then their connections are reset: requests applied whose answers never came, which
@@ -40,9 +42,10 @@ import signal
 from collections.abc import Awaitable, Callable
 from typing import Final
 
-from tools.faults import failover, members
+from tools.faults import failover, lin_cuts, members
 from tools.faults.history import now
 from tools.faults.nemesis import Stage, restart
+from tools.faults.netns import net_of
 from tools.faults.proxies import ProxyGroup
 from tools.faults.target import MEMBERS, REPLICATED, as_cluster, as_replicated
 
@@ -185,21 +188,27 @@ MEMBER_FAULTS: Final[dict[str, Fault]] = {
 SERVER_FAULTS: Final[dict[str, Fault]] = {"kill-9": _kill_9, "sigstop-server": _sigstop_server}
 
 
-def faults_of(capabilities: frozenset[str]) -> dict[str, Fault]:
+def faults_of(capabilities: frozenset[str], netns: bool = False) -> dict[str, Fault]:
     """The faults a target of ``capabilities`` takes, in the first round's order: its
-    own first (so that a short run sees them), then the proxies' (module docstring)."""
+    own first (so that a short run sees them), then the proxies' (module docstring);
+    in namespaces (``netns``), the kernel's cuts instead, and those first
+    (:data:`tools.faults.lin_cuts.FIRST`)."""
     if REPLICATED in capabilities:
         own = REPLICATED_FAULTS
     elif MEMBERS in capabilities:
         own = MEMBER_FAULTS
     else:
         own = SERVER_FAULTS
-    return {**own, **COMMON}
+    if not netns:
+        return {**own, **COMMON}
+    faults = {**own, **lin_cuts.KERNEL_FAULTS}
+    first = [name for name in lin_cuts.FIRST if name in faults]
+    return {name: faults[name] for name in [*first, *(n for n in faults if n not in first)]}
 
 
 async def linearizable(stage: Stage, until: float) -> None:
     """One fault of :func:`faults_of` at a time until ``until``, each healed before the next."""
-    faults = faults_of(stage.target.capabilities)
+    faults = faults_of(stage.target.capabilities, net_of(stage.target) is not None)
     round_: list[str] = []
     first = True
     while now() < until:

@@ -102,6 +102,10 @@ class Scenario:
     excludes: frozenset[str] = frozenset()
     #: Its workload: :data:`LOCKS` or :data:`LINEARIZABLE`.
     workload: str = LOCKS
+    #: A target that can (capability ``netns``) runs each process in a network
+    #: namespace, the workers too, and the network faults are the kernel's there
+    #: (tools/faults/netns.py; needs root).
+    netns: bool = False
 
     @property
     def needs(self) -> tuple[str, ...]:
@@ -272,7 +276,9 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             "protocol (tenure), mutexes through dflockd's own client too; a request whose "
             "answer was lost sent again. One fault at a time, 1-2 s apart "
             "(tools/faults/lin_nemesis.py): answers lost and connections reset, some "
-            "clients cut from the leader alone; "
+            "clients cut from the leader alone (on tenure-cluster and etcd, each server, "
+            "etcd member and worker in a network namespace of its own, by the kernel's "
+            "cuts, silent and half-open, and the leader isolated from everything too); "
             "on a cluster the leader killed, stopped past its lease and resumed, cut from "
             "etcd (not from its clients), etcd's leader and another etcd member killed; on "
             "etcd its leader and a member killed; on a single server kill -9 and SIGSTOP",
@@ -284,6 +290,7 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             proxied=True,
             short_seconds=25.0,
             workload=LINEARIZABLE,
+            netns=True,
         ),
     )
 }

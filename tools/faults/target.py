@@ -46,6 +46,7 @@ MEMBERS = "members"  # a cluster whose members fail one at a time (:class:`Clust
 REPLICATED = "replicated"  # servers of one service, one leading, over etcd (:class:`Replicated`)
 TOKENS = "tokens"  # it takes an auth file of tokens, and serves /metrics (:class:`TenureTarget`)
 DFLOCKD = "dflockd"  # it speaks dflockd's protocol on its port too (the face, by the first byte)
+NETNS = "netns"  # it can run each of its processes in a network namespace (tools/faults/netns.py)
 
 #: A host and port.
 Address = tuple[str, int]
