@@ -24,7 +24,8 @@ from typing import Final
 import pytest
 
 from tests.faults.conftest import require_netns
-from tools.faults.netns import Net, link_names, namespace_names, sweep
+from tools.faults.netns import Net
+from tools.faults.netns_slots import link_names, namespace_names, sweep
 
 #: How long a probe waits for what a cut should stop, in seconds.
 QUIET: Final = 0.6

@@ -7,16 +7,8 @@ from __future__ import annotations
 import pytest
 
 from tools.faults import lin_cuts, lin_nemesis
-from tools.faults.netns import (
-    HOST,
-    Net,
-    NetnsError,
-    connections,
-    link_names,
-    namespace_names,
-    rule_lines,
-    slot_of,
-)
+from tools.faults.netns import HOST, Net, NetnsError, connections, rule_lines
+from tools.faults.netns_slots import link_names, namespace_names, slot_of
 from tools.faults.target import IDLE_TIMEOUT, MEMBERS, REPLICATED
 
 

@@ -21,139 +21,68 @@ both ways, but a cut of B's answers alone still lets A's requests in, to be appl
 The hub checks no source route (``rp_filter`` 0), or a rule dropping A to B would
 also drop B's packets to A. **Resets** (:meth:`Net.reset`) are the kernel's too:
 ``ss -K`` destroys a namespace's TCP connections (sock_destroy: the process sees
-``ECONNABORTED`` at once, the peer a RST), and is checked to have done so (a kernel
-without ``CONFIG_INET_DIAG_DESTROY`` ignores it silently).
+``ECONNABORTED`` at once, the peer a RST, which it takes only if nothing the destroyed
+end sent is missing there: else, by RFC 5961, it answers with a challenge ACK and its
+end stays half-open), and is checked to have done so (a kernel without
+``CONFIG_INET_DIAG_DESTROY`` ignores it silently).
 
-**Slots.** Runs on one machine (test workers, developers) each take a slot, 0 to 249:
-a lock file ``/run/tenure-netns/SLOT.lock`` held (``flock``) while the net lives; the
-names are ``tnrSLOT-NAME`` (namespaces) and ``tnrSLOT`` (the host's end). A slot with
-namespaces or a link whose lock nobody holds was left by a run that was killed:
-:func:`sweep` (every :meth:`Net.open` runs it) kills what still runs in its
-namespaces and removes them.
+**Slots.** Runs on one machine each take a slot of their own, a lock held while the
+net lives, and what a killed run left is swept at the next :meth:`Net.open`
+(:mod:`tools.faults.netns_slots`).
 
 Only iproute2 (``ip``, ``ss``): Debian installs neither in its smallest images
 (scripts/bootstrap does). Needs root (:func:`unavailable` says what is missing).
-Every call is bounded (:data:`CALL_WAIT`); :meth:`Net.close` is idempotent, removes
-everything the net made, and also runs at the interpreter's exit.
+Every call is bounded (:data:`~tools.faults.netns_slots.CALL_WAIT`); :meth:`Net.close`
+is idempotent, removes everything the net made, and also runs at the interpreter's exit.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import fcntl
-import functools
 import os
 import re
-import shutil
-import signal
-import subprocess
 import threading
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Final
 
+from tools.faults.netns_slots import (
+    PREFIX,
+    SLOTS,
+    NetnsError,
+    batch,
+    binary,
+    host_links,
+    ip,
+    lock,
+    namespaces,
+    remove,
+    run,
+    sweep,
+    unavailable,
+)
+
 __all__ = [
-    "CALL_WAIT",
     "HOST",
     "HUB",
     "Net",
     "NetnsError",
     "connections",
-    "link_names",
-    "namespace_names",
     "net_of",
     "rule_lines",
-    "slot_of",
     "sweep",
     "unavailable",
 ]
 
-#: Bound of one ``ip`` or ``ss`` call, in seconds.
-CALL_WAIT: Final = 15.0
 #: The member name of the host (the harness's side), and of the hub.
 HOST: Final = "host"
 HUB: Final = "hub"
-#: The first two bytes of every net's addresses (a private range: RFC 1918).
-PREFIX: Final = "10.203"
-#: Slots (the third byte of the addresses): nets that may exist at once.
-SLOTS: Final = 250
-#: Where the slots' lock files live.
-LOCKS: Final = Path("/run/tenure-netns")
 #: The priority of the hub's cut rules (before the main table's lookup, 32766).
 RULE_PRIORITY: Final = 100
 #: A member's name: short, as the hub's end of its link is ``h-NAME`` (15 bytes at most).
 _NAME: Final = re.compile(r"[a-z][a-z0-9]{0,9}")
-_OURS: Final = re.compile(r"tnr(\d+)(?:-[a-z][a-z0-9]*)?")
 #: Addresses of the hub, the host, and the first member (the last byte).
 _HUB_BYTE, _HOST_BYTE, _FIRST_BYTE, _LAST_BYTE = 1, 2, 10, 250
-
-
-class NetnsError(RuntimeError):
-    """An ``ip`` or ``ss`` call failed or took too long (its command and output say why)."""
-
-
-def _binary(name: str) -> str | None:
-    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin:/usr/bin:/bin")
-
-
-def _run(argv: Sequence[str], stdin: str | None = None, *, check: bool = True) -> str:
-    """Run ``argv`` (bounded); its output; NetnsError if it fails and ``check``."""
-    try:
-        done = subprocess.run(
-            list(argv), input=stdin, capture_output=True, text=True, timeout=CALL_WAIT
-        )
-    except subprocess.TimeoutExpired:
-        raise NetnsError(f"{' '.join(argv)}: no answer within {CALL_WAIT}s") from None
-    if check and done.returncode != 0:
-        raise NetnsError(f"{' '.join(argv)}: {done.stderr.strip() or done.returncode}")
-    return done.stdout
-
-
-def _ip(*args: str, stdin: str | None = None, check: bool = True) -> str:
-    return _run([_binary("ip") or "ip", *args], stdin, check=check)
-
-
-def _batch(namespace: str | None, lines: Iterable[str]) -> None:
-    """Several ``ip`` commands in one call (in ``namespace``; None: the host's)."""
-    text = "".join(f"{line}\n" for line in lines)
-    if text:
-        _ip(*(("-n", namespace) if namespace else ()), "-batch", "-", stdin=text)
-
-
-@functools.cache
-def unavailable() -> str | None:
-    """Why no network namespace can be made here (to skip, or fail in CI), or None."""
-    if os.geteuid() != 0:
-        return "network namespaces need root (ip netns add)"
-    for tool in ("ip", "ss"):
-        if _binary(tool) is None:
-            return f"iproute2's {tool} is not installed (scripts/bootstrap test installs iproute2)"
-    probe = f"tnrprobe-{os.getpid()}"
-    try:
-        _ip("netns", "add", probe)
-        _ip("netns", "del", probe)
-    except (NetnsError, OSError) as error:
-        return f"ip netns does not work here: {error}"
-    return None
-
-
-def namespace_names(listing: str) -> list[str]:
-    """The names in ``ip netns list``'s output (``NAME`` or ``NAME (id: N)`` a line)."""
-    return [line.split()[0] for line in listing.splitlines() if line.strip()]
-
-
-def link_names(listing: str) -> list[str]:
-    """The names in ``ip -o link show``'s output (``N: NAME[@PEER]: ...`` a line)."""
-    lines = [line.split(":") for line in listing.splitlines()]
-    return [parts[1].strip().split("@")[0] for parts in lines if len(parts) > 2]
-
-
-def slot_of(name: str) -> int | None:
-    """The slot of one of the nets' namespaces or host links (``tnrSLOT-...``,
-    ``tnrSLOT``), None for any other name."""
-    found = _OURS.fullmatch(name)
-    return int(found.group(1)) if found else None
 
 
 def rule_lines(pairs: Iterable[tuple[str, str]], addresses: dict[str, str], on: bool) -> list[str]:
@@ -176,62 +105,6 @@ def connections(listing: str) -> set[tuple[str, str]]:
     return found
 
 
-def _namespaces() -> list[str]:
-    return namespace_names(_ip("netns", "list"))
-
-
-def _host_links() -> list[str]:
-    return link_names(_ip("-o", "link", "show"))
-
-
-def _lock(slot: int) -> int | None:
-    """The descriptor holding ``slot``'s lock, or None if a live process holds it."""
-    LOCKS.mkdir(parents=True, exist_ok=True)
-    fd = os.open(LOCKS / f"{slot}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
-
-
-def _remove(slot: int, namespaces: Iterable[str], links: Iterable[str]) -> list[str]:
-    """Remove slot ``slot``'s link and namespaces, killing what runs in them (its lock
-    held by the caller); the names removed."""
-    removed = []
-    for link in links:
-        if link == f"tnr{slot}":
-            _ip("link", "del", link, check=False)
-            removed.append(link)
-    for name in namespaces:
-        if slot_of(name) != slot:
-            continue
-        for pid in _ip("netns", "pids", name, check=False).split():
-            with contextlib.suppress(ProcessLookupError, ValueError):
-                os.kill(int(pid), signal.SIGKILL)  # a process of this net's run, by PID
-        _ip("netns", "del", name, check=False)
-        removed.append(name)
-    return removed
-
-
-def sweep() -> list[str]:
-    """Remove the namespaces and links of slots no live process holds (killed runs);
-    the names removed."""
-    namespaces, links = _namespaces(), _host_links()
-    removed: list[str] = []
-    slots = {slot_of(name) for name in [*namespaces, *links]}
-    for slot in sorted(s for s in slots if s is not None):
-        fd = _lock(slot)
-        if fd is None:
-            continue
-        try:
-            removed += _remove(slot, namespaces, links)
-        finally:
-            os.close(fd)
-    return removed
-
-
 class Net:
     """One run's private network of namespaces (see the module docstring).
 
@@ -252,20 +125,20 @@ class Net:
         """Sweep what killed runs left, take a free slot, make the hub and join the host."""
         sweep()
         for slot in range(SLOTS):
-            fd = _lock(slot)
+            fd = lock(slot)
             if fd is None:
                 continue
             subnet = f"{PREFIX}.{slot}.0/24"
-            if _ip("-4", "-o", "addr", "show", "to", subnet).strip():
+            if ip("-4", "-o", "addr", "show", "to", subnet).strip():
                 os.close(fd)  # the host has an address there: not ours to route
                 continue
             self.slot, self._fd = slot, fd
             break
         else:
-            raise NetnsError(f"no free slot among {SLOTS}: {sorted(_namespaces())[:10]}")
+            raise NetnsError(f"no free slot among {SLOTS}: {sorted(namespaces())[:10]}")
         _OPEN.add(self)
         try:
-            _remove(self.slot, _namespaces(), _host_links())  # a killed run's, under our lock
+            remove(self.slot, namespaces(), host_links())  # a killed run's, under our lock
             self._make_hub()
         except BaseException:
             self.close()
@@ -283,7 +156,7 @@ class Net:
 
     def _make_hub(self) -> None:
         hub, hub_address = self.namespace(HUB), self._byte(_HUB_BYTE)
-        _ip("netns", "add", hub)
+        ip("netns", "add", hub)
         # Forwarding on, source checks off (module docstring), before any link exists:
         # a new link takes the defaults.
         settings = "conf/all/rp_filter=0 conf/default/rp_filter=0 ip_forward=1"
@@ -291,10 +164,10 @@ class Net:
             f"echo {value} > /proc/sys/net/ipv4/{key}"
             for key, value in (pair.split("=") for pair in settings.split())
         )
-        _ip("netns", "exec", hub, "sh", "-c", script)
+        ip("netns", "exec", hub, "sh", "-c", script)
         host_link, host_address = f"tnr{self.slot}", self._byte(_HOST_BYTE)
-        _ip("link", "add", host_link, "type", "veth", "peer", "name", "h-host", "netns", hub)
-        _batch(
+        ip("link", "add", host_link, "type", "veth", "peer", "name", "h-host", "netns", hub)
+        batch(
             hub,
             [
                 "link set lo up",
@@ -302,7 +175,7 @@ class Net:
                 "link set h-host up",
             ],
         )
-        _batch(
+        batch(
             None,
             [
                 f"addr add {host_address}/32 peer {hub_address}/32 dev {host_link}",
@@ -326,13 +199,13 @@ class Net:
                 raise NetnsError(f"a net has {_LAST_BYTE - _FIRST_BYTE + 1} members at most")
             address, hub_address = self._byte(last), self._byte(_HUB_BYTE)
             namespace, hub = self.namespace(name), self.namespace(HUB)
-            _ip("netns", "add", namespace)
+            ip("netns", "add", namespace)
             link = f"h-{name}"
-            _ip("link", "add", link, "netns", hub, "type", "veth", "peer", "name", "veth0",
+            ip("link", "add", link, "netns", hub, "type", "veth", "peer", "name", "veth0",
                 "netns", namespace)  # fmt: skip
-            _batch(hub, [f"addr add {hub_address}/32 peer {address}/32 dev {link}",
+            batch(hub, [f"addr add {hub_address}/32 peer {address}/32 dev {link}",
                          f"link set {link} up"])  # fmt: skip
-            _batch(
+            batch(
                 namespace,
                 [
                     "link set lo up",
@@ -367,7 +240,7 @@ class Net:
             return list(argv)
         if name not in self._members:
             raise KeyError(f"no member {name!r} in net {self.slot}")
-        return [_binary("ip") or "ip", "netns", "exec", self.namespace(name), *argv]
+        return [binary("ip") or "ip", "netns", "exec", self.namespace(name), *argv]
 
     # -- faults -----------------------------------------------------------------------
 
@@ -382,7 +255,7 @@ class Net:
         of ``pairs`` (one direction each; module docstring)."""
         with self._lock:
             wanted = {pair for pair in pairs if (pair in self._cuts) != on}
-            _batch(self.namespace(HUB), rule_lines(wanted, self._members, on))
+            batch(self.namespace(HUB), rule_lines(wanted, self._members, on))
             self._cuts = self._cuts | wanted if on else self._cuts - wanted
 
     def cut_between(self, a: Iterable[str], b: Iterable[str], on: bool = True) -> None:
@@ -404,10 +277,10 @@ class Net:
         if not addresses:
             return 0
         expression = " or ".join(f"dst {address}" for address in addresses).split()
-        ss = [_binary("ss") or "ss", "-N", self.namespace(name), "-Htn"]
+        ss = [binary("ss") or "ss", "-N", self.namespace(name), "-Htn"]
         before = self._connections(ss, expression)
         if before:
-            _run([*ss, "-K", "state", "connected", *expression])
+            run([*ss, "-K", "state", "connected", *expression])
             left = before & self._connections(ss, expression)
             if left:
                 raise NetnsError(
@@ -419,7 +292,7 @@ class Net:
     @staticmethod
     def _connections(ss: list[str], expression: list[str]) -> set[tuple[str, str]]:
         """The established connections ``ss`` lists."""
-        return connections(_run([*ss, "state", "established", *expression]))
+        return connections(run([*ss, "state", "established", *expression]))
 
     # -- teardown ---------------------------------------------------------------------
 
@@ -431,12 +304,18 @@ class Net:
         if fd is None:
             return
         try:
-            _remove(self.slot, _namespaces(), _host_links())
+            remove(self.slot, namespaces(), host_links())
         finally:
             os.close(fd)
             _OPEN.discard(self)
             self._members.clear()
             self._cuts.clear()
+
+
+def net_of(target: object) -> Net | None:
+    """The :class:`Net` a fault-suite target runs in (its ``net``), None if none."""
+    net = getattr(target, "net", None)
+    return net if isinstance(net, Net) else None
 
 
 #: The nets open in this process, closed at its exit if their owner did not.
@@ -448,9 +327,3 @@ def _close_all() -> None:
     for net in list(_OPEN):
         with contextlib.suppress(NetnsError, OSError):
             net.close()
-
-
-def net_of(target: object) -> Net | None:
-    """The :class:`Net` a fault-suite target runs in (its ``net``), None if none."""
-    net = getattr(target, "net", None)
-    return net if isinstance(net, Net) else None
