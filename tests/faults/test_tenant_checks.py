@@ -6,7 +6,14 @@ from __future__ import annotations
 from tenure.errors import LimitExceededError
 from tests.faults.test_checkers import Build
 from tools.faults.abuses import refusal_name
-from tools.faults.check_tenant import FLOOR, MIN_SAMPLES, RATIO, STALL, percentile
+from tools.faults.check_tenant import (
+    FLOOR,
+    JUDGED_FROM,
+    MIN_SAMPLES,
+    RATIO,
+    STALL,
+    percentile,
+)
 from tools.faults.checker import Verdict
 from tools.faults.report import Result, render
 from tools.faults.report_texts import TENANT_NOTES
@@ -96,6 +103,27 @@ def test_a_slow_hostile_phase_breaks_the_latency_rule() -> None:
     verdict = b.verdict()
     assert rules(verdict) == {"honest-latency"}, verdict.summary()
     assert "100.0 ms with the hostile tenant, 30.0 ms without" in verdict.violations[0].message
+
+
+def test_a_short_run_keeps_its_percentiles_and_leaves_them_unjudged() -> None:
+    short = Build()
+    short.note("harness", "params", 0.0, liveness_bound=10.0, tokens=True, seconds=18.0)
+    phases(short, 0.037, 0.169)  # CI's test run beside three other workers, once
+    verdict = short.verdict()
+    assert verdict.ok, verdict.summary()
+    latency = verdict.stats["tenant"]["latency_ms"]
+    assert latency["hostile"]["p99"] == 169.0
+    assert latency["judged"] == f"no: 18 s of faults, under {JUDGED_FROM:g} (long mode judges)"
+    long = Build()
+    long.note("harness", "params", 0.0, liveness_bound=10.0, tokens=True, seconds=JUDGED_FROM)
+    phases(long, 0.037, 0.169)
+    assert rules(long.verdict()) == {"honest-latency"}
+    # A stall is judged in a short run all the same.
+    stalled = Build()
+    stalled.note("harness", "params", 0.0, liveness_bound=10.0, tokens=True, seconds=18.0)
+    phases(stalled, 0.002, 0.002)
+    stalled.op("w1c1", "probe", 12.0, 12.0 + STALL * 2, "ok", session=2)
+    assert rules(stalled.verdict()) == {"honest-stall"}
 
 
 def test_the_quiet_p99_is_taken_as_at_least_the_floor() -> None:

