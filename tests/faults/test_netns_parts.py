@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tools.faults import lin_cuts, lin_nemesis
+from tools.faults import lin_cuts, lin_nemesis, netns_slots
 from tools.faults.netns import HOST, Net, NetnsError, connections, rule_lines
 from tools.faults.netns_slots import link_names, namespace_names, slot_of
 from tools.faults.target import IDLE_TIMEOUT, MEMBERS, REPLICATED
@@ -89,3 +89,16 @@ def test_in_namespaces_the_kernels_cuts_come_first_and_replace_the_proxies() -> 
         *lin_nemesis.REPLICATED_FAULTS,
         *lin_nemesis.COMMON,
     ]
+
+
+def test_without_root_or_iproute2_it_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(netns_slots.os, "geteuid", lambda: 1000)
+    netns_slots.unavailable.cache_clear()
+    try:
+        assert netns_slots.unavailable() == "network namespaces need root (ip netns add)"
+        monkeypatch.setattr(netns_slots.os, "geteuid", lambda: 0)
+        monkeypatch.setattr(netns_slots.shutil, "which", lambda *args, **kwargs: None)
+        netns_slots.unavailable.cache_clear()
+        assert "iproute2's ip is not installed" in (netns_slots.unavailable() or "")
+    finally:
+        netns_slots.unavailable.cache_clear()
