@@ -4,6 +4,9 @@ namespaces (the real thing: tests/faults/test_netns.py)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+
 import pytest
 
 from tools.faults import lin_cuts, lin_nemesis, netns_slots
@@ -92,12 +95,12 @@ def test_in_namespaces_the_kernels_cuts_come_first_and_replace_the_proxies() -> 
 
 
 def test_without_root_or_iproute2_it_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(netns_slots.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
     netns_slots.unavailable.cache_clear()
     try:
         assert netns_slots.unavailable() == "network namespaces need root (ip netns add)"
-        monkeypatch.setattr(netns_slots.os, "geteuid", lambda: 0)
-        monkeypatch.setattr(netns_slots.shutil, "which", lambda *args, **kwargs: None)
+        monkeypatch.setattr(os, "geteuid", lambda: 0)
+        monkeypatch.setattr(shutil, "which", lambda *args, **kwargs: None)
         netns_slots.unavailable.cache_clear()
         assert "iproute2's ip is not installed" in (netns_slots.unavailable() or "")
     finally:
