@@ -18,7 +18,10 @@ members also fail one at a time, and whose leader is cut off from etcd and pause
 :mod:`~tools.faults.failover`, measured by :mod:`~tools.faults.check_failover`), a
 three-member etcd cluster (:class:`~tools.faults.etcd_target.EtcdTarget`, whose
 members also fail one at a time: :mod:`~tools.faults.members`), a ``redis-server``
-or a PostgreSQL (:mod:`~tools.faults.db_targets`). The ``tenant`` scenario's
+or a PostgreSQL (:mod:`~tools.faults.db_targets`). In the ``linearizable``
+scenario a cluster's servers, etcd's members and the workers each run in a network
+namespace of their own (:mod:`~tools.faults.netns`), and the kernel cuts them
+(:mod:`~tools.faults.lin_cuts`). The ``tenant`` scenario's
 nemesis is a hostile tenant (:mod:`~tools.faults.tenant`, its abuses
 :mod:`~tools.faults.abuses` and :mod:`~tools.faults.abuses_surfaces`, its tokens
 :mod:`~tools.faults.tokens`) among honest clients, judged by
