@@ -158,6 +158,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/faults/test_cli.py": SERVICE,  # scripts/faults, not a scenario
     "tests/faults/test_cli.py::test_the_names_are_those_of_the_report_and_the_scenarios": UNIT,
     "tests/faults/test_lin_events.py": UNIT,  # hand-made histories, converted and checked
+    "tests/faults/test_lin_ydb.py": UNIT,  # the YDB visits' recording, a face in memory
     "tests/faults/test_netns_parts.py": UNIT,  # iproute2's output read back, no ip run
     # 5 s or more alone on the project's machine (2 cores), and worth it: elections
     # and whole-cluster restarts, a wheel built and installed, a partition reclaimed,

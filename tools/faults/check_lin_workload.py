@@ -6,13 +6,14 @@ The workers of the scenario record their operations in lincheck's format themsel
 
 1. **merged** into one history by time (a loss is written when it is told but
    invoked at the grant seen: it sorts to its place);
-2. **closed**: a hold whose client never recorded its end (its worker was stopped
-   holding it, or its session ended untold) gets a ``lost`` invoked at its grant and
-   never completed; a membership whose client never recorded its end, or a ``join``
-   whose outcome is unknown (it may have joined), gets a ``leave`` invoked at the
-   join and never completed. Either may take effect any time after, or never
-   (``info``): without it the model would keep the hold or the member for ever,
-   though its session ended;
+2. **closed**: a hold (of a mutex, or of a semaphore through YDB's face) whose client
+   never recorded its end (its worker was stopped holding it, or its session ended
+   untold) gets a ``lost`` invoked at its grant and never completed; a membership
+   whose client never recorded its end, or a ``join`` whose outcome is unknown (it
+   may have joined), gets a ``leave`` invoked at the join and never completed.
+   Either may take effect any time after, or never (``info``): without it the model
+   would keep the hold or the member for ever, though its session ended (a model only
+   a face records, ``semaphore``, is not checked where nothing recorded it);
 3. **checked** by :func:`~tools.faults.check_lin.check_events`: the rule
    ``linearizable:<model>``, its numbers, and the merged history written to the
    run's ``lincheck/`` directory with its witness.
@@ -46,10 +47,14 @@ from typing import Any, Final
 from tenure.testing import lincheck
 from tools.faults.check_lin import check_events
 from tools.faults.check_locks import Violation
-from tools.faults.lin_books import MODELS
+from tools.faults.lin_books import FACE_MODELS, MODELS, through_ydb
 
 #: The operations whose end closes a hold, per model (module docstring).
-_ENDS: Final = {"mutex": ("release", "lost"), "membership": ("leave",)}
+_ENDS: Final = {
+    "mutex": ("release", "lost"),
+    "semaphore": ("release", "lost"),
+    "membership": ("leave",),
+}
 
 
 def read_events(paths: list[Path]) -> list[dict[str, Any]]:
@@ -80,7 +85,7 @@ def close_holds(model: str, events: list[dict[str, Any]]) -> list[dict[str, Any]
     (module docstring), in time order."""
     if model not in _ENDS:
         return events
-    grant_f, end_fs = ("acquire", _ENDS["mutex"]) if model == "mutex" else ("join", ("leave",))
+    grant_f, end_fs = ("join" if model == "membership" else "acquire"), _ENDS[model]
     invoked: dict[str, dict[str, Any]] = {}
     open_holds: dict[tuple[str, str, Any], dict[str, Any]] = {}
     added: list[dict[str, Any]] = []
@@ -95,7 +100,7 @@ def close_holds(model: str, events: list[dict[str, Any]]) -> list[dict[str, Any]
         if call is None or f != grant_f:
             continue
         if kind == "ok":
-            value = event["value"] if model == "mutex" else call["value"]
+            value = call["value"] if model == "membership" else event["value"]  # the token
             opened = {**event, "value": value}
             open_holds[_hold(model, opened, process)] = opened
         elif kind == "info" and model == "membership":
@@ -123,16 +128,25 @@ def check_workload(
     lin_dir: Path, out_dir: Path | None
 ) -> tuple[list[Violation], dict[str, dict[str, Any]]]:
     """Every ``linearizable:<model>`` rule of the workload (module docstring), and each
-    model's numbers (with the watchers' counts under ``watch``)."""
+    model's numbers (with the watchers' counts under ``watch``, and under ``ydb`` the
+    operations answered through YDB's face, per model, where there were any)."""
     violations: list[Violation] = []
     stats: dict[str, dict[str, Any]] = {}
+    ydb: dict[str, int] = {}
     registers: lincheck.CheckResult | None = None
     for model, header in MODELS.items():
         found = close_holds(model, read_events(sorted(lin_dir.glob(f"w*-{model}.jsonl"))))
+        if not found and model in FACE_MODELS:
+            continue  # the target does not serve the face that records it
         broken, stats[model], result = check_events(model, found, out_dir, header)
+        ydb[model] = sum(
+            1 for e in found if e["type"] in ("ok", "fail") and through_ydb(e["process"])
+        )
         violations += broken
         if model == "register":
             registers = result
+    if any(ydb.values()):
+        stats["ydb"] = {"operations": sum(ydb.values()), **{m: n for m, n in ydb.items() if n}}
     records = watch_records(sorted(lin_dir.glob("watch-*.jsonl")))
     watched, stats["watch"] = check_watchers(records, registers)
     return violations + watched, stats

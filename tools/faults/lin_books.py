@@ -1,7 +1,8 @@
 """Where a worker of the ``linearizable`` scenario records its operations: lincheck's files.
 
 A worker process keeps one :class:`~tenure.testing.lincheck.HistoryWriter` per model
-(``w<index>-<model>.jsonl``: ``register``, ``counter``, ``mutex``, ``membership``) and
+(``w<index>-<model>.jsonl``: ``register``, ``counter``, ``mutex``, ``membership``, and
+``semaphore``, whose holds only YDB's face makes: :mod:`tools.faults.lin_ydb`) and
 one per watcher (``watch-w<index>c<n>.jsonl``, the ``watch`` events' shape in
 :mod:`tools.faults.lin_watch`), all in one directory of the run. Every event's time is
 the suite's clock (:func:`tools.faults.history.now_ns`: the raw ``CLOCK_MONOTONIC``,
@@ -17,7 +18,9 @@ are used from one thread, its event loop).
 A client's process ids are its label (``w0c1``) and a generation after each
 operation whose outcome is unknown (``w0c1.3``: that one may still be in flight, so
 the client's next is another process's, lincheck's rule); a loss has a process of its
-own (``w0c1/lost-<key>-<token>``), since it spans the client's other steps.
+own (``w0c1/lost-<key>-<token>``), since it spans the client's other steps. What a client
+does through YDB's face has process ids of their own, marked (``w0c1.y``, ``w0c1.y.2``:
+:func:`through_ydb`), sequential with the client's others all the same.
 """
 
 from __future__ import annotations
@@ -28,13 +31,26 @@ from typing import Any, Final
 from tenure.testing.lincheck import HistoryWriter
 from tools.faults.history import now_ns
 
+#: The semaphores held through YDB's face (:mod:`tools.faults.lin_ydb`), with their limits.
+SEMAPHORES: Final = {"ydb-mtx": 1, "ydb-sem": 3}
 #: The models a worker records, with the header of each one's files.
 MODELS: Final[dict[str, dict[str, Any] | None]] = {
     "register": {"initial": 0},  # the harness creates each register with data "0"
     "counter": None,  # a counter never written reads 0: the model's own start
     "mutex": None,
     "membership": None,
+    "semaphore": {"limit": SEMAPHORES},
 }
+#: The models only a face of the target records (none on a target without YDB's face):
+#: one with no operation at all is not checked.
+FACE_MODELS: Final = frozenset({"semaphore"})
+#: What marks the process ids of a client's operations through YDB's face.
+YDB_MARK: Final = ".y"
+
+
+def through_ydb(process: str) -> bool:
+    """Whether ``process`` (an operation's or a loss's) is a client's through YDB's face."""
+    return str(process).split("/")[0].split(".")[1:2] == [YDB_MARK[1:]]
 
 
 def model_file(out_dir: Path, worker: int, model: str) -> Path:

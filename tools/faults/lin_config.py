@@ -52,6 +52,9 @@ class LinConfig:
     #: steps; :mod:`tools.faults.lin_dflockd`), and the mutexes taken through it.
     dflockd: list[str] = field(default_factory=list)
     dflockd_keys: list[str] = field(default_factory=list)
+    #: The YDB face's endpoint (``grpc://host:port``, where discovery begins; empty: no
+    #: YDB visits; :mod:`tools.faults.lin_ydb`).
+    ydb: str = ""
     extra: dict[str, str] = field(default_factory=dict)
 
     def labels(self) -> list[str]:

@@ -5,8 +5,9 @@ persistent semaphore of data ``0``), gives every worker a fault proxy per addres
 the target (where it runs in network namespaces, a namespace of its own instead:
 :func:`tools.faults.lin_cuts.worker_path`) and starts the workers
 (:mod:`tools.faults.lin_worker`: clients through every door, some watching, one
-worker pausing now and then past the window; through dflockd's face too, where the
-target serves it); waits
+worker pausing now and then past the window; through dflockd's and YDB's faces too,
+where the target serves them: YDB's through one proxy its discovery advertises, tied to
+every worker's: :mod:`tools.faults.lin_ydb`); waits
 until every client has had an answer; lets the nemesis run (:mod:`tools.faults.lin_nemesis`)
 for the given time; heals everything and waits until every client has had an answer
 again (bounded by the liveness bound); stops everything it started (by PID, also
@@ -30,7 +31,9 @@ import os
 import random
 import subprocess
 from pathlib import Path
-from typing import Final
+from typing import Final, cast
+
+from tests.netproxy import NetProxy
 
 import tenure
 from tenure.errors import AlreadyExistsError
@@ -44,7 +47,7 @@ from tools.faults.nemesis import Stage, sleep_until
 from tools.faults.observer import Observer
 from tools.faults.proxies import ProxyGroup
 from tools.faults.scenarios import NEMESES, Scenario, liveness_bound
-from tools.faults.target import DFLOCKD, Target
+from tools.faults.target import DFLOCKD, YDB, Target, TenureTarget
 
 #: The keys of each model.
 REGISTERS: Final = [f"reg-{n}" for n in range(3)]
@@ -124,7 +127,12 @@ async def run_linearizable(
     answers = _Answers(lin_dir)
     healed = stopped = 0.0
     labels: list[str] = []
+    ydb: NetProxy | None = None
     try:
+        if YDB in target.capabilities:
+            ydb = NetProxy("127.0.0.1", 0)  # (its upstream port is known once asked for)
+            await ydb.start()
+            ydb.upstream_port = cast(TenureTarget, target).serve_ydb((ydb.host, ydb.port))
         await asyncio.to_thread(target.start)
         await create_node(target.url())
         await _create_registers(target.url())
@@ -132,6 +140,8 @@ async def run_linearizable(
             way = await worker_path(target, index)
             if way.proxies is not None:
                 proxies[index] = way.proxies
+                if ydb is not None:
+                    way.proxies.proxies[0].tie(ydb)
             doors = [target.url([address]) for address in way.addresses]
             if len(doors) > 1:
                 doors.append(target.url(way.addresses))
@@ -146,6 +156,8 @@ async def run_linearizable(
             if DFLOCKD in target.capabilities:
                 config.dflockd = [f"{host}:{port}" for host, port in way.addresses]
                 config.dflockd_keys = DFLOCKD_KEYS
+            if ydb is not None:
+                config.ydb = f"grpc://{ydb.host}:{ydb.port}"
             labels += config.labels()[config.watchers :]
             path = work_dir / f"w{index}.json"
             config.dump(path)
@@ -175,6 +187,8 @@ async def run_linearizable(
         await stop_workers(workers)
         for proxy in proxies.values():
             await proxy.aclose()
+        if ydb is not None:
+            await ydb.aclose()
         await asyncio.to_thread(target.stop)
         rec.close()
     verdict = check(load(sorted(history_dir.glob("*.jsonl"))))

@@ -4,7 +4,8 @@
 The first :attr:`~tools.faults.lin_config.LinConfig.watchers` clients watch a
 register (:mod:`tools.faults.lin_watch`); the others loop on random operations
 (:mod:`tools.faults.lin_client`; through dflockd's face too where the target serves
-it: :mod:`tools.faults.lin_dflockd`). Every operation goes to lincheck's files
+it: :mod:`tools.faults.lin_dflockd`; and YDB's: :mod:`tools.faults.lin_ydb`). Every
+operation goes to lincheck's files
 (:mod:`tools.faults.lin_books`); what is not an operation (a pause, a client's loop
 dying of an unexpected error) to the suite's history as notes.
 
@@ -28,6 +29,7 @@ from tools.faults.lin_client import STEPS, LinClient, Pauses
 from tools.faults.lin_config import LinConfig
 from tools.faults.lin_dflockd import DFLOCKD_STEPS
 from tools.faults.lin_watch import Watcher
+from tools.faults.lin_ydb import YdbVisits
 
 #: After SIGTERM, how long clients may finish their step before they are cancelled.
 STOP_GRACE: Final = 3.0
@@ -41,7 +43,8 @@ async def run(config: LinConfig) -> None:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     pauses = Pauses(config, recorder)
-    steps = {**STEPS, **(DFLOCKD_STEPS if config.dflockd else {})}
+    ydb = YdbVisits(config) if config.ydb else None
+    steps = {**STEPS, **(DFLOCKD_STEPS if config.dflockd else {}), **(ydb.steps() if ydb else {})}
     runners = [
         Watcher(config, n, books, recorder)
         if n < config.watchers
@@ -58,6 +61,8 @@ async def run(config: LinConfig) -> None:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     finally:
+        if ydb is not None:
+            await ydb.aclose()
         recorder.note(f"w{config.index}", "worker-end")
         books.close()
         recorder.close()

@@ -6,6 +6,11 @@ all, so its client fails over from one to the next through them). A network
 fault applied to the group applies to every proxy of it, so a "partition" cuts
 the worker off from the whole cluster, as a partition of its host would;
 :meth:`ProxyGroup.busiest` picks the one member link a fault may cut alone.
+
+Each proxy of a group is a :class:`TiedProxy`: other proxies may be tied to it
+(:meth:`TiedProxy.tie`), which every fault of it reaches too, as if one link carried
+them all: the YDB face's proxy, which the SDK's discovery leads every worker to
+(:mod:`tools.faults.lin_ydb`), is tied to each worker's link to that server.
 """
 
 from __future__ import annotations
@@ -18,11 +23,66 @@ from tests.netproxy import NetProxy
 from tools.faults.target import Address
 
 
+class TiedProxy(NetProxy):
+    """A :class:`NetProxy` whose faults also reach the proxies tied to it (module
+    docstring). Only the faults: a tied proxy is started and closed by its owner."""
+
+    def __init__(self, upstream_host: str, upstream_port: int) -> None:
+        self.tied: list[NetProxy] = []
+        self._delay = 0.0
+        super().__init__(upstream_host, upstream_port)
+
+    def tie(self, proxy: NetProxy) -> None:
+        """Fault ``proxy`` with this one from now on."""
+        self.tied.append(proxy)
+
+    @property
+    def delay(self) -> float:
+        """See :class:`NetProxy` (settable; set on the tied proxies too)."""
+        return self._delay
+
+    @delay.setter
+    def delay(self, seconds: float) -> None:
+        self._delay = seconds
+        for proxy in self.tied:
+            proxy.delay = seconds
+
+    def drop(self) -> None:
+        """See :meth:`NetProxy.drop`."""
+        super().drop()
+        for proxy in self.tied:
+            proxy.drop()
+
+    def stall(self) -> None:
+        """See :meth:`NetProxy.stall`."""
+        super().stall()
+        for proxy in self.tied:
+            proxy.stall()
+
+    def resume(self) -> None:
+        """See :meth:`NetProxy.resume`."""
+        super().resume()
+        for proxy in self.tied:
+            proxy.resume()
+
+    def lose_downstream(self, on: bool = True) -> None:
+        """See :meth:`NetProxy.lose_downstream`."""
+        super().lose_downstream(on)
+        for proxy in self.tied:
+            proxy.lose_downstream(on)
+
+    def refuse(self, on: bool = True) -> None:
+        """See :meth:`NetProxy.refuse`."""
+        super().refuse(on)
+        for proxy in self.tied:
+            proxy.refuse(on)
+
+
 class ProxyGroup:
     """Fault proxies to ``addresses``, faulted together (see the module docstring)."""
 
     def __init__(self, addresses: Sequence[Address]) -> None:
-        self.proxies = [NetProxy(host, port) for host, port in addresses]
+        self.proxies = [TiedProxy(host, port) for host, port in addresses]
         self._delay = 0.0
 
     def __len__(self) -> int:

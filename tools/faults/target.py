@@ -46,6 +46,7 @@ MEMBERS = "members"  # a cluster whose members fail one at a time (:class:`Clust
 REPLICATED = "replicated"  # servers of one service, one leading, over etcd (:class:`Replicated`)
 TOKENS = "tokens"  # it takes an auth file of tokens, and serves /metrics (:class:`TenureTarget`)
 DFLOCKD = "dflockd"  # it speaks dflockd's protocol on its port too (the face, by the first byte)
+YDB = "ydb"  # it serves YDB's face on a port of its own when asked (TenureTarget.serve_ydb)
 NETNS = "netns"  # it can run each of its processes in a network namespace (tools/faults/netns.py)
 
 #: A host and port.
@@ -220,7 +221,9 @@ class TenureTarget:
     :meth:`url` carries a token, and it serves HTTP (``/metrics``) on :attr:`http_port`.
     """
 
-    capabilities: frozenset[str] = frozenset({DATA_DIR, PRELOAD, IDLE_TIMEOUT, TOKENS, DFLOCKD})
+    capabilities: frozenset[str] = frozenset(
+        {DATA_DIR, PRELOAD, IDLE_TIMEOUT, TOKENS, DFLOCKD, YDB}
+    )
 
     def __init__(
         self,
@@ -256,6 +259,15 @@ class TenureTarget:
         self.auth_file = auth_file
         self.token = token
         self.http_port = self.http_port or free_port()
+
+    def serve_ydb(self, advertise: Address) -> int:
+        """Serve YDB's face from the next (re)start on: ``--ydb-port`` (a free port,
+        returned), with discovery sending clients to ``advertise`` (``--ydb-advertise``:
+        a proxy in front of that port)."""
+        port = free_port()
+        host, through = advertise
+        self.extra_args += ["--ydb-port", str(port), "--ydb-advertise", f"{host}:{through}"]
+        return port
 
     @property
     def address(self) -> Address:
