@@ -5,9 +5,11 @@ a short run of the scenario that makes its bug bite, and the rule that claims to
 catch it must be among the violations; a double grant and a token regression must
 also be caught by lincheck's mutex model (``linearizable:mutex``), whose witness
 file reproduces the verdict; a compare-and-set answered but not applied, by the
-``linearizable`` scenario's counter and register models. (Synthetic histories test
-each rule on its own in test_checkers.py, the conversion to lincheck's histories in
-test_lin_events.py.)
+``linearizable`` scenario's counter and register models; a stale read of YDB's face,
+by its register model, through YDB's SDK (the YDB clients' recording of holds and
+losses is proven against a face in memory with a planted fault: test_lin_ydb.py).
+(Synthetic histories test each rule on its own in test_checkers.py, the conversion to
+lincheck's histories in test_lin_events.py.)
 """
 
 from __future__ import annotations
@@ -117,3 +119,25 @@ async def test_a_swap_answered_but_not_applied_is_caught_by_the_counter_and_regi
     rules = outcome.verdict.rules()
     assert {"linearizable:counter", "linearizable:register"} <= rules, rules
     _reproduced(tmp_path, "counter")
+
+
+async def test_a_stale_read_of_the_ydb_face_is_caught_by_the_register_model(
+    tmp_path: Path,
+) -> None:
+    # No faults: YDB's clients (its SDK, tools/faults/lin_ydb.py) read the registers the
+    # native clients write, and the mutant answers them with data up to a second old.
+    scenario = replace(SCENARIOS["linearizable"], nemeses=(), workers=2, short_seconds=8.0)
+    target = TenureTarget(
+        tmp_path / "data", idle_timeout=scenario.idle_timeout, launcher=launcher("ydb-stale-read")
+    )
+    try:
+        outcome = await run_linearizable(
+            scenario, target, tmp_path, seconds=scenario.short_seconds, seed=5
+        )
+    finally:
+        target.kill()
+    assert "linearizable:register" in outcome.verdict.rules(), outcome.verdict.summary()
+    _reproduced(tmp_path, "register")
+    # The read that could not be linearized is one through YDB's face (its process: .y).
+    stuck = (tmp_path / "lincheck" / "register.txt").read_text()
+    assert ".y" in stuck.split("could not linearize")[1].splitlines()[0], stuck

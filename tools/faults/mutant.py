@@ -20,6 +20,11 @@ mutants. Each mutant names the checker rule that must catch it:
   should swap answers that it did, and changes nothing (a lost write, a counter's
   lost add). Run by the ``linearizable`` scenario; caught by
   ``linearizable:counter`` and ``linearizable:register``.
+* ``ydb-stale-read`` (server): YDB's face answers a describe with the semaphore's
+  data as it was up to a second before (a read served from a copy kept too long);
+  tenure's own protocol reads it fresh. Run by the ``linearizable`` scenario, whose
+  YDB clients read the registers the native clients write; caught by
+  ``linearizable:register``.
 
 A mutant imports tenure's pure build even where the compiled one is built
 (scripts/compile): a patch of a class or function mypyc compiled does not take.
@@ -102,6 +107,27 @@ def _lost_swap() -> None:
     engine._HANDLERS[c.SwapSemaphoreData] = swap
 
 
+def _ydb_stale_read() -> None:
+    import time
+
+    from tenure.compat.ydb import semaphores
+
+    original = semaphores._described
+    kept: dict[str, tuple[float, bytes]] = {}
+
+    def described(*args: Any) -> dict[str, Any]:
+        fields = original(*args)
+        name, now = fields["name"], time.monotonic()
+        copy = kept.get(name)
+        if copy is None or now - copy[0] > 1.0:
+            kept[name] = (now, fields["data"])
+        else:
+            fields["data"] = copy[1]  # the copy, up to a second old
+        return fields
+
+    semaphores._described = described  # type: ignore[assignment]
+
+
 #: Mutant name -> (the process it patches, the patch).
 MUTANTS: Final[dict[str, tuple[str, Callable[[], None]]]] = {
     "limit": ("serve", _limit),
@@ -109,6 +135,7 @@ MUTANTS: Final[dict[str, tuple[str, Callable[[], None]]]] = {
     "drop-push": ("serve", _drop_push),
     "no-cancel": ("worker", _no_cancel),
     "lost-swap": ("serve", _lost_swap),
+    "ydb-stale-read": ("serve", _ydb_stale_read),
 }
 
 
