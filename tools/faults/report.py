@@ -129,13 +129,20 @@ def _lock_lines(s: dict[str, Any]) -> list[str]:
 
 
 def _workload_lines(s: dict[str, Any]) -> list[str]:
-    """A linearizable scenario's lines on its workload: the answers each model had, and
-    what the watchers saw."""
+    """A linearizable scenario's lines on its workload: the answers each model had (and
+    those through YDB's face), and what the watchers saw."""
     answered: dict[str, int] = s.get("answered") or {}
     watch: dict[str, Any] = (s.get("linearizability") or {}).get("watch") or {}
+    ydb: dict[str, int] = (s.get("linearizability") or {}).get("ydb") or {}
+    through = {model: n for model, n in ydb.items() if model != "operations"}
     return [
         f"* operations answered (ok or fail), per model: {_counts(answered)}; server "
         f"restarts {s['restarts']}",
+        *(
+            [f"* of which through YDB's face, with YDB's SDK: {_counts(through)}"]
+            if through
+            else []
+        ),
         f"* watches: {watch.get('watchers', 0)} watches saw {watch.get('states_seen', 0)} "
         f"states; lincheck's watch check: {watch.get('verdict', '-')}",
     ]

@@ -120,7 +120,17 @@ LINEARIZABLE_NOTES: Final = (
     "8 s while one of its clients holds), `membership` (two groups, ids of a pool of "
     "four: join, leave, members); on `tenure`, two more mutexes through the dflockd face, "
     "taken with `dflockd-client` (a grant whose release the face did not answer may have "
-    "ended any time after it was seen: its lease runs out by itself). Two clients watch "
+    "ended any time after it was seen: its lease runs out by itself), and visits to the YDB "
+    "face with YDB's own SDK (tools/faults/lin_ydb.py: a session of `ydb.aio`'s "
+    "coordination client, 3 s timeout, 1-3 operations): `semaphore` (a YDB mutex and a "
+    "semaphore of limit 3, acquired with counts 1-3; the SDK tells neither whether an "
+    "acquire was granted nor its token, so a describe after it decides, the owner's "
+    "`order_id` being tenure's fencing token, and another after release() confirms it; an "
+    "expired session, which the SDK never tells, is a loss invoked at the last describe "
+    "that listed the hold and completed when a new session's describe no longer lists it) "
+    "and the registers (describe, update), whose histories hold both faces' operations; "
+    "every worker's SDK reaches the face through one proxy its discovery advertises, faulted "
+    "with each worker's link. Two clients watch "
     "a register: what they saw is held to the registers' linearization (lincheck's "
     "`check_watches`: the register searched again with every item they saw, which some "
     "linearization must explain: in order, none repeated, none before its write, none "
@@ -161,6 +171,11 @@ MUTANTS: Final = (
         "`token-order`, `fenced-write-refused`, `linearizable:mutex`",
     ),
     ("a dropped push", "one `Granted` push in ten is never written", "`hang`, `no-progress`"),
+    (
+        "a stale read of YDB's face",
+        "a describe through YDB's face answers data up to a second old",
+        "`linearizable:register` (its YDB clients' reads)",
+    ),
     (
         "a loss that does not cancel the body",
         "`CancelOnLoss.cancel_body` does nothing (client)",
