@@ -284,3 +284,35 @@ async def test_aio_grant_lost_in_flight_is_answered_again(aio_cut: AioCut) -> No
         assert [count for _, count in held] == [1]
         await mine.release()
         assert (await lock.describe()).owners == []
+
+
+async def test_aio_an_update_whose_answer_was_lost_is_not_applied_again_after_another(
+    aio_cut: AioCut,
+) -> None:
+    # The SDK sends its unanswered update again on its new stream, after the other
+    # session's update: answered as the first time, not applied again
+    # (tenure.compat.ydb.resent; tools/faults/findings.md).
+    proxy, path = aio_cut.proxy, aio_cut.path
+    async with (
+        asyncio.timeout(2 * WAIT),
+        aio_cut.cut.session(path) as session,
+        aio_cut.direct.session(path) as other,
+    ):
+        mine, theirs = session.semaphore("data"), other.semaphore("data")
+        await theirs.acquire()  # (the SDK's acquire makes the semaphore)
+        await theirs.release()
+        await mine.update(b"mine-1")
+        proxy.lose_downstream()  # the next update's answer will go nowhere
+        updating = asyncio.ensure_future(mine.update(b"mine-2"))
+
+        async def applied() -> bool | None:
+            return (await theirs.describe()).data == b"mine-2" or None
+
+        await apoll(applied, "the update applied")
+        await theirs.update(b"theirs")
+        assert not updating.done()
+        proxy.drop()
+        proxy.lose_downstream(False)
+        await updating  # answered on the new stream
+        assert (await theirs.describe()).data == b"theirs"
+        assert (await mine.describe()).data == b"theirs"

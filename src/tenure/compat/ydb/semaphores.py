@@ -14,7 +14,10 @@ docs/ydb.md). YDB's checks that tenure's engine makes differently come first:
   queue, takes the new count, data and timeout, and the earlier request is
   answered ABORTED, as YDB's does;
 * creating a semaphore over an ephemeral one, or deleting an ephemeral one:
-  PRECONDITION_FAILED.
+  PRECONDITION_FAILED;
+* a create, update or delete sent again on a new stream of its session (a client
+  that reconnected sends its unanswered requests again) is answered as it was the
+  first time, not applied again (:mod:`tenure.compat.ydb.resent`).
 
 A queued acquire is answered ``AcquireSemaphorePending`` at once and
 ``AcquireSemaphoreResult`` when it ends: acquired, or not (its timeout passed:
@@ -46,6 +49,7 @@ from tenure._core import (
 )
 from tenure._core.holders import Waiter, holder_key
 from tenure.compat.ydb import _protos as pb
+from tenure.compat.ydb.resent import Resent
 from tenure.compat.ydb.steps import admit_request
 from tenure.compat.ydb.stream import ArmedWatch, QueuedAcquire, SessionStream
 from tenure.errors import ErrorCode, TenureError, code_of
@@ -82,18 +86,24 @@ class SemaphoreRequests:
         self._execute = execute
         self._send = send
         self._request_ids = itertools.count(1)  # the engine's names of queued acquires
+        #: The answers of the sessions' last changes, for a client that sends one again.
+        self.resent = Resent()
 
     def handle(self, stream: SessionStream, kind: str, request: Any) -> None:
         """Answer one semaphore request (``kind``: its field in ``SessionRequest``)."""
         result_kind, answer = _HANDLERS[kind]
         try:
             admit_request(self.host, stream.token)  # (its token's rate: one per request)
+            again = self.resent.recall(stream, kind, request)
+            if again is not None:
+                self._send(stream, again)  # answered before, on a stream now gone
+                return
             answer(self, stream, request)
         except (TenureError, TimeoutError) as error:
             status = pb.status_of(code_of(error))
-            self._result(stream, result_kind, request.req_id, status, str(error))
+            self._result(stream, result_kind, request.req_id, status, str(error), request)
         except pb.StatusError as error:
-            self._result(stream, result_kind, request.req_id, error.status, str(error))
+            self._result(stream, result_kind, request.req_id, error.status, str(error), request)
 
     # -- the requests --------------------------------------------------------------------
 
@@ -217,7 +227,7 @@ class SemaphoreRequests:
             raise pb.StatusError(pb.Status.PRECONDITION_FAILED, why)
         command = CreateSemaphore(stream.session_id, request.name, request.limit, request.data)
         self._execute(stream, command)
-        self._result(stream, "create_semaphore_result", request.req_id, _SUCCESS)
+        self._result(stream, "create_semaphore_result", request.req_id, _SUCCESS, "", request)
 
     def update(self, stream: SessionStream, request: Any) -> None:
         """``UpdateSemaphore``: replace the semaphore's data."""
@@ -225,7 +235,7 @@ class SemaphoreRequests:
             raise _missing(request.name)
         command = UpdateSemaphore(stream.session_id, request.name, request.data)
         self._execute(stream, command)
-        self._result(stream, "update_semaphore_result", request.req_id, _SUCCESS)
+        self._result(stream, "update_semaphore_result", request.req_id, _SUCCESS, "", request)
 
     def delete(self, stream: SessionStream, request: Any) -> None:
         """``DeleteSemaphore``: only an idle one unless ``force`` (its waiters: ABORTED)."""
@@ -238,7 +248,7 @@ class SemaphoreRequests:
             )
         command = DeleteSemaphore(stream.session_id, request.name, force=request.force)
         self._execute(stream, command)
-        self._result(stream, "delete_semaphore_result", request.req_id, _SUCCESS)
+        self._result(stream, "delete_semaphore_result", request.req_id, _SUCCESS, "", request)
 
     # -- effects -------------------------------------------------------------------------
 
@@ -281,13 +291,23 @@ class SemaphoreRequests:
         self._send(stream, _Response(describe_semaphore_changed=changed))
 
     def _result(
-        self, stream: SessionStream, kind: str, req_id: int, status: int, why: str = ""
+        self,
+        stream: SessionStream,
+        kind: str,
+        req_id: int,
+        status: int,
+        why: str = "",
+        request: Any = None,
     ) -> None:
+        """Send a result (``kind``'s); that of a change (``request``) is kept too."""
         if kind == "acquire_semaphore_result":
             self._acquired(stream, req_id, status, why)
             return
         result = {"req_id": req_id, "status": status, "issues": pb.issues(why)}
-        self._send(stream, _Response(**{kind: result}))
+        response = _Response(**{kind: result})
+        if request is not None:
+            self.resent.keep(stream, kind.removesuffix("_result"), request, response)
+        self._send(stream, response)
 
     def _semaphore(self, stream: SessionStream, name: str) -> Any:
         """The engine's semaphore ``name`` in the stream's node (None: there is none).

@@ -221,6 +221,7 @@ class YdbSessions:
             return
         self.by_session.pop(sid, None)
         self._forget(sid)
+        self.semaphores.resent.forget(sid)
         stream.session_id = 0
         self.send(stream, _Response(session_stopped={"session_id": sid}))
         self.end(stream)
@@ -250,6 +251,8 @@ class YdbSessions:
 
     def deliver(self, effect: Effect) -> None:
         """An engine effect of a YDB session: to its stream, if it has one now."""
+        if type(effect) is SessionEnded:
+            self.semaphores.resent.forget(effect.session_id)  # attached or not
         stream = self.by_session.get(effect.session_id)
         if stream is None or stream.closing:
             return  # detached: what its old stream waited for is not sent (YDB's rule)
