@@ -30,6 +30,7 @@ from tools.faults.lin_config import LinConfig
 from tools.faults.lin_dflockd import DFLOCKD_STEPS
 from tools.faults.lin_watch import Watcher
 from tools.faults.lin_ydb import YdbVisits
+from tools.faults.worker import config_main
 
 #: After SIGTERM, how long clients may finish their step before they are cancelled.
 STOP_GRACE: Final = 3.0
@@ -70,12 +71,7 @@ async def run(config: LinConfig) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: ``python -m tools.faults.lin_worker CONFIG.json``."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 1:
-        print("usage: python -m tools.faults.lin_worker CONFIG.json", file=sys.stderr)
-        return 2
-    asyncio.run(run(LinConfig.read(Path(args[0]))))
-    return 0
+    return config_main("tools.faults.lin_worker", argv, lambda path: run(LinConfig.read(path)))
 
 
 if __name__ == "__main__":

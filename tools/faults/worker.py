@@ -44,10 +44,10 @@ import random
 import select
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import tenure
 from tenure.errors import LostError, TenureError
@@ -372,14 +372,22 @@ async def run(config: WorkerConfig) -> None:
         recorder.close()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: ``python -m tools.faults.worker CONFIG.json``."""
+def config_main(
+    module: str, argv: Sequence[str] | None, start: Callable[[Path], Coroutine[Any, Any, None]]
+) -> int:
+    """A worker process's entry point: ``python -m MODULE CONFIG.json`` runs
+    ``start(CONFIG.json)`` (2: a usage error)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        print("usage: python -m tools.faults.worker CONFIG.json", file=sys.stderr)
+        print(f"usage: python -m {module} CONFIG.json", file=sys.stderr)
         return 2
-    asyncio.run(run(WorkerConfig.read(Path(args[0]))))
+    asyncio.run(start(Path(args[0])))
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: ``python -m tools.faults.worker CONFIG.json``."""
+    return config_main("tools.faults.worker", argv, lambda path: run(WorkerConfig.read(path)))
 
 
 if __name__ == "__main__":
