@@ -13,6 +13,9 @@ run, records
 
 Each describe is bounded (:data:`CALL_WAIT`): while the server is down it fails
 fast instead of waiting for a connection. A lost observer session is replaced.
+The observer is one process of the history, so its operations are made one at a
+time even when the harness asks for a last read while :meth:`Observer.run` is still
+going (lincheck refuses a process with two operations in flight).
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ class Observer:
         self.snapshots = 0
         self._client: tenure.Client | None = None
         self._session: tenure.Session | None = None
+        # One operation at a time: the history's process OBSERVER is sequential.
+        self._turn = asyncio.Lock()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Snapshot every key each ``interval``, read the registers every few rounds."""
@@ -82,6 +87,10 @@ class Observer:
 
     async def snapshot(self, key: str) -> None:
         """Record one describe of mutex ``key`` (owners and waiters)."""
+        async with self._turn:
+            await self._snapshot(key)
+
+    async def _snapshot(self, key: str) -> None:
         op = self.rec.invoke(OBSERVER, "snapshot", key=key)
         try:
             session = await self._ensure()
@@ -104,6 +113,10 @@ class Observer:
         self.rec.complete(OBSERVER, op, "ok", value=value)
 
     async def _read(self, name: str) -> None:
+        async with self._turn:
+            await self._read_in_turn(name)
+
+    async def _read_in_turn(self, name: str) -> None:
         op = self.rec.invoke(OBSERVER, "read", key=name)
         value: int | None
         try:
