@@ -8,7 +8,12 @@ import threading
 import pytest
 
 import tenure.sync
-from tenure.errors import AlreadyExistsError, LeaseLostError, PreconditionFailedError
+from tenure.errors import (
+    AlreadyExistsError,
+    LeaseLostError,
+    LimitExceededError,
+    PreconditionFailedError,
+)
 
 
 def test_members_join_update_and_leave_seen_by_a_blocking_watch(
@@ -48,6 +53,19 @@ def test_members_join_update_and_leave_seen_by_a_blocking_watch(
     assert group.members() == {}
     with pytest.raises(PreconditionFailedError):
         me.update(b"x")
+
+
+def test_a_group_nobody_made_has_no_members_also_after_a_refused_join(
+    session: tenure.sync.Session, other: tenure.sync.Session
+) -> None:
+    assert session.group("nobody").members() == {}
+    member = session.group("full", max_members=1).join("a", data=b"x")
+    with pytest.raises(LimitExceededError, match="max_members"):
+        other.group("full").join("b")
+    assert other.group("full").members() == {"a": b"x"}
+    member.leave()
+    other.group("full").delete()
+    assert other.group("full").members() == {}
 
 
 def test_a_forced_delete_loses_the_member_and_leaving_with_raises_it(

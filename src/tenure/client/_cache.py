@@ -122,16 +122,20 @@ class Cache(ClosesOnExit):
     # -- reading ------------------------------------------------------------------------
 
     def get(self, name: str) -> SemaphoreDescription | None:
-        """The semaphore ``name`` as the cache shows it now, or None if it does not exist.
+        """The semaphore ``name`` as the cache shows it now, or None if it does not exist
+        or is not under the cache's prefix (it is not in the cache).
 
         Raises:
-            InvalidArgumentError: ``name`` is not under the cache's prefix.
+            InvalidArgumentError: ``name`` is not a str (a caller's mistake, refused as
+                every bad argument is, not an answer of None).
             LimitExceededError: the cache ended past ``max_size`` (or the error that
                 ended it otherwise).
         """
-        if not isinstance(name, str) or not name.startswith(self.prefix):
-            raise InvalidArgumentError(f"{name!r} is not under the cache's prefix {self.prefix!r}")
+        if not isinstance(name, str):
+            raise InvalidArgumentError(f"name must be a str, got {name!r}")
         self._check()
+        if not name.startswith(self.prefix):
+            return None  # never in the cache, whatever the store holds under that name
         return self._view.get(name)
 
     def items(self) -> list[tuple[str, SemaphoreDescription]]:

@@ -153,14 +153,19 @@ class Group(NamedRecipe):
         return await start_partition(member)
 
     async def members(self) -> dict[str, bytes]:
-        """Each member's id and data, in the order they joined.
+        """Each member's id and data, in the order they joined: ``{}`` for a group
+        nobody made (as :meth:`watch` shows a missing group: no members), also after a
+        join that was refused. Whether the group exists is :meth:`create`'s question
+        (AlreadyExistsError), or a describe of the semaphore ``name``.
 
         Raises:
-            NotFoundError: there is no such group.
             PreconditionFailedError: the semaphore of that name is no group.
         """
         backend = self.session._backend_session()
-        found = await self._describe(backend, owners=True)
+        try:
+            found = await self._describe(backend, owners=True)
+        except NotFoundError:
+            return {}  # nobody made it, or it was deleted: nobody is a member
         self._check_group(found)
         return {i: member.data for i, member in members_of(found.owners).items()}
 

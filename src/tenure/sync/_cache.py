@@ -32,7 +32,12 @@ class Cache(ClosesOnExit):
 
     def get(self, name: str) -> SemaphoreDescription | None:
         """The semaphore ``name`` as the cache shows it now, or None if it does not exist
-        (see :meth:`tenure.Cache.get`)."""
+        or is not under the cache's prefix (see :meth:`tenure.Cache.get`).
+
+        Raises:
+            InvalidArgumentError: ``name`` is not a str.
+            LimitExceededError: the cache ended past ``max_size``.
+        """
         return self._portal.call(now, lambda: self._cache.get(name))
 
     def items(self) -> list[tuple[str, SemaphoreDescription]]:

@@ -165,7 +165,12 @@ class Group(SyncRecipe[LeaseSession, aio.Group]):
         )
 
     def members(self) -> dict[str, bytes]:
-        """Each member's id and data, in the order they joined."""
+        """Each member's id and data, in the order they joined: ``{}`` for a group nobody
+        made, also after a refused join (see :meth:`tenure.Group.members`).
+
+        Raises:
+            PreconditionFailedError: the semaphore of that name is no group.
+        """
         return self.session._portal.call(self._recipe.members)
 
     def watch(self) -> Stream[GroupView]:

@@ -130,12 +130,20 @@ async def leave_group(coordinator: Coordinator, group_id: bytes) -> None:
 
 
 async def members(coordinator: Coordinator, group_id: bytes) -> dict[str, bytes]:
-    """Each member's id (tenure text) and data (GroupNotCreated if the group is missing)."""
+    """Each member's id (tenure text) and data (GroupNotCreated if the group is missing).
+
+    A tenure group nobody made has no members (``{}``), where tooz's contract tells a
+    missing group apart: an empty answer is checked with a describe of the group's
+    semaphore (a round trip only then)."""
     main = await coordinator.main()
-    try:
-        return await main.group(group_name(group_id)).members()
-    except NotFoundError:
-        raise coordination.GroupNotCreated(group_id) from None
+    name = group_name(group_id)
+    found = await main.group(name).members()
+    if not found:
+        try:
+            await main.semaphore(name).describe()
+        except NotFoundError:
+            raise coordination.GroupNotCreated(group_id) from None
+    return found
 
 
 async def update_capabilities(coordinator: Coordinator, group_id: bytes, capabilities: Any) -> None:

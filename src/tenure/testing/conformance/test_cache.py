@@ -86,8 +86,12 @@ async def test_the_cache_holds_the_prefix_once_entered(
         ]
         assert held.waiters == ()
         assert cache.get("config/missing") is None
-        with pytest.raises(InvalidArgumentError, match="not under the cache's prefix"):
-            cache.get("configs")
+        # Names outside the prefix are not in the cache, though the store has them.
+        assert cache.get("configs") is None
+        assert cache.get("other/config/x") is None
+        assert cache.get("other/x") is None
+        with pytest.raises(InvalidArgumentError, match="name must be a str"):
+            cache.get(b"config/db")  # type: ignore[arg-type]
         assert shown_items(cache) == await truth(client, writer, node)
 
 

@@ -218,8 +218,7 @@ async def test_create_delete_and_a_semaphore_that_is_no_group(
 ) -> None:
     one, two = await client.session(node), await client2.session(node)
     group = one.group("g", max_members=3)
-    with pytest.raises(NotFoundError):
-        await group.members()
+    assert await group.members() == {}  # nobody made it: no members
     await group.create()
     assert await group.members() == {}
     with pytest.raises(AlreadyExistsError):
@@ -232,8 +231,9 @@ async def test_create_delete_and_a_semaphore_that_is_no_group(
     await group.delete(force=True)
     await within(member.lost)
     assert isinstance(member.lost_reason, LeaseLostError)
+    assert await group.members() == {}  # deleted: no members
     with pytest.raises(NotFoundError):
-        await group.members()
+        await group.delete()
     await one.counter("count").add(1)
     for call in (
         lambda: one.group("count").join("m"),
@@ -244,6 +244,30 @@ async def test_create_delete_and_a_semaphore_that_is_no_group(
         with pytest.raises(PreconditionFailedError, match="not a group"):
             await call()
     assert await one.counter("count").get() == 1
+
+
+async def test_a_group_nobody_joined_has_no_members_also_after_a_refused_join(
+    client: tenure.Client, client2: tenure.Client, node: str
+) -> None:
+    one, two = await client.session(node), await client2.session(node)
+    assert await one.group("others").members() == {}
+    assert await describe(one, "others") is None  # asking made nothing
+    with pytest.raises(InvalidArgumentError, match="member_id"):
+        one.group("others").join("")  # refused before anything is sent
+    assert await one.group("others").members() == {}
+    # A join refused by the store: the group is full, the refused join is no member.
+    first = await one.group("full", max_members=1).join("first", data=b"1")
+    with pytest.raises(LimitExceededError, match="max_members"):
+        await two.group("full", max_members=1).join("second", data=b"2")
+    assert await two.group("full").members() == {"first": b"1"}
+    await first.leave()
+    assert await two.group("full").members() == {}
+    # A join refused for its id, by a member that then left: nobody is a member.
+    kept = await one.group("taken").join("id", data=b"a")
+    with pytest.raises(AlreadyExistsError, match="id"):
+        await two.group("taken").join("id", data=b"b")
+    await kept.leave()
+    assert await two.group("taken").members() == {}
 
 
 async def test_bad_arguments_are_refused_before_anything_is_sent(
