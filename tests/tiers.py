@@ -152,6 +152,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/dashboard/test_dashboard_browser.py": ("browser", "service"),
     "tests/bench/test_targets.py": UNIT,
     "tests/bench/test_calls.py": UNIT,
+    "tests/bench/test_readme.py": UNIT,
     "tests/faults": ("faults", "service"),
     "tests/faults/test_scenarios.py": ("faults", "service", "slow"),  # 20-40 s each
     "tests/faults/test_mutants.py": ("faults", "service", "slow"),  # 7-30 s each
@@ -174,6 +175,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/test_names.py": UNIT,
     "tests/test_examples_public.py": UNIT,
     "tests/test_layout_table.py": UNIT,
+    "tests/test_server_map.py": UNIT,
     "tests/test_leaving_twice.py": UNIT,
     "tests/test_leader_backoff.py": UNIT,
     "tests/test_requeue_pause.py": UNIT,

@@ -5,10 +5,15 @@ The runtime, here:
 * :mod:`tenure.server._serve`: the network server, which runs the rest;
 * :mod:`tenure.server._server_host`: the server's host, built before the server: the
   runtime's :class:`~tenure._runtime.host.Host` given the server's journal and its
-  group commit (:mod:`tenure.server._group_commit`), every change journaled;
+  group commit (:mod:`tenure.server._group_commit`), every change journaled; what
+  the group commit is given, its journal and its writer, in
+  :mod:`tenure.server._commit_seams`, and its snapshots begun and heard in
+  :mod:`tenure.server._snapshots`;
 * :mod:`tenure.server._reception`: the server's sockets admitted and connections
   served; :mod:`tenure.server._routing`: where the engine's effects go;
 * :mod:`tenure.server._session_table`: which connection owns which session;
+* :mod:`tenure.server._role`: whether this server leads (a lone server always does),
+  what the parts that face clients are told of it;
 * :mod:`tenure.server.plug`: the boundary with the faces of other lock services
   (:mod:`tenure.compat`): what the server lends a face, and what a face must be; the
   only module of the server they import;
@@ -29,7 +34,10 @@ By concern:
   environment and config file (see docs/operations.md);
 * :mod:`tenure.server._http`: the HTTP endpoint of ``--http-port`` (``/metrics``,
   ``/healthz``, ``/readyz``; the ``server`` extra), fed through the hooks of
-  :mod:`tenure.server._observe`; :mod:`tenure.server._logs`: the log's formats.
+  :mod:`tenure.server._observe`; :mod:`tenure.server._logs`: the log's formats;
+* :mod:`tenure.server._cluster`: ``tenure serve --cluster``, several servers as one
+  replicated service over a log in etcd: a member's terms as standby and leader, its
+  fenced appends, its warm engine (docs/cluster.md).
 
 Layer (CONTRIBUTING.md): its modules may import each other, tenure._core,
 tenure._runtime, tenure._protocol and tenure.errors.
