@@ -2,15 +2,20 @@
 
 Both are keyed by :func:`holder_key`: a session's numbered hold. A server may keep a
 hundred thousand owners (held mutexes), so :class:`Owner` stores only what cannot be
-derived (see its docstring); waiters exist only while someone waits.
+derived (see its docstring); waiters exist only while someone waits. Besides: what a
+holder's data costs its quota owner (:func:`charge_data`, :func:`forget_hold`), and
+holders as a description shows them (:func:`owner_infos`, :func:`waiter_infos`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import field
 
 from tenure._core._dataclass import dataclass
-from tenure._core.quotas import Usage
+from tenure._core.quotas import Q_DATA_BYTES, Q_HOLDS, Usage
+from tenure._core.session import Session
+from tenure._core.values import NO_IDENTITY, ClientIdentity, OwnerInfo, WaiterInfo
 
 
 def holder_key(session_id: int, hold: int) -> int:
@@ -189,3 +194,55 @@ class Waiter:
 
     def __post_init__(self) -> None:
         self.key = holder_key(self.session_id, self.hold)
+
+
+# -- what holders cost their quota owner ----------------------------------------------
+
+
+def forget_hold(owner: Owner) -> None:
+    """``owner`` is no longer held: it and its data count no longer."""
+    usage = owner.usage
+    if usage is not None:
+        usage.add(Q_HOLDS, -1)
+        if owner.data:
+            usage.add(Q_DATA_BYTES, -len(owner.data))
+
+
+def charge_data(usage: Usage | None, amount: int) -> None:
+    """Count ``amount`` more data bytes (less if negative) against ``usage``'s owner."""
+    if amount and usage is not None:
+        usage.add(Q_DATA_BYTES, amount)
+
+
+# -- holders as a description shows them ------------------------------------------------
+
+
+def owner_infos(owners: Iterable[Owner], sessions: Mapping[int, Session]) -> tuple[OwnerInfo, ...]:
+    """``owners`` as a semaphore's description lists them, in the order given: each with
+    its session's description and identity (looked up in ``sessions``) and its
+    ``since`` in engine time (the host shows it in UNIX seconds)."""
+    infos: list[OwnerInfo] = []
+    for o in owners:
+        description, identity = _who(sessions.get(o.session_id))
+        infos.append(
+            OwnerInfo(o.session_id, o.count, o.data, o.token, description, identity, o.since)
+        )
+    return tuple(infos)
+
+
+def waiter_infos(
+    waiters: Iterable[Waiter], sessions: Mapping[int, Session]
+) -> tuple[WaiterInfo, ...]:
+    """``waiters`` as a semaphore's description lists them (see :func:`owner_infos`)."""
+    infos: list[WaiterInfo] = []
+    for w in waiters:
+        description, identity = _who(sessions.get(w.session_id))
+        infos.append(WaiterInfo(w.session_id, w.count, w.data, description, identity, w.since))
+    return tuple(infos)
+
+
+def _who(session: Session | None) -> tuple[str, ClientIdentity]:
+    """The description and identity a holder of ``session`` shows."""
+    if session is None:  # (only a caller that passed no sessions)
+        return "", NO_IDENTITY
+    return session.description, session.identity

@@ -34,17 +34,16 @@ from typing import Any
 
 from tenure._core.holders import Owner as Owner
 from tenure._core.holders import Waiter as Waiter
+from tenure._core.holders import (
+    charge_data,
+    forget_hold,
+    owner_infos,
+    waiter_infos,
+)
 from tenure._core.holders import holder_key as holder_key
 from tenure._core.quotas import Q_DATA_BYTES, Q_HOLDS, Usage
 from tenure._core.session import Session
-from tenure._core.values import (
-    MAX_COUNT,
-    NO_IDENTITY,
-    ClientIdentity,
-    OwnerInfo,
-    SemaphoreDescription,
-    WaiterInfo,
-)
+from tenure._core.values import MAX_COUNT, SemaphoreDescription
 
 
 class Semaphore:
@@ -242,32 +241,14 @@ class Semaphore:
         UNIX seconds: :func:`tenure._core.stamps.stamp_description`).
         """
         known = sessions or {}
-        owner_infos: list[OwnerInfo] = []
-        waiter_infos: list[WaiterInfo] = []
-        if owners:
-            for o in self.owners.values():
-                session = known.get(o.session_id)
-                description, identity = _who(session)
-                owner_infos.append(
-                    OwnerInfo(
-                        o.session_id, o.count, o.data, o.token, description, identity, o.since
-                    )
-                )
-        if waiters:
-            for w in self.waiters.values():
-                session = known.get(w.session_id)
-                description, identity = _who(session)
-                waiter_infos.append(
-                    WaiterInfo(w.session_id, w.count, w.data, description, identity, w.since)
-                )
         return SemaphoreDescription(
             name=self.name,
             limit=self.limit,
             count=self.count,
             data=self.data,
             ephemeral=self.ephemeral,
-            owners=tuple(owner_infos),
-            waiters=tuple(waiter_infos),
+            owners=owner_infos(self.each_owner(), known) if owners else (),
+            waiters=waiter_infos(self.waiters.values(), known) if waiters else (),
         )
 
     # -- changes --------------------------------------------------------------------
@@ -295,9 +276,9 @@ class Semaphore:
         if old is None and owner.usage is not None:  # (a new hold, not a restated one)
             owner.usage.add(Q_HOLDS, 1)
         if owner.data:  # (most holds have none: no call)
-            _charge(owner.usage, len(owner.data))
+            charge_data(owner.usage, len(owner.data))
         if old is not None and old.data:  # (most holds have none: no call)
-            _charge(old.usage, -len(old.data))
+            charge_data(old.usage, -len(old.data))
         return old
 
     def remove_owner(self, key: int) -> Owner | None:
@@ -310,13 +291,13 @@ class Semaphore:
                 return None
             self._owners = None
             self.count = 0
-            _forget(owners)
+            forget_hold(owners)
             return owners
         assert isinstance(owners, dict)
         owner = owners.pop(key, None)
         if owner is not None:
             self.count -= owner.count
-            _forget(owner)
+            forget_hold(owner)
             if len(owners) == 1:
                 self._owners = next(iter(owners.values()))
         return owner
@@ -331,9 +312,9 @@ class Semaphore:
         old = waiters.pop(key, None)
         waiters[key] = waiter
         if waiter.data:  # (most holds have none: no call)
-            _charge(waiter.usage, len(waiter.data))
+            charge_data(waiter.usage, len(waiter.data))
         if old is not None and old.data:  # (most holds have none: no call)
-            _charge(old.usage, -len(old.data))
+            charge_data(old.usage, -len(old.data))
         return old
 
     def restate_waiter(self, waiter: Waiter) -> None:
@@ -344,9 +325,9 @@ class Semaphore:
         old = waiters[waiter.key]
         waiters[waiter.key] = waiter  # (an existing key keeps its place in a dict)
         if old.data:  # (most holds have none: no call)
-            _charge(old.usage, -len(old.data))
+            charge_data(old.usage, -len(old.data))
         if waiter.data:  # (most holds have none: no call)
-            _charge(waiter.usage, len(waiter.data))
+            charge_data(waiter.usage, len(waiter.data))
 
     def is_head(self, key: int) -> bool:
         """Whether holder ``key``'s request is first in the queue."""
@@ -363,16 +344,16 @@ class Semaphore:
             self._own_rest().waiters = None
             self._tidy()
         if waiter is not None and waiter.data:  # (most holds have none: no call)
-            _charge(waiter.usage, -len(waiter.data))
+            charge_data(waiter.usage, -len(waiter.data))
         return waiter
 
     def forget_holders_data(self) -> None:
         """It is dropped with its owners and waiters: their data counts no longer."""
         for owner in self.each_owner():
-            _forget(owner)
+            forget_hold(owner)
         for waiter in self.waiters.values():
             if waiter.data:  # (most holds have none: no call)
-                _charge(waiter.usage, -len(waiter.data))
+                charge_data(waiter.usage, -len(waiter.data))
 
     def head(self) -> Waiter | None:
         """The first request in the queue, if any (served next, when it fits)."""
@@ -397,25 +378,3 @@ class _Rest:
 
 #: The empty view of owners or waiters (shared, read-only).
 _NOBODY: Mapping[int, Any] = MappingProxyType({})
-
-
-def _forget(owner: Owner) -> None:
-    """``owner`` is no longer held: it and its data count no longer."""
-    usage = owner.usage
-    if usage is not None:
-        usage.add(Q_HOLDS, -1)
-        if owner.data:
-            usage.add(Q_DATA_BYTES, -len(owner.data))
-
-
-def _charge(usage: Usage | None, amount: int) -> None:
-    """Count ``amount`` more data bytes (less if negative) against ``usage``'s owner."""
-    if amount and usage is not None:
-        usage.add(Q_DATA_BYTES, amount)
-
-
-def _who(session: Session | None) -> tuple[str, ClientIdentity]:
-    """The description and identity a holder of ``session`` shows."""
-    if session is None:  # (only a caller that passed no sessions)
-        return "", NO_IDENTITY
-    return session.description, session.identity
