@@ -60,6 +60,8 @@ from tenure._core.stored_config import config_to_stored
 from tenure._core.values import (
     NodeConfig,
     NodeDescription,
+    SemaphoreSummary,
+    SessionSummary,
     check_description,
     check_identity,
     check_name,
@@ -78,7 +80,6 @@ from tenure._etcd.streams import KeepAlive, WatchHub
 from tenure.backends._base import Capability, SessionListener, SessionTicket
 from tenure.backends._opener import NewSession, SessionFactory
 from tenure.backends._session import StoreSession
-from tenure.backends._store_listing import ListingModule, StoreListings
 from tenure.backends._turns import Turns
 from tenure.backends.etcd import _listing, _resume
 from tenure.backends.etcd._claims import release_claim
@@ -87,7 +88,7 @@ from tenure.backends.etcd._hints import Hints
 from tenure.backends.etcd._keys import Layout, encode
 from tenure.backends.etcd._node import NodeView, config_of, read_config
 from tenure.backends.etcd._opening import Opened, lease_ttl, open_new, revoke
-from tenure.backends.etcd._store import EtcdStore
+from tenure.backends.etcd._store import EtcdStore, compose
 from tenure.backends.etcd._url import parse_url
 from tenure.errors import (
     AlreadyExistsError,
@@ -132,12 +133,10 @@ def _config_value(config: NodeConfig) -> bytes:
     return encode(config_to_stored(config))
 
 
-class EtcdBackend(StoreListings, SessionFactory):
+class EtcdBackend(SessionFactory):
     """A backend whose state lives in etcd."""
 
     scheme: ClassVar[str] = "etcd"
-
-    listing: ClassVar[ListingModule] = _listing  # its listings (StoreListings)
 
     def __init__(self, conn: EtcdClient, layout: Layout, withdraw_wait: float) -> None:
         self.conn = conn
@@ -179,6 +178,13 @@ class EtcdBackend(StoreListings, SessionFactory):
                 )
         view.users += 1
         return view
+
+    def session_ended(self, store: EtcdStore) -> None:
+        """``store``'s session ended (its :class:`~tenure.backends.etcd._store.EtcdHome`):
+        forget it, and let go of its node's view."""
+        if self.sessions.get(store.lease_id) is store:
+            del self.sessions[store.lease_id]
+        self.release_view(store.view)
 
     def release_view(self, view: NodeView) -> None:
         """A session of the view's node ended: stop following it when none is left."""
@@ -324,7 +330,18 @@ class EtcdBackend(StoreListings, SessionFactory):
         return self._opened(opened, view, listener)
 
     def _opened(self, opened: Opened, view: NodeView, listener: SessionListener) -> StoreSession:
-        store = EtcdStore(self, opened.record, opened.ttl, view, confirmed_at=opened.confirmed_at)
+        store = compose(
+            self,
+            opened,
+            view,
+            conn=self.conn,
+            layout=self.layout,
+            keepalive=self.keepalive,
+            hub=self.watches,
+            feeds=self.feeds,
+            hints=self.hints,
+            turns=self.turns,
+        )
         session = StoreSession(
             store,
             listener,
@@ -341,9 +358,27 @@ class EtcdBackend(StoreListings, SessionFactory):
         self.keepalive.add(store)
         return session
 
-    async def revoke(self, lease_id: int) -> None:
-        """Revoke a lease (gone already: nothing to do)."""
-        await revoke(self.conn, lease_id)
+    async def list_nodes(self, *, after: str, limit: int) -> list[str]:
+        """See :func:`tenure.backends.etcd._listing.list_nodes`."""
+        return await _listing.list_nodes(self.conn, self.layout, after, limit)
+
+    async def list_semaphores(
+        self, node: str, *, prefix: str, after: str, limit: int
+    ) -> list[SemaphoreSummary]:
+        """See :func:`tenure.backends.etcd._listing.list_semaphores`."""
+        return await _listing.list_semaphores(self.conn, self.layout, node, prefix, after, limit)
+
+    async def list_sessions(self, node: str, *, after: int, limit: int) -> list[SessionSummary]:
+        """See :func:`tenure.backends.etcd._listing.list_sessions`."""
+        return await _listing.list_sessions(self.conn, self.layout, node, after, limit)
+
+    async def kill_session(self, node: str, session_id: int) -> None:
+        """See :func:`tenure.backends.etcd._listing.kill_session`; a session of this very
+        client hears it now."""
+        await _listing.kill_session(self.conn, self.layout, node, session_id)
+        local = self.sessions.get(session_id)
+        if local is not None:
+            await local.record.diagnose()
 
     async def aclose(self) -> None:
         """Close every session (revoking its lease), then the streams and the channel."""

@@ -51,8 +51,9 @@ class NodeMember(Protocol):
         """Events may have been missed (``alive``: the node is there; check the grants),
         or the node went (not ``alive``: find out why)."""
 
-    def forced_delete(self, name: str, revision: int) -> None:
-        """``name`` was deleted by force at ``revision``: grants older than it are gone."""
+    def forced_delete(self, name: str, revision: int | None) -> None:
+        """``name`` was deleted by force at ``revision``: grants older than it are gone
+        (None: deleted by this client, every grant of it is)."""
 
 
 class NodeView:
@@ -147,9 +148,14 @@ class NodeView:
         for member in list(self._members()):
             member.node_changed(alive)
 
-    def _forced_delete(self, name: str, revision: int) -> None:
+    def _forced_delete(self, name: str, revision: int | None) -> None:
         for member in list(self._members()):
             member.forced_delete(name, revision)
+
+    def tell_deleted(self, name: str) -> None:
+        """``name`` was deleted by force by a session of this client: its holders here hear
+        it now, before the delete returns (as on the engine; others hear the marker)."""
+        self._forced_delete(name, None)
 
     def close(self) -> None:
         """Stop following the node."""

@@ -63,6 +63,7 @@ import time
 from typing import Any
 
 from tenure._core.values import MAX_COUNT, MAX_SET_NAMES, check_data
+from tenure._etcd.client import EtcdClient
 from tenure._etcd.requests import (
     EQUAL,
     LESS,
@@ -80,10 +81,15 @@ from tenure._etcd.requests import (
 from tenure.backends._base import Grant
 from tenure.backends._ledger import Pending
 from tenure.backends._store import QUEUED, InQueue
+from tenure.backends._turns import Turns
+from tenure.backends.etcd._hints import Hints
 from tenure.backends.etcd._keys import encode
+from tenure.backends.etcd._node import NodeView
 from tenure.backends.etcd._queue import SemState
+from tenure.backends.etcd._record import SessionRecord
+from tenure.backends.etcd._session_keys import SessionKeys
 from tenure.backends.etcd._set_wait import MAX_TXN_OPS, AllOrNoneSet, SetWaiter, parse_states
-from tenure.backends.etcd._types import SetAcquirerHome
+from tenure.backends.etcd._txns import TxnSender
 from tenure.errors import (
     InvalidArgumentError,
     LimitExceededError,
@@ -106,10 +112,28 @@ def check_members(pendings: list[Pending]) -> None:
 
 
 class SetAcquirer:
-    """Joins the queues of a lock_all's names for one session (module docstring)."""
+    """Joins the queues of a lock_all's names for one session (module docstring): given
+    the session's keys, Txns and record, the client's view, hints, turns and channel,
+    and the session's :class:`SetWaiter`."""
 
-    def __init__(self, store: SetAcquirerHome, waiter: SetWaiter) -> None:
-        self._store = store
+    def __init__(
+        self,
+        keys: SessionKeys,
+        sender: TxnSender,
+        record: SessionRecord,
+        view: NodeView,
+        hints: Hints,
+        turns: Turns[bytes],
+        conn: EtcdClient,
+        waiter: SetWaiter,
+    ) -> None:
+        self._keys = keys
+        self._sender = sender
+        self._record = record
+        self._view = view
+        self._hints = hints
+        self._turns = turns
+        self._conn = conn
         self._waiter = waiter
 
     async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | InQueue | None:
@@ -119,15 +143,14 @@ class SetAcquirer:
         unanswered call leaves that to the session's withdrawal of each member,
         which finds the set in ``pending.state``.
         """
-        store = self._store
         lock_set = AllOrNoneSet(
             pendings,
-            [store.keys.prefix(pending.name) for pending in pendings],
-            [store.keys.suffix(pending.hold) for pending in pendings],
+            [self._keys.prefix(pending.name) for pending in pendings],
+            [self._keys.suffix(pending.hold) for pending in pendings],
         )
         for pending in pendings:
             pending.state = lock_set
-        turns, taken = store.turns, []
+        turns, taken = self._turns, []
         try:
             try:
                 for prefix in sorted(lock_set.prefixes):
@@ -154,7 +177,6 @@ class SetAcquirer:
     async def _join(self, lock_set: AllOrNoneSet) -> Grant | InQueue | None:
         """Check and join (module docstring): the first member's grant (the set was granted
         at once), QUEUED, or None (busy)."""
-        store = self._store
         first = lock_set.pendings[0]
         count, data, timeout = first.count, first.data, first.timeout
         states: list[SemState] | None = None
@@ -162,13 +184,13 @@ class SetAcquirer:
             states = await self._read(lock_set)
         fresh = False  # the settings were read for this join (not the view's)
         while True:
-            config = store.view.config
+            config = self._view.config
             try:
                 data = check_data("owner data", data, config.max_data_size)
             except LimitExceededError:
                 if fresh:
                     raise
-                await store.sender.config()  # the view may lag a change: refuse on the settings now
+                await self._sender.config()  # the view may lag a change: refuse on the settings now
                 fresh = True
                 continue
             unplaced = self._guarded(lock_set, states) - lock_set.placed
@@ -190,7 +212,7 @@ class SetAcquirer:
                 full = [s.name for s in states if len(s.waiters()) >= config.max_waiters]
                 if full:
                     if not fresh:
-                        await store.sender.config()
+                        await self._sender.config()
                         fresh = True
                         continue
                     raise _too_many_waiters(config.max_waiters, full[0])
@@ -204,7 +226,7 @@ class SetAcquirer:
                 if reads:  # read back in the same Txn while the ops allow it
                     for prefix in lock_set.prefixes:
                         add_get_prefix(request.success, prefix)
-            reply = await store.sender.send(request)
+            reply = await self._sender.send(request)
             revision = int(reply.header.revision)
             if not reply.succeeded:
                 states = await self._parse_read(lock_set, list(reply.responses)[1:], revision)
@@ -222,18 +244,17 @@ class SetAcquirer:
         """The join was made at revision ``created``: check what it may have changed
         (a semaphore made; for a queued set, ``states`` read after it: limits and queues
         changed since the checks) and say what it was."""
-        store = self._store
         first = lock_set.pendings[0]
         lock_set.created = created
         lock_set.placed.clear()  # (the join deleted them)
         await self._room(states, created)
         if at_once:
             for name in lock_set.names:
-                store.hints.contended(store.keys.node, name, False)
+                self._hints.contended(self._keys.node, name, False)
             return lock_set.grant(0, created)
-        config = store.view.config
+        config = self._view.config
         for state, suffix in zip(states, lock_set.suffixes, strict=True):
-            store.hints.contended(store.keys.node, state.name, True)
+            self._hints.contended(self._keys.node, state.name, True)
             mine = state.entry(suffix)
             if mine is None:
                 continue  # gone already: the wait finds out
@@ -248,28 +269,25 @@ class SetAcquirer:
     def _may_guess(self, lock_set: AllOrNoneSet) -> bool:
         """Whether the join may start from guesses (the hints): an ephemeral set, none of
         whose names this client found contended when it last acquired it."""
-        store = self._store
         return lock_set.pendings[0].ephemeral and not any(
-            store.hints.is_contended(store.keys.node, name) for name in lock_set.names
+            self._hints.is_contended(self._keys.node, name) for name in lock_set.names
         )
 
     def _guesses(self, lock_set: AllOrNoneSet) -> list[SemState]:
         """Each name as guessed from the hints: its last record seen, nobody queued."""
-        store = self._store
         guesses = []
         for name in lock_set.names:
-            created, limit = store.hints.record(store.keys.node, name) or (0, MAX_COUNT)
+            created, limit = self._hints.record(self._keys.node, name) or (0, MAX_COUNT)
             guesses.append(SemState(name, 0, record=created, limit=limit))
         return guesses
 
     def _guarded(self, lock_set: AllOrNoneSet, states: list[SemState] | None) -> set[int]:
         """The members that need a placeholder: every name without a record (as read, or
         as the hints say) but the first (module docstring)."""
-        store = self._store
         if states is None:
-            hints = store.hints
+            hints = self._hints
             open_ = [
-                i for i, n in enumerate(lock_set.names) if hints.record(store.keys.node, n) is None
+                i for i, n in enumerate(lock_set.names) if hints.record(self._keys.node, n) is None
             ]
         else:
             open_ = [i for i, state in enumerate(states) if not state.record]
@@ -278,13 +296,13 @@ class SetAcquirer:
     def _checked(self, lock_set: AllOrNoneSet, states: list[SemState]) -> bool:
         """The engine's checks of each name, in order (raises); False if a guess must be
         read first (a count above the limit last seen)."""
-        store, first = self._store, lock_set.pendings[0]
+        first = lock_set.pendings[0]
         for state in states:
             if state.revision == 0:
                 if first.count > state.limit:
                     return False
                 continue
-            store.hints.remember(store.keys.node, state)
+            self._hints.remember(self._keys.node, state)
             if not state.exists and not first.ephemeral:
                 raise NotFoundError(
                     f"semaphore {state.name!r} does not exist (create it or use ephemeral)"
@@ -304,10 +322,9 @@ class SetAcquirer:
     def _at_once(self, lock_set: AllOrNoneSet, states: list[SemState], data: bytes) -> Any | None:
         """The Txn that grants the set at once if nobody joined any queue since the read
         (module docstring); None if it needs more compares than etcd allows."""
-        store = self._store
-        request = store.sender.new_txn()
+        request = self._sender.new_txn()
         compare = request.compare
-        add_compare_mod(compare, store.view.config_key, store.view.config_rev)
+        add_compare_mod(compare, self._view.config_key, self._view.config_rev)
         for prefix, state in zip(lock_set.prefixes, states, strict=True):
             queue = prefix + b"q/"
             if state.record and not state.entries:  # the record alone, still
@@ -319,22 +336,21 @@ class SetAcquirer:
         if len(compare) > MAX_TXN_OPS:
             return None
         for i, value in enumerate(self._values(lock_set, data, True)):
-            add_put(request.success, lock_set.request(i), value, store.keys.lease_id)
+            add_put(request.success, lock_set.request(i), value, self._keys.lease_id)
         self._finish_txn(lock_set, request)
         return request
 
     def _enqueue(self, lock_set: AllOrNoneSet, states: list[SemState], data: bytes) -> Any:
         """The Txn that queues the set (module docstring); the caller adds the read-back."""
-        store = self._store
-        request = store.sender.new_txn()
+        request = self._sender.new_txn()
         compare = request.compare
-        add_compare_mod(compare, store.view.config_key, store.view.config_rev)
+        add_compare_mod(compare, self._view.config_key, self._view.config_rev)
         for prefix, state in zip(lock_set.prefixes, states, strict=True):
             if state.record:
                 add_compare_create(compare, prefix + b"rec", state.record)
         add_compare_create(compare, lock_set.request(0), 0)
         for i, value in enumerate(self._values(lock_set, data, False)):
-            add_put(request.success, lock_set.request(i), value, store.keys.lease_id)
+            add_put(request.success, lock_set.request(i), value, self._keys.lease_id)
         self._finish_txn(lock_set, request)
         return request
 
@@ -342,7 +358,7 @@ class SetAcquirer:
         """A joining Txn's last ops: the placeholders go; failing, every name is read."""
         for i in sorted(lock_set.placed):
             add_delete(request.success, lock_set.placeholder(i))
-        add_get(request.failure, self._store.view.config_key)
+        add_get(request.failure, self._view.config_key)
         for prefix in lock_set.prefixes:
             add_get_prefix(request.failure, prefix)
 
@@ -350,35 +366,33 @@ class SetAcquirer:
         """Put the placeholders of members ``indexes``, one Txn each (sent together), the
         last also reading every name; count the node's semaphores as any maker of one
         does (LimitExceededError past max_semaphores). The names as read."""
-        store = self._store
         order = sorted(indexes)
         lock_set.placed.update(order)  # (before: an unanswered one may have been made)
 
         async def put(i: int) -> Any:
-            request = store.sender.new_txn()
-            add_put(request.success, lock_set.placeholder(i), b"", store.keys.lease_id)
+            request = self._sender.new_txn()
+            add_put(request.success, lock_set.placeholder(i), b"", self._keys.lease_id)
             if i == order[-1]:
-                add_get(request.success, store.view.config_key)
+                add_get(request.success, self._view.config_key)
                 for prefix in lock_set.prefixes:
                     add_get_prefix(request.success, prefix)
-            return await store.sender.send(request)
+            return await self._sender.send(request)
 
         replies = await asyncio.gather(*(put(i) for i in order))
-        view, limit = store.view, store.view.config.max_semaphores
+        view, limit = self._view, self._view.config.max_semaphores
         bounds = [view.semaphores_bound(int(reply.header.revision)) for reply in replies]
         proven = all(bound is not None and bound <= limit for bound in bounds)
-        if not proven and await store.sender.count_semaphores() > limit:
+        if not proven and await self._sender.count_semaphores() > limit:
             raise LimitExceededError(
-                f"max_semaphores ({limit}) reached on node {store.keys.node!r}"
+                f"max_semaphores ({limit}) reached on node {self._keys.node!r}"
             )
         last = replies[-1]
         return await self._parse_read(lock_set, list(last.responses)[1:], int(last.header.revision))
 
     async def _read(self, lock_set: AllOrNoneSet) -> list[SemState]:
         """The node's settings and every name, read now (one Txn)."""
-        store = self._store
-        ops = [get(store.view.config_key), *(get_prefix(prefix) for prefix in lock_set.prefixes)]
-        reply = await store.conn.txn([], ops)
+        ops = [get(self._view.config_key), *(get_prefix(prefix) for prefix in lock_set.prefixes)]
+        reply = await self._conn.txn([], ops)
         return await self._parse_read(lock_set, list(reply.responses), int(reply.header.revision))
 
     async def _parse_read(
@@ -386,16 +400,14 @@ class SetAcquirer:
     ) -> list[SemState]:
         """The states from a read of the settings' key, then every name (the view takes
         the settings; no settings: the node is gone)."""
-        store = self._store
         config_kvs = responses[0].response_range.kvs
         if not config_kvs:
-            await store.record.diagnose()
-            store.session.check_alive()
-            raise NotFoundError(f"node {store.keys.node!r} does not exist")
-        store.view.update(config_kvs[0])
+            await self._record.ensure_alive()
+            raise NotFoundError(f"node {self._keys.node!r} does not exist")
+        self._view.update(config_kvs[0])
         states = parse_states(lock_set, responses[1:], revision)
         for state in states:
-            store.hints.contended(store.keys.node, state.name, bool(state.entries))
+            self._hints.contended(self._keys.node, state.name, bool(state.entries))
         return states
 
     async def _room(self, states: list[SemState], revision: int) -> None:
@@ -403,32 +415,30 @@ class SetAcquirer:
         may have been made by it; count as any maker does, unless the bound proves it."""
         if all(state.record for state in states):
             return
-        store = self._store
-        limit = store.view.config.max_semaphores
-        bound = store.view.semaphores_bound(revision)
+        limit = self._view.config.max_semaphores
+        bound = self._view.semaphores_bound(revision)
         if bound is not None and bound <= limit:
             return
-        if await store.sender.count_semaphores() > limit:
+        if await self._sender.count_semaphores() > limit:
             raise LimitExceededError(
-                f"max_semaphores ({limit}) reached on node {store.keys.node!r}"
+                f"max_semaphores ({limit}) reached on node {self._keys.node!r}"
             )
 
     async def _room_to_refuse(self, lock_set: AllOrNoneSet, states: list[SemState]) -> None:
         """Before a busy answer, the engine's check of max_semaphores: the names that do
         not exist (those with a placeholder are counted already) would not fit."""
-        store = self._store
         missing = sum(
             not state.exists and i not in lock_set.placed for i, state in enumerate(states)
         )
         if not missing:
             return
-        limit = store.view.config.max_semaphores
-        bound = store.view.semaphores_bound(max(state.revision for state in states))
+        limit = self._view.config.max_semaphores
+        bound = self._view.semaphores_bound(max(state.revision for state in states))
         if bound is not None and bound + missing <= limit:
             return
-        if await store.sender.count_semaphores() + missing > limit:
+        if await self._sender.count_semaphores() + missing > limit:
             raise LimitExceededError(
-                f"max_semaphores ({limit}) reached on node {store.keys.node!r}"
+                f"max_semaphores ({limit}) reached on node {self._keys.node!r}"
             )
 
 
