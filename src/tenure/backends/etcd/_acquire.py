@@ -107,14 +107,8 @@ class SingleAcquirer:
         waiter: SingleWaiter,
         holds: Holds,
     ) -> None:
-        self._keys = keys
-        self._sender = sender
-        self._record = record
-        self._view = view
-        self._hints = hints
-        self._turns = turns
-        self._waiter = waiter
-        self._holds = holds
+        self._keys, self._sender, self._record, self._view = keys, sender, record, view
+        self._hints, self._turns, self._waiter, self._holds = hints, turns, waiter, holds
         self._session: BoundSession
 
     def bind(self, session: BoundSession) -> None:

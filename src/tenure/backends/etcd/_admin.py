@@ -80,13 +80,8 @@ class Admin:
     ) -> None:
         self._keys = keys
         self._layout, self._node = keys.layout, keys.node
-        self._sender = sender
-        self._conn = conn
-        self._hub = hub
-        self._hints = hints
-        self._view = view
-        self._armed = armed
-        self._claims = claims
+        self._sender, self._conn, self._hub, self._hints = sender, conn, hub, hints
+        self._view, self._armed, self._claims = view, armed, claims
         self._session: BoundSession
 
     def bind(self, session: BoundSession) -> None:

@@ -95,10 +95,7 @@ class Claims:
         view: NodeView,
         conn: EtcdClient,
     ) -> None:
-        self._keys = keys
-        self._sender = sender
-        self._record = record
-        self._view = view
+        self._keys, self._sender, self._record, self._view = keys, sender, record, view
         self._conn = conn
 
     async def claim(

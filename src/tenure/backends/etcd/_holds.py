@@ -45,10 +45,7 @@ class Holds:
     def __init__(
         self, keys: SessionKeys, sender: TxnSender, record: SessionRecord, conn: EtcdClient
     ) -> None:
-        self._keys = keys
-        self._sender = sender
-        self._record = record
-        self._conn = conn
+        self._keys, self._sender, self._record, self._conn = keys, sender, record, conn
         self._session: BoundSession
 
     def bind(self, session: BoundSession) -> None:

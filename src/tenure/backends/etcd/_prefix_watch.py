@@ -53,10 +53,7 @@ class EtcdPrefixWatch:
         armed: set[Armed],
         prefix: str,
     ) -> None:
-        self._session = session
-        self._keys = keys
-        self._hub = hub
-        self._armed = armed
+        self._session, self._keys, self._hub, self._armed = session, keys, hub, armed
         self.feed = PrefixFeed()
         self._root = keys.root
         self._key = self._root + keys.layout.escape(prefix).encode()

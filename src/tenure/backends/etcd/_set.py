@@ -127,14 +127,8 @@ class SetAcquirer:
         conn: EtcdClient,
         waiter: SetWaiter,
     ) -> None:
-        self._keys = keys
-        self._sender = sender
-        self._record = record
-        self._view = view
-        self._hints = hints
-        self._turns = turns
-        self._conn = conn
-        self._waiter = waiter
+        self._keys, self._sender, self._record, self._view = keys, sender, record, view
+        self._hints, self._turns, self._conn, self._waiter = hints, turns, conn, waiter
 
     async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | InQueue | None:
         """Grant every member now, queue them all, or None (busy, timeout 0).

@@ -139,12 +139,8 @@ class SetWaiter:
         feeds: Feeds,
         holds: Holds,
     ) -> None:
-        self._keys = keys
-        self._sender = sender
-        self._record = record
-        self._conn = conn
-        self._feeds = feeds
-        self._holds = holds
+        self._keys, self._sender, self._record, self._conn = keys, sender, record, conn
+        self._feeds, self._holds = feeds, holds
 
     async def await_grant(self, pending: Pending) -> Grant | None:
         """Member ``pending``'s grant: the first member's call waits for the whole set

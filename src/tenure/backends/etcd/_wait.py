@@ -76,10 +76,7 @@ class SingleWaiter:
         conn: EtcdClient,
         feeds: Feeds,
     ) -> None:
-        self._keys = keys
-        self._sender = sender
-        self._record = record
-        self._conn = conn
+        self._keys, self._sender, self._record, self._conn = keys, sender, record, conn
         self._feeds = feeds
         self._session: BoundSession
 

@@ -55,10 +55,7 @@ class EtcdWatch(ReadbackWatch):
         waiters: bool,
     ) -> None:
         super().__init__(name, data=data, owners=owners, waiters=waiters)
-        self._keys = keys
-        self._sender = sender
-        self._conn = conn
-        self._hub = hub
+        self._keys, self._sender, self._conn, self._hub = keys, sender, conn, hub
         self._armed = armed
         self._watcher: Watcher | None = None
         #: The revision of the last read, and what it showed.
