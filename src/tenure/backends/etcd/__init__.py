@@ -86,7 +86,7 @@ from tenure.backends.etcd._claims import release_claim
 from tenure.backends.etcd._feed import Feeds
 from tenure.backends.etcd._hints import Hints
 from tenure.backends.etcd._keys import Layout, encode
-from tenure.backends.etcd._node import NodeView, config_of, read_config
+from tenure.backends.etcd._node import NodeView, NodeViews, config_of
 from tenure.backends.etcd._opening import Opened, lease_ttl, open_new, revoke
 from tenure.backends.etcd._store import EtcdStore, compose
 from tenure.backends.etcd._url import parse_url
@@ -152,7 +152,7 @@ class EtcdBackend(SessionFactory):
         #: What an acquire assumes of a semaphore (its Txn compares it).
         self.hints = Hints()
         #: The nodes this client has sessions on (:mod:`tenure.backends.etcd._node`).
-        self.views: dict[str, NodeView] = {}
+        self.views = NodeViews(conn, self.watches, layout, self._members)
         #: Requests of one client (of all its sessions) join a semaphore's queue one at
         #: a time, in the order they were made: each Txn is answered before the next is
         #: sent, so etcd cannot order two of them the other way round, and FIFO holds
@@ -160,38 +160,16 @@ class EtcdBackend(SessionFactory):
         self.turns: Turns[bytes] = Turns()
         self._closed = False
 
-    async def view(self, node: str) -> NodeView:
-        """The node's view, made (settings read, watch started) if it is new here."""
-        view = self.views.get(node)
-        if view is None:
-            kv, revision = await read_config(self.conn, self.layout, node)
-            view = self.views.get(node)  # made by another task meanwhile
-            if view is None or view.node_rev != int(kv.create_revision):
-                if view is not None:
-                    view.close()
-
-                def members(node: str = node) -> list[EtcdStore]:
-                    return [s for s in self.sessions.values() if s.node == node]
-
-                view = self.views[node] = NodeView(
-                    self.conn, self.watches, self.layout, node, kv, revision, members
-                )
-        view.users += 1
-        return view
+    def _members(self, node: str) -> list[EtcdStore]:
+        """This client's live sessions on ``node`` (what its view tells)."""
+        return [s for s in self.sessions.values() if s.node == node]
 
     def session_ended(self, store: EtcdStore) -> None:
         """``store``'s session ended (its :class:`~tenure.backends.etcd._store.EtcdHome`):
         forget it, and let go of its node's view."""
         if self.sessions.get(store.lease_id) is store:
             del self.sessions[store.lease_id]
-        self.release_view(store.view)
-
-    def release_view(self, view: NodeView) -> None:
-        """A session of the view's node ended: stop following it when none is left."""
-        view.users -= 1
-        if view.users <= 0 and self.views.get(view.node) is view:
-            del self.views[view.node]
-            view.close()
+        self.views.release(store.view)
 
     @property
     def capabilities(self) -> frozenset[Capability]:
@@ -321,11 +299,11 @@ class EtcdBackend(SessionFactory):
     async def _open_in_view(
         self, node: str, listener: SessionListener, opening: Callable[[NodeView], Awaitable[Opened]]
     ) -> StoreSession:
-        view = await self.view(node)
+        view = await self.views.take(node)
         try:
             opened = await opening(view)
         except BaseException:
-            self.release_view(view)  # (once made, the session releases it as it ends)
+            self.views.release(view)  # (once made, the session releases it as it ends)
             raise
         return self._opened(opened, view, listener)
 
@@ -388,9 +366,7 @@ class EtcdBackend(SessionFactory):
                 await store.session.close()
         self.sessions.clear()
         self.feeds.close()
-        for view in list(self.views.values()):
-            view.close()
-        self.views.clear()
+        self.views.close()
         await self.keepalive.close()
         await self.watches.close()
         await self.conn.close()

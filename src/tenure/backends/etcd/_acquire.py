@@ -67,7 +67,7 @@ from tenure.backends.etcd._hints import Hints
 from tenure.backends.etcd._holds import Holds
 from tenure.backends.etcd._keys import encode
 from tenure.backends.etcd._node import NodeView
-from tenure.backends.etcd._queue import QueueEntry, SemState
+from tenure.backends.etcd._queue import QueueEntry, SemState, too_many_waiters
 from tenure.backends.etcd._record import SessionRecord
 from tenure.backends.etcd._session_keys import SessionKeys
 from tenure.backends.etcd._txns import TxnSender
@@ -90,10 +90,9 @@ class SingleAcquirer:
     """Enqueue, wait and withdraw the single acquires of one session on etcd (module
     docstring); a lock_all's set is :class:`~tenure.backends.etcd._set.SetAcquirer`'s.
 
-    Given the session's keys, its Txns and its record (its fence, compared by a nested
-    Txn), the client's view of the node, its hints and its turns, the session's
-    :class:`SingleWaiter` and its :class:`Holds` (a semaphore made past the limit is
-    dropped); once bound, the session (its ledger: whether a request restates a hold).
+    Given the session's keys, Txns and record (its fence: a nested Txn compares it), the
+    client's view, hints and turns, the session's :class:`SingleWaiter` and :class:`Holds`
+    (a semaphore made past the limit goes); once bound, the session (its ledger).
     """
 
     def __init__(
@@ -237,7 +236,7 @@ class SingleAcquirer:
                     await sender.config()
                     fresh = True
                     continue
-                raise _too_many_waiters(config.max_waiters, name)
+                raise too_many_waiters(config.max_waiters, name)
             creating = not state.exists
             request = sender.new_txn()
             # Both Txns compare the session's seq (the nested one too: the outer one's
@@ -298,7 +297,7 @@ class SingleAcquirer:
                 ahead = [e for e in state.waiters() if e.created < mine.created]
                 if len(ahead) >= config.max_waiters:  # others joined meanwhile: withdraw
                     await self._waiter.withdraw(name, suffix)
-                    raise _too_many_waiters(config.max_waiters, name)
+                    raise too_many_waiters(config.max_waiters, name)
             return _Queued(state, suffix, old)
 
     async def _at_once(
@@ -399,7 +398,3 @@ def _assumptions(
     """What an acquire assumed: the node's settings it checked, the record it read."""
     add_compare_mod(compares, config_key, config_rev)
     add_compare_create(compares, record, record_rev)
-
-
-def _too_many_waiters(limit: int, name: str) -> LimitExceededError:
-    return LimitExceededError(f"max_waiters ({limit}) reached on semaphore {name!r}")

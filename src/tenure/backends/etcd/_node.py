@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any, Protocol
 
 from aetcd.rpc import rpc_pb2
@@ -38,7 +39,7 @@ from tenure._etcd.streams import WatchHub
 from tenure.backends.etcd._keys import Layout, decode
 from tenure.errors import InvalidArgumentError, NotFoundError, ProtocolError, TenureError
 
-__all__ = ["NodeMember", "NodeView", "config_of", "read_config"]
+__all__ = ["NodeMember", "NodeView", "NodeViews", "config_of", "read_config"]
 
 log = logging.getLogger("tenure.etcd")
 _DELETE = 1  # mvccpb.Event.DELETE
@@ -161,6 +162,57 @@ class NodeView:
         """Stop following the node."""
         self._watcher.cancel()
         self._task.cancel()
+
+
+class NodeViews:
+    """This client's views of the nodes it has sessions on: one per node, made when its
+    first session opens, closed when its last ends. ``members`` lists this client's
+    live sessions on a node (each view asks it: the sessions it tells)."""
+
+    def __init__(
+        self,
+        conn: EtcdClient,
+        hub: WatchHub,
+        layout: Layout,
+        members: Callable[[str], Iterable[NodeMember]],
+    ) -> None:
+        self._conn, self._hub, self._layout, self._members = conn, hub, layout, members
+        self._views: dict[str, NodeView] = {}
+
+    async def take(self, node: str) -> NodeView:
+        """The node's view, made (settings read, watch started) if it is new here; one
+        more session uses it (:meth:`release` it when that session ends)."""
+        view = self._views.get(node)
+        if view is None:
+            kv, revision = await read_config(self._conn, self._layout, node)
+            view = self._views.get(node)  # made by another task meanwhile
+            if view is None or view.node_rev != int(kv.create_revision):
+                if view is not None:
+                    view.close()
+                view = self._views[node] = NodeView(
+                    self._conn,
+                    self._hub,
+                    self._layout,
+                    node,
+                    kv,
+                    revision,
+                    partial(self._members, node),
+                )
+        view.users += 1
+        return view
+
+    def release(self, view: NodeView) -> None:
+        """A session of the view's node ended: stop following it when none is left."""
+        view.users -= 1
+        if view.users <= 0 and self._views.get(view.node) is view:
+            del self._views[view.node]
+            view.close()
+
+    def close(self) -> None:
+        """Stop following every node (the client closes)."""
+        for view in list(self._views.values()):
+            view.close()
+        self._views.clear()
 
 
 def config_of(kv: Any) -> NodeConfig:

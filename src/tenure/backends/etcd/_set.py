@@ -59,39 +59,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from typing import Any
 
-from tenure._core.values import MAX_COUNT, MAX_SET_NAMES, check_data
+from tenure._core.values import MAX_COUNT, check_data
 from tenure._etcd.client import EtcdClient
 from tenure._etcd.requests import (
-    EQUAL,
-    LESS,
-    add_compare_create,
-    add_compare_mod,
-    add_compare_range,
-    add_delete,
     add_get,
     add_get_prefix,
     add_put,
     get,
     get_prefix,
-    prefix_end,
 )
 from tenure.backends._base import Grant
 from tenure.backends._ledger import Pending
 from tenure.backends._store import QUEUED, InQueue
 from tenure.backends._turns import Turns
 from tenure.backends.etcd._hints import Hints
-from tenure.backends.etcd._keys import encode
+from tenure.backends.etcd._lock_set import MAX_TXN_OPS, AllOrNoneSet, parse_states
 from tenure.backends.etcd._node import NodeView
-from tenure.backends.etcd._queue import SemState
+from tenure.backends.etcd._queue import SemState, too_many_waiters
 from tenure.backends.etcd._record import SessionRecord
 from tenure.backends.etcd._session_keys import SessionKeys
-from tenure.backends.etcd._set_wait import MAX_TXN_OPS, AllOrNoneSet, SetWaiter, parse_states
+from tenure.backends.etcd._set_wait import SetWaiter
 from tenure.backends.etcd._txns import TxnSender
 from tenure.errors import (
-    InvalidArgumentError,
     LimitExceededError,
     LostError,
     NotFoundError,
@@ -99,16 +90,7 @@ from tenure.errors import (
     UnavailableError,
 )
 
-__all__ = ["SetAcquirer", "check_members"]
-
-
-def check_members(pendings: list[Pending]) -> None:
-    """1 to MAX_SET_NAMES pending acquires, of distinct names (the engine's check)."""
-    names = [pending.name for pending in pendings]
-    if not 1 <= len(names) <= MAX_SET_NAMES:
-        raise InvalidArgumentError(f"names must be 1 to {MAX_SET_NAMES} semaphore names")
-    if len(set(names)) != len(names):
-        raise InvalidArgumentError(f"names must be distinct, got {names!r:.80}")
+__all__ = ["SetAcquirer"]
 
 
 class SetAcquirer:
@@ -173,6 +155,7 @@ class SetAcquirer:
         at once), QUEUED, or None (busy)."""
         first = lock_set.pendings[0]
         count, data, timeout = first.count, first.data, first.timeout
+        lease = self._keys.lease_id
         states: list[SemState] | None = None
         if not self._may_guess(lock_set):
             states = await self._read(lock_set)
@@ -209,13 +192,15 @@ class SetAcquirer:
                         await self._sender.config()
                         fresh = True
                         continue
-                    raise _too_many_waiters(config.max_waiters, full[0])
-                request = None
-            else:  # (None: too many compares for one Txn: queued, then granted by the wait)
-                request = self._at_once(lock_set, states, data)
-            at_once, reads = request is not None, False
-            if request is None:
-                request = self._enqueue(lock_set, states, data)
+                    raise too_many_waiters(config.max_waiters, full[0])
+                at_once = False
+            else:  # (not at once: too many compares for one Txn; queued, granted by the wait)
+                request = self._sender.new_txn()
+                at_once = lock_set.at_once_txn(request, states, data, self._view, lease)
+            reads = False
+            if not at_once:
+                request = self._sender.new_txn()
+                lock_set.queue_txn(request, states, data, self._view, lease)
                 reads = len(request.success) + len(states) <= MAX_TXN_OPS
                 if reads:  # read back in the same Txn while the ops allow it
                     for prefix in lock_set.prefixes:
@@ -256,7 +241,7 @@ class SetAcquirer:
                 raise _over_limit(first.count, state)
             ahead = [entry for entry in state.waiters() if entry.created < mine.created]
             if first.timeout != 0 and len(ahead) >= config.max_waiters:
-                raise _too_many_waiters(config.max_waiters, state.name)
+                raise too_many_waiters(config.max_waiters, state.name)
         lock_set.states, lock_set.since = states, max(state.revision for state in states)
         return QUEUED
 
@@ -304,57 +289,6 @@ class SetAcquirer:
             if state.exists and first.count > state.limit:
                 raise _over_limit(first.count, state)
         return True
-
-    def _values(self, lock_set: AllOrNoneSet, data: bytes, at_once: bool) -> list[bytes]:
-        """Each member's request value: the first granted by its Txn if ``at_once``."""
-        first, now, n = lock_set.pendings[0], time.time(), len(lock_set.pendings)
-        # "grp": the set's size under the set's old name, kept for the keys written with it.
-        value = {"count": first.count, "data": data, "at": now, "grp": n}
-        rest = encode(value)
-        return [encode({**value, "g": True}) if at_once else rest, *[rest] * (n - 1)]
-
-    def _at_once(self, lock_set: AllOrNoneSet, states: list[SemState], data: bytes) -> Any | None:
-        """The Txn that grants the set at once if nobody joined any queue since the read
-        (module docstring); None if it needs more compares than etcd allows."""
-        request = self._sender.new_txn()
-        compare = request.compare
-        add_compare_mod(compare, self._view.config_key, self._view.config_rev)
-        for prefix, state in zip(lock_set.prefixes, states, strict=True):
-            queue = prefix + b"q/"
-            if state.record and not state.entries:  # the record alone, still
-                add_compare_range(compare, queue, prefix + b"rec\0", EQUAL, state.record)
-                continue
-            if state.record:
-                add_compare_create(compare, prefix + b"rec", state.record)
-            add_compare_range(compare, queue, prefix_end(prefix), LESS, state.revision + 1)
-        if len(compare) > MAX_TXN_OPS:
-            return None
-        for i, value in enumerate(self._values(lock_set, data, True)):
-            add_put(request.success, lock_set.request(i), value, self._keys.lease_id)
-        self._finish_txn(lock_set, request)
-        return request
-
-    def _enqueue(self, lock_set: AllOrNoneSet, states: list[SemState], data: bytes) -> Any:
-        """The Txn that queues the set (module docstring); the caller adds the read-back."""
-        request = self._sender.new_txn()
-        compare = request.compare
-        add_compare_mod(compare, self._view.config_key, self._view.config_rev)
-        for prefix, state in zip(lock_set.prefixes, states, strict=True):
-            if state.record:
-                add_compare_create(compare, prefix + b"rec", state.record)
-        add_compare_create(compare, lock_set.request(0), 0)
-        for i, value in enumerate(self._values(lock_set, data, False)):
-            add_put(request.success, lock_set.request(i), value, self._keys.lease_id)
-        self._finish_txn(lock_set, request)
-        return request
-
-    def _finish_txn(self, lock_set: AllOrNoneSet, request: Any) -> None:
-        """A joining Txn's last ops: the placeholders go; failing, every name is read."""
-        for i in sorted(lock_set.placed):
-            add_delete(request.success, lock_set.placeholder(i))
-        add_get(request.failure, self._view.config_key)
-        for prefix in lock_set.prefixes:
-            add_get_prefix(request.failure, prefix)
 
     async def _place(self, lock_set: AllOrNoneSet, indexes: set[int]) -> list[SemState]:
         """Put the placeholders of members ``indexes``, one Txn each (sent together), the
@@ -438,7 +372,3 @@ class SetAcquirer:
 
 def _over_limit(count: int, state: SemState) -> LimitExceededError:
     return LimitExceededError(f"count {count} exceeds the limit {state.limit} of {state.name!r}")
-
-
-def _too_many_waiters(limit: int, name: str) -> LimitExceededError:
-    return LimitExceededError(f"max_waiters ({limit}) reached on semaphore {name!r}")

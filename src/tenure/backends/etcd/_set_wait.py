@@ -41,8 +41,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from tenure._etcd.client import EtcdClient
 from tenure._etcd.requests import (
@@ -59,6 +58,7 @@ from tenure.backends._store import Withdrawal
 from tenure.backends.etcd._feed import Feeds
 from tenure.backends.etcd._holds import Holds
 from tenure.backends.etcd._keys import encode
+from tenure.backends.etcd._lock_set import MAX_TXN_OPS, AllOrNoneSet, parse_states
 from tenure.backends.etcd._queue import QueueEntry, SemState
 from tenure.backends.etcd._record import SessionRecord
 from tenure.backends.etcd._session_keys import SessionKeys
@@ -66,60 +66,10 @@ from tenure.backends.etcd._txns import TxnSender
 from tenure.backends.etcd._wait import WITHDRAW_TRIES, until
 from tenure.errors import LeaseLostError, NotFoundError, TenureError, UnavailableError
 
-__all__ = ["MAX_TXN_OPS", "AllOrNoneSet", "SetWaiter", "parse_states"]
+__all__ = ["SetWaiter"]
 
-#: etcd's --max-txn-ops by default: the most compares, and ops of each branch, of a Txn.
-MAX_TXN_OPS: Final = 128
 #: Members whose keys one Txn deletes when a set is given up (three keys each).
 MEMBERS_PER_DROP: Final = MAX_TXN_OPS // 3
-
-
-@dataclass(eq=False)
-class AllOrNoneSet:
-    """One lock_all of a session: its members (one pending acquire per name, in the
-    names' order), where their keys are, and how far it got."""
-
-    pendings: list[Pending]
-    prefixes: list[bytes]
-    suffixes: list[bytes]
-    #: The members' create_revision (the set's arrival), once made; 0 before.
-    created: int = 0
-    #: Members whose placeholder was put, by index (:mod:`._set`).
-    placed: set[int] = field(default_factory=set)
-    #: The members' semaphores as read after they joined, at ``since`` or later.
-    states: list[SemState] = field(default_factory=list)
-    since: int = 0
-    #: The wait's end, once over: a grant per member, None (busy), or the error.
-    outcome: list[Grant] | BaseException | None = None
-    waited: bool = False
-    #: The withdrawal the members' withdrawals share (one Txn for all).
-    withdrawal: asyncio.Future[list[Grant | None]] | None = None
-
-    @property
-    def names(self) -> list[str]:
-        """The members' semaphores, in the names' order."""
-        return [pending.name for pending in self.pendings]
-
-    def index(self, pending: Pending) -> int:
-        """Which member ``pending`` is."""
-        return next(i for i, member in enumerate(self.pendings) if member is pending)
-
-    def request(self, i: int) -> bytes:
-        """Member ``i``'s request key."""
-        return self.prefixes[i] + b"q/" + self.suffixes[i]
-
-    def grant_key(self, i: int) -> bytes:
-        """Member ``i``'s grant key."""
-        return self.prefixes[i] + b"g/" + self.suffixes[i]
-
-    def placeholder(self, i: int) -> bytes:
-        """Member ``i``'s placeholder key (:mod:`._set`)."""
-        return self.prefixes[i] + b"p/" + self.suffixes[i]
-
-    def grant(self, i: int, token: int) -> Grant:
-        """Member ``i``'s grant of token ``token``."""
-        pending = self.pendings[i]
-        return Grant(token, pending.count, None, pending.hold)
 
 
 class SetWaiter:
@@ -370,14 +320,6 @@ class SetWaiter:
         """Every member's semaphore, read now (one Txn)."""
         reply = await self._conn.txn([], [get_prefix(prefix) for prefix in lock_set.prefixes])
         return parse_states(lock_set, list(reply.responses), int(reply.header.revision))
-
-
-def parse_states(lock_set: AllOrNoneSet, responses: list[Any], revision: int) -> list[SemState]:
-    """The members' semaphores from one range response each (in the members' order)."""
-    return [
-        SemState.parse(name, prefix, response.response_range.kvs, revision)
-        for name, prefix, response in zip(lock_set.names, lock_set.prefixes, responses, strict=True)
-    ]
 
 
 def _leading(lock_set: AllOrNoneSet, entries: list[QueueEntry]) -> list[Grant]:

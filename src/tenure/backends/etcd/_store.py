@@ -63,12 +63,13 @@ from tenure.backends.etcd._feed import Feeds
 from tenure.backends.etcd._hints import Hints
 from tenure.backends.etcd._holds import Holds
 from tenure.backends.etcd._keys import Layout
+from tenure.backends.etcd._lock_set import AllOrNoneSet, check_members
 from tenure.backends.etcd._node import NodeView
 from tenure.backends.etcd._opening import Opened
 from tenure.backends.etcd._record import SessionRecord
 from tenure.backends.etcd._session_keys import SessionKeys
-from tenure.backends.etcd._set import SetAcquirer, check_members
-from tenure.backends.etcd._set_wait import AllOrNoneSet, SetWaiter
+from tenure.backends.etcd._set import SetAcquirer
+from tenure.backends.etcd._set_wait import SetWaiter
 from tenure.backends.etcd._txns import TxnSender
 from tenure.backends.etcd._types import Armed
 from tenure.backends.etcd._wait import SingleWaiter
