@@ -80,7 +80,8 @@ def test_the_guard_refuses_a_process_and_keeps_the_refusal() -> None:
         ("tests/core/test_purity.py", False),
         ("tests/backends", True),  # test_ledger.py, test_turns.py...
         ("tests/backends/postgres", False),
-        ("tests/backends/etcd", False),
+        ("tests/backends/etcd", True),  # test_etcd_wiring.py
+        ("tests/backends/etcd/test_etcd_backend.py", False),
         ("tests/etcd_client", True),  # test_keepalive.py, test_url.py...
         ("tests/etcd_client/test_client.py", False),
         ("tests/backends/redis", True),  # test_redis_url.py

@@ -145,6 +145,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/cluster/test_hosts.py": UNIT,  # plain objects: nothing is started
     "tests/backends/redis/test_redis_url.py": UNIT,
     "tests/etcd_client": UNIT,
+    "tests/backends/etcd/test_etcd_wiring.py": UNIT,  # the package's source, read
     "tests/etcd_client/test_client.py": SERVICE,  # the run's etcd member
     "tests/dflockd/test_codec.py": UNIT,
     "tests/ydb_face/test_units.py": UNIT,

@@ -19,10 +19,8 @@ from aetcd.rpc import rpc_pb2
 import tenure
 from tenure._core.claims import parse_claim
 from tenure._etcd.requests import prefix_end
-from tenure.backends._session import StoreSession
 from tenure.backends.etcd import EtcdBackend
 from tenure.backends.etcd._claims import LEASE_MARGIN, lease_seconds
-from tenure.backends.etcd._store import EtcdStore
 from tenure.errors import LimitExceededError, UnavailableError
 from tenure.testing.conformance.support import within
 from tests.backends.scenarios import claimed_past_max_claims
@@ -184,21 +182,19 @@ async def test_a_claim_whose_txn_answer_was_lost_is_found_by_its_retry(etcd_url:
     async with tenure.connect(etcd_url) as client:
         await client.create_node("n")
         session = await client.session("n")
-        backend_session = session._backend_session()
-        assert isinstance(backend_session, StoreSession)
-        store = backend_session.store
-        assert isinstance(store, EtcdStore)
-        real = store.sender.txn
+        conn = _backend(client).conn
+        real, claim_key = conn.send_txn, _backend(client).layout.claim("n", "job")
         committed: list[int] = []
 
-        async def answer_lost(compares: Any, success: Any, failure: Any) -> Any:
-            reply = await real(compares, success, failure)
-            if reply.succeeded and not committed and len(success) == 2:
+        async def answer_lost(request: Any, *, timeout: float | None = None) -> Any:
+            reply = await real(request, timeout=timeout)
+            puts = [op.request_put.key for op in request.success if op.HasField("request_put")]
+            if reply.succeeded and not committed and claim_key in puts:
                 committed.append(int(reply.header.revision))
                 raise UnavailableError("the answer was lost")
             return reply
 
-        store.sender.txn = answer_lost  # type: ignore[method-assign]
+        conn.send_txn = answer_lost  # type: ignore[method-assign]
         claim = await session.claim("job", at_least=30.0, at_most=600.0)
         assert claim is not None
         assert committed == [claim.token]  # the first Txn's claim, not a second one

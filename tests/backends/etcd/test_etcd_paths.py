@@ -80,7 +80,7 @@ async def test_a_grant_answered_after_the_forced_delete_was_heard_is_lost(
         told = store.forced_delete
         enqueue = store.acquirer.enqueue
 
-        def forced_delete(name: str, revision: int) -> None:
+        def forced_delete(name: str, revision: int | None) -> None:
             told(name, revision)
             heard.set()
 

@@ -60,6 +60,8 @@ from tenure._core.stored_config import config_to_stored
 from tenure._core.values import (
     NodeConfig,
     NodeDescription,
+    SemaphoreSummary,
+    SessionSummary,
     check_description,
     check_identity,
     check_name,
@@ -78,16 +80,15 @@ from tenure._etcd.streams import KeepAlive, WatchHub
 from tenure.backends._base import Capability, SessionListener, SessionTicket
 from tenure.backends._opener import NewSession, SessionFactory
 from tenure.backends._session import StoreSession
-from tenure.backends._store_listing import ListingModule, StoreListings
 from tenure.backends._turns import Turns
 from tenure.backends.etcd import _listing, _resume
 from tenure.backends.etcd._claims import release_claim
 from tenure.backends.etcd._feed import Feeds
 from tenure.backends.etcd._hints import Hints
 from tenure.backends.etcd._keys import Layout, encode
-from tenure.backends.etcd._node import NodeView, config_of, read_config
+from tenure.backends.etcd._node import NodeView, NodeViews, config_of
 from tenure.backends.etcd._opening import Opened, lease_ttl, open_new, revoke
-from tenure.backends.etcd._store import EtcdStore
+from tenure.backends.etcd._store import EtcdStore, compose
 from tenure.backends.etcd._url import parse_url
 from tenure.errors import (
     AlreadyExistsError,
@@ -132,12 +133,10 @@ def _config_value(config: NodeConfig) -> bytes:
     return encode(config_to_stored(config))
 
 
-class EtcdBackend(StoreListings, SessionFactory):
+class EtcdBackend(SessionFactory):
     """A backend whose state lives in etcd."""
 
     scheme: ClassVar[str] = "etcd"
-
-    listing: ClassVar[ListingModule] = _listing  # its listings (StoreListings)
 
     def __init__(self, conn: EtcdClient, layout: Layout, withdraw_wait: float) -> None:
         self.conn = conn
@@ -153,7 +152,7 @@ class EtcdBackend(StoreListings, SessionFactory):
         #: What an acquire assumes of a semaphore (its Txn compares it).
         self.hints = Hints()
         #: The nodes this client has sessions on (:mod:`tenure.backends.etcd._node`).
-        self.views: dict[str, NodeView] = {}
+        self.views = NodeViews(conn, self.watches, layout, self._members)
         #: Requests of one client (of all its sessions) join a semaphore's queue one at
         #: a time, in the order they were made: each Txn is answered before the next is
         #: sent, so etcd cannot order two of them the other way round, and FIFO holds
@@ -161,31 +160,16 @@ class EtcdBackend(StoreListings, SessionFactory):
         self.turns: Turns[bytes] = Turns()
         self._closed = False
 
-    async def view(self, node: str) -> NodeView:
-        """The node's view, made (settings read, watch started) if it is new here."""
-        view = self.views.get(node)
-        if view is None:
-            kv, revision = await read_config(self.conn, self.layout, node)
-            view = self.views.get(node)  # made by another task meanwhile
-            if view is None or view.node_rev != int(kv.create_revision):
-                if view is not None:
-                    view.close()
+    def _members(self, node: str) -> list[EtcdStore]:
+        """This client's live sessions on ``node`` (what its view tells)."""
+        return [s for s in self.sessions.values() if s.node == node]
 
-                def members(node: str = node) -> list[EtcdStore]:
-                    return [s for s in self.sessions.values() if s.node == node]
-
-                view = self.views[node] = NodeView(
-                    self.conn, self.watches, self.layout, node, kv, revision, members
-                )
-        view.users += 1
-        return view
-
-    def release_view(self, view: NodeView) -> None:
-        """A session of the view's node ended: stop following it when none is left."""
-        view.users -= 1
-        if view.users <= 0 and self.views.get(view.node) is view:
-            del self.views[view.node]
-            view.close()
+    def session_ended(self, store: EtcdStore) -> None:
+        """``store``'s session ended (its :class:`~tenure.backends.etcd._store.EtcdHome`):
+        forget it, and let go of its node's view."""
+        if self.sessions.get(store.lease_id) is store:
+            del self.sessions[store.lease_id]
+        self.views.release(store.view)
 
     @property
     def capabilities(self) -> frozenset[Capability]:
@@ -315,16 +299,27 @@ class EtcdBackend(StoreListings, SessionFactory):
     async def _open_in_view(
         self, node: str, listener: SessionListener, opening: Callable[[NodeView], Awaitable[Opened]]
     ) -> StoreSession:
-        view = await self.view(node)
+        view = await self.views.take(node)
         try:
             opened = await opening(view)
         except BaseException:
-            self.release_view(view)  # (once made, the session releases it as it ends)
+            self.views.release(view)  # (once made, the session releases it as it ends)
             raise
         return self._opened(opened, view, listener)
 
     def _opened(self, opened: Opened, view: NodeView, listener: SessionListener) -> StoreSession:
-        store = EtcdStore(self, opened.record, opened.ttl, view, confirmed_at=opened.confirmed_at)
+        store = compose(
+            self,
+            opened,
+            view,
+            conn=self.conn,
+            layout=self.layout,
+            keepalive=self.keepalive,
+            hub=self.watches,
+            feeds=self.feeds,
+            hints=self.hints,
+            turns=self.turns,
+        )
         session = StoreSession(
             store,
             listener,
@@ -341,9 +336,27 @@ class EtcdBackend(StoreListings, SessionFactory):
         self.keepalive.add(store)
         return session
 
-    async def revoke(self, lease_id: int) -> None:
-        """Revoke a lease (gone already: nothing to do)."""
-        await revoke(self.conn, lease_id)
+    async def list_nodes(self, *, after: str, limit: int) -> list[str]:
+        """See :func:`tenure.backends.etcd._listing.list_nodes`."""
+        return await _listing.list_nodes(self.conn, self.layout, after, limit)
+
+    async def list_semaphores(
+        self, node: str, *, prefix: str, after: str, limit: int
+    ) -> list[SemaphoreSummary]:
+        """See :func:`tenure.backends.etcd._listing.list_semaphores`."""
+        return await _listing.list_semaphores(self.conn, self.layout, node, prefix, after, limit)
+
+    async def list_sessions(self, node: str, *, after: int, limit: int) -> list[SessionSummary]:
+        """See :func:`tenure.backends.etcd._listing.list_sessions`."""
+        return await _listing.list_sessions(self.conn, self.layout, node, after, limit)
+
+    async def kill_session(self, node: str, session_id: int) -> None:
+        """See :func:`tenure.backends.etcd._listing.kill_session`; a session of this very
+        client hears it now."""
+        await _listing.kill_session(self.conn, self.layout, node, session_id)
+        local = self.sessions.get(session_id)
+        if local is not None:
+            await local.record.diagnose()
 
     async def aclose(self) -> None:
         """Close every session (revoking its lease), then the streams and the channel."""
@@ -353,9 +366,7 @@ class EtcdBackend(StoreListings, SessionFactory):
                 await store.session.close()
         self.sessions.clear()
         self.feeds.close()
-        for view in list(self.views.values()):
-            view.close()
-        self.views.clear()
+        self.views.close()
         await self.keepalive.close()
         await self.watches.close()
         await self.conn.close()

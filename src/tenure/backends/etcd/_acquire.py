@@ -61,10 +61,16 @@ from tenure._etcd.requests import (
 )
 from tenure.backends._base import Grant
 from tenure.backends._ledger import Pending
-from tenure.backends._store import QUEUED, Enqueued, Withdrawal
+from tenure.backends._store import QUEUED, BoundSession, Enqueued, Withdrawal
+from tenure.backends._turns import Turns
+from tenure.backends.etcd._hints import Hints
+from tenure.backends.etcd._holds import Holds
 from tenure.backends.etcd._keys import encode
-from tenure.backends.etcd._queue import QueueEntry, SemState
-from tenure.backends.etcd._types import SingleAcquirerHome
+from tenure.backends.etcd._node import NodeView
+from tenure.backends.etcd._queue import QueueEntry, SemState, too_many_waiters
+from tenure.backends.etcd._record import SessionRecord
+from tenure.backends.etcd._session_keys import SessionKeys
+from tenure.backends.etcd._txns import TxnSender
 from tenure.backends.etcd._wait import SingleWaiter
 from tenure.errors import LimitExceededError, NotFoundError
 
@@ -82,28 +88,48 @@ class _Queued(NamedTuple):
 
 class SingleAcquirer:
     """Enqueue, wait and withdraw the single acquires of one session on etcd (module
-    docstring); a lock_all's set is :class:`~tenure.backends.etcd._set.SetAcquirer`'s."""
+    docstring); a lock_all's set is :class:`~tenure.backends.etcd._set.SetAcquirer`'s.
 
-    def __init__(self, store: SingleAcquirerHome, waiter: SingleWaiter) -> None:
-        self._store = store
-        self._waiter = waiter
+    Given the session's keys, Txns and record (its fence: a nested Txn compares it), the
+    client's view, hints and turns, the session's :class:`SingleWaiter` and :class:`Holds`
+    (a semaphore made past the limit goes); once bound, the session (its ledger).
+    """
+
+    def __init__(
+        self,
+        keys: SessionKeys,
+        sender: TxnSender,
+        record: SessionRecord,
+        view: NodeView,
+        hints: Hints,
+        turns: Turns[bytes],
+        waiter: SingleWaiter,
+        holds: Holds,
+    ) -> None:
+        self._keys, self._sender, self._record, self._view = keys, sender, record, view
+        self._hints, self._turns, self._waiter, self._holds = hints, turns, waiter, holds
+        self._session: BoundSession
+
+    def bind(self, session: BoundSession) -> None:
+        """The session whose acquires these are, and its waiter's (:meth:`EtcdStore.bind`)."""
+        self._session = session
+        self._waiter.bind(session)
 
     async def enqueue(self, pending: Pending) -> Enqueued:
         """The one Txn that joins the queue, granted at once when the request fits."""
-        prefix = self._store.keys.prefix(pending.name)
-        turns = self._store.turns
+        prefix = self._keys.prefix(pending.name)
+        turns = self._turns
         turn = turns.take(prefix)
         if turn is not None:
             await turns.wait(prefix, turn)
         try:
-            s, name = self._store, pending.name
-            hints = s.hints
-            known = hints.record(s.keys.node, name)
+            name, hints = pending.name, self._hints
+            known = hints.record(self._keys.node, name)
             raced = None
             if (
                 (known is not None or pending.ephemeral)
-                and not hints.is_contended(s.keys.node, name)
-                and pending.place not in s.session.ledger.held
+                and not hints.is_contended(self._keys.node, name)
+                and pending.place not in self._session.ledger.held
             ):
                 raced = await self._at_once(pending, prefix, known)
             if isinstance(raced, Grant):
@@ -137,14 +163,13 @@ class SingleAcquirer:
         ``raced``: the state read by :meth:`_at_once`'s Txn, which failed (None: it was
         not sent, or declined).
         """
-        s = self._store
         name, hold, count, data = pending.name, pending.hold, pending.count, pending.data
         timeout, ephemeral = pending.timeout, pending.ephemeral
-        restating = pending.place in s.session.ledger.held
-        hints, sender = s.hints, s.sender
+        restating = pending.place in self._session.ledger.held
+        hints, sender = self._hints, self._sender
         queue, record = prefix + b"q/", prefix + b"rec"
-        config_key = s.view.config_key
-        known = hints.record(s.keys.node, name)
+        config_key = self._view.config_key
+        known = hints.record(self._keys.node, name)
         if raced is not None:
             state = raced
         elif restating or (known is None and not ephemeral):
@@ -154,7 +179,7 @@ class SingleAcquirer:
             state = SemState(name, 0, record=created, limit=limit)
         fresh = False  # the settings were read for this acquire (not the view's)
         while True:
-            config = s.view.config
+            config = self._view.config
             try:
                 data = check_data("owner data", data, config.max_data_size)
             except LimitExceededError:
@@ -173,7 +198,7 @@ class SingleAcquirer:
                     state = await sender.read(name)
                     continue
             else:
-                hints.remember(s.keys.node, state)
+                hints.remember(self._keys.node, state)
                 if not state.exists and not ephemeral:
                     raise NotFoundError(
                         f"semaphore {name!r} does not exist (create it or use ephemeral)"
@@ -182,7 +207,7 @@ class SingleAcquirer:
                     raise LimitExceededError(
                         f"count {count} exceeds the limit {state.limit} of {name!r}"
                     )
-                old = state.held((s.keys.lease_id, hold)) if restating else None
+                old = state.held((self._keys.lease_id, hold)) if restating else None
                 if old is not None and count <= old.count:
                     # Restate in place: same key (a put keeps its create_revision), same
                     # grant, same times.
@@ -194,13 +219,15 @@ class SingleAcquirer:
                     value = encode(kept)
                     key = queue + old.suffix
                     reply = await sender.txn(
-                        [compare_create(key, old.created)], [put(key, value, s.keys.lease_id)], []
+                        [compare_create(key, old.created)],
+                        [put(key, value, self._keys.lease_id)],
+                        [],
                     )
                     if reply.succeeded:
                         return Grant(old.granted, count, None, hold)
                     state = await sender.read(name)
                     continue
-            suffix = s.keys.suffix(hold, old is not None and not old.upgrade)
+            suffix = self._keys.suffix(hold, old is not None and not old.upgrade)
             existing = None if guess else state.entry(suffix)
             if existing is not None:  # an enqueue of ours whose answer was lost: resume it
                 return _Queued(state, existing.suffix, old)
@@ -209,13 +236,13 @@ class SingleAcquirer:
                     await sender.config()
                     fresh = True
                     continue
-                raise _too_many_waiters(config.max_waiters, name)
+                raise too_many_waiters(config.max_waiters, name)
             creating = not state.exists
             request = sender.new_txn()
             # Both Txns compare the session's seq (the nested one too: the outer one's
             # failure may be its), the settings the view holds and the record; then the
             # enqueue puts the request and reads the semaphore back.
-            config_rev = s.view.config_rev
+            config_rev = self._view.config_rev
             if state.fits_at_tail(count, old):
                 # Granted at once if nobody joined since the state read (or, for a guess,
                 # nobody is queued at all), in the same Txn as the request: one round trip.
@@ -223,20 +250,20 @@ class SingleAcquirer:
                 # last acquire), the nested Txn enqueues: still one round trip; a guess
                 # about a name not known to be contended reads instead (a nested Txn
                 # costs every uncontended acquire its bytes, in the Raft log too).
-                nest = not guess or hints.is_contended(s.keys.node, name)
+                nest = not guess or hints.is_contended(self._keys.node, name)
                 _assumptions(request.compare, config_key, config_rev, record, state.record)
                 add_compare_created_before(request.compare, queue, state.revision + 1)
                 # The request says it is granted: one key, whose create_revision (this
                 # Txn's revision) is the token, as a grant key's would be.
                 granted_value = encode({"count": count, "data": data, "g": True, "at": now})
-                add_put(request.success, queue + suffix, granted_value, s.keys.lease_id)
+                add_put(request.success, queue + suffix, granted_value, self._keys.lease_id)
                 if old is not None:  # an upgrade replaces the hold: its old keys go
                     add_delete(request.success, queue + old.suffix)
                     add_delete(request.success, prefix + b"g/" + old.suffix)
                 if nest:
                     nested = request.failure.add().request_txn
-                    add_compare_mod(nested.compare, s.record.key, s.record.seq_rev)
-                    _enqueue(nested, s, prefix, suffix, value, config_rev, state.record)
+                    add_compare_mod(nested.compare, self._record.key, self._record.seq_rev)
+                    self._enqueue(nested, prefix, suffix, value, config_rev, state.record)
                 else:
                     add_get(request.failure, config_key)
                     add_get_prefix(request.failure, prefix)
@@ -244,7 +271,7 @@ class SingleAcquirer:
                 revision = int(reply.header.revision)
                 if reply.succeeded:
                     if guess:
-                        hints.contended(s.keys.node, name, False)
+                        hints.contended(self._keys.node, name, False)
                     if creating:
                         await self._check_semaphores(name, hold, revision)
                     return Grant(revision, count, None, hold)
@@ -252,25 +279,25 @@ class SingleAcquirer:
                     outcome = reply.responses[1].response_txn
                     read = list(outcome.responses)
                 else:
-                    outcome, read = reply, list(reply.responses)[1:]  # s.send's read first
+                    outcome, read = reply, list(reply.responses)[1:]  # the sender's read first
             else:
-                _enqueue(request, s, prefix, suffix, value, config_rev, state.record)
+                self._enqueue(request, prefix, suffix, value, config_rev, state.record)
                 outcome = await sender.send(request)
                 revision = int(outcome.header.revision)
                 read = list(outcome.responses)[
                     0 if outcome.succeeded else 1 :
-                ]  # s.send's read first
+                ]  # the sender's read first
             if not outcome.succeeded:  # raced with a change: the settings and the state, read
                 state = await self._raced(name, prefix, read, revision)
                 continue
             state = SemState.parse(name, prefix, read[1].response_range.kvs, revision)
-            hints.contended(s.keys.node, name, True)
+            hints.contended(self._keys.node, name, True)
             mine = state.entry(suffix)
             if mine is not None and timeout != 0 and not mine.granted:
                 ahead = [e for e in state.waiters() if e.created < mine.created]
                 if len(ahead) >= config.max_waiters:  # others joined meanwhile: withdraw
                     await self._waiter.withdraw(name, suffix)
-                    raise _too_many_waiters(config.max_waiters, name)
+                    raise too_many_waiters(config.max_waiters, name)
             return _Queued(state, suffix, old)
 
     async def _at_once(
@@ -286,12 +313,11 @@ class SingleAcquirer:
         count fits the limit last seen, nobody is queued (so no queue is full and the
         request fits at the tail).
         """
-        s = self._store
-        view, data, count = s.view, pending.data, pending.count
+        view, data, count = self._view, pending.data, pending.count
         record, limit = known or (0, MAX_COUNT)
         if type(data) is not bytes or len(data) > view.config.max_data_size or count > limit:
             return None
-        request = s.sender.new_txn()
+        request = self._sender.new_txn()
         compare = request.compare
         compare.add(key=view.config_key, target=MOD, result=EQUAL, mod_revision=view.config_rev)
         if record:
@@ -302,13 +328,13 @@ class SingleAcquirer:
             # (a range compare holds for an empty range; any key has a create_revision >= 1).
             add_compare_created_before(compare, prefix, 1)
         put = request.success.add().request_put
-        put.key = prefix + b"q/" + s.keys.suffix(pending.hold)
+        put.key = prefix + b"q/" + self._keys.suffix(pending.hold)
         put.value = encode({"count": count, "data": data, "g": True, "at": time.time()})
-        put.lease = s.keys.lease_id
+        put.lease = self._keys.lease_id
         failure = request.failure
         failure.add().request_range.key = view.config_key
         add_get_prefix(failure, prefix)
-        reply = await s.sender.send(request)
+        reply = await self._sender.send(request)
         revision = int(reply.header.revision)
         if not reply.succeeded:
             return await self._raced(pending.name, prefix, list(reply.responses)[1:], revision)
@@ -321,15 +347,13 @@ class SingleAcquirer:
     async def _raced(self, name: str, prefix: bytes, read: list[Any], revision: int) -> SemState:
         """A join's Txn failed on what it assumed: take the settings and the state it read
         (the node's settings' key, then the semaphore's range) instead."""
-        s = self._store
         config_kvs = read[0].response_range.kvs
         if not config_kvs:
-            await s.record.diagnose()
-            s.session.check_alive()
-            raise NotFoundError(f"node {s.keys.node!r} does not exist")
-        s.view.update(config_kvs[0])
+            await self._record.ensure_alive()
+            raise NotFoundError(f"node {self._keys.node!r} does not exist")
+        self._view.update(config_kvs[0])
         state = SemState.parse(name, prefix, read[1].response_range.kvs, revision)
-        s.hints.contended(s.keys.node, name, bool(state.entries))
+        self._hints.contended(self._keys.node, name, bool(state.entries))
         return state
 
     async def _check_semaphores(self, name: str, hold: int, revision: int) -> None:
@@ -339,15 +363,33 @@ class SingleAcquirer:
         prove the limit kept. Two creators racing past the limit both undo: never one
         too many.
         """
-        s = self._store
-        limit = s.view.config.max_semaphores
-        bound = s.view.semaphores_bound(revision)
+        limit = self._view.config.max_semaphores
+        bound = self._view.semaphores_bound(revision)
         if bound is not None and bound <= limit:
             return
-        if await s.sender.count_semaphores() <= limit:
+        if await self._sender.count_semaphores() <= limit:
             return
-        await s.release(name, hold)
-        raise LimitExceededError(f"max_semaphores ({limit}) reached on node {s.keys.node!r}")
+        await self._holds.drop(name, hold)
+        raise LimitExceededError(f"max_semaphores ({limit}) reached on node {self._keys.node!r}")
+
+    def _enqueue(
+        self,
+        request: Any,
+        prefix: bytes,
+        suffix: bytes,
+        value: bytes,
+        config_rev: int,
+        record_rev: int,
+    ) -> None:
+        """Make ``request`` the enqueue Txn: put the request and read the semaphore back
+        (failing: read the node's settings and the semaphore)."""
+        key, config_key = prefix + b"q/" + suffix, self._view.config_key
+        _assumptions(request.compare, config_key, config_rev, prefix + b"rec", record_rev)
+        add_compare_create(request.compare, key, 0)
+        add_put(request.success, key, value, self._keys.lease_id)
+        add_get_prefix(request.success, prefix)
+        add_get(request.failure, config_key)
+        add_get_prefix(request.failure, prefix)
 
 
 def _assumptions(
@@ -356,27 +398,3 @@ def _assumptions(
     """What an acquire assumed: the node's settings it checked, the record it read."""
     add_compare_mod(compares, config_key, config_rev)
     add_compare_create(compares, record, record_rev)
-
-
-def _enqueue(
-    request: Any,
-    s: SingleAcquirerHome,
-    prefix: bytes,
-    suffix: bytes,
-    value: bytes,
-    config_rev: int,
-    record_rev: int,
-) -> None:
-    """Make ``request`` the enqueue Txn: put the request and read the semaphore back
-    (failing: read the node's settings and the semaphore)."""
-    key, config_key = prefix + b"q/" + suffix, s.view.config_key
-    _assumptions(request.compare, config_key, config_rev, prefix + b"rec", record_rev)
-    add_compare_create(request.compare, key, 0)
-    add_put(request.success, key, value, s.keys.lease_id)
-    add_get_prefix(request.success, prefix)
-    add_get(request.failure, config_key)
-    add_get_prefix(request.failure, prefix)
-
-
-def _too_many_waiters(limit: int, name: str) -> LimitExceededError:
-    return LimitExceededError(f"max_waiters ({limit}) reached on semaphore {name!r}")

@@ -21,6 +21,7 @@ from tenure._core.claims import ClaimRecord
 from tenure._core.commands import RateReservation
 from tenure._core.rates import bucket_data, parse_bucket, reserve
 from tenure._core.values import SemaphoreDescription, check_count, check_data
+from tenure._etcd.client import EtcdClient
 from tenure._etcd.requests import (
     compare_create,
     compare_empty,
@@ -30,12 +31,18 @@ from tenure._etcd.requests import (
     prefix_end,
     put,
 )
+from tenure._etcd.streams import WatchHub
 from tenure.backends._prefix import PrefixStream
+from tenure.backends._store import BoundSession
 from tenure.backends.etcd._claims import Claims
+from tenure.backends.etcd._hints import Hints
 from tenure.backends.etcd._keys import encode
 from tenure.backends.etcd._landed import landed, put_id
+from tenure.backends.etcd._node import NodeView
 from tenure.backends.etcd._prefix_watch import EtcdPrefixWatch
-from tenure.backends.etcd._types import AdminHome, Armed
+from tenure.backends.etcd._session_keys import SessionKeys
+from tenure.backends.etcd._txns import TxnSender
+from tenure.backends.etcd._types import Armed
 from tenure.backends.etcd._watch import EtcdWatch
 from tenure.backends.etcd._who import identified
 from tenure.errors import (
@@ -53,37 +60,59 @@ class Admin:
     :class:`~tenure.backends._store.Administering` and
     :class:`~tenure.backends._store.Watching`.
 
-    ``armed`` is the session's set of armed watches; ``claims`` its claims.
+    Given the session's keys and Txns, the client's channel to etcd, its one watch
+    stream, its hints (a deleted semaphore's forgotten) and its view of the node (which
+    tells this client's holders of a forced delete); ``armed`` is the session's set of
+    armed watches, ``claims`` its claims. Once bound, the session (a prefix watch's
+    arming ends with it).
     """
 
-    def __init__(self, store: AdminHome, armed: set[Armed], claims: Claims) -> None:
-        self._store = store
-        self._armed = armed
-        self._claims = claims
+    def __init__(
+        self,
+        keys: SessionKeys,
+        sender: TxnSender,
+        conn: EtcdClient,
+        hub: WatchHub,
+        hints: Hints,
+        view: NodeView,
+        armed: set[Armed],
+        claims: Claims,
+    ) -> None:
+        self._keys = keys
+        self._layout, self._node = keys.layout, keys.node
+        self._sender, self._conn, self._hub, self._hints = sender, conn, hub, hints
+        self._view, self._armed, self._claims = view, armed, claims
+        self._session: BoundSession
+
+    def bind(self, session: BoundSession) -> None:
+        """The session administered (made after its parts: :meth:`EtcdStore.bind`)."""
+        self._session = session
 
     async def create_semaphore(self, name: str, limit: int, data: bytes) -> None:
         """See :meth:`tenure.backends._base.BackendSession.create_semaphore`."""
-        s = self._store
-        config = await s.sender.config()
+        config = await self._sender.config()
         limit = check_count(limit, what="limit")
         data = check_data("semaphore data", data, config.max_data_size)
-        if await s.sender.count_semaphores() >= config.max_semaphores:
+        if await self._sender.count_semaphores() >= config.max_semaphores:
             raise LimitExceededError(
-                f"max_semaphores ({config.max_semaphores}) reached on node {s.keys.node!r}"
+                f"max_semaphores ({config.max_semaphores}) reached on node {self._node!r}"
             )
-        record = s.keys.layout.record(s.keys.node, name)
+        record = self._layout.record(self._node, name)
         made = put_id()
-        reply = await s.sender.txn(
+        reply = await self._sender.txn(
             # An ephemeral semaphore of that name exists while it has requests.
-            [compare_create(record, 0), compare_empty(s.keys.layout.queue(s.keys.node, name))],
+            [
+                compare_create(record, 0),
+                compare_empty(self._layout.queue(self._node, name)),
+            ],
             [put(record, encode({"limit": limit, "data": data, "w": made}))],
             [],
         )
         if reply.succeeded:
             return
         # Made by this call if the record's first version is its put (:mod:`._landed`).
-        state = await s.sender.read(name)
-        if not state.record or not await landed(s.sender.conn, record, made, state.record - 1):
+        state = await self._sender.read(name)
+        if not state.record or not await landed(self._conn, record, made, state.record - 1):
             raise AlreadyExistsError(f"semaphore {name!r} already exists")
 
     async def update_semaphore(self, name: str, data: bytes) -> None:
@@ -106,12 +135,11 @@ class Admin:
         if not, the record changed since it was read: it is read again (and a swap's
         data compared as it is now).
         """
-        s = self._store
-        config = await s.sender.config()
+        config = await self._sender.config()
         data = check_data("semaphore data", data, config.max_data_size)
         made = put_id()
         while True:
-            state = await s.sender.read(name)
+            state = await self._sender.read(name)
             if not state.exists:
                 raise NotFoundError(f"semaphore {name!r} does not exist")
             if not state.record:
@@ -120,12 +148,12 @@ class Admin:
                 )
             if expected is not None and state.data != expected:
                 return False
-            record = s.keys.layout.record(s.keys.node, name)
+            record = self._layout.record(self._node, name)
             value = encode({"limit": state.limit, "data": data, "w": made})
-            reply = await s.sender.txn(
+            reply = await self._sender.txn(
                 [compare_mod(record, state.record_mod)], [put(record, value)], []
             )
-            if reply.succeeded or await landed(s.sender.conn, record, made, state.record_mod):
+            if reply.succeeded or await landed(self._conn, record, made, state.record_mod):
                 return True
 
     async def reserve_units(
@@ -141,22 +169,21 @@ class Admin:
         one whose clock runs ``d`` seconds ahead of the others' can take up to
         ``rate * d`` units more at once (docs/recipes.md).
         """
-        s = self._store
         made = put_id()
         while True:
-            state = await s.sender.read(name)
+            state = await self._sender.read(name)
             if not state.exists:
                 raise NotFoundError(f"semaphore {name!r} does not exist")
             bucket = parse_bucket(name, state.data if state.record else b"")
             reply, after = reserve(name, bucket, count, max_wait, time.time())
             if after is None:
                 return reply
-            record = s.keys.layout.record(s.keys.node, name)
+            record = self._layout.record(self._node, name)
             value = encode({"limit": state.limit, "data": bucket_data(after), "w": made})
-            answer = await s.sender.txn(
+            answer = await self._sender.txn(
                 [compare_mod(record, state.record_mod)], [put(record, value)], []
             )
-            if answer.succeeded or await landed(s.sender.conn, record, made, state.record_mod):
+            if answer.succeeded or await landed(self._conn, record, made, state.record_mod):
                 return reply
             # Another reservation (or change) came first: reserve after it.
 
@@ -168,9 +195,8 @@ class Admin:
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""
-        s = self._store
         while True:
-            state = await s.sender.read(name)
+            state = await self._sender.read(name)
             if not state.exists:
                 raise NotFoundError(f"semaphore {name!r} does not exist")
             owners, waiters = len(state.owners()), len(state.waiters())
@@ -179,29 +205,29 @@ class Admin:
                     f"semaphore {name!r} has {owners} owner(s) and {waiters} waiter(s); "
                     "use force=True"
                 )
-            record = s.keys.layout.record(s.keys.node, name)
+            record = self._layout.record(self._node, name)
             compares = [compare_create(record, state.record)]
             if not force:
-                compares.append(compare_empty(s.keys.layout.queue(s.keys.node, name)))
-            prefix = s.keys.prefix(name)
+                compares.append(compare_empty(self._layout.queue(self._node, name)))
+            prefix = self._keys.prefix(name)
             # Every key but the placeholders (``p/``, :mod:`._set`): a placeholder goes
             # only with its session or by its own lock_all, which counts on it.
             ops = [
                 delete_range(prefix, prefix + b"p/"),
                 delete_range(prefix + b"q/", prefix_end(prefix)),
-                delete(s.keys.layout.claim(s.keys.node, name)),  # (a claim's semaphore: it ends)
+                delete(self._layout.claim(self._node, name)),  # (a claim's semaphore: it ends)
             ]
-            marker = s.keys.layout.gone_marker(s.keys.node, name)
+            marker = self._layout.gone_marker(self._node, name)
             if force:  # holders elsewhere learn it from the marker, at the delete's revision
-                ops.append(put(marker, b"", s.keys.lease_id))
-            reply = await s.sender.txn(compares, ops, [])
+                ops.append(put(marker, b"", self._keys.lease_id))
+            reply = await self._sender.txn(compares, ops, [])
             if reply.succeeded:
-                s.hints.forget(s.keys.node, name)
+                self._hints.forget(self._node, name)
                 # Our client's holders hear it before this returns, as on the engine
                 # (others from their node's view of the marker).
-                s.tell_deleted(name)
+                self._view.tell_deleted(name)
                 if force:  # the marker has been seen by every watch of it: it may go
-                    await s.sender.txn(
+                    await self._sender.txn(
                         [compare_mod(marker, int(reply.header.revision))], [delete(marker)], []
                     )
                 return
@@ -210,21 +236,32 @@ class Admin:
         self, name: str, *, owners: bool, waiters: bool
     ) -> SemaphoreDescription:
         """See :meth:`tenure.backends._base.BackendSession.describe_semaphore`."""
-        s = self._store
-        state = await s.sender.read(name)
+        state = await self._sender.read(name)
         if not state.exists:
             raise NotFoundError(f"semaphore {name!r} does not exist")
         return await identified(
-            s.conn, s.keys.layout, s.keys.node, state.describe(owners=owners, waiters=waiters)
+            self._conn,
+            self._layout,
+            self._node,
+            state.describe(owners=owners, waiters=waiters),
         )
 
     async def watch_semaphore(
         self, name: str, *, data: bool, owners: bool, waiters: bool
     ) -> EtcdWatch:
         """See :meth:`tenure.backends._base.BackendSession.watch_semaphore`."""
-        s = self._store
         await self._check_watch_room()
-        watch = EtcdWatch(s, self._armed, name, data=data, owners=owners, waiters=waiters)
+        watch = EtcdWatch(
+            self._keys,
+            self._sender,
+            self._conn,
+            self._hub,
+            self._armed,
+            name,
+            data=data,
+            owners=owners,
+            waiters=waiters,
+        )
         await watch.start()
         return watch
 
@@ -234,13 +271,13 @@ class Admin:
         """See :meth:`tenure.backends._base.BackendSession.watch_prefix` (:mod:`._prefix_watch`):
         etcd tells every change under it, whatever aspects are watched."""
         await self._check_watch_room()
-        watch = EtcdPrefixWatch(self._store, self._armed, prefix)
+        watch = EtcdPrefixWatch(self._session, self._keys, self._hub, self._armed, prefix)
         await watch.arm()
         return watch.stream()
 
     async def _check_watch_room(self) -> None:
         """LimitExceededError at max_watches_per_session (single and prefix watches)."""
-        config = await self._store.sender.config()
+        config = await self._sender.config()
         if len(self._armed) >= config.max_watches_per_session:
             raise LimitExceededError(
                 f"max_watches_per_session ({config.max_watches_per_session}) reached"

@@ -56,10 +56,12 @@ from tenure._etcd.requests import (
     put,
 )
 from tenure.backends.etcd._keys import Layout, decode, encode
-from tenure.backends.etcd._node import config_of
+from tenure.backends.etcd._node import NodeView, config_of
 from tenure.backends.etcd._opening import MIN_TTL
 from tenure.backends.etcd._queue import SemState
-from tenure.backends.etcd._types import ClaimsHome
+from tenure.backends.etcd._record import SessionRecord
+from tenure.backends.etcd._session_keys import SessionKeys
+from tenure.backends.etcd._txns import TxnSender
 from tenure.errors import (
     LimitExceededError,
     NotFoundError,
@@ -82,28 +84,35 @@ def lease_seconds(seconds: float) -> int:
 
 
 class Claims:
-    """One session's claims (module docstring)."""
+    """One session's claims (module docstring): given the session's keys, Txns and
+    record, the client's view of the node and its channel to etcd (reads, leases)."""
 
-    def __init__(self, store: ClaimsHome) -> None:
-        self._store = store
+    def __init__(
+        self,
+        keys: SessionKeys,
+        sender: TxnSender,
+        record: SessionRecord,
+        view: NodeView,
+        conn: EtcdClient,
+    ) -> None:
+        self._keys, self._sender, self._record, self._view = keys, sender, record, view
+        self._conn = conn
 
     async def claim(
         self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
     ) -> ClaimRecord:
         """See :meth:`tenure.backends._base.BackendSession.claim`."""
-        s = self._store
-        layout, node = s.keys.layout, s.keys.node
+        layout, node = self._keys.layout, self._keys.node
         record_key, marker = layout.record(node, name), layout.claim(node, name)
         leases: tuple[int, int] | None = None
         granted_at = 0.0  # (when ``leases`` were granted, on the loop's clock)
         try:
             while True:
-                found = await _read(s.conn, layout, node, name)
+                found = await _read(self._conn, layout, node, name)
                 if found.config is None:
-                    await s.record.diagnose()  # (dropped: the session says so)
-                    s.session.check_alive()
+                    await self._record.ensure_alive()  # (dropped: the session says so)
                     raise NotFoundError(f"node {node!r} does not exist")
-                s.view.update(found.config)  # (read with the claims: its settings now)
+                self._view.update(found.config)  # (read with the claims: its settings now)
                 config = config_of(found.config)
                 data = check_data("claim data", data, config.max_data_size)
                 state, mark, count_rev, count = found.state, found.mark, found.revision, found.count
@@ -127,23 +136,23 @@ class Claims:
                 if leases is not None and loop.time() - granted_at > LEASE_MARGIN / 2:
                     for lease in leases:  # (tries went on: leases counting down too long)
                         if lease:
-                            await _revoke(s.conn, lease)
+                            await _revoke(self._conn, lease)
                     leases = None
                 if leases is None:
                     granted_at = loop.time()
-                    leases = await _grant(s.conn, at_least, at_most)
+                    leases = await _grant(self._conn, at_least, at_most)
                 least, most = leases
                 at = time.time()
                 # The token's place is '-': the Txn's revision, not known before it.
                 text = claim_data(
-                    ClaimRecord(claim_id, 1, at, at_least, at_most, None, s.keys.lease_id, data)
+                    ClaimRecord(claim_id, 1, at, at_least, at_most, None, self._keys.lease_id, data)
                 )
                 words = text.split(b" ")
                 words[2] = b"-"
                 # Its answer lost (UnavailableError), the Txn may have made the claim:
                 # its leases are then the claim's, and a retry of the same id finds it.
                 sent, leases = leases, None
-                reply = await s.sender.txn(
+                reply = await self._sender.txn(
                     [
                         compare_create(record_key, 0),
                         compare_create(marker, 0),
@@ -168,7 +177,7 @@ class Claims:
                         )
                     token = int(reply.header.revision)
                     return ClaimRecord(
-                        claim_id, token, at, at_least, at_most, None, s.keys.lease_id, data
+                        claim_id, token, at, at_least, at_most, None, self._keys.lease_id, data
                     )
                 leases = sent  # not the claim's: kept for the next try
                 # Something changed since the read (a claim, a count, a request): again.
@@ -176,22 +185,22 @@ class Claims:
             if leases is not None:  # unused: they go (no key of anyone's is on them)
                 for lease in leases:
                     if lease:
-                        await _revoke(s.conn, lease)
+                        await _revoke(self._conn, lease)
 
     async def _check_room(self, revision: int) -> None:
         """LimitExceededError if the node has ``max_semaphores`` semaphores (counted only
         when the view's bound does not prove room, as an acquire's check)."""
-        s = self._store
-        limit = s.view.config.max_semaphores
-        bound = s.view.semaphores_bound(revision)
-        if (bound is None or bound >= limit) and await s.sender.count_semaphores() >= limit:
-            raise LimitExceededError(f"max_semaphores ({limit}) reached on node {s.keys.node!r}")
+        limit = self._view.config.max_semaphores
+        bound = self._view.semaphores_bound(revision)
+        if (bound is None or bound >= limit) and await self._sender.count_semaphores() >= limit:
+            raise LimitExceededError(
+                f"max_semaphores ({limit}) reached on node {self._keys.node!r}"
+            )
 
     async def _drop_stale(self, state: SemState, mark: Any) -> None:
         """Delete what is left of an ended claim (a record of a claim, a claim's key)
         if it is still what was read."""
-        s = self._store
-        record_key = s.keys.layout.record(s.keys.node, state.name)
+        record_key = self._keys.layout.record(self._keys.node, state.name)
         compares, ops = [], []
         if state.record:
             compares.append(compare_mod(record_key, state.record_mod))
@@ -199,7 +208,7 @@ class Claims:
         if mark is not None:
             compares.append(compare_mod(bytes(mark.key), int(mark.mod_revision)))
             ops.append(delete(bytes(mark.key)))
-        await s.sender.txn(compares, ops, [])
+        await self._sender.txn(compares, ops, [])
 
 
 async def release_claim(

@@ -18,11 +18,15 @@ from typing import Final
 
 from aetcd.rpc import rpc_pb2
 
+from tenure._etcd.client import EtcdClient
 from tenure._etcd.requests import add_compare_create, add_delete, add_put, get_prefix
 from tenure.backends._base import Grant, HeldGrant
+from tenure.backends._store import BoundSession
 from tenure.backends.etcd._keys import encode
 from tenure.backends.etcd._queue import QueueEntry, SemState
-from tenure.backends.etcd._types import HoldsHome
+from tenure.backends.etcd._record import SessionRecord
+from tenure.backends.etcd._session_keys import SessionKeys
+from tenure.backends.etcd._txns import TxnSender
 from tenure.errors import LeaseLostError
 
 __all__ = ["Holds"]
@@ -34,10 +38,19 @@ READS_PER_TXN: Final = 64
 
 
 class Holds:
-    """The holds of one session (module docstring)."""
+    """The holds of one session (module docstring): its keys, its Txns, its record (why
+    it is gone, if it is), the channel to etcd (reads of many semaphores at once); and,
+    once bound, the session it tells of lost grants."""
 
-    def __init__(self, store: HoldsHome) -> None:
-        self._store = store
+    def __init__(
+        self, keys: SessionKeys, sender: TxnSender, record: SessionRecord, conn: EtcdClient
+    ) -> None:
+        self._keys, self._sender, self._record, self._conn = keys, sender, record, conn
+        self._session: BoundSession
+
+    def bind(self, session: BoundSession) -> None:
+        """The session whose holds these are (made after them: :meth:`EtcdStore.bind`)."""
+        self._session = session
 
     async def drop(self, name: str, hold: int) -> bool:
         """Delete every key of hold ``hold`` (both requests, both grants); whether any was.
@@ -47,20 +60,19 @@ class Holds:
         starts with it (fixed-width ids), so each range is ``[key, key + ",")`` (``,``
         is the byte after ``+``).
         """
-        store = self._store
-        prefix, suffix = store.keys.prefix(name), store.keys.suffix(hold)
-        request = store.sender.new_txn()
+        prefix, suffix = self._keys.prefix(name), self._keys.suffix(hold)
+        request = self._sender.new_txn()
         success = request.success
         delete = success.add().request_delete_range
         delete.key, delete.range_end = prefix + b"q/" + suffix, prefix + b"q/" + suffix + b","
         delete = success.add().request_delete_range
         delete.key, delete.range_end = prefix + b"g/" + suffix, prefix + b"g/" + suffix + b","
-        reply = await store.sender.send(request)
+        reply = await self._sender.send(request)
         return any(r.response_delete_range.deleted for r in reply.responses)
 
     def grants_gone(self, name: str, before: int | None) -> None:
         """``name`` was deleted by force (at revision ``before``): its grants are lost."""
-        session = self._store.session
+        session = self._session
         message = f"semaphore {name!r} was deleted"
         for (held_name, hold), grant in list(session.ledger.held.items()):
             if held_name != name or session.ended is not None:
@@ -73,12 +85,11 @@ class Holds:
 
     async def _states(self, names: list[str]) -> dict[str, SemState]:
         """Each semaphore of ``names``, read now (a few Txns)."""
-        store = self._store
         states: dict[str, SemState] = {}
         for start in range(0, len(names), READS_PER_TXN):
             chunk = names[start : start + READS_PER_TXN]
-            prefixes = [store.keys.prefix(name) for name in chunk]
-            reply = await store.conn.txn([], [get_prefix(prefix) for prefix in prefixes])
+            prefixes = [self._keys.prefix(name) for name in chunk]
+            reply = await self._conn.txn([], [get_prefix(prefix) for prefix in prefixes])
             revision = int(reply.header.revision)
             for name, prefix, response in zip(chunk, prefixes, reply.responses, strict=True):
                 kvs = response.response_range.kvs
@@ -88,13 +99,13 @@ class Holds:
     def _found(self, state: SemState, hold: int, token: int) -> int | None:
         """The count of hold ``hold``'s grant ``token`` in ``state`` (None: not there)."""
         for entry in state.entries:
-            if entry.place == (self._store.keys.lease_id, hold) and entry.granted == token:
+            if entry.place == (self._keys.lease_id, hold) and entry.granted == token:
                 return entry.count
         return None
 
     async def check_grants(self) -> None:
         """Events of the node may have been missed: is every grant still there?"""
-        store, session = self._store, self._store.session
+        session = self._session
         judged = dict(session.ledger.held)
         if not judged or session.ended is not None:
             return
@@ -106,7 +117,7 @@ class Holds:
         ]
         if not missing:
             return
-        await store.record.diagnose()  # a session that is gone is lost as a whole
+        await self._record.diagnose()  # a session that is gone is lost as a whole
         if session.ended is not None:
             return
         for (name, hold), grant in missing:
@@ -116,8 +127,8 @@ class Holds:
 
     async def read(self) -> list[HeldGrant]:
         """Each grant the session holds, as its request key says now (count and data)."""
-        lease_id = self._store.keys.lease_id
-        held = sorted(self._store.session.ledger.held.items())
+        lease_id = self._keys.lease_id
+        held = sorted(self._session.ledger.held.items())
         states = await self._states(sorted({name for (name, _), _ in held}))
         found: list[HeldGrant] = []
         for (name, hold), grant in held:
@@ -134,14 +145,14 @@ class Holds:
         placeholders go. A lock_all set that the previous owner had committed (a
         member granted: the set is held, :mod:`._set_wait`) but not finished is
         finished here: its members' grants are put, so the set is held whole."""
-        store, lease_id = self._store, self._store.keys.lease_id
+        layout, lease_id = self._keys.layout, self._keys.lease_id
         request = rpc_pb2.LeaseTimeToLiveRequest(ID=lease_id, keys=True)
-        reply = await store.conn.lease_call("LeaseTimeToLive", request)
+        reply = await self._conn.lease_call("LeaseTimeToLive", request)
         keys = [bytes(key) for key in reply.keys]  # read after the fence: what is there to stay
-        prefix = store.keys.root
+        prefix = self._keys.root
         names = sorted(
             {
-                store.keys.layout.unescape(key[len(prefix) :].split(b"/", 1)[0].decode())
+                layout.unescape(key[len(prefix) :].split(b"/", 1)[0].decode())
                 for key in keys
                 if key.startswith(prefix)
             }
@@ -156,7 +167,7 @@ class Holds:
         }
         found: list[HeldGrant] = []
         for name, state in states.items():
-            semaphore = store.keys.prefix(name)
+            semaphore = self._keys.prefix(name)
             waiting = [key for key in keys if key.startswith(semaphore + b"p/")]
             for entry in state.entries:
                 if entry.sid != lease_id:
@@ -169,21 +180,20 @@ class Holds:
                 else:
                     waiting.append(semaphore + b"q/" + entry.suffix)
             if waiting:
-                withdraw = store.sender.new_txn()
+                withdraw = self._sender.new_txn()
                 for key in waiting:
                     add_delete(withdraw.success, key)
-                await store.sender.send(withdraw)
+                await self._sender.send(withdraw)
         return sorted(found, key=lambda held: (held.name, held.grant.hold))
 
     async def _grant_member(self, semaphore: bytes, entry: QueueEntry) -> int:
         """Put the grant key of ``entry``, a member of a committed lock_all set (as
         :meth:`._set_wait.SetWaiter.finish` would have): its token, or 0 if its
         request went meanwhile (a forced delete: then it is withdrawn as any)."""
-        store = self._store
-        request = store.sender.new_txn()
+        request = self._sender.new_txn()
         add_compare_create(request.compare, semaphore + b"q/" + entry.suffix, entry.created)
         add_compare_create(request.compare, semaphore + b"g/" + entry.suffix, 0)
         value = encode({"at": time.time()})
-        add_put(request.success, semaphore + b"g/" + entry.suffix, value, store.keys.lease_id)
-        reply = await store.sender.send(request)
+        add_put(request.success, semaphore + b"g/" + entry.suffix, value, self._keys.lease_id)
+        reply = await self._sender.send(request)
         return int(reply.header.revision) if reply.succeeded else 0

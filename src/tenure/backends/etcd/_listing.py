@@ -26,8 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from collections.abc import Mapping
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from aetcd.rpc import rpc_pb2
 
@@ -47,8 +46,9 @@ from tenure.backends._store_listing import (
     page_args,
 )
 from tenure.backends.etcd._keys import Layout, decode, encode
+from tenure.backends.etcd._opening import revoke
 from tenure.backends.etcd._queue import SemState
-from tenure.backends.etcd._record import SessionRecord, identity_of
+from tenure.backends.etcd._record import identity_of
 from tenure.backends.etcd._who import GETS_PER_TXN
 from tenure.errors import NotFoundError, UnavailableError
 
@@ -76,42 +76,14 @@ NODES_SCANNED_MAX: Final = 1_000_000
 _NO_LEASE: Final = -1  # LeaseTimeToLive's TTL of a lease that is gone
 
 
-class Local(Protocol):
-    """A session of this client."""
-
-    @property
-    def record(self) -> SessionRecord:
-        """Its record (which diagnoses its end)."""
-
-
-class EtcdListingHome(Protocol):
-    """What the listings ask of their home, the backend they list for."""
-
-    @property
-    def conn(self) -> EtcdClient:
-        """The channel to etcd."""
-
-    @property
-    def layout(self) -> Layout:
-        """Where the keys are."""
-
-    @property
-    def sessions(self) -> Mapping[int, Local]:
-        """This client's live sessions, by lease id."""
-
-    async def revoke(self, lease_id: int) -> None:
-        """Revoke a lease (gone already: nothing to do)."""
-
-
-async def list_nodes(backend: EtcdListingHome, after: str, limit: int) -> list[str]:
+async def list_nodes(conn: EtcdClient, layout: Layout, after: str, limit: int) -> list[str]:
     """See :meth:`tenure.backends._base.Backend.list_nodes` (module docstring)."""
     after, limit = check_bound(after), check_page_limit(limit)
-    layout = backend.layout
     nodes = layout.prefix + b"n/"
     end, start = prefix_end(nodes), nodes
     found: list[str] = []
     for _ in range(NODES_SCANNED_MAX):
-        reply = await backend.conn.range(
+        reply = await conn.range(
             rpc_pb2.RangeRequest(key=start, range_end=end, limit=1, keys_only=True)
         )
         if not reply.kvs:
@@ -127,22 +99,19 @@ async def list_nodes(backend: EtcdListingHome, after: str, limit: int) -> list[s
     raise UnavailableError(f"listing nodes walked more than {NODES_SCANNED_MAX} nodes")
 
 
-async def _require_node(backend: EtcdListingHome, node: str) -> None:
-    reply = await backend.conn.range(
-        rpc_pb2.RangeRequest(key=backend.layout.config(node), count_only=True)
-    )
+async def _require_node(conn: EtcdClient, layout: Layout, node: str) -> None:
+    reply = await conn.range(rpc_pb2.RangeRequest(key=layout.config(node), count_only=True))
     if not reply.count:
         raise NotFoundError(f"node {node!r} does not exist")
 
 
 async def list_semaphores(
-    backend: EtcdListingHome, node: str, prefix: str, after: str, limit: int
+    conn: EtcdClient, layout: Layout, node: str, prefix: str, after: str, limit: int
 ) -> list[SemaphoreSummary]:
     """See :meth:`tenure.backends._base.Backend.list_semaphores` (module docstring)."""
     node = check_name("node", node)
     prefix, after, limit = page_args(prefix, after, limit)
-    await _require_node(backend, node)
-    layout, conn = backend.layout, backend.conn
+    await _require_node(conn, layout, node)
     semaphores = layout.semaphores(node)
     start = semaphores + layout.escape(prefix).encode()
     end = prefix_end(start)
@@ -197,16 +166,15 @@ async def list_semaphores(
 
 
 async def list_sessions(
-    backend: EtcdListingHome, node: str, after: int, limit: int
+    conn: EtcdClient, layout: Layout, node: str, after: int, limit: int
 ) -> list[SessionSummary]:
     """See :meth:`tenure.backends._base.Backend.list_sessions` (module docstring)."""
     node = check_name("node", node)
     after, limit = check_session_after(after), check_page_limit(limit)
-    await _require_node(backend, node)
-    layout = backend.layout
+    await _require_node(conn, layout, node)
     if after >= 2**63 - 1:  # lease ids are positive int64s
         return []
-    reply = await backend.conn.range(
+    reply = await conn.range(
         rpc_pb2.RangeRequest(
             key=layout.session(node, after + 1),
             range_end=prefix_end(layout.sessions(node)),
@@ -223,14 +191,14 @@ async def list_sessions(
             return None  # not tenure's
         async with gate:
             try:
-                lease = await backend.conn.lease_call(
+                lease = await conn.lease_call(
                     "LeaseTimeToLive", rpc_pb2.LeaseTimeToLiveRequest(ID=sid, keys=True)
                 )
             except LeaseNotFoundError:
                 return None
         if int(lease.TTL) == _NO_LEASE:
             return None  # ended since the records were read
-        holds, waits = await _holds_and_waits(backend, node, [bytes(k) for k in lease.keys])
+        holds, waits = await _holds_and_waits(conn, layout, node, [bytes(k) for k in lease.keys])
         description, identity, created_at = identity_of(value)
         return SessionSummary(
             sid,
@@ -248,10 +216,10 @@ async def list_sessions(
 
 
 async def _holds_and_waits(
-    backend: EtcdListingHome, node: str, keys: list[bytes]
+    conn: EtcdClient, layout: Layout, node: str, keys: list[bytes]
 ) -> tuple[int, int]:
     """How many of a session's requests (its keys on its lease) are granted, and wait."""
-    semaphores = backend.layout.semaphores(node)
+    semaphores = layout.semaphores(node)
     requests: list[bytes] = []
     grants: set[bytes] = set()
     for key in keys:
@@ -268,7 +236,7 @@ async def _holds_and_waits(
     at_once = 0
     for first in range(0, len(unsure), GETS_PER_TXN):
         chunk = unsure[first : first + GETS_PER_TXN]
-        reply = await backend.conn.txn([], [get(key) for key in chunk])
+        reply = await conn.txn([], [get(key) for key in chunk])
         for response in reply.responses:
             for kv in response.response_range.kvs:
                 try:
@@ -279,12 +247,11 @@ async def _holds_and_waits(
     return holds, len(requests) - holds
 
 
-async def kill_session(backend: EtcdListingHome, node: str, session_id: int) -> None:
+async def kill_session(conn: EtcdClient, layout: Layout, node: str, session_id: int) -> None:
     """See :meth:`tenure.backends._base.Backend.kill_session` (module docstring)."""
     node, session_id = check_session_id(node, session_id)
-    layout, conn = backend.layout, backend.conn
     if not 0 < session_id < 2**63:
-        await _require_node(backend, node)
+        await _require_node(conn, layout, node)
         raise NotFoundError(f"session {session_id} of node {node!r} does not exist")
     record = layout.session(node, session_id)
     marker = await conn.lease_call("LeaseGrant", rpc_pb2.LeaseGrantRequest(TTL=KILL_MARKER_TTL))
@@ -296,20 +263,17 @@ async def kill_session(backend: EtcdListingHome, node: str, session_id: int) -> 
             [get(layout.config(node))],
         )
     except BaseException:
-        await backend.revoke(int(marker.ID))
+        await revoke(conn, int(marker.ID))
         raise
     if not reply.succeeded:
-        await backend.revoke(int(marker.ID))
+        await revoke(conn, int(marker.ID))
         if not reply.responses[0].response_range.kvs:
             raise NotFoundError(f"node {node!r} does not exist")
         raise NotFoundError(
             f"session {session_id} of node {node!r} does not exist (it ended, or never was)"
         )
     # etcd deletes every key on the lease at once: record, requests, grants.
-    await backend.revoke(session_id)
-    local = backend.sessions.get(session_id)
-    if local is not None:  # this very client had it: it hears it now
-        await local.record.diagnose()
+    await revoke(conn, session_id)
 
 
 def _exists(key: bytes) -> Any:

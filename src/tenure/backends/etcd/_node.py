@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any, Protocol
 
 from aetcd.rpc import rpc_pb2
@@ -38,7 +39,7 @@ from tenure._etcd.streams import WatchHub
 from tenure.backends.etcd._keys import Layout, decode
 from tenure.errors import InvalidArgumentError, NotFoundError, ProtocolError, TenureError
 
-__all__ = ["NodeMember", "NodeView", "config_of", "read_config"]
+__all__ = ["NodeMember", "NodeView", "NodeViews", "config_of", "read_config"]
 
 log = logging.getLogger("tenure.etcd")
 _DELETE = 1  # mvccpb.Event.DELETE
@@ -51,8 +52,9 @@ class NodeMember(Protocol):
         """Events may have been missed (``alive``: the node is there; check the grants),
         or the node went (not ``alive``: find out why)."""
 
-    def forced_delete(self, name: str, revision: int) -> None:
-        """``name`` was deleted by force at ``revision``: grants older than it are gone."""
+    def forced_delete(self, name: str, revision: int | None) -> None:
+        """``name`` was deleted by force at ``revision``: grants older than it are gone
+        (None: deleted by this client, every grant of it is)."""
 
 
 class NodeView:
@@ -147,14 +149,70 @@ class NodeView:
         for member in list(self._members()):
             member.node_changed(alive)
 
-    def _forced_delete(self, name: str, revision: int) -> None:
+    def _forced_delete(self, name: str, revision: int | None) -> None:
         for member in list(self._members()):
             member.forced_delete(name, revision)
+
+    def tell_deleted(self, name: str) -> None:
+        """``name`` was deleted by force by a session of this client: its holders here hear
+        it now, before the delete returns (as on the engine; others hear the marker)."""
+        self._forced_delete(name, None)
 
     def close(self) -> None:
         """Stop following the node."""
         self._watcher.cancel()
         self._task.cancel()
+
+
+class NodeViews:
+    """This client's views of the nodes it has sessions on: one per node, made when its
+    first session opens, closed when its last ends. ``members`` lists this client's
+    live sessions on a node (each view asks it: the sessions it tells)."""
+
+    def __init__(
+        self,
+        conn: EtcdClient,
+        hub: WatchHub,
+        layout: Layout,
+        members: Callable[[str], Iterable[NodeMember]],
+    ) -> None:
+        self._conn, self._hub, self._layout, self._members = conn, hub, layout, members
+        self._views: dict[str, NodeView] = {}
+
+    async def take(self, node: str) -> NodeView:
+        """The node's view, made (settings read, watch started) if it is new here; one
+        more session uses it (:meth:`release` it when that session ends)."""
+        view = self._views.get(node)
+        if view is None:
+            kv, revision = await read_config(self._conn, self._layout, node)
+            view = self._views.get(node)  # made by another task meanwhile
+            if view is None or view.node_rev != int(kv.create_revision):
+                if view is not None:
+                    view.close()
+                view = self._views[node] = NodeView(
+                    self._conn,
+                    self._hub,
+                    self._layout,
+                    node,
+                    kv,
+                    revision,
+                    partial(self._members, node),
+                )
+        view.users += 1
+        return view
+
+    def release(self, view: NodeView) -> None:
+        """A session of the view's node ended: stop following it when none is left."""
+        view.users -= 1
+        if view.users <= 0 and self._views.get(view.node) is view:
+            del self._views[view.node]
+            view.close()
+
+    def close(self) -> None:
+        """Stop following every node (the client closes)."""
+        for view in list(self._views.values()):
+            view.close()
+        self._views.clear()
 
 
 def config_of(kv: Any) -> NodeConfig:

@@ -27,10 +27,12 @@ import asyncio
 import contextlib
 
 from tenure._etcd.requests import prefix_end
-from tenure._etcd.streams import Watcher
+from tenure._etcd.streams import Watcher, WatchHub
 from tenure.backends._prefix import PrefixFeed, PrefixStream
 from tenure.backends._readback import first_of
-from tenure.backends.etcd._types import Armed, PrefixWatchHome
+from tenure.backends._store import BoundSession
+from tenure.backends.etcd._session_keys import SessionKeys
+from tenure.backends.etcd._types import Armed
 
 __all__ = ["EtcdPrefixWatch"]
 
@@ -38,15 +40,23 @@ __all__ = ["EtcdPrefixWatch"]
 class EtcdPrefixWatch:
     """One prefix watch of a session (module docstring); :meth:`arm` it first.
 
-    ``armed`` is the session's set of armed watches (failed when the session ends).
+    Given the session (its end ends the arming), where its keys are, and the client's
+    one watch stream; ``armed`` is the session's set of armed watches (failed when the
+    session ends).
     """
 
-    def __init__(self, store: PrefixWatchHome, armed: set[Armed], prefix: str) -> None:
-        self._store = store
-        self._armed = armed
+    def __init__(
+        self,
+        session: BoundSession,
+        keys: SessionKeys,
+        hub: WatchHub,
+        armed: set[Armed],
+        prefix: str,
+    ) -> None:
+        self._session, self._keys, self._hub, self._armed = session, keys, hub, armed
         self.feed = PrefixFeed()
-        self._root = store.keys.root
-        self._key = self._root + store.keys.layout.escape(prefix).encode()
+        self._root = keys.root
+        self._key = self._root + keys.layout.escape(prefix).encode()
         self._watcher: Watcher | None = None
         self._pump: asyncio.Task[None] | None = None
 
@@ -57,11 +67,11 @@ class EtcdPrefixWatch:
     async def arm(self) -> None:
         """Make the etcd watch from now and wait until etcd made it; then follow it."""
         self._armed.add(self)
-        watcher = self._watcher = self._store.hub.watch(self._key, prefix_end(self._key), 0)
+        watcher = self._watcher = self._hub.watch(self._key, prefix_end(self._key), 0)
         try:
             while watcher.created_revision is None:
-                await first_of(watcher.wait(), asyncio.shield(self._store.session.ending()))
-                self._store.session.check_alive()
+                await first_of(watcher.wait(), asyncio.shield(self._session.ending()))
+                self._session.check_alive()
                 watcher.drain()  # (nothing but its making can come before it is made)
         except BaseException:
             await self.disarm()
@@ -81,7 +91,7 @@ class EtcdPrefixWatch:
                 key = bytes(event.kv.key)
                 if key.startswith(root):
                     escaped = key[size:].split(b"/", 1)[0]
-                    self.feed.put(self._store.keys.layout.unescape(escaped.decode()))
+                    self.feed.put(self._keys.layout.unescape(escaped.decode()))
 
     async def _rearm(self) -> None:
         await self._stop()

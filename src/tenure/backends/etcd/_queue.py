@@ -56,9 +56,9 @@ from typing import Any, Final
 
 from tenure._core.values import MAX_COUNT, OwnerInfo, SemaphoreDescription, WaiterInfo
 from tenure.backends.etcd._keys import decode, parse_suffix
-from tenure.errors import ProtocolError
+from tenure.errors import LimitExceededError, ProtocolError
 
-__all__ = ["QueueEntry", "SemState"]
+__all__ = ["QueueEntry", "SemState", "too_many_waiters"]
 
 _DELETE = 1  # mvccpb.Event.DELETE
 
@@ -309,3 +309,8 @@ class SemState:
             if waiters
             else (),
         )
+
+
+def too_many_waiters(limit: int, name: str) -> LimitExceededError:
+    """The refusal of a request past ``max_waiters`` (``limit``) of semaphore ``name``."""
+    return LimitExceededError(f"max_waiters ({limit}) reached on semaphore {name!r}")

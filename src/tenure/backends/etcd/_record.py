@@ -193,6 +193,12 @@ class SessionRecord:
                 SessionExpiredError(f"session {self.lease_id}: its etcd lease expired")
             )
 
+    async def ensure_alive(self) -> None:
+        """:meth:`diagnose`, then raise the session's loss if it ended (a part that found
+        the record, the node or a key of the session gone asks this before it decides)."""
+        await self.diagnose()
+        self.session.check_alive()
+
     async def reattach(self) -> None:
         """After a new keepalive stream: keep the lease if it lives, and bump ``seq``.
 

@@ -59,33 +59,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from typing import Any
 
-from tenure._core.values import MAX_COUNT, MAX_SET_NAMES, check_data
+from tenure._core.values import MAX_COUNT, check_data
+from tenure._etcd.client import EtcdClient
 from tenure._etcd.requests import (
-    EQUAL,
-    LESS,
-    add_compare_create,
-    add_compare_mod,
-    add_compare_range,
-    add_delete,
     add_get,
     add_get_prefix,
     add_put,
     get,
     get_prefix,
-    prefix_end,
 )
 from tenure.backends._base import Grant
 from tenure.backends._ledger import Pending
 from tenure.backends._store import QUEUED, InQueue
-from tenure.backends.etcd._keys import encode
-from tenure.backends.etcd._queue import SemState
-from tenure.backends.etcd._set_wait import MAX_TXN_OPS, AllOrNoneSet, SetWaiter, parse_states
-from tenure.backends.etcd._types import SetAcquirerHome
+from tenure.backends._turns import Turns
+from tenure.backends.etcd._hints import Hints
+from tenure.backends.etcd._lock_set import MAX_TXN_OPS, AllOrNoneSet, parse_states
+from tenure.backends.etcd._node import NodeView
+from tenure.backends.etcd._queue import SemState, too_many_waiters
+from tenure.backends.etcd._record import SessionRecord
+from tenure.backends.etcd._session_keys import SessionKeys
+from tenure.backends.etcd._set_wait import SetWaiter
+from tenure.backends.etcd._txns import TxnSender
 from tenure.errors import (
-    InvalidArgumentError,
     LimitExceededError,
     LostError,
     NotFoundError,
@@ -93,24 +90,27 @@ from tenure.errors import (
     UnavailableError,
 )
 
-__all__ = ["SetAcquirer", "check_members"]
-
-
-def check_members(pendings: list[Pending]) -> None:
-    """1 to MAX_SET_NAMES pending acquires, of distinct names (the engine's check)."""
-    names = [pending.name for pending in pendings]
-    if not 1 <= len(names) <= MAX_SET_NAMES:
-        raise InvalidArgumentError(f"names must be 1 to {MAX_SET_NAMES} semaphore names")
-    if len(set(names)) != len(names):
-        raise InvalidArgumentError(f"names must be distinct, got {names!r:.80}")
+__all__ = ["SetAcquirer"]
 
 
 class SetAcquirer:
-    """Joins the queues of a lock_all's names for one session (module docstring)."""
+    """Joins the queues of a lock_all's names for one session (module docstring): given
+    the session's keys, Txns and record, the client's view, hints, turns and channel,
+    and the session's :class:`SetWaiter`."""
 
-    def __init__(self, store: SetAcquirerHome, waiter: SetWaiter) -> None:
-        self._store = store
-        self._waiter = waiter
+    def __init__(
+        self,
+        keys: SessionKeys,
+        sender: TxnSender,
+        record: SessionRecord,
+        view: NodeView,
+        hints: Hints,
+        turns: Turns[bytes],
+        conn: EtcdClient,
+        waiter: SetWaiter,
+    ) -> None:
+        self._keys, self._sender, self._record, self._view = keys, sender, record, view
+        self._hints, self._turns, self._conn, self._waiter = hints, turns, conn, waiter
 
     async def enqueue_all(self, pendings: list[Pending]) -> list[Grant] | InQueue | None:
         """Grant every member now, queue them all, or None (busy, timeout 0).
@@ -119,15 +119,14 @@ class SetAcquirer:
         unanswered call leaves that to the session's withdrawal of each member,
         which finds the set in ``pending.state``.
         """
-        store = self._store
         lock_set = AllOrNoneSet(
             pendings,
-            [store.keys.prefix(pending.name) for pending in pendings],
-            [store.keys.suffix(pending.hold) for pending in pendings],
+            [self._keys.prefix(pending.name) for pending in pendings],
+            [self._keys.suffix(pending.hold) for pending in pendings],
         )
         for pending in pendings:
             pending.state = lock_set
-        turns, taken = store.turns, []
+        turns, taken = self._turns, []
         try:
             try:
                 for prefix in sorted(lock_set.prefixes):
@@ -154,21 +153,21 @@ class SetAcquirer:
     async def _join(self, lock_set: AllOrNoneSet) -> Grant | InQueue | None:
         """Check and join (module docstring): the first member's grant (the set was granted
         at once), QUEUED, or None (busy)."""
-        store = self._store
         first = lock_set.pendings[0]
         count, data, timeout = first.count, first.data, first.timeout
+        lease = self._keys.lease_id
         states: list[SemState] | None = None
         if not self._may_guess(lock_set):
             states = await self._read(lock_set)
         fresh = False  # the settings were read for this join (not the view's)
         while True:
-            config = store.view.config
+            config = self._view.config
             try:
                 data = check_data("owner data", data, config.max_data_size)
             except LimitExceededError:
                 if fresh:
                     raise
-                await store.sender.config()  # the view may lag a change: refuse on the settings now
+                await self._sender.config()  # the view may lag a change: refuse on the settings now
                 fresh = True
                 continue
             unplaced = self._guarded(lock_set, states) - lock_set.placed
@@ -190,21 +189,23 @@ class SetAcquirer:
                 full = [s.name for s in states if len(s.waiters()) >= config.max_waiters]
                 if full:
                     if not fresh:
-                        await store.sender.config()
+                        await self._sender.config()
                         fresh = True
                         continue
-                    raise _too_many_waiters(config.max_waiters, full[0])
-                request = None
-            else:  # (None: too many compares for one Txn: queued, then granted by the wait)
-                request = self._at_once(lock_set, states, data)
-            at_once, reads = request is not None, False
-            if request is None:
-                request = self._enqueue(lock_set, states, data)
+                    raise too_many_waiters(config.max_waiters, full[0])
+                at_once = False
+            else:  # (not at once: too many compares for one Txn; queued, granted by the wait)
+                request = self._sender.new_txn()
+                at_once = lock_set.at_once_txn(request, states, data, self._view, lease)
+            reads = False
+            if not at_once:
+                request = self._sender.new_txn()
+                lock_set.queue_txn(request, states, data, self._view, lease)
                 reads = len(request.success) + len(states) <= MAX_TXN_OPS
                 if reads:  # read back in the same Txn while the ops allow it
                     for prefix in lock_set.prefixes:
                         add_get_prefix(request.success, prefix)
-            reply = await store.sender.send(request)
+            reply = await self._sender.send(request)
             revision = int(reply.header.revision)
             if not reply.succeeded:
                 states = await self._parse_read(lock_set, list(reply.responses)[1:], revision)
@@ -222,18 +223,17 @@ class SetAcquirer:
         """The join was made at revision ``created``: check what it may have changed
         (a semaphore made; for a queued set, ``states`` read after it: limits and queues
         changed since the checks) and say what it was."""
-        store = self._store
         first = lock_set.pendings[0]
         lock_set.created = created
         lock_set.placed.clear()  # (the join deleted them)
         await self._room(states, created)
         if at_once:
             for name in lock_set.names:
-                store.hints.contended(store.keys.node, name, False)
+                self._hints.contended(self._keys.node, name, False)
             return lock_set.grant(0, created)
-        config = store.view.config
+        config = self._view.config
         for state, suffix in zip(states, lock_set.suffixes, strict=True):
-            store.hints.contended(store.keys.node, state.name, True)
+            self._hints.contended(self._keys.node, state.name, True)
             mine = state.entry(suffix)
             if mine is None:
                 continue  # gone already: the wait finds out
@@ -241,35 +241,32 @@ class SetAcquirer:
                 raise _over_limit(first.count, state)
             ahead = [entry for entry in state.waiters() if entry.created < mine.created]
             if first.timeout != 0 and len(ahead) >= config.max_waiters:
-                raise _too_many_waiters(config.max_waiters, state.name)
+                raise too_many_waiters(config.max_waiters, state.name)
         lock_set.states, lock_set.since = states, max(state.revision for state in states)
         return QUEUED
 
     def _may_guess(self, lock_set: AllOrNoneSet) -> bool:
         """Whether the join may start from guesses (the hints): an ephemeral set, none of
         whose names this client found contended when it last acquired it."""
-        store = self._store
         return lock_set.pendings[0].ephemeral and not any(
-            store.hints.is_contended(store.keys.node, name) for name in lock_set.names
+            self._hints.is_contended(self._keys.node, name) for name in lock_set.names
         )
 
     def _guesses(self, lock_set: AllOrNoneSet) -> list[SemState]:
         """Each name as guessed from the hints: its last record seen, nobody queued."""
-        store = self._store
         guesses = []
         for name in lock_set.names:
-            created, limit = store.hints.record(store.keys.node, name) or (0, MAX_COUNT)
+            created, limit = self._hints.record(self._keys.node, name) or (0, MAX_COUNT)
             guesses.append(SemState(name, 0, record=created, limit=limit))
         return guesses
 
     def _guarded(self, lock_set: AllOrNoneSet, states: list[SemState] | None) -> set[int]:
         """The members that need a placeholder: every name without a record (as read, or
         as the hints say) but the first (module docstring)."""
-        store = self._store
         if states is None:
-            hints = store.hints
+            hints = self._hints
             open_ = [
-                i for i, n in enumerate(lock_set.names) if hints.record(store.keys.node, n) is None
+                i for i, n in enumerate(lock_set.names) if hints.record(self._keys.node, n) is None
             ]
         else:
             open_ = [i for i, state in enumerate(states) if not state.record]
@@ -278,13 +275,13 @@ class SetAcquirer:
     def _checked(self, lock_set: AllOrNoneSet, states: list[SemState]) -> bool:
         """The engine's checks of each name, in order (raises); False if a guess must be
         read first (a count above the limit last seen)."""
-        store, first = self._store, lock_set.pendings[0]
+        first = lock_set.pendings[0]
         for state in states:
             if state.revision == 0:
                 if first.count > state.limit:
                     return False
                 continue
-            store.hints.remember(store.keys.node, state)
+            self._hints.remember(self._keys.node, state)
             if not state.exists and not first.ephemeral:
                 raise NotFoundError(
                     f"semaphore {state.name!r} does not exist (create it or use ephemeral)"
@@ -293,92 +290,37 @@ class SetAcquirer:
                 raise _over_limit(first.count, state)
         return True
 
-    def _values(self, lock_set: AllOrNoneSet, data: bytes, at_once: bool) -> list[bytes]:
-        """Each member's request value: the first granted by its Txn if ``at_once``."""
-        first, now, n = lock_set.pendings[0], time.time(), len(lock_set.pendings)
-        # "grp": the set's size under the set's old name, kept for the keys written with it.
-        value = {"count": first.count, "data": data, "at": now, "grp": n}
-        rest = encode(value)
-        return [encode({**value, "g": True}) if at_once else rest, *[rest] * (n - 1)]
-
-    def _at_once(self, lock_set: AllOrNoneSet, states: list[SemState], data: bytes) -> Any | None:
-        """The Txn that grants the set at once if nobody joined any queue since the read
-        (module docstring); None if it needs more compares than etcd allows."""
-        store = self._store
-        request = store.sender.new_txn()
-        compare = request.compare
-        add_compare_mod(compare, store.view.config_key, store.view.config_rev)
-        for prefix, state in zip(lock_set.prefixes, states, strict=True):
-            queue = prefix + b"q/"
-            if state.record and not state.entries:  # the record alone, still
-                add_compare_range(compare, queue, prefix + b"rec\0", EQUAL, state.record)
-                continue
-            if state.record:
-                add_compare_create(compare, prefix + b"rec", state.record)
-            add_compare_range(compare, queue, prefix_end(prefix), LESS, state.revision + 1)
-        if len(compare) > MAX_TXN_OPS:
-            return None
-        for i, value in enumerate(self._values(lock_set, data, True)):
-            add_put(request.success, lock_set.request(i), value, store.keys.lease_id)
-        self._finish_txn(lock_set, request)
-        return request
-
-    def _enqueue(self, lock_set: AllOrNoneSet, states: list[SemState], data: bytes) -> Any:
-        """The Txn that queues the set (module docstring); the caller adds the read-back."""
-        store = self._store
-        request = store.sender.new_txn()
-        compare = request.compare
-        add_compare_mod(compare, store.view.config_key, store.view.config_rev)
-        for prefix, state in zip(lock_set.prefixes, states, strict=True):
-            if state.record:
-                add_compare_create(compare, prefix + b"rec", state.record)
-        add_compare_create(compare, lock_set.request(0), 0)
-        for i, value in enumerate(self._values(lock_set, data, False)):
-            add_put(request.success, lock_set.request(i), value, store.keys.lease_id)
-        self._finish_txn(lock_set, request)
-        return request
-
-    def _finish_txn(self, lock_set: AllOrNoneSet, request: Any) -> None:
-        """A joining Txn's last ops: the placeholders go; failing, every name is read."""
-        for i in sorted(lock_set.placed):
-            add_delete(request.success, lock_set.placeholder(i))
-        add_get(request.failure, self._store.view.config_key)
-        for prefix in lock_set.prefixes:
-            add_get_prefix(request.failure, prefix)
-
     async def _place(self, lock_set: AllOrNoneSet, indexes: set[int]) -> list[SemState]:
         """Put the placeholders of members ``indexes``, one Txn each (sent together), the
         last also reading every name; count the node's semaphores as any maker of one
         does (LimitExceededError past max_semaphores). The names as read."""
-        store = self._store
         order = sorted(indexes)
         lock_set.placed.update(order)  # (before: an unanswered one may have been made)
 
         async def put(i: int) -> Any:
-            request = store.sender.new_txn()
-            add_put(request.success, lock_set.placeholder(i), b"", store.keys.lease_id)
+            request = self._sender.new_txn()
+            add_put(request.success, lock_set.placeholder(i), b"", self._keys.lease_id)
             if i == order[-1]:
-                add_get(request.success, store.view.config_key)
+                add_get(request.success, self._view.config_key)
                 for prefix in lock_set.prefixes:
                     add_get_prefix(request.success, prefix)
-            return await store.sender.send(request)
+            return await self._sender.send(request)
 
         replies = await asyncio.gather(*(put(i) for i in order))
-        view, limit = store.view, store.view.config.max_semaphores
+        view, limit = self._view, self._view.config.max_semaphores
         bounds = [view.semaphores_bound(int(reply.header.revision)) for reply in replies]
         proven = all(bound is not None and bound <= limit for bound in bounds)
-        if not proven and await store.sender.count_semaphores() > limit:
+        if not proven and await self._sender.count_semaphores() > limit:
             raise LimitExceededError(
-                f"max_semaphores ({limit}) reached on node {store.keys.node!r}"
+                f"max_semaphores ({limit}) reached on node {self._keys.node!r}"
             )
         last = replies[-1]
         return await self._parse_read(lock_set, list(last.responses)[1:], int(last.header.revision))
 
     async def _read(self, lock_set: AllOrNoneSet) -> list[SemState]:
         """The node's settings and every name, read now (one Txn)."""
-        store = self._store
-        ops = [get(store.view.config_key), *(get_prefix(prefix) for prefix in lock_set.prefixes)]
-        reply = await store.conn.txn([], ops)
+        ops = [get(self._view.config_key), *(get_prefix(prefix) for prefix in lock_set.prefixes)]
+        reply = await self._conn.txn([], ops)
         return await self._parse_read(lock_set, list(reply.responses), int(reply.header.revision))
 
     async def _parse_read(
@@ -386,16 +328,14 @@ class SetAcquirer:
     ) -> list[SemState]:
         """The states from a read of the settings' key, then every name (the view takes
         the settings; no settings: the node is gone)."""
-        store = self._store
         config_kvs = responses[0].response_range.kvs
         if not config_kvs:
-            await store.record.diagnose()
-            store.session.check_alive()
-            raise NotFoundError(f"node {store.keys.node!r} does not exist")
-        store.view.update(config_kvs[0])
+            await self._record.ensure_alive()
+            raise NotFoundError(f"node {self._keys.node!r} does not exist")
+        self._view.update(config_kvs[0])
         states = parse_states(lock_set, responses[1:], revision)
         for state in states:
-            store.hints.contended(store.keys.node, state.name, bool(state.entries))
+            self._hints.contended(self._keys.node, state.name, bool(state.entries))
         return states
 
     async def _room(self, states: list[SemState], revision: int) -> None:
@@ -403,38 +343,32 @@ class SetAcquirer:
         may have been made by it; count as any maker does, unless the bound proves it."""
         if all(state.record for state in states):
             return
-        store = self._store
-        limit = store.view.config.max_semaphores
-        bound = store.view.semaphores_bound(revision)
+        limit = self._view.config.max_semaphores
+        bound = self._view.semaphores_bound(revision)
         if bound is not None and bound <= limit:
             return
-        if await store.sender.count_semaphores() > limit:
+        if await self._sender.count_semaphores() > limit:
             raise LimitExceededError(
-                f"max_semaphores ({limit}) reached on node {store.keys.node!r}"
+                f"max_semaphores ({limit}) reached on node {self._keys.node!r}"
             )
 
     async def _room_to_refuse(self, lock_set: AllOrNoneSet, states: list[SemState]) -> None:
         """Before a busy answer, the engine's check of max_semaphores: the names that do
         not exist (those with a placeholder are counted already) would not fit."""
-        store = self._store
         missing = sum(
             not state.exists and i not in lock_set.placed for i, state in enumerate(states)
         )
         if not missing:
             return
-        limit = store.view.config.max_semaphores
-        bound = store.view.semaphores_bound(max(state.revision for state in states))
+        limit = self._view.config.max_semaphores
+        bound = self._view.semaphores_bound(max(state.revision for state in states))
         if bound is not None and bound + missing <= limit:
             return
-        if await store.sender.count_semaphores() + missing > limit:
+        if await self._sender.count_semaphores() + missing > limit:
             raise LimitExceededError(
-                f"max_semaphores ({limit}) reached on node {store.keys.node!r}"
+                f"max_semaphores ({limit}) reached on node {self._keys.node!r}"
             )
 
 
 def _over_limit(count: int, state: SemState) -> LimitExceededError:
     return LimitExceededError(f"count {count} exceeds the limit {state.limit} of {state.name!r}")
-
-
-def _too_many_waiters(limit: int, name: str) -> LimitExceededError:
-    return LimitExceededError(f"max_waiters ({limit}) reached on semaphore {name!r}")

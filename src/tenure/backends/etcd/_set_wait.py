@@ -41,9 +41,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
+from tenure._etcd.client import EtcdClient
 from tenure._etcd.requests import (
     add_compare_create,
     add_delete,
@@ -55,73 +55,42 @@ from tenure._etcd.requests import (
 from tenure.backends._base import Grant
 from tenure.backends._ledger import Pending
 from tenure.backends._store import Withdrawal
+from tenure.backends.etcd._feed import Feeds
+from tenure.backends.etcd._holds import Holds
 from tenure.backends.etcd._keys import encode
+from tenure.backends.etcd._lock_set import MAX_TXN_OPS, AllOrNoneSet, parse_states
 from tenure.backends.etcd._queue import QueueEntry, SemState
-from tenure.backends.etcd._types import SetWaiterHome
+from tenure.backends.etcd._record import SessionRecord
+from tenure.backends.etcd._session_keys import SessionKeys
+from tenure.backends.etcd._txns import TxnSender
 from tenure.backends.etcd._wait import WITHDRAW_TRIES, until
 from tenure.errors import LeaseLostError, NotFoundError, TenureError, UnavailableError
 
-__all__ = ["MAX_TXN_OPS", "AllOrNoneSet", "SetWaiter", "parse_states"]
+__all__ = ["SetWaiter"]
 
-#: etcd's --max-txn-ops by default: the most compares, and ops of each branch, of a Txn.
-MAX_TXN_OPS: Final = 128
 #: Members whose keys one Txn deletes when a set is given up (three keys each).
 MEMBERS_PER_DROP: Final = MAX_TXN_OPS // 3
 
 
-@dataclass(eq=False)
-class AllOrNoneSet:
-    """One lock_all of a session: its members (one pending acquire per name, in the
-    names' order), where their keys are, and how far it got."""
-
-    pendings: list[Pending]
-    prefixes: list[bytes]
-    suffixes: list[bytes]
-    #: The members' create_revision (the set's arrival), once made; 0 before.
-    created: int = 0
-    #: Members whose placeholder was put, by index (:mod:`._set`).
-    placed: set[int] = field(default_factory=set)
-    #: The members' semaphores as read after they joined, at ``since`` or later.
-    states: list[SemState] = field(default_factory=list)
-    since: int = 0
-    #: The wait's end, once over: a grant per member, None (busy), or the error.
-    outcome: list[Grant] | BaseException | None = None
-    waited: bool = False
-    #: The withdrawal the members' withdrawals share (one Txn for all).
-    withdrawal: asyncio.Future[list[Grant | None]] | None = None
-
-    @property
-    def names(self) -> list[str]:
-        """The members' semaphores, in the names' order."""
-        return [pending.name for pending in self.pendings]
-
-    def index(self, pending: Pending) -> int:
-        """Which member ``pending`` is."""
-        return next(i for i, member in enumerate(self.pendings) if member is pending)
-
-    def request(self, i: int) -> bytes:
-        """Member ``i``'s request key."""
-        return self.prefixes[i] + b"q/" + self.suffixes[i]
-
-    def grant_key(self, i: int) -> bytes:
-        """Member ``i``'s grant key."""
-        return self.prefixes[i] + b"g/" + self.suffixes[i]
-
-    def placeholder(self, i: int) -> bytes:
-        """Member ``i``'s placeholder key (:mod:`._set`)."""
-        return self.prefixes[i] + b"p/" + self.suffixes[i]
-
-    def grant(self, i: int, token: int) -> Grant:
-        """Member ``i``'s grant of token ``token``."""
-        pending = self.pendings[i]
-        return Grant(token, pending.count, None, pending.hold)
-
-
 class SetWaiter:
-    """Waits, grants and withdraws the lock_all sets of one session (module docstring)."""
+    """Waits, grants and withdraws the lock_all sets of one session (module docstring).
 
-    def __init__(self, store: SetWaiterHome) -> None:
-        self._store = store
+    Given the session's keys, its Txns, its record (why a member vanished), the channel
+    to etcd (reads of every member), the client's feeds and the session's
+    :class:`Holds` (a member granted to a set that failed is dropped).
+    """
+
+    def __init__(
+        self,
+        keys: SessionKeys,
+        sender: TxnSender,
+        record: SessionRecord,
+        conn: EtcdClient,
+        feeds: Feeds,
+        holds: Holds,
+    ) -> None:
+        self._keys, self._sender, self._record, self._conn = keys, sender, record, conn
+        self._feeds, self._holds = feeds, holds
 
     async def await_grant(self, pending: Pending) -> Grant | None:
         """Member ``pending``'s grant: the first member's call waits for the whole set
@@ -142,14 +111,14 @@ class SetWaiter:
 
     async def _wait(self, lock_set: AllOrNoneSet) -> list[Grant] | None:
         """Wait until every member may commit, then grant them (module docstring)."""
-        store, first = self._store, lock_set.pendings[0]
+        first = lock_set.pendings[0]
         timeout = first.timeout
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         since, wake = lock_set.since, asyncio.Event()
         with contextlib.ExitStack() as stack:
             feeds = [
-                stack.enter_context(store.feeds.subscribe(prefix, state, suffix, wake))[0]
+                stack.enter_context(self._feeds.subscribe(prefix, state, suffix, wake))[0]
                 for prefix, state, suffix in zip(
                     lock_set.prefixes, lock_set.states, lock_set.suffixes, strict=True
                 )
@@ -198,15 +167,15 @@ class SetWaiter:
     async def _commit(self, lock_set: AllOrNoneSet) -> list[Grant] | int:
         """The Txn that grants the first member, comparing every member key: then the
         others' grants (:meth:`finish`); or the revision the failed Txn read."""
-        store, n = self._store, len(lock_set.pendings)
-        request = store.sender.new_txn()
+        n = len(lock_set.pendings)
+        request = self._sender.new_txn()
         for i in range(n):
             add_compare_create(request.compare, lock_set.request(i), lock_set.created)
         add_compare_create(request.compare, lock_set.grant_key(0), 0)
-        add_put(request.success, lock_set.grant_key(0), _granted_value(), store.keys.lease_id)
+        add_put(request.success, lock_set.grant_key(0), _granted_value(), self._keys.lease_id)
         for prefix in lock_set.prefixes:
             add_get_prefix(request.failure, prefix)
-        reply = await store.sender.send(request)
+        reply = await self._sender.send(request)
         revision = int(reply.header.revision)
         if reply.succeeded:
             return await self.finish(lock_set, [lock_set.grant(0, revision)])
@@ -219,17 +188,17 @@ class SetWaiter:
     async def finish(self, lock_set: AllOrNoneSet, grants: list[Grant]) -> list[Grant]:
         """Put the grant keys of the members after the ``grants`` made, one Txn each in
         the names' order, the last comparing every member key (module docstring)."""
-        store, n = self._store, len(lock_set.pendings)
+        n = len(lock_set.pendings)
         while len(grants) < n:
             i = len(grants)
             compared = range(n) if i == n - 1 else [i]
-            request = store.sender.new_txn()
+            request = self._sender.new_txn()
             for j in compared:
                 add_compare_create(request.compare, lock_set.request(j), lock_set.created)
                 add_get_prefix(request.failure, lock_set.prefixes[j])
             add_compare_create(request.compare, lock_set.grant_key(i), 0)
-            add_put(request.success, lock_set.grant_key(i), _granted_value(), store.keys.lease_id)
-            reply = await store.sender.send(request)
+            add_put(request.success, lock_set.grant_key(i), _granted_value(), self._keys.lease_id)
+            reply = await self._sender.send(request)
             revision = int(reply.header.revision)
             if reply.succeeded:
                 grants.append(lock_set.grant(i, revision))
@@ -252,17 +221,15 @@ class SetWaiter:
     async def _lost(self, lock_set: AllOrNoneSet, name: str) -> None:
         """The set was granted (committed) and member ``name`` is gone before all its
         grants were put: it ends as the engine's would, granted and then lost."""
-        store = self._store
-        await store.record.diagnose()  # the session's end is told as that
-        store.session.check_alive()
+        await self._record.ensure_alive()  # the session's end is told as that
         await self.abandon(lock_set)
         raise LeaseLostError(f"semaphore {name!r} was deleted")
 
     async def _vanished(self, lock_set: AllOrNoneSet, gone: int, gone_at: int) -> None:
         """Member ``gone``'s key was deleted (at revision ``gone_at``, 0 if unknown), not
         by us: the others leave, and every member fails (module docstring)."""
-        store, first = self._store, lock_set.pendings[0]
-        await store.record.diagnose()
+        first = lock_set.pendings[0]
+        await self._record.diagnose()
         if first.future.done():  # the session ended: its future says how
             raise _ended(first)
         admitted = False
@@ -270,7 +237,7 @@ class SetWaiter:
             with contextlib.suppress(TenureError):  # compacted already: say what we know
                 replies = await asyncio.gather(
                     *(
-                        store.conn.range(range_request(prefix, revision=gone_at - 1))
+                        self._conn.range(range_request(prefix, revision=gone_at - 1))
                         for prefix in lock_set.prefixes
                     )
                 )
@@ -283,7 +250,7 @@ class SetWaiter:
         withdrawn = await self.withdraw_all(lock_set)
         for pending, grant in zip(lock_set.pendings, withdrawn, strict=True):
             if grant is not None:  # (none should be: we commit, and had not)
-                await store.release(pending.name, pending.hold)
+                await self._holds.drop(pending.name, pending.hold)
         message = f"semaphore {lock_set.names[gone]!r} was deleted"
         if admitted:
             raise LeaseLostError(message)
@@ -309,7 +276,7 @@ class SetWaiter:
         ``keep_committed``: if a member is granted (the set was committed), delete
         nothing: the set stands.
         """
-        store, n = self._store, len(lock_set.pendings)
+        n = len(lock_set.pendings)
         for _ in range(WITHDRAW_TRIES):
             states = await self.read(lock_set)
             entries = [
@@ -321,14 +288,14 @@ class SetWaiter:
             ]
             if keep_committed and any(found):
                 return found
-            request = store.sender.new_txn()
+            request = self._sender.new_txn()
             for i, entry in enumerate(entries):
                 if entry is not None and not entry.granted:
                     add_compare_create(request.compare, lock_set.grant_key(i), 0)
                     add_delete(request.success, lock_set.request(i))
             for i in range(n):  # (any of them may be there: an answer may have been lost)
                 add_delete(request.success, lock_set.placeholder(i))
-            if (await store.sender.send(request)).succeeded:
+            if (await self._sender.send(request)).succeeded:
                 lock_set.placed.clear()
                 return found
         names = ", ".join(map(repr, lock_set.names))
@@ -339,28 +306,20 @@ class SetWaiter:
     async def abandon(self, lock_set: AllOrNoneSet) -> None:
         """Delete every key of the set: requests, grants, placeholders (a set refused
         after it joined, or granted and then lost); a few Txns for a large set."""
-        store, n = self._store, len(lock_set.pendings)
+        n = len(lock_set.pendings)
         for start in range(0, n, MEMBERS_PER_DROP):
-            request = store.sender.new_txn()
+            request = self._sender.new_txn()
             for i in range(start, min(n, start + MEMBERS_PER_DROP)):
                 add_delete(request.success, lock_set.request(i))
                 add_delete(request.success, lock_set.grant_key(i))
                 add_delete(request.success, lock_set.placeholder(i))
-            await store.sender.send(request)
+            await self._sender.send(request)
         lock_set.placed.clear()
 
     async def read(self, lock_set: AllOrNoneSet) -> list[SemState]:
         """Every member's semaphore, read now (one Txn)."""
-        reply = await self._store.conn.txn([], [get_prefix(prefix) for prefix in lock_set.prefixes])
+        reply = await self._conn.txn([], [get_prefix(prefix) for prefix in lock_set.prefixes])
         return parse_states(lock_set, list(reply.responses), int(reply.header.revision))
-
-
-def parse_states(lock_set: AllOrNoneSet, responses: list[Any], revision: int) -> list[SemState]:
-    """The members' semaphores from one range response each (in the members' order)."""
-    return [
-        SemState.parse(name, prefix, response.response_range.kvs, revision)
-        for name, prefix, response in zip(lock_set.names, lock_set.prefixes, responses, strict=True)
-    ]
 
 
 def _leading(lock_set: AllOrNoneSet, entries: list[QueueEntry]) -> list[Grant]:

@@ -26,10 +26,9 @@ and the previous owner, seeing a record that is not its own, knows it was fenced
 off and loses the session. It never revokes a lease it no longer owns.
 
 The store is the session's :class:`~tenure.backends._store.Store` and its
-:class:`~tenure.backends._store.Acquiring`, and composes the session's parts, each
-an object with one job, given only what it uses (its narrow protocol in
-:mod:`._types`): the record, the Txn sender, the
-:class:`~tenure.backends.etcd._acquire.SingleAcquirer` (and its
+:class:`~tenure.backends._store.Acquiring`, over the session's parts, each an object
+with one job, given in its constructor only the parts it calls: the record, the Txn
+sender, the :class:`~tenure.backends.etcd._acquire.SingleAcquirer` (and its
 :class:`~tenure.backends.etcd._wait.SingleWaiter`), the lock_all's
 :class:`~tenure.backends.etcd._set.SetAcquirer` (and its
 :class:`~tenure.backends.etcd._set_wait.SetWaiter`), the
@@ -37,7 +36,12 @@ an object with one job, given only what it uses (its narrow protocol in
 :class:`~tenure.backends.etcd._admin.Admin` (the session's
 :class:`~tenure.backends._store.Administering` and
 :class:`~tenure.backends._store.Watching`) with its
-:class:`~tenure.backends.etcd._claims.Claims`.
+:class:`~tenure.backends.etcd._claims.Claims`. :func:`compose` builds them all, in
+one place; the client's shared parts (its channel, streams, feeds, hints, turns)
+come from the backend, which calls it. Two things call back up: the store tells its
+home, the client, that it ended (:class:`EtcdHome`), and the parts that tell the
+session of losses or read its ledger are bound to it (:meth:`EtcdStore.bind`) when
+it is made, after them.
 """
 
 from __future__ import annotations
@@ -59,62 +63,78 @@ from tenure.backends.etcd._feed import Feeds
 from tenure.backends.etcd._hints import Hints
 from tenure.backends.etcd._holds import Holds
 from tenure.backends.etcd._keys import Layout
+from tenure.backends.etcd._lock_set import AllOrNoneSet, check_members
 from tenure.backends.etcd._node import NodeView
+from tenure.backends.etcd._opening import Opened
 from tenure.backends.etcd._record import SessionRecord
 from tenure.backends.etcd._session_keys import SessionKeys
-from tenure.backends.etcd._set import SetAcquirer, check_members
-from tenure.backends.etcd._set_wait import AllOrNoneSet, SetWaiter
+from tenure.backends.etcd._set import SetAcquirer
+from tenure.backends.etcd._set_wait import SetWaiter
 from tenure.backends.etcd._txns import TxnSender
 from tenure.backends.etcd._types import Armed
 from tenure.backends.etcd._wait import SingleWaiter
 from tenure.errors import LostError, PreconditionFailedError
 
-__all__ = ["EtcdHome", "EtcdStore"]
+__all__ = ["EtcdHome", "EtcdStore", "compose"]
 
 log = logging.getLogger("tenure.etcd")
 
 
 class EtcdHome(Protocol):
-    """What a session on etcd asks of its home, the client (the sessions' shared part)."""
+    """What a session's store calls back into: its home, the client that made it (the
+    one call that goes up, from the store to its owner; everything else the store and
+    its parts use, they are given)."""
 
-    @property
-    def conn(self) -> EtcdClient:
-        """The channel to etcd."""
+    def session_ended(self, store: EtcdStore) -> None:
+        """``store``'s session ended: forget it, and let go of its node's view."""
 
-    @property
-    def layout(self) -> Layout:
-        """Where the keys are."""
 
-    @property
-    def keepalive(self) -> KeepAlive:
-        """The one keepalive stream."""
-
-    @property
-    def watches(self) -> WatchHub:
-        """The one watch stream."""
-
-    @property
-    def feeds(self) -> Feeds:
-        """The feeds of semaphores waited on."""
-
-    @property
-    def hints(self) -> Hints:
-        """The guesses about semaphores."""
-
-    @property
-    def sessions(self) -> dict[int, EtcdStore]:
-        """The client's live sessions, by lease id."""
-
-    @property
-    def turns(self) -> Turns[bytes]:
-        """Whose turn it is to join each semaphore's queue, of this client's requests."""
-
-    def release_view(self, view: NodeView) -> None:
-        """A session of the view's node ended."""
+def compose(
+    home: EtcdHome,
+    opened: Opened,
+    view: NodeView,
+    *,
+    conn: EtcdClient,
+    layout: Layout,
+    keepalive: KeepAlive,
+    hub: WatchHub,
+    feeds: Feeds,
+    hints: Hints,
+    turns: Turns[bytes],
+) -> EtcdStore:
+    """The store of the session just ``opened`` on ``view``'s node, and its parts, each
+    given the parts it calls (the client's shared ones: the rest of the arguments)."""
+    record = opened.record
+    keys = SessionKeys(layout, record.node, record.lease_id)
+    sender = TxnSender(conn, layout, record, view)
+    holds = Holds(keys, sender, record, conn)
+    waiter = SingleWaiter(keys, sender, record, conn, feeds)
+    acquirer = SingleAcquirer(keys, sender, record, view, hints, turns, waiter, holds)
+    set_waiter = SetWaiter(keys, sender, record, conn, feeds, holds)
+    set_acquirer = SetAcquirer(keys, sender, record, view, hints, turns, conn, set_waiter)
+    armed: set[Armed] = set()
+    claims = Claims(keys, sender, record, view, conn)
+    admin = Admin(keys, sender, conn, hub, hints, view, armed, claims)
+    return EtcdStore(
+        home,
+        record,
+        opened.ttl,
+        view,
+        keepalive,
+        hub,
+        holds,
+        acquirer,
+        set_acquirer,
+        set_waiter,
+        admin,
+        armed,
+        where=f"etcd ({conn.endpoint})",
+        confirmed_at=opened.confirmed_at,
+    )
 
 
 class EtcdStore:
-    """A session on etcd (module docstring)."""
+    """A session on etcd (module docstring), made by :func:`compose`."""
 
     beat_period: float | None = None  # the client's keepalive stream renews the lease
 
@@ -124,40 +144,47 @@ class EtcdStore:
         record: SessionRecord,
         ttl: int,
         view: NodeView,
+        keepalive: KeepAlive,
+        hub: WatchHub,
+        holding: Holds,
+        acquirer: SingleAcquirer,
+        set_acquirer: SetAcquirer,
+        set_waiter: SetWaiter,
+        admin: Admin,
+        armed: set[Armed],
         *,
+        where: str,
         confirmed_at: float,
     ):
         self._home = home
-        self.conn = home.conn
-        self.hints = home.hints
-        self.feeds = home.feeds
-        self.hub = home.watches
-        self.turns = home.turns
         self.record = record
         self.node = record.node
         self.lease_id = record.lease_id
-        #: Where the session's keys are (computed once: every acquire and release
-        #: spells them).
-        self.keys = SessionKeys(home.layout, self.node, self.lease_id)
         #: The lease's TTL in seconds: the recovery window rounded up (at least 2).
         self.ttl = ttl
         self.view = view
-        self.where = f"etcd ({self.conn.endpoint})"
-        self.sender = TxnSender(self.conn, home.layout, record, view)
-        self.holding = Holds(self)
-        self.acquirer = SingleAcquirer(self, SingleWaiter(self))
-        self.set_waiter = SetWaiter(self)
-        self.set_acquirer = SetAcquirer(self, self.set_waiter)
-        self.armed: set[Armed] = set()
-        self.admin = Admin(self, self.armed, Claims(self))
+        self._keepalive = keepalive
+        self.hub = hub
+        self.where = where
+        self.holding = holding
+        self.acquirer = acquirer
+        self.set_acquirer = set_acquirer
+        self.set_waiter = set_waiter
+        self.admin = admin
+        #: The session's armed watches (failed when it ends).
+        self.armed = armed
         self._confirmed = confirmed_at
         self._requests = itertools.count(1)
         self.session: BoundSession
 
     def bind(self, session: BoundSession) -> None:
-        """The session this store works for: start following its record."""
+        """The session this store works for (made after its parts, which it was given):
+        bind the parts that call back into it, and start following its record."""
         self.session = session
         self.record.bind(session)
+        self.holding.bind(session)
+        self.acquirer.bind(session)
+        self.admin.bind(session)
         self.record.follow(self.hub)
 
     def secret(self) -> bytes:
@@ -191,15 +218,10 @@ class EtcdStore:
         """Events of the node may have been missed (check the grants), or it went."""
         self.session.spawn(self.holding.check_grants() if alive else self.record.diagnose())
 
-    def forced_delete(self, name: str, revision: int) -> None:
-        """``name`` was deleted by force at ``revision``: older grants of it are lost."""
+    def forced_delete(self, name: str, revision: int | None) -> None:
+        """``name`` was deleted by force at ``revision``: older grants of it are lost (None:
+        by this client, every grant of it)."""
         self.holding.grants_gone(name, revision)
-
-    def tell_deleted(self, name: str) -> None:
-        """``name`` was deleted by force here: this client's holders of it hear it now."""
-        for store in list(self._home.sessions.values()):
-            if store.node == self.node:
-                store.holding.grants_gone(name, None)
 
     # -- acquire, release, renew, read back (Acquiring) ---------------------------------
 
@@ -250,15 +272,12 @@ class EtcdStore:
 
     def stop(self, error: LostError) -> None:
         """Stop renewing and following; end the watches; leave the client."""
-        home = self._home
         # (Only ours: a resume in this same client renews the lease for its own session.)
-        home.keepalive.remove(self.lease_id, self)
-        if home.sessions.get(self.lease_id) is self:
-            del home.sessions[self.lease_id]
+        self._keepalive.remove(self.lease_id, self)
         self.record.stop()
         for watch in list(self.armed):
             watch.fail(error)
-        home.release_view(self.view)
+        self._home.session_ended(self)
 
     async def close(self) -> None:
         """Revoke the lease (every key on it goes at once), unless another client resumed

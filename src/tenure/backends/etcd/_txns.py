@@ -84,8 +84,7 @@ class TxnSender:
                 return reply
             found = reply.responses[0].response_range
             if not found.kvs:
-                await record.diagnose()
-                session.check_alive()
+                await record.ensure_alive()
                 continue
             if int(found.kvs[0].mod_revision) != used:
                 if record.seq_rev != used:
@@ -93,8 +92,7 @@ class TxnSender:
                 # Bumped by our re-attach (in flight, or its answer lost): again, at
                 # its revision; or by a resume elsewhere: fenced off, raise the loss.
                 if not record.adopt(found.kvs[0]):
-                    await record.diagnose()
-                    session.check_alive()
+                    await record.ensure_alive()
                 continue
             return reply
 
@@ -102,8 +100,7 @@ class TxnSender:
         """The node's settings, read now (for administration; acquires use the view)."""
         reply = await self.conn.range(rpc_pb2.RangeRequest(key=self.layout.config(self.node)))
         if not reply.kvs:
-            await self.record.diagnose()
-            self.record.session.check_alive()
+            await self.record.ensure_alive()
             raise NotFoundError(f"node {self.node!r} does not exist")
         self.view.update(reply.kvs[0])
         return config_of(reply.kvs[0])

@@ -33,6 +33,7 @@ import contextlib
 import time
 from typing import Any, Final
 
+from tenure._etcd.client import EtcdClient
 from tenure._etcd.requests import (
     add_compare_create,
     add_delete,
@@ -42,9 +43,13 @@ from tenure._etcd.requests import (
 )
 from tenure.backends._base import Grant
 from tenure.backends._ledger import Pending
+from tenure.backends._store import BoundSession
+from tenure.backends.etcd._feed import Feeds
 from tenure.backends.etcd._keys import encode, parse_suffix
 from tenure.backends.etcd._queue import QueueEntry, SemState
-from tenure.backends.etcd._types import SingleWaiterHome
+from tenure.backends.etcd._record import SessionRecord
+from tenure.backends.etcd._session_keys import SessionKeys
+from tenure.backends.etcd._txns import TxnSender
 from tenure.errors import LeaseLostError, NotFoundError, TenureError, UnavailableError
 
 __all__ = ["WITHDRAW_TRIES", "SingleWaiter", "until"]
@@ -56,10 +61,28 @@ WITHDRAW_TRIES: Final = 5
 
 class SingleWaiter:
     """Waits, grants and withdraws the single acquires of one session (module docstring);
-    a lock_all's set is :class:`~tenure.backends.etcd._set_wait.SetWaiter`'s."""
+    a lock_all's set is :class:`~tenure.backends.etcd._set_wait.SetWaiter`'s.
 
-    def __init__(self, store: SingleWaiterHome) -> None:
-        self._store = store
+    Given the session's keys, its Txns, its record (why a request vanished), the
+    channel to etcd (a read at a past revision) and the client's feeds; once bound, the
+    session (its ledger: the hold a withdrawal keeps).
+    """
+
+    def __init__(
+        self,
+        keys: SessionKeys,
+        sender: TxnSender,
+        record: SessionRecord,
+        conn: EtcdClient,
+        feeds: Feeds,
+    ) -> None:
+        self._keys, self._sender, self._record, self._conn = keys, sender, record, conn
+        self._feeds = feeds
+        self._session: BoundSession
+
+    def bind(self, session: BoundSession) -> None:
+        """The session whose acquires these are (made after its parts: :meth:`EtcdStore.bind`)."""
+        self._session = session
 
     async def wait(
         self,
@@ -75,13 +98,13 @@ class SingleWaiter:
         granted, gone, or its turn has come. ``since`` is the oldest revision the feed
         must have reached for its state to be at least as new as what this waiter read.
         """
-        store, name, timeout = self._store, pending.name, pending.timeout
+        name, timeout = pending.name, pending.timeout
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         _, hold, _ = parse_suffix(suffix)
         since = state.revision
-        prefix = store.keys.prefix(name)
-        with store.feeds.subscribe(prefix, state, suffix) as (feed, wake):
+        prefix = self._keys.prefix(name)
+        with self._feeds.subscribe(prefix, state, suffix) as (feed, wake):
             while True:
                 await until(wake, pending.future, deadline)
                 if pending.future.done():  # the session ended: its future says how
@@ -109,7 +132,7 @@ class SingleWaiter:
                         if timeout == 0:
                             return None
                         raise TimeoutError(f"acquire of {name!r} timed out after {timeout:g}s")
-                    read = await store.sender.read(name)  # granted meanwhile: the grant stands
+                    read = await self._sender.read(name)  # granted meanwhile: the grant stands
                     mine = read.entry(suffix)
                     if mine is not None and mine.granted:
                         return Grant(mine.granted, mine.count, None, hold)
@@ -120,10 +143,10 @@ class SingleWaiter:
         self, pending: Pending, state: SemState, entry: QueueEntry, old: QueueEntry | None
     ) -> Grant | SemState:
         """Commit the grant of admitted request ``entry``, or the state to go on from."""
-        store, name = self._store, pending.name
-        prefix = store.keys.prefix(name)
+        name = pending.name
+        prefix = self._keys.prefix(name)
         queue, grants = prefix + b"q/", prefix + b"g/"
-        request = store.sender.new_txn()
+        request = self._sender.new_txn()
         add_compare_create(request.compare, queue + entry.suffix, entry.created)
         add_compare_create(request.compare, prefix + b"rec", state.record)
         # Not granted yet: a Txn the etcd client sends again because its answer was lost
@@ -132,20 +155,20 @@ class SingleWaiter:
         add_compare_create(request.compare, grants + entry.suffix, 0)
         # When it was granted, by this client's clock (etcd has none to offer).
         add_put(
-            request.success, grants + entry.suffix, encode({"at": time.time()}), store.keys.lease_id
+            request.success, grants + entry.suffix, encode({"at": time.time()}), self._keys.lease_id
         )
         if old is not None:  # an upgrade replaces the hold: its old request and grant go
             add_delete(request.success, queue + old.suffix)
             add_delete(request.success, grants + old.suffix)
         add_get_prefix(request.failure, prefix)
-        reply = await store.sender.send(request)
+        reply = await self._sender.send(request)
         if reply.succeeded:
             return Grant(int(reply.header.revision), entry.count, None, entry.hold)
         now = SemState.parse(
             name, prefix, reply.responses[1].response_range.kvs, int(reply.header.revision)
         )
         mine = now.entry(entry.suffix)
-        if mine is not None and mine.granted and entry.sid == store.keys.lease_id:
+        if mine is not None and mine.granted and entry.sid == self._keys.lease_id:
             # Our first try was applied and its answer lost: the grant stands, and its
             # token is the revision that created it.
             return Grant(mine.granted, entry.count, None, entry.hold)
@@ -162,16 +185,16 @@ class SingleWaiter:
         as good as granted on the engine, which grants at once: it ends with
         LeaseLostError there, and here too, rather than NotFoundError.
         """
-        store, name = self._store, pending.name
-        await store.record.diagnose()
+        name = pending.name
+        await self._record.diagnose()
         if pending.future.done():  # the session ended: its future says how
             pending.future.result()
         message = f"semaphore {name!r} was deleted"
         admitted = False
         if gone_at:
-            prefix = store.keys.prefix(name)
+            prefix = self._keys.prefix(name)
             with contextlib.suppress(TenureError):  # compacted already: say what we know
-                reply = await store.conn.range(range_request(prefix, revision=gone_at - 1))
+                reply = await self._conn.range(range_request(prefix, revision=gone_at - 1))
                 admitted = SemState.parse(name, prefix, reply.kvs, gone_at - 1).is_admitted(suffix)
         if admitted:
             raise LeaseLostError(message)
@@ -179,12 +202,11 @@ class SingleWaiter:
 
     async def withdraw(self, name: str, suffix: bytes) -> bool:
         """Delete request ``suffix`` unless it was granted; whether it was withdrawn."""
-        store = self._store
-        prefix = store.keys.prefix(name)
-        request = store.sender.new_txn()
+        prefix = self._keys.prefix(name)
+        request = self._sender.new_txn()
         add_compare_create(request.compare, prefix + b"g/" + suffix, 0)
         add_delete(request.success, prefix + b"q/" + suffix)
-        reply = await store.sender.send(request)
+        reply = await self._sender.send(request)
         return bool(reply.succeeded)
 
     async def withdraw_request(self, name: str, hold: int) -> Grant | None:
@@ -196,23 +218,22 @@ class SingleWaiter:
         key, no grant key), so one granted meanwhile is read again, not deleted (a
         grant at once is made with its key, never later).
         """
-        store = self._store
-        held = store.session.ledger.held.get((name, hold))
+        held = self._session.ledger.held.get((name, hold))
         kept = held.token if held is not None else 0
-        prefix = store.keys.prefix(name)
+        prefix = self._keys.prefix(name)
         for _ in range(WITHDRAW_TRIES):
-            state = await store.sender.read(name)
+            state = await self._sender.read(name)
             raced = False
             for entry in state.entries:
-                if entry.place != (store.keys.lease_id, hold) or (kept and entry.granted == kept):
+                if entry.place != (self._keys.lease_id, hold) or (kept and entry.granted == kept):
                     continue
                 if entry.granted:
                     return Grant(entry.granted, entry.count, None, hold)
-                request = store.sender.new_txn()
+                request = self._sender.new_txn()
                 add_compare_create(request.compare, prefix + b"q/" + entry.suffix, entry.created)
                 add_compare_create(request.compare, prefix + b"g/" + entry.suffix, 0)
                 add_delete(request.success, prefix + b"q/" + entry.suffix)
-                raced = raced or not (await store.sender.send(request)).succeeded
+                raced = raced or not (await self._sender.send(request)).succeeded
             if not raced:
                 return None
         raise UnavailableError(

@@ -20,11 +20,14 @@ the latest state first (never replaying from an old revision: etcd-io/etcd#13156
 from __future__ import annotations
 
 from tenure._core.values import SemaphoreDescription
+from tenure._etcd.client import EtcdClient
 from tenure._etcd.requests import prefix_end
-from tenure._etcd.streams import Watcher
+from tenure._etcd.streams import Watcher, WatchHub
 from tenure.backends._readback import ReadbackWatch, first_of
 from tenure.backends.etcd._queue import SemState
-from tenure.backends.etcd._types import Armed, EtcdWatchHome
+from tenure.backends.etcd._session_keys import SessionKeys
+from tenure.backends.etcd._txns import TxnSender
+from tenure.backends.etcd._types import Armed
 from tenure.backends.etcd._who import identified
 
 __all__ = ["EtcdWatch"]
@@ -33,12 +36,17 @@ __all__ = ["EtcdWatch"]
 class EtcdWatch(ReadbackWatch):
     """A :class:`~tenure.backends._base.WatchStream` over one etcd watch.
 
-    ``armed`` is the session's set of armed watches (failed when the session ends).
+    Given the session's keys and Txns (its reads), the client's channel to etcd (who
+    owns and waits: sessions' records) and its one watch stream; ``armed`` is the
+    session's set of armed watches (failed when the session ends).
     """
 
     def __init__(
         self,
-        store: EtcdWatchHome,
+        keys: SessionKeys,
+        sender: TxnSender,
+        conn: EtcdClient,
+        hub: WatchHub,
         armed: set[Armed],
         name: str,
         *,
@@ -47,7 +55,7 @@ class EtcdWatch(ReadbackWatch):
         waiters: bool,
     ) -> None:
         super().__init__(name, data=data, owners=owners, waiters=waiters)
-        self._store = store
+        self._keys, self._sender, self._conn, self._hub = keys, sender, conn, hub
         self._armed = armed
         self._watcher: Watcher | None = None
         #: The revision of the last read, and what it showed.
@@ -56,12 +64,11 @@ class EtcdWatch(ReadbackWatch):
 
     async def _arm(self) -> SemaphoreDescription:
         """Arm the watch from now, then read the state (module docstring)."""
-        store = self._store
-        prefix = store.keys.prefix(self._name)
-        watcher = self._watcher = store.hub.watch(prefix, prefix_end(prefix), 0)
+        prefix = self._keys.prefix(self._name)
+        watcher = self._watcher = self._hub.watch(prefix, prefix_end(prefix), 0)
         self._armed.add(self)
         try:
-            return await self._shown_now(await store.sender.read(self._name))
+            return await self._shown_now(await self._sender.read(self._name))
         except BaseException:
             watcher.cancel()
             self._watcher = None
@@ -75,8 +82,7 @@ class EtcdWatch(ReadbackWatch):
 
     async def _describe(self, state: SemState) -> SemaphoreDescription:
         description = state.describe(owners=self._owners, waiters=self._waiters)
-        store = self._store
-        return await identified(store.conn, store.keys.layout, store.keys.node, description)
+        return await identified(self._conn, self._keys.layout, self._keys.node, description)
 
     async def _wait(self) -> None:
         assert self._watcher is not None
@@ -90,7 +96,7 @@ class EtcdWatch(ReadbackWatch):
         if not events and not reset and made is not None and made <= self._read_at:
             assert self._shown is not None
             return self._shown  # only the watch being made: the last read covers it
-        state = await self._store.sender.read(self._name)
+        state = await self._sender.read(self._name)
         if reset:
             watcher.restart(state.revision + 1)
         return await self._shown_now(state)
