@@ -22,7 +22,9 @@ The rules, written here once:
   ``atexit`` hook, its sessions with it, so what they hold is free at once rather
   than at the end of their recovery window. In a child that never used an inherited
   client, that close only marks it closed there (nothing is sent: the connection is
-  the parent's).
+  the parent's). The hook waits :data:`EXIT_WAIT` seconds at most: a server that
+  does not answer (stopped, cut off) took 20 s of a process's exit; past the wait the
+  process exits, and the server ends its sessions when their window has passed.
 """
 
 from __future__ import annotations
@@ -37,7 +39,10 @@ from tenure.client import _forks
 from tenure.errors import TenureError
 from tenure.sync._client import Client, connect
 
-__all__ = ["Key", "close_all", "drop", "key_of", "open_shared", "shared_client"]
+__all__ = ["EXIT_WAIT", "Key", "close_all", "drop", "key_of", "open_shared", "shared_client"]
+
+#: The longest the exit hook waits for the shared clients to close, in seconds.
+EXIT_WAIT = 5.0
 
 #: A registry key: what :func:`key_of` makes (or a name of the library's own, such as
 #: the default client's).
@@ -153,4 +158,12 @@ def close_all() -> None:
             client.close()
 
 
-atexit.register(close_all)
+def _close_at_exit() -> None:
+    """The ``atexit`` hook: :func:`close_all`, waited for :data:`EXIT_WAIT` seconds."""
+    closing = threading.Thread(target=close_all, name="tenure shared clients at exit")
+    closing.daemon = True  # (past the wait, the interpreter exits without it)
+    closing.start()
+    closing.join(EXIT_WAIT)
+
+
+atexit.register(_close_at_exit)
