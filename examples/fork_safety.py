@@ -5,10 +5,11 @@ multiprocessing pool: they all fork) opens a client and holds the lock
 "nightly-batch", then forks two workers. Each worker bills its invoices with
 ``@tenure.sync.locked("invoice-{number}")``, over the process's default client,
 which a forked child opens for itself: a session of its own, never the parent's. The
-parent's client, inherited as memory, refuses to work in the child
-(ForkedClientError: its connection and session are the parent's), and closing it
-there ends nothing of the parent's; a worker cannot take "nightly-batch", which the
-parent's session holds. When the workers have exited, the parent still holds its
+parent's client, inherited as memory, opens a connection of the child's own on its
+next call (as redis-py's pool does), and closing it there ends nothing of the
+parent's; the parent's session refuses to work in the child (ForkedClientError: its
+holds are the parent's), and a worker cannot take "nightly-batch", which that
+session holds. When the workers have exited, the parent still holds its
 lock, in the same session, and its client works on.
 
 It needs a server that both processes reach (``memory://`` lives in one process)::
@@ -55,23 +56,27 @@ def worker(
     name: str,
     invoices: list[int],
     parents: tenure.sync.Client,
+    parents_session: tenure.sync.Session,
     results: multiprocessing.Queue[str],
 ) -> None:
-    """In a child made by fork: bill ``invoices``, and say what the parent's client does."""
+    """In a child made by fork: bill ``invoices``, and say what the parent's client and
+    session do."""
     sessions = {bill(number) for number in invoices}
+    served = NODE in parents.list_nodes()  # on a connection of the child's own
     try:
-        parents.list_nodes()
+        parents_session.mutex("nightly-batch").try_lock()
         refused = "used it"
     except ForkedClientError:
         refused = "ForkedClientError"
-    parents.close()  # here alone: nothing of the parent's ends
+    parents.close()  # the child's connection: nothing of the parent's ends
     skipped = batch() is None
     session = tenure.sync.default_session().id
     tenure.sync.close_default_client()  # the worker's own session closes
     results.put(
         f"{name}: billed invoices {invoices} in a session of its own ({session}): "
         f"{sessions == {session}}\n"
-        f"{name}: the parent's client refuses it here: {refused}\n"
+        f"{name}: the parent's client serves it on its own connection: {served}\n"
+        f"{name}: the parent's session refuses it here: {refused}\n"
         f"{name}: 'nightly-batch' is held by the parent: skipped: {skipped}"
     )
 
@@ -86,7 +91,7 @@ def demo(url: str) -> None:
     context = multiprocessing.get_context("fork")
     results: multiprocessing.Queue[str] = context.Queue()
     workers = [
-        context.Process(target=worker, args=(f"worker-{i}", invoices, parents, results))
+        context.Process(target=worker, args=(f"worker-{i}", invoices, parents, session, results))
         for i, invoices in ((1, [101, 103]), (2, [102, 104]))
     ]
     for process in workers:

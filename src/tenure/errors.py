@@ -119,12 +119,15 @@ class ForkedClientError(ClientClosedError):
 
     A child never uses its parent's connection or session (its requests would go
     out on the parent's socket, and closing would end the parent's session), so
-    every call on an inherited client, session or lock raises this error, before
-    anything is sent; it is also the ``lost_reason`` of the inherited sessions and
-    their locks, ended in the child alone (the parent keeps them). Open a new client
-    in the child, or use the default one (``tenure.default_client()``,
-    ``tenure.sync.default_client()``), which each process opens for itself.
-    Closing an inherited client in the child only marks it closed there.
+    every call on an inherited asyncio client, or on any inherited session or lock,
+    raises this error, before anything is sent; it is also the ``lost_reason`` of
+    the inherited sessions and their locks, ended in the child alone (the parent
+    keeps them). An inherited ``tenure.sync.Client`` does not raise it: its own calls
+    open the child's connection (the sessions it opened in the parent still do).
+    Open a new client in the child, or use the default one
+    (``tenure.default_client()``, ``tenure.sync.default_client()``), which each
+    process opens for itself. Closing an inherited client in the child only marks it
+    closed there.
     """
 
 

@@ -5,7 +5,8 @@ workers), it opens a client of its own, a session and a lock, and registers thei
 close with ``atexit``: so every worker inherits them, and its ``atexit`` too. Each
 worker must use tenure through clients of its own (``@tenure.sync.locked``, over
 the process's default client), never the master's: a use of the inherited client
-raises ForkedClientError, and its close at the worker's exit touches nothing of the
+goes on a connection of the worker's own, a use of the master's session raises
+ForkedClientError, and the client's close at the worker's exit touches nothing of the
 master's. ``TENURE_URL`` and ``TENURE_NODE`` say where.
 
 GET /hold: holds "shared", and waits (in the lock) for "gate", which the test holds;
@@ -55,12 +56,15 @@ def try_shared() -> dict[str, object]:
 
 
 def inherited() -> str:
-    """What using the master's client does here (in a worker: ForkedClientError)."""
+    """What using the master's client does here: in a worker, its calls go on a
+    connection of the worker's own; the master's session refuses (ForkedClientError)."""
+    if NODE not in master.list_nodes():
+        return "?"
     try:
-        master.list_nodes()
-    except ForkedClientError as error:
-        return type(error).__name__ if "tenure.sync.default_client()" in str(error) else "?"
-    return "used"
+        master_session.mutex("anything").try_lock()
+    except ForkedClientError:
+        return "reopened; the session ForkedClientError"
+    return "session used"
 
 
 def app(environ: dict[str, Any], start_response: Callable[..., object]) -> Iterable[bytes]:

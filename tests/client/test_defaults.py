@@ -138,15 +138,19 @@ def test_the_sync_default_is_one_per_process() -> None:
 
 
 def _child_opens_its_own(
-    parent_id: int, url: str, answers: multiprocessing.Queue[tuple[bool, bool, bool]]
+    parent: tenure.sync.Client,
+    parents_portal: tenure.sync.Portal,
+    url: str,
+    answers: multiprocessing.Queue[tuple[bool, bool, bool, bool]],
 ) -> None:
-    client = tenure.sync.default_client()
+    client = tenure.sync.default_client()  # the same object, with a connection of its own
     client.create_node("app", exist_ok=True)  # its own loop thread works
     # Another client of the same memory://NAME: a portal of the child's own (the
     # parent's shared one has no thread here).
     with tenure.sync.connect(url) as other:
         shares = "app" in other.list_nodes()
-    answers.put((id(client) != parent_id, "app" in client.list_nodes(), shares))
+    own_portal = client.portal is not parents_portal and not client.portal.forked
+    answers.put((client is parent, own_portal, "app" in client.list_nodes(), shares))
     tenure.sync.close_default_client()
 
 
@@ -158,13 +162,14 @@ def test_a_forked_child_opens_its_own_sync_default() -> None:
     parent = tenure.sync.default_client()
     parent.create_node("app")
     context = multiprocessing.get_context("fork")
-    answers: multiprocessing.Queue[tuple[bool, bool, bool]] = context.Queue()
-    child = context.Process(target=_child_opens_its_own, args=(id(parent), url, answers))
+    answers: multiprocessing.Queue[tuple[bool, bool, bool, bool]] = context.Queue()
+    args = (parent, parent.portal, url, answers)
+    child = context.Process(target=_child_opens_its_own, args=args)
     child.start()
     try:
         child.join(30)
         assert child.exitcode == 0
-        assert answers.get(timeout=5) == (True, True, True)
+        assert answers.get(timeout=5) == (True, True, True, True)
     finally:
         if child.is_alive():  # (hung: the wait above ran out)
             child.kill()

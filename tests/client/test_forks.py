@@ -1,7 +1,9 @@
 """Fork safety against a real ``tenure serve``: a child never uses its parent's client.
 
 A child made by ``os.fork`` inherits its parent's clients, sessions and locks as
-memory. Used there they raise ForkedClientError before anything is sent; closed
+memory. An inherited sync client opens the child's own connection on its next call
+(as redis-py's pool does); everything else the parent opened (an async client, any
+session or lock) raises ForkedClientError there before anything is sent; closed
 there (by the child's code, or an ``atexit`` it inherited) they end in the child
 alone; the child's default client is its own, with sessions of its own. The parent's
 session and lock survive the child's whole life and exit, and its connection goes
@@ -110,18 +112,27 @@ def child_report(started: Child) -> Report:
 def _sync_child(
     explicit: tenure.sync.Client,
     session: tenure.sync.Session,
+    shared: tenure.sync.Client,
+    node: str,
     answers: multiprocessing.Queue[Report],
 ) -> None:
     report: Report = {}
-    try:
-        explicit.list_nodes()
-    except ForkedClientError as error:
-        report["client"] = str(error)
+    # The client's own calls open the child's connection (as redis-py's pool does).
+    report["nodes"] = node in explicit.list_nodes()
+    report["closed"] = explicit.closed
+    own = explicit.session(node)
+    report["own_session"] = own.id
+    report["own_lock"] = own.mutex("parent-lock").try_lock() is None  # the parent's
     try:
         session.mutex("anything").lock()
     except ForkedClientError:
         report["session"] = "ForkedClientError"
-    report["closed"] = explicit.closed
+    # The process runtime: the same object for the same URL and options, its
+    # connection the child's.
+    again = tenure.sync.shared_client(explicit.url, client_name="forks")
+    report["shared_same"] = again is shared
+    report["shared_session"] = again.session(node).id
+    again.close()  # (here: the child's own connection; the parent's client stays open)
 
     @tenure.sync.locked("child-{n}")
     def work(n: int) -> int:
@@ -134,37 +145,106 @@ def _sync_child(
     report["child_session"] = work(1)
     report["parents_lock"] = parents()  # held by the parent's session, not this one's
     # What an exit hook inherited from the parent would do (gunicorn's test exits for
-    # real): here alone; the parent's connection and session are untouched.
+    # real): closes the child's own connections; the parent's are untouched.
     explicit.close()
     tenure.sync.close_default_client()  # the child's own: its session closes
     answers.put(report)
 
 
 def test_a_forked_child_never_uses_its_parents_sync_client(server_url: str, node: str) -> None:
+    """Issue 49: an inherited sync client raised ForkedClientError in the child, where
+    its next call should open the child's own connection; the parent's sessions still
+    refuse there."""
     parent_session = tenure.sync.default_session()
     parent_lock = parent_session.mutex("parent-lock").lock()
     explicit = tenure.sync.connect(server_url)
     explicit_session = explicit.session(node)
+    shared = tenure.sync.shared_client(server_url, client_name="forks")
+    shared_session = shared.session(node)
     try:
-        report = child_report(start_child(_sync_child, explicit, explicit_session))
-        assert "tenure.sync.default_client()" in report["client"]
+        report = child_report(start_child(_sync_child, explicit, explicit_session, shared, node))
+        assert report["nodes"] is True
+        assert report["closed"] is False
+        assert report["own_lock"] is True  # its own session, refused the parent's lock
         assert report["session"] == "ForkedClientError"
-        assert report["closed"] is True
+        assert report["shared_same"] is True
         assert report["parents_lock"] is None
-        child_session = report["child_session"]
-        assert child_session not in (parent_session.id, explicit_session.id)
+        children = {report[k] for k in ("own_session", "shared_session", "child_session")}
+        assert len(children) == 3
+        assert not children & {parent_session.id, explicit_session.id, shared_session.id}
         # The parent's: untouched by the child's whole life and its exit.
         assert not parent_lock.lost.is_set()
         assert not explicit.closed
         assert not explicit_session.ended
+        assert not shared_session.ended
         owner = explicit_session.mutex("parent-lock").describe().owner
         assert owner is not None
         assert owner.session_id == parent_session.id
         live = {summary.session_id for summary in explicit.list_sessions(node)}
-        assert {parent_session.id, explicit_session.id} <= live
-        assert child_session not in live  # closed by the child (the window is 120 s)
+        assert {parent_session.id, explicit_session.id, shared_session.id} <= live
+        assert not children & live  # closed by the child (the window is 120 s)
     finally:
         explicit.close()
+        shared.close()
+
+
+#: A child interpreter's program: a shared client, a session and a lock; then a real
+#: ``os.fork()`` whose child uses the inherited client, and exits as programs do.
+_EXITING = r"""
+import json, os, sys
+import tenure.sync
+from tenure.errors import ForkedClientError
+
+url, node = sys.argv[1], sys.argv[2]
+client = tenure.sync.shared_client(url, client_name="exiting")
+session = client.session(node)
+session.mutex("parent").lock()
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(read)
+    mine = client.session(node)  # the inherited client: on the child's own connection
+    mine.mutex("child").lock()
+    try:
+        session.mutex("other").try_lock()
+        refused = False
+    except ForkedClientError:
+        refused = True
+    os.write(write, json.dumps({"child": mine.id, "refused": refused}).encode())
+    sys.exit(0)  # its exit hook closes its client, and so its session
+os.close(write)
+with os.fdopen(read) as answer:
+    child = json.loads(answer.read())
+os.waitpid(pid, 0)
+live = [summary.session_id for summary in client.list_sessions(node)]
+print(json.dumps({**child, "parent": session.id, "live_after_child": live}))
+"""
+
+
+def test_shared_clients_are_the_childs_after_a_real_fork_and_closed_at_exit(
+    server_url: str, node: str
+) -> None:
+    """Issue 49: ``tenure.sync.shared_client``, used across a real ``os.fork()``: the
+    child's calls go on its own connection (the parent's session refuses there), and
+    each process's exit closes its own (what it held is free at once, not after the
+    120 s window); the parent's session outlives the child's exit."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    ran = subprocess.run(
+        [sys.executable, "-c", _EXITING, server_url, node],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE * 2,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    report = json.loads(ran.stdout)
+    assert report["refused"] is True
+    assert report["parent"] in report["live_after_child"]  # untouched by the child's exit
+    assert report["child"] not in report["live_after_child"]  # closed by its exit hook
+    with tenure.sync.connect(server_url) as observer:
+        live = {summary.session_id for summary in observer.list_sessions(node)}
+    assert not {report["parent"], report["child"]} & live  # both exits closed their own
 
 
 # -- the asyncio face ------------------------------------------------------------------
@@ -312,8 +392,9 @@ def test_gunicorn_preload_workers_each_use_a_session_of_their_own(
         assert len({held["pid"], tried["pid"], gunicorn.pid}) == 3  # two workers, the master
         assert tried["got"] is False  # "shared" was held by the other worker's session
         assert len({held["session"], tried["session"], master}) == 3
-        for answer in (held, tried):  # the inherited client: closed there, refused
-            assert (answer["inherited"], answer["closed"]) == ("ForkedClientError", True)
+        for answer in (held, tried):  # the inherited client: the worker's own connection
+            expected = ("reopened; the session ForkedClientError", False)
+            assert (answer["inherited"], answer["closed"]) == expected
         # The master's session: untouched, still holding "master".
         assert live().get(master) == "gunicorn master"
         owner = observer.mutex("master").describe().owner

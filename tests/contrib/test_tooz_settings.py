@@ -11,7 +11,7 @@ from tooz import coordination
 from tenure._core.members import check_member_id
 from tenure._core.values import check_name
 from tenure.contrib.tooz import TenureDriver
-from tenure.contrib.tooz._runtime import Result
+from tenure.contrib.tooz._results import Result
 from tenure.contrib.tooz._settings import (
     DEFAULT_MAX_MEMBERS,
     DEFAULT_NODE,

@@ -144,6 +144,9 @@ ALLOWED: dict[tuple[type, str], str] = {
 #: (sync class, name): why the sync class has a name its async twin lacks.
 SYNC_ONLY: dict[tuple[type, str], str] = {
     (tenure.sync.Client, "portal"): "the loop thread the async client runs on",
+    (tenure.sync.Client, "async_client"): (
+        "the async client itself, for coroutines run on the portal (integrations')"
+    ),
     (tenure.sync.Client, "closed"): "close() must refuse a second close from another thread",
     **{
         (cls, name): reason

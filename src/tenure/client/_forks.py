@@ -10,11 +10,18 @@ close in the child would end the parent's sessions.
 So each client, session and sync portal remembers the process that opened it
 (:data:`pid` then), and every call compares: in another process it raises
 :class:`~tenure.errors.ForkedClientError` before anything is sent, and an inherited
-session ends in the child alone (nothing sent; the parent keeps it). :data:`pid` is
+session ends in the child alone (nothing sent; the parent keeps it). A
+``tenure.sync.Client`` goes further (it has a loop thread of its own to replace): its
+own calls in the child open the child's connection, on a new portal, and go on. :data:`pid` is
 kept current by ``os.register_at_fork``, so the check is an attribute read, not a
 ``getpid()`` call. The process's defaults (the default clients, the shared
-``memory://NAME`` portals) forget the parent's in the child's fork handlers
-(:func:`after_fork_in_child`), so the child's next use opens its own.
+``memory://NAME`` portals, the sync face's shared clients) forget the parent's in the
+child's fork handlers (:func:`after_fork_in_child`), so the child's next use opens its
+own.
+
+This module is the one fork rule of the library: every other module (the sync face's
+shared clients, the integrations through them) asks it, never ``os.getpid()`` or
+``os.register_at_fork`` itself.
 """
 
 from __future__ import annotations
@@ -37,7 +44,8 @@ def forked_error(what: str, opened_by: int) -> ForkedClientError:
         "forked from it: a child never uses its parent's connections or sessions. Open a "
         "new client in the child (tenure.connect, tenure.sync.connect), or use the default "
         "client (tenure.default_client(), tenure.sync.default_client()), which each "
-        "process opens for itself"
+        "process opens for itself; a tenure.sync.Client's own calls open the child's "
+        "connection: open new sessions from it"
     )
 
 

@@ -32,6 +32,12 @@ For tests, pass ``clock=FakeClock()`` to ``memory://`` and move it with
 ``client.portal.call(clock.advance, seconds)``; :mod:`tenure.sync.testing` has
 ``disconnect``/``reconnect`` for sync sessions.
 
+Processes. :func:`shared_client` is the process runtime: one client per process and
+(URL, options), for integrations and libraries, closed at exit; the default client
+(:func:`default_client`) is one of its entries. A client inherited by a child made by
+``fork`` opens the child's own connection on its next call; the sessions and leases
+the parent opened stay the parent's (ForkedClientError in the child).
+
 Layer (CONTRIBUTING.md): its modules may import each other, tenure.client,
 tenure.backends.__init__, tenure._core.values, tenure._core.members,
 tenure.testing.__init__ and tenure.errors; never tenure.sync._objects.
@@ -61,6 +67,7 @@ from tenure.sync._portal import Portal
 from tenure.sync._rate_limiter import RateLimiter
 from tenure.sync._rwlock import RWLock
 from tenure.sync._semaphore import Semaphore
+from tenure.sync._shared import shared_client
 from tenure.sync._stream import Stream
 
 __all__ = [
@@ -98,4 +105,5 @@ __all__ = [
     "default_client",
     "default_session",
     "locked",
+    "shared_client",
 ]

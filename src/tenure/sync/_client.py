@@ -1,5 +1,11 @@
 """The sync client: an async :class:`tenure.Client` driven through its own portal.
 
+A child made by ``fork`` inherits the client as memory, but not its loop thread, and
+its connection is the parent's: the client's own calls there open the child's
+connection first (:meth:`Client._live`, as redis-py's pool does after a fork), on a
+portal of the child's. What the parent opened through it (its sessions, leases,
+caches) stays the parent's: used in the child, it raises ForkedClientError.
+
 Layer (CONTRIBUTING.md): this module may also import tenure.sync._objects.
 """
 
@@ -18,6 +24,7 @@ from tenure._core.values import (
     renamed_settings,
 )
 from tenure.backends import Capability, SessionTicket, shown_url
+from tenure.client import _forks
 from tenure.client._args import Data
 from tenure.client._cache import DEFAULT_CACHE_SIZE
 from tenure.client._observers import Observer, checked_observers
@@ -31,18 +38,50 @@ from tenure.sync._objects import Session
 from tenure.sync._portal import Portal, shared_portals
 from tenure.sync._stream import Stream
 
+#: Taken to open a forked child's connection (:meth:`Client._live`); a new one in each
+#: child, as another thread of the parent may have held it at the fork.
+_reopening = threading.Lock()
+
+
+def _new_reopening_lock() -> None:
+    global _reopening
+    _reopening = threading.Lock()
+
+
+_forks.after_fork_in_child(_new_reopening_lock)
+
+#: What reopens a client in a forked child: its portal, its async client, and the
+#: function that gives the portal back.
+Opened = tuple[Portal, aio.Client, Callable[[], None]]
+
 
 class Client(ClosesOnExit):
     """A connection to one backend, for blocking code. Make one with :func:`tenure.sync.connect`.
 
     Its event loop runs in a background thread, the :attr:`portal`; ``close()``
     (or leaving ``with``) closes every session, stops the loop and joins the thread.
+
+    Forks: in a child made by ``os.fork`` (a pre-forking server's worker, a
+    multiprocessing child), the client's own calls (``session()``, ``list_nodes()``,
+    :attr:`portal`, :attr:`async_client`...) first open a connection of the child's own,
+    with the same URL and options, as redis-py's pool does after a fork: the child
+    never sends on its parent's connection. The sessions, leases and caches the parent
+    opened through it stay the parent's (their holds are the parent's): used in the
+    child they raise ForkedClientError; open new ones from the client there.
     """
 
-    def __init__(self, portal: Portal, client: aio.Client, release: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        portal: Portal,
+        client: aio.Client,
+        release: Callable[[], None],
+        reopen: Callable[[], Opened],
+    ) -> None:
         self._portal = portal
         self._client = client
         self._release = release
+        #: Opens the same connection again (in a forked child).
+        self._reopen = reopen
         self._guard = threading.Lock()
         self._closed = False
         self.url = client.url
@@ -52,8 +91,21 @@ class Client(ClosesOnExit):
 
     @property
     def portal(self) -> Portal:
-        """The loop thread this client runs on; ``portal.call(async_fn, *args)`` runs there."""
-        return self._portal
+        """The loop thread this client runs on; ``portal.call(async_fn, *args)`` runs there.
+
+        In a child made by fork, reading it opens the child's own (the class says so).
+        """
+        return self._live()[0]
+
+    @property
+    def async_client(self) -> aio.Client:
+        """The async :class:`tenure.Client` this one drives, for coroutines of your own
+        run on its :attr:`portal` (an integration's: ``client.portal.call(fn,
+        client.async_client)``); use it only there, on the portal's loop.
+
+        In a child made by fork, reading it opens the child's own (the class says so).
+        """
+        return self._live()[1]
 
     @property
     def capabilities(self) -> frozenset[Capability]:
@@ -62,9 +114,20 @@ class Client(ClosesOnExit):
 
     @property
     def closed(self) -> bool:
-        """Whether :meth:`close` was called (or this is a child made by fork since the
-        client opened: there it is closed, see ForkedClientError)."""
-        return self._closed or self._portal.forked
+        """Whether :meth:`close` was called (in this process, or in the parent before it
+        forked this one: a client inherited open opens the child's own on its next call)."""
+        return self._closed
+
+    def _live(self) -> tuple[Portal, aio.Client]:
+        """The portal and async client of this process: in a child made by fork since
+        they opened, new ones (the parent's are left alone), opened once."""
+        if not self._portal.forked or self._closed:
+            return self._portal, self._client  # (a closed one: its calls refuse)
+        with _reopening:
+            if self._portal.forked and not self._closed:
+                self._release()  # (in the child: marks the parent's portal closed, alone)
+                self._portal, self._client, self._release = self._reopen()
+            return self._portal, self._client
 
     @property
     def observers(self) -> tuple[Observer, ...]:
@@ -82,11 +145,13 @@ class Client(ClosesOnExit):
         """Create a node (see :meth:`tenure.Client.create_node`); AlreadyExistsError if taken."""
         # Renamed here, in the caller's thread, so that a warning points at its code.
         settings = renamed_settings(settings, stacklevel=2)
-        self._portal.call(self._client.create_node, name, config, exist_ok=exist_ok, **settings)
+        portal, client = self._live()
+        portal.call(client.create_node, name, config, exist_ok=exist_ok, **settings)
 
     def describe_node(self, name: str) -> NodeDescription:
         """A node's settings and how many sessions and semaphores it has."""
-        return self._portal.call(self._client.describe_node, name)
+        portal, client = self._live()
+        return portal.call(client.describe_node, name)
 
     def alter_node(self, name: str, **changes: object) -> NodeDescription:
         """Change some of a node's settings; returns the new description.
@@ -94,37 +159,44 @@ class Client(ClosesOnExit):
         ``session_timeout=`` is the old name of ``recovery_window=`` (DeprecationWarning).
         """
         changes = renamed_settings(changes, stacklevel=2)
-        return self._portal.call(self._client.alter_node, name, **changes)
+        portal, client = self._live()
+        return portal.call(client.alter_node, name, **changes)
 
     def drop_node(self, name: str, *, force: bool = False) -> None:
         """Drop a node. With live sessions it fails unless ``force`` (they are then lost)."""
-        self._portal.call(self._client.drop_node, name, force=force)
+        portal, client = self._live()
+        portal.call(client.drop_node, name, force=force)
 
     @property
     def identity(self) -> ClientIdentity:
         """Who this client is in its sessions (see :attr:`tenure.Client.identity`)."""
-        return self._client.identity
+        return self._live()[1].identity
 
     def list_nodes(self) -> list[str]:
         """Every node's name, sorted (see :meth:`tenure.Client.list_nodes`)."""
-        return self._portal.call(self._client.list_nodes)
+        portal, client = self._live()
+        return portal.call(client.list_nodes)
 
     def list_semaphores(self, node: str, prefix: str = "") -> list[SemaphoreSummary]:
         """The semaphores named with ``prefix`` (see :meth:`tenure.Client.list_semaphores`)."""
-        return self._portal.call(self._client.list_semaphores, node, prefix)
+        portal, client = self._live()
+        return portal.call(client.list_semaphores, node, prefix)
 
     def list_sessions(self, node: str) -> list[SessionSummary]:
         """The node's live sessions, by id (see :meth:`tenure.Client.list_sessions`)."""
-        return self._portal.call(self._client.list_sessions, node)
+        portal, client = self._live()
+        return portal.call(client.list_sessions, node)
 
     def kill_session(self, node: str, session_id: int) -> None:
         """End a live session as an expiry would (see :meth:`tenure.Client.kill_session`)."""
-        self._portal.call(self._client.kill_session, node, session_id)
+        portal, client = self._live()
+        portal.call(client.kill_session, node, session_id)
 
     def release_claim(self, node: str, name: str, claim_id: str) -> bool:
         """Release a claim by its id, from any process (see
         :meth:`tenure.Client.release_claim`); whether it shortened a live claim."""
-        return self._portal.call(self._client.release_claim, node, name, claim_id)
+        portal, client = self._live()
+        return portal.call(client.release_claim, node, name, claim_id)
 
     def session(
         self,
@@ -149,16 +221,17 @@ class Client(ClosesOnExit):
                 :meth:`tenure.Client.session` says. The deadline is kept on the
                 portal's thread: a calling thread that stops renewing loses it.
         """
-        return self._portal.call(
+        portal, client = self._live()
+        return portal.call(
             opened,
-            lambda: self._client.session(
+            lambda: client.session(
                 node,
                 recovery_window=recovery_window,
                 description=description,
                 resume=resume,
                 ttl=ttl,
             ),
-            self._wrap,
+            lambda session: Session(portal, session),
         )
 
     def sessions(
@@ -177,8 +250,9 @@ class Client(ClosesOnExit):
                     continue
                 break
         """
-        loop = self._client.sessions(node, recovery_window=recovery_window, description=description)
-        return SessionLoop(self._portal, loop, self._wrap)
+        portal, client = self._live()
+        loop = client.sessions(node, recovery_window=recovery_window, description=description)
+        return SessionLoop(portal, loop, lambda session: Session(portal, session))
 
     def lead(
         self,
@@ -200,9 +274,10 @@ class Client(ClosesOnExit):
         once ``work`` has returned. Blocks until ``work`` returns with ``requeue``
         false, or raises what ``work`` raised (having resigned), or KeyboardInterrupt.
         """
+        portal, client = self._live()
         _leader.lead(
-            self._portal,
-            self._client,
+            portal,
+            client,
             node,
             name,
             work,
@@ -223,14 +298,12 @@ class Client(ClosesOnExit):
         """Mirror every semaphore of ``node`` under ``prefix`` here, kept current by the
         backend's pushes (see :meth:`tenure.Client.cache`); plain (``close()`` it) or
         ``with``."""
-        return self._portal.call(
+        portal, client = self._live()
+        return portal.call(
             opened,
-            lambda: self._client.cache(node, prefix=prefix, max_size=max_size, owners=owners),
-            lambda cache: Cache(self._portal, cache),
+            lambda: client.cache(node, prefix=prefix, max_size=max_size, owners=owners),
+            lambda cache: Cache(portal, cache),
         )
-
-    def _wrap(self, session: aio.Session) -> Session:
-        return Session(self._portal, session)
 
     def close(self) -> None:
         """Close every session, stop the loop and join its thread. Idempotent.
@@ -238,8 +311,9 @@ class Client(ClosesOnExit):
         The sessions, and what they hold, are lost with SessionClosedError: they did
         not choose to end, so ``lost_reason`` is that error for each of them.
 
-        In a child made by fork since the client opened, it only marks the client
-        closed there: its connection and sessions are the parent's, which keeps them.
+        In a child made by fork that has not opened its own connection yet, it only
+        marks the client closed there: its connection and sessions are the parent's,
+        which keeps them.
         """
         if self._portal.forked:
             self._closed = True
@@ -299,13 +373,18 @@ def connect(
     (:class:`tenure.Lease`), each acquire in a copy of the calling thread's context.
     """
     observing = checked_observers(observers)
-    portal, release = shared_portals.acquire(url)
-    try:
-        client = portal.call(_connect, url, tuple(require), client_name, observing, options)
-    except BaseException:
-        release()
-        raise
-    return Client(portal, client, release)
+    required = tuple(require)
+
+    def open_here() -> Opened:
+        portal, release = shared_portals.acquire(url)
+        try:
+            client = portal.call(_connect, url, required, client_name, observing, options)
+        except BaseException:
+            release()
+            raise
+        return portal, client, release
+
+    return Client(*open_here(), reopen=open_here)
 
 
 async def _connect(

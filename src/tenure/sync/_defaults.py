@@ -3,57 +3,52 @@
 A blocking client is not bound to an event loop (it has a loop thread of its own), so
 one serves the whole process; so does each of its default sessions
 (:func:`default_session`), which the ``@tenure.sync.locked`` functions of all the
-process's threads share. A child process made by ``fork`` never uses its parent's
-(that client's loop thread did not survive the fork, and its sessions are the
-parent's): the child's first use opens one of its own.
+process's threads share. The client is an entry of the process runtime
+(:mod:`tenure.sync._shared`, under its own key, as :func:`tenure.configure` replaces
+it): in a child made by ``fork`` it opens the child's own connection on its next
+call, and it is closed at exit. The default sessions are the parent's in a child:
+forgotten there, so the child's first use opens its own.
 
 Layer (CONTRIBUTING.md): this module may also import tenure.sync._objects.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 
 from tenure.client import _args, _forks, configured
 from tenure.client._defaults import DEFAULT_SESSION_DESCRIPTION, on_reconfigure
 from tenure.errors import InvalidArgumentError
+from tenure.sync import _shared
 from tenure.sync._client import Client, connect
 from tenure.sync._objects import Session
 
 __all__ = ["close_default_client", "default_client", "default_session"]
 
-_guard = threading.Lock()
-#: The default client, and the process that opened it.
-_current: tuple[Client, int] | None = None
+#: The default client's key in the process runtime (no shared_client() key is a str).
+DEFAULT_KEY = "default"
 #: Each client's default sessions, by node.
 _sessions: weakref.WeakKeyDictionary[Client, dict[str, Session]] = weakref.WeakKeyDictionary()
-#: One opening at a time (concurrent first uses share it); apart from _guard, which
-#: default_client() takes meanwhile.
+#: One opening of a default session at a time (concurrent first uses share it).
 _opening = threading.Lock()
 
 
 def default_client() -> Client:
     """This process's blocking client of the default backend, connected on first use.
 
-    A client closed by its user, or opened by the parent of a forked process, is
-    replaced by a new one.
+    A client closed by its user is replaced by a new one. In a child made by fork,
+    the same client opens the child's own connection on its next call (never the
+    parent's). It is closed at interpreter exit.
 
     Raises:
         ConfigError: nothing is configured (see :func:`tenure.configured`).
         UnavailableError: the backend cannot be reached (the next call tries again).
     """
-    global _current
-    with _guard:
-        if _current is not None:
-            client, pid = _current
-            if pid == os.getpid() and not client.closed:
-                return client
-        settings = configured()
-        client = connect(settings.url, **settings.connect_options())
-        _current = (client, os.getpid())
-        return client
+    settings = configured()
+    return _shared.open_shared(
+        DEFAULT_KEY, lambda: connect(settings.url, **settings.connect_options())
+    )
 
 
 def default_session(node: str | None = None, *, client: Client | None = None) -> Session:
@@ -92,22 +87,18 @@ def default_session(node: str | None = None, *, client: Client | None = None) ->
 def close_default_client() -> None:
     """Close this process's default client, if one was opened (for a shutdown hook).
 
-    In a child made by fork that has not opened its own, it does nothing: the
-    default client is then the parent's.
+    In a child made by fork that has not opened its own connection, nothing is sent:
+    the connection is the parent's, which keeps it.
     """
-    global _current
-    with _guard:
-        current, _current = _current, None
-    if current is not None and current[1] == os.getpid():
-        current[0].close()
+    client = _shared.drop(DEFAULT_KEY)
+    if client is not None:
+        client.close()
 
 
 def _forget_after_fork() -> None:
-    """In a child made by fork: the parent's client is not the child's (its loop thread
-    is gone); the child's first use opens its own. (New locks: another thread may have
-    held the old ones at the fork.)"""
-    global _guard, _opening
-    _guard = threading.Lock()
+    """In a child made by fork: the parent's default sessions are not the child's; its
+    first use opens its own. (A new lock: another thread may have held it at the fork.)"""
+    global _opening
     _opening = threading.Lock()
     _sessions.clear()
 

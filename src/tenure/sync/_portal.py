@@ -41,7 +41,8 @@ class Portal:
 
     Its thread does not survive ``os.fork``: in a child, :meth:`call` raises
     ForkedClientError, and :meth:`close` only marks it closed there (the loop and
-    what runs on it are the parent's).
+    what runs on it are the parent's). A :class:`tenure.sync.Client` opens a portal
+    of the child's own there, on its next call.
     """
 
     def __init__(self, name: str = "tenure-portal") -> None:
@@ -100,7 +101,8 @@ class Portal:
             RuntimeError: called from the portal thread itself, which would deadlock.
         """
         if self._pid != _forks.pid:
-            raise _forks.forked_error("this tenure.sync client", self._pid)
+            what = "this tenure.sync session, lease or portal (its client's)"
+            raise _forks.forked_error(what, self._pid)
         if self.in_portal_thread():
             raise RuntimeError(
                 "tenure.sync: blocking call from the portal thread (an on_lost callback?) "

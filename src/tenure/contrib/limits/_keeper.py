@@ -98,12 +98,17 @@ class _Hold:
 
 
 class LimitsKeeper:
-    """Connects lazily, keeps a session on the node, and does limits' operations."""
+    """Keeps a session on the node, and does limits' operations.
+
+    Over ``client`` when given (borrowed: the blocking storage's, the process's shared
+    client, which it never closes), else over a client of its own, connected lazily.
+    """
 
     def __init__(
         self,
         uri: str,
         *,
+        client: tenure.Client | None = None,
         node: str | None,
         key_prefix: str,
         recovery_window: float | None,
@@ -121,10 +126,13 @@ class LimitsKeeper:
         if not callable(clock):
             raise InvalidArgumentError(f"clock must be a function of no argument, got {clock!r}")
         self.clock = clock
-        self._client: tenure.Client | None = None
+        #: The client given, used and never closed (None: the keeper's own).
+        self.client = client
+        self._client: tenure.Client | None = client
         self._session: tenure.Session | None = None
         self._opening: asyncio.Lock | None = None
         self._max_data_size = 0
+        self._node_known = False
         self._holds: dict[str, _Hold] = {}
         self._acquiring: dict[str, asyncio.Task[_Hold]] = {}
         self._releasing: set[asyncio.Task[None]] = set()
@@ -215,12 +223,17 @@ class LimitsKeeper:
 
     async def close(self) -> None:
         """Close the session (its holds go: records nobody else holds are deleted) and
-        the client. The storage connects again if used after."""
-        client, self._client, self._session = self._client, None, None
+        the keeper's own client (not one given). It opens them again if used after."""
+        session, self._session = self._session, None
         for hold in self._holds.values():
             if hold.timer is not None:
                 hold.timer.cancel()
         self._holds.clear()
+        if self.client is not None:  # borrowed: only the session is the keeper's
+            if session is not None:
+                await session.close()
+            return
+        client, self._client = self._client, None
         if client is not None:
             await client.aclose()
 
@@ -298,12 +311,13 @@ class LimitsKeeper:
             if self._client is None:
                 client = await tenure.connect(self.url, client_name="limits storage")
                 try:
-                    await client.create_node(self.node, exist_ok=True)
-                    described = await client.describe_node(self.node)
+                    await self._know_node(client)
                 except BaseException:
                     await client.aclose()
                     raise
-                self._client, self._max_data_size = client, described.config.max_data_size
+                self._client = client
+            elif not self._node_known:  # a client given: the node, made once
+                await self._know_node(self._client)
             if self._session is None or self._session.closed:
                 for hold in self._holds.values():  # (they went with the lost session)
                     if hold.timer is not None:
@@ -313,6 +327,13 @@ class LimitsKeeper:
                     self.node, recovery_window=self.recovery_window, description="limits storage"
                 )
             return self._session
+
+    async def _know_node(self, client: tenure.Client) -> None:
+        """Make the node if missing, and learn its largest record."""
+        await client.create_node(self.node, exist_ok=True)
+        described = await client.describe_node(self.node)
+        self._max_data_size = described.config.max_data_size
+        self._node_known = True
 
     async def _hold(self, name: str) -> _Hold:
         """This process's hold of ``name``'s semaphore (made, ephemeral, if missing)."""

@@ -1,28 +1,33 @@
 """The two storages limits finds by URL scheme: blocking and asyncio.
 
 Both are the same :class:`~._keeper.LimitsKeeper`: the asyncio storage runs it on the
-caller's event loop, the blocking one on a :class:`tenure.sync.Portal` of its own
-(an event loop in a background thread, as ``tenure.sync`` runs its clients), so
-Flask's threads, slowapi's and any other caller share one connection and session.
+caller's event loop, over a client of its own; the blocking one on the loop of the
+process's shared client of its URL (:func:`tenure.sync.shared_client`: one per
+process, fork-aware, closed at exit), so Flask's threads, slowapi's and any other
+caller share one connection and session.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from limits.aio import storage as aio
 from limits.storage import MovingWindowSupport, SlidingWindowCounterSupport, Storage
 
+import tenure
+import tenure.sync
 from tenure.contrib.limits._keeper import LimitsKeeper
-from tenure.contrib.limits._names import DEFAULT_PREFIX, DEFAULT_TIMEOUT
+from tenure.contrib.limits._names import DEFAULT_PREFIX, DEFAULT_TIMEOUT, check_call
 from tenure.errors import InvalidArgumentError, TenureError
-from tenure.sync import Portal
 
 Clock = Callable[[], float]
+T = TypeVar("T")
+P = ParamSpec("P")
+#: One of the keeper's operations, called with the keeper first.
+Op = Callable[Concatenate[LimitsKeeper, P], Coroutine[Any, Any, T]]
 
 
 def _refuse_unknown(options: dict[str, float | str | bool]) -> None:
@@ -58,8 +63,11 @@ class TenureStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport):
         clock: the wall clock that times the windows (UNIX seconds; tests pass
             their own).
 
-    It connects on first use, and again in a process forked after that (a child
-    never uses its parent's connection). :meth:`close` ends its session.
+    It runs on the process's shared client of the URL
+    (``tenure.sync.shared_client(url, client_name="limits storage")``), on first use:
+    one connection for every storage of the process with that URL, never the
+    parent's in a child made by fork (it opens the child's own), closed at exit.
+    :meth:`close` ends the storage's session (the connection is the process's).
     """
 
     # (A list, as limits' registry reads it when the class is made.)
@@ -80,9 +88,10 @@ class TenureStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport):
         _refuse_unknown(options)
         super().__init__(uri, wrap_exceptions=wrap_exceptions)
 
-        def keeper() -> LimitsKeeper:
+        def keeper(client: tenure.Client | None) -> LimitsKeeper:
             return LimitsKeeper(
                 uri,
+                client=client,
                 node=node,
                 key_prefix=key_prefix,
                 recovery_window=recovery_window,
@@ -91,100 +100,105 @@ class TenureStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport):
             )
 
         self._new_keeper = keeper
-        self._keeper = keeper()  # (checks the arguments now, before anything is sent)
+        #: Over the client it runs on (its loop's only): none yet. (Made now to check
+        #: the arguments before anything is sent.)
+        self._keeper = keeper(None)
         #: The node the storage keeps its records in.
         self.node = self._keeper.node
-        self._portal: Portal | None = None
-        self._pid = os.getpid()
-        self._guard = threading.Lock()
+        #: The loop it last ran on (its shared client's portal then): what close() ends.
+        self._portal: tenure.sync.Portal | None = None
 
     @property
     def base_exceptions(self) -> type[Exception] | tuple[type[Exception], ...]:
         """What limits wraps in its StorageError when asked: tenure's errors."""
         return TenureError
 
-    def _running(self) -> tuple[Portal, LimitsKeeper]:
-        if self._pid != os.getpid():
-            # Forked: the parent's portal thread is not here, and its connection and
-            # session are the parent's. Start afresh, leaving theirs alone.
-            self._guard, self._portal, self._pid = threading.Lock(), None, os.getpid()
-            self._keeper = self._new_keeper()
-        with self._guard:
-            if self._portal is None:
-                self._portal = Portal("tenure-limits")
-            return self._portal, self._keeper
+    def _run(self, op: Op[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """``await op(keeper, ...)`` on the shared client's loop. (Each caller checks its
+        arguments first, as the keeper does again: bad ones are refused before the
+        shared client connects.)"""
+        client = tenure.sync.shared_client(self._keeper.url, client_name="limits storage")
+        self._portal = portal = client.portal
+        return portal.call(self._on_loop, client.async_client, op, *args, **kwargs)
+
+    async def _on_loop(
+        self, client: tenure.Client, op: Op[P, T], /, *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        # On the loop's one thread: no lock needed. A keeper over another client (none
+        # yet; a parent's, in a child made by fork; one closed by hand since) is
+        # replaced: its session and holds are that client's.
+        if self._keeper.client is not client:
+            self._keeper = self._new_keeper(client)
+        return await op(self._keeper, *args, **kwargs)
 
     def incr(self, key: str, expiry: int, amount: int = 1) -> int:
         """Fixed window: add ``amount`` hits (starting a window of ``expiry`` seconds if
         none runs); the window's count."""
-        portal, keeper = self._running()
-        return portal.call(keeper.incr, key, expiry, amount)
+        check_call(key, expiry=expiry, amount=amount)
+        return self._run(LimitsKeeper.incr, key, expiry, amount)
 
     def get(self, key: str) -> int:
         """Fixed window: the hits of the window running now (0 if none)."""
-        portal, keeper = self._running()
-        return portal.call(keeper.get, key)
+        check_call(key)
+        return self._run(LimitsKeeper.get, key)
 
     def get_expiry(self, key: str) -> float:
         """Fixed window: when the window running now ends (now if none), UNIX seconds."""
-        portal, keeper = self._running()
-        return portal.call(keeper.get_expiry, key)
+        check_call(key)
+        return self._run(LimitsKeeper.get_expiry, key)
 
     def check(self) -> bool:
         """Whether the storage reaches its node."""
-        portal, keeper = self._running()
-        return portal.call(keeper.check)
+        return self._run(LimitsKeeper.check)
 
     def reset(self) -> int | None:
         """Clear every record of the storage; how many there were."""
-        portal, keeper = self._running()
-        return portal.call(keeper.reset)
+        return self._run(LimitsKeeper.reset)
 
     def clear(self, key: str) -> None:
         """Clear the record of ``key``, whatever its strategy."""
-        portal, keeper = self._running()
-        portal.call(keeper.clear, key)
+        check_call(key)
+        self._run(LimitsKeeper.clear, key)
 
     def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
         """Moving window: log ``amount`` hits if fewer than ``limit - amount + 1`` went in
         the last ``expiry`` seconds; whether it did."""
-        portal, keeper = self._running()
-        return portal.call(keeper.acquire_entry, key, limit, expiry, amount)
+        check_call(key, expiry=expiry, limit=limit, amount=amount)
+        return self._run(LimitsKeeper.acquire_entry, key, limit, expiry, amount)
 
     def get_moving_window(self, key: str, limit: int, expiry: int) -> tuple[float, int]:
         """Moving window: when its oldest hit went, and its hits."""
-        portal, keeper = self._running()
-        return portal.call(keeper.get_moving_window, key, limit, expiry)
+        check_call(key, expiry=expiry, limit=limit)
+        return self._run(LimitsKeeper.get_moving_window, key, limit, expiry)
 
     def acquire_sliding_window_entry(
         self, key: str, limit: int, expiry: int, amount: int = 1
     ) -> bool:
         """Sliding window counter: count ``amount`` hits if the weighted count leaves
         room; whether it did."""
-        portal, keeper = self._running()
-        return portal.call(keeper.acquire_sliding_window_entry, key, limit, expiry, amount)
+        check_call(key, expiry=expiry, limit=limit, amount=amount)
+        return self._run(LimitsKeeper.acquire_sliding_window_entry, key, limit, expiry, amount)
 
     def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
         """Sliding window counter: (previous hits, its seconds left, current hits, its
         seconds left)."""
-        portal, keeper = self._running()
-        return portal.call(keeper.get_sliding_window, key, expiry)
+        check_call(key, expiry=expiry)
+        return self._run(LimitsKeeper.get_sliding_window, key, expiry)
 
     def clear_sliding_window(self, key: str, expiry: int) -> None:
         """Sliding window counter: clear the key's buckets."""
         self.clear(key)
 
     def close(self) -> None:
-        """End the session and the connection (records nobody else holds go with
-        them); the storage connects again if used after."""
-        with self._guard:
-            portal, self._portal = self._portal, None
-        if portal is not None and self._pid == os.getpid():
-            try:
-                portal.call(self._keeper.close)
-            finally:
-                portal.close()
-                self._keeper = self._new_keeper()
+        """End the storage's session (records nobody else holds go with it); it opens
+        another if used after. The connection is the process's shared client's, closed
+        at exit."""
+        portal = self._portal
+        if portal is not None and not portal.closed:  # (closed: a parent's, or by hand)
+            portal.call(self._close_on_loop)
+
+    async def _close_on_loop(self) -> None:
+        await self._keeper.close()
 
 
 class AsyncTenureStorage(aio.Storage, aio.MovingWindowSupport, aio.SlidingWindowCounterSupport):

@@ -16,7 +16,7 @@ In tenure a member is a hold of its own session, so another session can end it
 only by ending that session (``client.kill_session``): with the membership alone
 in it, nothing else the old coordinator holds is touched.
 
-Every method here runs on the runtime's event loop (the driver calls them through
+Every method here runs on the shared client's event loop (the driver calls them through
 its portal), so the coordinator's state has one thread.
 """
 

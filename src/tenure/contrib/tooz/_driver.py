@@ -2,7 +2,9 @@
 
 Registered under tooz's ``tooz.backends`` entry points as ``tenure`` and
 ``tenures`` (pyproject.toml). Each tooz call is made at once, in the calling
-thread, through the process's runtime (:mod:`._runtime`); its result is ready when
+thread, on the process's shared client of the URL (:func:`tenure.sync.shared_client`:
+one connection for every coordinator of the process, :mod:`._results` says why); its
+result is ready when
 the call returns (``get()`` gives it, or raises its error), so calls take effect in
 the order they are made, as with tooz's drivers that run one call at a time.
 The work is in :mod:`._groups`, :mod:`._leaders` and :mod:`._lock`, over one
@@ -11,17 +13,18 @@ The work is in :mod:`._groups`, :mod:`._leaders` and :mod:`._lock`, over one
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import tooz
 from tooz import coordination, utils
 
+import tenure.sync
+
 from . import _groups, _leaders
 from ._coordinator import Coordinator
 from ._lock import TenureLock
-from ._runtime import Result, Runtime, acquire_runtime, release_runtime
+from ._results import Result, translated
 from ._settings import ToozSettings, as_id, decode_capabilities, id_of, name_of
 
 __all__ = ["TenureDriver"]
@@ -54,20 +57,19 @@ class TenureDriver(coordination.CoordinationDriverCachedRunWatchers):
         super().__init__(as_id(member_id), parsed_url, options)
         #: What the URL says (node, timeout, max_members, the tenure:// URL).
         self.settings = ToozSettings.of(parsed_url, utils.collapse(options))
-        self._runtime: Runtime | None = None
+        #: The loop the coordinator runs on: its shared client's portal when it started.
+        self._portal: tenure.sync.Portal | None = None
         self._state: Coordinator | None = None
 
     # -- life -------------------------------------------------------------------------
 
     def _start(self) -> None:
-        runtime = acquire_runtime(self.settings.url)
-        state = Coordinator(runtime.client, self.settings, self._member_id)
-        try:
-            runtime.call(state.open)
-        except BaseException:
-            release_runtime(runtime)
-            raise
-        self._runtime, self._state = runtime, state
+        with translated():
+            client = tenure.sync.shared_client(self.settings.url, client_name="tooz")
+            portal, aio = client.portal, client.async_client
+        state = Coordinator(aio, self.settings, self._member_id)
+        _on(portal, state.open)
+        self._portal, self._state = portal, state
 
     def stop(self) -> None:
         """Leave every group, resign, release every lock: close the sessions."""
@@ -79,15 +81,11 @@ class TenureDriver(coordination.CoordinationDriverCachedRunWatchers):
         super().stop()
 
     def _stop(self) -> None:
-        runtime, state = self._runtime, self._state
-        self._runtime = self._state = None
-        if runtime is None or state is None:
-            return
-        try:
-            if runtime.pid == os.getpid():
-                runtime.call(state.close)
-        finally:
-            release_runtime(runtime)
+        portal, state = self._portal, self._state
+        self._portal = self._state = None
+        if portal is None or state is None or portal.forked:
+            return  # (a parent's coordinator, in a child made by fork: the parent's)
+        _on(portal, state.close)
 
     def heartbeat(self) -> float:
         """Renew every session of this member; the seconds before the next is due
@@ -105,27 +103,28 @@ class TenureDriver(coordination.CoordinationDriverCachedRunWatchers):
         return self._state
 
     def run(self, fn: Callable[..., Coroutine[Any, Any, T]], /, *args: Any) -> T:
-        """``await fn(*args)`` on the runtime's loop, tenure's errors as tooz's."""
-        return self._here().call(fn, *args)
+        """``await fn(*args)`` on the shared client's loop, tenure's errors as tooz's."""
+        return _on(self._here(), fn, *args)
 
     def _call(self, fn: Callable[..., Coroutine[Any, Any, T]], /, *args: Any) -> T:
         """``await fn(coordinator, *args)`` on the loop."""
-        runtime = self._here()
-        return runtime.call(fn, self.coordinator, *args)
+        portal = self._here()
+        return _on(portal, fn, self.coordinator, *args)
 
-    def _here(self) -> Runtime:
-        """The runtime, of this process: a forked child opens its own, with a new main
-        session (the parent's memberships, leaderships and locks stay the parent's)."""
-        runtime = self._runtime
-        if runtime is None or self._state is None:
+    def _here(self) -> tenure.sync.Portal:
+        """The loop, of this process: in a child made by fork, the shared client's new
+        one, with a new main session (the parent's memberships, leaderships and locks
+        stay the parent's)."""
+        portal = self._portal
+        if portal is None or self._state is None:
             raise tooz.ToozError("the tenure coordinator is not started")
-        if runtime.pid != os.getpid():
-            self._runtime = self._state = None
+        if portal.forked:
+            self._portal = self._state = None
             self._joined_groups = set()
             self._start()
-            assert self._runtime is not None
-            runtime = self._runtime
-        return runtime
+            assert self._portal is not None
+            portal = self._portal
+        return portal
 
     # -- groups -----------------------------------------------------------------------
 
@@ -240,3 +239,9 @@ class TenureDriver(coordination.CoordinationDriverCachedRunWatchers):
         """The lock ``name`` (exclusive, or shared with ``acquire(shared=True)``; its
         fencing token is the lock's ``token``)."""
         return TenureLock(self, name)
+
+
+def _on(portal: tenure.sync.Portal, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
+    """``await fn(*args)`` on ``portal``'s loop, tenure's errors as tooz's."""
+    with translated():
+        return portal.call(fn, *args)

@@ -18,7 +18,7 @@ tenure answers:
   ``update_capabilities``: ``member.update(data)``;
 * ``delete_group``: ``group.delete()`` (members left: GroupNotEmpty).
 
-Each function runs on the runtime's loop, for one :class:`~._coordinator.Coordinator`.
+Each function runs on the shared client's loop, for one :class:`~._coordinator.Coordinator`.
 """
 
 from __future__ import annotations
