@@ -152,6 +152,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/dashboard/test_dashboard_browser.py": ("browser", "service"),
     "tests/bench/test_targets.py": UNIT,
     "tests/bench/test_calls.py": UNIT,
+    "tests/bench/test_call_budget.py": UNIT,  # a server in this process, same loop
     "tests/faults": ("faults", "service"),
     "tests/faults/test_scenarios.py": ("faults", "service", "slow"),  # 20-40 s each
     "tests/faults/test_mutants.py": ("faults", "service", "slow"),  # 7-30 s each

@@ -140,6 +140,8 @@ class Semaphore:
 
     @property
     def _waiters(self) -> OrderedDict[int, Waiter] | None:
+        # (The queue or None, for a reader; the methods here read ``_rest`` in place:
+        # a property is a call in the pure build, on every acquire.)
         rest = self._rest
         return None if rest is None else rest.waiters
 
@@ -148,7 +150,7 @@ class Semaphore:
     def set_data(self, data: bytes) -> None:
         """Its data is now ``data`` (counted against its owner's ``data_bytes``)."""
         usage = self.usage
-        if usage is not None:
+        if usage is not None and usage.live:
             usage.add(Q_DATA_BYTES, len(data) - len(self.data))
         self._own_rest().data = data
         self._tidy()
@@ -164,7 +166,9 @@ class Semaphore:
 
     def waiter(self, key: int) -> Waiter | None:
         """The queued request of holder ``key``, if it has one."""
-        return None if self._waiters is None else self._waiters.get(key)
+        rest = self._rest  # (read in place: no property call on the hot path)
+        waiters = None if rest is None else rest.waiters
+        return None if waiters is None else waiters.get(key)
 
     @property
     def owners(self) -> Mapping[int, Owner]:
@@ -188,11 +192,15 @@ class Semaphore:
     @property
     def waiters(self) -> Mapping[int, Waiter]:
         """Queued requests by holder key, in service order (a read-only view)."""
-        return _NOBODY if self._waiters is None else self._waiters
+        rest = self._rest
+        waiters = None if rest is None else rest.waiters
+        return _NOBODY if waiters is None else waiters
 
     def queue_length(self) -> int:
         """How many requests wait."""
-        return 0 if self._waiters is None else len(self._waiters)
+        rest = self._rest
+        waiters = None if rest is None else rest.waiters
+        return 0 if waiters is None else len(waiters)
 
     def timed(self) -> bool:
         """Whether it has a deadline: a lock-delay, a queued request, or a leased hold.
@@ -200,7 +208,8 @@ class Semaphore:
         (Most semaphores have none: a rebuild of the deadline heap skips them at the
         cost of this one call.)
         """
-        if self.blocked_until or self._waiters is not None:
+        rest = self._rest
+        if rest is not None and (rest.blocked_until or rest.waiters is not None):
             return True
         owners = self._owners
         if owners is None:
@@ -211,15 +220,30 @@ class Semaphore:
 
     def is_idle(self) -> bool:
         """No owners and no waiters (an ephemeral semaphore may then vanish)."""
-        return self._owners is None and self._waiters is None
+        rest = self._rest
+        return self._owners is None and (rest is None or rest.waiters is None)
+
+    def vanishes(self, now: float) -> bool:
+        """Whether it goes now, as an idle ephemeral semaphore does (nobody holds or
+        waits, and no lock-delay runs at ``now``): one question, one call."""
+        rest = self._rest
+        if rest is None:  # (an ephemeral mutex's defaults: no queue, no lock-delay)
+            return self._owners is None
+        return (
+            rest.ephemeral
+            and self._owners is None
+            and rest.waiters is None
+            and now >= rest.blocked_until
+        )
 
     def fits(self, key: int, count: int, now: float) -> bool:
         """Could ``count`` tokens for holder ``key`` be granted now, ignoring the queue?"""
-        if now < self.blocked_until:
+        rest = self._rest
+        if rest is not None and now < rest.blocked_until:
             return False
         owner = self.owner(key)
         held = 0 if owner is None else owner.count
-        return self.count - held + count <= self.limit
+        return self.count - held + count <= (MAX_COUNT if rest is None else rest.limit)
 
     def can_grant_now(self, key: int, count: int, now: float) -> bool:
         """Would a new request of holder ``key`` be granted at once (fits, nobody ahead)?
@@ -230,7 +254,12 @@ class Semaphore:
         owner = self.owner(key)
         if owner is not None and count <= owner.count:
             return True
-        return self._waiters is None and self.fits(key, count, now)
+        # (fits, inline: the hot path's question, asked with no further call)
+        rest = self._rest
+        if rest is not None and (rest.waiters is not None or now < rest.blocked_until):
+            return False
+        held = 0 if owner is None else owner.count
+        return self.count - held + count <= (MAX_COUNT if rest is None else rest.limit)
 
     def describe(
         self, *, owners: bool, waiters: bool, sessions: Mapping[int, Session] | None = None
@@ -291,9 +320,11 @@ class Semaphore:
                 # order; a restated grant (same token) keeps its place.
                 del owners[sid]
             owners[sid] = owner
-        assert self.count <= self.limit, "grant beyond the limit"
-        if old is None and owner.usage is not None:  # (a new hold, not a restated one)
-            owner.usage.add(Q_HOLDS, 1)
+        kept = self._rest
+        assert self.count <= (MAX_COUNT if kept is None else kept.limit), "grant beyond the limit"
+        usage = owner.usage
+        if old is None and usage is not None and usage.live:  # (a new hold, not restated)
+            usage.add(Q_HOLDS, 1)
         if owner.data:  # (most holds have none: no call)
             _charge(owner.usage, len(owner.data))
         if old is not None and old.data:  # (most holds have none: no call)
@@ -310,13 +341,15 @@ class Semaphore:
                 return None
             self._owners = None
             self.count = 0
-            _forget(owners)
+            if owners.usage is not None and owners.usage.live:  # (else no call: counted nowhere)
+                _forget(owners)
             return owners
         assert isinstance(owners, dict)
         owner = owners.pop(key, None)
         if owner is not None:
             self.count -= owner.count
-            _forget(owner)
+            if owner.usage is not None and owner.usage.live:  # (else no call: counted nowhere)
+                _forget(owner)
             if len(owners) == 1:
                 self._owners = next(iter(owners.values()))
         return owner
@@ -338,7 +371,8 @@ class Semaphore:
 
     def restate_waiter(self, waiter: Waiter) -> None:
         """Replace its holder's queued request with ``waiter``, in the same place."""
-        waiters = self._waiters
+        rest = self._rest
+        waiters = None if rest is None else rest.waiters
         assert waiters is not None, "restating a request of an empty queue"
         assert waiter.key in waiters, "restating a request not queued"
         old = waiters[waiter.key]
@@ -350,17 +384,20 @@ class Semaphore:
 
     def is_head(self, key: int) -> bool:
         """Whether holder ``key``'s request is first in the queue."""
-        waiters = self._waiters
+        rest = self._rest
+        waiters = None if rest is None else rest.waiters
         return waiters is not None and next(iter(waiters)) == key
 
     def remove_waiter(self, key: int) -> Waiter | None:
         """Take the waiter of holder ``key`` out of the queue, if any."""
-        waiters = self._waiters
+        rest = self._rest
+        waiters = None if rest is None else rest.waiters
         if waiters is None:
             return None
         waiter = waiters.pop(key, None)
         if not waiters:
-            self._own_rest().waiters = None
+            assert rest is not None  # (it has the waiters)
+            rest.waiters = None
             self._tidy()
         if waiter is not None and waiter.data:  # (most holds have none: no call)
             _charge(waiter.usage, -len(waiter.data))
@@ -376,7 +413,8 @@ class Semaphore:
 
     def head(self) -> Waiter | None:
         """The first request in the queue, if any (served next, when it fits)."""
-        waiters = self._waiters
+        rest = self._rest
+        waiters = None if rest is None else rest.waiters
         return None if waiters is None else next(iter(waiters.values()))
 
 
@@ -402,7 +440,7 @@ _NOBODY: Mapping[int, Any] = MappingProxyType({})
 def _forget(owner: Owner) -> None:
     """``owner`` is no longer held: it and its data count no longer."""
     usage = owner.usage
-    if usage is not None:
+    if usage is not None and usage.live:
         usage.add(Q_HOLDS, -1)
         if owner.data:
             usage.add(Q_DATA_BYTES, -len(owner.data))
@@ -410,7 +448,7 @@ def _forget(owner: Owner) -> None:
 
 def _charge(usage: Usage | None, amount: int) -> None:
     """Count ``amount`` more data bytes (less if negative) against ``usage``'s owner."""
-    if amount and usage is not None:
+    if amount and usage is not None and usage.live:
         usage.add(Q_DATA_BYTES, amount)
 
 
