@@ -48,15 +48,17 @@ NOT_COMPILED: Final[dict[str, str]] = {
     "tenure._core.sorted_keys": _CANDIDATE + ": a generic container of the listings",
     # The client's public classes and their bases.
     "tenure.client._session": _PUBLIC + " (Session)",
-    "tenure.client._session_holds": "the base of the public Session (its methods are Session's)",
+    "tenure.client._session_holds": "the base of the public Session, defined in Python: a "
+    "native base class takes no interpreted subclass unless told to",
     "tenure.client._mutex": _PUBLIC + " (Mutex)",
     "tenure.client._lease": _PUBLIC + " (Lease, Lock)",
-    "tenure.client._loss": "Guarded, the base of the public held classes (Lease, Session...)",
+    "tenure.client._loss": "Guarded, the base of the public held classes (Lease, "
+    "Session...), as _session_holds; EndSignal is public (lease.lost)",
     "tenure.client._asking": _CANDIDATE + ": who asks what, for withdrawals",
     "tenure.client._caller": _CANDIDATE + ": a context variable and weak references",
     # The backends' session: one for every backend, third parties' included.
     "tenure.backends._session": _CANDIDATE + ": StoreSession binds deadline_passed per "
-    "instance, which a native class cannot",
+    "instance (one call less here), which a native class would not",
     "tenure.backends._acquires": _CANDIDATE,
     "tenure.backends._release": _CANDIDATE,
     "tenure.backends._ledger": _CANDIDATE + ": slots dataclasses (Pending) to port first",
@@ -67,19 +69,21 @@ NOT_COMPILED: Final[dict[str, str]] = {
     # The asyncio runtime and the server's parts around the compiled ones.
     "tenure._runtime.host": "bench.micro.calls reads its execute's frames (a compiled one "
     "makes none)",
-    "tenure._runtime.clock": "tests give hosts clocks of their own (FakeClock subclasses)",
-    "tenure.server._serve": "composes the server once; a call a block (its routing)",
+    "tenure._runtime.clock": _CANDIDATE + ": LoopClock.now, once a command",
+    "tenure.server._serve": _CANDIDATE + ": the lambda each request asks whether the "
+    "server is stopping",
     "tenure.server._session_table": _CANDIDATE,
-    "tenure.server._durability.journal": "forks a child for snapshots; 4 calls a block",
+    "tenure.server._durability.journal": _CANDIDATE + ": logs each command (its "
+    "snapshots fork a child)",
     "tenure.server._durability.storage": _CANDIDATE + ": the log's file writes",
     "tenure.server._durability.records": _CANDIDATE + ": the journal's records",
     "tenure.server._durability.fsync_modes": _CANDIDATE + ": one call a flush",
     # Not tenure's.
-    "<string>": "dataclasses' generated __init__ of the pure modules' classes (commands, "
-    "Grant, Pending...)",
+    "<string>": "dataclasses' generated __init__ of the pure modules' classes (the "
+    "commands, Grant, Pending, the codec's records)",
     "asyncio.tasks": "asyncio.current_task: Python in 3.11 (C from 3.12)",
     "typing": "typing.cast in the pure build only (mypyc erases it)",
-    "enum": "Enum.__hash__: an enum as a dict key (a frame's kind, an fsync mode)",
+    "enum": "Enum.__hash__: the codec's enum fields, looked up in a dict (wire.EnumField)",
     "uvloop": "uvloop.run's wrapper: the counting coroutine's caller, resumed with it",
     "bench.micro.block_calls": "the counting coroutine itself, resumed when a block waits",
 }
