@@ -110,6 +110,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/server/durability": UNIT,
     "tests/server/test_readiness.py": UNIT,
     "tests/server/test_serve_parts.py": UNIT,
+    "tests/server/test_quota_pause_served.py": UNIT,  # a Server in this process
     # The journal forks a child to write a snapshot.
     **dict.fromkeys(
         (
@@ -154,6 +155,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/bench/test_targets.py": UNIT,
     "tests/bench/test_calls.py": UNIT,
     "tests/bench/test_readme.py": UNIT,
+    "tests/bench/test_call_budget.py": UNIT,  # a server in this process, same loop
     "tests/faults": ("faults", "service"),
     "tests/faults/test_scenarios.py": ("faults", "service", "slow"),  # 20-40 s each
     "tests/faults/test_mutants.py": ("faults", "service", "slow"),  # 7-30 s each

@@ -33,8 +33,13 @@ structure's; the compiled build's, what of it is left in Python. The build measu
 is whichever this checkout imports (``scripts/compile``: compiled; ``scripts/compile
 --clean``: pure); the first line says which.
 
+Last, the count the unit tier holds to a budget (``tests/bench/test_call_budget.py``),
+by the same counting (:mod:`bench.micro.block_calls`): a block on ``memory://``, and
+one on ``tenure://`` with the server in this process on the same loop, client and
+server together (always on uvloop).
+
 Run: ``python -m bench.micro.calls [--blocks 200] [--warmup 50] [--event-loop asyncio]``
-from the repository's root; about two seconds.
+from the repository's root; about five seconds.
 
 Internals: the host's ``execute`` (``tenure._runtime.host``), named to tell one
 command from the next (by its ``command`` argument); otherwise the public client and
@@ -63,6 +68,7 @@ from tests.compiled import compiled_build
 from tests.server.wire import free_port
 
 import tenure
+from bench.micro import block_calls
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The directory folders are named from.
@@ -285,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"build: {build}; event loop: {args.event_loop}; per block, over {args.blocks}:")
     client, server = measure(args.blocks, args.warmup, args.event_loop)
     report(client, server, args.blocks)
+    print("\nin one process (tests/bench/test_call_budget.py's count), calls per block:")
+    for scheme in ("memory", "tenure"):
+        print(f"  {scheme}://: {block_calls.measure(scheme).usual}")
     return 0
 
 

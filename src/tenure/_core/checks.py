@@ -132,3 +132,59 @@ def check_timeout(timeout: object) -> float | None:
     if timeout is None:
         return None
     return check_duration("timeout", timeout, allow_zero=True)
+
+
+def check_acquire(
+    name: object,
+    count: object,
+    data: object,
+    limit: int,
+    timeout: object,
+    hold: object,
+    task: object,
+) -> tuple[str, int, bytes, float | None, int, int]:
+    """An acquire's arguments, each as its own check answers it (:func:`check_name`
+    of a semaphore, :func:`check_count`, :func:`check_data` of owner data under
+    ``limit``, :func:`check_timeout`, :func:`check_hold`, :func:`check_task`), in that
+    order: the first that fails raises. The usual ones (a short printable ASCII name,
+    an int count, bytes, no timeout, int hold and task in range) are taken here in
+    one call: the hot path's, once per acquire."""
+    if (
+        type(name) is str
+        and 0 < len(name) <= MAX_NAME_BYTES
+        and name.isascii()
+        and name.isprintable()
+        and type(count) is int
+        and 1 <= count <= MAX_COUNT
+        and type(data) is bytes
+        and len(data) <= limit
+        and timeout is None
+        and type(hold) is int
+        and 0 <= hold <= MAX_HOLD
+        and type(task) is int
+        and 0 <= task <= MAX_TASK
+    ):
+        return name, MAX_COUNT if count == MAX_COUNT else count, data, None, hold, task
+    return (
+        check_name("semaphore", name),
+        check_count(count),
+        check_data("owner data", data, limit),
+        check_timeout(timeout),
+        check_hold(hold),
+        check_task(task),
+    )
+
+
+def check_place(name: object, hold: object) -> tuple[str, int]:
+    """A semaphore's name and a hold number (:func:`check_name`, :func:`check_hold`, in
+    that order), the usual ones in one call: a release's, on the hot path."""
+    if (
+        type(name) is str
+        and 0 < len(name) <= MAX_NAME_BYTES
+        and name.isascii()
+        and name.isprintable()
+        and type(hold) is int
+        and 0 <= hold <= MAX_HOLD
+    ):
+        return name, hold
+    return check_name("semaphore", name), check_hold(hold)

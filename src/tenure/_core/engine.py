@@ -48,6 +48,7 @@ commands back until it has caught up instead: ``tenure.server._net.native``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from types import MappingProxyType
 from typing import Any, Final, TypeVar
 
@@ -67,6 +68,7 @@ from tenure._core.handlers import (
     watches,
 )
 from tenure._core.handlers.sessions import MAX_PROTECTION_KEY_BYTES
+from tenure._core.ownership import counted_usage
 from tenure._core.state import EngineState
 from tenure.errors import InvalidArgumentError
 
@@ -139,6 +141,8 @@ class Engine(EngineState):
         #: Items of deadline work done since this engine was made (not state): what a
         #: tick's budget counts (:func:`~tenure._core.handlers.expiry.cost`).
         self.deadline_work = 0
+        # What a paused ledger counts afresh when asked (tenure._core.quotas).
+        self.ledger.fresh_counts = partial(counted_usage, self)
 
     # -- the three verbs ------------------------------------------------------------
 
@@ -158,7 +162,10 @@ class Engine(EngineState):
         # without having to remember to tick. A host ticks only on its timer, for
         # time that passes with no command (tenure._runtime.host); a durable host
         # learns from ``deadlines_handled`` whether this tick must be logged.
-        self.tick(now)
+        if self.deadlines.any_due(now):
+            self.tick(now)
+        elif now > self.now:  # (tick's own first step, inline: most commands find nothing due)
+            self.now = now
         reply: R = handler(self, command, now)
         if self.deadlines.crowded():  # (dead entries a client's renews left: O(1) to ask)
             self.deadlines.compact(self._is_live)

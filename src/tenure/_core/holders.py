@@ -202,7 +202,7 @@ class Waiter:
 def forget_hold(owner: Owner) -> None:
     """``owner`` is no longer held: it and its data count no longer."""
     usage = owner.usage
-    if usage is not None:
+    if usage is not None and usage.live:
         usage.add(Q_HOLDS, -1)
         if owner.data:
             usage.add(Q_DATA_BYTES, -len(owner.data))
@@ -210,7 +210,7 @@ def forget_hold(owner: Owner) -> None:
 
 def charge_data(usage: Usage | None, amount: int) -> None:
     """Count ``amount`` more data bytes (less if negative) against ``usage``'s owner."""
-    if amount and usage is not None:
+    if amount and usage is not None and usage.live:
         usage.add(Q_DATA_BYTES, amount)
 
 

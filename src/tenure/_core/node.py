@@ -64,7 +64,8 @@ class Node:
         against its owner (its ``usage``) with its data from now on."""
         self.semaphores[sem.name] = sem
         self.semaphore_index.add(sem.name)
-        _count_semaphore(sem, 1)
+        if sem.usage is not None and sem.usage.live:  # (else no call: counted nowhere)
+            _count_semaphore(sem, 1)
         return sem
 
     def drop_semaphore(self, name: str) -> None:
@@ -73,7 +74,8 @@ class Node:
         self.semaphore_index.discard(name)
         if not sem.is_idle():  # (a forced delete, a dropped node)
             sem.forget_holders_data()
-        _count_semaphore(sem, -1)
+        if sem.usage is not None and sem.usage.live:  # (else no call: counted nowhere)
+            _count_semaphore(sem, -1)
 
     def hand_over(self, sem: Semaphore, usage: Usage | None) -> None:
         """``sem`` (kept here) counts against ``usage``'s owner from now on, all that
@@ -134,7 +136,7 @@ def _count_semaphore(sem: Semaphore, sign: int) -> None:
     1) or once less (-1) against its owner (:mod:`tenure._core.quotas`): what a
     semaphore costs its owner, in one place."""
     usage = sem.usage
-    if usage is not None:
+    if usage is not None and usage.live:
         usage.add(Q_SEMAPHORES, sign)
         usage.add(Q_DATA_BYTES, sign * semaphore_bytes(sem))
 

@@ -49,12 +49,26 @@ a count; ``requests_per_second`` is the server's (its gate), not the engine's.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-from tenure._core._dataclass import dataclass
-from tenure.errors import InvalidArgumentError, LimitExceededError
+from tenure._core.quota_values import (
+    COUNTED,
+    NO_QUOTA,
+    Q_DATA_BYTES,
+    Q_HOLDS,
+    Q_MISSED_BYTES,
+    Q_NODES,
+    Q_PREFIX_WATCHES,
+    Q_SEMAPHORES,
+    Q_SESSIONS,
+    Q_WAITERS,
+    Q_WATCHES,
+    QUOTA_NAMES,
+    TRACKED,
+    Quota,
+)
+from tenure.errors import LimitExceededError
 
 __all__ = [
     "COUNTED",
@@ -77,35 +91,7 @@ __all__ = [
     "text_bytes",
 ]
 
-#: Indexes of :attr:`Usage.counts` (one list per owner: an int each, no attribute lookups).
-Q_SESSIONS: Final = 0
-Q_WATCHES: Final = 1
-Q_WAITERS: Final = 2
-Q_SEMAPHORES: Final = 3
-Q_NODES: Final = 4
-Q_DATA_BYTES: Final = 5
-Q_PREFIX_WATCHES: Final = 6
-#: Holds (grants held): counted for the memory budget only (no quota: a token's holds
-#: are bounded by its sessions and the semaphores' limits).
-Q_HOLDS: Final = 7
-#: The estimated bytes of the endings its sessions keep (``Session.missed``): counted
-#: for the memory budget only, as they are (one byte each in :data:`OBJECT_BYTES`).
-Q_MISSED_BYTES: Final = 8
-#: The counted quotas, in the order of :attr:`Usage.counts`.
-COUNTED: Final = (
-    "sessions",
-    "watches",
-    "waiters",
-    "semaphores",
-    "nodes",
-    "data_bytes",
-    "prefix_watches",
-)
-#: Everything :attr:`Usage.counts` counts: the counted quotas, then ``holds`` and
-#: ``missed_bytes`` (the memory budget's only).
-TRACKED: Final = (*COUNTED, "holds", "missed_bytes")
-#: Every quota of a token (the auth file's ``[token.quota]`` keys), counted or not.
-QUOTA_NAMES: Final = (*COUNTED, "recovery_window", "requests_per_second")
+# (The quotas' names, their indexes and Quota: tenure._core.quota_values, re-exported.)
 
 #: What one counted object costs the server's memory, in bytes, besides its data:
 #: the heap each took when measured with ``python -m bench.micro.memory_budget`` on
@@ -139,119 +125,22 @@ def text_bytes(text: str) -> int:
     return width * len(text) + len(text.encode("utf-8", "surrogatepass"))
 
 
-@dataclass(frozen=True, slots=True)
-class Quota:
-    """What one owner may hold at once; None: no quota on that.
-
-    ``recovery_window`` is in seconds; ``requests_per_second`` is checked by the
-    server (a token bucket whose burst is one second's worth).
-    """
-
-    sessions: int | None = None
-    watches: int | None = None
-    waiters: int | None = None
-    semaphores: int | None = None
-    nodes: int | None = None
-    data_bytes: int | None = None
-    prefix_watches: int | None = None
-    recovery_window: float | None = None
-    requests_per_second: float | None = None
-
-    def limit(self, index: int) -> int | None:
-        """The quota on the counted thing ``index`` (:data:`Q_SESSIONS`...; None for
-        :data:`Q_HOLDS`, which has none)."""
-        if index >= len(COUNTED):
-            return None
-        limit = self.values()[index]
-        assert limit is None or isinstance(limit, int)  # (the counted ones are ints)
-        return limit
-
-    @staticmethod
-    def from_mapping(values: Mapping[str, object], where: str) -> Quota:
-        """A quota from a table (an auth file's ``[token.quota]``); every key optional.
-
-        Raises:
-            InvalidArgumentError: an unknown key, or a value that is not a number in
-                range (``where`` names the table).
-        """
-        unknown = sorted(set(values) - set(QUOTA_NAMES))
-        if unknown:
-            raise InvalidArgumentError(
-                f"{where}: unknown quota {unknown[0]!r} (known: {', '.join(QUOTA_NAMES)})"
-            )
-        read: list[int | float | None] = []
-        for name in QUOTA_NAMES:
-            value = values.get(name)
-            if value is None:
-                read.append(None)
-            elif name in COUNTED:
-                if type(value) is not int or value < 0:
-                    raise InvalidArgumentError(f"{where}: {name} must be an integer >= 0")
-                read.append(value)
-            else:
-                number = float(value) if type(value) in (int, float) else math.nan  # type: ignore[arg-type]
-                if not math.isfinite(number) or number <= 0:
-                    raise InvalidArgumentError(f"{where}: {name} must be a number > 0")
-                read.append(number)
-        return Quota.of(read)
-
-    @staticmethod
-    def of(values: Sequence[int | float | None]) -> Quota:
-        """A quota from its values in :data:`QUOTA_NAMES` order (counts are ints)."""
-        sessions, watches, waiters, semaphores, nodes, data_bytes, prefix_watches = (
-            None if value is None else int(value) for value in values[: len(COUNTED)]
-        )
-        window, rate = values[len(COUNTED) :]
-        return Quota(
-            sessions,
-            watches,
-            waiters,
-            semaphores,
-            nodes,
-            data_bytes,
-            prefix_watches,
-            recovery_window=None if window is None else float(window),
-            requests_per_second=None if rate is None else float(rate),
-        )
-
-    def over(self, base: Quota) -> Quota:
-        """This quota, with ``base``'s value wherever this one has none."""
-        return Quota.of(
-            [
-                mine if mine is not None else theirs
-                for mine, theirs in zip(self.values(), base.values(), strict=True)
-            ]
-        )
-
-    def values(self) -> tuple[int | float | None, ...]:
-        """Every quota, in :data:`QUOTA_NAMES` order."""
-        return (
-            self.sessions,
-            self.watches,
-            self.waiters,
-            self.semaphores,
-            self.nodes,
-            self.data_bytes,
-            self.prefix_watches,
-            self.recovery_window,
-            self.requests_per_second,
-        )
-
-
-#: No quota at all.
-NO_QUOTA: Final = Quota()
-
-
 class Usage:
     """What one owner holds now: one count per :data:`COUNTED`; ``total`` is the
-    everybody's usage that each change is added to as well (None: this is it)."""
+    everybody's usage that each change is added to as well (None: this is it).
 
-    __slots__ = ("counts", "owner", "total")
+    ``live``: whether its ledger counts now (:meth:`QuotaLedger.pause_counting`); each
+    place that counts reads it first, in its own code, so that a paused ledger costs
+    the hot path an attribute read and no call of this module.
+    """
 
-    def __init__(self, owner: str, total: Usage | None = None) -> None:
+    __slots__ = ("counts", "live", "owner", "total")
+
+    def __init__(self, owner: str, total: Usage | None = None, *, live: bool = True) -> None:
         self.owner = owner
         self.counts = [0] * len(TRACKED)
         self.total = total
+        self.live = live
 
     def add(self, index: int, amount: int = 1) -> None:
         """Its owner now holds ``amount`` more (less if negative) of ``index``."""
@@ -273,15 +162,32 @@ class QuotaLedger:
     for the metrics.
     """
 
-    __slots__ = ("budget", "enforcing", "kept_bytes", "quotas", "refusals", "total", "usage")
+    __slots__ = (
+        "_budget",
+        "_quotas",
+        "counting",
+        "enforcing",
+        "fresh_counts",
+        "kept_bytes",
+        "limited",
+        "refusals",
+        "total",
+        "usage",
+    )
 
     def __init__(self) -> None:
         self.usage: dict[str, Usage] = {}
         self.total = Usage("")
-        #: The quotas by owner (an owner without one has none): the host's.
-        self.quotas: Mapping[str, Quota] = {}
-        #: The memory budget in estimated bytes (:meth:`estimate`); 0: none.
-        self.budget = 0
+        self._quotas: Mapping[str, Quota] = {}
+        self._budget = 0
+        #: Whether a quota or a budget is set (a plain attribute: the hot path reads it).
+        self.limited = False
+        #: Whether the counts follow the state (:meth:`pause_counting`).
+        self.counting = True
+        #: Every owner's usage counted from the whole state (the engine's
+        #: :func:`tenure._core.ownership.counted_usage`): what a paused ledger's
+        #: estimate and its resumption read. None: nothing to count (zeros).
+        self.fresh_counts: Callable[[], Mapping[str, list[int]]] | None = None
         #: False while a journal is replayed: what was logged was let in.
         self.enforcing = True
         self.refusals: dict[tuple[str, str], int] = {}
@@ -289,23 +195,71 @@ class QuotaLedger:
         #: deadlocks each node shows (``EngineState.note_deadlock``; no owner's).
         self.kept_bytes = 0
 
+    @property
+    def quotas(self) -> Mapping[str, Quota]:
+        """The quotas by owner (an owner without one has none): the host's. Setting
+        some resumes the counting (:meth:`pause_counting`)."""
+        return self._quotas
+
+    @quotas.setter
+    def quotas(self, quotas: Mapping[str, Quota]) -> None:
+        self._quotas = quotas
+        self.limited = bool(quotas or self._budget)
+        if quotas:
+            self.resume_counting()
+
+    @property
+    def budget(self) -> int:
+        """The memory budget in estimated bytes (:meth:`estimate`); 0: none. Setting
+        one resumes the counting (:meth:`pause_counting`)."""
+        return self._budget
+
+    @budget.setter
+    def budget(self, budget: int) -> None:
+        self._budget = budget
+        self.limited = bool(self._quotas or budget)
+        if budget:
+            self.resume_counting()
+
+    def pause_counting(self) -> None:
+        """Count nothing while no quota and no budget is set (else do nothing): a
+        host with neither pays no bookkeeping per change (each place that counts
+        reads :attr:`Usage.live` first). :meth:`estimate` then counts the whole state
+        when asked, and setting a quota or a budget counts it once and goes on."""
+        if not self.limited:
+            self.counting = False
+            for usage in self.usage.values():
+                usage.live = False
+
+    def resume_counting(self) -> None:
+        """Count again from now on, from the whole state counted once (O(state))."""
+        if self.counting:
+            return
+        self.counting = True
+        for usage in self.usage.values():
+            usage.live = True
+        self.recount(self.fresh_counts() if self.fresh_counts is not None else {})
+
     def of(self, owner: str) -> Usage:
         """The usage of ``owner`` (made on first use)."""
         usage = self.usage.get(owner)
         if usage is None:
-            usage = self.usage[owner] = Usage(owner, self.total)
+            usage = self.usage[owner] = Usage(owner, self.total, live=self.counting)
         return usage
 
     def estimate(self) -> int:
         """The state's estimated size, in bytes: :data:`OBJECT_BYTES` per object plus
-        data, plus :attr:`kept_bytes`."""
+        data, plus :attr:`kept_bytes` (paused: counted from the whole state, O(state))."""
         counts = self.total.counts
+        if not self.counting and self.fresh_counts is not None:
+            owners = self.fresh_counts().values()
+            counts = [sum(each[i] for each in owners) for i in range(len(TRACKED))]
         return self.kept_bytes + sum(n * size for n, size in zip(counts, OBJECT_BYTES, strict=True))
 
     def check(self, usage: Usage, index: int, amount: int = 1) -> None:
         """Raise LimitExceededError if ``usage``'s owner may not hold ``amount`` more
         of ``index``, or if the memory budget would be passed (nothing is counted)."""
-        if not self.enforcing or amount <= 0 or not (self.quotas or self.budget):
+        if not self.enforcing or amount <= 0 or not self.limited:
             return  # (no quota and no budget: not even a lookup)
         self._check_quota(usage, index, amount)
         self._check_budget(usage, amount * OBJECT_BYTES[index])
@@ -323,7 +277,7 @@ class QuotaLedger:
         asked apart and the memory budget for their sum (asked one by one, each would
         pass where all together do not: an ephemeral acquire's semaphore, its hold
         and its data)."""
-        if not self.enforcing or not (self.quotas or self.budget):
+        if not self.enforcing or not self.limited:
             return  # (no quota and no budget: not even a lookup)
         cost = 0
         for index, amount in asks:
@@ -333,7 +287,7 @@ class QuotaLedger:
         self._check_budget(usage, cost)
 
     def _check_quota(self, usage: Usage, index: int, amount: int) -> None:
-        quota = self.quotas.get(usage.owner)
+        quota = self._quotas.get(usage.owner)
         if quota is not None:
             limit = quota.limit(index)
             if limit is not None and usage.counts[index] + amount > limit:
@@ -343,7 +297,7 @@ class QuotaLedger:
                 )
 
     def _check_budget(self, usage: Usage, cost: int) -> None:
-        budget = self.budget
+        budget = self._budget
         if budget and cost > 0 and self.estimate() + cost > budget:
             self.refused("memory_budget", usage.owner)
             raise LimitExceededError(
@@ -355,7 +309,7 @@ class QuotaLedger:
         """Raise LimitExceededError if ``owner`` may not ask a recovery window of ``timeout``."""
         if not self.enforcing:
             return
-        quota = self.quotas.get(owner)
+        quota = self._quotas.get(owner)
         window = quota.recovery_window if quota is not None else None
         if window is not None and timeout > window:
             self.refused("recovery_window", owner)

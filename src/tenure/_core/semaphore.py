@@ -29,8 +29,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from types import MappingProxyType
-from typing import Any
 
 from tenure._core.holders import Owner as Owner
 from tenure._core.holders import Waiter as Waiter
@@ -41,113 +39,27 @@ from tenure._core.holders import (
     waiter_infos,
 )
 from tenure._core.holders import holder_key as holder_key
-from tenure._core.quotas import Q_DATA_BYTES, Q_HOLDS, Usage
+from tenure._core.quotas import Q_DATA_BYTES, Q_HOLDS
+from tenure._core.semaphore_fields import NO_HOLDERS, SemaphoreFields
 from tenure._core.session import Session
 from tenure._core.values import MAX_COUNT, SemaphoreDescription
 
 
-class Semaphore:
-    """State of one semaphore. See the module docstring for the rules.
-
-    Memory: a server may hold a million of these (mostly held mutexes), so the
-    common shapes cost no container of their own. ``_owners`` is None (nobody
-    holds), the one Owner (the usual case: a held mutex), or a dict by session id
-    (two or more, in grant order). What an ephemeral mutex never changes (its
-    limit MAX_COUNT, no data), its queue (None while nobody waits) and its
-    lock-delay are in ``_rest``, a :class:`_Rest` made only for a semaphore that
-    differs (a created one, one with waiters or a lock-delay): a held mutex is
-    then five fields, 80 bytes where nine took 112. The queue is an OrderedDict
-    by holder key in service order (a plain dict's first entry is found past every
-    slot emptied at its front: serving a queue of n waiters in one step cost n**2
-    / 2 of those, 0.3 s for 10,000; an OrderedDict's head is O(1)). Read them
-    through :meth:`owner`, :meth:`waiter` and the read-only :attr:`owners` /
-    :attr:`waiters` views.
+class Semaphore(SemaphoreFields):
+    """State of one semaphore. See the module docstring for the rules, and
+    :class:`~tenure._core.semaphore_fields.SemaphoreFields` for how its fields are kept
+    (a held mutex in five). Read its holders through :meth:`owner`, :meth:`waiter` and
+    the read-only :attr:`owners` / :attr:`waiters` views.
     """
 
-    __slots__ = ("_owners", "_rest", "count", "name", "usage")
-
-    def __init__(
-        self, name: str, limit: int, data: bytes, *, ephemeral: bool, usage: Usage | None = None
-    ) -> None:
-        self.name = name
-        #: Its owner's usage (:mod:`tenure._core.quotas`): it counts there, with its
-        #: data, from :meth:`Node.add_semaphore` to :meth:`Node.drop_semaphore`.
-        self.usage = usage
-        # Invariant: count == sum of owner counts <= limit.
-        self._owners: Owner | dict[int, Owner] | None = None
-        self.count = 0
-        self._rest: _Rest | None = (
-            None if limit == MAX_COUNT and not data and ephemeral else _Rest(limit, data, ephemeral)
-        )
-
-    # -- what an ephemeral mutex keeps in no field of its own -------------------------
-
-    def _own_rest(self) -> _Rest:
-        """Its :class:`_Rest`, made (with the defaults) if it had none."""
-        rest = self._rest
-        if rest is None:
-            rest = self._rest = _Rest(MAX_COUNT, b"", True)
-        return rest
-
-    def _tidy(self) -> None:
-        """Drop ``_rest`` when it says only the defaults again."""
-        rest = self._rest
-        if (
-            rest is not None
-            and rest.waiters is None
-            and not rest.blocked_until
-            and rest.limit == MAX_COUNT
-            and not rest.data
-            and rest.ephemeral
-        ):
-            self._rest = None
-
-    @property
-    def limit(self) -> int:
-        """How many tokens it has."""
-        rest = self._rest
-        return MAX_COUNT if rest is None else rest.limit
-
-    @limit.setter
-    def limit(self, limit: int) -> None:
-        self._own_rest().limit = limit
-        self._tidy()
-
-    @property
-    def data(self) -> bytes:
-        """Its data (change it with :meth:`set_data`, which counts it)."""
-        rest = self._rest
-        return b"" if rest is None else rest.data
-
-    @property
-    def ephemeral(self) -> bool:
-        """Whether it vanishes when nobody holds or waits for it."""
-        rest = self._rest
-        return True if rest is None else rest.ephemeral
-
-    @property
-    def blocked_until(self) -> float:
-        """Lock-delay: no grant while now < blocked_until (0.0: none)."""
-        rest = self._rest
-        return 0.0 if rest is None else rest.blocked_until
-
-    @blocked_until.setter
-    def blocked_until(self, when: float) -> None:
-        if when or self._rest is not None:
-            self._own_rest().blocked_until = when
-            self._tidy()
-
-    @property
-    def _waiters(self) -> OrderedDict[int, Waiter] | None:
-        rest = self._rest
-        return None if rest is None else rest.waiters
+    __slots__ = ()
 
     # -- queries --------------------------------------------------------------------
 
     def set_data(self, data: bytes) -> None:
         """Its data is now ``data`` (counted against its owner's ``data_bytes``)."""
         usage = self.usage
-        if usage is not None:
+        if usage is not None and usage.live:
             usage.add(Q_DATA_BYTES, len(data) - len(self.data))
         self._own_rest().data = data
         self._tidy()
@@ -163,14 +75,16 @@ class Semaphore:
 
     def waiter(self, key: int) -> Waiter | None:
         """The queued request of holder ``key``, if it has one."""
-        return None if self._waiters is None else self._waiters.get(key)
+        rest = self._rest  # (read in place: no property call on the hot path)
+        waiters = None if rest is None else rest.waiters
+        return None if waiters is None else waiters.get(key)
 
     @property
     def owners(self) -> Mapping[int, Owner]:
         """Holds by holder key, in grant order (a read-only view: do not keep it)."""
         owners = self._owners
         if owners is None:
-            return _NOBODY
+            return NO_HOLDERS
         if type(owners) is Owner:
             return {owners.key: owners}
         return owners  # type: ignore[return-value]
@@ -187,11 +101,15 @@ class Semaphore:
     @property
     def waiters(self) -> Mapping[int, Waiter]:
         """Queued requests by holder key, in service order (a read-only view)."""
-        return _NOBODY if self._waiters is None else self._waiters
+        rest = self._rest
+        waiters = None if rest is None else rest.waiters
+        return NO_HOLDERS if waiters is None else waiters
 
     def queue_length(self) -> int:
         """How many requests wait."""
-        return 0 if self._waiters is None else len(self._waiters)
+        rest = self._rest
+        waiters = None if rest is None else rest.waiters
+        return 0 if waiters is None else len(waiters)
 
     def timed(self) -> bool:
         """Whether it has a deadline: a lock-delay, a queued request, or a leased hold.
@@ -199,7 +117,8 @@ class Semaphore:
         (Most semaphores have none: a rebuild of the deadline heap skips them at the
         cost of this one call.)
         """
-        if self.blocked_until or self._waiters is not None:
+        rest = self._rest
+        if rest is not None and (rest.blocked_until or rest.waiters is not None):
             return True
         owners = self._owners
         if owners is None:
@@ -210,15 +129,30 @@ class Semaphore:
 
     def is_idle(self) -> bool:
         """No owners and no waiters (an ephemeral semaphore may then vanish)."""
-        return self._owners is None and self._waiters is None
+        rest = self._rest
+        return self._owners is None and (rest is None or rest.waiters is None)
+
+    def vanishes(self, now: float) -> bool:
+        """Whether it goes now, as an idle ephemeral semaphore does (nobody holds or
+        waits, and no lock-delay runs at ``now``): one question, one call."""
+        rest = self._rest
+        if rest is None:  # (an ephemeral mutex's defaults: no queue, no lock-delay)
+            return self._owners is None
+        return (
+            rest.ephemeral
+            and self._owners is None
+            and rest.waiters is None
+            and now >= rest.blocked_until
+        )
 
     def fits(self, key: int, count: int, now: float) -> bool:
         """Could ``count`` tokens for holder ``key`` be granted now, ignoring the queue?"""
-        if now < self.blocked_until:
+        rest = self._rest
+        if rest is not None and now < rest.blocked_until:
             return False
         owner = self.owner(key)
         held = 0 if owner is None else owner.count
-        return self.count - held + count <= self.limit
+        return self.count - held + count <= (MAX_COUNT if rest is None else rest.limit)
 
     def can_grant_now(self, key: int, count: int, now: float) -> bool:
         """Would a new request of holder ``key`` be granted at once (fits, nobody ahead)?
@@ -229,7 +163,12 @@ class Semaphore:
         owner = self.owner(key)
         if owner is not None and count <= owner.count:
             return True
-        return self._waiters is None and self.fits(key, count, now)
+        # (fits, inline: the hot path's question, asked with no further call)
+        rest = self._rest
+        if rest is not None and (rest.waiters is not None or now < rest.blocked_until):
+            return False
+        held = 0 if owner is None else owner.count
+        return self.count - held + count <= (MAX_COUNT if rest is None else rest.limit)
 
     def describe(
         self, *, owners: bool, waiters: bool, sessions: Mapping[int, Session] | None = None
@@ -272,9 +211,11 @@ class Semaphore:
                 # order; a restated grant (same token) keeps its place.
                 del owners[sid]
             owners[sid] = owner
-        assert self.count <= self.limit, "grant beyond the limit"
-        if old is None and owner.usage is not None:  # (a new hold, not a restated one)
-            owner.usage.add(Q_HOLDS, 1)
+        kept = self._rest
+        assert self.count <= (MAX_COUNT if kept is None else kept.limit), "grant beyond the limit"
+        usage = owner.usage
+        if old is None and usage is not None and usage.live:  # (a new hold, not restated)
+            usage.add(Q_HOLDS, 1)
         if owner.data:  # (most holds have none: no call)
             charge_data(owner.usage, len(owner.data))
         if old is not None and old.data:  # (most holds have none: no call)
@@ -291,13 +232,15 @@ class Semaphore:
                 return None
             self._owners = None
             self.count = 0
-            forget_hold(owners)
+            if owners.usage is not None and owners.usage.live:  # (else no call: counted nowhere)
+                forget_hold(owners)
             return owners
         assert isinstance(owners, dict)
         owner = owners.pop(key, None)
         if owner is not None:
             self.count -= owner.count
-            forget_hold(owner)
+            if owner.usage is not None and owner.usage.live:  # (else no call: counted nowhere)
+                forget_hold(owner)
             if len(owners) == 1:
                 self._owners = next(iter(owners.values()))
         return owner
@@ -319,7 +262,8 @@ class Semaphore:
 
     def restate_waiter(self, waiter: Waiter) -> None:
         """Replace its holder's queued request with ``waiter``, in the same place."""
-        waiters = self._waiters
+        rest = self._rest
+        waiters = None if rest is None else rest.waiters
         assert waiters is not None, "restating a request of an empty queue"
         assert waiter.key in waiters, "restating a request not queued"
         old = waiters[waiter.key]
@@ -331,17 +275,20 @@ class Semaphore:
 
     def is_head(self, key: int) -> bool:
         """Whether holder ``key``'s request is first in the queue."""
-        waiters = self._waiters
+        rest = self._rest
+        waiters = None if rest is None else rest.waiters
         return waiters is not None and next(iter(waiters)) == key
 
     def remove_waiter(self, key: int) -> Waiter | None:
         """Take the waiter of holder ``key`` out of the queue, if any."""
-        waiters = self._waiters
+        rest = self._rest
+        waiters = None if rest is None else rest.waiters
         if waiters is None:
             return None
         waiter = waiters.pop(key, None)
         if not waiters:
-            self._own_rest().waiters = None
+            assert rest is not None  # (it has the waiters)
+            rest.waiters = None
             self._tidy()
         if waiter is not None and waiter.data:  # (most holds have none: no call)
             charge_data(waiter.usage, -len(waiter.data))
@@ -357,24 +304,6 @@ class Semaphore:
 
     def head(self) -> Waiter | None:
         """The first request in the queue, if any (served next, when it fits)."""
-        waiters = self._waiters
+        rest = self._rest
+        waiters = None if rest is None else rest.waiters
         return None if waiters is None else next(iter(waiters.values()))
-
-
-class _Rest:
-    """What a semaphore keeps beyond an ephemeral mutex's defaults (see :class:`Semaphore`)."""
-
-    __slots__ = ("blocked_until", "data", "ephemeral", "limit", "waiters")
-
-    def __init__(self, limit: int, data: bytes, ephemeral: bool) -> None:
-        self.limit = limit
-        self.data = data
-        self.ephemeral = ephemeral
-        #: The queue (None while nobody waits): see :class:`Semaphore`.
-        self.waiters: OrderedDict[int, Waiter] | None = None
-        # Lock-delay: no grant while now < blocked_until.
-        self.blocked_until = 0.0
-
-
-#: The empty view of owners or waiters (shared, read-only).
-_NOBODY: Mapping[int, Any] = MappingProxyType({})

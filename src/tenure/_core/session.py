@@ -146,7 +146,7 @@ class Session:
             added = True
         else:
             added = _add(waits, name, hold)
-        if added and self.usage is not None:
+        if added and self.usage is not None and self.usage.live:
             self.usage.add(Q_WAITERS, 1)
         if task:
             if self._task_waits is None:
@@ -157,7 +157,7 @@ class Session:
         """Its hold ``hold`` no longer waits on ``name`` (``task``: the waiter's)."""
         waits = self._waits
         if waits is not None:
-            if _discard(waits, name, hold) and self.usage is not None:
+            if _discard(waits, name, hold) and self.usage is not None and self.usage.live:
                 self.usage.add(Q_WAITERS, -1)
             if not waits:
                 self._waits = None
@@ -215,14 +215,14 @@ class Session:
             grown -= missed_bytes(missed.pop(next(iter(missed))))
         # Counted, never refused: an ending happens (a timeout, a deletion); what is
         # asked next sees it in the estimate (tenure._core.quotas).
-        if self.usage is not None:
+        if self.usage is not None and self.usage.live:
             self.usage.add(Q_MISSED_BYTES, grown)
 
     def forget_missed(self, name: str, hold: int = 0) -> None:
         """It acted on that hold again: its client knows how the last one ended."""
         if self._missed is not None:
             forgotten = self._missed.pop((name, hold), None)
-            if forgotten is not None and self.usage is not None:
+            if forgotten is not None and self.usage is not None and self.usage.live:
                 self.usage.add(Q_MISSED_BYTES, -missed_bytes(forgotten))
             if not self._missed:
                 self._missed = None
@@ -253,7 +253,7 @@ class Session:
             if watch.prefix:
                 self._prefix_watches += 1
             usage = self.usage
-            if usage is not None:
+            if usage is not None and usage.live:
                 usage.add(Q_WATCHES, 1)
                 usage.add(Q_DATA_BYTES, text_bytes(watch.name))
                 if watch.prefix:
@@ -268,7 +268,7 @@ class Session:
                 if watch.prefix:
                     self._prefix_watches -= 1
                 usage = self.usage
-                if usage is not None:
+                if usage is not None and usage.live:
                     usage.add(Q_WATCHES, -1)
                     usage.add(Q_DATA_BYTES, -text_bytes(watch.name))
                     if watch.prefix:

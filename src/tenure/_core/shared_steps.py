@@ -85,7 +85,7 @@ def settle(state: EngineState, node: Node, sem: Semaphore, now: float, change: C
             sem.remove_waiter(head.key)
             _grant_waiter(state, node, sem, head, now)
         change |= OWNERS | WAITERS
-    if sem.ephemeral and sem.is_idle() and now >= sem.blocked_until:
+    if sem.vanishes(now):
         node.drop_semaphore(sem.name)
         change = EXISTENCE
     if change:

@@ -128,7 +128,7 @@ class EngineState:
         """Keep ``node`` (a new name), and its name in the index."""
         self.nodes[node.name] = node
         self.node_index.add(node.name)
-        if node.usage is not None:
+        if node.usage is not None and node.usage.live:
             node.usage.add(Q_NODES, 1)
             node.usage.add(Q_DATA_BYTES, node.counted_bytes())
 
@@ -137,7 +137,7 @@ class EngineState:
         left), and its name in the index."""
         node = self.nodes.pop(name)
         self.node_index.discard(name)
-        if node.usage is not None:
+        if node.usage is not None and node.usage.live:
             node.usage.add(Q_NODES, -1)
             node.usage.add(Q_DATA_BYTES, -node.counted_bytes())
 
@@ -147,7 +147,7 @@ class EngineState:
         self.sessions[session.session_id] = session
         node.add_session(session.session_id)
         usage = session.usage
-        if usage is not None:
+        if usage is not None and usage.live:
             usage.add(Q_SESSIONS, 1)
             usage.add(Q_DATA_BYTES, session.counted_bytes())
 
@@ -160,7 +160,7 @@ class EngineState:
         node.drop_session(sid)
         self.disarm_watches(session)
         usage = session.usage
-        if usage is not None:
+        if usage is not None and usage.live:
             usage.add(Q_SESSIONS, -1)
             usage.add(Q_DATA_BYTES, -session.counted_bytes())
             usage.add(Q_WAITERS, -session.wait_count())

@@ -96,7 +96,7 @@ class Acquires:
                     withdrawing = True
                     await self._give_up(pending)
                 raise
-            return ledger.take(request_id, pending.place, grant)
+            return ledger.take(request_id, (name, hold), grant)  # (its place)
         finally:
             if not withdrawing:
                 ledger.close(request_id)

@@ -153,6 +153,10 @@ class StoreSession:
         self._acquires = Acquires(self, acquiring, self._releases)
         store.bind(self)
         self._liveness = Liveness(self, store, window)
+        #: See :meth:`tenure.backends._base.BackendSession.deadline_passed`: the
+        #: liveness's own (:mod:`tenure.backends._liveness`), bound here so that the
+        #: check every block's exit makes twice is one call, not two.
+        self.deadline_passed: Callable[[], bool] = self._liveness.deadline_passed
 
     @property
     def session_id(self) -> int:
@@ -218,11 +222,6 @@ class StoreSession:
         task = asyncio.ensure_future(self._logged(coro))
         self.keep(task)
         return task
-
-    def deadline_passed(self) -> bool:
-        """See :meth:`tenure.backends._base.BackendSession.deadline_passed`
-        (:mod:`tenure.backends._liveness`)."""
-        return self._liveness.deadline_passed()
 
     # -- acquire, restate, release, renew -------------------------------------------
 

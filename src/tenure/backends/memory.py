@@ -156,13 +156,22 @@ class MemoryStore:
         Then the session is lost (if it was not yet) and the call raises its loss;
         a close is dropped: the session is no longer this client's to end.
         """
-        return self._apply(command)
+        host = self.backend.host  # (_apply, inline: once per acquire)
+        engine_session = host.engine.sessions.get(self.session_id)
+        if engine_session is not None and engine_session.seq_no != self.seq_no:
+            return self._fenced(command)
+        return host.execute(command)
 
     def send_now(self, release: Release) -> asyncio.Future[bool] | None:
         """The Release applied now: its answer, as a future that is done already."""
         answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        host = self.backend.host  # (_apply, inline: once per release)
+        engine_session = host.engine.sessions.get(self.session_id)
         try:
-            answer.set_result(self._apply(release))
+            if engine_session is not None and engine_session.seq_no != self.seq_no:
+                answer.set_result(self._fenced(release))
+            else:
+                answer.set_result(host.execute(release))
         except Exception as error:  # (the engine's refusal, or the session's loss)
             answer.set_exception(error)
         return answer
@@ -170,16 +179,22 @@ class MemoryStore:
     def _apply(self, command: Command[R]) -> R:
         engine_session = self.backend.host.engine.sessions.get(self.session_id)
         if engine_session is not None and engine_session.seq_no != self.seq_no:
-            if isinstance(command, CloseSession):
-                return cast(R, None)
-            self.session.lose(
-                SessionExpiredError(
-                    f"session {self.session_id} was resumed by another client (with its "
-                    "ticket): this client is fenced off"
-                )
-            )
-            self.session.check_alive()
+            return self._fenced(command)
         return self.backend.host.execute(command)
+
+    def _fenced(self, command: Command[R]) -> R:
+        """``command`` of a session resumed by another client (with its ticket): the
+        session is lost, and the command raises that (a close is dropped)."""
+        if isinstance(command, CloseSession):
+            return cast(R, None)
+        self.session.lose(
+            SessionExpiredError(
+                f"session {self.session_id} was resumed by another client (with its "
+                "ticket): this client is fenced off"
+            )
+        )
+        self.session.check_alive()
+        return self.backend.host.execute(command)  # (not reached: check_alive raised)
 
     def hear(self, effect: Effect) -> None:
         """The sink of this session's effects (see :attr:`deaf`)."""
@@ -355,7 +370,9 @@ def _host(clock: Clock) -> Host:
     start plus the clock's time since: a rate limiter's bucket and the times shown
     then follow the clock that drives expiry, as they follow the loop's otherwise.
     """
+    engine = Engine()
+    engine.ledger.pause_counting()  # (no quota, no budget here: no bookkeeping per change)
     if isinstance(clock, LoopClock):
-        return Host(Engine(), clock)
+        return Host(engine, clock)
     base, start = time.time(), clock.now()
-    return Host(Engine(), clock, wall_clock=lambda: base + (clock.now() - start))
+    return Host(engine, clock, wall_clock=lambda: base + (clock.now() - start))

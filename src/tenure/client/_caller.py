@@ -118,6 +118,11 @@ def caller_number(caller: Caller) -> int:
     knows it (0: not known, outside any task)."""
     if isinstance(caller, ThreadCaller):
         return caller.number
+    if caller is None:  # (task_number's, inline: one call per acquire, not two)
+        return 0
+    mark = _MARK.get(None)
+    if mark is not None and mark[0]() is caller:
+        return mark[1]
     return task_number(caller)
 
 

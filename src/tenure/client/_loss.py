@@ -88,27 +88,26 @@ class EndSignal:
 class CancelOnLoss:
     """Cancels the current task if ``signal`` is lost while the scope is open.
 
-    ``__exit__`` returns normally unless the scope turned a cancellation into the
-    loss error, which it then raises (chained to the CancelledError).
+    The scope is open from its making (entered: one call, not two, on every block)
+    until :meth:`__exit__`, which returns normally unless the scope turned a
+    cancellation into the loss error, which it then raises (chained to the
+    CancelledError).
     """
 
     __slots__ = ("_cancelled_by_us", "_cancelling", "_signal", "_task")
 
     def __init__(self, signal: EndSignal) -> None:
-        self._signal = signal
-        self._task: asyncio.Task[Any] | None = None
-        self._cancelling = 0
-        self._cancelled_by_us = False
-
-    def __enter__(self) -> CancelOnLoss:
-        if self._signal.reason is not None:
-            raise self._signal.reason
-        self._task = asyncio.current_task()
-        if self._task is None:
+        reason = signal._reason
+        if reason is not None:
+            raise reason
+        task = asyncio.current_task()
+        if task is None:
             raise RuntimeError("async with on a tenure object needs to run inside a task")
-        self._cancelling = self._task.cancelling()
-        self._signal._scopes.add(self)
-        return self
+        self._signal = signal
+        self._task: asyncio.Task[Any] | None = task
+        self._cancelling = task.cancelling()
+        self._cancelled_by_us = False
+        signal._scopes.add(self)
 
     def cancel_body(self) -> None:
         """Called by the signal on loss.
@@ -226,9 +225,7 @@ class Guarded:
 
     async def __aenter__(self) -> Self:
         self._check_enter()
-        scope = CancelOnLoss(self._signal)
-        scope.__enter__()
-        self._scopes.append(scope)
+        self._scopes.append(CancelOnLoss(self._signal))
         return self
 
     async def __aexit__(
@@ -244,7 +241,11 @@ class Guarded:
         scope = self._scopes.pop()
         try:
             self._confirm_held()
-            await scope.aexit(exc_type, exc, tb)
+            if scope._cancelled_by_us:
+                await scope.aexit(exc_type, exc, tb)
+            else:  # (not lost while open, the usual case: __exit__'s first step, inline)
+                self._signal._scopes.discard(scope)
+                scope._task = None
         finally:
             ending = self._end_block()
             if ending is not None:

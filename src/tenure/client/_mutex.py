@@ -4,8 +4,10 @@ ones (``reentrant=True``) are nested by their holder (:mod:`tenure.client._reent
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from functools import partial
 from types import TracebackType
+from typing import Any
 
 from tenure._core.values import MAX_COUNT, MutexDescription, check_name
 from tenure.client import _args
@@ -85,11 +87,14 @@ class Mutex:
         # (Inline for the common arguments, bytes and no timeout: one acquire each.)
         owner_data = data if type(data) is bytes else _args.as_data(data)
         wait = None if timeout is None else _args.timeout(timeout)
+        return Opening(partial(self._acquiring, owner_data, wait))
+
+    def _acquiring(self, data: bytes, timeout: float | None) -> Coroutine[Any, Any, Lock]:
+        """The acquire of :meth:`lock`, its arguments checked: what ``async with``
+        awaits at once (no :class:`Opening` to make: two calls less a block)."""
         if self.max_depth is not None:  # reentrant
-            nest = self.session._lock_reentrant
-            return Opening(partial(nest, self.name, owner_data, wait, self.max_depth))
-        acquire = self.session._acquire
-        return Opening(partial(acquire, Lock, self.name, MAX_COUNT, owner_data, wait, True))
+            return self.session._lock_reentrant(self.name, data, timeout, self.max_depth)
+        return self.session._acquire(Lock, self.name, MAX_COUNT, data, timeout, True)
 
     async def try_lock(self, *, data: Data = b"") -> Lock | None:
         """Take the lock if it is free right now (or, reentrant, held by this task), else None."""
@@ -115,7 +120,7 @@ class Mutex:
         return MutexDescription(self.name, owner is not None, owner, state.waiters)
 
     async def __aenter__(self) -> Lock:
-        lock = await self.lock()
+        lock = await self._acquiring(b"", None)  # (lock(), its defaults: nothing to check)
         await lock.__aenter__()
         self._entered.setdefault(asyncio.current_task(), []).append(lock)
         return lock

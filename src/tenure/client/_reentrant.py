@@ -188,11 +188,9 @@ class ReentrantHolds:
     def __init__(self, session: HoldKeeper) -> None:
         self._session = session
         self._holds: dict[tuple[str, Caller], SharedHold] = {}
-
-    @property
-    def any(self) -> bool:
-        """Whether some caller holds some reentrant mutex (a plain acquire then checks)."""
-        return bool(self._holds)
+        #: Whether some caller holds some reentrant mutex (a plain acquire then
+        #: checks): an attribute, not a property, since every acquire reads it.
+        self.any = False
 
     def refuse_plain(self, name: str, caller: Caller) -> None:
         """Refuse a plain acquire of ``name`` by a caller that holds it reentrantly."""
@@ -218,9 +216,11 @@ class ReentrantHolds:
             )
         lock = await self._session._acquire(Lock, name, MAX_COUNT, data, timeout, True)
         hold = self._holds[name, caller] = SharedHold(self, (name, caller), lock)
+        self.any = True
         lock.lost.add_callback(hold.ended)
         return hold.enter(depth_limit)
 
     def _forget(self, hold: SharedHold) -> None:
         if self._holds.get(hold.key) is hold:
             del self._holds[hold.key]
+            self.any = bool(self._holds)

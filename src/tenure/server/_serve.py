@@ -124,6 +124,9 @@ class Server:
             ledger = self.host.engine.ledger
             ledger.quotas = self.gate.tokens.quotas(default_quota(config))
             served.commit.rates = TokenRates(ledger.quotas, ledger.refused)
+        # Neither a quota nor the memory budget: no bookkeeping per change (the
+        # metrics' estimate is then counted from the state when asked).
+        self.host.engine.ledger.pause_counting()
         self._stopping = False
         self.native = NativeFace(
             self.host,

@@ -12,6 +12,7 @@ once, all or none, :mod:`tenure._core.handlers.sets`'.
 from __future__ import annotations
 
 from tenure._core import commands as c
+from tenure._core.checks import check_acquire
 from tenure._core.deadlines import WaiterDeadline
 from tenure._core.deadlocks import refuse_deadlock
 from tenure._core.effects import AcquireFailed
@@ -22,13 +23,7 @@ from tenure._core.shared_steps import grant, settle, withdraw_set
 from tenure._core.state import EngineState
 from tenure._core.values import (
     MAX_COUNT,
-    check_count,
-    check_data,
     check_duration,
-    check_hold,
-    check_name,
-    check_task,
-    check_timeout,
 )
 from tenure._core.watches import EXISTENCE, NOTHING, OWNERS, WAITERS
 from tenure.errors import ErrorCode, LimitExceededError, NotFoundError
@@ -37,12 +32,9 @@ from tenure.errors import ErrorCode, LimitExceededError, NotFoundError
 def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
     """Take ``count`` tokens now, queue for them, or answer BUSY (``timeout`` 0)."""
     session, node = state.lookup_session_node(cmd.session_id)
-    name = check_name("semaphore", cmd.name)
-    count = check_count(cmd.count)
-    data = check_data("owner data", cmd.data, node.config.max_data_size)
-    timeout = check_timeout(cmd.timeout)
-    hold = check_hold(cmd.hold)
-    task = check_task(cmd.task)
+    name, count, data, timeout, hold, task = check_acquire(
+        cmd.name, cmd.count, cmd.data, node.config.max_data_size, cmd.timeout, cmd.hold, cmd.task
+    )
     if cmd.lease_ttl is not None:
         check_duration("lease_ttl", cmd.lease_ttl)
     sid = session.session_id
@@ -55,7 +47,7 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
     made = made_bytes = waits = holds = 0
     if sem is None:
         state.check_room(node)
-        made, made_bytes = 1, text_bytes(name)  # (with its name)
+        made = 1
     elif count > sem.limit:
         raise LimitExceededError(f"count {count} exceeds the limit {sem.limit} of {name!r}")
     elif timeout != 0 and sem.waiter(key) is None and not sem.can_grant_now(key, count, now):
@@ -69,8 +61,9 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
         holds = 1  # (a new hold: the memory budget counts it)
     if data:  # (its hold's or its wait's data, in place of what that replaces)
         made_bytes += len(data) - _replaced(sem, key, count, now)
-    ledger = state.ledger  # (no quota and no budget, the usual case: no list made)
-    if (ledger.quotas or ledger.budget) and (made or waits or holds or made_bytes > 0):
+    # No quota and no budget, the usual case: no list made, no name's bytes counted.
+    if state.ledger.limited and (made or waits or holds or made_bytes > 0):
+        made_bytes += text_bytes(name) if made else 0  # (a new one's, with its name)
         state.check_all(
             session.usage,
             [

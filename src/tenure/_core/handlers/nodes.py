@@ -104,7 +104,7 @@ def set_node_annex(state: EngineState, cmd: c.SetNodeAnnex, now: float) -> None:
     if not value:
         if annex is not None and annex.pop(key, None) is not None and not annex:
             node.annex = None  # an empty annex is no annex (as a new node has)
-        if usage is not None:
+        if usage is not None and usage.live:
             usage.add(Q_DATA_BYTES, -counted)
         return
     if annex is not None and key not in annex and len(annex) >= MAX_ANNEX_KEYS:
@@ -117,7 +117,7 @@ def set_node_annex(state: EngineState, cmd: c.SetNodeAnnex, now: float) -> None:
         node.annex = {key: value}
     else:
         annex[key] = value
-    if usage is not None:
+    if usage is not None and usage.live:
         usage.add(Q_DATA_BYTES, grown)
 
 

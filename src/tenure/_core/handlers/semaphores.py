@@ -8,6 +8,7 @@ the engine). Acquiring, the command with the most to check, is
 from __future__ import annotations
 
 from tenure._core import commands as c
+from tenure._core.checks import check_place
 from tenure._core.deadlines import LeaseDeadline
 from tenure._core.effects import AcquireFailed, LeaseLost
 from tenure._core.node import Node
@@ -38,8 +39,7 @@ def create_semaphore(state: EngineState, cmd: c.CreateSemaphore, now: float) -> 
 def release(state: EngineState, cmd: c.Release, now: float) -> bool:
     """Give back the hold's tokens and drop its waiter; False if it had neither."""
     session, node = state.lookup_session_node(cmd.session_id)
-    name = check_name("semaphore", cmd.name)
-    hold = check_hold(cmd.hold)
+    name, hold = check_place(cmd.name, cmd.hold)
     session.forget_missed(name, hold)  # its client is done with it, however it ended
     sem = node.semaphores.get(name)
     if sem is None:

@@ -100,7 +100,7 @@ def attach_session(state: EngineState, cmd: c.AttachSession, now: float) -> c.Se
     session.timeout = timeout
     if cmd.description is not None:
         session.description = cmd.description
-        if session.usage is not None:
+        if session.usage is not None and session.usage.live:
             session.usage.add(Q_DATA_BYTES, grown)
     session.expires_at = None  # its deadline, if any, is now dead (see expiry.is_live)
     return c.SessionInfo(session.session_id, session.timeout, session.seq_no)
