@@ -68,14 +68,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, Final, TypeVar, final
+from functools import cache
+from typing import Any, Final, TypeVar
 
 from tenure._core.claims import ClaimRecord, check_claim_id, check_claim_times
 from tenure._core.commands import RateReservation
 from tenure._core.rates import check_units
 from tenure._core.values import SemaphoreDescription, check_duration, check_name, check_prefix
+from tenure.backends._abilities import ABILITY_MEMBERS
 from tenure.backends._acquires import Acquires
 from tenure.backends._base import (
+    Capability,
     Grant,
     HeldGrant,
     PrefixWatchStream,
@@ -88,6 +91,7 @@ from tenure.backends._liveness import RETRY_MAX, RETRY_MIN, Liveness
 from tenure.backends._options import WITHDRAW_WAIT
 from tenure.backends._release import Releases
 from tenure.backends._store import Acquiring, Administering, EagerRelease, Store, Watching
+from tenure.backends._writes import CreateWrite, DeleteWrite, SemaphoreWrite, SwapWrite, UpdateWrite
 from tenure.errors import (
     InvalidArgumentError,
     LeaseLostError,
@@ -98,16 +102,19 @@ from tenure.errors import (
     UnavailableError,
 )
 
-__all__ = ["RETRY_MAX", "RETRY_MIN", "WITHDRAW_WAIT", "StoreSession"]
+__all__ = ["RETRY_MAX", "RETRY_MIN", "WITHDRAW_WAIT", "StoreSession", "session_class"]
 
 log = logging.getLogger("tenure.client")
 
 R = TypeVar("R")
 
 
-@final
 class StoreSession:
     """A :class:`~tenure.backends._base.BackendSession` over a store adapter (module docstring).
+
+    The class has every ability; a backend makes its sessions of
+    :func:`session_class` of its capabilities, which leaves out the members of the
+    abilities it lacks (so that the session implements exactly what it declares).
 
     ``store`` is the session's life in the store; ``acquiring``, ``admin`` and
     ``watching`` do its acquires, its semaphore calls and its watches there.
@@ -341,6 +348,21 @@ class StoreSession:
             raise InvalidArgumentError(f"claim data must be bytes, got {type(data).__name__}")
         return await self.until_answered(self._admin.claim, name, claim_id, at_least, at_most, data)
 
+    async def write_semaphore(self, name: str, write: SemaphoreWrite) -> bool:
+        """See :meth:`tenure.backends._abilities.CoreSession.write_semaphore`: each kind
+        of write is the method of its name."""
+        if isinstance(write, SwapWrite):
+            return await self.swap_semaphore_data(name, write.expected, write.data)
+        if isinstance(write, CreateWrite):
+            await self.create_semaphore(name, write.limit, write.data)
+        elif isinstance(write, UpdateWrite):
+            await self.update_semaphore(name, write.data)
+        elif isinstance(write, DeleteWrite):
+            await self.delete_semaphore(name, write.force)
+        else:
+            raise InvalidArgumentError(f"not a semaphore write: {write!r}")
+        return True
+
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""
         self.check_alive()
@@ -425,3 +447,22 @@ class StoreSession:
         """Keep a reference to background work that is already running."""
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+@cache
+def session_class(capabilities: frozenset[Capability]) -> type[StoreSession]:
+    """The class of a session whose backend declares ``capabilities``:
+    :class:`StoreSession` without the members of the abilities it does not declare
+    (:data:`~tenure.backends._abilities.ABILITY_MEMBERS`); one class per set."""
+    # None is Python's "this class does not implement it" (as ``__hash__ = None``):
+    # a runtime-checkable protocol's isinstance() then says no.
+    lacking: dict[str, object] = {
+        member: None
+        for capability, members in ABILITY_MEMBERS.items()
+        if capability not in capabilities
+        for member in members
+    }
+    if not lacking:
+        return StoreSession
+    shown = ",".join(sorted(c.value for c in capabilities if c in ABILITY_MEMBERS))
+    return type(f"StoreSession[{shown}]", (StoreSession,), lacking)

@@ -77,7 +77,7 @@ from tenure._etcd.requests import (
 from tenure._etcd.streams import KeepAlive, WatchHub
 from tenure.backends._base import Capability, SessionListener, SessionTicket
 from tenure.backends._opener import NewSession, SessionFactory
-from tenure.backends._session import StoreSession
+from tenure.backends._session import StoreSession, session_class
 from tenure.backends._store_listing import ListingModule, StoreListings
 from tenure.backends._turns import Turns
 from tenure.backends.etcd import _listing, _resume
@@ -103,6 +103,7 @@ CAPABILITIES: Final = frozenset(
     {
         Capability.FENCING_TOKENS,
         Capability.FIFO,
+        Capability.RATE_RESERVATION,
         Capability.WATCH,
         Capability.DURABLE,
         Capability.REPLICATED,
@@ -325,7 +326,7 @@ class EtcdBackend(StoreListings, SessionFactory):
 
     def _opened(self, opened: Opened, view: NodeView, listener: SessionListener) -> StoreSession:
         store = EtcdStore(self, opened.record, opened.ttl, view, confirmed_at=opened.confirmed_at)
-        session = StoreSession(
+        session = session_class(CAPABILITIES)(
             store,
             listener,
             acquiring=store,
