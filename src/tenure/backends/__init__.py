@@ -16,7 +16,7 @@ The contract every backend keeps is :mod:`tenure.backends._base` (re-exported he
 :class:`SwapWrite`, :class:`DeleteWrite`), and its optional abilities, each a
 protocol tied to a :class:`Capability` by :data:`ABILITIES` (:class:`AllOrNone`,
 :class:`LeaseRenewal`, :class:`SessionRecovery`, :class:`RateReservations`,
-:class:`Claims`, :class:`PrefixWatch`, :class:`TaskNumbers`; :func:`abilities_of`
+:class:`Claiming`, :class:`PrefixWatch`, :class:`TaskNumbers`; :func:`abilities_of`
 a session); the full set :class:`BackendSession`, :class:`SessionListener`,
 :class:`WatchStream`, :class:`PrefixWatchStream` with :class:`PrefixChange` and
 :class:`PrefixReset`, :class:`Grant`, :class:`HeldGrant`, :class:`SessionTicket`,
@@ -46,7 +46,7 @@ from tenure.backends._base import (
     Backend,
     BackendSession,
     Capability,
-    Claims,
+    Claiming,
     CoreSession,
     CreateWrite,
     DeleteWrite,
@@ -146,7 +146,7 @@ __all__ = [
     "Backend",
     "BackendSession",
     "Capability",
-    "Claims",
+    "Claiming",
     "CoreSession",
     "CreateWrite",
     "DeleteWrite",

@@ -72,7 +72,7 @@ __all__ = [
     "ABILITIES",
     "ABILITY_MEMBERS",
     "AllOrNone",
-    "Claims",
+    "Claiming",
     "CoreSession",
     "CreateWrite",
     "DeleteWrite",
@@ -199,7 +199,7 @@ class RateReservations(Protocol):
 
 
 @runtime_checkable
-class Claims(Protocol):
+class Claiming(Protocol):
     """:attr:`Capability.CLAIMS`: a name claimed for a slot of the store's clock."""
 
     async def claim(
@@ -266,7 +266,7 @@ ABILITIES: Final[Mapping[Capability, type]] = MappingProxyType(
         Capability.LEASE_TTL: LeaseRenewal,
         Capability.SESSION_RECOVERY: SessionRecovery,
         Capability.RATE_RESERVATION: RateReservations,
-        Capability.CLAIMS: Claims,
+        Capability.CLAIMS: Claiming,
         Capability.PREFIX_WATCH: PrefixWatch,
         Capability.DEADLOCK_DETECTION: TaskNumbers,
     }
@@ -289,21 +289,30 @@ ABILITY_MEMBERS: Final[Mapping[Capability, tuple[str, ...]]] = MappingProxyType(
 )
 
 
+def _has(session: object, capability: Capability) -> bool:
+    # The protocol's members, and its own ones set: a class that sets them to None
+    # (the built-in sessions of a backend that lacks the capability) or a marker to
+    # False does not implement it (isinstance alone trusts a non-method member's name).
+    return isinstance(session, ABILITIES[capability]) and all(
+        getattr(session, member, None) not in (None, False)
+        for member in ABILITY_MEMBERS[capability]
+    )
+
+
 def abilities_of(session: object) -> frozenset[Capability]:
     """The capabilities whose ability protocol ``session`` implements."""
-    return frozenset(
-        capability for capability, kind in ABILITIES.items() if isinstance(session, kind)
-    )
+    return frozenset(capability for capability in ABILITIES if _has(session, capability))
 
 
 def ability(session: object, capability: Capability) -> object:
     """``session`` as its ability of ``capability``; UnsupportedError naming the
     capability if it has none (the typed functions below are this, typed)."""
-    if isinstance(session, ABILITIES[capability]):
+    if _has(session, capability):
         return session
     raise UnsupportedError(
         f"this backend does not provide the capability {capability.value} "
-        f"(its sessions implement no {ABILITIES[capability].__name__})"
+        f"(Capability.{capability.name}: its sessions implement no "
+        f"{ABILITIES[capability].__name__})"
     )
 
 
@@ -327,9 +336,9 @@ def rate_reservations(session: object) -> RateReservations:
     return cast(RateReservations, ability(session, Capability.RATE_RESERVATION))
 
 
-def claims(session: object) -> Claims:
-    """``session``'s :class:`Claims`, or UnsupportedError naming claims."""
-    return cast(Claims, ability(session, Capability.CLAIMS))
+def claims(session: object) -> Claiming:
+    """``session``'s :class:`Claiming`, or UnsupportedError naming claims."""
+    return cast(Claiming, ability(session, Capability.CLAIMS))
 
 
 def prefix_watch(session: object) -> PrefixWatch:
@@ -340,6 +349,4 @@ def prefix_watch(session: object) -> PrefixWatch:
 def task_numbers(session: object) -> TaskNumbers | None:
     """``session``'s :class:`TaskNumbers`, or None: a session without it is sent no
     task (its acquires wait as they always did; nothing is refused)."""
-    if isinstance(session, TaskNumbers) and session.task_numbers is True:
-        return session
-    return None
+    return cast(TaskNumbers, session) if _has(session, Capability.DEADLOCK_DETECTION) else None

@@ -186,12 +186,13 @@ class SessionHolds:
         self, names: tuple[str, ...], data: bytes, timeout: float | None
     ) -> HeldLocks:
         """Lock every name in one backend request; TimeoutError if not within ``timeout``."""
-        backend = all_or_none(self._backend_session())
+        session = self._backend_session()
         task = asyncio.current_task(self._loop)
         caller = current_caller(task)
         if self._reentrant.any:
             for name in names:
                 self._reentrant.refuse_plain(name, caller)
+        backend = all_or_none(session)  # (UnsupportedError before anything is staked)
         self._asking.stake(names, caller, task)
         watching: list[AttemptObserver] | None = None
         try:
