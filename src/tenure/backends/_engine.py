@@ -59,7 +59,8 @@ from tenure._core import (
 )
 from tenure.backends._base import Capability, Grant, HeldGrant, SessionListener
 from tenure.backends._ledger import Pending
-from tenure.backends._session import StoreSession, session_class
+from tenure.backends._session import StoreSession
+from tenure.backends._session_class import session_class
 from tenure.backends._store import QUEUED, BoundSession, Enqueued, InQueue, Store, Withdrawal
 from tenure.backends._watch import EngineCalls, EngineWatches
 from tenure.errors import LostError, TenureError, error_from_code

@@ -68,17 +68,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from functools import cache
 from typing import Any, Final, TypeVar
 
 from tenure._core.claims import ClaimRecord, check_claim_id, check_claim_times
 from tenure._core.commands import RateReservation
 from tenure._core.rates import check_units
 from tenure._core.values import SemaphoreDescription, check_duration, check_name, check_prefix
-from tenure.backends._abilities import ABILITY_MEMBERS
 from tenure.backends._acquires import Acquires
 from tenure.backends._base import (
-    Capability,
     Grant,
     HeldGrant,
     PrefixWatchStream,
@@ -102,7 +99,7 @@ from tenure.errors import (
     UnavailableError,
 )
 
-__all__ = ["RETRY_MAX", "RETRY_MIN", "WITHDRAW_WAIT", "StoreSession", "session_class"]
+__all__ = ["RETRY_MAX", "RETRY_MIN", "WITHDRAW_WAIT", "StoreSession"]
 
 log = logging.getLogger("tenure.client")
 
@@ -113,8 +110,9 @@ class StoreSession:
     """A :class:`~tenure.backends._base.BackendSession` over a store adapter (module docstring).
 
     The class has every ability; a backend makes its sessions of
-    :func:`session_class` of its capabilities, which leaves out the members of the
-    abilities it lacks (so that the session implements exactly what it declares).
+    :func:`~tenure.backends._session_class.session_class` of its capabilities, which
+    leaves out the members of the abilities it lacks (so that the session implements
+    exactly what it declares).
 
     ``store`` is the session's life in the store; ``acquiring``, ``admin`` and
     ``watching`` do its acquires, its semaphore calls and its watches there.
@@ -447,22 +445,3 @@ class StoreSession:
         """Keep a reference to background work that is already running."""
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-
-@cache
-def session_class(capabilities: frozenset[Capability]) -> type[StoreSession]:
-    """The class of a session whose backend declares ``capabilities``:
-    :class:`StoreSession` without the members of the abilities it does not declare
-    (:data:`~tenure.backends._abilities.ABILITY_MEMBERS`); one class per set."""
-    # None is Python's "this class does not implement it" (as ``__hash__ = None``):
-    # a runtime-checkable protocol's isinstance() then says no.
-    lacking: dict[str, object] = {
-        member: None
-        for capability, members in ABILITY_MEMBERS.items()
-        if capability not in capabilities
-        for member in members
-    }
-    if not lacking:
-        return StoreSession
-    shown = ",".join(sorted(c.value for c in capabilities if c in ABILITY_MEMBERS))
-    return type(f"StoreSession[{shown}]", (StoreSession,), lacking)

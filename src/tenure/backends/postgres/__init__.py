@@ -64,7 +64,8 @@ from tenure._core.values import (
 )
 from tenure.backends._base import Capability, SessionListener, SessionTicket
 from tenure.backends._opener import NewSession, SessionFactory
-from tenure.backends._session import StoreSession, session_class
+from tenure.backends._session import StoreSession
+from tenure.backends._session_class import session_class
 from tenure.backends._store_listing import ListingModule, StoreListings
 from tenure.backends._turns import Turns
 from tenure.backends.postgres import _listing
