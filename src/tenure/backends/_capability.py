@@ -65,8 +65,8 @@ class Capability(enum.Enum):
     CLAIMS = "claims"
     #: A rate limiter's units are reserved by the store in one call
     #: (:meth:`BackendSession.reserve_units`, :mod:`tenure._core.rates`), on the
-    #: store's clock where it has one (``etcd://`` has none a transaction can read:
-    #: its clients' wall clocks). Without it, ``session.rate_limiter`` reserves them
-    #: over the core (a read, then a compare-and-set of the limiter's data), on the
-    #: clients' clocks (``tenure.client._rates_over_core``): the same answers.
+    #: store's clock. Without it (``etcd://``, which has no clock a transaction can
+    #: read), ``session.rate_limiter`` reserves them over the core (a read, then a
+    #: compare-and-set of the limiter's data), on the clients' clocks
+    #: (``tenure.client._rates_over_core``): the same answers.
     RATE_RESERVATION = "rate_reservation"

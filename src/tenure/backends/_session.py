@@ -87,7 +87,14 @@ from tenure.backends._ledger import HoldLedger
 from tenure.backends._liveness import RETRY_MAX, RETRY_MIN, Liveness
 from tenure.backends._options import WITHDRAW_WAIT
 from tenure.backends._release import Releases
-from tenure.backends._store import Acquiring, Administering, EagerRelease, Store, Watching
+from tenure.backends._store import (
+    Acquiring,
+    Administering,
+    EagerRelease,
+    Reserving,
+    Store,
+    Watching,
+)
 from tenure.backends._writes import CreateWrite, DeleteWrite, SemaphoreWrite, SwapWrite, UpdateWrite
 from tenure.errors import (
     InvalidArgumentError,
@@ -97,6 +104,7 @@ from tenure.errors import (
     SessionClosedError,
     TenureError,
     UnavailableError,
+    UnsupportedError,
 )
 
 __all__ = ["RETRY_MAX", "RETRY_MIN", "WITHDRAW_WAIT", "StoreSession"]
@@ -327,10 +335,13 @@ class StoreSession:
     ) -> RateReservation:
         """See :meth:`tenure.backends._base.BackendSession.reserve_units`."""
         self.check_alive()
+        admin = self._admin
+        if not isinstance(admin, Reserving):  # (its class has no reserve_units then)
+            raise UnsupportedError(f"{self.scheme}:// reserves rate limiters over the core")
         count = check_units(count)  # (checked here once for every store)
         if max_wait is not None:
             max_wait = check_duration("max_wait", max_wait, allow_zero=True)
-        return await self._admin.reserve_units(name, count, max_wait)
+        return await admin.reserve_units(name, count, max_wait)
 
     async def claim(
         self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes

@@ -13,7 +13,7 @@ sound for a rate limiter, within a bound: a client whose clock runs ``d`` second
 ahead of the others' can take up to ``rate * d`` units more at once, one behind
 waits up to ``d`` longer; reservations still go in turn and the burst still holds
 for clients that agree on the time. (``etcd://``, which has no clock a transaction
-can read, has always reserved so.) A backend implements
+can read, reserved so in a copy of its own; it now takes this path.) A backend implements
 :class:`~tenure.backends.RateReservations` to be stronger (the store's one clock)
 and to save the read; the conformance kit's ``test_rate_limiter`` checks that both
 paths give the same answers on one backend.

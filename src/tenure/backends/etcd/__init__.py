@@ -104,7 +104,6 @@ CAPABILITIES: Final = frozenset(
     {
         Capability.FENCING_TOKENS,
         Capability.FIFO,
-        Capability.RATE_RESERVATION,
         Capability.WATCH,
         Capability.DURABLE,
         Capability.REPLICATED,
