@@ -45,8 +45,9 @@ protocol declares the capability (``tests/backends/test_abilities.py`` checks it
 both ways for every built-in backend). The client reaches an ability only through
 :func:`ability` and its typed twins here, which refuse a session without it with
 UnsupportedError naming the capability; where a feature can be built over the core
-instead (the client's fallbacks: ``tenure.client``), it is, and the ability only
-makes it faster or stronger.
+instead, the client asks whether the session has the ability (an ``isinstance`` of
+its protocol) and otherwise takes the core's path (the rate limiter:
+``tenure.client._rates_over_core``), the ability only making it faster or stronger.
 
 :class:`~tenure.backends._base.BackendSession` remains the name of the full set:
 the core and every ability, what the built-in backends implement.
