@@ -3,8 +3,9 @@
 The API suite is the conformance kit, shipped in ``src/tenure/testing/conformance``
 and collected by this run too (``testpaths``). With no ``--tenure-url``, the kit
 runs every test once per harness of :mod:`tests.api.harness`: ``memory://``, a
-``tenure serve`` subprocess, and (once the ``etcd://`` backend exists) a real etcd
-member. ``TENURE_TEST_BACKENDS=a,b`` runs only the named harnesses. A harness whose
+third party's ``dict://`` (``tests/dict_backend``, registered here by its entry
+point's metadata), a ``tenure serve`` subprocess, and a real etcd member, Redis and
+PostgreSQL. ``TENURE_TEST_BACKENDS=a,b`` runs only the named harnesses. A harness whose
 server is missing skips on a developer machine but *fails* in CI (``CI=true``): CI
 must never go green by not testing. The etcd fixtures (``etcd_member``,
 ``etcd_cluster``) come from the plugin :mod:`tests.etcd.fixtures`.
@@ -33,6 +34,13 @@ from tests.api.harness import ALL_HARNESSES, Harness
 from tests.netproxy import NetProxy
 from tests.server.wire import ServerProcess
 from tests.servers import fail_on_relayed_strays, relay_strays
+
+#: The third party's backend of tests/dict_backend, registered as a third party's is:
+#: its distribution's metadata (an entry point of the ``tenure.backends`` group, as pip
+#: would write it) on sys.path, where importlib.metadata finds it.
+DICT_BACKEND_SITE = Path(__file__).resolve().parent / "dict_backend" / "site"
+if str(DICT_BACKEND_SITE) not in sys.path:
+    sys.path.append(str(DICT_BACKEND_SITE))
 
 #: etcd_member and etcd_cluster, for every test package (tests/etcd/fixtures.py); the
 #: redis_* and postgres_* fixtures (tests/redis/fixtures.py, tests/postgres/fixtures.py).

@@ -133,6 +133,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/client/test_defaults.py::test_a_forked_child_opens_its_own_sync_default": SERVICE,
     "tests/client/test_forks.py": SERVICE,  # forks; tenure serve; gunicorn
     "tests/backends/test_ledger.py": UNIT,
+    "tests/backends/test_abilities.py": UNIT,  # memory:// and dict://, in this process
     "tests/backends/test_session_core.py": UNIT,
     "tests/backends/test_session_release.py": UNIT,
     "tests/backends/test_link_turns.py": UNIT,
@@ -229,15 +230,16 @@ def xdist_group_of(nodeid: str, markers: tuple[str, ...]) -> str | None:
     return path if path in ONE_WORKER else None
 
 
-def _memory_harness(harness: object) -> bool:
-    return getattr(harness, "name", None) == "memory"
+def _in_process_harness(harness: object) -> bool:
+    # memory://, and the third party's dict:// of tests/dict_backend: nothing started.
+    return getattr(harness, "name", None) in ("memory", "dict")
 
 
 #: Parameter name -> whether its value keeps the item in the unit tier; any other
 #: value makes it ``service``. ``backend``: the conformance kit's harness;
 #: ``shared_url``: tests/sync's "memory" or "tenure" (a ``tenure serve``).
 SERVER_PARAMETERS: Final[dict[str, Callable[[object], bool]]] = {
-    "backend": _memory_harness,
+    "backend": _in_process_harness,
     "shared_url": lambda value: value == "memory",
 }
 

@@ -1,4 +1,5 @@
-"""The repo's harnesses for the conformance kit: ``memory://``, a ``tenure serve``, etcd.
+"""The repo's harnesses for the conformance kit: ``memory://``, a third party's
+``dict://`` (the core alone), a ``tenure serve``, etcd, Redis, PostgreSQL.
 
 The kit (:mod:`tenure.testing.conformance`) reaches a backend through a harness;
 with no ``--tenure-url``, the repo's run hands it :data:`ALL_HARNESSES` (see
@@ -18,6 +19,7 @@ from tenure.testing.conformance.harness import Harness, MemoryHarness, UrlHarnes
 
 __all__ = [
     "ALL_HARNESSES",
+    "DictHarness",
     "EtcdHarness",
     "Harness",
     "PostgresHarness",
@@ -28,6 +30,19 @@ __all__ = [
     "in_ci",
     "unique",
 ]
+
+
+class DictHarness(Harness):
+    """``dict://NAME``: the third party's backend of ``tests/dict_backend``, which
+    implements only the core, reached through its entry point (``tests/conftest.py``
+    puts its metadata on ``sys.path``). In this process, on its real clock: what needs
+    a FakeClock, a dropped connection or another process skips, as for any URL; what
+    needs an ability skips naming its capability."""
+
+    name = "dict"
+
+    def url(self, state: str) -> str:
+        return f"dict://{state}"
 
 
 class TenureHarness(UrlHarness):
@@ -209,6 +224,7 @@ class PostgresHarness(UrlHarness):
 #: their ``unavailable()`` says when their server is missing.
 ALL_HARNESSES: list[Harness] = [
     MemoryHarness(),
+    DictHarness(),
     TenureHarness(),
     TenureClusterHarness(),
     EtcdHarness(),

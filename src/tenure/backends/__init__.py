@@ -11,7 +11,13 @@ URL                             where the state lives
 ==============================  ==============================================
 
 The contract every backend keeps is :mod:`tenure.backends._base` (re-exported here:
-:class:`Backend`, :class:`BackendSession`, :class:`SessionListener`,
+:class:`Backend`; a session's core, :class:`CoreSession`, with its writes
+(:data:`SemaphoreWrite`: :class:`CreateWrite`, :class:`UpdateWrite`,
+:class:`SwapWrite`, :class:`DeleteWrite`), and its optional abilities, each a
+protocol tied to a :class:`Capability` by :data:`ABILITIES` (:class:`AllOrNone`,
+:class:`LeaseRenewal`, :class:`SessionRecovery`, :class:`RateReservations`,
+:class:`Claiming`, :class:`PrefixWatch`, :class:`TaskNumbers`; :func:`abilities_of`
+a session); the full set :class:`BackendSession`, :class:`SessionListener`,
 :class:`WatchStream`, :class:`PrefixWatchStream` with :class:`PrefixChange` and
 :class:`PrefixReset`, :class:`Grant`, :class:`HeldGrant`, :class:`SessionTicket`,
 :class:`Capability`), in prose in
@@ -35,18 +41,33 @@ from typing import Final
 from urllib.parse import urlsplit
 
 from tenure.backends._base import (
+    ABILITIES,
+    AllOrNone,
     Backend,
     BackendSession,
     Capability,
+    Claiming,
+    CoreSession,
+    CreateWrite,
+    DeleteWrite,
     Grant,
     HeldGrant,
+    LeaseRenewal,
     PrefixChange,
     PrefixNews,
     PrefixReset,
+    PrefixWatch,
     PrefixWatchStream,
+    RateReservations,
+    SemaphoreWrite,
     SessionListener,
+    SessionRecovery,
     SessionTicket,
+    SwapWrite,
+    TaskNumbers,
+    UpdateWrite,
     WatchStream,
+    abilities_of,
 )
 from tenure.backends._options import masked_url, shown_url
 from tenure.errors import InvalidArgumentError, UnsupportedError
@@ -120,18 +141,33 @@ async def open_backend(
 
 
 __all__ = [
+    "ABILITIES",
+    "AllOrNone",
     "Backend",
     "BackendSession",
     "Capability",
+    "Claiming",
+    "CoreSession",
+    "CreateWrite",
+    "DeleteWrite",
     "Grant",
     "HeldGrant",
+    "LeaseRenewal",
     "PrefixChange",
     "PrefixNews",
     "PrefixReset",
+    "PrefixWatch",
     "PrefixWatchStream",
+    "RateReservations",
+    "SemaphoreWrite",
     "SessionListener",
+    "SessionRecovery",
     "SessionTicket",
+    "SwapWrite",
+    "TaskNumbers",
+    "UpdateWrite",
     "WatchStream",
+    "abilities_of",
     "masked_url",
     "open_backend",
     "shown_url",

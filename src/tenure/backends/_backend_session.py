@@ -19,6 +19,7 @@ from tenure._core.commands import RateReservation
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._tickets import SessionTicket
 from tenure.backends._watch_streams import PrefixWatchStream, WatchStream
+from tenure.backends._writes import SemaphoreWrite
 from tenure.errors import LostError
 
 __all__ = ["BackendSession", "Grant", "HeldGrant", "SessionListener"]
@@ -71,6 +72,13 @@ class SessionListener(Protocol):
 
 class BackendSession(Protocol):
     """One session: an owner of grants, alive while its client is or for its window.
+
+    The full set: the core every backend has (:class:`~tenure.backends._abilities.CoreSession`,
+    ten members; its ``write_semaphore`` is the four semaphore writes below as one) and
+    every ability (:data:`~tenure.backends._abilities.ABILITIES`), which the built-in
+    backends implement where they declare its capability. Each member's meaning is
+    stated here in full; a backend of another package implements the core and the
+    abilities it declares.
 
     While the connection to the backend is lost, the backend keeps the session for
     its recovery window and re-attaches it by itself when it can (with
@@ -229,6 +237,10 @@ class BackendSession(Protocol):
         with the same claim. LimitExceededError past the node's ``max_claims``;
         UnsupportedError on a backend without CLAIMS.
         """
+
+    async def write_semaphore(self, name: str, write: SemaphoreWrite) -> bool:
+        """One of the four writes below as a value (:data:`SemaphoreWrite`): whether it
+        did (False only for a swap that found other data)."""
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """Delete a semaphore; one with owners or waiters only with ``force``.

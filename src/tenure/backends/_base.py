@@ -16,7 +16,10 @@ News the backend did not answer a call with (the loss of a session, the loss of 
 grant) goes to the client through a :class:`SessionListener`.
 
 This module is the contract's one public home (:mod:`tenure.backends` re-exports
-it): :class:`Backend` and its :class:`Capability` here; one session
+it): :class:`Backend` here, its :class:`Capability` in
+:mod:`tenure.backends._capability`; one session: its core (:class:`CoreSession`) and
+its abilities (:data:`ABILITIES`) in :mod:`tenure.backends._abilities`, the semaphore
+writes in :mod:`tenure.backends._writes`, the full set
 (:class:`BackendSession`, :class:`Grant`, :class:`HeldGrant`,
 :class:`SessionListener`) in :mod:`tenure.backends._backend_session`; the watches'
 streams in :mod:`tenure.backends._watch_streams`; session tickets in
@@ -25,7 +28,6 @@ streams in :mod:`tenure.backends._watch_streams`; session tickets in
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from typing import Protocol
 
@@ -37,7 +39,29 @@ from tenure._core.values import (
     SemaphoreSummary,
     SessionSummary,
 )
+from tenure.backends._abilities import (
+    ABILITIES,
+    ABILITY_MEMBERS,
+    AllOrNone,
+    Claiming,
+    CoreSession,
+    LeaseRenewal,
+    PrefixWatch,
+    RateReservations,
+    SessionRecovery,
+    TaskNumbers,
+    abilities_of,
+    ability,
+    all_or_none,
+    claims,
+    lease_renewal,
+    prefix_watch,
+    rate_reservations,
+    session_recovery,
+    task_numbers,
+)
 from tenure.backends._backend_session import BackendSession, Grant, HeldGrant, SessionListener
+from tenure.backends._capability import Capability
 from tenure.backends._tickets import (
     MAX_TICKET_CHARS,
     MAX_TICKET_SECRET_BYTES,
@@ -52,73 +76,50 @@ from tenure.backends._watch_streams import (
     PrefixWatchStream,
     WatchStream,
 )
+from tenure.backends._writes import CreateWrite, DeleteWrite, SemaphoreWrite, SwapWrite, UpdateWrite
 
 __all__ = [
+    "ABILITIES",
+    "ABILITY_MEMBERS",
     "MAX_TICKET_CHARS",
     "MAX_TICKET_SECRET_BYTES",
     "TICKET_PREFIX",
+    "AllOrNone",
     "Backend",
     "BackendSession",
     "Capability",
+    "Claiming",
+    "CoreSession",
+    "CreateWrite",
+    "DeleteWrite",
     "Grant",
     "HeldGrant",
+    "LeaseRenewal",
     "PrefixChange",
     "PrefixNews",
     "PrefixReset",
+    "PrefixWatch",
     "PrefixWatchStream",
+    "RateReservations",
+    "SemaphoreWrite",
     "SessionListener",
+    "SessionRecovery",
     "SessionTicket",
+    "SwapWrite",
+    "TaskNumbers",
+    "UpdateWrite",
     "WatchStream",
+    "abilities_of",
+    "ability",
+    "all_or_none",
     "check_ticket",
+    "claims",
+    "lease_renewal",
+    "prefix_watch",
+    "rate_reservations",
+    "session_recovery",
+    "task_numbers",
 ]
-
-
-class Capability(enum.Enum):
-    """What a backend promises beyond the contract's core; callers may require them.
-
-    A backend declares a capability only if it keeps the promise in every case the
-    conformance kit can produce; one it lacks is refused by ``connect(require=...)``,
-    never silently weakened.
-    """
-
-    #: Every grant of a node carries a token strictly greater than every earlier
-    #: grant's in that node, across restarts of the backend.
-    FENCING_TOKENS = "fencing_tokens"
-    #: Waiters of a semaphore are served in arrival order; none overtakes the head.
-    FIFO = "fifo"
-    #: Watched changes are pushed as they happen, not found by polling.
-    WATCH = "watch"
-    #: An acknowledged change survives a restart of the backend.
-    DURABLE = "durable"
-    #: An acknowledged grant survives the loss of any one server of the backend.
-    REPLICATED = "replicated"
-    #: A session outlives a lost connection for its recovery window, and re-attaches.
-    SESSION_RECOVERY = "session_recovery"
-    #: A grant may carry a time-to-live of its own that its holder renews.
-    LEASE_TTL = "lease_ttl"
-    #: A node's ``lock_delay``: after a holder *failed* (its session or lease
-    #: expired), nobody gets its tokens for that long. Without it, a node with a
-    #: non-zero lock_delay is refused.
-    LOCK_DELAY = "lock_delay"
-    #: Several semaphores are acquired all or none, in one step, and a request for
-    #: several waits in all their queues with one arrival (``session.lock_all``):
-    #: requests for overlapping names in any order never deadlock.
-    ALL_OR_NONE = "all_or_none"
-    #: A session watches every semaphore under a name prefix, those made later too
-    #: (:meth:`BackendSession.watch_prefix`): creations, changes and deletions are
-    #: pushed as they happen, never found by polling.
-    PREFIX_WATCH = "prefix_watch"
-    #: An acquire that would close a cycle of tasks waiting on each other, none of
-    #: which could ever go on (a deadlock), fails at once with DeadlockError naming
-    #: the cycle; the others keep waiting (docs/recipes.md, "Deadlock detection").
-    #: Without it such acquires wait as they always did (until their timeouts):
-    #: ``connect(url, require=[Capability.DEADLOCK_DETECTION])`` insists on it.
-    DEADLOCK_DETECTION = "deadlock_detection"
-    #: Claims of a name for a slot (``session.claim``, :mod:`tenure._core.claims`):
-    #: at most one at a time, held for at least ``at_least`` and at most ``at_most``
-    #: seconds of the store's clock, ended by the store itself (not with a session),
-    #: released by id by anyone.
-    CLAIMS = "claims"
 
 
 class Backend(Protocol):
@@ -149,7 +150,7 @@ class Backend(Protocol):
         listener: SessionListener,
         resume: SessionTicket | None = None,
         identity: ClientIdentity = NO_IDENTITY,
-    ) -> BackendSession:
+    ) -> CoreSession:
         """Open a session on ``node``; ``timeout`` is its recovery window (None: the node's).
 
         ``identity`` (who runs the client) is kept with the session and shown, with

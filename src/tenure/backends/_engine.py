@@ -57,9 +57,10 @@ from tenure._core import (
     UpdateSemaphore,
     WatchFired,
 )
-from tenure.backends._base import Grant, HeldGrant, SessionListener
+from tenure.backends._base import Capability, Grant, HeldGrant, SessionListener
 from tenure.backends._ledger import Pending
 from tenure.backends._session import StoreSession
+from tenure.backends._session_class import session_class
 from tenure.backends._store import QUEUED, BoundSession, Enqueued, InQueue, Store, Withdrawal
 from tenure.backends._watch import EngineCalls, EngineWatches
 from tenure.errors import LostError, TenureError, error_from_code
@@ -382,11 +383,12 @@ def engine_session(
     node: str,
     info: SessionInfo,
     withdraw_wait: float,
+    capabilities: frozenset[Capability],
 ) -> StoreSession:
     """The session of ``node`` that ``info`` (the engine's answer to CreateSession or
-    ResumeSession) names, over ``store``, told to ``listener``; ``scheme`` and
-    ``withdraw_wait`` are its backend's."""
-    return StoreSession(
+    ResumeSession) names, over ``store``, told to ``listener``; ``scheme``,
+    ``withdraw_wait`` and ``capabilities`` (which abilities it has) are its backend's."""
+    return session_class(capabilities)(
         store,
         listener,
         acquiring=store.commands,

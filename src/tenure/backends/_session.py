@@ -68,7 +68,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, Final, TypeVar, final
+from typing import Any, Final, TypeVar
 
 from tenure._core.claims import ClaimRecord, check_claim_id, check_claim_times
 from tenure._core.commands import RateReservation
@@ -87,7 +87,15 @@ from tenure.backends._ledger import HoldLedger
 from tenure.backends._liveness import RETRY_MAX, RETRY_MIN, Liveness
 from tenure.backends._options import WITHDRAW_WAIT
 from tenure.backends._release import Releases
-from tenure.backends._store import Acquiring, Administering, EagerRelease, Store, Watching
+from tenure.backends._store import (
+    Acquiring,
+    Administering,
+    EagerRelease,
+    Reserving,
+    Store,
+    Watching,
+)
+from tenure.backends._writes import CreateWrite, DeleteWrite, SemaphoreWrite, SwapWrite, UpdateWrite
 from tenure.errors import (
     InvalidArgumentError,
     LeaseLostError,
@@ -96,6 +104,7 @@ from tenure.errors import (
     SessionClosedError,
     TenureError,
     UnavailableError,
+    UnsupportedError,
 )
 
 __all__ = ["RETRY_MAX", "RETRY_MIN", "WITHDRAW_WAIT", "StoreSession"]
@@ -105,9 +114,13 @@ log = logging.getLogger("tenure.client")
 R = TypeVar("R")
 
 
-@final
 class StoreSession:
     """A :class:`~tenure.backends._base.BackendSession` over a store adapter (module docstring).
+
+    The class has every ability; a backend makes its sessions of
+    :func:`~tenure.backends._session_class.session_class` of its capabilities, which
+    leaves out the members of the abilities it lacks (so that the session implements
+    exactly what it declares).
 
     ``store`` is the session's life in the store; ``acquiring``, ``admin`` and
     ``watching`` do its acquires, its semaphore calls and its watches there.
@@ -321,10 +334,13 @@ class StoreSession:
     ) -> RateReservation:
         """See :meth:`tenure.backends._base.BackendSession.reserve_units`."""
         self.check_alive()
+        admin = self._admin
+        if not isinstance(admin, Reserving):  # (its class has no reserve_units then)
+            raise UnsupportedError(f"{self.scheme}:// reserves rate limiters over the core")
         count = check_units(count)  # (checked here once for every store)
         if max_wait is not None:
             max_wait = check_duration("max_wait", max_wait, allow_zero=True)
-        return await self._admin.reserve_units(name, count, max_wait)
+        return await admin.reserve_units(name, count, max_wait)
 
     async def claim(
         self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
@@ -339,6 +355,21 @@ class StoreSession:
         if not isinstance(data, bytes):
             raise InvalidArgumentError(f"claim data must be bytes, got {type(data).__name__}")
         return await self.until_answered(self._admin.claim, name, claim_id, at_least, at_most, data)
+
+    async def write_semaphore(self, name: str, write: SemaphoreWrite) -> bool:
+        """See :meth:`tenure.backends._abilities.CoreSession.write_semaphore`: each kind
+        of write is the method of its name."""
+        if isinstance(write, SwapWrite):
+            return await self.swap_semaphore_data(name, write.expected, write.data)
+        if isinstance(write, CreateWrite):
+            await self.create_semaphore(name, write.limit, write.data)
+        elif isinstance(write, UpdateWrite):
+            await self.update_semaphore(name, write.data)
+        elif isinstance(write, DeleteWrite):
+            await self.delete_semaphore(name, write.force)
+        else:
+            raise InvalidArgumentError(f"not a semaphore write: {write!r}")
+        return True
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
         """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""

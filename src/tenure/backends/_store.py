@@ -49,6 +49,7 @@ __all__ = [
     "EagerRelease",
     "Enqueued",
     "InQueue",
+    "Reserving",
     "Store",
     "Watching",
     "Withdrawal",
@@ -255,11 +256,6 @@ class Administering(Protocol):
     async def swap_semaphore_data(self, name: str, expected: bytes, data: bytes) -> bool:
         """See :meth:`tenure.backends._base.BackendSession.swap_semaphore_data`."""
 
-    async def reserve_units(
-        self, name: str, count: float, max_wait: float | None
-    ) -> RateReservation:
-        """See :meth:`tenure.backends._base.BackendSession.reserve_units`."""
-
     async def claim(
         self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
     ) -> ClaimRecord:
@@ -273,6 +269,18 @@ class Administering(Protocol):
         self, name: str, *, owners: bool, waiters: bool
     ) -> SemaphoreDescription:
         """See :meth:`tenure.backends._base.BackendSession.describe_semaphore`."""
+
+
+@runtime_checkable
+class Reserving(Protocol):
+    """What a store's :class:`Administering` adds where the store reserves a rate
+    limiter's units in one call of its own, on its own clock (its backend declares
+    RATE_RESERVATION; elsewhere the client reserves over the core)."""
+
+    async def reserve_units(
+        self, name: str, count: float, max_wait: float | None
+    ) -> RateReservation:
+        """See :meth:`tenure.backends._base.BackendSession.reserve_units`."""
 
 
 class Watching(Protocol):

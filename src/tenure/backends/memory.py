@@ -74,6 +74,7 @@ CAPABILITIES: Final = frozenset(
     {
         Capability.FENCING_TOKENS,
         Capability.FIFO,
+        Capability.RATE_RESERVATION,
         Capability.WATCH,
         Capability.SESSION_RECOVERY,
         Capability.LEASE_TTL,
@@ -260,7 +261,9 @@ class MemoryBackend(SessionFactory):
         self, node: str, info: SessionInfo, key: bytes, listener: SessionListener
     ) -> StoreSession:
         store = MemoryStore(self, info.session_id, secret=key, seq_no=info.seq_no)
-        session = engine_session(store, listener, SCHEME, node, info, self.withdraw_wait)
+        session = engine_session(
+            store, listener, SCHEME, node, info, self.withdraw_wait, CAPABILITIES
+        )
         self._sessions[info.session_id] = session
         self.host.subscribe(info.session_id, store.hear)
         return session

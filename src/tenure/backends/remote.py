@@ -92,7 +92,7 @@ CAPABILITIES: Final = frozenset(
 )
 #: What a server has since a protocol version (an older one refuses its commands).
 SINCE_VERSION: Final = {
-    5: frozenset({Capability.ALL_OR_NONE}),
+    5: frozenset({Capability.ALL_OR_NONE, Capability.RATE_RESERVATION}),
     6: frozenset({Capability.PREFIX_WATCH, Capability.CLAIMS}),
 }
 
@@ -228,7 +228,9 @@ class TenureBackend(SessionFactory):
         self, shard: Shard, node: str, info: SessionInfo, key: bytes, listener: SessionListener
     ) -> StoreSession:
         store = RemoteStore(shard, info, key)
-        session = engine_session(store, listener, "tenure", node, info, self.withdraw_wait)
+        session = engine_session(
+            store, listener, "tenure", node, info, self.withdraw_wait, self.capabilities
+        )
         shard.sessions[info.session_id] = store
         return session
 

@@ -38,7 +38,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Final
 
 from tenure._core.values import SemaphoreDescription, check_prefix
-from tenure.backends._base import Backend, BackendSession, PrefixReset, PrefixWatchStream
+from tenure.backends._base import (
+    Backend,
+    CoreSession,
+    PrefixReset,
+    PrefixWatchStream,
+    prefix_watch,
+)
 from tenure.client import _args, _forks
 from tenure.client._cache_changes import CacheChange, CacheChanges
 from tenure.client._opening import ClosesOnExit
@@ -239,9 +245,9 @@ class Cache(ClosesOnExit):
 
     # -- following one session's watch ----------------------------------------------------
 
-    async def _follow(self, backend: BackendSession) -> None:
+    async def _follow(self, backend: CoreSession) -> None:
         """Arm, list, then apply the watch's news until the session ends."""
-        stream = await backend.watch_prefix(
+        stream = await prefix_watch(backend).watch_prefix(
             self.prefix, data=True, owners=self.owners, waiters=False
         )
         try:
@@ -262,7 +268,7 @@ class Cache(ClosesOnExit):
             await stream.aclose()
 
     async def _relist(
-        self, backend: BackendSession, stream: PrefixWatchStream, *, first: bool
+        self, backend: CoreSession, stream: PrefixWatchStream, *, first: bool
     ) -> set[str]:
         """List the prefix and describe each name; make it the view (telling what differs
         unless ``first``). Returns the names whose news waits: to be read back."""
@@ -299,7 +305,7 @@ class Cache(ClosesOnExit):
                 return names
             after = page[-1].name
 
-    async def _read(self, backend: BackendSession, name: str) -> SemaphoreDescription | None:
+    async def _read(self, backend: CoreSession, name: str) -> SemaphoreDescription | None:
         """The semaphore now (None: it does not exist)."""
         try:
             return await backend.describe_semaphore(name, owners=self.owners, waiters=False)

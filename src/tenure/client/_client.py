@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from tenure._core.claims import check_claim_id
 from tenure._core.values import NO_IDENTITY, ClientIdentity
 from tenure.backends import Backend, Capability, SessionTicket, open_backend
+from tenure.backends._base import session_recovery
 from tenure.client import _args, _forks, _leader, _listing
 from tenure.client._args import Data
 from tenure.client._cache import DEFAULT_CACHE_SIZE, Cache, check_cache_args
@@ -288,7 +289,7 @@ class Client(NodeAdmin, ClosesOnExit):
         session._observers = self._observers
         if resume is not None:
             try:
-                session._adopt(await backend_session.holds())
+                session._adopt(await session_recovery(backend_session).holds())
             except BaseException:
                 # Nobody could own what it holds: end it rather than leave it unowned.
                 await session._close(None)

@@ -14,6 +14,7 @@ follows the value.
 from __future__ import annotations
 
 from tenure._core.counter_data import MAX_VALUE, MIN_VALUE, counter_value, value_data
+from tenure.backends._base import CreateWrite, SwapWrite
 from tenure.client._recipe_session import NamedRecipe
 from tenure.errors import (
     AlreadyExistsError,
@@ -86,12 +87,12 @@ class Counter(NamedRecipe):
         backend = self.session._backend_session()
         new = value_data(value)
         try:
-            return await backend.swap_semaphore_data(self.name, data, new)
+            return await backend.write_semaphore(self.name, SwapWrite(data, new))
         except NotFoundError:
             if data:
                 return False  # deleted since it was read: read again
         try:
-            await backend.create_semaphore(self.name, 1, new)
+            await backend.write_semaphore(self.name, CreateWrite(1, new))
         except AlreadyExistsError:
             return False  # made by another session meanwhile: read again
         return True

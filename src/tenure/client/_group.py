@@ -47,7 +47,7 @@ from tenure._core.members import (
     parse_record,
 )
 from tenure._core.values import SemaphoreDescription
-from tenure.backends._base import BackendSession
+from tenure.backends._base import CoreSession, CreateWrite, DeleteWrite
 from tenure.client import _args
 from tenure.client._args import Data
 from tenure.client._group_member import GroupMember, GroupView, group_view, member_states
@@ -97,7 +97,7 @@ class Group(NamedRecipe):
         exist_ok = _args.flag("exist_ok", exist_ok)
         backend = self.session._backend_session()
         try:
-            await backend.create_semaphore(self.name, self.max_members, GROUP_DATA)
+            await backend.write_semaphore(self.name, CreateWrite(self.max_members, GROUP_DATA))
         except AlreadyExistsError:
             if not exist_ok:
                 raise
@@ -116,7 +116,7 @@ class Group(NamedRecipe):
         force = _args.flag("force", force)
         backend = self.session._backend_session()
         self._check_group(await self._describe(backend, owners=False))
-        await backend.delete_semaphore(self.name, force)
+        await backend.write_semaphore(self.name, DeleteWrite(force))
         self._made = False
 
     def join(self, member_id: str, data: Data = b"") -> Opening[GroupMember]:
@@ -256,7 +256,7 @@ class Group(NamedRecipe):
             found = await self._describe(backend, owners=False)
         except NotFoundError:
             try:
-                await backend.create_semaphore(self.name, self.max_members, GROUP_DATA)
+                await backend.write_semaphore(self.name, CreateWrite(self.max_members, GROUP_DATA))
             except AlreadyExistsError:
                 found = await self._describe(backend, owners=False)
             else:
@@ -265,7 +265,7 @@ class Group(NamedRecipe):
         self._check_group(found)
         self._made = True
 
-    async def _describe(self, backend: BackendSession, *, owners: bool) -> SemaphoreDescription:
+    async def _describe(self, backend: CoreSession, *, owners: bool) -> SemaphoreDescription:
         return await backend.describe_semaphore(self.name, owners=owners, waiters=False)
 
     def _check_group(self, found: SemaphoreDescription) -> None:

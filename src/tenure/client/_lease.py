@@ -12,7 +12,7 @@ from collections.abc import Awaitable
 from functools import partial
 from typing import Protocol, TypeVar
 
-from tenure.backends._base import BackendSession, Grant
+from tenure.backends._base import CoreSession, Grant, lease_renewal
 from tenure.client import _args
 from tenure.client._args import Data
 from tenure.client._caller import Caller
@@ -42,7 +42,7 @@ class LeaseKeeper(Protocol):
         """The backend's id of the session."""
         ...
 
-    def _backend_session(self) -> BackendSession:
+    def _backend_session(self) -> CoreSession:
         """The backend's session; the session's loss error once it has ended."""
         ...
 
@@ -296,7 +296,9 @@ class Lease(Guarded):
         while True:
             await asyncio.sleep(ttl / 3)
             try:
-                ttl = await self.session._backend_session().renew(self.name, self._grant)
+                ttl = await lease_renewal(self.session._backend_session()).renew(
+                    self.name, self._grant
+                )
             except TenureError as error:
                 self._renewer = None
                 self._lose(

@@ -23,7 +23,9 @@ import asyncio
 
 from tenure._core.commands import RateReservation
 from tenure._core.rates import Bucket, bucket_data, check_rate, check_units, parse_bucket
+from tenure.backends._base import RateReservations
 from tenure.client import _args
+from tenure.client._rates_over_core import reserve_over_core
 from tenure.client._recipe_session import NamedRecipe, RecipeSession
 from tenure.client._semaphore import Semaphore
 from tenure.errors import PreconditionFailedError
@@ -96,7 +98,10 @@ class RateLimiter(NamedRecipe):
 
     async def _reserve(self, units: float, max_wait: float | None) -> RateReservation:
         await self._make()
-        return await self.session._backend_session().reserve_units(self.name, units, max_wait)
+        backend = self.session._backend_session()
+        if isinstance(backend, RateReservations):  # the store's own, on its clock
+            return await backend.reserve_units(self.name, units, max_wait)
+        return await reserve_over_core(backend, self.name, units, max_wait)
 
     async def _make(self) -> None:
         """Create the limiter if nobody did, then check that it is this one (once)."""

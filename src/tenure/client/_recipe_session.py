@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Protocol, TypeVar
 
-from tenure.backends._base import BackendSession
+from tenure.backends._base import CoreSession
 from tenure.client import _args
 from tenure.client._lease import Lease, LeaseMaker, Lock
 
@@ -39,7 +39,7 @@ class RecipeSession(LeaseMaker, Protocol):
         """A reentrant acquisition of the mutex ``name`` (see :class:`~tenure.Mutex`)."""
         ...
 
-    def _backend_session(self) -> BackendSession:
+    def _backend_session(self) -> CoreSession:
         """The backend's session; the session's loss error once it has ended."""
         ...
 

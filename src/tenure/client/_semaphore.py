@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 
 from tenure._core.values import SemaphoreDescription
+from tenure.backends._base import CreateWrite, DeleteWrite, SwapWrite, UpdateWrite
 from tenure.client import _args, _forks
 from tenure.client._args import Data
 from tenure.client._lease import Lease, open_lease
@@ -33,7 +34,7 @@ class Semaphore(NamedRecipe):
         exist_ok = _args.flag("exist_ok", exist_ok)
         backend = self.session._backend_session()
         try:
-            await backend.create_semaphore(self.name, limit, data)
+            await backend.write_semaphore(self.name, CreateWrite(limit, data))
         except AlreadyExistsError:
             if not exist_ok:
                 raise
@@ -98,7 +99,7 @@ class Semaphore(NamedRecipe):
                 another client's, a second copy would undo that update).
         """
         data = _args.as_data(data)
-        await self.session._backend_session().update_semaphore(self.name, data)
+        await self.session._backend_session().write_semaphore(self.name, UpdateWrite(data))
 
     async def compare_and_set(self, expected: Data, data: Data) -> bool:
         """Replace the semaphore's data with ``data`` if it is ``expected`` now, in one
@@ -111,12 +112,12 @@ class Semaphore(NamedRecipe):
         """
         expected, data = _args.as_data(expected), _args.as_data(data)
         backend = self.session._backend_session()
-        return await backend.swap_semaphore_data(self.name, expected, data)
+        return await backend.write_semaphore(self.name, SwapWrite(expected, data))
 
     async def delete(self, *, force: bool = False) -> None:
         """Delete the semaphore; with ``force``, even while held (its owners lose their leases)."""
         force = _args.flag("force", force)
-        await self.session._backend_session().delete_semaphore(self.name, force)
+        await self.session._backend_session().write_semaphore(self.name, DeleteWrite(force))
 
     def watch(
         self, *, data: bool = False, owners: bool = False, waiters: bool = False

@@ -14,7 +14,7 @@ from functools import partial
 from typing import Any, TypeVar, final, overload
 
 from tenure._core.claims import check_claim_times
-from tenure.backends._base import BackendSession, SessionTicket
+from tenure.backends._base import CoreSession, SessionTicket, claims, session_recovery
 from tenure.client import _args, _forks
 from tenure.client._args import Data
 from tenure.client._barrier import Barrier
@@ -68,7 +68,7 @@ class Session(SessionHolds, Guarded):
         #: What releases a claim by its id (the client's release_claim, of this node).
         self._claim_releaser: Releaser | None = None
 
-    def _bind(self, backend_session: BackendSession) -> None:
+    def _bind(self, backend_session: CoreSession) -> None:
         super()._bind(backend_session)
         #: The recovery window in force, in seconds: the one asked for (or the node's
         #: default) as the backend keeps it; etcd:// rounds it up to whole seconds,
@@ -100,7 +100,7 @@ class Session(SessionHolds, Guarded):
             UnsupportedError: the backend cannot resume sessions (no SESSION_RECOVERY).
             LostError: the session has ended (its loss error, or SessionClosedError).
         """
-        return self._backend_session().ticket()
+        return session_recovery(self._backend_session()).ticket()
 
     def leases(self, name: str | None = None) -> list[Lease]:
         """The leases this session holds now (of semaphore ``name`` only, if given), by token.
@@ -149,7 +149,7 @@ class Session(SessionHolds, Guarded):
         if self._claim_releaser is None:
             raise SessionClosedError(f"session on {self.node!r} was never opened by a client")
         claim_id = secrets.token_hex(16)  # (128 bits: the id a retry carries too)
-        record = await backend.claim(name, claim_id, at_least, at_most, owner_data)
+        record = await claims(backend).claim(name, claim_id, at_least, at_most, owner_data)
         if record.id != claim_id:
             return None
         return Claim(self.node, name, record, self._claim_releaser)
@@ -258,7 +258,7 @@ class Session(SessionHolds, Guarded):
         if backend is not None:
             self._ttl_close = asyncio.ensure_future(self._close_expired(backend))
 
-    async def _close_expired(self, backend: BackendSession) -> None:
+    async def _close_expired(self, backend: CoreSession) -> None:
         try:
             await backend.close()
         except TenureError as error:  # the store ends it by its own rule, later

@@ -32,7 +32,14 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 from tenure._core.values import MAX_COUNT
-from tenure.backends._base import BackendSession, Grant, HeldGrant
+from tenure.backends._base import (
+    CoreSession,
+    Grant,
+    HeldGrant,
+    TaskNumbers,
+    all_or_none,
+    task_numbers,
+)
 from tenure.client import _forks
 from tenure.client._asking import Asking
 from tenure.client._caller import Caller, caller_number, current_caller
@@ -59,7 +66,7 @@ class SessionHolds:
 
     def __init__(self, node: str) -> None:
         self.node = node
-        self._backend: BackendSession | None = None
+        self._backend: CoreSession | None = None
         self._signal = EndSignal()
         #: Leases held, by token (a lost grant is told by its token).
         self._leases: dict[int, Lease] = {}
@@ -72,21 +79,22 @@ class SessionHolds:
         #: Whether the backend sends a release before it returns, ahead of whatever
         #: the client asks next (then leaving ``async with`` need not wait for it).
         self._releases_in_order = False
-        #: Whether the backend takes the asking task's number (deadlock detection).
-        self._task_numbers = False
+        #: The backend session's TaskNumbers ability, if it has one (deadlock
+        #: detection): its acquires then say which task asks.
+        self._numbered: TaskNumbers | None = None
         #: The client's observers (set by the client that opens it; the process's are
         #: in _observers.PROCESS): with none, an acquire only tests the two tuples.
         self._observers: tuple[Observer, ...] = ()
         #: The process that opened it: a child made by fork never uses it (_forks).
         self._pid = _forks.pid
 
-    def _bind(self, backend_session: BackendSession) -> None:
+    def _bind(self, backend_session: CoreSession) -> None:
         """The session is open: ``backend_session`` is its backend's."""
         self._backend = backend_session
+        self._numbered = task_numbers(backend_session)
         # Optional in the protocol (a backend of another package may lack it): without
         # it, leaving a block waits for the release's answer, as it always did.
         self._releases_in_order = getattr(backend_session, "releases_in_order", False) is True
-        self._task_numbers = getattr(backend_session, "task_numbers", False) is True
         # (Named, current_task skips get_running_loop: a getpid() call in Python 3.11.)
         self._loop = asyncio.get_running_loop()
 
@@ -99,7 +107,7 @@ class SessionHolds:
 
     # -- acquiring ---------------------------------------------------------------------
 
-    def _backend_session(self) -> BackendSession:
+    def _backend_session(self) -> CoreSession:
         """The backend's session; the session's loss error once it has ended."""
         if self._pid != _forks.pid:
             self._left_behind()
@@ -139,8 +147,8 @@ class SessionHolds:
         try:
             if self._observers or PROCESS.observers:
                 watching, data = self._observe(kind, (name,), count, data, timeout)
-            if self._task_numbers:  # (_asked_by, inline: no dict to build and unpack)
-                acquiring = backend.acquire(
+            if self._numbered is not None:  # (_asked_by, inline: no dict to build)
+                acquiring = self._numbered.acquire(
                     name,
                     count=count,
                     data=data,
@@ -178,12 +186,13 @@ class SessionHolds:
         self, names: tuple[str, ...], data: bytes, timeout: float | None
     ) -> HeldLocks:
         """Lock every name in one backend request; TimeoutError if not within ``timeout``."""
-        backend = self._backend_session()
+        session = self._backend_session()
         task = asyncio.current_task(self._loop)
         caller = current_caller(task)
         if self._reentrant.any:
             for name in names:
                 self._reentrant.refuse_plain(name, caller)
+        backend = all_or_none(session)  # (UnsupportedError before anything is staked)
         self._asking.stake(names, caller, task)
         watching: list[AttemptObserver] | None = None
         try:
@@ -248,7 +257,7 @@ class SessionHolds:
 
     def _asked_by(self, caller: Caller) -> dict[str, int]:
         """The backend's ``task`` argument: the caller's number, if it takes one."""
-        return {"task": caller_number(caller)} if self._task_numbers else _NO_TASK
+        return {"task": caller_number(caller)} if self._numbered is not None else _NO_TASK
 
     # -- leases: adopted, given back, restated, forgotten --------------------------------
 
@@ -277,10 +286,22 @@ class SessionHolds:
 
     async def _restate(self, lease: Lease, count: int, data: bytes, timeout: float | None) -> Grant:
         """Change a held lease's count or data through the backend (see Lease.restate)."""
-        asking = self._asked_by(current_caller(asyncio.current_task(self._loop)))
-        grant = await self._backend_session().restate(
-            lease.name, lease._grant, count=count, data=data, timeout=timeout, **asking
-        )
+        backend = self._backend_session()
+        if self._numbered is not None:
+            caller = current_caller(asyncio.current_task(self._loop))
+            restating = self._numbered.restate(
+                lease.name,
+                lease._grant,
+                count=count,
+                data=data,
+                timeout=timeout,
+                task=caller_number(caller),
+            )
+        else:
+            restating = backend.restate(
+                lease.name, lease._grant, count=count, data=data, timeout=timeout
+            )
+        grant = await restating
         if grant is None:
             raise TimeoutError(f"{lease.name!r} has not {count} tokens free (timeout=0 only tries)")
         if not lease.held:

@@ -13,6 +13,7 @@ import uuid
 
 import tenure
 from tenure.backends import PrefixChange, PrefixReset
+from tenure.backends._base import prefix_watch
 from tenure.backends._session import StoreSession
 from tenure.backends.etcd._prefix_watch import EtcdPrefixWatch
 from tenure.backends.etcd._store import EtcdStore
@@ -37,7 +38,7 @@ async def test_the_range_holds_exactly_the_names_under_the_prefix(etcd_url: str)
     async with tenure.connect(etcd_url) as client:
         await client.create_node("n")
         watcher, writer = await client.session("n"), await client.session("n")
-        stream = await watcher._backend_session().watch_prefix(
+        stream = await prefix_watch(watcher._backend_session()).watch_prefix(
             "a%/é", data=True, owners=True, waiters=False
         )
         outside = ["a%", "a%/", "a%/e", "a%25/é", "a/é", "b"]
@@ -65,7 +66,7 @@ async def test_a_watch_etcd_cancels_is_made_again_and_the_consumer_lists_again(
     async with tenure.connect(etcd_url) as client:
         await client.create_node("n")
         watcher, writer = await client.session("n"), await client.session("n")
-        stream = await watcher._backend_session().watch_prefix(
+        stream = await prefix_watch(watcher._backend_session()).watch_prefix(
             "c/", data=True, owners=False, waiters=False
         )
         watch = _prefix_watch(watcher)

@@ -80,6 +80,7 @@ async def test_capabilities_follow_the_servers_settings(pg_url: str) -> None:
         assert client.capabilities == {
             Capability.FENCING_TOKENS,
             Capability.FIFO,
+            Capability.RATE_RESERVATION,
             Capability.WATCH,
             Capability.DURABLE,
             Capability.SESSION_RECOVERY,

@@ -25,6 +25,7 @@ import pytest
 
 import tenure
 from tenure.backends import Capability
+from tenure.backends._base import prefix_watch
 from tenure.errors import UnsupportedError
 from tenure.testing.conformance.harness import in_ci
 from tests.daemons import Registry
@@ -111,7 +112,7 @@ async def test_behind_pgbouncer_watch_is_refused_and_the_rest_works(pgbouncer_ur
         with pytest.raises(UnsupportedError, match="PREFIX_WATCH"):
             one.cache("n", prefix="config/")
         with pytest.raises(UnsupportedError, match="pgbouncer"):
-            await first._backend_session().watch_prefix(
+            await prefix_watch(first._backend_session()).watch_prefix(
                 "config/", data=True, owners=False, waiters=False
             )
         lock = await first.mutex("m").lock()

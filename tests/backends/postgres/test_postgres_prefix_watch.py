@@ -20,6 +20,7 @@ import psycopg
 import pytest
 
 import tenure
+from tenure.backends._base import prefix_watch
 from tenure.backends.postgres._ddl import SCHEMA_VERSION
 from tenure.backends.postgres._listen import channel
 from tenure.errors import LimitExceededError
@@ -85,7 +86,7 @@ async def test_the_registration_waits_for_a_change_in_flight_under_its_prefix(
                 f"SELECT 1 FROM {schema}.semaphores WHERE name = 'config/a' FOR UPDATE"
             )
             arming = asyncio.ensure_future(
-                session._backend_session().watch_prefix(
+                prefix_watch(session._backend_session()).watch_prefix(
                     "config/", data=True, owners=False, waiters=False
                 )
             )
@@ -108,7 +109,7 @@ async def test_only_names_under_a_registered_prefix_notify(
     async with tenure.connect(pg_url) as client:
         await client.create_node("n")
         session = await client.session("n")
-        stream = await session._backend_session().watch_prefix(
+        stream = await prefix_watch(session._backend_session()).watch_prefix(
             "config/", data=True, owners=True, waiters=False
         )
         heard: list[str] = []
@@ -139,7 +140,7 @@ async def test_a_node_arms_no_more_prefix_watches_than_its_bound_whoever_asks(
     async with tenure.connect(bound) as client, tenure.connect(bound) as other:
         await client.create_node("n")
         sessions = [await client.session("n"), await other.session("n")]
-        backends = [session._backend_session() for session in sessions]
+        backends = [prefix_watch(session._backend_session()) for session in sessions]
         streams = [
             await backends[i % 2].watch_prefix(f"p{i}/", data=True, owners=False, waiters=False)
             for i in range(3)
@@ -166,10 +167,12 @@ async def test_the_rows_go_with_their_session(
         await client.create_node("n")
         session = await client.session("n")
         keep = await other.session("n")
-        stream = await session._backend_session().watch_prefix(
+        stream = await prefix_watch(session._backend_session()).watch_prefix(
             "a/", data=True, owners=False, waiters=False
         )
-        await keep._backend_session().watch_prefix("b/", data=True, owners=False, waiters=False)
+        await prefix_watch(keep._backend_session()).watch_prefix(
+            "b/", data=True, owners=False, waiters=False
+        )
         assert await _registered(postgres_server.dsn, schema) == [
             ("a/", session.id),
             ("b/", keep.id),

@@ -13,7 +13,7 @@ from typing import TypeVar
 import redis.asyncio as aioredis
 
 import tenure
-from tenure.backends._base import BackendSession
+from tenure.backends._base import CoreSession
 from tenure.backends._session import StoreSession
 from tenure.backends.redis import node_base
 from tenure.backends.redis._store import RedisStore
@@ -49,7 +49,7 @@ async def node_place(redis_server: RedisServer, kind: type[P]) -> AsyncIterator[
         await admin.aclose()
 
 
-def store_of(session: tenure.Session | BackendSession) -> RedisStore:
+def store_of(session: tenure.Session | CoreSession) -> RedisStore:
     """The RedisStore under ``session`` (a client's, or the backend's own)."""
     inner = session._backend if isinstance(session, tenure.Session) else session
     assert isinstance(inner, StoreSession)

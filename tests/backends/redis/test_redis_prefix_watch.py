@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 import tenure
+from tenure.backends._base import prefix_watch
 from tenure.backends.redis import RedisBackend
 from tenure.errors import LimitExceededError
 from tenure.testing.conformance.support import eventually, within
@@ -46,7 +47,7 @@ async def test_a_watch_is_registered_once_counted_and_forgotten_when_closed(
 ) -> None:
     async with tenure.connect(place.url) as client:
         session = await client.session("n")
-        stream = await session._backend_session().watch_prefix(
+        stream = await prefix_watch(session._backend_session()).watch_prefix(
             "config/", data=True, owners=False, waiters=False
         )
         store = store_of(session)
@@ -68,9 +69,15 @@ async def test_the_sessions_end_forgets_its_prefix_watches(place: Place, end: st
     async with tenure.connect(place.url) as client, tenure.connect(place.url) as other:
         session = await client.session("n")
         keep = await other.session("n")
-        await session._backend_session().watch_prefix("a/", data=True, owners=True, waiters=False)
-        await session._backend_session().watch_prefix("", data=False, owners=False, waiters=False)
-        await keep._backend_session().watch_prefix("a/", data=True, owners=True, waiters=False)
+        await prefix_watch(session._backend_session()).watch_prefix(
+            "a/", data=True, owners=True, waiters=False
+        )
+        await prefix_watch(session._backend_session()).watch_prefix(
+            "", data=False, owners=False, waiters=False
+        )
+        await prefix_watch(keep._backend_session()).watch_prefix(
+            "a/", data=True, owners=True, waiters=False
+        )
         assert len(await place.registry()) == 3
         if end == "close":
             await session.close()
@@ -93,9 +100,11 @@ async def test_prefix_and_single_watches_share_the_sessions_limit(place: Place) 
     async with tenure.connect(place.url) as client:
         await client.alter_node("n", max_watches_per_session=2)
         session = await client.session("n")
-        backend = session._backend_session()
+        backend = prefix_watch(session._backend_session())
         await backend.watch_prefix("a/", data=True, owners=False, waiters=False)
-        await backend.watch_semaphore("x", data=True, owners=False, waiters=False)
+        await session._backend_session().watch_semaphore(
+            "x", data=True, owners=False, waiters=False
+        )
         with pytest.raises(LimitExceededError, match=r"max_watches_per_session \(2\)"):
             await backend.watch_prefix("b/", data=True, owners=False, waiters=False)
         assert store_of(session).watches.prefixed.keys() == {
@@ -112,7 +121,7 @@ async def test_a_node_arms_no_more_prefix_watches_than_its_bound_whoever_asks(
     bound = f"{place.url}&max_prefix_watches_per_node=3"
     async with tenure.connect(bound) as client, tenure.connect(bound) as other:
         sessions = [await client.session("n"), await other.session("n")]
-        backends = [session._backend_session() for session in sessions]
+        backends = [prefix_watch(session._backend_session()) for session in sessions]
         streams = [
             await backends[i % 2].watch_prefix(f"p{i}/", data=True, owners=False, waiters=False)
             for i in range(3)

@@ -80,6 +80,7 @@ from tenure._etcd.streams import KeepAlive, WatchHub
 from tenure.backends._base import Capability, SessionListener, SessionTicket
 from tenure.backends._opener import NewSession, SessionFactory
 from tenure.backends._session import StoreSession
+from tenure.backends._session_class import session_class
 from tenure.backends._turns import Turns
 from tenure.backends.etcd import _listing, _resume
 from tenure.backends.etcd._claims import release_claim
@@ -320,7 +321,7 @@ class EtcdBackend(SessionFactory):
             hints=self.hints,
             turns=self.turns,
         )
-        session = StoreSession(
+        session = session_class(CAPABILITIES)(
             store,
             listener,
             acquiring=store,

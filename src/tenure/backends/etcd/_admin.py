@@ -15,11 +15,7 @@ and removes again; see :mod:`tenure.backends.etcd._node`), waiters their request
 
 from __future__ import annotations
 
-import time
-
 from tenure._core.claims import ClaimRecord
-from tenure._core.commands import RateReservation
-from tenure._core.rates import bucket_data, parse_bucket, reserve
 from tenure._core.values import SemaphoreDescription, check_count, check_data
 from tenure._etcd.client import EtcdClient
 from tenure._etcd.requests import (
@@ -155,37 +151,6 @@ class Admin:
             )
             if reply.succeeded or await landed(self._conn, record, made, state.record_mod):
                 return True
-
-    async def reserve_units(
-        self, name: str, count: float, max_wait: float | None
-    ) -> RateReservation:
-        """See :meth:`tenure.backends._base.BackendSession.reserve_units`: the rule of
-        :mod:`tenure._core.rates`, then one Txn that puts the new bucket only if the
-        record's mod_revision is the one read (else read again; applied anyway, its
-        answer lost, when the record's history says so, as :meth:`_put_data`'s).
-
-        etcd has no clock a Txn can read, so the time is this process's wall clock
-        (UNIX seconds): every client of a limiter then decides by its own clock, and
-        one whose clock runs ``d`` seconds ahead of the others' can take up to
-        ``rate * d`` units more at once (docs/recipes.md).
-        """
-        made = put_id()
-        while True:
-            state = await self._sender.read(name)
-            if not state.exists:
-                raise NotFoundError(f"semaphore {name!r} does not exist")
-            bucket = parse_bucket(name, state.data if state.record else b"")
-            reply, after = reserve(name, bucket, count, max_wait, time.time())
-            if after is None:
-                return reply
-            record = self._layout.record(self._node, name)
-            value = encode({"limit": state.limit, "data": bucket_data(after), "w": made})
-            answer = await self._sender.txn(
-                [compare_mod(record, state.record_mod)], [put(record, value)], []
-            )
-            if answer.succeeded or await landed(self._conn, record, made, state.record_mod):
-                return reply
-            # Another reservation (or change) came first: reserve after it.
 
     async def claim(
         self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes

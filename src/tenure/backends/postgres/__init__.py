@@ -65,6 +65,7 @@ from tenure._core.values import (
 from tenure.backends._base import Capability, SessionListener, SessionTicket
 from tenure.backends._opener import NewSession, SessionFactory
 from tenure.backends._session import StoreSession
+from tenure.backends._session_class import session_class
 from tenure.backends._store_listing import ListingModule, StoreListings
 from tenure.backends._turns import Turns
 from tenure.backends.postgres import _listing
@@ -89,6 +90,7 @@ ALWAYS: Final = frozenset(
     {
         Capability.FENCING_TOKENS,
         Capability.FIFO,
+        Capability.RATE_RESERVATION,
         Capability.SESSION_RECOVERY,
         Capability.LOCK_DELAY,
         Capability.LEASE_TTL,
@@ -251,7 +253,7 @@ class PgBackend(StoreListings, SessionFactory):
         return session
 
     def _opened(self, store: PgStore, listener: SessionListener) -> StoreSession:
-        session = StoreSession(
+        session = session_class(self._capabilities)(
             store,
             listener,
             acquiring=store.acquirer,

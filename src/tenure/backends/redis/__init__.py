@@ -58,6 +58,7 @@ from tenure._core.values import (
 from tenure.backends._base import Capability, SessionListener, SessionTicket
 from tenure.backends._opener import NewSession, SessionFactory
 from tenure.backends._session import StoreSession
+from tenure.backends._session_class import session_class
 from tenure.backends._store_listing import ListingModule, StoreListings
 from tenure.backends._turns import Turns
 from tenure.backends.redis import _listing
@@ -84,6 +85,7 @@ CAPABILITIES: Final = frozenset(
     {
         Capability.FENCING_TOKENS,
         Capability.FIFO,
+        Capability.RATE_RESERVATION,
         Capability.WATCH,
         Capability.SESSION_RECOVERY,
         Capability.LEASE_TTL,
@@ -273,7 +275,7 @@ class RedisBackend(StoreListings, SessionFactory):
         return self._opened(store, listener)
 
     def _opened(self, store: RedisStore, listener: SessionListener) -> StoreSession:
-        session = StoreSession(
+        session = session_class(self._capabilities)(
             store,
             listener,
             acquiring=store.commands,

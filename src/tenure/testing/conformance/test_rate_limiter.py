@@ -1,5 +1,11 @@
 """Rate limiters: a shared bucket, reserved on the store's clock, FIFO, bounded.
 
+A backend with RATE_RESERVATION reserves in the store; one without is reserved
+over the core (``tenure.client._rates_over_core``, on the clients' clocks): every
+test here runs on whichever path the backend takes, and
+:func:`test_the_ability_and_the_core_give_the_same_answers` holds the two paths to
+the same answers on every backend that has both.
+
 The bound is checked from the history of grant times the store reported (``at``,
 its clock): over any interval of them, the units granted sum to at most
 ``burst + rate * length``. Nothing here is timed against this machine's clock
@@ -10,10 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import random
+from functools import partial
 
 import pytest
 
 import tenure
+from tenure._core.commands import RateReservation
+from tenure._core.rates import parse_bucket
+from tenure.backends import Capability, RateReservations
+from tenure.client._rates_over_core import reserve_over_core
 from tenure.errors import (
     InvalidArgumentError,
     LimitExceededError,
@@ -23,6 +34,16 @@ from tenure.errors import (
 
 #: Float error of grant times near 1.75e9 UNIX seconds (about 2.4e-7 s), times the rate.
 _SLACK = 1e-3
+
+
+async def reserve_units(
+    session: tenure.Session, name: str, count: float, max_wait: float | None
+) -> RateReservation:
+    """A reservation by the path the session's backend takes (the ability, or the core)."""
+    backend = session._backend_session()
+    if isinstance(backend, RateReservations):
+        return await backend.reserve_units(name, count, max_wait)
+    return await reserve_over_core(backend, name, count, max_wait)
 
 
 def check_bound(grants: list[tuple[float, float]], rate: float, burst: float) -> None:
@@ -70,7 +91,7 @@ async def test_a_wait_past_the_timeout_fails_at_once_and_reserves_nothing(
         await asyncio.wait_for(limiter.acquire(1, timeout=0.5), 1.5)  # it needs 2 s
     assert not await limiter.try_acquire()
     assert (await session.semaphore("slow").describe()).data == before  # nothing taken
-    reply = await session._backend_session().reserve_units("slow", 1, None)
+    reply = await reserve_units(session, "slow", 1, None)
     assert reply.granted  # the next unit's turn is still 2 s after the first
     assert reply.at - start == pytest.approx(2.0, abs=_SLACK)
 
@@ -113,7 +134,7 @@ async def test_a_cancelled_wait_keeps_its_turn_spent(client: tenure.Client, node
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting
-    reply = await session._backend_session().reserve_units("spent", 1, None)
+    reply = await reserve_units(session, "spent", 1, None)
     assert reply.at - first == pytest.approx(1.0, abs=_SLACK)  # after the cancelled one
 
 
@@ -150,4 +171,45 @@ async def test_bad_requests_are_refused_with_clear_errors(client: tenure.Client,
     with pytest.raises(PreconditionFailedError, match="not a rate limiter"):
         await session.rate_limiter("plain", rate=1.0, burst=1).try_acquire()
     with pytest.raises(NotFoundError):
-        await session._backend_session().reserve_units("missing", 1, None)
+        await reserve_units(session, "missing", 1, None)
+
+
+@pytest.mark.requires(Capability.RATE_RESERVATION)
+async def test_the_ability_and_the_core_give_the_same_answers(
+    client: tenure.Client, node: str
+) -> None:
+    # One draw of reservations, applied to two limiters alike: "a" through the
+    # store's reserve_units, then "b" over the core at the instant the store's answer
+    # says it reserved at (at - wait: the store's clock, whatever the store's).
+    # Every answer, and the bucket left after each, must agree.
+    session = await client.session(node)
+    backend = session._backend_session()
+    assert isinstance(backend, RateReservations)
+    rate, burst = 40.0, 5.0
+    for name in ("a", "b"):
+        await session.semaphore(name).create(1, f"limiter {rate} {burst} 0.0".encode())
+    rng = random.Random(49)
+    for step in range(60):
+        count = rng.choice((0.5, 1.0, 1.0, 2.0, 5.0))
+        max_wait = rng.choice((None, 0.0, 0.0, 0.05, 0.2))
+        store = await backend.reserve_units("a", count, max_wait)
+        instant = store.at - store.wait  # (the store's now, when it reserved)
+        core = await reserve_over_core(backend, "b", count, max_wait, partial(float, instant))
+        assert store.granted == core.granted, (step, store, core)
+        assert store.wait == pytest.approx(core.wait, abs=1e-5), (step, store, core)
+        assert store.at == pytest.approx(core.at, abs=1e-5), (step, store, core)
+        tat_a = parse_bucket("a", (await session.semaphore("a").describe()).data).tat
+        tat_b = parse_bucket("b", (await session.semaphore("b").describe()).data).tat
+        assert tat_a == pytest.approx(tat_b, abs=1e-5), step
+        await asyncio.sleep(rng.choice((0.0, 0.0, 0.01, 0.05)))
+    # Errors alike: past the burst, no bucket, no semaphore.
+    await session.semaphore("plain").create(1, b"42")
+    for name, count, error in (
+        ("a", burst + 1, LimitExceededError),
+        ("plain", 1.0, PreconditionFailedError),
+        ("missing", 1.0, NotFoundError),
+    ):
+        with pytest.raises(error):
+            await backend.reserve_units(name, count, None)
+        with pytest.raises(error):
+            await reserve_over_core(backend, name, count, None)

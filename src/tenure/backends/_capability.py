@@ -1,0 +1,72 @@
+"""What a backend promises beyond the contract's core: :class:`Capability`.
+
+Part of the backend contract (re-exported by :mod:`tenure.backends._base` and
+:mod:`tenure.backends`); its own module so that the abilities
+(:mod:`tenure.backends._abilities`), which the contract's session is made of, can
+name theirs.
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["Capability"]
+
+
+class Capability(enum.Enum):
+    """What a backend promises beyond the contract's core; callers may require them.
+
+    Some are promises about the core's own members (tokens, FIFO, watch, durable,
+    replicated, lock-delay); the others are *abilities*, each a small protocol its
+    sessions implement (:data:`tenure.backends._abilities.ABILITIES`).
+
+    A backend declares a capability only if it keeps the promise in every case the
+    conformance kit can produce; one it lacks is refused by ``connect(require=...)``,
+    never silently weakened.
+    """
+
+    #: Every grant of a node carries a token strictly greater than every earlier
+    #: grant's in that node, across restarts of the backend.
+    FENCING_TOKENS = "fencing_tokens"
+    #: Waiters of a semaphore are served in arrival order; none overtakes the head.
+    FIFO = "fifo"
+    #: Watched changes are pushed as they happen, not found by polling.
+    WATCH = "watch"
+    #: An acknowledged change survives a restart of the backend.
+    DURABLE = "durable"
+    #: An acknowledged grant survives the loss of any one server of the backend.
+    REPLICATED = "replicated"
+    #: A session outlives a lost connection for its recovery window, and re-attaches.
+    SESSION_RECOVERY = "session_recovery"
+    #: A grant may carry a time-to-live of its own that its holder renews.
+    LEASE_TTL = "lease_ttl"
+    #: A node's ``lock_delay``: after a holder *failed* (its session or lease
+    #: expired), nobody gets its tokens for that long. Without it, a node with a
+    #: non-zero lock_delay is refused.
+    LOCK_DELAY = "lock_delay"
+    #: Several semaphores are acquired all or none, in one step, and a request for
+    #: several waits in all their queues with one arrival (``session.lock_all``):
+    #: requests for overlapping names in any order never deadlock.
+    ALL_OR_NONE = "all_or_none"
+    #: A session watches every semaphore under a name prefix, those made later too
+    #: (:meth:`BackendSession.watch_prefix`): creations, changes and deletions are
+    #: pushed as they happen, never found by polling.
+    PREFIX_WATCH = "prefix_watch"
+    #: An acquire that would close a cycle of tasks waiting on each other, none of
+    #: which could ever go on (a deadlock), fails at once with DeadlockError naming
+    #: the cycle; the others keep waiting (docs/recipes.md, "Deadlock detection").
+    #: Without it such acquires wait as they always did (until their timeouts):
+    #: ``connect(url, require=[Capability.DEADLOCK_DETECTION])`` insists on it.
+    DEADLOCK_DETECTION = "deadlock_detection"
+    #: Claims of a name for a slot (``session.claim``, :mod:`tenure._core.claims`):
+    #: at most one at a time, held for at least ``at_least`` and at most ``at_most``
+    #: seconds of the store's clock, ended by the store itself (not with a session),
+    #: released by id by anyone.
+    CLAIMS = "claims"
+    #: A rate limiter's units are reserved by the store in one call
+    #: (:meth:`BackendSession.reserve_units`, :mod:`tenure._core.rates`), on the
+    #: store's clock. Without it (``etcd://``, which has no clock a transaction can
+    #: read), ``session.rate_limiter`` reserves them over the core (a read, then a
+    #: compare-and-set of the limiter's data), on the clients' clocks
+    #: (``tenure.client._rates_over_core``): the same answers.
+    RATE_RESERVATION = "rate_reservation"
