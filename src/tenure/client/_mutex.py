@@ -7,6 +7,7 @@ import asyncio
 from functools import partial
 from types import TracebackType
 
+from tenure import lowlevel
 from tenure._core.values import MAX_COUNT, MutexDescription, check_name
 from tenure.client import _args
 from tenure.client._args import Data
@@ -86,10 +87,12 @@ class Mutex:
         owner_data = data if type(data) is bytes else _args.as_data(data)
         wait = None if timeout is None else _args.timeout(timeout)
         if self.max_depth is not None:  # reentrant
-            nest = self.session._lock_reentrant
-            return Opening(partial(nest, self.name, owner_data, wait, self.max_depth))
-        acquire = self.session._acquire
-        return Opening(partial(acquire, Lock, self.name, MAX_COUNT, owner_data, wait, True))
+            nest = lowlevel.lock_reentrant
+            return Opening(partial(nest, self.session, self.name, owner_data, wait, self.max_depth))
+        acquire = lowlevel.acquire
+        return Opening(
+            partial(acquire, self.session, Lock, self.name, MAX_COUNT, owner_data, wait, True)
+        )
 
     async def try_lock(self, *, data: Data = b"") -> Lock | None:
         """Take the lock if it is free right now (or, reentrant, held by this task), else None."""
@@ -106,7 +109,7 @@ class Mutex:
         or awaited).
         """
         try:
-            state = await self.session._backend_session().describe_semaphore(
+            state = await lowlevel.backend_session(self.session).describe_semaphore(
                 self.name, owners=True, waiters=True
             )
         except NotFoundError:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 
+from tenure import lowlevel
 from tenure._core.commands import RateReservation
 from tenure._core.rates import Bucket, bucket_data, check_rate, check_units, parse_bucket
 from tenure.client import _args
@@ -96,7 +97,9 @@ class RateLimiter(NamedRecipe):
 
     async def _reserve(self, units: float, max_wait: float | None) -> RateReservation:
         await self._make()
-        return await self.session._backend_session().reserve_units(self.name, units, max_wait)
+        return await lowlevel.backend_session(self.session).reserve_units(
+            self.name, units, max_wait
+        )
 
     async def _make(self) -> None:
         """Create the limiter if nobody did, then check that it is this one (once)."""

@@ -16,6 +16,7 @@ import random
 import pytest
 
 import tenure
+from tenure import lowlevel
 from tenure.errors import InvalidArgumentError, LimitExceededError, NotFoundError
 
 from .harness import Network
@@ -303,7 +304,7 @@ async def test_the_watch_counts_against_max_watches_per_session(
 ) -> None:
     await client.alter_node(node, max_watches_per_session=2)
     session = await client.session(node)
-    backend = session._backend_session()
+    backend = lowlevel.backend_session(session)
     first = await backend.watch_prefix("a/", data=True, owners=False, waiters=False)
     async with contextlib.aclosing(session.semaphore("x").watch(data=True)) as single:
         await within(anext(single))

@@ -14,6 +14,7 @@ import random
 import pytest
 
 import tenure
+from tenure import lowlevel
 from tenure.errors import (
     InvalidArgumentError,
     LimitExceededError,
@@ -70,7 +71,7 @@ async def test_a_wait_past_the_timeout_fails_at_once_and_reserves_nothing(
         await asyncio.wait_for(limiter.acquire(1, timeout=0.5), 1.5)  # it needs 2 s
     assert not await limiter.try_acquire()
     assert (await session.semaphore("slow").describe()).data == before  # nothing taken
-    reply = await session._backend_session().reserve_units("slow", 1, None)
+    reply = await lowlevel.backend_session(session).reserve_units("slow", 1, None)
     assert reply.granted  # the next unit's turn is still 2 s after the first
     assert reply.at - start == pytest.approx(2.0, abs=_SLACK)
 
@@ -113,7 +114,7 @@ async def test_a_cancelled_wait_keeps_its_turn_spent(client: tenure.Client, node
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting
-    reply = await session._backend_session().reserve_units("spent", 1, None)
+    reply = await lowlevel.backend_session(session).reserve_units("spent", 1, None)
     assert reply.at - first == pytest.approx(1.0, abs=_SLACK)  # after the cancelled one
 
 
@@ -150,4 +151,4 @@ async def test_bad_requests_are_refused_with_clear_errors(client: tenure.Client,
     with pytest.raises(PreconditionFailedError, match="not a rate limiter"):
         await session.rate_limiter("plain", rate=1.0, burst=1).try_acquire()
     with pytest.raises(NotFoundError):
-        await session._backend_session().reserve_units("missing", 1, None)
+        await lowlevel.backend_session(session).reserve_units("missing", 1, None)
