@@ -39,17 +39,9 @@ class MyMutex:
     def lock(self, *, timeout: float | None = None, data: bytes = b"") -> Opening[tenure.Lock]:
         """Wait for the lock (``timeout`` seconds at most; 0 only tries): ``await`` it
         or use ``async with``, whose block a loss of the lock cancels."""
-        acquire = partial(
-            lowlevel.acquire,
-            self.session,
-            tenure.Lock,
-            self.name,
-            tenure.MAX_COUNT,
-            data,
-            timeout,
-            True,
-        )
-        return Opening(acquire)
+        # Every token of an ephemeral semaphore (it goes with its last holder and waiter).
+        wanted = (tenure.Lock, self.name, tenure.MAX_COUNT, data, timeout, True)
+        return Opening(partial(lowlevel.acquire, self.session, *wanted))
 
     async def try_lock(self) -> tenure.Lock | None:
         """The lock if it is free right now, else None."""
