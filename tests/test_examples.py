@@ -55,6 +55,7 @@ TESTED = {
     "recorder.py",
     "locked.py",
     "fork_safety.py",
+    "own_recipe.py",
 }
 
 
@@ -128,6 +129,24 @@ def test_mutex_serves_in_order_and_storage_fences_stale_tokens(url_env: dict[str
     assert lines[-1] == (
         "storage entries: ['written by worker-0', 'written by worker-1', 'written by worker-2']"
     )
+
+
+def test_own_recipe_over_the_low_level_excludes_the_librarys_mutex(
+    url_env: dict[str, str],
+) -> None:
+    lines = run_example("own_recipe.py", url_env)
+    (first,) = matches(r"a: holds 'ledger' with fencing token (\d+)$", lines)
+    (second,) = matches(r"b: holds 'ledger' with fencing token (\d+)$", lines)
+    (third,) = matches(r"a: try_lock\(\) after b's release -> token (\d+)$", lines)
+    assert int(first[1]) < int(second[1]) < int(third[1])
+    # While a holds it, neither b's own recipe nor the library's mutex gets it.
+    assert lines[1:4] == [
+        "b: MyMutex.try_lock() -> None",
+        "b: session.mutex().try_lock() -> None",
+        "b: describe() -> held=True, by a: True",
+    ]
+    assert "b: start_release() returned at once, held=False" in lines
+    assert lines[-1] == "a: describe() -> held=False"
 
 
 def test_fencing_file_refuses_the_paused_holders_late_write() -> None:

@@ -25,7 +25,9 @@ INTEGRATIONS = {
     "tenure.contrib.otel",
     "tenure.contrib.tooz",
 }
-PUBLIC = reading.PUBLIC | {"tenure.testing"} | INTEGRATIONS
+#: The public low level a recipe of one's own stands on (own_recipe.py).
+LOW_LEVEL = {"tenure.lowlevel"}
+PUBLIC = reading.PUBLIC | {"tenure.testing"} | LOW_LEVEL | INTEGRATIONS
 
 
 def examples() -> list[Path]:

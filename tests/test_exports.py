@@ -13,6 +13,7 @@ PUBLIC_MODULES = [
     "tenure.testing",
     "tenure.client",
     "tenure.fencing",
+    "tenure.lowlevel",  # the low level the recipes stand on, the library's and a user's
     "tenure.server.plug",  # public to tenure.compat: the faces' one way into the server
 ]
 

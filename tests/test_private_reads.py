@@ -68,25 +68,41 @@ class Friend:
 #: Who may read whose privates, and why. Readers are modules or packages; every name
 #: must be defined by its owner and read by a reader (test_every_friend_is_needed).
 FRIENDS: tuple[Friend, ...] = (
-    # The client's recipes over their session and leases: RecipeSession and LeaseMaker
-    # declare what a recipe may use, underscored so that a user's Session does not show it.
+    # The public low level (tenure.lowlevel): the one door from a recipe, the library's
+    # or a user's, to the session's and its leases' own parts.
     Friend(
-        "tenure.client",
+        "tenure.lowlevel",
+        "tenure.client._session_holds",
+        ("_acquire", "_lock_reentrant"),
+        "lowlevel.acquire and lock_reentrant are the session's methods taken unbound: the "
+        "mutex's block makes no call more (its call budget)",
+    ),
+    Friend(
+        "tenure.lowlevel",
         "tenure.client._recipe_session",
-        ("_backend_session", "_lock_reentrant"),
-        "a recipe reads and changes its semaphore through the backend's session (RecipeSession)",
+        ("_backend_session",),
+        "lowlevel.backend_session: the backend's session, the session's loss error once ended",
+    ),
+    # The session's own parts: its leases' lives, who asks, its reentrant holds.
+    Friend(
+        "tenure.client._session_holds",
+        "tenure.client._lease",
+        ("_grant", "_lose", "_caller"),
+        "the session releases, restates and loses its leases by their grants, and keeps "
+        "who acquired each",
     ),
     Friend(
-        "tenure.client",
+        "tenure.client._asking",
         "tenure.client._lease",
-        ("_acquire",),
-        "LeaseMaker._acquire: the checked acquire a recipe calls, not a user's",
+        ("_caller",),
+        "the session's stakes: a granted lease becomes its caller's stake",
     ),
     Friend(
-        "tenure.client",
+        "tenure.client._reentrant",
         "tenure.client._lease",
-        ("_release_soon", "_grant", "_lose", "_caller", "_finish"),
-        "a Lease's life is driven by its session and the recipes holding it, never by a user",
+        ("_acquire", "_grant", "_finish"),
+        "a reentrant hold is one lease acquired through the session (HoldKeeper), its "
+        "acquisitions ended with it (a part of the session: lowlevel imports the session)",
     ),
     Friend(
         "tenure.client._client",
@@ -112,21 +128,9 @@ FRIENDS: tuple[Friend, ...] = (
         ("_end", "_lease_lost"),
         "the session's backend listener tells its base of a loss",
     ),
-    Friend(
-        "tenure.client._partition",
-        "tenure.client._group_member",
-        ("_fail", "_lease"),
-        "a partition is a view over its member's hold and ends with it",
-    ),
     # The sync face: a portal over the async objects, never a second implementation.
     Friend(
-        "tenure.sync",
-        "tenure.sync._leases",
-        ("_portal", "_track"),
-        "a sync recipe calls through its session's portal (the sync RecipeSession)",
-    ),
-    Friend(
-        "tenure.sync",
+        "tenure.sync._held",
         "tenure.client._loss",
         ("_end_block",),
         "a sync held thing waits for its async twin's end",
@@ -143,19 +147,7 @@ FRIENDS: tuple[Friend, ...] = (
         ("_lease",),
         "the session keeps one sync wrapper per async lease",
     ),
-    Friend(
-        "tenure.sync.testing",
-        "tenure.sync._objects",
-        ("_session",),
-        "the disconnect helpers reach the async session through the portal",
-    ),
-    # The test helpers and the conformance kit: they test the backend contract itself.
-    Friend(
-        "tenure.testing",
-        "tenure.client._recipe_session",
-        ("_backend_session",),
-        "the kit and the disconnect helpers drive the backend's session under a client session",
-    ),
+    # The conformance kit: it tests the backend contract itself.
     Friend(
         "tenure.testing.conformance.test_cache",
         "tenure.client._cache",
@@ -285,6 +277,58 @@ def test_every_friend_is_needed() -> None:
             elif not any(friend.allows(read) for read in reads if read.name == name):
                 wrong.append(f"{friend.reader} -> {friend.owner}: {name} is read no more")
     assert not wrong, "friend lines to correct or remove:\n" + "\n".join(wrong)
+
+
+#: The recipes' own modules besides those of their classes (read from the registry):
+#: the parts a recipe is made of, and the recipes that make no class of their own.
+RECIPE_PARTS = frozenset(
+    {
+        "tenure.client._group_member",  # a group's member and views (Group, Partition)
+        "tenure.client._cache_changes",  # what a cache's consumers are told (Cache)
+        "tenure.client._leader",  # Client.lead: the leader runner
+        "tenure.client._recipe_session",  # what a recipe object is made of
+        "tenure.sync._leader",
+        "tenure.sync._recipe",
+    }
+)
+
+
+def recipe_modules() -> set[str]:
+    """Every recipe's module, on both faces: each class of the recipe registry's, and
+    :data:`RECIPE_PARTS`."""
+    import tenure.client
+    import tenure.sync
+    from tenure.client._recipes import RECIPES
+
+    found = set(RECIPE_PARTS)
+    for recipe in RECIPES:
+        if recipe.cls is not None:
+            found.add(getattr(tenure.client, recipe.cls).__module__)
+            found.add(getattr(tenure.sync, recipe.cls).__module__)
+    return found
+
+
+def test_no_recipe_reads_a_private_name_of_another_module() -> None:
+    """The recipes stand on the public low level (``tenure.lowlevel``) and public
+    names alone, as a user's recipe would: no friend line lets one in."""
+    recipes = recipe_modules()
+    known = modules(SOURCE)
+    assert recipes <= known.keys(), sorted(recipes - known.keys())
+    assert {"tenure.client._mutex", "tenure.client._partition", "tenure.sync._group"} <= recipes
+    found = [read for read in private_reads(SOURCE) if read.reader in recipes]
+    assert not found, "recipes reading another module's private names:\n" + "\n".join(
+        f"{_where(read)}: {read.reader} reads {read.text}" for read in found
+    )
+    friendly = [
+        f for f in FRIENDS if f.reader in recipes or f.reader in {"tenure.client", "tenure.sync"}
+    ]
+    assert not friendly, f"friend lines for recipes: {friendly}"
+
+
+def test_at_most_thirty_private_reads() -> None:
+    """Issue 49: reads of another module's private names in src/ fell from 109 to at
+    most 30, each allowed by a friend line above with its reason."""
+    assert len(private_reads(SOURCE)) <= 30
 
 
 # -- the reading, on a package written for it -------------------------------------------

@@ -25,6 +25,7 @@ NOT_RECIPES = {
     "acquire": "the primitive every recipe is made with",
     "check": "raises the loss error if the session was lost",
     "close": "ends the session",
+    "keep_lease": "the sync session keeps a sync recipe's lease as its async lease's twin",
     "leases": "what the session holds",
     "on_lost": "calls back when the session is lost",
     "renew": "renews the session's ttl",

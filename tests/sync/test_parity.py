@@ -148,6 +148,16 @@ SYNC_ONLY: dict[tuple[type, str], str] = {
         "the async client itself, for coroutines run on the portal (integrations')"
     ),
     (tenure.sync.Client, "closed"): "close() must refuse a second close from another thread",
+    (tenure.sync.Session, "portal"): (
+        "the loop thread its calls go through (the client's portal), for sync recipes"
+    ),
+    (tenure.sync.Session, "async_session"): (
+        "the async session itself, for coroutines run on the portal (as Client.async_client)"
+    ),
+    (tenure.sync.Session, "keep_lease"): (
+        "a sync recipe's lease kept as its async lease's one twin (the async session "
+        "keeps its leases itself)"
+    ),
     **{
         (cls, name): reason
         for cls in (

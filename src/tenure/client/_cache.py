@@ -37,6 +37,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Final
 
+from tenure import lowlevel
 from tenure._core.values import SemaphoreDescription, check_prefix
 from tenure.backends._base import (
     Backend,
@@ -214,7 +215,7 @@ class Cache(ClosesOnExit):
                 self._end(error)
                 return
             try:
-                await self._follow(session._backend_session())
+                await self._follow(lowlevel.backend_session(session))
             except ClientClosedError as error:
                 self._end(error)
                 return

@@ -13,6 +13,7 @@ follows the value.
 
 from __future__ import annotations
 
+from tenure import lowlevel
 from tenure._core.counter_data import MAX_VALUE, MIN_VALUE, counter_value, value_data
 from tenure.backends._base import CreateWrite, SwapWrite
 from tenure.client._recipe_session import NamedRecipe
@@ -74,7 +75,7 @@ class Counter(NamedRecipe):
             # Changed between the read and the swap: compare again with what it is now.
 
     async def _data(self) -> bytes:
-        backend = self.session._backend_session()
+        backend = lowlevel.backend_session(self.session)
         try:
             found = await backend.describe_semaphore(self.name, owners=False, waiters=False)
         except NotFoundError:
@@ -84,7 +85,7 @@ class Counter(NamedRecipe):
     async def _swap(self, data: bytes, value: int) -> bool:
         """Compare-and-set the semaphore's data from ``data`` to ``value``; creates the
         semaphore first if it is missing (``data`` empty: the counter was never written)."""
-        backend = self.session._backend_session()
+        backend = lowlevel.backend_session(self.session)
         new = value_data(value)
         try:
             return await backend.write_semaphore(self.name, SwapWrite(data, new))

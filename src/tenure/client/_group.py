@@ -36,6 +36,7 @@ import contextlib
 from collections.abc import AsyncGenerator
 from functools import partial
 
+from tenure import lowlevel
 from tenure._core.members import (
     DEFAULT_MAX_GROUP_MEMBERS,
     GROUP_DATA,
@@ -95,7 +96,7 @@ class Group(NamedRecipe):
             PreconditionFailedError: ``exist_ok``, and a semaphore of that name is no group.
         """
         exist_ok = _args.flag("exist_ok", exist_ok)
-        backend = self.session._backend_session()
+        backend = lowlevel.backend_session(self.session)
         try:
             await backend.write_semaphore(self.name, CreateWrite(self.max_members, GROUP_DATA))
         except AlreadyExistsError:
@@ -114,7 +115,7 @@ class Group(NamedRecipe):
                 ``force``; or the semaphore of that name is no group.
         """
         force = _args.flag("force", force)
-        backend = self.session._backend_session()
+        backend = lowlevel.backend_session(self.session)
         self._check_group(await self._describe(backend, owners=False))
         await backend.write_semaphore(self.name, DeleteWrite(force))
         self._made = False
@@ -161,7 +162,7 @@ class Group(NamedRecipe):
         Raises:
             PreconditionFailedError: the semaphore of that name is no group.
         """
-        backend = self.session._backend_session()
+        backend = lowlevel.backend_session(self.session)
         try:
             found = await self._describe(backend, owners=True)
         except NotFoundError:
@@ -198,7 +199,7 @@ class Group(NamedRecipe):
                 if remake == _REMAKES:
                     raise
         try:
-            backend = self.session._backend_session()
+            backend = lowlevel.backend_session(self.session)
             holds = (await self._describe(backend, owners=True)).owners
             for hold in holds:
                 record = parse_record(hold.data)
@@ -212,7 +213,7 @@ class Group(NamedRecipe):
             await lease.release()  # gone before the caller looks again
             raise
         except BaseException:
-            lease._release_soon()
+            lowlevel.start_release(lease)
             raise
         return GroupMember(self.session, self.name, member_id, data, weight, lease)
 
@@ -227,7 +228,7 @@ class Group(NamedRecipe):
         try:
             return await self._acquire(record, 0)
         except TimeoutError:
-            found = await self._describe(self.session._backend_session(), owners=False)
+            found = await self._describe(lowlevel.backend_session(self.session), owners=False)
             if found.count >= found.limit:
                 raise
         return await self._acquire(record, CONTENDED_JOIN_WAIT)
@@ -237,13 +238,13 @@ class Group(NamedRecipe):
         task that asks again for a name it holds (it would wait behind itself), but a
         member's hold is never the wait of its task, and one task may be several
         members. A grant that lands as the caller is cancelled is let go."""
-        acquiring = self.session._acquire(Lease, self.name, 1, record, timeout, False)
+        acquiring = lowlevel.acquire(self.session, Lease, self.name, 1, record, timeout, False)
         task = asyncio.ensure_future(acquiring)
         try:
             return await task
         except asyncio.CancelledError:
             if task.done() and not task.cancelled() and task.exception() is None:
-                task.result()._release_soon()
+                lowlevel.start_release(task.result())
             raise
 
     async def _make(self) -> None:
@@ -251,7 +252,7 @@ class Group(NamedRecipe):
         object, until a join finds it deleted)."""
         if self._made:
             return
-        backend = self.session._backend_session()
+        backend = lowlevel.backend_session(self.session)
         try:
             found = await self._describe(backend, owners=False)
         except NotFoundError:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from tenure._core.members import Member, member_record, members_of
 from tenure.client import _args
 from tenure.client._args import Data
-from tenure.client._lease import Lease
+from tenure.client._lease import Lease, start_release
 from tenure.client._loss import CancelOnLoss, EndSignal, Guarded
 from tenure.client._recipe_session import RecipeSession
 from tenure.client._semaphore import watch_semaphore
@@ -144,8 +144,15 @@ class GroupMember(Guarded):
     def _end_block(self) -> Awaitable[None] | None:
         return self._lease._end_block()
 
-    def _fail(self, error: LostError) -> None:
-        """End it lost with ``error`` and let go of its hold (a partition whose view
-        can no longer be kept must not go on owning keys)."""
-        self._signal.end(error)
-        self._lease._release_soon()
+
+def fail_member(member: GroupMember, error: LostError) -> None:
+    """End ``member`` lost with ``error`` and let go of its hold (a partition whose view
+    can no longer be kept must not go on owning keys)."""
+    member._signal.end(error)
+    start_release(member._lease)
+
+
+def let_go(member: GroupMember) -> None:
+    """Start ``member``'s leaving without waiting for the backend's answer (a partition
+    that could not start lets its member go, from a failure path that cannot wait)."""
+    start_release(member._lease)

@@ -114,6 +114,21 @@ def open_lease(
     return Opening(partial(maker._acquire, kind, name, count, owner_data, timeout, ephemeral))
 
 
+def start_release(lease: Lease) -> asyncio.Future[bool] | None:
+    """End ``lease`` and start its release, without waiting for the backend's answer:
+    that answer (a future the session settles), or None when there is nothing to
+    release (it ended already, or went with its session).
+
+    What leaving ``async with lease`` does where the backend keeps a session's requests
+    in order: the release is sent before this returns, so whatever this session asks
+    next reaches the backend after it. Until the backend has applied it, another
+    client may still see the tokens taken. For code that cannot wait (a callback, a
+    failure path); ``await lease.release()`` waits. Public as
+    :func:`tenure.lowlevel.start_release`.
+    """
+    return lease._release_soon()
+
+
 class Lease(Guarded):
     """``count`` tokens of semaphore ``name``, held by ``session`` since the grant of ``token``.
 

@@ -21,7 +21,7 @@ import asyncio
 from collections.abc import Awaitable, Mapping
 from types import MappingProxyType
 
-from tenure.client._lease import LeaseKeeper, Lock
+from tenure.client._lease import LeaseKeeper, Lock, start_release
 from tenure.client._loss import CancelOnLoss, EndSignal, Guarded
 from tenure.errors import LostError, PreconditionFailedError
 
@@ -79,7 +79,7 @@ class HeldLocks(Guarded):
     def _release_the_rest(self) -> None:
         for lock in self.locks.values():
             if lock.held:
-                lock._release_soon()
+                start_release(lock)
 
     def _check_enter(self) -> None:
         if self._signal.ended and self._signal.reason is None:

@@ -9,6 +9,7 @@ from functools import partial
 from types import TracebackType
 from typing import Any
 
+from tenure import lowlevel
 from tenure._core.values import MAX_COUNT, MutexDescription, check_name
 from tenure.client import _args
 from tenure.client._args import Data
@@ -93,8 +94,8 @@ class Mutex:
         """The acquire of :meth:`lock`, its arguments checked: what ``async with``
         awaits at once (no :class:`Opening` to make: two calls less a block)."""
         if self.max_depth is not None:  # reentrant
-            return self.session._lock_reentrant(self.name, data, timeout, self.max_depth)
-        return self.session._acquire(Lock, self.name, MAX_COUNT, data, timeout, True)
+            return lowlevel.lock_reentrant(self.session, self.name, data, timeout, self.max_depth)
+        return lowlevel.acquire(self.session, Lock, self.name, MAX_COUNT, data, timeout, True)
 
     async def try_lock(self, *, data: Data = b"") -> Lock | None:
         """Take the lock if it is free right now (or, reentrant, held by this task), else None."""
@@ -111,7 +112,7 @@ class Mutex:
         or awaited).
         """
         try:
-            state = await self.session._backend_session().describe_semaphore(
+            state = await lowlevel.backend_session(self.session).describe_semaphore(
                 self.name, owners=True, waiters=True
             )
         except NotFoundError:

@@ -32,7 +32,13 @@ from dataclasses import dataclass
 
 from tenure._core.members import Member
 from tenure._core.rendezvous import rank
-from tenure.client._group_member import GroupMember, member_states, renewed
+from tenure.client._group_member import (
+    GroupMember,
+    fail_member,
+    let_go,
+    member_states,
+    renewed,
+)
 from tenure.client._loss import CancelOnLoss, Guarded
 from tenure.errors import (
     InvalidArgumentError,
@@ -238,7 +244,7 @@ class Partition(Guarded):
         finally:
             with contextlib.suppress(Exception):
                 await self._states.aclose()
-        self.member._fail(failure)
+        fail_member(self.member, failure)
 
     def _ended(self, reason: LostError | None) -> None:
         self._changed.set()
@@ -274,7 +280,7 @@ async def start_partition(member: GroupMember) -> Partition:
     except BaseException:
         with contextlib.suppress(Exception):
             await states.aclose()
-        member._lease._release_soon()
+        let_go(member)
         raise
     partition._follower = asyncio.ensure_future(partition._follow())
     member.lost.add_callback(partition._ended)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 
+from tenure import lowlevel
 from tenure._core.commands import RateReservation
 from tenure._core.rates import Bucket, bucket_data, check_rate, check_units, parse_bucket
 from tenure.backends._base import RateReservations
@@ -98,7 +99,7 @@ class RateLimiter(NamedRecipe):
 
     async def _reserve(self, units: float, max_wait: float | None) -> RateReservation:
         await self._make()
-        backend = self.session._backend_session()
+        backend = lowlevel.backend_session(self.session)
         if isinstance(backend, RateReservations):  # the store's own, on its clock
             return await backend.reserve_units(self.name, units, max_wait)
         return await reserve_over_core(backend, self.name, units, max_wait)

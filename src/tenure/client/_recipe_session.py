@@ -1,10 +1,13 @@
 """What a recipe needs of its session: the one primitive, and the backend's session.
 
-A recipe (mutex, semaphore, election; one file each) is written over the session's
-``_acquire`` (:class:`~tenure.client._lease.LeaseMaker`), the primitive every hold is
-made with (:func:`~tenure.client._lease.open_lease` checks a caller's arguments for
-it, as :meth:`tenure.Session.acquire` does), and reads or changes a semaphore through
-the backend's session. It is typed with this protocol, never with
+A recipe (mutex, semaphore, election; one file each) is written over the public low
+level, :mod:`tenure.lowlevel`, as a user's recipe is: the session's acquire
+(:func:`tenure.lowlevel.acquire`, :class:`~tenure.client._lease.LeaseMaker`), the
+primitive every hold is made with (:func:`~tenure.client._lease.open_lease` checks a
+caller's arguments for it, as :meth:`tenure.Session.acquire` does), and the backend's
+session (:func:`tenure.lowlevel.backend_session`), through which it reads or changes
+a semaphore. This protocol declares what those reach of the session; a recipe
+calls no member of it but ``id``. A recipe's session is typed with it, never with
 :class:`~tenure.client.Session`, so that the session may make recipes
 (``session.mutex(name)``) while no recipe imports the session: the client's modules
 form layers (``tests/test_import_graph.py`` fails on an import circle).

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from tenure import lowlevel
 from tenure._core.values import MAX_COUNT, RWLockDescription
 from tenure.client import _args
 from tenure.client._args import Data
@@ -42,8 +43,10 @@ class RWLock(NamedRecipe):
             InvalidArgumentError: at once (before the await), naming a bad argument.
         """
         owner_data, wait = _args.as_data(data), _args.timeout(timeout)
-        acquire = self.session._acquire
-        return Opening(partial(acquire, ReadLock, self.name, 1, owner_data, wait, True))
+        acquire = lowlevel.acquire
+        return Opening(
+            partial(acquire, self.session, ReadLock, self.name, 1, owner_data, wait, True)
+        )
 
     def write(self, *, timeout: float | None = None, data: Data = b"") -> Opening[WriteLock]:
         """Wait for the whole lock (``timeout`` seconds at most); ``await`` it or use
@@ -54,8 +57,10 @@ class RWLock(NamedRecipe):
             InvalidArgumentError: at once (before the await), naming a bad argument.
         """
         owner_data, wait = _args.as_data(data), _args.timeout(timeout)
-        acquire = self.session._acquire
-        return Opening(partial(acquire, WriteLock, self.name, MAX_COUNT, owner_data, wait, True))
+        acquire = lowlevel.acquire
+        return Opening(
+            partial(acquire, self.session, WriteLock, self.name, MAX_COUNT, owner_data, wait, True)
+        )
 
     async def try_read(self, *, data: Data = b"") -> ReadLock | None:
         """A reader's share if it can be had right now (no writer holds or waits), else None."""
@@ -78,7 +83,7 @@ class RWLock(NamedRecipe):
         only exists while held or awaited).
         """
         try:
-            state = await self.session._backend_session().describe_semaphore(
+            state = await lowlevel.backend_session(self.session).describe_semaphore(
                 self.name, owners=True, waiters=True
             )
         except NotFoundError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 
+from tenure import lowlevel
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import CreateWrite, DeleteWrite, SwapWrite, UpdateWrite
 from tenure.client import _args, _forks
@@ -32,7 +33,7 @@ class Semaphore(NamedRecipe):
         limit = _args.count(limit, "limit")
         data = _args.as_data(data)
         exist_ok = _args.flag("exist_ok", exist_ok)
-        backend = self.session._backend_session()
+        backend = lowlevel.backend_session(self.session)
         try:
             await backend.write_semaphore(self.name, CreateWrite(limit, data))
         except AlreadyExistsError:
@@ -85,7 +86,7 @@ class Semaphore(NamedRecipe):
         """The semaphore's limit, count and data, and its owners and waiters if asked."""
         owners = _args.flag("owners", owners)
         waiters = _args.flag("waiters", waiters)
-        return await self.session._backend_session().describe_semaphore(
+        return await lowlevel.backend_session(self.session).describe_semaphore(
             self.name, owners=owners, waiters=waiters
         )
 
@@ -99,7 +100,7 @@ class Semaphore(NamedRecipe):
                 another client's, a second copy would undo that update).
         """
         data = _args.as_data(data)
-        await self.session._backend_session().write_semaphore(self.name, UpdateWrite(data))
+        await lowlevel.backend_session(self.session).write_semaphore(self.name, UpdateWrite(data))
 
     async def compare_and_set(self, expected: Data, data: Data) -> bool:
         """Replace the semaphore's data with ``data`` if it is ``expected`` now, in one
@@ -111,13 +112,13 @@ class Semaphore(NamedRecipe):
             UnavailableError: the answer was lost; whether the data changed is unknown.
         """
         expected, data = _args.as_data(expected), _args.as_data(data)
-        backend = self.session._backend_session()
+        backend = lowlevel.backend_session(self.session)
         return await backend.write_semaphore(self.name, SwapWrite(expected, data))
 
     async def delete(self, *, force: bool = False) -> None:
         """Delete the semaphore; with ``force``, even while held (its owners lose their leases)."""
         force = _args.flag("force", force)
-        await self.session._backend_session().write_semaphore(self.name, DeleteWrite(force))
+        await lowlevel.backend_session(self.session).write_semaphore(self.name, DeleteWrite(force))
 
     def watch(
         self, *, data: bool = False, owners: bool = False, waiters: bool = False
@@ -147,7 +148,7 @@ async def watch_semaphore(
     Resumed or closed in a child made by fork since it started, it raises
     ForkedClientError and leaves the stream alone: its watch is the parent's.
     """
-    stream = await session._backend_session().watch_semaphore(
+    stream = await lowlevel.backend_session(session).watch_semaphore(
         name, data=data, owners=owners, waiters=waiters
     )
     opened_by = _forks.pid

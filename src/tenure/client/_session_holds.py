@@ -132,7 +132,26 @@ class SessionHolds:
         timeout: float | None,
         ephemeral: bool,
     ) -> L:
-        """Acquire a new lease of ``kind``; TimeoutError if a try (``timeout`` 0) found it busy."""
+        """A new lease of ``kind`` holding ``count`` tokens of semaphore ``name``, with
+        ``data`` as its owner data (public as :func:`tenure.lowlevel.acquire`, called
+        with the session first).
+
+        ``kind`` is :class:`~tenure.Lease` or a subclass (:class:`~tenure.Lock`,
+        :class:`~tenure.Leadership`, a recipe's own), made as ``kind(session, name,
+        grant, data)``. ``timeout`` is seconds of the backend's clock (None: no limit;
+        0: only try); ``ephemeral`` creates the semaphore if missing, and it goes with
+        its last holder and waiter. The arguments are taken as checked
+        (:meth:`tenure.Session.acquire` checks them first; a bad one is refused by the
+        backend here, after the await). The lease is its caller's
+        (:func:`tenure.lowlevel.caller`): a caller that asks again for ``name`` while
+        it holds or waits for it is refused.
+
+        Raises:
+            TimeoutError: not granted within ``timeout`` (with 0: busy).
+            PreconditionFailedError: the caller holds or is acquiring ``name`` here.
+            LostError: the session has ended (its loss error).
+            The backend's errors: NotFoundError, LimitExceededError, DeadlockError.
+        """
         backend = self._backend
         if self._pid != _forks.pid:
             self._left_behind()
@@ -243,7 +262,11 @@ class SessionHolds:
     async def _lock_reentrant(
         self, name: str, data: bytes, timeout: float | None, max_depth: int
     ) -> Lock:
-        """A reentrant acquisition of the mutex ``name`` (see :class:`Mutex`)."""
+        """A reentrant acquisition of the mutex ``name`` (public as
+        :func:`tenure.lowlevel.lock_reentrant`, called with the session first): at once
+        if the caller holds it reentrantly already (``max_depth`` acquisitions at
+        most: LimitExceededError past it), else through a new hold with ``data``,
+        waiting ``timeout`` seconds (see :class:`~tenure.Mutex`, ``reentrant=True``)."""
         return await self._reentrant.lock(name, data, timeout, max_depth)
 
     def _holds_plainly(self, name: str, caller: Caller) -> bool:

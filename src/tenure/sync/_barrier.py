@@ -19,9 +19,9 @@ class Barrier(SyncRecipe[LeaseSession, aio.Barrier]):
 
     def rounds(self) -> int:
         """How many rounds have passed."""
-        return self.session._portal.call(self._recipe.rounds)
+        return self.session.portal.call(self._recipe.rounds)
 
     def wait(self, timeout: float | None = None) -> None:
         """Arrive, and block until ``parties`` parties are here (TimeoutError after
         ``timeout`` seconds, the arrival taken back)."""
-        self.session._portal.call(self._recipe.wait, timeout)
+        self.session.portal.call(self._recipe.wait, timeout)

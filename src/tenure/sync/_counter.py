@@ -12,12 +12,12 @@ class Counter(SyncRecipe[LeaseSession, aio.Counter]):
 
     def get(self) -> int:
         """The value now (0 for a counter never written)."""
-        return self.session._portal.call(self._recipe.get)
+        return self.session.portal.call(self._recipe.get)
 
     def add(self, delta: int = 1) -> int:
         """Add ``delta`` (negative subtracts) and return the new value."""
-        return self.session._portal.call(self._recipe.add, delta)
+        return self.session.portal.call(self._recipe.add, delta)
 
     def compare_and_set(self, expected: int, new: int) -> bool:
         """Set the value to ``new`` if it is ``expected`` now; whether it did."""
-        return self.session._portal.call(self._recipe.compare_and_set, expected, new)
+        return self.session.portal.call(self._recipe.compare_and_set, expected, new)

@@ -20,17 +20,17 @@ class Election(SyncRecipe[RecipeSession, aio.Election]):
         Raises:
             TimeoutError: not leader within ``timeout``.
         """
-        return self.session._portal.call(
+        return self.session.portal.call(
             opened, lambda: self._recipe.campaign(data, timeout=timeout), self._wrap
         )
 
     def _wrap(self, leadership: aio.Leadership) -> Leadership:
-        return self.session._track(Leadership(self.session, leadership))
+        return self.session.keep_lease(Leadership(self.session, leadership))
 
     def leader(self) -> LeaderState | None:
         """The current leader, or None when nobody leads."""
-        return self.session._portal.call(self._recipe.leader)
+        return self.session.portal.call(self._recipe.leader)
 
     def observe(self) -> Stream[LeaderState]:
         """The leader state now, then on every change of leader or data."""
-        return Stream(self.session._portal, self._recipe.observe(), same)
+        return Stream(self.session.portal, self._recipe.observe(), same)

@@ -21,7 +21,7 @@ class GroupMember(Held):
     """
 
     def __init__(self, session: LeaseSession, member: aio.GroupMember) -> None:
-        super().__init__(session._portal, member.lost)
+        super().__init__(session.portal, member.lost)
         self._member = member
         #: The session it is a member in (a :class:`tenure.sync.Session`).
         self.session = session
@@ -72,7 +72,7 @@ class Partition(Held):
     """
 
     def __init__(self, session: LeaseSession, partition: aio.Partition) -> None:
-        super().__init__(session._portal, partition.lost)
+        super().__init__(session.portal, partition.lost)
         self._partition = partition
         #: The group member this partition's share belongs to.
         self.member = GroupMember(session, partition.member)
@@ -138,11 +138,11 @@ class Group(SyncRecipe[LeaseSession, aio.Group]):
 
     def create(self, *, exist_ok: bool = False) -> None:
         """Make the group with no members (see :meth:`tenure.Group.create`)."""
-        self.session._portal.call(self._recipe.create, exist_ok=exist_ok)
+        self.session.portal.call(self._recipe.create, exist_ok=exist_ok)
 
     def delete(self, *, force: bool = False) -> None:
         """Delete the group; with ``force`` even with members (they are lost)."""
-        self.session._portal.call(self._recipe.delete, force=force)
+        self.session.portal.call(self._recipe.delete, force=force)
 
     def join(self, member_id: str, data: Data = b"") -> GroupMember:
         """Join as ``member_id`` with ``data``; plain, or ``with`` (leaves at the end).
@@ -151,14 +151,14 @@ class Group(SyncRecipe[LeaseSession, aio.Group]):
             AlreadyExistsError: the id is a member already.
             LimitExceededError: the group has its most members (``max_members``).
         """
-        return self.session._portal.call(
+        return self.session.portal.call(
             opened, lambda: self._recipe.join(member_id, data), self._member
         )
 
     def partition(self, member_id: str, *, weight: int | float = 1, data: Data = b"") -> Partition:
         """Join as ``member_id`` with ``weight`` and take a share of a key space; plain,
         or ``with`` (leaves at the end). See :meth:`tenure.Group.partition`."""
-        return self.session._portal.call(
+        return self.session.portal.call(
             opened,
             lambda: self._recipe.partition(member_id, weight=weight, data=data),
             self._partitioned,
@@ -171,11 +171,11 @@ class Group(SyncRecipe[LeaseSession, aio.Group]):
         Raises:
             PreconditionFailedError: the semaphore of that name is no group.
         """
-        return self.session._portal.call(self._recipe.members)
+        return self.session.portal.call(self._recipe.members)
 
     def watch(self) -> Stream[GroupView]:
         """The members now, then after every change (see :meth:`tenure.Group.watch`)."""
-        return Stream(self.session._portal, self._recipe.watch(), same)
+        return Stream(self.session.portal, self._recipe.watch(), same)
 
     def _member(self, member: aio.GroupMember) -> GroupMember:
         return GroupMember(self.session, member)

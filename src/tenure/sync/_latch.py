@@ -16,12 +16,12 @@ class Latch(SyncRecipe[LeaseSession, aio.Latch]):
 
     def count_down(self) -> int:
         """Take one off the count (not below zero); the count left."""
-        return self.session._portal.call(self._recipe.count_down)
+        return self.session.portal.call(self._recipe.count_down)
 
     def remaining(self) -> int:
         """The count left (0: open)."""
-        return self.session._portal.call(self._recipe.remaining)
+        return self.session.portal.call(self._recipe.remaining)
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until the count is zero (TimeoutError after ``timeout`` seconds)."""
-        self.session._portal.call(self._recipe.wait, timeout)
+        self.session.portal.call(self._recipe.wait, timeout)

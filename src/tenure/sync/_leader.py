@@ -45,7 +45,7 @@ class _Faces:
         assert session is not None  # a leadership came from it
         if self._session is None or self._session._session is not session:
             self._session = Session(self._portal, session)
-        return self._session._track(Leadership(self._session, leadership))
+        return self._session.keep_lease(Leadership(self._session, leadership))
 
 
 def lead(

@@ -26,7 +26,7 @@ class LeaseSession(Protocol):
         ...
 
     @property
-    def _portal(self) -> Portal:
+    def portal(self) -> Portal:
         """The loop thread of the session's client."""
         ...
 
@@ -39,8 +39,8 @@ class RecipeSession(LeaseSession, Protocol):
     wrapper of each of its leases (a :class:`tenure.sync.Session`; a protocol, so that
     the session's module makes recipes while theirs never import it)."""
 
-    def _track(self, wrapper: W) -> W:
-        """Remember ``wrapper`` as its lease's one sync face; ``wrapper``."""
+    def keep_lease(self, lease: W) -> W:
+        """Keep ``lease`` as its async lease's one sync twin; ``lease``."""
         ...
 
 
@@ -52,7 +52,7 @@ class Lease(Held):
     """
 
     def __init__(self, session: LeaseSession, lease: aio.Lease) -> None:
-        super().__init__(session._portal, lease.lost)
+        super().__init__(session.portal, lease.lost)
         self._lease = lease
         #: The session that holds it (a :class:`tenure.sync.Session`).
         self.session = session

@@ -22,7 +22,7 @@ class HeldLocks(Held):
     def __init__(
         self, session: LeaseSession, held: aio.HeldLocks, locks: Mapping[str, Lock]
     ) -> None:
-        super().__init__(session._portal, held.lost)
+        super().__init__(session.portal, held.lost)
         self._held = held
         #: The session that holds them (a :class:`tenure.sync.Session`).
         self.session = session

@@ -40,22 +40,22 @@ class Mutex(SyncRecipe[RecipeSession, aio.Mutex]):
         Raises:
             TimeoutError: not held within ``timeout``.
         """
-        return self.session._portal.call(
+        return self.session.portal.call(
             opened, lambda: self._recipe.lock(timeout=timeout, data=data), self._wrap
         )
 
     def try_lock(self, *, data: Data = b"") -> Lock | None:
         """Take the lock if it is free right now, else return None."""
-        return self.session._portal.call(
+        return self.session.portal.call(
             opened_or_none, lambda: self._recipe.try_lock(data=data), self._wrap
         )
 
     def describe(self) -> MutexDescription:
         """Held or not, by whom, and who waits (see :meth:`tenure.Mutex.describe`)."""
-        return self.session._portal.call(self._recipe.describe)
+        return self.session.portal.call(self._recipe.describe)
 
     def _wrap(self, lock: aio.Lock) -> Lock:
-        return self.session._track(Lock(self.session, lock))
+        return self.session.keep_lease(Lock(self.session, lock))
 
     def __enter__(self) -> Lock:
         lock = self.lock().__enter__()

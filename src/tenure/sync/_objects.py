@@ -3,7 +3,7 @@
 Wrappers of held things are built on the portal thread (inside the call that
 opens them), so that they subscribe to the async object's end before anything
 else can happen to it. The session keeps the one sync wrapper of each lease it
-made (:meth:`Session._track`), so :meth:`Session.leases` gives those same objects.
+made (:meth:`Session.keep_lease`), so :meth:`Session.leases` gives those same objects.
 Its recipes' wrappers live in a module each (``_mutex``, ``_semaphore``,
 ``_election``, ``_rwlock``...), typed with the session as a
 :class:`~tenure.sync._leases.RecipeSession`.
@@ -87,12 +87,30 @@ class Session(Held):
     def _wrap_lease(self, lease: aio.Lease) -> Lease:
         """The one sync wrapper of ``lease`` (made on the portal thread, once)."""
         wrapper = self._wrapped.get(lease)
-        return self._track(Lease(self, lease)) if wrapper is None else wrapper
+        return self.keep_lease(Lease(self, lease)) if wrapper is None else wrapper
 
-    def _track(self, wrapper: L) -> L:
-        """Remember ``wrapper`` as its lease's one sync face (so :meth:`leases` gives it)."""
-        self._wrapped[wrapper._lease] = wrapper
-        return wrapper
+    def keep_lease(self, lease: L) -> L:
+        """Keep ``lease`` (a sync :class:`Lease` just made over an async lease of this
+        session) as that lease's one sync twin, so that :meth:`leases` gives it; ``lease``.
+
+        What a sync recipe of your own does with each lease it makes:
+        ``session.keep_lease(Lock(session, async_lock))``.
+        """
+        self._wrapped[lease._lease] = lease
+        return lease
+
+    @property
+    def portal(self) -> Portal:
+        """The loop thread this session's calls go through (its client's
+        :attr:`Client.portal`): ``session.portal.call(coroutine_function, *args)`` runs
+        a call of the async session (:attr:`async_session`) or its objects, blocking."""
+        return self._portal
+
+    @property
+    def async_session(self) -> aio.Session:
+        """The asyncio session itself, for coroutines run on :attr:`portal` (a sync
+        recipe of your own, the test helpers, the integrations)."""
+        return self._session
 
     def barrier(self, name: str, parties: int) -> Barrier:
         """The cyclic barrier ``name`` of ``parties`` parties."""
@@ -137,7 +155,7 @@ class Session(Held):
         )
 
     def _wrap_all(self, held: aio.HeldLocks) -> HeldLocks:
-        locks = {name: self._track(Lock(self, lock)) for name, lock in held.locks.items()}
+        locks = {name: self.keep_lease(Lock(self, lock)) for name, lock in held.locks.items()}
         return HeldLocks(self, held, locks)
 
     def rate_limiter(self, name: str, rate: float, burst: float) -> RateLimiter:
@@ -220,7 +238,7 @@ class Session(Held):
             lambda: self._session.acquire(
                 name, count, data=data, timeout=timeout, ephemeral=ephemeral, kind=inner
             ),
-            lambda lease: self._track(kind(self, lease)),
+            lambda lease: self.keep_lease(kind(self, lease)),
         )
 
     def renew(self) -> None:

@@ -24,12 +24,12 @@ class RateLimiter(SyncRecipe[LeaseSession, aio.RateLimiter]):
         """Take ``units``, waiting for their turn (the wait is in the calling thread, a
         Ctrl-C ends it); when they went (the store's clock, UNIX seconds).
         TimeoutError at once if they could not go within ``timeout``."""
-        return self.session._portal.call(self._recipe.acquire, units, timeout)
+        return self.session.portal.call(self._recipe.acquire, units, timeout)
 
     def try_acquire(self, units: float = 1) -> bool:
         """Take ``units`` if they may go now; whether they were taken."""
-        return self.session._portal.call(self._recipe.try_acquire, units)
+        return self.session.portal.call(self._recipe.try_acquire, units)
 
     def reconfigure(self, rate: float, burst: float) -> None:
         """Give the limiter a new rate and burst, for every process."""
-        self.session._portal.call(self._recipe.reconfigure, rate, burst)
+        self.session.portal.call(self._recipe.reconfigure, rate, burst)

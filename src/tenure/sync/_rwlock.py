@@ -23,7 +23,7 @@ class RWLock(SyncRecipe[RecipeSession, aio.RWLock]):
         Raises:
             TimeoutError: not held within ``timeout``.
         """
-        return self.session._portal.call(
+        return self.session.portal.call(
             opened, lambda: self._recipe.read(timeout=timeout, data=data), self._reader
         )
 
@@ -33,28 +33,28 @@ class RWLock(SyncRecipe[RecipeSession, aio.RWLock]):
         Raises:
             TimeoutError: not held within ``timeout``.
         """
-        return self.session._portal.call(
+        return self.session.portal.call(
             opened, lambda: self._recipe.write(timeout=timeout, data=data), self._writer
         )
 
     def try_read(self, *, data: Data = b"") -> ReadLock | None:
         """A reader's share if it can be had right now, else None."""
-        return self.session._portal.call(
+        return self.session.portal.call(
             opened_or_none, lambda: self._recipe.try_read(data=data), self._reader
         )
 
     def try_write(self, *, data: Data = b"") -> WriteLock | None:
         """The whole lock if it is free right now, else None."""
-        return self.session._portal.call(
+        return self.session.portal.call(
             opened_or_none, lambda: self._recipe.try_write(data=data), self._writer
         )
 
     def describe(self) -> RWLockDescription:
         """Who reads, who writes, who waits (see :meth:`tenure.RWLock.describe`)."""
-        return self.session._portal.call(self._recipe.describe)
+        return self.session.portal.call(self._recipe.describe)
 
     def _reader(self, lease: aio.ReadLock) -> ReadLock:
-        return self.session._track(ReadLock(self.session, lease))
+        return self.session.keep_lease(ReadLock(self.session, lease))
 
     def _writer(self, lease: aio.WriteLock) -> WriteLock:
-        return self.session._track(WriteLock(self.session, lease))
+        return self.session.keep_lease(WriteLock(self.session, lease))

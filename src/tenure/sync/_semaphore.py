@@ -16,7 +16,7 @@ class Semaphore(SyncRecipe[RecipeSession, aio.Semaphore]):
 
     def create(self, limit: int, data: Data = b"", *, exist_ok: bool = False) -> None:
         """Create the semaphore (see :meth:`tenure.Semaphore.create`)."""
-        self.session._portal.call(self._recipe.create, limit, data, exist_ok=exist_ok)
+        self.session.portal.call(self._recipe.create, limit, data, exist_ok=exist_ok)
 
     def acquire(
         self,
@@ -33,7 +33,7 @@ class Semaphore(SyncRecipe[RecipeSession, aio.Semaphore]):
             NotFoundError: the semaphore does not exist and ``ephemeral`` is false.
             LimitExceededError: ``count`` exceeds the limit, or the queue is full.
         """
-        return self.session._portal.call(
+        return self.session.portal.call(
             opened,
             lambda: self._recipe.acquire(count, data=data, timeout=timeout, ephemeral=ephemeral),
             self._wrap,
@@ -43,31 +43,31 @@ class Semaphore(SyncRecipe[RecipeSession, aio.Semaphore]):
         self, count: int = 1, *, data: Data = b"", ephemeral: bool = False
     ) -> Lease | None:
         """Take ``count`` tokens if they are free right now, else return None."""
-        return self.session._portal.call(
+        return self.session.portal.call(
             opened_or_none,
             lambda: self._recipe.try_acquire(count, data=data, ephemeral=ephemeral),
             self._wrap,
         )
 
     def _wrap(self, lease: aio.Lease) -> Lease:
-        return self.session._track(Lease(self.session, lease))
+        return self.session.keep_lease(Lease(self.session, lease))
 
     def describe(self, *, owners: bool = False, waiters: bool = False) -> SemaphoreDescription:
         """The semaphore's limit, count and data, and its owners and waiters if asked."""
-        return self.session._portal.call(self._recipe.describe, owners=owners, waiters=waiters)
+        return self.session.portal.call(self._recipe.describe, owners=owners, waiters=waiters)
 
     def update(self, data: Data) -> None:
         """Replace the semaphore's data."""
-        self.session._portal.call(self._recipe.update, data)
+        self.session.portal.call(self._recipe.update, data)
 
     def compare_and_set(self, expected: Data, data: Data) -> bool:
         """Replace the data with ``data`` if it is ``expected`` now, atomically; whether
         it did (see :meth:`tenure.Semaphore.compare_and_set`)."""
-        return self.session._portal.call(self._recipe.compare_and_set, expected, data)
+        return self.session.portal.call(self._recipe.compare_and_set, expected, data)
 
     def delete(self, *, force: bool = False) -> None:
         """Delete the semaphore; with ``force``, even while held (its owners lose their leases)."""
-        self.session._portal.call(self._recipe.delete, force=force)
+        self.session.portal.call(self._recipe.delete, force=force)
 
     def watch(
         self, *, data: bool = False, owners: bool = False, waiters: bool = False
@@ -78,7 +78,7 @@ class Semaphore(SyncRecipe[RecipeSession, aio.Semaphore]):
         a change; close the stream (or use ``with``) when done.
         """
         return Stream(
-            self.session._portal,
+            self.session.portal,
             self._recipe.watch(data=data, owners=owners, waiters=waiters),
             same,
         )

@@ -14,18 +14,18 @@ __all__ = ["disconnect", "reconnect"]
 
 
 async def _disconnect(session: Session) -> None:
-    testing.disconnect(session._session)
+    testing.disconnect(session.async_session)
 
 
 async def _reconnect(session: Session) -> None:
-    testing.reconnect(session._session)
+    testing.reconnect(session.async_session)
 
 
 def disconnect(session: Session) -> None:
     """Act as if ``session``'s connection dropped: its recovery window starts now."""
-    session._portal.call(_disconnect, session)
+    session.portal.call(_disconnect, session)
 
 
 def reconnect(session: Session) -> None:
     """Act as if ``session``'s client reconnected within the window and re-attached it."""
-    session._portal.call(_reconnect, session)
+    session.portal.call(_reconnect, session)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tenure import lowlevel
 from tenure.backends._session import StoreSession
 from tenure.backends.memory import MemoryBackend, MemoryStore
 from tenure.client import Session
@@ -9,7 +10,7 @@ from tenure.errors import UnsupportedError
 
 
 def _memory_backend(session: Session) -> MemoryBackend:
-    backend_session = session._backend_session()
+    backend_session = lowlevel.backend_session(session)
     if not isinstance(backend_session, StoreSession) or not isinstance(
         backend_session.store, MemoryStore
     ):

@@ -16,6 +16,7 @@ import random
 import pytest
 
 import tenure
+from tenure import lowlevel
 from tenure.backends._base import prefix_watch
 from tenure.errors import InvalidArgumentError, LimitExceededError, NotFoundError
 
@@ -304,7 +305,7 @@ async def test_the_watch_counts_against_max_watches_per_session(
 ) -> None:
     await client.alter_node(node, max_watches_per_session=2)
     session = await client.session(node)
-    backend = prefix_watch(session._backend_session())
+    backend = prefix_watch(lowlevel.backend_session(session))
     first = await backend.watch_prefix("a/", data=True, owners=False, waiters=False)
     async with contextlib.aclosing(session.semaphore("x").watch(data=True)) as single:
         await within(anext(single))

@@ -15,6 +15,7 @@ import math
 import pytest
 
 import tenure
+from tenure import lowlevel
 from tenure._core.claims import parse_claim
 from tenure.backends._base import claims
 from tenure.errors import (
@@ -136,13 +137,13 @@ async def test_a_retried_claim_is_answered_with_the_claim_it_made(
     client: tenure.Client, client2: tenure.Client, node: str
 ) -> None:
     one, two = await client.session(node), await client2.session(node)
-    backend = claims(one._backend_session())
+    backend = claims(lowlevel.backend_session(one))
     claim_id = "0123456789abcdef" * 2
     first = await backend.claim("once", claim_id, 5.0, 60.0, b"d")
     again = await backend.claim("once", claim_id, 5.0, 60.0, b"d")
     assert first.id == again.id == claim_id
     assert (again.token, again.granted_at, again.data) == (first.token, first.granted_at, b"d")
-    other = await claims(two._backend_session()).claim("once", "f" * 32, 5.0, 60.0, b"")
+    other = await claims(lowlevel.backend_session(two)).claim("once", "f" * 32, 5.0, 60.0, b"")
     assert (other.id, other.token) == (claim_id, first.token)  # refused: the live one's
 
 

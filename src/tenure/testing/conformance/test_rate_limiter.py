@@ -21,6 +21,7 @@ from functools import partial
 import pytest
 
 import tenure
+from tenure import lowlevel
 from tenure._core.commands import RateReservation
 from tenure._core.rates import parse_bucket
 from tenure.backends import Capability, RateReservations
@@ -40,7 +41,7 @@ async def reserve_units(
     session: tenure.Session, name: str, count: float, max_wait: float | None
 ) -> RateReservation:
     """A reservation by the path the session's backend takes (the ability, or the core)."""
-    backend = session._backend_session()
+    backend = lowlevel.backend_session(session)
     if isinstance(backend, RateReservations):
         return await backend.reserve_units(name, count, max_wait)
     return await reserve_over_core(backend, name, count, max_wait)
@@ -183,7 +184,7 @@ async def test_the_ability_and_the_core_give_the_same_answers(
     # says it reserved at (at - wait: the store's clock, whatever the store's).
     # Every answer, and the bucket left after each, must agree.
     session = await client.session(node)
-    backend = session._backend_session()
+    backend = lowlevel.backend_session(session)
     assert isinstance(backend, RateReservations)
     rate, burst = 40.0, 5.0
     for name in ("a", "b"):
