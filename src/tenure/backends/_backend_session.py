@@ -202,17 +202,6 @@ class BackendSession(Protocol):
     async def renew(self, name: str, grant: Grant) -> float:
         """Extend the hold ``grant``, which has a lease TTL; the TTL now in force (LEASE_TTL)."""
 
-    async def create_semaphore(self, name: str, limit: int, data: bytes) -> None:
-        """Create a persistent semaphore; AlreadyExistsError if it exists."""
-
-    async def update_semaphore(self, name: str, data: bytes) -> None:
-        """Replace a semaphore's data; NotFoundError if missing."""
-
-    async def swap_semaphore_data(self, name: str, expected: bytes, data: bytes) -> bool:
-        """Replace a semaphore's data with ``data`` if it is ``expected`` now, atomically;
-        whether it did. NotFoundError if missing. If the answer is lost (the store
-        unreachable), the error says so: whether the swap happened is then unknown."""
-
     async def reserve_units(
         self, name: str, count: float, max_wait: float | None
     ) -> RateReservation:
@@ -239,15 +228,10 @@ class BackendSession(Protocol):
         """
 
     async def write_semaphore(self, name: str, write: SemaphoreWrite) -> bool:
-        """One of the four writes below as a value (:data:`SemaphoreWrite`): whether it
-        did (False only for a swap that found other data)."""
-
-    async def delete_semaphore(self, name: str, force: bool) -> None:
-        """Delete a semaphore; one with owners or waiters only with ``force``.
-
-        Forced: its waiters fail with NotFoundError and its owners lose their grants
-        (each owner's listener hears :meth:`SessionListener.lease_lost`).
-        """
+        """Create a persistent semaphore, replace its data, compare-and-set it, or delete
+        it: ``write`` is one of the four kinds (:data:`SemaphoreWrite`, each kind's
+        meaning and errors in its docstring); whether it did (False only for a swap
+        that found other data)."""
 
     async def describe_semaphore(
         self, name: str, *, owners: bool, waiters: bool

@@ -314,21 +314,6 @@ class StoreSession:
 
     # -- semaphores -------------------------------------------------------------------
 
-    async def create_semaphore(self, name: str, limit: int, data: bytes) -> None:
-        """See :meth:`tenure.backends._base.BackendSession.create_semaphore`."""
-        self.check_alive()
-        await self._admin.create_semaphore(name, limit, data)
-
-    async def update_semaphore(self, name: str, data: bytes) -> None:
-        """See :meth:`tenure.backends._base.BackendSession.update_semaphore`."""
-        self.check_alive()
-        await self._admin.update_semaphore(name, data)
-
-    async def swap_semaphore_data(self, name: str, expected: bytes, data: bytes) -> bool:
-        """See :meth:`tenure.backends._base.BackendSession.swap_semaphore_data`."""
-        self.check_alive()
-        return await self._admin.swap_semaphore_data(name, expected, data)
-
     async def reserve_units(
         self, name: str, count: float, max_wait: float | None
     ) -> RateReservation:
@@ -358,23 +343,20 @@ class StoreSession:
 
     async def write_semaphore(self, name: str, write: SemaphoreWrite) -> bool:
         """See :meth:`tenure.backends._abilities.CoreSession.write_semaphore`: each kind
-        of write is the method of its name."""
+        of write is the store's administering method of its name."""
+        self.check_alive()
+        admin = self._admin
         if isinstance(write, SwapWrite):
-            return await self.swap_semaphore_data(name, write.expected, write.data)
+            return await admin.swap_semaphore_data(name, write.expected, write.data)
         if isinstance(write, CreateWrite):
-            await self.create_semaphore(name, write.limit, write.data)
+            await admin.create_semaphore(name, write.limit, write.data)
         elif isinstance(write, UpdateWrite):
-            await self.update_semaphore(name, write.data)
+            await admin.update_semaphore(name, write.data)
         elif isinstance(write, DeleteWrite):
-            await self.delete_semaphore(name, write.force)
+            await admin.delete_semaphore(name, write.force)
         else:
             raise InvalidArgumentError(f"not a semaphore write: {write!r}")
         return True
-
-    async def delete_semaphore(self, name: str, force: bool) -> None:
-        """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""
-        self.check_alive()
-        await self._admin.delete_semaphore(name, force)
 
     async def describe_semaphore(
         self, name: str, *, owners: bool, waiters: bool

@@ -244,17 +244,17 @@ class EagerRelease(Protocol):
 
 class Administering(Protocol):
     """How a session administers semaphores in one store (each as the contract's
-    :class:`~tenure.backends._base.BackendSession` method of the same name, whose
-    arguments the session checked)."""
+    :class:`~tenure.backends._base.BackendSession` method of the same name, or the
+    semaphore write of its kind, whose arguments the session checked)."""
 
     async def create_semaphore(self, name: str, limit: int, data: bytes) -> None:
-        """See :meth:`tenure.backends._base.BackendSession.create_semaphore`."""
+        """A :class:`~tenure.backends._writes.CreateWrite` (its docstring)."""
 
     async def update_semaphore(self, name: str, data: bytes) -> None:
-        """See :meth:`tenure.backends._base.BackendSession.update_semaphore`."""
+        """An :class:`~tenure.backends._writes.UpdateWrite` (its docstring)."""
 
     async def swap_semaphore_data(self, name: str, expected: bytes, data: bytes) -> bool:
-        """See :meth:`tenure.backends._base.BackendSession.swap_semaphore_data`."""
+        """A :class:`~tenure.backends._writes.SwapWrite` (its docstring)."""
 
     async def claim(
         self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
@@ -263,7 +263,7 @@ class Administering(Protocol):
         same ``claim_id`` while the store cannot be reached)."""
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
-        """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""
+        """See :class:`tenure.backends._writes.DeleteWrite`."""
 
     async def describe_semaphore(
         self, name: str, *, owners: bool, waiters: bool

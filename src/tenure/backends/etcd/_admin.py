@@ -85,7 +85,7 @@ class Admin:
         self._session = session
 
     async def create_semaphore(self, name: str, limit: int, data: bytes) -> None:
-        """See :meth:`tenure.backends._base.BackendSession.create_semaphore`."""
+        """See :class:`tenure.backends._writes.CreateWrite`."""
         config = await self._sender.config()
         limit = check_count(limit, what="limit")
         data = check_data("semaphore data", data, config.max_data_size)
@@ -112,11 +112,11 @@ class Admin:
             raise AlreadyExistsError(f"semaphore {name!r} already exists")
 
     async def update_semaphore(self, name: str, data: bytes) -> None:
-        """See :meth:`tenure.backends._base.BackendSession.update_semaphore`."""
+        """See :class:`tenure.backends._writes.UpdateWrite`."""
         await self._put_data(name, data, None)
 
     async def swap_semaphore_data(self, name: str, expected: bytes, data: bytes) -> bool:
-        """See :meth:`tenure.backends._base.BackendSession.swap_semaphore_data`: one Txn
+        """See :class:`tenure.backends._writes.SwapWrite`: one Txn
         that puts the record only if its mod_revision is the one whose data was read."""
         return await self._put_data(name, data, expected)
 
@@ -159,7 +159,7 @@ class Admin:
         return await self._claims.claim(name, claim_id, at_least, at_most, data)
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
-        """See :meth:`tenure.backends._base.BackendSession.delete_semaphore`."""
+        """See :class:`tenure.backends._writes.DeleteWrite`."""
         while True:
             state = await self._sender.read(name)
             if not state.exists:
