@@ -1,71 +1,39 @@
-"""The backend session's core, and its abilities: what every backend must do, and what it may.
+"""The backend session's abilities: what a backend may do beyond its core.
 
-**The core** (:class:`CoreSession`, ten members) is what the client cannot do
-without: every recipe that can be written at all is written over it, so a backend
-that implements only the core (a third party's, say) locks, counts, elects, joins
-groups and watches. The ten, and why each is in:
-
-1. ``session_id`` and 2. ``recovery_window``: what the client shows of the session
-   (owners and waiters name sessions by id; ``Session.recovery_window``). Two
-   read-only values, kept as two members rather than one record: every backend has
-   both at hand, and a record would be one more type to build for nothing.
-3. ``acquire`` (a new hold, with its wait, timeout and ephemeral semaphore): the one
-   primitive every lock is made of. Whose caller asks (the ``task`` number) is an
-   ability (below): a backend that does not look for deadlocks has no use for it.
-4. ``restate``: a hold changed in place, keeping its token (a reader's count, a
-   member's data). Not buildable over acquire and release: between the two the
-   hold would be nobody's, and its token would change.
-5. ``release``: the end of one hold.
-6. ``deadline_passed``: the session's keep-alive as the client sees it (the
-   backend keeps the session alive by itself; the client asks before it acts as a
-   holder whether the local deadline passed, so that it never believes in its holds
-   longer than the store could keep them). A store that never loses a session
-   (a dict in this process) answers False.
-7. ``describe_semaphore``: the one read.
-8. ``write_semaphore``: every change to a semaphore that is not a hold, as one
-   member taking one of four small values (:data:`SemaphoreWrite`: create, update
-   the data, compare-and-set the data, delete). Four members before; one now,
-   because a backend writes them alike (a row, a key, a command) and a new kind of
-   write is a new value, not a new member every backend must grow. The
-   compare-and-set is what counters, latches, barriers and rate limiters are built
-   over.
-9. ``watch_semaphore``: news of one semaphore pushed as it happens (or, on a
-   backend without :attr:`~tenure.backends._base.Capability.WATCH`, found by
-   reading back: the stream is the same).
-10. ``close``: the session's end, every hold released.
-
-What is left out of the core is what the code shows can be done without, or built
+The core (:class:`~tenure.backends._core_session.CoreSession`, ten members, each and
+why in :mod:`tenure.backends._core_session`; re-exported here) is what every backend
+must do. What is left out of it is what the code shows can be done without, or built
 over it: an all-or-none set of locks, a lease's own TTL, a session taken back by
 another process, the store's clock for rate limiters and claims, a watch of a whole
 prefix, the asking task's number for deadlock detection. Each is an **ability**: a
-small protocol of its own (one or two members), tied to one
-:class:`~tenure.backends._base.Capability` by :data:`ABILITIES`. A backend that
-declares the capability implements the protocol, and one that implements the
-protocol declares the capability (``tests/backends/test_abilities.py`` checks it
-both ways for every built-in backend). The client reaches an ability only through
-:func:`ability` and its typed twins here, which refuse a session without it with
-UnsupportedError naming the capability; where a feature can be built over the core
-instead, the client asks whether the session has the ability (an ``isinstance`` of
-its protocol) and otherwise takes the core's path (the rate limiter:
+small protocol of its own (one or two members, each member's meaning stated there),
+tied to one :class:`~tenure.backends._base.Capability` by :data:`ABILITIES`. A
+backend that declares the capability implements the protocol, and one that
+implements the protocol declares the capability (``tests/backends/test_abilities.py``
+checks it both ways for every built-in backend). The client reaches an ability only
+through :func:`ability` and its typed twins here, which refuse a session without it
+with UnsupportedError naming the capability; where a feature can be built over the
+core instead, the client asks whether the session has the ability (an ``isinstance``
+of its protocol) and otherwise takes the core's path (the rate limiter:
 ``tenure.client._rates_over_core``), the ability only making it faster or stronger.
 
 :class:`~tenure.backends._base.BackendSession` remains the name of the full set:
-the core and every ability, what the built-in backends implement.
+the core and every ability composed, what the built-in backends implement.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Final, Protocol, cast, runtime_checkable
 
 from tenure._core.claims import ClaimRecord
 from tenure._core.commands import RateReservation
-from tenure._core.values import SemaphoreDescription
-from tenure.backends._backend_session import Grant, HeldGrant
 from tenure.backends._capability import Capability
+from tenure.backends._core_session import CoreSession
+from tenure.backends._grants import Grant, HeldGrant
 from tenure.backends._tickets import SessionTicket
-from tenure.backends._watch_streams import PrefixWatchStream, WatchStream
+from tenure.backends._watch_streams import PrefixWatchStream
 from tenure.backends._writes import CreateWrite, DeleteWrite, SemaphoreWrite, SwapWrite, UpdateWrite
 from tenure.errors import UnsupportedError
 
@@ -97,62 +65,6 @@ __all__ = [
 ]
 
 
-# -- the core ------------------------------------------------------------------------------
-
-
-class CoreSession(Protocol):
-    """The ten members every backend session has (module docstring: why these ten).
-
-    Each has :class:`~tenure.backends._base.BackendSession`'s meaning, stated there in
-    full; :meth:`write_semaphore` is that protocol's four semaphore writes as one.
-    """
-
-    @property
-    def session_id(self) -> int:
-        """The backend's id of this session, as owners and waiters show it."""
-
-    @property
-    def recovery_window(self) -> float:
-        """The recovery window in force, in seconds (as the backend keeps it)."""
-
-    async def acquire(
-        self, name: str, *, count: int, data: bytes, timeout: float | None, ephemeral: bool
-    ) -> Grant | None:
-        """A new hold of ``count`` tokens of ``name`` (BackendSession.acquire)."""
-
-    async def restate(
-        self, name: str, grant: Grant, *, count: int, data: bytes, timeout: float | None
-    ) -> Grant | None:
-        """Change the hold ``grant`` in place (BackendSession.restate)."""
-
-    def release(self, name: str, grant: Grant) -> Awaitable[bool]:
-        """Drop the hold ``grant``; await whether it was there (BackendSession.release)."""
-
-    def deadline_passed(self) -> bool:
-        """Give the session up if its local deadline passed; whether it has ended."""
-
-    async def describe_semaphore(
-        self, name: str, *, owners: bool, waiters: bool
-    ) -> SemaphoreDescription:
-        """Describe a semaphore; NotFoundError if missing."""
-
-    async def write_semaphore(self, name: str, write: SemaphoreWrite) -> bool:
-        """Apply ``write`` to the semaphore ``name``: whether it did (False only for a
-        :class:`SwapWrite` whose data was not its ``expected``); each kind's errors
-        are in its docstring."""
-
-    async def watch_semaphore(
-        self, name: str, *, data: bool, owners: bool, waiters: bool
-    ) -> WatchStream:
-        """Arm a watch on one semaphore (BackendSession.watch_semaphore)."""
-
-    async def close(self) -> None:
-        """End the session: every hold released, every request withdrawn. Idempotent."""
-
-
-# -- the abilities -------------------------------------------------------------------------
-
-
 @runtime_checkable
 class AllOrNone(Protocol):
     """:attr:`Capability.ALL_OR_NONE`: several semaphores held all or none, in one step."""
@@ -166,7 +78,18 @@ class AllOrNone(Protocol):
         timeout: float | None,
         ephemeral: bool,
     ) -> list[Grant] | None:
-        """A hold of each of ``names``, all or none (BackendSession.acquire_all)."""
+        """A new hold of ``count`` tokens of each semaphore of ``names``, all or none.
+
+        Granted only when every one can be at once, and then all in one step (a grant
+        each, in the order of ``names``); waiting, it is in every queue with one
+        arrival (:attr:`Capability.ALL_OR_NONE`). ``timeout`` and ``ephemeral`` are
+        :meth:`CoreSession.acquire`'s (None: busy, with ``timeout`` 0). Cancelled, it
+        is withdrawn from every queue, and grants that raced the cancellation are
+        released.
+
+        Raises UnsupportedError on a backend without ALL_OR_NONE, and what
+        :meth:`CoreSession.acquire` raises.
+        """
 
 
 @runtime_checkable
@@ -174,7 +97,7 @@ class LeaseRenewal(Protocol):
     """:attr:`Capability.LEASE_TTL`: a hold with a TTL of its own, renewed by its holder."""
 
     async def renew(self, name: str, grant: Grant) -> float:
-        """Extend the hold ``grant``; the TTL now in force."""
+        """Extend the hold ``grant``, which has a lease TTL; the TTL now in force (LEASE_TTL)."""
 
 
 @runtime_checkable
@@ -182,10 +105,19 @@ class SessionRecovery(Protocol):
     """:attr:`Capability.SESSION_RECOVERY`: a session taken back by a later process."""
 
     def ticket(self) -> SessionTicket:
-        """What a later process needs to take this session back."""
+        """What a later process needs to take this session back (:meth:`Backend.open_session
+        <tenure.backends._base.Backend.open_session>`).
+
+        Raises the session's loss error (or SessionClosedError) once it ended, and
+        UnsupportedError on a backend without :attr:`Capability.SESSION_RECOVERY`.
+        """
 
     async def holds(self) -> list[HeldGrant]:
-        """The session's holds as the backend keeps them now, in (name, hold) order."""
+        """The session's holds as the backend keeps them now, in (name, hold) order.
+
+        After a resume these are what the session took back; a client rebuilds its
+        lease objects from them. Reads the backend (its I/O is the backend's).
+        """
 
 
 @runtime_checkable
@@ -196,7 +128,10 @@ class RateReservations(Protocol):
     async def reserve_units(
         self, name: str, count: float, max_wait: float | None
     ) -> RateReservation:
-        """Reserve ``count`` units of the rate limiter ``name`` (BackendSession.reserve_units)."""
+        """Reserve ``count`` units of the rate limiter ``name`` (a semaphore whose data is
+        a bucket, :mod:`tenure._core.rates`) on the store's clock, unless they would wait
+        more than ``max_wait`` seconds; NotFoundError if missing, PreconditionFailedError
+        if its data is no bucket. A lost answer may have reserved them."""
 
 
 @runtime_checkable
@@ -206,7 +141,19 @@ class Claiming(Protocol):
     async def claim(
         self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
     ) -> ClaimRecord:
-        """Claim ``name``; the claim that holds it now (BackendSession.claim)."""
+        """Claim ``name`` for at least ``at_least`` and at most ``at_most`` seconds of the
+        store's clock (:mod:`tenure._core.claims`, :attr:`Capability.CLAIMS`); the claim
+        that holds the name now: this one (its id is ``claim_id``), or another's.
+
+        The claim lives in the persistent semaphore ``name``, made if missing; a
+        semaphore holding anything else but an ended claim's record refuses it
+        (PreconditionFailedError). The claim does not end with the session; the store
+        ends it (and deletes the semaphore) at ``at_most`` after its grant, or once
+        released at the later of the release and ``at_least`` after its grant. A call
+        whose answer was lost is sent again with the same ``claim_id`` and answered
+        with the same claim. LimitExceededError past the node's ``max_claims``;
+        UnsupportedError on a backend without CLAIMS.
+        """
 
 
 @runtime_checkable
@@ -216,17 +163,31 @@ class PrefixWatch(Protocol):
     async def watch_prefix(
         self, prefix: str, *, data: bool, owners: bool, waiters: bool
     ) -> PrefixWatchStream:
-        """Arm a watch of every semaphore whose name starts with ``prefix``."""
+        """Arm a watch of every semaphore whose name starts with ``prefix`` (``""``:
+        every one of the node), those made later too (:class:`PrefixWatchStream`).
+
+        Armed when this returns: every change after that is told. Existence is
+        always watched; ``data``, ``owners`` and ``waiters`` add those aspects (and
+        list owners, waiters in the states pushed). It counts as one watch against
+        the node's ``max_watches_per_session``: LimitExceededError past it.
+        UnsupportedError on a backend without :attr:`Capability.PREFIX_WATCH`.
+        """
 
 
 @runtime_checkable
 class TaskNumbers(Protocol):
     """:attr:`Capability.DEADLOCK_DETECTION`: requests carry the asking task's number.
 
-    The store keeps it with each request and the hold it becomes, and refuses a
-    request that must wait and would close a deadlock (DeadlockError). A session with
-    this ability takes ``task`` in :meth:`acquire` and :meth:`restate`, and in
-    ``acquire_all`` too if it has :class:`AllOrNone`.
+    A session with this ability takes ``task`` in :meth:`acquire` and :meth:`restate`,
+    and in ``acquire_all`` too if it has :class:`AllOrNone`. ``task`` is the client's
+    number of the task that asks (0: not known; never two alike among the live tasks
+    of one session's client), kept with the request and the hold it becomes: the
+    store refuses a request that must wait and would close a deadlock (DeadlockError,
+    raised besides what :meth:`CoreSession.acquire` raises). An upgrade queued by
+    :meth:`restate` carries its ``task`` as an acquire does; ``acquire_all``'s set is
+    checked for deadlocks as one request in every queue. The client passes ``task``
+    only to a session whose ``task_numbers`` attribute is true (a backend of another
+    package may lack the parameter).
     """
 
     @property

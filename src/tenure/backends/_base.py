@@ -17,12 +17,14 @@ grant) goes to the client through a :class:`SessionListener`.
 
 This module is the contract's one public home (:mod:`tenure.backends` re-exports
 it): :class:`Backend` here, its :class:`Capability` in
-:mod:`tenure.backends._capability`; one session: its core (:class:`CoreSession`) and
-its abilities (:data:`ABILITIES`) in :mod:`tenure.backends._abilities`, the semaphore
-writes in :mod:`tenure.backends._writes`, the full set
-(:class:`BackendSession`, :class:`Grant`, :class:`HeldGrant`,
-:class:`SessionListener`) in :mod:`tenure.backends._backend_session`; the watches'
-streams in :mod:`tenure.backends._watch_streams`; session tickets in
+:mod:`tenure.backends._capability`; one session: its core (:class:`CoreSession`) in
+:mod:`tenure.backends._core_session`, its abilities (:data:`ABILITIES`) in
+:mod:`tenure.backends._abilities`, the semaphore writes in
+:mod:`tenure.backends._writes`, what it grants and whom it tells (:class:`Grant`,
+:class:`HeldGrant`, :class:`SessionListener`) in :mod:`tenure.backends._grants`, the
+full set, the core and every ability composed (:class:`BackendSession`), in
+:mod:`tenure.backends._backend_session`; the watches' streams in
+:mod:`tenure.backends._watch_streams`; session tickets in
 :mod:`tenure.backends._tickets`.
 """
 
@@ -60,8 +62,9 @@ from tenure.backends._abilities import (
     session_recovery,
     task_numbers,
 )
-from tenure.backends._backend_session import BackendSession, Grant, HeldGrant, SessionListener
+from tenure.backends._backend_session import BackendSession
 from tenure.backends._capability import Capability
+from tenure.backends._grants import Grant, HeldGrant, SessionListener
 from tenure.backends._tickets import (
     MAX_TICKET_CHARS,
     MAX_TICKET_SECRET_BYTES,
@@ -161,7 +164,7 @@ class Backend(Protocol):
         keeps its own). A process that crashed and restarts within the session's
         recovery window gets everything it held:
 
-        * its holds stay held, with their tokens, counts and data (:meth:`BackendSession.holds`);
+        * its holds stay held, with their tokens, counts and data (:meth:`SessionRecovery.holds`);
         * its queued (waiting) requests are withdrawn: nobody waits for them any more,
           and the waiters behind them move up;
         * its watches are dropped;

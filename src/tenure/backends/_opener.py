@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from tenure._core.values import NO_IDENTITY, ClientIdentity
-from tenure.backends._backend_session import SessionListener
+from tenure.backends._grants import SessionListener
 from tenure.backends._session import StoreSession
 from tenure.backends._tickets import SessionTicket, check_ticket
 from tenure.errors import ClientClosedError
