@@ -49,7 +49,7 @@ class Capability(enum.Enum):
     #: requests for overlapping names in any order never deadlock.
     ALL_OR_NONE = "all_or_none"
     #: A session watches every semaphore under a name prefix, those made later too
-    #: (:meth:`BackendSession.watch_prefix`): creations, changes and deletions are
+    #: (:meth:`PrefixWatch.watch_prefix`): creations, changes and deletions are
     #: pushed as they happen, never found by polling.
     PREFIX_WATCH = "prefix_watch"
     #: An acquire that would close a cycle of tasks waiting on each other, none of
@@ -64,7 +64,7 @@ class Capability(enum.Enum):
     #: released by id by anyone.
     CLAIMS = "claims"
     #: A rate limiter's units are reserved by the store in one call
-    #: (:meth:`BackendSession.reserve_units`, :mod:`tenure._core.rates`), on the
+    #: (:meth:`RateReservations.reserve_units`, :mod:`tenure._core.rates`), on the
     #: store's clock. Without it (``etcd://``, which has no clock a transaction can
     #: read), ``session.rate_limiter`` reserves them over the core (a read, then a
     #: compare-and-set of the limiter's data), on the clients' clocks

@@ -166,7 +166,7 @@ class StoreSession:
         self._acquires = Acquires(self, acquiring, self._releases)
         store.bind(self)
         self._liveness = Liveness(self, store, window)
-        #: See :meth:`tenure.backends._base.BackendSession.deadline_passed`: the
+        #: See :meth:`tenure.backends._base.CoreSession.deadline_passed`: the
         #: liveness's own (:mod:`tenure.backends._liveness`), bound here so that the
         #: check every block's exit makes twice is one call, not two.
         self.deadline_passed: Callable[[], bool] = self._liveness.deadline_passed
@@ -251,7 +251,7 @@ class StoreSession:
         ephemeral: bool,
         task: int = 0,
     ) -> Coroutine[Any, Any, Grant | None]:
-        """See :meth:`tenure.backends._base.BackendSession.acquire`."""
+        """See :meth:`tenure.backends._base.CoreSession.acquire`."""
         if self.ended is not None:  # (check_alive, inline: on every request)
             raise type(self.ended)(*self.ended.args)
         hold = self.ledger.free_hold(name)
@@ -267,7 +267,7 @@ class StoreSession:
         ephemeral: bool,
         task: int = 0,
     ) -> list[Grant] | None:
-        """See :meth:`tenure.backends._base.BackendSession.acquire_all`: one pending
+        """See :meth:`tenure.backends._base.AllOrNone.acquire_all`: one pending
         acquire per name, sent as one (:meth:`Acquires.all`)."""
         self.check_alive()
         return await self._acquires.all(names, count, data, timeout, ephemeral, task)
@@ -282,13 +282,13 @@ class StoreSession:
         timeout: float | None,
         task: int = 0,
     ) -> Grant | None:
-        """See :meth:`tenure.backends._base.BackendSession.restate`."""
+        """See :meth:`tenure.backends._base.CoreSession.restate`."""
         self.check_alive()
         # Not ephemeral: a semaphore deleted meanwhile must not be made anew.
         return await self._acquires.one(name, grant.hold, count, data, timeout, False, True, task)
 
     def release(self, name: str, grant: Grant) -> asyncio.Future[bool]:
-        """See :meth:`tenure.backends._base.BackendSession.release` (module docstring)."""
+        """See :meth:`tenure.backends._base.CoreSession.release` (module docstring)."""
         if self.ended is not None:  # (check_alive, inline: on every request)
             raise type(self.ended)(*self.ended.args)
         return self._releases.start(name, grant)
@@ -308,7 +308,7 @@ class StoreSession:
             pause = min(pause * 2, RETRY_MAX)
 
     async def renew(self, name: str, grant: Grant) -> float:
-        """See :meth:`tenure.backends._base.BackendSession.renew`."""
+        """See :meth:`tenure.backends._base.LeaseRenewal.renew`."""
         self.check_alive()
         return await self._acquiring.renew(name, grant)
 
@@ -317,7 +317,7 @@ class StoreSession:
     async def reserve_units(
         self, name: str, count: float, max_wait: float | None
     ) -> RateReservation:
-        """See :meth:`tenure.backends._base.BackendSession.reserve_units`."""
+        """See :meth:`tenure.backends._base.RateReservations.reserve_units`."""
         self.check_alive()
         admin = self._admin
         if not isinstance(admin, Reserving):  # (its class has no reserve_units then)
@@ -330,7 +330,7 @@ class StoreSession:
     async def claim(
         self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
     ) -> ClaimRecord:
-        """See :meth:`tenure.backends._base.BackendSession.claim`: checked here once
+        """See :meth:`tenure.backends._base.Claiming.claim`: checked here once
         for every store, then sent until answered (a retry carries the same id, and is
         answered with the same claim) or the session ends."""
         self.check_alive()
@@ -342,7 +342,7 @@ class StoreSession:
         return await self.until_answered(self._admin.claim, name, claim_id, at_least, at_most, data)
 
     async def write_semaphore(self, name: str, write: SemaphoreWrite) -> bool:
-        """See :meth:`tenure.backends._abilities.CoreSession.write_semaphore`: each kind
+        """See :meth:`tenure.backends._core_session.CoreSession.write_semaphore`: each kind
         of write is the store's administering method of its name."""
         self.check_alive()
         admin = self._admin
@@ -361,21 +361,21 @@ class StoreSession:
     async def describe_semaphore(
         self, name: str, *, owners: bool, waiters: bool
     ) -> SemaphoreDescription:
-        """See :meth:`tenure.backends._base.BackendSession.describe_semaphore`."""
+        """See :meth:`tenure.backends._base.CoreSession.describe_semaphore`."""
         self.check_alive()
         return await self._admin.describe_semaphore(name, owners=owners, waiters=waiters)
 
     async def watch_semaphore(
         self, name: str, *, data: bool, owners: bool, waiters: bool
     ) -> WatchStream:
-        """See :meth:`tenure.backends._base.BackendSession.watch_semaphore`."""
+        """See :meth:`tenure.backends._base.CoreSession.watch_semaphore`."""
         self.check_alive()
         return await self._watching.watch_semaphore(name, data=data, owners=owners, waiters=waiters)
 
     async def watch_prefix(
         self, prefix: str, *, data: bool, owners: bool, waiters: bool
     ) -> PrefixWatchStream:
-        """See :meth:`tenure.backends._base.BackendSession.watch_prefix`."""
+        """See :meth:`tenure.backends._base.PrefixWatch.watch_prefix`."""
         self.check_alive()
         prefix = check_prefix(prefix)  # (checked here once for every store)
         return await self._watching.watch_prefix(
@@ -385,12 +385,12 @@ class StoreSession:
     # -- tickets ----------------------------------------------------------------------
 
     def ticket(self) -> SessionTicket:
-        """See :meth:`tenure.backends._base.BackendSession.ticket`."""
+        """See :meth:`tenure.backends._base.SessionRecovery.ticket`."""
         self.check_alive()
         return SessionTicket(self.scheme, self.node, self._session_id, self._store.secret())
 
     async def holds(self) -> list[HeldGrant]:
-        """See :meth:`tenure.backends._base.BackendSession.holds` (read from the store now)."""
+        """See :meth:`tenure.backends._base.SessionRecovery.holds` (read from the store now)."""
         self.check_alive()
         return await self._acquiring.holds()
 
@@ -402,7 +402,7 @@ class StoreSession:
     # -- the end ----------------------------------------------------------------------
 
     async def close(self) -> None:
-        """See :meth:`tenure.backends._base.BackendSession.close`."""
+        """See :meth:`tenure.backends._base.CoreSession.close`."""
         if self.ended is not None:
             return
         self._end(SessionClosedError(f"session {self._session_id} was closed"))

@@ -259,7 +259,7 @@ class Administering(Protocol):
     async def claim(
         self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
     ) -> ClaimRecord:
-        """See :meth:`tenure.backends._base.BackendSession.claim` (called again with the
+        """See :meth:`tenure.backends._base.Claiming.claim` (called again with the
         same ``claim_id`` while the store cannot be reached)."""
 
     async def delete_semaphore(self, name: str, force: bool) -> None:
@@ -268,7 +268,7 @@ class Administering(Protocol):
     async def describe_semaphore(
         self, name: str, *, owners: bool, waiters: bool
     ) -> SemaphoreDescription:
-        """See :meth:`tenure.backends._base.BackendSession.describe_semaphore`."""
+        """See :meth:`tenure.backends._base.CoreSession.describe_semaphore`."""
 
 
 @runtime_checkable
@@ -280,7 +280,7 @@ class Reserving(Protocol):
     async def reserve_units(
         self, name: str, count: float, max_wait: float | None
     ) -> RateReservation:
-        """See :meth:`tenure.backends._base.BackendSession.reserve_units`."""
+        """See :meth:`tenure.backends._base.RateReservations.reserve_units`."""
 
 
 class Watching(Protocol):
@@ -290,10 +290,10 @@ class Watching(Protocol):
     async def watch_semaphore(
         self, name: str, *, data: bool, owners: bool, waiters: bool
     ) -> WatchStream:
-        """See :meth:`tenure.backends._base.BackendSession.watch_semaphore`."""
+        """See :meth:`tenure.backends._base.CoreSession.watch_semaphore`."""
 
     async def watch_prefix(
         self, prefix: str, *, data: bool, owners: bool, waiters: bool
     ) -> PrefixWatchStream:
-        """See :meth:`tenure.backends._base.BackendSession.watch_prefix` (``prefix``
+        """See :meth:`tenure.backends._base.PrefixWatch.watch_prefix` (``prefix``
         checked already)."""

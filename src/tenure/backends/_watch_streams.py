@@ -44,7 +44,7 @@ class PrefixChange:
     ``description`` is the state the change left, listed as watched (``exists``
     false: it was deleted), where the store pushes states (the engine's); None where
     the store can only say *that* it changed: read it back
-    (:meth:`BackendSession.describe_semaphore`), which gives the latest state.
+    (:meth:`CoreSession.describe_semaphore`), which gives the latest state.
     """
 
     name: str
@@ -67,7 +67,7 @@ class PrefixWatchStream(Protocol):
     """What a prefix watch tells, as an async iterator of :data:`PrefixNews`.
 
     Nothing is yielded for the state when it was armed (list the prefix after
-    :meth:`BackendSession.watch_prefix` returns); then a :class:`PrefixChange` for
+    :meth:`PrefixWatch.watch_prefix` returns); then a :class:`PrefixChange` for
     every change, made after it was armed, of any semaphore whose name starts with
     the prefix: its creation, its data, owners or waiters (as watched) and its
     deletion. A name outside the prefix is never told. News coalesces per name: a

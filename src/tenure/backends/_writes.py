@@ -1,6 +1,6 @@
 """The semaphore writes of the backend session's core, as values: one member, four kinds.
 
-:meth:`CoreSession.write_semaphore <tenure.backends._abilities.CoreSession.write_semaphore>`
+:meth:`CoreSession.write_semaphore <tenure.backends._core_session.CoreSession.write_semaphore>`
 takes one of them (:data:`SemaphoreWrite`): creating a persistent semaphore, replacing
 its data, compare-and-set of its data, deleting it. A new kind of write is a new
 value here, not a new member every backend must grow. Part of the backend contract

@@ -8,7 +8,7 @@ CuratorCache, a config tree, a service registry), read with :meth:`Cache.get` an
 
 **How it keeps current.** The cache is the client's, not a session's: it opens a
 session of its own, arms a prefix watch there *first*
-(:meth:`~tenure.backends.BackendSession.watch_prefix`), *then* lists the prefix
+(:meth:`~tenure.backends.PrefixWatch.watch_prefix`), *then* lists the prefix
 (``list_semaphores``, paged) and describes each name, so that no change after the
 arming is missed. Then it applies the watch's news name by name: a pushed state
 replaces the name's view, a name alone (a store that cannot push states) is read

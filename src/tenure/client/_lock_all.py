@@ -3,7 +3,7 @@
 ``session.lock_all(["acct/1", "acct/7"])`` holds the mutexes of every name at once
 or waits for all of them, never holding some while it waits for others (as taking
 them one by one would: Redisson's MultiLock, a lock per round trip). The backend
-makes it one request (``BackendSession.acquire_all``; on ``tenure://`` and
+makes it one request (``AllOrNone.acquire_all``; on ``tenure://`` and
 ``memory://`` one AcquireAll of the engine) that joins every name's queue with one
 arrival, so queues agree on the order of requests: two sessions locking
 overlapping sets in opposite orders never deadlock, and the earliest request waiting

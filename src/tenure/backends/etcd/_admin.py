@@ -200,7 +200,7 @@ class Admin:
     async def describe_semaphore(
         self, name: str, *, owners: bool, waiters: bool
     ) -> SemaphoreDescription:
-        """See :meth:`tenure.backends._base.BackendSession.describe_semaphore`."""
+        """See :meth:`tenure.backends._base.CoreSession.describe_semaphore`."""
         state = await self._sender.read(name)
         if not state.exists:
             raise NotFoundError(f"semaphore {name!r} does not exist")
@@ -214,7 +214,7 @@ class Admin:
     async def watch_semaphore(
         self, name: str, *, data: bool, owners: bool, waiters: bool
     ) -> EtcdWatch:
-        """See :meth:`tenure.backends._base.BackendSession.watch_semaphore`."""
+        """See :meth:`tenure.backends._base.CoreSession.watch_semaphore`."""
         await self._check_watch_room()
         watch = EtcdWatch(
             self._keys,
@@ -233,7 +233,7 @@ class Admin:
     async def watch_prefix(
         self, prefix: str, *, data: bool, owners: bool, waiters: bool
     ) -> PrefixStream:
-        """See :meth:`tenure.backends._base.BackendSession.watch_prefix` (:mod:`._prefix_watch`):
+        """See :meth:`tenure.backends._base.PrefixWatch.watch_prefix` (:mod:`._prefix_watch`):
         etcd tells every change under it, whatever aspects are watched."""
         await self._check_watch_room()
         watch = EtcdPrefixWatch(self._session, self._keys, self._hub, self._armed, prefix)

@@ -101,7 +101,7 @@ class Claims:
     async def claim(
         self, name: str, claim_id: str, at_least: float, at_most: float, data: bytes
     ) -> ClaimRecord:
-        """See :meth:`tenure.backends._base.BackendSession.claim`."""
+        """See :meth:`tenure.backends._base.Claiming.claim`."""
         layout, node = self._keys.layout, self._keys.node
         record_key, marker = layout.record(node, name), layout.claim(node, name)
         leases: tuple[int, int] | None = None
