@@ -18,9 +18,11 @@ end (servers left running) reaches the run's result through :mod:`tests.servers`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
+import threading
 from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,9 @@ from typing import Any
 import pytest
 
 from tenure._build import build
+from tenure.sync._shared import EXIT_WAIT as SHARED_EXIT_WAIT
+from tenure.sync._shared import drop as drop_shared
+from tenure.sync._shared import keys as shared_keys
 from tenure.testing.conformance.harness import use_harnesses
 from tests import tiers
 from tests.api.harness import ALL_HARNESSES, Harness
@@ -59,6 +64,28 @@ def _selected() -> list[Harness]:
             f"TENURE_TEST_BACKENDS names unknown backends: {sorted(unknown)} (known: {known})"
         )
     return [harness for harness in ALL_HARNESSES if harness.name in names]
+
+
+@pytest.fixture(autouse=True)
+def _close_the_shared_clients_a_test_opened() -> Iterator[None]:
+    """Close the process's shared clients (``tenure.sync.shared_client``, the default
+    client; tooz, limits and Celery open them) that this test opened: they live until
+    the process exits, and a test's servers do not. Left open, each would go on
+    reconnecting to a stopped server beside every later test of this worker."""
+    before = set(shared_keys())
+    yield
+    opened = [key for key in shared_keys() if key not in before]
+    clients = [client for key in opened if (client := drop_shared(key)) is not None]
+    if clients:
+        closing = threading.Thread(target=_close_each, args=(clients,), daemon=True)
+        closing.start()
+        closing.join(SHARED_EXIT_WAIT)  # (as at exit: a stopped server is not waited for)
+
+
+def _close_each(clients: list[Any]) -> None:
+    for client in clients:
+        with contextlib.suppress(Exception):  # (its server may be gone: a test's end)
+            client.close()
 
 
 @pytest.fixture

@@ -101,7 +101,8 @@ class NetProxy:
         return len(self._links)
 
     async def start(self) -> None:
-        """Listen on 127.0.0.1, on a port the OS picks (``self.port``)."""
+        """Listen on ``self.host`` (127.0.0.1 unless set), on ``self.port`` if set
+        before, else on a port the OS picks (then ``self.port``)."""
         loop = asyncio.get_running_loop()
 
         def protocol() -> asyncio.StreamReaderProtocol:
@@ -109,7 +110,7 @@ class NetProxy:
             # tracked) in connection_made, with no untracked task in between.
             return asyncio.StreamReaderProtocol(asyncio.StreamReader(), self._accepted, loop=loop)
 
-        self._listener = await loop.create_server(protocol, self.host, 0)
+        self._listener = await loop.create_server(protocol, self.host, self.port)
         self.port = int(self._listener.sockets[0].getsockname()[1])
 
     async def __aenter__(self) -> NetProxy:

@@ -19,6 +19,7 @@ import ydb
 from ydb.coordination import ConsistencyMode, NodeConfig, RateLimiterCountersMode
 
 from tests.netproxy import NetProxy
+from tests.ports import free_port
 from tests.server.wire import WAIT
 
 T = TypeVar("T")
@@ -138,9 +139,15 @@ def owners_of(described: Any) -> list[tuple[int, int]]:
 
 
 def advertised_proxy() -> NetProxy:
-    """A NetProxy (not started) that listens on PROXY_HOST; its upstream is set later."""
+    """A NetProxy (not started) that listens on PROXY_HOST; its upstream is set later.
+
+    The server is then started on 127.0.0.1 with the proxy's port number (what it
+    advertises): the number is one of this xdist worker's (:func:`tests.ports.free_port`),
+    not any the OS hands out, which another worker's server could take on 127.0.0.1
+    first (a run failed so: "port ... is in use")."""
     proxy = NetProxy("127.0.0.1", 0)
     proxy.host = PROXY_HOST
+    proxy.port = free_port()
     return proxy
 
 

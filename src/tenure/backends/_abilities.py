@@ -271,10 +271,14 @@ def ability(session: object, capability: Capability) -> object:
     capability if it has none (the typed functions below are this, typed)."""
     if _has(session, capability):
         return session
+    # A session may say why (an optional ``unsupported_reason(capability)``: a store
+    # that lacks it here only, as postgres:// behind a transaction-pooling pgbouncer).
+    why = getattr(session, "unsupported_reason", None)
+    reason = why(capability) if callable(why) else None
     raise UnsupportedError(
         f"this backend does not provide the capability {capability.value} "
         f"(Capability.{capability.name}: its sessions implement no "
-        f"{ABILITIES[capability].__name__})"
+        f"{ABILITIES[capability].__name__})" + (f": {reason}" if reason else "")
     )
 
 

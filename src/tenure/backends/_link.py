@@ -98,6 +98,9 @@ __all__ = [
     "refused_locally",
 ]
 
+#: The reconnect jitter's own generator: the random module's shared one is the
+#: application's (a library that draws from it moves a seeded program's sequence).
+_JITTER: Final = random.Random()
 log = logging.getLogger("tenure.client")
 
 #: The shortest and longest pause between keep-alive checks, in seconds.
@@ -371,7 +374,7 @@ class Link:
                 log.debug("reconnecting to %s failed: %s", self.doors, error)
             if self._heard_standby:  # a leader is being elected: look again soon
                 delay = min(delay, FOLLOW_PAUSE)
-            self.pause = random.uniform(delay / 2, delay)
+            self.pause = _JITTER.uniform(delay / 2, delay)
             await asyncio.sleep(self.pause)
             delay = min(delay * 2, self.options.backoff_max)
 

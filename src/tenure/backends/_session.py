@@ -83,6 +83,7 @@ from tenure.backends._base import (
     SessionTicket,
     WatchStream,
 )
+from tenure.backends._capability import Capability
 from tenure.backends._ledger import HoldLedger
 from tenure.backends._liveness import RETRY_MAX, RETRY_MIN, Liveness
 from tenure.backends._options import WITHDRAW_WAIT
@@ -186,6 +187,13 @@ class StoreSession:
         """Whether a release is sent before :meth:`release` returns, so that the
         client's later requests reach the store after it (module docstring)."""
         return self._releases.in_order
+
+    def unsupported_reason(self, capability: Capability) -> str | None:
+        """Why this session lacks ``capability``, if its store can say (postgres:// behind
+        a transaction-pooling pgbouncer has no watches); the ability look-ups add it
+        to their refusal (:func:`tenure.backends._abilities.ability`)."""
+        reason = getattr(self._admin, "unsupported_reason", None)
+        return reason(capability) if callable(reason) else None
 
     @property
     def store(self) -> Store:

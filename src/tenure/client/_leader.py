@@ -60,6 +60,8 @@ from tenure.client._session import Session
 from tenure.errors import InvalidArgumentError, LostError, NotFoundError, UnavailableError
 
 log = logging.getLogger("tenure.client")
+#: The backoff's own generator: the random module's shared one is the application's.
+_JITTER: Final = random.Random()
 
 #: The first pause, in seconds, after a transient failure to open a session or to
 #: campaign; each failure in a row doubles it (:data:`RETRY_FACTOR`).
@@ -101,7 +103,7 @@ class Backoff:
         first: float = RETRY_FIRST,
         most: float = RETRY_MAX,
         factor: float = RETRY_FACTOR,
-        rng: Callable[[], float] = random.random,
+        rng: Callable[[], float] = _JITTER.random,
     ) -> None:
         if not 0 < first <= most or factor < 1:
             raise InvalidArgumentError(

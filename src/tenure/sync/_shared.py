@@ -39,7 +39,16 @@ from tenure.client import _forks
 from tenure.errors import TenureError
 from tenure.sync._client import Client, connect
 
-__all__ = ["EXIT_WAIT", "Key", "close_all", "drop", "key_of", "open_shared", "shared_client"]
+__all__ = [
+    "EXIT_WAIT",
+    "Key",
+    "close_all",
+    "drop",
+    "key_of",
+    "keys",
+    "open_shared",
+    "shared_client",
+]
 
 #: The longest the exit hook waits for the shared clients to close, in seconds.
 EXIT_WAIT = 5.0
@@ -90,6 +99,12 @@ def open_shared(key: Key, open_client: Callable[[], Client]) -> Client:
         with _registry.guard:
             _registry.clients[key] = client
         return client
+
+
+def keys() -> list[Key]:
+    """The keys of the registry's clients now (what a test's teardown compares)."""
+    with _registry.guard:
+        return list(_registry.clients)
 
 
 def drop(key: Key) -> Client | None:

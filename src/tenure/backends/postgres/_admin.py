@@ -16,12 +16,12 @@ Watches (:mod:`._watch`) are armed here too: refused without notifications, or p
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from tenure._core.claims import ClaimRecord, parse_claim
 from tenure._core.commands import RateReservation
 from tenure._core.values import NodeConfig, SemaphoreDescription
-from tenure.backends._base import PrefixWatchStream
+from tenure.backends._base import Capability, PrefixWatchStream
 from tenure.backends._prefix import PrefixFeed
 from tenure.backends._store import BoundSession
 from tenure.backends.postgres._describe import describe_of
@@ -29,6 +29,14 @@ from tenure.backends.postgres._watch import PgWatch, watch_prefix
 from tenure.errors import LimitExceededError, LostError, UnsupportedError
 
 __all__ = ["PgAdmin", "PgAdminHome"]
+
+
+#: Why watches are refused where notifications do not arrive (a watch's refusal, and
+#: the reason a missing prefix watch is given: :meth:`PgAdmin.unsupported_reason`).
+NO_NOTIFICATIONS: Final = (
+    "a NOTIFY did not reach this client's LISTEN connection (a transaction-pooling "
+    "pgbouncer between them?); connect to PostgreSQL directly or through session pooling"
+)
 
 
 class PgAdminHome(Protocol):
@@ -172,15 +180,17 @@ class PgAdmin:
         await self._check_watch_room()
         return await watch_prefix(self, prefix)
 
+    def unsupported_reason(self, capability: Capability) -> str | None:
+        """Why this client's sessions lack ``capability``, when it is this store's
+        situation rather than PostgreSQL's (watches without notifications)."""
+        watching = capability in (Capability.WATCH, Capability.PREFIX_WATCH)
+        return NO_NOTIFICATIONS if watching and not self._store.notifications else None
+
     async def _check_watch_room(self) -> None:
         """Refused without notifications, or past max_watches_per_session."""
         store = self._store
         if not store.notifications:
-            raise UnsupportedError(
-                "postgres:// cannot watch here: a NOTIFY did not reach this client's LISTEN "
-                "connection (a transaction-pooling pgbouncer between them?); connect to "
-                "PostgreSQL directly or through session pooling"
-            )
+            raise UnsupportedError(f"postgres:// cannot watch here: {NO_NOTIFICATIONS}")
         limit = (await store.node_config()).max_watches_per_session
         if len(self.watches) + len(self.prefix_watches) >= limit:
             raise LimitExceededError(

@@ -67,6 +67,8 @@ MAX_BACKOFF: Final = 1.0
 #: (seconds): the first, and the most it doubles to while the row stays locked.
 LOCKED_PAUSE: Final = 0.004
 MAX_LOCKED_PAUSE: Final = 0.1
+#: The pause's own generator: the random module's shared one is the application's.
+_JITTER: Final = random.Random()
 
 
 class Caller:
@@ -136,7 +138,7 @@ class Caller:
                     if state == "55P03":
                         # Its holder is mid-transaction: a moment's pause, at random so
                         # that two calls that met this way do not meet again in step.
-                        await asyncio.sleep(random.random() * locked_pause)
+                        await asyncio.sleep(_JITTER.random() * locked_pause)
                         locked_pause = min(MAX_LOCKED_PAUSE, locked_pause * 2)
                     continue
                 if state == "57014":  # statement_timeout: rolled back, not applied
