@@ -148,6 +148,14 @@ class Registry:
         on); any other signal to the server only, which shuts down in order, with
         SIGKILL to all after :data:`STOP_WAIT`. No-op on an ended process.
         """
+        if signum == signal.SIGKILL and proc.poll() is None:
+            # Stopped first, so that it forks nothing between the tree's reading and
+            # the kill: PostgreSQL's postmaster forks a child per connection (also to
+            # refuse one during recovery), and a child forked after the reading was
+            # missed, outlived it with the shared memory attached, and the restart
+            # refused ("pre-existing shared memory block is still in use").
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGSTOP)
         tree = process_tree(proc.pid) if proc.poll() is None else set()
         if signum == signal.SIGKILL:
             for process in tree:
