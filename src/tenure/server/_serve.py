@@ -171,6 +171,7 @@ class Server:
             secret=self.secret,
             role=role,
             front=self.reception.front if config.max_connections_per_address else None,
+            audit=self.audit if self.audit.on else None,
         )
         makers = _faces.factories(config) if faces is None else faces
         #: The faces of other lock services this server speaks.
