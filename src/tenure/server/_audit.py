@@ -190,12 +190,10 @@ class AuditLog:
         if thread is None:
             return
         deadline = time.monotonic() + timeout
-        while True:
-            try:
-                self._queue.put(_STOP, timeout=max(0.0, deadline - time.monotonic()))
-                break
-            except queue.Full:
-                return
+        try:
+            self._queue.put(_STOP, timeout=timeout)
+        except queue.Full:
+            return  # (stuck: what is queued is lost with the process)
         thread.join(max(0.0, deadline - time.monotonic()))
 
     # -- the thread ---------------------------------------------------------------------
