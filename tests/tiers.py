@@ -126,6 +126,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     ),
     "tests/server/test_serve_parts.py::test_snapshots_are_taken_while_serving": SERVICE,
     "tests/server/test_server_metrics.py": UNIT,
+    "tests/server/test_audit_log.py": UNIT,
     "tests/backends/test_turns.py": UNIT,
     "tests/backends/test_prefix_feed.py": UNIT,
     "tests/client": UNIT,

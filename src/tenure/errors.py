@@ -206,9 +206,23 @@ class AlreadyExistsError(TenureError):
 
 
 class LimitExceededError(TenureError):
-    """A named, configurable limit would be exceeded (the message names the limit)."""
+    """A named, configurable limit would be exceeded (the message names the limit).
+
+    Attributes:
+        quota: on a server, the quota of a token (``sessions``, ``requests_per_second``...)
+            or ``memory_budget`` that refused, as ``tenure_quota_refusals_total`` counts
+            it; None for any other limit, and on a client (the wire carries the message).
+    """
 
     code = ErrorCode.LIMIT_EXCEEDED
+    quota: str | None = None
+
+    @classmethod
+    def by_quota(cls, quota: str, message: str) -> LimitExceededError:
+        """The error of a refusal by ``quota`` (its :attr:`quota` set)."""
+        error = cls(message)
+        error.quota = quota
+        return error
 
 
 class PreconditionFailedError(TenureError):

@@ -292,17 +292,19 @@ class QuotaLedger:
             limit = quota.limit(index)
             if limit is not None and usage.counts[index] + amount > limit:
                 self.refused(COUNTED[index], usage.owner)
-                raise LimitExceededError(
-                    f"token {usage.owner!r} is over its quota {COUNTED[index]} ({limit})"
+                raise LimitExceededError.by_quota(
+                    COUNTED[index],
+                    f"token {usage.owner!r} is over its quota {COUNTED[index]} ({limit})",
                 )
 
     def _check_budget(self, usage: Usage, cost: int) -> None:
         budget = self._budget
         if budget and cost > 0 and self.estimate() + cost > budget:
             self.refused("memory_budget", usage.owner)
-            raise LimitExceededError(
+            raise LimitExceededError.by_quota(
+                "memory_budget",
                 f"the server's memory budget ({budget} bytes) is used up "
-                f"(its state is estimated at {self.estimate()} bytes)"
+                f"(its state is estimated at {self.estimate()} bytes)",
             )
 
     def check_window(self, owner: str, timeout: float) -> None:
@@ -313,9 +315,10 @@ class QuotaLedger:
         window = quota.recovery_window if quota is not None else None
         if window is not None and timeout > window:
             self.refused("recovery_window", owner)
-            raise LimitExceededError(
+            raise LimitExceededError.by_quota(
+                "recovery_window",
                 f"token {owner!r} is over its quota recovery_window ({window:g} s): "
-                f"it asked {timeout:g} s"
+                f"it asked {timeout:g} s",
             )
 
     def refused(self, quota: str, owner: str) -> None:

@@ -66,3 +66,20 @@ class ServerObserver(Protocol):
 
     def snapshot_written(self, seconds: float, size: int) -> None:
         """A snapshot of ``size`` bytes was put in place, ``seconds`` after it was begun."""
+
+
+class Auditor(Protocol):
+    """Where the server records its administrative acts and refusals: the audit log
+    (:class:`tenure.server._audit.AuditLog`, ``--audit-log``). Never waits."""
+
+    def record(
+        self,
+        act: str,
+        *,
+        token: str | None,
+        address: str | None,
+        outcome: str,
+        **what: object,
+    ) -> None:
+        """Record ``act`` by token ``token`` from ``address`` with ``outcome``; ``what``
+        names what it acted on (never a secret)."""

@@ -44,6 +44,7 @@ from tenure._core import DetachSession
 from tenure._protocol import GoingAway, Refused, State
 from tenure.errors import ErrorCode, NotLeaderError, TenureError
 from tenure.server import _faces
+from tenure.server._audit import AuditLog
 from tenure.server._config.quota_settings import default_quota
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._durability.identity import server_secret
@@ -89,6 +90,7 @@ class Server:
         *,
         role: Role = STANDALONE_ROLE,
         secret: bytes | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
         """``served``: the host, built for this server (:mod:`tenure.server._server_host`);
         ``sockets``: the main port's and the accepted face's, bound already (the caller
@@ -97,8 +99,12 @@ class Server:
         ``--http-port``; None: nobody measures); ``role``: whether it leads a cluster (a
         server of a cluster steps down instead of exiting when its journal fails, see
         :meth:`step_down`); ``secret``: what the faces sign with (None: the data
-        directory's, made on first use)."""
+        directory's, made on first use); ``audit``: the audit log (``--audit-log``; the
+        caller opens and closes it, once for all of a cluster member's terms; None: off)."""
         self.config = config
+        #: Where administrative acts and refusals are recorded: the reload and backup
+        #: commands record theirs here too (``server.audit.record("reload", ...)``).
+        self.audit = AuditLog() if audit is None else audit
         self.served = served
         self.sockets = sockets
         self.host = served.host
@@ -124,6 +130,8 @@ class Server:
             ledger = self.host.engine.ledger
             ledger.quotas = self.gate.tokens.quotas(default_quota(config))
             served.commit.rates = TokenRates(ledger.quotas, ledger.refused)
+            if self.audit.on:  # every listener's failed logins (they share the throttle)
+                self.gate.tokens.throttle.audit = self._auth_failed
         # Neither a quota nor the memory budget: no bookkeeping per change (the
         # metrics' estimate is then counted from the state when asked).
         self.host.engine.ledger.pause_counting()
@@ -135,6 +143,7 @@ class Server:
             self._table,
             stopping=lambda: self._stopping,
             observer=observer,
+            audit=self.audit if self.audit.on else None,
         )
         self.reception = Reception(
             config,
@@ -162,6 +171,7 @@ class Server:
             secret=self.secret,
             role=role,
             front=self.reception.front if config.max_connections_per_address else None,
+            audit=self.audit if self.audit.on else None,
         )
         makers = _faces.factories(config) if faces is None else faces
         #: The faces of other lock services this server speaks.
@@ -304,6 +314,10 @@ class Server:
             conn.writer.transport.abort()
         self.faces.abort()
         self._done.set()
+
+    def _auth_failed(self, address: str, token: str | None, outcome: str) -> None:
+        """A failed login (or one refused while its address is blocked), on any listener."""
+        self.audit.record("auth_failed", token=token, address=address, outcome=outcome)
 
     # -- the sessions of a connection ---------------------------------------------------
 

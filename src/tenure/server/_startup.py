@@ -30,6 +30,7 @@ from tenure._build import build
 from tenure._core import Engine
 from tenure.errors import TenureError
 from tenure.server import _faces
+from tenure.server._audit import AuditLog
 from tenure.server._config.cluster_url import without_secrets
 from tenure.server._config.serve_config import ConfigError, ServeConfig, resolve
 from tenure.server._durability.dirlock import DataDirLock
@@ -60,11 +61,13 @@ async def serve(config: ServeConfig) -> int:
         data_dir_failure(config.data_dir, error).log(log)
         return 1
     watch = asyncio.create_task(_watch_lock(lock), name="watch the data directory's lock")
+    audit = AuditLog.from_config(config)  # (its thread opens the file: never the loop)
     try:
-        return await _serve_locked(config, journal, loop)
+        return await _serve_locked(config, journal, loop, audit)
     finally:
         watch.cancel()
         lock.close()
+        await asyncio.to_thread(audit.close)  # what is queued is written, within a bound
 
 
 #: How often the server checks that its lock file is still there (one stat()).
@@ -83,7 +86,7 @@ async def _watch_lock(lock: DataDirLock) -> None:
 
 
 async def _serve_locked(
-    config: ServeConfig, journal: Journal, loop: asyncio.AbstractEventLoop
+    config: ServeConfig, journal: Journal, loop: asyncio.AbstractEventLoop, audit: AuditLog
 ) -> int:
     endpoint: Endpoint | None = None
     if config.http_address is not None:
@@ -92,14 +95,14 @@ async def _serve_locked(
             return 1
     try:
         if config.cluster:
-            return await _serve_in_cluster(config, endpoint)
-        return await _recover_and_serve(config, journal, loop, endpoint)
+            return await _serve_in_cluster(config, endpoint, audit)
+        return await _recover_and_serve(config, journal, loop, endpoint, audit)
     finally:
         if endpoint is not None:
             await endpoint.stop()
 
 
-async def _serve_in_cluster(config: ServeConfig, endpoint: Endpoint | None) -> int:
+async def _serve_in_cluster(config: ServeConfig, endpoint: Endpoint | None, audit: AuditLog) -> int:
     """``--cluster``: a member of a replicated cluster (the data directory holds only
     its lock: the journal and its snapshots live in etcd)."""
     from tenure.server import _cluster  # etcd's client: only in a cluster
@@ -107,7 +110,7 @@ async def _serve_in_cluster(config: ServeConfig, endpoint: Endpoint | None) -> i
     if endpoint is not None:
         endpoint.recovering()
     try:
-        return await _cluster.run(config, endpoint)
+        return await _cluster.run(config, endpoint, audit)
     except (TenureError, ValueError) as error:  # (etcd refused us, or its data is not ours)
         fields = {"cluster": without_secrets(config.cluster), "why": str(error)}
         log.critical(
@@ -152,6 +155,7 @@ async def _recover_and_serve(
     journal: Journal,
     loop: asyncio.AbstractEventLoop,
     endpoint: Endpoint | None,
+    audit: AuditLog,
 ) -> int:
     if endpoint is not None:
         endpoint.recovering()
@@ -174,7 +178,7 @@ async def _recover_and_serve(
         journal.close()
         return 1
     try:
-        return await _serve_on(config, journal, engine, ident, sockets, endpoint)
+        return await _serve_on(config, journal, engine, ident, sockets, endpoint, audit)
     finally:
         sockets.close()
 
@@ -186,13 +190,14 @@ async def _serve_on(
     ident: bytes,
     sockets: Sockets,
     endpoint: Endpoint | None,
+    audit: AuditLog,
 ) -> int:
     """Serve the recovered ``engine`` on ``sockets`` until stopped; the exit code."""
     loop = asyncio.get_running_loop()
     observer = endpoint.metrics if endpoint else None
     try:
         served = wal_host(config, journal, engine, observer)
-        server = Server(config, served, sockets, ident, observer=observer)
+        server = Server(config, served, sockets, ident, observer=observer, audit=audit)
     except ConfigError as error:
         log.critical("%s", error)
         journal.close()

@@ -51,12 +51,13 @@ from tenure.server._config.setting import Setting, in_range, one_of
 from tenure.server._net.auth import Access, Token, Tokens, denial
 from tenure.server._net.outbox import Connection, reset
 from tenure.server._net.throttle import peer_host
-from tenure.server._observe import CounterFamily, FaceObserver
+from tenure.server._observe import Auditor, CounterFamily, FaceObserver
 from tenure.server._role import STANDALONE_ROLE, Role
 
 __all__ = [
     "AcceptedFace",
     "Access",
+    "Auditor",
     "Connection",
     "CounterFamily",
     "Face",
@@ -180,7 +181,9 @@ class Plug:
     protocol can: YDB's discovery names the leader's endpoint); ``front(port,
     backend)``, given when a per-address cap is set, accepts on ``port`` for a
     listening face whose own listener is on loopback port ``backend`` (raises
-    OSError if ``port`` cannot be bound).
+    OSError if ``port`` cannot be bound); ``audit`` is where the face records the
+    administrative acts and refusals its clients make (``--audit-log``; None: off):
+    its failed logins are recorded by the throttle it shares already.
     """
 
     config: ServeConfig
@@ -195,6 +198,7 @@ class Plug:
     observer: FaceObserver | None = None
     role: Role = STANDALONE_ROLE
     front: Callable[[int, int], Front] | None = None
+    audit: Auditor | None = None
 
     def observer_as(self, kind: type[ObserverT]) -> ObserverT | None:
         """:attr:`observer` as the type the face's entry makes (None: not measured).

@@ -40,9 +40,10 @@ def describe_semaphore(
         if state.watches.target_count(node.name, name, owner) >= per_name:
             # Counted per quota owner: another token's watches never use up its room.
             state.ledger.refused("max_watches_per_semaphore", owner)
-            raise LimitExceededError(
+            raise LimitExceededError.by_quota(
+                "max_watches_per_semaphore",
                 f"max_watches_per_semaphore ({per_name}) reached on {name!r} of node "
-                f"{node.name!r}" + (f" for token {owner!r}" if owner else "")
+                f"{node.name!r}" + (f" for token {owner!r}" if owner else ""),
             )
         state.check_made(usage, Q_WATCHES, text_bytes(name))  # (with its name)
     if sem is None:
@@ -87,8 +88,9 @@ def watch_prefix(state: EngineState, cmd: c.WatchPrefix, now: float) -> c.WatchA
         # (Shown with the quotas' refusals, by token: who keeps hitting the bound.)
         usage = session.usage
         state.ledger.refused("max_prefix_watches_per_node", "" if usage is None else usage.owner)
-        raise LimitExceededError(
-            f"max_prefix_watches_per_node ({per_node}) reached on node {node.name!r}"
+        raise LimitExceededError.by_quota(
+            "max_prefix_watches_per_node",
+            f"max_prefix_watches_per_node ({per_node}) reached on node {node.name!r}",
         )
     state.check_made(session.usage, Q_WATCHES, text_bytes(prefix))  # (with its prefix)
     state.check_quota(session.usage, Q_PREFIX_WATCHES)

@@ -52,6 +52,7 @@ from tenure.compat.ydb.settings import SETTINGS
 from tenure.compat.ydb.tickets import Tickets
 from tenure.errors import ConfigError
 from tenure.server.plug import (
+    Auditor,
     Connection,
     Front,
     HostCalls,
@@ -88,6 +89,7 @@ class YdbFace:
         *,
         secret: bytes,
         front: Callable[[int, int], Front] | None = None,
+        audit: Auditor | None = None,
     ) -> None:
         """``observer``: told of each request and call answered (None: not measured);
         ``role``: whether the server leads its cluster (None: not part of one);
@@ -104,7 +106,7 @@ class YdbFace:
         self.directory = Directory(
             config, self.tickets, lambda: self.port, role, lambda: self.draining, self._peer
         )
-        self.nodes = NodeCalls(host, self.tickets, database, lambda: self.draining)
+        self.nodes = NodeCalls(host, self.tickets, database, lambda: self.draining, audit)
         self.rate_limiter = RateLimiterCalls(
             host,
             self.tickets,
@@ -151,6 +153,7 @@ class YdbFace:
             role=plug.role,
             secret=plug.secret,
             front=plug.front,
+            audit=plug.audit,
         )
 
     @property

@@ -34,7 +34,7 @@ from tenure.compat.ydb.paths import Database, OutsideDatabaseError
 from tenure.compat.ydb.steps import admit_request
 from tenure.compat.ydb.tickets import Tickets, UnauthorizedError
 from tenure.errors import AlreadyExistsError, ErrorCode, TenureError, code_of
-from tenure.server.plug import HostCalls, Token, denial
+from tenure.server.plug import Auditor, HostCalls, Token, denial, peer_host
 
 #: The annex key the YDB settings of a node are kept under.
 ANNEX_KEY: Final = "ydb"
@@ -68,28 +68,36 @@ class NodeCalls:
         tickets: Tickets,
         database: Database,
         draining: Callable[[], bool],
+        audit: Auditor | None = None,
     ) -> None:
+        """``audit``: where a node's creation, alteration and drop are recorded, done or
+        refused (``--audit-log``; None: off)."""
         self.host = host
         self.tickets = tickets
         self.database = database
         self._draining = draining
+        self._audit = audit
 
     async def create(self, request: Any, metadata: Any) -> Any:
         """``CreateNode``: a node with tenure's defaults and the given YDB settings."""
         return pb.coordination.CreateNodeResponse(
-            operation=await self._run(request.path, metadata, self._create, request.config)
+            operation=await self._run(
+                request.path, metadata, self._create, request.config, "node_create"
+            )
         )
 
     async def alter(self, request: Any, metadata: Any) -> Any:
         """``AlterNode``: change the YDB settings given (non-zero), keep the others."""
         return pb.coordination.AlterNodeResponse(
-            operation=await self._run(request.path, metadata, self._alter, request.config)
+            operation=await self._run(
+                request.path, metadata, self._alter, request.config, "node_alter"
+            )
         )
 
     async def drop(self, request: Any, metadata: Any) -> Any:
         """``DropNode``: drop the node, ending its sessions."""
         return pb.coordination.DropNodeResponse(
-            operation=await self._run(request.path, metadata, self._drop, None)
+            operation=await self._run(request.path, metadata, self._drop, None, "node_drop")
         )
 
     async def describe(self, request: Any, metadata: Any) -> Any:
@@ -104,12 +112,15 @@ class NodeCalls:
         metadata: Any,
         call: Callable[[str, Token | None, Any], Outcome],
         config: Any,
+        act: str = "",
     ) -> Any:
-        """Run ``call`` for the node at ``path``; its operation, once durable.
+        """Run ``call`` for the node at ``path``; its operation, once durable (``act``:
+        what the audit log records it as; empty: not recorded).
 
         A refusal waits for the commit too: it may tell of a change (ALREADY_EXISTS
         of a node made in the same turn) that the disk does not have yet.
         """
+        token: Token | None = None
         try:
             if self._draining():
                 raise pb.StatusError(pb.Status.UNAVAILABLE, "the server is shutting down")
@@ -131,8 +142,27 @@ class NodeCalls:
             answer = pb.operation(status, why=[str(error)])
         await self.host.committed()  # no answer tells of a change the disk lacks
         if self.host.dead:
-            return pb.operation(pb.Status.UNAVAILABLE, why=["the server failed to commit"])
+            answer = pb.operation(pb.Status.UNAVAILABLE, why=["the server failed to commit"])
+        if act and self._audit is not None:
+            self._record(act, token, metadata[1], path, answer)
         return answer
+
+    def _record(self, act: str, token: Token | None, peer: str, path: str, answer: Any) -> None:
+        """Record a node call in the audit log: its outcome ``ok``, or YDB's status in
+        lower case (``unauthorized``, ``scheme_error``...) and why."""
+        assert self._audit is not None
+        what: dict[str, object] = {"via": "ydb", "path": path}
+        outcome = "ok"
+        if answer.status != pb.Status.SUCCESS:
+            outcome = str(pb.Status.StatusCode.Name(answer.status)).lower()
+            what["why"] = "; ".join(issue.message for issue in answer.issues)
+        self._audit.record(
+            act,
+            token=token.name if token is not None else None,
+            address=peer_host(peer) if peer else None,
+            outcome=outcome,
+            **what,
+        )
 
     def _create(self, node: str, token: Token | None, config: Any) -> Outcome:
         _authorize(token, CreateNode(node), node)

@@ -26,6 +26,7 @@ import signal
 from typing import TYPE_CHECKING
 
 from tenure.server import _faces
+from tenure.server._audit import AuditLog
 from tenure.server._cluster.keys import ServerRecord
 from tenure.server._cluster.member import ClusterMember
 from tenure.server._config.cluster_url import parse_cluster_url
@@ -57,8 +58,9 @@ def _bracketed(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
-async def run(config: ServeConfig, endpoint: Endpoint | None) -> int:
-    """Serve as a member of ``config.cluster`` until stopped; the exit code.
+async def run(config: ServeConfig, endpoint: Endpoint | None, audit: AuditLog | None = None) -> int:
+    """Serve as a member of ``config.cluster`` until stopped; the exit code (``audit``:
+    the audit log every term's server records in; None: off).
 
     Raises:
         ListenError: a port cannot be bound.
@@ -67,7 +69,7 @@ async def run(config: ServeConfig, endpoint: Endpoint | None) -> int:
     sockets = listening_sockets(config)  # once, for every term
     try:
         port = int(sockets.native[0].getsockname()[1])
-        member = ClusterMember(config, url, endpoint)
+        member = ClusterMember(config, url, endpoint, audit)
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, member.stop)

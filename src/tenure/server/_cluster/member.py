@@ -40,6 +40,7 @@ from tenure._core.snapshot import resume
 from tenure._etcd.client import EtcdClient
 from tenure._etcd.streams import KeepAlive, WatchHub
 from tenure.errors import TenureError, UnavailableError
+from tenure.server._audit import AuditLog
 from tenure.server._cluster.appender import Appender
 from tenure.server._cluster.follower import Follower
 from tenure.server._cluster.hosts import leader_host, standby_host
@@ -78,8 +79,15 @@ MAX_PAUSE: Final = 2.0
 class ClusterMember:
     """See the module docstring."""
 
-    def __init__(self, config: ServeConfig, url: ClusterUrl, endpoint: Endpoint | None) -> None:
+    def __init__(
+        self,
+        config: ServeConfig,
+        url: ClusterUrl,
+        endpoint: Endpoint | None,
+        audit: AuditLog | None = None,
+    ) -> None:
         self.config = config
+        self.audit = audit  # the audit log of every term's server (None: off)
         self.url = url
         self.endpoint = endpoint
         self.loop = asyncio.get_running_loop()
@@ -353,6 +361,7 @@ class ClusterMember:
             observer=metrics,
             role=role,
             secret=self.secret,
+            audit=self.audit,
         )
         try:
             host, port = await server.start()

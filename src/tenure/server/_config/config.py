@@ -24,6 +24,11 @@ from tenure._core.values import (
     MAX_WATCHES_PER_SEMAPHORE,
 )
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE
+from tenure.server._config.audit_settings import (
+    DEFAULT_AUDIT_LOG_KEEP,
+    DEFAULT_AUDIT_LOG_MAX_BYTES,
+    DEFAULT_AUDIT_LOG_QUEUE,
+)
 from tenure.server._config.cluster_settings import (
     DEFAULT_LEASE_TTL,
     DEFAULT_MAX_ENTRY,
@@ -122,6 +127,11 @@ class ServeConfig:
     dashboard_actions: bool = False  # without tokens: may the dashboard end sessions?
     log_format: str = "auto"
     slow_commit: float = DEFAULT_SLOW_COMMIT  # 0: never logged
+    # The audit log (empty: none; "-": standard output): audit_settings.py.
+    audit_log: str = ""
+    audit_log_max_bytes: int = DEFAULT_AUDIT_LOG_MAX_BYTES  # 0: never rotated
+    audit_log_keep: int = DEFAULT_AUDIT_LOG_KEEP
+    audit_log_queue: int = DEFAULT_AUDIT_LOG_QUEUE
     # Quotas per token (0: none) and the memory budget (0: none): quota_settings.py.
     quota_sessions: int = 0
     quota_watches: int = 0

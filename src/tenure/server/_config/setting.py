@@ -42,7 +42,9 @@ def _no_check(value: object) -> None:
 @dataclass(frozen=True, slots=True)
 class Setting:
     """One setting: ``kind`` is str, int, float, Path (optional unless it has a default) or
-    FsyncMode; ``check`` raises ValueError for a value out of range."""
+    FsyncMode; ``check`` raises ValueError for a value out of range. ``file_path``: a str
+    setting that names a file or ``-`` (``--audit-log``): in the config file, a relative
+    one is relative to the file's directory, as a Path setting's is."""
 
     name: str
     kind: type
@@ -50,6 +52,7 @@ class Setting:
     metavar: str
     help: str
     check: Callable[[Any], None] = _no_check
+    file_path: bool = False
 
     @property
     def flag(self) -> str:
@@ -114,7 +117,8 @@ class Setting:
             return number
         if not isinstance(value, str):
             raise ValueError(f"must be a string, not {_toml_type(value)}")
-        if self.kind is Path and value and not Path(value).expanduser().is_absolute():
+        relative = value and not Path(value).expanduser().is_absolute()
+        if relative and (self.kind is Path or (self.file_path and value != "-")):
             value = str(base / value)
         return self.from_text(value)
 

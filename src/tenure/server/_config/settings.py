@@ -24,6 +24,7 @@ from tenure._core.values import (
 )
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE, MAX_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
 from tenure.errors import ConfigError as ConfigError  # re-exported: it lives in tenure.errors
+from tenure.server._config.audit_settings import AUDIT_SETTINGS
 from tenure.server._config.cluster_settings import CLUSTER_SETTINGS
 from tenure.server._config.http_settings import HTTP_SETTINGS
 from tenure.server._config.quota_settings import QUOTA_SETTINGS
@@ -371,6 +372,8 @@ SETTINGS: Final = (
         "takes longer than this; 0: never (default: %(default)s)",
         in_range(0, 3600),
     ),
+    # -- the audit log (issue 50): its own table --------------------------------------------
+    *AUDIT_SETTINGS,
     # -- quotas per token and the memory budget (issue 37): their own table -------------
     *QUOTA_SETTINGS,
     # -- a member of a cluster (tenure.server._cluster): their own table ------------------

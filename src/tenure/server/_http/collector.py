@@ -26,6 +26,9 @@ counts; any other caller of ``collect`` has them counted there, at once. The ser
   (:mod:`tenure.server._net.throttle`): ``tenure_auth_blocks_total`` (addresses
   blocked since the start), ``tenure_auth_refused_total`` (attempts refused while
   their address was blocked) and ``tenure_auth_blocked_addresses`` (blocked now);
+* with ``--audit-log``, ``tenure_audit_lines_dropped_total``: audit lines dropped
+  because the writer's queue was full or the file could not be written
+  (:mod:`tenure.server._audit`: the server never waits on its disk);
 * on a cluster's server, the ``tenure_cluster_*`` gauges
   (:mod:`tenure.server._http.cluster_view`), read from its role; on a standby the
   engine's gauges are those of its replica, the follower's engine.
@@ -45,6 +48,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 
 from tenure._core import Engine
 from tenure._core.deadlocks import LOOKED
+from tenure.server._audit import AuditLog
 from tenure.server._http.cluster_view import cluster_families
 from tenure.server._http.metrics import ServerMetrics
 from tenure.server._http.readiness import Readiness
@@ -73,7 +77,8 @@ class StateCollector:
     ``engine()`` is the running engine, None while it is being recovered;
     ``connections()`` the open client connections by protocol; ``role()`` the running
     server's role (None before it serves); ``throttle()`` the throttle of its
-    authentication failures (None: no auth file, or not serving yet).
+    authentication failures (None: no auth file, or not serving yet); ``audit()`` the
+    audit log (None: no ``--audit-log``, or not serving yet).
     """
 
     def __init__(
@@ -84,6 +89,7 @@ class StateCollector:
         connections: Callable[[], dict[str, int]],
         role: Callable[[], Role | None] = lambda: None,
         throttle: Callable[[], Throttle | None] = lambda: None,
+        audit: Callable[[], AuditLog | None] = lambda: None,
     ) -> None:
         self._readiness = readiness
         self._metrics = metrics
@@ -91,6 +97,7 @@ class StateCollector:
         self._connections = connections
         self._role = role
         self._throttle = throttle
+        self._audit = audit
         #: Counted by :meth:`count` for the next :meth:`collect` (None: count there).
         self._counted: tuple[Engine, Counts] | None = None
 
@@ -157,6 +164,14 @@ class StateCollector:
         throttle = self._throttle()
         if throttle is not None:
             yield from _throttle_families(throttle)
+        audit = self._audit()
+        if audit is not None:
+            yield CounterMetricFamily(
+                "tenure_audit_lines_dropped",
+                "Audit log lines dropped (--audit-log): its queue was full (the disk was "
+                "slower than the acts) or the file could not be written.",
+                value=float(audit.dropped),
+            )
         engine = self._engine()
         if engine is None:
             return  # recovering: nothing to read yet

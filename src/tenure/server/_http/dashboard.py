@@ -69,6 +69,7 @@ from tenure.server._http.host_check import check_host_and_origin
 from tenure.server._http.login_tickets import LOGOUTS_FILE, LoginTickets
 from tenure.server._http.viewer import Viewer, bearer, cookie_ticket
 from tenure.server._net.auth import Access
+from tenure.server._net.throttle import peer_host
 from tenure.server._serve import Server
 
 __all__ = [
@@ -442,18 +443,33 @@ async def kill(request: web.Request) -> web.Response:
         url = dashboard_url(server.role.leader("http"))
         where = f"on the leader's dashboard, {url}" if url else "on the leader (none known now)"
         return error_response(503, f"this server is a standby: end sessions {where}", leader=url)
+    token = viewer.token.name if viewer.token is not None else None
+    audited = functools.partial(
+        server.audit.record,
+        "kill_session",
+        token=token,
+        address=peer_host(request.remote or ""),
+        command="KillSession",
+        node=node,
+        session_id=session_id,
+        via="dashboard",
+    )
     why = viewer.kill_denial(node, session_id)
     if why is not None:
+        audited(outcome="permission_denied", why=why)
         return error_response(403, why)
     try:
-        if viewer.token is not None:  # (a request of its token's, as on the wire: its rate)
-            server.host.admit_request(viewer.token.name)
+        if token is not None:  # (a request of its token's, as on the wire: its rate)
+            server.host.admit_request(token)
         server.host.execute(KillSession(node, session_id))
         await server.host.committed()  # durable before it is acknowledged
     except TenureError as error:
+        audited(outcome=code_of(error).name.lower(), why=str(error))
         return error_response(_STATUS.get(code_of(error), 409), str(error))
     if server.host.dead:
+        audited(outcome="unavailable", why="the server failed to log the change")
         return error_response(503, "the server failed to log the change")
+    audited(outcome="ok")
     fields = {
         "node": node,
         "session_id": session_id,

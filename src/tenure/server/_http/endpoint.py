@@ -12,6 +12,7 @@ from prometheus_client import ProcessCollector
 
 from tenure._core import Engine
 from tenure.server import _faces
+from tenure.server._audit import AuditLog
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._http.application import ROUTE_SETS, STATE, HttpApplication
 from tenure.server._http.collector import StateCollector
@@ -45,6 +46,7 @@ class Endpoint:
             self._connections,
             self._role,
             self._throttle,
+            self._audit,
         )
         registry.register(state)
         self.application.app[STATE] = state  # (/metrics counts with it before a scrape)
@@ -100,6 +102,10 @@ class Endpoint:
         server = self.application.serving.server
         tokens = None if server is None else server.gate.tokens
         return None if tokens is None else tokens.throttle
+
+    def _audit(self) -> AuditLog | None:
+        server = self.application.serving.server
+        return None if server is None or not server.audit.on else server.audit
 
     def _connections(self) -> dict[str, int]:
         server = self.application.serving.server

@@ -23,6 +23,7 @@ from typing import Final
 from tenure._core import (
     AttachSession,
     CloseSession,
+    Command,
     CreateSession,
     DetachSession,
     KillSession,
@@ -59,10 +60,11 @@ from tenure.errors import (
     code_of,
 )
 from tenure.server._net.accept import AcceptedProtocol
+from tenure.server._net.audit_acts import ADMIN_ACTS, act_of, what_of
 from tenure.server._net.auth import Token
 from tenure.server._net.gate import Conn, Gate
 from tenure.server._net.outbox import Outboxes
-from tenure.server._observe import ServerObserver
+from tenure.server._observe import Auditor, ServerObserver
 from tenure.server._session_table import SessionTable
 from tenure.server.plug import Face
 
@@ -87,9 +89,12 @@ class NativeFace:
         table: SessionTable[Conn | Face],
         stopping: Callable[[], bool],
         observer: ServerObserver | None = None,
+        audit: Auditor | None = None,
     ) -> None:
         self.host = host
         self.observer = observer  # told of each request's outcome (None: not measured)
+        #: Told of administrative acts and refusals (None: no ``--audit-log``).
+        self.audit = audit
         self.gate = gate
         self.out = out
         self.table = table
@@ -249,7 +254,8 @@ class NativeFace:
         except Exception as error:
             if not isinstance(error, TenureError | TimeoutError):
                 log.exception("command %s failed unexpectedly", type(command).__name__)
-            self._fail(conn, request, code_of(error), str(error))
+            quota = error.quota if isinstance(error, LimitExceededError) else None
+            self._fail(conn, request, code_of(error), str(error), quota)
             return
         if type(command) in _ATTACHES:
             # (A resume's SessionEnded, routed to the previous owner as the command
@@ -266,6 +272,8 @@ class NativeFace:
         self.out.emit(conn, Reply(rid, value))  # type: ignore[arg-type]
         if self.observer is not None:
             self.observer.request(command, None)
+        if self.audit is not None and type(command) in ADMIN_ACTS:
+            self._audit(conn, command, None, "", None)
 
     def _cluster_status(self, conn: Conn, request: Request) -> None:
         """Answer ClusterStatus: the cluster as this server knows it (any role)."""
@@ -273,7 +281,7 @@ class NativeFace:
             try:
                 self.host.admit_request(conn.token.name)  # (a request like any other)
             except LimitExceededError as error:
-                self._fail(conn, request, ErrorCode.LIMIT_EXCEEDED, str(error))
+                self._fail(conn, request, ErrorCode.LIMIT_EXCEEDED, str(error), error.quota)
                 return
         view = self.gate.role.status()
         if view is None:
@@ -325,8 +333,38 @@ class NativeFace:
         conn.listing = (request, found, resume)
         return None
 
-    def _fail(self, conn: Conn, request: Request, code: ErrorCode, why: str) -> None:
-        """Answer ``request`` with a Failure (and count it)."""
+    def _fail(
+        self, conn: Conn, request: Request, code: ErrorCode, why: str, quota: str | None = None
+    ) -> None:
+        """Answer ``request`` with a Failure (and count it; ``quota``: the quota of a
+        token, or the memory budget, that refused it)."""
         self.out.emit(conn, Failure(request.request_id, code, why))
         if self.observer is not None:
             self.observer.request(request.command, code)
+        if self.audit is not None:
+            self._audit(conn, request.command, code, why, quota)
+
+    def _audit(
+        self,
+        conn: Conn,
+        command: Command[object],
+        code: ErrorCode | None,
+        why: str,
+        quota: str | None,
+    ) -> None:
+        """Record an answer in the audit log if it is an act or a refusal it records
+        (:mod:`tenure.server._net.audit_acts`): the token's name, never its secret."""
+        audit = self.audit
+        act = act_of(command, code, quota)
+        if audit is None or act is None:
+            return
+        what = what_of(command, self.host.engine.sessions, quota)
+        if code is not None:
+            what["why"] = why
+        audit.record(
+            act,
+            token=conn.token.name if conn.token is not None else None,
+            address=conn.host,
+            outcome="ok" if code is None else code.name.lower(),
+            **what,
+        )

@@ -37,13 +37,17 @@ logged once, when it begins: one line per burst per address or name, not one per
 attempt.
 
 The counters (:attr:`Throttle.refused_total`, :meth:`Throttle.blocked`) are what
-a metrics collector reads.
+a metrics collector reads. Every failure and every attempt refused while blocked is
+told to :attr:`Throttle.audit` (the server's audit log, ``--audit-log``), with the
+address and the token's name when the credential named a token the auth file has
+(never the text of a name it does not have: a secret typed as a user name).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -121,6 +125,10 @@ class Throttle:
         self.refused_total = 0
         #: Blocks begun since the start (of addresses and of names).
         self.blocks_total = 0
+        #: Told ``(address, token, outcome)`` of each failed attempt (``authentication``)
+        #: and each refused while blocked (``blocked``); ``token``: the name the
+        #: credential named, if the auth file has it, else None (module docstring).
+        self.audit: Callable[[str, str | None, str], None] | None = None
 
     def check(self, addr: str, now: float, target: str | None = None) -> bool:
         """Whether an attempt from ``addr`` (at the token named ``target``, when the
@@ -132,6 +140,7 @@ class Throttle:
             peer.refused += 1
             self.refused_total += 1
             self._peers.move_to_end(addr)
+            self._tell(addr, target, "blocked")
             return False
         if target is None:
             return True
@@ -141,11 +150,18 @@ class Throttle:
         aimed.refused += 1
         self.refused_total += 1
         self._targets.move_to_end(target)
+        self._tell(addr, target, "blocked")
         return False
+
+    def _tell(self, addr: str, target: str | None, outcome: str) -> None:
+        """Tell :attr:`audit` of an attempt refused (the name only if a token has it)."""
+        if self.audit is not None:
+            self.audit(addr, target if target in self.names else None, outcome)
 
     def failed(self, addr: str, now: float, target: str | None = None) -> None:
         """An attempt from ``addr`` (at the token named ``target``, when the credential
         names one) failed: a wrong or missing credential."""
+        self._tell(addr, target, "authentication")
         if self.per_minute <= 0:
             return
         self._count(self._peers, addr, now, "peer")

@@ -60,7 +60,8 @@ class TokenRates:
             bucket[0] = left
             if self._refused is not None:
                 self._refused("requests_per_second", token)
-            raise LimitExceededError(
-                f"token {token!r} is over its quota requests_per_second ({rate:g})"
+            raise LimitExceededError.by_quota(
+                "requests_per_second",
+                f"token {token!r} is over its quota requests_per_second ({rate:g})",
             )
         bucket[0] = left - 1.0
