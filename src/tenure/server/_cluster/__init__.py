@@ -31,6 +31,7 @@ from tenure.server._cluster.member import ClusterMember
 from tenure.server._config.cluster_url import parse_cluster_url
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._reception import listening_sockets
+from tenure.server._reload import reload_logged
 
 if TYPE_CHECKING:
     from tenure.server._http.endpoint import Endpoint
@@ -71,10 +72,12 @@ async def run(config: ServeConfig, endpoint: Endpoint | None) -> int:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, member.stop)
+        # SIGHUP: the current term's server reads its files again (the next keeps them).
+        loop.add_signal_handler(signal.SIGHUP, lambda: reload_logged(member.server))
         try:
             return await member.run(sockets, advertised(config, port))
         finally:
-            for signum in (signal.SIGTERM, signal.SIGINT):
+            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 loop.remove_signal_handler(signum)
     finally:
         sockets.close()

@@ -13,6 +13,7 @@ from prometheus_client import ProcessCollector
 from tenure._core import Engine
 from tenure.server import _faces
 from tenure.server._config.serve_config import ServeConfig
+from tenure.server._http.admin import add_admin_routes
 from tenure.server._http.application import ROUTE_SETS, STATE, HttpApplication
 from tenure.server._http.collector import StateCollector
 from tenure.server._http.dashboard import add_dashboard_routes
@@ -35,7 +36,9 @@ class Endpoint:
         # Every face's counters, on or off: /metrics lists the same series either way.
         self.metrics = ServerMetrics(version=version, faces=_faces.observers())
         self.application = HttpApplication(
-            self.readiness, self.metrics, (*ROUTE_SETS, add_dashboard_routes, add_login_routes)
+            self.readiness,
+            self.metrics,
+            (*ROUTE_SETS, add_dashboard_routes, add_login_routes, add_admin_routes),
         )
         registry = self.metrics.registry
         state = StateCollector(
