@@ -18,7 +18,8 @@ steps of the engine (the event loop runs one thing at a time):
   secret changed), has its native connections closed: ``GoingAway(AUTHENTICATION)``,
   their sessions detached with their recovery window (a client re-attaches them with
   a token of the new file). A token whose access, nodes or quotas changed keeps its
-  connections: each later command is judged by the new access and nodes.
+  connections: each later command is judged by the new access and nodes. (A dflockd
+  connection authenticated before is not closed: the face keeps no way to reach it.)
 * **Quotas**: the engine's ledger (:attr:`tenure._core.quotas.QuotaLedger.quotas`)
   and the request rates (:class:`~tenure.server._net.token_rates.TokenRates`) take
   the new quotas; what a token holds already is kept (a quota lowered below it
