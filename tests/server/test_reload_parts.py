@@ -45,6 +45,12 @@ def test_retuned_rates_keep_a_drained_bucket_and_drop_a_removed_rate() -> None:
         rates.take("c", 0.0)
 
 
+def test_a_reload_before_the_server_serves_is_refused_not_fatal() -> None:
+    refusal = reload_logged(None)  # (SIGHUP during a recovery: no server yet)
+    assert isinstance(refusal, ConfigError)
+    assert "not serving" in str(refusal)
+
+
 def test_an_admin_token_is_read_write_on_every_node() -> None:
     assert is_admin(Token("root"))
     assert not is_admin(Token("reader", access=Access.READ_ONLY))

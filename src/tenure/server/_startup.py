@@ -62,9 +62,13 @@ async def serve(config: ServeConfig) -> int:
         data_dir_failure(config.data_dir, error).log(log)
         return 1
     watch = asyncio.create_task(_watch_lock(lock), name="watch the data directory's lock")
+    # SIGHUP before the server serves (a long recovery): refused and logged, not the
+    # end of the process (its default); once it serves, a reload (_serve_on).
+    loop.add_signal_handler(signal.SIGHUP, reload_logged, None)
     try:
         return await _serve_locked(config, journal, loop)
     finally:
+        loop.remove_signal_handler(signal.SIGHUP)
         watch.cancel()
         lock.close()
 
@@ -233,7 +237,7 @@ async def _serve_on(
     try:
         return await server.wait()
     finally:
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
 
 

@@ -72,7 +72,8 @@ async def run(config: ServeConfig, endpoint: Endpoint | None) -> int:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, member.stop)
-        # SIGHUP: the current term's server reads its files again (the next keeps them).
+        # SIGHUP: the current term's server reads its files again (the next keeps them);
+        # before the first term serves, refused and logged.
         loop.add_signal_handler(signal.SIGHUP, lambda: reload_logged(member.server))
         try:
             return await member.run(sockets, advertised(config, port))
