@@ -10,7 +10,9 @@ the server goes on with what it had. Only then is it all taken at once, between 
 steps of the engine (the event loop runs one thing at a time):
 
 * **TLS**: the next handshake gets the new context (its certificate, key and client
-  CAs); a connection made before keeps its own session, and is not dropped.
+  CAs); a connection made before keeps its own session, and is not dropped. The
+  HTTP port's own files (``--http-tls-cert``, ``--http-tls-key``) are read again
+  too when its endpoint is given (:data:`Prepare`).
 * **Tokens**: the :class:`~tenure.server._net.auth.Tokens` object every part holds
   (the gate, the faces, the HTTP endpoint) is given the new tokens in place, so the
   next Hello, dflockd auth, YDB ticket, dashboard login or ``/metrics`` scrape is
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -50,14 +53,21 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tenure.server")
 
-__all__ = ["Reloaded", "reload", "reload_logged"]
+__all__ = ["Prepare", "Reloaded", "reload", "reload_logged"]
+
+#: Another part's files to read again (the HTTP port's TLS files:
+#: :meth:`tenure.server._http.endpoint.Endpoint.prepare_tls`): loads and checks them
+#: (ConfigError: nothing changes), and returns their name and the step that takes
+#: them, run only once every file has loaded; None: that part has no files.
+Prepare = Callable[[], tuple[str, Callable[[], None]] | None]
 
 
 @dataclass(frozen=True, slots=True)
 class Reloaded:
     """What a reload changed: ``tls`` (``off``, ``tls`` or ``mtls``: its files read again
     unless ``off``), the tokens' names ``added``, ``removed``, ``rotated`` (a new secret)
-    and ``changed`` (access, nodes or quotas), and how many connections were ``closed``."""
+    and ``changed`` (access, nodes or quotas), how many connections were ``closed``, and
+    the ``others`` whose files were read again (``http_tls``)."""
 
     tls: str
     added: tuple[str, ...] = ()
@@ -65,6 +75,7 @@ class Reloaded:
     rotated: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
     closed: int = 0
+    others: tuple[str, ...] = ()
 
     def fields(self) -> dict[str, object]:
         """For the log and ``tenure reload``'s answer (names only, never a secret)."""
@@ -75,11 +86,13 @@ class Reloaded:
             "tokens_rotated": list(self.rotated),
             "tokens_changed": list(self.changed),
             "connections_closed": self.closed,
+            "others": list(self.others),
         }
 
 
-def reload(server: Server) -> Reloaded:
-    """Read ``server``'s TLS and auth files again and take them (module docstring).
+def reload(server: Server, also: Sequence[Prepare] = ()) -> Reloaded:
+    """Read ``server``'s TLS and auth files again, and ``also``'s, and take them all
+    (module docstring).
 
     Raises:
         ConfigError: a file does not load (the message names it); nothing changed.
@@ -87,11 +100,15 @@ def reload(server: Server) -> Reloaded:
     config, gate = server.config, server.gate
     tls = server_context(config.tls_cert, config.tls_key, config.tls_client_ca)
     fresh = load_tokens(config.auth_file) if config.auth_file is not None else None
+    prepared = [step for step in (prepare() for prepare in also) if step is not None]
     # Everything loaded: from here nothing can fail half-way.
     gate.tls = tls
+    for _, take in prepared:
+        take()
+    others = tuple(name for name, _ in prepared)
     tokens = gate.tokens
     if tokens is None or fresh is None:
-        return Reloaded(describe(tls))
+        return Reloaded(describe(tls), others=others)
     before = {token.name: token for token in tokens.tokens}
     after = {token.name: token for token in fresh.tokens}
     added = tuple(name for name in after if name not in before)
@@ -114,7 +131,7 @@ def reload(server: Server) -> Reloaded:
     if rates is not None:
         rates.retune(ledger.quotas)
     closed = _close_gone(server, set(removed) | set(rotated), after)
-    return Reloaded(describe(tls), added, removed, rotated, changed, closed)
+    return Reloaded(describe(tls), added, removed, rotated, changed, closed, others)
 
 
 def _close_gone(server: Server, gone: set[str], after: dict[str, Token]) -> int:
@@ -137,7 +154,7 @@ def _close_gone(server: Server, gone: set[str], after: dict[str, Token]) -> int:
     return closed
 
 
-def reload_logged(server: Server | None) -> Reloaded | ConfigError:
+def reload_logged(server: Server | None, also: Sequence[Prepare] = ()) -> Reloaded | ConfigError:
     """:func:`reload`, logged; the refusal returned, not raised (the server serves on).
 
     Where an audit trail records administrative acts, this is the one place a reload
@@ -147,7 +164,7 @@ def reload_logged(server: Server | None) -> Reloaded | ConfigError:
         refusal = ConfigError("nothing to reload: the server is not serving")
     else:
         try:
-            done = reload(server)
+            done = reload(server, also)
         except ConfigError as error:
             refusal = error
         else:

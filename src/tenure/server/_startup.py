@@ -210,7 +210,8 @@ async def _serve_on(
         return 1  # (the server closed the journal)
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, server.stop)
-    loop.add_signal_handler(signal.SIGHUP, reload_logged, server)
+    also = (endpoint.prepare_tls,) if endpoint is not None else ()
+    loop.add_signal_handler(signal.SIGHUP, reload_logged, server, also)
     if endpoint is not None:
         endpoint.serving(server)
     fields = {

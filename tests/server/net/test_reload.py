@@ -10,6 +10,7 @@ sessions kept for their recovery window.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -131,6 +132,38 @@ async def test_tls_files_that_do_not_load_change_nothing(tmp_path: Path, wire: C
         assert peer_der(after) == first  # still the certificate it had
         assert await before.call(CreateNode("n")) is None
         assert server.proc.poll() is None
+
+
+async def healthz(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
+    """One ``GET /healthz`` on a kept-alive HTTP connection: its status line."""
+    writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    status = await asyncio.wait_for(reader.readline(), WAIT)
+    while (await asyncio.wait_for(reader.readline(), WAIT)) not in (b"\r\n", b""):
+        pass
+    await asyncio.wait_for(reader.readexactly(3), WAIT)  # "ok\n"
+    return status
+
+
+async def test_the_http_ports_certificate_is_rotated_too(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    cert, key = tmp_path / "http.pem", tmp_path / "http.key"
+    first = issue(ca, cert, key)
+    http = free_port()
+    args = ("--http-port", str(http), "--http-tls-cert", str(cert), "--http-tls-key", str(key))
+    with ServerProcess(tmp_path / "data", *args) as server:
+        reader, writer = await asyncio.open_connection("127.0.0.1", http, ssl=trusting(ca))
+        try:
+            assert writer.get_extra_info("ssl_object").getpeercert(binary_form=True) == first
+            assert b" 200 " in await healthz(reader, writer)
+            second = issue(ca, cert, key)
+            reloads(server)
+            assert '"others": ["http_tls"]' in server.output()
+            assert b" 200 " in await healthz(reader, writer)  # kept alive through it
+            fresh = await asyncio.open_connection("127.0.0.1", http, ssl=trusting(ca))
+            assert fresh[1].get_extra_info("ssl_object").getpeercert(binary_form=True) == second
+            fresh[1].close()
+        finally:
+            writer.close()
 
 
 ADMIN, ALICE, BOB, BOB2, CAROL, DAVE = (

@@ -74,7 +74,8 @@ async def run(config: ServeConfig, endpoint: Endpoint | None) -> int:
             loop.add_signal_handler(signum, member.stop)
         # SIGHUP: the current term's server reads its files again (the next keeps them);
         # before the first term serves, refused and logged.
-        loop.add_signal_handler(signal.SIGHUP, lambda: reload_logged(member.server))
+        also = (endpoint.prepare_tls,) if endpoint is not None else ()
+        loop.add_signal_handler(signal.SIGHUP, lambda: reload_logged(member.server, also))
         try:
             return await member.run(sockets, advertised(config, port))
         finally:

@@ -14,15 +14,21 @@ check, and the route refuses (403): such a server reloads on SIGHUP only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Final
+
 from aiohttp import web
 
 from tenure.server._http import guessing
 from tenure.server._http.application import SERVING
 from tenure.server._http.viewer import bearer
 from tenure.server._net.auth import Access, Token
-from tenure.server._reload import reload_logged
+from tenure.server._reload import Prepare, reload_logged
 
-__all__ = ["add_admin_routes", "is_admin"]
+__all__ = ["RELOADS", "add_admin_routes", "is_admin"]
+
+#: What a reload reads besides the server's own files (the HTTP port's TLS files).
+RELOADS: Final = web.AppKey("reloads", Sequence[Prepare])
 
 
 def is_admin(token: Token) -> bool:
@@ -51,7 +57,7 @@ async def reload_files(request: web.Request) -> web.Response:
         return _error(
             403, f"token {token.name!r} may not reload: that takes read-write on every node"
         )
-    done = reload_logged(server)
+    done = reload_logged(server, request.app.get(RELOADS, ()))
     if isinstance(done, Exception):
         return _error(409, str(done))
     return web.json_response({"reloaded": done.fields()}, headers={"Cache-Control": "no-store"})
