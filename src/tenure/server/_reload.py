@@ -21,7 +21,8 @@ steps of the engine (the event loop runs one thing at a time):
   their sessions detached with their recovery window (a client re-attaches them with
   a token of the new file). A token whose access, nodes or quotas changed keeps its
   connections: each later command is judged by the new access and nodes. (A dflockd
-  connection authenticated before is not closed: the face keeps no way to reach it.)
+  connection or a YDB Session stream authenticated before is not closed: the faces
+  keep their own, which the server does not reach.)
 * **Quotas**: the engine's ledger (:attr:`tenure._core.quotas.QuotaLedger.quotas`)
   and the request rates (:class:`~tenure.server._net.token_rates.TokenRates`) take
   the new quotas; what a token holds already is kept (a quota lowered below it
