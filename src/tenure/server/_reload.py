@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import ssl
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -102,10 +103,15 @@ def reload(server: Server, also: Sequence[Prepare] = ()) -> Reloaded:
     tls = server_context(config.tls_cert, config.tls_key, config.tls_client_ca)
     fresh = load_tokens(config.auth_file) if config.auth_file is not None else None
     prepared = [step for step in (prepare() for prepare in also) if step is not None]
-    # Everything loaded: from here nothing can fail half-way.
+    # Everything loaded: from here nothing fails half-way, unless a file changes
+    # between its check and its take (a step that loads it again in place): those
+    # steps go first, so that such a failure leaves the server's own files untaken.
+    for name, take in prepared:
+        try:
+            take()
+        except (OSError, ssl.SSLError) as error:
+            raise ConfigError(f"{name}: its files changed while reloaded: {error}") from None
     gate.tls = tls
-    for _, take in prepared:
-        take()
     others = tuple(name for name, _ in prepared)
     tokens = gate.tokens
     if tokens is None or fresh is None:
