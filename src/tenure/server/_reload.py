@@ -19,8 +19,10 @@ steps of the engine (the event loop runs one thing at a time):
   checked against them. A token **removed**, or **rotated** (its name kept, its
   secret changed), has its native connections closed: ``GoingAway(AUTHENTICATION)``,
   their sessions detached with their recovery window (a client re-attaches them with
-  a token of the new file). A token whose access, nodes or quotas changed keeps its
-  connections: each later command is judged by the new access and nodes. (A dflockd
+  a token of the new file; one that reconnects with the old secret is refused
+  without counting as a guess, :attr:`~tenure.server._net.auth.Tokens.retired`).
+  A token whose access, nodes or quotas changed keeps its connections: each later
+  command is judged by the new access and nodes. (A dflockd
   connection or a YDB Session stream authenticated before is not closed: the faces
   keep their own, which the server does not reach.)
 * **Quotas**: the engine's ledger (:attr:`tenure._core.quotas.QuotaLedger.quotas`)
@@ -132,6 +134,8 @@ def reload(server: Server, also: Sequence[Prepare] = ()) -> Reloaded:
     )
     tokens.tokens = fresh.tokens
     tokens.throttle.names = frozenset(tokens.names)
+    gone = {before[name].digest for name in (*removed, *rotated)}
+    tokens.retired = (tokens.retired | gone) - {token.digest for token in fresh.tokens}
     ledger = server.host.engine.ledger
     ledger.quotas = tokens.quotas(default_quota(config))
     rates = server.served.commit.rates

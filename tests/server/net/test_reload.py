@@ -251,12 +251,16 @@ async def test_tenure_reload_takes_tokens_added_removed_rotated_and_quotas(
         assert (await admin.call(DescribeNode("n"))).name == "n"
         refusal = await carol.fail(CreateSession("n", b"carol-2"))
         assert refusal.code is ErrorCode.LIMIT_EXCEEDED
-        # New handshakes: the new file's tokens only.
-        for gone in (ALICE, BOB):
+        # New handshakes: the new file's tokens only. A client left behind, trying its
+        # old secret again and again, is no guesser: its address is not blocked (past
+        # --auth-failures-per-minute, 10, a good token from there would be refused).
+        for gone in (ALICE, BOB) * 6:
             client = await wire.connect(server.port, hello=False)
             refused = await client.hello(token=gone)
             assert isinstance(refused, Refused)
             assert refused.code is ErrorCode.AUTHENTICATION
+            assert "removed or rotated" in refused.message
+            await client.close()
         dave = await wire.connect(server.port, token=DAVE)
         assert (await dave.call(DescribeNode("n"))).name == "n"
         # Bob's session kept its recovery window: his new secret attaches it again.

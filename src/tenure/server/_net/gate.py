@@ -231,8 +231,13 @@ class Gate:
         conn.token = tokens.authenticate(hello.token)
         if conn.token is not None:
             return None  # (its address's failures are not forgotten: see the throttle)
-        throttle.failed(addr, now)
-        why = "a token is required" if hello.token is None else "unknown token"
+        if tokens.is_retired(hello.token):
+            # A client a reload left behind, reconnecting: no guess, not counted (its
+            # retries would block its address, other clients' good tokens with it).
+            why = "token removed or rotated in the auth file"
+        else:
+            throttle.failed(addr, now)
+            why = "a token is required" if hello.token is None else "unknown token"
         fields = {"peer": conn.peer, "client_name": hello.client_name, "why": why}
         log.warning("authentication failed", extra={"event": "auth_failed", "fields": fields})
         return Refused(ErrorCode.AUTHENTICATION, why)
