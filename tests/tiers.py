@@ -77,6 +77,7 @@ _SLOW: Final = (
     "tests/cluster/test_failover.py::test_a_paused_leader_is_replaced_and_steps_down_when_it_wakes",
     "tests/cluster/test_lead_failover.py::test_the_runner_leads_on_through_a_failover_and_hands_over_after_it",
     "tests/cluster/test_failover.py::test_a_prefix_cache_lists_again_on_the_next_leader",
+    "tests/cluster/test_reload.py::test_each_member_reloads_and_keeps_it_across_a_failover",
     "tests/test_conformance_kit.py::test_the_kit_passes_on_memory_from_an_installed_package",
     "tests/test_conformance_kit.py::test_the_kit_passes_on_a_tenure_server",
     "tests/test_examples.py::test_redis_worker_pool_keeps_n_holders_and_resumes_a_crashed_worker",
@@ -111,6 +112,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/server/test_readiness.py": UNIT,
     "tests/server/test_serve_parts.py": UNIT,
     "tests/server/test_quota_pause_served.py": UNIT,  # a Server in this process
+    "tests/server/test_reload_parts.py": UNIT,  # a Server in this process
     # The journal forks a child to write a snapshot.
     **dict.fromkeys(
         (

@@ -217,3 +217,27 @@ async def _read_lines(fd: int, count: int) -> bytes:
         except BlockingIOError:
             await asyncio.sleep(0.02)
     return got
+
+
+async def test_a_reload_is_one_line_and_a_refused_one_too(tmp_path: Path) -> None:
+    auth = _tokens(tmp_path)
+    audit = tmp_path / "audit.jsonl"
+
+    def read() -> str:
+        return audit.read_text() if audit.exists() else ""
+
+    with TenantServer(tmp_path, auth, "--audit-log", str(audit)) as server:
+        server.proc.send_signal(signal.SIGHUP)  # the same files again: nothing changes
+        [done] = _until(read, 1)
+        auth.write_text("this is [not toml")
+        server.proc.send_signal(signal.SIGHUP)  # refused: the server serves on
+        _, refused = _until(read, 2)
+    assert (done["act"], done["token"], done["address"], done["outcome"]) == (
+        "reload",
+        None,
+        None,
+        "ok",
+    )
+    assert (refused["act"], refused["outcome"]) == ("reload", "invalid_argument")
+    assert "auth" in refused["what"]["why"]
+    assert not any(secret in read() for secret in SECRETS)

@@ -253,7 +253,8 @@ class GoingAway:
     """The server is closing this connection: no new requests; answers may still follow.
 
     ``code`` says why: UNAVAILABLE for a shutdown, PROTOCOL when the client broke the
-    protocol, INTERNAL for anything else.
+    protocol, AUTHENTICATION when a reload removed or rotated its token, INTERNAL for
+    anything else.
     """
 
     code: ErrorCode

@@ -12,7 +12,7 @@ import click
 
 import tenure
 from tenure._build import build
-from tenure.cli import claim, cluster, election, hold, listing, nodes, server
+from tenure.cli import claim, cluster, election, hold, listing, nodes, reload, server
 from tenure.cli._common import TRACEBACK_ENV, URL_ENV, error_line, expected, run, status_of
 from tenure.cli._status import Status
 
@@ -92,6 +92,7 @@ for _command in (
     listing.kill_session,
     nodes.node,
     cluster.cluster,
+    reload.reload,
 ):
     cli.add_command(_command)
 cli.add_command(__import__("tenure.cli.repair", fromlist=["repair"]).repair)  # issue 28

@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Mapping
 from functools import partial
 
@@ -49,6 +50,7 @@ from tenure.server._config.quota_settings import default_quota
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._durability.identity import server_secret
 from tenure.server._face_set import FaceSet
+from tenure.server._net.auth import Tokens
 from tenure.server._net.gate import Conn, Gate
 from tenure.server._net.native import NativeFace
 from tenure.server._net.outbox import Outboxes
@@ -91,6 +93,7 @@ class Server:
         role: Role = STANDALONE_ROLE,
         secret: bytes | None = None,
         audit: AuditLog | None = None,
+        loaded: tuple[ssl.SSLContext | None, Tokens | None] | None = None,
     ) -> None:
         """``served``: the host, built for this server (:mod:`tenure.server._server_host`);
         ``sockets``: the main port's and the accepted face's, bound already (the caller
@@ -100,7 +103,10 @@ class Server:
         server of a cluster steps down instead of exiting when its journal fails, see
         :meth:`step_down`); ``secret``: what the faces sign with (None: the data
         directory's, made on first use); ``audit``: the audit log (``--audit-log``; the
-        caller opens and closes it, once for all of a cluster member's terms; None: off)."""
+        caller opens and closes it, once for all of a cluster member's terms; None: off);
+        ``loaded``: the TLS context and tokens to serve with instead of loading
+        ``config``'s files (a cluster member's next term keeps its previous term's,
+        reloaded or not: :mod:`tenure.server._reload`)."""
         self.config = config
         #: Where administrative acts and refusals are recorded: the reload and backup
         #: commands record theirs here too (``server.audit.record("reload", ...)``).
@@ -121,6 +127,7 @@ class Server:
             detach=self._detach_all,
             role=role,
             pauses=served.pauses,
+            loaded=loaded,
         )
         self.routing = Routing(self.host, self._table, self.out)
         served.attach(self.routing.route, self.out, self._on_fatal)

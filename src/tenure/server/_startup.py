@@ -6,8 +6,9 @@ logs the settings (on stderr, as ``--log-format`` says: text to a terminal, JSON
 otherwise), starts the HTTP endpoint if ``--http-port`` asks for it (it answers
 ``/readyz`` 503 until the server serves), rebuilds the engine from the data
 directory, listens, and serves until SIGTERM or SIGINT (exit 0) or a fatal disk
-error (exit 1). A start that fails (a data directory another server holds, one the
-server may not use, a damaged log, a port in use) says why in one line
+error (exit 1); SIGHUP reloads the TLS and auth files (:mod:`tenure.server._reload`).
+A start that fails (a data directory another server holds, one the server may not
+use, a damaged log, a port in use) says why in one line
 (:mod:`tenure.server._start_failure`) and exits 1; a TLS or auth file that stopped
 loading since the settings were checked exits 2. The log names the auth file and
 its tokens' names, never a secret.
@@ -41,6 +42,7 @@ from tenure.server._logs import JsonFormatter as JsonFormatter  # where it used 
 from tenure.server._logs import setup_logging
 from tenure.server._net.tls import describe
 from tenure.server._reception import ListenError, Sockets, listening_sockets
+from tenure.server._reload import reload_logged
 from tenure.server._serve import Server
 from tenure.server._server_host import wal_host
 from tenure.server._start_failure import data_dir_failure, listen_failure
@@ -62,9 +64,13 @@ async def serve(config: ServeConfig) -> int:
         return 1
     watch = asyncio.create_task(_watch_lock(lock), name="watch the data directory's lock")
     audit = AuditLog.from_config(config)  # (its thread opens the file: never the loop)
+    # SIGHUP before the server serves (a long recovery): refused and logged, not the
+    # end of the process (its default); once it serves, a reload (_serve_on).
+    loop.add_signal_handler(signal.SIGHUP, reload_logged, None)
     try:
         return await _serve_locked(config, journal, loop, audit)
     finally:
+        loop.remove_signal_handler(signal.SIGHUP)
         watch.cancel()
         lock.close()
         await asyncio.to_thread(audit.close)  # what is queued is written, within a bound
@@ -209,6 +215,8 @@ async def _serve_on(
         return 1  # (the server closed the journal)
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, server.stop)
+    also = (endpoint.prepare_tls,) if endpoint is not None else ()
+    loop.add_signal_handler(signal.SIGHUP, reload_logged, server, also)
     if endpoint is not None:
         endpoint.serving(server)
     fields = {

@@ -32,6 +32,7 @@ from tenure.server._cluster.member import ClusterMember
 from tenure.server._config.cluster_url import parse_cluster_url
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._reception import listening_sockets
+from tenure.server._reload import reload_logged
 
 if TYPE_CHECKING:
     from tenure.server._http.endpoint import Endpoint
@@ -73,10 +74,14 @@ async def run(config: ServeConfig, endpoint: Endpoint | None, audit: AuditLog | 
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, member.stop)
+        # SIGHUP: the current term's server reads its files again (the next keeps them);
+        # before the first term serves, refused and logged.
+        also = (endpoint.prepare_tls,) if endpoint is not None else ()
+        loop.add_signal_handler(signal.SIGHUP, lambda: reload_logged(member.server, also))
         try:
             return await member.run(sockets, advertised(config, port))
         finally:
-            for signum in (signal.SIGTERM, signal.SIGINT):
+            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 loop.remove_signal_handler(signum)
     finally:
         sockets.close()

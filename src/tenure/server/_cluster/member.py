@@ -21,9 +21,11 @@ and the :class:`~tenure.server._cluster.follower.Follower`. Each term is one
   lease if it can (a successor is elected at once) and becomes a standby again,
   with an engine loaded afresh from etcd (what it had not appended is forgotten).
 
-SIGTERM or SIGINT ends the member: a leader first lets what it owes reach etcd and
-its clients, then steps down and revokes its lease, so that a successor takes over
-without waiting for the lease to run out.
+SIGHUP reloads the TLS and auth files of this member's current server (each member
+reads its own); its next terms keep them. SIGTERM or SIGINT ends the member: a
+leader first lets what it owes reach etcd and its clients, then steps down and
+revokes its lease, so that a successor takes over without waiting for the lease to
+run out.
 """
 
 from __future__ import annotations
@@ -352,7 +354,10 @@ class ClusterMember:
         Raises:
             ListenError: a listening face cannot bind its port.
         """
-        first = self.server is None
+        before = self.server
+        first = before is None
+        # (A later term keeps what was loaded: a file broken since must not end it.)
+        loaded = None if before is None else (before.gate.tls, before.gate.tokens)
         server = self.server = Server(
             self.config,
             served,
@@ -362,6 +367,7 @@ class ClusterMember:
             role=role,
             secret=self.secret,
             audit=self.audit,
+            loaded=loaded,
         )
         try:
             host, port = await server.start()

@@ -8,12 +8,16 @@ clients are told to go).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 from prometheus_client import ProcessCollector
 
 from tenure._core import Engine
 from tenure.server import _faces
 from tenure.server._audit import AuditLog
 from tenure.server._config.serve_config import ServeConfig
+from tenure.server._http.admin import RELOADS, add_admin_routes
 from tenure.server._http.application import ROUTE_SETS, STATE, HttpApplication
 from tenure.server._http.collector import StateCollector
 from tenure.server._http.dashboard import add_dashboard_routes
@@ -36,7 +40,9 @@ class Endpoint:
         # Every face's counters, on or off: /metrics lists the same series either way.
         self.metrics = ServerMetrics(version=version, faces=_faces.observers())
         self.application = HttpApplication(
-            self.readiness, self.metrics, (*ROUTE_SETS, add_dashboard_routes, add_login_routes)
+            self.readiness,
+            self.metrics,
+            (*ROUTE_SETS, add_dashboard_routes, add_login_routes, add_admin_routes),
         )
         registry = self.metrics.registry
         state = StateCollector(
@@ -50,6 +56,9 @@ class Endpoint:
         )
         registry.register(state)
         self.application.app[STATE] = state  # (/metrics counts with it before a scrape)
+        self.application.app[RELOADS] = (self.prepare_tls,)  # (POST /admin/reload's)
+        self._config: ServeConfig | None = None
+        self._limits = HttpLimits()
         # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds...
         ProcessCollector(registry=registry)
 
@@ -64,13 +73,29 @@ class Endpoint:
             ConfigError: the TLS files cannot be loaded (checked at start-up already).
         """
         config = ServeConfig() if config is None else config
-        limits = HttpLimits(
+        self._config = config
+        limits = self._limits = HttpLimits(
             max_connections=config.http_max_connections,
             idle_timeout=config.http_idle_timeout,
             header_timeout=config.http_header_timeout,
             tls=http_tls_context(config.http_tls_cert, config.http_tls_key),
         )
         return await self.application.start(host, port, limits, metrics_auth=config.metrics_auth)
+
+    def prepare_tls(self) -> tuple[str, Callable[[], None]] | None:
+        """A reload's step (:data:`tenure.server._reload.Prepare`): the HTTP port's TLS
+        files loaded and checked again, and what takes them: the listening context
+        loads them in place, so that the next handshake gets them and a connection
+        made before keeps its own. None: plain HTTP.
+
+        Raises:
+            ConfigError: a file does not load (nothing changes).
+        """
+        config, live = self._config, self._limits.tls
+        if config is None or live is None or config.http_tls_cert is None:
+            return None
+        http_tls_context(config.http_tls_cert, config.http_tls_key)  # (checked first)
+        return "http_tls", partial(live.load_cert_chain, config.http_tls_cert, config.http_tls_key)
 
     def recovering(self) -> None:
         """The data directory is being replayed."""

@@ -219,6 +219,9 @@ class Tokens:
         #: Failures per peer address, shared by every listener that checks these
         #: tokens (set by the server from its settings; by default it never blocks).
         self.throttle = Throttle(0, 0.0)
+        #: The digests of the secrets a reload removed or rotated (none of today's):
+        #: a client still using one is not guessing, and is not throttled for it.
+        self.retired: frozenset[bytes] = frozenset()
 
     def quotas(self, default: Quota) -> dict[str, Quota]:
         """Every token's quotas by its name (:meth:`Token.quotas`), for the engine."""
@@ -239,6 +242,10 @@ class Tokens:
             if hmac.compare_digest(digest, token.digest):
                 found = token
         return found
+
+    def is_retired(self, secret: str | None) -> bool:
+        """Whether ``secret`` is one a reload removed or rotated (:attr:`retired`)."""
+        return bool(secret) and hashlib.sha256(str(secret).encode()).digest() in self.retired
 
 
 def load_tokens(path: Path) -> Tokens:

@@ -131,22 +131,25 @@ class Gate:
         detach: Callable[[Conn], None],
         role: Role = STANDALONE_ROLE,
         pauses: PauseWatch,
+        loaded: tuple[ssl.SSLContext | None, Tokens | None] | None = None,
     ) -> None:
         """``window_of(conn)``: the shortest recovery window of the sessions attached to
         ``conn`` now (None: none); ``detach(conn)``: detach them, counting their windows
         from its last frame; ``role``: whether this server leads its cluster (a
         standby's Welcome says so, and an older client's Hello is refused NOT_LEADER);
-        ``pauses``: the server's own stalls, which its host's clock leaves out too."""
+        ``pauses``: the server's own stalls, which its host's clock leaves out too;
+        ``loaded``: the TLS context and tokens a previous term's gate had (a cluster
+        member's next term keeps what it last loaded or reloaded: docs/operations.md,
+        "Reload"), instead of loading ``config``'s files again."""
         self.config = config
         self.instance_id = instance_id
         self.role = role
-        self.tls: ssl.SSLContext | None = server_context(
-            config.tls_cert, config.tls_key, config.tls_client_ca
-        )
-        self.tokens: Tokens | None = (
-            load_tokens(config.auth_file) if config.auth_file is not None else None
-        )
-        if self.tokens is not None:
+        if loaded is not None:
+            self.tls, self.tokens = loaded
+        else:
+            self.tls = server_context(config.tls_cert, config.tls_key, config.tls_client_ca)
+            self.tokens = load_tokens(config.auth_file) if config.auth_file is not None else None
+        if self.tokens is not None and loaded is None:
             self.tokens.throttle = Throttle(
                 config.auth_failures_per_minute,
                 config.auth_block_time,
@@ -228,8 +231,13 @@ class Gate:
         conn.token = tokens.authenticate(hello.token)
         if conn.token is not None:
             return None  # (its address's failures are not forgotten: see the throttle)
-        throttle.failed(addr, now)
-        why = "a token is required" if hello.token is None else "unknown token"
+        if tokens.is_retired(hello.token):
+            # A client a reload left behind, reconnecting: no guess, not counted (its
+            # retries would block its address, other clients' good tokens with it).
+            why = "token removed or rotated in the auth file"
+        else:
+            throttle.failed(addr, now)
+            why = "a token is required" if hello.token is None else "unknown token"
         fields = {"peer": conn.peer, "client_name": hello.client_name, "why": why}
         log.warning("authentication failed", extra={"event": "auth_failed", "fields": fields})
         return Refused(ErrorCode.AUTHENTICATION, why)
@@ -319,8 +327,13 @@ class Gate:
         else:  # a frame came meanwhile (or a session left): look again when due
             self._arm_open(conn)
             return
-        self._detach(conn)  # now: the windows count from the last frame anyway
-        self._emit(conn, GoingAway(ErrorCode.UNAVAILABLE, why))
+        self.send_away(conn, ErrorCode.UNAVAILABLE, why)
+
+    def send_away(self, conn: Conn, code: ErrorCode, why: str) -> None:
+        """Close an OPEN connection: its sessions detached now (their windows counted
+        from its last frame), then GoingAway(``code``, ``why``) as its last word."""
+        self._detach(conn)
+        self._emit(conn, GoingAway(code, why))
         conn.closing = True
 
     def _arm_open(self, conn: Conn) -> None:

@@ -40,6 +40,19 @@ class TokenRates:
         self._buckets: dict[str, list[float]] = {}
         self._refused = refused
 
+    def retune(self, quotas: Mapping[str, Quota]) -> None:
+        """Take the rates of ``quotas`` from now on (an auth file reloaded): a token
+        whose rate stays keeps what is left in its bucket (a reload gives nobody a
+        fresh burst); a token with no rate now, or gone, loses its bucket."""
+        self._rates = {
+            name: quota.requests_per_second
+            for name, quota in quotas.items()
+            if quota.requests_per_second is not None
+        }
+        self._buckets = {
+            name: bucket for name, bucket in self._buckets.items() if name in self._rates
+        }
+
     def take(self, token: str, now: float) -> None:
         """Take one command of ``token``'s bucket at ``now`` (seconds, monotonic).
 

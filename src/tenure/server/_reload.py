@@ -1,0 +1,204 @@
+"""Reload: a running server reads its TLS files and its auth file again (SIGHUP, ``tenure reload``).
+
+What is read again is what the settings name, at the paths they named at the start
+(``--tls-cert``, ``--tls-key``, ``--tls-client-ca``, ``--auth-file``): a reload
+changes what the files say, never which files there are, nor whether TLS or tokens
+are on. Every file is loaded and checked first; one that does not load (missing,
+not PEM, a key that is not the certificate's, an auth file that does not parse or
+names a token twice) raises :class:`ConfigError` naming it and **changes nothing**:
+the server goes on with what it had. Only then is it all taken at once, between two
+steps of the engine (the event loop runs one thing at a time):
+
+* **TLS**: the next handshake gets the new context (its certificate, key and client
+  CAs); a connection made before keeps its own session, and is not dropped. The
+  HTTP port's own files (``--http-tls-cert``, ``--http-tls-key``) are read again
+  too when its endpoint is given (:data:`Prepare`).
+* **Tokens**: the :class:`~tenure.server._net.auth.Tokens` object every part holds
+  (the gate, the faces, the HTTP endpoint) is given the new tokens in place, so the
+  next Hello, dflockd auth, YDB ticket, dashboard login or ``/metrics`` scrape is
+  checked against them. A token **removed**, or **rotated** (its name kept, its
+  secret changed), has its native connections closed: ``GoingAway(AUTHENTICATION)``,
+  their sessions detached with their recovery window (a client re-attaches them with
+  a token of the new file; one that reconnects with the old secret is refused
+  without counting as a guess, :attr:`~tenure.server._net.auth.Tokens.retired`).
+  A token whose access, nodes or quotas changed keeps its connections: each later
+  command is judged by the new access and nodes. (A dflockd
+  connection or a YDB Session stream authenticated before is not closed: the faces
+  keep their own, which the server does not reach.)
+* **Quotas**: the engine's ledger (:attr:`tenure._core.quotas.QuotaLedger.quotas`)
+  and the request rates (:class:`~tenure.server._net.token_rates.TokenRates`) take
+  the new quotas; what a token holds already is kept (a quota lowered below it
+  refuses its next creation, as at a start).
+
+:func:`reload` is the act; :func:`reload_logged` logs it (``reloaded``, or
+``reload_refused`` with the reason) and is what SIGHUP runs. A cluster member
+reloads its current term's server, and its next term keeps what it reloaded (each
+member reads its own files).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import ssl
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tenure.errors import ErrorCode
+from tenure.server._config.quota_settings import default_quota
+from tenure.server._config.settings import ConfigError
+from tenure.server._net.auth import Token, load_tokens
+from tenure.server._net.gate import Conn
+from tenure.server._net.tls import describe, server_context
+
+if TYPE_CHECKING:
+    from tenure.server._serve import Server
+
+log = logging.getLogger("tenure.server")
+
+__all__ = ["Prepare", "Reloaded", "reload", "reload_logged"]
+
+#: Another part's files to read again (the HTTP port's TLS files:
+#: :meth:`tenure.server._http.endpoint.Endpoint.prepare_tls`): loads and checks them
+#: (ConfigError: nothing changes), and returns their name and the step that takes
+#: them, run only once every file has loaded; None: that part has no files.
+Prepare = Callable[[], tuple[str, Callable[[], None]] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Reloaded:
+    """What a reload changed: ``tls`` (``off``, ``tls`` or ``mtls``: its files read again
+    unless ``off``), the tokens' names ``added``, ``removed``, ``rotated`` (a new secret)
+    and ``changed`` (access, nodes or quotas), how many connections were ``closed``, and
+    the ``others`` whose files were read again (``http_tls``)."""
+
+    tls: str
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    rotated: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    closed: int = 0
+    others: tuple[str, ...] = ()
+
+    def fields(self) -> dict[str, object]:
+        """For the log and ``tenure reload``'s answer (names only, never a secret)."""
+        return {
+            "tls": self.tls,
+            "tokens_added": list(self.added),
+            "tokens_removed": list(self.removed),
+            "tokens_rotated": list(self.rotated),
+            "tokens_changed": list(self.changed),
+            "connections_closed": self.closed,
+            "others": list(self.others),
+        }
+
+
+def reload(server: Server, also: Sequence[Prepare] = ()) -> Reloaded:
+    """Read ``server``'s TLS and auth files again, and ``also``'s, and take them all
+    (module docstring).
+
+    Raises:
+        ConfigError: a file does not load (the message names it); nothing changed.
+    """
+    config, gate = server.config, server.gate
+    tls = server_context(config.tls_cert, config.tls_key, config.tls_client_ca)
+    fresh = load_tokens(config.auth_file) if config.auth_file is not None else None
+    prepared = [step for step in (prepare() for prepare in also) if step is not None]
+    # Everything loaded: from here nothing fails half-way, unless a file changes
+    # between its check and its take (a step that loads it again in place): those
+    # steps go first, so that such a failure leaves the server's own files untaken.
+    for name, take in prepared:
+        try:
+            take()
+        except (OSError, ssl.SSLError) as error:
+            raise ConfigError(f"{name}: its files changed while reloaded: {error}") from None
+    gate.tls = tls
+    others = tuple(name for name, _ in prepared)
+    tokens = gate.tokens
+    if tokens is None or fresh is None:
+        return Reloaded(describe(tls), others=others)
+    before = {token.name: token for token in tokens.tokens}
+    after = {token.name: token for token in fresh.tokens}
+    added = tuple(name for name in after if name not in before)
+    removed = tuple(name for name in before if name not in after)
+    rotated = tuple(
+        name
+        for name, token in after.items()
+        if name in before and not hmac.compare_digest(before[name].digest, token.digest)
+    )
+    changed = tuple(
+        name
+        for name, token in after.items()
+        if name in before and name not in rotated and before[name] != token
+    )
+    tokens.tokens = fresh.tokens
+    tokens.throttle.names = frozenset(tokens.names)
+    gone = {before[name].digest for name in (*removed, *rotated)}
+    tokens.retired = (tokens.retired | gone) - {token.digest for token in fresh.tokens}
+    ledger = server.host.engine.ledger
+    ledger.quotas = tokens.quotas(default_quota(config))
+    rates = server.served.commit.rates
+    if rates is not None:
+        rates.retune(ledger.quotas)
+    closed = _close_gone(server, set(removed) | set(rotated), after)
+    return Reloaded(describe(tls), added, removed, rotated, changed, closed, others)
+
+
+def _close_gone(server: Server, gone: set[str], after: dict[str, Token]) -> int:
+    """Close the native connections of the tokens ``gone``; give the others their
+    token as the new file says it; how many were closed."""
+    closed = 0
+    for conn in list(server.reception.conns):
+        if not isinstance(conn, Conn) or conn.token is None or conn.closing:
+            continue
+        name = conn.token.name
+        token = after.get(name)
+        if token is not None and name not in gone:
+            conn.token = token
+            continue
+        word = "removed from" if name not in after else "rotated in"
+        server.gate.send_away(
+            conn, ErrorCode.AUTHENTICATION, f"token {name!r} was {word} the auth file"
+        )
+        closed += 1
+    return closed
+
+
+def reload_logged(
+    server: Server | None,
+    also: Sequence[Prepare] = (),
+    *,
+    token: str | None = None,
+    address: str | None = None,
+) -> Reloaded | ConfigError:
+    """:func:`reload`, logged; the refusal returned, not raised (the server serves on).
+
+    The one place a reload is told: its two log events (``reloaded``,
+    ``reload_refused``) and its line of the audit log (``reload``), by the admin token
+    named ``token`` from ``address`` (both None: a SIGHUP).
+    """
+    if server is None or server.stopping:
+        refusal = ConfigError("nothing to reload: the server is not serving")
+    else:
+        try:
+            done = reload(server, also)
+        except ConfigError as error:
+            refusal = error
+        else:
+            log.info("reloaded", extra={"event": "reloaded", "fields": done.fields()})
+            server.audit.record(
+                "reload", token=token, address=address, outcome="ok", **done.fields()
+            )
+            return done
+    fields = {"why": str(refusal)}
+    log.error(
+        "reload refused; serving on as before: %s",
+        refusal,
+        extra={"event": "reload_refused", "fields": fields},
+    )
+    if server is not None:  # (a file that does not load: the caller's argument)
+        server.audit.record(
+            "reload", token=token, address=address, outcome="invalid_argument", why=str(refusal)
+        )
+    return refusal
