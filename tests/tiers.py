@@ -78,6 +78,8 @@ _SLOW: Final = (
     "tests/cluster/test_lead_failover.py::test_the_runner_leads_on_through_a_failover_and_hands_over_after_it",
     "tests/cluster/test_failover.py::test_a_prefix_cache_lists_again_on_the_next_leader",
     "tests/test_conformance_kit.py::test_the_kit_passes_on_memory_from_an_installed_package",
+    "tests/server/test_backup.py::test_a_restored_server_fences_off_every_holder_of_the_old_one",
+    "tests/server/test_backup.py::test_a_holder_of_the_old_server_sees_a_clear_loss_on_the_restored_one",
     "tests/test_conformance_kit.py::test_the_kit_passes_on_a_tenure_server",
     "tests/test_examples.py::test_redis_worker_pool_keeps_n_holders_and_resumes_a_crashed_worker",
     "tests/contrib/test_celery_beat.py::test_one_beat_ticks_a_killed_one_is_replaced_and_a_stopped_one_hands_over_at_once",

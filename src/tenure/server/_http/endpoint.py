@@ -8,12 +8,15 @@ clients are told to go).
 
 from __future__ import annotations
 
+from functools import partial
+
 from prometheus_client import ProcessCollector
 
 from tenure._core import Engine
 from tenure.server import _faces
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._http.application import ROUTE_SETS, STATE, HttpApplication
+from tenure.server._http.backup import add_backup_routes
 from tenure.server._http.collector import StateCollector
 from tenure.server._http.dashboard import add_dashboard_routes
 from tenure.server._http.listener import HttpLimits, http_tls_context
@@ -35,7 +38,14 @@ class Endpoint:
         # Every face's counters, on or off: /metrics lists the same series either way.
         self.metrics = ServerMetrics(version=version, faces=_faces.observers())
         self.application = HttpApplication(
-            self.readiness, self.metrics, (*ROUTE_SETS, add_dashboard_routes, add_login_routes)
+            self.readiness,
+            self.metrics,
+            (
+                *ROUTE_SETS,
+                add_dashboard_routes,
+                add_login_routes,
+                partial(add_backup_routes, version=version),
+            ),
         )
         registry = self.metrics.registry
         state = StateCollector(
