@@ -156,6 +156,7 @@ def test_verify_refuses_a_damaged_backup(tmp_path: Path) -> None:
     assert bad.returncode == 3
     assert "bad checksum" in bad.stderr
     refused = tenure_cli("restore", str(file), "--data-dir", str(tmp_path / "n"), token=None)
+    assert "bad checksum" in refused.stderr
     assert refused.returncode == 3
     assert not (tmp_path / "n").exists()
 
@@ -185,3 +186,27 @@ def test_a_holder_of_the_old_server_sees_a_clear_loss_on_the_restored_one(
             assert lock.lost_reason is not None
             with client.session("app") as fresh:
                 assert fresh.mutex("job").lock(timeout=WAIT).token > EPOCH
+
+
+def test_a_backup_needs_an_auth_file_and_an_admin_secret(tmp_path: Path) -> None:
+    http = free_port()
+    with ServerProcess(tmp_path / "open", "--fsync", "off", "--http-port", str(http)):
+        refused = tenure_cli("backup", "--url", f"http://127.0.0.1:{http}", str(tmp_path / "b"))
+        assert refused.returncode == 2
+        assert "--auth-file" in refused.stderr
+    auth = tmp_path / "auth.toml"
+    auth.write_text(AUTH)
+    server, http = serve(tmp_path / "closed", auth)
+    with server:
+        url = f"http://127.0.0.1:{http}"
+        wrong = tenure_cli("backup", "--url", url, str(tmp_path / "b"), token="not-a-secret")
+        assert wrong.returncode == 2
+        assert "(401)" in wrong.stderr
+        missing = tenure_cli("backup", "--url", url, str(tmp_path / "b"), token=None)
+        assert missing.returncode == 2
+        assert "admin token" in missing.stderr
+        native = tenure_cli("backup", "--url", f"tenure://127.0.0.1:{server.port}", "b")
+        assert native.returncode == 2
+        assert "HTTP endpoint" in native.stderr
+    assert not (tmp_path / "b").exists()
+    assert not list(tmp_path.glob("*.partial"))

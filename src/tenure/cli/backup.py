@@ -15,6 +15,7 @@ Layer (CONTRIBUTING.md): this module may also import tenure.server._durability (
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import urllib.error
@@ -83,6 +84,9 @@ def _download(endpoint: str, token: str, out: IO[bytes], *, follow: bool = True)
         status = Status.USAGE if error.code in (401, 403) else Status.FAILED
         message = f"the server refused the backup ({error.code}): {words}"
         raise CommandFailedError(message, status) from None
+    except http.client.HTTPException as error:  # (cut short: the server failed mid-way)
+        message = f"the backup from {endpoint} was cut short ({error!r}): see the server's log"
+        raise CommandFailedError(message, Status.FAILED) from None
     except (urllib.error.URLError, OSError) as error:
         reason = getattr(error, "reason", error)
         raise CommandFailedError(f"cannot reach {endpoint}: {reason}", Status.FAILED) from None
@@ -96,6 +100,7 @@ def save(url: str, file: Path) -> int:
     """Write a backup of the server at URL to FILE (an admin token is needed)."""
     from tenure.server._durability.backup import BadBackupError, read_backup, summary
 
+    endpoint = _endpoint(url)
     token = auth_token(url)
     if token is None:
         raise CommandFailedError(
@@ -104,7 +109,7 @@ def save(url: str, file: Path) -> int:
     partial = file.with_name(file.name + ".partial")
     try:
         with partial.open("wb") as out:
-            _download(_endpoint(url), token, out)
+            _download(endpoint, token, out)
             out.flush()
             os.fsync(out.fileno())
         try:
