@@ -81,6 +81,7 @@ _SLOW: Final = (
     "tests/server/test_backup.py::test_a_restored_server_fences_off_every_holder_of_the_old_one",
     "tests/server/test_backup.py::test_a_holder_of_the_old_server_sees_a_clear_loss_on_the_restored_one",
     "tests/cluster/test_backup.py::test_a_standby_sends_the_backup_to_its_leader",
+    "tests/cluster/test_backup.py::test_a_backup_restored_into_a_new_cluster",
     "tests/test_conformance_kit.py::test_the_kit_passes_on_a_tenure_server",
     "tests/test_examples.py::test_redis_worker_pool_keeps_n_holders_and_resumes_a_crashed_worker",
     "tests/contrib/test_celery_beat.py::test_one_beat_ticks_a_killed_one_is_replaced_and_a_stopped_one_hands_over_at_once",

@@ -5,6 +5,7 @@ directory whose tokens are past the cluster's."""
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from tenure.server._durability.restore import EPOCH
 from tests.cluster.harness import TenureCluster
 from tests.etcd.cluster import EtcdCluster
 from tests.server.test_backup import ADMIN, AUTH, tenure_cli
-from tests.server.wire import WAIT, ServerProcess
+from tests.server.wire import WAIT, ServerProcess, free_port
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -57,3 +58,36 @@ def test_a_standby_sends_the_backup_to_its_leader(tmp_path: Path, etcd_member: E
         client.session("app") as session,
     ):
         assert session.mutex("job").lock(timeout=WAIT).token > EPOCH > held.token
+
+
+def test_a_backup_restored_into_a_new_cluster(tmp_path: Path, etcd_member: EtcdCluster) -> None:
+    auth = tmp_path / "auth.toml"
+    auth.write_text(AUTH)
+    file = tmp_path / "single.bak"
+    http = free_port()
+    extra = ("--fsync", "off", "--auth-file", str(auth), "--http-port", str(http))
+    single = ServerProcess(tmp_path / "single", *extra)
+    with single, tenure.sync.connect(f"tenure://127.0.0.1:{single.port}?token={ADMIN}") as client:
+        client.create_node("app")
+        with client.session("app") as session:
+            held = session.mutex("job").lock()
+            taken = tenure_cli("backup", "--url", f"http://127.0.0.1:{http}", str(file))
+            assert taken.returncode == 0, taken.stderr
+    name = f"r{uuid.uuid4().hex[:12]}"
+    url = f"etcd://{','.join(etcd_member.endpoints)}/{name}"
+    done = tenure_cli("restore", str(file), "--cluster", url, token=None)
+    assert done.returncode == 0, done.stderr
+    assert "1 sessions ended" in done.stdout
+    again = tenure_cli("restore", str(file), "--cluster", url, token=None)
+    assert again.returncode == 2
+    assert "new name" in again.stderr
+    extra = ("--auth-file", str(auth))
+    with (
+        TenureCluster(tmp_path / "c", etcd_member.endpoints, name=name, extra=extra) as cluster,
+        tenure.sync.connect(f"{cluster.url()}?token={ADMIN}") as client,
+    ):
+        assert client.list_sessions("app") == []
+        with client.session("app") as session:
+            assert session.mutex("job").lock(timeout=WAIT).token > EPOCH > held.token
+    both = tenure_cli("restore", str(file), "--cluster", url, "--data-dir", "d", token=None)
+    assert both.returncode == 2

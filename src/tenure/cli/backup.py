@@ -7,14 +7,17 @@ every command takes one: ``--token-file``, ``TENURE_AUTH_TOKEN``), writes it to
 ``FILE.partial`` and renames it to ``FILE`` once its checksum is checked. ``tenure
 backup verify FILE`` prints what a backup holds and exits non-zero on a bad checksum
 or an unknown version. ``tenure restore FILE --data-dir DIR`` makes a new data
-directory of it whose tokens are all greater than any the old server handed out
-(docs/fencing.md, "Across a restore"), its sessions ended.
+directory of it (``--cluster URL``: a new cluster) whose tokens are all greater than
+any the old server handed out (docs/fencing.md, "Across a restore"), its sessions
+ended.
 
-Layer (CONTRIBUTING.md): this module may also import tenure.server._durability (lazily).
+Layer (CONTRIBUTING.md): this module may also import tenure.server._durability
+(lazily) and tenure.server._cluster.restore (lazily).
 """
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import os
@@ -22,7 +25,7 @@ import urllib.error
 import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 import click
@@ -30,6 +33,10 @@ import click
 from tenure.cli._auth_token import auth_token, token_file_option
 from tenure.cli._common import CommandFailedError
 from tenure.cli._status import Status
+
+if TYPE_CHECKING:
+    from tenure.server._durability.backup import Backup
+    from tenure.server._durability.restore import Restored
 
 __all__ = ["backup", "restore"]
 
@@ -161,20 +168,30 @@ def verify(file: Path, as_json: bool) -> int:
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @click.option(
     "--data-dir",
-    required=True,
     type=click.Path(path_type=Path, file_okay=False),
     help="the data directory to make (empty, or --force)",
 )
+@click.option(
+    "--cluster",
+    metavar="URL",
+    help="or a new cluster: etcd://HOST:PORT[,...]/NAME (a name not in use)",
+)
 @click.option("--force", is_flag=True, help="replace what DIR holds")
-def restore(file: Path, data_dir: Path, force: bool) -> int:
-    """Make DIR a data directory holding FILE's state; every token greater than the old."""
+def restore(file: Path, data_dir: Path | None, cluster: str | None, force: bool) -> int:
+    """Make DIR (or a new cluster) hold FILE's state; every token greater than the old."""
     from tenure.server._durability.backup import BadBackupError, read_backup
     from tenure.server._durability.dirlock import DataDirLockedError
     from tenure.server._durability.restore import NotEmptyError
     from tenure.server._durability.restore import restore as restore_into
 
+    if (data_dir is None) == (cluster is None):
+        raise CommandFailedError("give --data-dir DIR or --cluster URL (one)", Status.USAGE)
     try:
-        done = restore_into(read_backup(file), data_dir, force=force)
+        backup = read_backup(file)
+        if cluster is not None:
+            return _restore_cluster(file, backup, cluster)
+        assert data_dir is not None
+        done = restore_into(backup, data_dir, force=force)
     except BadBackupError as error:
         raise CommandFailedError(str(error), Status.FAILED) from None
     except NotEmptyError as error:
@@ -183,9 +200,36 @@ def restore(file: Path, data_dir: Path, force: bool) -> int:
         raise CommandFailedError(
             f"{data_dir} is in use by a running tenure server: stop it first", Status.BUSY
         ) from None
-    click.echo(
-        f"{data_dir}: restored from {file}; {done.sessions_ended} sessions ended (their "
-        f"clients are told); every token handed out is greater than {done.token_floor} "
-        f"(the backup's highest: {done.backup_token})"
+    click.echo(f"{data_dir}: restored from {file}; {_restored(done)}")
+    return Status.OK
+
+
+def _restored(done: Restored) -> str:
+    return (
+        f"{done.sessions_ended} sessions ended (their clients are told); every token "
+        f"handed out is greater than {done.token_floor} (the backup's highest: "
+        f"{done.backup_token})"
     )
+
+
+def _restore_cluster(file: Path, backup: Backup, url: str) -> int:
+    from tenure.server._durability.restore import restored_engine
+
+    try:
+        from tenure.server._cluster.restore import ClusterInUseError, restore_cluster
+    except ImportError as error:
+        missing = (error.name or "grpc").split(".")[0]
+        raise CommandFailedError(
+            f"a cluster needs the etcd extra ({missing} is missing): "
+            "pip install 'tenure[server,etcd]'",
+            Status.USAGE,
+        ) from None
+    engine, done = restored_engine(backup)
+    try:
+        name = asyncio.run(restore_cluster(url, engine))
+    except ValueError as error:
+        raise CommandFailedError(f"--cluster: {error}", Status.USAGE) from None
+    except ClusterInUseError as error:
+        raise CommandFailedError(str(error), Status.USAGE) from None
+    click.echo(f"cluster {name}: restored from {file}; {_restored(done)}")
     return Status.OK
