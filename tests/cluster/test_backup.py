@@ -81,9 +81,9 @@ def test_a_backup_restored_into_a_new_cluster(tmp_path: Path, etcd_member: EtcdC
     again = tenure_cli("restore", str(file), "--cluster", url, token=None)
     assert again.returncode == 2
     assert "new name" in again.stderr
-    extra = ("--auth-file", str(auth))
+    members = ("--auth-file", str(auth))
     with (
-        TenureCluster(tmp_path / "c", etcd_member.endpoints, name=name, extra=extra) as cluster,
+        TenureCluster(tmp_path / "c", etcd_member.endpoints, name=name, extra=members) as cluster,
         tenure.sync.connect(f"{cluster.url()}?token={ADMIN}") as client,
     ):
         assert client.list_sessions("app") == []
