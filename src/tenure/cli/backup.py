@@ -59,7 +59,8 @@ class _BackupGroup(click.Group):
 
 @click.group(cls=_BackupGroup)
 def backup() -> None:
-    """Take a backup of a running server (or cluster), or verify one."""
+    """Back up a running server: `tenure backup --url URL FILE` (as `save`); or check one:
+    `tenure backup verify FILE`."""
 
 
 def _endpoint(url: str) -> str:
