@@ -9,6 +9,8 @@ import json
 import os
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -205,6 +207,14 @@ def test_a_backup_needs_an_auth_file_and_an_admin_secret(tmp_path: Path) -> None
         missing = tenure_cli("backup", "--url", url, str(tmp_path / "b"), token=None)
         assert missing.returncode == 2
         assert "admin token" in missing.stderr
+        # Reached by any name (an operator's host names it as it knows it), unlike the
+        # dashboard: the secret, never a cookie, is what lets a backup out.
+        foreign = urllib.request.Request(
+            f"{url}/admin/backup", method="POST", data=b"", headers={"Host": "db-7.example:80"}
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused_by_name:
+            urllib.request.urlopen(foreign, timeout=WAIT)
+        assert refused_by_name.value.code == 401  # (not 421: the Host is not checked)
         native = tenure_cli("backup", "--url", f"tenure://127.0.0.1:{server.port}", "b")
         assert native.returncode == 2
         assert "HTTP endpoint" in native.stderr
