@@ -112,7 +112,8 @@ def test_a_restored_server_fences_off_every_holder_of_the_old_one(tmp_path: Path
     assert verified.returncode == 0, verified.stderr
     facts = json.loads(verified.stdout)
     assert (facts["nodes"], facts["sessions"], facts["holds"]) == (1, 1, 41)
-    assert facts["highest_token"] >= backup_token
+    assert facts["highest_token"] == backup_token + 40  # the pools' grants, then no more
+    assert facts["last_token"] == facts["highest_token"]  # header and state: one instant
     assert facts["highest_token"] < stale.token
 
     new_dir = tmp_path / "new"
@@ -214,6 +215,7 @@ def test_a_backup_needs_an_auth_file_and_an_admin_secret(tmp_path: Path) -> None
         )
         with pytest.raises(urllib.error.HTTPError) as refused_by_name:
             urllib.request.urlopen(foreign, timeout=WAIT)
+        refused_by_name.value.close()  # (its socket: closed here, not by the collector)
         assert refused_by_name.value.code == 401  # (not 421: the Host is not checked)
         native = tenure_cli("backup", "--url", f"tenure://127.0.0.1:{server.port}", "b")
         assert native.returncode == 2

@@ -83,12 +83,13 @@ def _download(endpoint: str, token: str, out: IO[bytes], *, follow: bool = True)
             while chunk := response.read(_CHUNK):
                 out.write(chunk)
     except urllib.error.HTTPError as error:
+        with error:  # (its connection closed: a 421's is not the one the leader gets)
+            words = error.read().decode(errors="replace").strip()
         leader = error.headers.get(_LEADER_HEADER)
         if error.code == 421 and leader and follow:  # a standby: ask the leader
             scheme = urlsplit(endpoint).scheme
             _download(f"{scheme}://{leader}/admin/backup", token, out, follow=False)
             return
-        words = error.read().decode(errors="replace").strip()
         status = Status.USAGE if error.code in (401, 403) else Status.FAILED
         message = f"the server refused the backup ({error.code}): {words}"
         raise CommandFailedError(message, status) from None

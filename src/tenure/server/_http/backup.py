@@ -19,9 +19,11 @@ loop, 0 when forked; ``chunks``) and is the record an audit log would keep.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import os
+import signal
 import time
 from collections.abc import Awaitable, Callable
 from typing import Final
@@ -90,6 +92,8 @@ async def backup(request: web.Request) -> web.StreamResponse:
         where = f"; the leader is at {leader}" if leader else "; no leader is known"
         return web.Response(status=421, text=f"not the leader{where}\n", headers=headers)
     engine = server.host.engine
+    # The state is taken here, before any await: the header's token and the snapshot
+    # are of one instant (a command served during an await would come between them).
     header = BackupHeader(
         created_at=time.time(),
         instance_id=server.instance_id.hex(),
@@ -97,26 +101,33 @@ async def backup(request: web.Request) -> web.StreamResponse:
         role=server.role.name or "standalone",
         last_token=engine.last_token,
     )
-    response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
-    await response.prepare(request)
-    digest = hashlib.sha256()
-
-    async def send(data: bytes) -> None:
-        digest.update(data)
-        await response.write(data)
-
-    await send(preamble(header))
-    chunks, loop_items = 0, 0
+    data, child, loop_items = b"", None, 0
     if server.role.name:  # a cluster's leader: no fork (module docstring)
         loop_items = len(engine.sessions) + sum(len(n.semaphores) for n in engine.nodes.values())
         with collector_paused():
             data = msgpack.packb(dump(engine), use_bin_type=True)
+    else:
+        child = fork_dump(engine)
+    digest = hashlib.sha256()
+    response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+
+    async def send(part: bytes) -> None:
+        digest.update(part)
+        await response.write(part)
+
+    chunks = 0
+    try:
+        await response.prepare(request)
+        await send(preamble(header))
         for start in range(0, len(data), CHUNK):
             await send(data[start : start + CHUNK])
             chunks += 1
-    else:
-        pid, read_fd = fork_dump(engine)
-        chunks = await _relay(pid, read_fd, send)
+        if child is not None:
+            (pid, read_fd), child = child, None  # (_relay closes and reaps it)
+            chunks += await _relay(pid, read_fd, send)
+    finally:
+        if child is not None:  # the client went before the relay began
+            await _abandon(*child)
     await response.write(digest.digest())
     await response.write_eof()
     fields = {"chunks": chunks, "loop_items": loop_items, "last_token": header.last_token}
@@ -153,6 +164,14 @@ async def _relay(pid: int, read_fd: int, send: Callable[[bytes], Awaitable[None]
     if status != 0:
         raise RuntimeError("the backup's child failed (the server's log says why)")
     return chunks
+
+
+async def _abandon(pid: int, read_fd: int) -> None:
+    """Stop a child whose backup nobody will read, and reap it."""
+    os.close(read_fd)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    await asyncio.get_running_loop().run_in_executor(None, _reap, pid)
 
 
 def _reap(pid: int) -> int:
