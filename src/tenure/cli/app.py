@@ -97,6 +97,8 @@ for _command in (
     cli.add_command(_command)
 cli.add_command(__import__("tenure.cli.repair", fromlist=["repair"]).repair)  # issue 28
 cli.add_command(__import__("tenure.cli.group", fromlist=["group"]).group)  # issue 35
+cli.add_command(__import__("tenure.cli.backup", fromlist=["backup"]).backup)  # issue 50
+cli.add_command(__import__("tenure.cli.backup", fromlist=["restore"]).restore)
 
 
 def main(argv: Sequence[str]) -> int:

@@ -22,7 +22,9 @@ The runtime, here:
   place the server imports :mod:`tenure.compat`), and :mod:`tenure.server._face_set`:
   the faces one server runs;
 * :mod:`tenure.server._startup`: ``tenure serve`` from start to exit, and
-  :mod:`tenure.server._start_failure`: why a start failed, in one line.
+  :mod:`tenure.server._start_failure`: why a start failed, in one line;
+* :mod:`tenure.server._reload`: the TLS and auth files read again, all or nothing
+  (SIGHUP, ``tenure reload``).
 
 By concern:
 

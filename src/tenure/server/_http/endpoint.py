@@ -19,6 +19,7 @@ from tenure.server._audit import AuditLog
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._http.admin import RELOADS, add_admin_routes
 from tenure.server._http.application import ROUTE_SETS, STATE, HttpApplication
+from tenure.server._http.backup import add_backup_routes
 from tenure.server._http.collector import StateCollector
 from tenure.server._http.dashboard import add_dashboard_routes
 from tenure.server._http.listener import HttpLimits, http_tls_context
@@ -42,7 +43,13 @@ class Endpoint:
         self.application = HttpApplication(
             self.readiness,
             self.metrics,
-            (*ROUTE_SETS, add_dashboard_routes, add_login_routes, add_admin_routes),
+            (
+                *ROUTE_SETS,
+                add_dashboard_routes,
+                add_login_routes,
+                add_admin_routes,
+                partial(add_backup_routes, version=version),
+            ),
         )
         registry = self.metrics.registry
         state = StateCollector(

@@ -5,8 +5,9 @@ browser send requests to the dashboard as a same-origin page would, with the for
 name in ``Host``; without an auth file that let it read the state and, with
 ``--dashboard-actions``, end sessions. A cross-site page can also send requests to
 the dashboard's own address, with its own name in ``Origin``. So every dashboard
-request (everything but ``/metrics``, ``/healthz`` and ``/readyz``, which scrapers
-and probes reach by whatever name they are configured with) must name an allowed
+request (everything but ``/metrics``, ``/healthz``, ``/readyz`` and ``/admin/backup``,
+which scrapers, probes and ``tenure backup`` reach by whatever name they are
+configured with) must name an allowed
 host in ``Host`` (else ``421 Misdirected Request``) and, if it sends ``Origin``, an
 allowed host there too (else ``403``). Allowed: the loopback names, the address the
 endpoint listens on (``--http-host``, else ``--host``, unless a wildcard), and the
@@ -26,8 +27,11 @@ from tenure.server._config.hosts import host_of
 
 __all__ = ["UNCHECKED_PATHS", "check_host_and_origin"]
 
-#: Paths that are not the dashboard's: machines reach them by any name.
-UNCHECKED_PATHS: Final = frozenset({"/metrics", "/healthz", "/readyz"})
+#: Paths that are not the dashboard's: machines reach them by any name. A backup
+#: (``/admin/backup``) is asked for by ``tenure backup`` from an operator's host by the
+#: name it uses; it takes its secret only from ``Authorization``, which no rebound or
+#: cross-site page can send without knowing it (no cookie counts there).
+UNCHECKED_PATHS: Final = frozenset({"/metrics", "/healthz", "/readyz", "/admin/backup"})
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

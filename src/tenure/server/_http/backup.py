@@ -1,0 +1,192 @@
+"""``POST /admin/backup``: a backup of the running server's state, streamed (``tenure backup``).
+
+An admin act: it needs ``--auth-file`` and, as ``Authorization: Bearer``, the secret of
+a read-write token limited to no nodes (a backup reads every node); guesses count
+against the address as every bearer secret does (:mod:`tenure.server._http.guessing`).
+A cluster's standby answers 421 with the leader's HTTP address in ``Tenure-Leader``
+(the CLI asks it there).
+
+The body is a backup file (:mod:`tenure.server._durability.backup`). A single
+server's loop pays for one ``fork`` only: the child walks and encodes its
+copy-on-write view of the engine, and the loop relays the pipe in chunks of
+:data:`CHUNK` bytes, one per turn, hashing as it goes. A cluster's leader cannot
+fork (gRPC's threads: :mod:`tenure.server._cluster.journal`), and encodes the state
+on the loop, as each of its snapshots already does. What the loop did is logged
+(event ``backup``: ``loop_items``, the engine's sessions and semaphores walked on the
+loop, 0 when forked; ``chunks``) and is the record an audit log would keep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+import msgpack
+from aiohttp import web
+
+from tenure._core.snapshot import dump
+from tenure.server._durability.backup import BackupHeader, fork_dump, preamble
+from tenure.server._durability.journal import collector_paused
+from tenure.server._http import guessing
+from tenure.server._http.application import SERVING
+from tenure.server._http.viewer import bearer
+from tenure.server._net.auth import Access
+from tenure.server._serve import Server
+
+__all__ = ["CHUNK", "LEADER_HEADER", "add_backup_routes"]
+
+log = logging.getLogger("tenure.server")
+
+#: Bytes relayed to the client per turn of the loop.
+CHUNK: Final = 256 * 1024
+#: The response header a standby names the leader's HTTP address in.
+LEADER_HEADER: Final = "Tenure-Leader"
+#: The server's version as a backup's header states it (the endpoint's metrics know it).
+_VERSION_KEY: Final = web.AppKey("backup_version", str)
+
+
+def _refusal(request: web.Request, server: Server) -> web.Response | str:
+    """Why the request may not take a backup (its response), or the name of the admin
+    token that asks."""
+    tokens = server.gate.tokens
+    if tokens is None:
+        return web.Response(
+            status=403, text="a backup needs an admin token: start the server with --auth-file\n"
+        )
+    blocked = guessing.blocked(request, tokens)
+    if blocked is not None:
+        return blocked
+    token = tokens.authenticate(bearer(request))
+    guessing.attempt(request, tokens, token is not None)
+    if token is None:
+        return web.Response(
+            status=401,
+            text="send Authorization: Bearer with an admin token's secret\n",
+            headers={"WWW-Authenticate": 'Bearer realm="tenure admin"'},
+        )
+    if token.access is not Access.READ_WRITE or token.nodes is not None:
+        return web.Response(
+            status=403,
+            text=f"token {token.name!r} is not an admin token (read-write, every node)\n",
+        )
+    return token.name
+
+
+async def backup(request: web.Request) -> web.StreamResponse:
+    """Stream a backup of the state (module docstring)."""
+    server = request.app[SERVING].server
+    if server is None:
+        return web.Response(status=503, text="not serving yet\n")
+    admin = _refusal(request, server)
+    if not isinstance(admin, str):
+        return admin
+    if not server.role.leading:
+        leader = server.role.leader("http")
+        headers = {LEADER_HEADER: leader} if leader else {}
+        where = f"; the leader is at {leader}" if leader else "; no leader is known"
+        return web.Response(status=421, text=f"not the leader{where}\n", headers=headers)
+    engine = server.host.engine
+    # The state is taken here, before any await: the header's token and the snapshot
+    # are of one instant (a command served during an await would come between them).
+    header = BackupHeader(
+        created_at=time.time(),
+        instance_id=server.instance_id.hex(),
+        version=request.app.get(_VERSION_KEY, ""),
+        role=server.role.name or "standalone",
+        last_token=engine.last_token,
+    )
+    data, child, loop_items = b"", None, 0
+    if server.role.name:  # a cluster's leader: no fork (module docstring)
+        loop_items = len(engine.sessions) + sum(len(n.semaphores) for n in engine.nodes.values())
+        with collector_paused():
+            data = msgpack.packb(dump(engine), use_bin_type=True)
+    else:
+        child = fork_dump(engine)
+    digest = hashlib.sha256()
+    response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+
+    async def send(part: bytes) -> None:
+        digest.update(part)
+        await response.write(part)
+
+    chunks = 0
+    try:
+        await response.prepare(request)
+        await send(preamble(header))
+        for start in range(0, len(data), CHUNK):
+            await send(data[start : start + CHUNK])
+            chunks += 1
+        if child is not None:
+            (pid, read_fd), child = child, None  # (_relay closes and reaps it)
+            chunks += await _relay(pid, read_fd, send)
+    finally:
+        if child is not None:  # the client went before the relay began
+            await _abandon(*child)
+    await response.write(digest.digest())
+    await response.write_eof()
+    fields = {"chunks": chunks, "loop_items": loop_items, "last_token": header.last_token}
+    log.info("backup taken", extra={"event": "backup", "fields": fields})
+    server.audit.record("backup", token=admin, address=request.remote, outcome="ok", **fields)
+    return response
+
+
+async def _relay(pid: int, read_fd: int, send: Callable[[bytes], Awaitable[None]]) -> int:
+    """Relay a forked child's pipe to ``send``, a chunk per turn of the loop, then reap
+    the child; the chunks relayed. A child that failed: RuntimeError (the client gets
+    no digest, and its file no good checksum)."""
+    loop = asyncio.get_running_loop()
+    chunks = 0
+    try:
+        os.set_blocking(read_fd, False)
+        while True:
+            readable = loop.create_future()
+            loop.add_reader(read_fd, readable.set_result, None)
+            try:
+                await readable
+            finally:
+                loop.remove_reader(read_fd)
+            try:
+                data = os.read(read_fd, CHUNK)
+            except BlockingIOError:
+                continue
+            if not data:
+                break
+            await send(data)
+            chunks += 1
+    finally:
+        os.close(read_fd)  # (a child still writing gets EPIPE, and exits)
+        status = await loop.run_in_executor(None, _reap, pid)
+    if status != 0:
+        raise RuntimeError("the backup's child failed (the server's log says why)")
+    return chunks
+
+
+async def _abandon(pid: int, read_fd: int) -> None:
+    """Stop a child whose backup nobody will read, and reap it."""
+    os.close(read_fd)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    await asyncio.get_running_loop().run_in_executor(None, _reap, pid)
+
+
+def _reap(pid: int) -> int:
+    """The child's exit code; 0 if something else reaped it first (a child watcher):
+    the client's check of the snapshot then tells a cut one from a whole one."""
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return 0
+    return os.waitstatus_to_exitcode(status)
+
+
+def add_backup_routes(app: web.Application, version: str = "") -> None:
+    """``POST /admin/backup``; ``version``: the server's, stated in each backup."""
+    app[_VERSION_KEY] = version
+    app.router.add_post("/admin/backup", backup)

@@ -1,0 +1,93 @@
+"""``tenure backup`` of a cluster (real members over the run's etcd): asked of a standby,
+taken by the leader (the standby names it), and restored into a single server's data
+directory whose tokens are past the cluster's."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+import tenure.sync
+from tenure.server._durability.restore import EPOCH
+from tests.cluster.harness import TenureCluster
+from tests.etcd.cluster import EtcdCluster
+from tests.server.test_backup import ADMIN, AUTH, tenure_cli
+from tests.server.wire import WAIT, ServerProcess, free_port
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_a_standby_sends_the_backup_to_its_leader(tmp_path: Path, etcd_member: EtcdCluster) -> None:
+    auth = tmp_path / "auth.toml"
+    auth.write_text(AUTH)
+    file = tmp_path / "cluster.bak"
+    extra = ("--auth-file", str(auth))
+    with TenureCluster(tmp_path / "cluster", etcd_member.endpoints, extra=extra) as cluster:
+        leader = cluster.leader()
+        standby = cluster.standbys()[0]
+        url = f"tenure://{leader.address}?token={ADMIN}"
+        with tenure.sync.connect(url) as client:
+            client.create_node("app")
+            with client.session("app") as session:
+                held = session.mutex("job").lock()
+                taken = tenure_cli(
+                    "backup", "--url", f"http://{standby.host}:{standby.http_port}", str(file)
+                )
+                assert taken.returncode == 0, taken.stderr
+        logged = [
+            json.loads(line) for line in leader.output().splitlines() if '"event": "backup"' in line
+        ]
+        assert len(logged) == 1
+        assert logged[0]["loop_items"] >= 2  # a leader encodes on its loop: counted
+        assert '"event": "backup"' not in standby.output()
+    verified = tenure_cli("backup", "verify", "--json", str(file), token=None)
+    assert verified.returncode == 0, verified.stderr
+    facts = json.loads(verified.stdout)
+    assert facts["role"] == "leader"
+    assert facts["holds"] == 1
+    assert facts["highest_token"] >= held.token
+    done = tenure_cli("restore", str(file), "--data-dir", str(tmp_path / "single"), token=None)
+    assert done.returncode == 0, done.stderr
+    single = ServerProcess(tmp_path / "single", "--fsync", "off", "--auth-file", str(auth))
+    with (
+        single,
+        tenure.sync.connect(f"tenure://127.0.0.1:{single.port}?token={ADMIN}") as client,
+        client.session("app") as session,
+    ):
+        assert session.mutex("job").lock(timeout=WAIT).token > EPOCH > held.token
+
+
+def test_a_backup_restored_into_a_new_cluster(tmp_path: Path, etcd_member: EtcdCluster) -> None:
+    auth = tmp_path / "auth.toml"
+    auth.write_text(AUTH)
+    file = tmp_path / "single.bak"
+    http = free_port()
+    extra = ("--fsync", "off", "--auth-file", str(auth), "--http-port", str(http))
+    single = ServerProcess(tmp_path / "single", *extra)
+    with single, tenure.sync.connect(f"tenure://127.0.0.1:{single.port}?token={ADMIN}") as client:
+        client.create_node("app")
+        with client.session("app") as session:
+            held = session.mutex("job").lock()
+            taken = tenure_cli("backup", "--url", f"http://127.0.0.1:{http}", str(file))
+            assert taken.returncode == 0, taken.stderr
+    name = f"r{uuid.uuid4().hex[:12]}"
+    url = f"etcd://{','.join(etcd_member.endpoints)}/{name}"
+    done = tenure_cli("restore", str(file), "--cluster", url, token=None)
+    assert done.returncode == 0, done.stderr
+    assert "1 sessions ended" in done.stdout
+    again = tenure_cli("restore", str(file), "--cluster", url, token=None)
+    assert again.returncode == 2
+    assert "new name" in again.stderr
+    members = ("--auth-file", str(auth))
+    with (
+        TenureCluster(tmp_path / "c", etcd_member.endpoints, name=name, extra=members) as cluster,
+        tenure.sync.connect(f"{cluster.url()}?token={ADMIN}") as client,
+    ):
+        assert client.list_sessions("app") == []
+        with client.session("app") as session:
+            assert session.mutex("job").lock(timeout=WAIT).token > EPOCH > held.token
+    both = tenure_cli("restore", str(file), "--cluster", url, "--data-dir", "d", token=None)
+    assert both.returncode == 2

@@ -1,0 +1,150 @@
+"""The backup file (header, snapshot, checksum) and a restore into a data directory:
+the tokens moved past the old server's, the sessions ended, the directory a server
+recovers. Engines in this process; the real servers are tests/server/test_backup.py's."""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from pathlib import Path
+
+import msgpack
+import pytest
+
+from tenure._core import Acquire, CreateNode, CreateSemaphore, CreateSession, Engine
+from tenure._core.snapshot import dump
+from tenure.server._durability.backup import (
+    BACKUP_FORMAT,
+    MAGIC,
+    BackupHeader,
+    BadBackupError,
+    preamble,
+    read_backup,
+    summary,
+)
+from tenure.server._durability.dirlock import DataDirLock, DataDirLockedError
+from tenure.server._durability.identity import INSTANCE_ID_FILE
+from tenure.server._durability.journal import Journal
+from tenure.server._durability.restore import (
+    EPOCH,
+    NotEmptyError,
+    restore,
+    restored_engine,
+    token_floor,
+)
+from tenure.server._durability.storage import DataDir
+
+
+def engine_with_holds() -> Engine:
+    """Two sessions of node ``n``: one holds ``a`` and ``b``, the other waits for ``a``."""
+    engine = Engine()
+    engine.apply(CreateNode("n"), 0.0)
+    holder = engine.apply(CreateSession("n", b"k1", 10.0), 0.0)
+    waiter = engine.apply(CreateSession("n", b"k2", 10.0), 0.0)
+    engine.apply(CreateSemaphore(holder.session_id, "a", 1), 0.0)  # (a mutex: one waits)
+    engine.apply(Acquire(holder.session_id, "a", 1, request_id=1), 0.0)
+    engine.apply(Acquire(holder.session_id, "b", 1, ephemeral=True, request_id=2), 0.0)
+    engine.apply(Acquire(waiter.session_id, "a", 1, request_id=3), 0.0)
+    engine.take_effects()
+    return engine
+
+
+def write_backup(path: Path, engine: Engine, *, format_version: int = BACKUP_FORMAT) -> bytes:
+    header = BackupHeader(1_800_000_000.0, "ab" * 16, "9.9", "standalone", engine.last_token)
+    snapshot: bytes = msgpack.packb(dump(engine), use_bin_type=True)
+    body = preamble(header) + snapshot
+    if format_version != BACKUP_FORMAT:
+        body = body[: len(MAGIC)] + struct.pack(">H", format_version) + body[len(MAGIC) + 2 :]
+    data = body + hashlib.sha256(body).digest()
+    path.write_bytes(data)
+    return data
+
+
+def test_a_backup_says_what_it_holds(tmp_path: Path) -> None:
+    engine = engine_with_holds()
+    write_backup(tmp_path / "b", engine)
+    facts = summary(read_backup(tmp_path / "b"))
+    assert facts["nodes"] == 1
+    assert facts["sessions"] == 2
+    assert facts["semaphores"] == 2
+    assert facts["holds"] == 2
+    assert facts["waiters"] == 1
+    assert facts["highest_token"] == engine.last_token == 2
+    assert facts["instance_id"] == "ab" * 16
+    assert facts["created_at"] == 1_800_000_000.0
+
+
+def test_damage_and_unknown_formats_are_refused(tmp_path: Path) -> None:
+    data = write_backup(tmp_path / "b", engine_with_holds())
+    for at in (len(MAGIC) + 10, len(data) // 2, len(data) - 1):
+        damaged = bytearray(data)
+        damaged[at] ^= 0x01
+        (tmp_path / "d").write_bytes(damaged)
+        with pytest.raises(BadBackupError, match="bad checksum"):
+            read_backup(tmp_path / "d")
+    (tmp_path / "cut").write_bytes(data[: len(data) // 2])
+    with pytest.raises(BadBackupError, match="bad checksum"):
+        read_backup(tmp_path / "cut")
+    write_backup(tmp_path / "new", engine_with_holds(), format_version=BACKUP_FORMAT + 1)
+    with pytest.raises(BadBackupError, match=f"format {BACKUP_FORMAT + 1}"):
+        read_backup(tmp_path / "new")
+    (tmp_path / "other").write_bytes(b"SQLite format 3\x00" + data)
+    with pytest.raises(BadBackupError, match="not a tenure backup"):
+        read_backup(tmp_path / "other")
+
+
+def test_the_token_floor_is_past_the_next_epoch() -> None:
+    assert token_floor(0) == EPOCH
+    assert token_floor(41) == EPOCH
+    assert token_floor(EPOCH - 1) == EPOCH
+    assert token_floor(EPOCH) == 2 * EPOCH  # (a restored server's backup: the next epoch)
+
+
+def test_a_restored_engine_ends_its_sessions_and_moves_its_counters(tmp_path: Path) -> None:
+    engine = engine_with_holds()
+    write_backup(tmp_path / "b", engine)
+    restored, done = restored_engine(read_backup(tmp_path / "b"))
+    assert (done.sessions_ended, done.backup_token, done.token_floor) == (2, 2, EPOCH)
+    assert not restored.sessions
+    assert set(restored.nodes["n"].semaphores) == {"a"}  # (b was ephemeral: gone with its holder)
+    assert not restored.nodes["n"].semaphores["a"].owners
+    assert not restored.nodes["n"].semaphores["a"].waiters
+    assert restored.last_token == EPOCH
+    assert restored.last_session_id >= 1 << 40
+    session = restored.apply(CreateSession("n", b"k", 10.0), restored.now)
+    grant = restored.apply(Acquire(session.session_id, "a", 1, request_id=1), restored.now)
+    assert grant.token == EPOCH + 1 > engine.last_token  # granted at once: nobody held it
+
+
+def test_a_restored_directory_recovers_to_the_restored_state(tmp_path: Path) -> None:
+    write_backup(tmp_path / "b", engine_with_holds())
+    target = tmp_path / "data"
+    done = restore(read_backup(tmp_path / "b"), target)
+    assert (done.sessions_ended, done.backup_token, done.token_floor) == (2, 2, EPOCH)
+    assert len((target / INSTANCE_ID_FILE).read_bytes()) == 16
+    journal = Journal(DataDir(target), background=False)
+    engine = journal.open(100.0)
+    try:
+        assert engine.last_token == EPOCH
+        assert not engine.sessions
+        assert set(engine.nodes) == {"n"}
+    finally:
+        journal.close()
+
+
+def test_a_restore_refuses_a_directory_in_use_or_not_empty(tmp_path: Path) -> None:
+    write_backup(tmp_path / "b", engine_with_holds())
+    backup = read_backup(tmp_path / "b")
+    target = tmp_path / "data"
+    target.mkdir()
+    (target / "notes.txt").write_text("mine")
+    with pytest.raises(NotEmptyError, match="--force"):
+        restore(backup, target)
+    assert (target / "notes.txt").read_text() == "mine"
+    restore(backup, target, force=True)
+    assert not (target / "notes.txt").exists()
+    first = (target / INSTANCE_ID_FILE).read_bytes()
+    with DataDirLock(target), pytest.raises(DataDirLockedError):
+        restore(backup, target, force=True)
+    restore(backup, target, force=True)
+    assert (target / INSTANCE_ID_FILE).read_bytes() != first  # a new state each time
