@@ -141,6 +141,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/backends/test_doors.py": UNIT,
     "tests/backends/test_link_pings.py": UNIT,
     "tests/backends/test_options.py": UNIT,
+    "tests/backends/test_url_hint.py": UNIT,
     "tests/backends/test_remote_versions.py": UNIT,  # an in-process fake server
     "tests/backends/test_remote_cluster.py": UNIT,  # in-process fake cluster members
     "tests/cluster/test_parts.py": UNIT,
