@@ -463,3 +463,28 @@ def test_a_view_reads_the_nodes_it_shows_or_its_tokens_ranges_not_every_node() -
     assert index.looked_at - before <= 2
     assert scoped["nodes_total"] == 1
     assert [node["name"] for node in scoped["nodes"]] == ["jobs-1"]
+
+
+def test_a_group_member_shows_its_id_and_its_own_data_not_its_record() -> None:
+    # Issue 50: a member's row showed its record ("member joined 8:worker-1 - ...").
+    engine = Engine()
+    engine.apply(CreateNode("n"), 0.0)
+    one, two = (engine.apply(CreateSession("n", b"k", None), 0.0).session_id for _ in range(2))
+    engine.apply(CreateSemaphore(one, "workers", 10, GROUP_DATA), 0.0)
+    joined = member_record("worker-1", b"10.0.0.5:8080", weight=2, state="joined")
+    engine.apply(Acquire(one, "workers", 1, request_id=1, data=joined), 1.0)
+    joining = member_record("w-\u202e2", b"\x1b[2J", weight=None, state="joining")
+    engine.apply(Acquire(two, "workers", 1, request_id=1, data=joining), 1.0)
+    # A semaphore whose holders' data only looks like records is no group: left alone.
+    engine.apply(CreateSemaphore(one, "plain", 10, b"not a group"), 0.0)
+    engine.apply(Acquire(one, "plain", 1, request_id=2, data=joined), 1.0)
+    seen = view(engine, BoardLimits())
+    sems = {s["name"]: s for s in seen["nodes"][0]["semaphores"]}
+    first, second = sems["workers"]["owners"]
+    assert (first["data"], first["data_bytes"]) == ("10.0.0.5:8080", 13)
+    assert first["member"] == {"id": "worker-1", "state": "joined", "weight": 2}
+    assert (second["data"], second["data_bytes"]) == ("\\x1b[2J", 4)  # escaped as data is
+    assert second["member"] == {"id": "w-\\u202e2", "state": "joining", "weight": None}
+    [plain] = sems["plain"]["owners"]
+    assert "member" not in plain
+    assert plain["data"].startswith("member joined 8:worker-1 ")

@@ -8,6 +8,7 @@ let clockOffset = 0; // the server's clock minus this browser's, in seconds
 let source = null;
 let shownBoard = null; // the board last rendered, as JSON: redrawn only when it changed
 let shownCluster = null; // the cluster part last rendered, as JSON (likewise)
+let filterText = ""; // the name filter's text, lower case ("": every row)
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -74,15 +75,19 @@ function data(info) {
 
 // An election is a mutex whose holder leads: its data is the leader's (an address,
 // say) and its token the leadership's term. The server cannot tell the two apart, so
-// every holder shows its data and token.
-function holder(info, isOwner) {
-  const parts = [
-    el("span", { class: "desc who" }, info.description || "(no description)"),
-    " · ",
-    el("span", { class: "identity who" }, identity(info.identity)),
-    " · session ",
-    el("span", { class: "session-id" }, info.session_id),
-  ];
+// every holder shows its data and token. The client's identity ("(no client name) on
+// vm pid N") is said once per session: in its row of the sessions table, when it has
+// one there (``listed``), else here.
+function holder(info, isOwner, listed) {
+  const parts = [el("span", { class: "desc who" }, info.description || "(no description)")];
+  if (!listed.has(info.session_id)) parts.push(" · ", el("span", { class: "identity who" }, identity(info.identity)));
+  parts.push(" · session ", el("span", { class: "session-id" }, info.session_id));
+  // A group's member: its id (and state, weight), its data its own, not its record.
+  if (info.member) {
+    parts.push(" · member ", el("span", { class: "member-id who" }, info.member.id));
+    if (info.member.state === "joining") parts.push(" (joining)");
+    if (info.member.weight !== null) parts.push(" · weight " + info.member.weight);
+  }
   if (isOwner) {
     parts.push(" · token ", el("span", { class: "token" }, info.token));
     parts.push(" · held for ", age(info.since, "since"));
@@ -194,15 +199,15 @@ function kindCell(sem) {
   return el("td", {}, el("span", { class: "kind", title: named[1] }, named[0]), el("div", attrs, facts));
 }
 
-function semaphoreRow(sem) {
+function semaphoreRow(sem, listed) {
   const tokens = sem.kind === "mutex"
     ? el("span", { class: sem.held ? "held" : "free" }, sem.held ? "held" : "free")
     : el("span", { class: "num" }, (sem.count === null ? "all" : sem.count) + " / " +
       (sem.limit === null ? "no limit" : sem.limit));
-  const owners = el("td", { class: "owners" }, ...sem.owners.map((o) => holder(o, true)),
+  const owners = el("td", { class: "owners" }, ...sem.owners.map((o) => holder(o, true, listed)),
     more(sem.owners.length, sem.owners_total, "owners"));
   if (!sem.owners.length) owners.append(el("span", { class: "muted" }, "nobody"));
-  const queue = el("ol", { class: "queue" }, ...sem.waiters.map((w) => holder(w, false)));
+  const queue = el("ol", { class: "queue" }, ...sem.waiters.map((w) => holder(w, false, listed)));
   const waiters = el("td", { class: "waiters" }, sem.waiters.length ? queue : el("span", { class: "muted" }, "none"),
     more(sem.waiters.length, sem.waiters_total, "waiters"));
   return el("tr", { class: "semaphore", "data-name": sem.name },
@@ -230,12 +235,20 @@ function sessionRow(node, session) {
     actions);
 }
 
+// The most contended first (the most waiters), then the longest held (the oldest
+// grant), then by name: what an operator of a fleet looks for first.
+function contention(a, b) {
+  const held = (sem) => Math.min(...sem.owners.map((o) => o.since), Infinity);
+  return b.waiters_total - a.waiters_total || held(a) - held(b) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+}
+
 function nodeSection(node) {
   const head = (...names) => el("tr", {}, ...names.map((n) => el("th", {}, n)));
+  const listed = new Set(node.sessions.map((s) => s.session_id));
   const semaphores = node.semaphores.length
     ? el("table", { class: "semaphores" },
       el("thead", {}, head("semaphore", "kind", "tokens", "holders", "waiters (in order)")),
-      el("tbody", {}, ...node.semaphores.map(semaphoreRow)))
+      el("tbody", {}, ...[...node.semaphores].sort(contention).map((sem) => semaphoreRow(sem, listed))))
     : el("p", { class: "muted" }, "no semaphores");
   const sessions = node.sessions.length
     ? el("table", { class: "sessions" },
@@ -346,6 +359,16 @@ function render(message) {
     ? el("p", { class: "more cut" }, "the rest is left out: the view reached --dashboard-max-bytes")
     : null;
   main.replaceChildren(...sections, ...(rest ? [rest] : []), ...(cut ? [cut] : []));
+  applyFilter();
+}
+
+// The name filter: a semaphore row shows when its name, or its node's, has the text.
+function applyFilter() {
+  for (const row of document.querySelectorAll("tr.semaphore")) {
+    const node = row.closest("section.node").dataset.node.toLowerCase();
+    const name = row.dataset.name.toLowerCase();
+    row.hidden = Boolean(filterText) && !name.includes(filterText) && !node.includes(filterText);
+  }
 }
 
 function notice(text) {
@@ -371,9 +394,12 @@ async function endSession(node, sessionId) {
   notice(ok ? "" : "could not end session " + sessionId + ": " + (answer.error || "refused"));
 }
 
+// Before a login the header has nothing to say of a server it may not see: its
+// state ("connecting", which it is not), rates, counts and live mark are hidden.
 function showLogin(show) {
   document.getElementById("login").hidden = !show;
   document.getElementById("board").hidden = show;
+  for (const part of document.querySelectorAll("header .status")) part.hidden = show;
 }
 
 async function start() {
@@ -406,6 +432,10 @@ document.getElementById("logout").addEventListener("click", async () => {
   if (source) source.close();
   source = null;
   showLogin(true);
+});
+document.getElementById("filter").addEventListener("input", (event) => {
+  filterText = event.target.value.trim().toLowerCase();
+  applyFilter();
 });
 setInterval(tickAges, 1000);
 start();
