@@ -146,3 +146,37 @@ def test_a_failing_compiler_names_the_way_out(tmp_path: Path) -> None:
     assert pure.returncode == 0, pure.stdout + pure.stderr
     (wheel,) = (tmp_path / "pure").glob("tenure-*.whl")
     assert wheel.name.endswith("-py3-none-any.whl")
+
+
+def test_the_compile_line_reaches_the_terminal_when_pip_keeps_stderr(tmp_path: Path) -> None:
+    """pip keeps a build's stderr at its default verbosity: the line that says what is
+    compiled also goes to the controlling terminal (a pty here), and only there once."""
+    import pty
+
+    kept = tmp_path / "stderr"  # what pip would keep: a file, not a terminal
+    program = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r}); import hatch_build; "
+        "hatch_build.tell_the_terminal('tenure: compiling 3 modules')"
+    )
+    pid, master = pty.fork()
+    if pid == 0:  # the child: the pty is its controlling terminal; stderr a file
+        try:
+            fd = os.open(kept, os.O_WRONLY | os.O_CREAT, 0o600)
+            os.dup2(fd, 2)
+            os.execv(sys.executable, [sys.executable, "-c", program])
+        finally:
+            os._exit(127)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 1024)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, seen
+    assert b"tenure: compiling 3 modules" in seen
+    assert kept.read_text() == ""  # (the hook's own print goes to stderr, not this)

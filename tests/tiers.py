@@ -102,6 +102,9 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/test_wheel_hook.py": UNIT,
     "tests/test_wheel_hook.py::test_a_wheel_built_without_a_compiler_is_pure_and_says_so": SERVICE,
     "tests/test_wheel_hook.py::test_a_failing_compiler_names_the_way_out": SERVICE,
+    "tests/test_wheel_hook.py::test_the_compile_line_reaches_the_terminal_when_pip_keeps_stderr": (
+        SERVICE  # a child on a pty
+    ),
     "tests/core/test_purity.py": SERVICE,  # imports in a child interpreter
     "tests/protocol": UNIT,
     "tests/protocol/test_purity.py": SERVICE,
