@@ -34,7 +34,10 @@ from tenure.server._http.board import (
     board,
     shown_data,
 )
+from tenure.server._http.board_rates import HISTORY, waited
 from tenure.server._http.cluster_view import cluster_view
+from tenure.server._http.metrics import GRANT_WAIT_BUCKETS
+from tenure.server._http.tally import LoopHistogram
 from tenure.server._role import STANDALONE_ROLE
 
 WHO = ClientIdentity("host-a", 4242, "billing-worker")
@@ -227,6 +230,29 @@ def test_rates_are_per_second_over_the_window() -> None:
     meter.sample(125.0, 15, 1)
     # From the newest sample at least a window old (115) on: 5 grants in 10 s.
     assert meter.rates() == pytest.approx((0.5, 0.0))
+
+
+def test_a_history_of_grants_waits_and_expiries_per_second() -> None:
+    # Issue 50: the page had the last 10 s's averages alone; it now draws a minute.
+    meter = RateMeter(window=10.0)
+    assert meter.history() == {"grants": [], "waits": [], "expiries": []}
+    meter.sample(100.0, 0, 0, 0)
+    meter.sample(101.0, 4, 0, 1)
+    meter.sample(103.0, 10, 2, 4)
+    assert meter.history() == {"grants": [4.0, 3.0], "waits": [1.0, 1.5], "expiries": [0.0, 1.0]}
+    for at in range(104, 104 + HISTORY):
+        meter.sample(float(at), 10, 2, 4)
+    assert meter.history()["grants"] == [0.0] * HISTORY  # the last HISTORY intervals only
+
+
+def test_waits_are_the_grants_past_the_first_bucket() -> None:
+    histogram = LoopHistogram("tenure_grant_wait_seconds", "waits", GRANT_WAIT_BUCKETS)
+    for _ in range(3):
+        histogram.observe_zero()  # granted at once
+    histogram.observe(0.0005)  # within the first bucket: not told from "at once"
+    histogram.observe(0.25)
+    histogram.observe(30.0)
+    assert waited([histogram.family()]) == 2
 
 
 def test_a_standby_names_the_leader_and_links_its_dashboard() -> None:

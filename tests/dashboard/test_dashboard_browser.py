@@ -275,6 +275,30 @@ def test_the_most_contended_come_first_and_a_filter_by_name(served: Served, page
             holder.close()
 
 
+def test_the_header_draws_the_last_minute_of_grants_waits_and_expiries(
+    served: Served, page: Page
+) -> None:
+    page.goto(served.page_url)
+    first = Holder(served.url, "jobs", "report", "first", "w")
+    second = Holder(served.url, "jobs", "report", "second", "w", queued=True)
+    try:
+        page.wait_for_selector(f"{row(page, 'jobs', 'report')} li.waiter")  # it waits
+        first.step()  # released: the waiter is granted after a wait
+        second.granted()
+        for series in ("grants", "waits", "expiries"):  # (a flat line has no area)
+            page.wait_for_selector(f"#history polyline[data-series='{series}']", state="attached")
+        # Some second of the last minute had a wait (the chart's title says the last).
+        page.wait_for_function(
+            "() => { const p = document.querySelector(\"#history polyline[data-series='waits']\");"
+            " return p && p.getAttribute('points').split(' ').some("
+            "xy => Number(xy.split(',')[1]) < 26); }"
+        )
+        assert "waits" in (page.locator("#history").get_attribute("title") or "")
+    finally:
+        second.close()
+        first.close()
+
+
 def test_a_read_only_token_sees_but_may_not_end_sessions(
     served_with_tokens: Served, page: Page
 ) -> None:

@@ -335,12 +335,14 @@ function render(message) {
   state.className = "pill " + view.state;
   document.getElementById("grant-rate").textContent = view.rates.grants.toFixed(2);
   document.getElementById("expiry-rate").textContent = view.rates.expiries.toFixed(2);
+  drawHistory(view.history);
   document.getElementById("access").textContent =
     (view.token ? "token " + view.token + " (" + view.access + ")" : view.access);
   document.getElementById("logout").hidden = !view.token;
   // A standby grants nothing and ends nothing: its own rates would only say 0.
   const standby = Boolean(view.cluster && view.cluster.role === "standby");
   for (const id of ["grant-rate", "expiry-rate"]) document.getElementById(id).parentElement.hidden = standby;
+  document.getElementById("history").hidden = standby;
   renderCluster(view.cluster);
   const main = document.getElementById("board");
   const boardText = JSON.stringify(view.board);
@@ -369,6 +371,38 @@ function applyFilter() {
     const name = row.dataset.name.toLowerCase();
     row.hidden = Boolean(filterText) && !name.includes(filterText) && !node.includes(filterText);
   }
+}
+
+// The last minute's grants, waits and expiries per second (one point a second,
+// oldest first), as three lines of one small chart; its title says the last values.
+const SERIES = ["grants", "waits", "expiries"];
+function drawHistory(history) {
+  const box = document.getElementById("history");
+  if (!history || !history.grants.length) {
+    box.replaceChildren();
+    return;
+  }
+  const width = 180, height = 28;
+  const top = Math.max(1, ...SERIES.flatMap((name) => history[name]));
+  const svgNs = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(svgNs, "svg");
+  svg.setAttribute("width", width);
+  svg.setAttribute("height", height);
+  svg.setAttribute("viewBox", "0 0 " + width + " " + height);
+  for (const name of SERIES) {
+    const values = history[name];
+    const step = values.length > 1 ? width / (values.length - 1) : 0;
+    const points = values.map((v, i) => (i * step).toFixed(1) + "," + (height - 1 - (v / top) * (height - 2)).toFixed(1));
+    const line = document.createElementNS(svgNs, "polyline");
+    line.setAttribute("class", "series " + name);
+    line.setAttribute("data-series", name);
+    line.setAttribute("points", points.join(" "));
+    svg.append(line);
+  }
+  const last = (name) => history[name][history[name].length - 1];
+  box.title = "the last minute, per second: grants (now " + last("grants") + "), waits (" + last("waits") +
+    "), expiries (" + last("expiries") + "); the chart's top is " + top + "/s";
+  box.replaceChildren(svg);
 }
 
 function notice(text) {
